@@ -1,0 +1,3 @@
+from rmqtool.cli.app import main
+
+main()

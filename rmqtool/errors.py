@@ -1,0 +1,95 @@
+"""Every error rmqtool raises, and the one exit-code table all commands share.
+
+Each error names the file and, where it has one, the byte offset, so that the
+CLI boundary can print a single line and exit with a documented code. No
+traceback ever reaches a user.
+"""
+from __future__ import annotations
+
+import enum
+import os
+
+
+class ExitCode(enum.IntEnum):
+    """Exit codes, documented in README.md. Scripts branch on these."""
+
+    OK = 0  # success, nothing wrong seen
+    NOT_FOUND = 1  # a lookup found nothing
+    USAGE = 2  # bad arguments (also typer/click's own usage errors)
+    CORRUPT = 3  # the command ran, and damaged data was found and reported
+    BAD_INPUT = 4  # the input is not a store / file of a kind rmqtool can read
+    LOCKED = 5  # a writer refused: the store is held by a running broker
+    OPERATIONAL = 8  # missing path, permission denied, I/O error
+
+
+class RmqError(Exception):
+    """Base class: a message, optionally the file and byte offset it concerns."""
+
+    exit_code: ExitCode = ExitCode.OPERATIONAL
+
+    def __init__(self, message: str, path: str | os.PathLike | None = None,
+                 offset: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.path = os.fspath(path) if path is not None else None
+        self.offset = offset
+
+    def one_line(self) -> str:
+        where = ""
+        if self.path is not None:
+            where = self.path
+            if self.offset is not None:
+                where += f" at offset {self.offset}"
+            where += ": "
+        return f"{where}{self.message}".replace("\n", " ")
+
+    def __str__(self) -> str:
+        return self.one_line()
+
+
+class StoreNotFound(RmqError):
+    """The path does not exist."""
+
+    exit_code = ExitCode.OPERATIONAL
+
+
+class StoreAccessError(RmqError):
+    """The OS refused to read or write a path (permissions, I/O error)."""
+
+    exit_code = ExitCode.OPERATIONAL
+
+
+class NotAStore(RmqError):
+    """The path exists but holds nothing rmqtool recognises."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class FormatError(RmqError):
+    """Bytes that do not match the layout they should have."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class CorruptData(RmqError):
+    """Damage found while reading: raised only where a reader cannot go on."""
+
+    exit_code = ExitCode.CORRUPT
+
+
+class StoreLocked(RmqError):
+    """Another process (a running broker, or another rmqtool writer) holds the store."""
+
+    exit_code = ExitCode.LOCKED
+
+
+class NothingFound(RmqError):
+    """A lookup that found nothing."""
+
+    exit_code = ExitCode.NOT_FOUND
+
+
+class UsageError(RmqError):
+    """Arguments that cannot work together."""
+
+    exit_code = ExitCode.USAGE

@@ -1,0 +1,42 @@
+"""Fixture locations: fixtures/ in the repo holds copies of stores written by the real broker."""
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "fixtures"
+V4 = FIXTURES / "rocketmq-4.9.8"
+V5 = FIXTURES / "rocketmq-5.3.3"
+
+# Clean-shutdown scenarios: name -> directory holding store/ and truth.json
+CLEAN_SCENARIOS = {
+    "4.9.8/basic": V4 / "basic",
+    "4.9.8/batch": V4 / "batch",
+    "4.9.8/txdelay": V4 / "txdelay",
+    "4.9.8/timekey": V4 / "timekey",
+    "5.3.3/v2-and-crc": V5 / "v2-and-crc",
+    "5.3.3/batchcq": V5 / "batchcq",
+}
+
+_truth_cache: dict = {}
+
+
+def load_truth(path: pathlib.Path) -> dict:
+    key = str(path)
+    if key not in _truth_cache:
+        _truth_cache[key] = json.loads(path.read_text(encoding="utf-8"))
+    return _truth_cache[key]
+
+
+@pytest.fixture
+def store_copy(tmp_path):
+    """Copy a fixture store into tmp_path so a test may damage it."""
+    def _copy(src: pathlib.Path) -> pathlib.Path:
+        dst = tmp_path / "store"
+        shutil.copytree(src, dst)
+        return dst
+    return _copy

@@ -1,0 +1,295 @@
+"""Reading the commit log: segments scanned into located results.
+
+Like ``CommitLog.checkMessageAndReturnSize``, every position yields one of three things:
+a :class:`Message`, a :class:`Blank` (the end-of-file record), or a :class:`Corrupt`
+region. Unlike the broker, the scan does not stop at damage: it looks for the next
+record that proves itself (its physicalOffset field names its own position, or it is a
+blank record reaching exactly to the file end) and goes on from there.
+
+Files are read with ``os.pread`` into a bounded window, so memory stays flat whatever
+the store's size, and nothing is ever written.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import struct
+from typing import Iterator, Union
+
+from rmqtool.errors import CorruptData, StoreAccessError
+from rmqtool.findings import Finding
+from rmqtool.formats.commitlog import (BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH,
+                                       MESSAGE_MAGIC_CODES, MIN_MESSAGE_LENGTH)
+from rmqtool.store.mappedfile import Segment, SegmentQueue, discover
+from rmqtool.store.message import Message, RecordError, decode_message
+
+HOP = struct.Struct(">iI")  # totalSize, magicCode: all a header-only hop needs
+WINDOW = 8 << 20  # bytes read at once
+_MAGIC_PATTERNS = tuple(m.to_bytes(4, "big") for m in (*MESSAGE_MAGIC_CODES, BLANK_MAGIC_CODE))
+_PHYSICAL_OFFSET = struct.Struct(">q")
+_PHYSICAL_OFFSET_AT = 28  # byte position of physicalOffset inside a record
+
+
+@dataclasses.dataclass(slots=True)
+class Blank:
+    """The end-of-file blank record: totalSize says how many bytes were left in the file."""
+    offset: int
+    size: int
+    path: str
+    position: int
+    valid: bool = True  # False when totalSize is not the bytes left in the file
+
+
+@dataclasses.dataclass(slots=True)
+class Corrupt:
+    """A region that holds no readable record."""
+    offset: int
+    size: int  # bytes skipped
+    path: str
+    position: int
+    finding_id: str
+    reason: str
+
+    def finding(self) -> Finding:
+        return Finding(self.finding_id, self.path, self.position, self.reason)
+
+
+ScanResult = Union[Message, Blank, Corrupt]
+
+
+class _FileWindow:
+    """A read-only window over one file, refilled with pread as the scan moves."""
+
+    def __init__(self, path: str, size: int):
+        self.path = path
+        self.size = size
+        try:
+            self.fd = os.open(path, os.O_RDONLY)
+        except PermissionError as exc:
+            raise StoreAccessError(f"permission denied ({exc.strerror})", path) from None
+        except OSError as exc:
+            raise StoreAccessError(f"cannot open ({exc.strerror})", path) from None
+        self.buf = b""
+        self.base = 0
+
+    def close(self):
+        os.close(self.fd)
+
+    def get(self, pos: int, length: int) -> tuple[bytes, int]:
+        """(buffer, index of pos in it) covering [pos, pos + length), clipped to the file end."""
+        length = min(length, self.size - pos)
+        if pos < self.base or pos + length > self.base + len(self.buf):
+            want = max(length, WINDOW)
+            try:
+                self.buf = os.pread(self.fd, want, pos)
+            except OSError as exc:
+                raise StoreAccessError(f"read failed ({exc.strerror})", self.path, pos) from None
+            self.base = pos
+        return self.buf, pos - self.base
+
+    def find_record(self, start: int, base_offset: int) -> int | None:
+        """The first position >= start where a record proves itself, else None."""
+        pos = start
+        while pos < self.size:
+            buf, i = self.get(pos, WINDOW)
+            chunk_end = len(buf)
+            best = None
+            for pattern in _MAGIC_PATTERNS:
+                j = buf.find(pattern, i + 4)
+                while j >= 0:
+                    candidate = self.base + j - 4
+                    if candidate >= start and self._proves_itself(candidate, base_offset):
+                        if best is None or candidate < best:
+                            best = candidate
+                        break
+                    j = buf.find(pattern, j + 1)
+            if best is not None:
+                return best
+            if self.base + chunk_end >= self.size:
+                return None
+            pos = self.base + chunk_end - 8  # overlap: a header may straddle the chunk end
+        return None
+
+    def _proves_itself(self, candidate: int, base_offset: int) -> bool:
+        if candidate + 8 > self.size:
+            return False
+        buf, i = self.get(candidate, MIN_MESSAGE_LENGTH)
+        total, magic = HOP.unpack_from(buf, i)
+        if magic == BLANK_MAGIC_CODE:
+            return total == self.size - candidate
+        if total < MIN_MESSAGE_LENGTH or candidate + total > self.size or len(buf) - i < 36:
+            return False
+        (field,) = _PHYSICAL_OFFSET.unpack_from(buf, i + _PHYSICAL_OFFSET_AT)
+        return field == base_offset + candidate
+
+    def last_nonzero(self, start: int) -> int | None:
+        """Position just past the last non-zero byte in [start, size), or None if all zero."""
+        last = None
+        pos = start
+        while pos < self.size:
+            buf, i = self.get(pos, WINDOW)
+            chunk = buf[i:]
+            stripped = chunk.rstrip(b"\x00")
+            if stripped:
+                last = pos + len(stripped)
+            pos += len(chunk)
+        return last
+
+
+def scan_segment(segment: Segment, *, is_last: bool = True, start: int = 0, end_offset: int | None = None,
+                 check_crc: bool = True, findings: list | None = None) -> Iterator[ScanResult]:
+    """Scan one segment file from byte ``start``; yields located results.
+
+    ``end_offset`` (a commit log offset) stops the scan before any record that starts at
+    or after it. Findings that are not regions (a missing blank record) go to ``findings``.
+    """
+    path = str(segment.path)
+    base = segment.base_offset
+    window = _FileWindow(path, segment.size)
+    size = segment.size
+    pos = start
+    try:
+        while pos < size:
+            if end_offset is not None and base + pos >= end_offset:
+                return
+            if size - pos < END_FILE_MIN_BLANK_LENGTH:
+                yield from _tail(window, pos, base)
+                return
+            buf, i = window.get(pos, 4096)
+            total, magic = HOP.unpack_from(buf, i)
+            if magic in MESSAGE_MAGIC_CODES:
+                if total < MIN_MESSAGE_LENGTH:
+                    problem = ("recordSizeInvalid", f"totalSize {total} is smaller than any record")
+                elif pos + total > size:
+                    problem = ("recordTruncated" if total <= (1 << 30) else "recordSizeInvalid",
+                               f"totalSize {total} reaches past the file end ({size - pos} bytes left)")
+                else:
+                    buf, i = window.get(pos, total)
+                    try:
+                        yield decode_message(buf, i, base + pos, i + total, check_crc=check_crc,
+                                             path=path, file_position=pos)
+                        pos += total
+                        continue
+                    except RecordError as exc:
+                        problem = (exc.finding_id, exc.message)
+                nxt = window.find_record(pos + 1, base)
+                stop = nxt if nxt is not None else (window.last_nonzero(pos) or size)
+                yield Corrupt(base + pos, stop - pos, path, pos, *problem)
+                if nxt is None:
+                    return
+                pos = nxt
+            elif magic == BLANK_MAGIC_CODE:
+                yield Blank(base + pos, total, path, pos, valid=(total == size - pos))
+                return
+            else:
+                # No record here. Zeros are the unwritten part of the segment, unless a
+                # record follows them (zeroed damage); anything else is garbage.
+                nxt = window.find_record(pos + 1, base)
+                if nxt is None:
+                    yield from _tail(window, pos, base)
+                    if not is_last and findings is not None:
+                        findings.append(Finding("blankRecordMissing", path, pos,
+                                                "segment ends without an end-of-file blank record"))
+                    return
+                zero = total == 0 and magic == 0
+                yield Corrupt(base + pos, nxt - pos, path, pos, "recordMagicInvalid",
+                              f"{nxt - pos} {'zeroed ' if zero else ''}bytes hold no record "
+                              f"(magic 0x{magic:08X}); next record at position {nxt}")
+                pos = nxt
+    finally:
+        window.close()
+
+
+def _tail(window: _FileWindow, pos: int, base: int) -> Iterator[Corrupt]:
+    last = window.last_nonzero(pos)
+    if last is not None:
+        yield Corrupt(base + pos, last - pos, window.path, pos, "trailingGarbage",
+                      f"{last - pos} bytes of garbage after the last record")
+
+
+class CommitLog:
+    """The commit log directory of a store, read-only."""
+
+    def __init__(self, directory: str | os.PathLike, mapped_file_size: int | None = None):
+        self.queue: SegmentQueue = discover(directory, mapped_file_size=mapped_file_size)
+
+    @property
+    def directory(self) -> pathlib.Path:
+        return self.queue.directory
+
+    @property
+    def segments(self) -> list[Segment]:
+        return self.queue.segments
+
+    @property
+    def mapped_file_size(self) -> int | None:
+        return self.queue.mapped_file_size
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.queue.findings
+
+    def scan(self, from_offset: int | None = None, to_offset: int | None = None, *,
+             check_crc: bool = True, findings: list | None = None) -> Iterator[ScanResult]:
+        """Every record from ``from_offset`` (a record start) up to ``to_offset``, in order."""
+        segs = self.segments
+        for n, seg in enumerate(segs):
+            end = seg.base_offset + seg.size
+            if from_offset is not None and end <= from_offset:
+                continue
+            if to_offset is not None and seg.base_offset >= to_offset:
+                return
+            start = from_offset - seg.base_offset if from_offset and from_offset > seg.base_offset else 0
+            yield from scan_segment(seg, is_last=(n == len(segs) - 1), start=start, end_offset=to_offset,
+                                    check_crc=check_crc, findings=findings)
+
+    def read_message(self, offset: int, *, check_crc: bool = True) -> Message:
+        """The message whose record starts at a commit log offset (lookMessageByOffset)."""
+        seg = self.queue.find(offset)
+        if seg is None or offset - seg.base_offset >= seg.size:
+            raise CorruptData("no commit log segment holds this offset", self.directory, offset)
+        for result in scan_segment(seg, start=offset - seg.base_offset, check_crc=check_crc):
+            if isinstance(result, Message):
+                if result.commit_log_offset != offset:
+                    break
+                return result
+            if isinstance(result, Blank):
+                raise CorruptData("an end-of-file blank record lies here, not a message", seg.path,
+                                  offset - seg.base_offset)
+            raise CorruptData(f"{result.finding_id}: {result.reason}", seg.path, offset - seg.base_offset)
+        raise CorruptData("no message starts here", seg.path, offset - seg.base_offset)
+
+    def max_offset(self) -> int | None:
+        """One past the last record of the last segment that holds records (getMaxPhyOffset)."""
+        for seg in reversed(self.segments):
+            last = None
+            for result in scan_segment(seg, check_crc=False):
+                if isinstance(result, (Message, Blank)):
+                    last = (result.offset + result.size if isinstance(result, Blank)
+                            else result.commit_log_offset + result.store_size)
+            if last is not None:
+                return last
+        return None
+
+
+def header_hop(path: str, size: int) -> tuple[int, int]:
+    """The bench's header-only scan: hop totalSize to totalSize; (messages, bytes) of records."""
+    window = _FileWindow(path, size)
+    count = 0
+    pos = 0
+    try:
+        while pos + 8 <= size:
+            buf, i = window.get(pos, 8)
+            limit = len(buf) - 8
+            unpack = HOP.unpack_from
+            while i <= limit:
+                total, magic = unpack(buf, i)
+                if magic not in MESSAGE_MAGIC_CODES or total <= 0:
+                    return count, window.base + i
+                count += 1
+                i += total
+            pos = window.base + i
+    finally:
+        window.close()
+    return count, pos

@@ -1,0 +1,114 @@
+"""The read side of the broker's MappedFileQueue: a directory of fixed-size segments.
+
+Each segment is named by the offset of its first byte (20 digits). The mapped file size
+is not assumed: it is inferred from the files (the distance between consecutive names,
+else the largest file), because stores run with many sizes. Discovery never writes.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import pathlib
+
+from rmqtool.errors import NotAStore, StoreAccessError, StoreNotFound
+from rmqtool.findings import Finding
+from rmqtool.store.paths import is_segment_name
+
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class Segment:
+    path: pathlib.Path
+    base_offset: int  # offset of the segment's first byte, from its name
+    size: int  # bytes on disk now
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+@dataclasses.dataclass(slots=True)
+class SegmentQueue:
+    directory: pathlib.Path
+    segments: list[Segment]
+    mapped_file_size: int | None
+    findings: list[Finding]
+
+    @property
+    def min_offset(self) -> int | None:
+        return self.segments[0].base_offset if self.segments else None
+
+    def find(self, offset: int) -> Segment | None:
+        """The segment holding an offset, as findMappedFileByOffset does (by name and size)."""
+        lo, hi = 0, len(self.segments) - 1
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            seg = self.segments[mid]
+            end = seg.base_offset + max(seg.size, self.mapped_file_size or 0)
+            if offset < seg.base_offset:
+                hi = mid - 1
+            elif offset >= end:
+                lo = mid + 1
+            else:
+                return seg
+        return None
+
+
+def infer_mapped_file_size(segments: list[Segment]) -> int | None:
+    """Most common distance between consecutive segment names, else the largest file size."""
+    if not segments:
+        return None
+    steps = collections.Counter(
+        b.base_offset - a.base_offset for a, b in zip(segments, segments[1:]) if b.base_offset > a.base_offset)
+    if steps:
+        return steps.most_common(1)[0][0]
+    return max(s.size for s in segments) or None
+
+
+def discover(directory: str | os.PathLike, *, required: bool = True,
+             mapped_file_size: int | None = None) -> SegmentQueue:
+    """List a segment directory: segments sorted by offset, the inferred size, and findings."""
+    directory = pathlib.Path(directory)
+    findings: list[Finding] = []
+    if not directory.exists():
+        if required:
+            raise StoreNotFound("no such directory", directory)
+        return SegmentQueue(directory, [], mapped_file_size, findings)
+    if not directory.is_dir():
+        raise NotAStore("not a directory", directory)
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except PermissionError as exc:
+        raise StoreAccessError(f"permission denied ({exc.strerror})", directory) from None
+    except OSError as exc:
+        raise StoreAccessError(f"cannot list directory ({exc.strerror})", directory) from None
+    segments = []
+    for entry in entries:
+        if not is_segment_name(entry.name) or not entry.is_file(follow_symlinks=True):
+            findings.append(Finding("segmentNameInvalid", entry.path, None,
+                                    "not a segment file (name is not 20 digits); ignored"))
+            continue
+        try:
+            size = entry.stat().st_size
+        except OSError as exc:
+            findings.append(Finding("segmentUnreadable", entry.path, None, f"cannot stat ({exc.strerror})"))
+            continue
+        segments.append(Segment(pathlib.Path(entry.path), int(entry.name), size))
+    segments.sort(key=lambda s: s.base_offset)
+    size = mapped_file_size or infer_mapped_file_size(segments)
+    for i, seg in enumerate(segments):
+        if seg.size == 0:
+            findings.append(Finding("segmentEmpty", str(seg.path), 0, "segment file is empty"))
+        elif size and seg.size != size:
+            findings.append(Finding("segmentSizeOdd", str(seg.path), None,
+                                    f"size {seg.size} differs from the mapped file size {size}"))
+        if i and size:
+            prev = segments[i - 1]
+            expected = prev.base_offset + size
+            if seg.base_offset > expected:
+                findings.append(Finding("segmentGap", str(seg.path), None,
+                                        f"gap of {seg.base_offset - expected} bytes after {prev.name}"))
+            elif seg.base_offset < expected:
+                findings.append(Finding("segmentOverlap", str(seg.path), None,
+                                        f"starts {expected - seg.base_offset} bytes inside {prev.name}"))
+    return SegmentQueue(directory, segments, size, findings)

@@ -1,0 +1,91 @@
+"""Message ids.
+
+Offset msgId (MessageDecoder.createMessageId): the store host address (4 or 16 bytes),
+its port (int32) and the commit log offset (int64), as upper-case hex: 32 or 56 characters.
+
+UNIQ_KEY (MessageClientIDSetter, the client's message id): the producer's IP (4 or 16
+bytes), pid (2 bytes), class loader hash (4 bytes), then per message the milliseconds
+since the start of the month the producer started in (4 bytes) and a counter (2 bytes).
+The month is not in the id; :func:`decode_uniq_key` resolves it from a nearby timestamp.
+"""
+from __future__ import annotations
+
+import calendar
+import dataclasses
+import datetime
+import ipaddress
+import struct
+
+from rmqtool.errors import UsageError
+from rmqtool.store.hosts import format_host
+
+_PORT_OFFSET = struct.Struct(">iq")
+
+
+def create_message_id(store_ip: bytes, store_port: int, commit_log_offset: int) -> str:
+    return (bytes(store_ip) + _PORT_OFFSET.pack(store_port, commit_log_offset)).hex().upper()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OffsetMessageId:
+    store_host: str  # "ip:port"
+    store_ip: bytes
+    store_port: int
+    commit_log_offset: int
+
+
+def decode_message_id(msg_id: str) -> OffsetMessageId:
+    """Decode an offset msgId of 32 (IPv4) or 56 (IPv6) hex characters."""
+    text = msg_id.strip()
+    if len(text) not in (32, 56):
+        raise UsageError(f"an offset msgId has 32 or 56 hex characters, not {len(text)}: {msg_id!r}")
+    try:
+        raw = bytes.fromhex(text)
+    except ValueError:
+        raise UsageError(f"not a hex msgId: {msg_id!r}") from None
+    ip = raw[:-12]
+    port, offset = _PORT_OFFSET.unpack(raw[-12:])
+    return OffsetMessageId(format_host(ip, port), ip, port, offset)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UniqKey:
+    ip: str
+    pid: int
+    class_loader_hash: int
+    time_since_month_start_ms: int
+    counter: int
+    timestamp: int | None  # epoch ms, when a nearby time resolved the month
+
+
+def _month_start_ms(epoch_ms: int) -> int:
+    dt = datetime.datetime.fromtimestamp(epoch_ms / 1000, tz=datetime.timezone.utc)
+    start = dt.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return calendar.timegm(start.timetuple()) * 1000
+
+
+def decode_uniq_key(uniq_key: str, near_ms: int | None = None) -> UniqKey:
+    """Decode a UNIQ_KEY of 32 or 56 hex characters.
+
+    With ``near_ms`` (say the message's born timestamp), the month is taken as the one
+    that puts the id's time closest to it. The producer's month boundary is its own
+    local time; UTC is assumed here, so the result may be off by the zone offset.
+    """
+    text = uniq_key.strip()
+    if len(text) not in (32, 56):
+        raise UsageError(f"a UNIQ_KEY has 32 or 56 hex characters, not {len(text)}: {uniq_key!r}")
+    try:
+        raw = bytes.fromhex(text)
+    except ValueError:
+        raise UsageError(f"not a hex UNIQ_KEY: {uniq_key!r}") from None
+    ip_len = len(raw) - 12
+    ip = str(ipaddress.ip_address(raw[:ip_len]))
+    pid, loader, since, counter = struct.unpack(">HiiH", raw[ip_len:])
+    timestamp = None
+    if near_ms is not None:
+        candidates = []
+        for shift_days in (-31, 0, 31):
+            start = _month_start_ms(near_ms + shift_days * 86_400_000)
+            candidates.append(start + since)
+        timestamp = min(candidates, key=lambda t: abs(t - near_ms))
+    return UniqKey(ip, pid, loader, since, counter, timestamp)

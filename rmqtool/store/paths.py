@@ -1,0 +1,69 @@
+"""Where each file of a store lives (the broker's StorePathConfigHelper), in one place."""
+from __future__ import annotations
+
+import pathlib
+
+COMMITLOG_DIR = "commitlog"
+CONSUMEQUEUE_DIR = "consumequeue"
+CONSUMEQUEUE_EXT_DIR = "consumequeue_ext"
+BATCH_CONSUMEQUEUE_DIR = "batchconsumequeue"
+INDEX_DIR = "index"
+CONFIG_DIR = "config"
+CHECKPOINT_FILE = "checkpoint"
+ABORT_FILE = "abort"
+ABORT_BAK_FILE = "abort.bak"
+LOCK_FILE = "lock"
+
+# Segment files are named by the offset of their first byte, zero-padded to 20 digits.
+SEGMENT_NAME_DIGITS = 20
+
+
+def segment_name(offset: int) -> str:
+    return f"{offset:0{SEGMENT_NAME_DIGITS}d}"
+
+
+def is_segment_name(name: str) -> bool:
+    return len(name) == SEGMENT_NAME_DIGITS and name.isdigit()
+
+
+class StorePaths:
+    """Paths of one store root."""
+
+    def __init__(self, root: str | pathlib.Path):
+        self.root = pathlib.Path(root)
+
+    @property
+    def commitlog(self) -> pathlib.Path:
+        return self.root / COMMITLOG_DIR
+
+    @property
+    def consumequeue(self) -> pathlib.Path:
+        return self.root / CONSUMEQUEUE_DIR
+
+    @property
+    def batch_consumequeue(self) -> pathlib.Path:
+        return self.root / BATCH_CONSUMEQUEUE_DIR
+
+    @property
+    def index(self) -> pathlib.Path:
+        return self.root / INDEX_DIR
+
+    @property
+    def config(self) -> pathlib.Path:
+        return self.root / CONFIG_DIR
+
+    @property
+    def checkpoint(self) -> pathlib.Path:
+        return self.root / CHECKPOINT_FILE
+
+    @property
+    def abort(self) -> pathlib.Path:
+        return self.root / ABORT_FILE
+
+    @property
+    def abort_bak(self) -> pathlib.Path:
+        return self.root / ABORT_BAK_FILE
+
+    @property
+    def lock(self) -> pathlib.Path:
+        return self.root / LOCK_FILE

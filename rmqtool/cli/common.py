@@ -1,0 +1,50 @@
+"""What every command shares: the error boundary, output options, the sink."""
+from __future__ import annotations
+
+import enum
+import functools
+import sys
+
+import typer
+
+from rmqtool.errors import ExitCode, RmqError
+
+
+class OutputFormat(str, enum.Enum):
+    table = "table"
+    jsonl = "jsonl"
+    json = "json"
+
+
+class BodyMode(str, enum.Enum):
+    text = "text"
+    hex = "hex"
+    base64 = "base64"
+    none = "none"
+
+
+def fail(error: RmqError) -> "typer.Exit":
+    sys.stderr.write(f"rmqtool: error: {error.one_line()}\n")
+    return typer.Exit(int(error.exit_code))
+
+
+def boundary(fn):
+    """Turn library errors into one stderr line and the documented exit code; no tracebacks."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except RmqError as exc:
+            raise fail(exc) from None
+        except BrokenPipeError:
+            # downstream closed the pipe (head, less): not an error of ours
+            sys.stderr.close()
+            raise typer.Exit(int(ExitCode.OK)) from None
+        except KeyboardInterrupt:
+            sys.stderr.write("rmqtool: interrupted\n")
+            raise typer.Exit(130) from None
+        except OSError as exc:
+            where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+            sys.stderr.write(f"rmqtool: error: {where}{exc.strerror or exc}\n")
+            raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
+    return wrapper

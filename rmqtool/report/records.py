@@ -1,0 +1,65 @@
+"""Result rows: the JSON field names scripts rely on (documented in README.md)."""
+from __future__ import annotations
+
+import base64
+
+from rmqtool.store.message import Message
+
+BODY_MODES = ("text", "hex", "base64", "none")
+
+
+def render_body(body: bytes, mode: str, preview: int | None = None):
+    if mode == "none":
+        return None
+    if mode == "hex":
+        return body.hex()
+    if mode == "base64":
+        return base64.b64encode(body).decode("ascii")
+    text = body.decode("utf-8", "replace")
+    if preview is not None and len(text) > preview:
+        text = text[:preview] + "…"
+    return text
+
+
+def message_record(m: Message, body: str = "base64", *, decompress: bool = False,
+                   preview: int | None = None) -> dict:
+    """A message as the JSON object every command emits."""
+    payload = m.body
+    body_compressed = m.compression
+    if decompress and body_compressed:
+        payload = m.decompressed_body()
+    row = {
+        "commit_log_offset": m.commit_log_offset,
+        "store_size": m.store_size,
+        "magic_code": f"0x{m.magic_code:08X}",
+        "message_version": m.message_version,
+        "body_crc": m.body_crc,
+        "body_crc_ok": m.body_crc_ok,
+        "queue_id": m.queue_id,
+        "flag": m.flag,
+        "queue_offset": m.queue_offset,
+        "physical_offset": m.physical_offset,
+        "sys_flag": m.sys_flag,
+        "born_timestamp": m.born_timestamp,
+        "born_host": m.born_host,
+        "store_timestamp": m.store_timestamp,
+        "store_host": m.store_host,
+        "reconsume_times": m.reconsume_times,
+        "prepared_transaction_offset": m.prepared_transaction_offset,
+        "body_length": len(m.body),
+        "body_compression": body_compressed,
+        "body": render_body(payload, body, preview),
+        "topic": m.topic,
+        "properties": m.properties,
+        "tags": m.tags,
+        "keys": m.keys,
+        "uniq_key": m.uniq_key,
+        "msg_id": m.msg_id,
+        "file": m.path,
+        "file_position": m.position,
+    }
+    if m.property_crc_ok is not None:
+        row["property_crc_ok"] = m.property_crc_ok
+    if body != "none" and decompress and body_compressed:
+        row["body_decompressed"] = True
+    return row

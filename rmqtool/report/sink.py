@@ -1,0 +1,96 @@
+"""The one output sink: commands hand it rows (dicts); it renders them.
+
+Formats: ``jsonl`` (one JSON object a line, for scripts), ``json`` (one JSON array, or
+one object for a single-record command), ``table`` (rich, for people). Data goes to
+stdout only; progress, warnings and findings go to stderr (see :func:`warn`).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Iterable, TextIO
+
+FORMATS = ("table", "jsonl", "json")
+
+
+def _json_default(obj):
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return bytes(obj).hex()
+    if hasattr(obj, "to_json"):
+        return obj.to_json()
+    return str(obj)
+
+
+def dumps(obj) -> str:
+    return json.dumps(obj, ensure_ascii=False, default=_json_default, separators=(",", ":"))
+
+
+class Sink:
+    """Collects rows of one kind and writes them in the chosen format."""
+
+    def __init__(self, fmt: str = "jsonl", stream: TextIO | None = None, *, title: str | None = None,
+                 columns: Iterable[str] | None = None, single: bool = False):
+        if fmt not in FORMATS:
+            raise ValueError(f"unknown format {fmt!r}")
+        self.fmt = fmt
+        self.stream = stream if stream is not None else sys.stdout
+        self.title = title
+        self.columns = list(columns) if columns else None
+        self.single = single  # json: print one object rather than an array
+        self._rows: list[dict] = []
+        self.count = 0
+
+    def row(self, obj: dict) -> None:
+        self.count += 1
+        if self.fmt == "jsonl":
+            self.stream.write(dumps(obj) + "\n")
+        else:
+            self._rows.append(obj)
+
+    def close(self) -> None:
+        if self.fmt == "json":
+            if self.single and len(self._rows) == 1:
+                self.stream.write(json.dumps(self._rows[0], ensure_ascii=False, default=_json_default, indent=2))
+            else:
+                self.stream.write(json.dumps(self._rows, ensure_ascii=False, default=_json_default, indent=2))
+            self.stream.write("\n")
+        elif self.fmt == "table":
+            self._table()
+        self.stream.flush()
+
+    def _table(self) -> None:
+        from rich.console import Console
+        from rich.table import Table
+
+        console = Console(file=self.stream, soft_wrap=False, width=None if self.stream.isatty() else 200)
+        if not self._rows:
+            console.print("(no rows)")
+            return
+        columns = self.columns or list(dict.fromkeys(k for r in self._rows for k in r))
+        table = Table(title=self.title, show_lines=False)
+        for c in columns:
+            table.add_column(c, overflow="fold")
+        for r in self._rows:
+            table.add_row(*(_cell(r.get(c)) for c in columns))
+        console.print(table)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            self.close()
+        return False
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return dumps(value)
+    return str(value)
+
+
+def warn(text: str) -> None:
+    """A line for people on stderr (never stdout)."""
+    sys.stderr.write(text.rstrip("\n") + "\n")

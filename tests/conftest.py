@@ -38,5 +38,7 @@ def store_copy(tmp_path):
     def _copy(src: pathlib.Path) -> pathlib.Path:
         dst = tmp_path / "store"
         shutil.copytree(src, dst)
+        for p in [dst, *dst.rglob("*")]:  # fixture files may be read-only on disk
+            p.chmod(p.stat().st_mode | 0o200)
         return dst
     return _copy

@@ -1,9 +1,46 @@
-"""The typer application: one thin module per command, errors turned into exits here."""
+"""The typer application: one thin module per command, errors turned into exits there."""
+from __future__ import annotations
+
+import sys
+
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Forensic and recovery tool for Apache RocketMQ broker stores.")
+from rmqtool import __version__
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Forensic and recovery tool for Apache RocketMQ broker stores. Read-only unless a "
+                       "command says otherwise.")
+
+
+def _version(value: bool):
+    if value:
+        print(f"rmqtool {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")):
+    pass
+
+
+def _register_all() -> None:
+    from rmqtool.cli import dump, info
+    for module in (info, dump):
+        module.register(app)
+    import importlib
+    import importlib.util
+    for optional in ("append", "query"):  # commands still being built
+        if importlib.util.find_spec(f"rmqtool.cli.{optional}") is not None:
+            importlib.import_module(f"rmqtool.cli.{optional}").register(app)
+
+
+_register_all()
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.stderr.write("rmqtool: interrupted\n")
+        sys.exit(130)

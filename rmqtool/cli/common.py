@@ -48,3 +48,43 @@ def boundary(fn):
             sys.stderr.write(f"rmqtool: error: {where}{exc.strerror or exc}\n")
             raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
     return wrapper
+
+
+def parse_time(text: str | None) -> int | None:
+    """Epoch milliseconds, or an ISO 8601 time (UTC unless it names an offset)."""
+    if text is None:
+        return None
+    import datetime
+
+    from rmqtool.errors import UsageError
+
+    t = text.strip()
+    if t.lstrip("-").isdigit():
+        return int(t)
+    try:
+        dt = datetime.datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"not a time (epoch ms or ISO 8601): {text!r}") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=datetime.timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+def human_time(ms: int | None) -> str | None:
+    """Epoch ms as UTC ISO 8601 with milliseconds; None stays None."""
+    if ms is None:
+        return None
+    import datetime
+
+    try:
+        dt = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def progress_enabled(flag: bool | None) -> bool:
+    """Progress bars go to stderr, and by default only when stderr is a terminal."""
+    if flag is not None:
+        return flag
+    return sys.stderr.isatty()

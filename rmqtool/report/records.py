@@ -58,6 +58,10 @@ def message_record(m: Message, body: str = "base64", *, decompress: bool = False
         "file": m.path,
         "file_position": m.position,
     }
+    if not m.properties_utf8_ok:
+        row["properties_utf8_ok"] = False
+    if not m.topic_utf8_ok:
+        row["topic_utf8_ok"] = False
     if m.property_crc_ok is not None:
         row["property_crc_ok"] = m.property_crc_ok
     if body != "none" and decompress and body_compressed:

@@ -11,6 +11,7 @@ import sys
 from typing import Iterable, TextIO
 
 FORMATS = ("table", "jsonl", "json")
+TABLE_PAGE_ROWS = 500
 
 
 def _json_default(obj):
@@ -39,13 +40,18 @@ class Sink:
         self.single = single  # json: print one object rather than an array
         self._rows: list[dict] = []
         self.count = 0
+        self._paged = False
 
     def row(self, obj: dict) -> None:
         self.count += 1
         if self.fmt == "jsonl":
             self.stream.write(dumps(obj) + "\n")
-        else:
-            self._rows.append(obj)
+            return
+        self._rows.append(obj)
+        if self.fmt == "table" and len(self._rows) >= TABLE_PAGE_ROWS:
+            self._table()  # a long dump prints page by page rather than holding every row
+            self._rows.clear()
+            self._paged = True
 
     def close(self) -> None:
         if self.fmt == "json":
@@ -64,7 +70,8 @@ class Sink:
 
         console = Console(file=self.stream, soft_wrap=False, width=None if self.stream.isatty() else 200)
         if not self._rows:
-            console.print("(no rows)")
+            if not self._paged:
+                console.print("(no rows)")
             return
         columns = self.columns or list(dict.fromkeys(k for r in self._rows for k in r))
         table = Table(title=self.title, show_lines=False)

@@ -112,3 +112,22 @@ def discover(directory: str | os.PathLike, *, required: bool = True,
                 findings.append(Finding("segmentOverlap", str(seg.path), None,
                                         f"starts {expected - seg.base_offset} bytes inside {prev.name}"))
     return SegmentQueue(directory, segments, size, findings)
+
+
+def last_written(segments: list[Segment]) -> int:
+    """Index of the last segment with any record in it; -1 if none.
+
+    The broker pre-creates the next segment (AllocateMappedFileService), so a store
+    often ends with an all-zero file: the segment before it is the real last one.
+    """
+    for i in range(len(segments) - 1, -1, -1):
+        seg = segments[i]
+        if seg.size < 8:
+            continue
+        try:
+            with open(seg.path, "rb") as f:
+                if f.read(8) != bytes(8):
+                    return i
+        except OSError:
+            return i  # unreadable: let the scan report it
+    return -1

@@ -1,0 +1,96 @@
+"""What a path is: a store directory, or which kind of store file (dump takes any of them)."""
+from __future__ import annotations
+
+import os
+import pathlib
+import struct
+
+from rmqtool.errors import NotAStore, StoreAccessError, StoreNotFound
+from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODES
+from rmqtool.store import paths
+
+COMMITLOG, CONSUMEQUEUE, BATCH_CONSUMEQUEUE, INDEX, CHECKPOINT, CONFIG, ABORT, LOCK = (
+    "commitlog", "consumequeue", "batchconsumequeue", "index", "checkpoint", "config", "abort", "lock")
+STORE = "store"
+
+INDEX_NAME_DIGITS = 17  # yyyyMMddHHmmssSSS
+
+
+def require_path(path: str | os.PathLike) -> pathlib.Path:
+    p = pathlib.Path(path)
+    try:
+        p.stat()
+    except FileNotFoundError:
+        raise StoreNotFound("no such file or directory", p) from None
+    except PermissionError:
+        raise StoreAccessError("permission denied", p) from None
+    if p.is_dir() and not os.access(p, os.R_OK | os.X_OK):
+        raise StoreAccessError("permission denied", p)
+    if p.is_file() and not os.access(p, os.R_OK):
+        raise StoreAccessError("permission denied", p)
+    return p
+
+
+def is_store_dir(path: pathlib.Path) -> bool:
+    return path.is_dir() and any((path / d).is_dir() for d in (
+        paths.COMMITLOG_DIR, paths.CONSUMEQUEUE_DIR, paths.BATCH_CONSUMEQUEUE_DIR, paths.INDEX_DIR))
+
+
+def require_store(path: str | os.PathLike) -> pathlib.Path:
+    """A store root directory, or a clear error saying what the path is instead."""
+    p = require_path(path)
+    if not p.is_dir():
+        raise NotAStore("not a store directory (a file; dump takes single files)", p)
+    if not is_store_dir(p):
+        if not any(p.iterdir()):
+            raise NotAStore("empty directory: not a RocketMQ store", p)
+        raise NotAStore("not a RocketMQ store (no commitlog/, consumequeue/ or index/ inside)", p)
+    return p
+
+
+def kind_of_file(path: pathlib.Path) -> str:
+    """The kind of a single store file, from its place, name and first bytes."""
+    name = path.name
+    parent = path.parent.name
+    if name in (paths.CHECKPOINT_FILE,):
+        return CHECKPOINT
+    if name in (paths.ABORT_FILE, paths.ABORT_BAK_FILE):
+        return ABORT
+    if name == paths.LOCK_FILE:
+        return LOCK
+    if name.endswith(".json") or name.endswith(".json.bak"):
+        return CONFIG
+    if parent == paths.COMMITLOG_DIR:
+        return COMMITLOG
+    if parent == paths.INDEX_DIR or (len(name) == INDEX_NAME_DIGITS and name.isdigit()):
+        return INDEX
+    grand = path.parent.parent.parent.name if path.parent.parent else ""
+    if grand == paths.CONSUMEQUEUE_DIR:
+        return CONSUMEQUEUE
+    if grand == paths.BATCH_CONSUMEQUEUE_DIR:
+        return BATCH_CONSUMEQUEUE
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
+    if len(head) == 8:
+        _, magic = struct.unpack(">iI", head)
+        if magic in MESSAGE_MAGIC_CODES or magic == BLANK_MAGIC_CODE:
+            return COMMITLOG
+    raise NotAStore("cannot tell what kind of store file this is", path)
+
+
+def kind_of(path: str | os.PathLike) -> str:
+    p = require_path(path)
+    if p.is_dir():
+        if is_store_dir(p):
+            return STORE
+        if p.name == paths.COMMITLOG_DIR:
+            return COMMITLOG
+        if p.name == paths.INDEX_DIR:
+            return INDEX
+        if p.name == paths.CONFIG_DIR:
+            return CONFIG
+        require_store(p)  # says what is wrong with it
+    return kind_of_file(p)

@@ -37,6 +37,26 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "blankRecordInvalid": (Severity.ERROR, "an end-of-file blank record whose totalSize is not the bytes left"),
     "blankRecordMissing": (Severity.WARNING, "a segment that is not the last one ends without a blank record"),
     "trailingGarbage": (Severity.ERROR, "non-zero bytes after the last record of a segment"),
+    # checkpoint and markers
+    "abortFilePresent": (Severity.WARNING, "the abort file exists: the last broker did not shut down cleanly"),
+    "abortFileUnexpected": (Severity.WARNING, "an abort file that is neither empty nor a PID"),
+    "lockFileUnexpected": (Severity.WARNING, "a lock file that does not start with the bytes 'lock'"),
+    # config/*.json
+    "configUnparseable": (Severity.ERROR, "a config file that is not fastjson text"),
+    "configBakUsed": (Severity.WARNING, "a config file missing, empty or broken: the broker loads its .bak"),
+    "configTmpLeftover": (Severity.WARNING, "a .tmp config file left by an interrupted persist"),
+    # consume queues
+    "queueDirInvalid": (Severity.WARNING, "an entry under a consume queue root that is not TOPIC/QUEUEID/"),
+    "consumeQueueFileMisaligned": (Severity.ERROR, "a consume queue file named off the unit size"),
+    "consumeQueueHole": (Severity.ERROR, "unwritten (all-zero) units before the end of a consume queue"),
+    "consumeQueueUnitInvalid": (Severity.ERROR, "a unit with offset < 0 or size <= 0 that is not all zeros"),
+    "batchConsumeQueueOffsetGap": (Severity.ERROR, "a batch unit whose msgBaseOffset does not follow on"),
+    "consumeQueueBeyondCommitLog": (Severity.WARNING, "units pointing at or past the commit log's max offset"),
+    # index files
+    "indexFileNameInvalid": (Severity.WARNING, "a file in index/ whose name is not a yyyyMMddHHmmssSSS time"),
+    "indexFileUnreadable": (Severity.ERROR, "an index file whose header or entries cannot be located"),
+    "indexGeometryUnknown": (Severity.WARNING, "an index file whose slot and entry counts cannot be inferred"),
+    "indexChainBroken": (Severity.ERROR, "a hash chain that points outside the entries or loops"),
 }
 
 

@@ -55,9 +55,19 @@ class SegmentQueue:
 
 
 def infer_mapped_file_size(segments: list[Segment]) -> int | None:
-    """Most common distance between consecutive segment names, else the largest file size."""
+    """The store's mapped file size, from the files.
+
+    Two witnesses: the distance between consecutive names, and the file sizes. A missing
+    file fools the first, a truncated one the second; a size shared by two or more files
+    wins, else the most common distance, else the largest file.
+    """
     if not segments:
         return None
+    sizes = collections.Counter(s.size for s in segments if s.size > 0)
+    if sizes:
+        size, count = sizes.most_common(1)[0]
+        if count >= 2:
+            return size
     steps = collections.Counter(
         b.base_offset - a.base_offset for a, b in zip(segments, segments[1:]) if b.base_offset > a.base_offset)
     if steps:

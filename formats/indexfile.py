@@ -1,0 +1,117 @@
+"""Index files: a hash table from message keys to commit log offsets, one file per period.
+
+Mirrors ``store/src/main/java/org/apache/rocketmq/store/index/IndexFile.java``,
+``IndexHeader.java`` and ``IndexService.java`` (same layout at 4.9.8 and 5.3.3).
+All integers big-endian. Files live in ``index/`` and are named by their creation time,
+``yyyyMMddHHmmssSSS`` in the broker's time zone (``UtilAll.timeMillisToHumanString``).
+
+File layout, for maxHashSlotNum slots and maxIndexNum entries (both broker settings;
+the file does not record them)::
+
+     0 +------------------------------------------------------------------+
+       | header (40 B)                                                    |
+    40 +------------------------------------------------------------------+
+       | hash slots: maxHashSlotNum x int32, the newest entry number      |
+       |             whose keyHash % maxHashSlotNum is this slot (0: none) |
+       +------------------------------------------------------------------+
+       | entries: maxIndexNum x 20 B; entry 0 is never written, because   |
+       |          indexCount starts at 1, so a file holds maxIndexNum - 1  |
+       +------------------------------------------------------------------+
+
+Header::
+
+     0 +----------------+----------------+----------------+----------------+
+       | beginTimestamp |  endTimestamp  | beginPhyOffset |  endPhyOffset  |  int64 x4
+    32 +--------+-------+----------------+----------------+----------------+
+       | hashSlotCount  |   indexCount   |   int32 x2: slots in use; next entry number
+    40 +----------------+----------------+
+
+Entry::
+
+     0 +------------+---------------------------+------------+------------+
+       |  keyHash   |        phyOffset          |  timeDiff  | prevIndex  |
+       |   int32    |          int64            |   int32    |   int32    |
+    20 +------------+---------------------------+------------+------------+
+
+    keyHash: indexKeyHashMethod(topic + "#" + key). timeDiff: whole seconds after
+    beginTimestamp. prevIndex: the entry that held the slot before this one (0 ends
+    the chain), so a slot's chain runs newest to oldest.
+"""
+from __future__ import annotations
+
+from construct import Int32sb, Int64sb, Struct
+
+INDEX_HEADER_SIZE = 40
+HASH_SLOT_SIZE = 4
+INDEX_SIZE = 20
+INVALID_INDEX = 0  # slot value / prevIndex meaning "no entry"
+FIRST_INDEX = 1  # indexCount's initial value: entry 0 stays unused
+
+# MessageStoreConfig defaults: 5,000,000 slots and four times as many entries.
+DEFAULT_MAX_HASH_SLOT_NUM = 5_000_000
+DEFAULT_MAX_INDEX_NUM = DEFAULT_MAX_HASH_SLOT_NUM * 4
+
+FILE_NAME_LENGTH = len("yyyyMMddHHmmssSSS")
+
+IndexHeader = Struct(
+    "begin_timestamp" / Int64sb,
+    "end_timestamp" / Int64sb,
+    "begin_phy_offset" / Int64sb,
+    "end_phy_offset" / Int64sb,
+    "hash_slot_count" / Int32sb,
+    "index_count" / Int32sb,
+)
+assert IndexHeader.sizeof() == INDEX_HEADER_SIZE
+
+IndexSlot = Struct(
+    "slot_value" / Int32sb,
+)
+assert IndexSlot.sizeof() == HASH_SLOT_SIZE
+
+IndexEntry = Struct(
+    "key_hash" / Int32sb,
+    "phy_offset" / Int64sb,
+    "time_diff" / Int32sb,
+    "prev_index" / Int32sb,
+)
+assert IndexEntry.sizeof() == INDEX_SIZE
+
+
+def index_file_size(hash_slot_num: int, index_num: int) -> int:
+    """IndexFile's fileTotalSize."""
+    return INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE + index_num * INDEX_SIZE
+
+
+def slot_position(slot: int) -> int:
+    return INDEX_HEADER_SIZE + slot * HASH_SLOT_SIZE
+
+
+def entry_position(hash_slot_num: int, index: int) -> int:
+    return INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE + index * INDEX_SIZE
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode: s[0]*31^(n-1) + ... over UTF-16 code units, as a signed int32."""
+    h = 0
+    units = text.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def index_key_hash(key: str) -> int:
+    """IndexFile.indexKeyHashMethod: abs(hashCode), where abs(Integer.MIN_VALUE) stays negative -> 0."""
+    h = java_string_hash(key)
+    if h == -(2**31):
+        return 0
+    return abs(h)
+
+
+def build_key(topic: str, key: str) -> str:
+    """IndexService.buildKey: every key (and UNIQ_KEY) is indexed as topic#key."""
+    return f"{topic}#{key}"
+
+
+def slot_of(key_hash: int, hash_slot_num: int) -> int:
+    """The slot a hash lands in (keyHash % hashSlotNum; keyHash is never negative)."""
+    return key_hash % hash_slot_num

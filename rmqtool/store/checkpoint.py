@@ -1,0 +1,134 @@
+"""Reading the store root's shutdown state: ``checkpoint``, ``abort``, ``abort.bak`` and ``lock``.
+
+Together they say how the last broker stopped and where recovery would start: an
+``abort`` file means no clean shutdown (abnormal recovery), and the checkpoint's
+timestamps choose the commit log file recovery rescans from. Read-only: files are
+read with plain reads, never opened for writing, never locked.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+
+from rmqtool.errors import FormatError, StoreAccessError, StoreNotFound
+from rmqtool.findings import Finding
+from rmqtool.formats.checkpoint import (CHECKPOINT_FILE_SIZE, Checkpoint4, Checkpoint5, min_timestamp,
+                                        min_timestamp_index)
+from rmqtool.formats.derive import struct_of
+from rmqtool.formats.markers import LOCK_CONTENT, parse_pid
+from rmqtool.store.paths import StorePaths
+
+CHECKPOINT = struct_of(Checkpoint5)
+
+# Finding IDs this module reports that rmqtool/findings.py does not list yet.
+
+
+def _read_file(path: pathlib.Path) -> bytes:
+    try:
+        with open(path, "rb", buffering=0) as f:
+            return f.read()
+    except FileNotFoundError:
+        raise StoreNotFound("no such file", path) from None
+    except IsADirectoryError:
+        raise FormatError("a directory where a file should be", path) from None
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
+
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class StoreCheckpoint:
+    path: str
+    physic_msg_timestamp: int
+    logics_msg_timestamp: int
+    index_msg_timestamp: int
+    master_flushed_offset: int  # 5.x; 0 in a 4.x file
+    confirm_phy_offset: int  # 5.x; 0 in a 4.x file
+    first_40_bytes: bytes
+    findings: tuple[Finding, ...]
+
+    @property
+    def min_timestamp(self) -> int:
+        return min_timestamp(self.physic_msg_timestamp, self.logics_msg_timestamp)
+
+    @property
+    def min_timestamp_index(self) -> int:
+        return min_timestamp_index(self.physic_msg_timestamp, self.logics_msg_timestamp,
+                                   self.index_msg_timestamp)
+
+    @property
+    def has_5x_fields(self) -> bool:
+        """Whether bytes 24..40 hold anything: only a 5.x broker writes them (a 5.x file
+        may still hold zeros there, e.g. when it never recovered)."""
+        return any(self.first_40_bytes[Checkpoint4.sizeof():])
+
+
+def parse_checkpoint(data: bytes, path: str | os.PathLike = "checkpoint") -> StoreCheckpoint:
+    """Decode the checkpoint file's bytes; a file of any size but 4096 is a FormatError."""
+    if len(data) != CHECKPOINT_FILE_SIZE:
+        raise FormatError(f"checkpoint is {len(data)} bytes, not {CHECKPOINT_FILE_SIZE}", path)
+    fields = CHECKPOINT.unpack_from(data, 0)
+    findings = []
+    padding = data[CHECKPOINT.size:]
+    if any(padding):
+        first = CHECKPOINT.size + len(padding) - len(padding.lstrip(b"\0"))
+        findings.append(Finding("trailingGarbage", os.fspath(path), first,
+                                "non-zero bytes after the checkpoint fields (the broker leaves them zero)"))
+    return StoreCheckpoint(os.fspath(path), *fields, data[:CHECKPOINT.size], tuple(findings))
+
+
+def read_checkpoint(path: str | os.PathLike) -> StoreCheckpoint:
+    """Read a checkpoint file (``<store>/checkpoint``)."""
+    path = pathlib.Path(path)
+    return parse_checkpoint(_read_file(path), path)
+
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class MarkerFile:
+    path: str
+    exists: bool
+    content: bytes | None  # None when absent
+
+    @property
+    def pid(self) -> int | None:
+        """The PID a 5.x abort / abort.bak holds (None: absent, empty, or not a number)."""
+        return parse_pid(self.content) if self.content else None
+
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class StoreMarkers:
+    abort: MarkerFile
+    abort_bak: MarkerFile
+    lock: MarkerFile
+    findings: tuple[Finding, ...]
+
+    @property
+    def clean_shutdown(self) -> bool:
+        """No abort file: the last broker's shutdown() ran to the end (or none ever started)."""
+        return not self.abort.exists
+
+
+def _marker(path: pathlib.Path) -> MarkerFile:
+    if not path.exists():
+        return MarkerFile(str(path), False, None)
+    return MarkerFile(str(path), True, _read_file(path))
+
+
+def read_markers(store_root: str | os.PathLike) -> StoreMarkers:
+    """Presence and content of abort, abort.bak and lock in a store root."""
+    paths = StorePaths(store_root)
+    if not paths.root.is_dir():
+        raise StoreNotFound("no such directory", paths.root)
+    abort, abort_bak, lock = _marker(paths.abort), _marker(paths.abort_bak), _marker(paths.lock)
+    findings = []
+    if abort.exists:
+        findings.append(Finding("abortFilePresent", abort.path, None,
+                                "the last broker did not shut down cleanly; it will recover abnormally"))
+    for marker in (abort, abort_bak):
+        if marker.content and marker.pid is None:
+            findings.append(Finding("abortFileUnexpected", marker.path, 0,
+                                    f"content {marker.content[:32]!r} is not a PID"))
+    if lock.exists and not lock.content.startswith(LOCK_CONTENT):
+        findings.append(Finding("lockFileUnexpected", lock.path, 0,
+                                f"content {lock.content[:32]!r} does not start with {LOCK_CONTENT!r}"))
+    return StoreMarkers(abort, abort_bak, lock, tuple(findings))

@@ -1,0 +1,139 @@
+"""Reading the broker's ``config/*.json`` files, with the broker's ``.bak`` fallback.
+
+``ConfigManager.load`` reads ``<name>``; when it is missing or empty, or does not parse,
+it reads ``<name>.bak`` instead (a missing or empty .bak leaves the tables empty). This
+reader does the same and says which file it used. A leftover ``<name>.tmp`` means a
+4.x broker stopped in the middle of persisting. Read-only; the text is parsed by
+rmqtool.formats.config.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+
+from rmqtool.errors import FormatError, StoreAccessError, StoreNotFound
+from rmqtool.findings import Finding
+from rmqtool.formats.config import BAK_SUFFIX, KNOWN_CONFIG_FILES, TMP_SUFFIX, ConfigFileSpec, loads_fastjson
+from rmqtool.store.paths import CONFIG_DIR
+
+# Finding IDs this module reports that rmqtool/findings.py does not list yet.
+
+MAIN = "main"
+BAK = "bak"
+
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class ConfigFile:
+    name: str  # e.g. "consumerOffset.json"
+    path: str  # the file the document came from (the main path when neither holds anything)
+    source: str | None  # MAIN, BAK, or None: nothing to load (the broker starts with empty tables)
+    document: object  # the parsed fastjson (dicts with int keys where fastjson wrote them); None if nothing
+    findings: tuple[Finding, ...]
+
+    @property
+    def spec(self) -> ConfigFileSpec | None:
+        return KNOWN_CONFIG_FILES.get(self.name)
+
+
+def parse_config_bytes(data: bytes, path: str | os.PathLike):
+    """Decode and parse one file's bytes; FormatError names the file and the byte offset."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError("not UTF-8 text", path, exc.start) from None
+    try:
+        return loads_fastjson(text)
+    except FormatError as exc:
+        char = exc.offset or 0
+        raise FormatError(exc.message, path, len(text[:char].encode("utf-8", "surrogatepass"))) from None
+
+
+def _read_optional(path: pathlib.Path) -> bytes | None:
+    """The file's bytes, or None when it does not exist."""
+    try:
+        with open(path, "rb", buffering=0) as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise FormatError("a directory where a config file should be", path) from None
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
+
+
+def read_config_file(config_dir: str | os.PathLike, name: str) -> ConfigFile:
+    """Load ``config_dir/name`` the way ConfigManager.load does. Raises FormatError when
+    the file does not parse and no .bak can stand in for it."""
+    main_path = pathlib.Path(config_dir) / name
+    bak_path = main_path.with_name(name + BAK_SUFFIX)
+    tmp_path = main_path.with_name(name + TMP_SUFFIX)
+    findings: list[Finding] = []
+    if tmp_path.exists():
+        findings.append(Finding("configTmpLeftover", str(tmp_path), None,
+                                "left by a persist that did not finish; the broker ignores it"))
+    main = _read_optional(main_path)
+    main_error: FormatError | None = None
+    if main:  # ConfigManager.load: null or empty -> loadBak
+        try:
+            return ConfigFile(name, str(main_path), MAIN, parse_config_bytes(main, main_path), tuple(findings))
+        except FormatError as exc:
+            main_error = exc
+            findings.append(Finding("configUnparseable", str(main_path), exc.offset, exc.message))
+    bak = _read_optional(bak_path)
+    if bak:
+        try:
+            document = parse_config_bytes(bak, bak_path)
+        except FormatError as exc:
+            if main_error is not None:
+                raise FormatError(f"{main_error.message}; and its .bak: {exc.message}", main_path,
+                                  main_error.offset) from None
+            raise
+        why = "does not parse" if main_error else ("is empty" if main is not None else "is missing")
+        findings.append(Finding("configBakUsed", str(bak_path), None, f"{name} {why}; the broker loads this .bak"))
+        return ConfigFile(name, str(bak_path), BAK, document, tuple(findings))
+    if main_error is not None:
+        raise main_error
+    return ConfigFile(name, str(main_path), None, None, tuple(findings))
+
+
+def _base_name(file_name: str) -> str:
+    for suffix in (BAK_SUFFIX, TMP_SUFFIX):
+        if file_name.endswith(suffix):
+            return file_name[:-len(suffix)]
+    return file_name
+
+
+@dataclasses.dataclass(slots=True)
+class ConfigDir:
+    path: str
+    files: dict[str, ConfigFile]  # by name, e.g. "topics.json"
+    findings: list[Finding]
+
+    def all_findings(self) -> list[Finding]:
+        return self.findings + [f for c in self.files.values() for f in c.findings]
+
+
+def read_config_dir(store_root: str | os.PathLike) -> ConfigDir:
+    """Every ``*.json`` of ``<store>/config`` (a missing dir is empty). A file that cannot
+    be read becomes a finding, so one broken file does not hide the others."""
+    root = pathlib.Path(store_root)
+    if not root.is_dir():
+        raise StoreNotFound("no such directory", root)
+    directory = root / CONFIG_DIR
+    files: dict[str, ConfigFile] = {}
+    findings: list[Finding] = []
+    if not directory.is_dir():
+        return ConfigDir(str(directory), files, findings)
+    try:
+        names = sorted({_base_name(e.name) for e in os.scandir(directory) if e.is_file()})
+    except OSError as exc:
+        raise StoreAccessError(f"cannot list directory ({exc.strerror})", directory) from None
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            files[name] = read_config_file(directory, name)
+        except FormatError as exc:
+            findings.append(Finding("configUnparseable", exc.path, exc.offset, exc.message))
+    return ConfigDir(str(directory), files, findings)

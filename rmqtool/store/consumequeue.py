@@ -1,0 +1,454 @@
+"""Reading consume queues: ``consumequeue/TOPIC/QUEUEID/`` and 5.x ``batchconsumequeue/``.
+
+A queue is a MappedFileQueue of fixed-size units (formats/consumequeue.py). The end of
+the written data and the queue's min and max offsets follow the broker:
+
+* max (``ConsumeQueue.recover``): scan from the third-last file on, stop at the first
+  unit with commitLogOffset < 0 or size <= 0 (an all-zero unit is unwritten space);
+  max offset = one past the last written unit. The batch queue's max is the last
+  unit's msgBaseOffset + batchSize (``BatchConsumeQueue.reviseMaxOffsetInQueue``).
+* given the commit log's max offset, max is then cut where the broker's load cuts it
+  (``truncateDirtyLogicFiles``): at the first unit pointing at or past that offset.
+  After a recovery that shortened the commit log, such units stay on disk.
+* min (``ConsumeQueue.correctMinOffset``): the first unit of the first file whose
+  commitLogOffset >= the commit log's min offset. Fill units (commitLogOffset 0) count,
+  as in the broker: a rebuilt queue's min is where its fill starts. The batch queue's
+  min is the first unit's msgBaseOffset. Where no unit qualifies (the broker then
+  keeps 0), min = max: the queue holds nothing readable.
+
+Readers never write and never raise for damage: what is not as the broker writes it
+becomes a Finding. Only a missing or unreadable queue directory raises.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import os
+import pathlib
+import struct
+from typing import Iterator, Union
+
+from rmqtool.errors import NotAStore, StoreAccessError, StoreNotFound
+from rmqtool.findings import Finding
+from rmqtool.formats.consumequeue import (BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE, BatchCqUnit,
+                                          CqUnit, is_fill_unit, is_written_batch_unit, is_written_unit)
+from rmqtool.formats.derive import struct_of
+from rmqtool.store.mappedfile import Segment, discover
+from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONSUMEQUEUE_DIR
+
+CQ_UNIT = struct_of(CqUnit)
+BATCH_CQ_UNIT = struct_of(BatchCqUnit)
+
+# Finding IDs this module reports that rmqtool/findings.py does not list yet.
+
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class ConsumeQueueUnit:
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    size: int
+    tags_code: int
+    is_fill: bool  # a fillPreBlank unit, not a message
+    path: str
+    position: int  # byte position of the unit within path
+
+    @property
+    def batch_num(self) -> int:
+        return 1
+
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class BatchConsumeQueueUnit:
+    topic: str
+    queue_id: int
+    queue_offset: int  # = msg_base_offset: the unit covers [queue_offset, queue_offset + batch_size)
+    commit_log_offset: int
+    size: int
+    tags_code: int
+    store_timestamp: int
+    msg_base_offset: int
+    batch_size: int
+    compacted_offset: int
+    path: str
+    position: int
+
+    @property
+    def batch_num(self) -> int:
+        return self.batch_size
+
+    @property
+    def is_fill(self) -> bool:
+        return False  # the batch queue has no fill units
+
+
+Unit = Union[ConsumeQueueUnit, BatchConsumeQueueUnit]
+
+
+def _read_segment(seg: Segment, findings: list[Finding]) -> bytes:
+    """The whole file, or b"" (with a finding) when the OS refuses."""
+    try:
+        with open(seg.path, "rb", buffering=0) as f:
+            return f.read()
+    except OSError as exc:
+        findings.append(Finding("segmentUnreadable", str(seg.path), None, f"cannot read ({exc.strerror})"))
+        return b""
+
+
+def _read_at(seg: Segment, position: int, length: int, findings: list[Finding]) -> bytes:
+    try:
+        fd = os.open(seg.path, os.O_RDONLY)
+    except OSError as exc:
+        findings.append(Finding("segmentUnreadable", str(seg.path), None, f"cannot read ({exc.strerror})"))
+        return b""
+    try:
+        return os.pread(fd, length, position)
+    finally:
+        os.close(fd)
+
+
+class _UnitQueue:
+    """What plain and batch queues share: segments, the broker's end-of-data rule, findings."""
+
+    unit_size: int
+    unit_struct: struct.Struct
+    is_batch: bool
+
+    def __init__(self, directory: str | os.PathLike, topic: str, queue_id: int,
+                 mapped_file_size: int | None = None, commit_log_max_offset: int | None = None):
+        self.directory = pathlib.Path(directory)
+        self.topic = topic
+        self.queue_id = queue_id
+        queue = discover(self.directory, mapped_file_size=mapped_file_size)
+        if mapped_file_size is None and queue.segments:
+            # Queue files are created at full size, so the commonest file size is the mapped
+            # file size; name steps mislead when a file is missing.
+            common = collections.Counter(seg.size for seg in queue.segments).most_common(1)[0][0]
+            if common != queue.mapped_file_size and common and common % self.unit_size == 0:
+                queue = discover(self.directory, mapped_file_size=common)
+        self.segments: list[Segment] = queue.segments
+        self.mapped_file_size: int | None = queue.mapped_file_size
+        self.findings: list[Finding] = list(queue.findings)
+        self._reported: set[tuple[str, str]] = set()
+        for seg in self.segments:
+            if seg.base_offset % self.unit_size:
+                self._report("consumeQueueFileMisaligned", str(seg.path), None,
+                             f"name {seg.base_offset} is not a multiple of the unit size {self.unit_size}")
+            if seg.size % self.unit_size:
+                self._report("recordTruncated", str(seg.path), seg.size - seg.size % self.unit_size,
+                             f"file ends {seg.size % self.unit_size} bytes into a unit")
+        self.recovered_end = self._recover_end()  # queue byte offset one past the written data
+        self.end = self.recovered_end
+        if commit_log_max_offset is not None:
+            self.end = self._truncate_dirty(commit_log_max_offset)
+
+    def _report(self, finding_id: str, path: str, offset: int | None, message: str):
+        if (finding_id, path) not in self._reported:  # once per file and kind
+            self._reported.add((finding_id, path))
+            self.findings.append(Finding(finding_id, path, offset, message))
+
+    def _is_written(self, fields: tuple) -> bool:
+        raise NotImplementedError
+
+    def _whole_units(self, data: bytes) -> int:
+        """Bytes of whole units the broker would scan in a file."""
+        limit = len(data) - len(data) % self.unit_size
+        return min(limit, self.mapped_file_size) if self.mapped_file_size else limit
+
+    def _recover_end(self) -> int:
+        """ConsumeQueue.recover: from the third-last file on, up to the first unwritten unit.
+        A file shorter than the mapped file size ends the data too (the broker refuses it)."""
+        if not self.segments:
+            return 0
+        first = max(len(self.segments) - 3, 0)
+        end = self.segments[first].base_offset
+        for i in range(first, len(self.segments)):
+            seg = self.segments[i]
+            data = _read_segment(seg, self.findings)
+            limit = self._whole_units(data)
+            pos = 0
+            for fields in self.unit_struct.iter_unpack(memoryview(data)[:limit]):
+                if not self._is_written(fields):
+                    break
+                pos += self.unit_size
+            end = seg.base_offset + pos
+            if pos < limit or limit < (self.mapped_file_size or limit):
+                self._check_after_end(seg, data[:limit], pos, stopped_here=True)
+                for later in self.segments[i + 1:]:
+                    self._check_after_end(later, _read_segment(later, self.findings), 0, stopped_here=False)
+                break
+        return end
+
+    def _truncate_dirty(self, commit_log_max_offset: int) -> int:
+        """truncateDirtyLogicFiles, which every broker load runs with the commit log's max
+        offset: units at or past it are dropped, whole last files first."""
+        end = self.recovered_end
+        for seg in reversed([s for s in self.segments if s.base_offset < end]):
+            data = _read_at(seg, 0, end - seg.base_offset, self.findings)
+            whole = data[:len(data) - len(data) % self.unit_size]
+            offsets = [fields[0] for fields in self.unit_struct.iter_unpack(whole)]
+            cut = next((i for i, offset in enumerate(offsets) if offset >= commit_log_max_offset), None)
+            if cut is None:
+                break
+            end = seg.base_offset + cut * self.unit_size
+            if cut:
+                break
+            # the file's first unit is past the commit log: the broker deletes the file
+        if end < self.recovered_end:
+            seg = next((s for s in reversed(self.segments) if s.base_offset <= end), self.segments[0])
+            self._report("consumeQueueBeyondCommitLog", str(seg.path), end - seg.base_offset,
+                         f"{(self.recovered_end - end) // self.unit_size} units at or past commit log offset "
+                         f"{commit_log_max_offset}; the broker drops them on load")
+        return end
+
+    def _check_after_end(self, seg: Segment, data: bytes, pos: int, stopped_here: bool):
+        """Whole units past the end of the written data should all be zero. stopped_here:
+        the unit at pos is the one recovery stopped at (else the whole file is past the end)."""
+        tail = data[pos:len(data) - len(data) % self.unit_size]
+        stripped = tail.lstrip(b"\0")
+        if not stripped:
+            return
+        first = pos + len(tail) - len(stripped)
+        first -= (first - pos) % self.unit_size
+        if first == pos and stopped_here:
+            self._report("consumeQueueUnitInvalid", str(seg.path), pos,
+                         "the unit where the broker's recovery stops is not all zeros")
+        else:
+            self._report("trailingGarbage", str(seg.path), first,
+                         "written units after the end of the queue (the broker drops them on load)")
+
+    def _chunks(self, start_byte: int, end_byte: int) -> Iterator[tuple[Segment, int, bytes]]:
+        """(segment, position, bytes) for the whole units of each file that overlap queue
+        bytes [start_byte, end_byte); position is where the bytes start within the file."""
+        for seg in self.segments:
+            if seg.base_offset + seg.size <= start_byte or seg.base_offset >= end_byte:
+                continue
+            lo = max(start_byte - seg.base_offset, 0)
+            lo -= lo % self.unit_size
+            hi = min(end_byte - seg.base_offset, seg.size)
+            hi -= hi % self.unit_size
+            if hi > lo:
+                data = _read_at(seg, lo, hi - lo, self.findings)
+                yield seg, lo, data[:len(data) - len(data) % self.unit_size]
+
+    def _first_file_limit(self) -> int:
+        """Queue byte offset where the first file's readable units end (its read position)."""
+        first = self.segments[0]
+        return min(first.base_offset + first.size, self.end)
+
+
+class ConsumeQueue(_UnitQueue):
+    """One queue of ``consumequeue/``: 20-byte units, queue offset = byte offset / 20."""
+
+    unit_size = CQ_STORE_UNIT_SIZE
+    unit_struct = CQ_UNIT
+    is_batch = False
+
+    def __init__(self, directory: str | os.PathLike, topic: str, queue_id: int,
+                 mapped_file_size: int | None = None, commit_log_max_offset: int | None = None):
+        self._min_offset: int | None = None
+        super().__init__(directory, topic, queue_id, mapped_file_size, commit_log_max_offset)
+
+    def _is_written(self, fields: tuple) -> bool:
+        return is_written_unit(fields[0], fields[1])
+
+    @property
+    def max_offset(self) -> int:
+        """getMaxOffsetInQueue after load: one past the last written unit."""
+        return self.end // self.unit_size
+
+    def min_offset(self, commit_log_min_offset: int = 0) -> int:
+        """correctMinOffset: the first unit of the first file whose commitLogOffset is at or
+        past the commit log's min offset. When none is (the broker then keeps 0), max_offset."""
+        if commit_log_min_offset == 0 and self._min_offset is not None:
+            return self._min_offset
+        result = self.max_offset
+        if self.segments:
+            first = self.segments[0]
+            for seg, lo, data in self._chunks(first.base_offset, self._first_file_limit()):
+                for i, fields in enumerate(CQ_UNIT.iter_unpack(data)):
+                    if fields[0] >= commit_log_min_offset:
+                        result = (seg.base_offset + lo) // self.unit_size + i
+                        break
+                break  # only the first file counts
+        if commit_log_min_offset == 0:
+            self._min_offset = result
+        return result
+
+    def _unit(self, seg: Segment, position: int, fields: tuple) -> ConsumeQueueUnit | None:
+        commit_log_offset, size, tags_code = fields
+        if not is_written_unit(commit_log_offset, size):
+            if commit_log_offset == 0 and size == 0 and tags_code == 0:
+                self._report("consumeQueueHole", str(seg.path), position,
+                             "unwritten units before the end of the queue")
+            else:
+                self._report("consumeQueueUnitInvalid", str(seg.path), position,
+                             f"unit with commitLogOffset {commit_log_offset}, size {size}")
+            return None
+        return ConsumeQueueUnit(self.topic, self.queue_id, (seg.base_offset + position) // self.unit_size,
+                                commit_log_offset, size, tags_code,
+                                is_fill_unit(commit_log_offset, size, tags_code), str(seg.path), position)
+
+    def iter_units(self, start: int | None = None, end: int | None = None) -> Iterator[ConsumeQueueUnit]:
+        """Units for queue offsets [start, end), by default [min_offset(), max_offset).
+        Unwritten or invalid units inside the range are skipped and reported."""
+        start = self.min_offset() if start is None else max(start, 0)
+        end = self.max_offset if end is None else min(end, self.max_offset)
+        for seg, position, data in self._chunks(start * self.unit_size, end * self.unit_size):
+            for fields in CQ_UNIT.iter_unpack(data):
+                unit = self._unit(seg, position, fields)
+                if unit is not None:
+                    yield unit
+                position += self.unit_size
+
+    def get(self, queue_offset: int) -> ConsumeQueueUnit | None:
+        """The unit at a queue offset within [min_offset(), max_offset), else None."""
+        if not self.min_offset() <= queue_offset < self.max_offset:
+            return None
+        return next(self.iter_units(queue_offset, queue_offset + 1), None)
+
+
+class BatchConsumeQueue(_UnitQueue):
+    """One queue of ``batchconsumequeue/`` (5.x): 46-byte units, each covering a batch of offsets."""
+
+    unit_size = BATCH_CQ_STORE_UNIT_SIZE
+    unit_struct = BATCH_CQ_UNIT
+    is_batch = True
+
+    def _is_written(self, fields: tuple) -> bool:
+        return is_written_batch_unit(fields[0], fields[1], fields[4], fields[5])
+
+    def _unit(self, seg: Segment, position: int, fields: tuple) -> BatchConsumeQueueUnit:
+        commit_log_offset, size, tags_code, store_timestamp, base, batch_size, compacted, _ = fields
+        return BatchConsumeQueueUnit(self.topic, self.queue_id, base, commit_log_offset, size, tags_code,
+                                     store_timestamp, base, batch_size, compacted, str(seg.path), position)
+
+    def _units_between(self, start_byte: int, end_byte: int) -> Iterator[BatchConsumeQueueUnit]:
+        for seg, position, data in self._chunks(start_byte, end_byte):
+            for fields in BATCH_CQ_UNIT.iter_unpack(data):
+                if self._is_written(fields):
+                    yield self._unit(seg, position, fields)
+                else:
+                    kind = "consumeQueueHole" if not any(fields[:6]) else "consumeQueueUnitInvalid"
+                    self._report(kind, str(seg.path), position, "a batch unit the broker would not read")
+                position += self.unit_size
+
+    @functools.cached_property
+    def max_offset(self) -> int:
+        """reviseMaxOffsetInQueue: the last unit's msgBaseOffset + batchSize (0 when empty)."""
+        if self.end <= (self.segments[0].base_offset if self.segments else 0):
+            return 0
+        last = next(self._units_between(self.end - self.unit_size, self.end), None)
+        return last.msg_base_offset + last.batch_size if last else 0
+
+    def min_offset(self, commit_log_min_offset: int = 0) -> int:
+        """reviseMinOffsetInQueue / correctMinOffset: the first file's first msgBaseOffset,
+        moved past each batch that lies before the commit log's min offset (max_offset
+        when the queue is empty; the broker says -1)."""
+        minimum = None
+        if self.segments:
+            first = self.segments[0].base_offset
+            for unit in self._units_between(first, self._first_file_limit()):
+                if minimum is None:
+                    minimum = unit.msg_base_offset
+                if unit.commit_log_offset >= commit_log_min_offset:
+                    break
+                minimum = unit.msg_base_offset + unit.batch_size
+        return self.max_offset if minimum is None else minimum
+
+    def iter_units(self, start: int | None = None, end: int | None = None) -> Iterator[BatchConsumeQueueUnit]:
+        """Units whose batch overlaps queue offsets [start, end) (default: all), checking
+        that each msgBaseOffset follows the one before."""
+        if not self.segments:
+            return
+        previous = None
+        for unit in self._units_between(self.segments[0].base_offset, self.end):
+            if previous is not None and unit.msg_base_offset != previous.msg_base_offset + previous.batch_size:
+                self._report("batchConsumeQueueOffsetGap", unit.path, unit.position,
+                             f"msgBaseOffset {unit.msg_base_offset} after a batch ending at "
+                             f"{previous.msg_base_offset + previous.batch_size}")
+            previous = unit
+            if start is not None and unit.msg_base_offset + unit.batch_size <= start:
+                continue
+            if end is not None and unit.msg_base_offset >= end:
+                return
+            yield unit
+
+    def get(self, queue_offset: int) -> BatchConsumeQueueUnit | None:
+        """The unit whose batch holds a queue offset (BatchConsumeQueue.get): a binary
+        search over msgBaseOffset, as the broker does."""
+        if not self.segments or not 0 <= queue_offset < self.max_offset:
+            return None
+        lo, hi = self.segments[0].base_offset // self.unit_size, self.end // self.unit_size - 1
+        found = None
+        while lo <= hi:  # last unit whose msgBaseOffset <= queue_offset
+            mid = (lo + hi) // 2
+            unit = next(self._units_between(mid * self.unit_size, (mid + 1) * self.unit_size), None)
+            if unit is None:
+                return None  # a hole: the offsets are not sorted here
+            if unit.msg_base_offset <= queue_offset:
+                found, lo = unit, mid + 1
+            else:
+                hi = mid - 1
+        if found and queue_offset < found.msg_base_offset + found.batch_size:
+            return found
+        return None
+
+
+AnyConsumeQueue = Union[ConsumeQueue, BatchConsumeQueue]
+
+
+@dataclasses.dataclass(slots=True)
+class ConsumeQueues:
+    """Every queue of a store: plain ones first, then batch ones, each sorted by topic and id."""
+    queues: list[AnyConsumeQueue]
+    findings: list[Finding]
+
+    def find(self, topic: str, queue_id: int, batch: bool | None = None) -> AnyConsumeQueue | None:
+        for queue in self.queues:
+            if queue.topic == topic and queue.queue_id == queue_id and batch in (None, queue.is_batch):
+                return queue
+        return None
+
+    def all_findings(self) -> list[Finding]:
+        return self.findings + [f for q in self.queues for f in q.findings]
+
+
+def _scan_dir(directory: pathlib.Path) -> list[os.DirEntry]:
+    try:
+        return sorted(os.scandir(directory), key=lambda e: e.name)
+    except PermissionError as exc:
+        raise StoreAccessError(f"permission denied ({exc.strerror})", directory) from None
+    except OSError as exc:
+        raise StoreAccessError(f"cannot list directory ({exc.strerror})", directory) from None
+
+
+def open_consume_queues(store_root: str | os.PathLike, commit_log_max_offset: int | None = None) -> ConsumeQueues:
+    """Discover consumequeue/TOPIC/QUEUEID and batchconsumequeue/TOPIC/QUEUEID under a store root.
+    With the commit log's max offset, each queue ends where the broker's load would cut it."""
+    root = pathlib.Path(store_root)
+    if not root.exists():
+        raise StoreNotFound("no such directory", root)
+    if not root.is_dir():
+        raise NotAStore("not a directory", root)
+    queues: list[AnyConsumeQueue] = []
+    findings: list[Finding] = []
+    for dir_name, cls in ((CONSUMEQUEUE_DIR, ConsumeQueue), (BATCH_CONSUMEQUEUE_DIR, BatchConsumeQueue)):
+        base = root / dir_name
+        if not base.is_dir():
+            continue
+        for topic_entry in _scan_dir(base):
+            if not topic_entry.is_dir():
+                findings.append(Finding("queueDirInvalid", topic_entry.path, None,
+                                        "not a topic directory; ignored"))
+                continue
+            for queue_entry in _scan_dir(pathlib.Path(topic_entry.path)):
+                if not (queue_entry.is_dir() and queue_entry.name.isdigit()):
+                    findings.append(Finding("queueDirInvalid", queue_entry.path, None,
+                                            "not a queue id directory; ignored"))
+                    continue
+                queues.append(cls(queue_entry.path, topic_entry.name, int(queue_entry.name),
+                                  commit_log_max_offset=commit_log_max_offset))
+    return ConsumeQueues(queues, findings)

@@ -38,6 +38,7 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "blankRecordMissing": (Severity.WARNING, "a segment that is not the last one ends without a blank record"),
     "trailingGarbage": (Severity.ERROR, "non-zero bytes after the last record of a segment"),
     # checkpoint and markers
+    "checkpointInvalid": (Severity.ERROR, "a checkpoint file that cannot be read (wrong size)"),
     "abortFilePresent": (Severity.WARNING, "the abort file exists: the last broker did not shut down cleanly"),
     "abortFileUnexpected": (Severity.WARNING, "an abort file that is neither empty nor a PID"),
     "lockFileUnexpected": (Severity.WARNING, "a lock file that does not start with the bytes 'lock'"),

@@ -8,6 +8,7 @@ import sys
 import typer
 
 from rmqtool.errors import ExitCode, RmqError
+from rmqtool.report.records import human_time  # noqa: F401  (re-exported for commands)
 
 
 class OutputFormat(str, enum.Enum):
@@ -68,19 +69,6 @@ def parse_time(text: str | None) -> int | None:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=datetime.timezone.utc)
     return int(dt.timestamp() * 1000)
-
-
-def human_time(ms: int | None) -> str | None:
-    """Epoch ms as UTC ISO 8601 with milliseconds; None stays None."""
-    if ms is None:
-        return None
-    import datetime
-
-    try:
-        dt = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
-    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def progress_enabled(flag: bool | None) -> bool:

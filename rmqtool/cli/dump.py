@@ -12,9 +12,9 @@ import typer
 
 from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time, progress_enabled
 from rmqtool.errors import ExitCode, NotAStore
-from rmqtool.report.records import message_record
-from rmqtool.report.sink import Sink, warn
-from rmqtool.store import detect
+from rmqtool.report.records import message_record, with_human_times
+from rmqtool.report.sink import Sink, render_document, warn
+from rmqtool.store import detect, dumpsources
 from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, scan_segment
 from rmqtool.store.mappedfile import Segment, last_written
 from rmqtool.store.message import Message
@@ -156,3 +156,96 @@ class _Progress:
 
     def close(self):
         self._p.stop()
+
+
+def _finish(sink: Sink, findings: list) -> None:
+    sink.close()
+    problems = 0
+    for f in findings:
+        warn(f.one_line())
+        if f.severity.value == "error":
+            problems += 1
+    if problems:
+        warn(f"rmqtool: {problems} problem(s) found")
+        raise typer.Exit(int(ExitCode.CORRUPT))
+
+
+@dump_app.command("consumequeue")
+@boundary
+def dump_consumequeue(
+    path: pathlib.Path = typer.Argument(..., help="Store dir, consumequeue/ (or batchconsumequeue/) dir, "
+                                        "a topic or queue dir, or one consume queue file."),
+    fmt: OutputFormat = FormatOpt,
+    topic: Optional[str] = typer.Option(None, "--topic", help="Only this topic."),
+    queue: Optional[int] = typer.Option(None, "--queue", help="Only this queue id."),
+    from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, help="First queue offset."),
+    to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, help="Stop before this queue offset."),
+    limit: Optional[int] = LimitOpt,
+):
+    """Consume queue units (20 B; 46 B batch units in batchconsumequeue/), fill units included."""
+    findings: list = []
+    sink = Sink(fmt.value)
+    for n, row in enumerate(dumpsources.consume_queue_rows(path, topic, queue, from_offset, to_offset, findings)):
+        if limit is not None and n >= limit:
+            break
+        sink.row(row)
+    _finish(sink, findings)
+
+
+@dump_app.command("index")
+@boundary
+def dump_index(
+    path: pathlib.Path = typer.Argument(..., help="Store dir, index/ dir, or one index file."),
+    fmt: OutputFormat = FormatOpt,
+    headers_only: bool = typer.Option(False, "--headers-only", help="Only each file's 40-byte header."),
+    slots: bool = typer.Option(False, "--slots", help="Also the hash slots in use."),
+    limit: Optional[int] = LimitOpt,
+):
+    """Index file headers and entries (keyHash, phyOffset, timeDiff, prevIndex)."""
+    findings: list = []
+    sink = Sink(fmt.value)
+    for n, row in enumerate(dumpsources.index_rows(path, entries=not headers_only, slots=slots, findings=findings)):
+        if limit is not None and n >= limit:
+            break
+        sink.row(with_human_times(row))
+    _finish(sink, findings)
+
+
+@dump_app.command("checkpoint")
+@boundary
+def dump_checkpoint(
+    path: pathlib.Path = typer.Argument(..., help="Store dir or the checkpoint file."),
+    fmt: OutputFormat = FormatOpt,
+):
+    """The checkpoint: physic, logics and index timestamps (and 5.x masterFlushedOffset, confirmPhyOffset)."""
+    findings: list = []
+    row = with_human_times(dumpsources.checkpoint_row(path, findings))
+    if fmt == OutputFormat.table:
+        render_document(row, "table", title="checkpoint")
+        sink = Sink("jsonl", stream=_Null())
+    else:
+        sink = Sink(fmt.value, single=True)
+        sink.row(row)
+    _finish(sink, findings)
+
+
+@dump_app.command("config")
+@boundary
+def dump_config(
+    path: pathlib.Path = typer.Argument(..., help="Store dir, config/ dir, or one config/*.json file."),
+    fmt: OutputFormat = FormatOpt,
+):
+    """config/*.json as parsed (fastjson's unquoted integer keys become strings); .bak used as the broker would."""
+    findings: list = []
+    sink = Sink(fmt.value)
+    for row in dumpsources.config_rows(path, findings):
+        sink.row(row)
+    _finish(sink, findings)
+
+
+class _Null:
+    def write(self, _):
+        pass
+
+    def flush(self):
+        pass

@@ -2,10 +2,36 @@
 from __future__ import annotations
 
 import base64
+import datetime
 
 from rmqtool.store.message import Message
 
 BODY_MODES = ("text", "hex", "base64", "none")
+
+
+def human_time(ms: int | None) -> str | None:
+    """Epoch ms as UTC ISO 8601 with milliseconds; None stays None."""
+    if ms is None:
+        return None
+    try:
+        dt = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def with_human_times(obj):
+    """A copy where every positive ``*_timestamp`` field gains a ``*_time`` twin in UTC."""
+    if isinstance(obj, list):
+        return [with_human_times(x) for x in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out = {}
+    for k, v in obj.items():
+        out[k] = with_human_times(v)
+        if isinstance(k, str) and k.endswith("_timestamp") and isinstance(v, int) and v > 0:
+            out[k[:-len("_timestamp")] + "_time"] = human_time(v)
+    return out
 
 
 def render_body(body: bytes, mode: str, preview: int | None = None):

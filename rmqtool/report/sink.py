@@ -101,3 +101,53 @@ def _cell(value) -> str:
 def warn(text: str) -> None:
     """A line for people on stderr (never stdout)."""
     sys.stderr.write(text.rstrip("\n") + "\n")
+
+
+def render_document(doc: dict, fmt: str, stream: TextIO | None = None, title: str | None = None) -> None:
+    """One document (``info``, a checkpoint): JSON as it is; a table per section for people."""
+    stream = stream if stream is not None else sys.stdout
+    if fmt == "json":
+        stream.write(json.dumps(doc, ensure_ascii=False, default=_json_default, indent=2) + "\n")
+    elif fmt == "jsonl":
+        stream.write(dumps(doc) + "\n")
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        console = Console(file=stream, soft_wrap=False, width=None if stream.isatty() else 200)
+        scalars = {k: v for k, v in doc.items() if not isinstance(v, (dict, list))}
+        sections = [(title, scalars)] if scalars else []
+        sections += [(k, v) for k, v in doc.items() if isinstance(v, (dict, list))]
+        for name, value in sections:
+            if isinstance(value, dict):
+                rows_scalar = {k: v for k, v in value.items() if not isinstance(v, list)}
+                table = Table(title=name, show_header=False)
+                table.add_column("field")
+                table.add_column("value", overflow="fold")
+                for k, v in rows_scalar.items():
+                    table.add_row(str(k), _cell(v))
+                console.print(table)
+                for k, v in value.items():
+                    if isinstance(v, list):
+                        _list_table(console, f"{name}.{k}", v)
+            elif isinstance(value, list):
+                _list_table(console, name, value)
+    stream.flush()
+
+
+def _list_table(console, name, rows: list) -> None:
+    from rich.table import Table
+
+    if not rows:
+        console.print(f"{name}: (none)")
+        return
+    if not all(isinstance(r, dict) for r in rows):
+        console.print(f"{name}: {dumps(rows)}")
+        return
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    table = Table(title=name)
+    for c in columns:
+        table.add_column(c, overflow="fold")
+    for r in rows:
+        table.add_row(*(_cell(r.get(c)) for c in columns))
+    console.print(table)

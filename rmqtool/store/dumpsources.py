@@ -1,0 +1,147 @@
+"""Rows for ``dump consumequeue|index|checkpoint|config``: PATH may be a store, a directory
+of that kind, or a single file; each function yields JSON-ready rows and collects findings."""
+from __future__ import annotations
+
+import pathlib
+from typing import Iterator
+
+from rmqtool.errors import NotAStore
+from rmqtool.store import detect
+from rmqtool.store.checkpoint import read_checkpoint
+from rmqtool.store.config import parse_config_bytes, read_config_dir
+from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue, open_consume_queues
+from rmqtool.store.indexfile import IndexFile, list_index_files
+from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONSUMEQUEUE_DIR, StorePaths
+
+
+def _wrong_kind(path: pathlib.Path, kind: str, wanted: str):
+    return NotAStore(f"this is a {kind} file, not {wanted} (try: rmqtool dump {kind})", path)
+
+
+def _queues_for(path: pathlib.Path, topic: str | None, queue_id: int | None):
+    """(queues, only this file or None, findings) for a store, a CQ root, topic or queue dir, or one file."""
+    if path.is_file():
+        kind = detect.kind_of_file(path)
+        if kind not in (detect.CONSUMEQUEUE, detect.BATCH_CONSUMEQUEUE):
+            raise _wrong_kind(path, kind, "a consume queue file")
+        cls = BatchConsumeQueue if kind == detect.BATCH_CONSUMEQUEUE else ConsumeQueue
+        qdir = path.parent
+        return [cls(qdir, qdir.parent.name, int(qdir.name))], str(path), []
+    if detect.is_store_dir(path):
+        cqs = open_consume_queues(path)
+        return cqs.queues, None, cqs.findings
+    # a consumequeue/ root, a topic dir or a queue dir
+    names = [path.name, path.parent.name, path.parent.parent.name]
+    for depth, name in enumerate(names):
+        if name in (CONSUMEQUEUE_DIR, BATCH_CONSUMEQUEUE_DIR):
+            cls = BatchConsumeQueue if name == BATCH_CONSUMEQUEUE_DIR else ConsumeQueue
+            if depth == 2:
+                return [cls(path, path.parent.name, int(path.name))], None, []
+            if depth == 1:
+                return [cls(q, path.name, int(q.name)) for q in sorted(path.iterdir(), key=lambda p: p.name)
+                        if q.is_dir() and q.name.isdigit()], None, []
+            cqs = open_consume_queues(path.parent)
+            return [q for q in cqs.queues if q.is_batch == (name == BATCH_CONSUMEQUEUE_DIR)], None, cqs.findings
+    raise NotAStore("not a store, consume queue directory or consume queue file", path)
+
+
+def consume_queue_rows(path: pathlib.Path, topic: str | None = None, queue_id: int | None = None,
+                       from_offset: int | None = None, to_offset: int | None = None,
+                       findings: list | None = None) -> Iterator[dict]:
+    queues, only_file, found = _queues_for(path, topic, queue_id)
+    if findings is not None:
+        findings.extend(found)
+    for q in queues:
+        if (topic is not None and q.topic != topic) or (queue_id is not None and q.queue_id != queue_id):
+            continue
+        start = None if from_offset is None else from_offset
+        if only_file is not None and start is None:
+            start = 0  # a single file: all of it, fill units included
+        for u in q.iter_units(start, to_offset):
+            if only_file is not None and u.path != only_file:
+                continue
+            row = {"topic": u.topic, "queue_id": u.queue_id, "queue_offset": u.queue_offset,
+                   "commit_log_offset": u.commit_log_offset, "size": u.size, "tags_code": u.tags_code}
+            if q.is_batch:
+                row.update(store_timestamp=u.store_timestamp, msg_base_offset=u.msg_base_offset,
+                           batch_size=u.batch_size, compacted_offset=u.compacted_offset)
+            else:
+                row["is_fill"] = u.is_fill
+            row.update(file=u.path, file_position=u.position)
+            yield row
+        if findings is not None:
+            findings.extend(q.findings)
+
+
+def index_rows(path: pathlib.Path, entries: bool = True, slots: bool = False,
+               findings: list | None = None) -> Iterator[dict]:
+    if path.is_file():
+        kind = detect.kind_of_file(path)
+        if kind != detect.INDEX:
+            raise _wrong_kind(path, kind, "an index file")
+        files = [IndexFile(path)]
+    else:
+        root = path.parent if path.name == "index" else path
+        listing = list_index_files(root)
+        files = listing.open_all()
+        if findings is not None:
+            findings.extend(listing.findings)
+    for f in files:
+        try:
+            h = f.header
+            yield {"record": "header", "file": str(f.path), "begin_timestamp": h.begin_timestamp,
+                   "end_timestamp": h.end_timestamp, "begin_phy_offset": h.begin_phy_offset,
+                   "end_phy_offset": h.end_phy_offset, "hash_slot_count": h.hash_slot_count,
+                   "index_count": h.index_count, "max_hash_slot_num": f.hash_slot_num,
+                   "max_index_num": f.index_num, "write_full": f.is_write_full}
+            if slots:
+                for slot, value in f.iter_slots():
+                    yield {"record": "slot", "file": str(f.path), "slot": slot, "index": value}
+            if entries:
+                for e in f.iter_entries():
+                    yield {"record": "entry", "file": str(f.path), "index": e.number, "key_hash": e.key_hash,
+                           "phy_offset": e.phy_offset, "time_diff": e.time_diff,
+                           "timestamp": f.timestamp_of(e), "prev_index": e.prev_index,
+                           "file_position": e.position}
+            if findings is not None:
+                findings.extend(f.findings)
+        finally:
+            f.close()
+
+
+def checkpoint_row(path: pathlib.Path, findings: list | None = None) -> dict:
+    if path.is_dir():
+        path = StorePaths(path).checkpoint
+    elif detect.kind_of_file(path) != detect.CHECKPOINT:
+        raise _wrong_kind(path, detect.kind_of_file(path), "a checkpoint file")
+    cp = read_checkpoint(path)
+    if findings is not None:
+        findings.extend(cp.findings)
+    return {"file": str(path), "physic_msg_timestamp": cp.physic_msg_timestamp,
+            "logics_msg_timestamp": cp.logics_msg_timestamp, "index_msg_timestamp": cp.index_msg_timestamp,
+            "min_timestamp": cp.min_timestamp, "master_flushed_offset": cp.master_flushed_offset,
+            "confirm_phy_offset": cp.confirm_phy_offset, "has_5x_fields": cp.has_5x_fields}
+
+
+def _stringify_keys(obj):
+    """JSON needs string keys; fastjson's integer keys become their decimal text."""
+    if isinstance(obj, dict):
+        return {str(k): _stringify_keys(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_stringify_keys(v) for v in obj]
+    return obj
+
+
+def config_rows(path: pathlib.Path, findings: list | None = None) -> Iterator[dict]:
+    if path.is_file():
+        if detect.kind_of_file(path) != detect.CONFIG:
+            raise _wrong_kind(path, detect.kind_of_file(path), "a config file")
+        doc = parse_config_bytes(path.read_bytes(), path)
+        yield {"file": path.name, "path": str(path), "source": "file", "document": _stringify_keys(doc)}
+        return
+    root = path.parent if path.name == "config" else path
+    cd = read_config_dir(root)
+    if findings is not None:
+        findings.extend(cd.all_findings())
+    for name, c in cd.files.items():
+        yield {"file": name, "path": c.path, "source": c.source, "document": _stringify_keys(c.document)}

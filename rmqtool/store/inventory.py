@@ -1,0 +1,190 @@
+"""What a store holds, read cheaply: the library side of ``rmqtool info``.
+
+Nothing here scans the whole commit log: segment ranges come from names and sizes, the
+max offset from the last written segment, queue ranges from the consume queue files.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+
+from rmqtool.errors import FormatError
+from rmqtool.formats.config import consumer_offsets, delay_offsets
+from rmqtool.store import detect
+from rmqtool.store.checkpoint import read_checkpoint, read_markers
+from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, scan_segment
+from rmqtool.store.config import read_config_dir
+from rmqtool.store.consumequeue import open_consume_queues
+from rmqtool.store.indexfile import list_index_files
+from rmqtool.store.lock import is_locked
+from rmqtool.store.mappedfile import last_written
+from rmqtool.store.message import Message
+from rmqtool.store.paths import StorePaths
+
+
+def _first_and_last(seg, is_last: bool, findings: list):
+    """(first message store timestamp, end offset of the last readable record) of one segment;
+    damaged regions become findings (only the last segment is scanned whole: verify does all)."""
+    first_ts = None
+    end = None
+    for r in scan_segment(seg, is_last=is_last, check_crc=False, findings=findings):
+        if isinstance(r, Corrupt):
+            findings.append(r.finding())
+        elif isinstance(r, Message):
+            if first_ts is None:
+                first_ts = r.store_timestamp
+            end = r.commit_log_offset + r.store_size
+        elif isinstance(r, Blank):
+            end = r.offset
+    return first_ts, end
+
+
+def _first_timestamp(seg) -> int | None:
+    for r in scan_segment(seg, is_last=False, check_crc=False):
+        if isinstance(r, Message):
+            return r.store_timestamp
+        if isinstance(r, Blank):
+            return None
+    return None
+
+
+def commitlog_info(root: pathlib.Path) -> tuple[dict, list]:
+    cl = CommitLog(StorePaths(root).commitlog)
+    segs = cl.segments
+    last = last_written(segs)
+    findings = list(cl.findings)
+    rows = []
+    max_offset = None
+    for i, seg in enumerate(segs):
+        row = {"file": seg.name, "base_offset": seg.base_offset, "size": seg.size,
+               "end_offset": seg.base_offset + seg.size}
+        if i == last:
+            first_ts, end = _first_and_last(seg, True, findings)
+            max_offset = end
+            row["written_to"] = end
+        elif i < last:
+            first_ts = _first_timestamp(seg)
+        else:
+            first_ts = None
+            row["preallocated"] = True  # after the last written segment, all zero at its start
+        row["first_store_timestamp"] = first_ts
+        rows.append(row)
+    info = {
+        "directory": str(cl.directory),
+        "mapped_file_size": cl.mapped_file_size,
+        "segment_count": len(segs),
+        "min_offset": segs[0].base_offset if segs else None,
+        "max_offset": max_offset,
+        "segments": rows,
+    }
+    return info, findings
+
+
+def consume_queue_info(root: pathlib.Path, commit_log_min: int | None, commit_log_max: int | None):
+    cqs = open_consume_queues(root, commit_log_max_offset=commit_log_max)
+    rows = []
+    for q in cqs.queues:
+        rows.append({
+            "topic": q.topic, "queue_id": q.queue_id, "type": "BatchCQ" if q.is_batch else "SimpleCQ",
+            "min_offset": q.min_offset(commit_log_min or 0), "max_offset": q.max_offset,
+            "files": len(q.segments), "mapped_file_size": q.mapped_file_size,
+        })
+    return rows, cqs.all_findings()
+
+
+def index_info(root: pathlib.Path):
+    listing = list_index_files(root)
+    rows = []
+    files = listing.open_all()
+    try:
+        for f in files:
+            h = f.header
+            rows.append({
+                "file": f.name, "begin_timestamp": h.begin_timestamp, "end_timestamp": h.end_timestamp,
+                "begin_phy_offset": h.begin_phy_offset, "end_phy_offset": h.end_phy_offset,
+                "hash_slot_count": h.hash_slot_count, "index_count": h.index_count,
+                "max_hash_slot_num": f.hash_slot_num, "max_index_num": f.index_num,
+                "write_full": f.is_write_full, "size": f.file_size,
+            })
+    finally:
+        for f in files:
+            f.close()
+    return rows, list(listing.findings)
+
+
+def checkpoint_info(root: pathlib.Path):
+    path = StorePaths(root).checkpoint
+    if not path.exists():
+        return None, []
+    try:
+        cp = read_checkpoint(path)
+    except FormatError as exc:
+        from rmqtool.findings import Finding
+        return {"error": exc.one_line()}, [Finding("checkpointInvalid", str(path), exc.offset, exc.message)]
+    return {
+        "physic_msg_timestamp": cp.physic_msg_timestamp,
+        "logics_msg_timestamp": cp.logics_msg_timestamp,
+        "index_msg_timestamp": cp.index_msg_timestamp,
+        "min_timestamp": cp.min_timestamp,
+        "master_flushed_offset": cp.master_flushed_offset,
+        "confirm_phy_offset": cp.confirm_phy_offset,
+        "has_5x_fields": cp.has_5x_fields,
+    }, list(cp.findings)
+
+
+def _config_summary(doc, name: str) -> dict:
+    if not isinstance(doc, dict):
+        return {}
+    if name == "topics.json":
+        return {"topics": len(doc.get("topicConfigTable") or {})}
+    if name == "consumerOffset.json":
+        offsets = consumer_offsets(doc)
+        return {"topic_groups": len(offsets), "queues": sum(len(v) for v in offsets.values())}
+    if name == "delayOffset.json":
+        return {"delay_levels": len(delay_offsets(doc))}
+    if name == "subscriptionGroup.json":
+        return {"groups": len(doc.get("subscriptionGroupTable") or {})}
+    return {"keys": sorted(str(k) for k in doc)}
+
+
+def config_info(root: pathlib.Path):
+    cd = read_config_dir(root)
+    rows = [{"file": name, "source": c.source, "path": c.path, **_config_summary(c.document, name)}
+            for name, c in cd.files.items()]
+    return rows, cd.all_findings()
+
+
+def store_info(path: str | os.PathLike) -> dict:
+    """Everything ``rmqtool info`` shows, as one JSON-ready document (findings included)."""
+    root = detect.require_store(path)
+    findings = []
+    commitlog, f = commitlog_info(root)
+    findings += f
+    queues, f = consume_queue_info(root, commitlog["min_offset"], commitlog["max_offset"])
+    findings += f
+    index, f = index_info(root)
+    findings += f
+    checkpoint, f = checkpoint_info(root)
+    findings += f
+    config, f = config_info(root)
+    findings += f
+    markers = read_markers(root)
+    findings += list(markers.findings)
+    holder = is_locked(StorePaths(root).lock)
+    return {
+        "store": {
+            "path": str(root),
+            "clean_shutdown": markers.clean_shutdown,
+            "abort_file": markers.abort.exists,
+            "abort_pid": markers.abort.pid,
+            "abort_bak_pid": markers.abort_bak.pid,
+            "lock_file": markers.lock.exists,
+            "locked_by_pid": holder,
+        },
+        "commitlog": commitlog,
+        "consume_queues": queues,
+        "index_files": index,
+        "checkpoint": checkpoint,
+        "config": config,
+        "findings": [x.to_json() for x in findings],
+    }

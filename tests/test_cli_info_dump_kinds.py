@@ -1,0 +1,145 @@
+"""info, and dump of consume queues, index files, checkpoint and config, against broker truth."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import CLEAN_SCENARIOS, V4, V5, load_truth
+from rmqtool.cli.app import app
+
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def jsonl(text):
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("name", sorted(CLEAN_SCENARIOS))
+def test_info_matches_truth(name):
+    scenario = CLEAN_SCENARIOS[name]
+    truth = load_truth(scenario / "truth.json")
+    r = run("info", scenario / "store", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["store"]["clean_shutdown"] is True
+    assert doc["commitlog"]["max_offset"] == truth["truth"]["commitlog"]["maxPhyOffset"]
+    assert doc["commitlog"]["min_offset"] == truth["truth"]["commitlog"]["minPhyOffset"]
+    on_disk = {(q["topic"], q["queue_id"]): q for q in doc["consume_queues"]}
+    for topic, queues in truth["truth"]["consumeQueues"].items():
+        for qid, q in queues.items():
+            if not q["entries"]:
+                continue  # SCHEDULE_TOPIC_XXXX queues exist only in the broker's memory
+            assert on_disk[(topic, int(qid))]["min_offset"] == q["minOffset"]
+            assert on_disk[(topic, int(qid))]["max_offset"] == q["maxOffset"]
+    headers = [(i["file"], i["begin_timestamp"], i["end_timestamp"], i["index_count"]) for i in doc["index_files"]]
+    assert headers == [(i["fileName"], i["beginTimestamp"], i["endTimestamp"], i["indexCount"])
+                       for i in truth["onDiskAfterShutdown"]["indexFiles"]]
+    cp = truth["onDiskAfterShutdown"]["checkpoint"]
+    assert doc["checkpoint"]["physic_msg_timestamp"] == cp["physicMsgTimestamp"]
+    assert doc["checkpoint"]["min_timestamp"] == cp["minTimestamp"]
+    assert doc["checkpoint"]["physic_msg_time"].endswith("Z")
+
+
+def test_info_crashed_store_says_unclean_and_shows_damage():
+    r = run("info", V5 / "crash5" / "b-garbled-last-message" / "input" / "store", "-f", "json")
+    doc = json.loads(r.stdout)
+    assert doc["store"]["clean_shutdown"] is False and doc["store"]["abort_pid"] == 9951
+    assert doc["commitlog"]["max_offset"] == 159162  # the garbled last record does not count
+    assert doc["commitlog"]["segments"][-1]["preallocated"] is True
+    assert any(f["finding"] == "recordLengthMismatch" for f in doc["findings"])
+    assert r.exit_code == 3
+
+
+def test_info_table_and_bad_path(tmp_path):
+    r = run("info", V4 / "basic" / "store")
+    assert r.exit_code == 0 and "consume_queues" in r.stdout and "OrderTopic" in r.stdout
+    r = run("info", tmp_path)
+    assert r.exit_code == 4 and r.stderr.startswith("rmqtool: error: ")
+
+
+@pytest.mark.parametrize("name", ["4.9.8/basic", "5.3.3/batchcq"])
+def test_dump_consumequeue_matches_truth(name):
+    scenario = CLEAN_SCENARIOS[name]
+    truth = load_truth(scenario / "truth.json")
+    r = run("dump", "consumequeue", scenario / "store", "-f", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    got = {}
+    for row in jsonl(r.stdout):
+        got.setdefault((row["topic"], row["queue_id"]), []).append(
+            [row["queue_offset"], row["commit_log_offset"], row["size"], row["tags_code"]]
+            + ([row["batch_size"]] if "batch_size" in row else []))
+    for topic, queues in truth["truth"]["consumeQueues"].items():
+        for qid, q in queues.items():
+            want = q["entries"]  # 5.3.3 adds batchNum, 1 for a plain queue
+            if not want:
+                continue
+            have = got[(topic, int(qid))]
+            if len(want[0]) == 5 and len(have[0]) == 4:
+                have = [h + [1] for h in have]
+            assert len(have[0]) == len(want[0])
+            assert have == want
+
+
+def test_dump_consumequeue_fill_units_and_single_file():
+    store = V4 / "crash" / "c1-delete-cq-queue-dir" / "expected" / "store"
+    r = run("dump", "consumequeue", store / "consumequeue" / "CrashTopic" / "1", "-f", "jsonl")
+    rows = jsonl(r.stdout)
+    assert rows[0]["queue_offset"] == 100 and rows[0]["is_fill"] is True and rows[0]["size"] == 2147483647
+    assert not any(x["is_fill"] for x in rows if x["queue_offset"] >= 136)
+    one = sorted((store / "consumequeue" / "CrashTopic" / "0").iterdir())[1]
+    rows = jsonl(run("dump", "consumequeue", one, "-f", "jsonl").stdout)
+    assert rows[0]["queue_offset"] == int(one.name) // 20 and all(x["file"] == str(one) for x in rows)
+
+
+def test_dump_index_entries_walk_to_the_messages():
+    truth = load_truth(V4 / "timekey" / "truth.json")
+    offsets = {m["physicalOffset"] for m in truth["truth"]["messages"]}
+    rows = jsonl(run("dump", "index", V4 / "timekey" / "store", "-f", "jsonl").stdout)
+    headers = [x for x in rows if x["record"] == "header"]
+    entries = [x for x in rows if x["record"] == "entry"]
+    assert len(headers) == 3
+    assert len(entries) == sum(h["index_count"] - 1 for h in headers)
+    assert all(e["phy_offset"] in offsets for e in entries)
+
+
+def test_dump_checkpoint_5x_fields():
+    truth = load_truth(V5 / "crash5" / "a-as-is" / "truth.json")
+    r = run("dump", "checkpoint", V5 / "crash5" / "a-as-is" / "expected" / "store" / "checkpoint", "-f", "json")
+    doc = json.loads(r.stdout)
+    assert doc["confirm_phy_offset"] == 159162 and doc["has_5x_fields"] is True
+    assert r.exit_code == 0
+
+
+def test_dump_checkpoint_wrong_size(tmp_path):
+    (tmp_path / "checkpoint").write_bytes(b"\0" * 100)
+    r = run("dump", "checkpoint", tmp_path / "checkpoint")
+    assert r.exit_code == 4 and "4096" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_dump_config_fastjson(tmp_path):
+    cfg = tmp_path / "store" / "config"
+    cfg.mkdir(parents=True)
+    (tmp_path / "store" / "commitlog").mkdir()
+    (cfg / "consumerOffset.json").write_text('{\n\t"offsetTable":{\n\t\t"T@g":{0:12,1:3}\n\t}\n}')
+    (cfg / "delayOffset.json").write_text("")  # empty: the broker reads the .bak
+    (cfg / "delayOffset.json.bak").write_text('{"offsetTable":{1:5,2:7}}')
+    r = run("dump", "config", tmp_path / "store", "-f", "json")
+    assert r.exit_code == 0, r.stderr
+    docs = {d["file"]: d for d in json.loads(r.stdout)}
+    assert docs["consumerOffset.json"]["document"] == {"offsetTable": {"T@g": {"0": 12, "1": 3}}}
+    assert docs["delayOffset.json"]["source"] == "bak"
+    assert docs["delayOffset.json"]["document"]["offsetTable"] == {"1": 5, "2": 7}
+    r = run("info", tmp_path / "store", "-f", "json")
+    summary = {c["file"]: c for c in json.loads(r.stdout)["config"]}
+    assert summary["consumerOffset.json"]["queues"] == 2
+
+
+def test_dump_kind_mismatch():
+    r = run("dump", "index", V4 / "basic" / "store" / "checkpoint")
+    assert r.exit_code == 4 and "rmqtool dump checkpoint" in r.stderr

@@ -1,0 +1,146 @@
+"""rmqtool query STORE: find messages by key, UNIQ_KEY, msgId, commit log offset or queue
+offset, or the queue offset for a time, from the store's files alone.
+
+Message rows are the ones ``dump commitlog`` prints; a time lookup prints one row
+{topic, queue_id, time, queue_offset, store_timestamp}. Notes (an index fallback, damage)
+and the ``--explain`` trace go to stderr. Exit 0: found; 1 (NOT_FOUND): nothing found.
+"""
+from __future__ import annotations
+
+import pathlib
+from typing import Optional
+
+import typer
+
+from rmqtool.cli.common import BodyMode, OutputFormat, boundary, human_time, parse_time
+from rmqtool.cli.dump import TABLE_BODY_PREVIEW, TABLE_COLUMNS
+from rmqtool.errors import ExitCode, NothingFound, UsageError
+from rmqtool.query.by_key import DEFAULT_MAX_NUM, LONG_MAX, query_by_key
+from rmqtool.query.by_offset import message_at_offset, message_by_msg_id, message_by_queue_offset
+from rmqtool.query.by_time import offset_by_time
+from rmqtool.query.explain import Trace
+from rmqtool.report.records import message_record
+from rmqtool.report.sink import Sink, warn
+
+TIME_COLUMNS = ("topic", "queue_id", "time", "queue_offset", "store_timestamp")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("query")(query)
+
+
+def _mode(key, uniq_key, msg_id, offset, queue_offset, time) -> str:
+    given = [name for name, value in (("--key", key), ("--uniq-key", uniq_key), ("--msg-id", msg_id),
+                                      ("--offset", offset), ("--queue-offset", queue_offset), ("--time", time))
+             if value is not None]
+    if len(given) != 1:
+        raise UsageError("give exactly one of --key, --uniq-key, --msg-id, --offset, --queue-offset, --time"
+                         + (f" (got {', '.join(given)})" if given else ""))
+    return given[0]
+
+
+def _check_options(mode: str, topic, queue, exact, begin_time, end_time, max_num, no_index, index_only) -> None:
+    key_mode = mode in ("--key", "--uniq-key")
+    queue_mode = mode in ("--queue-offset", "--time")
+    if queue_mode and (topic is None or queue is None):
+        raise UsageError(f"{mode} needs --topic and --queue")
+    if queue is not None and not queue_mode:
+        raise UsageError("--queue goes with --queue-offset or --time")
+    if topic is not None and mode in ("--msg-id", "--offset"):
+        raise UsageError(f"{mode} names one message: --topic does not apply")
+    if exact and mode != "--time":
+        raise UsageError("--exact goes with --time")
+    if not key_mode:
+        for name, value in (("--begin-time", begin_time), ("--end-time", end_time), ("--max", max_num)):
+            if value is not None:
+                raise UsageError(f"{name} goes with --key or --uniq-key")
+        if no_index or index_only:
+            raise UsageError("--no-index and --index-only go with --key or --uniq-key")
+    if no_index and index_only:
+        raise UsageError("--no-index and --index-only contradict each other")
+
+
+def _message_rows(sink: Sink, messages, fmt: OutputFormat, body: Optional[BodyMode], decompress: bool) -> None:
+    body_mode = body.value if body else ("text" if fmt == OutputFormat.table else "base64")
+    preview = TABLE_BODY_PREVIEW if fmt == OutputFormat.table and body is None else None
+    for m in messages:
+        row = {"record": "message", **message_record(m, body_mode, decompress=decompress, preview=preview)}
+        if fmt == OutputFormat.table:
+            row["store_time"] = human_time(m.store_timestamp)
+            row["keys"] = " ".join(m.keys)
+        sink.row(row)
+
+
+@boundary
+def query(
+    store: pathlib.Path = typer.Argument(..., help="Store directory (the one holding commitlog/)."),
+    key: Optional[str] = typer.Option(None, "--key", help="A message key (KEYS), or a UNIQ_KEY."),
+    uniq_key: Optional[str] = typer.Option(None, "--uniq-key", help="A client message id (UNIQ_KEY) only."),
+    msg_id: Optional[str] = typer.Option(None, "--msg-id", help="An offset msgId (store host + commit log offset)."),
+    offset: Optional[int] = typer.Option(None, "--offset", min=0, help="The message at this commit log offset."),
+    queue_offset: Optional[int] = typer.Option(None, "--queue-offset", min=0,
+                                               help="The message at this queue offset (with --topic, --queue)."),
+    time: Optional[str] = typer.Option(None, "--time", help="The queue offset for this store time (epoch ms or "
+                                       "ISO 8601, UTC), as getOffsetInQueueByTime answers (with --topic, --queue)."),
+    topic: Optional[str] = typer.Option(None, "--topic", help="Topic (key lookups: every topic when left out)."),
+    queue: Optional[int] = typer.Option(None, "--queue", min=0, help="Queue id."),
+    exact: bool = typer.Option(False, "--exact", help="--time: the first queue offset stored at or after the "
+                               "time, even when several messages share the millisecond."),
+    begin_time: Optional[str] = typer.Option(None, "--begin-time", help="Key lookups: stored from (epoch ms or ISO 8601)."),
+    end_time: Optional[str] = typer.Option(None, "--end-time", help="Key lookups: stored up to (epoch ms or ISO 8601)."),
+    max_num: Optional[int] = typer.Option(None, "--max", min=1, help=f"Key lookups: at most this many messages, "
+                                          f"the newest (default {DEFAULT_MAX_NUM}, as the broker)."),
+    no_index: bool = typer.Option(False, "--no-index", help="Key lookups: scan the commit log, ignore the index."),
+    index_only: bool = typer.Option(False, "--index-only", help="Key lookups: answer from the index alone, as the "
+                                    "broker does (no scan of what the index does not cover)."),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table for people; jsonl or json for scripts."),
+    body: Optional[BodyMode] = typer.Option(None, "--body", help="Body as text, hex, base64 or none "
+                                            "(default: base64 in JSON, a text preview in a table)."),
+    decompress: bool = typer.Option(False, "--decompress", help="Decompress compressed bodies (zlib, lz4, zstd)."),
+    explain: bool = typer.Option(False, "--explain", help="Print on stderr what was read (index files, slots, "
+                                 "chain entries, consume queue units) and why each hit was kept or dropped."),
+):
+    """Find messages the way the broker's queryMessage, lookMessageByOffset and
+    getOffsetInQueueByTime do, from the files alone, without the broker's hash-collision
+    false positives. Exit 0: found; 1: nothing found."""
+    mode = _mode(key, uniq_key, msg_id, offset, queue_offset, time)
+    _check_options(mode, topic, queue, exact, begin_time, end_time, max_num, no_index, index_only)
+    trace = Trace(warn, keep=False) if explain else None
+
+    if mode == "--time":
+        result = offset_by_time(store, topic, queue, parse_time(time), exact=exact, trace=trace)
+        for note in result.notes:
+            warn(f"rmqtool: {note}")
+        with Sink(fmt.value, single=True, columns=TIME_COLUMNS if fmt == OutputFormat.table else None) as sink:
+            sink.row(result.record())
+        if not result.found:
+            raise typer.Exit(int(ExitCode.NOT_FOUND))
+        return
+
+    sink = Sink(fmt.value, columns=TABLE_COLUMNS if fmt == OutputFormat.table else None)
+    try:
+        if mode in ("--key", "--uniq-key"):
+            begin = parse_time(begin_time)
+            end = parse_time(end_time)
+            result = query_by_key(store, key if mode == "--key" else uniq_key, topic=topic,
+                                  begin=0 if begin is None else begin, end=LONG_MAX if end is None else end,
+                                  max_num=DEFAULT_MAX_NUM if max_num is None else max_num,
+                                  uniq_key=mode == "--uniq-key", use_index=not no_index, index_only=index_only,
+                                  trace=trace)
+        elif mode == "--msg-id":
+            result = message_by_msg_id(store, msg_id, trace=trace)
+        elif mode == "--offset":
+            result = message_at_offset(store, offset, trace=trace)
+        else:
+            result = message_by_queue_offset(store, topic, queue, queue_offset, trace=trace)
+    except NothingFound as exc:
+        sink.close()
+        warn(f"rmqtool: not found: {exc.one_line()}")
+        raise typer.Exit(int(ExitCode.NOT_FOUND)) from None
+    for note in result.notes:
+        warn(f"rmqtool: {note}")
+    _message_rows(sink, result.messages, fmt, body, decompress)
+    sink.close()
+    if not result.messages:
+        warn("rmqtool: not found: no message matches")
+        raise typer.Exit(int(ExitCode.NOT_FOUND))

@@ -1,0 +1,259 @@
+"""Lookups that name where a message lies: a commit log offset, an offset msgId, or a
+topic/queue/queue offset read through the consume queue.
+
+The broker's answers: ``DefaultMessageStore.lookMessageByOffset`` (read the record at a
+commit log offset; null past the end), the client's ``viewMessage`` (decode the offset
+msgId into store host + offset, then the same), and ``getMessage`` for one queue offset
+(the consume queue unit names the commit log offset and size). Unlike the broker,
+rmqtool checks what it finds: a msgId whose store host differs from the record's is not
+that message, and a unit that names a record of another queue is reported.
+
+:class:`CommitLogReader` is the random-access read every lookup shares: one ``pread``
+of a small head per record (a second one only for records longer than that), never a
+scan, so a lookup touches only the pages it needs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import struct
+
+from rmqtool.errors import CorruptData, NothingFound, StoreAccessError
+from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODES, MIN_MESSAGE_LENGTH
+from rmqtool.query.explain import Notes, Trace, trace_or_none
+from rmqtool.store import detect
+from rmqtool.store.commitlog import CommitLog
+from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue
+from rmqtool.store.mappedfile import Segment
+from rmqtool.store.message import HOSTS, PREFIX, Message, RecordError, decode_message
+from rmqtool.store.msgid import decode_message_id
+from rmqtool.store.paths import StorePaths
+
+HEAD_READ = 4096  # one page: most records fit, so one pread reads them whole
+_HOP = struct.Struct(">iI")  # totalSize, magicCode
+_STORE_TIMESTAMP_READ = PREFIX.size + max(h.size for h in HOSTS)
+
+
+class CommitLogReader:
+    """Random access to the records of a commit log, by offset. Read-only."""
+
+    def __init__(self, commit_log: CommitLog):
+        self.commit_log = commit_log
+        self._fds: dict[pathlib.Path, int] = {}
+
+    @classmethod
+    def of_store(cls, store: str | os.PathLike) -> "CommitLogReader":
+        return cls(CommitLog(StorePaths(store).commitlog))
+
+    @property
+    def min_offset(self) -> int:
+        """getMinPhyOffset: the first segment's offset (0 for an empty commit log)."""
+        return self.commit_log.queue.min_offset or 0
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+    def __enter__(self) -> "CommitLogReader":
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _fd(self, seg: Segment) -> int:
+        fd = self._fds.get(seg.path)
+        if fd is None:
+            try:
+                fd = os.open(seg.path, os.O_RDONLY)
+            except OSError as exc:
+                raise StoreAccessError(f"cannot open ({exc.strerror})", seg.path) from None
+            self._fds[seg.path] = fd
+        return fd
+
+    def pread(self, seg: Segment, position: int, length: int) -> bytes:
+        try:
+            return os.pread(self._fd(seg), length, position)
+        except OSError as exc:
+            raise StoreAccessError(f"read failed ({exc.strerror})", seg.path, position) from None
+
+    def locate(self, offset: int) -> tuple[Segment, int]:
+        """(segment, position in it) of a commit log offset; NothingFound when no file holds it."""
+        seg = self.commit_log.queue.find(offset) if offset >= 0 else None
+        if seg is None or offset - seg.base_offset >= seg.size:
+            raise NothingFound("no commit log file holds this offset (past the end, or deleted)",
+                               self.commit_log.directory, offset)
+        return seg, offset - seg.base_offset
+
+    def read(self, offset: int, *, check_crc: bool = True) -> Message:
+        """The message whose record starts at ``offset``.
+
+        NothingFound when no record starts there (past the written data, an end-of-file
+        blank, bytes that are no record); CorruptData when a record starts there but its
+        lengths do not add up. A body CRC mismatch is not an error: the message comes
+        back with ``body_crc_ok`` False, as the broker's lookMessageByOffset returns it.
+        """
+        seg, position = self.locate(offset)
+        head = self.pread(seg, position, HEAD_READ)
+        if len(head) < _HOP.size:
+            raise NothingFound("too few bytes left in the file for a record", seg.path, position)
+        total, magic = _HOP.unpack_from(head, 0)
+        if magic == BLANK_MAGIC_CODE:
+            raise NothingFound("an end-of-file blank record lies here, not a message", seg.path, position)
+        if magic not in MESSAGE_MAGIC_CODES:
+            if total == 0 and magic == 0:
+                raise NothingFound("unwritten (all-zero) bytes: past the end of the written data",
+                                   seg.path, position)
+            raise NothingFound(f"no message record starts here (magic 0x{magic:08X}); "
+                               f"the offset may point inside a record", seg.path, position)
+        if total < MIN_MESSAGE_LENGTH or position + total > seg.size:
+            raise CorruptData(f"record totalSize {total} cannot be right here "
+                              f"({seg.size - position} bytes left in the file)", seg.path, position)
+        buf = head if total <= len(head) else self.pread(seg, position, total)
+        if len(buf) < total:
+            raise CorruptData(f"record cut off: {len(buf)} of {total} bytes readable", seg.path, position)
+        try:
+            return decode_message(buf, 0, offset, total, check_crc=check_crc, path=str(seg.path),
+                                  file_position=position)
+        except RecordError as exc:
+            raise CorruptData(f"{exc.finding_id}: {exc.message}", seg.path, position) from None
+
+    def store_timestamp(self, offset: int, size: int) -> tuple[int, str | None]:
+        """CommitLog.pickupStoreTimestamp: (storeTimestamp, None), or (-1, why) when the
+        broker could not read it (before the min offset, or [offset, offset + size) not in
+        one file). rmqtool also answers -1 where no record of that size starts."""
+        if offset < self.min_offset:
+            return -1, f"offset {offset} is before the commit log's first file ({self.min_offset})"
+        seg = self.commit_log.queue.find(offset)
+        if seg is None or offset - seg.base_offset + max(size, 0) > seg.size or size <= 0:
+            return -1, f"[{offset}, {offset}+{size}) is not inside one commit log file"
+        position = offset - seg.base_offset
+        buf = self.pread(seg, position, _STORE_TIMESTAMP_READ)
+        if len(buf) < PREFIX.size:
+            return -1, f"offset {offset}: file too short for a record"
+        fields = PREFIX.unpack_from(buf, 0)
+        total, magic, sys_flag = fields[0], fields[1], fields[7]
+        if magic not in MESSAGE_MAGIC_CODES or total != size:
+            return -1, (f"offset {offset}: no record of {size} bytes starts there "
+                        f"(magic 0x{magic:08X}, totalSize {total})")
+        hosts = HOSTS[(sys_flag >> 4) & 3]
+        if len(buf) < PREFIX.size + hosts.size:
+            return -1, f"offset {offset}: file too short for the record header"
+        return hosts.unpack_from(buf, PREFIX.size)[2], None
+
+
+@dataclasses.dataclass
+class OffsetLookup:
+    """One message found by where it lies, with what the lookup noticed on the way."""
+    messages: list[Message]
+    notes: Notes
+
+
+def _store_root(store: str | os.PathLike) -> pathlib.Path:
+    return detect.require_store(store)
+
+
+def message_at_offset(store: str | os.PathLike, commit_log_offset: int, *,
+                      trace: Trace | None = None) -> OffsetLookup:
+    """lookMessageByOffset: the message whose record starts at a commit log offset."""
+    trace = trace_or_none(trace)
+    with CommitLogReader.of_store(_store_root(store)) as reader:
+        return OffsetLookup([_read_traced(reader, commit_log_offset, trace)], Notes())
+
+
+def _read_traced(reader: CommitLogReader, offset: int, trace: Trace) -> Message:
+    try:
+        seg, position = reader.locate(offset)
+        if trace.enabled:
+            trace(f"commit log offset {offset}: file {seg.name}, position {position}")
+        message = reader.read(offset)
+    except (NothingFound, CorruptData) as exc:
+        if trace.enabled:
+            trace(f"no message: {exc.message}")
+        raise
+    if trace.enabled:
+        crc = {True: "body CRC ok", False: "body CRC MISMATCH", None: "body CRC not checked"}[message.body_crc_ok]
+        trace(f"record: {message.store_size} bytes, topic {message.topic!r} queue {message.queue_id} "
+              f"queue offset {message.queue_offset}, stored at {message.store_timestamp}; {crc}")
+    return message
+
+
+def message_by_msg_id(store: str | os.PathLike, msg_id: str, *, trace: Trace | None = None) -> OffsetLookup:
+    """The offset msgId: decode store host and commit log offset, read the record there,
+    and keep it only if its own store host and offset give back the same msgId."""
+    trace = trace_or_none(trace)
+    decoded = decode_message_id(msg_id)
+    if trace.enabled:
+        trace(f"msgId {msg_id}: store host {decoded.store_host}, commit log offset {decoded.commit_log_offset}")
+    with CommitLogReader.of_store(_store_root(store)) as reader:
+        message = _read_traced(reader, decoded.commit_log_offset, trace)
+    if message.msg_id.upper() != msg_id.strip().upper():
+        reason = (f"the record at offset {decoded.commit_log_offset} was stored by {message.store_host}, "
+                  f"not {decoded.store_host}: this msgId belongs to another broker or store")
+        if trace.enabled:
+            trace(f"dropped: {reason}")
+        raise NothingFound(reason, message.path, message.position)
+    if trace.enabled:
+        trace("kept: the record's store host and offset give back this msgId")
+    return OffsetLookup([message], Notes())
+
+
+def open_queue(store: str | os.PathLike, topic: str, queue_id: int) -> ConsumeQueue | BatchConsumeQueue | None:
+    """The consume queue of topic/queueId (a 5.x batch queue when only that exists), or None."""
+    paths = StorePaths(store)
+    plain = paths.consumequeue / topic / str(queue_id)
+    if plain.is_dir():
+        return ConsumeQueue(plain, topic, queue_id)
+    batch = paths.batch_consumequeue / topic / str(queue_id)
+    if batch.is_dir():
+        return BatchConsumeQueue(batch, topic, queue_id)
+    return None
+
+
+def message_by_queue_offset(store: str | os.PathLike, topic: str, queue_id: int, queue_offset: int, *,
+                            trace: Trace | None = None) -> OffsetLookup:
+    """The message at a queue offset: the consume queue unit names its commit log offset."""
+    trace = trace_or_none(trace)
+    root = _store_root(store)
+    notes = Notes()
+    queue = open_queue(root, topic, queue_id)
+    if queue is None:
+        raise NothingFound(f"no consume queue for topic {topic!r} queue {queue_id}",
+                           StorePaths(root).consumequeue / topic / str(queue_id))
+    with CommitLogReader.of_store(root) as reader:
+        low, high = queue.min_offset(reader.min_offset), queue.max_offset
+        if trace.enabled:
+            kind = "batch consume queue" if queue.is_batch else "consume queue"
+            trace(f"{kind} {topic}/{queue_id}: {len(queue.segments)} file(s), queue offsets [{low}, {high})")
+        unit = queue.get(queue_offset) if low <= queue_offset < high else None
+        if unit is None:
+            where = (f"queue offset {queue_offset} is outside [{low}, {high})"
+                     if not low <= queue_offset < high else f"no readable unit at queue offset {queue_offset}")
+            if trace.enabled:
+                trace(f"no message: {where}")
+            raise NothingFound(where, queue.directory)
+        if trace.enabled:
+            trace(f"unit at {unit.path} position {unit.position}: commit log offset {unit.commit_log_offset}, "
+                  f"size {unit.size}, tagsCode {unit.tags_code}"
+                  + (f", batch [{unit.msg_base_offset}, {unit.msg_base_offset + unit.batch_size})"
+                     if queue.is_batch else ""))
+        if unit.is_fill:
+            raise NothingFound(f"queue offset {queue_offset} is a fill unit written when the queue was "
+                               f"rebuilt: no message", unit.path, unit.position)
+        message = _read_traced(reader, unit.commit_log_offset, trace)
+    expected_offset = unit.msg_base_offset if queue.is_batch else queue_offset
+    mismatch = []
+    if message.topic != topic or message.queue_id != queue_id:
+        mismatch.append(f"it belongs to {message.topic}/{message.queue_id}")
+    if message.queue_offset != expected_offset:
+        mismatch.append(f"its queueOffset field is {message.queue_offset}, not {expected_offset}")
+    if message.store_size != unit.size:
+        mismatch.append(f"it is {message.store_size} bytes, the unit says {unit.size}")
+    if mismatch:
+        notes.add(f"the unit for {topic}/{queue_id} offset {queue_offset} points at commit log offset "
+                  f"{unit.commit_log_offset}, but " + "; ".join(mismatch), trace)
+    if queue.is_batch and trace.enabled:
+        trace(f"the record is the whole batch; offset {queue_offset} is its message "
+              f"{queue_offset - unit.msg_base_offset} of {unit.batch_size}")
+    return OffsetLookup([message], notes)

@@ -99,15 +99,7 @@ _store_ip_length = IfThenElse((this.sys_flag & STOREHOSTADDRESS_V6_FLAG) != 0, B
 # without them is right by construction; body_crc and total_size are given by the encoder
 # (rmqtool.store), which knows the CRC rule and the record's place.
 MessageRecord = Struct(
-    "total_size" / Int32sb,
-    "magic_code" / Int32ub,
-    "body_crc" / Int32sb,
-    "queue_id" / Int32sb,
-    "flag" / Int32sb,
-    "queue_offset" / Int64sb,
-    "physical_offset" / Int64sb,
-    "sys_flag" / Int32sb,
-    "born_timestamp" / Int64sb,
+    *MessagePrefix.subcons,
     "born_host" / _born_ip_length,
     "born_port" / Int32sb,
     "store_timestamp" / Int64sb,

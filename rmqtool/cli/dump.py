@@ -158,8 +158,9 @@ class _Progress:
         self._p.stop()
 
 
-def _finish(sink: Sink, findings: list) -> None:
-    sink.close()
+def _finish(sink: Sink | None, findings: list) -> None:
+    if sink is not None:
+        sink.close()
     problems = 0
     for f in findings:
         warn(f.one_line())
@@ -220,13 +221,8 @@ def dump_checkpoint(
     """The checkpoint: physic, logics and index timestamps (and 5.x masterFlushedOffset, confirmPhyOffset)."""
     findings: list = []
     row = with_human_times(dumpsources.checkpoint_row(path, findings))
-    if fmt == OutputFormat.table:
-        render_document(row, "table", title="checkpoint")
-        sink = Sink("jsonl", stream=_Null())
-    else:
-        sink = Sink(fmt.value, single=True)
-        sink.row(row)
-    _finish(sink, findings)
+    render_document(row, fmt.value, title="checkpoint")
+    _finish(None, findings)
 
 
 @dump_app.command("config")
@@ -241,11 +237,3 @@ def dump_config(
     for row in dumpsources.config_rows(path, findings):
         sink.row(row)
     _finish(sink, findings)
-
-
-class _Null:
-    def write(self, _):
-        pass
-
-    def flush(self):
-        pass

@@ -21,8 +21,6 @@ from rmqtool.store.paths import StorePaths
 
 CHECKPOINT = struct_of(Checkpoint5)
 
-# Finding IDs this module reports that rmqtool/findings.py does not list yet.
-
 
 def _read_file(path: pathlib.Path) -> bytes:
     try:

@@ -17,8 +17,6 @@ from rmqtool.findings import Finding
 from rmqtool.formats.config import BAK_SUFFIX, KNOWN_CONFIG_FILES, TMP_SUFFIX, ConfigFileSpec, loads_fastjson
 from rmqtool.store.paths import CONFIG_DIR
 
-# Finding IDs this module reports that rmqtool/findings.py does not list yet.
-
 MAIN = "main"
 BAK = "bak"
 

@@ -40,8 +40,6 @@ from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONSUMEQUEUE_DIR
 CQ_UNIT = struct_of(CqUnit)
 BATCH_CQ_UNIT = struct_of(BatchCqUnit)
 
-# Finding IDs this module reports that rmqtool/findings.py does not list yet.
-
 
 @dataclasses.dataclass(slots=True, frozen=True)
 class ConsumeQueueUnit:

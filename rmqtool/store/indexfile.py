@@ -32,8 +32,6 @@ INDEX_HEADER = struct_of(IndexHeader)
 INDEX_SLOT = struct_of(IndexSlot)
 INDEX_ENTRY = struct_of(IndexEntry)
 
-# Finding IDs this module reports that rmqtool/findings.py does not list yet.
-
 
 @dataclasses.dataclass(slots=True, frozen=True)
 class IndexFileHeader:

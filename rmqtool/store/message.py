@@ -3,18 +3,29 @@
 The decoder reads with ``struct`` formats derived from ``formats/commitlog.py``
 (MessagePrefix and MessageHosts); tests assert it agrees with the construct schema on
 every fixture record.
+
+Speed (issue 2): a scan reads of each header only what it needs to check the record's
+lengths and CRC (one ``unpack_from`` of a derived struct that skips the other fields)
+and keeps the header's bytes; the other header fields are unpacked, all at once, when
+one is first asked for (prefix and hosts joined into one derived struct). Properties are
+parsed into a dict on first access. Most scans look at few fields. :func:`decode_run`
+decodes the clean records of a buffer in one loop and leaves anything doubtful to
+:func:`decode_message`.
 """
 from __future__ import annotations
 
-import dataclasses
+import struct
+import zlib
+
+import construct as cs
 
 from rmqtool.formats import properties as props
-from rmqtool.formats.commitlog import (MESSAGE_MAGIC_CODE_V2, MessageHosts, MessagePrefix,
-                                       message_length)
-from rmqtool.formats.derive import struct_of
-from rmqtool.formats.sysflag import transaction_type
+from rmqtool.formats.commitlog import (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, MIN_MESSAGE_LENGTH,
+                                       MessageHosts, MessagePrefix, message_length)
+from rmqtool.formats.derive import field_names, struct_format, struct_of
+from rmqtool.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, transaction_type
 from rmqtool.store import compression
-from rmqtool.store.crc import crc32
+from rmqtool.store.crc import JAVA_CRC_MASK
 from rmqtool.store.hosts import format_host
 from rmqtool.store.msgid import create_message_id
 
@@ -23,35 +34,148 @@ HOSTS = tuple(struct_of(h) for h in MessageHosts)
 PREFIX_SIZE = PREFIX.size
 
 
-@dataclasses.dataclass(slots=True, eq=False)
+def _joined(prefix: struct.Struct, hosts: struct.Struct) -> struct.Struct:
+    """Prefix and hosts as one struct: the same derived formats, one unpack instead of two."""
+    if prefix.format[0] != hosts.format[0]:
+        raise TypeError("prefix and hosts differ in byte order")
+    joined = struct.Struct(prefix.format + hosts.format[1:])
+    assert joined.size == prefix.size + hosts.size
+    return joined
+
+
+# Indexed by (sys_flag >> 4) & 3, as MessageHosts is.
+HEADERS = tuple(_joined(PREFIX, h) for h in HOSTS)
+
+# The header tuple's fields, in the schemas' order, named as Message names them.
+_RENAMED = {"total_size": "store_size", "born_host": "born_ip", "store_host": "store_ip"}
+assert len({field_names(h) for h in MessageHosts}) == 1
+HEADER_FIELDS = tuple(_RENAMED.get(n, n) for n in field_names(MessagePrefix) + field_names(MessageHosts[0]))
+
+
+def _field_codes(schema: cs.Struct) -> list[str]:
+    """The struct code of each field of a fixed-size schema, derived field by field."""
+    return [struct_format(cs.Struct(sub))[1:] for sub in schema.subcons]
+
+
+def _checked(header: struct.Struct, codes: list[str], wanted: tuple[str, ...]) -> struct.Struct:
+    """The header struct with every field not in ``wanted`` turned into pad bytes."""
+    fmt = header.format[0] + "".join(
+        code if name in wanted else f"{struct.calcsize('>' + code)}x" for name, code in zip(HEADER_FIELDS, codes))
+    checked = struct.Struct(fmt)
+    assert checked.size == header.size
+    return checked
+
+
+# What a scan reads of every header: the fields its checks need (see decode_run).
+CHECKED_FIELDS = ("store_size", "magic_code", "body_crc", "sys_flag", "body_length")
+CHECKED = tuple(_checked(hd, _field_codes(MessagePrefix) + _field_codes(h), CHECKED_FIELDS)
+                for hd, h in zip(HEADERS, MessageHosts))
+# the byte of sysFlag that holds the host-size bits (big-endian: its last byte)
+_SYS_FLAG_LOW_BYTE = cs.Struct(*MessagePrefix.subcons[:field_names(MessagePrefix).index("sys_flag") + 1]).sizeof() - 1
+_BODY_LENGTH = HEADER_FIELDS.index("body_length")
+_HOSTS_V6 = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
+_CRC32_HEAD = (props.PROPERTY_CRC32 + props.NAME_VALUE_SEPARATOR).encode()
+_SEPARATOR = ord(props.PROPERTY_SEPARATOR)
+_SEPARATOR_CHAR = props.PROPERTY_SEPARATOR
+_NAME_VALUE_CHAR = props.NAME_VALUE_SEPARATOR
+# decode_run indexes the CHECKED tuple with literals (faster than names); they must be these.
+assert CHECKED_FIELDS.index("store_size") == 0 and CHECKED_FIELDS.index("magic_code") == 1
+assert CHECKED_FIELDS.index("body_crc") == 2 and CHECKED_FIELDS.index("sys_flag") == 3
+assert CHECKED_FIELDS.index("body_length") == 4
+
+
 class Message:
-    commit_log_offset: int  # where the record lies (the file name offset + position)
-    store_size: int
-    magic_code: int
-    body_crc: int
-    queue_id: int
-    flag: int
-    queue_offset: int
-    physical_offset: int  # the record's own physicalOffset field
-    sys_flag: int
-    born_timestamp: int
-    born_ip: bytes
-    born_port: int
-    store_timestamp: int
-    store_ip: bytes
-    store_port: int
-    reconsume_times: int
-    prepared_transaction_offset: int
-    body: bytes
-    topic: str
-    properties_raw: bytes
-    properties: dict
-    path: str | None = None
-    position: int | None = None  # byte position inside the segment file
-    body_crc_ok: bool | None = None  # None: not checked
-    property_crc_ok: bool | None = None  # None: no __CRC32# property, or not checked
-    topic_utf8_ok: bool = True
-    properties_utf8_ok: bool = True
+    """One message record, located: where it lies, its fields, and what checks said.
+
+    Header fields (store_size ... prepared_transaction_offset) are attributes read from the
+    header tuple, unpacked from the header's bytes on first access; ``properties`` is the
+    broker's dict view of ``properties_raw``, parsed on first access. Every attribute can
+    be set. Equality is identity.
+    """
+
+    __slots__ = ("_h", "_raw", "commit_log_offset", "store_size", "body", "topic", "properties_raw", "_properties",
+                 "_properties_utf8_ok", "path", "position", "body_crc_ok", "property_crc_ok", "topic_utf8_ok")
+
+    def __init__(self, commit_log_offset: int, store_size: int, magic_code: int, body_crc: int, queue_id: int,
+                 flag: int, queue_offset: int, physical_offset: int, sys_flag: int, born_timestamp: int,
+                 born_ip: bytes, born_port: int, store_timestamp: int, store_ip: bytes, store_port: int,
+                 reconsume_times: int, prepared_transaction_offset: int, body: bytes, topic: str,
+                 properties_raw: bytes, properties: dict | None = None, path: str | None = None,
+                 position: int | None = None, body_crc_ok: bool | None = None,
+                 property_crc_ok: bool | None = None, topic_utf8_ok: bool = True,
+                 properties_utf8_ok: bool | None = None):
+        self._h = (store_size, magic_code, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+                   born_timestamp, born_ip, born_port, store_timestamp, store_ip, store_port, reconsume_times,
+                   prepared_transaction_offset, len(body))
+        self._raw = None  # the header's bytes, while _h is None
+        self.commit_log_offset = commit_log_offset
+        self.store_size = store_size  # the totalSize field, kept at hand: scans step by it
+        self.body = body
+        self.topic = topic
+        self.properties_raw = properties_raw
+        self._properties = properties  # None: parse from properties_raw when first asked
+        if properties_utf8_ok is None and properties is not None:
+            properties_utf8_ok = True
+        self._properties_utf8_ok = properties_utf8_ok  # None: not known yet
+        self.path = path
+        self.position = position  # byte position inside the segment file
+        self.body_crc_ok = body_crc_ok  # None: not checked
+        self.property_crc_ok = property_crc_ok  # None: no __CRC32# property, or not checked
+        self.topic_utf8_ok = topic_utf8_ok
+
+    def _unpack_header(self) -> tuple:
+        raw = self._raw
+        self._h = h = HEADERS[(raw[_SYS_FLAG_LOW_BYTE] >> 4) & 3].unpack(raw)
+        return h
+
+    # --- properties, parsed on first access ---
+    @property
+    def properties(self) -> dict:
+        p = self._properties
+        if p is None:
+            # parse_properties' fast path, inlined: this runs once per message in a full decode
+            raw = self.properties_raw
+            try:
+                text = raw.decode("utf-8")
+                if text[-1:] == _SEPARATOR_CHAR:
+                    text = text[:-1]
+                p = dict([part.split(_NAME_VALUE_CHAR, 1) for part in text.split(_SEPARATOR_CHAR)])
+                if "" in p or "" in p.values():
+                    raise ValueError("an empty name or value")
+                self._properties_utf8_ok = True
+            except ValueError:  # UnicodeDecodeError too
+                p, self._properties_utf8_ok = parse_properties(raw)
+            self._properties = p
+        return p
+
+    @properties.setter
+    def properties(self, value: dict | None) -> None:
+        self._properties = value
+
+    @property
+    def properties_utf8_ok(self) -> bool:
+        ok = self._properties_utf8_ok
+        if ok is None:
+            raw = self.properties_raw
+            if raw.isascii():
+                ok = True
+            else:
+                try:
+                    raw.decode("utf-8")
+                    ok = True
+                except UnicodeDecodeError:
+                    ok = False
+            self._properties_utf8_ok = ok
+        return ok
+
+    @properties_utf8_ok.setter
+    def properties_utf8_ok(self, value: bool) -> None:
+        self._properties_utf8_ok = value
+
+    def __repr__(self) -> str:
+        return (f"Message(commit_log_offset={self.commit_log_offset}, store_size={self.store_size}, "
+                f"topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
+                f"path={self.path!r}, position={self.position})")
 
     # --- derived values, in RocketMQ's names ---
     @property
@@ -96,6 +220,32 @@ class Message:
         return self.body if codec is None else compression.decompress(self.body, codec)
 
 
+def _header_field(index: int, name: str) -> property:
+    headers = HEADERS
+    low_byte = _SYS_FLAG_LOW_BYTE
+
+    def get(self):
+        h = self._h
+        if h is None:  # unpack the whole header once (Message._unpack_header, inlined)
+            raw = self._raw
+            h = self._h = headers[(raw[low_byte] >> 4) & 3].unpack(raw)
+        return h[index]
+
+    def set(self, value):
+        h = self._h
+        if h is None:
+            h = self._unpack_header()
+        self._h = h[:index] + (value,) + h[index + 1:]
+
+    return property(get, set, doc=f"the record's {name} field")
+
+
+for _index, _name in enumerate(HEADER_FIELDS):
+    if _name not in ("store_size", "body_length"):  # a slot of its own; len(body)
+        setattr(Message, _name, _header_field(_index, _name))
+del _index, _name
+
+
 class RecordError(Exception):
     """Why bytes at a position are not a message record (id from rmqtool.findings)."""
 
@@ -105,33 +255,69 @@ class RecordError(Exception):
         self.message = message
 
 
+def _parse_properties_slow(text: str) -> dict:
+    result = {}
+    for part in text.split(props.PROPERTY_SEPARATOR):
+        kv = part.find(props.NAME_VALUE_SEPARATOR)
+        if 0 < kv < len(part) - 1:
+            result[part[:kv]] = part[kv + 1:]
+    return result
+
+
 def parse_properties(raw: bytes) -> tuple[dict, bool]:
-    """(the broker's view of the properties, whether the bytes were valid UTF-8)."""
+    """(the broker's view of the properties, whether the bytes were valid UTF-8).
+
+    Entries without a name or a value are skipped and the last duplicate wins, as in
+    MessageDecoder.string2messageProperties.
+    """
     try:
         text = raw.decode("utf-8")
         ok = True
     except UnicodeDecodeError:
         text = raw.decode("utf-8", "replace")  # as Java's decoder does
         ok = False
-    result = {}
-    for part in text.split(props.PROPERTY_SEPARATOR):
-        kv = part.find(props.NAME_VALUE_SEPARATOR)
-        if 0 < kv < len(part) - 1:
-            result[part[:kv]] = part[kv + 1:]
+    if not text:
+        return {}, ok
+    # Fast path for well-formed strings: every entry "name\x01value", one trailing separator
+    # at most (5.x). Anything else (a missing or empty name or value) goes the slow way.
+    if text[-1] == props.PROPERTY_SEPARATOR:
+        text_body = text[:-1]
+    else:
+        text_body = text
+    try:
+        result = dict([part.split(props.NAME_VALUE_SEPARATOR, 1)
+                       for part in text_body.split(props.PROPERTY_SEPARATOR)])
+    except ValueError:
+        return _parse_properties_slow(text), ok
+    if "" in result or "" in result.values():
+        return _parse_properties_slow(text), ok
     return result, ok
-
-
-_CRC32_HEAD = (props.PROPERTY_CRC32 + props.NAME_VALUE_SEPARATOR).encode()
 
 
 def property_crc(props_raw: bytes) -> int | None:
     """The record CRC stored in a trailing ``__CRC32#`` entry (5.x), or None when there is none."""
-    if len(props_raw) < props.CRC32_RESERVED_LEN or props_raw[-1] != 2:
+    if len(props_raw) < props.CRC32_RESERVED_LEN or props_raw[-1] != _SEPARATOR:
         return None
     tail = props_raw[-props.CRC32_RESERVED_LEN:]
     if not tail.startswith(_CRC32_HEAD):
         return None
     return props.crc32_from_digits(tail[len(_CRC32_HEAD):-1].decode("ascii", "replace"))
+
+
+# Decoded topic names by their bytes: a store has few topics, so most records skip the decode.
+_TOPICS: dict[bytes, str] = {}
+_TOPICS_MAX = 4096
+
+
+def _decode_topic(raw: bytes) -> tuple[str, bool]:
+    try:
+        topic = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "replace"), False
+    if len(_TOPICS) >= _TOPICS_MAX:
+        _TOPICS.clear()
+    _TOPICS[raw] = topic
+    return topic, True
 
 
 def decode_message(buf, pos: int, commit_log_offset: int, limit: int, *, check_crc: bool = True,
@@ -143,14 +329,13 @@ def decode_message(buf, pos: int, commit_log_offset: int, limit: int, *, check_c
     """
     (total_size, magic, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
      born_ts) = PREFIX.unpack_from(buf, pos)
-    hosts = HOSTS[(sys_flag >> 4) & 3]
+    k = (sys_flag >> 4) & 3
     end = pos + total_size
-    p = pos + PREFIX_SIZE
-    if p + hosts.size > end:
+    p = pos + HEADERS[k].size
+    if p > end:
         raise RecordError("recordLengthMismatch", f"totalSize {total_size} is too small for the record header")
-    (born_ip, born_port, store_ts, store_ip, store_port, reconsume, prepared,
-     body_len) = hosts.unpack_from(buf, p)
-    p += hosts.size
+    h = HEADERS[k].unpack_from(buf, pos)
+    body_len = h[_BODY_LENGTH]
     if body_len < 0 or p + body_len + 1 > end:
         raise RecordError("recordLengthMismatch", f"bodyLength {body_len} does not fit in totalSize {total_size}")
     body = bytes(buf[p:p + body_len])
@@ -172,20 +357,128 @@ def decode_message(buf, pos: int, commit_log_offset: int, limit: int, *, check_c
         raise RecordError("recordLengthMismatch",
                           f"field lengths add up to {expected} bytes, totalSize says {total_size}")
     props_raw = bytes(buf[p:end])
-    properties, props_ok = parse_properties(props_raw)
-    try:
-        topic = topic_raw.decode("utf-8")
-        topic_ok = True
-    except UnicodeDecodeError:
-        topic = topic_raw.decode("utf-8", "replace")
-        topic_ok = False
-    msg = Message(commit_log_offset, total_size, magic, body_crc, queue_id, flag, queue_offset,
-                  physical_offset, sys_flag, born_ts, born_ip, born_port, store_ts, store_ip, store_port,
-                  reconsume, prepared, body, topic, props_raw, properties, path, file_position,
-                  None, None, topic_ok, props_ok)
+    topic = _TOPICS.get(topic_raw)
+    topic_ok = True
+    if topic is None:
+        topic, topic_ok = _decode_topic(topic_raw)
+    msg = Message.__new__(Message)
+    msg._h = h
+    msg._raw = None
+    msg.commit_log_offset = commit_log_offset
+    msg.store_size = total_size
+    msg.body = body
+    msg.topic = topic
+    msg.topic_utf8_ok = topic_ok
+    msg.properties_raw = props_raw
+    msg._properties = None
+    msg._properties_utf8_ok = None
+    msg.path = path
+    msg.position = file_position
+    msg.body_crc_ok = None
+    msg.property_crc_ok = None
     if check_crc:
-        msg.body_crc_ok = crc32(body) == body_crc if body_len else body_crc == 0
+        msg.body_crc_ok = (zlib.crc32(body) & JAVA_CRC_MASK) == body_crc if body_len else body_crc == 0
         stored = property_crc(props_raw)
         if stored is not None:
-            msg.property_crc_ok = crc32(memoryview(buf)[pos:end - props.CRC32_RESERVED_LEN]) == stored
+            msg.property_crc_ok = (zlib.crc32(memoryview(buf)[pos:end - props.CRC32_RESERVED_LEN])
+                                   & JAVA_CRC_MASK) == stored
     return msg
+
+
+def decode_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path: str | None,
+               check_crc: bool, out: list, count: int) -> int:
+    """Append to ``out`` up to ``count`` messages of ``buf`` from index ``i`` on; return where it stopped.
+
+    Takes only records that are whole in ``buf``, start before index ``stop`` and whose
+    lengths add up; at anything else it stops and leaves that record to the caller's
+    careful path (:func:`decode_message` and the scanner's damage handling), so what it
+    takes is exactly what decode_message would give. The index returned is that of the
+    first record not taken. ``offset0`` and ``position0`` are the commit log offset and
+    the file position of ``buf[0]``. ``buf`` must be bytes (slices of it are the
+    Message's bytes). Filling a list, not yielding, saves a generator switch per message.
+    """
+    unpack = CHECKED[0].unpack_from
+    header_v4 = CHECKED[0].size
+    checked = CHECKED
+    new = object.__new__
+    message = Message
+    topics = _TOPICS
+    crc32 = zlib.crc32
+    mask = JAVA_CRC_MASK
+    v1, v2 = MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
+    min_length = MIN_MESSAGE_LENGTH
+    hosts_v6 = _HOSTS_V6
+    limit = len(buf)
+    reserved = props.CRC32_RESERVED_LEN
+    separator = _SEPARATOR
+    crc_head = _CRC32_HEAD
+    view = None
+    append = out.append
+    stop_count = len(out) + count
+    try:
+        while i < stop and len(out) < stop_count:
+            c = unpack(buf, i)  # CHECKED_FIELDS: totalSize, magic, bodyCRC, sysFlag, bodyLength
+            total = c[0]
+            end = i + total
+            if total < min_length or end > limit:
+                return i
+            if c[3] & hosts_v6:
+                c = checked[(c[3] >> 4) & 3].unpack_from(buf, i)
+                p = i + checked[(c[3] >> 4) & 3].size
+            else:
+                p = i + header_v4
+            body_end = p + c[4]
+            if body_end < p:
+                return i
+            magic = c[1]
+            if magic == v1:
+                t = body_end + 1
+                t_end = t + buf[body_end]
+            elif magic == v2:
+                t = body_end + 2
+                t_end = t + ((buf[body_end] << 8) | buf[body_end + 1])
+            else:
+                return i
+            props_at = t_end + 2
+            # the lengths must add up exactly: then every field lies inside the record
+            if props_at + ((buf[t_end] << 8) | buf[t_end + 1]) != end:
+                return i
+            m = new(message)
+            m._h = None
+            m._raw = buf[i:p]
+            m.body = body = buf[p:body_end]
+            raw = buf[t:t_end]
+            topic = topics.get(raw)
+            if topic is None:
+                topic, m.topic_utf8_ok = _decode_topic(raw)
+            else:
+                m.topic_utf8_ok = True
+            m.topic = topic
+            m.properties_raw = praw = buf[props_at:end]
+            m._properties = None
+            m._properties_utf8_ok = None
+            m.commit_log_offset = offset0 + i
+            m.store_size = total
+            m.position = position0 + i
+            m.path = path
+            if check_crc:
+                m.body_crc_ok = (crc32(body) & mask) == c[2] if body_end > p else c[2] == 0
+                if end - props_at >= reserved and praw[-1] == separator and praw.startswith(
+                        crc_head, end - props_at - reserved):
+                    stored = property_crc(praw)
+                    if stored is None:
+                        m.property_crc_ok = None
+                    else:
+                        if view is None:
+                            view = memoryview(buf)
+                        m.property_crc_ok = (crc32(view[i:end - reserved]) & mask) == stored
+                else:
+                    m.property_crc_ok = None
+            else:
+                m.body_crc_ok = None
+                m.property_crc_ok = None
+            append(m)
+            i = end
+    except (struct.error, IndexError):
+        pass
+    return i

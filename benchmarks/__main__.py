@@ -1,0 +1,75 @@
+"""``python -m benchmarks [NAME ...]``: run every ``benchmarks/bench_*.py`` module's ``run(workdir)``.
+
+The work directory is ``.bench/`` at the repository root (git ignores it). It is kept
+between runs, so large inputs are built once; delete it to rebuild them. NAME picks the
+modules whose name contains it (``read`` runs bench_read). A module that fails is
+reported and the others still run; the exit code is then 1.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import pathlib
+import platform
+import sys
+import time
+import traceback
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parent
+DEFAULT_WORKDIR = REPO / ".bench"
+
+
+def discover(names: list[str]) -> list[str]:
+    modules = sorted(p.stem for p in HERE.glob("bench_*.py"))
+    if names:
+        modules = [m for m in modules if any(n in m for n in names)]
+    return modules
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", help="run only the bench_*.py modules whose name contains one of these")
+    ap.add_argument("--workdir", type=pathlib.Path, default=DEFAULT_WORKDIR,
+                    help=f"where inputs are built and kept (default {DEFAULT_WORKDIR})")
+    ap.add_argument("--list", action="store_true", help="list the modules and exit")
+    args = ap.parse_args(argv)
+    modules = discover(args.names)
+    if args.list:
+        print("\n".join(modules))
+        return 0
+    if not modules:
+        print("no benchmark module matches", file=sys.stderr)
+        return 2
+    workdir = args.workdir.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"# rmqtool benchmarks: Python {platform.python_version()} ({platform.python_implementation()}), "
+          f"{cpus} CPUs, {platform.machine()}; work directory {workdir}")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    if load is not None:
+        print(f"# load average before the run: {load:.2f} (other work on the machine skews the numbers)")
+    failed = []
+    for name in modules:
+        print(f"\n## {name}", flush=True)
+        started = time.perf_counter()
+        try:
+            module = importlib.import_module(f"benchmarks.{name}")
+            module.run(workdir)
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130
+        except Exception:  # one broken module must not hide the others' numbers
+            traceback.print_exc()
+            failed.append(name)
+        sys.stdout.flush()
+        print(f"## {name}: {time.perf_counter() - started:.1f} s", flush=True)
+    if failed:
+        print(f"\nfailed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""Read path speed (issue 2): raw read, header hop, full decode, scan + CRC, two processes, peak RSS.
+
+Inputs, built once by ``benchmarks/gen.py`` under the work directory and reused:
+
+* ``read-1seg``: one commit log segment of 1 GiB, 1 KB bodies (about 880,000 messages),
+* ``read-4seg``: the same size as 4 segments of 256 MiB, for the multi-core measurement
+  (a store of its own rather than the 1 GiB file cut logically, so each worker scans whole
+  segments that end with a blank record, as a broker's do).
+
+``RMQTOOL_BENCH_READ_MIB`` changes the size (default 1024, a multiple of 4). Every rate
+is taken on the page-cached file, best of a few runs. Single-process rates are per core:
+messages over the process's CPU time, so other work on the machine does not lower them
+(wall time is shown too). Each is also given as a ratio to the raw read: MB/s of record
+bytes processed over raw MB/s. Over the 4 segments, the header hop, the full decode and
+scan + CRC (rmqtool.store.parallel.summarize_segment) each run with 1 process and with 2
+(rmqtool.store.parallel.parallel_scan), taking turns, in wall time; the speed-up is the
+best 1-process time over the best 2-process time.
+
+The measurements run in a freshly spawned interpreter, so its peak RSS
+(``resource.getrusage``) is the scans' own and shows whether memory stays flat.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pathlib
+import resource
+import time
+import timeit
+import zlib
+
+from benchmarks.gen import GenSpec, ensure_store
+
+SIZE_ENV = "RMQTOOL_BENCH_READ_MIB"
+MULTI_SEGMENTS = 4
+WORKERS = 2
+READ_BUFFER = 8 << 20
+
+# Issue 2's targets, per core, 1 KB bodies.
+TARGET_HOP = 4.0e6  # header-only scan, messages/s
+TARGET_CRC = 1.3e6  # scan + body CRC, messages/s
+TARGET_FULL = 0.5e6  # full decode, messages/s
+TARGET_SPEEDUP = 1.8  # several segments, two processes over one
+
+
+def specs(mib: int) -> tuple[GenSpec, GenSpec]:
+    if mib < MULTI_SEGMENTS or mib % MULTI_SEGMENTS:
+        raise ValueError(f"{SIZE_ENV} must be a multiple of {MULTI_SEGMENTS}, not {mib}")
+    one = GenSpec(segment_size=mib << 20, segments=1, body_size=1024)
+    several = GenSpec(segment_size=(mib // MULTI_SEGMENTS) << 20, segments=MULTI_SEGMENTS, body_size=1024)
+    return one, several
+
+
+def run(workdir: pathlib.Path) -> None:
+    mib = int(os.environ.get(SIZE_ENV, "1024"))
+    one_spec, multi_spec = specs(mib)
+    stores = []
+    for name, spec in (("read-1seg", one_spec), ("read-4seg", multi_spec)):
+        started = time.perf_counter()
+        manifest = workdir / name / "gen.json"
+        before = manifest.stat().st_mtime_ns if manifest.exists() else None
+        result = ensure_store(workdir / name, spec)
+        built = before is None or manifest.stat().st_mtime_ns != before
+        seg_mib = spec.segment_size >> 20
+        print(f"input {name}: {len(result.segments)} x {seg_mib} MiB, {result.message_count:,} messages of "
+              f"{result.record_bytes // result.message_count} bytes ({spec.body_size} B bodies); "
+              + (f"built in {time.perf_counter() - started:.1f} s" if built else "reused"), flush=True)
+        stores.append((str(result.commitlog), result.message_count, result.record_bytes))
+    # a fresh interpreter: its peak RSS is the scans' alone
+    context = multiprocessing.get_context("spawn")
+    child = context.Process(target=measure, args=(stores[0], stores[1]))
+    child.start()
+    child.join()
+    if child.exitcode != 0:
+        raise RuntimeError(f"the measuring process failed (exit code {child.exitcode})")
+
+
+def _rss_mib(who: int = resource.RUSAGE_SELF) -> float:
+    return resource.getrusage(who).ru_maxrss / 1024  # KiB on Linux
+
+
+def _best(fn, repeats: int):
+    """(best CPU seconds, wall seconds of that run, fn's result) over ``repeats`` runs."""
+    best = None
+    for _ in range(repeats):
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        result = fn()
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        if best is None or cpu < best[0]:
+            best = (cpu, wall, result)
+    return best
+
+
+def _verdict(value: float, target: float, valid: bool) -> str:
+    if not valid:
+        return "INVALID (the scan did not read what was written)"
+    return "PASS" if value >= target else "MISS"
+
+
+def raw_read(path: str) -> int:
+    """Read the whole file into one reused buffer; bytes read."""
+    buf = bytearray(READ_BUFFER)
+    view = memoryview(buf)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        total = 0
+        while True:
+            n = os.preadv(fd, [view], total)
+            if n == 0:
+                return total
+            total += n
+    finally:
+        os.close(fd)
+
+
+def hop_segment(job) -> int:
+    """Per-segment function for the multi-segment header hop: messages hopped."""
+    from rmqtool.store.commitlog import header_hop
+    return header_hop(str(job.segment.path), job.segment.size)[0]
+
+
+def decode_segment(job) -> int:
+    """Per-segment function for the multi-segment full decode: messages decoded, fields and properties."""
+    from rmqtool.store.message import Message
+    count = 0
+    for r in job.scan():
+        if type(r) is Message:
+            r.queue_offset  # noqa: B018  (the header fields, unpacked on first access)
+            r.properties  # noqa: B018  (the properties dict, parsed on first access)
+            count += 1
+    return count
+
+
+def measure(one: tuple[str, int, int], multi: tuple[str, int, int]) -> None:
+    from rmqtool.store import commitlog
+    from rmqtool.store.commitlog import Blank, CommitLog, header_hop
+    from rmqtool.store.message import Message
+    from rmqtool.store.parallel import parallel_scan, summarize_segment
+
+    directory, expected, record_bytes = one
+    log = CommitLog(directory)
+    segment = log.segments[0]
+    path = str(segment.path)
+    rss_start = _rss_mib()
+    raw_read(path)  # make sure the file is in the page cache
+    cpu, wall, n = _best(lambda: raw_read(path), 3)
+    raw_mbs = n / cpu / 1e6
+    print(f"{'raw sequential read (preadv, reused 8 MiB buffer)':58} {raw_mbs:12,.0f} MB/s   "
+          f"({segment.size >> 20} MiB, cached; wall {n / wall / 1e6:,.0f} MB/s)")
+
+    def line(label: str, messages: int, seconds: float, wall_s: float, target: float | None, valid: bool):
+        rate = messages / seconds
+        mbs = record_bytes / seconds / 1e6
+        text = (f"{label:58} {rate / 1e6:8.3f} M msgs/s {mbs:8,.0f} MB/s  ratio {mbs / raw_mbs:.3f}  "
+                f"(wall {messages / wall_s / 1e6:.3f} M/s)")
+        if target is not None:
+            text += f"  target >= {target / 1e6:g} M/s: {_verdict(rate, target, valid)}"
+        print(text, flush=True)
+
+    cpu, wall, (count, end) = _best(lambda: header_hop(path, segment.size), 3)
+    line("header-only scan (header_hop)", count, cpu, wall, TARGET_HOP, count == expected and end == record_bytes)
+
+    def full_decode():
+        count = 0
+        for r in log.scan(check_crc=False):
+            if type(r) is Message:
+                r.queue_offset  # noqa: B018  (the header fields, unpacked on first access)
+                r.properties  # noqa: B018  (the properties dict, parsed on first access)
+                count += 1
+        return count
+
+    cpu, wall, count = _best(full_decode, 2)
+    line("full decode (all fields + properties dict, no CRC)", count, cpu, wall, TARGET_FULL, count == expected)
+
+    def scan_crc():
+        count = bad = 0
+        for r in log.scan(check_crc=True):
+            if type(r) is Message:
+                count += 1
+                if r.body_crc_ok is not True:
+                    bad += 1
+            elif type(r) is not Blank:
+                bad += 1
+        return count, bad
+
+    cpu, wall, (count, bad) = _best(scan_crc, 2)
+    line("scan + body CRC (check_crc=True)", count, cpu, wall, TARGET_CRC, count == expected and not bad)
+
+    def scan_lazy():
+        return sum(1 for r in log.scan(check_crc=False) if type(r) is Message)
+
+    cpu, wall, count = _best(scan_lazy, 2)
+    line("  for reference: scan, fields left unparsed, no CRC", count, cpu, wall, None, count == expected)
+    body = os.urandom(1024)
+    crc_ns = min(timeit.repeat(lambda: zlib.crc32(body), number=100_000, repeat=3)) / 100_000 * 1e9
+    print(f"  for reference: zlib {zlib.ZLIB_RUNTIME_VERSION} crc32 of one 1 KB body: {crc_ns:.0f} ns")
+    rss_single = _rss_mib()
+
+    directory, expected, record_bytes = multi
+    log = CommitLog(directory)
+    segments = len(log.segments)
+
+    def check_hop(results):
+        return sum(results), sum(results) == expected
+
+    def check_decode(results):
+        return sum(results), sum(results) == expected
+
+    def check_summaries(results):
+        total = sum(s.messages for s in results)
+        return total, total == expected and all(s.clean for s in results)
+
+    for label, fn, crc, repeats, check in (
+            ("header-only scan", hop_segment, False, 5, check_hop),
+            ("full decode", decode_segment, False, 3, check_decode),
+            ("scan + CRC (summarize_segment)", summarize_segment, True, 5, check_summaries)):
+        walls: dict = {1: [], WORKERS: []}
+        valid = True
+        for _ in range(repeats):  # one process and two taking turns, so a passing load hits both alike
+            for workers in walls:
+                started = time.perf_counter()
+                results = parallel_scan(log, fn, workers=workers, check_crc=crc)
+                walls[workers].append(time.perf_counter() - started)
+                count, ok = check(results)
+                valid = valid and ok
+        for workers, times in walls.items():
+            print(f"{f'{segments} segments, {label}, {workers} process' + ('es' if workers > 1 else ''):58} "
+                  f"{count / min(times) / 1e6:8.3f} M msgs/s {record_bytes / min(times) / 1e6:8,.0f} MB/s  (wall)")
+        speedup = min(walls[1]) / min(walls[WORKERS])
+        print(f"{f'  speed-up, {WORKERS} processes over 1':58} {speedup:8.2f} x{'':38}target >= {TARGET_SPEEDUP}x: "
+              f"{_verdict(speedup, TARGET_SPEEDUP, valid)}", flush=True)
+    print(f"peak RSS: {rss_start:.0f} MiB at start, {rss_single:.0f} MiB after scanning "
+          f"{one[2] >> 20} MiB of records, {_rss_mib():.0f} MiB at the end; worker processes "
+          f"{_rss_mib(resource.RUSAGE_CHILDREN):.0f} MiB (a {commitlog.WINDOW >> 20} MiB read window: "
+          f"memory stays flat whatever the file size)", flush=True)

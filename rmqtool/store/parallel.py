@@ -1,0 +1,159 @@
+"""Scanning commit log segments in parallel processes, one segment per task.
+
+A scan is CPU-bound Python, so threads do not help; processes do, and segments are
+independent (each starts at a record and ends with a blank record or zeros). Each worker
+runs the same :func:`rmqtool.store.commitlog.scan_segment` on its own segment through a
+per-segment function of the caller's, and sends back only what that function returns,
+so it should return something compact (counts, offsets), not every Message.
+
+    results = parallel_scan(CommitLog(path), summarize_segment, workers=2)
+
+Results come back in segment order. ``fn`` must be picklable: a module-level function,
+or a ``functools.partial`` of one. An ``RmqError`` raised in a worker is raised again
+here with its file and offset.
+"""
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+from typing import Callable, Iterator, TypeVar
+
+from rmqtool.errors import UsageError
+from rmqtool.findings import Finding
+from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, ScanResult, scan_segment
+from rmqtool.store.mappedfile import Segment
+from rmqtool.store.message import Message
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentJob:
+    """One segment to scan, with the arguments CommitLog.scan would give scan_segment."""
+
+    segment: Segment
+    index: int  # place of the segment in the commit log
+    is_last: bool
+    start: int = 0  # byte position to start at
+    end_offset: int | None = None  # commit log offset to stop before
+    check_crc: bool = True
+
+    def scan(self, findings: list | None = None) -> Iterator[ScanResult]:
+        return scan_segment(self.segment, is_last=self.is_last, start=self.start, end_offset=self.end_offset,
+                            check_crc=self.check_crc, findings=findings)
+
+
+def segment_jobs(commitlog: CommitLog, from_offset: int | None = None, to_offset: int | None = None, *,
+                 check_crc: bool = True) -> list[SegmentJob]:
+    """The segments CommitLog.scan would read for the same range, as jobs."""
+    segs = commitlog.segments
+    jobs = []
+    for n, seg in enumerate(segs):
+        if from_offset is not None and seg.base_offset + seg.size <= from_offset:
+            continue
+        if to_offset is not None and seg.base_offset >= to_offset:
+            break
+        start = from_offset - seg.base_offset if from_offset and from_offset > seg.base_offset else 0
+        jobs.append(SegmentJob(seg, n, n == len(segs) - 1, start, to_offset, check_crc))
+    return jobs
+
+
+def default_workers() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def iter_parallel(jobs: list[SegmentJob], fn: Callable[[SegmentJob], T], *,
+                  workers: int | None = None) -> Iterator[T]:
+    """``fn(job)`` for every job, in job order, each in a worker process.
+
+    With one worker, or one job, everything runs here, in this process.
+    """
+    if workers is None:
+        workers = default_workers()
+    if workers < 1:
+        raise UsageError(f"workers must be 1 or more, not {workers}")
+    workers = min(workers, len(jobs))
+    if workers <= 1:
+        for job in jobs:
+            yield fn(job)
+        return
+    # fork: workers start at once and inherit the imports; jobs and results are pickled
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    pool = context.Pool(workers)
+    try:
+        yield from pool.imap(fn, jobs, chunksize=1)
+        pool.close()
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+def parallel_scan(commitlog: CommitLog, fn: Callable[[SegmentJob], T], *, workers: int | None = None,
+                  from_offset: int | None = None, to_offset: int | None = None,
+                  check_crc: bool = True) -> list[T]:
+    """``fn`` mapped over the segments of ``commitlog`` (as CommitLog.scan would read them), in order."""
+    jobs = segment_jobs(commitlog, from_offset, to_offset, check_crc=check_crc)
+    return list(iter_parallel(jobs, fn, workers=workers))
+
+
+@dataclasses.dataclass
+class SegmentSummary:
+    """What a scan of one segment found, small enough to send between processes."""
+
+    path: str
+    base_offset: int
+    messages: int = 0
+    message_bytes: int = 0  # bytes of message records
+    first_offset: int | None = None  # commit log offset of the first message
+    end_offset: int | None = None  # one past the last message
+    first_store_timestamp: int | None = None  # of the first message (what recovery looks at)
+    last_store_timestamp: int | None = None
+    body_crc_failures: int = 0
+    property_crc_failures: int = 0
+    blank: Blank | None = None
+    corrupt: list[Corrupt] = dataclasses.field(default_factory=list)
+    findings: list[Finding] = dataclasses.field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return (not self.corrupt and not self.findings and not self.body_crc_failures
+                and not self.property_crc_failures and (self.blank is None or self.blank.valid))
+
+
+def summarize_segment(job: SegmentJob) -> SegmentSummary:
+    """Counts, offset range, first and last store time, CRC failures and damage of one segment."""
+    summary = SegmentSummary(str(job.segment.path), job.segment.base_offset)
+    messages = 0
+    size = 0
+    first = last = None
+    body_failures = property_failures = 0
+    message = Message
+    for r in job.scan(summary.findings):
+        if type(r) is message:
+            if first is None:
+                first = r
+            last = r
+            messages += 1
+            size += r.store_size
+            if r.body_crc_ok is False:
+                body_failures += 1
+            if r.property_crc_ok is False:
+                property_failures += 1
+        elif isinstance(r, Blank):
+            summary.blank = r
+        elif isinstance(r, Corrupt):
+            summary.corrupt.append(r)
+    summary.messages, summary.message_bytes = messages, size
+    if first is not None:
+        summary.first_offset = first.commit_log_offset
+        summary.end_offset = last.commit_log_offset + last.store_size
+        summary.first_store_timestamp = first.store_timestamp
+        summary.last_store_timestamp = last.store_timestamp
+    summary.body_crc_failures, summary.property_crc_failures = body_failures, property_failures
+    return summary

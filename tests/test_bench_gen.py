@@ -1,0 +1,337 @@
+"""The synthetic commit log builder writes what it was asked to, byte-valid; the fast read path
+(batches of clean records) gives exactly what the careful path gives, on generated, fixture
+and damaged stores; the Message API keeps its behaviour; the read bench runs end to end."""
+from __future__ import annotations
+
+import pickle
+import random
+import sys
+import zlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import CLEAN_SCENARIOS, REPO, V4, V5
+from rmqtool.errors import UsageError
+from rmqtool.formats.commitlog import (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, MessageRecord)
+from rmqtool.formats.properties import string_to_properties
+from rmqtool.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
+from rmqtool.store import commitlog as commitlog_module
+from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, header_hop
+from rmqtool.store.crc import crc32
+from rmqtool.store.mappedfile import discover
+from rmqtool.store.message import HEADER_FIELDS, Message, decode_message, parse_properties
+
+if str(REPO) not in sys.path:  # benchmarks/ is not an installed package
+    sys.path.insert(0, str(REPO))
+from benchmarks import bench_read  # noqa: E402
+from benchmarks.gen import GenSpec, build_commitlog, ensure_store  # noqa: E402
+
+LONG_TOPIC = "LongTopic-" + "x" * 190  # > 127 bytes: V2 records, as 5.x writes them
+FIELDS = [f for f in HEADER_FIELDS if f != "body_length"]
+
+
+def canonical(r) -> tuple:
+    """Everything a scan result says, for comparing two scans."""
+    if isinstance(r, Message):
+        return ("message", r.commit_log_offset, r.path, r.position, *(getattr(r, f) for f in FIELDS), r.body,
+                r.topic, r.properties_raw, r.properties, r.body_crc_ok, r.property_crc_ok, r.topic_utf8_ok,
+                r.properties_utf8_ok)
+    if isinstance(r, Blank):
+        return ("blank", r.offset, r.size, r.path, r.position, r.valid)
+    assert isinstance(r, Corrupt)
+    return ("corrupt", r.offset, r.size, r.path, r.position, r.finding_id, r.reason)
+
+
+def careful_scan(log: CommitLog, **kw) -> tuple[list, list]:
+    """The scan with the batch decoder switched off: every record takes the careful path."""
+    findings: list = []
+    original = commitlog_module.decode_run
+    commitlog_module.decode_run = lambda buf, i, *args: i
+    try:
+        results = [canonical(r) for r in log.scan(findings=findings, **kw)]
+    finally:
+        commitlog_module.decode_run = original
+    return results, [f.to_json() for f in findings]
+
+
+def fast_scan(log: CommitLog, **kw) -> tuple[list, list]:
+    findings: list = []
+    return [canonical(r) for r in log.scan(findings=findings, **kw)], [f.to_json() for f in findings]
+
+
+# --- the generator ---------------------------------------------------------------------------
+
+MIXED = GenSpec(segment_size=64 << 10, segments=3, body_size=300, topics=("TopicA", LONG_TOPIC), queues=3,
+                ipv6_queues=(1,), append_prop_crc=True)
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    return build_commitlog(tmp_path_factory.mktemp("mixed") / "commitlog", MIXED)
+
+
+def test_generated_store_scans_clean_and_as_asked(mixed):
+    log = CommitLog(mixed.commitlog)
+    findings: list = []
+    results = list(log.scan(findings=findings))
+    messages = [r for r in results if isinstance(r, Message)]
+    assert not [r for r in results if isinstance(r, Corrupt)] and not findings and not log.findings
+    assert len(messages) == mixed.message_count == sum(s.messages for s in mixed.segments) > 100
+    assert sum(m.store_size for m in messages) == mixed.record_bytes
+    assert log.mapped_file_size == MIXED.segment_size and len(log.segments) == MIXED.segments
+    spec = mixed.spec
+    for i, m in enumerate(messages):
+        assert m.topic == spec.topic(i) and m.queue_id == spec.queue_id(i)
+        assert m.queue_offset == spec.queue_offset(i)
+        assert m.physical_offset == m.commit_log_offset
+        assert m.born_timestamp == spec.born_timestamp(i) and m.store_timestamp == spec.store_timestamp(i)
+        assert m.body == spec.body(i) and len(m.body) == 300
+        assert m.body_crc == crc32(m.body) and m.body_crc_ok is True
+        assert m.property_crc_ok is True  # the 5.x __CRC32# entry, over the record as written
+        expected = spec.properties(i)
+        assert {k: v for k, v in m.properties.items() if k != "__CRC32#"} == expected
+        assert m.uniq_key == spec.uniq_key(i) and m.tags == expected["TAGS"]
+        v6 = spec.ipv6(i)
+        assert bool(m.sys_flag & BORNHOST_V6_FLAG) == v6 == bool(m.sys_flag & STOREHOSTADDRESS_V6_FLAG)
+        assert m.store_host == ("[2001:db8::10]:10911" if v6 else "192.0.2.10:10911")
+        assert m.magic_code == (MESSAGE_MAGIC_CODE_V2 if spec.topic(i) == LONG_TOPIC else MESSAGE_MAGIC_CODE_V1)
+    # each queue's offsets run 0, 1, 2, ... in commit log order
+    seen: dict = {}
+    for m in messages:
+        assert m.queue_offset == seen.get((m.topic, m.queue_id), 0)
+        seen[(m.topic, m.queue_id)] = m.queue_offset + 1
+    # every segment ends with a valid blank record where the builder says it put one
+    blanks = [r for r in results if isinstance(r, Blank)]
+    assert [(b.offset, b.position, b.valid) for b in blanks] == [
+        (s.base_offset + s.blank_position, s.blank_position, True) for s in mixed.segments]
+    # the first message of each segment is the one the builder numbered first
+    firsts = {}
+    for i, m in enumerate(messages):
+        firsts.setdefault(m.path, i)
+    assert list(firsts.values()) == [s.first_message for s in mixed.segments]
+
+
+def test_generated_records_parse_with_the_schema(mixed):
+    """Byte-valid by the construct schema too, not only by the scanner."""
+    log = CommitLog(mixed.commitlog)
+    for m in list(r for r in log.scan() if isinstance(r, Message))[::7]:
+        with open(m.path, "rb") as f:
+            f.seek(m.position)
+            raw = f.read(m.store_size)
+        parsed = MessageRecord.parse(raw)
+        assert MessageRecord.build(parsed) == raw
+        assert (parsed.total_size, parsed.queue_offset, parsed.store_timestamp) == (
+            m.store_size, m.queue_offset, m.store_timestamp)
+        assert parsed.body == m.body and parsed.topic.decode() == m.topic
+
+
+def test_message_count_leaves_the_last_segment_partly_zero(tmp_path):
+    spec = GenSpec(segment_size=32 << 10, message_count=70, body_size=1024, queues=2)
+    result = build_commitlog(tmp_path / "commitlog", spec)
+    assert result.message_count == 70
+    assert result.segments[-1].blank_position is None
+    assert all(s.blank_position is not None for s in result.segments[:-1])
+    log = CommitLog(result.commitlog)
+    results = list(log.scan())
+    assert sum(isinstance(r, Message) for r in results) == 70
+    assert not [r for r in results if isinstance(r, Corrupt)]
+    last = result.segments[-1]
+    assert log.max_offset() == last.base_offset + last.record_bytes
+    seg = log.segments[-1]
+    assert seg.size == spec.segment_size
+    assert header_hop(str(seg.path), seg.size) == (last.messages, last.record_bytes)
+    with open(seg.path, "rb") as f:
+        f.seek(last.record_bytes)
+        assert f.read() == bytes(spec.segment_size - last.record_bytes)
+
+
+def test_builder_refuses_what_cannot_work(tmp_path):
+    spec = GenSpec(segment_size=16 << 10, segments=1, body_size=100)
+    build_commitlog(tmp_path / "a", spec)
+    with pytest.raises(UsageError, match="already holds"):
+        build_commitlog(tmp_path / "a", spec)
+    with pytest.raises(UsageError, match="does not fit"):
+        build_commitlog(tmp_path / "b", GenSpec(segment_size=1024, segments=1, body_size=2048))
+
+
+def test_ensure_store_reuses_and_rebuilds(tmp_path):
+    spec = GenSpec(segment_size=16 << 10, segments=2, body_size=200)
+    first = ensure_store(tmp_path, spec)
+    seg = first.commitlog / "00000000000000000000"
+    mtime = seg.stat().st_mtime_ns
+    again = ensure_store(tmp_path, spec)
+    assert again.message_count == first.message_count and seg.stat().st_mtime_ns == mtime
+    other = ensure_store(tmp_path, GenSpec(segment_size=16 << 10, segments=3, body_size=200))
+    assert len(other.segments) == 3 and len(discover(other.commitlog).segments) == 3
+    (other.commitlog / "00000000000000016384").unlink()  # a damaged cache is rebuilt
+    rebuilt = ensure_store(tmp_path, GenSpec(segment_size=16 << 10, segments=3, body_size=200))
+    assert len(discover(rebuilt.commitlog).segments) == 3
+
+
+def test_read_bench_runs_end_to_end(tmp_path, capfd, monkeypatch):
+    """The bench on a tiny input: every line is printed, with a verdict, and none is INVALID."""
+    monkeypatch.setenv(bench_read.SIZE_ENV, "8")
+    bench_read.run(tmp_path)
+    out = capfd.readouterr().out
+    for label in ("raw sequential read", "header-only scan", "full decode", "scan + body CRC",
+                  "speed-up, 2 processes", "peak RSS"):
+        assert label in out
+    verdicts = [line for line in out.splitlines() if "target >=" in line]
+    assert len(verdicts) == 6  # hop, full decode, CRC; the speed-up of each over several segments
+    assert all(line.endswith((": PASS", ": MISS")) for line in verdicts) and "INVALID" not in out
+
+
+# --- the fast path gives what the careful path gives -------------------------------------------
+
+def test_fast_path_equals_careful_path_on_generated_store(mixed):
+    log = CommitLog(mixed.commitlog)
+    assert fast_scan(log) == careful_scan(log)
+    assert fast_scan(log, check_crc=False) == careful_scan(log, check_crc=False)
+    middle = mixed.segments[1].base_offset  # a record start: the segment's first
+    for lo, hi in ((None, middle + 5000), (middle, None), (middle, middle + 30000)):
+        assert fast_scan(log, from_offset=lo, to_offset=hi) == careful_scan(log, from_offset=lo, to_offset=hi)
+
+
+def _fixture_commitlogs():
+    dirs = [s / "store" / "commitlog" for s in CLEAN_SCENARIOS.values()]
+    for root in (V4 / "crash", V4 / "crash-fast", V5 / "crash5"):
+        dirs += sorted(root.glob("*/input/store/commitlog"))
+    return dirs
+
+
+@pytest.mark.parametrize("directory", _fixture_commitlogs(), ids=lambda p: "/".join(p.parts[-5:-2]))
+def test_fast_path_equals_careful_path_on_fixtures(directory):
+    """Clean and damaged (truncated, garbled, zeroed, flipped body byte) stores of the real broker."""
+    log = CommitLog(directory)
+    fast = fast_scan(log)
+    assert fast == careful_scan(log)
+    assert any(r[0] == "message" for r in fast[0])
+
+
+def test_fast_path_across_window_edges(mixed, monkeypatch):
+    """Small windows: records straddle every window end, the careful path and refills take over."""
+    log = CommitLog(mixed.commitlog)
+    expected = fast_scan(log)
+    monkeypatch.setattr(commitlog_module, "WINDOW", 5000)
+    assert fast_scan(log) == expected == careful_scan(log)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_fast_path_equals_careful_path_on_random_damage(tmp_path_factory, data):
+    spec = GenSpec(segment_size=24 << 10, segments=2, body_size=data.draw(st.sampled_from([0, 5, 64, 700])),
+                   topics=("T", LONG_TOPIC), queues=2, ipv6_queues=(1,), append_prop_crc=data.draw(st.booleans()))
+    directory = tmp_path_factory.mktemp("damage") / "commitlog"
+    result = build_commitlog(directory, spec)
+    seg = directory / "00000000000000000000"
+    raw = bytearray(seg.read_bytes())
+    used = result.segments[0].record_bytes + 8
+    for _ in range(data.draw(st.integers(1, 4))):
+        kind = data.draw(st.sampled_from(["flip", "zero", "garbage", "int"]))
+        at = data.draw(st.integers(0, used - 1))
+        n = data.draw(st.integers(1, 64))
+        if kind == "flip":
+            raw[at] ^= 1 << data.draw(st.integers(0, 7))
+        elif kind == "zero":
+            raw[at:at + n] = bytes(len(raw[at:at + n]))
+        elif kind == "garbage":
+            raw[at:at + n] = bytes([0xEE]) * len(raw[at:at + n])
+        else:  # a length field gone wrong
+            value = data.draw(st.integers(-(1 << 31), (1 << 31) - 1)).to_bytes(4, "big", signed=True)
+            raw[at:at + 4] = value[:len(raw[at:at + 4])]
+    seg.write_bytes(bytes(raw))
+    if data.draw(st.booleans()):  # a truncated last segment too
+        last = directory / "00000000000000024576"
+        last.write_bytes(last.read_bytes()[:data.draw(st.integers(1, result.segments[1].record_bytes))])
+    log = CommitLog(directory)
+    assert fast_scan(log) == careful_scan(log)
+    assert fast_scan(log, check_crc=False) == careful_scan(log, check_crc=False)
+
+
+def test_decode_message_equals_scan_on_every_fixture_record():
+    files: dict = {}
+    for scenario in CLEAN_SCENARIOS.values():
+        for m in CommitLog(scenario / "store" / "commitlog").scan():
+            if isinstance(m, Message):
+                if m.path not in files:
+                    with open(m.path, "rb") as f:
+                        files[m.path] = f.read()
+                buf = files[m.path]
+                single = decode_message(buf, m.position, m.commit_log_offset, len(buf), path=m.path,
+                                        file_position=m.position)
+                assert canonical(single) == canonical(m)
+
+
+# --- the Message API -----------------------------------------------------------------------
+
+def _first_message(directory) -> Message:
+    return next(r for r in CommitLog(directory).scan() if isinstance(r, Message))
+
+
+def test_message_fields_can_be_set_and_read_back():
+    m = _first_message(V4 / "basic" / "store" / "commitlog")
+    fresh = _first_message(V4 / "basic" / "store" / "commitlog")
+    m.queue_offset = 123456  # before any other header field was read
+    m.store_size = 9
+    assert m.queue_offset == 123456 and m.store_size == 9
+    assert [getattr(m, f) for f in FIELDS if f not in ("queue_offset", "store_size")] == [
+        getattr(fresh, f) for f in FIELDS if f not in ("queue_offset", "store_size")]
+    m.properties = {"a": "b"}
+    assert m.properties == {"a": "b"} and m.tags is None
+    m.properties = None  # parsed again from properties_raw
+    assert m.properties == parse_properties(m.properties_raw)[0]
+    assert m == m and m != _first_message(V4 / "basic" / "store" / "commitlog")  # identity
+
+
+def test_message_constructor_and_pickle():
+    m = Message(100, 200, MESSAGE_MAGIC_CODE_V1, 5, 1, 0, 7, 100, 0, 1, b"\x01\x02\x03\x04", 2, 3,
+                b"\x05\x06\x07\x08", 10911, 0, 0, b"body", "Topic", b"k\x01v", {"k": "v"}, path="p", position=0)
+    assert (m.commit_log_offset, m.store_size, m.queue_offset, m.topic, m.properties) == (100, 200, 7, "Topic",
+                                                                                           {"k": "v"})
+    assert m.properties_utf8_ok is True and m.body_crc_ok is None and m.store_host == "5.6.7.8:10911"
+    lazy = Message(0, 1, MESSAGE_MAGIC_CODE_V1, 0, 0, 0, 0, 0, 0, 0, b"\0" * 4, 0, 0, b"\0" * 4, 0, 0, 0, b"",
+                   "T", b"k\x01\xff")
+    assert lazy.properties_utf8_ok is False and lazy.properties == {"k": "\ufffd"}
+    scanned = _first_message(V5 / "v2-and-crc" / "store" / "commitlog")
+    for original in (m, scanned):
+        copy = pickle.loads(pickle.dumps(original))
+        assert canonical(copy) == canonical(original)
+    assert "Message(commit_log_offset=0" in repr(scanned)
+
+
+def test_properties_utf8_ok_is_decided_without_parsing():
+    m = _first_message(V4 / "basic" / "store" / "commitlog")
+    m.properties_raw = b"k\x01\xff\xfe"
+    m.properties = None
+    m.properties_utf8_ok = None
+    assert m.properties_utf8_ok is False
+
+
+_ALPHABET = st.sampled_from(["a", "b", "é", "\x01", "\x02", "文"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_ALPHABET, max_size=24).map("".join))
+def test_parse_properties_is_the_brokers_reading(text):
+    """Fast path or slow, the dict is string2messageProperties' (formats.properties)."""
+    parsed, ok = parse_properties(text.encode("utf-8"))
+    assert ok and parsed == string_to_properties(text)
+    m = Message(0, 1, 0, 0, 0, 0, 0, 0, 0, 0, b"\0" * 4, 0, 0, b"\0" * 4, 0, 0, 0, b"", "T", text.encode())
+    assert m.properties == parsed and list(m.properties) == list(parsed)
+
+
+def test_parse_properties_on_fixture_strings():
+    import json
+    truth = json.loads((V4 / "batch" / "truth.json").read_text())
+    for tm in truth["truth"]["messages"]:
+        assert parse_properties(tm["propertiesString"].encode())[0] == tm["properties"]
+
+
+def test_generated_bodies_are_numbered_and_seeded():
+    spec = GenSpec(body_size=64)
+    body = spec.body(12345)
+    assert body[:8] == (12345).to_bytes(8, "big") and crc32(body) == zlib.crc32(body) & 0x7FFFFFFF
+    assert random.Random(spec.seed).randbytes(64)[8:] == body[8:]
+    assert GenSpec(body_size=3).body(0x0102030405060708) == bytes([1, 2, 3])

@@ -204,3 +204,47 @@ def test_subprocess_smoke():
     assert len(p.stdout.splitlines()) == 2
     p = subprocess.run([sys.executable, "-m", "rmqtool", "--version"], capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.startswith("rmqtool ")
+
+
+def test_resync_across_read_windows(store_copy, monkeypatch):
+    """Damage followed by a long run of garbage: the next record is found in a later window."""
+    import rmqtool.store.commitlog as commitlog
+    monkeypatch.setattr(commitlog, "WINDOW", 4096)  # many small windows over the segment
+    truth = load_truth(V4 / "basic" / "truth.json")
+    msgs = [m for m in truth["truth"]["messages"] if m["physicalOffset"] < 262144]
+    store = store_copy(V4 / "basic" / "store")
+    seg = store / "commitlog" / "00000000000000000000"
+    data = bytearray(seg.read_bytes())
+    cut_from = msgs[3]["physicalOffset"]
+    resume = next(m for m in msgs if m["physicalOffset"] > cut_from + 9000)
+    data[cut_from:resume["physicalOffset"]] = b"\xee" * (resume["physicalOffset"] - cut_from)
+    for fake in range(cut_from + 8, resume["physicalOffset"] - 16, 61):
+        # false starts: a record magic whose physicalOffset field does not name its place
+        data[fake:fake + 8] = b"\x00\x00\x01\x00\xda\xa3\x20\xa7"
+    seg.write_bytes(bytes(data))
+    rows = jsonl(run("dump", "commitlog", seg, "-f", "jsonl", "--body", "none").stdout)
+    corrupt = [x for x in rows if x["record"] == "corrupt"]
+    assert len(corrupt) == 1
+    assert corrupt[0]["commit_log_offset"] == cut_from
+    assert corrupt[0]["store_size"] == resume["physicalOffset"] - cut_from
+    got = [x["commit_log_offset"] for x in rows if x["record"] == "message"]
+    assert got == [m["physicalOffset"] for m in msgs if not cut_from <= m["physicalOffset"] < resume["physicalOffset"]]
+
+
+def test_find_record_keeps_its_place_when_the_window_moves(tmp_path, monkeypatch):
+    """A false start near a window's end makes the check re-read; the search must not lose its place."""
+    import struct as _struct
+
+    import rmqtool.store.commitlog as commitlog
+    monkeypatch.setattr(commitlog, "WINDOW", 4096)
+    data = bytearray(8192)
+    data[4030:4038] = _struct.pack(">iI", 256, 0xDAA320A7)  # false start: physicalOffset field is 0
+    data[4050:4058] = _struct.pack(">iI", 8192 - 4050, 0xCBD43194)  # a blank record reaching the file end
+    path = tmp_path / "00000000000000000000"
+    path.write_bytes(bytes(data))
+    window = commitlog._FileWindow(str(path), len(data))
+    try:
+        window.get(0, 16)
+        assert window.find_record(1, 0) == 4050
+    finally:
+        window.close()

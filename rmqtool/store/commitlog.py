@@ -104,12 +104,13 @@ class _FileWindow:
         pos = start
         while pos < self.size:
             buf, i = self.get(pos, WINDOW)
+            base = self.base  # _proves_itself may move the window; buf stays this chunk
             chunk_end = len(buf)
             best = None
             for pattern in _MAGIC_PATTERNS:
                 j = buf.find(pattern, i + 4)
                 while j >= 0:
-                    candidate = self.base + j - 4
+                    candidate = base + j - 4
                     if candidate >= start and self._proves_itself(candidate, base_offset):
                         if best is None or candidate < best:
                             best = candidate
@@ -117,9 +118,9 @@ class _FileWindow:
                     j = buf.find(pattern, j + 1)
             if best is not None:
                 return best
-            if self.base + chunk_end >= self.size:
+            if base + chunk_end >= self.size:
                 return None
-            pos = self.base + chunk_end - 8  # overlap: a header may straddle the chunk end
+            pos = base + chunk_end - 8  # overlap: a header may straddle the chunk end
         return None
 
     def _proves_itself(self, candidate: int, base_offset: int) -> bool:

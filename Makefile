@@ -11,7 +11,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
-	$(PY) -m pip install -q -e '.[dev,codecs,spark]'
+	$(PY) -m pip install -q -e '.[dev,codecs,fast]'
 	touch $(STAMP)
 
 demo: $(STAMP)

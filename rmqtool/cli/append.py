@@ -1,0 +1,211 @@
+"""rmqtool append STORE: write messages into a store the way a 4.9.x broker writes them.
+
+One message from the options (a producer's defaults for what is not given), or many from
+JSON Lines (``--from-jsonl FILE`` or ``-``) using the field names ``dump`` emits: each line
+is written again as it was stored. Prints one JSON object a message: commit_log_offset,
+queue_offset, msg_id, uniq_key. Writes: takes the store lock (exit 5 when a broker holds it).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import pathlib
+import sys
+from typing import Iterator, List, Optional
+
+import typer
+
+from rmqtool.cli.common import OutputFormat, boundary, progress_enabled
+from rmqtool.errors import UsageError
+from rmqtool.formats import properties as props
+from rmqtool.formats import sysflag
+from rmqtool.report.sink import Sink
+from rmqtool.store import encoder as enc
+from rmqtool.store.engine import Store
+
+CHUNK = 1000  # messages handed to the engine at once
+
+
+def register(app: typer.Typer) -> None:
+    app.command("append")(append)
+
+
+@boundary
+def append(
+    store: pathlib.Path = typer.Argument(..., help="Store root directory (created when it does not exist)."),
+    topic: Optional[str] = typer.Option(None, "--topic", help="Topic of the message."),
+    body: Optional[str] = typer.Option(None, "--body", help="Message body as text (UTF-8)."),
+    body_file: Optional[pathlib.Path] = typer.Option(None, "--body-file", help="Message body from a file (bytes)."),
+    tags: Optional[str] = typer.Option(None, "--tags", help="TAGS."),
+    keys: Optional[str] = typer.Option(None, "--keys", help="KEYS, several separated by spaces."),
+    prop: List[str] = typer.Option([], "--property", help="A user property name=value (repeatable)."),
+    queue: int = typer.Option(0, "--queue", min=0, help="Queue id."),
+    delay_level: int = typer.Option(0, "--delay-level", min=0, help="Delay level (goes to SCHEDULE_TOPIC_XXXX)."),
+    flush: str = typer.Option("async", "--flush", help="sync: return once on disk; async: flushed in the background."),
+    from_jsonl: Optional[str] = typer.Option(None, "--from-jsonl", help="Append every message of a JSON Lines "
+                                             "file (- for stdin), fields as dump emits them."),
+    keep_store_timestamp: bool = typer.Option(False, "--keep-store-timestamp", help="--from-jsonl: keep each "
+                                              "line's store_timestamp instead of the clock's."),
+    store_host: Optional[str] = typer.Option(None, "--store-host", help="ip:port of the store host (default: the "
+                                             "store's last message's, else 127.0.0.1:10911)."),
+    commitlog_size: Optional[int] = typer.Option(None, "--commitlog-size", min=1, help="New store: commit log file size."),
+    cq_size: Optional[int] = typer.Option(None, "--cq-size", min=20, help="New store: consume queue file size in bytes."),
+    index_slots: Optional[int] = typer.Option(None, "--index-slots", min=1, help="New store: hash slots per index file."),
+    index_entries: Optional[int] = typer.Option(None, "--index-entries", min=2, help="New store: entries per index file."),
+    fmt: OutputFormat = typer.Option(OutputFormat.jsonl, "--format", "-f", help="jsonl (default), json or table."),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress bar on stderr "
+                                            "(default: when stderr is a terminal)."),
+):
+    """Append messages to a store (creating it when absent), as the 4.9.x broker writes them."""
+    if flush not in ("sync", "async"):
+        raise UsageError(f"--flush must be sync or async, not {flush!r}")
+    if from_jsonl is not None:
+        if topic or body is not None or body_file or tags or keys or prop or delay_level:
+            raise UsageError("--from-jsonl takes the messages from the file: leave out --topic, --body, "
+                             "--tags, --keys, --property and --delay-level")
+        source = _jsonl_messages(from_jsonl, keep_store_timestamp)
+    else:
+        if not topic:
+            raise UsageError("--topic is required (or --from-jsonl)")
+        if body is not None and body_file is not None:
+            raise UsageError("give --body or --body-file, not both")
+        source = iter([_one_message(topic, body, body_file, tags, keys, prop, queue, delay_level)])
+    columns = ("commit_log_offset", "queue_offset", "msg_id", "uniq_key")
+    with Store.open(store, writable=True, flush=flush, commitlog_size=commitlog_size, cq_size=cq_size,
+                    index_slots=index_slots, index_entries=index_entries, store_host=store_host) as s, \
+            Sink(fmt.value, columns=columns, single=from_jsonl is None, title="appended") as sink:
+        for results in _in_chunks(s, source, progress_enabled(progress) and from_jsonl is not None):
+            for r in results:
+                sink.row({"commit_log_offset": r.wrote_offset, "queue_offset": r.queue_offset,
+                          "msg_id": r.msg_id, "uniq_key": r.uniq_key})
+
+
+def _in_chunks(store: Store, source: Iterator[enc.MessageInner], show_progress: bool):
+    """Append ``source`` CHUNK messages at a time; yields each chunk's results."""
+    bar = None
+    if show_progress:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        bar = Progress(TextColumn("appending"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                       console=Console(file=sys.stderr), transient=True)
+        bar.start()
+        task = bar.add_task("append", total=None)
+    try:
+        chunk = []
+        for msg in source:
+            chunk.append(msg)
+            if len(chunk) >= CHUNK:
+                yield store.append_many(chunk)
+                if bar:
+                    bar.advance(task, len(chunk))
+                chunk = []
+        if chunk:
+            yield store.append_many(chunk)
+            if bar:
+                bar.advance(task, len(chunk))
+    finally:
+        if bar:
+            bar.stop()
+
+
+def _one_message(topic, body, body_file, tags, keys, prop, queue, delay_level) -> enc.MessageInner:
+    """A message with a producer's defaults: UNIQ_KEY, WAIT, CLUSTER, compression over 4 KB."""
+    if body_file is not None:
+        try:
+            payload = body_file.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read the body file ({exc.strerror})", body_file) from None
+    else:
+        payload = (body or "").encode("utf-8")
+    user = {}
+    for item in prop:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value.strip():
+            raise UsageError(f"--property takes name=value, not {item!r}")
+        if name in _SYSTEM_NAMES:
+            raise UsageError(f"--property {name} is a system property (use --tags, --keys, --delay-level)")
+        user[name] = value
+    return enc.producer_message(topic, payload, tags=tags, keys=keys, user_properties=user, queue_id=queue,
+                                delay_level=delay_level)
+
+
+_SYSTEM_NAMES = {props.PROPERTY_KEYS, props.PROPERTY_TAGS, props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+                 props.PROPERTY_DELAY_TIME_LEVEL, props.PROPERTY_REAL_TOPIC, props.PROPERTY_REAL_QUEUE_ID,
+                 props.PROPERTY_TRANSACTION_PREPARED, props.PROPERTY_PRODUCER_GROUP,
+                 props.PROPERTY_WAIT_STORE_MSG_OK, props.PROPERTY_CLUSTER}
+
+
+def _jsonl_messages(source: str, keep_store_timestamp: bool) -> Iterator[enc.MessageInner]:
+    """The messages of a JSON Lines file; the file is opened now, before the store is."""
+    if source == "-":
+        return _parse_lines(sys.stdin, "<stdin>", keep_store_timestamp)
+    path = pathlib.Path(source)
+    try:
+        f = open(path, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot open ({exc.strerror})", path) from None
+    return _closing(f, _parse_lines(f, str(path), keep_store_timestamp))
+
+
+def _closing(f, messages: Iterator[enc.MessageInner]) -> Iterator[enc.MessageInner]:
+    with f:
+        yield from messages
+
+
+def _parse_lines(lines, name: str, keep_store_timestamp: bool) -> Iterator[enc.MessageInner]:
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError("not a JSON object")
+            yield message_from_row(row, keep_store_timestamp)
+        except UsageError as exc:
+            raise UsageError(f"line {number}: {exc.message}", name) from None
+        except (ValueError, TypeError, KeyError) as exc:
+            raise UsageError(f"line {number}: {exc}", name) from None
+
+
+def message_from_row(row: dict, keep_store_timestamp: bool = False) -> enc.MessageInner:
+    """A dump row (or a hand-written one) as a message to write.
+
+    With ``properties``, the line is a stored record: the properties are written in the
+    order given and nothing is added (no delay redirect: the topic is where it was stored).
+    Without, it is a new message with a producer's defaults (TAGS/KEYS from ``tags``/``keys``,
+    a new UNIQ_KEY, CLUSTER). A body dumped with --decompress is compressed again.
+    """
+    topic = row.get("topic")
+    if not isinstance(topic, str) or not topic:
+        raise UsageError("topic is missing")
+    raw = row.get("body")
+    body = base64.b64decode(raw, validate=True) if raw else b""
+    sys_flag = int(row.get("sys_flag", 0) or 0)
+    if row.get("body_decompressed") and row.get("body_compression"):
+        body = enc.compress_body(body, row["body_compression"])
+    born_host = row.get("born_host") or "127.0.0.1:0"
+    common = dict(queue_id=int(row.get("queue_id", 0) or 0), flag=int(row.get("flag", 0) or 0),
+                  born_timestamp=int(row["born_timestamp"]) if row.get("born_timestamp") is not None else None,
+                  born_host=born_host, reconsume_times=int(row.get("reconsume_times", 0) or 0))
+    properties = row.get("properties")
+    if properties is None:
+        keys = row.get("keys")
+        msg = enc.producer_message(topic, body, tags=row.get("tags"),
+                                   keys=" ".join(keys) if isinstance(keys, list) else keys, compress=None, **common)
+        msg.sys_flag |= sys_flag & ~(sysflag.BORNHOST_V6_FLAG | sysflag.STOREHOSTADDRESS_V6_FLAG)
+    else:
+        if not isinstance(properties, dict) or not all(isinstance(v, str) for v in properties.values()):
+            raise UsageError("properties must be an object of strings")
+        text = props.PROPERTY_SEPARATOR.join(f"{k}{props.NAME_VALUE_SEPARATOR}{v}" for k, v in properties.items())
+        pm = dict(properties)
+        if topic != enc.RMQ_SYS_SCHEDULE_TOPIC:
+            pm.pop(props.PROPERTY_DELAY_TIME_LEVEL, None)  # delivered already: no second redirect
+        if common["born_timestamp"] is None:
+            import time
+            common["born_timestamp"] = int(time.time() * 1000)
+        msg = enc.MessageInner(topic, body, properties=pm, properties_string=text, sys_flag=sys_flag,
+                               prepared_transaction_offset=int(row.get("prepared_transaction_offset", 0) or 0),
+                               **{**common, "born_host": enc.as_host(born_host)})
+    if keep_store_timestamp and row.get("store_timestamp") is not None:
+        msg.store_timestamp = int(row["store_timestamp"])
+    return msg

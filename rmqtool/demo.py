@@ -1,0 +1,128 @@
+"""``python -m rmqtool.demo`` (``make demo``): build a sample store with the engine, then look
+at it with the command line tools.
+
+The store is written the way a 4.9.x broker writes one, with small file sizes so that it
+has several commit log segments (end-of-file blank records), rolled consume queue files and
+several index files: three topics over several queues, keys and tags, user properties, a
+batch, delayed messages and a transaction. Then ``rmqtool info``, ``dump`` and ``query`` run
+on it as subprocesses and what they print is shown. Commands not built yet are skipped with
+a note.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import pathlib
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from rmqtool.store import encoder as enc
+from rmqtool.store.engine import Store
+
+TOPICS = {"OrderTopic": 4, "PaymentTopic": 2, "AuditTopic": 1}
+BORN_TIME = 1_717_200_000_000
+
+
+def build(root: pathlib.Path, messages: int = 600) -> dict:
+    """Write the sample store; returns what a reader should find in it."""
+    uniq_ids = enc.UniqIdGenerator(ip=bytes([198, 51, 100, 7]), pid=4242, loader_hash=0x5F5E100)
+    written = {"messages": 0, "batches": 0, "delayed": 0, "keys": []}
+    with Store.open(root, writable=True, commitlog_size=64 * 1024, cq_size=30 * 20, index_slots=64,
+                    index_entries=256, store_host="192.0.2.10:10911") as store:
+        names = list(TOPICS)
+        for i in range(messages):
+            topic = names[i % len(names)]
+            queue = i % TOPICS[topic]
+            key = f"order-{i}" if topic == "OrderTopic" else f"{topic.lower()}-{i}"
+            body = (f"message {i} to {topic}/{queue} " + "x" * (i % 400)).encode()
+            msg = enc.producer_message(
+                topic, body, tags=("TagA", "TagB", None)[i % 3], keys=[key, "shared-key"] if i % 10 == 0 else key,
+                user_properties={"seq": str(i), "城市": "杭州"} if i % 7 == 0 else None, queue_id=queue,
+                born_timestamp=BORN_TIME + 37 * i, born_host=f"198.51.100.{1 + i % 50}:40000",
+                delay_level=3 if i % 97 == 13 else 0, uniq_ids=uniq_ids)
+            store.append(msg)
+            written["messages"] += 1
+            written["delayed"] += i % 97 == 13
+            written["keys"].append((topic, key))
+            if i % 150 == 149:  # now and then a batch, as putMessages(MessageExtBatch)
+                items = [enc.batch_item(f"batch {i}/{j}".encode(), tags="BatchTag", keys=f"batch-{i}-{j}",
+                                        uniq_ids=uniq_ids) for j in range(5)]
+                store.put_messages(enc.producer_batch("OrderTopic", items, queue_id=0, born_timestamp=BORN_TIME,
+                                                      born_host="198.51.100.200:40001"))
+                written["batches"] += 1
+                written["messages"] += len(items)
+        # a transaction: the half message, then its commit record
+        half = store.append(enc.producer_message("PaymentTopic", b"pay 100", keys="tx-1", transaction="prepared",
+                                                 producer_group="demo-tx-group", uniq_ids=uniq_ids,
+                                                 born_timestamp=BORN_TIME))
+        store.append(enc.producer_message("PaymentTopic", b"pay 100", keys="tx-1", transaction="commit",
+                                          prepared_transaction_offset=half.wrote_offset, uniq_ids=uniq_ids,
+                                          born_timestamp=BORN_TIME))
+        written["messages"] += 2
+        written["max_offset"] = store.max_offset
+    return written
+
+
+def _available(command: str) -> bool:
+    return importlib.util.find_spec(f"rmqtool.cli.{command}") is not None
+
+
+def run_cli(args: list[str]) -> None:
+    shown = shlex.join(["rmqtool", *args])
+    print(f"\n$ {shown}", flush=True)
+    if not _available(args[0]):
+        print(f"(skipped: the '{args[0]}' command is not there yet)")
+        return
+    done = subprocess.run([sys.executable, "-m", "rmqtool", *args], capture_output=True, text=True)
+    out = done.stdout.rstrip("\n")
+    lines = out.splitlines()
+    if len(lines) > 40:
+        out = "\n".join(lines[:40] + [f"... ({len(lines) - 40} more lines)"])
+    if out:
+        print(out)
+    if done.stderr.strip():
+        print(done.stderr.rstrip("\n"))
+    print(f"(exit code {done.returncode})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rmqtool.demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=pathlib.Path, help="build the store here (default: a temporary directory)")
+    parser.add_argument("--keep", action="store_true", help="keep the store afterwards")
+    args = parser.parse_args(argv)
+    base = args.dir or pathlib.Path(tempfile.mkdtemp(prefix="rmqtool-demo-"))
+    root = base / "store"
+    if root.exists():
+        print(f"{root} exists already; give another --dir", file=sys.stderr)
+        return 2
+    try:
+        written = build(root)
+        segments = sorted(p.name for p in (root / "commitlog").iterdir())
+        print(f"Built a sample store in {root}:")
+        print(f"  {written['messages']} messages ({written['batches']} batches, {written['delayed']} delayed, "
+              f"one transaction), commit log up to offset {written['max_offset']}")
+        print(f"  {len(segments)} commit log segments of 64 KiB, "
+              f"{sum(1 for _ in (root / 'consumequeue').rglob('0*'))} consume queue files, "
+              f"{len(list((root / 'index').iterdir()))} index files")
+        topic, key = written["keys"][42]
+        run_cli(["info", str(root)])
+        run_cli(["dump", "commitlog", str(root), "--limit", "5"])
+        run_cli(["dump", "consumequeue", str(root), "--limit", "5"])
+        run_cli(["query", str(root), "--key", key, "--topic", topic])
+        run_cli(["query", str(root), "--key", "shared-key", "--topic", "OrderTopic"])
+        run_cli(["append", str(root), "--topic", "OrderTopic", "--body", "one more", "--tags", "TagA",
+                 "--keys", "order-demo"])
+        run_cli(["query", str(root), "--key", "order-demo", "--topic", "OrderTopic"])
+    finally:
+        if args.keep or args.dir:
+            print(f"\nThe store stays in {root}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,227 @@
+"""Writing consume queues: ConsumeQueue.putMessagePositionInfo and its recovery of the end.
+
+One 20-byte unit (commitLogOffset, size, tagsCode; ``formats/consumequeue.py``) per
+dispatched message at byte ``queueOffset * 20`` of ``consumequeue/<topic>/<queueId>/``,
+whose files are named by their first byte and roll with no padding (the file size is a
+multiple of 20). A queue created for an offset other than 0 starts with fill units up to
+it (fillPreBlank), which is how the broker marks the queue's minimum offset.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+
+from rmqtool.errors import StoreAccessError
+from rmqtool.formats.consumequeue import CQ_FILL_UNIT_BYTES, CQ_STORE_UNIT_SIZE, FILL_SIZE, CqUnit
+from rmqtool.formats.derive import struct_of
+from rmqtool.store.mappedfile import discover
+from rmqtool.store.writable import WritableFileQueue
+
+CQ_UNIT = struct_of(CqUnit)
+assert CQ_UNIT.size == CQ_STORE_UNIT_SIZE
+DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE = 300_000 * CQ_STORE_UNIT_SIZE
+
+
+def consume_queue_file_size(configured: int) -> int:
+    """MessageStoreConfig.getMappedFileSizeConsumeQueue: rounded up to whole units."""
+    units = -(-configured // CQ_STORE_UNIT_SIZE)
+    return units * CQ_STORE_UNIT_SIZE
+
+
+def written_length(data: bytes) -> tuple[int, int]:
+    """ConsumeQueue.recover on one file: (bytes of units up to the first one that is not
+    written, commitLogOffset + size of the last such unit, or -1)."""
+    end = len(data.rstrip(b"\x00"))
+    end += -end % CQ_STORE_UNIT_SIZE
+    wrote = 0
+    max_physic = -1
+    usable = min(end, len(data) - len(data) % CQ_STORE_UNIT_SIZE)
+    for offset, size, _tags in CQ_UNIT.iter_unpack(memoryview(data)[:usable]):
+        if offset < 0 or size <= 0:
+            break
+        wrote += CQ_STORE_UNIT_SIZE
+        max_physic = offset + size
+    return wrote, max_physic
+
+
+class ConsumeQueueWriter:
+    """The write side of one consume queue (topic, queue id)."""
+
+    def __init__(self, root: str | os.PathLike, topic: str, queue_id: int, mapped_file_size: int):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.directory = pathlib.Path(root) / topic / str(queue_id)
+        self.mapped_file_size = mapped_file_size
+        self.files = WritableFileQueue(self.directory, mapped_file_size)
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+        self.out_of_order = 0  # units written where the queue offset did not match (the broker's [BUG] log)
+
+    def load(self) -> None:
+        """Find where the queue ends: the last file's written units (recover)."""
+        queue = discover(self.directory, required=False, mapped_file_size=self.mapped_file_size)
+        segments = queue.segments
+        if not segments:
+            return
+        wrote = 0
+        for i in range(len(segments) - 1, max(len(segments) - 3, 0) - 1, -1):
+            data = _read_all(segments[i].path)
+            w, physic = written_length(data)
+            if i == len(segments) - 1:
+                wrote = w
+            if physic >= 0:
+                self.max_physic_offset = physic
+                break
+        self.files.load(last_wrote_position=wrote)
+        first = _read_unit(segments[0].path)
+        if first is not None and first[1] == 2**31 - 1 and first[0] == 0:
+            # a queue that starts with fill units begins at its first real unit
+            data = _read_all(segments[0].path)
+            n = 0
+            for offset, size, tags in CQ_UNIT.iter_unpack(data[:len(data) - len(data) % 20]):
+                if not (offset == 0 and size == 2**31 - 1 and tags == 0):
+                    break
+                n += 1
+            self.min_logic_offset = segments[0].base_offset + n * CQ_STORE_UNIT_SIZE
+        else:
+            self.min_logic_offset = segments[0].base_offset
+
+    @property
+    def max_offset_in_queue(self) -> int:
+        return self.files.max_offset // CQ_STORE_UNIT_SIZE
+
+    def put(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        """putMessagePositionInfo: True when written, or when already there (a re-dispatch)."""
+        if offset + size <= self.max_physic_offset:
+            return True  # built already
+        expect = cq_offset * CQ_STORE_UNIT_SIZE
+        mf = self.files.last
+        if mf is None or mf.wrote_position >= mf.file_size:
+            mf = self.files.last_mapped_file(expect)
+        if mf.first_create_in_queue and cq_offset != 0 and mf.wrote_position == 0:
+            self.min_logic_offset = expect
+            self.files.flushed_where = expect
+            self._fill_pre_blank(mf, expect)
+        if cq_offset != 0:
+            current = mf.wrote_position + mf.file_from_offset
+            if expect < current:
+                return True  # built already
+            if expect != current:
+                self.out_of_order += 1  # the broker logs and writes it where it is anyway
+        pos = mf.wrote_position
+        if pos + CQ_STORE_UNIT_SIZE > mf.file_size:
+            return False
+        CQ_UNIT.pack_into(mf.mm, pos, offset, size, tags_code)
+        mf.wrote_position = pos + CQ_STORE_UNIT_SIZE
+        self.max_physic_offset = offset + size
+        return True
+
+    def truncate_dirty(self, phy_offset: int) -> None:
+        """truncateDirtyLogicFiles: drop the units of records at or after ``phy_offset`` (the
+        commit log's end after a recovery): whole files from the end, then the tail of the
+        file where they start, which is zeroed so that no reader takes them for written."""
+        files = self.files
+        while files.last is not None:
+            last = files.last
+            data = last.read(0, last.wrote_position)
+            keep = None
+            max_physic = -1
+            for i, (offset, size, tags) in enumerate(CQ_UNIT.iter_unpack(data[:len(data) - len(data) % 20])):
+                if offset == 0 and size == FILL_SIZE and tags == 0:
+                    continue  # fillPreBlank units stay
+                if offset >= phy_offset:
+                    keep = i * CQ_STORE_UNIT_SIZE
+                    break
+                max_physic = offset + size
+            if keep is None:
+                self.max_physic_offset = max_physic if max_physic >= 0 else self.max_physic_offset
+                return
+            if keep == 0 and len(files.segments) > 1:
+                files.drop_segments_after(last.file_from_offset - 1)  # the whole file goes
+                continue
+            last.mm[keep:last.wrote_position] = bytes(last.wrote_position - keep)
+            last.wrote_position = keep
+            last.flushed_position = min(last.flushed_position, keep)
+            files.flushed_where = min(files.flushed_where, last.file_from_offset + keep)
+            if max_physic >= 0:
+                self.max_physic_offset = max_physic
+            elif keep == 0:
+                self.max_physic_offset = -1
+            return
+
+    def _fill_pre_blank(self, mf, until_where: int) -> None:
+        until = until_where % self.mapped_file_size
+        for _ in range(0, until, CQ_STORE_UNIT_SIZE):
+            mf.append(CQ_FILL_UNIT_BYTES)
+
+    def flush(self, least_pages: int = 0) -> bool:
+        return self.files.flush(least_pages)
+
+    def close(self) -> None:
+        self.files.close()
+
+
+def _read_all(path: pathlib.Path) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
+
+
+def _read_unit(path: pathlib.Path):
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(CQ_STORE_UNIT_SIZE)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
+    return CQ_UNIT.unpack(raw) if len(raw) == CQ_STORE_UNIT_SIZE else None
+
+
+class ConsumeQueueTable:
+    """Every consume queue of a store (DefaultMessageStore.consumeQueueTable), opened lazily."""
+
+    def __init__(self, root: str | os.PathLike, mapped_file_size: int):
+        self.root = pathlib.Path(root)
+        self.mapped_file_size = mapped_file_size
+        self.queues: dict[tuple[str, int], ConsumeQueueWriter] = {}
+
+    def load(self) -> None:
+        """loadConsumeQueue + recover: every consumequeue/<topic>/<queueId> directory."""
+        if not self.root.is_dir():
+            return
+        try:
+            topics = sorted(os.scandir(self.root), key=lambda e: e.name)
+        except OSError as exc:
+            raise StoreAccessError(f"cannot list ({exc.strerror})", self.root) from None
+        for topic in topics:
+            if not topic.is_dir():
+                continue
+            for qdir in sorted(os.scandir(topic.path), key=lambda e: e.name):
+                if qdir.is_dir() and qdir.name.lstrip("-").isdigit():
+                    cq = ConsumeQueueWriter(self.root, topic.name, int(qdir.name), self.mapped_file_size)
+                    cq.load()
+                    self.queues[(topic.name, int(qdir.name))] = cq
+
+    def find(self, topic: str, queue_id: int) -> ConsumeQueueWriter:
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            cq = ConsumeQueueWriter(self.root, topic, queue_id, self.mapped_file_size)
+            self.queues[(topic, queue_id)] = cq
+        return cq
+
+    def max_physic_offset(self) -> int:
+        return max((cq.max_physic_offset for cq in self.queues.values()), default=-1)
+
+    def queue_offsets(self) -> dict[tuple[str, int], int]:
+        """recoverTopicQueueTable: the next queue offset of every queue."""
+        return {key: cq.max_offset_in_queue for key, cq in self.queues.items()}
+
+    def flush(self, least_pages: int = 0) -> None:
+        for cq in list(self.queues.values()):
+            cq.flush(least_pages)
+
+    def close(self) -> None:
+        for cq in self.queues.values():
+            cq.close()
+

@@ -1,0 +1,270 @@
+"""Dispatch: from commit log records to consume queue units and index entries.
+
+ReputMessageService reads the commit log from ``reput_from_offset`` the way the broker does
+(``checkMessageAndReturnSize`` without the body), and hands each record to the two
+dispatchers (CommitLogDispatcherBuildConsumeQueue, CommitLogDispatcherBuildIndex). It runs
+inline (the engine dispatches each append itself, with the values it just encoded, and
+moves ``reput_from_offset``) or as a background thread. ``behind()`` is the broker's
+dispatchBehindBytes: commit log bytes written but not dispatched yet.
+"""
+from __future__ import annotations
+
+import threading
+from typing import NamedTuple
+
+from rmqtool.errors import CorruptData, StoreAccessError
+from rmqtool.formats import properties as props
+from rmqtool.formats.commitlog import (BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, MESSAGE_MAGIC_CODES,
+                                       MIN_MESSAGE_LENGTH, message_length)
+from rmqtool.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
+from rmqtool.store.encoder import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels, tags_code
+from rmqtool.store.message import HOSTS, PREFIX, PREFIX_SIZE, parse_properties
+
+READ_WINDOW = 1 << 20  # bytes read from the commit log at once
+
+
+class DispatchRequest(NamedTuple):
+    """What the dispatchers need of one record (the broker's DispatchRequest)."""
+    topic: str
+    queue_id: int
+    commit_log_offset: int
+    msg_size: int
+    tags_code: int
+    store_timestamp: int
+    consume_queue_offset: int
+    keys: str | None
+    uniq_key: str | None
+    sys_flag: int
+
+
+class RecordUnreadable(Exception):
+    """checkMessageAndReturnSize said no (-1): ``reason`` says why."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def check_message(buf, pos: int, limit: int, offset: int, delay_levels: DelayLevels) -> tuple[int, DispatchRequest | None]:
+    """checkMessageAndReturnSize(checkCRC=false, readBody=false) on ``buf[pos:limit]``.
+
+    Returns (size, request); size 0 is the end-of-file blank record. Raises RecordUnreadable
+    for anything else, and IndexError when the record is not all in the buffer.
+    """
+    if pos + PREFIX_SIZE > limit:
+        if pos + 8 <= limit and int.from_bytes(buf[pos + 4:pos + 8], "big") == BLANK_MAGIC_CODE:
+            return 0, None
+        raise IndexError
+    total, magic, _crc, queue_id, _flag, queue_offset, _phys, sys_flag, _born = PREFIX.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC_CODE:
+        return 0, None
+    if magic not in MESSAGE_MAGIC_CODES:
+        raise RecordUnreadable(f"illegal magic code 0x{magic:08X}")
+    if total < MIN_MESSAGE_LENGTH:
+        raise RecordUnreadable(f"totalSize {total} is too small")
+    if pos + total > limit:
+        raise IndexError
+    hosts = HOSTS[(sys_flag >> 4) & 3]
+    (_bip, _bport, store_ts, _sip, _sport, _reconsume, _prepared, body_len) = hosts.unpack_from(buf, pos + PREFIX_SIZE)
+    p = pos + PREFIX_SIZE + hosts.size + max(body_len, 0)
+    end = pos + total
+    if body_len < 0 or p + 3 > end:
+        raise RecordUnreadable(f"bodyLength {body_len} does not fit in totalSize {total}")
+    if magic == MESSAGE_MAGIC_CODE_V2:
+        topic_len = int.from_bytes(buf[p:p + 2], "big")
+        p += 2
+    else:
+        topic_len = buf[p]
+        p += 1
+    topic = bytes(buf[p:p + topic_len]).decode("utf-8", "replace")
+    p += topic_len
+    if p + 2 > end:
+        raise RecordUnreadable(f"topic length {topic_len} does not fit in totalSize {total}")
+    props_len = int.from_bytes(buf[p:p + 2], "big", signed=True)
+    p += 2
+    if message_length(sys_flag, body_len, topic_len, props_len, magic) != total or p + max(props_len, 0) != end:
+        raise RecordUnreadable(f"field lengths do not add up to totalSize {total}")
+    code = 0
+    keys = uniq = None
+    if props_len > 0:
+        properties, _ok = parse_properties(bytes(buf[p:end]))
+        keys = properties.get(props.PROPERTY_KEYS)
+        uniq = properties.get(props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        tags = properties.get(props.PROPERTY_TAGS)
+        if tags:
+            code = tags_code(tags)
+        if topic == RMQ_SYS_SCHEDULE_TOPIC:
+            level_text = properties.get(props.PROPERTY_DELAY_TIME_LEVEL)
+            if level_text is not None:
+                try:
+                    level = int(level_text)
+                except ValueError:
+                    raise RecordUnreadable(f"DELAY property is not a number: {level_text!r}") from None
+                level = min(level, delay_levels.max_level)
+                if level > 0:
+                    code = delay_levels.deliver_timestamp(level, store_ts)
+    return total, DispatchRequest(topic, queue_id, offset, total, code, store_ts, queue_offset, keys, uniq, sys_flag)
+
+
+class CommitLogDispatcher:
+    """doDispatch: a consume queue unit (normal and commit records), then index entries."""
+
+    def __init__(self, consume_queues, index_service=None, checkpoint=None):
+        self.consume_queues = consume_queues
+        self._queues = consume_queues.queues
+        self.index_service = index_service
+        self.checkpoint = checkpoint
+
+    def dispatch(self, requests) -> None:
+        """doDispatch for many records in commit log order (the index header is written once)."""
+        queues = self._queues
+        find = self.consume_queues.find
+        index = self.index_service
+        build = index.build_index if index is not None else None
+        last_ts = 0
+        for topic, queue_id, offset, size, code, ts, queue_offset, keys, uniq, sys_flag in requests:
+            tran = sys_flag & TRANSACTION_MASK
+            if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
+                cq = queues.get((topic, queue_id)) or find(topic, queue_id)
+                if not cq.put(offset, size, code, queue_offset):
+                    raise StoreAccessError(f"consume queue {topic}/{queue_id} refused offset {queue_offset}",
+                                           cq.directory)
+                last_ts = ts
+            if build is not None:
+                build(topic, offset, ts, sys_flag, keys, uniq, False)
+        if index is not None and index.last is not None:
+            index.last.write_header()
+        if last_ts and self.checkpoint is not None:
+            self.checkpoint.logics_msg_timestamp = last_ts
+
+    def dispatch_one(self, topic: str, queue_id: int, commit_log_offset: int, msg_size: int, tags_code: int,
+                     store_timestamp: int, consume_queue_offset: int, keys: str | None, uniq_key: str | None,
+                     sys_flag: int) -> None:
+        tran = sys_flag & TRANSACTION_MASK
+        if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
+            cq = self._queues.get((topic, queue_id)) or self.consume_queues.find(topic, queue_id)
+            if not cq.put(commit_log_offset, msg_size, tags_code, consume_queue_offset):
+                raise StoreAccessError(f"consume queue {topic}/{queue_id} refused offset {consume_queue_offset}",
+                                       cq.directory)
+            if self.checkpoint is not None:
+                self.checkpoint.logics_msg_timestamp = store_timestamp
+        if self.index_service is not None:
+            self.index_service.build_index(topic, commit_log_offset, store_timestamp, sys_flag, keys, uniq_key)
+
+
+class ReputMessageService:
+    """Reads the commit log from reput_from_offset and dispatches what it finds."""
+
+    def __init__(self, commit_log, dispatcher: CommitLogDispatcher, delay_levels: DelayLevels,
+                 reput_from_offset: int = 0):
+        self.commit_log = commit_log  # a WritableFileQueue
+        self.dispatcher = dispatcher
+        self.delay_levels = delay_levels
+        self.reput_from_offset = reput_from_offset
+        self.lock = threading.RLock()  # held while dispatching: inline appends and the thread share it
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+        self.error: BaseException | None = None
+        self.on_error = None  # called (in the service's thread) after a failure
+
+    def behind(self) -> int:
+        """dispatchBehindBytes."""
+        return self.commit_log.max_offset - self.reput_from_offset
+
+    def do_reput(self) -> int:
+        """Dispatch everything written so far; the number of records dispatched."""
+        with self.lock:
+            cl = self.commit_log
+            if self.reput_from_offset < cl.min_offset:
+                self.reput_from_offset = cl.min_offset
+            size = cl.mapped_file_size
+            window = READ_WINDOW
+            count = 0
+            while self.reput_from_offset < cl.max_offset:
+                offset = self.reput_from_offset
+                data = cl.read(offset, window)
+                requests = []
+                pos = 0
+                rolled = False
+                while pos < len(data):
+                    try:
+                        n, req = check_message(data, pos, len(data), offset + pos, self.delay_levels)
+                    except IndexError:
+                        break  # the record goes on past what was read
+                    except RecordUnreadable as exc:
+                        self._dispatch(requests)
+                        self.reput_from_offset = offset + pos
+                        seg = cl.segment_of(offset + pos)
+                        raise CorruptData(f"cannot dispatch: {exc.reason}", seg[1] if seg else cl.directory,
+                                          (offset + pos) % size) from None
+                    if n == 0:
+                        rolled = True  # end-of-file blank: go on at the next segment
+                        break
+                    requests.append(req)
+                    pos += n
+                self._dispatch(requests)
+                count += len(requests)
+                if rolled:
+                    here = offset + pos
+                    self.reput_from_offset = here - here % size + size
+                elif pos:
+                    self.reput_from_offset = offset + pos
+                    window = READ_WINDOW
+                else:
+                    need = _record_size(data)
+                    if need > window:
+                        window = need  # one record bigger than the window: read it whole
+                        continue
+                    break  # not all written yet
+            return count
+
+    def _dispatch(self, requests) -> None:
+        if requests:
+            self.dispatcher.dispatch(requests)
+
+    # --- background mode ---------------------------------------------------------------------
+    def start(self) -> None:
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
+        self._thread.start()
+
+    def wakeup(self) -> None:
+        with self._cond:
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if self._stopped:
+                    return
+                if self.behind() <= 0:
+                    self._cond.wait(0.001)
+            try:
+                self.do_reput()
+            except BaseException as exc:  # kept for the engine to raise
+                self.error = exc
+                if self.on_error is not None:
+                    self.on_error()
+                return
+
+    def shutdown(self) -> None:
+        """Stop the thread after it has caught up (the broker waits up to 5 s)."""
+        if self._thread is None:
+            return
+        for _ in range(5000):
+            if self.behind() <= 0 or self.error is not None or not self._thread.is_alive():
+                break
+            self.wakeup()
+            threading.Event().wait(0.001)
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        self._thread.join()
+        self._thread = None
+
+
+def _record_size(data: bytes) -> int:
+    if len(data) < 4:
+        return 0
+    return max(int.from_bytes(data[:4], "big", signed=True), 0)

@@ -1,0 +1,862 @@
+"""Encoding messages into commit log records, byte for byte as the 4.9.x broker does.
+
+What lies between a producer and the bytes of ``CommitLog.DefaultAppendMessageCallback.doAppend``:
+
+* the producer (``Message``, ``MessageClientIDSetter``, ``DefaultMQProducerImpl``): property
+  map, UNIQ_KEY, body compression, transaction flag: :func:`producer_message`;
+* the broker's ``SendMessageProcessor``: ``CLUSTER`` added, ``WAIT`` left out of the stored
+  string: :func:`broker_inner`, giving a :class:`MessageInner` (``MessageExtBrokerInner``);
+* ``CommitLog.asyncPutMessage`` + ``MessageExtEncoder``: store timestamp, body CRC, delay
+  redirection to ``SCHEDULE_TOPIC_XXXX``, the V6 sysFlag bits, the record layout:
+  :class:`Encoder`.
+
+The stored properties string is ``MessageDecoder.messageProperties2String`` over a Java
+``HashMap``, so its order is the HashMap's iteration order (bucket of the spread key hash,
+then insertion order), which depends on the table size the map grew to. :class:`PropertyMap`
+keeps what that order needs. Record struct formats are derived from ``formats/commitlog.py``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import itertools
+import operator
+import os
+import socket
+import struct
+import threading
+import time
+import zlib
+from typing import Iterable
+
+from rmqtool.errors import UsageError
+from rmqtool.formats import properties as props
+from rmqtool.formats import sysflag
+from rmqtool.formats.commitlog import (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, MessageHosts,
+                                       MessagePrefix)
+from rmqtool.formats.derive import field_names, struct_format
+from rmqtool.formats.indexfile import java_string_hash
+from rmqtool.store.crc import crc32 as body_crc32
+from rmqtool.store.hosts import parse_host
+
+# TopicValidator / MessageConst names the encoder acts on
+RMQ_SYS_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+DEFAULT_CLUSTER = "DefaultCluster"  # BrokerConfig.brokerClusterName default
+DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # MessageStoreConfig.maxMessageSize (the body limit)
+MAX_MESSAGE_SIZE_RESERVE = 64 * 1024  # MessageExtEncoder: room for everything but the body
+COMPRESS_MSG_BODY_OVER = 4 * 1024  # DefaultMQProducer.compressMsgBodyOverHowmuch
+COMPRESS_LEVEL = 5  # DefaultMQProducerImpl.compressLevel
+MAX_TOPIC_LENGTH_V1 = 127  # Byte.MAX_VALUE: longer topics need the V2 record (5.x autoMessageVersionOnTopicLen)
+_INT32 = 0xFFFFFFFF
+
+Host = tuple  # (address bytes, port)
+
+
+# --- Java values the bytes depend on -------------------------------------------------------
+
+def _signed32(value: int) -> int:
+    value &= _INT32
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+_TAGS_CODES: dict[str, int] = {}
+
+
+def tags_code(tags: str | None) -> int:
+    """MessageExtBrokerInner.tagsString2tagsCode at 4.9.8: String.hashCode of the whole tags
+    string, for single and MULTI_TAGS topics alike (the filter type is not looked at)."""
+    if not tags:
+        return 0
+    code = _TAGS_CODES.get(tags)
+    if code is None:
+        code = java_string_hash(tags)
+        if len(_TAGS_CODES) > 4096:
+            _TAGS_CODES.clear()
+        _TAGS_CODES[tags] = code
+    return code
+
+
+def utf16_length(text: str) -> int:
+    """Java's String.length(): UTF-16 code units."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def java_utf8(text: str) -> bytes:
+    """String.getBytes(UTF_8): unpaired surrogates become '?', as Java's encoder does."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace")
+
+
+# --- java.util.HashMap iteration order --------------------------------------------------------
+
+_SPREAD_CACHE: dict[str, int] = {}
+
+
+def _spread_hash(name: str) -> int:
+    """HashMap.hash: the key's hashCode with its high half folded into the low half."""
+    h = _SPREAD_CACHE.get(name)
+    if h is None:
+        code = java_string_hash(name) & _INT32
+        h = code ^ (code >> 16)
+        if len(_SPREAD_CACHE) < 4096:
+            _SPREAD_CACHE[name] = h
+    return h
+
+
+def hashmap_capacity(peak_size: int) -> int:
+    """The table size of a default HashMap that once held ``peak_size`` entries.
+
+    The table starts at 16 and doubles when size exceeds 0.75 x capacity; it never shrinks,
+    so a map keeps the order its largest size gave it even after removals.
+    """
+    if peak_size <= 12:
+        return 16
+    capacity = 16
+    while peak_size > capacity * 3 // 4:
+        capacity <<= 1
+    return capacity
+
+
+_ORDER_CACHE: dict[tuple, tuple] = {}
+
+
+def java_order(names: Iterable[str], capacity: int) -> tuple:
+    """Names in HashMap iteration order: by bucket, then insertion order within a bucket.
+
+    (Bins of more than 8 entries become trees in Java; property maps never get there.)
+    """
+    names = tuple(names)
+    key = (names, capacity)
+    order = _ORDER_CACHE.get(key)
+    if order is None:
+        mask = capacity - 1
+        order = tuple(sorted(names, key=lambda n: _spread_hash(n) & mask))  # sort is stable
+        if len(_ORDER_CACHE) < 4096:
+            _ORDER_CACHE[key] = order
+    return order
+
+
+class PropertyMap(dict):
+    """A message's property map: a dict in insertion order that also remembers the largest
+    size it reached, which fixes the Java HashMap table size and so the string's order."""
+
+    __slots__ = ("peak",)
+
+    def __init__(self, *args, peak: int = 0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.peak = max(peak, len(self))
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        if len(self) > self.peak:
+            self.peak = len(self)
+
+    def update(self, *args, **kwargs):
+        for k, v in dict(*args, **kwargs).items():
+            self[k] = v
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def copy(self) -> "PropertyMap":
+        return PropertyMap(self, peak=self.peak)
+
+    @property
+    def capacity(self) -> int:
+        return hashmap_capacity(self.peak)
+
+    def to_string(self) -> str:
+        return properties_string(self, self.peak)
+
+
+def properties_string(properties: dict, peak: int = 0) -> str:
+    """MessageDecoder.messageProperties2String over a HashMap holding ``properties`` (in
+    insertion order) whose largest size was ``peak``: 4.x drops the last separator."""
+    if not properties:
+        return ""
+    size = len(properties)
+    if type(properties) is PropertyMap and properties.peak > size:
+        size = properties.peak
+    if peak > size:
+        size = peak
+    names = tuple(properties)
+    key = (names, size if size > 12 else 0)
+    cached = _TEMPLATES.get(key)
+    if cached is None:
+        order = java_order(names, hashmap_capacity(size))
+        template = _SEP.join(f"{n.replace('%', '%%')}{_KV}%s" for n in order)
+        cached = (order, template)
+        if len(_TEMPLATES) > 4096:
+            _TEMPLATES.clear()
+        _TEMPLATES[key] = cached
+    order, template = cached
+    values = tuple(map(properties.__getitem__, order))
+    if None in values:  # Java skips null values
+        return _SEP.join([f"{n}{_KV}{v}" for n, v in zip(order, values) if v is not None])
+    return template % values
+
+
+_TEMPLATES: dict[tuple, tuple] = {}
+_SEP = props.PROPERTY_SEPARATOR
+_KV = props.NAME_VALUE_SEPARATOR
+
+
+def string_to_property_map(text: str) -> PropertyMap:
+    """MessageDecoder.string2messageProperties into a map that keeps the string's order."""
+    return PropertyMap(props.string_to_properties(text))
+
+
+# --- delay levels (ScheduleMessageService) ---------------------------------------------------
+
+_TIME_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+class DelayLevels:
+    """messageDelayLevel parsed as ScheduleMessageService.parseDelayLevel does."""
+
+    def __init__(self, spec: str = DEFAULT_MESSAGE_DELAY_LEVEL):
+        self.spec = spec
+        self.table: dict[int, int] = {}
+        try:
+            for level, value in enumerate(spec.split(" "), start=1):
+                self.table[level] = _TIME_UNITS[value[-1]] * int(value[:-1])
+        except (KeyError, ValueError, IndexError):
+            raise UsageError(f"not a messageDelayLevel: {spec!r}") from None
+        self.max_level = max(self.table) if self.table else 0
+
+    def queue_id(self, level: int) -> int:
+        """ScheduleMessageService.delayLevel2QueueId."""
+        return level - 1
+
+    def deliver_timestamp(self, level: int, store_timestamp: int) -> int:
+        """ScheduleMessageService.computeDeliverTimestamp: the SCHEDULE_TOPIC_XXXX tagsCode."""
+        delay = self.table.get(level)
+        return store_timestamp + (delay if delay is not None else 1000)
+
+
+def delay_level_of(properties: dict) -> int:
+    """Message.getDelayTimeLevel: the DELAY property as an int, 0 when absent."""
+    value = properties.get(props.PROPERTY_DELAY_TIME_LEVEL)
+    if value is None:
+        return 0
+    try:
+        return int(value)
+    except ValueError:
+        raise UsageError(f"DELAY property is not a number: {value!r}") from None
+
+
+# --- UNIQ_KEY (MessageClientIDSetter) --------------------------------------------------------
+
+def _local_ip() -> bytes:
+    """What UtilAll.getIP would pick, roughly: a non-loopback address of this host, else a
+    fake one made from the clock as createFakeIP does."""
+    try:
+        for info in socket.getaddrinfo(socket.gethostname(), None):
+            addr = ipaddress.ip_address(info[4][0].split("%")[0])
+            if not addr.is_loopback and not addr.is_link_local:
+                return addr.packed
+    except (OSError, ValueError):
+        pass
+    return struct.pack(">q", int(time.time() * 1000))[4:]
+
+
+def _month_start_ms(now_ms: int) -> tuple[int, int]:
+    """Start of the current and of the next month, local time, as Calendar computes them."""
+    t = time.localtime(now_ms / 1000)
+    start = time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1))
+    year, month = (t.tm_year + 1, 1) if t.tm_mon == 12 else (t.tm_year, t.tm_mon + 1)
+    nxt = time.mktime((year, month, 1, 0, 0, 0, 0, 0, -1))
+    return int(start * 1000), int(nxt * 1000)
+
+
+class UniqIdGenerator:
+    """MessageClientIDSetter.createUniqID: a fixed prefix (ip, pid, class loader hash), then
+    the ms since the start of the month and a 16-bit counter, as upper-case hex."""
+
+    def __init__(self, ip: bytes | None = None, pid: int | None = None, loader_hash: int | None = None,
+                 clock=None):
+        ip = _local_ip() if ip is None else ip
+        pid = os.getpid() if pid is None else pid
+        # Java's class loader identity hash: any int; a stable one per process will do.
+        loader_hash = (id(UniqIdGenerator) >> 4) & 0x7FFFFFFF if loader_hash is None else loader_hash
+        self.prefix = (bytes(ip) + struct.pack(">hi", _signed16(pid), _signed32(loader_hash))).hex().upper()
+        self._clock = clock or (lambda: int(time.time() * 1000))
+        self._counter = itertools.count()
+        self._lock = threading.Lock()
+        self._start, self._next_start = _month_start_ms(self._clock())
+
+    def create(self) -> str:
+        now = self._clock()
+        if now >= self._next_start:
+            with self._lock:
+                self._start, self._next_start = _month_start_ms(now)
+        diff = _signed32(now - self._start)
+        if -1_000_000 < diff < 0:  # clock stepped back (NTP)
+            diff = 0
+        return f"{self.prefix}{diff & _INT32:08X}{next(self._counter) & 0xFFFF:04X}"
+
+
+def _signed16(value: int) -> int:
+    value &= 0xFFFF
+    return value - 0x10000 if value & 0x8000 else value
+
+
+_default_uniq_ids: UniqIdGenerator | None = None
+
+
+def create_uniq_id() -> str:
+    global _default_uniq_ids
+    if _default_uniq_ids is None:
+        _default_uniq_ids = UniqIdGenerator()
+    return _default_uniq_ids.create()
+
+
+# --- body compression as the Java client does it ---------------------------------------------
+
+CODEC_FLAGS = {"zlib": sysflag.COMPRESSION_ZLIB_TYPE, "lz4": sysflag.COMPRESSION_LZ4_TYPE,
+               "zstd": sysflag.COMPRESSION_ZSTD_TYPE}
+
+
+def compress_body(body: bytes, codec: str = "zlib", level: int = COMPRESS_LEVEL) -> bytes:
+    """The bytes the 4.9.8 client's compressors produce (asserted on every fixture body):
+    zlib (Deflater), an lz4-java LZ4FrameOutputStream (4 MB independent blocks, no checksum,
+    no size) and a zstd-jni ZstdOutputStream (streamed: no content size in the header)."""
+    if codec == "zlib":
+        return zlib.compress(body, level)
+    try:
+        if codec == "lz4":
+            import lz4.frame
+            c = lz4.frame.LZ4FrameCompressor(block_size=lz4.frame.BLOCKSIZE_MAX4MB, block_linked=False,
+                                             content_checksum=False)
+            return c.begin() + c.compress(body) + c.flush()
+        if codec == "zstd":
+            import zstandard
+            c = zstandard.ZstdCompressor(level=level, write_content_size=False).compressobj()
+            return (c.compress(body) + c.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+                    + c.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH))
+    except ImportError:
+        raise UsageError(f"{codec} codec not installed: pip install 'rmqtool[codecs]'") from None
+    raise UsageError(f"unknown compression {codec!r} (zlib, lz4, zstd)")
+
+
+# --- the broker's message objects ------------------------------------------------------------
+
+def as_host(value) -> Host:
+    """'ip:port', '[v6]:port' or an (address bytes, port) pair -> (address bytes, port)."""
+    if isinstance(value, tuple):
+        return value
+    return parse_host(value)
+
+
+@dataclasses.dataclass(slots=True)
+class MessageInner:
+    """MessageExtBrokerInner: one message as the store receives it.
+
+    ``properties`` is the broker's property map in insertion order (a plain dict, or a
+    :class:`PropertyMap` that remembers the table size). ``properties_string`` is what gets
+    stored; None means ``messageProperties2String(properties)``. The map decides the delay
+    redirect and the dispatch values (TAGS, KEYS, UNIQ_KEY), so it should hold what the
+    string holds (the broker's map may also hold WAIT, which the string leaves out). ``store_host`` None and
+    ``store_timestamp`` None mean the store's own host and clock. The body CRC, the V6 bits
+    and the queue offset are the store's to set.
+    """
+    topic: str
+    body: bytes = b""
+    queue_id: int = 0
+    flag: int = 0
+    properties: dict = dataclasses.field(default_factory=dict)
+    properties_string: str | None = None
+    born_timestamp: int = 0
+    born_host: Host = (b"\x7f\x00\x00\x01", 0)
+    store_host: Host | None = None
+    reconsume_times: int = 0
+    sys_flag: int = 0
+    prepared_transaction_offset: int = 0
+    store_timestamp: int | None = None
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(props.PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(props.PROPERTY_KEYS)
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+
+@dataclasses.dataclass(slots=True)
+class BatchItem:
+    """One message inside a batch body (the fields MessageDecoder.encodeMessage keeps)."""
+    body: bytes = b""
+    flag: int = 0
+    properties: dict = dataclasses.field(default_factory=dict)
+    properties_string: str | None = None
+
+    def stored_properties_string(self) -> str:
+        if self.properties_string is not None:
+            return self.properties_string
+        return properties_string(self.properties)
+
+
+@dataclasses.dataclass(slots=True)
+class MessageBatch:
+    """MessageExtBatch: a batch body (MessageDecoder.encodeMessages) plus the batch's own
+    fields; every inner message becomes its own record. ``properties`` is the batch's map
+    (the broker adds CLUSTER; the producer's WAIT stays in it)."""
+    topic: str
+    body: bytes
+    queue_id: int = 0
+    flag: int = 0
+    properties: dict = dataclasses.field(default_factory=dict)
+    born_timestamp: int = 0
+    born_host: Host = (b"\x7f\x00\x00\x01", 0)
+    store_host: Host | None = None
+    reconsume_times: int = 0
+    sys_flag: int = 0
+    store_timestamp: int | None = None
+
+
+_BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic (0), bodyCRC (0), flag, bodyLength
+
+
+def encode_batch_body(items: Iterable[BatchItem]) -> bytes:
+    """MessageDecoder.encodeMessages: each item as totalSize, 0, 0, flag, body, properties."""
+    parts = []
+    for item in items:
+        prop = java_utf8(item.stored_properties_string())
+        if len(prop) > 32767:
+            raise UsageError(f"properties of a batch message are {len(prop)} bytes, more than 32767")
+        size = _BATCH_HEAD.size + len(item.body) + 2 + len(prop)
+        parts.append(_BATCH_HEAD.pack(size, 0, 0, item.flag, len(item.body)))
+        parts.append(item.body)
+        parts.append(struct.pack(">h", len(prop)))
+        parts.append(prop)
+    return b"".join(parts)
+
+
+def decode_batch_body(body: bytes) -> list[tuple[int, bytes, bytes]]:
+    """The inner messages of a batch body: (flag, body, raw properties bytes) each."""
+    out = []
+    pos = 0
+    end = len(body)
+    while pos < end:
+        if pos + _BATCH_HEAD.size > end:
+            raise UsageError(f"batch body ends inside a message header at byte {pos}")
+        _size, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(body, pos)
+        p = pos + _BATCH_HEAD.size
+        if body_len < 0 or p + body_len + 2 > end:
+            raise UsageError(f"batch message at byte {pos}: body length {body_len} runs past the batch")
+        inner = body[p:p + body_len]
+        p += body_len
+        (prop_len,) = struct.unpack_from(">h", body, p)
+        p += 2
+        if prop_len < 0 or p + prop_len > end:
+            raise UsageError(f"batch message at byte {pos}: properties length {prop_len} runs past the batch")
+        out.append((flag, inner, body[p:p + prop_len]))
+        pos = p + prop_len
+    return out
+
+
+# --- producer + SendMessageProcessor -----------------------------------------------------------
+
+def producer_properties(*, tags: str | None = None, keys: str | Iterable[str] | None = None,
+                        user_properties: dict | None = None, wait_store_msg_ok: bool = True,
+                        delay_level: int = 0, transaction_prepared: bool = False,
+                        producer_group: str | None = None, uniq_key: str | None = None,
+                        generate_uniq_key: bool = True, uniq_ids: UniqIdGenerator | None = None) -> PropertyMap:
+    """A producer Message's property map, filled in the order the client fills it:
+    the constructor (TAGS, KEYS, WAIT), putUserProperty, setDelayTimeLevel, the transaction
+    producer (TRAN_MSG, PGROUP), then MessageClientIDSetter.setUniqID at send time."""
+    m = PropertyMap()
+    if tags:
+        m[props.PROPERTY_TAGS] = tags
+    if keys:
+        m[props.PROPERTY_KEYS] = keys if isinstance(keys, str) else props.KEY_SEPARATOR.join(keys)
+    m[props.PROPERTY_WAIT_STORE_MSG_OK] = "true" if wait_store_msg_ok else "false"
+    for name, value in (user_properties or {}).items():
+        m[name] = value
+    if delay_level > 0:
+        m[props.PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
+    if transaction_prepared:
+        m[props.PROPERTY_TRANSACTION_PREPARED] = "true"
+    if producer_group is not None:
+        m[props.PROPERTY_PRODUCER_GROUP] = producer_group
+    if uniq_key is not None:
+        m[props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq_key
+    elif generate_uniq_key and props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in m:
+        m[props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = (uniq_ids.create() if uniq_ids else create_uniq_id())
+    return m
+
+
+def broker_inner(topic: str, body: bytes, producer_map: dict, *, queue_id: int = 0, flag: int = 0,
+                 sys_flag: int = 0, born_timestamp: int = 0, born_host=(b"\x7f\x00\x00\x01", 0),
+                 store_host=None, reconsume_times: int = 0, cluster: str | None = DEFAULT_CLUSTER,
+                 prepared_transaction_offset: int = 0) -> MessageInner:
+    """SendMessageProcessor.sendMessage: the wire properties string (the producer map in its
+    HashMap order) parsed into a new map, CLUSTER put, WAIT taken out for the stored string
+    and put back (so a later re-serialisation, the delay redirect, keeps it)."""
+    wire = properties_string(producer_map)
+    m = string_to_property_map(wire)
+    if cluster is not None:
+        m[props.PROPERTY_CLUSTER] = cluster
+    if props.PROPERTY_WAIT_STORE_MSG_OK in m:
+        wait = m.pop(props.PROPERTY_WAIT_STORE_MSG_OK)
+        stored = m.to_string()
+        m[props.PROPERTY_WAIT_STORE_MSG_OK] = wait
+    else:
+        stored = m.to_string()
+    return MessageInner(topic=topic, body=body, queue_id=queue_id, flag=flag, properties=m,
+                        properties_string=stored, born_timestamp=born_timestamp, born_host=as_host(born_host),
+                        store_host=None if store_host is None else as_host(store_host),
+                        reconsume_times=reconsume_times, sys_flag=sys_flag,
+                        prepared_transaction_offset=prepared_transaction_offset)
+
+
+def producer_message(topic: str, body: bytes = b"", *, tags: str | None = None,
+                     keys: str | Iterable[str] | None = None, user_properties: dict | None = None,
+                     queue_id: int = 0, flag: int = 0, born_timestamp: int | None = None,
+                     born_host="127.0.0.1:0", store_host=None, reconsume_times: int = 0,
+                     delay_level: int = 0, transaction: str | None = None,
+                     producer_group: str | None = None, uniq_key: str | None = None,
+                     generate_uniq_key: bool = True, compress: str | None = "zlib",
+                     compress_over: int = COMPRESS_MSG_BODY_OVER, cluster: str | None = DEFAULT_CLUSTER,
+                     prepared_transaction_offset: int = 0,
+                     uniq_ids: UniqIdGenerator | None = None) -> MessageInner:
+    """A message as a 4.9.x producer sends it and SendMessageProcessor hands it to the store.
+
+    ``transaction``: None, 'prepared' (a half message with TRAN_MSG and PGROUP, as the
+    transaction producer sends it), 'commit' or 'rollback' (store-level end records; give
+    ``prepared_transaction_offset``). Bodies of ``compress_over`` bytes or more are compressed
+    with ``compress`` (None: never), setting COMPRESSED and the codec's type bits.
+    """
+    if transaction not in (None, "prepared", "commit", "rollback"):
+        raise UsageError(f"transaction must be prepared, commit or rollback, not {transaction!r}")
+    m = producer_properties(tags=tags, keys=keys, user_properties=user_properties, delay_level=delay_level,
+                            transaction_prepared=transaction == "prepared", producer_group=producer_group,
+                            uniq_key=uniq_key, generate_uniq_key=generate_uniq_key, uniq_ids=uniq_ids)
+    sys_flag = 0
+    if compress and len(body) >= compress_over:
+        body = compress_body(body, compress)
+        sys_flag |= sysflag.COMPRESSED_FLAG | CODEC_FLAGS[compress]
+    sys_flag |= {None: 0, "prepared": sysflag.TRANSACTION_PREPARED_TYPE,
+                 "commit": sysflag.TRANSACTION_COMMIT_TYPE,
+                 "rollback": sysflag.TRANSACTION_ROLLBACK_TYPE}[transaction]
+    return broker_inner(topic, body, m, queue_id=queue_id, flag=flag, sys_flag=sys_flag,
+                        born_timestamp=int(time.time() * 1000) if born_timestamp is None else born_timestamp,
+                        born_host=born_host, store_host=store_host, reconsume_times=reconsume_times,
+                        cluster=cluster, prepared_transaction_offset=prepared_transaction_offset)
+
+
+def producer_batch(topic: str, items: Iterable[BatchItem], *, queue_id: int = 0,
+                   born_timestamp: int | None = None, born_host="127.0.0.1:0", store_host=None,
+                   wait_store_msg_ok: bool = True, cluster: str | None = DEFAULT_CLUSTER) -> MessageBatch:
+    """MessageBatch.generateFromList + encode() and SendMessageProcessor.sendBatchMessage:
+    the batch map holds WAIT (from the first message) and the broker's CLUSTER."""
+    wire = PropertyMap({props.PROPERTY_WAIT_STORE_MSG_OK: "true" if wait_store_msg_ok else "false"})
+    m = string_to_property_map(properties_string(wire))
+    if cluster is not None:
+        m[props.PROPERTY_CLUSTER] = cluster
+    return MessageBatch(topic=topic, body=encode_batch_body(items), queue_id=queue_id, properties=m,
+                        born_timestamp=int(time.time() * 1000) if born_timestamp is None else born_timestamp,
+                        born_host=as_host(born_host), store_host=None if store_host is None else as_host(store_host))
+
+
+def batch_item(body: bytes = b"", *, tags: str | None = None, keys=None, user_properties: dict | None = None,
+               flag: int = 0, uniq_key: str | None = None, generate_uniq_key: bool = True,
+               wait_store_msg_ok: bool = True, uniq_ids: UniqIdGenerator | None = None) -> BatchItem:
+    """A producer Message put in a batch (DefaultMQProducer.batch sets each UNIQ_KEY)."""
+    m = producer_properties(tags=tags, keys=keys, user_properties=user_properties,
+                            wait_store_msg_ok=wait_store_msg_ok, uniq_key=uniq_key,
+                            generate_uniq_key=generate_uniq_key, uniq_ids=uniq_ids)
+    return BatchItem(body=body, flag=flag, properties=m)
+
+
+# --- the record -----------------------------------------------------------------------------
+
+def _head_struct(hosts_index: int) -> struct.Struct:
+    """Prefix + hosts of a record, in one struct derived from the schemas (up to bodyLength)."""
+    return struct.Struct(struct_format(MessagePrefix) + struct_format(MessageHosts[hosts_index])[1:])
+
+
+HEADS = tuple(_head_struct(i) for i in range(4))
+_HEAD_FIELDS = field_names(MessagePrefix) + field_names(MessageHosts[0])
+assert _HEAD_FIELDS[-1] == "body_length" and _HEAD_FIELDS[5:7] == ("queue_offset", "physical_offset")
+_U16 = struct.Struct(">H")
+_I16 = struct.Struct(">h")
+
+_CLUSTER_SEP = props.PROPERTY_SEPARATOR.encode()
+
+
+def _field_offsets(st: struct.Struct, names: tuple) -> dict[str, int]:
+    """Byte position of each named field of a derived struct (standard sizes, no padding)."""
+    out, pos, count = {}, 0, ""
+    codes = []
+    for ch in st.format.lstrip("<>=!@"):
+        if ch.isdigit():
+            count += ch
+        else:
+            codes.append(count + ch)
+            count = ""
+    for name, code in zip(names, codes):
+        out[name] = pos
+        pos += struct.calcsize(">" + code)
+    assert pos == st.size
+    return out
+
+
+_OFFSETS = tuple(_field_offsets(h, _HEAD_FIELDS) for h in HEADS)
+QUEUE_OFFSET_AT = _OFFSETS[0]["queue_offset"]  # queueOffset and physicalOffset: two adjacent int64
+assert _OFFSETS[0]["physical_offset"] == QUEUE_OFFSET_AT + 8 and all(
+    o["queue_offset"] == QUEUE_OFFSET_AT for o in _OFFSETS)
+STORE_TIMESTAMP_AT = tuple(o["store_timestamp"] for o in _OFFSETS)  # by (sysFlag >> 4) & 3
+_QQ = struct.Struct(">qq")
+_Q = struct.Struct(">q")
+
+
+class PreparedRecord(tuple):
+    """A message encoded but not placed: what CommitLog holds after MessageExtEncoder.encode.
+
+    ``record`` is the whole record with queueOffset, physicalOffset and storeTimestamp still
+    zero; doAppend writes those in the put lock (:meth:`write_into`). The rest is what the
+    store needs around it: where it goes, and the dispatch values of checkMessageAndReturnSize.
+    A tuple, because the append path makes one per message and unpacks it at once.
+    """
+
+    __slots__ = ()
+    FIELDS = ("topic", "queue_id", "record", "total_size", "sys_flag", "store_timestamp_at", "store_timestamp",
+              "tags_code", "keys", "uniq_key", "delay_level", "store_ip", "store_port", "gets_queue_offset")
+
+    topic = property(operator.itemgetter(0))
+    queue_id = property(operator.itemgetter(1))
+    record = property(operator.itemgetter(2))
+    total_size = property(operator.itemgetter(3))
+    sys_flag = property(operator.itemgetter(4))
+    store_timestamp_at = property(operator.itemgetter(5))
+    store_timestamp = property(operator.itemgetter(6))
+    tags_code = property(operator.itemgetter(7))
+    keys = property(operator.itemgetter(8))
+    uniq_key = property(operator.itemgetter(9))
+    delay_level = property(operator.itemgetter(10))  # > 0: a SCHEDULE_TOPIC_XXXX record; tagsCode = deliver time
+    store_ip = property(operator.itemgetter(11))
+    store_port = property(operator.itemgetter(12))
+    gets_queue_offset = property(operator.itemgetter(13))  # prepared and rollback records: offset 0, no CQ unit
+
+    def write_into(self, buf, pos: int, queue_offset: int, physical_offset: int, store_timestamp: int) -> None:
+        write_record(buf, pos, self[2], self[5], queue_offset, physical_offset, store_timestamp)
+
+    def to_bytes(self, queue_offset: int, physical_offset: int, store_timestamp: int) -> bytes:
+        out = bytearray(self[3])
+        self.write_into(out, 0, queue_offset, physical_offset, store_timestamp)
+        return bytes(out)
+
+    @property
+    def transaction_type(self) -> int:
+        return self[4] & sysflag.TRANSACTION_MASK
+
+
+_GETS_QUEUE_OFFSET = (sysflag.TRANSACTION_NOT_TYPE, sysflag.TRANSACTION_COMMIT_TYPE)
+_TRAN_MASK = sysflag.TRANSACTION_MASK
+_BORN_V6 = sysflag.BORNHOST_V6_FLAG
+_STORE_V6 = sysflag.STOREHOSTADDRESS_V6_FLAG
+_DELAY = props.PROPERTY_DELAY_TIME_LEVEL
+_TAGS = props.PROPERTY_TAGS
+_KEYS = props.PROPERTY_KEYS
+_UNIQ_KEY = props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_crc32 = body_crc32  # UtilAll.crc32: the one definition, in rmqtool.store.crc
+_tuple_new = tuple.__new__
+
+
+def prepared_record(topic: str, queue_id: int, record: bytes, sys_flag: int, store_timestamp: int | None,
+                    tags_code: int, keys: str | None, uniq_key: str | None, delay_level: int,
+                    store_ip: bytes, store_port: int) -> PreparedRecord:
+    return _tuple_new(PreparedRecord, (topic, queue_id, record, len(record), sys_flag,
+                                       STORE_TIMESTAMP_AT[(sys_flag >> 4) & 3], store_timestamp, tags_code, keys,
+                                       uniq_key, delay_level, store_ip, store_port,
+                                       (sys_flag & sysflag.TRANSACTION_MASK) in _GETS_QUEUE_OFFSET))
+
+
+def write_record(buf, pos: int, record: bytes, store_timestamp_at: int, queue_offset: int, physical_offset: int,
+                 store_timestamp: int) -> None:
+    """Write a prepared record at ``buf[pos:]`` with its place and time. Its first 8 bytes
+    (totalSize, magic) go last, so a process killed half way leaves zeros where the record
+    starts, not half a record."""
+    buf[pos + 8:pos + len(record)] = memoryview(record)[8:]
+    _QQ.pack_into(buf, pos + QUEUE_OFFSET_AT, queue_offset, physical_offset)
+    _Q.pack_into(buf, pos + store_timestamp_at, store_timestamp)
+    buf[pos:pos + 8] = record[:8]
+
+
+_NOT_V6 = ~(sysflag.BORNHOST_V6_FLAG | sysflag.STOREHOSTADDRESS_V6_FLAG)
+
+
+class Encoder:
+    """CommitLog.asyncPutMessage(s) up to the bytes: one per store.
+
+    Per-topic parts (the topic's length field and bytes) are cached; everything else is per
+    message. Input is validated the way the broker refuses messages (MESSAGE_ILLEGAL).
+    """
+
+    def __init__(self, store_host: Host, delay_levels: DelayLevels | None = None,
+                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE):
+        self.store_host = as_host(store_host)
+        self.delay_levels = delay_levels or DelayLevels()
+        self.max_body_size = max_message_size
+        self.max_record_size = max_message_size + MAX_MESSAGE_SIZE_RESERVE
+        self._topics: dict[str, tuple[int, bytes]] = {}
+
+    def topic_part(self, topic: str) -> tuple[int, bytes]:
+        """(magic, length field + topic bytes): V2 when the topic is longer than 127 (as 5.x
+        chooses), or when its UTF-8 form would not fit V1's signed one-byte length."""
+        part = self._topics.get(topic)
+        if part is None:
+            raw = java_utf8(topic)
+            if not raw:
+                raise UsageError("topic is empty")
+            if utf16_length(topic) > MAX_TOPIC_LENGTH_V1 or len(raw) > MAX_TOPIC_LENGTH_V1:
+                if len(raw) > 0xFFFF:
+                    raise UsageError(f"topic is {len(raw)} bytes long, more than a record can hold")
+                part = (MESSAGE_MAGIC_CODE_V2, _U16.pack(len(raw)) + raw)
+            else:
+                part = (MESSAGE_MAGIC_CODE_V1, bytes((len(raw),)) + raw)
+            if len(self._topics) < 65536:
+                self._topics[topic] = part
+        return part
+
+    def prepare(self, msg: MessageInner, queue_id: int | None = None) -> PreparedRecord:
+        """Everything asyncPutMessage does before taking the put lock; ``queue_id`` overrides
+        the message's (a selector's choice). (The hot path: module constants are bound to
+        globals of this module to keep lookups short.)"""
+        body = msg.body or b""
+        body_len = len(body)
+        if body_len > self.max_body_size:
+            raise UsageError(f"message body is {body_len} bytes, more than maxMessageSize {self.max_body_size}")
+        topic = msg.topic
+        if queue_id is None:
+            queue_id = msg.queue_id
+        if queue_id < 0:
+            raise UsageError(f"queue id {queue_id} is negative")
+        properties = msg.properties
+        text = msg.properties_string
+        sys_flag = msg.sys_flag
+        delay_level = 0
+        if properties and _DELAY in properties:
+            level = delay_level_of(properties)
+            if topic == RMQ_SYS_SCHEDULE_TOPIC:
+                # already redirected (a record written again as it was stored): the deliver time
+                # is its tagsCode, as checkMessageAndReturnSize computes it
+                delay_level = max(0, min(level, self.delay_levels.max_level))
+            elif level > 0 and (sys_flag & _TRAN_MASK) in _GETS_QUEUE_OFFSET:
+                topic, queue_id, text, delay_level = self._redirect_delayed(msg, level, queue_id)
+        if text is None:
+            text = properties_string(properties) if properties else ""
+        try:
+            prop = text.encode("utf-8")
+        except UnicodeEncodeError:
+            prop = java_utf8(text)
+        prop_len = len(prop)
+        if prop_len > 32767:
+            raise UsageError(f"properties are {prop_len} bytes, more than 32767")
+        store = msg.store_host or self.store_host
+        born = msg.born_host
+        sys_flag &= _NOT_V6
+        if len(born[0]) == 16:
+            sys_flag |= _BORN_V6
+        if len(store[0]) == 16:
+            sys_flag |= _STORE_V6
+        magic, tpart = self._topics.get(topic) or self.topic_part(topic)
+        hosts = (sys_flag >> 4) & 3
+        head = HEADS[hosts]
+        total = head.size + body_len + len(tpart) + 2 + prop_len
+        if total > self.max_record_size:
+            raise UsageError(f"message record would be {total} bytes, more than {self.max_record_size}")
+        if properties:
+            get = properties.get
+            tags = get(_TAGS)
+            keys = get(_KEYS)
+            uniq = get(_UNIQ_KEY)
+            code = tags_code(tags) if tags and not delay_level else 0  # delayed: the deliver time, set at append
+        else:
+            keys = uniq = None
+            code = 0
+        record = b"".join((head.pack(total, magic, _crc32(body) if body_len else 0, queue_id,
+                                     msg.flag, 0, 0, sys_flag, msg.born_timestamp, born[0], born[1], 0, store[0],
+                                     store[1], msg.reconsume_times, msg.prepared_transaction_offset, body_len),
+                           body, tpart, _I16.pack(prop_len), prop))
+        return _tuple_new(PreparedRecord, (topic, queue_id, record, total, sys_flag, STORE_TIMESTAMP_AT[hosts],
+                                           msg.store_timestamp, code, keys, uniq, delay_level, store[0], store[1],
+                                           (sys_flag & _TRAN_MASK) in _GETS_QUEUE_OFFSET))
+
+    def _redirect_delayed(self, msg: MessageInner, level: int, queue_id: int):
+        """Delay: clamp the level, back up REAL_TOPIC / REAL_QID in (a copy of) the map and
+        re-serialise it; the record goes to SCHEDULE_TOPIC_XXXX."""
+        m = PropertyMap(msg.properties, peak=getattr(msg.properties, "peak", 0))  # the caller's map stays as given
+        if level > self.delay_levels.max_level:
+            level = self.delay_levels.max_level
+            m[props.PROPERTY_DELAY_TIME_LEVEL] = str(level)
+        m[props.PROPERTY_REAL_TOPIC] = msg.topic
+        m[props.PROPERTY_REAL_QUEUE_ID] = str(queue_id)
+        return RMQ_SYS_SCHEDULE_TOPIC, self.delay_levels.queue_id(level), m.to_string(), level
+
+    def prepare_batch(self, batch: MessageBatch) -> list[PreparedRecord]:
+        """MessageExtEncoder.encode(MessageExtBatch): one record per inner message; its
+        properties are the inner ones, a separator when they do not end with one, and the
+        batch's own. Transactions and delays are refused, as asyncPutMessages does."""
+        if batch.sys_flag & sysflag.TRANSACTION_MASK:
+            raise UsageError("a batch cannot be a transaction message")
+        if batch.properties and delay_level_of(batch.properties) > 0:
+            raise UsageError("a batch cannot be delayed")
+        if len(batch.body) > self.max_body_size:
+            raise UsageError(f"batch body is {len(batch.body)} bytes, more than maxMessageSize {self.max_body_size}")
+        batch_prop = java_utf8(properties_string(batch.properties))
+        if len(batch_prop) > 32767:
+            raise UsageError(f"batch properties are {len(batch_prop)} bytes, more than 32767")
+        store = batch.store_host or self.store_host
+        born = batch.born_host
+        sys_flag = batch.sys_flag & _NOT_V6
+        if len(born[0]) == 16:
+            sys_flag |= sysflag.BORNHOST_V6_FLAG
+        if len(store[0]) == 16:
+            sys_flag |= sysflag.STOREHOSTADDRESS_V6_FLAG
+        magic, tpart = self.topic_part(batch.topic)
+        head = HEADS[(sys_flag >> 4) & 3]
+        out = []
+        for flag, body, inner in decode_batch_body(batch.body):
+            if inner and batch_prop and not inner.endswith(_CLUSTER_SEP):
+                prop = inner + _CLUSTER_SEP + batch_prop
+            else:
+                prop = inner + batch_prop
+            if len(prop) > 32767:
+                raise UsageError(f"batch message properties are {len(prop)} bytes, more than 32767")
+            parsed = props.string_to_properties(prop.decode("utf-8", "replace"))
+            tags = parsed.get(props.PROPERTY_TAGS)
+            total = head.size + len(body) + len(tpart) + 2 + len(prop)
+            record = b"".join((head.pack(total, magic, _crc32(body) if body else 0, batch.queue_id,
+                                         flag, 0, 0, sys_flag, batch.born_timestamp, born[0], born[1], 0, store[0],
+                                         store[1], batch.reconsume_times, 0, len(body)),
+                               body, tpart, _I16.pack(len(prop)), prop))
+            out.append(prepared_record(batch.topic, batch.queue_id, record, sys_flag, batch.store_timestamp,
+                                      tags_code(tags), parsed.get(props.PROPERTY_KEYS),
+                                      parsed.get(props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), 0,
+                                      store[0], store[1]))
+        if not out:
+            raise UsageError("the batch holds no message")
+        return out
+
+
+__all__ = [
+    "BatchItem", "DelayLevels", "Encoder", "MessageBatch", "MessageInner", "PreparedRecord", "PropertyMap",
+    "UniqIdGenerator", "batch_item", "broker_inner", "compress_body", "create_uniq_id", "decode_batch_body",
+    "encode_batch_body", "hashmap_capacity", "java_order", "java_string_hash", "prepared_record", "producer_batch",
+    "producer_message", "producer_properties", "properties_string", "string_to_property_map", "tags_code",
+    "write_record",
+]

@@ -1,0 +1,887 @@
+"""The embedded store engine: a store written the way a RocketMQ 4.9.x broker writes it.
+
+``Store.open(path, writable=True)`` takes the lock (a running broker holding it is refused),
+finds where the commit log and every consume queue end, dispatches whatever the consume
+queues and index are behind, and writes the ``abort`` marker; :meth:`Store.close` flushes
+everything, waits for dispatch, writes the checkpoint and only then removes the marker and
+releases the lock. A path with no store gets a new one, with broker default sizes unless
+told; an existing store keeps its own sizes (inferred from its files).
+
+``append`` and ``put_messages`` follow CommitLog.asyncPutMessage(s): encode outside the put
+lock; inside it take the store timestamp, the queue offset of the (topic, queue), write the
+record, or an end-of-file blank record and the record in the next segment when it does not
+fit; then dispatch and flush as configured.
+
+Read-only opens take no lock and never write a byte: they only answer where things end.
+"""
+from __future__ import annotations
+
+import dataclasses
+import errno
+import os
+import pathlib
+import threading
+import time
+
+from rmqtool.errors import CorruptData, NotAStore, StoreAccessError, UsageError
+from rmqtool.formats.commitlog import (BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, MESSAGE_MAGIC_CODE_V1,
+                                       MESSAGE_MAGIC_CODE_V2, BlankRecord)
+from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
+from rmqtool.formats.derive import struct_of
+from rmqtool.formats.indexfile import (DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, FILE_NAME_LENGTH,
+                                       index_file_size)
+from rmqtool.store import paths
+from rmqtool.store.checkpoint_writer import CheckpointWriter
+from rmqtool.store.commitlog import Blank, CommitLog, header_hop, scan_segment
+from rmqtool.store.cq_writer import (DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, ConsumeQueueTable,
+                                     consume_queue_file_size, written_length)
+from rmqtool.store.dispatch import CommitLogDispatcher, DispatchRequest, ReputMessageService
+from rmqtool.store.encoder import (DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevels, Encoder,
+                                   STORE_TIMESTAMP_AT, MessageBatch, MessageInner, PreparedRecord, as_host,
+                                   write_record)
+from rmqtool.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
+from rmqtool.store.index_writer import IndexServiceWriter, infer_index_sizes
+from rmqtool.store.lock import StoreLock, is_locked
+from rmqtool.store.mappedfile import Segment, discover
+from rmqtool.store.message import Message
+from rmqtool.store.msgid import create_message_id
+from rmqtool.store.writable import OS_PAGE_SIZE, AllocateMappedFileService, WritableFileQueue
+
+DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG = 1024 * 1024 * 1024
+DEFAULT_STORE_HOST = "127.0.0.1:10911"
+BLANK = struct_of(BlankRecord)
+PUT_OK = "PUT_OK"
+FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+
+
+@dataclasses.dataclass
+class StoreConfig:
+    """The MessageStoreConfig settings the engine uses (names as the broker's, snake_case)."""
+    mapped_file_size_commit_log: int = DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG
+    mapped_file_size_consume_queue: int = DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE
+    max_hash_slot_num: int = DEFAULT_MAX_HASH_SLOT_NUM
+    max_index_num: int = DEFAULT_MAX_INDEX_NUM
+    flush_disk_type: str = "async"  # or "sync"
+    flush_interval_commit_log: int = 500
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval: int = 10_000
+    flush_interval_consume_queue: int = 1000
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval: int = 60_000
+    sync_flush_timeout: int = 5000
+    message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    message_index_enable: bool = True
+    dispatch: str = "inline"  # or "background" (a ReputMessageService thread)
+
+
+@dataclasses.dataclass(slots=True)
+class PutResult:
+    """PutMessageResult + AppendMessageResult: where the message(s) went."""
+    status: str
+    wrote_offset: int  # commit log offset of the (first) record
+    wrote_bytes: int
+    queue_offset: int  # logicsOffset: the (first) queue offset; 0 for prepared/rollback
+    store_timestamp: int
+    msg_num: int
+    topic: str  # as stored: SCHEDULE_TOPIC_XXXX for a delayed message
+    queue_id: int
+    offsets: tuple  # commit log offset of each record (phyPos)
+    uniq_keys: tuple
+    store_ip: bytes
+    store_port: int
+
+    @property
+    def ok(self) -> bool:
+        return self.status == PUT_OK
+
+    @property
+    def msg_ids(self) -> list[str]:
+        return [create_message_id(self.store_ip, self.store_port, o) for o in self.offsets]
+
+    @property
+    def msg_id(self) -> str:
+        """The offset msgId; comma-joined for a batch, as the broker returns it."""
+        return ",".join(self.msg_ids)
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.uniq_keys[0] if len(self.uniq_keys) == 1 else ",".join(k or "" for k in self.uniq_keys)
+
+    def to_json(self) -> dict:
+        return {"commit_log_offset": self.wrote_offset, "queue_offset": self.queue_offset, "msg_id": self.msg_id,
+                "uniq_key": self.uniq_key, "topic": self.topic, "queue_id": self.queue_id,
+                "store_timestamp": self.store_timestamp, "wrote_bytes": self.wrote_bytes,
+                "msg_num": self.msg_num, "status": self.status}
+
+
+@dataclasses.dataclass
+class CommitLogEnd:
+    """Where the commit log ends, and what lies after that end."""
+    end: int  # next write offset
+    segment_base: int | None  # the segment the end lies in (None: a new one is needed)
+    wrote_position: int
+    damaged_at: tuple | None = None  # (path, position) of bytes after the end that are not zero
+    extra_segments: tuple = ()  # segments after the end (made ahead, or garbage)
+    store_host: tuple | None = None  # of the last message
+
+
+# --- finding the end of an existing store -----------------------------------------------------
+
+def _all_zero_from(path: pathlib.Path, position: int) -> int | None:
+    """None when the file holds only zeros from ``position`` on, else the first non-zero position."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot open ({exc.strerror})", path) from None
+    try:
+        size = os.fstat(fd).st_size
+        pos = position
+        while pos < size:
+            try:
+                pos = os.lseek(fd, pos, os.SEEK_DATA)  # skip holes of a sparse file
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:
+                    return None  # nothing but a hole up to the end
+                if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+                    raise
+            chunk = os.pread(fd, min(1 << 22, size - pos), pos)
+            if not chunk:
+                return None
+            stripped = chunk.lstrip(b"\x00")
+            if stripped:
+                return pos + len(chunk) - len(stripped)
+            pos += len(chunk)
+        return None
+    except OSError as exc:
+        raise StoreAccessError(f"read failed ({exc.strerror})", path) from None
+    finally:
+        os.close(fd)
+
+
+def _first_bytes(path: pathlib.Path, n: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(n)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
+
+
+def find_commit_log_end(segments: list[Segment], size: int, *, check_crc: bool) -> CommitLogEnd:
+    """The commit log's write position, as the broker's recovery of the last file finds it.
+
+    Trailing segments that start with zeros were made ahead and never used. The last one
+    holding data is read record by record (with ``check_crc``, a full decode and body CRC
+    check of each, as abnormal recovery; without, a header hop); the end is after its last
+    good record, or the next segment's start when it ends with a blank record.
+    """
+    if not segments:
+        return CommitLogEnd(0, None, 0)
+    idx = len(segments) - 1
+    while idx > 0 and _first_bytes(segments[idx].path, 8) == bytes(8):
+        idx -= 1
+    tail = segments[idx]
+    path = tail.path
+    end_pos = 0
+    full = False
+    last_msg = None
+    if check_crc:
+        for r in scan_segment(tail, check_crc=True):
+            if isinstance(r, Message):
+                if r.body_crc_ok is False:
+                    break
+                end_pos = r.position + r.store_size
+                last_msg = r
+            elif isinstance(r, Blank):
+                if r.valid:
+                    full = True
+                break
+            else:
+                break
+    else:
+        _count, end_pos = header_hop(str(path), tail.size)
+        if end_pos > tail.size:
+            end_pos = 0
+            for r in scan_segment(tail, check_crc=False):  # a record runs past the end: find the last whole one
+                if isinstance(r, Message):
+                    end_pos = r.position + r.store_size
+                else:
+                    break
+        head = _first_bytes_at(path, end_pos, 8)
+        if len(head) == 8:
+            total, magic = int.from_bytes(head[:4], "big", signed=True), int.from_bytes(head[4:], "big")
+            if magic == BLANK_MAGIC_CODE and total == tail.size - end_pos:
+                full = True
+        if end_pos:
+            last_msg = _last_message(tail, end_pos)
+    damaged = None
+    if not full:
+        nonzero = _all_zero_from(path, end_pos)
+        if nonzero is not None:
+            damaged = (path, nonzero)
+    later = segments[idx + 1:]
+    if full:
+        nxt = tail.base_offset + size
+        if later and later[0].base_offset == nxt:
+            result = CommitLogEnd(nxt, nxt, 0, damaged, tuple(later[1:]))
+        else:
+            result = CommitLogEnd(nxt, None, 0, damaged, tuple(later))
+    else:
+        result = CommitLogEnd(tail.base_offset + end_pos, tail.base_offset, end_pos, damaged, tuple(later))
+    if last_msg is not None:
+        result.store_host = (bytes(last_msg.store_ip), last_msg.store_port)
+    return result
+
+
+def _first_bytes_at(path: pathlib.Path, position: int, n: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            f.seek(position)
+            return f.read(n)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read ({exc.strerror})", path, position) from None
+
+
+def _last_message(tail: Segment, end_pos: int) -> Message | None:
+    """The record that ends at ``end_pos`` (for the store host of an existing store)."""
+    start = max(0, end_pos - 64 * 1024)
+    for r in scan_segment(tail, start=start, check_crc=False):
+        if isinstance(r, Message) and r.position + r.store_size == end_pos:
+            return r
+        if isinstance(r, Message) and r.position >= end_pos:
+            break
+    return None
+
+
+# --- sizes ------------------------------------------------------------------------------------
+
+def _consume_queue_file_sizes(root: pathlib.Path) -> set[int]:
+    sizes = set()
+    if not root.is_dir():
+        return sizes
+    for topic in os.scandir(root):
+        if not topic.is_dir():
+            continue
+        for q in os.scandir(topic.path):
+            if q.is_dir():
+                for f in os.scandir(q.path):
+                    if f.is_file() and paths.is_segment_name(f.name):
+                        sizes.add(f.stat().st_size)
+                        if len(sizes) > 1:
+                            return sizes
+                        break
+        if sizes:
+            return sizes
+    return sizes
+
+
+def _index_sizes(directory: pathlib.Path, given_slots: int | None, given_entries: int | None) -> tuple[int, int]:
+    """(maxHashSlotNum, maxIndexNum) of the store's index files: what a full file says, else
+    the settings given when the files' size agrees with them, else what the contents of the
+    file with the most entries fit; the broker defaults when there are no index files."""
+    given = (given_slots or DEFAULT_MAX_HASH_SLOT_NUM, given_entries or DEFAULT_MAX_INDEX_NUM)
+    if not directory.is_dir():
+        return given
+    files = sorted((e.name, e.stat().st_size) for e in os.scandir(directory)
+                   if e.is_file() and len(e.name) == FILE_NAME_LENGTH and e.name.isdigit())
+    if not files:
+        return given
+    sizes = {size for _, size in files}
+    if len(sizes) > 1:
+        raise CorruptData(f"index files of different sizes: {sorted(sizes)}", directory)
+    size = sizes.pop()
+    found = [(infer_index_sizes(directory / name), name) for name, _ in reversed(files)]
+    for sizes_found, name in found:  # a full file tells exactly
+        if sizes_found and _index_count(directory / name) >= sizes_found[1]:
+            return _agree(sizes_found, given_slots, given_entries, directory)
+    if given_slots is not None and given_entries is not None:
+        if index_file_size(given_slots, given_entries) != size:
+            raise UsageError(f"index files of {size} bytes cannot hold {given_slots} slots and "
+                             f"{given_entries} entries", directory)
+        return given
+    best = max(((_index_count(directory / n), f) for f, n in found if f), default=None, key=lambda t: t[0])
+    if best is None:
+        raise UsageError("cannot tell the index files' slot and entry counts: give both", directory)
+    return _agree(best[1], given_slots, given_entries, directory)
+
+
+def _index_count(path: pathlib.Path) -> int:
+    head = _first_bytes(path, 40)
+    return int.from_bytes(head[36:40], "big", signed=True) if len(head) == 40 else 0
+
+
+def _agree(found: tuple[int, int], given_slots, given_entries, where) -> tuple[int, int]:
+    for name, g, f in (("index slot count", given_slots, found[0]), ("index entry count", given_entries, found[1])):
+        if g is not None and g != f:
+            raise UsageError(f"the store's {name} is {f}, not {g}", where)
+    return found
+
+
+def _pick(name: str, given: int | None, found: int | None, default: int, where) -> int:
+    if found is not None and given is not None and given != found:
+        raise UsageError(f"the store's {name} is {found}, not {given}", where)
+    return found if found is not None else (given if given is not None else default)
+
+
+# --- the store ----------------------------------------------------------------------------------
+
+class Store:
+    """A RocketMQ store directory, opened read-only or for appending."""
+
+    def __init__(self, root: pathlib.Path, writable: bool, config: StoreConfig):
+        self.root = root
+        self.paths = paths.StorePaths(root)
+        self.writable = writable
+        self.config = config
+        self._closed = False
+        self._usable = False  # set once open for writing; cleared by close or a failing service
+
+    # ---- opening ------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | os.PathLike, writable: bool = False, flush: str = "async", *,
+             commitlog_size: int | None = None, cq_size: int | None = None, index_slots: int | None = None,
+             index_entries: int | None = None, store_host: str | tuple | None = None, dispatch: str = "inline",
+             recover: bool = False, clock=None, **settings) -> "Store":
+        """Open a store. ``writable=False`` never writes and takes no lock.
+
+        Sizes (commit log file size, consume queue file size, index slots and entries) are
+        the store's own when it has files; otherwise these arguments or the broker defaults.
+        ``recover``: open a store whose last writer did not close it (the abort marker is
+        there): bytes after the last good record of the commit log are zeroed, segments made
+        ahead are deleted, and consume queues and index are re-dispatched from where they end.
+        Other ``settings`` are StoreConfig fields.
+        """
+        if flush not in ("async", "sync"):
+            raise UsageError(f"flush must be async or sync, not {flush!r}")
+        if dispatch not in ("inline", "background"):
+            raise UsageError(f"dispatch must be inline or background, not {dispatch!r}")
+        unknown = set(settings) - {f.name for f in dataclasses.fields(StoreConfig)}
+        if unknown:
+            raise UsageError(f"unknown store settings: {', '.join(sorted(unknown))}")
+        config = StoreConfig(flush_disk_type=flush, dispatch=dispatch, **settings)
+        root = pathlib.Path(path)
+        if not writable:
+            store = cls(root, False, config)
+            store._open_read_only(commitlog_size, cq_size, index_slots, index_entries)
+            return store
+        store = cls(root, True, config)
+        store._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        store._open_writable(commitlog_size, cq_size, index_slots, index_entries, store_host, recover)
+        return store
+
+    def _open_read_only(self, commitlog_size, cq_size, index_slots, index_entries) -> None:
+        root = self.root
+        if not root.exists():
+            raise NotAStore("no store here", root)
+        if not root.is_dir():
+            raise NotAStore("not a directory", root)
+        self._infer_sizes(commitlog_size, cq_size, index_slots, index_entries)
+
+    def _infer_sizes(self, commitlog_size, cq_size, index_slots, index_entries) -> None:
+        c = self.config
+        queue = discover(self.paths.commitlog, required=False)
+        found = queue.mapped_file_size if queue.segments else None
+        c.mapped_file_size_commit_log = _pick("commit log file size", commitlog_size, found,
+                                              DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG, self.paths.commitlog)
+        sizes = _consume_queue_file_sizes(self.paths.consumequeue)
+        if len(sizes) > 1:
+            raise CorruptData(f"consume queue files of different sizes: {sorted(sizes)}", self.paths.consumequeue)
+        found_cq = sizes.pop() if sizes else None
+        given_cq = consume_queue_file_size(cq_size) if cq_size is not None else None
+        c.mapped_file_size_consume_queue = _pick("consume queue file size", given_cq, found_cq,
+                                                 DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, self.paths.consumequeue)
+        if c.mapped_file_size_consume_queue % CQ_STORE_UNIT_SIZE:
+            raise CorruptData(f"consume queue file size {c.mapped_file_size_consume_queue} is not a multiple of "
+                              f"{CQ_STORE_UNIT_SIZE}", self.paths.consumequeue)
+        c.max_hash_slot_num, c.max_index_num = _index_sizes(self.paths.index, index_slots, index_entries)
+        if c.mapped_file_size_commit_log <= END_FILE_MIN_BLANK_LENGTH + 128:
+            raise UsageError(f"commit log file size {c.mapped_file_size_commit_log} is too small")
+
+    def _open_writable(self, commitlog_size, cq_size, index_slots, index_entries, store_host, recover) -> None:
+        root = self.root
+        if root.exists() and not root.is_dir():
+            raise NotAStore("not a directory", root)
+        if root.is_dir() and any(root.iterdir()) and not any(
+                (root / n).exists() for n in (paths.COMMITLOG_DIR, paths.CONSUMEQUEUE_DIR, paths.INDEX_DIR,
+                                              paths.CHECKPOINT_FILE, paths.LOCK_FILE)):
+            raise NotAStore("not a RocketMQ store, and not empty: refusing to write here", root)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreAccessError(f"cannot create the store directory ({exc.strerror})", root) from None
+        self._lock = StoreLock(self.paths.lock)
+        self._lock.acquire()
+        try:
+            self._load(commitlog_size, cq_size, index_slots, index_entries, store_host, recover)
+        except BaseException:
+            self._abandon()
+            raise
+
+    def _load(self, commitlog_size, cq_size, index_slots, index_entries, store_host, recover) -> None:
+        c = self.config
+        unclean = self.paths.abort.exists()
+        if unclean and not recover:
+            raise CorruptData("the abort marker is here: the last writer did not shut down cleanly; "
+                              "recover the store first (or open it with recover)", self.paths.abort)
+        self._infer_sizes(commitlog_size, cq_size, index_slots, index_entries)
+        self._put_lock = threading.Lock()
+        self.delay_levels = DelayLevels(c.message_delay_level)
+
+        # the commit log: where it ends
+        queue = discover(self.paths.commitlog, required=False, mapped_file_size=c.mapped_file_size_commit_log)
+        odd = [f for f in queue.findings if f.id in ("segmentSizeOdd", "segmentGap", "segmentOverlap")]
+        if odd:
+            raise CorruptData(f"{odd[0].id}: {odd[0].message}", odd[0].path)
+        end = find_commit_log_end(queue.segments, c.mapped_file_size_commit_log, check_crc=unclean)
+        if end.damaged_at is not None and not unclean:
+            raise CorruptData("bytes after the last record of the commit log are not zero; "
+                              "recover the store first", *end.damaged_at)
+        for seg in end.extra_segments:
+            if _all_zero_from(seg.path, 0) is not None:
+                raise CorruptData("a commit log segment after the end of the log holds data; recover the store first",
+                                  seg.path)
+        # from here on files change: the marker goes first, so that a failure or a kill
+        # before a clean close leaves the store marked as not cleanly shut down
+        self._write_abort_marker()
+        if end.damaged_at is not None:
+            _zero_tail(end.damaged_at[0], end.wrote_position)  # what follows the last good record
+        for seg in end.extra_segments:
+            os.unlink(seg.path)  # made ahead and never used, as truncateDirtyFiles drops them
+        host = store_host if store_host is not None else (end.store_host or DEFAULT_STORE_HOST)
+        self.store_host = as_host(host)
+        self.encoder = Encoder(self.store_host, self.delay_levels, c.max_message_size)
+
+        self.checkpoint = CheckpointWriter(self.paths.checkpoint)
+        self.allocator = AllocateMappedFileService()
+        self.commit_log = WritableFileQueue(self.paths.commitlog, c.mapped_file_size_commit_log, self.allocator)
+        if queue.segments:
+            full = end.segment_base is None  # the last segment ends with a blank: the next one is new
+            self.commit_log.load(last_wrote_position=c.mapped_file_size_commit_log if full else end.wrote_position)
+            if self.commit_log.max_offset != end.end:
+                raise CorruptData(f"the commit log ends at {end.end}, its segments say {self.commit_log.max_offset}",
+                                  self.paths.commitlog)
+
+        # consume queues and index, then what they are behind
+        self.consume_queues = ConsumeQueueTable(self.paths.consumequeue, c.mapped_file_size_consume_queue)
+        self.consume_queues.load()
+        if unclean:
+            for cq in self.consume_queues.queues.values():
+                cq.truncate_dirty(end.end)
+        self.index_service = None
+        if c.message_index_enable:
+            self.index_service = IndexServiceWriter(self.paths.index, c.max_hash_slot_num, c.max_index_num,
+                                                    self.checkpoint, self._clock)
+            self.index_service.load()
+        self.dispatcher = CommitLogDispatcher(self.consume_queues, self.index_service, self.checkpoint)
+        reput_from = max(self.consume_queues.max_physic_offset(), self.commit_log.min_offset)
+        if unclean:
+            # as abnormal recovery: dispatch again from the last segment whose first record is
+            # older than the checkpoint's minTimestamp (segment 0 if none is); a queue's max
+            # physical offset and the index's end offset make a second dispatch a no-op
+            reput_from = min(reput_from, _recovery_start(self.commit_log.segments, self.checkpoint.min_timestamp))
+        self.reput = ReputMessageService(self.commit_log, self.dispatcher, self.delay_levels,
+                                         max(reput_from, self.commit_log.min_offset))
+        self.reput.do_reput()
+        self.topic_queue_table = self.consume_queues.queue_offsets()
+
+        # services, then the marker
+        if c.flush_disk_type == "sync":
+            self.flusher = GroupCommitService(self.commit_log, self.checkpoint, timeout_ms=c.sync_flush_timeout)
+        else:
+            self.flusher = FlushRealTimeService(self.commit_log, self.checkpoint,
+                                                interval_ms=c.flush_interval_commit_log,
+                                                least_pages=c.flush_commit_log_least_pages,
+                                                thorough_interval_ms=c.flush_commit_log_thorough_interval)
+        self.cq_flusher = FlushConsumeQueueService(self.consume_queues, self.checkpoint, self.index_service,
+                                                   interval_ms=c.flush_interval_consume_queue,
+                                                   least_pages=c.flush_consume_queue_least_pages,
+                                                   thorough_interval_ms=c.flush_consume_queue_thorough_interval)
+        for service in (self.flusher, self.cq_flusher, self.reput):
+            service.on_error = self._refresh_usable
+        self.flusher.start()
+        self.cq_flusher.start()
+        if c.dispatch == "background":
+            self.reput.start()
+        self._inline = c.dispatch == "inline"
+        self._sync = c.flush_disk_type == "sync"
+        self._max_fit = c.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH
+        self._wake_flusher_at = 0  # async: look at the flusher again once a page more is written
+        self._usable = True
+
+    def _write_abort_marker(self) -> None:
+        """4.9.8's createTempFile: an empty ``abort`` file while the store is open (the broker
+        makes it at the end of start(); here it comes before the first change to a file)."""
+        try:
+            fd = os.open(self.paths.abort, os.O_WRONLY | os.O_CREAT, 0o644)
+            os.close(fd)
+        except OSError as exc:
+            raise StoreAccessError(f"cannot create the abort marker ({exc.strerror})", self.paths.abort) from None
+
+    # ---- appending -------------------------------------------------------------------------
+    def append(self, msg: MessageInner, selector=None) -> PutResult:
+        """putMessage: one message; returns once it is written, dispatched (inline mode) and,
+        with sync flush, flushed. ``selector(msg)``, when given, picks the queue id (as a
+        producer's MessageQueueSelector would) instead of ``msg.queue_id``."""
+        if not self._usable:
+            self._check_open()
+        p = self.encoder.prepare(msg, None if selector is None else selector(msg))
+        if p.total_size > self._max_fit:
+            self._check_fits(p.total_size)
+        with self._put_lock:
+            result = self._put_locked(p)
+        return self._after_put(result)
+
+    def append_many(self, messages, selector=None) -> list[PutResult]:
+        """Many single puts: each exactly as :meth:`append` would put it, with one lock, one
+        dispatch pass and one flush wait for all of them (a bulk loader's path)."""
+        if not self._usable:
+            self._check_open()
+        prepare = self.encoder.prepare
+        if selector is None:
+            prepared = [prepare(m) for m in messages]
+        else:
+            prepared = [prepare(m, selector(m)) for m in messages]
+        for p in prepared:
+            if p.total_size > self._max_fit:
+                self._check_fits(p.total_size)
+        if not prepared:
+            return []
+        with self._put_lock:
+            put = self._put_locked
+            if self._inline and self.reput.behind() == 0:
+                requests = []
+                results = [put(p, requests) for p in prepared]
+                self._dispatch_inline(requests)  # the batch in one pass
+            else:
+                results = [put(p) for p in prepared]
+        last = results[-1]
+        status = self._after_put(last).status
+        if status != PUT_OK:
+            for r in results:
+                r.status = status
+        return results
+
+    def _put_locked(self, p: PreparedRecord, requests: list | None = None) -> PutResult:
+        """doAppend for one record, in the put lock, then its inline dispatch (or, given
+        ``requests``, its dispatch request added there for the caller to dispatch)."""
+        (topic, queue_id, record, size, sys_flag, store_ts_at, store_ts, code, keys, uniq, delay_level,
+         store_ip, store_port, gets_queue_offset) = p
+        if store_ts is None:
+            store_ts = self._clock()
+        if gets_queue_offset:
+            key = (topic, queue_id)
+            table = self.topic_queue_table
+            queue_offset = table.get(key, 0)
+            table[key] = queue_offset + 1
+        else:
+            queue_offset = 0
+        mf = self.commit_log.last
+        if mf is None or mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
+            mf = self._room_for(size, store_ts)
+        pos = mf.wrote_position
+        offset = mf.file_from_offset + pos
+        write_record(mf.mm, pos, record, store_ts_at, queue_offset, offset, store_ts)
+        mf.wrote_position = pos + size
+        mf.store_timestamp = store_ts
+        if requests is not None:
+            if delay_level:
+                code = self.delay_levels.deliver_timestamp(delay_level, store_ts)
+            requests.append((topic, queue_id, offset, size, code, store_ts, queue_offset, keys, uniq, sys_flag))
+        elif self._inline:
+            reput = self.reput
+            if reput.reput_from_offset == offset:
+                if delay_level:
+                    code = self.delay_levels.deliver_timestamp(delay_level, store_ts)
+                self.dispatcher.dispatch_one(topic, queue_id, offset, size, code, store_ts, queue_offset,
+                                             keys, uniq, sys_flag)
+                reput.reput_from_offset = offset + size
+            else:
+                reput.do_reput()  # a blank record before it, or something left behind
+        return PutResult(PUT_OK, offset, size, queue_offset, store_ts, 1, topic, queue_id, (offset,),
+                         (uniq,), store_ip, store_port)
+
+    def _room_for(self, size: int, store_ts: int):
+        """The segment the next record goes to: the current one, or (after an end-of-file
+        blank record when the record does not fit) the next one."""
+        cl = self.commit_log
+        mf = cl.last_mapped_file(0)
+        if mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
+            self._write_blank(mf, mf.wrote_position, store_ts)
+            mf = cl.last_mapped_file(0)
+        return mf
+
+    def put_messages(self, batch: MessageBatch) -> PutResult:
+        """putMessages(MessageExtBatch): each inner message becomes its own record, in one
+        place (the whole batch moves to the next segment when it does not fit)."""
+        if not self._usable:
+            self._check_open()
+        prepared = self.encoder.prepare_batch(batch)
+        total = sum(p.total_size for p in prepared)
+        self._check_fits(total)
+        with self._put_lock:
+            result, requests = self._append_batch_locked(prepared, total)
+            if self._inline:
+                self._dispatch_inline(requests)
+        return self._after_put(result)
+
+    @property
+    def _unusable(self) -> bool:
+        """Closed, read-only, or a service failed: append must say why."""
+        return (self._closed or not self.writable or self.flusher.error is not None
+                or self.cq_flusher.error is not None or self.reput.error is not None)
+
+    def _refresh_usable(self) -> None:
+        self._usable = not self._unusable
+
+    def _check_open(self) -> None:
+        if not self.writable:
+            raise UsageError("the store is open read-only", self.root)
+        if self._closed:
+            raise UsageError("the store is closed", self.root)
+        for service in (self.flusher, self.cq_flusher, self.reput):
+            if service.error is not None:
+                err = service.error
+                raise err if isinstance(err, (CorruptData, StoreAccessError)) else StoreAccessError(
+                    f"{type(service).__name__} failed: {err}", self.root)
+
+    def _check_fits(self, size: int) -> None:
+        if size + END_FILE_MIN_BLANK_LENGTH > self.config.mapped_file_size_commit_log:
+            raise UsageError(f"{size} bytes of records cannot fit in a commit log file of "
+                             f"{self.config.mapped_file_size_commit_log} bytes")
+
+    def _write_blank(self, mf, pos: int, store_ts: int) -> None:
+        """END_OF_FILE: totalSize = the bytes left, the blank magic; nothing else is written."""
+        if mf.file_size - pos >= END_FILE_MIN_BLANK_LENGTH:  # the broker always leaves room for it
+            BLANK.pack_into(mf.mm, pos, mf.file_size - pos, BLANK_MAGIC_CODE)
+        mf.wrote_position = mf.file_size
+        mf.store_timestamp = store_ts
+
+    def _append_batch_locked(self, prepared: list[PreparedRecord], total: int):
+        first = prepared[0]
+        store_ts = first.store_timestamp if first.store_timestamp is not None else self._clock()
+        key = (first.topic, first.queue_id)
+        begin = self.topic_queue_table.get(key, 0)
+        mf = self._room_for(total, store_ts)
+        pos = mf.wrote_position
+        base = mf.file_from_offset
+        offsets = []
+        requests = []
+        for i, p in enumerate(prepared):
+            offset = base + pos
+            p.write_into(mf.mm, pos, begin + i, offset, store_ts)
+            pos += p.total_size
+            offsets.append(offset)
+            requests.append(DispatchRequest(p.topic, p.queue_id, offset, p.total_size, p.tags_code, store_ts,
+                                            begin + i, p.keys, p.uniq_key, p.sys_flag))
+        mf.wrote_position = pos
+        mf.store_timestamp = store_ts
+        self.topic_queue_table[key] = begin + len(prepared)
+        result = PutResult(PUT_OK, offsets[0], total, begin, store_ts, len(prepared), first.topic, first.queue_id,
+                           tuple(offsets), tuple(p.uniq_key for p in prepared), first.store_ip, first.store_port)
+        return result, requests
+
+    def _dispatch_inline(self, requests) -> None:
+        """Dispatch records just written, in order; anything before them not yet dispatched
+        (the blank record of a roll, say) is read back from the commit log instead."""
+        if not requests:
+            return
+        reput = self.reput
+        with reput.lock:
+            first_offset = requests[0][2]
+            if reput.reput_from_offset != first_offset:
+                reput.do_reput()
+                return
+            self.dispatcher.dispatch(requests)
+            last = requests[-1]
+            reput.reput_from_offset = last[2] + last[3]
+
+    def _after_put(self, result: PutResult) -> PutResult:
+        """Flush (sync: wait for it; async: wake the flusher when enough is dirty) and, in
+        background mode, wake the dispatcher."""
+        if self._sync:
+            if not self.flusher.wait_flushed(result.wrote_offset + result.wrote_bytes):
+                result.status = FLUSH_DISK_TIMEOUT
+        elif result.wrote_offset >= self._wake_flusher_at:
+            self.flusher.maybe_wakeup()
+            self._wake_flusher_at = result.wrote_offset + OS_PAGE_SIZE
+        if not self._inline:
+            self.reput.wakeup()
+        return result
+
+    # ---- observing ---------------------------------------------------------------------------
+    @property
+    def dispatch_behind_bytes(self) -> int:
+        """Commit log bytes written and not yet in the consume queues and index."""
+        if not self.writable:
+            return 0
+        return self.reput.behind()
+
+    def wait_dispatched(self, timeout: float = 10.0) -> bool:
+        """Until dispatch has caught up (background mode); True when it has."""
+        deadline = time.monotonic() + timeout
+        while self.dispatch_behind_bytes > 0:
+            if self.reput.error is not None:
+                raise self.reput.error
+            if time.monotonic() > deadline:
+                return False
+            self.reput.wakeup()
+            time.sleep(0.001)
+        return True
+
+    @property
+    def max_offset(self) -> int:
+        """The commit log offset the next record goes to (getMaxPhyOffset)."""
+        if self.writable:
+            return self.commit_log.max_offset
+        cl = CommitLog(self.paths.commitlog, self.config.mapped_file_size_commit_log) \
+            if self.paths.commitlog.is_dir() else None
+        return (cl.max_offset() or 0) if cl else 0
+
+    @property
+    def min_offset(self) -> int:
+        if self.writable:
+            return self.commit_log.min_offset
+        queue = discover(self.paths.commitlog, required=False)
+        return queue.min_offset or 0
+
+    def queue_offsets(self) -> dict[tuple[str, int], int]:
+        """The next queue offset of every consume queue (topic, queue id)."""
+        if self.writable:
+            with self._put_lock:
+                return dict(self.topic_queue_table)
+        out = {}
+        root = self.paths.consumequeue
+        if root.is_dir():
+            for topic in sorted(os.scandir(root), key=lambda e: e.name):
+                for q in (os.scandir(topic.path) if topic.is_dir() else ()):
+                    if q.is_dir() and q.name.isdigit():
+                        segs = discover(q.path, required=False).segments
+                        if segs:
+                            with open(segs[-1].path, "rb") as f:
+                                wrote, _ = written_length(f.read())
+                            out[(topic.name, int(q.name))] = (segs[-1].base_offset + wrote) // CQ_STORE_UNIT_SIZE
+        return out
+
+    def locked_by(self) -> int | None:
+        """The PID holding the store lock (this one when open writable), None when free."""
+        return is_locked(self.paths.lock)
+
+    def reader(self) -> CommitLog:
+        """A read-only commit log reader over this store."""
+        return CommitLog(self.paths.commitlog, self.config.mapped_file_size_commit_log)
+
+    # ---- closing -------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Flush everything, finish dispatch, write the checkpoint; then remove the abort marker
+        (only if all of that worked) and release the lock."""
+        if self._closed or not self.writable:
+            self._closed = True
+            return
+        self._closed = True
+        self._usable = False
+        clean = True
+        errors: list[BaseException] = []
+        with self._put_lock:
+            for step in (self.reput.shutdown, self.reput.do_reput, self.flusher.shutdown, self.cq_flusher.shutdown):
+                try:
+                    step()
+                except BaseException as exc:
+                    errors.append(exc)
+                    clean = False
+            for service in (self.flusher, self.cq_flusher, self.reput):
+                if service.error is not None:
+                    errors.append(service.error)
+                    clean = False
+            try:
+                if self.index_service is not None:
+                    self.index_service.flush()
+                    self.index_service.close()
+                self.allocator.shutdown()
+                stamp = self.commit_log.store_timestamp
+                if stamp > 0:
+                    self.checkpoint.physic_msg_timestamp = stamp
+                self.checkpoint.close()
+                self.consume_queues.close()
+                behind = self.reput.behind()
+                self.commit_log.close()
+            except BaseException as exc:
+                errors.append(exc)
+                clean = False
+                behind = 1
+            if clean and behind == 0:
+                try:
+                    os.unlink(self.paths.abort)
+                except FileNotFoundError:
+                    pass
+            self._lock.release()
+        if errors:
+            err = errors[0]
+            raise err if isinstance(err, (CorruptData, StoreAccessError)) else StoreAccessError(
+                f"close failed: {err}", self.root)
+
+    def _abandon(self) -> None:
+        """A failed open: stop what was started, leave the files as they are, unlock."""
+        for name in ("reput", "flusher", "cq_flusher"):
+            service = getattr(self, name, None)
+            if service is not None:
+                try:
+                    service.shutdown()
+                except BaseException:
+                    pass
+        for name in ("allocator",):
+            service = getattr(self, name, None)
+            if service is not None:
+                service.shutdown()
+        for name in ("index_service", "consume_queues", "commit_log", "checkpoint"):
+            obj = getattr(self, name, None)
+            if obj is not None:
+                try:
+                    obj.close()
+                except BaseException:
+                    pass
+        self._closed = True
+        self._lock.release()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _recovery_start(segments: list[tuple[int, pathlib.Path]], min_timestamp: int) -> int:
+    """recoverAbnormally's start: the last segment whose first message was stored at or
+    before ``min_timestamp`` (isMappedFileMatchedRecover), else the first segment."""
+    for base, path in reversed(segments):
+        head = _first_bytes(path, 128)
+        if len(head) < 64:
+            continue
+        magic = int.from_bytes(head[4:8], "big")
+        if magic not in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2):
+            continue
+        sys_flag = int.from_bytes(head[36:40], "big", signed=True)
+        at = STORE_TIMESTAMP_AT[(sys_flag >> 4) & 3]
+        stamp = int.from_bytes(head[at:at + 8], "big", signed=True)
+        if stamp != 0 and stamp <= min_timestamp:
+            return base
+    return segments[0][0] if segments else 0
+
+
+def _zero_tail(path: pathlib.Path, position: int) -> None:
+    """Recovery: zero a segment from ``position`` on (what follows its last good record)."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot open for writing ({exc.strerror})", path) from None
+    try:
+        size = os.fstat(fd).st_size
+        pos = position
+        while pos < size:
+            n = min(1 << 22, size - pos)
+            os.pwrite(fd, bytes(n), pos)
+            pos += n
+        os.fsync(fd)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot write ({exc.strerror})", path, position) from None
+    finally:
+        os.close(fd)

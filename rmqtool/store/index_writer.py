@@ -1,0 +1,378 @@
+"""Writing index files: IndexService.buildIndex and IndexFile.putKey.
+
+Every dispatched message that is not a rollback record puts ``topic#UNIQ_KEY`` (when it has
+one) and ``topic#key`` for each space-separated key of KEYS (prepared records included, at
+4.9.8). Layout and hashing are in ``formats/indexfile.py``. A file takes maxIndexNum - 1
+entries (indexCount starts at 1); the next one is named by the wall clock
+(yyyyMMddHHmmssSSS, local time) and starts with the previous file's end offset and end
+timestamp in its header, which the first entry's timeDiff is taken against before the first
+entry overwrites the begin fields. The full file is flushed in the background and its end
+timestamp becomes the checkpoint's indexMsgTimestamp.
+"""
+from __future__ import annotations
+
+import array
+import itertools
+import mmap
+import os
+import pathlib
+import sys
+import threading
+import time
+from operator import mul
+
+from rmqtool.errors import StoreAccessError
+from rmqtool.formats.derive import struct_of
+from rmqtool.formats.indexfile import (FILE_NAME_LENGTH, FIRST_INDEX, HASH_SLOT_SIZE, INDEX_HEADER_SIZE,
+                                       INDEX_SIZE, INVALID_INDEX, IndexEntry, IndexHeader, IndexSlot,
+                                       build_key, index_file_size, index_key_hash, java_string_hash)
+from rmqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
+from rmqtool.store.writable import create_segment_file
+
+HEADER = struct_of(IndexHeader)
+ENTRY = struct_of(IndexEntry)
+SLOT = struct_of(IndexSlot)
+assert (HEADER.size, ENTRY.size, SLOT.size) == (INDEX_HEADER_SIZE, INDEX_SIZE, HASH_SLOT_SIZE)
+_INT_MAX = 2**31 - 1
+_M32 = 0xFFFFFFFF
+
+
+# --- the index key hash, fast ----------------------------------------------------------------
+# hashCode is a running h = 31 * h + c, so the hash of "topic#" plus all but the last few
+# characters of a key is cached, and only the tail is hashed per key: UNIQ_KEYs share their
+# producer part and, within a millisecond, their time part.
+
+_POWERS: dict[int, tuple] = {}
+_PREFIX_HASH: dict[str, int] = {}
+_TAIL = 4  # hashed per key; what comes before is cached (UNIQ_KEYs change in their last 4 hex digits)
+
+
+def _powers(n: int) -> tuple:
+    p = _POWERS.get(n)
+    if p is None:
+        p = _POWERS[n] = tuple(pow(31, n - 1 - i, 1 << 32) for i in range(n))
+    return p
+
+
+def _ascii_hash(text: str) -> int:
+    raw = text.encode("ascii")
+    return sum(map(mul, raw, _powers(len(raw)))) & _M32
+
+
+def _prefix_hash(prefix: str) -> int:
+    h = _PREFIX_HASH.get(prefix)
+    if h is None:
+        h = _ascii_hash(prefix) if prefix.isascii() else java_string_hash(prefix) & _M32
+        if len(_PREFIX_HASH) > 8192:
+            _PREFIX_HASH.clear()  # UNIQ_KEY prefixes change every millisecond
+        _PREFIX_HASH[prefix] = h
+    return h
+
+
+def key_hash(topic: str, key: str) -> int:
+    """indexKeyHashMethod(topic + "#" + key), the same value as formats.indexfile computes."""
+    if not key.isascii():
+        return index_key_hash(build_key(topic, key))
+    if len(key) > _TAIL:
+        head = _prefix_hash(f"{topic}#{key[:-_TAIL]}")
+        tail = key[-_TAIL:]
+    else:
+        head = _prefix_hash(f"{topic}#")
+        tail = key
+    raw = tail.encode("ascii")
+    if len(raw) == 4:
+        h = (((head * 31 + raw[0]) * 31 + raw[1]) * 31 + raw[2]) * 31 + raw[3]
+    else:
+        h = head
+        for c in raw:
+            h = h * 31 + c
+    h &= _M32
+    if h & 0x80000000:
+        h = (1 << 32) - h  # abs() of the negative int
+        if h == 1 << 31:
+            return 0  # Math.abs(Integer.MIN_VALUE) stays negative: the broker uses 0
+    return h
+
+
+def index_file_name(now_ms: int) -> str:
+    """UtilAll.timeMillisToHumanString: yyyyMMddHHmmssSSS in local time."""
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(now_ms / 1000)) + f"{now_ms % 1000:03d}"
+
+
+class IndexFileWriter:
+    """One index file (IndexFile + IndexHeader)."""
+
+    def __init__(self, path: str | os.PathLike, hash_slot_num: int, index_num: int, *,
+                 end_phy_offset: int = 0, end_timestamp: int = 0, create: bool = True):
+        self.path = pathlib.Path(path)
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.size = index_file_size(hash_slot_num, index_num)
+        if create:
+            create_segment_file(self.path, self.size)
+        try:
+            self.fd = os.open(self.path, os.O_RDWR)
+            actual = os.fstat(self.fd).st_size
+            if actual != self.size:
+                os.close(self.fd)
+                raise StoreAccessError(f"index file is {actual} bytes, {hash_slot_num} slots and "
+                                       f"{index_num} entries make {self.size}", self.path)
+            self.mm = mmap.mmap(self.fd, self.size)
+        except OSError as exc:
+            raise StoreAccessError(f"cannot map ({exc.strerror})", self.path) from None
+        (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
+         self.hash_slot_count, self.index_count) = HEADER.unpack_from(self.mm, 0)
+        if self.index_count <= 0:
+            self.index_count = FIRST_INDEX
+        if create:
+            # the constructor's setters write only these fields; indexCount stays 0 on disk
+            if end_phy_offset > 0:
+                self.begin_phy_offset = self.end_phy_offset = end_phy_offset
+            if end_timestamp > 0:
+                self.begin_timestamp = self.end_timestamp = end_timestamp
+            HEADER.pack_into(self.mm, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
+                             self.end_phy_offset, 0, 0)
+        self._entries_at = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def is_write_full(self) -> bool:
+        return self.index_count >= self.index_num
+
+    def put_key(self, key_hash_value: int, phy_offset: int, store_timestamp: int) -> bool:
+        """IndexFile.putKey, given indexKeyHashMethod(key). False when the file is full. The
+        header is kept in memory; :meth:`write_header` puts it in the file."""
+        count = self.index_count
+        if count >= self.index_num:
+            return False
+        mm = self.mm
+        abs_slot = INDEX_HEADER_SIZE + (key_hash_value % self.hash_slot_num) * HASH_SLOT_SIZE
+        (slot_value,) = SLOT.unpack_from(mm, abs_slot)
+        if slot_value <= INVALID_INDEX or slot_value > count:
+            slot_value = INVALID_INDEX
+        begin = self.begin_timestamp
+        if begin <= 0:
+            time_diff = 0
+        else:
+            # whole seconds; Java truncates toward zero, and anything negative becomes 0 anyway
+            time_diff = (store_timestamp - begin) // 1000
+            if time_diff > _INT_MAX:
+                time_diff = _INT_MAX
+            elif time_diff < 0:
+                time_diff = 0
+        ENTRY.pack_into(mm, self._entries_at + count * INDEX_SIZE, key_hash_value, phy_offset, time_diff, slot_value)
+        SLOT.pack_into(mm, abs_slot, count)
+        if count <= 1:
+            self.begin_phy_offset = phy_offset
+            self.begin_timestamp = store_timestamp
+        if slot_value == INVALID_INDEX:
+            self.hash_slot_count += 1
+        self.index_count = count + 1
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp
+        return True
+
+    def write_header(self) -> None:
+        """IndexHeader's fields into the file (the writer calls it after each message's keys)."""
+        HEADER.pack_into(self.mm, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
+                         self.end_phy_offset, self.hash_slot_count, self.index_count)
+
+    def flush(self) -> None:
+        if self.mm.closed:
+            return
+        try:
+            self.mm.flush()
+        except OSError as exc:
+            raise StoreAccessError(f"cannot flush ({exc.strerror})", self.path) from None
+
+    def close(self) -> None:
+        if not self.mm.closed:
+            self.mm.close()
+            os.close(self.fd)
+
+
+def infer_index_sizes(path: str | os.PathLike) -> tuple[int, int] | None:
+    """(maxHashSlotNum, maxIndexNum) of an existing index file, from its size and contents.
+
+    A full file says maxIndexNum in its indexCount. Otherwise the broker's 1:4 ratio is tried,
+    then (for small files) every split of the file size; the first whose slot table and
+    entries are consistent wins. None when nothing fits. Reads only the parts it checks.
+    """
+    path = pathlib.Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot open ({exc.strerror})", path) from None
+    try:
+        size = os.fstat(fd).st_size
+        rest = size - INDEX_HEADER_SIZE
+        if rest < HASH_SLOT_SIZE + INDEX_SIZE:
+            return None
+        count = HEADER.unpack(os.pread(fd, INDEX_HEADER_SIZE, 0))[5]
+        if count <= FIRST_INDEX:
+            # no entry at all: any split fits; only the broker's 1:4 ratio is a fair guess
+            n, r = divmod(rest, HASH_SLOT_SIZE + 4 * INDEX_SIZE)
+            return (n, 4 * n) if r == 0 and n and _consistent(fd, n, 4 * n, count) else None
+        candidates = []
+        left = rest - count * INDEX_SIZE
+        if count > FIRST_INDEX and left > 0 and left % HASH_SLOT_SIZE == 0:
+            candidates.append((left // HASH_SLOT_SIZE, count))  # full, if the check agrees
+        if rest % (HASH_SLOT_SIZE + 4 * INDEX_SIZE) == 0:
+            n = rest // (HASH_SLOT_SIZE + 4 * INDEX_SIZE)
+            candidates.append((n, 4 * n))
+        if rest // INDEX_SIZE <= 200_000:
+            for entries in range(max(count, 2), rest // INDEX_SIZE + 1):
+                left = rest - entries * INDEX_SIZE
+                if left > 0 and left % HASH_SLOT_SIZE == 0:
+                    candidates.append((left // HASH_SLOT_SIZE, entries))
+        for slots, entries in candidates:
+            if _consistent(fd, slots, entries, count):
+                return slots, entries
+        return None
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
+    finally:
+        os.close(fd)
+
+
+def _ints(fd: int, position: int, count: int) -> array.array:
+    values = array.array("i", os.pread(fd, count * 4, position))
+    if sys.byteorder == "little":
+        values.byteswap()
+    return values
+
+
+def _consistent(fd: int, slots: int, entries: int, count: int) -> bool:
+    """Slot values point at written entries, written entries chain backwards, and the newest
+    entry of each used slot (a sample of them) hashes to that slot."""
+    if count > entries or slots <= 0 or slots > entries:  # no broker runs with more slots than entries
+        return False
+    top = max(count, FIRST_INDEX)
+    table = _ints(fd, INDEX_HEADER_SIZE, slots)
+    if len(table) != slots or (table and (min(table) < 0 or max(table) >= top)):
+        return False
+    base = INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE
+    written = _ints(fd, base + FIRST_INDEX * INDEX_SIZE, (top - FIRST_INDEX) * (INDEX_SIZE // 4))
+    hashes, prevs = written[0::5], written[4::5]
+    if hashes and (min(hashes) < 0 or min(prevs) < 0):
+        return False
+    if any(p >= i for i, p in enumerate(prevs, start=FIRST_INDEX)):
+        return False
+    used = list(itertools.islice(itertools.compress(range(slots), table), 1000))
+    return all(hashes[table[i] - FIRST_INDEX] % slots == i for i in used)
+
+
+class IndexServiceWriter:
+    """The write side of IndexService over the store's ``index`` directory."""
+
+    def __init__(self, directory: str | os.PathLike, hash_slot_num: int, index_num: int,
+                 checkpoint=None, clock=None):
+        self.directory = pathlib.Path(directory)
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.checkpoint = checkpoint
+        self.clock = clock or (lambda: int(time.time() * 1000))
+        self.names: list[str] = []  # every index file, oldest first
+        self.last: IndexFileWriter | None = None
+        self._flushers: list[threading.Thread] = []
+
+    def load(self) -> None:
+        """Open the newest index file for writing (the older ones are full)."""
+        if not self.directory.is_dir():
+            return
+        try:
+            names = sorted(e.name for e in os.scandir(self.directory)
+                           if e.is_file() and len(e.name) == FILE_NAME_LENGTH and e.name.isdigit())
+        except OSError as exc:
+            raise StoreAccessError(f"cannot list ({exc.strerror})", self.directory) from None
+        self.names = names
+        if names:
+            self.last = IndexFileWriter(self.directory / names[-1], self.hash_slot_num, self.index_num, create=False)
+
+    @property
+    def end_phy_offset(self) -> int:
+        return self.last.end_phy_offset if self.last else 0
+
+    def _last_file(self) -> IndexFileWriter:
+        """getAndCreateLastIndexFile."""
+        last = self.last
+        if last is not None and not last.is_write_full():
+            return last
+        end_phy = end_ts = 0
+        if last is not None:
+            last.write_header()
+            end_phy, end_ts = last.end_phy_offset, last.end_timestamp
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreAccessError(f"cannot create ({exc.strerror})", self.directory) from None
+        now = self.clock()
+        name = index_file_name(now)
+        while (self.directory / name).exists() or (self.names and name <= self.names[-1]):
+            now += 1  # two files in one millisecond would be one file to the broker
+            name = index_file_name(now)
+        f = IndexFileWriter(self.directory / name, self.hash_slot_num, self.index_num,
+                            end_phy_offset=end_phy, end_timestamp=end_ts)
+        self.names.append(name)
+        self.last = f
+        if last is not None:
+            t = threading.Thread(target=self._flush_full, args=(last,), name="FlushIndexFileThread", daemon=True)
+            self._flushers.append(t)
+            t.start()
+        return f
+
+    def _flush_full(self, f: IndexFileWriter) -> None:
+        """IndexService.flush of a full file: force it, then its end timestamp goes to the
+        checkpoint, which is flushed."""
+        f.flush()
+        if f.is_write_full() and self.checkpoint is not None:
+            self.checkpoint.index_msg_timestamp = f.end_timestamp
+            self.checkpoint.flush()
+        f.close()
+
+    def build_index(self, topic: str, commit_log_offset: int, store_timestamp: int, sys_flag: int,
+                    keys: str | None, uniq_key: str | None, write_header: bool = True) -> None:
+        """IndexService.buildIndex. ``write_header`` False leaves the current file's header to
+        the caller (one write after a batch of messages)."""
+        f = self.last
+        if f is None or f.index_count >= f.index_num:
+            f = self._last_file()
+        if commit_log_offset < f.end_phy_offset:
+            return  # indexed already
+        if sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
+            return
+        if uniq_key is not None:
+            h = key_hash(topic, uniq_key)
+            if not f.put_key(h, commit_log_offset, store_timestamp):
+                f = self._put_in_next(h, commit_log_offset, store_timestamp)
+        if keys:
+            for key in keys.split(" "):
+                if key:
+                    h = key_hash(topic, key)
+                    if not f.put_key(h, commit_log_offset, store_timestamp):
+                        f = self._put_in_next(h, commit_log_offset, store_timestamp)
+        if write_header:
+            f.write_header()
+
+    def _put_in_next(self, h: int, offset: int, ts: int) -> IndexFileWriter:
+        """The file is full: the key goes to a new one (putKey's retry)."""
+        f = self._last_file()
+        while not f.put_key(h, offset, ts):
+            f = self._last_file()
+        return f
+
+    def flush(self) -> None:
+        if self.last is not None:
+            self.last.flush()
+
+    def join(self) -> None:
+        for t in self._flushers:
+            t.join()
+        self._flushers.clear()
+
+    def close(self) -> None:
+        self.join()
+        if self.last is not None:
+            self.last.close()

@@ -112,7 +112,11 @@ def test_dump_checkpoint_5x_fields():
     truth = load_truth(V5 / "crash5" / "a-as-is" / "truth.json")
     r = run("dump", "checkpoint", V5 / "crash5" / "a-as-is" / "expected" / "store" / "checkpoint", "-f", "json")
     doc = json.loads(r.stdout)
-    assert doc["confirm_phy_offset"] == 159162 and doc["has_5x_fields"] is True
+    cp = truth["onDiskAfterShutdown"]["checkpoint"]
+    assert doc["confirm_phy_offset"] == cp["confirmPhyOffset"] == 159162
+    assert doc["master_flushed_offset"] == cp["masterFlushedOffset"]
+    assert doc["physic_msg_timestamp"] == cp["physicMsgTimestamp"]
+    assert doc["has_5x_fields"] is True
     assert r.exit_code == 0
 
 

@@ -8,7 +8,6 @@ import sys
 import typer
 
 from rmqtool.errors import ExitCode, RmqError
-from rmqtool.report.records import human_time  # noqa: F401  (re-exported for commands)
 
 
 class OutputFormat(str, enum.Enum):

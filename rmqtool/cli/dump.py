@@ -12,7 +12,7 @@ import typer
 
 from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time, progress_enabled
 from rmqtool.errors import ExitCode, NotAStore
-from rmqtool.report.records import message_record, with_human_times
+from rmqtool.report.records import human_time, message_record, with_human_times
 from rmqtool.report.sink import Sink, render_document, warn
 from rmqtool.store import detect, dumpsources
 from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, scan_segment
@@ -106,7 +106,6 @@ def dump_commitlog(
                         continue
                     row = {"record": "message", **message_record(r, body_mode, decompress=decompress, preview=preview)}
                     if fmt == OutputFormat.table:
-                        from rmqtool.cli.common import human_time
                         row["store_time"] = human_time(r.store_timestamp)
                         row["keys"] = " ".join(r.keys)
                 elif isinstance(r, Blank):

@@ -12,14 +12,14 @@ from typing import Optional
 
 import typer
 
-from rmqtool.cli.common import BodyMode, OutputFormat, boundary, human_time, parse_time
+from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
 from rmqtool.cli.dump import TABLE_BODY_PREVIEW, TABLE_COLUMNS
 from rmqtool.errors import ExitCode, NothingFound, UsageError
 from rmqtool.query.by_key import DEFAULT_MAX_NUM, LONG_MAX, query_by_key
 from rmqtool.query.by_offset import message_at_offset, message_by_msg_id, message_by_queue_offset
 from rmqtool.query.by_time import offset_by_time
 from rmqtool.query.explain import Trace
-from rmqtool.report.records import message_record
+from rmqtool.report.records import human_time, message_record
 from rmqtool.report.sink import Sink, warn
 
 TIME_COLUMNS = ("topic", "queue_id", "time", "queue_offset", "store_timestamp")

@@ -174,7 +174,7 @@ def _pick_file(times: _QueueTimes, files: list[Segment], timestamp: int, notes: 
         if broker is None:
             trace("the broker's pick by file mtime is unknown (cannot stat the files)")
         elif broker.path == chosen.path:
-            trace(f"the broker's pick by file mtime is the same file")
+            trace("the broker's pick by file mtime is the same file")
         else:
             trace(f"the broker would pick file {broker.name} by its file mtime "
                   f"({_ms(_mtime_ms(broker))}): its answer may differ; mtimes do not survive a copy")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import zlib
 
-from rmqtool.errors import FormatError
+from rmqtool.errors import FormatError, UsageError
 from rmqtool.formats import sysflag
 
 ZLIB, LZ4, ZSTD = "zlib", "lz4", "zstd"
@@ -57,11 +57,23 @@ def decompress(body: bytes, codec: str) -> bytes:
 
 
 def compress(body: bytes, codec: str = ZLIB, level: int = 5) -> bytes:
-    """As the client does (compressMsgBodyOverHowmuch, level 5)."""
+    """The bytes the Java client's compressors produce (asserted on every fixture body):
+    zlib (Deflater, level 5 by default as compressMsgBodyOverHowmuch uses), an lz4-java
+    LZ4FrameOutputStream (4 MB independent blocks, no checksum, no content size) and a
+    zstd-jni ZstdOutputStream (streamed: no content size in the frame header)."""
     if codec == ZLIB:
         return zlib.compress(body, level)
-    if codec == LZ4:
-        return _need("lz4.frame").frame.compress(body)
-    if codec == ZSTD:
-        return _need("zstandard").ZstdCompressor(level=level).compress(body)
-    raise FormatError(f"unknown compression {codec!r}")
+    try:
+        if codec == LZ4:
+            import lz4.frame
+            c = lz4.frame.LZ4FrameCompressor(block_size=lz4.frame.BLOCKSIZE_MAX4MB, block_linked=False,
+                                             content_checksum=False)
+            return c.begin() + c.compress(body) + c.flush()
+        if codec == ZSTD:
+            import zstandard
+            c = zstandard.ZstdCompressor(level=level, write_content_size=False).compressobj()
+            return (c.compress(body) + c.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+                    + c.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH))
+    except ImportError:
+        raise UsageError(f"{codec} codec not installed: pip install 'rmqtool[codecs]'") from None
+    raise UsageError(f"unknown compression {codec!r} (zlib, lz4, zstd)")

@@ -26,7 +26,6 @@ import socket
 import struct
 import threading
 import time
-import zlib
 from typing import Iterable
 
 from rmqtool.errors import UsageError
@@ -36,6 +35,7 @@ from rmqtool.formats.commitlog import (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE
                                        MessagePrefix)
 from rmqtool.formats.derive import field_names, struct_format
 from rmqtool.formats.indexfile import java_string_hash
+from rmqtool.store.compression import compress as compress_body
 from rmqtool.store.crc import crc32 as body_crc32
 from rmqtool.store.hosts import parse_host
 
@@ -322,28 +322,6 @@ def create_uniq_id() -> str:
 
 CODEC_FLAGS = {"zlib": sysflag.COMPRESSION_ZLIB_TYPE, "lz4": sysflag.COMPRESSION_LZ4_TYPE,
                "zstd": sysflag.COMPRESSION_ZSTD_TYPE}
-
-
-def compress_body(body: bytes, codec: str = "zlib", level: int = COMPRESS_LEVEL) -> bytes:
-    """The bytes the 4.9.8 client's compressors produce (asserted on every fixture body):
-    zlib (Deflater), an lz4-java LZ4FrameOutputStream (4 MB independent blocks, no checksum,
-    no size) and a zstd-jni ZstdOutputStream (streamed: no content size in the header)."""
-    if codec == "zlib":
-        return zlib.compress(body, level)
-    try:
-        if codec == "lz4":
-            import lz4.frame
-            c = lz4.frame.LZ4FrameCompressor(block_size=lz4.frame.BLOCKSIZE_MAX4MB, block_linked=False,
-                                             content_checksum=False)
-            return c.begin() + c.compress(body) + c.flush()
-        if codec == "zstd":
-            import zstandard
-            c = zstandard.ZstdCompressor(level=level, write_content_size=False).compressobj()
-            return (c.compress(body) + c.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
-                    + c.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH))
-    except ImportError:
-        raise UsageError(f"{codec} codec not installed: pip install 'rmqtool[codecs]'") from None
-    raise UsageError(f"unknown compression {codec!r} (zlib, lz4, zstd)")
 
 
 # --- the broker's message objects ------------------------------------------------------------

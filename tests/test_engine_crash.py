@@ -57,6 +57,11 @@ def _run_and_kill(root, rnd: int, seconds: float) -> list:
     reader = threading.Thread(target=lambda: lines.extend(child.stdout), daemon=True)
     assert child.stdout.readline().strip() == "ready", child.stderr.read()
     reader.start()
+    # the kill must land in the middle of the stream: wait for the first acknowledgement
+    # (a loaded machine may take a while to get there), then a random while longer
+    deadline = time.monotonic() + 60
+    while not lines and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
     time.sleep(seconds)
     os.kill(child.pid, signal.SIGKILL)
     child.wait(timeout=10)

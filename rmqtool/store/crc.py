@@ -1,5 +1,10 @@
-"""RocketMQ's CRC rules. crcmod defines the CRC; the hot path uses zlib's implementation of
-the same CRC-32 (about 10x faster), and tests assert the two agree.
+"""RocketMQ's CRC rules, and the one place that picks the CRC-32 implementation.
+
+crcmod defines the CRC; the hot paths use a C implementation of the same CRC-32: ISA-L's
+(``isal``, the optional extra ``fast``) when it can be imported, about 6x faster than
+zlib's on a 1 KB body, else zlib's (about 10x faster than crcmod). Tests assert all of
+them agree. Hot loops bind :data:`fast_crc32` (unmasked, any buffer) and mask it
+themselves; they look it up here, so this module alone decides.
 
 UtilAll.crc32 masks CRC-32 to 31 bits: ``crc32(bytes) & 0x7FFFFFFF``. The body CRC of an
 empty body is 0, as the broker stores it.
@@ -14,6 +19,14 @@ JAVA_CRC_MASK = 0x7FFFFFFF
 
 _crcmod_crc32 = crcmod.predefined.mkCrcFun("crc-32")
 
+try:  # the optional extra "fast"
+    from isal import __version__ as _isal_version
+    from isal.isal_zlib import crc32 as fast_crc32
+    IMPLEMENTATION = f"ISA-L {_isal_version}"
+except ImportError:
+    fast_crc32 = zlib.crc32
+    IMPLEMENTATION = f"zlib {zlib.ZLIB_RUNTIME_VERSION}"
+
 
 def crc32_reference(data: bytes) -> int:
     """The defining implementation (crcmod), masked like UtilAll.crc32."""
@@ -22,4 +35,4 @@ def crc32_reference(data: bytes) -> int:
 
 def crc32(data) -> int:
     """Fast implementation of the same value; takes any buffer (bytes, memoryview)."""
-    return zlib.crc32(data) & JAVA_CRC_MASK
+    return fast_crc32(data) & JAVA_CRC_MASK

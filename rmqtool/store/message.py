@@ -4,18 +4,17 @@ The decoder reads with ``struct`` formats derived from ``formats/commitlog.py``
 (MessagePrefix and MessageHosts); tests assert it agrees with the construct schema on
 every fixture record.
 
-Speed (issue 2): a scan reads of each header only what it needs to check the record's
-lengths and CRC (one ``unpack_from`` of a derived struct that skips the other fields)
-and keeps the header's bytes; the other header fields are unpacked, all at once, when
-one is first asked for (prefix and hosts joined into one derived struct). Properties are
-parsed into a dict on first access. Most scans look at few fields. :func:`decode_run`
-decodes the clean records of a buffer in one loop and leaves anything doubtful to
-:func:`decode_message`.
+Speed (issue 2): each header field is a slot of its own, filled from one
+``unpack_from`` of a derived struct (prefix and hosts joined), so reading a field costs
+a slot read, not a Python call. Properties are parsed into a dict on first access, most
+strings in a few C-level calls. :func:`decode_run` decodes the clean records of a
+buffer in one loop and leaves anything doubtful to :func:`decode_message`. CRCs are
+computed by whatever :mod:`rmqtool.store.crc` chose (ISA-L when installed).
 """
 from __future__ import annotations
 
+import itertools
 import struct
-import zlib
 
 import construct as cs
 
@@ -25,6 +24,7 @@ from rmqtool.formats.commitlog import (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE
 from rmqtool.formats.derive import field_names, struct_format, struct_of
 from rmqtool.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, transaction_type
 from rmqtool.store import compression
+from rmqtool.store import crc as crc_module
 from rmqtool.store.crc import JAVA_CRC_MASK
 from rmqtool.store.hosts import format_host
 from rmqtool.store.msgid import create_message_id
@@ -50,6 +50,14 @@ HEADERS = tuple(_joined(PREFIX, h) for h in HOSTS)
 _RENAMED = {"total_size": "store_size", "born_host": "born_ip", "store_host": "store_ip"}
 assert len({field_names(h) for h in MessageHosts}) == 1
 HEADER_FIELDS = tuple(_RENAMED.get(n, n) for n in field_names(MessagePrefix) + field_names(MessageHosts[0]))
+# Message's header slots: every header field but bodyLength, which is len(body)
+MESSAGE_HEADER_FIELDS = tuple(n for n in HEADER_FIELDS if n != "body_length")
+# The hot loops fill the slots with one tuple assignment written out by hand (a loop of
+# setattr costs 10x more); it must name the fields in the schema's order.
+assert MESSAGE_HEADER_FIELDS + ("body_length",) == (
+    "store_size", "magic_code", "body_crc", "queue_id", "flag", "queue_offset", "physical_offset", "sys_flag",
+    "born_timestamp", "born_ip", "born_port", "store_timestamp", "store_ip", "store_port", "reconsume_times",
+    "prepared_transaction_offset", "body_length"), "formats/commitlog.py changed: update the tuple assignments"
 
 
 def _field_codes(schema: cs.Struct) -> list[str]:
@@ -66,34 +74,60 @@ def _checked(header: struct.Struct, codes: list[str], wanted: tuple[str, ...]) -
     return checked
 
 
-# What a scan reads of every header: the fields its checks need (see decode_run).
+# What a CRC check reads of every header (rmqtool.store.commitlog.crc_run): lengths and CRC.
 CHECKED_FIELDS = ("store_size", "magic_code", "body_crc", "sys_flag", "body_length")
 CHECKED = tuple(_checked(hd, _field_codes(MessagePrefix) + _field_codes(h), CHECKED_FIELDS)
                 for hd, h in zip(HEADERS, MessageHosts))
 # the byte of sysFlag that holds the host-size bits (big-endian: its last byte)
 _SYS_FLAG_LOW_BYTE = cs.Struct(*MessagePrefix.subcons[:field_names(MessagePrefix).index("sys_flag") + 1]).sizeof() - 1
 _BODY_LENGTH = HEADER_FIELDS.index("body_length")
+_STORE_SIZE = HEADER_FIELDS.index("store_size")
+_MAGIC_CODE = HEADER_FIELDS.index("magic_code")
+_BODY_CRC = HEADER_FIELDS.index("body_crc")
+_SYS_FLAG = HEADER_FIELDS.index("sys_flag")
+# decode_run indexes the header tuple with literals (faster than names); they must be these.
+assert (_STORE_SIZE, _MAGIC_CODE, _BODY_CRC, _SYS_FLAG, _BODY_LENGTH) == (0, 1, 2, 7, 16)
 _HOSTS_V6 = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _CRC32_HEAD = (props.PROPERTY_CRC32 + props.NAME_VALUE_SEPARATOR).encode()
 _SEPARATOR = ord(props.PROPERTY_SEPARATOR)
 _SEPARATOR_CHAR = props.PROPERTY_SEPARATOR
 _NAME_VALUE_CHAR = props.NAME_VALUE_SEPARATOR
-# decode_run indexes the CHECKED tuple with literals (faster than names); they must be these.
+# properties' fast path: map(str.split, entries, _NAME_VALUE_REPEAT) splits every entry in C
+_STR_SPLIT = str.split
+_NAME_VALUE_REPEAT = itertools.repeat(_NAME_VALUE_CHAR)
+# crc_run indexes the CHECKED tuple with literals; they must be these.
 assert CHECKED_FIELDS.index("store_size") == 0 and CHECKED_FIELDS.index("magic_code") == 1
 assert CHECKED_FIELDS.index("body_crc") == 2 and CHECKED_FIELDS.index("sys_flag") == 3
 assert CHECKED_FIELDS.index("body_length") == 4
 
 
+def _well_formed_properties(raw: bytes) -> dict:
+    """The properties of the common, well-formed string, in a few C-level calls; ValueError otherwise.
+
+    Well-formed: valid UTF-8, every entry exactly one ``name \\x01 value`` with neither
+    empty, one trailing separator at most (5.x). Then the broker's reading is plain
+    splitting. An entry with no separator or two gives a list of 1 or 3 items, which
+    dict() refuses (ValueError), as an empty name or value is refused below: the caller
+    then takes the careful path (:func:`parse_properties`).
+    """
+    text = raw.decode("utf-8")  # UnicodeDecodeError is a ValueError
+    if text[-1:] == _SEPARATOR_CHAR:
+        text = text[:-1]
+    p = dict(map(_STR_SPLIT, text.split(_SEPARATOR_CHAR), _NAME_VALUE_REPEAT))
+    if "" in p or "" in p.values():
+        raise ValueError("an empty name or value")
+    return p
+
+
 class Message:
     """One message record, located: where it lies, its fields, and what checks said.
 
-    Header fields (store_size ... prepared_transaction_offset) are attributes read from the
-    header tuple, unpacked from the header's bytes on first access; ``properties`` is the
-    broker's dict view of ``properties_raw``, parsed on first access. Every attribute can
-    be set. Equality is identity.
+    Header fields (store_size ... prepared_transaction_offset) are plain attributes;
+    ``properties`` is the broker's dict view of ``properties_raw``, parsed on first
+    access. Every attribute can be set. Equality is identity.
     """
 
-    __slots__ = ("_h", "_raw", "commit_log_offset", "store_size", "body", "topic", "properties_raw", "_properties",
+    __slots__ = ("commit_log_offset", *MESSAGE_HEADER_FIELDS, "body", "topic", "properties_raw", "_properties",
                  "_properties_utf8_ok", "path", "position", "body_crc_ok", "property_crc_ok", "topic_utf8_ok")
 
     def __init__(self, commit_log_offset: int, store_size: int, magic_code: int, body_crc: int, queue_id: int,
@@ -104,12 +138,14 @@ class Message:
                  position: int | None = None, body_crc_ok: bool | None = None,
                  property_crc_ok: bool | None = None, topic_utf8_ok: bool = True,
                  properties_utf8_ok: bool | None = None):
-        self._h = (store_size, magic_code, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
-                   born_timestamp, born_ip, born_port, store_timestamp, store_ip, store_port, reconsume_times,
-                   prepared_transaction_offset, len(body))
-        self._raw = None  # the header's bytes, while _h is None
         self.commit_log_offset = commit_log_offset
-        self.store_size = store_size  # the totalSize field, kept at hand: scans step by it
+        (self.store_size, self.magic_code, self.body_crc, self.queue_id, self.flag, self.queue_offset,
+         self.physical_offset, self.sys_flag, self.born_timestamp, self.born_ip, self.born_port,
+         self.store_timestamp, self.store_ip, self.store_port, self.reconsume_times,
+         self.prepared_transaction_offset) = (
+            store_size, magic_code, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+            born_timestamp, born_ip, born_port, store_timestamp, store_ip, store_port, reconsume_times,
+            prepared_transaction_offset)
         self.body = body
         self.topic = topic
         self.properties_raw = properties_raw
@@ -123,25 +159,14 @@ class Message:
         self.property_crc_ok = property_crc_ok  # None: no __CRC32# property, or not checked
         self.topic_utf8_ok = topic_utf8_ok
 
-    def _unpack_header(self) -> tuple:
-        raw = self._raw
-        self._h = h = HEADERS[(raw[_SYS_FLAG_LOW_BYTE] >> 4) & 3].unpack(raw)
-        return h
-
     # --- properties, parsed on first access ---
     @property
     def properties(self) -> dict:
         p = self._properties
         if p is None:
-            # parse_properties' fast path, inlined: this runs once per message in a full decode
             raw = self.properties_raw
             try:
-                text = raw.decode("utf-8")
-                if text[-1:] == _SEPARATOR_CHAR:
-                    text = text[:-1]
-                p = dict([part.split(_NAME_VALUE_CHAR, 1) for part in text.split(_SEPARATOR_CHAR)])
-                if "" in p or "" in p.values():
-                    raise ValueError("an empty name or value")
+                p = _well_formed_properties(raw)
                 self._properties_utf8_ok = True
             except ValueError:  # UnicodeDecodeError too
                 p, self._properties_utf8_ok = parse_properties(raw)
@@ -220,32 +245,6 @@ class Message:
         return self.body if codec is None else compression.decompress(self.body, codec)
 
 
-def _header_field(index: int, name: str) -> property:
-    headers = HEADERS
-    low_byte = _SYS_FLAG_LOW_BYTE
-
-    def get(self):
-        h = self._h
-        if h is None:  # unpack the whole header once (Message._unpack_header, inlined)
-            raw = self._raw
-            h = self._h = headers[(raw[low_byte] >> 4) & 3].unpack(raw)
-        return h[index]
-
-    def set(self, value):
-        h = self._h
-        if h is None:
-            h = self._unpack_header()
-        self._h = h[:index] + (value,) + h[index + 1:]
-
-    return property(get, set, doc=f"the record's {name} field")
-
-
-for _index, _name in enumerate(HEADER_FIELDS):
-    if _name not in ("store_size", "body_length"):  # a slot of its own; len(body)
-        setattr(Message, _name, _header_field(_index, _name))
-del _index, _name
-
-
 class RecordError(Exception):
     """Why bytes at a position are not a message record (id from rmqtool.findings)."""
 
@@ -271,27 +270,16 @@ def parse_properties(raw: bytes) -> tuple[dict, bool]:
     MessageDecoder.string2messageProperties.
     """
     try:
+        return _well_formed_properties(raw), True
+    except ValueError:  # not well-formed (UnicodeDecodeError too): the careful way
+        pass
+    try:
         text = raw.decode("utf-8")
         ok = True
     except UnicodeDecodeError:
         text = raw.decode("utf-8", "replace")  # as Java's decoder does
         ok = False
-    if not text:
-        return {}, ok
-    # Fast path for well-formed strings: every entry "name\x01value", one trailing separator
-    # at most (5.x). Anything else (a missing or empty name or value) goes the slow way.
-    if text[-1] == props.PROPERTY_SEPARATOR:
-        text_body = text[:-1]
-    else:
-        text_body = text
-    try:
-        result = dict([part.split(props.NAME_VALUE_SEPARATOR, 1)
-                       for part in text_body.split(props.PROPERTY_SEPARATOR)])
-    except ValueError:
-        return _parse_properties_slow(text), ok
-    if "" in result or "" in result.values():
-        return _parse_properties_slow(text), ok
-    return result, ok
+    return _parse_properties_slow(text), ok
 
 
 def property_crc(props_raw: bytes) -> int | None:
@@ -362,10 +350,10 @@ def decode_message(buf, pos: int, commit_log_offset: int, limit: int, *, check_c
     if topic is None:
         topic, topic_ok = _decode_topic(topic_raw)
     msg = Message.__new__(Message)
-    msg._h = h
-    msg._raw = None
+    (msg.store_size, msg.magic_code, msg.body_crc, msg.queue_id, msg.flag, msg.queue_offset,
+     msg.physical_offset, msg.sys_flag, msg.born_timestamp, msg.born_ip, msg.born_port, msg.store_timestamp,
+     msg.store_ip, msg.store_port, msg.reconsume_times, msg.prepared_transaction_offset, _) = h
     msg.commit_log_offset = commit_log_offset
-    msg.store_size = total_size
     msg.body = body
     msg.topic = topic
     msg.topic_utf8_ok = topic_ok
@@ -377,10 +365,11 @@ def decode_message(buf, pos: int, commit_log_offset: int, limit: int, *, check_c
     msg.body_crc_ok = None
     msg.property_crc_ok = None
     if check_crc:
-        msg.body_crc_ok = (zlib.crc32(body) & JAVA_CRC_MASK) == body_crc if body_len else body_crc == 0
+        crc32 = crc_module.fast_crc32
+        msg.body_crc_ok = (crc32(body) & JAVA_CRC_MASK) == body_crc if body_len else body_crc == 0
         stored = property_crc(props_raw)
         if stored is not None:
-            msg.property_crc_ok = (zlib.crc32(memoryview(buf)[pos:end - props.CRC32_RESERVED_LEN])
+            msg.property_crc_ok = (crc32(memoryview(buf)[pos:end - props.CRC32_RESERVED_LEN])
                                    & JAVA_CRC_MASK) == stored
     return msg
 
@@ -397,13 +386,13 @@ def decode_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path
     the file position of ``buf[0]``. ``buf`` must be bytes (slices of it are the
     Message's bytes). Filling a list, not yielding, saves a generator switch per message.
     """
-    unpack = CHECKED[0].unpack_from
-    header_v4 = CHECKED[0].size
-    checked = CHECKED
+    unpack_v4 = HEADERS[0].unpack_from
+    header_v4 = HEADERS[0].size
+    headers = HEADERS
     new = object.__new__
     message = Message
     topics = _TOPICS
-    crc32 = zlib.crc32
+    crc32 = crc_module.fast_crc32
     mask = JAVA_CRC_MASK
     v1, v2 = MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
     min_length = MIN_MESSAGE_LENGTH
@@ -414,23 +403,23 @@ def decode_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path
     crc_head = _CRC32_HEAD
     view = None
     append = out.append
-    stop_count = len(out) + count
     try:
-        while i < stop and len(out) < stop_count:
-            c = unpack(buf, i)  # CHECKED_FIELDS: totalSize, magic, bodyCRC, sysFlag, bodyLength
-            total = c[0]
+        while i < stop and count > 0:
+            h = unpack_v4(buf, i)  # HEADER_FIELDS: totalSize 0, magic 1, bodyCRC 2, sysFlag 7, bodyLength 16
+            total = h[0]
             end = i + total
             if total < min_length or end > limit:
                 return i
-            if c[3] & hosts_v6:
-                c = checked[(c[3] >> 4) & 3].unpack_from(buf, i)
-                p = i + checked[(c[3] >> 4) & 3].size
+            if h[7] & hosts_v6:
+                k = (h[7] >> 4) & 3
+                h = headers[k].unpack_from(buf, i)
+                p = i + headers[k].size
             else:
                 p = i + header_v4
-            body_end = p + c[4]
+            body_end = p + h[16]
             if body_end < p:
                 return i
-            magic = c[1]
+            magic = h[1]
             if magic == v1:
                 t = body_end + 1
                 t_end = t + buf[body_end]
@@ -444,8 +433,9 @@ def decode_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path
             if props_at + ((buf[t_end] << 8) | buf[t_end + 1]) != end:
                 return i
             m = new(message)
-            m._h = None
-            m._raw = buf[i:p]
+            (m.store_size, m.magic_code, m.body_crc, m.queue_id, m.flag, m.queue_offset, m.physical_offset,
+             m.sys_flag, m.born_timestamp, m.born_ip, m.born_port, m.store_timestamp, m.store_ip, m.store_port,
+             m.reconsume_times, m.prepared_transaction_offset, _) = h
             m.body = body = buf[p:body_end]
             raw = buf[t:t_end]
             topic = topics.get(raw)
@@ -458,11 +448,10 @@ def decode_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path
             m._properties = None
             m._properties_utf8_ok = None
             m.commit_log_offset = offset0 + i
-            m.store_size = total
             m.position = position0 + i
             m.path = path
             if check_crc:
-                m.body_crc_ok = (crc32(body) & mask) == c[2] if body_end > p else c[2] == 0
+                m.body_crc_ok = (crc32(body) & mask) == h[2] if body_end > p else h[2] == 0
                 if end - props_at >= reserved and praw[-1] == separator and praw.startswith(
                         crc_head, end - props_at - reserved):
                     stored = property_crc(praw)
@@ -478,6 +467,7 @@ def decode_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path
                 m.body_crc_ok = None
                 m.property_crc_ok = None
             append(m)
+            count -= 1
             i = end
     except (struct.error, IndexError):
         pass

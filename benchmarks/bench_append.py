@@ -151,10 +151,10 @@ def run(workdir: pathlib.Path) -> None:
     print(f"append: async flush, append_many(): {bulk_rate:>10,.0f} msg/s  {bulk_mbs:7.1f} MB/s  "
           f"ratio to raw {bulk_mbs / raw:.3f}")
     best = max(rate, bulk_rate)
-    verdict = "met" if best >= ANCHOR_MSG_PER_S * TARGET_FRACTION else "NOT met"
+    verdict = "PASS" if best >= ANCHOR_MSG_PER_S * TARGET_FRACTION else "MISS"
     print(f"append: vs the real 4.9.8 broker ({ANCHOR_MSG_PER_S:,} msg/s async, 1 KB): append() "
           f"{rate / ANCHOR_MSG_PER_S:.2f}, append_many() {bulk_rate / ANCHOR_MSG_PER_S:.2f}; target "
-          f">= {TARGET_FRACTION}: {verdict}")
+          f">= {TARGET_FRACTION} ({ANCHOR_MSG_PER_S * TARGET_FRACTION:,.0f} msg/s) by the better of the two: {verdict}")
 
     sync_rate, sync_mbs, shared = _sync_threads(root, body)
     print(f"append: sync flush, {SYNC_THREADS} threads x append(): {sync_rate:>8,.0f} msg/s  {sync_mbs:7.1f} MB/s  "

@@ -138,7 +138,9 @@ def tree(root: pathlib.Path, sub: str) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()}
 
 
-def replay(scenario: str, target: pathlib.Path, dispatch: str = "inline") -> tuple[dict, pathlib.Path]:
+def replay(scenario: str, target: pathlib.Path, dispatch: str = "inline", bulk: int = 0) -> tuple[dict, pathlib.Path]:
+    """The scenario's puts through the engine; ``bulk`` > 0 puts runs of single messages with
+    append_many, up to ``bulk`` at a time."""
     src = V4 / scenario
     truth = load_truth(src / "truth.json")
     cfg = truth["messageStoreConfig"]["effectiveGetterValues"]
@@ -148,10 +150,16 @@ def replay(scenario: str, target: pathlib.Path, dispatch: str = "inline") -> tup
                        clock=name_clock(src / "store" / "index"), message_delay_level=cfg["messageDelayLevel"])
     results = []
     with store:
-        for op in operations(truth):
+        run: list = []
+        for op in operations(truth) + [None]:
+            if run and (not isinstance(op, enc.MessageInner) or len(run) == bulk):
+                results.extend(store.append_many(run))
+                run = []
             if isinstance(op, enc.MessageBatch):
                 results.append(store.put_messages(op))
-            else:
+            elif op is not None and bulk:
+                run.append(op)
+            elif op is not None:
                 results.append(store.append(op))
         if dispatch == "background":
             assert store.wait_dispatched()
@@ -162,9 +170,10 @@ def replay(scenario: str, target: pathlib.Path, dispatch: str = "inline") -> tup
 SCENARIOS = ["basic", "batch", "txdelay", "timekey"]
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-def test_replay_is_byte_identical(scenario, tmp_path):
-    out, fixture = replay(scenario, tmp_path / "store")
+@pytest.mark.parametrize("scenario,bulk", [(s, 0) for s in SCENARIOS] + [(s, 64) for s in SCENARIOS])
+def test_replay_is_byte_identical(scenario, bulk, tmp_path):
+    """One append per message, and (bulk) append_many over runs of them: the same bytes."""
+    out, fixture = replay(scenario, tmp_path / "store", bulk=bulk)
     ours = tmp_path / "store"
     truth = out["truth"]
     # commit log: same segment names, same bytes (records, blank records, zero tails)
@@ -194,9 +203,9 @@ def test_replay_is_byte_identical(scenario, tmp_path):
     assert int.from_bytes(cp[0:8], "big") == max(m["storeTimestamp"] for m in truth["truth"]["messages"])
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-def test_put_results_match_the_brokers(scenario, tmp_path):
-    out, _ = replay(scenario, tmp_path / "store")
+@pytest.mark.parametrize("scenario,bulk", [(s, 0) for s in SCENARIOS] + [("basic", 64), ("txdelay", 7)])
+def test_put_results_match_the_brokers(scenario, bulk, tmp_path):
+    out, _ = replay(scenario, tmp_path / "store", bulk=bulk)
     truth = out["truth"]
     expected = truth.get("putResults") or sorted(
         truth.get("batchPutResults", []) + truth.get("singlePutResults", []), key=lambda r: r["wroteOffset"])

@@ -10,16 +10,29 @@ from __future__ import annotations
 
 import os
 import pathlib
+import struct
 
 from rmqtool.errors import StoreAccessError
 from rmqtool.formats.consumequeue import CQ_FILL_UNIT_BYTES, CQ_STORE_UNIT_SIZE, FILL_SIZE, CqUnit
-from rmqtool.formats.derive import struct_of
+from rmqtool.formats.derive import struct_format, struct_of
 from rmqtool.store.mappedfile import discover
 from rmqtool.store.writable import WritableFileQueue
 
 CQ_UNIT = struct_of(CqUnit)
 assert CQ_UNIT.size == CQ_STORE_UNIT_SIZE
 DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE = 300_000 * CQ_STORE_UNIT_SIZE
+_CQ_UNIT_CODES = struct_format(CqUnit)[1:]
+_CQ_RUNS: dict[int, struct.Struct] = {}
+
+
+def _cq_units(n: int) -> struct.Struct:
+    """``n`` consecutive units as one struct (the unit's derived format, repeated)."""
+    st = _CQ_RUNS.get(n)
+    if st is None:
+        st = struct.Struct(">" + _CQ_UNIT_CODES * n)
+        if len(_CQ_RUNS) < 4096:
+            _CQ_RUNS[n] = st
+    return st
 
 
 def consume_queue_file_size(configured: int) -> int:
@@ -114,6 +127,27 @@ class ConsumeQueueWriter:
         CQ_UNIT.pack_into(mf.mm, pos, offset, size, tags_code)
         mf.wrote_position = pos + CQ_STORE_UNIT_SIZE
         self.max_physic_offset = offset + size
+        return True
+
+    def put_run(self, first_cq_offset: int, units: list) -> bool:
+        """putMessagePositionInfo for consecutive queue offsets from ``first_cq_offset``;
+        ``units`` holds commitLogOffset, size, tagsCode of each, flat. Written with one pack
+        when the run goes right after the queue's end in its current file; otherwise unit by unit."""
+        n = len(units) // 3
+        mf = self.files.last
+        expect = first_cq_offset * CQ_STORE_UNIT_SIZE
+        if (mf is not None and units[0] + units[1] > self.max_physic_offset
+                and expect == mf.file_from_offset + mf.wrote_position
+                and mf.wrote_position + n * CQ_STORE_UNIT_SIZE <= mf.file_size
+                and not (mf.first_create_in_queue and mf.wrote_position == 0 and first_cq_offset != 0)):
+            pos = mf.wrote_position
+            _cq_units(n).pack_into(mf.mm, pos, *units)
+            mf.wrote_position = pos + n * CQ_STORE_UNIT_SIZE
+            self.max_physic_offset = units[-3] + units[-2]
+            return True
+        for i in range(n):
+            if not self.put(units[3 * i], units[3 * i + 1], units[3 * i + 2], first_cq_offset + i):
+                return False
         return True
 
     def truncate_dirty(self, phy_offset: int) -> None:

@@ -116,24 +116,31 @@ class CommitLogDispatcher:
         self.checkpoint = checkpoint
 
     def dispatch(self, requests) -> None:
-        """doDispatch for many records in commit log order (the index header is written once)."""
-        queues = self._queues
-        find = self.consume_queues.find
-        index = self.index_service
-        build = index.build_index if index is not None else None
+        """doDispatch for many records in commit log order: each queue's units gathered into
+        runs of consecutive queue offsets, each run written at once; then every index entry
+        in one pass (the index header is written once)."""
+        runs: dict = {}  # (topic, queue id) -> its current run: [topic, queue id, first, next, flat units]
+        order = []  # every run, in the order started (so each queue's runs stay in order)
         last_ts = 0
-        for topic, queue_id, offset, size, code, ts, queue_offset, keys, uniq, sys_flag in requests:
+        for topic, queue_id, offset, size, code, ts, queue_offset, _keys, _uniq, sys_flag in requests:
             tran = sys_flag & TRANSACTION_MASK
             if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
-                cq = queues.get((topic, queue_id)) or find(topic, queue_id)
-                if not cq.put(offset, size, code, queue_offset):
-                    raise StoreAccessError(f"consume queue {topic}/{queue_id} refused offset {queue_offset}",
-                                           cq.directory)
+                run = runs.get((topic, queue_id))
+                if run is None or run[3] != queue_offset:
+                    run = [topic, queue_id, queue_offset, queue_offset, []]
+                    runs[(topic, queue_id)] = run
+                    order.append(run)
+                run[3] = queue_offset + 1
+                run[4] += (offset, size, code)
                 last_ts = ts
-            if build is not None:
-                build(topic, offset, ts, sys_flag, keys, uniq, False)
-        if index is not None and index.last is not None:
-            index.last.write_header()
+        queues = self._queues
+        find = self.consume_queues.find
+        for topic, queue_id, first, _next, units in order:
+            cq = queues.get((topic, queue_id)) or find(topic, queue_id)
+            if not cq.put_run(first, units):
+                raise StoreAccessError(f"consume queue {topic}/{queue_id} refused offset {first}", cq.directory)
+        if self.index_service is not None:
+            self.index_service.build_index_many(requests)
         if last_ts and self.checkpoint is not None:
             self.checkpoint.logics_msg_timestamp = last_ts
 

@@ -28,14 +28,19 @@ import threading
 import time
 from typing import Iterable
 
+import construct as cs
+
 from rmqtool.errors import UsageError
 from rmqtool.formats import properties as props
 from rmqtool.formats import sysflag
+from rmqtool.formats.batch import (BATCH_MESSAGE_BODY_CRC, BATCH_MESSAGE_MAGIC_CODE, MAX_BATCH_PROPERTIES_LENGTH,
+                                   BatchMessageHead, BatchPropertiesLength, batch_message_size)
 from rmqtool.formats.commitlog import (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, MessageHosts,
-                                       MessagePrefix)
-from rmqtool.formats.derive import field_names, struct_format
+                                       MessagePrefix, MessageRecord)
+from rmqtool.formats.derive import field_names, struct_format, struct_of
 from rmqtool.formats.indexfile import java_string_hash
 from rmqtool.store.compression import compress as compress_body
+from rmqtool.store import crc as _crc
 from rmqtool.store.crc import crc32 as body_crc32
 from rmqtool.store.hosts import parse_host
 
@@ -404,39 +409,48 @@ class MessageBatch:
     store_timestamp: int | None = None
 
 
-_BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic (0), bodyCRC (0), flag, bodyLength
+_BATCH_HEAD = struct_of(BatchMessageHead)  # totalSize, magic (0), bodyCRC (0), flag, bodyLength
+_BATCH_PROPS_LEN = struct_of(BatchPropertiesLength)
 
 
 def encode_batch_body(items: Iterable[BatchItem]) -> bytes:
     """MessageDecoder.encodeMessages: each item as totalSize, 0, 0, flag, body, properties."""
     parts = []
+    head = _BATCH_HEAD.pack
+    props_len = _BATCH_PROPS_LEN.pack
     for item in items:
         prop = java_utf8(item.stored_properties_string())
-        if len(prop) > 32767:
-            raise UsageError(f"properties of a batch message are {len(prop)} bytes, more than 32767")
-        size = _BATCH_HEAD.size + len(item.body) + 2 + len(prop)
-        parts.append(_BATCH_HEAD.pack(size, 0, 0, item.flag, len(item.body)))
-        parts.append(item.body)
-        parts.append(struct.pack(">h", len(prop)))
+        if len(prop) > MAX_BATCH_PROPERTIES_LENGTH:
+            raise UsageError(f"properties of a batch message are {len(prop)} bytes, more than "
+                             f"{MAX_BATCH_PROPERTIES_LENGTH}")
+        body = item.body
+        parts.append(head(batch_message_size(len(body), len(prop)), BATCH_MESSAGE_MAGIC_CODE,
+                          BATCH_MESSAGE_BODY_CRC, item.flag, len(body)))
+        parts.append(body)
+        parts.append(props_len(len(prop)))
         parts.append(prop)
     return b"".join(parts)
 
 
 def decode_batch_body(body: bytes) -> list[tuple[int, bytes, bytes]]:
-    """The inner messages of a batch body: (flag, body, raw properties bytes) each."""
+    """MessageDecoder.decodeMessages as the broker's batch encoder walks it: the inner
+    messages as (flag, body, raw properties bytes); totalSize, magic and CRC are skipped."""
     out = []
     pos = 0
     end = len(body)
+    head = _BATCH_HEAD.unpack_from
+    head_size = _BATCH_HEAD.size
+    props_len = _BATCH_PROPS_LEN.unpack_from
     while pos < end:
-        if pos + _BATCH_HEAD.size > end:
+        if pos + head_size > end:
             raise UsageError(f"batch body ends inside a message header at byte {pos}")
-        _size, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(body, pos)
-        p = pos + _BATCH_HEAD.size
+        _size, _magic, _crc, flag, body_len = head(body, pos)
+        p = pos + head_size
         if body_len < 0 or p + body_len + 2 > end:
             raise UsageError(f"batch message at byte {pos}: body length {body_len} runs past the batch")
         inner = body[p:p + body_len]
         p += body_len
-        (prop_len,) = struct.unpack_from(">h", body, p)
+        (prop_len,) = props_len(body, p)
         p += 2
         if prop_len < 0 or p + prop_len > end:
             raise UsageError(f"batch message at byte {pos}: properties length {prop_len} runs past the batch")
@@ -570,7 +584,6 @@ HEADS = tuple(_head_struct(i) for i in range(4))
 _HEAD_FIELDS = field_names(MessagePrefix) + field_names(MessageHosts[0])
 assert _HEAD_FIELDS[-1] == "body_length" and _HEAD_FIELDS[5:7] == ("queue_offset", "physical_offset")
 _U16 = struct.Struct(">H")
-_I16 = struct.Struct(">h")
 
 _CLUSTER_SEP = props.PROPERTY_SEPARATOR.encode()
 
@@ -597,8 +610,18 @@ QUEUE_OFFSET_AT = _OFFSETS[0]["queue_offset"]  # queueOffset and physicalOffset:
 assert _OFFSETS[0]["physical_offset"] == QUEUE_OFFSET_AT + 8 and all(
     o["queue_offset"] == QUEUE_OFFSET_AT for o in _OFFSETS)
 STORE_TIMESTAMP_AT = tuple(o["store_timestamp"] for o in _OFFSETS)  # by (sysFlag >> 4) & 3
-_QQ = struct.Struct(">qq")
-_Q = struct.Struct(">q")
+
+
+def _fields_struct(schema, *names: str) -> struct.Struct:
+    """A struct of some adjacent fields of a schema, derived from the schema."""
+    subcons = {sub.name: sub for sub in schema.subcons}
+    return struct_of(cs.Struct(*(subcons[n] for n in names)))
+
+
+RECORD_PLACE = _fields_struct(MessagePrefix, "queue_offset", "physical_offset")  # written by doAppend
+RECORD_TIME = _fields_struct(MessageHosts[0], "store_timestamp")
+_QQ, _Q = RECORD_PLACE, RECORD_TIME
+_I16 = _fields_struct(MessageRecord, "properties_length")
 
 
 class PreparedRecord(tuple):
@@ -651,6 +674,8 @@ _TAGS = props.PROPERTY_TAGS
 _KEYS = props.PROPERTY_KEYS
 _UNIQ_KEY = props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _crc32 = body_crc32  # UtilAll.crc32: the one definition, in rmqtool.store.crc
+_fast_crc32 = _crc.fast_crc32  # the same CRC-32 unmasked, as rmqtool.store.crc picks it for hot loops
+_CRC_MASK = _crc.JAVA_CRC_MASK
 _tuple_new = tuple.__new__
 
 
@@ -766,7 +791,7 @@ class Encoder:
         else:
             keys = uniq = None
             code = 0
-        record = b"".join((head.pack(total, magic, _crc32(body) if body_len else 0, queue_id,
+        record = b"".join((head.pack(total, magic, _fast_crc32(body) & _CRC_MASK if body_len else 0, queue_id,
                                      msg.flag, 0, 0, sys_flag, msg.born_timestamp, born[0], born[1], 0, store[0],
                                      store[1], msg.reconsume_times, msg.prepared_transaction_offset, body_len),
                            body, tpart, _I16.pack(prop_len), prop))

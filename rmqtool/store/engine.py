@@ -37,15 +37,15 @@ from rmqtool.store.cq_writer import (DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, Con
                                      consume_queue_file_size, written_length)
 from rmqtool.store.dispatch import CommitLogDispatcher, DispatchRequest, ReputMessageService
 from rmqtool.store.encoder import (DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevels, Encoder,
-                                   STORE_TIMESTAMP_AT, MessageBatch, MessageInner, PreparedRecord, as_host,
-                                   write_record)
+                                   QUEUE_OFFSET_AT, RECORD_PLACE, RECORD_TIME, STORE_TIMESTAMP_AT, MessageBatch,
+                                   MessageInner, PreparedRecord, as_host, write_record)
 from rmqtool.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from rmqtool.store.index_writer import IndexServiceWriter, infer_index_sizes
 from rmqtool.store.lock import StoreLock, is_locked
 from rmqtool.store.mappedfile import Segment, discover
 from rmqtool.store.message import Message
 from rmqtool.store.msgid import create_message_id
-from rmqtool.store.writable import OS_PAGE_SIZE, AllocateMappedFileService, WritableFileQueue
+from rmqtool.store.writable import OS_PAGE_SIZE, AllocateMappedFileService, WarmAheadService, WritableFileQueue
 
 DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG = 1024 * 1024 * 1024
 DEFAULT_STORE_HOST = "127.0.0.1:10911"
@@ -498,6 +498,8 @@ class Store:
                                                    thorough_interval_ms=c.flush_consume_queue_thorough_interval)
         for service in (self.flusher, self.cq_flusher, self.reput):
             service.on_error = self._refresh_usable
+        self.warmer = WarmAheadService(self.commit_log)
+        self.warmer.start()
         self.flusher.start()
         self.cq_flusher.start()
         if c.dispatch == "background":
@@ -506,6 +508,8 @@ class Store:
         self._sync = c.flush_disk_type == "sync"
         self._max_fit = c.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH
         self._wake_flusher_at = 0  # async: look at the flusher again once a page more is written
+        self._plain_async = self._inline and not self._sync
+        self._prepare = self.encoder.prepare
         self._usable = True
 
     def _write_abort_marker(self) -> None:
@@ -524,11 +528,16 @@ class Store:
         producer's MessageQueueSelector would) instead of ``msg.queue_id``."""
         if not self._usable:
             self._check_open()
-        p = self.encoder.prepare(msg, None if selector is None else selector(msg))
-        if p.total_size > self._max_fit:
-            self._check_fits(p.total_size)
+        p = self._prepare(msg, None if selector is None else selector(msg))
+        if p[3] > self._max_fit:
+            self._check_fits(p[3])
         with self._put_lock:
             result = self._put_locked(p)
+        if self._plain_async:  # _after_put's async, inline-dispatch case, without the call
+            if result.wrote_offset >= self._wake_flusher_at:
+                self.flusher.maybe_wakeup()
+                self._wake_flusher_at = result.wrote_offset + OS_PAGE_SIZE
+            return result
         return self._after_put(result)
 
     def append_many(self, messages, selector=None) -> list[PutResult]:
@@ -536,23 +545,23 @@ class Store:
         dispatch pass and one flush wait for all of them (a bulk loader's path)."""
         if not self._usable:
             self._check_open()
-        prepare = self.encoder.prepare
+        prepare = self._prepare
         if selector is None:
             prepared = [prepare(m) for m in messages]
         else:
             prepared = [prepare(m, selector(m)) for m in messages]
+        max_fit = self._max_fit
         for p in prepared:
-            if p.total_size > self._max_fit:
-                self._check_fits(p.total_size)
+            if p[3] > max_fit:
+                self._check_fits(p[3])
         if not prepared:
             return []
         with self._put_lock:
-            put = self._put_locked
             if self._inline and self.reput.behind() == 0:
-                requests = []
-                results = [put(p, requests) for p in prepared]
-                self._dispatch_inline(requests)  # the batch in one pass
+                results, requests = self._put_run(prepared)
+                self._dispatch_inline(requests)  # the run in one pass
             else:
+                put = self._put_locked
                 results = [put(p) for p in prepared]
         last = results[-1]
         status = self._after_put(last).status
@@ -561,9 +570,8 @@ class Store:
                 r.status = status
         return results
 
-    def _put_locked(self, p: PreparedRecord, requests: list | None = None) -> PutResult:
-        """doAppend for one record, in the put lock, then its inline dispatch (or, given
-        ``requests``, its dispatch request added there for the caller to dispatch)."""
+    def _put_locked(self, p: PreparedRecord) -> PutResult:
+        """doAppend for one record, in the put lock, then its inline dispatch."""
         (topic, queue_id, record, size, sys_flag, store_ts_at, store_ts, code, keys, uniq, delay_level,
          store_ip, store_port, gets_queue_offset) = p
         if store_ts is None:
@@ -583,11 +591,7 @@ class Store:
         write_record(mf.mm, pos, record, store_ts_at, queue_offset, offset, store_ts)
         mf.wrote_position = pos + size
         mf.store_timestamp = store_ts
-        if requests is not None:
-            if delay_level:
-                code = self.delay_levels.deliver_timestamp(delay_level, store_ts)
-            requests.append((topic, queue_id, offset, size, code, store_ts, queue_offset, keys, uniq, sys_flag))
-        elif self._inline:
+        if self._inline:
             reput = self.reput
             if reput.reput_from_offset == offset:
                 if delay_level:
@@ -599,6 +603,62 @@ class Store:
                 reput.do_reput()  # a blank record before it, or something left behind
         return PutResult(PUT_OK, offset, size, queue_offset, store_ts, 1, topic, queue_id, (offset,),
                          (uniq,), store_ip, store_port)
+
+    def _put_run(self, prepared: list[PreparedRecord]) -> tuple[list[PutResult], list[tuple]]:
+        """doAppend for many records in a row, in the put lock: what :meth:`_put_locked` does
+        for each, with the segment's state in locals; returns the results and the dispatch
+        requests, for the caller to dispatch in one pass."""
+        clock = self._clock
+        table = self.topic_queue_table
+        deliver = self.delay_levels.deliver_timestamp
+        pack_qq, pack_q = RECORD_PLACE.pack_into, RECORD_TIME.pack_into
+        results = []
+        requests = []
+        add_result = results.append
+        add_request = requests.append
+        mf = self.commit_log.last
+        if mf is None:  # no segment yet: the first record makes one
+            mm, base, pos, limit, last_ts = None, 0, 0, -1, 0
+        else:
+            mm, base, pos = mf.mm, mf.file_from_offset, mf.wrote_position
+            limit = mf.file_size - END_FILE_MIN_BLANK_LENGTH
+            last_ts = mf.store_timestamp
+        try:
+            for (topic, queue_id, record, size, sys_flag, store_ts_at, store_ts, code, keys, uniq, delay_level,
+                 store_ip, store_port, gets_queue_offset) in prepared:
+                if store_ts is None:
+                    store_ts = clock()
+                if gets_queue_offset:
+                    key = (topic, queue_id)
+                    queue_offset = table.get(key, 0)
+                    table[key] = queue_offset + 1
+                else:
+                    queue_offset = 0
+                if pos + size > limit:  # an end-of-file blank record, then the next segment
+                    if mf is not None:
+                        mf.wrote_position = pos
+                        mf.store_timestamp = last_ts
+                    mf = self._room_for(size, store_ts)
+                    mm, base, pos = mf.mm, mf.file_from_offset, mf.wrote_position
+                    limit = mf.file_size - END_FILE_MIN_BLANK_LENGTH
+                offset = base + pos
+                # write_record, inline: all but the first 8 bytes, the place and time, then those 8
+                mm[pos + 8:pos + size] = record[8:]
+                pack_qq(mm, pos + QUEUE_OFFSET_AT, queue_offset, offset)
+                pack_q(mm, pos + store_ts_at, store_ts)
+                mm[pos:pos + 8] = record[:8]
+                pos += size
+                last_ts = store_ts
+                if delay_level:
+                    code = deliver(delay_level, store_ts)
+                add_request((topic, queue_id, offset, size, code, store_ts, queue_offset, keys, uniq, sys_flag))
+                add_result(PutResult(PUT_OK, offset, size, queue_offset, store_ts, 1, topic, queue_id, (offset,),
+                                     (uniq,), store_ip, store_port))
+        finally:  # what was written stays accounted for, even if a roll failed half way
+            if mf is not None:
+                mf.wrote_position = pos
+                mf.store_timestamp = last_ts
+        return results, requests
 
     def _room_for(self, size: int, store_ts: int):
         """The segment the next record goes to: the current one, or (after an end-of-file
@@ -782,7 +842,8 @@ class Store:
         clean = True
         errors: list[BaseException] = []
         with self._put_lock:
-            for step in (self.reput.shutdown, self.reput.do_reput, self.flusher.shutdown, self.cq_flusher.shutdown):
+            for step in (self.warmer.shutdown, self.reput.shutdown, self.reput.do_reput, self.flusher.shutdown,
+                         self.cq_flusher.shutdown):
                 try:
                     step()
                 except BaseException as exc:
@@ -821,7 +882,7 @@ class Store:
 
     def _abandon(self) -> None:
         """A failed open: stop what was started, leave the files as they are, unlock."""
-        for name in ("reput", "flusher", "cq_flusher"):
+        for name in ("warmer", "reput", "flusher", "cq_flusher"):
             service = getattr(self, name, None)
             if service is not None:
                 try:

@@ -84,8 +84,8 @@ class FlushRealTimeService(_Service):
 
     def maybe_wakeup(self) -> None:
         """After an append: wake the flusher once enough is waiting (cheap when not)."""
-        if self.commit_log.max_offset - self.commit_log.flushed_where >= self._wake_at:
-            self._event.set()
+        if self.commit_log.max_offset - self.commit_log.flushed_where >= self._wake_at and not self._event.is_set():
+            self._event.set()  # Event.set takes a lock and notifies: only when not set already
 
     def run(self) -> None:
         while not self._stopped:

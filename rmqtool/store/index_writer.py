@@ -33,6 +33,7 @@ HEADER = struct_of(IndexHeader)
 ENTRY = struct_of(IndexEntry)
 SLOT = struct_of(IndexSlot)
 assert (HEADER.size, ENTRY.size, SLOT.size) == (INDEX_HEADER_SIZE, INDEX_SIZE, HASH_SLOT_SIZE)
+_SLOT_UNPACK, _SLOT_PACK, _ENTRY_PACK = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
 _INT_MAX = 2**31 - 1
 _M32 = 0xFFFFFFFF
 
@@ -44,6 +45,7 @@ _M32 = 0xFFFFFFFF
 
 _POWERS: dict[int, tuple] = {}
 _PREFIX_HASH: dict[str, int] = {}
+_HEADS_BY_TOPIC: dict[str, dict[str, int]] = {}  # topic -> key without its tail -> hash of "topic#" + that
 _TAIL = 4  # hashed per key; what comes before is cached (UNIQ_KEYs change in their last 4 hex digits)
 
 
@@ -71,22 +73,26 @@ def _prefix_hash(prefix: str) -> int:
 
 def key_hash(topic: str, key: str) -> int:
     """indexKeyHashMethod(topic + "#" + key), the same value as formats.indexfile computes."""
-    if not key.isascii():
-        return index_key_hash(build_key(topic, key))
-    if len(key) > _TAIL:
-        head = _prefix_hash(f"{topic}#{key[:-_TAIL]}")
-        tail = key[-_TAIL:]
-    else:
-        head = _prefix_hash(f"{topic}#")
-        tail = key
-    raw = tail.encode("ascii")
-    if len(raw) == 4:
-        h = (((head * 31 + raw[0]) * 31 + raw[1]) * 31 + raw[2]) * 31 + raw[3]
-    else:
-        h = head
-        for c in raw:
+    if len(key) > _TAIL and key.isascii():
+        heads = _HEADS_BY_TOPIC.get(topic)
+        if heads is None:
+            heads = _HEADS_BY_TOPIC[topic] = {}
+        cut = key[:-_TAIL]
+        head = heads.get(cut)
+        if head is None:
+            head = _prefix_hash(f"{topic}#{cut}")
+            if len(heads) > 8192:
+                heads.clear()  # UNIQ_KEY prefixes change every millisecond
+            heads[cut] = head
+        a, b, c, d = key[-_TAIL:].encode("ascii")
+        h = ((((head * 31 + a) * 31 + b) * 31 + c) * 31 + d) & _M32
+    elif key.isascii():
+        h = _prefix_hash(f"{topic}#")
+        for c in key.encode("ascii"):
             h = h * 31 + c
-    h &= _M32
+        h &= _M32
+    else:
+        return index_key_hash(build_key(topic, key))
     if h & 0x80000000:
         h = (1 << 32) - h  # abs() of the negative int
         if h == 1 << 31:
@@ -144,35 +150,53 @@ class IndexFileWriter:
     def put_key(self, key_hash_value: int, phy_offset: int, store_timestamp: int) -> bool:
         """IndexFile.putKey, given indexKeyHashMethod(key). False when the file is full. The
         header is kept in memory; :meth:`write_header` puts it in the file."""
+        return self.put_entries(((key_hash_value, phy_offset, store_timestamp),)) == 1
+
+    def put_entries(self, entries, start: int = 0) -> int:
+        """putKey for ``entries[start:]`` ((keyHash, phyOffset, storeTimestamp) each), in order,
+        as many as the file takes; returns the index of the first one not written. One loop
+        with locals: the hot path of dispatch."""
         count = self.index_count
-        if count >= self.index_num:
-            return False
+        stop = min(len(entries), start + self.index_num - count)
+        if stop <= start:
+            return start
         mm = self.mm
-        abs_slot = INDEX_HEADER_SIZE + (key_hash_value % self.hash_slot_num) * HASH_SLOT_SIZE
-        (slot_value,) = SLOT.unpack_from(mm, abs_slot)
-        if slot_value <= INVALID_INDEX or slot_value > count:
-            slot_value = INVALID_INDEX
+        slots = self.hash_slot_num
+        entry_at = self._entries_at + count * INDEX_SIZE
         begin = self.begin_timestamp
-        if begin <= 0:
-            time_diff = 0
-        else:
-            # whole seconds; Java truncates toward zero, and anything negative becomes 0 anyway
-            time_diff = (store_timestamp - begin) // 1000
-            if time_diff > _INT_MAX:
-                time_diff = _INT_MAX
-            elif time_diff < 0:
+        new_slots = 0
+        unpack_slot = _SLOT_UNPACK
+        pack_slot = _SLOT_PACK
+        pack_entry = _ENTRY_PACK
+        for i in range(start, stop):
+            h, offset, ts = entries[i]
+            abs_slot = INDEX_HEADER_SIZE + h % slots * HASH_SLOT_SIZE
+            slot_value = unpack_slot(mm, abs_slot)[0]
+            if slot_value <= INVALID_INDEX or slot_value > count:
+                slot_value = INVALID_INDEX
+                new_slots += 1
+            if begin <= 0:
                 time_diff = 0
-        ENTRY.pack_into(mm, self._entries_at + count * INDEX_SIZE, key_hash_value, phy_offset, time_diff, slot_value)
-        SLOT.pack_into(mm, abs_slot, count)
-        if count <= 1:
-            self.begin_phy_offset = phy_offset
-            self.begin_timestamp = store_timestamp
-        if slot_value == INVALID_INDEX:
-            self.hash_slot_count += 1
-        self.index_count = count + 1
-        self.end_phy_offset = phy_offset
-        self.end_timestamp = store_timestamp
-        return True
+            else:
+                # whole seconds; Java truncates toward zero, and anything negative becomes 0 anyway
+                time_diff = (ts - begin) // 1000
+                if time_diff > _INT_MAX:
+                    time_diff = _INT_MAX
+                elif time_diff < 0:
+                    time_diff = 0
+            pack_entry(mm, entry_at, h, offset, time_diff, slot_value)
+            pack_slot(mm, abs_slot, count)
+            if count <= 1:
+                self.begin_phy_offset = offset
+                begin = ts
+            count += 1
+            entry_at += INDEX_SIZE
+        self.begin_timestamp = begin
+        self.hash_slot_count += new_slots
+        self.index_count = count
+        self.end_phy_offset = offset
+        self.end_timestamp = ts
+        return stop
 
     def write_header(self) -> None:
         """IndexHeader's fields into the file (the writer calls it after each message's keys)."""
@@ -343,24 +367,50 @@ class IndexServiceWriter:
             return  # indexed already
         if sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
             return
-        if uniq_key is not None:
-            h = key_hash(topic, uniq_key)
-            if not f.put_key(h, commit_log_offset, store_timestamp):
-                f = self._put_in_next(h, commit_log_offset, store_timestamp)
+        entries = [] if uniq_key is None else [(key_hash(topic, uniq_key), commit_log_offset, store_timestamp)]
         if keys:
             for key in keys.split(" "):
                 if key:
-                    h = key_hash(topic, key)
-                    if not f.put_key(h, commit_log_offset, store_timestamp):
-                        f = self._put_in_next(h, commit_log_offset, store_timestamp)
+                    entries.append((key_hash(topic, key), commit_log_offset, store_timestamp))
+        if entries:
+            f = self._put_all(f, entries, commit_log_offset)
         if write_header:
             f.write_header()
 
-    def _put_in_next(self, h: int, offset: int, ts: int) -> IndexFileWriter:
-        """The file is full: the key goes to a new one (putKey's retry)."""
-        f = self._last_file()
-        while not f.put_key(h, offset, ts):
+    def build_index_many(self, requests) -> None:
+        """buildIndex for many dispatch requests in commit log order ((topic, queue id, offset,
+        size, tagsCode, store timestamp, queue offset, keys, uniq key, sysFlag) each): all their
+        keys hashed first, then written in one loop; the header once at the end. Files roll
+        where per-message buildIndex rolls them: when a key finds the file full, or when a
+        message comes after the one that filled it."""
+        if not requests:
+            return
+        f = self.last
+        if f is None or f.index_count >= f.index_num:
             f = self._last_file()
+        end = f.end_phy_offset  # offsets only grow: a message before it was indexed already
+        entries = []
+        add = entries.append
+        for topic, _q, offset, _size, _code, ts, _qo, keys, uniq, sys_flag in requests:
+            if offset < end or sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
+                continue
+            if uniq is not None:
+                add((key_hash(topic, uniq), offset, ts))
+            if keys:
+                for key in keys.split(" "):
+                    if key:
+                        add((key_hash(topic, key), offset, ts))
+        if entries:
+            f = self._put_all(f, entries, requests[-1][2])
+        f.write_header()
+
+    def _put_all(self, f: IndexFileWriter, entries: list, last_offset: int) -> IndexFileWriter:
+        """Write ``entries``, rolling to a new file when one fills up and more is to come (a
+        key left, or a later message, at ``last_offset``, which buildIndex would start with)."""
+        done = f.put_entries(entries)
+        while f.index_count >= f.index_num and (done < len(entries) or last_offset > entries[done - 1][1]):
+            f = self._last_file()
+            done = f.put_entries(entries, done)
         return f
 
     def flush(self) -> None:

@@ -11,6 +11,8 @@ with the store; older data is read with pread.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import mmap
 import os
 import pathlib
@@ -91,7 +93,7 @@ class WritableMappedFile:
     """One segment mapped read-write (MappedFile)."""
 
     __slots__ = ("path", "file_from_offset", "file_size", "fd", "mm", "wrote_position", "flushed_position",
-                 "store_timestamp", "first_create_in_queue", "_closed")
+                 "store_timestamp", "first_create_in_queue", "_closed", "_address", "_warm_lock")
 
     def __init__(self, path: pathlib.Path, file_from_offset: int, file_size: int, wrote_position: int = 0,
                  *, first_create_in_queue: bool = False):
@@ -118,6 +120,8 @@ class WritableMappedFile:
         self.store_timestamp = 0  # store time of the last message appended (MappedFile.storeTimestamp)
         self.first_create_in_queue = first_create_in_queue
         self._closed = False
+        self._address = None  # of the map, for madvise from another thread (WarmAheadService)
+        self._warm_lock = threading.Lock()  # close waits for a madvise in progress
 
     @property
     def name(self) -> str:
@@ -165,11 +169,26 @@ class WritableMappedFile:
     def read(self, position: int, length: int) -> bytes:
         return self.mm[position:position + length]
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def populate(self, madvise, position: int, length: int) -> bool:
+        """MADV_POPULATE_READ over ``[position, position + length)`` of the map; False when
+        the map is closed or the kernel refused."""
+        with self._warm_lock:
+            if self._closed:
+                return False
+            if self._address is None:
+                self._address = _address(self.mm)
+            return madvise(self._address + position, length, MADV_POPULATE_READ) == 0
+
     def close(self) -> None:
         if not self._closed:
-            self._closed = True
-            self.mm.close()
-            os.close(self.fd)
+            with self._warm_lock:
+                self._closed = True
+                self.mm.close()
+                os.close(self.fd)
 
     def destroy(self) -> None:
         self.close()
@@ -436,3 +455,106 @@ class WritableFileQueue:
             self.mapped.clear()
             self.last = None
             self._close_read_fd()
+
+
+# --- warming the pages ahead of the writer --------------------------------------------------
+
+MADV_POPULATE_READ = 22  # Linux 5.14+: fault pages in (page cache + page tables) without dirtying them
+WARM_AHEAD = 4 << 20  # bytes kept faulted in ahead of the write position
+WARM_CHUNK = 1 << 20
+
+
+def _libc_madvise():
+    """libc's madvise through ctypes, which lets other threads run during the call (mmap.madvise
+    holds the GIL); None where there is none."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.madvise
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def _address(mm: mmap.mmap) -> int:
+    """Where the map starts (the ctypes view is dropped at once, so the map can still close)."""
+    view = ctypes.c_char.from_buffer(mm)
+    try:
+        return ctypes.addressof(view)
+    finally:
+        del view
+
+
+class WarmAheadService:
+    """Faults in the next few MB of the segment being written, in a thread of its own.
+
+    A first write to a page of a new, sparse segment costs a page fault in the writing thread
+    (page allocation, zeroing, the file system's block reservation): about a third of an
+    append's time. The broker can warm a whole new segment (warmMapedFileEnable, by writing
+    zeros to it); here a window just ahead of the writer is faulted in with
+    MADV_POPULATE_READ, which reads the holes in as zeros and dirties nothing, so no byte and
+    no disk write changes; the writer then only takes the cheap write-enable fault. Where
+    the kernel does not support it, the service stops and appends fault as before.
+    """
+
+    def __init__(self, queue: "WritableFileQueue", ahead: int = WARM_AHEAD):
+        self.queue = queue
+        self.ahead = ahead
+        self.warmed_to = 0  # commit log offset up to which pages are faulted in
+        self._madvise = _libc_madvise()
+        self._cond = threading.Condition()
+        self._stopped = self._madvise is None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if not self._stopped:
+            self._thread = threading.Thread(target=self._run, name="WarmAheadService", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        pause = 0.01
+        while True:
+            with self._cond:
+                if not self._stopped:
+                    self._cond.wait(pause)
+                if self._stopped:
+                    return
+            try:
+                busy = self._warm()
+            except Exception:  # only a speed-up: never a reason to fail an append
+                self._stopped = True
+                return
+            pause = 0.002 if busy else 0.01  # a writer at 250 MB/s uses 0.5 MB in 2 ms
+
+    def _warm(self) -> bool:
+        """Fault in what is missing of the window; True when there was something to do."""
+        mf = self.queue.last
+        if mf is None:
+            return False
+        base = mf.file_from_offset
+        start = max(self.warmed_to, base + mf.wrote_position)
+        end = min(base + mf.wrote_position + self.ahead, base + mf.file_size)
+        start -= start % OS_PAGE_SIZE
+        if end < base + mf.file_size:
+            end -= end % OS_PAGE_SIZE
+        busy = start < end
+        while start < end and not self._stopped:
+            n = min(WARM_CHUNK, end - start)
+            if not mf.populate(self._madvise, start - base, n):
+                if not mf.closed:
+                    self._stopped = True  # not supported here
+                return False
+            start += n
+            self.warmed_to = start
+        if end >= base + mf.file_size:
+            self.warmed_to = base + mf.file_size  # the next segment is warmed once it is the last
+        return busy
+
+    def shutdown(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None

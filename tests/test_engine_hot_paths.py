@@ -1,0 +1,115 @@
+"""The append hot paths against the plain ones they replace: the cached index key hash, runs of
+consume queue units and index entries dispatched at once, and the warm-ahead of the commit log."""
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import time
+
+from rmqtool.formats.indexfile import build_key, index_key_hash
+from rmqtool.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
+from rmqtool.store import encoder as enc
+from rmqtool.store.cq_writer import ConsumeQueueTable
+from rmqtool.store.dispatch import CommitLogDispatcher
+from rmqtool.store.engine import Store
+from rmqtool.store.index_writer import IndexServiceWriter, key_hash
+
+
+def test_key_hash_agrees_with_the_reference():
+    rnd = random.Random(7)
+    alphabet = "abcXYZ0189 #-订单😀"
+    keys = ["", "a", "Aa", "BB", "polygenelubricants", "AC1F000400002A9F0000000000000000"]
+    keys += ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 40))) for _ in range(3000)]
+    for topic in ("T", "BenchTopic", "订单Topic"):
+        for key in keys:
+            assert key_hash(topic, key) == index_key_hash(build_key(topic, key)), (topic, key)
+
+
+def _requests():
+    """Dispatch requests in commit log order: three queues, one of them starting at queue
+    offset 7 (fill units first), a gap in another (the broker writes it where it is), prepared
+    and rollback records (no unit), keys and UNIQ_KEYs enough to fill several index files."""
+    rnd = random.Random(11)
+    next_offset = {("A", 0): 0, ("A", 1): 7, ("B", 0): 0}
+    out = []
+    offset = 0
+    for i in range(600):
+        topic, queue_id = rnd.choice(list(next_offset))
+        tran = rnd.choice([0] * 8 + [TRANSACTION_PREPARED_TYPE, TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE])
+        size = rnd.randint(100, 400)
+        if tran in (0, TRANSACTION_COMMIT_TYPE):
+            queue_offset = next_offset[(topic, queue_id)]
+            next_offset[(topic, queue_id)] += 1 if i != 300 else 3  # one gap
+        else:
+            queue_offset = 0
+        keys = rnd.choice([None, f"k{i}", f"k{i} shared  k{i % 7}"])
+        uniq = None if i % 9 == 0 else f"C6336407000010{i:018X}"
+        out.append((topic, queue_id, offset, size, rnd.randint(-5, 5), 1_700_000_000_000 + 37 * i, queue_offset,
+                    keys, uniq, tran))
+        offset += size
+    return out
+
+
+def _tree(root):
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_dispatching_runs_writes_what_one_by_one_writes(tmp_path):
+    requests = _requests()
+    trees = []
+    for name, chunk in (("one", 1), ("runs", 50), ("all", len(requests))):
+        root = tmp_path / name
+        cqs = ConsumeQueueTable(root / "consumequeue", 20 * 16)  # files of 16 units: runs cross them
+        ticks = itertools.count(1_700_000_000_000, 1000)
+        index = IndexServiceWriter(root / "index", 8, 60, clock=lambda: next(ticks))
+        dispatcher = CommitLogDispatcher(cqs, index)
+        if chunk == 1:
+            for r in requests:
+                dispatcher.dispatch_one(*r)
+        else:
+            for i in range(0, len(requests), chunk):
+                dispatcher.dispatch(requests[i:i + chunk])
+        index.close()
+        cqs.close()
+        trees.append(_tree(root))
+    one, runs, whole = trees
+    assert len([n for n in one if n.startswith("index")]) >= 5  # several index files filled
+    assert one == runs == whole
+
+
+def test_warm_ahead_faults_in_without_writing(tmp_path):
+    """The window ahead of the writer is faulted in, and stays a hole in the file: no byte and
+    no block is written there."""
+    root = tmp_path / "store"
+    with Store.open(root, writable=True, commitlog_size=64 << 20) as store:
+        for i in range(200):
+            store.append(enc.producer_message("T", os.urandom(1000), compress=None))
+        end = store.max_offset
+        deadline = time.monotonic() + 10
+        while store.warmer.warmed_to < end + (2 << 20) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store.warmer.warmed_to >= end + (2 << 20)
+        segment = store.commit_log.last.path
+    data = segment.read_bytes()
+    assert data[end:] == bytes(len(data) - end)
+    assert os.stat(segment).st_blocks * 512 < end + (1 << 20)  # the warmed window holds no blocks
+
+
+def test_a_message_after_a_full_index_file_rolls_it_in_a_run_too(tmp_path):
+    """buildIndex makes the next file at the start of the message after the one that filled
+    the last, keys or not; a run must too (the store's last file then is a new, empty one)."""
+    requests = [("T", 0, 0, 100, 0, 1_700_000_000_000, 0, "a b c", "U1", 0),  # 4 entries: full
+                ("T", 0, 100, 100, 0, 1_700_000_001_000, 1, None, None, 0)]
+    trees = []
+    for name in ("one", "run"):
+        ticks = itertools.count(1_700_000_000_000, 1000)
+        index = IndexServiceWriter(tmp_path / name, 4, 5, clock=lambda: next(ticks))
+        if name == "one":
+            for r in requests:
+                index.build_index(r[0], r[2], r[5], r[9], r[7], r[8])
+        else:
+            index.build_index_many(requests)
+        index.close()
+        trees.append(_tree(tmp_path / name))
+    assert len(trees[0]) == 2 and trees[0] == trees[1]

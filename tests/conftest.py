@@ -4,10 +4,13 @@ from __future__ import annotations
 import json
 import pathlib
 import shutil
+import sys
 
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # benchmarks/ is not an installed package; tests import its generator
+    sys.path.insert(0, str(REPO))
 FIXTURES = REPO / "fixtures"
 V4 = FIXTURES / "rocketmq-4.9.8"
 V5 = FIXTURES / "rocketmq-5.3.3"

@@ -3,6 +3,13 @@ from __future__ import annotations
 
 import construct as cs
 
+from conftest import CLEAN_SCENARIOS, V4, V5
+from rmqtool.store.commitlog import Blank, Corrupt
+from rmqtool.store.message import HEADER_FIELDS, Message
+
+LONG_TOPIC = "LongTopic-" + "x" * 190  # > 127 bytes: V2 records, as 5.x writes them
+FIELDS = [f for f in HEADER_FIELDS if f != "body_length"]
+
 
 def roundtrip(schema: cs.Construct, data: bytes, size: int | None = None, **ctx):
     """Parse, rebuild and compare; check sizeof when the schema is fixed-size. Returns the parse."""
@@ -11,3 +18,60 @@ def roundtrip(schema: cs.Construct, data: bytes, size: int | None = None, **ctx)
     if size is not None:
         assert schema.sizeof(**ctx) == size == len(data)
     return obj
+
+
+DAMAGE_KINDS = ("flip", "zero", "garbage", "int")
+
+
+def damaged_commitlog(tmp_path_factory, data, *, body_sizes, max_damages, kinds=DAMAGE_KINDS):
+    """A generated two-segment commit log with hypothesis-drawn damage: bit flips, zeroed
+    runs, 0xEE garbage, length fields gone wrong, and sometimes a truncated last segment.
+    Returns its directory."""
+    import hypothesis.strategies as st
+
+    from benchmarks.gen import GenSpec, build_commitlog
+
+    spec = GenSpec(segment_size=24 << 10, segments=2, body_size=data.draw(st.sampled_from(body_sizes)),
+                   topics=("T", LONG_TOPIC), queues=2, ipv6_queues=(1,), append_prop_crc=data.draw(st.booleans()))
+    directory = tmp_path_factory.mktemp("damage") / "commitlog"
+    result = build_commitlog(directory, spec)
+    seg = directory / "00000000000000000000"
+    raw = bytearray(seg.read_bytes())
+    used = result.segments[0].record_bytes + 8
+    for _ in range(data.draw(st.integers(1, max_damages))):
+        kind = data.draw(st.sampled_from(kinds))
+        at = data.draw(st.integers(0, used - 1))
+        n = data.draw(st.integers(1, 64))
+        if kind == "flip":
+            raw[at] ^= 1 << data.draw(st.integers(0, 7))
+        elif kind == "zero":
+            raw[at:at + n] = bytes(len(raw[at:at + n]))
+        elif kind == "garbage":
+            raw[at:at + n] = bytes([0xEE]) * len(raw[at:at + n])
+        else:  # a length field gone wrong
+            value = data.draw(st.integers(-(1 << 31), (1 << 31) - 1)).to_bytes(4, "big", signed=True)
+            raw[at:at + 4] = value[:len(raw[at:at + 4])]
+    seg.write_bytes(bytes(raw))
+    if data.draw(st.booleans()):
+        last = directory / "00000000000000024576"
+        last.write_bytes(last.read_bytes()[:data.draw(st.integers(1, result.segments[1].record_bytes))])
+    return directory
+
+
+def canonical(r) -> tuple:
+    """Everything a scan result says, for comparing two scans."""
+    if isinstance(r, Message):
+        return ("message", r.commit_log_offset, r.path, r.position, *(getattr(r, f) for f in FIELDS), r.body,
+                r.topic, r.properties_raw, r.properties, r.body_crc_ok, r.property_crc_ok, r.topic_utf8_ok,
+                r.properties_utf8_ok)
+    if isinstance(r, Blank):
+        return ("blank", r.offset, r.size, r.path, r.position, r.valid)
+    assert isinstance(r, Corrupt)
+    return ("corrupt", r.offset, r.size, r.path, r.position, r.finding_id, r.reason)
+
+
+def fixture_commitlogs():
+    dirs = [s / "store" / "commitlog" for s in CLEAN_SCENARIOS.values()]
+    for root in (V4 / "crash", V4 / "crash-fast", V5 / "crash5"):
+        dirs += sorted(root.glob("*/input/store/commitlog"))
+    return dirs

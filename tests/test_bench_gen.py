@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pickle
 import random
-import sys
 import zlib
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import CLEAN_SCENARIOS, REPO, V4, V5
+from conftest import CLEAN_SCENARIOS, V4, V5
+from helpers import FIELDS, LONG_TOPIC, canonical, damaged_commitlog, fixture_commitlogs
 from rmqtool.errors import UsageError
 from rmqtool.formats.commitlog import (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, MessageRecord)
 from rmqtool.formats.properties import string_to_properties
@@ -21,27 +21,11 @@ from rmqtool.store import commitlog as commitlog_module
 from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, header_hop
 from rmqtool.store.crc import crc32
 from rmqtool.store.mappedfile import discover
-from rmqtool.store.message import HEADER_FIELDS, Message, decode_message, parse_properties
+from rmqtool.store.message import Message, decode_message, parse_properties
 
-if str(REPO) not in sys.path:  # benchmarks/ is not an installed package
-    sys.path.insert(0, str(REPO))
-from benchmarks import bench_read  # noqa: E402
-from benchmarks.gen import GenSpec, build_commitlog, ensure_store  # noqa: E402
+from benchmarks import bench_read
+from benchmarks.gen import GenSpec, build_commitlog, ensure_store
 
-LONG_TOPIC = "LongTopic-" + "x" * 190  # > 127 bytes: V2 records, as 5.x writes them
-FIELDS = [f for f in HEADER_FIELDS if f != "body_length"]
-
-
-def canonical(r) -> tuple:
-    """Everything a scan result says, for comparing two scans."""
-    if isinstance(r, Message):
-        return ("message", r.commit_log_offset, r.path, r.position, *(getattr(r, f) for f in FIELDS), r.body,
-                r.topic, r.properties_raw, r.properties, r.body_crc_ok, r.property_crc_ok, r.topic_utf8_ok,
-                r.properties_utf8_ok)
-    if isinstance(r, Blank):
-        return ("blank", r.offset, r.size, r.path, r.position, r.valid)
-    assert isinstance(r, Corrupt)
-    return ("corrupt", r.offset, r.size, r.path, r.position, r.finding_id, r.reason)
 
 
 def careful_scan(log: CommitLog, **kw) -> tuple[list, list]:
@@ -194,14 +178,7 @@ def test_fast_path_equals_careful_path_on_generated_store(mixed):
         assert fast_scan(log, from_offset=lo, to_offset=hi) == careful_scan(log, from_offset=lo, to_offset=hi)
 
 
-def _fixture_commitlogs():
-    dirs = [s / "store" / "commitlog" for s in CLEAN_SCENARIOS.values()]
-    for root in (V4 / "crash", V4 / "crash-fast", V5 / "crash5"):
-        dirs += sorted(root.glob("*/input/store/commitlog"))
-    return dirs
-
-
-@pytest.mark.parametrize("directory", _fixture_commitlogs(), ids=lambda p: "/".join(p.parts[-5:-2]))
+@pytest.mark.parametrize("directory", fixture_commitlogs(), ids=lambda p: "/".join(p.parts[-5:-2]))
 def test_fast_path_equals_careful_path_on_fixtures(directory):
     """Clean and damaged (truncated, garbled, zeroed, flipped body byte) stores of the real broker."""
     log = CommitLog(directory)
@@ -221,30 +198,7 @@ def test_fast_path_across_window_edges(mixed, monkeypatch):
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_fast_path_equals_careful_path_on_random_damage(tmp_path_factory, data):
-    spec = GenSpec(segment_size=24 << 10, segments=2, body_size=data.draw(st.sampled_from([0, 5, 64, 700])),
-                   topics=("T", LONG_TOPIC), queues=2, ipv6_queues=(1,), append_prop_crc=data.draw(st.booleans()))
-    directory = tmp_path_factory.mktemp("damage") / "commitlog"
-    result = build_commitlog(directory, spec)
-    seg = directory / "00000000000000000000"
-    raw = bytearray(seg.read_bytes())
-    used = result.segments[0].record_bytes + 8
-    for _ in range(data.draw(st.integers(1, 4))):
-        kind = data.draw(st.sampled_from(["flip", "zero", "garbage", "int"]))
-        at = data.draw(st.integers(0, used - 1))
-        n = data.draw(st.integers(1, 64))
-        if kind == "flip":
-            raw[at] ^= 1 << data.draw(st.integers(0, 7))
-        elif kind == "zero":
-            raw[at:at + n] = bytes(len(raw[at:at + n]))
-        elif kind == "garbage":
-            raw[at:at + n] = bytes([0xEE]) * len(raw[at:at + n])
-        else:  # a length field gone wrong
-            value = data.draw(st.integers(-(1 << 31), (1 << 31) - 1)).to_bytes(4, "big", signed=True)
-            raw[at:at + 4] = value[:len(raw[at:at + 4])]
-    seg.write_bytes(bytes(raw))
-    if data.draw(st.booleans()):  # a truncated last segment too
-        last = directory / "00000000000000024576"
-        last.write_bytes(last.read_bytes()[:data.draw(st.integers(1, result.segments[1].record_bytes))])
+    directory = damaged_commitlog(tmp_path_factory, data, body_sizes=[0, 5, 64, 700], max_damages=4)
     log = CommitLog(directory)
     assert fast_scan(log) == careful_scan(log)
     assert fast_scan(log, check_crc=False) == careful_scan(log, check_crc=False)

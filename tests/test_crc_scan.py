@@ -3,25 +3,22 @@ exactly what the full scan reports, on the broker's damaged stores and on random
 properties fast path reads strings as the broker does."""
 from __future__ import annotations
 
-import sys
 import zlib
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO, V4, V5, load_truth
+from conftest import V4, V5, load_truth
+from helpers import canonical, damaged_commitlog, fixture_commitlogs
 from rmqtool.formats.properties import string_to_properties
 from rmqtool.store import commitlog as commitlog_module
 from rmqtool.store import crc
 from rmqtool.store.commitlog import Blank, CommitLog, CrcTally, Message, crc_scan
 from rmqtool.store.message import parse_properties
 
-if str(REPO) not in sys.path:  # benchmarks/ is not an installed package
-    sys.path.insert(0, str(REPO))
-from benchmarks import bench_read  # noqa: E402
-from benchmarks.gen import GenSpec, build_commitlog  # noqa: E402
-from test_bench_gen import LONG_TOPIC, _fixture_commitlogs, canonical  # noqa: E402
+from benchmarks import bench_read
+from benchmarks.gen import GenSpec, build_commitlog
 
 E_VARIANTS = ("e1-corrupt-body-in-last-commitlog-file", "e2-corrupt-body-in-first-commitlog-file",
               "e3-corrupt-body-in-second-to-last-commitlog-file")
@@ -112,7 +109,7 @@ def test_crc_scan_finds_the_flipped_body_byte(variant):
     assert bad[0].position < mutation["flippedByteAtFilePosition"] < bad[0].position + bad[0].store_size
 
 
-@pytest.mark.parametrize("directory", _fixture_commitlogs(), ids=lambda p: "/".join(p.parts[-5:-2]))
+@pytest.mark.parametrize("directory", fixture_commitlogs(), ids=lambda p: "/".join(p.parts[-5:-2]))
 def test_crc_scan_equals_full_scan_on_fixtures(directory):
     log = CommitLog(directory)
     expected = expected_crc_scan(log)
@@ -146,30 +143,8 @@ def test_crc_scan_of_one_segment_counts_into_the_tally():
 @given(data=st.data())
 def test_crc_scan_equals_full_scan_on_random_damage(tmp_path_factory, data):
     """Flipped bits (most land in a body: CRC failures), zeros, garbage, bad lengths, a truncated file."""
-    spec = GenSpec(segment_size=24 << 10, segments=2, body_size=data.draw(st.sampled_from([0, 5, 300, 700])),
-                   topics=("T", LONG_TOPIC), queues=2, ipv6_queues=(1,), append_prop_crc=data.draw(st.booleans()))
-    directory = tmp_path_factory.mktemp("damage") / "commitlog"
-    result = build_commitlog(directory, spec)
-    seg = directory / "00000000000000000000"
-    raw = bytearray(seg.read_bytes())
-    used = result.segments[0].record_bytes + 8
-    for _ in range(data.draw(st.integers(1, 5))):
-        kind = data.draw(st.sampled_from(["flip", "flip", "flip", "zero", "garbage", "int"]))
-        at = data.draw(st.integers(0, used - 1))
-        n = data.draw(st.integers(1, 64))
-        if kind == "flip":
-            raw[at] ^= 1 << data.draw(st.integers(0, 7))
-        elif kind == "zero":
-            raw[at:at + n] = bytes(len(raw[at:at + n]))
-        elif kind == "garbage":
-            raw[at:at + n] = bytes([0xEE]) * len(raw[at:at + n])
-        else:  # a length field gone wrong
-            value = data.draw(st.integers(-(1 << 31), (1 << 31) - 1)).to_bytes(4, "big", signed=True)
-            raw[at:at + 4] = value[:len(raw[at:at + 4])]
-    seg.write_bytes(bytes(raw))
-    if data.draw(st.booleans()):
-        last = directory / "00000000000000024576"
-        last.write_bytes(last.read_bytes()[:data.draw(st.integers(1, result.segments[1].record_bytes))])
+    directory = damaged_commitlog(tmp_path_factory, data, body_sizes=[0, 5, 300, 700], max_damages=5,
+                                  kinds=("flip", "flip", "flip", "zero", "garbage", "int"))
     log = CommitLog(directory)
     expected = expected_crc_scan(log)
     assert actual_crc_scan(log) == expected == careful_crc_scan(log)

@@ -3,21 +3,17 @@ from __future__ import annotations
 
 import functools
 import shutil
-import sys
 
 import pytest
 
-from conftest import REPO, V4
+from conftest import V4
 from rmqtool.errors import StoreAccessError, UsageError
 from rmqtool.store.commitlog import Blank, CommitLog, Corrupt
 from rmqtool.store.message import Message
 from rmqtool.store.parallel import (SegmentJob, SegmentSummary, iter_parallel, parallel_scan, segment_jobs,
                                     summarize_segment)
-from test_bench_gen import canonical
-
-if str(REPO) not in sys.path:  # benchmarks/ is not an installed package
-    sys.path.insert(0, str(REPO))
-from benchmarks.gen import GenSpec, build_commitlog  # noqa: E402
+from benchmarks.gen import GenSpec, build_commitlog
+from helpers import canonical
 
 
 def all_results(job: SegmentJob) -> tuple[list, list]:

@@ -29,12 +29,12 @@ import pathlib
 import struct
 from typing import Iterator, Union
 
-from rmqtool.errors import NotAStore, StoreAccessError, StoreNotFound
+from rmqtool.errors import NotAStore, StoreNotFound
 from rmqtool.findings import Finding
 from rmqtool.formats.consumequeue import (BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE, BatchCqUnit,
                                           CqUnit, is_fill_unit, is_written_batch_unit, is_written_unit)
 from rmqtool.formats.derive import struct_of
-from rmqtool.store.mappedfile import Segment, discover
+from rmqtool.store.mappedfile import Segment, discover, list_dir
 from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONSUMEQUEUE_DIR
 
 CQ_UNIT = struct_of(CqUnit)
@@ -414,15 +414,6 @@ class ConsumeQueues:
         return self.findings + [f for q in self.queues for f in q.findings]
 
 
-def _scan_dir(directory: pathlib.Path) -> list[os.DirEntry]:
-    try:
-        return sorted(os.scandir(directory), key=lambda e: e.name)
-    except PermissionError as exc:
-        raise StoreAccessError(f"permission denied ({exc.strerror})", directory) from None
-    except OSError as exc:
-        raise StoreAccessError(f"cannot list directory ({exc.strerror})", directory) from None
-
-
 def open_consume_queues(store_root: str | os.PathLike, commit_log_max_offset: int | None = None) -> ConsumeQueues:
     """Discover consumequeue/TOPIC/QUEUEID and batchconsumequeue/TOPIC/QUEUEID under a store root.
     With the commit log's max offset, each queue ends where the broker's load would cut it."""
@@ -437,12 +428,12 @@ def open_consume_queues(store_root: str | os.PathLike, commit_log_max_offset: in
         base = root / dir_name
         if not base.is_dir():
             continue
-        for topic_entry in _scan_dir(base):
+        for topic_entry in list_dir(base):
             if not topic_entry.is_dir():
                 findings.append(Finding("queueDirInvalid", topic_entry.path, None,
                                         "not a topic directory; ignored"))
                 continue
-            for queue_entry in _scan_dir(pathlib.Path(topic_entry.path)):
+            for queue_entry in list_dir(pathlib.Path(topic_entry.path)):
                 if not (queue_entry.is_dir() and queue_entry.name.isdigit()):
                     findings.append(Finding("queueDirInvalid", queue_entry.path, None,
                                             "not a queue id directory; ignored"))

@@ -26,6 +26,7 @@ from rmqtool.formats.derive import struct_of
 from rmqtool.formats.indexfile import (FILE_NAME_LENGTH, FIRST_INDEX, HASH_SLOT_SIZE, INDEX_HEADER_SIZE,
                                        INDEX_SIZE, INVALID_INDEX, IndexEntry, IndexHeader, IndexSlot,
                                        entry_position, index_file_size, slot_of, slot_position)
+from rmqtool.store.mappedfile import list_dir
 from rmqtool.store.paths import INDEX_DIR
 
 INDEX_HEADER = struct_of(IndexHeader)
@@ -301,12 +302,8 @@ def list_index_files(store_root: str | os.PathLike) -> IndexFiles:
         return IndexFiles([], findings)
     if not directory.is_dir():
         raise NotAStore("not a directory", directory)
-    try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
-    except OSError as exc:
-        raise StoreAccessError(f"cannot list directory ({exc.strerror})", directory) from None
     paths = []
-    for entry in entries:
+    for entry in list_dir(directory):
         if is_index_file_name(entry.name) and entry.is_file():
             paths.append(pathlib.Path(entry.path))
         else:

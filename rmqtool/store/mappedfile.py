@@ -75,6 +75,16 @@ def infer_mapped_file_size(segments: list[Segment]) -> int | None:
     return max(s.size for s in segments) or None
 
 
+def list_dir(directory: str | os.PathLike) -> list[os.DirEntry]:
+    """A directory's entries sorted by name; the OS refusing becomes a one-line StoreAccessError."""
+    try:
+        return sorted(os.scandir(directory), key=lambda e: e.name)
+    except PermissionError as exc:
+        raise StoreAccessError(f"permission denied ({exc.strerror})", directory) from None
+    except OSError as exc:
+        raise StoreAccessError(f"cannot list directory ({exc.strerror})", directory) from None
+
+
 def discover(directory: str | os.PathLike, *, required: bool = True,
              mapped_file_size: int | None = None) -> SegmentQueue:
     """List a segment directory: segments sorted by offset, the inferred size, and findings."""
@@ -86,14 +96,8 @@ def discover(directory: str | os.PathLike, *, required: bool = True,
         return SegmentQueue(directory, [], mapped_file_size, findings)
     if not directory.is_dir():
         raise NotAStore("not a directory", directory)
-    try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
-    except PermissionError as exc:
-        raise StoreAccessError(f"permission denied ({exc.strerror})", directory) from None
-    except OSError as exc:
-        raise StoreAccessError(f"cannot list directory ({exc.strerror})", directory) from None
     segments = []
-    for entry in entries:
+    for entry in list_dir(directory):
         if not is_segment_name(entry.name) or not entry.is_file(follow_symlinks=True):
             findings.append(Finding("segmentNameInvalid", entry.path, None,
                                     "not a segment file (name is not 20 digits); ignored"))

@@ -80,30 +80,6 @@ def _build(store: pathlib.Path) -> int:
         return engine.max_offset
 
 
-def _build_with_writers(store: pathlib.Path) -> int:
-    """The same store from the encoder and the index writer, for when the engine is absent."""
-    from rmqtool.store.encoder import Encoder
-    from rmqtool.store.index_writer import IndexServiceWriter
-
-    if store.exists():
-        shutil.rmtree(store)
-    (store / "commitlog").mkdir(parents=True)
-    encoder = Encoder("192.0.2.10:10911")
-    index = IndexServiceWriter(store / "index", DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM,
-                               clock=lambda: T0)
-    offset = 0
-    with open(store / "commitlog" / f"{0:020d}", "wb") as out:
-        for i, keys, msg in _messages():
-            record = encoder.prepare(msg)
-            ts = T0 + i * 5
-            out.write(record.to_bytes(i // 8, offset, ts))
-            index.build_index(TOPIC, offset, ts, record.sys_flag, keys, None)
-            offset += record.total_size
-        out.truncate(COMMITLOG_FILE_SIZE)  # a segment is created at full size (sparse)
-    index.close()
-    return offset
-
-
 def _store(workdir: pathlib.Path) -> pathlib.Path:
     store = workdir / "query-store"
     mark = store / BUILD_MARK
@@ -111,11 +87,7 @@ def _store(workdir: pathlib.Path) -> pathlib.Path:
     if {k: built.get(k) for k in _params()} != _params():
         started = time.perf_counter()
         print(f"query: building the bench store in {store} (once; about 2 minutes) ...", flush=True)
-        try:
-            import rmqtool.store.engine  # noqa: F401
-            length = _build(store)
-        except ImportError:
-            length = _build_with_writers(store)
+        length = _build(store)
         (store / BUILD_MARK).write_text(json.dumps({**_params(), "commitlog_bytes": length}))
         print(f"query: built in {time.perf_counter() - started:.0f} s", flush=True)
     return store

@@ -529,3 +529,18 @@ def test_a_selector_picks_the_queue(tmp_path):
             r.wrote_offset).properties["KEYS"]) % 3
     m = CommitLog(tmp_path / "store" / "commitlog").read_message(delayed.wrote_offset)
     assert m.properties["REAL_QID"] == str(enc.java_string_hash("order-2") % 3)
+
+
+@pytest.mark.parametrize("slot", [0, 5, 31])
+def test_index_geometry_is_inferred_from_contents_not_guessed(tmp_path, slot):
+    """32 slots + 120 entries and 37 slots + 119 entries make files of the same size: the
+    contents must decide, whichever slot the one key lands in (slot 0 once fooled it)."""
+    from rmqtool.formats.indexfile import index_key_hash
+    from rmqtool.store.index_writer import infer_index_sizes
+
+    uniq = next(u for u in (f"{n:032X}" for n in range(10**6)) if index_key_hash(f"T#{u}") % 32 == slot)
+    root = tmp_path / "store"
+    with Store.open(root, writable=True, **SMALL) as store:
+        store.append(enc.producer_message("T", b"x", uniq_key=uniq))
+    (index_file,) = (root / "index").iterdir()
+    assert infer_index_sizes(index_file) == (32, 120)

@@ -278,6 +278,8 @@ def _consistent(fd: int, slots: int, entries: int, count: int) -> bool:
     if len(table) != slots or (table and (min(table) < 0 or max(table) >= top)):
         return False
     base = INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE
+    if any(_ints(fd, base, INDEX_SIZE // 4)):
+        return False  # entry 0 is never written: a wrong split puts other data there
     written = _ints(fd, base + FIRST_INDEX * INDEX_SIZE, (top - FIRST_INDEX) * (INDEX_SIZE // 4))
     hashes, prevs = written[0::5], written[4::5]
     if hashes and (min(hashes) < 0 or min(prevs) < 0):
@@ -285,7 +287,10 @@ def _consistent(fd: int, slots: int, entries: int, count: int) -> bool:
     if any(p >= i for i, p in enumerate(prevs, start=FIRST_INDEX)):
         return False
     used = list(itertools.islice(itertools.compress(range(slots), table), 1000))
-    return all(hashes[table[i] - FIRST_INDEX] % slots == i for i in used)
+    if not all(hashes[table[i] - FIRST_INDEX] % slots == i for i in used):
+        return False
+    # and the converse: every written entry's slot holds it or a newer entry (a sample of them)
+    return all(table[h % slots] >= n for n, h in itertools.islice(enumerate(hashes, start=FIRST_INDEX), 1000))
 
 
 class IndexServiceWriter:

@@ -10,10 +10,9 @@ answered from a store's files alone (``rmqtool query``).
 * :mod:`.explain` -- the ``--explain`` trace and the notes every result carries.
 """
 from rmqtool.query.by_key import KeyQueryResult, query_by_key
-from rmqtool.query.by_offset import (CommitLogReader, OffsetLookup, message_at_offset, message_by_msg_id,
-                                     message_by_queue_offset)
+from rmqtool.query.by_offset import OffsetLookup, message_at_offset, message_by_msg_id, message_by_queue_offset
 from rmqtool.query.by_time import TimeLookup, offset_by_time
 from rmqtool.query.explain import Trace
 
-__all__ = ["CommitLogReader", "KeyQueryResult", "OffsetLookup", "TimeLookup", "Trace", "message_at_offset",
+__all__ = ["KeyQueryResult", "OffsetLookup", "TimeLookup", "Trace", "message_at_offset",
            "message_by_msg_id", "message_by_queue_offset", "offset_by_time", "query_by_key"]

@@ -38,7 +38,7 @@ from rmqtool.errors import CorruptData, NothingFound, RmqError, StoreAccessError
 from rmqtool.formats import properties as props
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODES, MIN_MESSAGE_LENGTH
 from rmqtool.formats.indexfile import build_key, index_key_hash, java_string_hash, slot_of
-from rmqtool.query.by_offset import CommitLogReader
+from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.query.explain import Notes, Trace, trace_or_none
 from rmqtool.store import detect
 from rmqtool.store.commitlog import scan_segment

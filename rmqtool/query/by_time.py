@@ -29,7 +29,8 @@ import datetime
 import os
 
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
-from rmqtool.query.by_offset import CommitLogReader, open_queue
+from rmqtool.query.by_offset import open_queue
+from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.query.explain import Notes, Trace, trace_or_none
 from rmqtool.store import detect
 from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue

@@ -27,7 +27,7 @@ import pathlib
 import struct
 from typing import Iterable, Iterator, Union
 
-from rmqtool.errors import CorruptData, StoreAccessError
+from rmqtool.errors import StoreAccessError
 from rmqtool.findings import Finding
 from rmqtool.formats import properties as props
 from rmqtool.formats.commitlog import (BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH,
@@ -418,20 +418,12 @@ class CommitLog:
             for seg, is_last, start in self._segment_ranges(from_offset, to_offset))
 
     def read_message(self, offset: int, *, check_crc: bool = True) -> Message:
-        """The message whose record starts at a commit log offset (lookMessageByOffset)."""
-        seg = self.queue.find(offset)
-        if seg is None or offset - seg.base_offset >= seg.size:
-            raise CorruptData("no commit log segment holds this offset", self.directory, offset)
-        for result in scan_segment(seg, start=offset - seg.base_offset, check_crc=check_crc):
-            if isinstance(result, Message):
-                if result.commit_log_offset != offset:
-                    break
-                return result
-            if isinstance(result, Blank):
-                raise CorruptData("an end-of-file blank record lies here, not a message", seg.path,
-                                  offset - seg.base_offset)
-            raise CorruptData(f"{result.finding_id}: {result.reason}", seg.path, offset - seg.base_offset)
-        raise CorruptData("no message starts here", seg.path, offset - seg.base_offset)
+        """The message whose record starts at a commit log offset (lookMessageByOffset);
+        NothingFound when none starts there, CorruptData when the record there is damaged."""
+        from rmqtool.store.commitlog_reader import CommitLogReader  # it builds on this module
+
+        with CommitLogReader(self) as reader:
+            return reader.read(offset, check_crc=check_crc)
 
     def max_offset(self) -> int | None:
         """One past the last record of the last segment that holds records (getMaxPhyOffset)."""

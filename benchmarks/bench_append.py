@@ -67,10 +67,14 @@ def _raw_sequential(path: pathlib.Path, total: int) -> float:
     return total / seconds / 1e6
 
 
-def _async(root: pathlib.Path, messages, bulk: bool) -> tuple[float, float, int]:
+def _async(root: pathlib.Path, messages, bulk: bool) -> tuple[float, float, int, float, float]:
+    """msg/s and MB/s by the wall clock, bytes written, and msg/s by the CPU time of this
+    process (all its threads: flusher and warmer included) and of the appending thread alone;
+    CPU time is what another job on the machine cannot inflate."""
     from rmqtool.store.engine import Store
 
     with Store.open(_fresh(root), writable=True, flush="async", store_host="192.0.2.10:10911") as store:
+        cpu, thread_cpu = time.process_time(), time.thread_time()
         started = time.perf_counter()
         if bulk:
             for i in range(0, len(messages), 1000):
@@ -80,9 +84,11 @@ def _async(root: pathlib.Path, messages, bulk: bool) -> tuple[float, float, int]
             for m in messages:
                 append(m)
         seconds = time.perf_counter() - started
+        cpu, thread_cpu = time.process_time() - cpu, time.thread_time() - thread_cpu
         written = store.max_offset
     shutil.rmtree(root)
-    return len(messages) / seconds, written / seconds / 1e6, written
+    n = len(messages)
+    return n / seconds, written / seconds / 1e6, written, n / cpu, n / thread_cpu
 
 
 def _sync_threads(root: pathlib.Path, body: bytes) -> tuple[float, float, float]:
@@ -140,16 +146,16 @@ def run(workdir: pathlib.Path) -> None:
           f"({ASYNC_MESSAGES / build:,.0f}/s, not counted below)")
 
     # best of two runs each: the machine is shared and the first run also warms the page cache
-    rate, mbs, written = max(_async(root, messages, bulk=False) for _ in range(2))
+    rate, mbs, written, cpu_rate, thread_rate = max(_async(root, messages, bulk=False) for _ in range(2))
     raw = _raw_sequential(workdir / "append-raw.bin", written)
     record = written / ASYNC_MESSAGES
     print(f"append: raw sequential write of the same {written / 1e6:.0f} MB: {raw:,.0f} MB/s "
           f"({raw * 1e6 / record:,.0f} records/s of {record:.0f} B)")
     print(f"append: async flush, append():      {rate:>10,.0f} msg/s  {mbs:7.1f} MB/s  "
-          f"ratio to raw {mbs / raw:.3f}")
-    bulk_rate, bulk_mbs, _ = max(_async(root, messages, bulk=True) for _ in range(2))
+          f"ratio to raw {mbs / raw:.3f}  (by CPU time: process {cpu_rate:,.0f}, thread {thread_rate:,.0f} msg/s)")
+    bulk_rate, bulk_mbs, _, bulk_cpu, bulk_thread = max(_async(root, messages, bulk=True) for _ in range(2))
     print(f"append: async flush, append_many(): {bulk_rate:>10,.0f} msg/s  {bulk_mbs:7.1f} MB/s  "
-          f"ratio to raw {bulk_mbs / raw:.3f}")
+          f"ratio to raw {bulk_mbs / raw:.3f}  (by CPU time: process {bulk_cpu:,.0f}, thread {bulk_thread:,.0f} msg/s)")
     best = max(rate, bulk_rate)
     verdict = "PASS" if best >= ANCHOR_MSG_PER_S * TARGET_FRACTION else "MISS"
     print(f"append: vs the real 4.9.8 broker ({ANCHOR_MSG_PER_S:,} msg/s async, 1 KB): append() "

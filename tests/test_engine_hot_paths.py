@@ -7,13 +7,13 @@ import os
 import random
 import time
 
-from rmqtool.formats.indexfile import build_key, index_key_hash
+from rmqtool.formats.indexfile import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE, build_key, index_key_hash
 from rmqtool.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from rmqtool.store import encoder as enc
 from rmqtool.store.cq_writer import ConsumeQueueTable
 from rmqtool.store.dispatch import CommitLogDispatcher
 from rmqtool.store.engine import Store
-from rmqtool.store.index_writer import IndexServiceWriter, key_hash
+from rmqtool.store.index_writer import ENTRY, IndexServiceWriter, key_hash
 
 
 def test_key_hash_agrees_with_the_reference():
@@ -113,3 +113,41 @@ def test_a_message_after_a_full_index_file_rolls_it_in_a_run_too(tmp_path):
         index.close()
         trees.append(_tree(tmp_path / name))
     assert len(trees[0]) == 2 and trees[0] == trees[1]
+
+
+def test_a_run_hashes_every_kind_of_uniq_key_as_the_reference(tmp_path):
+    """build_index_many hashes UNIQ_KEYs inline (the head of the previous key reused): short,
+    non-ASCII, topic changes and keys sharing heads must all land in the slots
+    indexKeyHashMethod picks."""
+    rnd = random.Random(5)
+    uniqs = ["", "a", "abcd", "订单订单订单", "AC1F000400002A9F0000000000000000"]
+    uniqs += [f"C63364070000{rnd.randrange(3):04X}{i:016X}" for i in range(300)]
+    requests = [(rnd.choice(["A", "订单", "A"]), 0, 100 * i, 100, 0, 1_700_000_000_000 + i, i, None, u, 0)
+                for i, u in enumerate(uniqs)]
+    index = IndexServiceWriter(tmp_path / "run", 64, 1000, clock=lambda: 1_700_000_000_000)
+    index.build_index_many(requests)
+    f = index.last
+    slots = {}
+    for n in range(1, f.index_count):
+        h = ENTRY.unpack_from(f.mm, INDEX_HEADER_SIZE + 64 * HASH_SLOT_SIZE + n * INDEX_SIZE)[0]
+        slots[n] = h
+    index.close()
+    assert len(slots) == len(requests)
+    for n, r in enumerate(requests, start=1):
+        assert slots[n] == index_key_hash(build_key(r[0], r[8])), r
+
+
+def test_a_flush_timeout_is_in_every_result_and_the_records_stay(tmp_path, monkeypatch):
+    """Sync flush that does not finish in time: PutMessageStatus FLUSH_DISK_TIMEOUT for the one
+    message and for every message of a run, each result otherwise as written."""
+    with Store.open(tmp_path / "s", writable=True, flush="sync", commitlog_size=1 << 20) as store:
+        monkeypatch.setattr(store.flusher, "wait_flushed", lambda offset, *a, **k: False)
+        one = store.append(enc.producer_message("T", b"x" * 10, compress=None))
+        many = store.append_many([enc.producer_message("T", b"y" * 10, compress=None) for _ in range(5)])
+        monkeypatch.undo()
+        fine = store.append(enc.producer_message("T", b"z", compress=None))
+    assert one.status == "FLUSH_DISK_TIMEOUT" and not one.ok and one.queue_offset == 0
+    assert [r.status for r in many] == ["FLUSH_DISK_TIMEOUT"] * 5
+    assert [r.queue_offset for r in many] == [1, 2, 3, 4, 5]
+    assert [r.wrote_offset for r in many] == [one.wrote_offset + one.wrote_bytes * (i + 1) for i in range(5)]
+    assert fine.ok and fine.queue_offset == 6

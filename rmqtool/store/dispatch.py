@@ -133,9 +133,16 @@ class CommitLogDispatcher:
                 run[3] = queue_offset + 1
                 run[4] += (offset, size, code)
                 last_ts = ts
+        self.dispatch_runs(requests, order, last_ts)
+
+    def dispatch_runs(self, requests, runs, last_ts: int) -> None:
+        """:meth:`dispatch` with each queue's units already gathered (as the put path can,
+        while it hands out queue offsets): ``runs`` is [topic, queue id, first queue offset,
+        next queue offset, flat units] each, in the order started; ``last_ts`` is the store
+        timestamp of the last record given a unit (0: none)."""
         queues = self._queues
         find = self.consume_queues.find
-        for topic, queue_id, first, _next, units in order:
+        for topic, queue_id, first, _next, units in runs:
             cq = queues.get((topic, queue_id)) or find(topic, queue_id)
             if not cq.put_run(first, units):
                 raise StoreAccessError(f"consume queue {topic}/{queue_id} refused offset {first}", cq.directory)

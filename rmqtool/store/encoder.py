@@ -620,22 +620,26 @@ def _fields_struct(schema, *names: str) -> struct.Struct:
 
 RECORD_PLACE = _fields_struct(MessagePrefix, "queue_offset", "physical_offset")  # written by doAppend
 RECORD_TIME = _fields_struct(MessageHosts[0], "store_timestamp")
-_QQ, _Q = RECORD_PLACE, RECORD_TIME
+RECORD_START = _fields_struct(MessagePrefix, "total_size", "magic_code")  # written last: the record exists
+_QQ, _Q, _START = RECORD_PLACE, RECORD_TIME, RECORD_START
 _I16 = _fields_struct(MessageRecord, "properties_length")
 
 
 class PreparedRecord(tuple):
     """A message encoded but not placed: what CommitLog holds after MessageExtEncoder.encode.
 
-    ``record`` is the whole record with queueOffset, physicalOffset and storeTimestamp still
-    zero; doAppend writes those in the put lock (:meth:`write_into`). The rest is what the
-    store needs around it: where it goes, and the dispatch values of checkMessageAndReturnSize.
+    ``record`` is the whole record with totalSize, magic, queueOffset, physicalOffset and
+    storeTimestamp still zero; doAppend copies it in one piece, writes the place and time,
+    then totalSize and ``magic_code`` last, in the put lock (:meth:`write_into`). The rest is
+    what the store needs around it: where it goes, and the dispatch values of
+    checkMessageAndReturnSize.
     A tuple, because the append path makes one per message and unpacks it at once.
     """
 
     __slots__ = ()
     FIELDS = ("topic", "queue_id", "record", "total_size", "sys_flag", "store_timestamp_at", "store_timestamp",
-              "tags_code", "keys", "uniq_key", "delay_level", "store_ip", "store_port", "gets_queue_offset")
+              "tags_code", "keys", "uniq_key", "delay_level", "store_ip", "store_port", "gets_queue_offset",
+              "magic_code")
 
     topic = property(operator.itemgetter(0))
     queue_id = property(operator.itemgetter(1))
@@ -651,9 +655,10 @@ class PreparedRecord(tuple):
     store_ip = property(operator.itemgetter(11))
     store_port = property(operator.itemgetter(12))
     gets_queue_offset = property(operator.itemgetter(13))  # prepared and rollback records: offset 0, no CQ unit
+    magic_code = property(operator.itemgetter(14))
 
     def write_into(self, buf, pos: int, queue_offset: int, physical_offset: int, store_timestamp: int) -> None:
-        write_record(buf, pos, self[2], self[5], queue_offset, physical_offset, store_timestamp)
+        write_record(buf, pos, self[2], self[14], self[5], queue_offset, physical_offset, store_timestamp)
 
     def to_bytes(self, queue_offset: int, physical_offset: int, store_timestamp: int) -> bytes:
         out = bytearray(self[3])
@@ -682,21 +687,26 @@ _tuple_new = tuple.__new__
 def prepared_record(topic: str, queue_id: int, record: bytes, sys_flag: int, store_timestamp: int | None,
                     tags_code: int, keys: str | None, uniq_key: str | None, delay_level: int,
                     store_ip: bytes, store_port: int) -> PreparedRecord:
+    """A PreparedRecord of a whole encoded ``record`` (its totalSize and magic are kept apart)."""
+    magic = _START.unpack_from(record)[1]
+    record = bytes(_START.size) + record[_START.size:]
     return _tuple_new(PreparedRecord, (topic, queue_id, record, len(record), sys_flag,
                                        STORE_TIMESTAMP_AT[(sys_flag >> 4) & 3], store_timestamp, tags_code, keys,
                                        uniq_key, delay_level, store_ip, store_port,
-                                       (sys_flag & sysflag.TRANSACTION_MASK) in _GETS_QUEUE_OFFSET))
+                                       (sys_flag & sysflag.TRANSACTION_MASK) in _GETS_QUEUE_OFFSET, magic))
 
 
-def write_record(buf, pos: int, record: bytes, store_timestamp_at: int, queue_offset: int, physical_offset: int,
-                 store_timestamp: int) -> None:
-    """Write a prepared record at ``buf[pos:]`` with its place and time. Its first 8 bytes
-    (totalSize, magic) go last, so a process killed half way leaves zeros where the record
-    starts, not half a record."""
-    buf[pos + 8:pos + len(record)] = memoryview(record)[8:]
+def write_record(buf, pos: int, record: bytes, magic_code: int, store_timestamp_at: int, queue_offset: int,
+                 physical_offset: int, store_timestamp: int) -> None:
+    """Write a prepared record at ``buf[pos:]`` with its place and time. The record holds
+    zeros where totalSize and magic go; they are written last, so a process killed half way
+    leaves zeros where the record starts, not half a record. (One copy of the whole record:
+    slicing off its first 8 bytes would copy it twice.)"""
+    size = len(record)
+    buf[pos:pos + size] = record
     _QQ.pack_into(buf, pos + QUEUE_OFFSET_AT, queue_offset, physical_offset)
     _Q.pack_into(buf, pos + store_timestamp_at, store_timestamp)
-    buf[pos:pos + 8] = record[:8]
+    _START.pack_into(buf, pos, size, magic_code)
 
 
 _NOT_V6 = ~(sysflag.BORNHOST_V6_FLAG | sysflag.STOREHOSTADDRESS_V6_FLAG)
@@ -791,13 +801,13 @@ class Encoder:
         else:
             keys = uniq = None
             code = 0
-        record = b"".join((head.pack(total, magic, _fast_crc32(body) & _CRC_MASK if body_len else 0, queue_id,
+        record = b"".join((head.pack(0, 0, _fast_crc32(body) & _CRC_MASK if body_len else 0, queue_id,
                                      msg.flag, 0, 0, sys_flag, msg.born_timestamp, born[0], born[1], 0, store[0],
                                      store[1], msg.reconsume_times, msg.prepared_transaction_offset, body_len),
                            body, tpart, _I16.pack(prop_len), prop))
         return _tuple_new(PreparedRecord, (topic, queue_id, record, total, sys_flag, STORE_TIMESTAMP_AT[hosts],
                                            msg.store_timestamp, code, keys, uniq, delay_level, store[0], store[1],
-                                           (sys_flag & _TRAN_MASK) in _GETS_QUEUE_OFFSET))
+                                           (sys_flag & _TRAN_MASK) in _GETS_QUEUE_OFFSET, magic))
 
     def _redirect_delayed(self, msg: MessageInner, level: int, queue_id: int):
         """Delay: clamp the level, back up REAL_TOPIC / REAL_QID in (a copy of) the map and

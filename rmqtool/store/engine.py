@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import operator
 import os
 import pathlib
 import threading
@@ -37,8 +38,8 @@ from rmqtool.store.cq_writer import (DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, Con
                                      consume_queue_file_size, written_length)
 from rmqtool.store.dispatch import CommitLogDispatcher, DispatchRequest, ReputMessageService
 from rmqtool.store.encoder import (DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevels, Encoder,
-                                   QUEUE_OFFSET_AT, RECORD_PLACE, RECORD_TIME, STORE_TIMESTAMP_AT, MessageBatch,
-                                   MessageInner, PreparedRecord, as_host, write_record)
+                                   QUEUE_OFFSET_AT, RECORD_PLACE, RECORD_START, RECORD_TIME, STORE_TIMESTAMP_AT,
+                                   MessageBatch, MessageInner, PreparedRecord, as_host, write_record)
 from rmqtool.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from rmqtool.store.index_writer import IndexServiceWriter, infer_index_sizes
 from rmqtool.store.lock import StoreLock, is_locked
@@ -74,22 +75,47 @@ class StoreConfig:
     message_index_enable: bool = True
     dispatch: str = "inline"  # or "background" (a ReputMessageService thread)
 
+_tuple_new = tuple.__new__
 
-@dataclasses.dataclass(slots=True)
-class PutResult:
-    """PutMessageResult + AppendMessageResult: where the message(s) went."""
-    status: str
-    wrote_offset: int  # commit log offset of the (first) record
-    wrote_bytes: int
-    queue_offset: int  # logicsOffset: the (first) queue offset; 0 for prepared/rollback
-    store_timestamp: int
-    msg_num: int
-    topic: str  # as stored: SCHEDULE_TOPIC_XXXX for a delayed message
-    queue_id: int
-    offsets: tuple  # commit log offset of each record (phyPos)
-    uniq_keys: tuple
-    store_ip: bytes
-    store_port: int
+
+def _wall_clock_ms() -> int:
+    """System.currentTimeMillis."""
+    return time.time_ns() // 1_000_000
+
+
+class PutResult(tuple):
+    """PutMessageResult + AppendMessageResult: where the message(s) went. A tuple made with
+    tuple.__new__, because append_many makes one per message in the put lock (a 12-field
+    dataclass costs twice as much); :meth:`with_status` makes a copy with another status."""
+
+    __slots__ = ()
+    FIELDS = ("status", "wrote_offset", "wrote_bytes", "queue_offset", "store_timestamp", "msg_num", "topic",
+              "queue_id", "offsets", "uniq_keys", "store_ip", "store_port")
+
+    def __new__(cls, status: str, wrote_offset: int, wrote_bytes: int, queue_offset: int, store_timestamp: int,
+                msg_num: int, topic: str, queue_id: int, offsets: tuple, uniq_keys: tuple, store_ip: bytes,
+                store_port: int) -> "PutResult":
+        return _tuple_new(cls, (status, wrote_offset, wrote_bytes, queue_offset, store_timestamp, msg_num, topic,
+                                queue_id, offsets, uniq_keys, store_ip, store_port))
+
+    status = property(operator.itemgetter(0))
+    wrote_offset = property(operator.itemgetter(1))  # commit log offset of the (first) record
+    wrote_bytes = property(operator.itemgetter(2))
+    queue_offset = property(operator.itemgetter(3))  # logicsOffset: the (first) queue offset; 0 for prepared/rollback
+    store_timestamp = property(operator.itemgetter(4))
+    msg_num = property(operator.itemgetter(5))
+    topic = property(operator.itemgetter(6))  # as stored: SCHEDULE_TOPIC_XXXX for a delayed message
+    queue_id = property(operator.itemgetter(7))
+    offsets = property(operator.itemgetter(8))  # commit log offset of each record (phyPos)
+    uniq_keys = property(operator.itemgetter(9))
+    store_ip = property(operator.itemgetter(10))
+    store_port = property(operator.itemgetter(11))
+
+    def with_status(self, status: str) -> "PutResult":
+        return _tuple_new(PutResult, (status,) + self[1:])
+
+    def __repr__(self) -> str:
+        return "PutResult(" + ", ".join(f"{n}={v!r}" for n, v in zip(self.FIELDS, self)) + ")"
 
     @property
     def ok(self) -> bool:
@@ -365,7 +391,8 @@ class Store:
             store._open_read_only(commitlog_size, cq_size, index_slots, index_entries)
             return store
         store = cls(root, True, config)
-        store._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        store._clock = clock or _wall_clock_ms
+        store._wall_clock = clock is None  # _put_run then reads the clock inline
         store._open_writable(commitlog_size, cq_size, index_slots, index_entries, store_host, recover)
         return store
 
@@ -558,22 +585,20 @@ class Store:
             return []
         with self._put_lock:
             if self._inline and self.reput.behind() == 0:
-                results, requests = self._put_run(prepared)
-                self._dispatch_inline(requests)  # the run in one pass
+                results, requests, runs, last_ts = self._put_run(prepared)
+                self._dispatch_inline(requests, runs, last_ts)  # the run in one pass
             else:
                 put = self._put_locked
                 results = [put(p) for p in prepared]
-        last = results[-1]
-        status = self._after_put(last).status
+        status = self._after_put(results[-1]).status
         if status != PUT_OK:
-            for r in results:
-                r.status = status
+            results = [r.with_status(status) for r in results]
         return results
 
     def _put_locked(self, p: PreparedRecord) -> PutResult:
         """doAppend for one record, in the put lock, then its inline dispatch."""
         (topic, queue_id, record, size, sys_flag, store_ts_at, store_ts, code, keys, uniq, delay_level,
-         store_ip, store_port, gets_queue_offset) = p
+         store_ip, store_port, gets_queue_offset, magic) = p
         if store_ts is None:
             store_ts = self._clock()
         if gets_queue_offset:
@@ -588,7 +613,7 @@ class Store:
             mf = self._room_for(size, store_ts)
         pos = mf.wrote_position
         offset = mf.file_from_offset + pos
-        write_record(mf.mm, pos, record, store_ts_at, queue_offset, offset, store_ts)
+        write_record(mf.mm, pos, record, magic, store_ts_at, queue_offset, offset, store_ts)
         mf.wrote_position = pos + size
         mf.store_timestamp = store_ts
         if self._inline:
@@ -601,21 +626,27 @@ class Store:
                 reput.reput_from_offset = offset + size
             else:
                 reput.do_reput()  # a blank record before it, or something left behind
-        return PutResult(PUT_OK, offset, size, queue_offset, store_ts, 1, topic, queue_id, (offset,),
-                         (uniq,), store_ip, store_port)
+        return _tuple_new(PutResult, (PUT_OK, offset, size, queue_offset, store_ts, 1, topic, queue_id, (offset,),
+                                      (uniq,), store_ip, store_port))
 
-    def _put_run(self, prepared: list[PreparedRecord]) -> tuple[list[PutResult], list[tuple]]:
+    def _put_run(self, prepared: list[PreparedRecord]) -> tuple[list[PutResult], list[tuple], list, int]:
         """doAppend for many records in a row, in the put lock: what :meth:`_put_locked` does
         for each, with the segment's state in locals; returns the results and the dispatch
-        requests, for the caller to dispatch in one pass."""
-        clock = self._clock
+        requests, for the caller to dispatch in one pass, with each queue's consume queue units
+        already gathered into a run (its queue offsets are consecutive: they are handed out
+        here) and the store timestamp of the last record given a unit."""
+        clock = None if self._wall_clock else self._clock
+        time_ns = time.time_ns
         table = self.topic_queue_table
         deliver = self.delay_levels.deliver_timestamp
-        pack_qq, pack_q = RECORD_PLACE.pack_into, RECORD_TIME.pack_into
+        pack_qq, pack_q, pack_start = RECORD_PLACE.pack_into, RECORD_TIME.pack_into, RECORD_START.pack_into
         results = []
         requests = []
         add_result = results.append
         add_request = requests.append
+        new = _tuple_new
+        runs = {}  # (topic, queue id) -> [topic, queue id, first queue offset, next, flat units]
+        last_unit_ts = 0
         mf = self.commit_log.last
         if mf is None:  # no segment yet: the first record makes one
             mm, base, pos, limit, last_ts = None, 0, 0, -1, 0
@@ -625,9 +656,9 @@ class Store:
             last_ts = mf.store_timestamp
         try:
             for (topic, queue_id, record, size, sys_flag, store_ts_at, store_ts, code, keys, uniq, delay_level,
-                 store_ip, store_port, gets_queue_offset) in prepared:
+                 store_ip, store_port, gets_queue_offset, magic) in prepared:
                 if store_ts is None:
-                    store_ts = clock()
+                    store_ts = time_ns() // 1_000_000 if clock is None else clock()
                 if gets_queue_offset:
                     key = (topic, queue_id)
                     queue_offset = table.get(key, 0)
@@ -642,23 +673,30 @@ class Store:
                     mm, base, pos = mf.mm, mf.file_from_offset, mf.wrote_position
                     limit = mf.file_size - END_FILE_MIN_BLANK_LENGTH
                 offset = base + pos
-                # write_record, inline: all but the first 8 bytes, the place and time, then those 8
-                mm[pos + 8:pos + size] = record[8:]
+                # write_record, inline: the record (zeros where it starts), the place and time,
+                # then totalSize and magic
+                mm[pos:pos + size] = record
                 pack_qq(mm, pos + QUEUE_OFFSET_AT, queue_offset, offset)
                 pack_q(mm, pos + store_ts_at, store_ts)
-                mm[pos:pos + 8] = record[:8]
+                pack_start(mm, pos, size, magic)
                 pos += size
                 last_ts = store_ts
                 if delay_level:
                     code = deliver(delay_level, store_ts)
                 add_request((topic, queue_id, offset, size, code, store_ts, queue_offset, keys, uniq, sys_flag))
-                add_result(PutResult(PUT_OK, offset, size, queue_offset, store_ts, 1, topic, queue_id, (offset,),
-                                     (uniq,), store_ip, store_port))
+                if gets_queue_offset:
+                    run = runs.get(key)
+                    if run is None:
+                        run = runs[key] = [topic, queue_id, queue_offset, 0, []]
+                    run[4] += (offset, size, code)
+                    last_unit_ts = store_ts
+                add_result(new(PutResult, (PUT_OK, offset, size, queue_offset, store_ts, 1, topic, queue_id,
+                                           (offset,), (uniq,), store_ip, store_port)))
         finally:  # what was written stays accounted for, even if a roll failed half way
             if mf is not None:
                 mf.wrote_position = pos
                 mf.store_timestamp = last_ts
-        return results, requests
+        return results, requests, list(runs.values()), last_unit_ts
 
     def _room_for(self, size: int, store_ts: int):
         """The segment the next record goes to: the current one, or (after an end-of-file
@@ -740,9 +778,10 @@ class Store:
                            tuple(offsets), tuple(p.uniq_key for p in prepared), first.store_ip, first.store_port)
         return result, requests
 
-    def _dispatch_inline(self, requests) -> None:
+    def _dispatch_inline(self, requests, runs=None, last_unit_ts: int = 0) -> None:
         """Dispatch records just written, in order; anything before them not yet dispatched
-        (the blank record of a roll, say) is read back from the commit log instead."""
+        (the blank record of a roll, say) is read back from the commit log instead. ``runs``:
+        their consume queue units already gathered (CommitLogDispatcher.dispatch_runs)."""
         if not requests:
             return
         reput = self.reput
@@ -751,7 +790,10 @@ class Store:
             if reput.reput_from_offset != first_offset:
                 reput.do_reput()
                 return
-            self.dispatcher.dispatch(requests)
+            if runs is None:
+                self.dispatcher.dispatch(requests)
+            else:
+                self.dispatcher.dispatch_runs(requests, runs, last_unit_ts)
             last = requests[-1]
             reput.reput_from_offset = last[2] + last[3]
 
@@ -760,7 +802,7 @@ class Store:
         background mode, wake the dispatcher."""
         if self._sync:
             if not self.flusher.wait_flushed(result.wrote_offset + result.wrote_bytes):
-                result.status = FLUSH_DISK_TIMEOUT
+                result = result.with_status(FLUSH_DISK_TIMEOUT)
         elif result.wrote_offset >= self._wake_flusher_at:
             self.flusher.maybe_wakeup()
             self._wake_flusher_at = result.wrote_offset + OS_PAGE_SIZE

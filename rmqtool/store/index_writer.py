@@ -47,6 +47,8 @@ _POWERS: dict[int, tuple] = {}
 _PREFIX_HASH: dict[str, int] = {}
 _HEADS_BY_TOPIC: dict[str, dict[str, int]] = {}  # topic -> key without its tail -> hash of "topic#" + that
 _TAIL = 4  # hashed per key; what comes before is cached (UNIQ_KEYs change in their last 4 hex digits)
+_TAIL_POWER = 31 ** _TAIL
+_TAIL_SUMS: dict[str, int] = {}  # a key's last _TAIL characters -> their part of the hash (the head's is head * 31**4)
 
 
 def _powers(n: int) -> tuple:
@@ -71,21 +73,48 @@ def _prefix_hash(prefix: str) -> int:
     return h
 
 
+def _head_part(topic: str, cut: str) -> int:
+    """hash("topic#" + cut) * 31**_TAIL: what an ASCII key ``cut`` + 4 characters starts its hash with."""
+    heads = _HEADS_BY_TOPIC.get(topic)
+    if heads is None:
+        heads = _HEADS_BY_TOPIC[topic] = {}
+    head = heads.get(cut)
+    if head is None:
+        head = _prefix_hash(f"{topic}#{cut}") * _TAIL_POWER
+        if len(heads) > 8192:
+            heads.clear()  # UNIQ_KEY prefixes change every millisecond
+        heads[cut] = head
+    return head
+
+
+def _tail_part(tail: str) -> int:
+    """The hash of an ASCII ``tail`` of _TAIL characters started from 0 (cached: a UNIQ_KEY's
+    tail is a 16-bit counter in hex)."""
+    a, b, c, d = tail.encode("ascii")
+    part = ((a * 31 + b) * 31 + c) * 31 + d
+    if len(_TAIL_SUMS) > 1 << 17:
+        _TAIL_SUMS.clear()
+    _TAIL_SUMS[tail] = part
+    return part
+
+
+def _positive(h: int) -> int:
+    """Math.abs of the int32 ``h`` (given as unsigned), or 0 for Integer.MIN_VALUE as the broker does."""
+    if h & 0x80000000:
+        h = (1 << 32) - h
+        if h == 1 << 31:
+            return 0
+    return h
+
+
 def key_hash(topic: str, key: str) -> int:
     """indexKeyHashMethod(topic + "#" + key), the same value as formats.indexfile computes."""
     if len(key) > _TAIL and key.isascii():
-        heads = _HEADS_BY_TOPIC.get(topic)
-        if heads is None:
-            heads = _HEADS_BY_TOPIC[topic] = {}
-        cut = key[:-_TAIL]
-        head = heads.get(cut)
-        if head is None:
-            head = _prefix_hash(f"{topic}#{cut}")
-            if len(heads) > 8192:
-                heads.clear()  # UNIQ_KEY prefixes change every millisecond
-            heads[cut] = head
-        a, b, c, d = key[-_TAIL:].encode("ascii")
-        h = ((((head * 31 + a) * 31 + b) * 31 + c) * 31 + d) & _M32
+        tail = key[-_TAIL:]
+        part = _TAIL_SUMS.get(tail)
+        if part is None:
+            part = _tail_part(tail)
+        h = (_head_part(topic, key[:-_TAIL]) + part) & _M32
     elif key.isascii():
         h = _prefix_hash(f"{topic}#")
         for c in key.encode("ascii"):
@@ -396,11 +425,26 @@ class IndexServiceWriter:
         end = f.end_phy_offset  # offsets only grow: a message before it was indexed already
         entries = []
         add = entries.append
+        tails = _TAIL_SUMS
+        last_topic = last_cut = None  # UNIQ_KEYs in a row share all but their tail: key_hash inline
+        head = 0
         for topic, _q, offset, _size, _code, ts, _qo, keys, uniq, sys_flag in requests:
             if offset < end or sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
                 continue
             if uniq is not None:
-                add((key_hash(topic, uniq), offset, ts))
+                if len(uniq) > _TAIL and uniq.isascii():
+                    cut = uniq[:-_TAIL]
+                    if cut != last_cut or topic != last_topic:
+                        head = _head_part(topic, cut)
+                        last_topic, last_cut = topic, cut
+                    tail = uniq[-_TAIL:]
+                    part = tails.get(tail)
+                    if part is None:
+                        part = _tail_part(tail)
+                    h = (head + part) & _M32
+                    add((_positive(h) if h & 0x80000000 else h, offset, ts))
+                else:
+                    add((key_hash(topic, uniq), offset, ts))
             if keys:
                 for key in keys.split(" "):
                     if key:

@@ -110,6 +110,16 @@ def run(workdir: pathlib.Path) -> None:
 
 
 def _rss_mib(who: int = resource.RUSAGE_SELF) -> float:
+    """Peak RSS in MiB. For this process, VmHWM: Linux carries ru_maxrss across exec, so a
+    spawned interpreter would report the peak of the bench run that started it."""
+    if who == resource.RUSAGE_SELF:
+        try:
+            with open("/proc/self/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) / 1024
+        except OSError:
+            pass
     return resource.getrusage(who).ru_maxrss / 1024  # KiB on Linux
 
 

@@ -17,7 +17,6 @@ Read-only opens take no lock and never write a byte: they only answer where thin
 from __future__ import annotations
 
 import dataclasses
-import errno
 import operator
 import os
 import pathlib
@@ -29,11 +28,11 @@ from rmqtool.formats.commitlog import (BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENG
                                        MESSAGE_MAGIC_CODE_V2, BlankRecord)
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqtool.formats.derive import struct_of
-from rmqtool.formats.indexfile import (DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, FILE_NAME_LENGTH,
-                                       index_file_size)
+from rmqtool.formats.indexfile import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM
 from rmqtool.store import paths
 from rmqtool.store.checkpoint_writer import CheckpointWriter
-from rmqtool.store.commitlog import Blank, CommitLog, header_hop, scan_segment
+from rmqtool.store.commitlog import CommitLog
+from rmqtool.store.commitlog_end import all_zero_from, find_commit_log_end, first_bytes
 from rmqtool.store.cq_writer import (DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, ConsumeQueueTable,
                                      consume_queue_file_size, written_length)
 from rmqtool.store.dispatch import CommitLogDispatcher, DispatchRequest, ReputMessageService
@@ -41,11 +40,11 @@ from rmqtool.store.encoder import (DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MESSAGE_DEL
                                    QUEUE_OFFSET_AT, RECORD_PLACE, RECORD_START, RECORD_TIME, STORE_TIMESTAMP_AT,
                                    MessageBatch, MessageInner, PreparedRecord, as_host, write_record)
 from rmqtool.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
-from rmqtool.store.index_writer import IndexServiceWriter, infer_index_sizes
+from rmqtool.store.index_writer import IndexServiceWriter
 from rmqtool.store.lock import StoreLock, is_locked
-from rmqtool.store.mappedfile import Segment, discover
-from rmqtool.store.message import Message
+from rmqtool.store.mappedfile import discover
 from rmqtool.store.msgid import create_message_id
+from rmqtool.store.store_sizes import consume_queue_file_sizes, index_sizes, pick_size
 from rmqtool.store.writable import OS_PAGE_SIZE, AllocateMappedFileService, WarmAheadService, WritableFileQueue
 
 DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG = 1024 * 1024 * 1024
@@ -141,214 +140,6 @@ class PutResult(tuple):
                 "msg_num": self.msg_num, "status": self.status}
 
 
-@dataclasses.dataclass
-class CommitLogEnd:
-    """Where the commit log ends, and what lies after that end."""
-    end: int  # next write offset
-    segment_base: int | None  # the segment the end lies in (None: a new one is needed)
-    wrote_position: int
-    damaged_at: tuple | None = None  # (path, position) of bytes after the end that are not zero
-    extra_segments: tuple = ()  # segments after the end (made ahead, or garbage)
-    store_host: tuple | None = None  # of the last message
-
-
-# --- finding the end of an existing store -----------------------------------------------------
-
-def _all_zero_from(path: pathlib.Path, position: int) -> int | None:
-    """None when the file holds only zeros from ``position`` on, else the first non-zero position."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError as exc:
-        raise StoreAccessError(f"cannot open ({exc.strerror})", path) from None
-    try:
-        size = os.fstat(fd).st_size
-        pos = position
-        while pos < size:
-            try:
-                pos = os.lseek(fd, pos, os.SEEK_DATA)  # skip holes of a sparse file
-            except OSError as exc:
-                if exc.errno == errno.ENXIO:
-                    return None  # nothing but a hole up to the end
-                if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
-                    raise
-            chunk = os.pread(fd, min(1 << 22, size - pos), pos)
-            if not chunk:
-                return None
-            stripped = chunk.lstrip(b"\x00")
-            if stripped:
-                return pos + len(chunk) - len(stripped)
-            pos += len(chunk)
-        return None
-    except OSError as exc:
-        raise StoreAccessError(f"read failed ({exc.strerror})", path) from None
-    finally:
-        os.close(fd)
-
-
-def _first_bytes(path: pathlib.Path, n: int) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read(n)
-    except OSError as exc:
-        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
-
-
-def find_commit_log_end(segments: list[Segment], size: int, *, check_crc: bool) -> CommitLogEnd:
-    """The commit log's write position, as the broker's recovery of the last file finds it.
-
-    Trailing segments that start with zeros were made ahead and never used. The last one
-    holding data is read record by record (with ``check_crc``, a full decode and body CRC
-    check of each, as abnormal recovery; without, a header hop); the end is after its last
-    good record, or the next segment's start when it ends with a blank record.
-    """
-    if not segments:
-        return CommitLogEnd(0, None, 0)
-    idx = len(segments) - 1
-    while idx > 0 and _first_bytes(segments[idx].path, 8) == bytes(8):
-        idx -= 1
-    tail = segments[idx]
-    path = tail.path
-    end_pos = 0
-    full = False
-    last_msg = None
-    if check_crc:
-        for r in scan_segment(tail, check_crc=True):
-            if isinstance(r, Message):
-                if r.body_crc_ok is False:
-                    break
-                end_pos = r.position + r.store_size
-                last_msg = r
-            elif isinstance(r, Blank):
-                if r.valid:
-                    full = True
-                break
-            else:
-                break
-    else:
-        _count, end_pos = header_hop(str(path), tail.size)
-        if end_pos > tail.size:
-            end_pos = 0
-            for r in scan_segment(tail, check_crc=False):  # a record runs past the end: find the last whole one
-                if isinstance(r, Message):
-                    end_pos = r.position + r.store_size
-                else:
-                    break
-        head = _first_bytes_at(path, end_pos, 8)
-        if len(head) == 8:
-            total, magic = int.from_bytes(head[:4], "big", signed=True), int.from_bytes(head[4:], "big")
-            if magic == BLANK_MAGIC_CODE and total == tail.size - end_pos:
-                full = True
-        if end_pos:
-            last_msg = _last_message(tail, end_pos)
-    damaged = None
-    if not full:
-        nonzero = _all_zero_from(path, end_pos)
-        if nonzero is not None:
-            damaged = (path, nonzero)
-    later = segments[idx + 1:]
-    if full:
-        nxt = tail.base_offset + size
-        if later and later[0].base_offset == nxt:
-            result = CommitLogEnd(nxt, nxt, 0, damaged, tuple(later[1:]))
-        else:
-            result = CommitLogEnd(nxt, None, 0, damaged, tuple(later))
-    else:
-        result = CommitLogEnd(tail.base_offset + end_pos, tail.base_offset, end_pos, damaged, tuple(later))
-    if last_msg is not None:
-        result.store_host = (bytes(last_msg.store_ip), last_msg.store_port)
-    return result
-
-
-def _first_bytes_at(path: pathlib.Path, position: int, n: int) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            f.seek(position)
-            return f.read(n)
-    except OSError as exc:
-        raise StoreAccessError(f"cannot read ({exc.strerror})", path, position) from None
-
-
-def _last_message(tail: Segment, end_pos: int) -> Message | None:
-    """The record that ends at ``end_pos`` (for the store host of an existing store)."""
-    start = max(0, end_pos - 64 * 1024)
-    for r in scan_segment(tail, start=start, check_crc=False):
-        if isinstance(r, Message) and r.position + r.store_size == end_pos:
-            return r
-        if isinstance(r, Message) and r.position >= end_pos:
-            break
-    return None
-
-
-# --- sizes ------------------------------------------------------------------------------------
-
-def _consume_queue_file_sizes(root: pathlib.Path) -> set[int]:
-    sizes = set()
-    if not root.is_dir():
-        return sizes
-    for topic in os.scandir(root):
-        if not topic.is_dir():
-            continue
-        for q in os.scandir(topic.path):
-            if q.is_dir():
-                for f in os.scandir(q.path):
-                    if f.is_file() and paths.is_segment_name(f.name):
-                        sizes.add(f.stat().st_size)
-                        if len(sizes) > 1:
-                            return sizes
-                        break
-        if sizes:
-            return sizes
-    return sizes
-
-
-def _index_sizes(directory: pathlib.Path, given_slots: int | None, given_entries: int | None) -> tuple[int, int]:
-    """(maxHashSlotNum, maxIndexNum) of the store's index files: what a full file says, else
-    the settings given when the files' size agrees with them, else what the contents of the
-    file with the most entries fit; the broker defaults when there are no index files."""
-    given = (given_slots or DEFAULT_MAX_HASH_SLOT_NUM, given_entries or DEFAULT_MAX_INDEX_NUM)
-    if not directory.is_dir():
-        return given
-    files = sorted((e.name, e.stat().st_size) for e in os.scandir(directory)
-                   if e.is_file() and len(e.name) == FILE_NAME_LENGTH and e.name.isdigit())
-    if not files:
-        return given
-    sizes = {size for _, size in files}
-    if len(sizes) > 1:
-        raise CorruptData(f"index files of different sizes: {sorted(sizes)}", directory)
-    size = sizes.pop()
-    found = [(infer_index_sizes(directory / name), name) for name, _ in reversed(files)]
-    for sizes_found, name in found:  # a full file tells exactly
-        if sizes_found and _index_count(directory / name) >= sizes_found[1]:
-            return _agree(sizes_found, given_slots, given_entries, directory)
-    if given_slots is not None and given_entries is not None:
-        if index_file_size(given_slots, given_entries) != size:
-            raise UsageError(f"index files of {size} bytes cannot hold {given_slots} slots and "
-                             f"{given_entries} entries", directory)
-        return given
-    best = max(((_index_count(directory / n), f) for f, n in found if f), default=None, key=lambda t: t[0])
-    if best is None:
-        raise UsageError("cannot tell the index files' slot and entry counts: give both", directory)
-    return _agree(best[1], given_slots, given_entries, directory)
-
-
-def _index_count(path: pathlib.Path) -> int:
-    head = _first_bytes(path, 40)
-    return int.from_bytes(head[36:40], "big", signed=True) if len(head) == 40 else 0
-
-
-def _agree(found: tuple[int, int], given_slots, given_entries, where) -> tuple[int, int]:
-    for name, g, f in (("index slot count", given_slots, found[0]), ("index entry count", given_entries, found[1])):
-        if g is not None and g != f:
-            raise UsageError(f"the store's {name} is {f}, not {g}", where)
-    return found
-
-
-def _pick(name: str, given: int | None, found: int | None, default: int, where) -> int:
-    if found is not None and given is not None and given != found:
-        raise UsageError(f"the store's {name} is {found}, not {given}", where)
-    return found if found is not None else (given if given is not None else default)
-
-
 # --- the store ----------------------------------------------------------------------------------
 
 class Store:
@@ -408,19 +199,19 @@ class Store:
         c = self.config
         queue = discover(self.paths.commitlog, required=False)
         found = queue.mapped_file_size if queue.segments else None
-        c.mapped_file_size_commit_log = _pick("commit log file size", commitlog_size, found,
+        c.mapped_file_size_commit_log = pick_size("commit log file size", commitlog_size, found,
                                               DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG, self.paths.commitlog)
-        sizes = _consume_queue_file_sizes(self.paths.consumequeue)
+        sizes = consume_queue_file_sizes(self.paths.consumequeue)
         if len(sizes) > 1:
             raise CorruptData(f"consume queue files of different sizes: {sorted(sizes)}", self.paths.consumequeue)
         found_cq = sizes.pop() if sizes else None
         given_cq = consume_queue_file_size(cq_size) if cq_size is not None else None
-        c.mapped_file_size_consume_queue = _pick("consume queue file size", given_cq, found_cq,
+        c.mapped_file_size_consume_queue = pick_size("consume queue file size", given_cq, found_cq,
                                                  DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, self.paths.consumequeue)
         if c.mapped_file_size_consume_queue % CQ_STORE_UNIT_SIZE:
             raise CorruptData(f"consume queue file size {c.mapped_file_size_consume_queue} is not a multiple of "
                               f"{CQ_STORE_UNIT_SIZE}", self.paths.consumequeue)
-        c.max_hash_slot_num, c.max_index_num = _index_sizes(self.paths.index, index_slots, index_entries)
+        c.max_hash_slot_num, c.max_index_num = index_sizes(self.paths.index, index_slots, index_entries)
         if c.mapped_file_size_commit_log <= END_FILE_MIN_BLANK_LENGTH + 128:
             raise UsageError(f"commit log file size {c.mapped_file_size_commit_log} is too small")
 
@@ -464,7 +255,7 @@ class Store:
             raise CorruptData("bytes after the last record of the commit log are not zero; "
                               "recover the store first", *end.damaged_at)
         for seg in end.extra_segments:
-            if _all_zero_from(seg.path, 0) is not None:
+            if all_zero_from(seg.path, 0) is not None:
                 raise CorruptData("a commit log segment after the end of the log holds data; recover the store first",
                                   seg.path)
         # from here on files change: the marker goes first, so that a failure or a kill
@@ -956,7 +747,7 @@ def _recovery_start(segments: list[tuple[int, pathlib.Path]], min_timestamp: int
     """recoverAbnormally's start: the last segment whose first message was stored at or
     before ``min_timestamp`` (isMappedFileMatchedRecover), else the first segment."""
     for base, path in reversed(segments):
-        head = _first_bytes(path, 128)
+        head = first_bytes(path, 128)
         if len(head) < 64:
             continue
         magic = int.from_bytes(head[4:8], "big")

@@ -4,14 +4,13 @@ at it with the command line tools.
 The store is written the way a 4.9.x broker writes one, with small file sizes so that it
 has several commit log segments (end-of-file blank records), rolled consume queue files and
 several index files: three topics over several queues, keys and tags, user properties, a
-batch, delayed messages and a transaction. Then ``rmqtool info``, ``dump`` and ``query`` run
-on it as subprocesses and what they print is shown. Commands not built yet are skipped with
-a note.
+batch, delayed messages and a transaction. Then ``rmqtool info``, ``dump``, ``query`` and
+``append`` run on it as subprocesses and what they print is shown; the demo fails when any
+of them does.
 """
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import pathlib
 import shlex
 import shutil
@@ -66,16 +65,10 @@ def build(root: pathlib.Path, messages: int = 600) -> dict:
     return written
 
 
-def _available(command: str) -> bool:
-    return importlib.util.find_spec(f"rmqtool.cli.{command}") is not None
-
-
-def run_cli(args: list[str]) -> None:
+def run_cli(args: list[str]) -> int:
+    """Run one command as a user would, show what it prints; its exit code."""
     shown = shlex.join(["rmqtool", *args])
     print(f"\n$ {shown}", flush=True)
-    if not _available(args[0]):
-        print(f"(skipped: the '{args[0]}' command is not there yet)")
-        return
     done = subprocess.run([sys.executable, "-m", "rmqtool", *args], capture_output=True, text=True)
     out = done.stdout.rstrip("\n")
     lines = out.splitlines()
@@ -86,6 +79,7 @@ def run_cli(args: list[str]) -> None:
     if done.stderr.strip():
         print(done.stderr.rstrip("\n"))
     print(f"(exit code {done.returncode})")
+    return done.returncode
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,14 +102,20 @@ def main(argv: list[str] | None = None) -> int:
               f"{sum(1 for _ in (root / 'consumequeue').rglob('0*'))} consume queue files, "
               f"{len(list((root / 'index').iterdir()))} index files")
         topic, key = written["keys"][42]
-        run_cli(["info", str(root)])
-        run_cli(["dump", "commitlog", str(root), "--limit", "5"])
-        run_cli(["dump", "consumequeue", str(root), "--limit", "5"])
-        run_cli(["query", str(root), "--key", key, "--topic", topic])
-        run_cli(["query", str(root), "--key", "shared-key", "--topic", "OrderTopic"])
-        run_cli(["append", str(root), "--topic", "OrderTopic", "--body", "one more", "--tags", "TagA",
-                 "--keys", "order-demo"])
-        run_cli(["query", str(root), "--key", "order-demo", "--topic", "OrderTopic"])
+        commands = [
+            ["info", str(root)],
+            ["dump", "commitlog", str(root), "--limit", "5"],
+            ["dump", "consumequeue", str(root), "--limit", "5"],
+            ["query", str(root), "--key", key, "--topic", topic],
+            ["query", str(root), "--key", "shared-key", "--topic", "OrderTopic"],
+            ["append", str(root), "--topic", "OrderTopic", "--body", "one more", "--tags", "TagA",
+             "--keys", "order-demo"],
+            ["query", str(root), "--key", "order-demo", "--topic", "OrderTopic"],
+        ]
+        failed = [c[0] for c in commands if run_cli(c) != 0]
+        if failed:
+            print(f"\ndemo: these commands failed: {', '.join(failed)}", file=sys.stderr)
+            return 1
     finally:
         if args.keep or args.dir:
             print(f"\nThe store stays in {root}")

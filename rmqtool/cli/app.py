@@ -25,14 +25,9 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 def _register_all() -> None:
-    from rmqtool.cli import dump, info
-    for module in (info, dump):
+    from rmqtool.cli import append, dump, info, query
+    for module in (info, dump, query, append):
         module.register(app)
-    import importlib
-    import importlib.util
-    for optional in ("append", "query"):  # commands still being built
-        if importlib.util.find_spec(f"rmqtool.cli.{optional}") is not None:
-            importlib.import_module(f"rmqtool.cli.{optional}").register(app)
 
 
 _register_all()

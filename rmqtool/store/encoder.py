@@ -588,17 +588,22 @@ _U16 = struct.Struct(">H")
 _CLUSTER_SEP = props.PROPERTY_SEPARATOR.encode()
 
 
-def _field_offsets(st: struct.Struct, names: tuple) -> dict[str, int]:
-    """Byte position of each named field of a derived struct (standard sizes, no padding)."""
-    out, pos, count = {}, 0, ""
-    codes = []
+def _field_codes(st: struct.Struct) -> list[str]:
+    """The struct codes of a derived struct, one per field (counts kept: '4s', 'q')."""
+    codes, count = [], ""
     for ch in st.format.lstrip("<>=!@"):
         if ch.isdigit():
             count += ch
         else:
             codes.append(count + ch)
             count = ""
-    for name, code in zip(names, codes):
+    return codes
+
+
+def _field_offsets(st: struct.Struct, names: tuple) -> dict[str, int]:
+    """Byte position of each named field of a derived struct (standard sizes, no padding)."""
+    out, pos = {}, 0
+    for name, code in zip(names, _field_codes(st)):
         out[name] = pos
         pos += struct.calcsize(">" + code)
     assert pos == st.size
@@ -623,6 +628,45 @@ RECORD_TIME = _fields_struct(MessageHosts[0], "store_timestamp")
 RECORD_START = _fields_struct(MessagePrefix, "total_size", "magic_code")  # written last: the record exists
 _QQ, _Q, _START = RECORD_PLACE, RECORD_TIME, RECORD_START
 _I16 = _fields_struct(MessageRecord, "properties_length")
+
+
+# --- what prepare packs per message ------------------------------------------------------------
+# The head with the fields doAppend writes later (totalSize, magic, queueOffset, physicalOffset)
+# as pad bytes, and the host fields (born host and port, storeTimestamp, store host and port)
+# as one bytes field made once per host pair: 9 values to pack instead of 17. Both are derived
+# from the head's own codes, so the layout stays the schema's.
+
+_PLACED_LATER = ("total_size", "magic_code", "queue_offset", "physical_offset")
+_HOST_BLOCK = ("born_host", "born_port", "store_timestamp", "store_host", "store_port")
+
+
+def _packing_structs(head: struct.Struct) -> tuple[struct.Struct, struct.Struct]:
+    """(the head as prepare packs it, the host block) for one of :data:`HEADS`."""
+    order = head.format[0]
+    codes = dict(zip(_HEAD_FIELDS, _field_codes(head), strict=True))
+    block = struct.Struct(order + "".join(codes[n] for n in _HOST_BLOCK))
+    out = []
+    for name in _HEAD_FIELDS:
+        if name in _PLACED_LATER:
+            out.append(f"{struct.calcsize(order + codes[name])}x")
+        elif name == _HOST_BLOCK[0]:
+            out.append(f"{block.size}s")
+        elif name not in _HOST_BLOCK:
+            out.append(codes[name])
+    packing = struct.Struct(order + "".join(out))
+    assert packing.size == head.size
+    return packing, block
+
+
+PACKING_HEADS = tuple(_packing_structs(h) for h in HEADS)  # by (sysFlag >> 4) & 3
+
+_PROP_LEN_FIELDS: dict[int, bytes] = {}  # propertiesLength -> its two bytes
+
+
+def _prop_len_field(length: int) -> bytes:
+    """The propertiesLength field (at most 32768 of them: lengths are checked first)."""
+    field = _PROP_LEN_FIELDS[length] = _I16.pack(length)
+    return field
 
 
 class PreparedRecord(tuple):
@@ -712,20 +756,109 @@ def write_record(buf, pos: int, record: bytes, magic_code: int, store_timestamp_
 _NOT_V6 = ~(sysflag.BORNHOST_V6_FLAG | sysflag.STOREHOSTADDRESS_V6_FLAG)
 
 
+def _prepare_method(make, name: str, doc: str):
+    """One body for :meth:`Encoder.prepare` and :meth:`Encoder.prepare_fields`: ``make``
+    turns the fields into what is returned (None: the plain tuple). What depends only on the
+    topic, the hosts and the sysFlag comes from :meth:`Encoder._shape`'s cache; module
+    constants are globals of this module to keep lookups short."""
+
+    def prepare(self, msg: MessageInner, queue_id: int | None = None):
+        body = msg.body or b""
+        body_len = len(body)
+        if body_len > self.max_body_size:
+            raise UsageError(f"message body is {body_len} bytes, more than maxMessageSize {self.max_body_size}")
+        if queue_id is None:
+            queue_id = msg.queue_id
+        if queue_id < 0:
+            raise UsageError(f"queue id {queue_id} is negative")
+        topic = msg.topic
+        sys_flag = msg.sys_flag
+        properties = msg.properties
+        text = msg.properties_string
+        delay_level = 0
+        if properties:
+            if _DELAY in properties:
+                topic, queue_id, redirected, delay_level = self._delay(msg, topic, queue_id, sys_flag)
+                if redirected is not None:
+                    text = redirected
+            if text is None:
+                text = properties_string(properties)
+            get = properties.get
+            tags = get(_TAGS)
+            keys = get(_KEYS)
+            uniq = get(_UNIQ_KEY)
+            if tags and not delay_level:  # delayed: the deliver time, set at append
+                code = _TAGS_CODES.get(tags)
+                if code is None:
+                    code = tags_code(tags)
+            else:
+                code = 0
+        else:
+            keys = uniq = None
+            code = 0
+            if text is None:
+                text = ""
+        try:
+            prop = text.encode()  # UTF-8; the default spelled out costs an argument parse
+        except UnicodeEncodeError:
+            prop = java_utf8(text)
+        prop_len = len(prop)
+        if prop_len > 32767:
+            raise UsageError(f"properties are {prop_len} bytes, more than 32767")
+        born = msg.born_host
+        store = msg.store_host
+        try:
+            shape = self._shapes.get((topic, born, store, sys_flag))
+        except TypeError:  # a host given as a list: no cache, the same bytes
+            shape = None
+        if shape is None:
+            shape = self._shape(topic, born, store, sys_flag)
+        magic, tpart, pack, fixed, sys_flag, store_ts_at, store_ip, store_port, gets_queue_offset, hosts = shape
+        total = fixed + body_len + prop_len
+        if total > self.max_record_size:
+            raise UsageError(f"message record would be {total} bytes, more than {self.max_record_size}")
+        prop_len_field = _PROP_LEN_FIELDS.get(prop_len)
+        if prop_len_field is None:
+            prop_len_field = _prop_len_field(prop_len)
+        record = b"".join((pack(_fast_crc32(body) & _CRC_MASK if body_len else 0, queue_id, msg.flag, sys_flag,
+                                msg.born_timestamp, hosts, msg.reconsume_times, msg.prepared_transaction_offset,
+                                body_len),
+                           body, tpart, prop_len_field, prop))
+        fields = (topic, queue_id, record, total, sys_flag, store_ts_at, msg.store_timestamp, code, keys, uniq,
+                  delay_level, store_ip, store_port, gets_queue_offset, magic)
+        return fields if make is None else make(fields)
+
+    prepare.__name__ = name
+    prepare.__qualname__ = f"Encoder.{name}"
+    prepare.__doc__ = doc
+    return prepare
+
+
 class Encoder:
     """CommitLog.asyncPutMessage(s) up to the bytes: one per store.
 
-    Per-topic parts (the topic's length field and bytes) are cached; everything else is per
-    message. Input is validated the way the broker refuses messages (MESSAGE_ILLEGAL).
+    What depends only on (topic, born host, store host, sysFlag) is cached (:meth:`_shape`);
+    body, properties, queue id, flag and the other numbers are per message. Input is
+    validated the way the broker refuses messages (MESSAGE_ILLEGAL).
     """
 
     def __init__(self, store_host: Host, delay_levels: DelayLevels | None = None,
                  max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE):
+        self._shapes: dict[tuple, tuple] = {}  # (topic, born host, store host, sysFlag) -> _shape
         self.store_host = as_host(store_host)
         self.delay_levels = delay_levels or DelayLevels()
         self.max_body_size = max_message_size
         self.max_record_size = max_message_size + MAX_MESSAGE_SIZE_RESERVE
         self._topics: dict[str, tuple[int, bytes]] = {}
+
+    @property
+    def store_host(self) -> Host:
+        return self._store_host
+
+    @store_host.setter
+    def store_host(self, value) -> None:
+        self._store_host = as_host(value)
+        self._shapes.clear()  # shapes of messages without their own store host hold it
 
     def topic_part(self, topic: str) -> tuple[int, bytes]:
         """(magic, length field + topic bytes): V2 when the topic is longer than 127 (as 5.x
@@ -745,69 +878,55 @@ class Encoder:
                 self._topics[topic] = part
         return part
 
-    def prepare(self, msg: MessageInner, queue_id: int | None = None) -> PreparedRecord:
-        """Everything asyncPutMessage does before taking the put lock; ``queue_id`` overrides
-        the message's (a selector's choice). (The hot path: module constants are bound to
-        globals of this module to keep lookups short.)"""
-        body = msg.body or b""
-        body_len = len(body)
-        if body_len > self.max_body_size:
-            raise UsageError(f"message body is {body_len} bytes, more than maxMessageSize {self.max_body_size}")
-        topic = msg.topic
-        if queue_id is None:
-            queue_id = msg.queue_id
-        if queue_id < 0:
-            raise UsageError(f"queue id {queue_id} is negative")
-        properties = msg.properties
-        text = msg.properties_string
-        sys_flag = msg.sys_flag
-        delay_level = 0
-        if properties and _DELAY in properties:
-            level = delay_level_of(properties)
-            if topic == RMQ_SYS_SCHEDULE_TOPIC:
-                # already redirected (a record written again as it was stored): the deliver time
-                # is its tagsCode, as checkMessageAndReturnSize computes it
-                delay_level = max(0, min(level, self.delay_levels.max_level))
-            elif level > 0 and (sys_flag & _TRAN_MASK) in _GETS_QUEUE_OFFSET:
-                topic, queue_id, text, delay_level = self._redirect_delayed(msg, level, queue_id)
-        if text is None:
-            text = properties_string(properties) if properties else ""
-        try:
-            prop = text.encode("utf-8")
-        except UnicodeEncodeError:
-            prop = java_utf8(text)
-        prop_len = len(prop)
-        if prop_len > 32767:
-            raise UsageError(f"properties are {prop_len} bytes, more than 32767")
-        store = msg.store_host or self.store_host
-        born = msg.born_host
+    prepare = _prepare_method(
+        PreparedRecord, "prepare",  # calling the class: cheaper than tuple.__new__(PreparedRecord, ...)
+        """Everything asyncPutMessage does before taking the put lock, as a :class:`PreparedRecord`;
+        ``queue_id`` overrides the message's (a selector's choice).""")
+    prepare_fields = _prepare_method(
+        None, "prepare_fields",
+        """:meth:`prepare`'s fields (PreparedRecord.FIELDS) as a plain tuple, for callers that only
+        unpack it: a tuple subclass costs an allocation and a deallocation of its own (about
+        0.1 us a message).""")
+
+    def _shape(self, topic: str, born: Host, store: Host | None, sys_flag: int) -> tuple:
+        """What a record's bytes take from (topic, born host, store host, sysFlag) alone:
+        magic, length field + topic bytes, the packing struct, the size of all but body and
+        properties, the sysFlag with its V6 bits, where storeTimestamp goes, the store host,
+        whether it gets a queue offset, and the packed host fields (storeTimestamp zero)."""
+        key = (topic, born, store, sys_flag)
+        magic, tpart = self.topic_part(topic)
+        store = store or self._store_host
+        store_ip, store_port = store[0], store[1]
+        born_ip, born_port = born[0], born[1]
         sys_flag &= _NOT_V6
-        if len(born[0]) == 16:
+        if len(born_ip) == 16:
             sys_flag |= _BORN_V6
-        if len(store[0]) == 16:
+        if len(store_ip) == 16:
             sys_flag |= _STORE_V6
-        magic, tpart = self._topics.get(topic) or self.topic_part(topic)
-        hosts = (sys_flag >> 4) & 3
-        head = HEADS[hosts]
-        total = head.size + body_len + len(tpart) + 2 + prop_len
-        if total > self.max_record_size:
-            raise UsageError(f"message record would be {total} bytes, more than {self.max_record_size}")
-        if properties:
-            get = properties.get
-            tags = get(_TAGS)
-            keys = get(_KEYS)
-            uniq = get(_UNIQ_KEY)
-            code = tags_code(tags) if tags and not delay_level else 0  # delayed: the deliver time, set at append
-        else:
-            keys = uniq = None
-            code = 0
-        record = b"".join((head.pack(0, 0, _fast_crc32(body) & _CRC_MASK if body_len else 0, queue_id,
-                                     msg.flag, 0, 0, sys_flag, msg.born_timestamp, born[0], born[1], 0, store[0],
-                                     store[1], msg.reconsume_times, msg.prepared_transaction_offset, body_len),
-                           body, tpart, _I16.pack(prop_len), prop))
-        return _tuple_new(PreparedRecord, (topic, queue_id, record, total, sys_flag, STORE_TIMESTAMP_AT[hosts],
-                                           msg.store_timestamp, code, keys, uniq, delay_level, store[0], store[1],
-                                           (sys_flag & _TRAN_MASK) in _GETS_QUEUE_OFFSET, magic))
+        hosts_index = (sys_flag >> 4) & 3
+        pack, block = PACKING_HEADS[hosts_index]
+        shape = (magic, tpart, pack.pack, pack.size + len(tpart) + 2, sys_flag, STORE_TIMESTAMP_AT[hosts_index],
+                 store_ip, store_port, (sys_flag & _TRAN_MASK) in _GETS_QUEUE_OFFSET,
+                 block.pack(born_ip, born_port, 0, store_ip, store_port))
+        try:
+            if len(self._shapes) >= 4096:
+                self._shapes.clear()
+            self._shapes[key] = shape
+        except TypeError:  # unhashable hosts: not cached
+            pass
+        return shape
+
+    def _delay(self, msg: MessageInner, topic: str, queue_id: int, sys_flag: int):
+        """(topic, queue id, properties string or None for the message's own, delay level)
+        of a message whose map holds DELAY."""
+        level = delay_level_of(msg.properties)
+        if topic == RMQ_SYS_SCHEDULE_TOPIC:
+            # already redirected (a record written again as it was stored): the deliver time
+            # is its tagsCode, as checkMessageAndReturnSize computes it
+            return topic, queue_id, None, max(0, min(level, self.delay_levels.max_level))
+        if level > 0 and (sys_flag & _TRAN_MASK) in _GETS_QUEUE_OFFSET:
+            return self._redirect_delayed(msg, level, queue_id)
+        return topic, queue_id, None, 0
 
     def _redirect_delayed(self, msg: MessageInner, level: int, queue_id: int):
         """Delay: clamp the level, back up REAL_TOPIC / REAL_QID in (a copy of) the map and

@@ -327,7 +327,7 @@ class Store:
         self._max_fit = c.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH
         self._wake_flusher_at = 0  # async: look at the flusher again once a page more is written
         self._plain_async = self._inline and not self._sync
-        self._prepare = self.encoder.prepare
+        self._prepare = self.encoder.prepare_fields  # a plain tuple: the put paths only unpack it
         self._usable = True
 
     def _write_abort_marker(self) -> None:

@@ -134,3 +134,19 @@ def test_blank_and_corrupt_results_survive_pickling(store):
     log = CommitLog(store.commitlog)
     summaries = parallel_scan(log, summarize_segment, workers=2)
     assert all(isinstance(s.blank, Blank) and s.blank.valid for s in summaries)
+
+
+def _die_in_a_child(parent_pid: int, job: SegmentJob) -> int:
+    import os
+    import time
+    if os.getpid() != parent_pid:
+        os._exit(3)  # a worker killed mid-job (OOM killer, SIGKILL)
+    time.sleep(0.3)  # this process works too: leave the child time to take a job
+    return job.index
+
+
+def test_a_dead_worker_is_an_error_not_a_hang(store):
+    import os
+    log = CommitLog(store.commitlog)
+    with pytest.raises(StoreAccessError, match="worker process died"):
+        parallel_scan(log, functools.partial(_die_in_a_child, os.getpid()), workers=2)

@@ -136,17 +136,22 @@ def test_blank_and_corrupt_results_survive_pickling(store):
     assert all(isinstance(s.blank, Blank) and s.blank.valid for s in summaries)
 
 
-def _die_in_a_child(parent_pid: int, job: SegmentJob) -> int:
+def _die_in_a_child(parent_pid: int, marker: str, job: SegmentJob) -> int:
     import os
+    import pathlib
     import time
     if os.getpid() != parent_pid:
+        pathlib.Path(marker).touch()
         os._exit(3)  # a worker killed mid-job (OOM killer, SIGKILL)
-    time.sleep(0.3)  # this process works too: leave the child time to take a job
+    deadline = time.monotonic() + 30
+    while not os.path.exists(marker) and time.monotonic() < deadline:
+        time.sleep(0.01)  # this process works too: leave the child a job to die in
     return job.index
 
 
-def test_a_dead_worker_is_an_error_not_a_hang(store):
+def test_a_dead_worker_is_an_error_not_a_hang(store, tmp_path):
     import os
     log = CommitLog(store.commitlog)
+    fn = functools.partial(_die_in_a_child, os.getpid(), str(tmp_path / "child-took-a-job"))
     with pytest.raises(StoreAccessError, match="worker process died"):
-        parallel_scan(log, functools.partial(_die_in_a_child, os.getpid()), workers=2)
+        parallel_scan(log, fn, workers=2)

@@ -138,7 +138,7 @@ def _wait(done, children) -> tuple:
         except queue.Empty:
             if not any(child.is_alive() for child in children):
                 try:
-                    return done.get(timeout=1.0)  # the last one may still be in the pipe
+                    return done.get(timeout=0.2)  # a child that exited has flushed what it sent
                 except queue.Empty:
                     codes = [child.exitcode for child in children]
                     raise StoreAccessError(f"a scan worker process died (exit codes {codes})") from None

@@ -60,12 +60,14 @@ def all_zero_from(path: pathlib.Path, position: int) -> int | None:
         os.close(fd)
 
 
-def first_bytes(path: pathlib.Path, n: int) -> bytes:
+def first_bytes(path: pathlib.Path, n: int, position: int = 0) -> bytes:
+    """Up to ``n`` bytes of a file from ``position`` (fewer at its end)."""
     try:
         with open(path, "rb") as f:
+            f.seek(position)
             return f.read(n)
     except OSError as exc:
-        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
+        raise StoreAccessError(f"cannot read ({exc.strerror})", path, position or None) from None
 
 
 def find_commit_log_end(segments: list[Segment], size: int, *, check_crc: bool) -> CommitLogEnd:
@@ -108,7 +110,7 @@ def find_commit_log_end(segments: list[Segment], size: int, *, check_crc: bool) 
                     end_pos = r.position + r.store_size
                 else:
                     break
-        head = _first_bytes_at(path, end_pos, 8)
+        head = first_bytes(path, 8, end_pos)
         if len(head) == 8:
             total, magic = int.from_bytes(head[:4], "big", signed=True), int.from_bytes(head[4:], "big")
             if magic == BLANK_MAGIC_CODE and total == tail.size - end_pos:
@@ -132,15 +134,6 @@ def find_commit_log_end(segments: list[Segment], size: int, *, check_crc: bool) 
     if last_msg is not None:
         result.store_host = (bytes(last_msg.store_ip), last_msg.store_port)
     return result
-
-
-def _first_bytes_at(path: pathlib.Path, position: int, n: int) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            f.seek(position)
-            return f.read(n)
-    except OSError as exc:
-        raise StoreAccessError(f"cannot read ({exc.strerror})", path, position) from None
 
 
 def _last_message(tail: Segment, end_pos: int) -> Message | None:

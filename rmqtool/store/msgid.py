@@ -34,15 +34,20 @@ class OffsetMessageId:
     commit_log_offset: int
 
 
+def _hex_id(value: str, what: str) -> bytes:
+    """The bytes of a 32 (IPv4) or 56 (IPv6) hex character id; UsageError otherwise."""
+    text = value.strip()
+    if len(text) not in (32, 56):
+        raise UsageError(f"{what} has 32 or 56 hex characters, not {len(text)}: {value!r}")
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        raise UsageError(f"not a hex {what.split(' ', 1)[1]}: {value!r}") from None
+
+
 def decode_message_id(msg_id: str) -> OffsetMessageId:
     """Decode an offset msgId of 32 (IPv4) or 56 (IPv6) hex characters."""
-    text = msg_id.strip()
-    if len(text) not in (32, 56):
-        raise UsageError(f"an offset msgId has 32 or 56 hex characters, not {len(text)}: {msg_id!r}")
-    try:
-        raw = bytes.fromhex(text)
-    except ValueError:
-        raise UsageError(f"not a hex msgId: {msg_id!r}") from None
+    raw = _hex_id(msg_id, "an offset msgId")
     ip = raw[:-12]
     port, offset = _PORT_OFFSET.unpack(raw[-12:])
     return OffsetMessageId(format_host(ip, port), ip, port, offset)
@@ -71,13 +76,7 @@ def decode_uniq_key(uniq_key: str, near_ms: int | None = None) -> UniqKey:
     that puts the id's time closest to it. The producer's month boundary is its own
     local time; UTC is assumed here, so the result may be off by the zone offset.
     """
-    text = uniq_key.strip()
-    if len(text) not in (32, 56):
-        raise UsageError(f"a UNIQ_KEY has 32 or 56 hex characters, not {len(text)}: {uniq_key!r}")
-    try:
-        raw = bytes.fromhex(text)
-    except ValueError:
-        raise UsageError(f"not a hex UNIQ_KEY: {uniq_key!r}") from None
+    raw = _hex_id(uniq_key, "a UNIQ_KEY")
     ip_len = len(raw) - 12
     ip = str(ipaddress.ip_address(raw[:ip_len]))
     pid, loader, since, counter = struct.unpack(">HiiH", raw[ip_len:])

@@ -1,7 +1,7 @@
 """Append throughput of the store engine, against raw sequential writes in the same run.
 
 1 KB bodies to one topic over 8 queues, each message with a UNIQ_KEY (so each is indexed,
-as a producer's would be), written by rmqtool.store.engine with the broker's default sizes
+as a producer's would be), written by rmqtool.engine.store with the broker's default sizes
 (1 GiB commit log files, 6 MB consume queue files, 5,000,000-slot index files) and inline
 dispatch (consume queue unit + index entry per message). The messages are built before the
 clock starts, as MessageExtBrokerInner objects reach the broker's store (properties string
@@ -36,7 +36,7 @@ SYNC_BULK_MESSAGES = 50_000
 def _messages(n: int, body: bytes):
     """Messages as the broker's SendMessageProcessor hands them to the store: property map and
     stored properties string (UNIQ_KEY, CLUSTER) already made, as a MessageExtBrokerInner has."""
-    from rmqtool.store.encoder import UniqIdGenerator, producer_message
+    from rmqtool.engine.encoder import UniqIdGenerator, producer_message
 
     uniq = UniqIdGenerator(ip=bytes([198, 51, 100, 7]), pid=4242, loader_hash=0x1234567)
     born = int(time.time() * 1000)
@@ -71,7 +71,7 @@ def _async(root: pathlib.Path, messages, bulk: bool) -> tuple[float, float, int,
     """msg/s and MB/s by the wall clock, bytes written, and msg/s by the CPU time of this
     process (all its threads: flusher and warmer included) and of the appending thread alone;
     CPU time is what another job on the machine cannot inflate."""
-    from rmqtool.store.engine import Store
+    from rmqtool.engine.store import Store
 
     with Store.open(_fresh(root), writable=True, flush="async", store_host="192.0.2.10:10911") as store:
         cpu, thread_cpu = time.process_time(), time.thread_time()
@@ -92,7 +92,7 @@ def _async(root: pathlib.Path, messages, bulk: bool) -> tuple[float, float, int,
 
 
 def _sync_threads(root: pathlib.Path, body: bytes) -> tuple[float, float, float]:
-    from rmqtool.store.engine import Store
+    from rmqtool.engine.store import Store
 
     per_thread = [_messages(20_000, body) for _ in range(SYNC_THREADS)]
     counts = [0] * SYNC_THREADS
@@ -122,7 +122,7 @@ def _sync_threads(root: pathlib.Path, body: bytes) -> tuple[float, float, float]
 
 
 def _sync_bulk(root: pathlib.Path, messages) -> tuple[float, float]:
-    from rmqtool.store.engine import Store
+    from rmqtool.engine.store import Store
 
     with Store.open(_fresh(root), writable=True, flush="sync", store_host="192.0.2.10:10911") as store:
         started = time.perf_counter()

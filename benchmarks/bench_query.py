@@ -3,7 +3,7 @@
 The store (built once under the work directory, then reused): one index file of the
 broker's default geometry, 5,000,000 slots and 20,000,000 entries (about 420 MB, full,
 plus the next file holding what did not fit), over a commit log of 200,000 messages with
-100 keys each. It is written by rmqtool.store.engine (append, dispatched inline as the broker's
+100 keys each. It is written by rmqtool.engine.store (append, dispatched inline as the broker's
 ReputMessageService would), or by the encoder and index writer when the engine is absent.
 
 Printed: the median time of a key lookup (rmqtool query --key, index path), the median
@@ -49,7 +49,7 @@ def _params() -> dict:
 
 
 def _messages():
-    from rmqtool.store.encoder import producer_message
+    from rmqtool.engine.encoder import producer_message
 
     body = b"x" * 48
     for i in range(MESSAGES):
@@ -61,7 +61,7 @@ def _messages():
 def _build(store: pathlib.Path) -> int:
     """A commit log of MESSAGES records and the index the broker builds over it; returns the
     commit log's length. Written by the engine (append, inline dispatch)."""
-    from rmqtool.store.engine import Store
+    from rmqtool.engine.store import Store
 
     if store.exists():
         shutil.rmtree(store)

@@ -18,8 +18,8 @@ import subprocess
 import sys
 import tempfile
 
-from rmqtool.store import encoder as enc
-from rmqtool.store.engine import Store
+from rmqtool.engine import encoder as enc
+from rmqtool.engine.store import Store
 
 TOPICS = {"OrderTopic": 4, "PaymentTopic": 2, "AuditTopic": 1}
 BORN_TIME = 1_717_200_000_000

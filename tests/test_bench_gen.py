@@ -20,7 +20,7 @@ from rmqtool.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 from rmqtool.store import commitlog as commitlog_module
 from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, header_hop
 from rmqtool.store.crc import crc32
-from rmqtool.store.mappedfile import discover
+from rmqtool.store.segments import discover
 from rmqtool.store.message import Message, decode_message, parse_properties
 
 from benchmarks import bench_read

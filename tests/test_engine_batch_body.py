@@ -12,7 +12,7 @@ from rmqtool.errors import UsageError
 from rmqtool.formats.batch import (BATCH_MESSAGE_HEAD_SIZE, BatchBody, BatchMessage, BatchMessageHead,
                                    BatchPropertiesLength, batch_message_size)
 from rmqtool.formats.derive import field_names, struct_of
-from rmqtool.store import encoder as enc
+from rmqtool.engine import encoder as enc
 
 TRUTH = V4 / "batch" / "truth.json"
 

@@ -24,15 +24,15 @@ from conftest import V4
 from rmqtool.query.by_key import query_by_key
 from rmqtool.store.commitlog import CommitLog, Corrupt
 from rmqtool.store.consumequeue import open_consume_queues
-from rmqtool.store.engine import Store
+from rmqtool.engine.store import Store
 from rmqtool.store.message import Message
 
 SIZES = dict(commitlog_size=64 * 1024, cq_size=40 * 20, index_slots=64, index_entries=300)
 
 CHILD = """
 import json, sys
-from rmqtool.store.engine import Store
-from rmqtool.store import encoder as enc
+from rmqtool.engine.store import Store
+from rmqtool.engine import encoder as enc
 root, rnd = sys.argv[1], int(sys.argv[2])
 store = Store.open(root, writable=True, flush="sync", recover=True, **json.loads(sys.argv[3]))
 print("ready", flush=True)

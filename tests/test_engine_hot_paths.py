@@ -9,11 +9,11 @@ import time
 
 from rmqtool.formats.indexfile import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE, build_key, index_key_hash
 from rmqtool.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
-from rmqtool.store import encoder as enc
-from rmqtool.store.cq_writer import ConsumeQueueTable
-from rmqtool.store.dispatch import CommitLogDispatcher
-from rmqtool.store.engine import Store
-from rmqtool.store.index_writer import ENTRY, IndexServiceWriter, key_hash
+from rmqtool.engine import encoder as enc
+from rmqtool.engine.cq_writer import ConsumeQueueTable
+from rmqtool.dispatch.dispatcher import CommitLogDispatcher
+from rmqtool.engine.store import Store
+from rmqtool.engine.index_writer import ENTRY, IndexServiceWriter, key_hash
 
 
 def test_key_hash_agrees_with_the_reference():

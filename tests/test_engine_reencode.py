@@ -13,8 +13,8 @@ import pytest
 
 from conftest import V4, load_truth
 from rmqtool.formats import properties as props
-from rmqtool.store import encoder as enc
-from rmqtool.store.engine import Store
+from rmqtool.engine import encoder as enc
+from rmqtool.engine.store import Store
 
 STORE_HOST = "192.0.2.10:10911"
 SYSTEM = {"TAGS", "KEYS", "WAIT", "UNIQ_KEY", "CLUSTER", "TRAN_MSG", "PGROUP", "DELAY", "REAL_TOPIC", "REAL_QID"}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 import time
 
-from rmqtool.store import encoder as enc
+from rmqtool.engine import encoder as enc
 from rmqtool.store.commitlog import CommitLog
-from rmqtool.store.engine import Store
+from rmqtool.engine.store import Store
 from rmqtool.store.message import Message
 
 SMALL = dict(commitlog_size=64 * 1024, cq_size=20 * 20, index_slots=32, index_entries=120)

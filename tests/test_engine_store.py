@@ -17,10 +17,10 @@ from rmqtool.formats import properties as props
 from rmqtool.formats import sysflag
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
 from rmqtool.query.by_key import query_by_key
-from rmqtool.store import encoder as enc
+from rmqtool.engine import encoder as enc
 from rmqtool.store.commitlog import Blank, CommitLog, Corrupt
 from rmqtool.store.consumequeue import open_consume_queues
-from rmqtool.store.engine import Store
+from rmqtool.engine.store import Store
 from rmqtool.store.indexfile import list_index_files
 from rmqtool.store.message import Message
 from rmqtool.store.msgid import decode_uniq_key
@@ -536,7 +536,7 @@ def test_index_geometry_is_inferred_from_contents_not_guessed(tmp_path, slot):
     """32 slots + 120 entries and 37 slots + 119 entries make files of the same size: the
     contents must decide, whichever slot the one key lands in (slot 0 once fooled it)."""
     from rmqtool.formats.indexfile import index_key_hash
-    from rmqtool.store.index_writer import infer_index_sizes
+    from rmqtool.engine.index_writer import infer_index_sizes
 
     uniq = next(u for u in (f"{n:032X}" for n in range(10**6)) if index_key_hash(f"T#{u}") % 32 == slot)
     root = tmp_path / "store"

@@ -20,8 +20,8 @@ from rmqtool.errors import UsageError
 from rmqtool.formats import properties as props
 from rmqtool.formats import sysflag
 from rmqtool.report.sink import Sink
-from rmqtool.store import encoder as enc
-from rmqtool.store.engine import Store
+from rmqtool.engine import encoder as enc
+from rmqtool.engine.store import Store
 
 CHUNK = 1000  # messages handed to the engine at once
 

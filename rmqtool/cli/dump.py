@@ -14,12 +14,13 @@ from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time, pro
 from rmqtool.errors import ExitCode, NotAStore
 from rmqtool.report.records import human_time, message_record, with_human_times
 from rmqtool.report.sink import Sink, render_document, warn
-from rmqtool.store import detect, dumpsources
+from rmqtool.store import detect
+from rmqtool.inspect import dump_sources
 from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, scan_segment
-from rmqtool.store.mappedfile import Segment, last_written
+from rmqtool.store.segments import Segment, last_written
 from rmqtool.store.message import Message
 from rmqtool.store.paths import is_segment_name
-from rmqtool.store.selection import MessageSelection
+from rmqtool.inspect.selection import MessageSelection
 
 dump_app = typer.Typer(no_args_is_help=True, help="Dump store files as rows (table, JSON Lines or JSON).")
 
@@ -185,7 +186,7 @@ def dump_consumequeue(
     """Consume queue units (20 B; 46 B batch units in batchconsumequeue/), fill units included."""
     findings: list = []
     sink = Sink(fmt.value)
-    for n, row in enumerate(dumpsources.consume_queue_rows(path, topic, queue, from_offset, to_offset, findings)):
+    for n, row in enumerate(dump_sources.consume_queue_rows(path, topic, queue, from_offset, to_offset, findings)):
         if limit is not None and n >= limit:
             break
         sink.row(row)
@@ -204,7 +205,7 @@ def dump_index(
     """Index file headers and entries (keyHash, phyOffset, timeDiff, prevIndex)."""
     findings: list = []
     sink = Sink(fmt.value)
-    for n, row in enumerate(dumpsources.index_rows(path, entries=not headers_only, slots=slots, findings=findings)):
+    for n, row in enumerate(dump_sources.index_rows(path, entries=not headers_only, slots=slots, findings=findings)):
         if limit is not None and n >= limit:
             break
         sink.row(with_human_times(row))
@@ -219,7 +220,7 @@ def dump_checkpoint(
 ):
     """The checkpoint: physic, logics and index timestamps (and 5.x masterFlushedOffset, confirmPhyOffset)."""
     findings: list = []
-    row = with_human_times(dumpsources.checkpoint_row(path, findings))
+    row = with_human_times(dump_sources.checkpoint_row(path, findings))
     render_document(row, fmt.value, title="checkpoint")
     _finish(None, findings)
 
@@ -233,6 +234,6 @@ def dump_config(
     """config/*.json as parsed (fastjson's unquoted integer keys become strings); .bak used as the broker would."""
     findings: list = []
     sink = Sink(fmt.value)
-    for row in dumpsources.config_rows(path, findings):
+    for row in dump_sources.config_rows(path, findings):
         sink.row(row)
     _finish(sink, findings)

@@ -9,7 +9,7 @@ from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.errors import ExitCode
 from rmqtool.report.records import with_human_times
 from rmqtool.report.sink import render_document, warn
-from rmqtool.store.inventory import store_info
+from rmqtool.inspect.inventory import store_info
 
 
 def register(app: typer.Typer) -> None:

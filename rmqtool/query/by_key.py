@@ -44,7 +44,7 @@ from rmqtool.store import detect
 from rmqtool.store.commitlog import scan_segment
 from rmqtool.store.config import read_config_file
 from rmqtool.store.indexfile import IndexFile, list_index_files
-from rmqtool.store.mappedfile import Segment, last_written
+from rmqtool.store.segments import Segment, last_written
 from rmqtool.store.message import Message, RecordError, decode_message
 from rmqtool.store.paths import StorePaths
 

@@ -34,7 +34,7 @@ from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.query.explain import Notes, Trace, trace_or_none
 from rmqtool.store import detect
 from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue
-from rmqtool.store.mappedfile import Segment
+from rmqtool.store.segments import Segment
 
 
 @dataclasses.dataclass

@@ -35,7 +35,7 @@ from rmqtool.formats.commitlog import (BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENG
 from rmqtool.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 from rmqtool.store import crc as crc_module
 from rmqtool.store.crc import JAVA_CRC_MASK
-from rmqtool.store.mappedfile import Segment, SegmentQueue, discover
+from rmqtool.store.segments import Segment, SegmentQueue, discover
 from rmqtool.store.message import CHECKED, Message, RecordError, decode_message, decode_run, property_crc
 
 HOP = struct.Struct(">iI")  # totalSize, magicCode: all a header-only hop needs

@@ -14,7 +14,7 @@ import pathlib
 from rmqtool.errors import StoreAccessError
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE
 from rmqtool.store.commitlog import Blank, header_hop, scan_segment
-from rmqtool.store.mappedfile import Segment
+from rmqtool.store.segments import Segment
 from rmqtool.store.message import Message
 
 

@@ -34,7 +34,7 @@ from rmqtool.findings import Finding
 from rmqtool.formats.consumequeue import (BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE, BatchCqUnit,
                                           CqUnit, is_fill_unit, is_written_batch_unit, is_written_unit)
 from rmqtool.formats.derive import struct_of
-from rmqtool.store.mappedfile import Segment, discover, list_dir
+from rmqtool.store.segments import Segment, discover, list_dir
 from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONSUMEQUEUE_DIR
 
 CQ_UNIT = struct_of(CqUnit)

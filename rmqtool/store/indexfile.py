@@ -26,7 +26,7 @@ from rmqtool.formats.derive import struct_of
 from rmqtool.formats.indexfile import (FILE_NAME_LENGTH, FIRST_INDEX, HASH_SLOT_SIZE, INDEX_HEADER_SIZE,
                                        INDEX_SIZE, INVALID_INDEX, IndexEntry, IndexHeader, IndexSlot,
                                        entry_position, index_file_size, slot_of, slot_position)
-from rmqtool.store.mappedfile import list_dir
+from rmqtool.store.segments import list_dir
 from rmqtool.store.paths import INDEX_DIR
 
 INDEX_HEADER = struct_of(IndexHeader)

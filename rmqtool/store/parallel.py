@@ -23,7 +23,7 @@ from typing import Callable, Iterator, TypeVar
 from rmqtool.errors import StoreAccessError, UsageError
 from rmqtool.findings import Finding
 from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, ScanResult, scan_segment
-from rmqtool.store.mappedfile import Segment
+from rmqtool.store.segments import Segment
 from rmqtool.store.message import Message
 
 T = TypeVar("T")

@@ -39,15 +39,15 @@ from rmqtool.formats.commitlog import (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE
                                        MessagePrefix, MessageRecord)
 from rmqtool.formats.derive import field_names, struct_format, struct_of
 from rmqtool.formats.indexfile import java_string_hash
+from rmqtool.dispatch.rules import (DEFAULT_MESSAGE_DELAY_LEVEL, RMQ_SYS_SCHEDULE_TOPIC, DelayLevels,  # noqa: F401
+                                   TAGS_CODES, delay_level_of, tags_code)
 from rmqtool.store.compression import compress as compress_body
 from rmqtool.store import crc as _crc
 from rmqtool.store.crc import crc32 as body_crc32
 from rmqtool.store.hosts import parse_host
 
 # TopicValidator / MessageConst names the encoder acts on
-RMQ_SYS_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 DEFAULT_CLUSTER = "DefaultCluster"  # BrokerConfig.brokerClusterName default
-DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # MessageStoreConfig.maxMessageSize (the body limit)
 MAX_MESSAGE_SIZE_RESERVE = 64 * 1024  # MessageExtEncoder: room for everything but the body
 COMPRESS_MSG_BODY_OVER = 4 * 1024  # DefaultMQProducer.compressMsgBodyOverHowmuch
@@ -63,23 +63,6 @@ Host = tuple  # (address bytes, port)
 def _signed32(value: int) -> int:
     value &= _INT32
     return value - (1 << 32) if value & 0x80000000 else value
-
-
-_TAGS_CODES: dict[str, int] = {}
-
-
-def tags_code(tags: str | None) -> int:
-    """MessageExtBrokerInner.tagsString2tagsCode at 4.9.8: String.hashCode of the whole tags
-    string, for single and MULTI_TAGS topics alike (the filter type is not looked at)."""
-    if not tags:
-        return 0
-    code = _TAGS_CODES.get(tags)
-    if code is None:
-        code = java_string_hash(tags)
-        if len(_TAGS_CODES) > 4096:
-            _TAGS_CODES.clear()
-        _TAGS_CODES[tags] = code
-    return code
 
 
 def utf16_length(text: str) -> int:
@@ -216,45 +199,6 @@ _KV = props.NAME_VALUE_SEPARATOR
 def string_to_property_map(text: str) -> PropertyMap:
     """MessageDecoder.string2messageProperties into a map that keeps the string's order."""
     return PropertyMap(props.string_to_properties(text))
-
-
-# --- delay levels (ScheduleMessageService) ---------------------------------------------------
-
-_TIME_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-class DelayLevels:
-    """messageDelayLevel parsed as ScheduleMessageService.parseDelayLevel does."""
-
-    def __init__(self, spec: str = DEFAULT_MESSAGE_DELAY_LEVEL):
-        self.spec = spec
-        self.table: dict[int, int] = {}
-        try:
-            for level, value in enumerate(spec.split(" "), start=1):
-                self.table[level] = _TIME_UNITS[value[-1]] * int(value[:-1])
-        except (KeyError, ValueError, IndexError):
-            raise UsageError(f"not a messageDelayLevel: {spec!r}") from None
-        self.max_level = max(self.table) if self.table else 0
-
-    def queue_id(self, level: int) -> int:
-        """ScheduleMessageService.delayLevel2QueueId."""
-        return level - 1
-
-    def deliver_timestamp(self, level: int, store_timestamp: int) -> int:
-        """ScheduleMessageService.computeDeliverTimestamp: the SCHEDULE_TOPIC_XXXX tagsCode."""
-        delay = self.table.get(level)
-        return store_timestamp + (delay if delay is not None else 1000)
-
-
-def delay_level_of(properties: dict) -> int:
-    """Message.getDelayTimeLevel: the DELAY property as an int, 0 when absent."""
-    value = properties.get(props.PROPERTY_DELAY_TIME_LEVEL)
-    if value is None:
-        return 0
-    try:
-        return int(value)
-    except ValueError:
-        raise UsageError(f"DELAY property is not a number: {value!r}") from None
 
 
 # --- UNIQ_KEY (MessageClientIDSetter) --------------------------------------------------------
@@ -788,7 +732,7 @@ def _prepare_method(make, name: str, doc: str):
             keys = get(_KEYS)
             uniq = get(_UNIQ_KEY)
             if tags and not delay_level:  # delayed: the deliver time, set at append
-                code = _TAGS_CODES.get(tags)
+                code = TAGS_CODES.get(tags)
                 if code is None:
                     code = tags_code(tags)
             else:

@@ -30,22 +30,22 @@ from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqtool.formats.derive import struct_of
 from rmqtool.formats.indexfile import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM
 from rmqtool.store import paths
-from rmqtool.store.checkpoint_writer import CheckpointWriter
+from rmqtool.engine.checkpoint_writer import CheckpointWriter
 from rmqtool.store.commitlog import CommitLog
 from rmqtool.store.commitlog_end import all_zero_from, find_commit_log_end, first_bytes
-from rmqtool.store.cq_writer import (DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, ConsumeQueueTable,
+from rmqtool.engine.cq_writer import (DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, ConsumeQueueTable,
                                      consume_queue_file_size, written_length)
-from rmqtool.store.dispatch import CommitLogDispatcher, DispatchRequest, ReputMessageService
-from rmqtool.store.encoder import (DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevels, Encoder,
+from rmqtool.dispatch.dispatcher import CommitLogDispatcher, DispatchRequest, ReputMessageService
+from rmqtool.engine.encoder import (DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevels, Encoder,
                                    QUEUE_OFFSET_AT, RECORD_PLACE, RECORD_START, RECORD_TIME, STORE_TIMESTAMP_AT,
                                    MessageBatch, MessageInner, PreparedRecord, as_host, write_record)
-from rmqtool.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
-from rmqtool.store.index_writer import IndexServiceWriter
+from rmqtool.engine.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
+from rmqtool.engine.index_writer import IndexServiceWriter
 from rmqtool.store.lock import StoreLock, is_locked
-from rmqtool.store.mappedfile import discover
+from rmqtool.store.segments import discover
 from rmqtool.store.msgid import create_message_id
-from rmqtool.store.store_sizes import consume_queue_file_sizes, index_sizes, pick_size
-from rmqtool.store.writable import OS_PAGE_SIZE, AllocateMappedFileService, WarmAheadService, WritableFileQueue
+from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes, pick_size
+from rmqtool.engine.mapped_file import OS_PAGE_SIZE, AllocateMappedFileService, WarmAheadService, WritableFileQueue
 
 DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG = 1024 * 1024 * 1024
 DEFAULT_STORE_HOST = "127.0.0.1:10911"

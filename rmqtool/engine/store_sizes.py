@@ -14,7 +14,7 @@ from rmqtool.formats.indexfile import (DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_IN
                                        index_file_size)
 from rmqtool.store import paths
 from rmqtool.store.commitlog_end import first_bytes
-from rmqtool.store.index_writer import infer_index_sizes
+from rmqtool.engine.index_writer import infer_index_sizes
 
 
 def consume_queue_file_sizes(root: pathlib.Path) -> set[int]:

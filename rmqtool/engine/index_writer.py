@@ -27,7 +27,7 @@ from rmqtool.formats.indexfile import (FILE_NAME_LENGTH, FIRST_INDEX, HASH_SLOT_
                                        INDEX_SIZE, INVALID_INDEX, IndexEntry, IndexHeader, IndexSlot,
                                        build_key, index_file_size, index_key_hash, java_string_hash)
 from rmqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
-from rmqtool.store.writable import create_segment_file
+from rmqtool.engine.mapped_file import create_segment_file
 
 HEADER = struct_of(IndexHeader)
 ENTRY = struct_of(IndexEntry)

@@ -19,7 +19,7 @@ import pathlib
 import threading
 
 from rmqtool.errors import StoreAccessError
-from rmqtool.store.mappedfile import discover
+from rmqtool.store.segments import discover
 from rmqtool.store.paths import segment_name
 
 OS_PAGE_SIZE = 1024 * 4  # MappedFile.OS_PAGE_SIZE: the unit of flushLeastPages

@@ -15,8 +15,8 @@ import struct
 from rmqtool.errors import StoreAccessError
 from rmqtool.formats.consumequeue import CQ_FILL_UNIT_BYTES, CQ_STORE_UNIT_SIZE, FILL_SIZE, CqUnit
 from rmqtool.formats.derive import struct_format, struct_of
-from rmqtool.store.mappedfile import discover
-from rmqtool.store.writable import WritableFileQueue
+from rmqtool.store.segments import discover
+from rmqtool.engine.mapped_file import WritableFileQueue
 
 CQ_UNIT = struct_of(CqUnit)
 assert CQ_UNIT.size == CQ_STORE_UNIT_SIZE

@@ -17,7 +17,7 @@ from rmqtool.store.config import read_config_dir
 from rmqtool.store.consumequeue import open_consume_queues
 from rmqtool.store.indexfile import list_index_files
 from rmqtool.store.lock import is_locked
-from rmqtool.store.mappedfile import last_written
+from rmqtool.store.segments import last_written
 from rmqtool.store.message import Message
 from rmqtool.store.paths import StorePaths
 

@@ -17,7 +17,7 @@ from rmqtool.formats import properties as props
 from rmqtool.formats.commitlog import (BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, MESSAGE_MAGIC_CODES,
                                        MIN_MESSAGE_LENGTH, message_length)
 from rmqtool.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
-from rmqtool.store.encoder import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels, tags_code
+from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels, tags_code
 from rmqtool.store.message import HOSTS, PREFIX, PREFIX_SIZE, parse_properties
 
 READ_WINDOW = 1 << 20  # bytes read from the commit log at once

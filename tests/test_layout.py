@@ -1,0 +1,82 @@
+"""The layout is the architecture: each folder imports only what ARCHITECTURE.md allows.
+
+The read side (store/) never imports the write side (engine/), nor anything built on top of
+it; no library module imports the CLI. Walks every import statement, the lazy ones inside
+functions too.
+"""
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BASE = {"formats", "errors", "findings"}
+# package -> the rmqtool packages (and top-level modules) it may import
+ALLOWED = {
+    "formats": {"formats", "errors"},
+    "errors": set(),
+    "findings": set(),
+    "store": BASE | {"store"},
+    "dispatch": BASE | {"store", "dispatch"},
+    "recovery": BASE | {"store", "dispatch", "recovery"},
+    "engine": BASE | {"store", "dispatch", "recovery", "engine"},
+    "query": BASE | {"store", "query"},
+    "verify": BASE | {"store", "dispatch", "query", "verify"},
+    "report": BASE | {"store", "report"},
+    "inspect": BASE | {"store", "query", "report", "inspect"},
+    "spark": BASE | {"store", "verify", "query", "report", "inspect", "spark"},
+}
+
+
+def _package(path: pathlib.Path) -> str:
+    rel = path.relative_to(ROOT)
+    if rel.parts[0] == "formats":
+        return "formats"
+    return rel.parts[1].removesuffix(".py")
+
+
+def _imported(tree: ast.AST) -> set[str]:
+    """The rmqtool package of every import in a module."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] if node.module != "rmqtool" else [f"rmqtool.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "rmqtool" and len(parts) > 1:
+                out.add(parts[1])
+    return out
+
+
+def _modules():
+    files = sorted((ROOT / "rmqtool").rglob("*.py")) + sorted((ROOT / "formats").glob("*.py"))
+    return [f for f in files if _package(f) in ALLOWED]
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_imports_follow_the_layout(path):
+    package = _package(path)
+    imported = _imported(ast.parse(path.read_text(), str(path)))
+    assert imported <= ALLOWED[package], (
+        f"{path.relative_to(ROOT)} ({package}/) imports {sorted(imported - ALLOWED[package])}")
+
+
+def test_no_relative_imports_hide_a_dependency():
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level and _package(path) != "formats":
+                pytest.fail(f"{path.relative_to(ROOT)} uses a relative import")
+
+
+def test_nothing_outside_the_cli_imports_it():
+    for path in (ROOT / "rmqtool").rglob("*.py"):
+        rel = path.relative_to(ROOT / "rmqtool")
+        if rel.parts[0] in ("cli", "__main__.py"):
+            continue
+        assert "cli" not in _imported(ast.parse(path.read_text())), f"{rel} imports the CLI"

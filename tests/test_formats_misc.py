@@ -6,6 +6,7 @@ import pytest
 from conftest import V4, V5, load_truth
 from helpers import roundtrip
 from rmqtool.errors import UsageError
+from rmqtool.formats import crc as crc_rules
 from rmqtool.formats import properties as props
 from rmqtool.formats import sysflag
 from rmqtool.store.hosts import format_host, parse_host
@@ -61,10 +62,12 @@ def test_crc32_property_digits_as_written_by_5x():
     for m in truth["truth"]["messages"]:
         raw = m["propertyCrc32Raw"]
         digits = raw[len("__CRC32#\u0001"):-1]
-        assert props.crc32_from_digits(digits) == m["propertyCrc32DigitsReversedValue"]
-        assert props.crc32_property_digits(m["crc32OverRecordWithoutReservedTail_UtilAll"]) == digits
-    assert props.crc32_property_digits(142176121) == "1216712410"  # the README's example
-    assert props.crc32_from_digits("12x") is None
+        assert crc_rules.crc32_from_digits(digits) == m["propertyCrc32DigitsReversedValue"]
+        assert crc_rules.crc32_property_digits(m["crc32OverRecordWithoutReservedTail_UtilAll"]) == digits
+        assert crc_rules.crc32_property(m["crc32OverRecordWithoutReservedTail_UtilAll"]) == raw.encode()
+        assert crc_rules.stored_record_crc(m["propertiesString"].encode()) == m["propertyCrc32DigitsReversedValue"]
+    assert crc_rules.crc32_property_digits(142176121) == "1216712410"  # the README's example
+    assert crc_rules.crc32_from_digits("12x") is None
 
 
 def test_offset_msg_id_both_ways():

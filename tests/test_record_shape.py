@@ -8,6 +8,9 @@ check_message. Limits come from formats/commitlog.py, never literals.
 """
 from __future__ import annotations
 
+import ipaddress
+import itertools
+
 import construct as cs
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,14 +19,18 @@ from hypothesis import strategies as st
 from helpers import FIELDS
 from rmqtool.dispatch.dispatcher import RecordUnreadable, check_message
 from rmqtool.dispatch.rules import DelayLevels, tags_code
+from rmqtool.engine.encoder import Encoder, MessageInner, UniqIdGenerator
+from rmqtool.errors import UsageError
 from rmqtool.formats import crc as crc_rules
 from rmqtool.formats import properties as props
 from rmqtool.formats.commitlog import (MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH_V1, MAX_TOPIC_LENGTH_V2,
-                                       MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, TOPIC_LENGTH_SIZE,
+                                       MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, STORE_TIMESTAMP_AT, TOPIC_LENGTH_SIZE,
                                        MessageRecord, message_length)
+from rmqtool.formats.msgid import OffsetMessageId, UniqKey
 from rmqtool.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 from rmqtool.store.commitlog import Corrupt, CrcTally, crc_run, crc_scan, scan_segment
-from rmqtool.store.message import Message, RecordError, decode_message, decode_run
+from rmqtool.store.message import RECORD_START, Message, RecordError, decode_message, decode_run, sys_flag_of
+from rmqtool.store.msgid import create_message_id, decode_message_id, decode_uniq_key
 from rmqtool.store.segments import Segment
 
 BASE = 1 << 30  # the temp segment's base offset: records carry non-zero commit log offsets
@@ -202,3 +209,82 @@ def _minimal() -> dict:
                 sys_flag=0, born_timestamp=0, born_host=b"\0" * 4, born_port=0, store_timestamp=0,
                 store_host=b"\0" * 4, store_port=0, reconsume_times=0, prepared_transaction_offset=0, body=b"",
                 topic=b"T", properties=b"")
+
+
+# --- the writers: the encoder's limits are the schema's --------------------------------------
+
+def test_the_encoder_writes_up_to_the_limits_and_refuses_past_them():
+    """Fixed: topic_part wrote V2 topics of up to 65535 bytes, whose length field the broker
+    reads negative (this test failed before: a 32768-byte topic was encoded)."""
+    encoder = Encoder((b"\x7f\x00\x00\x01", 10911))
+
+    def encoded(topic: str, properties: str) -> Message:
+        p = encoder.prepare(MessageInner(topic=topic, body=b"b", properties_string=properties))
+        raw = p.to_bytes(0, BASE, 1)
+        return decode_message(raw, 0, BASE, len(raw))
+
+    at_limits = encoded("t" * MAX_TOPIC_LENGTH_V2, "p" * MAX_PROPERTIES_LENGTH)
+    assert at_limits.message_version == 2 and len(at_limits.topic) == MAX_TOPIC_LENGTH_V2
+    assert len(at_limits.properties_raw) == MAX_PROPERTIES_LENGTH
+    assert encoded("t" * MAX_TOPIC_LENGTH_V1, "").message_version == 1
+    assert encoded("t" * (MAX_TOPIC_LENGTH_V1 + 1), "").message_version == 2
+    with pytest.raises(UsageError, match=f"more than {MAX_TOPIC_LENGTH_V2}"):
+        encoded("t" * (MAX_TOPIC_LENGTH_V2 + 1), "")
+    with pytest.raises(UsageError, match=f"more than {MAX_PROPERTIES_LENGTH}"):
+        encoded("t", "p" * (MAX_PROPERTIES_LENGTH + 1))
+
+
+# --- msgId and UNIQ_KEY: made and read through formats/msgid.py ------------------------------
+
+_IPS = st.sampled_from(sorted(UniqKey)).flatmap(lambda n: st.binary(min_size=n, max_size=n))
+
+
+@settings(max_examples=200, deadline=None)
+@given(ip=_IPS, pid=st.integers(0, 1 << 22), loader=st.integers(-(1 << 31), (1 << 31) - 1),
+       now=st.integers(1_500_000_000_000, 2_000_000_000_000), skip=st.integers(0, 70_000))
+def test_uniq_keys_are_the_schemas(ip, pid, loader, now, skip):
+    ids = UniqIdGenerator(ip=ip, pid=pid, loader_hash=loader, clock=lambda: now)
+    ids._counter = itertools.count(skip)
+    key = ids.create()
+    parsed = UniqKey[len(ip)].parse(bytes.fromhex(key))
+    assert (parsed.ip, parsed.pid, parsed.class_loader_hash, parsed.counter) == (ip, pid & 0xFFFF, loader,
+                                                                                 skip & 0xFFFF)
+    assert key == key.upper() and len(key) == 2 * UniqKey[len(ip)].sizeof()
+    decoded = decode_uniq_key(key, near_ms=now)
+    assert ipaddress.ip_address(decoded.ip).packed == ip
+    assert (decoded.pid, decoded.class_loader_hash, decoded.counter) == (pid & 0xFFFF, loader, skip & 0xFFFF)
+    assert decoded.time_since_month_start_ms == parsed.time_since_month_start
+
+
+@settings(max_examples=200, deadline=None)
+@given(ip=_IPS, port=st.integers(0, 65535), offset=st.integers(0, (1 << 63) - 1))
+def test_offset_msg_ids_are_the_schemas(ip, port, offset):
+    msg_id = create_message_id(ip, port, offset)
+    assert bytes.fromhex(msg_id) == OffsetMessageId[len(ip)].build(
+        dict(store_ip=ip, store_port=port, commit_log_offset=offset))
+    decoded = decode_message_id(msg_id)
+    assert (decoded.store_ip, decoded.store_port, decoded.commit_log_offset) == (ip, port, offset)
+
+
+def test_header_fields_read_at_their_derived_positions():
+    """RECORD_START, sys_flag_of and STORE_TIMESTAMP_AT (the engine's recovery reads a segment's
+    first record with them) give what the broker read back, IPv4 and IPv6 records alike."""
+    from conftest import V4, load_truth
+
+    truth = load_truth(V4 / "basic" / "truth.json")["truth"]["messages"]
+    picked = [m for m in truth if ":" in m["storeHost"]][:20] + [m for m in truth if ":" not in m["bornHost"]][:20]
+    assert len(picked) == 40
+    for tm in picked:
+        head = first_record_bytes(V4 / "basic" / "store" / "commitlog", tm["physicalOffset"])
+        assert RECORD_START.unpack_from(head) == (tm["storeSize"], V1)  # 4.9.8 writes V1 only
+        sys_flag = sys_flag_of(head)
+        at = STORE_TIMESTAMP_AT[(sys_flag >> 4) & 3]
+        assert (sys_flag, int.from_bytes(head[at:at + 8], "big")) == (tm["sysFlag"], tm["storeTimestamp"])
+
+
+def first_record_bytes(commitlog, offset: int) -> bytes:
+    segments = sorted(commitlog.iterdir())
+    base = max(int(p.name) for p in segments if int(p.name) <= offset)
+    with open(commitlog / f"{base:020d}", "rb") as f:
+        f.seek(offset - base)
+        return f.read(128)

@@ -24,7 +24,7 @@ import construct as cs
 from rmqtool.formats import properties as props
 from rmqtool.formats.commitlog import (MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH, MAX_TOPIC_LENGTH_V1,
                                        MAX_TOPIC_LENGTH_V2, MESSAGE_MAGIC_CODE_V1,
-                                       MESSAGE_MAGIC_CODE_V2, MIN_MESSAGE_LENGTH, STORE_TIMESTAMP_AT, SYS_FLAG_AT,
+                                       MESSAGE_MAGIC_CODE_V2, MIN_MESSAGE_LENGTH, SYS_FLAG_AT,
                                        MessageHosts, MessagePrefix, PropertiesLength, TopicLength)
 from rmqtool.formats.crc import CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN, stored_record_crc
 from rmqtool.formats.derive import field_names, struct_format, struct_of
@@ -42,8 +42,7 @@ PREFIX_SIZE = PREFIX.size
 # totalSize and magicCode: all a header-only hop needs, and what a writer puts last
 RECORD_START = struct_of(cs.Struct(*MessagePrefix.subcons[:2]))
 assert field_names(cs.Struct(*MessagePrefix.subcons[:2])) == ("total_size", "magic_code")
-_SYS_FLAG = struct_of(cs.Struct(MessagePrefix.subcons[field_names(MessagePrefix).index("sys_flag")]))
-_STORE_TIMESTAMP = struct_of(cs.Struct(MessageHosts[0].subcons[field_names(MessageHosts[0]).index("store_timestamp")]))
+_SYS_FLAG_FIELD = struct_of(cs.Struct(MessagePrefix.subcons[field_names(MessagePrefix).index("sys_flag")]))
 
 # The variable tail's length fields, by magic code
 TOPIC_LENGTHS = {magic: struct_of(cs.Struct("topic_length" / field)) for magic, field in TopicLength.items()}
@@ -57,12 +56,7 @@ assert PROPERTIES_LENGTH.format == ">h"
 
 def sys_flag_of(head) -> int:
     """The sysFlag of the record whose first bytes are ``head``."""
-    return _SYS_FLAG.unpack_from(head, SYS_FLAG_AT)[0]
-
-
-def store_timestamp_of(head) -> int:
-    """The storeTimestamp of the record whose first bytes (its header) are ``head``."""
-    return _STORE_TIMESTAMP.unpack_from(head, STORE_TIMESTAMP_AT[(sys_flag_of(head) >> 4) & 3])[0]
+    return _SYS_FLAG_FIELD.unpack_from(head, SYS_FLAG_AT)[0]
 
 
 def _joined(prefix: struct.Struct, hosts: struct.Struct) -> struct.Struct:

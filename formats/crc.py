@@ -70,13 +70,16 @@ def crc32_property(crc: int) -> bytes:
     return CRC32_ENTRY_HEAD + crc32_property_digits(crc).encode("ascii") + CRC32_ENTRY_END
 
 
-def stored_record_crc(properties_raw) -> int | None:
+def stored_record_crc(properties_raw: bytes) -> int | None:
     """The CRC in a record's trailing ``__CRC32#`` entry, or None when its properties do not
     end with one (4.x, or 5.x without enabledAppendPropCRC)."""
-    size = len(properties_raw)
-    if size < CRC32_RESERVED_LEN:
+    if len(properties_raw) < CRC32_RESERVED_LEN or not properties_raw.endswith(CRC32_ENTRY_END):
         return None
-    tail = bytes(properties_raw[size - CRC32_RESERVED_LEN:])
-    if not tail.startswith(CRC32_ENTRY_HEAD) or not tail.endswith(CRC32_ENTRY_END):
+    tail = properties_raw[-CRC32_RESERVED_LEN:]
+    if not tail.startswith(CRC32_ENTRY_HEAD):
         return None
-    return crc32_from_digits(tail[len(CRC32_ENTRY_HEAD):-len(CRC32_ENTRY_END)].decode("ascii", "replace"))
+    return crc32_from_digits(tail[_DIGITS_AT:_DIGITS_END].decode("ascii", "replace"))
+
+
+_DIGITS_AT = len(CRC32_ENTRY_HEAD)
+_DIGITS_END = _DIGITS_AT + CRC32_DIGITS

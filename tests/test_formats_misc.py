@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import V4, V5, load_truth
 from helpers import roundtrip
@@ -98,3 +100,24 @@ def test_uniq_key_decodes_to_a_time_near_the_born_time():
 def test_hosts_round_trip(text):
     ip, port = parse_host(text)
     assert format_host(ip, port) == text
+
+
+_PROPERTY_PIECES = st.sampled_from(["a", "bc", "é", "\x01", "\x02", "文", "😀", "\x01\x01", "\x02\x02", "KEYS"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_PROPERTY_PIECES, max_size=30).map("".join))
+def test_the_well_formed_fast_path_is_the_careful_reading(text):
+    """Beside string_to_properties (the broker's loop), well_formed_properties either gives the
+    same dict, in the same order, or declines (ValueError) and the careful reading answers."""
+    careful = props.string_to_properties(text)
+    try:
+        fast = props.well_formed_properties(text.encode())
+    except ValueError:
+        fast = None
+    else:
+        assert list(fast.items()) == list(careful.items())
+    assert props.bytes_to_properties(text.encode()) == (careful, True)
+    if text and all(p.count("\x01") == 1 and not p.startswith("\x01") and not p.endswith("\x01")
+                    for p in text.removesuffix("\x02").split("\x02")):
+        assert fast is not None  # the common case does take the fast path

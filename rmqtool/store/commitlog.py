@@ -39,7 +39,7 @@ from rmqtool.store.segments import Segment, SegmentQueue, discover
 from rmqtool.store.message import CHECKED, Message, RecordError, decode_message, decode_run
 from rmqtool.store.message import RECORD_START
 from rmqtool.formats.commitlog import MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH_V1, MAX_TOPIC_LENGTH_V2
-from rmqtool.formats.crc import CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN, stored_record_crc
+from rmqtool.formats.crc import CRC32_DIGITS, CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN, crc32_from_digits
 
 HOP = RECORD_START  # totalSize, magicCode: all a header-only hop needs
 WINDOW = 1 << 20  # bytes read at once: small enough to stay in cache while records are decoded from it
@@ -222,6 +222,8 @@ def crc_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path: s
     reserved = CRC32_RESERVED_LEN
     separator = _PROPERTY_SEPARATOR
     crc_head = CRC32_ENTRY_HEAD
+    from_digits = crc32_from_digits
+    digits_back = CRC32_DIGITS + 1  # the digits, then the closing separator
     view = memoryview(buf)
     first = i
     count = 0
@@ -261,7 +263,8 @@ def crc_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path: s
             ok = (crc32(view[p:body_end]) & mask) == c[2] if body_end > p else c[2] == 0
             if ok and props_len >= reserved and buf[end - 1] == separator and buf.startswith(
                     crc_head, end - reserved):
-                stored = stored_record_crc(buf[end - reserved:end])
+                # stored_record_crc's reading, its head and separator checked just above
+                stored = from_digits(buf[end - digits_back:end - 1].decode("ascii", "replace"))
                 ok = stored is None or (crc32(view[i:end - reserved]) & mask) == stored
             if not ok:
                 failures.append(decode_message(buf, i, offset0 + i, end, check_crc=True, path=path,

@@ -26,7 +26,8 @@ from rmqtool.formats.commitlog import (MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH, 
                                        MAX_TOPIC_LENGTH_V2, MESSAGE_MAGIC_CODE_V1,
                                        MESSAGE_MAGIC_CODE_V2, MIN_MESSAGE_LENGTH, SYS_FLAG_AT,
                                        MessageHosts, MessagePrefix, PropertiesLength, TopicLength)
-from rmqtool.formats.crc import CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN, stored_record_crc
+from rmqtool.formats.crc import (CRC32_DIGITS, CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN, crc32_from_digits,
+                                 stored_record_crc)
 from rmqtool.formats.derive import field_names, struct_format, struct_of
 from rmqtool.formats.properties import bytes_to_properties, well_formed_properties
 from rmqtool.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, transaction_type
@@ -384,6 +385,8 @@ def decode_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path
     reserved = CRC32_RESERVED_LEN
     separator = _SEPARATOR
     crc_head = CRC32_ENTRY_HEAD
+    from_digits = crc32_from_digits
+    digits_back = CRC32_DIGITS + 1  # the digits, then the closing separator
     view = None
     append = out.append
     try:
@@ -442,9 +445,10 @@ def decode_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path
             m.path = path
             if check_crc:
                 m.body_crc_ok = (crc32(body) & mask) == h[2] if body_end > p else h[2] == 0
-                if end - props_at >= reserved and praw[-1] == separator and praw.startswith(
-                        crc_head, end - props_at - reserved):
-                    stored = stored_record_crc(praw)
+                if props_len >= reserved and praw[-1] == separator and praw.startswith(
+                        crc_head, props_len - reserved):
+                    # stored_record_crc's reading, its head and separator checked just above
+                    stored = from_digits(praw[-digits_back:-1].decode("ascii", "replace"))
                     if stored is None:
                         m.property_crc_ok = None
                     else:

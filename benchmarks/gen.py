@@ -27,6 +27,7 @@ import sys
 import construct as cs
 
 from rmqtool.errors import UsageError
+from rmqtool.formats import crc as crc_rules
 from rmqtool.formats import properties as props
 from rmqtool.formats.commitlog import (END_FILE_MIN_BLANK_LENGTH, MESSAGE_MAGIC_CODE_V1,
                                        MESSAGE_MAGIC_CODE_V2, BlankRecord, MessageHosts,
@@ -176,8 +177,7 @@ def _template(spec: GenSpec, pair: int) -> _Template:
         # as 5.x CommitLog does: end with a separator, then the reserved __CRC32# entry
         if not text.endswith(props.PROPERTY_SEPARATOR):
             text += props.PROPERTY_SEPARATOR
-        text += (props.PROPERTY_CRC32 + props.NAME_VALUE_SEPARATOR + "0" * props.CRC32_DIGITS
-                 + props.PROPERTY_SEPARATOR)
+        text += crc_rules.crc32_property(0).decode()
     properties = text.encode("utf-8")
     body = spec.body(pair)
     store_ip, store_port = STORE_HOST_V6 if v6 else STORE_HOST_V4
@@ -232,7 +232,7 @@ def _fill_segment(f, chunk: bytearray, templates: list[_Template], spec: GenSpec
     body_size = spec.body_size
     marker_size = min(8, body_size)
     prop_crc = spec.append_prop_crc
-    crc_tail = props.CRC32_DIGITS + 1  # the digits and the closing separator
+    crc_tail = crc_rules.CRC32_DIGITS + 1  # the digits and the closing separator
     pack_run, pack_crc, pack_ts = _QUEUE_RUN.pack_into, _BODY_CRC.pack_into, _STORE_TS.pack_into
     run_at, crc_at = _QUEUE_RUN_AT, _BODY_CRC_AT
     used = 0  # bytes of chunk not yet written
@@ -267,7 +267,7 @@ def _fill_segment(f, chunk: bytearray, templates: list[_Template], spec: GenSpec
         chunk[uniq_at:uniq_at + UNIQ_KEY_TAIL_DIGITS] = b"%012X" % i
         if prop_crc:
             end = used + n
-            digits = props.crc32_property_digits(crc32(view[used:end - props.CRC32_RESERVED_LEN]))
+            digits = crc_rules.crc32_property_digits(crc32(view[used:end - crc_rules.CRC32_RESERVED_LEN]))
             chunk[end - crc_tail:end - 1] = digits.encode("ascii")
         used += n
         pos += n

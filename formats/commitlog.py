@@ -19,14 +19,22 @@ Message record::
        +------------+------------+------------+-------------------------+
        | reconsume  | preparedTransactionOffset| bodyLength | body ...   |
        +------------+------------+------------+-------------------------+
-       | topicLength: int8 (V1) or int16 (V2) | topic (UTF-8) ...       |
+       | topicLength: int8 (V1) or int16 (V2) | topic (UTF-8) ...       |   the variable tail
        +------------+------------------------+-------------------------+
        | propertiesLength int16 | properties (UTF-8, see properties.py) |
        +------------------------+---------------------------------------+
 
     magicCode 0xDAA320A7: V1 (1-byte topic length); 0xDAA320AB: V2 (2-byte topic length,
     chosen by 5.x for topics longer than 127 bytes).
-    bodyCRC: CRC-32 of the body masked to 31 bits (UtilAll.crc32); 0 for an empty body.
+    bodyCRC: CRC-32 of the body masked to 31 bits (UtilAll.crc32); see crc.py.
+
+The tail's lengths are signed, as the broker reads them: V1's topic length is
+``buffer.get()`` (a byte: at most 127), V2's ``buffer.getShort()`` (at most 32767), the
+properties length ``short propertiesLength`` (at most 32767: Short.MAX_VALUE). A length
+with its sign bit set is not a record: for a topic checkMessageAndReturnSize throws; for
+properties it reads a negative length and the lengths no longer add up to totalSize (a
+negative bodyLength or propertiesLength with nothing after it, which the broker's reader
+would let pass, its writer never writes; rmqtool calls it damage).
 
 End-of-file blank record: when a message does not fit in the rest of a segment, the
 broker writes only these 8 bytes and moves to the next segment::
@@ -37,9 +45,10 @@ broker writes only these 8 bytes and moves to the next segment::
 """
 from __future__ import annotations
 
-from construct import (Bytes, Const, IfThenElse, Int8ub, Int16sb, Int16ub, Int32sb,
-                       Int32ub, Int64sb, Rebuild, Struct, len_, this)
+from construct import (Bytes, Const, IfThenElse, Int8sb, Int16sb, Int32sb, Int32ub, Int64sb,
+                       Rebuild, Struct, len_, this)
 
+from .derive import field_names, struct_format
 from .sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 
 MESSAGE_MAGIC_CODE_V1 = 0xDAA320A7  # -626843481 as a Java int
@@ -51,8 +60,6 @@ IPV4_LENGTH = 4
 IPV6_LENGTH = 16
 # The broker leaves at least this many bytes for the blank record (CommitLog.END_FILE_MIN_BLANK_LENGTH).
 END_FILE_MIN_BLANK_LENGTH = 4 + 4
-# Java's Short.MAX_VALUE bounds the properties length; topics are bounded by the length field.
-MAX_PROPERTIES_LENGTH = 32767
 
 # The fixed 48 bytes every message record starts with.
 MessagePrefix = Struct(
@@ -92,6 +99,46 @@ MessageHosts = (
 )
 assert [h.sizeof() for h in MessageHosts] == [40, 52, 52, 64]
 
+
+def _largest(field) -> int:
+    """The largest value an integer field holds, its sign bit taken into account."""
+    bits = 8 * field.sizeof()
+    signed = struct_format(Struct("v" / field))[-1].islower()
+    return (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
+
+
+# --- the variable tail, after the body ------------------------------------------------------
+# MessageVersion.getTopicLength: V1 buffer.get(), V2 buffer.getShort(); both signed.
+TopicLength = {MESSAGE_MAGIC_CODE_V1: Int8sb, MESSAGE_MAGIC_CODE_V2: Int16sb}
+PropertiesLength = Int16sb  # short propertiesLength = byteBuffer.getShort()
+
+# By magic code, as MessageVersion.getTopicLengthSize
+TOPIC_LENGTH_SIZE = {magic: field.sizeof() for magic, field in TopicLength.items()}
+MAX_TOPIC_LENGTH = {magic: _largest(field) for magic, field in TopicLength.items()}
+MAX_TOPIC_LENGTH_V1 = MAX_TOPIC_LENGTH[MESSAGE_MAGIC_CODE_V1]  # Byte.MAX_VALUE: longer topics need V2
+MAX_TOPIC_LENGTH_V2 = MAX_TOPIC_LENGTH[MESSAGE_MAGIC_CODE_V2]
+PROPERTIES_LENGTH_SIZE = PropertiesLength.sizeof()
+MAX_PROPERTIES_LENGTH = _largest(PropertiesLength)  # Short.MAX_VALUE
+assert (MAX_TOPIC_LENGTH_V1, MAX_TOPIC_LENGTH_V2, MAX_PROPERTIES_LENGTH) == (127, 32767, 32767)
+
+
+def _topic(magic_code: int) -> Struct:
+    return Struct(
+        "topic_length" / Rebuild(TopicLength[magic_code], len_(this.topic)),
+        "topic" / Bytes(this.topic_length),
+    )
+
+
+# The topic part of a record (length field + UTF-8 bytes), by magic code; build() refuses a
+# topic longer than its length field holds.
+MessageTopic = {magic: _topic(magic) for magic in TopicLength}
+
+# The last part of every record; build() refuses more than MAX_PROPERTIES_LENGTH bytes.
+MessageProperties = Struct(
+    "properties_length" / Rebuild(PropertiesLength, len_(this.properties)),
+    "properties" / Bytes(this.properties_length),
+)
+
 _born_ip_length = IfThenElse((this.sys_flag & BORNHOST_V6_FLAG) != 0, Bytes(IPV6_LENGTH), Bytes(IPV4_LENGTH))
 _store_ip_length = IfThenElse((this.sys_flag & STOREHOSTADDRESS_V6_FLAG) != 0, Bytes(IPV6_LENGTH), Bytes(IPV4_LENGTH))
 
@@ -109,11 +156,10 @@ MessageRecord = Struct(
     "prepared_transaction_offset" / Int64sb,
     "body_length" / Rebuild(Int32sb, len_(this.body)),
     "body" / Bytes(this.body_length),
-    "topic_length" / Rebuild(
-        IfThenElse(this.magic_code == MESSAGE_MAGIC_CODE_V2, Int16ub, Int8ub), len_(this.topic)),
+    "topic_length" / Rebuild(IfThenElse(this.magic_code == MESSAGE_MAGIC_CODE_V2, TopicLength[MESSAGE_MAGIC_CODE_V2],
+                                        TopicLength[MESSAGE_MAGIC_CODE_V1]), len_(this.topic)),
     "topic" / Bytes(this.topic_length),
-    "properties_length" / Rebuild(Int16sb, len_(this.properties)),
-    "properties" / Bytes(this.properties_length),
+    *MessageProperties.subcons,
 )
 
 # The blank record's 8 written bytes. total_size is the number of bytes left in the file.
@@ -126,7 +172,7 @@ assert BlankRecord.sizeof() == END_FILE_MIN_BLANK_LENGTH
 
 def topic_length_size(magic_code: int) -> int:
     """MessageVersion.getTopicLengthSize: 2 bytes for V2, 1 for V1."""
-    return 2 if magic_code == MESSAGE_MAGIC_CODE_V2 else 1
+    return TOPIC_LENGTH_SIZE[MESSAGE_MAGIC_CODE_V2 if magic_code == MESSAGE_MAGIC_CODE_V2 else MESSAGE_MAGIC_CODE_V1]
 
 
 def message_length(sys_flag: int, body_length: int, topic_length: int, properties_length: int,
@@ -134,9 +180,31 @@ def message_length(sys_flag: int, body_length: int, topic_length: int, propertie
     """CommitLog.calMsgLength / MessageExtEncoder.calMsgLength: the record's totalSize."""
     hosts = MessageHosts[(sys_flag >> 4) & 3].sizeof()
     return (MessagePrefix.sizeof() + hosts + max(body_length, 0)
-            + topic_length_size(magic_code) + topic_length + 2 + max(properties_length, 0))
+            + topic_length_size(magic_code) + topic_length + PROPERTIES_LENGTH_SIZE + max(properties_length, 0))
 
 
 # The smallest record: empty body, topic and properties, IPv4 hosts.
 MIN_MESSAGE_LENGTH = message_length(0, 0, 0, 0)
 assert MIN_MESSAGE_LENGTH == 48 + 40 + 1 + 2
+
+
+# --- where header fields lie -----------------------------------------------------------------
+
+def _field_positions(schema: Struct) -> dict[str, int]:
+    """Byte position of each field of a fixed-size schema."""
+    out, at = {}, 0
+    for sub in schema.subcons:
+        out[sub.name] = at
+        at += sub.sizeof()
+    return out
+
+
+# The fields up to bodyLength, by (sys_flag >> 4) & 3 as MessageHosts
+HEADER_FIELD_AT = tuple(_field_positions(Struct(*MessagePrefix.subcons, *h.subcons)) for h in MessageHosts)
+# The prefix's fields lie where they lie whatever the hosts
+PREFIX_FIELD_AT = _field_positions(MessagePrefix)
+assert all(at[n] == PREFIX_FIELD_AT[n] for at in HEADER_FIELD_AT for n in field_names(MessagePrefix))
+SYS_FLAG_AT = PREFIX_FIELD_AT["sys_flag"]
+QUEUE_OFFSET_AT = PREFIX_FIELD_AT["queue_offset"]
+PHYSICAL_OFFSET_AT = PREFIX_FIELD_AT["physical_offset"]
+STORE_TIMESTAMP_AT = tuple(at["store_timestamp"] for at in HEADER_FIELD_AT)  # by (sysFlag >> 4) & 3

@@ -8,12 +8,13 @@ Mirrors ``MessageDecoder.messageProperties2String`` / ``string2messageProperties
     +------+----+-------+----+------+----+-------+----+     +------------------------+
 
 4.x drops the last ``\\u0002``; 5.x with ``enabledAppendPropCRC`` ends with the 20-byte
-``__CRC32#`` entry, whose 10 digits are the record CRC written least-significant digit
-first (``MessageDecoder.createCrc32``).
+``__CRC32#`` entry (its rule is in crc.py).
 
 Well-known names are in ``MessageConst.java``.
 """
 from __future__ import annotations
+
+import itertools
 
 NAME_VALUE_SEPARATOR = "\u0001"
 PROPERTY_SEPARATOR = "\u0002"
@@ -34,14 +35,15 @@ PROPERTY_INNER_BASE = "INNER_BASE"
 PROPERTY_CRC32 = "__CRC32#"
 KEY_SEPARATOR = " "
 
-CRC32_DIGITS = 10
-# "__CRC32#" + \u0001 + 10 digits + \u0002 (CommitLog.CRC32_RESERVED_LEN)
-CRC32_RESERVED_LEN = len(PROPERTY_CRC32) + 1 + CRC32_DIGITS + 1
-assert CRC32_RESERVED_LEN == 20
+# well_formed_properties: map(str.split, entries, _NAME_VALUE_REPEAT) splits every entry in C
+_STR_SPLIT = str.split
+_NAME_VALUE_REPEAT = itertools.repeat(NAME_VALUE_SEPARATOR)
 
 
 def string_to_properties(text: str) -> dict[str, str]:
-    """The broker's reading: entries without a name or value are skipped; the last duplicate wins."""
+    """MessageDecoder.string2messageProperties, the broker's reading: an entry is kept when
+    its first ``\\u0001`` has a name before it and a value after it (the rest of the entry,
+    further ``\\u0001`` included); other entries are skipped; the last duplicate wins."""
     result: dict[str, str] = {}
     length = len(text)
     index = 0
@@ -57,6 +59,44 @@ def string_to_properties(text: str) -> dict[str, str]:
     return result
 
 
+def well_formed_properties(raw: bytes) -> dict[str, str]:
+    """:func:`string_to_properties` of the common string, in a few C-level calls; ValueError
+    when the string is not well-formed, for the caller to take the careful reading.
+
+    Well-formed: valid UTF-8, every entry exactly one ``name \\u0001 value`` with neither
+    empty, at most one trailing separator (5.x). Then the broker's reading is plain
+    splitting. An entry with no ``\\u0001`` or two splits into 1 or 3 items, which dict()
+    refuses (ValueError); an empty name or value is refused below.
+    """
+    text = raw.decode("utf-8")  # UnicodeDecodeError is a ValueError
+    if text[-1:] == PROPERTY_SEPARATOR:
+        text = text[:-1]
+    p = dict(map(_STR_SPLIT, text.split(PROPERTY_SEPARATOR), _NAME_VALUE_REPEAT))
+    if "" in p or "" in p.values():
+        raise ValueError("an empty name or value")
+    return p
+
+
+def bytes_to_properties(raw: bytes) -> tuple[dict[str, str], bool]:
+    """(the broker's reading of stored properties bytes, whether they were valid UTF-8).
+
+    Invalid UTF-8 is decoded with replacement characters, as Java's ``new String(bytes, UTF_8)``.
+    """
+    if not raw:
+        return {}, True
+    try:
+        return well_formed_properties(raw), True
+    except ValueError:  # not well-formed (UnicodeDecodeError too): the careful way
+        pass
+    try:
+        text = raw.decode("utf-8")
+        ok = True
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", "replace")
+        ok = False
+    return string_to_properties(text), ok
+
+
 def properties_to_string(properties: dict[str, str], trailing_separator: bool = False) -> str:
     """As messageProperties2String: 4.x drops the last separator; values of None are skipped."""
     parts = [f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}"
@@ -65,18 +105,6 @@ def properties_to_string(properties: dict[str, str], trailing_separator: bool = 
     if text and not trailing_separator:
         text = text[:-1]
     return text
-
-
-def crc32_property_digits(crc: int) -> str:
-    """The 10 digits of the ``__CRC32#`` value: lowest decimal digit first, padded with '0'."""
-    return str(crc)[::-1].ljust(CRC32_DIGITS, "0")
-
-
-def crc32_from_digits(digits: str) -> int | None:
-    """Read the digits back to front, as the engine does; None when they are not 10 digits."""
-    if len(digits) != CRC32_DIGITS or not digits.isdigit():
-        return None
-    return int(digits[::-1])
 
 
 def split_keys(keys: str | None) -> list[str]:

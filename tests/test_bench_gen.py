@@ -21,7 +21,8 @@ from rmqtool.store import commitlog as commitlog_module
 from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, header_hop
 from rmqtool.store.crc import crc32
 from rmqtool.store.segments import discover
-from rmqtool.store.message import Message, decode_message, parse_properties
+from rmqtool.formats.properties import bytes_to_properties as parse_properties
+from rmqtool.store.message import Message, decode_message
 
 from benchmarks import bench_read
 from benchmarks.gen import GenSpec, build_commitlog, ensure_store

@@ -15,7 +15,7 @@ from rmqtool.formats.properties import string_to_properties
 from rmqtool.store import commitlog as commitlog_module
 from rmqtool.store import crc
 from rmqtool.store.commitlog import Blank, CommitLog, CrcTally, Message, crc_scan
-from rmqtool.store.message import parse_properties
+from rmqtool.formats.properties import bytes_to_properties as parse_properties
 
 from benchmarks import bench_read
 from benchmarks.gen import GenSpec, build_commitlog

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import V4, V5, load_truth
 from helpers import roundtrip
 from rmqtool.errors import UsageError
+from rmqtool.formats import crc as crc_rules
 from rmqtool.formats import properties as props
 from rmqtool.formats import sysflag
 from rmqtool.store.hosts import format_host, parse_host
@@ -61,10 +64,12 @@ def test_crc32_property_digits_as_written_by_5x():
     for m in truth["truth"]["messages"]:
         raw = m["propertyCrc32Raw"]
         digits = raw[len("__CRC32#\u0001"):-1]
-        assert props.crc32_from_digits(digits) == m["propertyCrc32DigitsReversedValue"]
-        assert props.crc32_property_digits(m["crc32OverRecordWithoutReservedTail_UtilAll"]) == digits
-    assert props.crc32_property_digits(142176121) == "1216712410"  # the README's example
-    assert props.crc32_from_digits("12x") is None
+        assert crc_rules.crc32_from_digits(digits) == m["propertyCrc32DigitsReversedValue"]
+        assert crc_rules.crc32_property_digits(m["crc32OverRecordWithoutReservedTail_UtilAll"]) == digits
+        assert crc_rules.crc32_property(m["crc32OverRecordWithoutReservedTail_UtilAll"]) == raw.encode()
+        assert crc_rules.stored_record_crc(m["propertiesString"].encode()) == m["propertyCrc32DigitsReversedValue"]
+    assert crc_rules.crc32_property_digits(142176121) == "1216712410"  # the README's example
+    assert crc_rules.crc32_from_digits("12x") is None
 
 
 def test_offset_msg_id_both_ways():
@@ -95,3 +100,24 @@ def test_uniq_key_decodes_to_a_time_near_the_born_time():
 def test_hosts_round_trip(text):
     ip, port = parse_host(text)
     assert format_host(ip, port) == text
+
+
+_PROPERTY_PIECES = st.sampled_from(["a", "bc", "é", "\x01", "\x02", "文", "😀", "\x01\x01", "\x02\x02", "KEYS"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_PROPERTY_PIECES, max_size=30).map("".join))
+def test_the_well_formed_fast_path_is_the_careful_reading(text):
+    """Beside string_to_properties (the broker's loop), well_formed_properties either gives the
+    same dict, in the same order, or declines (ValueError) and the careful reading answers."""
+    careful = props.string_to_properties(text)
+    try:
+        fast = props.well_formed_properties(text.encode())
+    except ValueError:
+        fast = None
+    else:
+        assert list(fast.items()) == list(careful.items())
+    assert props.bytes_to_properties(text.encode()) == (careful, True)
+    if text and all(p.count("\x01") == 1 and not p.startswith("\x01") and not p.endswith("\x01")
+                    for p in text.removesuffix("\x02").split("\x02")):
+        assert fast is not None  # the common case does take the fast path

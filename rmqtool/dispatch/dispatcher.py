@@ -14,11 +14,11 @@ from typing import NamedTuple
 
 from rmqtool.errors import CorruptData, StoreAccessError
 from rmqtool.formats import properties as props
-from rmqtool.formats.commitlog import (BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, MESSAGE_MAGIC_CODES,
-                                       MIN_MESSAGE_LENGTH, message_length)
+from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODES, MIN_MESSAGE_LENGTH
+from rmqtool.formats.properties import bytes_to_properties
 from rmqtool.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
 from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels, tags_code
-from rmqtool.store.message import HOSTS, PREFIX, PREFIX_SIZE, parse_properties
+from rmqtool.store.message import HOSTS, PREFIX, PREFIX_SIZE, RECORD_START, RecordError, read_tail
 
 READ_WINDOW = 1 << 20  # bytes read from the commit log at once
 
@@ -52,7 +52,7 @@ def check_message(buf, pos: int, limit: int, offset: int, delay_levels: DelayLev
     for anything else, and IndexError when the record is not all in the buffer.
     """
     if pos + PREFIX_SIZE > limit:
-        if pos + 8 <= limit and int.from_bytes(buf[pos + 4:pos + 8], "big") == BLANK_MAGIC_CODE:
+        if pos + RECORD_START.size <= limit and RECORD_START.unpack_from(buf, pos)[1] == BLANK_MAGIC_CODE:
             return 0, None
         raise IndexError
     total, magic, _crc, queue_id, _flag, queue_offset, _phys, sys_flag, _born = PREFIX.unpack_from(buf, pos)
@@ -66,28 +66,19 @@ def check_message(buf, pos: int, limit: int, offset: int, delay_levels: DelayLev
         raise IndexError
     hosts = HOSTS[(sys_flag >> 4) & 3]
     (_bip, _bport, store_ts, _sip, _sport, _reconsume, _prepared, body_len) = hosts.unpack_from(buf, pos + PREFIX_SIZE)
-    p = pos + PREFIX_SIZE + hosts.size + max(body_len, 0)
+    p = pos + PREFIX_SIZE + hosts.size
     end = pos + total
-    if body_len < 0 or p + 3 > end:
+    if body_len < 0 or p + body_len > end:
         raise RecordUnreadable(f"bodyLength {body_len} does not fit in totalSize {total}")
-    if magic == MESSAGE_MAGIC_CODE_V2:
-        topic_len = int.from_bytes(buf[p:p + 2], "big")
-        p += 2
-    else:
-        topic_len = buf[p]
-        p += 1
-    topic = bytes(buf[p:p + topic_len]).decode("utf-8", "replace")
-    p += topic_len
-    if p + 2 > end:
-        raise RecordUnreadable(f"topic length {topic_len} does not fit in totalSize {total}")
-    props_len = int.from_bytes(buf[p:p + 2], "big", signed=True)
-    p += 2
-    if message_length(sys_flag, body_len, topic_len, props_len, magic) != total or p + max(props_len, 0) != end:
-        raise RecordUnreadable(f"field lengths do not add up to totalSize {total}")
+    try:
+        t, t_end, p = read_tail(buf, pos, p + body_len, end, magic)
+    except RecordError as exc:
+        raise RecordUnreadable(exc.message) from None
+    topic = bytes(buf[t:t_end]).decode("utf-8", "replace")
     code = 0
     keys = uniq = None
-    if props_len > 0:
-        properties, _ok = parse_properties(bytes(buf[p:end]))
+    if end > p:
+        properties, _ok = bytes_to_properties(bytes(buf[p:end]))
         keys = properties.get(props.PROPERTY_KEYS)
         uniq = properties.get(props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         tags = properties.get(props.PROPERTY_TAGS)

@@ -35,16 +35,19 @@ from rmqtool.formats import properties as props
 from rmqtool.formats import sysflag
 from rmqtool.formats.batch import (BATCH_MESSAGE_BODY_CRC, BATCH_MESSAGE_MAGIC_CODE, MAX_BATCH_PROPERTIES_LENGTH,
                                    BatchMessageHead, BatchPropertiesLength, batch_message_size)
-from rmqtool.formats.commitlog import (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, MessageHosts,
-                                       MessagePrefix, MessageRecord)
+from rmqtool.formats.commitlog import (MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH_V1, MAX_TOPIC_LENGTH_V2,
+                                       MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, PHYSICAL_OFFSET_AT, QUEUE_OFFSET_AT,
+                                       STORE_TIMESTAMP_AT, MessageHosts, MessagePrefix, MessageTopic)
+from rmqtool.formats.crc import body_crc
 from rmqtool.formats.derive import field_names, struct_format, struct_of
 from rmqtool.formats.indexfile import java_string_hash
+from rmqtool.formats.msgid import UniqKeyFixed, UniqKeyPerMessage
 from rmqtool.dispatch.rules import (DEFAULT_MESSAGE_DELAY_LEVEL, RMQ_SYS_SCHEDULE_TOPIC, DelayLevels,  # noqa: F401
                                    TAGS_CODES, delay_level_of, tags_code)
 from rmqtool.store.compression import compress as compress_body
 from rmqtool.store import crc as _crc
-from rmqtool.store.crc import crc32 as body_crc32
 from rmqtool.store.hosts import parse_host
+from rmqtool.store.message import PROPERTIES_LENGTH, RECORD_START
 
 # TopicValidator / MessageConst names the encoder acts on
 DEFAULT_CLUSTER = "DefaultCluster"  # BrokerConfig.brokerClusterName default
@@ -52,7 +55,6 @@ DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # MessageStoreConfig.maxMessageSize 
 MAX_MESSAGE_SIZE_RESERVE = 64 * 1024  # MessageExtEncoder: room for everything but the body
 COMPRESS_MSG_BODY_OVER = 4 * 1024  # DefaultMQProducer.compressMsgBodyOverHowmuch
 COMPRESS_LEVEL = 5  # DefaultMQProducerImpl.compressLevel
-MAX_TOPIC_LENGTH_V1 = 127  # Byte.MAX_VALUE: longer topics need the V2 record (5.x autoMessageVersionOnTopicLen)
 _INT32 = 0xFFFFFFFF
 
 Host = tuple  # (address bytes, port)
@@ -225,17 +227,25 @@ def _month_start_ms(now_ms: int) -> tuple[int, int]:
     return int(start * 1000), int(nxt * 1000)
 
 
+_UNIQ_KEY_PER_MESSAGE = struct_of(UniqKeyPerMessage)
+
+
 class UniqIdGenerator:
     """MessageClientIDSetter.createUniqID: a fixed prefix (ip, pid, class loader hash), then
-    the ms since the start of the month and a 16-bit counter, as upper-case hex."""
+    the ms since the start of the month and a 16-bit counter, as upper-case hex; the layout
+    is formats/msgid.py's UniqKey."""
 
     def __init__(self, ip: bytes | None = None, pid: int | None = None, loader_hash: int | None = None,
                  clock=None):
-        ip = _local_ip() if ip is None else ip
+        ip = bytes(_local_ip() if ip is None else ip)
         pid = os.getpid() if pid is None else pid
         # Java's class loader identity hash: any int; a stable one per process will do.
         loader_hash = (id(UniqIdGenerator) >> 4) & 0x7FFFFFFF if loader_hash is None else loader_hash
-        self.prefix = (bytes(ip) + struct.pack(">hi", _signed16(pid), _signed32(loader_hash))).hex().upper()
+        fixed = UniqKeyFixed.get(len(ip))
+        if fixed is None:
+            raise UsageError(f"a producer address has 4 or 16 bytes, not {len(ip)}")
+        # (short) pid, as putShort writes it: its low 16 bits
+        self.prefix = fixed.build(dict(ip=ip, pid=pid & 0xFFFF, class_loader_hash=_signed32(loader_hash))).hex().upper()
         self._clock = clock or (lambda: int(time.time() * 1000))
         self._counter = itertools.count()
         self._lock = threading.Lock()
@@ -249,12 +259,7 @@ class UniqIdGenerator:
         diff = _signed32(now - self._start)
         if -1_000_000 < diff < 0:  # clock stepped back (NTP)
             diff = 0
-        return f"{self.prefix}{diff & _INT32:08X}{next(self._counter) & 0xFFFF:04X}"
-
-
-def _signed16(value: int) -> int:
-    value &= 0xFFFF
-    return value - 0x10000 if value & 0x8000 else value
+        return self.prefix + _UNIQ_KEY_PER_MESSAGE.pack(diff, next(self._counter) & 0xFFFF).hex().upper()
 
 
 _default_uniq_ids: UniqIdGenerator | None = None
@@ -527,7 +532,6 @@ def _head_struct(hosts_index: int) -> struct.Struct:
 HEADS = tuple(_head_struct(i) for i in range(4))
 _HEAD_FIELDS = field_names(MessagePrefix) + field_names(MessageHosts[0])
 assert _HEAD_FIELDS[-1] == "body_length" and _HEAD_FIELDS[5:7] == ("queue_offset", "physical_offset")
-_U16 = struct.Struct(">H")
 
 _CLUSTER_SEP = props.PROPERTY_SEPARATOR.encode()
 
@@ -544,34 +548,17 @@ def _field_codes(st: struct.Struct) -> list[str]:
     return codes
 
 
-def _field_offsets(st: struct.Struct, names: tuple) -> dict[str, int]:
-    """Byte position of each named field of a derived struct (standard sizes, no padding)."""
-    out, pos = {}, 0
-    for name, code in zip(names, _field_codes(st)):
-        out[name] = pos
-        pos += struct.calcsize(">" + code)
-    assert pos == st.size
-    return out
-
-
-_OFFSETS = tuple(_field_offsets(h, _HEAD_FIELDS) for h in HEADS)
-QUEUE_OFFSET_AT = _OFFSETS[0]["queue_offset"]  # queueOffset and physicalOffset: two adjacent int64
-assert _OFFSETS[0]["physical_offset"] == QUEUE_OFFSET_AT + 8 and all(
-    o["queue_offset"] == QUEUE_OFFSET_AT for o in _OFFSETS)
-STORE_TIMESTAMP_AT = tuple(o["store_timestamp"] for o in _OFFSETS)  # by (sysFlag >> 4) & 3
-
-
 def _fields_struct(schema, *names: str) -> struct.Struct:
     """A struct of some adjacent fields of a schema, derived from the schema."""
     subcons = {sub.name: sub for sub in schema.subcons}
     return struct_of(cs.Struct(*(subcons[n] for n in names)))
 
 
-RECORD_PLACE = _fields_struct(MessagePrefix, "queue_offset", "physical_offset")  # written by doAppend
-RECORD_TIME = _fields_struct(MessageHosts[0], "store_timestamp")
-RECORD_START = _fields_struct(MessagePrefix, "total_size", "magic_code")  # written last: the record exists
+RECORD_PLACE = _fields_struct(MessagePrefix, "queue_offset", "physical_offset")  # written by doAppend, at QUEUE_OFFSET_AT
+RECORD_TIME = _fields_struct(MessageHosts[0], "store_timestamp")  # at STORE_TIMESTAMP_AT
+# RECORD_START (totalSize, magic) is written last: then the record exists
 _QQ, _Q, _START = RECORD_PLACE, RECORD_TIME, RECORD_START
-_I16 = _fields_struct(MessageRecord, "properties_length")
+assert PHYSICAL_OFFSET_AT == QUEUE_OFFSET_AT + RECORD_PLACE.size // 2  # RECORD_PLACE writes both at QUEUE_OFFSET_AT
 
 
 # --- what prepare packs per message ------------------------------------------------------------
@@ -608,8 +595,8 @@ _PROP_LEN_FIELDS: dict[int, bytes] = {}  # propertiesLength -> its two bytes
 
 
 def _prop_len_field(length: int) -> bytes:
-    """The propertiesLength field (at most 32768 of them: lengths are checked first)."""
-    field = _PROP_LEN_FIELDS[length] = _I16.pack(length)
+    """The propertiesLength field (at most MAX_PROPERTIES_LENGTH + 1 of them: lengths are checked first)."""
+    field = _PROP_LEN_FIELDS[length] = PROPERTIES_LENGTH.pack(length)
     return field
 
 
@@ -666,7 +653,6 @@ _DELAY = props.PROPERTY_DELAY_TIME_LEVEL
 _TAGS = props.PROPERTY_TAGS
 _KEYS = props.PROPERTY_KEYS
 _UNIQ_KEY = props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-_crc32 = body_crc32  # UtilAll.crc32: the one definition, in rmqtool.store.crc
 _fast_crc32 = _crc.fast_crc32  # the same CRC-32 unmasked, as rmqtool.store.crc picks it for hot loops
 _CRC_MASK = _crc.JAVA_CRC_MASK
 _tuple_new = tuple.__new__
@@ -747,8 +733,8 @@ def _prepare_method(make, name: str, doc: str):
         except UnicodeEncodeError:
             prop = java_utf8(text)
         prop_len = len(prop)
-        if prop_len > 32767:
-            raise UsageError(f"properties are {prop_len} bytes, more than 32767")
+        if prop_len > MAX_PROPERTIES_LENGTH:
+            raise UsageError(f"properties are {prop_len} bytes, more than {MAX_PROPERTIES_LENGTH}")
         born = msg.born_host
         store = msg.store_host
         try:
@@ -805,19 +791,18 @@ class Encoder:
         self._shapes.clear()  # shapes of messages without their own store host hold it
 
     def topic_part(self, topic: str) -> tuple[int, bytes]:
-        """(magic, length field + topic bytes): V2 when the topic is longer than 127 (as 5.x
-        chooses), or when its UTF-8 form would not fit V1's signed one-byte length."""
+        """(magic, length field + topic bytes): V2 when the topic is longer than V1's length
+        field holds (127, as 5.x chooses by its length in chars), or when its UTF-8 form is."""
         part = self._topics.get(topic)
         if part is None:
             raw = java_utf8(topic)
             if not raw:
                 raise UsageError("topic is empty")
-            if utf16_length(topic) > MAX_TOPIC_LENGTH_V1 or len(raw) > MAX_TOPIC_LENGTH_V1:
-                if len(raw) > 0xFFFF:
-                    raise UsageError(f"topic is {len(raw)} bytes long, more than a record can hold")
-                part = (MESSAGE_MAGIC_CODE_V2, _U16.pack(len(raw)) + raw)
-            else:
-                part = (MESSAGE_MAGIC_CODE_V1, bytes((len(raw),)) + raw)
+            if len(raw) > MAX_TOPIC_LENGTH_V2:  # the broker would read the length field negative
+                raise UsageError(f"topic is {len(raw)} bytes long, more than {MAX_TOPIC_LENGTH_V2}")
+            v2 = utf16_length(topic) > MAX_TOPIC_LENGTH_V1 or len(raw) > MAX_TOPIC_LENGTH_V1
+            magic = MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE_V1
+            part = (magic, MessageTopic[magic].build(dict(topic=raw)))
             if len(self._topics) < 65536:
                 self._topics[topic] = part
         return part
@@ -849,7 +834,7 @@ class Encoder:
             sys_flag |= _STORE_V6
         hosts_index = (sys_flag >> 4) & 3
         pack, block = PACKING_HEADS[hosts_index]
-        shape = (magic, tpart, pack.pack, pack.size + len(tpart) + 2, sys_flag, STORE_TIMESTAMP_AT[hosts_index],
+        shape = (magic, tpart, pack.pack, pack.size + len(tpart) + PROPERTIES_LENGTH.size, sys_flag, STORE_TIMESTAMP_AT[hosts_index],
                  store_ip, store_port, (sys_flag & _TRAN_MASK) in _GETS_QUEUE_OFFSET,
                  block.pack(born_ip, born_port, 0, store_ip, store_port))
         try:
@@ -894,8 +879,8 @@ class Encoder:
         if len(batch.body) > self.max_body_size:
             raise UsageError(f"batch body is {len(batch.body)} bytes, more than maxMessageSize {self.max_body_size}")
         batch_prop = java_utf8(properties_string(batch.properties))
-        if len(batch_prop) > 32767:
-            raise UsageError(f"batch properties are {len(batch_prop)} bytes, more than 32767")
+        if len(batch_prop) > MAX_PROPERTIES_LENGTH:
+            raise UsageError(f"batch properties are {len(batch_prop)} bytes, more than {MAX_PROPERTIES_LENGTH}")
         store = batch.store_host or self.store_host
         born = batch.born_host
         sys_flag = batch.sys_flag & _NOT_V6
@@ -911,15 +896,15 @@ class Encoder:
                 prop = inner + _CLUSTER_SEP + batch_prop
             else:
                 prop = inner + batch_prop
-            if len(prop) > 32767:
-                raise UsageError(f"batch message properties are {len(prop)} bytes, more than 32767")
+            if len(prop) > MAX_PROPERTIES_LENGTH:
+                raise UsageError(f"batch message properties are {len(prop)} bytes, more than {MAX_PROPERTIES_LENGTH}")
             parsed = props.string_to_properties(prop.decode("utf-8", "replace"))
             tags = parsed.get(props.PROPERTY_TAGS)
-            total = head.size + len(body) + len(tpart) + 2 + len(prop)
-            record = b"".join((head.pack(total, magic, _crc32(body) if body else 0, batch.queue_id,
+            total = head.size + len(body) + len(tpart) + PROPERTIES_LENGTH.size + len(prop)
+            record = b"".join((head.pack(total, magic, body_crc(body, _fast_crc32), batch.queue_id,
                                          flag, 0, 0, sys_flag, batch.born_timestamp, born[0], born[1], 0, store[0],
                                          store[1], batch.reconsume_times, 0, len(body)),
-                               body, tpart, _I16.pack(len(prop)), prop))
+                               body, tpart, PROPERTIES_LENGTH.pack(len(prop)), prop))
             out.append(prepared_record(batch.topic, batch.queue_id, record, sys_flag, batch.store_timestamp,
                                       tags_code(tags), parsed.get(props.PROPERTY_KEYS),
                                       parsed.get(props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), 0,

@@ -44,6 +44,7 @@ from rmqtool.engine.index_writer import IndexServiceWriter
 from rmqtool.store.lock import StoreLock, is_locked
 from rmqtool.store.segments import discover
 from rmqtool.store.msgid import create_message_id
+from rmqtool.store.message import sys_flag_of
 from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes, pick_size
 from rmqtool.engine.mapped_file import OS_PAGE_SIZE, AllocateMappedFileService, WarmAheadService, WritableFileQueue
 
@@ -753,7 +754,7 @@ def _recovery_start(segments: list[tuple[int, pathlib.Path]], min_timestamp: int
         magic = int.from_bytes(head[4:8], "big")
         if magic not in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2):
             continue
-        sys_flag = int.from_bytes(head[36:40], "big", signed=True)
+        sys_flag = sys_flag_of(head)
         at = STORE_TIMESTAMP_AT[(sys_flag >> 4) & 3]
         stamp = int.from_bytes(head[at:at + 8], "big", signed=True)
         if stamp != 0 and stamp <= min_timestamp:

@@ -11,7 +11,7 @@ import pathlib
 
 from rmqtool.errors import CorruptData, UsageError
 from rmqtool.formats.indexfile import (DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, FILE_NAME_LENGTH,
-                                       index_file_size)
+                                       INDEX_HEADER_SIZE, IndexHeader, index_file_size)
 from rmqtool.store import paths
 from rmqtool.store.commitlog_end import first_bytes
 from rmqtool.engine.index_writer import infer_index_sizes
@@ -68,8 +68,8 @@ def index_sizes(directory: pathlib.Path, given_slots: int | None, given_entries:
 
 
 def _index_count(path: pathlib.Path) -> int:
-    head = first_bytes(path, 40)
-    return int.from_bytes(head[36:40], "big", signed=True) if len(head) == 40 else 0
+    head = first_bytes(path, INDEX_HEADER_SIZE)
+    return IndexHeader.parse(head).index_count if len(head) == INDEX_HEADER_SIZE else 0
 
 
 def _agree(found: tuple[int, int], given_slots, given_entries, where) -> tuple[int, int]:

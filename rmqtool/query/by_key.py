@@ -45,14 +45,14 @@ from rmqtool.store.commitlog import scan_segment
 from rmqtool.store.config import read_config_file
 from rmqtool.store.indexfile import IndexFile, list_index_files
 from rmqtool.store.segments import Segment, last_written
-from rmqtool.store.message import Message, RecordError, decode_message
+from rmqtool.store.message import RECORD_START, Message, RecordError, decode_message
 from rmqtool.store.paths import StorePaths
 
 LONG_MAX = 2**63 - 1
 DEFAULT_MAX_NUM = 64  # MessageStoreConfig.maxMsgsNumBatch, the broker's cap on maxNum
 SCAN_WINDOW = 4 << 20  # bytes read at once by the scan
 FIRST_WINDOW = 64 << 10  # the first read of a range: what the index misses is often one record
-_HOP = struct.Struct(">iI")
+_HOP = RECORD_START  # totalSize, magicCode
 # What a record that the broker indexes carries in its properties (buildIndex).
 _INDEXED_MARKS = (f"{props.PROPERTY_KEYS}{props.NAME_VALUE_SEPARATOR}".encode(),
                   f"{props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX}{props.NAME_VALUE_SEPARATOR}".encode())

@@ -36,9 +36,12 @@ from rmqtool.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 from rmqtool.store import crc as crc_module
 from rmqtool.store.crc import JAVA_CRC_MASK
 from rmqtool.store.segments import Segment, SegmentQueue, discover
-from rmqtool.store.message import CHECKED, Message, RecordError, decode_message, decode_run, property_crc
+from rmqtool.store.message import CHECKED, Message, RecordError, decode_message, decode_run
+from rmqtool.store.message import RECORD_START
+from rmqtool.formats.commitlog import MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH_V1, MAX_TOPIC_LENGTH_V2
+from rmqtool.formats.crc import CRC32_DIGITS, CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN, crc32_from_digits
 
-HOP = struct.Struct(">iI")  # totalSize, magicCode: all a header-only hop needs
+HOP = RECORD_START  # totalSize, magicCode: all a header-only hop needs
 WINDOW = 1 << 20  # bytes read at once: small enough to stay in cache while records are decoded from it
 RUN_AHEAD = 4096  # bytes the window must hold past a position before a run of clean records starts
 # Messages decoded ahead in one batch: small at first, so a caller that wants only the
@@ -49,7 +52,6 @@ _MAGIC_PATTERNS = tuple(m.to_bytes(4, "big") for m in (*MESSAGE_MAGIC_CODES, BLA
 _PHYSICAL_OFFSET = struct.Struct(">q")
 _PHYSICAL_OFFSET_AT = 28  # byte position of physicalOffset inside a record
 _HOSTS_V6 = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
-_CRC32_HEAD = (props.PROPERTY_CRC32 + props.NAME_VALUE_SEPARATOR).encode()
 _PROPERTY_SEPARATOR = ord(props.PROPERTY_SEPARATOR)
 
 
@@ -216,9 +218,12 @@ def crc_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path: s
     min_length = MIN_MESSAGE_LENGTH
     hosts_v6 = _HOSTS_V6
     limit = len(buf)
-    reserved = props.CRC32_RESERVED_LEN
+    max_v1, max_v2, max_props = MAX_TOPIC_LENGTH_V1, MAX_TOPIC_LENGTH_V2, MAX_PROPERTIES_LENGTH
+    reserved = CRC32_RESERVED_LEN
     separator = _PROPERTY_SEPARATOR
-    crc_head = _CRC32_HEAD
+    crc_head = CRC32_ENTRY_HEAD
+    from_digits = crc32_from_digits
+    digits_back = CRC32_DIGITS + 1  # the digits, then the closing separator
     view = memoryview(buf)
     first = i
     count = 0
@@ -238,19 +243,28 @@ def crc_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path: s
             if body_end < p:
                 break
             magic = c[1]
+            # the tail as decode_run reads it (read_tail's reading, as bytes)
             if magic == v1:
-                t_end = body_end + 1 + buf[body_end]
+                topic_len = buf[body_end]
+                if topic_len > max_v1:
+                    break
+                t_end = body_end + 1 + topic_len
             elif magic == v2:
-                t_end = body_end + 2 + ((buf[body_end] << 8) | buf[body_end + 1])
+                topic_len = (buf[body_end] << 8) | buf[body_end + 1]
+                if topic_len > max_v2:
+                    break
+                t_end = body_end + 2 + topic_len
             else:
                 break
             # the lengths must add up exactly, as decode_run demands
-            if t_end + 2 + ((buf[t_end] << 8) | buf[t_end + 1]) != end:
+            props_len = end - t_end - 2
+            if props_len > max_props or ((buf[t_end] << 8) | buf[t_end + 1]) != props_len:
                 break
             ok = (crc32(view[p:body_end]) & mask) == c[2] if body_end > p else c[2] == 0
-            if ok and end - t_end - 2 >= reserved and buf[end - 1] == separator and buf.startswith(
+            if ok and props_len >= reserved and buf[end - 1] == separator and buf.startswith(
                     crc_head, end - reserved):
-                stored = property_crc(buf[end - reserved:end])
+                # stored_record_crc's reading, its head and separator checked just above
+                stored = from_digits(buf[end - digits_back:end - 1].decode("ascii", "replace"))
                 ok = stored is None or (crc32(view[i:end - reserved]) & mask) == stored
             if not ok:
                 failures.append(decode_message(buf, i, offset0 + i, end, check_crc=True, path=path,

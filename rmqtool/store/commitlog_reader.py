@@ -15,11 +15,11 @@ from rmqtool.errors import CorruptData, NothingFound, StoreAccessError
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODES, MIN_MESSAGE_LENGTH
 from rmqtool.store.commitlog import CommitLog
 from rmqtool.store.segments import Segment
-from rmqtool.store.message import HOSTS, PREFIX, Message, RecordError, decode_message
+from rmqtool.store.message import HOSTS, PREFIX, RECORD_START, Message, RecordError, decode_message
 from rmqtool.store.paths import StorePaths
 
 HEAD_READ = 4096  # one page: most records fit, so one pread reads them whole
-_HOP = struct.Struct(">iI")  # totalSize, magicCode
+_HOP = RECORD_START  # totalSize, magicCode
 _STORE_TIMESTAMP_READ = PREFIX.size + max(h.size for h in HOSTS)
 
 

@@ -1,4 +1,4 @@
-"""RocketMQ's CRC rules, and the one place that picks the CRC-32 implementation.
+"""The one place that picks the CRC-32 implementation RocketMQ's CRC rules run on.
 
 crcmod defines the CRC; the hot paths use a C implementation of the same CRC-32: ISA-L's
 (``isal``, the optional extra ``fast``) when it can be imported, about 6x faster than
@@ -6,8 +6,8 @@ zlib's on a 1 KB body, else zlib's (about 10x faster than crcmod). Tests assert 
 them agree. Hot loops bind :data:`fast_crc32` (unmasked, any buffer) and mask it
 themselves; they look it up here, so this module alone decides.
 
-UtilAll.crc32 masks CRC-32 to 31 bits: ``crc32(bytes) & 0x7FFFFFFF``. The body CRC of an
-empty body is 0, as the broker stores it.
+The rules themselves (UtilAll.crc32's 31-bit mask, the body CRC, what 5.x's ``__CRC32#``
+covers and how its digits are written) are stated in ``rmqtool.formats.crc``.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import zlib
 
 import crcmod.predefined
 
-JAVA_CRC_MASK = 0x7FFFFFFF
+from rmqtool.formats.crc import JAVA_CRC_MASK
 
 _crcmod_crc32 = crcmod.predefined.mkCrcFun("crc-32")
 

@@ -1,8 +1,12 @@
 """A decoded commit log message (the broker's MessageExt) and the fast decoder.
 
 The decoder reads with ``struct`` formats derived from ``formats/commitlog.py``
-(MessagePrefix and MessageHosts); tests assert it agrees with the construct schema on
-every fixture record.
+(MessagePrefix, MessageHosts, and the tail's TopicLength and PropertiesLength, with their
+limits); tests assert it agrees with the construct schema on every fixture record and on
+generated records at every length limit. The careful path reads the tail with
+:func:`read_tail`; the two hot loops (:func:`decode_run` here and
+``rmqtool.store.commitlog.crc_run``) inline the same reads as byte arithmetic, checked
+against the derived structs below when this module loads.
 
 Speed (issue 2): each header field is a slot of its own, filled from one
 ``unpack_from`` of a derived struct (prefix and hosts joined), so reading a field costs
@@ -13,15 +17,19 @@ computed by whatever :mod:`rmqtool.store.crc` chose (ISA-L when installed).
 """
 from __future__ import annotations
 
-import itertools
 import struct
 
 import construct as cs
 
 from rmqtool.formats import properties as props
-from rmqtool.formats.commitlog import (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, MIN_MESSAGE_LENGTH,
-                                       MessageHosts, MessagePrefix, message_length)
+from rmqtool.formats.commitlog import (MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH, MAX_TOPIC_LENGTH_V1,
+                                       MAX_TOPIC_LENGTH_V2, MESSAGE_MAGIC_CODE_V1,
+                                       MESSAGE_MAGIC_CODE_V2, MIN_MESSAGE_LENGTH, SYS_FLAG_AT,
+                                       MessageHosts, MessagePrefix, PropertiesLength, TopicLength)
+from rmqtool.formats.crc import (CRC32_DIGITS, CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN, crc32_from_digits,
+                                 stored_record_crc)
 from rmqtool.formats.derive import field_names, struct_format, struct_of
+from rmqtool.formats.properties import bytes_to_properties, well_formed_properties
 from rmqtool.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, transaction_type
 from rmqtool.store import compression
 from rmqtool.store import crc as crc_module
@@ -32,6 +40,24 @@ from rmqtool.store.msgid import create_message_id
 PREFIX = struct_of(MessagePrefix)
 HOSTS = tuple(struct_of(h) for h in MessageHosts)
 PREFIX_SIZE = PREFIX.size
+# totalSize and magicCode: all a header-only hop needs, and what a writer puts last
+RECORD_START = struct_of(cs.Struct(*MessagePrefix.subcons[:2]))
+assert field_names(cs.Struct(*MessagePrefix.subcons[:2])) == ("total_size", "magic_code")
+_SYS_FLAG_FIELD = struct_of(cs.Struct(MessagePrefix.subcons[field_names(MessagePrefix).index("sys_flag")]))
+
+# The variable tail's length fields, by magic code
+TOPIC_LENGTHS = {magic: struct_of(cs.Struct("topic_length" / field)) for magic, field in TopicLength.items()}
+PROPERTIES_LENGTH = struct_of(cs.Struct("properties_length" / PropertiesLength))
+# The hot loops read these fields as bytes (an unpack call costs more than the arithmetic):
+# the V1 topic length as one byte, the V2 one and the properties length as two, big-endian,
+# and refuse a value past the field's largest (its sign bit set). That is these formats.
+assert TOPIC_LENGTHS[MESSAGE_MAGIC_CODE_V1].format == ">b" and TOPIC_LENGTHS[MESSAGE_MAGIC_CODE_V2].format == ">h"
+assert PROPERTIES_LENGTH.format == ">h"
+
+
+def sys_flag_of(head) -> int:
+    """The sysFlag of the record whose first bytes are ``head``."""
+    return _SYS_FLAG_FIELD.unpack_from(head, SYS_FLAG_AT)[0]
 
 
 def _joined(prefix: struct.Struct, hosts: struct.Struct) -> struct.Struct:
@@ -88,35 +114,11 @@ _SYS_FLAG = HEADER_FIELDS.index("sys_flag")
 # decode_run indexes the header tuple with literals (faster than names); they must be these.
 assert (_STORE_SIZE, _MAGIC_CODE, _BODY_CRC, _SYS_FLAG, _BODY_LENGTH) == (0, 1, 2, 7, 16)
 _HOSTS_V6 = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
-_CRC32_HEAD = (props.PROPERTY_CRC32 + props.NAME_VALUE_SEPARATOR).encode()
 _SEPARATOR = ord(props.PROPERTY_SEPARATOR)
-_SEPARATOR_CHAR = props.PROPERTY_SEPARATOR
-_NAME_VALUE_CHAR = props.NAME_VALUE_SEPARATOR
-# properties' fast path: map(str.split, entries, _NAME_VALUE_REPEAT) splits every entry in C
-_STR_SPLIT = str.split
-_NAME_VALUE_REPEAT = itertools.repeat(_NAME_VALUE_CHAR)
 # crc_run indexes the CHECKED tuple with literals; they must be these.
 assert CHECKED_FIELDS.index("store_size") == 0 and CHECKED_FIELDS.index("magic_code") == 1
 assert CHECKED_FIELDS.index("body_crc") == 2 and CHECKED_FIELDS.index("sys_flag") == 3
 assert CHECKED_FIELDS.index("body_length") == 4
-
-
-def _well_formed_properties(raw: bytes) -> dict:
-    """The properties of the common, well-formed string, in a few C-level calls; ValueError otherwise.
-
-    Well-formed: valid UTF-8, every entry exactly one ``name \\x01 value`` with neither
-    empty, one trailing separator at most (5.x). Then the broker's reading is plain
-    splitting. An entry with no separator or two gives a list of 1 or 3 items, which
-    dict() refuses (ValueError), as an empty name or value is refused below: the caller
-    then takes the careful path (:func:`parse_properties`).
-    """
-    text = raw.decode("utf-8")  # UnicodeDecodeError is a ValueError
-    if text[-1:] == _SEPARATOR_CHAR:
-        text = text[:-1]
-    p = dict(map(_STR_SPLIT, text.split(_SEPARATOR_CHAR), _NAME_VALUE_REPEAT))
-    if "" in p or "" in p.values():
-        raise ValueError("an empty name or value")
-    return p
 
 
 class Message:
@@ -166,10 +168,10 @@ class Message:
         if p is None:
             raw = self.properties_raw
             try:
-                p = _well_formed_properties(raw)
+                p = well_formed_properties(raw)
                 self._properties_utf8_ok = True
             except ValueError:  # UnicodeDecodeError too
-                p, self._properties_utf8_ok = parse_properties(raw)
+                p, self._properties_utf8_ok = bytes_to_properties(raw)
             self._properties = p
         return p
 
@@ -254,44 +256,6 @@ class RecordError(Exception):
         self.message = message
 
 
-def _parse_properties_slow(text: str) -> dict:
-    result = {}
-    for part in text.split(props.PROPERTY_SEPARATOR):
-        kv = part.find(props.NAME_VALUE_SEPARATOR)
-        if 0 < kv < len(part) - 1:
-            result[part[:kv]] = part[kv + 1:]
-    return result
-
-
-def parse_properties(raw: bytes) -> tuple[dict, bool]:
-    """(the broker's view of the properties, whether the bytes were valid UTF-8).
-
-    Entries without a name or a value are skipped and the last duplicate wins, as in
-    MessageDecoder.string2messageProperties.
-    """
-    try:
-        return _well_formed_properties(raw), True
-    except ValueError:  # not well-formed (UnicodeDecodeError too): the careful way
-        pass
-    try:
-        text = raw.decode("utf-8")
-        ok = True
-    except UnicodeDecodeError:
-        text = raw.decode("utf-8", "replace")  # as Java's decoder does
-        ok = False
-    return _parse_properties_slow(text), ok
-
-
-def property_crc(props_raw: bytes) -> int | None:
-    """The record CRC stored in a trailing ``__CRC32#`` entry (5.x), or None when there is none."""
-    if len(props_raw) < props.CRC32_RESERVED_LEN or props_raw[-1] != _SEPARATOR:
-        return None
-    tail = props_raw[-props.CRC32_RESERVED_LEN:]
-    if not tail.startswith(_CRC32_HEAD):
-        return None
-    return props.crc32_from_digits(tail[len(_CRC32_HEAD):-1].decode("ascii", "replace"))
-
-
 # Decoded topic names by their bytes: a store has few topics, so most records skip the decode.
 _TOPICS: dict[bytes, str] = {}
 _TOPICS_MAX = 4096
@@ -308,6 +272,40 @@ def _decode_topic(raw: bytes) -> tuple[str, bool]:
     return topic, True
 
 
+def read_tail(buf, pos: int, body_end: int, end: int, magic: int) -> tuple[int, int, int]:
+    """Where the variable tail of the record at ``buf[pos:end]`` lies, its body ending at
+    ``body_end``: (topic start, topic end, properties start); RecordError when its lengths
+    are not the schema's (a sign bit set) or do not add up to the record's size.
+
+    The careful paths' one reading of the tail (:func:`decode_message`, and dispatch's
+    check_message); the hot loops inline it.
+    """
+    topic_length = TOPIC_LENGTHS.get(magic)
+    if topic_length is None:
+        raise RecordError("recordMagicInvalid", f"magic code 0x{magic:08X} is not a message record's")
+    t = body_end + topic_length.size
+    if t > end:
+        raise RecordError("recordLengthMismatch", f"the body leaves no room for the topic length in totalSize "
+                                                  f"{end - pos}")
+    (topic_len,) = topic_length.unpack_from(buf, body_end)
+    if topic_len < 0:
+        raise RecordError("recordLengthMismatch", f"topic length field reads {topic_len}: a V"
+                          f"{2 if magic == MESSAGE_MAGIC_CODE_V2 else 1} record's topic has at most "
+                          f"{MAX_TOPIC_LENGTH[magic]} bytes")
+    t_end = t + topic_len
+    props_at = t_end + PROPERTIES_LENGTH.size
+    if props_at > end:
+        raise RecordError("recordLengthMismatch", f"topic length {topic_len} does not fit in totalSize {end - pos}")
+    (props_len,) = PROPERTIES_LENGTH.unpack_from(buf, t_end)
+    if props_len < 0:
+        raise RecordError("recordLengthMismatch", f"properties length field reads {props_len}: a record's "
+                          f"properties have at most {MAX_PROPERTIES_LENGTH} bytes")
+    if props_at + props_len != end:
+        raise RecordError("recordLengthMismatch",
+                          f"field lengths add up to {props_at + props_len - pos} bytes, totalSize says {end - pos}")
+    return t, t_end, props_at
+
+
 def decode_message(buf, pos: int, commit_log_offset: int, limit: int, *, check_crc: bool = True,
                    path: str | None = None, file_position: int | None = None) -> Message:
     """Decode the message record at ``buf[pos:]``; raise RecordError when it is not one.
@@ -315,8 +313,9 @@ def decode_message(buf, pos: int, commit_log_offset: int, limit: int, *, check_c
     ``limit`` is where the readable bytes end (the end of the file in ``buf``). The caller
     has checked the magic code and that totalSize fits.
     """
-    (total_size, magic, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
-     born_ts) = PREFIX.unpack_from(buf, pos)
+    prefix = PREFIX.unpack_from(buf, pos)  # the header's first fields: HEADER_FIELDS' indices hold
+    total_size = prefix[_STORE_SIZE]
+    sys_flag = prefix[_SYS_FLAG]
     k = (sys_flag >> 4) & 3
     end = pos + total_size
     p = pos + HEADERS[k].size
@@ -324,27 +323,12 @@ def decode_message(buf, pos: int, commit_log_offset: int, limit: int, *, check_c
         raise RecordError("recordLengthMismatch", f"totalSize {total_size} is too small for the record header")
     h = HEADERS[k].unpack_from(buf, pos)
     body_len = h[_BODY_LENGTH]
-    if body_len < 0 or p + body_len + 1 > end:
+    if body_len < 0 or p + body_len > end:
         raise RecordError("recordLengthMismatch", f"bodyLength {body_len} does not fit in totalSize {total_size}")
     body = bytes(buf[p:p + body_len])
-    p += body_len
-    if magic == MESSAGE_MAGIC_CODE_V2:
-        topic_len = (buf[p] << 8) | buf[p + 1]
-        p += 2
-    else:
-        topic_len = buf[p]
-        p += 1
-    if p + topic_len + 2 > end:
-        raise RecordError("recordLengthMismatch", f"topic length {topic_len} does not fit in totalSize {total_size}")
-    topic_raw = bytes(buf[p:p + topic_len])
-    p += topic_len
-    props_len = (buf[p] << 8) | buf[p + 1]
-    p += 2
-    if p + props_len != end:
-        expected = message_length(sys_flag, body_len, topic_len, props_len, magic)
-        raise RecordError("recordLengthMismatch",
-                          f"field lengths add up to {expected} bytes, totalSize says {total_size}")
-    props_raw = bytes(buf[p:end])
+    t, t_end, props_at = read_tail(buf, pos, p + body_len, end, h[_MAGIC_CODE])
+    topic_raw = bytes(buf[t:t_end])
+    props_raw = bytes(buf[props_at:end])
     topic = _TOPICS.get(topic_raw)
     topic_ok = True
     if topic is None:
@@ -366,11 +350,10 @@ def decode_message(buf, pos: int, commit_log_offset: int, limit: int, *, check_c
     msg.property_crc_ok = None
     if check_crc:
         crc32 = crc_module.fast_crc32
-        msg.body_crc_ok = (crc32(body) & JAVA_CRC_MASK) == body_crc if body_len else body_crc == 0
-        stored = property_crc(props_raw)
+        msg.body_crc_ok = (crc32(body) & JAVA_CRC_MASK) == h[_BODY_CRC] if body_len else h[_BODY_CRC] == 0
+        stored = stored_record_crc(props_raw)
         if stored is not None:
-            msg.property_crc_ok = (crc32(memoryview(buf)[pos:end - props.CRC32_RESERVED_LEN])
-                                   & JAVA_CRC_MASK) == stored
+            msg.property_crc_ok = (crc32(memoryview(buf)[pos:end - CRC32_RESERVED_LEN]) & JAVA_CRC_MASK) == stored
     return msg
 
 
@@ -398,9 +381,12 @@ def decode_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path
     min_length = MIN_MESSAGE_LENGTH
     hosts_v6 = _HOSTS_V6
     limit = len(buf)
-    reserved = props.CRC32_RESERVED_LEN
+    max_v1, max_v2, max_props = MAX_TOPIC_LENGTH_V1, MAX_TOPIC_LENGTH_V2, MAX_PROPERTIES_LENGTH
+    reserved = CRC32_RESERVED_LEN
     separator = _SEPARATOR
-    crc_head = _CRC32_HEAD
+    crc_head = CRC32_ENTRY_HEAD
+    from_digits = crc32_from_digits
+    digits_back = CRC32_DIGITS + 1  # the digits, then the closing separator
     view = None
     append = out.append
     try:
@@ -420,17 +406,24 @@ def decode_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path
             if body_end < p:
                 return i
             magic = h[1]
+            # the tail as read_tail reads it: TOPIC_LENGTHS and PROPERTIES_LENGTH, as bytes
             if magic == v1:
                 t = body_end + 1
-                t_end = t + buf[body_end]
+                topic_len = buf[body_end]
+                if topic_len > max_v1:
+                    return i
             elif magic == v2:
                 t = body_end + 2
-                t_end = t + ((buf[body_end] << 8) | buf[body_end + 1])
+                topic_len = (buf[body_end] << 8) | buf[body_end + 1]
+                if topic_len > max_v2:
+                    return i
             else:
                 return i
+            t_end = t + topic_len
             props_at = t_end + 2
             # the lengths must add up exactly: then every field lies inside the record
-            if props_at + ((buf[t_end] << 8) | buf[t_end + 1]) != end:
+            props_len = end - props_at
+            if props_len > max_props or ((buf[t_end] << 8) | buf[t_end + 1]) != props_len:
                 return i
             m = new(message)
             (m.store_size, m.magic_code, m.body_crc, m.queue_id, m.flag, m.queue_offset, m.physical_offset,
@@ -452,9 +445,10 @@ def decode_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path
             m.path = path
             if check_crc:
                 m.body_crc_ok = (crc32(body) & mask) == h[2] if body_end > p else h[2] == 0
-                if end - props_at >= reserved and praw[-1] == separator and praw.startswith(
-                        crc_head, end - props_at - reserved):
-                    stored = property_crc(praw)
+                if props_len >= reserved and praw[-1] == separator and praw.startswith(
+                        crc_head, props_len - reserved):
+                    # stored_record_crc's reading, its head and separator checked just above
+                    stored = from_digits(praw[-digits_back:-1].decode("ascii", "replace"))
                     if stored is None:
                         m.property_crc_ok = None
                     else:

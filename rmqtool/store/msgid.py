@@ -1,12 +1,8 @@
-"""Message ids.
+"""Message ids: the offset msgId and the client's UNIQ_KEY, read and made.
 
-Offset msgId (MessageDecoder.createMessageId): the store host address (4 or 16 bytes),
-its port (int32) and the commit log offset (int64), as upper-case hex: 32 or 56 characters.
-
-UNIQ_KEY (MessageClientIDSetter, the client's message id): the producer's IP (4 or 16
-bytes), pid (2 bytes), class loader hash (4 bytes), then per message the milliseconds
-since the start of the month the producer started in (4 bytes) and a counter (2 bytes).
-The month is not in the id; :func:`decode_uniq_key` resolves it from a nearby timestamp.
+Both layouts are declared in ``formats/msgid.py`` (OffsetMessageId, UniqKey); the structs
+here are derived from them. The month is not in a UNIQ_KEY; :func:`decode_uniq_key`
+resolves it from a nearby timestamp.
 """
 from __future__ import annotations
 
@@ -14,16 +10,21 @@ import calendar
 import dataclasses
 import datetime
 import ipaddress
-import struct
-
 from rmqtool.errors import UsageError
+from rmqtool.formats.derive import struct_of
+from rmqtool.formats import msgid as layout
+from rmqtool.formats.msgid import HEX_LENGTHS
 from rmqtool.store.hosts import format_host
 
-_PORT_OFFSET = struct.Struct(">iq")
+# What follows the address: the same struct for both address lengths
+_PLACE = struct_of(layout.MessageIdPlace)
+assert all(struct_of(schema).size == n + _PLACE.size for n, schema in layout.OffsetMessageId.items())
+_UNIQ_KEYS = {n: struct_of(schema) for n, schema in layout.UniqKey.items()}  # by address length
 
 
 def create_message_id(store_ip: bytes, store_port: int, commit_log_offset: int) -> str:
-    return (bytes(store_ip) + _PORT_OFFSET.pack(store_port, commit_log_offset)).hex().upper()
+    """MessageDecoder.createMessageId: store host address, port and commit log offset as hex."""
+    return (bytes(store_ip) + _PLACE.pack(store_port, commit_log_offset)).hex().upper()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -37,8 +38,9 @@ class OffsetMessageId:
 def _hex_id(value: str, what: str) -> bytes:
     """The bytes of a 32 (IPv4) or 56 (IPv6) hex character id; UsageError otherwise."""
     text = value.strip()
-    if len(text) not in (32, 56):
-        raise UsageError(f"{what} has 32 or 56 hex characters, not {len(text)}: {value!r}")
+    if len(text) not in HEX_LENGTHS:
+        raise UsageError(f"{what} has {' or '.join(map(str, HEX_LENGTHS))} hex characters, not {len(text)}: "
+                         f"{value!r}")
     try:
         return bytes.fromhex(text)
     except ValueError:
@@ -48,8 +50,8 @@ def _hex_id(value: str, what: str) -> bytes:
 def decode_message_id(msg_id: str) -> OffsetMessageId:
     """Decode an offset msgId of 32 (IPv4) or 56 (IPv6) hex characters."""
     raw = _hex_id(msg_id, "an offset msgId")
-    ip = raw[:-12]
-    port, offset = _PORT_OFFSET.unpack(raw[-12:])
+    ip = raw[:HEX_LENGTHS[2 * len(raw)]]
+    port, offset = _PLACE.unpack_from(raw, len(ip))
     return OffsetMessageId(format_host(ip, port), ip, port, offset)
 
 
@@ -77,9 +79,8 @@ def decode_uniq_key(uniq_key: str, near_ms: int | None = None) -> UniqKey:
     local time; UTC is assumed here, so the result may be off by the zone offset.
     """
     raw = _hex_id(uniq_key, "a UNIQ_KEY")
-    ip_len = len(raw) - 12
-    ip = str(ipaddress.ip_address(raw[:ip_len]))
-    pid, loader, since, counter = struct.unpack(">HiiH", raw[ip_len:])
+    ip_bytes, pid, loader, since, counter = _UNIQ_KEYS[HEX_LENGTHS[2 * len(raw)]].unpack(raw)
+    ip = str(ipaddress.ip_address(ip_bytes))
     timestamp = None
     if near_ms is not None:
         candidates = []

@@ -29,7 +29,7 @@ import construct as cs
 from rmqtool.errors import UsageError
 from rmqtool.formats import crc as crc_rules
 from rmqtool.formats import properties as props
-from rmqtool.formats.commitlog import (END_FILE_MIN_BLANK_LENGTH, MESSAGE_MAGIC_CODE_V1,
+from rmqtool.formats.commitlog import (END_FILE_MIN_BLANK_LENGTH, MAX_TOPIC_LENGTH_V1, MESSAGE_MAGIC_CODE_V1,
                                        MESSAGE_MAGIC_CODE_V2, BlankRecord, MessageHosts,
                                        MessagePrefix, MessageRecord, message_length)
 from rmqtool.formats.derive import field_names, struct_of
@@ -46,7 +46,6 @@ BORN_PORT = 53000
 UNIQ_KEY_HEAD = "C63364070FA01B2C3D4E"  # producer ip 198.51.100.7, pid, class loader hash
 UNIQ_KEY_TAIL_DIGITS = 12  # the per-message part: time since month start and counter
 # RocketMQ 5.x writes V2 records for topics longer than this (autoMessageVersionOnTopicLen)
-V1_MAX_TOPIC_LENGTH = 127
 
 
 def _field_run(schema: cs.Struct, first: str, count: int) -> tuple[int, struct.Struct]:
@@ -171,7 +170,7 @@ def _template(spec: GenSpec, pair: int) -> _Template:
     v6 = spec.ipv6(pair)
     sys_flag = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG if v6 else 0
     topic = spec.topic(pair).encode("utf-8")
-    magic = MESSAGE_MAGIC_CODE_V2 if len(topic) > V1_MAX_TOPIC_LENGTH else MESSAGE_MAGIC_CODE_V1
+    magic = MESSAGE_MAGIC_CODE_V2 if len(topic) > MAX_TOPIC_LENGTH_V1 else MESSAGE_MAGIC_CODE_V1
     text = props.properties_to_string(spec.properties(pair))
     if spec.append_prop_crc:
         # as 5.x CommitLog does: end with a separator, then the reserved __CRC32# entry

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import os
 import pathlib
-import struct
 
 from rmqtool.errors import NotAStore, StoreAccessError, StoreNotFound
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODES
 from rmqtool.store import paths
+from rmqtool.store.message import RECORD_START
 
 COMMITLOG, CONSUMEQUEUE, BATCH_CONSUMEQUEUE, INDEX, CHECKPOINT, CONFIG, ABORT, LOCK = (
     "commitlog", "consumequeue", "batchconsumequeue", "index", "checkpoint", "config", "abort", "lock")
@@ -74,8 +74,8 @@ def kind_of_file(path: pathlib.Path) -> str:
             head = f.read(8)
     except OSError as exc:
         raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
-    if len(head) == 8:
-        _, magic = struct.unpack(">iI", head)
+    if len(head) == RECORD_START.size:
+        _, magic = RECORD_START.unpack(head)
         if magic in MESSAGE_MAGIC_CODES or magic == BLANK_MAGIC_CODE:
             return COMMITLOG
     raise NotAStore("cannot tell what kind of store file this is", path)

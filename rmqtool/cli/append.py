@@ -15,10 +15,11 @@ from typing import Iterator, List, Optional
 
 import typer
 
-from rmqtool.cli.common import OutputFormat, boundary, progress_enabled
+from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.errors import UsageError
 from rmqtool.formats import properties as props
 from rmqtool.formats import sysflag
+from rmqtool.report.progress import Progress, progress_enabled
 from rmqtool.report.sink import Sink
 from rmqtool.engine import encoder as enc
 from rmqtool.engine.store import Store
@@ -82,14 +83,7 @@ def append(
 
 def _in_chunks(store: Store, source: Iterator[enc.MessageInner], show_progress: bool):
     """Append ``source`` CHUNK messages at a time; yields each chunk's results."""
-    bar = None
-    if show_progress:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-        bar = Progress(TextColumn("appending"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                       console=Console(file=sys.stderr), transient=True)
-        bar.start()
-        task = bar.add_task("append", total=None)
+    bar = Progress("appending") if show_progress else None
     try:
         chunk = []
         for msg in source:
@@ -97,15 +91,15 @@ def _in_chunks(store: Store, source: Iterator[enc.MessageInner], show_progress: 
             if len(chunk) >= CHUNK:
                 yield store.append_many(chunk)
                 if bar:
-                    bar.advance(task, len(chunk))
+                    bar.advance(len(chunk))
                 chunk = []
         if chunk:
             yield store.append_many(chunk)
             if bar:
-                bar.advance(task, len(chunk))
+                bar.advance(len(chunk))
     finally:
         if bar:
-            bar.stop()
+            bar.close()
 
 
 def _one_message(topic, body, body_file, tags, keys, prop, queue, delay_level) -> enc.MessageInner:

@@ -6,16 +6,13 @@ import pathlib
 from typing import Iterator
 
 from rmqtool.errors import NotAStore
+from rmqtool.inspect.hints import wrong_kind as _wrong_kind
 from rmqtool.store import detect
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.config import parse_config_bytes, read_config_dir
 from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue, open_consume_queues
 from rmqtool.store.indexfile import IndexFile, list_index_files
 from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONSUMEQUEUE_DIR, StorePaths
-
-
-def _wrong_kind(path: pathlib.Path, kind: str, wanted: str):
-    return NotAStore(f"this is a {kind} file, not {wanted} (try: rmqtool dump {kind})", path)
 
 
 def _queues_for(path: pathlib.Path, topic: str | None, queue_id: int | None):

@@ -147,3 +147,32 @@ def test_dump_config_fastjson(tmp_path):
 def test_dump_kind_mismatch():
     r = run("dump", "index", V4 / "basic" / "store" / "checkpoint")
     assert r.exit_code == 4 and "rmqtool dump checkpoint" in r.stderr
+
+
+@pytest.mark.parametrize("name,text", [
+    ("consumerOffset.json", '{"offsetTable": null}'),
+    ("consumerOffset.json", '[1, 2]'),
+    ("consumerOffset.json", '{"offsetTable": {"no-at-sign": {0: 1}}}'),
+    ("delayOffset.json", '{"offsetTable": null}'),
+    ("delayOffset.json", '[]'),
+    ("subscriptionGroup.json", '{"subscriptionGroupTable": [1]}'),
+])
+def test_info_one_bad_config_file_is_a_finding(store_copy, name, text):
+    """Before the fix info failed as a whole (exit 4, no file named) on the first two."""
+    store = store_copy(V4 / "txdelay" / "store")
+    (store / "config").mkdir()
+    (store / "config" / name).write_text(text)
+    (store / "config" / "topics.json").write_text('{"topicConfigTable": {"T": {}}}')
+    r = run("info", store, "-f", "json")
+    assert r.exit_code == 3, r.stderr
+    doc = json.loads(r.stdout)
+    truth = load_truth(V4 / "txdelay" / "truth.json")
+    assert doc["commitlog"]["max_offset"] == truth["truth"]["commitlog"]["maxPhyOffset"]  # the rest still shows
+    config = {c["file"]: c for c in doc["config"]}
+    assert config["topics.json"]["topics"] == 1 and config[name]["error"]
+    bad = [f for f in doc["findings"] if f["finding"] == "configTableInvalid"]
+    assert [f["path"] for f in bad] == [str(store / "config" / name)]
+    line = next(ln for ln in r.stderr.splitlines() if "configTableInvalid" in ln)
+    assert line.startswith("error: configTableInvalid: " + str(store / "config" / name))
+    r = run("info", store)  # the table shows it once, in the findings section, and not again on stderr
+    assert r.exit_code == 3 and "configTableInvalid" in r.stdout and "configTableInvalid" not in r.stderr

@@ -84,6 +84,7 @@ def message_record(m: Message, body: str = "base64", *, decompress: bool = False
         "body": render_body(payload, body, preview),
         "topic": m.topic,
         "properties": m.properties,
+        "properties_raw": base64.b64encode(m.properties_raw).decode("ascii"),
         "tags": m.tags,
         "keys": m.keys,
         "uniq_key": m.uniq_key,

@@ -19,7 +19,7 @@ def _first(directory):
     return sorted(p for p in directory.iterdir() if p.is_file())[0]
 
 
-CASES = [  # (command asked for, path of another kind, the command the hint must name)
+CASES = [  # (dump KIND asked for, or info; a path of another kind; the command the hint must name)
     ("commitlog", _first(BASIC / "consumequeue" / "OrderTopic" / "0"), "dump consumequeue"),
     ("commitlog", CRASHED / "abort", "info"),
     ("commitlog", BASIC / "checkpoint", "dump checkpoint"),
@@ -30,13 +30,16 @@ CASES = [  # (command asked for, path of another kind, the command the hint must
     ("consumequeue", _first(BASIC / "commitlog"), "dump commitlog"),
     ("consumequeue", BASIC / "lock", "info"),
     ("commitlog", _first(V5 / "batchcq" / "store" / "batchconsumequeue" / "BatchCQTopic" / "0"), "dump consumequeue"),
+    ("info", _first(BASIC / "index"), "dump index"),
+    ("info", CRASHED / "abort", "info"),
 ]
 
 
 @pytest.mark.parametrize("kind,path,hinted", CASES, ids=lambda x: getattr(x, "name", x))
 def test_each_hint_runs(kind, path, hinted):
     """Before the fix the hints named `rmqtool dump lock` and `rmqtool dump abort`, which do not exist."""
-    refused = runner.invoke(app, ["dump", kind, str(path)])
+    asked = ["info", str(path)] if kind == "info" else ["dump", kind, str(path)]
+    refused = runner.invoke(app, asked)
     assert refused.exit_code == 4, refused.stderr
     match = re.search(r"\(try: (rmqtool [^)]*)\)", refused.stderr)
     assert match, refused.stderr

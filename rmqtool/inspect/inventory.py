@@ -11,6 +11,7 @@ import pathlib
 from rmqtool.errors import FormatError
 from rmqtool.findings import Finding
 from rmqtool.inspect.commitlog_dump import record_findings
+from rmqtool.inspect.hints import wrong_kind
 from rmqtool.formats.config import consumer_offsets, delay_offsets
 from rmqtool.store import detect
 from rmqtool.store.checkpoint import read_checkpoint, read_markers
@@ -175,7 +176,10 @@ def config_info(root: pathlib.Path):
 def store_info(path: str | os.PathLike) -> tuple[dict, list[Finding]]:
     """Everything ``rmqtool info`` shows, as one JSON-ready document (findings included as
     JSON), and the findings themselves."""
-    root = detect.require_store(path)
+    given = detect.require_path(path)
+    if given.is_file():  # name the command that reads it
+        raise wrong_kind(given, detect.kind_of_file(given), "a store directory")
+    root = detect.require_store(given)
     findings = []
     commitlog, f = commitlog_info(root)
     findings += f

@@ -47,6 +47,12 @@ class RmqError(Exception):
         return self.one_line()
 
 
+class CodecMissing(RmqError):
+    """An optional codec (lz4, zstandard) that a compressed body needs is not installed."""
+
+    exit_code = ExitCode.OPERATIONAL
+
+
 class StoreNotFound(RmqError):
     """The path does not exist."""
 

@@ -37,6 +37,7 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "blankRecordInvalid": (Severity.ERROR, "an end-of-file blank record whose totalSize is not the bytes left"),
     "blankRecordMissing": (Severity.WARNING, "a segment that is not the last one ends without a blank record"),
     "trailingGarbage": (Severity.ERROR, "non-zero bytes after the last record of a segment"),
+    "bodyDecompressFailed": (Severity.ERROR, "a body flagged compressed that does not decompress with its codec"),
     # checkpoint and markers
     "checkpointInvalid": (Severity.ERROR, "a checkpoint file that cannot be read (wrong size)"),
     "abortFilePresent": (Severity.WARNING, "the abort file exists: the last broker did not shut down cleanly"),
@@ -46,6 +47,7 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "configUnparseable": (Severity.ERROR, "a config file that is not fastjson text"),
     "configBakUsed": (Severity.WARNING, "a config file missing, empty or broken: the broker loads its .bak"),
     "configTmpLeftover": (Severity.WARNING, "a .tmp config file left by an interrupted persist"),
+    "configTableInvalid": (Severity.ERROR, "a config file that parses but whose tables are not as the broker writes them"),
     # consume queues
     "queueDirInvalid": (Severity.WARNING, "an entry under a consume queue root that is not TOPIC/QUEUEID/"),
     "consumeQueueFileMisaligned": (Severity.ERROR, "a consume queue file named off the unit size"),

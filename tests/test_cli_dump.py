@@ -247,3 +247,68 @@ def test_find_record_keeps_its_place_when_the_window_moves(tmp_path, monkeypatch
         assert window.find_record(1, 0) == 4050
     finally:
         window.close()
+
+
+# ---- --decompress: damage is a row and a finding, a missing codec is an operational error ----
+
+def _compressed(codec):
+    truth = load_truth(V4 / "basic" / "truth.json")
+    return [m for m in truth["truth"]["messages"] if m.get("compressionType") == codec]
+
+
+def test_body_that_does_not_decompress_is_a_row_and_a_finding(store_copy):
+    """Before the fix the dump stopped at the first such body (exit 4, no file, no offset)."""
+    import base64
+    truth = load_truth(V4 / "basic" / "truth.json")
+    tm = _compressed("ZSTD")[0]
+    store = store_copy(V4 / "basic" / "store")
+    seg_base = tm["physicalOffset"] // 262144 * 262144
+    seg = store / "commitlog" / f"{seg_base:020d}"
+    data = bytearray(seg.read_bytes())
+    body = base64.b64decode(tm["body"])
+    at = data.index(body, tm["physicalOffset"] - seg_base)
+    data[at:at + 8] = b"\xee" * 8  # the zstd frame magic and header: no longer a frame
+    seg.write_bytes(bytes(data))
+    r = run("dump", "commitlog", store, "-f", "jsonl", "--decompress")
+    assert r.exit_code == 3
+    rows = jsonl(r.stdout)
+    assert [x["commit_log_offset"] for x in rows] == [m["physicalOffset"] for m in truth["truth"]["messages"]]
+    bad = next(x for x in rows if x["commit_log_offset"] == tm["physicalOffset"])
+    assert "zstd" in bad["body_decompress_error"] and "body_decompressed" not in bad
+    assert base64.b64decode(bad["body"]) == bytes(data[at:at + len(body)])  # shown as stored
+    good = next(x for x in rows if x["commit_log_offset"] == _compressed("ZSTD")[1]["physicalOffset"])
+    assert good["body"] == _compressed("ZSTD")[1]["bodyDecompressed"]
+    lines = [ln for ln in r.stderr.splitlines() if "bodyDecompressFailed" in ln]
+    assert len(lines) == 1 and f"{seg} at offset {tm['physicalOffset'] - seg_base}:" in lines[0]
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("codec,module,package", [("ZSTD", "zstandard", "zstandard"), ("LZ4", "lz4.frame", "lz4")])
+def test_missing_codec_is_an_operational_error_with_the_pip_command(monkeypatch, codec, module, package):
+    """Before the fix: exit 4 (bad input) and no file or offset named."""
+    tm = _compressed(codec)[0]
+    monkeypatch.setitem(sys.modules, module, None)  # import fails as when not installed
+    r = run("dump", "commitlog", V4 / "basic" / "store", "-f", "jsonl", "--decompress")
+    assert r.exit_code == 8
+    one_error_line(r, f"pip install {package}")
+    seg_base = tm["physicalOffset"] // 262144 * 262144
+    assert f"{seg_base:020d} at offset {tm['physicalOffset'] - seg_base}:" in r.stderr
+
+
+# ---- table output: message bytes never reach the terminal as control sequences ----
+
+def test_table_cells_escape_control_characters(tmp_path):
+    """A key and a body holding ESC, BEL, CSI and rich markup: shown escaped, never acted on.
+    Before the fix the bytes reached the terminal as they were (and ``[/x]`` raised MarkupError)."""
+    from rmqtool.engine import encoder as enc
+    from rmqtool.engine.store import Store
+    nasty = "\x1b[2J\x1b]0;owned\x07\u009b31m[/x]"
+    with Store.open(tmp_path / "s", writable=True) as s:
+        s.append(enc.producer_message("T", nasty.encode(), keys=f"k{nasty}", tags="TagA"))
+    r = run("dump", "commitlog", tmp_path / "s")
+    assert r.exit_code == 0, r.stderr
+    for ch in ("\x1b", "\x07", "\u009b"):
+        assert ch not in r.stdout
+    assert "\\x1b[2J" in r.stdout and "\\x07" in r.stdout and "\\u009b" in r.stdout and "[/" in r.stdout
+    r = run("info", tmp_path / "s")  # the document tables too
+    assert r.exit_code == 0 and "\x1b" not in r.stdout

@@ -147,3 +147,71 @@ def test_dump_config_fastjson(tmp_path):
 def test_dump_kind_mismatch():
     r = run("dump", "index", V4 / "basic" / "store" / "checkpoint")
     assert r.exit_code == 4 and "rmqtool dump checkpoint" in r.stderr
+
+
+@pytest.mark.parametrize("name,text", [
+    ("consumerOffset.json", '{"offsetTable": null}'),
+    ("consumerOffset.json", '[1, 2]'),
+    ("consumerOffset.json", '{"offsetTable": {"no-at-sign": {0: 1}}}'),
+    ("delayOffset.json", '{"offsetTable": null}'),
+    ("delayOffset.json", '[]'),
+    ("subscriptionGroup.json", '{"subscriptionGroupTable": [1]}'),
+])
+def test_info_one_bad_config_file_is_a_finding(store_copy, name, text):
+    """Before the fix info failed as a whole (exit 4, no file named) on the first two."""
+    store = store_copy(V4 / "txdelay" / "store")
+    (store / "config").mkdir()
+    (store / "config" / name).write_text(text)
+    (store / "config" / "topics.json").write_text('{"topicConfigTable": {"T": {}}}')
+    r = run("info", store, "-f", "json")
+    assert r.exit_code == 3, r.stderr
+    doc = json.loads(r.stdout)
+    truth = load_truth(V4 / "txdelay" / "truth.json")
+    assert doc["commitlog"]["max_offset"] == truth["truth"]["commitlog"]["maxPhyOffset"]  # the rest still shows
+    config = {c["file"]: c for c in doc["config"]}
+    assert config["topics.json"]["topics"] == 1 and config[name]["error"]
+    bad = [f for f in doc["findings"] if f["finding"] == "configTableInvalid"]
+    assert [f["path"] for f in bad] == [str(store / "config" / name)]
+    line = next(ln for ln in r.stderr.splitlines() if "configTableInvalid" in ln)
+    assert line.startswith("error: configTableInvalid: " + str(store / "config" / name))
+    r = run("info", store)  # the table shows it once, in the findings section, and not again on stderr
+    assert r.exit_code == 3 and "configTableInvalid" in r.stdout and "configTableInvalid" not in r.stderr
+
+
+def test_dump_consumequeue_shows_invalid_units_with_a_finding_each(store_copy):
+    """Units with commitLogOffset -1 were left out of the dump (one finding per file at most)."""
+    import struct
+    truth = load_truth(V4 / "basic" / "truth.json")
+    want = truth["truth"]["consumeQueues"]["OrderTopic"]["0"]["entries"]
+    store = store_copy(V4 / "basic" / "store")
+    first = sorted((store / "consumequeue" / "OrderTopic" / "0").iterdir())[0]  # not among the last 3 files
+    data = bytearray(first.read_bytes())
+    for n in (5, 7):
+        data[n * 20:n * 20 + 8] = struct.pack(">q", -1)
+    first.write_bytes(bytes(data))
+    r = run("dump", "consumequeue", store / "consumequeue" / "OrderTopic" / "0", "-f", "jsonl")
+    assert r.exit_code == 3
+    rows = jsonl(r.stdout)
+    assert [x["queue_offset"] for x in rows] == [e[0] for e in want]
+    for x, e in zip(rows, want):
+        bad = x["queue_offset"] in (5, 7)
+        assert x["valid"] is not bad
+        assert [x["commit_log_offset"], x["size"], x["tags_code"]] == ([-1] + e[2:] if bad else e[1:])
+    lines = [ln for ln in r.stderr.splitlines() if "consumeQueueUnitInvalid" in ln]
+    assert [ln.split(": ")[2] for ln in lines] == [f"{first} at offset 100", f"{first} at offset 140"]
+
+
+def test_dump_consumequeue_queue_dir_not_an_integer(store_copy):
+    """A queue directory named other than an integer raised a ValueError traceback."""
+    store = store_copy(V4 / "basic" / "store")
+    topic = store / "consumequeue" / "OrderTopic"
+    (topic / "0").rename(topic / "zero")
+    r = run("dump", "consumequeue", topic / "zero", "-f", "jsonl")
+    assert r.exit_code == 4 and "Traceback" not in r.stderr
+    assert r.stderr.startswith(f"rmqtool: error: {topic / 'zero'}: ") and "queue id" in r.stderr
+    r = run("dump", "consumequeue", next((topic / "zero").iterdir()), "-f", "jsonl")
+    assert r.exit_code == 4 and "queue id" in r.stderr and "Traceback" not in r.stderr
+    r = run("dump", "consumequeue", topic, "-f", "jsonl")  # the other queues, and a finding
+    assert r.exit_code == 0
+    assert {x["queue_id"] for x in jsonl(r.stdout)} == {1, 2, 3}
+    assert f"warning: queueDirInvalid: {topic / 'zero'}: " in r.stderr

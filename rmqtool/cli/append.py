@@ -8,6 +8,7 @@ queue_offset, msg_id, uniq_key. Writes: takes the store lock (exit 5 when a brok
 from __future__ import annotations
 
 import base64
+import collections
 import json
 import pathlib
 import sys
@@ -15,11 +16,13 @@ from typing import Iterator, List, Optional
 
 import typer
 
-from rmqtool.cli.common import OutputFormat, boundary, progress_enabled
+from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.errors import UsageError
 from rmqtool.formats import properties as props
 from rmqtool.formats import sysflag
-from rmqtool.report.sink import Sink
+from rmqtool.report.progress import Progress, progress_enabled
+from rmqtool.report.sink import Sink, warn
+from rmqtool.store.message import parse_properties
 from rmqtool.engine import encoder as enc
 from rmqtool.engine.store import Store
 
@@ -46,6 +49,8 @@ def append(
                                              "file (- for stdin), fields as dump emits them."),
     keep_store_timestamp: bool = typer.Option(False, "--keep-store-timestamp", help="--from-jsonl: keep each "
                                               "line's store_timestamp instead of the clock's."),
+    keep_store_host: bool = typer.Option(False, "--keep-store-host", help="--from-jsonl: keep each line's "
+                                         "store_host instead of the store's."),
     store_host: Optional[str] = typer.Option(None, "--store-host", help="ip:port of the store host (default: the "
                                              "store's last message's, else 127.0.0.1:10911)."),
     commitlog_size: Optional[int] = typer.Option(None, "--commitlog-size", min=1, help="New store: commit log file size."),
@@ -63,8 +68,10 @@ def append(
         if topic or body is not None or body_file or tags or keys or prop or delay_level:
             raise UsageError("--from-jsonl takes the messages from the file: leave out --topic, --body, "
                              "--tags, --keys, --property and --delay-level")
-        source = _jsonl_messages(from_jsonl, keep_store_timestamp)
+        source = _JsonlSource(from_jsonl, keep_store_timestamp, keep_store_host)
     else:
+        if keep_store_timestamp or keep_store_host:
+            raise UsageError("--keep-store-timestamp and --keep-store-host go with --from-jsonl")
         if not topic:
             raise UsageError("--topic is required (or --from-jsonl)")
         if body is not None and body_file is not None:
@@ -78,18 +85,13 @@ def append(
             for r in results:
                 sink.row({"commit_log_offset": r.wrote_offset, "queue_offset": r.queue_offset,
                           "msg_id": r.msg_id, "uniq_key": r.uniq_key})
+    if from_jsonl is not None:
+        source.report_skipped()
 
 
 def _in_chunks(store: Store, source: Iterator[enc.MessageInner], show_progress: bool):
     """Append ``source`` CHUNK messages at a time; yields each chunk's results."""
-    bar = None
-    if show_progress:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-        bar = Progress(TextColumn("appending"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                       console=Console(file=sys.stderr), transient=True)
-        bar.start()
-        task = bar.add_task("append", total=None)
+    bar = Progress("appending") if show_progress else None
     try:
         chunk = []
         for msg in source:
@@ -97,15 +99,15 @@ def _in_chunks(store: Store, source: Iterator[enc.MessageInner], show_progress: 
             if len(chunk) >= CHUNK:
                 yield store.append_many(chunk)
                 if bar:
-                    bar.advance(task, len(chunk))
+                    bar.advance(len(chunk))
                 chunk = []
         if chunk:
             yield store.append_many(chunk)
             if bar:
-                bar.advance(task, len(chunk))
+                bar.advance(len(chunk))
     finally:
         if bar:
-            bar.stop()
+            bar.close()
 
 
 def _one_message(topic, body, body_file, tags, keys, prop, queue, delay_level) -> enc.MessageInner:
@@ -135,45 +137,61 @@ _SYSTEM_NAMES = {props.PROPERTY_KEYS, props.PROPERTY_TAGS, props.PROPERTY_UNIQ_C
                  props.PROPERTY_WAIT_STORE_MSG_OK, props.PROPERTY_CLUSTER}
 
 
-def _jsonl_messages(source: str, keep_store_timestamp: bool) -> Iterator[enc.MessageInner]:
-    """The messages of a JSON Lines file; the file is opened now, before the store is."""
-    if source == "-":
-        return _parse_lines(sys.stdin, "<stdin>", keep_store_timestamp)
-    path = pathlib.Path(source)
-    try:
-        f = open(path, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot open ({exc.strerror})", path) from None
-    return _closing(f, _parse_lines(f, str(path), keep_store_timestamp))
+class _JsonlSource:
+    """The messages of a JSON Lines file (opened now, before the store is), counting the rows
+    that are not messages (dump's blank and corrupt rows), which are skipped."""
 
+    def __init__(self, source: str, keep_store_timestamp: bool, keep_store_host: bool):
+        self.keep_store_timestamp = keep_store_timestamp
+        self.keep_store_host = keep_store_host
+        self.skipped: collections.Counter = collections.Counter()  # record kind -> rows skipped
+        if source == "-":
+            self._file, self.name = sys.stdin, "<stdin>"
+        else:
+            path = pathlib.Path(source)
+            try:
+                self._file = open(path, encoding="utf-8")
+            except OSError as exc:
+                raise UsageError(f"cannot open ({exc.strerror})", path) from None
+            self.name = str(path)
 
-def _closing(f, messages: Iterator[enc.MessageInner]) -> Iterator[enc.MessageInner]:
-    with f:
-        yield from messages
-
-
-def _parse_lines(lines, name: str, keep_store_timestamp: bool) -> Iterator[enc.MessageInner]:
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    def __iter__(self) -> Iterator[enc.MessageInner]:
         try:
-            row = json.loads(line)
-            if not isinstance(row, dict):
-                raise ValueError("not a JSON object")
-            yield message_from_row(row, keep_store_timestamp)
-        except UsageError as exc:
-            raise UsageError(f"line {number}: {exc.message}", name) from None
-        except (ValueError, TypeError, KeyError) as exc:
-            raise UsageError(f"line {number}: {exc}", name) from None
+            for number, line in enumerate(self._file, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                    if not isinstance(row, dict):
+                        raise ValueError("not a JSON object")
+                    record = row.get("record", "message")
+                    if record != "message":
+                        self.skipped[str(record)] += 1
+                        continue
+                    yield message_from_row(row, self.keep_store_timestamp, self.keep_store_host)
+                except UsageError as exc:
+                    raise UsageError(f"line {number}: {exc.message}", self.name) from None
+                except (ValueError, TypeError, KeyError) as exc:
+                    raise UsageError(f"line {number}: {exc}", self.name) from None
+        finally:
+            if self._file is not sys.stdin:
+                self._file.close()
+
+    def report_skipped(self) -> None:
+        if self.skipped:
+            kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(self.skipped.items()))
+            warn(f"rmqtool: skipped {sum(self.skipped.values())} row(s) that are not messages ({kinds})")
 
 
-def message_from_row(row: dict, keep_store_timestamp: bool = False) -> enc.MessageInner:
+def message_from_row(row: dict, keep_store_timestamp: bool = False, keep_store_host: bool = False) -> enc.MessageInner:
     """A dump row (or a hand-written one) as a message to write.
 
-    With ``properties``, the line is a stored record: the properties are written in the
-    order given and nothing is added (no delay redirect: the topic is where it was stored).
-    Without, it is a new message with a producer's defaults (TAGS/KEYS from ``tags``/``keys``,
-    a new UNIQ_KEY, CLUSTER). A body dumped with --decompress is compressed again.
+    With ``properties_raw`` (base64), the line is a stored record and its properties bytes
+    are written as they are; with only ``properties``, they are written in the order given.
+    Either way nothing is added and nothing is re-delayed: a SCHEDULE_TOPIC_XXXX record stays
+    there, a delivered one stays in its topic. Without either, it is a new message with a
+    producer's defaults (TAGS/KEYS from ``tags``/``keys``, a new UNIQ_KEY, CLUSTER). A body
+    dumped with --decompress is compressed again.
     """
     topic = row.get("topic")
     if not isinstance(topic, str) or not topic:
@@ -183,21 +201,29 @@ def message_from_row(row: dict, keep_store_timestamp: bool = False) -> enc.Messa
     sys_flag = int(row.get("sys_flag", 0) or 0)
     if row.get("body_decompressed") and row.get("body_compression"):
         body = enc.compress_body(body, row["body_compression"])
+    elif row.get("body_length") is not None and len(body) != row["body_length"]:
+        raise UsageError(f"body is {len(body)} bytes, body_length says {row['body_length']} "
+                         "(dump with --body base64 to copy bodies)")
     born_host = row.get("born_host") or "127.0.0.1:0"
     common = dict(queue_id=int(row.get("queue_id", 0) or 0), flag=int(row.get("flag", 0) or 0),
                   born_timestamp=int(row["born_timestamp"]) if row.get("born_timestamp") is not None else None,
                   born_host=born_host, reconsume_times=int(row.get("reconsume_times", 0) or 0))
     properties = row.get("properties")
-    if properties is None:
+    stored = row.get("properties_raw")
+    if properties is None and stored is None:
         keys = row.get("keys")
         msg = enc.producer_message(topic, body, tags=row.get("tags"),
                                    keys=" ".join(keys) if isinstance(keys, list) else keys, compress=None, **common)
         msg.sys_flag |= sys_flag & ~(sysflag.BORNHOST_V6_FLAG | sysflag.STOREHOSTADDRESS_V6_FLAG)
     else:
-        if not isinstance(properties, dict) or not all(isinstance(v, str) for v in properties.values()):
+        if stored is not None:
+            text = base64.b64decode(stored, validate=True)  # bytes: stored verbatim
+            pm, _utf8_ok = parse_properties(text)  # what the broker's dispatch reads from them
+        elif not isinstance(properties, dict) or not all(isinstance(v, str) for v in properties.values()):
             raise UsageError("properties must be an object of strings")
-        text = props.PROPERTY_SEPARATOR.join(f"{k}{props.NAME_VALUE_SEPARATOR}{v}" for k, v in properties.items())
-        pm = dict(properties)
+        else:
+            text = props.PROPERTY_SEPARATOR.join(f"{k}{props.NAME_VALUE_SEPARATOR}{v}" for k, v in properties.items())
+            pm = dict(properties)
         if topic != enc.RMQ_SYS_SCHEDULE_TOPIC:
             pm.pop(props.PROPERTY_DELAY_TIME_LEVEL, None)  # delivered already: no second redirect
         if common["born_timestamp"] is None:
@@ -208,4 +234,6 @@ def message_from_row(row: dict, keep_store_timestamp: bool = False) -> enc.Messa
                                **{**common, "born_host": enc.as_host(born_host)})
     if keep_store_timestamp and row.get("store_timestamp") is not None:
         msg.store_timestamp = int(row["store_timestamp"])
+    if keep_store_host and row.get("store_host"):
+        msg.store_host = enc.as_host(row["store_host"])
     return msg

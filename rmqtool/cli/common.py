@@ -68,10 +68,3 @@ def parse_time(text: str | None) -> int | None:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=datetime.timezone.utc)
     return int(dt.timestamp() * 1000)
-
-
-def progress_enabled(flag: bool | None) -> bool:
-    """Progress bars go to stderr, and by default only when stderr is a terminal."""
-    if flag is not None:
-        return flag
-    return sys.stderr.isatty()

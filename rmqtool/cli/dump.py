@@ -10,17 +10,13 @@ from typing import Optional
 
 import typer
 
-from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time, progress_enabled
-from rmqtool.errors import ExitCode, NotAStore
-from rmqtool.report.records import human_time, message_record, with_human_times
-from rmqtool.report.sink import Sink, render_document, warn
-from rmqtool.store import detect
+from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
 from rmqtool.inspect import dump_sources
-from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, scan_segment
-from rmqtool.store.segments import Segment, last_written
-from rmqtool.store.message import Message
-from rmqtool.store.paths import is_segment_name
+from rmqtool.inspect.commitlog_dump import CommitLogDump
 from rmqtool.inspect.selection import MessageSelection
+from rmqtool.report.progress import Progress, progress_enabled
+from rmqtool.report.records import with_human_times
+from rmqtool.report.sink import Sink, render_document, report_findings
 
 dump_app = typer.Typer(no_args_is_help=True, help="Dump store files as rows (table, JSON Lines or JSON).")
 
@@ -33,31 +29,6 @@ TABLE_BODY_PREVIEW = 40
 
 def register(app: typer.Typer) -> None:
     app.add_typer(dump_app, name="dump")
-
-
-def _commitlog_source(path: pathlib.Path):
-    """(segments to scan, is-last flags): a store, a commitlog/ directory, or one segment file."""
-    kind = detect.kind_of(path)
-    if kind == detect.STORE:
-        cl = CommitLog(path / "commitlog")
-        return cl.segments, cl.findings
-    if kind == detect.COMMITLOG and path.is_dir():
-        cl = CommitLog(path)
-        return cl.segments, cl.findings
-    if kind == detect.COMMITLOG:
-        base = int(path.name) if is_segment_name(path.name) else 0
-        return [Segment(path, base, path.stat().st_size)], []
-    raise NotAStore(f"this is a {kind} file, not a commit log segment (try: rmqtool dump {kind})", path)
-
-
-def _blank_row(b: Blank) -> dict:
-    return {"record": "blank", "commit_log_offset": b.offset, "store_size": b.size, "valid": b.valid,
-            "file": b.path, "file_position": b.position}
-
-
-def _corrupt_row(c: Corrupt) -> dict:
-    return {"record": "corrupt", "commit_log_offset": c.offset, "store_size": c.size, "finding": c.finding_id,
-            "reason": c.reason, "file": c.path, "file_position": c.position}
 
 
 @dump_app.command("commitlog")
@@ -81,94 +52,28 @@ def dump_commitlog(
                                             "(default: when stderr is a terminal)."),
 ):
     """Every record of the commit log: messages, end-of-file blanks, and damaged regions."""
-    segments, findings = _commitlog_source(path)
-    selection = MessageSelection(topic, queue, parse_time(begin_time), parse_time(end_time))
-    body_mode = (body.value if body else ("text" if fmt == OutputFormat.table else "base64"))
-    preview = TABLE_BODY_PREVIEW if fmt == OutputFormat.table and body is None else None
-    sink = Sink(fmt.value, columns=TABLE_COLUMNS if fmt == OutputFormat.table else None)
-    problems = 0
-    rows = 0
-    bar = _Progress(sum(s.size for s in segments)) if progress_enabled(progress) else None
-    last = last_written(segments)
+    table = fmt == OutputFormat.table
+    dump = CommitLogDump(path, MessageSelection(topic, queue, parse_time(begin_time), parse_time(end_time)),
+                         from_offset, to_offset, limit, body=body.value if body else ("text" if table else "base64"),
+                         preview=TABLE_BODY_PREVIEW if table and body is None else None, decompress=decompress,
+                         check_crc=not no_crc, show_blank=show_blank, for_people=table)
+    sink = Sink(fmt.value, columns=TABLE_COLUMNS if table else None)
+    bar = Progress("scanning", dump.total_bytes) if progress_enabled(progress) else None
     try:
-        for n, seg in enumerate(segments):
-            if to_offset is not None and seg.base_offset >= to_offset:
-                break
-            if from_offset is not None and seg.base_offset + seg.size <= from_offset:
-                continue
-            start = from_offset - seg.base_offset if from_offset and from_offset > seg.base_offset else 0
-            for r in scan_segment(seg, is_last=(n >= last), start=start, end_offset=to_offset,
-                                  check_crc=not no_crc, findings=findings):
-                if isinstance(r, Message):
-                    if (r.body_crc_ok is False or r.property_crc_ok is False
-                            or not r.properties_utf8_ok or not r.topic_utf8_ok):
-                        problems += 1
-                    if not selection.matches(r):
-                        continue
-                    row = {"record": "message", **message_record(r, body_mode, decompress=decompress, preview=preview)}
-                    if fmt == OutputFormat.table:
-                        row["store_time"] = human_time(r.store_timestamp)
-                        row["keys"] = " ".join(r.keys)
-                elif isinstance(r, Blank):
-                    if not r.valid:
-                        problems += 1
-                    elif not show_blank:
-                        continue
-                    row = _blank_row(r)
-                else:
-                    problems += 1
-                    row = _corrupt_row(r)
-                sink.row(row)
-                rows += 1
-                if limit is not None and rows >= limit:
-                    break
-            if bar:
-                bar.advance(seg.size)
-            if limit is not None and rows >= limit:
-                break
+        for row in dump.rows(bar):
+            sink.row(row)
     finally:
         if bar:
             bar.close()
-    sink.close()
-    for f in findings:
-        warn(f.one_line())
-        if f.severity.value == "error":
-            problems += 1
-    if problems:
-        warn(f"rmqtool: {problems} problem(s) found")
-        raise typer.Exit(int(ExitCode.CORRUPT))
+    _finish(sink, dump.findings, dump.damaged)
 
 
-class _Progress:
-    """A rich progress bar on stderr, by bytes of segments scanned."""
-
-    def __init__(self, total: int):
-        from rich.console import Console
-        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
-
-        self._p = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                           TimeRemainingColumn(), console=Console(stderr=True), transient=True)
-        self._p.start()
-        self._task = self._p.add_task("scanning", total=total)
-
-    def advance(self, n: int):
-        self._p.advance(self._task, n)
-
-    def close(self):
-        self._p.stop()
-
-
-def _finish(sink: Sink | None, findings: list) -> None:
+def _finish(sink: Sink | None, findings: list, damaged: int = 0) -> None:
     if sink is not None:
         sink.close()
-    problems = 0
-    for f in findings:
-        warn(f.one_line())
-        if f.severity.value == "error":
-            problems += 1
-    if problems:
-        warn(f"rmqtool: {problems} problem(s) found")
-        raise typer.Exit(int(ExitCode.CORRUPT))
+    code = report_findings(findings, damaged)
+    if code:
+        raise typer.Exit(code)
 
 
 @dump_app.command("consumequeue")

@@ -293,7 +293,7 @@ class MessageInner:
 
     ``properties`` is the broker's property map in insertion order (a plain dict, or a
     :class:`PropertyMap` that remembers the table size). ``properties_string`` is what gets
-    stored; None means ``messageProperties2String(properties)``. The map decides the delay
+    stored (bytes: stored as they are); None means ``messageProperties2String(properties)``. The map decides the delay
     redirect and the dispatch values (TAGS, KEYS, UNIQ_KEY), so it should hold what the
     string holds (the broker's map may also hold WAIT, which the string leaves out). ``store_host`` None and
     ``store_timestamp`` None mean the store's own host and clock. The body CRC, the V6 bits
@@ -304,7 +304,7 @@ class MessageInner:
     queue_id: int = 0
     flag: int = 0
     properties: dict = dataclasses.field(default_factory=dict)
-    properties_string: str | None = None
+    properties_string: str | bytes | None = None
     born_timestamp: int = 0
     born_host: Host = (b"\x7f\x00\x00\x01", 0)
     store_host: Host | None = None
@@ -732,6 +732,8 @@ def _prepare_method(make, name: str, doc: str):
             prop = text.encode()  # UTF-8; the default spelled out costs an argument parse
         except UnicodeEncodeError:
             prop = java_utf8(text)
+        except AttributeError:  # bytes: a stored record's properties, written again as they were
+            prop = text
         prop_len = len(prop)
         if prop_len > MAX_PROPERTIES_LENGTH:
             raise UsageError(f"properties are {prop_len} bytes, more than {MAX_PROPERTIES_LENGTH}")

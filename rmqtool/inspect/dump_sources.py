@@ -6,6 +6,9 @@ import pathlib
 from typing import Iterator
 
 from rmqtool.errors import NotAStore
+from rmqtool.findings import Finding
+from rmqtool.formats.consumequeue import is_written_unit
+from rmqtool.inspect.hints import wrong_kind as _wrong_kind
 from rmqtool.store import detect
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.config import parse_config_bytes, read_config_dir
@@ -14,8 +17,12 @@ from rmqtool.store.indexfile import IndexFile, list_index_files
 from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONSUMEQUEUE_DIR, StorePaths
 
 
-def _wrong_kind(path: pathlib.Path, kind: str, wanted: str):
-    return NotAStore(f"this is a {kind} file, not {wanted} (try: rmqtool dump {kind})", path)
+def _queue_id(queue_dir: pathlib.Path) -> int:
+    """A queue directory's id, from its name; a name that is not one is refused."""
+    if not queue_dir.name.isdigit():
+        raise NotAStore(f"directory name {queue_dir.name!r} is not a queue id (consumequeue/TOPIC/QUEUEID/)",
+                        queue_dir)
+    return int(queue_dir.name)
 
 
 def _queues_for(path: pathlib.Path, topic: str | None, queue_id: int | None):
@@ -26,7 +33,7 @@ def _queues_for(path: pathlib.Path, topic: str | None, queue_id: int | None):
             raise _wrong_kind(path, kind, "a consume queue file")
         cls = BatchConsumeQueue if kind == detect.BATCH_CONSUMEQUEUE else ConsumeQueue
         qdir = path.parent
-        return [cls(qdir, qdir.parent.name, int(qdir.name))], str(path), []
+        return [cls(qdir, qdir.parent.name, _queue_id(qdir))], str(path), []
     if detect.is_store_dir(path):
         cqs = open_consume_queues(path)
         return cqs.queues, None, cqs.findings
@@ -36,10 +43,15 @@ def _queues_for(path: pathlib.Path, topic: str | None, queue_id: int | None):
         if name in (CONSUMEQUEUE_DIR, BATCH_CONSUMEQUEUE_DIR):
             cls = BatchConsumeQueue if name == BATCH_CONSUMEQUEUE_DIR else ConsumeQueue
             if depth == 2:
-                return [cls(path, path.parent.name, int(path.name))], None, []
+                return [cls(path, path.parent.name, _queue_id(path))], None, []
             if depth == 1:
-                return [cls(q, path.name, int(q.name)) for q in sorted(path.iterdir(), key=lambda p: p.name)
-                        if q.is_dir() and q.name.isdigit()], None, []
+                queues, findings = [], []
+                for q in sorted(path.iterdir(), key=lambda p: p.name):
+                    if q.is_dir() and q.name.isdigit():
+                        queues.append(cls(q, path.name, int(q.name)))
+                    else:
+                        findings.append(Finding("queueDirInvalid", str(q), None, "not a queue id directory; ignored"))
+                return queues, None, findings
             cqs = open_consume_queues(path.parent)
             return [q for q in cqs.queues if q.is_batch == (name == BATCH_CONSUMEQUEUE_DIR)], None, cqs.findings
     raise NotAStore("not a store, consume queue directory or consume queue file", path)
@@ -48,6 +60,8 @@ def _queues_for(path: pathlib.Path, topic: str | None, queue_id: int | None):
 def consume_queue_rows(path: pathlib.Path, topic: str | None = None, queue_id: int | None = None,
                        from_offset: int | None = None, to_offset: int | None = None,
                        findings: list | None = None) -> Iterator[dict]:
+    """Every unit in range, fill units and invalid ones too (``valid: false``, with a finding
+    each: the broker's readers skip them, a dump shows them)."""
     queues, only_file, found = _queues_for(path, topic, queue_id)
     if findings is not None:
         findings.extend(found)
@@ -57,7 +71,9 @@ def consume_queue_rows(path: pathlib.Path, topic: str | None = None, queue_id: i
         start = None if from_offset is None else from_offset
         if only_file is not None and start is None:
             start = 0  # a single file: all of it, fill units included
-        for u in q.iter_units(start, to_offset):
+        shown = set()  # (path, position) of the invalid units given a finding here
+        units = q.iter_units(start, to_offset) if q.is_batch else q.iter_units(start, to_offset, invalid=True)
+        for u in units:
             if only_file is not None and u.path != only_file:
                 continue
             row = {"topic": u.topic, "queue_id": u.queue_id, "queue_offset": u.queue_offset,
@@ -67,10 +83,17 @@ def consume_queue_rows(path: pathlib.Path, topic: str | None = None, queue_id: i
                            batch_size=u.batch_size, compacted_offset=u.compacted_offset)
             else:
                 row["is_fill"] = u.is_fill
+                row["valid"] = is_written_unit(u.commit_log_offset, u.size)
+                if not row["valid"] and findings is not None:
+                    shown.add((u.path, u.position))
+                    hole = u.commit_log_offset == 0 and u.size == 0 and u.tags_code == 0
+                    findings.append(Finding("consumeQueueHole" if hole else "consumeQueueUnitInvalid", u.path,
+                                            u.position, f"queue offset {u.queue_offset}: unit with commitLogOffset "
+                                            f"{u.commit_log_offset}, size {u.size} (the broker skips it)"))
             row.update(file=u.path, file_position=u.position)
             yield row
         if findings is not None:
-            findings.extend(q.findings)
+            findings.extend(f for f in q.findings if (f.path, f.offset) not in shown)
 
 
 def index_rows(path: pathlib.Path, entries: bool = True, slots: bool = False,

@@ -9,10 +9,13 @@ import os
 import pathlib
 
 from rmqtool.errors import FormatError
+from rmqtool.findings import Finding
+from rmqtool.inspect.commitlog_dump import record_findings
+from rmqtool.inspect.hints import wrong_kind
 from rmqtool.formats.config import consumer_offsets, delay_offsets
 from rmqtool.store import detect
 from rmqtool.store.checkpoint import read_checkpoint, read_markers
-from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, scan_segment
+from rmqtool.store.commitlog import Blank, CommitLog, scan_segment
 from rmqtool.store.config import read_config_dir
 from rmqtool.store.consumequeue import open_consume_queues
 from rmqtool.store.indexfile import list_index_files
@@ -24,13 +27,12 @@ from rmqtool.store.paths import StorePaths
 
 def _first_and_last(seg, is_last: bool, findings: list):
     """(first message store timestamp, end offset of the last readable record) of one segment;
-    damaged regions become findings (only the last segment is scanned whole: verify does all)."""
+    damaged records become findings (only the last segment is scanned whole: verify does all)."""
     first_ts = None
     end = None
     for r in scan_segment(seg, is_last=is_last, check_crc=False, findings=findings):
-        if isinstance(r, Corrupt):
-            findings.append(r.finding())
-        elif isinstance(r, Message):
+        findings += record_findings(r)
+        if isinstance(r, Message):
             if first_ts is None:
                 first_ts = r.store_timestamp
             end = r.commit_log_offset + r.store_size
@@ -119,7 +121,6 @@ def checkpoint_info(root: pathlib.Path):
     try:
         cp = read_checkpoint(path)
     except FormatError as exc:
-        from rmqtool.findings import Finding
         return {"error": exc.one_line()}, [Finding("checkpointInvalid", str(path), exc.offset, exc.message)]
     return {
         "physic_msg_timestamp": cp.physic_msg_timestamp,
@@ -133,30 +134,52 @@ def checkpoint_info(root: pathlib.Path):
 
 
 def _config_summary(doc, name: str) -> dict:
+    """Counts of what a config document holds; FormatError when its tables are not as the
+    broker writes them."""
     if not isinstance(doc, dict):
-        return {}
+        raise FormatError(f"the document is {type(doc).__name__ if doc is not None else 'null'}, not an object")
     if name == "topics.json":
-        return {"topics": len(doc.get("topicConfigTable") or {})}
+        return {"topics": len(_table(doc, "topicConfigTable"))}
     if name == "consumerOffset.json":
         offsets = consumer_offsets(doc)
         return {"topic_groups": len(offsets), "queues": sum(len(v) for v in offsets.values())}
     if name == "delayOffset.json":
         return {"delay_levels": len(delay_offsets(doc))}
     if name == "subscriptionGroup.json":
-        return {"groups": len(doc.get("subscriptionGroupTable") or {})}
+        return {"groups": len(_table(doc, "subscriptionGroupTable"))}
     return {"keys": sorted(str(k) for k in doc)}
 
 
+def _table(doc: dict, name: str) -> dict:
+    table = doc.get(name) or {}  # absent or null: the broker starts with an empty table
+    if not isinstance(table, dict):
+        raise FormatError(f"{name!r} is not an object")
+    return table
+
+
 def config_info(root: pathlib.Path):
+    """One row per config file; a file whose tables are wrong is a finding, the rest still show."""
     cd = read_config_dir(root)
-    rows = [{"file": name, "source": c.source, "path": c.path, **_config_summary(c.document, name)}
-            for name, c in cd.files.items()]
-    return rows, cd.all_findings()
+    rows, findings = [], cd.all_findings()
+    for name, c in cd.files.items():
+        row = {"file": name, "source": c.source, "path": c.path}
+        if c.document is not None:
+            try:
+                row.update(_config_summary(c.document, name))
+            except FormatError as exc:
+                row["error"] = exc.message
+                findings.append(Finding("configTableInvalid", c.path, None, exc.message))
+        rows.append(row)
+    return rows, findings
 
 
-def store_info(path: str | os.PathLike) -> dict:
-    """Everything ``rmqtool info`` shows, as one JSON-ready document (findings included)."""
-    root = detect.require_store(path)
+def store_info(path: str | os.PathLike) -> tuple[dict, list[Finding]]:
+    """Everything ``rmqtool info`` shows, as one JSON-ready document (findings included as
+    JSON), and the findings themselves."""
+    given = detect.require_path(path)
+    if given.is_file():  # name the command that reads it
+        raise wrong_kind(given, detect.kind_of_file(given), "a store directory")
+    root = detect.require_store(given)
     findings = []
     commitlog, f = commitlog_info(root)
     findings += f
@@ -187,4 +210,4 @@ def store_info(path: str | os.PathLike) -> dict:
         "checkpoint": checkpoint,
         "config": config,
         "findings": [x.to_json() for x in findings],
-    }
+    }, findings

@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import datetime
 
+from rmqtool.errors import FormatError
 from rmqtool.store.message import Message
 
 BODY_MODES = ("text", "hex", "base64", "none")
@@ -49,11 +50,17 @@ def render_body(body: bytes, mode: str, preview: int | None = None):
 
 def message_record(m: Message, body: str = "base64", *, decompress: bool = False,
                    preview: int | None = None) -> dict:
-    """A message as the JSON object every command emits."""
+    """A message as the JSON object every command emits. A body that does not decompress
+    is shown as stored, and the row carries why (``body_decompress_error``); a codec that is
+    not installed raises (CodecMissing)."""
     payload = m.body
     body_compressed = m.compression
+    decompress_error = None
     if decompress and body_compressed:
-        payload = m.decompressed_body()
+        try:
+            payload = m.decompressed_body()
+        except FormatError as exc:
+            decompress_error = exc.message
     row = {
         "commit_log_offset": m.commit_log_offset,
         "store_size": m.store_size,
@@ -77,6 +84,7 @@ def message_record(m: Message, body: str = "base64", *, decompress: bool = False
         "body": render_body(payload, body, preview),
         "topic": m.topic,
         "properties": m.properties,
+        "properties_raw": base64.b64encode(m.properties_raw).decode("ascii"),
         "tags": m.tags,
         "keys": m.keys,
         "uniq_key": m.uniq_key,
@@ -90,6 +98,8 @@ def message_record(m: Message, body: str = "base64", *, decompress: bool = False
         row["topic_utf8_ok"] = False
     if m.property_crc_ok is not None:
         row["property_crc_ok"] = m.property_crc_ok
-    if body != "none" and decompress and body_compressed:
+    if decompress_error is not None:
+        row["body_decompress_error"] = decompress_error
+    elif body != "none" and decompress and body_compressed:
         row["body_decompressed"] = True
     return row

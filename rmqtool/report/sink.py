@@ -10,6 +10,8 @@ import json
 import sys
 from typing import Iterable, TextIO
 
+from rmqtool.errors import ExitCode
+
 FORMATS = ("table", "jsonl", "json")
 TABLE_PAGE_ROWS = 500
 
@@ -71,7 +73,7 @@ class Sink:
         console = Console(file=self.stream, soft_wrap=False, width=None if self.stream.isatty() else 200)
         if not self._rows:
             if not self._paged:
-                console.print("(no rows)")
+                console.print(_cell("(no rows)"))
             return
         columns = self.columns or list(dict.fromkeys(k for r in self._rows for k in r))
         table = Table(title=self.title, show_lines=False)
@@ -90,17 +92,47 @@ class Sink:
         return False
 
 
-def _cell(value) -> str:
+# Control characters a terminal would act on (C0, DEL, C1: ESC, BEL, CSI...) shown as
+# escapes, so a body or key can neither clear the screen nor retitle the terminal.
+_CONTROL_ESCAPES = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]}
+_CONTROL_ESCAPES.update({c: f"\\u{c:04x}" for c in range(0x80, 0xA0)})
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character written as an escape (``\\x1b``, ``\\u009b``)."""
+    return text.translate(_CONTROL_ESCAPES)
+
+
+def _cell(value):
+    """A table cell: plain text (no rich markup, so ``[/x]`` is shown, not parsed), escaped."""
+    from rich.text import Text
+
     if value is None:
-        return ""
-    if isinstance(value, (dict, list)):
-        return dumps(value)
-    return str(value)
+        return Text("")
+    text = dumps(value) if isinstance(value, (dict, list)) else str(value)
+    return Text(terminal_safe(text))
 
 
 def warn(text: str) -> None:
-    """A line for people on stderr (never stdout)."""
-    sys.stderr.write(text.rstrip("\n") + "\n")
+    """A line for people on stderr (never stdout); control characters escaped."""
+    sys.stderr.write(terminal_safe(text.rstrip("\n")) + "\n")
+
+
+def report_findings(findings, damaged: int = 0, *, echo: bool = True) -> int:
+    """Each finding as one line on stderr (``Finding.one_line``), a count when anything is
+    wrong, and the exit code that calls for: 3 (CORRUPT) when ``damaged`` records were seen
+    or a finding is an error, else 0."""
+    errors = 0
+    for f in findings:
+        if echo:
+            warn(f.one_line())
+        if f.severity.value == "error":
+            errors += 1
+    if not (damaged or errors):
+        return int(ExitCode.OK)
+    warn(f"rmqtool: {len(findings)} finding(s), {errors} of them errors"
+         + (f"; {damaged} damaged record(s)" if damaged else ""))
+    return int(ExitCode.CORRUPT)
 
 
 def render_document(doc: dict, fmt: str, stream: TextIO | None = None, title: str | None = None) -> None:
@@ -125,7 +157,7 @@ def render_document(doc: dict, fmt: str, stream: TextIO | None = None, title: st
                 table.add_column("field")
                 table.add_column("value", overflow="fold")
                 for k, v in rows_scalar.items():
-                    table.add_row(str(k), _cell(v))
+                    table.add_row(_cell(k), _cell(v))
                 console.print(table)
                 for k, v in value.items():
                     if isinstance(v, list):
@@ -139,10 +171,10 @@ def _list_table(console, name, rows: list) -> None:
     from rich.table import Table
 
     if not rows:
-        console.print(f"{name}: (none)")
+        console.print(_cell(f"{name}: (none)"))
         return
     if not all(isinstance(r, dict) for r in rows):
-        console.print(f"{name}: {dumps(rows)}")
+        console.print(_cell(f"{name}: {dumps(rows)}"))
         return
     columns = list(dict.fromkeys(k for r in rows for k in r))
     table = Table(title=name)

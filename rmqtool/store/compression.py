@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import zlib
 
-from rmqtool.errors import FormatError, UsageError
+from rmqtool.errors import CodecMissing, FormatError, UsageError
 from rmqtool.formats import sysflag
 
 ZLIB, LZ4, ZSTD = "zlib", "lz4", "zstd"
@@ -33,11 +33,16 @@ def sys_flag_bits(codec: str) -> int:
     return sysflag.COMPRESSED_FLAG | _TYPE_BITS[codec]
 
 
+def _missing(package: str) -> CodecMissing:
+    return CodecMissing(f"the {package} codec is not installed: pip install {package} "
+                        "(or pip install 'rmqtool[codecs]')")
+
+
 def _need(module: str):
     try:
         return __import__(module)
     except ImportError:
-        raise FormatError(f"{module} codec not installed: pip install 'rmqtool[codecs]'") from None
+        raise _missing(module.split(".")[0]) from None  # lz4.frame is in lz4
 
 
 def decompress(body: bytes, codec: str) -> bytes:
@@ -49,7 +54,7 @@ def decompress(body: bytes, codec: str) -> bytes:
         if codec == ZSTD:
             zstd = _need("zstandard")
             return zstd.ZstdDecompressor().decompress(body, max_output_size=max(len(body) * 64, 1 << 20))
-    except FormatError:
+    except (FormatError, CodecMissing):
         raise
     except Exception as exc:  # each codec has its own error class
         raise FormatError(f"{codec} body does not decompress: {exc}") from None
@@ -75,5 +80,5 @@ def compress(body: bytes, codec: str = ZLIB, level: int = 5) -> bytes:
             return (c.compress(body) + c.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
                     + c.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH))
     except ImportError:
-        raise UsageError(f"{codec} codec not installed: pip install 'rmqtool[codecs]'") from None
+        raise _missing("lz4" if codec == LZ4 else "zstandard") from None
     raise UsageError(f"unknown compression {codec!r} (zlib, lz4, zstd)")

@@ -289,9 +289,11 @@ class ConsumeQueue(_UnitQueue):
                                 commit_log_offset, size, tags_code,
                                 is_fill_unit(commit_log_offset, size, tags_code), str(seg.path), position)
 
-    def iter_units(self, start: int | None = None, end: int | None = None) -> Iterator[ConsumeQueueUnit]:
+    def iter_units(self, start: int | None = None, end: int | None = None, *,
+                   invalid: bool = False) -> Iterator[ConsumeQueueUnit]:
         """Units for queue offsets [start, end), by default [min_offset(), max_offset).
-        Unwritten or invalid units inside the range are skipped and reported."""
+        Unwritten or invalid units inside the range are skipped and reported (``invalid``:
+        yielded too, as stored, for a dump to show)."""
         start = self.min_offset() if start is None else max(start, 0)
         end = self.max_offset if end is None else min(end, self.max_offset)
         for seg, position, data in self._chunks(start * self.unit_size, end * self.unit_size):
@@ -299,6 +301,9 @@ class ConsumeQueue(_UnitQueue):
                 unit = self._unit(seg, position, fields)
                 if unit is not None:
                     yield unit
+                elif invalid:
+                    yield ConsumeQueueUnit(self.topic, self.queue_id, (seg.base_offset + position) // self.unit_size,
+                                           *fields, False, str(seg.path), position)
                 position += self.unit_size
 
     def get(self, queue_offset: int) -> ConsumeQueueUnit | None:

@@ -22,7 +22,7 @@ from rmqtool.formats import properties as props
 from rmqtool.formats import sysflag
 from rmqtool.report.progress import Progress, progress_enabled
 from rmqtool.report.sink import Sink, warn
-from rmqtool.store.message import parse_properties
+from rmqtool.formats.properties import bytes_to_properties
 from rmqtool.engine import encoder as enc
 from rmqtool.engine.store import Store
 
@@ -218,7 +218,7 @@ def message_from_row(row: dict, keep_store_timestamp: bool = False, keep_store_h
     else:
         if stored is not None:
             text = base64.b64decode(stored, validate=True)  # bytes: stored verbatim
-            pm, _utf8_ok = parse_properties(text)  # what the broker's dispatch reads from them
+            pm, _utf8_ok = bytes_to_properties(text)  # what the broker's dispatch reads from them
         elif not isinstance(properties, dict) or not all(isinstance(v, str) for v in properties.values()):
             raise UsageError("properties must be an object of strings")
         else:

@@ -46,6 +46,7 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "configUnparseable": (Severity.ERROR, "a config file that is not fastjson text"),
     "configBakUsed": (Severity.WARNING, "a config file missing, empty or broken: the broker loads its .bak"),
     "configTmpLeftover": (Severity.WARNING, "a .tmp config file left by an interrupted persist"),
+    "configTooLarge": (Severity.ERROR, "a config file too large to be one the broker wrote: not read"),
     # consume queues
     "queueDirInvalid": (Severity.WARNING, "an entry under a consume queue root that is not TOPIC/QUEUEID/"),
     "consumeQueueFileMisaligned": (Severity.ERROR, "a consume queue file named off the unit size"),

@@ -102,7 +102,8 @@ def test_batch_cq_units_roundtrip_and_hold_broker_constants():
     on_disk = {f["path"]: f["size"] for f in truth["onDiskAfterShutdown"]["files"]
                if f["path"].startswith("batchconsumequeue/")}
     assert {p.relative_to(store).as_posix(): p.stat().st_size for p in files} == on_disk
-    assert set(on_disk.values()) == {truth["messageStoreConfig"]["changedFromDefault"]["mapperFileSizeBatchConsumeQueue"]}
+    mapped_file_size = truth["messageStoreConfig"]["changedFromDefault"]["mapperFileSizeBatchConsumeQueue"]
+    assert set(on_disk.values()) == {mapped_file_size}
     seen = 0
     for path in files:
         for chunk in _units(path, BATCH_CQ_STORE_UNIT_SIZE):

@@ -48,6 +48,7 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "configBakUsed": (Severity.WARNING, "a config file missing, empty or broken: the broker loads its .bak"),
     "configTmpLeftover": (Severity.WARNING, "a .tmp config file left by an interrupted persist"),
     "configTableInvalid": (Severity.ERROR, "a config file that parses but whose tables are not as the broker writes them"),
+    "configTooLarge": (Severity.ERROR, "a config file too large to be one the broker wrote: not read"),
     # consume queues
     "queueDirInvalid": (Severity.WARNING, "an entry under a consume queue root that is not TOPIC/QUEUEID/"),
     "consumeQueueFileMisaligned": (Severity.ERROR, "a consume queue file named off the unit size"),

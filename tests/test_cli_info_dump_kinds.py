@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 from conftest import CLEAN_SCENARIOS, V4, V5, load_truth
 from rmqtool.cli.app import app
+from rmqtool.store.msgid import decode_uniq_key
 
 runner = CliRunner()
 
@@ -47,10 +48,17 @@ def test_info_matches_truth(name):
 
 
 def test_info_crashed_store_says_unclean_and_shows_damage():
-    r = run("info", V5 / "crash5" / "b-garbled-last-message" / "input" / "store", "-f", "json")
+    variant = V5 / "crash5" / "b-garbled-last-message"
+    truth = load_truth(variant / "truth.json")
+    r = run("info", variant / "input" / "store", "-f", "json")
     doc = json.loads(r.stdout)
-    assert doc["store"]["clean_shutdown"] is False and doc["store"]["abort_pid"] == 9951
-    assert doc["commitlog"]["max_offset"] == 159162  # the garbled last record does not count
+    assert doc["store"]["clean_shutdown"] is not truth["abortFileExistedBeforeLoad"]
+    # the crashed broker's PID: its UNIQ_KEYs carry the low 16 bits (MessageClientIDSetter)
+    pids = {decode_uniq_key(m["uniqKey"]).pid for m in truth["truth"]["messages"]}
+    assert pids == {doc["store"]["abort_pid"] & 0xFFFF}
+    # the garbled last record does not count: where the broker's load ends the commit log
+    assert doc["commitlog"]["max_offset"] == truth["afterLoadBeforeStart"]["maxPhyOffset"]
+    assert doc["commitlog"]["max_offset"] == truth["mutation"]["lastMessagePhysicalOffset"]
     assert doc["commitlog"]["segments"][-1]["preallocated"] is True
     assert any(f["finding"] == "recordLengthMismatch" for f in doc["findings"])
     assert r.exit_code == 3

@@ -111,8 +111,9 @@ def test_v2_records_and_property_crc():
     truth = load_truth(V5 / "v2-and-crc" / "truth.json")
     _, results = _scan(V5 / "v2-and-crc" / "store")
     v2 = [r for r in results if isinstance(r, Message) and r.message_version == 2]
-    assert len(v2) == 100 and all(len(m.topic) == 200 for m in v2)
-    assert all(m.topic == truth["longTopic"] for m in v2)
+    expected = [m["physicalOffset"] for m in truth["truth"]["messages"] if m["messageVersion"] == "MESSAGE_VERSION_V2"]
+    assert [m.commit_log_offset for m in v2] == expected and expected
+    assert all(m.topic == truth["longTopic"] and len(m.topic) == truth["longTopicLength"] for m in v2)
     assert all(m.property_crc_ok for m in results if isinstance(m, Message))
 
 

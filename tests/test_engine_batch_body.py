@@ -37,7 +37,12 @@ def test_fixed_parts_have_their_sizes_and_the_derived_structs_agree():
 
 def test_every_fixture_batch_body_round_trips():
     batches = _batches()
-    assert len(batches) == 60 and sum(b["msgNum"] for b, _, _ in batches) == 898
+    truth = load_truth(TRUTH)
+    # the batches and the single puts together wrote every message of the store, once each
+    batched = [r["physicalOffset"] for _, _, records in batches for r in records]
+    singles = [s["wroteOffset"] for s in truth["singlePutResults"]]
+    assert batched and sorted(batched + singles) == [m["physicalOffset"] for m in truth["truth"]["messages"]]
+    assert len(batched) == sum(b["msgNum"] for b, _, _ in batches)
     head = struct_of(BatchMessageHead)
     for b, raw, records in batches:
         parsed = BatchBody.parse(raw)

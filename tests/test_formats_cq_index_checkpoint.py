@@ -96,8 +96,14 @@ def test_every_cq_unit_roundtrips(store):
 
 
 def test_batch_cq_units_roundtrip_and_hold_broker_constants():
-    files = sorted((V5 / "batchcq" / "store" / "batchconsumequeue").glob("*/*/*"))
-    assert [p.stat().st_size for p in files] == [736] * 4
+    truth = load_truth(V5 / "batchcq" / "truth.json")
+    store = V5 / "batchcq" / "store"
+    files = sorted((store / "batchconsumequeue").glob("*/*/*"))
+    on_disk = {f["path"]: f["size"] for f in truth["onDiskAfterShutdown"]["files"]
+               if f["path"].startswith("batchconsumequeue/")}
+    assert {p.relative_to(store).as_posix(): p.stat().st_size for p in files} == on_disk
+    mapped_file_size = truth["messageStoreConfig"]["changedFromDefault"]["mapperFileSizeBatchConsumeQueue"]
+    assert set(on_disk.values()) == {mapped_file_size}
     seen = 0
     for path in files:
         for chunk in _units(path, BATCH_CQ_STORE_UNIT_SIZE):
@@ -110,7 +116,8 @@ def test_batch_cq_units_roundtrip_and_hold_broker_constants():
             assert unit.compacted_offset == COMPACTED_OFFSET_NONE
             assert unit.reserved == bytes(4)
             assert unit.batch_size >= 1
-    assert seen == 40  # 20 units in each of the 2 queues (truth entries)
+    assert seen == sum(len(tq["entries"]) for queues in truth["truth"]["consumeQueues"].values()
+                       for tq in queues.values() if tq.get("cqType") == "BatchCQ")
 
 
 def test_fill_unit_is_what_the_broker_wrote():

@@ -11,7 +11,7 @@ from rmqtool.formats.consumequeue import is_written_unit
 from rmqtool.inspect.hints import wrong_kind as _wrong_kind
 from rmqtool.store import detect
 from rmqtool.store.checkpoint import read_checkpoint
-from rmqtool.store.config import parse_config_bytes, read_config_dir
+from rmqtool.store.config import parse_config_bytes, read_config_bytes, read_config_dir
 from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue, open_consume_queues
 from rmqtool.store.indexfile import IndexFile, list_index_files
 from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONSUMEQUEUE_DIR, StorePaths
@@ -159,7 +159,7 @@ def config_rows(path: pathlib.Path, findings: list | None = None) -> Iterator[di
     if path.is_file():
         if detect.kind_of_file(path) != detect.CONFIG:
             raise _wrong_kind(path, detect.kind_of_file(path), "a config file")
-        doc = parse_config_bytes(path.read_bytes(), path)
+        doc = parse_config_bytes(read_config_bytes(path), path)
         yield {"file": path.name, "path": str(path), "source": "file", "document": _stringify_keys(doc)}
         return
     root = path.parent if path.name == "config" else path

@@ -22,16 +22,35 @@ from rmqtool.store.paths import StorePaths
 CHECKPOINT = struct_of(Checkpoint5)
 
 
-def _read_file(path: pathlib.Path) -> bytes:
+# abort, abort.bak and lock hold a PID or "lock": a larger file is damage, and its first
+# bytes say all its content can (memory never follows a damaged file's size).
+MARKER_READ_LIMIT = 4096
+
+
+def _read_head(path: pathlib.Path, limit: int) -> tuple[bytes, int]:
+    """At most the file's first ``limit`` bytes, and the file's size on disk."""
     try:
         with open(path, "rb", buffering=0) as f:
-            return f.read()
+            size = os.fstat(f.fileno()).st_size
+            chunks, left = [], limit
+            while left > 0:  # a raw read may return less than asked before the end
+                chunk = f.read(left)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+            return b"".join(chunks), size
     except FileNotFoundError:
         raise StoreNotFound("no such file", path) from None
     except IsADirectoryError:
         raise FormatError("a directory where a file should be", path) from None
     except OSError as exc:
         raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
+
+
+def _read_file(path: pathlib.Path, limit: int = MARKER_READ_LIMIT) -> bytes:
+    """The file's bytes, at most the first ``limit`` of them."""
+    return _read_head(path, limit)[0]
 
 
 @dataclasses.dataclass(slots=True, frozen=True)
@@ -78,7 +97,12 @@ def parse_checkpoint(data: bytes, path: str | os.PathLike = "checkpoint") -> Sto
 def read_checkpoint(path: str | os.PathLike) -> StoreCheckpoint:
     """Read a checkpoint file (``<store>/checkpoint``)."""
     path = pathlib.Path(path)
-    return parse_checkpoint(_read_file(path), path)
+    # read at most one byte past the page: a larger file is refused by its size, unread
+    data, size = _read_head(path, CHECKPOINT_FILE_SIZE + 1)
+    if len(data) != CHECKPOINT_FILE_SIZE:
+        actual = size if len(data) > CHECKPOINT_FILE_SIZE else len(data)
+        raise FormatError(f"checkpoint is {actual} bytes, not {CHECKPOINT_FILE_SIZE}", path)
+    return parse_checkpoint(data, path)
 
 
 @dataclasses.dataclass(slots=True, frozen=True)

@@ -17,6 +17,11 @@ from rmqtool.findings import Finding
 from rmqtool.formats.config import BAK_SUFFIX, KNOWN_CONFIG_FILES, TMP_SUFFIX, ConfigFileSpec, loads_fastjson
 from rmqtool.store.paths import CONFIG_DIR
 
+# The broker's config files hold tables of topics, groups and offsets: tens of MB on the
+# largest clusters. A file past this is damage (a sparse or garbage file), refused unread.
+MAX_CONFIG_FILE_SIZE = 256 << 20
+_READ_WINDOW = 1 << 20
+
 MAIN = "main"
 BAK = "bak"
 
@@ -25,7 +30,7 @@ BAK = "bak"
 class ConfigFile:
     name: str  # e.g. "consumerOffset.json"
     path: str  # the file the document came from (the main path when neither holds anything)
-    source: str | None  # MAIN, BAK, or None: nothing to load (the broker starts with empty tables)
+    source: str | None  # MAIN, BAK, or None: nothing loaded (nothing to load, or too large to read)
     document: object  # the parsed fastjson (dicts with int keys where fastjson wrote them); None if nothing
     findings: tuple[Finding, ...]
 
@@ -47,22 +52,60 @@ def parse_config_bytes(data: bytes, path: str | os.PathLike):
         raise FormatError(exc.message, path, len(text[:char].encode("utf-8", "surrogatepass"))) from None
 
 
-def _read_optional(path: pathlib.Path) -> bytes | None:
-    """The file's bytes, or None when it does not exist."""
+def _too_large(size: int) -> str:
+    return f"{size} bytes, more than the {MAX_CONFIG_FILE_SIZE} a broker's config file can sanely hold; not read"
+
+
+def read_config_bytes(path: str | os.PathLike) -> bytes:
+    """One config file's bytes. A file past MAX_CONFIG_FILE_SIZE is refused unread
+    (FormatError), so memory never follows a damaged file's size."""
+    path = pathlib.Path(path)
     try:
         with open(path, "rb", buffering=0) as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_CONFIG_FILE_SIZE:
+                raise FormatError(_too_large(size), path)
+            chunks, left = [], MAX_CONFIG_FILE_SIZE + 1  # bounded even if the file grows meanwhile
+            while left > 0:
+                chunk = f.read(min(left, _READ_WINDOW))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
     except IsADirectoryError:
         raise FormatError("a directory where a config file should be", path) from None
+    except FileNotFoundError:
+        raise StoreNotFound("no such file", path) from None
     except OSError as exc:
         raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
+    data = b"".join(chunks)
+    if len(data) > MAX_CONFIG_FILE_SIZE:
+        raise FormatError(f"grew past {MAX_CONFIG_FILE_SIZE} bytes while being read; not read", path)
+    return data
+
+
+def _read_optional(path: pathlib.Path, findings: list[Finding]) -> bytes | None:
+    """The file's bytes; None when it does not exist, or is too large to read (a finding)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
+    if size > MAX_CONFIG_FILE_SIZE:
+        findings.append(Finding("configTooLarge", str(path), None,
+                                _too_large(size)))
+        return None
+    try:
+        return read_config_bytes(path)
+    except StoreNotFound:  # gone since the stat
+        return None
 
 
 def read_config_file(config_dir: str | os.PathLike, name: str) -> ConfigFile:
     """Load ``config_dir/name`` the way ConfigManager.load does. Raises FormatError when
-    the file does not parse and no .bak can stand in for it."""
+    the file does not parse and no .bak can stand in for it. A file too large to read is
+    a finding and counts as absent (source None: nothing loaded when no .bak stands in)."""
     main_path = pathlib.Path(config_dir) / name
     bak_path = main_path.with_name(name + BAK_SUFFIX)
     tmp_path = main_path.with_name(name + TMP_SUFFIX)
@@ -70,7 +113,9 @@ def read_config_file(config_dir: str | os.PathLike, name: str) -> ConfigFile:
     if tmp_path.exists():
         findings.append(Finding("configTmpLeftover", str(tmp_path), None,
                                 "left by a persist that did not finish; the broker ignores it"))
-    main = _read_optional(main_path)
+    read_before = len(findings)
+    main = _read_optional(main_path, findings)
+    main_too_large = len(findings) > read_before
     main_error: FormatError | None = None
     if main:  # ConfigManager.load: null or empty -> loadBak
         try:
@@ -78,7 +123,7 @@ def read_config_file(config_dir: str | os.PathLike, name: str) -> ConfigFile:
         except FormatError as exc:
             main_error = exc
             findings.append(Finding("configUnparseable", str(main_path), exc.offset, exc.message))
-    bak = _read_optional(bak_path)
+    bak = _read_optional(bak_path, findings)
     if bak:
         try:
             document = parse_config_bytes(bak, bak_path)
@@ -87,8 +132,12 @@ def read_config_file(config_dir: str | os.PathLike, name: str) -> ConfigFile:
                 raise FormatError(f"{main_error.message}; and its .bak: {exc.message}", main_path,
                                   main_error.offset) from None
             raise
-        why = "does not parse" if main_error else ("is empty" if main is not None else "is missing")
-        findings.append(Finding("configBakUsed", str(bak_path), None, f"{name} {why}; the broker loads this .bak"))
+        if main_too_large:
+            text = f"{name} is too large to read; this is its .bak (the broker loads it if {name} fails)"
+        else:
+            why = "does not parse" if main_error else ("is empty" if main is not None else "is missing")
+            text = f"{name} {why}; the broker loads this .bak"
+        findings.append(Finding("configBakUsed", str(bak_path), None, text))
         return ConfigFile(name, str(bak_path), BAK, document, tuple(findings))
     if main_error is not None:
         raise main_error

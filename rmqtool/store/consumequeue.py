@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import os
 import pathlib
+import re
 import struct
 from typing import Iterator, Union
 
@@ -85,24 +86,72 @@ class BatchConsumeQueueUnit:
 Unit = Union[ConsumeQueueUnit, BatchConsumeQueueUnit]
 
 
-def _read_segment(seg: Segment, findings: list[Finding]) -> bytes:
-    """The whole file, or b"" (with a finding) when the OS refuses."""
-    try:
-        with open(seg.path, "rb", buffering=0) as f:
-            return f.read()
-    except OSError as exc:
-        findings.append(Finding("segmentUnreadable", str(seg.path), None, f"cannot read ({exc.strerror})"))
-        return b""
+# Queue files are read a window of units at a time, so memory stays bounded whatever size
+# a damaged or sparse file claims; zero checks read in bytes, skipping the file's holes.
+WINDOW_UNITS = 4096
+ZERO_CHECK_WINDOW = 1 << 20
+_SEEK_DATA = getattr(os, "SEEK_DATA", None)  # Linux, macOS; elsewhere every byte is read
 
 
-def _read_at(seg: Segment, position: int, length: int, findings: list[Finding]) -> bytes:
+def _windows(seg: Segment, start: int, end: int, unit_size: int,
+             findings: list[Finding]) -> Iterator[tuple[int, bytes]]:
+    """(position, bytes) of whole units of a file, window by window, over [start, end)
+    (start on a unit boundary); stops early at the file's end or when the OS refuses."""
+    window = WINDOW_UNITS * unit_size
     try:
         fd = os.open(seg.path, os.O_RDONLY)
     except OSError as exc:
         findings.append(Finding("segmentUnreadable", str(seg.path), None, f"cannot read ({exc.strerror})"))
-        return b""
+        return
     try:
-        return os.pread(fd, length, position)
+        position = start
+        while position + unit_size <= end:
+            want = min(window, end - position)
+            try:
+                data = os.pread(fd, want - want % unit_size, position)
+            except OSError as exc:
+                findings.append(Finding("segmentUnreadable", str(seg.path), position,
+                                        f"cannot read ({exc.strerror})"))
+                return
+            whole = len(data) - len(data) % unit_size
+            if whole:
+                yield position, data if whole == len(data) else data[:whole]
+            if whole < want - want % unit_size:
+                return  # the file ended
+            position += whole
+    finally:
+        os.close(fd)
+
+
+def _first_nonzero(seg: Segment, start: int, end: int, findings: list[Finding]) -> int | None:
+    """Position of the first non-zero byte of a file in [start, end), None when all are zero.
+    A sparse file's holes are zeros by definition: SEEK_DATA skips them unread."""
+    try:
+        fd = os.open(seg.path, os.O_RDONLY)
+    except OSError as exc:
+        findings.append(Finding("segmentUnreadable", str(seg.path), None, f"cannot read ({exc.strerror})"))
+        return None
+    try:
+        position = start
+        while position < end:
+            if _SEEK_DATA is not None:
+                try:
+                    position = max(position, os.lseek(fd, position, _SEEK_DATA))
+                except OSError:
+                    return None  # ENXIO: no data from here to the end of the file
+                if position >= end:
+                    return None
+            data = os.pread(fd, min(ZERO_CHECK_WINDOW, end - position), position)
+            if not data:
+                return None
+            rest = data.lstrip(b"\0")
+            if rest:
+                return position + len(data) - len(rest)
+            position += len(data)
+        return None
+    except OSError as exc:
+        findings.append(Finding("segmentUnreadable", str(seg.path), None, f"cannot read ({exc.strerror})"))
+        return None
     finally:
         os.close(fd)
 
@@ -150,10 +199,23 @@ class _UnitQueue:
     def _is_written(self, fields: tuple) -> bool:
         raise NotImplementedError
 
-    def _whole_units(self, data: bytes) -> int:
-        """Bytes of whole units the broker would scan in a file."""
-        limit = len(data) - len(data) % self.unit_size
+    def _whole_units(self, size: int) -> int:
+        """Bytes of whole units the broker would scan in a file of this size."""
+        limit = size - size % self.unit_size
         return min(limit, self.mapped_file_size) if self.mapped_file_size else limit
+
+    def _windows(self, seg: Segment, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+        return _windows(seg, start, min(end, seg.size), self.unit_size, self.findings)
+
+    def _written_prefix(self, seg: Segment, limit: int) -> int:
+        """Bytes of written units at the start of a file, up to limit."""
+        pos = 0
+        for _, data in self._windows(seg, 0, limit):
+            for fields in self.unit_struct.iter_unpack(data):
+                if not self._is_written(fields):
+                    return pos
+                pos += self.unit_size
+        return pos
 
     def _recover_end(self) -> int:
         """ConsumeQueue.recover: from the third-last file on, up to the first unwritten unit.
@@ -164,18 +226,13 @@ class _UnitQueue:
         end = self.segments[first].base_offset
         for i in range(first, len(self.segments)):
             seg = self.segments[i]
-            data = _read_segment(seg, self.findings)
-            limit = self._whole_units(data)
-            pos = 0
-            for fields in self.unit_struct.iter_unpack(memoryview(data)[:limit]):
-                if not self._is_written(fields):
-                    break
-                pos += self.unit_size
+            limit = self._whole_units(seg.size)
+            pos = self._written_prefix(seg, limit)
             end = seg.base_offset + pos
             if pos < limit or limit < (self.mapped_file_size or limit):
-                self._check_after_end(seg, data[:limit], pos, stopped_here=True)
+                self._check_after_end(seg, pos, limit, stopped_here=True)
                 for later in self.segments[i + 1:]:
-                    self._check_after_end(later, _read_segment(later, self.findings), 0, stopped_here=False)
+                    self._check_after_end(later, 0, later.size - later.size % self.unit_size, stopped_here=False)
                 break
         return end
 
@@ -184,13 +241,17 @@ class _UnitQueue:
         offset: units at or past it are dropped, whole last files first."""
         end = self.recovered_end
         for seg in reversed([s for s in self.segments if s.base_offset < end]):
-            data = _read_at(seg, 0, end - seg.base_offset, self.findings)
-            whole = data[:len(data) - len(data) % self.unit_size]
-            offsets = [fields[0] for fields in self.unit_struct.iter_unpack(whole)]
-            cut = next((i for i, offset in enumerate(offsets) if offset >= commit_log_max_offset), None)
+            cut = None
+            for position, data in self._windows(seg, 0, end - seg.base_offset):
+                for i, fields in enumerate(self.unit_struct.iter_unpack(data)):
+                    if fields[0] >= commit_log_max_offset:
+                        cut = position + i * self.unit_size
+                        break
+                if cut is not None:
+                    break
             if cut is None:
                 break
-            end = seg.base_offset + cut * self.unit_size
+            end = seg.base_offset + cut
             if cut:
                 break
             # the file's first unit is past the commit log: the broker deletes the file
@@ -201,14 +262,13 @@ class _UnitQueue:
                          f"{commit_log_max_offset}; the broker drops them on load")
         return end
 
-    def _check_after_end(self, seg: Segment, data: bytes, pos: int, stopped_here: bool):
-        """Whole units past the end of the written data should all be zero. stopped_here:
-        the unit at pos is the one recovery stopped at (else the whole file is past the end)."""
-        tail = data[pos:len(data) - len(data) % self.unit_size]
-        stripped = tail.lstrip(b"\0")
-        if not stripped:
+    def _check_after_end(self, seg: Segment, pos: int, limit: int, stopped_here: bool):
+        """Whole units in [pos, limit) of a file, past the end of the written data, should all
+        be zero. stopped_here: the unit at pos is the one recovery stopped at (else the whole
+        file is past the end)."""
+        first = _first_nonzero(seg, pos, limit, self.findings)
+        if first is None:
             return
-        first = pos + len(tail) - len(stripped)
         first -= (first - pos) % self.unit_size
         if first == pos and stopped_here:
             self._report("consumeQueueUnitInvalid", str(seg.path), pos,
@@ -219,17 +279,16 @@ class _UnitQueue:
 
     def _chunks(self, start_byte: int, end_byte: int) -> Iterator[tuple[Segment, int, bytes]]:
         """(segment, position, bytes) for the whole units of each file that overlap queue
-        bytes [start_byte, end_byte); position is where the bytes start within the file."""
+        bytes [start_byte, end_byte), a window at a time; position is where the bytes start
+        within the file."""
         for seg in self.segments:
             if seg.base_offset + seg.size <= start_byte or seg.base_offset >= end_byte:
                 continue
             lo = max(start_byte - seg.base_offset, 0)
             lo -= lo % self.unit_size
             hi = min(end_byte - seg.base_offset, seg.size)
-            hi -= hi % self.unit_size
-            if hi > lo:
-                data = _read_at(seg, lo, hi - lo, self.findings)
-                yield seg, lo, data[:len(data) - len(data) % self.unit_size]
+            for position, data in self._windows(seg, lo, hi):
+                yield seg, position, data
 
     def _first_file_limit(self) -> int:
         """Queue byte offset where the first file's readable units end (its read position)."""
@@ -266,11 +325,13 @@ class ConsumeQueue(_UnitQueue):
         if self.segments:
             first = self.segments[0]
             for seg, lo, data in self._chunks(first.base_offset, self._first_file_limit()):
-                for i, fields in enumerate(CQ_UNIT.iter_unpack(data)):
-                    if fields[0] >= commit_log_min_offset:
-                        result = (seg.base_offset + lo) // self.unit_size + i
-                        break
-                break  # only the first file counts
+                if seg is not first:
+                    break  # only the first file counts
+                found = next((i for i, fields in enumerate(CQ_UNIT.iter_unpack(data))
+                              if fields[0] >= commit_log_min_offset), None)
+                if found is not None:
+                    result = (seg.base_offset + lo) // self.unit_size + found
+                    break
         if commit_log_min_offset == 0:
             self._min_offset = result
         return result
@@ -402,6 +463,17 @@ class BatchConsumeQueue(_UnitQueue):
 
 AnyConsumeQueue = Union[ConsumeQueue, BatchConsumeQueue]
 
+_QUEUE_ID_NAME = re.compile(r"[+-]?[0-9]+")
+
+
+def queue_id_of(name: str) -> int | None:
+    """The queue id a queue directory's name gives, as the broker's load reads it
+    (Integer.parseInt, ASCII digits here); None for a name the broker skips."""
+    if not _QUEUE_ID_NAME.fullmatch(name):
+        return None
+    queue_id = int(name)
+    return queue_id if -(1 << 31) <= queue_id < (1 << 31) else None
+
 
 @dataclasses.dataclass(slots=True)
 class ConsumeQueues:
@@ -439,10 +511,11 @@ def open_consume_queues(store_root: str | os.PathLike, commit_log_max_offset: in
                                         "not a topic directory; ignored"))
                 continue
             for queue_entry in list_dir(pathlib.Path(topic_entry.path)):
-                if not (queue_entry.is_dir() and queue_entry.name.isdigit()):
+                queue_id = queue_id_of(queue_entry.name)
+                if queue_id is None or not queue_entry.is_dir():
                     findings.append(Finding("queueDirInvalid", queue_entry.path, None,
                                             "not a queue id directory; ignored"))
                     continue
-                queues.append(cls(queue_entry.path, topic_entry.name, int(queue_entry.name),
+                queues.append(cls(queue_entry.path, topic_entry.name, queue_id,
                                   commit_log_max_offset=commit_log_max_offset))
     return ConsumeQueues(queues, findings)

@@ -12,17 +12,18 @@ from rmqtool.inspect.hints import wrong_kind as _wrong_kind
 from rmqtool.store import detect
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.config import parse_config_bytes, read_config_bytes, read_config_dir
-from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue, open_consume_queues
+from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue, open_consume_queues, queue_id_of
 from rmqtool.store.indexfile import IndexFile, list_index_files
 from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONSUMEQUEUE_DIR, StorePaths
 
 
 def _queue_id(queue_dir: pathlib.Path) -> int:
     """A queue directory's id, from its name; a name that is not one is refused."""
-    if not queue_dir.name.isdigit():
+    queue_id = queue_id_of(queue_dir.name)
+    if queue_id is None:
         raise NotAStore(f"directory name {queue_dir.name!r} is not a queue id (consumequeue/TOPIC/QUEUEID/)",
                         queue_dir)
-    return int(queue_dir.name)
+    return queue_id
 
 
 def _queues_for(path: pathlib.Path, topic: str | None, queue_id: int | None):
@@ -47,8 +48,8 @@ def _queues_for(path: pathlib.Path, topic: str | None, queue_id: int | None):
             if depth == 1:
                 queues, findings = [], []
                 for q in sorted(path.iterdir(), key=lambda p: p.name):
-                    if q.is_dir() and q.name.isdigit():
-                        queues.append(cls(q, path.name, int(q.name)))
+                    if q.is_dir() and queue_id_of(q.name) is not None:
+                        queues.append(cls(q, path.name, queue_id_of(q.name)))
                     else:
                         findings.append(Finding("queueDirInvalid", str(q), None, "not a queue id directory; ignored"))
                 return queues, None, findings

@@ -28,6 +28,16 @@ def dumps(obj) -> str:
     return json.dumps(obj, ensure_ascii=False, default=_json_default, separators=(",", ":"))
 
 
+def _write_json(stream: TextIO, text: str) -> None:
+    """Write JSON text; a lone surrogate (only possible inside a JSON string) goes out as its
+    JSON escape ``\\udXXX``, since UTF-8 cannot carry it. The encoder fails before writing
+    anything, so nothing is written twice."""
+    try:
+        stream.write(text)
+    except UnicodeEncodeError:
+        stream.write(text.encode("utf-8", "backslashreplace").decode("utf-8"))
+
+
 class Sink:
     """Collects rows of one kind and writes them in the chosen format."""
 
@@ -47,7 +57,7 @@ class Sink:
     def row(self, obj: dict) -> None:
         self.count += 1
         if self.fmt == "jsonl":
-            self.stream.write(dumps(obj) + "\n")
+            _write_json(self.stream, dumps(obj) + "\n")
             return
         self._rows.append(obj)
         if self.fmt == "table" and len(self._rows) >= TABLE_PAGE_ROWS:
@@ -58,9 +68,9 @@ class Sink:
     def close(self) -> None:
         if self.fmt == "json":
             if self.single and len(self._rows) == 1:
-                self.stream.write(json.dumps(self._rows[0], ensure_ascii=False, default=_json_default, indent=2))
+                _write_json(self.stream, json.dumps(self._rows[0], ensure_ascii=False, default=_json_default, indent=2))
             else:
-                self.stream.write(json.dumps(self._rows, ensure_ascii=False, default=_json_default, indent=2))
+                _write_json(self.stream, json.dumps(self._rows, ensure_ascii=False, default=_json_default, indent=2))
             self.stream.write("\n")
         elif self.fmt == "table":
             self._table()
@@ -96,6 +106,8 @@ class Sink:
 # escapes, so a body or key can neither clear the screen nor retitle the terminal.
 _CONTROL_ESCAPES = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]}
 _CONTROL_ESCAPES.update({c: f"\\u{c:04x}" for c in range(0x80, 0xA0)})
+# Lone UTF-16 surrogates (a config string's "\\ud800") cannot be written as UTF-8: escaped too.
+_CONTROL_ESCAPES.update({c: f"\\u{c:04x}" for c in range(0xD800, 0xE000)})
 
 
 def terminal_safe(text: str) -> str:
@@ -139,9 +151,9 @@ def render_document(doc: dict, fmt: str, stream: TextIO | None = None, title: st
     """One document (``info``, a checkpoint): JSON as it is; a table per section for people."""
     stream = stream if stream is not None else sys.stdout
     if fmt == "json":
-        stream.write(json.dumps(doc, ensure_ascii=False, default=_json_default, indent=2) + "\n")
+        _write_json(stream, json.dumps(doc, ensure_ascii=False, default=_json_default, indent=2) + "\n")
     elif fmt == "jsonl":
-        stream.write(dumps(doc) + "\n")
+        _write_json(stream, dumps(doc) + "\n")
     else:
         from rich.console import Console
         from rich.table import Table

@@ -8,7 +8,6 @@ truth.json's headers and answers, or the store times the engine was given.
 """
 from __future__ import annotations
 
-import shutil
 import struct
 
 from conftest import V4, load_truth

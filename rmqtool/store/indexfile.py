@@ -304,9 +304,12 @@ class IndexFile:
             self.findings.append(Finding("indexHeaderInvalid", str(self.path), 0, "; ".join(bad)))
 
     def close(self):
-        if self._data.fd >= 0:
-            os.close(self._data.fd)
-            self._data.fd = -1
+        data = getattr(self, "_data", None)  # None when opening failed
+        if data is not None and data.fd >= 0:
+            os.close(data.fd)
+            data.fd = -1
+
+    __del__ = close  # a file left open by its caller does not keep its descriptor
 
     def __enter__(self) -> IndexFile:
         return self

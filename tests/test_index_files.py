@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from conftest import REPO, V4, load_truth
 from rmqtool.cli.app import app
 from rmqtool.engine import encoder as enc
+from rmqtool.engine.index_writer import IndexServiceWriter
 from rmqtool.engine.store import Store
 from rmqtool.engine.store_sizes import index_sizes
 from rmqtool.errors import FormatError, UsageError
@@ -196,6 +197,13 @@ def test_engine_sizes_come_from_the_same_inference_and_must_agree(tmp_path):
         index_sizes(directory, 37, 119)  # the same file size, but not what the entries show
     with pytest.raises(UsageError):
         Store.open(tmp_path / "store", writable=True, index_slots=37, index_entries=119).close()
+    writer = IndexServiceWriter(directory, 37, 119)  # the writer on its own asks the same
+    with pytest.raises(UsageError):
+        writer.load()
+    writer = IndexServiceWriter(directory, 32, 120)
+    writer.load()
+    assert writer.last.index_count == 11
+    writer.close()
 
 
 def test_engine_sizes_of_files_without_entries_come_from_their_size(tmp_path):

@@ -41,9 +41,6 @@ from __future__ import annotations
 
 from construct import Int32sb, Int64sb, Struct
 
-INDEX_HEADER_SIZE = 40
-HASH_SLOT_SIZE = 4
-INDEX_SIZE = 20
 INVALID_INDEX = 0  # slot value / prevIndex meaning "no entry"
 FIRST_INDEX = 1  # indexCount's initial value: entry 0 stays unused
 
@@ -61,12 +58,10 @@ IndexHeader = Struct(
     "hash_slot_count" / Int32sb,
     "index_count" / Int32sb,
 )
-assert IndexHeader.sizeof() == INDEX_HEADER_SIZE
 
 IndexSlot = Struct(
     "slot_value" / Int32sb,
 )
-assert IndexSlot.sizeof() == HASH_SLOT_SIZE
 
 IndexEntry = Struct(
     "key_hash" / Int32sb,
@@ -74,7 +69,25 @@ IndexEntry = Struct(
     "time_diff" / Int32sb,
     "prev_index" / Int32sb,
 )
-assert IndexEntry.sizeof() == INDEX_SIZE
+
+
+def _field_position(schema: Struct, name: str) -> int:
+    """Where a field of a fixed-size Struct starts."""
+    position = 0
+    for sub in schema.subcons:
+        if sub.name == name:
+            return position
+        position += sub.sizeof()
+    raise KeyError(name)
+
+
+# The sizes and positions every reader and writer uses, taken from the schemas.
+INDEX_HEADER_SIZE = IndexHeader.sizeof()
+HASH_SLOT_SIZE = IndexSlot.sizeof()
+INDEX_SIZE = IndexEntry.sizeof()
+ENTRY_PHY_OFFSET_POSITION = _field_position(IndexEntry, "phy_offset")  # within an entry
+HEADER_INDEX_COUNT_POSITION = _field_position(IndexHeader, "index_count")
+assert (INDEX_HEADER_SIZE, HASH_SLOT_SIZE, INDEX_SIZE) == (40, 4, 20)  # IndexHeader.INDEX_HEADER_SIZE etc.
 
 
 def index_file_size(hash_slot_num: int, index_num: int) -> int:
@@ -83,11 +96,37 @@ def index_file_size(hash_slot_num: int, index_num: int) -> int:
 
 
 def slot_position(slot: int) -> int:
+    """absSlotPos: where a hash slot lies in the file."""
     return INDEX_HEADER_SIZE + slot * HASH_SLOT_SIZE
 
 
 def entry_position(hash_slot_num: int, index: int) -> int:
+    """absIndexPos: where entry ``index`` lies in a file of ``hash_slot_num`` slots."""
     return INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE + index * INDEX_SIZE
+
+
+def index_num_for(file_size: int, hash_slot_num: int) -> int | None:
+    """The entry count a file of this size holds with this many slots (None: no whole number)."""
+    rest = file_size - entry_position(hash_slot_num, 0)
+    return rest // INDEX_SIZE if hash_slot_num > 0 and rest > 0 and rest % INDEX_SIZE == 0 else None
+
+
+def hash_slot_num_for(file_size: int, index_num: int) -> int | None:
+    """The slot count a file of this size holds with this many entries (None: no whole number)."""
+    rest = file_size - INDEX_HEADER_SIZE - index_num * INDEX_SIZE
+    return rest // HASH_SLOT_SIZE if index_num > 0 and rest > 0 and rest % HASH_SLOT_SIZE == 0 else None
+
+
+def default_geometry(file_size: int) -> tuple[int, int] | None:
+    """(maxHashSlotNum, maxIndexNum) in the broker's default 1:4 ratio, if a file of this size fits it."""
+    slots, rest = divmod(file_size - INDEX_HEADER_SIZE, HASH_SLOT_SIZE + 4 * INDEX_SIZE)
+    return (slots, 4 * slots) if slots > 0 and rest == 0 else None
+
+
+def hash_slot_num_placing(index: int, position: int) -> int | None:
+    """The slot count that puts entry ``index`` at byte ``position`` (None: none does)."""
+    rest = position - entry_position(0, index)
+    return rest // HASH_SLOT_SIZE if rest > 0 and rest % HASH_SLOT_SIZE == 0 else None
 
 
 def java_string_hash(text: str) -> int:

@@ -61,6 +61,8 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "indexFileUnreadable": (Severity.ERROR, "an index file whose header or entries cannot be located"),
     "indexGeometryUnknown": (Severity.WARNING, "an index file whose slot and entry counts cannot be inferred"),
     "indexChainBroken": (Severity.ERROR, "a hash chain that points outside the entries or loops"),
+    "indexHeaderInvalid": (Severity.ERROR, "an index header with a negative indexCount or hashSlotCount, "
+                                           "or more slots in use than entries"),
 }
 
 

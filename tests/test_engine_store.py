@@ -536,11 +536,11 @@ def test_index_geometry_is_inferred_from_contents_not_guessed(tmp_path, slot):
     """32 slots + 120 entries and 37 slots + 119 entries make files of the same size: the
     contents must decide, whichever slot the one key lands in (slot 0 once fooled it)."""
     from rmqtool.formats.indexfile import index_key_hash
-    from rmqtool.engine.index_writer import infer_index_sizes
+    from rmqtool.store.indexfile import infer_index_geometry
 
     uniq = next(u for u in (f"{n:032X}" for n in range(10**6)) if index_key_hash(f"T#{u}") % 32 == slot)
     root = tmp_path / "store"
     with Store.open(root, writable=True, **SMALL) as store:
         store.append(enc.producer_message("T", b"x", uniq_key=uniq))
     (index_file,) = (root / "index").iterdir()
-    assert infer_index_sizes(index_file) == (32, 120)
+    assert infer_index_geometry(index_file) == (32, 120)

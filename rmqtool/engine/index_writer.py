@@ -11,22 +11,21 @@ timestamp becomes the checkpoint's indexMsgTimestamp.
 """
 from __future__ import annotations
 
-import array
-import itertools
 import mmap
 import os
 import pathlib
-import sys
 import threading
 import time
 from operator import mul
 
-from rmqtool.errors import StoreAccessError
+from rmqtool.errors import StoreAccessError, UsageError
 from rmqtool.formats.derive import struct_of
 from rmqtool.formats.indexfile import (FILE_NAME_LENGTH, FIRST_INDEX, HASH_SLOT_SIZE, INDEX_HEADER_SIZE,
                                        INDEX_SIZE, INVALID_INDEX, IndexEntry, IndexHeader, IndexSlot,
-                                       build_key, index_file_size, index_key_hash, java_string_hash)
+                                       build_key, entry_position, index_file_size, index_key_hash,
+                                       java_string_hash, slot_position)
 from rmqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
+from rmqtool.store.indexfile import infer_index_geometry
 from rmqtool.engine.mapped_file import create_segment_file
 
 HEADER = struct_of(IndexHeader)
@@ -167,7 +166,6 @@ class IndexFileWriter:
                 self.begin_timestamp = self.end_timestamp = end_timestamp
             HEADER.pack_into(self.mm, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
                              self.end_phy_offset, 0, 0)
-        self._entries_at = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
 
     @property
     def name(self) -> str:
@@ -191,7 +189,8 @@ class IndexFileWriter:
             return start
         mm = self.mm
         slots = self.hash_slot_num
-        entry_at = self._entries_at + count * INDEX_SIZE
+        entry_at = entry_position(slots, count)
+        slot_table = slot_position(0)
         begin = self.begin_timestamp
         new_slots = 0
         unpack_slot = _SLOT_UNPACK
@@ -199,7 +198,7 @@ class IndexFileWriter:
         pack_entry = _ENTRY_PACK
         for i in range(start, stop):
             h, offset, ts = entries[i]
-            abs_slot = INDEX_HEADER_SIZE + h % slots * HASH_SLOT_SIZE
+            abs_slot = slot_table + h % slots * HASH_SLOT_SIZE  # slot_position(slot_of(h, slots)), inlined
             slot_value = unpack_slot(mm, abs_slot)[0]
             if slot_value <= INVALID_INDEX or slot_value > count:
                 slot_value = INVALID_INDEX
@@ -246,82 +245,6 @@ class IndexFileWriter:
             os.close(self.fd)
 
 
-def infer_index_sizes(path: str | os.PathLike) -> tuple[int, int] | None:
-    """(maxHashSlotNum, maxIndexNum) of an existing index file, from its size and contents.
-
-    A full file says maxIndexNum in its indexCount. Otherwise the broker's 1:4 ratio is tried,
-    then (for small files) every split of the file size; the first whose slot table and
-    entries are consistent wins. None when nothing fits. Reads only the parts it checks.
-    """
-    path = pathlib.Path(path)
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError as exc:
-        raise StoreAccessError(f"cannot open ({exc.strerror})", path) from None
-    try:
-        size = os.fstat(fd).st_size
-        rest = size - INDEX_HEADER_SIZE
-        if rest < HASH_SLOT_SIZE + INDEX_SIZE:
-            return None
-        count = HEADER.unpack(os.pread(fd, INDEX_HEADER_SIZE, 0))[5]
-        if count <= FIRST_INDEX:
-            # no entry at all: any split fits; only the broker's 1:4 ratio is a fair guess
-            n, r = divmod(rest, HASH_SLOT_SIZE + 4 * INDEX_SIZE)
-            return (n, 4 * n) if r == 0 and n and _consistent(fd, n, 4 * n, count) else None
-        candidates = []
-        left = rest - count * INDEX_SIZE
-        if count > FIRST_INDEX and left > 0 and left % HASH_SLOT_SIZE == 0:
-            candidates.append((left // HASH_SLOT_SIZE, count))  # full, if the check agrees
-        if rest % (HASH_SLOT_SIZE + 4 * INDEX_SIZE) == 0:
-            n = rest // (HASH_SLOT_SIZE + 4 * INDEX_SIZE)
-            candidates.append((n, 4 * n))
-        if rest // INDEX_SIZE <= 200_000:
-            for entries in range(max(count, 2), rest // INDEX_SIZE + 1):
-                left = rest - entries * INDEX_SIZE
-                if left > 0 and left % HASH_SLOT_SIZE == 0:
-                    candidates.append((left // HASH_SLOT_SIZE, entries))
-        for slots, entries in candidates:
-            if _consistent(fd, slots, entries, count):
-                return slots, entries
-        return None
-    except OSError as exc:
-        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
-    finally:
-        os.close(fd)
-
-
-def _ints(fd: int, position: int, count: int) -> array.array:
-    values = array.array("i", os.pread(fd, count * 4, position))
-    if sys.byteorder == "little":
-        values.byteswap()
-    return values
-
-
-def _consistent(fd: int, slots: int, entries: int, count: int) -> bool:
-    """Slot values point at written entries, written entries chain backwards, and the newest
-    entry of each used slot (a sample of them) hashes to that slot."""
-    if count > entries or slots <= 0 or slots > entries:  # no broker runs with more slots than entries
-        return False
-    top = max(count, FIRST_INDEX)
-    table = _ints(fd, INDEX_HEADER_SIZE, slots)
-    if len(table) != slots or (table and (min(table) < 0 or max(table) >= top)):
-        return False
-    base = INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE
-    if any(_ints(fd, base, INDEX_SIZE // 4)):
-        return False  # entry 0 is never written: a wrong split puts other data there
-    written = _ints(fd, base + FIRST_INDEX * INDEX_SIZE, (top - FIRST_INDEX) * (INDEX_SIZE // 4))
-    hashes, prevs = written[0::5], written[4::5]
-    if hashes and (min(hashes) < 0 or min(prevs) < 0):
-        return False
-    if any(p >= i for i, p in enumerate(prevs, start=FIRST_INDEX)):
-        return False
-    used = list(itertools.islice(itertools.compress(range(slots), table), 1000))
-    if not all(hashes[table[i] - FIRST_INDEX] % slots == i for i in used):
-        return False
-    # and the converse: every written entry's slot holds it or a newer entry (a sample of them)
-    return all(table[h % slots] >= n for n, h in itertools.islice(enumerate(hashes, start=FIRST_INDEX), 1000))
-
-
 class IndexServiceWriter:
     """The write side of IndexService over the store's ``index`` directory."""
 
@@ -347,7 +270,14 @@ class IndexServiceWriter:
             raise StoreAccessError(f"cannot list ({exc.strerror})", self.directory) from None
         self.names = names
         if names:
-            self.last = IndexFileWriter(self.directory / names[-1], self.hash_slot_num, self.index_num, create=False)
+            newest = self.directory / names[-1]
+            # the same size fits other slot/entry splits: appending with the wrong one would
+            # write entries over the slot table, so the file's own contents must agree
+            found = infer_index_geometry(newest)
+            if found is not None and found != (self.hash_slot_num, self.index_num):
+                raise UsageError(f"written with {found[0]} slots and {found[1]} entries, not "
+                                 f"{self.hash_slot_num} and {self.index_num}", newest)
+            self.last = IndexFileWriter(newest, self.hash_slot_num, self.index_num, create=False)
 
     @property
     def end_phy_offset(self) -> int:

@@ -11,10 +11,9 @@ import pathlib
 
 from rmqtool.errors import CorruptData, UsageError
 from rmqtool.formats.indexfile import (DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, FILE_NAME_LENGTH,
-                                       INDEX_HEADER_SIZE, IndexHeader, index_file_size)
+                                       default_geometry, hash_slot_num_for, index_file_size, index_num_for)
 from rmqtool.store import paths
-from rmqtool.store.commitlog_end import first_bytes
-from rmqtool.engine.index_writer import infer_index_sizes
+from rmqtool.store.indexfile import infer_index_geometry
 
 
 def consume_queue_file_sizes(root: pathlib.Path) -> set[int]:
@@ -38,9 +37,11 @@ def consume_queue_file_sizes(root: pathlib.Path) -> set[int]:
 
 
 def index_sizes(directory: pathlib.Path, given_slots: int | None, given_entries: int | None) -> tuple[int, int]:
-    """(maxHashSlotNum, maxIndexNum) of the store's index files: what a full file says, else
-    the settings given when the files' size agrees with them, else what the contents of the
-    file with the most entries fit; the broker defaults when there are no index files."""
+    """(maxHashSlotNum, maxIndexNum) of the store's index files: what the contents of the
+    newest file with entries show (the read side's inference), which settings given must
+    agree with. When no file has entries: the settings given, the one left out worked out
+    from the files' size (the default 1:4 ratio when neither is given). The settings given
+    or the broker defaults when there are no index files."""
     given = (given_slots or DEFAULT_MAX_HASH_SLOT_NUM, given_entries or DEFAULT_MAX_INDEX_NUM)
     if not directory.is_dir():
         return given
@@ -52,24 +53,22 @@ def index_sizes(directory: pathlib.Path, given_slots: int | None, given_entries:
     if len(sizes) > 1:
         raise CorruptData(f"index files of different sizes: {sorted(sizes)}", directory)
     size = sizes.pop()
-    found = [(infer_index_sizes(directory / name), name) for name, _ in reversed(files)]
-    for sizes_found, name in found:  # a full file tells exactly
-        if sizes_found and _index_count(directory / name) >= sizes_found[1]:
-            return _agree(sizes_found, given_slots, given_entries, directory)
-    if given_slots is not None and given_entries is not None:
-        if index_file_size(given_slots, given_entries) != size:
-            raise UsageError(f"index files of {size} bytes cannot hold {given_slots} slots and "
-                             f"{given_entries} entries", directory)
-        return given
-    best = max(((_index_count(directory / n), f) for f, n in found if f), default=None, key=lambda t: t[0])
-    if best is None:
-        raise UsageError("cannot tell the index files' slot and entry counts: give both", directory)
-    return _agree(best[1], given_slots, given_entries, directory)
-
-
-def _index_count(path: pathlib.Path) -> int:
-    head = first_bytes(path, INDEX_HEADER_SIZE)
-    return IndexHeader.parse(head).index_count if len(head) == INDEX_HEADER_SIZE else 0
+    for name, _ in reversed(files):
+        found = infer_index_geometry(directory / name)
+        if found is not None:
+            return _agree(found, given_slots, given_entries, directory)
+    if given_slots is not None:
+        guess = (given_slots, given_entries if given_entries is not None else index_num_for(size, given_slots))
+    elif given_entries is not None:
+        guess = (hash_slot_num_for(size, given_entries), given_entries)
+    else:
+        guess = default_geometry(size) or (None, None)
+    if None in guess or index_file_size(*guess) != size:
+        what = ("the default 1:4 slot/entry ratio" if given_slots is None and given_entries is None
+                else f"{guess[0]} slots and {guess[1]} entries")
+        raise UsageError(f"index files of {size} bytes, none with entries to tell their slot and entry "
+                         f"counts, cannot hold {what}: give both", directory)
+    return guess
 
 
 def _agree(found: tuple[int, int], given_slots, given_entries, where) -> tuple[int, int]:

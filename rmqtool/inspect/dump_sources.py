@@ -14,7 +14,7 @@ from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.config import parse_config_bytes, read_config_bytes, read_config_dir
 from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue, open_consume_queues, queue_id_of
 from rmqtool.store.indexfile import IndexFile, list_index_files
-from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONSUMEQUEUE_DIR, StorePaths
+from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONSUMEQUEUE_DIR, INDEX_DIR, StorePaths
 
 
 def _queue_id(queue_dir: pathlib.Path) -> int:
@@ -105,7 +105,9 @@ def index_rows(path: pathlib.Path, entries: bool = True, slots: bool = False,
             raise _wrong_kind(path, kind, "an index file")
         files = [IndexFile(path)]
     else:
-        root = path.parent if path.name == "index" else path
+        if path.name != INDEX_DIR and not detect.is_store_dir(path):
+            raise NotAStore("not a store, index directory or index file", path)
+        root = path.parent if path.name == INDEX_DIR else path
         listing = list_index_files(root)
         files = listing.open_all()
         if findings is not None:

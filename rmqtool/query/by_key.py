@@ -132,9 +132,10 @@ def _check_header(f: IndexFile) -> str | None:
         return "its slot count cannot be inferred"
     if h.index_count > (f.index_num or 0) or h.index_count < 0:
         return f"indexCount {h.index_count} is outside [0, {f.index_num}]"
-    if h.index_count > 1 and (h.begin_phy_offset > h.end_phy_offset or h.begin_timestamp > h.end_timestamp
-                              or h.begin_phy_offset < 0):
-        return "its header's begin and end do not make a range"
+    # Only the offsets must make a range: an endTimestamp before the beginTimestamp is what a
+    # clock stepping back (NTP) leaves, and the broker reads such a file normally.
+    if h.index_count > 1 and (h.begin_phy_offset > h.end_phy_offset or h.begin_phy_offset < 0):
+        return "its header's begin and end commit log offsets do not make a range"
     return None
 
 
@@ -227,6 +228,9 @@ def open_index(store: str | os.PathLike, notes: Notes, trace: Trace) -> list[_In
             trace(f"index file {f.name}: {f.hash_slot_num} slots, {f.index_num} entries, indexCount "
                   f"{h.index_count}; time [{h.begin_timestamp}, {h.end_timestamp}], commit log offsets "
                   f"[{h.begin_phy_offset}, {h.end_phy_offset}]")
+            if h.index_count > 1 and h.end_timestamp < h.begin_timestamp:
+                trace(f"index file {f.name}: its end timestamp is before its begin timestamp (the clock "
+                      f"stepped back while it was written): read as the broker reads it")
     return states
 
 

@@ -17,7 +17,8 @@ from rmqtool.report.sink import Sink, render_document, warn
 from rmqtool.store import detect
 from rmqtool.inspect import dump_sources
 from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, scan_segment
-from rmqtool.store.segments import Segment, last_written
+from rmqtool.store.commitlog_end import last_written
+from rmqtool.store.segments import Segment
 from rmqtool.store.message import Message
 from rmqtool.store.paths import is_segment_name
 from rmqtool.inspect.selection import MessageSelection

@@ -150,3 +150,44 @@ def test_blank_and_corrupt_are_located():
     log = CommitLog(V4 / "crash" / "b2-garbage-tail-of-last-message" / "input" / "store" / "commitlog")
     results = list(log.scan())
     assert any(isinstance(r, Blank) for r in results) and any(isinstance(r, Corrupt) for r in results)
+
+
+def _write(path, data: bytes, *, sparse: bool, page: int = 4096) -> None:
+    """The same bytes, with every all-zero page left a hole when ``sparse``."""
+    with open(path, "wb") as f:
+        for at in range(0, len(data), page):
+            chunk = data[at:at + page]
+            if sparse and chunk == bytes(len(chunk)):
+                continue
+            f.seek(at)
+            f.write(chunk)
+        f.truncate(len(data))
+
+
+def test_holes_in_a_segment_are_skipped_with_the_same_results(tmp_path):
+    """Zeroed pages inside a segment, as holes or as written zeros: the same scan, the same splits."""
+    src = V4 / "basic" / "store" / "commitlog" / "00000000000000000000"
+    data = bytearray(src.read_bytes())
+    data[8192:8192 * 4] = bytes(8192 * 3)  # three pages zeroed inside the records
+    data[200_000:] = bytes(len(data) - 200_000)  # and the end, as if never written
+    scans = []
+    for sparse in (False, True):
+        d = tmp_path / ("sparse" if sparse else "dense")
+        d.mkdir()
+        _write(d / src.name, bytes(data), sparse=sparse)
+        seg = CommitLog(d).segments[0]
+
+        def pathless(r, path=str(seg.path)):
+            return tuple("" if x == path else x for x in canonical(r))
+
+        whole = [pathless(r) for r in scan_segment(seg, is_last=True)]
+        parts = [pathless(r) for lo, hi in ((0, 9000), (9000, 30000), (30000, 150_000), (150_000, None))
+                 for r in scan_segment(seg, is_last=True, start=lo, end=hi)]
+        assert parts == whole
+        scans.append(whole)
+    assert scans[0] == scans[1]
+    corrupt = [r for r in scans[0] if r[0] == "corrupt"]
+    # the record cut by the zeroed pages, up to the next whole record; the one cut at 200,000
+    assert [(r[1] < 8192 < 8192 * 4 < r[1] + r[2]) for r in corrupt] == [True, False]
+    assert corrupt[1][1] < 200_000 == corrupt[1][1] + corrupt[1][2]
+    assert scans[0][-1] == corrupt[1]

@@ -3,11 +3,17 @@
 Like ``CommitLog.checkMessageAndReturnSize``, every position yields one of three things:
 a :class:`Message`, a :class:`Blank` (the end-of-file record), or a :class:`Corrupt`
 region. Unlike the broker, the scan does not stop at damage: it looks for the next
-record that proves itself (its physicalOffset field names its own position, or it is a
-blank record reaching exactly to the file end) and goes on from there.
+record that proves itself (:func:`find_record`: its physicalOffset field names its own
+position, or it is a blank record reaching exactly to the file end) and goes on from there.
+
+This is the one scanner: dump, info, the query fallback, parallel scans, crc_scan and the
+end of the commit log (``commitlog_end.py``) all read through :func:`scan_segment`. It
+scans a byte range of a segment, and ranges cut anywhere add up to the whole scan, so a
+segment can be split between processes. :func:`findings_of` says what a result reports.
 
 Files are read with ``os.pread`` into a bounded window, so memory stays flat whatever
-the store's size, and nothing is ever written.
+the store's size, and nothing is ever written. Holes of sparse files (a broker's segment
+is created full size) are skipped with SEEK_DATA, so time follows the written data.
 
 Speed (issue 2): the clean records of each window are decoded in one loop, in batches
 (:func:`rmqtool.store.message.decode_run`), and handed out through ``itertools.chain``
@@ -190,7 +196,7 @@ class _FileWindow:
                 return None
             if data > pos:  # a header may begin in the zeros just before the data
                 pos = max(start, data - HOP.size)
-            buf, i = self.get(pos, min(WINDOW, self.data_end(pos) - pos))
+            buf, i = self.get(pos, min(WINDOW, self.data_end(data) - pos))  # at least 9 bytes: it moves on
             base = self.base  # _proves_itself may move the window; buf stays this chunk
             chunk_end = len(buf)
             best = None

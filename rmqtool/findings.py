@@ -65,6 +65,54 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
                                            "or more slots in use than entries"),
 }
 
+# The IDs by name: code says BODY_CRC_MISMATCH, never the string, so a typo is an ImportError.
+# One line each, in the registry's order; add new ones on new lines in their section.
+# segments
+SEGMENT_NAME_INVALID = "segmentNameInvalid"
+SEGMENT_SIZE_ODD = "segmentSizeOdd"
+SEGMENT_GAP = "segmentGap"
+SEGMENT_OVERLAP = "segmentOverlap"
+SEGMENT_EMPTY = "segmentEmpty"
+SEGMENT_UNREADABLE = "segmentUnreadable"
+# commit log records
+BODY_CRC_MISMATCH = "bodyCrcMismatch"
+PROPERTY_CRC_MISMATCH = "propertyCrcMismatch"
+RECORD_MAGIC_INVALID = "recordMagicInvalid"
+RECORD_SIZE_INVALID = "recordSizeInvalid"
+RECORD_LENGTH_MISMATCH = "recordLengthMismatch"
+RECORD_OFFSET_MISMATCH = "recordOffsetMismatch"
+RECORD_TRUNCATED = "recordTruncated"
+PROPERTIES_INVALID_UTF8 = "propertiesInvalidUtf8"
+TOPIC_INVALID_UTF8 = "topicInvalidUtf8"
+BLANK_RECORD_INVALID = "blankRecordInvalid"
+BLANK_RECORD_MISSING = "blankRecordMissing"
+TRAILING_GARBAGE = "trailingGarbage"
+BODY_DECOMPRESS_FAILED = "bodyDecompressFailed"
+# checkpoint and markers
+CHECKPOINT_INVALID = "checkpointInvalid"
+ABORT_FILE_PRESENT = "abortFilePresent"
+ABORT_FILE_UNEXPECTED = "abortFileUnexpected"
+LOCK_FILE_UNEXPECTED = "lockFileUnexpected"
+# config/*.json
+CONFIG_UNPARSEABLE = "configUnparseable"
+CONFIG_BAK_USED = "configBakUsed"
+CONFIG_TMP_LEFTOVER = "configTmpLeftover"
+CONFIG_TABLE_INVALID = "configTableInvalid"
+CONFIG_TOO_LARGE = "configTooLarge"
+# consume queues
+QUEUE_DIR_INVALID = "queueDirInvalid"
+CONSUME_QUEUE_FILE_MISALIGNED = "consumeQueueFileMisaligned"
+CONSUME_QUEUE_HOLE = "consumeQueueHole"
+CONSUME_QUEUE_UNIT_INVALID = "consumeQueueUnitInvalid"
+BATCH_CONSUME_QUEUE_OFFSET_GAP = "batchConsumeQueueOffsetGap"
+CONSUME_QUEUE_BEYOND_COMMIT_LOG = "consumeQueueBeyondCommitLog"
+# index files
+INDEX_FILE_NAME_INVALID = "indexFileNameInvalid"
+INDEX_FILE_UNREADABLE = "indexFileUnreadable"
+INDEX_GEOMETRY_UNKNOWN = "indexGeometryUnknown"
+INDEX_CHAIN_BROKEN = "indexChainBroken"
+INDEX_HEADER_INVALID = "indexHeaderInvalid"
+
 
 @dataclasses.dataclass(slots=True, frozen=True)
 class Finding:

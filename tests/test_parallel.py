@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from conftest import V4
+from conftest import V4, load_truth
 from rmqtool.errors import StoreAccessError, UsageError
 from rmqtool.store.commitlog import Blank, CommitLog, Corrupt
 from rmqtool.store.message import Message
@@ -83,7 +83,14 @@ def test_parallel_scan_of_damaged_broker_stores():
         assert _joined(parts) == _serial(log)
         summaries = parallel_scan(log, summarize_segment, workers=2)
         damaged = [s for s in summaries if not s.clean]
-        assert damaged, variant
+        if variant.startswith("b3"):
+            # zeros at the end of the last written segment look like space not yet written: the
+            # commit log alone cannot tell (the consume queues can); it ends where the zeros begin
+            assert not damaged
+            mutation = load_truth(matches[0].parent.parent.parent / "truth.json")["mutation"]
+            assert max(s.end_offset for s in summaries if s.end_offset) == mutation["zeroedFromPhysicalOffset"]
+        else:
+            assert damaged, variant
         serial = list(log.scan())
         assert [c for s in summaries for c in s.corrupt] == [r for r in serial if isinstance(r, Corrupt)]
         assert sum(s.body_crc_failures for s in summaries) == sum(

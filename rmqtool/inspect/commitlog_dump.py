@@ -17,10 +17,11 @@ from rmqtool.inspect.hints import wrong_kind
 from rmqtool.inspect.selection import MessageSelection
 from rmqtool.report.records import human_time, message_record
 from rmqtool.store import detect
-from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, scan_segment
+from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, findings_of, scan_segment
+from rmqtool.store.commitlog_end import segment_ranges
 from rmqtool.store.message import Message
 from rmqtool.store.paths import is_segment_name
-from rmqtool.store.segments import Segment, last_written
+from rmqtool.store.segments import Segment
 
 
 def commitlog_segments(path: pathlib.Path) -> tuple[list[Segment], list[Finding]]:
@@ -33,30 +34,6 @@ def commitlog_segments(path: pathlib.Path) -> tuple[list[Segment], list[Finding]
         base = int(path.name) if is_segment_name(path.name) else 0
         return [Segment(path, base, path.stat().st_size)], []
     raise wrong_kind(path, kind, "a commit log segment")
-
-
-def record_findings(r) -> list[Finding]:
-    """The findings a scanned record shows. Counted here by hand until the scanner emits
-    them itself; then this one function goes."""
-    if isinstance(r, Message):
-        found = []
-        if r.body_crc_ok is False:
-            found.append(Finding("bodyCrcMismatch", r.path, r.position, f"body CRC field {r.body_crc} does not "
-                                 f"match the body (message at commit log offset {r.commit_log_offset})"))
-        if r.property_crc_ok is False:
-            found.append(Finding("propertyCrcMismatch", r.path, r.position, "the __CRC32# property does not match "
-                                 f"the record (message at commit log offset {r.commit_log_offset})"))
-        if not r.properties_utf8_ok:
-            found.append(Finding("propertiesInvalidUtf8", r.path, r.position, "properties are not valid UTF-8 "
-                                 f"(message at commit log offset {r.commit_log_offset})"))
-        if not r.topic_utf8_ok:
-            found.append(Finding("topicInvalidUtf8", r.path, r.position, "topic is not valid UTF-8 "
-                                 f"(message at commit log offset {r.commit_log_offset})"))
-        return found
-    if isinstance(r, Blank):
-        return [] if r.valid else [Finding("blankRecordInvalid", r.path, r.position,
-                                           f"blank record totalSize {r.size} is not the bytes left in the file")]
-    return [r.finding()]
 
 
 def blank_row(b: Blank) -> dict:
@@ -124,21 +101,15 @@ class CommitLogDump:
 
     def rows(self, progress=None) -> Iterator[dict]:
         """The rows, in commit log order; ``progress.advance(bytes)`` after each segment."""
-        segments = self.segments
-        last = last_written(segments)
         start_at, stop_at, limit = self.from_offset, self.to_offset, self.limit
         emitted = 0
         if limit is not None and limit <= 0:
             return
-        for n, seg in enumerate(segments):
-            if stop_at is not None and seg.base_offset >= stop_at:
-                break
-            if start_at is not None and seg.base_offset + seg.size <= start_at:
-                continue
-            start = start_at - seg.base_offset if start_at and start_at > seg.base_offset else 0
-            for r in scan_segment(seg, is_last=(n >= last), start=start, end_offset=stop_at,
+        for rng in segment_ranges(self.segments, start_at, stop_at):
+            seg = rng.segment
+            for r in scan_segment(seg, is_last=rng.is_last, start=rng.start, end_offset=stop_at,
                                   check_crc=self.check_crc, findings=self.findings):
-                found = record_findings(r)
+                found = findings_of(r)
                 if found:
                     self.damaged += 1
                     self.findings += found

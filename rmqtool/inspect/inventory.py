@@ -1,7 +1,8 @@
 """What a store holds, read cheaply: the library side of ``rmqtool info``.
 
 Nothing here scans the whole commit log: segment ranges come from names and sizes, the
-max offset from the last written segment, queue ranges from the consume queue files.
+max offset from the walk of the last written segment (find_commit_log_end), queue ranges
+from the consume queue files.
 """
 from __future__ import annotations
 
@@ -10,35 +11,18 @@ import pathlib
 
 from rmqtool.errors import FormatError
 from rmqtool.findings import Finding
-from rmqtool.inspect.commitlog_dump import record_findings
 from rmqtool.inspect.hints import wrong_kind
 from rmqtool.formats.config import consumer_offsets, delay_offsets
 from rmqtool.store import detect
 from rmqtool.store.checkpoint import read_checkpoint, read_markers
-from rmqtool.store.commitlog import Blank, CommitLog, scan_segment
+from rmqtool.store.commitlog import Blank, CommitLog, findings_of, scan_segment
+from rmqtool.store.commitlog_end import find_commit_log_end
 from rmqtool.store.config import read_config_dir
 from rmqtool.store.consumequeue import open_consume_queues
 from rmqtool.store.indexfile import list_index_files
 from rmqtool.store.lock import is_locked
-from rmqtool.store.segments import last_written
 from rmqtool.store.message import Message
 from rmqtool.store.paths import StorePaths
-
-
-def _first_and_last(seg, is_last: bool, findings: list):
-    """(first message store timestamp, end offset of the last readable record) of one segment;
-    damaged records become findings (only the last segment is scanned whole: verify does all)."""
-    first_ts = None
-    end = None
-    for r in scan_segment(seg, is_last=is_last, check_crc=False, findings=findings):
-        findings += record_findings(r)
-        if isinstance(r, Message):
-            if first_ts is None:
-                first_ts = r.store_timestamp
-            end = r.commit_log_offset + r.store_size
-        elif isinstance(r, Blank):
-            end = r.offset
-    return first_ts, end
 
 
 def _first_timestamp(seg) -> int | None:
@@ -51,21 +35,22 @@ def _first_timestamp(seg) -> int | None:
 
 
 def commitlog_info(root: pathlib.Path) -> tuple[dict, list]:
+    """Segments and the commit log's end (find_commit_log_end); damage that ended the walk is a finding."""
     cl = CommitLog(StorePaths(root).commitlog)
     segs = cl.segments
-    last = last_written(segs)
+    end = find_commit_log_end(segs, cl.mapped_file_size)
+    last = end.last_written
     findings = list(cl.findings)
+    if end.stopped_by is not None:
+        findings += findings_of(end.stopped_by)
     rows = []
-    max_offset = None
     for i, seg in enumerate(segs):
         row = {"file": seg.name, "base_offset": seg.base_offset, "size": seg.size,
                "end_offset": seg.base_offset + seg.size}
-        if i == last:
-            first_ts, end = _first_and_last(seg, True, findings)
-            max_offset = end
-            row["written_to"] = end
-        elif i < last:
+        if i <= last:
             first_ts = _first_timestamp(seg)
+            if i == last:
+                row["written_to"] = min(end.end, seg.base_offset + seg.size)
         else:
             first_ts = None
             row["preallocated"] = True  # after the last written segment, all zero at its start
@@ -76,7 +61,7 @@ def commitlog_info(root: pathlib.Path) -> tuple[dict, list]:
         "mapped_file_size": cl.mapped_file_size,
         "segment_count": len(segs),
         "min_offset": segs[0].base_offset if segs else None,
-        "max_offset": max_offset,
+        "max_offset": end.end if last >= 0 else None,
         "segments": rows,
     }
     return info, findings

@@ -31,28 +31,21 @@ import contextlib
 import dataclasses
 import os
 import pathlib
-import struct
 from typing import Iterable, Iterator
 
 from rmqtool.errors import CorruptData, NothingFound, RmqError, StoreAccessError, UsageError
 from rmqtool.formats import properties as props
-from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODES, MIN_MESSAGE_LENGTH
 from rmqtool.formats.indexfile import build_key, index_key_hash, java_string_hash, slot_of
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.query.explain import Notes, Trace, trace_or_none
 from rmqtool.store import detect
-from rmqtool.store.commitlog import scan_segment
 from rmqtool.store.config import read_config_file
 from rmqtool.store.indexfile import IndexFile, list_index_files
-from rmqtool.store.segments import Segment, last_written
-from rmqtool.store.message import RECORD_START, Message, RecordError, decode_message
+from rmqtool.store.message import Message
 from rmqtool.store.paths import StorePaths
 
 LONG_MAX = 2**63 - 1
 DEFAULT_MAX_NUM = 64  # MessageStoreConfig.maxMsgsNumBatch, the broker's cap on maxNum
-SCAN_WINDOW = 4 << 20  # bytes read at once by the scan
-FIRST_WINDOW = 64 << 10  # the first read of a range: what the index misses is often one record
-_HOP = RECORD_START  # totalSize, magicCode
 # What a record that the broker indexes carries in its properties (buildIndex).
 _INDEXED_MARKS = (f"{props.PROPERTY_KEYS}{props.NAME_VALUE_SEPARATOR}".encode(),
                   f"{props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX}{props.NAME_VALUE_SEPARATOR}".encode())
@@ -276,92 +269,24 @@ class _ScanStats:
 
 def _scan_records(reader: CommitLogReader, start: int, stop: int | None, needle: bytes | None,
                   stats: _ScanStats, covered: list[tuple[int, int]]) -> Iterator[Message]:
-    """Messages in [start, stop) outside ``covered`` whose record holds ``needle``.
+    """Messages in [start, stop) outside ``covered``, from the one damage-tolerant scanner.
 
-    A header hop through each file: blank record -> next file, zeros in the last written
-    file -> end of the data. Anything else that is no record (damage) hands the rest of
-    that file to the damage-tolerant scanner, which finds the next good record."""
-    segments = reader.commit_log.segments
-    last = last_written(segments)
-    for n, seg in enumerate(segments):
-        if seg.base_offset + seg.size <= start:
+    With a ``needle`` (the key's bytes) the scanner decodes only records that hold it and
+    hops over the rest by totalSize, so a scan for one key costs little more than a hop;
+    the stats then count only those records."""
+    for result in reader.commit_log.scan(start, stop, check_crc=True, needle=needle):
+        if not isinstance(result, Message):
             continue
-        if stop is not None and seg.base_offset >= stop:
-            return
-        position = max(start - seg.base_offset, 0)
-        yield from _scan_segment_records(reader, seg, position, stop, needle, stats, covered, n >= last)
-
-
-def _scan_segment_records(reader, seg: Segment, position: int, stop, needle, stats, covered,
-                          is_last: bool) -> Iterator[Message]:
-    size = seg.size
-    buf, base = b"", 0
-    pos = position
-    window = FIRST_WINDOW
-    while pos + _HOP.size <= size:
-        if stop is not None and seg.base_offset + pos >= stop:
-            return
-        if not base <= pos <= base + len(buf) - _HOP.size:
-            buf, base = reader.pread(seg, pos, window), pos
-            window = SCAN_WINDOW
-        i = pos - base
-        total, magic = _HOP.unpack_from(buf, i)
-        if magic == BLANK_MAGIC_CODE:
-            return
-        if magic not in MESSAGE_MAGIC_CODES:
-            if total == 0 and magic == 0 and is_last:
-                return  # the unwritten end of the last file
-            yield from _tolerant(reader, seg, pos, stop, needle, stats, covered, is_last)
-            return
-        if total < MIN_MESSAGE_LENGTH or pos + total > size:
-            yield from _tolerant(reader, seg, pos, stop, needle, stats, covered, is_last)
-            return
-        if i + total > len(buf):
-            buf, base = reader.pread(seg, pos, max(total, window)), pos
-            window = SCAN_WINDOW
-            i = 0
-        offset = seg.base_offset + pos
-        if not _in_covered(offset, covered):
-            record = buf[i:i + total]
-            message = _consider(record, offset, seg, pos, needle, stats)
-            if message is False:
-                yield from _tolerant(reader, seg, pos, stop, needle, stats, covered, is_last)
-                return
-            if message is not None:
-                yield message
-        pos += total
-
-
-def _consider(record: bytes, offset: int, seg: Segment, pos: int, needle: bytes | None,
-              stats: _ScanStats):
-    """The decoded message when the record may match, None when it cannot, False when it
-    is no record after all."""
-    stats.records += 1
-    stats.first = offset if stats.first is None else stats.first
-    stats.last = offset
-    if any(mark in record for mark in _INDEXED_MARKS):
-        stats.indexable += 1
-    if needle is not None and needle not in record:
-        return None
-    try:
-        return decode_message(record, 0, offset, len(record), check_crc=True, path=str(seg.path),
-                              file_position=pos)
-    except RecordError:
-        return False
-
-
-def _tolerant(reader, seg, pos, stop, needle, stats, covered, is_last) -> Iterator[Message]:
-    """The rest of a damaged file, through the scanner that resynchronises after damage."""
-    for result in scan_segment(seg, is_last=is_last, start=pos, end_offset=stop, check_crc=True):
-        if not isinstance(result, Message) or _in_covered(result.commit_log_offset, covered):
+        offset = result.commit_log_offset
+        if covered and _in_covered(offset, covered):
             continue
         stats.records += 1
-        stats.first = result.commit_log_offset if stats.first is None else stats.first
-        stats.last = result.commit_log_offset
+        if stats.first is None:
+            stats.first = offset
+        stats.last = offset
         if any(mark in result.properties_raw for mark in _INDEXED_MARKS):
             stats.indexable += 1
-        if needle is None or needle in result.properties_raw:
-            yield result
+        yield result
 
 
 # --- the query --------------------------------------------------------------------------
@@ -424,14 +349,17 @@ def _scanned(reader, key, topic, begin, end, max_num, uniq_key, commit_log_end, 
                                   stats, [], trace):
         newest.append(message)
     if trace.enabled:
-        trace(f"scanned {stats.records} record(s); {len(newest)} kept (the newest {max_num} at most)")
+        trace(f"scanned the commit log: {stats.records} record(s) hold the key's bytes; {len(newest)} kept "
+              f"(the newest {max_num} at most)")
     messages = list(newest)
     return KeyQueryResult(messages, {m.commit_log_offset: "scan" for m in messages}, {}, [], notes, False,
                           [(reader.min_offset, commit_log_end)])
 
 
-def _matching_scan(reader, start, stop, key, topic, begin, end, uniq_key, stats, covered, trace) -> Iterator[Message]:
-    needle = key.encode("utf-8") if "\ufffd" not in key else None
+def _matching_scan(reader, start, stop, key, topic, begin, end, uniq_key, stats, covered, trace, *,
+                   prefilter: bool = True) -> Iterator[Message]:
+    """Messages in [start, stop) that hold the key; ``prefilter``: decode only records holding its bytes."""
+    needle = key.encode("utf-8") if prefilter and "\ufffd" not in key else None
     for message in _scan_records(reader, start, stop, needle, stats, covered):
         if topic is not None and message.topic != topic:
             continue
@@ -480,7 +408,9 @@ def _indexed(reader, states, topics, key, topic, begin, end, max_num, uniq_key, 
         cutoffs = {t: min(c.phy_offset for c in found) for t, found in candidates.items() if len(found) >= max_num}
         for lo, hi in gaps:
             scanned.append((lo, hi))
-            for message in _matching_scan(reader, lo, hi, key, topic, begin, end, uniq_key, stats, covered, trace):
+            # every record of a gap is decoded, to count those with keys the index misses
+            for message in _matching_scan(reader, lo, hi, key, topic, begin, end, uniq_key, stats, covered, trace,
+                                          prefilter=False):
                 offset = message.commit_log_offset
                 cutoff = cutoffs.get(message.topic)
                 if cutoff is not None and offset < cutoff:

@@ -3,11 +3,17 @@
 Like ``CommitLog.checkMessageAndReturnSize``, every position yields one of three things:
 a :class:`Message`, a :class:`Blank` (the end-of-file record), or a :class:`Corrupt`
 region. Unlike the broker, the scan does not stop at damage: it looks for the next
-record that proves itself (its physicalOffset field names its own position, or it is a
-blank record reaching exactly to the file end) and goes on from there.
+record that proves itself (:func:`find_record`: its physicalOffset field names its own
+position, or it is a blank record reaching exactly to the file end) and goes on from there.
+
+This is the one scanner: dump, info, the query fallback, parallel scans, crc_scan and the
+end of the commit log (``commitlog_end.py``) all read through :func:`scan_segment`. It
+scans a byte range of a segment, and ranges cut anywhere add up to the whole scan, so a
+segment can be split between processes. :func:`findings_of` says what a result reports.
 
 Files are read with ``os.pread`` into a bounded window, so memory stays flat whatever
-the store's size, and nothing is ever written.
+the store's size, and nothing is ever written. Holes of sparse files (a broker's segment
+is created full size) are skipped with SEEK_DATA, so time follows the written data.
 
 Speed (issue 2): the clean records of each window are decoded in one loop, in batches
 (:func:`rmqtool.store.message.decode_run`), and handed out through ``itertools.chain``
@@ -21,6 +27,7 @@ yields only what is wrong (and blank records), through the same careful path.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import itertools
 import os
 import pathlib
@@ -28,7 +35,10 @@ import struct
 from typing import Iterable, Iterator, Union
 
 from rmqtool.errors import StoreAccessError
-from rmqtool.findings import Finding
+from rmqtool.findings import (BLANK_RECORD_INVALID, BLANK_RECORD_MISSING, BODY_CRC_MISMATCH, Finding,
+                              PROPERTIES_INVALID_UTF8, PROPERTY_CRC_MISMATCH, RECORD_MAGIC_INVALID,
+                              RECORD_OFFSET_MISMATCH, RECORD_SIZE_INVALID, RECORD_TRUNCATED,
+                              TOPIC_INVALID_UTF8, TRAILING_GARBAGE)
 from rmqtool.formats import properties as props
 from rmqtool.formats.commitlog import (BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH,
                                        MESSAGE_MAGIC_CODES, MIN_MESSAGE_LENGTH)
@@ -82,6 +92,46 @@ class Corrupt:
 ScanResult = Union[Message, Blank, Corrupt]
 
 
+def findings_of(result: ScanResult) -> list[Finding]:
+    """What one scan result reports, as registered findings with its file and position.
+
+    A damaged region reports its own finding; an end-of-file blank record whose totalSize
+    is not the bytes left reports blankRecordInvalid; a message reports each check that
+    failed (CRCs, a physicalOffset field naming another place, bytes that are not UTF-8).
+    A clean message or blank reports nothing.
+    """
+    if isinstance(result, Message):
+        m = result
+        if (m.body_crc_ok is not False and m.property_crc_ok is not False and m.topic_utf8_ok
+                and m.physical_offset == m.commit_log_offset and m.properties_utf8_ok):
+            return []
+        out = []
+        if m.body_crc_ok is False:
+            out.append(Finding(BODY_CRC_MISMATCH, m.path, m.position, f"the body CRC field {m.body_crc} does not "
+                               f"match the body (message at commit log offset {m.commit_log_offset})"))
+        if m.property_crc_ok is False:
+            out.append(Finding(PROPERTY_CRC_MISMATCH, m.path, m.position,
+                               f"the __CRC32# property does not match the record (message at commit log "
+                               f"offset {m.commit_log_offset})"))
+        if m.physical_offset != m.commit_log_offset:
+            out.append(Finding(RECORD_OFFSET_MISMATCH, m.path, m.position,
+                               f"physicalOffset field {m.physical_offset}, but the record lies at commit log "
+                               f"offset {m.commit_log_offset}"))
+        if not m.topic_utf8_ok:
+            out.append(Finding(TOPIC_INVALID_UTF8, m.path, m.position, "the topic bytes are not valid UTF-8"))
+        if not m.properties_utf8_ok:
+            out.append(Finding(PROPERTIES_INVALID_UTF8, m.path, m.position,
+                               "the properties bytes are not valid UTF-8"))
+        return out
+    if isinstance(result, Blank):
+        if result.valid:
+            return []
+        return [Finding(BLANK_RECORD_INVALID, result.path, result.position,
+                        f"end-of-file blank record whose totalSize {result.size} is not the bytes left "
+                        f"in the file")]
+    return [result.finding()]
+
+
 class _FileWindow:
     """A read-only window over one file, refilled with pread as the scan moves."""
 
@@ -112,11 +162,45 @@ class _FileWindow:
             self.base = pos
         return self.buf, pos - self.base
 
+    def pread(self, pos: int, length: int) -> bytes:
+        """Bytes at ``pos``, read past the window (it stays where the scan left it)."""
+        try:
+            return os.pread(self.fd, length, pos)
+        except OSError as exc:
+            raise StoreAccessError(f"read failed ({exc.strerror})", self.path, pos) from None
+
+    def data_from(self, pos: int) -> int | None:
+        """The first position >= pos outside a hole of a sparse file; None when only a hole follows.
+
+        A broker's segment is created full size and written from the front, so the unwritten
+        rest is often a hole: it is skipped, not read (SEEK_DATA).
+        """
+        try:
+            return os.lseek(self.fd, pos, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                return None
+            if exc.errno in (errno.EINVAL, errno.EOPNOTSUPP):
+                return pos  # no hole support here: everything counts as data
+            raise StoreAccessError(f"seek failed ({exc.strerror})", self.path, pos) from None
+
+    def data_end(self, pos: int) -> int:
+        """Where the data that ``pos`` lies in ends: the next hole, or the file end."""
+        try:
+            return min(os.lseek(self.fd, pos, os.SEEK_HOLE), self.size)
+        except OSError:
+            return self.size
+
     def find_record(self, start: int, base_offset: int) -> int | None:
-        """The first position >= start where a record proves itself, else None."""
+        """The first position >= start where a record proves itself, else None. Holes are skipped."""
         pos = start
         while pos < self.size:
-            buf, i = self.get(pos, WINDOW)
+            data = self.data_from(pos)
+            if data is None:
+                return None
+            if data > pos:  # a header may begin in the zeros just before the data
+                pos = max(start, data - HOP.size)
+            buf, i = self.get(pos, min(WINDOW, self.data_end(data) - pos))  # at least 9 bytes: it moves on
             base = self.base  # _proves_itself may move the window; buf stays this chunk
             chunk_end = len(buf)
             best = None
@@ -148,29 +232,82 @@ class _FileWindow:
         (field,) = _PHYSICAL_OFFSET.unpack_from(buf, i + _PHYSICAL_OFFSET_AT)
         return field == base_offset + candidate
 
-    def last_nonzero(self, start: int) -> int | None:
-        """Position just past the last non-zero byte in [start, size), or None if all zero."""
-        last = None
+    def first_nonzero(self, start: int) -> int | None:
+        """The first position >= start holding a non-zero byte, or None if all zero (holes skipped)."""
         pos = start
         while pos < self.size:
-            buf, i = self.get(pos, WINDOW)
-            chunk = buf[i:]
-            stripped = chunk.rstrip(b"\x00")
-            if stripped:
-                last = pos + len(stripped)
-            pos += len(chunk)
-        return last
+            data = self.data_from(pos)
+            if data is None:
+                return None
+            n = min(WINDOW, self.data_end(data) - data) or min(WINDOW, self.size - data)
+            chunk = self.pread(data, n)
+            if not chunk:
+                return None
+            if chunk != bytes(len(chunk)):
+                return data + len(chunk) - len(chunk.lstrip(b"\x00"))  # only this window is stripped
+            pos = data + len(chunk)
+        return None
+
+    def last_nonzero(self, start: int) -> int | None:
+        """Position just past the last non-zero byte in [start, size), or None if all zero.
+
+        Holes are skipped unread; the data is compared with zeros a window at a time from
+        its end backwards (one memcmp per window), so a long zero tail costs no byte loop.
+        """
+        extents = []
+        pos = start
+        while pos < self.size:
+            data = self.data_from(pos)
+            if data is None:
+                break
+            pos = self.data_end(data)
+            extents.append((data, pos))
+        for lo, hi in reversed(extents):
+            while hi > lo:
+                n = min(WINDOW, hi - lo)
+                chunk = self.pread(hi - n, n)
+                if chunk != bytes(len(chunk)):
+                    return hi - n + len(chunk.rstrip(b"\x00"))  # only this window is stripped
+                hi -= n
+        return None
 
 
-def scan_segment(segment: Segment, *, is_last: bool = True, start: int = 0, end_offset: int | None = None,
-                 check_crc: bool = True, findings: list | None = None) -> Iterator[ScanResult]:
-    """Scan one segment file from byte ``start``; yields located results.
+def find_record(segment: Segment, position: int) -> int | None:
+    """The next position >= ``position`` in a segment where a record proves itself, else None.
 
-    ``end_offset`` (a commit log offset) stops the scan before any record that starts at
-    or after it. Findings that are not regions (a missing blank record) go to ``findings``.
+    A record proves itself when its physicalOffset field names its own commit log offset,
+    or, for an end-of-file blank record, when its totalSize reaches exactly to the file end.
+    This is where a scan resynchronises after damage and where a byte range starts.
+    """
+    window = _FileWindow(str(segment.path), segment.size)
+    try:
+        return window.find_record(position, segment.base_offset)
+    finally:
+        window.close()
+
+
+def scan_segment(segment: Segment, *, is_last: bool = True, start: int = 0, end: int | None = None,
+                 end_offset: int | None = None, check_crc: bool = True, findings: list | None = None,
+                 needle: bytes | None = None) -> Iterator[ScanResult]:
+    """The damage-tolerant scan of the byte range [start, end) of one segment; yields located results.
+
+    A whole scan (start 0, no end) reads every record from the file's first byte. A range
+    gives exactly its share of that whole scan, so ranges cut anywhere add up to it, none
+    twice, none missing: a range starting after byte 0 begins at the first record that
+    proves itself at or after ``start`` (:func:`find_record`; the bytes before it belong to
+    the range before), and goes on past ``end`` up to the first record that proves itself
+    at or after ``end``. A damaged region is reported whole by the range it starts in.
+
+    ``end_offset`` is ``end`` given as a commit log offset. ``is_last``: the segment is the
+    last written one (or after it), so it may end without a blank record; otherwise a missing
+    blank record goes to ``findings``. ``needle``: a prefilter for searches; records whose
+    bytes do not hold it are hopped over by totalSize, not decoded, and may be left out.
     The file is opened when the first result is asked for.
     """
-    return itertools.chain.from_iterable(_scan_pieces(segment, is_last, start, end_offset, check_crc, findings))
+    if end_offset is not None:
+        end = end_offset - segment.base_offset if end is None else min(end, end_offset - segment.base_offset)
+    return itertools.chain.from_iterable(_scan_pieces(segment, is_last, start, end, check_crc, findings,
+                                                      needle=needle))
 
 
 @dataclasses.dataclass(slots=True)
@@ -180,8 +317,9 @@ class CrcTally:
     message_bytes: int = 0
 
 
-def crc_scan(segment: Segment, *, is_last: bool = True, start: int = 0, end_offset: int | None = None,
-             findings: list | None = None, tally: CrcTally | None = None) -> Iterator[ScanResult]:
+def crc_scan(segment: Segment, *, is_last: bool = True, start: int = 0, end: int | None = None,
+             end_offset: int | None = None, findings: list | None = None,
+             tally: CrcTally | None = None) -> Iterator[ScanResult]:
     """The integrity check's scan of one segment: ``scan_segment(check_crc=True)`` without the good messages.
 
     Yields what that scan yields, in order, except the messages whose body CRC and
@@ -190,7 +328,9 @@ def crc_scan(segment: Segment, *, is_last: bool = True, start: int = 0, end_offs
     """
     if tally is None:
         tally = CrcTally()
-    return itertools.chain.from_iterable(_scan_pieces(segment, is_last, start, end_offset, True, findings, tally))
+    if end_offset is not None:
+        end = end_offset - segment.base_offset if end is None else min(end, end_offset - segment.base_offset)
+    return itertools.chain.from_iterable(_scan_pieces(segment, is_last, start, end, True, findings, tally))
 
 
 def _failed(message: Message) -> bool:
@@ -278,8 +418,9 @@ def crc_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path: s
     return i, count, i - first
 
 
-def _scan_pieces(segment: Segment, is_last: bool, start: int, end_offset: int | None, check_crc: bool,
-                 findings: list | None, tally: CrcTally | None = None) -> Iterator[Iterable[ScanResult]]:
+def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, check_crc: bool,
+                 findings: list | None, tally: CrcTally | None = None,
+                 needle: bytes | None = None) -> Iterator[Iterable[ScanResult]]:
     """scan_segment's results in pieces: batches of clean messages, and single results.
 
     With a ``tally`` (crc_scan), messages whose CRCs hold are counted there, not yielded.
@@ -288,19 +429,39 @@ def _scan_pieces(segment: Segment, is_last: bool, start: int, end_offset: int | 
     base = segment.base_offset
     window = _FileWindow(path, segment.size)
     size = segment.size
-    pos = start
     batch_size = FIRST_BATCH
     try:
-        while pos < size:
-            if end_offset is not None and base + pos >= end_offset:
+        if start > 0:  # inside the file: from the first record that proves itself
+            pos = window.find_record(start, base)
+            if pos is None:
                 return
+        else:
+            pos = 0
+        # records starting before ``limit`` are this range's; at ``end`` the limit moves on
+        # to the first record that proves itself there (where the next range begins)
+        limit = size if end is None or end >= size else max(end, 0)
+        synced = limit == size
+        while True:
+            if pos >= limit:
+                if synced:
+                    return
+                nxt = window.find_record(limit, base)
+                limit = size if nxt is None else nxt
+                synced = True
+                if pos >= limit:
+                    return
             if size - pos < END_FILE_MIN_BLANK_LENGTH:
                 yield _tail(window, pos, base)
                 return
             buf, i = window.get(pos, RUN_AHEAD)
             wbase = window.base
-            stop = len(buf) if end_offset is None else min(len(buf), end_offset - base - wbase)
-            if tally is None:
+            stop = min(len(buf), limit - wbase)
+            if needle is not None:
+                j = _hop_to_needle(buf, i, stop, needle)
+                if j > i:
+                    pos = wbase + j
+                    continue
+            elif tally is None:
                 batch: list = []
                 j = decode_run(buf, i, stop, base + wbase, wbase, path, check_crc, batch, batch_size)
                 if batch:
@@ -321,9 +482,9 @@ def _scan_pieces(segment: Segment, is_last: bool, start: int, end_offset: int | 
             total, magic = HOP.unpack_from(buf, i)
             if magic in MESSAGE_MAGIC_CODES:
                 if total < MIN_MESSAGE_LENGTH:
-                    problem = ("recordSizeInvalid", f"totalSize {total} is smaller than any record")
+                    problem = (RECORD_SIZE_INVALID, f"totalSize {total} is smaller than any record")
                 elif pos + total > size:
-                    problem = ("recordTruncated" if total <= (1 << 30) else "recordSizeInvalid",
+                    problem = (RECORD_TRUNCATED if total <= (1 << 30) else RECORD_SIZE_INVALID,
                                f"totalSize {total} reaches past the file end ({size - pos} bytes left)")
                 else:
                     buf, i = window.get(pos, total)
@@ -358,11 +519,11 @@ def _scan_pieces(segment: Segment, is_last: bool, start: int, end_offset: int | 
                 if nxt is None:
                     yield _tail(window, pos, base)
                     if not is_last and findings is not None:
-                        findings.append(Finding("blankRecordMissing", path, pos,
+                        findings.append(Finding(BLANK_RECORD_MISSING, path, pos,
                                                 "segment ends without an end-of-file blank record"))
                     return
                 zero = total == 0 and magic == 0
-                yield (Corrupt(base + pos, nxt - pos, path, pos, "recordMagicInvalid",
+                yield (Corrupt(base + pos, nxt - pos, path, pos, RECORD_MAGIC_INVALID,
                                f"{nxt - pos} {'zeroed ' if zero else ''}bytes hold no record "
                                f"(magic 0x{magic:08X}); next record at position {nxt}"),)
                 pos = nxt
@@ -370,11 +531,31 @@ def _scan_pieces(segment: Segment, is_last: bool, start: int, end_offset: int | 
         window.close()
 
 
+def _hop_to_needle(buf: bytes, i: int, stop: int, needle: bytes) -> int:
+    """Hop by totalSize over the records of ``buf`` from ``i`` that do not hold ``needle``;
+    return where it stopped: the first record that holds it, is not whole in ``buf``, starts
+    at or after ``stop``, or does not look like a message (the careful path's business)."""
+    k = buf.find(needle, i)
+    if k < 0:
+        k = len(buf)
+    unpack = HOP.unpack_from
+    v1, v2 = MESSAGE_MAGIC_CODES
+    min_length = MIN_MESSAGE_LENGTH
+    limit = min(len(buf), k)  # a record reaching past the needle's first byte holds it, or may
+    while i < stop:
+        total, magic = unpack(buf, i)
+        end = i + total
+        if total < min_length or end > limit or (magic != v1 and magic != v2):
+            return i
+        i = end
+    return i
+
+
 def _tail(window: _FileWindow, pos: int, base: int) -> tuple[Corrupt, ...]:
     last = window.last_nonzero(pos)
     if last is None:
         return ()
-    return (Corrupt(base + pos, last - pos, window.path, pos, "trailingGarbage",
+    return (Corrupt(base + pos, last - pos, window.path, pos, TRAILING_GARBAGE,
                     f"{last - pos} bytes of garbage after the last record"),)
 
 
@@ -400,36 +581,27 @@ class CommitLog:
     def findings(self) -> list[Finding]:
         return self.queue.findings
 
-    def scan(self, from_offset: int | None = None, to_offset: int | None = None, *,
-             check_crc: bool = True, findings: list | None = None) -> Iterator[ScanResult]:
-        """Every record from ``from_offset`` (a record start) up to ``to_offset``, in order."""
-        return itertools.chain.from_iterable(self._segment_scans(from_offset, to_offset, check_crc, findings))
+    def scan(self, from_offset: int | None = None, to_offset: int | None = None, *, check_crc: bool = True,
+             findings: list | None = None, needle: bytes | None = None) -> Iterator[ScanResult]:
+        """Every record from ``from_offset`` up to ``to_offset``, in order: the one scanner over
+        each segment's share (:func:`rmqtool.store.commitlog_end.segment_ranges`)."""
+        from rmqtool.store.commitlog_end import segment_ranges  # it builds on this module
 
-    def _segment_scans(self, from_offset, to_offset, check_crc, findings) -> Iterator[Iterator[ScanResult]]:
-        for seg, is_last, start in self._segment_ranges(from_offset, to_offset):
-            yield scan_segment(seg, is_last=is_last, start=start, end_offset=to_offset,
-                               check_crc=check_crc, findings=findings)
-
-    def _segment_ranges(self, from_offset, to_offset) -> Iterator[tuple[Segment, bool, int]]:
-        """(segment, whether it is the last, byte position to start at) of each segment a scan reads."""
-        segs = self.segments
-        for n, seg in enumerate(segs):
-            end = seg.base_offset + seg.size
-            if from_offset is not None and end <= from_offset:
-                continue
-            if to_offset is not None and seg.base_offset >= to_offset:
-                return
-            start = from_offset - seg.base_offset if from_offset and from_offset > seg.base_offset else 0
-            yield seg, n == len(segs) - 1, start
+        return itertools.chain.from_iterable(
+            scan_segment(r.segment, is_last=r.is_last, start=r.start, end=r.end, check_crc=check_crc,
+                         findings=findings, needle=needle)
+            for r in segment_ranges(self.segments, from_offset, to_offset))
 
     def crc_scan(self, from_offset: int | None = None, to_offset: int | None = None, *,
                  findings: list | None = None, tally: CrcTally | None = None) -> Iterator[ScanResult]:
         """As :meth:`scan` with check_crc, without the messages whose CRCs hold: see :func:`crc_scan`."""
+        from rmqtool.store.commitlog_end import segment_ranges
+
         if tally is None:
             tally = CrcTally()
         return itertools.chain.from_iterable(
-            crc_scan(seg, is_last=is_last, start=start, end_offset=to_offset, findings=findings, tally=tally)
-            for seg, is_last, start in self._segment_ranges(from_offset, to_offset))
+            crc_scan(r.segment, is_last=r.is_last, start=r.start, end=r.end, findings=findings, tally=tally)
+            for r in segment_ranges(self.segments, from_offset, to_offset))
 
     def read_message(self, offset: int, *, check_crc: bool = True) -> Message:
         """The message whose record starts at a commit log offset (lookMessageByOffset);
@@ -440,16 +612,10 @@ class CommitLog:
             return reader.read(offset, check_crc=check_crc)
 
     def max_offset(self) -> int | None:
-        """One past the last record of the last segment that holds records (getMaxPhyOffset)."""
-        for seg in reversed(self.segments):
-            last = None
-            for result in scan_segment(seg, check_crc=False):
-                if isinstance(result, (Message, Blank)):
-                    last = (result.offset + result.size if isinstance(result, Blank)
-                            else result.commit_log_offset + result.store_size)
-            if last is not None:
-                return last
-        return None
+        """getMaxPhyOffset: where the written commit log ends (find_commit_log_end); None without segments."""
+        from rmqtool.store.commitlog_end import find_commit_log_end
+
+        return find_commit_log_end(self.segments, self.mapped_file_size).end if self.segments else None
 
 
 def header_hop(path: str, size: int) -> tuple[int, int]:

@@ -1,147 +1,169 @@
-"""Where an existing store's commit log ends: the broker's recovery of the last file.
+"""Where the written commit log ends, which segment is the last written, and which segments a scan reads.
 
-The engine opens a store by finding its write position: trailing segments made ahead
-and never used are skipped; the last one holding data is read record by record. What
-lies after the end (zeros, or bytes that are not) is reported, never changed here.
+Every reader and the engine take these answers from here, so they agree:
+
+* :func:`last_written`: the broker makes the next segment ahead (AllocateMappedFileService),
+  so a store often ends with segments that start with zeros and were never used; the last
+  written segment is the last one that does not.
+* :func:`segment_ranges`: the segments a scan of [from_offset, to_offset) reads, with the
+  byte range of each and whether it may end without a blank record (the last written one
+  and those after it).
+* :func:`find_commit_log_end`: the broker's recovery of the last file. The last written
+  segment is read record by record with the one scanner; the end is after its last good
+  record, or the next segment's start when it ends with a blank record. The walk keeps the
+  last message (the store host of an existing store comes from it) and what stopped it.
+
+Reading follows the written data, not the file size: holes of sparse files are skipped
+(SEEK_DATA) and zeros are compared a window at a time. Nothing here writes.
 """
 from __future__ import annotations
 
 import dataclasses
-import errno
 import os
 import pathlib
 
 from rmqtool.errors import StoreAccessError
-from rmqtool.formats.commitlog import BLANK_MAGIC_CODE
-from rmqtool.store.commitlog import Blank, header_hop, scan_segment
-from rmqtool.store.segments import Segment
+from rmqtool.store.commitlog import Blank, ScanResult, _FileWindow, scan_segment
 from rmqtool.store.message import Message
+from rmqtool.store.segments import Segment
+
+_HEADER = 8  # totalSize and magicCode: a segment whose first 8 bytes are zero holds no record
 
 
 @dataclasses.dataclass
 class CommitLogEnd:
     """Where the commit log ends, and what lies after that end."""
-    end: int  # next write offset
+    end: int  # next write offset (getMaxPhyOffset)
     segment_base: int | None  # the segment the end lies in (None: a new one is needed)
     wrote_position: int
     damaged_at: tuple | None = None  # (path, position) of bytes after the end that are not zero
     extra_segments: tuple = ()  # segments after the end (made ahead, or garbage)
-    store_host: tuple | None = None  # of the last message
-
-
-def all_zero_from(path: pathlib.Path, position: int) -> int | None:
-    """None when the file holds only zeros from ``position`` on, else the first non-zero position."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError as exc:
-        raise StoreAccessError(f"cannot open ({exc.strerror})", path) from None
-    try:
-        size = os.fstat(fd).st_size
-        pos = position
-        while pos < size:
-            try:
-                pos = os.lseek(fd, pos, os.SEEK_DATA)  # skip holes of a sparse file
-            except OSError as exc:
-                if exc.errno == errno.ENXIO:
-                    return None  # nothing but a hole up to the end
-                if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
-                    raise
-            chunk = os.pread(fd, min(1 << 22, size - pos), pos)
-            if not chunk:
-                return None
-            stripped = chunk.lstrip(b"\x00")
-            if stripped:
-                return pos + len(chunk) - len(stripped)
-            pos += len(chunk)
-        return None
-    except OSError as exc:
-        raise StoreAccessError(f"read failed ({exc.strerror})", path) from None
-    finally:
-        os.close(fd)
+    store_host: tuple | None = None  # (ip bytes, port) of the last message
+    last_written: int = -1  # index of the last written segment; -1 when none is
+    last_message: Message | None = None  # the last good record before the end
+    stopped_by: ScanResult | None = None  # what ended the walk before the data did (damage), if anything
 
 
 def first_bytes(path: pathlib.Path, n: int, position: int = 0) -> bytes:
     """Up to ``n`` bytes of a file from ``position`` (fewer at its end)."""
     try:
-        with open(path, "rb") as f:
-            f.seek(position)
-            return f.read(n)
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot open ({exc.strerror})", path) from None
+    try:
+        return os.pread(fd, n, position)
     except OSError as exc:
         raise StoreAccessError(f"cannot read ({exc.strerror})", path, position or None) from None
+    finally:
+        os.close(fd)
 
 
-def find_commit_log_end(segments: list[Segment], size: int, *, check_crc: bool) -> CommitLogEnd:
+def all_zero_from(path: pathlib.Path, position: int) -> int | None:
+    """None when the file holds only zeros from ``position`` on, else the first non-zero position."""
+    try:
+        size = os.stat(path).st_size
+    except OSError as exc:
+        raise StoreAccessError(f"cannot open ({exc.strerror})", path) from None
+    window = _FileWindow(str(path), size)
+    try:
+        return window.first_nonzero(position)
+    finally:
+        window.close()
+
+
+def last_written(segments: list[Segment]) -> int:
+    """Index of the last segment holding any record; -1 if none does.
+
+    A segment whose first 8 bytes are zero was made ahead and never written (a record
+    always starts a segment). A segment the OS refuses to read counts as written, so the
+    scan that reads it reports why.
+    """
+    for i in range(len(segments) - 1, -1, -1):
+        seg = segments[i]
+        if seg.size == 0:
+            continue
+        try:
+            head = first_bytes(seg.path, _HEADER)
+        except StoreAccessError:
+            return i
+        if head != bytes(len(head)):
+            return i
+    return -1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SegmentRange:
+    """One segment's share of a commit log scan."""
+    segment: Segment
+    index: int  # place of the segment in the commit log
+    is_last: bool  # the last written segment or one after it: it may end without a blank record
+    start: int = 0  # byte position the scan starts at (a record start is found from there)
+    end: int | None = None  # byte position the scan ends at (None: the file end)
+
+
+def segment_ranges(segments: list[Segment], from_offset: int | None = None,
+                   to_offset: int | None = None) -> list[SegmentRange]:
+    """The segments a scan of commit log offsets [from_offset, to_offset) reads, in order."""
+    last = last_written(segments)
+    out = []
+    for n, seg in enumerate(segments):
+        if from_offset is not None and seg.base_offset + seg.size <= from_offset:
+            continue
+        if to_offset is not None and seg.base_offset >= to_offset:
+            break
+        start = from_offset - seg.base_offset if from_offset is not None and from_offset > seg.base_offset else 0
+        end = to_offset - seg.base_offset if to_offset is not None and to_offset < seg.base_offset + seg.size \
+            else None
+        out.append(SegmentRange(seg, n, n >= last, start, end))
+    return out
+
+
+def find_commit_log_end(segments: list[Segment], mapped_file_size: int | None = None, *,
+                        check_crc: bool = False) -> CommitLogEnd:
     """The commit log's write position, as the broker's recovery of the last file finds it.
 
-    Trailing segments that start with zeros were made ahead and never used. The last one
-    holding data is read record by record (with ``check_crc``, a full decode and body CRC
-    check of each, as abnormal recovery; without, a header hop); the end is after its last
-    good record, or the next segment's start when it ends with a blank record.
+    The last written segment is read record by record with the one scanner (its lengths
+    checked as checkMessageAndReturnSize does; with ``check_crc`` also each body CRC, as
+    abnormal recovery does). The end is after the last good record, or the next segment's
+    start when the segment ends with a valid blank record. Trailing segments made ahead
+    and never used, and anything after the end, are reported, never changed here.
     """
     if not segments:
         return CommitLogEnd(0, None, 0)
-    idx = len(segments) - 1
-    while idx > 0 and first_bytes(segments[idx].path, 8) == bytes(8):
-        idx -= 1
-    tail = segments[idx]
-    path = tail.path
-    end_pos = 0
+    last = last_written(segments)
+    tail = segments[max(last, 0)]
+    last_message = stopped_by = None
     full = False
-    last_msg = None
-    if check_crc:
-        for r in scan_segment(tail, check_crc=True):
-            if isinstance(r, Message):
-                if r.body_crc_ok is False:
-                    break
-                end_pos = r.position + r.store_size
-                last_msg = r
-            elif isinstance(r, Blank):
-                if r.valid:
-                    full = True
+    for r in scan_segment(tail, is_last=True, check_crc=check_crc):
+        if isinstance(r, Message):
+            if check_crc and r.body_crc_ok is False:
+                stopped_by = r
                 break
-            else:
-                break
-    else:
-        _count, end_pos = header_hop(str(path), tail.size)
-        if end_pos > tail.size:
-            end_pos = 0
-            for r in scan_segment(tail, check_crc=False):  # a record runs past the end: find the last whole one
-                if isinstance(r, Message):
-                    end_pos = r.position + r.store_size
-                else:
-                    break
-        head = first_bytes(path, 8, end_pos)
-        if len(head) == 8:
-            total, magic = int.from_bytes(head[:4], "big", signed=True), int.from_bytes(head[4:], "big")
-            if magic == BLANK_MAGIC_CODE and total == tail.size - end_pos:
-                full = True
-        if end_pos:
-            last_msg = _last_message(tail, end_pos)
+            last_message = r
+        elif isinstance(r, Blank) and r.valid:
+            full = True
+            break
+        else:
+            stopped_by = r
+            break
+    end_pos = last_message.position + last_message.store_size if last_message is not None else 0
     damaged = None
     if not full:
-        nonzero = all_zero_from(path, end_pos)
+        nonzero = all_zero_from(tail.path, end_pos)
         if nonzero is not None:
-            damaged = (path, nonzero)
-    later = segments[idx + 1:]
+            damaged = (tail.path, nonzero)
+    later = segments[max(last, 0) + 1:]
     if full:
-        nxt = tail.base_offset + size
+        nxt = tail.base_offset + (mapped_file_size or tail.size)
         if later and later[0].base_offset == nxt:
             result = CommitLogEnd(nxt, nxt, 0, damaged, tuple(later[1:]))
         else:
             result = CommitLogEnd(nxt, None, 0, damaged, tuple(later))
     else:
         result = CommitLogEnd(tail.base_offset + end_pos, tail.base_offset, end_pos, damaged, tuple(later))
-    if last_msg is not None:
-        result.store_host = (bytes(last_msg.store_ip), last_msg.store_port)
+    result.last_written = last
+    result.last_message = last_message
+    result.stopped_by = stopped_by
+    if last_message is not None:
+        result.store_host = (bytes(last_message.store_ip), last_message.store_port)
     return result
-
-
-def _last_message(tail: Segment, end_pos: int) -> Message | None:
-    """The record that ends at ``end_pos`` (for the store host of an existing store)."""
-    start = max(0, end_pos - 64 * 1024)
-    for r in scan_segment(tail, start=start, check_crc=False):
-        if isinstance(r, Message) and r.position + r.store_size == end_pos:
-            return r
-        if isinstance(r, Message) and r.position >= end_pos:
-            break
-    return None

@@ -1,4 +1,4 @@
-"""Scanning commit log segments in parallel processes, one segment per task.
+"""Scanning commit log segments in parallel processes, one segment (or byte range of one) per task.
 
 A scan is CPU-bound Python, so threads do not help; processes do, and segments are
 independent (each starts at a record and ends with a blank record or zeros). Each worker
@@ -7,6 +7,9 @@ per-segment function of the caller's, and sends back only what that function ret
 so it should return something compact (counts, offsets), not every Message.
 
     results = parallel_scan(CommitLog(path), summarize_segment, workers=2)
+
+Byte-range jobs (``split_size``) cut segments anywhere: the one scanner gives each range
+its share of the whole scan (:func:`rmqtool.store.commitlog.scan_segment`).
 
 Results come back in segment order. ``fn`` must be picklable: a module-level function,
 or a ``functools.partial`` of one. An ``RmqError`` raised in a worker is raised again
@@ -23,6 +26,7 @@ from typing import Callable, Iterator, TypeVar
 from rmqtool.errors import StoreAccessError, UsageError
 from rmqtool.findings import Finding
 from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, ScanResult, scan_segment
+from rmqtool.store.commitlog_end import segment_ranges
 from rmqtool.store.segments import Segment
 from rmqtool.store.message import Message
 
@@ -31,7 +35,7 @@ T = TypeVar("T")
 
 @dataclasses.dataclass(frozen=True)
 class SegmentJob:
-    """One segment to scan, with the arguments CommitLog.scan would give scan_segment."""
+    """One segment, or one byte range of it, to scan, with the arguments CommitLog.scan would give scan_segment."""
 
     segment: Segment
     index: int  # place of the segment in the commit log
@@ -39,24 +43,32 @@ class SegmentJob:
     start: int = 0  # byte position to start at
     end_offset: int | None = None  # commit log offset to stop before
     check_crc: bool = True
+    end: int | None = None  # byte position a split ends at (None: the file end)
 
     def scan(self, findings: list | None = None) -> Iterator[ScanResult]:
-        return scan_segment(self.segment, is_last=self.is_last, start=self.start, end_offset=self.end_offset,
-                            check_crc=self.check_crc, findings=findings)
+        return scan_segment(self.segment, is_last=self.is_last, start=self.start, end=self.end,
+                            end_offset=self.end_offset, check_crc=self.check_crc, findings=findings)
 
 
 def segment_jobs(commitlog: CommitLog, from_offset: int | None = None, to_offset: int | None = None, *,
-                 check_crc: bool = True) -> list[SegmentJob]:
-    """The segments CommitLog.scan would read for the same range, as jobs."""
-    segs = commitlog.segments
+                 check_crc: bool = True, split_size: int | None = None) -> list[SegmentJob]:
+    """The segments CommitLog.scan would read for the same range, as jobs.
+
+    ``split_size`` cuts each segment into byte ranges of that many bytes: the scanner gives
+    each range its share of the whole scan, so the jobs' results, in order, are the whole scan.
+    """
+    if split_size is not None and split_size < 1:
+        raise UsageError(f"split size must be 1 or more, not {split_size}")
     jobs = []
-    for n, seg in enumerate(segs):
-        if from_offset is not None and seg.base_offset + seg.size <= from_offset:
+    for r in segment_ranges(commitlog.segments, from_offset, to_offset):
+        if split_size is None:
+            jobs.append(SegmentJob(r.segment, r.index, r.is_last, r.start, to_offset, check_crc))
             continue
-        if to_offset is not None and seg.base_offset >= to_offset:
-            break
-        start = from_offset - seg.base_offset if from_offset and from_offset > seg.base_offset else 0
-        jobs.append(SegmentJob(seg, n, n == len(segs) - 1, start, to_offset, check_crc))
+        stop = r.segment.size if r.end is None else r.end
+        for lo in range(r.start, max(stop, r.start + 1), split_size):
+            hi = lo + split_size
+            jobs.append(SegmentJob(r.segment, r.index, r.is_last, lo, to_offset, check_crc,
+                                   None if hi >= stop and r.end is None else min(hi, stop)))
     return jobs
 
 
@@ -159,9 +171,9 @@ def _work(jobs, fn, counter, done) -> None:
 
 def parallel_scan(commitlog: CommitLog, fn: Callable[[SegmentJob], T], *, workers: int | None = None,
                   from_offset: int | None = None, to_offset: int | None = None,
-                  check_crc: bool = True) -> list[T]:
+                  check_crc: bool = True, split_size: int | None = None) -> list[T]:
     """``fn`` mapped over the segments of ``commitlog`` (as CommitLog.scan would read them), in order."""
-    jobs = segment_jobs(commitlog, from_offset, to_offset, check_crc=check_crc)
+    jobs = segment_jobs(commitlog, from_offset, to_offset, check_crc=check_crc, split_size=split_size)
     return list(iter_parallel(jobs, fn, workers=workers))
 
 

@@ -12,7 +12,8 @@ import os
 import pathlib
 
 from rmqtool.errors import NotAStore, StoreAccessError, StoreNotFound
-from rmqtool.findings import Finding
+from rmqtool.findings import (SEGMENT_EMPTY, SEGMENT_GAP, SEGMENT_NAME_INVALID, SEGMENT_OVERLAP,
+                              SEGMENT_SIZE_ODD, SEGMENT_UNREADABLE, Finding)
 from rmqtool.store.paths import is_segment_name
 
 
@@ -99,49 +100,31 @@ def discover(directory: str | os.PathLike, *, required: bool = True,
     segments = []
     for entry in list_dir(directory):
         if not is_segment_name(entry.name) or not entry.is_file(follow_symlinks=True):
-            findings.append(Finding("segmentNameInvalid", entry.path, None,
+            findings.append(Finding(SEGMENT_NAME_INVALID, entry.path, None,
                                     "not a segment file (name is not 20 digits); ignored"))
             continue
         try:
             size = entry.stat().st_size
         except OSError as exc:
-            findings.append(Finding("segmentUnreadable", entry.path, None, f"cannot stat ({exc.strerror})"))
+            findings.append(Finding(SEGMENT_UNREADABLE, entry.path, None, f"cannot stat ({exc.strerror})"))
             continue
         segments.append(Segment(pathlib.Path(entry.path), int(entry.name), size))
     segments.sort(key=lambda s: s.base_offset)
     size = mapped_file_size or infer_mapped_file_size(segments)
     for i, seg in enumerate(segments):
         if seg.size == 0:
-            findings.append(Finding("segmentEmpty", str(seg.path), 0, "segment file is empty"))
+            findings.append(Finding(SEGMENT_EMPTY, str(seg.path), 0, "segment file is empty"))
         elif size and seg.size != size:
-            findings.append(Finding("segmentSizeOdd", str(seg.path), None,
+            findings.append(Finding(SEGMENT_SIZE_ODD, str(seg.path), None,
                                     f"size {seg.size} differs from the mapped file size {size}"))
         if i and size:
             prev = segments[i - 1]
             expected = prev.base_offset + size
             if seg.base_offset > expected:
-                findings.append(Finding("segmentGap", str(seg.path), None,
+                findings.append(Finding(SEGMENT_GAP, str(seg.path), None,
                                         f"gap of {seg.base_offset - expected} bytes after {prev.name}"))
             elif seg.base_offset < expected:
-                findings.append(Finding("segmentOverlap", str(seg.path), None,
+                findings.append(Finding(SEGMENT_OVERLAP, str(seg.path), None,
                                         f"starts {expected - seg.base_offset} bytes inside {prev.name}"))
     return SegmentQueue(directory, segments, size, findings)
 
-
-def last_written(segments: list[Segment]) -> int:
-    """Index of the last segment with any record in it; -1 if none.
-
-    The broker pre-creates the next segment (AllocateMappedFileService), so a store
-    often ends with an all-zero file: the segment before it is the real last one.
-    """
-    for i in range(len(segments) - 1, -1, -1):
-        seg = segments[i]
-        if seg.size < 8:
-            continue
-        try:
-            with open(seg.path, "rb") as f:
-                if f.read(8) != bytes(8):
-                    return i
-        except OSError:
-            return i  # unreadable: let the scan report it
-    return -1

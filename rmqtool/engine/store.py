@@ -41,7 +41,8 @@ from rmqtool.engine.encoder import (DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MESSAGE_DE
                                    MessageBatch, MessageInner, PreparedRecord, as_host, write_record)
 from rmqtool.engine.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from rmqtool.engine.index_writer import IndexServiceWriter
-from rmqtool.store.lock import StoreLock, is_locked
+from rmqtool.engine.lock import StoreLock
+from rmqtool.store.lock import is_locked
 from rmqtool.store.segments import discover
 from rmqtool.store.msgid import create_message_id
 from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes, pick_size
@@ -229,6 +230,7 @@ class Store:
             raise StoreAccessError(f"cannot create the store directory ({exc.strerror})", root) from None
         self._lock = StoreLock(self.paths.lock)
         self._lock.acquire()
+        self._lock.mark()
         try:
             self._load(commitlog_size, cq_size, index_slots, index_entries, store_host, recover)
         except BaseException:

@@ -99,3 +99,13 @@ class UsageError(RmqError):
     """Arguments that cannot work together."""
 
     exit_code = ExitCode.USAGE
+
+
+class RecoveryNeeded(CorruptData):
+    """A writer refused a store that needs recovery first (the abort marker, or a commit log
+    or consume queue whose end is not as a clean close leaves it); ``plan`` says what would change."""
+
+    def __init__(self, message: str, path: str | os.PathLike | None = None, offset: int | None = None,
+                 plan=None):
+        super().__init__(message, path, offset)
+        self.plan = plan

@@ -24,6 +24,7 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "segmentOverlap": (Severity.ERROR, "segments whose offset ranges overlap"),
     "segmentEmpty": (Severity.WARNING, "a segment of 0 bytes"),
     "segmentUnreadable": (Severity.ERROR, "a segment the OS refused to read"),
+    "segmentAfterEnd": (Severity.ERROR, "a commit log segment after the end of the log that holds data"),
     # commit log records
     "bodyCrcMismatch": (Severity.ERROR, "the body CRC field does not match the body"),
     "propertyCrcMismatch": (Severity.ERROR, "the __CRC32# property does not match the record"),
@@ -38,6 +39,7 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "blankRecordMissing": (Severity.WARNING, "a segment that is not the last one ends without a blank record"),
     "trailingGarbage": (Severity.ERROR, "non-zero bytes after the last record of a segment"),
     "bodyDecompressFailed": (Severity.ERROR, "a body flagged compressed that does not decompress with its codec"),
+    "recordTorn": (Severity.ERROR, "a last record whose header is there but not the rest: recovery cuts the log there"),
     # checkpoint and markers
     "checkpointInvalid": (Severity.ERROR, "a checkpoint file that cannot be read (wrong size)"),
     "abortFilePresent": (Severity.WARNING, "the abort file exists: the last broker did not shut down cleanly"),
@@ -56,6 +58,7 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "consumeQueueUnitInvalid": (Severity.ERROR, "a unit with offset < 0 or size <= 0 that is not all zeros"),
     "batchConsumeQueueOffsetGap": (Severity.ERROR, "a batch unit whose msgBaseOffset does not follow on"),
     "consumeQueueBeyondCommitLog": (Severity.WARNING, "units pointing at or past the commit log's max offset"),
+    "consumeQueueFileAfterEnd": (Severity.WARNING, "a consume queue file after its queue's end: the broker deletes it"),
     # index files
     "indexFileNameInvalid": (Severity.WARNING, "a file in index/ whose name is not a yyyyMMddHHmmssSSS time"),
     "indexFileUnreadable": (Severity.ERROR, "an index file whose header or entries cannot be located"),
@@ -74,6 +77,7 @@ SEGMENT_GAP = "segmentGap"
 SEGMENT_OVERLAP = "segmentOverlap"
 SEGMENT_EMPTY = "segmentEmpty"
 SEGMENT_UNREADABLE = "segmentUnreadable"
+SEGMENT_AFTER_END = "segmentAfterEnd"
 # commit log records
 BODY_CRC_MISMATCH = "bodyCrcMismatch"
 PROPERTY_CRC_MISMATCH = "propertyCrcMismatch"
@@ -88,6 +92,7 @@ BLANK_RECORD_INVALID = "blankRecordInvalid"
 BLANK_RECORD_MISSING = "blankRecordMissing"
 TRAILING_GARBAGE = "trailingGarbage"
 BODY_DECOMPRESS_FAILED = "bodyDecompressFailed"
+RECORD_TORN = "recordTorn"
 # checkpoint and markers
 CHECKPOINT_INVALID = "checkpointInvalid"
 ABORT_FILE_PRESENT = "abortFilePresent"
@@ -106,6 +111,7 @@ CONSUME_QUEUE_HOLE = "consumeQueueHole"
 CONSUME_QUEUE_UNIT_INVALID = "consumeQueueUnitInvalid"
 BATCH_CONSUME_QUEUE_OFFSET_GAP = "batchConsumeQueueOffsetGap"
 CONSUME_QUEUE_BEYOND_COMMIT_LOG = "consumeQueueBeyondCommitLog"
+CONSUME_QUEUE_FILE_AFTER_END = "consumeQueueFileAfterEnd"
 # index files
 INDEX_FILE_NAME_INVALID = "indexFileNameInvalid"
 INDEX_FILE_UNREADABLE = "indexFileUnreadable"

@@ -11,13 +11,14 @@ import base64
 import collections
 import json
 import pathlib
+import shlex
 import sys
 from typing import Iterator, List, Optional
 
 import typer
 
 from rmqtool.cli.common import OutputFormat, boundary
-from rmqtool.errors import UsageError
+from rmqtool.errors import RecoveryNeeded, UsageError
 from rmqtool.formats import properties as props
 from rmqtool.formats import sysflag
 from rmqtool.report.progress import Progress, progress_enabled
@@ -60,6 +61,8 @@ def append(
     fmt: OutputFormat = typer.Option(OutputFormat.jsonl, "--format", "-f", help="jsonl (default), json or table."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress bar on stderr "
                                             "(default: when stderr is a terminal)."),
+    recover: bool = typer.Option(False, "--recover", help="Recover a store that needs it before appending "
+                                 "(every byte changed is backed up beside the store first)."),
 ):
     """Append messages to a store (creating it when absent), as the 4.9.x broker writes them."""
     if flush not in ("sync", "async"):
@@ -78,8 +81,8 @@ def append(
             raise UsageError("give --body or --body-file, not both")
         source = iter([_one_message(topic, body, body_file, tags, keys, prop, queue, delay_level)])
     columns = ("commit_log_offset", "queue_offset", "msg_id", "uniq_key")
-    with Store.open(store, writable=True, flush=flush, commitlog_size=commitlog_size, cq_size=cq_size,
-                    index_slots=index_slots, index_entries=index_entries, store_host=store_host) as s, \
+    with _open(store, recover, flush=flush, commitlog_size=commitlog_size, cq_size=cq_size,
+               index_slots=index_slots, index_entries=index_entries, store_host=store_host) as s, \
             Sink(fmt.value, columns=columns, single=from_jsonl is None, title="appended") as sink:
         for results in _in_chunks(s, source, progress_enabled(progress) and from_jsonl is not None):
             for r in results:
@@ -87,6 +90,27 @@ def append(
                           "msg_id": r.msg_id, "uniq_key": r.uniq_key})
     if from_jsonl is not None:
         source.report_skipped()
+
+
+def _open(store: pathlib.Path, recover: bool, **options) -> Store:
+    """The store, open for appending; a store that needs recovery is refused with the command
+    that recovers it (and, with --recover, recovered: where the backup went goes to stderr)."""
+    try:
+        s = Store.open(store, writable=True, recover=recover, **options)
+    except RecoveryNeeded as exc:
+        plan = exc.plan
+        first = plan.findings[0]
+        more = f" (and {len(plan.findings) - 1} more)" if len(plan.findings) > 1 else ""
+        raise RecoveryNeeded(f"{first.id}: {first.message}{more}. The store needs recovery before anything is "
+                             f"appended (zeroing {plan.bytes_zeroed} bytes and deleting {plan.files_deleted} "
+                             f"files, each backed up beside the store first): run the same command with "
+                             f"--recover, e.g. rmqtool append {shlex.quote(str(store))} --recover --topic ...",
+                             exc.path, exc.offset, plan=plan) from None
+    if s.recovery is not None:
+        r = s.recovery
+        print(f"rmqtool: recovered: zeroed {r.bytes_zeroed} bytes, deleted {r.files_deleted} files; the backup "
+              f"(undo: rmqtool.recovery.undo) is in {r.backup_dir}", file=sys.stderr)
+    return s
 
 
 def _in_chunks(store: Store, source: Iterator[enc.MessageInner], show_progress: bool):

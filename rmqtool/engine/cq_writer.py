@@ -1,4 +1,4 @@
-"""Writing consume queues: ConsumeQueue.putMessagePositionInfo and its recovery of the end.
+"""Writing consume queues: ConsumeQueue.putMessagePositionInfo (where a queue ends is the read side's find_queue_end).
 
 One 20-byte unit (commitLogOffset, size, tagsCode; ``formats/consumequeue.py``) per
 dispatched message at byte ``queueOffset * 20`` of ``consumequeue/<topic>/<queueId>/``,
@@ -12,9 +12,10 @@ import os
 import pathlib
 import struct
 
-from rmqtool.errors import StoreAccessError
-from rmqtool.formats.consumequeue import CQ_FILL_UNIT_BYTES, CQ_STORE_UNIT_SIZE, FILL_SIZE, CqUnit
+from rmqtool.errors import CorruptData, StoreAccessError
+from rmqtool.formats.consumequeue import CQ_FILL_UNIT_BYTES, CQ_STORE_UNIT_SIZE, CqUnit
 from rmqtool.formats.derive import struct_format, struct_of
+from rmqtool.store.consumequeue import find_queue_end
 from rmqtool.store.segments import discover
 from rmqtool.engine.mapped_file import WritableFileQueue
 
@@ -41,22 +42,6 @@ def consume_queue_file_size(configured: int) -> int:
     return units * CQ_STORE_UNIT_SIZE
 
 
-def written_length(data: bytes) -> tuple[int, int]:
-    """ConsumeQueue.recover on one file: (bytes of units up to the first one that is not
-    written, commitLogOffset + size of the last such unit, or -1)."""
-    end = len(data.rstrip(b"\x00"))
-    end += -end % CQ_STORE_UNIT_SIZE
-    wrote = 0
-    max_physic = -1
-    usable = min(end, len(data) - len(data) % CQ_STORE_UNIT_SIZE)
-    for offset, size, _tags in CQ_UNIT.iter_unpack(memoryview(data)[:usable]):
-        if offset < 0 or size <= 0:
-            break
-        wrote += CQ_STORE_UNIT_SIZE
-        max_physic = offset + size
-    return wrote, max_physic
-
-
 class ConsumeQueueWriter:
     """The write side of one consume queue (topic, queue id)."""
 
@@ -71,33 +56,20 @@ class ConsumeQueueWriter:
         self.out_of_order = 0  # units written where the queue offset did not match (the broker's [BUG] log)
 
     def load(self) -> None:
-        """Find where the queue ends: the last file's written units (recover)."""
+        """Find where the queue ends (ConsumeQueue.recover, the read side's find_queue_end).
+        A store that needs recovery was recovered before this (rmqtool.recovery)."""
         queue = discover(self.directory, required=False, mapped_file_size=self.mapped_file_size)
         segments = queue.segments
         if not segments:
             return
-        wrote = 0
-        for i in range(len(segments) - 1, max(len(segments) - 3, 0) - 1, -1):
-            data = _read_all(segments[i].path)
-            w, physic = written_length(data)
-            if i == len(segments) - 1:
-                wrote = w
-            if physic >= 0:
-                self.max_physic_offset = physic
-                break
-        self.files.load(last_wrote_position=wrote)
-        first = _read_unit(segments[0].path)
-        if first is not None and first[1] == 2**31 - 1 and first[0] == 0:
-            # a queue that starts with fill units begins at its first real unit
-            data = _read_all(segments[0].path)
-            n = 0
-            for offset, size, tags in CQ_UNIT.iter_unpack(data[:len(data) - len(data) % 20]):
-                if not (offset == 0 and size == 2**31 - 1 and tags == 0):
-                    break
-                n += 1
-            self.min_logic_offset = segments[0].base_offset + n * CQ_STORE_UNIT_SIZE
-        else:
-            self.min_logic_offset = segments[0].base_offset
+        end = find_queue_end(segments, self.mapped_file_size)
+        if end.segments_after:
+            raise CorruptData("a consume queue file after the end of the queue; recover the store first",
+                              end.segments_after[0].path)
+        self.files.load(last_wrote_position=end.end - segments[-1].base_offset)
+        self.max_physic_offset = end.max_physic_offset
+        # correctMinOffset with the commit log starting at 0: the first unit, fill or not
+        self.min_logic_offset = segments[0].base_offset
 
     @property
     def max_offset_in_queue(self) -> int:
@@ -150,39 +122,6 @@ class ConsumeQueueWriter:
                 return False
         return True
 
-    def truncate_dirty(self, phy_offset: int) -> None:
-        """truncateDirtyLogicFiles: drop the units of records at or after ``phy_offset`` (the
-        commit log's end after a recovery): whole files from the end, then the tail of the
-        file where they start, which is zeroed so that no reader takes them for written."""
-        files = self.files
-        while files.last is not None:
-            last = files.last
-            data = last.read(0, last.wrote_position)
-            keep = None
-            max_physic = -1
-            for i, (offset, size, tags) in enumerate(CQ_UNIT.iter_unpack(data[:len(data) - len(data) % 20])):
-                if offset == 0 and size == FILL_SIZE and tags == 0:
-                    continue  # fillPreBlank units stay
-                if offset >= phy_offset:
-                    keep = i * CQ_STORE_UNIT_SIZE
-                    break
-                max_physic = offset + size
-            if keep is None:
-                self.max_physic_offset = max_physic if max_physic >= 0 else self.max_physic_offset
-                return
-            if keep == 0 and len(files.segments) > 1:
-                files.drop_segments_after(last.file_from_offset - 1)  # the whole file goes
-                continue
-            last.mm[keep:last.wrote_position] = bytes(last.wrote_position - keep)
-            last.wrote_position = keep
-            last.flushed_position = min(last.flushed_position, keep)
-            files.flushed_where = min(files.flushed_where, last.file_from_offset + keep)
-            if max_physic >= 0:
-                self.max_physic_offset = max_physic
-            elif keep == 0:
-                self.max_physic_offset = -1
-            return
-
     def _fill_pre_blank(self, mf, until_where: int) -> None:
         until = until_where % self.mapped_file_size
         for _ in range(0, until, CQ_STORE_UNIT_SIZE):
@@ -193,23 +132,6 @@ class ConsumeQueueWriter:
 
     def close(self) -> None:
         self.files.close()
-
-
-def _read_all(path: pathlib.Path) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
-
-
-def _read_unit(path: pathlib.Path):
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(CQ_STORE_UNIT_SIZE)
-    except OSError as exc:
-        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
-    return CQ_UNIT.unpack(raw) if len(raw) == CQ_STORE_UNIT_SIZE else None
 
 
 class ConsumeQueueTable:

@@ -1,8 +1,10 @@
 """The embedded store engine: a store written the way a RocketMQ 4.9.x broker writes it.
 
 ``Store.open(path, writable=True)`` takes the lock (a running broker holding it is refused),
-finds where the commit log and every consume queue end, dispatches whatever the consume
-queues and index are behind, and writes the ``abort`` marker; :meth:`Store.close` flushes
+asks the recovery plan (``rmqtool.recovery``) whether the store is as a clean close left it
+(a store that is not is refused, changed in nothing, unless opened with ``recover``, which
+applies the plan with a backup), writes the ``abort`` marker, dispatches whatever the
+consume queues and index are behind (from the plan's start); :meth:`Store.close` flushes
 everything, waits for dispatch, writes the checkpoint and only then removes the marker and
 releases the lock. A path with no store gets a new one, with broker default sizes unless
 told; an existing store keeps its own sizes (inferred from its files).
@@ -23,28 +25,28 @@ import pathlib
 import threading
 import time
 
-from rmqtool.errors import CorruptData, NotAStore, StoreAccessError, UsageError
-from rmqtool.formats.commitlog import (BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, MESSAGE_MAGIC_CODE_V1,
-                                       MESSAGE_MAGIC_CODE_V2, BlankRecord)
+from rmqtool.errors import CorruptData, NotAStore, RecoveryNeeded, StoreAccessError, UsageError
+from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, BlankRecord
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqtool.formats.derive import struct_of
 from rmqtool.formats.indexfile import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM
 from rmqtool.store import paths
 from rmqtool.engine.checkpoint_writer import CheckpointWriter
 from rmqtool.store.commitlog import CommitLog
-from rmqtool.store.commitlog_end import all_zero_from, find_commit_log_end, first_bytes
-from rmqtool.engine.cq_writer import (DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, ConsumeQueueTable,
-                                     consume_queue_file_size, written_length)
+from rmqtool.store.consumequeue import find_queue_end
+from rmqtool.engine.cq_writer import DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, ConsumeQueueTable, consume_queue_file_size
 from rmqtool.dispatch.dispatcher import CommitLogDispatcher, DispatchRequest, ReputMessageService
 from rmqtool.engine.encoder import (DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevels, Encoder,
-                                   QUEUE_OFFSET_AT, RECORD_PLACE, RECORD_START, RECORD_TIME, STORE_TIMESTAMP_AT,
+                                   QUEUE_OFFSET_AT, RECORD_PLACE, RECORD_START, RECORD_TIME,
                                    MessageBatch, MessageInner, PreparedRecord, as_host, write_record)
 from rmqtool.engine.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from rmqtool.engine.index_writer import IndexServiceWriter
-from rmqtool.store.lock import StoreLock, is_locked
+from rmqtool.engine.lock import StoreLock
+from rmqtool.recovery.apply import Applied, apply_plan
+from rmqtool.recovery.plan import RecoveryPlan, plan_recovery
+from rmqtool.store.lock import is_locked
 from rmqtool.store.segments import discover
 from rmqtool.store.msgid import create_message_id
-from rmqtool.store.message import sys_flag_of
 from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes, pick_size
 from rmqtool.engine.mapped_file import OS_PAGE_SIZE, AllocateMappedFileService, WarmAheadService, WritableFileQueue
 
@@ -146,6 +148,8 @@ class PutResult(tuple):
 class Store:
     """A RocketMQ store directory, opened read-only or for appending."""
 
+    recovery: Applied | None = None  # what a writable open with recover did (its backup, bytes zeroed)
+
     def __init__(self, root: pathlib.Path, writable: bool, config: StoreConfig):
         self.root = root
         self.paths = paths.StorePaths(root)
@@ -159,14 +163,18 @@ class Store:
     def open(cls, path: str | os.PathLike, writable: bool = False, flush: str = "async", *,
              commitlog_size: int | None = None, cq_size: int | None = None, index_slots: int | None = None,
              index_entries: int | None = None, store_host: str | tuple | None = None, dispatch: str = "inline",
-             recover: bool = False, clock=None, **settings) -> "Store":
+             recover: bool = False, backup_dir: str | os.PathLike | None = None, clock=None,
+             **settings) -> "Store":
         """Open a store. ``writable=False`` never writes and takes no lock.
 
         Sizes (commit log file size, consume queue file size, index slots and entries) are
         the store's own when it has files; otherwise these arguments or the broker defaults.
-        ``recover``: open a store whose last writer did not close it (the abort marker is
-        there): bytes after the last good record of the commit log are zeroed, segments made
-        ahead are deleted, and consume queues and index are re-dispatched from where they end.
+        A writable open refuses (RecoveryNeeded, changing nothing) a store whose recovery plan
+        is not empty: the abort marker, bytes after the last good record of the commit log (a
+        torn record among them), segments after its end holding data, consume queue units past
+        it. ``recover``: apply the plan first, every byte it changes backed up in
+        ``backup_dir`` (default: beside the store, named by the time; :attr:`recovery` says
+        what was done), then dispatch consume queues and index again from the plan's start.
         Other ``settings`` are StoreConfig fields.
         """
         if flush not in ("async", "sync"):
@@ -185,7 +193,7 @@ class Store:
         store = cls(root, True, config)
         store._clock = clock or _wall_clock_ms
         store._wall_clock = clock is None  # _put_run then reads the clock inline
-        store._open_writable(commitlog_size, cq_size, index_slots, index_entries, store_host, recover)
+        store._open_writable(commitlog_size, cq_size, index_slots, index_entries, store_host, recover, backup_dir)
         return store
 
     def _open_read_only(self, commitlog_size, cq_size, index_slots, index_entries) -> None:
@@ -216,7 +224,8 @@ class Store:
         if c.mapped_file_size_commit_log <= END_FILE_MIN_BLANK_LENGTH + 128:
             raise UsageError(f"commit log file size {c.mapped_file_size_commit_log} is too small")
 
-    def _open_writable(self, commitlog_size, cq_size, index_slots, index_entries, store_host, recover) -> None:
+    def _open_writable(self, commitlog_size, cq_size, index_slots, index_entries, store_host, recover,
+                       backup_dir) -> None:
         root = self.root
         if root.exists() and not root.is_dir():
             raise NotAStore("not a directory", root)
@@ -229,43 +238,48 @@ class Store:
         except OSError as exc:
             raise StoreAccessError(f"cannot create the store directory ({exc.strerror})", root) from None
         self._lock = StoreLock(self.paths.lock)
+        if not self.paths.lock.exists() and not recover:
+            # nobody holds a lock file that is not there: refuse before making one
+            self._infer_sizes(commitlog_size, cq_size, index_slots, index_entries)
+            self._plan(recover)
         self._lock.acquire()
         try:
-            self._load(commitlog_size, cq_size, index_slots, index_entries, store_host, recover)
+            self._load(commitlog_size, cq_size, index_slots, index_entries, store_host, recover, backup_dir)
         except BaseException:
             self._abandon()
             raise
 
-    def _load(self, commitlog_size, cq_size, index_slots, index_entries, store_host, recover) -> None:
+    def _plan(self, recover: bool) -> RecoveryPlan:
+        """The recovery plan; a store that needs recovery is refused unless ``recover``."""
+        plan = plan_recovery(self.root, commit_log_file_size=self.config.mapped_file_size_commit_log,
+                             consume_queue_file_size=self.config.mapped_file_size_consume_queue)
+        if not plan.is_empty and not recover:
+            first = plan.findings[0]
+            more = f" (and {len(plan.findings) - 1} more)" if len(plan.findings) > 1 else ""
+            raise RecoveryNeeded(f"{first.id}: {first.message}{more}; the store needs recovery before it is "
+                                 f"written: open it with recover (append --recover), which backs up every byte "
+                                 f"it changes first", first.path, first.offset, plan=plan)
+        return plan
+
+    def _load(self, commitlog_size, cq_size, index_slots, index_entries, store_host, recover, backup_dir) -> None:
         c = self.config
-        unclean = self.paths.abort.exists()
-        if unclean and not recover:
-            raise CorruptData("the abort marker is here: the last writer did not shut down cleanly; "
-                              "recover the store first (or open it with recover)", self.paths.abort)
         self._infer_sizes(commitlog_size, cq_size, index_slots, index_entries)
+        plan = self._plan(recover)  # nothing has changed yet: a refusal leaves every byte and mtime
         self._put_lock = threading.Lock()
         self.delay_levels = DelayLevels(c.message_delay_level)
-
-        # the commit log: where it ends
-        queue = discover(self.paths.commitlog, required=False, mapped_file_size=c.mapped_file_size_commit_log)
-        odd = [f for f in queue.findings if f.id in ("segmentSizeOdd", "segmentGap", "segmentOverlap")]
-        if odd:
-            raise CorruptData(f"{odd[0].id}: {odd[0].message}", odd[0].path)
-        end = find_commit_log_end(queue.segments, c.mapped_file_size_commit_log, check_crc=unclean)
-        if end.damaged_at is not None and not unclean:
-            raise CorruptData("bytes after the last record of the commit log are not zero; "
-                              "recover the store first", *end.damaged_at)
-        for seg in end.extra_segments:
-            if all_zero_from(seg.path, 0) is not None:
-                raise CorruptData("a commit log segment after the end of the log holds data; recover the store first",
-                                  seg.path)
+        self._lock.mark()
         # from here on files change: the marker goes first, so that a failure or a kill
         # before a clean close leaves the store marked as not cleanly shut down
         self._write_abort_marker()
-        if end.damaged_at is not None:
-            _zero_tail(end.damaged_at[0], end.wrote_position)  # what follows the last good record
+        if not plan.is_empty:
+            self.recovery = apply_plan(plan, backup_dir)
+        end = plan.commit_log
         for seg in end.extra_segments:
-            os.unlink(seg.path)  # made ahead and never used, as truncateDirtyFiles drops them
+            try:
+                os.unlink(seg.path)  # made ahead and never used, as truncateDirtyFiles drops them
+            except FileNotFoundError:
+                pass  # held data: the plan deleted it (backed up)
+        queue = discover(self.paths.commitlog, required=False, mapped_file_size=c.mapped_file_size_commit_log)
         host = store_host if store_host is not None else (end.store_host or DEFAULT_STORE_HOST)
         self.store_host = as_host(host)
         self.encoder = Encoder(self.store_host, self.delay_levels, c.max_message_size)
@@ -283,23 +297,16 @@ class Store:
         # consume queues and index, then what they are behind
         self.consume_queues = ConsumeQueueTable(self.paths.consumequeue, c.mapped_file_size_consume_queue)
         self.consume_queues.load()
-        if unclean:
-            for cq in self.consume_queues.queues.values():
-                cq.truncate_dirty(end.end)
         self.index_service = None
         if c.message_index_enable:
             self.index_service = IndexServiceWriter(self.paths.index, c.max_hash_slot_num, c.max_index_num,
                                                     self.checkpoint, self._clock)
             self.index_service.load()
         self.dispatcher = CommitLogDispatcher(self.consume_queues, self.index_service, self.checkpoint)
-        reput_from = max(self.consume_queues.max_physic_offset(), self.commit_log.min_offset)
-        if unclean:
-            # as abnormal recovery: dispatch again from the last segment whose first record is
-            # older than the checkpoint's minTimestamp (segment 0 if none is); a queue's max
-            # physical offset and the index's end offset make a second dispatch a no-op
-            reput_from = min(reput_from, _recovery_start(self.commit_log.segments, self.checkpoint.min_timestamp))
+        # from the plan's start (abnormal recovery: a segment back; a queue's max physical
+        # offset and the index's end offset make a second dispatch a no-op)
         self.reput = ReputMessageService(self.commit_log, self.dispatcher, self.delay_levels,
-                                         max(reput_from, self.commit_log.min_offset))
+                                         max(plan.redispatch_from, self.commit_log.min_offset))
         self.reput.do_reput()
         self.topic_queue_table = self.consume_queues.queue_offsets()
 
@@ -649,11 +656,11 @@ class Store:
             for topic in sorted(os.scandir(root), key=lambda e: e.name):
                 for q in (os.scandir(topic.path) if topic.is_dir() else ()):
                     if q.is_dir() and q.name.isdigit():
-                        segs = discover(q.path, required=False).segments
-                        if segs:
-                            with open(segs[-1].path, "rb") as f:
-                                wrote, _ = written_length(f.read())
-                            out[(topic.name, int(q.name))] = (segs[-1].base_offset + wrote) // CQ_STORE_UNIT_SIZE
+                        found = discover(q.path, required=False,
+                                         mapped_file_size=self.config.mapped_file_size_consume_queue)
+                        if found.segments:
+                            end = find_queue_end(found.segments, self.config.mapped_file_size_consume_queue)
+                            out[(topic.name, int(q.name))] = end.end // CQ_STORE_UNIT_SIZE
         return out
 
     def locked_by(self) -> int | None:
@@ -742,41 +749,3 @@ class Store:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _recovery_start(segments: list[tuple[int, pathlib.Path]], min_timestamp: int) -> int:
-    """recoverAbnormally's start: the last segment whose first message was stored at or
-    before ``min_timestamp`` (isMappedFileMatchedRecover), else the first segment."""
-    for base, path in reversed(segments):
-        head = first_bytes(path, 128)
-        if len(head) < 64:
-            continue
-        magic = int.from_bytes(head[4:8], "big")
-        if magic not in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2):
-            continue
-        sys_flag = sys_flag_of(head)
-        at = STORE_TIMESTAMP_AT[(sys_flag >> 4) & 3]
-        stamp = int.from_bytes(head[at:at + 8], "big", signed=True)
-        if stamp != 0 and stamp <= min_timestamp:
-            return base
-    return segments[0][0] if segments else 0
-
-
-def _zero_tail(path: pathlib.Path, position: int) -> None:
-    """Recovery: zero a segment from ``position`` on (what follows its last good record)."""
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except OSError as exc:
-        raise StoreAccessError(f"cannot open for writing ({exc.strerror})", path) from None
-    try:
-        size = os.fstat(fd).st_size
-        pos = position
-        while pos < size:
-            n = min(1 << 22, size - pos)
-            os.pwrite(fd, bytes(n), pos)
-            pos += n
-        os.fsync(fd)
-    except OSError as exc:
-        raise StoreAccessError(f"cannot write ({exc.strerror})", path, position) from None
-    finally:
-        os.close(fd)

@@ -3,7 +3,9 @@
 Together they say how the last broker stopped and where recovery would start: an
 ``abort`` file means no clean shutdown (abnormal recovery), and the checkpoint's
 timestamps choose the commit log file recovery rescans from. Read-only: files are
-read with plain reads, never opened for writing, never locked.
+read with plain reads, never opened for writing, never locked; ``lock`` is read and
+asked about only through ``store/lock.py`` (opening it here could drop a lock this
+process holds).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from rmqtool.formats.checkpoint import (CHECKPOINT_FILE_SIZE, Checkpoint4, Check
                                         min_timestamp_index)
 from rmqtool.formats.derive import struct_of
 from rmqtool.formats.markers import LOCK_CONTENT, parse_pid
+from rmqtool.store.lock import is_locked, read_lock_file
 from rmqtool.store.paths import StorePaths
 
 CHECKPOINT = struct_of(Checkpoint5)
@@ -123,6 +126,7 @@ class StoreMarkers:
     abort_bak: MarkerFile
     lock: MarkerFile
     findings: tuple[Finding, ...]
+    locked_by: int | None = None  # the PID holding the lock (0: held, the OS does not say who); None: free
 
     @property
     def clean_shutdown(self) -> bool:
@@ -137,11 +141,13 @@ def _marker(path: pathlib.Path) -> MarkerFile:
 
 
 def read_markers(store_root: str | os.PathLike) -> StoreMarkers:
-    """Presence and content of abort, abort.bak and lock in a store root."""
+    """Presence and content of abort, abort.bak and lock in a store root, and who holds the lock."""
     paths = StorePaths(store_root)
     if not paths.root.is_dir():
         raise StoreNotFound("no such directory", paths.root)
-    abort, abort_bak, lock = _marker(paths.abort), _marker(paths.abort_bak), _marker(paths.lock)
+    abort, abort_bak = _marker(paths.abort), _marker(paths.abort_bak)
+    lock_content = read_lock_file(paths.lock)
+    lock = MarkerFile(str(paths.lock), lock_content is not None, lock_content)
     findings = []
     if abort.exists:
         findings.append(Finding("abortFilePresent", abort.path, None,
@@ -153,4 +159,4 @@ def read_markers(store_root: str | os.PathLike) -> StoreMarkers:
     if lock.exists and not lock.content.startswith(LOCK_CONTENT):
         findings.append(Finding("lockFileUnexpected", lock.path, 0,
                                 f"content {lock.content[:32]!r} does not start with {LOCK_CONTENT!r}"))
-    return StoreMarkers(abort, abort_bak, lock, tuple(findings))
+    return StoreMarkers(abort, abort_bak, lock, tuple(findings), is_locked(paths.lock))

@@ -30,7 +30,7 @@ import re
 import struct
 from typing import Iterator, Union
 
-from rmqtool.errors import NotAStore, StoreNotFound
+from rmqtool.errors import NotAStore, StoreAccessError, StoreNotFound
 from rmqtool.findings import Finding
 from rmqtool.formats.consumequeue import (BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE, BatchCqUnit,
                                           CqUnit, is_fill_unit, is_written_batch_unit, is_written_unit)
@@ -519,3 +519,111 @@ def open_consume_queues(store_root: str | os.PathLike, commit_log_max_offset: in
                 queues.append(cls(queue_entry.path, topic_entry.name, queue_id,
                                   commit_log_max_offset=commit_log_max_offset))
     return ConsumeQueues(queues, findings)
+
+
+# --- where a queue's valid units end: the writer's load and the recovery plan ---------------
+
+QUEUE_END_WINDOW_UNITS = 4096  # units read at once: memory stays bounded whatever the file size
+
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class QueueEnd:
+    """Where a consume queue's units end, as the broker's load finds it."""
+    written_end: int  # queue byte offset one past the last written unit (ConsumeQueue.recover)
+    end: int  # written_end cut at the first unit pointing at or past the commit log offset
+    max_physic_offset: int  # commitLogOffset + size of the last unit before end that is not a fill; -1: none
+    end_segment: Segment | None  # the file end lies in (at position 0 for a file starting there); None:
+    # end is where the last file kept ends, or there is none
+    segments_after: tuple[Segment, ...]  # files after end and files cut whole: the broker deletes them
+
+    @property
+    def units_cut(self) -> int:
+        """Units dropped because they point at or past the commit log offset."""
+        return (self.written_end - self.end) // CQ_STORE_UNIT_SIZE
+
+
+def _unit_windows(seg: Segment, start: int, stop: int) -> Iterator[tuple[int, bytes]]:
+    """(position, bytes) of whole units of ``seg`` in [start, stop), a window at a time."""
+    step = QUEUE_END_WINDOW_UNITS * CQ_STORE_UNIT_SIZE
+    try:
+        fd = os.open(seg.path, os.O_RDONLY)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot open ({exc.strerror})", seg.path) from None
+    try:
+        pos = start
+        while pos < stop:
+            try:
+                data = os.pread(fd, min(step, stop - pos), pos)
+            except OSError as exc:
+                raise StoreAccessError(f"cannot read ({exc.strerror})", seg.path, pos) from None
+            data = data[:len(data) - len(data) % CQ_STORE_UNIT_SIZE]
+            if not data:
+                return
+            yield pos, data
+            pos += len(data)
+    finally:
+        os.close(fd)
+
+
+def _first_unit(seg: Segment, stop: int, test) -> int | None:
+    """Position of the first unit in [0, stop) for which ``test(offset, size)`` holds."""
+    for pos, data in _unit_windows(seg, 0, stop):
+        for i, (offset, size, _tags) in enumerate(CQ_UNIT.iter_unpack(data)):
+            if test(offset, size):
+                return pos + i * CQ_STORE_UNIT_SIZE
+    return None
+
+
+def _last_physic_offset(segments: list[Segment], end: int) -> int:
+    """commitLogOffset + size of the last unit before queue byte ``end`` that is not a fill."""
+    step = QUEUE_END_WINDOW_UNITS * CQ_STORE_UNIT_SIZE
+    for seg in reversed([s for s in segments if s.base_offset < end]):
+        hi = min(end - seg.base_offset, seg.size - seg.size % CQ_STORE_UNIT_SIZE)
+        while hi > 0:
+            lo = max(hi - step, 0)
+            for _pos, data in _unit_windows(seg, lo, hi):
+                for offset, size, tags in reversed(list(CQ_UNIT.iter_unpack(data))):
+                    if not is_fill_unit(offset, size, tags):
+                        return offset + size
+            hi = lo
+    return -1
+
+
+def find_queue_end(segments: list[Segment], mapped_file_size: int,
+                   commit_log_max_offset: int | None = None) -> QueueEnd:
+    """Where a consume queue's valid units end, and where the broker's load cuts them.
+
+    ConsumeQueue.recover: from the third-last file on, up to the first unit that is not
+    written (commitLogOffset < 0 or size <= 0); a file shorter than ``mapped_file_size``
+    ends the data too. Then, given the commit log's max offset, truncateDirtyLogicFiles:
+    the first unit pointing at or past it and everything after go (a file whose first unit
+    does is dropped whole). Reads a window of units at a time.
+    """
+    if not segments:
+        return QueueEnd(0, 0, -1, None, ())
+    first = max(len(segments) - 3, 0)
+    written_end = segments[first].base_offset
+    not_written = lambda offset, size: not is_written_unit(offset, size)  # noqa: E731
+    for seg in segments[first:]:
+        limit = min(seg.size - seg.size % CQ_STORE_UNIT_SIZE, mapped_file_size)
+        stop = _first_unit(seg, limit, not_written)
+        written_end = seg.base_offset + (limit if stop is None else stop)
+        if stop is not None or limit < mapped_file_size:
+            break
+    end = written_end
+    dropped_from = None  # the first of the files cut whole: the broker deletes them (deleteLastMappedFile)
+    if commit_log_max_offset is not None:
+        past = lambda offset, size: offset >= commit_log_max_offset  # noqa: E731
+        for seg in reversed([s for s in segments if s.base_offset < written_end]):
+            cut = _first_unit(seg, min(written_end - seg.base_offset, mapped_file_size), past)
+            if cut is None:
+                break
+            end = seg.base_offset + cut
+            if cut:
+                break
+            dropped_from = seg.base_offset
+    after = tuple(s for s in segments
+                  if s.base_offset > end or (dropped_from is not None and s.base_offset >= dropped_from))
+    end_segment = next((s for s in reversed(segments) if s not in after
+                        and s.base_offset <= end < s.base_offset + mapped_file_size), None)
+    return QueueEnd(written_end, end, _last_physic_offset(segments, end), end_segment, after)

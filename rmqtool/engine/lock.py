@@ -1,0 +1,98 @@
+"""Taking a store's ``lock`` file: one writer at a time, a running broker included.
+
+The broker holds ``FileChannel.tryLock(0, 1, false)`` on ``<store>/lock`` while it runs,
+which the JDK takes on Linux with ``fcntl(F_SETLK)``: a POSIX record lock, so the lock
+taken here is the same kind (``fcntl.lockf``, not ``flock``, which would not see the
+broker's). Once the store may be written, :meth:`StoreLock.mark` writes the 4 bytes
+``lock`` at position 0, as the broker does; a writer that is refused after taking the
+lock (a store that needs recovery) has changed no byte and no mtime.
+
+A process never conflicts with its own POSIX locks, and closing any descriptor of the file
+drops them: so every lock taken here is entered in the read side's registry
+(``store/lock.py``), which keeps writers in this process apart and lets readers ask who
+holds the lock without opening the file.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import pathlib
+
+from rmqtool.errors import StoreAccessError, StoreLocked
+from rmqtool.formats.markers import LOCK_CONTENT, LOCK_REGION_LENGTH, LOCK_REGION_START
+from rmqtool.store import lock as registry
+
+
+class StoreLock:
+    """An exclusive lock on a store's ``lock`` file, released by :meth:`release` or exit."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = pathlib.Path(path)
+        self.fd: int | None = None
+        self._key: tuple[int, int] | None = None
+
+    def acquire(self) -> None:
+        """Take the lock (creating the file when absent) or raise StoreLocked, naming the
+        holder's PID when the OS says it. Writes nothing into the file."""
+        with registry.guard:  # the check, the open and the lock: no other thread between them
+            key = registry.file_key(self.path)
+            if key is not None and registry.held_fd(key) is not None:
+                # refused before opening: closing a descriptor of it would drop the lock held
+                raise StoreLocked("the store is already open for writing in this process", self.path)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise StoreAccessError(f"cannot open the lock file ({exc.strerror})", self.path) from None
+            st = os.fstat(fd)
+            key = (st.st_dev, st.st_ino)
+            if registry.held_fd(key) is not None:
+                # the path was swapped for a link to a file held here since the stat: leave this
+                # descriptor open (closing it would drop that lock)
+                raise StoreLocked("the store is already open for writing in this process", self.path)
+            try:
+                try:
+                    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, LOCK_REGION_LENGTH, LOCK_REGION_START)
+                except OSError as exc:
+                    if exc.errno not in (errno.EACCES, errno.EAGAIN):
+                        raise StoreAccessError(f"cannot lock ({exc.strerror})", self.path) from None
+                    pid = registry.holder_pid(fd)
+                    who = f"process {pid}" if pid else "another process"
+                    raise StoreLocked(f"the store is locked by {who} (a running broker or another writer)",
+                                      self.path) from None
+            except BaseException:
+                os.close(fd)
+                raise
+            registry.register(key, fd)
+            self.fd, self._key = fd, key
+
+    def mark(self) -> None:
+        """Write ``lock`` at position 0 and force it, as the broker does once it holds the lock."""
+        try:
+            os.pwrite(self.fd, LOCK_CONTENT, 0)
+            os.fsync(self.fd)
+        except OSError as exc:
+            raise StoreAccessError(f"cannot write the lock file ({exc.strerror})", self.path) from None
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        with registry.guard:
+            registry.unregister(self._key)
+            try:
+                fcntl.lockf(self.fd, fcntl.LOCK_UN, LOCK_REGION_LENGTH, LOCK_REGION_START)
+            finally:
+                os.close(self.fd)
+                self.fd = None
+
+    @property
+    def held(self) -> bool:
+        return self.fd is not None
+
+    def __enter__(self) -> "StoreLock":
+        self.acquire()
+        self.mark()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()

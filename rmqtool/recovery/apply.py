@@ -1,0 +1,119 @@
+"""Carrying out a recovery plan, every byte it changes or removes backed up first.
+
+Order: refuse a store another process holds; copy each range to be zeroed and each file to
+be deleted into the backup directory; write and force the manifest (``manifest.py``);
+only then change the store (zeros written and forced, files deleted and their directory
+forced). Re-dispatching from the plan's start is the engine's job.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import pathlib
+
+from rmqtool.errors import StoreAccessError, StoreLocked, UsageError
+from rmqtool.recovery.manifest import COPIES_DIR, Entry, Manifest, copy_range, sync_dir, write_manifest
+from rmqtool.recovery.plan import DELETE, ZERO, RecoveryPlan
+from rmqtool.store.lock import is_locked
+from rmqtool.store.paths import StorePaths
+
+ZERO_CHUNK = 1 << 22
+
+
+@dataclasses.dataclass(frozen=True)
+class Applied:
+    """What an apply did, and where its backup is."""
+    plan: RecoveryPlan
+    backup_dir: pathlib.Path
+    manifest: pathlib.Path
+    bytes_zeroed: int
+    files_deleted: int
+    bytes_deleted: int
+
+    def to_json(self) -> dict:
+        return {"backup_dir": str(self.backup_dir), "manifest": str(self.manifest), "bytes_zeroed": self.bytes_zeroed,
+                "files_deleted": self.files_deleted, "bytes_deleted": self.bytes_deleted}
+
+
+def default_backup_dir(store_root: str | os.PathLike, now: datetime.datetime | None = None) -> pathlib.Path:
+    """Beside the store, named by the time: ``<store>.recovery-20261122T024742.136Z``."""
+    root = pathlib.Path(store_root).resolve()
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    stamp = now.strftime("%Y%m%dT%H%M%S.") + f"{now.microsecond // 1000:03d}Z"
+    candidate = root.parent / f"{root.name}.recovery-{stamp}"
+    n = 1
+    while candidate.exists():  # two recoveries in one millisecond
+        candidate = root.parent / f"{root.name}.recovery-{stamp}-{n}"
+        n += 1
+    return candidate
+
+
+def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None) -> Applied:
+    """Back up, then carry out ``plan``. The caller holds the store lock (the engine does) or
+    no one does; a store another process holds is refused."""
+    root = pathlib.Path(plan.store)
+    holder = is_locked(StorePaths(root).lock)
+    if holder is not None and holder != os.getpid():
+        who = f"process {holder}" if holder else "another process"
+        raise StoreLocked(f"the store is locked by {who}: not recovering it under a running writer",
+                          StorePaths(root).lock)
+    backup = pathlib.Path(backup_dir) if backup_dir is not None else default_backup_dir(root)
+    if backup.exists() and (not backup.is_dir() or any(backup.iterdir())):
+        raise UsageError("the backup directory exists and is not empty", backup)
+    try:
+        (backup / COPIES_DIR).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot create the backup directory ({exc.strerror})", backup) from None
+
+    entries = []
+    for i, action in enumerate(plan.actions):
+        path = pathlib.Path(action.path)
+        copy = f"{COPIES_DIR}/{i:04d}.bin"
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            raise StoreAccessError(f"cannot back up ({exc.strerror})", path) from None
+        end = st.st_size if action.kind == DELETE else action.end  # a deleted file is copied whole
+        digest = copy_range(path, action.start, end, backup / copy)
+        entries.append(Entry(action.kind, str(path.resolve().relative_to(root.resolve())), action.start, end, digest,
+                             copy, st.st_mode & 0o7777))
+    sync_dir(backup / COPIES_DIR)
+    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+    manifest = write_manifest(backup, Manifest(str(root.resolve()), created, plan.to_json(), tuple(entries)))
+
+    zeroed = deleted = deleted_bytes = 0
+    for entry in entries:
+        path = root / entry.file
+        if entry.action == ZERO:
+            _write_zeros(path, entry.start, entry.end)
+            zeroed += entry.end - entry.start
+        else:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise StoreAccessError(f"cannot delete ({exc.strerror})", path) from None
+            sync_dir(path.parent)
+            deleted += 1
+            deleted_bytes += entry.end
+    return Applied(plan, backup, manifest, zeroed, deleted, deleted_bytes)
+
+
+def _write_zeros(path: pathlib.Path, start: int, end: int) -> None:
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot open for writing ({exc.strerror})", path) from None
+    try:
+        pos = start
+        while pos < end:
+            n = min(ZERO_CHUNK, end - pos)
+            os.pwrite(fd, bytes(n), pos)
+            pos += n
+        os.fsync(fd)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot write ({exc.strerror})", path, start) from None
+    finally:
+        os.close(fd)

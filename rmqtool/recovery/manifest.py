@@ -1,0 +1,137 @@
+"""The backup a recovery leaves: every byte it changed or removed, and a manifest of them.
+
+A backup directory holds ``manifest.json`` and one copy per action (``copies/NNNN.bin``).
+The manifest is written and forced to disk before the store is first changed, so an
+apply cut short can always be undone::
+
+    {"format": "rmqtool-recovery-backup", "version": 1, "store": "/abs/store/root",
+     "created": "2026-11-22T02:47:42.136+00:00", "plan": {...RecoveryPlan.to_json()},
+     "entries": [{"action": "zero" | "delete", "file": "commitlog/00000000000000262144"
+                  (relative to the store), "start": 33066, "end": 33391 (the byte range the
+                  action changes; a deleted file: 0 .. its size), "sha256": "<hex of the
+                  original bytes>", "copy": "copies/0000.bin", "mode": 420}]}
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import pathlib
+
+from rmqtool.errors import CorruptData, FormatError, StoreAccessError, StoreNotFound
+
+MANIFEST_NAME = "manifest.json"
+COPIES_DIR = "copies"
+FORMAT_NAME = "rmqtool-recovery-backup"
+FORMAT_VERSION = 1
+COPY_CHUNK = 1 << 22
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Entry:
+    action: str  # plan.ZERO or plan.DELETE
+    file: str  # relative to the store root
+    start: int
+    end: int
+    sha256: str
+    copy: str  # relative to the backup directory
+    mode: int  # the file's permission bits
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Manifest:
+    store: str
+    created: str
+    plan: dict
+    entries: tuple[Entry, ...]
+
+    def to_json(self) -> dict:
+        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "store": self.store, "created": self.created,
+                "plan": self.plan, "entries": [e.to_json() for e in self.entries]}
+
+
+def copy_range(path: pathlib.Path, start: int, end: int, copy: pathlib.Path) -> str:
+    """Copy bytes [start, end) of ``path`` into a new file ``copy``, forced to disk; their sha256."""
+    digest = hashlib.sha256()
+    try:
+        src = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot open to back up ({exc.strerror})", path) from None
+    try:
+        with open(copy, "xb") as out:
+            pos = start
+            while pos < end:
+                chunk = os.pread(src, min(COPY_CHUNK, end - pos), pos)
+                if not chunk:
+                    raise StoreAccessError(f"the file ends at {pos}, before {end}", path, pos)
+                digest.update(chunk)
+                out.write(chunk)
+                pos += len(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+    except OSError as exc:
+        raise StoreAccessError(f"cannot back up ({exc.strerror})", copy) from None
+    finally:
+        os.close(src)
+    return digest.hexdigest()
+
+
+def file_sha256(path: pathlib.Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(COPY_CHUNK):
+                digest.update(chunk)
+    except FileNotFoundError:
+        raise StoreNotFound("a backup copy is missing", path) from None
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
+    return digest.hexdigest()
+
+
+def write_manifest(backup_dir: pathlib.Path, manifest: Manifest) -> pathlib.Path:
+    """Write the manifest (a temporary name, forced, then renamed and the directory forced)."""
+    final = backup_dir / MANIFEST_NAME
+    tmp = backup_dir / (MANIFEST_NAME + ".tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(manifest.to_json(), f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+        sync_dir(backup_dir)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot write the manifest ({exc.strerror})", final) from None
+    return final
+
+
+def read_manifest(backup_dir: pathlib.Path) -> Manifest:
+    path = backup_dir / MANIFEST_NAME
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StoreNotFound("no recovery manifest here", path) from None
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
+    except ValueError as exc:
+        raise CorruptData(f"the manifest is not JSON ({exc})", path) from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME or doc.get("version") != FORMAT_VERSION:
+        raise FormatError(f"not a {FORMAT_NAME} manifest of version {FORMAT_VERSION}", path)
+    try:
+        entries = tuple(Entry(**e) for e in doc["entries"])
+        return Manifest(doc["store"], doc["created"], doc["plan"], entries)
+    except (KeyError, TypeError) as exc:
+        raise FormatError(f"a manifest field is missing or wrong ({exc})", path) from None
+
+
+def sync_dir(directory: pathlib.Path) -> None:
+    """Force a directory's entries (a file made, renamed or deleted) to disk."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,260 @@
+"""The recovery seam: a pure plan, an apply that backs up every byte first, undo, and the
+engine's writable open that asks for the plan (refusing, changing nothing, or recovering).
+
+Expected ends come from the broker's own recovery of the crash fixtures (truth.json).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import V4, V5, load_truth
+from rmqtool.cli.app import app
+from rmqtool.engine import encoder as enc
+from rmqtool.engine.store import Store
+from rmqtool.errors import RecoveryNeeded
+from rmqtool.recovery import apply_plan, plan_recovery, undo
+from rmqtool.recovery.manifest import read_manifest
+from rmqtool.store.commitlog import CommitLog
+from rmqtool.store.consumequeue import find_queue_end, open_consume_queues
+from rmqtool.store.message import Message
+from rmqtool.store.segments import discover
+
+SMALL = dict(commitlog_size=32 * 1024, cq_size=400, index_slots=32, index_entries=120)
+
+# (fixture dir, variant): input stores whose damage lies where the plan looks (the last
+# segment holding data, the consume queues); the broker recovered each (loadOk) and its
+# truth.json holds the commit log's max offset afterwards. e2/e3 put damage further back,
+# and b1/c3 hold files the broker refuses to load.
+CRASH = [(V4 / "crash", v) for v in ("a-as-is", "b2-garbage-tail-of-last-message", "b3-zeroed-last-3-messages",
+                                     "c1-delete-cq-queue-dir", "c2-delete-last-cq-file", "c4-delete-first-cq-file",
+                                     "d-remove-index-dir", "e1-corrupt-body-in-last-commitlog-file")] + \
+        [(V4 / "crash-fast", v) for v in ("a-as-is", "c1-delete-cq-queue-dir", "d-remove-index-dir")] + \
+        [(V5 / "crash5", v) for v in ("a-as-is", "b-garbled-last-message", "c-checkpoint-zeroed",
+                                      "d-abort-removed-garbled-last-message")]
+DAMAGED = [c for c in CRASH if c[1].startswith(("b", "e", "d-abort"))]
+
+
+def _copy(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
+    shutil.copytree(src, dst)
+    for p in [dst, *dst.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o200)  # fixture files may be read-only on disk
+    return dst
+
+
+def _hashes(root: pathlib.Path) -> dict:
+    """Every file's sha256 and permission bits."""
+    return {str(p.relative_to(root)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mode)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _state(root: pathlib.Path) -> dict:
+    """Every file's and directory's bytes (files), size and mtime: what a refusal must not touch."""
+    out = {}
+    for p in sorted([root, *root.rglob("*")]):
+        st = p.stat()
+        digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
+        out[str(p.relative_to(root))] = (digest, st.st_size if p.is_file() else None, st.st_mtime_ns, st.st_mode)
+    return out
+
+
+def _max_offset(root: pathlib.Path) -> int:
+    with Store.open(root) as s:
+        return s.max_offset
+
+
+@pytest.mark.parametrize("base,variant", CRASH, ids=lambda x: x if isinstance(x, str) else x.name)
+def test_plan_and_apply_end_the_commit_log_where_the_broker_did(base, variant, tmp_path):
+    truth = load_truth(base / variant / "truth.json")
+    root = _copy(base / variant / "input" / "store", tmp_path / "store")
+    before = _hashes(root)
+    plan = plan_recovery(root)
+    assert _hashes(root) == before  # planning writes nothing
+    assert plan.abnormal == truth["abortFileExistedBeforeLoad"] and not plan.is_empty
+    assert plan.commit_log_end == truth["truth"]["commitlog"]["maxPhyOffset"]
+    json.dumps(plan.to_json())  # printable as it is
+    applied = apply_plan(plan, tmp_path / "backup")
+    assert applied.bytes_zeroed == plan.bytes_zeroed and applied.files_deleted == plan.files_deleted
+    assert _max_offset(root) == truth["truth"]["commitlog"]["maxPhyOffset"]
+    again = plan_recovery(root)  # only the abort marker is left: re-dispatch is the engine's
+    assert not again.actions and again.commit_log_end == plan.commit_log_end
+    assert [f.id for f in again.findings] == (["abortFilePresent"] if plan.abnormal else [])
+
+
+@pytest.mark.parametrize("base,variant", DAMAGED, ids=lambda x: x if isinstance(x, str) else x.name)
+def test_apply_then_undo_gives_every_byte_back(base, variant, tmp_path):
+    root = _copy(base / variant / "input" / "store", tmp_path / "store")
+    before = _hashes(root)
+    plan = plan_recovery(root)
+    assert plan.actions
+    applied = apply_plan(plan, tmp_path / "backup")
+    assert _hashes(root) != before
+    manifest = read_manifest(applied.backup_dir)
+    assert len(manifest.entries) == len(plan.actions) and manifest.plan == plan.to_json()
+    restored = undo(applied.backup_dir)
+    assert _hashes(root) == before
+    assert restored.bytes_restored == sum(e.end - e.start for e in manifest.entries)
+
+
+def test_undo_puts_deleted_files_back_and_checks_its_copies(tmp_path):
+    """e1: the damaged record's consume queue units go, whole files with them; undo brings
+    the files back, and refuses a backup whose copy no longer matches its sha256."""
+    root = _copy(V4 / "crash" / "e1-corrupt-body-in-last-commitlog-file" / "input" / "store", tmp_path / "store")
+    before = _hashes(root)
+    plan = plan_recovery(root)
+    assert plan.files_deleted and plan.queue_cuts
+    applied = apply_plan(plan, tmp_path / "backup")
+    assert not all(pathlib.Path(a.path).exists() for a in plan.actions if a.kind == "delete")
+    copy = applied.backup_dir / read_manifest(applied.backup_dir).entries[0].copy
+    good = copy.read_bytes()
+    copy.write_bytes(b"\x01" + good[1:])
+    from rmqtool.errors import CorruptData
+    with pytest.raises(CorruptData):
+        undo(applied.backup_dir)
+    copy.write_bytes(good)
+    undo(applied.backup_dir)
+    assert _hashes(root) == before
+
+
+def test_the_manifest_is_written_before_the_store_changes(tmp_path, monkeypatch):
+    """An apply cut short after the manifest can be undone to the last byte."""
+    import rmqtool.recovery.apply as apply_module
+    root = _copy(V4 / "crash" / "b2-garbage-tail-of-last-message" / "input" / "store", tmp_path / "store")
+    before = _hashes(root)
+    plan = plan_recovery(root)
+    calls = []
+
+    def fail_after_first(path, start, end):
+        if calls:
+            raise OSError("cut short")
+        calls.append(path)
+        real(path, start, end)
+    real = apply_module._write_zeros
+    monkeypatch.setattr(apply_module, "_write_zeros", fail_after_first)
+    assert sum(a.kind == "zero" for a in plan.actions) >= 2
+    with pytest.raises(OSError):
+        apply_plan(plan, tmp_path / "backup")
+    assert _hashes(root) != before
+    undo(tmp_path / "backup")
+    assert _hashes(root) == before
+
+
+@pytest.mark.parametrize("base,variant", CRASH, ids=lambda x: x if isinstance(x, str) else x.name)
+def test_recover_twice_the_second_finds_nothing(base, variant, tmp_path):
+    """As e2fsck's tests do: after a recovering open and a clean close the plan is empty,
+    and a plain writable open works."""
+    truth = load_truth(base / variant / "truth.json")
+    root = _copy(base / variant / "input" / "store", tmp_path / "store")
+    with Store.open(root, writable=True, recover=True, backup_dir=tmp_path / "backup") as store:
+        assert store.recovery is not None and store.max_offset == truth["truth"]["commitlog"]["maxPhyOffset"]
+        assert store.dispatch_behind_bytes == 0
+    plan = plan_recovery(root)
+    assert plan.is_empty, plan.summary()
+    with Store.open(root, writable=True) as store:
+        assert store.recovery is None
+
+
+@pytest.mark.parametrize("base,variant", [CRASH[0], CRASH[2], CRASH[-1]], ids=lambda x: x if isinstance(x, str)
+                         else x.name)
+def test_a_refused_open_changes_nothing(base, variant, tmp_path):
+    root = _copy(base / variant / "input" / "store", tmp_path / "store")
+    before = _state(root)
+    with pytest.raises(RecoveryNeeded) as err:
+        Store.open(root, writable=True)
+    assert err.value.exit_code == 3 and err.value.plan.findings
+    res = CliRunner().invoke(app, ["append", str(root), "--topic", "T", "--body", "x"])
+    assert res.exit_code == 3 and "--recover" in res.stderr
+    assert _state(root) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]  # no backup made either
+    (root / "lock").unlink()  # a store without a lock file: refused before one is made
+    before = _state(root)
+    with pytest.raises(RecoveryNeeded):
+        Store.open(root, writable=True)
+    assert _state(root) == before
+
+
+def _store_with_torn_last_record(root: pathlib.Path):
+    """Three messages; the last one's header kept (totalSize, magic), the rest zeroed: what a
+    crash leaves when only the first page of a record reached the disk."""
+    with Store.open(root, writable=True, **SMALL) as store:
+        rs = [store.append(enc.producer_message("T", b"message %d" % i, keys=f"k{i}")) for i in range(3)]
+    seg = root / "commitlog" / "00000000000000000000"
+    with open(seg, "r+b") as f:
+        f.seek(rs[-1].wrote_offset + 8)
+        f.write(bytes(rs[-1].wrote_bytes - 8))
+    return rs
+
+
+def test_append_refuses_a_torn_last_record(tmp_path):
+    """The bug: append wrote after a torn last record and exited 0, and the broker's recovery
+    (CRC checked, checkCRCOnRecover) would then cut the log at the torn record, losing what
+    was appended. Refused now, changing nothing; --recover cuts where the broker cuts."""
+    root = tmp_path / "store"
+    rs = _store_with_torn_last_record(root)
+    before = _state(root)
+    runner = CliRunner()
+    res = runner.invoke(app, ["append", str(root), "--topic", "T", "--body", "after"])
+    assert res.exit_code == 3, res.output
+    assert "recordTorn" in res.stderr and f"rmqtool append {root} --recover" in res.stderr
+    assert _state(root) == before
+    res = runner.invoke(app, ["append", str(root), "--topic", "T", "--body", "after", "--recover"])
+    assert res.exit_code == 0, res.output
+    row = json.loads(res.stdout)
+    assert row["commit_log_offset"] == rs[-1].wrote_offset and row["queue_offset"] == 2
+    messages = [m for m in CommitLog(root / "commitlog").scan() if isinstance(m, Message)]
+    assert [m.body for m in messages] == [b"message 0", b"message 1", b"after"]
+    assert all(m.body_crc_ok for m in messages)
+    assert plan_recovery(root).is_empty
+    (backup,) = tmp_path.glob("store.recovery-*")  # beside the store, named by the time
+    undo(backup)
+    assert CommitLog(root / "commitlog").read_message(rs[0].wrote_offset).body == b"message 0"
+
+
+def test_units_past_the_commit_log_are_cut_and_dispatched_again(tmp_path):
+    """A clean store whose consume queue points past the commit log's end (the broker's load
+    truncates such units): planned, refused, then recovered and re-dispatched."""
+    root = tmp_path / "store"
+    rs = _store_with_torn_last_record(root)
+    plan = plan_recovery(root)
+    (cut,) = plan.queue_cuts
+    assert (cut.topic, cut.max_offset_before, cut.max_offset) == ("T", 3, 2)
+    assert cut.max_physic_offset == rs[1].wrote_offset + rs[1].wrote_bytes
+    with Store.open(root, writable=True, recover=True, backup_dir=tmp_path / "b") as store:
+        r = store.append(enc.producer_message("T", b"again", keys="k9"))
+    cq = open_consume_queues(root).find("T", 0)
+    assert [u.commit_log_offset for u in cq.iter_units()] == [rs[0].wrote_offset, rs[1].wrote_offset, r.wrote_offset]
+
+
+def test_find_queue_end_agrees_with_the_readers_and_the_broker():
+    """Where each queue's units end, and where the broker's load cuts them, on the crash
+    inputs: the same as the reader's ends; after the cut, the broker's max offsets."""
+    for base, variant in CRASH[:8]:
+        root = base / variant / "input" / "store"
+        truth = load_truth(base / variant / "truth.json")
+        end = truth["truth"]["commitlog"]["maxPhyOffset"]
+        for q in open_consume_queues(root, end).queues:
+            qe = find_queue_end(discover(q.directory).segments, q.mapped_file_size, end)
+            assert (qe.written_end, qe.end) == (q.recovered_end, q.end), (variant, q.topic, q.queue_id)
+            assert qe.units_cut == (q.recovered_end - q.end) // 20
+            if qe.end > 0:
+                assert 0 < qe.max_physic_offset <= end
+
+
+def test_abnormal_redispatch_starts_where_the_broker_rescans(tmp_path):
+    """crash/c1: the broker rebuilt the deleted queue from the segment its abnormal recovery
+    rescanned (fill units up to the first message of that segment): the plan starts there."""
+    root = V4 / "crash" / "c1-delete-cq-queue-dir" / "input" / "store"
+    plan = plan_recovery(root)
+    truth = load_truth(V4 / "crash" / "c1-delete-cq-queue-dir" / "truth.json")
+    entries = truth["truth"]["consumeQueues"]["CrashTopic"]["1"]["entries"]
+    first_real = next(e[1] for e in entries if e[2] != 2**31 - 1)
+    size = truth["messageStoreConfig"]["effectiveGetterValues"]["mappedFileSizeCommitLog"]
+    assert plan.redispatch_from == first_real - first_real % size > 0
+    assert "abnormal" in plan.redispatch_reason
+    fast = plan_recovery(V4 / "crash-fast" / "a-as-is" / "input" / "store")
+    assert fast.redispatch_from == 0 and "first segment" in fast.redispatch_reason

@@ -31,7 +31,7 @@ import struct
 from typing import Iterator, Union
 
 from rmqtool.errors import NotAStore, StoreAccessError, StoreNotFound
-from rmqtool.findings import Finding
+from rmqtool.findings import CONSUME_QUEUE_BEYOND_COMMIT_LOG, SEGMENT_UNREADABLE, Finding
 from rmqtool.formats.consumequeue import (BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE, BatchCqUnit,
                                           CqUnit, is_fill_unit, is_written_batch_unit, is_written_unit)
 from rmqtool.formats.derive import struct_of
@@ -40,6 +40,22 @@ from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONSUMEQUEUE_DIR
 
 CQ_UNIT = struct_of(CqUnit)
 BATCH_CQ_UNIT = struct_of(BatchCqUnit)
+
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class UnitLayout:
+    """What finding a queue's end needs of its unit: size, struct, the broker's "written"
+    test (fields in struct order) and, for plain queues, the fill unit."""
+    unit_size: int
+    unit_struct: struct.Struct
+    is_written: object  # (fields) -> bool
+    is_fill: object = None  # (fields) -> bool; None: the layout has no fill units
+
+
+CQ_LAYOUT = UnitLayout(CQ_STORE_UNIT_SIZE, CQ_UNIT, lambda f: is_written_unit(f[0], f[1]),
+                       lambda f: is_fill_unit(f[0], f[1], f[2]))
+BATCH_CQ_LAYOUT = UnitLayout(BATCH_CQ_STORE_UNIT_SIZE, BATCH_CQ_UNIT,
+                             lambda f: is_written_batch_unit(f[0], f[1], f[4], f[5]))
 
 
 @dataclasses.dataclass(slots=True, frozen=True)
@@ -94,14 +110,18 @@ _SEEK_DATA = getattr(os, "SEEK_DATA", None)  # Linux, macOS; elsewhere every byt
 
 
 def _windows(seg: Segment, start: int, end: int, unit_size: int,
-             findings: list[Finding]) -> Iterator[tuple[int, bytes]]:
+             findings: list[Finding] | None) -> Iterator[tuple[int, bytes]]:
     """(position, bytes) of whole units of a file, window by window, over [start, end)
-    (start on a unit boundary); stops early at the file's end or when the OS refuses."""
+    (start on a unit boundary); stops early at the file's end. When the OS refuses, a
+    reader gets a finding and the windows stop; without ``findings`` (a writer finding
+    its place) StoreAccessError is raised."""
     window = WINDOW_UNITS * unit_size
     try:
         fd = os.open(seg.path, os.O_RDONLY)
     except OSError as exc:
-        findings.append(Finding("segmentUnreadable", str(seg.path), None, f"cannot read ({exc.strerror})"))
+        if findings is None:
+            raise StoreAccessError(f"cannot open ({exc.strerror})", seg.path) from None
+        findings.append(Finding(SEGMENT_UNREADABLE, str(seg.path), None, f"cannot read ({exc.strerror})"))
         return
     try:
         position = start
@@ -110,7 +130,9 @@ def _windows(seg: Segment, start: int, end: int, unit_size: int,
             try:
                 data = os.pread(fd, want - want % unit_size, position)
             except OSError as exc:
-                findings.append(Finding("segmentUnreadable", str(seg.path), position,
+                if findings is None:
+                    raise StoreAccessError(f"cannot read ({exc.strerror})", seg.path, position) from None
+                findings.append(Finding(SEGMENT_UNREADABLE, str(seg.path), position,
                                         f"cannot read ({exc.strerror})"))
                 return
             whole = len(data) - len(data) % unit_size
@@ -186,18 +208,27 @@ class _UnitQueue:
             if seg.size % self.unit_size:
                 self._report("recordTruncated", str(seg.path), seg.size - seg.size % self.unit_size,
                              f"file ends {seg.size % self.unit_size} bytes into a unit")
-        self.recovered_end = self._recover_end()  # queue byte offset one past the written data
-        self.end = self.recovered_end
-        if commit_log_max_offset is not None:
-            self.end = self._truncate_dirty(commit_log_max_offset)
+        mapped = self.mapped_file_size or max((s.size for s in self.segments), default=0)
+        qe = find_queue_end(self.segments, mapped, commit_log_max_offset, layout=self.layout,
+                            findings=self.findings)
+        self.recovered_end = qe.written_end  # queue byte offset one past the written data
+        self.end = qe.end
+        if qe.stopped_at is not None:
+            seg = qe.stopped_at
+            self._check_after_end(seg, qe.written_end - seg.base_offset, self._whole_units(seg.size),
+                                  stopped_here=True)
+            for later in self.segments[self.segments.index(seg) + 1:]:
+                self._check_after_end(later, 0, later.size - later.size % self.unit_size, stopped_here=False)
+        if qe.units_cut:
+            seg = next((s for s in reversed(self.segments) if s.base_offset <= qe.end), self.segments[0])
+            self._report(CONSUME_QUEUE_BEYOND_COMMIT_LOG, str(seg.path), qe.end - seg.base_offset,
+                         f"{qe.units_cut} units at or past commit log offset {commit_log_max_offset}; "
+                         f"the broker drops them on load")
 
     def _report(self, finding_id: str, path: str, offset: int | None, message: str):
         if (finding_id, path) not in self._reported:  # once per file and kind
             self._reported.add((finding_id, path))
             self.findings.append(Finding(finding_id, path, offset, message))
-
-    def _is_written(self, fields: tuple) -> bool:
-        raise NotImplementedError
 
     def _whole_units(self, size: int) -> int:
         """Bytes of whole units the broker would scan in a file of this size."""
@@ -206,61 +237,6 @@ class _UnitQueue:
 
     def _windows(self, seg: Segment, start: int, end: int) -> Iterator[tuple[int, bytes]]:
         return _windows(seg, start, min(end, seg.size), self.unit_size, self.findings)
-
-    def _written_prefix(self, seg: Segment, limit: int) -> int:
-        """Bytes of written units at the start of a file, up to limit."""
-        pos = 0
-        for _, data in self._windows(seg, 0, limit):
-            for fields in self.unit_struct.iter_unpack(data):
-                if not self._is_written(fields):
-                    return pos
-                pos += self.unit_size
-        return pos
-
-    def _recover_end(self) -> int:
-        """ConsumeQueue.recover: from the third-last file on, up to the first unwritten unit.
-        A file shorter than the mapped file size ends the data too (the broker refuses it)."""
-        if not self.segments:
-            return 0
-        first = max(len(self.segments) - 3, 0)
-        end = self.segments[first].base_offset
-        for i in range(first, len(self.segments)):
-            seg = self.segments[i]
-            limit = self._whole_units(seg.size)
-            pos = self._written_prefix(seg, limit)
-            end = seg.base_offset + pos
-            if pos < limit or limit < (self.mapped_file_size or limit):
-                self._check_after_end(seg, pos, limit, stopped_here=True)
-                for later in self.segments[i + 1:]:
-                    self._check_after_end(later, 0, later.size - later.size % self.unit_size, stopped_here=False)
-                break
-        return end
-
-    def _truncate_dirty(self, commit_log_max_offset: int) -> int:
-        """truncateDirtyLogicFiles, which every broker load runs with the commit log's max
-        offset: units at or past it are dropped, whole last files first."""
-        end = self.recovered_end
-        for seg in reversed([s for s in self.segments if s.base_offset < end]):
-            cut = None
-            for position, data in self._windows(seg, 0, end - seg.base_offset):
-                for i, fields in enumerate(self.unit_struct.iter_unpack(data)):
-                    if fields[0] >= commit_log_max_offset:
-                        cut = position + i * self.unit_size
-                        break
-                if cut is not None:
-                    break
-            if cut is None:
-                break
-            end = seg.base_offset + cut
-            if cut:
-                break
-            # the file's first unit is past the commit log: the broker deletes the file
-        if end < self.recovered_end:
-            seg = next((s for s in reversed(self.segments) if s.base_offset <= end), self.segments[0])
-            self._report("consumeQueueBeyondCommitLog", str(seg.path), end - seg.base_offset,
-                         f"{(self.recovered_end - end) // self.unit_size} units at or past commit log offset "
-                         f"{commit_log_max_offset}; the broker drops them on load")
-        return end
 
     def _check_after_end(self, seg: Segment, pos: int, limit: int, stopped_here: bool):
         """Whole units in [pos, limit) of a file, past the end of the written data, should all
@@ -301,15 +277,13 @@ class ConsumeQueue(_UnitQueue):
 
     unit_size = CQ_STORE_UNIT_SIZE
     unit_struct = CQ_UNIT
+    layout = CQ_LAYOUT
     is_batch = False
 
     def __init__(self, directory: str | os.PathLike, topic: str, queue_id: int,
                  mapped_file_size: int | None = None, commit_log_max_offset: int | None = None):
         self._min_offset: int | None = None
         super().__init__(directory, topic, queue_id, mapped_file_size, commit_log_max_offset)
-
-    def _is_written(self, fields: tuple) -> bool:
-        return is_written_unit(fields[0], fields[1])
 
     @property
     def max_offset(self) -> int:
@@ -379,10 +353,8 @@ class BatchConsumeQueue(_UnitQueue):
 
     unit_size = BATCH_CQ_STORE_UNIT_SIZE
     unit_struct = BATCH_CQ_UNIT
+    layout = BATCH_CQ_LAYOUT
     is_batch = True
-
-    def _is_written(self, fields: tuple) -> bool:
-        return is_written_batch_unit(fields[0], fields[1], fields[4], fields[5])
 
     def _unit(self, seg: Segment, position: int, fields: tuple) -> BatchConsumeQueueUnit:
         commit_log_offset, size, tags_code, store_timestamp, base, batch_size, compacted, _ = fields
@@ -392,7 +364,7 @@ class BatchConsumeQueue(_UnitQueue):
     def _units_between(self, start_byte: int, end_byte: int) -> Iterator[BatchConsumeQueueUnit]:
         for seg, position, data in self._chunks(start_byte, end_byte):
             for fields in BATCH_CQ_UNIT.iter_unpack(data):
-                if self._is_written(fields):
+                if self.layout.is_written(fields):
                     yield self._unit(seg, position, fields)
                 else:
                     kind = "consumeQueueHole" if not any(fields[:6]) else "consumeQueueUnitInvalid"
@@ -521,10 +493,7 @@ def open_consume_queues(store_root: str | os.PathLike, commit_log_max_offset: in
     return ConsumeQueues(queues, findings)
 
 
-# --- where a queue's valid units end: the writer's load and the recovery plan ---------------
-
-QUEUE_END_WINDOW_UNITS = 4096  # units read at once: memory stays bounded whatever the file size
-
+# --- where a queue's valid units end: readers, the writer's load and the recovery plan ---------
 
 @dataclasses.dataclass(slots=True, frozen=True)
 class QueueEnd:
@@ -535,87 +504,72 @@ class QueueEnd:
     end_segment: Segment | None  # the file end lies in (at position 0 for a file starting there); None:
     # end is where the last file kept ends, or there is none
     segments_after: tuple[Segment, ...]  # files after end and files cut whole: the broker deletes them
+    stopped_at: Segment | None = None  # the file whose unwritten unit (or short length) ended the data
+    unit_size: int = CQ_STORE_UNIT_SIZE
 
     @property
     def units_cut(self) -> int:
         """Units dropped because they point at or past the commit log offset."""
-        return (self.written_end - self.end) // CQ_STORE_UNIT_SIZE
+        return (self.written_end - self.end) // self.unit_size
 
 
-def _unit_windows(seg: Segment, start: int, stop: int) -> Iterator[tuple[int, bytes]]:
-    """(position, bytes) of whole units of ``seg`` in [start, stop), a window at a time."""
-    step = QUEUE_END_WINDOW_UNITS * CQ_STORE_UNIT_SIZE
-    try:
-        fd = os.open(seg.path, os.O_RDONLY)
-    except OSError as exc:
-        raise StoreAccessError(f"cannot open ({exc.strerror})", seg.path) from None
-    try:
-        pos = start
-        while pos < stop:
-            try:
-                data = os.pread(fd, min(step, stop - pos), pos)
-            except OSError as exc:
-                raise StoreAccessError(f"cannot read ({exc.strerror})", seg.path, pos) from None
-            data = data[:len(data) - len(data) % CQ_STORE_UNIT_SIZE]
-            if not data:
-                return
-            yield pos, data
-            pos += len(data)
-    finally:
-        os.close(fd)
-
-
-def _first_unit(seg: Segment, stop: int, test) -> int | None:
-    """Position of the first unit in [0, stop) for which ``test(offset, size)`` holds."""
-    for pos, data in _unit_windows(seg, 0, stop):
-        for i, (offset, size, _tags) in enumerate(CQ_UNIT.iter_unpack(data)):
-            if test(offset, size):
-                return pos + i * CQ_STORE_UNIT_SIZE
+def _first_unit(seg: Segment, stop: int, test, layout: UnitLayout, findings) -> int | None:
+    """Position of the first unit in [0, stop) for which ``test(fields)`` holds."""
+    size = layout.unit_size
+    for pos, data in _windows(seg, 0, stop, size, findings):
+        for i, fields in enumerate(layout.unit_struct.iter_unpack(data)):
+            if test(fields):
+                return pos + i * size
     return None
 
 
-def _last_physic_offset(segments: list[Segment], end: int) -> int:
+def _last_physic_offset(segments: list[Segment], end: int, layout: UnitLayout, findings) -> int:
     """commitLogOffset + size of the last unit before queue byte ``end`` that is not a fill."""
-    step = QUEUE_END_WINDOW_UNITS * CQ_STORE_UNIT_SIZE
+    size = layout.unit_size
+    step = WINDOW_UNITS * size
     for seg in reversed([s for s in segments if s.base_offset < end]):
-        hi = min(end - seg.base_offset, seg.size - seg.size % CQ_STORE_UNIT_SIZE)
+        hi = min(end - seg.base_offset, seg.size - seg.size % size)
         while hi > 0:
             lo = max(hi - step, 0)
-            for _pos, data in _unit_windows(seg, lo, hi):
-                for offset, size, tags in reversed(list(CQ_UNIT.iter_unpack(data))):
-                    if not is_fill_unit(offset, size, tags):
-                        return offset + size
+            for _pos, data in _windows(seg, lo, hi, size, findings):
+                for fields in reversed(list(layout.unit_struct.iter_unpack(data))):
+                    if layout.is_fill is None or not layout.is_fill(fields):
+                        return fields[0] + fields[1]
             hi = lo
     return -1
 
 
-def find_queue_end(segments: list[Segment], mapped_file_size: int,
-                   commit_log_max_offset: int | None = None) -> QueueEnd:
+def find_queue_end(segments: list[Segment], mapped_file_size: int, commit_log_max_offset: int | None = None,
+                   *, layout: UnitLayout = CQ_LAYOUT, findings: list | None = None) -> QueueEnd:
     """Where a consume queue's valid units end, and where the broker's load cuts them.
 
     ConsumeQueue.recover: from the third-last file on, up to the first unit that is not
     written (commitLogOffset < 0 or size <= 0); a file shorter than ``mapped_file_size``
     ends the data too. Then, given the commit log's max offset, truncateDirtyLogicFiles:
     the first unit pointing at or past it and everything after go (a file whose first unit
-    does is dropped whole). Reads a window of units at a time.
+    does is dropped whole). Reads a window of units at a time. With ``findings`` (a
+    reader) a file the OS refuses becomes a finding; without, StoreAccessError.
     """
+    size = layout.unit_size
     if not segments:
-        return QueueEnd(0, 0, -1, None, ())
+        return QueueEnd(0, 0, -1, None, (), None, size)
     first = max(len(segments) - 3, 0)
     written_end = segments[first].base_offset
-    not_written = lambda offset, size: not is_written_unit(offset, size)  # noqa: E731
+    stopped_at = None
+    not_written = lambda fields: not layout.is_written(fields)  # noqa: E731
     for seg in segments[first:]:
-        limit = min(seg.size - seg.size % CQ_STORE_UNIT_SIZE, mapped_file_size)
-        stop = _first_unit(seg, limit, not_written)
+        limit = min(seg.size - seg.size % size, mapped_file_size)
+        stop = _first_unit(seg, limit, not_written, layout, findings)
         written_end = seg.base_offset + (limit if stop is None else stop)
         if stop is not None or limit < mapped_file_size:
+            stopped_at = seg
             break
     end = written_end
     dropped_from = None  # the first of the files cut whole: the broker deletes them (deleteLastMappedFile)
     if commit_log_max_offset is not None:
-        past = lambda offset, size: offset >= commit_log_max_offset  # noqa: E731
+        past = lambda fields: fields[0] >= commit_log_max_offset  # noqa: E731
         for seg in reversed([s for s in segments if s.base_offset < written_end]):
-            cut = _first_unit(seg, min(written_end - seg.base_offset, mapped_file_size), past)
+            cut = _first_unit(seg, min(written_end - seg.base_offset, mapped_file_size), past, layout, findings)
             if cut is None:
                 break
             end = seg.base_offset + cut
@@ -626,4 +580,5 @@ def find_queue_end(segments: list[Segment], mapped_file_size: int,
                   if s.base_offset > end or (dropped_from is not None and s.base_offset >= dropped_from))
     end_segment = next((s for s in reversed(segments) if s not in after
                         and s.base_offset <= end < s.base_offset + mapped_file_size), None)
-    return QueueEnd(written_end, end, _last_physic_offset(segments, end), end_segment, after)
+    return QueueEnd(written_end, end, _last_physic_offset(segments, end, layout, findings), end_segment, after,
+                    stopped_at, size)

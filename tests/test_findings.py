@@ -160,3 +160,19 @@ def test_every_registered_finding_has_a_producer(finding_id, commit_log_findings
     """A case above produces it; for the others, library code at least names it."""
     produced = {f.id for f in commit_log_findings} | {f.id for f in segment_findings}
     assert finding_id in produced or finding_id in _used_in_library(), f"{finding_id}: nothing reports it"
+
+
+def test_library_code_names_ids_by_constant_never_by_string():
+    """A typo in a string ID would only fail when that finding is raised; a constant fails at import."""
+    import io
+    import tokenize
+
+    root = pathlib.Path(registry.__file__).resolve().parent
+    spelled = []
+    for path in sorted(root.rglob("*.py")):
+        if path == pathlib.Path(registry.__file__).resolve():
+            continue
+        for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+            if tok.type == tokenize.STRING and tok.string[0] in "\"'" and tok.string[1:-1] in REGISTRY:
+                spelled.append(f"{path.relative_to(root)}:{tok.start[0]} {tok.string}")
+    assert not spelled, spelled

@@ -12,7 +12,7 @@ import pathlib
 from typing import Iterator
 
 from rmqtool.errors import CodecMissing
-from rmqtool.findings import Finding
+from rmqtool.findings import BODY_DECOMPRESS_FAILED, Finding
 from rmqtool.inspect.hints import wrong_kind
 from rmqtool.inspect.selection import MessageSelection
 from rmqtool.report.records import human_time, message_record
@@ -88,7 +88,7 @@ class CommitLogDump:
                 raise CodecMissing(exc.message, r.path, r.position) from None
             if "body_decompress_error" in row:
                 self.damaged += 1
-                self.findings.append(Finding("bodyDecompressFailed", r.path, r.position,
+                self.findings.append(Finding(BODY_DECOMPRESS_FAILED, r.path, r.position,
                                              f"{row['body_decompress_error']} (message at commit log offset "
                                              f"{r.commit_log_offset})"))
             if self.for_people:

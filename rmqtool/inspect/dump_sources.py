@@ -6,7 +6,7 @@ import pathlib
 from typing import Iterator
 
 from rmqtool.errors import NotAStore
-from rmqtool.findings import Finding
+from rmqtool.findings import CONSUME_QUEUE_HOLE, CONSUME_QUEUE_UNIT_INVALID, QUEUE_DIR_INVALID, Finding
 from rmqtool.formats.consumequeue import is_written_unit
 from rmqtool.inspect.hints import wrong_kind as _wrong_kind
 from rmqtool.store import detect
@@ -51,7 +51,7 @@ def _queues_for(path: pathlib.Path, topic: str | None, queue_id: int | None):
                     if q.is_dir() and queue_id_of(q.name) is not None:
                         queues.append(cls(q, path.name, queue_id_of(q.name)))
                     else:
-                        findings.append(Finding("queueDirInvalid", str(q), None, "not a queue id directory; ignored"))
+                        findings.append(Finding(QUEUE_DIR_INVALID, str(q), None, "not a queue id directory; ignored"))
                 return queues, None, findings
             cqs = open_consume_queues(path.parent)
             return [q for q in cqs.queues if q.is_batch == (name == BATCH_CONSUMEQUEUE_DIR)], None, cqs.findings
@@ -88,7 +88,7 @@ def consume_queue_rows(path: pathlib.Path, topic: str | None = None, queue_id: i
                 if not row["valid"] and findings is not None:
                     shown.add((u.path, u.position))
                     hole = u.commit_log_offset == 0 and u.size == 0 and u.tags_code == 0
-                    findings.append(Finding("consumeQueueHole" if hole else "consumeQueueUnitInvalid", u.path,
+                    findings.append(Finding(CONSUME_QUEUE_HOLE if hole else CONSUME_QUEUE_UNIT_INVALID, u.path,
                                             u.position, f"queue offset {u.queue_offset}: unit with commitLogOffset "
                                             f"{u.commit_log_offset}, size {u.size} (the broker skips it)"))
             row.update(file=u.path, file_position=u.position)

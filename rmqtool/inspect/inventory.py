@@ -10,7 +10,7 @@ import os
 import pathlib
 
 from rmqtool.errors import FormatError
-from rmqtool.findings import Finding
+from rmqtool.findings import CHECKPOINT_INVALID, CONFIG_TABLE_INVALID, Finding
 from rmqtool.inspect.hints import wrong_kind
 from rmqtool.formats.config import consumer_offsets, delay_offsets
 from rmqtool.store import detect
@@ -106,7 +106,7 @@ def checkpoint_info(root: pathlib.Path):
     try:
         cp = read_checkpoint(path)
     except FormatError as exc:
-        return {"error": exc.one_line()}, [Finding("checkpointInvalid", str(path), exc.offset, exc.message)]
+        return {"error": exc.one_line()}, [Finding(CHECKPOINT_INVALID, str(path), exc.offset, exc.message)]
     return {
         "physic_msg_timestamp": cp.physic_msg_timestamp,
         "logics_msg_timestamp": cp.logics_msg_timestamp,
@@ -153,7 +153,7 @@ def config_info(root: pathlib.Path):
                 row.update(_config_summary(c.document, name))
             except FormatError as exc:
                 row["error"] = exc.message
-                findings.append(Finding("configTableInvalid", c.path, None, exc.message))
+                findings.append(Finding(CONFIG_TABLE_INVALID, c.path, None, exc.message))
         rows.append(row)
     return rows, findings
 

@@ -33,6 +33,7 @@ import os
 import pathlib
 from typing import Iterable, Iterator
 
+from rmqtool.findings import INDEX_CHAIN_BROKEN, INDEX_FILE_UNREADABLE
 from rmqtool.errors import CorruptData, NothingFound, RmqError, StoreAccessError, UsageError
 from rmqtool.formats import properties as props
 from rmqtool.formats.indexfile import build_key, index_key_hash, java_string_hash, slot_of
@@ -184,7 +185,7 @@ def select_phy_offsets(files: list[IndexFile], topic: str, key: str, max_num: in
                 if time_read < begin:
                     break
             for finding in f.findings[seen_findings:]:
-                if finding.id == "indexChainBroken" and damaged is not None:
+                if finding.id == INDEX_CHAIN_BROKEN and damaged is not None:
                     damaged.setdefault(f.name, finding.message)
         if h.begin_timestamp < begin:
             if trace.enabled:
@@ -202,7 +203,7 @@ def open_index(store: str | os.PathLike, notes: Notes, trace: Trace) -> list[_In
     listing = list_index_files(store)
     files = listing.open_all()
     for finding in listing.findings:
-        if finding.id == "indexFileUnreadable":
+        if finding.id == INDEX_FILE_UNREADABLE:
             notes.add(f"index file {pathlib.Path(finding.path).name} cannot be read ({finding.message}): "
                       f"its messages are found by scanning the commit log", trace)
         elif trace.enabled:

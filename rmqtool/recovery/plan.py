@@ -33,7 +33,9 @@ import os
 import pathlib
 
 from rmqtool.errors import CorruptData, FormatError, StoreNotFound
-from rmqtool.findings import Finding
+from rmqtool.findings import (ABORT_FILE_PRESENT, CONSUME_QUEUE_BEYOND_COMMIT_LOG,
+                              CONSUME_QUEUE_FILE_AFTER_END, RECORD_TORN, SEGMENT_AFTER_END, SEGMENT_GAP,
+                              SEGMENT_OVERLAP, SEGMENT_SIZE_ODD, TRAILING_GARBAGE, Finding)
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODES
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqtool.store.checkpoint import read_checkpoint
@@ -47,7 +49,7 @@ ZERO = "zero"  # write zeros over [start, end) of the file
 DELETE = "delete"  # delete the file ([start, end) is the whole of it)
 
 # Segment findings that leave no end to plan from: the broker's load refuses such a store too.
-UNPLANNABLE = ("segmentSizeOdd", "segmentGap", "segmentOverlap")
+UNPLANNABLE = (SEGMENT_SIZE_ODD, SEGMENT_GAP, SEGMENT_OVERLAP)
 _ZERO_SCAN = 1 << 20  # bytes read at once while looking for the last non-zero byte
 _MAGIC_CODE = HEADER_FIELDS.index("magic_code")
 _SYS_FLAG = HEADER_FIELDS.index("sys_flag")
@@ -163,9 +165,9 @@ def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | 
         if all_zero_from(seg.path, 0) is None:
             made_ahead.append(str(seg.path))
             continue
-        findings.append(Finding("segmentAfterEnd", str(seg.path), 0,
+        findings.append(Finding(SEGMENT_AFTER_END, str(seg.path), 0,
                                 f"a segment after the end of the commit log ({end.end}) holds data"))
-        actions.append(Action(DELETE, str(seg.path), 0, seg.size, "segmentAfterEnd",
+        actions.append(Action(DELETE, str(seg.path), 0, seg.size, SEGMENT_AFTER_END,
                               "truncateDirtyFiles: a segment after the end of the log"))
     kept = [s for s in queue.segments if s.base_offset < end.end or s.base_offset == end.segment_base]
 
@@ -180,7 +182,7 @@ def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | 
     else:
         reason = "from the largest commit log offset the consume queues reach"
     if abnormal:  # last among the findings: what else is wrong says more
-        findings.append(Finding("abortFilePresent", str(paths.abort), None,
+        findings.append(Finding(ABORT_FILE_PRESENT, str(paths.abort), None,
                                 "the last writer did not shut down cleanly"))
         min_ts, source = _checkpoint_min_timestamp(paths)
         matched = _recovery_start_segment(kept, min_ts)
@@ -209,14 +211,14 @@ def _zero_after(seg: Segment, position: int, actions: list[Action], findings: li
     if torn:
         total = int.from_bytes(head[:4], "big", signed=True)
         first = position  # its header goes too
-        findings.append(Finding("recordTorn", str(seg.path), position,
+        findings.append(Finding(RECORD_TORN, str(seg.path), position,
                                 f"a record of {total} bytes starts after the last good one but does not read "
                                 f"back whole (lengths or body CRC): the broker's recovery cuts the log there"))
     else:
-        findings.append(Finding("trailingGarbage", str(seg.path), first,
+        findings.append(Finding(TRAILING_GARBAGE, str(seg.path), first,
                                 f"non-zero bytes after the last record of the commit log (it ends at "
                                 f"{seg.base_offset + position})"))
-    actions.append(Action(ZERO, str(seg.path), first, last, "recordTorn" if torn else "trailingGarbage",
+    actions.append(Action(ZERO, str(seg.path), first, last, RECORD_TORN if torn else TRAILING_GARBAGE,
                           "after the last good record of the commit log"))
 
 
@@ -237,22 +239,22 @@ def _plan_consume_queues(paths: StorePaths, file_size: int | None, commit_log_en
             cuts.append(QueueCut(topic, queue_id, qe.written_end // CQ_STORE_UNIT_SIZE, qe.end // CQ_STORE_UNIT_SIZE,
                                  qe.max_physic_offset))
             where = qe.end_segment or qe.segments_after[0]
-            findings.append(Finding("consumeQueueBeyondCommitLog", str(where.path), qe.end - where.base_offset,
+            findings.append(Finding(CONSUME_QUEUE_BEYOND_COMMIT_LOG, str(where.path), qe.end - where.base_offset,
                                     f"{qe.units_cut} units at or past commit log offset {commit_log_end}"))
         if qe.end_segment is not None:
             seg = qe.end_segment
             extent = _nonzero_extent(seg.path, qe.end - seg.base_offset)
             if extent is not None:
                 if not qe.units_cut:
-                    findings.append(Finding("trailingGarbage", str(seg.path), extent[0],
+                    findings.append(Finding(TRAILING_GARBAGE, str(seg.path), extent[0],
                                             "non-zero bytes after the last unit of the consume queue"))
                 actions.append(Action(ZERO, str(seg.path), extent[0], extent[1],
-                                      "consumeQueueBeyondCommitLog" if qe.units_cut else "trailingGarbage",
+                                      CONSUME_QUEUE_BEYOND_COMMIT_LOG if qe.units_cut else TRAILING_GARBAGE,
                                       "after the last unit the consume queue keeps"))
         for seg in qe.segments_after:
-            findings.append(Finding("consumeQueueFileAfterEnd", str(seg.path), None,
+            findings.append(Finding(CONSUME_QUEUE_FILE_AFTER_END, str(seg.path), None,
                                     f"the queue ends at offset {qe.end // CQ_STORE_UNIT_SIZE}"))
-            actions.append(Action(DELETE, str(seg.path), 0, seg.size, "consumeQueueFileAfterEnd",
+            actions.append(Action(DELETE, str(seg.path), 0, seg.size, CONSUME_QUEUE_FILE_AFTER_END,
                                   "truncateDirtyFiles: a consume queue file after the queue's end"))
     return cuts, max_physic
 

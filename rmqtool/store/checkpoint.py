@@ -14,7 +14,8 @@ import os
 import pathlib
 
 from rmqtool.errors import FormatError, StoreAccessError, StoreNotFound
-from rmqtool.findings import Finding
+from rmqtool.findings import (ABORT_FILE_PRESENT, ABORT_FILE_UNEXPECTED, LOCK_FILE_UNEXPECTED,
+                              TRAILING_GARBAGE, Finding)
 from rmqtool.formats.checkpoint import (CHECKPOINT_FILE_SIZE, Checkpoint4, Checkpoint5, min_timestamp,
                                         min_timestamp_index)
 from rmqtool.formats.derive import struct_of
@@ -92,7 +93,7 @@ def parse_checkpoint(data: bytes, path: str | os.PathLike = "checkpoint") -> Sto
     padding = data[CHECKPOINT.size:]
     if any(padding):
         first = CHECKPOINT.size + len(padding) - len(padding.lstrip(b"\0"))
-        findings.append(Finding("trailingGarbage", os.fspath(path), first,
+        findings.append(Finding(TRAILING_GARBAGE, os.fspath(path), first,
                                 "non-zero bytes after the checkpoint fields (the broker leaves them zero)"))
     return StoreCheckpoint(os.fspath(path), *fields, data[:CHECKPOINT.size], tuple(findings))
 
@@ -150,13 +151,13 @@ def read_markers(store_root: str | os.PathLike) -> StoreMarkers:
     lock = MarkerFile(str(paths.lock), lock_content is not None, lock_content)
     findings = []
     if abort.exists:
-        findings.append(Finding("abortFilePresent", abort.path, None,
+        findings.append(Finding(ABORT_FILE_PRESENT, abort.path, None,
                                 "the last broker did not shut down cleanly; it will recover abnormally"))
     for marker in (abort, abort_bak):
         if marker.content and marker.pid is None:
-            findings.append(Finding("abortFileUnexpected", marker.path, 0,
+            findings.append(Finding(ABORT_FILE_UNEXPECTED, marker.path, 0,
                                     f"content {marker.content[:32]!r} is not a PID"))
     if lock.exists and not lock.content.startswith(LOCK_CONTENT):
-        findings.append(Finding("lockFileUnexpected", lock.path, 0,
+        findings.append(Finding(LOCK_FILE_UNEXPECTED, lock.path, 0,
                                 f"content {lock.content[:32]!r} does not start with {LOCK_CONTENT!r}"))
     return StoreMarkers(abort, abort_bak, lock, tuple(findings), is_locked(paths.lock))

@@ -13,7 +13,8 @@ import os
 import pathlib
 
 from rmqtool.errors import FormatError, StoreAccessError, StoreNotFound
-from rmqtool.findings import Finding
+from rmqtool.findings import (CONFIG_BAK_USED, CONFIG_TMP_LEFTOVER, CONFIG_TOO_LARGE, CONFIG_UNPARSEABLE,
+                              Finding)
 from rmqtool.formats.config import BAK_SUFFIX, KNOWN_CONFIG_FILES, TMP_SUFFIX, ConfigFileSpec, loads_fastjson
 from rmqtool.store.paths import CONFIG_DIR
 
@@ -93,7 +94,7 @@ def _read_optional(path: pathlib.Path, findings: list[Finding]) -> bytes | None:
     except OSError as exc:
         raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
     if size > MAX_CONFIG_FILE_SIZE:
-        findings.append(Finding("configTooLarge", str(path), None,
+        findings.append(Finding(CONFIG_TOO_LARGE, str(path), None,
                                 _too_large(size)))
         return None
     try:
@@ -111,7 +112,7 @@ def read_config_file(config_dir: str | os.PathLike, name: str) -> ConfigFile:
     tmp_path = main_path.with_name(name + TMP_SUFFIX)
     findings: list[Finding] = []
     if tmp_path.exists():
-        findings.append(Finding("configTmpLeftover", str(tmp_path), None,
+        findings.append(Finding(CONFIG_TMP_LEFTOVER, str(tmp_path), None,
                                 "left by a persist that did not finish; the broker ignores it"))
     read_before = len(findings)
     main = _read_optional(main_path, findings)
@@ -122,7 +123,7 @@ def read_config_file(config_dir: str | os.PathLike, name: str) -> ConfigFile:
             return ConfigFile(name, str(main_path), MAIN, parse_config_bytes(main, main_path), tuple(findings))
         except FormatError as exc:
             main_error = exc
-            findings.append(Finding("configUnparseable", str(main_path), exc.offset, exc.message))
+            findings.append(Finding(CONFIG_UNPARSEABLE, str(main_path), exc.offset, exc.message))
     bak = _read_optional(bak_path, findings)
     if bak:
         try:
@@ -137,7 +138,7 @@ def read_config_file(config_dir: str | os.PathLike, name: str) -> ConfigFile:
         else:
             why = "does not parse" if main_error else ("is empty" if main is not None else "is missing")
             text = f"{name} {why}; the broker loads this .bak"
-        findings.append(Finding("configBakUsed", str(bak_path), None, text))
+        findings.append(Finding(CONFIG_BAK_USED, str(bak_path), None, text))
         return ConfigFile(name, str(bak_path), BAK, document, tuple(findings))
     if main_error is not None:
         raise main_error
@@ -182,5 +183,5 @@ def read_config_dir(store_root: str | os.PathLike) -> ConfigDir:
         try:
             files[name] = read_config_file(directory, name)
         except FormatError as exc:
-            findings.append(Finding("configUnparseable", exc.path, exc.offset, exc.message))
+            findings.append(Finding(CONFIG_UNPARSEABLE, exc.path, exc.offset, exc.message))
     return ConfigDir(str(directory), files, findings)

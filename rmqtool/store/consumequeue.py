@@ -31,7 +31,10 @@ import struct
 from typing import Iterator, Union
 
 from rmqtool.errors import NotAStore, StoreAccessError, StoreNotFound
-from rmqtool.findings import CONSUME_QUEUE_BEYOND_COMMIT_LOG, SEGMENT_UNREADABLE, Finding
+from rmqtool.findings import (BATCH_CONSUME_QUEUE_OFFSET_GAP, CONSUME_QUEUE_BEYOND_COMMIT_LOG,
+                              CONSUME_QUEUE_FILE_MISALIGNED, CONSUME_QUEUE_HOLE, CONSUME_QUEUE_UNIT_INVALID,
+                              QUEUE_DIR_INVALID, RECORD_TRUNCATED, SEGMENT_UNREADABLE, TRAILING_GARBAGE,
+                              Finding)
 from rmqtool.formats.consumequeue import (BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE, BatchCqUnit,
                                           CqUnit, is_fill_unit, is_written_batch_unit, is_written_unit)
 from rmqtool.formats.derive import struct_of
@@ -151,7 +154,7 @@ def _first_nonzero(seg: Segment, start: int, end: int, findings: list[Finding]) 
     try:
         fd = os.open(seg.path, os.O_RDONLY)
     except OSError as exc:
-        findings.append(Finding("segmentUnreadable", str(seg.path), None, f"cannot read ({exc.strerror})"))
+        findings.append(Finding(SEGMENT_UNREADABLE, str(seg.path), None, f"cannot read ({exc.strerror})"))
         return None
     try:
         position = start
@@ -172,7 +175,7 @@ def _first_nonzero(seg: Segment, start: int, end: int, findings: list[Finding]) 
             position += len(data)
         return None
     except OSError as exc:
-        findings.append(Finding("segmentUnreadable", str(seg.path), None, f"cannot read ({exc.strerror})"))
+        findings.append(Finding(SEGMENT_UNREADABLE, str(seg.path), None, f"cannot read ({exc.strerror})"))
         return None
     finally:
         os.close(fd)
@@ -203,10 +206,10 @@ class _UnitQueue:
         self._reported: set[tuple[str, str]] = set()
         for seg in self.segments:
             if seg.base_offset % self.unit_size:
-                self._report("consumeQueueFileMisaligned", str(seg.path), None,
+                self._report(CONSUME_QUEUE_FILE_MISALIGNED, str(seg.path), None,
                              f"name {seg.base_offset} is not a multiple of the unit size {self.unit_size}")
             if seg.size % self.unit_size:
-                self._report("recordTruncated", str(seg.path), seg.size - seg.size % self.unit_size,
+                self._report(RECORD_TRUNCATED, str(seg.path), seg.size - seg.size % self.unit_size,
                              f"file ends {seg.size % self.unit_size} bytes into a unit")
         mapped = self.mapped_file_size or max((s.size for s in self.segments), default=0)
         qe = find_queue_end(self.segments, mapped, commit_log_max_offset, layout=self.layout,
@@ -247,10 +250,10 @@ class _UnitQueue:
             return
         first -= (first - pos) % self.unit_size
         if first == pos and stopped_here:
-            self._report("consumeQueueUnitInvalid", str(seg.path), pos,
+            self._report(CONSUME_QUEUE_UNIT_INVALID, str(seg.path), pos,
                          "the unit where the broker's recovery stops is not all zeros")
         else:
-            self._report("trailingGarbage", str(seg.path), first,
+            self._report(TRAILING_GARBAGE, str(seg.path), first,
                          "written units after the end of the queue (the broker drops them on load)")
 
     def _chunks(self, start_byte: int, end_byte: int) -> Iterator[tuple[Segment, int, bytes]]:
@@ -314,10 +317,10 @@ class ConsumeQueue(_UnitQueue):
         commit_log_offset, size, tags_code = fields
         if not is_written_unit(commit_log_offset, size):
             if commit_log_offset == 0 and size == 0 and tags_code == 0:
-                self._report("consumeQueueHole", str(seg.path), position,
+                self._report(CONSUME_QUEUE_HOLE, str(seg.path), position,
                              "unwritten units before the end of the queue")
             else:
-                self._report("consumeQueueUnitInvalid", str(seg.path), position,
+                self._report(CONSUME_QUEUE_UNIT_INVALID, str(seg.path), position,
                              f"unit with commitLogOffset {commit_log_offset}, size {size}")
             return None
         return ConsumeQueueUnit(self.topic, self.queue_id, (seg.base_offset + position) // self.unit_size,
@@ -367,7 +370,7 @@ class BatchConsumeQueue(_UnitQueue):
                 if self.layout.is_written(fields):
                     yield self._unit(seg, position, fields)
                 else:
-                    kind = "consumeQueueHole" if not any(fields[:6]) else "consumeQueueUnitInvalid"
+                    kind = CONSUME_QUEUE_HOLE if not any(fields[:6]) else CONSUME_QUEUE_UNIT_INVALID
                     self._report(kind, str(seg.path), position, "a batch unit the broker would not read")
                 position += self.unit_size
 
@@ -402,7 +405,7 @@ class BatchConsumeQueue(_UnitQueue):
         previous = None
         for unit in self._units_between(self.segments[0].base_offset, self.end):
             if previous is not None and unit.msg_base_offset != previous.msg_base_offset + previous.batch_size:
-                self._report("batchConsumeQueueOffsetGap", unit.path, unit.position,
+                self._report(BATCH_CONSUME_QUEUE_OFFSET_GAP, unit.path, unit.position,
                              f"msgBaseOffset {unit.msg_base_offset} after a batch ending at "
                              f"{previous.msg_base_offset + previous.batch_size}")
             previous = unit
@@ -479,13 +482,13 @@ def open_consume_queues(store_root: str | os.PathLike, commit_log_max_offset: in
             continue
         for topic_entry in list_dir(base):
             if not topic_entry.is_dir():
-                findings.append(Finding("queueDirInvalid", topic_entry.path, None,
+                findings.append(Finding(QUEUE_DIR_INVALID, topic_entry.path, None,
                                         "not a topic directory; ignored"))
                 continue
             for queue_entry in list_dir(pathlib.Path(topic_entry.path)):
                 queue_id = queue_id_of(queue_entry.name)
                 if queue_id is None or not queue_entry.is_dir():
-                    findings.append(Finding("queueDirInvalid", queue_entry.path, None,
+                    findings.append(Finding(QUEUE_DIR_INVALID, queue_entry.path, None,
                                             "not a queue id directory; ignored"))
                     continue
                 queues.append(cls(queue_entry.path, topic_entry.name, queue_id,

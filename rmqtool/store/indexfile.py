@@ -20,7 +20,9 @@ import sys
 from typing import Iterator
 
 from rmqtool.errors import FormatError, NotAStore, StoreAccessError, StoreNotFound
-from rmqtool.findings import Finding
+from rmqtool.findings import (INDEX_CHAIN_BROKEN, INDEX_FILE_NAME_INVALID, INDEX_FILE_UNREADABLE,
+                              INDEX_GEOMETRY_UNKNOWN, INDEX_HEADER_INVALID, RECORD_TRUNCATED,
+                              SEGMENT_SIZE_ODD, Finding)
 from rmqtool.formats.derive import struct_of
 from rmqtool.formats.indexfile import (ENTRY_PHY_OFFSET_POSITION, FILE_NAME_LENGTH, FIRST_INDEX, HASH_SLOT_SIZE,
                                        HEADER_INDEX_COUNT_POSITION, INDEX_HEADER_SIZE, INDEX_SIZE, INVALID_INDEX,
@@ -259,12 +261,12 @@ class IndexFile:
             if hash_slot_num is None or index_num is None:
                 geometry = infer_geometry(self._data, self.header)
                 if isinstance(geometry, str):
-                    self.findings.append(Finding("indexGeometryUnknown", str(self.path), None, geometry))
+                    self.findings.append(Finding(INDEX_GEOMETRY_UNKNOWN, str(self.path), None, geometry))
                     geometry = (None, None)
                 hash_slot_num, index_num = geometry
             elif index_file_size(hash_slot_num, index_num) != self.file_size:
                 self.findings.append(Finding(
-                    "segmentSizeOdd", str(self.path), None,
+                    SEGMENT_SIZE_ODD, str(self.path), None,
                     f"size {self.file_size} is not {index_file_size(hash_slot_num, index_num)} "
                     f"for {hash_slot_num} slots and {index_num} entries"))
         except BaseException:
@@ -301,7 +303,7 @@ class IndexFile:
         if h.index_count < 0:
             bad.append("read as the broker loads it: indexCount 1, no entries")
         if bad:
-            self.findings.append(Finding("indexHeaderInvalid", str(self.path), 0, "; ".join(bad)))
+            self.findings.append(Finding(INDEX_HEADER_INVALID, str(self.path), 0, "; ".join(bad)))
 
     def close(self):
         data = getattr(self, "_data", None)  # None when opening failed
@@ -369,7 +371,7 @@ class IndexFile:
             for i, fields in enumerate(INDEX_ENTRY.iter_unpack(raw[:whole * INDEX_SIZE])):
                 yield IndexEntryRecord(first + i, *fields, position + i * INDEX_SIZE)
             if whole < n:
-                self.findings.append(Finding("recordTruncated", str(self.path), None,
+                self.findings.append(Finding(RECORD_TRUNCATED, str(self.path), None,
                                              f"indexCount {self.header.index_count} runs past the file end"))
                 return
 
@@ -393,7 +395,7 @@ class IndexFile:
             seen.add(number)
             entry = self.entry(number)
             if entry is None or entry.time_diff < 0:
-                self.findings.append(Finding("indexChainBroken", str(self.path), None,
+                self.findings.append(Finding(INDEX_CHAIN_BROKEN, str(self.path), None,
                                              f"entry {number} is past the file end or has a negative timeDiff"))
                 return
             yield number, entry
@@ -401,7 +403,7 @@ class IndexFile:
             if previous <= INVALID_INDEX or previous > count:
                 return
             if previous in seen:
-                self.findings.append(Finding("indexChainBroken", str(self.path), entry.position,
+                self.findings.append(Finding(INDEX_CHAIN_BROKEN, str(self.path), entry.position,
                                              f"chain loops back from entry {number} to entry {previous}"))
                 return
             number = previous
@@ -427,7 +429,7 @@ class IndexFiles:
             try:
                 files.append(IndexFile(path, hash_slot_num, index_num))
             except FormatError as exc:
-                self.findings.append(Finding("indexFileUnreadable", str(path), exc.offset, exc.message))
+                self.findings.append(Finding(INDEX_FILE_UNREADABLE, str(path), exc.offset, exc.message))
         known = {f.file_size: (f.hash_slot_num, f.index_num) for f in files if f.hash_slot_num is not None}
         for i, f in enumerate(files):
             if f.hash_slot_num is None and f.file_size in known:
@@ -454,7 +456,7 @@ def list_index_files(store_root: str | os.PathLike) -> IndexFiles:
         if is_index_file_name(entry.name) and entry.is_file():
             paths.append(pathlib.Path(entry.path))
         else:
-            findings.append(Finding("indexFileNameInvalid", entry.path, None,
+            findings.append(Finding(INDEX_FILE_NAME_INVALID, entry.path, None,
                                     "not an index file (name is not yyyyMMddHHmmssSSS); ignored"))
     return IndexFiles(paths, findings)
 

@@ -21,6 +21,7 @@ import struct
 
 import construct as cs
 
+from rmqtool.findings import RECORD_LENGTH_MISMATCH, RECORD_MAGIC_INVALID
 from rmqtool.formats import properties as props
 from rmqtool.formats.commitlog import (MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH, MAX_TOPIC_LENGTH_V1,
                                        MAX_TOPIC_LENGTH_V2, MESSAGE_MAGIC_CODE_V1,
@@ -282,26 +283,26 @@ def read_tail(buf, pos: int, body_end: int, end: int, magic: int) -> tuple[int, 
     """
     topic_length = TOPIC_LENGTHS.get(magic)
     if topic_length is None:
-        raise RecordError("recordMagicInvalid", f"magic code 0x{magic:08X} is not a message record's")
+        raise RecordError(RECORD_MAGIC_INVALID, f"magic code 0x{magic:08X} is not a message record's")
     t = body_end + topic_length.size
     if t > end:
-        raise RecordError("recordLengthMismatch", f"the body leaves no room for the topic length in totalSize "
+        raise RecordError(RECORD_LENGTH_MISMATCH, f"the body leaves no room for the topic length in totalSize "
                                                   f"{end - pos}")
     (topic_len,) = topic_length.unpack_from(buf, body_end)
     if topic_len < 0:
-        raise RecordError("recordLengthMismatch", f"topic length field reads {topic_len}: a V"
+        raise RecordError(RECORD_LENGTH_MISMATCH, f"topic length field reads {topic_len}: a V"
                           f"{2 if magic == MESSAGE_MAGIC_CODE_V2 else 1} record's topic has at most "
                           f"{MAX_TOPIC_LENGTH[magic]} bytes")
     t_end = t + topic_len
     props_at = t_end + PROPERTIES_LENGTH.size
     if props_at > end:
-        raise RecordError("recordLengthMismatch", f"topic length {topic_len} does not fit in totalSize {end - pos}")
+        raise RecordError(RECORD_LENGTH_MISMATCH, f"topic length {topic_len} does not fit in totalSize {end - pos}")
     (props_len,) = PROPERTIES_LENGTH.unpack_from(buf, t_end)
     if props_len < 0:
-        raise RecordError("recordLengthMismatch", f"properties length field reads {props_len}: a record's "
+        raise RecordError(RECORD_LENGTH_MISMATCH, f"properties length field reads {props_len}: a record's "
                           f"properties have at most {MAX_PROPERTIES_LENGTH} bytes")
     if props_at + props_len != end:
-        raise RecordError("recordLengthMismatch",
+        raise RecordError(RECORD_LENGTH_MISMATCH,
                           f"field lengths add up to {props_at + props_len - pos} bytes, totalSize says {end - pos}")
     return t, t_end, props_at
 
@@ -320,11 +321,11 @@ def decode_message(buf, pos: int, commit_log_offset: int, limit: int, *, check_c
     end = pos + total_size
     p = pos + HEADERS[k].size
     if p > end:
-        raise RecordError("recordLengthMismatch", f"totalSize {total_size} is too small for the record header")
+        raise RecordError(RECORD_LENGTH_MISMATCH, f"totalSize {total_size} is too small for the record header")
     h = HEADERS[k].unpack_from(buf, pos)
     body_len = h[_BODY_LENGTH]
     if body_len < 0 or p + body_len > end:
-        raise RecordError("recordLengthMismatch", f"bodyLength {body_len} does not fit in totalSize {total_size}")
+        raise RecordError(RECORD_LENGTH_MISMATCH, f"bodyLength {body_len} does not fit in totalSize {total_size}")
     body = bytes(buf[p:p + body_len])
     t, t_end, props_at = read_tail(buf, pos, p + body_len, end, h[_MAGIC_CODE])
     topic_raw = bytes(buf[t:t_end])

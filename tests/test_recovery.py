@@ -258,3 +258,21 @@ def test_abnormal_redispatch_starts_where_the_broker_rescans(tmp_path):
     assert "abnormal" in plan.redispatch_reason
     fast = plan_recovery(V4 / "crash-fast" / "a-as-is" / "input" / "store")
     assert fast.redispatch_from == 0 and "first segment" in fast.redispatch_reason
+
+
+def test_the_undo_command_puts_back_what_append_recover_changed(tmp_path):
+    """The backup a `--recover` append names is undone by the command it names."""
+    base, variant = DAMAGED[0]
+    root = _copy(base / variant / "input" / "store", tmp_path / "store")
+    before = _hashes(root)
+    plan = plan_recovery(root)
+    backup = tmp_path / "backup"
+    apply_plan(plan, backup)
+    assert _hashes(root) != before
+    res = CliRunner().invoke(app, ["undo", str(backup), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["bytes_restored"] == sum(e.end - e.start for e in read_manifest(backup).entries)
+    assert _hashes(root) == before
+    # a backup that is not one is a clean error, not a traceback
+    res = CliRunner().invoke(app, ["undo", str(tmp_path / "nothing-here")])
+    assert res.exit_code in (4, 8) and "Traceback" not in res.output

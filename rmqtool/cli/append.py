@@ -109,7 +109,7 @@ def _open(store: pathlib.Path, recover: bool, **options) -> Store:
     if s.recovery is not None:
         r = s.recovery
         print(f"rmqtool: recovered: zeroed {r.bytes_zeroed} bytes, deleted {r.files_deleted} files; the backup "
-              f"(undo: rmqtool.recovery.undo) is in {r.backup_dir}", file=sys.stderr)
+              f"is in {r.backup_dir} (rmqtool undo {shlex.quote(str(r.backup_dir))} puts it back)", file=sys.stderr)
     return s
 
 

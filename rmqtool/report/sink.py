@@ -130,16 +130,23 @@ def warn(text: str) -> None:
     sys.stderr.write(terminal_safe(text.rstrip("\n")) + "\n")
 
 
+# Findings echoed on stderr before the rest is only counted: a badly damaged store must
+# not bury the terminal (the rows, or `verify --format jsonl`, carry every one).
+MAX_ECHOED_FINDINGS = 20
+
+
 def report_findings(findings, damaged: int = 0, *, echo: bool = True) -> int:
-    """Each finding as one line on stderr (``Finding.one_line``), a count when anything is
-    wrong, and the exit code that calls for: 3 (CORRUPT) when ``damaged`` records were seen
-    or a finding is an error, else 0."""
+    """The first findings as one line each on stderr (``Finding.one_line``), a count when
+    anything is wrong, and the exit code that calls for: 3 (CORRUPT) when ``damaged``
+    records were seen or a finding is an error, else 0."""
     errors = 0
-    for f in findings:
-        if echo:
+    for n, f in enumerate(findings):
+        if echo and n < MAX_ECHOED_FINDINGS:
             warn(f.one_line())
         if f.severity.value == "error":
             errors += 1
+    if echo and len(findings) > MAX_ECHOED_FINDINGS:
+        warn(f"rmqtool: ... {len(findings) - MAX_ECHOED_FINDINGS} more finding(s) not shown")
     if not (damaged or errors):
         return int(ExitCode.OK)
     warn(f"rmqtool: {len(findings)} finding(s), {errors} of them errors"

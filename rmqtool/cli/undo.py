@@ -1,0 +1,31 @@
+"""rmqtool undo BACKUP_DIR: put back every byte a recovery changed, from its backup's manifest."""
+from __future__ import annotations
+
+import pathlib
+from typing import Optional
+
+import typer
+
+from rmqtool.cli.common import OutputFormat, boundary
+from rmqtool.recovery.undo import undo as undo_recovery
+from rmqtool.report.sink import render_document
+
+
+def register(app: typer.Typer) -> None:
+    app.command("undo")(undo)
+
+
+@boundary
+def undo(
+    backup_dir: pathlib.Path = typer.Argument(..., help="The backup a recovery wrote (it holds manifest.json)."),
+    store: Optional[pathlib.Path] = typer.Option(None, "--store", help="The store, when it has moved since."),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
+):
+    """Restore what a recovery zeroed or deleted (writes to the store; refused while a writer holds it).
+
+    Every backup copy is checked against the manifest's sha256 before the first byte is written.
+
+    Example: rmqtool undo /data/store.recovery-20261123T210000Z
+    """
+    restored = undo_recovery(backup_dir, store)
+    render_document(restored.to_json(), fmt.value, title="restored")

@@ -46,10 +46,14 @@ def verify(
     except UsageError as exc:
         sys.stderr.write(f"rmqtool: error: {exc.one_line()}\n")
         raise typer.Exit(int(ExitCode.USAGE)) from None
+    try:
+        run = Verify(store, options)
+    except RmqError as exc:  # not a store that can be checked: nothing on stdout
+        sys.stderr.write(f"rmqtool: error: {exc.one_line()}\n")
+        raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
     bar = None
     sink = Sink(fmt.value, columns=COLUMNS, title="findings")
     try:
-        run = Verify(store, options)
         if progress_enabled(progress):
             bar = Progress("verify", run.total_bytes)
             run.progress = bar.advance

@@ -25,6 +25,7 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "segmentEmpty": (Severity.WARNING, "a segment of 0 bytes"),
     "segmentUnreadable": (Severity.ERROR, "a segment the OS refused to read"),
     "segmentAfterEnd": (Severity.ERROR, "a commit log segment after the end of the log that holds data"),
+    "commitLogEnd": (Severity.INFO, "where the commit log ends: the last segment's written length"),
     # commit log records
     "bodyCrcMismatch": (Severity.ERROR, "the body CRC field does not match the body"),
     "propertyCrcMismatch": (Severity.ERROR, "the __CRC32# property does not match the record"),
@@ -40,17 +41,31 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "trailingGarbage": (Severity.ERROR, "non-zero bytes after the last record of a segment"),
     "bodyDecompressFailed": (Severity.ERROR, "a body flagged compressed that does not decompress with its codec"),
     "recordTorn": (Severity.ERROR, "a last record whose header is there but not the rest: recovery cuts the log there"),
+    "propertyCrcUnreadable": (Severity.ERROR, "properties end like a __CRC32# entry whose name or digits are damaged"),
+    "propertyCrcMissing": (Severity.ERROR, "a record without a __CRC32# entry between records that carry one"),
+    "queueOffsetGap": (Severity.ERROR, "a topic-queue's queue offsets skip ahead between two records"),
+    "queueOffsetRepeat": (Severity.ERROR, "a topic-queue's queue offset repeats or goes back"),
+    "storeTimestampBackwards": (Severity.INFO, "a record stored earlier than the record before it (the clock stepped back)"),
     # checkpoint and markers
     "checkpointInvalid": (Severity.ERROR, "a checkpoint file that cannot be read (wrong size)"),
     "abortFilePresent": (Severity.WARNING, "the abort file exists: the last broker did not shut down cleanly"),
     "abortFileUnexpected": (Severity.WARNING, "an abort file that is neither empty nor a PID"),
     "lockFileUnexpected": (Severity.WARNING, "a lock file that does not start with the bytes 'lock'"),
+    "checkpointMissing": (Severity.WARNING, "no checkpoint file: the broker starts from a zeroed one"),
+    "checkpointZeroed": (Severity.WARNING, "a checkpoint whose timestamps are all zero"),
+    "checkpointAheadOfData": (Severity.WARNING, "a checkpoint timestamp after the last stored message: flushed data is gone"),
+    "checkpointWindow": (Severity.INFO, "messages stored after a checkpoint timestamp: what may not have been flushed"),
+    "recoveryStartFile": (Severity.INFO, "the commit log file the broker's next recovery starts from, and why"),
     # config/*.json
     "configUnparseable": (Severity.ERROR, "a config file that is not fastjson text"),
     "configBakUsed": (Severity.WARNING, "a config file missing, empty or broken: the broker loads its .bak"),
     "configTmpLeftover": (Severity.WARNING, "a .tmp config file left by an interrupted persist"),
     "configTableInvalid": (Severity.ERROR, "a config file that parses but whose tables are not as the broker writes them"),
     "configTooLarge": (Severity.ERROR, "a config file too large to be one the broker wrote: not read"),
+    "configBakStale": (Severity.WARNING, "the .bak the broker falls back to is older than the broken main file"),
+    "consumerOffsetOutOfRange": (Severity.WARNING, "a committed consumer offset outside its queue's [min, max]"),
+    "consumerOffsetTopicMissing": (Severity.WARNING, "consumer offsets for a topic that topics.json no longer has"),
+    "topicQueueCountMismatch": (Severity.WARNING, "consume queue directories that topics.json's queue counts do not cover"),
     # consume queues
     "queueDirInvalid": (Severity.WARNING, "an entry under a consume queue root that is not TOPIC/QUEUEID/"),
     "consumeQueueFileMisaligned": (Severity.ERROR, "a consume queue file named off the unit size"),
@@ -59,6 +74,12 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "batchConsumeQueueOffsetGap": (Severity.ERROR, "a batch unit whose msgBaseOffset does not follow on"),
     "consumeQueueBeyondCommitLog": (Severity.WARNING, "units pointing at or past the commit log's max offset"),
     "consumeQueueFileAfterEnd": (Severity.WARNING, "a consume queue file after its queue's end: the broker deletes it"),
+    "consumeQueueMissing": (Severity.ERROR, "messages in the commit log for a topic-queue that has no consume queue"),
+    "consumeQueueUnitNoRecord": (Severity.ERROR, "a unit whose commit log offset is not the start of a message"),
+    "consumeQueueUnitMismatch": (Severity.ERROR, "a unit that disagrees with its record (topic, queue, offset, size, tags code)"),
+    "consumeQueueFillUnits": (Severity.INFO, "fill units: the queue was rebuilt from the middle of a file"),
+    "messageNotInConsumeQueue": (Severity.ERROR, "messages whose queue offsets the queue holds no unit for: lost from the queue"),
+    "messageNotDispatched": (Severity.WARNING, "messages past the end of their queue: not dispatched yet"),
     # index files
     "indexFileNameInvalid": (Severity.WARNING, "a file in index/ whose name is not a yyyyMMddHHmmssSSS time"),
     "indexFileUnreadable": (Severity.ERROR, "an index file whose header or entries cannot be located"),
@@ -66,6 +87,12 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "indexChainBroken": (Severity.ERROR, "a hash chain that points outside the entries or loops"),
     "indexHeaderInvalid": (Severity.ERROR, "an index header with a negative indexCount or hashSlotCount, "
                                            "or more slots in use than entries"),
+    "indexHeaderMismatch": (Severity.ERROR, "an index header whose count or offsets disagree with its entries"),
+    "indexTimestampBackwards": (Severity.INFO, "index header times that go back because the store clock did"),
+    "indexEntryNoRecord": (Severity.ERROR, "an index entry whose phyOffset is not the start of a message"),
+    "indexEntryMismatch": (Severity.ERROR, "an index entry whose record has no key of that hash, or another store time"),
+    "indexKeyNotIndexed": (Severity.ERROR, "messages with keys inside the index's range that no entry covers"),
+    "indexMissing": (Severity.WARNING, "messages carry keys but index/ holds no index file"),
 }
 
 # The IDs by name: code says BODY_CRC_MISMATCH, never the string, so a typo is an ImportError.
@@ -78,6 +105,7 @@ SEGMENT_OVERLAP = "segmentOverlap"
 SEGMENT_EMPTY = "segmentEmpty"
 SEGMENT_UNREADABLE = "segmentUnreadable"
 SEGMENT_AFTER_END = "segmentAfterEnd"
+COMMIT_LOG_END = "commitLogEnd"
 # commit log records
 BODY_CRC_MISMATCH = "bodyCrcMismatch"
 PROPERTY_CRC_MISMATCH = "propertyCrcMismatch"
@@ -93,17 +121,31 @@ BLANK_RECORD_MISSING = "blankRecordMissing"
 TRAILING_GARBAGE = "trailingGarbage"
 BODY_DECOMPRESS_FAILED = "bodyDecompressFailed"
 RECORD_TORN = "recordTorn"
+PROPERTY_CRC_UNREADABLE = "propertyCrcUnreadable"
+PROPERTY_CRC_MISSING = "propertyCrcMissing"
+QUEUE_OFFSET_GAP = "queueOffsetGap"
+QUEUE_OFFSET_REPEAT = "queueOffsetRepeat"
+STORE_TIMESTAMP_BACKWARDS = "storeTimestampBackwards"
 # checkpoint and markers
 CHECKPOINT_INVALID = "checkpointInvalid"
 ABORT_FILE_PRESENT = "abortFilePresent"
 ABORT_FILE_UNEXPECTED = "abortFileUnexpected"
 LOCK_FILE_UNEXPECTED = "lockFileUnexpected"
+CHECKPOINT_MISSING = "checkpointMissing"
+CHECKPOINT_ZEROED = "checkpointZeroed"
+CHECKPOINT_AHEAD_OF_DATA = "checkpointAheadOfData"
+CHECKPOINT_WINDOW = "checkpointWindow"
+RECOVERY_START_FILE = "recoveryStartFile"
 # config/*.json
 CONFIG_UNPARSEABLE = "configUnparseable"
 CONFIG_BAK_USED = "configBakUsed"
 CONFIG_TMP_LEFTOVER = "configTmpLeftover"
 CONFIG_TABLE_INVALID = "configTableInvalid"
 CONFIG_TOO_LARGE = "configTooLarge"
+CONFIG_BAK_STALE = "configBakStale"
+CONSUMER_OFFSET_OUT_OF_RANGE = "consumerOffsetOutOfRange"
+CONSUMER_OFFSET_TOPIC_MISSING = "consumerOffsetTopicMissing"
+TOPIC_QUEUE_COUNT_MISMATCH = "topicQueueCountMismatch"
 # consume queues
 QUEUE_DIR_INVALID = "queueDirInvalid"
 CONSUME_QUEUE_FILE_MISALIGNED = "consumeQueueFileMisaligned"
@@ -112,12 +154,30 @@ CONSUME_QUEUE_UNIT_INVALID = "consumeQueueUnitInvalid"
 BATCH_CONSUME_QUEUE_OFFSET_GAP = "batchConsumeQueueOffsetGap"
 CONSUME_QUEUE_BEYOND_COMMIT_LOG = "consumeQueueBeyondCommitLog"
 CONSUME_QUEUE_FILE_AFTER_END = "consumeQueueFileAfterEnd"
+CONSUME_QUEUE_MISSING = "consumeQueueMissing"
+CONSUME_QUEUE_UNIT_NO_RECORD = "consumeQueueUnitNoRecord"
+CONSUME_QUEUE_UNIT_MISMATCH = "consumeQueueUnitMismatch"
+CONSUME_QUEUE_FILL_UNITS = "consumeQueueFillUnits"
+MESSAGE_NOT_IN_CONSUME_QUEUE = "messageNotInConsumeQueue"
+MESSAGE_NOT_DISPATCHED = "messageNotDispatched"
 # index files
 INDEX_FILE_NAME_INVALID = "indexFileNameInvalid"
 INDEX_FILE_UNREADABLE = "indexFileUnreadable"
 INDEX_GEOMETRY_UNKNOWN = "indexGeometryUnknown"
 INDEX_CHAIN_BROKEN = "indexChainBroken"
 INDEX_HEADER_INVALID = "indexHeaderInvalid"
+INDEX_HEADER_MISMATCH = "indexHeaderMismatch"
+INDEX_TIMESTAMP_BACKWARDS = "indexTimestampBackwards"
+INDEX_ENTRY_NO_RECORD = "indexEntryNoRecord"
+INDEX_ENTRY_MISMATCH = "indexEntryMismatch"
+INDEX_KEY_NOT_INDEXED = "indexKeyNotIndexed"
+INDEX_MISSING = "indexMissing"
+
+
+def finding(finding_id: str, path, offset: int | None, message: str, **details) -> "Finding":
+    """A finding with the fields that locate it (None values left out)."""
+    return Finding(finding_id, None if path is None else str(path), offset, message,
+                   details={k: v for k, v in details.items() if v is not None} or None)
 
 
 @dataclasses.dataclass(slots=True, frozen=True)
@@ -127,6 +187,9 @@ class Finding:
     offset: int | None
     message: str
     severity: Severity = None  # filled from the registry
+    # what locates it in RocketMQ's terms (topic, queue_id, queue_offset, commit_log_offset,
+    # counts): extra fields of its JSON row
+    details: dict | None = None
 
     def __post_init__(self):
         if self.id not in REGISTRY:
@@ -135,11 +198,88 @@ class Finding:
             object.__setattr__(self, "severity", REGISTRY[self.id][0])
 
     def to_json(self) -> dict:
-        return {"finding": self.id, "severity": self.severity.value, "path": self.path,
-                "offset": self.offset, "message": self.message}
+        row = {"finding": self.id, "severity": self.severity.value, "path": self.path,
+               "offset": self.offset, "message": self.message}
+        if self.details:
+            row.update(self.details)
+        return row
 
     def one_line(self) -> str:
         where = self.path or ""
         if self.offset is not None:
             where += f" at offset {self.offset}"
         return f"{self.severity.value}: {self.id}: {where}: {self.message}"
+
+
+# ID -> what an operator should do about it (the README's findings table is made from this).
+OPERATOR_ACTIONS: dict[str, str] = {
+    "segmentNameInvalid": "Move the file out of the directory; the broker ignores or trips over it.",
+    "segmentSizeOdd": "The broker refuses to load it: restore the file from a backup, or salvage its records.",
+    "segmentGap": "A file is missing: restore it; messages in that range are gone otherwise.",
+    "segmentOverlap": "Two files claim the same offsets: keep the one whose records prove themselves.",
+    "segmentEmpty": "Delete the empty file once no broker runs (it was created and never written).",
+    "segmentUnreadable": "Check permissions and the disk (dmesg); copy the store off a failing disk.",
+    "commitLogEnd": "Nothing; compare with the checkpoint and the consume queues.",
+    "bodyCrcMismatch": "The body is damaged: recovery truncates the commit log there; save the rest first.",
+    "propertyCrcMismatch": "The record is damaged: recovery with forceVerifyPropCRC truncates there.",
+    "recordMagicInvalid": "Damaged bytes: the region is skipped; salvage the records after it.",
+    "recordSizeInvalid": "Damaged header: the region is skipped; salvage the records after it.",
+    "recordLengthMismatch": "Damaged record: salvage the records after it.",
+    "recordOffsetMismatch": "The record was copied from elsewhere or damaged: check where it came from.",
+    "recordTruncated": "The file was cut: restore it, or accept the loss of its last record.",
+    "propertiesInvalidUtf8": "Clients wrote bytes that are not UTF-8, or the record is damaged: check the producer.",
+    "topicInvalidUtf8": "The topic bytes are damaged: check the record with dump.",
+    "blankRecordInvalid": "The end of the file is damaged: the broker stops reading the file there.",
+    "blankRecordMissing": "The file's tail was lost: the broker stops its recovery there; salvage later files.",
+    "trailingGarbage": "Bytes after the last record: recovery truncates them; look at them before it does.",
+    "bodyDecompressFailed": "The body is damaged or the sysFlag wrong: consumers cannot read it.",
+    "propertyCrcUnreadable": "The record's CRC entry is damaged: treat the record as damaged.",
+    "propertyCrcMissing": "The record's CRC entry was lost (damage): treat the record as damaged.",
+    "queueOffsetGap": "Records are missing from the commit log (or were never written): compare with the queue.",
+    "queueOffsetRepeat": "Two records share queue offsets: a copy or a replay; consumers may see duplicates.",
+    "storeTimestampBackwards": "Nothing, unless time lookups matter: check the broker host's clock (NTP).",
+    "checkpointInvalid": "Recreate it: stop the broker, remove it; the broker rescans the whole commit log.",
+    "abortFilePresent": "Expect an abnormal recovery at the next start; keep a copy of the store first.",
+    "abortFileUnexpected": "Look at its content; the broker only needs it to exist.",
+    "lockFileUnexpected": "Harmless to the broker; someone wrote into the lock file.",
+    "checkpointMissing": "The broker recreates it; an abnormal recovery then rescans from the first file.",
+    "checkpointZeroed": "An abnormal recovery will rescan from the first file: slow but safe.",
+    "checkpointAheadOfData": "Messages the broker had flushed are gone: restore the commit log or salvage a replica.",
+    "checkpointWindow": "Nothing; these messages may be lost if the host (not only the broker) crashed.",
+    "recoveryStartFile": "Nothing; it says how long the next start will take and what it rescans.",
+    "configUnparseable": "Restore the file from its .bak or a backup before the broker starts.",
+    "configBakUsed": "Check the .bak holds what you expect; persist it as the main file.",
+    "configTmpLeftover": "Remove the .tmp after checking the main file is complete.",
+    "configTableInvalid": "Fix or restore the file: the broker will fail to load it.",
+    "configBakStale": "The .bak predates the main file: consumers may re-consume; restore a newer copy if you have one.",
+    "consumerOffsetOutOfRange": "The broker resets such offsets per the group's policy: expect re-consumption or skips.",
+    "consumerOffsetTopicMissing": "Delete the stale offsets (updateConsumerOffset or the admin tool), or recreate the topic.",
+    "topicQueueCountMismatch": "Update the topic's queue counts, or remove the stray queue directories.",
+    "queueDirInvalid": "Move the entry out of the consume queue directory.",
+    "consumeQueueFileMisaligned": "Remove the file (the broker rebuilds queues from the commit log on an abnormal start).",
+    "consumeQueueHole": "Rebuild the queue: stop the broker, remove the queue dir, start with the abort file present.",
+    "consumeQueueUnitInvalid": "Rebuild the queue from the commit log.",
+    "batchConsumeQueueOffsetGap": "Rebuild the batch consume queue from the commit log.",
+    "consumeQueueBeyondCommitLog": "The commit log lost its tail: the broker drops these units on load.",
+    "consumeQueueMissing": "Rebuild the queue: remove nothing, start the broker with the abort file present.",
+    "consumeQueueUnitNoRecord": "Rebuild the queue from the commit log.",
+    "consumeQueueUnitMismatch": "Rebuild the queue from the commit log.",
+    "consumeQueueFillUnits": "Nothing; messages before the fill are not reachable through the queue.",
+    "messageNotInConsumeQueue": "Consumers cannot reach these messages: rebuild the queue from the commit log.",
+    "messageNotDispatched": "The broker dispatches them at its next start (abnormal recovery if the abort file exists).",
+    "indexFileNameInvalid": "Move the file out of index/.",
+    "indexFileUnreadable": "Remove the file; key queries then fall back to a commit log scan (rmqtool query does).",
+    "indexGeometryUnknown": "Pass the broker's maxHashSlotNum and maxIndexNum.",
+    "indexChainBroken": "Remove the index file; key queries for its keys fall back to a scan.",
+    "indexHeaderMismatch": "Remove the index file; key queries for its range fall back to a scan.",
+    "indexTimestampBackwards": "Nothing; time-bounded key queries may miss messages stored across the clock step.",
+    "indexEntryNoRecord": "The index or the commit log is damaged: query by scanning (--no-index).",
+    "indexEntryMismatch": "The index is damaged: query by scanning (--no-index).",
+    "indexKeyNotIndexed": "Key queries miss these messages: query with --no-index.",
+    "indexMissing": "Key queries scan the commit log; the broker rebuilds the index only for rescanned files.",
+    "segmentAfterEnd": "A segment after the end holds data: recovery deletes it; look at it (dump) or salvage it first.",
+    "recordTorn": "The last record was cut by the crash: recovery drops it; its message is lost unless salvaged.",
+    "configTooLarge": "Not a file the broker wrote: move it aside; the broker falls back to the .bak.",
+    "consumeQueueFileAfterEnd": "The broker deletes it at the next start; redispatch rebuilds what the commit log holds.",
+    "indexHeaderInvalid": "The broker reads the file as empty: its keys are not found; rebuild the index (redispatch).",
+}

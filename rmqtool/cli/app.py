@@ -28,6 +28,7 @@ def _register_all() -> None:
     from rmqtool.cli import append, dump, info, query, undo
     for module in (info, dump, query, append, undo):
         module.register(app)
+    from rmqtool.cli import verify; verify.register(app)  # noqa: E702 (one line to merge)
 
 
 _register_all()

@@ -35,7 +35,7 @@ import struct
 from typing import Iterable, Iterator, Union
 
 from rmqtool.errors import StoreAccessError
-from rmqtool.findings import (BLANK_RECORD_INVALID, BLANK_RECORD_MISSING, BODY_CRC_MISMATCH, Finding,
+from rmqtool.findings import (BLANK_RECORD_INVALID, BLANK_RECORD_MISSING, BODY_CRC_MISMATCH, Finding, finding,
                               PROPERTIES_INVALID_UTF8, PROPERTY_CRC_MISMATCH, RECORD_MAGIC_INVALID,
                               RECORD_OFFSET_MISMATCH, RECORD_SIZE_INVALID, RECORD_TRUNCATED,
                               TOPIC_INVALID_UTF8, TRAILING_GARBAGE)
@@ -86,14 +86,16 @@ class Corrupt:
     reason: str
 
     def finding(self) -> Finding:
-        return Finding(self.finding_id, self.path, self.position, self.reason)
+        return finding(self.finding_id, self.path, self.position, f"{self.reason}; {self.size} bytes skipped",
+                       commit_log_offset=self.offset, bytes_skipped=self.size)
 
 
 ScanResult = Union[Message, Blank, Corrupt]
 
 
 def findings_of(result: ScanResult) -> list[Finding]:
-    """What one scan result reports, as registered findings with its file and position.
+    """What one scan result reports, as registered findings with its file and position and,
+    in their details, the record's commit log offset (and topic, queue, queue offset).
 
     A damaged region reports its own finding; an end-of-file blank record whose totalSize
     is not the bytes left reports blankRecordInvalid; a message reports each check that
@@ -105,30 +107,32 @@ def findings_of(result: ScanResult) -> list[Finding]:
         if (m.body_crc_ok is not False and m.property_crc_ok is not False and m.topic_utf8_ok
                 and m.physical_offset == m.commit_log_offset and m.properties_utf8_ok):
             return []
+        where = {"commit_log_offset": m.commit_log_offset, "topic": m.topic, "queue_id": m.queue_id,
+                 "queue_offset": m.queue_offset}
         out = []
         if m.body_crc_ok is False:
-            out.append(Finding(BODY_CRC_MISMATCH, m.path, m.position, f"the body CRC field {m.body_crc} does not "
-                               f"match the body (message at commit log offset {m.commit_log_offset})"))
+            out.append(finding(BODY_CRC_MISMATCH, m.path, m.position, f"the body CRC field {m.body_crc} does not "
+                               f"match the body (message at commit log offset {m.commit_log_offset})", **where))
         if m.property_crc_ok is False:
-            out.append(Finding(PROPERTY_CRC_MISMATCH, m.path, m.position,
-                               f"the __CRC32# property does not match the record (message at commit log "
-                               f"offset {m.commit_log_offset})"))
+            out.append(finding(PROPERTY_CRC_MISMATCH, m.path, m.position, "the __CRC32# property does not match "
+                               f"the record (message at commit log offset {m.commit_log_offset})", **where))
         if m.physical_offset != m.commit_log_offset:
-            out.append(Finding(RECORD_OFFSET_MISMATCH, m.path, m.position,
+            out.append(finding(RECORD_OFFSET_MISMATCH, m.path, m.position,
                                f"physicalOffset field {m.physical_offset}, but the record lies at commit log "
-                               f"offset {m.commit_log_offset}"))
+                               f"offset {m.commit_log_offset}", **where))
         if not m.topic_utf8_ok:
-            out.append(Finding(TOPIC_INVALID_UTF8, m.path, m.position, "the topic bytes are not valid UTF-8"))
+            out.append(finding(TOPIC_INVALID_UTF8, m.path, m.position, "the topic bytes are not valid UTF-8",
+                               **where))
         if not m.properties_utf8_ok:
-            out.append(Finding(PROPERTIES_INVALID_UTF8, m.path, m.position,
-                               "the properties bytes are not valid UTF-8"))
+            out.append(finding(PROPERTIES_INVALID_UTF8, m.path, m.position,
+                               "the properties bytes are not valid UTF-8", **where))
         return out
     if isinstance(result, Blank):
         if result.valid:
             return []
-        return [Finding(BLANK_RECORD_INVALID, result.path, result.position,
+        return [finding(BLANK_RECORD_INVALID, result.path, result.position,
                         f"end-of-file blank record whose totalSize {result.size} is not the bytes left "
-                        f"in the file")]
+                        f"in the file", commit_log_offset=result.offset)]
     return [result.finding()]
 
 

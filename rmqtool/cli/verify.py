@@ -1,0 +1,91 @@
+"""rmqtool verify STORE: every check, findings as rows; exit 0 clean, 3 errors found, 8 not checked."""
+from __future__ import annotations
+
+import pathlib
+import sys
+from typing import List, Optional
+
+import typer
+
+from rmqtool.cli.common import OutputFormat
+from rmqtool.errors import ExitCode, RmqError, UsageError
+from rmqtool.findings import REGISTRY
+from rmqtool.report.progress import Progress, progress_enabled
+from rmqtool.report.sink import Sink, warn
+from rmqtool.store.parallel import default_workers
+from rmqtool.verify.run import AREAS, Verify, VerifyOptions, parse_overrides
+
+COLUMNS = ("finding", "severity", "path", "offset", "message", "topic", "queue_id", "queue_offset",
+           "commit_log_offset")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("verify")(verify)
+
+
+def verify(
+    store: pathlib.Path = typer.Argument(..., help="The store root directory."),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
+    max_errors: Optional[int] = typer.Option(None, "--max-errors", min=1,
+                                             help="Stop after this many error-severity findings."),
+    skip: List[str] = typer.Option([], "--skip", metavar="ID", help="Leave out a finding ID (repeatable)."),
+    severity: List[str] = typer.Option([], "--severity", metavar="ID=LEVEL",
+                                       help="Override a finding's severity: error, warning, info or ignore."),
+    only: List[str] = typer.Option([], "--only", metavar="AREA",
+                                   help=f"Check only these areas ({', '.join(AREAS)}; repeatable)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1,
+                                       help="Processes scanning the commit log (default: every core)."),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress",
+                                            help="A progress bar on stderr (default: when stderr is a terminal)."),
+    summary: bool = typer.Option(False, "--summary", help="A closing table of counts by finding ID, on stderr."),
+):
+    """Check every file of a store; one finding a row. Exit 0: no error; 3: errors found; 8: not checked."""
+    try:
+        options = VerifyOptions(only=tuple(only) or AREAS, overrides=parse_overrides(skip, severity),
+                                max_errors=max_errors, jobs=jobs or default_workers())
+    except UsageError as exc:
+        sys.stderr.write(f"rmqtool: error: {exc.one_line()}\n")
+        raise typer.Exit(int(ExitCode.USAGE)) from None
+    try:
+        run = Verify(store, options)
+    except RmqError as exc:  # not a store that can be checked: nothing on stdout
+        sys.stderr.write(f"rmqtool: error: {exc.one_line()}\n")
+        raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
+    bar = None
+    sink = Sink(fmt.value, columns=COLUMNS, title="findings")
+    try:
+        if progress_enabled(progress):
+            bar = Progress("verify", run.total_bytes)
+            run.progress = bar.advance
+        for f in run.findings():
+            sink.row(f.to_json())
+    except RmqError as exc:  # the store could not be checked (whatever was found so far is printed)
+        _close(bar, sink)
+        sys.stderr.write(f"rmqtool: error: {exc.one_line()}\n")
+        raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
+    except BrokenPipeError:
+        sys.stderr.close()
+        raise typer.Exit(int(ExitCode.OK)) from None
+    except OSError as exc:
+        _close(bar, sink)
+        sys.stderr.write(f"rmqtool: error: {exc.filename or ''}: {exc.strerror or exc}\n")
+        raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
+    _close(bar, sink)
+    if run.stopped:
+        warn(f"rmqtool: stopped after {run.errors} error finding(s) (--max-errors {max_errors}); "
+             f"the store was not checked to the end")
+    if summary:
+        table = Sink("table", sys.stderr, title="verify summary", columns=("finding", "severity", "count"))
+        for finding_id, count in sorted(run.counts.items()):
+            level = options.overrides.get(finding_id, REGISTRY[finding_id][0].value)
+            table.row({"finding": finding_id, "severity": level, "count": count})
+        table.close()
+    elif run.errors:
+        warn(f"rmqtool: {sum(run.counts.values())} finding(s), {run.errors} of them errors")
+    raise typer.Exit(run.exit_code)
+
+
+def _close(bar, sink) -> None:
+    if bar is not None:
+        bar.close()
+    sink.close()

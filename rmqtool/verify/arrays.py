@@ -1,0 +1,50 @@
+"""numpy views of the fixed-size units verify reads in bulk (consume queue units, index
+entries), their dtypes derived from the formats/ schemas as the struct formats are."""
+from __future__ import annotations
+
+import os
+
+import construct as cs
+import numpy as np
+
+from rmqtool.errors import StoreAccessError
+from rmqtool.formats.derive import field_names, struct_format
+
+_NUMPY_CODES = {"b": "i1", "h": "i2", "l": "i4", "i": "i4", "q": "i8", "B": "u1", "H": "u2", "L": "u4",
+                "I": "u4", "Q": "u8"}
+
+
+def dtype_of(schema: cs.Struct) -> np.dtype:
+    """The schema as a packed numpy record dtype (big-endian fields, byte strings as void)."""
+    fields = []
+    for name, sub in zip(field_names(schema), schema.subcons):
+        code = struct_format(cs.Struct(sub))
+        order, body = code[0], code[1:]
+        if body.endswith("s"):
+            fields.append((name, f"V{int(body[:-1] or 1)}"))
+        else:
+            fields.append((name, (">" if order in ">!" else "<") + _NUMPY_CODES[body]))
+    dtype = np.dtype(fields)
+    assert dtype.itemsize == schema.sizeof()
+    return dtype
+
+
+def read_records(path: str | os.PathLike, dtype: np.dtype, position: int = 0, count: int | None = None) -> np.ndarray:
+    """Whole records of ``dtype`` from ``position`` (at most ``count``); a partial last one is left out."""
+    try:
+        with open(path, "rb", buffering=0) as f:
+            f.seek(position)
+            data = f.read(-1 if count is None else count * dtype.itemsize)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read ({exc.strerror})", path, position or None) from None
+    whole = len(data) - len(data) % dtype.itemsize
+    return np.frombuffer(data, dtype=dtype, count=whole // dtype.itemsize)
+
+
+def runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """[start, stop) index ranges where a boolean array is True."""
+    if not len(mask):
+        return []
+    padded = np.concatenate(([False], mask, [False])).astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))
+    return list(zip(edges[0::2].tolist(), edges[1::2].tolist()))

@@ -1,0 +1,233 @@
+"""Index file checks (``index/``): headers, hash chains and entries against the commit log.
+
+Slots and entries are read as numpy arrays. What ``IndexFile.putKey`` writes is checked
+whole, without walking chains one by one: each entry's prevIndex must be the newest
+earlier entry of its slot, each slot must name the newest entry of its slot, the
+header's counts and begin/end offsets and times must be those of the first and last
+entries. Each entry must point at a message carrying a key (``topic#key``, or its
+UNIQ_KEY) of that hash, stored at ``beginTimestamp + timeDiff`` seconds; and every key
+of every message inside the range the index files claim must have its entry.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable, Iterator
+
+import numpy as np
+
+from rmqtool.findings import (INDEX_CHAIN_BROKEN, INDEX_ENTRY_MISMATCH, INDEX_ENTRY_NO_RECORD,
+                              INDEX_HEADER_MISMATCH, INDEX_KEY_NOT_INDEXED, INDEX_MISSING,
+                              INDEX_TIMESTAMP_BACKWARDS, RECORD_TRUNCATED, Finding)
+from rmqtool.formats.indexfile import FIRST_INDEX, INDEX_HEADER_SIZE, IndexEntry, entry_position
+from rmqtool.store.indexfile import IndexFile, list_index_files
+from rmqtool.verify.arrays import dtype_of, read_records, runs
+from rmqtool.verify.commitlog import CommitLogData
+from rmqtool.verify.finding import finding
+
+ENTRY_DTYPE = dtype_of(IndexEntry)
+SLOT_DTYPE = np.dtype(">i4")
+INT_MAX = (1 << 31) - 1
+# (commit log offset, key hash) pairs, sorted as one key for searchsorted
+PAIR_DTYPE = np.dtype([("offset", np.int64), ("hash", np.int64)])
+
+
+def _pairs(offsets: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+    out = np.empty(len(offsets), PAIR_DTYPE)
+    out["offset"], out["hash"] = offsets, hashes
+    return out
+
+
+def _contains(sorted_pairs: np.ndarray, query: np.ndarray) -> np.ndarray:
+    if not len(sorted_pairs):
+        return np.zeros(len(query), bool)
+    idx = np.minimum(np.searchsorted(sorted_pairs, query), len(sorted_pairs) - 1)
+    return sorted_pairs[idx] == query
+
+
+def expected_time_diff(store_timestamps: np.ndarray, begin_timestamp: int) -> np.ndarray:
+    """IndexFile.putKey's timeDiff: whole seconds after beginTimestamp (Java's truncating
+    division), 0 when the file has no begin time or the clock went back, capped at int max."""
+    if begin_timestamp <= 0:
+        return np.zeros(len(store_timestamps), np.int64)
+    diff = store_timestamps - begin_timestamp
+    seconds = np.where(diff >= 0, diff // 1000, -((-diff) // 1000))
+    return np.clip(seconds, 0, INT_MAX)
+
+
+def check_index_file(f: IndexFile, data: CommitLogData, record_pairs: np.ndarray) -> tuple[list[Finding], np.ndarray]:
+    """Findings of one index file, and its (commit log offset, key hash) pairs."""
+    path = str(f.path)
+    h = f.header
+    found: list = []
+    if f.hash_slot_num is None:
+        return found, _pairs(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    count = h.index_count - FIRST_INDEX  # entries 1..indexCount-1
+    if h.index_count > f.index_num or h.index_count < 0:
+        found.append(finding(INDEX_HEADER_MISMATCH, path, 0, f"indexCount {h.index_count} is outside "
+                             f"0..{f.index_num} (maxIndexNum)"))
+        count = max(0, min(count, f.index_num - FIRST_INDEX))
+    count = max(count, 0)
+    slots = read_records(path, SLOT_DTYPE, INDEX_HEADER_SIZE, f.hash_slot_num).astype(np.int64)
+    first_at = entry_position(f.hash_slot_num, FIRST_INDEX)
+    entries = read_records(path, ENTRY_DTYPE, first_at, count)
+    if len(entries) < count:
+        found.append(finding(RECORD_TRUNCATED, path, first_at + len(entries) * ENTRY_DTYPE.itemsize,
+                             f"indexCount {h.index_count} runs past the file end"))
+    numbers = np.arange(FIRST_INDEX, FIRST_INDEX + len(entries), dtype=np.int64)
+    position = first_at + (numbers - FIRST_INDEX) * ENTRY_DTYPE.itemsize
+    key_hash = entries["key_hash"].astype(np.int64)
+    phy = entries["phy_offset"].astype(np.int64)
+    prev = entries["prev_index"].astype(np.int64)
+    slot = np.where(key_hash >= 0, key_hash % f.hash_slot_num, -1)
+    found += _header_findings(f, data, slots, phy)
+    found += _chain_findings(f, slots, numbers, position, slot, prev)
+    # entries against the records they point at (entries before the commit log's first file point at deleted data)
+    live = np.flatnonzero(phy >= data.min_offset)
+    rows, hit = data.locate(phy[live])
+    for k in live[~hit]:
+        found.append(finding(INDEX_ENTRY_NO_RECORD, path, int(position[k]),
+                             f"entry {int(numbers[k])} points at commit log offset {int(phy[k])}, "
+                             + ("at or past the commit log's end" if phy[k] >= data.end else "where no message starts"),
+                             commit_log_offset=int(phy[k]), entry=int(numbers[k])))
+    ok, ok_rows = live[hit], rows[hit]
+    has_key = _contains(record_pairs, _pairs(phy[ok], key_hash[ok]))
+    want = expected_time_diff(data["store_timestamp"][ok_rows], h.begin_timestamp)
+    time_ok = entries["time_diff"][ok].astype(np.int64) == want
+    for j in np.flatnonzero(~has_key | ~time_ok):
+        k = int(ok[j])
+        why = []
+        if not has_key[j]:
+            why.append(f"the message there has no key (topic#key or UNIQ_KEY) of hash {int(key_hash[k])}")
+        if not time_ok[j]:
+            why.append(f"timeDiff {int(entries['time_diff'][k])} s, the message's store time gives {int(want[j])} s")
+        found.append(finding(INDEX_ENTRY_MISMATCH, path, int(position[k]),
+                             f"entry {int(numbers[k])} (commit log offset {int(phy[k])}): " + "; ".join(why),
+                             commit_log_offset=int(phy[k]), entry=int(numbers[k])))
+    return found, _pairs(phy, key_hash)
+
+
+def _header_findings(f: IndexFile, data: CommitLogData, slots: np.ndarray, phy: np.ndarray) -> list[Finding]:
+    h = f.header
+    path = str(f.path)
+    found = []
+    used = int(np.count_nonzero(slots > 0))
+    if used != h.hash_slot_count:
+        found.append(finding(INDEX_HEADER_MISMATCH, path, 0, f"hashSlotCount {h.hash_slot_count}, but "
+                             f"{used} slots are in use"))
+    if not len(phy):
+        return found
+    if h.begin_phy_offset != phy[0] or h.end_phy_offset != phy[-1]:
+        found.append(finding(INDEX_HEADER_MISMATCH, path, 0, f"beginPhyOffset {h.begin_phy_offset} and "
+                             f"endPhyOffset {h.end_phy_offset}, but the entries run from {int(phy[0])} "
+                             f"to {int(phy[-1])}"))
+    rows, hit = data.locate(np.array([h.begin_phy_offset, h.end_phy_offset], np.int64))
+    if hit.all():
+        begin_ts, end_ts = (int(x) for x in data["store_timestamp"][rows])
+        if (begin_ts, end_ts) != (h.begin_timestamp, h.end_timestamp):
+            found.append(finding(INDEX_HEADER_MISMATCH, path, 0, f"beginTimestamp {h.begin_timestamp} and "
+                                 f"endTimestamp {h.end_timestamp}, but the messages at begin/endPhyOffset were "
+                                 f"stored at {begin_ts} and {end_ts}"))
+        elif end_ts < begin_ts:
+            found.append(finding(INDEX_TIMESTAMP_BACKWARDS, path, 0, f"endTimestamp {end_ts} is before "
+                                 f"beginTimestamp {begin_ts}: the store clock went back while this file filled"))
+    return found
+
+
+def _chain_findings(f: IndexFile, slots: np.ndarray, numbers: np.ndarray, position: np.ndarray,
+                    slot: np.ndarray, prev: np.ndarray) -> list[Finding]:
+    """putKey links each entry to the slot's newest earlier entry and points the slot at it."""
+    path = str(f.path)
+    n = len(numbers)
+    expected_prev = np.zeros(n, np.int64)
+    newest = {}
+    if n:
+        order = np.lexsort((numbers, slot))  # by slot, then write order
+        s, num = slot[order], numbers[order]
+        same = np.concatenate(([False], s[1:] == s[:-1]))
+        expected_prev[order] = np.where(same, np.concatenate(([0], num[:-1])), 0)
+        last_of_slot = np.concatenate((s[1:] != s[:-1], [True]))
+        newest = dict(zip(s[last_of_slot].tolist(), num[last_of_slot].tolist()))
+    found = []
+    bad = np.flatnonzero((prev != expected_prev) | (slot < 0))
+    for k in bad:
+        p = int(prev[k])
+        if slot[k] < 0:
+            why = f"a negative keyHash {int(slot[k])}"
+        elif p >= numbers[k] and p > 0:
+            why = f"prevIndex {p} is not an earlier entry: the chain loops or runs forward"
+        elif p < 0 or p > f.header.index_count:
+            why = f"prevIndex {p} is outside the entries"
+        else:
+            why = f"prevIndex {p}, but the slot's previous entry is {int(expected_prev[k])}"
+        found.append(finding(INDEX_CHAIN_BROKEN, path, int(position[k]), f"entry {int(numbers[k])}: {why}",
+                             entry=int(numbers[k])))
+    nonzero = np.flatnonzero(slots != 0)
+    for s in nonzero:
+        value = int(slots[s])
+        if newest.get(int(s)) != value:
+            want = newest.get(int(s), 0)
+            found.append(finding(INDEX_CHAIN_BROKEN, path, INDEX_HEADER_SIZE + 4 * int(s),
+                                 f"slot {int(s)} names entry {value}, but its newest entry is {want}", slot=int(s)))
+    for s, num in newest.items():
+        if s >= 0 and slots[s] == 0:
+            found.append(finding(INDEX_CHAIN_BROKEN, path, INDEX_HEADER_SIZE + 4 * s,
+                                 f"slot {s} is empty, but entry {num} hashes to it", slot=s))
+    return found
+
+
+def check_index(store_root: str | os.PathLike, data: CommitLogData,
+                on_bytes: Callable[[int], None] | None = None) -> Iterator[Finding]:
+    """Every index file, then the keys of the messages inside the range they claim."""
+    listing = list_index_files(store_root)
+    files = listing.open_all()
+    yield from listing.findings
+    record_pairs = np.sort(_pairs(data.key_offsets, data.key_hashes))
+    indexed = []
+    claimed = []
+    try:
+        for f in files:
+            yield from f.findings
+            found, pairs = check_index_file(f, data, record_pairs)
+            yield from found
+            indexed.append(pairs)
+            if f.header.index_count > FIRST_INDEX:
+                claimed.append((f.header.begin_phy_offset, f.header.end_phy_offset))
+            if on_bytes is not None:
+                on_bytes(f.file_size)
+    finally:
+        for f in files:
+            f.close()
+    keyed = data["has_keys"]
+    if not files:
+        if keyed.any():
+            root = os.path.join(os.fspath(store_root), "index")
+            yield finding(INDEX_MISSING, root, None, f"{int(np.count_nonzero(keyed))} messages carry keys or a "
+                          f"UNIQ_KEY, but there is no index file: key queries must scan the commit log",
+                          messages=int(np.count_nonzero(keyed)))
+        return
+    if not claimed:
+        return
+    yield from _not_indexed(data, np.sort(np.concatenate(indexed)), min(c[0] for c in claimed),
+                            max(c[1] for c in claimed))
+
+
+def _not_indexed(data: CommitLogData, indexed: np.ndarray, lo: int, hi: int) -> Iterator[Finding]:
+    """Messages in [lo, hi] with a key that has no entry, as runs of consecutive keyed messages."""
+    inside = (data.key_offsets >= lo) & (data.key_offsets <= hi)
+    offsets = data.key_offsets[inside]
+    missing_keys = ~_contains(indexed, _pairs(offsets, data.key_hashes[inside]))
+    if not missing_keys.any():
+        return
+    missing_offsets = np.unique(offsets[missing_keys])
+    keyed_rows = np.flatnonzero(data["has_keys"] & (data["offset"] >= lo) & (data["offset"] <= hi))
+    flags = np.isin(data["offset"][keyed_rows], missing_offsets)
+    for start, stop in runs(flags):
+        first, last = int(keyed_rows[start]), int(keyed_rows[stop - 1])
+        offset = int(data["offset"][first])
+        path, position = data.where(offset)
+        topic, queue_id = data.topic_queues[int(data["tq"][first])]
+        yield finding(INDEX_KEY_NOT_INDEXED, path, position,
+                      f"{stop - start} message(s) with keys at commit log offsets {offset}..{int(data['offset'][last])} "
+                      f"have keys no index entry covers, inside the indexed range {lo}..{hi}",
+                      commit_log_offset=offset, topic=topic, queue_id=queue_id,
+                      queue_offset=int(data["queue_offset"][first]), messages=stop - start)

@@ -1,0 +1,169 @@
+"""``rmqtool verify``: every check over a store, with git-fsck-style severity overrides.
+
+Areas run in this order: checkpoint and markers, commit log, consume queues, index
+files, config. The commit log is scanned whenever an area that needs its messages is
+asked for; ``only`` chooses whose findings are reported. Findings stream out as they are
+found (each commit log segment's as soon as it is checked), with their severity as
+overridden; ``max_errors`` stops the run after that many error-severity findings.
+Nothing here writes.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import pathlib
+from typing import Callable, Iterable, Iterator
+
+from rmqtool.errors import NotAStore, StoreNotFound, UsageError
+from rmqtool.findings import REGISTRY, Finding, Severity
+from rmqtool.store.commitlog import CommitLog
+from rmqtool.store.consumequeue import open_consume_queues
+from rmqtool.store.paths import StorePaths
+from rmqtool.verify.checkpoint import check_checkpoint
+from rmqtool.verify.commitlog import CommitLogCheck
+from rmqtool.verify.config import check_config
+from rmqtool.verify.consumequeue import check_consume_queues
+from rmqtool.verify.finding import with_severity
+from rmqtool.verify.index import check_index
+
+AREAS = ("commitlog", "consumequeue", "index", "checkpoint", "config")
+IGNORE = "ignore"
+LEVELS = ("error", "warning", "info", IGNORE)
+NEEDS_COMMIT_LOG = {"commitlog", "consumequeue", "index", "checkpoint"}
+
+
+def parse_overrides(skip: Iterable[str] = (), severity: Iterable[str] = ()) -> dict[str, str]:
+    """``--skip ID`` and ``--severity ID=LEVEL`` as {ID: level}; unknown IDs or levels are usage errors."""
+    out: dict[str, str] = {}
+    for item in severity:
+        finding_id, sep, level = item.partition("=")
+        if not sep or level not in LEVELS:
+            raise UsageError(f"--severity wants ID=error|warning|info|ignore, not {item!r}")
+        out[finding_id] = level
+    for finding_id in skip:
+        out[finding_id] = IGNORE
+    unknown = sorted(set(out) - set(REGISTRY))
+    if unknown:
+        raise UsageError(f"unknown finding id(s): {', '.join(unknown)} (see the README's findings table)")
+    return out
+
+
+@dataclasses.dataclass
+class VerifyOptions:
+    only: tuple[str, ...] = AREAS
+    overrides: dict = dataclasses.field(default_factory=dict)  # ID -> level (parse_overrides)
+    max_errors: int | None = None
+    jobs: int = 1
+    delay_spec: str | None = None  # messageDelayLevel, if the broker's differs from the default
+
+    def __post_init__(self):
+        bad = sorted(set(self.only) - set(AREAS))
+        if bad:
+            raise UsageError(f"--only takes {', '.join(AREAS)}; not {', '.join(bad)}")
+        if self.max_errors is not None and self.max_errors < 1:
+            raise UsageError("--max-errors must be 1 or more")
+        if self.jobs < 1:
+            raise UsageError("--jobs must be 1 or more")
+
+
+class Verify:
+    """One verify run: iterate :meth:`findings`; then :attr:`counts`, :attr:`errors`,
+    :attr:`stopped` (max_errors reached) and :attr:`exit_code` say how it went."""
+
+    def __init__(self, store: str | os.PathLike, options: VerifyOptions | None = None,
+                 progress: Callable[[int], None] | None = None):
+        self.root = pathlib.Path(store)
+        if not self.root.exists():
+            raise StoreNotFound("no such directory", self.root)
+        if not self.root.is_dir():
+            raise NotAStore("not a store directory (verify takes the store root)", self.root)
+        paths = StorePaths(self.root)
+        if not (paths.commitlog.is_dir() or paths.consumequeue.is_dir() or paths.checkpoint.exists()):
+            raise NotAStore("not a store: no commitlog/, consumequeue/ or checkpoint", self.root)
+        self.options = options or VerifyOptions()
+        self.progress = progress
+        self.counts: collections.Counter = collections.Counter()
+        self.errors = 0
+        self.stopped = False
+
+    @property
+    def total_bytes(self) -> int:
+        """What progress counts: the commit log, consume queue and index files read."""
+        total = 0
+        paths = StorePaths(self.root)
+        for directory in (paths.commitlog, paths.consumequeue, paths.batch_consumequeue, paths.index):
+            if directory.is_dir():
+                for dirpath, _dirs, files in os.walk(directory):
+                    for name in files:
+                        try:
+                            total += os.stat(os.path.join(dirpath, name)).st_size
+                        except OSError:
+                            pass
+        return total
+
+    @property
+    def exit_code(self) -> int:
+        return 3 if self.errors else 0
+
+    def _advance(self, n: int) -> None:
+        if self.progress is not None:
+            self.progress(n)
+
+    def _raw(self) -> Iterator[tuple[str, Finding]]:
+        """(area, finding) for every check asked for, in the documented order."""
+        only = set(self.options.only)
+        data = None
+        if only & NEEDS_COMMIT_LOG:
+            check = CommitLogCheck(CommitLog(StorePaths(self.root).commitlog), workers=self.options.jobs,
+                                   delay_spec=self.options.delay_spec, on_segment=lambda c: self._advance(c.size))
+            commit_log_findings = check.findings()
+        if only & NEEDS_COMMIT_LOG:
+            for f in commit_log_findings:
+                yield "commitlog", f
+            data = check.data
+        if "checkpoint" in only:
+            for f in check_checkpoint(self.root, data):
+                yield "checkpoint", f
+        queues = None
+        if only & {"consumequeue", "config"}:
+            queues = open_consume_queues(self.root, commit_log_max_offset=data.end if data else None)
+        if "consumequeue" in only:
+            for f in check_consume_queues(queues, data, on_bytes=self._advance):
+                yield "consumequeue", f
+        if "index" in only:
+            for f in check_index(self.root, data, on_bytes=self._advance):
+                yield "index", f
+        if "config" in only:
+            for f in check_config(self.root, queues, data.min_offset if data else 0, self.options.delay_spec):
+                yield "config", f
+
+    def findings(self) -> Iterator[Finding]:
+        """The findings to report, severities overridden, ignored ones left out."""
+        only = set(self.options.only)
+        overrides = self.options.overrides
+        limit = self.options.max_errors
+        raw = self._raw()
+        try:
+            for area, f in raw:
+                if area not in only:
+                    continue
+                level = overrides.get(f.id)
+                if level == IGNORE:
+                    continue
+                if level is not None and level != f.severity.value:
+                    f = with_severity(f, Severity(level))
+                self.counts[f.id] += 1
+                yield f
+                if f.severity is Severity.ERROR:
+                    self.errors += 1
+                    if limit is not None and self.errors >= limit:
+                        self.stopped = True
+                        return
+        finally:
+            raw.close()  # stops the scan, and its worker processes, when the run ends early
+
+
+def verify_store(store: str | os.PathLike, options: VerifyOptions | None = None) -> list[Finding]:
+    """Every finding of a store, as a list (for scripts and tests)."""
+    return list(Verify(store, options).findings())

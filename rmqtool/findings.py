@@ -46,6 +46,10 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "configUnparseable": (Severity.ERROR, "a config file that is not fastjson text"),
     "configBakUsed": (Severity.WARNING, "a config file missing, empty or broken: the broker loads its .bak"),
     "configTmpLeftover": (Severity.WARNING, "a .tmp config file left by an interrupted persist"),
+    "consumerOffsetTableInvalid": (Severity.ERROR, "a consumerOffset.json offsetTable (or entry) the broker cannot load"),
+    "consumerOffsetBelowMin": (Severity.WARNING, "a committed offset below its queue's min offset: messages deleted unconsumed"),
+    "consumerOffsetAboveMax": (Severity.ERROR, "a committed offset past its queue's max offset: the queue lost consumed messages"),
+    "consumerOffsetForMissingQueue": (Severity.WARNING, "a committed offset above 0 for a queue with no consume queue"),
     # consume queues
     "queueDirInvalid": (Severity.WARNING, "an entry under a consume queue root that is not TOPIC/QUEUEID/"),
     "consumeQueueFileMisaligned": (Severity.ERROR, "a consume queue file named off the unit size"),

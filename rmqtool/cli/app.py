@@ -25,8 +25,8 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 def _register_all() -> None:
-    from rmqtool.cli import append, dump, info, query
-    for module in (info, dump, query, append):
+    from rmqtool.cli import append, dump, info, offsets, query
+    for module in (info, dump, query, append, offsets):
         module.register(app)
 
 

@@ -262,6 +262,18 @@ def test_main_and_bak_both_broken_is_a_finding_not_a_crash(tmp_path):
     assert r.exit_code == 3 and r.stdout == "" and "configUnparseable" in r.stderr
 
 
+def test_store_without_commitlog_still_gives_queue_ranges(tmp_path):
+    """A partial copy (consumequeue/ and config/ only): ranges and lag, no store times."""
+    store = _store_with_config(tmp_path, {"consumerOffset.json": dumps_fastjson({"offsetTable": {
+        "CrashTopic@g": {0: 240}}})})
+    (store / "commitlog").unlink()
+    [row] = consumer_offsets(store).rows
+    q = truth_queue("CrashTopic", 0)
+    assert (row.min_offset, row.max_offset) == (q["apiMinOffsetInQueue"], q["apiMaxOffsetInQueue"])
+    assert row.lag_messages == q["apiMaxOffsetInQueue"] - 240 and row.pull_status == FOUND
+    assert (row.next_store_timestamp, row.newest_store_timestamp, row.lag_ms) == (None, None, None)
+
+
 def test_store_without_config_has_no_offsets():
     result = consumer_offsets(FIXTURES / "rocketmq-4.9.8" / "basic" / "store")
     assert result.rows == [] and result.findings == [] and result.source_path is None

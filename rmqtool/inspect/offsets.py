@@ -121,10 +121,19 @@ def pull_outcome(committed: int, min_offset: int, max_offset: int) -> tuple[str,
 
 
 class _Timestamps:
-    """Store timestamps of the messages at queue offsets (the broker's getMessageStoreTimeStamp)."""
+    """Store timestamps of the messages at queue offsets (the broker's getMessageStoreTimeStamp);
+    None where the commit log cannot tell (no commit log at all, a fill unit, a deleted file)."""
 
-    def __init__(self, reader: CommitLogReader):
-        self.reader = reader
+    def __init__(self, commit_log: CommitLog | None):
+        self.reader = CommitLogReader(commit_log) if commit_log is not None else None
+        self.commit_log_min_offset = self.reader.min_offset if self.reader else 0
+
+    def __enter__(self) -> "_Timestamps":
+        return self
+
+    def __exit__(self, *exc):
+        if self.reader is not None:
+            self.reader.close()
 
     def at(self, queue: AnyConsumeQueue, queue_offset: int) -> int | None:
         unit = queue.get(queue_offset)
@@ -132,6 +141,8 @@ class _Timestamps:
             return None
         if isinstance(unit, BatchConsumeQueueUnit):
             return unit.store_timestamp  # the batch unit keeps it
+        if self.reader is None:
+            return None
         timestamp, _why = self.reader.store_timestamp(unit.commit_log_offset, unit.size)
         return timestamp if timestamp >= 0 else None
 
@@ -189,15 +200,17 @@ def consumer_offsets(store: str | os.PathLike, group: str | None = None,
     if not entries:
         return ConsumerOffsets([], findings, config)
 
-    commit_log = CommitLog(StorePaths(root).commitlog)
-    queues = open_consume_queues(root, commit_log_max_offset=commit_log.max_offset())
+    # Without commitlog/ (a partial copy) the queues give their own ranges, uncut; no store timestamps.
+    commit_log_dir = StorePaths(root).commitlog
+    commit_log = CommitLog(commit_log_dir) if commit_log_dir.is_dir() else None
+    queues = open_consume_queues(root, commit_log_max_offset=commit_log.max_offset() if commit_log else None)
     known_topics = _known_topics(config_dir)
     rows = []
-    with CommitLogReader(commit_log) as reader:
-        timestamps = _Timestamps(reader)
+    with _Timestamps(commit_log) as timestamps:
         for topic_name, group_name, queue_id, committed in sorted(entries, key=lambda e: (e[1], e[0], e[2])):
             queue = queues.find(topic_name, queue_id)
-            row = _progress(group_name, topic_name, queue_id, committed, queue, reader.min_offset, timestamps)
+            row = _progress(group_name, topic_name, queue_id, committed, queue, timestamps.commit_log_min_offset,
+                            timestamps)
             finding = _finding(row, queue, config.path, known_topics)
             if finding is not None:
                 findings.append(finding)

@@ -63,9 +63,13 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "configTableInvalid": (Severity.ERROR, "a config file that parses but whose tables are not as the broker writes them"),
     "configTooLarge": (Severity.ERROR, "a config file too large to be one the broker wrote: not read"),
     "configBakStale": (Severity.WARNING, "the .bak the broker falls back to is older than the broken main file"),
-    "consumerOffsetOutOfRange": (Severity.WARNING, "a committed consumer offset outside its queue's [min, max]"),
+    "delayOffsetOutOfRange": (Severity.WARNING, "a delayOffset.json offset outside its SCHEDULE_TOPIC_XXXX queue's [min, max]"),
     "consumerOffsetTopicMissing": (Severity.WARNING, "consumer offsets for a topic that topics.json no longer has"),
     "topicQueueCountMismatch": (Severity.WARNING, "consume queue directories that topics.json's queue counts do not cover"),
+    "consumerOffsetTableInvalid": (Severity.ERROR, "a consumerOffset.json offsetTable (or entry) the broker cannot load"),
+    "consumerOffsetBelowMin": (Severity.WARNING, "a committed offset below its queue's min offset: messages deleted unconsumed"),
+    "consumerOffsetAboveMax": (Severity.ERROR, "a committed offset past its queue's max offset: the queue lost consumed messages"),
+    "consumerOffsetForMissingQueue": (Severity.WARNING, "a committed offset above 0 for a queue with no consume queue"),
     # consume queues
     "queueDirInvalid": (Severity.WARNING, "an entry under a consume queue root that is not TOPIC/QUEUEID/"),
     "consumeQueueFileMisaligned": (Severity.ERROR, "a consume queue file named off the unit size"),
@@ -143,9 +147,13 @@ CONFIG_TMP_LEFTOVER = "configTmpLeftover"
 CONFIG_TABLE_INVALID = "configTableInvalid"
 CONFIG_TOO_LARGE = "configTooLarge"
 CONFIG_BAK_STALE = "configBakStale"
-CONSUMER_OFFSET_OUT_OF_RANGE = "consumerOffsetOutOfRange"
+DELAY_OFFSET_OUT_OF_RANGE = "delayOffsetOutOfRange"
 CONSUMER_OFFSET_TOPIC_MISSING = "consumerOffsetTopicMissing"
 TOPIC_QUEUE_COUNT_MISMATCH = "topicQueueCountMismatch"
+CONSUMER_OFFSET_TABLE_INVALID = "consumerOffsetTableInvalid"
+CONSUMER_OFFSET_BELOW_MIN = "consumerOffsetBelowMin"
+CONSUMER_OFFSET_ABOVE_MAX = "consumerOffsetAboveMax"
+CONSUMER_OFFSET_FOR_MISSING_QUEUE = "consumerOffsetForMissingQueue"
 # consume queues
 QUEUE_DIR_INVALID = "queueDirInvalid"
 CONSUME_QUEUE_FILE_MISALIGNED = "consumeQueueFileMisaligned"
@@ -252,7 +260,7 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "configTmpLeftover": "Remove the .tmp after checking the main file is complete.",
     "configTableInvalid": "Fix or restore the file: the broker will fail to load it.",
     "configBakStale": "The .bak predates the main file: consumers may re-consume; restore a newer copy if you have one.",
-    "consumerOffsetOutOfRange": "The broker resets such offsets per the group's policy: expect re-consumption or skips.",
+    "delayOffsetOutOfRange": "The schedule service resumes from a wrong place: delayed messages are re-sent or skipped.",
     "consumerOffsetTopicMissing": "Delete the stale offsets (updateConsumerOffset or the admin tool), or recreate the topic.",
     "topicQueueCountMismatch": "Update the topic's queue counts, or remove the stray queue directories.",
     "queueDirInvalid": "Move the entry out of the consume queue directory.",
@@ -282,4 +290,8 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "configTooLarge": "Not a file the broker wrote: move it aside; the broker falls back to the .bak.",
     "consumeQueueFileAfterEnd": "The broker deletes it at the next start; redispatch rebuilds what the commit log holds.",
     "indexHeaderInvalid": "The broker reads the file as empty: its keys are not found; rebuild the index (redispatch).",
+    "consumerOffsetTableInvalid": "The broker loads no offsets from it: consumers restart from ConsumeFromWhere; restore the .bak or fix the file.",
+    "consumerOffsetBelowMin": "Messages expired unconsumed: the next pull moves the group to the min offset (rmqtool offsets shows the lag).",
+    "consumerOffsetAboveMax": "The queue lost consumed messages or the file is from another store: the next pull moves the group back.",
+    "consumerOffsetForMissingQueue": "The queue is gone (deleted topic or lost directory): redispatch or clean the group's offsets.",
 }

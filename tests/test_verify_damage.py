@@ -246,9 +246,9 @@ def test_config_against_the_queues(store_copy):
         ("OrderTopic", q) for q in (1, 2, 3)}
     (missing,) = by_id(found, "consumerOffsetTopicMissing")
     assert (missing.details["topic"], missing.details["group"]) == ("GoneTopic", "g2")
-    out = {(f.details["topic"], f.details["queue_id"]) for f in by_id(found, "consumerOffsetOutOfRange")}
-    assert out == {("OrderTopic", 1)}  # GoneTopic has no queue: [0, 0] holds its offset 0
-    assert ids(found) <= {"topicQueueCountMismatch", "consumerOffsetTopicMissing", "consumerOffsetOutOfRange"}
+    out = {(f.details["topic"], f.details["queue_id"]) for f in by_id(found, "consumerOffsetAboveMax")}
+    assert out == {("OrderTopic", 1)}  # GoneTopic has no queue, and offset 0 consumed nothing
+    assert ids(found) <= {"topicQueueCountMismatch", "consumerOffsetTopicMissing", "consumerOffsetAboveMax"}
 
 
 def test_unparseable_config_falls_back_to_an_older_bak(store_copy):

@@ -25,10 +25,9 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 def _register_all() -> None:
-    from rmqtool.cli import append, dump, info, query, undo
-    for module in (info, dump, query, append, undo):
+    from rmqtool.cli import append, dump, info, offsets, query, undo, verify
+    for module in (info, dump, query, verify, offsets, append, undo):
         module.register(app)
-    from rmqtool.cli import verify; verify.register(app)  # noqa: E702 (one line to merge)
 
 
 _register_all()

@@ -3,7 +3,7 @@
 Reading follows ``ConfigManager.load`` (the reader reports files the broker would
 silently replace by their .bak); here is added whether that .bak is older than the file
 it stands in for, and what the tables say against the consume queues: committed
-consumer offsets and delay offsets outside their queue's [min, max], offsets kept for
+consumer offsets (as ``rmqtool offsets`` reads them) and delay offsets outside their queue's [min, max], offsets kept for
 topics that topics.json no longer has, and queue directories topics.json's queue
 counts do not cover.
 """
@@ -14,12 +14,15 @@ import pathlib
 from typing import Iterator
 
 from rmqtool.errors import FormatError
-from rmqtool.findings import (CONFIG_BAK_STALE, CONFIG_TABLE_INVALID, CONSUMER_OFFSET_OUT_OF_RANGE,
-                              CONSUMER_OFFSET_TOPIC_MISSING, TOPIC_QUEUE_COUNT_MISMATCH, Finding)
-from rmqtool.formats.config import BAK_SUFFIX, consumer_offsets, delay_offsets
+from rmqtool.findings import (CONFIG_BAK_STALE, CONFIG_TABLE_INVALID, CONSUMER_OFFSET_ABOVE_MAX,
+                              CONSUMER_OFFSET_BELOW_MIN, CONSUMER_OFFSET_FOR_MISSING_QUEUE,
+                              CONSUMER_OFFSET_TABLE_INVALID, CONSUMER_OFFSET_TOPIC_MISSING, DELAY_OFFSET_OUT_OF_RANGE,
+                              TOPIC_QUEUE_COUNT_MISMATCH, Finding)
+from rmqtool.formats.config import BAK_SUFFIX, delay_offsets
 from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels
 from rmqtool.store.config import BAK, ConfigFile, read_config_dir
 from rmqtool.store.consumequeue import ConsumeQueues
+from rmqtool.store.consumer_offsets import consumer_offsets
 from rmqtool.verify.finding import finding
 
 
@@ -69,21 +72,15 @@ def check_config(store_root: str | os.PathLike, queues: ConsumeQueues | None, co
         yield from _queue_counts(topics_file.path, topics, queues)
     if queues is None:
         return
-    offsets_file = cd.files.get("consumerOffset.json")
-    if offsets_file is not None and offsets_file.document is not None:
-        try:
-            table = consumer_offsets(offsets_file.document)
-        except FormatError as exc:
-            yield finding(CONFIG_TABLE_INVALID, offsets_file.path, None, exc.message)
-        else:
-            for (topic, group), per_queue in table.items():
-                if topics is not None and topic not in topics:
-                    yield finding(CONSUMER_OFFSET_TOPIC_MISSING, offsets_file.path, None,
-                                  f"group {group!r} keeps offsets for topic {topic!r}, which topics.json "
-                                  f"no longer has", topic=topic, group=group)
-                for queue_id, offset in per_queue.items():
-                    yield from _offset_in_range(offsets_file.path, queues, topic, _int(queue_id), _int(offset),
-                                                commit_log_min, f"group {group!r}", group=group)
+    # committed offsets against the queues: the one reading rmqtool offsets shows (its config
+    # findings were reported above, with the directory's)
+    progress = consumer_offsets(store_root)
+    yield from (f for f in progress.findings if f.id in _OFFSET_FINDINGS)
+    if topics is not None and progress.config is not None:
+        for group, topic in sorted({(r.group, r.topic) for r in progress.rows if r.topic not in topics}):
+            yield finding(CONSUMER_OFFSET_TOPIC_MISSING, progress.config.path, None,
+                          f"group {group!r} keeps offsets for topic {topic!r}, which topics.json "
+                          f"no longer has", topic=topic, group=group)
     delay_file = cd.files.get("delayOffset.json")
     if delay_file is not None and delay_file.document is not None:
         try:
@@ -100,6 +97,10 @@ def check_config(store_root: str | os.PathLike, queues: ConsumeQueues | None, co
                                             _int(offset), commit_log_min, f"delay level {level}")
 
 
+_OFFSET_FINDINGS = {CONSUMER_OFFSET_TABLE_INVALID, CONSUMER_OFFSET_BELOW_MIN, CONSUMER_OFFSET_ABOVE_MAX,
+                    CONSUMER_OFFSET_FOR_MISSING_QUEUE}
+
+
 def _offset_in_range(path: str, queues: ConsumeQueues, topic: str, queue_id: int | None, offset: int | None,
                      commit_log_min: int, who: str, **details) -> Iterator[Finding]:
     if queue_id is None or offset is None:
@@ -109,7 +110,7 @@ def _offset_in_range(path: str, queues: ConsumeQueues, topic: str, queue_id: int
     bounds = _queue_range(queues, topic, queue_id, commit_log_min)
     lo, hi = bounds if bounds is not None else (0, 0)
     if not lo <= offset <= hi:
-        yield finding(CONSUMER_OFFSET_OUT_OF_RANGE, path, None,
+        yield finding(DELAY_OFFSET_OUT_OF_RANGE, path, None,
                       f"{who}: offset {offset} of {topic}/{queue_id} is outside the queue's [{lo}, {hi}]"
                       + ("" if bounds is not None else " (no such consume queue)"),
                       topic=topic, queue_id=queue_id, queue_offset=offset, **details)

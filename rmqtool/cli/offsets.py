@@ -1,0 +1,46 @@
+"""rmqtool offsets STORE: committed consumer offsets against the consume queues.
+
+Rows (stdout): group, topic, queue_id, committed_offset, min_offset, max_offset,
+lag_messages, lag_ms, next_store_timestamp, newest_store_timestamp, status, plus
+pull_status and next_pull_offset. Findings go to stderr. Exit 3 when one is an error.
+"""
+from __future__ import annotations
+
+import pathlib
+from typing import Optional
+
+import typer
+
+from rmqtool.cli.common import OutputFormat, boundary
+from rmqtool.errors import ExitCode
+from rmqtool.findings import Severity
+from rmqtool.store.consumer_offsets import COLUMNS, consumer_offsets
+from rmqtool.report.records import with_human_times
+from rmqtool.report.sink import Sink, warn
+
+TABLE_COLUMNS = COLUMNS[:8] + ("next_store_time", "newest_store_time", "status")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("offsets")(offsets)
+
+
+@boundary
+def offsets(
+    store: pathlib.Path = typer.Argument(..., help="The store root directory (holding config/)."),
+    group: Optional[str] = typer.Option(None, "--group", "-g", help="Only this consumer group."),
+    topic: Optional[str] = typer.Option(None, "--topic", "-t", help="Only this topic."),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
+):
+    """Committed offsets of config/consumerOffset.json: lag per queue, and what the broker does at the next pull."""
+    result = consumer_offsets(store, group=group, topic=topic)
+    table = fmt == OutputFormat.table
+    with Sink(fmt.value, title="consumer offsets", columns=TABLE_COLUMNS if table else None) as sink:
+        for row in result.rows:
+            sink.row(with_human_times(row.record()) if table else row.record())
+    if result.config is not None and result.config.source is None:
+        warn("note: no consumerOffset.json (nor .bak) in config/: no committed offsets")
+    for finding in result.findings:
+        warn(finding.one_line())
+    if any(f.severity == Severity.ERROR for f in result.findings):
+        raise typer.Exit(int(ExitCode.CORRUPT))

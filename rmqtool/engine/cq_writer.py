@@ -15,7 +15,7 @@ import struct
 from rmqtool.errors import CorruptData, StoreAccessError
 from rmqtool.formats.consumequeue import CQ_FILL_UNIT_BYTES, CQ_STORE_UNIT_SIZE, CqUnit
 from rmqtool.formats.derive import struct_format, struct_of
-from rmqtool.store.consumequeue import find_queue_end
+from rmqtool.store.consumequeue import find_queue_end, queue_directories
 from rmqtool.store.segments import discover
 from rmqtool.engine.mapped_file import WritableFileQueue
 
@@ -144,20 +144,10 @@ class ConsumeQueueTable:
 
     def load(self) -> None:
         """loadConsumeQueue + recover: every consumequeue/<topic>/<queueId> directory."""
-        if not self.root.is_dir():
-            return
-        try:
-            topics = sorted(os.scandir(self.root), key=lambda e: e.name)
-        except OSError as exc:
-            raise StoreAccessError(f"cannot list ({exc.strerror})", self.root) from None
-        for topic in topics:
-            if not topic.is_dir():
-                continue
-            for qdir in sorted(os.scandir(topic.path), key=lambda e: e.name):
-                if qdir.is_dir() and qdir.name.lstrip("-").isdigit():
-                    cq = ConsumeQueueWriter(self.root, topic.name, int(qdir.name), self.mapped_file_size)
-                    cq.load()
-                    self.queues[(topic.name, int(qdir.name))] = cq
+        for topic, queue_id, _directory in queue_directories(self.root):
+            cq = ConsumeQueueWriter(self.root, topic, queue_id, self.mapped_file_size)
+            cq.load()
+            self.queues[(topic, queue_id)] = cq
 
     def find(self, topic: str, queue_id: int) -> ConsumeQueueWriter:
         cq = self.queues.get((topic, queue_id))

@@ -25,7 +25,7 @@ from rmqtool.formats.indexfile import (FILE_NAME_LENGTH, FIRST_INDEX, HASH_SLOT_
                                        build_key, entry_position, index_file_size, index_key_hash,
                                        java_string_hash, slot_position)
 from rmqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
-from rmqtool.store.indexfile import infer_index_geometry
+from rmqtool.store.indexfile import index_file_paths, infer_index_geometry
 from rmqtool.engine.mapped_file import create_segment_file
 
 HEADER = struct_of(IndexHeader)
@@ -263,11 +263,7 @@ class IndexServiceWriter:
         """Open the newest index file for writing (the older ones are full)."""
         if not self.directory.is_dir():
             return
-        try:
-            names = sorted(e.name for e in os.scandir(self.directory)
-                           if e.is_file() and len(e.name) == FILE_NAME_LENGTH and e.name.isdigit())
-        except OSError as exc:
-            raise StoreAccessError(f"cannot list ({exc.strerror})", self.directory) from None
+        names = [p.name for p in index_file_paths(self.directory)]
         self.names = names
         if names:
             newest = self.directory / names[-1]

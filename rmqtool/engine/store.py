@@ -33,7 +33,7 @@ from rmqtool.formats.indexfile import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_IND
 from rmqtool.store import paths
 from rmqtool.engine.checkpoint_writer import CheckpointWriter
 from rmqtool.store.commitlog import CommitLog
-from rmqtool.store.consumequeue import find_queue_end
+from rmqtool.store.consumequeue import find_queue_end, queue_directories
 from rmqtool.engine.cq_writer import DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, ConsumeQueueTable, consume_queue_file_size
 from rmqtool.dispatch.dispatcher import CommitLogDispatcher, DispatchRequest, ReputMessageService
 from rmqtool.engine.encoder import (DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevels, Encoder,
@@ -651,16 +651,11 @@ class Store:
             with self._put_lock:
                 return dict(self.topic_queue_table)
         out = {}
-        root = self.paths.consumequeue
-        if root.is_dir():
-            for topic in sorted(os.scandir(root), key=lambda e: e.name):
-                for q in (os.scandir(topic.path) if topic.is_dir() else ()):
-                    if q.is_dir() and q.name.isdigit():
-                        found = discover(q.path, required=False,
-                                         mapped_file_size=self.config.mapped_file_size_consume_queue)
-                        if found.segments:
-                            end = find_queue_end(found.segments, self.config.mapped_file_size_consume_queue)
-                            out[(topic.name, int(q.name))] = end.end // CQ_STORE_UNIT_SIZE
+        for topic, queue_id, directory in queue_directories(self.paths.consumequeue):
+            found = discover(directory, required=False, mapped_file_size=self.config.mapped_file_size_consume_queue)
+            if found.segments:
+                end = find_queue_end(found.segments, self.config.mapped_file_size_consume_queue)
+                out[(topic, queue_id)] = end.end // CQ_STORE_UNIT_SIZE
         return out
 
     def locked_by(self) -> int | None:

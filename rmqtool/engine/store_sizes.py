@@ -13,26 +13,19 @@ from rmqtool.errors import CorruptData, UsageError
 from rmqtool.formats.indexfile import (DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, FILE_NAME_LENGTH,
                                        default_geometry, hash_slot_num_for, index_file_size, index_num_for)
 from rmqtool.store import paths
-from rmqtool.store.indexfile import infer_index_geometry
+from rmqtool.store.consumequeue import queue_directories
+from rmqtool.store.indexfile import index_file_paths, infer_index_geometry
+from rmqtool.store.segments import list_dir
 
 
 def consume_queue_file_sizes(root: pathlib.Path) -> set[int]:
     sizes = set()
-    if not root.is_dir():
-        return sizes
-    for topic in os.scandir(root):
-        if not topic.is_dir():
-            continue
-        for q in os.scandir(topic.path):
-            if q.is_dir():
-                for f in os.scandir(q.path):
-                    if f.is_file() and paths.is_segment_name(f.name):
-                        sizes.add(f.stat().st_size)
-                        if len(sizes) > 1:
-                            return sizes
-                        break
-        if sizes:
-            return sizes
+    for _topic, _queue_id, directory in queue_directories(root):
+        first = next((e for e in list_dir(directory) if e.is_file() and paths.is_segment_name(e.name)), None)
+        if first is not None:
+            sizes.add(first.stat().st_size)
+            if len(sizes) > 1:
+                break
     return sizes
 
 
@@ -45,8 +38,7 @@ def index_sizes(directory: pathlib.Path, given_slots: int | None, given_entries:
     given = (given_slots or DEFAULT_MAX_HASH_SLOT_NUM, given_entries or DEFAULT_MAX_INDEX_NUM)
     if not directory.is_dir():
         return given
-    files = sorted((e.name, e.stat().st_size) for e in os.scandir(directory)
-                   if e.is_file() and len(e.name) == FILE_NAME_LENGTH and e.name.isdigit())
+    files = [(p.name, p.stat().st_size) for p in index_file_paths(directory)]
     if not files:
         return given
     sizes = {size for _, size in files}

@@ -40,7 +40,7 @@ from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODES
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog_end import CommitLogEnd, all_zero_from, find_commit_log_end, first_bytes
-from rmqtool.store.consumequeue import find_queue_end
+from rmqtool.store.consumequeue import find_queue_end, queue_directories
 from rmqtool.store.message import HEADER_FIELDS, HEADERS, PREFIX
 from rmqtool.store.paths import StorePaths
 from rmqtool.store.segments import Segment, discover
@@ -209,7 +209,7 @@ def _zero_after(seg: Segment, position: int, actions: list[Action], findings: li
     head = first_bytes(seg.path, PREFIX.size, position)
     torn = len(head) == PREFIX.size and PREFIX.unpack_from(head)[_MAGIC_CODE] in MESSAGE_MAGIC_CODES
     if torn:
-        total = int.from_bytes(head[:4], "big", signed=True)
+        total = PREFIX.unpack_from(head)[HEADER_FIELDS.index("store_size")]
         first = position  # its header goes too
         findings.append(Finding(RECORD_TORN, str(seg.path), position,
                                 f"a record of {total} bytes starts after the last good one but does not read "
@@ -228,7 +228,7 @@ def _plan_consume_queues(paths: StorePaths, file_size: int | None, commit_log_en
     unit, files after the end. Returns the queues cut and the largest max physic offset kept."""
     cuts = []
     max_physic = -1
-    for topic, queue_id, directory in _queue_dirs(paths.consumequeue):
+    for topic, queue_id, directory in queue_directories(paths.consumequeue):
         queue = discover(directory, required=False, mapped_file_size=file_size)
         if not queue.segments:
             continue
@@ -257,18 +257,6 @@ def _plan_consume_queues(paths: StorePaths, file_size: int | None, commit_log_en
             actions.append(Action(DELETE, str(seg.path), 0, seg.size, CONSUME_QUEUE_FILE_AFTER_END,
                                   "truncateDirtyFiles: a consume queue file after the queue's end"))
     return cuts, max_physic
-
-
-def _queue_dirs(root: pathlib.Path):
-    """(topic, queue id, directory) of consumequeue/TOPIC/QUEUEID, as the engine loads them."""
-    if not root.is_dir():
-        return
-    for topic in sorted(os.scandir(root), key=lambda e: e.name):
-        if not topic.is_dir():
-            continue
-        for qdir in sorted(os.scandir(topic.path), key=lambda e: e.name):
-            if qdir.is_dir() and qdir.name.lstrip("-").isdigit():
-                yield topic.name, int(qdir.name), pathlib.Path(qdir.path)
 
 
 def _nonzero_extent(path: pathlib.Path, position: int) -> tuple[int, int] | None:

@@ -466,6 +466,28 @@ class ConsumeQueues:
         return self.findings + [f for q in self.queues for f in q.findings]
 
 
+def queue_directories(base: pathlib.Path, findings: list[Finding] | None = None) -> list[tuple[str, int, pathlib.Path]]:
+    """(topic, queue id, directory) of every ``base/TOPIC/QUEUEID/``, sorted by name, as the
+    broker's loadConsumeQueue walks them; entries it skips go to ``findings`` (when given)."""
+    out = []
+    if not base.is_dir():
+        return out
+    for topic_entry in list_dir(base):
+        if not topic_entry.is_dir():
+            if findings is not None:
+                findings.append(Finding(QUEUE_DIR_INVALID, topic_entry.path, None, "not a topic directory; ignored"))
+            continue
+        for queue_entry in list_dir(pathlib.Path(topic_entry.path)):
+            queue_id = queue_id_of(queue_entry.name)
+            if queue_id is None or not queue_entry.is_dir():
+                if findings is not None:
+                    findings.append(Finding(QUEUE_DIR_INVALID, queue_entry.path, None,
+                                            "not a queue id directory; ignored"))
+                continue
+            out.append((topic_entry.name, queue_id, pathlib.Path(queue_entry.path)))
+    return out
+
+
 def open_consume_queues(store_root: str | os.PathLike, commit_log_max_offset: int | None = None) -> ConsumeQueues:
     """Discover consumequeue/TOPIC/QUEUEID and batchconsumequeue/TOPIC/QUEUEID under a store root.
     With the commit log's max offset, each queue ends where the broker's load would cut it."""
@@ -477,22 +499,8 @@ def open_consume_queues(store_root: str | os.PathLike, commit_log_max_offset: in
     queues: list[AnyConsumeQueue] = []
     findings: list[Finding] = []
     for dir_name, cls in ((CONSUMEQUEUE_DIR, ConsumeQueue), (BATCH_CONSUMEQUEUE_DIR, BatchConsumeQueue)):
-        base = root / dir_name
-        if not base.is_dir():
-            continue
-        for topic_entry in list_dir(base):
-            if not topic_entry.is_dir():
-                findings.append(Finding(QUEUE_DIR_INVALID, topic_entry.path, None,
-                                        "not a topic directory; ignored"))
-                continue
-            for queue_entry in list_dir(pathlib.Path(topic_entry.path)):
-                queue_id = queue_id_of(queue_entry.name)
-                if queue_id is None or not queue_entry.is_dir():
-                    findings.append(Finding(QUEUE_DIR_INVALID, queue_entry.path, None,
-                                            "not a queue id directory; ignored"))
-                    continue
-                queues.append(cls(queue_entry.path, topic_entry.name, queue_id,
-                                  commit_log_max_offset=commit_log_max_offset))
+        for topic, queue_id, directory in queue_directories(root / dir_name, findings):
+            queues.append(cls(directory, topic, queue_id, commit_log_max_offset=commit_log_max_offset))
     return ConsumeQueues(queues, findings)
 
 

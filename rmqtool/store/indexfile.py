@@ -441,6 +441,13 @@ class IndexFiles:
         return files
 
 
+def index_file_paths(directory: pathlib.Path) -> list[pathlib.Path]:
+    """The index files of an index/ directory, oldest first (by name, as IndexService.load)."""
+    if not directory.is_dir():
+        return []
+    return [pathlib.Path(e.path) for e in list_dir(directory) if is_index_file_name(e.name) and e.is_file()]
+
+
 def list_index_files(store_root: str | os.PathLike) -> IndexFiles:
     """The index files of a store root (an absent index/ is an empty list)."""
     directory = pathlib.Path(store_root) / INDEX_DIR

@@ -16,11 +16,10 @@ import numpy as np
 
 from rmqtool.errors import FormatError, StoreNotFound
 from rmqtool.findings import (CHECKPOINT_AHEAD_OF_DATA, CHECKPOINT_INVALID, CHECKPOINT_MISSING,
-                              CHECKPOINT_WINDOW, CHECKPOINT_ZEROED, RECOVERY_START_FILE, Finding)
+                              CHECKPOINT_WINDOW, CHECKPOINT_ZEROED, RECOVERY_START_FILE, Finding, finding)
 from rmqtool.store.checkpoint import StoreCheckpoint, read_checkpoint, read_markers
 from rmqtool.store.paths import StorePaths
 from rmqtool.verify.commitlog import CommitLogData
-from rmqtool.verify.finding import finding
 
 NORMAL_RECOVERY_FILES = 3  # recoverNormally starts at mappedFiles.size() - 3
 

@@ -21,7 +21,8 @@ from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels, tags_cod
 from rmqtool.findings import (BLANK_RECORD_INVALID, BODY_CRC_MISMATCH, COMMIT_LOG_END,
                               PROPERTIES_INVALID_UTF8, PROPERTY_CRC_MISMATCH, PROPERTY_CRC_MISSING,
                               PROPERTY_CRC_UNREADABLE, QUEUE_OFFSET_GAP, QUEUE_OFFSET_REPEAT,
-                              RECORD_OFFSET_MISMATCH, STORE_TIMESTAMP_BACKWARDS, TOPIC_INVALID_UTF8, Finding)
+                              RECORD_OFFSET_MISMATCH, STORE_TIMESTAMP_BACKWARDS, TOPIC_INVALID_UTF8, Finding,
+                              finding)
 from rmqtool.formats import properties as props
 from rmqtool.formats.crc import CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN
 from rmqtool.formats.indexfile import build_key
@@ -30,7 +31,6 @@ from rmqtool.formats.sysflag import (INNER_BATCH_FLAG, TRANSACTION_COMMIT_TYPE, 
 from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, findings_of
 from rmqtool.store.message import Message
 from rmqtool.store.parallel import SegmentJob, iter_parallel, segment_jobs
-from rmqtool.verify.finding import finding
 from rmqtool.verify.keyhash import index_key_hashes
 
 # crc column: whether a record carries a __CRC32# entry

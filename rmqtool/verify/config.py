@@ -16,14 +16,13 @@ from typing import Iterator
 from rmqtool.errors import FormatError
 from rmqtool.findings import (CONFIG_BAK_STALE, CONFIG_TABLE_INVALID, CONSUMER_OFFSET_ABOVE_MAX,
                               CONSUMER_OFFSET_BELOW_MIN, CONSUMER_OFFSET_FOR_MISSING_QUEUE,
-                              CONSUMER_OFFSET_TABLE_INVALID, CONSUMER_OFFSET_TOPIC_MISSING, DELAY_OFFSET_OUT_OF_RANGE,
-                              TOPIC_QUEUE_COUNT_MISMATCH, Finding)
+                              CONSUMER_OFFSET_TABLE_INVALID, CONSUMER_OFFSET_TOPIC_MISSING,
+                              DELAY_OFFSET_OUT_OF_RANGE, TOPIC_QUEUE_COUNT_MISMATCH, Finding, finding)
 from rmqtool.formats.config import BAK_SUFFIX, delay_offsets
 from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels
 from rmqtool.store.config import BAK, ConfigFile, read_config_dir
 from rmqtool.store.consumequeue import ConsumeQueues
 from rmqtool.store.consumer_offsets import consumer_offsets
-from rmqtool.verify.finding import finding
 
 
 def _bak_stale(c: ConfigFile) -> Finding | None:

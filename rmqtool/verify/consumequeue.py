@@ -18,13 +18,12 @@ import numpy as np
 from rmqtool.findings import (CONSUME_QUEUE_FILL_UNITS, CONSUME_QUEUE_HOLE, CONSUME_QUEUE_MISSING,
                               CONSUME_QUEUE_UNIT_INVALID, CONSUME_QUEUE_UNIT_MISMATCH,
                               CONSUME_QUEUE_UNIT_NO_RECORD, MESSAGE_NOT_DISPATCHED,
-                              MESSAGE_NOT_IN_CONSUME_QUEUE, Finding)
+                              MESSAGE_NOT_IN_CONSUME_QUEUE, Finding, finding)
 from rmqtool.formats.consumequeue import (BatchCqUnit, CqUnit, FILL_COMMIT_LOG_OFFSET, FILL_SIZE,
                                           FILL_TAGS_CODE)
 from rmqtool.store.consumequeue import AnyConsumeQueue, ConsumeQueues
 from rmqtool.verify.arrays import dtype_of, read_records, runs
 from rmqtool.verify.commitlog import CommitLogData
-from rmqtool.verify.finding import finding
 
 CQ_DTYPE = dtype_of(CqUnit)
 BATCH_CQ_DTYPE = dtype_of(BatchCqUnit)

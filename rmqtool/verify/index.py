@@ -17,12 +17,11 @@ import numpy as np
 
 from rmqtool.findings import (INDEX_CHAIN_BROKEN, INDEX_ENTRY_MISMATCH, INDEX_ENTRY_NO_RECORD,
                               INDEX_HEADER_MISMATCH, INDEX_KEY_NOT_INDEXED, INDEX_MISSING,
-                              INDEX_TIMESTAMP_BACKWARDS, RECORD_TRUNCATED, Finding)
+                              INDEX_TIMESTAMP_BACKWARDS, RECORD_TRUNCATED, Finding, finding)
 from rmqtool.formats.indexfile import FIRST_INDEX, INDEX_HEADER_SIZE, IndexEntry, entry_position
 from rmqtool.store.indexfile import IndexFile, list_index_files
 from rmqtool.verify.arrays import dtype_of, read_records, runs
 from rmqtool.verify.commitlog import CommitLogData
-from rmqtool.verify.finding import finding
 
 ENTRY_DTYPE = dtype_of(IndexEntry)
 SLOT_DTYPE = np.dtype(">i4")

@@ -24,7 +24,6 @@ from rmqtool.verify.checkpoint import check_checkpoint
 from rmqtool.verify.commitlog import CommitLogCheck
 from rmqtool.verify.config import check_config
 from rmqtool.verify.consumequeue import check_consume_queues
-from rmqtool.verify.finding import with_severity
 from rmqtool.verify.index import check_index
 
 AREAS = ("commitlog", "consumequeue", "index", "checkpoint", "config")
@@ -167,3 +166,8 @@ class Verify:
 def verify_store(store: str | os.PathLike, options: VerifyOptions | None = None) -> list[Finding]:
     """Every finding of a store, as a list (for scripts and tests)."""
     return list(Verify(store, options).findings())
+
+
+def with_severity(f: Finding, severity: Severity) -> Finding:
+    """A finding under an overridden severity (--severity ID=LEVEL)."""
+    return dataclasses.replace(f, severity=severity)

@@ -169,3 +169,26 @@ def test_clock_stepping_back_mid_file_gives_the_broker_answer(tmp_path):
                     assert [m.commit_log_offset for m in result.messages] == expected, (key, begin, end, index_only)
                     assert not any("damaged" in n for n in result.notes), result.notes
     assert answered_from_the_stepped_file > len(keys)  # not only through the whole-time window
+
+
+def test_an_indexed_lookup_reads_little_of_a_zero_filled_segment(tmp_path, monkeypatch):
+    """Failed before (after the scanner became one): the lookup's scan past the index's end
+    checked the whole rest of the segment for garbage, reading every zero of a segment
+    copied without holes. It stops at the first zero header now, as the broker does."""
+    import os
+
+    root = tmp_path / "store"
+    segment_size = 8 << 20
+    with Store.open(root, writable=True, commitlog_size=segment_size, store_host="192.0.2.1:10911") as s:
+        s.append_many([enc.producer_message("T", b"x" * 100, keys=f"k{i}") for i in range(50)])
+        end = s.max_offset
+    (segment,) = sorted((root / "commitlog").iterdir())
+    with open(segment, "r+b") as f:  # the unwritten rest as written zeros, as a plain copy leaves it
+        f.seek(end)
+        f.write(bytes(segment_size - end))
+    read = []
+    real = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, pos: (read.append(n), real(fd, n, pos))[1])
+    result = query_by_key(root, "k7", topic="T")
+    assert [m.keys for m in result.messages] == [["k7"]] and not result.notes
+    assert sum(read) < segment_size // 8, sum(read)

@@ -269,13 +269,14 @@ class _ScanStats:
 
 
 def _scan_records(reader: CommitLogReader, start: int, stop: int | None, needle: bytes | None,
-                  stats: _ScanStats, covered: list[tuple[int, int]]) -> Iterator[Message]:
+                  stats: _ScanStats, covered: list[tuple[int, int]], *,
+                  zeros_end: bool = False) -> Iterator[Message]:
     """Messages in [start, stop) outside ``covered``, from the one damage-tolerant scanner.
 
     With a ``needle`` (the key's bytes) the scanner decodes only records that hold it and
     hops over the rest by totalSize, so a scan for one key costs little more than a hop;
     the stats then count only those records."""
-    for result in reader.commit_log.scan(start, stop, check_crc=True, needle=needle):
+    for result in reader.commit_log.scan(start, stop, check_crc=True, needle=needle, zeros_end=zeros_end):
         if not isinstance(result, Message):
             continue
         offset = result.commit_log_offset
@@ -361,7 +362,10 @@ def _matching_scan(reader, start, stop, key, topic, begin, end, uniq_key, stats,
                    prefilter: bool = True) -> Iterator[Message]:
     """Messages in [start, stop) that hold the key; ``prefilter``: decode only records holding its bytes."""
     needle = key.encode("utf-8") if prefilter and "\ufffd" not in key else None
-    for message in _scan_records(reader, start, stop, needle, stats, covered):
+    # past the index's end (an open range) the records appended since are wanted: the scan
+    # stops at zeros, as the broker does, instead of checking the rest of the segment
+    open_range = stop is None and bool(covered)
+    for message in _scan_records(reader, start, stop, needle, stats, covered, zeros_end=open_range):
         if topic is not None and message.topic != topic:
             continue
         if not matches_key(message, key, uniq_key):

@@ -53,6 +53,9 @@ from rmqtool.formats.crc import CRC32_DIGITS, CRC32_ENTRY_HEAD, CRC32_RESERVED_L
 
 HOP = RECORD_START  # totalSize, magicCode: all a header-only hop needs
 WINDOW = 1 << 20  # bytes read at once: small enough to stay in cache while records are decoded from it
+# A scan's first read, doubled at each refill up to WINDOW: a short range (a lookup's one
+# record, a range start being proved) costs a small read, a long scan soon reads WINDOW.
+FIRST_WINDOW = 64 << 10
 RUN_AHEAD = 4096  # bytes the window must hold past a position before a run of clean records starts
 # Messages decoded ahead in one batch: small at first, so a caller that wants only the
 # first record (read_message) does not pay for hundreds.
@@ -150,6 +153,7 @@ class _FileWindow:
             raise StoreAccessError(f"cannot open ({exc.strerror})", path) from None
         self.buf = b""
         self.base = 0
+        self.window = FIRST_WINDOW
 
     def close(self):
         os.close(self.fd)
@@ -158,7 +162,8 @@ class _FileWindow:
         """(buffer, index of pos in it) covering [pos, pos + length), clipped to the file end."""
         length = min(length, self.size - pos)
         if pos < self.base or pos + length > self.base + len(self.buf):
-            want = max(length, WINDOW)
+            want = max(length, self.window)
+            self.window = min(self.window * 2, WINDOW)
             try:
                 self.buf = os.pread(self.fd, want, pos)
             except OSError as exc:
@@ -197,6 +202,8 @@ class _FileWindow:
 
     def find_record(self, start: int, base_offset: int) -> int | None:
         """The first position >= start where a record proves itself, else None. Holes are skipped."""
+        if start < self.size and self._proves_itself(start, base_offset):
+            return start  # the common case: a range that starts at a record (no search)
         pos = start
         while pos < self.size:
             data = self.data_from(pos)
@@ -221,7 +228,9 @@ class _FileWindow:
                 return best
             if base + chunk_end >= self.size:
                 return None
-            pos = base + chunk_end - 8  # overlap: a header may straddle the chunk end
+            # overlap: a header may straddle the chunk end; but always move on (a chunk that
+            # ends within 8 bytes of pos, at the end of a data extent, would be read again)
+            pos = max(base + chunk_end - 8, pos + 1)
         return None
 
     def _proves_itself(self, candidate: int, base_offset: int) -> bool:
@@ -292,7 +301,7 @@ def find_record(segment: Segment, position: int) -> int | None:
 
 def scan_segment(segment: Segment, *, is_last: bool = True, start: int = 0, end: int | None = None,
                  end_offset: int | None = None, check_crc: bool = True, findings: list | None = None,
-                 needle: bytes | None = None) -> Iterator[ScanResult]:
+                 needle: bytes | None = None, zeros_end: bool = False) -> Iterator[ScanResult]:
     """The damage-tolerant scan of the byte range [start, end) of one segment; yields located results.
 
     A whole scan (start 0, no end) reads every record from the file's first byte. A range
@@ -306,12 +315,14 @@ def scan_segment(segment: Segment, *, is_last: bool = True, start: int = 0, end:
     last written one (or after it), so it may end without a blank record; otherwise a missing
     blank record goes to ``findings``. ``needle``: a prefilter for searches; records whose
     bytes do not hold it are hopped over by totalSize, not decoded, and may be left out.
-    The file is opened when the first result is asked for.
+    ``zeros_end``: a header of zeros ends the scan, as it ends the broker's recovery, without
+    looking at what follows (a lookup past the index's end wants the written records, not a
+    check of the rest of the file). The file is opened when the first result is asked for.
     """
     if end_offset is not None:
         end = end_offset - segment.base_offset if end is None else min(end, end_offset - segment.base_offset)
     return itertools.chain.from_iterable(_scan_pieces(segment, is_last, start, end, check_crc, findings,
-                                                      needle=needle))
+                                                      needle=needle, zeros_end=zeros_end))
 
 
 @dataclasses.dataclass(slots=True)
@@ -424,7 +435,7 @@ def crc_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path: s
 
 def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, check_crc: bool,
                  findings: list | None, tally: CrcTally | None = None,
-                 needle: bytes | None = None) -> Iterator[Iterable[ScanResult]]:
+                 needle: bytes | None = None, zeros_end: bool = False) -> Iterator[Iterable[ScanResult]]:
     """scan_segment's results in pieces: batches of clean messages, and single results.
 
     With a ``tally`` (crc_scan), messages whose CRCs hold are counted there, not yielded.
@@ -519,6 +530,12 @@ def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, c
             else:
                 # No record here. Zeros are the unwritten part of the segment, unless a
                 # record follows them (zeroed damage); anything else is garbage.
+                if total == 0 and magic == 0 and (zeros_end or window.first_nonzero(pos) is None):
+                    # zeros to the end (one forward pass, holes skipped): the written end
+                    if not is_last and findings is not None:
+                        findings.append(Finding(BLANK_RECORD_MISSING, path, pos,
+                                                "segment ends without an end-of-file blank record"))
+                    return
                 nxt = window.find_record(pos + 1, base)
                 if nxt is None:
                     yield _tail(window, pos, base)
@@ -586,14 +603,15 @@ class CommitLog:
         return self.queue.findings
 
     def scan(self, from_offset: int | None = None, to_offset: int | None = None, *, check_crc: bool = True,
-             findings: list | None = None, needle: bytes | None = None) -> Iterator[ScanResult]:
+             findings: list | None = None, needle: bytes | None = None,
+             zeros_end: bool = False) -> Iterator[ScanResult]:
         """Every record from ``from_offset`` up to ``to_offset``, in order: the one scanner over
         each segment's share (:func:`rmqtool.store.commitlog_end.segment_ranges`)."""
         from rmqtool.store.commitlog_end import segment_ranges  # it builds on this module
 
         return itertools.chain.from_iterable(
             scan_segment(r.segment, is_last=r.is_last, start=r.start, end=r.end, check_crc=check_crc,
-                         findings=findings, needle=needle)
+                         findings=findings, needle=needle, zeros_end=zeros_end)
             for r in segment_ranges(self.segments, from_offset, to_offset))
 
     def crc_scan(self, from_offset: int | None = None, to_offset: int | None = None, *,

@@ -179,7 +179,8 @@ def crc_segment(job) -> tuple[int, int, int]:
 
 def measure(one: tuple[str, int, int], multi: tuple[str, int, int]) -> None:
     from rmqtool.store import commitlog, crc
-    from rmqtool.store.commitlog import Blank, CommitLog, CrcTally, header_hop
+    from rmqtool.store.commitlog import Blank, CrcTally, header_hop
+    from rmqtool.store.commitlog_end import CommitLog
     from rmqtool.store.message import Message
     from rmqtool.store.parallel import parallel_scan
 

@@ -75,3 +75,11 @@ def fixture_commitlogs():
     for root in (V4 / "crash", V4 / "crash-fast", V5 / "crash5"):
         dirs += sorted(root.glob("*/input/store/commitlog"))
     return dirs
+
+
+def read_at(commit_log, offset: int, *, check_crc: bool = True):
+    """The message whose record starts at a commit log offset (lookMessageByOffset)."""
+    from rmqtool.store.commitlog_reader import CommitLogReader
+
+    with CommitLogReader(commit_log) as reader:
+        return reader.read(offset, check_crc=check_crc)

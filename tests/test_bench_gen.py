@@ -18,7 +18,8 @@ from rmqtool.formats.commitlog import (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE
 from rmqtool.formats.properties import string_to_properties
 from rmqtool.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 from rmqtool.store import commitlog as commitlog_module
-from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, header_hop
+from rmqtool.store.commitlog import Blank, Corrupt, header_hop
+from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.crc import crc32
 from rmqtool.store.segments import discover
 from rmqtool.formats.properties import bytes_to_properties as parse_properties

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from conftest import CLEAN_SCENARIOS, V4, load_truth
 from rmqtool.cli.app import app
 from rmqtool.formats.commitlog import MessagePrefix
-from rmqtool.store.commitlog import CommitLog
+from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.message import Message
 
 runner = CliRunner()

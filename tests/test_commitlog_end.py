@@ -15,8 +15,7 @@ from rmqtool.engine import encoder as enc
 from rmqtool.engine.store import Store
 from rmqtool.findings import BLANK_RECORD_MISSING
 from rmqtool.inspect.inventory import store_info
-from rmqtool.store.commitlog import CommitLog
-from rmqtool.store.commitlog_end import find_commit_log_end, last_written
+from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end, last_written
 from rmqtool.store.message import Message
 from rmqtool.store.msgid import decode_message_id
 

@@ -7,7 +7,8 @@ from hypothesis import HealthCheck, given, settings
 
 from conftest import V4, load_truth
 from helpers import canonical, damaged_commitlog, fixture_commitlogs
-from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, CrcTally, crc_scan, find_record, scan_segment
+from rmqtool.store.commitlog import Blank, Corrupt, CrcTally, crc_scan, find_record, scan_segment
+from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.message import Message
 from rmqtool.store.parallel import parallel_scan, segment_jobs
 

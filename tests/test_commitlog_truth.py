@@ -9,7 +9,8 @@ import pytest
 from conftest import CLEAN_SCENARIOS, V4, V5, load_truth
 from helpers import roundtrip
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V2, BlankRecord, MessageRecord
-from rmqtool.store.commitlog import Blank, CommitLog, Corrupt
+from rmqtool.store.commitlog import Blank, Corrupt
+from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.crc import crc32, crc32_reference
 from rmqtool.store.message import Message
 

@@ -14,7 +14,8 @@ from helpers import canonical, damaged_commitlog, fixture_commitlogs
 from rmqtool.formats.properties import string_to_properties
 from rmqtool.store import commitlog as commitlog_module
 from rmqtool.store import crc
-from rmqtool.store.commitlog import Blank, CommitLog, CrcTally, Message, crc_scan
+from rmqtool.store.commitlog import Blank, CrcTally, Message, crc_scan
+from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.formats.properties import bytes_to_properties as parse_properties
 
 from benchmarks import bench_read

@@ -21,8 +21,10 @@ import time
 import pytest
 
 from conftest import V4
+from helpers import read_at
 from rmqtool.query.by_key import query_by_key
-from rmqtool.store.commitlog import CommitLog, Corrupt
+from rmqtool.store.commitlog import Corrupt
+from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.consumequeue import open_consume_queues
 from rmqtool.engine.store import Store
 from rmqtool.store.message import Message
@@ -89,7 +91,7 @@ def test_sigkill_loses_no_acknowledged_message(tmp_path):
     # straight from the files, as left by the last kill
     cl = CommitLog(root / "commitlog")
     for offset, size, _q, _qo, rnd, i in acked:
-        m = cl.read_message(offset)
+        m = read_at(cl, offset)
         assert (m.store_size, m.body, m.keys) == (size, _body(rnd, i), [f"r{rnd}-{i}"])
         assert m.body_crc_ok
     # a last writer recovers it and closes cleanly: queues and index hold everything acknowledged

@@ -6,7 +6,7 @@ import threading
 import time
 
 from rmqtool.engine import encoder as enc
-from rmqtool.store.commitlog import CommitLog
+from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.engine.store import Store
 from rmqtool.store.message import Message
 

@@ -12,13 +12,15 @@ import time
 import pytest
 
 from conftest import V4, load_truth
+from helpers import read_at
 from rmqtool.errors import CorruptData, StoreLocked, UsageError
 from rmqtool.formats import properties as props
 from rmqtool.formats import sysflag
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
 from rmqtool.query.by_key import query_by_key
 from rmqtool.engine import encoder as enc
-from rmqtool.store.commitlog import Blank, CommitLog, Corrupt
+from rmqtool.store.commitlog import Blank, Corrupt
+from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.consumequeue import open_consume_queues
 from rmqtool.engine.store import Store
 from rmqtool.store.indexfile import list_index_files
@@ -137,7 +139,7 @@ def test_consume_queues_and_index_read_back(written):
         cq = queues.find(topic, queue_id)
         got = {u.queue_offset: u for u in cq.iter_units()}
         for queue_offset, offset in units:
-            m = cl.read_message(offset)
+            m = read_at(cl, offset)
             if m.transaction_type in (1, 3):
                 assert got.get(queue_offset) is None or got[queue_offset].commit_log_offset != offset
                 continue
@@ -148,7 +150,7 @@ def test_consume_queues_and_index_read_back(written):
                 assert u.tags_code == m.store_timestamp + enc.DelayLevels().table[level]
             else:
                 assert u.tags_code == enc.tags_code(m.tags)
-        assert cq.max_offset == max((q for q, o in units if cl.read_message(o).transaction_type not in (1, 3)),
+        assert cq.max_offset == max((q for q, o in units if read_at(cl, o).transaction_type not in (1, 3)),
                                     default=-1) + 1
     files = list_index_files(root).open_all()
     assert len(files) >= 3 and [f.name for f in files] == sorted(f.name for f in files)
@@ -158,8 +160,8 @@ def test_consume_queues_and_index_read_back(written):
         found = query_by_key(root, key, topic=topic, index_only=True, max_num=1000)
         offsets = {m.commit_log_offset for m in found.messages}
         truth = {o for (_, r, _b) in pairs for o in r.offsets
-                 if r.topic == topic and key in cl.read_message(o).keys and cl.read_message(o).transaction_type != 3}
-        truth |= {o for _, r in batches for o in r.offsets if r.topic == topic and key in cl.read_message(o).keys}
+                 if r.topic == topic and key in read_at(cl, o).keys and read_at(cl, o).transaction_type != 3}
+        truth |= {o for _, r in batches for o in r.offsets if r.topic == topic and key in read_at(cl, o).keys}
         assert offsets == truth and truth, key
     uniq = pairs[3][1].uniq_key
     assert [m.commit_log_offset for m in query_by_key(root, uniq, topic=pairs[3][1].topic, uniq_key=True,
@@ -354,7 +356,7 @@ def test_delay_levels_clamp_and_deliver_time(tmp_path):
         r3 = store.append(enc.producer_message("D", b"y", delay_level=3, queue_id=0))
         rp = store.append(enc.producer_message("D", b"z", delay_level=3, transaction="prepared"))
     cl = CommitLog(root / "commitlog")
-    m = cl.read_message(r99.wrote_offset)
+    m = read_at(cl, r99.wrote_offset)
     assert (m.topic, m.queue_id, m.properties["DELAY"], m.properties["REAL_QID"]) == (
         enc.RMQ_SYS_SCHEDULE_TOPIC, 17, "18", "1")
     assert (r3.topic, r3.queue_id) == (enc.RMQ_SYS_SCHEDULE_TOPIC, 2)
@@ -410,7 +412,7 @@ def test_body_crc_is_crcmods(written):
     root, pairs, _ = written
     cl = CommitLog(root / "commitlog")
     for _msg, r, _b in pairs[:60]:
-        m = cl.read_message(r.wrote_offset)
+        m = read_at(cl, r.wrote_offset)
         assert m.body_crc == (crc32_reference(m.body) if m.body else 0)
 
 
@@ -461,7 +463,7 @@ def test_cli_append_one_message_and_locked_store(tmp_path):
     assert res.exit_code == 0, res.output
     row = json.loads(res.stdout)
     assert set(row) == {"commit_log_offset", "queue_offset", "msg_id", "uniq_key"} and row["queue_offset"] == 0
-    m = CommitLog(root / "commitlog").read_message(row["commit_log_offset"])
+    m = read_at(CommitLog(root / "commitlog"), row["commit_log_offset"])
     assert (m.body.decode(), m.tags, m.keys, m.properties["x"], m.queue_id, m.uniq_key) == (
         "héllo", "TagA", ["a", "b"], "1", 2, row["uniq_key"])
     assert runner.invoke(app, ["append", str(root), "--body", "x"]).exit_code == 2
@@ -525,9 +527,9 @@ def test_a_selector_picks_the_queue(tmp_path):
         rs += store.append_many([enc.producer_message("T", b"y", keys="order-1")] * 3, selector=by_key)
         delayed = store.append(enc.producer_message("T", b"z", keys="order-2", delay_level=1), selector=by_key)
     for r in rs:
-        assert r.queue_id == enc.java_string_hash(CommitLog(tmp_path / "store" / "commitlog").read_message(
+        assert r.queue_id == enc.java_string_hash(read_at(CommitLog(tmp_path / "store" / "commitlog"),
             r.wrote_offset).properties["KEYS"]) % 3
-    m = CommitLog(tmp_path / "store" / "commitlog").read_message(delayed.wrote_offset)
+    m = read_at(CommitLog(tmp_path / "store" / "commitlog"), delayed.wrote_offset)
     assert m.properties["REAL_QID"] == str(enc.java_string_hash("order-2") % 3)
 
 

@@ -10,7 +10,8 @@ import pytest
 from conftest import REPO, V4, V5, load_truth
 from rmqtool import findings as registry
 from rmqtool.findings import REGISTRY, Finding
-from rmqtool.store.commitlog import CommitLog, findings_of
+from rmqtool.store.commitlog import findings_of
+from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.message import Message
 from rmqtool.store.segments import discover
 

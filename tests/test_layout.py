@@ -80,3 +80,45 @@ def test_nothing_outside_the_cli_imports_it():
         if rel.parts[0] in ("cli", "__main__.py"):
             continue
         assert "cli" not in _imported(ast.parse(path.read_text())), f"{rel} imports the CLI"
+
+
+def _module_name(path: pathlib.Path) -> str:
+    rel = path.relative_to(ROOT)
+    if rel.parts[0] == "formats":
+        parts = ("rmqtool", "formats", *rel.parts[1:])
+    else:
+        parts = rel.parts
+    name = ".".join(parts).removesuffix(".py")
+    return name.removesuffix(".__init__")
+
+
+def test_no_two_modules_import_each_other():
+    """Not even lazily inside a function: a cycle means two concepts that are one, or one
+    that sits in the wrong module."""
+    modules = {_module_name(p): p for p in _modules()}
+    graph = {}
+    for name, path in modules.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                deps.add(node.module)
+                deps.update(f"{node.module}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names)
+        graph[name] = {d for d in deps if d in modules and d != name}
+    cycles = []
+    state: dict[str, int] = {}
+
+    def visit(n, stack):
+        state[n] = 1
+        for d in graph[n]:
+            if state.get(d) == 1:
+                cycles.append(stack[stack.index(d):] + [d])
+            elif d not in state:
+                visit(d, stack + [d])
+        state[n] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n, [n])
+    assert not cycles, cycles

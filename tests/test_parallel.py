@@ -8,7 +8,8 @@ import pytest
 
 from conftest import V4, load_truth
 from rmqtool.errors import StoreAccessError, UsageError
-from rmqtool.store.commitlog import Blank, CommitLog, Corrupt
+from rmqtool.store.commitlog import Blank, Corrupt
+from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.message import Message
 from rmqtool.store.parallel import (SegmentJob, SegmentSummary, iter_parallel, parallel_scan, segment_jobs,
                                     summarize_segment)

@@ -14,13 +14,14 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import V4, V5, load_truth
+from helpers import read_at
 from rmqtool.cli.app import app
 from rmqtool.engine import encoder as enc
 from rmqtool.engine.store import Store
 from rmqtool.errors import RecoveryNeeded
 from rmqtool.recovery import apply_plan, plan_recovery, undo
 from rmqtool.recovery.manifest import read_manifest
-from rmqtool.store.commitlog import CommitLog
+from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.consumequeue import find_queue_end, open_consume_queues
 from rmqtool.store.message import Message
 from rmqtool.store.segments import discover
@@ -212,7 +213,7 @@ def test_append_refuses_a_torn_last_record(tmp_path):
     assert plan_recovery(root).is_empty
     (backup,) = tmp_path.glob("store.recovery-*")  # beside the store, named by the time
     undo(backup)
-    assert CommitLog(root / "commitlog").read_message(rs[0].wrote_offset).body == b"message 0"
+    assert read_at(CommitLog(root / "commitlog"), rs[0].wrote_offset).body == b"message 0"
 
 
 def test_units_past_the_commit_log_are_cut_and_dispatched_again(tmp_path):

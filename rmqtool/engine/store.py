@@ -32,7 +32,7 @@ from rmqtool.formats.derive import struct_of
 from rmqtool.formats.indexfile import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM
 from rmqtool.store import paths
 from rmqtool.engine.checkpoint_writer import CheckpointWriter
-from rmqtool.store.commitlog import CommitLog
+from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.consumequeue import find_queue_end, queue_directories
 from rmqtool.engine.cq_writer import DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, ConsumeQueueTable, consume_queue_file_size
 from rmqtool.dispatch.dispatcher import CommitLogDispatcher, DispatchRequest, ReputMessageService

@@ -17,8 +17,8 @@ from rmqtool.inspect.hints import wrong_kind
 from rmqtool.inspect.selection import MessageSelection
 from rmqtool.report.records import human_time, message_record
 from rmqtool.store import detect
-from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, findings_of, scan_segment
-from rmqtool.store.commitlog_end import segment_ranges
+from rmqtool.store.commitlog import Blank, Corrupt, findings_of, scan_segment
+from rmqtool.store.commitlog_end import CommitLog, segment_ranges
 from rmqtool.store.message import Message
 from rmqtool.store.paths import is_segment_name
 from rmqtool.store.segments import Segment

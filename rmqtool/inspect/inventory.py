@@ -15,8 +15,8 @@ from rmqtool.inspect.hints import wrong_kind
 from rmqtool.formats.config import consumer_offsets, delay_offsets
 from rmqtool.store import detect
 from rmqtool.store.checkpoint import read_checkpoint, read_markers
-from rmqtool.store.commitlog import Blank, CommitLog, findings_of, scan_segment
-from rmqtool.store.commitlog_end import find_commit_log_end
+from rmqtool.store.commitlog import Blank, findings_of, scan_segment
+from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end
 from rmqtool.store.config import read_config_dir
 from rmqtool.store.consumequeue import open_consume_queues
 from rmqtool.store.indexfile import list_index_files

@@ -580,66 +580,6 @@ def _tail(window: _FileWindow, pos: int, base: int) -> tuple[Corrupt, ...]:
                     f"{last - pos} bytes of garbage after the last record"),)
 
 
-class CommitLog:
-    """The commit log directory of a store, read-only."""
-
-    def __init__(self, directory: str | os.PathLike, mapped_file_size: int | None = None):
-        self.queue: SegmentQueue = discover(directory, mapped_file_size=mapped_file_size)
-
-    @property
-    def directory(self) -> pathlib.Path:
-        return self.queue.directory
-
-    @property
-    def segments(self) -> list[Segment]:
-        return self.queue.segments
-
-    @property
-    def mapped_file_size(self) -> int | None:
-        return self.queue.mapped_file_size
-
-    @property
-    def findings(self) -> list[Finding]:
-        return self.queue.findings
-
-    def scan(self, from_offset: int | None = None, to_offset: int | None = None, *, check_crc: bool = True,
-             findings: list | None = None, needle: bytes | None = None,
-             zeros_end: bool = False) -> Iterator[ScanResult]:
-        """Every record from ``from_offset`` up to ``to_offset``, in order: the one scanner over
-        each segment's share (:func:`rmqtool.store.commitlog_end.segment_ranges`)."""
-        from rmqtool.store.commitlog_end import segment_ranges  # it builds on this module
-
-        return itertools.chain.from_iterable(
-            scan_segment(r.segment, is_last=r.is_last, start=r.start, end=r.end, check_crc=check_crc,
-                         findings=findings, needle=needle, zeros_end=zeros_end)
-            for r in segment_ranges(self.segments, from_offset, to_offset))
-
-    def crc_scan(self, from_offset: int | None = None, to_offset: int | None = None, *,
-                 findings: list | None = None, tally: CrcTally | None = None) -> Iterator[ScanResult]:
-        """As :meth:`scan` with check_crc, without the messages whose CRCs hold: see :func:`crc_scan`."""
-        from rmqtool.store.commitlog_end import segment_ranges
-
-        if tally is None:
-            tally = CrcTally()
-        return itertools.chain.from_iterable(
-            crc_scan(r.segment, is_last=r.is_last, start=r.start, end=r.end, findings=findings, tally=tally)
-            for r in segment_ranges(self.segments, from_offset, to_offset))
-
-    def read_message(self, offset: int, *, check_crc: bool = True) -> Message:
-        """The message whose record starts at a commit log offset (lookMessageByOffset);
-        NothingFound when none starts there, CorruptData when the record there is damaged."""
-        from rmqtool.store.commitlog_reader import CommitLogReader  # it builds on this module
-
-        with CommitLogReader(self) as reader:
-            return reader.read(offset, check_crc=check_crc)
-
-    def max_offset(self) -> int | None:
-        """getMaxPhyOffset: where the written commit log ends (find_commit_log_end); None without segments."""
-        from rmqtool.store.commitlog_end import find_commit_log_end
-
-        return find_commit_log_end(self.segments, self.mapped_file_size).end if self.segments else None
-
-
 def header_hop(path: str, size: int) -> tuple[int, int]:
     """The bench's header-only scan: hop totalSize to totalSize; (messages, bytes of records).
 

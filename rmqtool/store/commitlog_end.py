@@ -1,4 +1,5 @@
-"""Where the written commit log ends, which segment is the last written, and which segments a scan reads.
+"""The commit log directory: where the written commit log ends, which segment is the last
+written, which segments a scan reads, and :class:`CommitLog`, the directory read through them.
 
 Every reader and the engine take these answers from here, so they agree:
 
@@ -19,13 +20,16 @@ Reading follows the written data, not the file size: holes of sparse files are s
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import pathlib
+from typing import Iterator
 
 from rmqtool.errors import StoreAccessError
-from rmqtool.store.commitlog import Blank, ScanResult, _FileWindow, scan_segment
+from rmqtool.findings import Finding
+from rmqtool.store.commitlog import Blank, CrcTally, ScanResult, _FileWindow, crc_scan, scan_segment
 from rmqtool.store.message import Message
-from rmqtool.store.segments import Segment
+from rmqtool.store.segments import Segment, SegmentQueue, discover
 
 _HEADER = 8  # totalSize and magicCode: a segment whose first 8 bytes are zero holds no record
 
@@ -167,3 +171,49 @@ def find_commit_log_end(segments: list[Segment], mapped_file_size: int | None = 
     if last_message is not None:
         result.store_host = (bytes(last_message.store_ip), last_message.store_port)
     return result
+
+
+class CommitLog:
+    """The commit log directory of a store, read-only."""
+
+    def __init__(self, directory: str | os.PathLike, mapped_file_size: int | None = None):
+        self.queue: SegmentQueue = discover(directory, mapped_file_size=mapped_file_size)
+
+    @property
+    def directory(self) -> pathlib.Path:
+        return self.queue.directory
+
+    @property
+    def segments(self) -> list[Segment]:
+        return self.queue.segments
+
+    @property
+    def mapped_file_size(self) -> int | None:
+        return self.queue.mapped_file_size
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.queue.findings
+
+    def scan(self, from_offset: int | None = None, to_offset: int | None = None, *, check_crc: bool = True,
+             findings: list | None = None, needle: bytes | None = None,
+             zeros_end: bool = False) -> Iterator[ScanResult]:
+        """Every record from ``from_offset`` up to ``to_offset``, in order: the one scanner over
+        each segment's share (:func:`segment_ranges`)."""
+        return itertools.chain.from_iterable(
+            scan_segment(r.segment, is_last=r.is_last, start=r.start, end=r.end, check_crc=check_crc,
+                         findings=findings, needle=needle, zeros_end=zeros_end)
+            for r in segment_ranges(self.segments, from_offset, to_offset))
+
+    def crc_scan(self, from_offset: int | None = None, to_offset: int | None = None, *,
+                 findings: list | None = None, tally: CrcTally | None = None) -> Iterator[ScanResult]:
+        """As :meth:`scan` with check_crc, without the messages whose CRCs hold: see :func:`crc_scan`."""
+        if tally is None:
+            tally = CrcTally()
+        return itertools.chain.from_iterable(
+            crc_scan(r.segment, is_last=r.is_last, start=r.start, end=r.end, findings=findings, tally=tally)
+            for r in segment_ranges(self.segments, from_offset, to_offset))
+
+    def max_offset(self) -> int | None:
+        """getMaxPhyOffset: where the written commit log ends (find_commit_log_end); None without segments."""
+        return find_commit_log_end(self.segments, self.mapped_file_size).end if self.segments else None

@@ -13,7 +13,7 @@ import struct
 
 from rmqtool.errors import CorruptData, NothingFound, StoreAccessError
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODES, MIN_MESSAGE_LENGTH
-from rmqtool.store.commitlog import CommitLog
+from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.segments import Segment
 from rmqtool.store.message import HOSTS, PREFIX, RECORD_START, Message, RecordError, decode_message
 from rmqtool.store.paths import StorePaths

@@ -37,7 +37,7 @@ from rmqtool.findings import (CONSUMER_OFFSET_ABOVE_MAX, CONSUMER_OFFSET_BELOW_M
                               CONSUMER_OFFSET_FOR_MISSING_QUEUE, Finding, finding)
 from rmqtool.formats import config as config_format
 from rmqtool.store import detect
-from rmqtool.store.commitlog import CommitLog
+from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.config import ConfigFile, read_config_file
 from rmqtool.store.consumequeue import AnyConsumeQueue, BatchConsumeQueueUnit, open_consume_queues

@@ -25,8 +25,8 @@ from typing import Callable, Iterator, TypeVar
 
 from rmqtool.errors import StoreAccessError, UsageError
 from rmqtool.findings import Finding
-from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, ScanResult, scan_segment
-from rmqtool.store.commitlog_end import segment_ranges
+from rmqtool.store.commitlog import Blank, Corrupt, ScanResult, scan_segment
+from rmqtool.store.commitlog_end import CommitLog, segment_ranges
 from rmqtool.store.segments import Segment
 from rmqtool.store.message import Message
 

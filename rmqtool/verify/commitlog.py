@@ -28,7 +28,8 @@ from rmqtool.formats.crc import CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN
 from rmqtool.formats.indexfile import build_key
 from rmqtool.formats.sysflag import (INNER_BATCH_FLAG, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK,
                                      TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE)
-from rmqtool.store.commitlog import Blank, CommitLog, Corrupt, findings_of
+from rmqtool.store.commitlog import Blank, Corrupt, findings_of
+from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.message import Message
 from rmqtool.store.parallel import SegmentJob, iter_parallel, segment_jobs
 from rmqtool.verify.keyhash import index_key_hashes

@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Iterator
 
 from rmqtool.errors import NotAStore, StoreNotFound, UsageError
 from rmqtool.findings import REGISTRY, Finding, Severity
-from rmqtool.store.commitlog import CommitLog
+from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.consumequeue import open_consume_queues
 from rmqtool.store.paths import StorePaths
 from rmqtool.verify.checkpoint import check_checkpoint

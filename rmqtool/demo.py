@@ -111,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             ["append", str(root), "--topic", "OrderTopic", "--body", "one more", "--tags", "TagA",
              "--keys", "order-demo"],
             ["query", str(root), "--key", "order-demo", "--topic", "OrderTopic"],
+            ["verify", str(root), "--no-progress", "--summary", "--format", "jsonl", "--skip", "commitLogEnd",
+             "--skip", "checkpointWindow", "--skip", "recoveryStartFile"],
         ]
         failed = [c[0] for c in commands if run_cli(c) != 0]
         if failed:

@@ -23,6 +23,31 @@ def roundtrip(schema: cs.Construct, data: bytes, size: int | None = None, **ctx)
 DAMAGE_KINDS = ("flip", "zero", "garbage", "int")
 
 
+def damage(raw: bytearray, data, *, span: int | None = None, max_damages: int = 4,
+           kinds=DAMAGE_KINDS) -> bytearray:
+    """``raw`` with hypothesis-drawn damage in its first ``span`` bytes: bit flips, zeroed runs,
+    0xEE garbage, a 4-byte field gone wrong ("int"), or cut off ("truncate", never to nothing)."""
+    import hypothesis.strategies as st
+
+    span = len(raw) if span is None else span
+    for _ in range(data.draw(st.integers(1, max_damages))):
+        kind = data.draw(st.sampled_from(kinds))
+        at = data.draw(st.integers(0, max(min(span, len(raw)) - 1, 0)))
+        n = data.draw(st.integers(1, 64))
+        if kind == "flip":
+            raw[at] ^= 1 << data.draw(st.integers(0, 7))
+        elif kind == "zero":
+            raw[at:at + n] = bytes(len(raw[at:at + n]))
+        elif kind == "garbage":
+            raw[at:at + n] = b"\xee" * len(raw[at:at + n])
+        elif kind == "int":
+            value = data.draw(st.integers(-(1 << 31), (1 << 31) - 1)).to_bytes(4, "big", signed=True)
+            raw[at:at + 4] = value[:len(raw[at:at + 4])]
+        else:  # truncate
+            del raw[max(at, 1):]
+    return raw
+
+
 def damaged_commitlog(tmp_path_factory, data, *, body_sizes, max_damages, kinds=DAMAGE_KINDS):
     """A generated two-segment commit log with hypothesis-drawn damage: bit flips, zeroed
     runs, 0xEE garbage, length fields gone wrong, and sometimes a truncated last segment.
@@ -37,20 +62,7 @@ def damaged_commitlog(tmp_path_factory, data, *, body_sizes, max_damages, kinds=
     result = build_commitlog(directory, spec)
     seg = directory / "00000000000000000000"
     raw = bytearray(seg.read_bytes())
-    used = result.segments[0].record_bytes + 8
-    for _ in range(data.draw(st.integers(1, max_damages))):
-        kind = data.draw(st.sampled_from(kinds))
-        at = data.draw(st.integers(0, used - 1))
-        n = data.draw(st.integers(1, 64))
-        if kind == "flip":
-            raw[at] ^= 1 << data.draw(st.integers(0, 7))
-        elif kind == "zero":
-            raw[at:at + n] = bytes(len(raw[at:at + n]))
-        elif kind == "garbage":
-            raw[at:at + n] = bytes([0xEE]) * len(raw[at:at + n])
-        else:  # a length field gone wrong
-            value = data.draw(st.integers(-(1 << 31), (1 << 31) - 1)).to_bytes(4, "big", signed=True)
-            raw[at:at + 4] = value[:len(raw[at:at + 4])]
+    raw = damage(raw, data, span=result.segments[0].record_bytes + 8, max_damages=max_damages, kinds=kinds)
     seg.write_bytes(bytes(raw))
     if data.draw(st.booleans()):
         last = directory / "00000000000000024576"

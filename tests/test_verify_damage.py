@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from conftest import V4, V5, load_truth
+from helpers import damage
 from rmqtool.errors import RmqError
 from rmqtool.findings import Severity
 from rmqtool.verify.run import Verify, VerifyOptions
@@ -296,23 +297,7 @@ def test_random_damage_never_crashes_hangs_or_writes(scratch, data):
     original = target.read_bytes()
     raw = bytearray(original)
     try:
-        for _ in range(data.draw(st.integers(1, 4))):
-            kind = data.draw(st.sampled_from(("flip", "zero", "garbage", "int", "truncate")))
-            at = data.draw(st.integers(0, len(raw) - 1))
-            n = data.draw(st.integers(1, 64))
-            if kind == "flip":
-                raw[at] ^= 1 << data.draw(st.integers(0, 7))
-            elif kind == "zero":
-                raw[at:at + n] = bytes(len(raw[at:at + n]))
-            elif kind == "garbage":
-                raw[at:at + n] = b"\xee" * len(raw[at:at + n])
-            elif kind == "int":
-                value = data.draw(st.integers(-(1 << 31), (1 << 31) - 1)).to_bytes(4, "big", signed=True)
-                raw[at:at + 4] = value[:len(raw[at:at + 4])]
-            else:
-                del raw[at:]
-                if not raw:
-                    raw = bytearray(b"\0")
+        raw = damage(raw, data, kinds=("flip", "zero", "garbage", "int", "truncate"))
         target.write_bytes(bytes(raw))
         before = _digest(scratch)
         try:

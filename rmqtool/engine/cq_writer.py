@@ -12,7 +12,7 @@ import os
 import pathlib
 import struct
 
-from rmqtool.errors import CorruptData, StoreAccessError
+from rmqtool.errors import CorruptData
 from rmqtool.formats.consumequeue import CQ_FILL_UNIT_BYTES, CQ_STORE_UNIT_SIZE, CqUnit
 from rmqtool.formats.derive import struct_format, struct_of
 from rmqtool.store.consumequeue import find_queue_end, queue_directories

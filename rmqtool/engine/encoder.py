@@ -42,8 +42,8 @@ from rmqtool.formats.crc import body_crc
 from rmqtool.formats.derive import field_names, struct_format, struct_of
 from rmqtool.formats.indexfile import java_string_hash
 from rmqtool.formats.msgid import UniqKeyFixed, UniqKeyPerMessage
-from rmqtool.dispatch.rules import (DEFAULT_MESSAGE_DELAY_LEVEL, RMQ_SYS_SCHEDULE_TOPIC, DelayLevels,  # noqa: F401
-                                   TAGS_CODES, delay_level_of, tags_code)
+from rmqtool.dispatch.rules import (RMQ_SYS_SCHEDULE_TOPIC, TAGS_CODES, DelayLevels,  # noqa: F401
+                                    delay_level_of, tags_code)
 from rmqtool.store.compression import compress as compress_body
 from rmqtool.store import crc as _crc
 from rmqtool.store.hosts import parse_host

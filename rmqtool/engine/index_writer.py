@@ -19,18 +19,16 @@ import time
 from operator import mul
 
 from rmqtool.errors import StoreAccessError, UsageError
-from rmqtool.formats.derive import struct_of
-from rmqtool.formats.indexfile import (FILE_NAME_LENGTH, FIRST_INDEX, HASH_SLOT_SIZE, INDEX_HEADER_SIZE,
-                                       INDEX_SIZE, INVALID_INDEX, IndexEntry, IndexHeader, IndexSlot,
-                                       build_key, entry_position, index_file_size, index_key_hash,
-                                       java_string_hash, slot_position)
+from rmqtool.formats.indexfile import (FIRST_INDEX, HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE,
+                                       INVALID_INDEX, build_key, entry_position, index_file_size,
+                                       index_key_hash, java_string_hash, slot_position)
 from rmqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
-from rmqtool.store.indexfile import index_file_paths, infer_index_geometry
+from rmqtool.store.indexfile import (INDEX_ENTRY, INDEX_HEADER, INDEX_SLOT, index_file_paths,
+                                     infer_index_geometry)
 from rmqtool.engine.mapped_file import create_segment_file
 
-HEADER = struct_of(IndexHeader)
-ENTRY = struct_of(IndexEntry)
-SLOT = struct_of(IndexSlot)
+# the read side's structs, derived from formats/indexfile.py once
+HEADER, ENTRY, SLOT = INDEX_HEADER, INDEX_ENTRY, INDEX_SLOT
 assert (HEADER.size, ENTRY.size, SLOT.size) == (INDEX_HEADER_SIZE, INDEX_SIZE, HASH_SLOT_SIZE)
 _SLOT_UNPACK, _SLOT_PACK, _ENTRY_PACK = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
 _INT_MAX = 2**31 - 1

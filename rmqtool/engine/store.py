@@ -36,9 +36,10 @@ from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.consumequeue import find_queue_end, queue_directories
 from rmqtool.engine.cq_writer import DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, ConsumeQueueTable, consume_queue_file_size
 from rmqtool.dispatch.dispatcher import CommitLogDispatcher, DispatchRequest, ReputMessageService
-from rmqtool.engine.encoder import (DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevels, Encoder,
-                                   QUEUE_OFFSET_AT, RECORD_PLACE, RECORD_START, RECORD_TIME,
-                                   MessageBatch, MessageInner, PreparedRecord, as_host, write_record)
+from rmqtool.dispatch.rules import DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevels
+from rmqtool.engine.encoder import (DEFAULT_MAX_MESSAGE_SIZE, Encoder, QUEUE_OFFSET_AT, RECORD_PLACE,
+                                    RECORD_START, RECORD_TIME, MessageBatch, MessageInner, PreparedRecord,
+                                    as_host, write_record)
 from rmqtool.engine.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from rmqtool.engine.index_writer import IndexServiceWriter
 from rmqtool.engine.lock import StoreLock

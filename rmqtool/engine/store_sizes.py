@@ -6,12 +6,11 @@ caller must agree with what the files show.
 """
 from __future__ import annotations
 
-import os
 import pathlib
 
 from rmqtool.errors import CorruptData, UsageError
-from rmqtool.formats.indexfile import (DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, FILE_NAME_LENGTH,
-                                       default_geometry, hash_slot_num_for, index_file_size, index_num_for)
+from rmqtool.formats.indexfile import (DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, default_geometry,
+                                       hash_slot_num_for, index_file_size, index_num_for)
 from rmqtool.store import paths
 from rmqtool.store.consumequeue import queue_directories
 from rmqtool.store.indexfile import index_file_paths, infer_index_geometry

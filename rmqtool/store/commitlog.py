@@ -30,7 +30,6 @@ import dataclasses
 import errno
 import itertools
 import os
-import pathlib
 import struct
 from typing import Iterable, Iterator, Union
 
@@ -45,7 +44,7 @@ from rmqtool.formats.commitlog import (BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENG
 from rmqtool.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 from rmqtool.store import crc as crc_module
 from rmqtool.store.crc import JAVA_CRC_MASK
-from rmqtool.store.segments import Segment, SegmentQueue, discover
+from rmqtool.store.segments import Segment
 from rmqtool.store.message import CHECKED, Message, RecordError, decode_message, decode_run
 from rmqtool.store.message import RECORD_START
 from rmqtool.formats.commitlog import MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH_V1, MAX_TOPIC_LENGTH_V2

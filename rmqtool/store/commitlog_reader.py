@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import struct
 
 from rmqtool.errors import CorruptData, NothingFound, StoreAccessError
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODES, MIN_MESSAGE_LENGTH

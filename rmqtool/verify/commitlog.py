@@ -18,17 +18,14 @@ from typing import Callable, Iterator
 import numpy as np
 
 from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels, tags_code
-from rmqtool.findings import (BLANK_RECORD_INVALID, BODY_CRC_MISMATCH, COMMIT_LOG_END,
-                              PROPERTIES_INVALID_UTF8, PROPERTY_CRC_MISMATCH, PROPERTY_CRC_MISSING,
-                              PROPERTY_CRC_UNREADABLE, QUEUE_OFFSET_GAP, QUEUE_OFFSET_REPEAT,
-                              RECORD_OFFSET_MISMATCH, STORE_TIMESTAMP_BACKWARDS, TOPIC_INVALID_UTF8, Finding,
-                              finding)
+from rmqtool.findings import (COMMIT_LOG_END, PROPERTY_CRC_MISSING, PROPERTY_CRC_UNREADABLE, QUEUE_OFFSET_GAP,
+                              QUEUE_OFFSET_REPEAT, STORE_TIMESTAMP_BACKWARDS, Finding, finding)
 from rmqtool.formats import properties as props
 from rmqtool.formats.crc import CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN
 from rmqtool.formats.indexfile import build_key
 from rmqtool.formats.sysflag import (INNER_BATCH_FLAG, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK,
                                      TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE)
-from rmqtool.store.commitlog import Blank, Corrupt, findings_of
+from rmqtool.store.commitlog import Blank, findings_of
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.message import Message
 from rmqtool.store.parallel import SegmentJob, iter_parallel, segment_jobs

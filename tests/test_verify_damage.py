@@ -286,9 +286,6 @@ def scratch(tmp_path_factory):
     return root
 
 
-raised: list = []
-
-
 @settings(max_examples=200, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_random_damage_never_crashes_hangs_or_writes(scratch, data):
@@ -303,16 +300,10 @@ def test_random_damage_never_crashes_hangs_or_writes(scratch, data):
         try:
             found = run(scratch)
         except RmqError as exc:  # the store could not be checked: exit 8, one line naming the file
-            assert exc.path
+            assert exc.path and pathlib.Path(exc.path).resolve().is_relative_to(scratch.resolve()), exc.one_line()
             found = []
-            raised.append(exc)
         assert _digest(scratch) == before
         for f in found:
             assert f.severity in Severity and f.message
     finally:
         target.write_bytes(original)
-
-
-def test_random_damage_is_mostly_reported_not_raised():
-    """Run after the random test: most damage is findings; only what stops a check raises."""
-    assert len(raised) < 20, [e.one_line() for e in raised[:5]]

@@ -62,8 +62,7 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         text("topic", 1, 40, 10), num("queue_id", 2), num("queue_offset", 3), num("commit_log_offset", 4),
         num("store_size", 5), num("tags_code", 6, 20), fixed("valid", 7), fixed("is_fill", 8),
         fixed("store_timestamp", 9, TIME), num("msg_base_offset", 10), num("batch_size", 11),
-        num("compacted_offset", None), text("file", None, 100), num("file_position", None), num("size", None),
-        fixed("store_time", None, TIME)),
+        num("compacted_offset", None), text("file", None, 100), num("file_position", None), num("size", None)),
     "index_header": (
         text("file", 1, 100, 20), fixed("begin_timestamp", 2, TIME), fixed("end_timestamp", 3, TIME),
         num("index_count", 4), num("begin_commit_log_offset", 5), num("end_commit_log_offset", 6),
@@ -89,8 +88,7 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         text("group", 1, 30, 10), text("topic", 2, 30, 10), num("queue_id", 3), num("committed_offset", 6, 12),
         num("lag_messages", 7, 12), num("min_offset", 9, 12), num("max_offset", 8, 12), num("lag_ms", 10, 10),
         fixed("next_store_timestamp", 5, TIME), fixed("newest_store_timestamp", 11, TIME),
-        text("status", 4, 80, 16), fixed("pull_status", None, 21), num("next_pull_offset", None),
-        fixed("next_store_time", None, TIME), fixed("newest_store_time", None, TIME)),
+        text("status", 4, 80, 16), fixed("pull_status", None, 21), num("next_pull_offset", None)),
     "appended": (
         text("topic", 1, 40, 10), num("queue_id", 2), num("queue_offset", 3), num("commit_log_offset", 4),
         text("msg_id", 5, 32, 32), text("uniq_key", 6, 32, 32)),

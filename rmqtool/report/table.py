@@ -135,6 +135,9 @@ class TextTable:
 
     def _make_layout(self, kind: str | None, sample: list[dict]) -> _Layout:
         columns, given = self._columns_for(kind, sample)
+        if not given:  # a field no row has (a 5.x check on 4.x records, batch units' fields) is not a column
+            present = set().union(*sample) if sample else set()
+            columns = tuple(c for c in columns if c.name in present) or columns
         # text columns no wider than what the first rows hold (nor narrower than their header)
         sized = []
         for c in columns:

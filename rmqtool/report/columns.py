@@ -81,8 +81,8 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         text("file", None, 100)),
     "config": (text("file", 1, 24), fixed("source", 2, 6), text("document", 3, 200, 20), text("path", None, 100)),
     "finding": (
-        text("finding", 1, 24, 14), fixed("severity", 2, 8), text("path", 4, 60, 12), num("offset", 5, 10),
-        text("message", 3, 120, 16), text("topic", None, 40), num("queue_id", None), num("queue_offset", None),
+        text("finding", 1, 30, 30), fixed("severity", 2, 8), text("path", 4, 60, 24), num("offset", 5, 10),
+        text("message", 3, 120, 36), text("topic", None, 40), num("queue_id", None), num("queue_offset", None),
         num("commit_log_offset", None)),
     "offset": (
         text("group", 1, 30, 10), text("topic", 2, 30, 10), num("queue_id", 3), num("committed_offset", 6, 12),

@@ -65,8 +65,7 @@ def dump_commitlog(
     sink = Sink(fmt.value, kind="stats_queue" if stats else "message", wide=wide, select=columns)
     bar = Progress("scanning", dump.total_bytes) if progress_enabled(progress) else None
     try:
-        for row in (commitlog_stats(dump, bar) if stats else dump.rows(bar)):
-            sink.row(row)
+        sink.rows(commitlog_stats(dump, bar) if stats else dump.rows(bar))
     finally:
         if bar:
             bar.close()

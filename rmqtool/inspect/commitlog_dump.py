@@ -69,7 +69,6 @@ class CommitLogDump:
     segments: list[Segment] = dataclasses.field(init=False)
     findings: list[Finding] = dataclasses.field(init=False)  # about segments and records, in scan order
     damaged: int = dataclasses.field(init=False, default=0)  # records with a finding
-    _select: bool = dataclasses.field(init=False, default=True)
 
     def __post_init__(self):
         self.segments, self.findings = commitlog_segments(pathlib.Path(self.path))
@@ -81,7 +80,7 @@ class CommitLogDump:
     def _row(self, r) -> dict | None:
         """The row for a scanned record, or None when it is not asked for."""
         if type(r) is Message:
-            if self._select and not self.selection.matches(r):
+            if not self.selection.matches(r):
                 return None
             try:
                 row = message_record(r, self.body, decompress=self.decompress, preview=self.preview)
@@ -121,13 +120,18 @@ class CommitLogDump:
         limit = self.limit
         if limit is not None and limit <= 0:
             return
-        self._select = not self.selection.everything
+        select = None if self.selection.everything else self.selection.matches
+        body, decompress, preview = self.body, self.decompress, self.preview
         emitted = 0
-        row_of = self._row
         for r in self.results(progress):
-            row = row_of(r)
-            if row is None:
-                continue
+            if type(r) is Message and not decompress:  # the common row, without _row's call
+                if select is not None and not select(r):
+                    continue
+                row = message_record(r, body, preview=preview)  # no codec is needed
+            else:
+                row = self._row(r)
+                if row is None:
+                    continue
             yield row
             emitted += 1
             if limit is not None and emitted >= limit:

@@ -18,6 +18,7 @@ from rmqtool.report.table import TextTable
 
 FORMATS = ("table", "jsonl", "json")
 WRITE_BYTES = 1 << 16  # JSON output is written in pieces of about this size
+ROWS_A_WRITE = 64  # JSON Lines rows joined before they go to the writer
 _ORJSON_LINE = orjson.OPT_APPEND_NEWLINE
 
 
@@ -133,6 +134,33 @@ class Sink:
                 self._held = obj
         else:
             self._bytes.add((b",\n" if self.count > 1 else b"") + encode_row(obj, newline=False))
+
+    def rows(self, rows: Iterable[dict]) -> None:
+        """Every row of ``rows``, as :meth:`row` writes them; JSON Lines in one tight loop
+        (a dump's hot path: about a microsecond a row less than a call each)."""
+        if self.fmt != "jsonl":
+            for obj in rows:
+                self.row(obj)
+            return
+        if self._bytes is None:
+            self._bytes = _ByteWriter(self.stream)
+        out = self._bytes
+        dumps, default, option = orjson.dumps, _json_default, _ORJSON_LINE
+        pieces = []
+        try:
+            for obj in rows:
+                try:
+                    pieces.append(dumps(obj, default=default, option=option))
+                except (TypeError, orjson.JSONEncodeError):
+                    pieces.append(encode_row(obj))
+                if len(pieces) >= ROWS_A_WRITE:
+                    self.count += len(pieces)
+                    out.add(b"".join(pieces))
+                    pieces.clear()
+        finally:  # what was encoded goes out, even when the rows stop with an error
+            self.count += len(pieces)
+            if pieces:
+                out.add(b"".join(pieces))
 
     def close(self) -> None:
         if self._table is not None:

@@ -40,7 +40,7 @@ class Progress:
                            rp.TimeElapsedColumn())
             else:
                 columns = (rp.TextColumn(description), rp.BarColumn(), rp.DownloadColumn(binary_units=True),
-                           rp.TransferSpeedColumn(), rp.TimeRemainingColumn())
+                           rp.TimeRemainingColumn())
             self._bar = rp.Progress(*columns, console=Console(file=sys.stderr), transient=True)
             self._bar.start()
             self._task = self._bar.add_task(description, total=total)

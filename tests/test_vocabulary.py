@@ -103,6 +103,18 @@ def test_every_json_field_is_documented(name):
     assert not missing, f"{name}: not in docs/vocabulary.md: {missing}"
 
 
+def test_undo_output_is_documented(tmp_path):
+    names, _ = documented()
+    store = tmp_path / "s"
+    shutil.copytree(V4 / "crash" / "b2-garbage-tail-of-last-message" / "input" / "store", store)
+    r = invoke("append", store, "--recover", "--topic", "T", "--body", "b")
+    assert r.exit_code == 0, r.stderr
+    backup = next(tmp_path.glob("s.recovery-*"))
+    rows = json_rows("undo", backup)
+    assert rows and keys_of(rows, set()) <= names
+    assert rows[0]["bytes_restored"] > 0
+
+
 def test_append_output_is_documented_and_names_topic_and_queue(tmp_path):
     names, _ = documented()
     _, row = appended_store(tmp_path)

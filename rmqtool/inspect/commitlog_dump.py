@@ -99,18 +99,22 @@ class CommitLogDump:
     def results(self, progress=None) -> Iterator:
         """Every scan result (Message, Blank, Corrupt) of the range, in commit log order,
         findings collected; ``progress.advance(bytes)`` every PROGRESS_STEP bytes scanned."""
+        check = findings_of
+        step = PROGRESS_STEP if progress is not None else 1 << 62  # without progress: never
         for rng in segment_ranges(self.segments, self.from_offset, self.to_offset):
             seg = rng.segment
             reported = rng.start  # file position progress has been told about
+            next_at = reported + step
             for r in scan_segment(seg, is_last=rng.is_last, start=rng.start, end_offset=self.to_offset,
                                   check_crc=self.check_crc, findings=self.findings):
-                found = findings_of(r)
+                found = check(r)
                 if found:
                     self.damaged += 1
                     self.findings += found
-                if progress is not None and r.position - reported >= PROGRESS_STEP:
+                if r.position >= next_at:
                     progress.advance(r.position - reported)
                     reported = r.position
+                    next_at = reported + step
                 yield r
             if progress is not None:
                 progress.advance(max(0, seg.size - reported))

@@ -462,7 +462,8 @@ def test_cli_append_one_message_and_locked_store(tmp_path):
                               "65536"])
     assert res.exit_code == 0, res.output
     row = json.loads(res.stdout)
-    assert set(row) == {"commit_log_offset", "queue_offset", "msg_id", "uniq_key"} and row["queue_offset"] == 0
+    assert set(row) == {"topic", "queue_id", "commit_log_offset", "queue_offset", "msg_id", "uniq_key"}
+    assert (row["topic"], row["queue_id"], row["queue_offset"]) == ("T", 2, 0)  # append names its topic and queue
     m = read_at(CommitLog(root / "commitlog"), row["commit_log_offset"])
     assert (m.body.decode(), m.tags, m.keys, m.properties["x"], m.queue_id, m.uniq_key) == (
         "héllo", "TagA", ["a", "b"], "1", 2, row["uniq_key"])

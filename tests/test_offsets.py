@@ -302,7 +302,7 @@ def test_cli_json_table_and_filters():
     assert [(r["queue_id"], r["pull_status"]) for r in as_json] == [(0, OFFSET_TOO_SMALL), (1, OFFSET_OVERFLOW_BADLY)]
     r = run("offsets", store, "--group", "audit_group", "--topic", "OtherTopic", "--format", "jsonl")
     assert r.exit_code == 0 and [row["pull_status"] for row in jsonl(r.stdout)] == [OFFSET_OVERFLOW_ONE]
-    r = run("offsets", store)
+    r = run("offsets", store, "--wide")  # every column: at 80 the status is cut
     assert r.exit_code == 3
     assert "OFFSET_TOO_SMALL" in r.stdout and "2026-" in r.stdout  # store times in human time
     assert "consumerOffsetAboveMax" in r.stderr and "consumerOffsetAboveMax" not in r.stdout

@@ -3,7 +3,7 @@
 One message from the options (a producer's defaults for what is not given), or many from
 JSON Lines (``--from-jsonl FILE`` or ``-``) using the field names ``dump`` emits: each line
 is written again as it was stored. Prints one JSON object a message: commit_log_offset,
-queue_offset, msg_id, uniq_key. Writes: takes the store lock (exit 5 when a broker holds it).
+queue_offset, msg_id, uniq_key, topic, queue_id. Writes: takes the store lock (exit 5 when a broker holds it).
 """
 from __future__ import annotations
 
@@ -76,14 +76,13 @@ def append(
         if body is not None and body_file is not None:
             raise UsageError("give --body or --body-file, not both")
         source = iter([_one_message(topic, body, body_file, tags, keys, prop, queue, delay_level)])
-    columns = ("commit_log_offset", "queue_offset", "msg_id", "uniq_key")
     with _open(store, recover, flush=flush, commitlog_size=commitlog_size, cq_size=cq_size,
                index_slots=index_slots, index_entries=index_entries, store_host=store_host) as s, \
-            Sink(fmt.value, columns=columns, single=from_jsonl is None, title="appended") as sink:
+            Sink(fmt.value, kind="appended", single=from_jsonl is None) as sink:
         for results in _in_chunks(s, source, progress_enabled(progress) and from_jsonl is not None):
             for r in results:
-                sink.row({"commit_log_offset": r.wrote_offset, "queue_offset": r.queue_offset,
-                          "msg_id": r.msg_id, "uniq_key": r.uniq_key})
+                sink.row({"topic": r.topic, "queue_id": r.queue_id, "commit_log_offset": r.wrote_offset,
+                          "queue_offset": r.queue_offset, "msg_id": r.msg_id, "uniq_key": r.uniq_key})
     if from_jsonl is not None:
         skipped = source.skipped_text()
         if skipped:

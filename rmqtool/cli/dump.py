@@ -14,6 +14,7 @@ from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
 from rmqtool.inspect import dump_sources
 from rmqtool.inspect.commitlog_dump import CommitLogDump
 from rmqtool.inspect.selection import MessageSelection
+from rmqtool.inspect.stats import commitlog_stats
 from rmqtool.report.progress import Progress, progress_enabled
 from rmqtool.report.records import with_human_times
 from rmqtool.report.sink import Sink, render_document, report_findings
@@ -22,8 +23,8 @@ dump_app = typer.Typer(no_args_is_help=True, help="Dump store files as rows (tab
 
 FormatOpt = typer.Option(OutputFormat.table, "--format", "-f", help="table for people; jsonl or json for scripts.")
 LimitOpt = typer.Option(None, "--limit", "-n", min=0, help="Stop after this many rows.")
-TABLE_COLUMNS = ("record", "commit_log_offset", "store_size", "topic", "queue_id", "queue_offset",
-                 "store_time", "tags", "keys", "body_crc_ok", "body")
+WideOpt = typer.Option(False, "--wide", help="Table: every column, not only those that fit the width.")
+ColumnsOpt = typer.Option(None, "--columns", metavar="A,B,C", help="Table: exactly these columns (JSON field names).")
 TABLE_BODY_PREVIEW = 40
 
 
@@ -48,20 +49,23 @@ def dump_commitlog(
     decompress: bool = typer.Option(False, "--decompress", help="Decompress compressed bodies (zlib, lz4, zstd)."),
     no_crc: bool = typer.Option(False, "--no-crc", help="Skip the body CRC check (faster)."),
     show_blank: bool = typer.Option(False, "--show-blank", help="Also emit end-of-file blank records as rows."),
-    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress bar on stderr "
-                                            "(default: when stderr is a terminal)."),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress on stderr, by "
+                                            "bytes (default: when stderr is a terminal; --progress forces it)."),
+    wide: bool = WideOpt,
+    columns: Optional[str] = ColumnsOpt,
+    stats: bool = typer.Option(False, "--stats", help="A summary instead of the records: per topic and queue "
+                               "messages, bytes, time range; damage by finding ID."),
 ):
     """Every record of the commit log: messages, end-of-file blanks, and damaged regions."""
     table = fmt == OutputFormat.table
     dump = CommitLogDump(path, MessageSelection(topic, queue, parse_time(begin_time), parse_time(end_time)),
                          from_offset, to_offset, limit, body=body.value if body else ("text" if table else "base64"),
                          preview=TABLE_BODY_PREVIEW if table and body is None else None, decompress=decompress,
-                         check_crc=not no_crc, show_blank=show_blank, for_people=table)
-    sink = Sink(fmt.value, columns=TABLE_COLUMNS if table else None)
+                         check_crc=not no_crc, show_blank=show_blank)
+    sink = Sink(fmt.value, kind="stats_queue" if stats else "message", wide=wide, select=columns)
     bar = Progress("scanning", dump.total_bytes) if progress_enabled(progress) else None
     try:
-        for row in dump.rows(bar):
-            sink.row(row)
+        sink.rows(commitlog_stats(dump, bar) if stats else dump.rows(bar))
     finally:
         if bar:
             bar.close()
@@ -87,10 +91,12 @@ def dump_consumequeue(
     from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, help="First queue offset."),
     to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, help="Stop before this queue offset."),
     limit: Optional[int] = LimitOpt,
+    wide: bool = WideOpt,
+    columns: Optional[str] = ColumnsOpt,
 ):
     """Consume queue units (20 B; 46 B batch units in batchconsumequeue/), fill units included."""
     findings: list = []
-    sink = Sink(fmt.value)
+    sink = Sink(fmt.value, kind="cq_unit", wide=wide, select=columns)
     for n, row in enumerate(dump_sources.consume_queue_rows(path, topic, queue, from_offset, to_offset, findings)):
         if limit is not None and n >= limit:
             break
@@ -106,10 +112,12 @@ def dump_index(
     headers_only: bool = typer.Option(False, "--headers-only", help="Only each file's 40-byte header."),
     slots: bool = typer.Option(False, "--slots", help="Also the hash slots in use."),
     limit: Optional[int] = LimitOpt,
+    wide: bool = WideOpt,
+    columns: Optional[str] = ColumnsOpt,
 ):
     """Index file headers and entries (keyHash, phyOffset, timeDiff, prevIndex)."""
     findings: list = []
-    sink = Sink(fmt.value)
+    sink = Sink(fmt.value, kind="index_header" if headers_only else "index_entry", wide=wide, select=columns)
     for n, row in enumerate(dump_sources.index_rows(path, entries=not headers_only, slots=slots, findings=findings)):
         if limit is not None and n >= limit:
             break
@@ -135,10 +143,11 @@ def dump_checkpoint(
 def dump_config(
     path: pathlib.Path = typer.Argument(..., help="Store dir, config/ dir, or one config/*.json file."),
     fmt: OutputFormat = FormatOpt,
+    wide: bool = WideOpt,
 ):
     """config/*.json as parsed (fastjson's unquoted integer keys become strings); .bak used as the broker would."""
     findings: list = []
-    sink = Sink(fmt.value)
+    sink = Sink(fmt.value, kind="config", wide=wide)
     for row in dump_sources.config_rows(path, findings):
         sink.row(row)
     _finish(sink, findings)

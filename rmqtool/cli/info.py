@@ -19,10 +19,11 @@ def register(app: typer.Typer) -> None:
 def info(
     store: pathlib.Path = typer.Argument(..., help="The store root directory."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
+    wide: bool = typer.Option(False, "--wide", help="Table: every column of each section."),
 ):
     """Segments and offset ranges, queues with min/max offsets, index files, checkpoint, shutdown state, config."""
     doc, findings = store_info(store)
-    render_document(with_human_times(doc), fmt.value, title="store")
+    render_document(with_human_times(doc), fmt.value, title="store", wide=wide)
     code = report_findings(findings, echo=fmt != OutputFormat.table)  # a table shows them already
     if code:
         raise typer.Exit(code)

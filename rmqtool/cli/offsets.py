@@ -14,11 +14,9 @@ import typer
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.errors import ExitCode
 from rmqtool.findings import Severity
-from rmqtool.store.consumer_offsets import COLUMNS, consumer_offsets
+from rmqtool.store.consumer_offsets import consumer_offsets
 from rmqtool.report.records import with_human_times
 from rmqtool.report.sink import Sink, warn
-
-TABLE_COLUMNS = COLUMNS[:8] + ("next_store_time", "newest_store_time", "status")
 
 
 def register(app: typer.Typer) -> None:
@@ -31,11 +29,13 @@ def offsets(
     group: Optional[str] = typer.Option(None, "--group", "-g", help="Only this consumer group."),
     topic: Optional[str] = typer.Option(None, "--topic", "-t", help="Only this topic."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
+    wide: bool = typer.Option(False, "--wide", help="Table: every column, not only those that fit the width."),
+    columns: Optional[str] = typer.Option(None, "--columns", metavar="A,B,C", help="Table: exactly these columns."),
 ):
     """Committed offsets of config/consumerOffset.json: lag per queue, and what the broker does at the next pull."""
     result = consumer_offsets(store, group=group, topic=topic)
     table = fmt == OutputFormat.table
-    with Sink(fmt.value, title="consumer offsets", columns=TABLE_COLUMNS if table else None) as sink:
+    with Sink(fmt.value, kind="offset", wide=wide, select=columns) as sink:
         for row in result.rows:
             sink.row(with_human_times(row.record()) if table else row.record())
     if result.config is not None and result.config.source is None:

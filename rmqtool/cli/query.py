@@ -13,16 +13,14 @@ from typing import Optional
 import typer
 
 from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
-from rmqtool.cli.dump import TABLE_BODY_PREVIEW, TABLE_COLUMNS
+from rmqtool.cli.dump import TABLE_BODY_PREVIEW, ColumnsOpt, WideOpt
 from rmqtool.errors import ExitCode, NothingFound, UsageError
 from rmqtool.query.by_key import DEFAULT_MAX_NUM, LONG_MAX, query_by_key
 from rmqtool.query.by_offset import message_at_offset, message_by_msg_id, message_by_queue_offset
 from rmqtool.query.by_time import offset_by_time
 from rmqtool.query.explain import Trace
-from rmqtool.report.records import human_time, message_record
+from rmqtool.report.records import message_record
 from rmqtool.report.sink import Sink, warn
-
-TIME_COLUMNS = ("topic", "queue_id", "time", "queue_offset", "store_timestamp")
 
 
 def register(app: typer.Typer) -> None:
@@ -64,11 +62,7 @@ def _message_rows(sink: Sink, messages, fmt: OutputFormat, body: Optional[BodyMo
     body_mode = body.value if body else ("text" if fmt == OutputFormat.table else "base64")
     preview = TABLE_BODY_PREVIEW if fmt == OutputFormat.table and body is None else None
     for m in messages:
-        row = {"record": "message", **message_record(m, body_mode, decompress=decompress, preview=preview)}
-        if fmt == OutputFormat.table:
-            row["store_time"] = human_time(m.store_timestamp)
-            row["keys"] = " ".join(m.keys)
-        sink.row(row)
+        sink.row(message_record(m, body_mode, decompress=decompress, preview=preview))
 
 
 @boundary
@@ -99,6 +93,8 @@ def query(
     decompress: bool = typer.Option(False, "--decompress", help="Decompress compressed bodies (zlib, lz4, zstd)."),
     explain: bool = typer.Option(False, "--explain", help="Print on stderr what was read (index files, slots, "
                                  "chain entries, consume queue units) and why each hit was kept or dropped."),
+    wide: bool = WideOpt,
+    columns: Optional[str] = ColumnsOpt,
 ):
     """Find messages the way the broker's queryMessage, lookMessageByOffset and
     getOffsetInQueueByTime do, from the files alone, without the broker's hash-collision
@@ -111,13 +107,13 @@ def query(
         result = offset_by_time(store, topic, queue, parse_time(time), exact=exact, trace=trace)
         for note in result.notes:
             warn(f"rmqtool: {note}")
-        with Sink(fmt.value, single=True, columns=TIME_COLUMNS if fmt == OutputFormat.table else None) as sink:
+        with Sink(fmt.value, single=True, kind="queue_time", wide=wide, select=columns) as sink:
             sink.row(result.record())
         if not result.found:
             raise typer.Exit(int(ExitCode.NOT_FOUND))
         return
 
-    sink = Sink(fmt.value, columns=TABLE_COLUMNS if fmt == OutputFormat.table else None)
+    sink = Sink(fmt.value, kind="message", wide=wide, select=columns)
     try:
         if mode in ("--key", "--uniq-key"):
             begin = parse_time(begin_time)

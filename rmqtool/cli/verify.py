@@ -15,9 +15,6 @@ from rmqtool.report.sink import Sink, warn
 from rmqtool.store.parallel import default_workers
 from rmqtool.verify.run import AREAS, Verify, VerifyOptions, parse_overrides
 
-COLUMNS = ("finding", "severity", "path", "offset", "message", "topic", "queue_id", "queue_offset",
-           "commit_log_offset")
-
 
 def register(app: typer.Typer) -> None:
     app.command("verify")(verify)
@@ -38,11 +35,14 @@ def verify(
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress",
                                             help="A progress bar on stderr (default: when stderr is a terminal)."),
     summary: bool = typer.Option(False, "--summary", help="A closing table of counts by finding ID, on stderr."),
+    wide: bool = typer.Option(False, "--wide", help="Table: every column, not only those that fit the width."),
+    columns: Optional[str] = typer.Option(None, "--columns", metavar="A,B,C", help="Table: exactly these columns."),
 ):
     """Check every file of a store; one finding a row. Exit 0: no error; 3: errors found; 8: not checked."""
     try:
         options = VerifyOptions(only=tuple(only) or AREAS, overrides=parse_overrides(skip, severity),
                                 max_errors=max_errors, jobs=jobs or default_workers())
+        sink = Sink(fmt.value, kind="finding", wide=wide, select=columns)
     except UsageError as exc:
         sys.stderr.write(f"rmqtool: error: {exc.one_line()}\n")
         raise typer.Exit(int(ExitCode.USAGE)) from None
@@ -52,7 +52,6 @@ def verify(
         sys.stderr.write(f"rmqtool: error: {exc.one_line()}\n")
         raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
     bar = None
-    sink = Sink(fmt.value, columns=COLUMNS, title="findings")
     try:
         if progress_enabled(progress):
             bar = Progress("verify", run.total_bytes)

@@ -15,13 +15,15 @@ from rmqtool.errors import CodecMissing
 from rmqtool.findings import BODY_DECOMPRESS_FAILED, Finding
 from rmqtool.inspect.hints import wrong_kind
 from rmqtool.inspect.selection import MessageSelection
-from rmqtool.report.records import human_time, message_record
+from rmqtool.report.records import message_record
 from rmqtool.store import detect
 from rmqtool.store.commitlog import Blank, Corrupt, findings_of, scan_segment
 from rmqtool.store.commitlog_end import CommitLog, segment_ranges
 from rmqtool.store.message import Message
 from rmqtool.store.paths import is_segment_name
 from rmqtool.store.segments import Segment
+
+PROGRESS_STEP = 4 << 20  # bytes scanned between two moves of a progress bar
 
 
 def commitlog_segments(path: pathlib.Path) -> tuple[list[Segment], list[Finding]]:
@@ -52,7 +54,7 @@ class CommitLogDump:
     iterate :meth:`rows`, then read :attr:`findings` and :attr:`damaged`.
 
     ``body`` is text, hex, base64 or none; ``preview`` cuts text bodies to that many
-    characters; ``for_people`` adds what a table shows (store_time, keys as one string).
+    characters.
     """
     path: pathlib.Path
     selection: MessageSelection = MessageSelection()
@@ -64,7 +66,6 @@ class CommitLogDump:
     decompress: bool = False
     check_crc: bool = True
     show_blank: bool = False
-    for_people: bool = False
     segments: list[Segment] = dataclasses.field(init=False)
     findings: list[Finding] = dataclasses.field(init=False)  # about segments and records, in scan order
     damaged: int = dataclasses.field(init=False, default=0)  # records with a finding
@@ -78,12 +79,11 @@ class CommitLogDump:
 
     def _row(self, r) -> dict | None:
         """The row for a scanned record, or None when it is not asked for."""
-        if isinstance(r, Message):
+        if type(r) is Message:
             if not self.selection.matches(r):
                 return None
             try:
-                row = {"record": "message", **message_record(r, self.body, decompress=self.decompress,
-                                                              preview=self.preview)}
+                row = message_record(r, self.body, decompress=self.decompress, preview=self.preview)
             except CodecMissing as exc:  # operational: every such body would fail the same way
                 raise CodecMissing(exc.message, r.path, r.position) from None
             if "body_decompress_error" in row:
@@ -91,34 +91,52 @@ class CommitLogDump:
                 self.findings.append(Finding(BODY_DECOMPRESS_FAILED, r.path, r.position,
                                              f"{row['body_decompress_error']} (message at commit log offset "
                                              f"{r.commit_log_offset})"))
-            if self.for_people:
-                row["store_time"] = human_time(r.store_timestamp)
-                row["keys"] = " ".join(r.keys)
             return row
         if isinstance(r, Blank):
             return blank_row(r) if self.show_blank or not r.valid else None
         return corrupt_row(r)
 
-    def rows(self, progress=None) -> Iterator[dict]:
-        """The rows, in commit log order; ``progress.advance(bytes)`` after each segment."""
-        start_at, stop_at, limit = self.from_offset, self.to_offset, self.limit
-        emitted = 0
-        if limit is not None and limit <= 0:
-            return
-        for rng in segment_ranges(self.segments, start_at, stop_at):
+    def results(self, progress=None) -> Iterator:
+        """Every scan result (Message, Blank, Corrupt) of the range, in commit log order,
+        findings collected; ``progress.advance(bytes)`` every PROGRESS_STEP bytes scanned."""
+        check = findings_of
+        step = PROGRESS_STEP if progress is not None else 1 << 62  # without progress: never
+        for rng in segment_ranges(self.segments, self.from_offset, self.to_offset):
             seg = rng.segment
-            for r in scan_segment(seg, is_last=rng.is_last, start=rng.start, end_offset=stop_at,
+            reported = rng.start  # file position progress has been told about
+            next_at = reported + step
+            for r in scan_segment(seg, is_last=rng.is_last, start=rng.start, end_offset=self.to_offset,
                                   check_crc=self.check_crc, findings=self.findings):
-                found = findings_of(r)
+                found = check(r)
                 if found:
                     self.damaged += 1
                     self.findings += found
+                if r.position >= next_at:
+                    progress.advance(r.position - reported)
+                    reported = r.position
+                    next_at = reported + step
+                yield r
+            if progress is not None:
+                progress.advance(max(0, seg.size - reported))
+
+    def rows(self, progress=None) -> Iterator[dict]:
+        """The rows, in commit log order (see :meth:`results` for progress)."""
+        limit = self.limit
+        if limit is not None and limit <= 0:
+            return
+        select = None if self.selection.everything else self.selection.matches
+        body, decompress, preview = self.body, self.decompress, self.preview
+        emitted = 0
+        for r in self.results(progress):
+            if type(r) is Message and not decompress:  # the common row, without _row's call
+                if select is not None and not select(r):
+                    continue
+                row = message_record(r, body, preview=preview)  # no codec is needed
+            else:
                 row = self._row(r)
                 if row is None:
                     continue
-                yield row
-                emitted += 1
-                if limit is not None and emitted >= limit:
-                    return
-            if progress is not None:
-                progress.advance(seg.size)
+            yield row
+            emitted += 1
+            if limit is not None and emitted >= limit:
+                return

@@ -78,7 +78,8 @@ def consume_queue_rows(path: pathlib.Path, topic: str | None = None, queue_id: i
             if only_file is not None and u.path != only_file:
                 continue
             row = {"topic": u.topic, "queue_id": u.queue_id, "queue_offset": u.queue_offset,
-                   "commit_log_offset": u.commit_log_offset, "size": u.size, "tags_code": u.tags_code}
+                   "commit_log_offset": u.commit_log_offset, "store_size": u.size, "tags_code": u.tags_code,
+                   "size": u.size}  # size: the name before 0.2, one release more
             if q.is_batch:
                 row.update(store_timestamp=u.store_timestamp, msg_base_offset=u.msg_base_offset,
                            batch_size=u.batch_size, compacted_offset=u.compacted_offset)
@@ -116,19 +117,22 @@ def index_rows(path: pathlib.Path, entries: bool = True, slots: bool = False,
         try:
             h = f.header
             yield {"record": "header", "file": str(f.path), "begin_timestamp": h.begin_timestamp,
-                   "end_timestamp": h.end_timestamp, "begin_phy_offset": h.begin_phy_offset,
-                   "end_phy_offset": h.end_phy_offset, "hash_slot_count": h.hash_slot_count,
+                   "end_timestamp": h.end_timestamp, "begin_commit_log_offset": h.begin_phy_offset,
+                   "end_commit_log_offset": h.end_phy_offset, "hash_slot_count": h.hash_slot_count,
                    "index_count": h.index_count, "max_hash_slot_num": f.hash_slot_num,
-                   "max_index_num": f.index_num, "write_full": f.is_write_full}
+                   "max_index_num": f.index_num, "write_full": f.is_write_full,
+                   # the names before 0.2, one release more
+                   "begin_phy_offset": h.begin_phy_offset, "end_phy_offset": h.end_phy_offset}
             if slots:
                 for slot, value in f.iter_slots():
                     yield {"record": "slot", "file": str(f.path), "slot": slot, "index": value}
             if entries:
                 for e in f.iter_entries():
                     yield {"record": "entry", "file": str(f.path), "index": e.number, "key_hash": e.key_hash,
-                           "phy_offset": e.phy_offset, "time_diff": e.time_diff,
+                           "commit_log_offset": e.phy_offset, "time_diff": e.time_diff,
                            "timestamp": f.timestamp_of(e), "prev_index": e.prev_index,
-                           "file_position": e.position}
+                           "file_position": e.position,
+                           "phy_offset": e.phy_offset}  # the name before 0.2, one release more
             if findings is not None:
                 findings.extend(f.findings)
         finally:

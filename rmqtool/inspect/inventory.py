@@ -60,10 +60,12 @@ def commitlog_info(root: pathlib.Path) -> tuple[dict, list]:
         "directory": str(cl.directory),
         "mapped_file_size": cl.mapped_file_size,
         "segment_count": len(segs),
-        "min_offset": segs[0].base_offset if segs else None,
-        "max_offset": end.end if last >= 0 else None,
+        "min_commit_log_offset": segs[0].base_offset if segs else None,
+        "max_commit_log_offset": end.end if last >= 0 else None,
         "segments": rows,
     }
+    # the names before 0.2 (queues' min/max_offset count messages, these are bytes): one release more
+    info["min_offset"], info["max_offset"] = info["min_commit_log_offset"], info["max_commit_log_offset"]
     return info, findings
 
 
@@ -71,10 +73,12 @@ def consume_queue_info(root: pathlib.Path, commit_log_min: int | None, commit_lo
     cqs = open_consume_queues(root, commit_log_max_offset=commit_log_max)
     rows = []
     for q in cqs.queues:
+        low = q.min_offset(commit_log_min or 0)
         rows.append({
             "topic": q.topic, "queue_id": q.queue_id, "type": "BatchCQ" if q.is_batch else "SimpleCQ",
-            "min_offset": q.min_offset(commit_log_min or 0), "max_offset": q.max_offset,
+            "min_queue_offset": low, "max_queue_offset": q.max_offset, "messages": q.max_offset - low,
             "files": len(q.segments), "mapped_file_size": q.mapped_file_size,
+            "min_offset": low, "max_offset": q.max_offset,  # the names before 0.2, one release more
         })
     return rows, cqs.all_findings()
 
@@ -88,10 +92,12 @@ def index_info(root: pathlib.Path):
             h = f.header
             rows.append({
                 "file": f.name, "begin_timestamp": h.begin_timestamp, "end_timestamp": h.end_timestamp,
-                "begin_phy_offset": h.begin_phy_offset, "end_phy_offset": h.end_phy_offset,
+                "begin_commit_log_offset": h.begin_phy_offset, "end_commit_log_offset": h.end_phy_offset,
                 "hash_slot_count": h.hash_slot_count, "index_count": h.index_count,
                 "max_hash_slot_num": f.hash_slot_num, "max_index_num": f.index_num,
                 "write_full": f.is_write_full, "size": f.file_size,
+                # the names before 0.2, one release more
+                "begin_phy_offset": h.begin_phy_offset, "end_phy_offset": h.end_phy_offset,
             })
     finally:
         for f in files:
@@ -168,7 +174,7 @@ def store_info(path: str | os.PathLike) -> tuple[dict, list[Finding]]:
     findings = []
     commitlog, f = commitlog_info(root)
     findings += f
-    queues, f = consume_queue_info(root, commitlog["min_offset"], commitlog["max_offset"])
+    queues, f = consume_queue_info(root, commitlog["min_commit_log_offset"], commitlog["max_commit_log_offset"])
     findings += f
     index, f = index_info(root)
     findings += f

@@ -1,37 +1,74 @@
-"""Progress bars on stderr (never stdout), beside the output sink: by bytes scanned or by
-items done. Commands make one only when asked or when stderr is a terminal."""
+"""Progress on stderr (never stdout), beside the output sink: by bytes scanned or by items
+done. Commands make one only when asked (``--progress``) or when stderr is a terminal.
+
+On a terminal it is a rich bar, sizes in binary units (MiB, GiB, as segments are sized);
+when ``--progress`` forces it onto a file or a pipe, it is a plain line every few seconds
+(``scanning: 1.2 GiB of 2.0 GiB (60%)``), which a log keeps readable.
+"""
 from __future__ import annotations
 
 import sys
+import time
+
+from rmqtool.report.columns import human_size
+
+PLAIN_EVERY = 5.0  # seconds between two lines of plain progress
 
 
 def progress_enabled(flag: bool | None) -> bool:
-    """Progress bars go to stderr, and by default only when stderr is a terminal."""
+    """Progress goes to stderr: when ``--progress`` says so, and by default only when
+    stderr is a terminal (``--no-progress`` turns it off)."""
     if flag is not None:
         return flag
     return sys.stderr.isatty()
 
 
 class Progress:
-    """A rich progress bar on stderr: ``total`` bytes (a scan), or None for a count of items."""
+    """Progress of ``total`` bytes (a scan), or of a count of items when ``total`` is None."""
 
     def __init__(self, description: str, total: int | None = None):
-        from rich.console import Console
-        from rich import progress as rp
+        self.description = description
+        self.total = total
+        self.done = 0
+        self._bar = None
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich import progress as rp
 
-        if total is None:
-            columns = (rp.TextColumn(description), rp.BarColumn(), rp.MofNCompleteColumn(), rp.TimeElapsedColumn())
+            if total is None:
+                columns = (rp.TextColumn(description), rp.BarColumn(), rp.MofNCompleteColumn(),
+                           rp.TimeElapsedColumn())
+            else:
+                columns = (rp.TextColumn(description), rp.BarColumn(), rp.DownloadColumn(binary_units=True),
+                           rp.TimeRemainingColumn())
+            self._bar = rp.Progress(*columns, console=Console(file=sys.stderr), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(description, total=total)
         else:
-            columns = (rp.TextColumn(description), rp.BarColumn(), rp.DownloadColumn(), rp.TimeRemainingColumn())
-        self._bar = rp.Progress(*columns, console=Console(file=sys.stderr), transient=True)
-        self._bar.start()
-        self._task = self._bar.add_task(description, total=total)
+            self._next = time.monotonic() + PLAIN_EVERY
 
     def advance(self, n: int) -> None:
-        self._bar.advance(self._task, n)
+        self.done += n
+        if self._bar is not None:
+            self._bar.advance(self._task, n)
+        elif time.monotonic() >= self._next:
+            self._next = time.monotonic() + PLAIN_EVERY
+            self._line()
+
+    def _line(self) -> None:
+        if self.total is None:
+            text = f"{self.description}: {self.done}"
+        else:
+            share = f" ({100 * self.done // self.total}%)" if self.total else ""
+            text = f"{self.description}: {human_size(self.done)} of {human_size(self.total)}{share}"
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
 
     def close(self) -> None:
-        self._bar.stop()
+        if self._bar is not None:
+            self._bar.stop()
+        elif self.done:
+            self._line()
 
     def __enter__(self):
         return self

@@ -1,7 +1,7 @@
 """The one output sink: commands hand it rows (dicts); it renders them.
 
 Formats: ``jsonl`` (one JSON object a line, for scripts), ``json`` (one JSON array, or
-one object for a single-record command), ``table`` (rich, for people). Data goes to
+one object for a single-record command), ``table`` (aligned text, for people). Data goes to
 stdout only; progress, warnings and findings go to stderr (see :func:`warn`).
 """
 from __future__ import annotations
@@ -10,10 +10,16 @@ import json
 import sys
 from typing import Iterable, TextIO
 
+import orjson
+
 from rmqtool.errors import ExitCode
+from rmqtool.report.columns import select_columns, terminal_safe
+from rmqtool.report.table import TextTable
 
 FORMATS = ("table", "jsonl", "json")
-TABLE_PAGE_ROWS = 500
+WRITE_BYTES = 1 << 16  # JSON output is written in pieces of about this size
+ROWS_A_WRITE = 64  # JSON Lines rows joined before they go to the writer
+_ORJSON_LINE = orjson.OPT_APPEND_NEWLINE
 
 
 def _json_default(obj):
@@ -28,6 +34,17 @@ def dumps(obj) -> str:
     return json.dumps(obj, ensure_ascii=False, default=_json_default, separators=(",", ":"))
 
 
+def encode_row(obj, *, newline: bool = True) -> bytes:
+    """One row as compact UTF-8 JSON. orjson for speed; what it refuses (a lone surrogate,
+    an integer past 64 bits, a key that is not a string) goes through the json module, a
+    lone surrogate then written as its JSON escape ``\\udXXX`` (UTF-8 cannot carry it)."""
+    try:
+        return orjson.dumps(obj, default=_json_default, option=_ORJSON_LINE if newline else 0)
+    except (TypeError, orjson.JSONEncodeError):
+        text = dumps(obj) + ("\n" if newline else "")
+        return text.encode("utf-8", "backslashreplace")
+
+
 def _write_json(stream: TextIO, text: str) -> None:
     """Write JSON text; a lone surrogate (only possible inside a JSON string) goes out as its
     JSON escape ``\\udXXX``, since UTF-8 cannot carry it. The encoder fails before writing
@@ -38,60 +55,137 @@ def _write_json(stream: TextIO, text: str) -> None:
         stream.write(text.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
+class _ByteWriter:
+    """UTF-8 bytes onto a text stream: straight to its binary buffer when it has one."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+        self.buffer = getattr(stream, "buffer", None)
+        if self.buffer is not None:
+            stream.flush()  # what was written as text goes first
+        self.pieces: list[bytes] = []
+        self.size = 0
+
+    def add(self, data: bytes) -> None:
+        self.pieces.append(data)
+        self.size += len(data)
+        if self.size >= WRITE_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pieces:
+            return
+        data = b"".join(self.pieces)
+        self.pieces.clear()
+        self.size = 0
+        if self.buffer is not None:
+            self.buffer.write(data)
+        else:
+            self.stream.write(data.decode("utf-8"))
+
+
 class Sink:
-    """Collects rows of one kind and writes them in the chosen format."""
+    """Writes rows of one kind, as they come, in the chosen format; nothing is held.
+
+    ``jsonl``: one object a line. ``json``: one array, streamed (an object a line inside
+    it), or with ``single`` one object. ``table``: aligned text for people
+    (:class:`rmqtool.report.table.TextTable`), its columns picked for the width by
+    ``kind`` (``columns.VIEWS``); ``wide`` shows every column, ``select`` (``--columns``)
+    exactly those named. ``columns``: a command's own table columns, for a kind with no view.
+    """
 
     def __init__(self, fmt: str = "jsonl", stream: TextIO | None = None, *, title: str | None = None,
-                 columns: Iterable[str] | None = None, single: bool = False):
+                 columns: Iterable[str] | None = None, single: bool = False, kind: str | None = None,
+                 wide: bool = False, select: str | list[str] | None = None, width: int | None = None):
         if fmt not in FORMATS:
             raise ValueError(f"unknown format {fmt!r}")
         self.fmt = fmt
         self.stream = stream if stream is not None else sys.stdout
         self.title = title
-        self.columns = list(columns) if columns else None
         self.single = single  # json: print one object rather than an array
-        self._rows: list[dict] = []
         self.count = 0
-        self._paged = False
+        self._held = None  # json single: the one row
+        selected = select_columns(kind, select) if kind is not None else None
+        if select is not None and kind is None:
+            from rmqtool.errors import UsageError
+            raise UsageError("--columns does not apply to this output")
+        self._table = TextTable(self.stream, kind, width=width, wide=wide, select=selected,
+                                columns=columns) if fmt == "table" else None
+        self._bytes = None
 
     def row(self, obj: dict) -> None:
         self.count += 1
-        if self.fmt == "jsonl":
-            _write_json(self.stream, dumps(obj) + "\n")
+        if self._table is not None:
+            self._table.row(obj)
             return
-        self._rows.append(obj)
-        if self.fmt == "table" and len(self._rows) >= TABLE_PAGE_ROWS:
-            self._table()  # a long dump prints page by page rather than holding every row
-            self._rows.clear()
-            self._paged = True
+        if self._bytes is None:
+            self._bytes = _ByteWriter(self.stream)
+            if self.fmt == "json" and not self.single:
+                self._bytes.add(b"[\n")
+        if self.fmt == "jsonl":
+            self._bytes.add(encode_row(obj))
+        elif self.single:
+            if self._held is not None:  # a second row: this output is an array after all
+                self._bytes.add(b"[\n" + encode_row(self._held, newline=False))
+                self.single = False
+                self._held = None
+                self._bytes.add(b",\n" + encode_row(obj, newline=False))
+            else:
+                self._held = obj
+        else:
+            self._bytes.add((b",\n" if self.count > 1 else b"") + encode_row(obj, newline=False))
+
+    def rows(self, rows: Iterable[dict]) -> None:
+        """Every row of ``rows``, as :meth:`row` writes them; JSON Lines in one tight loop
+        (a dump's hot path: about a microsecond a row less than a call each)."""
+        if self.fmt != "jsonl":
+            for obj in rows:
+                self.row(obj)
+            return
+        if self._bytes is None:
+            self._bytes = _ByteWriter(self.stream)
+        out = self._bytes
+        dumps, default, option = orjson.dumps, _json_default, _ORJSON_LINE
+        pieces = []
+        try:
+            for obj in rows:
+                try:
+                    pieces.append(dumps(obj, default=default, option=option))
+                except (TypeError, orjson.JSONEncodeError):
+                    pieces.append(encode_row(obj))
+                if len(pieces) >= ROWS_A_WRITE:
+                    self.count += len(pieces)
+                    out.add(b"".join(pieces))
+                    pieces.clear()
+        finally:  # what was encoded goes out, even when the rows stop with an error
+            self.count += len(pieces)
+            if pieces:
+                out.add(b"".join(pieces))
 
     def close(self) -> None:
-        if self.fmt == "json":
-            if self.single and len(self._rows) == 1:
-                _write_json(self.stream, json.dumps(self._rows[0], ensure_ascii=False, default=_json_default, indent=2))
+        if self._table is not None:
+            self._table.close()
+            if self.count == 0:
+                self.stream.write("(no rows)\n")
+        elif self.fmt == "json":
+            if self._bytes is None:
+                self._bytes = _ByteWriter(self.stream)
+                if not self.single:
+                    self._bytes.add(b"[\n")
+            if self.single and self._held is not None:
+                try:
+                    self._bytes.add(orjson.dumps(self._held, default=_json_default, option=orjson.OPT_INDENT_2)
+                                    + b"\n")
+                except (TypeError, orjson.JSONEncodeError):
+                    text = json.dumps(self._held, ensure_ascii=False, default=_json_default, indent=2) + "\n"
+                    self._bytes.add(text.encode("utf-8", "backslashreplace"))
+            elif self.single:
+                self._bytes.add(b"[]\n")
             else:
-                _write_json(self.stream, json.dumps(self._rows, ensure_ascii=False, default=_json_default, indent=2))
-            self.stream.write("\n")
-        elif self.fmt == "table":
-            self._table()
+                self._bytes.add(b"\n]\n" if self.count else b"]\n")
+        if self._bytes is not None:
+            self._bytes.flush()
         self.stream.flush()
-
-    def _table(self) -> None:
-        from rich.console import Console
-        from rich.table import Table
-
-        console = Console(file=self.stream, soft_wrap=False, width=None if self.stream.isatty() else 200)
-        if not self._rows:
-            if not self._paged:
-                console.print(_cell("(no rows)"))
-            return
-        columns = self.columns or list(dict.fromkeys(k for r in self._rows for k in r))
-        table = Table(title=self.title, show_lines=False)
-        for c in columns:
-            table.add_column(c, overflow="fold")
-        for r in self._rows:
-            table.add_row(*(_cell(r.get(c)) for c in columns))
-        console.print(table)
 
     def __enter__(self):
         return self
@@ -100,29 +194,6 @@ class Sink:
         if exc[0] is None:
             self.close()
         return False
-
-
-# Control characters a terminal would act on (C0, DEL, C1: ESC, BEL, CSI...) shown as
-# escapes, so a body or key can neither clear the screen nor retitle the terminal.
-_CONTROL_ESCAPES = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]}
-_CONTROL_ESCAPES.update({c: f"\\u{c:04x}" for c in range(0x80, 0xA0)})
-# Lone UTF-16 surrogates (a config string's "\\ud800") cannot be written as UTF-8: escaped too.
-_CONTROL_ESCAPES.update({c: f"\\u{c:04x}" for c in range(0xD800, 0xE000)})
-
-
-def terminal_safe(text: str) -> str:
-    """``text`` with every control character written as an escape (``\\x1b``, ``\\u009b``)."""
-    return text.translate(_CONTROL_ESCAPES)
-
-
-def _cell(value):
-    """A table cell: plain text (no rich markup, so ``[/x]`` is shown, not parsed), escaped."""
-    from rich.text import Text
-
-    if value is None:
-        return Text("")
-    text = dumps(value) if isinstance(value, (dict, list)) else str(value)
-    return Text(terminal_safe(text))
 
 
 def warn(text: str) -> None:
@@ -154,51 +225,68 @@ def report_findings(findings, damaged: int = 0, *, echo: bool = True) -> int:
     return int(ExitCode.CORRUPT)
 
 
-def render_document(doc: dict, fmt: str, stream: TextIO | None = None, title: str | None = None) -> None:
-    """One document (``info``, a checkpoint): JSON as it is; a table per section for people."""
+# A document's list sections and the kind of their rows (columns.VIEWS)
+SECTION_KINDS = {"segments": "segment", "consume_queues": "consume_queue", "index_files": "index_file",
+                 "config": "config_file", "findings": "finding"}
+
+
+def render_document(doc: dict, fmt: str, stream: TextIO | None = None, title: str | None = None,
+                    *, width: int | None = None, wide: bool = False) -> None:
+    """One document (``info``, a checkpoint): JSON as it is; for people, short sections read
+    top to bottom: a title line, ``name  value`` lines, then a table for each list."""
     stream = stream if stream is not None else sys.stdout
     if fmt == "json":
         _write_json(stream, json.dumps(doc, ensure_ascii=False, default=_json_default, indent=2) + "\n")
-    elif fmt == "jsonl":
+        stream.flush()
+        return
+    if fmt == "jsonl":
         _write_json(stream, dumps(doc) + "\n")
-    else:
-        from rich.console import Console
-        from rich.table import Table
+        stream.flush()
+        return
+    from rmqtool.report.columns import cell_text, cut
+    from rmqtool.report.table import output_width
 
-        console = Console(file=stream, soft_wrap=False, width=None if stream.isatty() else 200)
-        scalars = {k: v for k, v in doc.items() if not isinstance(v, (dict, list))}
-        sections = [(title, scalars)] if scalars else []
-        sections += [(k, v) for k, v in doc.items() if isinstance(v, (dict, list))]
-        for name, value in sections:
-            if isinstance(value, dict):
-                rows_scalar = {k: v for k, v in value.items() if not isinstance(v, list)}
-                table = Table(title=name, show_header=False)
-                table.add_column("field")
-                table.add_column("value", overflow="fold")
-                for k, v in rows_scalar.items():
-                    table.add_row(_cell(k), _cell(v))
-                console.print(table)
-                for k, v in value.items():
-                    if isinstance(v, list):
-                        _list_table(console, f"{name}.{k}", v)
-            elif isinstance(value, list):
-                _list_table(console, name, value)
+    width = output_width(stream) if width is None else width
+    scalars = {k: v for k, v in doc.items() if not isinstance(v, (dict, list))}
+    sections = [(title or "", scalars)] if scalars else []
+    sections += [(k, v) for k, v in doc.items() if isinstance(v, (dict, list)) or v is None and k != title]
+    first = True
+    for name, value in sections:
+        if not first:
+            stream.write("\n")
+        first = False
+        heading = name  # the JSON name: what to look for in --format json
+        if isinstance(value, list):
+            stream.write(f"{heading} ({len(value)})\n" if value else f"{heading}: none\n")
+            _section_table(stream, name, value, width, wide)
+            continue
+        if value is None:
+            stream.write(f"{heading}: none\n")
+            continue
+        stream.write(f"{heading}\n")
+        pairs = [(k, v) for k, v in value.items() if not isinstance(v, list) and not _twin(k, value)]
+        label = max((len(k) for k, _ in pairs), default=0)
+        for k, v in pairs:
+            stream.write(cut(terminal_safe(f"  {k:<{label}}  {cell_text(k, v)}"), width).rstrip() + "\n")
+        for k, v in value.items():
+            if isinstance(v, list):
+                stream.write(f"  {k} ({len(v)})\n" if v else f"  {k}: none\n")
+                _section_table(stream, k, v, width, wide)
     stream.flush()
 
 
-def _list_table(console, name, rows: list) -> None:
-    from rich.table import Table
+def _twin(key: str, section: dict) -> bool:
+    """A ``*_time`` field whose ``*_timestamp`` is shown (as the same time) beside it."""
+    return key.endswith("_time") and key[:-len("_time")] + "_timestamp" in section
 
+
+def _section_table(stream: TextIO, name: str, rows: list, width: int, wide: bool) -> None:
     if not rows:
-        console.print(_cell(f"{name}: (none)"))
         return
     if not all(isinstance(r, dict) for r in rows):
-        console.print(_cell(f"{name}: {dumps(rows)}"))
+        stream.write(terminal_safe(dumps(rows)) + "\n")
         return
-    columns = list(dict.fromkeys(k for r in rows for k in r))
-    table = Table(title=name)
-    for c in columns:
-        table.add_column(c, overflow="fold")
+    table = TextTable(stream, SECTION_KINDS.get(name), width=width, wide=wide)
     for r in rows:
-        table.add_row(*(_cell(r.get(c)) for c in columns))
-    console.print(table)
+        table.row(r)
+    table.close()

@@ -1,0 +1,27 @@
+"""rmqtool findings: every finding ID, its default severity, what it means and what to do."""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from rmqtool.cli.common import OutputFormat, boundary
+from rmqtool.findings import OPERATOR_ACTIONS, REGISTRY
+from rmqtool.report.sink import Sink
+
+
+def register(app: typer.Typer) -> None:
+    app.command("findings")(findings)
+
+
+@boundary
+def findings(
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
+    wide: bool = typer.Option(False, "--wide", help="Table: every column, uncut."),
+    columns: Optional[str] = typer.Option(None, "--columns", metavar="A,B,C", help="Table: exactly these columns."),
+):
+    """Every finding ID rmqtool reports (verify, dump, info), with its default severity and what to do."""
+    with Sink(fmt.value, kind="finding_id", wide=wide, select=columns) as sink:
+        for finding_id, (severity, meaning) in REGISTRY.items():
+            sink.row({"finding": finding_id, "severity": severity.value, "meaning": meaning,
+                      "action": OPERATOR_ACTIONS[finding_id]})

@@ -1,0 +1,75 @@
+"""``dump commitlog --stats``: what a commit log holds, summed instead of listed.
+
+Per topic and queue: messages, their bytes (store sizes), the first and last store
+timestamp and the queue offset range; then the damage, by finding ID: how many findings
+and the bytes skipped as damaged regions. One pass of the same scan ``dump commitlog`` makes, with its selection.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterator
+
+from rmqtool.inspect.commitlog_dump import CommitLogDump
+from rmqtool.store.message import Message
+
+
+@dataclasses.dataclass(slots=True)
+class QueueStats:
+    topic: str
+    queue_id: int
+    messages: int = 0
+    bytes: int = 0
+    first_store_timestamp: int | None = None
+    last_store_timestamp: int | None = None
+    min_queue_offset: int | None = None
+    max_queue_offset: int | None = None
+
+    def add(self, m: Message) -> None:
+        self.messages += 1
+        self.bytes += m.store_size
+        ts, qo = m.store_timestamp, m.queue_offset
+        if self.first_store_timestamp is None or ts < self.first_store_timestamp:
+            self.first_store_timestamp = ts
+        if self.last_store_timestamp is None or ts > self.last_store_timestamp:
+            self.last_store_timestamp = ts
+        if self.min_queue_offset is None or qo < self.min_queue_offset:
+            self.min_queue_offset = qo
+        if self.max_queue_offset is None or qo > self.max_queue_offset:
+            self.max_queue_offset = qo
+
+    def record(self) -> dict:
+        return {"record": "queue_stats", "topic": self.topic, "queue_id": self.queue_id, "messages": self.messages,
+                "bytes": self.bytes, "first_store_timestamp": self.first_store_timestamp,
+                "last_store_timestamp": self.last_store_timestamp, "min_queue_offset": self.min_queue_offset,
+                "max_queue_offset": self.max_queue_offset}
+
+
+def commitlog_stats(dump: CommitLogDump, progress=None) -> Iterator[dict]:
+    """Rows of the summary of ``dump``'s range and selection: one ``queue_stats`` row per
+    topic and queue (sorted), then one ``damage_stats`` row per finding ID. ``dump.limit``
+    stops after that many selected messages. Findings stay in ``dump.findings``."""
+    queues: dict[tuple[str, int], QueueStats] = {}
+    selection = None if dump.selection.everything else dump.selection
+    limit = dump.limit
+    seen = 0
+    for r in dump.results(progress):
+        if type(r) is not Message or (selection is not None and not selection.matches(r)):
+            continue
+        q = queues.get((r.topic, r.queue_id))
+        if q is None:
+            q = queues[(r.topic, r.queue_id)] = QueueStats(r.topic, r.queue_id)
+        q.add(r)
+        seen += 1
+        if limit is not None and seen >= limit:
+            break
+    for key in sorted(queues):
+        yield queues[key].record()
+    damage: dict[str, list] = {}
+    for f in dump.findings:
+        tally = damage.setdefault(f.id, [f.severity.value, 0, 0])
+        tally[1] += 1
+        tally[2] += (f.details or {}).get("bytes_skipped") or 0
+    for finding_id in sorted(damage):
+        severity, count, skipped = damage[finding_id]
+        yield {"record": "damage_stats", "finding": finding_id, "severity": severity, "count": count,
+               "bytes_skipped": skipped}

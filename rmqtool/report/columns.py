@@ -1,0 +1,269 @@
+"""Which columns a table shows, per kind of row, and how a cell reads for people.
+
+Every column is a JSON field of the row (docs/vocabulary.md): a table shows the same
+values as JSON, only written for people: ``*_timestamp`` fields as UTC ISO 8601 with
+milliseconds, file sizes in KiB/MiB/GiB, lists joined by spaces, long text cut with an
+ellipsis. Each kind lists its columns in display order with a rank: at a given width the
+lowest ranks that fit are shown (the narrowest set at 80 columns, more at 120); rank None
+is a ``--wide`` column. ``--columns a,b,c`` shows exactly those, and any JSON field of
+the kind is valid there.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import unicodedata
+
+from rmqtool.errors import UsageError
+
+GAP = 2  # spaces between columns
+DEFAULT_WIDTH = 80  # stdout not a terminal and COLUMNS unset, as Python's shutil and GNU ls
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Column:
+    name: str  # the JSON field
+    rank: int | None  # lower shows first as width allows; None: only with --wide or --columns
+    width: int = 0  # fixed cell width (0: the header's); text columns: the most they grow to
+    flex: int = 0  # > 0: a text column that can shrink to this many characters, with an ellipsis
+    right: bool = False  # numbers align right
+
+
+def num(name: str, rank: int | None, width: int = 0) -> Column:
+    return Column(name, rank, max(width, len(name)), right=True)
+
+
+def text(name: str, rank: int | None, most: int, least: int = 8) -> Column:
+    return Column(name, rank, max(most, len(name)), flex=max(least, len(name)))
+
+
+def fixed(name: str, rank: int | None, width: int = 0) -> Column:
+    return Column(name, rank, max(width, len(name)))
+
+
+TIME = 24  # 2026-11-22T02:43:15.033Z
+
+# Kinds of rows and their columns, in display order. A kind's full list names every field a
+# row of that kind has in JSON (docs/vocabulary.md), so --columns can ask for any of them.
+VIEWS: dict[str, tuple[Column, ...]] = {
+    "message": (
+        num("commit_log_offset", 1), num("store_size", 6, 5), text("topic", 2, 40, 10), num("queue_id", 3),
+        num("queue_offset", 4), fixed("store_timestamp", 5, TIME), text("tags", 8, 24),
+        text("keys", 7, 40), fixed("body_crc_ok", 10), text("body", 9, 60, 10),
+        fixed("record", None), fixed("magic_code", None, 10), num("message_version", None), num("body_crc", None),
+        num("flag", None), num("physical_offset", None), num("sys_flag", None), fixed("born_timestamp", None, TIME),
+        text("born_host", None, 47), text("store_host", None, 47), num("reconsume_times", None),
+        num("prepared_transaction_offset", None), num("body_length", None), fixed("body_compression", None),
+        text("properties", None, 80), text("properties_raw", None, 80), text("uniq_key", None, 32),
+        text("msg_id", None, 56), text("file", None, 80), num("file_position", None),
+        fixed("property_crc_ok", None), fixed("properties_utf8_ok", None), fixed("topic_utf8_ok", None),
+        fixed("body_decompressed", None), text("body_decompress_error", None, 60)),
+    "cq_unit": (
+        text("topic", 1, 40, 10), num("queue_id", 2), num("queue_offset", 3), num("commit_log_offset", 4),
+        num("store_size", 5), num("tags_code", 6, 20), fixed("valid", 7), fixed("is_fill", 8),
+        fixed("store_timestamp", 9, TIME), num("msg_base_offset", 10), num("batch_size", 11),
+        num("compacted_offset", None), text("file", None, 100), num("file_position", None), num("size", None)),
+    "index_header": (
+        text("file", 1, 100, 20), fixed("begin_timestamp", 2, TIME), fixed("end_timestamp", 3, TIME),
+        num("index_count", 4), num("begin_commit_log_offset", 5), num("end_commit_log_offset", 6),
+        num("hash_slot_count", 7), fixed("write_full", 8), num("max_hash_slot_num", None),
+        num("max_index_num", None), fixed("record", None), fixed("begin_time", None, TIME),
+        fixed("end_time", None, TIME), num("begin_phy_offset", None), num("end_phy_offset", None)),
+    "index_entry": (
+        num("index", 1, 9), num("key_hash", 2, 11), num("commit_log_offset", 3), fixed("timestamp", 4, TIME),
+        num("time_diff", 5, 10), num("prev_index", 6, 10), num("file_position", 7, 10),
+        text("file", None, 100), fixed("record", None), fixed("time", None, TIME), num("phy_offset", None)),
+    "index_slot": (num("slot", 1, 10), num("index", 2, 10), text("file", 3, 100, 20), fixed("record", None)),
+    "checkpoint": (
+        fixed("physic_msg_timestamp", 1, TIME), fixed("logics_msg_timestamp", 2, TIME),
+        fixed("index_msg_timestamp", 3, TIME), fixed("min_timestamp", None, TIME),
+        num("master_flushed_offset", None), num("confirm_phy_offset", None), fixed("has_5x_fields", None),
+        text("file", None, 100)),
+    "config": (text("file", 1, 24), fixed("source", 2, 6), text("document", 3, 200, 20), text("path", None, 100)),
+    "finding": (
+        text("finding", 1, 30, 30), fixed("severity", 2, 8), text("path", 4, 60, 24), num("offset", 5, 10),
+        text("message", 3, 120, 36), text("topic", None, 40), num("queue_id", None), num("queue_offset", None),
+        num("commit_log_offset", None)),
+    "offset": (
+        text("group", 1, 30, 10), text("topic", 2, 30, 10), num("queue_id", 3), num("committed_offset", 6, 12),
+        num("lag_messages", 7, 12), num("min_offset", 9, 12), num("max_offset", 8, 12), num("lag_ms", 10, 10),
+        fixed("next_store_timestamp", 5, TIME), fixed("newest_store_timestamp", 11, TIME),
+        text("status", 4, 80, 16), fixed("pull_status", None, 21), num("next_pull_offset", None)),
+    "appended": (
+        text("topic", 1, 40, 10), num("queue_id", 2), num("queue_offset", 3), num("commit_log_offset", 4),
+        text("msg_id", 5, 32, 32), text("uniq_key", 6, 32, 32)),
+    "queue_time": (
+        text("topic", 1, 40, 10), num("queue_id", 2), fixed("time", 3, TIME), num("queue_offset", 4),
+        fixed("store_timestamp", 5, TIME)),
+    "stats_queue": (
+        text("topic", 1, 40, 10), num("queue_id", 2), num("messages", 3, 10), num("bytes", 4, 10),
+        fixed("first_store_timestamp", 5, TIME), fixed("last_store_timestamp", 6, TIME),
+        num("min_queue_offset", None), num("max_queue_offset", None), fixed("record", None)),
+    "stats_finding": (text("finding", 1, 30, 14), fixed("severity", 2, 8), num("count", 3, 8),
+                      num("bytes_skipped", 4), fixed("record", None)),
+    "finding_id": (text("finding", 1, 30, 14), fixed("severity", 2, 8), text("meaning", 4, 90, 40),
+                   text("action", 3, 120, 16)),
+    # info's sections
+    "segment": (
+        text("file", 1, 20, 20), num("base_offset", 2, 12), num("end_offset", 3, 12), num("size", 4, 9),
+        num("written_to", 5, 12), fixed("first_store_timestamp", 6, TIME), fixed("preallocated", 7),
+        fixed("first_store_time", None, TIME)),
+    "consume_queue": (
+        text("topic", 1, 40, 10), num("queue_id", 2), num("min_queue_offset", 3), num("max_queue_offset", 4),
+        num("messages", 5, 10), fixed("type", 6, 8), num("files", 7, 5), num("mapped_file_size", None, 9),
+        num("min_offset", None), num("max_offset", None)),
+    "index_file": (
+        text("file", 1, 17, 17), fixed("begin_timestamp", 2, TIME), fixed("end_timestamp", 3, TIME),
+        num("index_count", 4, 9), num("begin_commit_log_offset", None), num("end_commit_log_offset", 5),
+        num("hash_slot_count", None), num("max_hash_slot_num", None), num("max_index_num", None),
+        fixed("write_full", 6), num("size", 7, 9), fixed("begin_time", None, TIME), fixed("end_time", None, TIME),
+        num("begin_phy_offset", None), num("end_phy_offset", None)),
+    "config_file": (text("file", 1, 24, 18), fixed("source", 2, 6), num("topics", 3, 6), num("groups", 4, 6),
+                    num("topic_groups", 5), num("queues", 6, 6), num("delay_levels", 7), text("error", 8, 80, 16),
+                    text("keys", None, 60), text("path", None, 100)),
+}
+
+# Fields whose value is a number of bytes a person reads better in KiB/MiB/GiB (a file's
+# or a range's size; a record's store_size stays exact: offsets add up with it).
+SIZE_FIELDS = frozenset({"size", "mapped_file_size", "bytes", "bytes_skipped"})
+# Fields that are epoch ms: shown as UTC ISO 8601 with milliseconds (0 means "none").
+_TIME_SUFFIX = "_timestamp"
+_TIME_FIELDS = frozenset({"timestamp"})
+
+
+def valid_columns(kind: str) -> tuple[str, ...]:
+    return tuple(c.name for c in VIEWS[kind])
+
+
+def select_columns(kind: str, names: str | list[str] | None) -> tuple[Column, ...] | None:
+    """The columns ``--columns a,b,c`` names, in that order; UsageError naming the valid ones."""
+    if names is None:
+        return None
+    if isinstance(names, str):
+        names = [n for n in (x.strip() for x in names.split(",")) if n]
+    if not names:
+        raise UsageError("--columns names no column")
+    by_name = {c.name: c for c in VIEWS[kind]}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise UsageError(f"unknown column {', '.join(unknown)}; valid: {', '.join(by_name)}")
+    return tuple(by_name[n] for n in names)
+
+
+def fit(columns: tuple[Column, ...], width: int, *, wide: bool = False,
+        given: bool = False) -> list[tuple[Column, int]]:
+    """(column, cell width) of the columns shown at ``width`` terminal columns, in display order.
+
+    By rank, columns are taken while they fit at their narrowest; the room left widens the
+    text columns up to their most. ``wide``: every column of the kind, at its most width.
+    ``given`` (``--columns``): every column asked for, text cut to fit where it can.
+    """
+    if wide:
+        return [(c, c.width) for c in columns]
+    if given:
+        shown = list(columns)
+    else:
+        chosen: set[str] = set()
+        used = -GAP
+        for c in sorted((c for c in columns if c.rank is not None), key=lambda c: c.rank):
+            need = (c.flex or c.width) + GAP
+            if used + need <= width or not chosen:
+                chosen.add(c.name)
+                used += need
+        shown = [c for c in columns if c.name in chosen]
+    widths = {c.name: (c.flex or c.width) for c in shown}
+    room = width - (sum(widths.values()) + GAP * (len(shown) - 1))
+    for c in sorted((c for c in shown if c.flex), key=lambda c: c.rank or 0):
+        if room <= 0:
+            break
+        grow = min(room, c.width - widths[c.name])
+        widths[c.name] += grow
+        room -= grow
+    return [(c, widths[c.name]) for c in shown]
+
+
+# --- cells ---
+
+# Control characters a terminal would act on (C0, DEL, C1: ESC, BEL, CSI...) shown as
+# escapes, so a body or key can neither clear the screen nor retitle the terminal.
+_CONTROL_ESCAPES = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]}
+_CONTROL_ESCAPES.update({c: f"\\u{c:04x}" for c in range(0x80, 0xA0)})
+# Lone UTF-16 surrogates (a config string's "\\ud800") cannot be written as UTF-8: escaped too.
+_CONTROL_ESCAPES.update({c: f"\\u{c:04x}" for c in range(0xD800, 0xE000)})
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character written as an escape (``\\x1b``, ``\\u009b``)."""
+    return text.translate(_CONTROL_ESCAPES)
+
+_last_second: list = [None, ""]
+
+
+def iso_ms(ms: int) -> str:
+    """Epoch ms as ``2026-11-22T02:43:15.033Z``; the seconds' text is reused while it repeats."""
+    sec, milli = divmod(ms, 1000)
+    if _last_second[0] != sec:
+        try:
+            head = datetime.datetime.fromtimestamp(sec, tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        except (OverflowError, OSError, ValueError):
+            return str(ms)
+        _last_second[0], _last_second[1] = sec, head
+    return f"{_last_second[1]}.{milli:03d}Z"
+
+
+def human_size(n: int) -> str:
+    """Bytes in B, KiB, MiB or GiB (powers of 1024), one decimal above bytes."""
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n /= 1024
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}"
+    return str(n)
+
+
+def cell_text(name: str, value) -> str:
+    """What a table shows for field ``name``'s value (before escaping and cutting)."""
+    if value is None:
+        return ""
+    if value is True:
+        return "yes"
+    if value is False:
+        return "no"
+    if isinstance(value, int):
+        if value > 0 and (name.endswith(_TIME_SUFFIX) or name in _TIME_FIELDS):
+            return iso_ms(value)
+        if name in SIZE_FIELDS:
+            return human_size(value)
+        return str(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return " ".join(x if isinstance(x, str) else str(x) for x in value)
+    if isinstance(value, dict):
+        return " ".join(f"{k}={v}" for k, v in value.items())
+    return str(value)
+
+
+def display_width(s: str) -> int:
+    """Terminal cells ``s`` takes: East Asian wide and full-width characters take two."""
+    if s.isascii():
+        return len(s)
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 0 if unicodedata.combining(ch) else 1
+               for ch in s)
+
+
+def cut(s: str, width: int) -> str:
+    """``s`` in at most ``width`` terminal cells, ending in an ellipsis when it was longer."""
+    if s.isascii():
+        return s if len(s) <= width else s[:max(width - 1, 0)] + "…"
+    if display_width(s) <= width:
+        return s
+    out, used = [], 0
+    for ch in s:
+        w = display_width(ch)
+        if used + w > width - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "…"

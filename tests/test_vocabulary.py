@@ -1,0 +1,170 @@
+"""One vocabulary: every field of every command's real JSON output is listed in
+docs/vocabulary.md, and every table column of a command is a field of its JSON."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import FIXTURES, REPO, V4, V5
+from rmqtool.cli.app import app
+from rmqtool.report.columns import VIEWS
+
+DOC = REPO / "docs" / "vocabulary.md"
+STORE = V4 / "basic" / "store"
+CRASH = V5 / "crash5" / "b-garbled-last-message" / "input" / "store"
+OFFSETS_STORE = FIXTURES / "config" / "out-of-range" / "store"
+# objects whose keys are data, not field names
+DATA_OBJECTS = ("properties", "document")
+
+
+def documented() -> tuple[set[str], list[str]]:
+    """(field names, suffix patterns such as ``_time``) from the first column of the doc's field table."""
+    text = DOC.read_text(encoding="utf-8")
+    fields_part = text.split("## Fields", 1)[1]  # and the renamed fields' old names after it
+    names, suffixes = set(), []
+    for line in fields_part.splitlines():
+        if line.startswith("| `"):
+            first = line.split("|")[1]
+            for name in re.findall(r"`([^`]+)`", first):
+                if name.startswith("*"):
+                    suffixes.append(name[1:])
+                else:
+                    names.add(name)
+    return names, suffixes
+
+
+def keys_of(obj, out: set[str]) -> set[str]:
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.add(k)
+            if k not in DATA_OBJECTS:
+                keys_of(v, out)
+    elif isinstance(obj, list):
+        for x in obj:
+            keys_of(x, out)
+    return out
+
+
+def invoke(*args, columns: int = 80):
+    return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": str(columns)})
+
+
+def json_rows(*args) -> list:
+    r = invoke(*args, "--format", "jsonl")
+    assert r.exit_code in (0, 1, 3), (args, r.stdout, r.stderr)
+    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+
+def table_headers(text: str) -> list[list[str]]:
+    """The header line of each table (the line above a rule of dashes)."""
+    lines = text.splitlines()
+    return [lines[i - 1].split() for i, line in enumerate(lines)
+            if i and line and set(line.replace(" ", "")) == {"-"}]
+
+
+def appended_store(tmp_path):
+    store = tmp_path / "new"
+    r = invoke("append", store, "--topic", "T", "--body", "b", "--keys", "k1", "--format", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    return store, json.loads(r.stdout)
+
+
+# Every command, with arguments that make it print rows
+COMMANDS = {
+    "dump commitlog": ("dump", "commitlog", STORE, "--limit", "50", "--show-blank"),
+    "dump commitlog corrupt": ("dump", "commitlog", CRASH),
+    "dump commitlog --stats": ("dump", "commitlog", CRASH, "--stats"),
+    "dump consumequeue": ("dump", "consumequeue", STORE, "--limit", "20"),
+    "dump batchconsumequeue": ("dump", "consumequeue", V5 / "batchcq" / "store", "--limit", "20"),
+    "dump index": ("dump", "index", STORE, "--limit", "20", "--slots"),
+    "dump index headers": ("dump", "index", STORE, "--headers-only"),
+    "dump checkpoint": ("dump", "checkpoint", V5 / "v2-and-crc" / "store"),
+    "dump config": ("dump", "config", OFFSETS_STORE),
+    "query key": ("query", STORE, "--key", "order-0"),
+    "query time": ("query", STORE, "--topic", "OrderTopic", "--queue", "0", "--time", "1"),
+    "verify": ("verify", CRASH),
+    "offsets": ("offsets", OFFSETS_STORE),
+    "findings": ("findings",),
+    "info": ("info", CRASH),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_json_field_is_documented(name):
+    names, suffixes = documented()
+    rows = json_rows(*COMMANDS[name])
+    assert rows, name
+    fields = keys_of(rows, set())
+    missing = sorted(f for f in fields if f not in names and not any(f.endswith(s) for s in suffixes))
+    assert not missing, f"{name}: not in docs/vocabulary.md: {missing}"
+
+
+def test_undo_output_is_documented(tmp_path):
+    names, _ = documented()
+    store = tmp_path / "s"
+    shutil.copytree(V4 / "crash" / "b2-garbage-tail-of-last-message" / "input" / "store", store)
+    r = invoke("append", store, "--recover", "--topic", "T", "--body", "b")
+    assert r.exit_code == 0, r.stderr
+    backup = next(tmp_path.glob("s.recovery-*"))
+    rows = json_rows("undo", backup)
+    assert rows and keys_of(rows, set()) <= names
+    assert rows[0]["bytes_restored"] > 0
+
+
+def test_append_output_is_documented_and_names_topic_and_queue(tmp_path):
+    names, _ = documented()
+    _, row = appended_store(tmp_path)
+    assert row["topic"] == "T" and row["queue_id"] == 0
+    assert set(row) <= names
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+@pytest.mark.parametrize("wide", [False, True])
+def test_every_table_column_is_a_json_field(name, wide):
+    args = COMMANDS[name]
+    if name == "dump checkpoint":  # one document: name-value lines, no columns
+        return
+    fields = keys_of(json_rows(*args), set())
+    r = invoke(*args, *(["--wide"] if wide else []), columns=120)
+    assert r.exit_code in (0, 1, 3), r.stderr
+    headers = table_headers(r.stdout)
+    assert headers, r.stdout
+    for header in headers:
+        assert set(header) <= fields, (name, set(header) - fields)
+
+
+def test_view_columns_are_documented():
+    names, suffixes = documented()
+    for kind, columns in VIEWS.items():
+        for c in columns:
+            assert c.name in names or any(c.name.endswith(s) for s in suffixes), (kind, c.name)
+
+
+def test_renamed_fields_keep_their_old_names():
+    """The old names (documented as deprecated) still come with the same values."""
+    entry = next(r for r in json_rows("dump", "index", STORE, "--limit", "5") if r["record"] == "entry")
+    assert entry["phy_offset"] == entry["commit_log_offset"]
+    header = json_rows("dump", "index", STORE, "--headers-only")[0]
+    assert header["begin_phy_offset"] == header["begin_commit_log_offset"]
+    unit = json_rows("dump", "consumequeue", STORE, "--limit", "1")[0]
+    assert unit["size"] == unit["store_size"]
+    info = json.loads(invoke("info", STORE, "--format", "json").stdout)
+    assert info["commitlog"]["max_offset"] == info["commitlog"]["max_commit_log_offset"]
+    q = info["consume_queues"][0]
+    assert (q["min_offset"], q["max_offset"]) == (q["min_queue_offset"], q["max_queue_offset"])
+    assert q["messages"] == q["max_queue_offset"] - q["min_queue_offset"]
+
+
+def test_offset_names_mean_one_thing_in_info():
+    """Commit log offsets are bytes and queue offsets count messages: in info they differ
+    in name, and the message counts agree with the consume queue units dumped."""
+    info = json.loads(invoke("info", STORE, "--format", "json").stdout)
+    units = json_rows("dump", "consumequeue", STORE, "--topic", "OrderTopic", "--queue", "0")
+    q = next(x for x in info["consume_queues"] if (x["topic"], x["queue_id"]) == ("OrderTopic", 0))
+    assert q["max_queue_offset"] == len(units) == units[-1]["queue_offset"] + 1
+    assert info["commitlog"]["max_commit_log_offset"] > q["max_queue_offset"]
+    assert all(u["commit_log_offset"] < info["commitlog"]["max_commit_log_offset"] for u in units)

@@ -35,3 +35,12 @@ def test_unit_dtypes_read_what_the_structs_read():
 def test_runs():
     assert runs(np.array([0, 1, 1, 0, 1], bool)) == [(1, 3), (4, 5)]
     assert runs(np.array([], bool)) == []
+
+
+def test_key_hashes_in_chunks_are_the_hashes_of_all_at_once(monkeypatch):
+    import rmqtool.verify.keyhash as keyhash
+
+    keys = [f"BenchTopic#order-{i}" for i in range(1000)] + ["polygenelubricants"]
+    whole = keyhash.index_key_hashes(keys).tolist()
+    monkeypatch.setattr(keyhash, "_CHUNK", 7)  # chunk edges land inside the list, and on its last key
+    assert keyhash.index_key_hashes(keys).tolist() == whole == [index_key_hash(k) for k in keys]

@@ -23,8 +23,20 @@ def _powers(base: int, n: int) -> np.ndarray:
     return out & _MASK
 
 
+_CHUNK = 1 << 15  # keys hashed at once: the arrays below take ~40 bytes a UTF-16 unit
+
+
 def index_key_hashes(keys: list[str]) -> np.ndarray:
-    """indexKeyHashMethod of each key (int64, 0 .. 2^31-1); keys must not be empty."""
+    """indexKeyHashMethod of each key (int64, 0 .. 2^31-1); keys must not be empty.
+
+    In chunks, so memory stays a few MiB however many keys a segment holds (all at once,
+    a million keys took 2 GB of weights and products)."""
+    if len(keys) <= _CHUNK:
+        return _hashes(keys)
+    return np.concatenate([_hashes(keys[i:i + _CHUNK]) for i in range(0, len(keys), _CHUNK)])
+
+
+def _hashes(keys: list[str]) -> np.ndarray:
     if not keys:
         return np.zeros(0, dtype=np.int64)
     encoded = [k.encode("utf-16-be", "surrogatepass") for k in keys]

@@ -11,6 +11,7 @@ from typing import Optional
 import typer
 
 from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
+from rmqtool.cli.params import check_range
 from rmqtool.inspect import dump_sources
 from rmqtool.inspect.commitlog_dump import CommitLogDump
 from rmqtool.inspect.selection import MessageSelection
@@ -53,6 +54,8 @@ def dump_commitlog(
 ):
     """Every record of the commit log: messages, end-of-file blanks, and damaged regions."""
     table = fmt == OutputFormat.table
+    check_range("--from-offset", from_offset, "--to-offset", to_offset)
+    check_range("--begin-time", parse_time(begin_time, "--begin-time"), "--end-time", parse_time(end_time, "--end-time"))
     dump = CommitLogDump(path, MessageSelection(topic, queue, parse_time(begin_time), parse_time(end_time)),
                          from_offset, to_offset, limit, body=body.value if body else ("text" if table else "base64"),
                          preview=TABLE_BODY_PREVIEW if table and body is None else None, decompress=decompress,

@@ -8,7 +8,7 @@ import typer
 
 
 from rmqtool import __version__
-from rmqtool.cli.common import click
+from rmqtool.cli.common import click, command_path
 from rmqtool.errors import ExitCode
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -39,7 +39,7 @@ _register_all()
 
 def usage_line(exc: "click.exceptions.UsageError") -> str:
     """click's UsageError as one line naming the command, with a hint (no boxed panel)."""
-    command = exc.ctx.command_path if exc.ctx is not None else "rmqtool"
+    command = command_path(exc.ctx)
     message = " ".join(exc.format_message().split())
     return f"{command}: error: {message} (try {command} --help)"
 
@@ -56,7 +56,7 @@ def _quiet_stdout() -> None:
 
 def main() -> None:
     try:
-        code = app(prog_name="rmqtool", standalone_mode=False)
+        code = app(standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:
         exc.show()
         sys.exit(int(ExitCode.USAGE))

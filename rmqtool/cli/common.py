@@ -29,11 +29,19 @@ class BodyMode(str, enum.Enum):
     none = "none"
 
 
+def command_path(ctx) -> str:
+    """`rmqtool dump commitlog` whatever name the program was started under (python -c, CliRunner)."""
+    names = []
+    while ctx is not None and ctx.parent is not None:
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    return " ".join(["rmqtool", *reversed(names)])
+
+
 def fail(error: RmqError) -> "typer.Exit":
     if error.exit_code == ExitCode.USAGE:
         # same one line as click's own usage errors (app.usage_line): command, message, hint
-        ctx = click.globals.get_current_context(silent=True)
-        command = ctx.command_path if ctx is not None else "rmqtool"
+        command = command_path(click.globals.get_current_context(silent=True))
         sys.stderr.write(f"{command}: error: {error.one_line()} (try {command} --help)\n")
     else:
         sys.stderr.write(f"rmqtool: error: {error.one_line()}\n")

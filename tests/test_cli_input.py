@@ -67,3 +67,14 @@ def test_permission_text_not_doubled():
     from rmqtool.store import commitlog, segments
     for module in (commitlog, segments):
         assert "permission denied ({exc.strerror})" not in pathlib.Path(module.__file__).read_text()
+
+
+@pytest.mark.parametrize("args", [
+    ["dump", "commitlog", "--queue", "-1", str(STORE)],
+    ["dump", "commitlog", "-q", "-1", str(STORE)],
+    ["query", str(STORE), "--key", "a", "--begin-time", "2024-01-02T00:00:00Z", "--end-time", "2024-01-01T00:00:00Z"],
+])
+def test_negative_queue_and_reversed_query_range_are_usage_errors(args):
+    done = run(*args)
+    assert done.returncode == ExitCode.USAGE, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "--help" in done.stderr

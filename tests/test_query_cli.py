@@ -127,7 +127,7 @@ def test_table_output():
 def test_usage_errors_exit_2(args):
     r = run("query", STORE, *args)
     assert r.exit_code == ExitCode.USAGE == 2, (args, r.stdout, r.stderr)
-    assert r.stderr.startswith("rmqtool: error: ")
+    assert r.stderr.startswith("rmqtool") and ": error: " in r.stderr and len(r.stderr.splitlines()) == 1
     no_traceback(r)
 
 

@@ -1,11 +1,15 @@
 """The typer application: one thin module per command, errors turned into exits there."""
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
 
+
 from rmqtool import __version__
+from rmqtool.cli.common import click, command_path
+from rmqtool.errors import ExitCode
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Forensic and recovery tool for Apache RocketMQ broker stores. Read-only unless a "
@@ -33,9 +37,46 @@ def _register_all() -> None:
 _register_all()
 
 
+def usage_line(exc: "click.exceptions.UsageError") -> str:
+    """click's UsageError as one line naming the command, with a hint (no boxed panel)."""
+    command = command_path(exc.ctx)
+    message = " ".join(exc.format_message().split())
+    return f"{command}: error: {message} (try {command} --help)"
+
+
+def _quiet_stdout() -> None:
+    # the reader went away (| head): point stdout at /dev/null so the interpreter's
+    # final flush does not print "Exception ignored"
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main() -> None:
     try:
-        app()
+        code = app(standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()
+        sys.exit(int(ExitCode.USAGE))
+    except click.exceptions.UsageError as exc:
+        sys.stderr.write(usage_line(exc) + "\n")
+        sys.exit(int(ExitCode.USAGE))
+    except (click.exceptions.Abort, typer.Abort):
+        sys.stderr.write("rmqtool: interrupted\n")
+        sys.exit(130)
     except KeyboardInterrupt:
         sys.stderr.write("rmqtool: interrupted\n")
         sys.exit(130)
+    except BrokenPipeError:
+        _quiet_stdout()
+        sys.exit(int(ExitCode.OK))
+    except click.exceptions.ClickException as exc:
+        sys.stderr.write(f"rmqtool: error: {exc.format_message()}\n")
+        sys.exit(exc.exit_code)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+    sys.exit(code if isinstance(code, int) else int(ExitCode.OK))

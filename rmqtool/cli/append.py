@@ -39,7 +39,7 @@ def append(
     tags: Optional[str] = typer.Option(None, "--tags", help="TAGS."),
     keys: Optional[str] = typer.Option(None, "--keys", help="KEYS, several separated by spaces."),
     prop: List[str] = typer.Option([], "--property", help="A user property name=value (repeatable)."),
-    queue: int = typer.Option(0, "--queue", min=0, help="Queue id."),
+    queue: int = typer.Option(0, "--queue", "-q", min=0, help="Queue id."),
     delay_level: int = typer.Option(0, "--delay-level", min=0, help="Delay level (goes to SCHEDULE_TOPIC_XXXX)."),
     flush: str = typer.Option("async", "--flush", help="sync: return once on disk; async: flushed in the background."),
     from_jsonl: Optional[str] = typer.Option(None, "--from-jsonl", help="Append every message of a JSON Lines "

@@ -7,6 +7,12 @@ import sys
 
 import typer
 
+try:  # typer 0.2x vendors click as typer._click
+    from typer import _click as click
+except ImportError:  # older typer depends on click
+    import click
+
+from rmqtool.cli.params import parse_time  # noqa: F401  (commands import it from here too)
 from rmqtool.errors import ExitCode, RmqError
 
 
@@ -23,8 +29,22 @@ class BodyMode(str, enum.Enum):
     none = "none"
 
 
+def command_path(ctx) -> str:
+    """`rmqtool dump commitlog` whatever name the program was started under (python -c, CliRunner)."""
+    names = []
+    while ctx is not None and ctx.parent is not None:
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    return " ".join(["rmqtool", *reversed(names)])
+
+
 def fail(error: RmqError) -> "typer.Exit":
-    sys.stderr.write(f"rmqtool: error: {error.one_line()}\n")
+    if error.exit_code == ExitCode.USAGE:
+        # same one line as click's own usage errors (app.usage_line): command, message, hint
+        command = command_path(click.globals.get_current_context(silent=True))
+        sys.stderr.write(f"{command}: error: {error.one_line()} (try {command} --help)\n")
+    else:
+        sys.stderr.write(f"rmqtool: error: {error.one_line()}\n")
     return typer.Exit(int(error.exit_code))
 
 
@@ -48,23 +68,3 @@ def boundary(fn):
             sys.stderr.write(f"rmqtool: error: {where}{exc.strerror or exc}\n")
             raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
     return wrapper
-
-
-def parse_time(text: str | None) -> int | None:
-    """Epoch milliseconds, or an ISO 8601 time (UTC unless it names an offset)."""
-    if text is None:
-        return None
-    import datetime
-
-    from rmqtool.errors import UsageError
-
-    t = text.strip()
-    if t.lstrip("-").isdigit():
-        return int(t)
-    try:
-        dt = datetime.datetime.fromisoformat(t.replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(f"not a time (epoch ms or ISO 8601): {text!r}") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=datetime.timezone.utc)
-    return int(dt.timestamp() * 1000)

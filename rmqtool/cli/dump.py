@@ -11,6 +11,7 @@ from typing import Optional
 import typer
 
 from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
+from rmqtool.cli.params import check_range
 from rmqtool.inspect import dump_sources
 from rmqtool.inspect.commitlog_dump import CommitLogDump
 from rmqtool.inspect.selection import MessageSelection
@@ -38,7 +39,7 @@ def dump_commitlog(
     path: pathlib.Path = typer.Argument(..., help="Store dir, commitlog/ dir, or one commit log segment file."),
     fmt: OutputFormat = FormatOpt,
     topic: Optional[str] = typer.Option(None, "--topic", help="Only this topic."),
-    queue: Optional[int] = typer.Option(None, "--queue", help="Only this queue id."),
+    queue: Optional[int] = typer.Option(None, "--queue", "-q", min=0, help="Only this queue id."),
     from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, help="First commit log offset (a record start)."),
     to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, help="Stop before this commit log offset."),
     begin_time: Optional[str] = typer.Option(None, "--begin-time", help="Store time from (epoch ms or ISO 8601, UTC)."),
@@ -58,6 +59,8 @@ def dump_commitlog(
 ):
     """Every record of the commit log: messages, end-of-file blanks, and damaged regions."""
     table = fmt == OutputFormat.table
+    check_range("--from-offset", from_offset, "--to-offset", to_offset)
+    check_range("--begin-time", parse_time(begin_time, "--begin-time"), "--end-time", parse_time(end_time, "--end-time"))
     dump = CommitLogDump(path, MessageSelection(topic, queue, parse_time(begin_time), parse_time(end_time)),
                          from_offset, to_offset, limit, body=body.value if body else ("text" if table else "base64"),
                          preview=TABLE_BODY_PREVIEW if table and body is None else None, decompress=decompress,
@@ -87,7 +90,7 @@ def dump_consumequeue(
                                         "a topic or queue dir, or one consume queue file."),
     fmt: OutputFormat = FormatOpt,
     topic: Optional[str] = typer.Option(None, "--topic", help="Only this topic."),
-    queue: Optional[int] = typer.Option(None, "--queue", help="Only this queue id."),
+    queue: Optional[int] = typer.Option(None, "--queue", "-q", min=0, help="Only this queue id."),
     from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, help="First queue offset."),
     to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, help="Stop before this queue offset."),
     limit: Optional[int] = LimitOpt,

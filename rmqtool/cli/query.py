@@ -14,6 +14,7 @@ import typer
 
 from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
 from rmqtool.cli.dump import TABLE_BODY_PREVIEW, ColumnsOpt, WideOpt
+from rmqtool.cli.params import check_range
 from rmqtool.errors import ExitCode, NothingFound, UsageError
 from rmqtool.query.by_key import DEFAULT_MAX_NUM, LONG_MAX, query_by_key
 from rmqtool.query.by_offset import message_at_offset, message_by_msg_id, message_by_queue_offset
@@ -77,7 +78,7 @@ def query(
     time: Optional[str] = typer.Option(None, "--time", help="The queue offset for this store time (epoch ms or "
                                        "ISO 8601, UTC), as getOffsetInQueueByTime answers (with --topic, --queue)."),
     topic: Optional[str] = typer.Option(None, "--topic", help="Topic (key lookups: every topic when left out)."),
-    queue: Optional[int] = typer.Option(None, "--queue", min=0, help="Queue id."),
+    queue: Optional[int] = typer.Option(None, "--queue", "-q", min=0, help="Queue id."),
     exact: bool = typer.Option(False, "--exact", help="--time: the first queue offset stored at or after the "
                                "time, even when several messages share the millisecond."),
     begin_time: Optional[str] = typer.Option(None, "--begin-time", help="Key lookups: stored from (epoch ms or ISO 8601)."),
@@ -118,6 +119,7 @@ def query(
         if mode in ("--key", "--uniq-key"):
             begin = parse_time(begin_time)
             end = parse_time(end_time)
+            check_range("--begin-time", begin, "--end-time", end)
             result = query_by_key(store, key if mode == "--key" else uniq_key, topic=topic,
                                   begin=0 if begin is None else begin, end=LONG_MAX if end is None else end,
                                   max_num=DEFAULT_MAX_NUM if max_num is None else max_num,

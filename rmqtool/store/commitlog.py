@@ -147,7 +147,7 @@ class _FileWindow:
         try:
             self.fd = os.open(path, os.O_RDONLY)
         except PermissionError as exc:
-            raise StoreAccessError(f"permission denied ({exc.strerror})", path) from None
+            raise StoreAccessError("permission denied", path) from None
         except OSError as exc:
             raise StoreAccessError(f"cannot open ({exc.strerror})", path) from None
         self.buf = b""

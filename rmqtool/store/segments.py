@@ -81,7 +81,7 @@ def list_dir(directory: str | os.PathLike) -> list[os.DirEntry]:
     try:
         return sorted(os.scandir(directory), key=lambda e: e.name)
     except PermissionError as exc:
-        raise StoreAccessError(f"permission denied ({exc.strerror})", directory) from None
+        raise StoreAccessError("permission denied", directory) from None
     except OSError as exc:
         raise StoreAccessError(f"cannot list directory ({exc.strerror})", directory) from None
 

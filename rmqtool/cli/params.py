@@ -1,0 +1,48 @@
+"""How every command reads its arguments: times, ranges, metavars, short flags.
+
+Conventions (new commands follow them):
+- A bad argument is a UsageError (exit 2), printed by app.main as one line:
+  `rmqtool CMD: error: MESSAGE (try rmqtool CMD --help)`; never a boxed panel.
+- Times are epoch milliseconds or ISO 8601 (UTC unless an offset is named), read by
+  parse_time only; a 10-digit number is epoch seconds and is refused with a hint.
+- Ranges (--begin-time/--end-time, --from-offset/--to-offset) go through check_range:
+  a reversed range is a usage error.
+- Metavars: TIME_METAVAR for times, OFFSET for byte or queue offsets, FILE/STORE for paths.
+- Short flags: -n --limit/--max, -t --topic, -q --queue, -f --format.
+"""
+from __future__ import annotations
+
+import datetime
+
+from rmqtool.errors import UsageError
+
+TIME_METAVAR = "MS|ISO8601"
+OFFSET_METAVAR = "OFFSET"
+
+# epoch seconds now have 10 digits (until 2286); epoch milliseconds have 13
+_SECONDS_DIGITS = 10
+
+
+def parse_time(text: str | None, option: str = "time") -> int | None:
+    """Epoch milliseconds, or an ISO 8601 time (UTC unless it names an offset)."""
+    if text is None:
+        return None
+    t = text.strip()
+    if t.lstrip("-").isdigit():
+        if len(t.lstrip("-")) == _SECONDS_DIGITS:
+            raise UsageError(f"{option}: {text!r} looks like epoch seconds; give milliseconds "
+                             f"({t}000) or ISO 8601")
+        return int(t)
+    try:
+        dt = datetime.datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"{option}: not a time (epoch ms or ISO 8601): {text!r}") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=datetime.timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+def check_range(low_option: str, low: int | None, high_option: str, high: int | None) -> None:
+    """A range given backwards is a mistake the operator should hear about, not an empty result."""
+    if low is not None and high is not None and low > high:
+        raise UsageError(f"{low_option} {low} is after {high_option} {high}")

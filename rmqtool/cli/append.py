@@ -19,9 +19,6 @@ from rmqtool.errors import RecoveryNeeded, UsageError
 from rmqtool.formats import properties as props
 from rmqtool.report.progress import Progress, progress_enabled
 from rmqtool.report.sink import Sink, warn
-from rmqtool.engine import encoder as enc
-from rmqtool.engine.rows import JsonlSource
-from rmqtool.engine.store import Store
 
 CHUNK = 1000  # messages handed to the engine at once
 
@@ -67,6 +64,8 @@ def append(
         if topic or body is not None or body_file or tags or keys or prop or delay_level:
             raise UsageError("--from-jsonl takes the messages from the file: leave out --topic, --body, "
                              "--tags, --keys, --property and --delay-level")
+        from rmqtool.engine.rows import JsonlSource  # the engine loads only for a command that writes
+
         source = JsonlSource(from_jsonl, keep_store_timestamp, keep_store_host)
     else:
         if keep_store_timestamp or keep_store_host:
@@ -92,6 +91,8 @@ def append(
 def _open(store: pathlib.Path, recover: bool, **options) -> Store:
     """The store, open for appending; a store that needs recovery is refused with the command
     that recovers it (and, with --recover, recovered: where the backup went goes to stderr)."""
+    from rmqtool.engine.store import Store
+
     try:
         s = Store.open(store, writable=True, recover=recover, **options)
     except RecoveryNeeded as exc:
@@ -148,6 +149,8 @@ def _one_message(topic, body, body_file, tags, keys, prop, queue, delay_level) -
         if name in _SYSTEM_NAMES:
             raise UsageError(f"--property {name} is a system property (use --tags, --keys, --delay-level)")
         user[name] = value
+    from rmqtool.engine import encoder as enc
+
     return enc.producer_message(topic, payload, tags=tags, keys=keys, user_properties=user, queue_id=queue,
                                 delay_level=delay_level)
 

@@ -13,7 +13,7 @@ from rmqtool.findings import REGISTRY
 from rmqtool.report.progress import Progress, progress_enabled
 from rmqtool.report.sink import Sink, warn
 from rmqtool.store.parallel import default_workers
-from rmqtool.verify.run import AREAS, Verify, VerifyOptions, parse_overrides
+from rmqtool.verify import AREAS
 
 
 def register(app: typer.Typer) -> None:
@@ -40,6 +40,8 @@ def verify(
 ):
     """Check every file of a store; one finding a row. Exit 0: no error; 3: errors found; 8: not checked."""
     try:
+        from rmqtool.verify.run import Verify, VerifyOptions, parse_overrides  # numpy: only when verifying
+
         options = VerifyOptions(only=tuple(only) or AREAS, overrides=parse_overrides(skip, severity),
                                 max_errors=max_errors, jobs=jobs or default_workers())
         sink = Sink(fmt.value, kind="finding", wide=wide, select=columns)

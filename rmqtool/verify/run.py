@@ -20,13 +20,13 @@ from rmqtool.findings import REGISTRY, Finding, Severity
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.consumequeue import open_consume_queues
 from rmqtool.store.paths import StorePaths
+from rmqtool.verify import AREAS
 from rmqtool.verify.checkpoint import check_checkpoint
 from rmqtool.verify.commitlog import CommitLogCheck
 from rmqtool.verify.config import check_config
 from rmqtool.verify.consumequeue import check_consume_queues
 from rmqtool.verify.index import check_index
 
-AREAS = ("commitlog", "consumequeue", "index", "checkpoint", "config")
 IGNORE = "ignore"
 LEVELS = ("error", "warning", "info", IGNORE)
 NEEDS_COMMIT_LOG = {"commitlog", "consumequeue", "index", "checkpoint"}

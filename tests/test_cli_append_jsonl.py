@@ -50,7 +50,7 @@ def _copy(src_store, tmp_path, truth, *extra):
     jsonl.write_text(dumped.stdout, encoding="utf-8")
     cfg = truth["messageStoreConfig"]["effectiveGetterValues"]
     dst = tmp_path / "copy"
-    out = runner.invoke(app, ["append", str(dst), "--from-jsonl", str(jsonl), "--keep-store-timestamp",
+    out = runner.invoke(app, ["append", str(dst), "--create", "--from-jsonl", str(jsonl), "--keep-store-timestamp",
                               "--keep-store-host", "--commitlog-size", str(cfg["mappedFileSizeCommitLog"]),
                               "--cq-size", str(cfg["mappedFileSizeConsumeQueue"]), *extra])
     return dumped, out, dst
@@ -130,5 +130,5 @@ def test_rows_without_a_body_are_refused_not_written_empty(tmp_path):
                                      "--limit", "3", "--body", mode])
         jsonl = tmp_path / f"{mode}.jsonl"
         jsonl.write_text(dumped.stdout)
-        out = runner.invoke(app, ["append", str(tmp_path / mode), "--from-jsonl", str(jsonl)])
+        out = runner.invoke(app, ["append", str(tmp_path / mode), "--create", "--from-jsonl", str(jsonl)])
         assert out.exit_code == 2 and "body_length" in out.stderr and "line 1" in out.stderr

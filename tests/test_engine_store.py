@@ -430,7 +430,7 @@ def test_dump_jsonl_reinjected_reproduces_the_store(tmp_path):
     jsonl.write_text(dumped.stdout, encoding="utf-8")
     root = tmp_path / "store"
     cfg = load_truth(V4 / "txdelay" / "truth.json")["messageStoreConfig"]["effectiveGetterValues"]
-    out = runner.invoke(app, ["append", str(root), "--from-jsonl", str(jsonl), "--keep-store-timestamp",
+    out = runner.invoke(app, ["append", str(root), "--create", "--from-jsonl", str(jsonl), "--keep-store-timestamp",
                               "--store-host", "192.0.2.10:10911", "--commitlog-size",
                               str(cfg["mappedFileSizeCommitLog"]), "--cq-size", str(cfg["mappedFileSizeConsumeQueue"]),
                               "--index-slots", str(cfg["maxHashSlotNum"]), "--index-entries", str(cfg["maxIndexNum"])])
@@ -457,7 +457,7 @@ def test_cli_append_one_message_and_locked_store(tmp_path):
     from rmqtool.cli.app import app
     root = tmp_path / "store"
     runner = CliRunner()
-    res = runner.invoke(app, ["append", str(root), "--topic", "T", "--body", "héllo", "--tags", "TagA", "--keys",
+    res = runner.invoke(app, ["append", str(root), "--create", "--topic", "T", "--body", "héllo", "--tags", "TagA", "--keys",
                               "a b", "--property", "x=1", "--queue", "2", "--flush", "sync", "--commitlog-size",
                               "65536"])
     assert res.exit_code == 0, res.output

@@ -68,7 +68,7 @@ def table_headers(text: str) -> list[list[str]]:
 
 def appended_store(tmp_path):
     store = tmp_path / "new"
-    r = invoke("append", store, "--topic", "T", "--body", "b", "--keys", "k1", "--format", "jsonl")
+    r = invoke("append", store, "--create", "--topic", "T", "--body", "b", "--keys", "k1", "--format", "jsonl")
     assert r.exit_code == 0, r.stderr
     return store, json.loads(r.stdout)
 

@@ -15,7 +15,8 @@ from typing import Iterator, List, Optional
 import typer
 
 from rmqtool.cli.common import OutputFormat, boundary
-from rmqtool.errors import RecoveryNeeded, UsageError
+from rmqtool.errors import RecoveryNeeded, StoreNotFound, UsageError
+from rmqtool.store.paths import COMMITLOG_DIR
 from rmqtool.formats import properties as props
 from rmqtool.report.progress import Progress, progress_enabled
 from rmqtool.report.sink import Sink, warn
@@ -29,7 +30,7 @@ def register(app: typer.Typer) -> None:
 
 @boundary
 def append(
-    store: pathlib.Path = typer.Argument(..., help="Store root directory (created when it does not exist)."),
+    store: pathlib.Path = typer.Argument(..., help="Store root directory (a new one only with --create)."),
     topic: Optional[str] = typer.Option(None, "--topic", help="Topic of the message."),
     body: Optional[str] = typer.Option(None, "--body", help="Message body as text (UTF-8)."),
     body_file: Optional[pathlib.Path] = typer.Option(None, "--body-file", help="Message body from a file (bytes)."),
@@ -56,8 +57,12 @@ def append(
                                             "(default: when stderr is a terminal)."),
     recover: bool = typer.Option(False, "--recover", help="Recover a store that needs it before appending "
                                  "(every byte changed is backed up beside the store first)."),
+    create: bool = typer.Option(False, "--create", help="Make a new store when STORE holds none (without it, a "
+                                "mistyped path is refused rather than made into a store with 1 GiB segments)."),
 ):
-    """Append messages to a store (creating it when absent), as the 4.9.x broker writes them."""
+    """Append messages to a store (a new one with --create), as the 4.9.x broker writes them."""
+    if not create and not (store / COMMITLOG_DIR).is_dir():
+        raise StoreNotFound(f"no store here (no {COMMITLOG_DIR}/ directory): give --create to make a new one", store)
     if flush not in ("sync", "async"):
         raise UsageError(f"--flush must be sync or async, not {flush!r}")
     if from_jsonl is not None:
@@ -74,6 +79,8 @@ def append(
             raise UsageError("--topic is required (or --from-jsonl)")
         if body is not None and body_file is not None:
             raise UsageError("give --body or --body-file, not both")
+        if body is None and body_file is None:  # an empty body is said on purpose, never by omission
+            raise UsageError("give --body TEXT or --body-file FILE (--body '' for an empty body)")
         source = iter([_one_message(topic, body, body_file, tags, keys, prop, queue, delay_level)])
     with _open(store, recover, flush=flush, commitlog_size=commitlog_size, cq_size=cq_size,
                index_slots=index_slots, index_entries=index_entries, store_host=store_host) as s, \

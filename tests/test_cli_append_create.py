@@ -1,0 +1,32 @@
+"""append makes a new store only when told (--create), and an empty body only when said."""
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from rmqtool.cli.app import app
+from rmqtool.errors import ExitCode
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def test_a_path_with_no_store_is_refused_without_create(tmp_path):
+    typo = tmp_path / "stroe"
+    r = invoke("append", typo, "--topic", "T", "--body", "x")
+    assert r.exit_code == int(ExitCode.OPERATIONAL)
+    assert "--create" in r.stderr and str(typo) in r.stderr
+    assert not typo.exists()  # nothing made
+    r = invoke("append", typo, "--create", "--topic", "T", "--body", "x", "--commitlog-size", 65536)
+    assert r.exit_code == 0, r.stderr
+    assert (typo / "commitlog").is_dir()
+    assert invoke("append", typo, "--topic", "T", "--body", "y").exit_code == 0  # an existing store needs no flag
+
+
+def test_an_empty_body_is_said_on_purpose(tmp_path):
+    store = tmp_path / "s"
+    r = invoke("append", store, "--create", "--topic", "T")
+    assert r.exit_code == int(ExitCode.USAGE) and "--body ''" in r.stderr
+    assert not store.exists()
+    r = invoke("append", store, "--create", "--topic", "T", "--body", "", "--commitlog-size", 65536)
+    assert r.exit_code == 0, r.stderr

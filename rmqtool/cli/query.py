@@ -3,7 +3,8 @@ offset, or the queue offset for a time, from the store's files alone.
 
 Message rows are the ones ``dump commitlog`` prints; a time lookup prints one row
 {topic, queue_id, time, queue_offset, store_timestamp}. Notes (an index fallback, damage)
-and the ``--explain`` trace go to stderr. Exit 0: found; 1 (NOT_FOUND): nothing found.
+and the ``--explain`` trace go to stderr. Exit 0: found; 1 (NOT_FOUND): nothing found;
+3 (CORRUPT): a message found has a bad body or ``__CRC32#`` CRC (printed, and named on stderr).
 """
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ def query(
 ):
     """Find messages the way the broker's queryMessage, lookMessageByOffset and
     getOffsetInQueueByTime do, from the files alone, without the broker's hash-collision
-    false positives. Exit 0: found; 1: nothing found."""
+    false positives. Exit 0: found; 1: nothing found; 3: a message found is damaged (bad CRC)."""
     mode = _mode(key, uniq_key, msg_id, offset, queue_offset, time)
     _check_options(mode, topic, queue, exact, begin_time, end_time, max_num, no_index, index_only)
     trace = Trace(warn, keep=False) if explain else None
@@ -142,3 +143,11 @@ def query(
     if not result.messages:
         warn("rmqtool: not found: no message matches")
         raise typer.Exit(int(ExitCode.NOT_FOUND))
+    damaged = [m for m in result.messages if m.body_crc_ok is False or m.property_crc_ok is False]
+    for m in damaged:  # printed, since its bytes are all there is, but never passed off as sound
+        what = " and ".join(w for w, ok in (("body CRC", m.body_crc_ok), ("__CRC32# property CRC", m.property_crc_ok))
+                            if ok is False)
+        warn(f"rmqtool: {m.path}: offset {m.position}: {what} mismatch: the message at commit log offset "
+             f"{m.commit_log_offset} is damaged")
+    if damaged:
+        raise typer.Exit(int(ExitCode.CORRUPT))

@@ -1,0 +1,32 @@
+"""A message found by query whose CRC fails is printed (its bytes are all there is) and named
+on stderr with its file and offset, and the exit code says damage (3), not success."""
+from __future__ import annotations
+
+import shutil
+
+from typer.testing import CliRunner
+
+from conftest import V4, load_truth
+from rmqtool.cli.app import app
+from rmqtool.errors import ExitCode
+
+
+def test_query_offset_on_a_record_with_a_bad_body_crc(tmp_path):
+    truth = load_truth(V4 / "basic" / "truth.json")["truth"]
+    m = next(m for m in truth["messages"] if m["bodyLength"] > 0)
+    store = tmp_path / "store"
+    shutil.copytree(V4 / "basic" / "store", store)
+    segment = sorted((store / "commitlog").iterdir())[0]
+    # the body's last byte: after it come topicLength (1 byte, V1), the topic, propertiesLength (2) and the properties
+    last_body_byte = (m["physicalOffset"] + m["storeSize"] - 2 - m["propertiesLength"]
+                      - len(m["topic"].encode()) - 1 - 1)
+    raw = bytearray(segment.read_bytes())
+    raw[last_body_byte] ^= 0xFF
+    segment.write_bytes(bytes(raw))
+    runner = CliRunner()
+    clean = runner.invoke(app, ["query", str(V4 / "basic" / "store"), "--offset", str(m["physicalOffset"])])
+    assert clean.exit_code == 0, clean.stderr
+    r = runner.invoke(app, ["query", str(store), "--offset", str(m["physicalOffset"]), "--format", "jsonl"])
+    assert r.exit_code == int(ExitCode.CORRUPT)
+    assert '"body_crc_ok":false' in r.stdout
+    assert f"{segment}: offset {m['physicalOffset']}: body CRC mismatch" in r.stderr

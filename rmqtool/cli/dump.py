@@ -12,6 +12,7 @@ import typer
 
 from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
 from rmqtool.cli.params import check_range
+from rmqtool.errors import UsageError
 from rmqtool.inspect import dump_sources
 from rmqtool.inspect.commitlog_dump import CommitLogDump
 from rmqtool.inspect.selection import MessageSelection
@@ -98,6 +99,7 @@ def dump_consumequeue(
     columns: Optional[str] = ColumnsOpt,
 ):
     """Consume queue units (20 B; 46 B batch units in batchconsumequeue/), fill units included."""
+    check_range("--from-offset", from_offset, "--to-offset", to_offset)
     findings: list = []
     sink = Sink(fmt.value, kind="cq_unit", wide=wide, select=columns)
     for n, row in enumerate(dump_sources.consume_queue_rows(path, topic, queue, from_offset, to_offset, findings)):
@@ -119,6 +121,8 @@ def dump_index(
     columns: Optional[str] = ColumnsOpt,
 ):
     """Index file headers and entries (keyHash, phyOffset, timeDiff, prevIndex)."""
+    if headers_only and slots:  # slots would be silently left out: say so instead
+        raise UsageError("--headers-only and --slots do not go together (slots are not part of the header)")
     findings: list = []
     sink = Sink(fmt.value, kind="index_header" if headers_only else "index_entry", wide=wide, select=columns)
     for n, row in enumerate(dump_sources.index_rows(path, entries=not headers_only, slots=slots, findings=findings)):

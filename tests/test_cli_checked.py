@@ -1,5 +1,6 @@
-"""A message found by query whose CRC fails is printed (its bytes are all there is) and named
-on stderr with its file and offset, and the exit code says damage (3), not success."""
+"""Input checked and damage located: a message found by query whose CRC fails is printed
+(its bytes are all there is) and named on stderr with its file and offset, exiting 3; options
+that contradict each other or a range given backwards are usage errors (2), not empty output."""
 from __future__ import annotations
 
 import shutil
@@ -30,3 +31,13 @@ def test_query_offset_on_a_record_with_a_bad_body_crc(tmp_path):
     assert r.exit_code == int(ExitCode.CORRUPT)
     assert '"body_crc_ok":false' in r.stdout
     assert f"{segment}: offset {m['physicalOffset']}: body CRC mismatch" in r.stderr
+
+
+def test_conflicting_and_reversed_dump_options_are_usage_errors():
+    runner = CliRunner()
+    store = str(V4 / "basic" / "store")
+    for args in (["dump", "index", store, "--headers-only", "--slots"],
+                 ["dump", "consumequeue", store, "--from-offset", "5", "--to-offset", "2"]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == int(ExitCode.USAGE), args
+        assert len(r.stderr.strip().splitlines()) == 1 and "error:" in r.stderr

@@ -41,3 +41,20 @@ def test_conflicting_and_reversed_dump_options_are_usage_errors():
         r = runner.invoke(app, args)
         assert r.exit_code == int(ExitCode.USAGE), args
         assert len(r.stderr.strip().splitlines()) == 1 and "error:" in r.stderr
+
+
+def test_a_consume_queue_unit_pointing_into_a_record_is_damage(tmp_path):
+    import struct
+
+    truth = load_truth(V4 / "basic" / "truth.json")["truth"]
+    queue_offset, phy, size, _ = truth["consumeQueues"]["OrderTopic"]["0"]["entries"][2]
+    store = tmp_path / "store"
+    shutil.copytree(V4 / "basic" / "store", store)
+    cq = sorted((store / "consumequeue" / "OrderTopic" / "0").iterdir())[0]
+    raw = bytearray(cq.read_bytes())
+    struct.pack_into(">q", raw, queue_offset * 20, phy + 10)  # 10 bytes into its record
+    cq.write_bytes(bytes(raw))
+    r = CliRunner().invoke(app, ["query", str(store), "--topic", "OrderTopic", "--queue", "0",
+                                 "--queue-offset", str(queue_offset)])
+    assert r.exit_code == int(ExitCode.CORRUPT), r.stderr
+    assert str(cq) in r.stderr and f"{phy + 10}" in r.stderr

@@ -124,7 +124,11 @@ def message_by_queue_offset(store: str | os.PathLike, topic: str, queue_id: int,
         if unit.is_fill:
             raise NothingFound(f"queue offset {queue_offset} is a fill unit written when the queue was "
                                f"rebuilt: no message", unit.path, unit.position)
-        message = _read_traced(reader, unit.commit_log_offset, trace)
+        try:
+            message = _read_traced(reader, unit.commit_log_offset, trace)
+        except NothingFound as exc:  # the unit exists: what it points at being gone is damage, not absence
+            raise CorruptData(f"the consume queue unit for queue offset {queue_offset} points at commit log "
+                              f"offset {unit.commit_log_offset}: {exc.message}", unit.path, unit.position) from None
     expected_offset = unit.msg_base_offset if queue.is_batch else queue_offset
     mismatch = []
     if message.topic != topic or message.queue_id != queue_id:

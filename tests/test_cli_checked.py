@@ -58,3 +58,13 @@ def test_a_consume_queue_unit_pointing_into_a_record_is_damage(tmp_path):
                                  "--queue-offset", str(queue_offset)])
     assert r.exit_code == int(ExitCode.CORRUPT), r.stderr
     assert str(cq) in r.stderr and f"{phy + 10}" in r.stderr
+
+
+def test_an_unparseable_config_file_is_damage_not_a_wrong_kind(tmp_path):
+    config = tmp_path / "config"
+    config.mkdir()
+    broken = config / "consumerOffset.json"
+    broken.write_text('{"offsetTable":{"T@G":{0:5,')  # cut off mid-write
+    r = CliRunner().invoke(app, ["dump", "config", str(broken)])
+    assert r.exit_code == int(ExitCode.CORRUPT), r.stderr
+    assert "configUnparseable" in r.stderr and str(broken) in r.stderr

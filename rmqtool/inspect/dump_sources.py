@@ -5,8 +5,9 @@ from __future__ import annotations
 import pathlib
 from typing import Iterator
 
-from rmqtool.errors import NotAStore
-from rmqtool.findings import CONSUME_QUEUE_HOLE, CONSUME_QUEUE_UNIT_INVALID, QUEUE_DIR_INVALID, Finding
+from rmqtool.errors import FormatError, NotAStore
+from rmqtool.findings import (CONFIG_UNPARSEABLE, CONSUME_QUEUE_HOLE, CONSUME_QUEUE_UNIT_INVALID, QUEUE_DIR_INVALID,
+                              Finding)
 from rmqtool.formats.consumequeue import is_written_unit
 from rmqtool.inspect.hints import wrong_kind as _wrong_kind
 from rmqtool.store import detect
@@ -166,7 +167,13 @@ def config_rows(path: pathlib.Path, findings: list | None = None) -> Iterator[di
     if path.is_file():
         if detect.kind_of_file(path) != detect.CONFIG:
             raise _wrong_kind(path, detect.kind_of_file(path), "a config file")
-        doc = parse_config_bytes(read_config_bytes(path), path)
+        try:
+            doc = parse_config_bytes(read_config_bytes(path), path)
+        except FormatError as exc:  # a config file the broker cannot parse is damage, as in a directory
+            if findings is None:
+                raise
+            findings.append(Finding(CONFIG_UNPARSEABLE, exc.path, exc.offset, exc.message))
+            return
         yield {"file": path.name, "path": str(path), "source": "file", "document": _stringify_keys(doc)}
         return
     root = path.parent if path.name == "config" else path

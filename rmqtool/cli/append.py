@@ -14,6 +14,8 @@ from typing import Iterator, List, Optional
 
 import typer
 
+from rmqtool.cli.params import examples
+
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.errors import RecoveryNeeded, StoreNotFound, UsageError
 from rmqtool.store.paths import COMMITLOG_DIR
@@ -25,13 +27,16 @@ CHUNK = 1000  # messages handed to the engine at once
 
 
 def register(app: typer.Typer) -> None:
-    app.command("append")(append)
+    app.command("append", epilog=examples(
+        "rmqtool append /data/store -t OrderTopic --body hello --tags TagA --keys order-1 -q 2",
+        "rmqtool append /tmp/new --create -t T --body-file payload.bin",
+        "rmqtool dump commitlog /old/store -f jsonl | rmqtool append /tmp/copy --create --from-jsonl -"))(append)
 
 
 @boundary
 def append(
     store: pathlib.Path = typer.Argument(..., help="Store root directory (a new one only with --create)."),
-    topic: Optional[str] = typer.Option(None, "--topic", help="Topic of the message."),
+    topic: Optional[str] = typer.Option(None, "--topic", "-t", help="Topic of the message."),
     body: Optional[str] = typer.Option(None, "--body", help="Message body as text (UTF-8)."),
     body_file: Optional[pathlib.Path] = typer.Option(None, "--body-file", help="Message body from a file (bytes)."),
     tags: Optional[str] = typer.Option(None, "--tags", help="TAGS."),

@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
-from rmqtool.cli.params import check_range
+from rmqtool.cli.params import check_range, examples
 from rmqtool.errors import UsageError
 from rmqtool.inspect import dump_sources
 from rmqtool.inspect.commitlog_dump import CommitLogDump
@@ -34,12 +34,12 @@ def register(app: typer.Typer) -> None:
     app.add_typer(dump_app, name="dump")
 
 
-@dump_app.command("commitlog")
+@dump_app.command("commitlog", epilog=examples("rmqtool dump commitlog /data/store -n 20", "rmqtool dump commitlog /data/store -t OrderTopic -q 0 -f jsonl", "rmqtool dump commitlog /data/store --stats"))
 @boundary
 def dump_commitlog(
     path: pathlib.Path = typer.Argument(..., help="Store dir, commitlog/ dir, or one commit log segment file."),
     fmt: OutputFormat = FormatOpt,
-    topic: Optional[str] = typer.Option(None, "--topic", help="Only this topic."),
+    topic: Optional[str] = typer.Option(None, "--topic", "-t", help="Only this topic."),
     queue: Optional[int] = typer.Option(None, "--queue", "-q", min=0, help="Only this queue id."),
     from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, help="First commit log offset (a record start)."),
     to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, help="Stop before this commit log offset."),
@@ -84,13 +84,13 @@ def _finish(sink: Sink | None, findings: list, damaged: int = 0) -> None:
         raise typer.Exit(code)
 
 
-@dump_app.command("consumequeue")
+@dump_app.command("consumequeue", epilog=examples("rmqtool dump consumequeue /data/store -t OrderTopic -q 0", "rmqtool dump consumequeue /data/store/consumequeue/OrderTopic/0/00000000000000000000 -f jsonl"))
 @boundary
 def dump_consumequeue(
     path: pathlib.Path = typer.Argument(..., help="Store dir, consumequeue/ (or batchconsumequeue/) dir, "
                                         "a topic or queue dir, or one consume queue file."),
     fmt: OutputFormat = FormatOpt,
-    topic: Optional[str] = typer.Option(None, "--topic", help="Only this topic."),
+    topic: Optional[str] = typer.Option(None, "--topic", "-t", help="Only this topic."),
     queue: Optional[int] = typer.Option(None, "--queue", "-q", min=0, help="Only this queue id."),
     from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, help="First queue offset."),
     to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, help="Stop before this queue offset."),
@@ -109,7 +109,7 @@ def dump_consumequeue(
     _finish(sink, findings)
 
 
-@dump_app.command("index")
+@dump_app.command("index", epilog=examples("rmqtool dump index /data/store --headers-only", "rmqtool dump index /data/store/index/20240601000000000 -n 50"))
 @boundary
 def dump_index(
     path: pathlib.Path = typer.Argument(..., help="Store dir, index/ dir, or one index file."),
@@ -132,7 +132,7 @@ def dump_index(
     _finish(sink, findings)
 
 
-@dump_app.command("checkpoint")
+@dump_app.command("checkpoint", epilog=examples("rmqtool dump checkpoint /data/store", "rmqtool dump checkpoint /data/store/checkpoint -f json"))
 @boundary
 def dump_checkpoint(
     path: pathlib.Path = typer.Argument(..., help="Store dir or the checkpoint file."),
@@ -145,7 +145,7 @@ def dump_checkpoint(
     _finish(None, findings)
 
 
-@dump_app.command("config")
+@dump_app.command("config", epilog=examples("rmqtool dump config /data/store", "rmqtool dump config /data/store/config/consumerOffset.json -f json"))
 @boundary
 def dump_config(
     path: pathlib.Path = typer.Argument(..., help="Store dir, config/ dir, or one config/*.json file."),

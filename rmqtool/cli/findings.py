@@ -5,13 +5,16 @@ from typing import Optional
 
 import typer
 
+from rmqtool.cli.params import examples
+
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.findings import OPERATOR_ACTIONS, REGISTRY
 from rmqtool.report.sink import Sink
 
 
 def register(app: typer.Typer) -> None:
-    app.command("findings")(findings)
+    app.command("findings", epilog=examples(
+        "rmqtool findings", "rmqtool findings -f jsonl | jq -r 'select(.severity==\"error\") | .finding'"))(findings)
 
 
 @boundary

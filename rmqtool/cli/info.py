@@ -5,6 +5,8 @@ import pathlib
 
 import typer
 
+from rmqtool.cli.params import examples
+
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.inspect.inventory import store_info
 from rmqtool.report.records import with_human_times
@@ -12,7 +14,8 @@ from rmqtool.report.sink import render_document, report_findings
 
 
 def register(app: typer.Typer) -> None:
-    app.command("info")(info)
+    app.command("info", epilog=examples(
+        "rmqtool info /data/store", "rmqtool info /data/store -f json | jq .commitlog"))(info)
 
 
 @boundary

@@ -11,6 +11,8 @@ from typing import Optional
 
 import typer
 
+from rmqtool.cli.params import examples
+
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.errors import ExitCode
 from rmqtool.findings import Severity
@@ -20,7 +22,9 @@ from rmqtool.report.sink import Sink, warn
 
 
 def register(app: typer.Typer) -> None:
-    app.command("offsets")(offsets)
+    app.command("offsets", epilog=examples(
+        "rmqtool offsets /data/store", "rmqtool offsets /data/store --group OrderConsumers -t OrderTopic",
+        "rmqtool offsets /data/store -f jsonl | jq 'select(.lag_messages > 1000)'"))(offsets)
 
 
 @boundary

@@ -46,3 +46,9 @@ def check_range(low_option: str, low: int | None, high_option: str, high: int | 
     """A range given backwards is a mistake the operator should hear about, not an empty result."""
     if low is not None and high is not None and low > high:
         raise UsageError(f"{low_option} {low} is after {high_option} {high}")
+
+
+def examples(*commands: str) -> str:
+    """A command's help epilog: a few runnable examples, one a line (typer's help joins lines
+    separated by one newline, so each example is its own paragraph)."""
+    return "\n\n".join(["Examples:"] + [f"  $ {c}" for c in commands])

@@ -15,7 +15,7 @@ import typer
 
 from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
 from rmqtool.cli.dump import TABLE_BODY_PREVIEW, ColumnsOpt, WideOpt
-from rmqtool.cli.params import check_range
+from rmqtool.cli.params import check_range, examples
 from rmqtool.errors import ExitCode, NothingFound, UsageError
 from rmqtool.query.by_key import DEFAULT_MAX_NUM, LONG_MAX, query_by_key
 from rmqtool.query.by_offset import message_at_offset, message_by_msg_id, message_by_queue_offset
@@ -26,7 +26,10 @@ from rmqtool.report.sink import Sink, warn
 
 
 def register(app: typer.Typer) -> None:
-    app.command("query")(query)
+    app.command("query", epilog=examples(
+        "rmqtool query /data/store --key order-1 -t OrderTopic",
+        "rmqtool query /data/store --msg-id C0A8000100002A9F0000000000000000",
+        "rmqtool query /data/store -t OrderTopic -q 0 --time 2024-06-01T00:00:00Z"))(query)
 
 
 def _mode(key, uniq_key, msg_id, offset, queue_offset, time) -> str:
@@ -78,13 +81,13 @@ def query(
                                                help="The message at this queue offset (with --topic, --queue)."),
     time: Optional[str] = typer.Option(None, "--time", help="The queue offset for this store time (epoch ms or "
                                        "ISO 8601, UTC), as getOffsetInQueueByTime answers (with --topic, --queue)."),
-    topic: Optional[str] = typer.Option(None, "--topic", help="Topic (key lookups: every topic when left out)."),
+    topic: Optional[str] = typer.Option(None, "--topic", "-t", help="Topic (key lookups: every topic when left out)."),
     queue: Optional[int] = typer.Option(None, "--queue", "-q", min=0, help="Queue id."),
     exact: bool = typer.Option(False, "--exact", help="--time: the first queue offset stored at or after the "
                                "time, even when several messages share the millisecond."),
     begin_time: Optional[str] = typer.Option(None, "--begin-time", help="Key lookups: stored from (epoch ms or ISO 8601)."),
     end_time: Optional[str] = typer.Option(None, "--end-time", help="Key lookups: stored up to (epoch ms or ISO 8601)."),
-    max_num: Optional[int] = typer.Option(None, "--max", min=1, help=f"Key lookups: at most this many messages, "
+    max_num: Optional[int] = typer.Option(None, "--max", "-n", min=1, help=f"Key lookups: at most this many messages, "
                                           f"the newest (default {DEFAULT_MAX_NUM}, as the broker)."),
     no_index: bool = typer.Option(False, "--no-index", help="Key lookups: scan the commit log, ignore the index."),
     index_only: bool = typer.Option(False, "--index-only", help="Key lookups: answer from the index alone, as the "

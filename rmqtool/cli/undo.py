@@ -6,13 +6,16 @@ from typing import Optional
 
 import typer
 
+from rmqtool.cli.params import examples
+
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.recovery.undo import undo as undo_recovery
 from rmqtool.report.sink import render_document
 
 
 def register(app: typer.Typer) -> None:
-    app.command("undo")(undo)
+    app.command("undo", epilog=examples(
+        "rmqtool undo /data/store.recovery-20240601T000000Z"))(undo)
 
 
 @boundary

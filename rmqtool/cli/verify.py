@@ -7,6 +7,8 @@ from typing import List, Optional
 
 import typer
 
+from rmqtool.cli.params import examples
+
 from rmqtool.cli.common import OutputFormat
 from rmqtool.errors import ExitCode, RmqError, UsageError
 from rmqtool.findings import REGISTRY
@@ -17,7 +19,10 @@ from rmqtool.verify import AREAS
 
 
 def register(app: typer.Typer) -> None:
-    app.command("verify")(verify)
+    app.command("verify", epilog=examples(
+        "rmqtool verify /data/store",
+        "rmqtool verify /data/store -f jsonl | jq 'select(.severity==\"error\")'",
+        "rmqtool verify /data/store --only consumequeue --only index --summary"))(verify)
 
 
 def verify(

@@ -11,7 +11,7 @@ from rmqtool import __version__
 from rmqtool.cli.common import click, command_path
 from rmqtool.errors import ExitCode
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Forensic and recovery tool for Apache RocketMQ broker stores. Read-only unless a "
                        "command says otherwise.")
 
@@ -54,6 +54,11 @@ def _quiet_stdout() -> None:
         pass
 
 
+# Ctrl-C as click reports it: typer's vendored click has no exceptions.Abort, plain click has
+# one (an except clause naming a missing attribute fails while matching any exception)
+_ABORTS = tuple({typer.Abort, getattr(click.exceptions, "Abort", typer.Abort)})
+
+
 def main() -> None:
     try:
         code = app(standalone_mode=False)
@@ -63,7 +68,7 @@ def main() -> None:
     except click.exceptions.UsageError as exc:
         sys.stderr.write(usage_line(exc) + "\n")
         sys.exit(int(ExitCode.USAGE))
-    except (click.exceptions.Abort, typer.Abort):
+    except _ABORTS:
         sys.stderr.write("rmqtool: interrupted\n")
         sys.exit(130)
     except KeyboardInterrupt:

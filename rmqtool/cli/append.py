@@ -14,7 +14,7 @@ from typing import Iterator, List, Optional
 
 import typer
 
-from rmqtool.cli.params import examples
+from rmqtool.cli.params import complete_queue, complete_topic, examples
 
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.errors import RecoveryNeeded, StoreNotFound, UsageError
@@ -36,13 +36,13 @@ def register(app: typer.Typer) -> None:
 @boundary
 def append(
     store: pathlib.Path = typer.Argument(..., help="Store root directory (a new one only with --create)."),
-    topic: Optional[str] = typer.Option(None, "--topic", "-t", help="Topic of the message."),
+    topic: Optional[str] = typer.Option(None, "--topic", "-t", autocompletion=complete_topic, help="Topic of the message."),
     body: Optional[str] = typer.Option(None, "--body", help="Message body as text (UTF-8)."),
     body_file: Optional[pathlib.Path] = typer.Option(None, "--body-file", help="Message body from a file (bytes)."),
     tags: Optional[str] = typer.Option(None, "--tags", help="TAGS."),
     keys: Optional[str] = typer.Option(None, "--keys", help="KEYS, several separated by spaces."),
     prop: List[str] = typer.Option([], "--property", help="A user property name=value (repeatable)."),
-    queue: int = typer.Option(0, "--queue", "-q", min=0, help="Queue id."),
+    queue: int = typer.Option(0, "--queue", "-q", autocompletion=complete_queue, min=0, help="Queue id."),
     delay_level: int = typer.Option(0, "--delay-level", min=0, help="Delay level (goes to SCHEDULE_TOPIC_XXXX)."),
     flush: str = typer.Option("async", "--flush", help="sync: return once on disk; async: flushed in the background."),
     from_jsonl: Optional[str] = typer.Option(None, "--from-jsonl", help="Append every message of a JSON Lines "

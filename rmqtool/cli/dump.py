@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
-from rmqtool.cli.params import check_range, examples
+from rmqtool.cli.params import check_range, complete_queue, complete_topic, examples
 from rmqtool.errors import UsageError
 from rmqtool.inspect import dump_sources
 from rmqtool.inspect.commitlog_dump import CommitLogDump
@@ -39,8 +39,8 @@ def register(app: typer.Typer) -> None:
 def dump_commitlog(
     path: pathlib.Path = typer.Argument(..., help="Store dir, commitlog/ dir, or one commit log segment file."),
     fmt: OutputFormat = FormatOpt,
-    topic: Optional[str] = typer.Option(None, "--topic", "-t", help="Only this topic."),
-    queue: Optional[int] = typer.Option(None, "--queue", "-q", min=0, help="Only this queue id."),
+    topic: Optional[str] = typer.Option(None, "--topic", "-t", autocompletion=complete_topic, help="Only this topic."),
+    queue: Optional[int] = typer.Option(None, "--queue", "-q", autocompletion=complete_queue, min=0, help="Only this queue id."),
     from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, help="First commit log offset (a record start)."),
     to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, help="Stop before this commit log offset."),
     begin_time: Optional[str] = typer.Option(None, "--begin-time", help="Store time from (epoch ms or ISO 8601, UTC)."),
@@ -90,8 +90,8 @@ def dump_consumequeue(
     path: pathlib.Path = typer.Argument(..., help="Store dir, consumequeue/ (or batchconsumequeue/) dir, "
                                         "a topic or queue dir, or one consume queue file."),
     fmt: OutputFormat = FormatOpt,
-    topic: Optional[str] = typer.Option(None, "--topic", "-t", help="Only this topic."),
-    queue: Optional[int] = typer.Option(None, "--queue", "-q", min=0, help="Only this queue id."),
+    topic: Optional[str] = typer.Option(None, "--topic", "-t", autocompletion=complete_topic, help="Only this topic."),
+    queue: Optional[int] = typer.Option(None, "--queue", "-q", autocompletion=complete_queue, min=0, help="Only this queue id."),
     from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, help="First queue offset."),
     to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, help="Stop before this queue offset."),
     limit: Optional[int] = LimitOpt,

@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from rmqtool.cli.params import examples
+from rmqtool.cli.params import complete_queue, complete_topic, examples
 
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.errors import ExitCode
@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
 def offsets(
     store: pathlib.Path = typer.Argument(..., help="The store root directory (holding config/)."),
     group: Optional[str] = typer.Option(None, "--group", "-g", help="Only this consumer group."),
-    topic: Optional[str] = typer.Option(None, "--topic", "-t", help="Only this topic."),
+    topic: Optional[str] = typer.Option(None, "--topic", "-t", autocompletion=complete_topic, help="Only this topic."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
     wide: bool = typer.Option(False, "--wide", help="Table: every column, not only those that fit the width."),
     columns: Optional[str] = typer.Option(None, "--columns", metavar="A,B,C", help="Table: exactly these columns."),

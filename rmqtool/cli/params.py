@@ -13,6 +13,9 @@ Conventions (new commands follow them):
 from __future__ import annotations
 
 import datetime
+import pathlib
+
+import typer
 
 from rmqtool.errors import UsageError
 
@@ -52,3 +55,38 @@ def examples(*commands: str) -> str:
     """A command's help epilog: a few runnable examples, one a line (typer's help joins lines
     separated by one newline, so each example is its own paragraph)."""
     return "\n\n".join(["Examples:"] + [f"  $ {c}" for c in commands])
+
+
+def _store_root_given(ctx: typer.Context) -> pathlib.Path | None:
+    """The store the command line names so far (its STORE or PATH argument), if any."""
+    given = ctx.params.get("store") or ctx.params.get("path")
+    if given is None:
+        return None
+    path = pathlib.Path(given)
+    for candidate in (path, *path.parents):  # a path inside a store completes from that store
+        if (candidate / "consumequeue").is_dir():
+            return candidate
+    return None
+
+
+def complete_topic(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of --topic: the store's consume queue topics."""
+    from rmqtool.store.consumequeue import queue_directories
+
+    root = _store_root_given(ctx)
+    if root is None:
+        return []
+    topics = sorted({topic for topic, _, _ in queue_directories(root / "consumequeue")})
+    return [t for t in topics if t.startswith(incomplete)]
+
+
+def complete_queue(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of --queue: the queue ids of --topic (of every topic when none is given yet)."""
+    from rmqtool.store.consumequeue import queue_directories
+
+    root = _store_root_given(ctx)
+    if root is None:
+        return []
+    topic = ctx.params.get("topic")
+    ids = sorted({q for t, q, _ in queue_directories(root / "consumequeue") if topic is None or t == topic})
+    return [str(q) for q in ids if str(q).startswith(incomplete)]

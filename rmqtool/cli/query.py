@@ -15,7 +15,7 @@ import typer
 
 from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
 from rmqtool.cli.dump import TABLE_BODY_PREVIEW, ColumnsOpt, WideOpt
-from rmqtool.cli.params import check_range, examples
+from rmqtool.cli.params import check_range, complete_queue, complete_topic, examples
 from rmqtool.errors import ExitCode, NothingFound, UsageError
 from rmqtool.query.by_key import DEFAULT_MAX_NUM, LONG_MAX, query_by_key
 from rmqtool.query.by_offset import message_at_offset, message_by_msg_id, message_by_queue_offset
@@ -81,8 +81,8 @@ def query(
                                                help="The message at this queue offset (with --topic, --queue)."),
     time: Optional[str] = typer.Option(None, "--time", help="The queue offset for this store time (epoch ms or "
                                        "ISO 8601, UTC), as getOffsetInQueueByTime answers (with --topic, --queue)."),
-    topic: Optional[str] = typer.Option(None, "--topic", "-t", help="Topic (key lookups: every topic when left out)."),
-    queue: Optional[int] = typer.Option(None, "--queue", "-q", min=0, help="Queue id."),
+    topic: Optional[str] = typer.Option(None, "--topic", "-t", autocompletion=complete_topic, help="Topic (key lookups: every topic when left out)."),
+    queue: Optional[int] = typer.Option(None, "--queue", "-q", autocompletion=complete_queue, min=0, help="Queue id."),
     exact: bool = typer.Option(False, "--exact", help="--time: the first queue offset stored at or after the "
                                "time, even when several messages share the millisecond."),
     begin_time: Optional[str] = typer.Option(None, "--begin-time", help="Key lookups: stored from (epoch ms or ISO 8601)."),

@@ -167,8 +167,9 @@ def config_rows(path: pathlib.Path, findings: list | None = None) -> Iterator[di
     if path.is_file():
         if detect.kind_of_file(path) != detect.CONFIG:
             raise _wrong_kind(path, detect.kind_of_file(path), "a config file")
+        raw = read_config_bytes(path)  # one too large to read is refused as before
         try:
-            doc = parse_config_bytes(read_config_bytes(path), path)
+            doc = parse_config_bytes(raw, path)
         except FormatError as exc:  # a config file the broker cannot parse is damage, as in a directory
             if findings is None:
                 raise

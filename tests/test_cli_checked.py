@@ -68,3 +68,16 @@ def test_an_unparseable_config_file_is_damage_not_a_wrong_kind(tmp_path):
     r = CliRunner().invoke(app, ["dump", "config", str(broken)])
     assert r.exit_code == int(ExitCode.CORRUPT), r.stderr
     assert "configUnparseable" in r.stderr and str(broken) in r.stderr
+
+
+def test_info_table_shows_new_names_only_and_json_keeps_the_old_ones():
+    import json
+
+    runner = CliRunner()
+    store = str(V4 / "basic" / "store")
+    table = runner.invoke(app, ["info", store], env={"COLUMNS": "120"}).stdout
+    assert "min_commit_log_offset" in table
+    assert not [line for line in table.splitlines() if line.split()[:1] in (["min_offset"], ["max_offset"])]
+    doc = json.loads(runner.invoke(app, ["info", store, "-f", "json"]).stdout)
+    commitlog = doc["commitlog"]
+    assert commitlog["min_offset"] == commitlog["min_commit_log_offset"]

@@ -275,8 +275,16 @@ def render_document(doc: dict, fmt: str, stream: TextIO | None = None, title: st
     stream.flush()
 
 
+# old names kept in the JSON for one release (docs/vocabulary.md): a person reads the new one only
+_OLD_NAMES = {"min_offset": ("min_commit_log_offset", "min_queue_offset"),
+              "max_offset": ("max_commit_log_offset", "max_queue_offset")}
+
+
 def _twin(key: str, section: dict) -> bool:
-    """A ``*_time`` field whose ``*_timestamp`` is shown (as the same time) beside it."""
+    """A ``*_time`` field whose ``*_timestamp`` is shown (as the same time) beside it, or an
+    old field name whose new name is shown beside it."""
+    if any(new in section for new in _OLD_NAMES.get(key, ())):
+        return True
     return key.endswith("_time") and key[:-len("_time")] + "_timestamp" in section
 
 

@@ -325,3 +325,21 @@ def test_jsonl_through_a_pipe():
     behind = [row for row in map(json.loads, out.stdout.splitlines()) if row["pull_status"] == OFFSET_TOO_SMALL]
     assert [(row["topic"], row["queue_id"], row["next_pull_offset"]) for row in behind] == [
         ("CrashTopic", 0, truth_queue("CrashTopic", 0)["apiMinOffsetInQueue"])]
+
+
+def test_offsets_rows_name_the_queue_range_as_info_does():
+    import json
+
+    from typer.testing import CliRunner
+
+    from rmqtool.cli.app import app
+
+    store = FIXTURES / "config" / "consumers" / "store"
+    rows = [json.loads(line) for line in CliRunner().invoke(app, ["offsets", str(store), "-f", "jsonl"]).stdout.splitlines()]
+    info = json.loads(CliRunner().invoke(app, ["info", str(store), "-f", "json"]).stdout)
+    ranges = {(q["topic"], q["queue_id"]): (q["min_queue_offset"], q["max_queue_offset"]) for q in info["consume_queues"]}
+    assert rows
+    for r in rows:
+        assert (r["min_offset"], r["max_offset"]) == (r["min_queue_offset"], r["max_queue_offset"])  # old names kept
+        if (r["topic"], r["queue_id"]) in ranges:
+            assert (r["min_queue_offset"], r["max_queue_offset"]) == ranges[(r["topic"], r["queue_id"])]

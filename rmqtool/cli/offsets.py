@@ -1,8 +1,9 @@
 """rmqtool offsets STORE: committed consumer offsets against the consume queues.
 
-Rows (stdout): group, topic, queue_id, committed_offset, min_offset, max_offset,
+Rows (stdout): group, topic, queue_id, committed_offset, min_queue_offset, max_queue_offset,
 lag_messages, lag_ms, next_store_timestamp, newest_store_timestamp, status, plus
-pull_status and next_pull_offset. Findings go to stderr. Exit 3 when one is an error.
+pull_status, next_pull_offset and the old names min_offset, max_offset (one release).
+Findings go to stderr. Exit 3 when one is an error.
 """
 from __future__ import annotations
 

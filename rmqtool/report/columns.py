@@ -86,7 +86,8 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         num("commit_log_offset", None)),
     "offset": (
         text("group", 1, 30, 10), text("topic", 2, 30, 10), num("queue_id", 3), num("committed_offset", 6, 12),
-        num("lag_messages", 7, 12), num("min_offset", 9, 12), num("max_offset", 8, 12), num("lag_ms", 10, 10),
+        num("lag_messages", 7, 12), num("min_queue_offset", 9, 12), num("max_queue_offset", 8, 12),
+        num("min_offset", None), num("max_offset", None), num("lag_ms", 10, 10),
         fixed("next_store_timestamp", 5, TIME), fixed("newest_store_timestamp", 11, TIME),
         text("status", 4, 80, 16), fixed("pull_status", None, 21), num("next_pull_offset", None)),
     "appended": (

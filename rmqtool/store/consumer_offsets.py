@@ -77,7 +77,10 @@ class QueueProgress:
     status: str  # the status, then what the broker does next
 
     def record(self) -> dict:
-        return {name: getattr(self, name) for name in COLUMNS + ("pull_status", "next_pull_offset")}
+        row = {name: getattr(self, name) for name in COLUMNS + ("pull_status", "next_pull_offset")}
+        # the queue's range under the names info uses; min/max_offset stay one release (docs/vocabulary.md)
+        row["min_queue_offset"], row["max_queue_offset"] = self.min_offset, self.max_offset
+        return row
 
 
 @dataclasses.dataclass(slots=True)

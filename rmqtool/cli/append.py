@@ -36,16 +36,19 @@ def register(app: typer.Typer) -> None:
 @boundary
 def append(
     store: pathlib.Path = typer.Argument(..., help="Store root directory (a new one only with --create)."),
-    topic: Optional[str] = typer.Option(None, "--topic", "-t", autocompletion=complete_topic, help="Topic of the message."),
+    topic: Optional[str] = typer.Option(None, "--topic", "-t", autocompletion=complete_topic,
+                                        help="Topic of the message."),
     body: Optional[str] = typer.Option(None, "--body", help="Message body as text (UTF-8)."),
-    body_file: Optional[pathlib.Path] = typer.Option(None, "--body-file", help="Message body from a file (bytes)."),
+    body_file: Optional[pathlib.Path] = typer.Option(None, "--body-file", metavar="FILE",
+                                                     help="Message body from a file (bytes)."),
     tags: Optional[str] = typer.Option(None, "--tags", help="TAGS."),
     keys: Optional[str] = typer.Option(None, "--keys", help="KEYS, several separated by spaces."),
     prop: List[str] = typer.Option([], "--property", help="A user property name=value (repeatable)."),
     queue: int = typer.Option(0, "--queue", "-q", autocompletion=complete_queue, min=0, help="Queue id."),
     delay_level: int = typer.Option(0, "--delay-level", min=0, help="Delay level (goes to SCHEDULE_TOPIC_XXXX)."),
     flush: str = typer.Option("async", "--flush", help="sync: return once on disk; async: flushed in the background."),
-    from_jsonl: Optional[str] = typer.Option(None, "--from-jsonl", help="Append every message of a JSON Lines "
+    from_jsonl: Optional[str] = typer.Option(None, "--from-jsonl", metavar="FILE|-",
+                                             help="Append every message of a JSON Lines "
                                              "file (- for stdin), fields as dump emits them."),
     keep_store_timestamp: bool = typer.Option(False, "--keep-store-timestamp", help="--from-jsonl: keep each "
                                               "line's store_timestamp instead of the clock's."),
@@ -53,10 +56,14 @@ def append(
                                          "store_host instead of the store's."),
     store_host: Optional[str] = typer.Option(None, "--store-host", help="ip:port of the store host (default: the "
                                              "store's last message's, else 127.0.0.1:10911)."),
-    commitlog_size: Optional[int] = typer.Option(None, "--commitlog-size", min=1, help="New store: commit log file size."),
-    cq_size: Optional[int] = typer.Option(None, "--cq-size", min=20, help="New store: consume queue file size in bytes."),
-    index_slots: Optional[int] = typer.Option(None, "--index-slots", min=1, help="New store: hash slots per index file."),
-    index_entries: Optional[int] = typer.Option(None, "--index-entries", min=2, help="New store: entries per index file."),
+    commitlog_size: Optional[int] = typer.Option(None, "--commitlog-size", min=1,
+                                                 help="New store: commit log file size."),
+    cq_size: Optional[int] = typer.Option(None, "--cq-size", min=20,
+                                          help="New store: consume queue file size in bytes."),
+    index_slots: Optional[int] = typer.Option(None, "--index-slots", min=1,
+                                              help="New store: hash slots per index file."),
+    index_entries: Optional[int] = typer.Option(None, "--index-entries", min=2,
+                                                help="New store: entries per index file."),
     fmt: OutputFormat = typer.Option(OutputFormat.jsonl, "--format", "-f", help="jsonl (default), json or table."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress bar on stderr "
                                             "(default: when stderr is a terminal)."),

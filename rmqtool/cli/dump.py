@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
-from rmqtool.cli.params import check_range, complete_queue, complete_topic, examples
+from rmqtool.cli.params import OFFSET_METAVAR, TIME_METAVAR, check_range, complete_queue, complete_topic, examples
 from rmqtool.errors import UsageError
 from rmqtool.inspect import dump_sources
 from rmqtool.inspect.commitlog_dump import CommitLogDump
@@ -34,17 +34,25 @@ def register(app: typer.Typer) -> None:
     app.add_typer(dump_app, name="dump")
 
 
-@dump_app.command("commitlog", epilog=examples("rmqtool dump commitlog /data/store -n 20", "rmqtool dump commitlog /data/store -t OrderTopic -q 0 -f jsonl", "rmqtool dump commitlog /data/store --stats"))
+@dump_app.command("commitlog", epilog=examples(
+    "rmqtool dump commitlog /data/store -n 20",
+    "rmqtool dump commitlog /data/store -t OrderTopic -q 0 -f jsonl",
+    "rmqtool dump commitlog /data/store --stats"))
 @boundary
 def dump_commitlog(
     path: pathlib.Path = typer.Argument(..., help="Store dir, commitlog/ dir, or one commit log segment file."),
     fmt: OutputFormat = FormatOpt,
     topic: Optional[str] = typer.Option(None, "--topic", "-t", autocompletion=complete_topic, help="Only this topic."),
-    queue: Optional[int] = typer.Option(None, "--queue", "-q", autocompletion=complete_queue, min=0, help="Only this queue id."),
-    from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, help="First commit log offset (a record start)."),
-    to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, help="Stop before this commit log offset."),
-    begin_time: Optional[str] = typer.Option(None, "--begin-time", help="Store time from (epoch ms or ISO 8601, UTC)."),
-    end_time: Optional[str] = typer.Option(None, "--end-time", help="Store time up to (epoch ms or ISO 8601, UTC)."),
+    queue: Optional[int] = typer.Option(None, "--queue", "-q", autocompletion=complete_queue, min=0,
+                                        help="Only this queue id."),
+    from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, metavar=OFFSET_METAVAR,
+                                              help="First commit log offset (a record start)."),
+    to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, metavar=OFFSET_METAVAR,
+                                            help="Stop before this commit log offset."),
+    begin_time: Optional[str] = typer.Option(None, "--begin-time", metavar=TIME_METAVAR,
+                                             help="Store time from (epoch ms or ISO 8601, UTC)."),
+    end_time: Optional[str] = typer.Option(None, "--end-time", metavar=TIME_METAVAR,
+                                           help="Store time up to (epoch ms or ISO 8601, UTC)."),
     limit: Optional[int] = LimitOpt,
     body: Optional[BodyMode] = typer.Option(None, "--body", help="Body as text, hex, base64 or none "
                                             "(default: base64 in JSON, a text preview in a table)."),
@@ -84,16 +92,21 @@ def _finish(sink: Sink | None, findings: list, damaged: int = 0) -> None:
         raise typer.Exit(code)
 
 
-@dump_app.command("consumequeue", epilog=examples("rmqtool dump consumequeue /data/store -t OrderTopic -q 0", "rmqtool dump consumequeue /data/store/consumequeue/OrderTopic/0/00000000000000000000 -f jsonl"))
+@dump_app.command("consumequeue", epilog=examples(
+    "rmqtool dump consumequeue /data/store -t OrderTopic -q 0",
+    "rmqtool dump consumequeue /data/store/consumequeue/OrderTopic/0/00000000000000000000 -f jsonl"))
 @boundary
 def dump_consumequeue(
     path: pathlib.Path = typer.Argument(..., help="Store dir, consumequeue/ (or batchconsumequeue/) dir, "
                                         "a topic or queue dir, or one consume queue file."),
     fmt: OutputFormat = FormatOpt,
     topic: Optional[str] = typer.Option(None, "--topic", "-t", autocompletion=complete_topic, help="Only this topic."),
-    queue: Optional[int] = typer.Option(None, "--queue", "-q", autocompletion=complete_queue, min=0, help="Only this queue id."),
-    from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, help="First queue offset."),
-    to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, help="Stop before this queue offset."),
+    queue: Optional[int] = typer.Option(None, "--queue", "-q", autocompletion=complete_queue, min=0,
+                                        help="Only this queue id."),
+    from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, metavar=OFFSET_METAVAR,
+                                              help="First queue offset."),
+    to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, metavar=OFFSET_METAVAR,
+                                            help="Stop before this queue offset."),
     limit: Optional[int] = LimitOpt,
     wide: bool = WideOpt,
     columns: Optional[str] = ColumnsOpt,
@@ -109,7 +122,9 @@ def dump_consumequeue(
     _finish(sink, findings)
 
 
-@dump_app.command("index", epilog=examples("rmqtool dump index /data/store --headers-only", "rmqtool dump index /data/store/index/20240601000000000 -n 50"))
+@dump_app.command("index", epilog=examples(
+    "rmqtool dump index /data/store --headers-only",
+    "rmqtool dump index /data/store/index/20240601000000000 -n 50"))
 @boundary
 def dump_index(
     path: pathlib.Path = typer.Argument(..., help="Store dir, index/ dir, or one index file."),
@@ -132,7 +147,9 @@ def dump_index(
     _finish(sink, findings)
 
 
-@dump_app.command("checkpoint", epilog=examples("rmqtool dump checkpoint /data/store", "rmqtool dump checkpoint /data/store/checkpoint -f json"))
+@dump_app.command("checkpoint", epilog=examples(
+    "rmqtool dump checkpoint /data/store",
+    "rmqtool dump checkpoint /data/store/checkpoint -f json"))
 @boundary
 def dump_checkpoint(
     path: pathlib.Path = typer.Argument(..., help="Store dir or the checkpoint file."),
@@ -145,7 +162,9 @@ def dump_checkpoint(
     _finish(None, findings)
 
 
-@dump_app.command("config", epilog=examples("rmqtool dump config /data/store", "rmqtool dump config /data/store/config/consumerOffset.json -f json"))
+@dump_app.command("config", epilog=examples(
+    "rmqtool dump config /data/store",
+    "rmqtool dump config /data/store/config/consumerOffset.json -f json"))
 @boundary
 def dump_config(
     path: pathlib.Path = typer.Argument(..., help="Store dir, config/ dir, or one config/*.json file."),

@@ -15,7 +15,7 @@ import typer
 
 from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
 from rmqtool.cli.dump import TABLE_BODY_PREVIEW, ColumnsOpt, WideOpt
-from rmqtool.cli.params import check_range, complete_queue, complete_topic, examples
+from rmqtool.cli.params import OFFSET_METAVAR, TIME_METAVAR, check_range, complete_queue, complete_topic, examples
 from rmqtool.errors import ExitCode, NothingFound, UsageError
 from rmqtool.query.by_key import DEFAULT_MAX_NUM, LONG_MAX, query_by_key
 from rmqtool.query.by_offset import message_at_offset, message_by_msg_id, message_by_queue_offset
@@ -76,23 +76,30 @@ def query(
     key: Optional[str] = typer.Option(None, "--key", help="A message key (KEYS), or a UNIQ_KEY."),
     uniq_key: Optional[str] = typer.Option(None, "--uniq-key", help="A client message id (UNIQ_KEY) only."),
     msg_id: Optional[str] = typer.Option(None, "--msg-id", help="An offset msgId (store host + commit log offset)."),
-    offset: Optional[int] = typer.Option(None, "--offset", min=0, help="The message at this commit log offset."),
+    offset: Optional[int] = typer.Option(None, "--offset", min=0, metavar=OFFSET_METAVAR,
+                                         help="The message at this commit log offset."),
     queue_offset: Optional[int] = typer.Option(None, "--queue-offset", min=0,
+                                               metavar=OFFSET_METAVAR,
                                                help="The message at this queue offset (with --topic, --queue)."),
-    time: Optional[str] = typer.Option(None, "--time", help="The queue offset for this store time (epoch ms or "
+    time: Optional[str] = typer.Option(None, "--time", metavar=TIME_METAVAR,
+                                       help="The queue offset for this store time (epoch ms or "
                                        "ISO 8601, UTC), as getOffsetInQueueByTime answers (with --topic, --queue)."),
-    topic: Optional[str] = typer.Option(None, "--topic", "-t", autocompletion=complete_topic, help="Topic (key lookups: every topic when left out)."),
+    topic: Optional[str] = typer.Option(None, "--topic", "-t", autocompletion=complete_topic,
+                                        help="Topic (key lookups: every topic when left out)."),
     queue: Optional[int] = typer.Option(None, "--queue", "-q", autocompletion=complete_queue, min=0, help="Queue id."),
     exact: bool = typer.Option(False, "--exact", help="--time: the first queue offset stored at or after the "
                                "time, even when several messages share the millisecond."),
-    begin_time: Optional[str] = typer.Option(None, "--begin-time", help="Key lookups: stored from (epoch ms or ISO 8601)."),
-    end_time: Optional[str] = typer.Option(None, "--end-time", help="Key lookups: stored up to (epoch ms or ISO 8601)."),
+    begin_time: Optional[str] = typer.Option(None, "--begin-time", metavar=TIME_METAVAR,
+                                             help="Key lookups: stored from (epoch ms or ISO 8601)."),
+    end_time: Optional[str] = typer.Option(None, "--end-time", metavar=TIME_METAVAR,
+                                           help="Key lookups: stored up to (epoch ms or ISO 8601)."),
     max_num: Optional[int] = typer.Option(None, "--max", "-n", min=1, help=f"Key lookups: at most this many messages, "
                                           f"the newest (default {DEFAULT_MAX_NUM}, as the broker)."),
     no_index: bool = typer.Option(False, "--no-index", help="Key lookups: scan the commit log, ignore the index."),
     index_only: bool = typer.Option(False, "--index-only", help="Key lookups: answer from the index alone, as the "
                                     "broker does (no scan of what the index does not cover)."),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table for people; jsonl or json for scripts."),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f",
+                                     help="table for people; jsonl or json for scripts."),
     body: Optional[BodyMode] = typer.Option(None, "--body", help="Body as text, hex, base64 or none "
                                             "(default: base64 in JSON, a text preview in a table)."),
     decompress: bool = typer.Option(False, "--decompress", help="Decompress compressed bodies (zlib, lz4, zstd)."),

@@ -6,7 +6,7 @@ format; damage is shown as rows too (record "corrupt") and sets exit code 3.
 from __future__ import annotations
 
 import pathlib
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -15,7 +15,7 @@ from rmqtool.cli.params import OFFSET_METAVAR, TIME_METAVAR, check_range, comple
 from rmqtool.errors import UsageError
 from rmqtool.inspect import dump_sources
 from rmqtool.inspect.commitlog_dump import CommitLogDump
-from rmqtool.inspect.selection import MessageSelection
+from rmqtool.inspect.selection import SYS_FLAG_NAMES, MessageSelection
 from rmqtool.inspect.stats import commitlog_stats
 from rmqtool.report.progress import Progress, progress_enabled
 from rmqtool.report.records import with_human_times
@@ -65,12 +65,18 @@ def dump_commitlog(
     columns: Optional[str] = ColumnsOpt,
     stats: bool = typer.Option(False, "--stats", help="A summary instead of the records: per topic and queue "
                                "messages, bytes, time range; damage by finding ID."),
+    tag: Optional[str] = typer.Option(None, "--tag", help="Only messages with this TAGS value."),
+    key: Optional[str] = typer.Option(None, "--key", help="Only messages with this key (one of KEYS, or UNIQ_KEY)."),
+    sys_flag: List[str] = typer.Option([], "--sys-flag", metavar="|".join(SYS_FLAG_NAMES),
+                                       help="Only records showing this sysFlag (repeatable: any of them)."),
+    msg_id: Optional[str] = typer.Option(None, "--msg-id", help="Only the message with this offset msgId."),
 ):
     """Every record of the commit log: messages, end-of-file blanks, and damaged regions."""
     table = fmt == OutputFormat.table
     check_range("--from-offset", from_offset, "--to-offset", to_offset)
     check_range("--begin-time", parse_time(begin_time, "--begin-time"), "--end-time", parse_time(end_time, "--end-time"))
-    dump = CommitLogDump(path, MessageSelection(topic, queue, parse_time(begin_time), parse_time(end_time)),
+    dump = CommitLogDump(path, MessageSelection(topic, queue, parse_time(begin_time), parse_time(end_time), tag, key,
+                                                tuple(sys_flag), msg_id),
                          from_offset, to_offset, limit, body=body.value if body else ("text" if table else "base64"),
                          preview=TABLE_BODY_PREVIEW if table and body is None else None, decompress=decompress,
                          check_crc=not no_crc, show_blank=show_blank)

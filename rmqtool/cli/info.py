@@ -2,15 +2,18 @@
 from __future__ import annotations
 
 import pathlib
+import sys
+from typing import List
 
 import typer
 
 from rmqtool.cli.params import examples
 
 from rmqtool.cli.common import OutputFormat, boundary
+from rmqtool.errors import ExitCode, RmqError
 from rmqtool.inspect.inventory import store_info
 from rmqtool.report.records import with_human_times
-from rmqtool.report.sink import render_document, report_findings
+from rmqtool.report.sink import render_document, render_documents_json, report_findings
 
 
 def register(app: typer.Typer) -> None:
@@ -20,13 +23,44 @@ def register(app: typer.Typer) -> None:
 
 @boundary
 def info(
-    store: pathlib.Path = typer.Argument(..., help="The store root directory."),
+    stores: List[pathlib.Path] = typer.Argument(..., metavar="STORE...", help="Store root directories (one or more)."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
     wide: bool = typer.Option(False, "--wide", help="Table: every column of each section."),
 ):
-    """Segments and offset ranges, queues with min/max offsets, index files, checkpoint, shutdown state, config."""
+    """Segments and offset ranges, queues with min/max offsets, index files, checkpoint, shutdown state, config.
+
+    Several stores: one document each (jsonl: a line each; json: an array; table: one after
+    another); a store that cannot be read is named on stderr and the others still print.
+    Exit: the worst of the stores' codes."""
+    if len(stores) == 1:  # one store: one document, exactly as before
+        _one(stores[0], fmt, wide, None)
+        return
+    worst = int(ExitCode.OK)
+    docs = []
+    for store in stores:
+        try:
+            worst = max(worst, _one(store, fmt, wide, docs))
+        except RmqError as exc:
+            sys.stderr.write(f"rmqtool: error: {exc.one_line()}\n")
+            worst = max(worst, int(exc.exit_code))
+    if fmt == OutputFormat.json:
+        render_documents_json(docs)
+    if worst:
+        raise typer.Exit(worst)
+
+
+def _one(store: pathlib.Path, fmt: OutputFormat, wide: bool, collect: list | None) -> int:
+    """Print (or, for a JSON array of several, collect) one store's document; its exit code."""
     doc, findings = store_info(store)
-    render_document(with_human_times(doc), fmt.value, title="store", wide=wide)
+    doc = with_human_times(doc)
+    if collect is not None and fmt == OutputFormat.json:
+        collect.append(doc)
+    else:
+        if collect is not None and fmt == OutputFormat.table:
+            sys.stdout.write("\n" if collect else "")
+            collect.append(None)  # counts the stores printed, for the blank line between them
+        render_document(doc, fmt.value, title="store", wide=wide)
     code = report_findings(findings, echo=fmt != OutputFormat.table)  # a table shows them already
-    if code:
+    if code and collect is None:
         raise typer.Exit(code)
+    return code

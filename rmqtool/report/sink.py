@@ -230,6 +230,11 @@ SECTION_KINDS = {"segments": "segment", "consume_queues": "consume_queue", "inde
                  "config": "config_file", "findings": "finding"}
 
 
+def render_documents_json(docs: list, stream: TextIO | None = None) -> None:
+    """Several documents (``info`` of several stores) as one JSON array, written as render_document writes one."""
+    _write_json(stream or sys.stdout, json.dumps(docs, ensure_ascii=False, default=_json_default, indent=2) + "\n")
+
+
 def render_document(doc: dict, fmt: str, stream: TextIO | None = None, title: str | None = None,
                     *, width: int | None = None, wide: bool = False) -> None:
     """One document (``info``, a checkpoint): JSON as it is; for people, short sections read

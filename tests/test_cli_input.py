@@ -23,7 +23,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
     (["dump", "commitlog", "--limit", "x", str(STORE)], "--limit"),
     (["dump", "commitlog", "--bogus", str(STORE)], "--bogus"),
     (["query", str(STORE)], "--help"),
-    (["info"], "'store'"),
+    (["info"], "'store"),
 ])
 def test_usage_errors_are_one_line_exit_2(args, names):
     done = run(*args)
@@ -31,7 +31,7 @@ def test_usage_errors_are_one_line_exit_2(args, names):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("rmqtool ") and "error:" in lines[0]
-    assert names in lines[0] and "--help" in lines[0]
+    assert names.lower() in lines[0].lower() and "--help" in lines[0]  # an argument by its name or metavar
     assert "╭" not in done.stderr and "Traceback" not in done.stderr
     assert done.stdout == ""
 

@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
 
 @boundary
 def info(
-    stores: List[pathlib.Path] = typer.Argument(..., metavar="STORE...", help="Store root directories (one or more)."),
+    stores: List[pathlib.Path] = typer.Argument(..., metavar="STORE", help="Store root directories (one or more)."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
     wide: bool = typer.Option(False, "--wide", help="Table: every column of each section."),
 ):

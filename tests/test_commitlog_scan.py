@@ -192,3 +192,18 @@ def test_holes_in_a_segment_are_skipped_with_the_same_results(tmp_path):
     assert [(r[1] < 8192 < 8192 * 4 < r[1] + r[2]) for r in corrupt] == [True, False]
     assert corrupt[1][1] < 200_000 == corrupt[1][1] + corrupt[1][2]
     assert scans[0][-1] == corrupt[1]
+
+
+def test_an_empty_range_holds_no_record_and_no_finding():
+    # found by hypothesis: a cut at 0 made the range [0, 0) scan the whole segment, so a
+    # never-written segment's blankRecordMissing came twice (once from [0, 0), once from [0, end))
+    from conftest import V4
+
+    log = CommitLog(V4 / "crash" / "a-as-is" / "input" / "store" / "commitlog")  # its last files were never written
+    for seg in log.segments:
+        for start in (0, seg.size // 2):
+            findings: list = []
+            assert list(scan_segment(seg, is_last=False, start=start, end=start, findings=findings)) == []
+            assert findings == []
+        whole, split = _whole_and_split(seg, False, [0])
+        assert split == whole

@@ -445,6 +445,8 @@ def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, c
     size = segment.size
     batch_size = FIRST_BATCH
     try:
+        if end is not None and end <= start:  # an empty range: no record starts in it
+            return
         if start > 0:  # inside the file: from the first record that proves itself
             pos = window.find_record(start, base)
             if pos is None:

@@ -83,3 +83,16 @@ def stored_record_crc(properties_raw: bytes) -> int | None:
 
 _DIGITS_AT = len(CRC32_ENTRY_HEAD)
 _DIGITS_END = _DIGITS_AT + CRC32_DIGITS
+
+
+def java_digits_value(digits: str | None) -> int | None:
+    """The ``__CRC32#`` value as 5.3.3's checkMessageAndReturnSize reads it under
+    forceVerifyPropCRC: ``(c - '0')`` of each char from the last one, in Java int arithmetic
+    (no check that they are digits, so damage can read as a negative number, which fails
+    the record); None when there is no entry."""
+    if digits is None:
+        return None
+    value = 0
+    for ch in reversed(digits):
+        value = (value * 10 + (ord(ch) - 48)) & 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value

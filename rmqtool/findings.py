@@ -41,6 +41,9 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "trailingGarbage": (Severity.ERROR, "non-zero bytes after the last record of a segment"),
     "bodyDecompressFailed": (Severity.ERROR, "a body flagged compressed that does not decompress with its codec"),
     "recordTorn": (Severity.ERROR, "a last record whose header is there but not the rest: recovery cuts the log there"),
+    "storeNotLoadable": (Severity.ERROR, "a store the broker's load refuses or never finishes starting on"),
+    "recoveryCutsCommitLog": (Severity.ERROR, "a record the broker's recovery rejects with records after it: "
+                              "the log is cut there and all that follows is dropped"),
     "propertyCrcUnreadable": (Severity.ERROR, "properties end like a __CRC32# entry whose name or digits are damaged"),
     "propertyCrcMissing": (Severity.ERROR, "a record without a __CRC32# entry between records that carry one"),
     "queueOffsetGap": (Severity.ERROR, "a topic-queue's queue offsets skip ahead between two records"),
@@ -97,6 +100,8 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "indexEntryMismatch": (Severity.ERROR, "an index entry whose record has no key of that hash, or another store time"),
     "indexKeyNotIndexed": (Severity.ERROR, "messages with keys inside the index's range that no entry covers"),
     "indexMissing": (Severity.WARNING, "messages carry keys but index/ holds no index file"),
+    "indexFileNewerThanCheckpoint": (Severity.WARNING, "an index file written after the checkpoint's "
+                                     "indexMsgTimestamp: an abnormal start destroys it"),
 }
 
 # The IDs by name: code says BODY_CRC_MISMATCH, never the string, so a typo is an ImportError.
@@ -125,6 +130,8 @@ BLANK_RECORD_MISSING = "blankRecordMissing"
 TRAILING_GARBAGE = "trailingGarbage"
 BODY_DECOMPRESS_FAILED = "bodyDecompressFailed"
 RECORD_TORN = "recordTorn"
+RECOVERY_CUTS_COMMIT_LOG = "recoveryCutsCommitLog"
+STORE_NOT_LOADABLE = "storeNotLoadable"
 PROPERTY_CRC_UNREADABLE = "propertyCrcUnreadable"
 PROPERTY_CRC_MISSING = "propertyCrcMissing"
 QUEUE_OFFSET_GAP = "queueOffsetGap"
@@ -180,6 +187,7 @@ INDEX_ENTRY_NO_RECORD = "indexEntryNoRecord"
 INDEX_ENTRY_MISMATCH = "indexEntryMismatch"
 INDEX_KEY_NOT_INDEXED = "indexKeyNotIndexed"
 INDEX_MISSING = "indexMissing"
+INDEX_FILE_NEWER_THAN_CHECKPOINT = "indexFileNewerThanCheckpoint"
 
 
 def finding(finding_id: str, path, offset: int | None, message: str, **details) -> "Finding":
@@ -287,6 +295,9 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "indexMissing": "Key queries scan the commit log; the broker rebuilds the index only for rescanned files.",
     "segmentAfterEnd": "A segment after the end holds data: recovery deletes it; look at it (dump) or salvage it first.",
     "recordTorn": "The last record was cut by the crash: recovery drops it; its message is lost unless salvaged.",
+    "storeNotLoadable": "Read the plan's reason: restore or move aside the file it names (salvage its messages first).",
+    "recoveryCutsCommitLog": "Run rmqtool recover to see every message lost; salvage them before recover --apply.",
+    "indexFileNewerThanCheckpoint": "Keep it with recover --keep-index, or let the broker rebuild what it rescans.",
     "configTooLarge": "Not a file the broker wrote: move it aside; the broker falls back to the .bak.",
     "consumeQueueFileAfterEnd": "The broker deletes it at the next start; redispatch rebuilds what the commit log holds.",
     "indexHeaderInvalid": "The broker reads the file as empty: its keys are not found; rebuild the index (redispatch).",

@@ -258,7 +258,7 @@ def test_abnormal_redispatch_starts_where_the_broker_rescans(tmp_path):
     assert plan.redispatch_from == first_real - first_real % size > 0
     assert "abnormal" in plan.redispatch_reason
     fast = plan_recovery(V4 / "crash-fast" / "a-as-is" / "input" / "store")
-    assert fast.redispatch_from == 0 and "first segment" in fast.redispatch_reason
+    assert fast.redispatch_from == 0 and "from the first file" in fast.redispatch_reason
 
 
 def test_the_undo_command_puts_back_what_append_recover_changed(tmp_path):

@@ -14,10 +14,12 @@ from typing import NamedTuple
 
 from rmqtool.errors import CorruptData, StoreAccessError
 from rmqtool.formats import properties as props
+from rmqtool.formats.crc import CRC32_RESERVED_LEN, java_digits_value
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODES, MIN_MESSAGE_LENGTH
 from rmqtool.formats.properties import bytes_to_properties
 from rmqtool.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
 from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels, tags_code
+from rmqtool.store.crc import crc32
 from rmqtool.store.message import HOSTS, PREFIX, PREFIX_SIZE, RECORD_START, RecordError, read_tail
 
 READ_WINDOW = 1 << 20  # bytes read from the commit log at once
@@ -45,11 +47,18 @@ class RecordUnreadable(Exception):
         self.reason = reason
 
 
-def check_message(buf, pos: int, limit: int, offset: int, delay_levels: DelayLevels) -> tuple[int, DispatchRequest | None]:
+def check_message(buf, pos: int, limit: int, offset: int, delay_levels: DelayLevels, *,
+                  check_crc: bool = False, magic_codes: tuple = MESSAGE_MAGIC_CODES,
+                  verify_prop_crc: bool = False) -> tuple[int, DispatchRequest | None]:
     """checkMessageAndReturnSize(checkCRC=false, readBody=false) on ``buf[pos:limit]``.
 
     Returns (size, request); size 0 is the end-of-file blank record. Raises RecordUnreadable
     for anything else, and IndexError when the record is not all in the buffer.
+
+    Recovery's call (checkCRC=true, readBody=true) adds ``check_crc``: the body CRC, or with
+    ``verify_prop_crc`` (5.3's forceVerifyPropCRC) the ``__CRC32#`` value instead, whose
+    absence then fails the record; ``magic_codes`` are the message magic codes the broker
+    version knows (4.9.8: V1 only).
     """
     if pos + PREFIX_SIZE > limit:
         if pos + RECORD_START.size <= limit and RECORD_START.unpack_from(buf, pos)[1] == BLANK_MAGIC_CODE:
@@ -58,7 +67,7 @@ def check_message(buf, pos: int, limit: int, offset: int, delay_levels: DelayLev
     total, magic, _crc, queue_id, _flag, queue_offset, _phys, sys_flag, _born = PREFIX.unpack_from(buf, pos)
     if magic == BLANK_MAGIC_CODE:
         return 0, None
-    if magic not in MESSAGE_MAGIC_CODES:
+    if magic not in magic_codes:
         raise RecordUnreadable(f"illegal magic code 0x{magic:08X}")
     if total < MIN_MESSAGE_LENGTH:
         raise RecordUnreadable(f"totalSize {total} is too small")
@@ -70,6 +79,8 @@ def check_message(buf, pos: int, limit: int, offset: int, delay_levels: DelayLev
     end = pos + total
     if body_len < 0 or p + body_len > end:
         raise RecordUnreadable(f"bodyLength {body_len} does not fit in totalSize {total}")
+    if check_crc and not verify_prop_crc and body_len > 0 and crc32(memoryview(buf)[p:p + body_len]) != _crc:
+        raise RecordUnreadable("body CRC mismatch")
     try:
         t, t_end, p = read_tail(buf, pos, p + body_len, end, magic)
     except RecordError as exc:
@@ -77,6 +88,7 @@ def check_message(buf, pos: int, limit: int, offset: int, delay_levels: DelayLev
     topic = bytes(buf[t:t_end]).decode("utf-8", "replace")
     code = 0
     keys = uniq = None
+    properties = {}
     if end > p:
         properties, _ok = bytes_to_properties(bytes(buf[p:end]))
         keys = properties.get(props.PROPERTY_KEYS)
@@ -94,6 +106,12 @@ def check_message(buf, pos: int, limit: int, offset: int, delay_levels: DelayLev
                 level = min(level, delay_levels.max_level)
                 if level > 0:
                     code = delay_levels.deliver_timestamp(level, store_ts)
+    if check_crc and verify_prop_crc:
+        expected = java_digits_value(properties.get(props.PROPERTY_CRC32))
+        if expected is None or expected < 0:
+            raise RecordUnreadable("no __CRC32# property to check")
+        if crc32(memoryview(buf)[pos:end - CRC32_RESERVED_LEN]) != expected:
+            raise RecordUnreadable("__CRC32# property CRC mismatch")
     return total, DispatchRequest(topic, queue_id, offset, total, code, store_ts, queue_offset, keys, uniq, sys_flag)
 
 

@@ -44,6 +44,7 @@ from rmqtool.engine.flush import FlushConsumeQueueService, FlushRealTimeService,
 from rmqtool.engine.index_writer import IndexServiceWriter
 from rmqtool.engine.lock import StoreLock
 from rmqtool.recovery.apply import Applied, apply_plan
+from rmqtool.recovery.outcome import Settings as RecoverySettings
 from rmqtool.recovery.plan import RecoveryPlan, plan_recovery
 from rmqtool.store.lock import is_locked
 from rmqtool.store.segments import discover
@@ -165,7 +166,7 @@ class Store:
              commitlog_size: int | None = None, cq_size: int | None = None, index_slots: int | None = None,
              index_entries: int | None = None, store_host: str | tuple | None = None, dispatch: str = "inline",
              recover: bool = False, backup_dir: str | os.PathLike | None = None, clock=None,
-             **settings) -> "Store":
+             recovery: RecoverySettings | None = None, keep_index: bool = False, **settings) -> "Store":
         """Open a store. ``writable=False`` never writes and takes no lock.
 
         Sizes (commit log file size, consume queue file size, index slots and entries) are
@@ -176,7 +177,9 @@ class Store:
         it. ``recover``: apply the plan first, every byte it changes backed up in
         ``backup_dir`` (default: beside the store, named by the time; :attr:`recovery` says
         what was done), then dispatch consume queues and index again from the plan's start.
-        Other ``settings`` are StoreConfig fields.
+        ``recovery`` (the broker version's rules, forced abnormal recovery, CRC settings) and
+        ``keep_index`` change the plan as ``rmqtool recover`` does. Other ``settings`` are
+        StoreConfig fields.
         """
         if flush not in ("async", "sync"):
             raise UsageError(f"flush must be async or sync, not {flush!r}")
@@ -192,6 +195,8 @@ class Store:
             store._open_read_only(commitlog_size, cq_size, index_slots, index_entries)
             return store
         store = cls(root, True, config)
+        store._recovery_settings = recovery or RecoverySettings()
+        store._keep_index = keep_index
         store._clock = clock or _wall_clock_ms
         store._wall_clock = clock is None  # _put_run then reads the clock inline
         store._open_writable(commitlog_size, cq_size, index_slots, index_entries, store_host, recover, backup_dir)
@@ -253,7 +258,10 @@ class Store:
     def _plan(self, recover: bool) -> RecoveryPlan:
         """The recovery plan; a store that needs recovery is refused unless ``recover``."""
         plan = plan_recovery(self.root, commit_log_file_size=self.config.mapped_file_size_commit_log,
-                             consume_queue_file_size=self.config.mapped_file_size_consume_queue)
+                             consume_queue_file_size=self.config.mapped_file_size_consume_queue,
+                             settings=self._recovery_settings, keep_index=self._keep_index)
+        if not plan.loadable:
+            raise CorruptData(f"the broker would not load this store: {plan.outcome.reason}", self.root)
         if not plan.is_empty and not recover:
             first = plan.findings[0]
             more = f" (and {len(plan.findings) - 1} more)" if len(plan.findings) > 1 else ""

@@ -12,7 +12,7 @@ import datetime
 import os
 import pathlib
 
-from rmqtool.errors import StoreAccessError, StoreLocked, UsageError
+from rmqtool.errors import CorruptData, StoreAccessError, StoreLocked, UsageError
 from rmqtool.recovery.manifest import COPIES_DIR, Entry, Manifest, copy_range, sync_dir, write_manifest
 from rmqtool.recovery.plan import DELETE, ZERO, RecoveryPlan
 from rmqtool.store.lock import is_locked
@@ -53,6 +53,8 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None) 
     """Back up, then carry out ``plan``. The caller holds the store lock (the engine does) or
     no one does; a store another process holds is refused."""
     root = pathlib.Path(plan.store)
+    if not plan.loadable:
+        raise CorruptData(f"not recovering a store the broker would not load: {plan.outcome.reason}", root)
     holder = is_locked(StorePaths(root).lock)
     if holder is not None and holder != os.getpid():
         who = f"process {holder}" if holder else "another process"

@@ -34,14 +34,17 @@ import pathlib
 
 from rmqtool.errors import CorruptData, FormatError, StoreNotFound
 from rmqtool.findings import (ABORT_FILE_PRESENT, CONSUME_QUEUE_BEYOND_COMMIT_LOG,
-                              CONSUME_QUEUE_FILE_AFTER_END, RECORD_TORN, SEGMENT_AFTER_END, SEGMENT_GAP,
-                              SEGMENT_OVERLAP, SEGMENT_SIZE_ODD, TRAILING_GARBAGE, Finding)
+                              CONSUME_QUEUE_FILE_AFTER_END, INDEX_FILE_NEWER_THAN_CHECKPOINT, RECORD_TORN,
+                              RECOVERY_CUTS_COMMIT_LOG, SEGMENT_AFTER_END, SEGMENT_GAP, SEGMENT_OVERLAP,
+                              SEGMENT_SIZE_ODD, STORE_NOT_LOADABLE, TRAILING_GARBAGE, Finding)
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODES
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqtool.store.checkpoint import read_checkpoint
-from rmqtool.store.commitlog_end import CommitLogEnd, all_zero_from, find_commit_log_end, first_bytes
+from rmqtool.recovery.outcome import Outcome, Settings, simulate
+from rmqtool.store.commitlog import scan_segment
+from rmqtool.store.commitlog_end import CommitLogEnd, all_zero_from, first_bytes
 from rmqtool.store.consumequeue import find_queue_end, queue_directories
-from rmqtool.store.message import HEADER_FIELDS, HEADERS, PREFIX
+from rmqtool.store.message import HEADER_FIELDS, HEADERS, PREFIX, Message
 from rmqtool.store.paths import StorePaths
 from rmqtool.store.segments import Segment, discover
 
@@ -103,7 +106,12 @@ class RecoveryPlan:
     redispatch_from: int  # commit log offset dispatch to consume queues and index restarts from
     redispatch_reason: str
     made_ahead: tuple[str, ...]  # all-zero segments after the end: not recovery's, a writer deletes them
-    commit_log: CommitLogEnd  # the read side's end, for a writer that goes on from it
+    commit_log: CommitLogEnd  # the recovered end, for a writer that goes on from it
+    outcome: Outcome | None = None  # the broker's load, recovery and start, simulated
+
+    @property
+    def loadable(self) -> bool:
+        return self.outcome is None or self.outcome.loadable
 
     @property
     def is_empty(self) -> bool:
@@ -130,19 +138,35 @@ class RecoveryPlan:
                 f"{self.redispatch_from}")
 
     def to_json(self) -> dict:
+        o = self.outcome
+        out = {}
+        if o is not None:
+            out = {"mode": "abnormal" if o.abnormal else "normal", "mode_reason": o.mode_reason,
+                   "semantics": o.semantics, "semantics_reason": o.semantics_reason,
+                   "loadable": o.loadable, "reason": o.reason, "advice": o.advice,
+                   "start_file": o.start_file, "start_reason": o.start_reason,
+                   "commit_log": {"min_offset": o.min_offset, "max_offset_before": o.max_offset_before,
+                                  "max_offset_after": o.max_offset_after,
+                                  "stopped_by": o.walk.reason if o.walk else None},
+                   "queues": {k: {"min_offset": v[0], "max_offset": v[1]} for k, v in sorted(o.queues.items())},
+                   "lost_messages": o.lost_messages,
+                   "files_deleted": [a.path for a in self.actions if a.kind == DELETE],
+                   "index_files_destroyed": [p for p, _ts in o.index_files_destroyed]}
         return {"store": self.store, "recovery": "abnormal" if self.abnormal else "normal",
                 "needs_recovery": not self.is_empty, "commit_log_end": self.commit_log_end,
                 "findings": [f.to_json() for f in self.findings], "actions": [a.to_json() for a in self.actions],
                 "consume_queues": [q.to_json() for q in self.queue_cuts],
                 "redispatch_from": self.redispatch_from, "redispatch_reason": self.redispatch_reason,
                 "made_ahead": list(self.made_ahead), "bytes_zeroed": self.bytes_zeroed,
-                "files_deleted": self.files_deleted}
+                "files_deleted_count": self.files_deleted} | out
 
 
 def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | None = None,
-                  consume_queue_file_size: int | None = None) -> RecoveryPlan:
-    """The plan for a store. Sizes default to what the files show. Raises CorruptData for a
-    commit log that gives no end to plan from (segments of odd size, gaps, overlaps)."""
+                  consume_queue_file_size: int | None = None, settings: Settings = Settings(),
+                  keep_index: bool = False) -> RecoveryPlan:
+    """The plan for a store, from the broker's recovery simulated (``outcome.simulate``).
+    Sizes default to what the files show. Raises CorruptData for a commit log that gives no
+    end to plan from (segments of odd size, gaps, overlaps)."""
     paths = StorePaths(store_root)
     if not paths.root.is_dir():
         raise StoreNotFound("no such directory", paths.root)
@@ -150,57 +174,103 @@ def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | 
     actions: list[Action] = []
     abnormal = paths.abort.exists()
 
-    # the commit log
     queue = discover(paths.commitlog, required=False, mapped_file_size=commit_log_file_size)
     odd = [f for f in queue.findings if f.id in UNPLANNABLE]
-    if odd:
-        raise CorruptData(f"{odd[0].id}: {odd[0].message}", odd[0].path)
+    outcome = simulate(paths.root, settings, commit_log_file_size, consume_queue_file_size)
+    if odd or not outcome.loadable:
+        return _unplannable(paths, outcome, odd, queue)
     size = commit_log_file_size or queue.mapped_file_size or 0
-    end = find_commit_log_end(queue.segments, size, check_crc=True)
-    if end.segment_base is not None:
-        tail = next(s for s in queue.segments if s.base_offset == end.segment_base)
-        _zero_after(tail, end.wrote_position, actions, findings)
+    segments = queue.segments
+    w = outcome.walk
+    if segments:
+        tail = segments[w.file_index]
+        if w.reason != LAST_BLANK:
+            _zero_after(tail, w.position, actions, findings, w)
     made_ahead = []
-    for seg in end.extra_segments:
+    for seg in segments[w.file_index + 1:] if segments else []:
         if all_zero_from(seg.path, 0) is None:
             made_ahead.append(str(seg.path))
             continue
         findings.append(Finding(SEGMENT_AFTER_END, str(seg.path), 0,
-                                f"a segment after the end of the commit log ({end.end}) holds data"))
+                                f"a segment after the end of the commit log ({w.end}) holds data"))
         actions.append(Action(DELETE, str(seg.path), 0, seg.size, SEGMENT_AFTER_END,
                               "truncateDirtyFiles: a segment after the end of the log"))
-    kept = [s for s in queue.segments if s.base_offset < end.end or s.base_offset == end.segment_base]
+    end = _end_of(segments, w, size)
 
     # the consume queues
-    cuts, cq_max_physic = _plan_consume_queues(paths, consume_queue_file_size, end.end, actions, findings)
+    cuts, cq_max_physic = _plan_consume_queues(paths, consume_queue_file_size, w.end, actions, findings)
+
+    # the index files an abnormal start destroys
+    for path, end_ts in outcome.index_files_destroyed:
+        what = (f"its endTimestamp {end_ts} is after the checkpoint's indexMsgTimestamp "
+                f"{outcome.index_msg_timestamp}: the broker destroys it at an abnormal start")
+        findings.append(Finding(INDEX_FILE_NEWER_THAN_CHECKPOINT, path, None,
+                                what + ("; kept (--keep-index)" if keep_index else "")))
+        if not keep_index:
+            actions.append(Action(DELETE, path, 0, os.stat(path).st_size, INDEX_FILE_NEWER_THAN_CHECKPOINT,
+                                  "IndexService.load after an abnormal exit"))
 
     # where dispatch starts again
-    min_offset = queue.segments[0].base_offset if queue.segments else 0
-    redispatch = max(cq_max_physic, min_offset)
-    if cq_max_physic < 0:
-        reason = "no consume queue unit: from the commit log's first offset"
+    min_offset = segments[0].base_offset if segments else 0
+    if outcome.abnormal and segments:
+        redispatch = segments[outcome.start_index].base_offset
+        reason = outcome.start_reason
     else:
-        reason = "from the largest commit log offset the consume queues reach"
+        redispatch = max(cq_max_physic, min_offset)
+        reason = ("no consume queue unit: from the commit log's first offset" if cq_max_physic < 0 else
+                  "from the largest commit log offset the consume queues reach")
     if abnormal:  # last among the findings: what else is wrong says more
         findings.append(Finding(ABORT_FILE_PRESENT, str(paths.abort), None,
                                 "the last writer did not shut down cleanly"))
-        min_ts, source = _checkpoint_min_timestamp(paths)
-        matched = _recovery_start_segment(kept, min_ts)
-        start = matched.base_offset if matched is not None else min_offset
-        if start < redispatch:
-            redispatch = start
-            if matched is not None:
-                reason = (f"abnormal recovery: from the last segment whose first message was stored at or "
-                          f"before the checkpoint's min timestamp {min_ts} ({_iso(min_ts)}; {source})")
-            else:
-                reason = (f"abnormal recovery: no segment's first message was stored at or before the "
-                          f"checkpoint's min timestamp {min_ts} ({source}): from the first segment")
-    redispatch = min(max(redispatch, min_offset), end.end)
-    return RecoveryPlan(str(paths.root), abnormal, size, end.end, tuple(findings), tuple(actions), tuple(cuts),
-                        redispatch, reason, tuple(made_ahead), end)
+    elif outcome.abnormal and not findings:
+        findings.append(Finding(ABORT_FILE_PRESENT, str(paths.abort), None,
+                                "abnormal recovery asked for (--from-checkpoint): dispatch starts again from the "
+                                "checkpoint's file"))
+    redispatch = min(max(redispatch, min_offset), w.end)
+    return RecoveryPlan(str(paths.root), outcome.abnormal, size, w.end, tuple(findings), tuple(actions), tuple(cuts),
+                        redispatch, reason, tuple(made_ahead), end, outcome)
 
 
-def _zero_after(seg: Segment, position: int, actions: list[Action], findings: list[Finding]) -> None:
+LAST_BLANK = "a blank record ends the last file"
+
+
+def _end_of(segments: list[Segment], w, size: int) -> CommitLogEnd:
+    """The walk's end as the engine's writable open takes it (CommitLogEnd)."""
+    if not segments:
+        return CommitLogEnd(0, None, 0)
+    tail = segments[w.file_index]
+    result = CommitLogEnd(w.end, tail.base_offset, w.position, None, tuple(segments[w.file_index + 1:]))
+    result.last_written = w.file_index
+    last = _last_message_before(tail, w.position)
+    if last is None and w.file_index > 0:
+        last = _last_message_before(segments[w.file_index - 1], size or segments[w.file_index - 1].size)
+    result.last_message = last
+    if last is not None:
+        result.store_host = (bytes(last.store_ip), last.store_port)
+    return result
+
+
+def _last_message_before(seg: Segment, position: int):
+    last = None
+    for r in scan_segment(seg, is_last=True, check_crc=False, end=position):
+        if isinstance(r, Message):
+            last = r
+    return last
+
+
+def _unplannable(paths: StorePaths, outcome, odd, queue) -> RecoveryPlan:
+    """A store the broker does not load: no action, the reason in the plan."""
+    if odd:
+        outcome.loadable = False
+        outcome.reason = outcome.reason or f"{odd[0].path}: {odd[0].id}: {odd[0].message}"
+    finding = Finding(STORE_NOT_LOADABLE, str(paths.root), None, outcome.reason)
+    end = CommitLogEnd(outcome.max_offset_before, None, 0)
+    return RecoveryPlan(str(paths.root), outcome.abnormal, queue.mapped_file_size or 0, outcome.max_offset_before,
+                        (finding,), (), (), outcome.max_offset_before, "the broker does not load this store", (),
+                        end, outcome)
+
+
+def _zero_after(seg: Segment, position: int, actions: list[Action], findings: list[Finding], w=None) -> None:
     """Zero what is not zero after ``position`` (the end of the last good record) in ``seg``."""
     extent = _nonzero_extent(seg.path, position)
     if extent is None:
@@ -211,14 +281,20 @@ def _zero_after(seg: Segment, position: int, actions: list[Action], findings: li
     if torn:
         total = PREFIX.unpack_from(head)[HEADER_FIELDS.index("store_size")]
         first = position  # its header goes too
-        findings.append(Finding(RECORD_TORN, str(seg.path), position,
-                                f"a record of {total} bytes starts after the last good one but does not read "
-                                f"back whole (lengths or body CRC): the broker's recovery cuts the log there"))
+        why = f" ({w.reason})" if w is not None and w.reason else ""
+        if last > position + max(total, 0):
+            findings.append(Finding(RECOVERY_CUTS_COMMIT_LOG, str(seg.path), position,
+                                    f"the broker's recovery rejects the record of {total} bytes here{why}: the "
+                                    f"log is cut there and the {last - position} bytes from it are dropped"))
+        else:
+            findings.append(Finding(RECORD_TORN, str(seg.path), position,
+                                    f"a record of {total} bytes starts after the last good one but does not read "
+                                    f"back whole{why}: the broker's recovery cuts the log there"))
     else:
         findings.append(Finding(TRAILING_GARBAGE, str(seg.path), first,
                                 f"non-zero bytes after the last record of the commit log (it ends at "
                                 f"{seg.base_offset + position})"))
-    actions.append(Action(ZERO, str(seg.path), first, last, RECORD_TORN if torn else TRAILING_GARBAGE,
+    actions.append(Action(ZERO, str(seg.path), first, last, findings[-1].id,
                           "after the last good record of the commit log"))
 
 

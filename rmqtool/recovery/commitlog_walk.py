@@ -1,0 +1,179 @@
+"""Where the broker's recovery ends the commit log: CommitLog.recoverNormally and
+recoverAbnormally, record by record, as 4.9.8 and 5.3.3 do them.
+
+Both walk the commit log's files (every file the directory holds, made-ahead ones too)
+from a start file with checkMessageAndReturnSize(checkCRC=checkCRCOnRecover, readBody=true):
+a record moves the position on, an end-of-file blank record moves to the next file in the
+list (a missing middle file is simply not in the list: the walk goes on in the next one,
+and the messages of the missing file are skipped without a word), and the first record
+that fails ends the log. The start file differs:
+
+* normal recovery, 4.9.8: the third-last file;
+* normal recovery, 5.3.3: the last file starting at or before the consume queues' largest
+  max physic offset;
+* abnormal recovery (either): the last file whose first record is a message stored at or
+  before the checkpoint's min timestamp (isMappedFileMatchedRecover), else the first file.
+
+Damage before the start file is never read: the broker keeps it and serves it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import mmap
+import os
+
+from rmqtool.dispatch.dispatcher import DispatchRequest, RecordUnreadable, check_message
+from rmqtool.dispatch.rules import DelayLevels
+from rmqtool.errors import StoreAccessError
+from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODES
+from rmqtool.store.commitlog_end import first_bytes
+from rmqtool.store.message import HEADER_FIELDS, HEADERS, PREFIX, RECORD_START
+from rmqtool.store.segments import Segment
+
+V4 = "4.9"
+V5 = "5.3"
+SEMANTICS = (V4, V5)
+
+_MAGIC = HEADER_FIELDS.index("magic_code")
+_SYS_FLAG = HEADER_FIELDS.index("sys_flag")
+_STORE_TIMESTAMP = HEADER_FIELDS.index("store_timestamp")
+
+
+@dataclasses.dataclass(frozen=True)
+class WalkOptions:
+    semantics: str = V4
+    check_crc: bool = True  # checkCRCOnRecover
+    verify_prop_crc: bool = False  # 5.3.3 forceVerifyPropCRC
+
+    @property
+    def magic_codes(self) -> tuple:
+        return MESSAGE_MAGIC_CODES if self.semantics == V5 else (MESSAGE_MAGIC_CODE_V1,)
+
+
+@dataclasses.dataclass(frozen=True)
+class WalkEnd:
+    """Where recovery ends the commit log (processOffset), and why the walk stopped there."""
+    end: int
+    start_index: int  # the file the walk started in
+    file_index: int  # the file the end lies in
+    position: int  # the end's position in that file
+    reason: str  # what stopped the walk (a record that failed, zeros, the last file's end)
+    failed_size: int | None  # totalSize of the record that failed, when it has one
+    records: int  # records the walk accepted
+
+
+def normal_start(segments: list[Segment], semantics: str, max_phy_offset_of_consume_queue: int) -> int:
+    """recoverNormally's first file."""
+    if semantics == V4:
+        return max(len(segments) - 3, 0)
+    index = len(segments) - 1
+    while index > 0 and segments[index].base_offset > max_phy_offset_of_consume_queue:
+        index -= 1
+    return max(index, 0)
+
+
+def first_store_timestamp(seg: Segment, magic_codes: tuple) -> int | None:
+    """The store timestamp of the message a file starts with; None when it does not start
+    with one (isMappedFileMatchedRecover reads only these bytes)."""
+    head = first_bytes(seg.path, HEADERS[-1].size)
+    if len(head) < PREFIX.size:
+        return None
+    prefix = PREFIX.unpack_from(head)
+    if prefix[_MAGIC] not in magic_codes:
+        return None
+    header = HEADERS[(prefix[_SYS_FLAG] >> 4) & 3]  # indexed by the born and store host IPv6 bits
+    if len(head) < header.size:
+        return None
+    return header.unpack_from(head)[_STORE_TIMESTAMP]
+
+
+def abnormal_start(segments: list[Segment], semantics: str, min_timestamp: int) -> int:
+    """recoverAbnormally's first file: -1 when no file matches (the walk then starts at 0)."""
+    magic = WalkOptions(semantics).magic_codes
+    for index in range(len(segments) - 1, -1, -1):
+        stamp = first_store_timestamp(segments[index], magic)
+        if stamp is not None and stamp != 0 and stamp <= min_timestamp:
+            return index
+    return -1
+
+
+def check_at(buf, pos: int, limit: int, offset: int, options: WalkOptions,
+             delay_levels: DelayLevels) -> tuple[int, DispatchRequest | None, str | None, int | None]:
+    """checkMessageAndReturnSize at ``buf[pos]`` with recovery's settings:
+    (size, request, why it failed, its totalSize). size 0: a blank record; -1: failed."""
+    if limit - pos >= RECORD_START.size:
+        total, magic = RECORD_START.unpack_from(buf, pos)
+        if magic == BLANK_MAGIC_CODE:
+            if options.semantics == V5 and limit - pos - 4 < total - 4:
+                return -1, None, "a blank record longer than the file", total  # 5.3.3 checks totalSize first
+            return 0, None, None, None
+    else:
+        return -1, None, "the file ends", None
+    try:
+        size, request = check_message(buf, pos, limit, offset, delay_levels, check_crc=options.check_crc,
+                                      magic_codes=options.magic_codes, verify_prop_crc=options.verify_prop_crc)
+    except RecordUnreadable as exc:
+        return -1, None, exc.reason if magic else "zeros (no record is written here)", total
+    except (IndexError, ValueError):
+        return -1, None, f"a record of {total} bytes runs past the end of the file", total
+    return size, request, None, None
+
+
+class MappedSegment:
+    """A commit log file mapped read-only for the walk (a file of zero bytes maps to b"")."""
+
+    def __init__(self, seg: Segment):
+        self.segment = seg
+        try:
+            fd = os.open(seg.path, os.O_RDONLY)
+        except OSError as exc:
+            raise StoreAccessError(f"cannot open ({exc.strerror})", seg.path) from None
+        try:
+            size = os.fstat(fd).st_size
+            self.buf = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else b""
+        except OSError as exc:
+            raise StoreAccessError(f"cannot map ({exc.strerror})", seg.path) from None
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        if isinstance(self.buf, mmap.mmap):
+            self.buf.close()
+
+    def __enter__(self) -> "MappedSegment":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def walk(segments: list[Segment], start_index: int, options: WalkOptions, delay_levels: DelayLevels,
+         on_record=None) -> WalkEnd:
+    """The recovery walk from ``segments[start_index]``; ``on_record(request)`` is called for
+    each record accepted (what the broker dispatches during the walk)."""
+    if not segments:
+        return WalkEnd(0, 0, 0, 0, "no commit log file", None, 0)
+    index = start_index
+    records = 0
+    while True:
+        seg = segments[index]
+        with MappedSegment(seg) as mapped:
+            buf = mapped.buf
+            limit = len(buf)
+            pos = 0
+            while True:
+                size, request, why, total = check_at(buf, pos, limit, seg.base_offset + pos, options, delay_levels)
+                if size > 0:
+                    records += 1
+                    if on_record is not None:
+                        on_record(request)
+                    pos += size
+                    continue
+                if size == 0:
+                    if index + 1 < len(segments):
+                        break  # the next file
+                    # no next file: 'Current branch can not happen', the end stays at the blank
+                    return WalkEnd(seg.base_offset + pos, start_index, index, pos,
+                                   "a blank record ends the last file", None, records)
+                return WalkEnd(seg.base_offset + pos, start_index, index, pos, why, total, records)
+        index += 1

@@ -1,0 +1,337 @@
+"""What the broker's next start does to a store: DefaultMessageStore.load, recover and
+start (4.9.8 or 5.3.3), simulated step by step over the files, nothing written.
+
+1. load: every commit log and consume queue file must have the mapped file size (else
+   load() fails and the broker does not start); after an abnormal exit (the ``abort``
+   file) every index file whose endTimestamp is newer than the checkpoint's
+   indexMsgTimestamp is destroyed.
+2. recoverConsumeQueue: each queue recovered (``queue_model``); the largest max physic
+   offset among them is what the commit log recovery gets.
+3. the commit log walk (``commitlog_walk``); abnormal recovery dispatches every record it
+   accepts (5.3.3 normal recovery too, those past the queues' max physic offset).
+4. truncateDirtyLogicFiles when the queues reach the recovered end; truncateDirtyFiles.
+5. recoverTopicQueueTable (correctMinOffset); 4.9.8 start() then dispatches from the
+   queues' max physic offset to the end (and never finishes starting when that offset lies
+   in no file); 5.3.3 starts dispatch at the end.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+
+from rmqtool.dispatch.rules import DelayLevels
+from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V2
+from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
+from rmqtool.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
+from rmqtool.recovery.commitlog_walk import (V4, V5, WalkEnd, WalkOptions, abnormal_start, first_store_timestamp,
+                                             normal_start, walk)
+from rmqtool.recovery.queue_model import UNIT, QueueModel
+from rmqtool.store.checkpoint import read_checkpoint
+from rmqtool.store.commitlog import Corrupt
+from rmqtool.store.commitlog_end import CommitLog
+from rmqtool.store.consumequeue import queue_directories
+from rmqtool.store.indexfile import IndexFile, is_index_file_name
+from rmqtool.store.message import Message
+from rmqtool.store.paths import StorePaths
+from rmqtool.store.segments import Segment, discover
+from rmqtool.errors import FormatError, RmqError, StoreNotFound
+
+BLANK_SIZE = 0x7FFFFFFF  # a fillPreBlank unit's size
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The broker's settings that change recovery (MessageStoreConfig)."""
+    semantics: str | None = None  # None: detect from the store
+    from_checkpoint: bool = False  # abnormal recovery even without the abort file
+    check_crc: bool = True  # checkCRCOnRecover
+    verify_prop_crc: bool = False  # 5.3.3 forceVerifyPropCRC
+
+
+@dataclasses.dataclass
+class Outcome:
+    semantics: str
+    semantics_reason: str
+    abnormal: bool
+    mode_reason: str
+    loadable: bool = True
+    reason: str | None = None
+    advice: str | None = None
+    start_index: int = 0
+    start_file: str | None = None
+    start_reason: str = ""
+    walk: WalkEnd | None = None
+    min_offset: int = 0
+    max_offset_before: int = 0  # where the written data ends now (the read side's end)
+    max_offset_after: int = 0
+    queues_before: dict = dataclasses.field(default_factory=dict)  # "TOPIC/Q" -> (min, max)
+    queues: dict = dataclasses.field(default_factory=dict)
+    queue_files_deleted: list = dataclasses.field(default_factory=list)
+    commit_log_files_deleted: list = dataclasses.field(default_factory=list)
+    index_files_destroyed: list = dataclasses.field(default_factory=list)  # (path, endTimestamp)
+    index_msg_timestamp: int = 0
+    lost_messages: list = dataclasses.field(default_factory=list)
+    reput_from: int = 0
+
+
+def detect_semantics(paths: StorePaths, segments: list[Segment]) -> tuple[str, str]:
+    """4.9 or 5.3, and why: what only a 5.x broker writes."""
+    if paths.batch_consumequeue.is_dir():
+        return V5, "a batchconsumequeue/ directory (5.x only)"
+    for seg in segments:
+        with open(seg.path, "rb") as f:
+            head = f.read(8)
+        if len(head) == 8 and int.from_bytes(head[4:8], "big") == MESSAGE_MAGIC_CODE_V2:
+            return V5, f"V2 records ({seg.name} starts with one; 5.x only)"
+    try:
+        cp = read_checkpoint(paths.checkpoint)
+        if cp.confirm_phy_offset:
+            return V5, "the checkpoint holds a confirmPhyOffset (5.x only)"
+    except (RmqError, OSError):
+        pass
+    last = CommitLog(paths.commitlog).segments[-1:] if segments else []
+    for seg in last:
+        from rmqtool.store.commitlog import scan_segment  # the first record is enough
+        for r in scan_segment(seg, is_last=True, check_crc=False):
+            if isinstance(r, Message) and b"__CRC32#" in (r.properties_raw or b""):
+                return V5, "records carry __CRC32# properties (5.x enabledAppendPropCRC)"
+            break
+    return V4, "nothing 5.x-only in the store (no V2 records, __CRC32# properties, 5.x checkpoint fields or batch consume queues)"
+
+
+def _checkpoint(paths: StorePaths) -> tuple[int, int, str]:
+    """(min timestamp, indexMsgTimestamp, where they come from)."""
+    try:
+        cp = read_checkpoint(paths.checkpoint)
+    except StoreNotFound:
+        return 0, 0, "no checkpoint file (the broker makes a zeroed one)"
+    except (FormatError, RmqError):
+        return 0, 0, "the checkpoint cannot be read (read as zeros)"
+    return cp.min_timestamp, cp.index_msg_timestamp, "the checkpoint"
+
+
+def simulate(store_root, settings: Settings, commit_log_file_size: int | None = None,
+             consume_queue_file_size: int | None = None, delay_levels: DelayLevels | None = None,
+             *, list_lost: bool = True) -> Outcome:
+    paths = StorePaths(store_root)
+    delay_levels = delay_levels or DelayLevels()
+    log = discover(paths.commitlog, required=False, mapped_file_size=commit_log_file_size)
+    segments = log.segments
+    if settings.semantics:
+        semantics, why = settings.semantics, "as asked (--semantics)"
+    else:
+        semantics, why = detect_semantics(paths, segments)
+    abort = paths.abort.exists()
+    abnormal = abort or settings.from_checkpoint
+    mode_reason = ("the abort file is there: the last broker did not shut down cleanly" if abort else
+                   "forced (--from-checkpoint)" if abnormal else "no abort file: the last shutdown was clean")
+    out = Outcome(semantics, why, abnormal, mode_reason)
+    size = commit_log_file_size or log.mapped_file_size or 0
+
+    # load(): every file of its mapped size
+    for seg in segments:
+        if seg.size != size:
+            out.loadable = False
+            out.reason = (f"{seg.path}: {seg.size} bytes, not the mapped file size {size}: "
+                          f"MappedFileQueue.load refuses it and the broker does not start")
+            out.advice = ("restore the file from a backup or replica, or salvage its messages "
+                          "(rmqtool salvage) and move it out of the store")
+            break
+    queues: list[QueueModel] = []
+    for topic, queue_id, directory in queue_directories(paths.consumequeue):
+        q = discover(directory, required=False, mapped_file_size=consume_queue_file_size)
+        cq_size = consume_queue_file_size or q.mapped_file_size or 0
+        for seg in q.segments:
+            if out.loadable and seg.size != cq_size:
+                out.loadable = False
+                out.reason = (f"{seg.path}: {seg.size} bytes, not the consume queue file size {cq_size}: "
+                              f"the broker's load refuses it and it does not start")
+                out.advice = ("remove the queue's damaged file (rmqtool redispatch rebuilds the queue from "
+                              "the commit log)")
+        queues.append(QueueModel(topic, queue_id, q.segments, cq_size or 1))
+
+    # the read side's end, for what is lost
+    reader = CommitLog(paths.commitlog, size or None) if segments else None
+    from rmqtool.store.commitlog_end import find_commit_log_end
+    data_end = find_commit_log_end(segments, size or None).end if segments else 0
+    out.max_offset_before = data_end
+    out.min_offset = segments[0].base_offset if segments else 0
+    min_ts, index_ts, source = _checkpoint(paths)
+    out.index_msg_timestamp = index_ts
+
+    # index files an abnormal load destroys
+    if abort and paths.index.is_dir():
+        for entry in sorted(os.listdir(paths.index)):
+            if not is_index_file_name(entry):
+                continue
+            path = paths.index / entry
+            try:
+                with IndexFile(path) as f:
+                    end_ts = f.header.end_timestamp
+            except (RmqError, OSError):
+                continue
+            if end_ts > index_ts:
+                out.index_files_destroyed.append((str(path), end_ts))
+
+    for q in queues:
+        q.recover()
+    for q in queues:
+        out.queues_before[f"{q.topic}/{q.queue_id}"] = (q.min_offset, q.max_offset)
+    max_phy_cq = max((q.max_physic_offset for q in queues), default=-1)
+
+    if not segments:
+        out.start_reason = "no commit log file: the broker destroys every consume queue"
+        out.walk = WalkEnd(0, 0, 0, 0, "no commit log file", None, 0)
+        out.queues = {f"{q.topic}/{q.queue_id}": (0, 0) for q in queues}
+        return out
+
+    options = WalkOptions(semantics, settings.check_crc, settings.verify_prop_crc)
+    by_key = {(q.topic, q.queue_id): q for q in queues}
+
+    def model(topic: str, queue_id: int) -> QueueModel:
+        q = by_key.get((topic, queue_id))
+        if q is None:
+            q = QueueModel(topic, queue_id, [], consume_queue_file_size or _cq_file_size(queues))
+            by_key[(topic, queue_id)] = q
+            queues.append(q)
+        return q
+
+    def dispatch(request) -> None:
+        tran = request.sys_flag & TRANSACTION_MASK
+        if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
+            model(request.topic, request.queue_id).put(request.commit_log_offset, request.msg_size,
+                                                       request.tags_code, request.consume_queue_offset)
+
+    if abnormal:
+        min_ts_used = min_ts
+        index = abnormal_start(segments, semantics, min_ts_used)
+        if index >= 0:
+            stamp = first_store_timestamp(segments[index], options.magic_codes)
+            out.start_reason = (f"abnormal recovery: the last file whose first message (stored at {stamp}) is at "
+                                f"or before the checkpoint's min timestamp {min_ts_used} (min(physicMsgTimestamp, "
+                                f"logicsMsgTimestamp) - 3 s, from {source})")
+        else:
+            index = 0
+            out.start_reason = (f"abnormal recovery: no file's first message is at or before the checkpoint's min "
+                                f"timestamp {min_ts_used} ({source}): from the first file")
+        on_record = dispatch
+    else:
+        index = normal_start(segments, semantics, max_phy_cq)
+        if semantics == V4:
+            out.start_reason = "normal recovery (4.9.8): from the third-last commit log file"
+            on_record = None
+        else:
+            out.start_reason = (f"normal recovery (5.3.3): from the last file starting at or before the consume "
+                                f"queues' max physic offset {max_phy_cq}")
+
+            def on_record(request):  # only what lies past the queues (an equal offset is not: 5.3.3's '>')
+                if request.commit_log_offset > max_phy_cq:
+                    dispatch(request)
+    out.start_index = index
+    out.start_file = str(segments[index].path)
+    w = walk(segments, index, options, delay_levels, on_record)
+    out.walk = w
+    end = w.end
+    out.max_offset_after = end
+
+    if max_phy_cq >= end:
+        for q in queues:
+            q.truncate_dirty_logic_files(end)
+    for seg in segments:
+        if seg.base_offset + size > end and end < seg.base_offset:
+            out.commit_log_files_deleted.append(str(seg.path))
+    kept = [s for s in segments if str(s.path) not in out.commit_log_files_deleted]
+    min_phy = kept[0].base_offset if kept else 0
+    for q in queues:
+        q.correct_min_offset(min_phy, semantics)
+
+    # start(): what is dispatched after recovery
+    if semantics == V4:
+        reput = max(max((q.max_physic_offset for q in queues), default=-1), min_phy, 0)
+        out.reput_from = reput
+        if reput < end:
+            holder = next((s for s in kept if s.base_offset <= reput < s.base_offset + size), None)
+            if holder is None:
+                out.loadable = False
+                out.reason = (f"start() dispatches from commit log offset {reput} (the consume queues' max physic "
+                              f"offset), which lies in no file: the broker never finishes starting")
+                out.advice = "restore the missing commit log file, or rebuild the consume queues (rmqtool redispatch)"
+            else:
+                _redispatch(kept, reput, end, options, delay_levels, dispatch)
+        for q in queues:
+            q.correct_min_offset(min_phy, semantics)
+    else:
+        out.reput_from = end
+    for q in queues:
+        out.queues[f"{q.topic}/{q.queue_id}"] = (q.min_offset, q.max_offset)
+        out.queue_files_deleted += [str(s) for s in _queue_paths(paths, q)]
+    if list_lost and reader is not None:
+        out.lost_messages = _lost(reader, paths, end, out.max_offset_before, queues_dirs=queue_directories(paths.consumequeue))
+    return out
+
+
+def _cq_file_size(queues: list[QueueModel]) -> int:
+    return next((q.file_size for q in queues if q.file_size > 1), 300000 * CQ_STORE_UNIT_SIZE)
+
+
+def _queue_paths(paths: StorePaths, q: QueueModel) -> list[pathlib.Path]:
+    directory = paths.consumequeue / q.topic / str(q.queue_id)
+    return [directory / f"{b:020d}" for b in q.deleted_files()]
+
+
+def _redispatch(segments, start: int, end: int, options: WalkOptions, delay_levels, dispatch) -> None:
+    """ReputMessageService from ``start`` to ``end`` (checkCRC off: reput reads without it)."""
+    reput = WalkOptions(options.semantics, check_crc=False)
+    index = next(i for i, s in enumerate(segments) if s.base_offset <= start < s.base_offset + s.size)
+    seg = segments[index]
+    from rmqtool.recovery.commitlog_walk import MappedSegment, check_at
+    pos = start - seg.base_offset
+    while True:
+        with MappedSegment(seg) as mapped:
+            while seg.base_offset + pos < end:
+                n, request, _why, _total = check_at(mapped.buf, pos, len(mapped.buf), seg.base_offset + pos,
+                                                    reput, delay_levels)
+                if n > 0:
+                    dispatch(request)
+                    pos += n
+                elif n == 0:
+                    break
+                else:
+                    return
+        index += 1
+        if index >= len(segments) or segments[index].base_offset >= end:
+            return
+        seg = segments[index]
+        pos = 0
+
+
+def _lost(reader: CommitLog, paths: StorePaths, end: int, data_end: int, queues_dirs) -> list[dict]:
+    """Every message past the recovered end: records the read side still finds there, and
+    consume queue units pointing there whose record no longer reads."""
+    lost: dict[int, dict] = {}
+    for r in reader.scan(from_offset=end, check_crc=False):
+        if isinstance(r, Message):
+            lost[r.commit_log_offset] = {"commit_log_offset": r.commit_log_offset, "topic": r.topic, "queue_id": r.queue_id,
+                              "queue_offset": r.queue_offset, "keys": " ".join(r.keys) or None, "store_timestamp": r.store_timestamp,
+                              "readable": True}
+        elif isinstance(r, Corrupt):
+            continue
+    for topic, queue_id, directory in queues_dirs:
+        # units only grow along a queue: read its files from the last back to one that starts before the end
+        for seg in reversed(discover(directory, required=False).segments):
+            with open(seg.path, "rb") as f:
+                data = f.read()
+            first = None
+            for i in range(0, len(data) - len(data) % CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE):
+                offset, size, _tags = UNIT.unpack_from(data, i)
+                if size <= 0 or offset < 0 or size == BLANK_SIZE:
+                    continue
+                first = offset if first is None else first
+                if offset >= end and offset not in lost:
+                    lost[offset] = {"commit_log_offset": offset, "topic": topic, "queue_id": queue_id,
+                                    "queue_offset": (seg.base_offset + i) // CQ_STORE_UNIT_SIZE, "keys": None,
+                                    "store_timestamp": None, "readable": False}
+            if first is not None and first < end:
+                break
+    return [lost[k] for k in sorted(lost)]

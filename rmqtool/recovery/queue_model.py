@@ -1,0 +1,216 @@
+"""One consume queue as the broker's load, recovery and dispatch change it, in memory.
+
+A literal model of 4.9.8/5.3.3 ConsumeQueue: ``recover`` (from the third-last file, up to
+the first unit not written), ``truncate_dirty_logic_files`` (units at or past the commit
+log's end go; a last file whose first unit does goes whole; note that an all-zero last file
+keeps one zero unit, as the broker's loop does), ``put`` (putMessagePositionInfo: a record
+at or below maxPhysicOffset is skipped as built already, a queue offset below the write
+position too; a queue created by the put is filled with blank units up to the first one,
+and a gap is written at the write position all the same, as the broker logs '[BUG]' and
+does) and ``correct_min_offset`` (4.9.8: the first unit of the first file pointing at or
+past the commit log's min offset; 5.3.3 first keeps a min offset that still holds).
+
+Files are read on first use only (the last three, the first), and never written: the
+model is what a plan predicts, the engine writes.
+"""
+from __future__ import annotations
+
+import os
+import struct
+
+from rmqtool.errors import StoreAccessError
+from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
+from rmqtool.recovery.commitlog_walk import V5
+from rmqtool.store.segments import Segment
+
+UNIT = struct.Struct(">qiq")  # commitLogOffset, size, tagsCode
+BLANK_UNIT = UNIT.pack(0, 0x7FFFFFFF, 0)  # fillPreBlank
+assert UNIT.size == CQ_STORE_UNIT_SIZE
+
+
+class QueueFile:
+    """One mapped file of the queue: its bytes (read when first needed) and write position."""
+
+    def __init__(self, base: int, size: int, segment: Segment | None):
+        self.base = base
+        self.size = size
+        self.segment = segment  # None: made by a put in the model
+        self._data: bytearray | None = None if segment is not None else bytearray(size)
+        self.wrote = size if segment is not None else 0  # load sets every position to the file size
+        self.first_create = False
+
+    @property
+    def data(self) -> bytearray:
+        if self._data is None:
+            try:
+                with open(self.segment.path, "rb") as f:
+                    raw = f.read(self.size)
+            except OSError as exc:
+                raise StoreAccessError(f"cannot read ({exc.strerror})", self.segment.path) from None
+            self._data = bytearray(raw.ljust(self.size, b"\0"))
+        return self._data
+
+    def unit(self, i: int) -> tuple[int, int, int]:
+        return UNIT.unpack_from(self.data, i)
+
+
+class QueueModel:
+    def __init__(self, topic: str, queue_id: int, segments: list[Segment], file_size: int):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size
+        self.files = [QueueFile(s.base_offset, file_size, s) for s in segments]
+        self.loaded_bases = [s.base_offset for s in segments]
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+        self.units_added = 0
+
+    # ---- ConsumeQueue.recover ----------------------------------------------------------------
+    def recover(self) -> None:
+        if not self.files:
+            return
+        index = max(len(self.files) - 3, 0)
+        f = self.files[index]
+        process = f.base
+        position = 0
+        while True:
+            for i in range(0, self.file_size, CQ_STORE_UNIT_SIZE):
+                offset, size, _tags = f.unit(i)
+                if offset >= 0 and size > 0:
+                    position = i + CQ_STORE_UNIT_SIZE
+                    self.max_physic_offset = offset + size
+                else:
+                    break
+            if position == self.file_size:
+                index += 1
+                if index >= len(self.files):
+                    break
+                f = self.files[index]
+                process = f.base
+                position = 0
+            else:
+                break
+        self._truncate_dirty_files(process + position)
+
+    def _truncate_dirty_files(self, offset: int) -> None:
+        """MappedFileQueue.truncateDirtyFiles: the file holding ``offset`` ends there, later ones go."""
+        kept = []
+        for f in self.files:
+            if f.base + self.file_size > offset:
+                if offset >= f.base:
+                    f.wrote = offset % self.file_size
+                    kept.append(f)
+                # else: destroyed
+            else:
+                kept.append(f)
+        self.files = kept
+
+    # ---- ConsumeQueue.truncateDirtyLogicFiles -----------------------------------------------
+    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
+        self.max_physic_offset = phy_offset
+        while self.files:
+            f = self.files[-1]
+            f.wrote = 0
+            delete = False
+            for i in range(0, self.file_size, CQ_STORE_UNIT_SIZE):
+                offset, size, _tags = f.unit(i)
+                if i == 0:
+                    if offset >= phy_offset:
+                        delete = True
+                        break
+                    f.wrote = CQ_STORE_UNIT_SIZE
+                    self.max_physic_offset = offset + size
+                else:
+                    if offset >= 0 and size > 0:
+                        if offset >= phy_offset:
+                            return
+                        f.wrote = i + CQ_STORE_UNIT_SIZE
+                        self.max_physic_offset = offset + size
+                        if f.wrote == self.file_size:
+                            return
+                    else:
+                        return
+            if delete:
+                self.files.pop()
+            else:
+                return
+
+    # ---- ConsumeQueue.putMessagePositionInfo ------------------------------------------------
+    def put(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        """False when the unit is skipped as built already."""
+        if offset + size <= self.max_physic_offset:
+            return False
+        expect = cq_offset * CQ_STORE_UNIT_SIZE
+        f = self._last_file(expect)
+        if f.first_create and cq_offset != 0 and f.wrote == 0:
+            self.min_logic_offset = expect
+            until = expect % self.file_size
+            f.data[0:until] = BLANK_UNIT * (until // CQ_STORE_UNIT_SIZE)
+            f.wrote = until
+        if cq_offset != 0 and expect < f.base + f.wrote:
+            return False
+        self.max_physic_offset = offset + size
+        if f.wrote + CQ_STORE_UNIT_SIZE <= self.file_size:
+            UNIT.pack_into(f.data, f.wrote, offset, size, tags_code)
+            f.wrote += CQ_STORE_UNIT_SIZE
+            self.units_added += 1
+        return True
+
+    def _last_file(self, start: int) -> QueueFile:
+        """getLastMappedFile(startOffset): the last file, or a new one after a full last file,
+        or the file holding ``start`` when there is none (marked first created)."""
+        if self.files and self.files[-1].wrote < self.file_size:
+            return self.files[-1]
+        if self.files:
+            f = QueueFile(self.files[-1].base + self.file_size, self.file_size, None)
+        else:
+            f = QueueFile(start - start % self.file_size, self.file_size, None)
+            f.first_create = True
+        self.files.append(f)
+        return f
+
+    # ---- recoverTopicQueueTable's correctMinOffset -------------------------------------------
+    def correct_min_offset(self, min_phy_offset: int, semantics: str) -> None:
+        if not self.files:
+            return
+        first = self.files[0]
+        if semantics == V5:
+            if self.min_logic_offset >= self.max_offset_bytes:
+                return  # 'contains no valid entries'
+            last = self.files[-1]
+            if last.wrote >= CQ_STORE_UNIT_SIZE and last.unit(last.wrote - CQ_STORE_UNIT_SIZE)[0] < min_phy_offset:
+                self.min_logic_offset = last.base + last.wrote
+                return
+            start = self.min_logic_offset - first.base
+            if 0 <= start < first.wrote and first.unit(start)[0] >= min_phy_offset:
+                return  # the previous min offset still holds
+        for i in range(0, first.wrote, CQ_STORE_UNIT_SIZE):
+            if first.unit(i)[0] >= min_phy_offset:
+                self.min_logic_offset = first.base + i
+                return
+
+    # ---- what the broker reports ------------------------------------------------------------
+    @property
+    def max_offset_bytes(self) -> int:
+        if not self.files:
+            return 0
+        return self.files[-1].base + self.files[-1].wrote
+
+    @property
+    def max_offset(self) -> int:
+        """getMaxOffsetInQueue."""
+        return self.max_offset_bytes // CQ_STORE_UNIT_SIZE
+
+    @property
+    def min_offset(self) -> int:
+        """getMinOffsetInQueue."""
+        return self.min_logic_offset // CQ_STORE_UNIT_SIZE
+
+    def deleted_files(self) -> list[int]:
+        """Bases of the files on disk that the model no longer has."""
+        now = {f.base for f in self.files}
+        return [b for b in self.loaded_bases if b not in now]
+
+
+def file_size_of(path: str) -> int:
+    return os.stat(path).st_size

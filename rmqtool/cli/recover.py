@@ -77,9 +77,9 @@ def recover(
         if not plan.loadable or not plan.is_empty:
             raise typer.Exit(int(ExitCode.CORRUPT))
         return
-    if not plan.loadable:
+    if plan.refusal:
         _show(doc, plan, fmt.value, render_document)
-        sys.stderr.write(f"rmqtool: error: {root}: not recovered: {plan.outcome.reason}\n")
+        sys.stderr.write(f"rmqtool: error: {root}: not recovered: {plan.refusal}\n")
         raise typer.Exit(int(ExitCode.CORRUPT))
     target = root
     if to is not None:
@@ -137,6 +137,8 @@ def _plan_lines(doc: dict, plan) -> list[str]:
             lines.append(f"what to do: {doc['advice']}")
         return lines
     lines.append(f"recovery starts in {doc['start_file']}: {doc['start_reason']}")
+    if doc.get("apply_refused"):
+        lines.append(f"--apply refuses this store: {doc['apply_refused']}")
     if cl["max_offset_after"] < cl["max_offset_before"]:
         lines.append(f"the commit log is cut at {cl['max_offset_after']} (its data ends at {cl['max_offset_before']};"
                      f" the walk stopped: {cl['stopped_by']})")

@@ -260,8 +260,8 @@ class Store:
         plan = plan_recovery(self.root, commit_log_file_size=self.config.mapped_file_size_commit_log,
                              consume_queue_file_size=self.config.mapped_file_size_consume_queue,
                              settings=self._recovery_settings, keep_index=self._keep_index)
-        if not plan.loadable:
-            raise CorruptData(f"the broker would not load this store: {plan.outcome.reason}", self.root)
+        if plan.refusal:
+            raise CorruptData(plan.refusal, self.root)
         if not plan.is_empty and not recover:
             first = plan.findings[0]
             more = f" (and {len(plan.findings) - 1} more)" if len(plan.findings) > 1 else ""

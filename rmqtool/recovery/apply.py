@@ -13,8 +13,8 @@ import os
 import pathlib
 
 from rmqtool.errors import CorruptData, StoreAccessError, StoreLocked, UsageError
-from rmqtool.recovery.manifest import COPIES_DIR, Entry, Manifest, copy_range, sync_dir, write_manifest
-from rmqtool.recovery.plan import DELETE, ZERO, RecoveryPlan
+from rmqtool.recovery.manifest import RESTORE, COPIES_DIR, Entry, Manifest, copy_range, sync_dir, write_manifest
+from rmqtool.recovery.plan import DELETE, ZERO, Action, RecoveryPlan
 from rmqtool.store.lock import is_locked
 from rmqtool.store.paths import StorePaths
 
@@ -53,8 +53,8 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None) 
     """Back up, then carry out ``plan``. The caller holds the store lock (the engine does) or
     no one does; a store another process holds is refused."""
     root = pathlib.Path(plan.store)
-    if not plan.loadable:
-        raise CorruptData(f"not recovering a store the broker would not load: {plan.outcome.reason}", root)
+    if plan.refusal:
+        raise CorruptData(f"not recovered: {plan.refusal}", root)
     holder = is_locked(StorePaths(root).lock)
     if holder is not None and holder != os.getpid():
         who = f"process {holder}" if holder else "another process"
@@ -69,7 +69,9 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None) 
         raise StoreAccessError(f"cannot create the backup directory ({exc.strerror})", backup) from None
 
     entries = []
-    for i, action in enumerate(plan.actions):
+    listing = _listing(root)
+    actions = list(plan.actions) + _appended_later(root, plan)
+    for i, action in enumerate(actions):
         path = pathlib.Path(action.path)
         copy = f"{COPIES_DIR}/{i:04d}.bin"
         try:
@@ -82,11 +84,14 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None) 
                              copy, st.st_mode & 0o7777))
     sync_dir(backup / COPIES_DIR)
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
-    manifest = write_manifest(backup, Manifest(str(root.resolve()), created, plan.to_json(), tuple(entries)))
+    manifest = write_manifest(backup, Manifest(str(root.resolve()), created, plan.to_json(), tuple(entries),
+                                               listing))
 
     zeroed = deleted = deleted_bytes = 0
     for entry in entries:
         path = root / entry.file
+        if entry.action == RESTORE:
+            continue  # only kept: dispatch changes it later
         if entry.action == ZERO:
             _write_zeros(path, entry.start, entry.end)
             zeroed += entry.end - entry.start
@@ -119,3 +124,26 @@ def _write_zeros(path: pathlib.Path, start: int, end: int) -> None:
         raise StoreAccessError(f"cannot write ({exc.strerror})", path, start) from None
     finally:
         os.close(fd)
+
+
+def _listing(root: pathlib.Path) -> tuple[str, ...]:
+    """Every file of the store (relative names), as it is before the apply."""
+    return tuple(sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()))
+
+
+def _appended_later(root: pathlib.Path, plan: RecoveryPlan) -> list[Action]:
+    """Whole files that dispatching again after the plan appends to or rewrites: the
+    checkpoint, the abort marker, each queue's last file and the last index file the plan
+    keeps. Kept (as RESTORE entries) so that undo gives the store back exactly."""
+    paths = StorePaths(root)
+    gone = {pathlib.Path(a.path).resolve() for a in plan.actions if a.kind == DELETE}
+    keep = [paths.checkpoint, paths.abort]
+    for directory in [*paths.consumequeue.glob("*/*"), paths.index]:
+        if directory.is_dir():
+            files = sorted(p for p in directory.iterdir() if p.is_file() and p.resolve() not in gone)
+            keep += files[-1:]
+    out = []
+    for p in keep:
+        if p.is_file():
+            out.append(Action(RESTORE, str(p), 0, p.stat().st_size, "", "dispatch changes it after the plan"))
+    return out

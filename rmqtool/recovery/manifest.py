@@ -9,7 +9,14 @@ apply cut short can always be undone::
      "entries": [{"action": "zero" | "delete", "file": "commitlog/00000000000000262144"
                   (relative to the store), "start": 33066, "end": 33391 (the byte range the
                   action changes; a deleted file: 0 .. its size), "sha256": "<hex of the
-                  original bytes>", "copy": "copies/0000.bin", "mode": 420}]}
+                  original bytes>", "copy": "copies/0000.bin", "mode": 420}],
+     "listing": ["checkpoint", "commitlog/...", "consumequeue/T/0/...", "index/...", ...]}
+
+Besides the plan's own actions, entries with the action ``restore`` hold whole files that
+re-dispatching after the plan appends to (the checkpoint, the abort marker, the last file of
+each consume queue, the last index file), and ``listing`` names every file of the store
+before the apply: undo puts the restore entries back whole and removes files made since
+(new consume queue and index files), so the store is again what it was.
 """
 from __future__ import annotations
 
@@ -26,6 +33,7 @@ COPIES_DIR = "copies"
 FORMAT_NAME = "rmqtool-recovery-backup"
 FORMAT_VERSION = 1
 COPY_CHUNK = 1 << 22
+RESTORE = "restore"  # a whole file re-dispatching changes after the plan: put back whole
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -48,10 +56,14 @@ class Manifest:
     created: str
     plan: dict
     entries: tuple[Entry, ...]
+    listing: tuple[str, ...] | None = None  # every file of the store before (None: an older backup)
 
     def to_json(self) -> dict:
-        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "store": self.store, "created": self.created,
-                "plan": self.plan, "entries": [e.to_json() for e in self.entries]}
+        doc = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "store": self.store, "created": self.created,
+               "plan": self.plan, "entries": [e.to_json() for e in self.entries]}
+        if self.listing is not None:
+            doc["listing"] = list(self.listing)
+        return doc
 
 
 def copy_range(path: pathlib.Path, start: int, end: int, copy: pathlib.Path) -> str:
@@ -69,8 +81,12 @@ def copy_range(path: pathlib.Path, start: int, end: int, copy: pathlib.Path) -> 
                 if not chunk:
                     raise StoreAccessError(f"the file ends at {pos}, before {end}", path, pos)
                 digest.update(chunk)
-                out.write(chunk)
+                if chunk.count(0) == len(chunk):
+                    out.seek(len(chunk), os.SEEK_CUR)  # zeros stay a hole: a made-ahead segment costs nothing
+                else:
+                    out.write(chunk)
                 pos += len(chunk)
+            out.truncate(end - start)
             out.flush()
             os.fsync(out.fileno())
     except OSError as exc:
@@ -123,7 +139,9 @@ def read_manifest(backup_dir: pathlib.Path) -> Manifest:
         raise FormatError(f"not a {FORMAT_NAME} manifest of version {FORMAT_VERSION}", path)
     try:
         entries = tuple(Entry(**e) for e in doc["entries"])
-        return Manifest(doc["store"], doc["created"], doc["plan"], entries)
+        listing = doc.get("listing")
+        return Manifest(doc["store"], doc["created"], doc["plan"], entries,
+                        tuple(listing) if listing is not None else None)
     except (KeyError, TypeError) as exc:
         raise FormatError(f"a manifest field is missing or wrong ({exc})", path) from None
 

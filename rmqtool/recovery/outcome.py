@@ -258,7 +258,14 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
                               f"offset), which lies in no file: the broker never finishes starting")
                 out.advice = "restore the missing commit log file, or rebuild the consume queues (rmqtool redispatch)"
             else:
-                _redispatch(kept, reput, end, options, delay_levels, dispatch)
+                gap = _redispatch(kept, reput, end, size, options, delay_levels, dispatch)
+                if gap is not None:
+                    out.loadable = False
+                    out.reason = (f"start() dispatches from commit log offset {reput} and reaches the end of a file "
+                                  f"whose next file ({gap}) is missing: reput waits there and the broker never "
+                                  f"finishes starting")
+                    out.advice = ("restore the missing commit log file, or let the broker recover abnormally "
+                                  "(rmqtool recover --from-checkpoint --apply)")
         for q in queues:
             q.correct_min_offset(min_phy, semantics)
     else:
@@ -280,8 +287,10 @@ def _queue_paths(paths: StorePaths, q: QueueModel) -> list[pathlib.Path]:
     return [directory / f"{b:020d}" for b in q.deleted_files()]
 
 
-def _redispatch(segments, start: int, end: int, options: WalkOptions, delay_levels, dispatch) -> None:
-    """ReputMessageService from ``start`` to ``end`` (checkCRC off: reput reads without it)."""
+def _redispatch(segments, start: int, end: int, file_size: int, options: WalkOptions, delay_levels,
+                dispatch) -> int | None:
+    """ReputMessageService from ``start`` to ``end`` (checkCRC off: reput reads without it).
+    Returns the offset of a missing next file where reput would wait forever, else None."""
     reput = WalkOptions(options.semantics, check_crc=False)
     index = next(i for i, s in enumerate(segments) if s.base_offset <= start < s.base_offset + s.size)
     seg = segments[index]
@@ -298,10 +307,15 @@ def _redispatch(segments, start: int, end: int, options: WalkOptions, delay_leve
                 elif n == 0:
                     break
                 else:
-                    return
+                    return None
+            else:
+                return None
+        nxt = seg.base_offset + file_size  # rollNextFile
         index += 1
-        if index >= len(segments) or segments[index].base_offset >= end:
-            return
+        if nxt >= end:
+            return None
+        if index >= len(segments) or segments[index].base_offset != nxt:
+            return nxt
         seg = segments[index]
         pos = 0
 

@@ -108,6 +108,7 @@ class RecoveryPlan:
     made_ahead: tuple[str, ...]  # all-zero segments after the end: not recovery's, a writer deletes them
     commit_log: CommitLogEnd  # the recovered end, for a writer that goes on from it
     outcome: Outcome | None = None  # the broker's load, recovery and start, simulated
+    refusal: str | None = None  # why rmqtool does not carry this plan out (None: it can)
 
     @property
     def loadable(self) -> bool:
@@ -151,7 +152,8 @@ class RecoveryPlan:
                    "queues": {k: {"min_offset": v[0], "max_offset": v[1]} for k, v in sorted(o.queues.items())},
                    "lost_messages": o.lost_messages,
                    "files_deleted": [a.path for a in self.actions if a.kind == DELETE],
-                   "index_files_destroyed": [p for p, _ts in o.index_files_destroyed]}
+                   "index_files_destroyed": [p for p, _ts in o.index_files_destroyed],
+                   "apply_refused": self.refusal}
         return {"store": self.store, "recovery": "abnormal" if self.abnormal else "normal",
                 "needs_recovery": not self.is_empty, "commit_log_end": self.commit_log_end,
                 "findings": [f.to_json() for f in self.findings], "actions": [a.to_json() for a in self.actions],
@@ -175,10 +177,18 @@ def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | 
     abnormal = paths.abort.exists()
 
     queue = discover(paths.commitlog, required=False, mapped_file_size=commit_log_file_size)
-    odd = [f for f in queue.findings if f.id in UNPLANNABLE]
+    odd = [f for f in queue.findings if f.id in UNPLANNABLE and f.id != SEGMENT_GAP]
+    gaps = [f for f in queue.findings if f.id == SEGMENT_GAP]
     outcome = simulate(paths.root, settings, commit_log_file_size, consume_queue_file_size)
     if odd or not outcome.loadable:
         return _unplannable(paths, outcome, odd, queue)
+    refusal = None
+    for gap in gaps:
+        findings.append(Finding(SEGMENT_GAP, gap.path, gap.offset,
+                                f"{gap.message}: the broker loads the store and skips the missing file's messages "
+                                f"without a word"))
+        refusal = (f"{gap.path}: a commit log file is missing before it: rmqtool does not rewrite such a store "
+                   f"(restore the file; the broker itself would load the store and skip its messages)")
     size = commit_log_file_size or queue.mapped_file_size or 0
     segments = queue.segments
     w = outcome.walk
@@ -227,8 +237,12 @@ def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | 
                                 "abnormal recovery asked for (--from-checkpoint): dispatch starts again from the "
                                 "checkpoint's file"))
     redispatch = min(max(redispatch, min_offset), w.end)
+    if findings:  # truncateDirtyFiles drops them too; in the backup (sparse) so that undo brings them back
+        for path in made_ahead:
+            actions.append(Action(DELETE, path, 0, os.stat(path).st_size, SEGMENT_AFTER_END,
+                                  "truncateDirtyFiles: made ahead and never written (all zeros)"))
     return RecoveryPlan(str(paths.root), outcome.abnormal, size, w.end, tuple(findings), tuple(actions), tuple(cuts),
-                        redispatch, reason, tuple(made_ahead), end, outcome)
+                        redispatch, reason, tuple(made_ahead), end, outcome, refusal)
 
 
 LAST_BLANK = "a blank record ends the last file"
@@ -263,11 +277,12 @@ def _unplannable(paths: StorePaths, outcome, odd, queue) -> RecoveryPlan:
     if odd:
         outcome.loadable = False
         outcome.reason = outcome.reason or f"{odd[0].path}: {odd[0].id}: {odd[0].message}"
+    refusal = f"the broker would not load this store: {outcome.reason}"
     finding = Finding(STORE_NOT_LOADABLE, str(paths.root), None, outcome.reason)
     end = CommitLogEnd(outcome.max_offset_before, None, 0)
     return RecoveryPlan(str(paths.root), outcome.abnormal, queue.mapped_file_size or 0, outcome.max_offset_before,
                         (finding,), (), (), outcome.max_offset_before, "the broker does not load this store", (),
-                        end, outcome)
+                        end, outcome, refusal)
 
 
 def _zero_after(seg: Segment, position: int, actions: list[Action], findings: list[Finding], w=None) -> None:

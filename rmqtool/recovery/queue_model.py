@@ -15,7 +15,6 @@ model is what a plan predicts, the engine writes.
 """
 from __future__ import annotations
 
-import os
 import struct
 
 from rmqtool.errors import StoreAccessError
@@ -173,20 +172,48 @@ class QueueModel:
     def correct_min_offset(self, min_phy_offset: int, semantics: str) -> None:
         if not self.files:
             return
-        first = self.files[0]
         if semantics == V5:
-            if self.min_logic_offset >= self.max_offset_bytes:
-                return  # 'contains no valid entries'
-            last = self.files[-1]
-            if last.wrote >= CQ_STORE_UNIT_SIZE and last.unit(last.wrote - CQ_STORE_UNIT_SIZE)[0] < min_phy_offset:
-                self.min_logic_offset = last.base + last.wrote
-                return
-            start = self.min_logic_offset - first.base
-            if 0 <= start < first.wrote and first.unit(start)[0] >= min_phy_offset:
-                return  # the previous min offset still holds
+            self._correct_min_offset_5(min_phy_offset)
+            return
+        first = self.files[0]
         for i in range(0, first.wrote, CQ_STORE_UNIT_SIZE):
             if first.unit(i)[0] >= min_phy_offset:
                 self.min_logic_offset = first.base + i
+                return
+
+    def _correct_min_offset_5(self, min_phy_offset: int) -> None:
+        """5.3.3: keep a min offset that still holds, else a binary search of the first file
+        (which, over fill units that all point at offset 0, lands on one in the middle)."""
+        unit = CQ_STORE_UNIT_SIZE
+        if self.min_logic_offset >= self.max_offset_bytes:
+            return  # 'contains no valid entries'
+        last = self.files[-1]
+        if last.wrote >= unit and last.unit(last.wrote - unit)[0] < min_phy_offset:
+            self.min_logic_offset = last.base + last.wrote
+            return
+        first = self.files[0]
+        start = self.min_logic_offset - first.base
+        intact = start >= 0
+        start = max(start, 0)
+        if start >= first.wrote:
+            return  # selectMappedBuffer gives nothing: '[Bug]' logged, nothing changed
+        size = first.wrote - start
+        if intact and first.unit(start)[0] >= min_phy_offset:
+            return
+        low, high = 0, size - unit
+        while high - low > unit:
+            mid = (low + high) // 2 // unit * unit
+            offset = first.unit(start + mid)[0]
+            if offset > min_phy_offset:
+                high = mid
+            elif offset == min_phy_offset:
+                low = high = mid
+                break
+            else:
+                low = mid
+        for i in range(low, high + 1, unit):
+            if first.unit(start + i)[0] >= min_phy_offset:
+                self.min_logic_offset = first.base + start + i
                 return
 
     # ---- what the broker reports ------------------------------------------------------------
@@ -210,7 +237,3 @@ class QueueModel:
         """Bases of the files on disk that the model no longer has."""
         now = {f.base for f in self.files}
         return [b for b in self.loaded_bases if b not in now]
-
-
-def file_size_of(path: str) -> int:
-    return os.stat(path).st_size

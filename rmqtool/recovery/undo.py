@@ -12,7 +12,7 @@ import os
 import pathlib
 
 from rmqtool.errors import CorruptData, StoreAccessError, StoreLocked
-from rmqtool.recovery.manifest import COPY_CHUNK, file_sha256, read_manifest, sync_dir
+from rmqtool.recovery.manifest import RESTORE, COPY_CHUNK, file_sha256, read_manifest, sync_dir
 from rmqtool.recovery.plan import ZERO
 from rmqtool.store.lock import is_locked
 from rmqtool.store.paths import StorePaths
@@ -47,10 +47,19 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
             raise CorruptData(f"the backup copy of {entry.file} does not match the manifest's sha256",
                               backup / entry.copy)
     ranges = files = total = 0
+    if manifest.listing is not None:  # files made since the apply go first
+        before = set(manifest.listing)
+        for p in sorted(root.rglob("*"), reverse=True):
+            name = str(p.relative_to(root))
+            if p.is_file() and name not in before and name != StorePaths(root).lock.name:
+                os.unlink(p)
+                sync_dir(p.parent)
     for entry in reversed(manifest.entries):
         path = root / entry.file
         if entry.action == ZERO:
             flags = os.O_WRONLY
+        elif entry.action == RESTORE:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
         else:
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -77,7 +86,12 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
 
 
 def _copy_back(copy: pathlib.Path, fd: int, position: int) -> None:
+    """The copy's bytes at ``position``; zeros are skipped (a zeroed range holds them already, a
+    file made again is extended over them), so a sparse copy stays sparse."""
     with open(copy, "rb") as f:
         while chunk := f.read(COPY_CHUNK):
-            os.pwrite(fd, chunk, position)
+            if chunk.count(0) != len(chunk):
+                os.pwrite(fd, chunk, position)
             position += len(chunk)
+    if os.fstat(fd).st_size < position:
+        os.ftruncate(fd, position)

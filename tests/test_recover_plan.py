@@ -1,0 +1,250 @@
+"""rmqtool recover: the plan equals what the real broker did to every crash store.
+
+Expected values come from the broker: the shared crash fixtures' summary.json and
+truth.json (4.9.8 crash and crash-fast, 5.3.3 crash5), and fixtures/crash-made/ (shapes
+made here, each recovered by the real 4.9.8 and 5.3.3 engines; see its README).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import FIXTURES, V4, V5, load_truth
+from rmqtool.cli.app import app
+from rmqtool.recovery.outcome import Settings, simulate
+from rmqtool.recovery.plan import plan_recovery
+
+MADE = FIXTURES / "crash-made"
+SHARED = [(V4 / "crash", "4.9"), (V4 / "crash-fast", "4.9"), (V5 / "crash5", "5.3"), (V5 / "crash5", "4.9")]
+CASES = [(base, variant, semantics) for base, semantics in SHARED
+         for variant in json.loads((base / "summary.json").read_text())]
+MADE_CASES = [(d.name, label) for d in sorted(p for p in MADE.iterdir() if p.is_dir())
+              for label in json.loads((d / "truth.json").read_text())["engines"]]
+
+
+def _id(x):
+    return x.name if isinstance(x, pathlib.Path) else str(x)
+
+
+def _copy(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
+    shutil.copytree(src, dst)
+    for p in [dst, *dst.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o200)
+    return dst
+
+
+def _state(root: pathlib.Path) -> dict:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
+            for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.parametrize("base,variant,semantics", CASES, ids=_id)
+def test_plan_is_the_brokers_outcome_on_the_shared_crash_stores(base, variant, semantics):
+    truth = json.loads((base / "summary.json").read_text())[variant]
+    plan = plan_recovery(base / variant / "input" / "store", settings=Settings(semantics=semantics))
+    doc = plan.to_json()
+    assert doc["loadable"] == truth["loadOk"]
+    if not truth["loadOk"]:
+        assert doc["reason"] and plan.refusal and not plan.actions
+        return
+    assert doc["commit_log"]["max_offset_after"] == truth["maxPhyOffset"]
+    assert doc["commit_log"]["min_offset"] == truth["minPhyOffset"]
+    queues = truth.get("queues") or truth["queues_min_max_readable"]
+    assert {k: [v["min_offset"], v["max_offset"]] for k, v in doc["queues"].items()} == \
+        {k: v[:2] for k, v in queues.items()}
+    assert len(doc["lost_messages"]) == truth["lostFromCommitLog"]
+    full = load_truth(base / variant / "truth.json")
+    listed = full.get("diffVsPreCrash", {}).get("lostFromCommitLog", [])
+    lost = {m["commit_log_offset"]: m for m in doc["lost_messages"]}
+    for m in listed:
+        got = lost[m["physicalOffset"]]
+        assert (got["topic"], got["queue_id"], got["queue_offset"]) == (m["topic"], m["queueId"], m["queueOffset"])
+        if got["readable"]:
+            assert got["keys"] == m["keys"]
+    assert doc["mode"] == ("abnormal" if full["abortFileExistedBeforeLoad"] else "normal")
+
+
+@pytest.mark.parametrize("name,label", MADE_CASES, ids=_id)
+def test_plan_is_the_brokers_outcome_on_the_made_crash_stores(name, label):
+    truth = json.loads((MADE / name / "truth.json").read_text())
+    expected = truth["engines"][label]
+    settings = Settings(semantics="5.3" if label.startswith("5.3") else "4.9",
+                        verify_prop_crc="forceVerifyPropCRC" in label)
+    plan = plan_recovery(MADE / name / "input" / "store", settings=settings)
+    doc = plan.to_json()
+    assert doc["loadable"] == (expected["loadOk"] and expected["startReturned"] is not False)
+    assert doc["commit_log"]["max_offset_after"] == expected["maxPhyOffset"]
+    assert {k: [v["min_offset"], v["max_offset"]] for k, v in doc["queues"].items()} == expected["queues"]
+
+
+def test_the_two_versions_differ_where_the_brokers_did():
+    """Two made shapes the 4.9.8 and 5.3.3 engines recover differently, and the plan with them."""
+    torn = MADE / "torn-middle-normal" / "input" / "store"
+    v4 = plan_recovery(torn, settings=Settings(semantics="4.9")).to_json()
+    v5 = plan_recovery(torn, settings=Settings(semantics="5.3")).to_json()
+    assert v4["commit_log"]["max_offset_after"] < v5["commit_log"]["max_offset_after"]
+    assert v4["lost_messages"] and not v5["lost_messages"]
+    stuck = MADE / "missing-middle-no-queues" / "input" / "store"
+    assert not plan_recovery(stuck, settings=Settings(semantics="4.9")).loadable
+    assert plan_recovery(stuck, settings=Settings(semantics="5.3")).loadable
+
+
+@pytest.mark.parametrize("variant", [v for v in json.loads((V4 / "crash" / "summary.json").read_text())
+                                     if (V4 / "crash" / v / "expected").is_dir()])
+def test_index_files_destroyed_are_those_the_broker_destroyed(variant):
+    """After an abnormal exit the broker destroys index files newer than the checkpoint's
+    indexMsgTimestamp: the input's index files missing from the broker's output."""
+    root = V4 / "crash" / variant
+    before = {p.name for p in (root / "input" / "store" / "index").glob("*")} \
+        if (root / "input" / "store" / "index").is_dir() else set()
+    after = {p.name for p in (root / "expected" / "store" / "index").glob("*")}
+    plan = plan_recovery(root / "input" / "store")
+    assert {pathlib.Path(p).name for p in plan.to_json()["index_files_destroyed"]} == before - after
+    kept = plan_recovery(root / "input" / "store", keep_index=True)
+    assert not [a for a in kept.actions if "/index/" in a.path]
+
+
+# ---- the command -------------------------------------------------------------------------------
+runner = CliRunner()
+
+
+def _run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_clean_store_plans_nothing_and_exits_0():
+    r = _run("recover", V4 / "basic" / "store", "-f", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["needs_recovery"] is False and doc["lost_messages"] == [] and doc["loadable"]
+
+
+def test_crash_store_plan_exits_3_and_names_every_field():
+    r = _run("recover", V4 / "crash" / "e3-corrupt-body-in-second-to-last-commitlog-file" / "input" / "store",
+             "-f", "json")
+    assert r.exit_code == 3
+    doc = json.loads(r.stdout)
+    for field in ("mode", "semantics", "start_file", "commit_log", "queues", "lost_messages", "files_deleted",
+                  "index_files_destroyed", "loadable"):
+        assert field in doc
+    for m in doc["lost_messages"]:
+        assert set(m) >= {"commit_log_offset", "topic", "queue_id", "queue_offset", "keys", "store_timestamp"}
+
+
+def test_the_table_plan_is_numbered_and_fits_80_columns():
+    r = runner.invoke(app, ["recover", str(V4 / "crash" / "e1-corrupt-body-in-last-commitlog-file" / "input" /
+                                             "store")], env={"COLUMNS": "80"})
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith(" 1. abnormal recovery")
+    assert all(len(line) <= 80 for line in lines)
+    assert any("messages lost" in line for line in lines)
+
+
+@pytest.mark.parametrize("base,variant", [(V4 / "crash", "e3-corrupt-body-in-second-to-last-commitlog-file"),
+                                          (V4 / "crash", "c1-delete-cq-queue-dir"),
+                                          (V5 / "crash5", "b-garbled-last-message"),
+                                          (MADE, "roll-kill-last-missing")], ids=_id)
+def test_apply_to_a_copy_leaves_the_input_and_repairs_once(base, variant, tmp_path):
+    src = _copy(base / variant / "input" / "store", tmp_path / "in")
+    before = _state(src)
+    out = tmp_path / "out"
+    planned = json.loads(_run("recover", src, "-f", "json").stdout)
+    r = _run("recover", src, "--apply", "--to", out, "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert _state(src) == before
+    assert not (out / "abort").exists()
+    again = _run("recover", out, "-f", "json")
+    doc = json.loads(again.stdout)
+    assert again.exit_code == 0 and doc["needs_recovery"] is False, doc["findings"]
+    assert doc["commit_log"]["max_offset_after"] == planned["commit_log"]["max_offset_after"]
+    assert {k: v["max_offset"] for k, v in doc["queues"].items()} == \
+        {k: v["max_offset"] for k, v in planned["queues"].items()}
+    verify = _run("verify", out, "-f", "json", "--no-progress")
+    errors = [f for f in json.loads(verify.stdout) if f["severity"] == "error"]
+    assert not [f for f in errors if f["finding"] in ("recordTorn", "recoveryCutsCommitLog", "segmentAfterEnd",
+                                                      "consumeQueueBeyondCommitLog", "trailingGarbage")]
+
+
+def test_apply_in_place_then_undo_gives_every_byte_back(tmp_path):
+    src = _copy(V4 / "crash" / "e1-corrupt-body-in-last-commitlog-file" / "input" / "store", tmp_path / "s")
+    before = _state(src)
+    backup = tmp_path / "backup"
+    r = _run("recover", src, "--apply", "--backup-dir", backup, "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["applied"]["backup_dir"] == str(backup)
+    assert _state(src) != before
+    u = _run("undo", backup, "-f", "json")
+    assert u.exit_code == 0, u.output
+    after = _state(src)
+    # every file as it was (the commit log's zeroed and deleted bytes, the queues and index
+    # files dispatch rewrote, checkpoint and abort marker); files made since are gone
+    lockless = lambda state: {k: v for k, v in state.items() if k != "lock"}  # noqa: E731
+    assert lockless(after) == lockless(before)
+
+
+def test_a_store_the_broker_would_not_load_is_not_written(tmp_path):
+    src = _copy(V4 / "crash" / "b1-truncate-last-commitlog-mid-message" / "input" / "store", tmp_path / "s")
+    before = _state(src)
+    r = _run("recover", src, "--apply")
+    assert r.exit_code == 3
+    assert "not recovered" in r.stderr and "mapped file size" in r.stderr
+    assert _state(src) == before
+
+
+def test_a_missing_middle_file_is_planned_but_not_applied(tmp_path):
+    src = _copy(MADE / "missing-middle-abnormal" / "input" / "store", tmp_path / "s")
+    before = _state(src)
+    doc = json.loads(_run("recover", src, "-f", "json").stdout)
+    assert doc["loadable"] and doc["apply_refused"]
+    assert any(f["finding"] == "segmentGap" for f in doc["findings"])
+    r = _run("recover", src, "--apply")
+    assert r.exit_code == 3 and _state(src) == before
+
+
+def test_a_store_a_running_process_holds_is_refused(tmp_path):
+    src = _copy(V4 / "crash" / "b2-garbage-tail-of-last-message" / "input" / "store", tmp_path / "s")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from rmqtool.engine.lock import StoreLock; l = StoreLock(sys.argv[1]); l.acquire(); "
+        "print('held', flush=True); time.sleep(60)"), str(src / "lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = _state(src)
+        r = _run("recover", src, "--apply")
+        assert r.exit_code == 5, r.output
+        assert _state(src) == before
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.parametrize("args", [["--semantics", "6.0"], ["--to", "/tmp/x"], ["--semantics", "4.9", "--verify-prop-crc"]])
+def test_usage_errors(args):
+    r = _run("recover", V4 / "basic" / "store", *args)
+    assert r.exit_code == 2 and "error" in r.stderr
+
+
+def test_verify_prop_crc_changes_the_end_as_force_verify_prop_crc_did():
+    truth = json.loads((MADE / "prop-crc-digits" / "truth.json").read_text())["engines"]
+    store = MADE / "prop-crc-digits" / "input" / "store"
+    plain = json.loads(_run("recover", store, "--semantics", "5.3", "-f", "json").stdout)
+    forced = json.loads(_run("recover", store, "--verify-prop-crc", "-f", "json").stdout)
+    assert plain["commit_log"]["max_offset_after"] == truth["5.3.3"]["maxPhyOffset"]
+    assert forced["commit_log"]["max_offset_after"] == truth["5.3.3-forceVerifyPropCRC"]["maxPhyOffset"]
+    assert forced["semantics"] == "5.3"
+
+
+def test_from_checkpoint_rescans_a_cleanly_closed_store():
+    store = MADE / "torn-before-normal-start" / "input" / "store"  # no abort file
+    normal = simulate(store, Settings(semantics="4.9"))
+    forced = simulate(store, Settings(semantics="4.9", from_checkpoint=True))
+    assert not normal.abnormal and forced.abnormal
+    assert "forced" in forced.mode_reason

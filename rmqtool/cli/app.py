@@ -29,8 +29,8 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 def _register_all() -> None:
-    from rmqtool.cli import append, dump, findings, info, offsets, query, recover, undo, verify
-    for module in (info, dump, query, verify, offsets, recover, append, undo, findings):
+    from rmqtool.cli import append, dump, findings, info, offsets, query, recover, redispatch, undo, verify
+    for module in (info, dump, query, verify, offsets, recover, redispatch, append, undo, findings):
         module.register(app)
 
 

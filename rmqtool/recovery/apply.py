@@ -11,6 +11,7 @@ import dataclasses
 import datetime
 import os
 import pathlib
+import shutil
 
 from rmqtool.errors import CorruptData, StoreAccessError, StoreLocked, UsageError
 from rmqtool.recovery.manifest import RESTORE, COPIES_DIR, Entry, Manifest, copy_range, sync_dir, write_manifest
@@ -147,3 +148,60 @@ def _appended_later(root: pathlib.Path, plan: RecoveryPlan) -> list[Action]:
         if p.is_file():
             out.append(Action(RESTORE, str(p), 0, p.stat().st_size, "", "dispatch changes it after the plan"))
     return out
+
+
+CREATE = "create"
+REPLACE = "replace"
+
+
+def apply_file_changes(root: str | os.PathLike, changes, backup_dir: str | os.PathLike | None,
+                       plan_doc: dict) -> Applied:
+    """Swap whole files into a store (redispatch): ``changes`` are (kind, target, staged) with
+    kind create, replace or delete. Every file replaced or deleted is copied into the backup
+    first, with the store's listing, so that ``rmqtool undo`` gives the store back."""
+    root = pathlib.Path(root)
+    holder = is_locked(StorePaths(root).lock)
+    if holder is not None:
+        who = f"process {holder}" if holder else "another process"
+        raise StoreLocked(f"the store is locked by {who}: not changing it under a running writer",
+                          StorePaths(root).lock)
+    backup = pathlib.Path(backup_dir) if backup_dir is not None else default_backup_dir(root)
+    if backup.exists() and (not backup.is_dir() or any(backup.iterdir())):
+        raise UsageError("the backup directory exists and is not empty", backup)
+    try:
+        (backup / COPIES_DIR).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot create the backup directory ({exc.strerror})", backup) from None
+    listing = _listing(root)
+    entries = []
+    for i, (kind, target, _staged) in enumerate(changes):
+        if kind == CREATE:
+            continue
+        path = pathlib.Path(target)
+        st = os.stat(path)
+        copy = f"{COPIES_DIR}/{i:04d}.bin"
+        digest = copy_range(path, 0, st.st_size, backup / copy)
+        entries.append(Entry(DELETE if kind == DELETE else RESTORE, str(path.resolve().relative_to(root.resolve())),
+                             0, st.st_size, digest, copy, st.st_mode & 0o7777))
+    sync_dir(backup / COPIES_DIR)
+    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+    manifest = write_manifest(backup, Manifest(str(root.resolve()), created, plan_doc, tuple(entries), listing))
+    deleted = deleted_bytes = 0
+    for kind, target, staged in changes:
+        path = pathlib.Path(target)
+        try:
+            if kind == DELETE:
+                deleted_bytes += os.stat(path).st_size
+                os.unlink(path)
+                deleted += 1
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(path.name + ".rmqtool-tmp")
+                shutil.copyfile(staged, tmp)
+                with open(tmp, "rb+") as f:
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
+            sync_dir(path.parent)
+        except OSError as exc:
+            raise StoreAccessError(f"cannot write ({exc.strerror})", path) from None
+    return Applied(None, backup, manifest, 0, deleted, deleted_bytes)

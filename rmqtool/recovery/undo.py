@@ -54,6 +54,10 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
             if p.is_file() and name not in before and name != StorePaths(root).lock.name:
                 os.unlink(p)
                 sync_dir(p.parent)
+                parent = p.parent
+                while parent != root and not any(parent.iterdir()):  # a queue directory made since
+                    parent.rmdir()
+                    parent = parent.parent
     for entry in reversed(manifest.entries):
         path = root / entry.file
         if entry.action == ZERO:

@@ -185,3 +185,14 @@ def read_config_dir(store_root: str | os.PathLike) -> ConfigDir:
         except FormatError as exc:
             findings.append(Finding(CONFIG_UNPARSEABLE, exc.path, exc.offset, exc.message))
     return ConfigDir(str(directory), files, findings)
+
+
+def known_topics(config_dir) -> set[str] | None:
+    """Topics of topics.json (as the broker would load it, .bak fallback included), None
+    when it cannot tell (no file, or none that parses)."""
+    try:
+        doc = read_config_file(config_dir, "topics.json").document
+    except FormatError:
+        return None
+    table = doc.get("topicConfigTable") if isinstance(doc, dict) else None
+    return set(table) if isinstance(table, dict) else None

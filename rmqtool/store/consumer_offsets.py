@@ -39,7 +39,7 @@ from rmqtool.formats import config as config_format
 from rmqtool.store import detect
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.commitlog_reader import CommitLogReader
-from rmqtool.store.config import ConfigFile, read_config_file
+from rmqtool.store.config import ConfigFile, known_topics, read_config_file
 from rmqtool.store.consumequeue import AnyConsumeQueue, BatchConsumeQueueUnit, open_consume_queues
 from rmqtool.store.paths import CONFIG_DIR, StorePaths
 
@@ -152,16 +152,6 @@ class _Timestamps:
         return timestamp if timestamp >= 0 else None
 
 
-def _known_topics(config_dir) -> set[str] | None:
-    """Topics of topics.json (as the broker would load it), None when it cannot tell."""
-    try:
-        doc = read_config_file(config_dir, TOPICS_FILE).document
-    except FormatError:
-        return None
-    table = doc.get("topicConfigTable") if isinstance(doc, dict) else None
-    return set(table) if isinstance(table, dict) else None
-
-
 def _offset_table(config: ConfigFile, findings: list[Finding]) -> list[tuple[str, str, int, int]]:
     """(topic, group, queue id, committed offset) of each entry the broker would load."""
     try:
@@ -209,14 +199,14 @@ def consumer_offsets(store: str | os.PathLike, group: str | None = None,
     commit_log_dir = StorePaths(root).commitlog
     commit_log = CommitLog(commit_log_dir) if commit_log_dir.is_dir() else None
     queues = open_consume_queues(root, commit_log_max_offset=commit_log.max_offset() if commit_log else None)
-    known_topics = _known_topics(config_dir)
+    topics = known_topics(config_dir)
     rows = []
     with _Timestamps(commit_log) as timestamps:
         for topic_name, group_name, queue_id, committed in sorted(entries, key=lambda e: (e[1], e[0], e[2])):
             queue = queues.find(topic_name, queue_id)
             row = _progress(group_name, topic_name, queue_id, committed, queue, timestamps.commit_log_min_offset,
                             timestamps)
-            finding = _finding(row, queue, config.path, known_topics)
+            finding = _finding(row, queue, config.path, topics)
             if finding is not None:
                 findings.append(finding)
             rows.append(row)

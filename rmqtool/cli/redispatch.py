@@ -1,0 +1,116 @@
+"""rmqtool redispatch STORE: rebuild consume queues and index files from the commit log, as
+the broker's dispatch builds them; plan first, --apply swaps them in with a backup.
+
+Exit codes: 0 the rebuilt files equal the store's, or they were applied; 3 they differ (the
+plan lists how); 5 a running process holds the store (--apply).
+"""
+from __future__ import annotations
+
+import pathlib
+import shutil
+import sys
+import tempfile
+import textwrap
+from typing import List, Optional
+
+import typer
+
+from rmqtool.cli.common import OutputFormat, boundary
+from rmqtool.cli.params import OFFSET_METAVAR, complete_queue, complete_topic, examples
+from rmqtool.errors import ExitCode, UsageError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("redispatch", epilog=examples(
+        "rmqtool redispatch /data/store",
+        "rmqtool redispatch /data/store --cq -t OrderTopic -q 3 --apply",
+        "rmqtool redispatch /data/store --index --apply",
+        "rmqtool redispatch /data/store -f json | jq '.changes[] | select(.kind != \"same\")'"))(redispatch)
+
+
+@boundary
+def redispatch(
+    store: pathlib.Path = typer.Argument(..., help="The store root directory."),
+    topic: List[str] = typer.Option([], "--topic", "-t", autocompletion=complete_topic,
+                                    help="Only this topic (repeatable)."),
+    queue: Optional[int] = typer.Option(None, "--queue", "-q", min=0, autocompletion=complete_queue,
+                                        help="Only this queue id."),
+    from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, metavar=OFFSET_METAVAR,
+                                              help="Keep what lies before this commit log offset; rebuild the rest."),
+    cq: bool = typer.Option(False, "--cq", help="Consume queues (default: consume queues and index)."),
+    index: bool = typer.Option(False, "--index", help="Index files (default: consume queues and index)."),
+    skip_unknown_topics: bool = typer.Option(False, "--skip-unknown-topics",
+                                             help="Leave out topics that config/topics.json does not have."),
+    index_slots: Optional[int] = typer.Option(None, "--index-slots", min=1,
+                                              help="maxHashSlotNum (default: the store's index files', else 5000000)."),
+    index_entries: Optional[int] = typer.Option(None, "--index-entries", min=2,
+                                                help="maxIndexNum (default: the store's index files', else 20000000)."),
+    apply: bool = typer.Option(False, "--apply", help="Swap the rebuilt files in (default: only show the plan)."),
+    backup_dir: Optional[pathlib.Path] = typer.Option(None, "--backup-dir", metavar="DIR",
+                                                      help="--apply: where replaced files go (default: beside the "
+                                                           "store, named by the time)."),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
+):
+    """Rebuild consume queues and index files from the commit log (files identical to the broker's)."""
+    from rmqtool.engine.redispatch import Selection, build, compare
+    from rmqtool.recovery.apply import apply_file_changes
+    from rmqtool.recovery.plan import plan_recovery
+    from rmqtool.report.sink import render_document
+    from rmqtool.store.config import known_topics
+    from rmqtool.store.detect import require_store
+    from rmqtool.store.paths import StorePaths
+
+    if backup_dir is not None and not apply:
+        raise UsageError("--backup-dir goes with --apply")
+    root = require_store(store)
+    if not cq and not index:
+        cq = index = True
+    recovery = plan_recovery(root)
+    if not recovery.is_empty and recovery.findings[0].id != "abortFilePresent":
+        raise UsageError(f"the store needs recovery first ({recovery.findings[0].id}: {recovery.findings[0].message});"
+                         f" run rmqtool recover", root)
+    known = None
+    if skip_unknown_topics:
+        known = known_topics(StorePaths(root).config)
+        if known is None:
+            raise UsageError("--skip-unknown-topics: config/topics.json (or its .bak) cannot be read", root)
+    selection = Selection(tuple(topic), queue, frozenset(known) if known is not None else None)
+    with tempfile.TemporaryDirectory(prefix=".rmqtool-redispatch-", dir=root.parent) as tmp:
+        built = build(root, pathlib.Path(tmp) / "staging", cq=cq, index=index, selection=selection,
+                      from_offset=from_offset, index_slots=index_slots, index_entries=index_entries)
+        changes = compare(root, built, cq=cq, index=index, selection=selection)
+        doc = {"store": str(root), "from_offset": built.from_offset, "to_offset": built.to_offset,
+               "records_dispatched": built.records, "consume_queue_file_size": built.cq_size,
+               "index_geometry": list(built.index_geometry) if built.index_geometry else None,
+               "consume_queues": cq, "index": index,
+               "changes": [{"kind": c.kind, "file": c.path, "units": c.units} for c in changes],
+               "counts": {k: sum(1 for c in changes if c.kind == k) for k in ("create", "replace", "delete", "same")}}
+        differs = any(c.kind != "same" for c in changes)
+        if apply and differs:
+            todo = [(c.kind, c.path, c.staged) for c in changes if c.kind != "same"]
+            applied = apply_file_changes(root, todo, backup_dir, doc)
+            doc["applied"] = {"backup_dir": str(applied.backup_dir), "manifest": str(applied.manifest)}
+    _show(doc, fmt.value, render_document)
+    if differs and not apply:
+        raise typer.Exit(int(ExitCode.CORRUPT))
+
+
+def _show(doc: dict, fmt: str, render_document) -> None:
+    if fmt != "table":
+        render_document(doc, fmt, title="redispatch plan")
+        return
+    width = min(shutil.get_terminal_size((80, 24)).columns, 100)
+    what = " and ".join(w for w, on in (("consume queues", doc["consume_queues"]), ("index", doc["index"])) if on)
+    lines = [f"rebuild {what} from commit log offsets [{doc['from_offset']}, {doc['to_offset']}): "
+             f"{doc['records_dispatched']} records dispatched"]
+    for c in doc["changes"]:
+        if c["kind"] != "same":
+            units = f" ({c['units']} units)" if c["units"] is not None else ""
+            lines.append(f"{c['kind']} {c['file']}{units}")
+    n = doc["counts"]
+    lines.append(f"{n['create']} files created, {n['replace']} replaced, {n['delete']} deleted, "
+                 f"{n['same']} already as built")
+    if "applied" in doc:
+        lines.append(f"applied; backup in {doc['applied']['backup_dir']} (rmqtool undo puts it back)")
+    for i, line in enumerate(lines, 1):
+        sys.stdout.write(textwrap.fill(line, width=width, initial_indent=f"{i:>2}. ", subsequent_indent="    ") + "\n")

@@ -1,0 +1,259 @@
+"""Rebuilding consume queues and index files from the commit log, through the engine's own
+dispatch path (ReputMessageService -> CommitLogDispatcher), into a staging directory.
+
+What it builds equals what the broker builds from the same commit log: consume queue files
+byte for byte (ConsumeQueueWriter: fill units before a queue's first offset in its first
+file, units only for normal and commit records), index files with the same entries in the
+same chains (their names are creation times). The store itself is only read here; the
+caller compares the staging directory with the store (:func:`compare`) and swaps files in
+with a backup (:func:`rmqtool.recovery.apply.apply_file_changes`).
+
+``from_offset``: the queues keep their units before it (truncateDirtyLogicFiles) and get
+the rest again; index files are kept and get entries from the later of ``from_offset`` and
+where they end (IndexService's own rule). Without it everything selected is built anew.
+"""
+from __future__ import annotations
+
+import dataclasses
+import filecmp
+import os
+import pathlib
+import shutil
+
+from rmqtool.dispatch.dispatcher import CommitLogDispatcher, ReputMessageService
+from rmqtool.dispatch.rules import DelayLevels
+from rmqtool.engine.cq_writer import ConsumeQueueTable
+from rmqtool.engine.index_writer import IndexServiceWriter
+from rmqtool.engine.cq_writer import DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE
+from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes
+from rmqtool.errors import StoreAccessError, UsageError
+from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
+from rmqtool.store.commitlog import find_record
+from rmqtool.store.commitlog_end import find_commit_log_end
+from rmqtool.store.consumequeue import find_queue_end, queue_directories
+from rmqtool.store.paths import StorePaths
+from rmqtool.store.segments import Segment, discover
+
+
+class CommitLogFiles:
+    """The store's commit log as ReputMessageService reads it (read only, up to ``end``)."""
+
+    def __init__(self, segments: list[Segment], mapped_file_size: int, end: int, directory: pathlib.Path):
+        self.segments = [(s.base_offset, s.path) for s in segments]
+        self.mapped_file_size = mapped_file_size
+        self.max_offset = end
+        self.min_offset = segments[0].base_offset if segments else 0
+        self.directory = directory
+        self._fd: tuple[int, int] | None = None
+
+    def segment_of(self, offset: int):
+        base = offset - offset % self.mapped_file_size
+        for b, path in self.segments:
+            if b == base:
+                return b, path
+        return None
+
+    def read(self, offset: int, length: int) -> bytes:
+        seg = self.segment_of(offset)
+        if seg is None:
+            return b""
+        base, path = seg
+        if self._fd is None or self._fd[0] != base:
+            self.close()
+            try:
+                self._fd = (base, os.open(path, os.O_RDONLY))
+            except OSError as exc:
+                raise StoreAccessError(f"cannot open ({exc.strerror})", path) from None
+        length = min(length, self.max_offset - offset, self.mapped_file_size - (offset - base))
+        return os.pread(self._fd[1], max(length, 0), offset - base)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd[1])
+            self._fd = None
+
+
+@dataclasses.dataclass
+class Selection:
+    topics: tuple[str, ...] = ()  # empty: every topic
+    queue_id: int | None = None
+    known_topics: frozenset | None = None  # --skip-unknown-topics: topics.json's
+
+    def wants(self, topic: str, queue_id: int) -> bool:
+        if self.topics and topic not in self.topics:
+            return False
+        if self.queue_id is not None and queue_id != self.queue_id:
+            return False
+        return self.known_topics is None or topic in self.known_topics
+
+
+class _Filter:
+    """The dispatcher seen by ReputMessageService: only the selected records go on."""
+
+    def __init__(self, inner: CommitLogDispatcher, selection: Selection, from_offset: int):
+        self.inner = inner
+        self.selection = selection
+        self.from_offset = from_offset
+        self.records = 0
+
+    def dispatch(self, requests) -> None:
+        wants = self.selection.wants
+        chosen = [r for r in requests if r[2] >= self.from_offset and wants(r[0], r[1])]
+        self.records += len(chosen)
+        if chosen:
+            self.inner.dispatch(chosen)
+
+
+@dataclasses.dataclass
+class Built:
+    staging: pathlib.Path
+    from_offset: int
+    to_offset: int
+    records: int
+    queues: list  # (topic, queue id) built
+    cq_size: int
+    index_geometry: tuple[int, int] | None
+
+
+def build(store_root, staging, *, cq: bool = True, index: bool = True, selection: Selection = Selection(),
+          from_offset: int | None = None, clock=None, index_slots: int | None = None,
+          index_entries: int | None = None) -> Built:
+    """Build into ``staging`` (made, must not exist) what dispatching the commit log gives."""
+    paths = StorePaths(store_root)
+    staging = pathlib.Path(staging)
+    log = discover(paths.commitlog)
+    if not log.segments:
+        raise UsageError("the store has no commit log to dispatch from", paths.commitlog)
+    size = log.mapped_file_size
+    end = find_commit_log_end(log.segments, size).end
+    start = log.segments[0].base_offset if from_offset is None else max(from_offset, log.segments[0].base_offset)
+    if start > end:
+        raise UsageError(f"--from-offset {from_offset} is past the commit log's end {end}")
+    start = _record_at_or_after(log.segments, size, start, end)
+    cq_size = _cq_size(paths)
+    geometry = index_sizes(paths.index, index_slots, index_entries) if index else None
+    staging.mkdir(parents=True)
+    table = ConsumeQueueTable(staging / "consumequeue", cq_size)
+    existing = [(t, q, d) for t, q, d in queue_directories(paths.consumequeue) if selection.wants(t, q)]
+    if cq and from_offset is not None:
+        for topic, queue_id, directory in existing:  # keep the units before from_offset
+            _stage_queue_prefix(directory, staging / "consumequeue" / topic / str(queue_id), cq_size, start)
+        table.load()
+    index_service = None
+    if index:
+        if from_offset is not None and paths.index.is_dir():
+            shutil.copytree(paths.index, staging / "index")
+        index_service = IndexServiceWriter(staging / "index", *geometry, clock=clock)
+        index_service.load()
+    dispatcher = CommitLogDispatcher(table if cq else ConsumeQueueTable(staging / ".discard", cq_size), index_service)
+    chosen = _Filter(dispatcher, selection, start)
+    reader = CommitLogFiles(log.segments, size, end, paths.commitlog)
+    try:
+        ReputMessageService(reader, chosen, DelayLevels(), start).do_reput()
+    finally:
+        reader.close()
+    table.close()
+    if index_service is not None:
+        index_service.flush()
+        index_service.close()
+    shutil.rmtree(staging / ".discard", ignore_errors=True)
+    built = sorted(table.queues) if cq else []
+    return Built(staging, start, end, chosen.records, built, cq_size, geometry)
+
+
+def _record_at_or_after(segments: list[Segment], size: int, offset: int, end: int) -> int:
+    """The first record start at or after ``offset`` (an offset inside a record moves on to
+    the next one that proves itself), or the next segment's start, or ``end``."""
+    for seg in segments:
+        if seg.base_offset + size <= offset:
+            continue
+        position = find_record(seg, max(offset - seg.base_offset, 0))
+        if position is not None:
+            return min(seg.base_offset + position, end)
+    return end
+
+
+def _cq_size(paths: StorePaths) -> int:
+    sizes = consume_queue_file_sizes(paths.consumequeue)
+    return max(sizes) if sizes else DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE
+
+
+def _stage_queue_prefix(directory: pathlib.Path, target: pathlib.Path, cq_size: int, phy_offset: int) -> None:
+    """Copy a queue's files up to its first unit at or past ``phy_offset``, zeroing from it."""
+    segments = discover(directory, required=False, mapped_file_size=cq_size).segments
+    qe = find_queue_end(segments, cq_size, phy_offset)
+    target.mkdir(parents=True, exist_ok=True)
+    for seg in segments:
+        if seg in qe.segments_after or seg.base_offset >= qe.end:
+            continue  # after the cut: built again
+        data = bytearray(seg.path.read_bytes())
+        cut = qe.end - seg.base_offset
+        if cut < len(data):
+            data[cut:] = bytes(len(data) - cut)
+        (target / seg.name).write_bytes(bytes(data))
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    kind: str  # create | replace | delete | same
+    path: str  # in the store
+    staged: str | None
+    units: int | None = None  # consume queue units written in the staged file
+
+
+def compare(store_root, built: Built, *, cq: bool, index: bool, selection: Selection) -> list[Change]:
+    """What swapping the staged files in changes in the store."""
+    paths = StorePaths(store_root)
+    changes = []
+    if cq:
+        staged_root = built.staging / "consumequeue"
+        staged = {p.relative_to(staged_root): p for p in staged_root.rglob("*") if p.is_file()} \
+            if staged_root.is_dir() else {}
+        current = {}
+        for topic, queue_id, directory in queue_directories(paths.consumequeue):
+            if selection.wants(topic, queue_id):
+                for p in directory.iterdir():
+                    if p.is_file():
+                        current[p.relative_to(paths.consumequeue)] = p
+        for rel, p in sorted(staged.items()):
+            target = paths.consumequeue / rel
+            units = _units(p)
+            if rel not in current:
+                changes.append(Change("create", str(target), str(p), units))
+            elif filecmp.cmp(p, target, shallow=False):
+                changes.append(Change("same", str(target), str(p), units))
+            else:
+                changes.append(Change("replace", str(target), str(p), units))
+        for rel, p in sorted(current.items()):
+            if rel not in staged:
+                changes.append(Change("delete", str(p), None))
+    if index:
+        staged_index = built.staging / "index"
+        staged = {p.name: p for p in staged_index.iterdir() if p.is_file()} if staged_index.is_dir() else {}
+        current = {p.name: p for p in paths.index.iterdir() if p.is_file()} if paths.index.is_dir() else {}
+        # names are creation times: files pair up in order, and one the same as built stays
+        olds, news = [current[n] for n in sorted(current)], [staged[n] for n in sorted(staged)]
+        for i in range(max(len(olds), len(news))):
+            old = olds[i] if i < len(olds) else None
+            new = news[i] if i < len(news) else None
+            if old is not None and new is not None and filecmp.cmp(old, new, shallow=False):
+                changes.append(Change("same", str(old), str(new)))
+                continue
+            if old is not None and new is not None and old.name == new.name:
+                changes.append(Change("replace", str(old), str(new)))
+                continue
+            if new is not None:
+                changes.append(Change("create", str(paths.index / new.name), str(new)))
+            if old is not None:
+                changes.append(Change("delete", str(old), None))
+    return changes
+
+
+def _units(path: pathlib.Path) -> int:
+    data = path.read_bytes()
+    n = 0
+    for i in range(0, len(data) - len(data) % CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE):
+        if data[i:i + CQ_STORE_UNIT_SIZE] == bytes(CQ_STORE_UNIT_SIZE):
+            break
+        n += 1
+    return n

@@ -29,8 +29,8 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 def _register_all() -> None:
-    from rmqtool.cli import append, dump, findings, info, offsets, query, recover, redispatch, undo, verify
-    for module in (info, dump, query, verify, offsets, recover, redispatch, append, undo, findings):
+    from rmqtool.cli import append, dump, findings, info, offsets, query, recover, redispatch, salvage, undo, verify
+    for module in (info, dump, query, verify, offsets, recover, redispatch, salvage, append, undo, findings):
         module.register(app)
 
 

@@ -1,0 +1,111 @@
+"""rmqtool salvage STORE --out FILE.jsonl | --to-store NEWDIR: every intact message, also
+those recovery would drop, and what is lost for good.
+
+Exit codes: 0 nothing is lost; 3 something is lost for good (the report says what).
+"""
+from __future__ import annotations
+
+import pathlib
+from typing import Optional
+
+import typer
+
+from rmqtool.cli.common import OutputFormat, boundary
+from rmqtool.cli.params import examples
+from rmqtool.errors import ExitCode, UsageError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("salvage", epilog=examples(
+        "rmqtool salvage /data/store --out /backup/salvaged.jsonl",
+        "rmqtool salvage /data/store --to-store /data/store-salvaged",
+        "rmqtool append /data/other --from-jsonl /backup/salvaged.jsonl --keep-store-timestamp"))(salvage)
+
+
+@boundary
+def salvage(
+    store: pathlib.Path = typer.Argument(..., help="The store root directory (only read)."),
+    out: Optional[pathlib.Path] = typer.Option(None, "--out", metavar="FILE.jsonl",
+                                               help="Write the messages as dump rows (append --from-jsonl takes them)."),
+    to_store: Optional[pathlib.Path] = typer.Option(None, "--to-store", metavar="NEWDIR",
+                                                    help="Append the messages into a new store (original topics, "
+                                                         "queues, keys, properties, store times and hosts)."),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="The report: table, jsonl or json."),
+):
+    """Find every intact message (also past where recovery cuts) and report what is lost for good."""
+    from rmqtool.recovery.outcome import Settings, simulate
+    from rmqtool.recovery.salvage import salvage as run
+    from rmqtool.report.records import message_record
+    from rmqtool.report.sink import render_document
+    from rmqtool.store.detect import require_store
+
+    if (out is None) == (to_store is None):
+        raise UsageError("give --out FILE.jsonl or --to-store NEWDIR")
+    root = require_store(store)
+    if out is not None and out.exists():
+        raise UsageError("--out: the file exists (salvage never overwrites)", out)
+    if to_store is not None and to_store.exists() and any(to_store.iterdir()):
+        raise UsageError("--to-store: the directory exists and is not empty", to_store)
+    end = simulate(root, Settings(), list_lost=False)
+    messages, report = run(root, end.max_offset_after if end.loadable else None)
+    if out is not None:
+        import orjson
+        with open(out, "xb") as f:
+            for m in messages:
+                f.write(orjson.dumps(message_record(m)) + b"\n")
+    else:
+        _to_store(messages, to_store, root)
+    doc = report.to_json()
+    doc["written_to"] = str(out or to_store)
+    if fmt.value == "table":
+        _table(doc)
+    else:
+        render_document(doc, fmt.value, title="salvage")
+    if report.lost_anything:
+        raise typer.Exit(int(ExitCode.CORRUPT))
+
+
+def _to_store(messages, target: pathlib.Path, source: pathlib.Path) -> None:
+    """Through the engine, as append --from-jsonl --keep-store-timestamp --keep-store-host does,
+    with the source store's file sizes."""
+    from rmqtool.engine.rows import message_from_row
+    from rmqtool.engine.store import Store
+    from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes
+    from rmqtool.report.records import message_record
+    from rmqtool.store.paths import StorePaths
+    from rmqtool.store.segments import discover
+
+    paths = StorePaths(source)
+    cq_sizes = consume_queue_file_sizes(paths.consumequeue)
+    slots, entries = index_sizes(paths.index, None, None)
+    sizes = dict(commitlog_size=discover(paths.commitlog).mapped_file_size,
+                 cq_size=max(cq_sizes) if cq_sizes else None, index_slots=slots, index_entries=entries)
+    with Store.open(target, writable=True, **sizes) as s:
+        batch = []
+        for m in messages:
+            batch.append(message_from_row(message_record(m), keep_store_timestamp=True, keep_store_host=True))
+            if len(batch) >= 1024:
+                s.append_many(batch)
+                batch = []
+        if batch:
+            s.append_many(batch)
+
+
+def _table(doc: dict) -> None:
+    import sys
+    w = sys.stdout.write
+    w(f"kept {doc['messages_kept']} messages ({doc['bytes_kept']} bytes) into {doc['written_to']}\n")
+    if doc["recovered_end"] is not None:
+        w(f"{doc['kept_past_recovered_end']} of them lie past {doc['recovered_end']}, where the broker's "
+          f"recovery cuts the log\n")
+    for r in doc["damaged_regions"]:
+        w(f"lost: {r['bytes']} bytes at {r['file']} position {r['position']} ({r['reason']})\n")
+    for r in doc["messages_rejected"]:
+        w(f"rejected: {r['topic']}/{r['queue_id']} queue offset {r['queue_offset']} at {r['file']} position "
+          f"{r['position']} ({r['reason']})\n")
+    for key, gaps in doc["missing_queue_offsets"].items():
+        text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in gaps[:20])
+        more = f" and {len(gaps) - 20} more ranges" if len(gaps) > 20 else ""
+        w(f"missing from {key}: queue offsets {text}{more}\n")
+    if not doc["lost_anything"]:
+        w("nothing is lost\n")

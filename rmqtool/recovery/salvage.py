@@ -1,0 +1,116 @@
+"""Salvage: every intact message of a store, wherever it lies (past where recovery cuts the
+log, inside damaged segments), and what is lost for good.
+
+The one scanner reads every commit log file whole and resynchronises after damage the way
+``dump`` does. A message is kept only when it proves itself: its physicalOffset field names
+its own position, its lengths add up (or the scanner would not have decoded it), its body
+CRC is right and, where it has one, its ``__CRC32#`` too. Everything else is reported: the
+byte ranges no record could be read from, messages that decode but fail a check, and per
+queue the queue offsets no kept message has (against the queue's range in its consume
+queue, where there is one).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterator
+
+from rmqtool.errors import RmqError
+from rmqtool.store.commitlog import Corrupt
+from rmqtool.store.commitlog_end import CommitLog
+from rmqtool.store.consumequeue import open_consume_queues
+from rmqtool.store.message import Message
+from rmqtool.store.paths import StorePaths
+
+
+def intact(m: Message) -> bool:
+    return (m.physical_offset == m.commit_log_offset and m.body_crc_ok is not False
+            and m.property_crc_ok is not False)
+
+
+@dataclasses.dataclass
+class SalvageReport:
+    store: str
+    recovered_end: int | None = None  # where the broker's recovery ends the log
+    kept: int = 0
+    kept_bytes: int = 0
+    kept_past_recovered_end: int = 0  # messages the broker's recovery would drop
+    damaged_regions: list = dataclasses.field(default_factory=list)
+    rejected: list = dataclasses.field(default_factory=list)
+    queue_offsets: dict = dataclasses.field(default_factory=dict)  # "T/Q" -> set of kept queue offsets
+    missing: dict = dataclasses.field(default_factory=dict)  # "T/Q" -> [[first, last], ...]
+
+    @property
+    def lost_anything(self) -> bool:
+        return bool(self.damaged_regions or self.rejected or self.missing)
+
+    def to_json(self) -> dict:
+        return {"store": self.store, "messages_kept": self.kept, "bytes_kept": self.kept_bytes,
+                "recovered_end": self.recovered_end, "kept_past_recovered_end": self.kept_past_recovered_end,
+                "damaged_regions": self.damaged_regions, "messages_rejected": self.rejected,
+                "missing_queue_offsets": self.missing, "lost_anything": self.lost_anything}
+
+
+def salvage(store_root, recovered_end: int | None = None) -> tuple[Iterator[Message], SalvageReport]:
+    """The kept messages, in commit log order (an iterator: read it to the end before the
+    report is complete), and the report."""
+    paths = StorePaths(store_root)
+    report = SalvageReport(str(paths.root), recovered_end)
+
+    def messages() -> Iterator[Message]:
+        log = CommitLog(paths.commitlog)
+        for r in log.scan(check_crc=True):
+            if isinstance(r, Message):
+                if intact(r):
+                    report.kept += 1
+                    report.kept_bytes += r.store_size
+                    if recovered_end is not None and r.commit_log_offset >= recovered_end:
+                        report.kept_past_recovered_end += 1
+                    report.queue_offsets.setdefault(f"{r.topic}/{r.queue_id}", set()).add(r.queue_offset)
+                    yield r
+                else:
+                    why = [w for w, bad in (("physicalOffset names another position",
+                                             r.physical_offset != r.commit_log_offset),
+                                            ("body CRC", r.body_crc_ok is False),
+                                            ("__CRC32# property", r.property_crc_ok is False)) if bad]
+                    report.rejected.append({"commit_log_offset": r.commit_log_offset, "file": r.path,
+                                            "position": r.position, "size": r.store_size, "topic": r.topic,
+                                            "queue_id": r.queue_id, "queue_offset": r.queue_offset,
+                                            "reason": ", ".join(why)})
+            elif isinstance(r, Corrupt):
+                report.damaged_regions.append({"commit_log_offset": r.offset, "file": r.path, "position": r.position,
+                                               "bytes": r.size, "finding": r.finding_id, "reason": r.reason})
+        _missing(paths, report)
+
+    return messages(), report
+
+
+def _missing(paths: StorePaths, report: SalvageReport) -> None:
+    """Per queue, the queue offsets between its first and last known ones that no kept
+    message has; known: the kept messages and the queue's consume queue range."""
+    ranges: dict[str, tuple[int, int]] = {}
+    try:
+        for q in open_consume_queues(paths.root).queues:
+            if not q.is_batch and q.max_offset > q.min_offset():
+                ranges[f"{q.topic}/{q.queue_id}"] = (q.min_offset(), q.max_offset)
+    except RmqError:
+        pass  # unreadable queues only narrow what is known to be missing
+    for key, seen in report.queue_offsets.items():
+        lo, hi = min(seen), max(seen) + 1
+        if key in ranges:
+            lo, hi = min(lo, ranges[key][0]), max(hi, ranges[key][1])
+        ranges[key] = (lo, hi)
+    for key, (lo, hi) in sorted(ranges.items()):
+        seen = report.queue_offsets.get(key, set())
+        gaps, start = [], None
+        for offset in range(lo, hi):
+            if offset in seen:
+                if start is not None:
+                    gaps.append([start, offset - 1])
+                    start = None
+            elif start is None:
+                start = offset
+        if start is not None:
+            gaps.append([start, hi - 1])
+        if gaps:
+            report.missing[key] = gaps
+    report.queue_offsets = {k: len(v) for k, v in report.queue_offsets.items()}

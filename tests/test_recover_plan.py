@@ -248,3 +248,27 @@ def test_from_checkpoint_rescans_a_cleanly_closed_store():
     forced = simulate(store, Settings(semantics="4.9", from_checkpoint=True))
     assert not normal.abnormal and forced.abnormal
     assert "forced" in forced.mode_reason
+
+
+def test_served_only_leaves_out_what_recovery_cuts():
+    root = V4 / "crash" / "e1-corrupt-body-in-last-commitlog-file"
+    truth = load_truth(root / "truth.json")
+    store = root / "input" / "store"
+    everything = _run("dump", "commitlog", store, "-f", "jsonl", "--no-progress")
+    served = _run("dump", "commitlog", store, "-f", "jsonl", "--no-progress", "--served-only")
+    rows = [json.loads(line) for line in served.stdout.splitlines()]
+    messages = [r for r in rows if r["record"] == "message"]
+    assert len(messages) == truth["truth"]["commitlog"]["messageCount"]
+    assert max(r["commit_log_offset"] for r in messages) < truth["truth"]["commitlog"]["maxPhyOffset"]
+    assert len(everything.stdout.splitlines()) > len(rows)
+    lost = truth["diffVsPreCrash"]["lostFromCommitLog"][-1]
+    found = _run("query", store, "--key", lost["keys"], "-f", "jsonl")
+    assert found.exit_code == 0 and json.loads(found.stdout.splitlines()[0])["commit_log_offset"] == \
+        lost["physicalOffset"]
+    hidden = _run("query", store, "--key", lost["keys"], "-f", "jsonl", "--served-only")
+    assert hidden.exit_code == 1 and "--served-only" in hidden.stderr
+
+
+def test_served_only_needs_a_store():
+    seg = next((V4 / "basic" / "store" / "commitlog").iterdir())
+    assert _run("dump", "commitlog", seg, "--served-only").exit_code == 2

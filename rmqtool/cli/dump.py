@@ -70,10 +70,14 @@ def dump_commitlog(
     sys_flag: List[str] = typer.Option([], "--sys-flag", metavar="|".join(SYS_FLAG_NAMES),
                                        help="Only records showing this sysFlag (repeatable: any of them)."),
     msg_id: Optional[str] = typer.Option(None, "--msg-id", help="Only the message with this offset msgId."),
+    served_only: bool = typer.Option(False, "--served-only", help="Only what the broker serves after its next "
+                                     "start's recovery (leave out stale bytes past where recovery cuts the log)."),
 ):
     """Every record of the commit log: messages, end-of-file blanks, and damaged regions."""
     table = fmt == OutputFormat.table
     check_range("--from-offset", from_offset, "--to-offset", to_offset)
+    if served_only:
+        from_offset, to_offset = _served(path, from_offset, to_offset)
     check_range("--begin-time", parse_time(begin_time, "--begin-time"), "--end-time", parse_time(end_time, "--end-time"))
     dump = CommitLogDump(path, MessageSelection(topic, queue, parse_time(begin_time), parse_time(end_time), tag, key,
                                                 tuple(sys_flag), msg_id),
@@ -88,6 +92,19 @@ def dump_commitlog(
         if bar:
             bar.close()
     _finish(sink, dump.findings, dump.damaged)
+
+
+def _served(path: pathlib.Path, from_offset: int | None, to_offset: int | None) -> tuple[int, int]:
+    """--served-only: the offsets asked for, within what the broker serves after recovery."""
+    from rmqtool.recovery.outcome import served_range
+    from rmqtool.store.detect import is_store_dir
+
+    if not is_store_dir(path):
+        raise UsageError("--served-only takes a store directory (recovery is a whole-store matter)", path)
+    low, high = served_range(path)
+    from_offset = low if from_offset is None else max(from_offset, low)
+    to_offset = high if to_offset is None else min(to_offset, high)
+    return from_offset, max(to_offset, from_offset)
 
 
 def _finish(sink: Sink | None, findings: list, damaged: int = 0) -> None:

@@ -107,6 +107,8 @@ def query(
                                  "chain entries, consume queue units) and why each hit was kept or dropped."),
     wide: bool = WideOpt,
     columns: Optional[str] = ColumnsOpt,
+    served_only: bool = typer.Option(False, "--served-only", help="Only messages the broker serves after its next "
+                                     "start's recovery (not stale bytes past where recovery cuts the log)."),
 ):
     """Find messages the way the broker's queryMessage, lookMessageByOffset and
     getOffsetInQueueByTime do, from the files alone, without the broker's hash-collision
@@ -148,6 +150,14 @@ def query(
         raise typer.Exit(int(ExitCode.NOT_FOUND)) from None
     for note in result.notes:
         warn(f"rmqtool: {note}")
+    if served_only:
+        from rmqtool.recovery.outcome import served_range
+        low, high = served_range(store)
+        stale = [m for m in result.messages if not low <= m.commit_log_offset < high]
+        for m in stale:
+            warn(f"rmqtool: left out (--served-only): the message at commit log offset {m.commit_log_offset} lies "
+                 f"past {high}, where the broker's recovery cuts the log")
+        result.messages = [m for m in result.messages if low <= m.commit_log_offset < high]
     _message_rows(sink, result.messages, fmt, body, decompress)
     sink.close()
     if not result.messages:

@@ -35,7 +35,7 @@ from rmqtool.store.indexfile import IndexFile, is_index_file_name
 from rmqtool.store.message import Message
 from rmqtool.store.paths import StorePaths
 from rmqtool.store.segments import Segment, discover
-from rmqtool.errors import FormatError, RmqError, StoreNotFound
+from rmqtool.errors import CorruptData, FormatError, RmqError, StoreNotFound
 
 BLANK_SIZE = 0x7FFFFFFF  # a fillPreBlank unit's size
 
@@ -349,3 +349,13 @@ def _lost(reader: CommitLog, paths: StorePaths, end: int, data_end: int, queues_
             if first is not None and first < end:
                 break
     return [lost[k] for k in sorted(lost)]
+
+
+def served_range(store_root) -> tuple[int, int]:
+    """[min, max) of the commit log offsets the broker serves after its next start's
+    recovery (the abort file and the detected version's rules decide)."""
+    out = simulate(store_root, Settings(), list_lost=False)
+    if not out.loadable:
+        raise CorruptData(f"the broker would not load this store, so it serves nothing: {out.reason}",
+                          StorePaths(store_root).root)
+    return out.min_offset, out.max_offset_after

@@ -100,17 +100,13 @@ def _missing(paths: StorePaths, report: SalvageReport) -> None:
             lo, hi = min(lo, ranges[key][0]), max(hi, ranges[key][1])
         ranges[key] = (lo, hi)
     for key, (lo, hi) in sorted(ranges.items()):
-        seen = report.queue_offsets.get(key, set())
-        gaps, start = [], None
-        for offset in range(lo, hi):
-            if offset in seen:
-                if start is not None:
-                    gaps.append([start, offset - 1])
-                    start = None
-            elif start is None:
-                start = offset
-        if start is not None:
-            gaps.append([start, hi - 1])
+        gaps, expect = [], lo  # walk the kept offsets in order: the gaps between them (a damaged
+        for offset in sorted(report.queue_offsets.get(key, ())):  # field can be far off: never the whole range)
+            if offset > expect:
+                gaps.append([expect, offset - 1])
+            expect = max(expect, offset + 1)
+        if expect < hi:
+            gaps.append([expect, hi - 1])
         if gaps:
             report.missing[key] = gaps
     report.queue_offsets = {k: len(v) for k, v in report.queue_offsets.items()}

@@ -66,9 +66,11 @@ def redispatch(
     if not cq and not index:
         cq = index = True
     recovery = plan_recovery(root)
-    if not recovery.is_empty and recovery.findings[0].id != "abortFilePresent":
-        raise UsageError(f"the store needs recovery first ({recovery.findings[0].id}: {recovery.findings[0].message});"
-                         f" run rmqtool recover", root)
+    log_dir = StorePaths(root).commitlog
+    cut = [f for f in recovery.findings if f.path and pathlib.Path(f.path).parent == log_dir]
+    if recovery.refusal or cut:  # the log's end is not settled: dispatching would build on what recovery cuts
+        why = recovery.refusal or f"{cut[0].id}: {cut[0].message}"
+        raise UsageError(f"the store needs recovery first ({why}); run rmqtool recover", root)
     known = None
     if skip_unknown_topics:
         known = known_topics(StorePaths(root).config)

@@ -9,7 +9,7 @@ from hypothesis import given
 from rmqtool.formats.consumequeue import BatchCqUnit, CqUnit
 from rmqtool.formats.derive import struct_of
 from rmqtool.formats.indexfile import IndexEntry, index_key_hash
-from rmqtool.verify.arrays import dtype_of, runs
+from rmqtool.store.arrays import dtype_of, runs
 from rmqtool.verify.keyhash import index_key_hashes
 
 

@@ -22,7 +22,7 @@ from rmqtool.findings import (CONSUME_QUEUE_FILL_UNITS, CONSUME_QUEUE_HOLE, CONS
 from rmqtool.formats.consumequeue import (BatchCqUnit, CqUnit, FILL_COMMIT_LOG_OFFSET, FILL_SIZE,
                                           FILL_TAGS_CODE)
 from rmqtool.store.consumequeue import AnyConsumeQueue, ConsumeQueues
-from rmqtool.verify.arrays import dtype_of, read_records, runs
+from rmqtool.store.arrays import dtype_of, read_records, runs
 from rmqtool.verify.commitlog import CommitLogData
 
 CQ_DTYPE = dtype_of(CqUnit)

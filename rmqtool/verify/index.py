@@ -20,7 +20,7 @@ from rmqtool.findings import (INDEX_CHAIN_BROKEN, INDEX_ENTRY_MISMATCH, INDEX_EN
                               INDEX_TIMESTAMP_BACKWARDS, RECORD_TRUNCATED, Finding, finding)
 from rmqtool.formats.indexfile import FIRST_INDEX, INDEX_HEADER_SIZE, IndexEntry, entry_position
 from rmqtool.store.indexfile import IndexFile, list_index_files
-from rmqtool.verify.arrays import dtype_of, read_records, runs
+from rmqtool.store.arrays import dtype_of, read_records, runs
 from rmqtool.verify.commitlog import CommitLogData
 
 ENTRY_DTYPE = dtype_of(IndexEntry)

@@ -1,4 +1,4 @@
-"""numpy views of the fixed-size units verify reads in bulk (consume queue units, index
+"""numpy views of the fixed-size units read in bulk (consume queue units, index
 entries), their dtypes derived from the formats/ schemas as the struct formats are."""
 from __future__ import annotations
 

@@ -70,13 +70,14 @@ CQ_BLANK_UNIT_BYTES = bytes(CQ_STORE_UNIT_SIZE)
 
 
 def is_fill_unit(commit_log_offset: int, size: int, tags_code: int) -> bool:
-    return (commit_log_offset == FILL_COMMIT_LOG_OFFSET and size == FILL_SIZE
-            and tags_code == FILL_TAGS_CODE)
+    # & rather than and: the same test runs on numpy columns (store/arrays.py)
+    return ((commit_log_offset == FILL_COMMIT_LOG_OFFSET) & (size == FILL_SIZE)
+            & (tags_code == FILL_TAGS_CODE))
 
 
 def is_written_unit(commit_log_offset: int, size: int) -> bool:
     """The test ConsumeQueue.recover applies: anything else ends the written data."""
-    return commit_log_offset >= 0 and size > 0
+    return (commit_log_offset >= 0) & (size > 0)  # on ints or numpy columns
 
 
 # --- consumequeue_ext -------------------------------------------------------------------
@@ -130,4 +131,4 @@ assert BatchCqUnit.sizeof() == BATCH_CQ_STORE_UNIT_SIZE
 def is_written_batch_unit(commit_log_offset: int, size: int, msg_base_offset: int,
                           batch_size: int) -> bool:
     """The test BatchConsumeQueue.recover applies: anything else ends the written data."""
-    return commit_log_offset >= 0 and size > 0 and msg_base_offset >= 0 and batch_size > 0
+    return (commit_log_offset >= 0) & (size > 0) & (msg_base_offset >= 0) & (batch_size > 0)

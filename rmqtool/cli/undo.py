@@ -6,10 +6,8 @@ from typing import Optional
 
 import typer
 
-from rmqtool.cli.params import examples
-
 from rmqtool.cli.common import OutputFormat, boundary
-from rmqtool.recovery.undo import undo as undo_recovery
+from rmqtool.cli.params import examples
 from rmqtool.report.sink import render_document
 
 
@@ -30,5 +28,7 @@ def undo(
 
     Example: rmqtool undo /data/store.recovery-20261123T210000Z
     """
+    from rmqtool.recovery.undo import undo as undo_recovery  # recovery loads numpy: only when asked
+
     restored = undo_recovery(backup_dir, store)
     render_document(restored.to_json(), fmt.value, title="restored")

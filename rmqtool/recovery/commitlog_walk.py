@@ -60,6 +60,7 @@ class WalkEnd:
     reason: str  # what stopped the walk (a record that failed, zeros, the last file's end)
     failed_size: int | None  # totalSize of the record that failed, when it has one
     records: int  # records the walk accepted
+    last_record: tuple[int, int] | None = None  # (file index, position) of the last record accepted
 
 
 def normal_start(segments: list[Segment], semantics: str, max_phy_offset_of_consume_queue: int) -> int:
@@ -155,25 +156,30 @@ def walk(segments: list[Segment], start_index: int, options: WalkOptions, delay_
         return WalkEnd(0, 0, 0, 0, "no commit log file", None, 0)
     index = start_index
     records = 0
+    last_record = None
     while True:
         seg = segments[index]
         with MappedSegment(seg) as mapped:
             buf = mapped.buf
             limit = len(buf)
             pos = 0
+            last = None  # position of the last record accepted in this file
             while True:
                 size, request, why, total = check_at(buf, pos, limit, seg.base_offset + pos, options, delay_levels)
                 if size > 0:
                     records += 1
                     if on_record is not None:
                         on_record(request)
+                    last = pos
                     pos += size
                     continue
+                if last is not None:
+                    last_record = (index, last)
                 if size == 0:
                     if index + 1 < len(segments):
                         break  # the next file
                     # no next file: 'Current branch can not happen', the end stays at the blank
                     return WalkEnd(seg.base_offset + pos, start_index, index, pos,
-                                   "a blank record ends the last file", None, records)
-                return WalkEnd(seg.base_offset + pos, start_index, index, pos, why, total, records)
+                                   "a blank record ends the last file", None, records, last_record)
+                return WalkEnd(seg.base_offset + pos, start_index, index, pos, why, total, records, last_record)
         index += 1

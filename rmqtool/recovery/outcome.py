@@ -20,24 +20,25 @@ import dataclasses
 import os
 import pathlib
 
+import numpy as np
+
 from rmqtool.dispatch.rules import DelayLevels
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V2
-from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
+from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, FILL_SIZE, is_written_unit
 from rmqtool.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
 from rmqtool.recovery.commitlog_walk import (V4, V5, WalkEnd, WalkOptions, abnormal_start, first_store_timestamp,
                                              normal_start, walk)
-from rmqtool.recovery.queue_model import UNIT, QueueModel
+from rmqtool.recovery.queue_model import QueueModel
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import Corrupt
-from rmqtool.store.commitlog_end import CommitLog
-from rmqtool.store.consumequeue import queue_directories
+from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end, last_written
+from rmqtool.store.arrays import read_records
+from rmqtool.store.consumequeue import CQ_LAYOUT, queue_directories
 from rmqtool.store.indexfile import IndexFile, is_index_file_name
 from rmqtool.store.message import Message
 from rmqtool.store.paths import StorePaths
 from rmqtool.store.segments import Segment, discover
 from rmqtool.errors import CorruptData, FormatError, RmqError, StoreNotFound
-
-BLANK_SIZE = 0x7FFFFFFF  # a fillPreBlank unit's size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,11 +152,7 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
                               "the commit log)")
         queues.append(QueueModel(topic, queue_id, q.segments, cq_size or 1))
 
-    # the read side's end, for what is lost
     reader = CommitLog(paths.commitlog, size or None) if segments else None
-    from rmqtool.store.commitlog_end import find_commit_log_end
-    data_end = find_commit_log_end(segments, size or None).end if segments else 0
-    out.max_offset_before = data_end
     out.min_offset = segments[0].base_offset if segments else 0
     min_ts, index_ts, source = _checkpoint(paths)
     out.index_msg_timestamp = index_ts
@@ -232,6 +229,7 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
     out.start_file = str(segments[index].path)
     w = walk(segments, index, options, delay_levels, on_record)
     out.walk = w
+    out.max_offset_before = _data_end(segments, size, w)
     end = w.end
     out.max_offset_after = end
 
@@ -276,6 +274,13 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
     if list_lost and reader is not None:
         out.lost_messages = _lost(reader, paths, end, out.max_offset_before, queues_dirs=queue_directories(paths.consumequeue))
     return out
+
+
+def _data_end(segments: list[Segment], size: int, w: WalkEnd) -> int:
+    """The read side's end (what the store holds before recovery); where the walk read the
+    last written file, the read goes on from the walk's end rather than read it again."""
+    resume = w.position if w.file_index == last_written(segments) else None
+    return find_commit_log_end(segments, size or None, resume_at=resume).end
 
 
 def _cq_file_size(queues: list[QueueModel]) -> int:
@@ -334,19 +339,17 @@ def _lost(reader: CommitLog, paths: StorePaths, end: int, data_end: int, queues_
     for topic, queue_id, directory in queues_dirs:
         # units only grow along a queue: read its files from the last back to one that starts before the end
         for seg in reversed(discover(directory, required=False).segments):
-            with open(seg.path, "rb") as f:
-                data = f.read()
-            first = None
-            for i in range(0, len(data) - len(data) % CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE):
-                offset, size, _tags = UNIT.unpack_from(data, i)
-                if size <= 0 or offset < 0 or size == BLANK_SIZE:
-                    continue
-                first = offset if first is None else first
-                if offset >= end and offset not in lost:
+            units = read_records(seg.path, CQ_LAYOUT.dtype)
+            offsets, sizes = units["commit_log_offset"], units["size"]
+            real = is_written_unit(offsets, sizes) & (sizes != FILL_SIZE)  # fillPreBlank units point nowhere
+            for i in np.flatnonzero(real & (offsets >= end)).tolist():
+                offset = int(offsets[i])
+                if offset not in lost:
                     lost[offset] = {"commit_log_offset": offset, "topic": topic, "queue_id": queue_id,
-                                    "queue_offset": (seg.base_offset + i) // CQ_STORE_UNIT_SIZE, "keys": None,
+                                    "queue_offset": seg.base_offset // CQ_STORE_UNIT_SIZE + i, "keys": None,
                                     "store_timestamp": None, "readable": False}
-            if first is not None and first < end:
+            first = np.flatnonzero(real)
+            if first.size and offsets[first[0]] < end:
                 break
     return [lost[k] for k in sorted(lost)]
 

@@ -255,13 +255,22 @@ def _end_of(segments: list[Segment], w, size: int) -> CommitLogEnd:
     tail = segments[w.file_index]
     result = CommitLogEnd(w.end, tail.base_offset, w.position, None, tuple(segments[w.file_index + 1:]))
     result.last_written = w.file_index
-    last = _last_message_before(tail, w.position)
+    last = _message_at(segments[w.last_record[0]], w.last_record[1]) if w.last_record else None
+    if last is None:  # the walk accepted nothing: the records before its start
+        last = _last_message_before(tail, w.position)
     if last is None and w.file_index > 0:
         last = _last_message_before(segments[w.file_index - 1], size or segments[w.file_index - 1].size)
     result.last_message = last
     if last is not None:
         result.store_host = (bytes(last.store_ip), last.store_port)
     return result
+
+
+def _message_at(seg: Segment, position: int):
+    """The message the walk accepted at ``position``, read again whole (one window)."""
+    for r in scan_segment(seg, is_last=True, check_crc=False, start=position):
+        return r if isinstance(r, Message) and r.position == position else None
+    return None
 
 
 def _last_message_before(seg: Segment, position: int):

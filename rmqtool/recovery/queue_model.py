@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
+
 from rmqtool.errors import StoreAccessError
-from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
+from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, is_written_unit
 from rmqtool.recovery.commitlog_walk import V5
+from rmqtool.store.consumequeue import CQ_LAYOUT
 from rmqtool.store.segments import Segment
 
 UNIT = struct.Struct(">qiq")  # commitLogOffset, size, tagsCode
@@ -52,6 +55,12 @@ class QueueFile:
     def unit(self, i: int) -> tuple[int, int, int]:
         return UNIT.unpack_from(self.data, i)
 
+    def columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """(commitLogOffset, size) of every unit, views of the bytes (the loops below run on
+        them a file at a time: a queue file holds 300,000 units)."""
+        units = np.frombuffer(self.data, CQ_LAYOUT.dtype, count=self.size // CQ_STORE_UNIT_SIZE)
+        return units["commit_log_offset"], units["size"]
+
 
 class QueueModel:
     def __init__(self, topic: str, queue_id: int, segments: list[Segment], file_size: int):
@@ -73,13 +82,12 @@ class QueueModel:
         process = f.base
         position = 0
         while True:
-            for i in range(0, self.file_size, CQ_STORE_UNIT_SIZE):
-                offset, size, _tags = f.unit(i)
-                if offset >= 0 and size > 0:
-                    position = i + CQ_STORE_UNIT_SIZE
-                    self.max_physic_offset = offset + size
-                else:
-                    break
+            offsets, sizes = f.columns()
+            stop = np.flatnonzero(~is_written_unit(offsets, sizes))  # the loop's break
+            n = int(stop[0]) if stop.size else len(offsets)
+            if n:
+                position = n * CQ_STORE_UNIT_SIZE
+                self.max_physic_offset = int(offsets[n - 1]) + int(sizes[n - 1])
             if position == self.file_size:
                 index += 1
                 if index >= len(self.files):
@@ -110,29 +118,18 @@ class QueueModel:
         while self.files:
             f = self.files[-1]
             f.wrote = 0
-            delete = False
-            for i in range(0, self.file_size, CQ_STORE_UNIT_SIZE):
-                offset, size, _tags = f.unit(i)
-                if i == 0:
-                    if offset >= phy_offset:
-                        delete = True
-                        break
-                    f.wrote = CQ_STORE_UNIT_SIZE
-                    self.max_physic_offset = offset + size
-                else:
-                    if offset >= 0 and size > 0:
-                        if offset >= phy_offset:
-                            return
-                        f.wrote = i + CQ_STORE_UNIT_SIZE
-                        self.max_physic_offset = offset + size
-                        if f.wrote == self.file_size:
-                            return
-                    else:
-                        return
-            if delete:
-                self.files.pop()
-            else:
+            offsets, sizes = f.columns()
+            if not len(offsets):
                 return
+            if offsets[0] >= phy_offset:  # the first unit is not tested for being written
+                self.files.pop()
+                continue
+            # from the second unit on: an unwritten one, or one at or past the end, stops it
+            stop = np.flatnonzero(~is_written_unit(offsets[1:], sizes[1:]) | (offsets[1:] >= phy_offset))
+            n = int(stop[0]) + 1 if stop.size else len(offsets)
+            f.wrote = n * CQ_STORE_UNIT_SIZE
+            self.max_physic_offset = int(offsets[n - 1]) + int(sizes[n - 1])
+            return
 
     # ---- ConsumeQueue.putMessagePositionInfo ------------------------------------------------
     def put(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
@@ -176,10 +173,10 @@ class QueueModel:
             self._correct_min_offset_5(min_phy_offset)
             return
         first = self.files[0]
-        for i in range(0, first.wrote, CQ_STORE_UNIT_SIZE):
-            if first.unit(i)[0] >= min_phy_offset:
-                self.min_logic_offset = first.base + i
-                return
+        offsets, _sizes = first.columns()
+        hits = np.flatnonzero(offsets[:first.wrote // CQ_STORE_UNIT_SIZE] >= min_phy_offset)
+        if hits.size:
+            self.min_logic_offset = first.base + int(hits[0]) * CQ_STORE_UNIT_SIZE
 
     def _correct_min_offset_5(self, min_phy_offset: int) -> None:
         """5.3.3: keep a min offset that still holds, else a binary search of the first file

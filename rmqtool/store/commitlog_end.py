@@ -123,7 +123,7 @@ def segment_ranges(segments: list[Segment], from_offset: int | None = None,
 
 
 def find_commit_log_end(segments: list[Segment], mapped_file_size: int | None = None, *,
-                        check_crc: bool = False) -> CommitLogEnd:
+                        check_crc: bool = False, resume_at: int | None = None) -> CommitLogEnd:
     """The commit log's write position, as the broker's recovery of the last file finds it.
 
     The last written segment is read record by record with the one scanner (its lengths
@@ -131,6 +131,10 @@ def find_commit_log_end(segments: list[Segment], mapped_file_size: int | None = 
     abnormal recovery does). The end is after the last good record, or the next segment's
     start when the segment ends with a valid blank record. Trailing segments made ahead
     and never used, and anything after the end, are reported, never changed here.
+
+    ``resume_at``: a record start in the last written segment before which every record
+    was read already (recovery's walk read them): the scan goes on from there, and
+    ``last_message`` is None when no record follows it.
     """
     if not segments:
         return CommitLogEnd(0, None, 0)
@@ -138,7 +142,7 @@ def find_commit_log_end(segments: list[Segment], mapped_file_size: int | None = 
     tail = segments[max(last, 0)]
     last_message = stopped_by = None
     full = False
-    for r in scan_segment(tail, is_last=True, check_crc=check_crc):
+    for r in scan_segment(tail, is_last=True, check_crc=check_crc, start=resume_at or 0):
         if isinstance(r, Message):
             if check_crc and r.body_crc_ok is False:
                 stopped_by = r
@@ -150,7 +154,7 @@ def find_commit_log_end(segments: list[Segment], mapped_file_size: int | None = 
         else:
             stopped_by = r
             break
-    end_pos = last_message.position + last_message.store_size if last_message is not None else 0
+    end_pos = last_message.position + last_message.store_size if last_message is not None else resume_at or 0
     damaged = None
     if not full:
         nonzero = all_zero_from(tail.path, end_pos)

@@ -48,17 +48,34 @@ BATCH_CQ_UNIT = struct_of(BatchCqUnit)
 @dataclasses.dataclass(slots=True, frozen=True)
 class UnitLayout:
     """What finding a queue's end needs of its unit: size, struct, the broker's "written"
-    test (fields in struct order) and, for plain queues, the fill unit."""
+    test (fields in struct order, or numpy columns of a window of units) and, for plain
+    queues, the fill unit."""
     unit_size: int
     unit_struct: struct.Struct
-    is_written: object  # (fields) -> bool
-    is_fill: object = None  # (fields) -> bool; None: the layout has no fill units
+    schema: object  # the formats/ schema the struct and the numpy dtype derive from
+    is_written: object  # (fields) -> bool; also (columns) -> bool array
+    is_fill: object = None  # (fields) -> bool; also (columns) -> bool array; None: the layout has no fill units
+
+    @property
+    def dtype(self):
+        return _dtype(self.schema)
 
 
-CQ_LAYOUT = UnitLayout(CQ_STORE_UNIT_SIZE, CQ_UNIT, lambda f: is_written_unit(f[0], f[1]),
+@functools.cache
+def _dtype(schema):
+    from rmqtool.store.arrays import dtype_of  # numpy: loaded by the commands that read units in bulk
+    return dtype_of(schema)
+
+
+CQ_LAYOUT = UnitLayout(CQ_STORE_UNIT_SIZE, CQ_UNIT, CqUnit, lambda f: is_written_unit(f[0], f[1]),
                        lambda f: is_fill_unit(f[0], f[1], f[2]))
-BATCH_CQ_LAYOUT = UnitLayout(BATCH_CQ_STORE_UNIT_SIZE, BATCH_CQ_UNIT,
+BATCH_CQ_LAYOUT = UnitLayout(BATCH_CQ_STORE_UNIT_SIZE, BATCH_CQ_UNIT, BatchCqUnit,
                              lambda f: is_written_batch_unit(f[0], f[1], f[4], f[5]))
+
+
+def columns(units) -> tuple:
+    """A numpy record array as its fields in struct order, for the layout's tests."""
+    return tuple(units[name] for name in units.dtype.names)
 
 
 @dataclasses.dataclass(slots=True, frozen=True)
@@ -525,17 +542,20 @@ class QueueEnd:
 
 
 def _first_unit(seg: Segment, stop: int, test, layout: UnitLayout, findings) -> int | None:
-    """Position of the first unit in [0, stop) for which ``test(fields)`` holds."""
+    """Position of the first unit in [0, stop) for which ``test(columns)`` holds, a window
+    of units at a time."""
+    import numpy as np
     size = layout.unit_size
     for pos, data in _windows(seg, 0, stop, size, findings):
-        for i, fields in enumerate(layout.unit_struct.iter_unpack(data)):
-            if test(fields):
-                return pos + i * size
+        hits = np.flatnonzero(test(columns(np.frombuffer(data, layout.dtype))))
+        if hits.size:
+            return pos + int(hits[0]) * size
     return None
 
 
 def _last_physic_offset(segments: list[Segment], end: int, layout: UnitLayout, findings) -> int:
     """commitLogOffset + size of the last unit before queue byte ``end`` that is not a fill."""
+    import numpy as np
     size = layout.unit_size
     step = WINDOW_UNITS * size
     for seg in reversed([s for s in segments if s.base_offset < end]):
@@ -543,9 +563,11 @@ def _last_physic_offset(segments: list[Segment], end: int, layout: UnitLayout, f
         while hi > 0:
             lo = max(hi - step, 0)
             for _pos, data in _windows(seg, lo, hi, size, findings):
-                for fields in reversed(list(layout.unit_struct.iter_unpack(data))):
-                    if layout.is_fill is None or not layout.is_fill(fields):
-                        return fields[0] + fields[1]
+                units = np.frombuffer(data, layout.dtype)
+                kept = np.flatnonzero(~layout.is_fill(columns(units))) if layout.is_fill else np.arange(len(units))
+                if kept.size:
+                    fields = units[int(kept[-1])]
+                    return int(fields[0]) + int(fields[1])
             hi = lo
     return -1
 
@@ -567,7 +589,7 @@ def find_queue_end(segments: list[Segment], mapped_file_size: int, commit_log_ma
     first = max(len(segments) - 3, 0)
     written_end = segments[first].base_offset
     stopped_at = None
-    not_written = lambda fields: not layout.is_written(fields)  # noqa: E731
+    not_written = lambda fields: ~layout.is_written(fields)  # noqa: E731
     for seg in segments[first:]:
         limit = min(seg.size - seg.size % size, mapped_file_size)
         stop = _first_unit(seg, limit, not_written, layout, findings)

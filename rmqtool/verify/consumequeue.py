@@ -19,21 +19,17 @@ from rmqtool.findings import (CONSUME_QUEUE_FILL_UNITS, CONSUME_QUEUE_HOLE, CONS
                               CONSUME_QUEUE_UNIT_INVALID, CONSUME_QUEUE_UNIT_MISMATCH,
                               CONSUME_QUEUE_UNIT_NO_RECORD, MESSAGE_NOT_DISPATCHED,
                               MESSAGE_NOT_IN_CONSUME_QUEUE, Finding, finding)
-from rmqtool.formats.consumequeue import (BatchCqUnit, CqUnit, FILL_COMMIT_LOG_OFFSET, FILL_SIZE,
-                                          FILL_TAGS_CODE)
-from rmqtool.store.consumequeue import AnyConsumeQueue, ConsumeQueues
-from rmqtool.store.arrays import dtype_of, read_records, runs
+from rmqtool.formats.consumequeue import FILL_COMMIT_LOG_OFFSET, FILL_SIZE, FILL_TAGS_CODE
+from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, AnyConsumeQueue, ConsumeQueues
+from rmqtool.store.arrays import read_records, runs
 from rmqtool.verify.commitlog import CommitLogData
-
-CQ_DTYPE = dtype_of(CqUnit)
-BATCH_CQ_DTYPE = dtype_of(BatchCqUnit)
 
 
 @dataclasses.dataclass
 class QueueUnits:
     """A queue's units up to its end, with where each lies."""
     queue: AnyConsumeQueue
-    units: np.ndarray  # CQ_DTYPE or BATCH_CQ_DTYPE records
+    units: np.ndarray  # records of the queue layout's dtype
     index: np.ndarray  # unit number in the queue (byte offset / unit size)
     file: np.ndarray  # index into queue.segments
     bytes_read: int
@@ -45,7 +41,7 @@ class QueueUnits:
 
 def read_units(queue: AnyConsumeQueue) -> QueueUnits:
     """The whole units of every file of the queue, up to the end the broker's load finds."""
-    dtype = BATCH_CQ_DTYPE if queue.is_batch else CQ_DTYPE
+    dtype = (BATCH_CQ_LAYOUT if queue.is_batch else CQ_LAYOUT).dtype
     parts, index, files = [], [], []
     total = 0
     for n, seg in enumerate(queue.segments):

@@ -34,3 +34,38 @@ def test_a_missing_store_among_several(tmp_path):
     assert r.exit_code == int(ExitCode.OPERATIONAL)
     assert [json.loads(line)["store"]["path"] for line in r.stdout.splitlines()] == [paths[0], paths[2]]
     assert str(tmp_path / "gone") in r.stderr
+
+
+def _rows(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_query_across_stores_rows_carry_their_store(tmp_path):
+    """A key looked up in several stores: each store's own answer, in the order given, each
+    row naming its store; a store that cannot be read is named and the others still answer."""
+    runner = CliRunner()
+    truth = load_truth(V4 / "basic" / "truth.json")
+    key = next(k for m in truth["truth"]["messages"] for k in (m.get("keys") or "").split() if k)
+    paths = [str(V4 / "basic" / "store"), str(V5 / "v2-and-crc" / "store")]
+    alone = [_rows(runner.invoke(app, ["query", p, "--key", key, "-f", "jsonl"]).stdout) for p in paths]
+    both = runner.invoke(app, ["query", *paths, "--key", key, "-f", "jsonl"])
+    assert both.exit_code == 0 and alone[0]
+    rows = _rows(both.stdout)
+    assert [r.pop("store_path") for r in rows] == [p for p, a in zip(paths, alone) for _ in a]
+    assert rows == alone[0] + alone[1]
+    gone = str(tmp_path / "gone")
+    partial = runner.invoke(app, ["query", paths[0], gone, "--key", key, "-f", "jsonl"])
+    assert partial.exit_code == int(ExitCode.OPERATIONAL) and gone in partial.stderr
+    assert [r["store_path"] for r in _rows(partial.stdout)] == [paths[0]] * len(alone[0])
+
+
+def test_time_lookup_across_stores_gives_a_row_each():
+    runner = CliRunner()
+    truth = load_truth(V4 / "basic" / "truth.json")["truth"]
+    m = truth["messages"][0]
+    paths = [str(V4 / "basic" / "store")] * 2
+    r = runner.invoke(app, ["query", *paths, "--time", str(m["storeTimestamp"]), "-t", m["topic"],
+                            "-q", str(m["queueId"]), "-f", "jsonl"])
+    assert r.exit_code == 0
+    rows = _rows(r.stdout)
+    assert [row["store_path"] for row in rows] == paths and rows[0]["queue_offset"] == rows[1]["queue_offset"]

@@ -19,7 +19,8 @@ from rmqtool.inspect.selection import SYS_FLAG_NAMES, MessageSelection
 from rmqtool.inspect.stats import commitlog_stats
 from rmqtool.report.progress import Progress, progress_enabled
 from rmqtool.report.records import with_human_times
-from rmqtool.report.sink import Sink, render_document, report_findings
+from rmqtool.report.sink import Sink, render_document, report_findings, warn
+from rmqtool.store.live import live_store
 
 dump_app = typer.Typer(no_args_is_help=True, help="Dump store files as rows (table, JSON Lines or JSON).")
 
@@ -37,10 +38,12 @@ def register(app: typer.Typer) -> None:
 @dump_app.command("commitlog", epilog=examples(
     "rmqtool dump commitlog /data/store -n 20",
     "rmqtool dump commitlog /data/store -t OrderTopic -q 0 -f jsonl",
-    "rmqtool dump commitlog /data/store --stats"))
+    "rmqtool dump commitlog /data/store --stats",
+    "rmqtool dump commitlog /data/store --follow -f jsonl | jq -c .topic"))
 @boundary
 def dump_commitlog(
-    path: pathlib.Path = typer.Argument(..., help="Store dir, commitlog/ dir, or one commit log segment file."),
+    paths: List[pathlib.Path] = typer.Argument(..., metavar="PATH", help="Store dirs, commitlog/ dirs, or commit "
+                                               "log segment files (one or more; rows in the order given)."),
     fmt: OutputFormat = FormatOpt,
     topic: Optional[str] = typer.Option(None, "--topic", "-t", autocompletion=complete_topic, help="Only this topic."),
     queue: Optional[int] = typer.Option(None, "--queue", "-q", autocompletion=complete_queue, min=0,
@@ -72,26 +75,70 @@ def dump_commitlog(
     msg_id: Optional[str] = typer.Option(None, "--msg-id", help="Only the message with this offset msgId."),
     served_only: bool = typer.Option(False, "--served-only", help="Only what the broker serves after its next "
                                      "start's recovery (leave out stale bytes past where recovery cuts the log)."),
+    follow: bool = typer.Option(False, "--follow", help="After the last record, keep printing records as they are "
+                                "appended (Ctrl-C stops)."),
 ):
-    """Every record of the commit log: messages, end-of-file blanks, and damaged regions."""
+    """Every record of the commit log: messages, end-of-file blanks, and damaged regions.
+
+    A store a running broker holds is read up to its written end when the read begins (said
+    on stderr); what is being written past it is not reported as damage."""
     table = fmt == OutputFormat.table
     check_range("--from-offset", from_offset, "--to-offset", to_offset)
-    if served_only:
-        from_offset, to_offset = _served(path, from_offset, to_offset)
     check_range("--begin-time", parse_time(begin_time, "--begin-time"), "--end-time", parse_time(end_time, "--end-time"))
-    dump = CommitLogDump(path, MessageSelection(topic, queue, parse_time(begin_time), parse_time(end_time), tag, key,
-                                                tuple(sys_flag), msg_id),
-                         from_offset, to_offset, limit, body=body.value if body else ("text" if table else "base64"),
-                         preview=TABLE_BODY_PREVIEW if table and body is None else None, decompress=decompress,
-                         check_crc=not no_crc, show_blank=show_blank)
+    if len(paths) > 1 and (served_only or follow):
+        raise UsageError(f"{'--follow' if follow else '--served-only'} takes one path")
+    if follow and (to_offset is not None or stats):
+        raise UsageError(f"--follow does not go with {'--to-offset' if to_offset is not None else '--stats'} "
+                         f"(it has no end)")
+    selection = MessageSelection(topic, queue, parse_time(begin_time), parse_time(end_time), tag, key,
+                                 tuple(sys_flag), msg_id)
+    dumps, lives = [], []
+    for path in paths:  # every path checked before the first row
+        low, high = _served(path, from_offset, to_offset) if served_only else (from_offset, to_offset)
+        live = live_store(path)
+        if live is not None:
+            lives.append(live)
+            high = live.commit_log_end if high is None else min(high, live.commit_log_end)
+        dumps.append(CommitLogDump(path, selection, low, high, limit,
+                                   body=body.value if body else ("text" if table else "base64"),
+                                   preview=TABLE_BODY_PREVIEW if table and body is None else None,
+                                   decompress=decompress, check_crc=not no_crc, show_blank=show_blank))
+    for live in lives:
+        warn(live.note())
     sink = Sink(fmt.value, kind="stats_queue" if stats else "message", wide=wide, select=columns)
-    bar = Progress("scanning", dump.total_bytes) if progress_enabled(progress) else None
+    total = sum(d.total_bytes for d in dumps)
+    bar = Progress("scanning", total) if progress_enabled(progress) and not follow else None
     try:
-        sink.rows(commitlog_stats(dump, bar) if stats else dump.rows(bar))
+        if follow:
+            try:
+                for row in dumps[0].follow(on_idle=sink.flush):  # a row at a time: flushed when idle
+                    sink.row(row)
+            except KeyboardInterrupt:  # how --follow ends: what was read is out, exit as usual
+                pass
+        elif stats:
+            sink.rows(commitlog_stats(dumps, bar))
+        else:
+            sink.rows(_chained(dumps, limit, bar))
     finally:
         if bar:
             bar.close()
-    _finish(sink, dump.findings, dump.damaged)
+    findings = [f for d in dumps for f in d.findings]
+    for live in lives:
+        findings = live.settled(findings)
+    _finish(sink, findings, sum(d.damaged for d in dumps))
+
+
+def _chained(dumps: list, limit: int | None, bar):
+    """The rows of several dumps in turn, ``limit`` rows in all."""
+    for d in dumps:
+        if limit is not None:
+            if limit <= 0:
+                return
+            d.limit = limit
+        for row in d.rows(bar):
+            yield row
+            if limit is not None:
+                limit -= 1
 
 
 def _served(path: pathlib.Path, from_offset: int | None, to_offset: int | None) -> tuple[int, int]:

@@ -12,8 +12,9 @@ from rmqtool.cli.params import examples
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.errors import ExitCode, RmqError
 from rmqtool.inspect.inventory import store_info
+from rmqtool.store.live import LiveStore
 from rmqtool.report.records import with_human_times
-from rmqtool.report.sink import render_document, render_documents_json, report_findings
+from rmqtool.report.sink import render_document, render_documents_json, report_findings, warn
 
 
 def register(app: typer.Typer) -> None:
@@ -52,6 +53,9 @@ def info(
 def _one(store: pathlib.Path, fmt: OutputFormat, wide: bool, collect: list | None) -> int:
     """Print (or, for a JSON array of several, collect) one store's document; its exit code."""
     doc, findings = store_info(store)
+    s = doc["store"]
+    if s["live"]:
+        warn(LiveStore(pathlib.Path(s["path"]), s["locked_by_pid"], s["consistent_commit_log_end"]).note())
     doc = with_human_times(doc)
     if collect is not None and fmt == OutputFormat.json:
         collect.append(doc)

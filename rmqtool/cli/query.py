@@ -9,14 +9,14 @@ and the ``--explain`` trace go to stderr. Exit 0: found; 1 (NOT_FOUND): nothing 
 from __future__ import annotations
 
 import pathlib
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
 from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
 from rmqtool.cli.dump import TABLE_BODY_PREVIEW, ColumnsOpt, WideOpt
 from rmqtool.cli.params import OFFSET_METAVAR, TIME_METAVAR, check_range, complete_queue, complete_topic, examples
-from rmqtool.errors import ExitCode, NothingFound, UsageError
+from rmqtool.errors import ExitCode, NothingFound, RmqError, UsageError
 from rmqtool.query.by_key import DEFAULT_MAX_NUM, LONG_MAX, query_by_key
 from rmqtool.query.by_offset import message_at_offset, message_by_msg_id, message_by_queue_offset
 from rmqtool.query.by_time import offset_by_time
@@ -63,16 +63,19 @@ def _check_options(mode: str, topic, queue, exact, begin_time, end_time, max_num
         raise UsageError("--no-index and --index-only contradict each other")
 
 
-def _message_rows(sink: Sink, messages, fmt: OutputFormat, body: Optional[BodyMode], decompress: bool) -> None:
+def _message_rows(sink: Sink, messages, fmt: OutputFormat, body: Optional[BodyMode], decompress: bool,
+                  store: str | None = None) -> None:
     body_mode = body.value if body else ("text" if fmt == OutputFormat.table else "base64")
     preview = TABLE_BODY_PREVIEW if fmt == OutputFormat.table and body is None else None
     for m in messages:
-        sink.row(message_record(m, body_mode, decompress=decompress, preview=preview))
+        row = message_record(m, body_mode, decompress=decompress, preview=preview)
+        sink.row(row if store is None else {"store_path": store, **row})
 
 
 @boundary
 def query(
-    store: pathlib.Path = typer.Argument(..., help="Store directory (the one holding commitlog/)."),
+    stores: List[pathlib.Path] = typer.Argument(..., metavar="STORE", help="Store directories (the ones holding "
+                                                "commitlog/; several: each row names its store)."),
     key: Optional[str] = typer.Option(None, "--key", help="A message key (KEYS), or a UNIQ_KEY."),
     uniq_key: Optional[str] = typer.Option(None, "--uniq-key", help="A client message id (UNIQ_KEY) only."),
     msg_id: Optional[str] = typer.Option(None, "--msg-id", help="An offset msgId (store host + commit log offset)."),
@@ -115,59 +118,96 @@ def query(
     false positives. Exit 0: found; 1: nothing found; 3: a message found is damaged (bad CRC)."""
     mode = _mode(key, uniq_key, msg_id, offset, queue_offset, time)
     _check_options(mode, topic, queue, exact, begin_time, end_time, max_num, no_index, index_only)
+    begin, end = parse_time(begin_time), parse_time(end_time)
+    check_range("--begin-time", begin, "--end-time", end)
     trace = Trace(warn, keep=False) if explain else None
+    several = len(stores) > 1
+    worst = int(ExitCode.OK)  # of the stores that could not be read, when there are several
 
     if mode == "--time":
-        result = offset_by_time(store, topic, queue, parse_time(time), exact=exact, trace=trace)
-        for note in result.notes:
-            warn(f"rmqtool: {note}")
-        with Sink(fmt.value, single=True, kind="queue_time", wide=wide, select=columns) as sink:
-            sink.row(result.record())
-        if not result.found:
+        found = False
+        with Sink(fmt.value, single=not several, kind="queue_time", wide=wide, select=columns) as sink:
+            for store in stores:
+                try:
+                    result = offset_by_time(store, topic, queue, parse_time(time), exact=exact, trace=trace)
+                except RmqError as exc:
+                    worst = max(worst, _skip(exc, several))
+                    continue
+                for note in result.notes:
+                    warn(f"rmqtool: {note}")
+                sink.row(result.record() if not several else {"store_path": str(store), **result.record()})
+                found = found or result.found
+        if worst:
+            raise typer.Exit(worst)
+        if not found:
             raise typer.Exit(int(ExitCode.NOT_FOUND))
         return
 
     sink = Sink(fmt.value, kind="message", wide=wide, select=columns)
-    try:
-        if mode in ("--key", "--uniq-key"):
-            begin = parse_time(begin_time)
-            end = parse_time(end_time)
-            check_range("--begin-time", begin, "--end-time", end)
-            result = query_by_key(store, key if mode == "--key" else uniq_key, topic=topic,
-                                  begin=0 if begin is None else begin, end=LONG_MAX if end is None else end,
-                                  max_num=DEFAULT_MAX_NUM if max_num is None else max_num,
-                                  uniq_key=mode == "--uniq-key", use_index=not no_index, index_only=index_only,
-                                  trace=trace)
-        elif mode == "--msg-id":
-            result = message_by_msg_id(store, msg_id, trace=trace)
-        elif mode == "--offset":
-            result = message_at_offset(store, offset, trace=trace)
-        else:
-            result = message_by_queue_offset(store, topic, queue, queue_offset, trace=trace)
-    except NothingFound as exc:
-        sink.close()
-        warn(f"rmqtool: not found: {exc.one_line()}")
-        raise typer.Exit(int(ExitCode.NOT_FOUND)) from None
-    for note in result.notes:
-        warn(f"rmqtool: {note}")
-    if served_only:
-        from rmqtool.recovery.outcome import served_range
-        low, high = served_range(store)
-        stale = [m for m in result.messages if not low <= m.commit_log_offset < high]
-        for m in stale:
-            warn(f"rmqtool: left out (--served-only): the message at commit log offset {m.commit_log_offset} lies "
-                 f"past {high}, where the broker's recovery cuts the log")
-        result.messages = [m for m in result.messages if low <= m.commit_log_offset < high]
-    _message_rows(sink, result.messages, fmt, body, decompress)
+    shown, damaged, said = 0, [], False
+    for store in stores:
+        try:
+            messages = _lookup(store, mode, key, uniq_key, msg_id, offset, queue_offset, topic, queue, begin, end,
+                               max_num, no_index, index_only, served_only, trace)
+        except NothingFound as exc:
+            warn(f"rmqtool: not found: {exc.one_line()}")
+            said = True
+            continue
+        except RmqError as exc:
+            worst = max(worst, _skip(exc, several))
+            continue
+        _message_rows(sink, messages, fmt, body, decompress, str(store) if several else None)
+        shown += len(messages)
+        damaged += [m for m in messages if m.body_crc_ok is False or m.property_crc_ok is False]
     sink.close()
-    if not result.messages:
-        warn("rmqtool: not found: no message matches")
-        raise typer.Exit(int(ExitCode.NOT_FOUND))
-    damaged = [m for m in result.messages if m.body_crc_ok is False or m.property_crc_ok is False]
     for m in damaged:  # printed, since its bytes are all there is, but never passed off as sound
         what = " and ".join(w for w, ok in (("body CRC", m.body_crc_ok), ("__CRC32# property CRC", m.property_crc_ok))
                             if ok is False)
         warn(f"rmqtool: {m.path}: offset {m.position}: {what} mismatch: the message at commit log offset "
              f"{m.commit_log_offset} is damaged")
+    if worst:
+        raise typer.Exit(worst)
+    if not shown:
+        if not said:
+            warn("rmqtool: not found: no message matches")
+        raise typer.Exit(int(ExitCode.NOT_FOUND))
     if damaged:
         raise typer.Exit(int(ExitCode.CORRUPT))
+
+
+def _skip(exc: RmqError, several: bool) -> int:
+    """One store of several that cannot be read is named and the others go on; a single
+    store's error ends the command as any error does."""
+    if not several:
+        raise exc
+    warn(f"rmqtool: error: {exc.one_line()}")
+    return int(exc.exit_code)
+
+
+def _lookup(store, mode, key, uniq_key, msg_id, offset, queue_offset, topic, queue, begin, end, max_num, no_index,
+            index_only, served_only, trace) -> list:
+    """The messages one store answers; NothingFound when it has none."""
+    if mode in ("--key", "--uniq-key"):
+        result = query_by_key(store, key if mode == "--key" else uniq_key, topic=topic,
+                              begin=0 if begin is None else begin, end=LONG_MAX if end is None else end,
+                              max_num=DEFAULT_MAX_NUM if max_num is None else max_num,
+                              uniq_key=mode == "--uniq-key", use_index=not no_index, index_only=index_only,
+                              trace=trace)
+    elif mode == "--msg-id":
+        result = message_by_msg_id(store, msg_id, trace=trace)
+    elif mode == "--offset":
+        result = message_at_offset(store, offset, trace=trace)
+    else:
+        result = message_by_queue_offset(store, topic, queue, queue_offset, trace=trace)
+    for note in result.notes:
+        warn(f"rmqtool: {note}")
+    messages = result.messages
+    if served_only:
+        from rmqtool.recovery.outcome import served_range
+        low, high = served_range(store)
+        for m in messages:
+            if not low <= m.commit_log_offset < high:
+                warn(f"rmqtool: left out (--served-only): the message at commit log offset {m.commit_log_offset} "
+                     f"lies past {high}, where the broker's recovery cuts the log")
+        messages = [m for m in messages if low <= m.commit_log_offset < high]
+    return messages

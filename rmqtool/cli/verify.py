@@ -58,6 +58,8 @@ def verify(
     except RmqError as exc:  # not a store that can be checked: nothing on stdout
         sys.stderr.write(f"rmqtool: error: {exc.one_line()}\n")
         raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
+    if run.live is not None:
+        warn(run.live.note())
     bar = None
     try:
         if progress_enabled(progress):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+import time
 from typing import Iterator
 
 from rmqtool.errors import CodecMissing
@@ -18,12 +19,13 @@ from rmqtool.inspect.selection import MessageSelection
 from rmqtool.report.records import message_record
 from rmqtool.store import detect
 from rmqtool.store.commitlog import Blank, Corrupt, findings_of, scan_segment
-from rmqtool.store.commitlog_end import CommitLog, segment_ranges
+from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end, last_written, segment_ranges
 from rmqtool.store.message import Message
 from rmqtool.store.paths import is_segment_name
 from rmqtool.store.segments import Segment
 
 PROGRESS_STEP = 4 << 20  # bytes scanned between two moves of a progress bar
+FOLLOW_INTERVAL = 0.5  # seconds --follow waits between two looks at the commit log's end
 
 
 def commitlog_segments(path: pathlib.Path) -> tuple[list[Segment], list[Finding]]:
@@ -105,8 +107,11 @@ class CommitLogDump:
             seg = rng.segment
             reported = rng.start  # file position progress has been told about
             next_at = reported + step
+            stop = self.to_offset - seg.base_offset if self.to_offset is not None else None
             for r in scan_segment(seg, is_last=rng.is_last, start=rng.start, end_offset=self.to_offset,
                                   check_crc=self.check_crc, findings=self.findings):
+                if stop is not None and r.position >= stop:
+                    break  # damage from the end on belongs to the scan's range, not to what was asked
                 found = check(r)
                 if found:
                     self.damaged += 1
@@ -118,6 +123,45 @@ class CommitLogDump:
                 yield r
             if progress is not None:
                 progress.advance(max(0, seg.size - reported))
+
+    def written_end(self, after: int | None = None) -> int:
+        """The commit log's written end now (after its last whole record: a record being
+        written is not part of it). ``after``: a record start before which it was read
+        already (where the last call ended)."""
+        segments, _ = commitlog_segments(pathlib.Path(self.path))
+        if not segments:
+            return 0
+        tail = segments[max(last_written(segments), 0)]
+        inside = after is not None and tail.base_offset <= after < tail.base_offset + tail.size
+        return find_commit_log_end(segments, resume_at=after - tail.base_offset if inside else None).end
+
+    def follow(self, progress=None, *, interval: float = FOLLOW_INTERVAL, on_idle=None,
+               sleep=time.sleep) -> Iterator[dict]:
+        """:meth:`rows` up to the written end, then the records appended after it as they
+        are written (pg_waldump --follow), until the caller stops (Ctrl-C) or ``limit`` rows
+        are out. Each round reads up to the end found again; ``on_idle()`` runs before each
+        wait of ``interval`` seconds."""
+        limit = self.limit
+        self.to_offset = end = self.written_end()
+        for row in self.rows(progress):
+            yield row
+            if limit is not None:
+                limit -= 1
+        while limit is None or limit > 0:
+            if on_idle is not None:
+                on_idle()
+            sleep(interval)
+            now = self.written_end(end)
+            if now <= end:
+                continue
+            self.segments, found = commitlog_segments(pathlib.Path(self.path))
+            self.findings += [f for f in found if f not in self.findings]
+            self.from_offset, self.to_offset, self.limit = end, now, limit
+            for row in self.rows():
+                yield row
+                if limit is not None:
+                    limit -= 1
+            end = now
 
     def rows(self, progress=None) -> Iterator[dict]:
         """The rows, in commit log order (see :meth:`results` for progress)."""

@@ -20,6 +20,7 @@ from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end
 from rmqtool.store.config import read_config_dir
 from rmqtool.store.consumequeue import open_consume_queues
 from rmqtool.store.indexfile import list_index_files
+from rmqtool.store.live import LiveStore, live_store
 from rmqtool.store.lock import is_locked
 from rmqtool.store.message import Message
 from rmqtool.store.paths import StorePaths
@@ -34,11 +35,14 @@ def _first_timestamp(seg) -> int | None:
     return None
 
 
-def commitlog_info(root: pathlib.Path) -> tuple[dict, list]:
-    """Segments and the commit log's end (find_commit_log_end); damage that ended the walk is a finding."""
+def commitlog_info(root: pathlib.Path, live: LiveStore | None = None) -> tuple[dict, list]:
+    """Segments and the commit log's end (find_commit_log_end); damage that ended the walk is
+    a finding. A live store's end is the one taken when the read began."""
     cl = CommitLog(StorePaths(root).commitlog)
     segs = cl.segments
     end = find_commit_log_end(segs, cl.mapped_file_size)
+    if live is not None:
+        end.end = min(end.end, live.commit_log_end)
     last = end.last_written
     findings = list(cl.findings)
     if end.stopped_by is not None:
@@ -171,8 +175,9 @@ def store_info(path: str | os.PathLike) -> tuple[dict, list[Finding]]:
     if given.is_file():  # name the command that reads it
         raise wrong_kind(given, detect.kind_of_file(given), "a store directory")
     root = detect.require_store(given)
+    live = live_store(root)  # first: its end is the snapshot the rest is read up to
     findings = []
-    commitlog, f = commitlog_info(root)
+    commitlog, f = commitlog_info(root, live)
     findings += f
     queues, f = consume_queue_info(root, commitlog["min_commit_log_offset"], commitlog["max_commit_log_offset"])
     findings += f
@@ -184,7 +189,9 @@ def store_info(path: str | os.PathLike) -> tuple[dict, list[Finding]]:
     findings += f
     markers = read_markers(root)
     findings += list(markers.findings)
-    holder = is_locked(StorePaths(root).lock)
+    holder = live.pid if live is not None else is_locked(StorePaths(root).lock)
+    if live is not None:
+        findings = live.settled(findings)
     return {
         "store": {
             "path": str(root),
@@ -194,6 +201,8 @@ def store_info(path: str | os.PathLike) -> tuple[dict, list[Finding]]:
             "abort_bak_pid": markers.abort_bak.pid,
             "lock_file": markers.lock.exists,
             "locked_by_pid": holder,
+            "live": live is not None,
+            "consistent_commit_log_end": live.commit_log_end if live is not None else None,
         },
         "commitlog": commitlog,
         "consume_queues": queues,

@@ -44,28 +44,33 @@ class QueueStats:
                 "max_queue_offset": self.max_queue_offset}
 
 
-def commitlog_stats(dump: CommitLogDump, progress=None) -> Iterator[dict]:
-    """Rows of the summary of ``dump``'s range and selection: one ``queue_stats`` row per
-    topic and queue (sorted), then one ``damage_stats`` row per finding ID. ``dump.limit``
-    stops after that many selected messages. Findings stay in ``dump.findings``."""
+def commitlog_stats(dumps: CommitLogDump | list[CommitLogDump], progress=None) -> Iterator[dict]:
+    """Rows of the summary of the dumps' ranges and selection (several: summed): one
+    ``queue_stats`` row per topic and queue (sorted), then one ``damage_stats`` row per
+    finding ID. ``limit`` stops after that many selected messages in all. Findings stay in
+    each dump's ``findings``."""
+    dumps = dumps if isinstance(dumps, list) else [dumps]
     queues: dict[tuple[str, int], QueueStats] = {}
-    selection = None if dump.selection.everything else dump.selection
-    limit = dump.limit
+    limit = dumps[0].limit if dumps else None
     seen = 0
-    for r in dump.results(progress):
-        if type(r) is not Message or (selection is not None and not selection.matches(r)):
-            continue
-        q = queues.get((r.topic, r.queue_id))
-        if q is None:
-            q = queues[(r.topic, r.queue_id)] = QueueStats(r.topic, r.queue_id)
-        q.add(r)
-        seen += 1
+    for dump in dumps:
         if limit is not None and seen >= limit:
             break
+        selection = None if dump.selection.everything else dump.selection
+        for r in dump.results(progress):
+            if type(r) is not Message or (selection is not None and not selection.matches(r)):
+                continue
+            q = queues.get((r.topic, r.queue_id))
+            if q is None:
+                q = queues[(r.topic, r.queue_id)] = QueueStats(r.topic, r.queue_id)
+            q.add(r)
+            seen += 1
+            if limit is not None and seen >= limit:
+                break
     for key in sorted(queues):
         yield queues[key].record()
     damage: dict[str, list] = {}
-    for f in dump.findings:
+    for f in (f for dump in dumps for f in dump.findings):
         tally = damage.setdefault(f.id, [f.severity.value, 0, 0])
         tally[1] += 1
         tally[2] += (f.details or {}).get("bytes_skipped") or 0

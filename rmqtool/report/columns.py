@@ -47,7 +47,7 @@ TIME = 24  # 2026-11-22T02:43:15.033Z
 # row of that kind has in JSON (docs/vocabulary.md), so --columns can ask for any of them.
 VIEWS: dict[str, tuple[Column, ...]] = {
     "message": (
-        num("commit_log_offset", 1), num("store_size", 6, 5), text("topic", 2, 40, 10), num("queue_id", 3),
+        text("store_path", 0, 40, 12), num("commit_log_offset", 1), num("store_size", 6, 5), text("topic", 2, 40, 10), num("queue_id", 3),
         num("queue_offset", 4), fixed("store_timestamp", 5, TIME), text("tags", 8, 24),
         text("keys", 7, 40), fixed("body_crc_ok", 10), text("body", 9, 60, 10),
         fixed("record", None), fixed("magic_code", None, 10), num("message_version", None), num("body_crc", None),
@@ -94,7 +94,7 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         text("topic", 1, 40, 10), num("queue_id", 2), num("queue_offset", 3), num("commit_log_offset", 4),
         text("msg_id", 5, 32, 32), text("uniq_key", 6, 32, 32)),
     "queue_time": (
-        text("topic", 1, 40, 10), num("queue_id", 2), fixed("time", 3, TIME), num("queue_offset", 4),
+        text("store_path", 0, 40, 12), text("topic", 1, 40, 10), num("queue_id", 2), fixed("time", 3, TIME), num("queue_offset", 4),
         fixed("store_timestamp", 5, TIME)),
     "stats_queue": (
         text("topic", 1, 40, 10), num("queue_id", 2), num("messages", 3, 10), num("bytes", 4, 10),

@@ -162,6 +162,15 @@ class Sink:
             if pieces:
                 out.add(b"".join(pieces))
 
+    def flush(self) -> None:
+        """Everything written so far out to the stream (``--follow`` between appends)."""
+        if self._table is not None:
+            self._table.flush()
+            return
+        if self._bytes is not None:
+            self._bytes.flush()
+        self.stream.flush()
+
     def close(self) -> None:
         if self._table is not None:
             self._table.close()

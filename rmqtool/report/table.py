@@ -24,7 +24,7 @@ RECORD_KINDS = {"header": "index_header", "entry": "index_entry", "slot": "index
                 "queue_stats": "stats_queue", "damage_stats": "stats_finding"}
 NOTES = ("blank", "corrupt")
 NOTE = "note"  # the kind of a row printed as one line of text
-PATH_FIELDS = frozenset({"file", "path", "directory"})  # cut at the front: the file name matters most
+PATH_FIELDS = frozenset({"file", "path", "directory", "store_path"})  # cut at the front: the file name matters most
 
 
 def output_width(stream: TextIO) -> int:
@@ -168,6 +168,13 @@ class TextTable:
         if self._lines:
             self.stream.write("\n".join(self._lines) + "\n")
             self._lines.clear()
+
+    def flush(self) -> None:
+        """Write what is held (a sample becomes a table with the columns it shows)."""
+        if self._sampling:
+            self._flush_sample()
+        self._write()
+        self.stream.flush()
 
     def close(self) -> None:
         if self._sampling:

@@ -14,7 +14,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
-	$(PY) -m pip install -q -e '.[dev,codecs,fast]'
+	$(PY) -m pip install -q -e '.[dev,codecs,fast,spark]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -53,6 +53,12 @@ class CodecMissing(RmqError):
     exit_code = ExitCode.OPERATIONAL
 
 
+class ExtraMissing(RmqError):
+    """An optional part of rmqtool (the spark extra) is not installed: the message names the pip command."""
+
+    exit_code = ExitCode.OPERATIONAL
+
+
 class StoreNotFound(RmqError):
     """The path does not exist."""
 

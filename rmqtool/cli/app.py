@@ -29,8 +29,9 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 def _register_all() -> None:
-    from rmqtool.cli import append, dump, findings, info, offsets, query, recover, redispatch, salvage, undo, verify
-    for module in (info, dump, query, verify, offsets, recover, redispatch, salvage, append, undo, findings):
+    from rmqtool.cli import (append, dump, findings, info, offsets, query, recover, redispatch, salvage, spark, undo,
+                             verify)
+    for module in (info, dump, query, verify, offsets, recover, redispatch, salvage, append, undo, findings, spark):
         module.register(app)
 
 

@@ -81,7 +81,7 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         text("file", None, 100)),
     "config": (text("file", 1, 24), fixed("source", 2, 6), text("document", 3, 200, 20), text("path", None, 100)),
     "finding": (
-        text("finding", 1, 30, 30), fixed("severity", 2, 8), text("path", 4, 60, 24), num("offset", 5, 10),
+        text("store_name", 0, 24, 10), text("finding", 1, 30, 30), fixed("severity", 2, 8), text("path", 4, 60, 24), num("offset", 5, 10),
         text("message", 3, 120, 36), text("topic", None, 40), num("queue_id", None), num("queue_offset", None),
         num("commit_log_offset", None)),
     "offset": (
@@ -97,11 +97,20 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         text("store_path", 0, 40, 12), text("topic", 1, 40, 10), num("queue_id", 2), fixed("time", 3, TIME), num("queue_offset", 4),
         fixed("store_timestamp", 5, TIME)),
     "stats_queue": (
-        text("topic", 1, 40, 10), num("queue_id", 2), num("messages", 3, 10), num("bytes", 4, 10),
+        text("store_name", 0, 24, 10), text("topic", 1, 40, 10), num("queue_id", 2), num("messages", 3, 10),
+        num("bytes", 4, 10), num("messages_per_hour", 7, 10),
         fixed("first_store_timestamp", 5, TIME), fixed("last_store_timestamp", 6, TIME),
         num("min_queue_offset", None), num("max_queue_offset", None), fixed("record", None)),
     "stats_finding": (text("finding", 1, 30, 14), fixed("severity", 2, 8), num("count", 3, 8),
                       num("bytes_skipped", 4), fixed("record", None)),
+    # the fleet (rmqtool spark ...)
+    "duplicate_uniq_key": (
+        text("uniq_key", 1, 32, 32), num("copy_count", 2), num("store_count", 3), text("copies", 4, 200, 30),
+        fixed("record", None)),
+    "verify_summary": (
+        text("store_name", 1, 24, 10), num("finding_count", 2), num("error_count", 3), num("warning_count", 4),
+        num("info_count", 5), num("exit_code", 6), text("error", 7, 80, 20), text("store_path", None, 100),
+        fixed("record", None)),
     "finding_id": (text("finding", 1, 30, 14), fixed("severity", 2, 8), text("meaning", 4, 90, 40),
                    text("action", 3, 120, 16)),
     # info's sections

@@ -1,0 +1,211 @@
+"""rmqtool spark export|verify|query|stats: the fleet pipeline on Spark (the spark extra).
+
+Local mode by default; ``--master URL`` (or spark-submit) takes it to a cluster, and
+``--conf KEY=VALUE`` passes Spark settings. pyspark is imported only when a command runs.
+"""
+from __future__ import annotations
+
+import pathlib
+import shutil
+import tempfile
+from typing import List, Optional
+
+import typer
+
+from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
+from rmqtool.cli.params import TIME_METAVAR, check_range, examples
+from rmqtool.errors import ExitCode
+from rmqtool.report.progress import progress_enabled
+from rmqtool.report.sink import Sink, render_document, warn
+
+spark_app = typer.Typer(no_args_is_help=True, help="The fleet pipeline on Spark: export, verify, query and stats "
+                        "across many stores (pip install 'rmqtool[spark]').")
+
+StoresArg = typer.Argument(None, metavar="STORE", help="Store directories, or NAME=PATH (the name its rows carry; "
+                           "default: the directory's name, or its parent's for a dir called store).")
+StoresFromOpt = typer.Option(None, "--stores-from", metavar="FILE", help="A file of stores, one a line (# comments).")
+MasterOpt = typer.Option(None, "--master", metavar="URL", help="Spark master (default local[*]; spark-submit's own "
+                         "when run under it).")
+ConfOpt = typer.Option([], "--conf", metavar="KEY=VALUE", help="A Spark setting (repeatable).")
+FormatOpt = typer.Option(OutputFormat.table, "--format", "-f", help="table for people; jsonl or json for scripts.")
+ProgressOpt = typer.Option(None, "--progress/--no-progress", help="Tasks done on stderr (default: on a terminal).")
+TableOpt = typer.Option(None, "--table", metavar="DIR", help="An export's directory to read instead of stores.")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(spark_app, name="spark")
+
+
+def _specs(stores, stores_from):
+    from rmqtool.spark.stores import store_specs
+    return store_specs(list(stores or []), stores_from)
+
+
+def _session(master, conf):
+    from rmqtool.spark.session import parse_conf, spark_session
+    return spark_session(master, parse_conf(conf))
+
+
+def _progress(flag):
+    if not progress_enabled(flag):
+        return None
+    said = {}
+
+    def show(label: str, done: int, total: int) -> None:
+        if said.get(label) != done:
+            said[label] = done
+            warn(f"rmqtool: {label}: {done}/{total} tasks")
+    return show
+
+
+@spark_app.command("export", epilog=examples(
+    "rmqtool spark export /data/broker-a/store /data/broker-b/store --out /data/fleet",
+    "rmqtool spark export --stores-from stores.txt --out hdfs-mounted/fleet --master spark://head:7077",
+    "rmqtool spark export a=/data/a/store b=/data/b/store --out /tmp/fleet --split-size 67108864"))
+@boundary
+def export(
+    stores: Optional[List[str]] = StoresArg,
+    out: pathlib.Path = typer.Option(..., "--out", metavar="DIR", help="A new or empty directory for the tables."),
+    stores_from: Optional[pathlib.Path] = StoresFromOpt,
+    split_size: int = typer.Option(256 << 20, "--split-size", min=1 << 16, metavar="BYTES",
+                                   help="Bytes of a segment one task reads (default 256 MiB)."),
+    master: Optional[str] = MasterOpt,
+    conf: List[str] = ConfOpt,
+    fmt: OutputFormat = FormatOpt,
+    progress: Optional[bool] = ProgressOpt,
+):
+    """Every message and consume queue unit of every store into Parquet tables
+    (messages, consume_queue, findings), partitioned by store_name and topic."""
+    from rmqtool.spark.export import export as run_export
+
+    specs = _specs(stores, stores_from)
+    result = run_export(_session(master, conf), specs, out, split_size=split_size, progress=_progress(progress))
+    render_document(result.to_json(), fmt.value, title="export")
+
+
+@spark_app.command("verify", epilog=examples(
+    "rmqtool spark verify /data/broker-a/store /data/broker-b/store",
+    "rmqtool spark verify --stores-from stores.txt -f jsonl | jq -c 'select(.severity == \"error\")'"))
+@boundary
+def verify(
+    stores: Optional[List[str]] = StoresArg,
+    stores_from: Optional[pathlib.Path] = StoresFromOpt,
+    master: Optional[str] = MasterOpt,
+    conf: List[str] = ConfOpt,
+    fmt: OutputFormat = FormatOpt,
+    progress: Optional[bool] = ProgressOpt,
+):
+    """verify's findings for every store (a store a task), each row naming its store_name,
+    then a verify_summary row per store. Exit: the worst store's code."""
+    from rmqtool.spark.verify import summary_row, verify_fleet
+
+    specs = _specs(stores, stores_from)
+    results = verify_fleet(_session(master, conf), specs, progress=_progress(progress))
+    with Sink(fmt.value, kind="finding") as sink:
+        for result in results:
+            for row in result["rows"]:
+                sink.row(row)
+    with Sink(fmt.value, kind="verify_summary") as sink:
+        for result in results:
+            sink.row(summary_row(result))
+            if result["error"]:
+                warn(f"rmqtool: error: {result['store_name']}: {result['error']}")
+    worst = max((r["exit_code"] for r in results), default=0)
+    if worst:
+        raise typer.Exit(worst)
+
+
+def _table_dir(stores, stores_from, table, master, conf, progress):
+    """(session, the export directory to read, a temporary directory to remove or None)."""
+    session = _session(master, conf)
+    if table is not None:
+        if stores or stores_from:
+            from rmqtool.errors import UsageError
+            raise UsageError("give stores or --table, not both")
+        if not (pathlib.Path(table) / "messages").is_dir():
+            from rmqtool.errors import StoreNotFound
+            raise StoreNotFound("not an export directory (no messages/ inside)", table)
+        return session, str(table), None
+    from rmqtool.spark.export import export as run_export
+
+    temp = tempfile.mkdtemp(prefix="rmqtool-spark-")
+    run_export(session, _specs(stores, stores_from), pathlib.Path(temp) / "export", progress=_progress(progress))
+    return session, str(pathlib.Path(temp) / "export"), temp
+
+
+@spark_app.command("query", epilog=examples(
+    "rmqtool spark query /data/broker-a/store /data/broker-b/store --key order-42",
+    "rmqtool spark query --table /data/fleet --uniq-key 7F0000010A0C18B4AAC2... -f jsonl",
+    "rmqtool spark query --table /data/fleet -t OrderTopic --begin-time 2026-11-22T02:00:00Z -n 100"))
+@boundary
+def query(
+    stores: Optional[List[str]] = StoresArg,
+    table: Optional[pathlib.Path] = TableOpt,
+    stores_from: Optional[pathlib.Path] = StoresFromOpt,
+    key: Optional[str] = typer.Option(None, "--key", help="A message key (KEYS), or a UNIQ_KEY."),
+    uniq_key: Optional[str] = typer.Option(None, "--uniq-key", help="A client message id (UNIQ_KEY) only."),
+    msg_id: Optional[str] = typer.Option(None, "--msg-id", help="An offset msgId."),
+    topic: Optional[str] = typer.Option(None, "--topic", "-t", help="Only this topic (alone: every message of it)."),
+    begin_time: Optional[str] = typer.Option(None, "--begin-time", metavar=TIME_METAVAR,
+                                             help="Stored from (epoch ms or ISO 8601, UTC)."),
+    end_time: Optional[str] = typer.Option(None, "--end-time", metavar=TIME_METAVAR,
+                                           help="Stored up to (epoch ms or ISO 8601, UTC)."),
+    limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, help="At most this many rows."),
+    body: Optional[BodyMode] = typer.Option(None, "--body", help="Body as text, hex, base64 or none."),
+    master: Optional[str] = MasterOpt,
+    conf: List[str] = ConfOpt,
+    fmt: OutputFormat = FormatOpt,
+    progress: Optional[bool] = ProgressOpt,
+):
+    """Messages across a fleet, as query's rows with store_name and store_path. Exit 1: none."""
+    from rmqtool.spark.query import condition, find_messages
+
+    begin, end = parse_time(begin_time, "--begin-time"), parse_time(end_time, "--end-time")
+    check_range("--begin-time", begin, "--end-time", end)
+    condition(key, uniq_key, msg_id, topic, begin, end, check_only=True)  # a usage error before Spark starts
+    session, directory, temp = _table_dir(stores, stores_from, table, master, conf, progress)
+    try:
+        cond = condition(key, uniq_key, msg_id, topic, begin, end)
+        mode = body.value if body else ("text" if fmt == OutputFormat.table else "base64")
+        rows = find_messages(session, directory, cond, body=mode, limit=limit)
+    finally:
+        if temp:
+            shutil.rmtree(temp, ignore_errors=True)
+    with Sink(fmt.value, kind="message") as sink:
+        for row in rows:
+            sink.row(row)
+    if not rows:
+        warn("rmqtool: not found: no message matches")
+        raise typer.Exit(int(ExitCode.NOT_FOUND))
+
+
+@spark_app.command("stats", epilog=examples(
+    "rmqtool spark stats /data/broker-a/store /data/broker-b/store",
+    "rmqtool spark stats --table /data/fleet -f jsonl | jq -c 'select(.record == \"duplicate_uniq_key\")'"))
+@boundary
+def stats(
+    stores: Optional[List[str]] = StoresArg,
+    table: Optional[pathlib.Path] = TableOpt,
+    stores_from: Optional[pathlib.Path] = StoresFromOpt,
+    master: Optional[str] = MasterOpt,
+    conf: List[str] = ConfOpt,
+    fmt: OutputFormat = FormatOpt,
+    progress: Optional[bool] = ProgressOpt,
+):
+    """Per store, topic and queue: messages, bytes, time range, messages per hour; then
+    every UNIQ_KEY stored more than once, with where each copy is."""
+    from rmqtool.spark.stats import duplicate_uniq_keys, queue_stats
+
+    session, directory, temp = _table_dir(stores, stores_from, table, master, conf, progress)
+    try:
+        queues = queue_stats(session, directory)
+        duplicates = duplicate_uniq_keys(session, directory)
+    finally:
+        if temp:
+            shutil.rmtree(temp, ignore_errors=True)
+    with Sink(fmt.value, kind="stats_queue") as sink:
+        for row in queues:
+            sink.row(row)
+    with Sink(fmt.value, kind="duplicate_uniq_key") as sink:
+        for row in duplicates:
+            sink.row(row)

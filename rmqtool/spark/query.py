@@ -1,0 +1,66 @@
+"""``rmqtool spark query``: messages across a fleet, from the exported ``messages`` table.
+
+The conditions are ``query``'s: a key (one of KEYS, or the UNIQ_KEY), a UNIQ_KEY only, an
+offset msgId, or a topic, each within an optional store-time window. Rows come back as
+``dump``/``query`` rows (body and properties string rendered as asked), each carrying its
+``store_name`` and ``store_path``, in store and commit log order.
+"""
+from __future__ import annotations
+
+from rmqtool.errors import UsageError
+from rmqtool.report.records import render_body
+
+# dump rows carry these only when they are false
+_ONLY_WHEN_FALSE = ("properties_utf8_ok", "topic_utf8_ok")
+
+
+def condition(key=None, uniq_key=None, msg_id=None, topic=None, begin=None, end=None, *, check_only=False):
+    """The filter as a Spark column (a session must be running); UsageError unless one of
+    key, uniq_key, msg_id is given, or a topic alone. ``check_only``: only that check."""
+    given = [n for n, v in (("--key", key), ("--uniq-key", uniq_key), ("--msg-id", msg_id)) if v is not None]
+    if len(given) > 1 or not (given or topic):
+        raise UsageError("give one of --key, --uniq-key, --msg-id, or --topic alone")
+    if check_only:
+        return None
+    from pyspark.sql import functions as F
+
+    cond = F.lit(True)
+    if key is not None:
+        cond = F.array_contains(F.col("keys"), key) | (F.col("uniq_key") == key)
+    elif uniq_key is not None:
+        cond = F.col("uniq_key") == uniq_key
+    elif msg_id is not None:
+        cond = F.upper(F.col("msg_id")) == msg_id.upper()
+    if topic is not None:
+        cond = cond & (F.col("topic") == topic)
+    if begin is not None:
+        cond = cond & (F.col("store_timestamp") >= begin)
+    if end is not None:
+        cond = cond & (F.col("store_timestamp") <= end)
+    return cond
+
+
+def find_messages(spark, table_dir: str, cond, *, body: str = "base64", limit: int | None = None) -> list[dict]:
+    df = spark.read.parquet(f"{table_dir}/messages").where(cond).orderBy("store_name", "commit_log_offset")
+    if limit is not None:
+        df = df.limit(limit)
+    return [as_row(r.asDict(recursive=True), body) for r in df.toLocalIterator()]
+
+
+def as_row(raw: dict, body: str) -> dict:
+    """A messages-table row as the row ``query`` prints (plus store_name and store_path)."""
+    row = {"record": "message"}
+    for name, value in raw.items():
+        if name == "body":
+            row[name] = render_body(value, body)
+        elif name == "properties_raw":
+            row[name] = render_body(value, "base64")
+        elif name == "properties":
+            row[name] = dict(value) if value is not None else {}
+        elif name in _ONLY_WHEN_FALSE and value is not False:
+            continue
+        elif name == "property_crc_ok" and value is None:
+            continue
+        else:
+            row[name] = value
+    return row

@@ -1,0 +1,58 @@
+"""A fleet job's unit of work: a byte range of one commit log segment of one store.
+
+Each segment is cut into ranges of ``split_size`` bytes, so that one 1 GiB segment keeps
+many cores busy: the byte-range jobs of store/parallel.py (``segment_jobs``), which the
+one scanner reads so that ranges cut anywhere give every record once (a record belongs to
+the range its start falls in; a range starting inside a record begins at the first record
+that proves itself). Plans are made on the driver from names and sizes only; executors
+open the files themselves.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterator
+
+from rmqtool.errors import StoreNotFound
+from rmqtool.spark.stores import StoreSpec
+from rmqtool.store.commitlog import ScanResult
+from rmqtool.store.commitlog_end import CommitLog
+from rmqtool.store.parallel import SegmentJob, segment_jobs
+from rmqtool.store.paths import StorePaths
+
+DEFAULT_SPLIT_SIZE = 256 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentTask:
+    store: str  # the store's name
+    store_path: str
+    job: SegmentJob
+
+    @property
+    def name(self) -> str:
+        """Unique within a store: names the task's output files."""
+        return f"{self.job.segment.base_offset:020d}-{self.job.start:012d}"
+
+    @property
+    def bytes(self) -> int:
+        end = self.job.segment.size if self.job.end is None else self.job.end
+        return max(end - self.job.start, 0)
+
+
+def segment_tasks(spec: StoreSpec, split_size: int = DEFAULT_SPLIT_SIZE) -> list[SegmentTask]:
+    paths = StorePaths(spec.path)
+    if not paths.root.is_dir():
+        raise StoreNotFound("no such store directory", paths.root)
+    if not paths.commitlog.is_dir():
+        return []
+    return [SegmentTask(spec.name, str(paths.root), job)
+            for job in segment_jobs(CommitLog(paths.commitlog), split_size=split_size)]
+
+
+def plan_tasks(specs: list[StoreSpec], split_size: int = DEFAULT_SPLIT_SIZE) -> list[SegmentTask]:
+    return [t for spec in specs for t in segment_tasks(spec, split_size)]
+
+
+def scan_task(task: SegmentTask, *, findings: list | None = None) -> Iterator[ScanResult]:
+    """The scan results of the task's range, exactly its share of a whole-segment scan."""
+    return task.job.scan(findings)

@@ -1,0 +1,65 @@
+"""The stores a fleet job reads: paths, ``NAME=PATH``, or a file of them (``--stores-from``).
+
+A store's name is what its rows carry (the ``store_name`` column and partition); it defaults
+to the store directory's name, and to the parent's name for a directory called ``store``
+(``/data/broker-a/store`` is ``broker-a``), as brokers' stores usually sit.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import re
+
+from rmqtool.errors import UsageError
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")  # a partition directory name: no '=', '/', spaces
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreSpec:
+    name: str
+    path: str  # a local path or a URI pyarrow's filesystem layer opens (file://, hdfs://, s3://)
+
+
+def default_name(path: str) -> str:
+    p = pathlib.PurePosixPath(path.rstrip("/").split("://", 1)[-1])
+    return p.parent.name if p.name == "store" and p.parent.name else p.name
+
+
+def parse_store(text: str) -> StoreSpec:
+    """``PATH`` or ``NAME=PATH``."""
+    name, sep, path = text.partition("=")
+    if not sep or "/" in name or "://" in text.split("=", 1)[0]:
+        name, path = "", text
+    path = path.strip()
+    if not path:
+        raise UsageError(f"a store is PATH or NAME=PATH, not {text!r}")
+    name = name.strip() or default_name(path)
+    if not _NAME.match(name):
+        raise UsageError(f"store name {name!r}: letters, digits, '.', '_' and '-' only (it names a partition); "
+                         f"give one with NAME=PATH")
+    return StoreSpec(name, path)
+
+
+def read_store_list(path: str | os.PathLike) -> list[str]:
+    """The lines of a --stores-from file: a store a line, blank lines and # comments skipped."""
+    try:
+        text = pathlib.Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--stores-from: cannot read ({exc.strerror})", path) from None
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def store_specs(stores: list[str], stores_from: str | os.PathLike | None = None) -> list[StoreSpec]:
+    """Every store asked for, names unique."""
+    texts = list(stores) + (read_store_list(stores_from) if stores_from else [])
+    if not texts:
+        raise UsageError("no store given (STORE... or --stores-from FILE)")
+    specs = [parse_store(t) for t in texts]
+    seen: dict[str, str] = {}
+    for s in specs:
+        if s.name in seen and seen[s.name] != s.path:
+            raise UsageError(f"two stores are named {s.name!r} ({seen[s.name]} and {s.path}): name them with NAME=PATH")
+        seen[s.name] = s.path
+    return list({s.name: s for s in specs}.values())

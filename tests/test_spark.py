@@ -1,0 +1,244 @@
+"""The fleet pipeline in local mode: the export of the fixture stores holds exactly the
+messages and consume queue units of their truth.json; byte-range splits of a segment cut
+anywhere give exactly the records of a whole scan; spark verify and spark query agree with
+verify and query; spark stats finds a UNIQ_KEY planted in two stores. One Spark session
+is shared by every test here (starting one takes seconds)."""
+from __future__ import annotations
+
+import base64
+import json
+import pathlib
+import shutil
+
+import pytest
+from hypothesis import given, settings, strategies as st
+from typer.testing import CliRunner
+
+from conftest import CLEAN_SCENARIOS, V4, V5, load_truth
+from rmqtool.cli.app import app
+from rmqtool.errors import UsageError
+from rmqtool.spark.splits import SegmentTask, plan_tasks, scan_task
+from rmqtool.spark.stores import StoreSpec, parse_store, store_specs
+from rmqtool.store.commitlog import scan_segment
+from rmqtool.store.commitlog_end import CommitLog, segment_ranges
+from rmqtool.store.parallel import SegmentJob
+
+import pyspark  # noqa: E402,F401  (make test installs the spark extra: a missing one fails here, never skips)
+
+EXPORTED = {"basic": V4 / "basic", "txdelay": V4 / "txdelay", "v2crc": V5 / "v2-and-crc"}
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from rmqtool.spark.session import spark_session
+    session = spark_session("local[1]", {"spark.driver.memory": "512m", "spark.sql.shuffle.partitions": "1"})
+    yield session
+
+
+@pytest.fixture(scope="module")
+def exported(spark, tmp_path_factory):
+    from rmqtool.spark.export import export
+    out = tmp_path_factory.mktemp("fleet") / "export"
+    specs = [StoreSpec(name, str((d / "store").resolve())) for name, d in EXPORTED.items()]
+    result = export(spark, specs, out, split_size=100_000)  # many ranges a segment
+    return out, result
+
+
+# --- splits (no Spark) -------------------------------------------------------------------------
+
+def _key(r) -> tuple:
+    return (type(r).__name__, getattr(r, "commit_log_offset", getattr(r, "offset", None)), r.position)
+
+
+def _segments():
+    for name, d in CLEAN_SCENARIOS.items():
+        log = CommitLog(d / "store" / "commitlog")
+        for rng in segment_ranges(log.segments):
+            yield name, rng
+
+
+SEGMENTS = list(_segments())
+
+
+def _tasks(rng, points: list[int]) -> list[SegmentTask]:
+    """Tasks over [a, b) for consecutive points (the last one runs to the file's end)."""
+    seg = rng.segment
+    return [SegmentTask("s", "p", SegmentJob(seg, rng.index, rng.is_last, a, None, True, None if b >= seg.size else b))
+            for a, b in zip(points, points[1:]) if a < b]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(range(len(SEGMENTS))), st.lists(st.integers(min_value=1), min_size=1, max_size=6))
+def test_ranges_cut_anywhere_give_the_whole_scan(pick, cuts):
+    _name, rng = SEGMENTS[pick]
+    seg = rng.segment
+    whole = [_key(r) for r in scan_segment(seg, is_last=rng.is_last)]
+    points = sorted({c % max(seg.size, 1) for c in cuts} | {0, seg.size})
+    split = [_key(r) for t in _tasks(rng, points) for r in scan_task(t)]
+    assert split == whole
+
+
+def test_cuts_inside_records_and_inside_the_blank_tail():
+    """Every cut one byte into each record, and into the blank record's tail, of a segment."""
+    _name, rng = next((n, r) for n, r in SEGMENTS if not r.is_last)
+    seg = rng.segment
+    results = list(scan_segment(seg, is_last=rng.is_last))
+    whole = [_key(r) for r in results]
+    tail = results[-1]
+    points = sorted({r.position + 1 for r in results} | {tail.position + 9, 0, seg.size})
+    assert [_key(r) for t in _tasks(rng, points) for r in scan_task(t)] == whole
+
+
+def test_a_plan_tiles_every_segment():
+    store = V4 / "basic" / "store"
+    tasks = plan_tasks([StoreSpec("b", str(store))], 100_000)
+    sizes = {t.job.segment.path: t.job.segment.size for t in tasks}
+    assert sorted(sizes) == sorted((store / "commitlog").iterdir())
+    for segment, size in sizes.items():
+        ranges = sorted((t.job.start, t.job.end or size) for t in tasks if t.job.segment.path == segment)
+        assert ranges[0][0] == 0 and ranges[-1][1] == size and len(ranges) > 1
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert sum(t.bytes for t in tasks) == sum(sizes.values())
+
+
+def test_store_names(tmp_path):
+    assert parse_store("/data/broker-a/store") == StoreSpec("broker-a", "/data/broker-a/store")
+    assert parse_store("a=/x/store") == StoreSpec("a", "/x/store")
+    with pytest.raises(UsageError):  # '=' in the directory name: it cannot name a partition
+        parse_store("/x/y=z")
+    assert parse_store("n=/x/y=z") == StoreSpec("n", "/x/y=z")
+    listing = tmp_path / "stores.txt"
+    listing.write_text("# the fleet\nb=/data/b/store\n\n/data/c\n")
+    assert [s.name for s in store_specs(["a=/data/a"], listing)] == ["a", "b", "c"]
+    with pytest.raises(UsageError):
+        store_specs(["x=/one", "x=/two"])
+    with pytest.raises(UsageError):
+        store_specs([])
+
+
+# --- export ----------------------------------------------------------------------------------
+
+def _table(out: pathlib.Path, name: str):
+    import pyarrow.dataset as ds
+    return ds.dataset(out / name, format="parquet", partitioning="hive").to_table().to_pylist()
+
+
+def test_export_holds_every_message_of_truth_field_by_field(exported):
+    out, result = exported
+    rows = _table(out, "messages")
+    assert result.messages == len(rows)
+    for name, d in EXPORTED.items():
+        truth = load_truth(d / "truth.json")["truth"]["messages"]
+        mine = sorted((r for r in rows if r["store_name"] == name), key=lambda r: r["commit_log_offset"])
+        assert len(mine) == len(truth), name
+        for row, t in zip(mine, sorted(truth, key=lambda t: t["physicalOffset"])):
+            assert row["commit_log_offset"] == t["physicalOffset"]
+            assert row["store_size"] == t["storeSize"]
+            assert (row["topic"], row["queue_id"], row["queue_offset"]) == (t["topic"], t["queueId"], t["queueOffset"])
+            assert (row["sys_flag"], row["flag"], row["body_crc"] & 0xFFFFFFFF) == \
+                (t["sysFlag"], t["flag"], t["bodyCRC"] & 0xFFFFFFFF)
+            assert (row["store_timestamp"], row["born_timestamp"]) == (t["storeTimestamp"], t["bornTimestamp"])
+            assert row["body"] == base64.b64decode(t["body"])
+            assert row["tags"] == t["tags"] and row["uniq_key"] == t["uniqKey"] and row["msg_id"] == t["msgId"]
+            assert row["keys"] == (t["keys"].split() if t["keys"] else [])
+            assert dict(row["properties"]) == t["properties"]
+            assert row["store_path"] == str((d / "store").resolve())
+
+
+def test_export_holds_every_consume_queue_unit_of_truth(exported):
+    out, result = exported
+    rows = _table(out, "consume_queue")
+    assert result.consume_queue_units == len(rows)
+    for name, d in EXPORTED.items():
+        expected = sorted((topic, int(q), e[0], e[1], e[2], e[3])
+                          for topic, queues in load_truth(d / "truth.json")["truth"]["consumeQueues"].items()
+                          for q, queue in queues.items() for e in queue["entries"])
+        mine = sorted((r["topic"], r["queue_id"], r["queue_offset"], r["commit_log_offset"], r["size"], r["tags_code"])
+                      for r in rows if r["store_name"] == name)
+        assert mine == expected, name
+
+
+def test_export_refuses_a_directory_with_files(spark, tmp_path):
+    from rmqtool.spark.export import export
+    (tmp_path / "x").write_text("keep me")
+    with pytest.raises(UsageError):
+        export(spark, [StoreSpec("b", str(V4 / "basic" / "store"))], tmp_path)
+    assert (tmp_path / "x").read_text() == "keep me"
+
+
+# --- query, verify, stats --------------------------------------------------------------------
+
+def _jsonl(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_spark_query_gives_query_rows(exported):
+    out, _ = exported
+    store = (EXPORTED["basic"] / "store").resolve()
+    truth = load_truth(EXPORTED["basic"] / "truth.json")["truth"]["messages"]
+    key = next(k for t in truth for k in (t["keys"] or "").split())
+    for args in (["--key", key], ["--uniq-key", truth[3]["uniqKey"]], ["--msg-id", truth[5]["msgId"]]):
+        fleet = runner.invoke(app, ["spark", "query", "--table", str(out), *args, "-f", "jsonl"])
+        alone = runner.invoke(app, ["query", str(store), *args, "-f", "jsonl"])
+        assert fleet.exit_code == alone.exit_code == 0, fleet.stderr
+        mine = [r for r in _jsonl(fleet.stdout) if r.pop("store_name") == "basic" and r.pop("store_path")]
+        assert sorted(mine, key=lambda r: r["commit_log_offset"]) == \
+            sorted(_jsonl(alone.stdout), key=lambda r: r["commit_log_offset"])
+    topic = truth[0]["topic"]
+    rows = _jsonl(runner.invoke(app, ["spark", "query", "--table", str(out), "-t", topic, "-f", "jsonl",
+                                      "--body", "none"]).stdout)
+    assert sorted(r["commit_log_offset"] for r in rows if r["store_name"] == "basic") == \
+        sorted(t["physicalOffset"] for t in truth if t["topic"] == topic)
+    none = runner.invoke(app, ["spark", "query", "--table", str(out), "--key", "no-such-key-anywhere"])
+    assert none.exit_code == 1
+
+
+def test_spark_verify_agrees_with_verify(spark):
+    stores = [V4 / "basic" / "store", V4 / "crash" / "b1-truncate-last-commitlog-mid-message" / "input" / "store",
+              V4 / "no-such-store"]
+    fleet = runner.invoke(app, ["spark", "verify", *[f"s{i}={p}" for i, p in enumerate(stores)], "-f", "jsonl"])
+    rows = _jsonl(fleet.stdout)
+    worst = 0
+    for i, store in enumerate(stores):
+        alone = runner.invoke(app, ["verify", str(store), "-f", "jsonl", "--jobs", "1"])
+        worst = max(worst, alone.exit_code)
+        mine = [dict(r) for r in rows if r.get("store_name") == f"s{i}" and "finding" in r]
+        for r in mine:
+            r.pop("store_name")
+        assert mine == _jsonl(alone.stdout), store
+        summary = next(r for r in rows if r.get("record") == "verify_summary" and r["store_name"] == f"s{i}")
+        assert summary["finding_count"] == len(mine) and summary["exit_code"] == alone.exit_code
+    assert fleet.exit_code == worst
+
+
+def test_spark_stats_finds_a_uniq_key_planted_in_two_stores(spark, tmp_path):
+    """A copy of a store whose one message is appended again to another store (as a retried
+    send landing on a second broker would be): that UNIQ_KEY is reported with both copies."""
+    from rmqtool.engine import encoder as enc
+    from rmqtool.engine.store import Store
+    truth = load_truth(V5 / "v2-and-crc" / "truth.json")["truth"]["messages"]
+    planted = next(t for t in truth if t["uniqKey"])
+    other = tmp_path / "broker-b" / "store"
+    with Store.open(other, writable=True, commitlog_size=1 << 20) as store:
+        store.append(enc.producer_message("OtherTopic", b"unrelated"))
+        result = store.append(enc.producer_message(planted["topic"], base64.b64decode(planted["body"]),
+                                                   uniq_key=planted["uniqKey"]))
+    r = runner.invoke(app, ["spark", "stats", f"a={V5 / 'v2-and-crc' / 'store'}", f"b={other}", "-f", "jsonl"])
+    assert r.exit_code == 0, r.stderr
+    rows = _jsonl(r.stdout)
+    dups = [x for x in rows if x["record"] == "duplicate_uniq_key"]
+    assert [d["uniq_key"] for d in dups] == [planted["uniqKey"]]
+    assert [(c["store_name"], c["commit_log_offset"]) for c in dups[0]["copies"]] == \
+        [("a", planted["physicalOffset"]), ("b", result.wrote_offset)]
+    assert dups[0]["store_count"] == 2
+    per_queue = [x for x in rows if x["record"] == "queue_stats" and x["store_name"] == "a"]
+    assert sum(x["messages"] for x in per_queue) == len(truth)
+    assert sum(x["bytes"] for x in per_queue) == sum(t["storeSize"] for t in truth)
+
+
+def test_spark_usage_errors_say_so_before_spark_starts(tmp_path):
+    r = runner.invoke(app, ["spark", "query", "--table", str(tmp_path), "--key", "a", "--uniq-key", "b"])
+    assert r.exit_code == 2
+    r = runner.invoke(app, ["spark", "export", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "no store given" in r.stderr

@@ -25,7 +25,7 @@ from rmqtool.store.parallel import SegmentJob
 
 import pyspark  # noqa: E402,F401  (make test installs the spark extra: a missing one fails here, never skips)
 
-EXPORTED = {"basic": V4 / "basic", "txdelay": V4 / "txdelay", "v2crc": V5 / "v2-and-crc"}
+EXPORTED = {"basic": V4 / "basic", "txdelay": V4 / "txdelay", "v2crc": V5 / "v2-and-crc", "batchcq": V5 / "batchcq"}
 runner = CliRunner()
 
 
@@ -151,11 +151,11 @@ def test_export_holds_every_consume_queue_unit_of_truth(exported):
     rows = _table(out, "consume_queue")
     assert result.consume_queue_units == len(rows)
     for name, d in EXPORTED.items():
-        expected = sorted((topic, int(q), e[0], e[1], e[2], e[3])
+        expected = sorted((topic, int(q), e[0], e[1], e[2], e[3], e[4] if len(e) > 4 else 1)
                           for topic, queues in load_truth(d / "truth.json")["truth"]["consumeQueues"].items()
                           for q, queue in queues.items() for e in queue["entries"])
-        mine = sorted((r["topic"], r["queue_id"], r["queue_offset"], r["commit_log_offset"], r["size"], r["tags_code"])
-                      for r in rows if r["store_name"] == name)
+        mine = sorted((r["topic"], r["queue_id"], r["queue_offset"], r["commit_log_offset"], r["size"], r["tags_code"],
+                       r["batch_size"]) for r in rows if r["store_name"] == name)
         assert mine == expected, name
 
 

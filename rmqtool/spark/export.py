@@ -20,6 +20,7 @@ from rmqtool.store.commitlog import findings_of
 from rmqtool.store.message import Message
 
 MESSAGES_DIR, CONSUME_QUEUE_DIR, FINDINGS_DIR = "messages", "consume_queue", "findings"
+QUEUES_TASK = "consume-queues"
 
 
 @dataclasses.dataclass
@@ -74,43 +75,75 @@ def _write_findings(found: list, directory: pathlib.Path, name: str, schema) -> 
 
 
 def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
-    """Executor side: every consume queue of one store, a Parquet part per topic."""
-    import pyarrow as pa
+    """Executor side: every consume queue of one store (from its min to its max offset, as
+    the broker's load leaves them), a Parquet part per topic; plain queues read as arrays."""
     import pyarrow.parquet as pq
 
-    from rmqtool.spark.tables import CONSUME_QUEUE, FINDINGS, partition_dir, store_dir
+    from rmqtool.spark.tables import FINDINGS, partition_dir, store_dir
     from rmqtool.store.commitlog_end import CommitLog
     from rmqtool.store.consumequeue import open_consume_queues
     from rmqtool.store.paths import StorePaths
 
     paths = StorePaths(spec.path)
-    summary = TaskSummary(spec.name, "consume-queues")
+    summary = TaskSummary(spec.name, QUEUES_TASK)
     log = CommitLog(paths.commitlog) if paths.commitlog.is_dir() else None
     end = log.max_offset() if log is not None else None
     queues = open_consume_queues(paths.root, commit_log_max_offset=end)
     low = log.segments[0].base_offset if log is not None and log.segments else 0
-    by_topic: dict[str, dict[str, list]] = {}
+    by_topic: dict[str, list] = {}
     for q in queues.queues:
-        columns = by_topic.setdefault(q.topic, {n: [] for n in CONSUME_QUEUE.names})
-        for u in q.iter_units(q.min_offset(low)):
-            if u.is_fill:
-                continue
-            for name, value in (("queue_id", u.queue_id), ("queue_offset", u.queue_offset),
-                                ("commit_log_offset", u.commit_log_offset), ("size", u.size),
-                                ("tags_code", u.tags_code), ("batch_size", u.batch_num),
-                                ("store_path", str(paths.root)), ("file", u.path), ("file_position", u.position)):
-                columns[name].append(value)
-    for topic, columns in by_topic.items():
+        by_topic.setdefault(q.topic, []).append(_queue_table(q, q.min_offset(low), str(paths.root)))
+    for topic, tables in by_topic.items():
+        import pyarrow as pa
         directory = pathlib.Path(out, CONSUME_QUEUE_DIR, partition_dir(spec.name, topic))
         directory.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.table(columns, schema=CONSUME_QUEUE), directory / "part-queues.parquet")
-        summary.messages += len(columns["queue_offset"])
+        table = pa.concat_tables(tables)
+        pq.write_table(table, directory / "part-queues.parquet")
+        summary.messages += table.num_rows
         summary.files += 1
     found = queues.all_findings()
     if found:
         _write_findings(found, pathlib.Path(out, FINDINGS_DIR, store_dir(spec.name)), "part-queues.parquet", FINDINGS)
         summary.findings = len(found)
     return summary
+
+
+def _queue_table(q, low: int, store_path: str):
+    """The units of queue offsets [low, max_offset) that point at messages, as a table."""
+    import numpy as np
+    import pyarrow as pa
+
+    from rmqtool.spark.tables import CONSUME_QUEUE
+    from rmqtool.store.arrays import read_records
+
+    high = q.max_offset
+    if q.is_batch:  # few and rich: unit by unit
+        units = [u for u in q.iter_units(low, high)]
+        return pa.table({"queue_id": [q.queue_id] * len(units), "queue_offset": [u.queue_offset for u in units],
+                         "commit_log_offset": [u.commit_log_offset for u in units], "size": [u.size for u in units],
+                         "tags_code": [u.tags_code for u in units], "batch_size": [u.batch_num for u in units],
+                         "store_path": [store_path] * len(units), "file": [u.path for u in units],
+                         "file_position": [u.position for u in units]}, schema=CONSUME_QUEUE)
+    parts = []
+    layout = q.layout
+    for seg in q.segments:
+        first = seg.base_offset // q.unit_size
+        if first >= high:
+            break
+        units = read_records(seg.path, layout.dtype, 0, min(high - first, seg.size // q.unit_size))
+        index = np.arange(len(units), dtype=np.int64)
+        cols = [units[n] for n in units.dtype.names]
+        keep = (index + first >= low) & layout.is_written(cols) & ~layout.is_fill(cols)
+        index = index[keep]
+        n = len(index)
+        parts.append(pa.table({
+            "queue_id": np.full(n, q.queue_id, dtype=np.int32), "queue_offset": index + first,
+            "commit_log_offset": units["commit_log_offset"][keep].astype(np.int64),
+            "size": units["size"][keep].astype(np.int32), "tags_code": units["tags_code"][keep].astype(np.int64),
+            "batch_size": np.ones(n, dtype=np.int32), "store_path": pa.array([store_path] * n, pa.string()),
+            "file": pa.array([str(seg.path)] * n, pa.string()), "file_position": index * q.unit_size},
+            schema=CONSUME_QUEUE))
+    return pa.concat_tables(parts) if parts else CONSUME_QUEUE.empty_table()
 
 
 def check_out_dir(out: str | os.PathLike) -> pathlib.Path:
@@ -139,19 +172,20 @@ def export(spark, specs: list[StoreSpec], out: str | os.PathLike, *, split_size:
            progress=None) -> ExportResult:
     """Driver side: plan, run every task on the cluster, sum the summaries."""
     out = check_out_dir(out)
-    tasks = plan_tasks(specs, split_size)
+    tasks = list(specs) + plan_tasks(specs, split_size)  # a store's queues first: they run beside its ranges
     sc = spark.sparkContext
     target = str(out.resolve())
-    segment_results = []
-    if tasks:
-        rdd = sc.parallelize(tasks, len(tasks))
-        segment_results = run_job(sc, rdd.map(lambda t: export_segment_task(t, target)), len(tasks), progress,
-                                  "export: commit log ranges")
-    queue_results = run_job(sc, sc.parallelize(specs, len(specs)).map(lambda s: export_queues_task(s, target)),
-                            len(specs), progress, "export: consume queues")
-    return ExportResult(str(out), [s.name for s in specs], len(tasks) + len(specs),
-                        sum(r.messages for r in segment_results), sum(r.messages for r in queue_results),
-                        sum(r.findings for r in segment_results + queue_results))
+    results = run_job(sc, sc.parallelize(tasks, len(tasks)).map(lambda t: run_task(t, target)), len(tasks),
+                      progress, "export")
+    queues = [r for r in results if r.task == QUEUES_TASK]
+    ranges = [r for r in results if r.task != QUEUES_TASK]
+    return ExportResult(str(out), [s.name for s in specs], len(tasks), sum(r.messages for r in ranges),
+                        sum(r.messages for r in queues), sum(r.findings for r in results))
+
+
+def run_task(task, out: str) -> TaskSummary:
+    """Executor side: a store's queues, or one byte range of one segment."""
+    return export_queues_task(task, out) if isinstance(task, StoreSpec) else export_segment_task(task, out)
 
 
 def run_job(sc, rdd, total: int, progress, label: str) -> list:

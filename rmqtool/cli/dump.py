@@ -21,6 +21,7 @@ from rmqtool.report.progress import Progress, progress_enabled
 from rmqtool.report.records import with_human_times
 from rmqtool.report.sink import Sink, render_document, report_findings, warn
 from rmqtool.store.live import live_store
+from rmqtool.store.parallel import default_workers
 
 dump_app = typer.Typer(no_args_is_help=True, help="Dump store files as rows (table, JSON Lines or JSON).")
 
@@ -77,6 +78,8 @@ def dump_commitlog(
                                      "start's recovery (leave out stale bytes past where recovery cuts the log)."),
     follow: bool = typer.Option(False, "--follow", help="After the last record, keep printing records as they are "
                                 "appended (Ctrl-C stops)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Processes building JSON Lines rows "
+                                       "(default: every core, for a large jsonl dump)."),
 ):
     """Every record of the commit log: messages, end-of-file blanks, and damaged regions.
 
@@ -117,6 +120,8 @@ def dump_commitlog(
                 pass
         elif stats:
             sink.rows(commitlog_stats(dumps, bar))
+        elif fmt == OutputFormat.jsonl and _in_parallel(jobs, sum(d.stored_bytes for d in dumps), limit):
+            _parallel_jsonl(sink, dumps, limit, jobs or default_workers(), bar)
         else:
             sink.rows(_chained(dumps, limit, bar))
     finally:
@@ -126,6 +131,30 @@ def dump_commitlog(
     for live in lives:
         findings = live.settled(findings)
     _finish(sink, findings, sum(d.damaged for d in dumps))
+
+
+PARALLEL_FROM_BYTES = 64 << 20  # smaller dumps: forking costs more than it gives
+PARALLEL_FROM_ROWS = 100_000  # a --limit below this is reached sooner in one process
+
+
+def _in_parallel(jobs: int | None, stored: int, limit: int | None) -> bool:
+    """-j as given; by default every core for a dump of much data (on disk: not a sparse file's holes)."""
+    if jobs is not None:
+        return jobs > 1
+    return default_workers() > 1 and stored >= PARALLEL_FROM_BYTES and (limit is None or limit >= PARALLEL_FROM_ROWS)
+
+
+def _parallel_jsonl(sink: Sink, dumps: list, limit: int | None, workers: int, bar) -> None:
+    """JSON Lines built in worker processes, written here in commit log order."""
+    for d in dumps:
+        if limit is not None:
+            if limit <= 0:
+                return
+            d.limit = limit
+        for path, size, count in d.jsonl_files(workers, progress=bar):
+            sink.encoded_file(path, size, count)
+            if limit is not None:
+                limit -= count
 
 
 def _chained(dumps: list, limit: int | None, bar):

@@ -8,7 +8,10 @@ a finding naming its file and position, and :attr:`CommitLogDump.damaged` counts
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import os
 import pathlib
+import tempfile
 import time
 from typing import Iterator
 
@@ -17,15 +20,29 @@ from rmqtool.findings import BODY_DECOMPRESS_FAILED, Finding
 from rmqtool.inspect.hints import wrong_kind
 from rmqtool.inspect.selection import MessageSelection
 from rmqtool.report.records import message_record
+from rmqtool.report.sink import encode_lines
 from rmqtool.store import detect
 from rmqtool.store.commitlog import Blank, Corrupt, findings_of, scan_segment
 from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end, last_written, segment_ranges
 from rmqtool.store.message import Message
+from rmqtool.store.parallel import iter_parallel, jobs_of
 from rmqtool.store.paths import is_segment_name
 from rmqtool.store.segments import Segment
 
 PROGRESS_STEP = 4 << 20  # bytes scanned between two moves of a progress bar
 FOLLOW_INTERVAL = 0.5  # seconds --follow waits between two looks at the commit log's end
+PARALLEL_SPLIT = 16 << 20  # bytes of a segment one worker encodes at a time
+_SPOOL_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else None  # where workers leave their rows (memory)
+SPOOL_ROWS = 256  # rows encoded at once into a spool file
+
+
+def _lines_end(path: str, lines: int) -> int:
+    """The byte length of the first ``lines`` lines of a file."""
+    end = 0
+    with open(path, "rb") as f:
+        for _ in range(lines):
+            end += len(f.readline())
+    return end
 
 
 def commitlog_segments(path: pathlib.Path) -> tuple[list[Segment], list[Finding]]:
@@ -78,6 +95,17 @@ class CommitLogDump:
     @property
     def total_bytes(self) -> int:
         return sum(s.size for s in self.segments)
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes the segments hold on disk (a sparse segment's holes are not data to read)."""
+        total = 0
+        for s in self.segments:
+            try:
+                total += min(s.size, os.stat(s.path).st_blocks * 512)
+            except OSError:
+                total += s.size
+        return total
 
     def _row(self, r) -> dict | None:
         """The row for a scanned record, or None when it is not asked for."""
@@ -168,19 +196,86 @@ class CommitLogDump:
         limit = self.limit
         if limit is not None and limit <= 0:
             return
-        select = None if self.selection.everything else self.selection.matches
-        body, decompress, preview = self.body, self.decompress, self.preview
         emitted = 0
-        for r in self.results(progress):
-            if type(r) is Message and not decompress:  # the common row, without _row's call
-                if select is not None and not select(r):
-                    continue
-                row = message_record(r, body, preview=preview)  # no codec is needed
-            else:
-                row = self._row(r)
-                if row is None:
-                    continue
+        for row in self._rows_of(self.results(progress)):
             yield row
             emitted += 1
             if limit is not None and emitted >= limit:
                 return
+
+    def _rows_of(self, results) -> Iterator[dict]:
+        select = None if self.selection.everything else self.selection.matches
+        body, decompress, preview = self.body, self.decompress, self.preview
+        for r in results:
+            if type(r) is Message and not decompress:  # the common row, without _row's call
+                if select is not None and not select(r):
+                    continue
+                yield message_record(r, body, preview=preview)  # no codec is needed
+            else:
+                row = self._row(r)
+                if row is not None:
+                    yield row
+
+    # ---- JSON Lines over worker processes ----------------------------------------------------
+    def jsonl_files(self, workers: int, split_size: int | None = None,
+                    progress=None) -> Iterator[tuple[str, int, int]]:
+        """The rows as JSON Lines, built and encoded in ``workers`` processes a byte range of a
+        segment at a time, each range's in a spool file (in memory where /dev/shm is):
+        (path, bytes, rows) in commit log order, a file removed once the next is asked for.
+        Findings and damage are gathered as :meth:`rows` gathers them; ``limit`` cuts the
+        last file's bytes short."""
+        jobs = jobs_of(self.segments, self.from_offset, self.to_offset, check_crc=self.check_crc,
+                       split_size=split_size or PARALLEL_SPLIT)
+        left = self.limit
+        with tempfile.TemporaryDirectory(prefix="rmqtool-dump-", dir=_SPOOL_DIR) as spool:
+            self._spool = spool
+            for path, size, count, findings, damaged, scanned in iter_parallel(jobs, self._encode_job,
+                                                                                workers=workers):
+                self.findings += findings
+                self.damaged += damaged
+                if progress is not None:
+                    progress.advance(scanned)
+                if left is not None and count >= left:
+                    yield path, _lines_end(path, left), left
+                    return
+                if count:
+                    yield path, size, count
+                os.unlink(path)
+                if left is not None:
+                    left -= count
+
+    def _encode_job(self, job) -> tuple[str, int, int, list, int, int]:
+        """In a worker: one job's rows encoded into a spool file; (path, bytes, rows,
+        findings, damaged records, bytes scanned)."""
+        findings: list = []
+        tally = [0]
+        # _row adds decompress failures to self: taken back out, as this may be a forked copy
+        kept_findings, kept_damaged = len(self.findings), self.damaged
+        stop = self.to_offset - job.segment.base_offset if self.to_offset is not None else None
+
+        def results():
+            for r in job.scan(findings):
+                if stop is not None and r.position >= stop:
+                    return
+                found = findings_of(r)
+                if found:
+                    tally[0] += 1
+                    findings.extend(found)
+                yield r
+        path = os.path.join(self._spool, f"{job.segment.base_offset:020d}-{job.start:012d}")
+        rows = self._rows_of(results())
+        count = size = 0
+        with open(path, "wb") as f:
+            while True:  # a batch of rows at a time: no buffer the size of the job
+                data, n = encode_lines(itertools.islice(rows, SPOOL_ROWS))
+                if not n:
+                    break
+                f.write(data)
+                count += n
+                size += len(data)
+        findings += self.findings[kept_findings:]
+        tally[0] += self.damaged - kept_damaged
+        del self.findings[kept_findings:]
+        self.damaged = kept_damaged
+        end = job.segment.size if job.end is None else job.end
+        return path, size, count, findings, tally[0], max(end - job.start, 0)

@@ -6,7 +6,9 @@ stdout only; progress, warnings and findings go to stderr (see :func:`warn`).
 """
 from __future__ import annotations
 
+import io
 import json
+import os
 import sys
 from typing import Iterable, TextIO
 
@@ -43,6 +45,18 @@ def encode_row(obj, *, newline: bool = True) -> bytes:
     except (TypeError, orjson.JSONEncodeError):
         text = dumps(obj) + ("\n" if newline else "")
         return text.encode("utf-8", "backslashreplace")
+
+
+def encode_lines(rows: Iterable[dict]) -> tuple[bytes, int]:
+    """Rows as JSON Lines, one buffer, and how many (what a worker process sends back)."""
+    dumps, default, option = orjson.dumps, _json_default, _ORJSON_LINE
+    pieces = []
+    for obj in rows:
+        try:
+            pieces.append(dumps(obj, default=default, option=option))
+        except (TypeError, orjson.JSONEncodeError):
+            pieces.append(encode_row(obj))
+    return b"".join(pieces), len(pieces)
 
 
 def _write_json(stream: TextIO, text: str) -> None:
@@ -161,6 +175,35 @@ class Sink:
             self.count += len(pieces)
             if pieces:
                 out.add(b"".join(pieces))
+
+    def encoded_file(self, path: str, size: int, count: int) -> None:
+        """The first ``size`` bytes of a file of JSON Lines already encoded
+        (:func:`encode_lines`), ``count`` rows: copied by the kernel where it can."""
+        if self.fmt != "jsonl":
+            raise ValueError("encoded rows are JSON Lines")
+        if self._bytes is not None:
+            self._bytes.flush()
+        self.stream.flush()
+        self.count += count
+        with open(path, "rb") as f:
+            sent = 0
+            try:
+                out = self.stream.fileno()
+                while sent < size:
+                    n = os.sendfile(out, f.fileno(), sent, size - sent)
+                    if n == 0:
+                        break
+                    sent += n
+                return
+            except BrokenPipeError:
+                raise
+            except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+                if sent:  # part is out already: the rest cannot go another way without a gap or a repeat
+                    raise
+                # not a descriptor sendfile writes to (a test's buffer): by hand
+            if self._bytes is None:
+                self._bytes = _ByteWriter(self.stream)
+            self._bytes.add(f.read(size))
 
     def flush(self) -> None:
         """Everything written so far out to the stream (``--follow`` between appends)."""

@@ -1,6 +1,8 @@
 """Scanning segments in worker processes gives what one serial scan gives, in order."""
 from __future__ import annotations
 
+import pathlib
+
 import functools
 import shutil
 
@@ -163,3 +165,22 @@ def test_a_dead_worker_is_an_error_not_a_hang(store, tmp_path):
     fn = functools.partial(_die_in_a_child, os.getpid(), str(tmp_path / "child-took-a-job"))
     with pytest.raises(StoreAccessError, match="worker process died"):
         parallel_scan(log, fn, workers=2)
+
+
+def _mark_job(directory, job):
+    pathlib.Path(directory, f"{job}").write_text("taken")
+    return job
+
+
+def test_ahead_holds_workers_back_while_the_reader_is_slow(tmp_path):
+    """With ``ahead`` N, no more than N jobs are taken beyond what the reader has been given."""
+    import functools
+    import time
+
+    from rmqtool.store.parallel import iter_parallel
+    results = iter_parallel(list(range(40)), functools.partial(_mark_job, tmp_path), workers=2, ahead=3)
+    assert next(results) == 0
+    time.sleep(1.0)  # the reader is slow: the child must stop taking jobs
+    assert len(list(tmp_path.iterdir())) <= 3
+    assert list(results) == list(range(1, 40))
+    assert len(list(tmp_path.iterdir())) == 40

@@ -229,8 +229,8 @@ class CommitLogDump:
         left = self.limit
         with tempfile.TemporaryDirectory(prefix="rmqtool-dump-", dir=_SPOOL_DIR) as spool:
             self._spool = spool
-            for path, size, count, findings, damaged, scanned in iter_parallel(jobs, self._encode_job,
-                                                                                workers=workers):
+            for path, size, count, findings, damaged, scanned in iter_parallel(
+                    jobs, self._encode_job, workers=workers, ahead=2 * workers):  # a slow reader: spool bounded
                 self.findings += findings
                 self.damaged += damaged
                 if progress is not None:

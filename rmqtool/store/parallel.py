@@ -87,13 +87,15 @@ def default_workers() -> int:
 
 
 def iter_parallel(jobs: list[SegmentJob], fn: Callable[[SegmentJob], T], *,
-                  workers: int | None = None) -> Iterator[T]:
+                  workers: int | None = None, ahead: int | None = None) -> Iterator[T]:
     """``fn(job)`` for every job, in job order, over ``workers`` processes.
 
     This process is one of the workers: it forks ``workers - 1`` children, and all of them
     take the next job from a shared counter until none are left (one fork and no pool
     threads for two workers, which matters when a whole scan takes a tenth of a second).
-    With one worker, or one job, everything runs here.
+    With one worker, or one job, everything runs here. ``ahead``: at most that many jobs
+    taken and not yet given to the caller (a slow reader of the results holds the workers
+    back instead of letting results pile up).
     """
     if workers is None:
         workers = default_workers()
@@ -107,7 +109,8 @@ def iter_parallel(jobs: list[SegmentJob], fn: Callable[[SegmentJob], T], *,
     context = multiprocessing.get_context("fork")  # children inherit jobs, fn and the imports
     counter = context.Value("i", 0)
     done = context.Queue()
-    children = [context.Process(target=_work, args=(jobs, fn, counter, done), daemon=True)
+    permits = context.Semaphore(max(ahead, workers)) if ahead else None
+    children = [context.Process(target=_work, args=(jobs, fn, counter, done, permits), daemon=True)
                 for _ in range(workers - 1)]
     for child in children:
         child.start()
@@ -116,10 +119,12 @@ def iter_parallel(jobs: list[SegmentJob], fn: Callable[[SegmentJob], T], *,
         next_out = 0
         while next_out < len(jobs):
             if next_out not in results:
-                i = _take(counter)
-                if i < len(jobs):
+                i = _take(counter) if permits is None or permits.acquire(block=False) else None
+                if i is not None and i < len(jobs):
                     results[i] = _run(fn, jobs[i])
-                else:  # nothing left to take: wait for what the children are still doing
+                else:  # nothing left to take (or no permit): wait for what the children are doing
+                    if i is not None and permits is not None:
+                        permits.release()
                     i, ok, value = _wait(done, children)
                     results[i] = (ok, value)
             while True:
@@ -134,6 +139,8 @@ def iter_parallel(jobs: list[SegmentJob], fn: Callable[[SegmentJob], T], *,
                     raise value
                 yield value
                 next_out += 1
+                if permits is not None:
+                    permits.release()
     finally:
         for child in children:
             if child.is_alive():
@@ -169,9 +176,16 @@ def _run(fn, job) -> tuple[bool, object]:
         return False, exc
 
 
-def _work(jobs, fn, counter, done) -> None:
+def _work(jobs, fn, counter, done, permits=None) -> None:
     """A child: take jobs until none are left, sending each result back."""
-    while (i := _take(counter)) < len(jobs):
+    while True:
+        if permits is not None:
+            permits.acquire()
+        i = _take(counter)
+        if i >= len(jobs):
+            if permits is not None:
+                permits.release()
+            return
         done.put((i, *_run(fn, jobs[i])))
 
 

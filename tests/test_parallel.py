@@ -1,9 +1,8 @@
 """Scanning segments in worker processes gives what one serial scan gives, in order."""
 from __future__ import annotations
 
-import pathlib
-
 import functools
+import pathlib
 import shutil
 
 import pytest

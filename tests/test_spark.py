@@ -242,3 +242,35 @@ def test_spark_usage_errors_say_so_before_spark_starts(tmp_path):
     assert r.exit_code == 2
     r = runner.invoke(app, ["spark", "export", "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and "no store given" in r.stderr
+
+
+def test_a_damaged_store_exports_what_dump_reads_and_its_findings(spark, tmp_path):
+    """Damage never stops an export: the messages are those dump commitlog reads, and the
+    findings table holds the findings dump reports, ranges cut anywhere."""
+    import collections
+
+    from rmqtool.inspect.commitlog_dump import CommitLogDump
+    from rmqtool.spark.export import export
+    stores = {name: V4 / "crash" / name / "input" / "store" for name in (
+        "b2-garbage-tail-of-last-message", "e3-corrupt-body-in-second-to-last-commitlog-file")}
+    result = export(spark, [StoreSpec(n.split("-")[0], str(p)) for n, p in stores.items()], tmp_path / "out",
+                    split_size=30_000)
+    messages, findings = _table(tmp_path / "out", "messages"), _table(tmp_path / "out", "findings")
+    for name, store in stores.items():
+        dump = CommitLogDump(store)
+        rows = list(dump.rows())
+        short = name.split("-")[0]
+        assert sorted(r["commit_log_offset"] for r in messages if r["store_name"] == short) == \
+            [r["commit_log_offset"] for r in rows if r["record"] == "message"]
+        assert collections.Counter(f["finding"] for f in findings
+                                   if f["store_name"] == short and "/commitlog/" in f["path"]) == \
+            collections.Counter(f.id for f in dump.findings)
+        assert dump.findings  # the fixture is damaged: there is something to compare
+    assert result.finding_count == len(findings)
+
+
+def test_without_pyspark_the_pip_command_is_named(monkeypatch):
+    import sys as _sys
+    monkeypatch.setitem(_sys.modules, "pyspark", None)  # as if the spark extra were not installed
+    r = runner.invoke(app, ["spark", "stats", str(V4 / "basic" / "store")])
+    assert r.exit_code == 8 and "pip install 'rmqtool[spark]'" in r.stderr

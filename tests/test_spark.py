@@ -274,3 +274,62 @@ def test_without_pyspark_the_pip_command_is_named(monkeypatch):
     monkeypatch.setitem(_sys.modules, "pyspark", None)  # as if the spark extra were not installed
     r = runner.invoke(app, ["spark", "stats", str(V4 / "basic" / "store")])
     assert r.exit_code == 8 and "pip install 'rmqtool[spark]'" in r.stderr
+
+
+# --- stores behind a URI -------------------------------------------------------------------------
+
+def _uri(path: pathlib.Path) -> str:
+    return "file://" + str(path.resolve())
+
+
+def _comparable(rows: list[dict], root: str, uri: str) -> list[tuple]:
+    """Rows with the paths they name put in the store's own terms."""
+    out = []
+    for r in rows:
+        r = dict(r)
+        for name in ("file", "store_path", "path"):
+            if isinstance(r.get(name), str):
+                r[name] = r[name].replace(uri, root)
+        r.pop("properties", None)
+        out.append(tuple(sorted((k, str(v)) for k, v in r.items())))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("margin", [1_000, 8 << 20])
+def test_tasks_behind_a_uri_stage_what_they_read_and_give_the_local_tables(tmp_path, monkeypatch, margin):
+    """Each task stages its byte range and a margin (a small one: staged again with more)
+    and exports exactly what the same task on the local files does."""
+    from rmqtool.spark import remote
+    from rmqtool.spark.export import export_queues_task, export_segment_task
+    monkeypatch.setattr(remote, "STAGE_MARGIN", margin)
+    monkeypatch.setattr(remote, "STAGE_GUARD", 16)
+    store = V4 / "crash" / "e3-corrupt-body-in-second-to-last-commitlog-file" / "input" / "store"
+    root, uri = str(store.resolve()), _uri(store)
+    for name, spec in (("local", StoreSpec("s", root)), ("remote", StoreSpec("s", uri))):
+        tasks = plan_tasks([spec], 30_000)
+        assert all((t.remote is not None) == (name == "remote") for t in tasks)
+        for t in tasks:
+            export_segment_task(t, str(tmp_path / name))
+        export_queues_task(spec, str(tmp_path / name))
+    for table in ("messages", "consume_queue", "findings"):
+        local, far = _table(tmp_path / "local", table), _table(tmp_path / "remote", table)
+        assert local and _comparable(far, root, uri) == _comparable(local, root, root), table
+        assert all(uri in (r.get("file") or r.get("path") or "") for r in far)
+
+
+def test_spark_export_and_verify_of_a_store_behind_a_uri(spark, tmp_path):
+    from rmqtool.spark.export import export
+    d = V5 / "v2-and-crc"
+    result = export(spark, [StoreSpec("u", _uri(d / "store"))], tmp_path / "out", split_size=50_000)
+    truth = load_truth(d / "truth.json")["truth"]["messages"]
+    rows = _table(tmp_path / "out", "messages")
+    assert result.messages == len(truth)
+    assert sorted((r["commit_log_offset"], r["msg_id"]) for r in rows) == \
+        sorted((t["physicalOffset"], t["msgId"]) for t in truth)
+    fleet = runner.invoke(app, ["spark", "verify", f"u={_uri(d / 'store')}", "-f", "jsonl"])
+    alone = runner.invoke(app, ["verify", str(d / "store"), "-f", "jsonl", "--jobs", "1"])
+    mine = [r for r in _jsonl(fleet.stdout) if "finding" in r]
+    for r in mine:
+        r.pop("store_name")
+        r["path"] = r["path"].replace(_uri(d / "store"), str(d / "store"))
+    assert fleet.exit_code == alone.exit_code and mine == _jsonl(alone.stdout)

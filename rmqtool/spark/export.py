@@ -9,15 +9,18 @@ Consume queues are one task per store. Spark SQL then reads the tables (query, s
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import pathlib
+import tempfile
 
 from rmqtool.errors import UsageError
 from rmqtool.spark.splits import DEFAULT_SPLIT_SIZE, SegmentTask, plan_tasks, scan_task
 from rmqtool.spark.stores import StoreSpec
 from rmqtool.store.commitlog import findings_of
 from rmqtool.store.message import Message
+from rmqtool.store.paths import StorePaths
 
 MESSAGES_DIR, CONSUME_QUEUE_DIR, FINDINGS_DIR = "messages", "consume_queue", "findings"
 QUEUES_TASK = "consume-queues"
@@ -37,20 +40,17 @@ def export_segment_task(task: SegmentTask, out: str) -> TaskSummary:
     """Executor side: one byte range of one segment into Parquet parts, one per topic."""
     import pyarrow.parquet as pq
 
-    from rmqtool.report.records import message_record
+    from rmqtool.spark import remote
     from rmqtool.spark.tables import FINDINGS, message_columns, partition_dir, store_dir
 
     summary = TaskSummary(task.store, task.name, bytes_read=task.bytes)
-    by_topic: dict[str, list[dict]] = {}
-    found = []
-    for r in scan_task(task, findings=found):
-        found += findings_of(r)
-        if type(r) is not Message:
-            continue
-        row = message_record(r, "none")
-        row["body"] = bytes(r.body)
-        row["properties_raw"] = bytes(r.properties_raw)
-        by_topic.setdefault(r.topic, []).append(row)
+    margin = remote.STAGE_MARGIN
+    while True:
+        with staged(task, margin) as (local, rename, staged_to):
+            by_topic, found, reach = _rows_by_topic(local, rename)
+        if staged_to is None or staged_to >= task.job.segment.size or reach < staged_to - remote.STAGE_GUARD:
+            break
+        margin *= 8  # a record or damaged region ran into what was not staged: again, with more
     for topic, rows in by_topic.items():
         directory = pathlib.Path(out, MESSAGES_DIR, partition_dir(task.store, topic))
         directory.mkdir(parents=True, exist_ok=True)
@@ -62,6 +62,52 @@ def export_segment_task(task: SegmentTask, out: str) -> TaskSummary:
                         FINDINGS)
         summary.findings = len(found)
     return summary
+
+
+def _rows_by_topic(task: SegmentTask, rename) -> tuple[dict[str, list[dict]], list, int]:
+    """dump's rows of a task's messages by topic, its findings, and where its last result ends."""
+    from rmqtool.report.records import message_record
+
+    by_topic: dict[str, list[dict]] = {}
+    found: list = []
+    reach = task.job.start
+    for r in scan_task(task, findings=found):
+        found += findings_of(r)
+        if type(r) is not Message:
+            reach = max(reach, r.position + r.size)
+            continue
+        reach = max(reach, r.position + r.store_size)
+        row = message_record(r, "none")
+        row["body"] = bytes(r.body)
+        row["properties_raw"] = bytes(r.properties_raw)
+        if rename is not None:
+            row["file"] = rename(row["file"])
+        by_topic.setdefault(r.topic, []).append(row)
+    if rename is not None:
+        found = [dataclasses.replace(f, path=rename(f.path)) if f.path else f for f in found]
+    return by_topic, found, reach
+
+
+@contextlib.contextmanager
+def staged(task: SegmentTask, margin: int):
+    """(the task to scan, a renamer of its paths, where the staged bytes end): a local
+    segment as it is (None, None); one behind a URI staged into a temporary sparse file of
+    its size, its range and ``margin`` bytes past it."""
+    if task.remote is None:
+        yield task, None, None
+        return
+    from rmqtool.spark import remote
+    from rmqtool.store.segments import Segment
+
+    f = task.remote
+    job = task.job
+    end = f.size if job.end is None else job.end
+    with tempfile.TemporaryDirectory(prefix="rmqtool-stage-") as tmp:
+        local = pathlib.Path(tmp, f.name)
+        staged_to = remote.stage(f, local, job.start, end + margin)
+        segment = Segment(local, job.segment.base_offset, f.size)
+        here = dataclasses.replace(task, job=dataclasses.replace(job, segment=segment), remote=None)
+        yield here, (lambda path: f.uri if path == str(local) else path), staged_to
 
 
 def _write_findings(found: list, directory: pathlib.Path, name: str, schema) -> None:
@@ -76,25 +122,51 @@ def _write_findings(found: list, directory: pathlib.Path, name: str, schema) -> 
 
 def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
     """Executor side: every consume queue of one store (from its min to its max offset, as
-    the broker's load leaves them), a Parquet part per topic; plain queues read as arrays."""
+    the broker's load leaves them), a Parquet part per topic; plain queues read as arrays.
+    A store behind a URI has its queues and last written segment staged first."""
+    from rmqtool.spark import remote
+    from rmqtool.store.commitlog_end import CommitLog
+
+    if not remote.is_uri(spec.path):
+        paths = StorePaths(spec.path)
+        log = CommitLog(paths.commitlog) if paths.commitlog.is_dir() else None
+        end = log.max_offset() if log is not None else None
+        low = log.segments[0].base_offset if log is not None and log.segments else 0
+        return _export_queues(paths.root, spec, out, low, end, None)
+    from rmqtool.store.commitlog_end import find_commit_log_end
+    from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, COMMITLOG_DIR, CONSUMEQUEUE_DIR, is_segment_name
+    from rmqtool.store.segments import Segment
+
+    base = spec.path.rstrip("/")
+    with tempfile.TemporaryDirectory(prefix="rmqtool-stage-") as tmp:
+        root = pathlib.Path(tmp)
+        for name in (CONSUMEQUEUE_DIR, BATCH_CONSUMEQUEUE_DIR):
+            remote.stage_tree(f"{base}/{name}", root / name)
+        files = [f for f in remote.list_dir(f"{base}/{COMMITLOG_DIR}") if is_segment_name(f.name)]
+        low = int(files[0].name) if files else 0
+        last = remote.last_written(files)
+        end = low
+        if last >= 0:  # where the log ends: its last written segment, staged whole
+            tail = root / COMMITLOG_DIR / files[last].name
+            remote.stage(files[last], tail)
+            end = find_commit_log_end([Segment(tail, int(files[last].name), files[last].size)]).end
+        return _export_queues(root, spec, out, low, end, lambda path: remote.local_name(root, path, spec.path))
+
+
+def _export_queues(root: pathlib.Path, spec: StoreSpec, out: str, low: int, end: int | None, rename) -> TaskSummary:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from rmqtool.spark.tables import FINDINGS, partition_dir, store_dir
-    from rmqtool.store.commitlog_end import CommitLog
     from rmqtool.store.consumequeue import open_consume_queues
-    from rmqtool.store.paths import StorePaths
 
-    paths = StorePaths(spec.path)
     summary = TaskSummary(spec.name, QUEUES_TASK)
-    log = CommitLog(paths.commitlog) if paths.commitlog.is_dir() else None
-    end = log.max_offset() if log is not None else None
-    queues = open_consume_queues(paths.root, commit_log_max_offset=end)
-    low = log.segments[0].base_offset if log is not None and log.segments else 0
+    queues = open_consume_queues(root, commit_log_max_offset=end)
     by_topic: dict[str, list] = {}
     for q in queues.queues:
-        by_topic.setdefault(q.topic, []).append(_queue_table(q, q.min_offset(low), str(paths.root)))
+        by_topic.setdefault(q.topic, []).append(_queue_table(q, q.min_offset(low), spec.path if rename else str(root),
+                                                             rename))
     for topic, tables in by_topic.items():
-        import pyarrow as pa
         directory = pathlib.Path(out, CONSUME_QUEUE_DIR, partition_dir(spec.name, topic))
         directory.mkdir(parents=True, exist_ok=True)
         table = pa.concat_tables(tables)
@@ -102,13 +174,15 @@ def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
         summary.messages += table.num_rows
         summary.files += 1
     found = queues.all_findings()
+    if rename is not None:
+        found = [dataclasses.replace(f, path=rename(f.path)) if f.path else f for f in found]
     if found:
         _write_findings(found, pathlib.Path(out, FINDINGS_DIR, store_dir(spec.name)), "part-queues.parquet", FINDINGS)
         summary.findings = len(found)
     return summary
 
 
-def _queue_table(q, low: int, store_path: str):
+def _queue_table(q, low: int, store_path: str, rename=None):
     """The units of queue offsets [low, max_offset) that point at messages, as a table."""
     import numpy as np
     import pyarrow as pa
@@ -122,7 +196,8 @@ def _queue_table(q, low: int, store_path: str):
         return pa.table({"queue_id": [q.queue_id] * len(units), "queue_offset": [u.queue_offset for u in units],
                          "commit_log_offset": [u.commit_log_offset for u in units], "size": [u.size for u in units],
                          "tags_code": [u.tags_code for u in units], "batch_size": [u.batch_num for u in units],
-                         "store_path": [store_path] * len(units), "file": [u.path for u in units],
+                         "store_path": [store_path] * len(units),
+                         "file": [rename(u.path) if rename else u.path for u in units],
                          "file_position": [u.position for u in units]}, schema=CONSUME_QUEUE)
     parts = []
     layout = q.layout
@@ -141,7 +216,8 @@ def _queue_table(q, low: int, store_path: str):
             "commit_log_offset": units["commit_log_offset"][keep].astype(np.int64),
             "size": units["size"][keep].astype(np.int32), "tags_code": units["tags_code"][keep].astype(np.int64),
             "batch_size": np.ones(n, dtype=np.int32), "store_path": pa.array([store_path] * n, pa.string()),
-            "file": pa.array([str(seg.path)] * n, pa.string()), "file_position": index * q.unit_size},
+            "file": pa.array([rename(str(seg.path)) if rename else str(seg.path)] * n, pa.string()),
+            "file_position": index * q.unit_size},
             schema=CONSUME_QUEUE))
     return pa.concat_tables(parts) if parts else CONSUME_QUEUE.empty_table()
 

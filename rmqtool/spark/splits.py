@@ -5,19 +5,22 @@ many cores busy: the byte-range jobs of store/parallel.py (``segment_jobs``), wh
 one scanner reads so that ranges cut anywhere give every record once (a record belongs to
 the range its start falls in; a range starting inside a record begins at the first record
 that proves itself). Plans are made on the driver from names and sizes only; executors
-open the files themselves.
+open the files themselves (behind a URI: they stage their range first, remote.py).
 """
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 from typing import Iterator
 
 from rmqtool.errors import StoreNotFound
+from rmqtool.spark import remote
 from rmqtool.spark.stores import StoreSpec
 from rmqtool.store.commitlog import ScanResult
 from rmqtool.store.commitlog_end import CommitLog
-from rmqtool.store.parallel import SegmentJob, segment_jobs
-from rmqtool.store.paths import StorePaths
+from rmqtool.store.parallel import SegmentJob, jobs_of, segment_jobs
+from rmqtool.store.paths import COMMITLOG_DIR, StorePaths, is_segment_name
+from rmqtool.store.segments import Segment
 
 DEFAULT_SPLIT_SIZE = 256 << 20
 
@@ -26,7 +29,8 @@ DEFAULT_SPLIT_SIZE = 256 << 20
 class SegmentTask:
     store: str  # the store's name
     store_path: str
-    job: SegmentJob
+    job: SegmentJob  # behind a URI: its segment's path is only the file name until staged
+    remote: remote.RemoteFile | None = None  # the segment behind a URI
 
     @property
     def name(self) -> str:
@@ -40,6 +44,8 @@ class SegmentTask:
 
 
 def segment_tasks(spec: StoreSpec, split_size: int = DEFAULT_SPLIT_SIZE) -> list[SegmentTask]:
+    if remote.is_uri(spec.path):
+        return _remote_tasks(spec, split_size)
     paths = StorePaths(spec.path)
     if not paths.root.is_dir():
         raise StoreNotFound("no such store directory", paths.root)
@@ -47,6 +53,16 @@ def segment_tasks(spec: StoreSpec, split_size: int = DEFAULT_SPLIT_SIZE) -> list
         return []
     return [SegmentTask(spec.name, str(paths.root), job)
             for job in segment_jobs(CommitLog(paths.commitlog), split_size=split_size)]
+
+
+def _remote_tasks(spec: StoreSpec, split_size: int) -> list[SegmentTask]:
+    """The same jobs for a store behind a URI, from its listing and each segment's first bytes."""
+    remote.require_store(spec.path)
+    files = [f for f in remote.list_dir(f"{spec.path.rstrip('/')}/{COMMITLOG_DIR}") if is_segment_name(f.name)]
+    by_name = {f.name: f for f in files}
+    segments = [Segment(pathlib.Path(f.name), int(f.name), f.size) for f in files]
+    jobs = jobs_of(segments, split_size=split_size, last=remote.last_written(files))
+    return [SegmentTask(spec.name, spec.path, job, by_name[job.segment.path.name]) for job in jobs]
 
 
 def plan_tasks(specs: list[StoreSpec], split_size: int = DEFAULT_SPLIT_SIZE) -> list[SegmentTask]:

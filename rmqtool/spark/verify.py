@@ -6,17 +6,32 @@ store's name; the driver adds a summary per store.
 """
 from __future__ import annotations
 
+import pathlib
+
 from rmqtool.spark.stores import StoreSpec
 
 
 def verify_store_task(spec: StoreSpec) -> dict:
     """Executor side: the findings of one store (or why it could not be checked)."""
+    import dataclasses
+    import tempfile
+
     from rmqtool.errors import ExitCode, RmqError
+    from rmqtool.spark import remote
     from rmqtool.verify.run import Verify, VerifyOptions
 
     try:
-        run = Verify(spec.path, VerifyOptions(jobs=1))
-        rows = [{"store_name": spec.name, **f.to_json()} for f in run.findings()]
+        if remote.is_uri(spec.path):  # verify reads every file: the store is staged whole
+            with tempfile.TemporaryDirectory(prefix="rmqtool-stage-") as tmp:
+                remote.require_store(spec.path)
+                remote.stage_tree(spec.path, pathlib.Path(tmp))
+                run = Verify(tmp, VerifyOptions(jobs=1))
+                rename = lambda p: remote.local_name(tmp, p, spec.path) if p else p  # noqa: E731
+                rows = [{"store_name": spec.name, **dataclasses.replace(f, path=rename(f.path)).to_json()}
+                        for f in run.findings()]
+        else:
+            run = Verify(spec.path, VerifyOptions(jobs=1))
+            rows = [{"store_name": spec.name, **f.to_json()} for f in run.findings()]
     except RmqError as exc:  # verify's own rule: a store that cannot be checked is operational (8)
         return {"store_name": spec.name, "path": spec.path, "rows": [], "error": exc.one_line(),
                 "exit_code": int(ExitCode.OPERATIONAL)}

@@ -106,9 +106,10 @@ class SegmentRange:
 
 
 def segment_ranges(segments: list[Segment], from_offset: int | None = None,
-                   to_offset: int | None = None) -> list[SegmentRange]:
-    """The segments a scan of commit log offsets [from_offset, to_offset) reads, in order."""
-    last = last_written(segments)
+                   to_offset: int | None = None, *, last: int | None = None) -> list[SegmentRange]:
+    """The segments a scan of commit log offsets [from_offset, to_offset) reads, in order.
+    ``last``: the last written segment's index when the caller knows it (files read elsewhere)."""
+    last = last_written(segments) if last is None else last
     out = []
     for n, seg in enumerate(segments):
         if from_offset is not None and seg.base_offset + seg.size <= from_offset:

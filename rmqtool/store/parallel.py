@@ -61,12 +61,13 @@ def segment_jobs(commitlog: CommitLog, from_offset: int | None = None, to_offset
 
 
 def jobs_of(segments: list[Segment], from_offset: int | None = None, to_offset: int | None = None, *,
-            check_crc: bool = True, split_size: int | None = None) -> list[SegmentJob]:
-    """:func:`segment_jobs` of a list of segments (a commit log directory, or segment files given one by one)."""
+            check_crc: bool = True, split_size: int | None = None, last: int | None = None) -> list[SegmentJob]:
+    """:func:`segment_jobs` of a list of segments (a commit log directory, or segment files
+    given one by one); ``last`` as for :func:`segment_ranges`."""
     if split_size is not None and split_size < 1:
         raise UsageError(f"split size must be 1 or more, not {split_size}")
     jobs = []
-    for r in segment_ranges(segments, from_offset, to_offset):
+    for r in segment_ranges(segments, from_offset, to_offset, last=last):
         if split_size is None:
             jobs.append(SegmentJob(r.segment, r.index, r.is_last, r.start, to_offset, check_crc))
             continue

@@ -1,0 +1,136 @@
+"""Stores behind a URI (``hdfs://``, ``s3://``, ``file://``, any scheme pyarrow's filesystem
+layer opens), read on a cluster without a local copy of the store.
+
+The scanner reads local files (positions, holes, windows), so an executor stages what its
+task reads: a segment's byte range, plus a margin for the record that runs past the range's
+end and the one that proves the next range's start, into a local sparse file of the
+segment's size at the same positions. A result that reaches past what was staged stages a
+larger margin and scans again, so a task never reads zeros where the store has data. A
+store's consume queues are staged whole (they are small beside the commit log), with the
+commit log's last written segment to find where the log ends.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import re
+
+from rmqtool.errors import StoreAccessError, StoreNotFound
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+STAGE_MARGIN = 8 << 20  # past a range's end: a message over this stages again with more
+STAGE_GUARD = 64 << 10  # a scan reaching this near the staged end may have met unstaged zeros
+_HEADER = 8  # totalSize and magicCode: zero in a segment made ahead and never written
+_CHUNK = 8 << 20
+
+
+def is_uri(path: str) -> bool:
+    return bool(_SCHEME.match(path))
+
+
+def filesystem(uri: str):
+    """(pyarrow filesystem, the path within it)."""
+    import pyarrow.fs as pafs
+    try:
+        return pafs.FileSystem.from_uri(uri)
+    except (pafs.ArrowInvalid if hasattr(pafs, "ArrowInvalid") else ValueError, OSError, ValueError) as exc:
+        raise StoreAccessError(f"cannot open ({exc})", uri) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteFile:
+    uri: str
+    name: str
+    size: int
+
+
+def list_dir(uri: str) -> list[RemoteFile]:
+    """The files directly in a directory behind a URI, by name (an absent directory: none)."""
+    import pyarrow.fs as pafs
+    fs, root = filesystem(uri)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+    except OSError as exc:
+        raise StoreAccessError(f"cannot list ({exc})", uri) from None
+    base = uri.rstrip("/")
+    return sorted((RemoteFile(f"{base}/{i.base_name}", i.base_name, i.size or 0)
+                   for i in infos if i.type == pafs.FileType.File), key=lambda f: f.name)
+
+
+def list_tree(uri: str) -> list[tuple[str, RemoteFile]]:
+    """Every file under a directory behind a URI: (path relative to it, file)."""
+    import pyarrow.fs as pafs
+    fs, root = filesystem(uri)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    except OSError as exc:
+        raise StoreAccessError(f"cannot list ({exc})", uri) from None
+    base = uri.rstrip("/")
+    out = []
+    for i in infos:
+        if i.type == pafs.FileType.File:
+            relative = i.path[len(root.rstrip("/")) + 1:]
+            out.append((relative, RemoteFile(f"{base}/{relative}", i.base_name, i.size or 0)))
+    return sorted(out, key=lambda x: x[0])
+
+
+def require_store(uri: str) -> None:
+    import pyarrow.fs as pafs
+    fs, root = filesystem(uri)
+    if fs.get_file_info(root).type != pafs.FileType.Directory:
+        raise StoreNotFound("no such store directory", uri)
+
+
+def read_at(f: RemoteFile, start: int, length: int) -> bytes:
+    fs, path = filesystem(f.uri)
+    try:
+        with fs.open_input_file(path) as handle:
+            return handle.read_at(max(0, min(length, f.size - start)), start)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read ({exc})", f.uri, start) from None
+
+
+def last_written(files: list[RemoteFile]) -> int:
+    """store/commitlog_end.last_written for segments behind a URI."""
+    for i in range(len(files) - 1, -1, -1):
+        if files[i].size and read_at(files[i], 0, _HEADER) != bytes(_HEADER):
+            return i
+    return -1
+
+
+def stage(f: RemoteFile, local: pathlib.Path, start: int = 0, end: int | None = None) -> int:
+    """Copy bytes [start, end) of ``f`` into ``local`` at the same positions (a sparse file
+    of ``f``'s size); returns where the staged bytes end."""
+    end = f.size if end is None else min(end, f.size)
+    local.parent.mkdir(parents=True, exist_ok=True)
+    fs, path = filesystem(f.uri)
+    try:
+        with fs.open_input_file(path) as handle, open(local, "r+b" if local.exists() else "wb") as out:
+            out.truncate(f.size)
+            position = start
+            while position < end:
+                data = handle.read_at(min(_CHUNK, end - position), position)
+                if not data:
+                    break
+                out.seek(position)
+                out.write(data)
+                position += len(data)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot stage ({exc})", f.uri, start) from None
+    return end
+
+
+def stage_tree(uri: str, local: pathlib.Path) -> int:
+    """Every file under a directory behind a URI into ``local``; the files staged."""
+    count = 0
+    for relative, f in list_tree(uri):
+        stage(f, local / relative)
+        count += 1
+    return count
+
+
+def local_name(local_root: str | os.PathLike, path: str, uri_root: str) -> str:
+    """A staged path named as its URI (rows say where the data is, not the executor's copy)."""
+    root = str(local_root)
+    return uri_root.rstrip("/") + path[len(root):] if path.startswith(root) else path

@@ -36,9 +36,14 @@ def register(app: typer.Typer) -> None:
     app.add_typer(spark_app, name="spark")
 
 
-def _specs(stores, stores_from):
-    from rmqtool.spark.stores import store_specs
-    return store_specs(list(stores or []), stores_from)
+def _specs(stores, stores_from, *, require: bool = True):
+    """The stores asked for, each checked to be there (before Spark starts) unless a
+    missing one is to be reported with the others (verify)."""
+    from rmqtool.spark.stores import require_stores, store_specs
+    specs = store_specs(list(stores or []), stores_from)
+    if require:
+        require_stores(specs)
+    return specs
 
 
 def _session(master, conf):
@@ -76,9 +81,10 @@ def export(
 ):
     """Every message and consume queue unit of every store into Parquet tables
     (messages, consume_queue, findings), partitioned by store_name and topic."""
-    from rmqtool.spark.export import export as run_export
+    from rmqtool.spark.export import check_out_dir, export as run_export
 
     specs = _specs(stores, stores_from)
+    check_out_dir(out)  # refused before Spark starts
     result = run_export(_session(master, conf), specs, out, split_size=split_size, progress=_progress(progress))
     render_document(result.to_json(), fmt.value, title="export")
 
@@ -99,7 +105,7 @@ def verify(
     then a verify_summary row per store. Exit: the worst store's code."""
     from rmqtool.spark.verify import summary_row, verify_fleet
 
-    specs = _specs(stores, stores_from)
+    specs = _specs(stores, stores_from, require=False)  # a store that is not there is a row of its own
     results = verify_fleet(_session(master, conf), specs, progress=_progress(progress))
     with Sink(fmt.value, kind="finding") as sink:
         for result in results:
@@ -117,7 +123,6 @@ def verify(
 
 def _table_dir(stores, stores_from, table, master, conf, progress):
     """(session, the export directory to read, a temporary directory to remove or None)."""
-    session = _session(master, conf)
     if table is not None:
         if stores or stores_from:
             from rmqtool.errors import UsageError
@@ -125,11 +130,17 @@ def _table_dir(stores, stores_from, table, master, conf, progress):
         if not (pathlib.Path(table) / "messages").is_dir():
             from rmqtool.errors import StoreNotFound
             raise StoreNotFound("not an export directory (no messages/ inside)", table)
-        return session, str(table), None
+        return _session(master, conf), str(table), None
     from rmqtool.spark.export import export as run_export
 
+    specs = _specs(stores, stores_from)
+    session = _session(master, conf)
     temp = tempfile.mkdtemp(prefix="rmqtool-spark-")
-    run_export(session, _specs(stores, stores_from), pathlib.Path(temp) / "export", progress=_progress(progress))
+    try:
+        run_export(session, specs, pathlib.Path(temp) / "export", progress=_progress(progress))
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
     return session, str(pathlib.Path(temp) / "export"), temp
 
 

@@ -63,3 +63,14 @@ def store_specs(stores: list[str], stores_from: str | os.PathLike | None = None)
             raise UsageError(f"two stores are named {s.name!r} ({seen[s.name]} and {s.path}): name them with NAME=PATH")
         seen[s.name] = s.path
     return list({s.name: s for s in specs}.values())
+
+
+def require_stores(specs: list[StoreSpec]) -> None:
+    """Every store there (before a Spark session is started for them)."""
+    from rmqtool.errors import StoreNotFound
+    from rmqtool.spark import remote
+    for spec in specs:
+        if remote.is_uri(spec.path):
+            remote.require_store(spec.path)
+        elif not pathlib.Path(spec.path).is_dir():
+            raise StoreNotFound("no such store directory", spec.path)

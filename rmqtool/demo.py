@@ -4,9 +4,12 @@ at it with the command line tools.
 The store is written the way a 4.9.x broker writes one, with small file sizes so that it
 has several commit log segments (end-of-file blank records), rolled consume queue files and
 several index files: three topics over several queues, keys and tags, user properties, a
-batch, delayed messages and a transaction. Then ``rmqtool info``, ``dump``, ``query`` and
-``append`` run on it as subprocesses and what they print is shown; the demo fails when any
-of them does.
+batch, delayed messages and a transaction. Then ``rmqtool info``, ``dump``, ``query``,
+``append`` and ``verify`` run on it as subprocesses and what they print is shown. Last, a
+copy is crashed the way a killed broker leaves a store (a record half written after the
+last one, the abort file still there) and ``recover`` shows its plan, applies it with a
+backup, and finds nothing left to do. The demo fails when a command does not exit as it
+should.
 """
 from __future__ import annotations
 
@@ -66,6 +69,22 @@ def build(root: pathlib.Path, messages: int = 600) -> dict:
     return written
 
 
+def crash_copy(root: pathlib.Path, target: pathlib.Path) -> pathlib.Path:
+    """A copy of the store as a broker killed in the middle of a put leaves it."""
+    shutil.copytree(root, target)
+    with Store.open(target) as store:  # read-only: where the log ends, and its last record
+        end = store.max_offset
+    segment_size = 64 * 1024
+    path = target / "commitlog" / f"{end - end % segment_size:020d}"
+    with open(path, "r+b") as f:
+        f.seek(0)
+        head = f.read(256)  # a record's first bytes, written again after the end, cut short
+        f.seek(end % segment_size)
+        f.write(head[:128])
+    (target / "abort").write_bytes(b"")
+    return target
+
+
 def run_cli(args: list[str]) -> int:
     """Run one command as a user would, show what it prints; its exit code."""
     shown = shlex.join(["rmqtool", *args])
@@ -116,6 +135,17 @@ def main(argv: list[str] | None = None) -> int:
              "--skip", CHECKPOINT_WINDOW, "--skip", RECOVERY_START_FILE],  # info findings: not the demo's point
         ]
         failed = [c[0] for c in commands if run_cli(c) != 0]
+        crashed = crash_copy(root, base / "crashed")
+        print(f"\nA copy crashed as a killed broker leaves it: {crashed} (half a record after the last one, "
+              f"the abort file there)")
+        for cmd, expected in ((["recover", str(crashed)], 3),  # the plan: it changes the store
+                               (["recover", str(crashed), "--apply", "--backup-dir", str(base / "backup")], 0),
+                               (["recover", str(crashed)], 0),  # nothing left to do: the broker can start
+                               (["verify", str(crashed), "--no-progress", "--summary", "--format", "jsonl",
+                                 "--skip", COMMIT_LOG_END, "--skip", CHECKPOINT_WINDOW, "--skip",
+                                 RECOVERY_START_FILE], 0)):
+            if run_cli(cmd) != expected:
+                failed.append(" ".join(cmd[:2]))
         if failed:
             print(f"\ndemo: these commands failed: {', '.join(failed)}", file=sys.stderr)
             return 1

@@ -278,3 +278,17 @@ def test_the_undo_command_puts_back_what_append_recover_changed(tmp_path):
     # a backup that is not one is a clean error, not a traceback
     res = CliRunner().invoke(app, ["undo", str(tmp_path / "nothing-here")])
     assert res.exit_code in (4, 8) and "Traceback" not in res.output
+
+
+def test_apply_prints_its_table_without_error(store_copy):
+    """--apply's table (what a person sees) names the store and the backup."""
+    from typer.testing import CliRunner
+
+    from rmqtool.cli.app import app
+    store = store_copy(V4 / "crash" / "b2-garbage-tail-of-last-message" / "input" / "store")
+    r = CliRunner().invoke(app, ["recover", str(store), "--apply"])
+    assert r.exit_code == 0, r.stderr
+    assert f"applied to {store}" in r.stdout and "rmqtool undo" in r.stdout
+    backup = next(store.parent.glob("store.recovery-*"))
+    u = CliRunner().invoke(app, ["undo", str(backup)])
+    assert u.exit_code == 0 and "ranges_restored" in u.stdout and store.name in u.stdout

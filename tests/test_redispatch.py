@@ -131,3 +131,20 @@ def test_a_locked_store_is_refused(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_batch_consume_queues_are_left_as_they_are(store_copy):
+    """A 5.x store's batch topics: redispatch writes no plain consume queue for them (the
+    broker dispatches them into batchconsumequeue/), says so, and builds the rest."""
+    from typer.testing import CliRunner
+
+    from rmqtool.cli.app import app
+    from rmqtool.store.config import batch_topics
+    store = store_copy(V5 / "batchcq" / "store")
+    batch = batch_topics(store)
+    assert batch and all((store / "batchconsumequeue" / t).is_dir() for t in batch)
+    r = CliRunner().invoke(app, ["redispatch", str(store), "-f", "json"])
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 0 and doc["batch_topics_left"] == sorted(batch)
+    assert not any(t in c["file"] for c in doc["changes"] for t in batch)
+    assert not any((store / "consumequeue" / t).exists() for t in batch)

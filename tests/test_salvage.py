@@ -61,7 +61,7 @@ def test_garbage_is_a_damaged_region(tmp_path):
     assert r.exit_code == 3
     mutation = load_truth(store.parent.parent / "truth.json")["mutation"]
     assert doc["damaged_regions"] or doc["messages_rejected"]
-    where = [(d["file"].split("/")[-1], d["position"]) for d in doc["damaged_regions"] + doc["messages_rejected"]]
+    where = [(d["file"].split("/")[-1], d["file_position"]) for d in doc["damaged_regions"] + doc["messages_rejected"]]
     assert any(name == mutation["file"].split("/")[-1] for name, _pos in where)
 
 

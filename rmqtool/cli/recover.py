@@ -85,7 +85,7 @@ def recover(
     if to is not None:
         target = _copy_store(root, to)
     applied = _apply(target, settings, keep_index, backup_dir)
-    doc["applied"] = {"store": str(target), **(applied.to_json() if applied is not None else
+    doc["applied"] = {"store_path": str(target), **(applied.to_json() if applied is not None else
                                                {"backup_dir": None, "manifest": None})}
     _show(doc, plan, fmt.value, render_document, applied=True)
 
@@ -122,7 +122,7 @@ def _show(doc: dict, plan, fmt: str, render_document, applied: bool = False) -> 
         out.write(textwrap.fill(line, width=width, initial_indent=f"{n:>2}. ", subsequent_indent="    ") + "\n")
     if applied:
         a = doc["applied"]
-        out.write(f"applied to {a['store']}" + (f"; backup in {a['backup_dir']} (rmqtool undo "
+        out.write(f"applied to {a['store_path']}" + (f"; backup in {a['backup_dir']} (rmqtool undo "
                                                 f"{a['backup_dir']} puts it back)" if a.get("backup_dir") else "")
                   + "\n")
 
@@ -157,7 +157,7 @@ def _plan_lines(doc: dict, plan) -> list[str]:
         lines.append(f"{len(lost)} messages lost (rmqtool salvage keeps those still readable):")
         for m in lost[:50]:
             lines.append(f"lost: offset {m['commit_log_offset']} {m['topic']}/{m['queue_id']} queue offset "
-                         f"{m['queue_offset']} keys {m['keys']!r} stored {m['store_timestamp']}")
+                         f"{m['queue_offset']} keys {' '.join(m['keys']) or '-'} stored {m['store_timestamp'] or 'unknown'}")
         if len(lost) > 50:
             lines.append(f"... and {len(lost) - 50} more (--format json lists them all)")
     else:

@@ -81,10 +81,10 @@ def redispatch(
         built = build(root, pathlib.Path(tmp) / "staging", cq=cq, index=index, selection=selection,
                       from_offset=from_offset, index_slots=index_slots, index_entries=index_entries)
         changes = compare(root, built, cq=cq, index=index, selection=selection)
-        doc = {"store": str(root), "from_offset": built.from_offset, "to_offset": built.to_offset,
+        doc = {"store_path": str(root), "from_offset": built.from_offset, "to_offset": built.to_offset,
                "records_dispatched": built.records, "consume_queue_file_size": built.cq_size,
                "index_geometry": list(built.index_geometry) if built.index_geometry else None,
-               "consume_queues": cq, "index": index,
+               "consume_queues": cq, "index": index, "batch_topics_left": built.batch_topics,
                "changes": [{"kind": c.kind, "file": c.path, "units": c.units} for c in changes],
                "counts": {k: sum(1 for c in changes if c.kind == k) for k in ("create", "replace", "delete", "same")}}
         differs = any(c.kind != "same" for c in changes)
@@ -105,6 +105,9 @@ def _show(doc: dict, fmt: str, render_document) -> None:
     what = " and ".join(w for w, on in (("consume queues", doc["consume_queues"]), ("index", doc["index"])) if on)
     lines = [f"rebuild {what} from commit log offsets [{doc['from_offset']}, {doc['to_offset']}): "
              f"{doc['records_dispatched']} records dispatched"]
+    if doc["batch_topics_left"]:
+        lines.append(f"batch consume queues are not rebuilt (rmqtool does not write them): left as they are for "
+                     f"{', '.join(doc['batch_topics_left'])}")
     for c in doc["changes"]:
         if c["kind"] != "same":
             units = f" ({c['units']} units)" if c["units"] is not None else ""

@@ -56,7 +56,7 @@ def salvage(
     else:
         _to_store(messages, to_store, root)
     doc = report.to_json()
-    doc["written_to"] = str(out or to_store)
+    doc["out_path"] = str(out or to_store)
     if fmt.value == "table":
         _table(doc)
     else:
@@ -94,15 +94,15 @@ def _to_store(messages, target: pathlib.Path, source: pathlib.Path) -> None:
 def _table(doc: dict) -> None:
     import sys
     w = sys.stdout.write
-    w(f"kept {doc['messages_kept']} messages ({doc['bytes_kept']} bytes) into {doc['written_to']}\n")
+    w(f"kept {doc['messages_kept']} messages ({doc['bytes_kept']} bytes) into {doc['out_path']}\n")
     if doc["recovered_end"] is not None:
         w(f"{doc['kept_past_recovered_end']} of them lie past {doc['recovered_end']}, where the broker's "
           f"recovery cuts the log\n")
     for r in doc["damaged_regions"]:
-        w(f"lost: {r['bytes']} bytes at {r['file']} position {r['position']} ({r['reason']})\n")
+        w(f"lost: {r['bytes']} bytes at {r['file']} position {r['file_position']} ({r['reason']})\n")
     for r in doc["messages_rejected"]:
         w(f"rejected: {r['topic']}/{r['queue_id']} queue offset {r['queue_offset']} at {r['file']} position "
-          f"{r['position']} ({r['reason']})\n")
+          f"{r['file_position']} ({r['reason']})\n")
     for key, gaps in doc["missing_queue_offsets"].items():
         text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in gaps[:20])
         more = f" and {len(gaps) - 20} more ranges" if len(gaps) > 20 else ""

@@ -118,8 +118,9 @@ def check_message(buf, pos: int, limit: int, offset: int, delay_levels: DelayLev
 class CommitLogDispatcher:
     """doDispatch: a consume queue unit (normal and commit records), then index entries."""
 
-    def __init__(self, consume_queues, index_service=None, checkpoint=None):
+    def __init__(self, consume_queues, index_service=None, checkpoint=None, skip_topics: frozenset = frozenset()):
         self.consume_queues = consume_queues
+        self.skip_topics = skip_topics  # topics whose queues are not written here (5.x batch consume queues)
         self._queues = consume_queues.queues
         self.index_service = index_service
         self.checkpoint = checkpoint
@@ -131,9 +132,10 @@ class CommitLogDispatcher:
         runs: dict = {}  # (topic, queue id) -> its current run: [topic, queue id, first, next, flat units]
         order = []  # every run, in the order started (so each queue's runs stay in order)
         last_ts = 0
+        skip = self.skip_topics
         for topic, queue_id, offset, size, code, ts, queue_offset, _keys, _uniq, sys_flag in requests:
             tran = sys_flag & TRANSACTION_MASK
-            if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
+            if (tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE) and topic not in skip:
                 run = runs.get((topic, queue_id))
                 if run is None or run[3] != queue_offset:
                     run = [topic, queue_id, queue_offset, queue_offset, []]
@@ -164,7 +166,7 @@ class CommitLogDispatcher:
                      store_timestamp: int, consume_queue_offset: int, keys: str | None, uniq_key: str | None,
                      sys_flag: int) -> None:
         tran = sys_flag & TRANSACTION_MASK
-        if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
+        if (tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE) and topic not in self.skip_topics:
             cq = self._queues.get((topic, queue_id)) or self.consume_queues.find(topic, queue_id)
             if not cq.put(commit_log_offset, msg_size, tags_code, consume_queue_offset):
                 raise StoreAccessError(f"consume queue {topic}/{queue_id} refused offset {consume_queue_offset}",

@@ -29,6 +29,7 @@ from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes
 from rmqtool.errors import StoreAccessError, UsageError
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqtool.store.commitlog import find_record
+from rmqtool.store.config import batch_topics
 from rmqtool.store.commitlog_end import find_commit_log_end
 from rmqtool.store.consumequeue import find_queue_end, queue_directories
 from rmqtool.store.paths import StorePaths
@@ -113,6 +114,7 @@ class Built:
     queues: list  # (topic, queue id) built
     cq_size: int
     index_geometry: tuple[int, int] | None
+    batch_topics: list = dataclasses.field(default_factory=list)  # their batch consume queues are left as they are
 
 
 def build(store_root, staging, *, cq: bool = True, index: bool = True, selection: Selection = Selection(),
@@ -145,7 +147,9 @@ def build(store_root, staging, *, cq: bool = True, index: bool = True, selection
             shutil.copytree(paths.index, staging / "index")
         index_service = IndexServiceWriter(staging / "index", *geometry, clock=clock)
         index_service.load()
-    dispatcher = CommitLogDispatcher(table if cq else ConsumeQueueTable(staging / ".discard", cq_size), index_service)
+    batch = frozenset(batch_topics(paths.root))  # written by 5.x as batch consume queues: not built here
+    dispatcher = CommitLogDispatcher(table if cq else ConsumeQueueTable(staging / ".discard", cq_size), index_service,
+                                     skip_topics=batch)
     chosen = _Filter(dispatcher, selection, start)
     reader = CommitLogFiles(log.segments, size, end, paths.commitlog)
     try:
@@ -158,7 +162,7 @@ def build(store_root, staging, *, cq: bool = True, index: bool = True, selection
         index_service.close()
     shutil.rmtree(staging / ".discard", ignore_errors=True)
     built = sorted(table.queues) if cq else []
-    return Built(staging, start, end, chosen.records, built, cq_size, geometry)
+    return Built(staging, start, end, chosen.records, built, cq_size, geometry, sorted(batch) if cq else [])
 
 
 def _record_at_or_after(segments: list[Segment], size: int, offset: int, end: int) -> int:

@@ -33,6 +33,7 @@ from rmqtool.formats.indexfile import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_IND
 from rmqtool.store import paths
 from rmqtool.engine.checkpoint_writer import CheckpointWriter
 from rmqtool.store.commitlog_end import CommitLog
+from rmqtool.store.config import batch_topics
 from rmqtool.store.consumequeue import find_queue_end, queue_directories
 from rmqtool.engine.cq_writer import DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, ConsumeQueueTable, consume_queue_file_size
 from rmqtool.dispatch.dispatcher import CommitLogDispatcher, DispatchRequest, ReputMessageService
@@ -311,7 +312,9 @@ class Store:
             self.index_service = IndexServiceWriter(self.paths.index, c.max_hash_slot_num, c.max_index_num,
                                                     self.checkpoint, self._clock)
             self.index_service.load()
-        self.dispatcher = CommitLogDispatcher(self.consume_queues, self.index_service, self.checkpoint)
+        # a 5.x store's batch consume queues are not the engine's to write (it writes 4.9 queues)
+        self.dispatcher = CommitLogDispatcher(self.consume_queues, self.index_service, self.checkpoint,
+                                              skip_topics=frozenset(batch_topics(self.root)))
         # from the plan's start (abnormal recovery: a segment back; a queue's max physical
         # offset and the index's end offset make a second dispatch a no-op)
         self.reput = ReputMessageService(self.commit_log, self.dispatcher, self.delay_levels,

@@ -332,7 +332,7 @@ def _lost(reader: CommitLog, paths: StorePaths, end: int, data_end: int, queues_
     for r in reader.scan(from_offset=end, check_crc=False):
         if isinstance(r, Message):
             lost[r.commit_log_offset] = {"commit_log_offset": r.commit_log_offset, "topic": r.topic, "queue_id": r.queue_id,
-                              "queue_offset": r.queue_offset, "keys": " ".join(r.keys) or None, "store_timestamp": r.store_timestamp,
+                              "queue_offset": r.queue_offset, "keys": list(r.keys), "store_timestamp": r.store_timestamp,
                               "readable": True}
         elif isinstance(r, Corrupt):
             continue
@@ -346,7 +346,7 @@ def _lost(reader: CommitLog, paths: StorePaths, end: int, data_end: int, queues_
                 offset = int(offsets[i])
                 if offset not in lost:
                     lost[offset] = {"commit_log_offset": offset, "topic": topic, "queue_id": queue_id,
-                                    "queue_offset": seg.base_offset // CQ_STORE_UNIT_SIZE + i, "keys": None,
+                                    "queue_offset": seg.base_offset // CQ_STORE_UNIT_SIZE + i, "keys": [],
                                     "store_timestamp": None, "readable": False}
             first = np.flatnonzero(real)
             if first.size and offsets[first[0]] < end:

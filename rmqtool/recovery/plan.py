@@ -74,8 +74,9 @@ class Action:
         return self.end - self.start
 
     def to_json(self) -> dict:
-        return {"action": self.kind, "file": self.path, "start": self.start, "end": self.end,
-                "bytes": self.length, "finding": self.finding, "message": self.message}
+        return {"kind": self.kind, "file": self.path, "start": self.start, "end": self.end,
+                "bytes": self.length, "finding": self.finding, "message": self.message,
+                "action": self.kind}  # the name before 0.2, one release more
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -154,7 +155,7 @@ class RecoveryPlan:
                    "files_deleted": [a.path for a in self.actions if a.kind == DELETE],
                    "index_files_destroyed": [p for p, _ts in o.index_files_destroyed],
                    "apply_refused": self.refusal}
-        return {"store": self.store, "recovery": "abnormal" if self.abnormal else "normal",
+        return {"store_path": self.store, "recovery": "abnormal" if self.abnormal else "normal",
                 "needs_recovery": not self.is_empty, "commit_log_end": self.commit_log_end,
                 "findings": [f.to_json() for f in self.findings], "actions": [a.to_json() for a in self.actions],
                 "consume_queues": [q.to_json() for q in self.queue_cuts],

@@ -44,7 +44,7 @@ class SalvageReport:
         return bool(self.damaged_regions or self.rejected or self.missing)
 
     def to_json(self) -> dict:
-        return {"store": self.store, "messages_kept": self.kept, "bytes_kept": self.kept_bytes,
+        return {"store_path": self.store, "messages_kept": self.kept, "bytes_kept": self.kept_bytes,
                 "recovered_end": self.recovered_end, "kept_past_recovered_end": self.kept_past_recovered_end,
                 "damaged_regions": self.damaged_regions, "messages_rejected": self.rejected,
                 "missing_queue_offsets": self.missing, "lost_anything": self.lost_anything}
@@ -73,11 +73,11 @@ def salvage(store_root, recovered_end: int | None = None) -> tuple[Iterator[Mess
                                             ("body CRC", r.body_crc_ok is False),
                                             ("__CRC32# property", r.property_crc_ok is False)) if bad]
                     report.rejected.append({"commit_log_offset": r.commit_log_offset, "file": r.path,
-                                            "position": r.position, "size": r.store_size, "topic": r.topic,
+                                            "file_position": r.position, "size": r.store_size, "topic": r.topic,
                                             "queue_id": r.queue_id, "queue_offset": r.queue_offset,
                                             "reason": ", ".join(why)})
             elif isinstance(r, Corrupt):
-                report.damaged_regions.append({"commit_log_offset": r.offset, "file": r.path, "position": r.position,
+                report.damaged_regions.append({"commit_log_offset": r.offset, "file": r.path, "file_position": r.position,
                                                "bytes": r.size, "finding": r.finding_id, "reason": r.reason})
         _missing(paths, report)
 

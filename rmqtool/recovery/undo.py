@@ -26,7 +26,7 @@ class Restored:
     bytes_restored: int
 
     def to_json(self) -> dict:
-        return {"store": str(self.store), "ranges_restored": self.ranges_restored,
+        return {"store_path": str(self.store), "ranges_restored": self.ranges_restored,
                 "files_restored": self.files_restored, "bytes_restored": self.bytes_restored}
 
 

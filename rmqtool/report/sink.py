@@ -301,7 +301,7 @@ def render_document(doc: dict, fmt: str, stream: TextIO | None = None, title: st
         stream.flush()
         return
     from rmqtool.report.columns import cell_text, cut
-    from rmqtool.report.table import output_width
+    from rmqtool.report.table import PATH_FIELDS, cut_front, output_width
 
     width = output_width(stream) if width is None else width
     scalars = {k: v for k, v in doc.items() if not isinstance(v, (dict, list))}
@@ -324,7 +324,11 @@ def render_document(doc: dict, fmt: str, stream: TextIO | None = None, title: st
         pairs = [(k, v) for k, v in value.items() if not isinstance(v, list) and not _twin(k, value)]
         label = max((len(k) for k, _ in pairs), default=0)
         for k, v in pairs:
-            stream.write(cut(terminal_safe(f"  {k:<{label}}  {cell_text(k, v)}"), width).rstrip() + "\n")
+            text = terminal_safe(cell_text(k, v))
+            room = max(width - label - 4, 8)
+            if k in PATH_FIELDS and len(text) > room:  # a path keeps its end: the file's name matters most
+                text = cut_front(text, room)
+            stream.write(cut(f"  {k:<{label}}  {text}", width).rstrip() + "\n")
         for k, v in value.items():
             if isinstance(v, list):
                 stream.write(f"  {k} ({len(v)})\n" if v else f"  {k}: none\n")

@@ -24,7 +24,8 @@ RECORD_KINDS = {"header": "index_header", "entry": "index_entry", "slot": "index
                 "queue_stats": "stats_queue", "damage_stats": "stats_finding"}
 NOTES = ("blank", "corrupt")
 NOTE = "note"  # the kind of a row printed as one line of text
-PATH_FIELDS = frozenset({"file", "path", "directory", "store_path"})  # cut at the front: the file name matters most
+PATH_FIELDS = frozenset({"file", "path", "directory", "store_path", "start_file", "out_path", "out_dir", "backup_dir",
+                         "manifest"})  # cut at the front: the file name matters most
 
 
 def output_width(stream: TextIO) -> int:

@@ -196,3 +196,23 @@ def known_topics(config_dir) -> set[str] | None:
         return None
     table = doc.get("topicConfigTable") if isinstance(doc, dict) else None
     return set(table) if isinstance(table, dict) else None
+
+
+def batch_topics(store_root) -> set[str]:
+    """Topics whose queues are 5.x batch consume queues: a batchconsumequeue/ directory, or
+    ``queue.type`` BatchCQ among their attributes in topics.json."""
+    from rmqtool.store.paths import StorePaths
+    paths = StorePaths(store_root)
+    found = {d.name for d in paths.batch_consumequeue.iterdir() if d.is_dir()} if paths.batch_consumequeue.is_dir() \
+        else set()
+    try:
+        doc = read_config_file(paths.config, "topics.json").document
+    except FormatError:
+        return found
+    table = doc.get("topicConfigTable") if isinstance(doc, dict) else None
+    for name, topic in (table or {}).items() if isinstance(table, dict) else ():
+        attributes = topic.get("attributes") if isinstance(topic, dict) else None
+        if isinstance(attributes, dict) and any(k.lstrip("+") == "queue.type" and str(v) == "BatchCQ"
+                                                 for k, v in attributes.items()):
+            found.add(name)
+    return found

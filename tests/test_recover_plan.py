@@ -272,3 +272,36 @@ def test_served_only_leaves_out_what_recovery_cuts():
 def test_served_only_needs_a_store():
     seg = next((V4 / "basic" / "store" / "commitlog").iterdir())
     assert _run("dump", "commitlog", seg, "--served-only").exit_code == 2
+
+
+@pytest.mark.parametrize("semantics, entry, loads", [
+    ("4.9", "notes.txt", False), ("5.3", "notes.txt", False),  # a file of another length stops the load
+    ("4.9", "old/", False),  # 4.9.8 counts a directory too (its length is not the file size)
+    ("5.3", "old/", True),  # 5.3.3 skips directories
+])
+def test_an_entry_that_is_not_the_brokers_in_commitlog(store_copy, semantics, entry, loads):
+    """MappedFileQueue.load reads every entry of commitlog/ by name, as the real 4.9.8 and
+    5.3.3 engines were seen to (tools/real-broker: loadResult false for each refusal)."""
+    store = store_copy(V5 / "v2-and-crc" / "store")
+    stray = store / "commitlog" / entry.rstrip("/")
+    stray.mkdir() if entry.endswith("/") else stray.write_text("kept here by hand")
+    r = _run("recover", store, "--semantics", semantics, "-f", "json")
+    doc = json.loads(r.stdout)
+    assert doc["loadable"] is loads
+    if not loads:
+        assert r.exit_code == 3 and str(stray) in doc["reason"] and doc["apply_refused"]
+        assert _run("recover", store, "--semantics", semantics, "--apply").exit_code == 3
+        assert stray.exists()
+
+
+def test_an_empty_last_file_is_deleted_by_5_3_and_refused_by_4_9(store_copy):
+    from rmqtool.recovery.outcome import Settings, simulate
+    store = store_copy(V5 / "v2-and-crc" / "store")
+    segments = sorted((store / "commitlog").iterdir())
+    size = segments[0].stat().st_size
+    empty = store / "commitlog" / f"{int(segments[-1].name) + size:020d}"
+    empty.write_bytes(b"")
+    five = simulate(store, Settings(semantics="5.3"))
+    assert five.loadable and str(empty) in five.commit_log_files_deleted
+    four = simulate(store, Settings(semantics="4.9"))
+    assert not four.loadable and str(empty) in four.reason

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
+import stat
 
 import numpy as np
 
@@ -36,7 +37,7 @@ from rmqtool.store.arrays import read_records
 from rmqtool.store.consumequeue import CQ_LAYOUT, queue_directories
 from rmqtool.store.indexfile import IndexFile, is_index_file_name
 from rmqtool.store.message import Message
-from rmqtool.store.paths import StorePaths
+from rmqtool.store.paths import StorePaths, is_segment_name
 from rmqtool.store.segments import Segment, discover
 from rmqtool.errors import CorruptData, FormatError, RmqError, StoreNotFound
 
@@ -130,26 +131,27 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
     out = Outcome(semantics, why, abnormal, mode_reason)
     size = commit_log_file_size or log.mapped_file_size or 0
 
-    # load(): every file of its mapped size
-    for seg in segments:
-        if seg.size != size:
-            out.loadable = False
-            out.reason = (f"{seg.path}: {seg.size} bytes, not the mapped file size {size}: "
-                          f"MappedFileQueue.load refuses it and the broker does not start")
-            out.advice = ("restore the file from a backup or replica, or salvage its messages "
-                          "(rmqtool salvage) and move it out of the store")
-            break
+    # load(): MappedFileQueue.load over every entry of each directory, by name
+    refusal, dropped = load_refusal(paths.commitlog, size, semantics)
+    if dropped:
+        out.commit_log_files_deleted += [str(d) for d in dropped]
+        segments = [s for s in segments if s.path not in dropped]
+    if refusal:
+        out.loadable, out.reason = False, refusal
+        out.advice = ("restore the file from a backup or replica, or salvage its messages (rmqtool salvage) and "
+                      "move it out of the store; a file that is not the broker's: move it out of commitlog/")
     queues: list[QueueModel] = []
     for topic, queue_id, directory in queue_directories(paths.consumequeue):
         q = discover(directory, required=False, mapped_file_size=consume_queue_file_size)
         cq_size = consume_queue_file_size or q.mapped_file_size or 0
-        for seg in q.segments:
-            if out.loadable and seg.size != cq_size:
-                out.loadable = False
-                out.reason = (f"{seg.path}: {seg.size} bytes, not the consume queue file size {cq_size}: "
-                              f"the broker's load refuses it and it does not start")
-                out.advice = ("remove the queue's damaged file (rmqtool redispatch rebuilds the queue from "
-                              "the commit log)")
+        refusal, dropped = load_refusal(directory, cq_size, semantics)
+        if dropped:
+            out.queue_files_deleted += [str(d) for d in dropped]
+            q.segments = [s for s in q.segments if s.path not in dropped]
+        if out.loadable and refusal:
+            out.loadable, out.reason = False, refusal
+            out.advice = ("remove the queue's damaged file, or a file that is not the broker's (rmqtool redispatch "
+                          "rebuilds the queue from the commit log)")
         queues.append(QueueModel(topic, queue_id, q.segments, cq_size or 1))
 
     reader = CommitLog(paths.commitlog, size or None) if segments else None
@@ -281,6 +283,37 @@ def _data_end(segments: list[Segment], size: int, w: WalkEnd) -> int:
     last written file, the read goes on from the walk's end rather than read it again."""
     resume = w.position if w.file_index == last_written(segments) else None
     return find_commit_log_end(segments, size or None, resume_at=resume).end
+
+
+def load_refusal(directory: pathlib.Path, size: int, semantics: str) -> tuple[str | None, list[pathlib.Path]]:
+    """MappedFileQueue.load (doLoad) over a directory: why it refuses the store (None: it
+    loads), and the files it deletes. Every entry counts, in name order: a file whose
+    length is not the mapped file size stops the load, and so does a name that is not an
+    offset (4.9.8 counts a directory too, by its length; 5.3.3 skips directories and deletes
+    an empty file that sorts last)."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return None, []
+    dropped = []
+    for i, name in enumerate(names):
+        path = directory / name
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and semantics == V5:
+            continue
+        if semantics == V5 and st.st_size == 0 and i == len(names) - 1:
+            dropped.append(path)  # 'size is 0, auto delete'
+            continue
+        if size and st.st_size != size:
+            return (f"{path}: {st.st_size} bytes, not the mapped file size {size}: MappedFileQueue.load refuses it "
+                    f"and the broker does not start"), dropped
+        if not is_segment_name(name):
+            return (f"{path}: its name is not an offset: MappedFileQueue.load fails on it and the broker does not "
+                    f"start"), dropped
+    return None, dropped
 
 
 def _cq_file_size(queues: list[QueueModel]) -> int:

@@ -64,3 +64,13 @@ def test_topic_and_queue_complete_from_the_store_named(tmp_path):
 def test_completion_can_be_installed():
     r = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
     assert "--install-completion" in r.stdout
+
+
+def test_help_into_a_pipe_closed_early_exits_0():
+    """rich answers a closed pipe with exit 1; `rmqtool --help | head -1` is not a failure."""
+    import subprocess
+    import sys
+    for args in (["--help"], ["dump", "--help"]):
+        p = subprocess.run(f"{sys.executable} -m rmqtool {' '.join(args)} | head -1; exit ${{PIPESTATUS[0]}}",
+                           shell=True, executable="/bin/bash", capture_output=True, timeout=60)
+        assert p.returncode == 0, (args, p.stderr)

@@ -55,6 +55,14 @@ def _quiet_stdout() -> None:
         pass
 
 
+def _stdout_is_devnull() -> bool:
+    try:
+        out, null = os.fstat(sys.stdout.fileno()), os.stat(os.devnull)
+    except (OSError, ValueError):
+        return False
+    return (out.st_dev, out.st_ino, out.st_rdev) == (null.st_dev, null.st_ino, null.st_rdev)
+
+
 # Ctrl-C as click reports it: typer's vendored click has no exceptions.Abort, plain click has
 # one (an except clause naming a missing attribute fails while matching any exception)
 _ABORTS = tuple({typer.Abort, getattr(click.exceptions, "Abort", typer.Abort)})
@@ -78,6 +86,12 @@ def main() -> None:
     except BrokenPipeError:
         _quiet_stdout()
         sys.exit(int(ExitCode.OK))
+    except SystemExit as exc:
+        if exc.code == 1 and _stdout_is_devnull():
+            # rich's answer to a closed pipe (help | head): stdout pointed at /dev/null, exit 1;
+            # a closed pipe is not a failure here
+            sys.exit(int(ExitCode.OK))
+        raise
     except click.exceptions.ClickException as exc:
         sys.stderr.write(f"rmqtool: error: {exc.format_message()}\n")
         sys.exit(exc.exit_code)

@@ -179,3 +179,12 @@ def test_follow_takes_one_path():
     store = V4 / "basic" / "store"
     result = runner.invoke(app, ["dump", "commitlog", str(store), str(store), "--follow"])
     assert result.exit_code == 2 and "one path" in result.stderr
+
+
+def test_query_on_a_held_store_reads_to_its_written_end(held_store):
+    root, _store, results, end = held_store
+    p = _rmqtool("query", str(root), "--offset", str(end), "-f", "jsonl")
+    assert p.returncode == 1 and "not written yet" in p.stderr and "Traceback" not in p.stderr
+    p = _rmqtool("query", str(root), "--key", "k3", "-f", "jsonl", "--no-index")
+    assert p.returncode == 0 and "is live" in p.stderr
+    assert [r["commit_log_offset"] for r in _jsonl(p.stdout)] == [results[3].wrote_offset]

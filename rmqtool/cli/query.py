@@ -23,6 +23,7 @@ from rmqtool.query.by_time import offset_by_time
 from rmqtool.query.explain import Trace
 from rmqtool.report.records import message_record
 from rmqtool.report.sink import Sink, warn
+from rmqtool.store.live import live_store
 
 
 def register(app: typer.Typer) -> None:
@@ -187,6 +188,12 @@ def _skip(exc: RmqError, several: bool) -> int:
 def _lookup(store, mode, key, uniq_key, msg_id, offset, queue_offset, topic, queue, begin, end, max_num, no_index,
             index_only, served_only, trace) -> list:
     """The messages one store answers; NothingFound when it has none."""
+    live = live_store(store)  # a running broker's store: nothing past its written end is read
+    if live is not None:
+        warn(live.note())
+        if mode == "--offset" and offset >= live.commit_log_end:
+            raise NothingFound(f"commit log offset {offset} is not written yet (the written end is "
+                               f"{live.commit_log_end})", store)
     if mode in ("--key", "--uniq-key"):
         result = query_by_key(store, key if mode == "--key" else uniq_key, topic=topic,
                               begin=0 if begin is None else begin, end=LONG_MAX if end is None else end,
@@ -202,6 +209,8 @@ def _lookup(store, mode, key, uniq_key, msg_id, offset, queue_offset, topic, que
     for note in result.notes:
         warn(f"rmqtool: {note}")
     messages = result.messages
+    if live is not None:
+        messages = [m for m in messages if m.commit_log_offset < live.commit_log_end]
     if served_only:
         from rmqtool.recovery.outcome import served_range
         low, high = served_range(store)

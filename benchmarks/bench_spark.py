@@ -11,7 +11,6 @@ import pathlib
 import shutil
 import subprocess
 import sys
-import time
 
 from benchmarks import big_store
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import pathlib
-import shutil
 
 import pytest
 from hypothesis import given, settings, strategies as st

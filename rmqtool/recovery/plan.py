@@ -32,7 +32,7 @@ import datetime
 import os
 import pathlib
 
-from rmqtool.errors import CorruptData, FormatError, StoreNotFound
+from rmqtool.errors import FormatError, StoreNotFound
 from rmqtool.findings import (ABORT_FILE_PRESENT, CONSUME_QUEUE_BEYOND_COMMIT_LOG,
                               CONSUME_QUEUE_FILE_AFTER_END, INDEX_FILE_NEWER_THAN_CHECKPOINT, RECORD_TORN,
                               RECOVERY_CUTS_COMMIT_LOG, SEGMENT_AFTER_END, SEGMENT_GAP, SEGMENT_OVERLAP,
@@ -168,8 +168,9 @@ def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | 
                   consume_queue_file_size: int | None = None, settings: Settings = Settings(),
                   keep_index: bool = False) -> RecoveryPlan:
     """The plan for a store, from the broker's recovery simulated (``outcome.simulate``).
-    Sizes default to what the files show. Raises CorruptData for a commit log that gives no
-    end to plan from (segments of odd size, gaps, overlaps)."""
+    Sizes default to what the files show. A store the broker would not load (a file of odd
+    size, an overlap, an entry that is not the broker's) gives a plan that says so
+    (``loadable`` false, a ``refusal``), never an exception."""
     paths = StorePaths(store_root)
     if not paths.root.is_dir():
         raise StoreNotFound("no such directory", paths.root)

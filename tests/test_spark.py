@@ -268,6 +268,9 @@ def test_a_damaged_store_exports_what_dump_reads_and_its_findings(spark, tmp_pat
             collections.Counter(f.id for f in dump.findings)
         assert dump.findings  # the fixture is damaged: there is something to compare
     assert result.finding_count == len(findings)
+    r = runner.invoke(app, ["spark", "export", *[f"{n.split('-')[0]}={p}" for n, p in stores.items()],
+                            "--out", str(tmp_path / "cli"), "-f", "json"])
+    assert r.exit_code == 3 and json.loads(r.stdout)["finding_count"] == len(findings) and "findings" in r.stderr
 
 
 def test_without_pyspark_the_pip_command_is_named(monkeypatch):

@@ -80,13 +80,17 @@ def export(
     progress: Optional[bool] = ProgressOpt,
 ):
     """Every message and consume queue unit of every store into Parquet tables
-    (messages, consume_queue, findings), partitioned by store_name and topic."""
+    (messages, consume_queue, findings), partitioned by store_name and topic. Exit 3 when
+    the stores hold damage (exported all the same; the findings table lists it)."""
     from rmqtool.spark.export import check_out_dir, export as run_export
 
     specs = _specs(stores, stores_from)
     check_out_dir(out)  # refused before Spark starts
     result = run_export(_session(master, conf), specs, out, split_size=split_size, progress=_progress(progress))
     render_document(result.to_json(), fmt.value, title="export")
+    if result.finding_count:  # damage is exported, and said, as dump says it
+        warn(f"rmqtool: {result.finding_count} finding(s) in the stores: the findings table of {out} lists them")
+        raise typer.Exit(int(ExitCode.CORRUPT))
 
 
 @spark_app.command("verify", epilog=examples(

@@ -35,6 +35,8 @@ def parse_store(text: str) -> StoreSpec:
     path = path.strip()
     if not path:
         raise UsageError(f"a store is PATH or NAME=PATH, not {text!r}")
+    if "://" not in path:
+        path = os.path.abspath(path)  # executors may run elsewhere: rows name the store by its full path
     name = name.strip() or default_name(path)
     if not _NAME.match(name):
         raise UsageError(f"store name {name!r}: letters, digits, '.', '_' and '-' only (it names a partition); "

@@ -354,3 +354,21 @@ def test_topic_names_round_trip_through_the_partitions(spark, tmp_path):
     assert sorted(r["topic"] for r in _table(tmp_path / "out", "messages")) == sorted(topics)
     got = spark.read.parquet(str(tmp_path / "out" / "messages")).select("topic").collect()
     assert sorted(r["topic"] for r in got) == sorted(topics)
+
+
+def test_under_spark_submit(tmp_path):
+    """spark-submit runs rmqtool/spark/submit.py (it runs files, not console scripts): the
+    same export, under the session spark-submit made."""
+    import os
+    import subprocess
+    import sys
+    from rmqtool.spark import submit
+    spark_submit = pathlib.Path(sys.executable).parent / "spark-submit"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+           "PATH": f"{pathlib.Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    p = subprocess.run([str(spark_submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+                        submit.__file__, "spark", "export", str(V4 / "basic" / "store"), "--out",
+                        str(tmp_path / "out"), "-f", "json"], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    truth = load_truth(V4 / "basic" / "truth.json")["truth"]["messages"]
+    assert json.loads(p.stdout)["messages"] == len(truth) == len(_table(tmp_path / "out", "messages"))

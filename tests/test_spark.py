@@ -362,7 +362,7 @@ def test_under_spark_submit(tmp_path):
     import os
     import subprocess
     import sys
-    from rmqtool.spark import submit
+    from rmqtool.cli import spark_submit as submit
     spark_submit = pathlib.Path(sys.executable).parent / "spark-submit"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
            "PATH": f"{pathlib.Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}

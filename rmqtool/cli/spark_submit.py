@@ -1,6 +1,6 @@
 """spark-submit's entry: spark-submit runs Python files, not console scripts, so a cluster job is
 
-    spark-submit --master URL [--conf k=v ...] $(python -m rmqtool.spark.submit --path) spark export ...
+    spark-submit --master URL [--conf k=v ...] $(python -m rmqtool.cli.spark_submit --path) spark export ...
 
 and runs the command line under the session spark-submit made (its master and settings).
 """
@@ -14,8 +14,8 @@ def main() -> None:
     if sys.argv[1:] == ["--path"]:  # where this file is, for the spark-submit line
         print(os.path.abspath(__file__))
         return
-    # spark-submit puts this file's directory first on sys.path: its modules (export, query,
-    # stats, ...) must not stand in for others of the same name
+    # spark-submit puts this file's directory first on sys.path: its modules (info, query,
+    # spark, ...) must not stand in for others of the same name
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     from rmqtool.cli.app import main as cli_main

@@ -19,7 +19,7 @@ from rmqtool.report.progress import progress_enabled
 from rmqtool.report.sink import Sink, render_document, warn
 
 spark_app = typer.Typer(no_args_is_help=True, help="The fleet pipeline on Spark: export, verify, query and stats "
-                        "across many stores (pip install 'rmqtool[spark]').")
+                        "across many stores (needs the spark extra of rmqtool).")
 
 StoresArg = typer.Argument(None, metavar="STORE", help="Store directories, or NAME=PATH (the name its rows carry; "
                            "default: the directory's name, or its parent's for a dir called store).")
@@ -79,9 +79,10 @@ def export(
     fmt: OutputFormat = FormatOpt,
     progress: Optional[bool] = ProgressOpt,
 ):
-    """Every message and consume queue unit of every store into Parquet tables
-    (messages, consume_queue, findings), partitioned by store_name and topic. Exit 3 when
-    the stores hold damage (exported all the same; the findings table lists it)."""
+    """Every message and consume queue unit of many stores into Parquet tables.
+
+    Tables messages, consume_queue and findings, partitioned by store_name and topic. Exit 3
+    when the stores hold damage (exported all the same; the findings table lists it)."""
     from rmqtool.spark.export import check_out_dir, export as run_export
 
     specs = _specs(stores, stores_from)
@@ -105,8 +106,10 @@ def verify(
     fmt: OutputFormat = FormatOpt,
     progress: Optional[bool] = ProgressOpt,
 ):
-    """verify's findings for every store (a store a task), each row naming its store_name,
-    then a verify_summary row per store. Exit: the worst store's code."""
+    """verify of many stores, as one table with a summary per store.
+
+    A store a task; each finding row names its store_name, then a verify_summary row per
+    store. Exit: the worst store's code."""
     from rmqtool.spark.verify import summary_row, verify_fleet
 
     specs = _specs(stores, stores_from, require=False)  # a store that is not there is a row of its own
@@ -172,7 +175,9 @@ def query(
     fmt: OutputFormat = FormatOpt,
     progress: Optional[bool] = ProgressOpt,
 ):
-    """Messages across a fleet, as query's rows with store_name and store_path. Exit 1: none."""
+    """Messages across a fleet, as query's rows with store_name and store_path.
+
+    Exit 1 when none matches."""
     from rmqtool.spark.query import condition, find_messages
 
     begin, end = parse_time(begin_time, "--begin-time"), parse_time(end_time, "--end-time")
@@ -207,8 +212,10 @@ def stats(
     fmt: OutputFormat = FormatOpt,
     progress: Optional[bool] = ProgressOpt,
 ):
-    """Per store, topic and queue: messages, bytes, time range, messages per hour; then
-    every UNIQ_KEY stored more than once, with where each copy is."""
+    """Per store, topic and queue counts, and UNIQ_KEYs stored more than once.
+
+    Per store, topic and queue: messages, bytes, time range, messages per hour; then every
+    UNIQ_KEY stored more than once, with where each copy is."""
     from rmqtool.spark.stats import duplicate_uniq_keys, queue_stats
 
     session, directory, temp = _table_dir(stores, stores_from, table, master, conf, progress)

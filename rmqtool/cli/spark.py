@@ -29,7 +29,7 @@ MasterOpt = typer.Option(None, "--master", metavar="URL", help="Spark master (de
 ConfOpt = typer.Option([], "--conf", metavar="KEY=VALUE", help="A Spark setting (repeatable).")
 FormatOpt = typer.Option(OutputFormat.table, "--format", "-f", help="table for people; jsonl or json for scripts.")
 ProgressOpt = typer.Option(None, "--progress/--no-progress", help="Tasks done on stderr (default: on a terminal).")
-TableOpt = typer.Option(None, "--table", metavar="DIR", help="An export's directory to read instead of stores.")
+TableOpt = typer.Option(None, "--table", metavar="DIR|URI", help="An export's directory to read instead of stores.")
 
 
 def register(app: typer.Typer) -> None:
@@ -70,7 +70,8 @@ def _progress(flag):
 @boundary
 def export(
     stores: Optional[List[str]] = StoresArg,
-    out: pathlib.Path = typer.Option(..., "--out", metavar="DIR", help="A new or empty directory for the tables."),
+    out: str = typer.Option(..., "--out", metavar="DIR|URI", help="A new or empty directory for the tables (or a "
+                            "URI pyarrow opens: hdfs://, s3://)."),
     stores_from: Optional[pathlib.Path] = StoresFromOpt,
     split_size: int = typer.Option(256 << 20, "--split-size", min=1 << 16, metavar="BYTES",
                                    help="Bytes of a segment one task reads (default 256 MiB)."),
@@ -134,10 +135,11 @@ def _table_dir(stores, stores_from, table, master, conf, progress):
         if stores or stores_from:
             from rmqtool.errors import UsageError
             raise UsageError("give stores or --table, not both")
-        if not (pathlib.Path(table) / "messages").is_dir():
+        from rmqtool.spark import remote
+        if not remote.is_uri(table) and not (pathlib.Path(table) / "messages").is_dir():
             from rmqtool.errors import StoreNotFound
             raise StoreNotFound("not an export directory (no messages/ inside)", table)
-        return _session(master, conf), str(table), None
+        return _session(master, conf), table, None
     from rmqtool.spark.export import export as run_export
 
     specs = _specs(stores, stores_from)
@@ -158,7 +160,7 @@ def _table_dir(stores, stores_from, table, master, conf, progress):
 @boundary
 def query(
     stores: Optional[List[str]] = StoresArg,
-    table: Optional[pathlib.Path] = TableOpt,
+    table: Optional[str] = TableOpt,
     stores_from: Optional[pathlib.Path] = StoresFromOpt,
     key: Optional[str] = typer.Option(None, "--key", help="A message key (KEYS), or a UNIQ_KEY."),
     uniq_key: Optional[str] = typer.Option(None, "--uniq-key", help="A client message id (UNIQ_KEY) only."),
@@ -205,7 +207,7 @@ def query(
 @boundary
 def stats(
     stores: Optional[List[str]] = StoresArg,
-    table: Optional[pathlib.Path] = TableOpt,
+    table: Optional[str] = TableOpt,
     stores_from: Optional[pathlib.Path] = StoresFromOpt,
     master: Optional[str] = MasterOpt,
     conf: List[str] = ConfOpt,

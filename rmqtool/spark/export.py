@@ -38,8 +38,6 @@ class TaskSummary:
 
 def export_segment_task(task: SegmentTask, out: str) -> TaskSummary:
     """Executor side: one byte range of one segment into Parquet parts, one per topic."""
-    import pyarrow.parquet as pq
-
     from rmqtool.spark import remote
     from rmqtool.spark.tables import FINDINGS, message_columns, partition_dir, store_dir
 
@@ -52,16 +50,30 @@ def export_segment_task(task: SegmentTask, out: str) -> TaskSummary:
             break
         margin *= 8  # a record or damaged region ran into what was not staged: again, with more
     for topic, rows in by_topic.items():
-        directory = pathlib.Path(out, MESSAGES_DIR, partition_dir(task.store, topic))
-        directory.mkdir(parents=True, exist_ok=True)
-        pq.write_table(message_columns(rows, task.store_path), directory / f"part-{task.name}.parquet")
+        write_part(message_columns(rows, task.store_path), out, MESSAGES_DIR, partition_dir(task.store, topic),
+                   f"part-{task.name}.parquet")
         summary.messages += len(rows)
         summary.files += 1
     if found:
-        _write_findings(found, pathlib.Path(out, FINDINGS_DIR, store_dir(task.store)), f"part-{task.name}.parquet",
-                        FINDINGS)
+        _write_findings(found, out, store_dir(task.store), f"part-{task.name}.parquet", FINDINGS)
         summary.findings = len(found)
     return summary
+
+
+def write_part(table, out: str, *parts: str) -> None:
+    """A Parquet part under the export directory: a local path, or a URI pyarrow opens."""
+    import pyarrow.parquet as pq
+
+    from rmqtool.spark import remote
+    if remote.is_uri(out):
+        fs, root = remote.filesystem(out)
+        directory = "/".join([root.rstrip("/"), *parts[:-1]])
+        fs.create_dir(directory, recursive=True)
+        pq.write_table(table, f"{directory}/{parts[-1]}", filesystem=fs)
+        return
+    directory = pathlib.Path(out, *parts[:-1])
+    directory.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, directory / parts[-1])
 
 
 def _rows_by_topic(task: SegmentTask, rename) -> tuple[dict[str, list[dict]], list, int]:
@@ -110,14 +122,12 @@ def staged(task: SegmentTask, margin: int):
         yield here, (lambda path: f.uri if path == str(local) else path), staged_to
 
 
-def _write_findings(found: list, directory: pathlib.Path, name: str, schema) -> None:
+def _write_findings(found: list, out: str, store: str, name: str, schema) -> None:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    directory.mkdir(parents=True, exist_ok=True)
     rows = [f.to_json() for f in found]
     table = pa.table({n: [r.get(n) for r in rows] for n in schema.names}, schema=schema)
-    pq.write_table(table, directory / name)
+    write_part(table, out, FINDINGS_DIR, store, name)
 
 
 def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
@@ -155,7 +165,6 @@ def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
 
 def _export_queues(root: pathlib.Path, spec: StoreSpec, out: str, low: int, end: int | None, rename) -> TaskSummary:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from rmqtool.spark.tables import FINDINGS, partition_dir, store_dir
     from rmqtool.store.consumequeue import open_consume_queues
@@ -167,17 +176,15 @@ def _export_queues(root: pathlib.Path, spec: StoreSpec, out: str, low: int, end:
         by_topic.setdefault(q.topic, []).append(_queue_table(q, q.min_offset(low), spec.path if rename else str(root),
                                                              rename))
     for topic, tables in by_topic.items():
-        directory = pathlib.Path(out, CONSUME_QUEUE_DIR, partition_dir(spec.name, topic))
-        directory.mkdir(parents=True, exist_ok=True)
         table = pa.concat_tables(tables)
-        pq.write_table(table, directory / "part-queues.parquet")
+        write_part(table, out, CONSUME_QUEUE_DIR, partition_dir(spec.name, topic), "part-queues.parquet")
         summary.messages += table.num_rows
         summary.files += 1
     found = queues.all_findings()
     if rename is not None:
         found = [dataclasses.replace(f, path=rename(f.path)) if f.path else f for f in found]
     if found:
-        _write_findings(found, pathlib.Path(out, FINDINGS_DIR, store_dir(spec.name)), "part-queues.parquet", FINDINGS)
+        _write_findings(found, out, store_dir(spec.name), "part-queues.parquet", FINDINGS)
         summary.findings = len(found)
     return summary
 
@@ -222,13 +229,23 @@ def _queue_table(q, low: int, store_path: str, rename=None):
     return pa.concat_tables(parts) if parts else CONSUME_QUEUE.empty_table()
 
 
-def check_out_dir(out: str | os.PathLike) -> pathlib.Path:
-    """The export's directory: new, or empty (an export never overwrites)."""
+def check_out_dir(out: str | os.PathLike) -> str:
+    """The export's directory, made: new, or empty (an export never overwrites); a local
+    path (absolute), or a URI pyarrow opens."""
+    from rmqtool.spark import remote
+    if remote.is_uri(str(out)):
+        import pyarrow.fs as pafs
+        fs, root = remote.filesystem(str(out))
+        info = fs.get_file_info(root)
+        if info.type == pafs.FileType.File or (info.type == pafs.FileType.Directory and remote.list_tree(str(out))):
+            raise UsageError("--out must be a new or empty directory (an export never overwrites)", out)
+        fs.create_dir(root, recursive=True)
+        return str(out)
     path = pathlib.Path(out)
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise UsageError("--out must be a new or empty directory (an export never overwrites)", path)
     path.mkdir(parents=True, exist_ok=True)
-    return path
+    return str(path.resolve())
 
 
 @dataclasses.dataclass
@@ -247,15 +264,14 @@ class ExportResult:
 def export(spark, specs: list[StoreSpec], out: str | os.PathLike, *, split_size: int = DEFAULT_SPLIT_SIZE,
            progress=None) -> ExportResult:
     """Driver side: plan, run every task on the cluster, sum the summaries."""
-    out = check_out_dir(out)
+    target = check_out_dir(out)
     tasks = list(specs) + plan_tasks(specs, split_size)  # a store's queues first: they run beside its ranges
     sc = spark.sparkContext
-    target = str(out.resolve())
     results = run_job(sc, sc.parallelize(tasks, len(tasks)).map(lambda t: run_task(t, target)), len(tasks),
                       progress, "export")
     queues = [r for r in results if r.task == QUEUES_TASK]
     ranges = [r for r in results if r.task != QUEUES_TASK]
-    return ExportResult(str(out), [s.name for s in specs], len(tasks), sum(r.messages for r in ranges),
+    return ExportResult(target, [s.name for s in specs], len(tasks), sum(r.messages for r in ranges),
                         sum(r.messages for r in queues), sum(r.findings for r in results))
 
 

@@ -93,6 +93,14 @@ class Corrupt:
 
 
 ScanResult = Union[Message, Blank, Corrupt]
+COLUMN_WINDOW = 16 << 20  # a column scan's reads: numpy's per-call cost spread over ~10k records
+
+
+@dataclasses.dataclass
+class ColumnMode:
+    """What a column scan (:func:`column_scan`) keeps between runs."""
+    special_topics: frozenset = frozenset()
+    topic_hashes: dict = dataclasses.field(default_factory=dict)
 
 
 def findings_of(result: ScanResult) -> list[Finding]:
@@ -141,9 +149,11 @@ def findings_of(result: ScanResult) -> list[Finding]:
 class _FileWindow:
     """A read-only window over one file, refilled with pread as the scan moves."""
 
-    def __init__(self, path: str, size: int):
+    def __init__(self, path: str, size: int, max_window: int = WINDOW):
         self.path = path
         self.size = size
+        self.max_window = max_window
+        self.first_window = FIRST_WINDOW if max_window == WINDOW else max_window
         try:
             self.fd = os.open(path, os.O_RDONLY)
         except PermissionError as exc:
@@ -152,19 +162,30 @@ class _FileWindow:
             raise StoreAccessError(f"cannot open ({exc.strerror})", path) from None
         self.buf = b""
         self.base = 0
-        self.window = FIRST_WINDOW
+        self.window = self.first_window
+        # A column scan reads its big windows into one reused buffer: a fresh 16 MiB bytes
+        # object a read costs page faults that take longer than the copy. Only reads without
+        # a cap use it; a search (find_record) keeps reading bytes, which never change under it.
+        self.spare = None  # made at the first read that can use it
 
     def close(self):
         os.close(self.fd)
 
-    def get(self, pos: int, length: int) -> tuple[bytes, int]:
-        """(buffer, index of pos in it) covering [pos, pos + length), clipped to the file end."""
+    def get(self, pos: int, length: int, cap: int | None = None) -> tuple[bytes, int]:
+        """(buffer, index of pos in it) covering [pos, pos + length), clipped to the file end;
+        a refill reads at most ``cap`` bytes more than asked for."""
         length = min(length, self.size - pos)
         if pos < self.base or pos + length > self.base + len(self.buf):
-            want = max(length, self.window)
-            self.window = min(self.window * 2, WINDOW)
+            want = max(length, self.window if cap is None else min(self.window, cap))
+            self.window = min(self.window * 2, self.max_window)
             try:
-                self.buf = os.pread(self.fd, want, pos)
+                if cap is None and want == self.max_window > WINDOW and pos + want <= self.size:
+                    if self.spare is None:
+                        self.spare = bytearray(want)
+                    got = os.preadv(self.fd, [self.spare], pos)
+                    self.buf = self.spare if got == want else os.pread(self.fd, want, pos)  # short: a file cut under us
+                else:
+                    self.buf = os.pread(self.fd, want, pos)
             except OSError as exc:
                 raise StoreAccessError(f"read failed ({exc.strerror})", self.path, pos) from None
             self.base = pos
@@ -210,7 +231,8 @@ class _FileWindow:
                 return None
             if data > pos:  # a header may begin in the zeros just before the data
                 pos = max(start, data - HOP.size)
-            buf, i = self.get(pos, min(WINDOW, self.data_end(data) - pos))  # at least 9 bytes: it moves on
+            # at least 9 bytes: it moves on; a search reads small windows even in a column scan
+            buf, i = self.get(pos, min(WINDOW, self.data_end(data) - pos), WINDOW)
             base = self.base  # _proves_itself may move the window; buf stays this chunk
             chunk_end = len(buf)
             best = None
@@ -235,7 +257,7 @@ class _FileWindow:
     def _proves_itself(self, candidate: int, base_offset: int) -> bool:
         if candidate + 8 > self.size:
             return False
-        buf, i = self.get(candidate, MIN_MESSAGE_LENGTH)
+        buf, i = self.get(candidate, MIN_MESSAGE_LENGTH, WINDOW)
         total, magic = HOP.unpack_from(buf, i)
         if magic == BLANK_MAGIC_CODE:
             return total == self.size - candidate
@@ -347,6 +369,22 @@ def crc_scan(segment: Segment, *, is_last: bool = True, start: int = 0, end: int
     return itertools.chain.from_iterable(_scan_pieces(segment, is_last, start, end, True, findings, tally))
 
 
+def column_scan(segment: Segment, mode: ColumnMode, *, is_last: bool = True, start: int = 0,
+                end: int | None = None, end_offset: int | None = None,
+                findings: list | None = None) -> Iterator:
+    """``scan_segment(check_crc=True)`` with its plain messages as :class:`RecordColumns` blocks.
+
+    Yields, in order, what that scan yields, except that each run of clean records comes
+    as one block of their columns (``RecordColumns``) followed by the run's special records as Messages
+    (:func:`rmqtool.store.record_columns.column_run`): a block's records and the Messages
+    after it interleave by offset, nothing else does. For whole-store checks.
+    """
+    if end_offset is not None:
+        end = end_offset - segment.base_offset if end is None else min(end, end_offset - segment.base_offset)
+    return itertools.chain.from_iterable(_scan_pieces(segment, is_last, start, end, True, findings,
+                                                      columns=mode))
+
+
 def _failed(message: Message) -> bool:
     return message.body_crc_ok is False or message.property_crc_ok is False
 
@@ -434,14 +472,18 @@ def crc_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path: s
 
 def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, check_crc: bool,
                  findings: list | None, tally: CrcTally | None = None,
-                 needle: bytes | None = None, zeros_end: bool = False) -> Iterator[Iterable[ScanResult]]:
+                 needle: bytes | None = None, zeros_end: bool = False,
+                 columns: ColumnMode | None = None) -> Iterator[Iterable[ScanResult]]:
     """scan_segment's results in pieces: batches of clean messages, and single results.
 
     With a ``tally`` (crc_scan), messages whose CRCs hold are counted there, not yielded.
+    With ``columns`` (column_scan), clean records come as RecordColumns blocks.
     """
     path = str(segment.path)
     base = segment.base_offset
-    window = _FileWindow(path, segment.size)
+    window = _FileWindow(path, segment.size, COLUMN_WINDOW if columns is not None else WINDOW)
+    if columns is not None:
+        from rmqtool.store.record_columns import column_run  # numpy: only for the commands that want columns
     size = segment.size
     batch_size = FIRST_BATCH
     try:
@@ -475,6 +517,17 @@ def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, c
             if needle is not None:
                 j = _hop_to_needle(buf, i, stop, needle)
                 if j > i:
+                    pos = wbase + j
+                    continue
+            elif columns is not None:
+                j, block, special = column_run(buf, i, stop, base + wbase, wbase, columns.topic_hashes,
+                                               columns.special_topics)
+                if j > i:
+                    piece: list = [block] if block is not None and len(block) else []
+                    for k in special:
+                        piece.append(decode_message(buf, k, base + wbase + k, len(buf), check_crc=True, path=path,
+                                                    file_position=wbase + k))
+                    yield piece
                     pos = wbase + j
                     continue
             elif tally is None:

@@ -25,7 +25,7 @@ from typing import Callable, Iterator, TypeVar
 
 from rmqtool.errors import StoreAccessError, UsageError
 from rmqtool.findings import Finding
-from rmqtool.store.commitlog import Blank, Corrupt, ScanResult, scan_segment
+from rmqtool.store.commitlog import Blank, ColumnMode, Corrupt, ScanResult, column_scan, scan_segment
 from rmqtool.store.commitlog_end import CommitLog, segment_ranges
 from rmqtool.store.segments import Segment
 from rmqtool.store.message import Message
@@ -48,6 +48,11 @@ class SegmentJob:
     def scan(self, findings: list | None = None) -> Iterator[ScanResult]:
         return scan_segment(self.segment, is_last=self.is_last, start=self.start, end=self.end,
                             end_offset=self.end_offset, check_crc=self.check_crc, findings=findings)
+
+    def column_scan(self, mode: ColumnMode, findings: list | None = None) -> Iterator:
+        """The same scan with clean records as RecordColumns blocks (always with CRCs)."""
+        return column_scan(self.segment, mode, is_last=self.is_last, start=self.start, end=self.end,
+                           end_offset=self.end_offset, findings=findings)
 
 
 def segment_jobs(commitlog: CommitLog, from_offset: int | None = None, to_offset: int | None = None, *,

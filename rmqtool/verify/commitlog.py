@@ -26,7 +26,8 @@ from rmqtool.formats.crc import CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN
 from rmqtool.formats.indexfile import build_key
 from rmqtool.formats.sysflag import (INNER_BATCH_FLAG, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK,
                                      TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE)
-from rmqtool.store.commitlog import Blank, findings_of
+from rmqtool.store.commitlog import Blank, ColumnMode, findings_of
+from rmqtool.store.record_columns import RecordColumns
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.message import Message
 from rmqtool.store.parallel import SegmentJob, iter_parallel, segment_jobs
@@ -65,10 +66,11 @@ class SegmentCheck:
     end_position: int | None = None  # one past the last record (a blank record included)
     full: bool = False  # ends with a valid blank record
     first_store_timestamp: int | None = None  # of a message at position 0 (what recovery looks at)
+    merged: int | None = None  # messages, once merge() took the columns over
 
     @property
     def messages(self) -> int:
-        return len(self.columns["offset"])
+        return self.merged if self.columns is None else len(self.columns["offset"])
 
 
 COLUMNS = (("offset", np.int64), ("size", np.int32), ("tq", np.int32), ("queue_offset", np.int64),
@@ -84,91 +86,163 @@ VERIFY_SPLIT = 64 << 20  # bytes of a segment one job checks
 
 
 def check_segment(job: SegmentJob, delay_spec: str | None = None) -> SegmentCheck:
-    """Scan one segment and check each record (module-level: --jobs sends it to workers)."""
+    """Scan one segment and check each record (module-level: --jobs sends it to workers).
+
+    Clean records arrive as column blocks (store/record_columns.py) and become rows with
+    numpy; every other message (a failed check, a delayed or inner-batch message, IPv6
+    hosts, properties that are not plain ASCII) goes through :func:`_message_row` one by one.
+    """
     delay = DelayLevels(delay_spec) if delay_spec else DelayLevels()
     seg = job.segment
     found: list = []
     tq_ids: dict = {}
     # typed arrays, not lists: 8 bytes a value instead of ~36 for an int object and its slot
     cols = {name: array.array(code) for name, code in _ARRAY_CODES.items()}
-    key_strings: list = []
-    key_offsets = array.array("q")
-    key_hashes: list = []  # hashed in chunks as keys come: the strings never pile up
+    keys = _Keys()
+    blocks: list = []  # (columns by name, key offsets, key hashes) of each column block
     end = None
     full = False
     first_ts = None
     add = (cols["offset"].append, cols["size"].append, cols["tq"].append, cols["queue_offset"].append,
            cols["batch"].append, cols["tags_code"].append, cols["store_timestamp"].append, cols["crc"].append,
            cols["sys_flag"].append, cols["has_keys"].append)
-    for r in job.scan(found):
-        if type(r) is not Message:
+    mode = ColumnMode(special_topics=frozenset({RMQ_SYS_SCHEDULE_TOPIC}))
+    for r in job.column_scan(mode, found):
+        kind = type(r)
+        if kind is RecordColumns:
+            blocks.append(_block_rows(r, seg.base_offset, tq_ids))
+            if r.position[0] == 0:
+                first_ts = int(r.store_timestamp[0])
+            end = int(r.position[-1] + r.size[-1])
+            continue
+        if kind is not Message:
             found.extend(findings_of(r))
             if isinstance(r, Blank):
                 end, full = r.position + r.size, r.valid
             continue
-        if r.body_crc_ok is False or r.property_crc_ok is False or not r.topic_utf8_ok or (
-                r.physical_offset != r.commit_log_offset) or not r.properties_utf8_ok:
-            found.extend(findings_of(r))
-        offset = r.commit_log_offset
-        topic = r.topic
         if r.position == 0:
             first_ts = r.store_timestamp
-        end = r.position + r.store_size
-        key = (topic, r.queue_id)
+        end = max(end or 0, r.position + r.store_size)
+        _message_row(r, delay, tq_ids, add, keys, found)
+    columns = {name: np.frombuffer(cols[name], dtype=np.dtype(cols[name].typecode)).astype(dtype)
+               for name, dtype in COLUMNS}
+    key_offsets, key_hashes = keys.arrays()
+    if blocks:
+        parts = [columns] + [b[0] for b in blocks]
+        columns = {name: np.concatenate([p[name] for p in parts]).astype(dtype, copy=False) for name, dtype in COLUMNS}
+        key_offsets = np.concatenate([key_offsets] + [b[1] for b in blocks])
+        key_hashes = np.concatenate([key_hashes] + [b[2] for b in blocks])
+        if len(cols["offset"]):  # Messages and blocks interleave: commit log order again
+            order = np.argsort(columns["offset"], kind="stable")
+            columns = {name: col[order] for name, col in columns.items()}
+            order = np.argsort(key_offsets, kind="stable")
+            key_offsets, key_hashes = key_offsets[order], key_hashes[order]
+    return SegmentCheck(str(seg.path), seg.base_offset, seg.size, found, list(tq_ids), columns,
+                        key_offsets, key_hashes, end, full, first_ts)
+
+
+class _Keys:
+    """Index keys of messages checked one by one, hashed in chunks as they come."""
+
+    def __init__(self):
+        self.strings: list = []
+        self.offsets = array.array("q")
+        self.hashes: list = []
+
+    def add(self, offset: int, key: str) -> None:
+        self.strings.append(key)
+        self.offsets.append(offset)
+        if len(self.strings) >= _KEY_CHUNK:  # the strings never pile up
+            self.hashes.append(index_key_hashes(self.strings))
+            self.strings = []
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        self.hashes.append(index_key_hashes(self.strings))
+        self.strings = []
+        return np.frombuffer(self.offsets, dtype=np.int64).copy(), np.concatenate(self.hashes)
+
+
+def _block_rows(block: RecordColumns, base_offset: int, tq_ids: dict) -> tuple[dict, np.ndarray, np.ndarray]:
+    """A column block as verify's rows: what _message_row computes, for plain records at once."""
+    n = len(block)
+    # topic-queue ids: topics of the block by queue id, through the segment's table
+    pair = block.topic * (1 << 32) + (block.queue_id & 0xFFFFFFFF)
+    uniq, inverse = np.unique(pair, return_inverse=True)
+    ids = []
+    for code in uniq.tolist():
+        key = (block.topics[code >> 32], _signed32(code & 0xFFFFFFFF))
         tq = tq_ids.get(key)
         if tq is None:
             tq = tq_ids[key] = len(tq_ids)
-        p = r.properties
-        sys_flag = r.sys_flag
-        tran = sys_flag & TRANSACTION_MASK
-        batch = 0
-        if tran in _DISPATCHED:
-            batch = 1
-            if sys_flag & INNER_BATCH_FLAG:
-                try:
-                    batch = int(p.get(props.PROPERTY_INNER_NUM, 1))
-                except ValueError:
-                    batch = 1
-        tags = p.get(props.PROPERTY_TAGS)
-        code = tags_code(tags) if tags else 0
-        if topic == RMQ_SYS_SCHEDULE_TOPIC:
-            level = p.get(props.PROPERTY_DELAY_TIME_LEVEL)
-            if level is not None and level.lstrip("-").isdigit():
-                level = min(int(level), delay.max_level)
-                if level > 0:
-                    code = delay.deliver_timestamp(level, r.store_timestamp)
-        if r.property_crc_ok is None:
-            crc = crc_entry_state(r.properties_raw)
-            if crc == CRC_DAMAGED:
-                found.append(finding(PROPERTY_CRC_UNREADABLE, r.path, r.position,
-                                     "properties end like a __CRC32# entry, but its name or digits are damaged",
-                                     commit_log_offset=offset, topic=topic, queue_id=r.queue_id,
-                                     queue_offset=r.queue_offset))
-        else:
-            crc = CRC_PRESENT
-        has_keys = False
-        if tran != TRANSACTION_ROLLBACK_TYPE:  # IndexService.buildIndex skips rollback records only
-            uniq = p.get(props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            if uniq is not None:
-                key_strings.append(build_key(topic, uniq))
-                key_offsets.append(offset)
-                has_keys = True
-            for k in props.split_keys(p.get(props.PROPERTY_KEYS)):
-                key_strings.append(build_key(topic, k))
-                key_offsets.append(offset)
-                has_keys = True
-            if len(key_strings) >= _KEY_CHUNK:
-                key_hashes.append(index_key_hashes(key_strings))
-                key_strings = []
-        for f, v in zip(add, (offset, r.store_size, tq, r.queue_offset, batch, code, r.store_timestamp, crc,
-                              sys_flag, has_keys)):
-            f(v)
-    columns = {name: np.frombuffer(cols[name], dtype=np.dtype(cols[name].typecode)).astype(dtype)
-               for name, dtype in COLUMNS}
-    key_hashes.append(index_key_hashes(key_strings))
-    return SegmentCheck(str(seg.path), seg.base_offset, seg.size, found, list(tq_ids), columns,
-                        np.frombuffer(key_offsets, dtype=np.int64).copy(), np.concatenate(key_hashes), end, full,
-                        first_ts)
+        ids.append(tq)
+    tran = block.sys_flag & TRANSACTION_MASK
+    offset = block.position + base_offset
+    has_keys = np.zeros(n, np.bool_)
+    has_keys[block.key_record] = True
+    rows = {"offset": offset, "size": block.size, "tq": np.array(ids, np.int64)[inverse.reshape(-1)],
+            "queue_offset": block.queue_offset,
+            "batch": ((tran == TRANSACTION_NOT_TYPE) | (tran == TRANSACTION_COMMIT_TYPE)).astype(np.int64),
+            "tags_code": block.tags_code, "store_timestamp": block.store_timestamp,
+            "crc": np.where(block.crc_entry, CRC_PRESENT, CRC_NONE), "sys_flag": block.sys_flag,
+            "has_keys": has_keys}
+    return rows, offset[block.key_record], block.key_hash
+
+
+def _signed32(v: int) -> int:
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def _message_row(r: Message, delay: DelayLevels, tq_ids: dict, add: tuple, keys: _Keys, found: list) -> None:
+    """One message's row (and its findings, index keys) for a record checked on its own."""
+    if r.body_crc_ok is False or r.property_crc_ok is False or not r.topic_utf8_ok or (
+            r.physical_offset != r.commit_log_offset) or not r.properties_utf8_ok:
+        found.extend(findings_of(r))
+    offset = r.commit_log_offset
+    topic = r.topic
+    key = (topic, r.queue_id)
+    tq = tq_ids.get(key)
+    if tq is None:
+        tq = tq_ids[key] = len(tq_ids)
+    p = r.properties
+    sys_flag = r.sys_flag
+    tran = sys_flag & TRANSACTION_MASK
+    batch = 0
+    if tran in _DISPATCHED:
+        batch = 1
+        if sys_flag & INNER_BATCH_FLAG:
+            try:
+                batch = int(p.get(props.PROPERTY_INNER_NUM, 1))
+            except ValueError:
+                batch = 1
+    tags = p.get(props.PROPERTY_TAGS)
+    code = tags_code(tags) if tags else 0
+    if topic == RMQ_SYS_SCHEDULE_TOPIC:
+        level = p.get(props.PROPERTY_DELAY_TIME_LEVEL)
+        if level is not None and level.lstrip("-").isdigit():
+            level = min(int(level), delay.max_level)
+            if level > 0:
+                code = delay.deliver_timestamp(level, r.store_timestamp)
+    if r.property_crc_ok is None:
+        crc = crc_entry_state(r.properties_raw)
+        if crc == CRC_DAMAGED:
+            found.append(finding(PROPERTY_CRC_UNREADABLE, r.path, r.position,
+                                 "properties end like a __CRC32# entry, but its name or digits are damaged",
+                                 commit_log_offset=offset, topic=topic, queue_id=r.queue_id,
+                                 queue_offset=r.queue_offset))
+    else:
+        crc = CRC_PRESENT
+    has_keys = False
+    if tran != TRANSACTION_ROLLBACK_TYPE:  # IndexService.buildIndex skips rollback records only
+        uniq = p.get(props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if uniq is not None:
+            keys.add(offset, build_key(topic, uniq))
+            has_keys = True
+        for k in props.split_keys(p.get(props.PROPERTY_KEYS)):
+            keys.add(offset, build_key(topic, k))
+            has_keys = True
+    for f, v in zip(add, (offset, r.store_size, tq, r.queue_offset, batch, code, r.store_timestamp, crc,
+                          sys_flag, has_keys)):
+        f(v)
 
 
 def _joined(pieces: list[SegmentCheck]) -> SegmentCheck:
@@ -267,6 +341,10 @@ def merge(commit_log: CommitLog, checks: list[SegmentCheck]) -> CommitLogData:
                for name, dtype in COLUMNS}
     key_offsets = np.concatenate([c.key_offsets for c in checks]) if checks else np.zeros(0, np.int64)
     key_hashes = np.concatenate([c.key_hashes for c in checks]) if checks else np.zeros(0, np.int64)
+    parts = None
+    for c in checks:  # one copy of the columns, not two: the merged ones are kept
+        c.merged = c.messages
+        c.columns = c.key_offsets = c.key_hashes = None
     segs = commit_log.segments
     end = segs[0].base_offset if segs else 0
     for c in checks:

@@ -26,21 +26,19 @@ from rmqtool.verify.commitlog import CommitLogData
 ENTRY_DTYPE = dtype_of(IndexEntry)
 SLOT_DTYPE = np.dtype(">i4")
 INT_MAX = (1 << 31) - 1
-# (commit log offset, key hash) pairs, sorted as one key for searchsorted
-PAIR_DTYPE = np.dtype([("offset", np.int64), ("hash", np.int64)])
+_HASH_BITS = 31  # a key hash (indexKeyHashMethod) is 0 .. 2^31-1
 
 
-def _pairs(offsets: np.ndarray, hashes: np.ndarray) -> np.ndarray:
-    out = np.empty(len(offsets), PAIR_DTYPE)
-    out["offset"], out["hash"] = offsets, hashes
-    return out
+def pair_keys(rows: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+    """(message row, key hash) pairs as one sortable int64: the row above the hash's 31 bits."""
+    return (rows.astype(np.int64) << _HASH_BITS) | (hashes.astype(np.int64) & INT_MAX)
 
 
-def _contains(sorted_pairs: np.ndarray, query: np.ndarray) -> np.ndarray:
-    if not len(sorted_pairs):
+def _contains(sorted_keys: np.ndarray, query: np.ndarray) -> np.ndarray:
+    if not len(sorted_keys):
         return np.zeros(len(query), bool)
-    idx = np.minimum(np.searchsorted(sorted_pairs, query), len(sorted_pairs) - 1)
-    return sorted_pairs[idx] == query
+    idx = np.minimum(np.searchsorted(sorted_keys, query), len(sorted_keys) - 1)
+    return sorted_keys[idx] == query
 
 
 def expected_time_diff(store_timestamps: np.ndarray, begin_timestamp: int) -> np.ndarray:
@@ -49,24 +47,27 @@ def expected_time_diff(store_timestamps: np.ndarray, begin_timestamp: int) -> np
     if begin_timestamp <= 0:
         return np.zeros(len(store_timestamps), np.int64)
     diff = store_timestamps - begin_timestamp
-    seconds = np.where(diff >= 0, diff // 1000, -((-diff) // 1000))
-    return np.clip(seconds, 0, INT_MAX)
+    np.maximum(diff, 0, out=diff)  # a clock gone back gives 0 either way
+    seconds = diff // 1000
+    return np.minimum(seconds, INT_MAX, out=seconds)
 
 
-def check_index_file(f: IndexFile, data: CommitLogData, record_pairs: np.ndarray) -> tuple[list[Finding], np.ndarray]:
-    """Findings of one index file, and its (commit log offset, key hash) pairs."""
+def check_index_file(f: IndexFile, data: CommitLogData, record_keys: np.ndarray) -> tuple[list[Finding], np.ndarray]:
+    """Findings of one index file, and the pair_keys of its entries that point at a message.
+
+    ``record_keys``: the pair_keys of every index key of every message, sorted."""
     path = str(f.path)
     h = f.header
     found: list = []
     if f.hash_slot_num is None:
-        return found, _pairs(np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return found, np.zeros(0, np.int64)
     count = h.index_count - FIRST_INDEX  # entries 1..indexCount-1
     if h.index_count > f.index_num or h.index_count < 0:
         found.append(finding(INDEX_HEADER_MISMATCH, path, 0, f"indexCount {h.index_count} is outside "
                              f"0..{f.index_num} (maxIndexNum)"))
         count = max(0, min(count, f.index_num - FIRST_INDEX))
     count = max(count, 0)
-    slots = read_records(path, SLOT_DTYPE, INDEX_HEADER_SIZE, f.hash_slot_num).astype(np.int64)
+    slots = read_records(path, SLOT_DTYPE, INDEX_HEADER_SIZE, f.hash_slot_num).astype(np.int32)
     first_at = entry_position(f.hash_slot_num, FIRST_INDEX)
     entries = read_records(path, ENTRY_DTYPE, first_at, count)
     if len(entries) < count:
@@ -89,7 +90,8 @@ def check_index_file(f: IndexFile, data: CommitLogData, record_pairs: np.ndarray
                              + ("at or past the commit log's end" if phy[k] >= data.end else "where no message starts"),
                              commit_log_offset=int(phy[k]), entry=int(numbers[k])))
     ok, ok_rows = live[hit], rows[hit]
-    has_key = _contains(record_pairs, _pairs(phy[ok], key_hash[ok]))
+    entry_keys = pair_keys(ok_rows, key_hash[ok])
+    has_key = _contains(record_keys, entry_keys) & (key_hash[ok] >= 0)
     want = expected_time_diff(data["store_timestamp"][ok_rows], h.begin_timestamp)
     time_ok = entries["time_diff"][ok].astype(np.int64) == want
     for j in np.flatnonzero(~has_key | ~time_ok):
@@ -102,7 +104,7 @@ def check_index_file(f: IndexFile, data: CommitLogData, record_pairs: np.ndarray
         found.append(finding(INDEX_ENTRY_MISMATCH, path, int(position[k]),
                              f"entry {int(numbers[k])} (commit log offset {int(phy[k])}): " + "; ".join(why),
                              commit_log_offset=int(phy[k]), entry=int(numbers[k])))
-    return found, _pairs(phy, key_hash)
+    return found, entry_keys
 
 
 def _header_findings(f: IndexFile, data: CommitLogData, slots: np.ndarray, phy: np.ndarray) -> list[Finding]:
@@ -132,20 +134,56 @@ def _header_findings(f: IndexFile, data: CommitLogData, slots: np.ndarray, phy: 
     return found
 
 
+def _chains_whole(slots: np.ndarray, numbers: np.ndarray, slot: np.ndarray, prev: np.ndarray) -> bool:
+    """Whether every chain is what putKey writes, proven without sorting (the common case).
+
+    If each entry's prevIndex is 0 or an earlier entry of the same slot, and no two entries
+    name the same one, the entries form chains, each from an entry naming 0 (its start) to
+    one nobody names (its head). If moreover each head is what its slot names, and as many
+    slots are in use as there are heads and starts, each slot holds one chain, and each
+    entry names the entry of its slot just before it: the first can only name 0, the
+    second only the first, and so on. Arrays stay small (bools, int32) so the random
+    reads stay in cache.
+    """
+    n = len(numbers)
+    if not n:
+        return not slots.any()
+    if (slot < 0).any():
+        return False
+    first = int(numbers[0])
+    linked = prev > 0
+    before = (prev[linked] - first).astype(np.int64)  # index of the named entry
+    if (before < 0).any() or (prev[linked] >= numbers[linked]).any():
+        return False
+    slot32 = slot.astype(np.int32)
+    if (slot32[before] != slot32[linked]).any():
+        return False
+    named = np.zeros(n, bool)
+    named[before] = True
+    if np.count_nonzero(named) != len(before):  # an entry named twice
+        return False
+    heads = np.flatnonzero(~named)
+    if len(heads) != n - len(before) or len(heads) != np.count_nonzero(slots):
+        return False
+    return bool((slots[slot32[heads]] == numbers[heads]).all())
+
+
 def _chain_findings(f: IndexFile, slots: np.ndarray, numbers: np.ndarray, position: np.ndarray,
                     slot: np.ndarray, prev: np.ndarray) -> list[Finding]:
     """putKey links each entry to the slot's newest earlier entry and points the slot at it."""
     path = str(f.path)
     n = len(numbers)
+    if _chains_whole(slots, numbers, slot, prev):
+        return []
     expected_prev = np.zeros(n, np.int64)
-    newest = {}
+    newest = np.zeros(len(slots), np.int64)  # each slot's newest entry, 0: none
     if n:
-        order = np.lexsort((numbers, slot))  # by slot, then write order
+        order = np.argsort(slot, kind="stable")  # by slot, then write order (numbers increase)
         s, num = slot[order], numbers[order]
         same = np.concatenate(([False], s[1:] == s[:-1]))
         expected_prev[order] = np.where(same, np.concatenate(([0], num[:-1])), 0)
-        last_of_slot = np.concatenate((s[1:] != s[:-1], [True]))
-        newest = dict(zip(s[last_of_slot].tolist(), num[last_of_slot].tolist()))
+        last_of_slot = np.concatenate((s[1:] != s[:-1], [True])) & (s >= 0)
+        newest[s[last_of_slot]] = num[last_of_slot]
     found = []
     bad = np.flatnonzero((prev != expected_prev) | (slot < 0))
     for k in bad:
@@ -160,17 +198,13 @@ def _chain_findings(f: IndexFile, slots: np.ndarray, numbers: np.ndarray, positi
             why = f"prevIndex {p}, but the slot's previous entry is {int(expected_prev[k])}"
         found.append(finding(INDEX_CHAIN_BROKEN, path, int(position[k]), f"entry {int(numbers[k])}: {why}",
                              entry=int(numbers[k])))
-    nonzero = np.flatnonzero(slots != 0)
-    for s in nonzero:
-        value = int(slots[s])
-        if newest.get(int(s)) != value:
-            want = newest.get(int(s), 0)
-            found.append(finding(INDEX_CHAIN_BROKEN, path, INDEX_HEADER_SIZE + 4 * int(s),
-                                 f"slot {int(s)} names entry {value}, but its newest entry is {want}", slot=int(s)))
-    for s, num in newest.items():
-        if s >= 0 and slots[s] == 0:
-            found.append(finding(INDEX_CHAIN_BROKEN, path, INDEX_HEADER_SIZE + 4 * s,
-                                 f"slot {s} is empty, but entry {num} hashes to it", slot=s))
+    for s_ in np.flatnonzero((slots != 0) & (slots != newest)).tolist():
+        value, want = int(slots[s_]), int(newest[s_])
+        found.append(finding(INDEX_CHAIN_BROKEN, path, INDEX_HEADER_SIZE + 4 * s_,
+                             f"slot {s_} names entry {value}, but its newest entry is {want}", slot=s_))
+    for s_ in np.flatnonzero((slots == 0) & (newest != 0)).tolist():
+        found.append(finding(INDEX_CHAIN_BROKEN, path, INDEX_HEADER_SIZE + 4 * s_,
+                             f"slot {s_} is empty, but entry {int(newest[s_])} hashes to it", slot=s_))
     return found
 
 
@@ -180,13 +214,15 @@ def check_index(store_root: str | os.PathLike, data: CommitLogData,
     listing = list_index_files(store_root)
     files = listing.open_all()
     yield from listing.findings
-    record_pairs = np.sort(_pairs(data.key_offsets, data.key_hashes))
+    key_rows, _ = data.locate(data.key_offsets)  # every key offset is its message's
+    record_keys = pair_keys(key_rows, data.key_hashes)
+    record_keys.sort()
     indexed = []
     claimed = []
     try:
         for f in files:
             yield from f.findings
-            found, pairs = check_index_file(f, data, record_pairs)
+            found, pairs = check_index_file(f, data, record_keys)
             yield from found
             indexed.append(pairs)
             if f.header.index_count > FIRST_INDEX:
@@ -206,15 +242,16 @@ def check_index(store_root: str | os.PathLike, data: CommitLogData,
         return
     if not claimed:
         return
-    yield from _not_indexed(data, np.sort(np.concatenate(indexed)), min(c[0] for c in claimed),
+    yield from _not_indexed(data, key_rows, np.sort(np.concatenate(indexed)), min(c[0] for c in claimed),
                             max(c[1] for c in claimed))
 
 
-def _not_indexed(data: CommitLogData, indexed: np.ndarray, lo: int, hi: int) -> Iterator[Finding]:
+def _not_indexed(data: CommitLogData, key_rows: np.ndarray, indexed: np.ndarray, lo: int, hi: int
+                 ) -> Iterator[Finding]:
     """Messages in [lo, hi] with a key that has no entry, as runs of consecutive keyed messages."""
     inside = (data.key_offsets >= lo) & (data.key_offsets <= hi)
     offsets = data.key_offsets[inside]
-    missing_keys = ~_contains(indexed, _pairs(offsets, data.key_hashes[inside]))
+    missing_keys = ~_contains(indexed, pair_keys(key_rows[inside], data.key_hashes[inside]))
     if not missing_keys.any():
         return
     missing_offsets = np.unique(offsets[missing_keys])

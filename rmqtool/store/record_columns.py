@@ -12,8 +12,9 @@ their bytes, and their values hashed as Java's ``String.hashCode`` with prefix s
 
 A record that is whole but not plain is left to :func:`rmqtool.store.message.decode_message`
 (its position is in ``special``): a CRC that fails, a physicalOffset naming another place,
-a topic or properties that are not ASCII or not well formed, the delay topic,
-an inner batch, keys holding spaces, a trailing entry shaped like a damaged ``__CRC32#``.
+a topic that is not ASCII, properties that are not well formed UTF-8 or hold a non-ASCII
+KEYS, UNIQ_KEY or TAGS value, the delay topic, an inner batch, a trailing entry shaped
+like a damaged ``__CRC32#``.
 So every finding still comes from the one Message path; the columns hold only records
 about which there is nothing to say.
 """
@@ -128,6 +129,24 @@ def _range_hashes(prefix: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.
     properties, from prefix[i] = sum of byte[j] * 31^-j for j < i; ranges not empty."""
     p31 = _powers(31, int(end.max()) if len(end) else 1)
     return p31[end - 1] * (prefix[end] - prefix[start])
+
+
+def _split_keys(spaces: np.ndarray, rec: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple:
+    """KEYS values [start, end) cut at the spaces inside them, empty pieces left out: (record, start, end)
+    of each key, in order."""
+    lo = np.searchsorted(spaces, start)
+    cuts = np.searchsorted(spaces, end) - lo
+    if not cuts.any():
+        return rec, start, end
+    pieces = cuts + 1
+    item = np.repeat(np.arange(len(rec)), pieces)
+    k = np.arange(int(pieces.sum())) - np.repeat(np.cumsum(pieces) - pieces, pieces)  # piece number in its value
+    at = lo[item] + k  # the space after piece k
+    last = k == cuts[item]
+    p_start = np.where(k == 0, start[item], spaces[np.maximum(at - 1, 0)] + 1)
+    p_end = np.where(last, end[item], spaces[np.minimum(at, len(spaces) - 1)])
+    keep = p_end > p_start
+    return rec[item[keep]], p_start[keep], p_end[keep]
 
 
 def _index_hash(h: np.ndarray) -> np.ndarray:
@@ -267,8 +286,12 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
     marks = np.flatnonzero(_CLASS[body])  # separators, spaces, non-ASCII bytes: a few a record
     kinds = body[marks]
     nonascii = marks[kinds >= 0x80]
-    if len(nonascii):
-        special[np.unique(record_of(nonascii))] = True
+    if len(nonascii):  # fine outside the values hashed below, if the whole string is UTF-8
+        for r in np.unique(record_of(nonascii)).tolist():
+            try:
+                joined[rec_start[r]:rec_end[r]].decode("utf-8")
+            except UnicodeDecodeError:
+                special[r] = True
     seps = marks[kinds == _SEP]
     item_start = np.concatenate(([0], seps + 1))
     item_end = np.concatenate((seps, [data_len]))
@@ -335,20 +358,23 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
     if len(t_items):
         tags_code[i_rec[t_items]] = _range_hashes(prefix, i_nv[t_items] + 1, i_end[t_items]).view(np.int32)
 
-    # index keys: UNIQ_KEY, then each key of KEYS (a KEYS value with spaces: decode_message)
-    k_items = wanted[props.PROPERTY_KEYS]
-    if len(k_items):
-        spaces = marks[kinds == _SPACE]
-        spaced = np.searchsorted(spaces, i_end[k_items]) > np.searchsorted(spaces, i_nv[k_items] + 1)
-        special[i_rec[k_items[spaced]]] = True
+    if len(nonascii):  # hashCode runs over UTF-16 units: a hashed value that is not ASCII goes to decode_message
+        hashed = np.concatenate([wanted[n] for n in (props.PROPERTY_TAGS, props.PROPERTY_KEYS,
+                                                     props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)])
+        wide = np.searchsorted(nonascii, i_nv[hashed] + 1) < np.searchsorted(nonascii, i_end[hashed])
+        special[i_rec[hashed[wide]]] = True
+    # index keys: UNIQ_KEY, then each non-empty key of KEYS split at spaces (IndexService.buildIndex)
     plain = ~special
     indexed = plain & ((sys_flag & TRANSACTION_MASK) != TRANSACTION_ROLLBACK_TYPE)  # buildIndex skips rollback
     key_parts = []
-    for name in (props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, props.PROPERTY_KEYS):
-        it = wanted[name]
-        it = it[indexed[i_rec[it]]]
-        if len(it):
-            key_parts.append((i_rec[it], i_nv[it] + 1, i_end[it]))
+    it = wanted[props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
+    it = it[indexed[i_rec[it]]]
+    if len(it):
+        key_parts.append((i_rec[it], i_nv[it] + 1, i_end[it]))
+    it = wanted[props.PROPERTY_KEYS]
+    it = it[indexed[i_rec[it]]]
+    if len(it):
+        key_parts.append(_split_keys(marks[kinds == _SPACE], i_rec[it], i_nv[it] + 1, i_end[it]))
     rows_of_plain = np.cumsum(plain) - 1  # row of each plain record in the columns
     if key_parts:
         key_rec = np.concatenate([p[0] for p in key_parts])

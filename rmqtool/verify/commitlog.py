@@ -83,6 +83,7 @@ _ARRAY_CODES = {"offset": "q", "size": "q", "tq": "q", "queue_offset": "q", "bat
                 "store_timestamp": "q", "crc": "b", "sys_flag": "q", "has_keys": "b"}
 _KEY_CHUNK = 1 << 15  # index keys hashed at once
 VERIFY_SPLIT = 64 << 20  # bytes of a segment one job checks
+COLUMN_SCAN = True  # clean records as column blocks; False: every record as a Message (tests compare)
 
 
 def check_segment(job: SegmentJob, delay_spec: str | None = None) -> SegmentCheck:
@@ -107,7 +108,7 @@ def check_segment(job: SegmentJob, delay_spec: str | None = None) -> SegmentChec
            cols["batch"].append, cols["tags_code"].append, cols["store_timestamp"].append, cols["crc"].append,
            cols["sys_flag"].append, cols["has_keys"].append)
     mode = ColumnMode(special_topics=frozenset({RMQ_SYS_SCHEDULE_TOPIC}))
-    for r in job.column_scan(mode, found):
+    for r in (job.column_scan(mode, found) if COLUMN_SCAN else job.scan(found)):
         kind = type(r)
         if kind is RecordColumns:
             blocks.append(_block_rows(r, seg.base_offset, tq_ids))
@@ -137,7 +138,15 @@ def check_segment(job: SegmentJob, delay_spec: str | None = None) -> SegmentChec
             columns = {name: col[order] for name, col in columns.items()}
             order = np.argsort(key_offsets, kind="stable")
             key_offsets, key_hashes = key_offsets[order], key_hashes[order]
-    return SegmentCheck(str(seg.path), seg.base_offset, seg.size, found, list(tq_ids), columns,
+    topic_queues = list(tq_ids)
+    if blocks and len(columns["tq"]):  # ids by first appearance in commit log order, as one by one gives
+        uniq, first = np.unique(columns["tq"], return_index=True)
+        order = uniq[np.argsort(first)]
+        remap = np.empty(len(topic_queues), np.int64)
+        remap[order] = np.arange(len(order))
+        columns["tq"] = remap[columns["tq"]].astype(columns["tq"].dtype)
+        topic_queues = [topic_queues[k] for k in order.tolist()]
+    return SegmentCheck(str(seg.path), seg.base_offset, seg.size, found, topic_queues, columns,
                         key_offsets, key_hashes, end, full, first_ts)
 
 

@@ -67,6 +67,7 @@ class SegmentCheck:
     full: bool = False  # ends with a valid blank record
     first_store_timestamp: int | None = None  # of a message at position 0 (what recovery looks at)
     merged: int | None = None  # messages, once merge() took the columns over
+    key_rows: np.ndarray | None = None  # the row of each index key's message (worked out in the worker)
 
     @property
     def messages(self) -> int:
@@ -147,7 +148,8 @@ def check_segment(job: SegmentJob, delay_spec: str | None = None) -> SegmentChec
         columns["tq"] = remap[columns["tq"]].astype(columns["tq"].dtype)
         topic_queues = [topic_queues[k] for k in order.tolist()]
     return SegmentCheck(str(seg.path), seg.base_offset, seg.size, found, topic_queues, columns,
-                        key_offsets, key_hashes, end, full, first_ts)
+                        key_offsets, key_hashes, end, full, first_ts,
+                        key_rows=np.searchsorted(columns["offset"], key_offsets))
 
 
 class _Keys:
@@ -273,11 +275,13 @@ def _joined(pieces: list[SegmentCheck]) -> SegmentCheck:
             table.setdefault(tq, len(table))
     written = [c for c in pieces if c.end_position is not None]
     first = pieces[0]
+    bases = np.cumsum([0] + [c.messages for c in pieces[:-1]])
     return SegmentCheck(first.path, first.base_offset, first.size, [f for c in pieces for f in c.findings],
                         list(table), columns, np.concatenate([c.key_offsets for c in pieces]),
                         np.concatenate([c.key_hashes for c in pieces]),
                         written[-1].end_position if written else None, written[-1].full if written else False,
-                        first.first_store_timestamp)
+                        first.first_store_timestamp,
+                        key_rows=np.concatenate([c.key_rows + b for c, b in zip(pieces, bases.tolist())]))
 
 
 def _per_segment(pieces: Iterator[SegmentCheck]) -> Iterator[SegmentCheck]:
@@ -303,6 +307,7 @@ class CommitLogData:
     key_hashes: np.ndarray
     min_offset: int  # getMinPhyOffset: the first segment's offset
     end: int  # one past the last record: the commit log's max offset
+    key_rows: np.ndarray | None = None  # the row of each index key's message
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.columns[name]
@@ -350,10 +355,12 @@ def merge(commit_log: CommitLog, checks: list[SegmentCheck]) -> CommitLogData:
                for name, dtype in COLUMNS}
     key_offsets = np.concatenate([c.key_offsets for c in checks]) if checks else np.zeros(0, np.int64)
     key_hashes = np.concatenate([c.key_hashes for c in checks]) if checks else np.zeros(0, np.int64)
+    bases = np.cumsum([0] + [c.messages for c in checks[:-1]]).tolist() if checks else []
+    key_rows = np.concatenate([c.key_rows + b for c, b in zip(checks, bases)]) if checks else np.zeros(0, np.int64)
     parts = None
     for c in checks:  # one copy of the columns, not two: the merged ones are kept
         c.merged = c.messages
-        c.columns = c.key_offsets = c.key_hashes = None
+        c.columns = c.key_offsets = c.key_hashes = c.key_rows = None
     segs = commit_log.segments
     end = segs[0].base_offset if segs else 0
     for c in checks:
@@ -362,7 +369,7 @@ def merge(commit_log: CommitLog, checks: list[SegmentCheck]) -> CommitLogData:
             if c.full:  # the next record goes into the next file
                 end = c.base_offset + c.size
     return CommitLogData(str(commit_log.directory), segs, checks, list(table), columns, key_offsets, key_hashes,
-                         segs[0].base_offset if segs else 0, end)
+                         segs[0].base_offset if segs else 0, end, key_rows)
 
 
 def cross_record_findings(data: CommitLogData) -> list[Finding]:

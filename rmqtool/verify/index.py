@@ -26,19 +26,6 @@ from rmqtool.verify.commitlog import CommitLogData
 ENTRY_DTYPE = dtype_of(IndexEntry)
 SLOT_DTYPE = np.dtype(">i4")
 INT_MAX = (1 << 31) - 1
-_HASH_BITS = 31  # a key hash (indexKeyHashMethod) is 0 .. 2^31-1
-
-
-def pair_keys(rows: np.ndarray, hashes: np.ndarray) -> np.ndarray:
-    """(message row, key hash) pairs as one sortable int64: the row above the hash's 31 bits."""
-    return (rows.astype(np.int64) << _HASH_BITS) | (hashes.astype(np.int64) & INT_MAX)
-
-
-def _contains(sorted_keys: np.ndarray, query: np.ndarray) -> np.ndarray:
-    if not len(sorted_keys):
-        return np.zeros(len(query), bool)
-    idx = np.minimum(np.searchsorted(sorted_keys, query), len(sorted_keys) - 1)
-    return sorted_keys[idx] == query
 
 
 def expected_time_diff(store_timestamps: np.ndarray, begin_timestamp: int) -> np.ndarray:
@@ -52,15 +39,43 @@ def expected_time_diff(store_timestamps: np.ndarray, begin_timestamp: int) -> np
     return np.minimum(seconds, INT_MAX, out=seconds)
 
 
-def check_index_file(f: IndexFile, data: CommitLogData, record_keys: np.ndarray) -> tuple[list[Finding], np.ndarray]:
-    """Findings of one index file, and the pair_keys of its entries that point at a message.
+_CHUNK = 1 << 18  # entries mapped to records at once: temporaries of a few MiB, reused, whatever the file's size
 
-    ``record_keys``: the pair_keys of every index key of every message, sorted."""
+
+class RecordKeys:
+    """Every index key of every message (row order), and which of them an entry covers."""
+
+    def __init__(self, data: CommitLogData):
+        # every key offset is its message's; ascending
+        self.rows = data.key_rows if data.key_rows is not None else data.locate(data.key_offsets)[0]
+        self.hashes = data.key_hashes
+        self.covered = np.zeros(len(self.rows), bool)
+
+    def cover(self, rows: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+        """For each entry (message row, key hash): whether the message has a key of that hash;
+        every such key is marked covered (a key given twice is indexed twice)."""
+        start = np.searchsorted(self.rows, rows, side="left")
+        count = np.searchsorted(self.rows, rows, side="right") - start
+        has = np.zeros(len(rows), bool)
+        for j in range(int(count.max(initial=0))):  # a message's keys: usually one or two
+            at = np.flatnonzero(j < count)
+            k = start[at] + j
+            eq = self.hashes[k] == hashes[at]
+            has[at[eq]] = True
+            self.covered[k[eq]] = True
+        return has
+
+
+def check_index_file(f: IndexFile, data: CommitLogData, keys: RecordKeys) -> list[Finding]:
+    """Findings of one index file; marks in ``keys`` the message keys its entries cover.
+
+    Entries are read and matched with the commit log a chunk at a time; only each entry's
+    slot and prevIndex are kept whole, for the chains."""
     path = str(f.path)
     h = f.header
     found: list = []
     if f.hash_slot_num is None:
-        return found, np.zeros(0, np.int64)
+        return found
     count = h.index_count - FIRST_INDEX  # entries 1..indexCount-1
     if h.index_count > f.index_num or h.index_count < 0:
         found.append(finding(INDEX_HEADER_MISMATCH, path, 0, f"indexCount {h.index_count} is outside "
@@ -69,30 +84,58 @@ def check_index_file(f: IndexFile, data: CommitLogData, record_keys: np.ndarray)
     count = max(count, 0)
     slots = read_records(path, SLOT_DTYPE, INDEX_HEADER_SIZE, f.hash_slot_num).astype(np.int32)
     first_at = entry_position(f.hash_slot_num, FIRST_INDEX)
-    entries = read_records(path, ENTRY_DTYPE, first_at, count)
-    if len(entries) < count:
-        found.append(finding(RECORD_TRUNCATED, path, first_at + len(entries) * ENTRY_DTYPE.itemsize,
+    size = ENTRY_DTYPE.itemsize
+    slot = np.empty(count, np.int32)
+    prev = np.empty(count, np.int32)
+    ends: list = []  # phy offsets of the first and last entry
+    no_record: list = []
+    mismatch: list = []
+    read = 0
+    while read < count:
+        entries = read_records(path, ENTRY_DTYPE, first_at + read * size, min(_CHUNK, count - read))
+        if not len(entries):
+            break
+        numbers = np.arange(FIRST_INDEX + read, FIRST_INDEX + read + len(entries), dtype=np.int64)
+        key_hash = entries["key_hash"].astype(np.int64)
+        phy = entries["phy_offset"].astype(np.int64)
+        slot[read:read + len(entries)] = np.where(key_hash >= 0, key_hash % f.hash_slot_num, -1)
+        prev[read:read + len(entries)] = entries["prev_index"]
+        ends = [int(phy[0])] if not ends else ends[:1]
+        ends.append(int(phy[-1]))
+        _match_entries(path, first_at, data, keys, h.begin_timestamp, entries, numbers, key_hash, phy,
+                       no_record, mismatch)
+        read += len(entries)
+    slot, prev = slot[:read], prev[:read]
+    if read < count:
+        found.append(finding(RECORD_TRUNCATED, path, first_at + read * size,
                              f"indexCount {h.index_count} runs past the file end"))
-    numbers = np.arange(FIRST_INDEX, FIRST_INDEX + len(entries), dtype=np.int64)
-    position = first_at + (numbers - FIRST_INDEX) * ENTRY_DTYPE.itemsize
-    key_hash = entries["key_hash"].astype(np.int64)
-    phy = entries["phy_offset"].astype(np.int64)
-    prev = entries["prev_index"].astype(np.int64)
-    slot = np.where(key_hash >= 0, key_hash % f.hash_slot_num, -1)
-    found += _header_findings(f, data, slots, phy)
-    found += _chain_findings(f, slots, numbers, position, slot, prev)
-    # entries against the records they point at (entries before the commit log's first file point at deleted data)
+    found += _header_findings(f, data, slots, np.array(ends[:1] + ends[-1:], np.int64))
+    numbers = np.arange(FIRST_INDEX, FIRST_INDEX + read, dtype=np.int64)
+    found += _chain_findings(f, slots, numbers, first_at + (numbers - FIRST_INDEX) * size, slot.astype(np.int64),
+                             prev.astype(np.int64))
+    return found + no_record + mismatch
+
+
+def _match_entries(path: str, first_at: int, data: CommitLogData, keys: RecordKeys, begin_timestamp: int,
+                   entries: np.ndarray, numbers: np.ndarray, key_hash: np.ndarray, phy: np.ndarray,
+                   no_record: list, mismatch: list) -> None:
+    """Entries against the records they point at (entries before the commit log's first file
+    point at deleted data): a message starts there, carries a key of that hash, and timeDiff
+    is its store time."""
+    def position(k: int) -> int:
+        return first_at + (int(numbers[k]) - FIRST_INDEX) * ENTRY_DTYPE.itemsize
+
     live = np.flatnonzero(phy >= data.min_offset)
     rows, hit = data.locate(phy[live])
     for k in live[~hit]:
-        found.append(finding(INDEX_ENTRY_NO_RECORD, path, int(position[k]),
-                             f"entry {int(numbers[k])} points at commit log offset {int(phy[k])}, "
-                             + ("at or past the commit log's end" if phy[k] >= data.end else "where no message starts"),
-                             commit_log_offset=int(phy[k]), entry=int(numbers[k])))
+        no_record.append(finding(INDEX_ENTRY_NO_RECORD, path, position(int(k)),
+                                 f"entry {int(numbers[k])} points at commit log offset {int(phy[k])}, "
+                                 + ("at or past the commit log's end" if phy[k] >= data.end
+                                    else "where no message starts"),
+                                 commit_log_offset=int(phy[k]), entry=int(numbers[k])))
     ok, ok_rows = live[hit], rows[hit]
-    entry_keys = pair_keys(ok_rows, key_hash[ok])
-    has_key = _contains(record_keys, entry_keys) & (key_hash[ok] >= 0)
-    want = expected_time_diff(data["store_timestamp"][ok_rows], h.begin_timestamp)
+    has_key = keys.cover(ok_rows, key_hash[ok])
+    want = expected_time_diff(data["store_timestamp"][ok_rows], begin_timestamp)
     time_ok = entries["time_diff"][ok].astype(np.int64) == want
     for j in np.flatnonzero(~has_key | ~time_ok):
         k = int(ok[j])
@@ -101,10 +144,9 @@ def check_index_file(f: IndexFile, data: CommitLogData, record_keys: np.ndarray)
             why.append(f"the message there has no key (topic#key or UNIQ_KEY) of hash {int(key_hash[k])}")
         if not time_ok[j]:
             why.append(f"timeDiff {int(entries['time_diff'][k])} s, the message's store time gives {int(want[j])} s")
-        found.append(finding(INDEX_ENTRY_MISMATCH, path, int(position[k]),
-                             f"entry {int(numbers[k])} (commit log offset {int(phy[k])}): " + "; ".join(why),
-                             commit_log_offset=int(phy[k]), entry=int(numbers[k])))
-    return found, entry_keys
+        mismatch.append(finding(INDEX_ENTRY_MISMATCH, path, position(k),
+                                f"entry {int(numbers[k])} (commit log offset {int(phy[k])}): " + "; ".join(why),
+                                commit_log_offset=int(phy[k]), entry=int(numbers[k])))
 
 
 def _header_findings(f: IndexFile, data: CommitLogData, slots: np.ndarray, phy: np.ndarray) -> list[Finding]:
@@ -214,17 +256,12 @@ def check_index(store_root: str | os.PathLike, data: CommitLogData,
     listing = list_index_files(store_root)
     files = listing.open_all()
     yield from listing.findings
-    key_rows, _ = data.locate(data.key_offsets)  # every key offset is its message's
-    record_keys = pair_keys(key_rows, data.key_hashes)
-    record_keys.sort()
-    indexed = []
+    keys = RecordKeys(data)
     claimed = []
     try:
         for f in files:
             yield from f.findings
-            found, pairs = check_index_file(f, data, record_keys)
-            yield from found
-            indexed.append(pairs)
+            yield from check_index_file(f, data, keys)
             if f.header.index_count > FIRST_INDEX:
                 claimed.append((f.header.begin_phy_offset, f.header.end_phy_offset))
             if on_bytes is not None:
@@ -242,16 +279,14 @@ def check_index(store_root: str | os.PathLike, data: CommitLogData,
         return
     if not claimed:
         return
-    yield from _not_indexed(data, key_rows, np.sort(np.concatenate(indexed)), min(c[0] for c in claimed),
-                            max(c[1] for c in claimed))
+    yield from _not_indexed(data, keys, min(c[0] for c in claimed), max(c[1] for c in claimed))
 
 
-def _not_indexed(data: CommitLogData, key_rows: np.ndarray, indexed: np.ndarray, lo: int, hi: int
-                 ) -> Iterator[Finding]:
+def _not_indexed(data: CommitLogData, keys: RecordKeys, lo: int, hi: int) -> Iterator[Finding]:
     """Messages in [lo, hi] with a key that has no entry, as runs of consecutive keyed messages."""
     inside = (data.key_offsets >= lo) & (data.key_offsets <= hi)
     offsets = data.key_offsets[inside]
-    missing_keys = ~_contains(indexed, pair_keys(key_rows[inside], data.key_hashes[inside]))
+    missing_keys = ~keys.covered[inside]
     if not missing_keys.any():
         return
     missing_offsets = np.unique(offsets[missing_keys])

@@ -9,6 +9,7 @@ dispatchBehindBytes: commit log bytes written but not dispatched yet.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import NamedTuple
 
@@ -17,12 +18,15 @@ from rmqtool.formats import properties as props
 from rmqtool.formats.crc import CRC32_RESERVED_LEN, java_digits_value
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODES, MIN_MESSAGE_LENGTH
 from rmqtool.formats.properties import bytes_to_properties
-from rmqtool.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
+from rmqtool.formats.sysflag import (TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_NOT_TYPE,
+                                     TRANSACTION_ROLLBACK_TYPE)
 from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels, tags_code
 from rmqtool.store.crc import crc32
 from rmqtool.store.message import HOSTS, PREFIX, PREFIX_SIZE, RECORD_START, RecordError, read_tail
 
 READ_WINDOW = 1 << 20  # bytes read from the commit log at once
+_SPECIAL_TOPICS = frozenset({RMQ_SYS_SCHEDULE_TOPIC})  # a delayed message's tags code is its delivery time
+COLUMN_READ_WINDOW = 8 << 20  # once a window's records came as columns: numpy's per-call cost over ~7k records
 
 
 class DispatchRequest(NamedTuple):
@@ -115,6 +119,88 @@ def check_message(buf, pos: int, limit: int, offset: int, delay_levels: DelayLev
     return total, DispatchRequest(topic, queue_id, offset, total, code, store_ts, queue_offset, keys, uniq, sys_flag)
 
 
+@dataclasses.dataclass
+class DispatchColumns:
+    """Many records' dispatch requests as arrays, in commit log order (a column block of the
+    commit log, with the records it left to check_message merged in)."""
+    topics: list  # names; ``topic`` indexes it
+    topic: object  # numpy arrays from here on
+    queue_id: object
+    commit_log_offset: object
+    msg_size: object
+    tags_code: object
+    store_timestamp: object
+    consume_queue_offset: object
+    sys_flag: object
+    key_record: object  # the row of each index key (UNIQ_KEY, then each of KEYS); none for rollback records
+    key_hash: object  # indexKeyHashMethod(topic#key)
+
+    def __len__(self) -> int:
+        return len(self.commit_log_offset)
+
+    @classmethod
+    def of(cls, block, offset0: int, requests: list) -> "DispatchColumns":
+        """A RecordColumns block of a buffer starting at commit log offset ``offset0`` (or None),
+        and DispatchRequests of other records, in commit log order."""
+        import numpy as np
+
+        from rmqtool.formats.indexfile import build_key, index_key_hash
+
+        topics = list(block.topics) if block is not None else []
+        ids = {t: k for k, t in enumerate(topics)}
+        cols = {"topic": [], "queue_id": [], "commit_log_offset": [], "msg_size": [], "tags_code": [],
+                "store_timestamp": [], "consume_queue_offset": [], "sys_flag": []}
+        key_record, key_hash = [], []
+        if block is not None and len(block):
+            for name, col in (("topic", block.topic), ("queue_id", block.queue_id),
+                              ("commit_log_offset", block.position + offset0), ("msg_size", block.size),
+                              ("tags_code", block.tags_code), ("store_timestamp", block.store_timestamp),
+                              ("consume_queue_offset", block.queue_offset), ("sys_flag", block.sys_flag)):
+                cols[name].append(np.asarray(col, np.int64))
+            key_record.append(np.asarray(block.key_record, np.int64))
+            key_hash.append(np.asarray(block.key_hash, np.int64))
+        if requests:
+            base = sum(len(c) for c in cols["topic"])
+            rows, hashes = [], []
+            for i, r in enumerate(requests):
+                if r.sys_flag & TRANSACTION_MASK != TRANSACTION_ROLLBACK_TYPE:  # buildIndex skips rollback
+                    keys = ([] if r.uniq_key is None else [r.uniq_key]) + props.split_keys(r.keys)
+                    rows += [base + i] * len(keys)
+                    hashes += [index_key_hash(build_key(r.topic, k)) for k in keys]
+            cols["topic"].append(np.array([ids.setdefault(r.topic, len(ids)) for r in requests], np.int64))
+            topics = list(ids)
+            for name, k in (("queue_id", 1), ("commit_log_offset", 2), ("msg_size", 3), ("tags_code", 4),
+                            ("store_timestamp", 5), ("consume_queue_offset", 6), ("sys_flag", 9)):
+                cols[name].append(np.array([r[k] for r in requests], np.int64))
+            key_record.append(np.array(rows, np.int64))
+            key_hash.append(np.array(hashes, np.int64))
+        joined = {name: np.concatenate(parts) if parts else np.zeros(0, np.int64) for name, parts in cols.items()}
+        record = np.concatenate(key_record) if key_record else np.zeros(0, np.int64)
+        hashes = np.concatenate(key_hash) if key_hash else np.zeros(0, np.int64)
+        if requests and block is not None and len(block):  # the others lie among the block's records
+            order = np.argsort(joined["commit_log_offset"], kind="stable")
+            joined = {name: col[order] for name, col in joined.items()}
+            rank = np.empty(len(order), np.int64)
+            rank[order] = np.arange(len(order))
+            record = rank[record]
+            key_order = np.argsort(record, kind="stable")
+            record, hashes = record[key_order], hashes[key_order]
+        return cls(topics, key_record=record, key_hash=hashes, **joined)
+
+    def select(self, rows) -> "DispatchColumns":
+        """The requests at ``rows`` (ascending), with their keys."""
+        import numpy as np
+
+        keep = np.zeros(len(self), bool)
+        keep[rows] = True
+        renumber = np.cumsum(keep) - 1
+        with_key = keep[self.key_record]
+        fields = {f.name: getattr(self, f.name)[rows] for f in dataclasses.fields(self)
+                  if f.name not in ("topics", "key_record", "key_hash")}
+        return DispatchColumns(self.topics, key_record=renumber[self.key_record[with_key]],
+                               key_hash=self.key_hash[with_key], **fields)
+
+
 class CommitLogDispatcher:
     """doDispatch: a consume queue unit (normal and commit records), then index entries."""
 
@@ -162,6 +248,45 @@ class CommitLogDispatcher:
         if last_ts and self.checkpoint is not None:
             self.checkpoint.logics_msg_timestamp = last_ts
 
+    def dispatch_columns(self, cols: DispatchColumns) -> None:
+        """:meth:`dispatch` for requests as arrays: each queue's runs of consecutive queue
+        offsets found with numpy and written with put_run, the index entries written as arrays."""
+        import numpy as np
+
+        if not len(cols):
+            return
+        tran = cols.sys_flag & TRANSACTION_MASK
+        dispatched = (tran == TRANSACTION_NOT_TYPE) | (tran == TRANSACTION_COMMIT_TYPE)
+        skipped = [k for k, t in enumerate(cols.topics) if t in self.skip_topics]
+        if skipped:
+            dispatched &= ~np.isin(cols.topic, skipped)
+        rows = np.flatnonzero(dispatched)
+        last_ts = 0
+        if len(rows):
+            tq = cols.topic[rows] * (1 << 32) + (cols.queue_id[rows] & 0xFFFFFFFF)
+            order = rows[np.argsort(tq, kind="stable")]  # each queue's records, in commit log order
+            tq_sorted = cols.topic[order] * (1 << 32) + (cols.queue_id[order] & 0xFFFFFFFF)
+            qo = cols.consume_queue_offset[order]
+            breaks = np.flatnonzero((tq_sorted[1:] != tq_sorted[:-1]) | (qo[1:] != qo[:-1] + 1)) + 1
+            starts = np.concatenate(([0], breaks)).tolist()
+            stops = np.concatenate((breaks, [len(order)])).tolist()
+            units = np.column_stack((cols.commit_log_offset[order], cols.msg_size[order],
+                                     cols.tags_code[order])).ravel().tolist()
+            topic_of, queue_of, first_of = cols.topic[order].tolist(), cols.queue_id[order].tolist(), qo.tolist()
+            queues = self._queues
+            find = self.consume_queues.find
+            for a, b in zip(starts, stops):
+                topic, queue_id = cols.topics[topic_of[a]], queue_of[a]
+                cq = queues.get((topic, queue_id)) or find(topic, queue_id)
+                if not cq.put_run(first_of[a], units[3 * a:3 * b]):
+                    raise StoreAccessError(f"consume queue {topic}/{queue_id} refused offset {first_of[a]}",
+                                           cq.directory)
+            last_ts = int(cols.store_timestamp[rows[-1]])
+        if self.index_service is not None:
+            self.index_service.build_index_columns(cols)
+        if last_ts and self.checkpoint is not None:
+            self.checkpoint.logics_msg_timestamp = last_ts
+
     def dispatch_one(self, topic: str, queue_id: int, commit_log_offset: int, msg_size: int, tags_code: int,
                      store_timestamp: int, consume_queue_offset: int, keys: str | None, uniq_key: str | None,
                      sys_flag: int) -> None:
@@ -192,6 +317,9 @@ class ReputMessageService:
         self._stopped = False
         self.error: BaseException | None = None
         self.on_error = None  # called (in the service's thread) after a failure
+        # clean records read as columns (store/record_columns.py), when the dispatcher takes them
+        self.columns = hasattr(dispatcher, "dispatch_columns")
+        self._topic_hashes: dict = {}
 
     def behind(self) -> int:
         """dispatchBehindBytes."""
@@ -209,16 +337,30 @@ class ReputMessageService:
             while self.reput_from_offset < cl.max_offset:
                 offset = self.reput_from_offset
                 data = cl.read(offset, window)
+                pieces: list = []  # DispatchColumns and lists of requests, in commit log order
                 requests = []
                 pos = 0
                 rolled = False
+                columns = False
                 while pos < len(data):
+                    if self.columns:
+                        from rmqtool.store.record_columns import column_run  # numpy: loaded when dispatching
+                        j, block, special = column_run(data, pos, len(data), offset, 0, self._topic_hashes,
+                                                       _SPECIAL_TOPICS, check_crc=False)
+                        if j > pos:  # clean records as arrays; the others one by one, as below
+                            if requests:
+                                pieces.append(requests)
+                                requests = []
+                            pieces.append(self._columns_of(data, offset, block, special, pieces))
+                            pos = j
+                            columns = True
+                            continue
                     try:
                         n, req = check_message(data, pos, len(data), offset + pos, self.delay_levels)
                     except IndexError:
                         break  # the record goes on past what was read
                     except RecordUnreadable as exc:
-                        self._dispatch(requests)
+                        self._dispatch_pieces(pieces + [requests])
                         self.reput_from_offset = offset + pos
                         seg = cl.segment_of(offset + pos)
                         raise CorruptData(f"cannot dispatch: {exc.reason}", seg[1] if seg else cl.directory,
@@ -228,14 +370,14 @@ class ReputMessageService:
                         break
                     requests.append(req)
                     pos += n
-                self._dispatch(requests)
-                count += len(requests)
+                pieces.append(requests)
+                count += self._dispatch_pieces(pieces)
                 if rolled:
                     here = offset + pos
                     self.reput_from_offset = here - here % size + size
                 elif pos:
                     self.reput_from_offset = offset + pos
-                    window = READ_WINDOW
+                    window = COLUMN_READ_WINDOW if columns else READ_WINDOW
                 else:
                     need = _record_size(data)
                     if need > window:
@@ -243,6 +385,35 @@ class ReputMessageService:
                         continue
                     break  # not all written yet
             return count
+
+    def _columns_of(self, data, offset: int, block, special: list, pieces: list) -> DispatchColumns:
+        """A column run's records as DispatchColumns; its special records read by check_message.
+        One it refuses (a DELAY that is no number) stops the dispatch there, as the loop does."""
+        requests = []
+        for k in special:
+            try:
+                requests.append(check_message(data, k, len(data), offset + k, self.delay_levels)[1])
+            except RecordUnreadable as exc:
+                import numpy as np
+
+                before = DispatchColumns.of(block, offset, requests)
+                self._dispatch_pieces(pieces + [before.select(np.flatnonzero(before.commit_log_offset < offset + k))])
+                self.reput_from_offset = offset + k
+                seg = self.commit_log.segment_of(offset + k)
+                raise CorruptData(f"cannot dispatch: {exc.reason}", seg[1] if seg else self.commit_log.directory,
+                                  (offset + k) % self.commit_log.mapped_file_size) from None
+        return DispatchColumns.of(block, offset, requests)
+
+    def _dispatch_pieces(self, pieces: list) -> int:
+        n = 0
+        for piece in pieces:
+            if isinstance(piece, DispatchColumns):
+                if len(piece):
+                    self.dispatcher.dispatch_columns(piece)
+            else:
+                self._dispatch(piece)
+            n += len(piece)
+        return n
 
     def _dispatch(self, requests) -> None:
         if requests:

@@ -33,6 +33,20 @@ assert (HEADER.size, ENTRY.size, SLOT.size) == (INDEX_HEADER_SIZE, INDEX_SIZE, H
 _SLOT_UNPACK, _SLOT_PACK, _ENTRY_PACK = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
 _INT_MAX = 2**31 - 1
 _M32 = 0xFFFFFFFF
+# the same layouts as numpy dtypes, for put_entry_arrays (numpy is imported only when used)
+_ENTRY_DTYPE = None
+_SLOT_DTYPE = None
+
+
+def _dtypes() -> None:
+    global _ENTRY_DTYPE, _SLOT_DTYPE
+    if _ENTRY_DTYPE is None:
+        import numpy as np
+
+        from rmqtool.formats.indexfile import IndexEntry
+        from rmqtool.store.arrays import dtype_of
+        assert SLOT.format in (">i", ">l") and SLOT.size == 4
+        _ENTRY_DTYPE, _SLOT_DTYPE = dtype_of(IndexEntry), np.dtype(">i4")
 
 
 # --- the index key hash, fast ----------------------------------------------------------------
@@ -224,6 +238,57 @@ class IndexFileWriter:
         self.end_timestamp = ts
         return stop
 
+    def put_entry_arrays(self, hashes, offsets, timestamps, start: int = 0) -> int:
+        """:meth:`put_entries` for numpy arrays of keyHash, phyOffset and storeTimestamp, all
+        at once: each slot's chain is linked by sorting the entries by slot (the first of a
+        slot names what the table held, if valid then, the others the one before), and each
+        used slot gets its newest entry. Writes the bytes put_entries would write."""
+        import numpy as np
+
+        _dtypes()
+        count = self.index_count
+        stop = min(len(hashes), start + self.index_num - count)
+        if stop <= start:
+            return start
+        h = np.asarray(hashes[start:stop], np.int64)
+        off = np.asarray(offsets[start:stop], np.int64)
+        ts = np.asarray(timestamps[start:stop], np.int64)
+        k = len(h)
+        slots = self.hash_slot_num
+        numbers = count + np.arange(k, dtype=np.int64)
+        slot = h % slots
+        table = np.frombuffer(self.mm, _SLOT_DTYPE, count=slots, offset=slot_position(0))
+        order = np.argsort(slot, kind="stable")
+        s_sorted = slot[order]
+        first = np.ones(k, bool)
+        first[1:] = s_sorted[1:] != s_sorted[:-1]
+        prev = np.empty(k, np.int64)
+        prev[order[1:]] = numbers[order[:-1]]
+        heads = order[first]
+        held = table[slot[heads]].astype(np.int64)
+        valid = (held > INVALID_INDEX) & (held <= numbers[heads])
+        prev[heads] = np.where(valid, held, INVALID_INDEX)
+        begin = self.begin_timestamp
+        begins = np.full(k, begin, np.int64)
+        if count <= 1:  # the file's first entry sets the begin fields for the ones after it
+            begins[1:] = ts[0]
+            self.begin_phy_offset = int(off[0])
+            self.begin_timestamp = int(ts[0])
+        time_diff = np.where(begins <= 0, 0, np.clip((ts - begins) // 1000, 0, _INT_MAX))
+        entries = np.empty(k, _ENTRY_DTYPE)
+        entries["key_hash"], entries["phy_offset"] = h, off
+        entries["time_diff"], entries["prev_index"] = time_diff, prev
+        at = entry_position(slots, count)
+        self.mm[at:at + k * INDEX_SIZE] = entries.tobytes()
+        last = np.ones(k, bool)
+        last[:-1] = s_sorted[1:] != s_sorted[:-1]
+        table[s_sorted[last]] = numbers[order[last]]
+        self.hash_slot_count += int(np.count_nonzero(~valid))
+        self.index_count = count + k
+        self.end_phy_offset = int(off[-1])
+        self.end_timestamp = int(ts[-1])
+        return stop
+
     def write_header(self) -> None:
         """IndexHeader's fields into the file (the writer calls it after each message's keys)."""
         HEADER.pack_into(self.mm, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
@@ -375,6 +440,28 @@ class IndexServiceWriter:
                         add((key_hash(topic, key), offset, ts))
         if entries:
             f = self._put_all(f, entries, requests[-1][2])
+        f.write_header()
+
+    def build_index_columns(self, cols) -> None:
+        """:meth:`build_index_many` for requests as arrays (dispatcher.DispatchColumns, whose
+        keys are hashed already and leave rollback records out): entries written with
+        put_entry_arrays, files rolling where build_index_many rolls them."""
+        if not len(cols):
+            return
+        f = self.last
+        if f is None or f.index_count >= f.index_num:
+            f = self._last_file()
+        end = f.end_phy_offset  # offsets only grow: a message before it was indexed already
+        offsets = cols.commit_log_offset[cols.key_record]
+        keep = offsets >= end
+        hashes, offsets = cols.key_hash[keep], offsets[keep]
+        timestamps = cols.store_timestamp[cols.key_record[keep]]
+        if len(hashes):
+            last_offset = int(cols.commit_log_offset[-1])
+            done = f.put_entry_arrays(hashes, offsets, timestamps)
+            while f.index_count >= f.index_num and (done < len(hashes) or last_offset > offsets[done - 1]):
+                f = self._last_file()
+                done = f.put_entry_arrays(hashes, offsets, timestamps, done)
         f.write_header()
 
     def _put_all(self, f: IndexFileWriter, entries: list, last_offset: int) -> IndexFileWriter:

@@ -31,7 +31,7 @@ from rmqtool.formats import properties as props
 from rmqtool.formats.commitlog import (MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH_V1, MESSAGE_MAGIC_CODE_V1,
                                        MESSAGE_MAGIC_CODE_V2, MIN_MESSAGE_LENGTH, STORE_TIMESTAMP_AT, MessageHosts,
                                        MessagePrefix)
-from rmqtool.formats.crc import CRC32_DIGITS, CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN, JAVA_CRC_MASK
+from rmqtool.formats.crc import CRC32_DIGITS, CRC32_RESERVED_LEN, JAVA_CRC_MASK
 from rmqtool.formats.indexfile import java_string_hash
 from rmqtool.formats.sysflag import INNER_BATCH_FLAG, TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
 from rmqtool.store import crc as crc_module
@@ -54,14 +54,12 @@ _NAME_BYTES = 16  # a name's first bytes compared (the names looked for are shor
 _NAMES = {name: name.encode("ascii") for name in (props.PROPERTY_KEYS, props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
                                                   props.PROPERTY_TAGS, props.PROPERTY_CRC32)}
 assert all(len(b) <= 8 for b in _NAMES.values())
-# CRC32_ENTRY_HEAD, then 10 digits, then the separator: stored_record_crc's shape
-_CRC_HEAD = np.frombuffer(CRC32_ENTRY_HEAD, np.uint8)
 _DIGIT_WEIGHTS = np.array([10 ** k for k in range(CRC32_DIGITS)], np.int64)  # least significant first
-_TOPIC_MAX = 255
+_TOPIC_MAX = 255  # longer topics (V2 records) are rare: decode_message reads them
 # the bytes the properties parse stops at: separators, the key separator, anything not ASCII
 _CLASS = np.zeros(256, bool)
 _CLASS[[_SEP, _NV, _SPACE]] = True
-_CLASS[0x80:] = True  # longer topics (V2 records) are rare: decode_message reads them
+_CLASS[0x80:] = True
 
 
 @dataclasses.dataclass
@@ -156,7 +154,8 @@ def _index_hash(h: np.ndarray) -> np.ndarray:
 
 
 def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topic_hashes: dict,
-               special_topics: frozenset = frozenset()) -> tuple[int, RecordColumns | None, list]:
+               special_topics: frozenset = frozenset(), check_crc: bool = True
+               ) -> tuple[int, RecordColumns | None, list]:
     """(where the run stopped, the plain records' columns, positions of the special records).
 
     Records from ``i`` whole in ``buf`` and starting before ``stop``; the index returned is
@@ -166,6 +165,8 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
     special records are given as indices in ``buf``. ``topic_hashes``: a cache of
     String.hashCode("topic#") by topic, kept by the caller. ``special_topics``: topics
     whose records the caller wants as Messages (the delay topic: its tags code is a time).
+    ``check_crc`` False (dispatch: checkMessageAndReturnSize without checkCRC): body CRCs
+    and physicalOffset fields are not looked at, and make no record special.
     """
     positions, _ = _hop(buf, i, stop)
     if not positions:
@@ -220,19 +221,18 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
                                                             topic_end[:n], props_at[:n])
         topic_len = topic_len[:n]
     special = ((sys_flag & INNER_BATCH_FLAG) != 0) | (topic_len > _TOPIC_MAX)
-    special |= h["physical_offset"] != offset0 + pos
-
-    # body CRCs: one C call a record over a view of the buffer
-    crc32 = crc_module.fast_crc32
-    view = memoryview(buf)
-    try:
-        starts = body_at.tolist()
-        ends = body_end.tolist()
-        crcs = np.fromiter((crc32(view[a:b]) for a, b in zip(starts, ends)), np.int64, count=n)
-    finally:
-        view.release()
-    stored_crc = h["body_crc"].astype(np.int64)
-    special |= np.where(body_end > body_at, (crcs & JAVA_CRC_MASK) != stored_crc, stored_crc != 0)
+    if check_crc:
+        special |= h["physical_offset"] != offset0 + pos
+        # body CRCs: one C call a record over a view of the buffer
+        crc32 = crc_module.fast_crc32
+        view = memoryview(buf)
+        try:
+            crcs = np.fromiter((crc32(view[a:b]) for a, b in zip(body_at.tolist(), body_end.tolist())), np.int64,
+                               count=n)
+        finally:
+            view.release()
+        stored_crc = h["body_crc"].astype(np.int64)
+        special |= np.where(body_end > body_at, (crcs & JAVA_CRC_MASK) != stored_crc, stored_crc != 0)
 
     # topics: by length, then by their bytes (one topic a run is the common case)
     topic_idx = np.zeros(n, np.int64)
@@ -337,14 +337,18 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
         stored = digits[shaped] @ _DIGIT_WEIGHTS
         keep = ~special[recs]
         recs, stored = recs[keep], stored[keep]
-        view = memoryview(buf)
-        try:
-            got = np.fromiter((crc32(view[a:b]) for a, b in zip(pos[recs].tolist(),
-                                                               (end[recs] - CRC32_RESERVED_LEN).tolist())),
-                              np.int64, count=len(recs))
-        finally:
-            view.release()
-        good = (got & JAVA_CRC_MASK) == stored
+        if check_crc:
+            crc32 = crc_module.fast_crc32
+            view = memoryview(buf)
+            try:
+                got = np.fromiter((crc32(view[a:b]) for a, b in zip(pos[recs].tolist(),
+                                                                   (end[recs] - CRC32_RESERVED_LEN).tolist())),
+                                  np.int64, count=len(recs))
+            finally:
+                view.release()
+            good = (got & JAVA_CRC_MASK) == stored
+        else:
+            good = np.ones(len(recs), bool)
         special[recs[~good]] = True
         crc_entry[recs[good]] = True
     # a trailing entry of the reserved shape that is not a readable __CRC32#: crc_entry_state decides

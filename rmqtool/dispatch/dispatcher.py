@@ -26,6 +26,7 @@ from rmqtool.store.message import HOSTS, PREFIX, PREFIX_SIZE, RECORD_START, Reco
 
 READ_WINDOW = 1 << 20  # bytes read from the commit log at once
 _SPECIAL_TOPICS = frozenset({RMQ_SYS_SCHEDULE_TOPIC})  # a delayed message's tags code is its delivery time
+COLUMN_REPUT = True  # False: every record through check_message (tests compare the two)
 COLUMN_READ_WINDOW = 8 << 20  # once a window's records came as columns: numpy's per-call cost over ~7k records
 
 
@@ -318,7 +319,7 @@ class ReputMessageService:
         self.error: BaseException | None = None
         self.on_error = None  # called (in the service's thread) after a failure
         # clean records read as columns (store/record_columns.py), when the dispatcher takes them
-        self.columns = hasattr(dispatcher, "dispatch_columns")
+        self.columns = COLUMN_REPUT and hasattr(dispatcher, "dispatch_columns")
         self._topic_hashes: dict = {}
 
     def behind(self) -> int:

@@ -1,0 +1,71 @@
+"""Dispatch reads clean records as columns (ReputMessageService with DispatchColumns): what it
+builds is byte for byte what dispatching every record through check_message builds, on every
+fixture store, crash store and generated log, selections and --from-offset included."""
+from __future__ import annotations
+
+import hashlib
+import pathlib
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import CLEAN_SCENARIOS, FIXTURES, V4, V5
+from rmqtool.dispatch import dispatcher
+from rmqtool.engine.redispatch import Selection, build
+
+# clean stores, the broker's recovered crash stores, and damaged inputs (built alike or refused alike)
+STORES = ([d / "store" for d in CLEAN_SCENARIOS.values()]
+          + sorted(p / kind / "store" for root in (V4 / "crash", V4 / "crash-fast", V5 / "crash5", FIXTURES / "crash-made")
+                   for p in root.iterdir() for kind in ("expected", "input")
+                   if (p / kind / "store" / "commitlog").is_dir()))
+
+
+def _files(root: pathlib.Path) -> dict:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _both(store, tmp_path, **kw) -> tuple:
+    out = []
+    for flag in (True, False):
+        saved, dispatcher.COLUMN_REPUT = dispatcher.COLUMN_REPUT, flag
+        try:
+            built = build(store, tmp_path / f"staging-{flag}", clock=lambda: 1_700_000_000_000, **kw)
+        except Exception as exc:  # the same refusal either way
+            out.append(("refused", type(exc).__name__, str(exc)))
+            continue
+        finally:
+            dispatcher.COLUMN_REPUT = saved
+        out.append((built.records, built.queues, _files(built.staging)))
+    return tuple(out)
+
+
+@pytest.mark.parametrize("store", STORES, ids=lambda p: "/".join(p.parts[-4:-1]))
+def test_columns_build_what_check_message_builds(store, tmp_path):
+    columns, one_by_one = _both(store, tmp_path)
+    assert columns == one_by_one
+
+
+def test_selection_and_from_offset(tmp_path):
+    store = V4 / "basic" / "store"
+    for i, kw in enumerate(({"selection": Selection(topics=("OrderTopic",))},
+                            {"selection": Selection(queue_id=1)}, {"from_offset": 300_000})):
+        columns, one_by_one = _both(store, tmp_path / str(i), **kw)
+        assert columns == one_by_one and columns[0]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(body=st.sampled_from([0, 100, 3000]), prop_crc=st.booleans(), index_entries=st.sampled_from([7, 50, 400]))
+def test_generated_logs_with_small_index_files(tmp_path_factory, body, prop_crc, index_entries):
+    from benchmarks.gen import GenSpec, build_commitlog
+
+    from helpers import LONG_TOPIC
+
+    root = tmp_path_factory.mktemp("gen")
+    build_commitlog(root / "commitlog", GenSpec(segment_size=64 << 10, segments=3, body_size=body,
+                                                topics=("T", LONG_TOPIC), queues=3, ipv6_queues=(1,),
+                                                append_prop_crc=prop_crc))
+    columns, one_by_one = _both(root, tmp_path_factory.mktemp("out"), index_slots=5, index_entries=index_entries)
+    assert columns == one_by_one

@@ -264,9 +264,11 @@ class CommitLogDispatcher:
         rows = np.flatnonzero(dispatched)
         last_ts = 0
         if len(rows):
-            tq = cols.topic[rows] * (1 << 32) + (cols.queue_id[rows] & 0xFFFFFFFF)
+            from rmqtool.store.record_columns import topic_queue_codes
+
+            tq = topic_queue_codes(cols.topic[rows], cols.queue_id[rows])
             order = rows[np.argsort(tq, kind="stable")]  # each queue's records, in commit log order
-            tq_sorted = cols.topic[order] * (1 << 32) + (cols.queue_id[order] & 0xFFFFFFFF)
+            tq_sorted = topic_queue_codes(cols.topic[order], cols.queue_id[order])
             qo = cols.consume_queue_offset[order]
             breaks = np.flatnonzero((tq_sorted[1:] != tq_sorted[:-1]) | (qo[1:] != qo[:-1] + 1)) + 1
             starts = np.concatenate(([0], breaks)).tolist()

@@ -104,24 +104,19 @@ class _Filter:
         if chosen:
             self.inner.dispatch(chosen)
 
-
     def dispatch_columns(self, cols) -> None:
         import numpy as np
 
+        from rmqtool.store.record_columns import topic_queue_codes, topic_queue_of
+
         chosen = cols.commit_log_offset >= self.from_offset
-        pair = cols.topic * (1 << 32) + (cols.queue_id & 0xFFFFFFFF)
-        uniq, inverse = np.unique(pair, return_inverse=True)
-        wanted = np.array([self.selection.wants(cols.topics[p >> 32], _signed32(p & 0xFFFFFFFF))
-                           for p in uniq.tolist()], bool)
+        uniq, inverse = np.unique(topic_queue_codes(cols.topic, cols.queue_id), return_inverse=True)
+        wanted = np.array([self.selection.wants(*topic_queue_of(p, cols.topics)) for p in uniq.tolist()], bool)
         chosen &= wanted[inverse.reshape(-1)]
         rows = np.flatnonzero(chosen)
         self.records += len(rows)
         if len(rows):
             self.inner.dispatch_columns(cols if len(rows) == len(cols) else cols.select(rows))
-
-
-def _signed32(v: int) -> int:
-    return v - (1 << 32) if v >= 1 << 31 else v
 
 
 @dataclasses.dataclass

@@ -82,6 +82,17 @@ class RecordColumns:
         return len(self.position)
 
 
+def topic_queue_codes(topic, queue_id):
+    """(topic index, queue id) arrays as one sortable int64 code a topic-queue."""
+    return topic * (1 << 32) + (queue_id & 0xFFFFFFFF)
+
+
+def topic_queue_of(code: int, topics: list) -> tuple[str, int]:
+    """The (topic, queue id) a code of :func:`topic_queue_codes` stands for."""
+    queue_id = code & 0xFFFFFFFF
+    return topics[code >> 32], queue_id - (1 << 32) if queue_id >= 1 << 31 else queue_id
+
+
 _powers_cache: dict = {}
 
 

@@ -27,7 +27,7 @@ from rmqtool.formats.indexfile import build_key
 from rmqtool.formats.sysflag import (INNER_BATCH_FLAG, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK,
                                      TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE)
 from rmqtool.store.commitlog import Blank, ColumnMode, findings_of
-from rmqtool.store.record_columns import RecordColumns
+from rmqtool.store.record_columns import RecordColumns, topic_queue_codes, topic_queue_of
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.message import Message
 from rmqtool.store.parallel import SegmentJob, iter_parallel, segment_jobs
@@ -177,11 +177,11 @@ def _block_rows(block: RecordColumns, base_offset: int, tq_ids: dict) -> tuple[d
     """A column block as verify's rows: what _message_row computes, for plain records at once."""
     n = len(block)
     # topic-queue ids: topics of the block by queue id, through the segment's table
-    pair = block.topic * (1 << 32) + (block.queue_id & 0xFFFFFFFF)
+    pair = topic_queue_codes(block.topic, block.queue_id)
     uniq, inverse = np.unique(pair, return_inverse=True)
     ids = []
     for code in uniq.tolist():
-        key = (block.topics[code >> 32], _signed32(code & 0xFFFFFFFF))
+        key = topic_queue_of(code, block.topics)
         tq = tq_ids.get(key)
         if tq is None:
             tq = tq_ids[key] = len(tq_ids)
@@ -197,10 +197,6 @@ def _block_rows(block: RecordColumns, base_offset: int, tq_ids: dict) -> tuple[d
             "crc": np.where(block.crc_entry, CRC_PRESENT, CRC_NONE), "sys_flag": block.sys_flag,
             "has_keys": has_keys}
     return rows, offset[block.key_record], block.key_hash
-
-
-def _signed32(v: int) -> int:
-    return v - (1 << 32) if v >= 1 << 31 else v
 
 
 def _message_row(r: Message, delay: DelayLevels, tq_ids: dict, add: tuple, keys: _Keys, found: list) -> None:

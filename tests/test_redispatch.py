@@ -133,18 +133,44 @@ def test_a_locked_store_is_refused(tmp_path):
         holder.wait()
 
 
-def test_batch_consume_queues_are_left_as_they_are(store_copy):
-    """A 5.x store's batch topics: redispatch writes no plain consume queue for them (the
-    broker dispatches them into batchconsumequeue/), says so, and builds the rest."""
-    from typer.testing import CliRunner
-
-    from rmqtool.cli.app import app
+def test_batch_consume_queues_are_built_as_the_broker_built_them(store_copy):
+    """A 5.x store's batch topics: their units go to batchconsumequeue/ (one 46-byte unit a
+    stored batch), byte for byte as the 5.3.3 broker wrote them, and no plain consume queue."""
     from rmqtool.store.config import batch_topics
     store = store_copy(V5 / "batchcq" / "store")
     batch = batch_topics(store)
     assert batch and all((store / "batchconsumequeue" / t).is_dir() for t in batch)
-    r = CliRunner().invoke(app, ["redispatch", str(store), "-f", "json"])
+    r = _run("redispatch", store, "-f", "json")
     doc = json.loads(r.stdout)
-    assert r.exit_code == 0 and doc["batch_topics_left"] == sorted(batch)
-    assert not any(t in c["file"] for c in doc["changes"] for t in batch)
+    assert r.exit_code == 0 and doc["batch_topics_left"] == []
+    built = [c for c in doc["changes"] if "/batchconsumequeue/" in c["file"]]
+    on_disk = [p for p in (store / "batchconsumequeue").rglob("*") if p.is_file()]
+    assert len(built) == len(on_disk) and all(c["kind"] == "same" for c in built)
     assert not any((store / "consumequeue" / t).exists() for t in batch)
+
+
+def test_batch_consume_queues_are_left_as_they_are_from_an_offset(store_copy):
+    """--from-offset rebuilds plain queues from there; batch queues are left, and said to be."""
+    from rmqtool.store.config import batch_topics
+    store = store_copy(V5 / "batchcq" / "store")
+    r = _run("redispatch", store, "-f", "json", "--from-offset", 20_000)
+    doc = json.loads(r.stdout)
+    assert doc["batch_topics_left"] == sorted(batch_topics(store))
+    assert not any("/batchconsumequeue/" in c["file"] for c in doc["changes"])
+
+
+def test_a_deleted_batch_queue_comes_back_as_it_was_and_undo_removes_it_again(tmp_path):
+    src = V5 / "batchcq" / "store"
+    root = _copy(src, tmp_path / "s")
+    shutil.rmtree(root / "batchconsumequeue" / "BatchCQTopic" / "1")
+    deleted = _state(root)
+    r = _run("redispatch", root, "-f", "json")
+    assert r.exit_code == 3
+    created = [c for c in json.loads(r.stdout)["changes"] if c["kind"] == "create"]
+    assert created and all("batchconsumequeue/BatchCQTopic/1/" in c["file"] for c in created)
+    r = _run("redispatch", root, "--cq", "--apply", "--backup-dir", tmp_path / "b")
+    assert r.exit_code == 0, r.output
+    assert _state(root) == _state(src)
+    assert _run("redispatch", root).exit_code == 0  # nothing differs now
+    assert _run("undo", tmp_path / "b").exit_code == 0
+    assert _state(root) == deleted

@@ -10,6 +10,7 @@ dispatchBehindBytes: commit log bytes written but not dispatched yet.
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 from typing import NamedTuple
 
@@ -25,6 +26,7 @@ from rmqtool.store.crc import crc32
 from rmqtool.store.message import HOSTS, PREFIX, PREFIX_SIZE, RECORD_START, RecordError, read_tail
 
 READ_WINDOW = 1 << 20  # bytes read from the commit log at once
+_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")  # what Long.parseLong and Short.parseShort take (then their range)
 _SPECIAL_TOPICS = frozenset({RMQ_SYS_SCHEDULE_TOPIC})  # a delayed message's tags code is its delivery time
 COLUMN_REPUT = True  # False: every record through check_message (tests compare the two)
 COLUMN_READ_WINDOW = 8 << 20  # once a window's records came as columns: numpy's per-call cost over ~7k records
@@ -42,6 +44,9 @@ class DispatchRequest(NamedTuple):
     keys: str | None
     uniq_key: str | None
     sys_flag: int
+    # a batch consume queue's unit (5.x): INNER_BASE and INNER_NUM when both are there, else the queue offset and 1
+    msg_base_offset: int | None = None  # None: the queue offset
+    batch_size: int = 1
 
 
 class RecordUnreadable(Exception):
@@ -117,7 +122,16 @@ def check_message(buf, pos: int, limit: int, offset: int, delay_levels: DelayLev
             raise RecordUnreadable("no __CRC32# property to check")
         if crc32(memoryview(buf)[pos:end - CRC32_RESERVED_LEN]) != expected:
             raise RecordUnreadable("__CRC32# property CRC mismatch")
-    return total, DispatchRequest(topic, queue_id, offset, total, code, store_ts, queue_offset, keys, uniq, sys_flag)
+    base, batch = queue_offset, 1
+    if props.PROPERTY_INNER_NUM in properties and props.PROPERTY_INNER_BASE in properties:
+        base_text, batch_text = properties[props.PROPERTY_INNER_BASE], properties[props.PROPERTY_INNER_NUM]
+        base = int(base_text) if _JAVA_INTEGER.fullmatch(base_text) else None
+        batch = int(batch_text) if _JAVA_INTEGER.fullmatch(batch_text) else None
+        if base is None or batch is None or not -(1 << 63) <= base < 1 << 63 or not -(1 << 15) <= batch < 1 << 15:
+            # 5.3.3 fails the whole record here (4.9.8 never reads them): left out of any batch queue instead
+            base, batch = -1, -1
+    return total, DispatchRequest(topic, queue_id, offset, total, code, store_ts, queue_offset, keys, uniq, sys_flag,
+                                  base, batch)
 
 
 @dataclasses.dataclass
@@ -133,6 +147,8 @@ class DispatchColumns:
     store_timestamp: object
     consume_queue_offset: object
     sys_flag: object
+    msg_base_offset: object  # of a batch consume queue unit
+    batch_size: object
     key_record: object  # the row of each index key (UNIQ_KEY, then each of KEYS); none for rollback records
     key_hash: object  # indexKeyHashMethod(topic#key)
 
@@ -150,14 +166,16 @@ class DispatchColumns:
         topics = list(block.topics) if block is not None else []
         ids = {t: k for k, t in enumerate(topics)}
         cols = {"topic": [], "queue_id": [], "commit_log_offset": [], "msg_size": [], "tags_code": [],
-                "store_timestamp": [], "consume_queue_offset": [], "sys_flag": []}
+                "store_timestamp": [], "consume_queue_offset": [], "sys_flag": [], "msg_base_offset": [],
+                "batch_size": []}
         key_record, key_hash = [], []
         if block is not None and len(block):
             for name, col in (("topic", block.topic), ("queue_id", block.queue_id),
                               ("commit_log_offset", block.position + offset0), ("msg_size", block.size),
                               ("tags_code", block.tags_code), ("store_timestamp", block.store_timestamp),
-                              ("consume_queue_offset", block.queue_offset), ("sys_flag", block.sys_flag)):
-                cols[name].append(np.asarray(col, np.int64))
+                              ("consume_queue_offset", block.queue_offset), ("sys_flag", block.sys_flag),
+                              ("msg_base_offset", block.queue_offset), ("batch_size", np.ones(len(block)))):
+                cols[name].append(np.asarray(col, np.int64))  # no INNER_* property in a block: base and 1
             key_record.append(np.asarray(block.key_record, np.int64))
             key_hash.append(np.asarray(block.key_hash, np.int64))
         if requests:
@@ -171,8 +189,9 @@ class DispatchColumns:
             cols["topic"].append(np.array([ids.setdefault(r.topic, len(ids)) for r in requests], np.int64))
             topics = list(ids)
             for name, k in (("queue_id", 1), ("commit_log_offset", 2), ("msg_size", 3), ("tags_code", 4),
-                            ("store_timestamp", 5), ("consume_queue_offset", 6), ("sys_flag", 9)):
-                cols[name].append(np.array([r[k] for r in requests], np.int64))
+                            ("store_timestamp", 5), ("consume_queue_offset", 6), ("sys_flag", 9),
+                            ("msg_base_offset", 10), ("batch_size", 11)):
+                cols[name].append(np.array([r[k] if r[k] is not None else r[6] for r in requests], np.int64))
             key_record.append(np.array(rows, np.int64))
             key_hash.append(np.array(hashes, np.int64))
         joined = {name: np.concatenate(parts) if parts else np.zeros(0, np.int64) for name, parts in cols.items()}
@@ -187,6 +206,13 @@ class DispatchColumns:
             key_order = np.argsort(record, kind="stable")
             record, hashes = record[key_order], hashes[key_order]
         return cls(topics, key_record=record, key_hash=hashes, **joined)
+
+    def request(self, i: int) -> DispatchRequest:
+        """Row ``i`` as a DispatchRequest (keys are hashed here already: none given)."""
+        return DispatchRequest(self.topics[int(self.topic[i])], int(self.queue_id[i]), int(self.commit_log_offset[i]),
+                               int(self.msg_size[i]), int(self.tags_code[i]), int(self.store_timestamp[i]),
+                               int(self.consume_queue_offset[i]), None, None, int(self.sys_flag[i]),
+                               int(self.msg_base_offset[i]), int(self.batch_size[i]))
 
     def select(self, rows) -> "DispatchColumns":
         """The requests at ``rows`` (ascending), with their keys."""
@@ -205,9 +231,12 @@ class DispatchColumns:
 class CommitLogDispatcher:
     """doDispatch: a consume queue unit (normal and commit records), then index entries."""
 
-    def __init__(self, consume_queues, index_service=None, checkpoint=None, skip_topics: frozenset = frozenset()):
+    def __init__(self, consume_queues, index_service=None, checkpoint=None, skip_topics: frozenset = frozenset(),
+                 batch_queues=None):
         self.consume_queues = consume_queues
-        self.skip_topics = skip_topics  # topics whose queues are not written here (5.x batch consume queues)
+        # 5.x batch topics: their units go to ``batch_queues`` (batchconsumequeue/) when given, else nowhere
+        self.batch_queues = batch_queues
+        self.skip_topics = skip_topics | (batch_queues.topics if batch_queues is not None else frozenset())
         self._queues = consume_queues.queues
         self.index_service = index_service
         self.checkpoint = checkpoint
@@ -220,7 +249,7 @@ class CommitLogDispatcher:
         order = []  # every run, in the order started (so each queue's runs stay in order)
         last_ts = 0
         skip = self.skip_topics
-        for topic, queue_id, offset, size, code, ts, queue_offset, _keys, _uniq, sys_flag in requests:
+        for topic, queue_id, offset, size, code, ts, queue_offset, _keys, _uniq, sys_flag, *_ in requests:
             tran = sys_flag & TRANSACTION_MASK
             if (tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE) and topic not in skip:
                 run = runs.get((topic, queue_id))
@@ -231,7 +260,25 @@ class CommitLogDispatcher:
                 run[3] = queue_offset + 1
                 run[4] += (offset, size, code)
                 last_ts = ts
+        if self.batch_queues is not None:
+            last_ts = self._put_batch(r for r in requests if r[0] in self.batch_queues.topics) or last_ts
         self.dispatch_runs(requests, order, last_ts)
+
+    def _put_batch(self, requests) -> int:
+        """A batch consume queue unit for each normal or commit record given (in commit log order);
+        the store timestamp of the last one written (0: none)."""
+        last_ts = 0
+        find = self.batch_queues.find
+        for topic, queue_id, offset, size, code, ts, queue_offset, _keys, _uniq, sys_flag, *rest in requests:
+            base, batch = rest if rest else (None, 1)
+            tran = sys_flag & TRANSACTION_MASK
+            if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
+                bcq = find(topic, queue_id)
+                if not bcq.put(offset, size, code, ts, queue_offset if base is None else base, batch):
+                    raise StoreAccessError(f"batch consume queue {topic}/{queue_id} refused offset {offset}",
+                                           bcq.directory)
+                last_ts = ts
+        return last_ts
 
     def dispatch_runs(self, requests, runs, last_ts: int) -> None:
         """:meth:`dispatch` with each queue's units already gathered (as the put path can,
@@ -285,6 +332,14 @@ class CommitLogDispatcher:
                     raise StoreAccessError(f"consume queue {topic}/{queue_id} refused offset {first_of[a]}",
                                            cq.directory)
             last_ts = int(cols.store_timestamp[rows[-1]])
+        if self.batch_queues is not None:
+            batch = [k for k, t in enumerate(cols.topics) if t in self.batch_queues.topics]
+            if batch:
+                mine = np.flatnonzero(np.isin(cols.topic, batch)).tolist()
+                requests = [cols.request(i) for i in mine]
+                ts = self._put_batch(requests)
+                if ts and (not len(rows) or mine[-1] > rows[-1]):
+                    last_ts = ts
         if self.index_service is not None:
             self.index_service.build_index_columns(cols)
         if last_ts and self.checkpoint is not None:
@@ -292,7 +347,7 @@ class CommitLogDispatcher:
 
     def dispatch_one(self, topic: str, queue_id: int, commit_log_offset: int, msg_size: int, tags_code: int,
                      store_timestamp: int, consume_queue_offset: int, keys: str | None, uniq_key: str | None,
-                     sys_flag: int) -> None:
+                     sys_flag: int, msg_base_offset: int | None = None, batch_size: int = 1) -> None:
         tran = sys_flag & TRANSACTION_MASK
         if (tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE) and topic not in self.skip_topics:
             cq = self._queues.get((topic, queue_id)) or self.consume_queues.find(topic, queue_id)
@@ -301,6 +356,12 @@ class CommitLogDispatcher:
                                        cq.directory)
             if self.checkpoint is not None:
                 self.checkpoint.logics_msg_timestamp = store_timestamp
+        elif self.batch_queues is not None and topic in self.batch_queues.topics:
+            ts = self._put_batch([DispatchRequest(topic, queue_id, commit_log_offset, msg_size, tags_code,
+                                                  store_timestamp, consume_queue_offset, keys, uniq_key, sys_flag,
+                                                  msg_base_offset, batch_size)])
+            if ts and self.checkpoint is not None:
+                self.checkpoint.logics_msg_timestamp = ts
         if self.index_service is not None:
             self.index_service.build_index(topic, commit_log_offset, store_timestamp, sys_flag, keys, uniq_key)
 

@@ -417,7 +417,7 @@ class IndexServiceWriter:
         tails = _TAIL_SUMS
         last_topic = last_cut = None  # UNIQ_KEYs in a row share all but their tail: key_hash inline
         head = 0
-        for topic, _q, offset, _size, _code, ts, _qo, keys, uniq, sys_flag in requests:
+        for topic, _q, offset, _size, _code, ts, _qo, keys, uniq, sys_flag, *_ in requests:
             if offset < end or sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
                 continue
             if uniq is not None:

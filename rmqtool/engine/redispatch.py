@@ -24,10 +24,11 @@ from rmqtool.dispatch.dispatcher import CommitLogDispatcher, ReputMessageService
 from rmqtool.dispatch.rules import DelayLevels
 from rmqtool.engine.cq_writer import ConsumeQueueTable
 from rmqtool.engine.index_writer import IndexServiceWriter
-from rmqtool.engine.cq_writer import DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE
+from rmqtool.engine.cq_writer import (DEFAULT_MAPPED_FILE_SIZE_BATCH_CONSUME_QUEUE,
+                                      DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, BatchConsumeQueueTable)
 from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes
 from rmqtool.errors import StoreAccessError, UsageError
-from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
+from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
 from rmqtool.store.commitlog import find_record
 from rmqtool.store.config import batch_topics
 from rmqtool.store.commitlog_end import find_commit_log_end
@@ -129,6 +130,7 @@ class Built:
     cq_size: int
     index_geometry: tuple[int, int] | None
     batch_topics: list = dataclasses.field(default_factory=list)  # their batch consume queues are left as they are
+    batch_queues: list = dataclasses.field(default_factory=list)  # (topic, queue id) of batch consume queues built
 
 
 def build(store_root, staging, *, cq: bool = True, index: bool = True, selection: Selection = Selection(),
@@ -161,9 +163,14 @@ def build(store_root, staging, *, cq: bool = True, index: bool = True, selection
             shutil.copytree(paths.index, staging / "index")
         index_service = IndexServiceWriter(staging / "index", *geometry, clock=clock)
         index_service.load()
-    batch = frozenset(batch_topics(paths.root))  # written by 5.x as batch consume queues: not built here
+    # the batch topics chosen (a queue id chosen is applied to their records by _Filter)
+    batch = frozenset(t for t in batch_topics(paths.root) if selection.wants(t, selection.queue_id or 0))
+    batch_table = None
+    if cq and from_offset is None and batch:  # 5.x batch consume queues, built whole (not from an offset)
+        batch_table = BatchConsumeQueueTable(staging / "batchconsumequeue", _bcq_size(paths), batch)
     dispatcher = CommitLogDispatcher(table if cq else ConsumeQueueTable(staging / ".discard", cq_size), index_service,
-                                     skip_topics=batch)
+                                     skip_topics=frozenset(batch_topics(paths.root)) if batch_table is None
+                                     else frozenset(), batch_queues=batch_table)
     chosen = _Filter(dispatcher, selection, start)
     reader = CommitLogFiles(log.segments, size, end, paths.commitlog)
     try:
@@ -171,12 +178,16 @@ def build(store_root, staging, *, cq: bool = True, index: bool = True, selection
     finally:
         reader.close()
     table.close()
+    if batch_table is not None:
+        batch_table.close()
     if index_service is not None:
         index_service.flush()
         index_service.close()
     shutil.rmtree(staging / ".discard", ignore_errors=True)
     built = sorted(table.queues) if cq else []
-    return Built(staging, start, end, chosen.records, built, cq_size, geometry, sorted(batch) if cq else [])
+    left = sorted(batch_topics(paths.root)) if cq and batch_table is None else []
+    return Built(staging, start, end, chosen.records, built, cq_size, geometry, left,
+                 sorted(batch_table.queues) if batch_table is not None else [])
 
 
 def _record_at_or_after(segments: list[Segment], size: int, offset: int, end: int) -> int:
@@ -189,6 +200,11 @@ def _record_at_or_after(segments: list[Segment], size: int, offset: int, end: in
         if position is not None:
             return min(seg.base_offset + position, end)
     return end
+
+
+def _bcq_size(paths: StorePaths) -> int:
+    sizes = consume_queue_file_sizes(paths.batch_consumequeue)
+    return max(sizes) if sizes else DEFAULT_MAPPED_FILE_SIZE_BATCH_CONSUME_QUEUE
 
 
 def _cq_size(paths: StorePaths) -> int:
@@ -223,19 +239,23 @@ def compare(store_root, built: Built, *, cq: bool, index: bool, selection: Selec
     """What swapping the staged files in changes in the store."""
     paths = StorePaths(store_root)
     changes = []
-    if cq:
-        staged_root = built.staging / "consumequeue"
+    batch = {t for t, _q in built.batch_queues}  # their queues are in batchconsumequeue/, not consumequeue/
+    kinds = [("consumequeue", paths.consumequeue, CQ_STORE_UNIT_SIZE)] if cq else []
+    if cq and built.batch_queues:
+        kinds.append(("batchconsumequeue", paths.batch_consumequeue, BATCH_CQ_STORE_UNIT_SIZE))
+    for name, store_dir, unit_size in kinds:
+        staged_root = built.staging / name
         staged = {p.relative_to(staged_root): p for p in staged_root.rglob("*") if p.is_file()} \
             if staged_root.is_dir() else {}
         current = {}
-        for topic, queue_id, directory in queue_directories(paths.consumequeue):
-            if selection.wants(topic, queue_id):
+        for topic, queue_id, directory in queue_directories(store_dir):
+            if selection.wants(topic, queue_id) and (name == "consumequeue") == (topic not in batch):
                 for p in directory.iterdir():
                     if p.is_file():
-                        current[p.relative_to(paths.consumequeue)] = p
+                        current[p.relative_to(store_dir)] = p
         for rel, p in sorted(staged.items()):
-            target = paths.consumequeue / rel
-            units = _units(p)
+            target = store_dir / rel
+            units = _units(p, unit_size)
             if rel not in current:
                 changes.append(Change("create", str(target), str(p), units))
             elif filecmp.cmp(p, target, shallow=False):
@@ -267,11 +287,11 @@ def compare(store_root, built: Built, *, cq: bool, index: bool, selection: Selec
     return changes
 
 
-def _units(path: pathlib.Path) -> int:
+def _units(path: pathlib.Path, unit_size: int = CQ_STORE_UNIT_SIZE) -> int:
     data = path.read_bytes()
     n = 0
-    for i in range(0, len(data) - len(data) % CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE):
-        if data[i:i + CQ_STORE_UNIT_SIZE] == bytes(CQ_STORE_UNIT_SIZE):
+    for i in range(0, len(data) - len(data) % unit_size, unit_size):
+        if data[i:i + unit_size] == bytes(unit_size):
             break
         n += 1
     return n

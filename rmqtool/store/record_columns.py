@@ -13,8 +13,8 @@ their bytes, and their values hashed as Java's ``String.hashCode`` with prefix s
 A record that is whole but not plain is left to :func:`rmqtool.store.message.decode_message`
 (its position is in ``special``): a CRC that fails, a physicalOffset naming another place,
 a topic that is not ASCII, properties that are not well formed UTF-8 or hold a non-ASCII
-KEYS, UNIQ_KEY or TAGS value, the delay topic, an inner batch, a trailing entry shaped
-like a damaged ``__CRC32#``.
+KEYS, UNIQ_KEY or TAGS value, the delay topic, an inner batch or INNER_NUM/INNER_BASE properties, a trailing
+entry shaped like a damaged ``__CRC32#``.
 So every finding still comes from the one Message path; the columns hold only records
 about which there is nothing to say.
 """
@@ -54,6 +54,8 @@ _NAME_BYTES = 16  # a name's first bytes compared (the names looked for are shor
 _NAMES = {name: name.encode("ascii") for name in (props.PROPERTY_KEYS, props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
                                                   props.PROPERTY_TAGS, props.PROPERTY_CRC32)}
 assert all(len(b) <= 8 for b in _NAMES.values())
+_BATCH_NAMES = tuple(n.encode("ascii") for n in (props.PROPERTY_INNER_NUM, props.PROPERTY_INNER_BASE))
+assert all(len(b) >= 8 for b in _BATCH_NAMES)  # told apart by their first 8 bytes and their length
 _DIGIT_WEIGHTS = np.array([10 ** k for k in range(CRC32_DIGITS)], np.int64)  # least significant first
 _TOPIC_MAX = 255  # longer topics (V2 records) are rare: decode_message reads them
 # the bytes the properties parse stops at: separators, the key separator, anything not ASCII
@@ -322,6 +324,9 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
     i_start, i_end, i_nv, i_rec = item_start[items], item_end[items], nv_at[items], item_rec[items]
     name_len = i_nv - i_start
     heads = sliding_window_view(J, 8)[i_start].copy().view(">u8").reshape(-1)
+    for name in _BATCH_NAMES:  # a batch consume queue unit takes INNER_BASE and INNER_NUM: check_message reads them
+        code = int.from_bytes(name[:8], "big")
+        special[i_rec[(name_len == len(name)) & (heads == np.uint64(code))]] = True
     wanted = {}
     for key, name in _NAMES.items():
         width = len(name)

@@ -32,8 +32,9 @@ def _both(store, tmp_path, **kw) -> tuple:
         saved, dispatcher.COLUMN_REPUT = dispatcher.COLUMN_REPUT, flag
         try:
             built = build(store, tmp_path / f"staging-{flag}", clock=lambda: 1_700_000_000_000, **kw)
-        except Exception as exc:  # the same refusal either way
-            out.append(("refused", type(exc).__name__, str(exc)))
+        except Exception as exc:  # the same refusal either way, with the same files written before it
+            staging = tmp_path / f"staging-{flag}"
+            out.append(("refused", type(exc).__name__, str(exc), _files(staging) if staging.is_dir() else None))
             continue
         finally:
             dispatcher.COLUMN_REPUT = saved
@@ -69,3 +70,27 @@ def test_generated_logs_with_small_index_files(tmp_path_factory, body, prop_crc,
                                                 append_prop_crc=prop_crc))
     columns, one_by_one = _both(root, tmp_path_factory.mktemp("out"), index_slots=5, index_entries=index_entries)
     assert columns == one_by_one
+
+
+def test_a_record_dispatch_refuses_stops_both_ways_at_the_same_place(tmp_path):
+    """A delayed message whose DELAY is no number: checkMessageAndReturnSize refuses it, so
+    dispatch stops there, with what came before it dispatched; the same with columns."""
+    from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC
+    from rmqtool.engine.encoder import producer_message
+    from rmqtool.engine.store import Store
+
+    store = tmp_path / "store"
+    clock = iter(range(1_700_000_000_000, 1_700_000_100_000))
+    with Store.open(store, writable=True, clock=lambda: next(clock)) as engine:
+        for i in range(200):
+            if i == 150:
+                msg = producer_message(RMQ_SYS_SCHEDULE_TOPIC, b"x", user_properties={"DELAY": "7"}, keys=f"k{i}")
+            else:
+                msg = producer_message("T", b"body %d" % i, keys=f"k{i}", tags="a", queue_id=i % 2)
+            engine.append(msg)
+    (segment,) = (store / "commitlog").iterdir()
+    raw = segment.read_bytes()
+    assert raw.count(b"DELAY\x017") == 1
+    segment.write_bytes(raw.replace(b"DELAY\x017", b"DELAY\x01x"))  # properties are not in the body CRC
+    columns, one_by_one = _both(store, tmp_path)
+    assert columns == one_by_one and columns[0] == "refused" and columns[3]

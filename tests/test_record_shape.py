@@ -137,7 +137,24 @@ def test_every_decoder_reads_back_what_the_schema_builds(tmp_path, x):
     assert size == len(raw)
     assert request == (x["topic"].decode(), x["queue_id"], BASE, len(raw), tags_code(parsed.get(props.PROPERTY_TAGS)),
                        x["store_timestamp"], x["queue_offset"], parsed.get(props.PROPERTY_KEYS),
-                       parsed.get(props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), x["sys_flag"])
+                       parsed.get(props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), x["sys_flag"]) + _batch_unit(parsed, x)
+
+
+def _batch_unit(parsed: dict, x: dict) -> tuple:
+    """(msgBaseOffset, batchSize) of a batch consume queue unit: setBatchSizeIfNeeded's INNER_BASE
+    and INNER_NUM when both are there (left out of the queue when not Java numbers), else the
+    queue offset and 1."""
+    if props.PROPERTY_INNER_NUM not in parsed or props.PROPERTY_INNER_BASE not in parsed:
+        return x["queue_offset"], 1
+    base, batch = _java_number(parsed[props.PROPERTY_INNER_BASE]), _java_number(parsed[props.PROPERTY_INNER_NUM])
+    if base is None or batch is None or not -(1 << 63) <= base < 1 << 63 or not -(1 << 15) <= batch < 1 << 15:
+        return -1, -1
+    return base, batch
+
+
+def _java_number(text: str) -> int | None:
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    return int(text) if digits.isascii() and digits.isdigit() else None
 
 
 def _past_a_limit(x: dict, which: str, length: int) -> bytes:

@@ -248,6 +248,7 @@ class CommitLogDispatcher:
         runs: dict = {}  # (topic, queue id) -> its current run: [topic, queue id, first, next, flat units]
         order = []  # every run, in the order started (so each queue's runs stay in order)
         last_ts = 0
+        last_offset = -1
         skip = self.skip_topics
         for topic, queue_id, offset, size, code, ts, queue_offset, _keys, _uniq, sys_flag, *_ in requests:
             tran = sys_flag & TRANSACTION_MASK
@@ -259,15 +260,17 @@ class CommitLogDispatcher:
                     order.append(run)
                 run[3] = queue_offset + 1
                 run[4] += (offset, size, code)
-                last_ts = ts
+                last_ts, last_offset = ts, offset
         if self.batch_queues is not None:
-            last_ts = self._put_batch(r for r in requests if r[0] in self.batch_queues.topics) or last_ts
+            ts, offset = self._put_batch(r for r in requests if r[0] in self.batch_queues.topics)
+            if offset > last_offset:  # the checkpoint takes the later record's time
+                last_ts = ts
         self.dispatch_runs(requests, order, last_ts)
 
-    def _put_batch(self, requests) -> int:
+    def _put_batch(self, requests) -> tuple[int, int]:
         """A batch consume queue unit for each normal or commit record given (in commit log order);
-        the store timestamp of the last one written (0: none)."""
-        last_ts = 0
+        the store timestamp and offset of the last one written (0, -1: none)."""
+        last_ts, last_offset = 0, -1
         find = self.batch_queues.find
         for topic, queue_id, offset, size, code, ts, queue_offset, _keys, _uniq, sys_flag, *rest in requests:
             base, batch = rest if rest else (None, 1)
@@ -277,8 +280,8 @@ class CommitLogDispatcher:
                 if not bcq.put(offset, size, code, ts, queue_offset if base is None else base, batch):
                     raise StoreAccessError(f"batch consume queue {topic}/{queue_id} refused offset {offset}",
                                            bcq.directory)
-                last_ts = ts
-        return last_ts
+                last_ts, last_offset = ts, offset
+        return last_ts, last_offset
 
     def dispatch_runs(self, requests, runs, last_ts: int) -> None:
         """:meth:`dispatch` with each queue's units already gathered (as the put path can,
@@ -336,9 +339,8 @@ class CommitLogDispatcher:
             batch = [k for k, t in enumerate(cols.topics) if t in self.batch_queues.topics]
             if batch:
                 mine = np.flatnonzero(np.isin(cols.topic, batch)).tolist()
-                requests = [cols.request(i) for i in mine]
-                ts = self._put_batch(requests)
-                if ts and (not len(rows) or mine[-1] > rows[-1]):
+                ts, offset = self._put_batch([cols.request(i) for i in mine])
+                if offset >= 0 and (not len(rows) or offset > cols.commit_log_offset[rows[-1]]):
                     last_ts = ts
         if self.index_service is not None:
             self.index_service.build_index_columns(cols)
@@ -357,9 +359,9 @@ class CommitLogDispatcher:
             if self.checkpoint is not None:
                 self.checkpoint.logics_msg_timestamp = store_timestamp
         elif self.batch_queues is not None and topic in self.batch_queues.topics:
-            ts = self._put_batch([DispatchRequest(topic, queue_id, commit_log_offset, msg_size, tags_code,
-                                                  store_timestamp, consume_queue_offset, keys, uniq_key, sys_flag,
-                                                  msg_base_offset, batch_size)])
+            ts, _offset = self._put_batch([DispatchRequest(topic, queue_id, commit_log_offset, msg_size, tags_code,
+                                                           store_timestamp, consume_queue_offset, keys, uniq_key,
+                                                           sys_flag, msg_base_offset, batch_size)])
             if ts and self.checkpoint is not None:
                 self.checkpoint.logics_msg_timestamp = ts
         if self.index_service is not None:

@@ -50,6 +50,9 @@ from construct import Bytes, If, Int16sb, Int32sb, Int64sb, Struct, this
 
 CQ_STORE_UNIT_SIZE = 20
 BATCH_CQ_STORE_UNIT_SIZE = 46
+# MessageStoreConfig's default file sizes (mappedFileSizeConsumeQueue, mapperFileSizeBatchConsumeQueue)
+DEFAULT_CQ_FILE_SIZE = 300_000 * CQ_STORE_UNIT_SIZE
+DEFAULT_BATCH_CQ_FILE_SIZE = 300_000 * BATCH_CQ_STORE_UNIT_SIZE
 
 # Integer.MAX_VALUE: the size field of a fill unit.
 FILL_SIZE = 2**31 - 1

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import V4, load_truth
+from conftest import V4, V5, load_truth
 from helpers import read_at
 from rmqtool.errors import CorruptData, StoreLocked, UsageError
 from rmqtool.formats import properties as props
@@ -225,6 +225,34 @@ def test_append_to_a_fixture_copy_continues_it(tmp_path):
     assert [m.commit_log_offset for m in old_key.messages] == sorted(
         tm["physicalOffset"] for tm in truth["truth"]["messages"]
         if tm["topic"] == "OrderTopic" and "order-10" in (tm.get("keys") or "").split(" "))
+
+
+def test_append_to_a_batch_topic_continues_its_batch_consume_queue(tmp_path):
+    """A 5.x store's BatchCQ topic: an appended message gets the queue offset after the batch
+    queue's last batch (5.3.3 BatchConsumeQueue.assignQueueOffset: the batch topic queue table)
+    and one 46-byte unit of batch size 1 in batchconsumequeue/, none in consumequeue/ (the real
+    5.3.3 engine read such a store back with the unit where it was written: tools/real-broker)."""
+    truth = load_truth(V5 / "batchcq" / "truth.json")["truth"]["consumeQueues"]
+    root = tmp_path / "store"
+    shutil.copytree(V5 / "batchcq" / "store", root)
+    (root / "lock").unlink()
+    with Store.open(root, writable=True) as store:
+        results = [store.append(enc.producer_message("BatchCQTopic", b"after %d" % i, keys=f"after-{i}",
+                                                     queue_id=i % 2)) for i in range(5)]
+        plain = store.append(enc.producer_message("PlainTopic", b"plain", queue_id=0))
+    queues = open_consume_queues(root)
+    for q in (0, 1):
+        mine = [r for r in results if r.queue_id == q]
+        first = truth["BatchCQTopic"][str(q)]["apiMaxOffsetInQueue"]
+        assert [r.queue_offset for r in mine] == list(range(first, first + len(mine)))
+        bcq = queues.find("BatchCQTopic", q)
+        assert bcq.is_batch and bcq.max_offset == first + len(mine)
+        for r in mine:
+            u = bcq.get(r.queue_offset)
+            assert (u.commit_log_offset, u.size, u.msg_base_offset, u.batch_size) == \
+                (r.wrote_offset, r.wrote_bytes, r.queue_offset, 1)
+    assert not (root / "consumequeue" / "BatchCQTopic").exists()
+    assert plain.queue_offset == truth["PlainTopic"]["0"]["apiMaxOffsetInQueue"]
 
 
 def test_read_only_open_takes_no_lock(tmp_path):

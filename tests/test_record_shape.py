@@ -141,15 +141,15 @@ def test_every_decoder_reads_back_what_the_schema_builds(tmp_path, x):
 
 
 def _batch_unit(parsed: dict, x: dict) -> tuple:
-    """(msgBaseOffset, batchSize) of a batch consume queue unit: setBatchSizeIfNeeded's INNER_BASE
-    and INNER_NUM when both are there (left out of the queue when not Java numbers), else the
-    queue offset and 1."""
+    """(msgBaseOffset, batchSize, inner) of a batch consume queue unit: setBatchSizeIfNeeded's
+    INNER_BASE and INNER_NUM when both are there (left out of the queue when not Java numbers),
+    else the queue offset and 1; inner says both properties are there."""
     if props.PROPERTY_INNER_NUM not in parsed or props.PROPERTY_INNER_BASE not in parsed:
-        return x["queue_offset"], 1
+        return x["queue_offset"], 1, False
     base, batch = _java_number(parsed[props.PROPERTY_INNER_BASE]), _java_number(parsed[props.PROPERTY_INNER_NUM])
     if base is None or batch is None or not -(1 << 63) <= base < 1 << 63 or not -(1 << 15) <= batch < 1 << 15:
-        return -1, -1
-    return base, batch
+        return -1, -1, True
+    return base, batch, True
 
 
 def _java_number(text: str) -> int | None:

@@ -7,6 +7,7 @@ made here, each recovered by the real 4.9.8 and 5.3.3 engines; see its README).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import pathlib
@@ -305,3 +306,82 @@ def test_an_empty_last_file_is_deleted_by_5_3_and_refused_by_4_9(store_copy):
     assert five.loadable and str(empty) in five.commit_log_files_deleted
     four = simulate(store, Settings(semantics="4.9"))
     assert not four.loadable and str(empty) in four.reason
+
+
+def _topics_json(store: pathlib.Path, batch: dict[str, bool]) -> None:
+    """A topics.json as the broker's fastjson writes it: ``batch`` maps topic -> queue.type BatchCQ."""
+    table = {t: {"attributes": {"queue.type": "BatchCQ"} if b else {}, "order": False, "perm": 6,
+                 "readQueueNums": 2, "topicFilterType": "SINGLE_TAG", "topicName": t, "topicSysFlag": 0,
+                 "writeQueueNums": 2} for t, b in batch.items()}
+    (store / "config").mkdir(exist_ok=True)
+    (store / "config" / "topics.json").write_text(json.dumps({"dataVersion": {"counter": 1, "timestamp": 0},
+                                                              "topicConfigTable": table}, indent="\t"))
+
+
+@pytest.mark.parametrize("batch,refused", [
+    ({"BatchCQTopic": True, "PlainTopic": False}, None),
+    ({"BatchCQTopic": False, "PlainTopic": False}, "BatchCQTopic should be BatchCQ, but is SimpleCQ"),
+    ({"PlainTopic": False}, "BatchCQTopic should be BatchCQ, but is SimpleCQ"),  # an unlisted topic is SimpleCQ
+    ({"BatchCQTopic": True, "PlainTopic": True}, "PlainTopic should be SimpleCQ, but is BatchCQ"),
+])
+def test_the_queue_type_in_topics_json_decides_whether_5_3_loads(store_copy, batch, refused):
+    """5.3.3 loadConsumeQueues: a queue directory whose topic's queue type (topics.json) is the
+    other one fails the load (the engine's queueTypeShouldBe; the oracle's README shows the
+    same refusal for a batch queue the engine was not told about)."""
+    store = store_copy(V5 / "batchcq" / "store")
+    _topics_json(store, batch)
+    out = simulate(store, Settings())
+    assert out.semantics == "5.3"
+    if refused is None:
+        truth = load_truth(V5 / "batchcq" / "truth.json")["truth"]["consumeQueues"]
+        assert out.loadable and out.batch_topics == ["BatchCQTopic"]
+        assert out.queues == {f"{t}/{q}": (v["apiMinOffsetInQueue"], v["apiMaxOffsetInQueue"])
+                              for t, qs in truth.items() for q, v in qs.items()}
+    else:
+        topic, rest = refused.split(" ", 1)
+        assert not out.loadable and f"The queue type of topic: {topic} {rest}" in out.reason
+
+
+def test_lost_batch_messages_are_listed_with_their_batch_base(store_copy):
+    """A torn tail in a batch topic: the plan lists the records past the end, readable or not,
+    and the batch consume queue's units that point there (5.3.3 keeps none of them)."""
+    name = "bcq-ahead-normal"
+    expected = json.loads((MADE / name / "truth.json").read_text())["engines"]["5.3.3"]
+    doc = plan_recovery(MADE / name / "input" / "store").to_json()
+    assert doc["semantics"] == "5.3" and doc["commit_log"]["max_offset_after"] == expected["maxPhyOffset"]
+    truth = load_truth(V5 / "batchcq" / "truth.json")["truth"]["messages"]
+    past = [m for m in truth if m["physicalOffset"] >= expected["maxPhyOffset"]]
+    assert [(m["commit_log_offset"], m["topic"], m["queue_offset"]) for m in doc["lost_messages"]] == \
+        [(m["physicalOffset"], m["topic"], m["dispatchMsgBaseOffset"]) for m in past]
+
+
+BATCH_SHAPES = ["bcq-ahead-normal", "bcq-torn-middle-abnormal", "bcq-queue-deleted-normal", "bcq-unit-zeroed",
+                "bcq-all-deleted-abnormal", "inner-base-not-a-number"]
+
+
+def _units(directory: pathlib.Path) -> bytes:
+    """A batch queue's units, its files joined in name order, up to the first all-zero unit."""
+    data = b"".join(p.read_bytes() for p in sorted(directory.iterdir()))
+    units = [data[i:i + 46] for i in range(0, len(data) - 45, 46)]
+    return b"".join(itertools.takewhile(lambda u: u != bytes(46), units))
+
+
+@pytest.mark.parametrize("name", BATCH_SHAPES)
+def test_apply_leaves_the_batch_queues_the_broker_keeps(name, tmp_path):
+    """recover --apply on a 5.3 store with batch consume queues: the queues come out as the real
+    5.3.3 engine recovered them (made shapes' truth), each batch queue's units are the broker's own
+    (a run of the fixture's units, byte for byte, however the engine had to rebuild them), and a
+    second plan finds nothing. (On each of these results the real 5.3.3 engine, told the batch
+    file size the files show, loaded the store and cut nothing: tools/real-broker.)"""
+    expected = json.loads((MADE / name / "truth.json").read_text())["engines"]["5.3.3"]
+    out = tmp_path / "out"
+    r = _run("recover", MADE / name / "input" / "store", "--apply", "--to", out, "-f", "json")
+    assert r.exit_code == 0, r.output
+    after = simulate(out, Settings())
+    assert after.queues == {k: tuple(v) for k, v in expected["queues"].items()}
+    assert after.max_offset_after == expected["maxPhyOffset"]
+    assert plan_recovery(out).is_empty
+    original = V5 / "batchcq" / "store" / "batchconsumequeue" / "BatchCQTopic"
+    for queue in sorted((out / "batchconsumequeue" / "BatchCQTopic").iterdir()):
+        got, broker = _units(queue), _units(original / queue.name)
+        assert got and broker.find(got) % 46 == 0, queue

@@ -150,8 +150,11 @@ def _plan_lines(doc: dict, plan) -> list[str]:
     for path in doc["index_files_destroyed"]:
         if path not in doc["files_deleted"]:
             lines.append(f"keep {path} (--keep-index; the broker would destroy it)")
+    if doc.get("batch_topics"):
+        lines.append(f"batch consume queue topics: {', '.join(doc['batch_topics'])} ({doc['batch_topics_reason']})")
     for name, q in doc["queues"].items():
-        lines.append(f"queue {name}: offsets [{q['min_offset']}, {q['max_offset']}) after recovery")
+        kind = "batch queue" if name.rsplit("/", 1)[0] in doc.get("batch_topics", ()) else "queue"
+        lines.append(f"{kind} {name}: offsets [{q['min_offset']}, {q['max_offset']}) after recovery")
     lost = doc["lost_messages"]
     if lost:
         lines.append(f"{len(lost)} messages lost (rmqtool salvage keeps those still readable):")
@@ -162,6 +165,7 @@ def _plan_lines(doc: dict, plan) -> list[str]:
             lines.append(f"... and {len(lost) - 50} more (--format json lists them all)")
     else:
         lines.append("no message is lost")
+    lines += [f"note: {n}" for n in doc.get("notes", ())]
     lines.append(f"dispatch to consume queues and index starts again at {doc['redispatch_from']}: "
                  f"{doc['redispatch_reason']}")
     if plan.is_empty:

@@ -47,6 +47,7 @@ class DispatchRequest(NamedTuple):
     # a batch consume queue's unit (5.x): INNER_BASE and INNER_NUM when both are there, else the queue offset and 1
     msg_base_offset: int | None = None  # None: the queue offset
     batch_size: int = 1
+    inner_batch: bool = False  # INNER_BASE and INNER_NUM are there (only a 5.x BatchCQ topic's records)
 
 
 class RecordUnreadable(Exception):
@@ -59,7 +60,7 @@ class RecordUnreadable(Exception):
 
 def check_message(buf, pos: int, limit: int, offset: int, delay_levels: DelayLevels, *,
                   check_crc: bool = False, magic_codes: tuple = MESSAGE_MAGIC_CODES,
-                  verify_prop_crc: bool = False) -> tuple[int, DispatchRequest | None]:
+                  verify_prop_crc: bool = False, strict_inner: bool = False) -> tuple[int, DispatchRequest | None]:
     """checkMessageAndReturnSize(checkCRC=false, readBody=false) on ``buf[pos:limit]``.
 
     Returns (size, request); size 0 is the end-of-file blank record. Raises RecordUnreadable
@@ -68,7 +69,8 @@ def check_message(buf, pos: int, limit: int, offset: int, delay_levels: DelayLev
     Recovery's call (checkCRC=true, readBody=true) adds ``check_crc``: the body CRC, or with
     ``verify_prop_crc`` (5.3's forceVerifyPropCRC) the ``__CRC32#`` value instead, whose
     absence then fails the record; ``magic_codes`` are the message magic codes the broker
-    version knows (4.9.8: V1 only).
+    version knows (4.9.8: V1 only). ``strict_inner`` fails a record whose INNER_BASE or
+    INNER_NUM does not parse, as 5.3.3's setBatchSizeIfNeeded does (its recovery ends there).
     """
     if pos + PREFIX_SIZE > limit:
         if pos + RECORD_START.size <= limit and RECORD_START.unpack_from(buf, pos)[1] == BLANK_MAGIC_CODE:
@@ -123,15 +125,18 @@ def check_message(buf, pos: int, limit: int, offset: int, delay_levels: DelayLev
         if crc32(memoryview(buf)[pos:end - CRC32_RESERVED_LEN]) != expected:
             raise RecordUnreadable("__CRC32# property CRC mismatch")
     base, batch = queue_offset, 1
-    if props.PROPERTY_INNER_NUM in properties and props.PROPERTY_INNER_BASE in properties:
+    inner = props.PROPERTY_INNER_NUM in properties and props.PROPERTY_INNER_BASE in properties
+    if inner:
         base_text, batch_text = properties[props.PROPERTY_INNER_BASE], properties[props.PROPERTY_INNER_NUM]
         base = int(base_text) if _JAVA_INTEGER.fullmatch(base_text) else None
         batch = int(batch_text) if _JAVA_INTEGER.fullmatch(batch_text) else None
         if base is None or batch is None or not -(1 << 63) <= base < 1 << 63 or not -(1 << 15) <= batch < 1 << 15:
+            if strict_inner:
+                raise RecordUnreadable(f"INNER_BASE {base_text!r} or INNER_NUM {batch_text!r} is not a number")
             # 5.3.3 fails the whole record here (4.9.8 never reads them): left out of any batch queue instead
             base, batch = -1, -1
     return total, DispatchRequest(topic, queue_id, offset, total, code, store_ts, queue_offset, keys, uniq, sys_flag,
-                                  base, batch)
+                                  base, batch, inner)
 
 
 @dataclasses.dataclass
@@ -273,7 +278,7 @@ class CommitLogDispatcher:
         last_ts, last_offset = 0, -1
         find = self.batch_queues.find
         for topic, queue_id, offset, size, code, ts, queue_offset, _keys, _uniq, sys_flag, *rest in requests:
-            base, batch = rest if rest else (None, 1)
+            base, batch = rest[:2] if rest else (None, 1)
             tran = sys_flag & TRANSACTION_MASK
             if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
                 bcq = find(topic, queue_id)

@@ -14,18 +14,18 @@ import struct
 
 from rmqtool.errors import CorruptData
 from rmqtool.formats.consumequeue import (BATCH_CQ_STORE_UNIT_SIZE, COMPACTED_OFFSET_NONE, CQ_FILL_UNIT_BYTES,
-                                          CQ_STORE_UNIT_SIZE, BatchCqUnit, CqUnit)
+                                          CQ_STORE_UNIT_SIZE, DEFAULT_CQ_FILE_SIZE,
+                                          BatchCqUnit, CqUnit)
 from rmqtool.formats.derive import struct_format, struct_of
-from rmqtool.store.consumequeue import find_queue_end, queue_directories
+from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, batch_unit_before, find_queue_end, queue_directories
 from rmqtool.store.segments import discover
 from rmqtool.engine.mapped_file import WritableFileQueue
 
 CQ_UNIT = struct_of(CqUnit)
 assert CQ_UNIT.size == CQ_STORE_UNIT_SIZE
-DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE = 300_000 * CQ_STORE_UNIT_SIZE
+DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE = DEFAULT_CQ_FILE_SIZE
 BATCH_CQ_UNIT = struct_of(BatchCqUnit)
 assert BATCH_CQ_UNIT.size == BATCH_CQ_STORE_UNIT_SIZE
-DEFAULT_MAPPED_FILE_SIZE_BATCH_CONSUME_QUEUE = 300_000 * BATCH_CQ_STORE_UNIT_SIZE  # mapperFileSizeBatchConsumeQueue
 _CQ_UNIT_CODES = struct_format(CqUnit)[1:]
 _CQ_RUNS: dict[int, struct.Struct] = {}
 
@@ -139,12 +139,15 @@ class ConsumeQueueWriter:
 
 
 class ConsumeQueueTable:
-    """Every consume queue of a store (DefaultMessageStore.consumeQueueTable), opened lazily."""
+    """Every consume queue of a store (DefaultMessageStore.consumeQueueTable), opened lazily;
+    with ``batch_queues``, a 5.x store's batch consume queues are flushed and closed with
+    them (ConsumeQueueStore holds both kinds)."""
 
-    def __init__(self, root: str | os.PathLike, mapped_file_size: int):
+    def __init__(self, root: str | os.PathLike, mapped_file_size: int, batch_queues=None):
         self.root = pathlib.Path(root)
         self.mapped_file_size = mapped_file_size
         self.queues: dict[tuple[str, int], ConsumeQueueWriter] = {}
+        self.batch_queues = batch_queues
 
     def load(self) -> None:
         """loadConsumeQueue + recover: every consumequeue/<topic>/<queueId> directory."""
@@ -164,16 +167,23 @@ class ConsumeQueueTable:
         return max((cq.max_physic_offset for cq in self.queues.values()), default=-1)
 
     def queue_offsets(self) -> dict[tuple[str, int], int]:
-        """recoverTopicQueueTable: the next queue offset of every queue."""
-        return {key: cq.max_offset_in_queue for key, cq in self.queues.items()}
+        """recoverTopicQueueTable: the next queue offset of every queue (batch queues too)."""
+        offsets = {key: cq.max_offset_in_queue for key, cq in self.queues.items()}
+        if self.batch_queues is not None:
+            offsets.update(self.batch_queues.queue_offsets())
+        return offsets
 
     def flush(self, least_pages: int = 0) -> None:
         for cq in list(self.queues.values()):
             cq.flush(least_pages)
+        if self.batch_queues is not None:
+            self.batch_queues.flush(least_pages)
 
     def close(self) -> None:
         for cq in self.queues.values():
             cq.close()
+        if self.batch_queues is not None:
+            self.batch_queues.close()
 
 
 
@@ -184,15 +194,32 @@ class BatchConsumeQueueWriter:
     compactedOffset -1, 4 reserved bytes) per dispatched record, appended to
     ``batchconsumequeue/<topic>/<queueId>/``: files are named by their first byte and created
     at the queue's end, with no fill units, whatever the first record's queue offset.
-    Built only from scratch (redispatch); the live engine does not write batch topics.
     """
 
     def __init__(self, root: str | os.PathLike, topic: str, queue_id: int, mapped_file_size: int):
         self.topic = topic
         self.queue_id = queue_id
         self.directory = pathlib.Path(root) / topic / str(queue_id)
+        self.mapped_file_size = mapped_file_size
         self.files = WritableFileQueue(self.directory, mapped_file_size)
-        self.max_msg_phy_offset = -1  # maxMsgPhyOffsetInCommitLog
+        self.max_msg_phy_offset = -1  # maxMsgPhyOffsetInCommitLog: the last unit's start
+        self.max_offset_in_queue = 0  # the last unit's msgBaseOffset + batchSize
+
+    def load(self) -> None:
+        """BatchConsumeQueue.recover on a store recovered before this (rmqtool.recovery):
+        where the units end, and the last one's commit log offset and batch end."""
+        segments = discover(self.directory, required=False, mapped_file_size=self.mapped_file_size).segments
+        if not segments:
+            return
+        end = find_queue_end(segments, self.mapped_file_size, layout=BATCH_CQ_LAYOUT)
+        if end.segments_after:
+            raise CorruptData("a batch consume queue file after the end of the queue; recover the store first",
+                              end.segments_after[0].path)
+        self.files.load(last_wrote_position=end.end - segments[-1].base_offset)
+        unit = batch_unit_before(segments, end.end)
+        if unit is not None:
+            self.max_msg_phy_offset = unit[0]
+            self.max_offset_in_queue = unit[4] + unit[5]
 
     def put(self, offset: int, size: int, tags_code: int, store_timestamp: int, msg_base_offset: int,
             batch_size: int) -> bool:
@@ -207,6 +234,7 @@ class BatchConsumeQueueWriter:
         if not mf.append(unit):
             return False
         self.max_msg_phy_offset = offset
+        self.max_offset_in_queue = msg_base_offset + batch_size
         return True
 
     def flush(self, least_pages: int = 0) -> bool:
@@ -225,12 +253,26 @@ class BatchConsumeQueueTable:
         self.topics = topics
         self.queues: dict[tuple[str, int], BatchConsumeQueueWriter] = {}
 
+    def load(self) -> None:
+        """loadConsumeQueues(BatchCQ) + recover: every batchconsumequeue/<topic>/<queueId> directory."""
+        for topic, queue_id, _directory in queue_directories(self.root):
+            bcq = BatchConsumeQueueWriter(self.root, topic, queue_id, self.mapped_file_size)
+            bcq.load()
+            self.queues[(topic, queue_id)] = bcq
+
     def find(self, topic: str, queue_id: int) -> BatchConsumeQueueWriter:
         bcq = self.queues.get((topic, queue_id))
         if bcq is None:
             bcq = self.queues[(topic, queue_id)] = BatchConsumeQueueWriter(self.root, topic, queue_id,
                                                                            self.mapped_file_size)
         return bcq
+
+    def queue_offsets(self) -> dict[tuple[str, int], int]:
+        return {key: bcq.max_offset_in_queue for key, bcq in self.queues.items()}
+
+    def flush(self, least_pages: int = 0) -> None:
+        for bcq in list(self.queues.values()):
+            bcq.flush(least_pages)
 
     def close(self) -> None:
         for bcq in self.queues.values():

@@ -22,11 +22,9 @@ import shutil
 
 from rmqtool.dispatch.dispatcher import CommitLogDispatcher, ReputMessageService
 from rmqtool.dispatch.rules import DelayLevels
-from rmqtool.engine.cq_writer import ConsumeQueueTable
+from rmqtool.engine.cq_writer import DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, BatchConsumeQueueTable, ConsumeQueueTable
 from rmqtool.engine.index_writer import IndexServiceWriter
-from rmqtool.engine.cq_writer import (DEFAULT_MAPPED_FILE_SIZE_BATCH_CONSUME_QUEUE,
-                                      DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, BatchConsumeQueueTable)
-from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes
+from rmqtool.engine.store_sizes import batch_consume_queue_file_size, consume_queue_file_sizes, index_sizes
 from rmqtool.errors import StoreAccessError, UsageError
 from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
 from rmqtool.store.commitlog import find_record
@@ -167,7 +165,7 @@ def build(store_root, staging, *, cq: bool = True, index: bool = True, selection
     batch = frozenset(t for t in batch_topics(paths.root) if selection.wants(t, selection.queue_id or 0))
     batch_table = None
     if cq and from_offset is None and batch:  # 5.x batch consume queues, built whole (not from an offset)
-        batch_table = BatchConsumeQueueTable(staging / "batchconsumequeue", _bcq_size(paths), batch)
+        batch_table = BatchConsumeQueueTable(staging / "batchconsumequeue", batch_consume_queue_file_size(paths.batch_consumequeue), batch)
     dispatcher = CommitLogDispatcher(table if cq else ConsumeQueueTable(staging / ".discard", cq_size), index_service,
                                      skip_topics=frozenset(batch_topics(paths.root)) if batch_table is None
                                      else frozenset(), batch_queues=batch_table)
@@ -200,11 +198,6 @@ def _record_at_or_after(segments: list[Segment], size: int, offset: int, end: in
         if position is not None:
             return min(seg.base_offset + position, end)
     return end
-
-
-def _bcq_size(paths: StorePaths) -> int:
-    sizes = consume_queue_file_sizes(paths.batch_consumequeue)
-    return max(sizes) if sizes else DEFAULT_MAPPED_FILE_SIZE_BATCH_CONSUME_QUEUE
 
 
 def _cq_size(paths: StorePaths) -> int:

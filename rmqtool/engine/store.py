@@ -35,7 +35,8 @@ from rmqtool.engine.checkpoint_writer import CheckpointWriter
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.config import batch_topics
 from rmqtool.store.consumequeue import find_queue_end, queue_directories
-from rmqtool.engine.cq_writer import DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, ConsumeQueueTable, consume_queue_file_size
+from rmqtool.engine.cq_writer import (DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, BatchConsumeQueueTable, ConsumeQueueTable,
+                                      consume_queue_file_size)
 from rmqtool.dispatch.dispatcher import CommitLogDispatcher, DispatchRequest, ReputMessageService
 from rmqtool.dispatch.rules import DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevels
 from rmqtool.engine.encoder import (DEFAULT_MAX_MESSAGE_SIZE, Encoder, QUEUE_OFFSET_AT, RECORD_PLACE,
@@ -50,7 +51,7 @@ from rmqtool.recovery.plan import RecoveryPlan, plan_recovery
 from rmqtool.store.lock import is_locked
 from rmqtool.store.segments import discover
 from rmqtool.store.msgid import create_message_id
-from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes, pick_size
+from rmqtool.engine.store_sizes import batch_consume_queue_file_size, consume_queue_file_sizes, index_sizes, pick_size
 from rmqtool.engine.mapped_file import OS_PAGE_SIZE, AllocateMappedFileService, WarmAheadService, WritableFileQueue
 
 DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG = 1024 * 1024 * 1024
@@ -305,16 +306,24 @@ class Store:
                                   self.paths.commitlog)
 
         # consume queues and index, then what they are behind
-        self.consume_queues = ConsumeQueueTable(self.paths.consumequeue, c.mapped_file_size_consume_queue)
+        # a 5.x store's batch topics dispatch into batchconsumequeue/ (ConsumeQueueStore holds both kinds)
+        learned = plan.outcome.batch_topics if plan.outcome is not None else ()  # INNER_BASE with no topics.json
+        batch = frozenset(batch_topics(self.root)) | frozenset(learned)
+        self.batch_queues = None
+        if batch:
+            self.batch_queues = BatchConsumeQueueTable(
+                self.paths.batch_consumequeue, batch_consume_queue_file_size(self.paths.batch_consumequeue), batch)
+            self.batch_queues.load()
+        self.consume_queues = ConsumeQueueTable(self.paths.consumequeue, c.mapped_file_size_consume_queue,
+                                                self.batch_queues)
         self.consume_queues.load()
         self.index_service = None
         if c.message_index_enable:
             self.index_service = IndexServiceWriter(self.paths.index, c.max_hash_slot_num, c.max_index_num,
                                                     self.checkpoint, self._clock)
             self.index_service.load()
-        # a 5.x store's batch consume queues are not the engine's to write (it writes 4.9 queues)
         self.dispatcher = CommitLogDispatcher(self.consume_queues, self.index_service, self.checkpoint,
-                                              skip_topics=frozenset(batch_topics(self.root)))
+                                              batch_queues=self.batch_queues)
         # from the plan's start (abnormal recovery: a segment back; a queue's max physical
         # offset and the index's end offset make a second dispatch a no-op)
         self.reput = ReputMessageService(self.commit_log, self.dispatcher, self.delay_levels,
@@ -601,7 +610,7 @@ class Store:
             if reput.reput_from_offset != first_offset:
                 reput.do_reput()
                 return
-            if runs is None:
+            if runs is None or self.batch_queues is not None:  # runs are consume queue units only
                 self.dispatcher.dispatch(requests)
             else:
                 self.dispatcher.dispatch_runs(requests, runs, last_unit_ts)

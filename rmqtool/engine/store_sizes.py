@@ -28,6 +28,14 @@ def consume_queue_file_sizes(root: pathlib.Path) -> set[int]:
     return sizes
 
 
+def batch_consume_queue_file_size(root: pathlib.Path) -> int:
+    """mapperFileSizeBatchConsumeQueue as the store's batch queue files show it (the default
+    when there are none)."""
+    from rmqtool.formats.consumequeue import DEFAULT_BATCH_CQ_FILE_SIZE
+    sizes = consume_queue_file_sizes(root)
+    return max(sizes) if sizes else DEFAULT_BATCH_CQ_FILE_SIZE
+
+
 def index_sizes(directory: pathlib.Path, given_slots: int | None, given_entries: int | None) -> tuple[int, int]:
     """(maxHashSlotNum, maxIndexNum) of the store's index files: what the contents of the
     newest file with entries show (the read side's inference), which settings given must

@@ -112,7 +112,8 @@ def check_at(buf, pos: int, limit: int, offset: int, options: WalkOptions,
         return -1, None, "the file ends", None
     try:
         size, request = check_message(buf, pos, limit, offset, delay_levels, check_crc=options.check_crc,
-                                      magic_codes=options.magic_codes, verify_prop_crc=options.verify_prop_crc)
+                                      magic_codes=options.magic_codes, verify_prop_crc=options.verify_prop_crc,
+                                      strict_inner=options.semantics == V5)
     except RecordUnreadable as exc:
         return -1, None, exc.reason if magic else "zeros (no record is written here)", total
     except (IndexError, ValueError):

@@ -4,9 +4,11 @@ start (4.9.8 or 5.3.3), simulated step by step over the files, nothing written.
 1. load: every commit log and consume queue file must have the mapped file size (else
    load() fails and the broker does not start); after an abnormal exit (the ``abort``
    file) every index file whose endTimestamp is newer than the checkpoint's
-   indexMsgTimestamp is destroyed.
-2. recoverConsumeQueue: each queue recovered (``queue_model``); the largest max physic
-   offset among them is what the commit log recovery gets.
+   indexMsgTimestamp is destroyed. 5.3.3 loads ``batchconsumequeue/`` too, and refuses a
+   queue directory whose topic's queue type (topics.json ``queue.type``) is the other one.
+2. recoverConsumeQueue: each queue recovered (``queue_model``; 5.3.3's batch queues:
+   ``batch_queue_model``); the largest max physic offset among them is what the commit
+   log recovery gets.
 3. the commit log walk (``commitlog_walk``); abnormal recovery dispatches every record it
    accepts (5.3.3 normal recovery too, those past the queues' max physic offset).
 4. truncateDirtyLogicFiles when the queues reach the recovered end; truncateDirtyFiles.
@@ -25,16 +27,19 @@ import numpy as np
 
 from rmqtool.dispatch.rules import DelayLevels
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V2
-from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, FILL_SIZE, is_written_unit
+from rmqtool.formats.consumequeue import (CQ_STORE_UNIT_SIZE, DEFAULT_BATCH_CQ_FILE_SIZE, DEFAULT_CQ_FILE_SIZE, FILL_SIZE,
+                                          is_written_batch_unit, is_written_unit)
 from rmqtool.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
 from rmqtool.recovery.commitlog_walk import (V4, V5, WalkEnd, WalkOptions, abnormal_start, first_store_timestamp,
                                              normal_start, walk)
+from rmqtool.recovery.batch_queue_model import BatchQueueModel
 from rmqtool.recovery.queue_model import QueueModel
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import Corrupt
 from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end, last_written
 from rmqtool.store.arrays import read_records
-from rmqtool.store.consumequeue import CQ_LAYOUT, queue_directories
+from rmqtool.store.config import configured_batch_topics
+from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, queue_directories
 from rmqtool.store.indexfile import IndexFile, is_index_file_name
 from rmqtool.store.message import Message
 from rmqtool.store.paths import StorePaths, is_segment_name
@@ -75,6 +80,9 @@ class Outcome:
     index_msg_timestamp: int = 0
     lost_messages: list = dataclasses.field(default_factory=list)
     reput_from: int = 0
+    batch_topics: list = dataclasses.field(default_factory=list)  # 5.3.3: topics of batch consume queues
+    batch_topics_reason: str = ""
+    notes: list = dataclasses.field(default_factory=list)  # where rmqtool's apply keeps more than the broker
 
 
 def detect_semantics(paths: StorePaths, segments: list[Segment]) -> tuple[str, str]:
@@ -92,12 +100,16 @@ def detect_semantics(paths: StorePaths, segments: list[Segment]) -> tuple[str, s
             return V5, "the checkpoint holds a confirmPhyOffset (5.x only)"
     except (RmqError, OSError):
         pass
+    if configured_batch_topics(paths.config):
+        return V5, "topics.json gives a topic queue.type BatchCQ (5.x only)"
     last = CommitLog(paths.commitlog).segments[-1:] if segments else []
     for seg in last:
         from rmqtool.store.commitlog import scan_segment  # the first record is enough
         for r in scan_segment(seg, is_last=True, check_crc=False):
             if isinstance(r, Message) and b"__CRC32#" in (r.properties_raw or b""):
                 return V5, "records carry __CRC32# properties (5.x enabledAppendPropCRC)"
+            if isinstance(r, Message) and b"INNER_BASE" in (r.properties_raw or b""):
+                return V5, "records carry INNER_BASE properties (5.x batch consume queue topics)"
             break
     return V4, "nothing 5.x-only in the store (no V2 records, __CRC32# properties, 5.x checkpoint fields or batch consume queues)"
 
@@ -115,7 +127,11 @@ def _checkpoint(paths: StorePaths) -> tuple[int, int, str]:
 
 def simulate(store_root, settings: Settings, commit_log_file_size: int | None = None,
              consume_queue_file_size: int | None = None, delay_levels: DelayLevels | None = None,
-             *, list_lost: bool = True) -> Outcome:
+             *, list_lost: bool = True, batch_learned: frozenset = frozenset()) -> Outcome:
+    """The broker's next start on the store. With no topics.json to give the topics' queue
+    types, a topic whose records carry INNER_BASE/INNER_NUM is one of a 5.3.3 broker's
+    batch topics (only a BatchCQ queue writes INNER_BASE): where the walk meets one that
+    was not taken as such, the simulation runs again with it (``batch_learned``)."""
     paths = StorePaths(store_root)
     delay_levels = delay_levels or DelayLevels()
     log = discover(paths.commitlog, required=False, mapped_file_size=commit_log_file_size)
@@ -153,6 +169,30 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
             out.advice = ("remove the queue's damaged file, or a file that is not the broker's (rmqtool redispatch "
                           "rebuilds the queue from the commit log)")
         queues.append(QueueModel(topic, queue_id, q.segments, cq_size or 1))
+    batch: set[str] = set()
+    bcq_size = DEFAULT_BATCH_CQ_FILE_SIZE
+    if semantics == V5:  # 4.9.8 never looks at batchconsumequeue/
+        bcq_dirs = queue_directories(paths.batch_consumequeue)
+        batch, refusal, out.batch_topics_reason = _queue_type_refusal(
+            paths, {q.topic for q in queues}, {t for t, _q, _d in bcq_dirs} | batch_learned)
+        out.batch_topics = sorted(batch)
+        if out.loadable and refusal:
+            out.loadable, out.reason = False, refusal
+            out.advice = ("give the topic its queue type in topics.json (attribute queue.type), or move the queue "
+                          "directory out of the store and rebuild it (rmqtool redispatch)")
+        for topic, queue_id, directory in bcq_dirs:
+            q = discover(directory, required=False)
+            size_here = q.mapped_file_size or DEFAULT_BATCH_CQ_FILE_SIZE  # mapperFileSizeBatchConsumeQueue
+            bcq_size = size_here
+            refusal, dropped = load_refusal(directory, size_here, semantics)
+            if dropped:
+                out.queue_files_deleted += [str(d) for d in dropped]
+                q.segments = [s for s in q.segments if s.path not in dropped]
+            if out.loadable and refusal:
+                out.loadable, out.reason = False, refusal
+                out.advice = ("remove the batch queue's damaged file, or a file that is not the broker's (rmqtool "
+                              "redispatch rebuilds the queue from the commit log)")
+            queues.append(BatchQueueModel(topic, queue_id, q.segments, size_here))
 
     reader = CommitLog(paths.commitlog, size or None) if segments else None
     out.min_offset = segments[0].base_offset if segments else 0
@@ -188,19 +228,32 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
     options = WalkOptions(semantics, settings.check_crc, settings.verify_prop_crc)
     by_key = {(q.topic, q.queue_id): q for q in queues}
 
-    def model(topic: str, queue_id: int) -> QueueModel:
+    def model(topic: str, queue_id: int) -> QueueModel | BatchQueueModel:
         q = by_key.get((topic, queue_id))
-        if q is None:
-            q = QueueModel(topic, queue_id, [], consume_queue_file_size or _cq_file_size(queues))
+        if q is None:  # findOrCreateConsumeQueue: the topic's queue type decides
+            if topic in batch:
+                q = BatchQueueModel(topic, queue_id, [], bcq_size)
+            else:
+                q = QueueModel(topic, queue_id, [], consume_queue_file_size or _cq_file_size(queues))
             by_key[(topic, queue_id)] = q
             queues.append(q)
         return q
 
+    inner_topics: set[str] = set()
+    at_reach = []  # 5.3.3 normal recovery: the record at exactly the queues' max physic offset
+
     def dispatch(request) -> None:
+        if request.inner_batch:
+            inner_topics.add(request.topic)
         tran = request.sys_flag & TRANSACTION_MASK
         if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
-            model(request.topic, request.queue_id).put(request.commit_log_offset, request.msg_size,
-                                                       request.tags_code, request.consume_queue_offset)
+            q = model(request.topic, request.queue_id)
+            if q.batch:
+                base = request.consume_queue_offset if request.msg_base_offset is None else request.msg_base_offset
+                q.put(request.commit_log_offset, request.msg_size, request.tags_code, request.store_timestamp,
+                      base, request.batch_size)
+            else:
+                q.put(request.commit_log_offset, request.msg_size, request.tags_code, request.consume_queue_offset)
 
     if abnormal:
         min_ts_used = min_ts
@@ -227,10 +280,24 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
             def on_record(request):  # only what lies past the queues (an equal offset is not: 5.3.3's '>')
                 if request.commit_log_offset > max_phy_cq:
                     dispatch(request)
+                elif request.commit_log_offset == max_phy_cq:
+                    at_reach.append(request)
     out.start_index = index
     out.start_file = str(segments[index].path)
     w = walk(segments, index, options, delay_levels, on_record)
     out.walk = w
+    unknown = inner_topics - batch
+    if semantics == V5 and unknown and configured_batch_topics(paths.config) is None:
+        return simulate(store_root, settings, commit_log_file_size, consume_queue_file_size, delay_levels,
+                        list_lost=list_lost, batch_learned=batch_learned | frozenset(unknown))
+    for r in at_reach:
+        q = by_key.get((r.topic, r.queue_id))
+        reach = -1 if q is None else q.max_physic_offset
+        if reach < r.commit_log_offset + (0 if q is not None and q.batch else r.msg_size):
+            out.notes.append(f"the record at commit log offset {r.commit_log_offset} ({r.topic}/{r.queue_id} queue "
+                             f"offset {r.consume_queue_offset}) stays out of its queue: 5.3.3's normal recovery "
+                             f"dispatches only records past the queues' max physic offset {max_phy_cq}, not the one "
+                             f"at it; recover --apply dispatches again from that offset and keeps it")
     out.max_offset_before = _data_end(segments, size, w)
     end = w.end
     out.max_offset_after = end
@@ -274,7 +341,7 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
         out.queues[f"{q.topic}/{q.queue_id}"] = (q.min_offset, q.max_offset)
         out.queue_files_deleted += [str(s) for s in _queue_paths(paths, q)]
     if list_lost and reader is not None:
-        out.lost_messages = _lost(reader, paths, end, out.max_offset_before, queues_dirs=queue_directories(paths.consumequeue))
+        out.lost_messages = _lost(reader, paths, end, semantics)
     return out
 
 
@@ -317,11 +384,36 @@ def load_refusal(directory: pathlib.Path, size: int, semantics: str) -> tuple[st
 
 
 def _cq_file_size(queues: list[QueueModel]) -> int:
-    return next((q.file_size for q in queues if q.file_size > 1), 300000 * CQ_STORE_UNIT_SIZE)
+    return next((q.file_size for q in queues if q.file_size > 1 and not q.batch), DEFAULT_CQ_FILE_SIZE)
 
 
-def _queue_paths(paths: StorePaths, q: QueueModel) -> list[pathlib.Path]:
-    directory = paths.consumequeue / q.topic / str(q.queue_id)
+def _queue_type_refusal(paths: StorePaths, cq_topics: set[str],
+                        bcq_topics: set[str]) -> tuple[set[str], str | None, str]:
+    """5.3.3 loadConsumeQueues' queueTypeShouldBe: the batch topics, why the load fails
+    (None: it does not), and where the queue types come from. topics.json gives them;
+    without one to read, the batch topics are those of batchconsumequeue/ and those whose
+    records carry INNER_BASE (``bcq_topics``), as the broker must have been told."""
+    configured = configured_batch_topics(paths.config)
+    if configured is None:
+        batch = set(bcq_topics)
+        why = ("no topics.json: the topics of batchconsumequeue/ and those whose records carry INNER_BASE are taken "
+               "as BatchCQ")
+    else:
+        batch = configured
+        why = "topics.json (attribute queue.type)"
+    for topic in sorted(cq_topics & batch):
+        return batch, (f"{paths.consumequeue / topic}: topic {topic} is a BatchCQ topic ({why}): the 5.3.3 broker's "
+                       f"load fails ('The queue type of topic: {topic} should be SimpleCQ, but is BatchCQ') and it "
+                       f"does not start"), why
+    for topic in sorted(bcq_topics - batch):
+        return batch, (f"{paths.batch_consumequeue / topic}: topic {topic} is not a BatchCQ topic in topics.json: "
+                       f"the 5.3.3 broker's load fails ('The queue type of topic: {topic} should be BatchCQ, but is "
+                       f"SimpleCQ') and it does not start"), why
+    return batch, None, why
+
+
+def _queue_paths(paths: StorePaths, q: QueueModel | BatchQueueModel) -> list[pathlib.Path]:
+    directory = (paths.batch_consumequeue if q.batch else paths.consumequeue) / q.topic / str(q.queue_id)
     return [directory / f"{b:020d}" for b in q.deleted_files()]
 
 
@@ -358,9 +450,10 @@ def _redispatch(segments, start: int, end: int, file_size: int, options: WalkOpt
         pos = 0
 
 
-def _lost(reader: CommitLog, paths: StorePaths, end: int, data_end: int, queues_dirs) -> list[dict]:
+def _lost(reader: CommitLog, paths: StorePaths, end: int, semantics: str) -> list[dict]:
     """Every message past the recovered end: records the read side still finds there, and
-    consume queue units pointing there whose record no longer reads."""
+    consume queue units (5.3.3: batch consume queue units too) pointing there whose record
+    no longer reads."""
     lost: dict[int, dict] = {}
     for r in reader.scan(from_offset=end, check_crc=False):
         if isinstance(r, Message):
@@ -369,22 +462,34 @@ def _lost(reader: CommitLog, paths: StorePaths, end: int, data_end: int, queues_
                               "readable": True}
         elif isinstance(r, Corrupt):
             continue
-    for topic, queue_id, directory in queues_dirs:
-        # units only grow along a queue: read its files from the last back to one that starts before the end
-        for seg in reversed(discover(directory, required=False).segments):
-            units = read_records(seg.path, CQ_LAYOUT.dtype)
-            offsets, sizes = units["commit_log_offset"], units["size"]
-            real = is_written_unit(offsets, sizes) & (sizes != FILL_SIZE)  # fillPreBlank units point nowhere
-            for i in np.flatnonzero(real & (offsets >= end)).tolist():
-                offset = int(offsets[i])
-                if offset not in lost:
-                    lost[offset] = {"commit_log_offset": offset, "topic": topic, "queue_id": queue_id,
-                                    "queue_offset": seg.base_offset // CQ_STORE_UNIT_SIZE + i, "keys": [],
-                                    "store_timestamp": None, "readable": False}
-            first = np.flatnonzero(real)
-            if first.size and offsets[first[0]] < end:
-                break
+    kinds = [(paths.consumequeue, False)] + ([(paths.batch_consumequeue, True)] if semantics == V5 else [])
+    for root, batch in kinds:
+        for topic, queue_id, directory in queue_directories(root):
+            _lost_units(topic, queue_id, directory, batch, end, lost)
     return [lost[k] for k in sorted(lost)]
+
+
+def _lost_units(topic: str, queue_id: int, directory, batch: bool, end: int, lost: dict) -> None:
+    """Units of one queue pointing at or past ``end`` whose record is not in ``lost`` yet."""
+    # units only grow along a queue: read its files from the last back to one that starts before the end
+    for seg in reversed(discover(directory, required=False).segments):
+        units = read_records(seg.path, (BATCH_CQ_LAYOUT if batch else CQ_LAYOUT).dtype)
+        offsets, sizes = units["commit_log_offset"], units["size"]
+        if batch:
+            real = is_written_batch_unit(offsets, sizes, units["msg_base_offset"], units["batch_size"])
+        else:
+            real = is_written_unit(offsets, sizes) & (sizes != FILL_SIZE)  # fillPreBlank units point nowhere
+        for i in np.flatnonzero(real & (offsets >= end)).tolist():
+            offset = int(offsets[i])
+            if offset not in lost:
+                queue_offset = (int(units["msg_base_offset"][i]) if batch else
+                                seg.base_offset // CQ_STORE_UNIT_SIZE + i)
+                lost[offset] = {"commit_log_offset": offset, "topic": topic, "queue_id": queue_id,
+                                "queue_offset": queue_offset, "keys": [], "store_timestamp": None,
+                                "readable": False}
+        first = np.flatnonzero(real)
+        if first.size and offsets[first[0]] < end:
+            break
 
 
 def served_range(store_root) -> tuple[int, int]:

@@ -43,7 +43,8 @@ from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.recovery.outcome import Outcome, Settings, simulate
 from rmqtool.store.commitlog import scan_segment
 from rmqtool.store.commitlog_end import CommitLogEnd, all_zero_from, first_bytes
-from rmqtool.store.consumequeue import find_queue_end, queue_directories
+from rmqtool.recovery.commitlog_walk import V5
+from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, batch_unit_before, find_queue_end, queue_directories
 from rmqtool.store.message import HEADER_FIELDS, HEADERS, PREFIX, Message
 from rmqtool.store.paths import StorePaths
 from rmqtool.store.segments import Segment, discover
@@ -81,17 +82,19 @@ class Action:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class QueueCut:
-    """A consume queue whose units recovery truncates."""
+    """A consume queue (or 5.x batch consume queue) whose units recovery truncates."""
     topic: str
     queue_id: int
-    max_offset_before: int  # one past the last written unit, in queue offsets
+    max_offset_before: int  # one past the last written unit, in queue offsets (a batch queue: its batch's end)
     max_offset: int  # after recovery
     max_physic_offset: int  # commitLogOffset + size of the last unit kept (-1: none)
+    units_truncated: int = 0
+    queue_type: str = "SimpleCQ"  # or BatchCQ
 
     def to_json(self) -> dict:
-        return {"topic": self.topic, "queue_id": self.queue_id, "max_offset_before": self.max_offset_before,
-                "max_offset": self.max_offset, "units_truncated": self.max_offset_before - self.max_offset,
-                "max_physic_offset": self.max_physic_offset}
+        return {"topic": self.topic, "queue_id": self.queue_id, "queue_type": self.queue_type,
+                "max_offset_before": self.max_offset_before, "max_offset": self.max_offset,
+                "units_truncated": self.units_truncated, "max_physic_offset": self.max_physic_offset}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,6 +154,8 @@ class RecoveryPlan:
                                   "max_offset_after": o.max_offset_after,
                                   "stopped_by": o.walk.reason if o.walk else None},
                    "queues": {k: {"min_offset": v[0], "max_offset": v[1]} for k, v in sorted(o.queues.items())},
+                   "batch_topics": o.batch_topics, "batch_topics_reason": o.batch_topics_reason,
+                   "notes": o.notes,
                    "lost_messages": o.lost_messages,
                    "files_deleted": [a.path for a in self.actions if a.kind == DELETE],
                    "index_files_destroyed": [p for p, _ts in o.index_files_destroyed],
@@ -210,7 +215,8 @@ def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | 
     end = _end_of(segments, w, size)
 
     # the consume queues
-    cuts, cq_max_physic = _plan_consume_queues(paths, consume_queue_file_size, w.end, actions, findings)
+    cuts, cq_max_physic = _plan_consume_queues(paths, consume_queue_file_size, w.end, actions, findings,
+                                               batch=outcome.semantics == V5)
 
     # the index files an abnormal start destroys
     for path, end_ts in outcome.index_files_destroyed:
@@ -325,40 +331,57 @@ def _zero_after(seg: Segment, position: int, actions: list[Action], findings: li
 
 
 def _plan_consume_queues(paths: StorePaths, file_size: int | None, commit_log_end: int,
-                         actions: list[Action], findings: list[Finding]) -> tuple[list[QueueCut], int]:
-    """Each queue of consumequeue/: units past the commit log's end, bytes after the last
-    unit, files after the end. Returns the queues cut and the largest max physic offset kept."""
+                         actions: list[Action], findings: list[Finding], *,
+                         batch: bool = False) -> tuple[list[QueueCut], int]:
+    """Each queue of consumequeue/ (and with ``batch``, 5.3.3's batchconsumequeue/): units
+    past the commit log's end, bytes after the last unit, files after the end. Returns the
+    queues cut and the largest max physic offset kept."""
     cuts = []
     max_physic = -1
-    for topic, queue_id, directory in queue_directories(paths.consumequeue):
-        queue = discover(directory, required=False, mapped_file_size=file_size)
-        if not queue.segments:
-            continue
-        mapped = file_size or queue.mapped_file_size
-        qe = find_queue_end(queue.segments, mapped, commit_log_end)
-        max_physic = max(max_physic, qe.max_physic_offset)
-        if qe.units_cut:
-            cuts.append(QueueCut(topic, queue_id, qe.written_end // CQ_STORE_UNIT_SIZE, qe.end // CQ_STORE_UNIT_SIZE,
-                                 qe.max_physic_offset))
-            where = qe.end_segment or qe.segments_after[0]
-            findings.append(Finding(CONSUME_QUEUE_BEYOND_COMMIT_LOG, str(where.path), qe.end - where.base_offset,
-                                    f"{qe.units_cut} units at or past commit log offset {commit_log_end}"))
-        if qe.end_segment is not None:
-            seg = qe.end_segment
-            extent = _nonzero_extent(seg.path, qe.end - seg.base_offset)
-            if extent is not None:
-                if not qe.units_cut:
-                    findings.append(Finding(TRAILING_GARBAGE, str(seg.path), extent[0],
-                                            "non-zero bytes after the last unit of the consume queue"))
-                actions.append(Action(ZERO, str(seg.path), extent[0], extent[1],
-                                      CONSUME_QUEUE_BEYOND_COMMIT_LOG if qe.units_cut else TRAILING_GARBAGE,
-                                      "after the last unit the consume queue keeps"))
-        for seg in qe.segments_after:
-            findings.append(Finding(CONSUME_QUEUE_FILE_AFTER_END, str(seg.path), None,
-                                    f"the queue ends at offset {qe.end // CQ_STORE_UNIT_SIZE}"))
-            actions.append(Action(DELETE, str(seg.path), 0, seg.size, CONSUME_QUEUE_FILE_AFTER_END,
-                                  "truncateDirtyFiles: a consume queue file after the queue's end"))
+    kinds = [(paths.consumequeue, CQ_LAYOUT, file_size)] + ([(paths.batch_consumequeue, BATCH_CQ_LAYOUT, None)]
+                                                              if batch else [])
+    for root, layout, size in kinds:
+        for topic, queue_id, directory in queue_directories(root):
+            max_physic = max(max_physic, _plan_queue(topic, queue_id, directory, layout, size, commit_log_end,
+                                                     actions, findings, cuts))
     return cuts, max_physic
+
+
+def _plan_queue(topic: str, queue_id: int, directory: pathlib.Path, layout, file_size: int | None,
+                commit_log_end: int, actions: list[Action], findings: list[Finding], cuts: list[QueueCut]) -> int:
+    """One queue's part of :func:`_plan_consume_queues`; returns its max physic offset."""
+    queue = discover(directory, required=False, mapped_file_size=file_size)
+    if not queue.segments:
+        return -1
+    mapped = file_size or queue.mapped_file_size
+    qe = find_queue_end(queue.segments, mapped, commit_log_end, layout=layout)
+    if qe.units_cut:
+        if layout is BATCH_CQ_LAYOUT:
+            before, after = (batch_unit_before(queue.segments, at) for at in (qe.written_end, qe.end))
+            cuts.append(QueueCut(topic, queue_id, before[4] + before[5], after[4] + after[5] if after else 0,
+                                 qe.max_physic_offset, qe.units_cut, "BatchCQ"))
+        else:
+            cuts.append(QueueCut(topic, queue_id, qe.written_end // CQ_STORE_UNIT_SIZE,
+                                 qe.end // CQ_STORE_UNIT_SIZE, qe.max_physic_offset, qe.units_cut))
+        where = qe.end_segment or qe.segments_after[0]
+        findings.append(Finding(CONSUME_QUEUE_BEYOND_COMMIT_LOG, str(where.path), qe.end - where.base_offset,
+                                f"{qe.units_cut} units at or past commit log offset {commit_log_end}"))
+    if qe.end_segment is not None:
+        seg = qe.end_segment
+        extent = _nonzero_extent(seg.path, qe.end - seg.base_offset)
+        if extent is not None:
+            if not qe.units_cut:
+                findings.append(Finding(TRAILING_GARBAGE, str(seg.path), extent[0],
+                                        "non-zero bytes after the last unit of the consume queue"))
+            actions.append(Action(ZERO, str(seg.path), extent[0], extent[1],
+                                  CONSUME_QUEUE_BEYOND_COMMIT_LOG if qe.units_cut else TRAILING_GARBAGE,
+                                  "after the last unit the consume queue keeps"))
+    for seg in qe.segments_after:
+        findings.append(Finding(CONSUME_QUEUE_FILE_AFTER_END, str(seg.path), None,
+                                f"the queue ends at byte {qe.end} (unit {qe.end // layout.unit_size})"))
+        actions.append(Action(DELETE, str(seg.path), 0, seg.size, CONSUME_QUEUE_FILE_AFTER_END,
+                              "truncateDirtyFiles: a consume queue file after the queue's end"))
+    return qe.max_physic_offset
 
 
 def _nonzero_extent(path: pathlib.Path, position: int) -> tuple[int, int] | None:

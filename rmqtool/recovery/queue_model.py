@@ -63,6 +63,8 @@ class QueueFile:
 
 
 class QueueModel:
+    batch = False  # a ConsumeQueue (batch_queue_model: a BatchConsumeQueue)
+
     def __init__(self, topic: str, queue_id: int, segments: list[Segment], file_size: int):
         self.topic = topic
         self.queue_id = queue_id

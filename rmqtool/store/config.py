@@ -205,10 +205,27 @@ def batch_topics(store_root) -> set[str]:
     paths = StorePaths(store_root)
     found = {d.name for d in paths.batch_consumequeue.iterdir() if d.is_dir()} if paths.batch_consumequeue.is_dir() \
         else set()
+    return found | (configured_batch_topics(paths.config) or set())
+
+
+def configured_batch_topics(config_dir) -> set[str] | None:
+    """The topics topics.json gives ``queue.type`` BatchCQ (QueueTypeUtils.getCQType: any
+    other topic, listed or not, is SimpleCQ to a 5.x broker); None when there is no
+    topics.json to tell."""
     try:
-        doc = read_config_file(paths.config, "topics.json").document
+        doc = read_config_file(config_dir, "topics.json").document
     except FormatError:
-        return found
+        return None
+    table = doc.get("topicConfigTable") if isinstance(doc, dict) else None
+    if not isinstance(table, dict):
+        return None
+    found = set()
+    for name, topic in table.items():
+        attributes = topic.get("attributes") if isinstance(topic, dict) else None
+        if isinstance(attributes, dict) and any(k.lstrip("+") == "queue.type" and str(v) == "BatchCQ"
+                                                 for k, v in attributes.items()):
+            found.add(name)
+    return found
     table = doc.get("topicConfigTable") if isinstance(doc, dict) else None
     for name, topic in (table or {}).items() if isinstance(table, dict) else ():
         attributes = topic.get("attributes") if isinstance(topic, dict) else None

@@ -572,6 +572,26 @@ def _last_physic_offset(segments: list[Segment], end: int, layout: UnitLayout, f
     return -1
 
 
+def batch_unit_before(segments: list[Segment], end: int) -> tuple | None:
+    """The fields (BatchCqUnit order) of the batch consume queue unit that ends at queue
+    byte ``end`` (the last one a find_queue_end keeps: its msgBaseOffset + batchSize is the
+    queue's max offset, its commitLogOffset the queue's maxMsgPhyOffsetInCommitLog); None
+    when there is none."""
+    at = end - BATCH_CQ_STORE_UNIT_SIZE
+    holder = next((s for s in reversed(segments) if s.base_offset <= at), None)
+    if holder is None:
+        return None
+    try:
+        with open(holder.path, "rb") as f:
+            f.seek(at - holder.base_offset)
+            raw = f.read(BATCH_CQ_STORE_UNIT_SIZE)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read ({exc.strerror})", holder.path) from None
+    if len(raw) < BATCH_CQ_STORE_UNIT_SIZE:
+        return None
+    return BATCH_CQ_UNIT.unpack(raw)
+
+
 def find_queue_end(segments: list[Segment], mapped_file_size: int, commit_log_max_offset: int | None = None,
                    *, layout: UnitLayout = CQ_LAYOUT, findings: list | None = None) -> QueueEnd:
     """Where a consume queue's valid units end, and where the broker's load cuts them.

@@ -1,0 +1,183 @@
+"""One 5.x batch consume queue as the 5.3.3 broker's load, recovery and dispatch change it, in memory.
+
+A literal model of 5.3.3 BatchConsumeQueue, the counterpart of ``queue_model`` for
+``batchconsumequeue/``. Where it differs from ConsumeQueue:
+
+* a unit is written when commitLogOffset >= 0, size > 0, msgBaseOffset >= 0 and
+  batchSize > 0; maxMsgPhyOffsetInCommitLog is the last unit's commitLogOffset (its
+  start, not its end);
+* the queue's offsets are kept, not computed from bytes: min is the msgBaseOffset of the
+  first file's first unit (-1 when there is none), max the msgBaseOffset + batchSize of
+  the last file's last unit (else the second-last file's, else 0);
+* putBatchMessagePositionInfo appends at the queue's end whatever the record's queue
+  offset (no fill units, no offset check); a new queue's first file is named 0;
+* truncateDirtyLogicFiles keeps the last file's first unit unless it points at or past
+  the end (it is not tested for being written), and correctMinOffset walks the first
+  file's units up to the first one at or past the commit log's min offset.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE, COMPACTED_OFFSET_NONE, is_written_batch_unit
+from rmqtool.recovery.queue_model import QueueFile
+from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, BATCH_CQ_UNIT
+from rmqtool.store.segments import Segment
+
+UNIT = BATCH_CQ_STORE_UNIT_SIZE
+
+
+class BatchQueueFile(QueueFile):
+    def unit(self, i: int) -> tuple:
+        return BATCH_CQ_UNIT.unpack_from(self.data, i)
+
+    def batch_columns(self):
+        return np.frombuffer(self.data, BATCH_CQ_LAYOUT.dtype, count=self.size // UNIT)
+
+
+class BatchQueueModel:
+    batch = True
+
+    def __init__(self, topic: str, queue_id: int, segments: list[Segment], file_size: int):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size
+        self.files = [BatchQueueFile(s.base_offset, file_size, s) for s in segments]
+        self.loaded_bases = [s.base_offset for s in segments]
+        self.max_physic_offset = -1  # maxMsgPhyOffsetInCommitLog
+        self.min_offset = -1  # minOffsetInQueue
+        self.max_offset = 0  # maxOffsetInQueue
+        self.units_added = 0
+
+    def _written(self, f: BatchQueueFile) -> np.ndarray:
+        u = f.batch_columns()
+        return is_written_batch_unit(u["commit_log_offset"], u["size"], u["msg_base_offset"], u["batch_size"])
+
+    # ---- BatchConsumeQueue.recover ------------------------------------------------------------
+    def recover(self) -> None:
+        if not self.files:
+            return
+        index = max(len(self.files) - 3, 0)
+        f = self.files[index]
+        process = f.base
+        position = 0
+        while True:
+            stop = np.flatnonzero(~self._written(f))
+            n = int(stop[0]) if stop.size else self.file_size // UNIT
+            if n:
+                position = n * UNIT
+                self.max_physic_offset = f.unit((n - 1) * UNIT)[0]
+            if position == self.file_size:
+                index += 1
+                if index >= len(self.files):
+                    break
+                f = self.files[index]
+                process = f.base
+                position = 0
+            else:
+                break
+        self._truncate_dirty_files(process + position)
+        self._revise_min_max()
+
+    def _truncate_dirty_files(self, offset: int) -> None:
+        """MappedFileQueue.truncateDirtyFiles: the file holding ``offset`` ends there, later ones go."""
+        kept = []
+        for f in self.files:
+            if f.base + self.file_size > offset:
+                if offset >= f.base:
+                    f.wrote = offset % self.file_size
+                    kept.append(f)
+            else:
+                kept.append(f)
+        self.files = kept
+
+    def _revise_min(self) -> None:
+        if not self.files:
+            self.max_offset, self.min_offset = 0, -1
+            return
+        first = self.files[0]
+        self.min_offset = first.unit(0)[4] if first.wrote >= UNIT else -1
+
+    def _revise_max(self) -> None:
+        last = self.files[-1] if self.files else None
+        for f in ([last] if last is not None else []) + (self.files[-2:-1] if len(self.files) >= 2 else []):
+            if f.wrote >= UNIT:
+                u = f.unit(f.wrote - UNIT)
+                self.max_offset = u[4] + u[5]
+                return
+        self.max_offset = 0
+
+    def _revise_min_max(self) -> None:
+        self._revise_min()
+        self._revise_max()
+
+    # ---- BatchConsumeQueue.truncateDirtyLogicFiles --------------------------------------------
+    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
+        self.max_physic_offset = phy_offset - 1
+        while self.files:
+            f = self.files[-1]
+            f.wrote = 0
+            u = f.batch_columns()
+            if not len(u):
+                break
+            offsets = u["commit_log_offset"]
+            if offsets[0] >= phy_offset:
+                self.files.pop()  # deleteLastMappedFile
+                continue
+            f.wrote = UNIT
+            self.max_physic_offset = int(offsets[0])
+            # from the second unit on: one not written, or one at or past the end, stops it
+            rest = ~self._written(f)[1:] | (offsets[1:] >= phy_offset)
+            stop = np.flatnonzero(rest)
+            n = int(stop[0]) + 1 if stop.size else len(offsets)
+            f.wrote = n * UNIT
+            self.max_physic_offset = int(offsets[n - 1])
+            break  # the broker's loop would spin on a file of one unit; it stops here
+        self._revise_min_max()
+
+    # ---- putMessagePositionInfoWrapper / putBatchMessagePositionInfo --------------------------
+    def put(self, offset: int, size: int, tags_code: int, store_timestamp: int, msg_base_offset: int,
+            batch_size: int) -> bool:
+        """False when the unit is not written (skipped as built, or an unusable request)."""
+        if msg_base_offset < 0 or batch_size < 0:
+            return False  # '[NOTIFYME]unexpected dispatch request'
+        if offset <= self.max_physic_offset:
+            return False  # 'Build batch consume queue repeatedly'
+        f = self._last_file()
+        if f.wrote + UNIT > self.file_size:
+            return False  # appendMessage fails: the broker retries, then marks the logics queue in error
+        BATCH_CQ_UNIT.pack_into(f.data, f.wrote, offset, size, tags_code, store_timestamp, msg_base_offset,
+                                batch_size, COMPACTED_OFFSET_NONE, bytes(4))
+        f.wrote += UNIT
+        self.units_added += 1
+        self.max_physic_offset = offset
+        self.max_offset = msg_base_offset + batch_size
+        if f.first_create and self.min_offset == -1:
+            self._revise_min()
+        return True
+
+    def _last_file(self) -> BatchQueueFile:
+        """getLastMappedFile(getMaxOffset()): the last file unless full; the first one is 0."""
+        if self.files and self.files[-1].wrote < self.file_size:
+            return self.files[-1]
+        base = self.files[-1].base + self.file_size if self.files else 0
+        f = BatchQueueFile(base, self.file_size, None)
+        f.first_create = not self.files
+        self.files.append(f)
+        return f
+
+    # ---- recoverOffsetTable's correctMinOffset ------------------------------------------------
+    def correct_min_offset(self, min_phy_offset: int, semantics: str) -> None:
+        self._revise_min()
+        if not self.files:
+            return
+        first = self.files[0]
+        u = first.batch_columns()[:first.wrote // UNIT]
+        below = np.flatnonzero(u["commit_log_offset"] >= min_phy_offset)
+        n = int(below[0]) if below.size else len(u)
+        if n:
+            self.min_offset = int(u["msg_base_offset"][n - 1]) + int(u["batch_size"][n - 1])
+
+    def deleted_files(self) -> list[int]:
+        now = {f.base for f in self.files}
+        return [b for b in self.loaded_bases if b not in now]

@@ -142,21 +142,37 @@ def test_batch_consume_queues_are_built_as_the_broker_built_them(store_copy):
     assert batch and all((store / "batchconsumequeue" / t).is_dir() for t in batch)
     r = _run("redispatch", store, "-f", "json")
     doc = json.loads(r.stdout)
-    assert r.exit_code == 0 and doc["batch_topics_left"] == []
+    assert r.exit_code == 0
     built = [c for c in doc["changes"] if "/batchconsumequeue/" in c["file"]]
     on_disk = [p for p in (store / "batchconsumequeue").rglob("*") if p.is_file()]
     assert len(built) == len(on_disk) and all(c["kind"] == "same" for c in built)
     assert not any((store / "consumequeue" / t).exists() for t in batch)
 
 
-def test_batch_consume_queues_are_left_as_they_are_from_an_offset(store_copy):
-    """--from-offset rebuilds plain queues from there; batch queues are left, and said to be."""
-    from rmqtool.store.config import batch_topics
-    store = store_copy(V5 / "batchcq" / "store")
-    r = _run("redispatch", store, "-f", "json", "--from-offset", 20_000)
+@pytest.mark.parametrize("cut", ["zeroed", "deleted"])
+def test_batch_consume_queues_are_built_again_from_an_offset(store_copy, tmp_path, cut):
+    """--from-offset keeps each batch queue's units before the offset and builds the rest again:
+    units zeroed or a file deleted past it come back byte for byte as the 5.3.3 broker wrote them."""
+    src = V5 / "batchcq" / "store"
+    store = store_copy(src)
+    bcq = store / "batchconsumequeue" / "BatchCQTopic" / "0"
+    second = bcq / f"{736:020d}"
+    first_offset = int.from_bytes(second.read_bytes()[:8], "big")  # the second file's first record
+    if cut == "zeroed":
+        second.write_bytes(bytes(second.stat().st_size))
+    else:
+        second.unlink()
+    damaged = _state(store)
+    r = _run("redispatch", store, "--cq", "-f", "json", "--from-offset", first_offset)
     doc = json.loads(r.stdout)
-    assert doc["batch_topics_left"] == sorted(batch_topics(store))
-    assert not any("/batchconsumequeue/" in c["file"] for c in doc["changes"])
+    assert r.exit_code == 3
+    changed = {c["file"] for c in doc["changes"] if c["kind"] != "same"}
+    assert changed == {str(second)}
+    r = _run("redispatch", store, "--cq", "--from-offset", first_offset, "--apply", "--backup-dir", tmp_path / "b")
+    assert r.exit_code == 0, r.output
+    assert second.read_bytes() == (src / second.relative_to(store)).read_bytes()
+    assert _run("undo", tmp_path / "b").exit_code == 0
+    assert _state(store) == damaged
 
 
 def test_a_deleted_batch_queue_comes_back_as_it_was_and_undo_removes_it_again(tmp_path):

@@ -84,7 +84,7 @@ def redispatch(
         doc = {"store_path": str(root), "from_offset": built.from_offset, "to_offset": built.to_offset,
                "records_dispatched": built.records, "consume_queue_file_size": built.cq_size,
                "index_geometry": list(built.index_geometry) if built.index_geometry else None,
-               "consume_queues": cq, "index": index, "batch_topics_left": built.batch_topics,
+               "consume_queues": cq, "index": index,
                "changes": [{"kind": c.kind, "file": c.path, "units": c.units} for c in changes],
                "counts": {k: sum(1 for c in changes if c.kind == k) for k in ("create", "replace", "delete", "same")}}
         differs = any(c.kind != "same" for c in changes)
@@ -105,9 +105,6 @@ def _show(doc: dict, fmt: str, render_document) -> None:
     what = " and ".join(w for w, on in (("consume queues", doc["consume_queues"]), ("index", doc["index"])) if on)
     lines = [f"rebuild {what} from commit log offsets [{doc['from_offset']}, {doc['to_offset']}): "
              f"{doc['records_dispatched']} records dispatched"]
-    if doc["batch_topics_left"]:
-        lines.append(f"batch consume queues are not rebuilt (rmqtool does not write them): left as they are for "
-                     f"{', '.join(doc['batch_topics_left'])}")
     for c in doc["changes"]:
         if c["kind"] != "same":
             units = f" ({c['units']} units)" if c["units"] is not None else ""

@@ -30,7 +30,7 @@ from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT
 from rmqtool.store.commitlog import find_record
 from rmqtool.store.config import batch_topics
 from rmqtool.store.commitlog_end import find_commit_log_end
-from rmqtool.store.consumequeue import find_queue_end, queue_directories
+from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, UnitLayout, find_queue_end, queue_directories
 from rmqtool.store.paths import StorePaths
 from rmqtool.store.segments import Segment, discover
 
@@ -127,7 +127,6 @@ class Built:
     queues: list  # (topic, queue id) built
     cq_size: int
     index_geometry: tuple[int, int] | None
-    batch_topics: list = dataclasses.field(default_factory=list)  # their batch consume queues are left as they are
     batch_queues: list = dataclasses.field(default_factory=list)  # (topic, queue id) of batch consume queues built
 
 
@@ -164,8 +163,15 @@ def build(store_root, staging, *, cq: bool = True, index: bool = True, selection
     # the batch topics chosen (a queue id chosen is applied to their records by _Filter)
     batch = frozenset(t for t in batch_topics(paths.root) if selection.wants(t, selection.queue_id or 0))
     batch_table = None
-    if cq and from_offset is None and batch:  # 5.x batch consume queues, built whole (not from an offset)
-        batch_table = BatchConsumeQueueTable(staging / "batchconsumequeue", batch_consume_queue_file_size(paths.batch_consumequeue), batch)
+    if cq and batch:  # 5.x batch consume queues
+        batch_size = batch_consume_queue_file_size(paths.batch_consumequeue)
+        batch_table = BatchConsumeQueueTable(staging / "batchconsumequeue", batch_size, batch)
+        if from_offset is not None:
+            for topic, queue_id, directory in queue_directories(paths.batch_consumequeue):
+                if topic in batch and selection.wants(topic, queue_id):  # keep the units before from_offset
+                    _stage_queue_prefix(directory, staging / "batchconsumequeue" / topic / str(queue_id), batch_size,
+                                        start, BATCH_CQ_LAYOUT)
+            batch_table.load()
     dispatcher = CommitLogDispatcher(table if cq else ConsumeQueueTable(staging / ".discard", cq_size), index_service,
                                      skip_topics=frozenset(batch_topics(paths.root)) if batch_table is None
                                      else frozenset(), batch_queues=batch_table)
@@ -183,8 +189,7 @@ def build(store_root, staging, *, cq: bool = True, index: bool = True, selection
         index_service.close()
     shutil.rmtree(staging / ".discard", ignore_errors=True)
     built = sorted(table.queues) if cq else []
-    left = sorted(batch_topics(paths.root)) if cq and batch_table is None else []
-    return Built(staging, start, end, chosen.records, built, cq_size, geometry, left,
+    return Built(staging, start, end, chosen.records, built, cq_size, geometry,
                  sorted(batch_table.queues) if batch_table is not None else [])
 
 
@@ -205,10 +210,12 @@ def _cq_size(paths: StorePaths) -> int:
     return max(sizes) if sizes else DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE
 
 
-def _stage_queue_prefix(directory: pathlib.Path, target: pathlib.Path, cq_size: int, phy_offset: int) -> None:
-    """Copy a queue's files up to its first unit at or past ``phy_offset``, zeroing from it."""
+def _stage_queue_prefix(directory: pathlib.Path, target: pathlib.Path, cq_size: int, phy_offset: int,
+                        layout: UnitLayout = CQ_LAYOUT) -> None:
+    """Copy a queue's files up to its first unit at or past ``phy_offset``, zeroing from it
+    (truncateDirtyLogicFiles; ``layout``: a consume queue's or a batch consume queue's)."""
     segments = discover(directory, required=False, mapped_file_size=cq_size).segments
-    qe = find_queue_end(segments, cq_size, phy_offset)
+    qe = find_queue_end(segments, cq_size, phy_offset, layout=layout)
     target.mkdir(parents=True, exist_ok=True)
     for seg in segments:
         if seg in qe.segments_after or seg.base_offset >= qe.end:

@@ -9,9 +9,10 @@ recover at 4.9.8); this plan says, in its terms, what that recovery changes in t
   that segment is zeroed here (the broker only moves its write position back, leaving
   bytes that any other reader takes for records), and segments after the end that hold
   data are deleted (truncateDirtyFiles);
-* every consume queue (ConsumeQueue.recover, then truncateDirtyLogicFiles): units at or
-  past the commit log's end, and anything non-zero after the queue's last unit, are
-  zeroed; files after the queue's end are deleted;
+* every consume queue (ConsumeQueue.recover, then truncateDirtyLogicFiles; under 5.3
+  rules the batch consume queues too): units at or past the commit log's end, and
+  anything non-zero after the queue's last unit, are zeroed; files after the queue's end
+  are deleted;
 * where dispatch to the consume queues and the index starts again: after a clean
   shutdown, from the largest commit log offset the consume queues reach; with the
   ``abort`` marker (abnormal recovery), from the last segment whose first message was

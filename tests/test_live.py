@@ -120,8 +120,11 @@ def test_follow_prints_appended_records_across_a_roll_and_stops_on_ctrl_c(tmp_pa
     root = tmp_path / "store"
     with Store.open(root, writable=True, **SMALL) as store:
         first = [store.append(enc.producer_message("F", b"a" * 300, keys=f"a{i}")) for i in range(10)]
+        # SIGINT as a terminal gives it: a suite started in the background (``make test &``) runs
+        # with SIGINT ignored, which the child would inherit, and Python then never raises KeyboardInterrupt
         proc = subprocess.Popen([*RMQTOOL, "dump", "commitlog", str(root), "--follow", "-f", "jsonl", "--body", "none"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             rows = _read_lines(proc, len(first))
             assert [r["commit_log_offset"] for r in rows] == [r.wrote_offset for r in first]

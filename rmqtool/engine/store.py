@@ -230,6 +230,9 @@ class Store:
                               f"{CQ_STORE_UNIT_SIZE}", self.paths.consumequeue)
         c.max_hash_slot_num, c.max_index_num = index_sizes(self.paths.index, index_slots, index_entries)
         if c.mapped_file_size_commit_log <= END_FILE_MIN_BLANK_LENGTH + 128:
+            if found is not None:  # the files say so: a truncated store, not a setting
+                raise CorruptData(f"commit log files of {found} bytes: too small to be the broker's",
+                                  queue.segments[0].path)
             raise UsageError(f"commit log file size {c.mapped_file_size_commit_log} is too small")
 
     def _open_writable(self, commitlog_size, cq_size, index_slots, index_entries, store_host, recover,

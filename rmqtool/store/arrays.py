@@ -29,16 +29,27 @@ def dtype_of(schema: cs.Struct) -> np.dtype:
     return dtype
 
 
-def read_records(path: str | os.PathLike, dtype: np.dtype, position: int = 0, count: int | None = None) -> np.ndarray:
-    """Whole records of ``dtype`` from ``position`` (at most ``count``); a partial last one is left out."""
+def read_records(path: str | os.PathLike, dtype: np.dtype, position: int = 0, count: int | None = None, *,
+                 native: bool = False) -> np.ndarray:
+    """Whole records of ``dtype`` from ``position`` (at most ``count``); a partial last one is left out.
+    ``native`` (a plain number dtype): the values in this machine's byte order, converted in
+    place (no second copy of a large array)."""
+    swap = native and not dtype.isnative
     try:
         with open(path, "rb", buffering=0) as f:
             f.seek(position)
-            data = f.read(-1 if count is None else count * dtype.itemsize)
+            if swap:  # read into a buffer the array may change
+                want = max(os.fstat(f.fileno()).st_size - position, 0)
+                data = bytearray(want if count is None else min(want, count * dtype.itemsize))
+                data = memoryview(data)[:f.readinto(data)]
+            else:
+                data = f.read(-1 if count is None else count * dtype.itemsize)
     except OSError as exc:
         raise StoreAccessError(f"cannot read ({exc.strerror})", path, position or None) from None
     whole = len(data) - len(data) % dtype.itemsize
-    return np.frombuffer(data, dtype=dtype, count=whole // dtype.itemsize)
+    if not swap:
+        return np.frombuffer(data, dtype=dtype, count=whole // dtype.itemsize)
+    return np.frombuffer(data, dtype=dtype.newbyteorder("="), count=whole // dtype.itemsize).byteswap(inplace=True)
 
 
 def runs(mask: np.ndarray) -> list[tuple[int, int]]:

@@ -61,8 +61,8 @@ class SegmentCheck:
     findings: list
     topic_queues: list  # (topic, queue id); the tq column indexes it
     columns: dict  # name -> numpy array, one row per message
-    key_offsets: np.ndarray  # commit log offset of each index key
-    key_hashes: np.ndarray  # its indexKeyHashMethod
+    key_offsets: np.ndarray | None  # commit log offset of each index key (None once key_rows says it)
+    key_hashes: np.ndarray  # its indexKeyHashMethod (0..2^31-1: int32)
     end_position: int | None = None  # one past the last record (a blank record included)
     full: bool = False  # ends with a valid blank record
     first_store_timestamp: int | None = None  # of a message at position 0 (what recovery looks at)
@@ -147,9 +147,10 @@ def check_segment(job: SegmentJob, delay_spec: str | None = None) -> SegmentChec
         remap[order] = np.arange(len(order))
         columns["tq"] = remap[columns["tq"]].astype(columns["tq"].dtype)
         topic_queues = [topic_queues[k] for k in order.tolist()]
+    # each key as its message's row: 8 bytes a key (int32 row and hash) to keep and to send, not 24
+    key_rows = np.searchsorted(columns["offset"], key_offsets).astype(np.int32)
     return SegmentCheck(str(seg.path), seg.base_offset, seg.size, found, topic_queues, columns,
-                        key_offsets, key_hashes, end, full, first_ts,
-                        key_rows=np.searchsorted(columns["offset"], key_offsets))
+                        None, key_hashes.astype(np.int32), end, full, first_ts, key_rows=key_rows)
 
 
 class _Keys:
@@ -258,26 +259,28 @@ def _joined(pieces: list[SegmentCheck]) -> SegmentCheck:
         return pieces[0]
     table: dict = {}
     columns = {}
-    for name, dtype in COLUMNS:
+    bases = np.cumsum([0] + [c.messages for c in pieces[:-1]])
+    for name, dtype in COLUMNS:  # a column at a time, each piece's let go once joined (one copy, not two)
         parts = []
         for c in pieces:
             col = c.columns[name]
             if name == "tq" and len(col):
                 col = np.array([table.setdefault(tq, len(table)) for tq in c.topic_queues], dtype=np.int32)[col]
             parts.append(col)
+            c.columns[name] = None
         columns[name] = np.concatenate(parts)
+        parts = None
     for c in pieces:  # topic-queues of pieces without messages too
         for tq in c.topic_queues:
             table.setdefault(tq, len(table))
     written = [c for c in pieces if c.end_position is not None]
     first = pieces[0]
-    bases = np.cumsum([0] + [c.messages for c in pieces[:-1]])
     return SegmentCheck(first.path, first.base_offset, first.size, [f for c in pieces for f in c.findings],
-                        list(table), columns, np.concatenate([c.key_offsets for c in pieces]),
-                        np.concatenate([c.key_hashes for c in pieces]),
+                        list(table), columns, None, np.concatenate([c.key_hashes for c in pieces]),
                         written[-1].end_position if written else None, written[-1].full if written else False,
                         first.first_store_timestamp,
-                        key_rows=np.concatenate([c.key_rows + b for c, b in zip(pieces, bases.tolist())]))
+                        key_rows=np.concatenate([c.key_rows + np.int32(b)  # a segment's rows fit int32
+                                                 for c, b in zip(pieces, bases.tolist())]))
 
 
 def _per_segment(pieces: Iterator[SegmentCheck]) -> Iterator[SegmentCheck]:
@@ -299,7 +302,7 @@ class CommitLogData:
     checks: list  # SegmentCheck per segment, in order
     topic_queues: list  # (topic, queue id) by tq id
     columns: dict
-    key_offsets: np.ndarray
+    key_offsets: np.ndarray | None  # None: offset[key_rows]
     key_hashes: np.ndarray
     min_offset: int  # getMinPhyOffset: the first segment's offset
     end: int  # one past the last record: the commit log's max offset
@@ -341,21 +344,27 @@ def segment_checks(commit_log: CommitLog, *, workers: int = 1, delay_spec: str |
 def merge(commit_log: CommitLog, checks: list[SegmentCheck]) -> CommitLogData:
     """Join the segments' columns (remapping each segment's topic-queue ids to one table)."""
     table: dict = {}
-    parts = {name: [] for name, _ in COLUMNS}
-    for c in checks:
-        remap = np.array([table.setdefault(tq, len(table)) for tq in c.topic_queues], dtype=np.int32)
-        for name, _ in COLUMNS:
-            col = c.columns[name]
-            parts[name].append(remap[col] if name == "tq" and len(col) else col)
-    columns = {name: np.concatenate(parts[name]) if parts[name] else np.zeros(0, dtype)
-               for name, dtype in COLUMNS}
-    key_offsets = np.concatenate([c.key_offsets for c in checks]) if checks else np.zeros(0, np.int64)
-    key_hashes = np.concatenate([c.key_hashes for c in checks]) if checks else np.zeros(0, np.int64)
-    bases = np.cumsum([0] + [c.messages for c in checks[:-1]]).tolist() if checks else []
-    key_rows = np.concatenate([c.key_rows + b for c, b in zip(checks, bases)]) if checks else np.zeros(0, np.int64)
-    parts = None
-    for c in checks:  # one copy of the columns, not two: the merged ones are kept
-        c.merged = c.messages
+    counts = [c.messages for c in checks]
+    remaps = [np.array([table.setdefault(tq, len(table)) for tq in c.topic_queues], dtype=np.int32) for c in checks]
+    columns = {}
+    for name, dtype in COLUMNS:  # a column at a time, each segment's piece let go once joined
+        parts = [remap[c.columns[name]] if name == "tq" and len(c.columns[name]) else c.columns[name]
+                 for c, remap in zip(checks, remaps)]
+        columns[name] = np.concatenate(parts) if parts else np.zeros(0, dtype)
+        parts = None
+        for c in checks:
+            c.columns[name] = None
+    # a key's offset is its message's (offset[key_rows]); hashes (indexKeyHashMethod: 0..2^31-1)
+    # and rows fit int32: what is kept for every key of the store is 8 bytes, not 24
+    key_offsets = None
+    key_hashes = (np.concatenate([c.key_hashes for c in checks], dtype=np.int32, casting="unsafe") if checks
+                  else np.zeros(0, np.int32))
+    bases = np.cumsum([0] + counts[:-1]).tolist() if checks else []
+    row_type = np.int32 if sum(counts) < 1 << 31 else np.int64
+    key_rows = (np.concatenate([c.key_rows.astype(row_type) + b for c, b in zip(checks, bases)])
+                if checks else np.zeros(0, row_type))
+    for c, n in zip(checks, counts):  # one copy of the columns, not two: the merged ones are kept
+        c.merged = n
         c.columns = c.key_offsets = c.key_hashes = c.key_rows = None
     segs = commit_log.segments
     end = segs[0].base_offset if segs else 0

@@ -39,7 +39,7 @@ def expected_time_diff(store_timestamps: np.ndarray, begin_timestamp: int) -> np
     return np.minimum(seconds, INT_MAX, out=seconds)
 
 
-_CHUNK = 1 << 18  # entries mapped to records at once: temporaries of a few MiB, reused, whatever the file's size
+_CHUNK = 1 << 16  # entries mapped to records at once: temporaries of a few MiB, reused, whatever the file's size
 
 
 class RecordKeys:
@@ -54,6 +54,7 @@ class RecordKeys:
     def cover(self, rows: np.ndarray, hashes: np.ndarray) -> np.ndarray:
         """For each entry (message row, key hash): whether the message has a key of that hash;
         every such key is marked covered (a key given twice is indexed twice)."""
+        rows = rows.astype(self.rows.dtype)  # else searchsorted copies the whole key table to the rows' type
         start = np.searchsorted(self.rows, rows, side="left")
         count = np.searchsorted(self.rows, rows, side="right") - start
         has = np.zeros(len(rows), bool)
@@ -82,7 +83,7 @@ def check_index_file(f: IndexFile, data: CommitLogData, keys: RecordKeys) -> lis
                              f"0..{f.index_num} (maxIndexNum)"))
         count = max(0, min(count, f.index_num - FIRST_INDEX))
     count = max(count, 0)
-    slots = read_records(path, SLOT_DTYPE, INDEX_HEADER_SIZE, f.hash_slot_num).astype(np.int32)
+    slots = read_records(path, SLOT_DTYPE, INDEX_HEADER_SIZE, f.hash_slot_num, native=True)
     first_at = entry_position(f.hash_slot_num, FIRST_INDEX)
     size = ENTRY_DTYPE.itemsize
     slot = np.empty(count, np.int32)
@@ -110,9 +111,10 @@ def check_index_file(f: IndexFile, data: CommitLogData, keys: RecordKeys) -> lis
         found.append(finding(RECORD_TRUNCATED, path, first_at + read * size,
                              f"indexCount {h.index_count} runs past the file end"))
     found += _header_findings(f, data, slots, np.array(ends[:1] + ends[-1:], np.int64))
-    numbers = np.arange(FIRST_INDEX, FIRST_INDEX + read, dtype=np.int64)
-    found += _chain_findings(f, slots, numbers, first_at + (numbers - FIRST_INDEX) * size, slot.astype(np.int64),
-                             prev.astype(np.int64))
+    if not _chains_whole(slots, FIRST_INDEX, slot, prev):  # the common case proven on int32 arrays
+        numbers = np.arange(FIRST_INDEX, FIRST_INDEX + read, dtype=np.int64)
+        found += _chain_findings(f, slots, numbers, first_at + (numbers - FIRST_INDEX) * size,
+                                 slot.astype(np.int64), prev.astype(np.int64))
     return found + no_record + mismatch
 
 
@@ -176,38 +178,48 @@ def _header_findings(f: IndexFile, data: CommitLogData, slots: np.ndarray, phy: 
     return found
 
 
-def _chains_whole(slots: np.ndarray, numbers: np.ndarray, slot: np.ndarray, prev: np.ndarray) -> bool:
-    """Whether every chain is what putKey writes, proven without sorting (the common case).
+def _chains_whole(slots: np.ndarray, first: int, slot: np.ndarray, prev: np.ndarray) -> bool:
+    """Whether every chain is what putKey writes, proven without sorting (the common case);
+    ``slot`` and ``prev`` (int32) are those of entries ``first``, ``first + 1``...
 
     If each entry's prevIndex is 0 or an earlier entry of the same slot, and no two entries
     name the same one, the entries form chains, each from an entry naming 0 (its start) to
     one nobody names (its head). If moreover each head is what its slot names, and as many
     slots are in use as there are heads and starts, each slot holds one chain, and each
     entry names the entry of its slot just before it: the first can only name 0, the
-    second only the first, and so on. Arrays stay small (bools, int32) so the random
-    reads stay in cache.
+    second only the first, and so on. Arrays stay small (bools, int32: an index file's
+    entry numbers fit) so the random reads stay in cache and memory in bounds.
     """
-    n = len(numbers)
+    n = len(slot)
     if not n:
         return not slots.any()
-    if (slot < 0).any():
-        return False
-    first = int(numbers[0])
-    linked = prev > 0
-    before = (prev[linked] - first).astype(np.int64)  # index of the named entry
-    if (before < 0).any() or (prev[linked] >= numbers[linked]).any():
-        return False
-    slot32 = slot.astype(np.int32)
-    if (slot32[before] != slot32[linked]).any():
+    if (slot < 0).any() or n + first >= INT_MAX:
         return False
     named = np.zeros(n, bool)
-    named[before] = True
-    if np.count_nonzero(named) != len(before):  # an entry named twice
+    linked_count = 0
+    for a in range(0, n, _CHUNK):  # temporaries of a chunk, not of the file
+        b = min(a + _CHUNK, n)
+        p = prev[a:b]
+        # each named entry is an earlier one: prev - first (its index) below the entry's own index
+        if (p - np.int32(first) >= np.arange(a, b, dtype=np.int32)).any():
+            return False
+        linked = p > 0
+        before = p[linked] - np.int32(first)  # index of the named entry
+        if (before < 0).any() or (slot[before] != slot[a:b][linked]).any():
+            return False
+        named[before] = True
+        linked_count += len(before)
+    if np.count_nonzero(named) != linked_count:  # an entry named twice
         return False
-    heads = np.flatnonzero(~named)
-    if len(heads) != n - len(before) or len(heads) != np.count_nonzero(slots):
+    named = ~named  # now: the heads
+    heads = int(np.count_nonzero(named))
+    if heads != n - linked_count or heads != np.count_nonzero(slots):
         return False
-    return bool((slots[slot32[heads]] == numbers[heads]).all())
+    for a in range(0, n, _CHUNK):
+        at = np.flatnonzero(named[a:a + _CHUNK]) + a
+        if not (slots[slot[at]] == at + first).all():
+            return False
+    return True
 
 
 def _chain_findings(f: IndexFile, slots: np.ndarray, numbers: np.ndarray, position: np.ndarray,
@@ -215,8 +227,6 @@ def _chain_findings(f: IndexFile, slots: np.ndarray, numbers: np.ndarray, positi
     """putKey links each entry to the slot's newest earlier entry and points the slot at it."""
     path = str(f.path)
     n = len(numbers)
-    if _chains_whole(slots, numbers, slot, prev):
-        return []
     expected_prev = np.zeros(n, np.int64)
     newest = np.zeros(len(slots), np.int64)  # each slot's newest entry, 0: none
     if n:
@@ -284,8 +294,9 @@ def check_index(store_root: str | os.PathLike, data: CommitLogData,
 
 def _not_indexed(data: CommitLogData, keys: RecordKeys, lo: int, hi: int) -> Iterator[Finding]:
     """Messages in [lo, hi] with a key that has no entry, as runs of consecutive keyed messages."""
-    inside = (data.key_offsets >= lo) & (data.key_offsets <= hi)
-    offsets = data.key_offsets[inside]
+    key_offsets = data.key_offsets if data.key_offsets is not None else data["offset"][keys.rows]
+    inside = (key_offsets >= lo) & (key_offsets <= hi)
+    offsets = key_offsets[inside]
     missing_keys = ~keys.covered[inside]
     if not missing_keys.any():
         return

@@ -408,3 +408,23 @@ def test_after_apply_every_key_answers_as_the_broker_did(name, label, tmp_path):
         topic, key = topic_key.split("\t")
         found = query_by_key(out, key, topic=topic, index_only=True)
         assert sorted({m.commit_log_offset for m in found.messages}) == expected, topic_key
+
+
+def test_where_apply_keeps_more_than_5_3_the_plan_says_so(tmp_path):
+    """5.3.3's normal recovery dispatches records past the queues' max physic offset, not the
+    one at it: with batchconsumequeue/ gone, the batch record at that offset gets no unit
+    (the real engine: made shape bcq-all-deleted-normal). The plan's queues are the broker's,
+    and a note names the record; recover --apply dispatches from that offset and keeps it."""
+    name = "bcq-all-deleted-normal"
+    expected = json.loads((MADE / name / "truth.json").read_text())["engines"]["5.3.3"]
+    doc = plan_recovery(MADE / name / "input" / "store").to_json()
+    assert {k: [v["min_offset"], v["max_offset"]] for k, v in doc["queues"].items()} == expected["queues"]
+    reach = max((m for m in load_truth(V5 / "batchcq" / "truth.json")["truth"]["messages"]
+                 if m["topic"] == "PlainTopic"), key=lambda m: m["physicalOffset"])  # the plain queue's last record
+    at = reach["physicalOffset"] + reach["storeSize"]
+    (note,) = doc["notes"]
+    assert f"commit log offset {at} " in note and "BatchCQTopic/0" in note
+    out = tmp_path / "out"
+    assert _run("recover", MADE / name / "input" / "store", "--apply", "--to", out).exit_code == 0
+    kept = simulate(out, Settings()).queues
+    assert "BatchCQTopic/0" not in expected["queues"] and kept["BatchCQTopic/0"][1] > kept["BatchCQTopic/0"][0]

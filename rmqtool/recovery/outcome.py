@@ -240,7 +240,17 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
         return q
 
     inner_topics: set[str] = set()
-    at_reach = []  # 5.3.3 normal recovery: the record at exactly the queues' max physic offset
+
+    def note_at_reach(r) -> None:
+        """5.3.3 normal recovery leaves out the record at exactly the queues' max physic
+        offset; where its queue does not hold it yet (at this point of the walk), say so."""
+        q = by_key.get((r.topic, r.queue_id))
+        reach = -1 if q is None else q.max_physic_offset
+        if reach < r.commit_log_offset + (0 if q is not None and q.batch else r.msg_size):
+            out.notes.append(f"the record at commit log offset {r.commit_log_offset} ({r.topic}/{r.queue_id} queue "
+                             f"offset {r.consume_queue_offset}) stays out of its queue: 5.3.3's normal recovery "
+                             f"dispatches only records past the queues' max physic offset {max_phy_cq}, not the one "
+                             f"at it; recover --apply dispatches again from that offset and keeps it")
 
     def dispatch(request) -> None:
         if request.inner_batch:
@@ -281,7 +291,7 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
                 if request.commit_log_offset > max_phy_cq:
                     dispatch(request)
                 elif request.commit_log_offset == max_phy_cq:
-                    at_reach.append(request)
+                    note_at_reach(request)
     out.start_index = index
     out.start_file = str(segments[index].path)
     w = walk(segments, index, options, delay_levels, on_record)
@@ -290,14 +300,6 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
     if semantics == V5 and unknown and configured_batch_topics(paths.config) is None:
         return simulate(store_root, settings, commit_log_file_size, consume_queue_file_size, delay_levels,
                         list_lost=list_lost, batch_learned=batch_learned | frozenset(unknown))
-    for r in at_reach:
-        q = by_key.get((r.topic, r.queue_id))
-        reach = -1 if q is None else q.max_physic_offset
-        if reach < r.commit_log_offset + (0 if q is not None and q.batch else r.msg_size):
-            out.notes.append(f"the record at commit log offset {r.commit_log_offset} ({r.topic}/{r.queue_id} queue "
-                             f"offset {r.consume_queue_offset}) stays out of its queue: 5.3.3's normal recovery "
-                             f"dispatches only records past the queues' max physic offset {max_phy_cq}, not the one "
-                             f"at it; recover --apply dispatches again from that offset and keeps it")
     out.max_offset_before = _data_end(segments, size, w)
     end = w.end
     out.max_offset_after = end

@@ -29,6 +29,7 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     # commit log records
     "bodyCrcMismatch": (Severity.ERROR, "the body CRC field does not match the body"),
     "propertyCrcMismatch": (Severity.ERROR, "the __CRC32# property does not match the record"),
+    "innerBatchPropertyInvalid": (Severity.ERROR, "INNER_BASE or INNER_NUM is not a number: a 5.x broker fails the record"),
     "recordMagicInvalid": (Severity.ERROR, "no record magic code where a record should start"),
     "recordSizeInvalid": (Severity.ERROR, "a totalSize that cannot be right (negative, too small, past the file end)"),
     "recordLengthMismatch": (Severity.ERROR, "the record's field lengths do not add up to its totalSize"),
@@ -118,6 +119,7 @@ COMMIT_LOG_END = "commitLogEnd"
 # commit log records
 BODY_CRC_MISMATCH = "bodyCrcMismatch"
 PROPERTY_CRC_MISMATCH = "propertyCrcMismatch"
+INNER_BATCH_PROPERTY_INVALID = "innerBatchPropertyInvalid"
 RECORD_MAGIC_INVALID = "recordMagicInvalid"
 RECORD_SIZE_INVALID = "recordSizeInvalid"
 RECORD_LENGTH_MISMATCH = "recordLengthMismatch"
@@ -238,6 +240,8 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "commitLogEnd": "Nothing; compare with the checkpoint and the consume queues.",
     "bodyCrcMismatch": "The body is damaged: recovery truncates the commit log there; save the rest first.",
     "propertyCrcMismatch": "The record is damaged: recovery with forceVerifyPropCRC truncates there.",
+    "innerBatchPropertyInvalid": ("The record is damaged: a 5.x broker's recovery cuts the commit log there "
+                                  "(rmqtool recover shows it); salvage the records after it first."),
     "recordMagicInvalid": "Damaged bytes: the region is skipped; salvage the records after it.",
     "recordSizeInvalid": "Damaged header: the region is skipped; salvage the records after it.",
     "recordLengthMismatch": "Damaged record: salvage the records after it.",

@@ -307,3 +307,15 @@ def test_random_damage_never_crashes_hangs_or_writes(scratch, data):
             assert f.severity in Severity and f.message
     finally:
         target.write_bytes(original)
+
+
+def test_a_non_numeric_inner_base_is_where_a_5_x_broker_cuts_the_log():
+    """INNER_BASE changed to 'x...' (fixtures/crash-made/inner-base-not-a-number): the 5.3.3
+    engine's recovery cut the commit log at that record (its truth's maxPhyOffset); verify
+    names that record, with the finding that says why."""
+    import json
+    from conftest import FIXTURES
+    made = FIXTURES / "crash-made" / "inner-base-not-a-number"
+    cut = json.loads((made / "truth.json").read_text())["engines"]["5.3.3"]["maxPhyOffset"]
+    found = [f for f in Verify(made / "input" / "store").findings() if f.id == "innerBatchPropertyInvalid"]
+    assert [(f.offset, f.details["commit_log_offset"], f.severity) for f in found] == [(cut, cut, Severity.ERROR)]

@@ -127,16 +127,26 @@ def check_message(buf, pos: int, limit: int, offset: int, delay_levels: DelayLev
     base, batch = queue_offset, 1
     inner = props.PROPERTY_INNER_NUM in properties and props.PROPERTY_INNER_BASE in properties
     if inner:
-        base_text, batch_text = properties[props.PROPERTY_INNER_BASE], properties[props.PROPERTY_INNER_NUM]
-        base = int(base_text) if _JAVA_INTEGER.fullmatch(base_text) else None
-        batch = int(batch_text) if _JAVA_INTEGER.fullmatch(batch_text) else None
-        if base is None or batch is None or not -(1 << 63) <= base < 1 << 63 or not -(1 << 15) <= batch < 1 << 15:
+        try:
+            base, batch = inner_batch(properties)
+        except ValueError as exc:
             if strict_inner:
-                raise RecordUnreadable(f"INNER_BASE {base_text!r} or INNER_NUM {batch_text!r} is not a number")
+                raise RecordUnreadable(str(exc)) from None
             # 5.3.3 fails the whole record here (4.9.8 never reads them): left out of any batch queue instead
             base, batch = -1, -1
     return total, DispatchRequest(topic, queue_id, offset, total, code, store_ts, queue_offset, keys, uniq, sys_flag,
                                   base, batch, inner)
+
+
+def inner_batch(properties: dict) -> tuple[int, int]:
+    """(msgBaseOffset, batchSize) from INNER_BASE and INNER_NUM, as 5.3.3's setBatchSizeIfNeeded
+    parses them (Long.parseLong, Short.parseShort); ValueError when they do not parse."""
+    base_text, batch_text = properties[props.PROPERTY_INNER_BASE], properties[props.PROPERTY_INNER_NUM]
+    base = int(base_text) if _JAVA_INTEGER.fullmatch(base_text) else None
+    batch = int(batch_text) if _JAVA_INTEGER.fullmatch(batch_text) else None
+    if base is None or batch is None or not -(1 << 63) <= base < 1 << 63 or not -(1 << 15) <= batch < 1 << 15:
+        raise ValueError(f"INNER_BASE {base_text!r} or INNER_NUM {batch_text!r} is not a number")
+    return base, batch
 
 
 @dataclasses.dataclass

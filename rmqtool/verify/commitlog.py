@@ -18,8 +18,9 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from rmqtool.dispatch.dispatcher import inner_batch
 from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels, tags_code
-from rmqtool.findings import (COMMIT_LOG_END, PROPERTY_CRC_MISSING, PROPERTY_CRC_UNREADABLE, QUEUE_OFFSET_GAP,
+from rmqtool.findings import (COMMIT_LOG_END, INNER_BATCH_PROPERTY_INVALID, PROPERTY_CRC_MISSING, PROPERTY_CRC_UNREADABLE, QUEUE_OFFSET_GAP,
                               QUEUE_OFFSET_REPEAT, STORE_TIMESTAMP_BACKWARDS, Finding, finding)
 from rmqtool.formats import properties as props
 from rmqtool.formats.crc import CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN
@@ -222,6 +223,15 @@ def _message_row(r: Message, delay: DelayLevels, tq_ids: dict, add: tuple, keys:
                 batch = int(p.get(props.PROPERTY_INNER_NUM, 1))
             except ValueError:
                 batch = 1
+    if props.PROPERTY_INNER_NUM in p and props.PROPERTY_INNER_BASE in p:
+        try:
+            inner_batch(p)
+        except ValueError as exc:
+            found.append(finding(INNER_BATCH_PROPERTY_INVALID, r.path, r.position,
+                                 f"{exc}: a 5.x broker's record check (setBatchSizeIfNeeded) fails the record, so "
+                                 f"its recovery cuts the commit log here",
+                                 commit_log_offset=offset, topic=topic, queue_id=r.queue_id,
+                                 queue_offset=r.queue_offset))
     tags = p.get(props.PROPERTY_TAGS)
     code = tags_code(tags) if tags else 0
     if topic == RMQ_SYS_SCHEDULE_TOPIC:

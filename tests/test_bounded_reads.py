@@ -54,10 +54,13 @@ def _queue_state(store, commit_log_max_offset=None) -> list:
 
 
 def _tiny_windows(monkeypatch, seek_data: bool = True):
+    from rmqtool.store import commitlog as commitlog_module  # its zero checks serve the queues too
     monkeypatch.setattr(cq_module, "WINDOW_UNITS", 3)  # units straddle nothing, but windows end everywhere
-    monkeypatch.setattr(cq_module, "ZERO_CHECK_WINDOW", 7)
-    if not seek_data:
-        monkeypatch.setattr(cq_module, "_SEEK_DATA", None)
+    monkeypatch.setattr(commitlog_module, "WINDOW", 7)
+    if not seek_data:  # as on a file system without holes: everything counts as data
+        monkeypatch.setattr(commitlog_module._FileWindow, "data_from",
+                            lambda self, pos: pos if pos < self.size else None)
+        monkeypatch.setattr(commitlog_module._FileWindow, "data_end", lambda self, pos: self.size)
 
 
 # --- consume queues --------------------------------------------------------------------

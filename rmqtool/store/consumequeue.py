@@ -125,8 +125,6 @@ Unit = Union[ConsumeQueueUnit, BatchConsumeQueueUnit]
 # Queue files are read a window of units at a time, so memory stays bounded whatever size
 # a damaged or sparse file claims; zero checks read in bytes, skipping the file's holes.
 WINDOW_UNITS = 4096
-ZERO_CHECK_WINDOW = 1 << 20
-_SEEK_DATA = getattr(os, "SEEK_DATA", None)  # Linux, macOS; elsewhere every byte is read
 
 
 def _windows(seg: Segment, start: int, end: int, unit_size: int,
@@ -166,36 +164,16 @@ def _windows(seg: Segment, start: int, end: int, unit_size: int,
 
 
 def _first_nonzero(seg: Segment, start: int, end: int, findings: list[Finding]) -> int | None:
-    """Position of the first non-zero byte of a file in [start, end), None when all are zero.
-    A sparse file's holes are zeros by definition: SEEK_DATA skips them unread."""
+    """Position of the first non-zero byte of a file in [start, end), None when all are zero:
+    the commit log's check (holes skipped unread, data compared with zeros a window at a
+    time), a file the OS refuses becoming a finding."""
+    from rmqtool.store.commitlog_end import all_zero_from  # it reads commit logs: imported when used
     try:
-        fd = os.open(seg.path, os.O_RDONLY)
-    except OSError as exc:
-        findings.append(Finding(SEGMENT_UNREADABLE, str(seg.path), None, f"cannot read ({exc.strerror})"))
+        first = all_zero_from(seg.path, start)
+    except StoreAccessError as exc:
+        findings.append(Finding(SEGMENT_UNREADABLE, str(seg.path), exc.offset, exc.message))
         return None
-    try:
-        position = start
-        while position < end:
-            if _SEEK_DATA is not None:
-                try:
-                    position = max(position, os.lseek(fd, position, _SEEK_DATA))
-                except OSError:
-                    return None  # ENXIO: no data from here to the end of the file
-                if position >= end:
-                    return None
-            data = os.pread(fd, min(ZERO_CHECK_WINDOW, end - position), position)
-            if not data:
-                return None
-            rest = data.lstrip(b"\0")
-            if rest:
-                return position + len(data) - len(rest)
-            position += len(data)
-        return None
-    except OSError as exc:
-        findings.append(Finding(SEGMENT_UNREADABLE, str(seg.path), None, f"cannot read ({exc.strerror})"))
-        return None
-    finally:
-        os.close(fd)
+    return first if first is not None and first < end else None
 
 
 class _UnitQueue:

@@ -63,9 +63,9 @@ def _label(queue: AnyConsumeQueue) -> str:
     return f"{'batch consume queue' if queue.is_batch else 'consume queue'} {queue.topic}/{queue.queue_id}"
 
 
-def check_queue(q: QueueUnits, data: CommitLogData, tq: int | None) -> list[Finding]:
+def check_queue(q: QueueUnits, data: CommitLogData, tq: int | None, mine: np.ndarray | None = None) -> list[Finding]:
     """One queue against the commit log; ``tq`` is its topic-queue id in ``data`` (None:
-    no message of the commit log is in it)."""
+    no message of the commit log is in it), ``mine`` the rows of its messages (in order)."""
     queue, u = q.queue, q.units
     found: list = []
     here = {"topic": queue.topic, "queue_id": queue.queue_id}
@@ -101,7 +101,7 @@ def check_queue(q: QueueUnits, data: CommitLogData, tq: int | None) -> list[Find
                              queue_offset=int(_unit_queue_offset(q, k)), commit_log_offset=int(clo[k]), **here))
     ok_units, ok_rows = real[hit], rows[hit]
     found += _mismatches(q, data, tq, ok_units, ok_rows)
-    found += _coverage(q, data, tq, ok_rows)
+    found += _coverage(q, data, tq, ok_rows, mine)
     return found
 
 
@@ -145,11 +145,13 @@ def _mismatches(q: QueueUnits, data: CommitLogData, tq: int | None, units: np.nd
     return found
 
 
-def _coverage(q: QueueUnits, data: CommitLogData, tq: int | None, pointed_rows: np.ndarray) -> list[Finding]:
+def _coverage(q: QueueUnits, data: CommitLogData, tq: int | None, pointed_rows: np.ndarray,
+              mine: np.ndarray | None = None) -> list[Finding]:
     """Messages of this topic-queue that no unit points at, as runs of queue offsets."""
     if tq is None:
         return []
-    mine = np.flatnonzero((data["tq"] == tq) & (data["batch"] > 0))
+    mine = np.flatnonzero(data["tq"] == tq) if mine is None else mine
+    mine = mine[data["batch"][mine] > 0]
     missing = mine[~np.isin(mine, pointed_rows)]
     if not len(missing):
         return []
@@ -192,18 +194,26 @@ def check_consume_queues(queues: ConsumeQueues, data: CommitLogData,
     log has messages for and no queue holds."""
     yield from queues.all_findings()  # what opening them found: file sizes, names, the load's cut
     tq_of = {tq: i for i, tq in enumerate(data.topic_queues)}
+    # each topic-queue's rows, found once (not a pass over every message for each of thousands of queues)
+    tq_col = data["tq"]
+    order = np.argsort(tq_col, kind="stable").astype(np.int32 if len(tq_col) < 1 << 31 else np.int64)
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(tq_col, minlength=len(data.topic_queues)))))
+
+    def rows_of(i: int) -> np.ndarray:
+        return order[bounds[i]:bounds[i + 1]]
+
     seen = set()
     for queue in queues.queues:
         q = read_units(queue)
         tq = tq_of.get((queue.topic, queue.queue_id))
         seen.add((queue.topic, queue.queue_id))
-        yield from check_queue(q, data, tq)
+        yield from check_queue(q, data, tq, None if tq is None else rows_of(tq))
         if on_bytes is not None:
             on_bytes(q.bytes_read)
-    dispatched = data["batch"] > 0
     for i, (topic, queue_id) in enumerate(data.topic_queues):
         if (topic, queue_id) in seen:
             continue
-        rows = np.flatnonzero((data["tq"] == i) & dispatched)
+        rows = rows_of(i)
+        rows = rows[data["batch"][rows] > 0]
         yield from _message_runs(data, rows, CONSUME_QUEUE_MISSING,
                                  f"no consume queue directory {topic}/{queue_id}", None)

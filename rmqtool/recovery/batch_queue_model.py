@@ -28,11 +28,12 @@ UNIT = BATCH_CQ_STORE_UNIT_SIZE
 
 
 class BatchQueueFile(QueueFile):
-    def unit(self, i: int) -> tuple:
-        return BATCH_CQ_UNIT.unpack_from(self.data, i)
+    unit_size = UNIT
+    unit_struct = BATCH_CQ_UNIT
 
     def batch_columns(self):
-        return np.frombuffer(self.data, BATCH_CQ_LAYOUT.dtype, count=self.size // UNIT)
+        data = self.data
+        return np.frombuffer(data, BATCH_CQ_LAYOUT.dtype, count=len(data) // UNIT)
 
 
 class BatchQueueModel:
@@ -53,8 +54,19 @@ class BatchQueueModel:
         u = f.batch_columns()
         return is_written_batch_unit(u["commit_log_offset"], u["size"], u["msg_base_offset"], u["batch_size"])
 
+    def release(self) -> None:
+        """Let go of the bytes of files the model has not written (read again when needed)."""
+        for f in self.files:
+            f.release()
+
     # ---- BatchConsumeQueue.recover ------------------------------------------------------------
     def recover(self) -> None:
+        try:
+            self._recover()
+        finally:
+            self.release()
+
+    def _recover(self) -> None:
         if not self.files:
             return
         index = max(len(self.files) - 3, 0)
@@ -113,6 +125,12 @@ class BatchQueueModel:
 
     # ---- BatchConsumeQueue.truncateDirtyLogicFiles --------------------------------------------
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:
+        try:
+            self._truncate_dirty_logic_files(phy_offset)
+        finally:
+            self.release()
+
+    def _truncate_dirty_logic_files(self, phy_offset: int) -> None:
         self.max_physic_offset = phy_offset - 1
         while self.files:
             f = self.files[-1]
@@ -146,7 +164,7 @@ class BatchQueueModel:
         f = self._last_file()
         if f.wrote + UNIT > self.file_size:
             return False  # appendMessage fails: the broker retries, then marks the logics queue in error
-        BATCH_CQ_UNIT.pack_into(f.data, f.wrote, offset, size, tags_code, store_timestamp, msg_base_offset,
+        BATCH_CQ_UNIT.pack_into(f.writable(f.wrote + UNIT), f.wrote, offset, size, tags_code, store_timestamp, msg_base_offset,
                                 batch_size, COMPACTED_OFFSET_NONE, bytes(4))
         f.wrote += UNIT
         self.units_added += 1
@@ -168,6 +186,12 @@ class BatchQueueModel:
 
     # ---- recoverOffsetTable's correctMinOffset ------------------------------------------------
     def correct_min_offset(self, min_phy_offset: int, semantics: str) -> None:
+        try:
+            self._correct_min_offset(min_phy_offset)
+        finally:
+            self.release()
+
+    def _correct_min_offset(self, min_phy_offset: int) -> None:
         self._revise_min()
         if not self.files:
             return

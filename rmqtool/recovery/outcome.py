@@ -36,7 +36,7 @@ from rmqtool.recovery.batch_queue_model import BatchQueueModel
 from rmqtool.recovery.queue_model import QueueModel
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import Corrupt
-from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end, last_written
+from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end, last_nonzero_from, last_written
 from rmqtool.store.arrays import read_records
 from rmqtool.store.config import configured_batch_topics
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, queue_directories
@@ -474,8 +474,10 @@ def _lost(reader: CommitLog, paths: StorePaths, end: int, semantics: str) -> lis
 def _lost_units(topic: str, queue_id: int, directory, batch: bool, end: int, lost: dict) -> None:
     """Units of one queue pointing at or past ``end`` whose record is not in ``lost`` yet."""
     # units only grow along a queue: read its files from the last back to one that starts before the end
+    layout = BATCH_CQ_LAYOUT if batch else CQ_LAYOUT
     for seg in reversed(discover(directory, required=False).segments):
-        units = read_records(seg.path, (BATCH_CQ_LAYOUT if batch else CQ_LAYOUT).dtype)
+        held = last_nonzero_from(seg.path) or 0  # a file made ahead: only its units are read
+        units = read_records(seg.path, layout.dtype, 0, -(-held // layout.unit_size))
         offsets, sizes = units["commit_log_offset"], units["size"]
         if batch:
             real = is_written_batch_unit(offsets, sizes, units["msg_base_offset"], units["batch_size"])

@@ -22,6 +22,7 @@ import numpy as np
 from rmqtool.errors import StoreAccessError
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, is_written_unit
 from rmqtool.recovery.commitlog_walk import V5
+from rmqtool.store.commitlog_end import last_nonzero_from
 from rmqtool.store.consumequeue import CQ_LAYOUT
 from rmqtool.store.segments import Segment
 
@@ -31,34 +32,62 @@ assert UNIT.size == CQ_STORE_UNIT_SIZE
 
 
 class QueueFile:
-    """One mapped file of the queue: its bytes (read when first needed) and write position."""
+    """One mapped file of the queue: its bytes (read when first needed) and write position.
+
+    Only the bytes up to one unit past the last non-zero one are held (the rest of the file
+    is zeros, and a queue file made ahead holds a few units in its 6 MB); a file the model
+    has not written to is let go after each step and read again when needed, so a store of
+    thousands of queues costs the units it holds, not its files' sizes."""
+
+    unit_size = CQ_STORE_UNIT_SIZE
+    unit_struct = UNIT
 
     def __init__(self, base: int, size: int, segment: Segment | None):
         self.base = base
         self.size = size
         self.segment = segment  # None: made by a put in the model
-        self._data: bytearray | None = None if segment is not None else bytearray(size)
+        self._data: bytearray | None = None if segment is not None else bytearray()
+        self.dirty = segment is None  # written by the model: its bytes are the model's only copy
         self.wrote = size if segment is not None else 0  # load sets every position to the file size
         self.first_create = False
 
     @property
     def data(self) -> bytearray:
         if self._data is None:
+            us = self.unit_size
+            end = last_nonzero_from(self.segment.path) or 0
+            end = min(self.size, -(-end // us) * us + us)  # and one zero unit: where the loops stop
             try:
                 with open(self.segment.path, "rb") as f:
-                    raw = f.read(self.size)
+                    raw = f.read(end)
             except OSError as exc:
                 raise StoreAccessError(f"cannot read ({exc.strerror})", self.segment.path) from None
-            self._data = bytearray(raw.ljust(self.size, b"\0"))
+            self._data = bytearray(raw.ljust(end, b"\0"))
         return self._data
 
-    def unit(self, i: int) -> tuple[int, int, int]:
-        return UNIT.unpack_from(self.data, i)
+    def writable(self, end: int) -> bytearray:
+        """The bytes, at least ``end`` of them, to be written by the model."""
+        data = self.data
+        if len(data) < end:
+            data.extend(bytes(end - len(data)))
+        self.dirty = True
+        return data
+
+    def release(self) -> None:
+        if not self.dirty:
+            self._data = None
+
+    def unit(self, i: int) -> tuple:
+        data = self.data
+        if i + self.unit_size > len(data):
+            return self.unit_struct.unpack(bytes(self.unit_size))  # past the bytes held: zeros
+        return self.unit_struct.unpack_from(data, i)
 
     def columns(self) -> tuple[np.ndarray, np.ndarray]:
-        """(commitLogOffset, size) of every unit, views of the bytes (the loops below run on
-        them a file at a time: a queue file holds 300,000 units)."""
-        units = np.frombuffer(self.data, CQ_LAYOUT.dtype, count=self.size // CQ_STORE_UNIT_SIZE)
+        """(commitLogOffset, size) of every unit held, views of the bytes (the loops below run
+        on them a file at a time: a queue file holds 300,000 units)."""
+        data = self.data
+        units = np.frombuffer(data, CQ_LAYOUT.dtype, count=len(data) // CQ_STORE_UNIT_SIZE)
         return units["commit_log_offset"], units["size"]
 
 
@@ -76,7 +105,18 @@ class QueueModel:
         self.units_added = 0
 
     # ---- ConsumeQueue.recover ----------------------------------------------------------------
+    def release(self) -> None:
+        """Let go of the bytes of files the model has not written (read again when needed)."""
+        for f in self.files:
+            f.release()
+
     def recover(self) -> None:
+        try:
+            self._recover()
+        finally:
+            self.release()
+
+    def _recover(self) -> None:
         if not self.files:
             return
         index = max(len(self.files) - 3, 0)
@@ -116,6 +156,12 @@ class QueueModel:
 
     # ---- ConsumeQueue.truncateDirtyLogicFiles -----------------------------------------------
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:
+        try:
+            self._truncate_dirty_logic_files(phy_offset)
+        finally:
+            self.release()
+
+    def _truncate_dirty_logic_files(self, phy_offset: int) -> None:
         self.max_physic_offset = phy_offset
         while self.files:
             f = self.files[-1]
@@ -143,13 +189,13 @@ class QueueModel:
         if f.first_create and cq_offset != 0 and f.wrote == 0:
             self.min_logic_offset = expect
             until = expect % self.file_size
-            f.data[0:until] = BLANK_UNIT * (until // CQ_STORE_UNIT_SIZE)
+            f.writable(until)[0:until] = BLANK_UNIT * (until // CQ_STORE_UNIT_SIZE)
             f.wrote = until
         if cq_offset != 0 and expect < f.base + f.wrote:
             return False
         self.max_physic_offset = offset + size
         if f.wrote + CQ_STORE_UNIT_SIZE <= self.file_size:
-            UNIT.pack_into(f.data, f.wrote, offset, size, tags_code)
+            UNIT.pack_into(f.writable(f.wrote + CQ_STORE_UNIT_SIZE), f.wrote, offset, size, tags_code)
             f.wrote += CQ_STORE_UNIT_SIZE
             self.units_added += 1
         return True
@@ -169,6 +215,12 @@ class QueueModel:
 
     # ---- recoverTopicQueueTable's correctMinOffset -------------------------------------------
     def correct_min_offset(self, min_phy_offset: int, semantics: str) -> None:
+        try:
+            self._correct_min_offset(min_phy_offset, semantics)
+        finally:
+            self.release()
+
+    def _correct_min_offset(self, min_phy_offset: int, semantics: str) -> None:
         if not self.files:
             return
         if semantics == V5:

@@ -75,6 +75,20 @@ def all_zero_from(path: pathlib.Path, position: int) -> int | None:
         window.close()
 
 
+def last_nonzero_from(path: pathlib.Path, position: int = 0) -> int | None:
+    """Just past the last non-zero byte of a file from ``position`` on; None when all zero
+    (holes skipped unread: a file made ahead and barely written costs its data only)."""
+    try:
+        size = os.stat(path).st_size
+    except OSError as exc:
+        raise StoreAccessError(f"cannot open ({exc.strerror})", path) from None
+    window = _FileWindow(str(path), size)
+    try:
+        return window.last_nonzero(position)
+    finally:
+        window.close()
+
+
 def last_written(segments: list[Segment]) -> int:
     """Index of the last segment holding any record; -1 if none does.
 

@@ -156,7 +156,7 @@ class _FileWindow:
         self.first_window = FIRST_WINDOW if max_window == WINDOW else max_window
         try:
             self.fd = os.open(path, os.O_RDONLY)
-        except PermissionError as exc:
+        except PermissionError:
             raise StoreAccessError("permission denied", path) from None
         except OSError as exc:
             raise StoreAccessError(f"cannot open ({exc.strerror})", path) from None

@@ -142,6 +142,8 @@ def _plan_lines(doc: dict, plan) -> list[str]:
     if cl["max_offset_after"] < cl["max_offset_before"]:
         lines.append(f"the commit log is cut at {cl['max_offset_after']} (its data ends at {cl['max_offset_before']};"
                      f" the walk stopped: {cl['stopped_by']})")
+    elif doc["lost_messages"]:  # a torn last record: the data's end is before it, the loss is after
+        lines.append(f"the commit log ends at {cl['max_offset_after']}, where the walk stopped: {cl['stopped_by']}")
     else:
         lines.append(f"the commit log keeps everything: it ends at {cl['max_offset_after']}")
     for a in plan.actions:

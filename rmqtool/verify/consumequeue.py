@@ -167,13 +167,14 @@ def _coverage(q: QueueUnits, data: CommitLogData, tq: int | None, pointed_rows: 
 
 
 def _message_runs(data: CommitLogData, rows: np.ndarray, finding_id: str, why: str, queue) -> list[Finding]:
-    """One finding per run of consecutive queue offsets."""
+    """One finding per run of consecutive queue offsets (a batch's next is its offset plus its size)."""
     if not len(rows):
         return []
     qo = data["queue_offset"][rows]
     order = np.argsort(qo, kind="stable")
     rows, qo = rows[order], qo[order]
-    breaks = np.flatnonzero(np.diff(qo) != 1) + 1
+    step = np.maximum(data["batch"][rows][:-1], 1)
+    breaks = np.flatnonzero(qo[1:] != qo[:-1] + step) + 1
     found = []
     for part in np.split(np.arange(len(rows)), breaks):
         first, last = int(rows[part[0]]), int(rows[part[-1]])

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE, COMPACTED_OFFSET_NONE, is_written_batch_unit
-from rmqtool.recovery.queue_model import QueueFile
+from rmqtool.recovery.queue_model import QueueFile, QueueFiles
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, BATCH_CQ_UNIT
 from rmqtool.store.segments import Segment
 
@@ -36,72 +36,25 @@ class BatchQueueFile(QueueFile):
         return np.frombuffer(data, BATCH_CQ_LAYOUT.dtype, count=len(data) // UNIT)
 
 
-class BatchQueueModel:
+class BatchQueueModel(QueueFiles):
     batch = True
+    file_type = BatchQueueFile
+    unit_size = UNIT
 
     def __init__(self, topic: str, queue_id: int, segments: list[Segment], file_size: int):
-        self.topic = topic
-        self.queue_id = queue_id
-        self.file_size = file_size
-        self.files = [BatchQueueFile(s.base_offset, file_size, s) for s in segments]
-        self.loaded_bases = [s.base_offset for s in segments]
-        self.max_physic_offset = -1  # maxMsgPhyOffsetInCommitLog
+        super().__init__(topic, queue_id, segments, file_size)  # max_physic_offset: maxMsgPhyOffsetInCommitLog
         self.min_offset = -1  # minOffsetInQueue
         self.max_offset = 0  # maxOffsetInQueue
-        self.units_added = 0
 
     def _written(self, f: BatchQueueFile) -> np.ndarray:
         u = f.batch_columns()
         return is_written_batch_unit(u["commit_log_offset"], u["size"], u["msg_base_offset"], u["batch_size"])
 
-    def release(self) -> None:
-        """Let go of the bytes of files the model has not written (read again when needed)."""
-        for f in self.files:
-            f.release()
+    def _reach(self, f: BatchQueueFile, n: int) -> int:
+        return f.unit((n - 1) * UNIT)[0]  # where the last unit's record starts
 
-    # ---- BatchConsumeQueue.recover ------------------------------------------------------------
-    def recover(self) -> None:
-        try:
-            self._recover()
-        finally:
-            self.release()
-
-    def _recover(self) -> None:
-        if not self.files:
-            return
-        index = max(len(self.files) - 3, 0)
-        f = self.files[index]
-        process = f.base
-        position = 0
-        while True:
-            stop = np.flatnonzero(~self._written(f))
-            n = int(stop[0]) if stop.size else self.file_size // UNIT
-            if n:
-                position = n * UNIT
-                self.max_physic_offset = f.unit((n - 1) * UNIT)[0]
-            if position == self.file_size:
-                index += 1
-                if index >= len(self.files):
-                    break
-                f = self.files[index]
-                process = f.base
-                position = 0
-            else:
-                break
-        self._truncate_dirty_files(process + position)
+    def _recovered(self) -> None:
         self._revise_min_max()
-
-    def _truncate_dirty_files(self, offset: int) -> None:
-        """MappedFileQueue.truncateDirtyFiles: the file holding ``offset`` ends there, later ones go."""
-        kept = []
-        for f in self.files:
-            if f.base + self.file_size > offset:
-                if offset >= f.base:
-                    f.wrote = offset % self.file_size
-                    kept.append(f)
-            else:
-                kept.append(f)
-        self.files = kept
 
     def _revise_min(self) -> None:
         if not self.files:
@@ -124,12 +77,6 @@ class BatchQueueModel:
         self._revise_max()
 
     # ---- BatchConsumeQueue.truncateDirtyLogicFiles --------------------------------------------
-    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
-        try:
-            self._truncate_dirty_logic_files(phy_offset)
-        finally:
-            self.release()
-
     def _truncate_dirty_logic_files(self, phy_offset: int) -> None:
         self.max_physic_offset = phy_offset - 1
         while self.files:
@@ -185,13 +132,7 @@ class BatchQueueModel:
         return f
 
     # ---- recoverOffsetTable's correctMinOffset ------------------------------------------------
-    def correct_min_offset(self, min_phy_offset: int, semantics: str) -> None:
-        try:
-            self._correct_min_offset(min_phy_offset)
-        finally:
-            self.release()
-
-    def _correct_min_offset(self, min_phy_offset: int) -> None:
+    def _correct_min_offset(self, min_phy_offset: int, semantics: str) -> None:
         self._revise_min()
         if not self.files:
             return
@@ -202,6 +143,3 @@ class BatchQueueModel:
         if n:
             self.min_offset = int(u["msg_base_offset"][n - 1]) + int(u["batch_size"][n - 1])
 
-    def deleted_files(self) -> list[int]:
-        now = {f.base for f in self.files}
-        return [b for b in self.loaded_bases if b not in now]

@@ -156,11 +156,14 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
         out.loadable, out.reason = False, refusal
         out.advice = ("restore the file from a backup or replica, or salvage its messages (rmqtool salvage) and "
                       "move it out of the store; a file that is not the broker's: move it out of commitlog/")
-    queues: list[QueueModel] = []
-    for topic, queue_id, directory in queue_directories(paths.consumequeue):
-        q = discover(directory, required=False, mapped_file_size=consume_queue_file_size)
-        cq_size = consume_queue_file_size or q.mapped_file_size or 0
-        refusal, dropped = load_refusal(directory, cq_size, semantics)
+    queues: list[QueueModel | BatchQueueModel] = []
+
+    def load_queue(model, topic: str, queue_id: int, directory: pathlib.Path, given_size: int | None,
+                   default_size: int) -> int:
+        """ConsumeQueue/BatchConsumeQueue.load: its files as MappedFileQueue.load takes them."""
+        q = discover(directory, required=False, mapped_file_size=given_size)
+        file_size = given_size or q.mapped_file_size or default_size
+        refusal, dropped = load_refusal(directory, file_size, semantics)
         if dropped:
             out.queue_files_deleted += [str(d) for d in dropped]
             q.segments = [s for s in q.segments if s.path not in dropped]
@@ -168,7 +171,11 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
             out.loadable, out.reason = False, refusal
             out.advice = ("remove the queue's damaged file, or a file that is not the broker's (rmqtool redispatch "
                           "rebuilds the queue from the commit log)")
-        queues.append(QueueModel(topic, queue_id, q.segments, cq_size or 1))
+        queues.append(model(topic, queue_id, q.segments, file_size or 1))
+        return file_size
+
+    for topic, queue_id, directory in queue_directories(paths.consumequeue):
+        load_queue(QueueModel, topic, queue_id, directory, consume_queue_file_size, 0)
     batch: set[str] = set()
     bcq_size = DEFAULT_BATCH_CQ_FILE_SIZE
     if semantics == V5:  # 4.9.8 never looks at batchconsumequeue/
@@ -180,19 +187,8 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
             out.loadable, out.reason = False, refusal
             out.advice = ("give the topic its queue type in topics.json (attribute queue.type), or move the queue "
                           "directory out of the store and rebuild it (rmqtool redispatch)")
-        for topic, queue_id, directory in bcq_dirs:
-            q = discover(directory, required=False)
-            size_here = q.mapped_file_size or DEFAULT_BATCH_CQ_FILE_SIZE  # mapperFileSizeBatchConsumeQueue
-            bcq_size = size_here
-            refusal, dropped = load_refusal(directory, size_here, semantics)
-            if dropped:
-                out.queue_files_deleted += [str(d) for d in dropped]
-                q.segments = [s for s in q.segments if s.path not in dropped]
-            if out.loadable and refusal:
-                out.loadable, out.reason = False, refusal
-                out.advice = ("remove the batch queue's damaged file, or a file that is not the broker's (rmqtool "
-                              "redispatch rebuilds the queue from the commit log)")
-            queues.append(BatchQueueModel(topic, queue_id, q.segments, size_here))
+        for topic, queue_id, directory in bcq_dirs:  # mapperFileSizeBatchConsumeQueue: as the files show
+            bcq_size = load_queue(BatchQueueModel, topic, queue_id, directory, None, DEFAULT_BATCH_CQ_FILE_SIZE)
 
     reader = CommitLog(paths.commitlog, size or None) if segments else None
     out.min_offset = segments[0].base_offset if segments else 0

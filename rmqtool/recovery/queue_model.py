@@ -91,25 +91,37 @@ class QueueFile:
         return units["commit_log_offset"], units["size"]
 
 
-class QueueModel:
-    batch = False  # a ConsumeQueue (batch_queue_model: a BatchConsumeQueue)
+class QueueFiles:
+    """What ConsumeQueue and 5.x BatchConsumeQueue share: the queue's files as its
+    MappedFileQueue holds them, recover's walk from the third-last file (a subclass says
+    which units are written and what the last one reaches), truncateDirtyFiles, and the
+    files' bytes let go after each step."""
+
+    file_type = QueueFile
+    unit_size = CQ_STORE_UNIT_SIZE
 
     def __init__(self, topic: str, queue_id: int, segments: list[Segment], file_size: int):
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
-        self.files = [QueueFile(s.base_offset, file_size, s) for s in segments]
+        self.files = [self.file_type(s.base_offset, file_size, s) for s in segments]
         self.loaded_bases = [s.base_offset for s in segments]
         self.max_physic_offset = -1
-        self.min_logic_offset = 0
         self.units_added = 0
 
-    # ---- ConsumeQueue.recover ----------------------------------------------------------------
     def release(self) -> None:
         """Let go of the bytes of files the model has not written (read again when needed)."""
         for f in self.files:
             f.release()
 
+    def _written(self, f: QueueFile) -> np.ndarray:
+        raise NotImplementedError
+
+    def _reach(self, f: QueueFile, n: int) -> int:
+        """maxPhysicOffset after the file's first ``n`` units."""
+        raise NotImplementedError
+
+    # ---- recover ------------------------------------------------------------------------------
     def recover(self) -> None:
         try:
             self._recover()
@@ -124,12 +136,12 @@ class QueueModel:
         process = f.base
         position = 0
         while True:
-            offsets, sizes = f.columns()
-            stop = np.flatnonzero(~is_written_unit(offsets, sizes))  # the loop's break
-            n = int(stop[0]) if stop.size else len(offsets)
+            written = self._written(f)
+            stop = np.flatnonzero(~written)  # the loop's break
+            n = int(stop[0]) if stop.size else len(written)
             if n:
-                position = n * CQ_STORE_UNIT_SIZE
-                self.max_physic_offset = int(offsets[n - 1]) + int(sizes[n - 1])
+                position = n * self.unit_size
+                self.max_physic_offset = self._reach(f, n)
             if position == self.file_size:
                 index += 1
                 if index >= len(self.files):
@@ -140,6 +152,10 @@ class QueueModel:
             else:
                 break
         self._truncate_dirty_files(process + position)
+        self._recovered()
+
+    def _recovered(self) -> None:
+        """What the queue works out once its files are recovered."""
 
     def _truncate_dirty_files(self, offset: int) -> None:
         """MappedFileQueue.truncateDirtyFiles: the file holding ``offset`` ends there, later ones go."""
@@ -154,13 +170,47 @@ class QueueModel:
                 kept.append(f)
         self.files = kept
 
-    # ---- ConsumeQueue.truncateDirtyLogicFiles -----------------------------------------------
+    # ---- truncateDirtyLogicFiles, correctMinOffset ----------------------------------------------
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:
         try:
             self._truncate_dirty_logic_files(phy_offset)
         finally:
             self.release()
 
+    def _truncate_dirty_logic_files(self, phy_offset: int) -> None:
+        raise NotImplementedError
+
+    def correct_min_offset(self, min_phy_offset: int, semantics: str) -> None:
+        try:
+            self._correct_min_offset(min_phy_offset, semantics)
+        finally:
+            self.release()
+
+    def _correct_min_offset(self, min_phy_offset: int, semantics: str) -> None:
+        raise NotImplementedError
+
+    def deleted_files(self) -> list[int]:
+        """Bases of the files on disk that the model no longer has."""
+        now = {f.base for f in self.files}
+        return [b for b in self.loaded_bases if b not in now]
+
+
+class QueueModel(QueueFiles):
+    batch = False  # a ConsumeQueue (batch_queue_model: a BatchConsumeQueue)
+
+    def __init__(self, topic: str, queue_id: int, segments: list[Segment], file_size: int):
+        super().__init__(topic, queue_id, segments, file_size)
+        self.min_logic_offset = 0
+
+    def _written(self, f: QueueFile) -> np.ndarray:
+        offsets, sizes = f.columns()
+        return is_written_unit(offsets, sizes)
+
+    def _reach(self, f: QueueFile, n: int) -> int:
+        offsets, sizes = f.columns()
+        return int(offsets[n - 1]) + int(sizes[n - 1])
+
+    # ---- ConsumeQueue.truncateDirtyLogicFiles -----------------------------------------------
     def _truncate_dirty_logic_files(self, phy_offset: int) -> None:
         self.max_physic_offset = phy_offset
         while self.files:
@@ -214,12 +264,6 @@ class QueueModel:
         return f
 
     # ---- recoverTopicQueueTable's correctMinOffset -------------------------------------------
-    def correct_min_offset(self, min_phy_offset: int, semantics: str) -> None:
-        try:
-            self._correct_min_offset(min_phy_offset, semantics)
-        finally:
-            self.release()
-
     def _correct_min_offset(self, min_phy_offset: int, semantics: str) -> None:
         if not self.files:
             return
@@ -283,8 +327,3 @@ class QueueModel:
     def min_offset(self) -> int:
         """getMinOffsetInQueue."""
         return self.min_logic_offset // CQ_STORE_UNIT_SIZE
-
-    def deleted_files(self) -> list[int]:
-        """Bases of the files on disk that the model no longer has."""
-        now = {f.base for f in self.files}
-        return [b for b in self.loaded_bases if b not in now]

@@ -64,27 +64,23 @@ def first_bytes(path: pathlib.Path, n: int, position: int = 0) -> bytes:
 
 def all_zero_from(path: pathlib.Path, position: int) -> int | None:
     """None when the file holds only zeros from ``position`` on, else the first non-zero position."""
-    try:
-        size = os.stat(path).st_size
-    except OSError as exc:
-        raise StoreAccessError(f"cannot open ({exc.strerror})", path) from None
-    window = _FileWindow(str(path), size)
-    try:
-        return window.first_nonzero(position)
-    finally:
-        window.close()
+    return _zero_check(path, position, _FileWindow.first_nonzero)
 
 
 def last_nonzero_from(path: pathlib.Path, position: int = 0) -> int | None:
     """Just past the last non-zero byte of a file from ``position`` on; None when all zero
     (holes skipped unread: a file made ahead and barely written costs its data only)."""
+    return _zero_check(path, position, _FileWindow.last_nonzero)
+
+
+def _zero_check(path: pathlib.Path, position: int, check) -> int | None:
     try:
         size = os.stat(path).st_size
     except OSError as exc:
         raise StoreAccessError(f"cannot open ({exc.strerror})", path) from None
     window = _FileWindow(str(path), size)
     try:
-        return window.last_nonzero(position)
+        return check(window, position)
     finally:
         window.close()
 

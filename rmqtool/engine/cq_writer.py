@@ -163,9 +163,6 @@ class ConsumeQueueTable:
             self.queues[(topic, queue_id)] = cq
         return cq
 
-    def max_physic_offset(self) -> int:
-        return max((cq.max_physic_offset for cq in self.queues.values()), default=-1)
-
     def queue_offsets(self) -> dict[tuple[str, int], int]:
         """recoverTopicQueueTable: the next queue offset of every queue (batch queues too)."""
         offsets = {key: cq.max_offset_in_queue for key, cq in self.queues.items()}

@@ -77,12 +77,12 @@ class SegmentCheck:
 
 COLUMNS = (("offset", np.int64), ("size", np.int32), ("tq", np.int32), ("queue_offset", np.int64),
            ("batch", np.int32), ("tags_code", np.int64), ("store_timestamp", np.int64), ("crc", np.int8),
-           ("sys_flag", np.int32), ("has_keys", np.bool_))
+           ("has_keys", np.bool_))
 
 
 # 64-bit wherever a damaged record's field or property could overflow a narrower type
 _ARRAY_CODES = {"offset": "q", "size": "q", "tq": "q", "queue_offset": "q", "batch": "q", "tags_code": "q",
-                "store_timestamp": "q", "crc": "b", "sys_flag": "q", "has_keys": "b"}
+                "store_timestamp": "q", "crc": "b", "has_keys": "b"}
 _KEY_CHUNK = 1 << 15  # index keys hashed at once
 VERIFY_SPLIT = 64 << 20  # bytes of a segment one job checks
 COLUMN_SCAN = True  # clean records as column blocks; False: every record as a Message (tests compare)
@@ -108,7 +108,7 @@ def check_segment(job: SegmentJob, delay_spec: str | None = None) -> SegmentChec
     first_ts = None
     add = (cols["offset"].append, cols["size"].append, cols["tq"].append, cols["queue_offset"].append,
            cols["batch"].append, cols["tags_code"].append, cols["store_timestamp"].append, cols["crc"].append,
-           cols["sys_flag"].append, cols["has_keys"].append)
+           cols["has_keys"].append)
     mode = ColumnMode(special_topics=frozenset({RMQ_SYS_SCHEDULE_TOPIC}))
     for r in (job.column_scan(mode, found) if COLUMN_SCAN else job.scan(found)):
         kind = type(r)
@@ -196,8 +196,7 @@ def _block_rows(block: RecordColumns, base_offset: int, tq_ids: dict) -> tuple[d
             "queue_offset": block.queue_offset,
             "batch": ((tran == TRANSACTION_NOT_TYPE) | (tran == TRANSACTION_COMMIT_TYPE)).astype(np.int64),
             "tags_code": block.tags_code, "store_timestamp": block.store_timestamp,
-            "crc": np.where(block.crc_entry, CRC_PRESENT, CRC_NONE), "sys_flag": block.sys_flag,
-            "has_keys": has_keys}
+            "crc": np.where(block.crc_entry, CRC_PRESENT, CRC_NONE), "has_keys": has_keys}
     return rows, offset[block.key_record], block.key_hash
 
 
@@ -259,7 +258,7 @@ def _message_row(r: Message, delay: DelayLevels, tq_ids: dict, add: tuple, keys:
             keys.add(offset, build_key(topic, k))
             has_keys = True
     for f, v in zip(add, (offset, r.store_size, tq, r.queue_offset, batch, code, r.store_timestamp, crc,
-                          sys_flag, has_keys)):
+                          has_keys)):
         f(v)
 
 

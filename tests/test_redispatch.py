@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from conftest import V4, V5, load_truth
 from rmqtool.cli.app import app
+from rmqtool.errors import ExitCode
 from rmqtool.engine.redispatch import Selection, build, compare
 
 CLEAN = [V4 / "basic" / "store", V4 / "batch" / "store", V4 / "txdelay" / "store", V4 / "timekey" / "store",
@@ -190,3 +191,28 @@ def test_a_deleted_batch_queue_comes_back_as_it_was_and_undo_removes_it_again(tm
     assert _run("redispatch", root).exit_code == 0  # nothing differs now
     assert _run("undo", tmp_path / "b").exit_code == 0
     assert _state(root) == deleted
+
+
+@pytest.mark.parametrize("name", ["../Escaped", "Order\0opic"])
+def test_a_damaged_topic_never_names_a_directory_outside_the_store(store_copy, name):
+    """A record's topic is not covered by its CRC: damage can make it '../x' or put a NUL in it.
+    Dispatching it would write a queue outside consumequeue/ (or fail inside the OS call): the
+    writers refuse with a clean error naming the store, and nothing is written anywhere."""
+    store = store_copy(V4 / "basic" / "store")
+    first = load_truth(V4 / "basic" / "truth.json")["truth"]["messages"][0]
+    topic = first["topic"].encode()
+    assert len(name) == len(topic)
+    seg = store / "commitlog" / f"{0:020d}"
+    data = bytearray(seg.read_bytes())
+    at = data.index(topic, first["physicalOffset"], first["physicalOffset"] + first["storeSize"])
+    data[at:at + len(topic)] = name.encode()
+    seg.write_bytes(bytes(data))
+    outside = sorted(store.parent.iterdir())
+    before = _state(store)
+    shutil.rmtree(store / "consumequeue")  # the queues are rebuilt from the commit log, the bad topic among them
+    r = _run("redispatch", store, "--cq", "--apply", "--backup-dir", store.parent / "backup")
+    assert r.exit_code == int(ExitCode.CORRUPT), r.output
+    assert "cannot name a queue directory" in r.stderr and "Traceback" not in r.stderr
+    assert sorted(p for p in store.parent.iterdir() if p.name != "backup") == outside
+    assert not (store / "consumequeue").exists() and _state(store) == {k: v for k, v in before.items()
+                                                                        if not k.startswith("consumequeue")}

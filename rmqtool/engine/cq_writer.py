@@ -18,6 +18,7 @@ from rmqtool.formats.consumequeue import (BATCH_CQ_STORE_UNIT_SIZE, COMPACTED_OF
                                           BatchCqUnit, CqUnit)
 from rmqtool.formats.derive import struct_format, struct_of
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, batch_unit_before, find_queue_end, queue_directories
+from rmqtool.store.paths import queue_directory
 from rmqtool.store.segments import discover
 from rmqtool.engine.mapped_file import WritableFileQueue
 
@@ -52,7 +53,7 @@ class ConsumeQueueWriter:
     def __init__(self, root: str | os.PathLike, topic: str, queue_id: int, mapped_file_size: int):
         self.topic = topic
         self.queue_id = queue_id
-        self.directory = pathlib.Path(root) / topic / str(queue_id)
+        self.directory = queue_directory(root, topic, queue_id)
         self.mapped_file_size = mapped_file_size
         self.files = WritableFileQueue(self.directory, mapped_file_size)
         self.max_physic_offset = -1
@@ -196,7 +197,7 @@ class BatchConsumeQueueWriter:
     def __init__(self, root: str | os.PathLike, topic: str, queue_id: int, mapped_file_size: int):
         self.topic = topic
         self.queue_id = queue_id
-        self.directory = pathlib.Path(root) / topic / str(queue_id)
+        self.directory = queue_directory(root, topic, queue_id)
         self.mapped_file_size = mapped_file_size
         self.files = WritableFileQueue(self.directory, mapped_file_size)
         self.max_msg_phy_offset = -1  # maxMsgPhyOffsetInCommitLog: the last unit's start

@@ -310,8 +310,10 @@ class Store:
 
         # consume queues and index, then what they are behind
         # a 5.x store's batch topics dispatch into batchconsumequeue/ (ConsumeQueueStore holds both kinds)
-        learned = plan.outcome.batch_topics if plan.outcome is not None else ()  # INNER_BASE with no topics.json
-        batch = frozenset(batch_topics(self.root)) | frozenset(learned)
+        # the batch topics as the plan's 5.3 rules found them (topics.json, batchconsumequeue/, INNER_BASE);
+        # a store the plan reads as 4.9 has none, as a 4.9 broker knows none
+        o = plan.outcome
+        batch = frozenset(batch_topics(self.root)) if o is None else frozenset(o.batch_topics)
         self.batch_queues = None
         if batch:
             self.batch_queues = BatchConsumeQueueTable(

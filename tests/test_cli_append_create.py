@@ -30,3 +30,13 @@ def test_an_empty_body_is_said_on_purpose(tmp_path):
     assert not store.exists()
     r = invoke("append", store, "--create", "--topic", "T", "--body", "", "--commitlog-size", 65536)
     assert r.exit_code == 0, r.stderr
+
+
+def test_a_topic_that_is_no_directory_name_is_refused(tmp_path):
+    """consumequeue/TOPIC/QUEUE: a topic '../x' would put its queue outside consumequeue/."""
+    store = tmp_path / "s"
+    assert invoke("append", store, "--create", "--topic", "T", "--body", "x", "--commitlog-size", 65536).exit_code == 0
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    r = invoke("append", store, "--topic", "../x", "--body", "y")
+    assert r.exit_code == int(ExitCode.USAGE) and "cannot name a consume queue directory" in r.stderr
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before

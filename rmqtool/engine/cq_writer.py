@@ -14,8 +14,7 @@ import struct
 
 from rmqtool.errors import CorruptData
 from rmqtool.formats.consumequeue import (BATCH_CQ_STORE_UNIT_SIZE, COMPACTED_OFFSET_NONE, CQ_FILL_UNIT_BYTES,
-                                          CQ_STORE_UNIT_SIZE, DEFAULT_CQ_FILE_SIZE,
-                                          BatchCqUnit, CqUnit)
+                                          CQ_STORE_UNIT_SIZE, BatchCqUnit, CqUnit)
 from rmqtool.formats.derive import struct_format, struct_of
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, batch_unit_before, find_queue_end, queue_directories
 from rmqtool.store.paths import queue_directory
@@ -24,7 +23,6 @@ from rmqtool.engine.mapped_file import WritableFileQueue
 
 CQ_UNIT = struct_of(CqUnit)
 assert CQ_UNIT.size == CQ_STORE_UNIT_SIZE
-DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE = DEFAULT_CQ_FILE_SIZE
 BATCH_CQ_UNIT = struct_of(BatchCqUnit)
 assert BATCH_CQ_UNIT.size == BATCH_CQ_STORE_UNIT_SIZE
 _CQ_UNIT_CODES = struct_format(CqUnit)[1:]

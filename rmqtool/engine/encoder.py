@@ -31,6 +31,7 @@ from typing import Iterable
 import construct as cs
 
 from rmqtool.errors import UsageError
+from rmqtool.store.paths import names_a_directory
 from rmqtool.formats import properties as props
 from rmqtool.formats import sysflag
 from rmqtool.formats.batch import (BATCH_MESSAGE_BODY_CRC, BATCH_MESSAGE_MAGIC_CODE, MAX_BATCH_PROPERTIES_LENGTH,
@@ -802,7 +803,7 @@ class Encoder:
                 raise UsageError("topic is empty")
             if len(raw) > MAX_TOPIC_LENGTH_V2:  # the broker would read the length field negative
                 raise UsageError(f"topic is {len(raw)} bytes long, more than {MAX_TOPIC_LENGTH_V2}")
-            if topic in (".", "..") or "/" in topic or "\0" in topic:  # it names consumequeue/TOPIC/
+            if not names_a_directory(topic):  # it names consumequeue/TOPIC/
                 raise UsageError(f"topic {topic!r} cannot name a consume queue directory")
             v2 = utf16_length(topic) > MAX_TOPIC_LENGTH_V1 or len(raw) > MAX_TOPIC_LENGTH_V1
             magic = MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE_V1

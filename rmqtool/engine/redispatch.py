@@ -23,11 +23,12 @@ import numpy as np
 
 from rmqtool.dispatch.dispatcher import CommitLogDispatcher, ReputMessageService
 from rmqtool.dispatch.rules import DelayLevels
-from rmqtool.engine.cq_writer import DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, BatchConsumeQueueTable, ConsumeQueueTable
+from rmqtool.engine.cq_writer import BatchConsumeQueueTable, ConsumeQueueTable
 from rmqtool.engine.index_writer import IndexServiceWriter
-from rmqtool.engine.store_sizes import batch_consume_queue_file_size, consume_queue_file_sizes, index_sizes
+from rmqtool.engine.store_sizes import index_sizes, queue_file_size
 from rmqtool.errors import StoreAccessError, UsageError
-from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
+from rmqtool.formats.consumequeue import (BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE, DEFAULT_BATCH_CQ_FILE_SIZE,
+                                          DEFAULT_CQ_FILE_SIZE)
 from rmqtool.store.commitlog import find_record
 from rmqtool.store.config import batch_topics
 from rmqtool.store.commitlog_end import find_commit_log_end, last_nonzero_from
@@ -146,7 +147,7 @@ def build(store_root, staging, *, cq: bool = True, index: bool = True, selection
     if start > end:
         raise UsageError(f"--from-offset {from_offset} is past the commit log's end {end}")
     start = _record_at_or_after(log.segments, size, start, end)
-    cq_size = _cq_size(paths)
+    cq_size = queue_file_size(paths.consumequeue, DEFAULT_CQ_FILE_SIZE)
     geometry = index_sizes(paths.index, index_slots, index_entries) if index else None
     staging.mkdir(parents=True)
     table = ConsumeQueueTable(staging / "consumequeue", cq_size)
@@ -162,10 +163,11 @@ def build(store_root, staging, *, cq: bool = True, index: bool = True, selection
         index_service = IndexServiceWriter(staging / "index", *geometry, clock=clock)
         index_service.load()
     # the batch topics chosen (a queue id chosen is applied to their records by _Filter)
-    batch = frozenset(t for t in batch_topics(paths.root) if selection.wants(t, selection.queue_id or 0))
+    every_batch_topic = frozenset(batch_topics(paths.root))
+    batch = frozenset(t for t in every_batch_topic if selection.wants(t, selection.queue_id or 0))
     batch_table = None
     if cq and batch:  # 5.x batch consume queues
-        batch_size = batch_consume_queue_file_size(paths.batch_consumequeue)
+        batch_size = queue_file_size(paths.batch_consumequeue, DEFAULT_BATCH_CQ_FILE_SIZE)
         batch_table = BatchConsumeQueueTable(staging / "batchconsumequeue", batch_size, batch)
         if from_offset is not None:
             for topic, queue_id, directory in queue_directories(paths.batch_consumequeue):
@@ -174,7 +176,7 @@ def build(store_root, staging, *, cq: bool = True, index: bool = True, selection
                                         start, BATCH_CQ_LAYOUT)
             batch_table.load()
     dispatcher = CommitLogDispatcher(table if cq else ConsumeQueueTable(staging / ".discard", cq_size), index_service,
-                                     skip_topics=frozenset(batch_topics(paths.root)) if batch_table is None
+                                     skip_topics=every_batch_topic if batch_table is None
                                      else frozenset(), batch_queues=batch_table)
     chosen = _Filter(dispatcher, selection, start)
     reader = CommitLogFiles(log.segments, size, end, paths.commitlog)
@@ -204,11 +206,6 @@ def _record_at_or_after(segments: list[Segment], size: int, offset: int, end: in
         if position is not None:
             return min(seg.base_offset + position, end)
     return end
-
-
-def _cq_size(paths: StorePaths) -> int:
-    sizes = consume_queue_file_sizes(paths.consumequeue)
-    return max(sizes) if sizes else DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE
 
 
 def _stage_queue_prefix(directory: pathlib.Path, target: pathlib.Path, cq_size: int, phy_offset: int,

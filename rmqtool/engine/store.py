@@ -27,7 +27,7 @@ import time
 
 from rmqtool.errors import CorruptData, NotAStore, RecoveryNeeded, StoreAccessError, UsageError
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, BlankRecord
-from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
+from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, DEFAULT_BATCH_CQ_FILE_SIZE, DEFAULT_CQ_FILE_SIZE
 from rmqtool.formats.derive import struct_of
 from rmqtool.formats.indexfile import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM
 from rmqtool.store import paths
@@ -35,8 +35,7 @@ from rmqtool.engine.checkpoint_writer import CheckpointWriter
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.config import batch_topics
 from rmqtool.store.consumequeue import find_queue_end, queue_directories
-from rmqtool.engine.cq_writer import (DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, BatchConsumeQueueTable, ConsumeQueueTable,
-                                      consume_queue_file_size)
+from rmqtool.engine.cq_writer import BatchConsumeQueueTable, ConsumeQueueTable, consume_queue_file_size
 from rmqtool.dispatch.dispatcher import CommitLogDispatcher, DispatchRequest, ReputMessageService
 from rmqtool.dispatch.rules import DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevels
 from rmqtool.engine.encoder import (DEFAULT_MAX_MESSAGE_SIZE, Encoder, QUEUE_OFFSET_AT, RECORD_PLACE,
@@ -51,7 +50,7 @@ from rmqtool.recovery.plan import RecoveryPlan, plan_recovery
 from rmqtool.store.lock import is_locked
 from rmqtool.store.segments import discover
 from rmqtool.store.msgid import create_message_id
-from rmqtool.engine.store_sizes import batch_consume_queue_file_size, consume_queue_file_sizes, index_sizes, pick_size
+from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes, pick_size, queue_file_size
 from rmqtool.engine.mapped_file import OS_PAGE_SIZE, AllocateMappedFileService, WarmAheadService, WritableFileQueue
 
 DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG = 1024 * 1024 * 1024
@@ -65,7 +64,7 @@ FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
 class StoreConfig:
     """The MessageStoreConfig settings the engine uses (names as the broker's, snake_case)."""
     mapped_file_size_commit_log: int = DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG
-    mapped_file_size_consume_queue: int = DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE
+    mapped_file_size_consume_queue: int = DEFAULT_CQ_FILE_SIZE
     max_hash_slot_num: int = DEFAULT_MAX_HASH_SLOT_NUM
     max_index_num: int = DEFAULT_MAX_INDEX_NUM
     flush_disk_type: str = "async"  # or "sync"
@@ -224,7 +223,7 @@ class Store:
         found_cq = sizes.pop() if sizes else None
         given_cq = consume_queue_file_size(cq_size) if cq_size is not None else None
         c.mapped_file_size_consume_queue = pick_size("consume queue file size", given_cq, found_cq,
-                                                 DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE, self.paths.consumequeue)
+                                                 DEFAULT_CQ_FILE_SIZE, self.paths.consumequeue)
         if c.mapped_file_size_consume_queue % CQ_STORE_UNIT_SIZE:
             raise CorruptData(f"consume queue file size {c.mapped_file_size_consume_queue} is not a multiple of "
                               f"{CQ_STORE_UNIT_SIZE}", self.paths.consumequeue)
@@ -309,15 +308,16 @@ class Store:
                                   self.paths.commitlog)
 
         # consume queues and index, then what they are behind
-        # a 5.x store's batch topics dispatch into batchconsumequeue/ (ConsumeQueueStore holds both kinds)
-        # the batch topics as the plan's 5.3 rules found them (topics.json, batchconsumequeue/, INNER_BASE);
-        # a store the plan reads as 4.9 has none, as a 4.9 broker knows none
+        # a 5.x store's batch topics dispatch into batchconsumequeue/ (ConsumeQueueStore holds both kinds):
+        # those the plan's 5.3 rules found (topics.json, batchconsumequeue/, INNER_BASE); a store the plan
+        # reads as 4.9 has none, as a 4.9 broker knows none
         o = plan.outcome
         batch = frozenset(batch_topics(self.root)) if o is None else frozenset(o.batch_topics)
         self.batch_queues = None
         if batch:
             self.batch_queues = BatchConsumeQueueTable(
-                self.paths.batch_consumequeue, batch_consume_queue_file_size(self.paths.batch_consumequeue), batch)
+                self.paths.batch_consumequeue, queue_file_size(self.paths.batch_consumequeue, DEFAULT_BATCH_CQ_FILE_SIZE),
+                batch)
             self.batch_queues.load()
         self.consume_queues = ConsumeQueueTable(self.paths.consumequeue, c.mapped_file_size_consume_queue,
                                                 self.batch_queues)

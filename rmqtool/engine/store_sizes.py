@@ -28,12 +28,11 @@ def consume_queue_file_sizes(root: pathlib.Path) -> set[int]:
     return sizes
 
 
-def batch_consume_queue_file_size(root: pathlib.Path) -> int:
-    """mapperFileSizeBatchConsumeQueue as the store's batch queue files show it (the default
-    when there are none)."""
-    from rmqtool.formats.consumequeue import DEFAULT_BATCH_CQ_FILE_SIZE
+def queue_file_size(root: pathlib.Path, default: int) -> int:
+    """The file size of the queues under ``root`` (consumequeue/ or batchconsumequeue/) as
+    their files show it; ``default`` when there are none."""
     sizes = consume_queue_file_sizes(root)
-    return max(sizes) if sizes else DEFAULT_BATCH_CQ_FILE_SIZE
+    return max(sizes) if sizes else default
 
 
 def index_sizes(directory: pathlib.Path, given_slots: int | None, given_entries: int | None) -> tuple[int, int]:

@@ -190,12 +190,18 @@ def read_config_dir(store_root: str | os.PathLike) -> ConfigDir:
 def known_topics(config_dir) -> set[str] | None:
     """Topics of topics.json (as the broker would load it, .bak fallback included), None
     when it cannot tell (no file, or none that parses)."""
+    table = _topic_config_table(config_dir)
+    return None if table is None else set(table)
+
+
+def _topic_config_table(config_dir) -> dict | None:
+    """topics.json's topicConfigTable as the broker loads it; None when there is none to read."""
     try:
         doc = read_config_file(config_dir, "topics.json").document
     except FormatError:
         return None
     table = doc.get("topicConfigTable") if isinstance(doc, dict) else None
-    return set(table) if isinstance(table, dict) else None
+    return table if isinstance(table, dict) else None
 
 
 def batch_topics(store_root) -> set[str]:
@@ -212,22 +218,11 @@ def configured_batch_topics(config_dir) -> set[str] | None:
     """The topics topics.json gives ``queue.type`` BatchCQ (QueueTypeUtils.getCQType: any
     other topic, listed or not, is SimpleCQ to a 5.x broker); None when there is no
     topics.json to tell."""
-    try:
-        doc = read_config_file(config_dir, "topics.json").document
-    except FormatError:
-        return None
-    table = doc.get("topicConfigTable") if isinstance(doc, dict) else None
-    if not isinstance(table, dict):
+    table = _topic_config_table(config_dir)
+    if table is None:
         return None
     found = set()
     for name, topic in table.items():
-        attributes = topic.get("attributes") if isinstance(topic, dict) else None
-        if isinstance(attributes, dict) and any(k.lstrip("+") == "queue.type" and str(v) == "BatchCQ"
-                                                 for k, v in attributes.items()):
-            found.add(name)
-    return found
-    table = doc.get("topicConfigTable") if isinstance(doc, dict) else None
-    for name, topic in (table or {}).items() if isinstance(table, dict) else ():
         attributes = topic.get("attributes") if isinstance(topic, dict) else None
         if isinstance(attributes, dict) and any(k.lstrip("+") == "queue.type" and str(v) == "BatchCQ"
                                                  for k, v in attributes.items()):

@@ -26,12 +26,17 @@ def is_segment_name(name: str) -> bool:
     return len(name) == SEGMENT_NAME_DIGITS and name.isdigit()
 
 
+def names_a_directory(topic: str) -> bool:
+    """Whether a topic can be the TOPIC of consumequeue/TOPIC/ (one path component)."""
+    return bool(topic) and topic not in (".", "..") and "/" not in topic and "\0" not in topic
+
+
 def queue_directory(root: str | pathlib.Path, topic: str, queue_id: int) -> pathlib.Path:
     """ROOT/TOPIC/QUEUEID, the directory of a (batch) consume queue. A topic read from a
     damaged record may be no file name at all ("../x", a NUL byte): a writer must refuse it
     rather than write outside the store (CorruptData naming the root)."""
     from rmqtool.errors import CorruptData
-    if not topic or topic in (".", "..") or "/" in topic or "\0" in topic:
+    if not names_a_directory(topic):
         raise CorruptData(f"a record's topic {topic!r} cannot name a queue directory: the record is damaged "
                           f"(rmqtool verify shows where)", root)
     return pathlib.Path(root) / topic / str(queue_id)

@@ -20,8 +20,8 @@ import numpy as np
 
 from rmqtool.dispatch.dispatcher import inner_batch
 from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels, tags_code
-from rmqtool.findings import (COMMIT_LOG_END, INNER_BATCH_PROPERTY_INVALID, PROPERTY_CRC_MISSING, PROPERTY_CRC_UNREADABLE, QUEUE_OFFSET_GAP,
-                              QUEUE_OFFSET_REPEAT, STORE_TIMESTAMP_BACKWARDS, Finding, finding)
+from rmqtool.findings import (COMMIT_LOG_END, INNER_BATCH_PROPERTY_INVALID, PROPERTY_CRC_MISSING,
+                              PROPERTY_CRC_UNREADABLE, QUEUE_OFFSET_GAP, QUEUE_OFFSET_REPEAT, STORE_TIMESTAMP_BACKWARDS, Finding, finding)
 from rmqtool.formats import properties as props
 from rmqtool.formats.crc import CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN
 from rmqtool.formats.indexfile import build_key
@@ -62,13 +62,14 @@ class SegmentCheck:
     findings: list
     topic_queues: list  # (topic, queue id); the tq column indexes it
     columns: dict  # name -> numpy array, one row per message
-    key_offsets: np.ndarray | None  # commit log offset of each index key (None once key_rows says it)
-    key_hashes: np.ndarray  # its indexKeyHashMethod (0..2^31-1: int32)
+    # each index key as its message's row and its indexKeyHashMethod (0..2^31-1), int32 both:
+    # 8 bytes a key to keep and to send (its offset is offset[key_rows])
+    key_rows: np.ndarray
+    key_hashes: np.ndarray
     end_position: int | None = None  # one past the last record (a blank record included)
     full: bool = False  # ends with a valid blank record
     first_store_timestamp: int | None = None  # of a message at position 0 (what recovery looks at)
     merged: int | None = None  # messages, once merge() took the columns over
-    key_rows: np.ndarray | None = None  # the row of each index key's message (worked out in the worker)
 
     @property
     def messages(self) -> int:
@@ -148,10 +149,9 @@ def check_segment(job: SegmentJob, delay_spec: str | None = None) -> SegmentChec
         remap[order] = np.arange(len(order))
         columns["tq"] = remap[columns["tq"]].astype(columns["tq"].dtype)
         topic_queues = [topic_queues[k] for k in order.tolist()]
-    # each key as its message's row: 8 bytes a key (int32 row and hash) to keep and to send, not 24
     key_rows = np.searchsorted(columns["offset"], key_offsets).astype(np.int32)
     return SegmentCheck(str(seg.path), seg.base_offset, seg.size, found, topic_queues, columns,
-                        None, key_hashes.astype(np.int32), end, full, first_ts, key_rows=key_rows)
+                        key_rows, key_hashes.astype(np.int32), end, full, first_ts)
 
 
 class _Keys:
@@ -285,11 +285,12 @@ def _joined(pieces: list[SegmentCheck]) -> SegmentCheck:
     written = [c for c in pieces if c.end_position is not None]
     first = pieces[0]
     return SegmentCheck(first.path, first.base_offset, first.size, [f for c in pieces for f in c.findings],
-                        list(table), columns, None, np.concatenate([c.key_hashes for c in pieces]),
+                        list(table), columns,
+                        np.concatenate([c.key_rows + np.int32(b)  # a segment's rows fit int32
+                                        for c, b in zip(pieces, bases.tolist())]),
+                        np.concatenate([c.key_hashes for c in pieces]),
                         written[-1].end_position if written else None, written[-1].full if written else False,
-                        first.first_store_timestamp,
-                        key_rows=np.concatenate([c.key_rows + np.int32(b)  # a segment's rows fit int32
-                                                 for c, b in zip(pieces, bases.tolist())]))
+                        first.first_store_timestamp)
 
 
 def _per_segment(pieces: Iterator[SegmentCheck]) -> Iterator[SegmentCheck]:
@@ -311,11 +312,10 @@ class CommitLogData:
     checks: list  # SegmentCheck per segment, in order
     topic_queues: list  # (topic, queue id) by tq id
     columns: dict
-    key_offsets: np.ndarray | None  # None: offset[key_rows]
-    key_hashes: np.ndarray
+    key_rows: np.ndarray  # the row of each index key's message (int32 below 2^31 messages)
+    key_hashes: np.ndarray  # its indexKeyHashMethod, int32
     min_offset: int  # getMinPhyOffset: the first segment's offset
     end: int  # one past the last record: the commit log's max offset
-    key_rows: np.ndarray | None = None  # the row of each index key's message
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.columns[name]
@@ -363,9 +363,7 @@ def merge(commit_log: CommitLog, checks: list[SegmentCheck]) -> CommitLogData:
         parts = None
         for c in checks:
             c.columns[name] = None
-    # a key's offset is its message's (offset[key_rows]); hashes (indexKeyHashMethod: 0..2^31-1)
-    # and rows fit int32: what is kept for every key of the store is 8 bytes, not 24
-    key_offsets = None
+    # rows and hashes (indexKeyHashMethod: 0..2^31-1) fit int32: 8 bytes kept for every key of the store
     key_hashes = (np.concatenate([c.key_hashes for c in checks], dtype=np.int32, casting="unsafe") if checks
                   else np.zeros(0, np.int32))
     bases = np.cumsum([0] + counts[:-1]).tolist() if checks else []
@@ -374,7 +372,7 @@ def merge(commit_log: CommitLog, checks: list[SegmentCheck]) -> CommitLogData:
                 if checks else np.zeros(0, row_type))
     for c, n in zip(checks, counts):  # one copy of the columns, not two: the merged ones are kept
         c.merged = n
-        c.columns = c.key_offsets = c.key_hashes = c.key_rows = None
+        c.columns = c.key_hashes = c.key_rows = None
     segs = commit_log.segments
     end = segs[0].base_offset if segs else 0
     for c in checks:
@@ -382,8 +380,8 @@ def merge(commit_log: CommitLog, checks: list[SegmentCheck]) -> CommitLogData:
             end = c.base_offset + c.end_position
             if c.full:  # the next record goes into the next file
                 end = c.base_offset + c.size
-    return CommitLogData(str(commit_log.directory), segs, checks, list(table), columns, key_offsets, key_hashes,
-                         segs[0].base_offset if segs else 0, end, key_rows)
+    return CommitLogData(str(commit_log.directory), segs, checks, list(table), columns, key_rows, key_hashes,
+                         segs[0].base_offset if segs else 0, end)
 
 
 def cross_record_findings(data: CommitLogData) -> list[Finding]:

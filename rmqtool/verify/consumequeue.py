@@ -63,7 +63,7 @@ def _label(queue: AnyConsumeQueue) -> str:
     return f"{'batch consume queue' if queue.is_batch else 'consume queue'} {queue.topic}/{queue.queue_id}"
 
 
-def check_queue(q: QueueUnits, data: CommitLogData, tq: int | None, mine: np.ndarray | None = None) -> list[Finding]:
+def check_queue(q: QueueUnits, data: CommitLogData, tq: int | None, mine: np.ndarray) -> list[Finding]:
     """One queue against the commit log; ``tq`` is its topic-queue id in ``data`` (None:
     no message of the commit log is in it), ``mine`` the rows of its messages (in order)."""
     queue, u = q.queue, q.units
@@ -146,11 +146,10 @@ def _mismatches(q: QueueUnits, data: CommitLogData, tq: int | None, units: np.nd
 
 
 def _coverage(q: QueueUnits, data: CommitLogData, tq: int | None, pointed_rows: np.ndarray,
-              mine: np.ndarray | None = None) -> list[Finding]:
-    """Messages of this topic-queue that no unit points at, as runs of queue offsets."""
+              mine: np.ndarray) -> list[Finding]:
+    """Messages of this topic-queue (rows ``mine``) that no unit points at, as runs of queue offsets."""
     if tq is None:
         return []
-    mine = np.flatnonzero(data["tq"] == tq) if mine is None else mine
     mine = mine[data["batch"][mine] > 0]
     missing = mine[~np.isin(mine, pointed_rows)]
     if not len(missing):
@@ -208,7 +207,7 @@ def check_consume_queues(queues: ConsumeQueues, data: CommitLogData,
         q = read_units(queue)
         tq = tq_of.get((queue.topic, queue.queue_id))
         seen.add((queue.topic, queue.queue_id))
-        yield from check_queue(q, data, tq, None if tq is None else rows_of(tq))
+        yield from check_queue(q, data, tq, order[:0] if tq is None else rows_of(tq))
         if on_bytes is not None:
             on_bytes(q.bytes_read)
     for i, (topic, queue_id) in enumerate(data.topic_queues):

@@ -47,7 +47,7 @@ class RecordKeys:
 
     def __init__(self, data: CommitLogData):
         # every key offset is its message's; ascending
-        self.rows = data.key_rows if data.key_rows is not None else data.locate(data.key_offsets)[0]
+        self.rows = data.key_rows
         self.hashes = data.key_hashes
         self.covered = np.zeros(len(self.rows), bool)
 
@@ -294,7 +294,7 @@ def check_index(store_root: str | os.PathLike, data: CommitLogData,
 
 def _not_indexed(data: CommitLogData, keys: RecordKeys, lo: int, hi: int) -> Iterator[Finding]:
     """Messages in [lo, hi] with a key that has no entry, as runs of consecutive keyed messages."""
-    key_offsets = data.key_offsets if data.key_offsets is not None else data["offset"][keys.rows]
+    key_offsets = data["offset"][keys.rows]
     inside = (key_offsets >= lo) & (key_offsets <= hi)
     offsets = key_offsets[inside]
     missing_keys = ~keys.covered[inside]

@@ -19,7 +19,7 @@ from rmqtool.findings import (CHECKPOINT_AHEAD_OF_DATA, CHECKPOINT_INVALID, CHEC
                               CHECKPOINT_WINDOW, CHECKPOINT_ZEROED, RECOVERY_START_FILE, Finding, finding)
 from rmqtool.store.checkpoint import StoreCheckpoint, read_checkpoint, read_markers
 from rmqtool.store.paths import StorePaths
-from rmqtool.verify.commitlog import CommitLogData
+from rmqtool.verify.commitlog import BandConsumer, CommitLogCheck
 
 NORMAL_RECOVERY_FILES = 3  # recoverNormally starts at mappedFiles.size() - 3
 
@@ -41,30 +41,55 @@ def _checkpoint(root) -> tuple[StoreCheckpoint | None, list[Finding]]:
     return cp, found
 
 
-def recovery_start(data: CommitLogData, cp: StoreCheckpoint | None) -> tuple[int, str]:
+class CheckpointWindows(BandConsumer):
+    """What the checkpoint check needs of every message, gathered band by band: the last store
+    time, and for each checkpoint timestamp how many messages were stored after it and the
+    first of them."""
+
+    def __init__(self, store_root: str | os.PathLike):
+        self.cp, self.cp_findings = _checkpoint(store_root)
+        self.max_timestamp: int | None = None
+        self.after: dict = {}  # timestamp -> [messages stored after it, offset of the first]
+
+    def band(self, band) -> None:
+        if not band.messages:
+            return
+        ts = band["store_timestamp"]
+        top = int(ts.max())
+        self.max_timestamp = top if self.max_timestamp is None else max(self.max_timestamp, top)
+        if self.cp is None:
+            return
+        for value in {self.cp.physic_msg_timestamp, self.cp.logics_msg_timestamp, self.cp.index_msg_timestamp}:
+            later = np.flatnonzero(ts > value)
+            if len(later):
+                count = self.after.setdefault(value, [0, int(band["offset"][later[0]])])
+                count[0] += len(later)
+
+
+def recovery_start(log: CommitLogCheck, cp: StoreCheckpoint | None) -> tuple[int, str]:
     """(segment index, why) where abnormal recovery starts: the last file whose first
     record is a message stored at or before the checkpoint's minTimestamp (not 0)."""
     min_ts = cp.min_timestamp if cp is not None else 0
-    for n in range(len(data.checks) - 1, -1, -1):
-        first = data.checks[n].first_store_timestamp
+    for n in range(len(log.segments) - 1, -1, -1):
+        first = log.first_store_timestamps.get(n)
         if first and first <= min_ts:
             return n, (f"its first message was stored at {first}, at or before the checkpoint's "
                        f"minTimestamp {min_ts} (min(physicMsgTimestamp, logicsMsgTimestamp) - 3 s)")
     return 0, f"no file's first message was stored at or before the checkpoint's minTimestamp {min_ts}"
 
 
-def check_checkpoint(store_root: str | os.PathLike, data: CommitLogData | None) -> Iterator[Finding]:
-    """Markers, the checkpoint, and (with the commit log's data) its windows and the recovery plan."""
+def check_checkpoint(store_root: str | os.PathLike, log: CommitLogCheck | None,
+                     windows: CheckpointWindows | None) -> Iterator[Finding]:
+    """Markers, the checkpoint, and (with the commit log's bands) its windows and the recovery plan."""
     markers = read_markers(store_root)
     yield from markers.findings
-    cp, found = _checkpoint(store_root)
+    cp, found = (windows.cp, windows.cp_findings) if windows is not None else _checkpoint(store_root)
     yield from found
-    if data is None or not data.checks:
+    if log is None or windows is None or not log.jobs:
         return
     path = StorePaths(store_root).checkpoint
-    ts = data["store_timestamp"]
-    if cp is not None and len(ts):
-        last = int(ts.max())
+    if cp is not None and windows.max_timestamp is not None:
+        last = windows.max_timestamp
         for name, value in (("physicMsgTimestamp", cp.physic_msg_timestamp),
                             ("logicsMsgTimestamp", cp.logics_msg_timestamp)):
             if value > last:
@@ -74,24 +99,23 @@ def check_checkpoint(store_root: str | os.PathLike, data: CommitLogData | None) 
         for name, value, what in (("physicMsgTimestamp", cp.physic_msg_timestamp, "the commit log"),
                                   ("logicsMsgTimestamp", cp.logics_msg_timestamp, "the consume queues"),
                                   ("indexMsgTimestamp", cp.index_msg_timestamp, "the index")):
-            after = np.flatnonzero(ts > value)
-            if len(after):
-                first = int(data["offset"][after[0]])
-                where, position = data.where(first)
+            if value in windows.after:
+                count, first = windows.after[value]
+                where, position = log.where(first)
                 yield finding(CHECKPOINT_WINDOW, where, position,
-                              f"{len(after)} message(s) stored after {name} {value}, from commit log offset {first}: "
+                              f"{count} message(s) stored after {name} {value}, from commit log offset {first}: "
                               f"what {what} may not have flushed before the last stop"
                               + ("" if markers.abort.exists else " (a clean shutdown flushed it all)"),
-                              commit_log_offset=first, messages=int(len(after)))
-    n, why = recovery_start(data, cp)
-    seg = data.segments[n]
+                              commit_log_offset=first, messages=count)
+    n, why = recovery_start(log, cp)
+    seg = log.segments[n]
     if markers.abort.exists:
         yield finding(RECOVERY_START_FILE, seg.path, 0,
                       f"the abort file is present: the next start recovers abnormally from {seg.name} ({why}), "
                       f"re-checking every record's CRC and re-dispatching from there; anything after the first bad "
                       f"record is truncated", commit_log_offset=seg.base_offset)
     else:
-        normal = data.segments[max(len(data.segments) - NORMAL_RECOVERY_FILES, 0)]
+        normal = log.segments[max(len(log.segments) - NORMAL_RECOVERY_FILES, 0)]
         yield finding(RECOVERY_START_FILE, normal.path, 0,
                       f"clean shutdown: the next start recovers normally from {normal.name} (the third-last file); "
                       f"after a crash it would start from {seg.name} ({why})", commit_log_offset=normal.base_offset)

@@ -69,11 +69,24 @@ class SegmentCheck:
     end_position: int | None = None  # one past the last record (a blank record included)
     full: bool = False  # ends with a valid blank record
     first_store_timestamp: int | None = None  # of a message at position 0 (what recovery looks at)
-    merged: int | None = None  # messages, once merge() took the columns over
+    segment_index: int = 0  # place of the segment in the commit log
+    lo: int = 0  # the commit log offsets whose records the band holds (CommitLogCheck.band_lo/hi)
+    hi: int = 0
 
     @property
     def messages(self) -> int:
-        return self.merged if self.columns is None else len(self.columns["offset"])
+        return len(self.columns["offset"])
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    def locate(self, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row index, whether a message starts there) for each commit log offset."""
+        starts = self.columns["offset"]
+        idx = np.searchsorted(starts, offsets)
+        clipped = np.minimum(idx, max(len(starts) - 1, 0))
+        found = (idx < len(starts)) & (starts[clipped] == offsets) if len(starts) else np.zeros(len(offsets), bool)
+        return clipped, found
 
 
 COLUMNS = (("offset", np.int64), ("size", np.int32), ("tq", np.int32), ("queue_offset", np.int64),
@@ -151,7 +164,7 @@ def check_segment(job: SegmentJob, delay_spec: str | None = None) -> SegmentChec
         topic_queues = [topic_queues[k] for k in order.tolist()]
     key_rows = np.searchsorted(columns["offset"], key_offsets).astype(np.int32)
     return SegmentCheck(str(seg.path), seg.base_offset, seg.size, found, topic_queues, columns,
-                        key_rows, key_hashes.astype(np.int32), end, full, first_ts)
+                        key_rows, key_hashes.astype(np.int32), end, full, first_ts, job.index)
 
 
 class _Keys:
@@ -262,71 +275,145 @@ def _message_row(r: Message, delay: DelayLevels, tq_ids: dict, add: tuple, keys:
         f(v)
 
 
-def _joined(pieces: list[SegmentCheck]) -> SegmentCheck:
-    """The checks of a segment's byte ranges, in order, as the check of the whole segment."""
-    if len(pieces) == 1:
-        return pieces[0]
-    table: dict = {}
-    columns = {}
-    bases = np.cumsum([0] + [c.messages for c in pieces[:-1]])
-    for name, dtype in COLUMNS:  # a column at a time, each piece's let go once joined (one copy, not two)
-        parts = []
-        for c in pieces:
-            col = c.columns[name]
-            if name == "tq" and len(col):
-                col = np.array([table.setdefault(tq, len(table)) for tq in c.topic_queues], dtype=np.int32)[col]
-            parts.append(col)
-            c.columns[name] = None
-        columns[name] = np.concatenate(parts)
-        parts = None
-    for c in pieces:  # topic-queues of pieces without messages too
+class BandConsumer:
+    """What the other checks give :class:`CommitLogCheck`: each band (the messages of one
+    byte range, in commit log order) as it is checked, and afterwards the bands holding the
+    offsets they could not match in order (:meth:`late_offsets`), checked again."""
+
+    def band(self, band: SegmentCheck) -> None:
+        pass
+
+    def late_offsets(self) -> np.ndarray:
+        return np.zeros(0, np.int64)
+
+    def late_band(self, band: SegmentCheck) -> None:
+        pass
+
+
+class CommitLogCheck:
+    """The commit log checks, one byte range (a band) at a time, in offset order.
+
+    Only a band's columns are held, never the whole log's: what spans records (queue
+    offsets per topic-queue, store timestamps, ``__CRC32#`` entries) is carried from band
+    to band as a few values a topic-queue, and the consume queue, index and checkpoint
+    checks take each band as it passes (:class:`BandConsumer`). :meth:`prepare` finds
+    where the log ends first (the consume queues' load cut needs it), by checking the last
+    ranges before the others; their checks are kept and given in their turn.
+    """
+
+    def __init__(self, commit_log: CommitLog, *, workers: int = 1, delay_spec: str | None = None,
+                 on_segment: Callable[[SegmentCheck], None] | None = None):
+        self.commit_log = commit_log
+        self.workers = workers
+        self.delay_spec = delay_spec
+        self.on_segment = on_segment
+        self.segments = commit_log.segments
+        self.min_offset = self.segments[0].base_offset if self.segments else 0  # getMinPhyOffset
+        self.jobs = segment_jobs(commit_log, split_size=VERIFY_SPLIT)
+        # the offsets whose records each band holds; a file longer than the gap to the next one is
+        # shadowed there by the next, as the broker finds a file by offset
+        lo = [j.segment.base_offset + j.start for j in self.jobs]
+        hi = [j.segment.base_offset + (j.segment.size if j.end is None else j.end) for j in self.jobs]
+        later = None  # the lowest start of the bands after
+        for k in range(len(self.jobs) - 1, -1, -1):
+            if later is not None:
+                hi[k] = min(hi[k], later)
+                lo[k] = min(lo[k], hi[k])
+            later = lo[k] if later is None else min(later, lo[k])
+        self.band_lo, self.band_hi = np.array(lo, np.int64), np.array(hi, np.int64)
+        self.topic_queues: list = []  # (topic, queue id) by global tq id, in order of first appearance
+        self._tq_ids: dict = {}
+        self.messages = 0
+        self.first_store_timestamps: dict = {}  # segment index -> store time of a message at position 0
+        self._last_written: SegmentCheck | None = None  # the last band with a record (or a blank one)
+        self._kept: dict = {}  # job index -> check made by prepare()
+        self.end: int | None = None
+        self._cross = _CrossRecords(self)
+
+    def _check(self, job: SegmentJob) -> SegmentCheck:
+        return check_segment(job, self.delay_spec)
+
+    def prepare(self) -> int:
+        """The commit log's max offset: one past the last record of the last range holding one
+        (a segment ending with a blank record: the next segment's start)."""
+        if self.end is None:
+            self.end = self.min_offset
+            for i in range(len(self.jobs) - 1, -1, -1):
+                c = self._kept[i] = self._check(self.jobs[i])
+                if c.end_position is not None:
+                    self.end = c.base_offset + (c.size if c.full else c.end_position)
+                    break
+        return self.end
+
+    def _global(self, c: SegmentCheck) -> SegmentCheck:
+        """The band's topic-queue ids as ids of the whole log's table."""
+        ids = []
         for tq in c.topic_queues:
-            table.setdefault(tq, len(table))
-    written = [c for c in pieces if c.end_position is not None]
-    first = pieces[0]
-    return SegmentCheck(first.path, first.base_offset, first.size, [f for c in pieces for f in c.findings],
-                        list(table), columns,
-                        np.concatenate([c.key_rows + np.int32(b)  # a segment's rows fit int32
-                                        for c, b in zip(pieces, bases.tolist())]),
-                        np.concatenate([c.key_hashes for c in pieces]),
-                        written[-1].end_position if written else None, written[-1].full if written else False,
-                        first.first_store_timestamp)
+            i = self._tq_ids.get(tq)
+            if i is None:
+                i = self._tq_ids[tq] = len(self.topic_queues)
+                self.topic_queues.append(tq)
+            ids.append(i)
+        remap = np.array(ids, np.int32)
+        if len(c.columns["tq"]):
+            c.columns["tq"] = remap[c.columns["tq"]]
+        c.topic_queues = self.topic_queues
+        return c
 
+    def _bands(self, jobs: list[SegmentJob]) -> Iterator[SegmentCheck]:
+        todo = [k for k in range(len(jobs)) if k not in self._kept]
+        # kept checks are the last ranges: everything before them goes to the workers
+        scanned = iter_parallel([jobs[k] for k in todo], functools.partial(check_segment, delay_spec=self.delay_spec),
+                                workers=self.workers, ahead=2 * max(self.workers, 1))
+        for k in range(len(jobs)):
+            c = self._kept.pop(k) if k in self._kept else next(scanned)
+            c.lo, c.hi = int(self.band_lo[k]), int(self.band_hi[k])
+            yield c
 
-def _per_segment(pieces: Iterator[SegmentCheck]) -> Iterator[SegmentCheck]:
-    group: list = []
-    for c in pieces:
-        if group and c.path != group[0].path:
-            yield _joined(group)
-            group = []
-        group.append(c)
-    if group:
-        yield _joined(group)
+    def findings(self, consumers: list[BandConsumer] = ()) -> Iterator[Finding]:
+        """Every commit log finding: each band's as it is checked, then what spans records and
+        where the log ends; each band goes to ``consumers`` on the way."""
+        self.prepare()
+        yield from self.commit_log.findings  # names, sizes, gaps, overlaps of segments
+        for c in self._bands(self.jobs):
+            self._global(c)
+            yield from c.findings
+            if c.first_store_timestamp is not None:
+                self.first_store_timestamps[c.segment_index] = c.first_store_timestamp
+            if c.end_position is not None:
+                self._last_written = c
+            self.messages += c.messages
+            self._cross.band(c)
+            for consumer in consumers:
+                consumer.band(c)
+            if self.on_segment is not None:
+                self.on_segment(c)
+            c.columns = c.key_rows = c.key_hashes = None  # let go of the band before the next
+        yield from self._cross.findings()
+        yield from self._end_findings()
 
+    def recheck(self, consumers: list[BandConsumer]) -> None:
+        """The bands holding the offsets consumers could not match in order, checked again and
+        given to them (damaged queues and index files: the others need none)."""
+        late = [c.late_offsets() for c in consumers]
+        offsets = np.unique(np.concatenate(late)) if late else np.zeros(0, np.int64)
+        if not len(offsets):
+            return
+        k = np.searchsorted(self.band_lo, offsets, side="right") - 1
+        inside = (k >= 0) & (offsets < self.band_hi[np.maximum(k, 0)])
+        wanted = sorted(set(k[inside].tolist()))
+        jobs = [self.jobs[i] for i in wanted]
+        for i, c in zip(wanted, iter_parallel(jobs, functools.partial(check_segment, delay_spec=self.delay_spec),
+                                              workers=self.workers, ahead=2 * max(self.workers, 1))):
+            self._global(c)
+            c.lo, c.hi = int(self.band_lo[i]), int(self.band_hi[i])
+            for consumer in consumers:
+                consumer.late_band(c)
+            c.columns = None
 
-@dataclasses.dataclass
-class CommitLogData:
-    """Every message of the commit log in offset order, as columns, for the other checks."""
-    directory: str
-    segments: list  # store.segments.Segment
-    checks: list  # SegmentCheck per segment, in order
-    topic_queues: list  # (topic, queue id) by tq id
-    columns: dict
-    key_rows: np.ndarray  # the row of each index key's message (int32 below 2^31 messages)
-    key_hashes: np.ndarray  # its indexKeyHashMethod, int32
-    min_offset: int  # getMinPhyOffset: the first segment's offset
-    end: int  # one past the last record: the commit log's max offset
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self.columns[name]
-
-    def locate(self, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(row index, whether a message starts there) for each commit log offset."""
-        starts = self.columns["offset"]
-        idx = np.searchsorted(starts, offsets)
-        clipped = np.minimum(idx, max(len(starts) - 1, 0))
-        found = (idx < len(starts)) & (starts[clipped] == offsets) if len(starts) else np.zeros(len(offsets), bool)
-        return clipped, found
+    def tq_id(self, topic: str, queue_id: int) -> int | None:
+        """A topic-queue's id in the table, once a message of it has been seen."""
+        return self._tq_ids.get((topic, queue_id))
 
     def segment_of(self, offset: int):
         """The segment an offset lies in (by name), or None."""
@@ -340,167 +427,133 @@ class CommitLogData:
         seg = self.segment_of(offset)
         return (str(seg.path), offset - seg.base_offset) if seg else (None, None)
 
+    def record(self, offset: int, tq: int, queue_offset: int) -> dict:
+        """A message's fields as a finding gives them."""
+        topic, queue_id = self.topic_queues[tq]
+        return {"commit_log_offset": int(offset), "topic": topic, "queue_id": queue_id,
+                "queue_offset": int(queue_offset)}
 
-def segment_checks(commit_log: CommitLog, *, workers: int = 1, delay_spec: str | None = None) -> Iterator[SegmentCheck]:
-    """check_segment over every segment, in order, over ``workers`` processes. A segment
-    after the last one written to is scanned as the last (no blank record expected)."""
-    # byte ranges, not whole segments: two cores share one big segment, and a job's memory is bounded
-    jobs = segment_jobs(commit_log, split_size=VERIFY_SPLIT)
-    return _per_segment(iter_parallel(jobs, functools.partial(check_segment, delay_spec=delay_spec),
-                                      workers=workers))
-
-
-def merge(commit_log: CommitLog, checks: list[SegmentCheck]) -> CommitLogData:
-    """Join the segments' columns (remapping each segment's topic-queue ids to one table)."""
-    table: dict = {}
-    counts = [c.messages for c in checks]
-    remaps = [np.array([table.setdefault(tq, len(table)) for tq in c.topic_queues], dtype=np.int32) for c in checks]
-    columns = {}
-    for name, dtype in COLUMNS:  # a column at a time, each segment's piece let go once joined
-        parts = [remap[c.columns[name]] if name == "tq" and len(c.columns[name]) else c.columns[name]
-                 for c, remap in zip(checks, remaps)]
-        columns[name] = np.concatenate(parts) if parts else np.zeros(0, dtype)
-        parts = None
-        for c in checks:
-            c.columns[name] = None
-    # rows and hashes (indexKeyHashMethod: 0..2^31-1) fit int32: 8 bytes kept for every key of the store
-    key_hashes = (np.concatenate([c.key_hashes for c in checks], dtype=np.int32, casting="unsafe") if checks
-                  else np.zeros(0, np.int32))
-    bases = np.cumsum([0] + counts[:-1]).tolist() if checks else []
-    row_type = np.int32 if sum(counts) < 1 << 31 else np.int64
-    key_rows = (np.concatenate([c.key_rows.astype(row_type) + b for c, b in zip(checks, bases)])
-                if checks else np.zeros(0, row_type))
-    for c, n in zip(checks, counts):  # one copy of the columns, not two: the merged ones are kept
-        c.merged = n
-        c.columns = c.key_hashes = c.key_rows = None
-    segs = commit_log.segments
-    end = segs[0].base_offset if segs else 0
-    for c in checks:
-        if c.end_position is not None:
-            end = c.base_offset + c.end_position
-            if c.full:  # the next record goes into the next file
-                end = c.base_offset + c.size
-    return CommitLogData(str(commit_log.directory), segs, checks, list(table), columns, key_rows, key_hashes,
-                         segs[0].base_offset if segs else 0, end)
+    def _end_findings(self) -> list[Finding]:
+        last = self._last_written
+        if last is None:
+            if self.segments:
+                return [finding(COMMIT_LOG_END, self.segments[0].path, 0, "the commit log holds no record",
+                                commit_log_offset=self.end)]
+            return []
+        state = "full, ends with its blank record" if last.full else f"written to position {last.end_position}"
+        return [finding(COMMIT_LOG_END, last.path, last.end_position,
+                        f"the commit log ends at offset {self.end}: {self.messages} messages; its last "
+                        f"segment is {state} of {last.size} bytes", commit_log_offset=self.end,
+                        messages=self.messages)]
 
 
-def cross_record_findings(data: CommitLogData) -> list[Finding]:
-    """What spans records: queue offsets per topic-queue, store timestamps going back,
-    __CRC32# entries missing between records that carry one, and where the log ends."""
-    found: list = []
-    found += _queue_offset_findings(data)
-    found += _timestamp_findings(data)
-    found += _crc_missing_findings(data)
-    found.sort(key=lambda f: f.details.get("commit_log_offset", 0) if f.details else 0)
-    found += _end_findings(data)
-    return found
+class _CrossRecords:
+    """What spans records, carried from band to band: per topic-queue the last queue offset
+    (and the queue offsets it took, and where), the last store timestamp, and the records
+    without a ``__CRC32#`` entry since the last one with it."""
 
+    def __init__(self, log: CommitLogCheck):
+        self.log = log
+        self.found: list = []  # (commit log offset, kind, finding): sorted at the end
+        self.last_qo = np.zeros(0, np.int64)
+        self.last_batch = np.zeros(0, np.int64)
+        self.last_offset = np.full(0, -1, np.int64)  # -1: no message of the topic-queue yet
+        self.last_ts: int | None = None
+        self.crc_seen = False
+        self.crc_waiting: list = []  # (offsets, tq, queue offsets) without an entry, after the last with one
 
-def _record(data: CommitLogData, i: int) -> dict:
-    offset = int(data["offset"][i])
-    topic, queue_id = data.topic_queues[int(data["tq"][i])]
-    return {"commit_log_offset": offset, "topic": topic, "queue_id": queue_id,
-            "queue_offset": int(data["queue_offset"][i])}
+    def band(self, c: SegmentCheck) -> None:
+        grow = len(self.log.topic_queues) - len(self.last_qo)
+        if grow > 0:
+            self.last_qo = np.concatenate((self.last_qo, np.zeros(grow, np.int64)))
+            self.last_batch = np.concatenate((self.last_batch, np.zeros(grow, np.int64)))
+            self.last_offset = np.concatenate((self.last_offset, np.full(grow, -1, np.int64)))
+        if c.messages:
+            self._queue_offsets(c)
+            self._timestamps(c)
+            self._crc(c)
 
+    def _queue_offsets(self, c: SegmentCheck) -> None:
+        """Per topic-queue, in commit log order, each record's queue offset must be the one
+        before plus the queue offsets it took (1, or INNER_NUM for a 5.x inner batch);
+        prepared and rollback records take none (queue offset 0, no unit)."""
+        rows = np.flatnonzero(c["batch"] > 0)
+        if not len(rows):
+            return
+        order = rows[np.argsort(c["tq"][rows], kind="stable")]
+        tq = c["tq"][order].astype(np.int64)
+        qo = c["queue_offset"][order]
+        batch = c["batch"][order].astype(np.int64)
+        offset = c["offset"][order]
+        first = np.concatenate(([True], tq[1:] != tq[:-1]))
+        prev_qo, prev_batch, prev_offset = np.roll(qo, 1), np.roll(batch, 1), np.roll(offset, 1)
+        prev_qo[first], prev_batch[first], prev_offset[first] = (self.last_qo[tq[first]], self.last_batch[tq[first]],
+                                                                 self.last_offset[tq[first]])
+        expected = prev_qo + prev_batch
+        for k in np.flatnonzero((prev_offset >= 0) & (qo != expected)).tolist():
+            here = self.log.record(offset[k], tq[k], qo[k])
+            path, position = self.log.where(here["commit_log_offset"])
+            want, got = int(expected[k]), here["queue_offset"]
+            before_qo, before = int(prev_qo[k]), int(prev_offset[k])
+            if got > want:
+                f = finding(QUEUE_OFFSET_GAP, path, position,
+                            f"{here['topic']}/{here['queue_id']}: queue offset {got} follows "
+                            f"{before_qo} (at commit log offset {before}); {got - want} offsets missing",
+                            previous_queue_offset=before_qo, previous_commit_log_offset=before, **here)
+            else:
+                f = finding(QUEUE_OFFSET_REPEAT, path, position,
+                            f"{here['topic']}/{here['queue_id']}: queue offset {got} after "
+                            f"{before_qo} (at commit log offset {before}), expected {want}",
+                            previous_queue_offset=before_qo, previous_commit_log_offset=before, **here)
+            self.found.append((here["commit_log_offset"], 0, f))
+        last = np.concatenate((tq[1:] != tq[:-1], [True]))
+        self.last_qo[tq[last]], self.last_batch[tq[last]], self.last_offset[tq[last]] = (qo[last], batch[last],
+                                                                                        offset[last])
 
-def _queue_offset_findings(data: CommitLogData) -> list[Finding]:
-    """Per topic-queue, in commit log order, each record's queue offset must be the one
-    before plus the queue offsets it took (1, or INNER_NUM for a 5.x inner batch);
-    prepared and rollback records take none (queue offset 0, no unit)."""
-    rows = np.flatnonzero(data["batch"] > 0)
-    if len(rows) < 2:
-        return []
-    order = rows[np.argsort(data["tq"][rows], kind="stable")]
-    tq = data["tq"][order]
-    qo = data["queue_offset"][order]
-    expected = qo[:-1] + data["batch"][order][:-1]
-    same = tq[1:] == tq[:-1]
-    found = []
-    for k in np.flatnonzero(same & (qo[1:] != expected)):
-        before, after = int(order[k]), int(order[k + 1])
-        here = _record(data, after)
-        path, position = data.where(here["commit_log_offset"])
-        want = int(expected[k])
-        got = here["queue_offset"]
-        if got > want:
-            found.append(finding(QUEUE_OFFSET_GAP, path, position,
-                                 f"{here['topic']}/{here['queue_id']}: queue offset {got} follows "
-                                 f"{int(qo[k])} (at commit log offset {int(data['offset'][before])}); "
-                                 f"{got - want} offsets missing", previous_queue_offset=int(qo[k]),
-                                 previous_commit_log_offset=int(data["offset"][before]), **here))
-        else:
-            found.append(finding(QUEUE_OFFSET_REPEAT, path, position,
-                                 f"{here['topic']}/{here['queue_id']}: queue offset {got} after "
-                                 f"{int(qo[k])} (at commit log offset {int(data['offset'][before])}), "
-                                 f"expected {want}", previous_queue_offset=int(qo[k]),
-                                 previous_commit_log_offset=int(data["offset"][before]), **here))
-    return found
+    def _timestamps(self, c: SegmentCheck) -> None:
+        ts = c["store_timestamp"]
+        before = np.concatenate(([ts[0] if self.last_ts is None else self.last_ts], ts[:-1]))
+        for k in np.flatnonzero(ts < before).tolist():
+            here = self.log.record(c["offset"][k], c["tq"][k], c["queue_offset"][k])
+            path, position = self.log.where(here["commit_log_offset"])
+            self.found.append((here["commit_log_offset"], 1, finding(
+                STORE_TIMESTAMP_BACKWARDS, path, position,
+                f"store timestamp {int(ts[k])} is {int(before[k] - ts[k])} ms before the record before it",
+                store_timestamp=int(ts[k]), previous_store_timestamp=int(before[k]), **here)))
+        self.last_ts = int(ts[-1])
 
+    def _crc(self, c: SegmentCheck) -> None:
+        """A record with no __CRC32# entry between two that carry one: enabledAppendPropCRC was
+        on, so the entry was lost (a damaged name makes it look absent, not clean). Before the
+        first and after the last carrying record the setting may simply have been off."""
+        crc = c["crc"]
+        none = crc == CRC_NONE
+        present = np.flatnonzero(crc == CRC_PRESENT)
+        if not len(present):
+            if self.crc_seen and none.any():
+                self._wait(c, np.flatnonzero(none))
+            return
+        if self.crc_seen:  # those waiting, and this band's before its first carrying record, are confirmed
+            self._wait(c, np.flatnonzero(none[:present[0]]))
+            for offsets, tqs, qos in self.crc_waiting:
+                self._missing(offsets, tqs, qos)
+        self.crc_waiting = []
+        between = np.flatnonzero(none[present[0]:present[-1]]) + present[0]
+        self._missing(c["offset"][between], c["tq"][between], c["queue_offset"][between])
+        self.crc_seen = True
+        self._wait(c, np.flatnonzero(none[present[-1]:]) + present[-1])
 
-def _timestamp_findings(data: CommitLogData) -> list[Finding]:
-    ts = data["store_timestamp"]
-    found = []
-    for k in np.flatnonzero(ts[1:] < ts[:-1]):
-        here = _record(data, int(k) + 1)
-        path, position = data.where(here["commit_log_offset"])
-        found.append(finding(STORE_TIMESTAMP_BACKWARDS, path, position,
-                             f"store timestamp {int(ts[k + 1])} is {int(ts[k] - ts[k + 1])} ms before the "
-                             f"record before it", store_timestamp=int(ts[k + 1]),
-                             previous_store_timestamp=int(ts[k]), **here))
-    return found
+    def _wait(self, c: SegmentCheck, rows: np.ndarray) -> None:
+        if len(rows):
+            self.crc_waiting.append((c["offset"][rows], c["tq"][rows], c["queue_offset"][rows]))
 
+    def _missing(self, offsets, tqs, qos) -> None:
+        for offset, tq, qo in zip(offsets.tolist(), tqs.tolist(), qos.tolist()):
+            here = self.log.record(offset, tq, qo)
+            path, position = self.log.where(offset)
+            self.found.append((offset, 2, finding(PROPERTY_CRC_MISSING, path, position,
+                                                  "no __CRC32# entry, between records that carry one", **here)))
 
-def _crc_missing_findings(data: CommitLogData) -> list[Finding]:
-    """A record with no __CRC32# entry between two that carry one: enabledAppendPropCRC was
-    on, so the entry was lost (a damaged name makes it look absent, not clean). Before the
-    first and after the last carrying record the setting may simply have been off."""
-    crc = data["crc"]
-    present = np.flatnonzero(crc == CRC_PRESENT)
-    if not len(present):
-        return []
-    found = []
-    window = crc[present[0]:present[-1]]
-    for k in np.flatnonzero(window == CRC_NONE):
-        here = _record(data, int(present[0] + k))
-        path, position = data.where(here["commit_log_offset"])
-        found.append(finding(PROPERTY_CRC_MISSING, path, position,
-                             "no __CRC32# entry, between records that carry one", **here))
-    return found
-
-
-def _end_findings(data: CommitLogData) -> list[Finding]:
-    written = [c for c in data.checks if c.end_position is not None]
-    if not written:
-        if data.segments:
-            return [finding(COMMIT_LOG_END, data.segments[0].path, 0, "the commit log holds no record",
-                            commit_log_offset=data.end)]
-        return []
-    last = written[-1]
-    state = "full, ends with its blank record" if last.full else f"written to position {last.end_position}"
-    return [finding(COMMIT_LOG_END, last.path, last.end_position,
-                    f"the commit log ends at offset {data.end}: {len(data['offset'])} messages; its last "
-                    f"segment is {state} of {last.size} bytes", commit_log_offset=data.end,
-                    messages=int(len(data["offset"])))]
-
-
-class CommitLogCheck:
-    """Runs the commit log checks: iterate :meth:`findings`, then read :attr:`data`."""
-
-    def __init__(self, commit_log: CommitLog, *, workers: int = 1, delay_spec: str | None = None,
-                 on_segment: Callable[[SegmentCheck], None] | None = None):
-        self.commit_log = commit_log
-        self.workers = workers
-        self.delay_spec = delay_spec
-        self.on_segment = on_segment
-        self.data: CommitLogData | None = None
-
-    def findings(self) -> Iterator[Finding]:
-        yield from self.commit_log.findings  # names, sizes, gaps, overlaps of segments
-        checks = []
-        for c in segment_checks(self.commit_log, workers=self.workers, delay_spec=self.delay_spec):
-            checks.append(c)
-            yield from c.findings
-            if self.on_segment is not None:
-                self.on_segment(c)
-        self.data = merge(self.commit_log, checks)
-        yield from cross_record_findings(self.data)
+    def findings(self) -> list[Finding]:
+        self.found.sort(key=lambda t: (t[0], t[1]))
+        return [f for _, _, f in self.found]

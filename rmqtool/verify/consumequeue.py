@@ -1,16 +1,16 @@
 """Consume queue checks (``consumequeue/`` and 5.x ``batchconsumequeue/``) against the commit log.
 
-Each queue's units are read as numpy arrays and matched with the commit log's messages
-by offset (a sorted search, no per-unit Python): every unit must point at the start of
-a message whose topic, queue id, queue offset, size and tags code (and, in a batch
-queue, base offset, batch size and store timestamp) agree. Then the other way: every
-message the broker dispatches must have its unit; those past the queue's end are not
-dispatched yet, the others are lost from the queue. Holes, invalid and fill units are
-reported as runs, one finding a run.
+Each queue's units are read in order, a chunk at a time, as the commit log's bands pass
+(:mod:`rmqtool.verify.lookups`), and matched with the band's messages by offset (a
+sorted search, no per-unit Python): every unit must point at the start of a message
+whose topic, queue id, queue offset, size and tags code (and, in a batch queue, base
+offset, batch size and store timestamp) agree. Then the other way: every message the
+broker dispatches must have its unit; those past the queue's end are not dispatched yet,
+the others are lost from the queue. Holes, invalid and fill units are reported as runs,
+one finding a run. Findings come out queue by queue once the commit log is checked.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Callable, Iterator
 
 import numpy as np
@@ -20,200 +20,317 @@ from rmqtool.findings import (CONSUME_QUEUE_FILL_UNITS, CONSUME_QUEUE_HOLE, CONS
                               CONSUME_QUEUE_UNIT_NO_RECORD, MESSAGE_NOT_DISPATCHED,
                               MESSAGE_NOT_IN_CONSUME_QUEUE, Finding, finding)
 from rmqtool.formats.consumequeue import FILL_COMMIT_LOG_OFFSET, FILL_SIZE, FILL_TAGS_CODE
-from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, AnyConsumeQueue, ConsumeQueues
 from rmqtool.store.arrays import read_records, runs
-from rmqtool.verify.commitlog import CommitLogData
+from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, AnyConsumeQueue, ConsumeQueues
+from rmqtool.verify.commitlog import BandConsumer, CommitLogCheck, SegmentCheck
+from rmqtool.verify.lookups import OffsetLookups
 
-
-@dataclasses.dataclass
-class QueueUnits:
-    """A queue's units up to its end, with where each lies."""
-    queue: AnyConsumeQueue
-    units: np.ndarray  # records of the queue layout's dtype
-    index: np.ndarray  # unit number in the queue (byte offset / unit size)
-    file: np.ndarray  # index into queue.segments
-    bytes_read: int
-
-    def where(self, k: int) -> tuple[str, int]:
-        seg = self.queue.segments[int(self.file[k])]
-        return str(seg.path), int(self.index[k]) * self.queue.unit_size - seg.base_offset
-
-
-def read_units(queue: AnyConsumeQueue) -> QueueUnits:
-    """The whole units of every file of the queue, up to the end the broker's load finds."""
-    dtype = (BATCH_CQ_LAYOUT if queue.is_batch else CQ_LAYOUT).dtype
-    parts, index, files = [], [], []
-    total = 0
-    for n, seg in enumerate(queue.segments):
-        if seg.base_offset >= queue.end:
-            break
-        count = (min(seg.size, queue.end - seg.base_offset)) // queue.unit_size
-        units = read_records(seg.path, dtype, 0, count)
-        total += seg.size
-        parts.append(units)
-        first = seg.base_offset // queue.unit_size
-        index.append(np.arange(first, first + len(units), dtype=np.int64))
-        files.append(np.full(len(units), n, dtype=np.int32))
-    if not parts:
-        return QueueUnits(queue, np.zeros(0, dtype), np.zeros(0, np.int64), np.zeros(0, np.int32), total)
-    return QueueUnits(queue, np.concatenate(parts), np.concatenate(index), np.concatenate(files), total)
+_RUN_KINDS = ((CONSUME_QUEUE_HOLE, "unwritten (all-zero) units"),
+              (CONSUME_QUEUE_UNIT_INVALID, "units the broker skips (commitLogOffset < 0 or size <= 0)"),
+              (CONSUME_QUEUE_FILL_UNITS, "fill units"))
+_UNIT_FIELDS = (("seq", np.int64), ("index", np.int64), ("file", np.int32), ("size", np.int64),
+                ("tags_code", np.int64), ("queue_offset", np.int64), ("batch_size", np.int64),
+                ("store_timestamp", np.int64))
+ITEM_DTYPE = np.dtype([("offset", np.int64), *_UNIT_FIELDS])  # a unit waiting for its band
 
 
 def _label(queue: AnyConsumeQueue) -> str:
     return f"{'batch consume queue' if queue.is_batch else 'consume queue'} {queue.topic}/{queue.queue_id}"
 
 
-def check_queue(q: QueueUnits, data: CommitLogData, tq: int | None, mine: np.ndarray) -> list[Finding]:
-    """One queue against the commit log; ``tq`` is its topic-queue id in ``data`` (None:
-    no message of the commit log is in it), ``mine`` the rows of its messages (in order)."""
-    queue, u = q.queue, q.units
-    found: list = []
-    here = {"topic": queue.topic, "queue_id": queue.queue_id}
-    clo = u["commit_log_offset"]
-    size = u["size"]
-    if queue.is_batch:
-        written = (clo >= 0) & (size > 0) & (u["msg_base_offset"] >= 0) & (u["batch_size"] > 0)
-        zero = (clo == 0) & (size == 0) & (u["msg_base_offset"] == 0) & (u["batch_size"] == 0)
-        fill = np.zeros(len(u), bool)
-    else:
-        written = (clo >= 0) & (size > 0)
-        zero = (clo == 0) & (size == 0) & (u["tags_code"] == 0)
-        fill = (clo == FILL_COMMIT_LOG_OFFSET) & (size == FILL_SIZE) & (u["tags_code"] == FILL_TAGS_CODE)
-    for mask, finding_id, what in ((~written & zero, CONSUME_QUEUE_HOLE, "unwritten (all-zero) units"),
-                                   (~written & ~zero, CONSUME_QUEUE_UNIT_INVALID, "units the broker skips "
-                                    "(commitLogOffset < 0 or size <= 0)"),
-                                   (fill, CONSUME_QUEUE_FILL_UNITS, "fill units")):
+class QueueCheck:
+    """One queue: its units read in order (runs of unwritten, invalid and fill units found on
+    the way), and those pointing into the commit log matched band by band."""
+
+    def __init__(self, queue: AnyConsumeQueue, log: CommitLogCheck):
+        self.queue = queue
+        self.log = log
+        self.here = {"topic": queue.topic, "queue_id": queue.queue_id}
+        self.dtype = (BATCH_CQ_LAYOUT if queue.is_batch else CQ_LAYOUT).dtype
+        self.files = [seg for seg in queue.segments if seg.base_offset < queue.end]
+        self.bytes_read = sum(seg.size for seg in self.files)
+        self._file = 0
+        self._read_in_file = 0  # units of the current file read
+        self._seq = 0  # units read so far: each unit's place in read order
+        self._open: list = [None, None, None]  # per run kind: [first seq, last seq, first index, path, position]
+        self.run_findings: list = [[], [], []]
+        self.no_record: list = []  # (seq, finding)
+        self.mismatch: list = []
+        self.lookups = OffsetLookups(self._read)
+        self.tq: int | None = None  # its topic-queue id in the commit log's table, once a message of it is seen
+        self.unpointed: list = []  # (offset, queue offset, batch) of its messages no unit of it points at
+        self.pointed_late: list = []  # offsets its late units point at
+
+    def where(self, file: int, index: int) -> tuple[str, int]:
+        seg = self.files[file]
+        return str(seg.path), index * self.queue.unit_size - seg.base_offset
+
+    def _read(self, n: int) -> np.ndarray | None:
+        """The next units (at most n) that point into the commit log, as ITEM_DTYPE; units
+        that point nowhere become findings here."""
+        queue = self.queue
+        while self._file < len(self.files):
+            seg = self.files[self._file]
+            count = min(seg.size, queue.end - seg.base_offset) // queue.unit_size
+            if self._read_in_file < count:
+                break
+            self._file += 1
+            self._read_in_file = 0
+        else:
+            return None
+        units = read_records(seg.path, self.dtype, self._read_in_file * queue.unit_size,
+                             min(n, count - self._read_in_file))
+        if len(units) < min(n, count - self._read_in_file):  # a file shorter than its count: nothing more there
+            self._read_in_file = count
+        else:
+            self._read_in_file += len(units)
+        if not len(units):
+            return np.zeros(0, ITEM_DTYPE)
+        first = seg.base_offset // queue.unit_size + (self._read_in_file - len(units))
+        index = np.arange(first, first + len(units), dtype=np.int64)
+        seq = np.arange(self._seq, self._seq + len(units), dtype=np.int64)
+        self._seq += len(units)
+        return self._classify(units, index, seq)
+
+    def _classify(self, u: np.ndarray, index: np.ndarray, seq: np.ndarray) -> np.ndarray:
+        clo, size = u["commit_log_offset"], u["size"]
+        if self.queue.is_batch:
+            written = (clo >= 0) & (size > 0) & (u["msg_base_offset"] >= 0) & (u["batch_size"] > 0)
+            zero = (clo == 0) & (size == 0) & (u["msg_base_offset"] == 0) & (u["batch_size"] == 0)
+            fill = np.zeros(len(u), bool)
+        else:
+            written = (clo >= 0) & (size > 0)
+            zero = (clo == 0) & (size == 0) & (u["tags_code"] == 0)
+            fill = (clo == FILL_COMMIT_LOG_OFFSET) & (size == FILL_SIZE) & (u["tags_code"] == FILL_TAGS_CODE)
+        for kind, mask in enumerate((~written & zero, ~written & ~zero, fill)):
+            self._runs(kind, mask, index, seq)
+        # units below the commit log's first file point at deleted data, as the broker's min offset says
+        real = np.flatnonzero(written & ~fill & (clo >= self.log.min_offset))
+        items = np.empty(len(real), ITEM_DTYPE)
+        items["offset"] = clo[real]
+        items["seq"], items["index"], items["file"] = seq[real], index[real], self._file
+        items["size"], items["tags_code"] = size[real], u["tags_code"][real]
+        if self.queue.is_batch:
+            items["queue_offset"], items["batch_size"] = u["msg_base_offset"][real], u["batch_size"][real]
+            items["store_timestamp"] = u["store_timestamp"][real]
+        else:
+            items["queue_offset"], items["batch_size"], items["store_timestamp"] = index[real], 0, 0
+        past = items["offset"] >= self.log.end
+        if past.any():
+            self._no_record(items[past])
+            items = items[~past]
+        return items
+
+    def _runs(self, kind: int, mask: np.ndarray, index: np.ndarray, seq: np.ndarray) -> None:
+        """Runs of a kind of unit, in read order, carried over chunk and file boundaries."""
         for start, stop in runs(mask):
-            path, position = q.where(start)
+            run = self._open[kind]
+            if run is not None and run[1] == seq[start] - 1:  # goes on from the chunk before
+                run[1], run[3] = int(seq[stop - 1]), int(index[stop - 1])
+                continue
+            self._close(kind)
+            path, position = self.where(self._file, int(index[start]))
+            self._open[kind] = [int(seq[start]), int(seq[stop - 1]), int(index[start]), int(index[stop - 1]),
+                                path, position]
+        run = self._open[kind]
+        if run is not None and len(seq) and run[1] != seq[-1]:
+            self._close(kind)
+
+    def _close(self, kind: int) -> None:
+        run = self._open[kind]
+        if run is None:
+            return
+        first_seq, last_seq, first, last, path, position = run
+        finding_id, what = _RUN_KINDS[kind]
+        units = last_seq - first_seq + 1
+        self.run_findings[kind].append(finding(finding_id, path, position,
+                                               f"{_label(self.queue)}: {units} {what} at queue offsets {first}..{last}",
+                                               queue_offset=first, units=units, **self.here))
+        self._open[kind] = None
+
+    def _no_record(self, items: np.ndarray) -> None:
+        for item in items:
+            path, position = self.where(int(item["file"]), int(item["index"]))
+            offset = int(item["offset"])
+            self.no_record.append((int(item["seq"]), finding(
+                CONSUME_QUEUE_UNIT_NO_RECORD, path, position,
+                f"{_label(self.queue)}: unit {int(item['index'])} points at commit log offset {offset}, "
+                + ("at or past the commit log's end" if offset >= self.log.end else "where no message starts"),
+                queue_offset=int(item["queue_offset"]), commit_log_offset=offset, **self.here)))
+
+    def match(self, band: SegmentCheck, items: np.ndarray) -> np.ndarray:
+        """Units pointing into a band against its messages; the rows of its own messages they point at."""
+        rows, hit = band.locate(items["offset"])
+        if not hit.all():
+            self._no_record(items[~hit])
+        items, rows = items[hit], rows[hit]
+        if self.tq is None:
+            self.tq = self.log.tq_id(self.queue.topic, self.queue.queue_id)
+        self._mismatches(band, items, rows)
+        return rows[band["tq"][rows] == (-1 if self.tq is None else self.tq)]
+
+    def _mismatches(self, band: SegmentCheck, items: np.ndarray, rows: np.ndarray) -> None:
+        checks = [("topic and queue", band["tq"][rows] != (-1 if self.tq is None else self.tq), None, None),
+                  ("queue offset", band["queue_offset"][rows] != items["queue_offset"], items["queue_offset"],
+                   band["queue_offset"][rows]),
+                  ("size", band["size"][rows] != items["size"], items["size"], band["size"][rows]),
+                  ("tags code", band["tags_code"][rows] != items["tags_code"], items["tags_code"],
+                   band["tags_code"][rows])]
+        if self.queue.is_batch:
+            checks += [("batch size", band["batch"][rows] != items["batch_size"], items["batch_size"],
+                        band["batch"][rows]),
+                       ("store timestamp", band["store_timestamp"][rows] != items["store_timestamp"],
+                        items["store_timestamp"], band["store_timestamp"][rows])]
+        bad = np.zeros(len(items), bool)
+        for _, mask, _, _ in checks:
+            bad |= mask
+        for j in np.flatnonzero(bad).tolist():
+            row = int(rows[j])
+            what = []
+            for name, mask, unit_value, record_value in checks:
+                if mask[j]:
+                    if unit_value is None:
+                        topic, queue_id = self.log.topic_queues[int(band["tq"][row])]
+                        what.append(f"the record is in {topic}/{queue_id}")
+                    else:
+                        what.append(f"{name} {int(unit_value[j])} (record: {int(record_value[j])})")
+            item = items[j]
+            path, position = self.where(int(item["file"]), int(item["index"]))
+            self.mismatch.append((int(item["seq"]), finding(
+                CONSUME_QUEUE_UNIT_MISMATCH, path, position,
+                f"{_label(self.queue)}: unit {int(item['index'])} disagrees with the record at commit log "
+                f"offset {int(band['offset'][row])}: " + "; ".join(what),
+                queue_offset=int(item["queue_offset"]), commit_log_offset=int(band["offset"][row]), **self.here)))
+
+    def unit_findings(self) -> list[Finding]:
+        """Runs, then units pointing at no record, then units disagreeing with theirs (each in unit order)."""
+        for kind in range(len(self._open)):
+            self._close(kind)
+        found = [f for fs in self.run_findings for f in fs]
+        found += [f for _, f in sorted(self.no_record, key=lambda t: t[0])]
+        found += [f for _, f in sorted(self.mismatch, key=lambda t: t[0])]
+        return found
+
+
+class ConsumeQueueCheck(BandConsumer):
+    """Every queue of the store against the commit log's bands. Messages no unit of their own
+    queue points at are kept (offset, queue offset, batch) for the runs reported at the end:
+    a store's worth only when its queues are that damaged."""
+
+    def __init__(self, queues: ConsumeQueues, log: CommitLogCheck,
+                 on_bytes: Callable[[int], None] | None = None):
+        self.queues = queues
+        self.log = log
+        self.on_bytes = on_bytes
+        self.checks = [QueueCheck(q, log) for q in queues.queues]
+        self.keys = {(q.topic, q.queue_id) for q in queues.queues}
+        self.no_queue: list = []  # (offset, tq, queue offset, batch) of messages of topic-queues without a queue
+
+    def band(self, band: SegmentCheck) -> None:
+        n = band.messages
+        tq = band["tq"]
+        order = np.argsort(tq, kind="stable")
+        bounds = np.searchsorted(tq[order], np.arange(len(self.log.topic_queues) + 1))
+        dispatched = band["batch"] > 0
+        pointed = np.zeros(n, bool)  # reused: set for one queue, then cleared
+        for q in self.checks:
+            items = q.lookups.take(band.lo, band.hi)
+            mine = q.match(band, items) if items is not None else None
+            if q.tq is None:
+                q.tq = self.log.tq_id(q.queue.topic, q.queue.queue_id)
+                if q.tq is None:
+                    continue
+            rows = order[bounds[q.tq]:bounds[q.tq + 1]]
+            if not len(rows):
+                continue
+            rows = rows[dispatched[rows]]
+            if mine is not None:
+                pointed[mine] = True
+                rows = rows[~pointed[rows]]
+                pointed[mine] = False
+            if len(rows):
+                q.unpointed.append((band["offset"][rows], band["queue_offset"][rows], band["batch"][rows]))
+        lost = np.array([tq_key not in self.keys for tq_key in self.log.topic_queues], bool)
+        rows = np.flatnonzero(lost[tq] & dispatched) if n else np.zeros(0, np.int64)
+        if len(rows):
+            self.no_queue.append(tuple(band[name][rows] for name in ("offset", "tq", "queue_offset", "batch")))
+
+    def late_offsets(self) -> np.ndarray:
+        late = []
+        for q in self.checks:
+            q.lookups.finish()
+            items = q.lookups.late_items()
+            if items is not None:
+                late.append(items["offset"])
+        return np.concatenate(late) if late else np.zeros(0, np.int64)
+
+    def late_band(self, band: SegmentCheck) -> None:
+        for q in self.checks:
+            items = q.lookups.late_items()
+            if items is None:
+                continue
+            inside = (items["offset"] >= band.lo) & (items["offset"] < band.hi)
+            if inside.any():
+                q.pointed_late.append(band["offset"][q.match(band, items[inside])])
+                q.lookups.late = [items[~inside]]
+
+    def findings(self) -> Iterator[Finding]:
+        """Queue by queue, then the topic-queues the commit log has messages for and no queue holds."""
+        yield from self.queues.all_findings()  # what opening them found: file sizes, names, the load's cut
+        for q in self.checks:
+            items = q.lookups.late_items()
+            if items is not None and len(items):  # late units in no band point where no message starts
+                q._no_record(items)
+            q.lookups.late = []
+            yield from q.unit_findings()
+            if q.tq is not None and q.unpointed:
+                offset, qo, batch = (np.concatenate(cols) for cols in zip(*q.unpointed))
+                q.unpointed = []
+                if q.pointed_late:
+                    keep = ~np.isin(offset, np.concatenate(q.pointed_late))
+                    offset, qo, batch = offset[keep], qo[keep], batch[keep]
+                yield from self._coverage(q.queue, q.tq, offset, qo, batch)
+            if self.on_bytes is not None:
+                self.on_bytes(q.bytes_read)
+        if not self.no_queue:
+            return
+        offset, tq, qo, batch = (np.concatenate(cols) for cols in zip(*self.no_queue))
+        self.no_queue = []
+        order = np.argsort(tq, kind="stable")  # by topic-queue id, each in commit log order
+        bounds = np.searchsorted(tq[order], np.arange(len(self.log.topic_queues) + 1))
+        for i in np.unique(tq).tolist():
+            rows = order[bounds[i]:bounds[i + 1]]
+            topic, queue_id = self.log.topic_queues[i]
+            yield from self._message_runs(i, offset[rows], qo[rows], batch[rows], CONSUME_QUEUE_MISSING,
+                                          f"no consume queue directory {topic}/{queue_id}")
+
+    def _coverage(self, queue: AnyConsumeQueue, tq: int, offset, qo, batch) -> list[Finding]:
+        """Messages of this topic-queue that no unit points at, as runs of queue offsets."""
+        if not len(offset):
+            return []
+        queue_max = queue.max_offset
+        ahead = qo >= queue_max
+        return (self._message_runs(tq, offset[ahead], qo[ahead], batch[ahead], MESSAGE_NOT_DISPATCHED,
+                                   f"past the queue's end ({queue_max}): not dispatched yet")
+                + self._message_runs(tq, offset[~ahead], qo[~ahead], batch[~ahead], MESSAGE_NOT_IN_CONSUME_QUEUE,
+                                     "inside the queue's range, but no unit points at them: lost from the queue"))
+
+    def _message_runs(self, tq: int, offset, qo, batch, finding_id: str, why: str) -> list[Finding]:
+        """One finding per run of consecutive queue offsets (a batch's next is its offset plus its size)."""
+        if not len(offset):
+            return []
+        order = np.argsort(qo, kind="stable")
+        offset, qo, batch = offset[order], qo[order], batch[order]
+        step = np.maximum(batch[:-1], 1)
+        breaks = np.flatnonzero(qo[1:] != qo[:-1] + step) + 1
+        topic, queue_id = self.log.topic_queues[tq]
+        found = []
+        for first, stop in zip([0, *breaks.tolist()], [*breaks.tolist(), len(offset)]):
+            start_offset = int(offset[first])
+            path, position = self.log.where(start_offset)
             found.append(finding(finding_id, path, position,
-                                 f"{_label(queue)}: {stop - start} {what} at queue offsets "
-                                 f"{int(q.index[start])}..{int(q.index[stop - 1])}",
-                                 queue_offset=int(q.index[start]), units=stop - start, **here))
-    # units below the commit log's first file point at deleted data, as the broker's min offset says
-    real = np.flatnonzero(written & ~fill & (clo >= data.min_offset))
-    rows, hit = data.locate(clo[real])
-    for k in real[~hit]:
-        path, position = q.where(int(k))
-        past = int(clo[k]) >= data.end
-        found.append(finding(CONSUME_QUEUE_UNIT_NO_RECORD, path, position,
-                             f"{_label(queue)}: unit {int(q.index[k])} points at commit log offset {int(clo[k])}, "
-                             + ("at or past the commit log's end" if past else "where no message starts"),
-                             queue_offset=int(_unit_queue_offset(q, k)), commit_log_offset=int(clo[k]), **here))
-    ok_units, ok_rows = real[hit], rows[hit]
-    found += _mismatches(q, data, tq, ok_units, ok_rows)
-    found += _coverage(q, data, tq, ok_rows, mine)
-    return found
-
-
-def _unit_queue_offset(q: QueueUnits, k) -> np.ndarray:
-    return q.units["msg_base_offset"][k] if q.queue.is_batch else q.index[k]
-
-
-def _mismatches(q: QueueUnits, data: CommitLogData, tq: int | None, units: np.ndarray, rows: np.ndarray):
-    u = q.units
-    checks = [("topic and queue", data["tq"][rows] != (-1 if tq is None else tq), None, None),
-              ("queue offset", data["queue_offset"][rows] != _unit_queue_offset(q, units),
-               _unit_queue_offset(q, units), data["queue_offset"][rows]),
-              ("size", data["size"][rows] != u["size"][units], u["size"][units], data["size"][rows]),
-              ("tags code", data["tags_code"][rows] != u["tags_code"][units], u["tags_code"][units],
-               data["tags_code"][rows])]
-    if q.queue.is_batch:
-        checks += [("batch size", data["batch"][rows] != u["batch_size"][units], u["batch_size"][units],
-                    data["batch"][rows]),
-                   ("store timestamp", data["store_timestamp"][rows] != u["store_timestamp"][units],
-                    u["store_timestamp"][units], data["store_timestamp"][rows])]
-    bad = np.zeros(len(units), bool)
-    for _, mask, _, _ in checks:
-        bad |= mask
-    found = []
-    for j in np.flatnonzero(bad):
-        k, row = int(units[j]), int(rows[j])
-        what = []
-        for name, mask, unit_value, record_value in checks:
-            if mask[j]:
-                if unit_value is None:
-                    topic, queue_id = data.topic_queues[int(data["tq"][row])]
-                    what.append(f"the record is in {topic}/{queue_id}")
-                else:
-                    what.append(f"{name} {int(unit_value[j])} (record: {int(record_value[j])})")
-        path, position = q.where(k)
-        found.append(finding(CONSUME_QUEUE_UNIT_MISMATCH, path, position,
-                             f"{_label(q.queue)}: unit {int(q.index[k])} disagrees with the record at commit log "
-                             f"offset {int(data['offset'][row])}: " + "; ".join(what),
-                             topic=q.queue.topic, queue_id=q.queue.queue_id,
-                             queue_offset=int(_unit_queue_offset(q, k)), commit_log_offset=int(data["offset"][row])))
-    return found
-
-
-def _coverage(q: QueueUnits, data: CommitLogData, tq: int | None, pointed_rows: np.ndarray,
-              mine: np.ndarray) -> list[Finding]:
-    """Messages of this topic-queue (rows ``mine``) that no unit points at, as runs of queue offsets."""
-    if tq is None:
-        return []
-    mine = mine[data["batch"][mine] > 0]
-    missing = mine[~np.isin(mine, pointed_rows)]
-    if not len(missing):
-        return []
-    queue_max = q.queue.max_offset
-    found = []
-    qo = data["queue_offset"][missing]
-    for finding_id, mask, why in ((MESSAGE_NOT_DISPATCHED, qo >= queue_max,
-                                   f"past the queue's end ({queue_max}): not dispatched yet"),
-                                  (MESSAGE_NOT_IN_CONSUME_QUEUE, qo < queue_max,
-                                   "inside the queue's range, but no unit points at them: lost from the queue")):
-        found += _message_runs(data, missing[mask], finding_id, why, q.queue)
-    return found
-
-
-def _message_runs(data: CommitLogData, rows: np.ndarray, finding_id: str, why: str, queue) -> list[Finding]:
-    """One finding per run of consecutive queue offsets (a batch's next is its offset plus its size)."""
-    if not len(rows):
-        return []
-    qo = data["queue_offset"][rows]
-    order = np.argsort(qo, kind="stable")
-    rows, qo = rows[order], qo[order]
-    step = np.maximum(data["batch"][rows][:-1], 1)
-    breaks = np.flatnonzero(qo[1:] != qo[:-1] + step) + 1
-    found = []
-    for part in np.split(np.arange(len(rows)), breaks):
-        first, last = int(rows[part[0]]), int(rows[part[-1]])
-        offset = int(data["offset"][first])
-        topic, queue_id = data.topic_queues[int(data["tq"][first])]
-        path, position = data.where(offset)
-        found.append(finding(finding_id, path, position,
-                             f"{len(part)} message(s) of {topic}/{queue_id}, queue offsets {int(qo[part[0]])}.."
-                             f"{int(qo[part[-1]])} (commit log offsets {offset}..{int(data['offset'][last])}): {why}",
-                             topic=topic, queue_id=queue_id, queue_offset=int(qo[part[0]]), commit_log_offset=offset,
-                             messages=len(part)))
-    return found
-
-
-def check_consume_queues(queues: ConsumeQueues, data: CommitLogData,
-                         on_bytes: Callable[[int], None] | None = None) -> Iterator[Finding]:
-    """Every queue of the store against the commit log, then the topic-queues the commit
-    log has messages for and no queue holds."""
-    yield from queues.all_findings()  # what opening them found: file sizes, names, the load's cut
-    tq_of = {tq: i for i, tq in enumerate(data.topic_queues)}
-    # each topic-queue's rows, found once (not a pass over every message for each of thousands of queues)
-    tq_col = data["tq"]
-    order = np.argsort(tq_col, kind="stable").astype(np.int32 if len(tq_col) < 1 << 31 else np.int64)
-    bounds = np.concatenate(([0], np.cumsum(np.bincount(tq_col, minlength=len(data.topic_queues)))))
-
-    def rows_of(i: int) -> np.ndarray:
-        return order[bounds[i]:bounds[i + 1]]
-
-    seen = set()
-    for queue in queues.queues:
-        q = read_units(queue)
-        tq = tq_of.get((queue.topic, queue.queue_id))
-        seen.add((queue.topic, queue.queue_id))
-        yield from check_queue(q, data, tq, order[:0] if tq is None else rows_of(tq))
-        if on_bytes is not None:
-            on_bytes(q.bytes_read)
-    for i, (topic, queue_id) in enumerate(data.topic_queues):
-        if (topic, queue_id) in seen:
-            continue
-        rows = rows_of(i)
-        rows = rows[data["batch"][rows] > 0]
-        yield from _message_runs(data, rows, CONSUME_QUEUE_MISSING,
-                                 f"no consume queue directory {topic}/{queue_id}", None)
+                                 f"{stop - first} message(s) of {topic}/{queue_id}, queue offsets {int(qo[first])}.."
+                                 f"{int(qo[stop - 1])} (commit log offsets {start_offset}..{int(offset[stop - 1])}): "
+                                 f"{why}", topic=topic, queue_id=queue_id, queue_offset=int(qo[first]),
+                                 commit_log_offset=start_offset, messages=stop - first))
+        return found

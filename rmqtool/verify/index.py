@@ -7,6 +7,10 @@ header's counts and begin/end offsets and times must be those of the first and l
 entries. Each entry must point at a message carrying a key (``topic#key``, or its
 UNIQ_KEY) of that hash, stored at ``beginTimestamp + timeDiff`` seconds; and every key
 of every message inside the range the index files claim must have its entry.
+
+Entries are matched with the commit log band by band as it is checked
+(:mod:`rmqtool.verify.lookups`: entries are written in commit log order); the chains
+are checked file by file afterwards, holding one file's slots and links.
 """
 from __future__ import annotations
 
@@ -20,12 +24,14 @@ from rmqtool.findings import (INDEX_CHAIN_BROKEN, INDEX_ENTRY_MISMATCH, INDEX_EN
                               INDEX_TIMESTAMP_BACKWARDS, RECORD_TRUNCATED, Finding, finding)
 from rmqtool.formats.indexfile import FIRST_INDEX, INDEX_HEADER_SIZE, IndexEntry, entry_position
 from rmqtool.store.indexfile import IndexFile, list_index_files
-from rmqtool.store.arrays import dtype_of, read_records, runs
-from rmqtool.verify.commitlog import CommitLogData
+from rmqtool.store.arrays import dtype_of, read_records
+from rmqtool.verify.commitlog import BandConsumer, CommitLogCheck, SegmentCheck
+from rmqtool.verify.lookups import OffsetLookups
 
 ENTRY_DTYPE = dtype_of(IndexEntry)
 SLOT_DTYPE = np.dtype(">i4")
 INT_MAX = (1 << 31) - 1
+ITEM_DTYPE = np.dtype([("offset", np.int64), ("entry", np.int64), ("key_hash", np.int64), ("time_diff", np.int64)])
 
 
 def expected_time_diff(store_timestamps: np.ndarray, begin_timestamp: int) -> np.ndarray:
@@ -39,143 +45,168 @@ def expected_time_diff(store_timestamps: np.ndarray, begin_timestamp: int) -> np
     return np.minimum(seconds, INT_MAX, out=seconds)
 
 
-_CHUNK = 1 << 16  # entries mapped to records at once: temporaries of a few MiB, reused, whatever the file's size
+_CHUNK = 1 << 16  # entries read at once for the chains: temporaries of a few MiB, whatever the file's size
 
 
-class RecordKeys:
-    """Every index key of every message (row order), and which of them an entry covers."""
-
-    def __init__(self, data: CommitLogData):
-        # every key offset is its message's; ascending
-        self.rows = data.key_rows
-        self.hashes = data.key_hashes
-        self.covered = np.zeros(len(self.rows), bool)
-
-    def cover(self, rows: np.ndarray, hashes: np.ndarray) -> np.ndarray:
-        """For each entry (message row, key hash): whether the message has a key of that hash;
-        every such key is marked covered (a key given twice is indexed twice)."""
-        rows = rows.astype(self.rows.dtype)  # else searchsorted copies the whole key table to the rows' type
-        start = np.searchsorted(self.rows, rows, side="left")
-        count = np.searchsorted(self.rows, rows, side="right") - start
-        has = np.zeros(len(rows), bool)
-        for j in range(int(count.max(initial=0))):  # a message's keys: usually one or two
-            at = np.flatnonzero(j < count)
-            k = start[at] + j
-            eq = self.hashes[k] == hashes[at]
-            has[at[eq]] = True
-            self.covered[k[eq]] = True
-        return has
-
-
-def check_index_file(f: IndexFile, data: CommitLogData, keys: RecordKeys) -> list[Finding]:
-    """Findings of one index file; marks in ``keys`` the message keys its entries cover.
-
-    Entries are read and matched with the commit log a chunk at a time; only each entry's
-    slot and prevIndex are kept whole, for the chains."""
-    path = str(f.path)
+def entry_count(f: IndexFile) -> tuple[int, list[Finding]]:
+    """The entries the header's indexCount claims (1..indexCount-1), within what the file can hold."""
     h = f.header
-    found: list = []
-    if f.hash_slot_num is None:
-        return found
-    count = h.index_count - FIRST_INDEX  # entries 1..indexCount-1
+    count = h.index_count - FIRST_INDEX
+    found = []
     if h.index_count > f.index_num or h.index_count < 0:
-        found.append(finding(INDEX_HEADER_MISMATCH, path, 0, f"indexCount {h.index_count} is outside "
+        found.append(finding(INDEX_HEADER_MISMATCH, str(f.path), 0, f"indexCount {h.index_count} is outside "
                              f"0..{f.index_num} (maxIndexNum)"))
         count = max(0, min(count, f.index_num - FIRST_INDEX))
-    count = max(count, 0)
-    slots = read_records(path, SLOT_DTYPE, INDEX_HEADER_SIZE, f.hash_slot_num, native=True)
-    first_at = entry_position(f.hash_slot_num, FIRST_INDEX)
-    size = ENTRY_DTYPE.itemsize
-    slot = np.empty(count, np.int32)
-    prev = np.empty(count, np.int32)
-    ends: list = []  # phy offsets of the first and last entry
-    no_record: list = []
-    mismatch: list = []
-    read = 0
-    while read < count:
-        entries = read_records(path, ENTRY_DTYPE, first_at + read * size, min(_CHUNK, count - read))
-        if not len(entries):
-            break
-        numbers = np.arange(FIRST_INDEX + read, FIRST_INDEX + read + len(entries), dtype=np.int64)
-        key_hash = entries["key_hash"].astype(np.int64)
+    return max(count, 0), found
+
+
+def _has_key(band: SegmentCheck, rows: np.ndarray, hashes: np.ndarray, covered: np.ndarray) -> np.ndarray:
+    """For each entry (message row, key hash): whether the message has a key of that hash;
+    every such key is marked in ``covered`` (a key given twice is indexed twice)."""
+    key_rows = band.key_rows
+    rows = rows.astype(key_rows.dtype)  # else searchsorted copies the whole key table to the rows' type
+    start = np.searchsorted(key_rows, rows, side="left")
+    count = np.searchsorted(key_rows, rows, side="right") - start
+    has = np.zeros(len(rows), bool)
+    for j in range(int(count.max(initial=0))):  # a message's keys: usually one or two
+        at = np.flatnonzero(j < count)
+        k = start[at] + j
+        eq = band.key_hashes[k] == hashes[at]
+        has[at[eq]] = True
+        covered[k[eq]] = True
+    return has
+
+
+class IndexFileCheck:
+    """One index file: its entries read in order and matched band by band."""
+
+    def __init__(self, f: IndexFile, log: CommitLogCheck):
+        self.f = f
+        self.log = log
+        self.path = str(f.path)
+        self.count, self.count_findings = entry_count(f) if f.hash_slot_num is not None else (0, [])
+        self.first_at = entry_position(f.hash_slot_num, FIRST_INDEX) if f.hash_slot_num is not None else 0
+        self._read_entries = 0
+        self.no_record: list = []  # (entry, finding)
+        self.mismatch: list = []
+        self.lookups = OffsetLookups(self._read)
+        self.header_times: dict = {}  # begin/endPhyOffset -> store time of the message there
+
+    def position(self, entry: int) -> int:
+        return self.first_at + (entry - FIRST_INDEX) * ENTRY_DTYPE.itemsize
+
+    def _read(self, n: int) -> np.ndarray | None:
+        """The next entries (at most n) that point into the commit log (entries before its first
+        file point at deleted data)."""
+        if self._read_entries >= self.count:
+            return None
+        entries = read_records(self.path, ENTRY_DTYPE, self.position(FIRST_INDEX + self._read_entries),
+                               min(n, self.count - self._read_entries))
+        first = FIRST_INDEX + self._read_entries
+        self._read_entries = self._read_entries + len(entries) if len(entries) else self.count
         phy = entries["phy_offset"].astype(np.int64)
-        slot[read:read + len(entries)] = np.where(key_hash >= 0, key_hash % f.hash_slot_num, -1)
-        prev[read:read + len(entries)] = entries["prev_index"]
-        ends = [int(phy[0])] if not ends else ends[:1]
-        ends.append(int(phy[-1]))
-        _match_entries(path, first_at, data, keys, h.begin_timestamp, entries, numbers, key_hash, phy,
-                       no_record, mismatch)
-        read += len(entries)
-    slot, prev = slot[:read], prev[:read]
-    if read < count:
-        found.append(finding(RECORD_TRUNCATED, path, first_at + read * size,
-                             f"indexCount {h.index_count} runs past the file end"))
-    found += _header_findings(f, data, slots, np.array(ends[:1] + ends[-1:], np.int64))
-    if not _chains_whole(slots, FIRST_INDEX, slot, prev):  # the common case proven on int32 arrays
-        numbers = np.arange(FIRST_INDEX, FIRST_INDEX + read, dtype=np.int64)
-        found += _chain_findings(f, slots, numbers, first_at + (numbers - FIRST_INDEX) * size,
-                                 slot.astype(np.int64), prev.astype(np.int64))
-    return found + no_record + mismatch
+        live = np.flatnonzero(phy >= self.log.min_offset)
+        items = np.empty(len(live), ITEM_DTYPE)
+        items["offset"], items["entry"] = phy[live], live + first
+        items["key_hash"], items["time_diff"] = entries["key_hash"][live], entries["time_diff"][live]
+        past = items["offset"] >= self.log.end
+        if past.any():
+            self._no_record(items[past])
+            items = items[~past]
+        return items
 
+    def _no_record(self, items: np.ndarray) -> None:
+        for entry, phy in zip(items["entry"].tolist(), items["offset"].tolist()):
+            self.no_record.append((entry, finding(
+                INDEX_ENTRY_NO_RECORD, self.path, self.position(entry),
+                f"entry {entry} points at commit log offset {phy}, "
+                + ("at or past the commit log's end" if phy >= self.log.end else "where no message starts"),
+                commit_log_offset=phy, entry=entry)))
 
-def _match_entries(path: str, first_at: int, data: CommitLogData, keys: RecordKeys, begin_timestamp: int,
-                   entries: np.ndarray, numbers: np.ndarray, key_hash: np.ndarray, phy: np.ndarray,
-                   no_record: list, mismatch: list) -> None:
-    """Entries against the records they point at (entries before the commit log's first file
-    point at deleted data): a message starts there, carries a key of that hash, and timeDiff
-    is its store time."""
-    def position(k: int) -> int:
-        return first_at + (int(numbers[k]) - FIRST_INDEX) * ENTRY_DTYPE.itemsize
+    def match(self, band: SegmentCheck, items: np.ndarray, covered: np.ndarray) -> None:
+        """Entries pointing into a band against the messages there: a message starts there,
+        carries a key of that hash, and timeDiff is its store time."""
+        rows, hit = band.locate(items["offset"])
+        if not hit.all():
+            self._no_record(items[~hit])
+        items, rows = items[hit], rows[hit]
+        has_key = _has_key(band, rows, items["key_hash"], covered)
+        want = expected_time_diff(band["store_timestamp"][rows], self.f.header.begin_timestamp)
+        time_ok = items["time_diff"] == want
+        for j in np.flatnonzero(~has_key | ~time_ok).tolist():
+            entry, phy = int(items["entry"][j]), int(items["offset"][j])
+            why = []
+            if not has_key[j]:
+                why.append(f"the message there has no key (topic#key or UNIQ_KEY) of hash {int(items['key_hash'][j])}")
+            if not time_ok[j]:
+                why.append(f"timeDiff {int(items['time_diff'][j])} s, the message's store time gives {int(want[j])} s")
+            self.mismatch.append((entry, finding(INDEX_ENTRY_MISMATCH, self.path, self.position(entry),
+                                                 f"entry {entry} (commit log offset {phy}): " + "; ".join(why),
+                                                 commit_log_offset=phy, entry=entry)))
 
-    live = np.flatnonzero(phy >= data.min_offset)
-    rows, hit = data.locate(phy[live])
-    for k in live[~hit]:
-        no_record.append(finding(INDEX_ENTRY_NO_RECORD, path, position(int(k)),
-                                 f"entry {int(numbers[k])} points at commit log offset {int(phy[k])}, "
-                                 + ("at or past the commit log's end" if phy[k] >= data.end
-                                    else "where no message starts"),
-                                 commit_log_offset=int(phy[k]), entry=int(numbers[k])))
-    ok, ok_rows = live[hit], rows[hit]
-    has_key = keys.cover(ok_rows, key_hash[ok])
-    want = expected_time_diff(data["store_timestamp"][ok_rows], begin_timestamp)
-    time_ok = entries["time_diff"][ok].astype(np.int64) == want
-    for j in np.flatnonzero(~has_key | ~time_ok):
-        k = int(ok[j])
-        why = []
-        if not has_key[j]:
-            why.append(f"the message there has no key (topic#key or UNIQ_KEY) of hash {int(key_hash[k])}")
-        if not time_ok[j]:
-            why.append(f"timeDiff {int(entries['time_diff'][k])} s, the message's store time gives {int(want[j])} s")
-        mismatch.append(finding(INDEX_ENTRY_MISMATCH, path, position(k),
-                                f"entry {int(numbers[k])} (commit log offset {int(phy[k])}): " + "; ".join(why),
-                                commit_log_offset=int(phy[k]), entry=int(numbers[k])))
-
-
-def _header_findings(f: IndexFile, data: CommitLogData, slots: np.ndarray, phy: np.ndarray) -> list[Finding]:
-    h = f.header
-    path = str(f.path)
-    found = []
-    used = int(np.count_nonzero(slots > 0))
-    if used != h.hash_slot_count:
-        found.append(finding(INDEX_HEADER_MISMATCH, path, 0, f"hashSlotCount {h.hash_slot_count}, but "
-                             f"{used} slots are in use"))
-    if not len(phy):
+    def findings(self) -> list[Finding]:
+        """The header's count, the entries the file lacks, the header against the entries,
+        the chains, then entries pointing at no record and entries disagreeing with theirs."""
+        f = self.f
+        if f.hash_slot_num is None:
+            return []
+        found = list(self.count_findings)
+        slots = read_records(self.path, SLOT_DTYPE, INDEX_HEADER_SIZE, f.hash_slot_num, native=True)
+        slot = np.empty(self.count, np.int32)
+        prev = np.empty(self.count, np.int32)
+        ends: list = []  # phy offsets of the first and last entry
+        read = 0
+        size = ENTRY_DTYPE.itemsize
+        while read < self.count:
+            entries = read_records(self.path, ENTRY_DTYPE, self.first_at + read * size,
+                                   min(_CHUNK, self.count - read))
+            if not len(entries):
+                break
+            key_hash = entries["key_hash"].astype(np.int64)
+            slot[read:read + len(entries)] = np.where(key_hash >= 0, key_hash % f.hash_slot_num, -1)
+            prev[read:read + len(entries)] = entries["prev_index"]
+            ends = [int(entries["phy_offset"][0])] if not ends else ends[:1]
+            ends.append(int(entries["phy_offset"][-1]))
+            read += len(entries)
+        slot, prev = slot[:read], prev[:read]
+        if read < self.count:
+            found.append(finding(RECORD_TRUNCATED, self.path, self.first_at + read * size,
+                                 f"indexCount {f.header.index_count} runs past the file end"))
+        found += self._header_findings(slots, np.array(ends[:1] + ends[-1:], np.int64))
+        if not _chains_whole(slots, FIRST_INDEX, slot, prev):  # the common case proven on int32 arrays
+            numbers = np.arange(FIRST_INDEX, FIRST_INDEX + read, dtype=np.int64)
+            found += _chain_findings(f, slots, numbers, self.first_at + (numbers - FIRST_INDEX) * size,
+                                     slot.astype(np.int64), prev.astype(np.int64))
+        found += [x for _, x in sorted(self.no_record, key=lambda t: t[0])]
+        found += [x for _, x in sorted(self.mismatch, key=lambda t: t[0])]
         return found
-    if h.begin_phy_offset != phy[0] or h.end_phy_offset != phy[-1]:
-        found.append(finding(INDEX_HEADER_MISMATCH, path, 0, f"beginPhyOffset {h.begin_phy_offset} and "
-                             f"endPhyOffset {h.end_phy_offset}, but the entries run from {int(phy[0])} "
-                             f"to {int(phy[-1])}"))
-    rows, hit = data.locate(np.array([h.begin_phy_offset, h.end_phy_offset], np.int64))
-    if hit.all():
-        begin_ts, end_ts = (int(x) for x in data["store_timestamp"][rows])
-        if (begin_ts, end_ts) != (h.begin_timestamp, h.end_timestamp):
-            found.append(finding(INDEX_HEADER_MISMATCH, path, 0, f"beginTimestamp {h.begin_timestamp} and "
-                                 f"endTimestamp {h.end_timestamp}, but the messages at begin/endPhyOffset were "
-                                 f"stored at {begin_ts} and {end_ts}"))
-        elif end_ts < begin_ts:
-            found.append(finding(INDEX_TIMESTAMP_BACKWARDS, path, 0, f"endTimestamp {end_ts} is before "
-                                 f"beginTimestamp {begin_ts}: the store clock went back while this file filled"))
-    return found
+
+    def _header_findings(self, slots: np.ndarray, phy: np.ndarray) -> list[Finding]:
+        f = self.f
+        h = f.header
+        path = self.path
+        found = []
+        used = int(np.count_nonzero(slots > 0))
+        if used != h.hash_slot_count:
+            found.append(finding(INDEX_HEADER_MISMATCH, path, 0, f"hashSlotCount {h.hash_slot_count}, but "
+                                 f"{used} slots are in use"))
+        if not len(phy):
+            return found
+        if h.begin_phy_offset != phy[0] or h.end_phy_offset != phy[-1]:
+            found.append(finding(INDEX_HEADER_MISMATCH, path, 0, f"beginPhyOffset {h.begin_phy_offset} and "
+                                 f"endPhyOffset {h.end_phy_offset}, but the entries run from {int(phy[0])} "
+                                 f"to {int(phy[-1])}"))
+        times = self.header_times
+        if h.begin_phy_offset in times and h.end_phy_offset in times:
+            begin_ts, end_ts = times[h.begin_phy_offset], times[h.end_phy_offset]
+            if (begin_ts, end_ts) != (h.begin_timestamp, h.end_timestamp):
+                found.append(finding(INDEX_HEADER_MISMATCH, path, 0, f"beginTimestamp {h.begin_timestamp} and "
+                                     f"endTimestamp {h.end_timestamp}, but the messages at begin/endPhyOffset were "
+                                     f"stored at {begin_ts} and {end_ts}"))
+            elif end_ts < begin_ts:
+                found.append(finding(INDEX_TIMESTAMP_BACKWARDS, path, 0, f"endTimestamp {end_ts} is before "
+                                     f"beginTimestamp {begin_ts}: the store clock went back while this file filled"))
+        return found
 
 
 def _chains_whole(slots: np.ndarray, first: int, slot: np.ndarray, prev: np.ndarray) -> bool:
@@ -260,56 +291,125 @@ def _chain_findings(f: IndexFile, slots: np.ndarray, numbers: np.ndarray, positi
     return found
 
 
-def check_index(store_root: str | os.PathLike, data: CommitLogData,
-                on_bytes: Callable[[int], None] | None = None) -> Iterator[Finding]:
-    """Every index file, then the keys of the messages inside the range they claim."""
-    listing = list_index_files(store_root)
-    files = listing.open_all()
-    yield from listing.findings
-    keys = RecordKeys(data)
-    claimed = []
-    try:
-        for f in files:
-            yield from f.findings
-            yield from check_index_file(f, data, keys)
-            if f.header.index_count > FIRST_INDEX:
-                claimed.append((f.header.begin_phy_offset, f.header.end_phy_offset))
-            if on_bytes is not None:
-                on_bytes(f.file_size)
-    finally:
-        for f in files:
+class IndexCheck(BandConsumer):
+    """Every index file against the commit log's bands, then the keys of the messages inside
+    the range they claim. Keys no entry covers are kept (message, hash) for the runs at the
+    end: a store's worth only when its index is that damaged."""
+
+    def __init__(self, store_root: str | os.PathLike, log: CommitLogCheck,
+                 on_bytes: Callable[[int], None] | None = None):
+        self.root = store_root
+        self.log = log
+        self.on_bytes = on_bytes
+        self.listing = list_index_files(store_root)
+        self.files = self.listing.open_all()
+        self.checks = [IndexFileCheck(f, log) for f in self.files]
+        claimed = [(f.header.begin_phy_offset, f.header.end_phy_offset) for f in self.files
+                   if f.header.index_count > FIRST_INDEX]
+        self.claimed = (min(c[0] for c in claimed), max(c[1] for c in claimed)) if claimed else None
+        wanted = {o for f in self.files for o in (f.header.begin_phy_offset, f.header.end_phy_offset)}
+        self.header_offsets = np.array(sorted(wanted), np.int64)
+        self.header_times: dict = {}
+        self.keyed = 0  # messages with keys
+        self.keyed_inside = 0  # of them inside the claimed range: each one's number among them
+        self.uncovered: list = []  # (number, offset, tq, queue offset, key hash) of keys no entry covers
+        self.covered_late: list = []  # (offset, hash) of keys late entries cover
+
+    def band(self, band: SegmentCheck) -> None:
+        n = band.messages
+        at = self.header_offsets[(self.header_offsets >= band.lo) & (self.header_offsets < band.hi)]
+        if len(at):
+            rows, hit = band.locate(at)
+            self.header_times.update(zip(at[hit].tolist(), band["store_timestamp"][rows[hit]].tolist()))
+        self.keyed += int(np.count_nonzero(band["has_keys"])) if n else 0
+        covered = np.zeros(len(band.key_rows), bool)
+        for c in self.checks:
+            items = c.lookups.take(band.lo, band.hi)
+            if items is not None:
+                c.match(band, items, covered)
+        if self.claimed is None or not n:
+            return
+        lo, hi = self.claimed
+        offset = band["offset"]
+        inside = band["has_keys"] & (offset >= lo) & (offset <= hi)
+        number = np.cumsum(inside) - 1 + self.keyed_inside  # each keyed message's number inside the range
+        self.keyed_inside += int(np.count_nonzero(inside))
+        keys = np.flatnonzero(~covered)
+        rows = band.key_rows[keys].astype(np.int64)
+        keep = inside[rows]
+        keys, rows = keys[keep], rows[keep]
+        if len(keys):
+            self.uncovered.append((number[rows], offset[rows], band["tq"][rows], band["queue_offset"][rows],
+                                   band.key_hashes[keys].astype(np.int64)))
+
+    def close(self) -> None:
+        for f in self.files:
             f.close()
-    keyed = data["has_keys"]
-    if not files:
-        if keyed.any():
-            root = os.path.join(os.fspath(store_root), "index")
-            yield finding(INDEX_MISSING, root, None, f"{int(np.count_nonzero(keyed))} messages carry keys or a "
-                          f"UNIQ_KEY, but there is no index file: key queries must scan the commit log",
-                          messages=int(np.count_nonzero(keyed)))
-        return
-    if not claimed:
-        return
-    yield from _not_indexed(data, keys, min(c[0] for c in claimed), max(c[1] for c in claimed))
 
+    def late_offsets(self) -> np.ndarray:
+        late = []
+        for c in self.checks:
+            c.lookups.finish()
+            items = c.lookups.late_items()
+            if items is not None:
+                late.append(items["offset"])
+        return np.concatenate(late) if late else np.zeros(0, np.int64)
 
-def _not_indexed(data: CommitLogData, keys: RecordKeys, lo: int, hi: int) -> Iterator[Finding]:
-    """Messages in [lo, hi] with a key that has no entry, as runs of consecutive keyed messages."""
-    key_offsets = data["offset"][keys.rows]
-    inside = (key_offsets >= lo) & (key_offsets <= hi)
-    offsets = key_offsets[inside]
-    missing_keys = ~keys.covered[inside]
-    if not missing_keys.any():
-        return
-    missing_offsets = np.unique(offsets[missing_keys])
-    keyed_rows = np.flatnonzero(data["has_keys"] & (data["offset"] >= lo) & (data["offset"] <= hi))
-    flags = np.isin(data["offset"][keyed_rows], missing_offsets)
-    for start, stop in runs(flags):
-        first, last = int(keyed_rows[start]), int(keyed_rows[stop - 1])
-        offset = int(data["offset"][first])
-        path, position = data.where(offset)
-        topic, queue_id = data.topic_queues[int(data["tq"][first])]
-        yield finding(INDEX_KEY_NOT_INDEXED, path, position,
-                      f"{stop - start} message(s) with keys at commit log offsets {offset}..{int(data['offset'][last])} "
-                      f"have keys no index entry covers, inside the indexed range {lo}..{hi}",
-                      commit_log_offset=offset, topic=topic, queue_id=queue_id,
-                      queue_offset=int(data["queue_offset"][first]), messages=stop - start)
+    def late_band(self, band: SegmentCheck) -> None:
+        for c in self.checks:
+            items = c.lookups.late_items()
+            if items is None:
+                continue
+            inside = (items["offset"] >= band.lo) & (items["offset"] < band.hi)
+            if inside.any():
+                covered = np.zeros(len(band.key_rows), bool)
+                c.match(band, items[inside], covered)
+                keys = np.flatnonzero(covered)
+                self.covered_late.append((band["offset"][band.key_rows[keys]], band.key_hashes[keys].astype(np.int64)))
+                c.lookups.late = [items[~inside]]
+
+    def findings(self) -> Iterator[Finding]:
+        """Every index file, then the keys of the messages inside the range they claim."""
+        yield from self.listing.findings
+        for c in self.checks:
+            items = c.lookups.late_items()
+            if items is not None and len(items):  # late entries in no band point where no message starts
+                c._no_record(items)
+            c.lookups.late = []
+            c.header_times = self.header_times
+            yield from c.f.findings
+            yield from c.findings()
+            if self.on_bytes is not None:
+                self.on_bytes(c.f.file_size)
+        if not self.files:
+            if self.keyed:
+                root = os.path.join(os.fspath(self.root), "index")
+                yield finding(INDEX_MISSING, root, None, f"{self.keyed} messages carry keys or a "
+                              f"UNIQ_KEY, but there is no index file: key queries must scan the commit log",
+                              messages=self.keyed)
+            return
+        if self.claimed is not None and self.uncovered:
+            yield from self._not_indexed()
+
+    def _not_indexed(self) -> Iterator[Finding]:
+        """Messages in the claimed range with a key that has no entry, as runs of consecutive keyed messages."""
+        number, offset, tq, qo, key_hash = (np.concatenate(cols) for cols in zip(*self.uncovered))
+        self.uncovered = []
+        if self.covered_late:
+            late_offset, late_hash = (np.concatenate(cols) for cols in zip(*self.covered_late))
+            late = set(zip(late_offset.tolist(), late_hash.tolist()))  # damage only: a few
+            keep = np.array([pair not in late for pair in zip(offset.tolist(), key_hash.tolist())], bool)
+            number, offset, tq, qo = number[keep], offset[keep], tq[keep], qo[keep]
+        if not len(number):
+            return
+        number, first = np.unique(number, return_index=True)  # a message once, however many keys it lacks
+        offset, tq, qo = offset[first], tq[first], qo[first]
+        breaks = np.flatnonzero(np.diff(number) != 1) + 1
+        lo, hi = self.claimed
+        for start, stop in zip([0, *breaks.tolist()], [*breaks.tolist(), len(number)]):
+            here = self.log.record(offset[start], tq[start], qo[start])
+            path, position = self.log.where(here["commit_log_offset"])
+            yield finding(INDEX_KEY_NOT_INDEXED, path, position,
+                          f"{stop - start} message(s) with keys at commit log offsets {here['commit_log_offset']}.."
+                          f"{int(offset[stop - 1])} have keys no index entry covers, inside the indexed range "
+                          f"{lo}..{hi}", messages=stop - start, **here)

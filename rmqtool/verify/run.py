@@ -22,11 +22,11 @@ from rmqtool.store.consumequeue import open_consume_queues
 from rmqtool.store.live import live_store
 from rmqtool.store.paths import StorePaths
 from rmqtool.verify import AREAS
-from rmqtool.verify.checkpoint import check_checkpoint
+from rmqtool.verify.checkpoint import CheckpointWindows, check_checkpoint
 from rmqtool.verify.commitlog import CommitLogCheck
 from rmqtool.verify.config import check_config
-from rmqtool.verify.consumequeue import check_consume_queues
-from rmqtool.verify.index import check_index
+from rmqtool.verify.consumequeue import ConsumeQueueCheck
+from rmqtool.verify.index import IndexCheck
 
 IGNORE = "ignore"
 LEVELS = ("error", "warning", "info", IGNORE)
@@ -112,31 +112,49 @@ class Verify:
             self.progress(n)
 
     def _raw(self) -> Iterator[tuple[str, Finding]]:
-        """(area, finding) for every check asked for, in the documented order."""
+        """(area, finding) for every check asked for, in the documented order.
+
+        The commit log is checked a band at a time, and the consume queue, index and
+        checkpoint checks take each band as it passes (memory stays that of a band); their
+        findings come after the commit log's."""
         only = set(self.options.only)
-        data = None
-        if only & NEEDS_COMMIT_LOG:
-            check = CommitLogCheck(CommitLog(StorePaths(self.root).commitlog), workers=self.options.jobs,
-                                   delay_spec=self.options.delay_spec, on_segment=lambda c: self._advance(c.size))
-            commit_log_findings = check.findings()
-        if only & NEEDS_COMMIT_LOG:
-            for f in commit_log_findings:
-                yield "commitlog", f
-            data = check.data
-        if "checkpoint" in only:
-            for f in check_checkpoint(self.root, data):
-                yield "checkpoint", f
+        log = windows = queue_check = index_check = None
         queues = None
+        consumers: list = []
+        if only & NEEDS_COMMIT_LOG:
+            log = CommitLogCheck(CommitLog(StorePaths(self.root).commitlog), workers=self.options.jobs,
+                                 delay_spec=self.options.delay_spec, on_segment=lambda c: self._advance(c.hi - c.lo))
+            log.prepare()  # the commit log's end: the consume queues' load cut needs it
+            if "checkpoint" in only:
+                windows = CheckpointWindows(self.root)
+                consumers.append(windows)
         if only & {"consumequeue", "config"}:
-            queues = open_consume_queues(self.root, commit_log_max_offset=data.end if data else None)
+            queues = open_consume_queues(self.root, commit_log_max_offset=log.end if log else None)
         if "consumequeue" in only:
-            for f in check_consume_queues(queues, data, on_bytes=self._advance):
-                yield "consumequeue", f
+            queue_check = ConsumeQueueCheck(queues, log, on_bytes=self._advance)
+            consumers.append(queue_check)
         if "index" in only:
-            for f in check_index(self.root, data, on_bytes=self._advance):
-                yield "index", f
+            index_check = IndexCheck(self.root, log, on_bytes=self._advance)
+            consumers.append(index_check)
+        try:
+            if log is not None:
+                for f in log.findings(consumers):
+                    yield "commitlog", f
+                log.recheck([c for c in (queue_check, index_check) if c is not None])
+            if "checkpoint" in only:
+                for f in check_checkpoint(self.root, log, windows):
+                    yield "checkpoint", f
+            if queue_check is not None:
+                for f in queue_check.findings():
+                    yield "consumequeue", f
+            if index_check is not None:
+                for f in index_check.findings():
+                    yield "index", f
+        finally:
+            if index_check is not None:
+                index_check.close()
         if "config" in only:
-            for f in check_config(self.root, queues, data.min_offset if data else 0, self.options.delay_spec):
+            for f in check_config(self.root, queues, log.min_offset if log else 0, self.options.delay_spec):
                 yield "config", f
 
     def findings(self) -> Iterator[Finding]:

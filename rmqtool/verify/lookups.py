@@ -1,0 +1,76 @@
+"""Items that name commit log offsets (consume queue units, index entries), matched with the
+commit log one band at a time.
+
+A queue's units and an index file's entries are written in commit log order, so they are
+read in order, a chunk at a time, as the bands pass: each band takes the items pointing
+into it, and only a chunk of items is held ahead. An item that points behind the band
+being checked (damage: a unit out of order, an offset in a missing file) is kept aside as
+late; :meth:`rmqtool.verify.commitlog.CommitLogCheck.recheck` checks the bands holding
+late items again at the end. A healthy store has none, and the memory held is a band's
+worth of items whatever the store's size.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+FIRST_CHUNK = 1 << 10  # items read at once, doubled while a band needs more (thousands of queues share memory)
+MAX_CHUNK = 1 << 16
+_TAIL = 4  # the last items read decide whether to read on: one wild offset does not stop the reading
+
+
+class OffsetLookups:
+    """The items of one file sequence, in order; ``read(n)`` gives the next (at most n) as a
+    structured array with an int64 ``offset`` field, or None when there are no more."""
+
+    def __init__(self, read: Callable[[int], np.ndarray | None]):
+        self._read = read
+        self.items: np.ndarray | None = None
+        self.done = False
+        self.chunk = FIRST_CHUNK
+        self.late: list = []
+
+    def take(self, lo: int, hi: int) -> np.ndarray | None:
+        """The items pointing into [lo, hi), in order (None when there are none); those
+        pointing before ``lo`` go to the late ones."""
+        reads = 0
+        while not self.done and (self.items is None or not len(self.items)
+                                 or self.items["offset"][-_TAIL:].min() < hi):
+            got = self._read(self.chunk)
+            if got is None:
+                self.done = True
+                break
+            reads += 1
+            self.items = got if self.items is None or not len(self.items) else np.concatenate((self.items, got))
+        if reads > 1:
+            self.chunk = min(self.chunk * 2, MAX_CHUNK)
+        items = self.items
+        if items is None or not len(items):
+            return None
+        offset = items["offset"]
+        ahead = offset >= hi
+        if ahead.all():
+            return None
+        behind = offset < lo
+        if behind.any():
+            self.late.append(items[behind])
+        taken = items[~ahead & ~behind]
+        self.items = items[ahead]
+        return taken if len(taken) else None
+
+    def finish(self) -> None:
+        """After the last band: whatever is left (read or not) is late."""
+        while not self.done:
+            got = self._read(MAX_CHUNK)
+            if got is None:
+                self.done = True
+            elif len(got):
+                self.late.append(got)
+        if self.items is not None and len(self.items):
+            self.late.append(self.items)
+        self.items = None
+        self.late = [np.concatenate(self.late)] if self.late else []
+
+    def late_items(self) -> np.ndarray | None:
+        return self.late[0] if self.late else None

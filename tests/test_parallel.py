@@ -183,3 +183,20 @@ def test_ahead_holds_workers_back_while_the_reader_is_slow(tmp_path):
     assert len(list(tmp_path.iterdir())) <= 3
     assert list(results) == list(range(1, 40))
     assert len(list(tmp_path.iterdir())) == 40
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_before_runs_while_children_work_and_cuts_the_jobs(tmp_path, workers):
+    """``before`` runs here once the children have started; the jobs after the count it
+    returns are given to nobody, even those a child took while it ran."""
+    import time
+
+    def before() -> int:
+        time.sleep(0.5)  # a child takes jobs meanwhile, some past the cut
+        return 2
+
+    results = list(iter_parallel(list(range(40)), functools.partial(_mark_job, tmp_path), workers=workers,
+                                 ahead=4, before=before))
+    assert results == [0, 1]
+    if workers == 2:
+        assert len(list(tmp_path.iterdir())) >= 1  # the child worked while before() ran

@@ -261,7 +261,10 @@ class _FileWindow:
         total, magic = HOP.unpack_from(buf, i)
         if magic == BLANK_MAGIC_CODE:
             return total == self.size - candidate
-        if total < MIN_MESSAGE_LENGTH or candidate + total > self.size or len(buf) - i < 36:
+        # a message magic code too, as the search's candidates have: a range must not start
+        # at a record whose magic is damaged when the range before runs on through it
+        if magic not in MESSAGE_MAGIC_CODES or total < MIN_MESSAGE_LENGTH or candidate + total > self.size \
+                or len(buf) - i < 36:
             return False
         (field,) = _PHYSICAL_OFFSET.unpack_from(buf, i + _PHYSICAL_OFFSET_AT)
         return field == base_offset + candidate

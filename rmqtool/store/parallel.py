@@ -93,7 +93,8 @@ def default_workers() -> int:
 
 
 def iter_parallel(jobs: list[SegmentJob], fn: Callable[[SegmentJob], T], *,
-                  workers: int | None = None, ahead: int | None = None) -> Iterator[T]:
+                  workers: int | None = None, ahead: int | None = None,
+                  before: Callable[[], int] | None = None) -> Iterator[T]:
     """``fn(job)`` for every job, in job order, over ``workers`` processes.
 
     This process is one of the workers: it forks ``workers - 1`` children, and all of them
@@ -101,7 +102,9 @@ def iter_parallel(jobs: list[SegmentJob], fn: Callable[[SegmentJob], T], *,
     threads for two workers, which matters when a whole scan takes a tenth of a second).
     With one worker, or one job, everything runs here. ``ahead``: at most that many jobs
     taken and not yet given to the caller (a slow reader of the results holds the workers
-    back instead of letting results pile up).
+    back instead of letting results pile up). ``before``: work for this process once the
+    children have started (they scan meanwhile); it returns how many of the jobs, from the
+    first, to run after all.
     """
     if workers is None:
         workers = default_workers()
@@ -109,24 +112,30 @@ def iter_parallel(jobs: list[SegmentJob], fn: Callable[[SegmentJob], T], *,
         raise UsageError(f"workers must be 1 or more, not {workers}")
     workers = min(workers, len(jobs))
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        for job in jobs:
+        for job in jobs[:before() if before is not None else len(jobs)]:
             yield fn(job)
         return
     context = multiprocessing.get_context("fork")  # children inherit jobs, fn and the imports
     counter = context.Value("i", 0)
+    limit = context.Value("i", len(jobs))  # jobs to run: before() may cut the list
     done = context.Queue()
     permits = context.Semaphore(max(ahead, workers)) if ahead else None
-    children = [context.Process(target=_work, args=(jobs, fn, counter, done, permits), daemon=True)
+    children = [context.Process(target=_work, args=(jobs, fn, counter, done, permits, limit), daemon=True)
                 for _ in range(workers - 1)]
     for child in children:
         child.start()
     results: dict[int, tuple[bool, object]] = {}
     try:
+        count = len(jobs)
+        if before is not None:
+            count = before()
+            with limit.get_lock():
+                limit.value = count
         next_out = 0
-        while next_out < len(jobs):
+        while next_out < count:
             if next_out not in results:
                 i = _take(counter) if permits is None or permits.acquire(block=False) else None
-                if i is not None and i < len(jobs):
+                if i is not None and i < count:
                     results[i] = _run(fn, jobs[i])
                 else:  # nothing left to take (or no permit): wait for what the children are doing
                     if i is not None and permits is not None:
@@ -139,7 +148,7 @@ def iter_parallel(jobs: list[SegmentJob], fn: Callable[[SegmentJob], T], *,
                 except queue.Empty:
                     break
                 results[i] = (ok, value)
-            while next_out in results:
+            while next_out < count and next_out in results:
                 ok, value = results.pop(next_out)
                 if not ok:
                     raise value
@@ -182,13 +191,13 @@ def _run(fn, job) -> tuple[bool, object]:
         return False, exc
 
 
-def _work(jobs, fn, counter, done, permits=None) -> None:
+def _work(jobs, fn, counter, done, permits=None, limit=None) -> None:
     """A child: take jobs until none are left, sending each result back."""
     while True:
         if permits is not None:
             permits.acquire()
         i = _take(counter)
-        if i >= len(jobs):
+        if i >= (len(jobs) if limit is None else limit.value):
             if permits is not None:
                 permits.release()
             return

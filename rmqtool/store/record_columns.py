@@ -135,6 +135,17 @@ def _hop(buf: bytes, i: int, stop: int) -> tuple[list, int]:
     return out, i
 
 
+def _crcs(buf: bytes, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The CRC32 of each byte range [start, end) of ``buf``: one C call a range over views of the
+    buffer, the loop itself in C (map over builtins, no Python frame a record)."""
+    view = memoryview(buf)
+    try:
+        return np.fromiter(map(crc_module.fast_crc32, map(view.__getitem__, map(slice, start.tolist(), end.tolist()))),
+                           np.int64, count=len(start))
+    finally:
+        view.release()
+
+
 def _range_hashes(prefix: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """String.hashCode (mod 2^32, uint32) of the byte ranges [start, end) of the joined
     properties, from prefix[i] = sum of byte[j] * 31^-j for j < i; ranges not empty."""
@@ -237,13 +248,7 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
     if check_crc:
         special |= h["physical_offset"] != offset0 + pos
         # body CRCs: one C call a record over a view of the buffer
-        crc32 = crc_module.fast_crc32
-        view = memoryview(buf)
-        try:
-            crcs = np.fromiter((crc32(view[a:b]) for a, b in zip(body_at.tolist(), body_end.tolist())), np.int64,
-                               count=n)
-        finally:
-            view.release()
+        crcs = _crcs(buf, body_at, body_end)
         stored_crc = h["body_crc"].astype(np.int64)
         special |= np.where(body_end > body_at, (crcs & JAVA_CRC_MASK) != stored_crc, stored_crc != 0)
 
@@ -284,7 +289,8 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
     # properties: joined with a separator between records, parsed all at once
     pstarts = props_at.tolist()
     pends = end.tolist()
-    joined = b"\x02".join([buf[a:b] for a, b in zip(pstarts, pends)]) + bytes(_NAME_BYTES + CRC32_RESERVED_LEN)
+    # map over builtins: the per-record loop runs in C, not as Python bytecode
+    joined = b"\x02".join(map(buf.__getitem__, map(slice, pstarts, pends))) + bytes(_NAME_BYTES + CRC32_RESERVED_LEN)
     J = np.frombuffer(joined, np.uint8)
     plen = end - props_at
     rec_start = np.zeros(n, np.int64)
@@ -354,14 +360,7 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
         keep = ~special[recs]
         recs, stored = recs[keep], stored[keep]
         if check_crc:
-            crc32 = crc_module.fast_crc32
-            view = memoryview(buf)
-            try:
-                got = np.fromiter((crc32(view[a:b]) for a, b in zip(pos[recs].tolist(),
-                                                                   (end[recs] - CRC32_RESERVED_LEN).tolist())),
-                                  np.int64, count=len(recs))
-            finally:
-                view.release()
+            got = _crcs(buf, pos[recs], end[recs] - CRC32_RESERVED_LEN)
             good = (got & JAVA_CRC_MASK) == stored
         else:
             good = np.ones(len(recs), bool)

@@ -1,19 +1,22 @@
 """Commit log checks: every record of every segment, then what must hold across records.
 
-Each segment is checked on its own (:func:`check_segment`, picklable, so ``--jobs`` can
-spread segments over processes): the scanner's results become findings
-(:func:`rmqtool.store.commitlog.findings_of`, the one place that conversion happens), and each message leaves a
-compact row in numpy arrays: where it lies, its topic-queue, queue offset, the queue
-offsets it takes, the tags code its consume queue unit should hold, its store timestamp
-and the hashes of its index keys. :func:`merge` joins the segments in offset order and
-checks what spans records: queue offsets per topic-queue, store timestamps, ``__CRC32#``
-entries missing between records that carry one, and where the commit log ends.
+Each byte range of a segment (a band) is checked on its own (:func:`check_segment`,
+picklable, so ``--jobs`` can spread bands over processes): the scanner's results become
+findings (:func:`rmqtool.store.commitlog.findings_of`, the one place that conversion
+happens), and each message leaves a compact row in numpy arrays: where it lies, its
+topic-queue, queue offset, the queue offsets it takes, the tags code its consume queue
+unit should hold, its store timestamp and the hashes of its index keys.
+:class:`CommitLogCheck` takes the bands in offset order, one at a time, hands each to the
+other areas' checks (:class:`BandConsumer`) and carries what spans records from band to
+band: queue offsets per topic-queue, store timestamps, ``__CRC32#`` entries missing
+between records that carry one, and where the commit log ends.
 """
 from __future__ import annotations
 
 import array
 import dataclasses
 import functools
+import itertools
 from typing import Callable, Iterator
 
 import numpy as np
@@ -360,22 +363,26 @@ class CommitLogCheck:
         c.topic_queues = self.topic_queues
         return c
 
-    def _bands(self, jobs: list[SegmentJob]) -> Iterator[SegmentCheck]:
-        todo = [k for k in range(len(jobs)) if k not in self._kept]
-        # kept checks are the last ranges: everything before them goes to the workers
-        scanned = iter_parallel([jobs[k] for k in todo], functools.partial(check_segment, delay_spec=self.delay_spec),
-                                workers=self.workers, ahead=2 * max(self.workers, 1))
-        for k in range(len(jobs)):
-            c = self._kept.pop(k) if k in self._kept else next(scanned)
-            c.lo, c.hi = int(self.band_lo[k]), int(self.band_hi[k])
-            yield c
-
-    def findings(self, consumers: list[BandConsumer] = ()) -> Iterator[Finding]:
+    def findings(self, consumers: Callable[[], list[BandConsumer]] | None = None) -> Iterator[Finding]:
         """Every commit log finding: each band's as it is checked, then what spans records and
-        where the log ends; each band goes to ``consumers`` on the way."""
-        self.prepare()
+        where the log ends. ``consumers`` makes, once the log's end is known, the checks each
+        band goes to on the way."""
         yield from self.commit_log.findings  # names, sizes, gaps, overlaps of segments
-        for c in self._bands(self.jobs):
+        takers: list = []
+
+        def before() -> int:  # while the other workers scan the first ranges: the end, from the last
+            self.prepare()
+            takers.extend(consumers() if consumers is not None else ())
+            return min(self._kept, default=len(self.jobs))
+
+        scanned = iter_parallel(self.jobs, functools.partial(check_segment, delay_spec=self.delay_spec),
+                                workers=self.workers, ahead=2 * max(self.workers, 1), before=before)
+        def kept() -> Iterator[SegmentCheck]:  # after the scanned ones; before() fills _kept
+            for k in sorted(self._kept):
+                yield self._kept.pop(k)
+
+        for k, c in enumerate(itertools.chain(scanned, kept())):
+            c.lo, c.hi = int(self.band_lo[k]), int(self.band_hi[k])
             self._global(c)
             yield from c.findings
             if c.first_store_timestamp is not None:
@@ -384,7 +391,7 @@ class CommitLogCheck:
                 self._last_written = c
             self.messages += c.messages
             self._cross.band(c)
-            for consumer in consumers:
+            for consumer in takers:
                 consumer.band(c)
             if self.on_segment is not None:
                 self.on_segment(c)

@@ -1,10 +1,10 @@
 """``rmqtool verify``: every check over a store, with git-fsck-style severity overrides.
 
-Areas run in this order: checkpoint and markers, commit log, consume queues, index
+Findings come in this order: commit log, checkpoint and markers, consume queues, index
 files, config. The commit log is scanned whenever an area that needs its messages is
-asked for; ``only`` chooses whose findings are reported. Findings stream out as they are
-found (each commit log segment's as soon as it is checked), with their severity as
-overridden; ``max_errors`` stops the run after that many error-severity findings.
+asked for, a band at a time, the other areas matching each band as it passes; ``only``
+chooses whose findings are reported. The commit log's findings stream out as each band is
+checked, the other areas' once it is done, with their severity as overridden; ``max_errors`` stops the run after that many error-severity findings.
 Nothing here writes.
 """
 from __future__ import annotations
@@ -118,42 +118,42 @@ class Verify:
         checkpoint checks take each band as it passes (memory stays that of a band); their
         findings come after the commit log's."""
         only = set(self.options.only)
-        log = windows = queue_check = index_check = None
-        queues = None
-        consumers: list = []
-        if only & NEEDS_COMMIT_LOG:
-            log = CommitLogCheck(CommitLog(StorePaths(self.root).commitlog), workers=self.options.jobs,
-                                 delay_spec=self.options.delay_spec, on_segment=lambda c: self._advance(c.hi - c.lo))
-            log.prepare()  # the commit log's end: the consume queues' load cut needs it
+        log = None
+        parts: dict = {}
+
+        def consumers() -> list:  # made once the commit log's end is known: the consume queues' load cut needs it
             if "checkpoint" in only:
-                windows = CheckpointWindows(self.root)
-                consumers.append(windows)
-        if only & {"consumequeue", "config"}:
-            queues = open_consume_queues(self.root, commit_log_max_offset=log.end if log else None)
-        if "consumequeue" in only:
-            queue_check = ConsumeQueueCheck(queues, log, on_bytes=self._advance)
-            consumers.append(queue_check)
-        if "index" in only:
-            index_check = IndexCheck(self.root, log, on_bytes=self._advance)
-            consumers.append(index_check)
+                parts["checkpoint"] = CheckpointWindows(self.root)
+            if only & {"consumequeue", "config"}:
+                parts["queues"] = open_consume_queues(self.root, commit_log_max_offset=log.end)
+            if "consumequeue" in only:
+                parts["consumequeue"] = ConsumeQueueCheck(parts["queues"], log, on_bytes=self._advance)
+            if "index" in only:
+                parts["index"] = IndexCheck(self.root, log, on_bytes=self._advance)
+            return [parts[k] for k in ("checkpoint", "consumequeue", "index") if k in parts]
+
         try:
-            if log is not None:
+            if only & NEEDS_COMMIT_LOG:
+                log = CommitLogCheck(CommitLog(StorePaths(self.root).commitlog), workers=self.options.jobs,
+                                     delay_spec=self.options.delay_spec,
+                                     on_segment=lambda c: self._advance(c.hi - c.lo))
                 for f in log.findings(consumers):
                     yield "commitlog", f
-                log.recheck([c for c in (queue_check, index_check) if c is not None])
+                log.recheck([parts[k] for k in ("consumequeue", "index") if k in parts])
             if "checkpoint" in only:
-                for f in check_checkpoint(self.root, log, windows):
+                for f in check_checkpoint(self.root, log, parts.get("checkpoint")):
                     yield "checkpoint", f
-            if queue_check is not None:
-                for f in queue_check.findings():
+            if "consumequeue" in only:
+                for f in parts["consumequeue"].findings():
                     yield "consumequeue", f
-            if index_check is not None:
-                for f in index_check.findings():
+            if "index" in only:
+                for f in parts["index"].findings():
                     yield "index", f
         finally:
-            if index_check is not None:
-                index_check.close()
+            if "index" in parts:
+                parts["index"].close()
         if "config" in only:
+            queues = parts["queues"] if "queues" in parts else open_consume_queues(self.root)
             for f in check_config(self.root, queues, log.min_offset if log else 0, self.options.delay_spec):
                 yield "config", f
 

@@ -300,8 +300,9 @@ class CommitLogCheck:
     offsets per topic-queue, store timestamps, ``__CRC32#`` entries) is carried from band
     to band as a few values a topic-queue, and the consume queue, index and checkpoint
     checks take each band as it passes (:class:`BandConsumer`). :meth:`prepare` finds
-    where the log ends first (the consume queues' load cut needs it), by checking the last
-    ranges before the others; their checks are kept and given in their turn.
+    where the log ends before any band is given out (the consume queues' load cut needs
+    it), by checking the last ranges while the other workers check the first; its checks
+    are kept and given in their turn.
     """
 
     def __init__(self, commit_log: CommitLog, *, workers: int = 1, delay_spec: str | None = None,
@@ -333,16 +334,13 @@ class CommitLogCheck:
         self.end: int | None = None
         self._cross = _CrossRecords(self)
 
-    def _check(self, job: SegmentJob) -> SegmentCheck:
-        return check_segment(job, self.delay_spec)
-
     def prepare(self) -> int:
         """The commit log's max offset: one past the last record of the last range holding one
         (a segment ending with a blank record: the next segment's start)."""
         if self.end is None:
             self.end = self.min_offset
             for i in range(len(self.jobs) - 1, -1, -1):
-                c = self._kept[i] = self._check(self.jobs[i])
+                c = self._kept[i] = check_segment(self.jobs[i], self.delay_spec)
                 if c.end_position is not None:
                     self.end = c.base_offset + (c.size if c.full else c.end_position)
                     break
@@ -377,6 +375,7 @@ class CommitLogCheck:
 
         scanned = iter_parallel(self.jobs, functools.partial(check_segment, delay_spec=self.delay_spec),
                                 workers=self.workers, ahead=2 * max(self.workers, 1), before=before)
+
         def kept() -> Iterator[SegmentCheck]:  # after the scanned ones; before() fills _kept
             for k in sorted(self._kept):
                 yield self._kept.pop(k)

@@ -23,7 +23,7 @@ from rmqtool.formats.consumequeue import FILL_COMMIT_LOG_OFFSET, FILL_SIZE, FILL
 from rmqtool.store.arrays import read_records, runs
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, AnyConsumeQueue, ConsumeQueues
 from rmqtool.verify.commitlog import BandConsumer, CommitLogCheck, SegmentCheck
-from rmqtool.verify.lookups import OffsetLookups
+from rmqtool.verify.lookups import OffsetLookups, late_offsets
 
 _RUN_KINDS = ((CONSUME_QUEUE_HOLE, "unwritten (all-zero) units"),
               (CONSUME_QUEUE_UNIT_INVALID, "units the broker skips (commitLogOffset < 0 or size <= 0)"),
@@ -117,7 +117,7 @@ class QueueCheck:
             items["queue_offset"], items["batch_size"], items["store_timestamp"] = index[real], 0, 0
         past = items["offset"] >= self.log.end
         if past.any():
-            self._no_record(items[past])
+            self.not_found(items[past])
             items = items[~past]
         return items
 
@@ -148,7 +148,7 @@ class QueueCheck:
                                                queue_offset=first, units=units, **self.here))
         self._open[kind] = None
 
-    def _no_record(self, items: np.ndarray) -> None:
+    def not_found(self, items: np.ndarray) -> None:
         for item in items:
             path, position = self.where(int(item["file"]), int(item["index"]))
             offset = int(item["offset"])
@@ -162,7 +162,7 @@ class QueueCheck:
         """Units pointing into a band against its messages; the rows of its own messages they point at."""
         rows, hit = band.locate(items["offset"])
         if not hit.all():
-            self._no_record(items[~hit])
+            self.not_found(items[~hit])
         items, rows = items[hit], rows[hit]
         if self.tq is None:
             self.tq = self.log.tq_id(self.queue.topic, self.queue.queue_id)
@@ -256,32 +256,21 @@ class ConsumeQueueCheck(BandConsumer):
             self.no_queue.append(tuple(band[name][rows] for name in ("offset", "tq", "queue_offset", "batch")))
 
     def late_offsets(self) -> np.ndarray:
-        late = []
-        for q in self.checks:
-            q.lookups.finish()
-            items = q.lookups.late_items()
-            if items is not None:
-                late.append(items["offset"])
-        return np.concatenate(late) if late else np.zeros(0, np.int64)
+        return late_offsets(q.lookups for q in self.checks)
 
     def late_band(self, band: SegmentCheck) -> None:
         for q in self.checks:
-            items = q.lookups.late_items()
-            if items is None:
-                continue
-            inside = (items["offset"] >= band.lo) & (items["offset"] < band.hi)
-            if inside.any():
-                q.pointed_late.append(band["offset"][q.match(band, items[inside])])
-                q.lookups.late = [items[~inside]]
+            items = q.lookups.take_late(band.lo, band.hi)
+            if items is not None:
+                q.pointed_late.append(band["offset"][q.match(band, items)])
 
     def findings(self) -> Iterator[Finding]:
         """Queue by queue, then the topic-queues the commit log has messages for and no queue holds."""
         yield from self.queues.all_findings()  # what opening them found: file sizes, names, the load's cut
         for q in self.checks:
-            items = q.lookups.late_items()
-            if items is not None and len(items):  # late units in no band point where no message starts
-                q._no_record(items)
-            q.lookups.late = []
+            items = q.lookups.leftover()
+            if items is not None:  # late units in no band point where no message starts
+                q.not_found(items)
             yield from q.unit_findings()
             if q.tq is not None and q.unpointed:
                 offset, qo, batch = (np.concatenate(cols) for cols in zip(*q.unpointed))

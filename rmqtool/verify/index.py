@@ -26,7 +26,7 @@ from rmqtool.formats.indexfile import FIRST_INDEX, INDEX_HEADER_SIZE, IndexEntry
 from rmqtool.store.indexfile import IndexFile, list_index_files
 from rmqtool.store.arrays import dtype_of, read_records
 from rmqtool.verify.commitlog import BandConsumer, CommitLogCheck, SegmentCheck
-from rmqtool.verify.lookups import OffsetLookups
+from rmqtool.verify.lookups import OffsetLookups, late_offsets
 
 ENTRY_DTYPE = dtype_of(IndexEntry)
 SLOT_DTYPE = np.dtype(">i4")
@@ -111,11 +111,11 @@ class IndexFileCheck:
         items["key_hash"], items["time_diff"] = entries["key_hash"][live], entries["time_diff"][live]
         past = items["offset"] >= self.log.end
         if past.any():
-            self._no_record(items[past])
+            self.not_found(items[past])
             items = items[~past]
         return items
 
-    def _no_record(self, items: np.ndarray) -> None:
+    def not_found(self, items: np.ndarray) -> None:
         for entry, phy in zip(items["entry"].tolist(), items["offset"].tolist()):
             self.no_record.append((entry, finding(
                 INDEX_ENTRY_NO_RECORD, self.path, self.position(entry),
@@ -128,7 +128,7 @@ class IndexFileCheck:
         carries a key of that hash, and timeDiff is its store time."""
         rows, hit = band.locate(items["offset"])
         if not hit.all():
-            self._no_record(items[~hit])
+            self.not_found(items[~hit])
         items, rows = items[hit], rows[hit]
         has_key = _has_key(band, rows, items["key_hash"], covered)
         want = expected_time_diff(band["store_timestamp"][rows], self.f.header.begin_timestamp)
@@ -347,35 +347,24 @@ class IndexCheck(BandConsumer):
             f.close()
 
     def late_offsets(self) -> np.ndarray:
-        late = []
-        for c in self.checks:
-            c.lookups.finish()
-            items = c.lookups.late_items()
-            if items is not None:
-                late.append(items["offset"])
-        return np.concatenate(late) if late else np.zeros(0, np.int64)
+        return late_offsets(c.lookups for c in self.checks)
 
     def late_band(self, band: SegmentCheck) -> None:
         for c in self.checks:
-            items = c.lookups.late_items()
-            if items is None:
-                continue
-            inside = (items["offset"] >= band.lo) & (items["offset"] < band.hi)
-            if inside.any():
+            items = c.lookups.take_late(band.lo, band.hi)
+            if items is not None:
                 covered = np.zeros(len(band.key_rows), bool)
-                c.match(band, items[inside], covered)
+                c.match(band, items, covered)
                 keys = np.flatnonzero(covered)
                 self.covered_late.append((band["offset"][band.key_rows[keys]], band.key_hashes[keys].astype(np.int64)))
-                c.lookups.late = [items[~inside]]
 
     def findings(self) -> Iterator[Finding]:
         """Every index file, then the keys of the messages inside the range they claim."""
         yield from self.listing.findings
         for c in self.checks:
-            items = c.lookups.late_items()
-            if items is not None and len(items):  # late entries in no band point where no message starts
-                c._no_record(items)
-            c.lookups.late = []
+            items = c.lookups.leftover()
+            if items is not None:  # late entries in no band point where no message starts
+                c.not_found(items)
             c.header_times = self.header_times
             yield from c.f.findings
             yield from c.findings()

@@ -11,7 +11,7 @@ worth of items whatever the store's size.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -74,3 +74,31 @@ class OffsetLookups:
 
     def late_items(self) -> np.ndarray | None:
         return self.late[0] if self.late else None
+
+    def take_late(self, lo: int, hi: int) -> np.ndarray | None:
+        """The late items pointing into [lo, hi) (a band checked again); the others stay late."""
+        items = self.late_items()
+        if items is None:
+            return None
+        inside = (items["offset"] >= lo) & (items["offset"] < hi)
+        if not inside.any():
+            return None
+        self.late = [items[~inside]]
+        return items[inside]
+
+    def leftover(self) -> np.ndarray | None:
+        """The late items no band held (they point where no message starts), given once."""
+        items = self.late_items()
+        self.late = []
+        return items if items is not None and len(items) else None
+
+
+def late_offsets(lookups: Iterable[OffsetLookups]) -> np.ndarray:
+    """After the last band: the offsets every one of ``lookups`` could not match in order."""
+    late = []
+    for one in lookups:
+        one.finish()
+        items = one.late_items()
+        if items is not None:
+            late.append(items["offset"])
+    return np.concatenate(late) if late else np.zeros(0, np.int64)

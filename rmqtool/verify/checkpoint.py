@@ -78,14 +78,15 @@ def recovery_start(log: CommitLogCheck, cp: StoreCheckpoint | None) -> tuple[int
     return 0, f"no file's first message was stored at or before the checkpoint's minTimestamp {min_ts}"
 
 
-def check_checkpoint(store_root: str | os.PathLike, log: CommitLogCheck | None,
-                     windows: CheckpointWindows | None) -> Iterator[Finding]:
-    """Markers, the checkpoint, and (with the commit log's bands) its windows and the recovery plan."""
+def check_checkpoint(store_root: str | os.PathLike, log: CommitLogCheck,
+                     windows: CheckpointWindows) -> Iterator[Finding]:
+    """Markers, the checkpoint (read by ``windows``), its windows in the commit log's bands
+    and the recovery plan."""
     markers = read_markers(store_root)
     yield from markers.findings
-    cp, found = (windows.cp, windows.cp_findings) if windows is not None else _checkpoint(store_root)
-    yield from found
-    if log is None or windows is None or not log.jobs:
+    cp = windows.cp
+    yield from windows.cp_findings
+    if not log.jobs:
         return
     path = StorePaths(store_root).checkpoint
     if cp is not None and windows.max_timestamp is not None:

@@ -346,8 +346,10 @@ class CommitLogCheck:
                     break
         return self.end
 
-    def _global(self, c: SegmentCheck) -> SegmentCheck:
-        """The band's topic-queue ids as ids of the whole log's table."""
+    def _band(self, k: int, c: SegmentCheck) -> SegmentCheck:
+        """Job k's check as a band: the offsets it holds, its topic-queue ids those of the
+        whole log's table."""
+        c.lo, c.hi = int(self.band_lo[k]), int(self.band_hi[k])
         ids = []
         for tq in c.topic_queues:
             i = self._tq_ids.get(tq)
@@ -373,16 +375,14 @@ class CommitLogCheck:
             takers.extend(consumers() if consumers is not None else ())
             return min(self._kept, default=len(self.jobs))
 
-        scanned = iter_parallel(self.jobs, functools.partial(check_segment, delay_spec=self.delay_spec),
-                                workers=self.workers, ahead=2 * max(self.workers, 1), before=before)
+        scanned = self._scan(self.jobs, before)
 
         def kept() -> Iterator[SegmentCheck]:  # after the scanned ones; before() fills _kept
             for k in sorted(self._kept):
                 yield self._kept.pop(k)
 
         for k, c in enumerate(itertools.chain(scanned, kept())):
-            c.lo, c.hi = int(self.band_lo[k]), int(self.band_hi[k])
-            self._global(c)
+            self._band(k, c)
             yield from c.findings
             if c.first_store_timestamp is not None:
                 self.first_store_timestamps[c.segment_index] = c.first_store_timestamp
@@ -408,14 +408,16 @@ class CommitLogCheck:
         k = np.searchsorted(self.band_lo, offsets, side="right") - 1
         inside = (k >= 0) & (offsets < self.band_hi[np.maximum(k, 0)])
         wanted = sorted(set(k[inside].tolist()))
-        jobs = [self.jobs[i] for i in wanted]
-        for i, c in zip(wanted, iter_parallel(jobs, functools.partial(check_segment, delay_spec=self.delay_spec),
-                                              workers=self.workers, ahead=2 * max(self.workers, 1))):
-            self._global(c)
-            c.lo, c.hi = int(self.band_lo[i]), int(self.band_hi[i])
+        for i, c in zip(wanted, self._scan([self.jobs[i] for i in wanted])):
+            self._band(i, c)
             for consumer in consumers:
                 consumer.late_band(c)
             c.columns = None
+
+    def _scan(self, jobs: list[SegmentJob], before: Callable[[], int] | None = None) -> Iterator[SegmentCheck]:
+        # at most two bands a worker taken and not yet matched: memory stays a few bands'
+        return iter_parallel(jobs, functools.partial(check_segment, delay_spec=self.delay_spec),
+                             workers=self.workers, ahead=2 * max(self.workers, 1), before=before)
 
     def tq_id(self, topic: str, queue_id: int) -> int | None:
         """A topic-queue's id in the table, once a message of it has been seen."""

@@ -52,7 +52,8 @@ class QueueCheck:
         self._file = 0
         self._read_in_file = 0  # units of the current file read
         self._seq = 0  # units read so far: each unit's place in read order
-        self._open: list = [None, None, None]  # per run kind: [first seq, last seq, first index, path, position]
+        # per run kind, the run going on: [first seq, last seq, first index, last index, path, position]
+        self._open: list = [None, None, None]
         self.run_findings: list = [[], [], []]
         self.no_record: list = []  # (seq, finding)
         self.mismatch: list = []
@@ -164,8 +165,6 @@ class QueueCheck:
         if not hit.all():
             self.not_found(items[~hit])
         items, rows = items[hit], rows[hit]
-        if self.tq is None:
-            self.tq = self.log.tq_id(self.queue.topic, self.queue.queue_id)
         self._mismatches(band, items, rows)
         return rows[band["tq"][rows] == (-1 if self.tq is None else self.tq)]
 
@@ -212,6 +211,12 @@ class QueueCheck:
         return found
 
 
+def _by_topic_queue(tq: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(order, bounds): the rows of topic-queue i, in their order, are order[bounds[i]:bounds[i + 1]]."""
+    order = np.argsort(tq, kind="stable")
+    return order, np.searchsorted(tq[order], np.arange(count + 1))
+
+
 class ConsumeQueueCheck(BandConsumer):
     """Every queue of the store against the commit log's bands. Messages no unit of their own
     queue points at are kept (offset, queue offset, batch) for the runs reported at the end:
@@ -224,22 +229,21 @@ class ConsumeQueueCheck(BandConsumer):
         self.on_bytes = on_bytes
         self.checks = [QueueCheck(q, log) for q in queues.queues]
         self.keys = {(q.topic, q.queue_id) for q in queues.queues}
+        self.queueless = np.zeros(0, bool)  # by tq id: the topic-queue has no queue directory
         self.no_queue: list = []  # (offset, tq, queue offset, batch) of messages of topic-queues without a queue
 
     def band(self, band: SegmentCheck) -> None:
-        n = band.messages
         tq = band["tq"]
-        order = np.argsort(tq, kind="stable")
-        bounds = np.searchsorted(tq[order], np.arange(len(self.log.topic_queues) + 1))
+        order, bounds = _by_topic_queue(tq, len(self.log.topic_queues))
         dispatched = band["batch"] > 0
-        pointed = np.zeros(n, bool)  # reused: set for one queue, then cleared
+        pointed = np.zeros(band.messages, bool)  # reused: set for one queue, then cleared
         for q in self.checks:
+            if q.tq is None:  # its id, once a message of its topic-queue has been seen
+                q.tq = self.log.tq_id(q.queue.topic, q.queue.queue_id)
             items = q.lookups.take(band.lo, band.hi)
             mine = q.match(band, items) if items is not None else None
             if q.tq is None:
-                q.tq = self.log.tq_id(q.queue.topic, q.queue.queue_id)
-                if q.tq is None:
-                    continue
+                continue
             rows = order[bounds[q.tq]:bounds[q.tq + 1]]
             if not len(rows):
                 continue
@@ -250,8 +254,10 @@ class ConsumeQueueCheck(BandConsumer):
                 pointed[mine] = False
             if len(rows):
                 q.unpointed.append((band["offset"][rows], band["queue_offset"][rows], band["batch"][rows]))
-        lost = np.array([tq_key not in self.keys for tq_key in self.log.topic_queues], bool)
-        rows = np.flatnonzero(lost[tq] & dispatched) if n else np.zeros(0, np.int64)
+        known = len(self.queueless)  # topic-queues first seen in this band: whether each has a queue
+        self.queueless = np.concatenate((self.queueless, np.array(
+            [key not in self.keys for key in self.log.topic_queues[known:]], bool)))
+        rows = np.flatnonzero(self.queueless[tq] & dispatched)
         if len(rows):
             self.no_queue.append(tuple(band[name][rows] for name in ("offset", "tq", "queue_offset", "batch")))
 
@@ -285,8 +291,7 @@ class ConsumeQueueCheck(BandConsumer):
             return
         offset, tq, qo, batch = (np.concatenate(cols) for cols in zip(*self.no_queue))
         self.no_queue = []
-        order = np.argsort(tq, kind="stable")  # by topic-queue id, each in commit log order
-        bounds = np.searchsorted(tq[order], np.arange(len(self.log.topic_queues) + 1))
+        order, bounds = _by_topic_queue(tq, len(self.log.topic_queues))
         for i in np.unique(tq).tolist():
             rows = order[bounds[i]:bounds[i + 1]]
             topic, queue_id = self.log.topic_queues[i]

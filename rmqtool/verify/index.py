@@ -90,7 +90,6 @@ class IndexFileCheck:
         self.no_record: list = []  # (entry, finding)
         self.mismatch: list = []
         self.lookups = OffsetLookups(self._read)
-        self.header_times: dict = {}  # begin/endPhyOffset -> store time of the message there
 
     def position(self, entry: int) -> int:
         return self.first_at + (entry - FIRST_INDEX) * ENTRY_DTYPE.itemsize
@@ -144,9 +143,10 @@ class IndexFileCheck:
                                                  f"entry {entry} (commit log offset {phy}): " + "; ".join(why),
                                                  commit_log_offset=phy, entry=entry)))
 
-    def findings(self) -> list[Finding]:
-        """The header's count, the entries the file lacks, the header against the entries,
-        the chains, then entries pointing at no record and entries disagreeing with theirs."""
+    def findings(self, header_times: dict) -> list[Finding]:
+        """The header's count, the entries the file lacks, the header against the entries (and,
+        in ``header_times``, the store times at begin/endPhyOffset), the chains, then entries
+        pointing at no record and entries disagreeing with theirs."""
         f = self.f
         if f.hash_slot_num is None:
             return []
@@ -172,7 +172,7 @@ class IndexFileCheck:
         if read < self.count:
             found.append(finding(RECORD_TRUNCATED, self.path, self.first_at + read * size,
                                  f"indexCount {f.header.index_count} runs past the file end"))
-        found += self._header_findings(slots, np.array(ends[:1] + ends[-1:], np.int64))
+        found += self._header_findings(slots, np.array(ends[:1] + ends[-1:], np.int64), header_times)
         if not _chains_whole(slots, FIRST_INDEX, slot, prev):  # the common case proven on int32 arrays
             numbers = np.arange(FIRST_INDEX, FIRST_INDEX + read, dtype=np.int64)
             found += _chain_findings(f, slots, numbers, self.first_at + (numbers - FIRST_INDEX) * size,
@@ -181,7 +181,7 @@ class IndexFileCheck:
         found += [x for _, x in sorted(self.mismatch, key=lambda t: t[0])]
         return found
 
-    def _header_findings(self, slots: np.ndarray, phy: np.ndarray) -> list[Finding]:
+    def _header_findings(self, slots: np.ndarray, phy: np.ndarray, times: dict) -> list[Finding]:
         f = self.f
         h = f.header
         path = self.path
@@ -196,7 +196,6 @@ class IndexFileCheck:
             found.append(finding(INDEX_HEADER_MISMATCH, path, 0, f"beginPhyOffset {h.begin_phy_offset} and "
                                  f"endPhyOffset {h.end_phy_offset}, but the entries run from {int(phy[0])} "
                                  f"to {int(phy[-1])}"))
-        times = self.header_times
         if h.begin_phy_offset in times and h.end_phy_offset in times:
             begin_ts, end_ts = times[h.begin_phy_offset], times[h.end_phy_offset]
             if (begin_ts, end_ts) != (h.begin_timestamp, h.end_timestamp):
@@ -309,25 +308,24 @@ class IndexCheck(BandConsumer):
         self.claimed = (min(c[0] for c in claimed), max(c[1] for c in claimed)) if claimed else None
         wanted = {o for f in self.files for o in (f.header.begin_phy_offset, f.header.end_phy_offset)}
         self.header_offsets = np.array(sorted(wanted), np.int64)
-        self.header_times: dict = {}
+        self.header_times: dict = {}  # begin/endPhyOffset -> store time of the message there
         self.keyed = 0  # messages with keys
         self.keyed_inside = 0  # of them inside the claimed range: each one's number among them
         self.uncovered: list = []  # (number, offset, tq, queue offset, key hash) of keys no entry covers
         self.covered_late: list = []  # (offset, hash) of keys late entries cover
 
     def band(self, band: SegmentCheck) -> None:
-        n = band.messages
         at = self.header_offsets[(self.header_offsets >= band.lo) & (self.header_offsets < band.hi)]
         if len(at):
             rows, hit = band.locate(at)
             self.header_times.update(zip(at[hit].tolist(), band["store_timestamp"][rows[hit]].tolist()))
-        self.keyed += int(np.count_nonzero(band["has_keys"])) if n else 0
+        self.keyed += int(np.count_nonzero(band["has_keys"]))
         covered = np.zeros(len(band.key_rows), bool)
         for c in self.checks:
             items = c.lookups.take(band.lo, band.hi)
             if items is not None:
                 c.match(band, items, covered)
-        if self.claimed is None or not n:
+        if self.claimed is None or not band.messages:
             return
         lo, hi = self.claimed
         offset = band["offset"]
@@ -365,9 +363,8 @@ class IndexCheck(BandConsumer):
             items = c.lookups.leftover()
             if items is not None:  # late entries in no band point where no message starts
                 c.not_found(items)
-            c.header_times = self.header_times
             yield from c.f.findings
-            yield from c.findings()
+            yield from c.findings(self.header_times)
             if self.on_bytes is not None:
                 self.on_bytes(c.f.file_size)
         if not self.files:

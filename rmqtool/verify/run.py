@@ -4,8 +4,8 @@ Findings come in this order: commit log, checkpoint and markers, consume queues,
 files, config. The commit log is scanned whenever an area that needs its messages is
 asked for, a band at a time, the other areas matching each band as it passes; ``only``
 chooses whose findings are reported. The commit log's findings stream out as each band is
-checked, the other areas' once it is done, with their severity as overridden; ``max_errors`` stops the run after that many error-severity findings.
-Nothing here writes.
+checked, the other areas' once it is done, with their severity as overridden;
+``max_errors`` stops the run after that many error-severity findings. Nothing here writes.
 """
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ class Verify:
                     yield "commitlog", f
                 log.recheck([parts[k] for k in ("consumequeue", "index") if k in parts])
             if "checkpoint" in only:
-                for f in check_checkpoint(self.root, log, parts.get("checkpoint")):
+                for f in check_checkpoint(self.root, log, parts["checkpoint"]):
                     yield "checkpoint", f
             if "consumequeue" in only:
                 for f in parts["consumequeue"].findings():

@@ -19,7 +19,7 @@ from rmqtool.findings import (CONSUME_QUEUE_FILL_UNITS, CONSUME_QUEUE_HOLE, CONS
                               CONSUME_QUEUE_UNIT_INVALID, CONSUME_QUEUE_UNIT_MISMATCH,
                               CONSUME_QUEUE_UNIT_NO_RECORD, MESSAGE_NOT_DISPATCHED,
                               MESSAGE_NOT_IN_CONSUME_QUEUE, Finding, finding)
-from rmqtool.formats.consumequeue import FILL_COMMIT_LOG_OFFSET, FILL_SIZE, FILL_TAGS_CODE
+from rmqtool.formats.consumequeue import is_fill_unit, is_written_batch_unit, is_written_unit
 from rmqtool.store.arrays import read_records, runs
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, AnyConsumeQueue, ConsumeQueues
 from rmqtool.verify.commitlog import BandConsumer, CommitLogCheck, SegmentCheck
@@ -96,13 +96,13 @@ class QueueCheck:
     def _classify(self, u: np.ndarray, index: np.ndarray, seq: np.ndarray) -> np.ndarray:
         clo, size = u["commit_log_offset"], u["size"]
         if self.queue.is_batch:
-            written = (clo >= 0) & (size > 0) & (u["msg_base_offset"] >= 0) & (u["batch_size"] > 0)
+            written = is_written_batch_unit(clo, size, u["msg_base_offset"], u["batch_size"])
             zero = (clo == 0) & (size == 0) & (u["msg_base_offset"] == 0) & (u["batch_size"] == 0)
             fill = np.zeros(len(u), bool)
         else:
-            written = (clo >= 0) & (size > 0)
+            written = is_written_unit(clo, size)
             zero = (clo == 0) & (size == 0) & (u["tags_code"] == 0)
-            fill = (clo == FILL_COMMIT_LOG_OFFSET) & (size == FILL_SIZE) & (u["tags_code"] == FILL_TAGS_CODE)
+            fill = is_fill_unit(clo, size, u["tags_code"])
         for kind, mask in enumerate((~written & zero, ~written & ~zero, fill)):
             self._runs(kind, mask, index, seq)
         # units below the commit log's first file point at deleted data, as the broker's min offset says

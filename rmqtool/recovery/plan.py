@@ -43,7 +43,7 @@ from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.recovery.outcome import Outcome, Settings, simulate
 from rmqtool.store.commitlog import scan_segment
-from rmqtool.store.commitlog_end import CommitLogEnd, all_zero_from, first_bytes
+from rmqtool.store.commitlog_end import CommitLogEnd, all_zero_from, first_bytes, last_nonzero_from
 from rmqtool.recovery.commitlog_walk import V5
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, batch_unit_before, find_queue_end, queue_directories
 from rmqtool.store.message import HEADER_FIELDS, HEADERS, PREFIX, Message
@@ -55,7 +55,6 @@ DELETE = "delete"  # delete the file ([start, end) is the whole of it)
 
 # Segment findings that leave no end to plan from: the broker's load refuses such a store too.
 UNPLANNABLE = (SEGMENT_SIZE_ODD, SEGMENT_GAP, SEGMENT_OVERLAP)
-_ZERO_SCAN = 1 << 20  # bytes read at once while looking for the last non-zero byte
 _MAGIC_CODE = HEADER_FIELDS.index("magic_code")
 _SYS_FLAG = HEADER_FIELDS.index("sys_flag")
 _STORE_TIMESTAMP = HEADER_FIELDS.index("store_timestamp")
@@ -390,16 +389,7 @@ def _nonzero_extent(path: pathlib.Path, position: int) -> tuple[int, int] | None
     first = all_zero_from(path, position)
     if first is None:
         return None
-    last = first + 1
-    pos = first
-    while True:
-        pos = all_zero_from(path, pos)  # skips zeros (and holes) up to the next non-zero byte
-        if pos is None:
-            return first, last
-        chunk = first_bytes(path, _ZERO_SCAN, pos)
-        stripped = chunk.rstrip(b"\0")
-        last = pos + len(stripped)
-        pos += len(chunk)
+    return first, last_nonzero_from(path, first)
 
 
 def _checkpoint_min_timestamp(paths: StorePaths) -> tuple[int, str]:

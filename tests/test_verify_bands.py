@@ -109,3 +109,21 @@ def test_lookups_hold_a_chunk_ahead_and_keep_the_order():
     assert late is not None and late["n"].tolist() == [200_000]  # the one behind the bands that had passed
     assert sorted(np.concatenate(taken).tolist() + late["n"].tolist()) == list(range(len(offsets)))
     assert held <= 2 * MAX_CHUNK
+
+
+def test_raw_row_copies_equal_numpy_record_copies():
+    """subset and joined (rows copied as raw bytes) give exactly what numpy's own record
+    indexing and concatenation give, for masks, indices and the unaligned unit dtype."""
+    from rmqtool.verify.consumequeue import ITEM_DTYPE
+    from rmqtool.verify.lookups import joined, subset
+    rng = np.random.default_rng(7)
+    items = np.zeros(1000, ITEM_DTYPE)
+    for name in ITEM_DTYPE.names:
+        items[name] = rng.integers(-2**31, 2**31, len(items))
+    mask = rng.random(len(items)) < 0.3
+    picks = rng.integers(0, len(items), 50)
+    assert subset(items, mask).tobytes() == items[mask].tobytes()
+    assert subset(items, picks).tobytes() == items[picks].tobytes()
+    assert subset(items, mask).dtype == ITEM_DTYPE
+    parts = [items[:10], items[500:], items[10:500:3]]
+    assert joined(parts).tobytes() == np.concatenate(parts).tobytes()

@@ -23,7 +23,7 @@ from rmqtool.formats.consumequeue import is_fill_unit, is_written_batch_unit, is
 from rmqtool.store.arrays import read_records, runs
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, AnyConsumeQueue, ConsumeQueues
 from rmqtool.verify.commitlog import BandConsumer, CommitLogCheck, SegmentCheck
-from rmqtool.verify.lookups import OffsetLookups, late_offsets
+from rmqtool.verify.lookups import OffsetLookups, late_offsets, subset
 
 _RUN_KINDS = ((CONSUME_QUEUE_HOLE, "unwritten (all-zero) units"),
               (CONSUME_QUEUE_UNIT_INVALID, "units the broker skips (commitLogOffset < 0 or size <= 0)"),
@@ -118,8 +118,8 @@ class QueueCheck:
             items["queue_offset"], items["batch_size"], items["store_timestamp"] = index[real], 0, 0
         past = items["offset"] >= self.log.end
         if past.any():
-            self.not_found(items[past])
-            items = items[~past]
+            self.not_found(subset(items, past))
+            items = subset(items, ~past)
         return items
 
     def _runs(self, kind: int, mask: np.ndarray, index: np.ndarray, seq: np.ndarray) -> None:
@@ -163,8 +163,8 @@ class QueueCheck:
         """Units pointing into a band against its messages; the rows of its own messages they point at."""
         rows, hit = band.locate(items["offset"])
         if not hit.all():
-            self.not_found(items[~hit])
-        items, rows = items[hit], rows[hit]
+            self.not_found(subset(items, ~hit))
+            items, rows = subset(items, hit), rows[hit]
         self._mismatches(band, items, rows)
         return rows[band["tq"][rows] == (-1 if self.tq is None else self.tq)]
 

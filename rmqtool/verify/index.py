@@ -26,7 +26,7 @@ from rmqtool.formats.indexfile import FIRST_INDEX, INDEX_HEADER_SIZE, IndexEntry
 from rmqtool.store.indexfile import IndexFile, list_index_files
 from rmqtool.store.arrays import dtype_of, read_records
 from rmqtool.verify.commitlog import BandConsumer, CommitLogCheck, SegmentCheck
-from rmqtool.verify.lookups import OffsetLookups, late_offsets
+from rmqtool.verify.lookups import OffsetLookups, late_offsets, subset
 
 ENTRY_DTYPE = dtype_of(IndexEntry)
 SLOT_DTYPE = np.dtype(">i4")
@@ -63,10 +63,11 @@ def entry_count(f: IndexFile) -> tuple[int, list[Finding]]:
 def _has_key(band: SegmentCheck, rows: np.ndarray, hashes: np.ndarray, covered: np.ndarray) -> np.ndarray:
     """For each entry (message row, key hash): whether the message has a key of that hash;
     every such key is marked in ``covered`` (a key given twice is indexed twice)."""
-    key_rows = band.key_rows
-    rows = rows.astype(key_rows.dtype)  # else searchsorted copies the whole key table to the rows' type
-    start = np.searchsorted(key_rows, rows, side="left")
-    count = np.searchsorted(key_rows, rows, side="right") - start
+    # the keys of row r are key_rows' entries first[r]..first[r + 1] - 1 (key_rows is sorted)
+    first = np.zeros(band.messages + 1, np.int64)
+    np.cumsum(np.bincount(band.key_rows, minlength=band.messages), out=first[1:])
+    start = first[rows]
+    count = first[rows + 1] - start
     has = np.zeros(len(rows), bool)
     for j in range(int(count.max(initial=0))):  # a message's keys: usually one or two
         at = np.flatnonzero(j < count)
@@ -110,8 +111,8 @@ class IndexFileCheck:
         items["key_hash"], items["time_diff"] = entries["key_hash"][live], entries["time_diff"][live]
         past = items["offset"] >= self.log.end
         if past.any():
-            self.not_found(items[past])
-            items = items[~past]
+            self.not_found(subset(items, past))
+            items = subset(items, ~past)
         return items
 
     def not_found(self, items: np.ndarray) -> None:
@@ -127,8 +128,8 @@ class IndexFileCheck:
         carries a key of that hash, and timeDiff is its store time."""
         rows, hit = band.locate(items["offset"])
         if not hit.all():
-            self.not_found(items[~hit])
-        items, rows = items[hit], rows[hit]
+            self.not_found(subset(items, ~hit))
+            items, rows = subset(items, hit), rows[hit]
         has_key = _has_key(band, rows, items["key_hash"], covered)
         want = expected_time_diff(band["store_timestamp"][rows], self.f.header.begin_timestamp)
         time_ok = items["time_diff"] == want

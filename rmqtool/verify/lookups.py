@@ -20,6 +20,22 @@ MAX_CHUNK = 1 << 16
 _TAIL = 4  # the last items read decide whether to read on: one wild offset does not stop the reading
 
 
+def _rows(dtype: np.dtype) -> np.dtype:
+    return np.dtype((np.void, dtype.itemsize))
+
+
+def subset(items: np.ndarray, which) -> np.ndarray:
+    """``items[which]`` of a structured array (a mask or indices), copied as raw rows: numpy
+    copies structured rows field by field, about ten times slower."""
+    return items.view(_rows(items.dtype))[which].view(items.dtype)
+
+
+def joined(parts: list[np.ndarray]) -> np.ndarray:
+    """Structured arrays of one dtype end to end, copied as raw rows."""
+    dtype = parts[0].dtype
+    return np.concatenate([p.view(_rows(dtype)) for p in parts]).view(dtype)
+
+
 class OffsetLookups:
     """The items of one file sequence, in order; ``read(n)`` gives the next (at most n) as a
     structured array with an int64 ``offset`` field, or None when there are no more."""
@@ -42,7 +58,7 @@ class OffsetLookups:
                 self.done = True
                 break
             reads += 1
-            self.items = got if self.items is None or not len(self.items) else np.concatenate((self.items, got))
+            self.items = got if self.items is None or not len(self.items) else joined([self.items, got])
         if reads > 1:
             self.chunk = min(self.chunk * 2, MAX_CHUNK)
         items = self.items
@@ -54,9 +70,12 @@ class OffsetLookups:
             return None
         behind = offset < lo
         if behind.any():
-            self.late.append(items[behind])
-        taken = items[~ahead & ~behind]
-        self.items = items[ahead]
+            self.late.append(subset(items, behind))
+        if not ahead.any() and not behind.any():
+            taken = items
+        else:
+            taken = subset(items, ~ahead & ~behind)
+        self.items = subset(items, ahead)
         return taken if len(taken) else None
 
     def finish(self) -> None:
@@ -70,7 +89,7 @@ class OffsetLookups:
         if self.items is not None and len(self.items):
             self.late.append(self.items)
         self.items = None
-        self.late = [np.concatenate(self.late)] if self.late else []
+        self.late = [joined(self.late)] if self.late else []
 
     def late_items(self) -> np.ndarray | None:
         return self.late[0] if self.late else None
@@ -83,8 +102,8 @@ class OffsetLookups:
         inside = (items["offset"] >= lo) & (items["offset"] < hi)
         if not inside.any():
             return None
-        self.late = [items[~inside]]
-        return items[inside]
+        self.late = [subset(items, ~inside)]
+        return subset(items, inside)
 
     def leftover(self) -> np.ndarray | None:
         """The late items no band held (they point where no message starts), given once."""

@@ -35,13 +35,14 @@ from rmqtool.formats.crc import CRC32_DIGITS, CRC32_RESERVED_LEN, JAVA_CRC_MASK
 from rmqtool.formats.indexfile import java_string_hash
 from rmqtool.formats.sysflag import INNER_BATCH_FLAG, TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
 from rmqtool.store import crc as crc_module
-from rmqtool.store.arrays import dtype_of
+from rmqtool.store.arrays import at_every_byte, dtype_of
 from rmqtool.store.message import RECORD_START
 
 # Every header field up to bodyLength, for IPv4 hosts; with IPv6 hosts the prefix holds and
 # bodyLength and storeTimestamp are read where MessageHosts puts them
 HEADER_DTYPE = dtype_of(cs.Struct(*MessagePrefix.subcons, *MessageHosts[0].subcons))
 HEADER_SIZE = HEADER_DTYPE.itemsize
+_HEADER_ROW = np.dtype((np.void, HEADER_SIZE))
 assert HEADER_SIZE == 88
 _HEADER_SIZES = np.array([MessagePrefix.sizeof() + h.sizeof() for h in MessageHosts], np.int64)
 _STORE_TIMESTAMP_AT = np.array(STORE_TIMESTAMP_AT, np.int64)
@@ -58,10 +59,9 @@ _BATCH_NAMES = tuple(n.encode("ascii") for n in (props.PROPERTY_INNER_NUM, props
 assert all(len(b) >= 8 for b in _BATCH_NAMES)  # told apart by their first 8 bytes and their length
 _DIGIT_WEIGHTS = np.array([10 ** k for k in range(CRC32_DIGITS)], np.int64)  # least significant first
 _TOPIC_MAX = 255  # longer topics (V2 records) are rare: decode_message reads them
-# the bytes the properties parse stops at: separators, the key separator, anything not ASCII
-_CLASS = np.zeros(256, bool)
-_CLASS[[_SEP, _NV, _SPACE]] = True
-_CLASS[0x80:] = True
+# the bytes the properties parse stops at: the separators (below 3, so one signed compare finds them
+# with every byte not ASCII), the key separator
+assert _SEP < 3 and _NV < 3
 
 
 @dataclasses.dataclass
@@ -198,7 +198,7 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
     arr = np.frombuffer(buf, np.uint8)
     limit = len(buf)
     pos = np.array(positions, np.int64)
-    h = sliding_window_view(arr, HEADER_SIZE)[pos].view(HEADER_DTYPE).reshape(-1)
+    h = at_every_byte(buf, _HEADER_ROW)[pos].view(HEADER_DTYPE)
     total = h["total_size"].astype(np.int64)
     end = pos + total
     sys_flag = h["sys_flag"].astype(np.int64)
@@ -211,9 +211,9 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
         whole = total >= header_size  # where the fields can be read at all
         body_at = pos + header_size
         at = np.where(whole, body_at - 4, pos)
-        body_len = np.where(whole, sliding_window_view(arr, 4)[at].view(">i4").reshape(-1), -1).astype(np.int64)
+        body_len = np.where(whole, at_every_byte(buf, ">i4")[at], -1).astype(np.int64)
         at = np.where(whole, pos + _STORE_TIMESTAMP_AT[hosts], pos)
-        store_timestamp = sliding_window_view(arr, 8)[at].view(">i8").reshape(-1).astype(np.int64)
+        store_timestamp = at_every_byte(buf, ">i8")[at].astype(np.int64)
     body_end = body_at + body_len
     magic = h["magic_code"]
     v2 = magic == MESSAGE_MAGIC_CODE_V2
@@ -302,7 +302,8 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
     def record_of(at: np.ndarray) -> np.ndarray:
         return np.searchsorted(rec_start, at, side="right") - 1
 
-    marks = np.flatnonzero(_CLASS[body])  # separators, spaces, non-ASCII bytes: a few a record
+    # separators, spaces, non-ASCII bytes (and zero bytes, which no test below picks): a few a record
+    marks = np.flatnonzero((body.view(np.int8) < 3) | (body == _SPACE))
     kinds = body[marks]
     nonascii = marks[kinds >= 0x80]
     if len(nonascii):  # fine outside the values hashed below, if the whole string is UTF-8
@@ -311,16 +312,24 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
                 joined[rec_start[r]:rec_end[r]].decode("utf-8")
             except UnicodeDecodeError:
                 special[r] = True
-    seps = marks[kinds == _SEP]
+    sep_k = np.flatnonzero(kinds == _SEP)  # each separator's place among the marks
+    seps = marks[sep_k]
     item_start = np.concatenate(([0], seps + 1))
     item_end = np.concatenate((seps, [data_len]))
-    item_rec = record_of(item_start)
+    # the record of each item: the join's separators (rec_end) are separators too, and the item
+    # after each one starts the next record (sorted merges by counting, not searches)
+    item_rec = np.zeros(len(item_start), np.int64)
+    item_rec[np.searchsorted(seps, rec_end[:-1]) + 1] = 1
+    np.cumsum(item_rec, out=item_rec)
     empty = item_end == item_start
     # an empty entry only at a record's end: its trailing separator, or no properties at all
     special[item_rec[empty & (item_end != rec_end[item_rec])]] = True
-    nvs = marks[kinds == _NV]
-    first_nv = np.searchsorted(nvs, item_start)
-    nv_count = np.searchsorted(nvs, item_end) - first_nv
+    is_nv = kinds == _NV
+    nvs = marks[is_nv]
+    nv_before = np.zeros(len(marks) + 1, np.int64)  # name-value separators among the first k marks
+    np.cumsum(is_nv, out=nv_before[1:])
+    first_nv = np.concatenate(([0], nv_before[sep_k]))  # before each item's start
+    nv_count = np.concatenate((nv_before[sep_k], nv_before[-1:])) - first_nv  # inside each item
     full = ~empty
     nv_at = nvs[np.minimum(first_nv, max(len(nvs) - 1, 0))] if len(nvs) else np.zeros(len(item_start), np.int64)
     well = (nv_count == 1) & (nv_at > item_start) & (nv_at < item_end - 1)
@@ -329,7 +338,7 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
     items = np.flatnonzero(item_ok)
     i_start, i_end, i_nv, i_rec = item_start[items], item_end[items], nv_at[items], item_rec[items]
     name_len = i_nv - i_start
-    heads = sliding_window_view(J, 8)[i_start].copy().view(">u8").reshape(-1)
+    heads = at_every_byte(J, ">u8")[i_start]
     for name in _BATCH_NAMES:  # a batch consume queue unit takes INNER_BASE and INNER_NUM: check_message reads them
         code = int.from_bytes(name[:8], "big")
         special[i_rec[(name_len == len(name)) & (heads == np.uint64(code))]] = True

@@ -119,7 +119,7 @@ def check_segment(job: SegmentJob, delay_spec: str | None = None) -> SegmentChec
     # typed arrays, not lists: 8 bytes a value instead of ~36 for an int object and its slot
     cols = {name: array.array(code) for name, code in _ARRAY_CODES.items()}
     keys = _Keys()
-    blocks: list = []  # (columns by name, key offsets, key hashes) of each column block
+    blocks: list = []  # (columns by name, key rows, key hashes) of each column block
     end = None
     full = False
     first_ts = None
@@ -147,16 +147,20 @@ def check_segment(job: SegmentJob, delay_spec: str | None = None) -> SegmentChec
     columns = {name: np.frombuffer(cols[name], dtype=np.dtype(cols[name].typecode)).astype(dtype)
                for name, dtype in COLUMNS}
     key_offsets, key_hashes = keys.arrays()
+    key_rows = None
     if blocks:
         parts = [columns] + [b[0] for b in blocks]
         columns = {name: np.concatenate([p[name] for p in parts]).astype(dtype, copy=False) for name, dtype in COLUMNS}
-        key_offsets = np.concatenate([key_offsets] + [b[1] for b in blocks])
         key_hashes = np.concatenate([key_hashes] + [b[2] for b in blocks])
         if len(cols["offset"]):  # Messages and blocks interleave: commit log order again
+            key_offsets = np.concatenate([key_offsets] + [b[0]["offset"][b[1]] for b in blocks])
             order = np.argsort(columns["offset"], kind="stable")
             columns = {name: col[order] for name, col in columns.items()}
             order = np.argsort(key_offsets, kind="stable")
             key_offsets, key_hashes = key_offsets[order], key_hashes[order]
+        else:  # blocks only, in order: a key's row is its row in its block after the blocks before
+            starts = np.cumsum([0] + [len(b[0]["offset"]) for b in blocks[:-1]])
+            key_rows = np.concatenate([b[1] + start for b, start in zip(blocks, starts.tolist())])
     topic_queues = list(tq_ids)
     if blocks and len(columns["tq"]):  # ids by first appearance in commit log order, as one by one gives
         uniq, first = np.unique(columns["tq"], return_index=True)
@@ -165,7 +169,9 @@ def check_segment(job: SegmentJob, delay_spec: str | None = None) -> SegmentChec
         remap[order] = np.arange(len(order))
         columns["tq"] = remap[columns["tq"]].astype(columns["tq"].dtype)
         topic_queues = [topic_queues[k] for k in order.tolist()]
-    key_rows = np.searchsorted(columns["offset"], key_offsets).astype(np.int32)
+    if key_rows is None:
+        key_rows = np.searchsorted(columns["offset"], key_offsets)
+    key_rows = key_rows.astype(np.int32)
     return SegmentCheck(str(seg.path), seg.base_offset, seg.size, found, topic_queues, columns,
                         key_rows, key_hashes.astype(np.int32), end, full, first_ts, job.index)
 
@@ -192,7 +198,8 @@ class _Keys:
 
 
 def _block_rows(block: RecordColumns, base_offset: int, tq_ids: dict) -> tuple[dict, np.ndarray, np.ndarray]:
-    """A column block as verify's rows: what _message_row computes, for plain records at once."""
+    """A column block as verify's rows (what _message_row computes, for plain records at once),
+    and its index keys as their rows in the block and their hashes."""
     n = len(block)
     # topic-queue ids: topics of the block by queue id, through the segment's table
     pair = topic_queue_codes(block.topic, block.queue_id)
@@ -213,7 +220,7 @@ def _block_rows(block: RecordColumns, base_offset: int, tq_ids: dict) -> tuple[d
             "batch": ((tran == TRANSACTION_NOT_TYPE) | (tran == TRANSACTION_COMMIT_TYPE)).astype(np.int64),
             "tags_code": block.tags_code, "store_timestamp": block.store_timestamp,
             "crc": np.where(block.crc_entry, CRC_PRESENT, CRC_NONE), "has_keys": has_keys}
-    return rows, offset[block.key_record], block.key_hash
+    return rows, block.key_record, block.key_hash
 
 
 def _message_row(r: Message, delay: DelayLevels, tq_ids: dict, add: tuple, keys: _Keys, found: list) -> None:

@@ -286,9 +286,13 @@ def _message_row(r: Message, delay: DelayLevels, tq_ids: dict, add: tuple, keys:
 
 
 class BandConsumer:
-    """What the other checks give :class:`CommitLogCheck`: each band (the messages of one
-    byte range, in commit log order) as it is checked, and afterwards the bands holding the
-    offsets they could not match in order (:meth:`late_offsets`), checked again."""
+    """What the other checks give :class:`CommitLogCheck`: what needs no band, before the first
+    (:meth:`before_bands`); each band (the messages of one byte range, in commit log order) as
+    it is checked; and afterwards the bands holding the offsets they could not match in order
+    (:meth:`late_offsets`), checked again."""
+
+    def before_bands(self) -> None:
+        """Work that needs no band, done while the workers scan the first ones."""
 
     def band(self, band: SegmentCheck) -> None:
         pass
@@ -380,6 +384,8 @@ class CommitLogCheck:
         def before() -> int:  # while the other workers scan the first ranges: the end, from the last
             self.prepare()
             takers.extend(consumers() if consumers is not None else ())
+            for consumer in takers:
+                consumer.before_bands()
             return min(self._kept, default=len(self.jobs))
 
         scanned = self._scan(self.jobs, before)

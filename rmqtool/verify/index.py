@@ -10,7 +10,8 @@ of every message inside the range the index files claim must have its entry.
 
 Entries are matched with the commit log band by band as it is checked
 (:mod:`rmqtool.verify.lookups`: entries are written in commit log order); the chains
-are checked file by file afterwards, holding one file's slots and links.
+need no message, so they are checked first, while the workers scan the first bands, file
+by file, holding one file's slots and links.
 """
 from __future__ import annotations
 
@@ -91,6 +92,7 @@ class IndexFileCheck:
         self.no_record: list = []  # (entry, finding)
         self.mismatch: list = []
         self.lookups = OffsetLookups(self._read)
+        self._chains: tuple | None = None  # check_chains' results
 
     def position(self, entry: int) -> int:
         return self.first_at + (entry - FIRST_INDEX) * ENTRY_DTYPE.itemsize
@@ -144,18 +146,19 @@ class IndexFileCheck:
                                                  f"entry {entry} (commit log offset {phy}): " + "; ".join(why),
                                                  commit_log_offset=phy, entry=entry)))
 
-    def findings(self, header_times: dict) -> list[Finding]:
-        """The header's count, the entries the file lacks, the header against the entries (and,
-        in ``header_times``, the store times at begin/endPhyOffset), the chains, then entries
-        pointing at no record and entries disagreeing with theirs."""
+    def check_chains(self) -> None:
+        """What the file holds on its own, no message needed: entries indexCount claims past the
+        file's end, the slots in use, the first and last entries' phyOffsets, and the chains.
+        Done once: while the workers scan the first bands, or else at the end."""
         f = self.f
-        if f.hash_slot_num is None:
-            return []
-        found = list(self.count_findings)
+        if self._chains is not None or f.hash_slot_num is None:
+            return
         slots = read_records(self.path, SLOT_DTYPE, INDEX_HEADER_SIZE, f.hash_slot_num, native=True)
         slot = np.empty(self.count, np.int32)
         prev = np.empty(self.count, np.int32)
         ends: list = []  # phy offsets of the first and last entry
+        # int32 arithmetic where the slot count allows (a file's size keeps it far below): 4x faster modulo
+        slot_num = np.int32(f.hash_slot_num) if f.hash_slot_num <= INT_MAX else np.int64(f.hash_slot_num)
         read = 0
         size = ENTRY_DTYPE.itemsize
         while read < self.count:
@@ -163,31 +166,42 @@ class IndexFileCheck:
                                    min(_CHUNK, self.count - read))
             if not len(entries):
                 break
-            key_hash = entries["key_hash"].astype(np.int64)
-            slot[read:read + len(entries)] = np.where(key_hash >= 0, key_hash % f.hash_slot_num, -1)
+            key_hash = entries["key_hash"].astype(np.int32)
+            slot[read:read + len(entries)] = np.where(key_hash >= 0, key_hash % slot_num, -1)
             prev[read:read + len(entries)] = entries["prev_index"]
             ends = [int(entries["phy_offset"][0])] if not ends else ends[:1]
             ends.append(int(entries["phy_offset"][-1]))
             read += len(entries)
         slot, prev = slot[:read], prev[:read]
+        truncated = []
         if read < self.count:
-            found.append(finding(RECORD_TRUNCATED, self.path, self.first_at + read * size,
-                                 f"indexCount {f.header.index_count} runs past the file end"))
-        found += self._header_findings(slots, np.array(ends[:1] + ends[-1:], np.int64), header_times)
+            truncated.append(finding(RECORD_TRUNCATED, self.path, self.first_at + read * size,
+                                     f"indexCount {f.header.index_count} runs past the file end"))
+        chains = []
         if not _chains_whole(slots, FIRST_INDEX, slot, prev):  # the common case proven on int32 arrays
             numbers = np.arange(FIRST_INDEX, FIRST_INDEX + read, dtype=np.int64)
-            found += _chain_findings(f, slots, numbers, self.first_at + (numbers - FIRST_INDEX) * size,
+            chains = _chain_findings(f, slots, numbers, self.first_at + (numbers - FIRST_INDEX) * size,
                                      slot.astype(np.int64), prev.astype(np.int64))
+        self._chains = (truncated, int(np.count_nonzero(slots > 0)), np.array(ends[:1] + ends[-1:], np.int64), chains)
+
+    def findings(self, header_times: dict) -> list[Finding]:
+        """The header's count, the entries the file lacks, the header against the entries (and,
+        in ``header_times``, the store times at begin/endPhyOffset), the chains, then entries
+        pointing at no record and entries disagreeing with theirs."""
+        if self.f.hash_slot_num is None:
+            return []
+        self.check_chains()
+        truncated, used, phy, chains = self._chains
+        found = list(self.count_findings) + truncated + self._header_findings(used, phy, header_times) + chains
         found += [x for _, x in sorted(self.no_record, key=lambda t: t[0])]
         found += [x for _, x in sorted(self.mismatch, key=lambda t: t[0])]
         return found
 
-    def _header_findings(self, slots: np.ndarray, phy: np.ndarray, times: dict) -> list[Finding]:
+    def _header_findings(self, used: int, phy: np.ndarray, times: dict) -> list[Finding]:
         f = self.f
         h = f.header
         path = self.path
         found = []
-        used = int(np.count_nonzero(slots > 0))
         if used != h.hash_slot_count:
             found.append(finding(INDEX_HEADER_MISMATCH, path, 0, f"hashSlotCount {h.hash_slot_count}, but "
                                  f"{used} slots are in use"))
@@ -340,6 +354,10 @@ class IndexCheck(BandConsumer):
         if len(keys):
             self.uncovered.append((number[rows], offset[rows], band["tq"][rows], band["queue_offset"][rows],
                                    band.key_hashes[keys].astype(np.int64)))
+
+    def before_bands(self) -> None:
+        for c in self.checks:
+            c.check_chains()
 
     def close(self) -> None:
         for f in self.files:

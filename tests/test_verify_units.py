@@ -44,3 +44,28 @@ def test_key_hashes_in_chunks_are_the_hashes_of_all_at_once(monkeypatch):
     whole = keyhash.index_key_hashes(keys).tolist()
     monkeypatch.setattr(keyhash, "_CHUNK", 7)  # chunk edges land inside the list, and on its last key
     assert keyhash.index_key_hashes(keys).tolist() == whole == [index_key_hash(k) for k in keys]
+
+
+@given(st.lists(st.lists(st.integers(0, 3), max_size=3), min_size=1, max_size=12), st.data())
+def test_index_entries_against_keys(key_hashes_by_row, data):
+    """_has_key (with its one-for-one shortcut) says, for each entry, whether its message has a
+    key of its hash, and marks every such key covered: as a plain search over the keys says."""
+    import types
+    from rmqtool.verify.index import _has_key
+    key_rows = [r for r, hs in enumerate(key_hashes_by_row) for _ in hs]
+    key_hashes = [h for hs in key_hashes_by_row for h in hs]
+    band = types.SimpleNamespace(messages=len(key_hashes_by_row), key_rows=np.array(key_rows, np.int32),
+                                 key_hashes=np.array(key_hashes, np.int32))
+    pairs = list(zip(key_rows, key_hashes))
+    kind = data.draw(st.sampled_from(["tail", "any"]))
+    if kind == "tail" and pairs:
+        entries = pairs[data.draw(st.integers(0, len(pairs) - 1)):]
+    else:
+        entries = data.draw(st.lists(st.tuples(st.integers(0, len(key_hashes_by_row) - 1), st.integers(0, 3)),
+                                     max_size=8))
+    rows = np.array([r for r, _ in entries], np.int64)
+    hashes = np.array([h for _, h in entries], np.int64)
+    covered = np.zeros(len(pairs), bool)
+    has = _has_key(band, rows, hashes, covered)
+    assert has.tolist() == [(r, h) in pairs for r, h in entries]
+    assert covered.tolist() == [(r, h) in entries for r, h in pairs]

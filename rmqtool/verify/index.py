@@ -64,6 +64,13 @@ def entry_count(f: IndexFile) -> tuple[int, list[Finding]]:
 def _has_key(band: SegmentCheck, rows: np.ndarray, hashes: np.ndarray, covered: np.ndarray) -> np.ndarray:
     """For each entry (message row, key hash): whether the message has a key of that hash;
     every such key is marked in ``covered`` (a key given twice is indexed twice)."""
+    n, keys = len(rows), len(band.key_rows)
+    tail = keys - n  # the common case: the entries are the band's last keys one for one (all of them,
+    # or those after an index file filled up), from a message's first key: each entry has its key
+    if n and tail >= 0 and band.key_rows[tail] == rows[0] and (tail == 0 or band.key_rows[tail - 1] != rows[0]) \
+            and (band.key_rows[tail:] == rows).all() and (band.key_hashes[tail:] == hashes).all():
+        covered[tail:] = True
+        return np.ones(n, bool)
     # the keys of row r are key_rows' entries first[r]..first[r + 1] - 1 (key_rows is sorted)
     first = np.zeros(band.messages + 1, np.int64)
     np.cumsum(np.bincount(band.key_rows, minlength=band.messages), out=first[1:])

@@ -63,7 +63,7 @@ def read_records(path: str | os.PathLike, dtype: np.dtype, position: int = 0, co
 
 def runs(mask: np.ndarray) -> list[tuple[int, int]]:
     """[start, stop) index ranges where a boolean array is True."""
-    if not len(mask):
+    if not mask.any():  # the common case (no hole, no fill unit): no temporaries
         return []
     padded = np.concatenate(([False], mask, [False])).astype(np.int8)
     edges = np.flatnonzero(np.diff(padded))

@@ -44,6 +44,12 @@ _NAME_VALUE = ord(props.NAME_VALUE_SEPARATOR)
 _DISPATCHED = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)  # what gets a consume queue unit
 
 
+def tq_order(tq: np.ndarray, count: int) -> np.ndarray:
+    """The rows of ``tq`` (topic-queue ids below ``count``) by topic-queue, each topic-queue's in
+    their order: as 16-bit keys where the ids fit, which numpy sorts by radix (about 2.5x faster)."""
+    return np.argsort(tq.astype(np.int16) if count <= 1 << 15 else tq, kind="stable")
+
+
 def crc_entry_state(raw: bytes) -> int:
     """Whether stored properties end with a __CRC32# entry for a record whose CRC the scan
     could not read: CRC_DAMAGED when they end in its 20-byte shape (NAME \\x01 ten digits
@@ -502,7 +508,7 @@ class _CrossRecords:
         rows = np.flatnonzero(c["batch"] > 0)
         if not len(rows):
             return
-        order = rows[np.argsort(c["tq"][rows], kind="stable")]
+        order = rows[tq_order(c["tq"][rows], len(self.log.topic_queues))]
         tq = c["tq"][order].astype(np.int64)
         qo = c["queue_offset"][order]
         batch = c["batch"][order].astype(np.int64)

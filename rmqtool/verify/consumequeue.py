@@ -22,7 +22,7 @@ from rmqtool.findings import (CONSUME_QUEUE_FILL_UNITS, CONSUME_QUEUE_HOLE, CONS
 from rmqtool.formats.consumequeue import is_fill_unit, is_written_batch_unit, is_written_unit
 from rmqtool.store.arrays import read_records, runs
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, AnyConsumeQueue, ConsumeQueues
-from rmqtool.verify.commitlog import BandConsumer, CommitLogCheck, SegmentCheck
+from rmqtool.verify.commitlog import BandConsumer, CommitLogCheck, SegmentCheck, tq_order
 from rmqtool.verify.lookups import OffsetLookups, late_offsets, subset
 
 _RUN_KINDS = ((CONSUME_QUEUE_HOLE, "unwritten (all-zero) units"),
@@ -213,7 +213,7 @@ class QueueCheck:
 
 def _by_topic_queue(tq: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
     """(order, bounds): the rows of topic-queue i, in their order, are order[bounds[i]:bounds[i + 1]]."""
-    order = np.argsort(tq, kind="stable")
+    order = tq_order(tq, count)
     return order, np.searchsorted(tq[order], np.arange(count + 1))
 
 

@@ -20,6 +20,7 @@ about which there is nothing to say.
 """
 from __future__ import annotations
 
+import array
 import dataclasses
 import struct
 
@@ -114,13 +115,13 @@ def _powers(base: int, n: int) -> np.ndarray:
     return have[:n]
 
 
-def _hop(buf: bytes, i: int, stop: int) -> tuple[list, int]:
+def _hop(buf: bytes, i: int, stop: int) -> tuple[array.array, int]:
     """Positions of the records whose totalSize and magic code look like a message's, from i."""
     unpack = RECORD_START.unpack_from
     v1, v2 = MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
     min_length = MIN_MESSAGE_LENGTH
     limit = len(buf)
-    out: list = []
+    out = array.array("q")  # numpy takes it as it is, no conversion of a list of ints
     add = out.append
     try:
         while i < stop:
@@ -197,7 +198,7 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
         return i, None, []
     arr = np.frombuffer(buf, np.uint8)
     limit = len(buf)
-    pos = np.array(positions, np.int64)
+    pos = np.frombuffer(positions, np.int64)
     h = at_every_byte(buf, _HEADER_ROW)[pos].view(HEADER_DTYPE)
     total = h["total_size"].astype(np.int64)
     end = pos + total
@@ -264,11 +265,11 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
         if length == 0:
             names, inverse = [b""], np.zeros(len(rows), np.int64)
         else:
-            raw = sliding_window_view(arr, length)[topic_at[rows]]
+            raw = at_every_byte(buf, f"V{length}")[topic_at[rows]]  # each topic's bytes as one value
             if (raw == raw[0]).all():
                 names, inverse = [raw[0].tobytes()], np.zeros(len(rows), np.int64)
             else:
-                names, inverse = np.unique(raw.view(f"V{length}").reshape(-1), return_inverse=True)
+                names, inverse = np.unique(raw, return_inverse=True)
         ids = []
         for name in names:
             b = bytes(name)
@@ -351,8 +352,10 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
         wanted[key] = np.flatnonzero(hit)
         counts = np.bincount(i_rec[wanted[key]], minlength=n)
         special |= counts > 1  # a duplicate: the last wins, decode_message knows
-    prefix = np.zeros(len(J) + 1, np.uint32)  # uint32 arithmetic wraps mod 2^32, as hashCode's does
-    np.cumsum(J * _powers(_INV31, len(J)), out=prefix[1:], dtype=np.uint32)
+    prefix = np.empty(len(J) + 1, np.uint32)  # uint32 arithmetic wraps mod 2^32, as hashCode's does
+    prefix[0] = 0
+    np.multiply(J, _powers(_INV31, len(J)), out=prefix[1:])  # in place: no temporary the size of J
+    np.cumsum(prefix[1:], out=prefix[1:])
 
     # __CRC32#: valid only as the record's last 20 bytes (stored_record_crc); anything else is special
     crc_entry = np.zeros(n, bool)

@@ -65,6 +65,10 @@ class OffsetLookups:
         if items is None or not len(items):
             return None
         offset = items["offset"]
+        if offset[0] >= lo and (offset[1:] >= offset[:-1]).all():  # in order, as written: a leading run, no copy
+            cut = int(np.searchsorted(offset, hi))
+            self.items = items[cut:]
+            return items[:cut] if cut else None
         ahead = offset >= hi
         if ahead.all():
             return None

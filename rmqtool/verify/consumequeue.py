@@ -108,6 +108,8 @@ class QueueCheck:
         # units below the commit log's first file point at deleted data, as the broker's min offset says
         real = np.flatnonzero(written & ~fill & (clo >= self.log.min_offset))
         items = np.empty(len(real), ITEM_DTYPE)
+        if len(real) == len(u):  # every unit (the common case): slices, not gathers
+            real = slice(None)
         items["offset"] = clo[real]
         items["seq"], items["index"], items["file"] = seq[real], index[real], self._file
         items["size"], items["tags_code"] = size[real], u["tags_code"][real]

@@ -116,7 +116,10 @@ class IndexFileCheck:
         phy = entries["phy_offset"].astype(np.int64)
         live = np.flatnonzero(phy >= self.log.min_offset)
         items = np.empty(len(live), ITEM_DTYPE)
-        items["offset"], items["entry"] = phy[live], live + first
+        numbers = live + first
+        if len(live) == len(entries):  # every entry (the common case): slices, not gathers
+            live = slice(None)
+        items["offset"], items["entry"] = phy[live], numbers
         items["key_hash"], items["time_diff"] = entries["key_hash"][live], entries["time_diff"][live]
         past = items["offset"] >= self.log.end
         if past.any():

@@ -156,17 +156,14 @@ class IndexFileCheck:
                                                  f"entry {entry} (commit log offset {phy}): " + "; ".join(why),
                                                  commit_log_offset=phy, entry=entry)))
 
-    def check_chains(self) -> None:
-        """What the file holds on its own, no message needed: entries indexCount claims past the
-        file's end, the slots in use, the first and last entries' phyOffsets, and the chains.
-        Done once: while the workers scan the first bands, or else at the end."""
+    def _links(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+        """(slots, each entry's slot (-1: a negative keyHash), each entry's prevIndex, phyOffsets
+        of the first and last entry), for the entries the file holds of those indexCount claims."""
         f = self.f
-        if self._chains is not None or f.hash_slot_num is None:
-            return
         slots = read_records(self.path, SLOT_DTYPE, INDEX_HEADER_SIZE, f.hash_slot_num, native=True)
         slot = np.empty(self.count, np.int32)
         prev = np.empty(self.count, np.int32)
-        ends: list = []  # phy offsets of the first and last entry
+        ends: list = []
         # int32 arithmetic where the slot count allows (a file's size keeps it far below): 4x faster modulo
         slot_num = np.int32(f.hash_slot_num) if f.hash_slot_num <= INT_MAX else np.int64(f.hash_slot_num)
         read = 0
@@ -182,17 +179,24 @@ class IndexFileCheck:
             ends = [int(entries["phy_offset"][0])] if not ends else ends[:1]
             ends.append(int(entries["phy_offset"][-1]))
             read += len(entries)
-        slot, prev = slot[:read], prev[:read]
+        return slots, slot[:read], prev[:read], ends
+
+    def check_chains(self) -> None:
+        """What the file holds on its own, no message needed: entries indexCount claims past the
+        file's end, the slots in use, the first and last entries' phyOffsets, and whether the
+        chains are whole. Done once: while the workers scan the first bands, or else at the end.
+        Broken chains are described at the end (findings), so their findings are never all
+        held at once."""
+        f = self.f
+        if self._chains is not None or f.hash_slot_num is None:
+            return
+        slots, slot, prev, ends = self._links()
         truncated = []
-        if read < self.count:
-            truncated.append(finding(RECORD_TRUNCATED, self.path, self.first_at + read * size,
+        if len(slot) < self.count:
+            truncated.append(finding(RECORD_TRUNCATED, self.path, self.position(FIRST_INDEX + len(slot)),
                                      f"indexCount {f.header.index_count} runs past the file end"))
-        chains = []
-        if not _chains_whole(slots, FIRST_INDEX, slot, prev):  # the common case proven on int32 arrays
-            numbers = np.arange(FIRST_INDEX, FIRST_INDEX + read, dtype=np.int64)
-            chains = _chain_findings(f, slots, numbers, self.first_at + (numbers - FIRST_INDEX) * size,
-                                     slot.astype(np.int64), prev.astype(np.int64))
-        self._chains = (truncated, int(np.count_nonzero(slots > 0)), np.array(ends[:1] + ends[-1:], np.int64), chains)
+        whole = _chains_whole(slots, FIRST_INDEX, slot, prev)  # the common case proven on int32 arrays
+        self._chains = (truncated, int(np.count_nonzero(slots > 0)), np.array(ends[:1] + ends[-1:], np.int64), whole)
 
     def findings(self, header_times: dict) -> list[Finding]:
         """The header's count, the entries the file lacks, the header against the entries (and,
@@ -201,8 +205,13 @@ class IndexFileCheck:
         if self.f.hash_slot_num is None:
             return []
         self.check_chains()
-        truncated, used, phy, chains = self._chains
-        found = list(self.count_findings) + truncated + self._header_findings(used, phy, header_times) + chains
+        truncated, used, phy, whole = self._chains
+        found = list(self.count_findings) + truncated + self._header_findings(used, phy, header_times)
+        if not whole:  # damage: the file's links read again, each broken one described
+            slots, slot, prev, _ = self._links()
+            numbers = np.arange(FIRST_INDEX, FIRST_INDEX + len(slot), dtype=np.int64)
+            found += _chain_findings(self.f, slots, numbers, self.position(numbers), slot.astype(np.int64),
+                                     prev.astype(np.int64))
         found += [x for _, x in sorted(self.no_record, key=lambda t: t[0])]
         found += [x for _, x in sorted(self.mismatch, key=lambda t: t[0])]
         return found

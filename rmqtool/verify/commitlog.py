@@ -81,6 +81,7 @@ class SegmentCheck:
     segment_index: int = 0  # place of the segment in the commit log
     lo: int = 0  # the commit log offsets whose records the band holds (CommitLogCheck.band_lo/hi)
     hi: int = 0
+    band_index: int = 0  # its job's place in CommitLogCheck.jobs
 
     @property
     def messages(self) -> int:
@@ -366,7 +367,7 @@ class CommitLogCheck:
     def _band(self, k: int, c: SegmentCheck) -> SegmentCheck:
         """Job k's check as a band: the offsets it holds, its topic-queue ids those of the
         whole log's table."""
-        c.lo, c.hi = int(self.band_lo[k]), int(self.band_hi[k])
+        c.lo, c.hi, c.band_index = int(self.band_lo[k]), int(self.band_hi[k]), k
         ids = []
         for tq in c.topic_queues:
             i = self._tq_ids.get(tq)
@@ -416,6 +417,10 @@ class CommitLogCheck:
             c.columns = c.key_rows = c.key_hashes = None  # let go of the band before the next
         yield from self._cross.findings()
         yield from self._end_findings()
+
+    def band_again(self, k: int) -> SegmentCheck:
+        """Band k checked again, here (what damage rarely needs once more)."""
+        return self._band(k, check_segment(self.jobs[k], self.delay_spec))
 
     def recheck(self, consumers: list[BandConsumer]) -> None:
         """The bands holding the offsets consumers could not match in order, checked again and
@@ -488,7 +493,7 @@ class _CrossRecords:
         self.last_offset = np.full(0, -1, np.int64)  # -1: no message of the topic-queue yet
         self.last_ts: int | None = None
         self.crc_seen = False
-        self.crc_waiting: list = []  # (offsets, tq, queue offsets) without an entry, after the last with one
+        self.crc_waiting: list = []  # (band, first row) of records without an entry after the last with one
 
     def band(self, c: SegmentCheck) -> None:
         grow = len(self.log.topic_queues) - len(self.last_qo)
@@ -553,30 +558,31 @@ class _CrossRecords:
     def _crc(self, c: SegmentCheck) -> None:
         """A record with no __CRC32# entry between two that carry one: enabledAppendPropCRC was
         on, so the entry was lost (a damaged name makes it look absent, not clean). Before the
-        first and after the last carrying record the setting may simply have been off."""
+        first and after the last carrying record the setting may simply have been off. Records
+        after the last carrying one wait as (band, first row) only: were the setting turned off
+        for good, they would be the rest of the store; the bands are checked again if a later
+        record carries an entry."""
         crc = c["crc"]
         none = crc == CRC_NONE
         present = np.flatnonzero(crc == CRC_PRESENT)
         if not len(present):
             if self.crc_seen and none.any():
-                self._wait(c, np.flatnonzero(none))
+                self.crc_waiting.append((c.band_index, 0))
             return
         if self.crc_seen:  # those waiting, and this band's before its first carrying record, are confirmed
-            self._wait(c, np.flatnonzero(none[:present[0]]))
-            for offsets, tqs, qos in self.crc_waiting:
-                self._missing(offsets, tqs, qos)
+            for k, first in self.crc_waiting:
+                again = self.log.band_again(k)
+                self._missing(again, np.flatnonzero(again["crc"][first:] == CRC_NONE) + first)
+            self._missing(c, np.flatnonzero(none[:present[0]]))
         self.crc_waiting = []
-        between = np.flatnonzero(none[present[0]:present[-1]]) + present[0]
-        self._missing(c["offset"][between], c["tq"][between], c["queue_offset"][between])
+        self._missing(c, np.flatnonzero(none[present[0]:present[-1]]) + present[0])
         self.crc_seen = True
-        self._wait(c, np.flatnonzero(none[present[-1]:]) + present[-1])
+        if none[present[-1]:].any():
+            self.crc_waiting.append((c.band_index, int(present[-1])))
 
-    def _wait(self, c: SegmentCheck, rows: np.ndarray) -> None:
-        if len(rows):
-            self.crc_waiting.append((c["offset"][rows], c["tq"][rows], c["queue_offset"][rows]))
-
-    def _missing(self, offsets, tqs, qos) -> None:
-        for offset, tq, qo in zip(offsets.tolist(), tqs.tolist(), qos.tolist()):
+    def _missing(self, c: SegmentCheck, rows: np.ndarray) -> None:
+        for offset, tq, qo in zip(c["offset"][rows].tolist(), c["tq"][rows].tolist(),
+                                  c["queue_offset"][rows].tolist()):
             here = self.log.record(offset, tq, qo)
             path, position = self.log.where(offset)
             self.found.append((offset, 2, finding(PROPERTY_CRC_MISSING, path, position,

@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench venv clean
+.PHONY: demo test fuzz bench venv clean
 
 venv: $(STAMP)
 
@@ -22,6 +22,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# the property tests at the deep hypothesis profile (tests/conftest.py): 20x the examples
+fuzz: $(STAMP)
+	RMQTOOL_HYPOTHESIS=deep $(PY) -m pytest -q
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

@@ -24,11 +24,14 @@ in the ``UNIQ_KEY`` property. The first three fields are fixed per producer proc
 
     pid: ``(short) UtilAll.getPid()``, read back unsigned (getPidFromID masks it with 0xFFFF).
     The time is ``(int) (now - startTime)``, startTime the first of the month, local time;
-    the month itself is not in the id. The counter's low 16 bits (writeShort).
+    the month itself is not in the id. ``getNearlyTimeFromID`` reads those 4 bytes back as the
+    low half of a long, so they are an unsigned count: past day 24.86 of a month the int the
+    client wrote is negative, and read signed it would land about 49.7 days early. The
+    counter's low 16 bits (writeShort).
 """
 from __future__ import annotations
 
-from construct import Bytes, Int16ub, Int32sb, Int64sb, Struct
+from construct import Bytes, Int16ub, Int32sb, Int32ub, Int64sb, Struct
 
 from .commitlog import IPV4_LENGTH, IPV6_LENGTH
 
@@ -65,7 +68,7 @@ UniqKeyFixed = {IPV4_LENGTH: _uniq_key_fixed(IPV4_LENGTH), IPV6_LENGTH: _uniq_ke
 
 # The part createUniqID writes per message
 UniqKeyPerMessage = Struct(
-    "time_since_month_start" / Int32sb,
+    "time_since_month_start" / Int32ub,  # unsigned: getNearlyTimeFromID's reading
     "counter" / Int16ub,
 )
 

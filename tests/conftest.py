@@ -2,11 +2,21 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import shutil
 import sys
 
 import pytest
+from hypothesis import settings
+
+# Hypothesis depth by profile: "quick" for `make test` (the suite stays within minutes on two
+# cores), "deep" for `make fuzz` (RMQTOOL_HYPOTHESIS=deep). Tests that name a count scale it
+# with helpers.examples(n), so the deep profile multiplies every property test alike.
+QUICK_EXAMPLES = 100
+settings.register_profile("quick", max_examples=QUICK_EXAMPLES, deadline=None)
+settings.register_profile("deep", max_examples=20 * QUICK_EXAMPLES, deadline=None)
+settings.load_profile(os.environ.get("RMQTOOL_HYPOTHESIS", "quick"))
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # benchmarks/ is not an installed package; tests import its generator

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import construct as cs
 
-from conftest import CLEAN_SCENARIOS, V4, V5
+from conftest import CLEAN_SCENARIOS, QUICK_EXAMPLES, V4, V5
 from rmqtool.store.commitlog import Blank, Corrupt
 from rmqtool.store.message import HEADER_FIELDS, Message
 
@@ -95,3 +95,10 @@ def read_at(commit_log, offset: int, *, check_crc: bool = True):
 
     with CommitLogReader(commit_log) as reader:
         return reader.read(offset, check_crc=check_crc)
+
+
+def examples(quick: int) -> int:
+    """A property test's example count: ``quick`` under the quick profile, scaled alike under the
+    deep one (conftest's profiles)."""
+    from hypothesis import settings
+    return max(1, quick * settings.default.max_examples // QUICK_EXAMPLES)

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import CLEAN_SCENARIOS, V4, V5
-from helpers import FIELDS, LONG_TOPIC, canonical, damaged_commitlog, fixture_commitlogs
+from helpers import FIELDS, LONG_TOPIC, canonical, damaged_commitlog, examples, fixture_commitlogs
 from rmqtool.errors import UsageError
 from rmqtool.formats.commitlog import (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, MessageRecord)
 from rmqtool.formats.properties import string_to_properties
@@ -197,7 +197,7 @@ def test_fast_path_across_window_edges(mixed, monkeypatch):
     assert fast_scan(log) == expected == careful_scan(log)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data())
 def test_fast_path_equals_careful_path_on_random_damage(tmp_path_factory, data):
     directory = damaged_commitlog(tmp_path_factory, data, body_sizes=[0, 5, 64, 700], max_damages=4)
@@ -268,7 +268,7 @@ def test_properties_utf8_ok_is_decided_without_parsing():
 _ALPHABET = st.sampled_from(["a", "b", "é", "\x01", "\x02", "文"])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(_ALPHABET, max_size=24).map("".join))
 def test_parse_properties_is_the_brokers_reading(text):
     """Fast path or slow, the dict is string2messageProperties' (formats.properties)."""

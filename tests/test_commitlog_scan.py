@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from conftest import V4, load_truth
-from helpers import canonical, damaged_commitlog, fixture_commitlogs
+from helpers import canonical, damaged_commitlog, examples, fixture_commitlogs
 from rmqtool.store.commitlog import Blank, Corrupt, CrcTally, crc_scan, find_record, scan_segment
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.message import Message
@@ -63,7 +63,7 @@ def _draw_cuts(data, results, size: int) -> list[int]:
     return sorted(cuts)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_ranges_cut_anywhere_add_up_to_the_whole_scan_of_fixtures(data):
     log = CommitLog(data.draw(st.sampled_from(FIXTURE_COMMITLOGS)))
@@ -76,7 +76,7 @@ def test_ranges_cut_anywhere_add_up_to_the_whole_scan_of_fixtures(data):
     assert split == whole
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_ranges_cut_anywhere_add_up_to_the_whole_scan_of_damaged_copies(tmp_path_factory, data):

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import V4, V5, load_truth
-from helpers import canonical, damaged_commitlog, fixture_commitlogs
+from helpers import canonical, damaged_commitlog, examples, fixture_commitlogs
 from rmqtool.formats.properties import string_to_properties
 from rmqtool.store import commitlog as commitlog_module
 from rmqtool.store import crc
@@ -32,7 +32,7 @@ def test_isal_is_chosen_when_installed():
     assert crc.fast_crc32 is isal_zlib.crc32 and crc.IMPLEMENTATION.startswith("ISA-L")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=3000), st.integers(0, 40))
 def test_fast_crc_is_rocketmqs_crc(data, cut):
     """ISA-L, zlib and crcmod agree, on bytes and on memoryview slices (what the hot loops pass)."""
@@ -143,7 +143,7 @@ def test_crc_scan_of_one_segment_counts_into_the_tally():
     assert len(results) == 1 and isinstance(results[0], Blank) and results[0].valid
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data())
 def test_crc_scan_equals_full_scan_on_random_damage(tmp_path_factory, data):
     """Flipped bits (most land in a body: CRC failures), zeros, garbage, bad lengths, a truncated file."""
@@ -174,7 +174,7 @@ def test_property_crc_failure_alone_is_reported(tmp_path):
 _ALPHABET = st.sampled_from(["a", "bc", "é", "\x01", "\x02", "文", "\x01\x01", "\x02\x02", "=", "😀"])
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.lists(_ALPHABET, max_size=30).map("".join), st.booleans())
 def test_properties_fast_path_is_string2messageProperties(text, via_message):
     parsed, ok = parse_properties(text.encode("utf-8"))
@@ -185,7 +185,7 @@ def test_properties_fast_path_is_string2messageProperties(text, via_message):
         assert m.properties == parsed and m.properties_utf8_ok is True
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.sampled_from([b"k", b"v", b"\x01", b"\x02", b"\xff", b"\xc3", b"\xc3\xa9"]), max_size=20).map(
     b"".join))
 def test_properties_of_invalid_utf8_are_read_as_java_does(raw):

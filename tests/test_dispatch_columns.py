@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import CLEAN_SCENARIOS, FIXTURES, V4, V5
+from helpers import examples
 from rmqtool.dispatch import dispatcher
 from rmqtool.engine.redispatch import Selection, build
 
@@ -56,7 +57,7 @@ def test_selection_and_from_offset(tmp_path):
         assert columns == one_by_one and columns[0]
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(body=st.sampled_from([0, 100, 3000]), prop_crc=st.booleans(), index_entries=st.sampled_from([7, 50, 400]))
 def test_generated_logs_with_small_index_files(tmp_path_factory, body, prop_crc, index_entries):

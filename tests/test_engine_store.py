@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import base64
+import calendar
+import datetime
 import hashlib
 import ipaddress
 import os
@@ -395,15 +397,46 @@ def test_delay_levels_clamp_and_deliver_time(tmp_path):
     assert queues.find("D", 0) is None
 
 
-def test_uniq_keys_look_like_the_java_clients():
-    gen = enc.UniqIdGenerator(ip=bytes([10, 1, 2, 3]), pid=70000, loader_hash=0x12345678)
+@pytest.fixture
+def utc_clock(monkeypatch):
+    """The producer's month starts at local midnight and the decoder assumes UTC: run in UTC."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def _utc_ms(*fields) -> int:
+    return calendar.timegm(datetime.datetime(*fields[:6]).timetuple()) * 1000 + (fields[6] if len(fields) > 6 else 0)
+
+
+# Times a UNIQ_KEY is made at: early in a month, past day 24.86 (the int the client writes is
+# negative from there on), and a month's last millisecond (31, 30 and 28 days long)
+_KEY_TIMES = {
+    "day 2": _utc_ms(2026, 11, 2, 8, 30, 0),
+    "day 28 12:00": _utc_ms(2026, 11, 28, 12, 0, 0),
+    "last ms of a 31-day month": _utc_ms(2026, 12, 31, 23, 59, 59, 999),
+    "last ms of a 30-day month": _utc_ms(2026, 11, 30, 23, 59, 59, 999),
+    "last ms of February": _utc_ms(2027, 2, 28, 23, 59, 59, 999),
+}
+
+
+@pytest.mark.parametrize("made_at", _KEY_TIMES.values(), ids=_KEY_TIMES.keys())
+def test_uniq_keys_look_like_the_java_clients(utc_clock, made_at):
+    gen = enc.UniqIdGenerator(ip=bytes([10, 1, 2, 3]), pid=70000, loader_hash=0x12345678, clock=lambda: made_at)
     a, b = gen.create(), gen.create()
     assert len(a) == 32 and a[:20] == "0A010203" + f"{70000 & 0xFFFF:04X}" + "12345678"
-    ka, kb = decode_uniq_key(a, near_ms=int(time.time() * 1000)), decode_uniq_key(b)
+    ka, kb = decode_uniq_key(a, near_ms=made_at), decode_uniq_key(b)
     assert (ka.ip, ka.pid, ka.class_loader_hash) == ("10.1.2.3", 70000 & 0xFFFF, 0x12345678)
     assert kb.counter == ka.counter + 1
-    assert abs(ka.timestamp - time.time() * 1000) < 60_000
-    v6 = enc.UniqIdGenerator(ip=ipaddress.ip_address("fd00::2").packed).create()
+    month_start = _utc_ms(*time.gmtime(made_at / 1000)[:2], 1, 0, 0, 0)
+    assert ka.time_since_month_start_ms == made_at - month_start  # the unsigned count Java reads
+    assert ka.timestamp == made_at
+    # a born time a little later (here in the next month) still finds the producer's month
+    assert decode_uniq_key(a, near_ms=made_at + 1).timestamp == made_at
+    assert decode_uniq_key(a, near_ms=made_at + 3_600_000).timestamp == made_at
+    v6 = enc.UniqIdGenerator(ip=ipaddress.ip_address("fd00::2").packed, clock=lambda: made_at).create()
     assert len(v6) == 56 and decode_uniq_key(v6).ip == "fd00::2"
 
 

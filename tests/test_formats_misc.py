@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import V4, V5, load_truth
-from helpers import roundtrip
+from helpers import examples, roundtrip
 from rmqtool.errors import UsageError
 from rmqtool.formats import crc as crc_rules
 from rmqtool.formats import properties as props
@@ -105,7 +105,7 @@ def test_hosts_round_trip(text):
 _PROPERTY_PIECES = st.sampled_from(["a", "bc", "é", "\x01", "\x02", "文", "😀", "\x01\x01", "\x02\x02", "KEYS"])
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.lists(_PROPERTY_PIECES, max_size=30).map("".join))
 def test_the_well_formed_fast_path_is_the_careful_reading(text):
     """Beside string_to_properties (the broker's loop), well_formed_properties either gives the

@@ -6,6 +6,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import examples
 from rmqtool.engine.index_writer import IndexFileWriter
 
 
@@ -20,7 +21,7 @@ def _state(f: IndexFileWriter) -> tuple:
             f.hash_slot_count, f.index_count)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), slots=st.integers(1, 7), capacity=st.integers(2, 40))
 def test_arrays_write_what_the_loop_writes(tmp_path_factory, data, slots, capacity):
     tmp = tmp_path_factory.mktemp("idx")

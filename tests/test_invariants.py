@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import canonical, fixture_commitlogs
+from helpers import canonical, examples, fixture_commitlogs
 from rmqtool.formats.config import dumps_fastjson, loads_fastjson
 from rmqtool.store.commitlog import Blank, Corrupt, scan_segment
 from rmqtool.store.message import Message
@@ -89,7 +89,7 @@ def _apply(data: bytes, hit: tuple) -> bytes:
     return data[:start] + fill + data[end:]
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_damage_is_local_and_scans_still_tile(data):
     path = data.draw(st.sampled_from(WRITTEN))
@@ -140,14 +140,14 @@ DOCUMENTS = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=5) | st
                          max_leaves=30).filter(lambda x: isinstance(x, (dict, list)))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(DOCUMENTS, st.booleans())
 def test_fastjson_round_trips(document, pretty):
     expected = _no_none_in_maps(document)
     assert loads_fastjson(dumps_fastjson(document, pretty)) == expected
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.dictionaries(st.integers(0, 2**31 - 1), LONGS, min_size=1, max_size=8))
 def test_integer_keys_are_written_unquoted_and_read_as_ints(offsets):
     text = dumps_fastjson({"offsetTable": {"Topic@group": offsets}})

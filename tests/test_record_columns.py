@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import CLEAN_SCENARIOS, V4, V5
-from helpers import canonical, damaged_commitlog, fixture_commitlogs
+from helpers import canonical, damaged_commitlog, examples, fixture_commitlogs
 from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, tags_code
 from rmqtool.formats import properties as props
 from rmqtool.formats.indexfile import build_key, index_key_hash
@@ -87,7 +87,7 @@ def test_most_records_of_a_plain_store_come_as_columns():
     assert total > 300
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(data=st.data(), window=st.sampled_from([4096, 9000, 1 << 20]))
 def test_columns_agree_on_damaged_logs(tmp_path_factory, data, window, monkeypatch):
@@ -143,7 +143,7 @@ def test_band_columns_equal(monkeypatch):
         assert np.array_equal(rows_a, rows_b) and np.array_equal(hashes_a, hashes_b)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(data=st.data())
 def test_verify_through_columns_on_damaged_logs(tmp_path_factory, data):

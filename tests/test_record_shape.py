@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import FIELDS
+from helpers import FIELDS, examples
 from rmqtool.dispatch.dispatcher import RecordUnreadable, check_message
 from rmqtool.dispatch.rules import DelayLevels, tags_code
 from rmqtool.engine.encoder import Encoder, MessageInner, UniqIdGenerator
@@ -35,7 +35,7 @@ from rmqtool.store.segments import Segment
 
 BASE = 1 << 30  # the temp segment's base offset: records carry non-zero commit log offsets
 V1, V2 = MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
-_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+_SETTINGS = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def _lengths(limit: int) -> st.SearchStrategy[int]:
@@ -256,7 +256,7 @@ def test_the_encoder_writes_up_to_the_limits_and_refuses_past_them():
 _IPS = st.sampled_from(sorted(UniqKey)).flatmap(lambda n: st.binary(min_size=n, max_size=n))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ip=_IPS, pid=st.integers(0, 1 << 22), loader=st.integers(-(1 << 31), (1 << 31) - 1),
        now=st.integers(1_500_000_000_000, 2_000_000_000_000), skip=st.integers(0, 70_000))
 def test_uniq_keys_are_the_schemas(ip, pid, loader, now, skip):
@@ -273,7 +273,7 @@ def test_uniq_keys_are_the_schemas(ip, pid, loader, now, skip):
     assert decoded.time_since_month_start_ms == parsed.time_since_month_start
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ip=_IPS, port=st.integers(0, 65535), offset=st.integers(0, (1 << 63) - 1))
 def test_offset_msg_ids_are_the_schemas(ip, port, offset):
     msg_id = create_message_id(ip, port, offset)

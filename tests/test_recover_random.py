@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from conftest import V4, V5
-from helpers import damage
+from helpers import damage, examples
 from rmqtool.errors import RmqError
 from rmqtool.recovery import apply_plan, plan_recovery, undo
 from rmqtool.recovery.salvage import salvage
@@ -64,7 +64,7 @@ def _plan_changing_nothing(root: pathlib.Path):
     return plan
 
 
-@settings(max_examples=1000, deadline=5000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(1000), deadline=5000, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_random_damage_plans_salvages_applies_and_undoes(pristine, tmp_path_factory, data):
     root = _damaged_copy(pristine, tmp_path_factory, data, keep=("lock",))
@@ -99,7 +99,7 @@ def pristine_batch(tmp_path_factory):
     return root
 
 
-@settings(max_examples=300, deadline=5000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=5000, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_random_damage_to_batch_queues_plans_applies_and_the_engine_recovers(pristine_batch, tmp_path_factory,
                                                                              data):

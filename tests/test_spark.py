@@ -14,6 +14,7 @@ from hypothesis import given, settings, strategies as st
 from typer.testing import CliRunner
 
 from conftest import CLEAN_SCENARIOS, V4, V5, load_truth
+from helpers import examples
 from rmqtool.cli.app import app
 from rmqtool.errors import UsageError
 from rmqtool.spark.splits import SegmentTask, plan_tasks, scan_task
@@ -67,7 +68,7 @@ def _tasks(rng, points: list[int]) -> list[SegmentTask]:
             for a, b in zip(points, points[1:]) if a < b]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.sampled_from(range(len(SEGMENTS))), st.lists(st.integers(min_value=1), min_size=1, max_size=6))
 def test_ranges_cut_anywhere_give_the_whole_scan(pick, cuts):
     _name, rng = SEGMENTS[pick]

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from conftest import V4, V5, load_truth
-from helpers import damage
+from helpers import damage, examples
 from rmqtool.errors import RmqError
 from rmqtool.findings import Severity
 from rmqtool.verify.run import Verify, VerifyOptions
@@ -286,7 +286,7 @@ def scratch(tmp_path_factory):
     return root
 
 
-@settings(max_examples=200, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(200), deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_random_damage_never_crashes_hangs_or_writes(scratch, data):
     files = sorted(p for p in scratch.rglob("*") if p.is_file() and p.stat().st_size)

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import CLEAN_SCENARIOS, V4, V5
-from helpers import damaged_commitlog
+from helpers import damaged_commitlog, examples
 from rmqtool.verify import commitlog as verify_commitlog
 from rmqtool.verify.run import Verify, VerifyOptions
 
@@ -31,7 +31,7 @@ def test_ranges_give_the_findings_of_whole_segments(store, monkeypatch):
     assert findings(store, jobs=2) == whole
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(data=st.data(), split=st.integers(min_value=64, max_value=50_000))
 def test_ranges_of_damaged_segments(tmp_path_factory, data, split):

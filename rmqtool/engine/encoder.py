@@ -260,7 +260,8 @@ class UniqIdGenerator:
         diff = _signed32(now - self._start)
         if -1_000_000 < diff < 0:  # clock stepped back (NTP)
             diff = 0
-        return self.prefix + _UNIQ_KEY_PER_MESSAGE.pack(diff, next(self._counter) & 0xFFFF).hex().upper()
+        # putInt writes the int's 32 bits; the layout reads them unsigned
+        return self.prefix + _UNIQ_KEY_PER_MESSAGE.pack(diff & 0xFFFFFFFF, next(self._counter) & 0xFFFF).hex().upper()
 
 
 _default_uniq_ids: UniqIdGenerator | None = None

@@ -65,10 +65,12 @@ class UniqKey:
     timestamp: int | None  # epoch ms, when a nearby time resolved the month
 
 
-def _month_start_ms(epoch_ms: int) -> int:
+def _month_starts_around(epoch_ms: int) -> tuple[int, int, int]:
+    """The starts of the month before, of the month of ``epoch_ms`` and of the next one (UTC, ms):
+    by calendar months, since a fixed number of days skips February from a month's first day."""
     dt = datetime.datetime.fromtimestamp(epoch_ms / 1000, tz=datetime.timezone.utc)
-    start = dt.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    return calendar.timegm(start.timetuple()) * 1000
+    months = (dt.year * 12 + dt.month - 1 + shift for shift in (-1, 0, 1))
+    return tuple(calendar.timegm((m // 12, m % 12 + 1, 1, 0, 0, 0)) * 1000 for m in months)
 
 
 def decode_uniq_key(uniq_key: str, near_ms: int | None = None) -> UniqKey:
@@ -83,9 +85,6 @@ def decode_uniq_key(uniq_key: str, near_ms: int | None = None) -> UniqKey:
     ip = str(ipaddress.ip_address(ip_bytes))
     timestamp = None
     if near_ms is not None:
-        candidates = []
-        for shift_days in (-31, 0, 31):
-            start = _month_start_ms(near_ms + shift_days * 86_400_000)
-            candidates.append(start + since)
+        candidates = [start + since for start in _month_starts_around(near_ms)]
         timestamp = min(candidates, key=lambda t: abs(t - near_ms))
     return UniqKey(ip, pid, loader, since, counter, timestamp)

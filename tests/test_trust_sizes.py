@@ -18,7 +18,7 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
-from conftest import V5, load_truth
+from conftest import V4, V5, load_truth
 from rmqtool.cli.app import app
 from rmqtool.engine import encoder as enc
 from rmqtool.engine.store import Store
@@ -93,10 +93,10 @@ def test_index_gone_the_plan_says_default_and_apply_refuses(store):
     before = _tree(store)
     r = _run("recover", store, "-f", "json")
     doc = json.loads(r.stdout)
-    assert doc["sizes"]["max_hash_slot_num"]["source"] == "default"
-    assert doc["sizes"]["max_index_num"]["source"] == "default"
+    assert doc["sizes"]["max_hash_slot_num"]["taken_from"] == "default"
+    assert doc["sizes"]["max_index_num"]["taken_from"] == "default"
     assert doc["sizes"]["max_hash_slot_num"]["value"] == 5_000_000
-    assert doc["sizes"]["mapped_file_size_consume_queue"] == {"value": CQ_FILE, "source": "files",
+    assert doc["sizes"]["mapped_file_size_consume_queue"] == {"value": CQ_FILE, "taken_from": "files",
                                                               "shown_by": doc["sizes"]["mapped_file_size_consume_queue"]["shown_by"]}
     assert doc["sizes_unknown"] == ["max_hash_slot_num", "max_index_num"]
     table = _run("recover", store).stdout
@@ -142,7 +142,7 @@ def test_index_options_rebuild_files_of_the_stores_geometry(store, tmp_path):
              "--backup-dir", tmp_path / "b", "-f", "json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    assert doc["sizes"]["max_hash_slot_num"] == {"value": SLOTS, "source": "option", "shown_by": f"--index-slots {SLOTS}"}
+    assert doc["sizes"]["max_hash_slot_num"] == {"value": SLOTS, "taken_from": "option", "shown_by": f"--index-slots {SLOTS}"}
     assert doc["sizes_unknown"] == []
     assert _index_geometry(store) == {(SLOTS, ENTRIES)}
     _keys_answer(store)
@@ -166,7 +166,7 @@ def test_a_broker_config_gives_the_index_geometry(store, tmp_path):
     r = _run("recover", store, "--apply", "--broker-config", conf, "--backup-dir", tmp_path / "b", "-f", "json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    assert doc["sizes"]["max_index_num"]["source"] == "broker-config"
+    assert doc["sizes"]["max_index_num"]["taken_from"] == "broker-config"
     assert str(conf) in doc["sizes"]["max_index_num"]["shown_by"]
     assert _index_geometry(store) == {(SLOTS, ENTRIES)}
     _keys_answer(store)
@@ -180,7 +180,7 @@ def test_geometry_comes_from_a_surviving_index_file(tmp_path):
     files[-1].unlink()
     r = _run("redispatch", root, "--index", "-f", "json")
     doc = json.loads(r.stdout)
-    assert doc["sizes"]["max_hash_slot_num"] == {"value": SLOTS, "source": "files", "shown_by": str(files[0])}
+    assert doc["sizes"]["max_hash_slot_num"] == {"value": SLOTS, "taken_from": "files", "shown_by": str(files[0])}
     assert doc["sizes_unknown"] == []
     r = _run("redispatch", root, "--index", "--apply", "--backup-dir", tmp_path / "b")
     assert r.exit_code == 0, r.output
@@ -208,7 +208,7 @@ def test_queues_gone_redispatch_refuses_the_default_size(store):
     before = _tree(store)
     r = _run("redispatch", store, "--cq", "-f", "json")
     doc = json.loads(r.stdout)
-    assert doc["sizes"]["mapped_file_size_consume_queue"]["source"] == "default"
+    assert doc["sizes"]["mapped_file_size_consume_queue"]["taken_from"] == "default"
     assert doc["sizes_unknown"] == ["mapped_file_size_consume_queue"]
     r = _run("redispatch", store, "--cq", "--apply", "--backup-dir", store.parent / "b")
     assert r.exit_code == ExitCode.USAGE, r.output
@@ -245,7 +245,7 @@ def test_a_surviving_queue_gives_the_size(built, store, tmp_path):
     shutil.rmtree(store / "consumequeue" / "T0")
     r = _run("redispatch", store, "--cq", "-f", "json")
     size = json.loads(r.stdout)["sizes"]["mapped_file_size_consume_queue"]
-    assert size["value"] == CQ_FILE and size["source"] == "files" and "/T1/" in size["shown_by"]
+    assert size["value"] == CQ_FILE and size["taken_from"] == "files" and "/T1/" in size["shown_by"]
     r = _run("redispatch", store, "--cq", "--apply", "--backup-dir", tmp_path / "b")
     assert r.exit_code == 0, r.output
     assert _tree(store, "consumequeue") == _tree(built, "consumequeue")
@@ -290,6 +290,30 @@ def test_a_new_store_takes_the_defaults_or_the_broker_config(tmp_path):
     assert (tmp_path / "new" / "commitlog" / f"{0:020d}").stat().st_size == 65536
     assert set(_queue_files(tmp_path / "new").values()) == {CQ_FILE}
     assert _index_geometry(tmp_path / "new") == {(SLOTS, ENTRIES)}
+
+
+@pytest.mark.parametrize("base", [V4 / "crash", V4 / "crash-fast"], ids=lambda p: p.name)
+def test_the_index_a_4_9_8_broker_rebuilt_has_the_size_recover_gives_it(base, tmp_path):
+    """d-remove-index-dir: index/ gone from a store of a broker configured for 500 slots and
+    1,000 entries (not the default 1:4). The plan says the geometry is only the default and
+    --apply refuses; given the broker's own settings (truth.json, as a broker.conf), the
+    index files come out the size the broker's own rebuilt ones have (onDiskAfterShutdown)."""
+    truth = load_truth(base / "d-remove-index-dir" / "truth.json")
+    src = base / "d-remove-index-dir" / "input" / "store"
+    r = _run("recover", src, "-f", "json")
+    assert json.loads(r.stdout)["sizes_unknown"] == ["max_hash_slot_num", "max_index_num"]
+    out = tmp_path / "out"
+    assert _run("recover", src, "--apply", "--to", out).exit_code == ExitCode.USAGE and not out.exists()
+    conf = tmp_path / "broker.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in truth["messageStoreConfig"]["changedFromDefault"].items()))
+    r = _run("recover", src, "--apply", "--to", out, "--broker-config", conf)
+    assert r.exit_code == 0, r.output
+    brokers = {f["fileSize"] for f in truth["onDiskAfterShutdown"]["indexFiles"]}
+    assert {p.stat().st_size for p in index_file_paths(out / "index")} == brokers
+    settings = truth["messageStoreConfig"]["effectiveGetterValues"]
+    for p in index_file_paths(out / "index"):
+        with IndexFile(p) as f:
+            assert (f.hash_slot_num, f.index_num) == (settings["maxHashSlotNum"], settings["maxIndexNum"])
 
 
 # --- 5.x batch consume queues ----------------------------------------------------------------

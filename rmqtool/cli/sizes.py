@@ -54,7 +54,7 @@ def size_lines(sizes, unknown: list[str]) -> list[str]:
     (sizes the store's files show go without saying), then why --apply refuses, if it does."""
     said = []
     for name, s in sizes.to_json().items():
-        if s["source"] in ("option", "broker-config"):
+        if s["taken_from"] in ("option", "broker-config"):
             said.append(f"{name} {s['value']} ({s['shown_by']})")
         elif name in unknown:
             said.append(f"{name} {s['value']}: the broker's default, {s['shown_by']}")

@@ -244,7 +244,7 @@ class Store:
         c.mapped_file_size_consume_queue = s.consume_queue.value
         c.max_hash_slot_num, c.max_index_num = s.index_slots.value, s.index_entries.value
         if c.mapped_file_size_commit_log <= END_FILE_MIN_BLANK_LENGTH + 128:
-            if s.commit_log.source == "files":  # the files say so: a truncated store, not a setting
+            if s.commit_log.taken_from == "files":  # the files say so: a truncated store, not a setting
                 raise CorruptData(f"commit log files of {s.commit_log.value} bytes: too small to be the broker's",
                                   s.commit_log.shown_by)
             raise UsageError(f"commit log file size {c.mapped_file_size_commit_log} is too small")

@@ -40,11 +40,11 @@ DEFAULT = "default"  # nothing shows it: the broker's default, assumed
 @dataclasses.dataclass(frozen=True, slots=True)
 class Size:
     value: int
-    source: str  # FILES, OPTION, BROKER_CONFIG or DEFAULT
+    taken_from: str  # FILES, OPTION, BROKER_CONFIG or DEFAULT
     shown_by: str  # the file, option or config line that shows it; for DEFAULT, why nothing does
 
     def to_json(self) -> dict:
-        return {"value": self.value, "source": self.source, "shown_by": self.shown_by}
+        return {"value": self.value, "taken_from": self.taken_from, "shown_by": self.shown_by}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +83,7 @@ class StoreSizes:
         """The JSON names of the sizes a write of these kinds would use that nothing shows."""
         wanted = {"consume_queue": consume_queue, "batch_consume_queue": batch_consume_queue,
                   "index_slots": index, "index_entries": index}
-        return [name for field, name, _ in FIELDS if wanted.get(field) and getattr(self, field).source == DEFAULT]
+        return [name for field, name, _ in FIELDS if wanted.get(field) and getattr(self, field).taken_from == DEFAULT]
 
     def refusal(self, unknown: list[str]) -> str | None:
         """Why a write with these sizes is refused; None when none is unknown or defaults are assumed."""
@@ -105,7 +105,7 @@ class StoreSizes:
 def store_sizes(root: str | pathlib.Path, given: GivenSizes = GivenSizes()) -> StoreSizes:
     """Every size of the store at ``root``: what its files show (another queue's files, the
     index files' contents), which what is given must agree with; else the options; else the
-    broker config file; else the broker's default (``source`` DEFAULT). Raises UsageError
+    broker config file; else the broker's default (``taken_from`` DEFAULT). Raises UsageError
     when what is given contradicts the files or itself, CorruptData when the files disagree
     among themselves."""
     p = paths.StorePaths(root)
@@ -199,7 +199,7 @@ def index_geometry(directory: pathlib.Path, slots: Size | None, entries: Size | 
     newest file with entries show (the read side's inference), which settings given must
     agree with. When no file has entries: the settings given, the one left out worked out
     from the files' size; with neither given, the size split in the broker's default 1:4
-    ratio (an assumption: source DEFAULT). The settings given, or the broker's defaults,
+    ratio (an assumption: taken_from DEFAULT). The settings given, or the broker's defaults,
     when there are no index files."""
     files = [(path, path.stat().st_size) for path in index_file_paths(directory)]
     if not files:

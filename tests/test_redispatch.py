@@ -106,7 +106,9 @@ def test_skip_unknown_topics_leaves_out_what_topics_json_lacks(tmp_path):
     (root / "config").mkdir()
     (root / "config" / "topics.json").write_text(json.dumps({"topicConfigTable": {"CrashTopic": {}}}))
     shutil.rmtree(root / "consumequeue")
-    r = _run("redispatch", root, "--cq", "--skip-unknown-topics", "--apply", "--backup-dir", tmp_path / "b")
+    config = load_truth(V4 / "crash" / "c4-delete-first-cq-file" / "truth.json")["messageStoreConfig"]
+    r = _run("redispatch", root, "--cq", "--skip-unknown-topics", "--apply", "--backup-dir", tmp_path / "b",
+             "--cq-size", config["effectiveGetterValues"]["mappedFileSizeConsumeQueue"])
     assert r.exit_code == 0, r.output
     assert (root / "consumequeue" / "CrashTopic").is_dir()
     assert not (root / "consumequeue" / "OtherTopic").exists()
@@ -210,7 +212,9 @@ def test_a_damaged_topic_never_names_a_directory_outside_the_store(store_copy, n
     outside = sorted(store.parent.iterdir())
     before = _state(store)
     shutil.rmtree(store / "consumequeue")  # the queues are rebuilt from the commit log, the bad topic among them
-    r = _run("redispatch", store, "--cq", "--apply", "--backup-dir", store.parent / "backup")
+    r = _run("redispatch", store, "--cq", "--apply", "--backup-dir", store.parent / "backup", "--cq-size",
+             load_truth(V4 / "basic" / "truth.json")["messageStoreConfig"]["effectiveGetterValues"]
+             ["mappedFileSizeConsumeQueue"])
     assert r.exit_code == int(ExitCode.CORRUPT), r.output
     assert "cannot name a queue directory" in r.stderr and "Traceback" not in r.stderr
     assert sorted(p for p in store.parent.iterdir() if p.name != "backup") == outside

@@ -17,6 +17,7 @@ import typer
 from rmqtool.cli.params import complete_queue, complete_topic, examples
 
 from rmqtool.cli.common import OutputFormat, boundary
+from rmqtool.cli.sizes import AssumeDefaults, BatchCqSize, BrokerConfigFile, CqSize, IndexEntries, IndexSlots
 from rmqtool.errors import RecoveryNeeded, StoreNotFound, UsageError
 from rmqtool.store.paths import COMMITLOG_DIR
 from rmqtool.formats import properties as props
@@ -57,13 +58,14 @@ def append(
     store_host: Optional[str] = typer.Option(None, "--store-host", help="ip:port of the store host (default: the "
                                              "store's last message's, else 127.0.0.1:10911)."),
     commitlog_size: Optional[int] = typer.Option(None, "--commitlog-size", min=1,
-                                                 help="New store: commit log file size."),
-    cq_size: Optional[int] = typer.Option(None, "--cq-size", min=20,
-                                          help="New store: consume queue file size in bytes."),
-    index_slots: Optional[int] = typer.Option(None, "--index-slots", min=1,
-                                              help="New store: hash slots per index file."),
-    index_entries: Optional[int] = typer.Option(None, "--index-entries", min=2,
-                                                help="New store: entries per index file."),
+                                                 help="New store: commit log file size (mappedFileSizeCommitLog; "
+                                                      "default: --broker-config's, else 1073741824)."),
+    cq_size: CqSize = None,
+    batch_cq_size: BatchCqSize = None,
+    index_slots: IndexSlots = None,
+    index_entries: IndexEntries = None,
+    broker_config: BrokerConfigFile = None,
+    assume_defaults: AssumeDefaults = False,
     fmt: OutputFormat = typer.Option(OutputFormat.jsonl, "--format", "-f", help="jsonl (default), json or table."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress bar on stderr "
                                             "(default: when stderr is a terminal)."),
@@ -94,8 +96,12 @@ def append(
         if body is None and body_file is None:  # an empty body is said on purpose, never by omission
             raise UsageError("give --body TEXT or --body-file FILE (--body '' for an empty body)")
         source = iter([_one_message(topic, body, body_file, tags, keys, prop, queue, delay_level)])
-    with _open(store, recover, flush=flush, commitlog_size=commitlog_size, cq_size=cq_size,
-               index_slots=index_slots, index_entries=index_entries, store_host=store_host) as s, \
+    from rmqtool.cli.sizes import given_sizes
+
+    sizes = given_sizes(commitlog_size=commitlog_size, cq_size=cq_size, batch_cq_size=batch_cq_size,
+                        index_slots=index_slots, index_entries=index_entries, broker_config=broker_config,
+                        assume_defaults=assume_defaults)
+    with _open(store, recover, flush=flush, sizes=sizes, store_host=store_host) as s, \
             Sink(fmt.value, kind="appended", single=from_jsonl is None) as sink:
         for results in _in_chunks(s, source, progress_enabled(progress) and from_jsonl is not None):
             for r in results:

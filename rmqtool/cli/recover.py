@@ -18,6 +18,7 @@ import typer
 
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.params import examples
+from rmqtool.cli.sizes import AssumeDefaults, BatchCqSize, BrokerConfigFile, CqSize, IndexEntries, IndexSlots
 from rmqtool.errors import ExitCode, UsageError
 
 
@@ -27,7 +28,8 @@ def register(app: typer.Typer) -> None:
         "rmqtool recover /data/store -f json | jq '.lost_messages | length'",
         "rmqtool recover /data/store --apply",
         "rmqtool recover /data/store --to /data/store-repaired --apply",
-        "rmqtool recover /data/store --from-checkpoint --semantics 5.3"))(recover)
+        "rmqtool recover /data/store --from-checkpoint --semantics 5.3",
+        "rmqtool recover /data/store --apply --broker-config /opt/rocketmq/conf/broker.conf"))(recover)
 
 
 @boundary
@@ -47,13 +49,24 @@ def recover(
                                                                           "__CRC32# value instead of the body CRC."),
     no_check_crc: bool = typer.Option(False, "--no-check-crc", help="checkCRCOnRecover=false: no CRC check."),
     keep_index: bool = typer.Option(False, "--keep-index", help="Keep the index files an abnormal start destroys."),
+    cq_size: CqSize = None,
+    batch_cq_size: BatchCqSize = None,
+    index_slots: IndexSlots = None,
+    index_entries: IndexEntries = None,
+    broker_config: BrokerConfigFile = None,
+    assume_defaults: AssumeDefaults = False,
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
 ):
     """Plan (and with --apply do) what the broker's restart recovery does to a store.
 
     The plan says where recovery starts and why, where the commit log is cut, which files
-    go, each queue's offsets afterwards, and every message lost.
+    go, each queue's offsets afterwards, every message lost, and the sizes files are
+    written with when the store's files do not show them (--apply refuses a size that can
+    only be the broker's default until it is given, or --assume-defaults).
     """
+    from rmqtool.cli.sizes import given_sizes
+    from rmqtool.engine.store import unknown_sizes
+    from rmqtool.engine.store_sizes import store_sizes
     from rmqtool.recovery.commitlog_walk import SEMANTICS, V5
     from rmqtool.recovery.outcome import Settings
     from rmqtool.recovery.plan import plan_recovery
@@ -67,35 +80,46 @@ def recover(
     if (to or backup_dir) and not apply:
         raise UsageError("--to and --backup-dir go with --apply")
     root = require_store(store)
+    given = given_sizes(cq_size=cq_size, batch_cq_size=batch_cq_size, index_slots=index_slots,
+                        index_entries=index_entries, broker_config=broker_config, assume_defaults=assume_defaults)
     settings = Settings(semantics=V5 if verify_prop_crc and semantics is None else semantics,
                         from_checkpoint=from_checkpoint, check_crc=not no_check_crc,
                         verify_prop_crc=verify_prop_crc)
     plan = plan_recovery(root, settings=settings, keep_index=keep_index)
     doc = plan.to_json()
+    sizes = None
+    if plan.loadable:  # an unloadable store's files may disagree in size: the plan says why
+        sizes = store_sizes(root, given)
+        unknown = unknown_sizes(root, sizes, plan)
+        doc["sizes"], doc["sizes_unknown"] = sizes.to_json(), unknown
     if not apply:
-        _show(doc, plan, fmt.value, render_document)
+        _show(doc, plan, fmt.value, render_document, sizes=sizes)
         if not plan.loadable or not plan.is_empty:
             raise typer.Exit(int(ExitCode.CORRUPT))
         return
     if plan.refusal:
-        _show(doc, plan, fmt.value, render_document)
+        _show(doc, plan, fmt.value, render_document, sizes=sizes)
         sys.stderr.write(f"rmqtool: error: {root}: not recovered: {plan.refusal}\n")
         raise typer.Exit(int(ExitCode.CORRUPT))
+    if sizes is not None and sizes.refusal(unknown):
+        _show(doc, plan, fmt.value, render_document, sizes=sizes)
+        raise UsageError(f"not recovered: {sizes.refusal(unknown)}", root)
     target = root
     if to is not None:
         target = _copy_store(root, to)
-    applied = _apply(target, settings, keep_index, backup_dir)
+    applied = _apply(target, settings, keep_index, backup_dir, given)
     doc["applied"] = {"store_path": str(target), **(applied.to_json() if applied is not None else
                                                {"backup_dir": None, "manifest": None})}
-    _show(doc, plan, fmt.value, render_document, applied=True)
+    _show(doc, plan, fmt.value, render_document, applied=True, sizes=sizes)
 
 
-def _apply(target: pathlib.Path, settings, keep_index: bool, backup_dir):
-    """The engine's writable open carries the plan out and dispatches again; its close
-    writes the checkpoint and removes the abort file."""
+def _apply(target: pathlib.Path, settings, keep_index: bool, backup_dir, given):
+    """The engine's writable open carries the plan out and dispatches again, in the sizes
+    ``given`` where the files do not show them; its close writes the checkpoint and removes
+    the abort file."""
     from rmqtool.engine.store import Store
     store = Store.open(target, writable=True, recover=True, backup_dir=backup_dir, recovery=settings,
-                       keep_index=keep_index)
+                       keep_index=keep_index, sizes=given)
     store.close()
     return store.recovery
 
@@ -111,12 +135,16 @@ def _copy_store(root: pathlib.Path, to: pathlib.Path) -> pathlib.Path:
     return to
 
 
-def _show(doc: dict, plan, fmt: str, render_document, applied: bool = False) -> None:
+def _show(doc: dict, plan, fmt: str, render_document, applied: bool = False, sizes=None) -> None:
+    from rmqtool.cli.sizes import size_lines
+
     if fmt != "table":
         render_document(doc, fmt, title="recovery plan")
         return
     width = min(shutil.get_terminal_size((80, 24)).columns, 100)
     lines = _plan_lines(doc, plan)
+    if sizes is not None:
+        lines += size_lines(sizes, doc["sizes_unknown"])
     out = sys.stdout
     for n, line in enumerate(lines, 1):
         out.write(textwrap.fill(line, width=width, initial_indent=f"{n:>2}. ", subsequent_indent="    ") + "\n")

@@ -17,6 +17,7 @@ import typer
 
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.params import OFFSET_METAVAR, complete_queue, complete_topic, examples
+from rmqtool.cli.sizes import AssumeDefaults, BatchCqSize, BrokerConfigFile, CqSize, IndexEntries, IndexSlots
 from rmqtool.errors import ExitCode, UsageError
 
 
@@ -25,6 +26,7 @@ def register(app: typer.Typer) -> None:
         "rmqtool redispatch /data/store",
         "rmqtool redispatch /data/store --cq -t OrderTopic -q 3 --apply",
         "rmqtool redispatch /data/store --index --apply",
+        "rmqtool redispatch /data/store --cq --apply --broker-config /opt/rocketmq/conf/broker.conf",
         "rmqtool redispatch /data/store -f json | jq '.changes[] | select(.kind != \"same\")'"))(redispatch)
 
 
@@ -41,17 +43,23 @@ def redispatch(
     index: bool = typer.Option(False, "--index", help="Index files (default: consume queues and index)."),
     skip_unknown_topics: bool = typer.Option(False, "--skip-unknown-topics",
                                              help="Leave out topics that config/topics.json does not have."),
-    index_slots: Optional[int] = typer.Option(None, "--index-slots", min=1,
-                                              help="maxHashSlotNum (default: the store's index files', else 5000000)."),
-    index_entries: Optional[int] = typer.Option(None, "--index-entries", min=2,
-                                                help="maxIndexNum (default: the store's index files', else 20000000)."),
+    cq_size: CqSize = None,
+    batch_cq_size: BatchCqSize = None,
+    index_slots: IndexSlots = None,
+    index_entries: IndexEntries = None,
+    broker_config: BrokerConfigFile = None,
+    assume_defaults: AssumeDefaults = False,
     apply: bool = typer.Option(False, "--apply", help="Swap the rebuilt files in (default: only show the plan)."),
     backup_dir: Optional[pathlib.Path] = typer.Option(None, "--backup-dir", metavar="DIR",
                                                       help="--apply: where replaced files go (default: beside the "
                                                            "store, named by the time)."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
 ):
-    """Rebuild consume queues and index files from the commit log (files identical to the broker's)."""
+    """Rebuild consume queues and index files from the commit log (files identical to the broker's).
+
+    Files are built in the sizes the store's files show; where nothing shows one, the plan
+    says so and --apply refuses until it is given (or --assume-defaults)."""
+    from rmqtool.cli.sizes import given_sizes
     from rmqtool.engine.redispatch import Selection, build, compare
     from rmqtool.recovery.apply import apply_file_changes
     from rmqtool.recovery.plan import plan_recovery
@@ -63,6 +71,8 @@ def redispatch(
     if backup_dir is not None and not apply:
         raise UsageError("--backup-dir goes with --apply")
     root = require_store(store)
+    given = given_sizes(cq_size=cq_size, batch_cq_size=batch_cq_size, index_slots=index_slots,
+                        index_entries=index_entries, broker_config=broker_config, assume_defaults=assume_defaults)
     if not cq and not index:
         cq = index = True
     recovery = plan_recovery(root)
@@ -79,25 +89,32 @@ def redispatch(
     selection = Selection(tuple(topic), queue, frozenset(known) if known is not None else None)
     with tempfile.TemporaryDirectory(prefix=".rmqtool-redispatch-", dir=root.parent) as tmp:
         built = build(root, pathlib.Path(tmp) / "staging", cq=cq, index=index, selection=selection,
-                      from_offset=from_offset, index_slots=index_slots, index_entries=index_entries)
+                      from_offset=from_offset, sizes=given)
         changes = compare(root, built, cq=cq, index=index, selection=selection)
         doc = {"store_path": str(root), "from_offset": built.from_offset, "to_offset": built.to_offset,
                "records_dispatched": built.records, "consume_queue_file_size": built.cq_size,
                "index_geometry": list(built.index_geometry) if built.index_geometry else None,
                "consume_queues": cq, "index": index,
+               "sizes": built.sizes.to_json(), "sizes_unknown": built.unknown_sizes,
                "changes": [{"kind": c.kind, "file": c.path, "units": c.units} for c in changes],
                "counts": {k: sum(1 for c in changes if c.kind == k) for k in ("create", "replace", "delete", "same")}}
         differs = any(c.kind != "same" for c in changes)
+        refused = built.sizes.refusal(built.unknown_sizes) if apply and differs else None
+        if refused:
+            _show(doc, fmt.value, render_document, built.sizes)
+            raise UsageError(f"not applied: {refused}", root)
         if apply and differs:
             todo = [(c.kind, c.path, c.staged) for c in changes if c.kind != "same"]
             applied = apply_file_changes(root, todo, backup_dir, doc)
             doc["applied"] = {"backup_dir": str(applied.backup_dir), "manifest": str(applied.manifest)}
-    _show(doc, fmt.value, render_document)
+    _show(doc, fmt.value, render_document, built.sizes)
     if differs and not apply:
         raise typer.Exit(int(ExitCode.CORRUPT))
 
 
-def _show(doc: dict, fmt: str, render_document) -> None:
+def _show(doc: dict, fmt: str, render_document, sizes) -> None:
+    from rmqtool.cli.sizes import size_lines
+
     if fmt != "table":
         render_document(doc, fmt, title="redispatch plan")
         return
@@ -112,6 +129,7 @@ def _show(doc: dict, fmt: str, render_document) -> None:
     n = doc["counts"]
     lines.append(f"{n['create']} files created, {n['replace']} replaced, {n['delete']} deleted, "
                  f"{n['same']} already as built")
+    lines += size_lines(sizes, doc["sizes_unknown"])
     if "applied" in doc:
         lines.append(f"applied; backup in {doc['applied']['backup_dir']} (rmqtool undo puts it back)")
     for i, line in enumerate(lines, 1):

@@ -25,10 +25,9 @@ from rmqtool.dispatch.dispatcher import CommitLogDispatcher, ReputMessageService
 from rmqtool.dispatch.rules import DelayLevels
 from rmqtool.engine.cq_writer import BatchConsumeQueueTable, ConsumeQueueTable
 from rmqtool.engine.index_writer import IndexServiceWriter
-from rmqtool.engine.store_sizes import index_sizes, queue_file_size
+from rmqtool.engine.store_sizes import GivenSizes, StoreSizes, store_sizes
 from rmqtool.errors import StoreAccessError, UsageError
-from rmqtool.formats.consumequeue import (BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE, DEFAULT_BATCH_CQ_FILE_SIZE,
-                                          DEFAULT_CQ_FILE_SIZE)
+from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
 from rmqtool.store.commitlog import find_record
 from rmqtool.store.config import batch_topics
 from rmqtool.store.commitlog_end import find_commit_log_end, last_nonzero_from
@@ -130,12 +129,16 @@ class Built:
     cq_size: int
     index_geometry: tuple[int, int] | None
     batch_queues: list = dataclasses.field(default_factory=list)  # (topic, queue id) of batch consume queues built
+    sizes: StoreSizes | None = None  # the sizes built with, and where each came from
+    unknown_sizes: list = dataclasses.field(default_factory=list)  # those nothing shows (StoreSizes.unknown)
 
 
 def build(store_root, staging, *, cq: bool = True, index: bool = True, selection: Selection = Selection(),
           from_offset: int | None = None, clock=None, index_slots: int | None = None,
-          index_entries: int | None = None) -> Built:
-    """Build into ``staging`` (made, must not exist) what dispatching the commit log gives."""
+          index_entries: int | None = None, sizes: GivenSizes | None = None) -> Built:
+    """Build into ``staging`` (made, must not exist) what dispatching the commit log gives,
+    in the store's sizes (:func:`store_sizes`; ``index_slots``/``index_entries`` override
+    ``sizes``' own)."""
     paths = StorePaths(store_root)
     staging = pathlib.Path(staging)
     log = discover(paths.commitlog)
@@ -147,8 +150,11 @@ def build(store_root, staging, *, cq: bool = True, index: bool = True, selection
     if start > end:
         raise UsageError(f"--from-offset {from_offset} is past the commit log's end {end}")
     start = _record_at_or_after(log.segments, size, start, end)
-    cq_size = queue_file_size(paths.consumequeue, DEFAULT_CQ_FILE_SIZE)
-    geometry = index_sizes(paths.index, index_slots, index_entries) if index else None
+    said = {"index_slots": index_slots, "index_entries": index_entries}
+    store = store_sizes(paths.root, dataclasses.replace(sizes or GivenSizes(),
+                                                        **{k: v for k, v in said.items() if v is not None}))
+    cq_size = store.consume_queue.value
+    geometry = (store.index_slots.value, store.index_entries.value) if index else None
     staging.mkdir(parents=True)
     table = ConsumeQueueTable(staging / "consumequeue", cq_size)
     existing = [(t, q, d) for t, q, d in queue_directories(paths.consumequeue) if selection.wants(t, q)]
@@ -167,7 +173,7 @@ def build(store_root, staging, *, cq: bool = True, index: bool = True, selection
     batch = frozenset(t for t in every_batch_topic if selection.wants(t, selection.queue_id or 0))
     batch_table = None
     if cq and batch:  # 5.x batch consume queues
-        batch_size = queue_file_size(paths.batch_consumequeue, DEFAULT_BATCH_CQ_FILE_SIZE)
+        batch_size = store.batch_consume_queue.value
         batch_table = BatchConsumeQueueTable(staging / "batchconsumequeue", batch_size, batch)
         if from_offset is not None:
             for topic, queue_id, directory in queue_directories(paths.batch_consumequeue):
@@ -193,7 +199,8 @@ def build(store_root, staging, *, cq: bool = True, index: bool = True, selection
     shutil.rmtree(staging / ".discard", ignore_errors=True)
     built = sorted(table.queues) if cq else []
     return Built(staging, start, end, chosen.records, built, cq_size, geometry,
-                 sorted(batch_table.queues) if batch_table is not None else [])
+                 sorted(batch_table.queues) if batch_table is not None else [], store,
+                 store.unknown(consume_queue=cq, index=index, batch_consume_queue=batch_table is not None))
 
 
 def _record_at_or_after(segments: list[Segment], size: int, offset: int, end: int) -> int:

@@ -27,7 +27,7 @@ import time
 
 from rmqtool.errors import CorruptData, NotAStore, RecoveryNeeded, StoreAccessError, UsageError
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, BlankRecord
-from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, DEFAULT_BATCH_CQ_FILE_SIZE, DEFAULT_CQ_FILE_SIZE
+from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, DEFAULT_CQ_FILE_SIZE
 from rmqtool.formats.derive import struct_of
 from rmqtool.formats.indexfile import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM
 from rmqtool.store import paths
@@ -35,7 +35,7 @@ from rmqtool.engine.checkpoint_writer import CheckpointWriter
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.config import batch_topics
 from rmqtool.store.consumequeue import find_queue_end, queue_directories
-from rmqtool.engine.cq_writer import BatchConsumeQueueTable, ConsumeQueueTable, consume_queue_file_size
+from rmqtool.engine.cq_writer import BatchConsumeQueueTable, ConsumeQueueTable
 from rmqtool.dispatch.dispatcher import CommitLogDispatcher, DispatchRequest, ReputMessageService
 from rmqtool.dispatch.rules import DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevels
 from rmqtool.engine.encoder import (DEFAULT_MAX_MESSAGE_SIZE, Encoder, QUEUE_OFFSET_AT, RECORD_PLACE,
@@ -50,10 +50,9 @@ from rmqtool.recovery.plan import RecoveryPlan, plan_recovery
 from rmqtool.store.lock import is_locked
 from rmqtool.store.segments import discover
 from rmqtool.store.msgid import create_message_id
-from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes, pick_size, queue_file_size
+from rmqtool.engine.store_sizes import DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG, GivenSizes, StoreSizes, store_sizes
 from rmqtool.engine.mapped_file import OS_PAGE_SIZE, AllocateMappedFileService, WarmAheadService, WritableFileQueue
 
-DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG = 1024 * 1024 * 1024
 DEFAULT_STORE_HOST = "127.0.0.1:10911"
 BLANK = struct_of(BlankRecord)
 PUT_OK = "PUT_OK"
@@ -146,12 +145,31 @@ class PutResult(tuple):
                 "msg_num": self.msg_num, "status": self.status}
 
 
+def plan_batch_topics(root: pathlib.Path, plan: RecoveryPlan) -> frozenset:
+    """The batch topics dispatch writes batch consume queues for: those the plan's 5.3 rules
+    found (topics.json, batchconsumequeue/, INNER_BASE); a store the plan reads as 4.9 has
+    none, as a 4.9 broker knows none."""
+    o = plan.outcome
+    return frozenset(batch_topics(root)) if o is None else frozenset(o.batch_topics)
+
+
+def unknown_sizes(root: pathlib.Path, sizes: StoreSizes, plan: RecoveryPlan, index: bool = True) -> list[str]:
+    """The sizes a writable open of an existing store (one with commit log files) would
+    write files with that nothing shows (StoreSizes.unknown): consume queues, the index
+    (``index``: messageIndexEnable) and, for batch topics, batch consume queues. A new store
+    takes what is given or the defaults."""
+    if not discover(paths.StorePaths(root).commitlog, required=False).segments:
+        return []
+    return sizes.unknown(consume_queue=True, index=index, batch_consume_queue=bool(plan_batch_topics(root, plan)))
+
+
 # --- the store ----------------------------------------------------------------------------------
 
 class Store:
     """A RocketMQ store directory, opened read-only or for appending."""
 
     recovery: Applied | None = None  # what a writable open with recover did (its backup, bytes zeroed)
+    sizes: StoreSizes  # the sizes written with, and where each came from
 
     def __init__(self, root: pathlib.Path, writable: bool, config: StoreConfig):
         self.root = root
@@ -167,11 +185,16 @@ class Store:
              commitlog_size: int | None = None, cq_size: int | None = None, index_slots: int | None = None,
              index_entries: int | None = None, store_host: str | tuple | None = None, dispatch: str = "inline",
              recover: bool = False, backup_dir: str | os.PathLike | None = None, clock=None,
-             recovery: RecoverySettings | None = None, keep_index: bool = False, **settings) -> "Store":
+             recovery: RecoverySettings | None = None, keep_index: bool = False,
+             sizes: GivenSizes | None = None, **settings) -> "Store":
         """Open a store. ``writable=False`` never writes and takes no lock.
 
         Sizes (commit log file size, consume queue file size, index slots and entries) are
-        the store's own when it has files; otherwise these arguments or the broker defaults.
+        the store's own when it has files; otherwise these arguments (or ``sizes``: the
+        same, a batch consume queue file size, a broker config file, and whether defaults
+        may be assumed) or the broker defaults (:func:`store_sizes`). A writable open of a
+        store with commit log files refuses (UsageError, nothing written) to write files
+        whose size nothing shows and nobody gave, unless ``sizes.assume_defaults``.
         A writable open refuses (RecoveryNeeded, changing nothing) a store whose recovery plan
         is not empty: the abort marker, bytes after the last good record of the commit log (a
         torn record among them), segments after its end holding data, consume queue units past
@@ -191,51 +214,42 @@ class Store:
             raise UsageError(f"unknown store settings: {', '.join(sorted(unknown))}")
         config = StoreConfig(flush_disk_type=flush, dispatch=dispatch, **settings)
         root = pathlib.Path(path)
+        said = {"commit_log": commitlog_size, "consume_queue": cq_size, "index_slots": index_slots,
+                "index_entries": index_entries}
+        given = dataclasses.replace(sizes or GivenSizes(), **{k: v for k, v in said.items() if v is not None})
         if not writable:
             store = cls(root, False, config)
-            store._open_read_only(commitlog_size, cq_size, index_slots, index_entries)
+            store._open_read_only(given)
             return store
         store = cls(root, True, config)
         store._recovery_settings = recovery or RecoverySettings()
         store._keep_index = keep_index
         store._clock = clock or _wall_clock_ms
         store._wall_clock = clock is None  # _put_run then reads the clock inline
-        store._open_writable(commitlog_size, cq_size, index_slots, index_entries, store_host, recover, backup_dir)
+        store._open_writable(given, store_host, recover, backup_dir)
         return store
 
-    def _open_read_only(self, commitlog_size, cq_size, index_slots, index_entries) -> None:
+    def _open_read_only(self, given: GivenSizes) -> None:
         root = self.root
         if not root.exists():
             raise NotAStore("no store here", root)
         if not root.is_dir():
             raise NotAStore("not a directory", root)
-        self._infer_sizes(commitlog_size, cq_size, index_slots, index_entries)
+        self._infer_sizes(given)
 
-    def _infer_sizes(self, commitlog_size, cq_size, index_slots, index_entries) -> None:
+    def _infer_sizes(self, given: GivenSizes) -> None:
         c = self.config
-        queue = discover(self.paths.commitlog, required=False)
-        found = queue.mapped_file_size if queue.segments else None
-        c.mapped_file_size_commit_log = pick_size("commit log file size", commitlog_size, found,
-                                              DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG, self.paths.commitlog)
-        sizes = consume_queue_file_sizes(self.paths.consumequeue)
-        if len(sizes) > 1:
-            raise CorruptData(f"consume queue files of different sizes: {sorted(sizes)}", self.paths.consumequeue)
-        found_cq = sizes.pop() if sizes else None
-        given_cq = consume_queue_file_size(cq_size) if cq_size is not None else None
-        c.mapped_file_size_consume_queue = pick_size("consume queue file size", given_cq, found_cq,
-                                                 DEFAULT_CQ_FILE_SIZE, self.paths.consumequeue)
-        if c.mapped_file_size_consume_queue % CQ_STORE_UNIT_SIZE:
-            raise CorruptData(f"consume queue file size {c.mapped_file_size_consume_queue} is not a multiple of "
-                              f"{CQ_STORE_UNIT_SIZE}", self.paths.consumequeue)
-        c.max_hash_slot_num, c.max_index_num = index_sizes(self.paths.index, index_slots, index_entries)
+        self.sizes = s = store_sizes(self.root, given)
+        c.mapped_file_size_commit_log = s.commit_log.value
+        c.mapped_file_size_consume_queue = s.consume_queue.value
+        c.max_hash_slot_num, c.max_index_num = s.index_slots.value, s.index_entries.value
         if c.mapped_file_size_commit_log <= END_FILE_MIN_BLANK_LENGTH + 128:
-            if found is not None:  # the files say so: a truncated store, not a setting
-                raise CorruptData(f"commit log files of {found} bytes: too small to be the broker's",
-                                  queue.segments[0].path)
+            if s.commit_log.taken_from == "files":  # the files say so: a truncated store, not a setting
+                raise CorruptData(f"commit log files of {s.commit_log.value} bytes: too small to be the broker's",
+                                  s.commit_log.shown_by)
             raise UsageError(f"commit log file size {c.mapped_file_size_commit_log} is too small")
 
-    def _open_writable(self, commitlog_size, cq_size, index_slots, index_entries, store_host, recover,
-                       backup_dir) -> None:
+    def _open_writable(self, given: GivenSizes, store_host, recover, backup_dir) -> None:
         root = self.root
         if root.exists() and not root.is_dir():
             raise NotAStore("not a directory", root)
@@ -250,11 +264,11 @@ class Store:
         self._lock = StoreLock(self.paths.lock)
         if not self.paths.lock.exists() and not recover:
             # nobody holds a lock file that is not there: refuse before making one
-            self._infer_sizes(commitlog_size, cq_size, index_slots, index_entries)
+            self._infer_sizes(given)
             self._plan(recover)
         self._lock.acquire()
         try:
-            self._load(commitlog_size, cq_size, index_slots, index_entries, store_host, recover, backup_dir)
+            self._load(given, store_host, recover, backup_dir)
         except BaseException:
             self._abandon()
             raise
@@ -272,11 +286,15 @@ class Store:
             raise RecoveryNeeded(f"{first.id}: {first.message}{more}; the store needs recovery before it is "
                                  f"written: open it with recover (append --recover), which backs up every byte "
                                  f"it changes first", first.path, first.offset, plan=plan)
+        self.sizes.require(unknown_sizes(self.root, self.sizes, plan, self.config.message_index_enable), self.root)
         return plan
 
-    def _load(self, commitlog_size, cq_size, index_slots, index_entries, store_host, recover, backup_dir) -> None:
+    def _batch_topics(self, plan: RecoveryPlan) -> frozenset:
+        return plan_batch_topics(self.root, plan)
+
+    def _load(self, given: GivenSizes, store_host, recover, backup_dir) -> None:
         c = self.config
-        self._infer_sizes(commitlog_size, cq_size, index_slots, index_entries)
+        self._infer_sizes(given)
         plan = self._plan(recover)  # nothing has changed yet: a refusal leaves every byte and mtime
         self._put_lock = threading.Lock()
         self.delay_levels = DelayLevels(c.message_delay_level)
@@ -308,16 +326,12 @@ class Store:
                                   self.paths.commitlog)
 
         # consume queues and index, then what they are behind
-        # a 5.x store's batch topics dispatch into batchconsumequeue/ (ConsumeQueueStore holds both kinds):
-        # those the plan's 5.3 rules found (topics.json, batchconsumequeue/, INNER_BASE); a store the plan
-        # reads as 4.9 has none, as a 4.9 broker knows none
-        o = plan.outcome
-        batch = frozenset(batch_topics(self.root)) if o is None else frozenset(o.batch_topics)
+        # a 5.x store's batch topics dispatch into batchconsumequeue/ (ConsumeQueueStore holds both kinds)
+        batch = self._batch_topics(plan)
         self.batch_queues = None
         if batch:
-            self.batch_queues = BatchConsumeQueueTable(
-                self.paths.batch_consumequeue, queue_file_size(self.paths.batch_consumequeue, DEFAULT_BATCH_CQ_FILE_SIZE),
-                batch)
+            self.batch_queues = BatchConsumeQueueTable(self.paths.batch_consumequeue,
+                                                       self.sizes.batch_consume_queue.value, batch)
             self.batch_queues.load()
         self.consume_queues = ConsumeQueueTable(self.paths.consumequeue, c.mapped_file_size_consume_queue,
                                                 self.batch_queues)

@@ -1,82 +1,242 @@
-"""The sizes an existing store was written with, read off its files.
+"""The sizes a store was written with: what its files show, else what the operator gave
+(options, or the broker's own config file), else the broker's defaults, each with where it
+came from.
 
-The broker keeps commit log, consume queue and index file sizes in its config, not in
-the store; an engine appending to a store must use the same ones. Sizes given by the
-caller must agree with what the files show.
+The broker keeps commit log, consume queue and index file sizes in its config, not in the
+store; whatever writes into a store must use the same ones, or the broker reads slots and
+units at the wrong places. :func:`store_sizes` is the one place they are worked out (the
+engine's writable open, ``append``, ``recover`` and ``redispatch`` all ask it). Sizes given
+must agree with what the files show. A size that nothing shows and nobody gave is the
+broker's default only by assumption: :meth:`StoreSizes.unknown` names those a write would
+use, and writers refuse them unless told ``assume_defaults``.
 """
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 
+from rmqtool.engine.cq_writer import consume_queue_file_size
 from rmqtool.errors import CorruptData, UsageError
+from rmqtool.formats.broker_conf import (MAPPED_FILE_SIZE_COMMIT_LOG, MAPPED_FILE_SIZE_CONSUME_QUEUE,
+                                         MAPPER_FILE_SIZE_BATCH_CONSUME_QUEUE, MAX_HASH_SLOT_NUM, MAX_INDEX_NUM)
+from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, DEFAULT_BATCH_CQ_FILE_SIZE, DEFAULT_CQ_FILE_SIZE
 from rmqtool.formats.indexfile import (DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, default_geometry,
                                        hash_slot_num_for, index_file_size, index_num_for)
 from rmqtool.store import paths
+from rmqtool.store.broker_conf import BrokerConfig
 from rmqtool.store.consumequeue import queue_directories
 from rmqtool.store.indexfile import index_file_paths, infer_index_geometry
-from rmqtool.store.segments import list_dir
+from rmqtool.store.segments import discover, list_dir
+
+DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG = 1024 * 1024 * 1024
+
+# where a size came from
+FILES = "files"  # the store's own files show it
+OPTION = "option"  # given on the command line (or to Store.open)
+BROKER_CONFIG = "broker-config"  # the broker's config file given
+DEFAULT = "default"  # nothing shows it: the broker's default, assumed
 
 
-def consume_queue_file_sizes(root: pathlib.Path) -> set[int]:
-    sizes = set()
+@dataclasses.dataclass(frozen=True, slots=True)
+class Size:
+    value: int
+    taken_from: str  # FILES, OPTION, BROKER_CONFIG or DEFAULT
+    shown_by: str  # the file, option or config line that shows it; for DEFAULT, why nothing does
+
+    def to_json(self) -> dict:
+        return {"value": self.value, "taken_from": self.taken_from, "shown_by": self.shown_by}
+
+
+@dataclasses.dataclass(frozen=True)
+class GivenSizes:
+    """What the operator said about the sizes (None: not said)."""
+    commit_log: int | None = None
+    consume_queue: int | None = None  # mappedFileSizeConsumeQueue as configured (rounded up as the broker does)
+    batch_consume_queue: int | None = None
+    index_slots: int | None = None
+    index_entries: int | None = None
+    broker_config: BrokerConfig | None = None
+    assume_defaults: bool = False  # a size nothing shows may be the broker's default
+
+
+# (StoreSizes field, JSON name (MessageStoreConfig's, snake_case), option that gives it)
+FIELDS = (("commit_log", "mapped_file_size_commit_log", "--commitlog-size"),
+          ("consume_queue", "mapped_file_size_consume_queue", "--cq-size"),
+          ("batch_consume_queue", "mapper_file_size_batch_consume_queue", "--batch-cq-size"),
+          ("index_slots", "max_hash_slot_num", "--index-slots"),
+          ("index_entries", "max_index_num", "--index-entries"))
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreSizes:
+    commit_log: Size
+    consume_queue: Size
+    batch_consume_queue: Size
+    index_slots: Size
+    index_entries: Size
+    assume_defaults: bool = False
+
+    def to_json(self) -> dict:
+        return {name: getattr(self, field).to_json() for field, name, _ in FIELDS}
+
+    def unknown(self, *, consume_queue: bool, index: bool, batch_consume_queue: bool) -> list[str]:
+        """The JSON names of the sizes a write of these kinds would use that nothing shows."""
+        wanted = {"consume_queue": consume_queue, "batch_consume_queue": batch_consume_queue,
+                  "index_slots": index, "index_entries": index}
+        return [name for field, name, _ in FIELDS if wanted.get(field) and getattr(self, field).taken_from == DEFAULT]
+
+    def refusal(self, unknown: list[str]) -> str | None:
+        """Why a write with these sizes is refused; None when none is unknown or defaults are assumed."""
+        if not unknown or self.assume_defaults:
+            return None
+        by_name = {name: (getattr(self, field), option) for field, name, option in FIELDS}
+        what = ", ".join(f"{name} ({by_name[name][0].value}, the broker's default)" for name in unknown)
+        options = " and ".join(by_name[name][1] for name in unknown)
+        return (f"nothing in the store shows {what}: files written with a size the broker was not configured "
+                f"for are read at the wrong places. Give {options}, or --broker-config FILE (the broker's "
+                f"broker.conf), or --assume-defaults if the broker runs with its defaults")
+
+    def require(self, unknown: list[str], where) -> None:
+        why = self.refusal(unknown)
+        if why is not None:
+            raise UsageError(why, where)
+
+
+def store_sizes(root: str | pathlib.Path, given: GivenSizes = GivenSizes()) -> StoreSizes:
+    """Every size of the store at ``root``: what its files show (another queue's files, the
+    index files' contents), which what is given must agree with; else the options; else the
+    broker config file; else the broker's default (``taken_from`` DEFAULT). Raises UsageError
+    when what is given contradicts the files or itself, CorruptData when the files disagree
+    among themselves."""
+    p = paths.StorePaths(root)
+    conf = given.broker_config
+
+    log = discover(p.commitlog, required=False)
+    found = (Size(log.mapped_file_size, FILES, str(log.segments[0].path))
+             if log.segments and log.mapped_file_size else None)
+    commit_log = _pick("commit log file size", found,
+                       _given(given.commit_log, "--commitlog-size", conf, MAPPED_FILE_SIZE_COMMIT_LOG,
+                              DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG),
+                       DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG, p.commitlog)
+
+    found = _queue_files_show(p.consumequeue)
+    if found is not None and found.value % CQ_STORE_UNIT_SIZE:
+        raise CorruptData(f"consume queue file size {found.value} is not a multiple of {CQ_STORE_UNIT_SIZE}",
+                          found.shown_by)
+    consume_queue = _pick("consume queue file size", found,
+                          _given(given.consume_queue, "--cq-size", conf, MAPPED_FILE_SIZE_CONSUME_QUEUE,
+                                 DEFAULT_CQ_FILE_SIZE, consume_queue_file_size),
+                          DEFAULT_CQ_FILE_SIZE, p.consumequeue)
+    batch = _pick("batch consume queue file size", _queue_files_show(p.batch_consumequeue),
+                  _given(given.batch_consume_queue, "--batch-cq-size", conf, MAPPER_FILE_SIZE_BATCH_CONSUME_QUEUE,
+                         DEFAULT_BATCH_CQ_FILE_SIZE),
+                  DEFAULT_BATCH_CQ_FILE_SIZE, p.batch_consumequeue)
+    slots, entries = index_geometry(
+        p.index, _given(given.index_slots, "--index-slots", conf, MAX_HASH_SLOT_NUM, DEFAULT_MAX_HASH_SLOT_NUM),
+        _given(given.index_entries, "--index-entries", conf, MAX_INDEX_NUM, DEFAULT_MAX_INDEX_NUM))
+    for size, least, what in ((consume_queue, CQ_STORE_UNIT_SIZE, "consume queue file size"),
+                              (batch, 1, "batch consume queue file size"), (slots, 1, "index slot count"),
+                              (entries, 2, "index entry count")):
+        if size.value < least:
+            raise UsageError(f"{what} {size.value} ({size.shown_by}): no broker writes a store with it")
+    return StoreSizes(commit_log, consume_queue, batch, slots, entries, given.assume_defaults)
+
+
+def _given(value: int | None, option: str, conf: BrokerConfig | None, key: str, default: int,
+           effective=lambda v: v) -> Size | None:
+    """What the option and the broker config say of one setting (``effective``: the
+    broker's getter); they must agree when both say it."""
+    said = Size(effective(value), OPTION, f"{option} {value}") if value is not None else None
+    setting = conf.int_setting(key, default) if conf is not None else None
+    if setting is None:
+        return said
+    from_conf = Size(effective(setting[0]), BROKER_CONFIG, setting[1])
+    if said is not None and said.value != from_conf.value:
+        raise UsageError(f"{said.shown_by} ({said.value} as the broker uses it) and {from_conf.shown_by} "
+                         f"({from_conf.value}) disagree")
+    return said or from_conf
+
+
+def _pick(name: str, found: Size | None, given: Size | None, default: int, where) -> Size:
+    if found is not None and given is not None and given.value != found.value:
+        raise UsageError(f"the store's {name} is {found.value} ({found.shown_by}), not {given.value} "
+                         f"({given.shown_by})", where)
+    return found or given or Size(default, DEFAULT, f"nothing in the store shows the {name}")
+
+
+def _queue_files_show(root: pathlib.Path) -> Size | None:
+    """The file size the queues under ``root`` (consumequeue/ or batchconsumequeue/) were
+    written with, as their first files show it; CorruptData when two queues disagree."""
+    seen: dict[int, str] = {}
+    for size, path in _first_queue_files(root):
+        seen.setdefault(size, path)
+        if len(seen) > 1:
+            raise CorruptData(f"queue files of different sizes: "
+                              f"{', '.join(f'{n} bytes ({p})' for n, p in sorted(seen.items()))}", root)
+    return next((Size(size, FILES, path) for size, path in seen.items()), None)
+
+
+def _first_queue_files(root: pathlib.Path):
+    """(size, path) of each queue's first file under ``root``."""
     for _topic, _queue_id, directory in queue_directories(root):
         first = next((e for e in list_dir(directory) if e.is_file() and paths.is_segment_name(e.name)), None)
         if first is not None:
-            sizes.add(first.stat().st_size)
-            if len(sizes) > 1:
-                break
+            yield first.stat().st_size, first.path
+
+
+def consume_queue_file_sizes(root: pathlib.Path) -> set[int]:
+    """The file sizes the first files of the queues under ``root`` show (salvage compares them)."""
+    sizes = set()
+    for size, _path in _first_queue_files(root):
+        sizes.add(size)
+        if len(sizes) > 1:
+            break
     return sizes
 
 
-def queue_file_size(root: pathlib.Path, default: int) -> int:
-    """The file size of the queues under ``root`` (consumequeue/ or batchconsumequeue/) as
-    their files show it; ``default`` when there are none."""
-    sizes = consume_queue_file_sizes(root)
-    return max(sizes) if sizes else default
-
-
-def index_sizes(directory: pathlib.Path, given_slots: int | None, given_entries: int | None) -> tuple[int, int]:
+def index_geometry(directory: pathlib.Path, slots: Size | None, entries: Size | None) -> tuple[Size, Size]:
     """(maxHashSlotNum, maxIndexNum) of the store's index files: what the contents of the
     newest file with entries show (the read side's inference), which settings given must
     agree with. When no file has entries: the settings given, the one left out worked out
-    from the files' size (the default 1:4 ratio when neither is given). The settings given
-    or the broker defaults when there are no index files."""
-    given = (given_slots or DEFAULT_MAX_HASH_SLOT_NUM, given_entries or DEFAULT_MAX_INDEX_NUM)
-    if not directory.is_dir():
-        return given
-    files = [(p.name, p.stat().st_size) for p in index_file_paths(directory)]
+    from the files' size; with neither given, the size split in the broker's default 1:4
+    ratio (an assumption: taken_from DEFAULT). The settings given, or the broker's defaults,
+    when there are no index files."""
+    files = [(path, path.stat().st_size) for path in index_file_paths(directory)]
     if not files:
-        return given
+        why = "no index file shows"
+        return (slots or Size(DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT, f"{why} the index slot count"),
+                entries or Size(DEFAULT_MAX_INDEX_NUM, DEFAULT, f"{why} the index entry count"))
     sizes = {size for _, size in files}
     if len(sizes) > 1:
         raise CorruptData(f"index files of different sizes: {sorted(sizes)}", directory)
     size = sizes.pop()
-    for name, _ in reversed(files):
-        found = infer_index_geometry(directory / name)
+    for path, _ in reversed(files):
+        found = infer_index_geometry(path)
         if found is not None:
-            return _agree(found, given_slots, given_entries, directory)
-    if given_slots is not None:
-        guess = (given_slots, given_entries if given_entries is not None else index_num_for(size, given_slots))
-    elif given_entries is not None:
-        guess = (hash_slot_num_for(size, given_entries), given_entries)
+            return (_pick("index slot count", Size(found[0], FILES, str(path)), slots, 0, directory),
+                    _pick("index entry count", Size(found[1], FILES, str(path)), entries, 0, directory))
+    shown_by = f"the size of {files[-1][0]} ({size} bytes, no entries)"
+    if slots is not None:
+        count = entries.value if entries is not None else index_num_for(size, slots.value)
+        guess = (slots, entries or Size(count or 0, FILES, f"{shown_by} with {slots.shown_by}"))
+    elif entries is not None:
+        guess = (Size(hash_slot_num_for(size, entries.value) or 0, FILES, f"{shown_by} with {entries.shown_by}"),
+                 entries)
     else:
-        guess = default_geometry(size) or (None, None)
-    if None in guess or index_file_size(*guess) != size:
-        what = ("the default 1:4 slot/entry ratio" if given_slots is None and given_entries is None
-                else f"{guess[0]} slots and {guess[1]} entries")
+        ratio = default_geometry(size) or (0, 0)
+        why = f"{shown_by} split in the broker's default 1:4 slot/entry ratio"
+        guess = (Size(ratio[0], DEFAULT, why), Size(ratio[1], DEFAULT, why))
+    if not guess[0].value or not guess[1].value or index_file_size(guess[0].value, guess[1].value) != size:
+        what = ("the default 1:4 slot/entry ratio" if slots is None and entries is None
+                else f"{guess[0].value} slots and {guess[1].value} entries")
         raise UsageError(f"index files of {size} bytes, none with entries to tell their slot and entry "
                          f"counts, cannot hold {what}: give both", directory)
     return guess
 
 
-def _agree(found: tuple[int, int], given_slots, given_entries, where) -> tuple[int, int]:
-    for name, g, f in (("index slot count", given_slots, found[0]), ("index entry count", given_entries, found[1])):
-        if g is not None and g != f:
-            raise UsageError(f"the store's {name} is {f}, not {g}", where)
-    return found
-
-
-def pick_size(name: str, given: int | None, found: int | None, default: int, where) -> int:
-    if found is not None and given is not None and given != found:
-        raise UsageError(f"the store's {name} is {found}, not {given}", where)
-    return found if found is not None else (given if given is not None else default)
+def index_sizes(directory: pathlib.Path, given_slots: int | None, given_entries: int | None) -> tuple[int, int]:
+    """:func:`index_geometry`'s values, for settings given as plain numbers (or None)."""
+    slots, entries = index_geometry(
+        directory, Size(given_slots, OPTION, f"--index-slots {given_slots}") if given_slots is not None else None,
+        Size(given_entries, OPTION, f"--index-entries {given_entries}") if given_entries is not None else None)
+    return slots.value, entries.value

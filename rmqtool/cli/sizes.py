@@ -1,0 +1,65 @@
+"""The store size options, one definition for every command that writes files (append,
+recover, redispatch), and how they become the engine's GivenSizes.
+
+A size comes from what the store's files show first; these options (or the broker's own
+config file) say it when nothing does, and must agree with the files when something does.
+"""
+from __future__ import annotations
+
+import pathlib
+from typing import Annotated, Optional
+
+import typer
+
+_WHEN = "Default: what the store's files show, else --broker-config's"
+
+CqSize = Annotated[Optional[int], typer.Option(
+    "--cq-size", min=20, metavar="BYTES",
+    help=f"Consume queue file size (mappedFileSizeConsumeQueue; rounded up to 20-byte units, as the broker "
+         f"does). {_WHEN}, else 6000000.")]
+BatchCqSize = Annotated[Optional[int], typer.Option(
+    "--batch-cq-size", min=46, metavar="BYTES",
+    help=f"5.x batch consume queue file size (mapperFileSizeBatchConsumeQueue). {_WHEN}, else 13800000.")]
+IndexSlots = Annotated[Optional[int], typer.Option(
+    "--index-slots", min=1, help=f"Hash slots per index file (maxHashSlotNum). {_WHEN}, else 5000000.")]
+IndexEntries = Annotated[Optional[int], typer.Option(
+    "--index-entries", min=2, help=f"Entries per index file (maxIndexNum). {_WHEN}, else 20000000.")]
+BrokerConfigFile = Annotated[Optional[pathlib.Path], typer.Option(
+    "--broker-config", metavar="FILE",
+    help="The broker's own config file (broker.conf, as given to mqbroker -c): the sizes it sets "
+         "(mappedFileSizeCommitLog, mappedFileSizeConsumeQueue, mapperFileSizeBatchConsumeQueue, maxHashSlotNum, "
+         "maxIndexNum) where the store's files do not show them.")]
+AssumeDefaults = Annotated[bool, typer.Option(
+    "--assume-defaults",
+    help="Write files whose size nothing shows in the broker's default size (without it, such a write is "
+         "refused: a broker configured otherwise would read them at the wrong places).")]
+
+
+def given_sizes(*, cq_size: int | None = None, batch_cq_size: int | None = None, index_slots: int | None = None,
+                index_entries: int | None = None, broker_config: pathlib.Path | None = None,
+                assume_defaults: bool = False, commitlog_size: int | None = None):
+    """The options as the engine's GivenSizes (the broker config file read here: a bad one
+    is refused before anything else)."""
+    from rmqtool.engine.store_sizes import GivenSizes  # the engine loads only for a command that writes
+    from rmqtool.store.broker_conf import read_broker_config
+
+    conf = read_broker_config(broker_config) if broker_config is not None else None
+    return GivenSizes(commit_log=commitlog_size, consume_queue=cq_size, batch_consume_queue=batch_cq_size,
+                      index_slots=index_slots, index_entries=index_entries, broker_config=conf,
+                      assume_defaults=assume_defaults)
+
+
+def size_lines(sizes, unknown: list[str]) -> list[str]:
+    """The plan's table lines about sizes: those given or assumed, and where each comes from
+    (sizes the store's files show go without saying), then why --apply refuses, if it does."""
+    said = []
+    for name, s in sizes.to_json().items():
+        if s["taken_from"] in ("option", "broker-config"):
+            said.append(f"{name} {s['value']} ({s['shown_by']})")
+        elif name in unknown:
+            said.append(f"{name} {s['value']}: the broker's default, {s['shown_by']}")
+    lines = [f"files are written with {'; '.join(said)}"] if said else []
+    why = sizes.refusal(unknown)
+    if why:
+        lines.append(f"--apply refuses: {why}")
+    return lines

@@ -1,0 +1,55 @@
+"""A broker config file given by the operator (``--broker-config FILE``): the store sizes
+the broker reads from it (MessageStoreConfig's settings), as BrokerStartup reads them.
+Read-only; the text is parsed by rmqtool.formats.broker_conf.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+
+from rmqtool.errors import FormatError, NotAStore, StoreAccessError, StoreNotFound
+from rmqtool.formats.broker_conf import java_parse_int, parse_properties
+
+MAX_BROKER_CONFIG_SIZE = 16 << 20  # a broker.conf is a page of settings; anything this big is not one
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokerConfig:
+    path: str
+    settings: dict[str, str]  # every key as Properties.load read it
+
+    def int_setting(self, name: str, default: int) -> tuple[int, str] | None:
+        """(the value the broker runs with, what says so) of an int setting the file names;
+        None when it does not name it. A value Integer.parseInt refuses is skipped by
+        properties2Object: the broker keeps ``default``, and the reason says so."""
+        if name not in self.settings:
+            return None
+        raw = self.settings[name]
+        value = java_parse_int(raw)
+        if value is None:
+            return default, (f"{self.path}: {name}={raw!r} is no int to Integer.parseInt, which the broker "
+                             f"skips without a word: it keeps its default {default}")
+        return value, f"{self.path}: {name}={value}"
+
+
+def read_broker_config(path: str | os.PathLike) -> BrokerConfig:
+    """The broker config file at ``path``; errors name it (StoreNotFound, StoreAccessError,
+    FormatError where the broker's own Properties.load would throw)."""
+    p = pathlib.Path(path)
+    try:
+        size = p.stat().st_size
+        if p.is_dir():
+            raise NotAStore("a directory, not a broker config file", p)
+        if size > MAX_BROKER_CONFIG_SIZE:
+            raise FormatError(f"{size} bytes: not a broker config file (more than {MAX_BROKER_CONFIG_SIZE})", p)
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise StoreNotFound("no such broker config file", p) from None
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read the broker config file ({exc.strerror})", p) from None
+    try:
+        settings = parse_properties(data)
+    except FormatError as exc:
+        raise FormatError(exc.message, p) from None
+    return BrokerConfig(str(p), settings)

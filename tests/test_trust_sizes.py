@@ -1,0 +1,355 @@
+"""Issue 20 item 7: sizes nobody can read any more.
+
+A store written in small sizes (the engine, 3,000-byte consume queue files, 777 slots and
+3,333 entries an index file) loses its index/ or every consume queue: recover --apply,
+redispatch and append must write the files again in the store's sizes, taken from what the
+store still shows (another queue's files, an index file) or from what the operator gives
+(--cq-size, --index-slots/--index-entries, --broker-config); a size that can only be the
+broker's default is said in the plan and --apply refuses it until given or --assume-defaults.
+Expected sizes are the engine's own files before the damage, read back by the read side.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import V4, V5, load_truth
+from rmqtool.cli.app import app
+from rmqtool.engine import encoder as enc
+from rmqtool.engine.store import Store
+from rmqtool.errors import ExitCode
+from rmqtool.formats.broker_conf import java_parse_int, parse_properties
+from rmqtool.formats.consumequeue import DEFAULT_CQ_FILE_SIZE
+from rmqtool.formats.indexfile import index_file_size
+from rmqtool.query.by_key import query_by_key
+from rmqtool.store.consumequeue import queue_directories
+from rmqtool.store.indexfile import IndexFile, index_file_paths
+
+CQ_FILE = 3000  # 150 units
+SLOTS, ENTRIES = 777, 3333
+SIZES = dict(commitlog_size=64 * 1024, cq_size=CQ_FILE, index_slots=SLOTS, index_entries=ENTRIES)
+CLOCK = 1_700_000_000_000
+runner = CliRunner()
+
+
+def _run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def _build(root: pathlib.Path, n: int = 1200) -> pathlib.Path:
+    """n keyed messages over two topics and three queues, closed cleanly: queues of
+    several 3,000-byte files and index files of 777 slots / 3,333 entries."""
+    now = [CLOCK]
+
+    def clock():
+        now[0] += 1
+        return now[0]
+
+    with Store.open(root, writable=True, clock=clock, **SIZES) as s:
+        s.append_many([enc.producer_message(f"T{i % 2}", b"x" * 40, keys=f"k{i}", queue_id=i % 3,
+                                            born_timestamp=CLOCK) for i in range(n)])
+    return root
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> pathlib.Path:
+    return _build(tmp_path_factory.mktemp("built") / "store")
+
+
+@pytest.fixture
+def store(built, tmp_path) -> pathlib.Path:
+    return pathlib.Path(shutil.copytree(built, tmp_path / "store"))
+
+
+def _tree(root: pathlib.Path, under: str = "") -> dict:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted((root / under).rglob("*")) if p.is_file()}
+
+
+def _queue_files(root: pathlib.Path) -> dict:
+    return {str(p.relative_to(root)): p.stat().st_size
+            for _t, _q, d in queue_directories(root / "consumequeue") for p in sorted(d.iterdir())}
+
+
+def test_the_built_store_is_what_the_tests_say(built):
+    sizes = set(_queue_files(built).values())
+    assert sizes == {CQ_FILE} and len(_queue_files(built)) == 12
+    paths = index_file_paths(built / "index")
+    assert paths and {p.stat().st_size for p in paths} == {index_file_size(SLOTS, ENTRIES)}
+    with IndexFile(paths[0]) as f:  # the read side infers the geometry from the entries
+        assert (f.hash_slot_num, f.index_num) == (SLOTS, ENTRIES)
+
+
+# --- index/ gone ---------------------------------------------------------------------------
+
+def test_index_gone_the_plan_says_default_and_apply_refuses(store):
+    shutil.rmtree(store / "index")
+    (store / "abort").touch()  # an abnormal start dispatches again from the first file: an index gets written
+    before = _tree(store)
+    r = _run("recover", store, "-f", "json")
+    doc = json.loads(r.stdout)
+    assert doc["sizes"]["max_hash_slot_num"]["taken_from"] == "default"
+    assert doc["sizes"]["max_index_num"]["taken_from"] == "default"
+    assert doc["sizes"]["max_hash_slot_num"]["value"] == 5_000_000
+    assert doc["sizes"]["mapped_file_size_consume_queue"] == {"value": CQ_FILE, "taken_from": "files",
+                                                              "shown_by": doc["sizes"]["mapped_file_size_consume_queue"]["shown_by"]}
+    assert doc["sizes_unknown"] == ["max_hash_slot_num", "max_index_num"]
+    table = _run("recover", store).stdout
+    assert "max_hash_slot_num 5000000: the broker's default" in table and "--apply refuses" in table
+    r = _run("recover", store, "--apply", "--backup-dir", store.parent / "b")
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert "--index-slots" in r.stderr and "--assume-defaults" in r.stderr and "Traceback" not in r.stderr
+    assert _tree(store) == before and not (store / "index").exists() and not (store.parent / "b").exists()
+
+
+def test_index_gone_redispatch_refuses_the_default_geometry(store):
+    shutil.rmtree(store / "index")
+    before = _tree(store)
+    r = _run("redispatch", store, "--index", "-f", "json")
+    assert r.exit_code == ExitCode.CORRUPT
+    doc = json.loads(r.stdout)
+    assert doc["sizes_unknown"] == ["max_hash_slot_num", "max_index_num"]
+    r = _run("redispatch", store, "--index", "--apply", "--backup-dir", store.parent / "b")
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert "--index-entries" in r.stderr and "Traceback" not in r.stderr
+    assert _tree(store) == before
+
+
+def _keys_answer(root: pathlib.Path, n: int = 1200) -> None:
+    for i in (0, n // 2, n - 1):
+        found = query_by_key(root, f"k{i}", topic=f"T{i % 2}", index_only=True)
+        assert len(found.messages) == 1 and found.used_index, i
+
+
+def _index_geometry(root: pathlib.Path) -> set:
+    out = set()
+    for p in index_file_paths(root / "index"):
+        assert p.stat().st_size == index_file_size(SLOTS, ENTRIES)
+        with IndexFile(p) as f:
+            out.add((f.hash_slot_num, f.index_num))
+    return out
+
+
+def test_index_options_rebuild_files_of_the_stores_geometry(store, tmp_path):
+    shutil.rmtree(store / "index")
+    (store / "abort").touch()
+    r = _run("recover", store, "--apply", "--index-slots", SLOTS, "--index-entries", ENTRIES,
+             "--backup-dir", tmp_path / "b", "-f", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["sizes"]["max_hash_slot_num"] == {"value": SLOTS, "taken_from": "option", "shown_by": f"--index-slots {SLOTS}"}
+    assert doc["sizes_unknown"] == []
+    assert _index_geometry(store) == {(SLOTS, ENTRIES)}
+    _keys_answer(store)
+
+
+def test_redispatch_index_with_the_options_rebuilds_the_same_files(built, store, tmp_path):
+    shutil.rmtree(store / "index")
+    r = _run("redispatch", store, "--index", "--apply", "--index-slots", SLOTS, "--index-entries", ENTRIES,
+             "--backup-dir", tmp_path / "b")
+    assert r.exit_code == 0, r.output
+    assert _index_geometry(store) == {(SLOTS, ENTRIES)}
+    _keys_answer(store)
+
+
+def test_a_broker_config_gives_the_index_geometry(store, tmp_path):
+    shutil.rmtree(store / "index")
+    (store / "abort").touch()
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"# the broker's own file\nbrokerName = broker-a\nmaxHashSlotNum = {SLOTS}\n"
+                    f"maxIndexNum:{ENTRIES // 10}\\\n    {ENTRIES % 10}\n", encoding="latin-1")
+    r = _run("recover", store, "--apply", "--broker-config", conf, "--backup-dir", tmp_path / "b", "-f", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["sizes"]["max_index_num"]["taken_from"] == "broker-config"
+    assert str(conf) in doc["sizes"]["max_index_num"]["shown_by"]
+    assert _index_geometry(store) == {(SLOTS, ENTRIES)}
+    _keys_answer(store)
+
+
+def test_geometry_comes_from_a_surviving_index_file(tmp_path):
+    root = _build(tmp_path / "store", n=1800)  # two entries a message: a second index file
+    files = index_file_paths(root / "index")
+    assert len(files) == 2
+    original = files[-1].read_bytes()
+    files[-1].unlink()
+    r = _run("redispatch", root, "--index", "-f", "json")
+    doc = json.loads(r.stdout)
+    assert doc["sizes"]["max_hash_slot_num"] == {"value": SLOTS, "taken_from": "files", "shown_by": str(files[0])}
+    assert doc["sizes_unknown"] == []
+    r = _run("redispatch", root, "--index", "--apply", "--backup-dir", tmp_path / "b")
+    assert r.exit_code == 0, r.output
+    assert _index_geometry(root) == {(SLOTS, ENTRIES)}
+    assert index_file_paths(root / "index")[-1].read_bytes() == original
+
+
+def test_given_sizes_must_agree_with_the_files(store, tmp_path):
+    before = _tree(store)
+    r = _run("redispatch", store, "--index-slots", SLOTS + 1, "--index-entries", ENTRIES, "--apply")
+    assert r.exit_code == ExitCode.USAGE and f"is {SLOTS}" in r.stderr
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mappedFileSizeConsumeQueue=6000000\n")
+    r = _run("recover", store, "--apply", "--broker-config", conf)
+    assert r.exit_code == ExitCode.USAGE and str(conf) in r.stderr and "Traceback" not in r.stderr
+    r = _run("recover", store, "--broker-config", tmp_path / "missing.conf")
+    assert r.exit_code == ExitCode.OPERATIONAL and "missing.conf" in r.stderr
+    assert _tree(store) == before
+
+
+# --- every consume queue gone --------------------------------------------------------------
+
+def test_queues_gone_redispatch_refuses_the_default_size(store):
+    shutil.rmtree(store / "consumequeue")
+    before = _tree(store)
+    r = _run("redispatch", store, "--cq", "-f", "json")
+    doc = json.loads(r.stdout)
+    assert doc["sizes"]["mapped_file_size_consume_queue"]["taken_from"] == "default"
+    assert doc["sizes_unknown"] == ["mapped_file_size_consume_queue"]
+    r = _run("redispatch", store, "--cq", "--apply", "--backup-dir", store.parent / "b")
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert "--cq-size" in r.stderr and "Traceback" not in r.stderr
+    assert _tree(store) == before
+
+
+@pytest.mark.parametrize("how", ["option", "broker-config"])
+def test_queues_gone_come_back_in_the_stores_size(built, store, tmp_path, how):
+    shutil.rmtree(store / "consumequeue")
+    if how == "option":
+        given = ["--cq-size", CQ_FILE]
+    else:  # the broker rounds mappedFileSizeConsumeQueue up to whole 20-byte units
+        conf = tmp_path / "broker.conf"
+        conf.write_text(f"mappedFileSizeConsumeQueue={CQ_FILE - 19}\n")
+        given = ["--broker-config", conf]
+    r = _run("redispatch", store, "--cq", "--apply", *given, "--backup-dir", tmp_path / "b", "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["sizes"]["mapped_file_size_consume_queue"]["value"] == CQ_FILE
+    assert _queue_files(store) == _queue_files(built)
+    assert _tree(store, "consumequeue") == _tree(built, "consumequeue")
+    with Store.open(store) as s, Store.open(built) as b:  # the read side finds every queue's end
+        assert s.queue_offsets() == b.queue_offsets()
+
+
+def test_assume_defaults_writes_the_brokers_default_size(store, tmp_path):
+    shutil.rmtree(store / "consumequeue")
+    r = _run("redispatch", store, "--cq", "--apply", "--assume-defaults", "--backup-dir", tmp_path / "b")
+    assert r.exit_code == 0, r.output
+    assert set(_queue_files(store).values()) == {DEFAULT_CQ_FILE_SIZE}
+
+
+def test_a_surviving_queue_gives_the_size(built, store, tmp_path):
+    shutil.rmtree(store / "consumequeue" / "T0")
+    r = _run("redispatch", store, "--cq", "-f", "json")
+    size = json.loads(r.stdout)["sizes"]["mapped_file_size_consume_queue"]
+    assert size["value"] == CQ_FILE and size["taken_from"] == "files" and "/T1/" in size["shown_by"]
+    r = _run("redispatch", store, "--cq", "--apply", "--backup-dir", tmp_path / "b")
+    assert r.exit_code == 0, r.output
+    assert _tree(store, "consumequeue") == _tree(built, "consumequeue")
+
+
+def test_recover_with_every_queue_gone_refuses_then_applies_with_the_size(built, store, tmp_path):
+    shutil.rmtree(store / "consumequeue")
+    (store / "abort").touch()
+    before = _tree(store)
+    r = _run("recover", store, "--apply", "--backup-dir", tmp_path / "b")
+    assert r.exit_code == ExitCode.USAGE and "--cq-size" in r.stderr
+    assert _tree(store) == before
+    r = _run("recover", store, "--apply", "--cq-size", CQ_FILE, "--backup-dir", tmp_path / "b")
+    assert r.exit_code == 0, r.output
+    assert _tree(store, "consumequeue") == _tree(built, "consumequeue")
+
+
+# --- append: the engine's writable open asks the same function -------------------------------
+
+def test_append_into_a_store_without_its_sizes_is_refused_until_given(store, tmp_path):
+    shutil.rmtree(store / "index")
+    shutil.rmtree(store / "consumequeue")
+    before = _tree(store)
+    r = _run("append", store, "-t", "T0", "--body", "late")
+    assert r.exit_code == ExitCode.USAGE and "--cq-size" in r.stderr and "--index-slots" in r.stderr
+    assert _tree(store) == before
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"mappedFileSizeConsumeQueue={CQ_FILE}\nmaxHashSlotNum={SLOTS}\nmaxIndexNum={ENTRIES}\n")
+    r = _run("append", store, "-t", "T0", "--body", "late", "--keys", "late-key", "--broker-config", conf)
+    assert r.exit_code == 0, r.output
+    assert set(_queue_files(store).values()) == {CQ_FILE}
+    assert _index_geometry(store) == {(SLOTS, ENTRIES)}
+    assert len(query_by_key(store, "late-key", topic="T0", index_only=True).messages) == 1
+
+
+def test_a_new_store_takes_the_defaults_or_the_broker_config(tmp_path):
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue={CQ_FILE}\n"
+                    f"maxHashSlotNum={SLOTS}\nmaxIndexNum={ENTRIES}\n")
+    r = _run("append", tmp_path / "new", "--create", "-t", "T", "--body", "b", "--broker-config", conf)
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "new" / "commitlog" / f"{0:020d}").stat().st_size == 65536
+    assert set(_queue_files(tmp_path / "new").values()) == {CQ_FILE}
+    assert _index_geometry(tmp_path / "new") == {(SLOTS, ENTRIES)}
+
+
+@pytest.mark.parametrize("base", [V4 / "crash", V4 / "crash-fast"], ids=lambda p: p.name)
+def test_the_index_a_4_9_8_broker_rebuilt_has_the_size_recover_gives_it(base, tmp_path):
+    """d-remove-index-dir: index/ gone from a store of a broker configured for 500 slots and
+    1,000 entries (not the default 1:4). The plan says the geometry is only the default and
+    --apply refuses; given the broker's own settings (truth.json, as a broker.conf), the
+    index files come out the size the broker's own rebuilt ones have (onDiskAfterShutdown)."""
+    truth = load_truth(base / "d-remove-index-dir" / "truth.json")
+    src = base / "d-remove-index-dir" / "input" / "store"
+    r = _run("recover", src, "-f", "json")
+    assert json.loads(r.stdout)["sizes_unknown"] == ["max_hash_slot_num", "max_index_num"]
+    out = tmp_path / "out"
+    assert _run("recover", src, "--apply", "--to", out).exit_code == ExitCode.USAGE and not out.exists()
+    conf = tmp_path / "broker.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in truth["messageStoreConfig"]["changedFromDefault"].items()))
+    r = _run("recover", src, "--apply", "--to", out, "--broker-config", conf)
+    assert r.exit_code == 0, r.output
+    brokers = {f["fileSize"] for f in truth["onDiskAfterShutdown"]["indexFiles"]}
+    assert {p.stat().st_size for p in index_file_paths(out / "index")} == brokers
+    settings = truth["messageStoreConfig"]["effectiveGetterValues"]
+    for p in index_file_paths(out / "index"):
+        with IndexFile(p) as f:
+            assert (f.hash_slot_num, f.index_num) == (settings["maxHashSlotNum"], settings["maxIndexNum"])
+
+
+# --- 5.x batch consume queues ----------------------------------------------------------------
+
+def test_batch_queues_gone_come_back_in_the_brokers_batch_size(tmp_path):
+    """fixtures/crash-made bcq-all-deleted-abnormal: batchconsumequeue/ gone from a store the
+    5.3.3 broker wrote with mapperFileSizeBatchConsumeQueue 736 (its truth.json)."""
+    config = load_truth(V5 / "batchcq" / "truth.json")["messageStoreConfig"]["changedFromDefault"]
+    store = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "crash-made" / "bcq-all-deleted-abnormal"
+    r = _run("recover", store / "input" / "store", "-f", "json")
+    doc = json.loads(r.stdout)
+    assert doc["sizes_unknown"] == ["mapper_file_size_batch_consume_queue"]
+    conf = tmp_path / "broker.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
+    out = tmp_path / "out"
+    r = _run("recover", store / "input" / "store", "--apply", "--to", out, "--broker-config", conf)
+    assert r.exit_code == 0, r.output
+    sizes = {p.stat().st_size for p in (out / "batchconsumequeue").rglob("*") if p.is_file()}
+    assert sizes == {config["mapperFileSizeBatchConsumeQueue"]}
+
+
+# --- the broker config file, as Properties.load and properties2Object read it ---------------------
+
+def test_properties_are_read_as_java_reads_them():
+    text = (b"# comment\n  ! another\n\nmaxIndexNum = 3333\nkey\\ with\\:colon : v\\u0041l\\tue\n"
+            b"multi=one \\\n     two\\\\\nspaced   value here  \nempty\nlast=x\\")
+    assert parse_properties(text) == {"maxIndexNum": "3333", "key with:colon": "vAl\tue", "multi": "one two\\",
+                                      "spaced": "value here  ", "empty": "", "last": "x"}
+    assert parse_properties(b"a=1\r\na=2\rb\xe9=\xff") == {"a": "2", "b\xe9": "\xff"}
+
+
+def test_an_int_the_broker_cannot_parse_leaves_its_default(tmp_path):
+    assert [java_parse_int(t) for t in ("3000", "+3000", "-1", "3000 ", "3_000", "0x10", "2147483648")] == \
+        [3000, 3000, -1, None, None, None, None]
+    from rmqtool.store.broker_conf import read_broker_config
+    conf = tmp_path / "broker.conf"
+    conf.write_text("maxHashSlotNum=777 \n")  # a trailing blank: Integer.parseInt throws, the broker keeps 5000000
+    value, why = read_broker_config(conf).int_setting("maxHashSlotNum", 5_000_000)
+    assert value == 5_000_000 and "default" in why

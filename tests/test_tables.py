@@ -9,6 +9,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import termios
 import fcntl
 import time
@@ -48,24 +49,28 @@ def _env() -> dict:
 
 def _in_tmux(args: list[str], width: int) -> list[str]:
     """The lines the command shows in a tmux window ``width`` columns wide, wrapped lines
-    joined back (capture-pane -J), so a line longer than ``width`` is a row that wrapped."""
+    joined back (capture-pane -J), so a line longer than ``width`` is a row that wrapped.
+    Each call runs its own tmux server on a private socket: a shared default server is
+    killed or busied by whatever else runs tmux on the machine."""
     session = f"rmqtool-test-{uuid.uuid4().hex[:8]}"
     done = f"__done_{session}__"
     cmd = " ".join([sys.executable, "-m", "rmqtool", *args]) + f" 2>/dev/null; echo {done}; sleep 60"
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", str(width), "-y", "50", cmd],
-                   env=_env(), check=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            out = subprocess.run(["tmux", "capture-pane", "-p", "-J", "-S", "-", "-t", session],
-                                 capture_output=True, text=True, check=True).stdout
-            if done in out or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert done in out, out
-        return out.split(done)[0].rstrip("\n").splitlines()
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    with tempfile.TemporaryDirectory(prefix="rmqtool-tmux-") as private:
+        tmux = ["tmux", "-f", os.devnull, "-S", os.path.join(private, "socket")]
+        subprocess.run([*tmux, "new-session", "-d", "-s", session, "-x", str(width), "-y", "50", cmd],
+                       env=_env(), check=True)
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                out = subprocess.run([*tmux, "capture-pane", "-p", "-J", "-S", "-", "-t", session],
+                                     capture_output=True, text=True, check=True).stdout
+                if done in out or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert done in out, out
+            return out.split(done)[0].rstrip("\n").splitlines()
+        finally:
+            subprocess.run([*tmux, "kill-server"], capture_output=True)
 
 
 def _in_pty(args: list[str], width: int) -> list[str]:

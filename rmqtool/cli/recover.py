@@ -67,11 +67,12 @@ def recover(
     if (to or backup_dir) and not apply:
         raise UsageError("--to and --backup-dir go with --apply")
     root = require_store(store)
-    settings = Settings(semantics=V5 if verify_prop_crc and semantics is None else semantics,
-                        from_checkpoint=from_checkpoint, check_crc=not no_check_crc,
+    settings = Settings(semantics=semantics, from_checkpoint=from_checkpoint, check_crc=not no_check_crc,
                         verify_prop_crc=verify_prop_crc)
     plan = plan_recovery(root, settings=settings, keep_index=keep_index)
     doc = plan.to_json()
+    if apply and plan.semantics_undecided:
+        raise UsageError(f"--apply needs --semantics: {plan.semantics_undecided}", root)
     if not apply:
         _show(doc, plan, fmt.value, render_document)
         if not plan.loadable or not plan.is_empty:
@@ -129,8 +130,10 @@ def _show(doc: dict, plan, fmt: str, render_document, applied: bool = False) -> 
 
 def _plan_lines(doc: dict, plan) -> list[str]:
     cl = doc.get("commit_log", {})
-    lines = [f"{doc['mode']} recovery ({doc['mode_reason']}); broker rules {doc['semantics']}: "
-             f"{doc['semantics_reason']}"]
+    rules = doc["semantics"] if doc.get("semantics_known", True) else f"{doc['semantics']} (not known)"
+    lines = [f"{doc['mode']} recovery ({doc['mode_reason']}); broker rules {rules}: {doc['semantics_reason']}"]
+    if doc.get("semantics_undecided"):
+        lines.append(f"--apply waits for --semantics: {doc['semantics_undecided']}")
     if not doc["loadable"]:
         lines.append(f"the broker would not load this store: {doc['reason']}")
         if doc.get("advice"):

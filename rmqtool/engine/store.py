@@ -248,7 +248,7 @@ class Store:
         except OSError as exc:
             raise StoreAccessError(f"cannot create the store directory ({exc.strerror})", root) from None
         self._lock = StoreLock(self.paths.lock)
-        if not self.paths.lock.exists() and not recover:
+        if not self.paths.lock.exists():
             # nobody holds a lock file that is not there: refuse before making one
             self._infer_sizes(commitlog_size, cq_size, index_slots, index_entries)
             self._plan(recover)
@@ -266,6 +266,8 @@ class Store:
                              settings=self._recovery_settings, keep_index=self._keep_index)
         if plan.refusal:
             raise CorruptData(plan.refusal, self.root)
+        if plan.semantics_undecided:  # which broker's recovery to follow is the operator's to say
+            raise UsageError(f"give the broker version's rules (--semantics): {plan.semantics_undecided}", self.root)
         if not plan.is_empty and not recover:
             first = plan.findings[0]
             more = f" (and {len(plan.findings) - 1} more)" if len(plan.findings) > 1 else ""

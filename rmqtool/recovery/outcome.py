@@ -316,16 +316,16 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
     return out
 
 
-def _detected(store_root, settings: Settings, *sizes, list_lost: bool) -> Outcome:
+def _detected(store_root, settings: Settings, *args, list_lost: bool) -> Outcome:
     """simulate with the rules the store shows (``semantics.detect_semantics``). When it does
     not say, both versions' starts are simulated: alike, either is the outcome; different,
     the 4.9 one is shown and ``semantics_undecided`` says why an apply must wait for the
     operator's --semantics."""
     paths = StorePaths(store_root)
-    found = detect_semantics(paths, discover(paths.commitlog, required=False, mapped_file_size=sizes[0]).segments)
+    found = detect_semantics(paths, discover(paths.commitlog, required=False, mapped_file_size=args[0]).segments)
 
     def run(semantics: str) -> Outcome:
-        return simulate(store_root, dataclasses.replace(settings, semantics=semantics), *sizes, list_lost=list_lost)
+        return simulate(store_root, dataclasses.replace(settings, semantics=semantics), *args, list_lost=list_lost)
 
     if settings.verify_prop_crc:  # forceVerifyPropCRC is a 5.3 setting: asking for it is asking for 5.3
         out = run(V5)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import zlib
 
-from .properties import NAME_VALUE_SEPARATOR, PROPERTY_CRC32, PROPERTY_SEPARATOR
+from .properties import NAME_VALUE_SEPARATOR, PROPERTY_CRC32, PROPERTY_SEPARATOR, delete_property
 
 JAVA_CRC_MASK = 0x7FFFFFFF  # UtilAll.crc32: crc32.getValue() & 0x7FFFFFFF
 
@@ -70,6 +70,12 @@ def crc32_property(crc: int) -> bytes:
     return CRC32_ENTRY_HEAD + crc32_property_digits(crc).encode("ascii") + CRC32_ENTRY_END
 
 
+def has_crc32_entry(properties_raw: bytes) -> bool:
+    """Whether a record's properties end with a ``__CRC32#`` entry (its digits may be damaged)."""
+    return (len(properties_raw) >= CRC32_RESERVED_LEN and properties_raw.endswith(CRC32_ENTRY_END)
+            and properties_raw[-CRC32_RESERVED_LEN:].startswith(CRC32_ENTRY_HEAD))
+
+
 def stored_record_crc(properties_raw: bytes) -> int | None:
     """The CRC in a record's trailing ``__CRC32#`` entry, or None when its properties do not
     end with one (4.x, or 5.x without enabledAppendPropCRC)."""
@@ -79,6 +85,29 @@ def stored_record_crc(properties_raw: bytes) -> int | None:
     if not tail.startswith(CRC32_ENTRY_HEAD):
         return None
     return crc32_from_digits(tail[_DIGITS_AT:_DIGITS_END].decode("ascii", "replace"))
+
+
+def reserve_crc32_entry(properties: bytes) -> bytes:
+    """A single message's properties as 5.3.3 stores them with enabledAppendPropCRC, before
+    doAppend fills the entry in: any ``__CRC32#`` entry it came with deleted
+    (asyncPutMessage's deleteProperty), a separator added when they do not end with one
+    (MessageExtEncoder's needAppendLastPropertySeparator; none to an empty string), then the
+    20 reserved bytes (zeros until :func:`fill_crc32_entry`)."""
+    if CRC32_ENTRY_HEAD[:-1] in properties:
+        properties = delete_property(properties, PROPERTY_CRC32)
+    if properties and not properties.endswith(CRC32_ENTRY_END):
+        properties += CRC32_ENTRY_END
+    return properties + bytes(CRC32_RESERVED_LEN)
+
+
+def fill_crc32_entry(buf, pos: int, size: int, start: bytes, crc32=zlib.crc32) -> None:
+    """doAppend's last step under enabledAppendPropCRC: the placed record at
+    ``buf[pos:pos + size]`` (queue offset, physical offset and store timestamp written) gets
+    the entry over its reserved last 20 bytes. ``start`` is its first 8 bytes (totalSize and
+    magic code), which a writer may put in place only after this: the CRC covers them too."""
+    end = pos + size - CRC32_RESERVED_LEN
+    crc = crc32(memoryview(buf)[pos + len(start):end], crc32(start))
+    buf[end:pos + size] = crc32_property(crc & JAVA_CRC_MASK)
 
 
 _DIGITS_AT = len(CRC32_ENTRY_HEAD)

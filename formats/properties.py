@@ -107,6 +107,35 @@ def properties_to_string(properties: dict[str, str], trailing_separator: bool = 
     return text
 
 
+def delete_property(text, name: str):
+    """MessageUtils.deleteProperty (5.x): ``text`` (str or bytes) without any ``name``
+    entry, where ``name`` starts the string or follows a separator and a name-value
+    separator follows it; the entry goes with its closing separator (one with none is cut
+    to the end)."""
+    sep, nv = PROPERTY_SEPARATOR, NAME_VALUE_SEPARATOR
+    if isinstance(text, (bytes, bytearray)):
+        name, sep, nv = name.encode(), sep.encode(), nv.encode()
+    out, kept_from, n = [], 0, len(name)
+    while True:
+        at, look = -1, kept_from
+        while True:
+            at = text.find(name, look)
+            if at == -1:
+                break
+            look = at + n
+            if (at == 0 or text[at - 1:at] == sep) and text[at + n:at + n + 1] == nv:
+                break
+        if at == -1:
+            out.append(text[kept_from:])
+            break
+        out.append(text[kept_from:at])
+        closing = text.find(sep, at + n + 1)
+        if closing == -1:
+            break
+        kept_from = closing + 1
+    return text[:0].join(out)
+
+
 def split_keys(keys: str | None) -> list[str]:
     """KEYS holds several keys separated by spaces (MessageConst.KEY_SEPARATOR)."""
     if not keys:

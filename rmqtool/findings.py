@@ -47,6 +47,8 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
                               "the log is cut there and all that follows is dropped"),
     "propertyCrcUnreadable": (Severity.ERROR, "properties end like a __CRC32# entry whose name or digits are damaged"),
     "propertyCrcMissing": (Severity.ERROR, "a record without a __CRC32# entry between records that carry one"),
+    "propertyCrcMissingAtEnd": (Severity.WARNING, "records without a __CRC32# entry after the last that carries "
+                                "one: a broker with forceVerifyPropCRC cuts the log at the first of them"),
     "queueOffsetGap": (Severity.ERROR, "a topic-queue's queue offsets skip ahead between two records"),
     "queueOffsetRepeat": (Severity.ERROR, "a topic-queue's queue offset repeats or goes back"),
     "storeTimestampBackwards": (Severity.INFO, "a record stored earlier than the record before it (the clock stepped back)"),
@@ -136,6 +138,7 @@ RECOVERY_CUTS_COMMIT_LOG = "recoveryCutsCommitLog"
 STORE_NOT_LOADABLE = "storeNotLoadable"
 PROPERTY_CRC_UNREADABLE = "propertyCrcUnreadable"
 PROPERTY_CRC_MISSING = "propertyCrcMissing"
+PROPERTY_CRC_MISSING_AT_END = "propertyCrcMissingAtEnd"
 QUEUE_OFFSET_GAP = "queueOffsetGap"
 QUEUE_OFFSET_REPEAT = "queueOffsetRepeat"
 STORE_TIMESTAMP_BACKWARDS = "storeTimestampBackwards"
@@ -255,6 +258,9 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "bodyDecompressFailed": "The body is damaged or the sysFlag wrong: consumers cannot read it.",
     "propertyCrcUnreadable": "The record's CRC entry is damaged: treat the record as damaged.",
     "propertyCrcMissing": "The record's CRC entry was lost (damage): treat the record as damaged.",
+    "propertyCrcMissingAtEnd": ("Records written without the entry (enabledAppendPropCRC turned off, or a writer that "
+                                "leaves it out): with forceVerifyPropCRC the next start drops them all; salvage "
+                                "them first, or keep that setting off."),
     "queueOffsetGap": "Records are missing from the commit log (or were never written): compare with the queue.",
     "queueOffsetRepeat": "Two records share queue offsets: a copy or a replay; consumers may see duplicates.",
     "storeTimestampBackwards": "Nothing, unless time lookups matter: check the broker host's clock (NTP).",

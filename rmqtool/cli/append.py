@@ -73,12 +73,25 @@ def append(
                                  "(every byte changed is backed up beside the store first)."),
     create: bool = typer.Option(False, "--create", help="Make a new store when STORE holds none (without it, a "
                                 "mistyped path is refused rather than made into a store with 1 GiB segments)."),
+    semantics: Optional[str] = typer.Option(None, "--semantics", metavar="4.9|5.3",
+                                            help="The broker version's recovery rules for the store (default: "
+                                                 "detected from the store, as rmqtool recover does)."),
+    prop_crc: Optional[str] = typer.Option(None, "--prop-crc", metavar="on|off",
+                                           help="End each record with a __CRC32# entry, as a 5.x broker with "
+                                                "enabledAppendPropCRC (default: as the store's last record)."),
 ):
     """Append messages to a store (a new one with --create), as the 4.9.x broker writes them."""
     if not create and not (store / COMMITLOG_DIR).is_dir():
         raise StoreNotFound(f"no store here (no {COMMITLOG_DIR}/ directory): give --create to make a new one", store)
     if flush not in ("sync", "async"):
         raise UsageError(f"--flush must be sync or async, not {flush!r}")
+    if prop_crc not in (None, "on", "off"):
+        raise UsageError(f"--prop-crc takes on or off, not {prop_crc!r}")
+    from rmqtool.recovery.commitlog_walk import SEMANTICS
+    from rmqtool.recovery.outcome import Settings
+
+    if semantics is not None and semantics not in SEMANTICS:
+        raise UsageError(f"--semantics takes 4.9 or 5.3, not {semantics!r}")
     if from_jsonl is not None:
         if topic or body is not None or body_file or tags or keys or prop or delay_level:
             raise UsageError("--from-jsonl takes the messages from the file: leave out --topic, --body, "
@@ -101,7 +114,9 @@ def append(
     sizes = given_sizes(commitlog_size=commitlog_size, cq_size=cq_size, batch_cq_size=batch_cq_size,
                         index_slots=index_slots, index_entries=index_entries, broker_config=broker_config,
                         assume_defaults=assume_defaults)
-    with _open(store, recover, flush=flush, sizes=sizes, store_host=store_host) as s, \
+    with _open(store, recover, flush=flush, sizes=sizes, store_host=store_host,
+               recovery=Settings(semantics=semantics),
+               enabled_append_prop_crc=None if prop_crc is None else prop_crc == "on") as s, \
             Sink(fmt.value, kind="appended", single=from_jsonl is None) as sink:
         for results in _in_chunks(s, source, progress_enabled(progress) and from_jsonl is not None):
             for r in results:
@@ -133,6 +148,9 @@ def _open(store: pathlib.Path, recover: bool, **options) -> Store:
         r = s.recovery
         print(f"rmqtool: recovered: zeroed {r.bytes_zeroed} bytes, deleted {r.files_deleted} files; the backup "
               f"is in {r.backup_dir} (rmqtool undo {shlex.quote(str(r.backup_dir))} puts it back)", file=sys.stderr)
+    if s.prop_crc:
+        print(f"rmqtool: each record ends with a __CRC32# entry: {s.prop_crc_reason} (--prop-crc off leaves it out)",
+              file=sys.stderr)
     return s
 
 

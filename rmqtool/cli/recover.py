@@ -82,11 +82,12 @@ def recover(
     root = require_store(store)
     given = given_sizes(cq_size=cq_size, batch_cq_size=batch_cq_size, index_slots=index_slots,
                         index_entries=index_entries, broker_config=broker_config, assume_defaults=assume_defaults)
-    settings = Settings(semantics=V5 if verify_prop_crc and semantics is None else semantics,
-                        from_checkpoint=from_checkpoint, check_crc=not no_check_crc,
+    settings = Settings(semantics=semantics, from_checkpoint=from_checkpoint, check_crc=not no_check_crc,
                         verify_prop_crc=verify_prop_crc)
     plan = plan_recovery(root, settings=settings, keep_index=keep_index)
     doc = plan.to_json()
+    if apply and plan.semantics_undecided:
+        raise UsageError(f"--apply needs --semantics: {plan.semantics_undecided}", root)
     sizes = None
     if plan.loadable:  # an unloadable store's files may disagree in size: the plan says why
         sizes = store_sizes(root, given)
@@ -157,8 +158,10 @@ def _show(doc: dict, plan, fmt: str, render_document, applied: bool = False, siz
 
 def _plan_lines(doc: dict, plan) -> list[str]:
     cl = doc.get("commit_log", {})
-    lines = [f"{doc['mode']} recovery ({doc['mode_reason']}); broker rules {doc['semantics']}: "
-             f"{doc['semantics_reason']}"]
+    rules = doc["semantics"] if doc.get("semantics_known", True) else f"{doc['semantics']} (not known)"
+    lines = [f"{doc['mode']} recovery ({doc['mode_reason']}); broker rules {rules}: {doc['semantics_reason']}"]
+    if doc.get("semantics_undecided"):
+        lines.append(f"--apply waits for --semantics: {doc['semantics_undecided']}")
     if not doc["loadable"]:
         lines.append(f"the broker would not load this store: {doc['reason']}")
         if doc.get("advice"):

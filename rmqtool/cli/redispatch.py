@@ -78,6 +78,9 @@ def redispatch(
     recovery = plan_recovery(root)
     log_dir = StorePaths(root).commitlog
     cut = [f for f in recovery.findings if f.path and pathlib.Path(f.path).parent == log_dir]
+    if recovery.semantics_undecided:
+        raise UsageError(f"the store's end depends on the broker version ({recovery.semantics_undecided}); "
+                         f"run rmqtool recover with --semantics first", root)
     if recovery.refusal or cut:  # the log's end is not settled: dispatching would build on what recovery cuts
         why = recovery.refusal or f"{cut[0].id}: {cut[0].message}"
         raise UsageError(f"the store needs recovery first ({why}); run rmqtool recover", root)

@@ -39,7 +39,7 @@ from rmqtool.formats.batch import (BATCH_MESSAGE_BODY_CRC, BATCH_MESSAGE_MAGIC_C
 from rmqtool.formats.commitlog import (MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH_V1, MAX_TOPIC_LENGTH_V2,
                                        MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, PHYSICAL_OFFSET_AT, QUEUE_OFFSET_AT,
                                        STORE_TIMESTAMP_AT, MessageHosts, MessagePrefix, MessageTopic)
-from rmqtool.formats.crc import body_crc
+from rmqtool.formats.crc import CRC32_RESERVED_LEN, body_crc, fill_crc32_entry, reserve_crc32_entry
 from rmqtool.formats.derive import field_names, struct_format, struct_of
 from rmqtool.formats.indexfile import java_string_hash
 from rmqtool.formats.msgid import UniqKeyFixed, UniqKeyPerMessage
@@ -634,12 +634,13 @@ class PreparedRecord(tuple):
     gets_queue_offset = property(operator.itemgetter(13))  # prepared and rollback records: offset 0, no CQ unit
     magic_code = property(operator.itemgetter(14))
 
-    def write_into(self, buf, pos: int, queue_offset: int, physical_offset: int, store_timestamp: int) -> None:
-        write_record(buf, pos, self[2], self[14], self[5], queue_offset, physical_offset, store_timestamp)
+    def write_into(self, buf, pos: int, queue_offset: int, physical_offset: int, store_timestamp: int,
+                   prop_crc: bool = False) -> None:
+        write_record(buf, pos, self[2], self[14], self[5], queue_offset, physical_offset, store_timestamp, prop_crc)
 
-    def to_bytes(self, queue_offset: int, physical_offset: int, store_timestamp: int) -> bytes:
+    def to_bytes(self, queue_offset: int, physical_offset: int, store_timestamp: int, prop_crc: bool = False) -> bytes:
         out = bytearray(self[3])
-        self.write_into(out, 0, queue_offset, physical_offset, store_timestamp)
+        self.write_into(out, 0, queue_offset, physical_offset, store_timestamp, prop_crc)
         return bytes(out)
 
     @property
@@ -673,15 +674,18 @@ def prepared_record(topic: str, queue_id: int, record: bytes, sys_flag: int, sto
 
 
 def write_record(buf, pos: int, record: bytes, magic_code: int, store_timestamp_at: int, queue_offset: int,
-                 physical_offset: int, store_timestamp: int) -> None:
-    """Write a prepared record at ``buf[pos:]`` with its place and time. The record holds
-    zeros where totalSize and magic go; they are written last, so a process killed half way
-    leaves zeros where the record starts, not half a record. (One copy of the whole record:
-    slicing off its first 8 bytes would copy it twice.)"""
+                 physical_offset: int, store_timestamp: int, prop_crc: bool = False) -> None:
+    """Write a prepared record at ``buf[pos:]`` with its place and time (and, ``prop_crc``,
+    its ``__CRC32#`` entry over them). The record holds zeros where totalSize and magic go;
+    they are written last, so a process killed half way leaves zeros where the record
+    starts, not half a record. (One copy of the whole record: slicing off its first 8 bytes
+    would copy it twice.)"""
     size = len(record)
     buf[pos:pos + size] = record
     _QQ.pack_into(buf, pos + QUEUE_OFFSET_AT, queue_offset, physical_offset)
     _Q.pack_into(buf, pos + store_timestamp_at, store_timestamp)
+    if prop_crc:
+        fill_crc32_entry(buf, pos, size, _START.pack(size, magic_code), _fast_crc32)
     _START.pack_into(buf, pos, size, magic_code)
 
 
@@ -736,6 +740,8 @@ def _prepare_method(make, name: str, doc: str):
             prop = java_utf8(text)
         except AttributeError:  # bytes: a stored record's properties, written again as they were
             prop = text
+        if self.append_prop_crc:
+            prop = reserve_crc32_entry(prop)
         prop_len = len(prop)
         if prop_len > MAX_PROPERTIES_LENGTH:
             raise UsageError(f"properties are {prop_len} bytes, more than {MAX_PROPERTIES_LENGTH}")
@@ -784,6 +790,9 @@ class Encoder:
         self.max_body_size = max_message_size
         self.max_record_size = max_message_size + MAX_MESSAGE_SIZE_RESERVE
         self._topics: dict[str, tuple[int, bytes]] = {}
+        # 5.x enabledAppendPropCRC: each record ends with a __CRC32# entry (reserved here,
+        # filled by the writer once the record is placed: write_record's prop_crc)
+        self.append_prop_crc = False
 
     @property
     def store_host(self) -> Host:
@@ -902,9 +911,11 @@ class Encoder:
                 prop = inner + _CLUSTER_SEP + batch_prop
             else:
                 prop = inner + batch_prop
+            parsed = props.string_to_properties(prop.decode("utf-8", "replace"))
+            if self.append_prop_crc:  # the entry reserved after them, no separator added (the batch encode)
+                prop += bytes(CRC32_RESERVED_LEN)
             if len(prop) > MAX_PROPERTIES_LENGTH:
                 raise UsageError(f"batch message properties are {len(prop)} bytes, more than {MAX_PROPERTIES_LENGTH}")
-            parsed = props.string_to_properties(prop.decode("utf-8", "replace"))
             tags = parsed.get(props.PROPERTY_TAGS)
             total = head.size + len(body) + len(tpart) + PROPERTIES_LENGTH.size + len(prop)
             record = b"".join((head.pack(total, magic, body_crc(body, _fast_crc32), batch.queue_id,

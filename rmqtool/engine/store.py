@@ -28,7 +28,9 @@ import time
 from rmqtool.errors import CorruptData, NotAStore, RecoveryNeeded, StoreAccessError, UsageError
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, BlankRecord
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, DEFAULT_CQ_FILE_SIZE
+from rmqtool.formats.crc import fill_crc32_entry, has_crc32_entry
 from rmqtool.formats.derive import struct_of
+from rmqtool.store.crc import fast_crc32
 from rmqtool.formats.indexfile import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM
 from rmqtool.store import paths
 from rmqtool.engine.checkpoint_writer import CheckpointWriter
@@ -77,6 +79,7 @@ class StoreConfig:
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     message_index_enable: bool = True
+    enabled_append_prop_crc: bool | None = None  # 5.x: None, as the store's last record (a __CRC32# entry or not)
     dispatch: str = "inline"  # or "background" (a ReputMessageService thread)
 
 _tuple_new = tuple.__new__
@@ -161,6 +164,18 @@ def unknown_sizes(root: pathlib.Path, sizes: StoreSizes, plan: RecoveryPlan, ind
     if not discover(paths.StorePaths(root).commitlog, required=False).segments:
         return []
     return sizes.unknown(consume_queue=True, index=index, batch_consume_queue=bool(plan_batch_topics(root, plan)))
+
+
+def _prop_crc(asked: bool | None, last) -> tuple[bool, str]:
+    """Whether appended records get a ``__CRC32#`` entry (5.x enabledAppendPropCRC), and why:
+    as asked, else as the store's last record (a broker with forceVerifyPropCRC cuts the
+    log at the first record without one)."""
+    if asked is not None:
+        return asked, "as asked (--prop-crc)"
+    if last is not None and has_crc32_entry(last.properties_raw or b""):
+        return True, (f"the store's last record (commit log offset {last.commit_log_offset}) carries one, as a 5.x "
+                      f"broker with enabledAppendPropCRC writes them")
+    return False, ("the store's last record carries none" if last is not None else "the store holds no record")
 
 
 # --- the store ----------------------------------------------------------------------------------
@@ -262,7 +277,7 @@ class Store:
         except OSError as exc:
             raise StoreAccessError(f"cannot create the store directory ({exc.strerror})", root) from None
         self._lock = StoreLock(self.paths.lock)
-        if not self.paths.lock.exists() and not recover:
+        if not self.paths.lock.exists():
             # nobody holds a lock file that is not there: refuse before making one
             self._infer_sizes(given)
             self._plan(recover)
@@ -280,6 +295,8 @@ class Store:
                              settings=self._recovery_settings, keep_index=self._keep_index)
         if plan.refusal:
             raise CorruptData(plan.refusal, self.root)
+        if plan.semantics_undecided:  # which broker's recovery to follow is the operator's to say
+            raise UsageError(f"give the broker version's rules (--semantics): {plan.semantics_undecided}", self.root)
         if not plan.is_empty and not recover:
             first = plan.findings[0]
             more = f" (and {len(plan.findings) - 1} more)" if len(plan.findings) > 1 else ""
@@ -314,6 +331,8 @@ class Store:
         host = store_host if store_host is not None else (end.store_host or DEFAULT_STORE_HOST)
         self.store_host = as_host(host)
         self.encoder = Encoder(self.store_host, self.delay_levels, c.max_message_size)
+        self.prop_crc, self.prop_crc_reason = _prop_crc(c.enabled_append_prop_crc, end.last_message)
+        self.encoder.append_prop_crc = self.prop_crc
 
         self.checkpoint = CheckpointWriter(self.paths.checkpoint)
         self.allocator = AllocateMappedFileService()
@@ -452,7 +471,7 @@ class Store:
             mf = self._room_for(size, store_ts)
         pos = mf.wrote_position
         offset = mf.file_from_offset + pos
-        write_record(mf.mm, pos, record, magic, store_ts_at, queue_offset, offset, store_ts)
+        write_record(mf.mm, pos, record, magic, store_ts_at, queue_offset, offset, store_ts, self.prop_crc)
         mf.wrote_position = pos + size
         mf.store_timestamp = store_ts
         if self._inline:
@@ -479,6 +498,7 @@ class Store:
         table = self.topic_queue_table
         deliver = self.delay_levels.deliver_timestamp
         pack_qq, pack_q, pack_start = RECORD_PLACE.pack_into, RECORD_TIME.pack_into, RECORD_START.pack_into
+        prop_crc, start_of = self.prop_crc, RECORD_START.pack
         results = []
         requests = []
         add_result = results.append
@@ -517,6 +537,8 @@ class Store:
                 mm[pos:pos + size] = record
                 pack_qq(mm, pos + QUEUE_OFFSET_AT, queue_offset, offset)
                 pack_q(mm, pos + store_ts_at, store_ts)
+                if prop_crc:
+                    fill_crc32_entry(mm, pos, size, start_of(size, magic), fast_crc32)
                 pack_start(mm, pos, size, magic)
                 pos += size
                 last_ts = store_ts
@@ -605,7 +627,7 @@ class Store:
         requests = []
         for i, p in enumerate(prepared):
             offset = base + pos
-            p.write_into(mf.mm, pos, begin + i, offset, store_ts)
+            p.write_into(mf.mm, pos, begin + i, offset, store_ts, self.prop_crc)
             pos += p.total_size
             offsets.append(offset)
             requests.append(DispatchRequest(p.topic, p.queue_id, offset, p.total_size, p.tags_code, store_ts,

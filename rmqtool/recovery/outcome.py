@@ -26,7 +26,6 @@ import stat
 import numpy as np
 
 from rmqtool.dispatch.rules import DelayLevels
-from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V2
 from rmqtool.formats.consumequeue import (CQ_STORE_UNIT_SIZE, DEFAULT_BATCH_CQ_FILE_SIZE, DEFAULT_CQ_FILE_SIZE, FILL_SIZE,
                                           is_written_batch_unit, is_written_unit)
 from rmqtool.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
@@ -34,6 +33,7 @@ from rmqtool.recovery.commitlog_walk import (V4, V5, WalkEnd, WalkOptions, abnor
                                              normal_start, walk)
 from rmqtool.recovery.batch_queue_model import BatchQueueModel
 from rmqtool.recovery.queue_model import QueueModel
+from rmqtool.recovery.semantics import detect_semantics
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import Corrupt
 from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end, last_nonzero_from, last_written
@@ -83,35 +83,8 @@ class Outcome:
     batch_topics: list = dataclasses.field(default_factory=list)  # 5.3.3: topics of batch consume queues
     batch_topics_reason: str = ""
     notes: list = dataclasses.field(default_factory=list)  # where rmqtool's apply keeps more than the broker
-
-
-def detect_semantics(paths: StorePaths, segments: list[Segment]) -> tuple[str, str]:
-    """4.9 or 5.3, and why: what only a 5.x broker writes."""
-    if paths.batch_consumequeue.is_dir():
-        return V5, "a batchconsumequeue/ directory (5.x only)"
-    for seg in segments:
-        with open(seg.path, "rb") as f:
-            head = f.read(8)
-        if len(head) == 8 and int.from_bytes(head[4:8], "big") == MESSAGE_MAGIC_CODE_V2:
-            return V5, f"V2 records ({seg.name} starts with one; 5.x only)"
-    try:
-        cp = read_checkpoint(paths.checkpoint)
-        if cp.confirm_phy_offset:
-            return V5, "the checkpoint holds a confirmPhyOffset (5.x only)"
-    except (RmqError, OSError):
-        pass
-    if configured_batch_topics(paths.config):
-        return V5, "topics.json gives a topic queue.type BatchCQ (5.x only)"
-    last = CommitLog(paths.commitlog).segments[-1:] if segments else []
-    for seg in last:
-        from rmqtool.store.commitlog import scan_segment  # the first record is enough
-        for r in scan_segment(seg, is_last=True, check_crc=False):
-            if isinstance(r, Message) and b"__CRC32#" in (r.properties_raw or b""):
-                return V5, "records carry __CRC32# properties (5.x enabledAppendPropCRC)"
-            if isinstance(r, Message) and b"INNER_BASE" in (r.properties_raw or b""):
-                return V5, "records carry INNER_BASE properties (5.x batch consume queue topics)"
-            break
-    return V4, "nothing 5.x-only in the store (no V2 records, __CRC32# properties, 5.x checkpoint fields or batch consume queues)"
+    semantics_known: bool = True  # False: the store does not say which version wrote it ("could not tell")
+    semantics_undecided: str | None = None  # could not tell, and the two versions' rules differ here: why apply waits
 
 
 def _checkpoint(paths: StorePaths) -> tuple[int, int, str]:
@@ -132,14 +105,14 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
     types, a topic whose records carry INNER_BASE/INNER_NUM is one of a 5.3.3 broker's
     batch topics (only a BatchCQ queue writes INNER_BASE): where the walk meets one that
     was not taken as such, the simulation runs again with it (``batch_learned``)."""
+    if not settings.semantics:
+        return _detected(store_root, settings, commit_log_file_size, consume_queue_file_size, delay_levels,
+                         list_lost=list_lost)
     paths = StorePaths(store_root)
     delay_levels = delay_levels or DelayLevels()
     log = discover(paths.commitlog, required=False, mapped_file_size=commit_log_file_size)
     segments = log.segments
-    if settings.semantics:
-        semantics, why = settings.semantics, "as asked (--semantics)"
-    else:
-        semantics, why = detect_semantics(paths, segments)
+    semantics, why = settings.semantics, "as asked (--semantics)"
     abort = paths.abort.exists()
     abnormal = abort or settings.from_checkpoint
     mode_reason = ("the abort file is there: the last broker did not shut down cleanly" if abort else
@@ -341,6 +314,48 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
     if list_lost and reader is not None:
         out.lost_messages = _lost(reader, paths, end, semantics)
     return out
+
+
+def _detected(store_root, settings: Settings, *args, list_lost: bool) -> Outcome:
+    """simulate with the rules the store shows (``semantics.detect_semantics``). When it does
+    not say, both versions' starts are simulated: alike, either is the outcome; different,
+    the 4.9 one is shown and ``semantics_undecided`` says why an apply must wait for the
+    operator's --semantics."""
+    paths = StorePaths(store_root)
+    found = detect_semantics(paths, discover(paths.commitlog, required=False, mapped_file_size=args[0]).segments)
+
+    def run(semantics: str) -> Outcome:
+        return simulate(store_root, dataclasses.replace(settings, semantics=semantics), *args, list_lost=list_lost)
+
+    if settings.verify_prop_crc:  # forceVerifyPropCRC is a 5.3 setting: asking for it is asking for 5.3
+        out = run(V5)
+        out.semantics_reason = f"--verify-prop-crc is 5.3's forceVerifyPropCRC; the store: {found.reason}"
+        return out
+    if found.semantics:
+        out = run(found.semantics)
+        out.semantics_reason = found.reason
+        return out
+    four, five = run(V4), run(V5)
+    four.semantics_known = False
+    if _recovers_alike(four, five):
+        four.semantics_reason = f"{found.reason}; 4.9 and 5.3 rules change the same files and keep the same messages here"
+        return four
+    other = (f"5.3 rules end the commit log at {five.max_offset_after} and lose {len(five.lost_messages)} messages"
+             if five.loadable else f"under 5.3 rules the broker would not load it ({five.reason})")
+    four.semantics_reason = f"{found.reason}; 4.9 and 5.3 rules recover it differently ({other}): shown with 4.9's"
+    four.semantics_undecided = (f"{found.reason}, and the 4.9 and 5.3 rules recover this store differently ({other}): "
+                                f"give --semantics 4.9 or --semantics 5.3 (the broker version that wrote it)")
+    return four
+
+
+def _recovers_alike(a: Outcome, b: Outcome) -> bool:
+    """Whether two simulated starts change the same files and keep the same messages (the
+    queues' min offsets, which each version computes its own way at load, are not files)."""
+    def key(o: Outcome) -> tuple:
+        return (o.loadable, o.max_offset_after, o.min_offset, {k: v[1] for k, v in o.queues.items()},
+                o.commit_log_files_deleted, o.queue_files_deleted, o.index_files_destroyed, o.batch_topics,
+                o.start_index if o.abnormal else None, [m["commit_log_offset"] for m in o.lost_messages])
+    return key(a) == key(b)
 
 
 def _data_end(segments: list[Segment], size: int, w: WalkEnd) -> int:

@@ -119,6 +119,11 @@ class RecoveryPlan:
         return self.outcome is None or self.outcome.loadable
 
     @property
+    def semantics_undecided(self) -> str | None:
+        """Why nothing may be applied until the operator names the broker version (None: it may)."""
+        return None if self.outcome is None else self.outcome.semantics_undecided
+
+    @property
     def is_empty(self) -> bool:
         """Nothing to recover: the store is as a clean close leaves it."""
         return not self.findings
@@ -148,6 +153,7 @@ class RecoveryPlan:
         if o is not None:
             out = {"mode": "abnormal" if o.abnormal else "normal", "mode_reason": o.mode_reason,
                    "semantics": o.semantics, "semantics_reason": o.semantics_reason,
+                   "semantics_known": o.semantics_known, "semantics_undecided": o.semantics_undecided,
                    "loadable": o.loadable, "reason": o.reason, "advice": o.advice,
                    "start_file": o.start_file, "start_reason": o.start_reason,
                    "commit_log": {"min_offset": o.min_offset, "max_offset_before": o.max_offset_before,

@@ -24,6 +24,7 @@ import numpy as np
 from rmqtool.dispatch.dispatcher import inner_batch
 from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels, tags_code
 from rmqtool.findings import (COMMIT_LOG_END, INNER_BATCH_PROPERTY_INVALID, PROPERTY_CRC_MISSING,
+                              PROPERTY_CRC_MISSING_AT_END,
                               PROPERTY_CRC_UNREADABLE, QUEUE_OFFSET_GAP, QUEUE_OFFSET_REPEAT, STORE_TIMESTAMP_BACKWARDS, Finding, finding)
 from rmqtool.formats import properties as props
 from rmqtool.formats.crc import CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN
@@ -494,6 +495,7 @@ class _CrossRecords:
         self.last_ts: int | None = None
         self.crc_seen = False
         self.crc_waiting: list = []  # (band, first row) of records without an entry after the last with one
+        self.crc_trailing: list | None = None  # [offset, tq, queue offset, count]: the first of them, and how many
 
     def band(self, c: SegmentCheck) -> None:
         grow = len(self.log.topic_queues) - len(self.last_qo)
@@ -568,6 +570,7 @@ class _CrossRecords:
         if not len(present):
             if self.crc_seen and none.any():
                 self.crc_waiting.append((c.band_index, 0))
+                self._trailing(c, np.flatnonzero(none))
             return
         if self.crc_seen:  # those waiting, and this band's before its first carrying record, are confirmed
             for k, first in self.crc_waiting:
@@ -575,10 +578,20 @@ class _CrossRecords:
                 self._missing(again, np.flatnonzero(again["crc"][first:] == CRC_NONE) + first)
             self._missing(c, np.flatnonzero(none[:present[0]]))
         self.crc_waiting = []
+        self.crc_trailing = None
         self._missing(c, np.flatnonzero(none[present[0]:present[-1]]) + present[0])
         self.crc_seen = True
         if none[present[-1]:].any():
             self.crc_waiting.append((c.band_index, int(present[-1])))
+            self._trailing(c, np.flatnonzero(none[present[-1]:]) + present[-1])
+
+    def _trailing(self, c: SegmentCheck, rows: np.ndarray) -> None:
+        """Records without an entry after the last carrying one: the first, and a count (a
+        broker with forceVerifyPropCRC cuts the log at the first; said once, at the end)."""
+        if self.crc_trailing is None:
+            k = int(rows[0])
+            self.crc_trailing = [int(c["offset"][k]), int(c["tq"][k]), int(c["queue_offset"][k]), 0]
+        self.crc_trailing[3] += len(rows)
 
     def _missing(self, c: SegmentCheck, rows: np.ndarray) -> None:
         for offset, tq, qo in zip(c["offset"][rows].tolist(), c["tq"][rows].tolist(),
@@ -589,5 +602,15 @@ class _CrossRecords:
                                                   "no __CRC32# entry, between records that carry one", **here)))
 
     def findings(self) -> list[Finding]:
+        if self.crc_trailing is not None:
+            offset, tq, qo, count = self.crc_trailing
+            here = self.log.record(offset, tq, qo)
+            path, position = self.log.where(offset)
+            self.found.append((offset, 2, finding(
+                PROPERTY_CRC_MISSING_AT_END, path, position,
+                f"this record and the {count - 1} after it carry no __CRC32# entry, though the records before them "
+                f"do: a broker with forceVerifyPropCRC ends the commit log here and drops all {count}",
+                messages=count, **here)))
+            self.crc_trailing = None
         self.found.sort(key=lambda t: (t[0], t[1]))
         return [f for _, _, f in self.found]

@@ -39,7 +39,7 @@ from rmqtool.formats.batch import (BATCH_MESSAGE_BODY_CRC, BATCH_MESSAGE_MAGIC_C
 from rmqtool.formats.commitlog import (MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH_V1, MAX_TOPIC_LENGTH_V2,
                                        MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, PHYSICAL_OFFSET_AT, QUEUE_OFFSET_AT,
                                        STORE_TIMESTAMP_AT, MessageHosts, MessagePrefix, MessageTopic)
-from rmqtool.formats.crc import body_crc
+from rmqtool.formats.crc import CRC32_ENTRY_END, CRC32_RESERVED_LEN, body_crc, crc32_property, ends_with_crc32_entry, record_crc
 from rmqtool.formats.derive import field_names, struct_format, struct_of
 from rmqtool.formats.indexfile import java_string_hash
 from rmqtool.formats.msgid import UniqKeyFixed, UniqKeyPerMessage
@@ -298,7 +298,9 @@ class MessageInner:
     redirect and the dispatch values (TAGS, KEYS, UNIQ_KEY), so it should hold what the
     string holds (the broker's map may also hold WAIT, which the string leaves out). ``store_host`` None and
     ``store_timestamp`` None mean the store's own host and clock. The body CRC, the V6 bits
-    and the queue offset are the store's to set.
+    and the queue offset are the store's to set. ``prop_crc``: the record ends with a
+    ``__CRC32#`` entry over its bytes as placed, as 5.x writes it with enabledAppendPropCRC
+    (a trailing entry the stored properties already hold is replaced, never copied).
     """
     topic: str
     body: bytes = b""
@@ -313,6 +315,7 @@ class MessageInner:
     sys_flag: int = 0
     prepared_transaction_offset: int = 0
     store_timestamp: int | None = None
+    prop_crc: bool = False
 
     @property
     def tags(self) -> str | None:
@@ -615,7 +618,7 @@ class PreparedRecord(tuple):
     __slots__ = ()
     FIELDS = ("topic", "queue_id", "record", "total_size", "sys_flag", "store_timestamp_at", "store_timestamp",
               "tags_code", "keys", "uniq_key", "delay_level", "store_ip", "store_port", "gets_queue_offset",
-              "magic_code")
+              "magic_code", "prop_crc")
 
     topic = property(operator.itemgetter(0))
     queue_id = property(operator.itemgetter(1))
@@ -632,9 +635,10 @@ class PreparedRecord(tuple):
     store_port = property(operator.itemgetter(12))
     gets_queue_offset = property(operator.itemgetter(13))  # prepared and rollback records: offset 0, no CQ unit
     magic_code = property(operator.itemgetter(14))
+    prop_crc = property(operator.itemgetter(15))  # its last 20 bytes: a __CRC32# entry to fill once placed
 
     def write_into(self, buf, pos: int, queue_offset: int, physical_offset: int, store_timestamp: int) -> None:
-        write_record(buf, pos, self[2], self[14], self[5], queue_offset, physical_offset, store_timestamp)
+        write_record(buf, pos, self[2], self[14], self[5], queue_offset, physical_offset, store_timestamp, self[15])
 
     def to_bytes(self, queue_offset: int, physical_offset: int, store_timestamp: int) -> bytes:
         out = bytearray(self[3])
@@ -661,22 +665,53 @@ _tuple_new = tuple.__new__
 
 def prepared_record(topic: str, queue_id: int, record: bytes, sys_flag: int, store_timestamp: int | None,
                     tags_code: int, keys: str | None, uniq_key: str | None, delay_level: int,
-                    store_ip: bytes, store_port: int) -> PreparedRecord:
+                    store_ip: bytes, store_port: int, prop_crc: bool = False) -> PreparedRecord:
     """A PreparedRecord of a whole encoded ``record`` (its totalSize and magic are kept apart)."""
     magic = _START.unpack_from(record)[1]
     record = bytes(_START.size) + record[_START.size:]
     return _tuple_new(PreparedRecord, (topic, queue_id, record, len(record), sys_flag,
                                        STORE_TIMESTAMP_AT[(sys_flag >> 4) & 3], store_timestamp, tags_code, keys,
                                        uniq_key, delay_level, store_ip, store_port,
-                                       (sys_flag & sysflag.TRANSACTION_MASK) in _GETS_QUEUE_OFFSET, magic))
+                                       (sys_flag & sysflag.TRANSACTION_MASK) in _GETS_QUEUE_OFFSET, magic,
+                                       prop_crc))
+
+
+def reserve_crc32_entry(prop: bytes) -> bytes:
+    """MessageExtEncoder.encode under 5.x's enabledAppendPropCRC, after asyncPutMessage deleted
+    any ``__CRC32#``: a trailing entry (a stored record's) is cut off, a separator ends
+    properties that do not end with one, then the 20 reserved bytes (seal_record_crc fills them)."""
+    if ends_with_crc32_entry(prop):
+        prop = prop[:-CRC32_RESERVED_LEN]
+    if prop and not prop.endswith(CRC32_ENTRY_END):  # the property separator
+        prop += CRC32_ENTRY_END
+    return prop + bytes(CRC32_RESERVED_LEN)
+
+
+def seal_record_crc(record, magic_code: int, store_timestamp_at: int, queue_offset: int, physical_offset: int,
+                    store_timestamp: int) -> bytearray:
+    """doAppend under enabledAppendPropCRC: the record with its place and time, its last 20
+    bytes the ``__CRC32#`` entry over every byte before them as they will lie (totalSize and
+    magic included: formats.crc.record_crc); its first 8 bytes zero again, as write_record
+    wants them (it writes them last)."""
+    out = bytearray(record)
+    _QQ.pack_into(out, QUEUE_OFFSET_AT, queue_offset, physical_offset)
+    _Q.pack_into(out, store_timestamp_at, store_timestamp)
+    _START.pack_into(out, 0, len(out), magic_code)
+    out[-CRC32_RESERVED_LEN:] = crc32_property(record_crc(out, _fast_crc32))
+    _START.pack_into(out, 0, 0, 0)
+    return out
 
 
 def write_record(buf, pos: int, record: bytes, magic_code: int, store_timestamp_at: int, queue_offset: int,
-                 physical_offset: int, store_timestamp: int) -> None:
-    """Write a prepared record at ``buf[pos:]`` with its place and time. The record holds
+                 physical_offset: int, store_timestamp: int, prop_crc: bool = False) -> None:
+    """Write a prepared record at ``buf[pos:]`` with its place and time (and, ``prop_crc``,
+    its ``__CRC32#`` entry). The record holds
     zeros where totalSize and magic go; they are written last, so a process killed half way
     leaves zeros where the record starts, not half a record. (One copy of the whole record:
     slicing off its first 8 bytes would copy it twice.)"""
+    if prop_crc:
+        record = seal_record_crc(record, magic_code, store_timestamp_at, queue_offset, physical_offset,
+                                 store_timestamp)
     size = len(record)
     buf[pos:pos + size] = record
     _QQ.pack_into(buf, pos + QUEUE_OFFSET_AT, queue_offset, physical_offset)
@@ -735,6 +770,9 @@ def _prepare_method(make, name: str, doc: str):
             prop = java_utf8(text)
         except AttributeError:  # bytes: a stored record's properties, written again as they were
             prop = text
+        prop_crc = msg.prop_crc
+        if prop_crc:
+            prop = reserve_crc32_entry(prop)
         prop_len = len(prop)
         if prop_len > MAX_PROPERTIES_LENGTH:
             raise UsageError(f"properties are {prop_len} bytes, more than {MAX_PROPERTIES_LENGTH}")
@@ -758,7 +796,7 @@ def _prepare_method(make, name: str, doc: str):
                                 body_len),
                            body, tpart, prop_len_field, prop))
         fields = (topic, queue_id, record, total, sys_flag, store_ts_at, msg.store_timestamp, code, keys, uniq,
-                  delay_level, store_ip, store_port, gets_queue_offset, magic)
+                  delay_level, store_ip, store_port, gets_queue_offset, magic, prop_crc)
         return fields if make is None else make(fields)
 
     prepare.__name__ = name
@@ -923,6 +961,6 @@ __all__ = [
     "BatchItem", "DelayLevels", "Encoder", "MessageBatch", "MessageInner", "PreparedRecord", "PropertyMap",
     "UniqIdGenerator", "batch_item", "broker_inner", "compress_body", "create_uniq_id", "decode_batch_body",
     "encode_batch_body", "hashmap_capacity", "java_order", "java_string_hash", "prepared_record", "producer_batch",
-    "producer_message", "producer_properties", "properties_string", "string_to_property_map", "tags_code",
-    "write_record",
+    "producer_message", "producer_properties", "properties_string", "reserve_crc32_entry", "seal_record_crc",
+    "string_to_property_map", "tags_code", "write_record",
 ]

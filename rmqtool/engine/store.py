@@ -40,7 +40,7 @@ from rmqtool.dispatch.dispatcher import CommitLogDispatcher, DispatchRequest, Re
 from rmqtool.dispatch.rules import DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevels
 from rmqtool.engine.encoder import (DEFAULT_MAX_MESSAGE_SIZE, Encoder, QUEUE_OFFSET_AT, RECORD_PLACE,
                                     RECORD_START, RECORD_TIME, MessageBatch, MessageInner, PreparedRecord,
-                                    as_host, write_record)
+                                    as_host, seal_record_crc, write_record)
 from rmqtool.engine.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from rmqtool.engine.index_writer import IndexServiceWriter
 from rmqtool.engine.lock import StoreLock
@@ -423,7 +423,7 @@ class Store:
     def _put_locked(self, p: PreparedRecord) -> PutResult:
         """doAppend for one record, in the put lock, then its inline dispatch."""
         (topic, queue_id, record, size, sys_flag, store_ts_at, store_ts, code, keys, uniq, delay_level,
-         store_ip, store_port, gets_queue_offset, magic) = p
+         store_ip, store_port, gets_queue_offset, magic, prop_crc) = p
         if store_ts is None:
             store_ts = self._clock()
         if gets_queue_offset:
@@ -438,7 +438,7 @@ class Store:
             mf = self._room_for(size, store_ts)
         pos = mf.wrote_position
         offset = mf.file_from_offset + pos
-        write_record(mf.mm, pos, record, magic, store_ts_at, queue_offset, offset, store_ts)
+        write_record(mf.mm, pos, record, magic, store_ts_at, queue_offset, offset, store_ts, prop_crc)
         mf.wrote_position = pos + size
         mf.store_timestamp = store_ts
         if self._inline:
@@ -481,7 +481,7 @@ class Store:
             last_ts = mf.store_timestamp
         try:
             for (topic, queue_id, record, size, sys_flag, store_ts_at, store_ts, code, keys, uniq, delay_level,
-                 store_ip, store_port, gets_queue_offset, magic) in prepared:
+                 store_ip, store_port, gets_queue_offset, magic, prop_crc) in prepared:
                 if store_ts is None:
                     store_ts = time_ns() // 1_000_000 if clock is None else clock()
                 if gets_queue_offset:
@@ -498,6 +498,8 @@ class Store:
                     mm, base, pos = mf.mm, mf.file_from_offset, mf.wrote_position
                     limit = mf.file_size - END_FILE_MIN_BLANK_LENGTH
                 offset = base + pos
+                if prop_crc:  # its __CRC32# entry, over the record as it lies here
+                    record = seal_record_crc(record, magic, store_ts_at, queue_offset, offset, store_ts)
                 # write_record, inline: the record (zeros where it starts), the place and time,
                 # then totalSize and magic
                 mm[pos:pos + size] = record

@@ -1,0 +1,92 @@
+"""Issue 20 item 17, salvage: records moved by --to-store get a __CRC32# of their new place
+(none when they had none); a 5.x inner batch counts INNER_NUM queue offsets; --to-store
+works when the source's index files have two geometries."""
+from __future__ import annotations
+
+import base64
+import json
+import pathlib
+
+from typer.testing import CliRunner
+
+from conftest import V4, V5, load_truth
+from rmqtool.cli.app import app
+from rmqtool.formats.crc import stored_record_crc
+from rmqtool.formats.properties import PROPERTY_CRC32
+from rmqtool.store.commitlog_end import CommitLog
+from rmqtool.store.message import Message
+
+runner = CliRunner()
+V2_AND_CRC = V5 / "v2-and-crc"
+BATCHCQ = V5 / "batchcq"
+
+
+def _run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def _messages(store: pathlib.Path) -> list[Message]:
+    return [r for r in CommitLog(store / "commitlog").scan(check_crc=True) if isinstance(r, Message)]
+
+
+def _flip_body_byte(store: pathlib.Path, m: dict, segment_size: int) -> None:
+    """Flip the last body byte of a truth message (the body ends where topic and properties
+    begin: storeSize less the topic length field, the topic, propertiesLength and properties)."""
+    body_end = (m["storeSize"] - m["topicLengthFieldSize"] - len(m["topic"].encode()) - 2 - m["propertiesLength"])
+    offset = m["physicalOffset"] + body_end - 1
+    path = store / "commitlog" / f"{offset // segment_size * segment_size:020d}"
+    raw = bytearray(path.read_bytes())
+    raw[offset % segment_size] ^= 0x10
+    path.write_bytes(bytes(raw))
+
+
+def _verify_findings(store: pathlib.Path) -> list[dict]:
+    r = _run("verify", store, "-f", "jsonl")
+    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+
+def test_moved_records_get_a_crc32_of_their_new_place(store_copy, tmp_path):
+    truth = load_truth(V2_AND_CRC / "truth.json")
+    messages = truth["truth"]["messages"]
+    size = truth["messageStoreConfig"]["effectiveGetterValues"]["mappedFileSizeCommitLog"]
+    src = store_copy(V2_AND_CRC / "store")
+    damaged = messages[1]  # in file 0: every record after it moves up in the new store
+    assert damaged["bodyLength"] > 0
+    _flip_body_byte(src, damaged, size)
+    new = tmp_path / "new"
+    r = _run("salvage", src, "--to-store", new, "-f", "json")
+    assert r.exit_code == 3, r.output  # the flipped message is lost
+    assert [x["commit_log_offset"] for x in json.loads(r.stdout)["messages_rejected"]] == [damaged["physicalOffset"]]
+    findings = _verify_findings(new)
+    assert not [f for f in findings if f["finding"] == "propertyCrcMismatch"]
+    assert not [f for f in findings if f["severity"] == "error"], findings
+    got = _messages(new)
+    expected = [m for m in messages if m["physicalOffset"] != damaged["physicalOffset"]]
+    assert len(got) == len(expected)
+    assert sum(g.commit_log_offset != e["physicalOffset"] for g, e in zip(got, expected)) > 100  # they did move
+    for g, e in zip(got, expected):
+        assert (g.topic, g.queue_id, bytes(g.body), g.keys, g.store_timestamp) == (
+            e["topic"], e["queueId"], base64.b64decode(e["body"]), (e["keys"] or "").split(), e["storeTimestamp"])
+        assert g.property_crc_ok is True and stored_record_crc(bytes(g.properties_raw)) is not None
+        # the properties are the stored ones, the __CRC32# entry aside (never a second one)
+        assert {k: v for k, v in g.properties.items() if k != PROPERTY_CRC32} == {
+            k: v for k, v in e["properties"].items() if k != PROPERTY_CRC32}
+        assert bytes(g.properties_raw)[:-20] == e["propertiesString"].encode()[:-20]
+
+
+def test_an_intact_5x_store_comes_out_byte_for_byte(tmp_path):
+    # nothing moves: the engine's __CRC32# entries are 5.3.3's own (empty properties and an
+    # incoming __CRC32# among them, see the fixture README)
+    new = tmp_path / "new"
+    assert _run("salvage", V2_AND_CRC / "store", "--to-store", new).exit_code == 0
+    for seg in sorted((V2_AND_CRC / "store" / "commitlog").iterdir()):
+        assert (new / "commitlog" / seg.name).read_bytes() == seg.read_bytes(), seg.name
+
+
+def test_records_without_crc32_keep_none(tmp_path):
+    store = V4 / "crash" / "e3-corrupt-body-in-second-to-last-commitlog-file" / "input" / "store"
+    new = tmp_path / "new"
+    assert _run("salvage", store, "--to-store", new).exit_code == 3
+    got = _messages(new)
+    assert got and not any(b"__CRC32#" in bytes(m.properties_raw) for m in got)
+    assert all(m.property_crc_ok is None for m in got)

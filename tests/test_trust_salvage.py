@@ -90,3 +90,28 @@ def test_records_without_crc32_keep_none(tmp_path):
     got = _messages(new)
     assert got and not any(b"__CRC32#" in bytes(m.properties_raw) for m in got)
     assert all(m.property_crc_ok is None for m in got)
+
+
+def test_inner_batches_count_every_queue_offset(tmp_path):
+    truth = load_truth(BATCHCQ / "truth.json")
+    r = _run("salvage", BATCHCQ / "store", "--out", tmp_path / "k.jsonl", "-f", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["missing_queue_offsets"] == {} and not doc["lost_anything"]
+    assert doc["messages_kept"] == len(truth["truth"]["messages"])
+    assert doc["queue_offsets_kept"] == {f"{topic}/{q}": v["messageTotalInQueue"]
+                                         for topic, qs in truth["truth"]["consumeQueues"].items()
+                                         for q, v in qs.items()}
+
+
+def test_a_lost_inner_batch_is_all_its_queue_offsets(store_copy, tmp_path):
+    truth = load_truth(BATCHCQ / "truth.json")
+    size = truth["messageStoreConfig"]["effectiveGetterValues"]["mappedFileSizeCommitLog"]
+    src = store_copy(BATCHCQ / "store")
+    lost = next(m for m in truth["truth"]["messages"] if m["dispatchBatchSize"] > 5 and m["queueOffset"] > 0)
+    _flip_body_byte(src, lost, size)
+    r = _run("salvage", src, "--out", tmp_path / "k.jsonl", "-f", "json")
+    assert r.exit_code == 3
+    first = lost["dispatchMsgBaseOffset"]
+    assert json.loads(r.stdout)["missing_queue_offsets"] == {
+        f"{lost['topic']}/{lost['queueId']}": [[first, first + lost["dispatchBatchSize"] - 1]]}

@@ -7,14 +7,17 @@ its own position, its lengths add up (or the scanner would not have decoded it),
 CRC is right and, where it has one, its ``__CRC32#`` too. Everything else is reported: the
 byte ranges no record could be read from, messages that decode but fail a check, and per
 queue the queue offsets no kept message has (against the queue's range in its consume
-queue, where there is one).
+queue or batch consume queue, where there is one). A 5.x inner batch record holds INNER_NUM
+messages from queue offset INNER_BASE, as the broker's dispatch reads them.
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Iterator
 
+from rmqtool.dispatch.dispatcher import inner_batch
 from rmqtool.errors import RmqError
+from rmqtool.formats.properties import PROPERTY_INNER_BASE, PROPERTY_INNER_NUM
 from rmqtool.store.commitlog import Corrupt
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.consumequeue import open_consume_queues
@@ -27,6 +30,22 @@ def intact(m: Message) -> bool:
             and m.property_crc_ok is not False)
 
 
+def queue_offsets_of(m: Message) -> range:
+    """The queue offsets a record's messages have: an inner batch's INNER_NUM from INNER_BASE
+    (5.3.3's setBatchSizeIfNeeded), any other record its queueOffset field alone (so does an
+    inner batch whose INNER_* do not parse: the broker fails that record)."""
+    p = m.properties
+    if PROPERTY_INNER_NUM in p and PROPERTY_INNER_BASE in p:
+        try:
+            base, num = inner_batch(p)
+        except ValueError:
+            pass
+        else:
+            if num > 0:
+                return range(base, base + num)
+    return range(m.queue_offset, m.queue_offset + 1)
+
+
 @dataclasses.dataclass
 class SalvageReport:
     store: str
@@ -36,7 +55,7 @@ class SalvageReport:
     kept_past_recovered_end: int = 0  # messages the broker's recovery would drop
     damaged_regions: list = dataclasses.field(default_factory=list)
     rejected: list = dataclasses.field(default_factory=list)
-    queue_offsets: dict = dataclasses.field(default_factory=dict)  # "T/Q" -> set of kept queue offsets
+    queue_offsets: dict = dataclasses.field(default_factory=dict)  # "T/Q" -> kept queue offsets (a set, then how many)
     missing: dict = dataclasses.field(default_factory=dict)  # "T/Q" -> [[first, last], ...]
 
     @property
@@ -47,7 +66,8 @@ class SalvageReport:
         return {"store_path": self.store, "messages_kept": self.kept, "bytes_kept": self.kept_bytes,
                 "recovered_end": self.recovered_end, "kept_past_recovered_end": self.kept_past_recovered_end,
                 "damaged_regions": self.damaged_regions, "messages_rejected": self.rejected,
-                "missing_queue_offsets": self.missing, "lost_anything": self.lost_anything}
+                "queue_offsets_kept": self.queue_offsets, "missing_queue_offsets": self.missing,
+                "lost_anything": self.lost_anything}
 
 
 def salvage(store_root, recovered_end: int | None = None) -> tuple[Iterator[Message], SalvageReport]:
@@ -65,7 +85,7 @@ def salvage(store_root, recovered_end: int | None = None) -> tuple[Iterator[Mess
                     report.kept_bytes += r.store_size
                     if recovered_end is not None and r.commit_log_offset >= recovered_end:
                         report.kept_past_recovered_end += 1
-                    report.queue_offsets.setdefault(f"{r.topic}/{r.queue_id}", set()).add(r.queue_offset)
+                    report.queue_offsets.setdefault(f"{r.topic}/{r.queue_id}", set()).update(queue_offsets_of(r))
                     yield r
                 else:
                     why = [w for w, bad in (("physicalOffset names another position",
@@ -86,19 +106,22 @@ def salvage(store_root, recovered_end: int | None = None) -> tuple[Iterator[Mess
 
 def _missing(paths: StorePaths, report: SalvageReport) -> None:
     """Per queue, the queue offsets between its first and last known ones that no kept
-    message has; known: the kept messages and the queue's consume queue range."""
+    message has; known: the kept messages and the queue's (batch) consume queue range."""
     ranges: dict[str, tuple[int, int]] = {}
-    try:
-        for q in open_consume_queues(paths.root).queues:
-            if not q.is_batch and q.max_offset > q.min_offset():
-                ranges[f"{q.topic}/{q.queue_id}"] = (q.min_offset(), q.max_offset)
-    except RmqError:
-        pass  # unreadable queues only narrow what is known to be missing
-    for key, seen in report.queue_offsets.items():
-        lo, hi = min(seen), max(seen) + 1
+
+    def know(key: str, lo: int, hi: int) -> None:
         if key in ranges:
             lo, hi = min(lo, ranges[key][0]), max(hi, ranges[key][1])
         ranges[key] = (lo, hi)
+
+    try:
+        for q in open_consume_queues(paths.root).queues:
+            if q.max_offset > q.min_offset():
+                know(f"{q.topic}/{q.queue_id}", q.min_offset(), q.max_offset)
+    except RmqError:
+        pass  # unreadable queues only narrow what is known to be missing
+    for key, seen in report.queue_offsets.items():
+        know(key, min(seen), max(seen) + 1)
     for key, (lo, hi) in sorted(ranges.items()):
         gaps, expect = [], lo  # walk the kept offsets in order: the gaps between them (a damaged
         for offset in sorted(report.queue_offsets.get(key, ())):  # field can be far off: never the whole range)

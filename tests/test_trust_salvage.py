@@ -13,6 +13,7 @@ from conftest import V4, V5, load_truth
 from rmqtool.cli.app import app
 from rmqtool.formats.crc import stored_record_crc
 from rmqtool.formats.properties import PROPERTY_CRC32
+from rmqtool.query.by_key import query_by_key
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.message import Message
 
@@ -115,3 +116,37 @@ def test_a_lost_inner_batch_is_all_its_queue_offsets(store_copy, tmp_path):
     first = lost["dispatchMsgBaseOffset"]
     assert json.loads(r.stdout)["missing_queue_offsets"] == {
         f"{lost['topic']}/{lost['queueId']}": [[first, first + lost["dispatchBatchSize"] - 1]]}
+
+
+def _jsonl(path: pathlib.Path, rows) -> pathlib.Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_to_store_from_index_files_of_two_geometries(tmp_path):
+    """A broker whose maxHashSlotNum / maxIndexNum changed: older index files in the old
+    geometry, newer ones in the new one (made here with the engine)."""
+    rows = [{"topic": "T", "queue_id": i % 2, "body": base64.b64encode(b"body-%d" % i).decode(), "keys": f"k-{i}"}
+            for i in range(60)]
+    src = tmp_path / "src"
+    first = _run("append", src, "--create", "--from-jsonl", _jsonl(tmp_path / "a.jsonl", rows[:30]),
+                 "--index-slots", 8, "--index-entries", 16, "--commitlog-size", 4096, "--no-progress")
+    assert first.exit_code == 0, first.output
+    (src / "index").rename(tmp_path / "old-index")
+    second = _run("append", src, "--from-jsonl", _jsonl(tmp_path / "b.jsonl", rows[30:]),
+                  "--index-slots", 16, "--index-entries", 40, "--no-progress")
+    assert second.exit_code == 0, second.output
+    for f in (tmp_path / "old-index").iterdir():
+        f.rename(src / "index" / f.name)
+    assert len({f.stat().st_size for f in (src / "index").iterdir()}) == 2
+    out = tmp_path / "k.jsonl"
+    assert _run("salvage", src, "--out", out).exit_code == 0
+    new = tmp_path / "new"
+    r = _run("salvage", src, "--to-store", new)
+    assert r.exit_code == 0, r.output
+    got = _messages(new)
+    assert [(m.keys, bytes(m.body)) for m in got] == [([r["keys"]], base64.b64decode(r["body"])) for r in rows]
+    assert len(out.read_text().splitlines()) == len(rows)
+    for row in rows:  # every message found from the new store's index alone
+        found = query_by_key(new, row["keys"], topic="T", index_only=True).messages
+        assert [bytes(m.body) for m in found] == [base64.b64decode(row["body"])], row["keys"]

@@ -77,7 +77,7 @@ def _to_store(messages, target: pathlib.Path, source: pathlib.Path) -> None:
 
     paths = StorePaths(source)
     cq_sizes = consume_queue_file_sizes(paths.consumequeue)
-    slots, entries = index_sizes(paths.index, None, None)
+    slots, entries = index_sizes(paths.index, None, None, newest=True)  # the new store: one geometry
     sizes = dict(commitlog_size=discover(paths.commitlog).mapped_file_size,
                  cq_size=max(cq_sizes) if cq_sizes else None, index_slots=slots, index_entries=entries)
     with Store.open(target, writable=True, **sizes) as s:

@@ -35,12 +35,15 @@ def queue_file_size(root: pathlib.Path, default: int) -> int:
     return max(sizes) if sizes else default
 
 
-def index_sizes(directory: pathlib.Path, given_slots: int | None, given_entries: int | None) -> tuple[int, int]:
+def index_sizes(directory: pathlib.Path, given_slots: int | None, given_entries: int | None,
+                newest: bool = False) -> tuple[int, int]:
     """(maxHashSlotNum, maxIndexNum) of the store's index files: what the contents of the
     newest file with entries show (the read side's inference), which settings given must
     agree with. When no file has entries: the settings given, the one left out worked out
     from the files' size (the default 1:4 ratio when neither is given). The settings given
-    or the broker defaults when there are no index files."""
+    or the broker defaults when there are no index files. Files of different sizes are an
+    error, unless ``newest``: then only the files of the newest one's size count (the
+    geometry the broker last wrote with, for a new store written from this one)."""
     given = (given_slots or DEFAULT_MAX_HASH_SLOT_NUM, given_entries or DEFAULT_MAX_INDEX_NUM)
     if not directory.is_dir():
         return given
@@ -48,9 +51,10 @@ def index_sizes(directory: pathlib.Path, given_slots: int | None, given_entries:
     if not files:
         return given
     sizes = {size for _, size in files}
-    if len(sizes) > 1:
+    if len(sizes) > 1 and not newest:
         raise CorruptData(f"index files of different sizes: {sorted(sizes)}", directory)
-    size = sizes.pop()
+    size = files[-1][1]
+    files = [f for f in files if f[1] == size]
     for name, _ in reversed(files):
         found = infer_index_geometry(directory / name)
         if found is not None:

@@ -150,3 +150,21 @@ def test_to_store_from_index_files_of_two_geometries(tmp_path):
     for row in rows:  # every message found from the new store's index alone
         found = query_by_key(new, row["keys"], topic="T", index_only=True).messages
         assert [bytes(m.body) for m in found] == [base64.b64decode(row["body"])], row["keys"]
+
+
+def test_out_dash_streams_the_messages_to_stdout_and_the_report_to_stderr(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # never a file named "-"
+    store = V4 / "crash" / "e3-corrupt-body-in-second-to-last-commitlog-file" / "input" / "store"
+    r = _run("salvage", store, "--out", "-", "-f", "json")
+    assert r.exit_code == 3
+    doc = json.loads(r.stderr)
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert len(rows) == doc["messages_kept"] > 0 and all(row["record"] == "message" for row in rows)
+    assert not (tmp_path / "-").exists()
+
+
+def test_to_store_refuses_inner_batches_it_would_misnumber(tmp_path):
+    new = tmp_path / "new"
+    r = _run("salvage", BATCHCQ / "store", "--to-store", new)
+    assert r.exit_code == 2 and "--out" in r.stderr
+    assert not new.exists()

@@ -5,7 +5,9 @@ Exit codes: 0 nothing is lost; 3 something is lost for good (the report says wha
 """
 from __future__ import annotations
 
+import contextlib
 import pathlib
+import sys
 from typing import Optional
 
 import typer
@@ -26,7 +28,8 @@ def register(app: typer.Typer) -> None:
 def salvage(
     store: pathlib.Path = typer.Argument(..., help="The store root directory (only read)."),
     out: Optional[pathlib.Path] = typer.Option(None, "--out", metavar="FILE.jsonl",
-                                               help="Write the messages as dump rows (append --from-jsonl takes them)."),
+                                               help="Write the messages as dump rows (append --from-jsonl takes them); "
+                                                    "- writes them to stdout and the report to stderr."),
     to_store: Optional[pathlib.Path] = typer.Option(None, "--to-store", metavar="NEWDIR",
                                                     help="Append the messages into a new store (original topics, "
                                                          "queues, keys, properties, store times and hosts)."),
@@ -42,27 +45,43 @@ def salvage(
     if (out is None) == (to_store is None):
         raise UsageError("give --out FILE.jsonl or --to-store NEWDIR")
     root = require_store(store)
-    if out is not None and out.exists():
+    to_stdout = out is not None and str(out) == "-"
+    if out is not None and not to_stdout and out.exists():
         raise UsageError("--out: the file exists (salvage never overwrites)", out)
     if to_store is not None and to_store.exists() and any(to_store.iterdir()):
         raise UsageError("--to-store: the directory exists and is not empty", to_store)
+    if to_store is not None:
+        _refuse_inner_batches(root)
     end = simulate(root, Settings(), list_lost=False)
     messages, report = run(root, end.max_offset_after if end.loadable else None)
     if out is not None:
         import orjson
-        with open(out, "xb") as f:
+        with (contextlib.nullcontext(sys.stdout.buffer) if to_stdout else open(out, "xb")) as f:
             for m in messages:
                 f.write(orjson.dumps(message_record(m)) + b"\n")
+            f.flush()
     else:
         _to_store(messages, to_store, root)
     doc = report.to_json()
-    doc["out_path"] = str(out or to_store)
+    doc["out_path"] = "<stdout>" if to_stdout else str(out or to_store)
+    stream = sys.stderr if to_stdout else sys.stdout  # stdout holds the messages
     if fmt.value == "table":
-        _table(doc)
+        _table(doc, stream)
     else:
-        render_document(doc, fmt.value, title="salvage")
+        render_document(doc, fmt.value, stream, title="salvage")
     if report.lost_anything:
         raise typer.Exit(int(ExitCode.CORRUPT))
+
+
+def _refuse_inner_batches(source: pathlib.Path) -> None:
+    """The engine hands out one queue offset a record and keeps INNER_BASE as stored: 5.x inner
+    batches (a BatchCQ topic's records) would land misnumbered in plain consume queues."""
+    from rmqtool.store.config import batch_topics
+
+    topics = sorted(batch_topics(source))
+    if topics:
+        raise UsageError(f"--to-store cannot write 5.x inner batch (BatchCQ) topics yet ({', '.join(topics)}): "
+                         "use --out FILE.jsonl", source)
 
 
 def _to_store(messages, target: pathlib.Path, source: pathlib.Path) -> None:
@@ -71,6 +90,7 @@ def _to_store(messages, target: pathlib.Path, source: pathlib.Path) -> None:
     from rmqtool.engine.rows import message_from_row
     from rmqtool.engine.store import Store
     from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes
+    from rmqtool.recovery.salvage import is_inner_batch
     from rmqtool.report.records import message_record
     from rmqtool.store.paths import StorePaths
     from rmqtool.store.segments import discover
@@ -83,6 +103,9 @@ def _to_store(messages, target: pathlib.Path, source: pathlib.Path) -> None:
     with Store.open(target, writable=True, **sizes) as s:
         batch = []
         for m in messages:
+            if is_inner_batch(m):  # one the store's batch topics did not name
+                raise UsageError(f"--to-store cannot write 5.x inner batch records yet ({m.topic}/{m.queue_id}); "
+                                 f"{target} holds the messages before it: use --out FILE.jsonl", m.path, m.position)
             batch.append(message_from_row(message_record(m), keep_store_timestamp=True, keep_store_host=True))
             if len(batch) >= 1024:
                 s.append_many(batch)
@@ -91,9 +114,8 @@ def _to_store(messages, target: pathlib.Path, source: pathlib.Path) -> None:
             s.append_many(batch)
 
 
-def _table(doc: dict) -> None:
-    import sys
-    w = sys.stdout.write
+def _table(doc: dict, stream) -> None:
+    w = stream.write
     w(f"kept {doc['messages_kept']} messages ({doc['bytes_kept']} bytes) into {doc['out_path']}\n")
     if doc["recovered_end"] is not None:
         w(f"{doc['kept_past_recovered_end']} of them lie past {doc['recovered_end']}, where the broker's "

@@ -30,14 +30,18 @@ def intact(m: Message) -> bool:
             and m.property_crc_ok is not False)
 
 
+def is_inner_batch(m: Message) -> bool:
+    """A 5.x inner batch record: INNER_NUM and INNER_BASE both there, as the broker's dispatch asks."""
+    return PROPERTY_INNER_NUM in m.properties and PROPERTY_INNER_BASE in m.properties
+
+
 def queue_offsets_of(m: Message) -> range:
     """The queue offsets a record's messages have: an inner batch's INNER_NUM from INNER_BASE
     (5.3.3's setBatchSizeIfNeeded), any other record its queueOffset field alone (so does an
     inner batch whose INNER_* do not parse: the broker fails that record)."""
-    p = m.properties
-    if PROPERTY_INNER_NUM in p and PROPERTY_INNER_BASE in p:
+    if is_inner_batch(m):
         try:
-            base, num = inner_batch(p)
+            base, num = inner_batch(m.properties)
         except ValueError:
             pass
         else:

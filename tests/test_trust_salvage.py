@@ -9,7 +9,7 @@ import pathlib
 
 from typer.testing import CliRunner
 
-from conftest import V4, V5, load_truth
+from conftest import FIXTURES, V4, V5, load_truth
 from rmqtool.cli.app import app
 from rmqtool.formats.crc import stored_record_crc
 from rmqtool.formats.properties import PROPERTY_CRC32
@@ -168,3 +168,15 @@ def test_to_store_refuses_inner_batches_it_would_misnumber(tmp_path):
     r = _run("salvage", BATCHCQ / "store", "--to-store", new)
     assert r.exit_code == 2 and "--out" in r.stderr
     assert not new.exists()
+
+
+def test_a_missing_commit_log_file_is_named(tmp_path):
+    variant = FIXTURES / "crash-made" / "missing-middle-no-queues"
+    base = FIXTURES / load_truth(variant / "truth.json")["base"] / "commitlog"
+    store = variant / "input" / "store"
+    gone = sorted({p.name for p in base.iterdir()} - {p.name for p in (store / "commitlog").iterdir()})
+    r = _run("salvage", store, "--out", tmp_path / "k.jsonl", "-f", "json")
+    assert r.exit_code == 3
+    gaps = [d for d in json.loads(r.stdout)["damaged_regions"] if d["finding"] == "segmentGap"]
+    assert gone and [(pathlib.Path(d["file"]).name, d["bytes"]) for d in gaps] == [
+        (gone[0], sum((base / name).stat().st_size for name in gone))]

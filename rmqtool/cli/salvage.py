@@ -121,7 +121,7 @@ def _table(doc: dict, stream) -> None:
         w(f"{doc['kept_past_recovered_end']} of them lie past {doc['recovered_end']}, where the broker's "
           f"recovery cuts the log\n")
     for r in doc["damaged_regions"]:
-        w(f"lost: {r['bytes']} bytes at {r['file']} position {r['file_position']} ({r['reason']})\n")
+        w(f"unreadable: {r['bytes']} bytes at {r['file']} position {r['file_position']} ({r['reason']})\n")
     for r in doc["messages_rejected"]:
         w(f"rejected: {r['topic']}/{r['queue_id']} queue offset {r['queue_offset']} at {r['file']} position "
           f"{r['file_position']} ({r['reason']})\n")

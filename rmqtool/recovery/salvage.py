@@ -17,6 +17,7 @@ from typing import Iterator
 
 from rmqtool.dispatch.dispatcher import inner_batch
 from rmqtool.errors import RmqError
+from rmqtool.findings import SEGMENT_GAP
 from rmqtool.formats.properties import PROPERTY_INNER_BASE, PROPERTY_INNER_NUM
 from rmqtool.store.commitlog import Corrupt
 from rmqtool.store.commitlog_end import CommitLog
@@ -82,6 +83,7 @@ def salvage(store_root, recovered_end: int | None = None) -> tuple[Iterator[Mess
 
     def messages() -> Iterator[Message]:
         log = CommitLog(paths.commitlog)
+        _gaps(log, report)
         for r in log.scan(check_crc=True):
             if isinstance(r, Message):
                 if intact(r):
@@ -106,6 +108,18 @@ def salvage(store_root, recovered_end: int | None = None) -> tuple[Iterator[Mess
         _missing(paths, report)
 
     return messages(), report
+
+
+def _gaps(log: CommitLog, report: SalvageReport) -> None:
+    """Commit log files missing between two that are there: bytes nothing can be read from."""
+    size = log.mapped_file_size
+    for prev, seg in zip(log.segments, log.segments[1:]):
+        start = prev.base_offset + size if size else seg.base_offset
+        if seg.base_offset > start:
+            report.damaged_regions.append({
+                "commit_log_offset": start, "file": str(log.directory / f"{start:020d}"), "file_position": 0,
+                "bytes": seg.base_offset - start, "finding": SEGMENT_GAP,
+                "reason": f"no commit log file holds offsets {start} to {seg.base_offset}: missing"})
 
 
 def _missing(paths: StorePaths, report: SalvageReport) -> None:

@@ -180,3 +180,18 @@ def test_a_missing_commit_log_file_is_named(tmp_path):
     gaps = [d for d in json.loads(r.stdout)["damaged_regions"] if d["finding"] == "segmentGap"]
     assert gone and [(pathlib.Path(d["file"]).name, d["bytes"]) for d in gaps] == [
         (gone[0], sum((base / name).stat().st_size for name in gone))]
+
+
+def test_a_damaged_batch_unit_claims_no_missing_messages(store_copy, tmp_path):
+    truth = load_truth(BATCHCQ / "truth.json")
+    src = store_copy(BATCHCQ / "store")
+    topic, queue = "BatchCQTopic", "0"
+    last_file = sorted((src / "batchconsumequeue" / topic / queue).iterdir())[-1]
+    unit = truth["truth"]["consumeQueues"][topic][queue]["unitSize"]
+    raw = bytearray(last_file.read_bytes())
+    last = max(i for i in range(0, len(raw), unit) if any(raw[i:i + unit]))
+    raw[last + 28 + 3] ^= 1  # msgBaseOffset (after commitLogOffset, size, tagsCode, storeTimestamp)
+    last_file.write_bytes(bytes(raw))
+    r = _run("salvage", src, "--out", tmp_path / "k.jsonl", "-f", "json")
+    assert r.exit_code == 0, r.stdout
+    assert json.loads(r.stdout)["missing_queue_offsets"] == {}

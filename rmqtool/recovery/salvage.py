@@ -7,8 +7,8 @@ its own position, its lengths add up (or the scanner would not have decoded it),
 CRC is right and, where it has one, its ``__CRC32#`` too. Everything else is reported: the
 byte ranges no record could be read from, messages that decode but fail a check, and per
 queue the queue offsets no kept message has (against the queue's range in its consume
-queue or batch consume queue, where there is one). A 5.x inner batch record holds INNER_NUM
-messages from queue offset INNER_BASE, as the broker's dispatch reads them.
+queue, where there is one). A 5.x inner batch record holds INNER_NUM messages from queue
+offset INNER_BASE, as the broker's dispatch reads them.
 """
 from __future__ import annotations
 
@@ -105,6 +105,7 @@ def salvage(store_root, recovered_end: int | None = None) -> tuple[Iterator[Mess
             elif isinstance(r, Corrupt):
                 report.damaged_regions.append({"commit_log_offset": r.offset, "file": r.path, "file_position": r.position,
                                                "bytes": r.size, "finding": r.finding_id, "reason": r.reason})
+        report.damaged_regions.sort(key=lambda d: d["commit_log_offset"])  # a missing file among them
         _missing(paths, report)
 
     return messages(), report
@@ -124,7 +125,9 @@ def _gaps(log: CommitLog, report: SalvageReport) -> None:
 
 def _missing(paths: StorePaths, report: SalvageReport) -> None:
     """Per queue, the queue offsets between its first and last known ones that no kept
-    message has; known: the kept messages and the queue's (batch) consume queue range."""
+    message has; known: the kept messages and the queue's consume queue range. A batch
+    consume queue's range is left out: it comes from its last unit's fields, where one
+    flipped bit would claim billions of messages missing."""
     ranges: dict[str, tuple[int, int]] = {}
 
     def know(key: str, lo: int, hi: int) -> None:
@@ -134,7 +137,7 @@ def _missing(paths: StorePaths, report: SalvageReport) -> None:
 
     try:
         for q in open_consume_queues(paths.root).queues:
-            if q.max_offset > q.min_offset():
+            if not q.is_batch and q.max_offset > q.min_offset():
                 know(f"{q.topic}/{q.queue_id}", q.min_offset(), q.max_offset)
     except RmqError:
         pass  # unreadable queues only narrow what is known to be missing

@@ -195,3 +195,16 @@ def test_a_damaged_batch_unit_claims_no_missing_messages(store_copy, tmp_path):
     r = _run("salvage", src, "--out", tmp_path / "k.jsonl", "-f", "json")
     assert r.exit_code == 0, r.stdout
     assert json.loads(r.stdout)["missing_queue_offsets"] == {}
+
+
+def test_an_inner_batch_whose_inner_base_does_not_parse_still_counts_its_messages(tmp_path):
+    variant = FIXTURES / "crash-made" / "inner-base-not-a-number"
+    truth = load_truth(BATCHCQ / "truth.json")
+    assert load_truth(variant / "truth.json")["base"] == "rocketmq-5.3.3/batchcq/store"
+    r = _run("salvage", variant / "input" / "store", "--out", tmp_path / "k.jsonl", "-f", "json")
+    assert r.exit_code == 0, r.stdout  # the broker cuts the log at it; salvage keeps its messages
+    doc = json.loads(r.stdout)
+    assert doc["missing_queue_offsets"] == {} and doc["kept_past_recovered_end"] > 0
+    assert doc["queue_offsets_kept"] == {f"{topic}/{q}": v["messageTotalInQueue"]
+                                         for topic, qs in truth["truth"]["consumeQueues"].items()
+                                         for q, v in qs.items()}

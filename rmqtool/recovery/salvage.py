@@ -38,16 +38,18 @@ def is_inner_batch(m: Message) -> bool:
 
 def queue_offsets_of(m: Message) -> range:
     """The queue offsets a record's messages have: an inner batch's INNER_NUM from INNER_BASE
-    (5.3.3's setBatchSizeIfNeeded), any other record its queueOffset field alone (so does an
-    inner batch whose INNER_* do not parse: the broker fails that record)."""
+    (5.3.3's setBatchSizeIfNeeded), any other record its queueOffset field alone. An inner
+    batch whose INNER_BASE does not parse (the broker fails that record, its messages are
+    still there) counts from its queueOffset field, which 5.x sets to the same base."""
     if is_inner_batch(m):
-        try:
-            base, num = inner_batch(m.properties)
-        except ValueError:
-            pass
-        else:
+        for props in (m.properties, {**m.properties, PROPERTY_INNER_BASE: str(m.queue_offset)}):
+            try:
+                base, num = inner_batch(props)
+            except ValueError:
+                continue
             if num > 0:
                 return range(base, base + num)
+            break
     return range(m.queue_offset, m.queue_offset + 1)
 
 

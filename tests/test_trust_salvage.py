@@ -208,3 +208,22 @@ def test_an_inner_batch_whose_inner_base_does_not_parse_still_counts_its_message
     assert doc["queue_offsets_kept"] == {f"{topic}/{q}": v["messageTotalInQueue"]
                                          for topic, qs in truth["truth"]["consumeQueues"].items()
                                          for q, v in qs.items()}
+
+
+def test_to_store_takes_the_index_geometry_when_the_index_files_cannot_tell(tmp_path):
+    rows = [{"topic": "T", "body": base64.b64encode(b"b%d" % i).decode(), "keys": f"k-{i}"} for i in range(20)]
+    src = tmp_path / "src"
+    made = _run("append", src, "--create", "--from-jsonl", _jsonl(tmp_path / "a.jsonl", rows),
+                "--index-slots", 16, "--index-entries", 40, "--no-progress")
+    assert made.exit_code == 0, made.output
+    for f in (src / "index").iterdir():  # no entries left to tell the geometry (not the default 1:4)
+        f.write_bytes(bytes(f.stat().st_size))
+    new = tmp_path / "new"
+    refused = _run("salvage", src, "--to-store", new)
+    assert refused.exit_code == 2 and "give both" in refused.stderr and not new.exists()
+    r = _run("salvage", src, "--to-store", new, "--index-slots", 16, "--index-entries", 40)
+    assert r.exit_code == 0, r.output
+    for row in rows:
+        found = query_by_key(new, row["keys"], topic="T", index_only=True).messages
+        assert [bytes(m.body) for m in found] == [base64.b64decode(row["body"])]
+    assert _run("salvage", src, "--out", tmp_path / "k.jsonl", "--index-slots", 16).exit_code == 2

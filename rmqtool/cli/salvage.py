@@ -33,6 +33,12 @@ def salvage(
     to_store: Optional[pathlib.Path] = typer.Option(None, "--to-store", metavar="NEWDIR",
                                                     help="Append the messages into a new store (original topics, "
                                                          "queues, keys, properties, store times and hosts)."),
+    index_slots: Optional[int] = typer.Option(None, "--index-slots", min=1,
+                                              help="--to-store: hash slots per index file, when the source's "
+                                                   "index files cannot tell."),
+    index_entries: Optional[int] = typer.Option(None, "--index-entries", min=2,
+                                                help="--to-store: entries per index file, when the source's "
+                                                     "index files cannot tell."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="The report: table, jsonl or json."),
 ):
     """Find every intact message (also past where recovery cuts) and report what is lost for good."""
@@ -44,6 +50,8 @@ def salvage(
 
     if (out is None) == (to_store is None):
         raise UsageError("give --out FILE.jsonl or --to-store NEWDIR")
+    if to_store is None and (index_slots or index_entries):
+        raise UsageError("--index-slots and --index-entries size the store --to-store makes")
     root = require_store(store)
     to_stdout = out is not None and str(out) == "-"
     if out is not None and not to_stdout and out.exists():
@@ -52,6 +60,7 @@ def salvage(
         raise UsageError("--to-store: the directory exists and is not empty", to_store)
     if to_store is not None:
         _refuse_inner_batches(root)
+        sizes = _sizes(root, index_slots, index_entries)  # before anything is written
     end = simulate(root, Settings(), list_lost=False)
     messages, report = run(root, end.max_offset_after if end.loadable else None)
     if out is not None:
@@ -61,7 +70,7 @@ def salvage(
                 f.write(orjson.dumps(message_record(m)) + b"\n")
             f.flush()
     else:
-        _to_store(messages, to_store, root)
+        _to_store(messages, to_store, sizes)
     doc = report.to_json()
     doc["out_path"] = "<stdout>" if to_stdout else str(out or to_store)
     stream = sys.stderr if to_stdout else sys.stdout  # stdout holds the messages
@@ -84,22 +93,27 @@ def _refuse_inner_batches(source: pathlib.Path) -> None:
                          "use --out FILE.jsonl", source)
 
 
-def _to_store(messages, target: pathlib.Path, source: pathlib.Path) -> None:
-    """Through the engine, as append --from-jsonl --keep-store-timestamp --keep-store-host does,
-    with the source store's file sizes."""
-    from rmqtool.engine.rows import message_from_row
-    from rmqtool.engine.store import Store
+def _sizes(source: pathlib.Path, index_slots: int | None, index_entries: int | None) -> dict:
+    """The source store's file sizes, for the new one (index files of two sizes: the newest)."""
     from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes
-    from rmqtool.recovery.salvage import is_inner_batch
-    from rmqtool.report.records import message_record
     from rmqtool.store.paths import StorePaths
     from rmqtool.store.segments import discover
 
     paths = StorePaths(source)
     cq_sizes = consume_queue_file_sizes(paths.consumequeue)
-    slots, entries = index_sizes(paths.index, None, None, newest=True)  # the new store: one geometry
-    sizes = dict(commitlog_size=discover(paths.commitlog).mapped_file_size,
-                 cq_size=max(cq_sizes) if cq_sizes else None, index_slots=slots, index_entries=entries)
+    slots, entries = index_sizes(paths.index, index_slots, index_entries, newest=True)
+    return dict(commitlog_size=discover(paths.commitlog).mapped_file_size,
+                cq_size=max(cq_sizes) if cq_sizes else None, index_slots=slots, index_entries=entries)
+
+
+def _to_store(messages, target: pathlib.Path, sizes: dict) -> None:
+    """Through the engine, as append --from-jsonl --keep-store-timestamp --keep-store-host does,
+    with the source store's file sizes."""
+    from rmqtool.engine.rows import message_from_row
+    from rmqtool.engine.store import Store
+    from rmqtool.recovery.salvage import is_inner_batch
+    from rmqtool.report.records import message_record
+
     with Store.open(target, writable=True, **sizes) as s:
         batch = []
         for m in messages:

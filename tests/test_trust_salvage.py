@@ -227,3 +227,17 @@ def test_to_store_takes_the_index_geometry_when_the_index_files_cannot_tell(tmp_
         found = query_by_key(new, row["keys"], topic="T", index_only=True).messages
         assert [bytes(m.body) for m in found] == [base64.b64decode(row["body"])]
     assert _run("salvage", src, "--out", tmp_path / "k.jsonl", "--index-slots", 16).exit_code == 2
+
+
+def test_append_from_a_5x_dump_writes_crc32_entries_that_hold(tmp_path):
+    # the same rows path: new store times make every copied __CRC32# wrong
+    rows = tmp_path / "rows.jsonl"
+    dumped = _run("dump", "commitlog", V2_AND_CRC / "store", "-f", "jsonl", "--body", "base64")
+    assert dumped.exit_code == 0
+    rows.write_text(dumped.stdout)
+    new = tmp_path / "new"
+    assert _run("append", new, "--create", "--from-jsonl", rows, "--no-progress").exit_code == 0
+    got = _messages(new)
+    assert len(got) == len(load_truth(V2_AND_CRC / "truth.json")["truth"]["messages"])
+    assert all(m.property_crc_ok is True for m in got)
+    assert not [f for f in _verify_findings(new) if f["finding"] == "propertyCrcMismatch"]

@@ -39,7 +39,8 @@ from rmqtool.formats.batch import (BATCH_MESSAGE_BODY_CRC, BATCH_MESSAGE_MAGIC_C
 from rmqtool.formats.commitlog import (MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH_V1, MAX_TOPIC_LENGTH_V2,
                                        MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, PHYSICAL_OFFSET_AT, QUEUE_OFFSET_AT,
                                        STORE_TIMESTAMP_AT, MessageHosts, MessagePrefix, MessageTopic)
-from rmqtool.formats.crc import CRC32_ENTRY_END, CRC32_RESERVED_LEN, body_crc, crc32_property, ends_with_crc32_entry, record_crc
+from rmqtool.formats.crc import (CRC32_ENTRY_END, CRC32_RESERVED_LEN, body_crc, crc32_property, ends_with_crc32_entry,
+                                 record_crc)
 from rmqtool.formats.derive import field_names, struct_format, struct_of
 from rmqtool.formats.indexfile import java_string_hash
 from rmqtool.formats.msgid import UniqKeyFixed, UniqKeyPerMessage
@@ -705,10 +706,10 @@ def seal_record_crc(record, magic_code: int, store_timestamp_at: int, queue_offs
 def write_record(buf, pos: int, record: bytes, magic_code: int, store_timestamp_at: int, queue_offset: int,
                  physical_offset: int, store_timestamp: int, prop_crc: bool = False) -> None:
     """Write a prepared record at ``buf[pos:]`` with its place and time (and, ``prop_crc``,
-    its ``__CRC32#`` entry). The record holds
-    zeros where totalSize and magic go; they are written last, so a process killed half way
-    leaves zeros where the record starts, not half a record. (One copy of the whole record:
-    slicing off its first 8 bytes would copy it twice.)"""
+    its ``__CRC32#`` entry). The record holds zeros where totalSize and magic go; they are
+    written last, so a process killed half way leaves zeros where the record starts, not
+    half a record. (One copy of the whole record: slicing off its first 8 bytes would copy
+    it twice.)"""
     if prop_crc:
         record = seal_record_crc(record, magic_code, store_timestamp_at, queue_offset, physical_offset,
                                  store_timestamp)

@@ -76,9 +76,9 @@ def message_from_row(row: dict, keep_store_timestamp: bool = False, keep_store_h
     are written as they are; with only ``properties``, they are written in the order given.
     Either way nothing is added and nothing is re-delayed: a SCHEDULE_TOPIC_XXXX record stays
     there, a delivered one stays in its topic; a ``__CRC32#`` entry is written anew over the
-    record where it now lies (a copied one would not match its new place). Without either, it is a new message with a
-    producer's defaults (TAGS/KEYS from ``tags``/``keys``, a new UNIQ_KEY, CLUSTER). A body
-    dumped with --decompress is compressed again.
+    record where it now lies (a copied one would not match its new place). Without either,
+    it is a new message with a producer's defaults (TAGS/KEYS from ``tags``/``keys``, a new
+    UNIQ_KEY, CLUSTER). A body dumped with --decompress is compressed again.
     """
     topic = row.get("topic")
     if not isinstance(topic, str) or not topic:

@@ -241,3 +241,16 @@ def test_append_from_a_5x_dump_writes_crc32_entries_that_hold(tmp_path):
     assert len(got) == len(load_truth(V2_AND_CRC / "truth.json")["truth"]["messages"])
     assert all(m.property_crc_ok is True for m in got)
     assert not [f for f in _verify_findings(new) if f["finding"] == "propertyCrcMismatch"]
+
+
+def test_a_stray_file_far_past_the_end_is_no_missing_range(store_copy, tmp_path):
+    src = store_copy(V4 / "basic" / "store")
+    segments = sorted((src / "commitlog").iterdir())
+    size = segments[-1].stat().st_size
+    stray = src / "commitlog" / f"{int(segments[-1].name) + 1000 * size:020d}"
+    stray.write_bytes(b"garbage" + bytes(size - 7))
+    r = _run("salvage", src, "--out", tmp_path / "k.jsonl", "-f", "json")
+    doc = json.loads(r.stdout)
+    assert not [d for d in doc["damaged_regions"] if d["finding"] == "segmentGap"]
+    assert [pathlib.Path(d["file"]).name for d in doc["damaged_regions"]] == [stray.name]
+    assert doc["messages_kept"] == len(load_truth(V4 / "basic" / "truth.json")["truth"]["messages"])

@@ -85,9 +85,10 @@ def salvage(store_root, recovered_end: int | None = None) -> tuple[Iterator[Mess
 
     def messages() -> Iterator[Message]:
         log = CommitLog(paths.commitlog)
-        _gaps(log, report)
+        last_record = -1  # where the last record that decodes starts
         for r in log.scan(check_crc=True):
             if isinstance(r, Message):
+                last_record = r.commit_log_offset
                 if intact(r):
                     report.kept += 1
                     report.kept_bytes += r.store_size
@@ -107,18 +108,20 @@ def salvage(store_root, recovered_end: int | None = None) -> tuple[Iterator[Mess
             elif isinstance(r, Corrupt):
                 report.damaged_regions.append({"commit_log_offset": r.offset, "file": r.path, "file_position": r.position,
                                                "bytes": r.size, "finding": r.finding_id, "reason": r.reason})
-        report.damaged_regions.sort(key=lambda d: d["commit_log_offset"])  # a missing file among them
+        _gaps(log, report, last_record)
+        report.damaged_regions.sort(key=lambda d: d["commit_log_offset"])
         _missing(paths, report)
 
     return messages(), report
 
 
-def _gaps(log: CommitLog, report: SalvageReport) -> None:
-    """Commit log files missing between two that are there: bytes nothing can be read from."""
+def _gaps(log: CommitLog, report: SalvageReport, last_record: int) -> None:
+    """Commit log files missing between two that are there, where records after them show
+    the log went on (a stray file far past the end leaves no gap of lost messages)."""
     size = log.mapped_file_size
     for prev, seg in zip(log.segments, log.segments[1:]):
         start = prev.base_offset + size if size else seg.base_offset
-        if seg.base_offset > start:
+        if start < seg.base_offset <= last_record:
             report.damaged_regions.append({
                 "commit_log_offset": start, "file": str(log.directory / f"{start:020d}"), "file_position": 0,
                 "bytes": seg.base_offset - start, "finding": SEGMENT_GAP,

@@ -70,20 +70,19 @@ def crc32_property(crc: int) -> bytes:
     return CRC32_ENTRY_HEAD + crc32_property_digits(crc).encode("ascii") + CRC32_ENTRY_END
 
 
-def has_crc32_entry(properties_raw: bytes) -> bool:
-    """Whether a record's properties end with a ``__CRC32#`` entry (its digits may be damaged)."""
+def ends_with_crc32_entry(properties_raw: bytes) -> bool:
+    """Whether properties end with a ``__CRC32#`` entry's shape (its head, 10 bytes, the
+    separator), whatever its digits: the reserved 20 bytes of a 5.x record."""
     return (len(properties_raw) >= CRC32_RESERVED_LEN and properties_raw.endswith(CRC32_ENTRY_END)
-            and properties_raw[-CRC32_RESERVED_LEN:].startswith(CRC32_ENTRY_HEAD))
+            and properties_raw.startswith(CRC32_ENTRY_HEAD, len(properties_raw) - CRC32_RESERVED_LEN))
 
 
 def stored_record_crc(properties_raw: bytes) -> int | None:
     """The CRC in a record's trailing ``__CRC32#`` entry, or None when its properties do not
     end with one (4.x, or 5.x without enabledAppendPropCRC)."""
-    if len(properties_raw) < CRC32_RESERVED_LEN or not properties_raw.endswith(CRC32_ENTRY_END):
+    if not ends_with_crc32_entry(properties_raw):
         return None
     tail = properties_raw[-CRC32_RESERVED_LEN:]
-    if not tail.startswith(CRC32_ENTRY_HEAD):
-        return None
     return crc32_from_digits(tail[_DIGITS_AT:_DIGITS_END].decode("ascii", "replace"))
 
 

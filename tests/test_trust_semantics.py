@@ -22,7 +22,7 @@ from rmqtool.cli.app import app
 from rmqtool.engine import encoder as enc
 from rmqtool.errors import ExitCode
 from rmqtool.findings import PROPERTY_CRC_MISSING, PROPERTY_CRC_MISSING_AT_END
-from rmqtool.formats.crc import CRC32_RESERVED_LEN, crc32_property, has_crc32_entry, record_crc
+from rmqtool.formats.crc import CRC32_RESERVED_LEN, crc32_property, ends_with_crc32_entry, record_crc
 from rmqtool.recovery.outcome import Settings, simulate
 from rmqtool.recovery.plan import plan_recovery
 from rmqtool.recovery.semantics import detect_semantics
@@ -273,7 +273,7 @@ def test_the_encoder_writes_each_5_3_3_record_byte_for_byte():
             continue
         raw = (store / "commitlog" / pathlib.Path(m.path).name).read_bytes()[m.position:m.position + m.store_size]
         p = encoder.prepare(_as_stored(m))
-        out = p.to_bytes(m.queue_offset, m.physical_offset, m.store_timestamp, prop_crc=True)
+        out = p.to_bytes(m.queue_offset, m.physical_offset, m.store_timestamp)
         assert out == raw, m.commit_log_offset
         t = truth[m.commit_log_offset]
         assert out[-CRC32_RESERVED_LEN:].decode() == t["propertyCrc32Raw"][-CRC32_RESERVED_LEN:]
@@ -296,7 +296,7 @@ def test_append_into_a_store_whose_records_carry_the_entry_writes_it(store_copy,
     assert r.exit_code == 0, r.output
     assert "__CRC32#" in r.stderr and "last record" in r.stderr  # and says so
     new = _records(store, end)
-    assert new and all(has_crc32_entry(m.properties_raw) and m.property_crc_ok and m.body_crc_ok for m in new)
+    assert new and all(ends_with_crc32_entry(m.properties_raw) and m.property_crc_ok and m.body_crc_ok for m in new)
     assert all(m.properties_raw.count(b"__CRC32#") == 1 for m in new)
     # a broker with forceVerifyPropCRC keeps them, and verify finds nothing wrong
     doc = json.loads(_run("recover", store, "--verify-prop-crc", "-f", "json").stdout)
@@ -312,7 +312,7 @@ def test_prop_crc_overrides_what_the_store_shows(store_copy):
     r = _run("append", five, "--prop-crc", "off", "--topic", "OrderTopic", "--body", "x")
     assert r.exit_code == 0 and "__CRC32#" not in r.stderr
     (m,) = _records(five, end)
-    assert not has_crc32_entry(m.properties_raw) and m.property_crc_ok is None
+    assert not ends_with_crc32_entry(m.properties_raw) and m.property_crc_ok is None
     assert _run("append", five, "--prop-crc", "maybe", "--topic", "T", "--body", "x").exit_code == ExitCode.USAGE
 
 

@@ -18,7 +18,7 @@ STORE = V4 / "basic" / "store"
 CRASH = V5 / "crash5" / "b-garbled-last-message" / "input" / "store"
 OFFSETS_STORE = FIXTURES / "config" / "out-of-range" / "store"
 # objects whose keys are data, not field names
-DATA_OBJECTS = ("properties", "document", "queues", "counts", "missing_queue_offsets")
+DATA_OBJECTS = ("properties", "document", "queues", "counts", "missing_queue_offsets", "queue_offsets_kept")
 
 
 def documented() -> tuple[set[str], list[str]]:

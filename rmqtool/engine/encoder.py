@@ -299,7 +299,9 @@ class MessageInner:
     redirect and the dispatch values (TAGS, KEYS, UNIQ_KEY), so it should hold what the
     string holds (the broker's map may also hold WAIT, which the string leaves out). ``store_host`` None and
     ``store_timestamp`` None mean the store's own host and clock. The body CRC, the V6 bits
-    and the queue offset are the store's to set.
+    and the queue offset are the store's to set. ``prop_crc``: the record ends with a
+    ``__CRC32#`` entry over its bytes as placed, as 5.x writes it with enabledAppendPropCRC
+    (a trailing entry the stored properties already hold is replaced, never copied).
     """
     topic: str
     body: bytes = b""
@@ -314,6 +316,7 @@ class MessageInner:
     sys_flag: int = 0
     prepared_transaction_offset: int = 0
     store_timestamp: int | None = None
+    prop_crc: bool = False
 
     @property
     def tags(self) -> str | None:
@@ -616,7 +619,7 @@ class PreparedRecord(tuple):
     __slots__ = ()
     FIELDS = ("topic", "queue_id", "record", "total_size", "sys_flag", "store_timestamp_at", "store_timestamp",
               "tags_code", "keys", "uniq_key", "delay_level", "store_ip", "store_port", "gets_queue_offset",
-              "magic_code")
+              "magic_code", "prop_crc")
 
     topic = property(operator.itemgetter(0))
     queue_id = property(operator.itemgetter(1))
@@ -633,14 +636,14 @@ class PreparedRecord(tuple):
     store_port = property(operator.itemgetter(12))
     gets_queue_offset = property(operator.itemgetter(13))  # prepared and rollback records: offset 0, no CQ unit
     magic_code = property(operator.itemgetter(14))
+    prop_crc = property(operator.itemgetter(15))  # its last 20 bytes: a __CRC32# entry to fill once placed
 
-    def write_into(self, buf, pos: int, queue_offset: int, physical_offset: int, store_timestamp: int,
-                   prop_crc: bool = False) -> None:
-        write_record(buf, pos, self[2], self[14], self[5], queue_offset, physical_offset, store_timestamp, prop_crc)
+    def write_into(self, buf, pos: int, queue_offset: int, physical_offset: int, store_timestamp: int) -> None:
+        write_record(buf, pos, self[2], self[14], self[5], queue_offset, physical_offset, store_timestamp, self[15])
 
-    def to_bytes(self, queue_offset: int, physical_offset: int, store_timestamp: int, prop_crc: bool = False) -> bytes:
+    def to_bytes(self, queue_offset: int, physical_offset: int, store_timestamp: int) -> bytes:
         out = bytearray(self[3])
-        self.write_into(out, 0, queue_offset, physical_offset, store_timestamp, prop_crc)
+        self.write_into(out, 0, queue_offset, physical_offset, store_timestamp)
         return bytes(out)
 
     @property
@@ -663,14 +666,15 @@ _tuple_new = tuple.__new__
 
 def prepared_record(topic: str, queue_id: int, record: bytes, sys_flag: int, store_timestamp: int | None,
                     tags_code: int, keys: str | None, uniq_key: str | None, delay_level: int,
-                    store_ip: bytes, store_port: int) -> PreparedRecord:
+                    store_ip: bytes, store_port: int, prop_crc: bool = False) -> PreparedRecord:
     """A PreparedRecord of a whole encoded ``record`` (its totalSize and magic are kept apart)."""
     magic = _START.unpack_from(record)[1]
     record = bytes(_START.size) + record[_START.size:]
     return _tuple_new(PreparedRecord, (topic, queue_id, record, len(record), sys_flag,
                                        STORE_TIMESTAMP_AT[(sys_flag >> 4) & 3], store_timestamp, tags_code, keys,
                                        uniq_key, delay_level, store_ip, store_port,
-                                       (sys_flag & sysflag.TRANSACTION_MASK) in _GETS_QUEUE_OFFSET, magic))
+                                       (sys_flag & sysflag.TRANSACTION_MASK) in _GETS_QUEUE_OFFSET, magic,
+                                       prop_crc))
 
 
 def write_record(buf, pos: int, record: bytes, magic_code: int, store_timestamp_at: int, queue_offset: int,
@@ -740,7 +744,8 @@ def _prepare_method(make, name: str, doc: str):
             prop = java_utf8(text)
         except AttributeError:  # bytes: a stored record's properties, written again as they were
             prop = text
-        if self.append_prop_crc:
+        prop_crc = msg.prop_crc if self.append_prop_crc is None else self.append_prop_crc
+        if prop_crc:
             prop = reserve_crc32_entry(prop)
         prop_len = len(prop)
         if prop_len > MAX_PROPERTIES_LENGTH:
@@ -765,7 +770,7 @@ def _prepare_method(make, name: str, doc: str):
                                 body_len),
                            body, tpart, prop_len_field, prop))
         fields = (topic, queue_id, record, total, sys_flag, store_ts_at, msg.store_timestamp, code, keys, uniq,
-                  delay_level, store_ip, store_port, gets_queue_offset, magic)
+                  delay_level, store_ip, store_port, gets_queue_offset, magic, prop_crc)
         return fields if make is None else make(fields)
 
     prepare.__name__ = name
@@ -791,8 +796,9 @@ class Encoder:
         self.max_record_size = max_message_size + MAX_MESSAGE_SIZE_RESERVE
         self._topics: dict[str, tuple[int, bytes]] = {}
         # 5.x enabledAppendPropCRC: each record ends with a __CRC32# entry (reserved here,
-        # filled by the writer once the record is placed: write_record's prop_crc)
-        self.append_prop_crc = False
+        # filled by the writer once the record is placed: write_record's prop_crc). None:
+        # as each message says (MessageInner.prop_crc: a moved record that carried one)
+        self.append_prop_crc: bool | None = False
 
     @property
     def store_host(self) -> Host:
@@ -925,7 +931,7 @@ class Encoder:
             out.append(prepared_record(batch.topic, batch.queue_id, record, sys_flag, batch.store_timestamp,
                                       tags_code(tags), parsed.get(props.PROPERTY_KEYS),
                                       parsed.get(props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), 0,
-                                      store[0], store[1]))
+                                      store[0], store[1], bool(self.append_prop_crc)))
         if not out:
             raise UsageError("the batch holds no message")
         return out
@@ -935,6 +941,6 @@ __all__ = [
     "BatchItem", "DelayLevels", "Encoder", "MessageBatch", "MessageInner", "PreparedRecord", "PropertyMap",
     "UniqIdGenerator", "batch_item", "broker_inner", "compress_body", "create_uniq_id", "decode_batch_body",
     "encode_batch_body", "hashmap_capacity", "java_order", "java_string_hash", "prepared_record", "producer_batch",
-    "producer_message", "producer_properties", "properties_string", "string_to_property_map", "tags_code",
-    "write_record",
+    "producer_message", "producer_properties", "properties_string",
+    "string_to_property_map", "tags_code", "write_record",
 ]

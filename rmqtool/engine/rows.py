@@ -16,6 +16,7 @@ from typing import Iterator
 from rmqtool.errors import UsageError
 from rmqtool.formats import properties as props
 from rmqtool.formats import sysflag
+from rmqtool.formats.crc import ends_with_crc32_entry
 from rmqtool.formats.properties import bytes_to_properties
 from rmqtool.engine import encoder as enc
 
@@ -74,9 +75,10 @@ def message_from_row(row: dict, keep_store_timestamp: bool = False, keep_store_h
     With ``properties_raw`` (base64), the line is a stored record and its properties bytes
     are written as they are; with only ``properties``, they are written in the order given.
     Either way nothing is added and nothing is re-delayed: a SCHEDULE_TOPIC_XXXX record stays
-    there, a delivered one stays in its topic. Without either, it is a new message with a
-    producer's defaults (TAGS/KEYS from ``tags``/``keys``, a new UNIQ_KEY, CLUSTER). A body
-    dumped with --decompress is compressed again.
+    there, a delivered one stays in its topic; a ``__CRC32#`` entry is written anew over the
+    record where it now lies (a copied one would not match its new place). Without either,
+    it is a new message with a producer's defaults (TAGS/KEYS from ``tags``/``keys``, a new
+    UNIQ_KEY, CLUSTER). A body dumped with --decompress is compressed again.
     """
     topic = row.get("topic")
     if not isinstance(topic, str) or not topic:
@@ -104,18 +106,20 @@ def message_from_row(row: dict, keep_store_timestamp: bool = False, keep_store_h
         if stored is not None:
             text = base64.b64decode(stored, validate=True)  # bytes: stored verbatim
             pm, _utf8_ok = bytes_to_properties(text)  # what the broker's dispatch reads from them
+            prop_crc = ends_with_crc32_entry(text)
         elif not isinstance(properties, dict) or not all(isinstance(v, str) for v in properties.values()):
             raise UsageError("properties must be an object of strings")
         else:
-            text = props.properties_to_string(properties)
             pm = dict(properties)
+            prop_crc = pm.pop(props.PROPERTY_CRC32, None) is not None
+            text = props.properties_to_string(pm)
         if topic != enc.RMQ_SYS_SCHEDULE_TOPIC:
             pm.pop(props.PROPERTY_DELAY_TIME_LEVEL, None)  # delivered already: no second redirect
         if common["born_timestamp"] is None:
             common["born_timestamp"] = int(time.time() * 1000)
         msg = enc.MessageInner(topic, body, properties=pm, properties_string=text, sys_flag=sys_flag,
                                prepared_transaction_offset=int(row.get("prepared_transaction_offset", 0) or 0),
-                               **{**common, "born_host": enc.as_host(born_host)})
+                               prop_crc=prop_crc, **{**common, "born_host": enc.as_host(born_host)})
     if keep_store_timestamp and row.get("store_timestamp") is not None:
         msg.store_timestamp = int(row["store_timestamp"])
     if keep_store_host and row.get("store_host"):

@@ -28,7 +28,7 @@ import time
 from rmqtool.errors import CorruptData, NotAStore, RecoveryNeeded, StoreAccessError, UsageError
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, BlankRecord
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, DEFAULT_CQ_FILE_SIZE
-from rmqtool.formats.crc import fill_crc32_entry, has_crc32_entry
+from rmqtool.formats.crc import ends_with_crc32_entry, fill_crc32_entry
 from rmqtool.formats.derive import struct_of
 from rmqtool.store.crc import fast_crc32
 from rmqtool.formats.indexfile import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM
@@ -172,7 +172,7 @@ def _prop_crc(asked: bool | None, last) -> tuple[bool, str]:
     log at the first record without one)."""
     if asked is not None:
         return asked, "as asked (--prop-crc)"
-    if last is not None and has_crc32_entry(last.properties_raw or b""):
+    if last is not None and ends_with_crc32_entry(last.properties_raw or b""):
         return True, (f"the store's last record (commit log offset {last.commit_log_offset}) carries one, as a 5.x "
                       f"broker with enabledAppendPropCRC writes them")
     return False, ("the store's last record carries none" if last is not None else "the store holds no record")
@@ -332,7 +332,10 @@ class Store:
         self.store_host = as_host(host)
         self.encoder = Encoder(self.store_host, self.delay_levels, c.max_message_size)
         self.prop_crc, self.prop_crc_reason = _prop_crc(c.enabled_append_prop_crc, end.last_message)
-        self.encoder.append_prop_crc = self.prop_crc
+        # not asked and the store shows none: a message that carried an entry (a moved
+        # record: salvage --to-store, append --from-jsonl) gets one over its new place
+        self.encoder.append_prop_crc = (True if self.prop_crc else
+                                        None if c.enabled_append_prop_crc is None else False)
 
         self.checkpoint = CheckpointWriter(self.paths.checkpoint)
         self.allocator = AllocateMappedFileService()
@@ -456,7 +459,7 @@ class Store:
     def _put_locked(self, p: PreparedRecord) -> PutResult:
         """doAppend for one record, in the put lock, then its inline dispatch."""
         (topic, queue_id, record, size, sys_flag, store_ts_at, store_ts, code, keys, uniq, delay_level,
-         store_ip, store_port, gets_queue_offset, magic) = p
+         store_ip, store_port, gets_queue_offset, magic, prop_crc) = p
         if store_ts is None:
             store_ts = self._clock()
         if gets_queue_offset:
@@ -471,7 +474,7 @@ class Store:
             mf = self._room_for(size, store_ts)
         pos = mf.wrote_position
         offset = mf.file_from_offset + pos
-        write_record(mf.mm, pos, record, magic, store_ts_at, queue_offset, offset, store_ts, self.prop_crc)
+        write_record(mf.mm, pos, record, magic, store_ts_at, queue_offset, offset, store_ts, prop_crc)
         mf.wrote_position = pos + size
         mf.store_timestamp = store_ts
         if self._inline:
@@ -498,7 +501,7 @@ class Store:
         table = self.topic_queue_table
         deliver = self.delay_levels.deliver_timestamp
         pack_qq, pack_q, pack_start = RECORD_PLACE.pack_into, RECORD_TIME.pack_into, RECORD_START.pack_into
-        prop_crc, start_of = self.prop_crc, RECORD_START.pack
+        start_of = RECORD_START.pack
         results = []
         requests = []
         add_result = results.append
@@ -515,7 +518,7 @@ class Store:
             last_ts = mf.store_timestamp
         try:
             for (topic, queue_id, record, size, sys_flag, store_ts_at, store_ts, code, keys, uniq, delay_level,
-                 store_ip, store_port, gets_queue_offset, magic) in prepared:
+                 store_ip, store_port, gets_queue_offset, magic, prop_crc) in prepared:
                 if store_ts is None:
                     store_ts = time_ns() // 1_000_000 if clock is None else clock()
                 if gets_queue_offset:
@@ -627,7 +630,7 @@ class Store:
         requests = []
         for i, p in enumerate(prepared):
             offset = base + pos
-            p.write_into(mf.mm, pos, begin + i, offset, store_ts, self.prop_crc)
+            p.write_into(mf.mm, pos, begin + i, offset, store_ts)
             pos += p.total_size
             offsets.append(offset)
             requests.append(DispatchRequest(p.topic, p.queue_id, offset, p.total_size, p.tags_code, store_ts,

@@ -194,22 +194,26 @@ def consume_queue_file_sizes(root: pathlib.Path) -> set[int]:
     return sizes
 
 
-def index_geometry(directory: pathlib.Path, slots: Size | None, entries: Size | None) -> tuple[Size, Size]:
+def index_geometry(directory: pathlib.Path, slots: Size | None, entries: Size | None,
+                   newest: bool = False) -> tuple[Size, Size]:
     """(maxHashSlotNum, maxIndexNum) of the store's index files: what the contents of the
     newest file with entries show (the read side's inference), which settings given must
     agree with. When no file has entries: the settings given, the one left out worked out
     from the files' size; with neither given, the size split in the broker's default 1:4
     ratio (an assumption: taken_from DEFAULT). The settings given, or the broker's defaults,
-    when there are no index files."""
+    when there are no index files. Files of different sizes are an error, unless ``newest``:
+    then only the files of the newest one's size count (the geometry the broker last wrote
+    with, for a new store written from this one: salvage --to-store)."""
     files = [(path, path.stat().st_size) for path in index_file_paths(directory)]
     if not files:
         why = "no index file shows"
         return (slots or Size(DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT, f"{why} the index slot count"),
                 entries or Size(DEFAULT_MAX_INDEX_NUM, DEFAULT, f"{why} the index entry count"))
     sizes = {size for _, size in files}
-    if len(sizes) > 1:
+    if len(sizes) > 1 and not newest:
         raise CorruptData(f"index files of different sizes: {sorted(sizes)}", directory)
-    size = sizes.pop()
+    size = files[-1][1]
+    files = [f for f in files if f[1] == size]
     for path, _ in reversed(files):
         found = infer_index_geometry(path)
         if found is not None:
@@ -234,9 +238,11 @@ def index_geometry(directory: pathlib.Path, slots: Size | None, entries: Size | 
     return guess
 
 
-def index_sizes(directory: pathlib.Path, given_slots: int | None, given_entries: int | None) -> tuple[int, int]:
+def index_sizes(directory: pathlib.Path, given_slots: int | None, given_entries: int | None,
+                newest: bool = False) -> tuple[int, int]:
     """:func:`index_geometry`'s values, for settings given as plain numbers (or None)."""
     slots, entries = index_geometry(
         directory, Size(given_slots, OPTION, f"--index-slots {given_slots}") if given_slots is not None else None,
-        Size(given_entries, OPTION, f"--index-entries {given_entries}") if given_entries is not None else None)
+        Size(given_entries, OPTION, f"--index-entries {given_entries}") if given_entries is not None else None,
+        newest)
     return slots.value, entries.value

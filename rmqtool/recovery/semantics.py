@@ -25,7 +25,7 @@ import os
 
 from rmqtool.errors import RmqError
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V2, MESSAGE_MAGIC_CODES, MIN_MESSAGE_LENGTH
-from rmqtool.formats.crc import CRC32_RESERVED_LEN, has_crc32_entry
+from rmqtool.formats.crc import CRC32_RESERVED_LEN, ends_with_crc32_entry
 from rmqtool.formats.sysflag import INNER_BATCH_FLAG
 from rmqtool.recovery.commitlog_walk import V4, V5
 from rmqtool.store.checkpoint import StoreMarkers, read_checkpoint, read_markers
@@ -130,7 +130,7 @@ def _record_mark(seg: Segment) -> str | None:
         end = pos + total
         tail = (head[end - CRC32_RESERVED_LEN:end] if end <= len(head) else
                 _read_tail(seg, end))
-        if has_crc32_entry(tail):
+        if ends_with_crc32_entry(tail):
             return f"{where} ends with a __CRC32# entry (5.x enabledAppendPropCRC)"
         pos = end
     return None

@@ -127,6 +127,19 @@ def _show(doc: dict, plan, fmt: str, render_document, applied: bool = False) -> 
                   + "\n")
 
 
+def _index_line(ix: dict) -> str:
+    """What dispatch puts into the index at the start, duplicates and losses said."""
+    line = f"dispatch puts {ix['entries_put']} index entries" + (f" into {ix['appended_to']}" if ix["appended_to"]
+                                                                else "")
+    if ix["entries_repeated"]:
+        line += (f"; {ix['entries_repeated']} of them repeat keys a kept index file holds for the last message it "
+                 f"indexed (buildIndex skips only offsets below a file's endPhyOffset: the broker does the same)")
+    if ix["entries_lost"]:
+        line += f"; {ix['entries_lost']} entries of the destroyed files are not put back (their messages lie " \
+                f"before where dispatch starts)"
+    return line
+
+
 def _plan_lines(doc: dict, plan) -> list[str]:
     cl = doc.get("commit_log", {})
     lines = [f"{doc['mode']} recovery ({doc['mode_reason']}); broker rules {doc['semantics']}: "
@@ -149,9 +162,13 @@ def _plan_lines(doc: dict, plan) -> list[str]:
     for a in plan.actions:
         verb = "delete" if a.kind == "delete" else f"zero bytes [{a.start}, {a.end}) of"
         lines.append(f"{verb} {a.path} ({a.finding}: {a.message})")
+    ix = doc.get("index_rebuild") or {}
     for path in doc["index_files_destroyed"]:
         if path not in doc["files_deleted"]:
-            lines.append(f"keep {path} (--keep-index; the broker would destroy it)")
+            lines.append(f"keep {path} (" + ("dispatch builds it again as it is" if ix.get("rebuilt_as_is") else
+                                             "--keep-index; the broker would destroy it") + ")")
+    if ix.get("entries_put") and (doc["index_files_destroyed"] or ix.get("appended_to")):
+        lines.append(_index_line(ix))
     if doc.get("batch_topics"):
         lines.append(f"batch consume queue topics: {', '.join(doc['batch_topics'])} ({doc['batch_topics_reason']})")
     for name, q in doc["queues"].items():

@@ -50,6 +50,11 @@ class DispatchRequest(NamedTuple):
     inner_batch: bool = False  # INNER_BASE and INNER_NUM are there (only a 5.x BatchCQ topic's records)
 
 
+def index_keys(request: DispatchRequest) -> list[str]:
+    """The keys buildIndex puts for a record, in order: UNIQ_KEY, then each of KEYS."""
+    return ([] if request.uniq_key is None else [request.uniq_key]) + props.split_keys(request.keys)
+
+
 class RecordUnreadable(Exception):
     """checkMessageAndReturnSize said no (-1): ``reason`` says why."""
 
@@ -198,7 +203,7 @@ class DispatchColumns:
             rows, hashes = [], []
             for i, r in enumerate(requests):
                 if r.sys_flag & TRANSACTION_MASK != TRANSACTION_ROLLBACK_TYPE:  # buildIndex skips rollback
-                    keys = ([] if r.uniq_key is None else [r.uniq_key]) + props.split_keys(r.keys)
+                    keys = index_keys(r)
                     rows += [base + i] * len(keys)
                     hashes += [index_key_hash(build_key(r.topic, k)) for k in keys]
             cols["topic"].append(np.array([ids.setdefault(r.topic, len(ids)) for r in requests], np.int64))

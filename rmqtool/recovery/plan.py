@@ -159,6 +159,9 @@ class RecoveryPlan:
                    "lost_messages": o.lost_messages,
                    "files_deleted": [a.path for a in self.actions if a.kind == DELETE],
                    "index_files_destroyed": [p for p, _ts in o.index_files_destroyed],
+                   "index_rebuild": {"rebuilt_as_is": o.index_rebuilt_as_is, "entries_put": o.index_entries_put,
+                                     "entries_repeated": o.index_entries_repeated,
+                                     "entries_lost": o.index_entries_lost, "appended_to": o.index_kept_appended},
                    "apply_refused": self.refusal}
         return {"store_path": self.store, "recovery": "abnormal" if self.abnormal else "normal",
                 "needs_recovery": not self.is_empty, "commit_log_end": self.commit_log_end,
@@ -218,15 +221,22 @@ def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | 
     cuts, cq_max_physic = _plan_consume_queues(paths, consume_queue_file_size, w.end, actions, findings,
                                                batch=outcome.semantics == V5)
 
-    # the index files an abnormal start destroys
+    # the index files an abnormal start destroys, and what dispatch puts back
+    as_is = outcome.index_rebuilt_as_is
+    rebuilt_again = []  # destroyed and put back as they are: a change only when the start changes more
     for path, end_ts in outcome.index_files_destroyed:
+        delete = Action(DELETE, path, 0, os.stat(path).st_size, INDEX_FILE_NEWER_THAN_CHECKPOINT,
+                        "IndexService.load after an abnormal exit (dispatch builds it again)")
+        if as_is:
+            if not keep_index:
+                rebuilt_again.append(delete)
+            continue
         what = (f"its endTimestamp {end_ts} is after the checkpoint's indexMsgTimestamp "
                 f"{outcome.index_msg_timestamp}: the broker destroys it at an abnormal start")
         findings.append(Finding(INDEX_FILE_NEWER_THAN_CHECKPOINT, path, None,
                                 what + ("; kept (--keep-index)" if keep_index else "")))
         if not keep_index:
-            actions.append(Action(DELETE, path, 0, os.stat(path).st_size, INDEX_FILE_NEWER_THAN_CHECKPOINT,
-                                  "IndexService.load after an abnormal exit"))
+            actions.append(delete)
 
     # where dispatch starts again
     min_offset = segments[0].base_offset if segments else 0
@@ -240,7 +250,7 @@ def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | 
     if abnormal:  # last among the findings: what else is wrong says more
         findings.append(Finding(ABORT_FILE_PRESENT, str(paths.abort), None,
                                 "the last writer did not shut down cleanly"))
-    elif outcome.abnormal and not findings:
+    elif outcome.abnormal and not findings and _dispatch_changes(outcome):
         findings.append(Finding(ABORT_FILE_PRESENT, str(paths.abort), None,
                                 "abnormal recovery asked for (--from-checkpoint): dispatch starts again from the "
                                 "checkpoint's file"))
@@ -249,11 +259,28 @@ def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | 
         for path in made_ahead:
             actions.append(Action(DELETE, path, 0, os.stat(path).st_size, SEGMENT_AFTER_END,
                                   "truncateDirtyFiles: made ahead and never written (all zeros)"))
+        actions += rebuilt_again  # the engine's dispatch builds them again, as the broker does
+    elif outcome.abnormal:
+        # a forced abnormal start that changes nothing: no dispatch either (from the checkpoint's file it would
+        # put the last indexed message's keys into the kept index file once more)
+        redispatch = max(cq_max_physic, min_offset, 0) if cq_max_physic >= 0 else w.end
+        reason = "an abnormal start changes nothing here: nothing is dispatched again"
     return RecoveryPlan(str(paths.root), outcome.abnormal, size, w.end, tuple(findings), tuple(actions), tuple(cuts),
                         redispatch, reason, tuple(made_ahead), end, outcome, refusal)
 
 
 LAST_BLANK = "a blank record ends the last file"
+
+
+def _dispatch_changes(outcome: Outcome) -> bool:
+    """Whether the start's dispatch writes anything: a queue gets units (or is made), or the
+    index gets entries other than those of files it destroys and builds again as they were."""
+    before = {k: v[1] for k, v in outcome.queues_before.items()}
+    if {k: v[1] for k, v in outcome.queues.items()} != before:
+        return True
+    if outcome.index_files_destroyed:
+        return not outcome.index_rebuilt_as_is
+    return outcome.index_entries_put > 0
 
 
 def _end_of(segments: list[Segment], w, size: int) -> CommitLogEnd:

@@ -99,3 +99,60 @@ def test_plan_says_the_rebuilt_index_file_repeats_keys_as_the_brokers_does():
     assert again and doc["index_rebuild"]["entries_repeated"] == len(again)
     assert doc["index_rebuild"]["entries_lost"] == 0
     assert "repeat keys" in run("recover", variant / "input" / "store").stdout
+
+
+# --- item 9: a missing middle commit log file -------------------------------------------------
+
+def queue_offsets(store: pathlib.Path) -> dict:
+    """Each queue's [min, max] as the read side finds it in the files (not the plan's model)."""
+    r = run("info", store, "-f", "json")
+    return {f"{q['topic']}/{q['queue_id']}": [q["min_offset"], q["max_offset"]]
+            for q in json.loads(r.stdout)["consume_queues"]}
+
+
+def engine_truth(shape: str, engine: str) -> dict:
+    return load_truth(MADE / shape / "truth.json")["engines"][engine]
+
+
+@pytest.mark.parametrize("shape,args,engine", [
+    ("missing-middle-abnormal", (), "4.9.8"),
+    ("missing-middle-no-queues", ("--semantics", "5.3"), "5.3.3"),
+])
+def test_missing_middle_file_recovered_into_a_new_directory_as_the_broker_loads_it(shape, args, engine, tmp_path):
+    store = copy(MADE / shape / "input" / "store", tmp_path / "store")
+    before = tree(store)
+    new = tmp_path / "new"
+    r = run("recover", store, *args, "--apply", "--to", new)
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert tree(store) == before  # the input untouched, byte for byte and name for name
+    truth = engine_truth(shape, engine)
+    # startable: a clean shutdown's marks, the gap kept as the broker keeps it, every queue as the engine left it
+    assert not (new / "abort").exists()
+    # the files that hold data stay (the made-ahead all-zero one goes, as truncateDirtyFiles drops it)
+    assert sorted(p.name for p in (new / "commitlog").iterdir()) == sorted(
+        p.name for p in (store / "commitlog").iterdir() if any(p.read_bytes()))
+    assert queue_offsets(new) == truth["queues"]
+    again = json.loads(run("recover", new, *args, "-f", "json").stdout)
+    assert again["mode"] == "normal" and again["actions"] == []
+    assert again["commit_log"]["max_offset_after"] == truth["maxPhyOffset"]
+
+
+def test_missing_middle_file_in_place_only_with_force(tmp_path):
+    store = copy(MADE / "missing-middle-abnormal" / "input" / "store", tmp_path / "store")
+    before = tree(store)
+    refused = run("recover", store, "--apply", "--backup-dir", tmp_path / "b0")
+    assert refused.exit_code == 3
+    assert "--to NEWDIR" in refused.stderr and "--force" in refused.stderr
+    assert tree(store) == before and not (tmp_path / "b0").exists()
+    forced = run("recover", store, "--apply", "--force", "--backup-dir", tmp_path / "b1")
+    assert forced.exit_code == 0, forced.stdout + forced.stderr
+    assert not (store / "abort").exists()
+    assert queue_offsets(store) == engine_truth("missing-middle-abnormal", "4.9.8")["queues"]
+
+
+def test_a_store_the_broker_never_finishes_starting_is_refused_even_into_a_new_directory(tmp_path):
+    # 4.9.8 start() waits forever at the gap (startReturned false): nothing to give the operator
+    assert engine_truth("missing-middle-no-queues", "4.9.8")["startReturned"] is False
+    store = MADE / "missing-middle-no-queues" / "input" / "store"
+    r = run("recover", store, "--semantics", "4.9", "--apply", "--to", tmp_path / "new")
+    assert r.exit_code == 3 and not (tmp_path / "new").exists()

@@ -47,6 +47,8 @@ def recover(
                                                                           "__CRC32# value instead of the body CRC."),
     no_check_crc: bool = typer.Option(False, "--no-check-crc", help="checkCRCOnRecover=false: no CRC check."),
     keep_index: bool = typer.Option(False, "--keep-index", help="Keep the index files an abnormal start destroys."),
+    force: bool = typer.Option(False, "--force", help="--apply in place to a store with a missing middle commit log "
+                                                      "file (the broker loads it; without --force only into --to)."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
 ):
     """Plan (and with --apply do) what the broker's restart recovery does to a store.
@@ -64,13 +66,14 @@ def recover(
         raise UsageError(f"--semantics takes 4.9 or 5.3, not {semantics!r}")
     if verify_prop_crc and semantics not in (None, V5):
         raise UsageError("--verify-prop-crc is a 5.3 setting (forceVerifyPropCRC)")
-    if (to or backup_dir) and not apply:
-        raise UsageError("--to and --backup-dir go with --apply")
+    if (to or backup_dir or force) and not apply:
+        raise UsageError("--to, --backup-dir and --force go with --apply")
     root = require_store(store)
     settings = Settings(semantics=V5 if verify_prop_crc and semantics is None else semantics,
                         from_checkpoint=from_checkpoint, check_crc=not no_check_crc,
                         verify_prop_crc=verify_prop_crc)
-    plan = plan_recovery(root, settings=settings, keep_index=keep_index)
+    missing_file_ok = to is not None or force  # a new directory is the broker's load of the store, the input kept
+    plan = plan_recovery(root, settings=settings, keep_index=keep_index, missing_file_ok=missing_file_ok)
     doc = plan.to_json()
     if not apply:
         _show(doc, plan, fmt.value, render_document)
@@ -84,18 +87,18 @@ def recover(
     target = root
     if to is not None:
         target = _copy_store(root, to)
-    applied = _apply(target, settings, keep_index, backup_dir)
+    applied = _apply(target, settings, keep_index, backup_dir, missing_file_ok)
     doc["applied"] = {"store_path": str(target), **(applied.to_json() if applied is not None else
                                                {"backup_dir": None, "manifest": None})}
     _show(doc, plan, fmt.value, render_document, applied=True)
 
 
-def _apply(target: pathlib.Path, settings, keep_index: bool, backup_dir):
+def _apply(target: pathlib.Path, settings, keep_index: bool, backup_dir, missing_file_ok: bool = False):
     """The engine's writable open carries the plan out and dispatches again; its close
     writes the checkpoint and removes the abort file."""
     from rmqtool.engine.store import Store
     store = Store.open(target, writable=True, recover=True, backup_dir=backup_dir, recovery=settings,
-                       keep_index=keep_index)
+                       keep_index=keep_index, missing_file_ok=missing_file_ok)
     store.close()
     return store.recovery
 

@@ -417,6 +417,7 @@ class ReputMessageService:
             cl = self.commit_log
             if self.reput_from_offset < cl.min_offset:
                 self.reput_from_offset = cl.min_offset
+            self.reput_from_offset = _past_missing_file(cl, self.reput_from_offset)
             size = cl.mapped_file_size
             window = READ_WINDOW
             count = 0
@@ -460,7 +461,7 @@ class ReputMessageService:
                 count += self._dispatch_pieces(pieces)
                 if rolled:
                     here = offset + pos
-                    self.reput_from_offset = here - here % size + size
+                    self.reput_from_offset = _past_missing_file(cl, here - here % size + size)
                 elif pos:
                     self.reput_from_offset = offset + pos
                     window = COLUMN_READ_WINDOW if columns else READ_WINDOW
@@ -544,6 +545,15 @@ class ReputMessageService:
             self._cond.notify_all()
         self._thread.join()
         self._thread = None
+
+
+def _past_missing_file(commit_log, offset: int) -> int:
+    """Where dispatch goes on from ``offset``: a missing middle file is skipped to the next
+    file there is, as the broker's recovery walk goes through its list of files (a store its
+    recovery plan loads; a reput that must wait at such a gap makes the plan refuse it)."""
+    if commit_log.segment_of(offset) is not None:
+        return offset
+    return next((base for base, _path in commit_log.segments if base > offset), offset)
 
 
 def _record_size(data: bytes) -> int:

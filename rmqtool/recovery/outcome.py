@@ -335,7 +335,7 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
                                   f"whose next file ({gap}) is missing: reput waits there and the broker never "
                                   f"finishes starting")
                     out.advice = ("restore the missing commit log file, or let the broker recover abnormally "
-                                  "(rmqtool recover --from-checkpoint --apply)")
+                                  "(rmqtool recover --from-checkpoint --apply --to NEWDIR)")
         for q in queues:
             q.correct_min_offset(min_phy, semantics)
     else:

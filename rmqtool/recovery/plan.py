@@ -174,11 +174,13 @@ class RecoveryPlan:
 
 def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | None = None,
                   consume_queue_file_size: int | None = None, settings: Settings = Settings(),
-                  keep_index: bool = False) -> RecoveryPlan:
+                  keep_index: bool = False, missing_file_ok: bool = False) -> RecoveryPlan:
     """The plan for a store, from the broker's recovery simulated (``outcome.simulate``).
     Sizes default to what the files show. A store the broker would not load (a file of odd
     size, an overlap, an entry that is not the broker's) gives a plan that says so
-    (``loadable`` false, a ``refusal``), never an exception."""
+    (``loadable`` false, a ``refusal``), never an exception. A missing middle commit log
+    file makes a refusal too (the store is rewritten only with ``missing_file_ok``: into a
+    new directory, or in place when forced), though the broker loads such a store."""
     paths = StorePaths(store_root)
     if not paths.root.is_dir():
         raise StoreNotFound("no such directory", paths.root)
@@ -197,8 +199,10 @@ def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | 
         findings.append(Finding(SEGMENT_GAP, gap.path, gap.offset,
                                 f"{gap.message}: the broker loads the store and skips the missing file's messages "
                                 f"without a word"))
-        refusal = (f"{gap.path}: a commit log file is missing before it: rmqtool does not rewrite such a store "
-                   f"(restore the file; the broker itself would load the store and skip its messages)")
+        if not missing_file_ok:
+            refusal = (f"{gap.path}: a commit log file is missing before it: rmqtool rewrites such a store only into "
+                       f"a new directory (--to NEWDIR) or with --force (restore the file if you can; the broker "
+                       f"itself loads the store and skips the missing file's messages)")
     size = commit_log_file_size or queue.mapped_file_size or 0
     segments = queue.segments
     w = outcome.walk

@@ -85,6 +85,17 @@ def test_from_checkpoint_apply_twice_changes_no_byte(variant, tmp_path):
     assert index_counts(store) == truth_index_counts(variant)
 
 
+def test_from_checkpoint_apply_with_nothing_to_change_writes_nothing(tmp_path):
+    # not even a lock file the store did not have, an abort marker, or a checkpoint rewrite
+    store = copy(V4 / "crash" / "a-as-is" / "expected" / "store", tmp_path / "store")
+    (store / "lock").unlink()
+    before = tree(store)
+    r = run("recover", store, "--from-checkpoint", "--apply", "--backup-dir", tmp_path / "b")
+    assert r.exit_code == 0, r.stdout
+    assert tree(store) == before and not (tmp_path / "b").exists()
+    assert "nothing written" in r.stdout
+
+
 def test_plan_says_the_rebuilt_index_file_repeats_keys_as_the_brokers_does():
     # the real broker's rebuilt file holds again the keys of the message at the full file's
     # endPhyOffset that the full file holds (buildIndex skips only offsets below it)

@@ -87,6 +87,10 @@ def recover(
     target = root
     if to is not None:
         target = _copy_store(root, to)
+    if plan.changes_nothing:  # not even the lock, the abort marker or the checkpoint
+        doc["applied"] = {"store_path": str(target), "backup_dir": None, "manifest": None}
+        _show(doc, plan, fmt.value, render_document, applied=True)
+        return
     applied = _apply(target, settings, keep_index, backup_dir, missing_file_ok)
     doc["applied"] = {"store_path": str(target), **(applied.to_json() if applied is not None else
                                                {"backup_dir": None, "manifest": None})}
@@ -125,6 +129,9 @@ def _show(doc: dict, plan, fmt: str, render_document, applied: bool = False) -> 
         out.write(textwrap.fill(line, width=width, initial_indent=f"{n:>2}. ", subsequent_indent="    ") + "\n")
     if applied:
         a = doc["applied"]
+        if not a.get("backup_dir") and plan.changes_nothing:
+            out.write(f"nothing to change: nothing written to {a['store_path']}\n")
+            return
         out.write(f"applied to {a['store_path']}" + (f"; backup in {a['backup_dir']} (rmqtool undo "
                                                 f"{a['backup_dir']} puts it back)" if a.get("backup_dir") else "")
                   + "\n")

@@ -124,6 +124,12 @@ class RecoveryPlan:
         return not self.findings
 
     @property
+    def changes_nothing(self) -> bool:
+        """Nothing to recover, and the start's dispatch writes nothing either: an apply has
+        nothing to do (a queue or index behind the log is not recovery's, but dispatch fills it)."""
+        return self.is_empty and self.loadable and (self.outcome is None or not _dispatch_changes(self.outcome))
+
+    @property
     def bytes_zeroed(self) -> int:
         return sum(a.length for a in self.actions if a.kind == ZERO)
 

@@ -127,7 +127,8 @@ class RecoveryPlan:
     def changes_nothing(self) -> bool:
         """Nothing to recover, and the start's dispatch writes nothing either: an apply has
         nothing to do (a queue or index behind the log is not recovery's, but dispatch fills it)."""
-        return self.is_empty and self.loadable and (self.outcome is None or not _dispatch_changes(self.outcome))
+        return (not _changes(self.findings) and self.loadable
+                and (self.outcome is None or not _dispatch_changes(self.outcome)))
 
     @property
     def bytes_zeroed(self) -> int:
@@ -260,12 +261,12 @@ def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | 
     if abnormal:  # last among the findings: what else is wrong says more
         findings.append(Finding(ABORT_FILE_PRESENT, str(paths.abort), None,
                                 "the last writer did not shut down cleanly"))
-    elif outcome.abnormal and not findings and _dispatch_changes(outcome):
+    elif outcome.abnormal and not _changes(findings) and _dispatch_changes(outcome):
         findings.append(Finding(ABORT_FILE_PRESENT, str(paths.abort), None,
                                 "abnormal recovery asked for (--from-checkpoint): dispatch starts again from the "
                                 "checkpoint's file"))
     redispatch = min(max(redispatch, min_offset), w.end)
-    if findings:  # truncateDirtyFiles drops them too; in the backup (sparse) so that undo brings them back
+    if _changes(findings):  # truncateDirtyFiles drops them too; in the backup (sparse) so that undo brings them back
         for path in made_ahead:
             actions.append(Action(DELETE, path, 0, os.stat(path).st_size, SEGMENT_AFTER_END,
                                   "truncateDirtyFiles: made ahead and never written (all zeros)"))
@@ -280,6 +281,12 @@ def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | 
 
 
 LAST_BLANK = "a blank record ends the last file"
+
+
+def _changes(findings) -> bool:
+    """Findings of something the start changes: a missing middle file is not one (the broker
+    loads the store as it is, every time)."""
+    return any(f.id != SEGMENT_GAP for f in findings)
 
 
 def _dispatch_changes(outcome: Outcome) -> bool:

@@ -43,13 +43,12 @@ class ModelFile:
     begin_phy_offset: int = 0
     end_phy_offset: int = 0
     index_count: int = FIRST_INDEX
-    slots: set = dataclasses.field(default_factory=set)
     entries: list = dataclasses.field(default_factory=list)  # (topic, key, phyOffset, timeDiff), put order
     path: str | None = None  # a kept file the model appends to; None: one the start makes
 
     def header(self) -> tuple:
-        return (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
-                len(self.slots), self.index_count)
+        """The header fields putKey leaves, but hashSlotCount (the slots its entries land in)."""
+        return self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset, self.index_count
 
 
 class IndexModel:
@@ -115,15 +114,14 @@ class IndexModel:
             f = self._current()
             begin = f.begin_timestamp
             diff = 0 if begin <= 0 else min(max(request.store_timestamp - begin, 0) // 1000, _INT_MAX)
-            f.entries.append((request.topic, key, offset, diff))
+            if f.path is not None:
+                self.kept_appended = f.path
+            elif self._destroyed_files:  # kept to compare with them (hashed only then)
+                f.entries.append((request.topic, key, offset, diff))
             if f.index_count <= FIRST_INDEX:
                 f.begin_phy_offset, f.begin_timestamp = offset, request.store_timestamp
             f.end_phy_offset, f.end_timestamp = offset, request.store_timestamp
             f.index_count += 1
-            if self.geometry is not None:
-                f.slots.add(slot_of(index_key_hash(build_key(request.topic, key)), self.geometry[0]))
-            if f.path is not None:
-                self.kept_appended = f.path
             self.put_entries += 1
             if repeat and self._repeat_left > 0:
                 self._repeat_left -= 1
@@ -136,15 +134,20 @@ class IndexModel:
         made = [f for f in self.files if f.path is None]
         if len(made) != len(self._destroyed_files):
             return False
+        slot_num = self.geometry[0]
         for old, new in zip(self._destroyed_files, made):
             h = old.header
             if (old.hash_slot_num, old.index_num) != self.geometry or new.header() != (
-                    h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset, h.hash_slot_count,
-                    h.index_count):
-                return False
+                    h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset, h.index_count):
+                return False  # the cheap test first: the keys are hashed only when all else agrees
+            slots = set()
             for e, (topic, key, offset, diff) in zip(old.iter_entries(), new.entries):
-                if (e.phy_offset, e.time_diff) != (offset, diff) or e.key_hash != index_key_hash(build_key(topic, key)):
+                key_hash = index_key_hash(build_key(topic, key))
+                if (e.phy_offset, e.time_diff, e.key_hash) != (offset, diff, key_hash):
                     return False
+                slots.add(slot_of(key_hash, slot_num))
+            if len(slots) != h.hash_slot_count:  # putKey counts each slot it finds empty
+                return False
         return True
 
     def lost_entries(self) -> int:

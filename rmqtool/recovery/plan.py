@@ -22,9 +22,9 @@ Nothing here writes: :func:`rmqtool.recovery.apply.apply_plan` carries a plan ou
 a backup of every byte it changes), and re-dispatching is the engine's job. All-zero
 segments made ahead after the end are no change of recovery's: a writer deletes them.
 
-Not covered: damage further back than the last segment holding data (the broker's
-abnormal recovery re-checks every segment from its start and drops all that follows a
-bad record), and index files written past the checkpoint.
+The index files an abnormal start destroys (those past the checkpoint's indexMsgTimestamp)
+are deleted only when dispatch does not build them again as they are (``index_model``);
+a start that changes nothing (no finding, dispatch writing nothing) is an empty plan.
 """
 from __future__ import annotations
 

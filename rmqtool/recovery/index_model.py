@@ -78,9 +78,7 @@ class IndexModel:
         last = kept[-1] if kept else None
         if last is not None:
             h = last.header
-            at_end = [e for e in last.iter_entries() if e.phy_offset == h.end_phy_offset] \
-                if last.hash_slot_num is not None else []
-            self._repeat_left = len(at_end)
+            self._repeat_left = _entries_at_end(last)
             current = ModelFile(h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset,
                                 h.loaded_index_count, path=str(last.path))
             if self.geometry is not None and current.index_count >= self.geometry[1]:
@@ -168,3 +166,14 @@ class IndexModel:
     def close(self) -> None:
         for f in self._destroyed_files:
             f.close()
+
+
+def _entries_at_end(f: IndexFile) -> int:
+    """How many of a file's last entries are the message at its endPhyOffset (read from the end)."""
+    n = 0
+    for number in range(f.header.loaded_index_count - 1, FIRST_INDEX - 1, -1):
+        e = f.entry(number)
+        if e is None or e.phy_offset != f.header.end_phy_offset:
+            break
+        n += 1
+    return n

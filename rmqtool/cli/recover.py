@@ -87,7 +87,7 @@ def recover(
     target = root
     if to is not None:
         target = _copy_store(root, to)
-    if plan.changes_nothing:  # not even the lock, the abort marker or the checkpoint
+    if plan.changes_nothing:  # not even the lock, the abort marker or the checkpoint (a --to copy is as it was)
         doc["applied"] = {"store_path": str(target), "backup_dir": None, "manifest": None}
         _show(doc, plan, fmt.value, render_document, applied=True)
         return
@@ -130,7 +130,8 @@ def _show(doc: dict, plan, fmt: str, render_document, applied: bool = False) -> 
     if applied:
         a = doc["applied"]
         if not a.get("backup_dir") and plan.changes_nothing:
-            out.write(f"nothing to change: nothing written to {a['store_path']}\n")
+            out.write(f"nothing to change: nothing written to {a['store_path']}" +
+                      (" (a copy of the store as it is)" if a["store_path"] != doc["store_path"] else "") + "\n")
             return
         out.write(f"applied to {a['store_path']}" + (f"; backup in {a['backup_dir']} (rmqtool undo "
                                                 f"{a['backup_dir']} puts it back)" if a.get("backup_dir") else "")

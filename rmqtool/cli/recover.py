@@ -55,6 +55,8 @@ def recover(
     index_entries: IndexEntries = None,
     broker_config: BrokerConfigFile = None,
     assume_defaults: AssumeDefaults = False,
+    force: bool = typer.Option(False, "--force", help="--apply in place to a store with a missing middle commit log "
+                                                      "file (the broker loads it; without --force only into --to)."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
 ):
     """Plan (and with --apply do) what the broker's restart recovery does to a store.
@@ -77,14 +79,15 @@ def recover(
         raise UsageError(f"--semantics takes 4.9 or 5.3, not {semantics!r}")
     if verify_prop_crc and semantics not in (None, V5):
         raise UsageError("--verify-prop-crc is a 5.3 setting (forceVerifyPropCRC)")
-    if (to or backup_dir) and not apply:
-        raise UsageError("--to and --backup-dir go with --apply")
+    if (to or backup_dir or force) and not apply:
+        raise UsageError("--to, --backup-dir and --force go with --apply")
     root = require_store(store)
     given = given_sizes(cq_size=cq_size, batch_cq_size=batch_cq_size, index_slots=index_slots,
                         index_entries=index_entries, broker_config=broker_config, assume_defaults=assume_defaults)
     settings = Settings(semantics=semantics, from_checkpoint=from_checkpoint, check_crc=not no_check_crc,
                         verify_prop_crc=verify_prop_crc)
-    plan = plan_recovery(root, settings=settings, keep_index=keep_index)
+    missing_file_ok = to is not None or force  # a new directory is the broker's load of the store, the input kept
+    plan = plan_recovery(root, settings=settings, keep_index=keep_index, missing_file_ok=missing_file_ok)
     doc = plan.to_json()
     if apply and plan.semantics_undecided:
         raise UsageError(f"--apply needs --semantics: {plan.semantics_undecided}", root)
@@ -108,19 +111,23 @@ def recover(
     target = root
     if to is not None:
         target = _copy_store(root, to)
-    applied = _apply(target, settings, keep_index, backup_dir, given)
+    if plan.changes_nothing:  # not even the lock, the abort marker or the checkpoint (a --to copy is as it was)
+        doc["applied"] = {"store_path": str(target), "backup_dir": None, "manifest": None}
+        _show(doc, plan, fmt.value, render_document, applied=True)
+        return
+    applied = _apply(target, settings, keep_index, backup_dir, given, missing_file_ok)
     doc["applied"] = {"store_path": str(target), **(applied.to_json() if applied is not None else
                                                {"backup_dir": None, "manifest": None})}
     _show(doc, plan, fmt.value, render_document, applied=True, sizes=sizes)
 
 
-def _apply(target: pathlib.Path, settings, keep_index: bool, backup_dir, given):
+def _apply(target: pathlib.Path, settings, keep_index: bool, backup_dir, given, missing_file_ok: bool = False):
     """The engine's writable open carries the plan out and dispatches again, in the sizes
     ``given`` where the files do not show them; its close writes the checkpoint and removes
     the abort file."""
     from rmqtool.engine.store import Store
     store = Store.open(target, writable=True, recover=True, backup_dir=backup_dir, recovery=settings,
-                       keep_index=keep_index, sizes=given)
+                       keep_index=keep_index, sizes=given, missing_file_ok=missing_file_ok)
     store.close()
     return store.recovery
 
@@ -151,9 +158,26 @@ def _show(doc: dict, plan, fmt: str, render_document, applied: bool = False, siz
         out.write(textwrap.fill(line, width=width, initial_indent=f"{n:>2}. ", subsequent_indent="    ") + "\n")
     if applied:
         a = doc["applied"]
+        if not a.get("backup_dir") and plan.changes_nothing:
+            out.write(f"nothing to change: nothing written to {a['store_path']}" +
+                      (" (a copy of the store as it is)" if a["store_path"] != doc["store_path"] else "") + "\n")
+            return
         out.write(f"applied to {a['store_path']}" + (f"; backup in {a['backup_dir']} (rmqtool undo "
                                                 f"{a['backup_dir']} puts it back)" if a.get("backup_dir") else "")
                   + "\n")
+
+
+def _index_line(ix: dict) -> str:
+    """What dispatch puts into the index at the start, duplicates and losses said."""
+    line = f"dispatch puts {ix['entries_put']} index entries" + (f" into {ix['appended_to']}" if ix["appended_to"]
+                                                                else "")
+    if ix["entries_repeated"]:
+        line += (f"; {ix['entries_repeated']} of them repeat keys a kept index file holds for the last message it "
+                 f"indexed (buildIndex skips only offsets below a file's endPhyOffset: the broker does the same)")
+    if ix["entries_lost"]:
+        line += f"; {ix['entries_lost']} entries of the destroyed files are not put back (their messages lie " \
+                f"before where dispatch starts)"
+    return line
 
 
 def _plan_lines(doc: dict, plan) -> list[str]:
@@ -180,9 +204,13 @@ def _plan_lines(doc: dict, plan) -> list[str]:
     for a in plan.actions:
         verb = "delete" if a.kind == "delete" else f"zero bytes [{a.start}, {a.end}) of"
         lines.append(f"{verb} {a.path} ({a.finding}: {a.message})")
+    ix = doc.get("index_rebuild") or {}
     for path in doc["index_files_destroyed"]:
         if path not in doc["files_deleted"]:
-            lines.append(f"keep {path} (--keep-index; the broker would destroy it)")
+            lines.append(f"keep {path} (" + ("dispatch builds it again as it is" if ix.get("rebuilt_as_is") else
+                                             "--keep-index; the broker would destroy it") + ")")
+    if ix.get("entries_put") and (doc["index_files_destroyed"] or ix.get("appended_to")):
+        lines.append(_index_line(ix))
     if doc.get("batch_topics"):
         lines.append(f"batch consume queue topics: {', '.join(doc['batch_topics'])} ({doc['batch_topics_reason']})")
     for name, q in doc["queues"].items():

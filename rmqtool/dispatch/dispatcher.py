@@ -50,6 +50,11 @@ class DispatchRequest(NamedTuple):
     inner_batch: bool = False  # INNER_BASE and INNER_NUM are there (only a 5.x BatchCQ topic's records)
 
 
+def index_keys(request: DispatchRequest) -> list[str]:
+    """The keys buildIndex puts for a record, in order: UNIQ_KEY, then each of KEYS."""
+    return ([] if request.uniq_key is None else [request.uniq_key]) + props.split_keys(request.keys)
+
+
 class RecordUnreadable(Exception):
     """checkMessageAndReturnSize said no (-1): ``reason`` says why."""
 
@@ -198,7 +203,7 @@ class DispatchColumns:
             rows, hashes = [], []
             for i, r in enumerate(requests):
                 if r.sys_flag & TRANSACTION_MASK != TRANSACTION_ROLLBACK_TYPE:  # buildIndex skips rollback
-                    keys = ([] if r.uniq_key is None else [r.uniq_key]) + props.split_keys(r.keys)
+                    keys = index_keys(r)
                     rows += [base + i] * len(keys)
                     hashes += [index_key_hash(build_key(r.topic, k)) for k in keys]
             cols["topic"].append(np.array([ids.setdefault(r.topic, len(ids)) for r in requests], np.int64))
@@ -412,6 +417,7 @@ class ReputMessageService:
             cl = self.commit_log
             if self.reput_from_offset < cl.min_offset:
                 self.reput_from_offset = cl.min_offset
+            self.reput_from_offset = _past_missing_file(cl, self.reput_from_offset)
             size = cl.mapped_file_size
             window = READ_WINDOW
             count = 0
@@ -455,7 +461,7 @@ class ReputMessageService:
                 count += self._dispatch_pieces(pieces)
                 if rolled:
                     here = offset + pos
-                    self.reput_from_offset = here - here % size + size
+                    self.reput_from_offset = _past_missing_file(cl, here - here % size + size)
                 elif pos:
                     self.reput_from_offset = offset + pos
                     window = COLUMN_READ_WINDOW if columns else READ_WINDOW
@@ -539,6 +545,15 @@ class ReputMessageService:
             self._cond.notify_all()
         self._thread.join()
         self._thread = None
+
+
+def _past_missing_file(commit_log, offset: int) -> int:
+    """Where dispatch goes on from ``offset``: a missing middle file is skipped to the next
+    file there is, as the broker's recovery walk goes through its list of files (a store its
+    recovery plan loads; a reput that must wait at such a gap makes the plan refuse it)."""
+    if commit_log.segment_of(offset) is not None:
+        return offset
+    return next((base for base, _path in commit_log.segments if base > offset), offset)
 
 
 def _record_size(data: bytes) -> int:

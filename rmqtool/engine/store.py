@@ -200,7 +200,7 @@ class Store:
              commitlog_size: int | None = None, cq_size: int | None = None, index_slots: int | None = None,
              index_entries: int | None = None, store_host: str | tuple | None = None, dispatch: str = "inline",
              recover: bool = False, backup_dir: str | os.PathLike | None = None, clock=None,
-             recovery: RecoverySettings | None = None, keep_index: bool = False,
+             recovery: RecoverySettings | None = None, keep_index: bool = False, missing_file_ok: bool = False,
              sizes: GivenSizes | None = None, **settings) -> "Store":
         """Open a store. ``writable=False`` never writes and takes no lock.
 
@@ -217,8 +217,9 @@ class Store:
         ``backup_dir`` (default: beside the store, named by the time; :attr:`recovery` says
         what was done), then dispatch consume queues and index again from the plan's start.
         ``recovery`` (the broker version's rules, forced abnormal recovery, CRC settings) and
-        ``keep_index`` change the plan as ``rmqtool recover`` does. Other ``settings`` are
-        StoreConfig fields.
+        ``keep_index`` change the plan as ``rmqtool recover`` does; ``missing_file_ok`` recovers a
+        store with a missing middle commit log file (as the broker loads it) instead of refusing
+        it. Other ``settings`` are StoreConfig fields.
         """
         if flush not in ("async", "sync"):
             raise UsageError(f"flush must be async or sync, not {flush!r}")
@@ -239,6 +240,7 @@ class Store:
         store = cls(root, True, config)
         store._recovery_settings = recovery or RecoverySettings()
         store._keep_index = keep_index
+        store._missing_file_ok = missing_file_ok
         store._clock = clock or _wall_clock_ms
         store._wall_clock = clock is None  # _put_run then reads the clock inline
         store._open_writable(given, store_host, recover, backup_dir)
@@ -292,7 +294,8 @@ class Store:
         """The recovery plan; a store that needs recovery is refused unless ``recover``."""
         plan = plan_recovery(self.root, commit_log_file_size=self.config.mapped_file_size_commit_log,
                              consume_queue_file_size=self.config.mapped_file_size_consume_queue,
-                             settings=self._recovery_settings, keep_index=self._keep_index)
+                             settings=self._recovery_settings, keep_index=self._keep_index,
+                             missing_file_ok=self._missing_file_ok)
         if plan.refusal:
             raise CorruptData(plan.refusal, self.root)
         if plan.semantics_undecided:  # which broker's recovery to follow is the operator's to say

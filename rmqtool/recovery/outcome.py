@@ -3,8 +3,9 @@ start (4.9.8 or 5.3.3), simulated step by step over the files, nothing written.
 
 1. load: every commit log and consume queue file must have the mapped file size (else
    load() fails and the broker does not start); after an abnormal exit (the ``abort``
-   file) every index file whose endTimestamp is newer than the checkpoint's
-   indexMsgTimestamp is destroyed. 5.3.3 loads ``batchconsumequeue/`` too, and refuses a
+   file, or a forced abnormal recovery) every index file whose endTimestamp is newer than
+   the checkpoint's indexMsgTimestamp is destroyed, and dispatch builds the index again
+   (``index_model``). 5.3.3 loads ``batchconsumequeue/`` too, and refuses a
    queue directory whose topic's queue type (topics.json ``queue.type``) is the other one.
 2. recoverConsumeQueue: each queue recovered (``queue_model``; 5.3.3's batch queues:
    ``batch_queue_model``); the largest max physic offset among them is what the commit
@@ -32,6 +33,7 @@ from rmqtool.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, T
 from rmqtool.recovery.commitlog_walk import (V4, V5, WalkEnd, WalkOptions, abnormal_start, first_store_timestamp,
                                              normal_start, walk)
 from rmqtool.recovery.batch_queue_model import BatchQueueModel
+from rmqtool.recovery.index_model import IndexModel
 from rmqtool.recovery.queue_model import QueueModel
 from rmqtool.recovery.semantics import detect_semantics
 from rmqtool.store.checkpoint import read_checkpoint
@@ -40,7 +42,6 @@ from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end, last_non
 from rmqtool.store.arrays import read_records
 from rmqtool.store.config import configured_batch_topics
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, queue_directories
-from rmqtool.store.indexfile import IndexFile, is_index_file_name
 from rmqtool.store.message import Message
 from rmqtool.store.paths import StorePaths, is_segment_name
 from rmqtool.store.segments import Segment, discover
@@ -78,6 +79,11 @@ class Outcome:
     commit_log_files_deleted: list = dataclasses.field(default_factory=list)
     index_files_destroyed: list = dataclasses.field(default_factory=list)  # (path, endTimestamp)
     index_msg_timestamp: int = 0
+    index_rebuilt_as_is: bool = False  # the destroyed index files come back as they are (names aside)
+    index_entries_put: int = 0  # keys dispatch puts into the index at the start
+    index_entries_repeated: int = 0  # of those, keys a kept index file holds already (buildIndex's '<')
+    index_entries_lost: int = 0  # entries of destroyed index files that nothing puts back
+    index_kept_appended: str | None = None  # a kept index file the start appends to
     lost_messages: list = dataclasses.field(default_factory=list)
     reput_from: int = 0
     batch_topics: list = dataclasses.field(default_factory=list)  # 5.3.3: topics of batch consume queues
@@ -168,19 +174,14 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
     min_ts, index_ts, source = _checkpoint(paths)
     out.index_msg_timestamp = index_ts
 
-    # index files an abnormal load destroys
-    if abort and paths.index.is_dir():
-        for entry in sorted(os.listdir(paths.index)):
-            if not is_index_file_name(entry):
-                continue
-            path = paths.index / entry
-            try:
-                with IndexFile(path) as f:
-                    end_ts = f.header.end_timestamp
-            except (RmqError, OSError):
-                continue
-            if end_ts > index_ts:
-                out.index_files_destroyed.append((str(path), end_ts))
+    # IndexService.load(lastExitOK): an abnormal start (the abort file, or forced) destroys the index files
+    # past the checkpoint's indexMsgTimestamp; what dispatch then puts back is modelled as it goes
+    try:
+        index_model = IndexModel(paths.index, index_ts, abnormal)
+    except (RmqError, OSError):
+        index_model = None
+    if index_model is not None:
+        out.index_files_destroyed = list(index_model.destroyed)
 
     for q in queues:
         q.recover()
@@ -192,6 +193,8 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
         out.start_reason = "no commit log file: the broker destroys every consume queue"
         out.walk = WalkEnd(0, 0, 0, 0, "no commit log file", None, 0)
         out.queues = {f"{q.topic}/{q.queue_id}": (0, 0) for q in queues}
+        if index_model is not None:
+            index_model.close()
         return out
 
     options = WalkOptions(semantics, settings.check_crc, settings.verify_prop_crc)
@@ -222,6 +225,8 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
                              f"at it; recover --apply dispatches again from that offset and keeps it")
 
     def dispatch(request) -> None:
+        if index_model is not None:
+            index_model.put(request)
         if request.inner_batch:
             inner_topics.add(request.topic)
         tran = request.sys_flag & TRANSACTION_MASK
@@ -303,7 +308,7 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
                                   f"whose next file ({gap}) is missing: reput waits there and the broker never "
                                   f"finishes starting")
                     out.advice = ("restore the missing commit log file, or let the broker recover abnormally "
-                                  "(rmqtool recover --from-checkpoint --apply)")
+                                  "(rmqtool recover --from-checkpoint --apply --to NEWDIR)")
         for q in queues:
             q.correct_min_offset(min_phy, semantics)
     else:
@@ -311,6 +316,11 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
     for q in queues:
         out.queues[f"{q.topic}/{q.queue_id}"] = (q.min_offset, q.max_offset)
         out.queue_files_deleted += [str(s) for s in _queue_paths(paths, q)]
+    if index_model is not None:
+        out.index_rebuilt_as_is = index_model.rebuilt_as_is()
+        out.index_entries_put, out.index_entries_repeated = index_model.put_entries, index_model.repeated
+        out.index_entries_lost, out.index_kept_appended = index_model.lost_entries(), index_model.kept_appended
+        index_model.close()
     if list_lost and reader is not None:
         out.lost_messages = _lost(reader, paths, end, semantics)
     return out

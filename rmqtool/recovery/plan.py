@@ -22,9 +22,9 @@ Nothing here writes: :func:`rmqtool.recovery.apply.apply_plan` carries a plan ou
 a backup of every byte it changes), and re-dispatching is the engine's job. All-zero
 segments made ahead after the end are no change of recovery's: a writer deletes them.
 
-Not covered: damage further back than the last segment holding data (the broker's
-abnormal recovery re-checks every segment from its start and drops all that follows a
-bad record), and index files written past the checkpoint.
+The index files an abnormal start destroys (those past the checkpoint's indexMsgTimestamp)
+are deleted only when dispatch does not build them again as they are (``index_model``);
+a start that changes nothing (no finding, dispatch writing nothing) is an empty plan.
 """
 from __future__ import annotations
 
@@ -129,6 +129,13 @@ class RecoveryPlan:
         return not self.findings
 
     @property
+    def changes_nothing(self) -> bool:
+        """Nothing to recover, and the start's dispatch writes nothing either: an apply has
+        nothing to do (a queue or index behind the log is not recovery's, but dispatch fills it)."""
+        return (not _changes(self.findings) and self.loadable
+                and (self.outcome is None or not _dispatch_changes(self.outcome)))
+
+    @property
     def bytes_zeroed(self) -> int:
         return sum(a.length for a in self.actions if a.kind == ZERO)
 
@@ -165,6 +172,9 @@ class RecoveryPlan:
                    "lost_messages": o.lost_messages,
                    "files_deleted": [a.path for a in self.actions if a.kind == DELETE],
                    "index_files_destroyed": [p for p, _ts in o.index_files_destroyed],
+                   "index_rebuild": {"rebuilt_as_is": o.index_rebuilt_as_is, "entries_put": o.index_entries_put,
+                                     "entries_repeated": o.index_entries_repeated,
+                                     "entries_lost": o.index_entries_lost, "appended_to": o.index_kept_appended},
                    "apply_refused": self.refusal}
         return {"store_path": self.store, "recovery": "abnormal" if self.abnormal else "normal",
                 "needs_recovery": not self.is_empty, "commit_log_end": self.commit_log_end,
@@ -177,11 +187,13 @@ class RecoveryPlan:
 
 def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | None = None,
                   consume_queue_file_size: int | None = None, settings: Settings = Settings(),
-                  keep_index: bool = False) -> RecoveryPlan:
+                  keep_index: bool = False, missing_file_ok: bool = False) -> RecoveryPlan:
     """The plan for a store, from the broker's recovery simulated (``outcome.simulate``).
     Sizes default to what the files show. A store the broker would not load (a file of odd
     size, an overlap, an entry that is not the broker's) gives a plan that says so
-    (``loadable`` false, a ``refusal``), never an exception."""
+    (``loadable`` false, a ``refusal``), never an exception. A missing middle commit log
+    file makes a refusal too (the store is rewritten only with ``missing_file_ok``: into a
+    new directory, or in place when forced), though the broker loads such a store."""
     paths = StorePaths(store_root)
     if not paths.root.is_dir():
         raise StoreNotFound("no such directory", paths.root)
@@ -200,8 +212,10 @@ def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | 
         findings.append(Finding(SEGMENT_GAP, gap.path, gap.offset,
                                 f"{gap.message}: the broker loads the store and skips the missing file's messages "
                                 f"without a word"))
-        refusal = (f"{gap.path}: a commit log file is missing before it: rmqtool does not rewrite such a store "
-                   f"(restore the file; the broker itself would load the store and skip its messages)")
+        if not missing_file_ok:
+            refusal = (f"{gap.path}: a commit log file is missing before it: rmqtool rewrites such a store only into "
+                       f"a new directory (--to NEWDIR) or with --force (restore the file if you can; the broker "
+                       f"itself loads the store and skips the missing file's messages)")
     size = commit_log_file_size or queue.mapped_file_size or 0
     segments = queue.segments
     w = outcome.walk
@@ -224,15 +238,22 @@ def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | 
     cuts, cq_max_physic = _plan_consume_queues(paths, consume_queue_file_size, w.end, actions, findings,
                                                batch=outcome.semantics == V5)
 
-    # the index files an abnormal start destroys
+    # the index files an abnormal start destroys, and what dispatch puts back
+    as_is = outcome.index_rebuilt_as_is
+    rebuilt_again = []  # destroyed and put back as they are: a change only when the start changes more
     for path, end_ts in outcome.index_files_destroyed:
+        delete = Action(DELETE, path, 0, os.stat(path).st_size, INDEX_FILE_NEWER_THAN_CHECKPOINT,
+                        "IndexService.load after an abnormal exit (dispatch builds it again)")
+        if as_is:
+            if not keep_index:
+                rebuilt_again.append(delete)
+            continue
         what = (f"its endTimestamp {end_ts} is after the checkpoint's indexMsgTimestamp "
                 f"{outcome.index_msg_timestamp}: the broker destroys it at an abnormal start")
         findings.append(Finding(INDEX_FILE_NEWER_THAN_CHECKPOINT, path, None,
                                 what + ("; kept (--keep-index)" if keep_index else "")))
         if not keep_index:
-            actions.append(Action(DELETE, path, 0, os.stat(path).st_size, INDEX_FILE_NEWER_THAN_CHECKPOINT,
-                                  "IndexService.load after an abnormal exit"))
+            actions.append(delete)
 
     # where dispatch starts again
     min_offset = segments[0].base_offset if segments else 0
@@ -246,20 +267,43 @@ def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | 
     if abnormal:  # last among the findings: what else is wrong says more
         findings.append(Finding(ABORT_FILE_PRESENT, str(paths.abort), None,
                                 "the last writer did not shut down cleanly"))
-    elif outcome.abnormal and not findings:
+    elif outcome.abnormal and not _changes(findings) and _dispatch_changes(outcome):
         findings.append(Finding(ABORT_FILE_PRESENT, str(paths.abort), None,
                                 "abnormal recovery asked for (--from-checkpoint): dispatch starts again from the "
                                 "checkpoint's file"))
     redispatch = min(max(redispatch, min_offset), w.end)
-    if findings:  # truncateDirtyFiles drops them too; in the backup (sparse) so that undo brings them back
+    if _changes(findings):  # truncateDirtyFiles drops them too; in the backup (sparse) so that undo brings them back
         for path in made_ahead:
             actions.append(Action(DELETE, path, 0, os.stat(path).st_size, SEGMENT_AFTER_END,
                                   "truncateDirtyFiles: made ahead and never written (all zeros)"))
+        actions += rebuilt_again  # the engine's dispatch builds them again, as the broker does
+    elif outcome.abnormal:
+        # a forced abnormal start that changes nothing: no dispatch either (from the checkpoint's file it would
+        # put the last indexed message's keys into the kept index file once more)
+        redispatch = max(cq_max_physic, min_offset, 0) if cq_max_physic >= 0 else w.end
+        reason = "an abnormal start changes nothing here: nothing is dispatched again"
     return RecoveryPlan(str(paths.root), outcome.abnormal, size, w.end, tuple(findings), tuple(actions), tuple(cuts),
                         redispatch, reason, tuple(made_ahead), end, outcome, refusal)
 
 
 LAST_BLANK = "a blank record ends the last file"
+
+
+def _changes(findings) -> bool:
+    """Findings of something the start changes: a missing middle file is not one (the broker
+    loads the store as it is, every time)."""
+    return any(f.id != SEGMENT_GAP for f in findings)
+
+
+def _dispatch_changes(outcome: Outcome) -> bool:
+    """Whether the start's dispatch writes anything: a queue gets units (or is made), or the
+    index gets entries other than those of files it destroys and builds again as they were."""
+    before = {k: v[1] for k, v in outcome.queues_before.items()}
+    if {k: v[1] for k, v in outcome.queues.items()} != before:
+        return True
+    if outcome.index_files_destroyed:
+        return not outcome.index_rebuilt_as_is
+    return outcome.index_entries_put > 0
 
 
 def _end_of(segments: list[Segment], w, size: int) -> CommitLogEnd:

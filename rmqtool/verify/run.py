@@ -27,6 +27,7 @@ from rmqtool.verify.commitlog import CommitLogCheck
 from rmqtool.verify.config import check_config
 from rmqtool.verify.consumequeue import ConsumeQueueCheck
 from rmqtool.verify.index import IndexCheck
+from rmqtool.verify.next_start import NextStart
 
 IGNORE = "ignore"
 LEVELS = ("error", "warning", "info", IGNORE)
@@ -87,6 +88,7 @@ class Verify:
         self.counts: collections.Counter = collections.Counter()
         self.errors = 0
         self.stopped = False
+        self.next_start: NextStart | None = None  # the broker's next start, simulated once the scan begins
 
     @property
     def total_bytes(self) -> int:
@@ -102,6 +104,11 @@ class Verify:
                         except OSError:
                             pass
         return total
+
+    @property
+    def next_start_drops(self) -> int:
+        """Messages the broker's next start drops (its recovery's log cut); 0 when not simulated."""
+        return len(self.next_start.dropped) if self.next_start is not None else 0
 
     @property
     def exit_code(self) -> int:
@@ -122,10 +129,14 @@ class Verify:
         parts: dict = {}
 
         def consumers() -> list:  # made once the commit log's end is known: the consume queues' load cut needs it
+            if self.live is None:  # a running broker's store has no next start to predict yet
+                self.next_start = log.next_start = NextStart.of(self.root)
+                log.recovered_end = self.next_start.recovered_end
             if "checkpoint" in only:
                 parts["checkpoint"] = CheckpointWindows(self.root)
-            if only & {"consumequeue", "config"}:
-                parts["queues"] = open_consume_queues(self.root, commit_log_max_offset=log.end)
+            if only & {"consumequeue", "config"}:  # the broker cuts them at the recovered end
+                cut = log.written_end if log.recovered_end is None else log.recovered_end
+                parts["queues"] = open_consume_queues(self.root, commit_log_max_offset=cut)
             if "consumequeue" in only:
                 parts["consumequeue"] = ConsumeQueueCheck(parts["queues"], log, on_bytes=self._advance)
             if "index" in only:
@@ -138,7 +149,10 @@ class Verify:
                                      delay_spec=self.options.delay_spec,
                                      on_segment=lambda c: self._advance(c.hi - c.lo))
                 for f in log.findings(consumers):
-                    yield "commitlog", f
+                    yield "commitlog", self.next_start.note(f) if self.next_start is not None else f
+                if self.next_start is not None:
+                    for f in self.next_start.findings():
+                        yield "commitlog", f
                 log.recheck([parts[k] for k in ("consumequeue", "index") if k in parts])
             if "checkpoint" in only:
                 for f in check_checkpoint(self.root, log, parts["checkpoint"]):

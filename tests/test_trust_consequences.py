@@ -154,8 +154,17 @@ def test_every_finding_id_has_a_default_consequence_shown_in_json():
 
 
 def test_the_simulation_costs_little_on_a_clean_store():
-    """verify runs it once a run: on a clean store it reads what the broker's start reads."""
+    """verify runs it at most once a run, and on a clean store (no abort file, no damage, no
+    message past its queue's end) not at all; run anyway it reads what the broker's start reads."""
+    from rmqtool.verify.run import Verify, VerifyOptions
+
     store = BASIC / "store"
+    run = Verify(store, VerifyOptions(jobs=1))
+    assert not [f for f in run.findings() if f.severity.value == "error"]
+    assert run.next_start is None
+    crashed = Verify(CRASH_E2 / "input" / "store", VerifyOptions(jobs=1))  # the abort file: simulated
+    list(crashed.findings())
+    assert crashed.next_start is not None and crashed.next_start.loadable
     simulate(store, Settings())  # warm the page cache and imports
     began = time.perf_counter()
     out = simulate(store, Settings())

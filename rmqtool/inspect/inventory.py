@@ -41,13 +41,13 @@ def _first_timestamp(seg) -> int | None:
 def commitlog_info(root: pathlib.Path, live: LiveStore | None = None) -> tuple[dict, list]:
     """Segments and the commit log's two ends: the written end (one past the last record
     written) and the recovered end (where the broker's next start ends the log, from
-    recovery/'s simulation; None for a live store, or one the broker would not load); damage
+    recovery/'s simulation; None when not simulated, see _ends); damage
     that ended the last file's walk is a finding. A live store's end is the one taken when the
     read began."""
     cl = CommitLog(StorePaths(root).commitlog)
     segs = cl.segments
     end = find_commit_log_end(segs, cl.mapped_file_size)
-    written, recovered = _ends(root, segs, cl.mapped_file_size, live)
+    written, recovered = _ends(root, cl, end, live)
     if live is not None:
         end.end = min(end.end, live.commit_log_end)
     last = end.last_written
@@ -83,14 +83,26 @@ def commitlog_info(root: pathlib.Path, live: LiveStore | None = None) -> tuple[d
     return info, findings
 
 
-def _ends(root: pathlib.Path, segs, mapped_file_size, live: LiveStore | None) -> tuple[int, int | None]:
-    """(written end, recovered end) as every command names them (docs/vocabulary.md)."""
+def _ends(root: pathlib.Path, cl: CommitLog, end, live: LiveStore | None) -> tuple[int, int | None]:
+    """(written end, recovered end) as every command names them (docs/vocabulary.md). The
+    recovered end needs the broker's next start simulated, which is cheap after a crash (it
+    walks from the checkpoint's file) but on a clean store walks its last three files: it is
+    simulated when the store gives a reason (the abort file, a segment finding, damage in the
+    last file, a last file ending with its blank record and none after it), else left null."""
+    segs = cl.segments
+    tail = end.last_message
+    resume = (tail.position + tail.store_size) if tail is not None and end.stopped_by is None else None
+    written = written_end(segs, cl.mapped_file_size, resume_at=resume)  # the last file read once already
     if live is not None:  # a running broker's store: no next start to predict, the end read up to
-        return min(written_end(segs, mapped_file_size), live.commit_log_end), None
+        return min(written, live.commit_log_end), None
+    full_last = end.segment_base is None and end.last_written >= 0
+    if not (StorePaths(root).abort.exists() or cl.findings or end.stopped_by is not None
+            or end.damaged_at is not None or full_last):
+        return written, None
     try:
         outcome = simulate(root, Settings(), list_lost=False)
     except RmqError:  # a store the simulation cannot read: the findings below say why
-        return written_end(segs, mapped_file_size), None
+        return written, None
     return outcome.written_end, outcome.recovered_end if outcome.loadable else None
 
 

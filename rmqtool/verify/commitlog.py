@@ -353,7 +353,8 @@ class CommitLogCheck:
         # where the broker's next start ends the log (recovery/outcome.py's simulation, given by
         # the run); None: not simulated (the store would not load, or the simulation failed)
         self.recovered_end: int | None = None
-        self.next_start = None  # verify/next_start.NextStart, given by the run with recovered_end
+        # () -> verify/next_start.NextStart: the broker's next start, simulated on first call (given by the run)
+        self.next_start = None
         self._cross = _CrossRecords(self)
 
     def prepare(self) -> int:
@@ -368,6 +369,10 @@ class CommitLogCheck:
                     self.written_end = segment_end(c.base_offset, c.end_position, c.full, c.size)
                     break
         return self.written_end
+
+    def prepared_checks(self) -> list[SegmentCheck]:
+        """The checks prepare() made (the last ranges, up to the last one holding a record)."""
+        return list(self._kept.values())
 
     @property
     def end(self) -> int | None:
@@ -479,7 +484,8 @@ class CommitLogCheck:
     def _end_findings(self) -> list[Finding]:
         last = self._last_written
         if self.recovered_end is None:
-            recovered = "the broker's next start was not simulated"
+            recovered = ("the broker's next start was not simulated (a clean shutdown, and no damage or message "
+                         "past its queue's end found: rmqtool recover walks it)")
         elif self.recovered_end == self.written_end:
             recovered = "the broker's next start ends the log there too (recovered end)"
         else:

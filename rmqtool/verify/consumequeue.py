@@ -313,7 +313,7 @@ class ConsumeQueueCheck(BandConsumer):
         if not ahead.any():
             return found
         offset, qo, batch = offset[ahead], qo[ahead], batch[ahead]
-        next_start = self.log.next_start
+        next_start = self.log.next_start() if self.log.next_start is not None else None  # simulated on first need
         served = next_start.served(queue.topic, queue.queue_id, offset) if next_start is not None else None
         if served is None:  # not simulated: what the queue files say
             return self._message_runs(tq, offset, qo, batch, MESSAGE_NOT_DISPATCHED,

@@ -158,7 +158,8 @@ class QueueCheck:
             self.no_record.append((int(item["seq"]), finding(
                 CONSUME_QUEUE_UNIT_NO_RECORD, path, position,
                 f"{_label(self.queue)}: unit {int(item['index'])} points at commit log offset {offset}, "
-                + ("at or past the commit log's written end" if offset >= self.log.written_end else "where no message starts"),
+                + ("at or past the commit log's written end" if offset >= self.log.written_end
+                   else "where no message starts"),
                 queue_offset=int(item["queue_offset"]), commit_log_offset=offset, **self.here)))
 
     def match(self, band: SegmentCheck, items: np.ndarray) -> np.ndarray:

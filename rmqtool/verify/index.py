@@ -132,7 +132,8 @@ class IndexFileCheck:
             self.no_record.append((entry, finding(
                 INDEX_ENTRY_NO_RECORD, self.path, self.position(entry),
                 f"entry {entry} points at commit log offset {phy}, "
-                + ("at or past the commit log's written end" if phy >= self.log.written_end else "where no message starts"),
+                + ("at or past the commit log's written end" if phy >= self.log.written_end
+                   else "where no message starts"),
                 commit_log_offset=phy, entry=entry)))
 
     def match(self, band: SegmentCheck, items: np.ndarray, covered: np.ndarray) -> None:

@@ -15,6 +15,15 @@ class Severity(str, enum.Enum):
     ERROR = "error"
 
 
+class Consequence(str, enum.Enum):
+    """What the broker's next start does about what a finding shows."""
+    WONT_START = "wontStart"  # the broker's load fails, or its start never finishes
+    DROPS_MESSAGES = "dropsMessages"  # recovery cuts the commit log: messages are gone for good
+    UNREACHABLE = "unreachable"  # messages stay on disk but no consumer or lookup reaches them
+    REBUILT = "rebuilt"  # the broker repairs it by itself
+    NONE = "none"  # the broker does not care (it may matter to an operator or a client)
+
+
 # ID -> (default severity, what it means). Add new IDs here; never rename one.
 REGISTRY: dict[str, tuple[Severity, str]] = {
     # segments (commit log, consume queue, index files)
@@ -45,6 +54,8 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "storeNotLoadable": (Severity.ERROR, "a store the broker's load refuses or never finishes starting on"),
     "recoveryCutsCommitLog": (Severity.ERROR, "a record the broker's recovery rejects with records after it: "
                               "the log is cut there and all that follows is dropped"),
+    "messageUnreachable": (Severity.ERROR, "messages the broker will no longer serve after its next start: their "
+                           "commit log file is missing, or their consume queue unit is lost and not dispatched again"),
     "propertyCrcUnreadable": (Severity.ERROR, "properties end like a __CRC32# entry whose name or digits are damaged"),
     "propertyCrcMissing": (Severity.ERROR, "a record without a __CRC32# entry between records that carry one"),
     "propertyCrcMissingAtEnd": (Severity.WARNING, "records without a __CRC32# entry after the last that carries "
@@ -107,6 +118,44 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
                                      "indexMsgTimestamp: an abnormal start destroys it"),
 }
 
+# ID -> what the broker's next start does about it, by default (a finding may say more, e.g.
+# verify gives a damaged record the broker never reads ``none``). One line an ID, as REGISTRY.
+_W, _D, _U, _R, _N = (Consequence.WONT_START, Consequence.DROPS_MESSAGES, Consequence.UNREACHABLE,
+                      Consequence.REBUILT, Consequence.NONE)
+CONSEQUENCES: dict[str, Consequence] = {
+    # segments: MappedFileQueue.load refuses a file of another size or a name that is not an offset
+    "segmentNameInvalid": _W, "segmentSizeOdd": _W, "segmentGap": _U, "segmentOverlap": _W,
+    "segmentEmpty": _W, "segmentUnreadable": _W, "segmentAfterEnd": _D, "commitLogEnd": _N,
+    # commit log records: what checkMessageAndReturnSize fails cuts the log where recovery reads it
+    "bodyCrcMismatch": _D, "propertyCrcMismatch": _N, "innerBatchPropertyInvalid": _D,
+    "recordMagicInvalid": _D, "recordSizeInvalid": _D, "recordLengthMismatch": _D, "recordOffsetMismatch": _N,
+    "recordTruncated": _D, "propertiesInvalidUtf8": _N, "topicInvalidUtf8": _N, "blankRecordInvalid": _D,
+    "blankRecordMissing": _D, "trailingGarbage": _N, "bodyDecompressFailed": _N, "recordTorn": _D,
+    "storeNotLoadable": _W, "recoveryCutsCommitLog": _D, "messageUnreachable": _U,
+    "propertyCrcUnreadable": _N, "propertyCrcMissing": _N, "queueOffsetGap": _N,
+    # forceVerifyPropCRC (off by default) would cut the log at the first of them: see the finding's text
+    "propertyCrcMissingAtEnd": _N, "queueOffsetRepeat": _N,
+    "storeTimestampBackwards": _N,
+    # checkpoint and markers
+    "checkpointInvalid": _N, "abortFilePresent": _R, "abortFileUnexpected": _N, "lockFileUnexpected": _N,
+    "checkpointMissing": _R, "checkpointZeroed": _N, "checkpointAheadOfData": _N, "checkpointWindow": _N,
+    "recoveryStartFile": _N,
+    # config/*.json: the broker falls back to the .bak; a table it cannot read fails its start
+    "configUnparseable": _W, "configBakUsed": _R, "configTmpLeftover": _N, "configTableInvalid": _W,
+    "configTooLarge": _R, "configBakStale": _N, "delayOffsetOutOfRange": _N, "consumerOffsetTopicMissing": _N,
+    "topicQueueCountMismatch": _N, "consumerOffsetTableInvalid": _N, "consumerOffsetBelowMin": _N,
+    "consumerOffsetAboveMax": _N, "consumerOffsetForMissingQueue": _N,
+    # consume queues
+    "queueDirInvalid": _N, "consumeQueueFileMisaligned": _N, "consumeQueueHole": _U, "consumeQueueUnitInvalid": _U,
+    "batchConsumeQueueOffsetGap": _U, "consumeQueueBeyondCommitLog": _R, "consumeQueueFileAfterEnd": _R,
+    "consumeQueueMissing": _U, "consumeQueueUnitNoRecord": _U, "consumeQueueUnitMismatch": _U,
+    "consumeQueueFillUnits": _N, "messageNotInConsumeQueue": _U, "messageNotDispatched": _R,
+    # index files: key lookups only; messages stay reachable through their queues
+    "indexFileNameInvalid": _N, "indexFileUnreadable": _N, "indexGeometryUnknown": _N, "indexChainBroken": _N,
+    "indexHeaderInvalid": _N, "indexHeaderMismatch": _N, "indexTimestampBackwards": _N, "indexEntryNoRecord": _N,
+    "indexEntryMismatch": _N, "indexKeyNotIndexed": _N, "indexMissing": _N, "indexFileNewerThanCheckpoint": _R,
+}
+
 # The IDs by name: code says BODY_CRC_MISMATCH, never the string, so a typo is an ImportError.
 # One line each, in the registry's order; add new ones on new lines in their section.
 # segments
@@ -135,6 +184,7 @@ TRAILING_GARBAGE = "trailingGarbage"
 BODY_DECOMPRESS_FAILED = "bodyDecompressFailed"
 RECORD_TORN = "recordTorn"
 RECOVERY_CUTS_COMMIT_LOG = "recoveryCutsCommitLog"
+MESSAGE_UNREACHABLE = "messageUnreachable"
 STORE_NOT_LOADABLE = "storeNotLoadable"
 PROPERTY_CRC_UNREADABLE = "propertyCrcUnreadable"
 PROPERTY_CRC_MISSING = "propertyCrcMissing"
@@ -195,10 +245,12 @@ INDEX_MISSING = "indexMissing"
 INDEX_FILE_NEWER_THAN_CHECKPOINT = "indexFileNewerThanCheckpoint"
 
 
-def finding(finding_id: str, path, offset: int | None, message: str, **details) -> "Finding":
-    """A finding with the fields that locate it (None values left out)."""
+def finding(finding_id: str, path, offset: int | None, message: str, *, consequence: "Consequence | None" = None,
+            **details) -> "Finding":
+    """A finding with the fields that locate it (None values left out); ``consequence`` when
+    this one's is known to differ from its ID's default."""
     return Finding(finding_id, None if path is None else str(path), offset, message,
-                   details={k: v for k, v in details.items() if v is not None} or None)
+                   details={k: v for k, v in details.items() if v is not None} or None, consequence=consequence)
 
 
 @dataclasses.dataclass(slots=True, frozen=True)
@@ -211,16 +263,19 @@ class Finding:
     # what locates it in RocketMQ's terms (topic, queue_id, queue_offset, commit_log_offset,
     # counts): extra fields of its JSON row
     details: dict | None = None
+    consequence: Consequence = None  # filled from CONSEQUENCES
 
     def __post_init__(self):
         if self.id not in REGISTRY:
             raise KeyError(f"unknown finding id {self.id!r}")
         if self.severity is None:
             object.__setattr__(self, "severity", REGISTRY[self.id][0])
+        if self.consequence is None:
+            object.__setattr__(self, "consequence", CONSEQUENCES[self.id])
 
     def to_json(self) -> dict:
-        row = {"finding": self.id, "severity": self.severity.value, "path": self.path,
-               "offset": self.offset, "message": self.message}
+        row = {"finding": self.id, "severity": self.severity.value, "consequence": self.consequence.value,
+               "path": self.path, "offset": self.offset, "message": self.message}
         if self.details:
             row.update(self.details)
         return row
@@ -292,7 +347,8 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "consumeQueueUnitMismatch": "Rebuild the queue from the commit log.",
     "consumeQueueFillUnits": "Nothing; messages before the fill are not reachable through the queue.",
     "messageNotInConsumeQueue": "Consumers cannot reach these messages: rebuild the queue from the commit log.",
-    "messageNotDispatched": "The broker dispatches them at its next start (abnormal recovery if the abort file exists).",
+    "messageNotDispatched": ("The broker's next start dispatches them (verify simulates it; those it would not "
+                             "are messageUnreachable)."),
     "indexFileNameInvalid": "Move the file out of index/.",
     "indexFileUnreadable": "Remove the file; key queries then fall back to a commit log scan (rmqtool query does).",
     "indexGeometryUnknown": "Pass the broker's maxHashSlotNum and maxIndexNum.",
@@ -307,6 +363,8 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "recordTorn": "The last record was cut by the crash: recovery drops it; its message is lost unless salvaged.",
     "storeNotLoadable": "Read the plan's reason: restore or move aside the file it names (salvage its messages first).",
     "recoveryCutsCommitLog": "Run rmqtool recover to see every message lost; salvage them before recover --apply.",
+    "messageUnreachable": ("Lost units: rebuild the queues from the commit log (rmqtool redispatch STORE --apply, "
+                           "the finding names it); a missing file: restore it, its messages are gone otherwise."),
     "indexFileNewerThanCheckpoint": "Keep it with recover --keep-index, or let the broker rebuild what it rescans.",
     "configTooLarge": "Not a file the broker wrote: move it aside; the broker falls back to the .bak.",
     "consumeQueueFileAfterEnd": "The broker deletes it at the next start; redispatch rebuilds what the commit log holds.",

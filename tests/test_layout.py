@@ -23,9 +23,9 @@ ALLOWED = {
     "recovery": BASE | {"store", "dispatch", "recovery"},
     "engine": BASE | {"store", "dispatch", "recovery", "engine"},
     "query": BASE | {"store", "query"},
-    "verify": BASE | {"store", "dispatch", "query", "verify"},
+    "verify": BASE | {"store", "dispatch", "query", "recovery", "verify"},
     "report": BASE | {"store", "report"},
-    "inspect": BASE | {"store", "query", "report", "inspect"},
+    "inspect": BASE | {"store", "query", "recovery", "report", "inspect"},
     "spark": BASE | {"store", "verify", "query", "report", "inspect", "spark"},
 }
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from conftest import REPO, V4, V5, load_truth
 from rmqtool.cli.app import app
-from rmqtool.findings import OPERATOR_ACTIONS, REGISTRY
+from rmqtool.findings import CONSEQUENCES, OPERATOR_ACTIONS, REGISTRY
 
 CLEAN = V4 / "basic" / "store"
 E1 = V4 / "crash" / "e1-corrupt-body-in-last-commitlog-file"
@@ -58,10 +58,13 @@ def test_json_is_one_array_and_jobs_do_not_change_the_rows():
 
 def test_skip_and_severity_overrides():
     store = E1 / "input" / "store"
-    skipped = invoke(store, "-f", "jsonl", "--skip", "bodyCrcMismatch", "--skip", "commitLogEnd")
+    # the damaged record and what the next start does about it (it cuts the log there)
+    skipped = invoke(store, "-f", "jsonl", "--skip", "bodyCrcMismatch", "--skip", "commitLogEnd",
+                     "--skip", "recoveryCutsCommitLog")
     assert skipped.exit_code == 0
     assert not {"bodyCrcMismatch", "commitLogEnd"} & {r["finding"] for r in rows(skipped)}
-    lowered = invoke(store, "-f", "jsonl", "--severity", "bodyCrcMismatch=warning")
+    lowered = invoke(store, "-f", "jsonl", "--severity", "bodyCrcMismatch=warning",
+                     "--severity", "recoveryCutsCommitLog=warning")
     assert lowered.exit_code == 0
     assert [r["severity"] for r in rows(lowered) if r["finding"] == "bodyCrcMismatch"] == ["warning"]
     raised = invoke(CLEAN, "-f", "jsonl", "--severity", "commitLogEnd=error")
@@ -127,9 +130,11 @@ def test_table_output_and_subprocess_smoke():
 
 def findings_table() -> str:
     """The README's findings table, made from the registry."""
-    lines = ["| finding | default severity | what it means | what to do |", "| --- | --- | --- | --- |"]
+    lines = ["| finding | default severity | default consequence | what it means | what to do |",
+             "| --- | --- | --- | --- | --- |"]
     for finding_id, (severity, meaning) in REGISTRY.items():
-        lines.append(f"| `{finding_id}` | {severity.value} | {meaning} | {OPERATOR_ACTIONS[finding_id]} |")
+        lines.append(f"| `{finding_id}` | {severity.value} | {CONSEQUENCES[finding_id].value} | {meaning} | "
+                     f"{OPERATOR_ACTIONS[finding_id]} |")
     return "\n".join(lines)
 
 

@@ -7,6 +7,7 @@ store's lock (--apply).
 """
 from __future__ import annotations
 
+import collections
 import os
 import pathlib
 import shutil
@@ -194,13 +195,16 @@ def _plan_lines(doc: dict, plan) -> list[str]:
     lines.append(f"recovery starts in {doc['start_file']}: {doc['start_reason']}")
     if doc.get("apply_refused"):
         lines.append(f"--apply refuses this store: {doc['apply_refused']}")
-    if cl["max_offset_after"] < cl["max_offset_before"]:
-        lines.append(f"the commit log is cut at {cl['max_offset_after']} (its data ends at {cl['max_offset_before']};"
-                     f" the walk stopped: {cl['stopped_by']})")
-    elif doc["lost_messages"]:  # a torn last record: the data's end is before it, the loss is after
-        lines.append(f"the commit log ends at {cl['max_offset_after']}, where the walk stopped: {cl['stopped_by']}")
+    if cl["recovered_end"] < cl["written_end"]:
+        lines.append(f"the commit log is cut at its recovered end {cl['recovered_end']} (its written end is "
+                     f"{cl['written_end']}; the walk stopped: {cl['stopped_by']})")
+    elif any(m["reason"] == "log cut" for m in doc["lost_messages"]):
+        # a torn last record: the written end is before it, the loss is after
+        lines.append(f"the commit log ends at {cl['recovered_end']} (recovered end = written end), where the walk "
+                     f"stopped: {cl['stopped_by']}")
     else:
-        lines.append(f"the commit log keeps everything: it ends at {cl['max_offset_after']}")
+        lines.append(f"the commit log keeps every record written: its recovered end is its written end, "
+                     f"{cl['recovered_end']}")
     for a in plan.actions:
         verb = "delete" if a.kind == "delete" else f"zero bytes [{a.start}, {a.end}) of"
         lines.append(f"{verb} {a.path} ({a.finding}: {a.message})")
@@ -218,14 +222,19 @@ def _plan_lines(doc: dict, plan) -> list[str]:
         lines.append(f"{kind} {name}: offsets [{q['min_offset']}, {q['max_offset']}) after recovery")
     lost = doc["lost_messages"]
     if lost:
-        lines.append(f"{len(lost)} messages lost (rmqtool salvage keeps those still readable):")
+        counts = collections.Counter(m["reason"] for m in lost)
+        why = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()))
+        lines.append(f"{len(lost)} messages lost: the broker will no longer serve them ({why}; rmqtool salvage "
+                     f"keeps those still readable, rmqtool redispatch rebuilds lost units from the commit log):")
         for m in lost[:50]:
-            lines.append(f"lost: offset {m['commit_log_offset']} {m['topic']}/{m['queue_id']} queue offset "
-                         f"{m['queue_offset']} keys {' '.join(m['keys']) or '-'} stored {m['store_timestamp'] or 'unknown'}")
+            lines.append(f"lost ({m['reason']}): offset {m['commit_log_offset']} {m['topic']}/{m['queue_id']} queue "
+                         f"offset {m['queue_offset']} keys {' '.join(m['keys']) or '-'} stored "
+                         f"{m['store_timestamp'] or 'unknown'}")
         if len(lost) > 50:
             lines.append(f"... and {len(lost) - 50} more (--format json lists them all)")
     else:
-        lines.append("no message is lost")
+        lines.append("no message is lost that the files show (rmqtool verify checks every message against its "
+                     "queue)")
     lines += [f"note: {n}" for n in doc.get("notes", ())]
     lines.append(f"dispatch to consume queues and index starts again at {doc['redispatch_from']}: "
                  f"{doc['redispatch_reason']}")

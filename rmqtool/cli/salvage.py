@@ -62,7 +62,7 @@ def salvage(
         _refuse_inner_batches(root)
         sizes = _sizes(root, index_slots, index_entries)  # before anything is written
     end = simulate(root, Settings(), list_lost=False)
-    messages, report = run(root, end.max_offset_after if end.loadable else None)
+    messages, report = run(root, end.recovered_end if end.loadable else None)
     if out is not None:
         import orjson
         with (contextlib.nullcontext(sys.stdout.buffer) if to_stdout else open(out, "xb")) as f:

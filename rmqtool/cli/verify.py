@@ -90,6 +90,12 @@ def verify(
         table.close()
     elif run.errors:
         warn(f"rmqtool: {sum(run.counts.values())} finding(s), {run.errors} of them errors")
+    if run.next_start is not None and run.next_start.error:
+        warn(f"rmqtool: the broker's next start could not be simulated ({run.next_start.error}): "
+             f"run rmqtool recover to see what it does")
+    if run.next_start_drops:
+        warn(f"rmqtool: the next broker start drops {run.next_start_drops} messages: run rmqtool salvage or "
+             f"recover first")
     raise typer.Exit(run.exit_code)
 
 

@@ -1,8 +1,10 @@
 """What a store holds, read cheaply: the library side of ``rmqtool info``.
 
-Nothing here scans the whole commit log: segment ranges come from names and sizes, the
-max offset from the walk of the last written segment (find_commit_log_end), queue ranges
-from the consume queue files.
+Nothing here scans the whole commit log on a clean store: segment ranges come from names
+and sizes, the written end from the last written segment, the recovered end from the
+broker's next start simulated (recovery/outcome.py: what that start reads, the last files
+or from the checkpoint's), queue ranges from the consume queue files, cut where that start
+cuts them.
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from rmqtool.formats.config import consumer_offsets, delay_offsets
 from rmqtool.store import detect
 from rmqtool.store.checkpoint import read_checkpoint, read_markers
 from rmqtool.store.commitlog import Blank, findings_of, scan_segment
-from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end
+from rmqtool.recovery.outcome import Settings, simulate
+from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end, written_end
 from rmqtool.store.config import read_config_dir
 from rmqtool.store.consumequeue import open_consume_queues
 from rmqtool.store.indexfile import list_index_files
@@ -36,11 +39,15 @@ def _first_timestamp(seg) -> int | None:
 
 
 def commitlog_info(root: pathlib.Path, live: LiveStore | None = None) -> tuple[dict, list]:
-    """Segments and the commit log's end (find_commit_log_end); damage that ended the walk is
-    a finding. A live store's end is the one taken when the read began."""
+    """Segments and the commit log's two ends: the written end (one past the last record
+    written) and the recovered end (where the broker's next start ends the log, from
+    recovery/'s simulation; None when not simulated, see _ends); damage
+    that ended the last file's walk is a finding. A live store's end is the one taken when the
+    read began."""
     cl = CommitLog(StorePaths(root).commitlog)
     segs = cl.segments
     end = find_commit_log_end(segs, cl.mapped_file_size)
+    written, recovered = _ends(root, cl, end, live)
     if live is not None:
         end.end = min(end.end, live.commit_log_end)
     last = end.last_written
@@ -54,7 +61,7 @@ def commitlog_info(root: pathlib.Path, live: LiveStore | None = None) -> tuple[d
         if i <= last:
             first_ts = _first_timestamp(seg)
             if i == last:
-                row["written_to"] = min(end.end, seg.base_offset + seg.size)
+                row["written_to"] = min(written, seg.base_offset + seg.size)
         else:
             first_ts = None
             row["preallocated"] = True  # after the last written segment, all zero at its start
@@ -65,12 +72,38 @@ def commitlog_info(root: pathlib.Path, live: LiveStore | None = None) -> tuple[d
         "mapped_file_size": cl.mapped_file_size,
         "segment_count": len(segs),
         "min_commit_log_offset": segs[0].base_offset if segs else None,
-        "max_commit_log_offset": end.end if last >= 0 else None,
+        # getMaxPhyOffset once the broker has started: the recovered end (the written one when not simulated)
+        "max_commit_log_offset": (recovered if recovered is not None else written) if last >= 0 else None,
+        "written_end": written if segs else None,
+        "recovered_end": recovered,
         "segments": rows,
     }
     # the names before 0.2 (queues' min/max_offset count messages, these are bytes): one release more
     info["min_offset"], info["max_offset"] = info["min_commit_log_offset"], info["max_commit_log_offset"]
     return info, findings
+
+
+def _ends(root: pathlib.Path, cl: CommitLog, end, live: LiveStore | None) -> tuple[int, int | None]:
+    """(written end, recovered end) as every command names them (docs/vocabulary.md). The
+    recovered end needs the broker's next start simulated, which is cheap after a crash (it
+    walks from the checkpoint's file) but on a clean store walks its last three files: it is
+    simulated when the store gives a reason (the abort file, a segment finding, damage in the
+    last file, a last file ending with its blank record and none after it), else left null."""
+    segs = cl.segments
+    tail = end.last_message
+    resume = (tail.position + tail.store_size) if tail is not None and end.stopped_by is None else None
+    written = written_end(segs, cl.mapped_file_size, resume_at=resume)  # the last file read once already
+    if live is not None:  # a running broker's store: no next start to predict, the end read up to
+        return min(written, live.commit_log_end), None
+    full_last = end.segment_base is None and end.last_written >= 0
+    if not (StorePaths(root).abort.exists() or cl.findings or end.stopped_by is not None
+            or end.damaged_at is not None or full_last):
+        return written, None
+    try:
+        outcome = simulate(root, Settings(), list_lost=False)
+    except Exception:  # noqa: BLE001 - info shows the rest; the end stays unknown (null), never a traceback
+        return written, None
+    return outcome.written_end, outcome.recovered_end if outcome.loadable else None
 
 
 def consume_queue_info(root: pathlib.Path, commit_log_min: int | None, commit_log_max: int | None):

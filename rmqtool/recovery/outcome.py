@@ -38,7 +38,7 @@ from rmqtool.recovery.queue_model import QueueModel
 from rmqtool.recovery.semantics import detect_semantics
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import Corrupt
-from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end, last_nonzero_from, last_written
+from rmqtool.store.commitlog_end import CommitLog, last_nonzero_from, last_written, written_end
 from rmqtool.store.arrays import read_records
 from rmqtool.store.config import configured_batch_topics
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, queue_directories
@@ -70,9 +70,10 @@ class Outcome:
     start_file: str | None = None
     start_reason: str = ""
     walk: WalkEnd | None = None
+    end_file: str | None = None  # the commit log file the walk ended in
     min_offset: int = 0
-    max_offset_before: int = 0  # where the written data ends now (the read side's end)
-    max_offset_after: int = 0
+    written_end: int = 0  # one past the last record written (store/commitlog_end.written_end)
+    recovered_end: int = 0  # where this start's recovery ends the log (the walk's processOffset)
     queues_before: dict = dataclasses.field(default_factory=dict)  # "TOPIC/Q" -> (min, max)
     queues: dict = dataclasses.field(default_factory=dict)
     queue_files_deleted: list = dataclasses.field(default_factory=list)
@@ -91,6 +92,30 @@ class Outcome:
     notes: list = dataclasses.field(default_factory=list)  # where rmqtool's apply keeps more than the broker
     semantics_known: bool = True  # False: the store does not say which version wrote it ("could not tell")
     semantics_undecided: str | None = None  # could not tell, and the two versions' rules differ here: why apply waits
+    queue_models: dict = dataclasses.field(default_factory=dict)  # (topic, queue id) -> the queue after the start
+
+    def served(self, topic: str, queue_id: int, offsets: np.ndarray) -> np.ndarray | None:
+        """Whether the queue serves each message (at these commit log offsets) after the start:
+        a unit of it points there. None: not known here (a 5.x batch queue)."""
+        q = self.queue_models.get((topic, queue_id))
+        if q is None:
+            return np.zeros(len(offsets), bool)
+        if q.batch:
+            return None
+        return np.isin(offsets, q.units()[1])
+
+
+    @property
+    def max_offset_before(self) -> int:
+        """The written end, by its name before 0.3."""
+        return self.written_end
+
+    @property
+    def max_offset_after(self) -> int:
+        """The recovered end, by its name before 0.3."""
+        return self.recovered_end
+
+
 
 
 def _checkpoint(paths: StorePaths) -> tuple[int, int, str]:
@@ -185,8 +210,11 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
 
     for q in queues:
         q.recover()
+    recovered_at = {}  # a queue's (write position, max physic offset) once recovered, before dispatch
     for q in queues:
         out.queues_before[f"{q.topic}/{q.queue_id}"] = (q.min_offset, q.max_offset)
+        if not q.batch:
+            recovered_at[(q.topic, q.queue_id)] = (q.max_offset_bytes, q.max_physic_offset)
     max_phy_cq = max((q.max_physic_offset for q in queues), default=-1)
 
     if not segments:
@@ -270,13 +298,14 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
     out.start_file = str(segments[index].path)
     w = walk(segments, index, options, delay_levels, on_record)
     out.walk = w
+    out.end_file = str(segments[w.file_index].path)
     unknown = inner_topics - batch
     if semantics == V5 and unknown and configured_batch_topics(paths.config) is None:
         return simulate(store_root, settings, commit_log_file_size, consume_queue_file_size, delay_levels,
                         list_lost=list_lost, batch_learned=batch_learned | frozenset(unknown))
-    out.max_offset_before = _data_end(segments, size, w)
+    out.written_end = _written_end(segments, size, w)
     end = w.end
-    out.max_offset_after = end
+    out.recovered_end = end
 
     if max_phy_cq >= end:
         for q in queues:
@@ -321,8 +350,11 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
         out.index_entries_put, out.index_entries_repeated = index_model.put_entries, index_model.repeated
         out.index_entries_lost, out.index_kept_appended = index_model.lost_entries(), index_model.kept_appended
         index_model.close()
+    out.queue_models = {(q.topic, q.queue_id): q for q in queues}
     if list_lost and reader is not None:
-        out.lost_messages = _lost(reader, paths, end, semantics)
+        lost = _lost(reader, paths, end, semantics)
+        out.lost_messages = lost + _unreachable(reader, kept, queues, recovered_at, end, min_phy,
+                                                {m["commit_log_offset"] for m in lost})
     return out
 
 
@@ -350,7 +382,7 @@ def _detected(store_root, settings: Settings, *args, list_lost: bool) -> Outcome
     if _recovers_alike(four, five):
         four.semantics_reason = f"{found.reason}; 4.9 and 5.3 rules change the same files and keep the same messages here"
         return four
-    other = (f"5.3 rules end the commit log at {five.max_offset_after} and lose {len(five.lost_messages)} messages"
+    other = (f"5.3 rules end the commit log at {five.recovered_end} and lose {len(five.lost_messages)} messages"
              if five.loadable else f"under 5.3 rules the broker would not load it ({five.reason})")
     four.semantics_reason = f"{found.reason}; 4.9 and 5.3 rules recover it differently ({other}): shown with 4.9's"
     four.semantics_undecided = (f"{found.reason}, and the 4.9 and 5.3 rules recover this store differently ({other}): "
@@ -362,17 +394,17 @@ def _recovers_alike(a: Outcome, b: Outcome) -> bool:
     """Whether two simulated starts change the same files and keep the same messages (the
     queues' min offsets, which each version computes its own way at load, are not files)."""
     def key(o: Outcome) -> tuple:
-        return (o.loadable, o.max_offset_after, o.min_offset, {k: v[1] for k, v in o.queues.items()},
+        return (o.loadable, o.recovered_end, o.min_offset, {k: v[1] for k, v in o.queues.items()},
                 o.commit_log_files_deleted, o.queue_files_deleted, o.index_files_destroyed, o.batch_topics,
                 o.start_index if o.abnormal else None, [m["commit_log_offset"] for m in o.lost_messages])
     return key(a) == key(b)
 
 
-def _data_end(segments: list[Segment], size: int, w: WalkEnd) -> int:
-    """The read side's end (what the store holds before recovery); where the walk read the
-    last written file, the read goes on from the walk's end rather than read it again."""
+def _written_end(segments: list[Segment], size: int, w: WalkEnd) -> int:
+    """The written end (what the store holds before recovery); where the walk read the last
+    written file, the read goes on from the walk's end rather than read it again."""
     resume = w.position if w.file_index == last_written(segments) else None
-    return find_commit_log_end(segments, size or None, resume_at=resume).end
+    return written_end(segments, size or None, resume_at=resume)
 
 
 def load_refusal(directory: pathlib.Path, size: int, semantics: str) -> tuple[str | None, list[pathlib.Path]]:
@@ -473,6 +505,12 @@ def _redispatch(segments, start: int, end: int, file_size: int, options: WalkOpt
         pos = 0
 
 
+# why the broker no longer serves a message (a lost message's ``reason``)
+LOG_CUT = "log cut"  # recovery ends the commit log before it
+FILE_MISSING = "file missing"  # its commit log file is gone: the broker skips the gap
+UNIT_LOST = "unit lost"  # its consume queue unit is gone and the start does not dispatch it again
+
+
 def _lost(reader: CommitLog, paths: StorePaths, end: int, semantics: str) -> list[dict]:
     """Every message past the recovered end: records the read side still finds there, and
     consume queue units (5.3.3: batch consume queue units too) pointing there whose record
@@ -482,7 +520,7 @@ def _lost(reader: CommitLog, paths: StorePaths, end: int, semantics: str) -> lis
         if isinstance(r, Message):
             lost[r.commit_log_offset] = {"commit_log_offset": r.commit_log_offset, "topic": r.topic, "queue_id": r.queue_id,
                               "queue_offset": r.queue_offset, "keys": list(r.keys), "store_timestamp": r.store_timestamp,
-                              "readable": True}
+                              "readable": True, "reason": LOG_CUT}
         elif isinstance(r, Corrupt):
             continue
     kinds = [(paths.consumequeue, False)] + ([(paths.batch_consumequeue, True)] if semantics == V5 else [])
@@ -490,6 +528,81 @@ def _lost(reader: CommitLog, paths: StorePaths, end: int, semantics: str) -> lis
         for topic, queue_id, directory in queue_directories(root):
             _lost_units(topic, queue_id, directory, batch, end, lost)
     return [lost[k] for k in sorted(lost)]
+
+
+def _unreachable(reader: CommitLog, segments: list[Segment], queues: list, recovered_at: dict, end: int,
+                 min_phy: int, cut: set) -> list[dict]:
+    """Messages before the recovered end the broker no longer serves after its start, from
+    what the files show:
+
+    * FILE_MISSING: a unit the queue keeps points into a commit log file that is gone (the
+      broker skips the gap);
+    * UNIT_LOST: a message of a queue whose recovery stopped before units still on disk (a
+      zeroed unit, files after it deleted), or whose next put jumped over queue offsets, that
+      no unit of its queue points at afterwards. Their records are found between the commit
+      log offsets those units bound (a scan of that span only)."""
+    gaps = [(a.base_offset + a.size, b.base_offset) for a, b in zip(segments, segments[1:])
+            if a.base_offset + a.size < b.base_offset]
+    found: dict[int, dict] = {}
+    spans = []  # (lo, hi, key, first queue offset, end queue offset) to scan for messages of a queue
+    for q in queues:
+        if q.batch:
+            continue
+        key = (q.topic, q.queue_id)
+        spans += [(lo, hi, key, first, stop) for first, stop, lo, hi in q.skipped]
+        position, reach = recovered_at.get(key, (0, -1))
+        beyond = _units_beyond(q, position)
+        if beyond is not None:
+            spans.append((max(reach, 0), beyond + 1, key, position // CQ_STORE_UNIT_SIZE, 1 << 62))
+        if gaps:
+            qos, offsets = q.units()
+            for lo, hi in gaps:
+                for i in np.flatnonzero((offsets >= lo) & (offsets < hi) & (offsets < end)).tolist():
+                    found.setdefault(int(offsets[i]), {
+                        "commit_log_offset": int(offsets[i]), "topic": q.topic, "queue_id": q.queue_id,
+                        "queue_offset": int(qos[i]), "keys": [], "store_timestamp": None, "readable": False,
+                        "reason": FILE_MISSING})
+    candidates: dict[tuple, list] = {}
+    for lo, hi, key, first, stop in sorted(spans):
+        hi = min(hi, end)
+        if lo >= hi:
+            continue
+        for r in reader.scan(from_offset=max(lo, min_phy), to_offset=hi, check_crc=False):
+            if isinstance(r, Message) and (r.topic, r.queue_id) == key and first <= r.queue_offset < stop \
+                    and r.commit_log_offset < hi:
+                candidates.setdefault(key, []).append(r)
+    by_key = {(q.topic, q.queue_id): q for q in queues}
+    for key, records in candidates.items():
+        served = by_key[key].units()[1]
+        for r in records:
+            offset = r.commit_log_offset
+            if offset in cut or offset in found or bool(np.isin(offset, served)):
+                continue
+            found[offset] = {"commit_log_offset": offset, "topic": r.topic, "queue_id": r.queue_id,
+                             "queue_offset": r.queue_offset, "keys": list(r.keys),
+                             "store_timestamp": r.store_timestamp, "readable": True, "reason": UNIT_LOST}
+    return [found[k] for k in sorted(found) if k not in cut]
+
+
+def _units_beyond(q: QueueModel, position: int) -> int | None:
+    """The largest commit log offset a written unit on disk points at past the queue's
+    recovered write position (units the broker's recovery dropped); None: none there."""
+    best = None
+    for seg in q.on_disk:
+        if seg.base_offset + seg.size <= position:
+            continue
+        held = last_nonzero_from(seg.path) or 0
+        start = max(position - seg.base_offset, 0) // CQ_STORE_UNIT_SIZE
+        count = -(-held // CQ_STORE_UNIT_SIZE) - start
+        if count <= 0:
+            continue
+        units = read_records(seg.path, CQ_LAYOUT.dtype, start * CQ_STORE_UNIT_SIZE, count)
+        offsets, sizes = units["commit_log_offset"], units["size"]
+        real = is_written_unit(offsets, sizes) & (sizes != FILL_SIZE)
+        if real.any():
+            top = int(offsets[real].max())
+            best = top if best is None else max(best, top)
+    return best
 
 
 def _lost_units(topic: str, queue_id: int, directory, batch: bool, end: int, lost: dict) -> None:
@@ -511,7 +624,7 @@ def _lost_units(topic: str, queue_id: int, directory, batch: bool, end: int, los
                                 seg.base_offset // CQ_STORE_UNIT_SIZE + i)
                 lost[offset] = {"commit_log_offset": offset, "topic": topic, "queue_id": queue_id,
                                 "queue_offset": queue_offset, "keys": [], "store_timestamp": None,
-                                "readable": False}
+                                "readable": False, "reason": LOG_CUT}
         first = np.flatnonzero(real)
         if first.size and offsets[first[0]] < end:
             break
@@ -524,4 +637,4 @@ def served_range(store_root) -> tuple[int, int]:
     if not out.loadable:
         raise CorruptData(f"the broker would not load this store, so it serves nothing: {out.reason}",
                           StorePaths(store_root).root)
-    return out.min_offset, out.max_offset_after
+    return out.min_offset, out.recovered_end

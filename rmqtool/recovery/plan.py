@@ -163,9 +163,11 @@ class RecoveryPlan:
                    "semantics_known": o.semantics_known, "semantics_undecided": o.semantics_undecided,
                    "loadable": o.loadable, "reason": o.reason, "advice": o.advice,
                    "start_file": o.start_file, "start_reason": o.start_reason,
-                   "commit_log": {"min_offset": o.min_offset, "max_offset_before": o.max_offset_before,
-                                  "max_offset_after": o.max_offset_after,
-                                  "stopped_by": o.walk.reason if o.walk else None},
+                   "commit_log": {"min_offset": o.min_offset, "written_end": o.written_end,
+                                  "recovered_end": o.recovered_end,
+                                  "stopped_by": o.walk.reason if o.walk else None,
+                                  # the names before 0.3, one release more
+                                  "max_offset_before": o.written_end, "max_offset_after": o.recovered_end},
                    "queues": {k: {"min_offset": v[0], "max_offset": v[1]} for k, v in sorted(o.queues.items())},
                    "batch_topics": o.batch_topics, "batch_topics_reason": o.batch_topics_reason,
                    "notes": o.notes,
@@ -346,9 +348,9 @@ def _unplannable(paths: StorePaths, outcome, odd, queue) -> RecoveryPlan:
         outcome.reason = outcome.reason or f"{odd[0].path}: {odd[0].id}: {odd[0].message}"
     refusal = f"the broker would not load this store: {outcome.reason}"
     finding = Finding(STORE_NOT_LOADABLE, str(paths.root), None, outcome.reason)
-    end = CommitLogEnd(outcome.max_offset_before, None, 0)
-    return RecoveryPlan(str(paths.root), outcome.abnormal, queue.mapped_file_size or 0, outcome.max_offset_before,
-                        (finding,), (), (), outcome.max_offset_before, "the broker does not load this store", (),
+    end = CommitLogEnd(outcome.written_end, None, 0)
+    return RecoveryPlan(str(paths.root), outcome.abnormal, queue.mapped_file_size or 0, outcome.written_end,
+                        (finding,), (), (), outcome.written_end, "the broker does not load this store", (),
                         end, outcome, refusal)
 
 

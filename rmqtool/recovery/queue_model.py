@@ -20,7 +20,7 @@ import struct
 import numpy as np
 
 from rmqtool.errors import StoreAccessError
-from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, is_written_unit
+from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, FILL_SIZE, is_written_unit
 from rmqtool.recovery.commitlog_walk import V5
 from rmqtool.store.commitlog_end import last_nonzero_from
 from rmqtool.store.consumequeue import CQ_LAYOUT
@@ -105,6 +105,7 @@ class QueueFiles:
         self.queue_id = queue_id
         self.file_size = file_size
         self.files = [self.file_type(s.base_offset, file_size, s) for s in segments]
+        self.on_disk = list(segments)  # the files as loaded (recovery may drop some)
         self.loaded_bases = [s.base_offset for s in segments]
         self.max_physic_offset = -1
         self.units_added = 0
@@ -201,6 +202,9 @@ class QueueModel(QueueFiles):
     def __init__(self, topic: str, queue_id: int, segments: list[Segment], file_size: int):
         super().__init__(topic, queue_id, segments, file_size)
         self.min_logic_offset = 0
+        # queue offsets a put jumped over ('[BUG]logic queue order maybe wrong'): (first, end) queue
+        # offsets and the commit log offsets [after, before) their records lie between
+        self.skipped: list[tuple[int, int, int, int]] = []
 
     def _written(self, f: QueueFile) -> np.ndarray:
         offsets, sizes = f.columns()
@@ -243,6 +247,9 @@ class QueueModel(QueueFiles):
             f.wrote = until
         if cq_offset != 0 and expect < f.base + f.wrote:
             return False
+        if cq_offset != 0 and expect > f.base + f.wrote:  # written at the write position all the same
+            self.skipped.append(((f.base + f.wrote) // CQ_STORE_UNIT_SIZE, cq_offset, max(self.max_physic_offset, 0),
+                                 offset))
         self.max_physic_offset = offset + size
         if f.wrote + CQ_STORE_UNIT_SIZE <= self.file_size:
             UNIT.pack_into(f.writable(f.wrote + CQ_STORE_UNIT_SIZE), f.wrote, offset, size, tags_code)
@@ -310,6 +317,25 @@ class QueueModel(QueueFiles):
             if first.unit(start + i)[0] >= min_phy_offset:
                 self.min_logic_offset = first.base + start + i
                 return
+
+    # ---- what the broker serves ---------------------------------------------------------------
+    def units(self) -> tuple[np.ndarray, np.ndarray]:
+        """(queue offset, commit log offset) of each unit from the queue's min offset to its max,
+        fill units left out: the messages a consumer reaches through the queue."""
+        qos, parts = [], []
+        for f in self.files:
+            offsets, sizes = f.columns()
+            n = min(f.wrote // CQ_STORE_UNIT_SIZE, len(offsets))
+            first = max(self.min_logic_offset - f.base, 0) // CQ_STORE_UNIT_SIZE
+            if first < n:
+                real = np.flatnonzero(is_written_unit(offsets[first:n], sizes[first:n])
+                                      & (sizes[first:n] != FILL_SIZE)) + first
+                qos.append(f.base // CQ_STORE_UNIT_SIZE + real)
+                parts.append(offsets[real].astype(np.int64))
+            f.release()
+        if not parts:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(qos).astype(np.int64), np.concatenate(parts)
 
     # ---- what the broker reports ------------------------------------------------------------
     @property

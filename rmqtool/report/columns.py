@@ -82,8 +82,8 @@ VIEWS: dict[str, tuple[Column, ...]] = {
     "config": (text("file", 1, 24), fixed("source", 2, 6), text("document", 3, 200, 20), text("path", None, 100)),
     "finding": (
         text("store_name", 0, 24, 10), text("finding", 1, 30, 30), fixed("severity", 2, 8), text("path", 4, 60, 24), num("offset", 5, 10),
-        text("message", 3, 120, 36), text("topic", None, 40), num("queue_id", None), num("queue_offset", None),
-        num("commit_log_offset", None)),
+        text("message", 3, 120, 36), fixed("consequence", None, 13), text("topic", None, 40), num("queue_id", None),
+        num("queue_offset", None), num("commit_log_offset", None)),
     "offset": (
         text("group", 1, 30, 10), text("topic", 2, 30, 10), num("queue_id", 3), num("committed_offset", 6, 12),
         num("lag_messages", 7, 12), num("min_queue_offset", 9, 12), num("max_queue_offset", 8, 12),
@@ -111,8 +111,8 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         text("store_name", 1, 24, 10), num("finding_count", 2), num("error_count", 3), num("warning_count", 4),
         num("info_count", 5), num("exit_code", 6), text("error", 7, 80, 20), text("store_path", None, 100),
         fixed("record", None)),
-    "finding_id": (text("finding", 1, 30, 14), fixed("severity", 2, 8), text("meaning", 4, 90, 40),
-                   text("action", 3, 120, 16)),
+    "finding_id": (text("finding", 1, 30, 14), fixed("severity", 2, 8), fixed("consequence", 5, 13),
+                   text("meaning", 4, 90, 40), text("action", 3, 120, 16)),
     # info's sections
     "segment": (
         text("file", 1, 20, 20), num("base_offset", 2, 12), num("end_offset", 3, 12), num("size", 4, 9),

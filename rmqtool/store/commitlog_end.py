@@ -13,6 +13,11 @@ Every reader and the engine take these answers from here, so they agree:
   segment is read record by record with the one scanner; the end is after its last good
   record, or the next segment's start when it ends with a blank record. The walk keeps the
   last message (the store host of an existing store comes from it) and what stopped it.
+* :func:`written_end`: the **written end**, one past the last record written (damage
+  skipped by resync). The other end an operator needs, the **recovered end** (where the
+  broker's next start ends the log, its getMaxPhyOffset afterwards), depends on the start
+  file, the checkpoint and the broker version: ``recovery/outcome.py`` simulates it
+  (``Outcome.recovered_end``); the two differ when damage lies before the written end.
 
 Reading follows the written data, not the file size: holes of sparse files are skipped
 (SEEK_DATA) and zeros are compared a window at a time. Nothing here writes.
@@ -133,6 +138,34 @@ def segment_ranges(segments: list[Segment], from_offset: int | None = None,
     return out
 
 
+def segment_end(base_offset: int, end_position: int, full: bool, mapped_file_size: int) -> int:
+    """The commit log offset after a segment's last record: its next segment's start when it
+    ends with a valid blank record (the broker rolls to the next file), else base + end."""
+    return base_offset + (mapped_file_size if full else end_position)
+
+
+def written_end(segments: list[Segment], mapped_file_size: int | None = None, *,
+                resume_at: int | None = None) -> int:
+    """The written end: one past the last record (a message, its CRC good or not, or a blank
+    record) the one scanner reads back in the last written segment, damaged regions skipped
+    by its resync; the first segment's start when no segment holds a record.
+
+    ``resume_at``: a record start in the last written segment before which every record was
+    read already (the end is at least there)."""
+    if not segments:
+        return 0
+    last = last_written(segments)
+    if last < 0:
+        return segments[0].base_offset
+    tail = segments[last]
+    end, full = resume_at or 0, False
+    for r in scan_segment(tail, is_last=True, check_crc=False, start=resume_at or 0):
+        if isinstance(r, (Message, Blank)):
+            end = r.position + (r.store_size if isinstance(r, Message) else r.size)
+            full = isinstance(r, Blank) and r.valid
+    return segment_end(tail.base_offset, end, full, mapped_file_size or tail.size)
+
+
 def find_commit_log_end(segments: list[Segment], mapped_file_size: int | None = None, *,
                         check_crc: bool = False, resume_at: int | None = None) -> CommitLogEnd:
     """The commit log's write position, as the broker's recovery of the last file finds it.
@@ -173,7 +206,7 @@ def find_commit_log_end(segments: list[Segment], mapped_file_size: int | None = 
             damaged = (tail.path, nonzero)
     later = segments[max(last, 0) + 1:]
     if full:
-        nxt = tail.base_offset + (mapped_file_size or tail.size)
+        nxt = segment_end(tail.base_offset, end_pos, True, mapped_file_size or tail.size)
         if later and later[0].base_offset == nxt:
             result = CommitLogEnd(nxt, nxt, 0, damaged, tuple(later[1:]))
         else:

@@ -33,7 +33,7 @@ from rmqtool.formats.sysflag import (INNER_BATCH_FLAG, TRANSACTION_COMMIT_TYPE, 
                                      TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE)
 from rmqtool.store.commitlog import Blank, ColumnMode, findings_of
 from rmqtool.store.record_columns import RecordColumns, topic_queue_codes, topic_queue_of
-from rmqtool.store.commitlog_end import CommitLog
+from rmqtool.store.commitlog_end import CommitLog, segment_end
 from rmqtool.store.message import Message
 from rmqtool.store.parallel import SegmentJob, iter_parallel, segment_jobs
 from rmqtool.verify.keyhash import index_key_hashes
@@ -350,20 +350,35 @@ class CommitLogCheck:
         self.first_store_timestamps: dict = {}  # segment index -> store time of a message at position 0
         self._last_written: SegmentCheck | None = None  # the last band with a record (or a blank one)
         self._kept: dict = {}  # job index -> check made by prepare()
-        self.end: int | None = None
+        self.written_end: int | None = None  # one past the last record written (prepare)
+        # where the broker's next start ends the log (recovery/outcome.py's simulation, given by
+        # the run); None: not simulated (the store would not load, or the simulation failed)
+        self.recovered_end: int | None = None
+        # () -> verify/next_start.NextStart: the broker's next start, simulated on first call (given by the run)
+        self.next_start = None
         self._cross = _CrossRecords(self)
 
     def prepare(self) -> int:
-        """The commit log's max offset: one past the last record of the last range holding one
-        (a segment ending with a blank record: the next segment's start)."""
-        if self.end is None:
-            self.end = self.min_offset
+        """The written end (store/commitlog_end.written_end), from the checks of the last ranges:
+        one past the last record of the last range holding one (a segment ending with a blank
+        record: the next segment's start)."""
+        if self.written_end is None:
+            self.written_end = self.min_offset
             for i in range(len(self.jobs) - 1, -1, -1):
                 c = self._kept[i] = check_segment(self.jobs[i], self.delay_spec)
                 if c.end_position is not None:
-                    self.end = c.base_offset + (c.size if c.full else c.end_position)
+                    self.written_end = segment_end(c.base_offset, c.end_position, c.full, c.size)
                     break
-        return self.end
+        return self.written_end
+
+    def prepared_checks(self) -> list[SegmentCheck]:
+        """The checks prepare() made (the last ranges, up to the last one holding a record)."""
+        return list(self._kept.values())
+
+    @property
+    def end(self) -> int | None:
+        """The written end, by its name before 0.3."""
+        return self.written_end
 
     def _band(self, k: int, c: SegmentCheck) -> SegmentCheck:
         """Job k's check as a band: the offsets it holds, its topic-queue ids those of the
@@ -469,16 +484,25 @@ class CommitLogCheck:
 
     def _end_findings(self) -> list[Finding]:
         last = self._last_written
+        if self.recovered_end is None:
+            recovered = ("the broker's next start was not simulated (a clean shutdown, and no damage or message "
+                         "past its queue's end found: rmqtool recover walks it)")
+        elif self.recovered_end == self.written_end:
+            recovered = "the broker's next start ends the log there too (recovered end)"
+        else:
+            recovered = f"the broker's next start ends the log at {self.recovered_end} (recovered end)"
         if last is None:
             if self.segments:
-                return [finding(COMMIT_LOG_END, self.segments[0].path, 0, "the commit log holds no record",
-                                commit_log_offset=self.end)]
+                return [finding(COMMIT_LOG_END, self.segments[0].path, 0,
+                                f"the commit log holds no record; {recovered}", commit_log_offset=self.written_end,
+                                written_end=self.written_end, recovered_end=self.recovered_end)]
             return []
         state = "full, ends with its blank record" if last.full else f"written to position {last.end_position}"
         return [finding(COMMIT_LOG_END, last.path, last.end_position,
-                        f"the commit log ends at offset {self.end}: {self.messages} messages; its last "
-                        f"segment is {state} of {last.size} bytes", commit_log_offset=self.end,
-                        messages=self.messages)]
+                        f"the records written end at offset {self.written_end} (written end): {self.messages} "
+                        f"messages; its last segment is {state} of {last.size} bytes; {recovered}",
+                        commit_log_offset=self.written_end, messages=self.messages, written_end=self.written_end,
+                        recovered_end=self.recovered_end)]
 
 
 class _CrossRecords:

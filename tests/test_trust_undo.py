@@ -171,3 +171,105 @@ def test_redispatch_index_settles_in_one_run(tmp_path):
     assert {c["kind"] for c in json.loads(again.stdout)["changes"]} == {"same"}
     assert _run("redispatch", root, "--index", "--apply", "--backup-dir", tmp_path / "b2").exit_code == 0
     assert tree(root) == settled
+
+
+# --- item 14: kill -9 at a few points of a repair or an undo ------------------------------------
+
+def _killed(*args, after: int) -> subprocess.CompletedProcess:
+    """Run rmqtool in a process that SIGKILLs itself at its ``after``-th change step."""
+    env = dict(os.environ, RMQTOOL_KILL_AFTER=str(after), PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "rmqtool", *map(str, args)], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def _says_unfinished(root: pathlib.Path, backup: pathlib.Path, finish: str) -> None:
+    """Every command says so (one line on stderr) and writers refuse, naming both ways out."""
+    info = _run("info", root)
+    notes = [line for line in info.stderr.splitlines() if "interrupted" in line]
+    assert len(notes) == 1 and finish in notes[0] and f"rmqtool undo {backup}" in notes[0], info.stderr
+    w = _run("append", root, "--topic", "CrashTopic", "--body", "x")
+    assert w.exit_code == 5 and finish in w.stderr and "undo" in w.stderr, w.output
+
+
+@pytest.mark.parametrize("point", ["marker", "middle", "dispatched"])
+def test_recover_apply_killed_then_run_again_or_undone(point, tmp_path):
+    """Killed before its abort marker, half way through the plan, after dispatching again."""
+    from rmqtool.recovery.plan import plan_recovery
+    root = _copy(E1, tmp_path / "store")
+    actions = len(plan_recovery(root).actions)
+    after = {"marker": 1, "middle": 1 + actions // 2, "dispatched": actions + 2}[point]
+    before = tree(root)
+    backup = tmp_path / "backup"
+    k = _killed("recover", root, "--apply", "--backup-dir", backup, after=after)
+    assert k.returncode == -9, k.stderr
+    assert (root / UNFINISHED_FILE).exists() and (backup / "intent.json").exists()
+    assert not list(root.rglob("*rmqtool-tmp*")) and not list(tmp_path.glob(".rmqtool-*"))
+    _says_unfinished(root, backup, f"rmqtool recover {root} --apply")
+    saved = tmp_path / "killed"
+    shutil.copytree(root, saved)
+    # either way out: undo gives back every original byte...
+    u = _run("undo", backup)
+    assert u.exit_code == 0, u.output
+    assert tree(root) == before and not (backup / "intent.json").exists()
+    # ...or the same command again finishes it (from the killed state)
+    shutil.rmtree(root)
+    shutil.copytree(saved, root)
+    r = _run("recover", root, "--apply", "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["applied"]["backup_dir"] == str(backup)  # the same backup, made again
+    assert not (root / UNFINISHED_FILE).exists()
+    assert _run("recover", root).exit_code == 0  # recovered: nothing left to do
+    assert _run("undo", backup).exit_code == 0 and tree(root) == before  # and no original byte lost
+
+
+@pytest.mark.parametrize("after", [1, 3])
+def test_redispatch_apply_killed_then_run_again_or_undone(after, tmp_path):
+    root = _copy(BASIC, tmp_path / "store")
+    for d in sorted((root / "consumequeue").glob("*/*"))[:2]:
+        shutil.rmtree(d)
+    before = tree(root)
+    backup = tmp_path / "backup"
+    k = _killed("redispatch", root, "--cq", "--apply", "--backup-dir", backup, after=after)
+    assert k.returncode == -9, k.stderr
+    assert not list(root.rglob("*rmqtool-tmp*")) and not list(tmp_path.glob(".rmqtool-*"))
+    _says_unfinished(root, backup, f"rmqtool redispatch {root} --cq --apply")
+    saved = tmp_path / "killed"
+    shutil.copytree(root, saved)
+    assert _run("undo", backup).exit_code == 0 and tree(root) == before
+    shutil.rmtree(root)
+    shutil.copytree(saved, root)
+    r = _run("redispatch", root, "--cq", "--apply")
+    assert r.exit_code == 0, r.output
+    assert _run("redispatch", root, "--cq").exit_code == 0  # finished: the files are as built
+    assert _run("undo", backup).exit_code == 0 and tree(root) == before
+
+
+def test_undo_killed_then_run_again(tmp_path):
+    root = _copy(E1, tmp_path / "store")
+    before = tree(root)
+    backup = tmp_path / "backup"
+    assert _run("recover", root, "--apply", "--backup-dir", backup).exit_code == 0
+    k = _killed("undo", backup, after=3)
+    assert k.returncode == -9, k.stderr
+    _says_unfinished(root, backup, f"rmqtool undo {backup}")
+    u = _run("undo", backup)
+    assert u.exit_code == 0, u.output
+    assert tree(root) == before
+
+
+def test_append_recover_killed_is_finished_by_recover_or_undone(tmp_path):
+    from rmqtool.recovery.plan import plan_recovery
+    root = _copy(E1, tmp_path / "store")
+    before = tree(root)
+    k = _killed("append", root, "--recover", "--topic", "CrashTopic", "--body", "x",
+                after=len(plan_recovery(root).actions) + 2)
+    assert k.returncode == -9, k.stderr
+    (backup,) = tmp_path.glob("store.recovery-*")
+    _says_unfinished(root, backup, f"rmqtool recover {root} --apply")
+    saved = tmp_path / "killed"
+    shutil.copytree(root, saved)
+    assert _run("undo", backup).exit_code == 0 and tree(root) == before
+    shutil.rmtree(root)
+    shutil.copytree(saved, root)
+    assert _run("recover", root, "--apply").exit_code == 0
+    assert _run("append", root, "--topic", "CrashTopic", "--body", "x").exit_code == 0

@@ -89,13 +89,16 @@ def recover(
         doc["applied"] = {"store_path": str(target), "backup_dir": None, "manifest": None}
         _show(doc, plan, fmt.value, render_document, applied=True)
         return
-    applied = _apply(target, settings, keep_index, backup_dir)
+    words = ["rmqtool", "recover", str(target)] + (["--semantics", semantics] if semantics else []) + [
+        flag for flag, on in (("--from-checkpoint", from_checkpoint), ("--verify-prop-crc", verify_prop_crc),
+                              ("--no-check-crc", no_check_crc), ("--keep-index", keep_index)) if on]
+    applied = _apply(target, settings, keep_index, backup_dir, shlex.join(words + ["--apply"]))
     doc["applied"] = {"store_path": str(target), **(applied.to_json() if applied is not None else
                                                {"backup_dir": None, "manifest": None})}
     _show(doc, plan, fmt.value, render_document, applied=True)
 
 
-def _apply(target: pathlib.Path, settings, keep_index: bool, backup_dir):
+def _apply(target: pathlib.Path, settings, keep_index: bool, backup_dir, command: str):
     """The engine's writable open carries the plan out and dispatches again; its close
     writes the checkpoint and removes the abort file. An earlier run cut short is rolled
     back first (its backup's path is used again), so running the command again finishes it."""
@@ -104,8 +107,7 @@ def _apply(target: pathlib.Path, settings, keep_index: bool, backup_dir):
     again = roll_back_unfinished(target, "recover")
     if backup_dir is None:
         backup_dir = again
-    return Store.recover(target, backup_dir=backup_dir, recovery=settings, keep_index=keep_index,
-                         command=f"rmqtool recover {shlex.quote(str(target))} --apply")
+    return Store.recover(target, backup_dir=backup_dir, recovery=settings, keep_index=keep_index, command=command)
 
 
 def _copy_store(root: pathlib.Path, to: pathlib.Path) -> pathlib.Path:

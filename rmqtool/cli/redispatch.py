@@ -66,6 +66,8 @@ def redispatch(
     if backup_dir is not None and not apply:
         raise UsageError("--backup-dir goes with --apply")
     root = require_store(store)
+    again_command = _command(root, topic, queue, from_offset, cq, index, skip_unknown_topics, index_slots,
+                             index_entries)
     if not cq and not index:
         cq = index = True
     again = roll_back_unfinished(root, "redispatch") if apply else None  # a run cut short: from the start
@@ -112,11 +114,25 @@ def redispatch(
         if apply and differs:
             todo = [(c.kind, c.path, c.staged) for c in changes if c.kind != "same"]
             applied = apply_file_changes(root, todo, backup, doc,
-                                         command=f"rmqtool redispatch {shlex.quote(str(root))} --apply")
+                                         command=again_command)
             doc["applied"] = {"backup_dir": str(applied.backup_dir), "manifest": str(applied.manifest)}
     _show(doc, fmt.value, render_document)
     if differs and not apply:
         raise typer.Exit(int(ExitCode.CORRUPT))
+
+
+def _command(root, topic, queue, from_offset, cq, index, skip_unknown_topics, index_slots, index_entries) -> str:
+    """This command line again (what finishes it when it is cut short)."""
+    words = ["rmqtool", "redispatch", str(root)]
+    for t in topic:
+        words += ["-t", t]
+    for flag, value in (("-q", queue), ("--from-offset", from_offset), ("--index-slots", index_slots),
+                        ("--index-entries", index_entries)):
+        if value is not None:
+            words += [flag, str(value)]
+    words += [flag for flag, on in (("--cq", cq), ("--index", index), ("--skip-unknown-topics", skip_unknown_topics))
+              if on]
+    return shlex.join(words + ["--apply"])
 
 
 def _show(doc: dict, fmt: str, render_document) -> None:

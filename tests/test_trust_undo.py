@@ -205,6 +205,7 @@ def test_recover_apply_killed_then_run_again_or_undone(point, tmp_path):
     assert (root / UNFINISHED_FILE).exists() and (backup / "intent.json").exists()
     assert not list(root.rglob("*rmqtool-tmp*")) and not list(tmp_path.glob(".rmqtool-*"))
     _says_unfinished(root, backup, f"rmqtool recover {root} --apply")
+    assert _run("recover", root).exit_code == 3  # a half-changed store is not called clean
     saved = tmp_path / "killed"
     shutil.copytree(root, saved)
     # either way out: undo gives back every original byte...

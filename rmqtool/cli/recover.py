@@ -19,7 +19,7 @@ import typer
 
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.params import examples
-from rmqtool.errors import ExitCode, UsageError
+from rmqtool.errors import ExitCode, RepairUnfinished, UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -60,6 +60,7 @@ def recover(
     from rmqtool.recovery.plan import plan_recovery
     from rmqtool.report.sink import render_document
     from rmqtool.store.detect import require_store
+    from rmqtool.store.unfinished import read_unfinished
 
     if semantics is not None and semantics not in SEMANTICS:
         raise UsageError(f"--semantics takes 4.9 or 5.3, not {semantics!r}")
@@ -73,11 +74,15 @@ def recover(
                         verify_prop_crc=verify_prop_crc)
     plan = plan_recovery(root, settings=settings, keep_index=keep_index)
     doc = plan.to_json()
+    unfinished = read_unfinished(root)
     if not apply:
         _show(doc, plan, fmt.value, render_document)
-        if not plan.loadable or not plan.is_empty:
+        if not plan.loadable or not plan.is_empty or unfinished is not None:  # half changed is not clean
             raise typer.Exit(int(ExitCode.CORRUPT))
         return
+    if to is not None and unfinished is not None:  # a copy of a half-changed store is no store to repair
+        raise RepairUnfinished(f"not copied: an interrupted {unfinished.operation} left this store half changed: "
+                               f"`{unfinished.finish}` finishes it, `{unfinished.undo}` undoes it", root)
     if plan.refusal:
         _show(doc, plan, fmt.value, render_document)
         sys.stderr.write(f"rmqtool: error: {root}: not recovered: {plan.refusal}\n")

@@ -273,3 +273,19 @@ def test_append_recover_killed_is_finished_by_recover_or_undone(tmp_path):
     shutil.copytree(saved, root)
     assert _run("recover", root, "--apply").exit_code == 0
     assert _run("append", root, "--topic", "CrashTopic", "--body", "x").exit_code == 0
+
+
+def test_salvage_to_store_killed_then_run_again(tmp_path):
+    """The new store is written beside NEWDIR and renamed once closed: a kill leaves no NEWDIR,
+    and the same command again writes it whole (the input is only read)."""
+    before = tree(E1)
+    ref = _run("salvage", E1, "--to-store", tmp_path / "ref", "-f", "json")
+    k = _killed("salvage", E1, "--to-store", tmp_path / "new", after=1)
+    assert k.returncode == -9, k.stderr
+    assert not (tmp_path / "new").exists()
+    again = _run("salvage", E1, "--to-store", tmp_path / "new", "-f", "json")
+    assert again.exit_code == ref.exit_code, again.output
+    assert json.loads(again.stdout)["messages_kept"] == json.loads(ref.stdout)["messages_kept"]
+    log = lambda root: {k: v for k, v in tree(root).items() if not k.startswith("index")}  # noqa: E731
+    assert log(tmp_path / "new") == log(tmp_path / "ref")  # index files are named by their creation time
+    assert not list(tmp_path.glob("*.salvage-partial")) and tree(E1) == before

@@ -5,7 +5,9 @@ Exit codes: 0 nothing is lost; 3 something is lost for good (the report says wha
 """
 from __future__ import annotations
 
+import os
 import pathlib
+import shutil
 from typing import Optional
 
 import typer
@@ -71,6 +73,7 @@ def _to_store(messages, target: pathlib.Path, source: pathlib.Path) -> None:
     from rmqtool.engine.rows import message_from_row
     from rmqtool.engine.store import Store
     from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes
+    from rmqtool.recovery.intent import step
     from rmqtool.report.records import message_record
     from rmqtool.store.paths import StorePaths
     from rmqtool.store.segments import discover
@@ -80,15 +83,29 @@ def _to_store(messages, target: pathlib.Path, source: pathlib.Path) -> None:
     slots, entries = index_sizes(paths.index, None, None)
     sizes = dict(commitlog_size=discover(paths.commitlog).mapped_file_size,
                  cq_size=max(cq_sizes) if cq_sizes else None, index_slots=slots, index_entries=entries)
-    with Store.open(target, writable=True, **sizes) as s:
+    # written beside NEWDIR and renamed to it once closed: a run cut short leaves no NEWDIR,
+    # only the partial directory, which the next run removes and writes again
+    partial = target.with_name(target.name + PARTIAL_SUFFIX)
+    if partial.exists():
+        shutil.rmtree(partial)
+    with Store.open(partial, writable=True, **sizes) as s:
         batch = []
         for m in messages:
             batch.append(message_from_row(message_record(m), keep_store_timestamp=True, keep_store_host=True))
             if len(batch) >= 1024:
+                step()
                 s.append_many(batch)
                 batch = []
         if batch:
+            step()
             s.append_many(batch)
+    step()
+    if target.exists():
+        target.rmdir()  # checked empty before the salvage began
+    os.rename(partial, target)
+
+
+PARTIAL_SUFFIX = ".salvage-partial"
 
 
 def _table(doc: dict) -> None:

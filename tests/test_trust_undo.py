@@ -289,3 +289,66 @@ def test_salvage_to_store_killed_then_run_again(tmp_path):
     log = lambda root: {k: v for k, v in tree(root).items() if not k.startswith("index")}  # noqa: E731
     assert log(tmp_path / "new") == log(tmp_path / "ref")  # index files are named by their creation time
     assert not list(tmp_path.glob("*.salvage-partial")) and tree(E1) == before
+
+
+# --- repair and undo over random damage ----------------------------------------------------------
+
+import hypothesis.strategies as st  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+
+from helpers import damage  # noqa: E402
+
+RANDOM_SOURCES = (CRASH / "a-as-is" / "input" / "store", V5 / "batchcq" / "store",
+                  REPO / "fixtures" / "crash-made" / "roll-kill-next-zeroed" / "input" / "store")
+
+
+@pytest.fixture(scope="module")
+def pristines(tmp_path_factory):
+    return [_copy(src, tmp_path_factory.mktemp("pristine") / "store") for src in RANDOM_SOURCES]
+
+
+@settings(max_examples=int(os.environ.get("RMQTOOL_UNDO_EXAMPLES", "12")), deadline=None,
+          phases=[Phase.explicit, Phase.reuse, Phase.generate],  # a whole repair an example: no shrinking
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_repair_appends_and_undo_refuse_or_give_back_the_whole_tree(pristines, tmp_path_factory, data):
+    """Random damage, recover --apply (the engine's, with its after-state), appends or none, undo:
+    either undo refuses and the store is exactly as the appends left it, or the whole tree is
+    the input's, byte for byte."""
+    from rmqtool.engine import encoder as enc
+    from rmqtool.engine.store import Store
+    from rmqtool.errors import RmqError
+    from rmqtool.recovery import plan_recovery, undo
+
+    root = tmp_path_factory.mktemp("case") / "store"
+    shutil.copytree(data.draw(st.sampled_from(pristines)), root)
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.stat().st_size and p.name != "lock")
+    target = data.draw(st.sampled_from(files))
+    target.write_bytes(bytes(damage(bytearray(target.read_bytes()), data, kinds=("flip", "zero", "garbage", "int"))))
+    if data.draw(st.booleans()):
+        (root / "abort").unlink(missing_ok=True)
+    before = tree(root)
+    try:
+        plan = plan_recovery(root)
+        if plan.is_empty or plan.refusal:
+            return
+        applied = Store.recover(root, backup_dir=root.parent / "backup")
+    except RmqError as exc:
+        assert exc.path is not None, exc.one_line()
+        return
+    appends = data.draw(st.integers(0, 3))
+    if appends:
+        try:
+            with Store.open(root, writable=True) as s:
+                for i in range(appends):
+                    s.append(enc.producer_message("T", b"after %d" % i, keys=f"after-{i}"))
+        except RmqError as exc:  # a recovered store a writer still refuses: a clean error
+            assert exc.path is not None, exc.one_line()
+    written = tree(root)
+    try:
+        undo(applied.backup_dir)
+    except StoreChangedSince:
+        assert written != tree(root) or appends, "refused although nothing was written"
+        assert tree(root) == written
+        return
+    assert tree(root) == before

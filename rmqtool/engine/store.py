@@ -289,6 +289,7 @@ class Store:
                                    f"(intent record in {unfinished.backup_dir}): `{unfinished.finish}` finishes it, "
                                    f"`{unfinished.undo}` undoes it", root)
         self._lock = StoreLock(self.paths.lock)
+        self._made_lock = not self.paths.lock.exists()  # undo of a recovery removes a lock file made here
         if not self.paths.lock.exists() and not recover:
             # nobody holds a lock file that is not there: refuse before making one
             self._infer_sizes(commitlog_size, cq_size, index_slots, index_entries)
@@ -326,7 +327,8 @@ class Store:
         # before a clean close leaves the store marked as not cleanly shut down
         if not plan.is_empty:  # backed up, the listing taken and the intent recorded before the marker is made
             self.recovery = apply_plan(plan, backup_dir, finish=False, before_change=self._write_abort_marker,
-                                       command=self._command)
+                                       command=self._command,
+                                       made_here=(paths.LOCK_FILE,) if self._made_lock else ())
         else:
             self._write_abort_marker()
         end = plan.commit_log

@@ -71,14 +71,15 @@ def finish_apply(backup: pathlib.Path, root: pathlib.Path) -> None:
 
 
 def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, *, finish: bool = True,
-               before_change=None, command: str | None = None) -> Applied:
+               before_change=None, command: str | None = None, made_here: tuple[str, ...] = ()) -> Applied:
     """Back up, then carry out ``plan``. The caller holds the store lock (the engine does) or
     no one does; a store another process holds is refused. ``before_change`` is called once
     the backup and the intent record are on disk, before the first change (the engine
     writes its abort marker there, so the listing undo restores is the store's own);
     ``finish=False`` leaves the intent record for the caller's :func:`finish_apply`;
     ``command`` is the one that finishes an interrupted apply (default: ``rmqtool recover
-    STORE --apply``)."""
+    STORE --apply``); ``made_here``: names the caller made just before (the engine's lock
+    file on a store that had none), left out of the listing so that undo removes them."""
     root = pathlib.Path(plan.store)
     if plan.refusal:
         raise CorruptData(f"not recovered: {plan.refusal}", root)
@@ -97,6 +98,7 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
 
     entries = []
     listing, directories = store_listing(root)
+    listing = tuple(n for n in listing if n not in made_here)
     actions = list(plan.actions) + _appended_later(root, plan)
     for i, action in enumerate(actions):
         path = pathlib.Path(action.path)

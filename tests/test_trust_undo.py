@@ -312,7 +312,8 @@ def pristines(tmp_path_factory):
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_repair_appends_and_undo_refuse_or_give_back_the_whole_tree(pristines, tmp_path_factory, data):
-    """Random damage, recover --apply (the engine's, with its after-state), appends or none, undo:
+    """Random damage, recover --apply (the engine's, with its after-state) or redispatch --apply,
+    appends or none, undo:
     either undo refuses and the store is exactly as the appends left it, or the whole tree is
     the input's, byte for byte."""
     from rmqtool.engine import encoder as enc
@@ -328,14 +329,21 @@ def test_repair_appends_and_undo_refuse_or_give_back_the_whole_tree(pristines, t
     if data.draw(st.booleans()):
         (root / "abort").unlink(missing_ok=True)
     before = tree(root)
-    try:
-        plan = plan_recovery(root)
-        if plan.is_empty or plan.refusal:
+    backup = root.parent / "backup"
+    if data.draw(st.booleans()):  # redispatch --apply
+        r = _run("redispatch", root, "--apply", "--backup-dir", backup)
+        if r.exit_code != 0 or not backup.exists():  # refused (the store needs recovery first), or nothing to do
+            assert tree(root) == before, r.output
             return
-        applied = Store.recover(root, backup_dir=root.parent / "backup")
-    except RmqError as exc:
-        assert exc.path is not None, exc.one_line()
-        return
+    else:
+        try:
+            plan = plan_recovery(root)
+            if plan.is_empty or plan.refusal:
+                return
+            Store.recover(root, backup_dir=backup)
+        except RmqError as exc:
+            assert exc.path is not None, exc.one_line()
+            return
     appends = data.draw(st.integers(0, 3))
     if appends:
         try:
@@ -346,7 +354,7 @@ def test_repair_appends_and_undo_refuse_or_give_back_the_whole_tree(pristines, t
             assert exc.path is not None, exc.one_line()
     written = tree(root)
     try:
-        undo(applied.backup_dir)
+        undo(backup)
     except StoreChangedSince:
         assert written != tree(root) or appends, "refused although nothing was written"
         assert tree(root) == written

@@ -190,13 +190,19 @@ def _says_unfinished(root: pathlib.Path, backup: pathlib.Path, finish: str) -> N
     assert w.exit_code == 5 and finish in w.stderr and "undo" in w.stderr, w.output
 
 
-@pytest.mark.parametrize("point", ["marker", "middle", "dispatched"])
-def test_recover_apply_killed_then_run_again_or_undone(point, tmp_path):
-    """Killed before its abort marker, half way through the plan, after dispatching again."""
+def _kill_points() -> list:
+    """Before the abort marker, half way through the plan, after dispatching again; every step
+    of the apply with RMQTOOL_KILL_EVERY_STEP=1 (the harness run)."""
     from rmqtool.recovery.plan import plan_recovery
+    actions = len(plan_recovery(E1).actions)
+    if os.environ.get("RMQTOOL_KILL_EVERY_STEP"):
+        return list(range(1, actions + 3))
+    return [1, 1 + actions // 2, actions + 2]
+
+
+@pytest.mark.parametrize("after", _kill_points())
+def test_recover_apply_killed_then_run_again_or_undone(after, tmp_path):
     root = _copy(E1, tmp_path / "store")
-    actions = len(plan_recovery(root).actions)
-    after = {"marker": 1, "middle": 1 + actions // 2, "dispatched": actions + 2}[point]
     before = tree(root)
     backup = tmp_path / "backup"
     k = _killed("recover", root, "--apply", "--backup-dir", backup, after=after)

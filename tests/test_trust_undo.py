@@ -366,3 +366,15 @@ def test_repair_appends_and_undo_refuse_or_give_back_the_whole_tree(pristines, t
         assert tree(root) == written
         return
     assert tree(root) == before
+
+
+def test_a_stale_intent_record_does_not_let_undo_destroy_appends(tmp_path):
+    """Killed between clearing the store's marker and the backup's record: the repair was
+    finished (its state recorded), so undo still refuses a store written since."""
+    root = _copy(E1, tmp_path / "store")
+    backup = tmp_path / "backup"
+    assert _run("recover", root, "--apply", "--backup-dir", backup).exit_code == 0
+    (backup / "intent.json").write_text(json.dumps({"operation": "recover", "finish": "x", "undo": "y"}))
+    _append(root, "after")
+    written = tree(root)
+    assert _run("undo", backup).exit_code == 5 and tree(root) == written

@@ -56,7 +56,8 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
         raise RepairUnfinished(f"another interrupted {other.operation} is under way (intent record in "
                                f"{other.backup_dir}): `{other.finish}` finishes it, `{other.undo}` undoes it", root)
     pending = intent.pending(backup)
-    if pending is None and not force:  # the repair finished: was the store written since?
+    undoing = other is not None and other.operation == "undo"  # an undo of this backup cut short: go on
+    if manifest.after is not None and not undoing and not force:  # the repair finished: written since?
         change = first_change_since(manifest, root)
         if change is not None:
             raise StoreChangedSince(f"not undone: {change}, after the repair; undoing would destroy what was "
@@ -65,7 +66,8 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
         if file_sha256(backup / entry.copy) != entry.sha256:
             raise CorruptData(f"the backup copy of {entry.file} does not match the manifest's sha256",
                               backup / entry.copy)
-    again = (pending or {}).get("undo_of") or _repair_command(manifest, root)
+    repair = pending if pending and pending.get("operation") != "undo" else None  # an apply cut short: its command
+    again = (repair or {}).get("finish") or _repair_command(manifest, root)
     intent.begin(backup, root, "undo", f"rmqtool undo {shlex.quote(str(backup))}", again)
     ranges = files = total = 0
     if manifest.listing is not None:  # files made since the apply go first

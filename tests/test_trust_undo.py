@@ -378,3 +378,18 @@ def test_a_stale_intent_record_does_not_let_undo_destroy_appends(tmp_path):
     _append(root, "after")
     written = tree(root)
     assert _run("undo", backup).exit_code == 5 and tree(root) == written
+
+
+@pytest.mark.parametrize("command", [["info"], ["verify", "--no-progress"], ["dump", "commitlog", "--limit", "1"],
+                                     ["dump", "checkpoint"], ["query", "--key", "nothing"], ["offsets"],
+                                     ["recover"], ["redispatch"]])
+def test_every_command_says_a_repair_is_unfinished(command, tmp_path):
+    from rmqtool.recovery.intent import begin
+    root = _copy(E1, tmp_path / "store")
+    (tmp_path / "b").mkdir()
+    begin(tmp_path / "b", root, "recover", f"rmqtool recover {root} --apply", f"rmqtool undo {tmp_path / 'b'}")
+    r = runner.invoke(app, [command[0], *command[1:2 if command[0] == "dump" else 0], str(root),
+                            *command[2 if command[0] == "dump" else 1:]])
+    notes = [line for line in r.stderr.splitlines() if "interrupted recover" in line]
+    assert len(notes) == 1 and f"rmqtool recover {root} --apply" in notes[0], r.stderr
+    assert f"rmqtool undo {tmp_path / 'b'}" in notes[0]

@@ -53,7 +53,7 @@ def boundary(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            _say_unfinished(kwargs)
+            say_unfinished(kwargs)
             return fn(*args, **kwargs)
         except RmqError as exc:
             raise fail(exc) from None
@@ -71,7 +71,7 @@ def boundary(fn):
     return wrapper
 
 
-def _say_unfinished(kwargs) -> None:
+def say_unfinished(kwargs) -> None:
     """Every command on a store an interrupted repair left half changed says so, one line on
     stderr, with the command that finishes it and the one that undoes it."""
     import pathlib

@@ -3,7 +3,8 @@
 ``Store.open(path, writable=True)`` takes the lock (a running broker holding it is refused),
 asks the recovery plan (``rmqtool.recovery``) whether the store is as a clean close left it
 (a store that is not is refused, changed in nothing, unless opened with ``recover``, which
-applies the plan with a backup), writes the ``abort`` marker, dispatches whatever the
+applies the plan with a backup, dispatches, closes cleanly and records in the backup the
+state it left, then opens again), writes the ``abort`` marker, dispatches whatever the
 consume queues and index are behind (from the plan's start); :meth:`Store.close` flushes
 everything, waits for dispatch, writes the checkpoint and only then removes the marker and
 releases the lock. A path with no store gets a new one, with broker default sizes unless

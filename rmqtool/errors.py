@@ -18,7 +18,8 @@ class ExitCode(enum.IntEnum):
     USAGE = 2  # bad arguments (also typer/click's own usage errors)
     CORRUPT = 3  # the command ran, and damaged data was found and reported
     BAD_INPUT = 4  # the input is not a store / file of a kind rmqtool can read
-    LOCKED = 5  # a writer refused: the store is held by a running broker
+    LOCKED = 5  # a writer refused: the store is held by a running broker, is half way through an interrupted
+    # repair, or (undo) was written after the repair
     OPERATIONAL = 8  # missing path, permission denied, I/O error
 
 
@@ -91,6 +92,20 @@ class CorruptData(RmqError):
 
 class StoreLocked(RmqError):
     """Another process (a running broker, or another rmqtool writer) holds the store."""
+
+    exit_code = ExitCode.LOCKED
+
+
+class RepairUnfinished(RmqError):
+    """A writer refused a store an interrupted repair or undo left half changed (its marker
+    names the command that finishes it and the one that undoes it)."""
+
+    exit_code = ExitCode.LOCKED
+
+
+class StoreChangedSince(RmqError):
+    """undo refused: the store is no longer as the repair left it (written since), so putting
+    the old bytes back would destroy what was written after (--force overrides)."""
 
     exit_code = ExitCode.LOCKED
 

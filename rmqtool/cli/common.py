@@ -53,6 +53,7 @@ def boundary(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
+            say_unfinished(kwargs)
             return fn(*args, **kwargs)
         except RmqError as exc:
             raise fail(exc) from None
@@ -68,3 +69,20 @@ def boundary(fn):
             sys.stderr.write(f"rmqtool: error: {where}{exc.strerror or exc}\n")
             raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
     return wrapper
+
+
+def say_unfinished(kwargs) -> None:
+    """Every command on a store an interrupted repair left half changed says so, one line on
+    stderr, with the command that finishes it and the one that undoes it."""
+    import pathlib
+
+    from rmqtool.store.unfinished import read_unfinished
+    given = []
+    for name in ("store", "stores", "path", "paths"):
+        value = kwargs.get(name)
+        given += value if isinstance(value, (list, tuple)) else [value]
+    for p in given:
+        if isinstance(p, pathlib.Path) and p.is_dir():
+            found = read_unfinished(p)
+            if found is not None:
+                sys.stderr.write(found.notice() + "\n")

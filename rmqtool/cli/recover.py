@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import os
 import pathlib
+import shlex
 import shutil
 import sys
 import textwrap
@@ -20,7 +21,7 @@ import typer
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.params import examples
 from rmqtool.cli.sizes import AssumeDefaults, BatchCqSize, BrokerConfigFile, CqSize, IndexEntries, IndexSlots
-from rmqtool.errors import ExitCode, UsageError
+from rmqtool.errors import ExitCode, RepairUnfinished, UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -67,7 +68,7 @@ def recover(
     written with when the store's files do not show them (--apply refuses a size that can
     only be the broker's default until it is given, or --assume-defaults).
     """
-    from rmqtool.cli.sizes import given_sizes
+    from rmqtool.cli.sizes import given_sizes, size_words
     from rmqtool.engine.store import unknown_sizes
     from rmqtool.engine.store_sizes import store_sizes
     from rmqtool.recovery.commitlog_walk import SEMANTICS, V5
@@ -75,6 +76,7 @@ def recover(
     from rmqtool.recovery.plan import plan_recovery
     from rmqtool.report.sink import render_document
     from rmqtool.store.detect import require_store
+    from rmqtool.store.unfinished import read_unfinished
 
     if semantics is not None and semantics not in SEMANTICS:
         raise UsageError(f"--semantics takes 4.9 or 5.3, not {semantics!r}")
@@ -97,11 +99,15 @@ def recover(
         sizes = store_sizes(root, given)
         unknown = unknown_sizes(root, sizes, plan)
         doc["sizes"], doc["sizes_unknown"] = sizes.to_json(), unknown
+    unfinished = read_unfinished(root)
     if not apply:
         _show(doc, plan, fmt.value, render_document, sizes=sizes)
-        if not plan.loadable or not plan.is_empty:
+        if not plan.loadable or not plan.is_empty or unfinished is not None:  # half changed is not clean
             raise typer.Exit(int(ExitCode.CORRUPT))
         return
+    if to is not None and unfinished is not None:  # a copy of a half-changed store is no store to repair
+        raise RepairUnfinished(f"not copied: an interrupted {unfinished.operation} left this store half changed: "
+                               f"`{unfinished.finish}` finishes it, `{unfinished.undo}` undoes it", root)
     if plan.refusal:
         _show(doc, plan, fmt.value, render_document, sizes=sizes)
         sys.stderr.write(f"rmqtool: error: {root}: not recovered: {plan.refusal}\n")
@@ -112,25 +118,34 @@ def recover(
     target = root
     if to is not None:
         target = _copy_store(root, to)
-    if plan.changes_nothing:  # not even the lock, the abort marker or the checkpoint (a --to copy is as it was)
+    if plan.changes_nothing and unfinished is None:  # not even the lock, the abort marker or the checkpoint
         doc["applied"] = {"store_path": str(target), "backup_dir": None, "manifest": None}
         _show(doc, plan, fmt.value, render_document, applied=True)
         return
-    applied = _apply(target, settings, keep_index, backup_dir, given, missing_file_ok)
+    words = ["rmqtool", "recover", str(target)] + (["--semantics", semantics] if semantics else []) + [
+        flag for flag, on in (("--from-checkpoint", from_checkpoint), ("--verify-prop-crc", verify_prop_crc),
+                              ("--no-check-crc", no_check_crc), ("--keep-index", keep_index),
+                              ("--force", missing_file_ok)) if on] + size_words(given)
+    applied = _apply(target, settings, keep_index, backup_dir, given, missing_file_ok,
+                     shlex.join(words + ["--apply"]))
     doc["applied"] = {"store_path": str(target), **(applied.to_json() if applied is not None else
                                                {"backup_dir": None, "manifest": None})}
     _show(doc, plan, fmt.value, render_document, applied=True, sizes=sizes)
 
 
-def _apply(target: pathlib.Path, settings, keep_index: bool, backup_dir, given, missing_file_ok: bool = False):
+def _apply(target: pathlib.Path, settings, keep_index: bool, backup_dir, given, missing_file_ok: bool,
+           command: str):
     """The engine's writable open carries the plan out and dispatches again, in the sizes
     ``given`` where the files do not show them; its close writes the checkpoint and removes
-    the abort file."""
+    the abort file. An earlier run cut short is rolled back first (its backup's path is used
+    again), so running the command again finishes it."""
     from rmqtool.engine.store import Store
-    store = Store.open(target, writable=True, recover=True, backup_dir=backup_dir, recovery=settings,
-                       keep_index=keep_index, sizes=given, missing_file_ok=missing_file_ok)
-    store.close()
-    return store.recovery
+    from rmqtool.recovery.undo import roll_back_unfinished
+    again = roll_back_unfinished(target, "recover")
+    if backup_dir is None:
+        backup_dir = again
+    return Store.recover(target, backup_dir=backup_dir, recovery=settings, keep_index=keep_index, sizes=given,
+                         missing_file_ok=missing_file_ok, command=command)
 
 
 def _copy_store(root: pathlib.Path, to: pathlib.Path) -> pathlib.Path:

@@ -6,7 +6,9 @@ plan lists how); 5 a running process holds the store (--apply).
 """
 from __future__ import annotations
 
+import contextlib
 import pathlib
+import shlex
 import shutil
 import sys
 import tempfile
@@ -61,7 +63,8 @@ def redispatch(
     says so and --apply refuses until it is given (or --assume-defaults)."""
     from rmqtool.cli.sizes import given_sizes
     from rmqtool.engine.redispatch import Selection, build, compare
-    from rmqtool.recovery.apply import apply_file_changes
+    from rmqtool.recovery.apply import STAGING_DIR, apply_file_changes, default_backup_dir
+    from rmqtool.recovery.undo import roll_back_unfinished
     from rmqtool.recovery.plan import plan_recovery
     from rmqtool.report.sink import render_document
     from rmqtool.store.config import known_topics
@@ -73,8 +76,10 @@ def redispatch(
     root = require_store(store)
     given = given_sizes(cq_size=cq_size, batch_cq_size=batch_cq_size, index_slots=index_slots,
                         index_entries=index_entries, broker_config=broker_config, assume_defaults=assume_defaults)
+    again_command = _command(root, topic, queue, from_offset, cq, index, skip_unknown_topics, given)
     if not cq and not index:
         cq = index = True
+    again = roll_back_unfinished(root, "redispatch") if apply else None  # a run cut short: from the start
     recovery = plan_recovery(root)
     log_dir = StorePaths(root).commitlog
     cut = [f for f in recovery.findings if f.path and pathlib.Path(f.path).parent == log_dir]
@@ -90,9 +95,22 @@ def redispatch(
         if known is None:
             raise UsageError("--skip-unknown-topics: config/topics.json (or its .bak) cannot be read", root)
     selection = Selection(tuple(topic), queue, frozenset(known) if known is not None else None)
-    with tempfile.TemporaryDirectory(prefix=".rmqtool-redispatch-", dir=root.parent) as tmp:
-        built = build(root, pathlib.Path(tmp) / "staging", cq=cq, index=index, selection=selection,
-                      from_offset=from_offset, sizes=given)
+    if apply:  # staged inside the backup, outside every directory the broker loads
+        backup = backup_dir or again or default_backup_dir(root)
+        made = not backup.exists()
+        if backup.exists() and (not backup.is_dir() or any(backup.iterdir())):
+            raise UsageError("the backup directory exists and is not empty", backup)
+        staging = contextlib.nullcontext(str(backup / STAGING_DIR))
+    else:
+        staging = tempfile.TemporaryDirectory(prefix="rmqtool-redispatch-")
+    with staging as tmp:
+        try:
+            built = build(root, pathlib.Path(tmp) / "built", cq=cq, index=index, selection=selection,
+                          from_offset=from_offset, sizes=given)
+        except BaseException:
+            if apply:  # nothing was changed: the staging goes, and the backup directory if made here
+                shutil.rmtree(backup if made else backup / STAGING_DIR, ignore_errors=True)
+            raise
         changes = compare(root, built, cq=cq, index=index, selection=selection)
         doc = {"store_path": str(root), "from_offset": built.from_offset, "to_offset": built.to_offset,
                "records_dispatched": built.records, "consume_queue_file_size": built.cq_size,
@@ -103,16 +121,36 @@ def redispatch(
                "counts": {k: sum(1 for c in changes if c.kind == k) for k in ("create", "replace", "delete", "same")}}
         differs = any(c.kind != "same" for c in changes)
         refused = built.sizes.refusal(built.unknown_sizes) if apply and differs else None
+        if apply and (refused or not differs):  # nothing is swapped in: no staging, no backup either
+            shutil.rmtree(backup / STAGING_DIR, ignore_errors=True)
+            if made:
+                shutil.rmtree(backup, ignore_errors=True)
         if refused:
             _show(doc, fmt.value, render_document, built.sizes)
             raise UsageError(f"not applied: {refused}", root)
         if apply and differs:
             todo = [(c.kind, c.path, c.staged) for c in changes if c.kind != "same"]
-            applied = apply_file_changes(root, todo, backup_dir, doc)
+            applied = apply_file_changes(root, todo, backup, doc,
+                                         command=again_command)
             doc["applied"] = {"backup_dir": str(applied.backup_dir), "manifest": str(applied.manifest)}
     _show(doc, fmt.value, render_document, built.sizes)
     if differs and not apply:
         raise typer.Exit(int(ExitCode.CORRUPT))
+
+
+def _command(root, topic, queue, from_offset, cq, index, skip_unknown_topics, given) -> str:
+    """This command line again (what finishes it when it is cut short)."""
+    from rmqtool.cli.sizes import size_words
+
+    words = ["rmqtool", "redispatch", str(root)]
+    for t in topic:
+        words += ["-t", t]
+    for flag, value in (("-q", queue), ("--from-offset", from_offset)):
+        if value is not None:
+            words += [flag, str(value)]
+    words += [flag for flag, on in (("--cq", cq), ("--index", index), ("--skip-unknown-topics", skip_unknown_topics))
+              if on]
+    return shlex.join(words + ["--apply"])
 
 
 def _show(doc: dict, fmt: str, render_document, sizes) -> None:

@@ -6,7 +6,9 @@ Exit codes: 0 nothing is lost; 3 something is lost for good (the report says wha
 from __future__ import annotations
 
 import contextlib
+import os
 import pathlib
+import shutil
 import sys
 from typing import Optional
 
@@ -111,10 +113,16 @@ def _to_store(messages, target: pathlib.Path, sizes: dict) -> None:
     with the source store's file sizes."""
     from rmqtool.engine.rows import message_from_row
     from rmqtool.engine.store import Store
+    from rmqtool.recovery.intent import step
     from rmqtool.recovery.salvage import is_inner_batch
     from rmqtool.report.records import message_record
 
-    with Store.open(target, writable=True, **sizes) as s:
+    # written beside NEWDIR and renamed to it once closed: a run cut short leaves no NEWDIR,
+    # only the partial directory, which the next run removes and writes again
+    partial = target.with_name(target.name + PARTIAL_SUFFIX)
+    if partial.exists():
+        shutil.rmtree(partial)
+    with Store.open(partial, writable=True, **sizes) as s:
         batch = []
         for m in messages:
             if is_inner_batch(m):  # one the store's batch topics did not name
@@ -122,10 +130,19 @@ def _to_store(messages, target: pathlib.Path, sizes: dict) -> None:
                                  f"{target} holds the messages before it: use --out FILE.jsonl", m.path, m.position)
             batch.append(message_from_row(message_record(m), keep_store_timestamp=True, keep_store_host=True))
             if len(batch) >= 1024:
+                step()
                 s.append_many(batch)
                 batch = []
         if batch:
+            step()
             s.append_many(batch)
+    step()
+    if target.exists():
+        target.rmdir()  # checked empty before the salvage began
+    os.rename(partial, target)
+
+
+PARTIAL_SUFFIX = ".salvage-partial"
 
 
 def _table(doc: dict, stream) -> None:

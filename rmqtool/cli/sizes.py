@@ -49,6 +49,18 @@ def given_sizes(*, cq_size: int | None = None, batch_cq_size: int | None = None,
                       assume_defaults=assume_defaults)
 
 
+def size_words(given) -> list[str]:
+    """The size options of ``given`` (GivenSizes) as command-line words: what a command that
+    finishes an interrupted repair must be run with again."""
+    words = []
+    for flag, value in (("--cq-size", given.consume_queue), ("--batch-cq-size", given.batch_consume_queue),
+                        ("--index-slots", given.index_slots), ("--index-entries", given.index_entries),
+                        ("--broker-config", given.broker_config.path if given.broker_config else None)):
+        if value is not None:
+            words += [flag, str(value)]
+    return words + (["--assume-defaults"] if given.assume_defaults else [])
+
+
 def size_lines(sizes, unknown: list[str]) -> list[str]:
     """The plan's table lines about sizes: those given or assumed, and where each comes from
     (sizes the store's files show go without saying), then why --apply refuses, if it does."""

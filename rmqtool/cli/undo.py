@@ -20,15 +20,19 @@ def register(app: typer.Typer) -> None:
 def undo(
     backup_dir: pathlib.Path = typer.Argument(..., help="The backup a recovery wrote (it holds manifest.json)."),
     store: Optional[pathlib.Path] = typer.Option(None, "--store", help="The store, when it has moved since."),
+    force: bool = typer.Option(False, "--force", help="Undo even though the store was written after the repair "
+                                                      "(what was written then is lost)."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
 ):
-    """Restore what a recovery zeroed or deleted (writes to the store; refused while a writer holds it).
+    """Give the store back as it was before a repair (writes to the store; refused while a writer holds it).
 
-    Every backup copy is checked against the manifest's sha256 before the first byte is written.
+    Refused (exit 5, naming the first file that changed) when the store was written after the
+    repair: undoing would destroy that (--force undoes all the same). Every backup copy is
+    checked against the manifest's sha256 before the first byte is written.
 
     Example: rmqtool undo /data/store.recovery-20261123T210000Z
     """
     from rmqtool.recovery.undo import undo as undo_recovery  # recovery loads numpy: only when asked
 
-    restored = undo_recovery(backup_dir, store)
+    restored = undo_recovery(backup_dir, store, force=force)
     render_document(restored.to_json(), fmt.value, title="restored")

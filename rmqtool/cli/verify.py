@@ -9,7 +9,7 @@ import typer
 
 from rmqtool.cli.params import examples
 
-from rmqtool.cli.common import OutputFormat
+from rmqtool.cli.common import say_unfinished, OutputFormat
 from rmqtool.errors import ExitCode, RmqError, UsageError
 from rmqtool.findings import REGISTRY
 from rmqtool.report.progress import Progress, progress_enabled
@@ -44,6 +44,7 @@ def verify(
     columns: Optional[str] = typer.Option(None, "--columns", metavar="A,B,C", help="Table: exactly these columns."),
 ):
     """Check every file of a store; one finding a row. Exit 0: no error; 3: errors found; 8: not checked."""
+    say_unfinished({"store": store})  # a store an interrupted repair left half changed: said first
     try:
         from rmqtool.verify.run import Verify, VerifyOptions, parse_overrides  # numpy: only when verifying
 

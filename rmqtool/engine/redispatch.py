@@ -274,16 +274,15 @@ def compare(store_root, built: Built, *, cq: bool, index: bool, selection: Selec
         staged_index = built.staging / "index"
         staged = {p.name: p for p in staged_index.iterdir() if p.is_file()} if staged_index.is_dir() else {}
         current = {p.name: p for p in paths.index.iterdir() if p.is_file()} if paths.index.is_dir() else {}
-        # names are creation times: files pair up in order, and one the same as built stays
+        # names are creation times, and only their order counts (IndexService.load sorts them):
+        # files pair up in order, and a rebuilt file takes the name of the one it replaces, so
+        # the order stays and a second run finds every file as built
         olds, news = [current[n] for n in sorted(current)], [staged[n] for n in sorted(staged)]
         for i in range(max(len(olds), len(news))):
             old = olds[i] if i < len(olds) else None
             new = news[i] if i < len(news) else None
-            if old is not None and new is not None and _same_file(old, new):
-                changes.append(Change("same", str(old), str(new)))
-                continue
-            if old is not None and new is not None and old.name == new.name:
-                changes.append(Change("replace", str(old), str(new)))
+            if old is not None and new is not None:
+                changes.append(Change("same" if _same_file(old, new) else "replace", str(old), str(new)))
                 continue
             if new is not None:
                 changes.append(Change("create", str(paths.index / new.name), str(new)))

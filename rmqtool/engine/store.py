@@ -3,7 +3,8 @@
 ``Store.open(path, writable=True)`` takes the lock (a running broker holding it is refused),
 asks the recovery plan (``rmqtool.recovery``) whether the store is as a clean close left it
 (a store that is not is refused, changed in nothing, unless opened with ``recover``, which
-applies the plan with a backup), writes the ``abort`` marker, dispatches whatever the
+applies the plan with a backup, dispatches, closes cleanly and records in the backup the
+state it left, then opens again), writes the ``abort`` marker, dispatches whatever the
 consume queues and index are behind (from the plan's start); :meth:`Store.close` flushes
 everything, waits for dispatch, writes the checkpoint and only then removes the marker and
 releases the lock. A path with no store gets a new one, with broker default sizes unless
@@ -25,7 +26,7 @@ import pathlib
 import threading
 import time
 
-from rmqtool.errors import CorruptData, NotAStore, RecoveryNeeded, StoreAccessError, UsageError
+from rmqtool.errors import CorruptData, NotAStore, RecoveryNeeded, RepairUnfinished, StoreAccessError, UsageError
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, BlankRecord
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, DEFAULT_CQ_FILE_SIZE
 from rmqtool.formats.crc import ends_with_crc32_entry, fill_crc32_entry
@@ -46,10 +47,12 @@ from rmqtool.engine.encoder import (DEFAULT_MAX_MESSAGE_SIZE, Encoder, QUEUE_OFF
 from rmqtool.engine.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from rmqtool.engine.index_writer import IndexServiceWriter
 from rmqtool.engine.lock import StoreLock
-from rmqtool.recovery.apply import Applied, apply_plan
+from rmqtool.recovery.apply import Applied, apply_plan, finish_apply
+from rmqtool.recovery.intent import step
 from rmqtool.recovery.outcome import Settings as RecoverySettings
 from rmqtool.recovery.plan import RecoveryPlan, plan_recovery
 from rmqtool.store.lock import is_locked
+from rmqtool.store.unfinished import read_unfinished
 from rmqtool.store.segments import discover
 from rmqtool.store.msgid import create_message_id
 from rmqtool.engine.store_sizes import DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG, GivenSizes, StoreSizes, store_sizes
@@ -197,11 +200,43 @@ class Store:
     # ---- opening ------------------------------------------------------------------------
     @classmethod
     def open(cls, path: str | os.PathLike, writable: bool = False, flush: str = "async", *,
-             commitlog_size: int | None = None, cq_size: int | None = None, index_slots: int | None = None,
-             index_entries: int | None = None, store_host: str | tuple | None = None, dispatch: str = "inline",
-             recover: bool = False, backup_dir: str | os.PathLike | None = None, clock=None,
-             recovery: RecoverySettings | None = None, keep_index: bool = False, missing_file_ok: bool = False,
-             sizes: GivenSizes | None = None, **settings) -> "Store":
+             recover: bool = False, **options) -> "Store":
+        """Open a store (see :meth:`_open` for every option). A recovering open that changes
+        anything is a repair of its own: applied, dispatched and closed cleanly, the state it
+        left recorded in its backup (undo refuses a store written since), and only then opened
+        again for writing; :attr:`recovery` says what it did."""
+        if not (writable and recover):
+            return cls._open(path, writable, flush, recover=recover, **options)
+        store = cls._open(path, writable, flush, recover=True, **options)
+        applied = store.recovery
+        if applied is None:
+            return store
+        store.close()
+        finish_apply(applied.backup_dir, store.root)
+        options.pop("backup_dir", None)
+        options.pop("command", None)
+        store = cls._open(path, writable, flush, **options)
+        store.recovery = applied
+        return store
+
+    @classmethod
+    def recover(cls, path: str | os.PathLike, **options) -> Applied | None:
+        """``rmqtool recover --apply``: the plan carried out with a backup, dispatched again and
+        closed cleanly, the state left recorded; None when there was nothing to do."""
+        store = cls._open(path, True, recover=True, **options)
+        applied = store.recovery
+        store.close()
+        if applied is not None:
+            finish_apply(applied.backup_dir, store.root)
+        return applied
+
+    @classmethod
+    def _open(cls, path: str | os.PathLike, writable: bool = False, flush: str = "async", *,
+              commitlog_size: int | None = None, cq_size: int | None = None, index_slots: int | None = None,
+              index_entries: int | None = None, store_host: str | tuple | None = None, dispatch: str = "inline",
+              recover: bool = False, backup_dir: str | os.PathLike | None = None, clock=None,
+              recovery: RecoverySettings | None = None, keep_index: bool = False, missing_file_ok: bool = False,
+              sizes: GivenSizes | None = None, command: str | None = None, **settings) -> "Store":
         """Open a store. ``writable=False`` never writes and takes no lock.
 
         Sizes (commit log file size, consume queue file size, index slots and entries) are
@@ -241,6 +276,7 @@ class Store:
         store._recovery_settings = recovery or RecoverySettings()
         store._keep_index = keep_index
         store._missing_file_ok = missing_file_ok
+        store._command = command
         store._clock = clock or _wall_clock_ms
         store._wall_clock = clock is None  # _put_run then reads the clock inline
         store._open_writable(given, store_host, recover, backup_dir)
@@ -278,7 +314,13 @@ class Store:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreAccessError(f"cannot create the store directory ({exc.strerror})", root) from None
+        unfinished = read_unfinished(root)
+        if unfinished is not None:
+            raise RepairUnfinished(f"not written: an interrupted {unfinished.operation} left this store half changed "
+                                   f"(intent record in {unfinished.backup_dir}): `{unfinished.finish}` finishes it, "
+                                   f"`{unfinished.undo}` undoes it", root)
         self._lock = StoreLock(self.paths.lock)
+        self._made_lock = not self.paths.lock.exists()  # undo of a recovery removes a lock file made here
         if not self.paths.lock.exists():
             # nobody holds a lock file that is not there: refuse before making one
             self._infer_sizes(given)
@@ -321,9 +363,12 @@ class Store:
         self._lock.mark()
         # from here on files change: the marker goes first, so that a failure or a kill
         # before a clean close leaves the store marked as not cleanly shut down
-        self._write_abort_marker()
-        if not plan.is_empty:
-            self.recovery = apply_plan(plan, backup_dir)
+        if not plan.is_empty:  # backed up, the listing taken and the intent recorded before the marker is made
+            self.recovery = apply_plan(plan, backup_dir, finish=False, before_change=self._write_abort_marker,
+                                       command=self._command,
+                                       made_here=(paths.LOCK_FILE,) if self._made_lock else ())
+        else:
+            self._write_abort_marker()
         end = plan.commit_log
         for seg in end.extra_segments:
             try:
@@ -373,6 +418,8 @@ class Store:
         self.reput = ReputMessageService(self.commit_log, self.dispatcher, self.delay_levels,
                                          max(plan.redispatch_from, self.commit_log.min_offset))
         self.reput.do_reput()
+        if self.recovery is not None:
+            step()  # the kill tests: dispatched, not closed
         self.topic_queue_table = self.consume_queues.queue_offsets()
 
         # services, then the marker
@@ -746,10 +793,10 @@ class Store:
         clean = True
         errors: list[BaseException] = []
         with self._put_lock:
-            for step in (self.warmer.shutdown, self.reput.shutdown, self.reput.do_reput, self.flusher.shutdown,
+            for stop in (self.warmer.shutdown, self.reput.shutdown, self.reput.do_reput, self.flusher.shutdown,
                          self.cq_flusher.shutdown):
                 try:
-                    step()
+                    stop()
                 except BaseException as exc:
                     errors.append(exc)
                     clean = False

@@ -2,19 +2,26 @@
 
 Order: refuse a store another process holds; copy each range to be zeroed and each file to
 be deleted into the backup directory; write and force the manifest (``manifest.py``);
-only then change the store (zeros written and forced, files deleted and their directory
-forced). Re-dispatching from the plan's start is the engine's job.
+then the intent record (``intent.py``); only then change the store (zeros written and
+forced, files deleted and their directory forced). Once the last change is on disk the
+manifest gets the state the repair left (``manifest.record_after``: undo refuses a store
+changed since) and the intent record is cleared. Re-dispatching from the plan's start is
+the engine's job: it asks for ``finish=False`` and calls :func:`finish_apply` after its close.
 """
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import errno
 import os
 import pathlib
+import shlex
 import shutil
 
 from rmqtool.errors import CorruptData, StoreAccessError, StoreLocked, UsageError
-from rmqtool.recovery.manifest import RESTORE, COPIES_DIR, Entry, Manifest, copy_range, sync_dir, write_manifest
+import rmqtool.recovery.intent as intent
+from rmqtool.recovery.manifest import (RESTORE, COPIES_DIR, Entry, Manifest, copy_range, record_after, store_listing,
+                                       sync_dir, write_manifest)
 from rmqtool.recovery.plan import DELETE, ZERO, Action, RecoveryPlan
 from rmqtool.store.lock import is_locked
 from rmqtool.store.paths import StorePaths
@@ -50,9 +57,29 @@ def default_backup_dir(store_root: str | os.PathLike, now: datetime.datetime | N
     return candidate
 
 
-def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None) -> Applied:
+STAGING_DIR = "staging"  # inside the backup: where redispatch builds files before they are swapped in
+
+
+def undo_command(backup: pathlib.Path) -> str:
+    return f"rmqtool undo {shlex.quote(str(backup))}"
+
+
+def finish_apply(backup: pathlib.Path, root: pathlib.Path) -> None:
+    """The repair's last change is on disk: record the state it left, clear the intent."""
+    record_after(backup, root)
+    intent.end(backup, root)
+
+
+def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, *, finish: bool = True,
+               before_change=None, command: str | None = None, made_here: tuple[str, ...] = ()) -> Applied:
     """Back up, then carry out ``plan``. The caller holds the store lock (the engine does) or
-    no one does; a store another process holds is refused."""
+    no one does; a store another process holds is refused. ``before_change`` is called once
+    the backup and the intent record are on disk, before the first change (the engine
+    writes its abort marker there, so the listing undo restores is the store's own);
+    ``finish=False`` leaves the intent record for the caller's :func:`finish_apply`;
+    ``command`` is the one that finishes an interrupted apply (default: ``rmqtool recover
+    STORE --apply``); ``made_here``: names the caller made just before (the engine's lock
+    file on a store that had none), left out of the listing so that undo removes them."""
     root = pathlib.Path(plan.store)
     if plan.refusal:
         raise CorruptData(f"not recovered: {plan.refusal}", root)
@@ -70,7 +97,8 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None) 
         raise StoreAccessError(f"cannot create the backup directory ({exc.strerror})", backup) from None
 
     entries = []
-    listing = _listing(root)
+    listing, directories = store_listing(root)
+    listing = tuple(n for n in listing if n not in made_here)
     actions = list(plan.actions) + _appended_later(root, plan)
     for i, action in enumerate(actions):
         path = pathlib.Path(action.path)
@@ -86,13 +114,19 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None) 
     sync_dir(backup / COPIES_DIR)
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
     manifest = write_manifest(backup, Manifest(str(root.resolve()), created, plan.to_json(), tuple(entries),
-                                               listing))
+                                               listing, directories))
+    intent.begin(backup, root, "recover", command or f"rmqtool recover {shlex.quote(str(root))} --apply",
+                 undo_command(backup))
+    if before_change is not None:
+        intent.step()
+        before_change()
 
     zeroed = deleted = deleted_bytes = 0
     for entry in entries:
         path = root / entry.file
         if entry.action == RESTORE:
             continue  # only kept: dispatch changes it later
+        intent.step()
         if entry.action == ZERO:
             _write_zeros(path, entry.start, entry.end)
             zeroed += entry.end - entry.start
@@ -106,6 +140,8 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None) 
             sync_dir(path.parent)
             deleted += 1
             deleted_bytes += entry.end
+    if finish:
+        finish_apply(backup, root)
     return Applied(plan, backup, manifest, zeroed, deleted, deleted_bytes)
 
 
@@ -125,11 +161,6 @@ def _write_zeros(path: pathlib.Path, start: int, end: int) -> None:
         raise StoreAccessError(f"cannot write ({exc.strerror})", path, start) from None
     finally:
         os.close(fd)
-
-
-def _listing(root: pathlib.Path) -> tuple[str, ...]:
-    """Every file of the store (relative names), as it is before the apply."""
-    return tuple(sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()))
 
 
 def _appended_later(root: pathlib.Path, plan: RecoveryPlan) -> list[Action]:
@@ -155,10 +186,12 @@ REPLACE = "replace"
 
 
 def apply_file_changes(root: str | os.PathLike, changes, backup_dir: str | os.PathLike | None,
-                       plan_doc: dict) -> Applied:
+                       plan_doc: dict, command: str | None = None) -> Applied:
     """Swap whole files into a store (redispatch): ``changes`` are (kind, target, staged) with
     kind create, replace or delete. Every file replaced or deleted is copied into the backup
-    first, with the store's listing, so that ``rmqtool undo`` gives the store back."""
+    first, with the store's listing, so that ``rmqtool undo`` gives the store back. Staged
+    files in the backup's ``staging/`` are moved in (a rename: nothing half-written is ever
+    in a directory the broker loads); others are copied beside the backup, then moved."""
     root = pathlib.Path(root)
     holder = is_locked(StorePaths(root).lock)
     if holder is not None:
@@ -166,13 +199,13 @@ def apply_file_changes(root: str | os.PathLike, changes, backup_dir: str | os.Pa
         raise StoreLocked(f"the store is locked by {who}: not changing it under a running writer",
                           StorePaths(root).lock)
     backup = pathlib.Path(backup_dir) if backup_dir is not None else default_backup_dir(root)
-    if backup.exists() and (not backup.is_dir() or any(backup.iterdir())):
+    if backup.exists() and (not backup.is_dir() or any(p.name != STAGING_DIR for p in backup.iterdir())):
         raise UsageError("the backup directory exists and is not empty", backup)
     try:
         (backup / COPIES_DIR).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StoreAccessError(f"cannot create the backup directory ({exc.strerror})", backup) from None
-    listing = _listing(root)
+    listing, directories = store_listing(root)
     entries = []
     for i, (kind, target, _staged) in enumerate(changes):
         if kind == CREATE:
@@ -183,12 +216,35 @@ def apply_file_changes(root: str | os.PathLike, changes, backup_dir: str | os.Pa
         digest = copy_range(path, 0, st.st_size, backup / copy)
         entries.append(Entry(DELETE if kind == DELETE else RESTORE, str(path.resolve().relative_to(root.resolve())),
                              0, st.st_size, digest, copy, st.st_mode & 0o7777))
+    # every staged file forced, in the backup, before the intent: a re-run or undo never needs them
+    incoming = backup / STAGING_DIR / "incoming"
+    incoming.mkdir(parents=True, exist_ok=True)
+    moves = []
+    for i, (kind, target, staged) in enumerate(changes):
+        if kind == DELETE:
+            moves.append((kind, pathlib.Path(target), None))
+            continue
+        ready = incoming / f"{i:06d}"
+        try:
+            if backup.resolve() in pathlib.Path(staged).resolve().parents:
+                os.replace(staged, ready)  # built inside the backup: moved, not copied
+            else:
+                shutil.copyfile(staged, ready)
+            with open(ready, "rb+") as f:
+                os.fsync(f.fileno())
+        except OSError as exc:
+            raise StoreAccessError(f"cannot stage ({exc.strerror})", ready) from None
+        moves.append((kind, pathlib.Path(target), ready))
+    sync_dir(incoming)
     sync_dir(backup / COPIES_DIR)
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
-    manifest = write_manifest(backup, Manifest(str(root.resolve()), created, plan_doc, tuple(entries), listing))
+    manifest = write_manifest(backup, Manifest(str(root.resolve()), created, plan_doc, tuple(entries), listing,
+                                               directories))
+    intent.begin(backup, root, "redispatch", command or f"rmqtool redispatch {shlex.quote(str(root))} --apply",
+                 undo_command(backup))
     deleted = deleted_bytes = 0
-    for kind, target, staged in changes:
-        path = pathlib.Path(target)
+    for kind, path, ready in moves:
+        intent.step()
         try:
             if kind == DELETE:
                 deleted_bytes += os.stat(path).st_size
@@ -196,12 +252,23 @@ def apply_file_changes(root: str | os.PathLike, changes, backup_dir: str | os.Pa
                 deleted += 1
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(path.name + ".rmqtool-tmp")
-                shutil.copyfile(staged, tmp)
-                with open(tmp, "rb+") as f:
-                    os.fsync(f.fileno())
-                os.replace(tmp, path)
+                _move_in(ready, path)
             sync_dir(path.parent)
         except OSError as exc:
             raise StoreAccessError(f"cannot write ({exc.strerror})", path) from None
+    shutil.rmtree(backup / STAGING_DIR, ignore_errors=True)
+    finish_apply(backup, root)
     return Applied(None, backup, manifest, 0, deleted, deleted_bytes)
+
+
+def _move_in(ready: pathlib.Path, target: pathlib.Path) -> None:
+    """A rename when the backup is on the store's file system (atomic); else the bytes copied
+    over the target and forced (the backup holds the original, the intent record the rest)."""
+    try:
+        os.replace(ready, target)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        shutil.copyfile(ready, target)
+        with open(target, "rb+") as f:
+            os.fsync(f.fileno())

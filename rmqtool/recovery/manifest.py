@@ -10,13 +10,21 @@ apply cut short can always be undone::
                   (relative to the store), "start": 33066, "end": 33391 (the byte range the
                   action changes; a deleted file: 0 .. its size), "sha256": "<hex of the
                   original bytes>", "copy": "copies/0000.bin", "mode": 420}],
-     "listing": ["checkpoint", "commitlog/...", "consumequeue/T/0/...", "index/...", ...]}
+     "listing": ["checkpoint", "commitlog/...", "consumequeue/T/0/...", "index/...", ...],
+     "directories": ["commitlog", "consumequeue", "consumequeue/T", ...],
+     "after": {"listing": [...], "directories": [...], "files": {"commitlog/...": [size, "<sha256>"], ...}}}
 
 Besides the plan's own actions, entries with the action ``restore`` hold whole files that
 re-dispatching after the plan appends to (the checkpoint, the abort marker, the last file of
 each consume queue, the last index file), and ``listing`` names every file of the store
 before the apply: undo puts the restore entries back whole and removes files made since
-(new consume queue and index files), so the store is again what it was.
+(new consume queue and index files), so the store is again what it was; ``directories``
+names every directory before, so that undo removes only directories made since.
+
+``after`` is the state the repair left (written once its last change is on disk): the
+listing, and the size and sha256 of every file undo would write or remove. Undo refuses a
+store that differs from it (something was written since: undoing would destroy it) unless
+forced.
 """
 from __future__ import annotations
 
@@ -57,13 +65,85 @@ class Manifest:
     plan: dict
     entries: tuple[Entry, ...]
     listing: tuple[str, ...] | None = None  # every file of the store before (None: an older backup)
+    directories: tuple[str, ...] | None = None  # every directory of the store before (None: an older backup)
+    after: dict | None = None  # the state the repair left (None: not finished, or an older backup)
 
     def to_json(self) -> dict:
         doc = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "store": self.store, "created": self.created,
                "plan": self.plan, "entries": [e.to_json() for e in self.entries]}
         if self.listing is not None:
             doc["listing"] = list(self.listing)
+        if self.directories is not None:
+            doc["directories"] = list(self.directories)
+        if self.after is not None:
+            doc["after"] = self.after
         return doc
+
+
+# rmqtool's own names in a store root: never part of what a repair or undo compares
+_OWN = (".rmqtool-unfinished",)
+
+
+def store_listing(root: pathlib.Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Every file and every directory of the store (relative names, sorted), without the
+    unfinished-repair marker."""
+    files, dirs = [], []
+    for p in root.rglob("*"):
+        name = str(p.relative_to(root))
+        if name.startswith(_OWN):
+            continue
+        if p.is_dir() and not p.is_symlink():
+            dirs.append(name)
+        elif p.is_file():
+            files.append(name)
+    return tuple(sorted(files)), tuple(sorted(dirs))
+
+
+def _covered(manifest: Manifest, files: tuple[str, ...]) -> list[str]:
+    """The files undo writes or removes: every entry's file, and every file made since."""
+    before = set(manifest.listing or ())
+    names = {e.file for e in manifest.entries} | {f for f in files if f not in before}
+    return sorted(n for n in names if n != LOCK_NAME)
+
+
+LOCK_NAME = "lock"
+
+
+def record_after(backup_dir: pathlib.Path, root: pathlib.Path) -> Manifest:
+    """Write into the manifest the state the repair left (its last change is on disk)."""
+    manifest = read_manifest(backup_dir)
+    files, dirs = store_listing(root)
+    state = {}
+    for name in _covered(manifest, files):
+        path = root / name
+        if path.is_file():
+            state[name] = [path.stat().st_size, file_sha256(path)]
+    after = {"listing": [f for f in files if f != LOCK_NAME], "directories": list(dirs), "files": state}
+    manifest = dataclasses.replace(manifest, after=after)
+    write_manifest(backup_dir, manifest)
+    return manifest
+
+
+def first_change_since(manifest: Manifest, root: pathlib.Path) -> str | None:
+    """What differs from the state the repair left, the first of it in one phrase; None when
+    nothing does (or the manifest holds no such state)."""
+    after = manifest.after
+    if after is None:
+        return None
+    files, dirs = store_listing(root)
+    now, then = set(files) - {LOCK_NAME}, set(after["listing"])
+    for name in sorted(now ^ then):
+        return f"{name} was {'made' if name in now else 'removed'} since"
+    for name, (size, digest) in sorted(after["files"].items()):
+        path = root / name
+        st = path.stat()
+        if st.st_size != size:
+            return f"{name} is {st.st_size} bytes, the repair left {size}"
+        if file_sha256(path) != digest:
+            return f"{name} was written since (its sha256 differs)"
+    for name in sorted(set(dirs) ^ set(after["directories"])):
+        return f"the directory {name} was {'made' if name in dirs else 'removed'} since"
+    return None
 
 
 def copy_range(path: pathlib.Path, start: int, end: int, copy: pathlib.Path) -> str:
@@ -139,9 +219,10 @@ def read_manifest(backup_dir: pathlib.Path) -> Manifest:
         raise FormatError(f"not a {FORMAT_NAME} manifest of version {FORMAT_VERSION}", path)
     try:
         entries = tuple(Entry(**e) for e in doc["entries"])
-        listing = doc.get("listing")
+        listing, dirs = doc.get("listing"), doc.get("directories")
         return Manifest(doc["store"], doc["created"], doc["plan"], entries,
-                        tuple(listing) if listing is not None else None)
+                        tuple(listing) if listing is not None else None, tuple(dirs) if dirs is not None else None,
+                        doc.get("after"))
     except (KeyError, TypeError) as exc:
         raise FormatError(f"a manifest field is missing or wrong ({exc})", path) from None
 

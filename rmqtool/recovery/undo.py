@@ -1,21 +1,29 @@
-"""Undoing a recovery: every byte its manifest lists put back where it was.
+"""Undoing a repair (recover, append --recover, redispatch): the store given back exactly as it
+was before, every name and every byte, from its backup's manifest.
 
-Each copy is checked against the sha256 the manifest recorded before anything is
-written; then ranges that were zeroed get their bytes back and deleted files come back
-whole, with their permission bits. What was written to the store after the recovery (by
-a writer that went on from it) is not undone: its ranges are overwritten.
+Refused, changing nothing, when the store is no longer as the repair left it (the manifest's
+``after``: a file made or removed since, a covered file of another size or sha256): what was
+written since would be destroyed (e2undo refuses the same way); ``force`` overrides. Each copy
+is checked against the sha256 the manifest recorded before anything is written. Then, under an
+intent record (``intent.py``: a kill is finished by running undo again): files made since the
+repair go, ranges that were zeroed get their bytes back, files deleted or rewritten come back
+whole with their permission bits, directories made since go and those removed come back.
 """
 from __future__ import annotations
 
 import dataclasses
 import os
 import pathlib
+import shlex
 
-from rmqtool.errors import CorruptData, StoreAccessError, StoreLocked
-from rmqtool.recovery.manifest import RESTORE, COPY_CHUNK, file_sha256, read_manifest, sync_dir
+from rmqtool.errors import CorruptData, RepairUnfinished, StoreAccessError, StoreChangedSince, StoreLocked
+import rmqtool.recovery.intent as intent
+from rmqtool.recovery.manifest import (RESTORE, COPY_CHUNK, LOCK_NAME, file_sha256, first_change_since,
+                                       read_manifest, store_listing, sync_dir)
 from rmqtool.recovery.plan import ZERO
 from rmqtool.store.lock import is_locked
 from rmqtool.store.paths import StorePaths
+from rmqtool.store.unfinished import read_unfinished
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,10 +38,11 @@ class Restored:
                 "files_restored": self.files_restored, "bytes_restored": self.bytes_restored}
 
 
-def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = None) -> Restored:
-    """Put back every byte the recovery backed up in ``backup_dir`` into the store (the one
-    the manifest names, or ``store_root`` when the store has moved). The store must not be
-    open for writing, here or elsewhere."""
+def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = None, *,
+         force: bool = False) -> Restored:
+    """Give the store back as it was before the repair backed up in ``backup_dir`` (the store
+    the manifest names, or ``store_root`` when it has moved). The store must not be open for
+    writing; one written since the repair is refused unless ``force``."""
     backup = pathlib.Path(backup_dir)
     manifest = read_manifest(backup)
     root = pathlib.Path(store_root) if store_root is not None else pathlib.Path(manifest.store)
@@ -42,28 +51,46 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
         who = "this process" if holder == os.getpid() else (f"process {holder}" if holder else "another process")
         raise StoreLocked(f"the store is open for writing by {who}: close it before undoing a recovery",
                           StorePaths(root).lock)
+    other = read_unfinished(root)
+    if other is not None and pathlib.Path(other.backup_dir).resolve() != backup.resolve():
+        raise RepairUnfinished(f"another interrupted {other.operation} is under way (intent record in "
+                               f"{other.backup_dir}): `{other.finish}` finishes it, `{other.undo}` undoes it", root)
+    pending = intent.pending(backup)
+    undoing = other is not None and other.operation == "undo"  # an undo of this backup cut short: go on
+    if manifest.after is not None and not undoing and not force:  # the repair finished: written since?
+        change = first_change_since(manifest, root)
+        if change is not None:
+            raise StoreChangedSince(f"not undone: {change}, after the repair; undoing would destroy what was "
+                                    f"written (--force undoes all the same)", root)
     for entry in manifest.entries:  # every copy whole before the first byte is written
         if file_sha256(backup / entry.copy) != entry.sha256:
             raise CorruptData(f"the backup copy of {entry.file} does not match the manifest's sha256",
                               backup / entry.copy)
+    repair = pending if pending and pending.get("operation") != "undo" else None  # an apply cut short: its command
+    again = (repair or {}).get("finish") or _repair_command(manifest, root)
+    intent.begin(backup, root, "undo", f"rmqtool undo {shlex.quote(str(backup))}", again)
     ranges = files = total = 0
     if manifest.listing is not None:  # files made since the apply go first
         before = set(manifest.listing)
-        for p in sorted(root.rglob("*"), reverse=True):
-            name = str(p.relative_to(root))
-            if p.is_file() and name not in before and name != StorePaths(root).lock.name:
+        made, _dirs = store_listing(root)
+        for name in reversed(made):
+            if name not in before and name != LOCK_NAME:
+                intent.step()
+                p = root / name
                 os.unlink(p)
                 sync_dir(p.parent)
-                parent = p.parent
-                while parent != root and not any(parent.iterdir()):  # a queue directory made since
-                    parent.rmdir()
-                    parent = parent.parent
+                if manifest.directories is None:  # an older backup: empty queue directories made since
+                    parent = p.parent
+                    while parent != root and not any(parent.iterdir()):
+                        parent.rmdir()
+                        parent = parent.parent
+    for name in manifest.directories or ():  # a directory the repair removed comes back
+        (root / name).mkdir(parents=True, exist_ok=True)
     for entry in reversed(manifest.entries):
+        intent.step()
         path = root / entry.file
         if entry.action == ZERO:
             flags = os.O_WRONLY
-        elif entry.action == RESTORE:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
         else:
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -86,7 +113,25 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
             sync_dir(path.parent)
             files += 1
         total += entry.end - entry.start
+    if manifest.directories is not None:  # directories made since go (deepest first); those before stay
+        before_dirs = set(manifest.directories)
+        _files, dirs = store_listing(root)
+        for name in sorted(dirs, key=lambda n: n.count("/"), reverse=True):
+            if name not in before_dirs and not any((root / name).iterdir()):
+                (root / name).rmdir()
+                sync_dir((root / name).parent)
+    lock = StorePaths(root).lock
+    if manifest.listing is not None and LOCK_NAME not in manifest.listing and lock.exists() \
+            and is_locked(lock) is None:  # the repair's writer made it
+        os.unlink(lock)
+    intent.end(backup, root)
     return Restored(root, ranges, files, total)
+
+
+def _repair_command(manifest, root: pathlib.Path) -> str:
+    """The command that makes the repair again, once an undo has finished."""
+    verb = "redispatch" if "consume_queues" in manifest.plan else "recover"
+    return f"rmqtool {verb} {shlex.quote(str(root))} --apply"
 
 
 def _copy_back(copy: pathlib.Path, fd: int, position: int) -> None:
@@ -99,3 +144,26 @@ def _copy_back(copy: pathlib.Path, fd: int, position: int) -> None:
             position += len(chunk)
     if os.fstat(fd).st_size < position:
         os.ftruncate(fd, position)
+
+
+def roll_back_unfinished(root: str | os.PathLike, operation: str) -> pathlib.Path | None:
+    """Before a repair runs: if an earlier run of the same repair was cut short, give the store
+    back as it was before that run (its backup holds every original byte), then drop that
+    backup, whose bytes the store now holds again; its path, for the new run to reuse. An
+    interrupted repair of another kind is refused (its own command finishes it)."""
+    import shutil
+
+    root = pathlib.Path(root)
+    marker = read_unfinished(root)
+    if marker is None:
+        return None
+    if marker.operation != operation:
+        raise RepairUnfinished(f"an interrupted {marker.operation} left this store half changed (intent record in "
+                               f"{marker.backup_dir}): `{marker.finish}` finishes it, `{marker.undo}` undoes it",
+                               root)
+    backup = pathlib.Path(marker.backup_dir)
+    undo(backup, root)
+    gone = backup.with_name(backup.name + ".rolled-back")
+    os.replace(backup, gone)
+    shutil.rmtree(gone, ignore_errors=True)
+    return backup

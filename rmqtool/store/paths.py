@@ -13,6 +13,8 @@ CHECKPOINT_FILE = "checkpoint"
 ABORT_FILE = "abort"
 ABORT_BAK_FILE = "abort.bak"
 LOCK_FILE = "lock"
+# rmqtool's own: present only while a repair (or its undo) is under way; names its backup
+UNFINISHED_FILE = ".rmqtool-unfinished"
 
 # Segment files are named by the offset of their first byte, zero-padded to 20 digits.
 SEGMENT_NAME_DIGITS = 20
@@ -83,3 +85,7 @@ class StorePaths:
     @property
     def lock(self) -> pathlib.Path:
         return self.root / LOCK_FILE
+
+    @property
+    def unfinished(self) -> pathlib.Path:
+        return self.root / UNFINISHED_FILE

@@ -1,0 +1,86 @@
+"""The intent record: a repair (or an undo) says what it is doing before its first change to a
+store and clears that after its last, so that a kill in between is seen and can be finished
+or undone.
+
+``begin`` writes ``intent.json`` into the backup directory (forced), then the marker
+``.rmqtool-unfinished`` into the store root naming the backup (forced, the directory
+forced); ``end`` removes the marker, then the record. Every command reads the marker
+(``store/unfinished.py``): readers say so on stderr, writers refuse, and the command named in
+it finishes the work (a repair rolls back to the backup and runs again; an undo runs again).
+
+``RMQTOOL_KILL_AFTER=N`` (tests only) makes the process kill itself with SIGKILL at the N-th
+change step (:func:`step`), to prove that every point of a repair is finishable.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+
+from rmqtool.errors import StoreAccessError
+from rmqtool.recovery.manifest import sync_dir
+from rmqtool.store.paths import StorePaths
+from rmqtool.store.unfinished import Unfinished, read_unfinished
+
+INTENT_NAME = "intent.json"
+_steps = 0
+
+
+def step() -> None:
+    """One change to a store is about to be made (the fault-injection point of the kill tests)."""
+    global _steps
+    limit = os.environ.get("RMQTOOL_KILL_AFTER")
+    if limit is None:
+        return
+    _steps += 1
+    if _steps >= int(limit):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def begin(backup_dir: str | os.PathLike, root: str | os.PathLike, operation: str, finish: str, undo: str) -> None:
+    """Record the intent in the backup, then mark the store; both on disk before the first change."""
+    backup, root = pathlib.Path(backup_dir).resolve(), pathlib.Path(root)
+    doc = {"operation": operation, "store": str(root.resolve()), "backup_dir": str(backup), "finish": finish,
+           "undo": undo}
+    _write(backup / INTENT_NAME, doc)
+    _write(StorePaths(root).unfinished, doc)
+
+
+def end(backup_dir: str | os.PathLike, root: str | os.PathLike) -> None:
+    """The last change is on disk: clear the marker, then the record."""
+    for path in (StorePaths(root).unfinished, pathlib.Path(backup_dir) / INTENT_NAME):
+        try:
+            os.unlink(path)
+            sync_dir(path.parent)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StoreAccessError(f"cannot remove the intent record ({exc.strerror})", path) from None
+
+
+def pending(backup_dir: str | os.PathLike) -> dict | None:
+    """The intent record a backup holds (a repair or undo that did not finish), or None."""
+    try:
+        return json.loads((pathlib.Path(backup_dir) / INTENT_NAME).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {"operation": "repair"}
+
+
+def unfinished(root: str | os.PathLike) -> Unfinished | None:
+    return read_unfinished(root)
+
+
+def _write(path: pathlib.Path, doc: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        sync_dir(path.parent)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot write the intent record ({exc.strerror})", path) from None

@@ -1,0 +1,44 @@
+"""Whether a repair of this store (recover, redispatch, append --recover) or an undo was cut
+short, read from the marker the write side leaves in the store root while it works.
+
+The marker (``.rmqtool-unfinished``, JSON) names the backup that holds the intent record and
+every original byte, the operation, the command that finishes it and the one that undoes it.
+The broker never reads the store root's other names, so the marker changes nothing it loads.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+
+from rmqtool.store.paths import StorePaths
+
+
+@dataclasses.dataclass(frozen=True)
+class Unfinished:
+    store: str
+    operation: str  # recover | redispatch | undo
+    backup_dir: str
+    finish: str  # the command that finishes it (the same command again)
+    undo: str  # the command that gives the store back as it was before
+
+    def notice(self) -> str:
+        """One line for stderr."""
+        return (f"rmqtool: warning: {self.store}: an interrupted {self.operation} left this store half changed "
+                f"(intent record in {self.backup_dir}): `{self.finish}` finishes it, `{self.undo}` undoes it")
+
+
+def read_unfinished(root: str | os.PathLike) -> Unfinished | None:
+    """The unfinished repair of the store at ``root``, or None (also when the marker cannot be read:
+    a reader never fails on it)."""
+    path = StorePaths(root).unfinished
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        return Unfinished(str(root), str(doc["operation"]), str(doc["backup_dir"]), str(doc["finish"]),
+                          str(doc["undo"]))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return Unfinished(str(root), "repair", "(unreadable marker)", "(unknown)", "(unknown)") \
+            if path.exists() else None

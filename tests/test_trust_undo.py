@@ -1,0 +1,398 @@
+"""Issue 20, items 3, 4, 14, 15, 16: undo refuses a store written since the repair and
+otherwise gives back the whole tree; an empty plan writes nothing; redispatch settles in one
+run; an interrupted repair is said, finished by running it again, or undone."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import REPO, V4, V5, load_truth
+from rmqtool.cli.app import app
+from rmqtool.errors import ExitCode, StoreChangedSince
+from rmqtool.recovery.manifest import read_manifest
+from rmqtool.store.paths import UNFINISHED_FILE
+
+CRASH = V4 / "crash"
+E1 = CRASH / "e1-corrupt-body-in-last-commitlog-file" / "input" / "store"
+B3 = CRASH / "b3-zeroed-last-3-messages" / "input" / "store"
+runner = CliRunner()
+
+
+def _run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def _copy(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
+    shutil.copytree(src, dst)
+    for p in [dst, *dst.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o200)
+    return dst
+
+
+def tree(root: pathlib.Path) -> dict:
+    """The whole tree: every directory and file by name, a file's bytes by sha256."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for p in sorted(root.rglob("*"))}
+
+
+def _append(root, body: str):
+    r = _run("append", root, "--topic", "CrashTopic", "--body", body, "--keys", body)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+# --- item 3: undo refuses a store written after the repair ------------------------------------
+
+def test_undo_after_recover_and_three_appends_is_refused_and_changes_nothing(tmp_path):
+    root = _copy(E1, tmp_path / "store")
+    before = tree(root)
+    backup = tmp_path / "backup"
+    r = _run("recover", root, "--apply", "--backup-dir", backup)
+    assert r.exit_code == 0, r.output
+    rows = [_append(root, f"after-{i}") for i in range(3)]
+    appended = tree(root)
+    u = _run("undo", backup)
+    assert u.exit_code == ExitCode.LOCKED == 5, u.output
+    left = read_manifest(backup).after  # the message names the first file that changed since
+    changed = [n for n in sorted(left["files"]) if appended.get(n) != left["files"][n][1]]
+    assert changed and f"not undone: {changed[0]} " in u.stderr, u.stderr
+    assert tree(root) == appended  # exactly as the appends left it
+    f = _run("undo", backup, "--force")
+    assert f.exit_code == 0, f.output
+    assert tree(root) == before  # forced: the appended messages go, the store is as before the apply
+    assert rows[0]["commit_log_offset"] == json.loads(_run("recover", root, "-f", "json").stdout)[
+        "commit_log"]["max_offset_after"]  # the first append went where the recovery cut the log
+
+
+def test_undo_right_after_recover_gives_back_the_whole_tree(tmp_path):
+    root = _copy(E1, tmp_path / "store")
+    before = tree(root)
+    backup = tmp_path / "backup"
+    assert _run("recover", root, "--apply", "--backup-dir", backup).exit_code == 0
+    assert read_manifest(backup).after is not None  # the state the apply left
+    u = _run("undo", backup)
+    assert u.exit_code == 0, u.output
+    assert tree(root) == before
+
+
+def test_undo_after_append_recover_is_refused(tmp_path):
+    """append --recover: the recovery's state is recorded before the first message is appended."""
+    root = _copy(E1, tmp_path / "store")
+    r = _run("append", root, "--recover", "--topic", "CrashTopic", "--body", "x")
+    assert r.exit_code == 0, r.output
+    (backup,) = tmp_path.glob("store.recovery-*")
+    written = tree(root)
+    u = _run("undo", backup)
+    assert u.exit_code == 5 and "not undone" in u.stderr, u.output
+    assert tree(root) == written
+    assert _run("undo", backup, "--force").exit_code == 0
+
+
+# --- item 4: undo gives back exactly the listing and bytes before the apply -------------------
+
+@pytest.mark.parametrize("variant", ["e1-corrupt-body-in-last-commitlog-file", "b3-zeroed-last-3-messages",
+                                     "c2-delete-last-cq-file", "d-remove-index-dir"])
+def test_undo_of_a_crash_without_abort_gives_back_the_whole_tree(variant, tmp_path):
+    """The abort file removed: undo must not make one (the broker's next start would then
+    recover abnormally and destroy index files). Every path and byte, not only the manifest's."""
+    root = _copy(CRASH / variant / "input" / "store", tmp_path / "store")
+    (root / "abort").unlink()
+    before = tree(root)
+    backup = tmp_path / "backup"
+    # the broker's index geometry: d-remove-index-dir has no index file left to show it
+    config = load_truth(CRASH / variant / "truth.json")["messageStoreConfig"]["effectiveGetterValues"]
+    r = _run("recover", root, "--apply", "--from-checkpoint", "--backup-dir", backup,
+             "--index-slots", config["maxHashSlotNum"], "--index-entries", config["maxIndexNum"])
+    assert r.exit_code == 0, r.output
+    u = _run("undo", backup)
+    assert u.exit_code == 0, u.output
+    assert not (root / "abort").exists()
+    assert tree(root) == before
+
+
+# --- item 15: an empty plan changes nothing; undo keeps directories that were there -----------
+
+BASIC = V4 / "basic" / "store"
+
+
+def test_recover_apply_with_nothing_planned_changes_nothing(tmp_path):
+    """A clean store with a segment made ahead (all zeros, as AllocateMappedFileService leaves
+    one): nothing is planned, so nothing is written: not the segment, not the checkpoint."""
+    root = _copy(BASIC, tmp_path / "store")
+    segments = sorted((root / "commitlog").iterdir())
+    size = segments[-1].stat().st_size
+    ahead = root / "commitlog" / f"{int(segments[-1].name) + size:020d}"
+    with open(ahead, "wb") as f:
+        f.truncate(size)
+    plan = _run("recover", root, "-f", "json")
+    assert plan.exit_code == 0 and json.loads(plan.stdout)["needs_recovery"] is False, plan.output
+    before = tree(root)
+    r = _run("recover", root, "--apply", "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["applied"]["backup_dir"] is None
+    assert tree(root) == before
+    assert not list(tmp_path.glob("store.recovery-*"))
+
+
+def test_undo_of_a_redispatch_keeps_a_directory_that_was_there_empty(tmp_path):
+    root = _copy(BASIC, tmp_path / "store")
+    queue = next(d for d in sorted((root / "consumequeue").glob("*/*")) if d.is_dir())
+    for f in queue.iterdir():
+        f.unlink()
+    before = tree(root)
+    r = _run("redispatch", root, "--cq", "--apply", "--backup-dir", tmp_path / "b")
+    assert r.exit_code == 0, r.output
+    assert any(queue.iterdir())
+    u = _run("undo", tmp_path / "b")
+    assert u.exit_code == 0, u.output
+    assert queue.is_dir() and tree(root) == before
+
+
+# --- item 16: redispatch --index settles in one run -------------------------------------------
+
+def test_redispatch_index_settles_in_one_run(tmp_path):
+    """The earliest index file zeroed: the rebuilt one takes its name (the order of names is
+    what IndexService.load goes by), so a second run finds every file as built."""
+    root = _copy(BASIC, tmp_path / "store")
+    first = sorted((root / "index").iterdir())[0]
+    with open(first, "r+b") as f:
+        f.write(bytes(first.stat().st_size))
+    r = _run("redispatch", root, "--index", "--apply", "--backup-dir", tmp_path / "b1", "-f", "json")
+    assert r.exit_code == 0, r.output
+    settled = tree(root)
+    again = _run("redispatch", root, "--index", "-f", "json")
+    assert again.exit_code == 0, again.output
+    assert {c["kind"] for c in json.loads(again.stdout)["changes"]} == {"same"}
+    assert _run("redispatch", root, "--index", "--apply", "--backup-dir", tmp_path / "b2").exit_code == 0
+    assert tree(root) == settled
+
+
+# --- item 14: kill -9 at a few points of a repair or an undo ------------------------------------
+
+def _killed(*args, after: int) -> subprocess.CompletedProcess:
+    """Run rmqtool in a process that SIGKILLs itself at its ``after``-th change step."""
+    env = dict(os.environ, RMQTOOL_KILL_AFTER=str(after), PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "rmqtool", *map(str, args)], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def _says_unfinished(root: pathlib.Path, backup: pathlib.Path, finish: str) -> None:
+    """Every command says so (one line on stderr) and writers refuse, naming both ways out."""
+    info = _run("info", root)
+    notes = [line for line in info.stderr.splitlines() if "interrupted" in line]
+    assert len(notes) == 1 and finish in notes[0] and f"rmqtool undo {backup}" in notes[0], info.stderr
+    w = _run("append", root, "--topic", "CrashTopic", "--body", "x")
+    assert w.exit_code == 5 and finish in w.stderr and "undo" in w.stderr, w.output
+
+
+def _kill_points() -> list:
+    """Before the abort marker, half way through the plan, after dispatching again; every step
+    of the apply with RMQTOOL_KILL_EVERY_STEP=1 (the harness run)."""
+    from rmqtool.recovery.plan import plan_recovery
+    actions = len(plan_recovery(E1).actions)
+    if os.environ.get("RMQTOOL_KILL_EVERY_STEP"):
+        return list(range(1, actions + 3))
+    return [1, 1 + actions // 2, actions + 2]
+
+
+@pytest.mark.parametrize("after", _kill_points())
+def test_recover_apply_killed_then_run_again_or_undone(after, tmp_path):
+    root = _copy(E1, tmp_path / "store")
+    before = tree(root)
+    backup = tmp_path / "backup"
+    k = _killed("recover", root, "--apply", "--backup-dir", backup, after=after)
+    assert k.returncode == -9, k.stderr
+    assert (root / UNFINISHED_FILE).exists() and (backup / "intent.json").exists()
+    assert not list(root.rglob("*rmqtool-tmp*")) and not list(tmp_path.glob(".rmqtool-*"))
+    _says_unfinished(root, backup, f"rmqtool recover {root} --apply")
+    assert _run("recover", root).exit_code == 3  # a half-changed store is not called clean
+    saved = tmp_path / "killed"
+    shutil.copytree(root, saved)
+    # either way out: undo gives back every original byte...
+    u = _run("undo", backup)
+    assert u.exit_code == 0, u.output
+    assert tree(root) == before and not (backup / "intent.json").exists()
+    # ...or the same command again finishes it (from the killed state)
+    shutil.rmtree(root)
+    shutil.copytree(saved, root)
+    r = _run("recover", root, "--apply", "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["applied"]["backup_dir"] == str(backup)  # the same backup, made again
+    assert not (root / UNFINISHED_FILE).exists()
+    assert _run("recover", root).exit_code == 0  # recovered: nothing left to do
+    assert _run("undo", backup).exit_code == 0 and tree(root) == before  # and no original byte lost
+
+
+@pytest.mark.parametrize("after", [1, 3])
+def test_redispatch_apply_killed_then_run_again_or_undone(after, tmp_path):
+    root = _copy(BASIC, tmp_path / "store")
+    for d in sorted((root / "consumequeue").glob("*/*"))[:2]:
+        shutil.rmtree(d)
+    before = tree(root)
+    backup = tmp_path / "backup"
+    k = _killed("redispatch", root, "--cq", "--apply", "--backup-dir", backup, after=after)
+    assert k.returncode == -9, k.stderr
+    assert not list(root.rglob("*rmqtool-tmp*")) and not list(tmp_path.glob(".rmqtool-*"))
+    _says_unfinished(root, backup, f"rmqtool redispatch {root} --cq --apply")
+    saved = tmp_path / "killed"
+    shutil.copytree(root, saved)
+    assert _run("undo", backup).exit_code == 0 and tree(root) == before
+    shutil.rmtree(root)
+    shutil.copytree(saved, root)
+    r = _run("redispatch", root, "--cq", "--apply")
+    assert r.exit_code == 0, r.output
+    assert _run("redispatch", root, "--cq").exit_code == 0  # finished: the files are as built
+    assert _run("undo", backup).exit_code == 0 and tree(root) == before
+
+
+def test_undo_killed_then_run_again(tmp_path):
+    root = _copy(E1, tmp_path / "store")
+    before = tree(root)
+    backup = tmp_path / "backup"
+    assert _run("recover", root, "--apply", "--backup-dir", backup).exit_code == 0
+    k = _killed("undo", backup, after=3)
+    assert k.returncode == -9, k.stderr
+    _says_unfinished(root, backup, f"rmqtool undo {backup}")
+    u = _run("undo", backup)
+    assert u.exit_code == 0, u.output
+    assert tree(root) == before
+
+
+def test_append_recover_killed_is_finished_by_recover_or_undone(tmp_path):
+    from rmqtool.recovery.plan import plan_recovery
+    root = _copy(E1, tmp_path / "store")
+    before = tree(root)
+    k = _killed("append", root, "--recover", "--topic", "CrashTopic", "--body", "x",
+                after=len(plan_recovery(root).actions) + 2)
+    assert k.returncode == -9, k.stderr
+    (backup,) = tmp_path.glob("store.recovery-*")
+    _says_unfinished(root, backup, f"rmqtool recover {root} --apply")
+    saved = tmp_path / "killed"
+    shutil.copytree(root, saved)
+    assert _run("undo", backup).exit_code == 0 and tree(root) == before
+    shutil.rmtree(root)
+    shutil.copytree(saved, root)
+    assert _run("recover", root, "--apply").exit_code == 0
+    assert _run("append", root, "--topic", "CrashTopic", "--body", "x").exit_code == 0
+
+
+def test_salvage_to_store_killed_then_run_again(tmp_path):
+    """The new store is written beside NEWDIR and renamed once closed: a kill leaves no NEWDIR,
+    and the same command again writes it whole (the input is only read)."""
+    before = tree(E1)
+    ref = _run("salvage", E1, "--to-store", tmp_path / "ref", "-f", "json")
+    k = _killed("salvage", E1, "--to-store", tmp_path / "new", after=1)
+    assert k.returncode == -9, k.stderr
+    assert not (tmp_path / "new").exists()
+    again = _run("salvage", E1, "--to-store", tmp_path / "new", "-f", "json")
+    assert again.exit_code == ref.exit_code, again.output
+    assert json.loads(again.stdout)["messages_kept"] == json.loads(ref.stdout)["messages_kept"]
+    log = lambda root: {k: v for k, v in tree(root).items() if not k.startswith("index")}  # noqa: E731
+    assert log(tmp_path / "new") == log(tmp_path / "ref")  # index files are named by their creation time
+    assert not list(tmp_path.glob("*.salvage-partial")) and tree(E1) == before
+
+
+# --- repair and undo over random damage ----------------------------------------------------------
+
+import hypothesis.strategies as st  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+
+from helpers import damage  # noqa: E402
+
+RANDOM_SOURCES = (CRASH / "a-as-is" / "input" / "store", V5 / "batchcq" / "store",
+                  REPO / "fixtures" / "crash-made" / "roll-kill-next-zeroed" / "input" / "store")
+
+
+@pytest.fixture(scope="module")
+def pristines(tmp_path_factory):
+    return [_copy(src, tmp_path_factory.mktemp("pristine") / "store") for src in RANDOM_SOURCES]
+
+
+@settings(max_examples=int(os.environ.get("RMQTOOL_UNDO_EXAMPLES", "12")), deadline=None,
+          phases=[Phase.explicit, Phase.reuse, Phase.generate],  # a whole repair an example: no shrinking
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_repair_appends_and_undo_refuse_or_give_back_the_whole_tree(pristines, tmp_path_factory, data):
+    """Random damage, recover --apply (the engine's, with its after-state) or redispatch --apply,
+    appends or none, undo:
+    either undo refuses and the store is exactly as the appends left it, or the whole tree is
+    the input's, byte for byte."""
+    from rmqtool.engine import encoder as enc
+    from rmqtool.engine.store import Store
+    from rmqtool.errors import RmqError
+    from rmqtool.recovery import plan_recovery, undo
+
+    root = tmp_path_factory.mktemp("case") / "store"
+    shutil.copytree(data.draw(st.sampled_from(pristines)), root)
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.stat().st_size and p.name != "lock")
+    target = data.draw(st.sampled_from(files))
+    target.write_bytes(bytes(damage(bytearray(target.read_bytes()), data, kinds=("flip", "zero", "garbage", "int"))))
+    if data.draw(st.booleans()):
+        (root / "abort").unlink(missing_ok=True)
+    before = tree(root)
+    backup = root.parent / "backup"
+    if data.draw(st.booleans()):  # redispatch --apply
+        r = _run("redispatch", root, "--apply", "--backup-dir", backup)
+        if r.exit_code != 0 or not backup.exists():  # refused (the store needs recovery first), or nothing to do
+            assert tree(root) == before, r.output
+            return
+    else:
+        try:
+            plan = plan_recovery(root)
+            if plan.is_empty or plan.refusal:
+                return
+            Store.recover(root, backup_dir=backup)
+        except RmqError as exc:
+            assert exc.path is not None, exc.one_line()
+            return
+    appends = data.draw(st.integers(0, 3))
+    if appends:
+        try:
+            with Store.open(root, writable=True) as s:
+                for i in range(appends):
+                    s.append(enc.producer_message("T", b"after %d" % i, keys=f"after-{i}"))
+        except RmqError as exc:  # a recovered store a writer still refuses: a clean error
+            assert exc.path is not None, exc.one_line()
+    written = tree(root)
+    try:
+        undo(backup)
+    except StoreChangedSince:
+        assert written != tree(root) or appends, "refused although nothing was written"
+        assert tree(root) == written
+        return
+    assert tree(root) == before
+
+
+def test_a_stale_intent_record_does_not_let_undo_destroy_appends(tmp_path):
+    """Killed between clearing the store's marker and the backup's record: the repair was
+    finished (its state recorded), so undo still refuses a store written since."""
+    root = _copy(E1, tmp_path / "store")
+    backup = tmp_path / "backup"
+    assert _run("recover", root, "--apply", "--backup-dir", backup).exit_code == 0
+    (backup / "intent.json").write_text(json.dumps({"operation": "recover", "finish": "x", "undo": "y"}))
+    _append(root, "after")
+    written = tree(root)
+    assert _run("undo", backup).exit_code == 5 and tree(root) == written
+
+
+@pytest.mark.parametrize("command", [["info"], ["verify", "--no-progress"], ["dump", "commitlog", "--limit", "1"],
+                                     ["dump", "checkpoint"], ["query", "--key", "nothing"], ["offsets"],
+                                     ["recover"], ["redispatch"]])
+def test_every_command_says_a_repair_is_unfinished(command, tmp_path):
+    from rmqtool.recovery.intent import begin
+    root = _copy(E1, tmp_path / "store")
+    (tmp_path / "b").mkdir()
+    begin(tmp_path / "b", root, "recover", f"rmqtool recover {root} --apply", f"rmqtool undo {tmp_path / 'b'}")
+    r = runner.invoke(app, [command[0], *command[1:2 if command[0] == "dump" else 0], str(root),
+                            *command[2 if command[0] == "dump" else 1:]])
+    notes = [line for line in r.stderr.splitlines() if "interrupted recover" in line]
+    assert len(notes) == 1 and f"rmqtool recover {root} --apply" in notes[0], r.stderr
+    assert f"rmqtool undo {tmp_path / 'b'}" in notes[0]

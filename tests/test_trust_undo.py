@@ -305,7 +305,7 @@ def test_salvage_to_store_killed_then_run_again(tmp_path):
 import hypothesis.strategies as st  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 
-from helpers import damage  # noqa: E402
+from helpers import damage, examples  # noqa: E402
 
 RANDOM_SOURCES = (CRASH / "a-as-is" / "input" / "store", V5 / "batchcq" / "store",
                   REPO / "fixtures" / "crash-made" / "roll-kill-next-zeroed" / "input" / "store")
@@ -316,7 +316,7 @@ def pristines(tmp_path_factory):
     return [_copy(src, tmp_path_factory.mktemp("pristine") / "store") for src in RANDOM_SOURCES]
 
 
-@settings(max_examples=int(os.environ.get("RMQTOOL_UNDO_EXAMPLES", "12")), deadline=None,
+@settings(max_examples=examples(12), deadline=None,
           phases=[Phase.explicit, Phase.reuse, Phase.generate],  # a whole repair an example: no shrinking
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())

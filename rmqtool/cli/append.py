@@ -17,7 +17,7 @@ import typer
 from rmqtool.cli.params import complete_queue, complete_topic, examples
 
 from rmqtool.cli.common import OutputFormat, boundary
-from rmqtool.errors import RecoveryNeeded, StoreNotFound, UsageError
+from rmqtool.errors import NotAStore, RecoveryNeeded, StoreNotFound, UsageError
 from rmqtool.store.paths import COMMITLOG_DIR
 from rmqtool.formats import properties as props
 from rmqtool.report.progress import Progress, progress_enabled
@@ -74,7 +74,9 @@ def append(
 ):
     """Append messages to a store (a new one with --create), as the 4.9.x broker writes them."""
     if not create and not (store / COMMITLOG_DIR).is_dir():
-        raise StoreNotFound(f"no store here (no {COMMITLOG_DIR}/ directory): give --create to make a new one", store)
+        # a missing path is exit 8, a path that holds no store exit 4, as in every command
+        error = StoreNotFound if not store.exists() else NotAStore
+        raise error(f"no store here (no {COMMITLOG_DIR}/ directory): give --create to make a new one", store)
     if flush not in ("sync", "async"):
         raise UsageError(f"--flush must be sync or async, not {flush!r}")
     if from_jsonl is not None:

@@ -1,0 +1,237 @@
+"""Issue 20, items 12 and 18: one exit-code table for every command, and no traceback.
+
+Every command of the typer app (listed from the app, so a new one is covered the day it is
+added) runs as the operator runs it, in a subprocess, against the same mistakes: a missing
+path (8), a regular file that is not a store (4), an empty directory (4), a damaged store
+(the code its README section documents), and a reader that closed the pipe (0). Errors are
+one line on stderr, never a traceback.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+import typer
+
+from conftest import V4, load_truth
+from rmqtool.cli.app import app
+from rmqtool.errors import ExitCode
+
+DAMAGED = V4 / "crash" / "e2-corrupt-body-in-first-commitlog-file"  # one body byte flipped (truth: mutation)
+DAMAGED_AT = load_truth(DAMAGED / "truth.json")["mutation"]["messagePhysicalOffset"]
+
+
+def leaf_commands(group=None, path=()):
+    """(name path, click command) of every command the app has, subcommands included."""
+    group = group or typer.main.get_command(app)
+    for name, command in sorted(group.commands.items()):
+        if hasattr(command, "commands"):
+            yield from leaf_commands(command, (*path, name))
+        else:
+            yield (*path, name), command
+
+
+COMMANDS = {" ".join(name): command for name, command in leaf_commands()}
+
+# Arguments a command needs besides its path to do its ordinary job (they add no check of their own)
+EXTRA = {
+    "query": ["--offset", str(DAMAGED_AT)],
+    "salvage": ["--out", "{tmp}/salvaged.jsonl"],
+    "append": ["--topic", "T", "--body", "b"],
+    "spark export": ["--out", "{tmp}/fleet"],
+    "spark query": ["--key", "k"],
+}
+# What a damaged store (DAMAGED: a crash with one flipped body byte in its first file) gives,
+# as each command's README section documents it
+ON_DAMAGED = {
+    "info": ExitCode.OK,  # info reads no body
+    "query": ExitCode.CORRUPT,  # the message found has a bad body CRC
+    "verify": ExitCode.CORRUPT,
+    "offsets": ExitCode.OK,  # no consumerOffset.json: nothing to compare
+    "recover": ExitCode.CORRUPT,  # the plan changes something
+    "redispatch": ExitCode.OK,  # the rebuilt queues and index equal the store's
+    "salvage": ExitCode.CORRUPT,  # a message is lost
+    "append": ExitCode.CORRUPT,  # refused: the store needs recovery first
+    "undo": ExitCode.BAD_INPUT,  # a store is not a backup
+    "dump commitlog": ExitCode.CORRUPT,
+    "dump consumequeue": ExitCode.OK,
+    "dump index": ExitCode.OK,
+    "dump checkpoint": ExitCode.OK,
+    "dump config": ExitCode.OK,
+}
+# Each of these starts a Spark session (about 20 s of JVM start on this machine kind) once its
+# arguments pass: they take part in the argument checks, which fail before Spark starts
+SPARK_STARTS = {"spark export", "spark query", "spark stats", "spark verify"}
+SPARK_ALWAYS = {"spark verify"}  # a store that is not there is a row of its own, after Spark starts
+
+
+def takes_path(command) -> bool:
+    return any(p.param_type_name == "argument" for p in command.params)
+
+
+# Runs rmqtool once per job, each in its own process forked from one that has imported the CLI
+# already: a real process each (its own descriptors, exit code and interpreter shutdown, where
+# "Exception ignored" would show), without paying the imports a hundred times.
+DRIVER = r"""
+import json, os, sys
+from rmqtool.cli.app import main
+import rmqtool.engine.store, rmqtool.recovery.plan, rmqtool.verify.run  # noqa: what commands load, loaded once
+jobs = json.load(open(sys.argv[1]))
+results = []
+for n, job in enumerate(jobs):
+    out_path, err_path = f"{sys.argv[2]}.{n}.out", f"{sys.argv[2]}.{n}.err"
+    if job["stdout"] == "closed":  # the reader is gone before the first byte
+        read_end, out_fd = os.pipe()
+        os.close(read_end)
+    else:
+        out_fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    err_fd = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    pid = os.fork()
+    if pid == 0:  # the child: rmqtool as the shell starts it; main() ends in sys.exit
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
+        sys.argv = ["rmqtool", *job["args"]]
+        main()
+        os._exit(99)  # main() returned: never expected
+    os.close(out_fd)
+    os.close(err_fd)
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    stdout = open(out_path, encoding="utf-8", errors="replace").read() if job["stdout"] != "closed" else ""
+    results.append({"code": status, "stdout": stdout,
+                    "stderr": open(err_path, encoding="utf-8", errors="replace").read()})
+json.dump(results, open(sys.argv[3], "w"))
+"""
+
+
+def run_all(jobs: list[dict], tmp_path: pathlib.Path) -> list[dict]:
+    """Each job {"args": [...], "stdout": "capture" | "closed"} run as rmqtool; its code, stdout, stderr."""
+    spec, out = tmp_path / "jobs.json", tmp_path / "results.json"
+    spec.write_text(json.dumps(jobs))
+    done = subprocess.run([sys.executable, "-c", DRIVER, str(spec), str(tmp_path / "job"), str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return json.loads(out.read_text())
+
+
+def run(args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from rmqtool.cli.app import main; main()", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def argv(name: str, path, tmp_path) -> list[str]:
+    extra = [a.replace("{tmp}", str(tmp_path)) for a in EXTRA.get(name, [])]
+    return [*name.split(), *([str(path)] if takes_path(COMMANDS[name]) else []), *extra]
+
+
+def one_clean_line(stderr: str) -> bool:
+    lines = stderr.strip().splitlines()
+    return (len(lines) == 1 and lines[0].startswith("rmqtool") and "Traceback" not in stderr
+            and "Exception ignored" not in stderr)
+
+
+def mistake(kind: str, tmp_path: pathlib.Path) -> pathlib.Path:
+    if kind == "missing":
+        return tmp_path / "no-such-store"
+    if kind == "file":
+        path = tmp_path / "passwd"
+        path.write_text("root:x:0:0:root:/root:/bin/sh\n")
+        return path
+    path = tmp_path / "empty"
+    path.mkdir()
+    return path
+
+
+def copy_store(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
+    shutil.copytree(src, dst)
+    for p in [dst, *dst.rglob("*")]:  # fixture files may be read-only on disk
+        p.chmod(p.stat().st_mode | 0o200)
+    return dst
+
+
+PATH_COMMANDS = sorted(n for n, c in COMMANDS.items() if takes_path(c))
+
+
+def test_every_command_is_classified():
+    """A new command needs its documented code on a damaged store (and EXTRA if it needs arguments)."""
+    assert "findings" in COMMANDS and "dump commitlog" in COMMANDS and "spark verify" in COMMANDS
+    missing = set(PATH_COMMANDS) - set(ON_DAMAGED) - SPARK_STARTS
+    assert not missing, f"add the exit code on a damaged store of: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("kind, code", [("missing", ExitCode.OPERATIONAL), ("file", ExitCode.BAD_INPUT),
+                                        ("empty", ExitCode.BAD_INPUT)])
+def test_the_same_mistake_gives_the_same_code_in_every_command(kind, code, tmp_path):
+    """A missing path is 8, a file or an empty directory where a store belongs 4: one line
+    on stderr naming the path, and nothing made at a mistyped path."""
+    path = mistake(kind, tmp_path)
+    names = sorted(set(PATH_COMMANDS) - SPARK_ALWAYS)
+    results = run_all([{"args": argv(n, path, tmp_path), "stdout": "capture"} for n in names], tmp_path)
+    wrong = {n: (r["code"], r["stderr"]) for n, r in zip(names, results)
+             if r["code"] != code or not one_clean_line(r["stderr"]) or str(path) not in r["stderr"]}
+    assert not wrong, wrong
+    assert path.exists() == (kind != "missing")
+    if kind == "empty":
+        assert not any(path.iterdir())
+
+
+def test_a_damaged_store_gives_the_documented_code(tmp_path):
+    names = sorted(set(PATH_COMMANDS) - SPARK_STARTS)
+    jobs = [{"args": argv(n, copy_store(DAMAGED / "input" / "store", tmp_path / f"store-{i}"), tmp_path),
+             "stdout": "capture"} for i, n in enumerate(names)]
+    results = run_all(jobs, tmp_path)
+    wrong = {n: (r["code"], r["stderr"][-500:]) for n, r in zip(names, results)
+             if r["code"] != ON_DAMAGED[n] or "Traceback" in r["stderr"]}
+    assert not wrong, wrong
+
+
+def closed_pipe_argv(name: str, tmp_path: pathlib.Path) -> list[str]:
+    """Arguments with which ``name`` prints something, on a copy of the damaged store of its own."""
+    store = copy_store(DAMAGED / "input" / "store", tmp_path / "store")
+    if name == "undo":  # a backup, as recover --apply writes it
+        done = run(["recover", str(store), "--apply"])
+        assert done.returncode in (ExitCode.OK, ExitCode.CORRUPT), done.stderr
+        backups = sorted(tmp_path.glob("store.recovery-*"))
+        assert len(backups) == 1, done.stderr
+        return ["undo", str(backups[0])]
+    if name == "append":  # a damaged store is refused before anything is printed: recover it first
+        return [*argv(name, store, tmp_path), "--recover"]
+    return argv(name, store, tmp_path)
+
+
+@pytest.mark.parametrize("fmt", ["table", "jsonl", "json"])
+def test_a_closed_pipe_is_exit_0_in_every_command(fmt, tmp_path):
+    """stdout's reader is gone before the first byte (as `| head -c1` leaves it, without the
+    race): exit 0, no traceback, no "Exception ignored", whatever the command would have
+    exited with otherwise (verify and dump here: 3)."""
+    names = sorted(set(COMMANDS) - SPARK_STARTS)
+    jobs = []
+    for n in names:
+        work = tmp_path / n.replace(" ", "-")
+        work.mkdir()
+        jobs.append({"args": [*closed_pipe_argv(n, work), "--format", fmt], "stdout": "closed"})
+    results = run_all(jobs, tmp_path)
+    bad_text = ("Traceback", "Exception ignored", "BrokenPipeError", "Broken pipe")
+    wrong = {n: (r["code"], r["stderr"][-500:]) for n, r in zip(names, results)
+             if r["code"] != ExitCode.OK or any(t in r["stderr"] for t in bad_text)}
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize("option", [["--group", "nosuch_group"], ["--topic", "NoSuchTopic"]])
+def test_offsets_for_a_group_or_topic_not_there_is_not_found(option):
+    """The README's table: 1 is a lookup that found nothing (today: "(no rows)", exit 0)."""
+    store = V4.parent / "config" / "consumers" / "store"
+    done = run(["offsets", str(store), *option])
+    assert done.returncode == ExitCode.NOT_FOUND, done.stderr
+    assert one_clean_line(done.stderr) and option[1] in done.stderr
+
+
+def test_offsets_for_a_group_there_is_found():
+    store = V4.parent / "config" / "consumers" / "store"
+    everything = run(["offsets", str(store), "--format", "jsonl"])
+    group = json.loads(everything.stdout.splitlines()[0])["group"]
+    done = run(["offsets", str(store), "--group", group, "--format", "jsonl"])
+    assert done.returncode != ExitCode.NOT_FOUND and done.stdout

@@ -235,3 +235,109 @@ def test_offsets_for_a_group_there_is_found():
     group = json.loads(everything.stdout.splitlines()[0])["group"]
     done = run(["offsets", str(store), "--group", group, "--format", "jsonl"])
     assert done.returncode != ExitCode.NOT_FOUND and done.stdout
+
+
+# Item 18: stores that raised a traceback. Each command gives what the broker does with the
+# store, or one line naming the file, with a code from the table.
+
+V5 = V4.parent / "rocketmq-5.3.3"
+READERS = ("info", "verify", "dump commitlog", "dump consumequeue", "offsets")  # no traceback, whatever they find
+
+
+def run_commands(store: pathlib.Path, names, tmp_path: pathlib.Path, fmt: str = "json") -> dict:
+    jobs = [{"args": [*argv(n, store, tmp_path), "--format", fmt], "stdout": "capture"} for n in names]
+    results = dict(zip(names, run_all(jobs, tmp_path)))
+    tracebacks = {n: r["stderr"][-800:] for n, r in results.items()
+                  if "Traceback" in r["stderr"] or r["code"] not in set(ExitCode)}
+    assert not tracebacks, tracebacks
+    return results
+
+
+def only_file_empty(src: pathlib.Path, tmp_path: pathlib.Path, topic: str, queue_id: int) -> tuple:
+    store = copy_store(src, tmp_path / "store")
+    directory = store / "consumequeue" / topic / str(queue_id)
+    for f in directory.iterdir():
+        f.unlink()
+    empty = directory / "00000000000000000000"
+    empty.write_bytes(b"")  # : > consumequeue/T/1/00000000000000000000
+    return store, empty
+
+
+def test_a_queue_whose_only_file_is_empty_on_4_9_8(tmp_path):
+    """MappedFileQueue.load (4.9.8) refuses a file whose length is not mappedFileSizeConsumeQueue,
+    and 0 bytes never is: the broker does not start. recover says so naming the file; redispatch
+    and append refuse in one line (3, as for any store that needs recovery); readers go on."""
+    store, empty = only_file_empty(V4 / "basic" / "store", tmp_path, "AuditLogTopic", 1)
+    results = run_commands(store, ["recover", "redispatch", "append", "salvage", *READERS], tmp_path)
+    plan = json.loads(results["recover"]["stdout"])
+    assert results["recover"]["code"] == ExitCode.CORRUPT
+    assert plan["loadable"] is False and str(empty) in plan["reason"] and plan["actions"] == []
+    for name in ("redispatch", "append"):
+        assert results[name]["code"] == ExitCode.CORRUPT, results[name]["stderr"]
+        assert one_clean_line(results[name]["stderr"]), results[name]["stderr"]
+    assert str(empty) in results["redispatch"]["stderr"]
+
+
+def test_a_queue_whose_only_file_is_empty_on_5_3_3(tmp_path):
+    """5.3.3's MappedFileQueue.doLoad deletes an empty last file ("size is 0, auto delete") and
+    loads the store: recover plans from there; redispatch rebuilds the queue's file with every
+    unit the broker's queue had (truth.json)."""
+    src = V5 / "v2-and-crc"
+    store, empty = only_file_empty(src / "store", tmp_path, "OrderTopic", 1)
+    results = run_commands(store, ["recover", "redispatch", "salvage", *READERS], tmp_path)
+    assert results["recover"]["code"] in (ExitCode.OK, ExitCode.CORRUPT)
+    plan = json.loads(results["recover"]["stdout"])
+    assert plan["loadable"] is True and plan["semantics"] == "5.3"
+    messages = load_truth(src / "truth.json")["truth"]["messages"]
+    units = sum(1 for m in messages if (m["topic"], m["queueId"]) == ("OrderTopic", 1))
+    assert units > 0
+    rebuilt = json.loads(results["redispatch"]["stdout"])
+    assert results["redispatch"]["code"] == ExitCode.CORRUPT  # the rebuilt queue differs from the store's
+    assert {(c["kind"], c["file"], c["units"]) for c in rebuilt["changes"] if c["kind"] != "same"} == \
+        {("replace", str(empty), units)}
+
+
+@pytest.mark.parametrize("name", [f"{1 << 63:020d}", "99999999999999999999"])
+def test_a_segment_named_past_a_java_long(name, tmp_path):
+    """MappedFile.init parses the name with Long.parseLong: 2^63 and above fail, the load fails
+    and the broker does not start. recover says so naming the file; the readers skip the file
+    with a segmentNameInvalid finding naming it (no OverflowError)."""
+    store = copy_store(V4 / "basic" / "store", tmp_path / "store")
+    size = load_truth(V4 / "basic" / "truth.json")["messageStoreConfig"]["effectiveGetterValues"][
+        "mappedFileSizeCommitLog"]
+    odd = store / "commitlog" / name
+    odd.write_bytes(bytes(range(256)) * (size // 256))
+    names = ["recover", "redispatch", "append", "salvage", "query", "dump index", *READERS]
+    results = run_commands(store, names, tmp_path, fmt="jsonl")
+    plan = json.loads(results["recover"]["stdout"])
+    assert results["recover"]["code"] == ExitCode.CORRUPT
+    assert plan["loadable"] is False and str(odd) in plan["reason"] and "not an offset" in plan["reason"]
+    for command in ("redispatch", "append"):
+        assert results[command]["code"] == ExitCode.CORRUPT and one_clean_line(results[command]["stderr"])
+        assert str(odd) in results[command]["stderr"]
+    findings = [json.loads(line) for line in results["verify"]["stdout"].splitlines()]
+    assert any(f["finding"] == "segmentNameInvalid" and f["path"] == str(odd) for f in findings), findings
+
+
+@pytest.mark.parametrize("src", [V4 / "batch", V5 / "batchcq"])
+def test_a_deleted_segment_and_a_short_garbage_one_far_past_the_end(src, tmp_path):
+    """The last segment deleted and 100 bytes of garbage named three files further: the
+    broker's load refuses the short file (its length is not mappedFileSizeCommitLog); recover
+    names it (not the intact first file), and no command stops on a StopIteration. (batchcq
+    has one segment: with it gone no file shows the mapped file size, so only the codes are
+    checked there.)"""
+    store = copy_store(src / "store", tmp_path / "store")
+    size = load_truth(src / "truth.json")["messageStoreConfig"]["effectiveGetterValues"]["mappedFileSizeCommitLog"]
+    segments = sorted((store / "commitlog").iterdir())
+    segments[-1].unlink()
+    garbage = store / "commitlog" / f"{int(segments[-1].name) + 3 * size:020d}"
+    garbage.write_bytes(bytes(range(100)))
+    results = run_commands(store, ["recover", "salvage", "redispatch", "append", *READERS], tmp_path)
+    plan = json.loads(results["recover"]["stdout"])
+    assert results["recover"]["code"] == ExitCode.CORRUPT
+    for command in ("redispatch", "append"):
+        assert results[command]["code"] == ExitCode.CORRUPT and one_clean_line(results[command]["stderr"])
+    assert results["salvage"]["code"] == ExitCode.CORRUPT  # the deleted file's messages are lost
+    if len(segments) > 1:  # another file shows the mapped file size: the short one is the one refused
+        assert plan["loadable"] is False
+        assert plan["reason"].startswith(f"{garbage}: 100 bytes, not the mapped file size {size}"), plan["reason"]

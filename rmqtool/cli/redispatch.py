@@ -17,7 +17,7 @@ import typer
 
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.params import OFFSET_METAVAR, complete_queue, complete_topic, examples
-from rmqtool.errors import ExitCode, UsageError
+from rmqtool.errors import ExitCode, RecoveryNeeded, UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -70,7 +70,8 @@ def redispatch(
     cut = [f for f in recovery.findings if f.path and pathlib.Path(f.path).parent == log_dir]
     if recovery.refusal or cut:  # the log's end is not settled: dispatching would build on what recovery cuts
         why = recovery.refusal or f"{cut[0].id}: {cut[0].message}"
-        raise UsageError(f"the store needs recovery first ({why}); run rmqtool recover", root)
+        # the code append gives the same store (RecoveryNeeded, 3): not a usage error
+        raise RecoveryNeeded(f"the store needs recovery first ({why}); run rmqtool recover", root)
     known = None
     if skip_unknown_topics:
         known = known_topics(StorePaths(root).config)

@@ -243,7 +243,7 @@ def test_spark_usage_errors_say_so_before_spark_starts(tmp_path):
     r = runner.invoke(app, ["spark", "export", "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and "no store given" in r.stderr
     r = runner.invoke(app, ["spark", "export", str(tmp_path / "gone"), "--out", str(tmp_path / "o")])
-    assert r.exit_code == 8 and "no such store directory" in r.stderr and not (tmp_path / "o").exists()
+    assert r.exit_code == 8 and "no such file or directory" in r.stderr and not (tmp_path / "o").exists()
 
 
 def test_a_damaged_store_exports_what_dump_reads_and_its_findings(spark, tmp_path):

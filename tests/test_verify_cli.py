@@ -111,11 +111,13 @@ def test_progress_goes_to_stderr_only():
     assert all(line.startswith("{") for line in result.stdout.splitlines())
 
 
-@pytest.mark.parametrize("path,why", [("no/such/store", "no such directory"), ("README.md", "not a store directory")])
-def test_a_store_that_cannot_be_checked_exits_8(tmp_path, path, why):
+@pytest.mark.parametrize("path,why,code", [("no/such/store", "no such directory", 8),
+                                           ("README.md", "not a store directory", 4)])
+def test_a_store_that_cannot_be_checked_exits_8_or_4(tmp_path, path, why, code):
+    """A missing path is 8, a file where the store belongs 4: the codes every command gives (issue 20)."""
     target = REPO / path if path == "README.md" else tmp_path / path
     result = invoke(target)
-    assert result.exit_code == 8
+    assert result.exit_code == code
     assert result.stdout == "" and why in result.stderr and result.stderr.count("\n") == 1
 
 

@@ -8,7 +8,7 @@ import typer
 
 
 from rmqtool import __version__
-from rmqtool.cli.common import click, command_path
+from rmqtool.cli.common import click, closed_pipe, command_path, is_closed_pipe
 from rmqtool.errors import ExitCode
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -45,16 +45,6 @@ def usage_line(exc: "click.exceptions.UsageError") -> str:
     return f"{command}: error: {message} (try {command} --help)"
 
 
-def _quiet_stdout() -> None:
-    # the reader went away (| head): point stdout at /dev/null so the interpreter's
-    # final flush does not print "Exception ignored"
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
-
-
 def _stdout_is_devnull() -> bool:
     try:
         out, null = os.fstat(sys.stdout.fileno()), os.stat(os.devnull)
@@ -84,9 +74,11 @@ def main() -> None:
         sys.stderr.write("rmqtool: interrupted\n")
         sys.exit(130)
     except BrokenPipeError:
-        _quiet_stdout()
-        sys.exit(int(ExitCode.OK))
+        sys.exit(closed_pipe().exit_code)
     except SystemExit as exc:
+        if exc.code == 1 and is_closed_pipe(exc.__context__):
+            # click's answer to EPIPE escaping a command (exit 1): a closed pipe is exit 0
+            sys.exit(closed_pipe().exit_code)
         if exc.code == 1 and _stdout_is_devnull():
             # rich's answer to a closed pipe (help | head): stdout pointed at /dev/null, exit 1;
             # a closed pipe is not a failure here
@@ -97,6 +89,6 @@ def main() -> None:
         sys.exit(exc.exit_code)
     try:
         sys.stdout.flush()
-    except BrokenPipeError:
-        _quiet_stdout()
+    except BrokenPipeError:  # the last of the output did not get out: the reader went away
+        code = closed_pipe().exit_code
     sys.exit(code if isinstance(code, int) else int(ExitCode.OK))

@@ -14,11 +14,11 @@ from typing import Iterator, List, Optional
 
 import typer
 
-from rmqtool.cli.params import complete_queue, complete_topic, examples
+from rmqtool.cli.params import Semantics, check_semantics, complete_queue, complete_topic, examples
 
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.sizes import AssumeDefaults, BatchCqSize, BrokerConfigFile, CqSize, IndexEntries, IndexSlots
-from rmqtool.errors import RecoveryNeeded, StoreNotFound, UsageError
+from rmqtool.errors import NotAStore, RecoveryNeeded, StoreNotFound, UsageError
 from rmqtool.store.paths import COMMITLOG_DIR
 from rmqtool.formats import properties as props
 from rmqtool.report.progress import Progress, progress_enabled
@@ -73,25 +73,23 @@ def append(
                                  "(every byte changed is backed up beside the store first)."),
     create: bool = typer.Option(False, "--create", help="Make a new store when STORE holds none (without it, a "
                                 "mistyped path is refused rather than made into a store with 1 GiB segments)."),
-    semantics: Optional[str] = typer.Option(None, "--semantics", metavar="4.9|5.3",
-                                            help="The broker version's recovery rules for the store (default: "
-                                                 "detected from the store, as rmqtool recover does)."),
+    semantics: Semantics = None,
     prop_crc: Optional[str] = typer.Option(None, "--prop-crc", metavar="on|off",
                                            help="End each record with a __CRC32# entry, as a 5.x broker with "
                                                 "enabledAppendPropCRC (default: as the store's last record)."),
 ):
     """Append messages to a store (a new one with --create), as the 4.9.x broker writes them."""
     if not create and not (store / COMMITLOG_DIR).is_dir():
-        raise StoreNotFound(f"no store here (no {COMMITLOG_DIR}/ directory): give --create to make a new one", store)
+        # a missing path is exit 8, a path that holds no store exit 4, as in every command
+        error = StoreNotFound if not store.exists() else NotAStore
+        raise error(f"no store here (no {COMMITLOG_DIR}/ directory): give --create to make a new one", store)
     if flush not in ("sync", "async"):
         raise UsageError(f"--flush must be sync or async, not {flush!r}")
     if prop_crc not in (None, "on", "off"):
         raise UsageError(f"--prop-crc takes on or off, not {prop_crc!r}")
-    from rmqtool.recovery.commitlog_walk import SEMANTICS
     from rmqtool.recovery.outcome import Settings
 
-    if semantics is not None and semantics not in SEMANTICS:
-        raise UsageError(f"--semantics takes 4.9 or 5.3, not {semantics!r}")
+    check_semantics(semantics)
     if from_jsonl is not None:
         if topic or body is not None or body_file or tags or keys or prop or delay_level:
             raise UsageError("--from-jsonl takes the messages from the file: leave out --topic, --body, "

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import os
 import sys
 
 import typer
@@ -38,6 +39,28 @@ def command_path(ctx) -> str:
     return " ".join(["rmqtool", *reversed(names)])
 
 
+def closed_pipe() -> "typer.Exit":
+    """The reader of stdout went away (``| head``): not a failure, exit 0 with nothing on stderr.
+    stdout then points at /dev/null, so the interpreter's last flush cannot print
+    "Exception ignored ... BrokenPipeError"."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return typer.Exit(int(ExitCode.OK))
+
+
+def is_closed_pipe(exc: BaseException | None) -> bool:
+    """``exc`` or what it was raised while handling is EPIPE on a write (click turns one into exit 1)."""
+    while exc is not None:
+        if isinstance(exc, BrokenPipeError):
+            return True
+        exc = exc.__context__
+    return False
+
+
 def fail(error: RmqError) -> "typer.Exit":
     if error.exit_code == ExitCode.USAGE:
         # same one line as click's own usage errors (app.usage_line): command, message, hint
@@ -59,8 +82,7 @@ def boundary(fn):
             raise fail(exc) from None
         except BrokenPipeError:
             # downstream closed the pipe (head, less): not an error of ours
-            sys.stderr.close()
-            raise typer.Exit(int(ExitCode.OK)) from None
+            raise closed_pipe() from None
         except KeyboardInterrupt:
             sys.stderr.write("rmqtool: interrupted\n")
             raise typer.Exit(130) from None

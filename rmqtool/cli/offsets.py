@@ -3,7 +3,7 @@
 Rows (stdout): group, topic, queue_id, committed_offset, min_queue_offset, max_queue_offset,
 lag_messages, lag_ms, next_store_timestamp, newest_store_timestamp, status, plus
 pull_status, next_pull_offset and the old names min_offset, max_offset (one release).
-Findings go to stderr. Exit 3 when one is an error.
+Findings go to stderr. Exit 3 when one is an error, 1 when --group or --topic match nothing.
 """
 from __future__ import annotations
 
@@ -49,3 +49,8 @@ def offsets(
         warn(finding.one_line())
     if any(f.severity == Severity.ERROR for f in result.findings):
         raise typer.Exit(int(ExitCode.CORRUPT))
+    if not result.rows and (group is not None or topic is not None):  # a lookup that found nothing
+        asked = " and ".join(f"{name} {value!r}" for name, value in (("group", group), ("topic", topic))
+                             if value is not None)
+        warn(f"rmqtool: not found: no committed offset for {asked}")
+        raise typer.Exit(int(ExitCode.NOT_FOUND))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import pathlib
+from typing import Annotated, Optional
 
 import typer
 
@@ -90,3 +91,19 @@ def complete_queue(ctx: typer.Context, incomplete: str) -> list[str]:
     topic = ctx.params.get("topic")
     ids = sorted({q for t, q, _ in queue_directories(root / "consumequeue") if topic is None or t == topic})
     return [str(q) for q in ids if str(q).startswith(incomplete)]
+
+
+# The broker version whose rules a command follows where the store's end depends on them
+# (recover, append, redispatch); checked by check_semantics
+Semantics = Annotated[Optional[str], typer.Option(
+    "--semantics", metavar="4.9|5.3",
+    help="The broker version's recovery rules for the store (default: detected from the store; a store "
+         "that does not say, where the rules differ, asks for it).")]
+
+
+def check_semantics(semantics: str | None) -> str | None:
+    from rmqtool.recovery.commitlog_walk import SEMANTICS
+
+    if semantics is not None and semantics not in SEMANTICS:
+        raise UsageError(f"--semantics takes {' or '.join(SEMANTICS)}, not {semantics!r}")
+    return semantics

@@ -19,7 +19,7 @@ from typing import Optional
 import typer
 
 from rmqtool.cli.common import OutputFormat, boundary
-from rmqtool.cli.params import examples
+from rmqtool.cli.params import Semantics, check_semantics, examples
 from rmqtool.cli.sizes import AssumeDefaults, BatchCqSize, BrokerConfigFile, CqSize, IndexEntries, IndexSlots
 from rmqtool.errors import ExitCode, RepairUnfinished, UsageError
 
@@ -45,8 +45,7 @@ def recover(
                                                                                  "there; the store is left as it is."),
     from_checkpoint: bool = typer.Option(False, "--from-checkpoint", help="Abnormal (checkpoint-driven) recovery "
                                                                           "even without the abort file."),
-    semantics: Optional[str] = typer.Option(None, "--semantics", metavar="4.9|5.3",
-                                            help="The broker version's rules (default: detected from the store)."),
+    semantics: Semantics = None,
     verify_prop_crc: bool = typer.Option(False, "--verify-prop-crc", help="5.3 forceVerifyPropCRC: check the "
                                                                           "__CRC32# value instead of the body CRC."),
     no_check_crc: bool = typer.Option(False, "--no-check-crc", help="checkCRCOnRecover=false: no CRC check."),
@@ -71,15 +70,14 @@ def recover(
     from rmqtool.cli.sizes import given_sizes, size_words
     from rmqtool.engine.store import unknown_sizes
     from rmqtool.engine.store_sizes import store_sizes
-    from rmqtool.recovery.commitlog_walk import SEMANTICS, V5
+    from rmqtool.recovery.commitlog_walk import V5
     from rmqtool.recovery.outcome import Settings
     from rmqtool.recovery.plan import plan_recovery
     from rmqtool.report.sink import render_document
     from rmqtool.store.detect import require_store
     from rmqtool.store.unfinished import read_unfinished
 
-    if semantics is not None and semantics not in SEMANTICS:
-        raise UsageError(f"--semantics takes 4.9 or 5.3, not {semantics!r}")
+    check_semantics(semantics)
     if verify_prop_crc and semantics not in (None, V5):
         raise UsageError("--verify-prop-crc is a 5.3 setting (forceVerifyPropCRC)")
     if (to or backup_dir or force) and not apply:

@@ -18,9 +18,9 @@ from typing import List, Optional
 import typer
 
 from rmqtool.cli.common import OutputFormat, boundary
-from rmqtool.cli.params import OFFSET_METAVAR, complete_queue, complete_topic, examples
+from rmqtool.cli.params import OFFSET_METAVAR, Semantics, check_semantics, complete_queue, complete_topic, examples
 from rmqtool.cli.sizes import AssumeDefaults, BatchCqSize, BrokerConfigFile, CqSize, IndexEntries, IndexSlots
-from rmqtool.errors import ExitCode, UsageError
+from rmqtool.errors import ExitCode, RecoveryNeeded, UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -51,6 +51,7 @@ def redispatch(
     index_entries: IndexEntries = None,
     broker_config: BrokerConfigFile = None,
     assume_defaults: AssumeDefaults = False,
+    semantics: Semantics = None,
     apply: bool = typer.Option(False, "--apply", help="Swap the rebuilt files in (default: only show the plan)."),
     backup_dir: Optional[pathlib.Path] = typer.Option(None, "--backup-dir", metavar="DIR",
                                                       help="--apply: where replaced files go (default: beside the "
@@ -65,6 +66,7 @@ def redispatch(
     from rmqtool.engine.redispatch import Selection, build, compare
     from rmqtool.recovery.apply import STAGING_DIR, apply_file_changes, default_backup_dir
     from rmqtool.recovery.undo import roll_back_unfinished
+    from rmqtool.recovery.outcome import Settings
     from rmqtool.recovery.plan import plan_recovery
     from rmqtool.report.sink import render_document
     from rmqtool.store.config import known_topics
@@ -76,19 +78,19 @@ def redispatch(
     root = require_store(store)
     given = given_sizes(cq_size=cq_size, batch_cq_size=batch_cq_size, index_slots=index_slots,
                         index_entries=index_entries, broker_config=broker_config, assume_defaults=assume_defaults)
-    again_command = _command(root, topic, queue, from_offset, cq, index, skip_unknown_topics, given)
+    again_command = _command(root, topic, queue, from_offset, cq, index, skip_unknown_topics, given, semantics)
     if not cq and not index:
         cq = index = True
     again = roll_back_unfinished(root, "redispatch") if apply else None  # a run cut short: from the start
-    recovery = plan_recovery(root)
+    recovery = plan_recovery(root, settings=Settings(semantics=check_semantics(semantics)))
     log_dir = StorePaths(root).commitlog
     cut = [f for f in recovery.findings if f.path and pathlib.Path(f.path).parent == log_dir]
     if recovery.semantics_undecided:
-        raise UsageError(f"the store's end depends on the broker version ({recovery.semantics_undecided}); "
-                         f"run rmqtool recover with --semantics first", root)
+        raise UsageError(f"the store's end depends on the broker version: {recovery.semantics_undecided}", root)
     if recovery.refusal or cut:  # the log's end is not settled: dispatching would build on what recovery cuts
         why = recovery.refusal or f"{cut[0].id}: {cut[0].message}"
-        raise UsageError(f"the store needs recovery first ({why}); run rmqtool recover", root)
+        # the code append gives the same store (RecoveryNeeded, 3): not a usage error
+        raise RecoveryNeeded(f"the store needs recovery first ({why}); run rmqtool recover", root)
     known = None
     if skip_unknown_topics:
         known = known_topics(StorePaths(root).config)
@@ -138,19 +140,19 @@ def redispatch(
         raise typer.Exit(int(ExitCode.CORRUPT))
 
 
-def _command(root, topic, queue, from_offset, cq, index, skip_unknown_topics, given) -> str:
+def _command(root, topic, queue, from_offset, cq, index, skip_unknown_topics, given, semantics) -> str:
     """This command line again (what finishes it when it is cut short)."""
     from rmqtool.cli.sizes import size_words
 
     words = ["rmqtool", "redispatch", str(root)]
     for t in topic:
         words += ["-t", t]
-    for flag, value in (("-q", queue), ("--from-offset", from_offset)):
+    for flag, value in (("-q", queue), ("--from-offset", from_offset), ("--semantics", semantics)):
         if value is not None:
             words += [flag, str(value)]
     words += [flag for flag, on in (("--cq", cq), ("--index", index), ("--skip-unknown-topics", skip_unknown_topics))
               if on]
-    return shlex.join(words + ["--apply"])
+    return shlex.join(words + size_words(given) + ["--apply"])
 
 
 def _show(doc: dict, fmt: str, render_document, sizes) -> None:

@@ -1,4 +1,5 @@
-"""rmqtool verify STORE: every check, findings as rows; exit 0 clean, 3 errors found, 8 not checked."""
+"""rmqtool verify STORE: every check, findings as rows; exit 0 clean, 3 errors found, else the
+code of what stopped the check (8 a missing path or I/O error, 4 not a store)."""
 from __future__ import annotations
 
 import pathlib
@@ -9,7 +10,7 @@ import typer
 
 from rmqtool.cli.params import examples
 
-from rmqtool.cli.common import say_unfinished, OutputFormat
+from rmqtool.cli.common import OutputFormat, closed_pipe, fail, say_unfinished
 from rmqtool.errors import ExitCode, RmqError, UsageError
 from rmqtool.findings import REGISTRY
 from rmqtool.report.progress import Progress, progress_enabled
@@ -43,7 +44,8 @@ def verify(
     wide: bool = typer.Option(False, "--wide", help="Table: every column, not only those that fit the width."),
     columns: Optional[str] = typer.Option(None, "--columns", metavar="A,B,C", help="Table: exactly these columns."),
 ):
-    """Check every file of a store; one finding a row. Exit 0: no error; 3: errors found; 8: not checked."""
+    """Check every file of a store; one finding a row. Exit 0: no error; 3: errors found; 4: not a store;
+    8: not checked (missing path, I/O error)."""
     say_unfinished({"store": store})  # a store an interrupted repair left half changed: said first
     try:
         from rmqtool.verify.run import Verify, VerifyOptions, parse_overrides  # numpy: only when verifying
@@ -57,8 +59,7 @@ def verify(
     try:
         run = Verify(store, options)
     except RmqError as exc:  # not a store that can be checked: nothing on stdout
-        sys.stderr.write(f"rmqtool: error: {exc.one_line()}\n")
-        raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
+        raise fail(exc) from None
     if run.live is not None:
         warn(run.live.note())
     bar = None
@@ -70,11 +71,9 @@ def verify(
             sink.row(f.to_json())
     except RmqError as exc:  # the store could not be checked (whatever was found so far is printed)
         _close(bar, sink)
-        sys.stderr.write(f"rmqtool: error: {exc.one_line()}\n")
-        raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
+        raise fail(exc) from None
     except BrokenPipeError:
-        sys.stderr.close()
-        raise typer.Exit(int(ExitCode.OK)) from None
+        raise closed_pipe() from None
     except OSError as exc:
         _close(bar, sink)
         sys.stderr.write(f"rmqtool: error: {exc.filename or ''}: {exc.strerror or exc}\n")

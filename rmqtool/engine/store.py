@@ -338,10 +338,11 @@ class Store:
                              consume_queue_file_size=self.config.mapped_file_size_consume_queue,
                              settings=self._recovery_settings, keep_index=self._keep_index,
                              missing_file_ok=self._missing_file_ok)
+        if plan.semantics_undecided:  # which broker's recovery to follow is the operator's to say (even
+            # whether it loads the store at all)
+            raise UsageError(f"give the broker version's rules (--semantics): {plan.semantics_undecided}", self.root)
         if plan.refusal:
             raise CorruptData(plan.refusal, self.root)
-        if plan.semantics_undecided:  # which broker's recovery to follow is the operator's to say
-            raise UsageError(f"give the broker version's rules (--semantics): {plan.semantics_undecided}", self.root)
         if not plan.is_empty and not recover:
             first = plan.findings[0]
             more = f" (and {len(plan.findings) - 1} more)" if len(plan.findings) > 1 else ""

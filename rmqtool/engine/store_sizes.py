@@ -177,11 +177,13 @@ def _queue_files_show(root: pathlib.Path) -> Size | None:
 
 
 def _first_queue_files(root: pathlib.Path):
-    """(size, path) of each queue's first file under ``root``."""
+    """(size, path) of each queue's first file under ``root`` that has a size: an empty file
+    shows none (4.9.8's load refuses it, 5.3.3's deletes it when it sorts last)."""
     for _topic, _queue_id, directory in queue_directories(root):
-        first = next((e for e in list_dir(directory) if e.is_file() and paths.is_segment_name(e.name)), None)
-        if first is not None:
-            yield first.stat().st_size, first.path
+        for e in list_dir(directory):
+            if e.is_file() and paths.is_segment_name(e.name) and e.stat().st_size:
+                yield e.stat().st_size, e.path
+                break
 
 
 def consume_queue_file_sizes(root: pathlib.Path) -> set[int]:

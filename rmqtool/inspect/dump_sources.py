@@ -15,7 +15,7 @@ from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.config import parse_config_bytes, read_config_bytes, read_config_dir
 from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue, open_consume_queues, queue_id_of
 from rmqtool.store.indexfile import IndexFile, list_index_files
-from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONSUMEQUEUE_DIR, INDEX_DIR, StorePaths
+from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR, StorePaths
 
 
 def _queue_id(queue_dir: pathlib.Path) -> int:
@@ -29,6 +29,7 @@ def _queue_id(queue_dir: pathlib.Path) -> int:
 
 def _queues_for(path: pathlib.Path, topic: str | None, queue_id: int | None):
     """(queues, only this file or None, findings) for a store, a CQ root, topic or queue dir, or one file."""
+    path = detect.require_path(path)  # a missing path is exit 8 in every command, not "not a store"
     if path.is_file():
         kind = detect.kind_of_file(path)
         if kind not in (detect.CONSUMEQUEUE, detect.BATCH_CONSUMEQUEUE):
@@ -101,6 +102,7 @@ def consume_queue_rows(path: pathlib.Path, topic: str | None = None, queue_id: i
 
 def index_rows(path: pathlib.Path, entries: bool = True, slots: bool = False,
                findings: list | None = None) -> Iterator[dict]:
+    path = detect.require_path(path)
     if path.is_file():
         kind = detect.kind_of_file(path)
         if kind != detect.INDEX:
@@ -141,8 +143,8 @@ def index_rows(path: pathlib.Path, entries: bool = True, slots: bool = False,
 
 
 def checkpoint_row(path: pathlib.Path, findings: list | None = None) -> dict:
-    if path.is_dir():
-        path = StorePaths(path).checkpoint
+    if detect.require_path(path).is_dir():
+        path = StorePaths(detect.require_store(path)).checkpoint
     elif detect.kind_of_file(path) != detect.CHECKPOINT:
         raise _wrong_kind(path, detect.kind_of_file(path), "a checkpoint file")
     cp = read_checkpoint(path)
@@ -164,6 +166,9 @@ def _stringify_keys(obj):
 
 
 def config_rows(path: pathlib.Path, findings: list | None = None) -> Iterator[dict]:
+    detect.require_path(path)
+    if path.is_dir() and path.name != CONFIG_DIR and not (path / CONFIG_DIR).is_dir():
+        detect.require_store(path)  # a store without config/ dumps nothing; an empty dir is not a store
     if path.is_file():
         if detect.kind_of_file(path) != detect.CONFIG:
             raise _wrong_kind(path, detect.kind_of_file(path), "a config file")

@@ -34,7 +34,7 @@ import json
 import os
 import pathlib
 
-from rmqtool.errors import CorruptData, FormatError, StoreAccessError, StoreNotFound
+from rmqtool.errors import CorruptData, FormatError, NotAStore, StoreAccessError, StoreNotFound
 
 MANIFEST_NAME = "manifest.json"
 COPIES_DIR = "copies"
@@ -209,8 +209,12 @@ def read_manifest(backup_dir: pathlib.Path) -> Manifest:
     path = backup_dir / MANIFEST_NAME
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise StoreNotFound("no recovery manifest here", path) from None
+    except (FileNotFoundError, NotADirectoryError):
+        # a missing path is exit 8; one that is there but not a backup (a file, an empty or
+        # other directory) is exit 4, as in every command
+        if not backup_dir.exists():
+            raise StoreNotFound("no such file or directory", backup_dir) from None
+        raise NotAStore("not a recovery backup (no manifest.json)", backup_dir) from None
     except OSError as exc:
         raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
     except ValueError as exc:

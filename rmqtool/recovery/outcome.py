@@ -43,7 +43,7 @@ from rmqtool.store.arrays import read_records
 from rmqtool.store.config import configured_batch_topics
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, queue_directories
 from rmqtool.store.message import Message
-from rmqtool.store.paths import StorePaths, is_segment_name
+from rmqtool.store.paths import LONG_MAX, StorePaths, is_segment_name
 from rmqtool.store.segments import Segment, discover
 from rmqtool.errors import CorruptData, FormatError, RmqError, StoreNotFound
 
@@ -318,8 +318,8 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
     for q in queues:
         q.correct_min_offset(min_phy, semantics)
 
-    # start(): what is dispatched after recovery
-    if semantics == V4:
+    # start(): what is dispatched after recovery (a store whose load fails never gets there)
+    if semantics == V4 and out.loadable:
         reput = max(max((q.max_physic_offset for q in queues), default=-1), min_phy, 0)
         out.reput_from = reput
         if reput < end:
@@ -429,12 +429,18 @@ def load_refusal(directory: pathlib.Path, size: int, semantics: str) -> tuple[st
         if semantics == V5 and st.st_size == 0 and i == len(names) - 1:
             dropped.append(path)  # 'size is 0, auto delete'
             continue
+        if st.st_size == 0 and not stat.S_ISDIR(st.st_mode):
+            return (f"{path}: an empty file (0 bytes is never the mapped file size): MappedFileQueue.load refuses "
+                    f"it and the broker does not start"), dropped
         if size and st.st_size != size:
             return (f"{path}: {st.st_size} bytes, not the mapped file size {size}: MappedFileQueue.load refuses it "
                     f"and the broker does not start"), dropped
-        if not is_segment_name(name):
+        if not is_segment_name(name):  # Long.parseLong fails: also 20 digits past a Java long
             return (f"{path}: its name is not an offset: MappedFileQueue.load fails on it and the broker does not "
                     f"start"), dropped
+        if int(name) + st.st_size > LONG_MAX:
+            return (f"{path}: its offsets pass the largest a Java long holds ({LONG_MAX}): the broker's offsets "
+                    f"in it overflow (move the file out of the store)"), dropped
     return None, dropped
 
 
@@ -477,7 +483,9 @@ def _redispatch(segments, start: int, end: int, file_size: int, options: WalkOpt
     """ReputMessageService from ``start`` to ``end`` (checkCRC off: reput reads without it).
     Returns the offset of a missing next file where reput would wait forever, else None."""
     reput = WalkOptions(options.semantics, check_crc=False)
-    index = next(i for i, s in enumerate(segments) if s.base_offset <= start < s.base_offset + s.size)
+    index = next((i for i, s in enumerate(segments) if s.base_offset <= start < s.base_offset + s.size), None)
+    if index is None:  # a file shorter than the rest ends before it: reput waits there for good
+        return start
     seg = segments[index]
     from rmqtool.recovery.commitlog_walk import MappedSegment, check_at
     pos = start - seg.base_offset

@@ -403,9 +403,9 @@ def _plan_queue(topic: str, queue_id: int, directory: pathlib.Path, layout, file
                 commit_log_end: int, actions: list[Action], findings: list[Finding], cuts: list[QueueCut]) -> int:
     """One queue's part of :func:`_plan_consume_queues`; returns its max physic offset."""
     queue = discover(directory, required=False, mapped_file_size=file_size)
-    if not queue.segments:
-        return -1
     mapped = file_size or queue.mapped_file_size
+    if not queue.segments or mapped is None:  # no file, or only empty ones (5.3.3's load deletes the last)
+        return -1
     qe = find_queue_end(queue.segments, mapped, commit_log_end, layout=layout)
     if qe.units_cut:
         if layout is BATCH_CQ_LAYOUT:

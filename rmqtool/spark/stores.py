@@ -68,11 +68,12 @@ def store_specs(stores: list[str], stores_from: str | os.PathLike | None = None)
 
 
 def require_stores(specs: list[StoreSpec]) -> None:
-    """Every store there (before a Spark session is started for them)."""
-    from rmqtool.errors import StoreNotFound
+    """Every store there (before a Spark session is started for them): a missing path exit 8, a
+    file or a directory holding no store exit 4, as in every command."""
     from rmqtool.spark import remote
+    from rmqtool.store.detect import require_store
     for spec in specs:
         if remote.is_uri(spec.path):
             remote.require_store(spec.path)
-        elif not pathlib.Path(spec.path).is_dir():
-            raise StoreNotFound("no such store directory", spec.path)
+        else:
+            require_store(spec.path)

@@ -24,8 +24,13 @@ def segment_name(offset: int) -> str:
     return f"{offset:0{SEGMENT_NAME_DIGITS}d}"
 
 
+# The broker parses a segment's name with Long.parseLong (MappedFile.init): 20 digits can
+# say more than a Java long holds, and such a name makes its load fail.
+LONG_MAX = (1 << 63) - 1
+
+
 def is_segment_name(name: str) -> bool:
-    return len(name) == SEGMENT_NAME_DIGITS and name.isdigit()
+    return len(name) == SEGMENT_NAME_DIGITS and name.isdigit() and int(name) <= LONG_MAX
 
 
 def names_a_directory(topic: str) -> bool:

@@ -14,7 +14,7 @@ import pathlib
 from rmqtool.errors import NotAStore, StoreAccessError, StoreNotFound
 from rmqtool.findings import (SEGMENT_EMPTY, SEGMENT_GAP, SEGMENT_NAME_INVALID, SEGMENT_OVERLAP,
                               SEGMENT_SIZE_ODD, SEGMENT_UNREADABLE, Finding)
-from rmqtool.store.paths import is_segment_name
+from rmqtool.store.paths import LONG_MAX, is_segment_name
 
 
 @dataclasses.dataclass(slots=True, frozen=True)
@@ -60,7 +60,8 @@ def infer_mapped_file_size(segments: list[Segment]) -> int | None:
 
     Two witnesses: the distance between consecutive names, and the file sizes. A missing
     file fools the first, a truncated one the second; a size shared by two or more files
-    wins, else the most common distance, else the largest file.
+    wins, else the largest file when every distance is a whole number of it (files missing
+    between), else the most common distance, else the largest file.
     """
     if not segments:
         return None
@@ -71,6 +72,9 @@ def infer_mapped_file_size(segments: list[Segment]) -> int | None:
             return size
     steps = collections.Counter(
         b.base_offset - a.base_offset for a, b in zip(segments, segments[1:]) if b.base_offset > a.base_offset)
+    largest = max(sizes, default=0)
+    if largest and steps and all(step % largest == 0 for step in steps):
+        return largest
     if steps:
         return steps.most_common(1)[0][0]
     return max(s.size for s in segments) or None
@@ -101,12 +105,18 @@ def discover(directory: str | os.PathLike, *, required: bool = True,
     for entry in list_dir(directory):
         if not is_segment_name(entry.name) or not entry.is_file(follow_symlinks=True):
             findings.append(Finding(SEGMENT_NAME_INVALID, entry.path, None,
-                                    "not a segment file (name is not 20 digits); ignored"))
+                                    "not a segment file (its name is not 20 digits of an offset a Java long "
+                                    "holds); ignored"))
             continue
         try:
             size = entry.stat().st_size
         except OSError as exc:
             findings.append(Finding(SEGMENT_UNREADABLE, entry.path, None, f"cannot stat ({exc.strerror})"))
+            continue
+        if int(entry.name) + size > LONG_MAX:  # no offset in it is a Java long: nothing can address it
+            findings.append(Finding(SEGMENT_NAME_INVALID, entry.path, None,
+                                    f"its {size} bytes from offset {entry.name} pass the largest offset a Java "
+                                    f"long holds ({LONG_MAX}); ignored"))
             continue
         segments.append(Segment(pathlib.Path(entry.path), int(entry.name), size))
     segments.sort(key=lambda s: s.base_offset)

@@ -18,7 +18,6 @@ from rmqtool.formats.config import consumer_offsets, delay_offsets
 from rmqtool.store import detect
 from rmqtool.store.checkpoint import read_checkpoint, read_markers
 from rmqtool.store.commitlog import Blank, findings_of, scan_segment
-from rmqtool.recovery.outcome import Settings, simulate
 from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end, written_end
 from rmqtool.store.config import read_config_dir
 from rmqtool.store.consumequeue import open_consume_queues
@@ -100,6 +99,8 @@ def _ends(root: pathlib.Path, cl: CommitLog, end, live: LiveStore | None) -> tup
             or end.damaged_at is not None or full_last):
         return written, None
     try:
+        from rmqtool.recovery.outcome import Settings, simulate  # numpy: not at the CLI's start
+
         outcome = simulate(root, Settings(), list_lost=False)
     except Exception:  # noqa: BLE001 - info shows the rest; the end stays unknown (null), never a traceback
         return written, None

@@ -1,6 +1,9 @@
 """Shared test helpers."""
 from __future__ import annotations
 
+import pathlib
+import shutil
+
 import construct as cs
 
 from conftest import CLEAN_SCENARIOS, QUICK_EXAMPLES, V4, V5
@@ -102,3 +105,11 @@ def examples(quick: int) -> int:
     deep one (conftest's profiles)."""
     from hypothesis import settings
     return max(1, quick * settings.default.max_examples // QUICK_EXAMPLES)
+
+
+def writable_copy(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
+    """A copy of a fixture store a test may change (fixture files may be read-only on disk)."""
+    shutil.copytree(src, dst)
+    for p in [dst, *dst.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o200)
+    return dst

@@ -11,7 +11,6 @@ import itertools
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import FIXTURES, V4, V5, load_truth
+from helpers import writable_copy
 from rmqtool.cli.app import app
 from rmqtool.recovery.outcome import Settings, simulate
 from rmqtool.recovery.plan import plan_recovery
@@ -34,13 +34,6 @@ MADE_CASES = [(d.name, label) for d in sorted(p for p in MADE.iterdir() if p.is_
 
 def _id(x):
     return x.name if isinstance(x, pathlib.Path) else str(x)
-
-
-def _copy(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
-    shutil.copytree(src, dst)
-    for p in [dst, *dst.rglob("*")]:
-        p.chmod(p.stat().st_mode | 0o200)
-    return dst
 
 
 def _state(root: pathlib.Path) -> dict:
@@ -155,7 +148,7 @@ def test_the_table_plan_is_numbered_and_fits_80_columns():
                                           (V5 / "crash5", "b-garbled-last-message"),
                                           (MADE, "roll-kill-last-missing")], ids=_id)
 def test_apply_to_a_copy_leaves_the_input_and_repairs_once(base, variant, tmp_path):
-    src = _copy(base / variant / "input" / "store", tmp_path / "in")
+    src = writable_copy(base / variant / "input" / "store", tmp_path / "in")
     before = _state(src)
     out = tmp_path / "out"
     planned = json.loads(_run("recover", src, "-f", "json").stdout)
@@ -176,7 +169,7 @@ def test_apply_to_a_copy_leaves_the_input_and_repairs_once(base, variant, tmp_pa
 
 
 def test_apply_in_place_then_undo_gives_every_byte_back(tmp_path):
-    src = _copy(V4 / "crash" / "e1-corrupt-body-in-last-commitlog-file" / "input" / "store", tmp_path / "s")
+    src = writable_copy(V4 / "crash" / "e1-corrupt-body-in-last-commitlog-file" / "input" / "store", tmp_path / "s")
     before = _state(src)
     backup = tmp_path / "backup"
     r = _run("recover", src, "--apply", "--backup-dir", backup, "-f", "json")
@@ -193,7 +186,7 @@ def test_apply_in_place_then_undo_gives_every_byte_back(tmp_path):
 
 
 def test_a_store_the_broker_would_not_load_is_not_written(tmp_path):
-    src = _copy(V4 / "crash" / "b1-truncate-last-commitlog-mid-message" / "input" / "store", tmp_path / "s")
+    src = writable_copy(V4 / "crash" / "b1-truncate-last-commitlog-mid-message" / "input" / "store", tmp_path / "s")
     before = _state(src)
     r = _run("recover", src, "--apply")
     assert r.exit_code == 3
@@ -202,7 +195,7 @@ def test_a_store_the_broker_would_not_load_is_not_written(tmp_path):
 
 
 def test_a_missing_middle_file_is_planned_but_not_applied(tmp_path):
-    src = _copy(MADE / "missing-middle-abnormal" / "input" / "store", tmp_path / "s")
+    src = writable_copy(MADE / "missing-middle-abnormal" / "input" / "store", tmp_path / "s")
     before = _state(src)
     doc = json.loads(_run("recover", src, "-f", "json").stdout)
     assert doc["loadable"] and doc["apply_refused"]
@@ -212,7 +205,7 @@ def test_a_missing_middle_file_is_planned_but_not_applied(tmp_path):
 
 
 def test_a_store_a_running_process_holds_is_refused(tmp_path):
-    src = _copy(V4 / "crash" / "b2-garbage-tail-of-last-message" / "input" / "store", tmp_path / "s")
+    src = writable_copy(V4 / "crash" / "b2-garbage-tail-of-last-message" / "input" / "store", tmp_path / "s")
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys, time; from rmqtool.engine.lock import StoreLock; l = StoreLock(sys.argv[1]); l.acquire(); "
         "print('held', flush=True); time.sleep(60)"), str(src / "lock")], stdout=subprocess.PIPE, text=True)

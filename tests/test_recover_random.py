@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from conftest import V4, V5
-from helpers import damage, examples
+from helpers import damage, examples, writable_copy
 from rmqtool.errors import RmqError
 from rmqtool.recovery import apply_plan, plan_recovery, undo
 from rmqtool.recovery.salvage import salvage
@@ -24,16 +24,9 @@ def _digest(root: pathlib.Path) -> dict:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def _writable_copy(source: pathlib.Path, root: pathlib.Path) -> pathlib.Path:
-    shutil.copytree(source, root)
-    for p in [root, *root.rglob("*")]:
-        p.chmod(p.stat().st_mode | 0o200)
-    return root
-
-
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
-    return _writable_copy(SOURCE, tmp_path_factory.mktemp("recover-random") / "store")
+    return writable_copy(SOURCE, tmp_path_factory.mktemp("recover-random") / "store")
 
 
 def _damaged_copy(pristine: pathlib.Path, tmp_path_factory, data, keep: tuple) -> pathlib.Path:
@@ -93,7 +86,7 @@ BATCH_SOURCE = V5 / "batchcq" / "store"
 @pytest.fixture(scope="module")
 def pristine_batch(tmp_path_factory):
     """The 5.3.3 batchcq store, marked as not cleanly shut down (recovery dispatches again)."""
-    root = _writable_copy(BATCH_SOURCE, tmp_path_factory.mktemp("recover-random-batch") / "store")
+    root = writable_copy(BATCH_SOURCE, tmp_path_factory.mktemp("recover-random-batch") / "store")
     (root / "lock").unlink()
     (root / "abort").write_bytes(b"")
     return root

@@ -8,13 +8,12 @@ from __future__ import annotations
 import hashlib
 import json
 import pathlib
-import shutil
 
 import pytest
 from typer.testing import CliRunner
 
 from conftest import V4, V5, load_truth
-from helpers import read_at
+from helpers import read_at, writable_copy
 from rmqtool.cli.app import app
 from rmqtool.engine import encoder as enc
 from rmqtool.engine.store import Store
@@ -41,13 +40,6 @@ CRASH = [(V4 / "crash", v) for v in ("a-as-is", "b2-garbage-tail-of-last-message
 DAMAGED = [c for c in CRASH if c[1].startswith(("b", "e", "d-abort"))]
 
 
-def _copy(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
-    shutil.copytree(src, dst)
-    for p in [dst, *dst.rglob("*")]:
-        p.chmod(p.stat().st_mode | 0o200)  # fixture files may be read-only on disk
-    return dst
-
-
 def _hashes(root: pathlib.Path) -> dict:
     """Every file's sha256 and permission bits."""
     return {str(p.relative_to(root)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mode)
@@ -72,7 +64,7 @@ def _max_offset(root: pathlib.Path) -> int:
 @pytest.mark.parametrize("base,variant", CRASH, ids=lambda x: x if isinstance(x, str) else x.name)
 def test_plan_and_apply_end_the_commit_log_where_the_broker_did(base, variant, tmp_path):
     truth = load_truth(base / variant / "truth.json")
-    root = _copy(base / variant / "input" / "store", tmp_path / "store")
+    root = writable_copy(base / variant / "input" / "store", tmp_path / "store")
     before = _hashes(root)
     plan = plan_recovery(root)
     assert _hashes(root) == before  # planning writes nothing
@@ -89,7 +81,7 @@ def test_plan_and_apply_end_the_commit_log_where_the_broker_did(base, variant, t
 
 @pytest.mark.parametrize("base,variant", DAMAGED, ids=lambda x: x if isinstance(x, str) else x.name)
 def test_apply_then_undo_gives_every_byte_back(base, variant, tmp_path):
-    root = _copy(base / variant / "input" / "store", tmp_path / "store")
+    root = writable_copy(base / variant / "input" / "store", tmp_path / "store")
     before = _hashes(root)
     plan = plan_recovery(root)
     assert plan.actions
@@ -106,7 +98,7 @@ def test_apply_then_undo_gives_every_byte_back(base, variant, tmp_path):
 def test_undo_puts_deleted_files_back_and_checks_its_copies(tmp_path):
     """e1: the damaged record's consume queue units go, whole files with them; undo brings
     the files back, and refuses a backup whose copy no longer matches its sha256."""
-    root = _copy(V4 / "crash" / "e1-corrupt-body-in-last-commitlog-file" / "input" / "store", tmp_path / "store")
+    root = writable_copy(V4 / "crash" / "e1-corrupt-body-in-last-commitlog-file" / "input" / "store", tmp_path / "store")
     before = _hashes(root)
     plan = plan_recovery(root)
     assert plan.files_deleted and plan.queue_cuts
@@ -126,7 +118,7 @@ def test_undo_puts_deleted_files_back_and_checks_its_copies(tmp_path):
 def test_the_manifest_is_written_before_the_store_changes(tmp_path, monkeypatch):
     """An apply cut short after the manifest can be undone to the last byte."""
     import rmqtool.recovery.apply as apply_module
-    root = _copy(V4 / "crash" / "b2-garbage-tail-of-last-message" / "input" / "store", tmp_path / "store")
+    root = writable_copy(V4 / "crash" / "b2-garbage-tail-of-last-message" / "input" / "store", tmp_path / "store")
     before = _hashes(root)
     plan = plan_recovery(root)
     calls = []
@@ -152,7 +144,7 @@ def test_recover_twice_the_second_finds_nothing(base, variant, tmp_path):
     and a plain writable open works."""
     truth = load_truth(base / variant / "truth.json")
     config = truth["messageStoreConfig"]["effectiveGetterValues"]
-    root = _copy(base / variant / "input" / "store", tmp_path / "store")
+    root = writable_copy(base / variant / "input" / "store", tmp_path / "store")
     # the broker's index geometry: d-remove-index-dir has no index file left to show it
     with Store.open(root, writable=True, recover=True, backup_dir=tmp_path / "backup",
                     index_slots=config["maxHashSlotNum"], index_entries=config["maxIndexNum"]) as store:
@@ -167,7 +159,7 @@ def test_recover_twice_the_second_finds_nothing(base, variant, tmp_path):
 @pytest.mark.parametrize("base,variant", [CRASH[0], CRASH[2], CRASH[-1]], ids=lambda x: x if isinstance(x, str)
                          else x.name)
 def test_a_refused_open_changes_nothing(base, variant, tmp_path):
-    root = _copy(base / variant / "input" / "store", tmp_path / "store")
+    root = writable_copy(base / variant / "input" / "store", tmp_path / "store")
     before = _state(root)
     with pytest.raises(RecoveryNeeded) as err:
         Store.open(root, writable=True)
@@ -271,7 +263,7 @@ def test_abnormal_redispatch_starts_where_the_broker_rescans(tmp_path):
 def test_the_undo_command_puts_back_what_append_recover_changed(tmp_path):
     """The backup a `--recover` append names is undone by the command it names."""
     base, variant = DAMAGED[0]
-    root = _copy(base / variant / "input" / "store", tmp_path / "store")
+    root = writable_copy(base / variant / "input" / "store", tmp_path / "store")
     before = _hashes(root)
     plan = plan_recovery(root)
     backup = tmp_path / "backup"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import shutil
 import subprocess
 import sys
 
@@ -18,6 +17,7 @@ import pytest
 import typer
 
 from conftest import V4, load_truth
+from helpers import writable_copy
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
 
@@ -145,13 +145,6 @@ def mistake(kind: str, tmp_path: pathlib.Path) -> pathlib.Path:
     return path
 
 
-def copy_store(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
-    shutil.copytree(src, dst)
-    for p in [dst, *dst.rglob("*")]:  # fixture files may be read-only on disk
-        p.chmod(p.stat().st_mode | 0o200)
-    return dst
-
-
 PATH_COMMANDS = sorted(n for n, c in COMMANDS.items() if takes_path(c))
 
 
@@ -180,7 +173,7 @@ def test_the_same_mistake_gives_the_same_code_in_every_command(kind, code, tmp_p
 
 def test_a_damaged_store_gives_the_documented_code(tmp_path):
     names = sorted(set(PATH_COMMANDS) - SPARK_STARTS)
-    jobs = [{"args": argv(n, copy_store(DAMAGED / "input" / "store", tmp_path / f"store-{i}"), tmp_path),
+    jobs = [{"args": argv(n, writable_copy(DAMAGED / "input" / "store", tmp_path / f"store-{i}"), tmp_path),
              "stdout": "capture"} for i, n in enumerate(names)]
     results = run_all(jobs, tmp_path)
     wrong = {n: (r["code"], r["stderr"][-500:]) for n, r in zip(names, results)
@@ -190,7 +183,7 @@ def test_a_damaged_store_gives_the_documented_code(tmp_path):
 
 def closed_pipe_argv(name: str, tmp_path: pathlib.Path) -> list[str]:
     """Arguments with which ``name`` prints something, on a copy of the damaged store of its own."""
-    store = copy_store(DAMAGED / "input" / "store", tmp_path / "store")
+    store = writable_copy(DAMAGED / "input" / "store", tmp_path / "store")
     if name == "undo":  # a backup, as recover --apply writes it
         done = run(["recover", str(store), "--apply"])
         assert done.returncode in (ExitCode.OK, ExitCode.CORRUPT), done.stderr
@@ -257,7 +250,7 @@ def run_commands(store: pathlib.Path, names, tmp_path: pathlib.Path, fmt: str = 
 
 
 def only_file_empty(src: pathlib.Path, tmp_path: pathlib.Path, topic: str, queue_id: int) -> tuple:
-    store = copy_store(src, tmp_path / "store")
+    store = writable_copy(src, tmp_path / "store")
     directory = store / "consumequeue" / topic / str(queue_id)
     for f in directory.iterdir():
         f.unlink()
@@ -312,7 +305,7 @@ def test_a_segment_named_past_a_java_long(name, tmp_path):
     """MappedFile.init parses the name with Long.parseLong: 2^63 and above fail, the load fails
     and the broker does not start. recover says so naming the file; the readers skip the file
     with a segmentNameInvalid finding naming it (no OverflowError)."""
-    store = copy_store(V4 / "basic" / "store", tmp_path / "store")
+    store = writable_copy(V4 / "basic" / "store", tmp_path / "store")
     size = load_truth(V4 / "basic" / "truth.json")["messageStoreConfig"]["effectiveGetterValues"][
         "mappedFileSizeCommitLog"]
     odd = store / "commitlog" / name
@@ -336,7 +329,7 @@ def test_a_deleted_segment_and_a_short_garbage_one_far_past_the_end(src, tmp_pat
     names it (not the intact first file), and no command stops on a StopIteration. (batchcq
     has one segment: with it gone no file shows the mapped file size, so only the codes are
     checked there.)"""
-    store = copy_store(src / "store", tmp_path / "store")
+    store = writable_copy(src / "store", tmp_path / "store")
     size = load_truth(src / "truth.json")["messageStoreConfig"]["effectiveGetterValues"]["mappedFileSizeCommitLog"]
     segments = sorted((store / "commitlog").iterdir())
     segments[-1].unlink()

@@ -11,12 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import pathlib
-import shutil
 
 import pytest
 from typer.testing import CliRunner
 
 from conftest import FIXTURES, V4, V5, load_truth
+from helpers import writable_copy
 from rmqtool.cli.app import app
 from rmqtool.store.indexfile import IndexFile, index_file_paths
 
@@ -25,13 +25,6 @@ MADE = FIXTURES / "crash-made"
 
 def run(*args):
     return CliRunner().invoke(app, [str(a) for a in args])
-
-
-def copy(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
-    shutil.copytree(src, dst)
-    for p in [dst, *dst.rglob("*")]:
-        p.chmod(p.stat().st_mode | 0o200)
-    return dst
 
 
 def tree(root: pathlib.Path) -> dict:
@@ -72,7 +65,7 @@ def test_forced_abnormal_start_of_a_store_the_broker_recovered_plans_nothing(var
 @pytest.mark.parametrize("variant", [V4 / "crash" / "a-as-is", V5 / "crash5" / "a-as-is"],
                          ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_from_checkpoint_apply_twice_changes_no_byte(variant, tmp_path):
-    store = copy(variant / "input" / "store", tmp_path / "store")
+    store = writable_copy(variant / "input" / "store", tmp_path / "store")
     first = run("recover", store, "--from-checkpoint", "--apply", "--backup-dir", tmp_path / "b1")
     assert first.exit_code == 0, first.stdout
     assert index_counts(store) == truth_index_counts(variant)  # what the broker holds after its recovery
@@ -87,7 +80,7 @@ def test_from_checkpoint_apply_twice_changes_no_byte(variant, tmp_path):
 
 def test_from_checkpoint_apply_with_nothing_to_change_writes_nothing(tmp_path):
     # not even a lock file the store did not have, an abort marker, or a checkpoint rewrite
-    store = copy(V4 / "crash" / "a-as-is" / "expected" / "store", tmp_path / "store")
+    store = writable_copy(V4 / "crash" / "a-as-is" / "expected" / "store", tmp_path / "store")
     (store / "lock").unlink()
     before = tree(store)
     r = run("recover", store, "--from-checkpoint", "--apply", "--backup-dir", tmp_path / "b")
@@ -143,7 +136,7 @@ def engine_truth(shape: str, engine: str) -> dict:
     ("missing-middle-no-queues", ("--semantics", "5.3"), "5.3.3"),
 ])
 def test_missing_middle_file_recovered_into_a_new_directory_as_the_broker_loads_it(shape, args, engine, tmp_path):
-    store = copy(MADE / shape / "input" / "store", tmp_path / "store")
+    store = writable_copy(MADE / shape / "input" / "store", tmp_path / "store")
     before = tree(store)
     new = tmp_path / "new"
     # the sizes the engines ran with (commit log, consume queue, hash slots, index entries):
@@ -178,7 +171,7 @@ def test_missing_middle_file_recovered_into_a_new_directory_as_the_broker_loads_
 
 
 def test_missing_middle_file_in_place_only_with_force(tmp_path):
-    store = copy(MADE / "missing-middle-abnormal" / "input" / "store", tmp_path / "store")
+    store = writable_copy(MADE / "missing-middle-abnormal" / "input" / "store", tmp_path / "store")
     before = tree(store)
     refused = run("recover", store, "--apply", "--backup-dir", tmp_path / "b0")
     assert refused.exit_code == 3

@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import REPO, V4, V5, load_truth
+from helpers import writable_copy
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode, StoreChangedSince
 from rmqtool.recovery.manifest import read_manifest
@@ -28,13 +29,6 @@ runner = CliRunner()
 
 def _run(*args):
     return runner.invoke(app, [str(a) for a in args])
-
-
-def _copy(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
-    shutil.copytree(src, dst)
-    for p in [dst, *dst.rglob("*")]:
-        p.chmod(p.stat().st_mode | 0o200)
-    return dst
 
 
 def tree(root: pathlib.Path) -> dict:
@@ -52,7 +46,7 @@ def _append(root, body: str):
 # --- item 3: undo refuses a store written after the repair ------------------------------------
 
 def test_undo_after_recover_and_three_appends_is_refused_and_changes_nothing(tmp_path):
-    root = _copy(E1, tmp_path / "store")
+    root = writable_copy(E1, tmp_path / "store")
     before = tree(root)
     backup = tmp_path / "backup"
     r = _run("recover", root, "--apply", "--backup-dir", backup)
@@ -73,7 +67,7 @@ def test_undo_after_recover_and_three_appends_is_refused_and_changes_nothing(tmp
 
 
 def test_undo_right_after_recover_gives_back_the_whole_tree(tmp_path):
-    root = _copy(E1, tmp_path / "store")
+    root = writable_copy(E1, tmp_path / "store")
     before = tree(root)
     backup = tmp_path / "backup"
     assert _run("recover", root, "--apply", "--backup-dir", backup).exit_code == 0
@@ -85,7 +79,7 @@ def test_undo_right_after_recover_gives_back_the_whole_tree(tmp_path):
 
 def test_undo_after_append_recover_is_refused(tmp_path):
     """append --recover: the recovery's state is recorded before the first message is appended."""
-    root = _copy(E1, tmp_path / "store")
+    root = writable_copy(E1, tmp_path / "store")
     r = _run("append", root, "--recover", "--topic", "CrashTopic", "--body", "x")
     assert r.exit_code == 0, r.output
     (backup,) = tmp_path.glob("store.recovery-*")
@@ -103,7 +97,7 @@ def test_undo_after_append_recover_is_refused(tmp_path):
 def test_undo_of_a_crash_without_abort_gives_back_the_whole_tree(variant, tmp_path):
     """The abort file removed: undo must not make one (the broker's next start would then
     recover abnormally and destroy index files). Every path and byte, not only the manifest's."""
-    root = _copy(CRASH / variant / "input" / "store", tmp_path / "store")
+    root = writable_copy(CRASH / variant / "input" / "store", tmp_path / "store")
     (root / "abort").unlink()
     before = tree(root)
     backup = tmp_path / "backup"
@@ -126,7 +120,7 @@ BASIC = V4 / "basic" / "store"
 def test_recover_apply_with_nothing_planned_changes_nothing(tmp_path):
     """A clean store with a segment made ahead (all zeros, as AllocateMappedFileService leaves
     one): nothing is planned, so nothing is written: not the segment, not the checkpoint."""
-    root = _copy(BASIC, tmp_path / "store")
+    root = writable_copy(BASIC, tmp_path / "store")
     segments = sorted((root / "commitlog").iterdir())
     size = segments[-1].stat().st_size
     ahead = root / "commitlog" / f"{int(segments[-1].name) + size:020d}"
@@ -143,7 +137,7 @@ def test_recover_apply_with_nothing_planned_changes_nothing(tmp_path):
 
 
 def test_undo_of_a_redispatch_keeps_a_directory_that_was_there_empty(tmp_path):
-    root = _copy(BASIC, tmp_path / "store")
+    root = writable_copy(BASIC, tmp_path / "store")
     queue = next(d for d in sorted((root / "consumequeue").glob("*/*")) if d.is_dir())
     for f in queue.iterdir():
         f.unlink()
@@ -161,7 +155,7 @@ def test_undo_of_a_redispatch_keeps_a_directory_that_was_there_empty(tmp_path):
 def test_redispatch_index_settles_in_one_run(tmp_path):
     """The earliest index file zeroed: the rebuilt one takes its name (the order of names is
     what IndexService.load goes by), so a second run finds every file as built."""
-    root = _copy(BASIC, tmp_path / "store")
+    root = writable_copy(BASIC, tmp_path / "store")
     first = sorted((root / "index").iterdir())[0]
     with open(first, "r+b") as f:
         f.write(bytes(first.stat().st_size))
@@ -205,7 +199,7 @@ def _kill_points() -> list:
 
 @pytest.mark.parametrize("after", _kill_points())
 def test_recover_apply_killed_then_run_again_or_undone(after, tmp_path):
-    root = _copy(E1, tmp_path / "store")
+    root = writable_copy(E1, tmp_path / "store")
     before = tree(root)
     backup = tmp_path / "backup"
     k = _killed("recover", root, "--apply", "--backup-dir", backup, after=after)
@@ -233,7 +227,7 @@ def test_recover_apply_killed_then_run_again_or_undone(after, tmp_path):
 
 @pytest.mark.parametrize("after", [1, 3])
 def test_redispatch_apply_killed_then_run_again_or_undone(after, tmp_path):
-    root = _copy(BASIC, tmp_path / "store")
+    root = writable_copy(BASIC, tmp_path / "store")
     for d in sorted((root / "consumequeue").glob("*/*"))[:2]:
         shutil.rmtree(d)
     before = tree(root)
@@ -254,7 +248,7 @@ def test_redispatch_apply_killed_then_run_again_or_undone(after, tmp_path):
 
 
 def test_undo_killed_then_run_again(tmp_path):
-    root = _copy(E1, tmp_path / "store")
+    root = writable_copy(E1, tmp_path / "store")
     before = tree(root)
     backup = tmp_path / "backup"
     assert _run("recover", root, "--apply", "--backup-dir", backup).exit_code == 0
@@ -268,7 +262,7 @@ def test_undo_killed_then_run_again(tmp_path):
 
 def test_append_recover_killed_is_finished_by_recover_or_undone(tmp_path):
     from rmqtool.recovery.plan import plan_recovery
-    root = _copy(E1, tmp_path / "store")
+    root = writable_copy(E1, tmp_path / "store")
     before = tree(root)
     k = _killed("append", root, "--recover", "--topic", "CrashTopic", "--body", "x",
                 after=len(plan_recovery(root).actions) + 2)
@@ -313,7 +307,7 @@ RANDOM_SOURCES = (CRASH / "a-as-is" / "input" / "store", V5 / "batchcq" / "store
 
 @pytest.fixture(scope="module")
 def pristines(tmp_path_factory):
-    return [_copy(src, tmp_path_factory.mktemp("pristine") / "store") for src in RANDOM_SOURCES]
+    return [writable_copy(src, tmp_path_factory.mktemp("pristine") / "store") for src in RANDOM_SOURCES]
 
 
 @settings(max_examples=examples(12), deadline=None,
@@ -374,7 +368,7 @@ def test_repair_appends_and_undo_refuse_or_give_back_the_whole_tree(pristines, t
 def test_a_stale_intent_record_does_not_let_undo_destroy_appends(tmp_path):
     """Killed between clearing the store's marker and the backup's record: the repair was
     finished (its state recorded), so undo still refuses a store written since."""
-    root = _copy(E1, tmp_path / "store")
+    root = writable_copy(E1, tmp_path / "store")
     backup = tmp_path / "backup"
     assert _run("recover", root, "--apply", "--backup-dir", backup).exit_code == 0
     (backup / "intent.json").write_text(json.dumps({"operation": "recover", "finish": "x", "undo": "y"}))
@@ -388,7 +382,7 @@ def test_a_stale_intent_record_does_not_let_undo_destroy_appends(tmp_path):
                                      ["recover"], ["redispatch"]])
 def test_every_command_says_a_repair_is_unfinished(command, tmp_path):
     from rmqtool.recovery.intent import begin
-    root = _copy(E1, tmp_path / "store")
+    root = writable_copy(E1, tmp_path / "store")
     (tmp_path / "b").mkdir()
     begin(tmp_path / "b", root, "recover", f"rmqtool recover {root} --apply", f"rmqtool undo {tmp_path / 'b'}")
     r = runner.invoke(app, [command[0], *command[1:2 if command[0] == "dump" else 0], str(root),

@@ -21,12 +21,13 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import V4, V5, load_truth
+from helpers import examples
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
 from rmqtool.formats.config import dumps_fastjson
 
 SEED = 20261122
-CASES_PER_STORE = 38  # x 4 stores: about 150 damaged copies
+CASES_PER_STORE = examples(12)  # x 4 stores: 48 damaged copies at the quick profile, 960 at the deep one
 # the smallest fixture stores, one of each shape: 4.9.8 and 5.3.3, batch queues, a crash input
 SOURCES = {
     "4.9.8/timekey": (V4 / "timekey" / "store", V4 / "timekey" / "truth.json"),

@@ -38,6 +38,7 @@ from rmqtool.recovery.queue_model import QueueModel
 from rmqtool.recovery.semantics import detect_semantics
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import ColumnMode, Corrupt, column_scan
+from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.commitlog_end import CommitLog, last_nonzero_from, last_written, segment_ranges, written_end
 from rmqtool.store.arrays import read_records
 from rmqtool.store.config import configured_batch_topics
@@ -605,8 +606,42 @@ def _not_reput(out: Outcome, reader: CommitLog, segments: list[Segment], queues:
     column scan, so a healthy store's plan reads next to nothing more."""
     stop = min(out.reput_from, out.recovered_end)
     spans = _merged([s for q in queues if not q.batch for s in _reput_spans(q, recovered_at, min_phy, stop)])
-    cols: dict[tuple, list] = {}  # (topic, queue id) -> [(commit log offsets, queue offsets)]
-    dispatched = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)  # what dispatch puts into a queue
+    cols = _dispatched_columns(segments, spans)
+    if spans != [(min_phy, stop)] and any(key not in out.queue_models for key in cols):
+        # a topic-queue with no queue after the start: every message of it before stop is lost
+        cols = _dispatched_columns(segments, [(min_phy, stop)])
+    found = []
+    skip = np.fromiter(known, np.int64)
+    with CommitLogReader(reader) as read:
+        for (topic, queue_id), parts in sorted(cols.items()):
+            found += _unserved(out, read, topic, queue_id, parts, min_phy, stop, skip)
+    return found
+
+
+def _unserved(out: Outcome, read: CommitLogReader, topic: str, queue_id: int, parts: list, min_phy: int,
+              stop: int, skip: np.ndarray) -> list[dict]:
+    """The lost messages of one topic-queue among its dispatched records ``parts``."""
+    offsets = np.concatenate([o for o, _ in parts])
+    qos = np.concatenate([q for _, q in parts])
+    inside = (offsets >= min_phy) & (offsets < stop) & ~np.isin(offsets, skip)
+    offsets, qos = offsets[inside], qos[inside]
+    served = out.served(topic, queue_id, offsets)
+    if served is None:  # a 5.x batch queue: left out
+        return []
+    found = []
+    for offset, qo in zip(offsets[~served].tolist(), qos[~served].tolist()):
+        m = _read(read, offset)
+        found.append({"commit_log_offset": offset, "topic": topic, "queue_id": queue_id, "queue_offset": qo,
+                      "keys": list(m.keys) if m else [], "store_timestamp": m.store_timestamp if m else None,
+                      "readable": True, "reason": UNIT_LOST})
+    return found
+
+
+def _dispatched_columns(segments: list[Segment], spans: list[tuple[int, int]]) -> dict[tuple, list]:
+    """(topic, queue id) -> [(commit log offsets, queue offsets)] of the records in ``spans``
+    that dispatch puts into a queue (no prepared or rolled back transaction), by the column scan."""
+    cols: dict[tuple, list] = {}
+    dispatched = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
     for lo, hi in spans:
         for rng in segment_ranges(segments, lo, hi):
             base = rng.segment.base_offset
@@ -621,21 +656,7 @@ def _not_reput(out: Outcome, reader: CommitLog, segments: list[Segment], queues:
                 elif isinstance(r, Message) and r.sys_flag & TRANSACTION_MASK in dispatched:
                     cols.setdefault((r.topic, r.queue_id), []).append(
                         (np.array([r.commit_log_offset], np.int64), np.array([r.queue_offset], np.int64)))
-    found = []
-    for (topic, queue_id), parts in sorted(cols.items()):
-        offsets = np.concatenate([o for o, _ in parts])
-        qos = np.concatenate([q for _, q in parts])
-        inside = (offsets >= min_phy) & (offsets < stop) & ~np.isin(offsets, np.fromiter(known, np.int64))
-        offsets, qos = offsets[inside], qos[inside]
-        served = out.served(topic, queue_id, offsets)
-        if served is None:  # a 5.x batch queue: left out
-            continue
-        for offset, qo in zip(offsets[~served].tolist(), qos[~served].tolist()):
-            m = _read(reader, offset)
-            found.append({"commit_log_offset": offset, "topic": topic, "queue_id": queue_id, "queue_offset": qo,
-                          "keys": list(m.keys) if m else [], "store_timestamp": m.store_timestamp if m else None,
-                          "readable": True, "reason": UNIT_LOST})
-    return found
+    return cols
 
 
 def _reput_spans(q: QueueModel, recovered_at: dict, min_phy: int, stop: int) -> list[tuple[int, int]]:
@@ -683,11 +704,12 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(lo, hi) for lo, hi in out]
 
 
-def _read(reader: CommitLog, offset: int) -> Message | None:
+def _read(read: CommitLogReader, offset: int) -> Message | None:
     """The message at ``offset`` (its keys and store time for the plan)."""
-    for r in reader.scan(from_offset=offset, to_offset=offset + 1, check_crc=False):
-        return r if isinstance(r, Message) and r.commit_log_offset == offset else None
-    return None
+    try:
+        return read.read(offset, check_crc=False)
+    except RmqError:
+        return None
 
 
 def _units_beyond(q: QueueModel, position: int) -> int | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import shutil
 
 import pytest
 from typer.testing import CliRunner
@@ -144,3 +145,27 @@ def test_a_healthy_store_reads_no_more_of_the_commit_log(monkeypatch):
                   CRASH / "a-as-is" / "expected" / "store"):
         assert simulate(store, Settings()).lost_messages == []
     assert calls == []
+
+
+def test_a_queue_directory_gone_on_a_clean_store_with_consumer_offsets(tmp_path):
+    """fixtures/config/consumers (the store the broker left after c4, clean shutdown, with the
+    consumers' committed offsets) with OtherTopic/0's directory deleted: the normal start
+    dispatches from the other queues' max physic offset, after every OtherTopic message, and
+    nothing makes that queue again. consumerOffset.json says a group read from it, so the plan
+    looks for its messages; those of CrashTopic/0 below 50 stay unserved as after c4."""
+    from helpers import writable_copy
+    base = V4.parent / "config" / "consumers"
+    store = writable_copy(base / "store", tmp_path / "store")
+    shutil.rmtree(store / "consumequeue" / "OtherTopic" / "0")
+    truth = load_truth(base / "truth.json")
+    queues = truth["truth"]["consumeQueues"]
+    reput = max(qs["entries"][-1][1] + qs["entries"][-1][2] for t, by in queues.items() for q, qs in by.items()
+                if qs["entries"] and t != "OtherTopic")
+    expected = sorted([(e[1], "OtherTopic", 0, e[0]) for e in queues["OtherTopic"]["0"]["entries"] if e[1] < reput]
+                      + [(m["physicalOffset"], "CrashTopic", 0, m["queueOffset"]) for m in
+                         truth["diffVsPreCrash"]["preCrashOffsetsNotReachableViaConsumeQueue"]["CrashTopic/0"]])
+    assert len(expected) == 152 + 50
+    p = plan(store)
+    assert listed(p) == expected
+    assert {m["reason"] for m in p["lost_messages"]} == {"unit lost"}
+    assert unreachable_in_verify(store) == {e[0] for e in expected}

@@ -42,6 +42,7 @@ from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.commitlog_end import CommitLog, last_nonzero_from, last_written, segment_ranges, written_end
 from rmqtool.store.arrays import read_records
 from rmqtool.store.config import configured_batch_topics
+from rmqtool.store.consumer_offsets import committed_queues
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, queue_directories
 from rmqtool.store.message import Message
 from rmqtool.store.record_columns import RecordColumns
@@ -357,7 +358,7 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
         lost = _lost(reader, paths, end, semantics)
         lost += _unreachable(reader, kept, queues, recovered_at, end, min_phy,
                              {m["commit_log_offset"] for m in lost})
-        out.lost_messages = sorted(lost + _not_reput(out, reader, kept, queues, recovered_at, min_phy,
+        out.lost_messages = sorted(lost + _not_reput(out, paths, reader, kept, queues, recovered_at, min_phy,
                                                      {m["commit_log_offset"] for m in lost}),
                                    key=lambda m: m["commit_log_offset"])
     return out
@@ -597,8 +598,8 @@ def _unreachable(reader: CommitLog, segments: list[Segment], queues: list, recov
     return [found[k] for k in sorted(found) if k not in cut]
 
 
-def _not_reput(out: Outcome, reader: CommitLog, segments: list[Segment], queues: list, recovered_at: dict,
-               min_phy: int, known: set) -> list[dict]:
+def _not_reput(out: Outcome, paths: StorePaths, reader: CommitLog, segments: list[Segment], queues: list,
+               recovered_at: dict, min_phy: int, known: set) -> list[dict]:
     """UNIT_LOST for a queue whose units vanished without trace: messages before where the
     start's dispatch begins (``reput_from``) that no unit of their queue serves after the
     start (``Outcome.served``, what verify asks too) are never dispatched again. Only the
@@ -606,6 +607,8 @@ def _not_reput(out: Outcome, reader: CommitLog, segments: list[Segment], queues:
     column scan, so a healthy store's plan reads next to nothing more."""
     stop = min(out.reput_from, out.recovered_end)
     spans = _merged([s for q in queues if not q.batch for s in _reput_spans(q, recovered_at, min_phy, stop)])
+    if any(key not in out.queue_models for key in committed_queues(paths.config)):
+        spans = [(min_phy, stop)]  # a queue consumers read from is gone (its directory deleted)
     cols = _dispatched_columns(segments, spans)
     if spans != [(min_phy, stop)] and any(key not in out.queue_models for key in cols):
         # a topic-queue with no queue after the start: every message of it before stop is lost

@@ -39,7 +39,7 @@ from rmqtool.recovery.semantics import detect_semantics
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import ColumnMode, Corrupt, column_scan
 from rmqtool.store.commitlog_reader import CommitLogReader
-from rmqtool.store.commitlog_end import CommitLog, last_nonzero_from, last_written, segment_ranges, written_end
+from rmqtool.store.commitlog_end import CommitLog, first_bytes, last_nonzero_from, last_written, segment_ranges, written_end
 from rmqtool.store.arrays import read_records
 from rmqtool.store.config import configured_batch_topics
 from rmqtool.store.consumer_offsets import committed_queues
@@ -685,6 +685,14 @@ def _reput_spans(q: QueueModel, recovered_at: dict, min_phy: int, stop: int) -> 
 
 def _first_served(q: QueueModel) -> tuple[int, int] | None:
     """(queue offset, commit log offset) of the queue's first served unit after the start."""
+    head = q.files[0] if q.files else None
+    if head is not None and head.base == 0 and q.min_logic_offset == 0 and not head.dirty \
+            and head.wrote >= CQ_STORE_UNIT_SIZE:
+        unit = np.frombuffer(first_bytes(head.segment.path, CQ_STORE_UNIT_SIZE).ljust(CQ_STORE_UNIT_SIZE, b"\0"),
+                             CQ_LAYOUT.dtype)  # the usual case, one unit read: a queue served from offset 0
+        offsets, sizes = unit["commit_log_offset"], unit["size"]
+        if bool((is_written_unit(offsets, sizes) & (sizes != FILL_SIZE))[0]):
+            return 0, int(offsets[0])
     for f in q.files:
         offsets, sizes = f.columns()
         n = min(f.wrote // CQ_STORE_UNIT_SIZE, len(offsets))

@@ -109,6 +109,8 @@ def test_a_deleted_last_queue_file_on_a_clean_store_is_listed(tmp_path):
     assert {m["reason"] for m in p["lost_messages"]} == {"unit lost"}
     assert all(m["readable"] and m["keys"] for m in p["lost_messages"])
     assert unreachable_in_verify(store) == {e[0] for e in expected}
+    text = run("recover", store).stdout.replace("\n    ", " ")
+    assert f"{len(expected)} messages lost" in text and "clean shutdown leaves it" not in text
 
 
 def test_after_apply_verify_calls_unreachable_what_the_plan_said_lost(tmp_path):

@@ -251,6 +251,9 @@ def _plan_lines(doc: dict, plan) -> list[str]:
     lines += [f"note: {n}" for n in doc.get("notes", ())]
     lines.append(f"dispatch to consume queues and index starts again at {doc['redispatch_from']}: "
                  f"{doc['redispatch_reason']}")
-    if plan.is_empty:
+    if plan.is_empty and lost:  # what the queues lost is lost already: the start changes nothing about it
+        lines.append(f"nothing to recover: the start changes no file, but the {len(lost)} messages above stay "
+                     f"lost until their queues are rebuilt (rmqtool redispatch)")
+    elif plan.is_empty:
         lines.append("nothing to recover: the store is as a clean shutdown leaves it")
     return lines

@@ -37,12 +37,15 @@ from rmqtool.recovery.index_model import IndexModel
 from rmqtool.recovery.queue_model import QueueModel
 from rmqtool.recovery.semantics import detect_semantics
 from rmqtool.store.checkpoint import read_checkpoint
-from rmqtool.store.commitlog import Corrupt
-from rmqtool.store.commitlog_end import CommitLog, last_nonzero_from, last_written, written_end
+from rmqtool.store.commitlog import ColumnMode, Corrupt, column_scan
+from rmqtool.store.commitlog_reader import CommitLogReader
+from rmqtool.store.commitlog_end import CommitLog, first_bytes, last_nonzero_from, last_written, segment_ranges, written_end
 from rmqtool.store.arrays import read_records
 from rmqtool.store.config import configured_batch_topics
+from rmqtool.store.consumer_offsets import committed_queues
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, queue_directories
 from rmqtool.store.message import Message
+from rmqtool.store.record_columns import RecordColumns
 from rmqtool.store.paths import LONG_MAX, StorePaths, is_segment_name
 from rmqtool.store.segments import Segment, discover
 from rmqtool.errors import CorruptData, FormatError, RmqError, StoreNotFound
@@ -353,8 +356,11 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
     out.queue_models = {(q.topic, q.queue_id): q for q in queues}
     if list_lost and reader is not None:
         lost = _lost(reader, paths, end, semantics)
-        out.lost_messages = lost + _unreachable(reader, kept, queues, recovered_at, end, min_phy,
-                                                {m["commit_log_offset"] for m in lost})
+        lost += _unreachable(reader, kept, queues, recovered_at, end, min_phy,
+                             {m["commit_log_offset"] for m in lost})
+        out.lost_messages = sorted(lost + _not_reput(out, paths, reader, kept, queues, recovered_at, min_phy,
+                                                     {m["commit_log_offset"] for m in lost}),
+                                   key=lambda m: m["commit_log_offset"])
     return out
 
 
@@ -590,6 +596,131 @@ def _unreachable(reader: CommitLog, segments: list[Segment], queues: list, recov
                              "queue_offset": r.queue_offset, "keys": list(r.keys),
                              "store_timestamp": r.store_timestamp, "readable": True, "reason": UNIT_LOST}
     return [found[k] for k in sorted(found) if k not in cut]
+
+
+def _not_reput(out: Outcome, paths: StorePaths, reader: CommitLog, segments: list[Segment], queues: list,
+               recovered_at: dict, min_phy: int, known: set) -> list[dict]:
+    """UNIT_LOST for a queue whose units vanished without trace: messages before where the
+    start's dispatch begins (``reput_from``) that no unit of their queue serves after the
+    start (``Outcome.served``, what verify asks too) are never dispatched again. Only the
+    commit log spans where such messages can lie are read (:func:`_reput_spans`), with the
+    column scan, so a healthy store's plan reads next to nothing more."""
+    stop = min(out.reput_from, out.recovered_end)
+    spans = _merged([s for q in queues if not q.batch for s in _reput_spans(q, recovered_at, min_phy, stop)])
+    if any(key not in out.queue_models for key in committed_queues(paths.config)):
+        spans = [(min_phy, stop)]  # a queue consumers read from is gone (its directory deleted)
+    cols = _dispatched_columns(segments, spans)
+    if spans != [(min_phy, stop)] and any(key not in out.queue_models for key in cols):
+        # a topic-queue with no queue after the start: every message of it before stop is lost
+        cols = _dispatched_columns(segments, [(min_phy, stop)])
+    found = []
+    skip = np.fromiter(known, np.int64)
+    with CommitLogReader(reader) as read:
+        for (topic, queue_id), parts in sorted(cols.items()):
+            found += _unserved(out, read, topic, queue_id, parts, min_phy, stop, skip)
+    return found
+
+
+def _unserved(out: Outcome, read: CommitLogReader, topic: str, queue_id: int, parts: list, min_phy: int,
+              stop: int, skip: np.ndarray) -> list[dict]:
+    """The lost messages of one topic-queue among its dispatched records ``parts``."""
+    offsets = np.concatenate([o for o, _ in parts])
+    qos = np.concatenate([q for _, q in parts])
+    inside = (offsets >= min_phy) & (offsets < stop) & ~np.isin(offsets, skip)
+    offsets, qos = offsets[inside], qos[inside]
+    served = out.served(topic, queue_id, offsets)
+    if served is None:  # a 5.x batch queue: left out
+        return []
+    found = []
+    for offset, qo in zip(offsets[~served].tolist(), qos[~served].tolist()):
+        m = _read(read, offset)
+        found.append({"commit_log_offset": offset, "topic": topic, "queue_id": queue_id, "queue_offset": qo,
+                      "keys": list(m.keys) if m else [], "store_timestamp": m.store_timestamp if m else None,
+                      "readable": True, "reason": UNIT_LOST})
+    return found
+
+
+def _dispatched_columns(segments: list[Segment], spans: list[tuple[int, int]]) -> dict[tuple, list]:
+    """(topic, queue id) -> [(commit log offsets, queue offsets)] of the records in ``spans``
+    that dispatch puts into a queue (no prepared or rolled back transaction), by the column scan."""
+    cols: dict[tuple, list] = {}
+    dispatched = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
+    for lo, hi in spans:
+        for rng in segment_ranges(segments, lo, hi):
+            base = rng.segment.base_offset
+            for r in column_scan(rng.segment, ColumnMode(), is_last=rng.is_last, start=rng.start, end=rng.end):
+                if isinstance(r, RecordColumns):
+                    keep = np.isin(r.sys_flag & TRANSACTION_MASK, dispatched)
+                    offsets = r.position[keep].astype(np.int64) + base
+                    topic, queue_id, qos = r.topic[keep], r.queue_id[keep], r.queue_offset[keep]
+                    for t, qid in set(zip(topic.tolist(), queue_id.tolist())):
+                        mine = (topic == t) & (queue_id == qid)
+                        cols.setdefault((r.topics[t], int(qid)), []).append((offsets[mine], qos[mine]))
+                elif isinstance(r, Message) and r.sys_flag & TRANSACTION_MASK in dispatched:
+                    cols.setdefault((r.topic, r.queue_id), []).append(
+                        (np.array([r.commit_log_offset], np.int64), np.array([r.queue_offset], np.int64)))
+    return cols
+
+
+def _reput_spans(q: QueueModel, recovered_at: dict, min_phy: int, stop: int) -> list[tuple[int, int]]:
+    """Where messages of one queue the start no longer serves can lie before ``stop``:
+
+    * its head, when its first served unit is not queue offset 0 (first files deleted, or
+      the directory gone and the queue made again by dispatch): from the commit log's min
+      offset to that unit's message (retention leaves this span short);
+    * its tail, when its recovered last file is full (the files after it may be gone) or
+      it holds no unit: from where its units reached before the start to ``stop``.
+    A tail vanished inside a file (units zeroed to the file's end) is not seen here."""
+    spans = []
+    first = _first_served(q)
+    if first is None:
+        return [(min_phy, stop)]
+    if first[0] > 0:
+        spans.append((min_phy, first[1]))
+    position, reach = recovered_at.get((q.topic, q.queue_id), (None, -1))
+    if position is not None and position % q.file_size == 0:
+        spans.append((max(reach, min_phy), stop))
+    return spans
+
+
+def _first_served(q: QueueModel) -> tuple[int, int] | None:
+    """(queue offset, commit log offset) of the queue's first served unit after the start."""
+    head = q.files[0] if q.files else None
+    if head is not None and head.base == 0 and q.min_logic_offset == 0 and not head.dirty \
+            and head.wrote >= CQ_STORE_UNIT_SIZE:
+        unit = np.frombuffer(first_bytes(head.segment.path, CQ_STORE_UNIT_SIZE).ljust(CQ_STORE_UNIT_SIZE, b"\0"),
+                             CQ_LAYOUT.dtype)  # the usual case, one unit read: a queue served from offset 0
+        offsets, sizes = unit["commit_log_offset"], unit["size"]
+        if bool((is_written_unit(offsets, sizes) & (sizes != FILL_SIZE))[0]):
+            return 0, int(offsets[0])
+    for f in q.files:
+        offsets, sizes = f.columns()
+        n = min(f.wrote // CQ_STORE_UNIT_SIZE, len(offsets))
+        first = max(q.min_logic_offset - f.base, 0) // CQ_STORE_UNIT_SIZE
+        real = np.flatnonzero(is_written_unit(offsets[first:n], sizes[first:n]) & (sizes[first:n] != FILL_SIZE))
+        f.release()
+        if real.size:
+            i = first + int(real[0])
+            return f.base // CQ_STORE_UNIT_SIZE + i, int(offsets[i])
+    return None
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for lo, hi in sorted(s for s in spans if s[0] < s[1]):
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [(lo, hi) for lo, hi in out]
+
+
+def _read(read: CommitLogReader, offset: int) -> Message | None:
+    """The message at ``offset`` (its keys and store time for the plan)."""
+    try:
+        return read.read(offset, check_crc=False)
+    except RmqError:
+        return None
 
 
 def _units_beyond(q: QueueModel, position: int) -> int | None:

@@ -175,6 +175,21 @@ def _offset_table(config: ConfigFile, findings: list[Finding]) -> list[tuple[str
     return entries
 
 
+def committed_queues(config_dir) -> set[tuple[str, int]]:
+    """(topic, queue id) of every queue a group committed an offset above 0 in (the
+    consumerOffset.json the broker would load), for a topic topics.json still has when there
+    is one: queues that held messages. Empty when the file is absent or unreadable."""
+    try:
+        config = read_config_file(config_dir, CONSUMER_OFFSET_FILE)
+    except FormatError:
+        return set()
+    if config.source is None:
+        return set()
+    topics = known_topics(config_dir)
+    return {(topic, queue_id) for topic, _group, queue_id, offset in _offset_table(config, [])
+            if offset > 0 and (topics is None or topic in topics)}
+
+
 def consumer_offsets(store: str | os.PathLike, group: str | None = None,
                      topic: str | None = None) -> ConsumerOffsets:
     """Every committed offset of ``config/consumerOffset.json`` (or the .bak the broker would

@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from rmqtool.findings import (CONSUME_QUEUE_FILL_UNITS, CONSUME_QUEUE_HOLE, CONSUME_QUEUE_MISSING,
+from rmqtool.findings import (Consequence, CONSUME_QUEUE_FILL_UNITS, CONSUME_QUEUE_HOLE, CONSUME_QUEUE_MISSING,
                               CONSUME_QUEUE_UNIT_INVALID, CONSUME_QUEUE_UNIT_MISMATCH,
                               CONSUME_QUEUE_UNIT_NO_RECORD, MESSAGE_NOT_DISPATCHED, MESSAGE_UNREACHABLE,
                               MESSAGE_NOT_IN_CONSUME_QUEUE, Finding, finding)
@@ -300,8 +300,8 @@ class ConsumeQueueCheck(BandConsumer):
         for i in np.unique(tq).tolist():
             rows = order[bounds[i]:bounds[i + 1]]
             topic, queue_id = self.log.topic_queues[i]
-            yield from self._message_runs(i, offset[rows], qo[rows], batch[rows], CONSUME_QUEUE_MISSING,
-                                          f"no consume queue directory {topic}/{queue_id}")
+            yield from self._unless_served(i, topic, queue_id, offset[rows], qo[rows], batch[rows],
+                                           CONSUME_QUEUE_MISSING, f"no consume queue directory {topic}/{queue_id}")
 
     def _coverage(self, queue: AnyConsumeQueue, tq: int, offset, qo, batch) -> list[Finding]:
         """Messages of this topic-queue that no unit points at, as runs of queue offsets."""
@@ -309,12 +309,13 @@ class ConsumeQueueCheck(BandConsumer):
             return []
         queue_max = queue.max_offset
         ahead = qo >= queue_max
-        found = self._message_runs(tq, offset[~ahead], qo[~ahead], batch[~ahead], MESSAGE_NOT_IN_CONSUME_QUEUE,
-                                   "inside the queue's range, but no unit points at them: lost from the queue")
+        found = self._unless_served(tq, queue.topic, queue.queue_id, offset[~ahead], qo[~ahead], batch[~ahead],
+                                    MESSAGE_NOT_IN_CONSUME_QUEUE,
+                                    "inside the queue's range, but no unit points at them: lost from the queue")
         if not ahead.any():
             return found
         offset, qo, batch = offset[ahead], qo[ahead], batch[ahead]
-        next_start = self.log.next_start() if self.log.next_start is not None else None  # simulated on first need
+        next_start = self._next_start()
         served = next_start.served(queue.topic, queue.queue_id, offset) if next_start is not None else None
         if served is None:  # not simulated: what the queue files say
             return self._message_runs(tq, offset, qo, batch, MESSAGE_NOT_DISPATCHED,
@@ -328,6 +329,29 @@ class ConsumeQueueCheck(BandConsumer):
                                      f"dispatch them again (their units are lost): no consumer reaches them; "
                                      f"rebuild the queue: {command}", redispatch_command=command)
                 + found)
+
+    def _next_start(self):
+        """The simulated next start (simulated on first need), or None."""
+        return self.log.next_start() if self.log.next_start is not None else None
+
+    def _unless_served(self, tq: int, topic: str, queue_id: int, offset, qo, batch, finding_id: str,
+                       why: str) -> list[Finding]:
+        """Messages no unit points at today: those the next start dispatches again (its queue
+        serves them afterwards, ``Outcome.served``: what recover's plan asks too) are rebuilt;
+        the others stay unreachable."""
+        if not len(offset):
+            return []
+        next_start = self._next_start()
+        served = next_start.served(topic, queue_id, offset) if next_start is not None else None
+        if served is None or not served.any():
+            return self._message_runs(tq, offset, qo, batch, finding_id, why)
+        command = next_start.redispatch_command(topic, queue_id)
+        return (self._message_runs(tq, offset[served], qo[served], batch[served], finding_id,
+                                   f"{why}; the broker's next start dispatches them again",
+                                   consequence=Consequence.REBUILT)
+                + self._message_runs(tq, offset[~served], qo[~served], batch[~served], finding_id,
+                                     f"{why}; the broker's next start does not dispatch them again: no consumer "
+                                     f"reaches them; rebuild the queue: {command}", redispatch_command=command))
 
     def _message_runs(self, tq: int, offset, qo, batch, finding_id: str, why: str, **extra) -> list[Finding]:
         """One finding per run of consecutive queue offsets (a batch's next is its offset plus its size)."""

@@ -20,12 +20,16 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m rmqtool.demo
 
+# two workers (pytest-xdist), each test file on one of them: module fixtures (a Spark
+# session, a generated store) are made once; the suite stays within 5 minutes on 2 cores
+TEST_WORKERS ?= -n 2 --dist loadfile
+
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(TEST_WORKERS)
 
 # the property tests at the deep hypothesis profile (tests/conftest.py): 20x the examples
 fuzz: $(STAMP)
-	RMQTOOL_HYPOTHESIS=deep $(PY) -m pytest -q
+	RMQTOOL_HYPOTHESIS=deep $(PY) -m pytest -q $(TEST_WORKERS)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

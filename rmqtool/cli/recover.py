@@ -100,7 +100,8 @@ def recover(
     unfinished = read_unfinished(root)
     if not apply:
         _show(doc, plan, fmt.value, render_document, sizes=sizes)
-        if not plan.loadable or not plan.is_empty or unfinished is not None:  # half changed is not clean
+        # messages the broker no longer serves are damage found, even when the start changes nothing
+        if not plan.loadable or not plan.is_empty or doc["lost_messages"] or unfinished is not None:
             raise typer.Exit(int(ExitCode.CORRUPT))
         return
     if to is not None and unfinished is not None:  # a copy of a half-changed store is no store to repair

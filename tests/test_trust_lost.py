@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 
 from conftest import V4, load_truth
 from rmqtool.cli.app import app
-import rmqtool.recovery.outcome as outcome
 from rmqtool.recovery.outcome import Settings, simulate
 
 CRASH = V4 / "crash"
@@ -138,15 +137,43 @@ def test_a_queue_directory_gone_after_apply_is_what_the_plan_said(tmp_path):
     assert unreachable_in_verify(store) == lost == {e[0] for e in lost_in_truth(variant)}
 
 
-def test_a_healthy_store_reads_no_more_of_the_commit_log(monkeypatch):
-    """The spans the vanished units can lie in are empty on a healthy store: no column scan."""
-    calls = []
-    scan = outcome.column_scan
-    monkeypatch.setattr(outcome, "column_scan", lambda *a, **k: calls.append(a) or scan(*a, **k))
+def test_a_healthy_store_loses_nothing():
+    """Every queue's tail is read (from where its units reach to where dispatch starts):
+    on a healthy store every message there is served."""
     for store in (V4 / "basic" / "store", CRASH / "a-as-is" / "input" / "store",
                   CRASH / "a-as-is" / "expected" / "store"):
         assert simulate(store, Settings()).lost_messages == []
-    assert calls == []
+
+
+def test_units_zeroed_to_the_end_of_a_queue_file_on_a_clean_store_are_listed(tmp_path):
+    """The last units of OrderTopic/2 zeroed (its file's tail left no trace), no abort file:
+    the normal start cuts the queue at the zeros and dispatches from the other queues' max
+    physic offset, after those messages: nothing serves them again. Expected from the truth's
+    queue entries."""
+    from helpers import writable_copy
+    base = V4 / "basic"
+    store = writable_copy(base / "store", tmp_path / "store")
+    queues = load_truth(base / "truth.json")["truth"]["consumeQueues"]
+    entries = queues["OrderTopic"]["2"]["entries"]
+    zeroed = entries[-5:]
+    directory = store / "consumequeue" / "OrderTopic" / "2"
+    files = sorted(directory.iterdir())
+    size = files[0].stat().st_size
+    for qo, *_ in zeroed:
+        path = directory / f"{qo * 20 // size * size:020d}"
+        with open(path, "r+b") as f:
+            f.seek(qo * 20 % size)
+            f.write(bytes(20))
+    reput = max(e[-1][1] + e[-1][2] for t, by in queues.items() for q, e in
+                ((q, qs["entries"] if (t, q) != ("OrderTopic", "2") else entries[:-5]) for q, qs in by.items()) if e)
+    expected = sorted((e[1], "OrderTopic", 2, e[0]) for e in zeroed if e[1] < reput)
+    assert expected
+    p = plan(store)
+    assert listed(p) == expected and {m["reason"] for m in p["lost_messages"]} == {"unit lost"}
+    unreachable = {x["queue_offset"] + i for x in verify_rows(store)
+                   if x["consequence"] == "unreachable" and x.get("topic") == "OrderTopic" and x.get("queue_id") == 2
+                   and "messages" in x for i in range(x["messages"])}
+    assert unreachable == {qo for _, _, _, qo in expected}
 
 
 def test_a_queue_directory_gone_on_a_clean_store_with_consumer_offsets(tmp_path):

@@ -668,18 +668,17 @@ def _reput_spans(q: QueueModel, recovered_at: dict, min_phy: int, stop: int) -> 
     * its head, when its first served unit is not queue offset 0 (first files deleted, or
       the directory gone and the queue made again by dispatch): from the commit log's min
       offset to that unit's message (retention leaves this span short);
-    * its tail, when its recovered last file is full (the files after it may be gone) or
-      it holds no unit: from where its units reached before the start to ``stop``.
-    A tail vanished inside a file (units zeroed to the file's end) is not seen here."""
+    * its tail: from where its units reached before the start to ``stop`` (its last files
+      deleted, or its last units zeroed to the file's end, leave no trace in the queue:
+      only the commit log shows them; the column scan reads that span)."""
     spans = []
     first = _first_served(q)
     if first is None:
         return [(min_phy, stop)]
     if first[0] > 0:
         spans.append((min_phy, first[1]))
-    position, reach = recovered_at.get((q.topic, q.queue_id), (None, -1))
-    if position is not None and position % q.file_size == 0:
-        spans.append((max(reach, min_phy), stop))
+    _position, reach = recovered_at.get((q.topic, q.queue_id), (None, -1))
+    spans.append((max(reach, min_phy), stop))
     return spans
 
 

@@ -286,7 +286,7 @@ def scratch(tmp_path_factory):
     return root
 
 
-@settings(max_examples=examples(200), deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(100), deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_random_damage_never_crashes_hangs_or_writes(scratch, data):
     files = sorted(p for p in scratch.rglob("*") if p.is_file() and p.stat().st_size)

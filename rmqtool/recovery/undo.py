@@ -18,7 +18,7 @@ import shlex
 
 from rmqtool.errors import CorruptData, RepairUnfinished, StoreAccessError, StoreChangedSince, StoreLocked
 import rmqtool.recovery.intent as intent
-from rmqtool.recovery.manifest import (RESTORE, COPY_CHUNK, LOCK_NAME, file_sha256, first_change_since,
+from rmqtool.recovery.manifest import (COPY_CHUNK, LOCK_NAME, file_sha256, first_change_since,
                                        read_manifest, store_listing, sync_dir)
 from rmqtool.recovery.plan import ZERO
 from rmqtool.store.lock import is_locked

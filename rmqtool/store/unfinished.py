@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import pathlib
 
 from rmqtool.store.paths import StorePaths
 

@@ -20,9 +20,9 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m rmqtool.demo
 
-# two workers (pytest-xdist), each test file on one of them: module fixtures (a Spark
-# session, a generated store) are made once; the suite stays within 5 minutes on 2 cores
-TEST_WORKERS ?= -n 2 --dist loadfile
+# two workers (pytest-xdist), a worker taking tests from the other when it runs out (a long
+# Spark file no longer holds the end); the suite stays within 5 minutes on 2 cores
+TEST_WORKERS ?= -n 2 --dist worksteal
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(TEST_WORKERS)

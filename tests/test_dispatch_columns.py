@@ -57,7 +57,7 @@ def test_selection_and_from_offset(tmp_path):
         assert columns == one_by_one and columns[0]
 
 
-@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(body=st.sampled_from([0, 100, 3000]), prop_crc=st.booleans(), index_entries=st.sampled_from([7, 50, 400]))
 def test_generated_logs_with_small_index_files(tmp_path_factory, body, prop_crc, index_entries):

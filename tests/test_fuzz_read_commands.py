@@ -27,7 +27,7 @@ from rmqtool.errors import ExitCode
 from rmqtool.formats.config import dumps_fastjson
 
 SEED = 20261122
-CASES_PER_STORE = examples(12)  # x 4 stores: 48 damaged copies at the quick profile, 960 at the deep one
+CASES_PER_STORE = examples(8)  # x 4 stores: 32 damaged copies at the quick profile, 640 at the deep one
 # the smallest fixture stores, one of each shape: 4.9.8 and 5.3.3, batch queues, a crash input
 SOURCES = {
     "4.9.8/timekey": (V4 / "timekey" / "store", V4 / "timekey" / "truth.json"),

@@ -113,3 +113,13 @@ def writable_copy(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
     for p in [dst, *dst.rglob("*")]:
         p.chmod(p.stat().st_mode | 0o200)
     return dst
+
+
+def cli_runner():
+    """A CliRunner whose results keep stderr apart from stdout (click before 8.2 needs asking)."""
+    from typer.testing import CliRunner
+
+    try:
+        return CliRunner(mix_stderr=False)
+    except TypeError:  # click 8.2 keeps stderr apart already
+        return CliRunner()

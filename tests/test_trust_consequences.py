@@ -7,9 +7,9 @@ import json
 import pathlib
 import time
 
-from typer.testing import CliRunner
 
 from conftest import FIXTURES, V4, V5, load_truth
+from helpers import cli_runner
 from rmqtool.cli.app import app
 from rmqtool.findings import CONSEQUENCES, REGISTRY, Consequence
 from rmqtool.recovery.outcome import Settings, simulate
@@ -21,10 +21,7 @@ MISSING_MIDDLE = FIXTURES / "crash-made" / "missing-middle-abnormal"
 
 
 def run(*args):
-    try:
-        runner = CliRunner(mix_stderr=False)
-    except TypeError:  # click 8.2 keeps stderr apart already
-        runner = CliRunner()
+    runner = cli_runner()
     return runner.invoke(app, [str(a) for a in args])
 
 

@@ -9,9 +9,9 @@ import pathlib
 import shutil
 
 import pytest
-from typer.testing import CliRunner
 
 from conftest import V4, load_truth
+from helpers import cli_runner
 from rmqtool.cli.app import app
 from rmqtool.recovery.outcome import Settings, simulate
 
@@ -19,10 +19,7 @@ CRASH = V4 / "crash"
 
 
 def run(*args):
-    try:
-        runner = CliRunner(mix_stderr=False)
-    except TypeError:  # click 8.2 keeps stderr apart already
-        runner = CliRunner()
+    runner = cli_runner()
     return runner.invoke(app, [str(a) for a in args])
 
 

@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
-from typer.testing import CliRunner
 
 from conftest import REPO, V4, V5, load_truth
+from helpers import cli_runner
 from rmqtool.cli.app import app
 from rmqtool.findings import CONSEQUENCES, OPERATOR_ACTIONS, REGISTRY
 
@@ -19,10 +19,7 @@ B3 = V4 / "crash" / "b3-zeroed-last-3-messages"
 
 
 def invoke(*args):
-    try:
-        runner = CliRunner(mix_stderr=False)
-    except TypeError:  # click 8.2 keeps stderr apart already
-        runner = CliRunner()
+    runner = cli_runner()
     return runner.invoke(app, ["verify", *map(str, args)])
 
 

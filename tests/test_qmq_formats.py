@@ -9,7 +9,7 @@ import zlib
 import pytest
 
 from conftest import FIXTURES, load_truth
-from rmqtool.formats.qmq import actionlog, checkpoint, consumerlog, messagelog, payload, pulllog, tablet
+from rmqtool.formats.qmq import actionlog, checkpoint, consumerlog, java, messagelog, payload, pulllog, tablet
 
 QMQ = FIXTURES / "qmq"
 BASIC, V2 = QMQ / "basic", QMQ / "v2-consumerlog"
@@ -190,10 +190,10 @@ def test_crash_inputs_checkpoints_parse_or_fail_as_the_serdes_did(variant):
                                       ("", False), ("9223372036854775808", False), ("0x1", False)])
 def test_java_parse_long(text, ok):
     if ok:
-        assert checkpoint.java_parse(text) == int(text)
+        assert java.java_parse(text) == int(text)
     else:
-        with pytest.raises(checkpoint.CheckpointSyntaxError):
-            checkpoint.java_parse(text)
+        with pytest.raises(java.NumberFormatError):
+            java.java_parse(text)
 
 
 def test_offset_files_are_json_maps():

@@ -24,12 +24,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .java import NumberFormatError, java_parse
+
 MESSAGE_CHECKPOINT_PREFIX = "message-checkpoint."
 ACTION_CHECKPOINT_PREFIX = "action-checkpoint."
 MESSAGE_CHECKPOINT_VERSION = 2
 ACTION_CHECKPOINT_VERSION = 3
 
-_JAVA_INT_BITS = {"long": 64, "int": 32, "short": 16}
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
@@ -37,19 +38,11 @@ class CheckpointSyntaxError(ValueError):
     """Where the broker's serde throws: the snapshot file is skipped at load."""
 
 
-def java_parse(text: str | None, kind: str = "long") -> int:
-    """``Long.parseLong`` (``Integer.parseInt``, ``Short.parseShort``): an optional sign and
-    decimal digits, nothing else, within the type's range."""
-    if text is None:
-        raise CheckpointSyntaxError("missing line")
-    body = text[1:] if text[:1] in "+-" else text
-    if not body or not all(c.isdecimal() for c in body):
-        raise CheckpointSyntaxError(f"not a number: {text!r}")
-    value = int(text)
-    bits = _JAVA_INT_BITS[kind]
-    if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
-        raise CheckpointSyntaxError(f"out of range for a {kind}: {text!r}")
-    return value
+def _number(text: str | None, kind: str = "long") -> int:
+    try:
+        return java_parse(text, kind)
+    except NumberFormatError as exc:
+        raise CheckpointSyntaxError(str(exc)) from None
 
 
 def snapshot_version(file_name: str, prefix: str) -> int:
@@ -79,7 +72,7 @@ def _decode(data: bytes) -> str:
 
 
 def _version(lines: _Lines, expected: int) -> None:
-    version = java_parse(lines.read(), "int")
+    version = _number(lines.read(), "int")
     if version != expected:
         raise CheckpointSyntaxError(f"snapshot content version {version}, not {expected}")
 
@@ -93,13 +86,13 @@ class MessageCheckpoint:
 def parse_message_checkpoint(data: bytes) -> MessageCheckpoint:
     lines = _Lines(_decode(data))
     _version(lines, MESSAGE_CHECKPOINT_VERSION)
-    offset = java_parse(lines.read())
+    offset = _number(lines.read())
     sequences: dict[str, int] = {}
     while (line := lines.read()):
         parts = line.split("/")
         if len(parts) < 2:
             raise CheckpointSyntaxError(f"no max sequence in {line!r}")
-        sequences[parts[0]] = java_parse(parts[1])
+        sequences[parts[0]] = _number(parts[1])
     return MessageCheckpoint(offset, sequences)
 
 
@@ -143,18 +136,18 @@ def _fields(line: str | None, count: int) -> list[str]:
 def parse_action_checkpoint(data: bytes) -> ActionCheckpoint:
     lines = _Lines(_decode(data))
     _version(lines, ACTION_CHECKPOINT_VERSION)
-    offset = java_parse(lines.read())
+    offset = _number(lines.read())
     groups: dict[tuple[str, str], GroupProgress] = {}  # a HashBasedTable: a repeated pair replaces
     while (subject_line := lines.read()):
         subject, group_count = _fields(subject_line, 2)[:2]
-        for _ in range(java_parse(group_count, "int")):
+        for _ in range(_number(group_count, "int")):
             group, broadcast, pulled, consumer_count = _fields(lines.read(), 4)[:4]
             consumers = {}
-            is_broadcast = java_parse(broadcast, "short") != 0
-            max_pulled = java_parse(pulled)
-            for _ in range(java_parse(consumer_count, "int")):
+            is_broadcast = _number(broadcast, "short") != 0
+            max_pulled = _number(pulled)
+            for _ in range(_number(consumer_count, "int")):
                 consumer_id, pull, ack = _fields(lines.read(), 3)[:3]
-                consumers[consumer_id] = ConsumerProgress(consumer_id, java_parse(pull), java_parse(ack))
+                consumers[consumer_id] = ConsumerProgress(consumer_id, _number(pull), _number(ack))
             groups[(subject, group)] = GroupProgress(subject, group, is_broadcast, max_pulled,
                                                      tuple(consumers.values()))
     return ActionCheckpoint(offset, tuple(groups.values()))

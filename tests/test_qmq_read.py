@@ -1,0 +1,68 @@
+"""Reading QMQ's message log (rmqtool/store/qmq/) on the stores DefaultStorage wrote: every
+record as the engine read it back, and on the crash variants the damage where the engine's
+recovery found it (truth.json)."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import FIXTURES, load_truth
+from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
+from rmqtool.store.qmq import messagelog
+from rmqtool.store.qmq.segments import list_log
+
+QMQ = FIXTURES / "qmq"
+CRASH = QMQ / "crash"
+
+
+def scan(store):
+    log = list_log(store / "messagelog", PER_SEGMENT_FILE_SIZE)
+    return log, [item for seg in log.segments for item in messagelog.scan_segment(seg)]
+
+
+@pytest.mark.parametrize("scenario", [QMQ / "basic", QMQ / "v2-consumerlog"], ids=["basic", "v2"])
+def test_every_record_as_the_engine_read_it_back(scenario):
+    truth = load_truth(scenario / "truth.json")["readBack"]["messageLog"]
+    log, items = scan(scenario / "store")
+    assert [p.name for p in log.skipped] == [".00000000000000000000.offset"] and not log.unparsable
+    assert all(isinstance(i, messagelog.MessageRecord) for i in items)
+    got = [(i.offset, i.size, i.header_size, i.subject, i.sequence, i.timestamp, i.payload_crc, i.payload_crc_ok)
+           for i in items]
+    assert got == [(r["offset"], r["size"], r["headerSize"], r["subject"], r["sequence"], r["timestamp"],
+                    r["payloadCrc"], r["payloadCrcOk"]) for r in truth["records"]]
+    assert messagelog.written_end(log.segments[-1]) == truth["maxOffset"]
+
+
+CUT = ["d-flipped-payload-byte-mid-log", "i-short-messagelog-segment", "j-torn-last-record"]
+
+
+@pytest.mark.parametrize("variant", CUT)
+def test_the_first_bad_record_is_where_the_engine_cut_the_log(variant):
+    truth = load_truth(CRASH / variant / "truth.json")
+    _, items = scan(CRASH / variant / "input")
+    bad = [i for i in items if not isinstance(i, messagelog.MessageRecord) or not i.payload_crc_ok]
+    assert bad and bad[0].offset == truth["messageLog"]["cutAt"]
+    lost = {(r["offset"], r["subject"], r["sequence"]) for r in truth["messageLog"]["recordsLost"]}
+    found_after_cut = {(i.offset, i.subject, i.sequence) for i in items
+                       if isinstance(i, messagelog.MessageRecord) and i.offset >= truth["messageLog"]["cutAt"]}
+    assert found_after_cut <= lost  # nothing invented past the cut: what is read there is what QMQ dropped
+
+
+def test_an_intact_halted_store_reads_whole():
+    truth = load_truth(CRASH / "a-as-is" / "truth.json")["messageLog"]
+    log, items = scan(CRASH / "a-as-is" / "input")
+    assert len(items) == truth["recordsBeforeCrash"] and all(i.payload_crc_ok for i in items)
+    assert messagelog.written_end(log.segments[-1]) == truth["writtenEndBeforeCrash"]
+
+
+def test_a_header_of_payload_size_minus_one_is_damage_at_its_offset():
+    truth = load_truth(CRASH / "c-header-len-minus1-after-tail" / "truth.json")
+    _, items = scan(CRASH / "c-header-len-minus1-after-tail" / "input")
+    damage = [i for i in items if isinstance(i, messagelog.Damage)]
+    assert [(d.offset, d.reason) for d in damage] == [(truth["mutation"]["offset"], "payload size -1")]
+
+
+def test_a_stray_name_is_one_the_engine_refuses():
+    log, _ = scan(CRASH / "b-stray-file-in-messagelog" / "input")
+    truth = load_truth(CRASH / "b-stray-file-in-messagelog" / "truth.json")
+    assert [p.name for p in log.unparsable] == ["00000000000000000000.bak"]
+    assert truth["started"] is False and "NumberFormatException" in str(truth["exception"])

@@ -66,3 +66,38 @@ def test_a_stray_name_is_one_the_engine_refuses():
     truth = load_truth(CRASH / "b-stray-file-in-messagelog" / "truth.json")
     assert [p.name for p in log.unparsable] == ["00000000000000000000.bak"]
     assert truth["started"] is False and "NumberFormatException" in str(truth["exception"])
+
+
+@pytest.mark.parametrize("scenario", [QMQ / "basic", QMQ / "v2-consumerlog"], ids=["basic", "v2"])
+def test_consumer_log_units_as_the_engine_read_them(scenario):
+    from rmqtool.store.qmq import consumerlog
+    logs = load_truth(scenario / "truth.json")["readBack"]["consumerLogs"]
+    assert consumerlog.subjects(scenario / "store") == sorted(logs)
+    for subject, want in logs.items():
+        directory, unit = consumerlog.open_consumer_log(scenario / "store", subject)
+        assert unit == want["unitBytes"]
+        units = list(consumerlog.read_units(directory, unit, subject))
+        assert [(u.sequence, u.timestamp, u.wrote_offset, u.wrote_bytes, u.header_size) for u in units] == \
+            [(w["sequence"], w["timestamp"], w["wroteOffset"], w["wroteBytes"], w["headerSize"]) for w in want["units"]]
+        assert all(u.kind == "message" for u in units)
+
+
+def test_action_log_records_as_the_engine_read_them():
+    from rmqtool.store.qmq import actionlog
+    truth = load_truth(QMQ / "basic" / "truth.json")["readBack"]["actionLog"]
+    log = list_log(QMQ / "basic" / "store" / "actionlog", actionlog.SEGMENT_SIZE)
+    items = [i for seg in log.segments for i in actionlog.scan_segment(seg)]
+    assert all(isinstance(i, actionlog.ActionRecord) for i in items)
+    assert [(i.offset, i.end_offset, i.action_type, i.fields["subject"], i.fields["group"], i.fields["consumer_id"])
+            for i in items] == [(r["offset"], r["endOffset"], r["type"], r["subject"], r["group"], r["consumerId"])
+                                for r in truth["records"]]
+
+
+def test_a_zeroed_action_log_tail_ends_the_actions_where_the_engine_cut():
+    from rmqtool.store.qmq import actionlog
+    variant = CRASH / "l-zeroed-actionlog-tail"
+    truth = load_truth(variant / "truth.json")
+    log = list_log(variant / "input" / "actionlog", actionlog.SEGMENT_SIZE)
+    items = [i for seg in log.segments for i in actionlog.scan_segment(seg)]
+    assert all(isinstance(i, actionlog.ActionRecord) for i in items)
+    assert items[-1].end_offset == truth["actionLog"]["maxOffsetAfterRestart"]

@@ -25,7 +25,7 @@ points nowhere: wroteOffset 0, wroteBytes Integer.MAX_VALUE, headerSize 0.
 """
 from __future__ import annotations
 
-from construct import Const, Int16sb, Int16ub, Int32sb, Int64sb, Padding, Struct, Switch, this
+from construct import Bytes, Const, Int16sb, Int16ub, Int32sb, Int64sb, Struct, Switch, this
 
 CONSUMER_LOG_UNIT_BYTES = 22
 CONSUMER_LOG_V2_UNIT_BYTES = 32
@@ -54,7 +54,7 @@ MessageLogIndexV2 = Struct(
     "wrote_offset" / Int64sb,
     "wrote_bytes" / Int32sb,
     "header_size" / Int16sb,
-    Padding(6),
+    "reserved" / Bytes(6),  # zeros
 )
 
 SmtIndexV2 = Struct(
@@ -62,7 +62,7 @@ SmtIndexV2 = Struct(
     "tablet_id" / Int64sb,
     "position" / Int32sb,
     "size" / Int32sb,
-    Padding(4),
+    "reserved" / Bytes(4),  # zeros
 )
 
 UnitV2 = Struct(

@@ -101,3 +101,32 @@ def test_a_zeroed_action_log_tail_ends_the_actions_where_the_engine_cut():
     items = [i for seg in log.segments for i in actionlog.scan_segment(seg)]
     assert all(isinstance(i, actionlog.ActionRecord) for i in items)
     assert items[-1].end_offset == truth["actionLog"]["maxOffsetAfterRestart"]
+
+
+@pytest.mark.parametrize("variant", ["f-garbled-latest-message-checkpoint", "g-lost-message-checkpoints", "a-as-is"])
+def test_the_checkpoint_the_engine_loads(variant):
+    """The highest version that parses; crash/f's garbled latest file is skipped and the one
+    before used (truth: the serde's parse of every input file; QMQ's replay started there)."""
+    from rmqtool.store.qmq.checkpoints import message_checkpoints
+    files = load_truth(CRASH / variant / "truth.json")["checkpointFilesInInput"]
+    parsed = [f for f in files if f["file"].startswith("message-checkpoint.") and "parseError" not in f]
+    snaps = message_checkpoints(CRASH / variant / "input")
+    if not parsed:
+        assert snaps.loaded is None
+        return
+    best = max(parsed, key=lambda f: f["parsedOffset"])
+    assert snaps.loaded.path.name == best["file"] and snaps.loaded.value.offset == best["parsedOffset"]
+    assert [s.path.name for s in snaps.skipped] == [f["file"] for f in files if "parseError" in f]
+
+
+@pytest.mark.parametrize("store, truth_of", [
+    (QMQ / "basic" / "store", lambda t: t["readBack"]["pullLogs"]["sortedPullLogTableActionReplayState"]),
+    (CRASH / "k-clean-restart-with-pulllog-tablet" / "input", lambda t: t["sortedPullLogTableActionReplayState"]),
+    (CRASH / "a-as-is" / "input", lambda t: t["sortedPullLogTableActionReplayState"]),
+], ids=["basic", "k", "a"])
+def test_the_action_replay_starts_where_the_engine_started_it(store, truth_of):
+    from rmqtool.store.qmq import tablets
+    truth = load_truth(store.parent / "truth.json")
+    loaded = tablets.tablets(store)
+    assert all(t.valid for t in loaded)
+    assert tablets.replay_state(loaded) == truth_of(truth)

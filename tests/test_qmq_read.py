@@ -130,3 +130,18 @@ def test_the_action_replay_starts_where_the_engine_started_it(store, truth_of):
     loaded = tablets.tablets(store)
     assert all(t.valid for t in loaded)
     assert tablets.replay_state(loaded) == truth_of(truth)
+
+
+def test_message_rows_carry_what_the_engine_decoded():
+    """dump's rows: the payload's message id, tags and attributes as QMQSerializer read them."""
+    from rmqtool.report.qmq.records import message_log_row
+    truth = load_truth(QMQ / "basic" / "truth.json")["readBack"]["messageLog"]["records"]
+    _, items = scan(QMQ / "basic" / "store")
+    for item, want in zip(items, truth):
+        row = message_log_row(item, "none")
+        p = want["payload"]
+        assert (row["message_log_offset"], row["store_size"], row["subject"], row["sequence"]) == \
+            (want["offset"], want["size"], want["subject"], want["sequence"])
+        assert (row["message_id"], row["tags"], row["delay"], row["created_timestamp"], row["expire_timestamp"]) == \
+            (p["messageId"], p["tags"] or [], p["flagDelay"], p["createTime"], p["expireTime"])
+        assert list(row["attrs"]) == [a["key"] for a in p["attrs"]] and row["body"] is None

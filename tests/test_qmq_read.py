@@ -145,3 +145,27 @@ def test_message_rows_carry_what_the_engine_decoded():
         assert (row["message_id"], row["tags"], row["delay"], row["created_timestamp"], row["expire_timestamp"]) == \
             (p["messageId"], p["tags"] or [], p["flagDelay"], p["createTime"], p["expireTime"])
         assert list(row["attrs"]) == [a["key"] for a in p["attrs"]] and row["body"] is None
+
+
+def test_info_on_the_basic_store():
+    from rmqtool.inspect.qmq.inventory import store_info
+    truth = load_truth(QMQ / "basic" / "truth.json")
+    doc = store_info(QMQ / "basic" / "store")
+    before = truth["generation"]["inMemoryBeforeShutdown"]
+    assert doc["message_log"]["written_end"] == before["messageLogMaxOffset"]
+    assert doc["message_log"]["records"] == len(truth["readBack"]["messageLog"]["records"])
+    assert doc["action_log"]["written_end"] == before["actionLogMaxOffset"]
+    assert doc["checkpoints"]["message"]["offset"] == before["messageCheckpointOffset"]
+    assert doc["checkpoints"]["action"]["offset"] == before["actionCheckpointOffset"]
+    assert {s["subject"]: s["next_sequence"] for s in doc["subjects"]} == \
+        {s: b[1] for s, b in before["consumerLogBounds"].items()}
+    assert doc["action_replay_from"] == truth["readBack"]["pullLogs"]["sortedPullLogTableActionReplayState"]
+    assert "as a clean stop leaves it" in doc["last_shutdown"]
+
+
+def test_info_on_a_halted_store_says_the_checkpoint_is_behind():
+    from rmqtool.inspect.qmq.inventory import store_info
+    doc = store_info(CRASH / "a-as-is" / "input")
+    truth = load_truth(CRASH / "a-as-is" / "truth.json")
+    assert doc["message_log"]["written_end"] == truth["messageLog"]["writtenEndBeforeCrash"]
+    assert "not clean" in doc["last_shutdown"]

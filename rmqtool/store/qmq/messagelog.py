@@ -42,7 +42,7 @@ class MessageRecord:
     payload_size: int
     header_size: int
     payload: bytes
-    payload_crc_ok: bool | None  # None for V1
+    payload_crc_ok: bool | None  # None for V1, and when not checked
 
     @property
     def size(self) -> int:
@@ -94,7 +94,7 @@ def _zero_extended_slice(buf: bytes, start: int, end: int) -> bytes:
     return piece + bytes(end - start - len(piece))
 
 
-def parse_record(buf: bytes, pos: int, segment: LogSegment) -> MessageRecord | EmptyRecord | BlankRecord | str:
+def parse_record(buf: bytes, pos: int, segment: LogSegment, check_crc: bool = True) -> MessageRecord | EmptyRecord | BlankRecord | str:
     """The record at ``pos`` of a segment's bytes (``buf``: the file's bytes, then zeros for
     at least a header), or why there is none (a sentence)."""
     limit = segment.size
@@ -144,7 +144,7 @@ def parse_record(buf: bytes, pos: int, segment: LogSegment) -> MessageRecord | E
     except UnicodeDecodeError:
         return "subject is not UTF-8"
     payload = _zero_extended_slice(buf, at, at + payload_size)
-    crc_ok = (zlib.crc32(payload) == payload_crc) if has_crc else None
+    crc_ok = (zlib.crc32(payload) == payload_crc) if has_crc and check_crc else None
     return MessageRecord(offset, path, pos, magic, timestamp, sequence, subject, payload_crc, payload_size,
                          header_size(subject_length, magic), payload, crc_ok)
 
@@ -166,15 +166,16 @@ def _resync(buf: bytes, start: int, segment: LogSegment) -> int:
     return best
 
 
-def scan_segment(segment: LogSegment) -> Iterator[ScanItem]:
-    """Every record of one segment in order, damage included; ends at the written end."""
+def scan_segment(segment: LogSegment, check_crc: bool = True) -> Iterator[ScanItem]:
+    """Every record of one segment in order, damage included; ends at the written end.
+    ``check_crc=False`` walks headers only (``payload_crc_ok`` None): the end, not the bodies."""
     # Only the file's bytes can hold records; a record crossing the file's end reads zeros
     # after it, as the broker's mapping does.
     buf = read_zero_extended(segment, 0, segment.file_size + MAX_HEADER_BYTES)
     written = len(buf.rstrip(b"\0"))
     pos = 0
     while pos < written:
-        item = parse_record(buf, pos, segment)
+        item = parse_record(buf, pos, segment, check_crc)
         if isinstance(item, EmptyRecord):
             yield item
             return
@@ -196,7 +197,7 @@ def scan_segment(segment: LogSegment) -> Iterator[ScanItem]:
 def written_end(segment: LogSegment) -> int:
     """The message log offset after the segment's last record (its base when it holds none)."""
     end = segment.base_offset
-    for item in scan_segment(segment):
+    for item in scan_segment(segment, check_crc=False):
         if isinstance(item, MessageRecord):
             end = item.offset + item.size
         elif isinstance(item, (BlankRecord, Damage)):

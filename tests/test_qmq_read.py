@@ -169,3 +169,24 @@ def test_info_on_a_halted_store_says_the_checkpoint_is_behind():
     truth = load_truth(CRASH / "a-as-is" / "truth.json")
     assert doc["message_log"]["written_end"] == truth["messageLog"]["writtenEndBeforeCrash"]
     assert "not clean" in doc["last_shutdown"]
+
+
+def test_every_dump_kind_gives_truth_rows_on_the_basic_store():
+    from rmqtool.inspect.qmq.dumps import dump_rows
+    root = QMQ / "basic" / "store"
+    truth = load_truth(QMQ / "basic" / "truth.json")
+    rb = truth["readBack"]
+    assert [r["message_log_offset"] for r in dump_rows(root, "messagelog", body="none")] == \
+        [r["offset"] for r in rb["messageLog"]["records"]]
+    units = list(dump_rows(root, "consumerlog"))
+    assert len(units) == sum(len(log["units"]) for log in rb["consumerLogs"].values())
+    assert [r["action_log_offset"] for r in dump_rows(root, "actionlog")] == [r["offset"] for r in rb["actionLog"]["records"]]
+    pulls = list(dump_rows(root, "pulllog"))  # as written (DefaultStorage.putPullLogs), not as served after restart
+    put = [e for e in truth["generation"]["events"] if e["event"] == "legacyPutPullLogs"]
+    assert [(p["consumer_id"], p["pull_sequence"], p["sequence"]) for p in pulls] == \
+        [(e["consumer"], pull, seq) for e in put for pull, seq, _ in e["entries"]]
+    cps = list(dump_rows(root, "checkpoint"))
+    assert len(cps) == len(truth["checkpointFiles"]) and sum(r["loaded"] for r in cps) == 2
+    order = "order.created"
+    assert [r["sequence"] for r in dump_rows(root, "consumerlog", subject=order)] == \
+        [u["sequence"] for u in rb["consumerLogs"][order]["units"]]

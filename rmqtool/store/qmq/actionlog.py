@@ -17,9 +17,9 @@ import construct as cs
 from rmqtool.formats.qmq.actionlog import (ACTION_HEADER_BYTES, ACTION_LOG_MAGIC_V1, ACTION_PAYLOADS, ACTION_TYPES,
                                            MIN_RECORD_BYTES, PER_SEGMENT_FILE_SIZE, RECORD_ACTION, RECORD_BLANK,
                                            RECORD_EMPTY)
-from rmqtool.store.qmq.segments import LogSegment, read_zero_extended
+from rmqtool.store.qmq.segments import LogSegment, ZeroExtended
 
-_HEAD = struct.Struct(">IbbI")  # magic, record type, action type, payload size (read signed below)
+_HEAD = struct.Struct(">Ibbi")  # magic, record type, action type, payload size
 _BLANK = struct.Struct(">Ibi")
 _MAGIC = ACTION_LOG_MAGIC_V1.to_bytes(4, "big")
 
@@ -54,29 +54,29 @@ class ActionDamage:
     reason: str
 
 
-def parse_action(buf: bytes, pos: int, segment: LogSegment) -> ActionRecord | str | int | None:
+def parse_action(data: ZeroExtended, pos: int) -> ActionRecord | str | int | None:
     """The action at ``pos``; a sentence when there is none; for a blank record the position
     it jumps to; None for the end-of-segment record."""
+    segment = data.segment
     if pos + MIN_RECORD_BYTES > segment.size:
         return "too close to the segment's end for a record"
-    if buf[pos:pos + 4] != _MAGIC:
-        return f"magic 0x{buf[pos:pos + 4].hex()} is not the action log's"
-    record_type = buf[pos + 4]
+    head = data.take(pos, ACTION_HEADER_BYTES)
+    if head[:4] != _MAGIC:
+        return f"magic 0x{head[:4].hex()} is not the action log's"
+    record_type = head[4]
     if record_type == RECORD_EMPTY:
         return None
     if record_type == RECORD_BLANK:
-        _, _, until = _BLANK.unpack_from(buf, pos)
+        _, _, until = _BLANK.unpack_from(head)
         return until if pos < until <= segment.size else f"a blank record up to position {until}"
     if record_type != RECORD_ACTION:
         return f"record type {record_type} (0 action, 1 end of segment, 2 blank)"
-    _, _, action_type, payload_size = _HEAD.unpack_from(buf, pos)
-    payload_size = payload_size - (1 << 32) if payload_size >= 1 << 31 else payload_size
+    _, _, action_type, payload_size = _HEAD.unpack(head)
     if action_type not in ACTION_PAYLOADS:
         return f"action type {action_type} (0 PULL, 1 RANGE_ACK, 2 FOREVER_OFFLINE)"
     if payload_size < 0 or pos + ACTION_HEADER_BYTES + payload_size > segment.size:
         return f"payload size {payload_size}"
-    payload = bytes(buf[pos + ACTION_HEADER_BYTES:pos + ACTION_HEADER_BYTES + payload_size])
-    payload += bytes(payload_size - len(payload))
+    payload = data.take(pos + ACTION_HEADER_BYTES, payload_size)
     schema = ACTION_PAYLOADS[action_type]
     try:
         parsed = schema.parse(payload)
@@ -90,11 +90,14 @@ def parse_action(buf: bytes, pos: int, segment: LogSegment) -> ActionRecord | st
 
 
 def scan_segment(segment: LogSegment) -> Iterator[ActionRecord | ActionDamage]:
-    buf = read_zero_extended(segment, 0, segment.file_size + ACTION_HEADER_BYTES)
-    written = len(buf.rstrip(b"\0"))
-    pos = 0
+    with ZeroExtended(segment) as data:
+        yield from _scan(data)
+
+
+def _scan(data: ZeroExtended) -> Iterator[ActionRecord | ActionDamage]:
+    segment, written, pos = data.segment, data.written, 0
     while pos < written:
-        item = parse_action(buf, pos, segment)
+        item = parse_action(data, pos)
         if item is None:
             return
         if isinstance(item, int):
@@ -106,11 +109,11 @@ def scan_segment(segment: LogSegment) -> Iterator[ActionRecord | ActionDamage]:
             continue
         nxt = pos + 1
         while nxt < written:
-            nxt = buf.find(_MAGIC, nxt)
+            nxt = data.find(_MAGIC, nxt)
             if nxt == -1:
                 nxt = written
                 break
-            if not isinstance(parse_action(buf, nxt, segment), str):
+            if not isinstance(parse_action(data, nxt), str):
                 break
             nxt += 1
         yield ActionDamage(segment.base_offset + pos, str(segment.path), pos, min(nxt, written) - pos, item)

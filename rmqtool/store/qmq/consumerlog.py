@@ -86,14 +86,20 @@ def decode_unit(subject: str, sequence: int, path: str, position: int, raw: byte
 def read_units(directory: LogDirectory, unit_bytes: int, subject: str) -> Iterator[ConsumerLogUnit]:
     """Every written unit of a consumer log, in sequence order, up to each segment's first
     all-zero unit."""
+    zero = bytes(unit_bytes)
+    chunk = unit_bytes * 65536  # units are read a chunk at a time: a segment holds 10,000,000
     for seg in directory.segments:
-        data = read_zero_extended(seg, 0, seg.file_size + (-seg.file_size % unit_bytes))
-        zero = bytes(unit_bytes)
-        for position in range(0, len(data) - unit_bytes + 1, unit_bytes):
-            raw = data[position:position + unit_bytes]
-            if raw == zero:
-                break
-            yield decode_unit(subject, (seg.base_offset + position) // unit_bytes, str(seg.path), position, raw)
+        for start in range(0, seg.file_size, chunk):
+            data = read_zero_extended(seg, start, chunk)
+            for at in range(0, len(data) - unit_bytes + 1, unit_bytes):
+                raw = data[at:at + unit_bytes]
+                if raw == zero:
+                    break
+                position = start + at
+                yield decode_unit(subject, (seg.base_offset + position) // unit_bytes, str(seg.path), position, raw)
+            else:
+                continue
+            break
 
 
 def subjects(store: str | os.PathLike) -> list[str]:

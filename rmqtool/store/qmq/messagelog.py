@@ -19,7 +19,7 @@ from rmqtool.formats.qmq.messagelog import (ATTR_BLANK_RECORD, ATTR_EMPTY_RECORD
                                             BLANK_RECORD_BYTES, MESSAGE_LOG_MAGIC_V1, MESSAGE_LOG_MAGICS,
                                             MIN_RECORD_BYTES, RecordPrefix, header_size)
 from rmqtool.formats.derive import struct_of
-from rmqtool.store.qmq.segments import LogSegment, read_zero_extended
+from rmqtool.store.qmq.segments import LogSegment, ZeroExtended
 
 _PREFIX = struct_of(RecordPrefix)  # magic, attributes, timestamp
 _SEQUENCE_AND_SUBJECT_LENGTH = struct.Struct(">qh")
@@ -84,23 +84,13 @@ class Damage:
 ScanItem = MessageRecord | EmptyRecord | BlankRecord | Damage
 
 
-# The longest header (a subject of Short.MAX_VALUE bytes): a header read past a short file's
-# end finds these zeros, as the broker's full-size mapping does.
-MAX_HEADER_BYTES = header_size((1 << 15) - 1)
-
-
-def _zero_extended_slice(buf: bytes, start: int, end: int) -> bytes:
-    piece = bytes(buf[start:end])
-    return piece + bytes(end - start - len(piece))
-
-
-def parse_record(buf: bytes, pos: int, segment: LogSegment, check_crc: bool = True) -> MessageRecord | EmptyRecord | BlankRecord | str:
-    """The record at ``pos`` of a segment's bytes (``buf``: the file's bytes, then zeros for
-    at least a header), or why there is none (a sentence)."""
+def parse_record(data: ZeroExtended, pos: int, check_crc: bool = True) -> MessageRecord | EmptyRecord | BlankRecord | str:
+    """The record at segment position ``pos``, or why there is none (a sentence)."""
+    segment = data.segment
     limit = segment.size
     if pos + MIN_RECORD_BYTES > limit:
         return "too close to the segment's end for a record"
-    magic, attributes, timestamp = _PREFIX.unpack_from(buf, pos)
+    magic, attributes, timestamp = _PREFIX.unpack(data.take(pos, _PREFIX.size))
     if magic not in MESSAGE_LOG_MAGICS:
         return f"magic 0x{magic:08x} is not a message log magic"
     path, offset = str(segment.path), segment.base_offset + pos
@@ -109,7 +99,7 @@ def parse_record(buf: bytes, pos: int, segment: LogSegment, check_crc: bool = Tr
     if attributes == ATTR_BLANK_RECORD:
         if pos + BLANK_RECORD_BYTES > limit:
             return "a blank record cut by the segment's end"
-        (until,) = _SIZE.unpack_from(buf, pos + MIN_RECORD_BYTES)
+        (until,) = _SIZE.unpack(data.take(pos + MIN_RECORD_BYTES, _SIZE.size))
         if not pos < until <= limit:
             return f"a blank record up to position {until}, outside ({pos}, {limit}]"
         return BlankRecord(offset, path, pos, until)
@@ -118,23 +108,19 @@ def parse_record(buf: bytes, pos: int, segment: LogSegment, check_crc: bool = Tr
     at = pos + MIN_RECORD_BYTES
     if at + _SEQUENCE_AND_SUBJECT_LENGTH.size > limit:
         return "a header cut by the segment's end"
-    sequence, subject_length = _SEQUENCE_AND_SUBJECT_LENGTH.unpack_from(buf, at)
+    sequence, subject_length = _SEQUENCE_AND_SUBJECT_LENGTH.unpack(data.take(at, _SEQUENCE_AND_SUBJECT_LENGTH.size))
     if subject_length < 0:
         return f"subject length {subject_length}"
     at += _SEQUENCE_AND_SUBJECT_LENGTH.size
-    subject_raw = buf[at:at + subject_length]
+    subject_raw = data.take(at, subject_length)
     at += subject_length
     has_crc = magic != MESSAGE_LOG_MAGIC_V1
-    if has_crc:
-        if at + _CRC_AND_SIZE.size > limit:
-            return "a header cut by the segment's end"
-        payload_crc, payload_size = _CRC_AND_SIZE.unpack_from(buf, at)
-        at += _CRC_AND_SIZE.size
-    else:
-        if at + _SIZE.size > limit:
-            return "a header cut by the segment's end"
-        payload_crc, (payload_size,) = None, _SIZE.unpack_from(buf, at)
-        at += _SIZE.size
+    tail = _CRC_AND_SIZE if has_crc else _SIZE
+    if at + tail.size > limit:
+        return "a header cut by the segment's end"
+    payload_crc, payload_size = tail.unpack(data.take(at, tail.size)) if has_crc else \
+        (None, *_SIZE.unpack(data.take(at, _SIZE.size)))
+    at += tail.size
     if payload_size < 0:
         return f"payload size {payload_size}"
     if at + payload_size > limit:
@@ -143,7 +129,7 @@ def parse_record(buf: bytes, pos: int, segment: LogSegment, check_crc: bool = Tr
         subject = subject_raw.decode("utf-8")
     except UnicodeDecodeError:
         return "subject is not UTF-8"
-    payload = _zero_extended_slice(buf, at, at + payload_size)
+    payload = data.take(at, payload_size)
     crc_ok = (zlib.crc32(payload) == payload_crc) if has_crc and check_crc else None
     return MessageRecord(offset, path, pos, magic, timestamp, sequence, subject, payload_crc, payload_size,
                          header_size(subject_length, magic), payload, crc_ok)
@@ -153,29 +139,30 @@ def _is_clean(item) -> bool:
     return not isinstance(item, str) and not (isinstance(item, MessageRecord) and item.payload_crc_ok is False)
 
 
-def _resync(buf: bytes, start: int, segment: LogSegment) -> int:
-    """The next position after ``start`` where a clean record begins, else the buffer's end."""
-    best = segment.file_size
+def _resync(data: ZeroExtended, start: int) -> int:
+    """The next position after ``start`` where a clean record begins, else the written end."""
+    best = data.written
     for needle in _MAGIC_BYTES:
-        at = buf.find(needle, start)
-        while at != -1 and at < best:
-            if _is_clean(parse_record(buf, at, segment)):
+        at = data.find(needle, start, best)
+        while at != -1:
+            if _is_clean(parse_record(data, at)):
                 best = at
                 break
-            at = buf.find(needle, at + 1)
+            at = data.find(needle, at + 1, best)
     return best
 
 
 def scan_segment(segment: LogSegment, check_crc: bool = True) -> Iterator[ScanItem]:
     """Every record of one segment in order, damage included; ends at the written end.
     ``check_crc=False`` walks headers only (``payload_crc_ok`` None): the end, not the bodies."""
-    # Only the file's bytes can hold records; a record crossing the file's end reads zeros
-    # after it, as the broker's mapping does.
-    buf = read_zero_extended(segment, 0, segment.file_size + MAX_HEADER_BYTES)
-    written = len(buf.rstrip(b"\0"))
-    pos = 0
+    with ZeroExtended(segment) as data:
+        yield from _scan(data, check_crc)
+
+
+def _scan(data: ZeroExtended, check_crc: bool) -> Iterator[ScanItem]:
+    segment, written, pos = data.segment, data.written, 0
     while pos < written:
-        item = parse_record(buf, pos, segment, check_crc)
+        item = parse_record(data, pos, check_crc)
         if isinstance(item, EmptyRecord):
             yield item
             return
@@ -188,7 +175,7 @@ def scan_segment(segment: LogSegment, check_crc: bool = True) -> Iterator[ScanIt
             pos += item.size
             continue
         # neither a record nor the zeros after the written end: damage up to the next clean record
-        nxt = _resync(buf, pos + 1, segment)
+        nxt = _resync(data, pos + 1)
         end = min(nxt, written)
         yield Damage(segment.base_offset + pos, str(segment.path), pos, end - pos, item)
         pos = nxt

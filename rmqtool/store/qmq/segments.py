@@ -9,6 +9,7 @@ segment is mapped at that size, so a shorter file reads as zero-extended.
 from __future__ import annotations
 
 import dataclasses
+import mmap
 import os
 import pathlib
 
@@ -74,3 +75,49 @@ def read_zero_extended(segment: LogSegment, position: int = 0, length: int | Non
         f.seek(position)
         data = f.read(max(0, min(end, segment.file_size) - position))
     return data + bytes(end - position - len(data))
+
+
+class ZeroExtended:
+    """A segment's bytes as QMQ maps them, without reading the file into memory: the file's
+    bytes (mapped), then zeros up to the segment's size. ``written`` is the length without
+    its trailing zeros: where the written data ends, found from the back in chunks."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, segment: LogSegment):
+        self.segment = segment
+        self._file = open(segment.path, "rb")
+        size = os.fstat(self._file.fileno()).st_size
+        self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        self.file_size = size
+        self.written = self._written()
+
+    def _written(self) -> int:
+        end = self.file_size
+        while end > 0:
+            start = max(0, end - self.CHUNK)
+            chunk = self._map[start:end].rstrip(b"\0")
+            if chunk:
+                return start + len(chunk)
+            end = start
+        return 0
+
+    def take(self, position: int, length: int) -> bytes:
+        """``length`` bytes at ``position`` (zeros past the file, none past the segment)."""
+        end = min(position + length, self.segment.size)
+        piece = self._map[position:min(end, self.file_size)] if position < self.file_size else b""
+        return piece + bytes(max(0, end - position - len(piece)))
+
+    def find(self, needle: bytes, start: int, end: int | None = None) -> int:
+        return self._map.find(needle, start, self.written if end is None else end) if self.file_size else -1
+
+    def close(self) -> None:
+        if self.file_size:
+            self._map.close()
+        self._file.close()
+
+    def __enter__(self) -> "ZeroExtended":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -190,3 +190,24 @@ def test_every_dump_kind_gives_truth_rows_on_the_basic_store():
     order = "order.created"
     assert [r["sequence"] for r in dump_rows(root, "consumerlog", subject=order)] == \
         [u["sequence"] for u in rb["consumerLogs"][order]["units"]]
+
+
+def test_a_process_with_a_segment_open_holds_the_store(tmp_path):
+    """QMQ takes no lock file: a broker holds its segments open (LogSegment's channel)."""
+    import shutil
+    import subprocess
+    import sys
+    from rmqtool.store.qmq.live import holder_pid
+    store = tmp_path / "store"
+    shutil.copytree(QMQ / "basic" / "store", store)
+    assert holder_pid(store) is None
+    segment = store / "messagelog" / "00000000000000000000"
+    holder = subprocess.Popen([sys.executable, "-c", f"f = open({str(segment)!r}, 'rb'); print('open', flush=True); "
+                               "import sys; sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        assert holder_pid(store) == holder.pid
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=10)
+    assert holder_pid(store) is None

@@ -123,3 +123,25 @@ def cli_runner():
         return CliRunner(mix_stderr=False)
     except TypeError:  # click 8.2 keeps stderr apart already
         return CliRunner()
+
+
+def expand_store(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
+    """A fixture store kept small (files trimmed of their trailing zeros, their real sizes in a
+    ``sizes.json`` beside them; empty directories listed as ``"dir/": 0``) written out as its
+    engine left it: each file extended to its size as a sparse file. Returns ``dst``."""
+    import json
+    import shutil
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("sizes.json"))
+    for listing in sorted(src.rglob("sizes.json")):
+        base = dst / listing.parent.relative_to(src)
+        for rel, size in json.loads(listing.read_text()).items():
+            target = base / rel
+            if rel.endswith("/"):
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "ab") as f:
+                f.truncate(size)
+    for p in [dst, *dst.rglob("*")]:  # fixture files may be read-only on disk
+        p.chmod(p.stat().st_mode | 0o200)
+    return dst

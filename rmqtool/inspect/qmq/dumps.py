@@ -15,7 +15,7 @@ from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.formats.qmq.pulllog import FILL_MESSAGE_SEQUENCE, PULL_LOG_SIZE, PULL_LOG_UNIT_BYTES
 from rmqtool.report.qmq.records import action_row, consumer_log_row, message_log_row
 from rmqtool.store.qmq import actionlog, checkpoints, consumerlog, messagelog
-from rmqtool.store.qmq.segments import list_log, read_zero_extended
+from rmqtool.store.qmq.segments import ZeroExtended, list_log
 
 DUMP_KINDS = ("messagelog", "consumerlog", "actionlog", "pulllog", "checkpoint")
 
@@ -61,10 +61,10 @@ def pull_log_rows(root: pathlib.Path, only: pathlib.Path | None = None) -> Itera
             for seg in list_log(gs_dir, PULL_LOG_SIZE).segments:
                 if not _wanted(seg.path, only):
                     continue
-                data = read_zero_extended(seg, 0, seg.file_size)
-                written = len(data.rstrip(b"\0"))  # zeros after the last pull are unwritten units
-                for pos in range(0, written, PULL_LOG_UNIT_BYTES):
-                    value = int.from_bytes(data[pos:pos + PULL_LOG_UNIT_BYTES], "big", signed=True)
+                with ZeroExtended(seg) as data:  # zeros after the last pull are unwritten units
+                    units = data.take(0, data.written + (-data.written % PULL_LOG_UNIT_BYTES))
+                for pos in range(0, len(units), PULL_LOG_UNIT_BYTES):
+                    value = int.from_bytes(units[pos:pos + PULL_LOG_UNIT_BYTES], "big", signed=True)
                     yield {"record": "pull", "family": "qmq", "consumer_id": consumer_dir.name, "group": group,
                            "subject": subject, "pull_sequence": (seg.base_offset + pos) // PULL_LOG_UNIT_BYTES,
                            "sequence": None if value == FILL_MESSAGE_SEQUENCE else value,

@@ -9,6 +9,7 @@ segment is mapped at that size, so a shorter file reads as zero-extended.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import mmap
 import os
 import pathlib
@@ -92,8 +93,24 @@ class ZeroExtended:
         self.file_size = size
         self.written = self._written()
 
+    def _data_end(self) -> int:
+        """Where the file's last data extent ends: the holes after it read as zeros without
+        being read (QMQ's segments are sparse until written: it maps them at full size)."""
+        if not hasattr(os, "SEEK_DATA"):
+            return self.file_size
+        fd, end, pos = self._file.fileno(), 0, 0
+        while pos < self.file_size:
+            try:
+                start = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # no data after pos
+                    break
+                return self.file_size  # the filesystem cannot say: read it all
+            pos = end = os.lseek(fd, start, os.SEEK_HOLE)
+        return end
+
     def _written(self) -> int:
-        end = self.file_size
+        end = self._data_end() if self.file_size else 0
         while end > 0:
             start = max(0, end - self.CHUNK)
             chunk = self._map[start:end].rstrip(b"\0")

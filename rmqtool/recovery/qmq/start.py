@@ -1,0 +1,285 @@
+"""What QMQ's ``DefaultStorage`` does at its next start on a store, simulated from the files.
+
+``simulate_start(store)`` follows ``new DefaultStorage(...)`` then ``start()`` (qunarcorp/qmq
+5abc92f4) and writes nothing:
+
+1. ``CheckpointManager``: the highest message and action checkpoint snapshots that parse
+   (``store/qmq/checkpoints.py``).
+2. ``ConsumerLogManager``: each subject's consumer log, cut to the message checkpoint's max
+   sequence (``consumer_logs.py``).
+3. ``MessageLog``: its ``LogManager`` loads and recovers (``logs.py``, ``validators.py``);
+   then consumer logs' min sequences from the first segment's ``.offset`` file.
+4. ``ActionLog``: the same for the action log; ``SortedPullLogTable`` validates the tablets
+   and gives the action replay state (``store/qmq/tablets.py``).
+5. ``start()``: the message log replayed from the message checkpoint's offset into the
+   consumer logs, the action log from the replay state (or the action checkpoint's offset
+   when it is 0) into consumer progress (``replay.py``, ``progress.py``); then the consumer
+   logs' next sequences are what it serves.
+
+Where the Java throws out of the constructor the start is refused (``refusal``); where a
+replay cannot reach its log's end ``start()`` never returns (``hang``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+
+from rmqtool.formats.qmq.actionlog import PER_SEGMENT_FILE_SIZE as ACTION_SEGMENT_SIZE
+from rmqtool.formats.qmq.checkpoint import ActionCheckpoint, MessageCheckpoint
+from rmqtool.formats.qmq.consumerlog import CONSUMER_LOG_UNIT_BYTES, SEGMENT_SIZE_V1
+from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE as MESSAGE_SEGMENT_SIZE
+from rmqtool.recovery.qmq.consumer_logs import ConsumerLog, has_breaking_whitespace, open_consumer_log
+from rmqtool.recovery.qmq.javabuf import JavaException
+from rmqtool.recovery.qmq.logs import Log, load_log
+from rmqtool.recovery.qmq.progress import apply_action, progress_of, progress_rows
+from rmqtool.recovery.qmq.replay import Replay, replay_action_log, replay_message_log
+from rmqtool.recovery.qmq.validators import validate_action_segment, validate_message_segment
+from rmqtool.store.qmq import messagelog as message_scan
+from rmqtool.store.qmq.checkpoints import action_checkpoints, message_checkpoints
+from rmqtool.store.qmq.consumerlog import subjects as consumer_log_subjects
+from rmqtool.store.qmq.consumerlog import unit_bytes_of
+from rmqtool.store.qmq.segments import list_log
+from rmqtool.store.qmq.tablets import replay_state, tablets
+
+Ranges = tuple[tuple[int, int], ...]
+
+
+def ranges_of(values) -> Ranges:
+    """Sorted integers as inclusive [first, last] runs."""
+    out: list[list[int]] = []
+    for v in sorted(values):
+        if out and v == out[-1][1] + 1:
+            out[-1][1] = v
+        else:
+            out.append([v, v])
+    return tuple((a, b) for a, b in out)
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    kind: str  # "refused" (an exception out of new DefaultStorage), "hangs" (start() never returns)
+    exception: str  # the Java exception class
+    message: str
+    file: str | None  # the file it was reading
+    where: str  # "new DefaultStorage(...)", "start(): message log replay", "start(): action log replay"
+
+
+@dataclasses.dataclass(frozen=True)
+class LostRecord:
+    offset: int
+    subject: str
+    sequence: int
+
+
+@dataclasses.dataclass(frozen=True)
+class MessageLogAfterStart:
+    written_end: int  # where the records in the files end (before the start)
+    max_offset: int  # the message log's end after recovery
+    cut_at: int | None  # max_offset when it is before the written end
+    deleted_segments: tuple[str, ...]
+    records_lost: tuple[LostRecord, ...]  # records in the files past the end after recovery
+    replay_from: int
+    records_replayed: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ActionLogAfterStart:
+    max_offset: int
+    deleted_segments: tuple[str, ...]
+    replay_state: int  # SortedPullLogTable.getActionReplayState
+    replay_from: int
+    actions_replayed: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SubjectAfterStart:
+    subject: str
+    consumer_log: tuple[int, int]  # (min, max) sequences served after the start; max = next to write
+    served_with_message: Ranges
+    served_success_without_message: Ranges  # SUCCESS and no message
+    units_pointing_past_log_end: Ranges  # units whose payload is not in the message log after recovery
+    fill_units: Ranges  # fillPreBlank's units the replay wrote
+    rebuilt_units: Ranges  # units the replay wrote from records
+    other_statuses: tuple[tuple[str, Ranges], ...]
+    sequences_in_files: int  # 1 + the highest sequence of this subject's records in the message log files
+    not_served: Ranges  # sequences in the files served neither with nor without a message
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointsAfterStart:
+    message_checkpoint_file: str | None  # the snapshot loaded; None: none parsed, offset -1
+    action_checkpoint_file: str | None
+    skipped_files: tuple[tuple[str, str], ...]  # (file, why SnapshotStore skipped it)
+    message_checkpoint_offset: int  # in memory after the start's replay
+    message_max_sequences: tuple[tuple[str, int], ...]
+    action_checkpoint_offset: int
+
+
+@dataclasses.dataclass(frozen=True)
+class StartOutcome:
+    store: str
+    started: bool
+    refusal: Refusal | None
+    checkpoints: CheckpointsAfterStart
+    unit_bytes: int
+    message_log: MessageLogAfterStart | None = None
+    action_log: ActionLogAfterStart | None = None
+    subjects: tuple[SubjectAfterStart, ...] = ()
+    consumer_progress: tuple[dict, ...] = ()  # per subject/group, as progress_rows gives them
+
+    def to_json(self) -> dict:
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+
+def store_unit_bytes(store: pathlib.Path) -> int:
+    """``consumerlog.v2.enable`` is a broker setting; the files show it (22 B units by default)."""
+    for subject in consumer_log_subjects(store):
+        directory = list_log(store / "consumerlog" / subject, SEGMENT_SIZE_V1)
+        unit = unit_bytes_of(directory)
+        if unit:
+            return unit
+    return CONSUMER_LOG_UNIT_BYTES
+
+
+def _load_consumer_logs(store: pathlib.Path, max_sequences: dict, unit_bytes: int) -> dict[str, ConsumerLog]:
+    logs = {}
+    root = store / "consumerlog"
+    for entry in sorted(root.iterdir()) if root.is_dir() else ():
+        if not entry.is_dir() or has_breaking_whitespace(entry.name):
+            continue
+        logs[entry.name] = open_consumer_log(entry, entry.name, unit_bytes, max_sequences.get(entry.name))
+    return logs
+
+
+def _adjust_min_sequences(message_log: Log, logs: dict[str, ConsumerLog]) -> None:
+    """``adjustConsumerLogMinOffset``: the first segment's ``.offset`` file, {subject: max
+    sequence before the segment}; an unreadable one throws out of the constructor."""
+    first = message_log.first()
+    if first is None:
+        return
+    path = message_log.directory / f".{first.base_offset:020d}.offset"
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    if not data:
+        return
+    try:
+        offsets = json.loads(data)
+        if not isinstance(offsets, dict) or not all(isinstance(v, int) for v in offsets.values()):
+            raise ValueError
+    except ValueError:
+        raise JavaException("java.lang.RuntimeException", "deserialize offset checkpoint failed.", str(path)) from None
+    for subject, value in offsets.items():
+        log = logs.get(subject)
+        if log is not None and log.min_offset() < value + 1:
+            log.min_sequence = value + 1
+
+
+def _scan_records(directory: pathlib.Path) -> list[message_scan.MessageRecord]:
+    """The message log's records as the files hold them, before any recovery."""
+    listing = list_log(directory, MESSAGE_SEGMENT_SIZE)
+    return [item for seg in listing.segments for item in message_scan.scan_segment(seg)
+            if isinstance(item, message_scan.MessageRecord)]
+
+
+def _checkpoints(store, mcp, acp, msnaps, asnaps) -> CheckpointsAfterStart:
+    loaded_m, loaded_a = msnaps.loaded, asnaps.loaded
+    skipped = tuple((str(s.path), s.error) for s in (*msnaps.skipped, *asnaps.skipped))
+    return CheckpointsAfterStart(str(loaded_m.path) if loaded_m else None, str(loaded_a.path) if loaded_a else None,
+                                 skipped, mcp["offset"], tuple(sorted(mcp["max_sequences"].items())), acp.offset)
+
+
+def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None) -> StartOutcome:
+    store = pathlib.Path(store)
+    unit = unit_bytes or store_unit_bytes(store)
+    msnaps, asnaps = message_checkpoints(store), action_checkpoints(store)
+    loaded = msnaps.loaded.value if msnaps.loaded else MessageCheckpoint(-1, {})
+    acp = asnaps.loaded.value if asnaps.loaded else ActionCheckpoint(-1, ())
+    mcp = {"offset": loaded.offset, "max_sequences": dict(loaded.max_sequences)}
+
+    def outcome(**kw) -> StartOutcome:
+        return StartOutcome(str(store), checkpoints=_checkpoints(store, mcp, acp, msnaps, asnaps), unit_bytes=unit, **kw)
+
+    try:
+        logs = _load_consumer_logs(store, mcp["max_sequences"], unit)
+        message_log = load_log(store / "messagelog", MESSAGE_SEGMENT_SIZE, validate_message_segment)
+        _adjust_min_sequences(message_log, logs)
+        action_log = load_log(store / "actionlog", ACTION_SEGMENT_SIZE, validate_action_segment)
+    except JavaException as exc:
+        return outcome(started=False, refusal=Refusal("refused", exc.java_class, exc.message, exc.file,
+                                                      "new DefaultStorage(...)"))
+    state = replay_state(tablets(store))
+    action_from = state if state != 0 else acp.offset
+
+    # start(): the message log replay into the consumer logs (BuildConsumerLogEventListener)
+    written_by = {}
+    messages = replay_message_log(message_log, mcp["offset"])
+    refusal = None
+    for record in messages.events:
+        log = logs.get(record.subject)
+        if log is None:
+            try:
+                log = logs[record.subject] = open_consumer_log(store / "consumerlog" / record.subject,
+                                                               record.subject, unit, None)
+            except JavaException as exc:  # thrown in the replay thread: it retries, forever
+                refusal = Refusal("hangs", exc.java_class, exc.message, exc.file, "start(): message log replay")
+                break
+        written_by.setdefault(record.subject, []).append(
+            log.write_message_log_index(record.sequence, record.wrote_offset, record.wrote_bytes, record.header_size))
+        seqs = mcp["max_sequences"]
+        seqs[record.subject] = max(seqs.get(record.subject, record.sequence), record.sequence)
+        mcp["offset"] = record.wrote_offset + record.wrote_bytes
+    if refusal is None and messages.hangs_at is not None:
+        refusal = _hang(messages, message_log, "start(): message log replay")
+
+    # the action log replay into consumer progress (MaxSequencesUpdater)
+    progress = progress_of(acp)
+    actions = replay_action_log(action_log, action_from)
+    for event in actions.events:
+        apply_action(progress, event.action)
+    if refusal is None and actions.hangs_at is not None:
+        refusal = _hang(actions, action_log, "start(): action log replay")
+
+    in_files = _scan_records(store / "messagelog")
+    written_end = max((r.offset + r.size for r in in_files), default=0)
+    end = message_log.max_offset()
+    deleted = {str(s.path) for s in message_log.deleted}
+    lost = tuple(LostRecord(r.offset, r.subject, r.sequence) for r in in_files if r.offset >= end or r.path in deleted)
+    return outcome(
+        started=refusal is None, refusal=refusal,
+        message_log=MessageLogAfterStart(written_end, end, end if end < written_end else None, tuple(sorted(deleted)),
+                                         lost, messages.start, len(messages.events)),
+        action_log=ActionLogAfterStart(action_log.max_offset(), tuple(str(s.path) for s in action_log.deleted), state,
+                                       actions.start, len(actions.events)),
+        subjects=tuple(_served(subject, logs[subject], message_log, in_files) for subject in sorted(logs)),
+        consumer_progress=tuple(progress_rows(progress)),
+    )
+
+
+def _hang(replay: Replay, log: Log, where: str) -> Refusal:
+    seg = log.locate(replay.hangs_at)
+    return Refusal("hangs", "none", f"{replay.hang_reason} (offset {replay.hangs_at})",
+                   str(seg.path) if seg else None, where)
+
+
+def _served(subject: str, log: ConsumerLog, message_log: Log, in_files) -> SubjectAfterStart:
+    low, high = log.bound()
+    with_message, without, past_end, statuses = [], [], [], {}
+    for sequence in range(0, high + 1):
+        status, unit, has_message = log.get_message(sequence, message_log)
+        if status == "SUCCESS":
+            (with_message if has_message else without).append(sequence)
+            if unit.kind == "message" and not has_message:
+                past_end.append(sequence)
+        else:
+            statuses.setdefault(status, []).append(sequence)
+    rebuilt = [s for s, u in log.written.items() if u.origin == "rebuilt"]
+    fills = [s for s, u in log.written.items() if u.origin == "fill"]
+    known = 1 + max((r.sequence for r in in_files if r.subject == subject), default=-1)
+    served = set(with_message) | set(without)
+    return SubjectAfterStart(
+        subject, (low, high), ranges_of(with_message), ranges_of(without), ranges_of(past_end), ranges_of(fills),
+        ranges_of(rebuilt), tuple((k, ranges_of(v)) for k, v in sorted(statuses.items())), known,
+        ranges_of(s for s in range(known) if s not in served))

@@ -1,0 +1,176 @@
+"""QMQ's next start simulated (rmqtool/recovery/qmq/) against what DefaultStorage did on the
+same stores: every crash variant (fixtures/qmq/crash/*/truth.json: started or refused, the
+message log's end, per subject what is served, consumer progress, the checkpoints in memory)
+and the clean restarts of basic and v2-consumerlog (readBack, the action replay one byte past
+the tablet's end). Expected values come from the truth files."""
+from __future__ import annotations
+
+import hashlib
+import pathlib
+
+import pytest
+
+from conftest import FIXTURES, load_truth
+from rmqtool.recovery.qmq import simulate_start
+
+QMQ = FIXTURES / "qmq"
+CRASH = QMQ / "crash"
+VARIANTS = sorted(p.name for p in CRASH.iterdir() if p.is_dir())
+_cache: dict = {}
+
+
+def outcome(store: pathlib.Path):
+    if store not in _cache:
+        _cache[store] = simulate_start(store)
+    return _cache[store]
+
+
+def crash(variant):
+    return outcome(CRASH / variant / "input"), load_truth(CRASH / variant / "truth.json")
+
+
+def runs(ranges) -> list[list[int]]:
+    return [list(r) for r in ranges]
+
+
+def started(variant) -> bool:
+    return load_truth(CRASH / variant / "truth.json")["started"]
+
+
+STARTED = [v for v in VARIANTS if started(v)]
+REFUSED = [v for v in VARIANTS if not started(v)]
+
+
+def test_every_variant_is_covered():
+    assert len(VARIANTS) == len(load_truth(CRASH / "summary.json")) and STARTED and REFUSED
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_started_or_refused(variant):
+    got, truth = crash(variant)
+    assert got.started == truth["started"]
+    if truth["started"]:
+        assert got.refusal is None
+        return
+    assert got.refusal.kind == "refused" and got.refusal.where == truth["failedIn"]
+    assert got.refusal.exception == truth["exception"]["class"]
+    # the file named is the one the mutation made bad, and the message is the Java one where it names it
+    assert pathlib.Path(got.refusal.file) == CRASH / variant / "input" / truth["mutation"]["file"]
+    if truth["mutation"]["file"].rsplit("/", 1)[-1] in truth["exception"]["message"]:
+        assert got.refusal.message == truth["exception"]["message"]
+
+
+@pytest.mark.parametrize("variant", STARTED)
+def test_message_log_end_and_records_lost(variant):
+    got, truth = crash(variant)
+    expected = truth["messageLog"]
+    assert got.message_log.max_offset == expected["maxOffsetAfterRestart"]
+    assert got.message_log.cut_at == expected["cutAt"]
+    # the records lost that the input's files still hold (a file cut short no longer has the rest)
+    held = (CRASH / variant / "input" / "messagelog" / "00000000000000000000").stat().st_size
+    assert [(r.offset, r.subject, r.sequence) for r in got.message_log.records_lost] == \
+        [(r["offset"], r["subject"], r["sequence"]) for r in expected["recordsLost"] if r["offset"] < held]
+    if expected["writtenEndBeforeCrash"] <= held:
+        assert got.message_log.written_end == expected["writtenEndBeforeCrash"]
+        assert len(got.message_log.records_lost) == len(expected["recordsLost"])
+
+
+@pytest.mark.parametrize("variant", STARTED)
+def test_per_subject_what_is_served_after_the_start(variant):
+    got, truth = crash(variant)
+    subjects = {s.subject: s for s in got.subjects}
+    assert set(subjects) == set(truth["perSubject"])
+    held_all = truth["messageLog"]["writtenEndBeforeCrash"] <= \
+        (CRASH / variant / "input" / "messagelog" / "00000000000000000000").stat().st_size
+    for name, expected in truth["perSubject"].items():
+        s = subjects[name]
+        assert list(s.consumer_log) == expected["consumerLogAfterRestart"], name
+        assert runs(s.served_with_message) == expected["servedWithMessage"], name
+        assert runs(s.served_success_without_message) == expected["servedSuccessWithoutMessage"], name
+        assert runs(s.units_pointing_past_log_end) == expected["unitsPointingPastLogEnd"], name
+        assert {k: runs(v) for k, v in s.other_statuses} == expected["otherStatuses"], name
+        if held_all:
+            assert s.sequences_in_files == expected["sequencesWrittenBeforeCrash"], name
+        # what is written and neither served with a message nor as SUCCESS is not served at all
+        served = {q for a, b in expected["servedWithMessage"] + expected["servedSuccessWithoutMessage"]
+                  for q in range(a, b + 1)}
+        assert [q for a, b in s.not_served for q in range(a, b + 1)] == \
+            [q for q in range(s.sequences_in_files) if q not in served], name
+
+
+@pytest.mark.parametrize("variant", STARTED)
+def test_consumer_progress_and_checkpoints_after_the_start(variant):
+    got, truth = crash(variant)
+    assert list(got.consumer_progress) == sorted(truth["consumerProgressAfterRestart"],
+                                                 key=lambda g: (g["subject"], g["group"]))
+    expected = truth["checkpointsAfterStart"]
+    cp = got.checkpoints
+    assert cp.message_checkpoint_offset == expected["messageCheckpointOffset"]
+    assert dict(cp.message_max_sequences) == expected["messageMaxSequences"]
+    assert cp.action_checkpoint_offset == expected["actionCheckpointOffset"]
+    assert got.action_log.replay_state == truth["sortedPullLogTableActionReplayState"]
+    assert got.action_log.max_offset == truth["actionLog"]["maxOffsetAfterRestart"]
+
+
+@pytest.mark.parametrize("variant", STARTED)
+def test_the_checkpoint_loaded_is_the_highest_that_parses(variant):
+    got, truth = crash(variant)
+    parsed = [f for f in truth["checkpointFilesInInput"]
+              if f["file"].startswith("message-checkpoint.") and "parsedOffset" in f]
+    loaded = got.checkpoints.message_checkpoint_file
+    if not parsed:
+        assert loaded is None
+    else:
+        assert pathlib.Path(loaded).name == max(parsed, key=lambda f: f["parsedOffset"])["file"]
+    skipped = {pathlib.Path(f).name for f, _ in got.checkpoints.skipped_files}
+    assert skipped == {f["file"] for f in truth["checkpointFilesInInput"] if "parsedOffset" not in f}
+
+
+@pytest.mark.parametrize("scenario", ["basic", "v2-consumerlog"])
+def test_clean_restart_replays_the_action_log_from_one_byte_past_the_tablet(scenario):
+    truth = load_truth(QMQ / scenario / "truth.json")["readBack"]
+    got = outcome(QMQ / scenario / "store")
+    assert got.started
+    state = truth["pullLogs"]["sortedPullLogTableActionReplayState"]
+    assert got.action_log.replay_state == state == truth["pullLogTablets"][-1]["endOffset"] + 1
+    assert got.action_log.replay_from == state and got.action_log.actions_replayed == 0
+    assert list(got.consumer_progress) == sorted(truth["consumerProgressAfterStart"],
+                                                 key=lambda g: (g["subject"], g["group"]))
+    cp = got.checkpoints
+    assert cp.message_checkpoint_offset == truth["checkpointsAfterStart"]["messageCheckpointOffset"]
+    assert dict(cp.message_max_sequences) == truth["checkpointsAfterStart"]["messageMaxSequences"]
+    assert cp.action_checkpoint_offset == truth["checkpointsAfterStart"]["actionCheckpointOffset"]
+    assert got.message_log.max_offset == truth["messageLog"]["maxOffset"] and not got.message_log.records_lost
+
+
+@pytest.mark.parametrize("scenario", ["basic", "v2-consumerlog"])
+def test_clean_restart_serves_every_sequence_as_the_engine_did(scenario):
+    truth = load_truth(QMQ / scenario / "truth.json")["readBack"]["consumerLogs"]
+    got = {s.subject: s for s in outcome(QMQ / scenario / "store").subjects}
+    assert set(got) == set(truth)
+    for name, log in truth.items():
+        s = got[name]
+        assert list(s.consumer_log) == [log["minSequence"], log["maxSequence"]], name
+        with_message = [g["sequence"] for g in log["getMessage"] if g["status"] == "SUCCESS" and g["messageNum"]]
+        without = [g["sequence"] for g in log["getMessage"] if g["status"] == "SUCCESS" and not g["messageNum"]]
+        assert [q for a, b in s.served_with_message for q in range(a, b + 1)] == with_message, name
+        assert [q for a, b in s.served_success_without_message for q in range(a, b + 1)] == without, name
+        others = {}
+        for g in log["getMessage"]:
+            if g["status"] != "SUCCESS":
+                others.setdefault(g["status"], []).append(g["sequence"])
+        assert {k: [q for a, b in v for q in range(a, b + 1)] for k, v in s.other_statuses} == others, name
+
+
+def _digest(root: pathlib.Path) -> dict:
+    return {str(p.relative_to(root)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_the_simulation_writes_nothing(store_copy):
+    store = store_copy(CRASH / "e-deleted-consumerlog-file" / "input")
+    before = sorted(p.relative_to(store) for p in store.rglob("*"))
+    digest = _digest(store)
+    got = simulate_start(store)
+    assert got.started and got.to_json()["started"]
+    assert sorted(p.relative_to(store) for p in store.rglob("*")) == before and _digest(store) == digest

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import pathlib
+import shutil
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import FIXTURES, load_truth
+from helpers import examples
 from rmqtool.recovery.qmq import simulate_start
 
 QMQ = FIXTURES / "qmq"
@@ -174,3 +178,26 @@ def test_the_simulation_writes_nothing(store_copy):
     got = simulate_start(store)
     assert got.started and got.to_json()["started"]
     assert sorted(p.relative_to(store) for p in store.rglob("*")) == before and _digest(store) == digest
+
+
+_DAMAGEABLE = ["messagelog/00000000000000000000", "actionlog/00000000000000000000",
+               "consumerlog/crash.order/00000000000000000000", "checkpoint/message-checkpoint.00000000000000105527"]
+
+
+@given(st.lists(st.tuples(st.sampled_from(_DAMAGEABLE), st.floats(0, 1), st.binary(min_size=1, max_size=12)),
+                min_size=1, max_size=4))
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_random_damage_gives_an_outcome_never_a_traceback(tmp_path_factory, damages):
+    store = tmp_path_factory.mktemp("qmq") / "store"
+    shutil.copytree(CRASH / "a-as-is" / "input", store)
+    for name, where, data in damages:
+        path = store / name
+        raw = bytearray(path.read_bytes())
+        at = int(where * len(raw))
+        raw[at:at + len(data)] = data
+        path.write_bytes(bytes(raw))
+    digest = _digest(store)
+    got = simulate_start(store)
+    assert got.to_json()["started"] == got.started
+    assert got.started == (got.refusal is None)
+    assert _digest(store) == digest

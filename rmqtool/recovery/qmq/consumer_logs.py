@@ -10,6 +10,7 @@ lies inside the message log's written part; otherwise the answer is SUCCESS with
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import pathlib
 import struct
@@ -18,7 +19,7 @@ from rmqtool.formats.qmq.consumerlog import (CONSUMER_LOG_MAGIC_V2, CONSUMER_LOG
                                              FILL_WROTE_BYTES, FILL_WROTE_OFFSET, SEGMENT_TOTAL_UNIT,
                                              TYPE_MESSAGE_LOG_INDEX, TYPE_SMT_INDEX)
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE as MESSAGE_SEGMENT_SIZE
-from rmqtool.recovery.qmq.javabuf import JavaException, int32
+from rmqtool.recovery.qmq.javabuf import JavaException, int32, java_div, java_mod
 from rmqtool.recovery.qmq.logs import Log, load_log
 from rmqtool.recovery.qmq.validators import max_sequence_validator
 
@@ -45,25 +46,20 @@ class Unit:
 FILL = Unit("message", FILL_WROTE_OFFSET, FILL_WROTE_BYTES, FILL_HEADER_SIZE, "fill")
 
 
-def _java_mod(a: int, b: int) -> int:
-    """Java's ``%``: the sign of the dividend."""
-    r = abs(a) % b
-    return -r if a < 0 else r
-
-
 @dataclasses.dataclass(slots=True)
 class ConsumerLog:
     subject: str
     unit_bytes: int
     log: Log
-    written: dict[int, Unit] = dataclasses.field(default_factory=dict)  # sequence -> unit the start wrote
+    written: dict[int, Unit] = dataclasses.field(default_factory=dict)  # sequence -> unit the replay rebuilt
+    fills: list[list[int]] = dataclasses.field(default_factory=list)  # [first, last] runs of fill units, in order
     min_sequence: int = 0  # ConsumerLog.minSequence (raised from the message log's .offset file)
 
     def next_sequence(self) -> int:
-        return self.log.max_offset() // self.unit_bytes
+        return java_div(self.log.max_offset(), self.unit_bytes)
 
     def min_offset(self) -> int:
-        return max(self.log.min_offset() // self.unit_bytes, self.min_sequence)
+        return max(java_div(self.log.min_offset(), self.unit_bytes), self.min_sequence)
 
     def bound(self) -> tuple[int, int]:
         """``getOffsetBound``: (min, max) sequences; max is the next sequence to write."""
@@ -82,6 +78,7 @@ class ConsumerLog:
                 seg = self.log.alloc_or_reset(expected)
                 if len(self.log.deleted) != before:
                     self.written.clear()  # every segment was deleted with what the replay wrote
+                    self.fills.clear()
             self._fill_pre_blank(seg, expected)
             if seg.wrote > seg.size:
                 return "failed"
@@ -96,15 +93,41 @@ class ConsumerLog:
     def _fill_pre_blank(self, seg, until: int) -> None:
         start = seg.base_offset + seg.wrote
         count = max(0, -(-(until - start) // self.unit_bytes))
-        for _ in range(min(count, (seg.size - seg.wrote) // self.unit_bytes)):
-            self.written[(seg.base_offset + seg.wrote) // self.unit_bytes] = FILL
-            seg.wrote += self.unit_bytes
+        count = min(count, (seg.size - seg.wrote) // self.unit_bytes)  # appends to a full segment write nothing
+        if count <= 0:
+            return
+        first = start // self.unit_bytes
+        if self.fills and self.fills[-1][1] == first - 1:
+            self.fills[-1][1] = first + count - 1
+        else:
+            self.fills.append([first, first + count - 1])
+        seg.wrote += count * self.unit_bytes
+
+    def fill_run(self, sequence: int) -> list[int] | None:
+        """The run of fill units holding a sequence, if any."""
+        at = bisect.bisect_right(self.fills, [sequence, float("inf")]) - 1
+        return self.fills[at] if at >= 0 and self.fills[at][1] >= sequence else None
+
+    def same_unit_until(self, seg, position: int) -> int:
+        """The last sequence from the one at ``position`` whose unit is the same by
+        construction (a run of fill units, or zeros past the file's bytes)."""
+        sequence = (seg.base_offset + position) // self.unit_bytes
+        run = self.fill_run(sequence)
+        if run is not None:
+            return run[1]
+        if sequence in self.written or position < len(seg.data):
+            return sequence
+        last = (seg.base_offset + seg.wrote) // self.unit_bytes - 1
+        later = [s for s in self.written if s > sequence] + [r[0] for r in self.fills if r[0] > sequence]
+        return max(sequence, min([last, *(s - 1 for s in later)]))
 
     def unit_at(self, seg, position: int) -> Unit:
         """``readUnit`` at a position of a segment."""
         sequence = (seg.base_offset + position) // self.unit_bytes
-        if sequence in self.written and seg is self.log.segments.get(seg.base_offset):
+        if sequence in self.written:
             return self.written[sequence]
+        if self.fill_run(sequence) is not None:
+            return FILL
         raw = bytes(seg.data[position:position + self.unit_bytes])
         raw += bytes(self.unit_bytes - len(raw))
         if self.unit_bytes == CONSUMER_LOG_UNIT_BYTES:
@@ -120,30 +143,33 @@ class ConsumerLog:
             return Unit("smt")
         return Unit("invalid", error=f"illegal consumer log unit payload type {int32(unit_type << 16) >> 16}")
 
-    def get_message(self, sequence: int, message_log: Log) -> tuple[str, Unit | None, bool]:
+    def get_message(self, sequence: int, message_log: Log) -> tuple[str, Unit | None, bool, int]:
         """``DefaultStorage.getMessage`` (strict, one message): (status, the unit read, whether
-        a message came with it). A status "exception: ..." is a throw out of the read."""
+        a message came with it, the last sequence from this one sure to get the same answer).
+        A status "exception: ..." is a throw out of the read."""
         low, high = self.bound()
         if high == 0:
-            return "NO_MESSAGE", None, False
+            return "NO_MESSAGE", None, False, sequence
         if sequence > high:
-            return "OFFSET_OVERFLOW", None, False
+            return "OFFSET_OVERFLOW", None, False, sequence
         if sequence < low:
-            return "EMPTY_CONSUMER_LOG", None, False
+            return "EMPTY_CONSUMER_LOG", None, False, low - 1
         offset = sequence * self.unit_bytes
         seg = self.log.locate(offset)
-        position = offset % (self.unit_bytes * SEGMENT_TOTAL_UNIT)
+        position = java_mod(offset, self.unit_bytes * SEGMENT_TOTAL_UNIT)
         if seg is None or not 0 <= position < seg.wrote:
-            return "EMPTY_CONSUMER_LOG", None, False
+            return "EMPTY_CONSUMER_LOG", None, False, sequence
         unit = self.unit_at(seg, position)
+        same_until = min(sequence + self.same_unit_until(seg, position) - (seg.base_offset + position) // self.unit_bytes,
+                         high - 1)
         if unit.kind == "invalid":
-            return f"exception: java.lang.RuntimeException: {unit.error}", unit, False
+            return f"exception: java.lang.RuntimeException: {unit.error}", unit, False, same_until
         if unit.kind == "smt":
-            return "SUCCESS", unit, False  # smt/ tablets are not modelled: no message read
+            return "SUCCESS", unit, False, same_until  # smt/ tablets are not modelled: no message read
         try:
-            return "SUCCESS", unit, read_payload(message_log, unit)
+            return "SUCCESS", unit, read_payload(message_log, unit), same_until
         except JavaException as exc:
-            return f"exception: {exc.java_class}", unit, False
+            return f"exception: {exc.java_class}", unit, False, same_until
 
 
 def read_payload(message_log: Log, unit: Unit) -> bool:
@@ -153,7 +179,7 @@ def read_payload(message_log: Log, unit: Unit) -> bool:
     if seg is None:
         return False
     size = int32(unit.wrote_bytes - unit.header_size)
-    position = int32(_java_mod(payload_offset, MESSAGE_SEGMENT_SIZE))
+    position = int32(java_mod(payload_offset, MESSAGE_SEGMENT_SIZE))
     if int32(position + size) > seg.wrote:
         return False
     if not 0 <= position <= seg.size:

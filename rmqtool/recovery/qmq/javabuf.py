@@ -29,6 +29,24 @@ def int32(value: int) -> int:
     return value - (1 << 32) if value >= 1 << 31 else value
 
 
+def java_mod(a: int, b: int) -> int:
+    """Java's ``%``: the sign of the dividend."""
+    r = abs(a) % b
+    return -r if a < 0 else r
+
+
+def java_div(a: int, b: int) -> int:
+    """Java's integer ``/``: rounds toward zero."""
+    q = abs(a) // abs(b)
+    return -q if (a < 0) != (b < 0) else q
+
+
+def int64(value: int) -> int:
+    """Java ``long`` arithmetic: wrap to 64 bits, signed."""
+    value &= 0xFFFFFFFFFFFFFFFF
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
 def new_array(length: int) -> None:
     """``new byte[length]``: a negative length throws."""
     if length < 0:

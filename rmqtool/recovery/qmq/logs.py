@@ -16,7 +16,7 @@ import pathlib
 from typing import Callable
 
 from rmqtool.formats.qmq.java import NumberFormatError, java_parse
-from rmqtool.recovery.qmq.javabuf import JavaException
+from rmqtool.recovery.qmq.javabuf import JavaException, int32, java_mod
 
 
 @dataclasses.dataclass(slots=True)
@@ -93,7 +93,7 @@ class Log:
     def alloc_or_reset(self, expected_offset: int) -> Segment:
         """``LogManager.allocOrResetSegments``: a segment for an offset no segment holds;
         when it does not follow a full latest segment every segment is deleted first."""
-        base = expected_offset - expected_offset % self.segment_size
+        base = expected_offset - java_mod(expected_offset, self.segment_size)
         latest = self.latest()
         if latest is None or (self.next_base() == base and latest.wrote == latest.size):
             return self.alloc(base)
@@ -146,7 +146,7 @@ def _recover(log: Log, validator: Validator) -> None:
     seg = log.locate(offset)
     if seg is None:
         return
-    seg.wrote = offset % log.segment_size
+    seg.wrote = int32(java_mod(offset, log.segment_size))
     if seg.base_offset != latest.base_offset:
         for base in log.bases():
             if len(log.segments) <= 1:

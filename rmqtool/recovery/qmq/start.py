@@ -46,17 +46,6 @@ from rmqtool.store.qmq.tablets import replay_state, tablets
 Ranges = tuple[tuple[int, int], ...]
 
 
-def ranges_of(values) -> Ranges:
-    """Sorted integers as inclusive [first, last] runs."""
-    out: list[list[int]] = []
-    for v in sorted(values):
-        if out and v == out[-1][1] + 1:
-            out[-1][1] = v
-        else:
-            out.append([v, v])
-    return tuple((a, b) for a, b in out)
-
-
 @dataclasses.dataclass(frozen=True)
 class Refusal:
     kind: str  # "refused" (an exception out of new DefaultStorage), "hangs" (start() never returns)
@@ -264,22 +253,54 @@ def _hang(replay: Replay, log: Log, where: str) -> Refusal:
                    str(seg.path) if seg else None, where)
 
 
-def _served(subject: str, log: ConsumerLog, message_log: Log, in_files) -> SubjectAfterStart:
-    low, high = log.bound()
-    with_message, without, past_end, statuses = [], [], [], {}
-    for sequence in range(0, high + 1):
-        status, unit, has_message = log.get_message(sequence, message_log)
-        if status == "SUCCESS":
-            (with_message if has_message else without).append(sequence)
-            if unit.kind == "message" and not has_message:
-                past_end.append(sequence)
+class _Runs(list):
+    """Inclusive [first, last] runs, added in increasing order."""
+
+    def add(self, first: int, last: int) -> None:
+        if self and self[-1][1] == first - 1:
+            self[-1] = (self[-1][0], last)
         else:
-            statuses.setdefault(status, []).append(sequence)
-    rebuilt = [s for s, u in log.written.items() if u.origin == "rebuilt"]
-    fills = [s for s, u in log.written.items() if u.origin == "fill"]
+            self.append((first, last))
+
+    def minus(self, *others: "_Runs") -> Ranges:
+        taken = sorted(r for o in others for r in o)
+        out = _Runs()
+        for first, last in self:
+            at = first
+            for a, b in taken:
+                if b < at or a > last:
+                    continue
+                if a > at:
+                    out.add(at, a - 1)
+                at = max(at, b + 1)
+            if at <= last:
+                out.add(at, last)
+        return tuple(out)
+
+
+def _served(subject: str, log: ConsumerLog, message_log: Log, in_files) -> SubjectAfterStart:
+    """Every sequence 0..max as getMessage answers it, a run of identical units at a time."""
+    low, high = log.bound()
+    with_message, without, past_end, statuses = _Runs(), _Runs(), _Runs(), {}
+    sequence = 0
+    while sequence <= high:
+        status, unit, has_message, last = log.get_message(sequence, message_log)
+        last = max(sequence, last)
+        if status == "SUCCESS":
+            (with_message if has_message else without).add(sequence, last)
+            if unit.kind == "message" and not has_message:
+                past_end.add(sequence, last)
+        else:
+            statuses.setdefault(status, _Runs()).add(sequence, last)
+        sequence = last + 1
+    rebuilt = _Runs()
+    for s in sorted(log.written):
+        rebuilt.add(s, s)
     known = 1 + max((r.sequence for r in in_files if r.subject == subject), default=-1)
-    served = set(with_message) | set(without)
+    written = _Runs()
+    if known:
+        written.add(0, known - 1)
     return SubjectAfterStart(
-        subject, (low, high), ranges_of(with_message), ranges_of(without), ranges_of(past_end), ranges_of(fills),
-        ranges_of(rebuilt), tuple((k, ranges_of(v)) for k, v in sorted(statuses.items())), known,
-        ranges_of(s for s in range(known) if s not in served))
+        subject, (low, high), tuple(with_message), tuple(without), tuple(past_end),
+        tuple(tuple(r) for r in log.fills), tuple(rebuilt), tuple((k, tuple(v)) for k, v in sorted(statuses.items())),
+        known, written.minus(with_message, without))

@@ -19,7 +19,7 @@ import zlib
 from rmqtool.formats.qmq.actionlog import ACTION_HEADER_BYTES, ACTION_LOG_MAGIC_V1, FOREVER_OFFLINE, PULL, RANGE_ACK
 from rmqtool.formats.qmq.messagelog import (ATTR_BLANK_RECORD, ATTR_EMPTY_RECORD, ATTR_MESSAGE_RECORD,
                                             MESSAGE_LOG_MAGICS)
-from rmqtool.recovery.qmq.javabuf import JavaBuffer, JavaException, int32
+from rmqtool.recovery.qmq.javabuf import JavaBuffer, JavaException, int32, int64
 from rmqtool.recovery.qmq.logs import Segment, Validator
 
 MESSAGE_MAGICS = frozenset(int32(m) for m in MESSAGE_LOG_MAGICS)
@@ -130,7 +130,7 @@ def validate_action_segment(segment: Segment) -> tuple[bool, int]:
 
 def max_sequence_validator(max_sequence: int, unit_bytes: int) -> Validator:
     """``MaxSequenceLogSegmentValidator(maxSequence, unitBytes)``."""
-    max_offset = (max_sequence + 1) * unit_bytes
+    max_offset = int64(int64(max_sequence + 1) * unit_bytes)
 
     def validate(segment: Segment) -> tuple[bool, int]:
         if segment.base_offset > max_offset:
@@ -138,7 +138,7 @@ def max_sequence_validator(max_sequence: int, unit_bytes: int) -> Validator:
                                 f"base offset larger than checkpoint max offset. base: {segment.base_offset}, "
                                 f"max: {max_offset}, segment: LogSegment{{file={segment.path.absolute()}}}",
                                 str(segment.path))
-        if segment.base_offset + segment.size <= max_offset:
+        if int64(segment.base_offset + segment.size) <= max_offset:
             return True, segment.size
         return False, int32(max_offset - segment.base_offset)
     return validate

@@ -166,6 +166,13 @@ def test_clean_restart_serves_every_sequence_as_the_engine_did(scenario):
         assert {k: [q for a, b in v for q in range(a, b + 1)] for k, v in s.other_statuses} == others, name
 
 
+def test_legacy_pull_logs_are_cut_to_the_action_checkpoint():
+    truth = load_truth(QMQ / "basic" / "truth.json")["readBack"]["pullLogs"]["legacyPullLogs"]
+    got = outcome(QMQ / "basic" / "store").pull_logs
+    assert [(p.consumer_id, p.group_and_subject, list(p.sequences)) for p in got] == \
+        [(p["consumerId"], p["groupAndSubject"], [p["minSequence"], p["maxSequence"]]) for p in truth]
+
+
 def _digest(root: pathlib.Path) -> dict:
     return {str(p.relative_to(root)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
             for p in sorted(root.rglob("*")) if p.is_file()}

@@ -8,7 +8,8 @@
 2. ``ConsumerLogManager``: each subject's consumer log, cut to the message checkpoint's max
    sequence (``consumer_logs.py``).
 3. ``MessageLog``: its ``LogManager`` loads and recovers (``logs.py``, ``validators.py``);
-   then consumer logs' min sequences from the first segment's ``.offset`` file.
+   then consumer logs' min sequences from the first segment's ``.offset`` file;
+   ``PullLogManager``: legacy pull logs cut to each consumer's pull in the action checkpoint.
 4. ``ActionLog``: the same for the action log; ``SortedPullLogTable`` validates the tablets
    and gives the action replay state (``store/qmq/tablets.py``).
 5. ``start()``: the message log replayed from the message checkpoint's offset into the
@@ -30,12 +31,14 @@ from rmqtool.formats.qmq.actionlog import PER_SEGMENT_FILE_SIZE as ACTION_SEGMEN
 from rmqtool.formats.qmq.checkpoint import ActionCheckpoint, MessageCheckpoint
 from rmqtool.formats.qmq.consumerlog import CONSUMER_LOG_UNIT_BYTES, SEGMENT_SIZE_V1
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE as MESSAGE_SEGMENT_SIZE
+from rmqtool.formats.qmq.pulllog import PULL_LOG_SIZE, PULL_LOG_UNIT_BYTES
 from rmqtool.recovery.qmq.consumer_logs import ConsumerLog, has_breaking_whitespace, open_consumer_log
 from rmqtool.recovery.qmq.javabuf import JavaException
 from rmqtool.recovery.qmq.logs import Log, load_log
 from rmqtool.recovery.qmq.progress import apply_action, progress_of, progress_rows
 from rmqtool.recovery.qmq.replay import Replay, replay_action_log, replay_message_log
-from rmqtool.recovery.qmq.validators import validate_action_segment, validate_message_segment
+from rmqtool.recovery.qmq.validators import (max_sequence_validator, validate_action_segment,
+                                             validate_message_segment)
 from rmqtool.store.qmq import messagelog as message_scan
 from rmqtool.store.qmq.checkpoints import action_checkpoints, message_checkpoints
 from rmqtool.store.qmq.consumerlog import subjects as consumer_log_subjects
@@ -97,6 +100,15 @@ class SubjectAfterStart:
 
 
 @dataclasses.dataclass(frozen=True)
+class PullLogAfterStart:
+    """A legacy pull log (``pulllog/<consumerId>/<group>@<subject>/``) after its load."""
+    consumer_id: str
+    group_and_subject: str
+    sequences: tuple[int, int]  # (min, max) pull-log sequences kept; max is the next to write
+    deleted_segments: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class CheckpointsAfterStart:
     message_checkpoint_file: str | None  # the snapshot loaded; None: none parsed, offset -1
     action_checkpoint_file: str | None
@@ -116,6 +128,7 @@ class StartOutcome:
     message_log: MessageLogAfterStart | None = None
     action_log: ActionLogAfterStart | None = None
     subjects: tuple[SubjectAfterStart, ...] = ()
+    pull_logs: tuple[PullLogAfterStart, ...] = ()
     consumer_progress: tuple[dict, ...] = ()  # per subject/group, as progress_rows gives them
 
     def to_json(self) -> dict:
@@ -140,6 +153,36 @@ def _load_consumer_logs(store: pathlib.Path, max_sequences: dict, unit_bytes: in
             continue
         logs[entry.name] = open_consumer_log(entry, entry.name, unit_bytes, max_sequences.get(entry.name))
     return logs
+
+
+def _load_pull_logs(store: pathlib.Path, progress: dict) -> list[PullLogAfterStart]:
+    """``PullLogManager``: each ``<consumerId>/<group>@<subject>`` directory holding entries,
+    cut by ``MaxSequenceLogSegmentValidator`` to the consumer's pull in the action checkpoint
+    (to nothing without one). ``GroupAndSubject.parse`` takes the second ``@`` field: a name
+    without one throws."""
+    out = []
+    root = store / "pulllog"
+    for consumer in sorted(root.iterdir()) if root.is_dir() else ():
+        if not consumer.is_dir():
+            continue
+        for directory in sorted(consumer.iterdir()):
+            if not directory.is_dir() or not any(directory.iterdir()):
+                continue
+            fields = directory.name.split("@")
+            while fields and fields[-1] == "":
+                fields.pop()  # String.split drops trailing empty strings
+            if len(fields) < 2:
+                raise JavaException("java.lang.ArrayIndexOutOfBoundsException",
+                                    f"Index 1 out of bounds for length {len(fields)}", str(directory))
+            group = progress.get((fields[1], fields[0]))
+            pull = group.consumers.get(consumer.name) if group else None
+            log = load_log(directory, PULL_LOG_SIZE, max_sequence_validator(-1 if pull is None else pull[0],
+                                                                             PULL_LOG_UNIT_BYTES))
+            out.append(PullLogAfterStart(consumer.name, directory.name,
+                                         (log.min_offset() // PULL_LOG_UNIT_BYTES,
+                                          log.max_offset() // PULL_LOG_UNIT_BYTES),
+                                         tuple(str(s.path) for s in log.deleted)))
+    return out
 
 
 def _adjust_min_sequences(message_log: Log, logs: dict[str, ConsumerLog]) -> None:
@@ -195,6 +238,7 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None) -> S
         logs = _load_consumer_logs(store, mcp["max_sequences"], unit)
         message_log = load_log(store / "messagelog", MESSAGE_SEGMENT_SIZE, validate_message_segment)
         _adjust_min_sequences(message_log, logs)
+        pull_logs = _load_pull_logs(store, progress_of(acp))
         action_log = load_log(store / "actionlog", ACTION_SEGMENT_SIZE, validate_action_segment)
     except JavaException as exc:
         return outcome(started=False, refusal=Refusal("refused", exc.java_class, exc.message, exc.file,
@@ -243,6 +287,7 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None) -> S
         action_log=ActionLogAfterStart(action_log.max_offset(), tuple(str(s.path) for s in action_log.deleted), state,
                                        actions.start, len(actions.events)),
         subjects=tuple(_served(subject, logs[subject], message_log, in_files) for subject in sorted(logs)),
+        pull_logs=tuple(pull_logs),
         consumer_progress=tuple(progress_rows(progress)),
     )
 

@@ -6,6 +6,7 @@ the tablet's end). Expected values come from the truth files."""
 from __future__ import annotations
 
 import hashlib
+import json
 import pathlib
 import shutil
 
@@ -114,6 +115,16 @@ def test_consumer_progress_and_checkpoints_after_the_start(variant):
     assert cp.action_checkpoint_offset == expected["actionCheckpointOffset"]
     assert got.action_log.replay_state == truth["sortedPullLogTableActionReplayState"]
     assert got.action_log.max_offset == truth["actionLog"]["maxOffsetAfterRestart"]
+
+
+@pytest.mark.parametrize("variant", STARTED)
+def test_offset_files_after_the_start(variant):
+    got, truth = crash(variant)
+    written = {pathlib.Path(f).name: dict(v) for f, v in got.offset_files_written}
+    for f in truth["recovered"]["offsetFiles"]:
+        name = f["file"].rsplit("/", 1)[-1]
+        before = json.loads((CRASH / variant / "input" / f["file"]).read_text(encoding="utf-8"))
+        assert written.get(name, before) == json.loads(f["text"]), name
 
 
 @pytest.mark.parametrize("variant", STARTED)

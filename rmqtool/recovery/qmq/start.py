@@ -129,6 +129,8 @@ class StartOutcome:
     action_log: ActionLogAfterStart | None = None
     subjects: tuple[SubjectAfterStart, ...] = ()
     pull_logs: tuple[PullLogAfterStart, ...] = ()
+    # messagelog/.<base>.offset files the replay writes (createOffsetFileFor, at a segment's first record)
+    offset_files_written: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
     consumer_progress: tuple[dict, ...] = ()  # per subject/group, as progress_rows gives them
 
     def to_json(self) -> dict:
@@ -247,10 +249,15 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None) -> S
     action_from = state if state != 0 else acp.offset
 
     # start(): the message log replay into the consumer logs (BuildConsumerLogEventListener)
-    written_by = {}
+    written_by, offset_files = {}, {}
+    offsets = {subject: log.next_sequence() - 1 for subject, log in logs.items()}  # the listener's, at construction
     messages = replay_message_log(message_log, mcp["offset"])
     refusal = None
     for record in messages.events:
+        if record.wrote_offset == record.base_offset:
+            offset_files[str(message_log.directory / f".{record.base_offset:020d}.offset")] = \
+                tuple(sorted(offsets.items()))
+        offsets[record.subject] = max(offsets.get(record.subject, record.sequence), record.sequence)
         log = logs.get(record.subject)
         if log is None:
             try:
@@ -288,6 +295,7 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None) -> S
                                        actions.start, len(actions.events)),
         subjects=tuple(_served(subject, logs[subject], message_log, in_files) for subject in sorted(logs)),
         pull_logs=tuple(pull_logs),
+        offset_files_written=tuple(sorted(offset_files.items())),
         consumer_progress=tuple(progress_rows(progress)),
     )
 

@@ -118,6 +118,13 @@ def test_consumer_progress_and_checkpoints_after_the_start(variant):
 
 
 @pytest.mark.parametrize("variant", STARTED)
+def test_every_replayed_record_is_a_unit_rebuilt_or_skipped(variant):
+    got, _ = crash(variant)
+    count = sum(b - a + 1 for s in got.subjects for a, b in (*s.rebuilt_units, *s.replay_skipped))
+    assert count == got.message_log.records_replayed
+
+
+@pytest.mark.parametrize("variant", STARTED)
 def test_offset_files_after_the_start(variant):
     got, truth = crash(variant)
     written = {pathlib.Path(f).name: dict(v) for f, v in got.offset_files_written}

@@ -11,7 +11,7 @@
    then consumer logs' min sequences from the first segment's ``.offset`` file;
    ``PullLogManager``: legacy pull logs cut to each consumer's pull in the action checkpoint.
 4. ``ActionLog``: the same for the action log; ``SortedPullLogTable`` validates the tablets
-   and gives the action replay state (``store/qmq/tablets.py``).
+   and gives the action replay state (``tablets.py``).
 5. ``start()``: the message log replayed from the message checkpoint's offset into the
    consumer logs, the action log from the replay state (or the action checkpoint's offset
    when it is 0) into consumer progress (``replay.py``, ``progress.py``); then the consumer
@@ -37,6 +37,7 @@ from rmqtool.recovery.qmq.javabuf import JavaException
 from rmqtool.recovery.qmq.logs import Log, load_log
 from rmqtool.recovery.qmq.progress import apply_action, progress_of, progress_rows
 from rmqtool.recovery.qmq.replay import Replay, replay_action_log, replay_message_log
+from rmqtool.recovery.qmq.tablets import load_tablets
 from rmqtool.recovery.qmq.validators import (max_sequence_validator, validate_action_segment,
                                              validate_message_segment)
 from rmqtool.store.qmq import messagelog as message_scan
@@ -44,7 +45,6 @@ from rmqtool.store.qmq.checkpoints import action_checkpoints, message_checkpoint
 from rmqtool.store.qmq.consumerlog import subjects as consumer_log_subjects
 from rmqtool.store.qmq.consumerlog import unit_bytes_of
 from rmqtool.store.qmq.segments import list_log
-from rmqtool.store.qmq.tablets import replay_state, tablets
 
 Ranges = tuple[tuple[int, int], ...]
 
@@ -81,6 +81,8 @@ class ActionLogAfterStart:
     max_offset: int
     deleted_segments: tuple[str, ...]
     replay_state: int  # SortedPullLogTable.getActionReplayState
+    tablets_loaded: tuple[str, ...]
+    tablets_destroyed: tuple[str, ...]  # deleted by the load (id at or past the replay state)
     replay_from: int
     actions_replayed: int
 
@@ -94,6 +96,7 @@ class SubjectAfterStart:
     units_pointing_past_log_end: Ranges  # units whose payload is not in the message log after recovery
     fill_units: Ranges  # fillPreBlank's units the replay wrote
     rebuilt_units: Ranges  # units the replay wrote from records
+    replay_skipped: Ranges  # records replayed whose sequence is below the log's next sequence: no unit written
     other_statuses: tuple[tuple[str, Ranges], ...]
     sequences_in_files: int  # 1 + the highest sequence of this subject's records in the message log files
     not_served: Ranges  # sequences in the files served neither with nor without a message
@@ -242,14 +245,15 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None) -> S
         _adjust_min_sequences(message_log, logs)
         pull_logs = _load_pull_logs(store, progress_of(acp))
         action_log = load_log(store / "actionlog", ACTION_SEGMENT_SIZE, validate_action_segment)
+        tablet_load = load_tablets(store)
     except JavaException as exc:
         return outcome(started=False, refusal=Refusal("refused", exc.java_class, exc.message, exc.file,
                                                       "new DefaultStorage(...)"))
-    state = replay_state(tablets(store))
+    state = tablet_load.replay_state
     action_from = state if state != 0 else acp.offset
 
     # start(): the message log replay into the consumer logs (BuildConsumerLogEventListener)
-    written_by, offset_files = {}, {}
+    skipped, offset_files = {}, {}  # subject -> sequences replayed onto units already there
     offsets = {subject: log.next_sequence() - 1 for subject, log in logs.items()}  # the listener's, at construction
     messages = replay_message_log(message_log, mcp["offset"])
     refusal = None
@@ -266,8 +270,9 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None) -> S
             except JavaException as exc:  # thrown in the replay thread: it retries, forever
                 refusal = Refusal("hangs", exc.java_class, exc.message, exc.file, "start(): message log replay")
                 break
-        written_by.setdefault(record.subject, []).append(
-            log.write_message_log_index(record.sequence, record.wrote_offset, record.wrote_bytes, record.header_size))
+        if log.write_message_log_index(record.sequence, record.wrote_offset, record.wrote_bytes,
+                                       record.header_size) == "skipped":
+            skipped.setdefault(record.subject, _Runs()).add(record.sequence, record.sequence)
         seqs = mcp["max_sequences"]
         seqs[record.subject] = max(seqs.get(record.subject, record.sequence), record.sequence)
         mcp["offset"] = record.wrote_offset + record.wrote_bytes
@@ -292,8 +297,9 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None) -> S
         message_log=MessageLogAfterStart(written_end, end, end if end < written_end else None, tuple(sorted(deleted)),
                                          lost, messages.start, len(messages.events)),
         action_log=ActionLogAfterStart(action_log.max_offset(), tuple(str(s.path) for s in action_log.deleted), state,
-                                       actions.start, len(actions.events)),
-        subjects=tuple(_served(subject, logs[subject], message_log, in_files) for subject in sorted(logs)),
+                                       tablet_load.valid, tablet_load.destroyed, actions.start, len(actions.events)),
+        subjects=tuple(_served(subject, logs[subject], message_log, in_files, skipped.get(subject, ()))
+                       for subject in sorted(logs)),
         pull_logs=tuple(pull_logs),
         offset_files_written=tuple(sorted(offset_files.items())),
         consumer_progress=tuple(progress_rows(progress)),
@@ -331,7 +337,7 @@ class _Runs(list):
         return tuple(out)
 
 
-def _served(subject: str, log: ConsumerLog, message_log: Log, in_files) -> SubjectAfterStart:
+def _served(subject: str, log: ConsumerLog, message_log: Log, in_files, skipped) -> SubjectAfterStart:
     """Every sequence 0..max as getMessage answers it, a run of identical units at a time."""
     low, high = log.bound()
     with_message, without, past_end, statuses = _Runs(), _Runs(), _Runs(), {}
@@ -355,5 +361,6 @@ def _served(subject: str, log: ConsumerLog, message_log: Log, in_files) -> Subje
         written.add(0, known - 1)
     return SubjectAfterStart(
         subject, (low, high), tuple(with_message), tuple(without), tuple(past_end),
-        tuple(tuple(r) for r in log.fills), tuple(rebuilt), tuple((k, tuple(v)) for k, v in sorted(statuses.items())),
+        tuple(tuple(r) for r in log.fills), tuple(rebuilt), tuple(skipped),
+        tuple((k, tuple(v)) for k, v in sorted(statuses.items())),
         known, written.minus(with_message, without))

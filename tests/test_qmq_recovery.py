@@ -191,6 +191,58 @@ def test_legacy_pull_logs_are_cut_to_the_action_checkpoint():
         [(p["consumerId"], p["groupAndSubject"], [p["minSequence"], p["maxSequence"]]) for p in truth]
 
 
+def test_a_tablet_failing_its_crc_sends_the_action_replay_back_to_the_action_checkpoint(store_copy):
+    """k's tablet with a payload byte flipped: the replay state is 0, so the replay runs from
+    the action checkpoint (a record boundary) and every later action is applied again: the
+    progress the broker had before the shutdown comes back, and the tablet is destroyed."""
+    truth = load_truth(CRASH / "k-clean-restart-with-pulllog-tablet" / "truth.json")
+    store = store_copy(CRASH / "k-clean-restart-with-pulllog-tablet" / "input")
+    tablet = truth["recovered"]["pullLogTablets"][0]
+    path = store / tablet["file"]
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    got = simulate_start(store)
+    assert got.started and got.action_log.replay_state == 0
+    assert got.action_log.replay_from == truth["checkpointsAfterStart"]["actionCheckpointOffset"]
+    assert got.action_log.tablets_destroyed == (str(path),)
+    assert list(got.consumer_progress) == sorted(truth["consumerProgressBeforeCrash"],
+                                                 key=lambda g: (g["subject"], g["group"]))
+
+
+@pytest.mark.parametrize("directory", ["actionlog", "consumerlog/crash.order", "pulllog_smt"])
+def test_a_stray_name_in_any_log_directory_refuses_the_start_as_in_the_message_log(store_copy, directory):
+    b = load_truth(CRASH / "b-stray-file-in-messagelog" / "truth.json")
+    stray = pathlib.Path(b["mutation"]["file"]).name
+    store = store_copy(CRASH / "a-as-is" / "input")
+    (store / directory).mkdir(parents=True, exist_ok=True)
+    (store / directory / stray).write_bytes((CRASH / "b-stray-file-in-messagelog" / "input" /
+                                             b["mutation"]["file"]).read_bytes())
+    got = simulate_start(store)
+    assert not got.started and got.refusal.where == b["failedIn"]
+    assert (got.refusal.exception, got.refusal.message) == (b["exception"]["class"], b["exception"]["message"])
+    assert pathlib.Path(got.refusal.file) == store / directory / stray
+
+
+def test_a_header_of_length_minus_one_after_the_action_log_tail_is_caught(store_copy):
+    """The message log's validator lets NegativeArraySizeException out (variant c); the action
+    log's reads the action behind the size (zeros: no subject, an invalid action) and catches
+    any exception of that read: the log just ends at its tail and the start goes on."""
+    a = load_truth(CRASH / "a-as-is" / "truth.json")
+    store = store_copy(CRASH / "a-as-is" / "input")
+    path = store / "actionlog" / "00000000000000000000"
+    raw = path.read_bytes()
+    assert len(raw) == a["actionLog"]["writtenEndBeforeCrash"]
+    record = a["recovered"]["actionLog"]["records"][0]
+    head = raw[record["offset"]:record["offset"] + 6]  # magic, record type, action type of a real action
+    path.write_bytes(raw + head + (-1).to_bytes(4, "big", signed=True))
+    got = simulate_start(store)
+    assert got.started
+    assert got.action_log.max_offset == a["actionLog"]["maxOffsetAfterRestart"]
+    assert list(got.consumer_progress) == sorted(a["consumerProgressAfterRestart"],
+                                                 key=lambda g: (g["subject"], g["group"]))
+
+
 def _digest(root: pathlib.Path) -> dict:
     return {str(p.relative_to(root)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
             for p in sorted(root.rglob("*")) if p.is_file()}

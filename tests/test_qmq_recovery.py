@@ -243,6 +243,19 @@ def test_a_header_of_length_minus_one_after_the_action_log_tail_is_caught(store_
                                                  key=lambda g: (g["subject"], g["group"]))
 
 
+def test_an_action_replay_that_cannot_reach_the_log_end_hangs_the_start(store_copy):
+    """An action checkpoint 2 bytes before the action log's end and no tablet: the visitor has
+    fewer bytes than a record header, says no more without moving, and start() waits forever."""
+    a = load_truth(CRASH / "a-as-is" / "truth.json")
+    store = store_copy(CRASH / "a-as-is" / "input")
+    end = a["actionLog"]["maxOffsetAfterRestart"]
+    (store / "checkpoint" / f"action-checkpoint.{end - 2:020d}").write_text(f"3\n{end - 2}\n", encoding="utf-8")
+    got = simulate_start(store)
+    assert not got.started and got.refusal.kind == "hangs" and got.refusal.where == "start(): action log replay"
+    assert got.action_log.replay_from == end - 2 and got.action_log.actions_replayed == 0
+    assert got.refusal.file == str(store / "actionlog" / "00000000000000000000")
+
+
 def _digest(root: pathlib.Path) -> dict:
     return {str(p.relative_to(root)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
             for p in sorted(root.rglob("*")) if p.is_file()}

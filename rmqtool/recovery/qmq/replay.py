@@ -56,6 +56,7 @@ class Replay:
     end: int  # where it stopped: the log's max offset unless it hangs
     hangs_at: int | None  # the offset it cannot move past
     hang_reason: str | None
+    hang_exception: str | None = None  # the Java exception thrown there each pass, if one is
 
 
 def _read_message(buf: JavaBuffer, visit: _Visit):
@@ -158,7 +159,7 @@ def _iterate(log: Log, checkpoint: int, read_one: Callable) -> Replay:
                             events.append(record)
                 except JavaException as exc:
                     return Replay(first, tuple(events), iterate_from, iterate_from,
-                                  f"{exc.java_class}: {exc.message} at offset {start + buf.position}")
+                                  f"{exc.message or 'thrown'} at offset {start + buf.position}", exc.java_class)
         visited = visit.visited if visit else 0
         if start + visited == iterate_from:
             where = start + (visit.visited if visit else 0)

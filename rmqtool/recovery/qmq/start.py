@@ -52,7 +52,7 @@ Ranges = tuple[tuple[int, int], ...]
 @dataclasses.dataclass(frozen=True)
 class Refusal:
     kind: str  # "refused" (an exception out of new DefaultStorage), "hangs" (start() never returns)
-    exception: str  # the Java exception class
+    exception: str  # the Java exception class ("" for a replay that stops without one)
     message: str
     file: str | None  # the file it was reading
     where: str  # "new DefaultStorage(...)", "start(): message log replay", "start(): action log replay"
@@ -308,7 +308,7 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None) -> S
 
 def _hang(replay: Replay, log: Log, where: str) -> Refusal:
     seg = log.locate(replay.hangs_at)
-    return Refusal("hangs", "none", f"{replay.hang_reason} (offset {replay.hangs_at})",
+    return Refusal("hangs", replay.hang_exception or "", f"{replay.hang_reason} (replay at offset {replay.hangs_at})",
                    str(seg.path) if seg else None, where)
 
 

@@ -256,6 +256,22 @@ def test_an_action_replay_that_cannot_reach_the_log_end_hangs_the_start(store_co
     assert got.refusal.file == str(store / "actionlog" / "00000000000000000000")
 
 
+def test_a_consumer_log_deleted_with_every_record_before_the_checkpoint_is_never_served(store_copy):
+    """A subject whose records all precede the message checkpoint gets no unit from the replay:
+    with its consumer-log directory gone, every sequence answers SUBJECT_NOT_FOUND."""
+    a = load_truth(CRASH / "a-as-is" / "truth.json")
+    loaded = max((f for f in a["checkpointFilesInInput"] if "parsedOffset" in f), key=lambda f: f["parsedOffset"])
+    subject = next(s for s, v in sorted(a["perSubject"].items())
+                   if loaded["parsedMaxSequences"].get(s, -2) + 1 == v["sequencesWrittenBeforeCrash"])
+    store = store_copy(CRASH / "a-as-is" / "input")
+    shutil.rmtree(store / "consumerlog" / subject)
+    got = {s.subject: s for s in simulate_start(store).subjects}[subject]
+    written = a["perSubject"][subject]["sequencesWrittenBeforeCrash"]
+    assert got.sequences_in_files == written and not got.served_with_message and not got.rebuilt_units
+    assert got.other_statuses == (("SUBJECT_NOT_FOUND", ((0, written - 1),)),)
+    assert got.not_served == ((0, written - 1),)
+
+
 def _digest(root: pathlib.Path) -> dict:
     return {str(p.relative_to(root)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
             for p in sorted(root.rglob("*")) if p.is_file()}

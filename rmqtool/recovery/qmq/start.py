@@ -298,8 +298,8 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None) -> S
                                          lost, messages.start, len(messages.events)),
         action_log=ActionLogAfterStart(action_log.max_offset(), tuple(str(s.path) for s in action_log.deleted), state,
                                        tablet_load.valid, tablet_load.destroyed, actions.start, len(actions.events)),
-        subjects=tuple(_served(subject, logs[subject], message_log, in_files, skipped.get(subject, ()))
-                       for subject in sorted(logs)),
+        subjects=tuple(_served(subject, logs.get(subject), message_log, in_files, skipped.get(subject, ()))
+                       for subject in sorted(set(logs) | {r.subject for r in in_files})),
         pull_logs=tuple(pull_logs),
         offset_files_written=tuple(sorted(offset_files.items())),
         consumer_progress=tuple(progress_rows(progress)),
@@ -337,8 +337,14 @@ class _Runs(list):
         return tuple(out)
 
 
-def _served(subject: str, log: ConsumerLog, message_log: Log, in_files, skipped) -> SubjectAfterStart:
-    """Every sequence 0..max as getMessage answers it, a run of identical units at a time."""
+def _served(subject: str, log: ConsumerLog | None, message_log: Log, in_files, skipped) -> SubjectAfterStart:
+    """Every sequence 0..max as getMessage answers it, a run of identical units at a time; a
+    subject with records but no consumer log after the start answers SUBJECT_NOT_FOUND."""
+    known = 1 + max((r.sequence for r in in_files if r.subject == subject), default=-1)
+    if log is None:
+        nothing = ((0, known - 1),) if known else ()
+        return SubjectAfterStart(subject, (0, 0), (), (), (), (), (), tuple(skipped),
+                                 (("SUBJECT_NOT_FOUND", nothing),), known, nothing)
     low, high = log.bound()
     with_message, without, past_end, statuses = _Runs(), _Runs(), _Runs(), {}
     sequence = 0
@@ -355,7 +361,6 @@ def _served(subject: str, log: ConsumerLog, message_log: Log, in_files, skipped)
     rebuilt = _Runs()
     for s in sorted(log.written):
         rebuilt.add(s, s)
-    known = 1 + max((r.sequence for r in in_files if r.subject == subject), default=-1)
     written = _Runs()
     if known:
         written.add(0, known - 1)

@@ -1,0 +1,155 @@
+"""QMQ's ``LogManager`` as a start builds it: load a log directory, then ``recover()``.
+
+``loadLogs`` skips names starting with ``.``; every other name goes to ``Long.parseLong`` in
+the ``LogSegment`` constructor, and a name it refuses throws out of ``new DefaultStorage``
+(the start is refused). An entry that parses but cannot be opened (a directory) throws an
+``IOException`` that ``loadLogs`` catches: it is skipped. Every segment starts written to its
+full size; ``recover()`` runs the log's validator on the last two segments only, sets the
+written position where the first incomplete one ends and deletes the segments after it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import mmap
+import os
+import pathlib
+from typing import Callable
+
+from rmqtool.formats.qmq.java import NumberFormatError, java_parse
+from rmqtool.recovery.qmq.javabuf import JavaException, int32, java_mod
+
+
+@dataclasses.dataclass(slots=True)
+class Segment:
+    """A ``LogSegment``: its file, base offset, size (the log's constant) and written position."""
+    path: pathlib.Path
+    base_offset: int
+    size: int
+    data: bytes  # the file's bytes; the rest of the segment reads as zeros
+    wrote: int
+
+    @property
+    def file_size(self) -> int:
+        return len(self.data)
+
+
+# validate(segment) -> (complete, validated size), as LogSegmentValidator.ValidateResult
+Validator = Callable[[Segment], "tuple[bool, int]"]
+
+
+def file_bytes(path: pathlib.Path) -> bytes:
+    """A file's bytes without copying a large file (a read-only mapping)."""
+    size = path.stat().st_size
+    if size == 0:
+        return b""
+    with open(path, "rb") as f:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+@dataclasses.dataclass(slots=True)
+class Log:
+    """A ``LogManager`` after its constructor: segments by base offset, what recover() did."""
+    directory: pathlib.Path
+    segment_size: int
+    segments: dict[int, Segment]  # base offset -> segment, kept sorted
+    deleted: list[Segment] = dataclasses.field(default_factory=list)  # removed by recover()
+    skipped: list[pathlib.Path] = dataclasses.field(default_factory=list)  # entries loadLogs could not open
+    recovered_offset: int | None = None  # where recover() ended the log; None when it had no segment
+
+    def bases(self) -> list[int]:
+        return sorted(self.segments)
+
+    def latest(self) -> Segment | None:
+        return self.segments[max(self.segments)] if self.segments else None
+
+    def first(self) -> Segment | None:
+        return self.segments[min(self.segments)] if self.segments else None
+
+    def min_offset(self) -> int:
+        first = self.first()
+        return first.base_offset if first else 0
+
+    def max_offset(self) -> int:
+        latest = self.latest()
+        return latest.base_offset + latest.wrote if latest else 0
+
+    def locate(self, offset: int) -> Segment | None:
+        """``LogManager.locateSegment``: the segment at a base offset, else the nearest one
+        below the offset, even when the offset lies past that segment's end."""
+        if offset % self.segment_size == 0:
+            return self.segments.get(offset)
+        lower = [b for b in self.segments if b < offset]
+        return self.segments[max(lower)] if lower else None
+
+    def alloc(self, base: int) -> Segment:
+        seg = Segment(self.directory / f"{base:020d}", base, self.segment_size, b"", 0)
+        self.segments[base] = seg
+        return seg
+
+    def next_base(self) -> int:
+        latest = self.latest()
+        return latest.base_offset + self.segment_size if latest else 0
+
+    def alloc_or_reset(self, expected_offset: int) -> Segment:
+        """``LogManager.allocOrResetSegments``: a segment for an offset no segment holds;
+        when it does not follow a full latest segment every segment is deleted first."""
+        base = expected_offset - java_mod(expected_offset, self.segment_size)
+        latest = self.latest()
+        if latest is None or (self.next_base() == base and latest.wrote == latest.size):
+            return self.alloc(base)
+        self.deleted.extend(self.segments.values())
+        self.segments.clear()
+        return self.alloc(base)
+
+
+def load_log(directory: pathlib.Path, segment_size: int, validator: Validator) -> Log:
+    """``new LogManager(dir, fileSize, validator)``: load, then recover. Raises
+    ``JavaException`` where the constructor throws."""
+    log = Log(directory, segment_size, {})
+    if directory.is_dir():
+        # File.listFiles order is the file system's; sorted here, so of two bad names the
+        # first in name order is the one reported
+        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+            if entry.name.startswith("."):
+                continue
+            path = pathlib.Path(entry.path)
+            try:
+                base = java_parse(entry.name)
+            except NumberFormatError:
+                raise JavaException("java.lang.NumberFormatException", f'For input string: "{entry.name}"',
+                                    str(path)) from None
+            if not entry.is_file():
+                log.skipped.append(path)  # RandomAccessFile fails: IOException, logged and skipped
+                continue
+            log.segments[base] = Segment(path, base, segment_size, file_bytes(path), segment_size)
+    _recover(log, validator)
+    return log
+
+
+def _recover(log: Log, validator: Validator) -> None:
+    bases = log.bases()
+    if not bases:
+        return
+    offset = -1
+    for base in bases[-2:]:
+        seg = log.segments[base]
+        complete, validated = validator(seg)
+        offset = base + validated
+        if complete:
+            seg.wrote = seg.size
+        else:
+            break
+    log.recovered_offset = offset
+    latest = log.latest()
+    if latest.base_offset + latest.size == offset:  # LogManager compares with the file size
+        return
+    seg = log.locate(offset)
+    if seg is None:
+        return
+    seg.wrote = int32(java_mod(offset, log.segment_size))
+    if seg.base_offset != latest.base_offset:
+        for base in log.bases():
+            if len(log.segments) <= 1:
+                break
+            if base > offset:
+                log.deleted.append(log.segments.pop(base))

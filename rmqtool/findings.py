@@ -142,6 +142,12 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
                              "there and it and later tablets are destroyed"),
     "actionReplaySkipsActions": (Severity.WARNING, "QMQ: the action replay starts one byte past the last tablet's "
                                  "end, so the actions written after it are not replayed: progress goes back"),
+    "recoveryCutsMessageLog": (Severity.ERROR, "QMQ: the next start cuts the message log before its written end: "
+                               "the records after the cut are dropped"),
+    "messagesServedEmpty": (Severity.ERROR, "QMQ: after the next start these sequences are served as SUCCESS "
+                            "with no message"),
+    "messagesNotServed": (Severity.ERROR, "QMQ: records in the message log that no sequence serves after the "
+                          "next start"),
 }
 
 # ID -> what the broker's next start does about it, by default (a finding may say more, e.g.
@@ -187,6 +193,7 @@ CONSEQUENCES: dict[str, Consequence] = {
     "messageNotInConsumerLog": _U, "checkpointUnreadable": _N,
     "checkpointSubjectMissing": Consequence.SERVED_EMPTY, "actionRecordInvalid": Consequence.PROGRESS_LOST,
     "pullLogTabletInvalid": Consequence.PROGRESS_LOST, "actionReplaySkipsActions": Consequence.PROGRESS_LOST,
+    "recoveryCutsMessageLog": _D, "messagesServedEmpty": Consequence.SERVED_EMPTY, "messagesNotServed": _U,
 }
 
 # The IDs by name: code says BODY_CRC_MISMATCH, never the string, so a typo is an ImportError.
@@ -291,6 +298,9 @@ CHECKPOINT_SUBJECT_MISSING = "checkpointSubjectMissing"
 ACTION_RECORD_INVALID = "actionRecordInvalid"
 PULL_LOG_TABLET_INVALID = "pullLogTabletInvalid"
 ACTION_REPLAY_SKIPS_ACTIONS = "actionReplaySkipsActions"
+RECOVERY_CUTS_MESSAGE_LOG = "recoveryCutsMessageLog"
+MESSAGES_SERVED_EMPTY = "messagesServedEmpty"
+MESSAGES_NOT_SERVED = "messagesNotServed"
 
 
 def finding(finding_id: str, path, offset: int | None, message: str, *, consequence: "Consequence | None" = None,
@@ -435,4 +445,7 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "actionRecordInvalid": "Pulls and acks after the damage are lost at the next start: consumers re-receive messages.",
     "pullLogTabletInvalid": "Progress from the tablet on is replayed from the action log, or lost where that is gone.",
     "actionReplaySkipsActions": "Expect consumers to re-receive messages after the next start (a QMQ replay quirk).",
+    "recoveryCutsMessageLog": "Run rmqtool recover to see every record lost; salvage them before the broker starts.",
+    "messagesServedEmpty": "Consumers would skip these messages: rmqtool recover --apply rebuilds the consumer logs first.",
+    "messagesNotServed": "Consumers cannot reach these records: rmqtool recover --apply rebuilds the consumer logs first.",
 }

@@ -125,11 +125,11 @@ def test_the_checkpoint_the_engine_loads(variant):
     (CRASH / "a-as-is" / "input", lambda t: t["sortedPullLogTableActionReplayState"]),
 ], ids=["basic", "k", "a"])
 def test_the_action_replay_starts_where_the_engine_started_it(store, truth_of):
+    from rmqtool.recovery.qmq.tablets import load_tablets
     from rmqtool.store.qmq import tablets
     truth = load_truth(store.parent / "truth.json")
-    loaded = tablets.tablets(store)
-    assert all(t.valid for t in loaded)
-    assert tablets.replay_state(loaded) == truth_of(truth)
+    assert all(t.valid for t in tablets.tablets(store))
+    assert load_tablets(store).replay_state == truth_of(truth)
 
 
 def test_message_rows_carry_what_the_engine_decoded():

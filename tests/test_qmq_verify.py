@@ -99,3 +99,31 @@ def test_a_zeroed_action_log_tail_reads_as_the_written_end(tmp_path):
     """crash/l: zeros are not damage (the broker reads them as the end): no error."""
     found = verify(CRASH / "l-zeroed-actionlog-tail" / "input", tmp_path)
     assert not by_id(found, ids.ACTION_RECORD_INVALID)
+
+
+VARIANTS = sorted(p.name for p in CRASH.iterdir() if p.is_dir())
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_consequences_are_what_qmq_did(variant, tmp_path):
+    """Each variant's next-start findings against what the real start did (truth.json):
+    refused or not, where the log was cut, and per subject the sequences served empty."""
+    truth = load_truth(CRASH / variant / "truth.json")
+    found = verify(CRASH / variant / "input", tmp_path)
+    refused = by_id(found, ids.STORE_NOT_LOADABLE)
+    assert bool(refused) == (not truth["started"])
+    if not truth["started"]:
+        assert truth["exception"]["class"].rsplit(".", 1)[-1] in refused[0].message
+        return
+    cut = by_id(found, ids.RECOVERY_CUTS_MESSAGE_LOG)
+    assert [f.details["message_log_offset"] for f in cut] == \
+        ([truth["messageLog"]["cutAt"]] if truth["messageLog"]["cutAt"] is not None else [])
+    empty = {f.details["subject"]: f.details["sequences"] for f in by_id(found, ids.MESSAGES_SERVED_EMPTY)}
+    assert empty == {s: sum(b - a + 1 for a, b in p["servedSuccessWithoutMessage"])
+                     for s, p in truth["perSubject"].items() if p["servedSuccessWithoutMessage"]}
+
+
+@pytest.mark.parametrize("variant", ["a-as-is", "f-garbled-latest-message-checkpoint", "g-lost-message-checkpoints"])
+def test_variants_qmq_recovers_whole_have_no_error(variant, tmp_path):
+    found = verify(CRASH / variant / "input", tmp_path)
+    assert not [f for f in found if f.severity == Severity.ERROR], [f.one_line() for f in found]

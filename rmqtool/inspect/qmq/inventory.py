@@ -13,6 +13,8 @@ import pathlib
 
 from rmqtool.formats.qmq import actionlog as actionlog_format
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
+from rmqtool.recovery.qmq.javabuf import JavaException
+from rmqtool.recovery.qmq.tablets import load_tablets
 from rmqtool.store.qmq import actionlog, checkpoints, consumerlog, messagelog, tablets
 from rmqtool.store.qmq.segments import LogDirectory, list_log
 
@@ -59,6 +61,16 @@ def _snapshot_doc(snaps) -> dict:
             "files": len(snaps.all), "skipped": [{"file": s.path.name, "reason": s.error} for s in snaps.skipped]}
 
 
+def _action_replay_from(root: pathlib.Path, action_cps) -> int | None:
+    """Where the next start's action replay begins: the tablets' replay state, else the
+    loaded action checkpoint's offset (None when the tablets' load refuses the start)."""
+    try:
+        state = load_tablets(root).replay_state
+    except JavaException:
+        return None
+    return state or (action_cps.loaded.value.offset if action_cps.loaded else 0)
+
+
 def store_info(root: str | os.PathLike) -> dict:
     root = pathlib.Path(root)
     message_log, written_end = _message_log(root)
@@ -101,7 +113,6 @@ def store_info(root: str | os.PathLike) -> dict:
         "pull_log_tablets": [{"file": t.path.name, "tablet_id": t.tablet_id, "valid": t.valid, "reason": t.error,
                               "begin_offset": t.header.begin_offset if t.header else None,
                               "end_offset": t.header.end_offset if t.header else None} for t in loaded_tablets],
-        "action_replay_from": tablets.replay_state(loaded_tablets) or (
-            action_cps.loaded.value.offset if action_cps.loaded else 0),
+        "action_replay_from": _action_replay_from(root, action_cps),
         "last_shutdown": shutdown,
     }

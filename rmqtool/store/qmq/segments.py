@@ -33,7 +33,7 @@ class LogSegment:
 class LogDirectory:
     directory: pathlib.Path
     segments: tuple[LogSegment, ...]
-    skipped: tuple[pathlib.Path, ...]  # names starting with "." (LogManager skips them)
+    skipped: tuple[pathlib.Path, ...]  # names starting with ".", and directories: LogManager skips them
     unparsable: tuple[pathlib.Path, ...]  # names Long.parseLong refuses: the broker does not start
 
     def locate(self, offset: int) -> LogSegment | None:
@@ -61,8 +61,8 @@ def list_log(directory: str | os.PathLike, segment_size: int) -> LogDirectory:
                 continue
             if entry.is_file():
                 segments.append(LogSegment(path, base, segment_size, entry.stat().st_size))
-            else:
-                unparsable.append(path)  # RandomAccessFile on a directory fails: not a segment
+            else:  # RandomAccessFile fails on a directory: LogManager logs it and goes on
+                skipped.append(path)
     segments.sort(key=lambda s: s.base_offset)
     return LogDirectory(directory, tuple(segments), tuple(skipped), tuple(unparsable))
 

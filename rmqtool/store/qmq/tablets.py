@@ -1,9 +1,8 @@
 """QMQ's pull-log tablets (``pulllog_smt/``) as ``SortedPullLogTable`` loads them.
 
-Layout in ``formats/qmq/tablet.py``. At load the broker checks each tablet in id order:
-the magic, and the CRC over the payload; the first one that fails ends the load (it and
-every later tablet are destroyed), and the action log's replay starts at the last valid
-tablet's endOffset + 1 (0 when there is none). ``replay_state`` is that number.
+Layout in ``formats/qmq/tablet.py``. This says what each tablet holds and why
+one is unusable (for info, dump and verify); what the broker's load does with them (where
+it stops, what it destroys, where the action replay starts) is ``recovery/qmq/tablets.py``.
 """
 from __future__ import annotations
 
@@ -66,13 +65,3 @@ def tablets(store: str | os.PathLike) -> list[Tablet]:
             except NumberFormatError:
                 continue
     return [read_tablet(path, tid) for tid, path in sorted(found)]
-
-
-def replay_state(loaded: list[Tablet]) -> int:
-    """``SortedPullLogTable.getActionReplayState``: the last valid tablet's endOffset + 1, or 0."""
-    state = 0
-    for t in loaded:
-        if not t.valid:
-            break
-        state = t.header.end_offset + 1
-    return state

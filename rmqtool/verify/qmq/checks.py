@@ -17,8 +17,10 @@ from rmqtool.findings import Finding, finding
 from rmqtool.formats.qmq import actionlog as actionlog_format
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.formats.qmq.pulllog import PULL_LOG_SIZE
+from rmqtool.recovery.qmq.start import simulate_start
 from rmqtool.store.qmq import actionlog, checkpoints, consumerlog, messagelog, tablets
 from rmqtool.store.qmq.segments import LogDirectory, list_log
+from rmqtool.verify.qmq.next_start import next_start_findings, ranges_text
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -29,18 +31,14 @@ class RecordAt:
     header_size: int
 
 
-def _ranges(numbers: list[int]) -> list[tuple[int, int]]:
+def _ranges_text(numbers: list[int]) -> str:
     out: list[list[int]] = []
     for n in sorted(numbers):
         if out and n == out[-1][1] + 1:
             out[-1][1] = n
         else:
             out.append([n, n])
-    return [(a, b) for a, b in out]
-
-
-def _ranges_text(numbers: list[int]) -> str:
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in _ranges(numbers))
+    return ranges_text(out)
 
 
 def _listing(log: LogDirectory) -> Iterator[Finding]:
@@ -59,6 +57,7 @@ class QmqChecks:
     root: pathlib.Path
     records: dict[int, RecordAt] = dataclasses.field(default_factory=dict)  # message log offset -> record
     written_end: int = 0
+    actions: list = dataclasses.field(default_factory=list)  # the action log's clean actions
 
     def message_log(self) -> Iterator[Finding]:
         log = list_log(self.root / "messagelog", PER_SEGMENT_FILE_SIZE)
@@ -171,22 +170,12 @@ class QmqChecks:
                                   f"{item.reason}", action_log_offset=item.offset)
                 else:
                     actions.append(item)
-        loaded = tablets.tablets(self.root)
-        for t in loaded:
+        for t in tablets.tablets(self.root):
             if not t.valid:
                 yield finding(ids.PULL_LOG_TABLET_INVALID, t.path, None,
                               f"tablet {t.tablet_id}: {t.error}: the load stops here and destroys it and later ones")
                 break
-        valid = [t for t in loaded if t.valid]
-        if valid:
-            replay_from = tablets.replay_state(loaded)
-            skipped = [a for a in actions if a.end_offset > replay_from - 1]
-            if skipped:
-                yield finding(ids.ACTION_REPLAY_SKIPS_ACTIONS, valid[-1].path, None,
-                              f"the action replay starts at {replay_from}, one byte past tablet {valid[-1].tablet_id}'s "
-                              f"end: {len(skipped)} action(s) after it (from offset {skipped[0].offset}) are not "
-                              f"replayed, and consumer progress falls back to the action checkpoint",
-                              actions=len(skipped))
+        self.actions = actions
 
     def pull_logs(self) -> Iterator[Finding]:
         base = self.root / "pulllog"
@@ -197,7 +186,7 @@ class QmqChecks:
 
 
 def check_store(root: str | os.PathLike) -> Iterator[Finding]:
-    """Every finding of a QMQ store, area by area."""
+    """Every finding of a QMQ store, area by area, then what its next start does about them."""
     checks = QmqChecks(pathlib.Path(root))
     yield from checks.message_log()
     checkpoint_findings, loaded_offset = checks.checkpoints()
@@ -205,3 +194,4 @@ def check_store(root: str | os.PathLike) -> Iterator[Finding]:
     yield from checkpoint_findings
     yield from checks.action_log()
     yield from checks.pull_logs()
+    yield from next_start_findings(simulate_start(checks.root), checks.actions)

@@ -13,18 +13,15 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import pathlib
-import struct
 
-from rmqtool.formats.qmq.consumerlog import (CONSUMER_LOG_MAGIC_V2, CONSUMER_LOG_UNIT_BYTES, FILL_HEADER_SIZE,
-                                             FILL_WROTE_BYTES, FILL_WROTE_OFFSET, SEGMENT_TOTAL_UNIT,
-                                             TYPE_MESSAGE_LOG_INDEX, TYPE_SMT_INDEX)
+from rmqtool.formats.qmq.consumerlog import (CONSUMER_LOG_MAGIC_V2, FILL_HEADER_SIZE, FILL_WROTE_BYTES,
+                                             FILL_WROTE_OFFSET, SEGMENT_TOTAL_UNIT)
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE as MESSAGE_SEGMENT_SIZE
 from rmqtool.recovery.qmq.javabuf import JavaException, int32, java_div, java_mod
 from rmqtool.recovery.qmq.logs import Log, load_log
 from rmqtool.recovery.qmq.validators import max_sequence_validator
+from rmqtool.store.qmq.consumerlog import decode_unit
 
-_V1 = struct.Struct(">qqih")
-_V2_MESSAGE = struct.Struct(">hhqqih")
 # Guava CharMatcher.breakingWhitespace(): whitespace but the non-breaking spaces
 _NON_BREAKING = {"\u00a0", "\u2007", "\u202f"}
 
@@ -130,17 +127,14 @@ class ConsumerLog:
             return FILL
         raw = bytes(seg.data[position:position + self.unit_bytes])
         raw += bytes(self.unit_bytes - len(raw))
-        if self.unit_bytes == CONSUMER_LOG_UNIT_BYTES:
-            _, offset, size, header = _V1.unpack(raw)
-            return Unit("message", offset, size, header)
+        unit = decode_unit(self.subject, sequence, "", position, raw)  # store/qmq's one unit decoder
+        if unit.kind in ("message", "fill"):  # readUnit makes no difference: a fill is a unit too
+            return Unit("message", unit.wrote_offset, unit.wrote_bytes, unit.header_size)
+        if unit.kind == "smt":
+            return Unit("smt")
         magic, unit_type = int.from_bytes(raw[:2], "big", signed=True), int.from_bytes(raw[2:4], "big")
         if magic & 0xFFFF != CONSUMER_LOG_MAGIC_V2:
             return Unit("invalid", error=f"illegal consumer log magic code {magic}")
-        if unit_type == TYPE_MESSAGE_LOG_INDEX:
-            _, _, _, offset, size, header = _V2_MESSAGE.unpack_from(raw)
-            return Unit("message", offset, size, header)
-        if unit_type == TYPE_SMT_INDEX:
-            return Unit("smt")
         return Unit("invalid", error=f"illegal consumer log unit payload type {int32(unit_type << 16) >> 16}")
 
     def get_message(self, sequence: int, message_log: Log) -> tuple[str, Unit | None, bool, int]:

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import mmap
-import os
 import pathlib
 from typing import Callable
 
-from rmqtool.formats.qmq.java import NumberFormatError, java_parse
 from rmqtool.recovery.qmq.javabuf import JavaException, int32, java_mod
+from rmqtool.store.qmq.segments import list_log
 
 
 @dataclasses.dataclass(slots=True)
@@ -106,22 +105,14 @@ def load_log(directory: pathlib.Path, segment_size: int, validator: Validator) -
     """``new LogManager(dir, fileSize, validator)``: load, then recover. Raises
     ``JavaException`` where the constructor throws."""
     log = Log(directory, segment_size, {})
-    if directory.is_dir():
-        # File.listFiles order is the file system's; sorted here, so of two bad names the
-        # first in name order is the one reported
-        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
-            if entry.name.startswith("."):
-                continue
-            path = pathlib.Path(entry.path)
-            try:
-                base = java_parse(entry.name)
-            except NumberFormatError:
-                raise JavaException("java.lang.NumberFormatException", f'For input string: "{entry.name}"',
-                                    str(path)) from None
-            if not entry.is_file():
-                log.skipped.append(path)  # RandomAccessFile fails: IOException, logged and skipped
-                continue
-            log.segments[base] = Segment(path, base, segment_size, file_bytes(path), segment_size)
+    listed = list_log(directory, segment_size)  # store/qmq's one reading of loadLogs' names
+    if listed.unparsable:  # the first in name order (File.listFiles' order is the file system's)
+        path = listed.unparsable[0]
+        raise JavaException("java.lang.NumberFormatException", f'For input string: "{path.name}"', str(path))
+    log.skipped.extend(p for p in listed.skipped if not p.name.startswith("."))  # directories: IOException, skipped
+    for seg in listed.segments:
+        log.segments[seg.base_offset] = Segment(seg.path, seg.base_offset, segment_size, file_bytes(seg.path),
+                                                segment_size)
     _recover(log, validator)
     return log
 

@@ -67,13 +67,14 @@ class Damage:
     def __init__(self, store: pathlib.Path, truth: dict):
         self.store = store
         self.truth = truth
-        self._done: set[str] = set()
+        self._made: dict = {}
 
-    def done(self, what: str) -> bool:
-        """Whether a damage two recipes share was made already (and from now on, that it was)."""
-        seen = what in self._done
-        self._done.add(what)
-        return seen
+    def once(self, damage: Callable[["Damage"], object]):
+        """A damage several recipes share (each reports a finding of its own), made at the
+        first recipe's call whatever the table's order; what it returned."""
+        if damage not in self._made:
+            self._made[damage] = damage(self)
+        return self._made[damage]
 
     # -- the truth files ------------------------------------------------------------------
     @property
@@ -227,17 +228,22 @@ def record_magic_invalid(d: Damage) -> At:
     return at
 
 
-def queue_offset_gap(d: Damage) -> At:
-    """A record's queueOffset 5 ahead: a gap before it (and its successor going back, below)."""
+def _queue_offset_ahead(d: Damage) -> dict:
+    """A record's queueOffset field 5 ahead of where its topic-queue is."""
     m = _in_file(d, 1)[20]
     at = d.record(m)
     d.set_int(at.path, at.offset + QUEUE_OFFSET_AT, 8, m["queueOffset"] + 5)
-    return at
+    return m
+
+
+def queue_offset_gap(d: Damage) -> At:
+    """The record whose queueOffset is ahead: offsets skipped before it."""
+    return d.record(d.once(_queue_offset_ahead))
 
 
 def queue_offset_repeat(d: Damage) -> At:
-    """The record after queue_offset_gap's in its topic-queue: its offset goes back."""
-    m = _in_file(d, 1)[20]
+    """The next record of the same topic-queue: its offset goes back."""
+    m = d.once(_queue_offset_ahead)
     later = [n for n in d.messages if (n["topic"], n["queueId"]) == (m["topic"], m["queueId"])
              and n["physicalOffset"] > m["physicalOffset"] and n["sysFlag"] & 0xC == 0]
     return d.record(later[0])
@@ -283,14 +289,20 @@ def consume_queue_unit_mismatch(d: Damage) -> At:
     return at
 
 
-def consume_queue_hole(d: Damage) -> At:
+def _zeroed_units(d: Damage) -> At:
+    """Three units of OrderTopic/2 zeroed in the middle of its queue."""
     at = d.unit("OrderTopic", 2, 10)
     d.patch(at.path, at.offset, bytes(3 * UNIT))
     return at
 
 
+def consume_queue_hole(d: Damage) -> At:
+    return d.once(_zeroed_units)
+
+
 def message_not_in_consume_queue(d: Damage) -> At:
-    """The hole above: the three messages it held are in the queue's range, with no unit."""
+    """The messages the zeroed units held: inside the queue's range, with no unit (at the first)."""
+    d.once(_zeroed_units)
     entries = d.queue("OrderTopic", 2)["entries"]
     return At(*d.place(entries[10][1]))
 
@@ -420,21 +432,20 @@ def _clock_stepped_back(d: Damage) -> tuple[pathlib.Path, dict]:
     (and the header's endTimestamp, as putKey writes it) before its first. Once a copy."""
     path, header = d.index_file(2)
     last = next(m for m in d.messages if m["physicalOffset"] == header["endPhyOffset"])
-    if not d.done("clock"):
-        assert last["sysFlag"] & 0x10 == 0  # an IPv4 bornHost: the store timestamp at STORE_TIMESTAMP_V4_AT
-        earlier = header["beginTimestamp"] - 1000
-        record = d.record(last)
-        d.set_int(record.path, record.offset + STORE_TIMESTAMP_V4_AT, 8, earlier)
-        d.set_int(path, 8, 8, earlier)
+    assert last["sysFlag"] & 0x10 == 0  # an IPv4 bornHost: the store timestamp at STORE_TIMESTAMP_V4_AT
+    earlier = header["beginTimestamp"] - 1000
+    record = d.record(last)
+    d.set_int(record.path, record.offset + STORE_TIMESTAMP_V4_AT, 8, earlier)
+    d.set_int(path, 8, 8, earlier)
     return path, last
 
 
 def store_timestamp_backwards(d: Damage) -> At:
-    return d.record(_clock_stepped_back(d)[1])
+    return d.record(d.once(_clock_stepped_back)[1])
 
 
 def index_timestamp_backwards(d: Damage) -> At:
-    return At(_clock_stepped_back(d)[0], 0)
+    return At(d.once(_clock_stepped_back)[0], 0)
 
 
 def index_file_name_invalid(d: Damage) -> At:
@@ -469,21 +480,20 @@ def _appended(d: Damage) -> int:
     """Two records appended after the broker's by rmqtool append, as a writer with
     enabledAppendPropCRC off writes them (before any damage: append refuses a damaged store).
     Where the first lies."""
-    if not d.done("appended"):
-        runner = cli_runner()
-        for i in range(2):
-            r = runner.invoke(_app(), ["append", str(d.store), "--prop-crc", "off", "--topic", "OrderTopic",
-                                       "--body", f"m{i}"])
-            assert r.exit_code == 0, r.output
+    runner = cli_runner()
+    for i in range(2):
+        r = runner.invoke(_app(), ["append", str(d.store), "--prop-crc", "off", "--topic", "OrderTopic",
+                                   "--body", f"m{i}"])
+        assert r.exit_code == 0, r.output
     return d.truth["truth"]["commitlog"]["maxPhyOffset"]
 
 
 def property_crc_missing_at_end(d: Damage) -> At:
-    return At(*d.place(_appended(d)))
+    return At(*d.place(d.once(_appended)))
 
 
 def property_crc_mismatch(d: Damage) -> At:
-    _appended(d)
+    d.once(_appended)
     m = _crc_messages(d)[10]
     at = d.record(m)
     d.patch(at.path, at.offset + m["propertyCrc32OffsetInRecord"] + 9, b"9")  # a digit
@@ -491,7 +501,7 @@ def property_crc_mismatch(d: Damage) -> At:
 
 
 def property_crc_unreadable(d: Damage) -> At:
-    _appended(d)
+    d.once(_appended)
     m = _crc_messages(d)[20]
     at = d.record(m)
     d.patch(at.path, at.offset + m["propertyCrc32OffsetInRecord"] + 6, b"3")  # the name
@@ -499,7 +509,7 @@ def property_crc_unreadable(d: Damage) -> At:
 
 
 def property_crc_missing(d: Damage) -> At:
-    _appended(d)
+    d.once(_appended)
     m = _crc_messages(d)[30]
     at = d.record(m)
     d.patch(at.path, at.offset + m["propertyCrc32OffsetInRecord"] + 8, b"x")  # the separator: no entry
@@ -508,7 +518,7 @@ def property_crc_missing(d: Damage) -> At:
 
 def record_truncated(d: Damage) -> At:
     """The middle file cut inside a record."""
-    _appended(d)
+    d.once(_appended)
     size = d.config["mappedFileSizeCommitLog"]
     inside = [m for m in d.messages if m["physicalOffset"] // size == 1]
     cut = inside[-3]
@@ -532,13 +542,21 @@ def _config(d: Damage, name: str) -> pathlib.Path:
     return d.store / "config" / name
 
 
+def _legacy_group(d: Damage) -> pathlib.Path:
+    """The fixture as made (config/removed-topic): legacy_group's offsets for LegacyTopic stay,
+    the topic is gone from topics.json and from the store."""
+    path = _config(d, "consumerOffset.json")
+    assert '"LegacyTopic@legacy_group"' in path.read_text()
+    return path
+
+
 def consumer_offset_topic_missing(d: Damage) -> At:
-    """removed-topic: LegacyTopic's offsets stay, the topic is gone from topics.json."""
-    return At(_config(d, "consumerOffset.json"), None)
+    return At(_legacy_group(d), None)
 
 
 def consumer_offset_for_missing_queue(d: Damage) -> At:
-    return At(_config(d, "consumerOffset.json"), None)
+    """LegacyTopic's committed offsets above 0, for queues with no consume queue."""
+    return At(_legacy_group(d), None)
 
 
 def _offsets_out_of_range(d: Damage) -> None:
@@ -550,27 +568,38 @@ def _offsets_out_of_range(d: Damage) -> None:
 
 
 def consumer_offset_below_min(d: Damage) -> At:
-    _offsets_out_of_range(d)  # CrashTopic/0 starts at 50, CrashTopic/1 ends at 310 (README)
+    """order_group's CrashTopic/0 at 20: the queue starts at 50 (fixtures/config/README.md)."""
+    d.once(_offsets_out_of_range)
     return At(_config(d, "consumerOffset.json"), None)
 
 
 def consumer_offset_above_max(d: Damage) -> At:
+    """order_group's CrashTopic/1 at 400: the queue ends at 310."""
+    d.once(_offsets_out_of_range)
     return At(_config(d, "consumerOffset.json"), None)
 
 
-def config_unparseable(d: Damage) -> At:
+def _topics_broken(d: Damage) -> At:
+    """topics.json with a byte no fastjson text holds where its table's name starts."""
     path = _config(d, "topics.json")
-    raw = path.read_bytes()
-    at = raw.index(b'"topicConfigTable"')
-    d.patch(path, at, b"@")  # a byte no fastjson text holds there
+    at = path.read_bytes().index(b'"topicConfigTable"')
+    d.patch(path, at, b"@")
     return At(path, at)
 
 
+def config_unparseable(d: Damage) -> At:
+    return d.once(_topics_broken)
+
+
 def config_bak_used(d: Damage) -> At:
+    """The broker loads topics.json.bak instead."""
+    d.once(_topics_broken)
     return At(_config(d, "topics.json.bak"), None)
 
 
 def config_bak_stale(d: Damage) -> At:
+    """That .bak an hour older than the broken main file: what changed since is lost."""
+    d.once(_topics_broken)
     bak = _config(d, "topics.json.bak")
     main = os.stat(_config(d, "topics.json")).st_mtime
     os.utime(bak, (main - 3600, main - 3600))
@@ -592,7 +621,10 @@ def topic_queue_count_mismatch(d: Damage) -> At:
 
 
 def consumer_offset_table_invalid(d: Damage) -> At:
-    return At(_config(d, "consumerOffset.json"), None)  # null-table: {"offsetTable":null}
+    """The fixture as made (config/null-table): an offsetTable the broker loads as null."""
+    path = _config(d, "consumerOffset.json")
+    assert '"offsetTable":null' in path.read_text()
+    return At(path, None)
 
 
 def config_table_invalid(d: Damage) -> At:
@@ -628,7 +660,10 @@ def abort_file_unexpected(d: Damage) -> At:
 
 
 def abort_file_present(d: Damage) -> At:
-    return At(d.store / "abort", None)
+    """The abort file the halted broker left (crash/a-as-is)."""
+    path = d.store / "abort"
+    assert path.is_file()
+    return At(path, None)
 
 
 def lock_file_unexpected(d: Damage) -> At:
@@ -645,11 +680,13 @@ def checkpoint_missing(d: Damage) -> At:
 
 
 def checkpoint_zeroed(d: Damage) -> At:
+    d.once(_appended)  # append writes the checkpoint: first
     path = d.store / "checkpoint"
     path.write_bytes(bytes(path.stat().st_size))
     return At(path, 0)
 
 
+# a clean store reports these too: where its data ends and what its next start reads
 def checkpoint_window(d: Damage) -> At:
     """The first message stored after the checkpoint's physicMsgTimestamp (what a crash may not have flushed)."""
     flushed = d.truth["onDiskAfterShutdown"]["checkpoint"]["physicMsgTimestamp"]
@@ -696,19 +733,19 @@ def _drop_middle_file(d: Damage) -> pathlib.Path:
 
 
 def segment_gap(d: Damage) -> At:
-    return At(_drop_middle_file(d), None)
+    return At(d.once(_drop_middle_file), None)
 
 
 def message_unreachable(d: Damage) -> At:
     """The abort left: the broker loads the store and skips the gap's messages; reported at the
     file after the gap, where the broker's walk goes on."""
-    return At(d.store / "commitlog" / f"{3 * d.config['mappedFileSizeCommitLog']:020d}", 0)
+    return At(d.once(_drop_middle_file), 0)
 
 
 def store_not_loadable(d: Damage) -> At:
     """The gap with no consume queues and no abort (crash-made/missing-middle-no-queues):
     start() dispatches from 0 and waits at the gap for ever."""
-    after = _drop_middle_file(d)
+    after = d.once(_drop_middle_file)
     (d.store / "abort").unlink()
     for p in sorted((d.store / "consumequeue").rglob("*"), reverse=True):
         p.unlink() if p.is_file() else p.rmdir()
@@ -721,7 +758,7 @@ def _inner_batch_record(d: Damage) -> dict:
             and "INNER_BASE" in m["properties"]][-1]
 
 
-def inner_batch_property_invalid(d: Damage) -> At:
+def _inner_base_not_a_number(d: Damage) -> At:
     """An INNER_BASE digit changed to x (crash-made/inner-base-not-a-number's shape)."""
     m = _inner_batch_record(d)
     at = d.record(m)
@@ -731,9 +768,13 @@ def inner_batch_property_invalid(d: Damage) -> At:
     return at
 
 
+def inner_batch_property_invalid(d: Damage) -> At:
+    return d.once(_inner_base_not_a_number)
+
+
 def recovery_cuts_commit_log(d: Damage) -> At:
-    """The record inner_batch_property_invalid damaged, with records after it: 5.3.3's recovery cuts there."""
-    return d.record(_inner_batch_record(d))
+    """That record, with records after it: 5.3.3's recovery (normal, the last files) cuts the log there."""
+    return d.once(_inner_base_not_a_number)
 
 
 # ---- the recover plan (crash/a-as-is: the abort left, so the next start recovers abnormally) ----
@@ -753,12 +794,13 @@ def _cut_second_to_last_file(d: Damage) -> dict:
 
 
 def segment_after_end(d: Damage) -> At:
-    _cut_second_to_last_file(d)
+    d.once(_cut_second_to_last_file)
     return At(_written_files(d)[-1], 0)
 
 
 def consume_queue_file_after_end(d: Damage) -> At:
     """The last file of CrashTopic/0: every unit in it points past the cut segment_after_end made."""
+    d.once(_cut_second_to_last_file)
     size = d.config["mappedFileSizeConsumeQueue"]
     entries = d.queue("CrashTopic", 0)["entries"]
     last = sorted((d.store / "consumequeue" / "CrashTopic" / "0").iterdir())[-1]
@@ -836,7 +878,7 @@ PRODUCERS: dict[str, Producer] = {
     f.STORE_TIMESTAMP_BACKWARDS: Producer("index", store_timestamp_backwards),
     # checkpoint and markers
     f.CHECKPOINT_INVALID: Producer("config-tables", checkpoint_invalid),
-    f.ABORT_FILE_PRESENT: Producer("config-tables", abort_file_present),
+    f.ABORT_FILE_PRESENT: Producer("gap", abort_file_present),
     f.ABORT_FILE_UNEXPECTED: Producer("config-tables", abort_file_unexpected),
     f.LOCK_FILE_UNEXPECTED: Producer("config-tables", lock_file_unexpected),
     f.CHECKPOINT_MISSING: Producer("records", checkpoint_missing),

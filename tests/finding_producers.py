@@ -144,6 +144,9 @@ Recipe = Callable[[Damage], At]
 class Producer:
     scenario: str
     recipe: Recipe
+    # the fixture as made shows it already (a state the finding describes, not damage made
+    # here): the undamaged fixture reports it at the same place too
+    as_made: bool = False
 
 
 # ---- the scenarios: one copy, one run each ----------------------------------------------------
@@ -850,7 +853,7 @@ PRODUCERS: dict[str, Producer] = {
     f.SEGMENT_EMPTY: Producer("queues", segment_empty),
     f.SEGMENT_UNREADABLE: Producer("dump-queues", segment_unreadable),
     f.SEGMENT_AFTER_END: Producer("recover", segment_after_end),
-    f.COMMIT_LOG_END: Producer("index", commit_log_end),
+    f.COMMIT_LOG_END: Producer("index", commit_log_end, as_made=True),
     # commit log records
     f.BODY_CRC_MISMATCH: Producer("records", body_crc_mismatch),
     f.PROPERTY_CRC_MISMATCH: Producer("crc", property_crc_mismatch),
@@ -878,14 +881,14 @@ PRODUCERS: dict[str, Producer] = {
     f.STORE_TIMESTAMP_BACKWARDS: Producer("index", store_timestamp_backwards),
     # checkpoint and markers
     f.CHECKPOINT_INVALID: Producer("config-tables", checkpoint_invalid),
-    f.ABORT_FILE_PRESENT: Producer("gap", abort_file_present),
+    f.ABORT_FILE_PRESENT: Producer("gap", abort_file_present, as_made=True),
     f.ABORT_FILE_UNEXPECTED: Producer("config-tables", abort_file_unexpected),
     f.LOCK_FILE_UNEXPECTED: Producer("config-tables", lock_file_unexpected),
     f.CHECKPOINT_MISSING: Producer("records", checkpoint_missing),
     f.CHECKPOINT_ZEROED: Producer("crc", checkpoint_zeroed),
     f.CHECKPOINT_AHEAD_OF_DATA: Producer("no-queues", checkpoint_ahead_of_data),
-    f.CHECKPOINT_WINDOW: Producer("index", checkpoint_window),
-    f.RECOVERY_START_FILE: Producer("index", recovery_start_file),
+    f.CHECKPOINT_WINDOW: Producer("index", checkpoint_window, as_made=True),
+    f.RECOVERY_START_FILE: Producer("index", recovery_start_file, as_made=True),
     # config/*.json
     f.CONFIG_UNPARSEABLE: Producer("config", config_unparseable),
     f.CONFIG_BAK_USED: Producer("config", config_bak_used),
@@ -894,12 +897,12 @@ PRODUCERS: dict[str, Producer] = {
     f.CONFIG_TOO_LARGE: Producer("config-tables", config_too_large),
     f.CONFIG_BAK_STALE: Producer("config", config_bak_stale),
     f.DELAY_OFFSET_OUT_OF_RANGE: Producer("config", delay_offset_out_of_range),
-    f.CONSUMER_OFFSET_TOPIC_MISSING: Producer("config", consumer_offset_topic_missing),
+    f.CONSUMER_OFFSET_TOPIC_MISSING: Producer("config", consumer_offset_topic_missing, as_made=True),
     f.TOPIC_QUEUE_COUNT_MISMATCH: Producer("config", topic_queue_count_mismatch),
-    f.CONSUMER_OFFSET_TABLE_INVALID: Producer("config-tables", consumer_offset_table_invalid),
+    f.CONSUMER_OFFSET_TABLE_INVALID: Producer("config-tables", consumer_offset_table_invalid, as_made=True),
     f.CONSUMER_OFFSET_BELOW_MIN: Producer("config", consumer_offset_below_min),
     f.CONSUMER_OFFSET_ABOVE_MAX: Producer("config", consumer_offset_above_max),
-    f.CONSUMER_OFFSET_FOR_MISSING_QUEUE: Producer("config", consumer_offset_for_missing_queue),
+    f.CONSUMER_OFFSET_FOR_MISSING_QUEUE: Producer("config", consumer_offset_for_missing_queue, as_made=True),
     # consume queues
     f.QUEUE_DIR_INVALID: Producer("queues", queue_dir_invalid),
     f.CONSUME_QUEUE_FILE_MISALIGNED: Producer("queues", consume_queue_file_misaligned),
@@ -926,20 +929,43 @@ PRODUCERS: dict[str, Producer] = {
     f.INDEX_ENTRY_MISMATCH: Producer("index", index_entry_mismatch),
     f.INDEX_KEY_NOT_INDEXED: Producer("queues", index_key_not_indexed),
     f.INDEX_MISSING: Producer("gap", index_missing),
-    f.INDEX_FILE_NEWER_THAN_CHECKPOINT: Producer("recover", index_file_newer_than_checkpoint),
+    f.INDEX_FILE_NEWER_THAN_CHECKPOINT: Producer("recover", index_file_newer_than_checkpoint, as_made=True),
 }
 
 
 # ---- running a scenario ---------------------------------------------------------------------------
 @dataclasses.dataclass
 class Run:
-    """A scenario's run: where each of its recipes said its finding must be, and what the run reported."""
+    """A scenario's run: where each of its recipes said its finding must be, and what the run
+    reported; ``clean()``: what the same command reports on the undamaged fixture."""
+    name: str
     store: pathlib.Path
+    damage: Damage
     expected: dict[str, At]
     found: list[dict]  # {"finding", "path", "offset"}
 
     def where(self, finding_id: str) -> list[tuple[str | None, int | None]]:
         return [(r["path"], r["offset"]) for r in self.found if r["finding"] == finding_id]
+
+    def clean_where(self, finding_id: str) -> list[tuple[str | None, int | None]]:
+        """Where the undamaged fixture's run reports it, paths as in this copy."""
+        source = SCENARIOS[self.name].store
+        found = _clean_findings(self.name, self.damage)
+        return [(None if r["path"] is None else str(self.store / pathlib.Path(r["path"]).relative_to(source)),
+                 r["offset"]) for r in found if r["finding"] == finding_id]
+
+
+_clean: dict = {}
+
+
+def _clean_findings(name: str, damage: Damage) -> list[dict]:
+    """The scenario's command over its undamaged fixture (read only: none of them writes), once
+    for scenarios that share a fixture and a command."""
+    scenario = SCENARIOS[name]
+    key = (scenario.store, scenario.command)
+    if key not in _clean:
+        _clean[key] = _findings_of(scenario.command, scenario.store, damage)
+    return _clean[key]
 
 
 _ONE_LINE = re.compile(r"^(?:error|warning|info): (\w+): (.*?)(?: at offset (\d+))?: ")
@@ -1009,4 +1035,4 @@ def run_scenario(name: str, directory: pathlib.Path) -> Run:
     store = writable_copy(scenario.store, directory / "store")
     d = Damage(store, scenario.truth)
     expected = {finding_id: p.recipe(d) for finding_id, p in PRODUCERS.items() if p.scenario == name}
-    return Run(store, expected, _findings_of(scenario.command, store, d))
+    return Run(name, store, d, expected, _findings_of(scenario.command, store, d))

@@ -50,6 +50,11 @@ def test_the_producer_run_reports_the_finding_where_the_damage_lies(finding_id, 
     assert (str(want.path), want.offset) in reported, (
         f"{finding_id} ({producer.scenario}, {producer.recipe.__name__}): expected at "
         f"{want.path} offset {want.offset}; reported at {reported or 'no place'}")
+    # and because of the damage: the undamaged fixture does not report it there (unless the
+    # fixture as made already has what the finding describes)
+    clean = (str(want.path), want.offset) in run.clean_where(finding_id)
+    assert clean == producer.as_made, (
+        f"{finding_id}: the undamaged fixture {'does not report' if producer.as_made else 'reports'} it there too")
 
 
 def _constant_names() -> dict[str, str]:

@@ -29,14 +29,16 @@ BASIC = V4 / "basic"
 CRC = V5 / "v2-and-crc"
 BATCHCQ = V5 / "batchcq"
 CONFIG = FIXTURES / "config"
-MADE = FIXTURES / "crash-made"
 
-UNIT = 20  # consume queue unit (formats/consumequeue.py)
-BATCH_UNIT = 46
-INDEX_HEADER = 40
-INDEX_ENTRY = 20
-BODY_AT_V4 = 88  # bytes before the body of a record with IPv4 hosts (formats/commitlog.py)
-QUEUE_OFFSET_AT, PHYSICAL_OFFSET_AT, STORE_TIMESTAMP_V4_AT = 20, 28, 56
+# The broker's layouts, written out here (the fixtures' READMEs) rather than taken from the code under test
+UNIT = 20  # consume queue unit: commitLogOffset 8, size 4, tagsCode 8
+BATCH_UNIT = 46  # batch unit: ... msgBaseOffset 8 at 28, batchSize 2, compactedOffset 4, reserved 4
+INDEX_HEADER = 40  # index file header; then 4-byte slots, then 20-byte entries
+INDEX_ENTRY = 20  # keyHash 4, phyOffset 8, timeDiff 4, prevIndex 4
+# record fields: totalSize, magic, bodyCRC, queueId, flag, queueOffset @20, physicalOffset @28,
+# sysFlag, bornTimestamp, bornHost (8 with IPv4), storeTimestamp @56, storeHost, reconsumeTimes,
+# preparedTransactionOffset, bodyLength, body @88 (IPv4 hosts), topic length and topic, properties
+QUEUE_OFFSET_AT, PHYSICAL_OFFSET_AT, STORE_TIMESTAMP_V4_AT, BODY_AT_V4 = 20, 28, 56, 88
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,12 +103,11 @@ class Damage:
     def queue(self, topic: str, queue_id: int) -> dict:
         return self.truth["truth"]["consumeQueues"][topic][str(queue_id)]
 
-    def unit(self, topic: str, queue_id: int, queue_offset: int, unit: int = UNIT,
-             root: str = "consumequeue") -> At:
-        """The consume queue file and position of a queue offset's unit."""
-        size = self.config["mappedFileSizeConsumeQueue"] if unit == UNIT else \
-            self.config["mapperFileSizeBatchConsumeQueue"]
-        at = queue_offset * unit
+    def unit(self, topic: str, queue_id: int, n: int, *, batch: bool = False) -> At:
+        """The consume queue file and position of unit n (of a simple queue: queue offset n)."""
+        root, unit, size = (("batchconsumequeue", BATCH_UNIT, self.config["mapperFileSizeBatchConsumeQueue"])
+                            if batch else ("consumequeue", UNIT, self.config["mappedFileSizeConsumeQueue"]))
+        at = n * unit
         return At(self.store / root / topic / str(queue_id) / f"{at - at % size:020d}", at % size)
 
     def index_file(self, n: int) -> tuple[pathlib.Path, dict]:
@@ -152,7 +153,7 @@ class Producer:
 # ---- the scenarios: one copy, one run each ----------------------------------------------------
 SCENARIOS: dict[str, Scenario] = {
     "records": Scenario(BASIC),  # 4.9.8 records, one damage a record, in the first files
-    "queues": Scenario(BASIC),  # consume queue damage, one queue each
+    "queues": Scenario(BASIC),  # consume queue and file listing damage, one queue each
     "index": Scenario(BASIC),  # index file damage, one file each
     "crc": Scenario(CRC),  # 5.3.3 records with __CRC32#
     "batchcq": Scenario(BATCHCQ),  # 5.3.3 inner batches and their batch consume queue
@@ -337,7 +338,7 @@ def message_not_dispatched(d: Damage) -> At:
     files = sorted((d.store / "consumequeue" / "PaymentTopic" / "2").iterdir())
     files[-1].unlink()
     first = int(files[-1].name) // UNIT
-    return At(*d.place(d.queue("PaymentTopic", 2)["entries"][first][1]))
+    return At(*d.place(next(e[1] for e in d.queue("PaymentTopic", 2)["entries"] if e[0] == first)))
 
 
 def consume_queue_beyond_commit_log(d: Damage) -> At:
@@ -383,7 +384,8 @@ def segment_unreadable(d: Damage) -> At:
 
 
 def segment_overlap(d: Damage) -> At:
-    directory = d.store / "consumequeue" / "OrderTopic" / "0"
+    """A copy of a queue's last file named half a file before it."""
+    directory = d.store / "consumequeue" / "AuditLogTopic" / "2"
     files = sorted(directory.iterdir())
     path = directory / f"{int(files[-1].name) - d.config['mappedFileSizeConsumeQueue'] // 2:020d}"
     path.write_bytes(files[-1].read_bytes())
@@ -391,8 +393,8 @@ def segment_overlap(d: Damage) -> At:
 
 
 def segment_size_odd(d: Damage) -> At:
-    files = sorted((d.store / "consumequeue" / "OrderTopic" / "1").iterdir())
-    path = files[-1]
+    """A queue's last file one unit longer than the mapped file size."""
+    path = sorted((d.store / "consumequeue" / "AuditLogTopic" / "3").iterdir())[-1]
     path.write_bytes(path.read_bytes() + bytes(UNIT))
     return At(path, None)
 
@@ -535,7 +537,7 @@ def batch_consume_queue_offset_gap(d: Damage) -> At:
     """A unit's msgBaseOffset one past where the batch before it ends. Read in order by dump (and
     query, spark export); verify matches each unit with its record instead, and reports the
     same damage as consumeQueueUnitMismatch."""
-    at = d.unit("BatchCQTopic", 0, 3, BATCH_UNIT, "batchconsumequeue")  # the 4th unit
+    at = d.unit("BatchCQTopic", 0, 3, batch=True)
     d.set_int(at.path, at.offset + 28, 8, d.int_at(at.path, at.offset + 28, 8) + 1)  # msgBaseOffset
     return at
 
@@ -803,12 +805,9 @@ def segment_after_end(d: Damage) -> At:
 
 def consume_queue_file_after_end(d: Damage) -> At:
     """The last file of CrashTopic/0: every unit in it points past the cut segment_after_end made."""
-    d.once(_cut_second_to_last_file)
-    size = d.config["mappedFileSizeConsumeQueue"]
-    entries = d.queue("CrashTopic", 0)["entries"]
+    cut = d.once(_cut_second_to_last_file)["physicalOffset"]
     last = sorted((d.store / "consumequeue" / "CrashTopic" / "0").iterdir())[-1]
-    cut = int(_written_files(d)[-2].name)
-    assert entries[int(last.name) // UNIT][1] >= cut and int(last.name) % size == 0
+    assert next(e[1] for e in d.queue("CrashTopic", 0)["entries"] if e[0] == int(last.name) // UNIT) >= cut
     return At(last, None)
 
 

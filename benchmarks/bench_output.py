@@ -47,12 +47,15 @@ def dump(store: pathlib.Path, fmt: str, rows: int) -> tuple[float, float, int]:
 
 
 def run(workdir: pathlib.Path, messages: int = big_store.MESSAGES, commitlog_size: int | None = None,
-        rows: int = ROWS) -> dict:
+        rows: int = ROWS, warm: bool = True) -> dict:
+    """Each format's rates and peak RSS, and the verdicts. ``warm`` first runs each format
+    once on a few rows (page cache, imports): the timings need it, a test of the lines not."""
     store = big_store.ensure(workdir, messages, commitlog_size)
     print(f"dump commitlog --body none, {rows:,} rows of 1 KB messages from {store}")
     results = {}
     for fmt in ("jsonl", "table", "json"):
-        dump(store, fmt, 1000)  # page cache and imports warm
+        if warm:
+            dump(store, fmt, 1000)  # page cache and imports warm
         wall, cpu, rss = dump(store, fmt, rows)
         _, _, rss_small = dump(store, fmt, rows // 3)
         results[fmt] = {"wall_rate": rows / wall, "cpu_rate": rows / cpu, "rss_kib": rss, "rss_third_kib": rss_small}

@@ -59,19 +59,3 @@ def size_words(given) -> list[str]:
         if value is not None:
             words += [flag, str(value)]
     return words + (["--assume-defaults"] if given.assume_defaults else [])
-
-
-def size_lines(sizes, unknown: list[str]) -> list[str]:
-    """The plan's table lines about sizes: those given or assumed, and where each comes from
-    (sizes the store's files show go without saying), then why --apply refuses, if it does."""
-    said = []
-    for name, s in sizes.to_json().items():
-        if s["taken_from"] in ("option", "broker-config"):
-            said.append(f"{name} {s['value']} ({s['shown_by']})")
-        elif name in unknown:
-            said.append(f"{name} {s['value']}: the broker's default, {s['shown_by']}")
-    lines = [f"files are written with {'; '.join(said)}"] if said else []
-    why = sizes.refusal(unknown)
-    if why:
-        lines.append(f"--apply refuses: {why}")
-    return lines

@@ -16,7 +16,7 @@ import typer
 from rmqtool.cli.params import Semantics, check_semantics, complete_queue, complete_topic, examples
 
 from rmqtool.cli.common import OutputFormat, boundary
-from rmqtool.cli.sizes import AssumeDefaults, BatchCqSize, BrokerConfigFile, CqSize, IndexEntries, IndexSlots
+from rmqtool.cli.sizes import SizeOptions, size_options
 from rmqtool.errors import NotAStore, StoreNotFound, UsageError
 from rmqtool.store.paths import COMMITLOG_DIR
 from rmqtool.report.progress import Progress, progress_enabled
@@ -30,6 +30,7 @@ def register(app: typer.Typer) -> None:
 
 
 @boundary
+@size_options
 def append(
     store: pathlib.Path = typer.Argument(..., help="Store root directory (a new one only with --create)."),
     topic: Optional[str] = typer.Option(None, "--topic", "-t", autocompletion=complete_topic,
@@ -55,12 +56,7 @@ def append(
     commitlog_size: Optional[int] = typer.Option(None, "--commitlog-size", min=1,
                                                  help="New store: commit log file size (mappedFileSizeCommitLog; "
                                                       "default: --broker-config's, else 1073741824)."),
-    cq_size: CqSize = None,
-    batch_cq_size: BatchCqSize = None,
-    index_slots: IndexSlots = None,
-    index_entries: IndexEntries = None,
-    broker_config: BrokerConfigFile = None,
-    assume_defaults: AssumeDefaults = False,
+    sizes: SizeOptions = SizeOptions(),  # --cq-size ... --assume-defaults (cli/sizes.py)
     fmt: OutputFormat = typer.Option(OutputFormat.jsonl, "--format", "-f", help="jsonl (default), json or table."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress bar on stderr "
                                             "(default: when stderr is a terminal)."),
@@ -85,35 +81,15 @@ def append(
     from rmqtool.recovery.outcome import Settings
 
     check_semantics(semantics)
-    if from_jsonl is not None:
-        if topic or body is not None or body_file or tags or keys or prop or delay_level:
-            raise UsageError("--from-jsonl takes the messages from the file: leave out --topic, --body, "
-                             "--tags, --keys, --property and --delay-level")
-        from rmqtool.engine.rows import JsonlSource  # the engine loads only for a command that writes
-
-        source = JsonlSource(from_jsonl, keep_store_timestamp, keep_store_host)
-    else:
-        if keep_store_timestamp or keep_store_host:
-            raise UsageError("--keep-store-timestamp and --keep-store-host go with --from-jsonl")
-        if not topic:
-            raise UsageError("--topic is required (or --from-jsonl)")
-        if body is not None and body_file is not None:
-            raise UsageError("give --body or --body-file, not both")
-        if body is None and body_file is None:  # an empty body is said on purpose, never by omission
-            raise UsageError("give --body TEXT or --body-file FILE (--body '' for an empty body)")
-        from rmqtool.engine.append_flow import one_message
-
-        source = iter([one_message(topic, body, body_file, tags, keys, prop, queue, delay_level)])
-    from rmqtool.cli.sizes import given_sizes
+    source = _source(from_jsonl, keep_store_timestamp, keep_store_host, topic, body, body_file, tags, keys, prop,
+                     queue, delay_level)
     from rmqtool.engine.append_flow import append_in_chunks, open_for_append
 
-    sizes = given_sizes(commitlog_size=commitlog_size, cq_size=cq_size, batch_cq_size=batch_cq_size,
-                        index_slots=index_slots, index_entries=index_entries, broker_config=broker_config,
-                        assume_defaults=assume_defaults)
+    given = sizes.given(commitlog_size)
     bar = Progress("appending") if progress_enabled(progress) and from_jsonl is not None else None
-    with open_for_append(store, recover, warn, flush=flush, sizes=sizes, store_host=store_host,
-               recovery=Settings(semantics=semantics),
-               enabled_append_prop_crc=None if prop_crc is None else prop_crc == "on") as s, \
+    with open_for_append(store, recover, warn, flush=flush, sizes=given, store_host=store_host,
+                         recovery=Settings(semantics=semantics),
+                         enabled_append_prop_crc=None if prop_crc is None else prop_crc == "on") as s, \
             Sink(fmt.value, kind="appended", single=from_jsonl is None) as sink, bar or contextlib.nullcontext():
         for results in append_in_chunks(s, source, bar.advance if bar else None):
             for r in results:
@@ -123,3 +99,26 @@ def append(
         skipped = source.skipped_text()
         if skipped:
             warn(f"rmqtool: {skipped}")
+
+
+def _source(from_jsonl, keep_store_timestamp, keep_store_host, topic, body, body_file, tags, keys, prop, queue,
+            delay_level):
+    """The messages the options name: a JSON Lines file's, or one from a producer's options."""
+    if from_jsonl is not None:
+        if topic or body is not None or body_file or tags or keys or prop or delay_level:
+            raise UsageError("--from-jsonl takes the messages from the file: leave out --topic, --body, "
+                             "--tags, --keys, --property and --delay-level")
+        from rmqtool.engine.rows import JsonlSource  # the engine loads only for a command that writes
+
+        return JsonlSource(from_jsonl, keep_store_timestamp, keep_store_host)
+    if keep_store_timestamp or keep_store_host:
+        raise UsageError("--keep-store-timestamp and --keep-store-host go with --from-jsonl")
+    if not topic:
+        raise UsageError("--topic is required (or --from-jsonl)")
+    if body is not None and body_file is not None:
+        raise UsageError("give --body or --body-file, not both")
+    if body is None and body_file is None:  # an empty body is said on purpose, never by omission
+        raise UsageError("give --body TEXT or --body-file FILE (--body '' for an empty body)")
+    from rmqtool.engine.append_flow import one_message
+
+    return iter([one_message(topic, body, body_file, tags, keys, prop, queue, delay_level)])

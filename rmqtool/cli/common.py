@@ -4,6 +4,7 @@ output options, the sink."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import enum
 import functools
 import os
@@ -17,7 +18,7 @@ except ImportError:  # older typer depends on click
     import click
 
 from rmqtool.cli.params import parse_time  # noqa: F401  (commands import it from here too)
-from rmqtool.errors import ExitCode, RmqError
+from rmqtool.errors import ExitCode, RmqError, UsageError
 
 
 class OutputFormat(str, enum.Enum):
@@ -129,6 +130,14 @@ def until_interrupted():
         yield
     except KeyboardInterrupt:
         pass
+
+
+def iso_time(text: str, refusal: str) -> datetime.datetime:
+    """An ISO 8601 time, or the usage error ``refusal`` (params.parse_time reads times)."""
+    try:
+        return datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(refusal) from None
 
 
 class Stores:

@@ -14,7 +14,7 @@ import typer
 
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.params import Semantics, check_semantics, examples
-from rmqtool.cli.sizes import AssumeDefaults, BatchCqSize, BrokerConfigFile, CqSize, IndexEntries, IndexSlots
+from rmqtool.cli.sizes import SizeOptions, size_options
 from rmqtool.errors import UsageError
 
 
@@ -29,6 +29,7 @@ def register(app: typer.Typer) -> None:
 
 
 @boundary
+@size_options
 def recover(
     store: pathlib.Path = typer.Argument(..., help="The store root directory."),
     apply: bool = typer.Option(False, "--apply", help="Carry the plan out (default: only show it)."),
@@ -44,12 +45,7 @@ def recover(
                                                                           "__CRC32# value instead of the body CRC."),
     no_check_crc: bool = typer.Option(False, "--no-check-crc", help="checkCRCOnRecover=false: no CRC check."),
     keep_index: bool = typer.Option(False, "--keep-index", help="Keep the index files an abnormal start destroys."),
-    cq_size: CqSize = None,
-    batch_cq_size: BatchCqSize = None,
-    index_slots: IndexSlots = None,
-    index_entries: IndexEntries = None,
-    broker_config: BrokerConfigFile = None,
-    assume_defaults: AssumeDefaults = False,
+    sizes: SizeOptions = SizeOptions(),  # --cq-size ... --assume-defaults (cli/sizes.py)
     force: bool = typer.Option(False, "--force", help="--apply in place to a store with a missing middle commit log "
                                                       "file (the broker loads it; without --force only into --to)."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
@@ -61,7 +57,7 @@ def recover(
     written with when the store's files do not show them (--apply refuses a size that can
     only be the broker's default until it is given, or --assume-defaults).
     """
-    from rmqtool.cli.sizes import given_sizes, size_words
+    from rmqtool.cli.sizes import size_words
     from rmqtool.engine.recover_store import recover_store
     from rmqtool.recovery.commitlog_walk import V5
     from rmqtool.recovery.outcome import Settings
@@ -74,8 +70,7 @@ def recover(
     if (to or backup_dir or force) and not apply:
         raise UsageError("--to, --backup-dir and --force go with --apply")
     root = require_store(store)
-    given = given_sizes(cq_size=cq_size, batch_cq_size=batch_cq_size, index_slots=index_slots,
-                        index_entries=index_entries, broker_config=broker_config, assume_defaults=assume_defaults)
+    given = sizes.given()
     settings = Settings(semantics=semantics, from_checkpoint=from_checkpoint, check_crc=not no_check_crc,
                         verify_prop_crc=verify_prop_crc)
     again = (["--semantics", semantics] if semantics else []) + [

@@ -14,7 +14,7 @@ import typer
 
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.params import OFFSET_METAVAR, Semantics, check_semantics, complete_queue, complete_topic, examples
-from rmqtool.cli.sizes import AssumeDefaults, BatchCqSize, BrokerConfigFile, CqSize, IndexEntries, IndexSlots
+from rmqtool.cli.sizes import SizeOptions, size_options
 from rmqtool.errors import ExitCode, UsageError
 
 
@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
 
 
 @boundary
+@size_options
 def redispatch(
     store: pathlib.Path = typer.Argument(..., help="The store root directory."),
     topic: List[str] = typer.Option([], "--topic", "-t", autocompletion=complete_topic,
@@ -40,12 +41,7 @@ def redispatch(
     index: bool = typer.Option(False, "--index", help="Index files (default: consume queues and index)."),
     skip_unknown_topics: bool = typer.Option(False, "--skip-unknown-topics",
                                              help="Leave out topics that config/topics.json does not have."),
-    cq_size: CqSize = None,
-    batch_cq_size: BatchCqSize = None,
-    index_slots: IndexSlots = None,
-    index_entries: IndexEntries = None,
-    broker_config: BrokerConfigFile = None,
-    assume_defaults: AssumeDefaults = False,
+    sizes: SizeOptions = SizeOptions(),  # --cq-size ... --assume-defaults (cli/sizes.py)
     semantics: Semantics = None,
     apply: bool = typer.Option(False, "--apply", help="Swap the rebuilt files in (default: only show the plan)."),
     backup_dir: Optional[pathlib.Path] = typer.Option(None, "--backup-dir", metavar="DIR",
@@ -57,7 +53,6 @@ def redispatch(
 
     Files are built in the sizes the store's files show; where nothing shows one, the plan
     says so and --apply refuses until it is given (or --assume-defaults)."""
-    from rmqtool.cli.sizes import given_sizes
     from rmqtool.engine.redispatch_apply import redispatch_store
     from rmqtool.report.plans import show_redispatch_plan
     from rmqtool.store.detect import require_store
@@ -65,8 +60,7 @@ def redispatch(
     if backup_dir is not None and not apply:
         raise UsageError("--backup-dir goes with --apply")
     root = require_store(store)
-    given = given_sizes(cq_size=cq_size, batch_cq_size=batch_cq_size, index_slots=index_slots,
-                        index_entries=index_entries, broker_config=broker_config, assume_defaults=assume_defaults)
+    given = sizes.given()
     again_command = _command(root, topic, queue, from_offset, cq, index, skip_unknown_topics, given, semantics)
     if not cq and not index:
         cq = index = True

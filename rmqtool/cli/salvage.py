@@ -13,6 +13,7 @@ import typer
 
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.params import examples
+from rmqtool.cli.sizes import SalvageIndexEntries, SalvageIndexSlots
 from rmqtool.errors import ExitCode, UsageError
 
 
@@ -32,12 +33,8 @@ def salvage(
     to_store: Optional[pathlib.Path] = typer.Option(None, "--to-store", metavar="NEWDIR",
                                                     help="Append the messages into a new store (original topics, "
                                                          "queues, keys, properties, store times and hosts)."),
-    index_slots: Optional[int] = typer.Option(None, "--index-slots", min=1,
-                                              help="--to-store: hash slots per index file, when the source's "
-                                                   "index files cannot tell."),
-    index_entries: Optional[int] = typer.Option(None, "--index-entries", min=2,
-                                                help="--to-store: entries per index file, when the source's "
-                                                     "index files cannot tell."),
+    index_slots: SalvageIndexSlots = None,
+    index_entries: SalvageIndexEntries = None,
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="The report: table, jsonl or json."),
 ):
     """Find every intact message (also past where recovery cuts) and report what is lost for good."""

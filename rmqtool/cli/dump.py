@@ -29,6 +29,8 @@ FormatOpt = typer.Option(OutputFormat.table, "--format", "-f", help="table for p
 LimitOpt = typer.Option(None, "--limit", "-n", min=0, help="Stop after this many rows.")
 WideOpt = typer.Option(False, "--wide", help="Table: every column, not only those that fit the width.")
 ColumnsOpt = typer.Option(None, "--columns", metavar="A,B,C", help="Table: exactly these columns (JSON field names).")
+TopicOpt = typer.Option(None, "--topic", "-t", autocompletion=complete_topic, help="Only this topic.")
+QueueOpt = typer.Option(None, "--queue", "-q", autocompletion=complete_queue, min=0, help="Only this queue id.")
 TABLE_BODY_PREVIEW = 40
 
 
@@ -46,9 +48,8 @@ def dump_commitlog(
     paths: List[pathlib.Path] = typer.Argument(..., metavar="PATH", help="Store dirs, commitlog/ dirs, or commit "
                                                "log segment files (one or more; rows in the order given)."),
     fmt: OutputFormat = FormatOpt,
-    topic: Optional[str] = typer.Option(None, "--topic", "-t", autocompletion=complete_topic, help="Only this topic."),
-    queue: Optional[int] = typer.Option(None, "--queue", "-q", autocompletion=complete_queue, min=0,
-                                        help="Only this queue id."),
+    topic: Optional[str] = TopicOpt,
+    queue: Optional[int] = QueueOpt,
     from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, metavar=OFFSET_METAVAR,
                                               help="First commit log offset (a record start)."),
     to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, metavar=OFFSET_METAVAR,
@@ -134,9 +135,8 @@ def dump_consumequeue(
     path: pathlib.Path = typer.Argument(..., help="Store dir, consumequeue/ (or batchconsumequeue/) dir, "
                                         "a topic or queue dir, or one consume queue file."),
     fmt: OutputFormat = FormatOpt,
-    topic: Optional[str] = typer.Option(None, "--topic", "-t", autocompletion=complete_topic, help="Only this topic."),
-    queue: Optional[int] = typer.Option(None, "--queue", "-q", autocompletion=complete_queue, min=0,
-                                        help="Only this queue id."),
+    topic: Optional[str] = TopicOpt,
+    queue: Optional[int] = QueueOpt,
     from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, metavar=OFFSET_METAVAR,
                                               help="First queue offset."),
     to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, metavar=OFFSET_METAVAR,

@@ -148,6 +148,7 @@ class Stores:
     def __init__(self, several: bool):
         self.several = several
         self.worst = int(ExitCode.OK)
+        self.said_not_found = False
 
     @contextlib.contextmanager
     def each(self, not_found=None):
@@ -165,8 +166,6 @@ class Stores:
                 raise
             warn(f"rmqtool: error: {exc.one_line()}")
             self.worst = max(self.worst, int(exc.exit_code))
-
-    said_not_found = False
 
 
 def say_unfinished(kwargs) -> None:

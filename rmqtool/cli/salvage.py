@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from rmqtool.cli.common import OutputFormat, boundary
+from rmqtool.cli.common import OutputFormat, boundary, closed_on_error
 from rmqtool.cli.params import examples
 from rmqtool.cli.sizes import SalvageIndexEntries, SalvageIndexSlots
 from rmqtool.errors import ExitCode, UsageError
@@ -59,9 +59,10 @@ def salvage(
         sizes = source_sizes(root, index_slots, index_entries)  # before anything is written
     messages, report = salvage_messages(root)
     if out is not None:
-        with (contextlib.nullcontext(None) if to_stdout else open(out, "x", encoding="utf-8")) as f, \
-                Sink("jsonl", f) as sink:
-            sink.rows(message_record(m) for m in messages)
+        with (contextlib.nullcontext(None) if to_stdout else open(out, "x", encoding="utf-8")) as f:
+            sink = Sink("jsonl", f)
+            with closed_on_error(sink):  # the rows written before an error stay in the file
+                sink.rows(message_record(m) for m in messages)
     else:
         write_store(messages, to_store, sizes, row_of=message_record)
     doc = report.to_json()

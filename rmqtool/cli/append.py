@@ -10,7 +10,7 @@ from __future__ import annotations
 import pathlib
 import shlex
 import sys
-from typing import Iterator, List, Optional
+from typing import TYPE_CHECKING, Iterator, List, Optional
 
 import typer
 
@@ -23,6 +23,10 @@ from rmqtool.store.paths import COMMITLOG_DIR
 from rmqtool.formats import properties as props
 from rmqtool.report.progress import Progress, progress_enabled
 from rmqtool.report.sink import Sink, warn
+
+if TYPE_CHECKING:  # annotations only: the engine loads only for a command that writes
+    from rmqtool.engine import encoder as enc
+    from rmqtool.engine.store import Store
 
 CHUNK = 1000  # messages handed to the engine at once
 

@@ -13,9 +13,9 @@ from typing import List, Optional
 
 import typer
 
-from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
+from rmqtool.cli.common import BodyMode, OutputFormat, boundary
 from rmqtool.cli.dump import TABLE_BODY_PREVIEW, ColumnsOpt, WideOpt
-from rmqtool.cli.params import OFFSET_METAVAR, TIME_METAVAR, check_range, complete_queue, complete_topic, examples
+from rmqtool.cli.params import OFFSET_METAVAR, TIME_METAVAR, check_range, complete_queue, complete_topic, examples, parse_time
 from rmqtool.errors import ExitCode, NothingFound, RmqError, UsageError
 from rmqtool.query.by_key import DEFAULT_MAX_NUM, LONG_MAX, query_by_key
 from rmqtool.query.by_offset import message_at_offset, message_by_msg_id, message_by_queue_offset

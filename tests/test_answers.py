@@ -1,0 +1,81 @@
+"""One named answer per broker question, each checked against what the broker wrote.
+
+Each test takes its expected values from a fixture's truth.json (the broker's own reading of
+the store it wrote) or from the broker's own files, never from a second implementation.
+"""
+from __future__ import annotations
+
+import collections
+
+import hypothesis.strategies as st
+from hypothesis import given
+
+from conftest import CLEAN_SCENARIOS, load_truth
+from rmqtool.formats.indexfile import build_key, index_key_hash, index_key_hashes
+from rmqtool.formats.properties import bytes_to_properties
+from rmqtool.store.indexfile import list_index_files
+
+
+# --- the index key hash: IndexService.buildKey + IndexFile.indexKeyHashMethod ----------------
+
+def _indexed_keys(message: dict) -> list[str]:
+    """What buildIndex puts for a message: its UNIQ_KEY and each KEYS word, as topic#key."""
+    keys = [message["dispatchUniqKey"]] if message.get("dispatchUniqKey") else []
+    keys += [k for k in (message.get("dispatchKeys") or "").split(" ") if k]
+    return [build_key(message["topic"], k) for k in keys]
+
+
+def test_key_hash_is_what_the_broker_put_in_its_index_files():
+    """Every key of every message the broker indexed has an entry at the message's offset with
+    the key's hash, in the index files the broker wrote: both forms of the hash agree with them."""
+    checked = 0
+    for name, scenario in CLEAN_SCENARIOS.items():
+        truth = load_truth(scenario / "truth.json")["truth"]
+        entries = collections.defaultdict(set)  # phyOffset -> keyHashes the broker wrote there
+        for f in list_index_files(scenario / "store").open_all():
+            with f:
+                for e in f.iter_entries():
+                    entries[e.phy_offset].add(e.key_hash)
+        if not entries:
+            continue  # a scenario with indexing off
+        pairs = [(m["physicalOffset"], key) for m in truth["messages"]
+                 if m.get("transactionType", 0) != 3 << 2 for key in _indexed_keys(m)]
+        vectorised = index_key_hashes([key for _, key in pairs]).tolist()
+        for (offset, key), many in zip(pairs, vectorised):
+            assert index_key_hash(key) == many, (name, key)
+            assert many in entries[offset], (name, offset, key)
+        checked += len(pairs)
+    assert checked > 1000
+
+
+def test_key_hash_of_a_key_hashing_to_integer_min_is_zero():
+    # String.hashCode("polygenelubricants") is Integer.MIN_VALUE; Math.abs keeps it negative,
+    # and indexKeyHashMethod returns 0 for it
+    assert index_key_hash("polygenelubricants") == 0
+    assert index_key_hashes(["polygenelubricants"]).tolist() == [0]
+
+
+@given(st.lists(st.text(min_size=1, max_size=60), min_size=1, max_size=40))
+def test_key_hash_scalar_and_vectorised_forms_agree(keys):
+    """The one test that keeps the two forms together: keys of any UTF-16 content (surrogates,
+    non-ASCII, short and long, repeated heads as UNIQ_KEYs have)."""
+    keys = keys + [k + "ABCD" for k in keys]  # a shared head with several tails (the scalar's cache)
+    assert [index_key_hash(k) for k in keys] == index_key_hashes(keys).tolist()
+
+
+# --- the property string parse: MessageDecoder.string2messageProperties ----------------------
+
+def test_property_parse_is_the_brokers_reading_of_every_fixture_message():
+    checked = 0
+    for name, scenario in CLEAN_SCENARIOS.items():
+        for m in load_truth(scenario / "truth.json")["truth"]["messages"]:
+            parsed, utf8_ok = bytes_to_properties(m["propertiesString"].encode("utf-8"))
+            assert utf8_ok and parsed == m["properties"], (name, m["physicalOffset"])
+            checked += 1
+    assert checked > 5000
+
+
+def test_property_parse_of_bytes_that_are_not_utf8_replaces_them_as_java_does():
+    parsed, utf8_ok = bytes_to_properties(b"KEYS\x01a\xffb\x02TAGS\x01t")
+    assert (parsed, utf8_ok) == ({"KEYS": "a\ufffdb", "TAGS": "t"}, False)
+    assert bytes_to_properties(b"") == ({}, True)

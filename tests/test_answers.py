@@ -10,10 +10,16 @@ import collections
 import hypothesis.strategies as st
 from hypothesis import given
 
-from conftest import CLEAN_SCENARIOS, load_truth
+from conftest import CLEAN_SCENARIOS, V4, load_truth
+from rmqtool.findings import RECOVERY_START_FILE
+from rmqtool.formats.consumequeue import FILL_SIZE
 from rmqtool.formats.indexfile import build_key, index_key_hash, index_key_hashes
 from rmqtool.formats.properties import bytes_to_properties
+from rmqtool.recovery.commitlog_walk import V4 as V4_RULES, abnormal_start, normal_start
+from rmqtool.store.checkpoint import read_checkpoint
+from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.indexfile import list_index_files
+from rmqtool.verify.run import Verify, VerifyOptions
 
 
 # --- the index key hash: IndexService.buildKey + IndexFile.indexKeyHashMethod ----------------
@@ -79,3 +85,47 @@ def test_property_parse_of_bytes_that_are_not_utf8_replaces_them_as_java_does():
     parsed, utf8_ok = bytes_to_properties(b"KEYS\x01a\xffb\x02TAGS\x01t")
     assert (parsed, utf8_ok) == ({"KEYS": "a\ufffdb", "TAGS": "t"}, False)
     assert bytes_to_properties(b"") == ({}, True)
+
+
+# --- which file recovery starts from: CommitLog.recoverAbnormally / recoverNormally ----------
+
+CRASH = V4 / "crash"
+
+
+def _start_base(store) -> int:
+    segments = CommitLog(store / "commitlog").segments
+    min_ts = read_checkpoint(store / "checkpoint").min_timestamp
+    index = abnormal_start(segments, V4_RULES, min_ts)
+    return segments[max(index, 0)].base_offset
+
+
+def test_abnormal_recovery_starts_where_the_broker_rebuilt_a_deleted_queue_from():
+    """crash/c1: the broker rebuilt the deleted CrashTopic/1 only from the files it rescanned
+    (fill units before): the first real unit it rebuilt lies in the start file, the unit
+    before it (pre-crash) lies before that file."""
+    truth = load_truth(CRASH / "c1-delete-cq-queue-dir" / "truth.json")["truth"]
+    rebuilt = [u for u in truth["consumeQueues"]["CrashTopic"]["1"]["entries"] if u[2] != FILL_SIZE]
+    first_queue_offset, first_offset = rebuilt[0][0], rebuilt[0][1]
+    before = load_truth(CRASH / "a-as-is" / "truth.json")["truth"]["consumeQueues"]["CrashTopic"]["1"]["entries"]
+    previous_offset = before[first_queue_offset - 1][1]
+    store = CRASH / "c1-delete-cq-queue-dir" / "input" / "store"
+    base = _start_base(store)
+    assert previous_offset < base <= first_offset
+    # verify's finding names the same file, from the first store times its scan read
+    (start,) = [f for f in Verify(store, VerifyOptions(jobs=1)).findings() if f.id == RECOVERY_START_FILE]
+    assert start.details["commit_log_offset"] == base
+
+
+def test_abnormal_recovery_from_the_first_file_when_none_matches():
+    """crash-fast: every file is inside the checkpoint's 3 s window, so file 0 is rescanned and
+    the flipped byte in it (e2) ends the log inside file 0, where the truth has it."""
+    scenario = V4 / "crash-fast" / "e2-corrupt-body-in-first-commitlog-file"
+    store = scenario / "input" / "store"
+    segments = CommitLog(store / "commitlog").segments
+    assert abnormal_start(segments, V4_RULES, read_checkpoint(store / "checkpoint").min_timestamp) == -1
+    assert load_truth(scenario / "truth.json")["afterLoadBeforeStart"]["maxPhyOffset"] < segments[1].base_offset
+
+
+def test_normal_recovery_starts_at_the_third_last_file_at_4_9():
+    segments = CommitLog(CRASH / "a-as-is" / "input" / "store" / "commitlog").segments
+    assert normal_start(segments, V4_RULES, 0) == len(segments) - 3

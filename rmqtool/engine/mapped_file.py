@@ -127,7 +127,6 @@ class WritableMappedFile:
     def name(self) -> str:
         return self.path.name
 
-    @property
     def is_full(self) -> bool:
         return self.wrote_position >= self.file_size
 

@@ -10,14 +10,16 @@ import collections
 import hypothesis.strategies as st
 from hypothesis import given
 
-from conftest import CLEAN_SCENARIOS, V4, load_truth
+from conftest import CLEAN_SCENARIOS, V4, V5, load_truth
 from rmqtool.findings import RECOVERY_START_FILE
 from rmqtool.formats.consumequeue import FILL_SIZE
 from rmqtool.formats.indexfile import build_key, index_key_hash, index_key_hashes
 from rmqtool.formats.properties import bytes_to_properties
 from rmqtool.recovery.commitlog_walk import V4 as V4_RULES, abnormal_start, normal_start
 from rmqtool.store.checkpoint import read_checkpoint
-from rmqtool.store.commitlog_end import CommitLog
+from rmqtool.recovery.outcome import Settings, simulate
+from rmqtool.store.commitlog_end import CommitLog, last_file_end, written_end
+from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.indexfile import list_index_files
 from rmqtool.verify.run import Verify, VerifyOptions
 
@@ -129,3 +131,52 @@ def test_abnormal_recovery_from_the_first_file_when_none_matches():
 def test_normal_recovery_starts_at_the_third_last_file_at_4_9():
     segments = CommitLog(CRASH / "a-as-is" / "input" / "store" / "commitlog").segments
     assert normal_start(segments, V4_RULES, 0) == len(segments) - 3
+
+
+# --- the bytes at a commit log offset: CommitLog.getMessage / getData (selectMappedBuffer) ---
+
+def test_bytes_at_each_offset_are_the_record_the_broker_stored_there():
+    for name, scenario in CLEAN_SCENARIOS.items():
+        with CommitLogReader.of_store(scenario / "store") as reader:
+            for m in load_truth(scenario / "truth.json")["truth"]["messages"][::7]:
+                offset, size = m["physicalOffset"], m["storeSize"]
+                raw = reader.get_data(offset, size)
+                assert len(raw) == size and int.from_bytes(raw[:4], "big") == size, (name, offset)
+                message = reader.read(offset)
+                assert (message.topic, message.queue_offset, message.store_timestamp) == \
+                    (m["topic"], m["queueOffset"], m["storeTimestamp"]), (name, offset)
+                assert reader.store_timestamp(offset, size) == (m["storeTimestamp"], None)
+                assert reader.get_data(offset, size, end=offset + 8) == raw[:8]  # never past what may be read
+
+
+def test_bytes_past_the_last_file_are_none():
+    scenario = CLEAN_SCENARIOS["4.9.8/basic"]
+    end = load_truth(scenario / "truth.json")["truth"]["commitlog"]["maxPhyOffset"]
+    with CommitLogReader.of_store(scenario / "store") as reader:
+        last = reader.commit_log.segments[-1]
+        assert reader.get_data(last.base_offset + last.size, 16) == b""
+        assert reader.get_data(end, 16) == bytes(16)  # written ahead: zeros, as the mapped file holds
+
+
+# --- where the written data ends, where the last file's records end, where recovery ends it ----
+
+def test_written_end_and_last_file_end_are_the_brokers_max_offset_of_a_clean_store():
+    for name, scenario in CLEAN_SCENARIOS.items():
+        expected = load_truth(scenario / "truth.json")["truth"]["commitlog"]["maxPhyOffset"]
+        log = CommitLog(scenario / "store" / "commitlog")
+        assert written_end(log.segments, log.mapped_file_size) == expected, name
+        assert last_file_end(log.segments, log.mapped_file_size).end == expected == log.max_offset(), name
+
+
+def test_recovered_end_is_where_the_brokers_next_start_ended_the_log():
+    checked = 0
+    for root in (V4 / "crash", V4 / "crash-fast", V5 / "crash5"):
+        for scenario in sorted(p.parent for p in root.glob("*/truth.json")):
+            truth = load_truth(scenario / "truth.json")
+            if not truth.get("loadOk", True) or "afterLoadBeforeStart" not in truth:
+                continue
+            out = simulate(scenario / "input" / "store", Settings(), list_lost=False)
+            assert out.recovered_end == truth["afterLoadBeforeStart"]["maxPhyOffset"], scenario.name
+            assert out.written_end >= out.recovered_end
+            checked += 1
+    assert checked >= 15

@@ -161,8 +161,11 @@ class MappedSegment:
 
 def walk(segments: list[Segment], start_index: int, options: WalkOptions, delay_levels: DelayLevels,
          on_record=None) -> WalkEnd:
-    """The recovery walk from ``segments[start_index]``; ``on_record(request)`` is called for
-    each record accepted (what the broker dispatches during the walk)."""
+    """The recovery walk from ``segments[start_index]`` (CommitLog.recoverNormally /
+    recoverAbnormally): its ``WalkEnd.end`` is the **recovered end**, the walk's processOffset,
+    where the broker's next start ends the log (``Outcome.recovered_end`` holds it).
+    ``on_record(request)`` is called for each record accepted (what the broker dispatches
+    during the walk)."""
     if not segments:
         return WalkEnd(0, 0, 0, 0, "no commit log file", None, 0)
     index = start_index

@@ -17,7 +17,6 @@ try:  # typer 0.2x vendors click as typer._click
 except ImportError:  # older typer depends on click
     import click
 
-from rmqtool.cli.params import parse_time  # noqa: F401  (commands import it from here too)
 from rmqtool.errors import ExitCode, RmqError, UsageError
 
 

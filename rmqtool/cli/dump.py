@@ -11,8 +11,9 @@ from typing import List, Optional
 
 import typer
 
-from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time, until_interrupted
-from rmqtool.cli.params import OFFSET_METAVAR, TIME_METAVAR, check_range, complete_queue, complete_topic, examples
+from rmqtool.cli.common import BodyMode, OutputFormat, boundary, until_interrupted
+from rmqtool.cli.params import (OFFSET_METAVAR, TIME_METAVAR, check_range, complete_queue, complete_topic, examples,
+                                parse_time)
 from rmqtool.errors import UsageError
 from rmqtool.inspect import dump_sources
 from rmqtool.inspect.commitlog_dumps import chained, commitlog_dumps, in_parallel, parallel_jsonl, settled_findings

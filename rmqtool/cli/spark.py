@@ -10,8 +10,8 @@ from typing import List, Optional
 
 import typer
 
-from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
-from rmqtool.cli.params import TIME_METAVAR, check_range, examples
+from rmqtool.cli.common import BodyMode, OutputFormat, boundary
+from rmqtool.cli.params import TIME_METAVAR, check_range, examples, parse_time
 from rmqtool.errors import ExitCode
 from rmqtool.report.sink import Sink, render_document, warn
 from rmqtool.spark.sources import export_tables, session, specs, task_progress

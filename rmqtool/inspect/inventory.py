@@ -18,7 +18,7 @@ from rmqtool.formats.config import consumer_offsets, delay_offsets
 from rmqtool.store import detect
 from rmqtool.store.checkpoint import read_checkpoint, read_markers
 from rmqtool.store.commitlog import Blank, findings_of, scan_segment
-from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end, written_end
+from rmqtool.store.commitlog_end import CommitLog, last_file_end, written_end
 from rmqtool.store.config import read_config_dir
 from rmqtool.store.consumequeue import open_consume_queues
 from rmqtool.store.indexfile import list_index_files
@@ -45,7 +45,7 @@ def commitlog_info(root: pathlib.Path, live: LiveStore | None = None) -> tuple[d
     read began."""
     cl = CommitLog(StorePaths(root).commitlog)
     segs = cl.segments
-    end = find_commit_log_end(segs, cl.mapped_file_size)
+    end = last_file_end(segs, cl.mapped_file_size)
     written, recovered = _ends(root, cl, end, live)
     if live is not None:
         end.end = min(end.end, live.commit_log_end)

@@ -44,7 +44,6 @@ from rmqtool.store.consumequeue import AnyConsumeQueue, BatchConsumeQueueUnit, o
 from rmqtool.store.paths import CONFIG_DIR, StorePaths
 
 CONSUMER_OFFSET_FILE = "consumerOffset.json"
-TOPICS_FILE = "topics.json"
 
 # GetMessageStatus names, as the broker logs them
 NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"

@@ -23,7 +23,7 @@ from rmqtool.query.by_time import offset_by_time
 from rmqtool.query.explain import Trace
 from rmqtool.report.records import message_record
 from rmqtool.report.sink import Sink, warn
-from rmqtool.store.live import live_store
+from rmqtool.store.view import open_store
 
 
 def register(app: typer.Typer) -> None:
@@ -188,24 +188,25 @@ def _skip(exc: RmqError, several: bool) -> int:
 def _lookup(store, mode, key, uniq_key, msg_id, offset, queue_offset, topic, queue, begin, end, max_num, no_index,
             index_only, served_only, trace) -> list:
     """The messages one store answers; NothingFound when it has none."""
-    live = live_store(store)  # a running broker's store: nothing past its written end is read
+    view = open_store(store)  # the path checked once; every lookup reads this view
+    live = view.live  # a running broker's store: nothing past its written end is read
     if live is not None:
         warn(live.note())
         if mode == "--offset" and offset >= live.commit_log_end:
             raise NothingFound(f"commit log offset {offset} is not written yet (the written end is "
                                f"{live.commit_log_end})", store)
     if mode in ("--key", "--uniq-key"):
-        result = query_by_key(store, key if mode == "--key" else uniq_key, topic=topic,
+        result = query_by_key(view, key if mode == "--key" else uniq_key, topic=topic,
                               begin=0 if begin is None else begin, end=LONG_MAX if end is None else end,
                               max_num=DEFAULT_MAX_NUM if max_num is None else max_num,
                               uniq_key=mode == "--uniq-key", use_index=not no_index, index_only=index_only,
                               trace=trace)
     elif mode == "--msg-id":
-        result = message_by_msg_id(store, msg_id, trace=trace)
+        result = message_by_msg_id(view, msg_id, trace=trace)
     elif mode == "--offset":
-        result = message_at_offset(store, offset, trace=trace)
+        result = message_at_offset(view, offset, trace=trace)
     else:
-        result = message_by_queue_offset(store, topic, queue, queue_offset, trace=trace)
+        result = message_by_queue_offset(view, topic, queue, queue_offset, trace=trace)
     for note in result.notes:
         warn(f"rmqtool: {note}")
     messages = result.messages

@@ -208,3 +208,34 @@ def test_a_qmq_store_is_named_and_refused_in_one_line(tmp_path, command):
     assert result.exit_code == ExitCode.BAD_INPUT, (result.stdout, result.stderr)
     assert result.stdout == "" and "QMQ stores are not supported yet" in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+# --- a family's tools: what the commands call ------------------------------------------------
+
+@pytest.mark.parametrize("fixture", [BASIC, FIXTURES / "rocketmq-5.3.3" / "v2-and-crc"], ids=["4.9.8", "5.3.3"])
+def test_the_rocketmq_family_brings_its_semantics(fixture):
+    from rmqtool.families import tools_of
+    from rmqtool.recovery.commitlog_walk import V4, V5
+    version = load_truth(fixture / "truth.json")["rocketmqVersion"]  # V4_9_8 or V5_3_3
+    view = open_store(fixture / "store")
+    tools = tools_of(view)
+    assert tools.family is ROCKETMQ and "commitlog" in tools.dump_kinds
+    found = tools.semantics(view).semantics
+    assert found in (None, V4 if version.startswith("V4") else V5)  # never the other version's
+
+
+def test_the_family_tools_run_the_one_verify_and_info():
+    from rmqtool.families import tools_at
+    from rmqtool.verify.run import verify_store
+    truth = load_truth(BASIC / "truth.json")["truth"]["commitlog"]
+    tools = tools_at(BASIC / "store")
+    run = tools.verify(tools.open_view(BASIC / "store", purpose="verify"))
+    assert [f.to_json() for f in run.findings()] == [f.to_json() for f in verify_store(BASIC / "store")]
+    doc, _findings = tools.info(tools.open_view(BASIC / "store", purpose="info"))
+    assert doc["commitlog"]["written_end"] == truth["maxPhyOffset"]
+
+
+def test_a_family_not_read_yet_has_no_tools(tmp_path):
+    from rmqtool.families import tools_at
+    with pytest.raises(UnsupportedFamily):
+        tools_at(_qmq_store(tmp_path))

@@ -72,23 +72,23 @@ def recover(
     from rmqtool.engine.store_sizes import store_sizes
     from rmqtool.recovery.commitlog_walk import V5
     from rmqtool.recovery.outcome import Settings
-    from rmqtool.recovery.plan import plan_recovery
     from rmqtool.report.sink import render_document
-    from rmqtool.store.view import open_store
+    from rmqtool.families import tools_at
 
     check_semantics(semantics)
     if verify_prop_crc and semantics not in (None, V5):
         raise UsageError("--verify-prop-crc is a 5.3 setting (forceVerifyPropCRC)")
     if (to or backup_dir or force) and not apply:
         raise UsageError("--to, --backup-dir and --force go with --apply")
-    view = open_store(store)  # the store opened once: the plan reads this view
+    tools = tools_at(store)  # the store's family brings its recovery model
+    view = tools.open_view(store)  # the store opened once: the plan reads this view
     root = view.root
     given = given_sizes(cq_size=cq_size, batch_cq_size=batch_cq_size, index_slots=index_slots,
                         index_entries=index_entries, broker_config=broker_config, assume_defaults=assume_defaults)
     settings = Settings(semantics=semantics, from_checkpoint=from_checkpoint, check_crc=not no_check_crc,
                         verify_prop_crc=verify_prop_crc)
     missing_file_ok = to is not None or force  # a new directory is the broker's load of the store, the input kept
-    plan = plan_recovery(view, settings=settings, keep_index=keep_index, missing_file_ok=missing_file_ok)
+    plan = tools.plan_recovery(view, settings=settings, keep_index=keep_index, missing_file_ok=missing_file_ok)
     doc = plan.to_json()
     if apply and plan.semantics_undecided:
         raise UsageError(f"--apply needs --semantics: {plan.semantics_undecided}", root)

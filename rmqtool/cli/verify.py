@@ -48,7 +48,8 @@ def verify(
     8: not checked (missing path, I/O error)."""
     say_unfinished({"store": store})  # a store an interrupted repair left half changed: said first
     try:
-        from rmqtool.verify.run import Verify, VerifyOptions, parse_overrides  # numpy: only when verifying
+        from rmqtool.families import tools_at
+        from rmqtool.verify.run import VerifyOptions, parse_overrides  # numpy: only when verifying
 
         options = VerifyOptions(only=tuple(only) or AREAS, overrides=parse_overrides(skip, severity),
                                 max_errors=max_errors, jobs=jobs or default_workers())
@@ -57,7 +58,8 @@ def verify(
         sys.stderr.write(f"rmqtool: error: {exc.one_line()}\n")
         raise typer.Exit(int(ExitCode.USAGE)) from None
     try:
-        run = Verify(store, options)
+        tools = tools_at(store)  # the store's family brings its checks
+        run = tools.verify(tools.open_view(store, purpose="verify"), options)
     except RmqError as exc:  # not a store that can be checked: nothing on stdout
         raise fail(exc) from None
     if run.live is not None:

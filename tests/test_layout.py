@@ -56,7 +56,7 @@ def _imported(tree: ast.AST) -> set[str]:
 
 
 def _modules():
-    files = sorted((ROOT / "rmqtool").rglob("*.py")) + sorted((ROOT / "formats").glob("*.py"))
+    files = sorted((ROOT / "rmqtool").rglob("*.py")) + sorted((ROOT / "formats").rglob("*.py"))
     return [f for f in files if _package(f) in ALLOWED]
 
 

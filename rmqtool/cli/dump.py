@@ -20,7 +20,7 @@ from rmqtool.inspect.stats import commitlog_stats
 from rmqtool.report.progress import Progress, progress_enabled
 from rmqtool.report.records import with_human_times
 from rmqtool.report.sink import Sink, render_document, report_findings, warn
-from rmqtool.store.view import live_store
+from rmqtool.store.live import live_store
 from rmqtool.store.parallel import default_workers
 
 dump_app = typer.Typer(no_args_is_help=True, help="Dump store files as rows (table, JSON Lines or JSON).")

@@ -14,8 +14,10 @@ import os
 import pathlib
 
 from rmqtool.findings import ABORT_FILE_PRESENT, CONSUME_QUEUE_BEYOND_COMMIT_LOG, Finding
+from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end
 from rmqtool.store.detect import is_store_dir
-from rmqtool.store.paths import COMMITLOG_DIR, is_segment_name
+from rmqtool.store.lock import is_locked
+from rmqtool.store.paths import COMMITLOG_DIR, StorePaths, is_segment_name
 
 # findings a running broker's store shows by being written to, wherever they are
 _ALWAYS_MOVING = frozenset({ABORT_FILE_PRESENT, CONSUME_QUEUE_BEYOND_COMMIT_LOG})
@@ -67,3 +69,19 @@ def store_root_of(path: str | os.PathLike) -> pathlib.Path | None:
         if candidate.is_dir() and is_store_dir(candidate):
             return candidate
     return None
+
+
+def live_store(path: str | os.PathLike) -> LiveStore | None:
+    """The live view of the store ``path`` belongs to, or None when no process holds its lock."""
+    root = store_root_of(path)
+    if root is None:
+        return None
+    paths = StorePaths(root)
+    if not paths.lock.exists():
+        return None
+    pid = is_locked(paths.lock)
+    if pid is None:
+        return None
+    log = CommitLog(paths.commitlog) if paths.commitlog.is_dir() else None
+    end = find_commit_log_end(log.segments, log.mapped_file_size).end if log and log.segments else 0
+    return LiveStore(root, pid, end)

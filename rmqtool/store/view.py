@@ -23,7 +23,7 @@ from rmqtool.store.consumequeue import ConsumeQueues, open_consume_queues
 from rmqtool.store.detect import require_store
 from rmqtool.store.family import ROCKETMQ, Family, detect_family, require_supported
 from rmqtool.store.indexfile import IndexFiles, list_index_files
-from rmqtool.store.live import LiveStore, store_root_of
+from rmqtool.store.live import LiveStore
 from rmqtool.store.lock import is_locked
 from rmqtool.store.paths import StorePaths
 from rmqtool.store.segments import Segment
@@ -126,7 +126,8 @@ class StoreView:
 
     @functools.cached_property
     def live(self) -> LiveStore | None:
-        """A running broker's store, read up to its written end as it is now; None when free."""
+        """A running broker's store, read up to its written end as it is now; None when free
+        (``store/live.py:live_store``'s answer, from the lock holder and end this view has read)."""
         if self.lock_holder is None:
             return None
         end = self.commit_log_end.end if self.has_commit_log and self.segments else 0
@@ -142,10 +143,3 @@ def open_store(path: str | os.PathLike, *, simulate: Callable[[StoreView], Any] 
 def as_view(store: "str | os.PathLike | StoreView") -> StoreView:
     """A view given, or the store at a path opened (library callers may pass either)."""
     return store if isinstance(store, StoreView) else open_store(store)
-
-
-def live_store(path: str | os.PathLike) -> LiveStore | None:
-    """The live view of the store ``path`` belongs to (the store, its commitlog/ or a segment
-    in it), or None when no process holds its lock: ``StoreView.live`` of that store."""
-    root = store_root_of(path)
-    return StoreView(root).live if root is not None else None

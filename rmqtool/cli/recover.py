@@ -62,14 +62,15 @@ def recover(
     from rmqtool.recovery.commitlog_walk import V5
     from rmqtool.recovery.outcome import Settings
     from rmqtool.report.plans import show_recovery_plan
-    from rmqtool.store.detect import require_store
+    from rmqtool.families import tools_at
 
     check_semantics(semantics)
     if verify_prop_crc and semantics not in (None, V5):
         raise UsageError("--verify-prop-crc is a 5.3 setting (forceVerifyPropCRC)")
     if (to or backup_dir or force) and not apply:
         raise UsageError("--to, --backup-dir and --force go with --apply")
-    root = require_store(store)
+    tools = tools_at(store)  # the store's family brings its recovery model
+    view = tools.open_view(store)  # the store opened once: the plan reads this view
     given = sizes.given()
     settings = Settings(semantics=semantics, from_checkpoint=from_checkpoint, check_crc=not no_check_crc,
                         verify_prop_crc=verify_prop_crc)
@@ -77,7 +78,7 @@ def recover(
         flag for flag, on in (("--from-checkpoint", from_checkpoint), ("--verify-prop-crc", verify_prop_crc),
                               ("--no-check-crc", no_check_crc), ("--keep-index", keep_index),
                               ("--force", to is not None or force)) if on] + size_words(given)
-    run = recover_store(root, settings, given=given, keep_index=keep_index, apply=apply, to=to, force=force,
+    run = recover_store(view, settings, given=given, keep_index=keep_index, apply=apply, to=to, force=force,
                         backup_dir=backup_dir, again=tuple(again))
     show_recovery_plan(run.doc, run.plan, fmt.value, applied=run.applied, sizes=run.sizes)
     if run.refusal is not None:

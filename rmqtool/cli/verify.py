@@ -44,12 +44,15 @@ def verify(
 ):
     """Check every file of a store; one finding a row. Exit 0: no error; 3: errors found; 4: not a store;
     8: not checked (missing path, I/O error)."""
-    from rmqtool.verify.run import Verify, VerifyOptions, parse_overrides  # numpy: only when verifying
+    from rmqtool.families import tools_at
+    from rmqtool.verify.run import VerifyOptions, parse_overrides  # numpy: only when verifying
 
     options = VerifyOptions(only=tuple(only) or AREAS, overrides=parse_overrides(skip, severity),
                             max_errors=max_errors, jobs=jobs or default_workers())
     sink = Sink(fmt.value, kind="finding", wide=wide, select=columns)
-    run = Verify(store, options)  # not a store that can be checked: nothing on stdout
+    tools = tools_at(store)  # the store's family brings its checks
+    # not a store that can be checked: nothing on stdout
+    run = tools.verify(tools.open_view(store, purpose="verify"), options)
     if run.live is not None:
         warn(run.live.note())
     bar = Progress("verify", run.total_bytes) if progress_enabled(progress) else None

@@ -24,19 +24,19 @@ class RecoverRun:
     exit_code: int = int(ExitCode.OK)
 
 
-def recover_store(root: pathlib.Path, settings, *, given, keep_index: bool = False, apply: bool = False,
+def recover_store(view, settings, *, given, keep_index: bool = False, apply: bool = False,
                   to: pathlib.Path | None = None, force: bool = False, backup_dir: pathlib.Path | None = None,
                   again: tuple[str, ...] = ()) -> RecoverRun:
-    """Plan the broker's restart recovery of ``root`` and, with ``apply``, carry it out in the
+    """Plan the broker's restart recovery of the store ``view`` opened and, with ``apply``, carry it out in the
     sizes ``given`` where the files do not show them. ``again``: the options after the path
     that run this again (what finishes it when it is cut short)."""
     from rmqtool.engine.store import unknown_sizes
     from rmqtool.engine.store_sizes import store_sizes
     from rmqtool.recovery.plan import plan_recovery
-    from rmqtool.store.unfinished import read_unfinished
 
+    root = view.root
     missing_file_ok = to is not None or force  # a new directory is the broker's load of the store, the input kept
-    plan = plan_recovery(root, settings=settings, keep_index=keep_index, missing_file_ok=missing_file_ok)
+    plan = plan_recovery(view, settings=settings, keep_index=keep_index, missing_file_ok=missing_file_ok)
     doc = plan.to_json()
     if apply and plan.semantics_undecided:
         raise UsageError(f"--apply needs --semantics: {plan.semantics_undecided}", root)
@@ -45,7 +45,7 @@ def recover_store(root: pathlib.Path, settings, *, given, keep_index: bool = Fal
         sizes = store_sizes(root, given)
         unknown = unknown_sizes(root, sizes, plan)
         doc["sizes"], doc["sizes_unknown"] = sizes.to_json(), unknown
-    unfinished = read_unfinished(root)
+    unfinished = view.unfinished
     run = RecoverRun(doc, plan, sizes)
     if not apply:
         # messages the broker no longer serves are damage found, even when the start changes nothing

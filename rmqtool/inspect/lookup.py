@@ -8,7 +8,7 @@ import dataclasses
 from rmqtool.errors import NothingFound
 from rmqtool.query.by_key import DEFAULT_MAX_NUM, LONG_MAX, query_by_key
 from rmqtool.query.by_offset import message_at_offset, message_by_msg_id, message_by_queue_offset
-from rmqtool.store.live import live_store
+from rmqtool.store.view import open_store
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,24 +32,25 @@ class Lookup:
 
 def look_up(store, ask: Lookup, trace, note) -> list:
     """The messages one store answers; NothingFound when it has none."""
-    live = live_store(store)  # a running broker's store: nothing past its written end is read
+    view = open_store(store)  # the path checked once; every lookup reads this view
+    live = view.live  # a running broker's store: nothing past its written end is read
     if live is not None:
         note(live.note())
         if ask.mode == "--offset" and ask.offset >= live.commit_log_end:
             raise NothingFound(f"commit log offset {ask.offset} is not written yet (the written end is "
                                f"{live.commit_log_end})", store)
     if ask.mode in ("--key", "--uniq-key"):
-        result = query_by_key(store, ask.key if ask.mode == "--key" else ask.uniq_key, topic=ask.topic,
+        result = query_by_key(view, ask.key if ask.mode == "--key" else ask.uniq_key, topic=ask.topic,
                               begin=0 if ask.begin is None else ask.begin, end=LONG_MAX if ask.end is None else ask.end,
                               max_num=DEFAULT_MAX_NUM if ask.max_num is None else ask.max_num,
                               uniq_key=ask.mode == "--uniq-key", use_index=not ask.no_index,
                               index_only=ask.index_only, trace=trace)
     elif ask.mode == "--msg-id":
-        result = message_by_msg_id(store, ask.msg_id, trace=trace)
+        result = message_by_msg_id(view, ask.msg_id, trace=trace)
     elif ask.mode == "--offset":
-        result = message_at_offset(store, ask.offset, trace=trace)
+        result = message_at_offset(view, ask.offset, trace=trace)
     else:
-        result = message_by_queue_offset(store, ask.topic, ask.queue, ask.queue_offset, trace=trace)
+        result = message_by_queue_offset(view, ask.topic, ask.queue, ask.queue_offset, trace=trace)
     for text in result.notes:
         note(f"rmqtool: {text}")
     messages = result.messages

@@ -47,6 +47,7 @@ from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, batch_unit_be
 from rmqtool.store.message import HEADER_FIELDS, PREFIX, Message
 from rmqtool.store.paths import StorePaths
 from rmqtool.store.segments import Segment, discover
+from rmqtool.store.view import StoreView
 
 ZERO = "zero"  # write zeros over [start, end) of the file
 DELETE = "delete"  # delete the file ([start, end) is the whole of it)
@@ -183,7 +184,7 @@ class RecoveryPlan:
                 "files_deleted_count": self.files_deleted} | out
 
 
-def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | None = None,
+def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size: int | None = None,
                   consume_queue_file_size: int | None = None, settings: Settings = Settings(),
                   keep_index: bool = False, missing_file_ok: bool = False) -> RecoveryPlan:
     """The plan for a store, from the broker's recovery simulated (``outcome.simulate``).
@@ -191,15 +192,21 @@ def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | 
     size, an overlap, an entry that is not the broker's) gives a plan that says so
     (``loadable`` false, a ``refusal``), never an exception. A missing middle commit log
     file makes a refusal too (the store is rewritten only with ``missing_file_ok``: into a
-    new directory, or in place when forced), though the broker loads such a store."""
-    paths = StorePaths(store_root)
-    if not paths.root.is_dir():
-        raise StoreNotFound("no such directory", paths.root)
+    new directory, or in place when forced), though the broker loads such a store.
+    ``store``: the view the command opened (or a store root, checked here)."""
+    if isinstance(store, StoreView):
+        view = store
+    else:
+        if not pathlib.Path(store).is_dir():
+            raise StoreNotFound("no such directory", store)
+        view = StoreView(store)
+    paths = view.paths
     findings: list[Finding] = []
     actions: list[Action] = []
     abnormal = paths.abort.exists()
 
-    queue = discover(paths.commitlog, required=False, mapped_file_size=commit_log_file_size)
+    queue = discover(paths.commitlog, required=False, mapped_file_size=commit_log_file_size) \
+        if commit_log_file_size or not view.has_commit_log else view.commit_log.queue
     odd = [f for f in queue.findings if f.id in UNPLANNABLE and f.id != SEGMENT_GAP]
     gaps = [f for f in queue.findings if f.id == SEGMENT_GAP]
     outcome = simulate(paths.root, settings, commit_log_file_size, consume_queue_file_size)

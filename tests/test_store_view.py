@@ -8,6 +8,7 @@ outside recovery/'s simulation (which models the broker's own load of the files)
 from __future__ import annotations
 
 import collections
+import importlib
 import json
 import pathlib
 import sys
@@ -23,9 +24,8 @@ from rmqtool.store.family import QMQ, ROCKETMQ, UnsupportedFamily, detect_family
 from rmqtool.store.view import StoreView, open_store
 
 # the modules a command imports lazily, imported now so that the counters reach their names
-import rmqtool.inspect.inventory  # noqa: E402,F401
-import rmqtool.recovery.plan  # noqa: E402,F401
-import rmqtool.verify.run  # noqa: E402,F401
+for _lazy in ("rmqtool.inspect.inventory", "rmqtool.recovery.plan", "rmqtool.verify.run"):
+    importlib.import_module(_lazy)
 
 BASIC = V4 / "basic"
 CONSUMERS = FIXTURES / "config" / "consumers" / "store"  # committed offsets: verify's config check reads them
@@ -57,7 +57,7 @@ def calls(monkeypatch) -> Calls:
                 monkeypatch.setattr(mod, name, counting)
 
     for module, name in ((detect, "require_store"), (detect, "require_path"),
-                         (commitlog_end, "find_commit_log_end"), (commitlog_end, "written_end"),
+                         (commitlog_end, "last_file_end"), (commitlog_end, "written_end"),
                          (consumequeue, "open_consume_queues")):
         wrap(module, name)
 
@@ -105,7 +105,7 @@ def test_one_verify_run_opens_the_store_once(calls, store):
     assert len(queues) == _queue_dirs(store) and set(queues.values()) == {1}  # each consume queue opened once
     assert calls["open_consume_queues"] == 1
     # the written end comes from verify's bands; nothing outside the simulation walks the end again
-    assert calls["written_end"] == 0 and calls["find_commit_log_end"] <= 1
+    assert calls["written_end"] == 0 and calls["last_file_end"] <= 1
     assert calls["simulate"] <= 1
 
 
@@ -139,7 +139,7 @@ def test_one_info_run_finds_each_end_once(calls):
     doc = json.loads(result.stdout)
     assert doc["commitlog"]["written_end"] == truth["maxPhyOffset"]
     assert calls["StoreView"] == 1 and calls["CommitLog"] == 1 and calls["require_store"] == 1
-    assert calls["find_commit_log_end"] == 1 and calls["written_end"] == 1
+    assert calls["last_file_end"] == 1 and calls["written_end"] == 1
     assert calls["open_consume_queues"] == 1
 
 

@@ -1,5 +1,7 @@
 """``python -m benchmarks [NAME ...]``: run every ``benchmarks/bench_*.py`` module's ``run(workdir)``.
 
+Each module prints its lines, one a target; the run ends with how many targets passed.
+
 The work directory is ``.bench/`` at the repository root (git ignores it). It is kept
 between runs, so large inputs are built once; delete it to rebuild them. NAME picks the
 modules whose name contains it (``read`` runs bench_read). A module that fails is
@@ -50,13 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     if load is not None:
         print(f"# load average before the run: {load:.2f} (other work on the machine skews the numbers)")
-    failed = []
+    failed, verdicts = [], []
     for name in modules:
         print(f"\n## {name}", flush=True)
         started = time.perf_counter()
         try:
             module = importlib.import_module(f"benchmarks.{name}")
-            module.run(workdir)
+            verdicts += module.run(workdir)["verdicts"]
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             return 130
@@ -65,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(name)
         sys.stdout.flush()
         print(f"## {name}: {time.perf_counter() - started:.1f} s", flush=True)
+    missed = [v.label.strip() for v in verdicts if not v.passed]
+    print(f"\n# targets: {len(verdicts) - len(missed)} of {len(verdicts)} PASS"
+          + (f"; not met: {'; '.join(missed)}" if missed else ""))
     if failed:
         print(f"\nfailed: {', '.join(failed)}", file=sys.stderr)
         return 1

@@ -41,6 +41,7 @@ import timeit
 import zlib
 
 from benchmarks.gen import GenSpec, ensure_store
+from benchmarks.verdict import Verdict, report, verdict
 from rmqtool.store.message import MESSAGE_HEADER_FIELDS
 
 # What "full decode" reads of every message: every field, and the properties dict
@@ -85,7 +86,7 @@ def specs(mib: int) -> tuple[GenSpec, GenSpec]:
     return one, several
 
 
-def run(workdir: pathlib.Path) -> None:
+def run(workdir: pathlib.Path) -> dict:
     mib = int(os.environ.get(SIZE_ENV, "1024"))
     one_spec, multi_spec = specs(mib)
     stores = []
@@ -102,11 +103,18 @@ def run(workdir: pathlib.Path) -> None:
         stores.append((str(result.commitlog), result.message_count, result.record_bytes))
     # a fresh interpreter: its peak RSS is the scans' alone
     context = multiprocessing.get_context("spawn")
-    child = context.Process(target=measure, args=(stores[0], stores[1]))
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=measure, args=(stores[0], stores[1], send))
     child.start()
+    send.close()
+    try:
+        verdicts = receive.recv()
+    except EOFError:  # the child failed before it sent them
+        verdicts = None
     child.join()
-    if child.exitcode != 0:
+    if child.exitcode != 0 or verdicts is None:
         raise RuntimeError(f"the measuring process failed (exit code {child.exitcode})")
+    return {"verdicts": verdicts}
 
 
 def _rss_mib(who: int = resource.RUSAGE_SELF) -> float:
@@ -135,10 +143,10 @@ def _best(fn, repeats: int):
     return best
 
 
-def _verdict(value: float, target: float, valid: bool) -> str:
-    if not valid:
-        return "INVALID (the scan did not read what was written)"
-    return "PASS" if value >= target else "MISS"
+def _judge(label: str, value: float, target: float, unit: str, digits: int, valid: bool) -> Verdict:
+    """A verdict printed; a scan that did not read what was written is INVALID whatever its speed."""
+    return report(verdict(label, value, ">=", target, unit, digits,
+                          invalid=None if valid else "the scan did not read what was written"))
 
 
 def raw_read(path: str) -> int:
@@ -177,7 +185,8 @@ def crc_segment(job) -> tuple[int, int, int]:
     return tally.messages, tally.message_bytes, bad
 
 
-def measure(one: tuple[str, int, int], multi: tuple[str, int, int]) -> None:
+def measure(one: tuple[str, int, int], multi: tuple[str, int, int], send=None) -> list[Verdict]:
+    """Every measurement, printed; the verdicts are returned, and sent through ``send`` (a Pipe end) if given."""
     from rmqtool.store import commitlog, crc
     from rmqtool.store.commitlog import Blank, CrcTally, header_hop
     from rmqtool.store.commitlog_end import CommitLog
@@ -195,14 +204,16 @@ def measure(one: tuple[str, int, int], multi: tuple[str, int, int]) -> None:
     print(f"{'raw sequential read (preadv, reused 8 MiB buffer)':58} {raw_mbs:12,.0f} MB/s   "
           f"({segment.size >> 20} MiB, cached; wall {n / wall / 1e6:,.0f} MB/s)")
 
+    verdicts = []
+
     def line(label: str, messages: int, seconds: float, wall_s: float, target: float | None, valid: bool):
         rate = messages / seconds
         mbs = record_bytes / seconds / 1e6
-        text = (f"{label:58} {rate / 1e6:8.3f} M msgs/s {mbs:8,.0f} MB/s  ratio {mbs / raw_mbs:.3f}  "
-                f"(wall {messages / wall_s / 1e6:.3f} M/s)")
+        print(f"{label:58} {rate / 1e6:8.3f} M msgs/s {mbs:8,.0f} MB/s  ratio {mbs / raw_mbs:.3f}  "
+              f"(wall {messages / wall_s / 1e6:.3f} M/s)", flush=True)
         if target is not None:
-            text += f"  target >= {target / 1e6:g} M/s: {_verdict(rate, target, valid)}"
-        print(text, flush=True)
+            name = label.split(" (")[0]  # the verdict line repeats the rate: the scan's short name will do
+            verdicts.append(_judge(f"  {name}, per core", rate / 1e6, target / 1e6, " M msgs/s", 3, valid))
 
     cpu, wall, (count, end) = _best(lambda: header_hop(path, segment.size), 3)
     line("header-only scan (header_hop)", count, cpu, wall, TARGET_HOP, count == expected and end == record_bytes)
@@ -277,9 +288,13 @@ def measure(one: tuple[str, int, int], multi: tuple[str, int, int]) -> None:
             print(f"{f'{segments} segments, {label}, {workers} process' + ('es' if workers > 1 else ''):58} "
                   f"{count / min(times) / 1e6:8.3f} M msgs/s {record_bytes / min(times) / 1e6:8,.0f} MB/s  (wall)")
         speedup = min(walls[1]) / min(walls[WORKERS])
-        print(f"{f'  speed-up, {WORKERS} processes over 1':58} {speedup:8.2f} x{'':38}target >= {TARGET_SPEEDUP}x: "
-              f"{_verdict(speedup, TARGET_SPEEDUP, valid)}", flush=True)
+        verdicts.append(_judge(f"  {segments} segments, {label}, speed-up of {WORKERS} processes over 1", speedup,
+                               TARGET_SPEEDUP, "x", 2, valid))
     print(f"peak RSS: {rss_start:.0f} MiB at start, {rss_single:.0f} MiB after scanning "
           f"{one[2] >> 20} MiB of records, {_rss_mib():.0f} MiB at the end; worker processes "
           f"{_rss_mib(resource.RUSAGE_CHILDREN):.0f} MiB (a {commitlog.WINDOW >> 20} MiB read window: "
           f"memory stays flat whatever the file size)", flush=True)
+    if send is not None:
+        send.send(verdicts)
+        send.close()
+    return verdicts

@@ -22,6 +22,7 @@ import struct
 import time
 
 from benchmarks import big_store, java_loop
+from benchmarks.verdict import report, verdict
 
 TARGET_PLAN = 2.0  # x the Java loop: the broker's abnormal recovery of the whole store
 TARGET_REDISPATCH = 4.0  # 2x that
@@ -72,8 +73,8 @@ def run(workdir: pathlib.Path, messages: int = big_store.MESSAGES, commitlog_siz
     walked = doc["commit_log"]["max_offset_after"] - int(pathlib.Path(doc["start_file"]).name)
     ratio = plan_s / java.seconds
     print(f"recover plan (abnormal, from {pathlib.Path(doc['start_file']).name}, {walked / 1e6:,.0f} MB walked "
-          f"with CRC): {plan_s:.2f} s, {ratio:.1f}x the Java loop (target <= {TARGET_PLAN:.0f}x: "
-          f"{'PASS' if ratio <= TARGET_PLAN else 'MISS'})")
+          f"with CRC): {plan_s:.2f} s")
+    plan_verdict = report(verdict("recover plan / Java loop", ratio, "<=", TARGET_PLAN, "x"))
     staging = workdir / "redispatch-staging"
 
     def rebuild():
@@ -86,6 +87,7 @@ def run(workdir: pathlib.Path, messages: int = big_store.MESSAGES, commitlog_siz
     if built.records != messages:
         raise RuntimeError(f"redispatch dispatched {built.records} records of {messages}")
     ratio2 = redispatch_s / java.seconds
-    print(f"redispatch (consume queues + index, {built.records:,} records): {redispatch_s:.2f} s, {ratio2:.1f}x "
-          f"the Java loop (target <= {TARGET_REDISPATCH:.0f}x: {'PASS' if ratio2 <= TARGET_REDISPATCH else 'MISS'})")
-    return {"java": java.seconds, "plan": plan_s, "redispatch": redispatch_s}
+    print(f"redispatch (consume queues + index, {built.records:,} records): {redispatch_s:.2f} s")
+    redispatch_verdict = report(verdict("redispatch / Java loop", ratio2, "<=", TARGET_REDISPATCH, "x"))
+    return {"java": java.seconds, "plan": plan_s, "redispatch": redispatch_s,
+            "verdicts": [plan_verdict, redispatch_verdict]}

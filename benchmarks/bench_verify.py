@@ -25,8 +25,10 @@ import sys
 import time
 
 from benchmarks import big_store, java_loop
+from benchmarks.verdict import report, verdict
 
 TARGET_JAVA_RATIO = 2.0
+FLAT_RSS_GROWTH = 1.5  # the full store's peak RSS over the quarter store's: more is memory growing with size
 QUARTER = big_store.MESSAGES // 4
 QUARTER_NAME = "big-store-quarter"
 
@@ -76,6 +78,11 @@ def time_raw_read(store: pathlib.Path) -> tuple[int, float]:
     return size, time.perf_counter() - started
 
 
+def peak_rss(result: dict) -> int:
+    """The larger of the verify process's peak RSS and its largest worker's."""
+    return max(result["rss"], result["worker_rss"])
+
+
 def _mib(n: int) -> str:
     return f"{n / 2**20:,.0f} MiB"
 
@@ -104,16 +111,17 @@ def run(workdir: pathlib.Path, messages: int = big_store.MESSAGES, commitlog_siz
         print(f"verify --jobs {jobs}: {r['seconds']:.2f} s ({log_bytes / 1e6 / r['seconds']:,.0f} MB/s), "
               f"{r['seconds'] / raw:.1f}x the raw read, {r['seconds'] / java.seconds:.1f}x the Java loop; "
               f"peak RSS {_mib(r['rss'])} (largest worker {_mib(r['worker_rss'])})")
-    ratio = out["jobs2"]["seconds"] / java.seconds
-    print(f"verify: --jobs 2 / Java loop = {ratio:.1f}x (target <= {TARGET_JAVA_RATIO:.0f}x: "
-          f"{'PASS' if ratio <= TARGET_JAVA_RATIO else 'MISS'})")
+    out["verdicts"] = [report(verdict("verify --jobs 2 / Java loop", out["jobs2"]["seconds"] / java.seconds, "<=",
+                                      TARGET_JAVA_RATIO, "x"))]
     if quarter:
         small = big_store.ensure(workdir, quarter, commitlog_size, name=QUARTER_NAME)
         r = best_verify(small, 2, 1)
         out["quarter"] = r
-        grows = max(r["rss"], r["worker_rss"]) * 1.5 < max(out["jobs2"]["rss"], out["jobs2"]["worker_rss"])
         print(f"verify --jobs 2 on {quarter:,} messages: peak RSS {_mib(r['rss'])} (largest worker "
-              f"{_mib(r['worker_rss'])}); memory flat in store size: {'MISS' if grows else 'PASS'}")
+              f"{_mib(r['worker_rss'])})")
+        out["verdicts"].append(report(verdict(
+            f"verify --jobs 2 peak RSS, {messages:,} messages over {quarter:,} (memory flat in store size)",
+            peak_rss(out["jobs2"]) / peak_rss(r), "<=", FLAT_RSS_GROWTH, "x")))
     return out
 
 

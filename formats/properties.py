@@ -35,7 +35,7 @@ PROPERTY_INNER_BASE = "INNER_BASE"
 PROPERTY_CRC32 = "__CRC32#"
 KEY_SEPARATOR = " "
 
-# well_formed_properties: map(str.split, entries, _NAME_VALUE_REPEAT) splits every entry in C
+# bytes_to_properties: map(str.split, entries, _NAME_VALUE_REPEAT) splits every entry in C
 _STR_SPLIT = str.split
 _NAME_VALUE_REPEAT = itertools.repeat(NAME_VALUE_SEPARATOR)
 
@@ -59,42 +59,32 @@ def string_to_properties(text: str) -> dict[str, str]:
     return result
 
 
-def well_formed_properties(raw: bytes) -> dict[str, str]:
-    """:func:`string_to_properties` of the common string, in a few C-level calls; ValueError
-    when the string is not well-formed, for the caller to take the careful reading.
-
-    Well-formed: valid UTF-8, every entry exactly one ``name \\u0001 value`` with neither
-    empty, at most one trailing separator (5.x). Then the broker's reading is plain
-    splitting. An entry with no ``\\u0001`` or two splits into 1 or 3 items, which dict()
-    refuses (ValueError); an empty name or value is refused below.
-    """
-    text = raw.decode("utf-8")  # UnicodeDecodeError is a ValueError
-    if text[-1:] == PROPERTY_SEPARATOR:
-        text = text[:-1]
-    p = dict(map(_STR_SPLIT, text.split(PROPERTY_SEPARATOR), _NAME_VALUE_REPEAT))
-    if "" in p or "" in p.values():
-        raise ValueError("an empty name or value")
-    return p
-
-
 def bytes_to_properties(raw: bytes) -> tuple[dict[str, str], bool]:
-    """(the broker's reading of stored properties bytes, whether they were valid UTF-8).
+    """MessageDecoder.string2messageProperties of stored properties bytes: (the broker's
+    reading, whether the bytes were valid UTF-8). Invalid UTF-8 is decoded with replacement
+    characters, as Java's ``new String(bytes, UTF_8)``.
 
-    Invalid UTF-8 is decoded with replacement characters, as Java's ``new String(bytes, UTF_8)``.
+    The common string is read in a few C-level calls: valid UTF-8, every entry exactly one
+    ``name \\u0001 value`` with neither empty, at most one trailing separator (5.x); then
+    the broker's reading is plain splitting (an entry with no ``\\u0001`` or two splits
+    into 1 or 3 items, which dict() refuses). Any other string takes
+    :func:`string_to_properties`, the broker's loop.
     """
+    try:
+        text = raw.decode("utf-8")
+        if text[-1:] == PROPERTY_SEPARATOR:
+            text = text[:-1]
+        p = dict(map(_STR_SPLIT, text.split(PROPERTY_SEPARATOR), _NAME_VALUE_REPEAT))
+        if "" not in p and "" not in p.values():
+            return p, True
+    except ValueError:  # not well-formed (UnicodeDecodeError too): the careful way
+        pass
     if not raw:
         return {}, True
     try:
-        return well_formed_properties(raw), True
-    except ValueError:  # not well-formed (UnicodeDecodeError too): the careful way
-        pass
-    try:
-        text = raw.decode("utf-8")
-        ok = True
+        return string_to_properties(raw.decode("utf-8")), True
     except UnicodeDecodeError:
-        text = raw.decode("utf-8", "replace")
-        ok = False
-    return string_to_properties(text), ok
+        return string_to_properties(raw.decode("utf-8", "replace")), False
 
 
 def properties_to_string(properties: dict[str, str], trailing_separator: bool = False) -> str:

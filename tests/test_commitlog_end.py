@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import random
 
@@ -15,7 +14,7 @@ from rmqtool.engine import encoder as enc
 from rmqtool.engine.store import Store
 from rmqtool.findings import BLANK_RECORD_MISSING
 from rmqtool.inspect.inventory import store_info
-from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end, last_written
+from rmqtool.store.commitlog_end import CommitLog, last_file_end, last_written
 from rmqtool.store.message import Message
 from rmqtool.store.msgid import decode_message_id
 
@@ -60,7 +59,7 @@ def test_every_reader_agrees_on_the_end(variant):
     truth = load_truth(V5 / "crash5" / variant / "truth.json")
     expected = truth["truth"]["commitlog"]["maxPhyOffset"]  # after the broker's recovery
     cl = CommitLog(root / "commitlog")
-    end = find_commit_log_end(cl.segments)
+    end = last_file_end(cl.segments)
     assert end.end == expected == cl.max_offset()
     assert end.last_written == last_written(cl.segments) == len(cl.segments) - 2
     assert store_info(root)[0]["commitlog"]["max_offset"] == expected
@@ -72,7 +71,7 @@ def test_every_reader_agrees_on_the_end(variant):
 def test_the_end_of_every_clean_fixture_is_the_brokers(clean_scenario):
     root, truth = clean_scenario
     cl = CommitLog(root / "store" / "commitlog")
-    end = find_commit_log_end(cl.segments)
+    end = last_file_end(cl.segments)
     assert end.end == truth["truth"]["commitlog"]["maxPhyOffset"] == cl.max_offset()
     assert end.damaged_at is None and end.stopped_by is None
     last = truth["truth"]["messages"][-1] if truth["truth"].get("messages") else None
@@ -140,6 +139,6 @@ def test_time_follows_the_written_data_not_the_file_size(tmp_path):
         assert r.exit_code == 0, (args, r.stderr)
         assert read < budget, (args, read)
     before = _bytes_read()
-    end = find_commit_log_end(CommitLog(root / "commitlog").segments)
+    end = last_file_end(CommitLog(root / "commitlog").segments)
     assert _bytes_read() - before < budget
     assert end.end == end.last_message.commit_log_offset + end.last_message.store_size

@@ -27,6 +27,7 @@ ALLOWED = {
     "report": BASE | {"store", "report"},
     "inspect": BASE | {"store", "query", "recovery", "report", "inspect"},
     "spark": BASE | {"store", "verify", "query", "report", "inspect", "spark"},
+    "families": BASE | {"store", "dispatch", "recovery", "query", "verify", "inspect", "report", "families"},
 }
 
 
@@ -55,7 +56,7 @@ def _imported(tree: ast.AST) -> set[str]:
 
 
 def _modules():
-    files = sorted((ROOT / "rmqtool").rglob("*.py")) + sorted((ROOT / "formats").glob("*.py"))
+    files = sorted((ROOT / "rmqtool").rglob("*.py")) + sorted((ROOT / "formats").rglob("*.py"))
     return [f for f in files if _package(f) in ALLOWED]
 
 

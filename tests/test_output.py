@@ -12,7 +12,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from conftest import REPO, V4, V5, load_truth
+from conftest import REPO, V4, load_truth
 from rmqtool.cli.app import app
 from rmqtool.findings import OPERATOR_ACTIONS, REGISTRY
 from rmqtool.inspect import commitlog_dump

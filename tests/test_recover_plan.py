@@ -10,11 +10,9 @@ import collections
 import hashlib
 import itertools
 import json
-import os
 import pathlib
 import subprocess
 import sys
-import time
 
 import pytest
 from typer.testing import CliRunner

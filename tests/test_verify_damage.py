@@ -182,7 +182,7 @@ def test_consume_queue_unit_with_wrong_tags_code_and_size(store_copy):
 
 
 def test_consume_queue_file_of_a_wrong_size(store_copy):
-    store, truth = store_copy(BASIC / "store"), load_truth(BASIC / "truth.json")
+    store = store_copy(BASIC / "store")
     path = store / "consumequeue" / "AuditLogTopic" / "1" / f"{0:020d}"
     path.write_bytes(path.read_bytes()[:-10])  # half a unit short
     found = run(store)

@@ -1,5 +1,5 @@
-"""verify's building blocks: the vectorised key hash and the numpy unit dtypes agree with
-the one reading of each (formats.indexfile.index_key_hash, the derived structs)."""
+"""verify's building blocks: the numpy unit dtypes agree with the derived structs (the key
+hash's two forms are tested in test_answers.py)."""
 from __future__ import annotations
 
 import hypothesis.strategies as st
@@ -8,19 +8,8 @@ from hypothesis import given
 
 from rmqtool.formats.consumequeue import BatchCqUnit, CqUnit
 from rmqtool.formats.derive import struct_of
-from rmqtool.formats.indexfile import IndexEntry, index_key_hash
+from rmqtool.formats.indexfile import IndexEntry
 from rmqtool.store.arrays import dtype_of, runs
-from rmqtool.verify.keyhash import index_key_hashes
-
-
-@given(st.lists(st.text(min_size=1, max_size=80), min_size=1, max_size=30))
-def test_vectorised_key_hash_is_index_key_hash(keys):
-    assert index_key_hashes(keys).tolist() == [index_key_hash(k) for k in keys]
-
-
-def test_key_hash_of_integer_min_is_zero():
-    # "polygenelubricants" hashes to Integer.MIN_VALUE: indexKeyHashMethod gives 0
-    assert index_key_hashes(["polygenelubricants"]).tolist() == [index_key_hash("polygenelubricants")] == [0]
 
 
 def test_unit_dtypes_read_what_the_structs_read():
@@ -35,15 +24,6 @@ def test_unit_dtypes_read_what_the_structs_read():
 def test_runs():
     assert runs(np.array([0, 1, 1, 0, 1], bool)) == [(1, 3), (4, 5)]
     assert runs(np.array([], bool)) == []
-
-
-def test_key_hashes_in_chunks_are_the_hashes_of_all_at_once(monkeypatch):
-    import rmqtool.verify.keyhash as keyhash
-
-    keys = [f"BenchTopic#order-{i}" for i in range(1000)] + ["polygenelubricants"]
-    whole = keyhash.index_key_hashes(keys).tolist()
-    monkeypatch.setattr(keyhash, "_CHUNK", 7)  # chunk edges land inside the list, and on its last key
-    assert keyhash.index_key_hashes(keys).tolist() == whole == [index_key_hash(k) for k in keys]
 
 
 @given(st.lists(st.lists(st.integers(0, 3), max_size=3), min_size=1, max_size=12), st.data())

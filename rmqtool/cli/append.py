@@ -7,25 +7,20 @@ queue_offset, msg_id, uniq_key, topic, queue_id. Writes: takes the store lock (e
 """
 from __future__ import annotations
 
+import contextlib
 import pathlib
-import shlex
-import sys
-from typing import Iterator, List, Optional
+from typing import List, Optional
 
 import typer
 
 from rmqtool.cli.params import Semantics, check_semantics, complete_queue, complete_topic, examples
 
 from rmqtool.cli.common import OutputFormat, boundary
-from rmqtool.cli.sizes import AssumeDefaults, BatchCqSize, BrokerConfigFile, CqSize, IndexEntries, IndexSlots
-from rmqtool.errors import NotAStore, RecoveryNeeded, StoreNotFound, UsageError
+from rmqtool.cli.sizes import SizeOptions, size_options
+from rmqtool.errors import NotAStore, StoreNotFound, UsageError
 from rmqtool.store.paths import COMMITLOG_DIR
-from rmqtool.formats import properties as props
 from rmqtool.report.progress import Progress, progress_enabled
 from rmqtool.report.sink import Sink, warn
-
-CHUNK = 1000  # messages handed to the engine at once
-
 
 def register(app: typer.Typer) -> None:
     app.command("append", epilog=examples(
@@ -35,6 +30,7 @@ def register(app: typer.Typer) -> None:
 
 
 @boundary
+@size_options
 def append(
     store: pathlib.Path = typer.Argument(..., help="Store root directory (a new one only with --create)."),
     topic: Optional[str] = typer.Option(None, "--topic", "-t", autocompletion=complete_topic,
@@ -60,12 +56,7 @@ def append(
     commitlog_size: Optional[int] = typer.Option(None, "--commitlog-size", min=1,
                                                  help="New store: commit log file size (mappedFileSizeCommitLog; "
                                                       "default: --broker-config's, else 1073741824)."),
-    cq_size: CqSize = None,
-    batch_cq_size: BatchCqSize = None,
-    index_slots: IndexSlots = None,
-    index_entries: IndexEntries = None,
-    broker_config: BrokerConfigFile = None,
-    assume_defaults: AssumeDefaults = False,
+    sizes: SizeOptions = SizeOptions(),  # --cq-size ... --assume-defaults (cli/sizes.py)
     fmt: OutputFormat = typer.Option(OutputFormat.jsonl, "--format", "-f", help="jsonl (default), json or table."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress bar on stderr "
                                             "(default: when stderr is a terminal)."),
@@ -90,33 +81,17 @@ def append(
     from rmqtool.recovery.outcome import Settings
 
     check_semantics(semantics)
-    if from_jsonl is not None:
-        if topic or body is not None or body_file or tags or keys or prop or delay_level:
-            raise UsageError("--from-jsonl takes the messages from the file: leave out --topic, --body, "
-                             "--tags, --keys, --property and --delay-level")
-        from rmqtool.engine.rows import JsonlSource  # the engine loads only for a command that writes
+    source = _source(from_jsonl, keep_store_timestamp, keep_store_host, topic, body, body_file, tags, keys, prop,
+                     queue, delay_level)
+    from rmqtool.engine.append_flow import append_in_chunks, open_for_append
 
-        source = JsonlSource(from_jsonl, keep_store_timestamp, keep_store_host)
-    else:
-        if keep_store_timestamp or keep_store_host:
-            raise UsageError("--keep-store-timestamp and --keep-store-host go with --from-jsonl")
-        if not topic:
-            raise UsageError("--topic is required (or --from-jsonl)")
-        if body is not None and body_file is not None:
-            raise UsageError("give --body or --body-file, not both")
-        if body is None and body_file is None:  # an empty body is said on purpose, never by omission
-            raise UsageError("give --body TEXT or --body-file FILE (--body '' for an empty body)")
-        source = iter([_one_message(topic, body, body_file, tags, keys, prop, queue, delay_level)])
-    from rmqtool.cli.sizes import given_sizes
-
-    sizes = given_sizes(commitlog_size=commitlog_size, cq_size=cq_size, batch_cq_size=batch_cq_size,
-                        index_slots=index_slots, index_entries=index_entries, broker_config=broker_config,
-                        assume_defaults=assume_defaults)
-    with _open(store, recover, flush=flush, sizes=sizes, store_host=store_host,
-               recovery=Settings(semantics=semantics),
-               enabled_append_prop_crc=None if prop_crc is None else prop_crc == "on") as s, \
-            Sink(fmt.value, kind="appended", single=from_jsonl is None) as sink:
-        for results in _in_chunks(s, source, progress_enabled(progress) and from_jsonl is not None):
+    given = sizes.given(commitlog_size)
+    bar = Progress("appending") if progress_enabled(progress) and from_jsonl is not None else None
+    with open_for_append(store, recover, warn, flush=flush, sizes=given, store_host=store_host,
+                         recovery=Settings(semantics=semantics),
+                         enabled_append_prop_crc=None if prop_crc is None else prop_crc == "on") as s, \
+            Sink(fmt.value, kind="appended", single=from_jsonl is None) as sink, bar or contextlib.nullcontext():
+        for results in append_in_chunks(s, source, bar.advance if bar else None):
             for r in results:
                 sink.row({"topic": r.topic, "queue_id": r.queue_id, "commit_log_offset": r.wrote_offset,
                           "queue_offset": r.queue_offset, "msg_id": r.msg_id, "uniq_key": r.uniq_key})
@@ -126,77 +101,24 @@ def append(
             warn(f"rmqtool: {skipped}")
 
 
-def _open(store: pathlib.Path, recover: bool, **options) -> Store:
-    """The store, open for appending; a store that needs recovery is refused with the command
-    that recovers it (and, with --recover, recovered: where the backup went goes to stderr)."""
-    from rmqtool.engine.store import Store
+def _source(from_jsonl, keep_store_timestamp, keep_store_host, topic, body, body_file, tags, keys, prop, queue,
+            delay_level):
+    """The messages the options name: a JSON Lines file's, or one from a producer's options."""
+    if from_jsonl is not None:
+        if topic or body is not None or body_file or tags or keys or prop or delay_level:
+            raise UsageError("--from-jsonl takes the messages from the file: leave out --topic, --body, "
+                             "--tags, --keys, --property and --delay-level")
+        from rmqtool.engine.rows import JsonlSource  # the engine loads only for a command that writes
 
-    try:
-        s = Store.open(store, writable=True, recover=recover, **options)
-    except RecoveryNeeded as exc:
-        plan = exc.plan
-        first = plan.findings[0]
-        more = f" (and {len(plan.findings) - 1} more)" if len(plan.findings) > 1 else ""
-        raise RecoveryNeeded(f"{first.id}: {first.message}{more}. The store needs recovery before anything is "
-                             f"appended (zeroing {plan.bytes_zeroed} bytes and deleting {plan.files_deleted} "
-                             f"files, each backed up beside the store first): run the same command with "
-                             f"--recover, e.g. rmqtool append {shlex.quote(str(store))} --recover --topic ...",
-                             exc.path, exc.offset, plan=plan) from None
-    if s.recovery is not None:
-        r = s.recovery
-        print(f"rmqtool: recovered: zeroed {r.bytes_zeroed} bytes, deleted {r.files_deleted} files; the backup "
-              f"is in {r.backup_dir} (rmqtool undo {shlex.quote(str(r.backup_dir))} puts it back)", file=sys.stderr)
-    if s.prop_crc:
-        print(f"rmqtool: each record ends with a __CRC32# entry: {s.prop_crc_reason} (--prop-crc off leaves it out)",
-              file=sys.stderr)
-    return s
+        return JsonlSource(from_jsonl, keep_store_timestamp, keep_store_host)
+    if keep_store_timestamp or keep_store_host:
+        raise UsageError("--keep-store-timestamp and --keep-store-host go with --from-jsonl")
+    if not topic:
+        raise UsageError("--topic is required (or --from-jsonl)")
+    if body is not None and body_file is not None:
+        raise UsageError("give --body or --body-file, not both")
+    if body is None and body_file is None:  # an empty body is said on purpose, never by omission
+        raise UsageError("give --body TEXT or --body-file FILE (--body '' for an empty body)")
+    from rmqtool.engine.append_flow import one_message
 
-
-def _in_chunks(store: Store, source: Iterator[enc.MessageInner], show_progress: bool):
-    """Append ``source`` CHUNK messages at a time; yields each chunk's results."""
-    bar = Progress("appending") if show_progress else None
-    try:
-        chunk = []
-        for msg in source:
-            chunk.append(msg)
-            if len(chunk) >= CHUNK:
-                yield store.append_many(chunk)
-                if bar:
-                    bar.advance(len(chunk))
-                chunk = []
-        if chunk:
-            yield store.append_many(chunk)
-            if bar:
-                bar.advance(len(chunk))
-    finally:
-        if bar:
-            bar.close()
-
-
-def _one_message(topic, body, body_file, tags, keys, prop, queue, delay_level) -> enc.MessageInner:
-    """A message with a producer's defaults: UNIQ_KEY, WAIT, CLUSTER, compression over 4 KB."""
-    if body_file is not None:
-        try:
-            payload = body_file.read_bytes()
-        except OSError as exc:
-            raise UsageError(f"cannot read the body file ({exc.strerror})", body_file) from None
-    else:
-        payload = (body or "").encode("utf-8")
-    user = {}
-    for item in prop:
-        name, sep, value = item.partition("=")
-        if not sep or not name or not value.strip():
-            raise UsageError(f"--property takes name=value, not {item!r}")
-        if name in _SYSTEM_NAMES:
-            raise UsageError(f"--property {name} is a system property (use --tags, --keys, --delay-level)")
-        user[name] = value
-    from rmqtool.engine import encoder as enc
-
-    return enc.producer_message(topic, payload, tags=tags, keys=keys, user_properties=user, queue_id=queue,
-                                delay_level=delay_level)
-
-
-_SYSTEM_NAMES = {props.PROPERTY_KEYS, props.PROPERTY_TAGS, props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-                 props.PROPERTY_DELAY_TIME_LEVEL, props.PROPERTY_REAL_TOPIC, props.PROPERTY_REAL_QUEUE_ID,
-                 props.PROPERTY_TRANSACTION_PREPARED, props.PROPERTY_PRODUCER_GROUP,
-                 props.PROPERTY_WAIT_STORE_MSG_OK, props.PROPERTY_CLUSTER}
+    return iter([one_message(topic, body, body_file, tags, keys, prop, queue, delay_level)])

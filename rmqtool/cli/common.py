@@ -1,6 +1,10 @@
-"""What every command shares: the error boundary, output options, the sink."""
+"""What every command shares: the one error boundary (library errors, closed pipes and
+Ctrl-C become one stderr line and the documented exit code; the only try/except of cli/),
+output options, the sink."""
 from __future__ import annotations
 
+import contextlib
+import datetime
 import enum
 import functools
 import os
@@ -13,8 +17,7 @@ try:  # typer 0.2x vendors click as typer._click
 except ImportError:  # older typer depends on click
     import click
 
-from rmqtool.cli.params import parse_time  # noqa: F401  (commands import it from here too)
-from rmqtool.errors import ExitCode, RmqError
+from rmqtool.errors import ExitCode, RmqError, UsageError
 
 
 class OutputFormat(str, enum.Enum):
@@ -61,8 +64,8 @@ def is_closed_pipe(exc: BaseException | None) -> bool:
     return False
 
 
-def fail(error: RmqError) -> "typer.Exit":
-    if error.exit_code == ExitCode.USAGE:
+def fail(error: RmqError, usage_hint: bool = True) -> "typer.Exit":
+    if error.exit_code == ExitCode.USAGE and usage_hint:
         # same one line as click's own usage errors (app.usage_line): command, message, hint
         command = command_path(click.globals.get_current_context(silent=True))
         sys.stderr.write(f"{command}: error: {error.one_line()} (try {command} --help)\n")
@@ -71,15 +74,20 @@ def fail(error: RmqError) -> "typer.Exit":
     return typer.Exit(int(error.exit_code))
 
 
-def boundary(fn):
-    """Turn library errors into one stderr line and the documented exit code; no tracebacks."""
+def boundary(fn=None, *, usage_hint: bool = True):
+    """Turn library errors into one stderr line and the documented exit code; no tracebacks.
+    ``usage_hint=False``: a usage error the library finds in an option's value is the plain
+    ``rmqtool: error:`` line (verify's, as it always was) rather than click's with its hint."""
+    if fn is None:
+        return functools.partial(boundary, usage_hint=usage_hint)
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             say_unfinished(kwargs)
             return fn(*args, **kwargs)
         except RmqError as exc:
-            raise fail(exc) from None
+            raise fail(exc, usage_hint) from None
         except BrokenPipeError:
             # downstream closed the pipe (head, less): not an error of ours
             raise closed_pipe() from None
@@ -91,6 +99,72 @@ def boundary(fn):
             sys.stderr.write(f"rmqtool: error: {where}{exc.strerror or exc}\n")
             raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
     return wrapper
+
+
+@contextlib.contextmanager
+def closed_on_error(*closers):
+    """Close ``closers`` (a sink, a progress bar) at the end, and also when the library stops
+    with an error, so what was found before it is out; not when the reader of stdout went
+    away (nothing more can be written) or on Ctrl-C."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except (RmqError, OSError):
+        _close_all(closers)
+        raise
+    _close_all(closers)
+
+
+def _close_all(closers) -> None:
+    for c in closers:
+        if c is not None:
+            c.close()
+
+
+@contextlib.contextmanager
+def until_interrupted():
+    """Ctrl-C ends the block as its normal end (``dump --follow``): what was read is out."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        pass
+
+
+def iso_time(text: str, refusal: str) -> datetime.datetime:
+    """An ISO 8601 time, or the usage error ``refusal`` (params.parse_time reads times)."""
+    try:
+        return datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(refusal) from None
+
+
+class Stores:
+    """Several stores, one command: a store that cannot be read is named on stderr and the
+    others go on (the worst code is kept); a single store's error ends the command as any
+    error does."""
+
+    def __init__(self, several: bool):
+        self.several = several
+        self.worst = int(ExitCode.OK)
+        self.said_not_found = False
+
+    @contextlib.contextmanager
+    def each(self, not_found=None):
+        """One store's work; ``not_found`` (an error class) is said as "not found" and counted apart."""
+        from rmqtool.report.sink import warn
+
+        try:
+            yield
+        except RmqError as exc:
+            if not_found is not None and isinstance(exc, not_found):
+                warn(f"rmqtool: not found: {exc.one_line()}")
+                self.said_not_found = True
+                return
+            if not self.several:
+                raise
+            warn(f"rmqtool: error: {exc.one_line()}")
+            self.worst = max(self.worst, int(exc.exit_code))
 
 
 def say_unfinished(kwargs) -> None:
@@ -108,3 +182,61 @@ def say_unfinished(kwargs) -> None:
             found = read_unfinished(p)
             if found is not None:
                 sys.stderr.write(found.notice() + "\n")
+
+
+def usage_line(exc: "click.exceptions.UsageError") -> str:
+    """click's UsageError as one line naming the command, with a hint (no boxed panel)."""
+    command = command_path(exc.ctx)
+    message = " ".join(exc.format_message().split())
+    return f"{command}: error: {message} (try {command} --help)"
+
+
+def _stdout_is_devnull() -> bool:
+    try:
+        out, null = os.fstat(sys.stdout.fileno()), os.stat(os.devnull)
+    except (OSError, ValueError):
+        return False
+    return (out.st_dev, out.st_ino, out.st_rdev) == (null.st_dev, null.st_ino, null.st_rdev)
+
+
+# Ctrl-C as click reports it: typer's vendored click has no exceptions.Abort, plain click has
+# one (an except clause naming a missing attribute fails while matching any exception)
+_ABORTS = tuple({typer.Abort, getattr(click.exceptions, "Abort", typer.Abort)})
+
+
+def run(app) -> None:
+    """The process boundary around the typer app: click's usage errors one line (usage_line),
+    Ctrl-C and a closed pipe as every command has them."""
+    try:
+        code = app(standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()
+        sys.exit(int(ExitCode.USAGE))
+    except click.exceptions.UsageError as exc:
+        sys.stderr.write(usage_line(exc) + "\n")
+        sys.exit(int(ExitCode.USAGE))
+    except _ABORTS:
+        sys.stderr.write("rmqtool: interrupted\n")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        sys.stderr.write("rmqtool: interrupted\n")
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(closed_pipe().exit_code)
+    except SystemExit as exc:
+        if exc.code == 1 and is_closed_pipe(exc.__context__):
+            # click's answer to EPIPE escaping a command (exit 1): a closed pipe is exit 0
+            sys.exit(closed_pipe().exit_code)
+        if exc.code == 1 and _stdout_is_devnull():
+            # rich's answer to a closed pipe (help | head): stdout pointed at /dev/null, exit 1;
+            # a closed pipe is not a failure here
+            sys.exit(int(ExitCode.OK))
+        raise
+    except click.exceptions.ClickException as exc:
+        sys.stderr.write(f"rmqtool: error: {exc.format_message()}\n")
+        sys.exit(exc.exit_code)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # the last of the output did not get out: the reader went away
+        code = closed_pipe().exit_code
+    sys.exit(code if isinstance(code, int) else int(ExitCode.OK))

@@ -5,22 +5,23 @@ format; damage is shown as rows too (record "corrupt") and sets exit code 3.
 """
 from __future__ import annotations
 
+import contextlib
 import pathlib
 from typing import List, Optional
 
 import typer
 
-from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
-from rmqtool.cli.params import OFFSET_METAVAR, TIME_METAVAR, check_range, complete_queue, complete_topic, examples
+from rmqtool.cli.common import BodyMode, OutputFormat, boundary, until_interrupted
+from rmqtool.cli.params import (OFFSET_METAVAR, TIME_METAVAR, check_range, complete_queue, complete_topic, examples,
+                                parse_time)
 from rmqtool.errors import UsageError
 from rmqtool.inspect import dump_sources
-from rmqtool.inspect.commitlog_dump import CommitLogDump
+from rmqtool.inspect.commitlog_dumps import chained, commitlog_dumps, in_parallel, parallel_jsonl, settled_findings
 from rmqtool.inspect.selection import SYS_FLAG_NAMES, MessageSelection
 from rmqtool.inspect.stats import commitlog_stats
 from rmqtool.report.progress import Progress, progress_enabled
 from rmqtool.report.records import with_human_times
 from rmqtool.report.sink import Sink, render_document, report_findings, warn
-from rmqtool.store.live import live_store
 from rmqtool.store.parallel import default_workers
 
 dump_app = typer.Typer(no_args_is_help=True, help="Dump store files as rows (table, JSON Lines or JSON).")
@@ -29,6 +30,8 @@ FormatOpt = typer.Option(OutputFormat.table, "--format", "-f", help="table for p
 LimitOpt = typer.Option(None, "--limit", "-n", min=0, help="Stop after this many rows.")
 WideOpt = typer.Option(False, "--wide", help="Table: every column, not only those that fit the width.")
 ColumnsOpt = typer.Option(None, "--columns", metavar="A,B,C", help="Table: exactly these columns (JSON field names).")
+TopicOpt = typer.Option(None, "--topic", "-t", autocompletion=complete_topic, help="Only this topic.")
+QueueOpt = typer.Option(None, "--queue", "-q", autocompletion=complete_queue, min=0, help="Only this queue id.")
 TABLE_BODY_PREVIEW = 40
 
 
@@ -46,9 +49,8 @@ def dump_commitlog(
     paths: List[pathlib.Path] = typer.Argument(..., metavar="PATH", help="Store dirs, commitlog/ dirs, or commit "
                                                "log segment files (one or more; rows in the order given)."),
     fmt: OutputFormat = FormatOpt,
-    topic: Optional[str] = typer.Option(None, "--topic", "-t", autocompletion=complete_topic, help="Only this topic."),
-    queue: Optional[int] = typer.Option(None, "--queue", "-q", autocompletion=complete_queue, min=0,
-                                        help="Only this queue id."),
+    topic: Optional[str] = TopicOpt,
+    queue: Optional[int] = QueueOpt,
     from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, metavar=OFFSET_METAVAR,
                                               help="First commit log offset (a record start)."),
     to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, metavar=OFFSET_METAVAR,
@@ -95,92 +97,27 @@ def dump_commitlog(
                          f"(it has no end)")
     selection = MessageSelection(topic, queue, parse_time(begin_time), parse_time(end_time), tag, key,
                                  tuple(sys_flag), msg_id)
-    dumps, lives = [], []
-    for path in paths:  # every path checked before the first row
-        low, high = _served(path, from_offset, to_offset) if served_only else (from_offset, to_offset)
-        live = live_store(path)
-        if live is not None:
-            lives.append(live)
-            high = live.commit_log_end if high is None else min(high, live.commit_log_end)
-        dumps.append(CommitLogDump(path, selection, low, high, limit,
+    dumps, lives = commitlog_dumps(paths, selection, from_offset, to_offset, limit, served_only=served_only,
                                    body=body.value if body else ("text" if table else "base64"),
                                    preview=TABLE_BODY_PREVIEW if table and body is None else None,
-                                   decompress=decompress, check_crc=not no_crc, show_blank=show_blank))
+                                   decompress=decompress, check_crc=not no_crc, show_blank=show_blank)
     for live in lives:
         warn(live.note())
     sink = Sink(fmt.value, kind="stats_queue" if stats else "message", wide=wide, select=columns)
-    total = sum(d.total_bytes for d in dumps)
-    bar = Progress("scanning", total) if progress_enabled(progress) and not follow else None
-    try:
+    bar = Progress("scanning", sum(d.total_bytes for d in dumps)) if progress_enabled(progress) and not follow \
+        else None
+    with bar or contextlib.nullcontext():
         if follow:
-            try:
+            with until_interrupted():  # how --follow ends: what was read is out, exit as usual
                 for row in dumps[0].follow(on_idle=sink.flush):  # a row at a time: flushed when idle
                     sink.row(row)
-            except KeyboardInterrupt:  # how --follow ends: what was read is out, exit as usual
-                pass
         elif stats:
             sink.rows(commitlog_stats(dumps, bar))
-        elif fmt == OutputFormat.jsonl and _in_parallel(jobs, sum(d.stored_bytes for d in dumps), limit):
-            _parallel_jsonl(sink, dumps, limit, jobs or default_workers(), bar)
+        elif fmt == OutputFormat.jsonl and in_parallel(jobs, sum(d.stored_bytes for d in dumps), limit):
+            parallel_jsonl(sink, dumps, limit, jobs or default_workers(), bar)
         else:
-            sink.rows(_chained(dumps, limit, bar))
-    finally:
-        if bar:
-            bar.close()
-    findings = [f for d in dumps for f in d.findings]
-    for live in lives:
-        findings = live.settled(findings)
-    _finish(sink, findings, sum(d.damaged for d in dumps))
-
-
-PARALLEL_FROM_BYTES = 64 << 20  # smaller dumps: forking costs more than it gives
-PARALLEL_FROM_ROWS = 100_000  # a --limit below this is reached sooner in one process
-
-
-def _in_parallel(jobs: int | None, stored: int, limit: int | None) -> bool:
-    """-j as given; by default every core for a dump of much data (on disk: not a sparse file's holes)."""
-    if jobs is not None:
-        return jobs > 1
-    return default_workers() > 1 and stored >= PARALLEL_FROM_BYTES and (limit is None or limit >= PARALLEL_FROM_ROWS)
-
-
-def _parallel_jsonl(sink: Sink, dumps: list, limit: int | None, workers: int, bar) -> None:
-    """JSON Lines built in worker processes, written here in commit log order."""
-    for d in dumps:
-        if limit is not None:
-            if limit <= 0:
-                return
-            d.limit = limit
-        for path, size, count in d.jsonl_files(workers, progress=bar):
-            sink.encoded_file(path, size, count)
-            if limit is not None:
-                limit -= count
-
-
-def _chained(dumps: list, limit: int | None, bar):
-    """The rows of several dumps in turn, ``limit`` rows in all."""
-    for d in dumps:
-        if limit is not None:
-            if limit <= 0:
-                return
-            d.limit = limit
-        for row in d.rows(bar):
-            yield row
-            if limit is not None:
-                limit -= 1
-
-
-def _served(path: pathlib.Path, from_offset: int | None, to_offset: int | None) -> tuple[int, int]:
-    """--served-only: the offsets asked for, within what the broker serves after recovery."""
-    from rmqtool.recovery.outcome import served_range
-    from rmqtool.store.detect import is_store_dir
-
-    if not is_store_dir(path):
-        raise UsageError("--served-only takes a store directory (recovery is a whole-store matter)", path)
-    low, high = served_range(path)
-    from_offset = low if from_offset is None else max(from_offset, low)
-    to_offset = high if to_offset is None else min(to_offset, high)
-    return from_offset, max(to_offset, from_offset)
+            sink.rows(chained(dumps, limit, bar))
+    _finish(sink, settled_findings(dumps, lives), sum(d.damaged for d in dumps))
 
 
 def _finish(sink: Sink | None, findings: list, damaged: int = 0) -> None:
@@ -199,9 +136,8 @@ def dump_consumequeue(
     path: pathlib.Path = typer.Argument(..., help="Store dir, consumequeue/ (or batchconsumequeue/) dir, "
                                         "a topic or queue dir, or one consume queue file."),
     fmt: OutputFormat = FormatOpt,
-    topic: Optional[str] = typer.Option(None, "--topic", "-t", autocompletion=complete_topic, help="Only this topic."),
-    queue: Optional[int] = typer.Option(None, "--queue", "-q", autocompletion=complete_queue, min=0,
-                                        help="Only this queue id."),
+    topic: Optional[str] = TopicOpt,
+    queue: Optional[int] = QueueOpt,
     from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, metavar=OFFSET_METAVAR,
                                               help="First queue offset."),
     to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, metavar=OFFSET_METAVAR,

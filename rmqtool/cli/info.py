@@ -2,19 +2,17 @@
 from __future__ import annotations
 
 import pathlib
-import sys
 from typing import List
 
 import typer
 
 from rmqtool.cli.params import examples
 
-from rmqtool.cli.common import OutputFormat, boundary
-from rmqtool.errors import ExitCode, RmqError
-from rmqtool.inspect.inventory import store_info
+from rmqtool.cli.common import OutputFormat, Stores, boundary
+from rmqtool.families import tools_at
 from rmqtool.store.live import LiveStore
 from rmqtool.report.records import with_human_times
-from rmqtool.report.sink import render_document, render_documents_json, report_findings, warn
+from rmqtool.report.sink import render_document, render_documents_json, report_findings, warn, write_line
 
 
 def register(app: typer.Typer) -> None:
@@ -36,23 +34,21 @@ def info(
     if len(stores) == 1:  # one store: one document, exactly as before
         _one(stores[0], fmt, wide, None)
         return
-    worst = int(ExitCode.OK)
+    each = Stores(several=True)  # a store that cannot be read is named on stderr, the others still print
     docs = []
     for store in stores:
-        try:
-            worst = max(worst, _one(store, fmt, wide, docs))
-        except RmqError as exc:
-            sys.stderr.write(f"rmqtool: error: {exc.one_line()}\n")
-            worst = max(worst, int(exc.exit_code))
+        with each.each():
+            each.worst = max(each.worst, _one(store, fmt, wide, docs))
     if fmt == OutputFormat.json:
         render_documents_json(docs)
-    if worst:
-        raise typer.Exit(worst)
+    if each.worst:
+        raise typer.Exit(each.worst)
 
 
 def _one(store: pathlib.Path, fmt: OutputFormat, wide: bool, collect: list | None) -> int:
     """Print (or, for a JSON array of several, collect) one store's document; its exit code."""
-    doc, findings = store_info(store)
+    tools = tools_at(store)  # the store's family computes what info shows
+    doc, findings = tools.info(tools.open_view(store, purpose="info"))
     s = doc["store"]
     if s["live"]:
         warn(LiveStore(pathlib.Path(s["path"]), s["locked_by_pid"], s["consistent_commit_log_end"]).note())
@@ -61,7 +57,8 @@ def _one(store: pathlib.Path, fmt: OutputFormat, wide: bool, collect: list | Non
         collect.append(doc)
     else:
         if collect is not None and fmt == OutputFormat.table:
-            sys.stdout.write("\n" if collect else "")
+            if collect:
+                write_line("")
             collect.append(None)  # counts the stores printed, for the blank line between them
         render_document(doc, fmt.value, title="store", wide=wide)
     code = report_findings(findings, echo=fmt != OutputFormat.table)  # a table shows them already

@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from rmqtool.cli.params import complete_queue, complete_topic, examples
+from rmqtool.cli.params import complete_topic, examples
 
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.errors import ExitCode

@@ -37,10 +37,9 @@ def parse_time(text: str | None, option: str = "time") -> int | None:
             raise UsageError(f"{option}: {text!r} looks like epoch seconds; give milliseconds "
                              f"({t}000) or ISO 8601")
         return int(t)
-    try:
-        dt = datetime.datetime.fromisoformat(t.replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(f"{option}: not a time (epoch ms or ISO 8601): {text!r}") from None
+    from rmqtool.cli.common import iso_time  # the one place cli/ catches an exception
+
+    dt = iso_time(t.replace("Z", "+00:00"), f"{option}: not a time (epoch ms or ISO 8601): {text!r}")
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=datetime.timezone.utc)
     return int(dt.timestamp() * 1000)

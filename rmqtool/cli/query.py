@@ -13,17 +13,17 @@ from typing import List, Optional
 
 import typer
 
-from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
+from rmqtool.cli.common import BodyMode, OutputFormat, Stores, boundary
 from rmqtool.cli.dump import TABLE_BODY_PREVIEW, ColumnsOpt, WideOpt
-from rmqtool.cli.params import OFFSET_METAVAR, TIME_METAVAR, check_range, complete_queue, complete_topic, examples
-from rmqtool.errors import ExitCode, NothingFound, RmqError, UsageError
-from rmqtool.query.by_key import DEFAULT_MAX_NUM, LONG_MAX, query_by_key
-from rmqtool.query.by_offset import message_at_offset, message_by_msg_id, message_by_queue_offset
+from rmqtool.cli.params import (OFFSET_METAVAR, TIME_METAVAR, check_range, complete_queue, complete_topic, examples,
+                                parse_time)
+from rmqtool.errors import ExitCode, NothingFound, UsageError
+from rmqtool.inspect.lookup import Lookup, crc_mismatch_notes, look_up
+from rmqtool.query.by_key import DEFAULT_MAX_NUM
 from rmqtool.query.by_time import offset_by_time
 from rmqtool.query.explain import Trace
 from rmqtool.report.records import message_record
 from rmqtool.report.sink import Sink, warn
-from rmqtool.store.live import live_store
 
 
 def register(app: typer.Typer) -> None:
@@ -122,101 +122,46 @@ def query(
     begin, end = parse_time(begin_time), parse_time(end_time)
     check_range("--begin-time", begin, "--end-time", end)
     trace = Trace(warn, keep=False) if explain else None
-    several = len(stores) > 1
-    worst = int(ExitCode.OK)  # of the stores that could not be read, when there are several
-
+    each = Stores(several=len(stores) > 1)  # of several, one that cannot be read is named and skipped
     if mode == "--time":
-        found = False
-        with Sink(fmt.value, single=not several, kind="queue_time", wide=wide, select=columns) as sink:
-            for store in stores:
-                try:
-                    result = offset_by_time(store, topic, queue, parse_time(time), exact=exact, trace=trace)
-                except RmqError as exc:
-                    worst = max(worst, _skip(exc, several))
-                    continue
-                for note in result.notes:
-                    warn(f"rmqtool: {note}")
-                sink.row(result.record() if not several else {"store_path": str(store), **result.record()})
-                found = found or result.found
-        if worst:
-            raise typer.Exit(worst)
+        with Sink(fmt.value, single=not each.several, kind="queue_time", wide=wide, select=columns) as sink:
+            found = _time_rows(sink, stores, each, topic, queue, parse_time(time), exact, trace)
+        if each.worst:
+            raise typer.Exit(each.worst)
         if not found:
             raise typer.Exit(int(ExitCode.NOT_FOUND))
         return
-
+    ask = Lookup(mode, key, uniq_key, msg_id, offset, queue_offset, topic, queue, begin, end, max_num, no_index,
+                 index_only, served_only)
     sink = Sink(fmt.value, kind="message", wide=wide, select=columns)
-    shown, damaged, said = 0, [], False
+    found = []
     for store in stores:
-        try:
-            messages = _lookup(store, mode, key, uniq_key, msg_id, offset, queue_offset, topic, queue, begin, end,
-                               max_num, no_index, index_only, served_only, trace)
-        except NothingFound as exc:
-            warn(f"rmqtool: not found: {exc.one_line()}")
-            said = True
-            continue
-        except RmqError as exc:
-            worst = max(worst, _skip(exc, several))
-            continue
-        _message_rows(sink, messages, fmt, body, decompress, str(store) if several else None)
-        shown += len(messages)
-        damaged += [m for m in messages if m.body_crc_ok is False or m.property_crc_ok is False]
+        with each.each(not_found=NothingFound):
+            messages = look_up(store, ask, trace, warn)
+            _message_rows(sink, messages, fmt, body, decompress, str(store) if each.several else None)
+            found += messages
     sink.close()
-    for m in damaged:  # printed, since its bytes are all there is, but never passed off as sound
-        what = " and ".join(w for w, ok in (("body CRC", m.body_crc_ok), ("__CRC32# property CRC", m.property_crc_ok))
-                            if ok is False)
-        warn(f"rmqtool: {m.path}: offset {m.position}: {what} mismatch: the message at commit log offset "
-             f"{m.commit_log_offset} is damaged")
-    if worst:
-        raise typer.Exit(worst)
-    if not shown:
-        if not said:
+    damaged = crc_mismatch_notes(found)
+    for line in damaged:
+        warn(line)
+    if each.worst:
+        raise typer.Exit(each.worst)
+    if not found:
+        if not each.said_not_found:
             warn("rmqtool: not found: no message matches")
         raise typer.Exit(int(ExitCode.NOT_FOUND))
     if damaged:
         raise typer.Exit(int(ExitCode.CORRUPT))
 
 
-def _skip(exc: RmqError, several: bool) -> int:
-    """One store of several that cannot be read is named and the others go on; a single
-    store's error ends the command as any error does."""
-    if not several:
-        raise exc
-    warn(f"rmqtool: error: {exc.one_line()}")
-    return int(exc.exit_code)
-
-
-def _lookup(store, mode, key, uniq_key, msg_id, offset, queue_offset, topic, queue, begin, end, max_num, no_index,
-            index_only, served_only, trace) -> list:
-    """The messages one store answers; NothingFound when it has none."""
-    live = live_store(store)  # a running broker's store: nothing past its written end is read
-    if live is not None:
-        warn(live.note())
-        if mode == "--offset" and offset >= live.commit_log_end:
-            raise NothingFound(f"commit log offset {offset} is not written yet (the written end is "
-                               f"{live.commit_log_end})", store)
-    if mode in ("--key", "--uniq-key"):
-        result = query_by_key(store, key if mode == "--key" else uniq_key, topic=topic,
-                              begin=0 if begin is None else begin, end=LONG_MAX if end is None else end,
-                              max_num=DEFAULT_MAX_NUM if max_num is None else max_num,
-                              uniq_key=mode == "--uniq-key", use_index=not no_index, index_only=index_only,
-                              trace=trace)
-    elif mode == "--msg-id":
-        result = message_by_msg_id(store, msg_id, trace=trace)
-    elif mode == "--offset":
-        result = message_at_offset(store, offset, trace=trace)
-    else:
-        result = message_by_queue_offset(store, topic, queue, queue_offset, trace=trace)
-    for note in result.notes:
-        warn(f"rmqtool: {note}")
-    messages = result.messages
-    if live is not None:
-        messages = [m for m in messages if m.commit_log_offset < live.commit_log_end]
-    if served_only:
-        from rmqtool.recovery.outcome import served_range
-        low, high = served_range(store)
-        for m in messages:
-            if not low <= m.commit_log_offset < high:
-                warn(f"rmqtool: left out (--served-only): the message at commit log offset {m.commit_log_offset} "
-                     f"lies past {high}, where the broker's recovery cuts the log")
-        messages = [m for m in messages if low <= m.commit_log_offset < high]
-    return messages
+def _time_rows(sink: Sink, stores, each: Stores, topic, queue, time: int, exact: bool, trace) -> bool:
+    """--time: a row a store, the queue offset getOffsetInQueueByTime answers; whether one was found."""
+    found = False
+    for store in stores:
+        with each.each():
+            result = offset_by_time(store, topic, queue, time, exact=exact, trace=trace)
+            for note in result.notes:
+                warn(f"rmqtool: {note}")
+            sink.row(result.record() if not each.several else {"store_path": str(store), **result.record()})
+            found = found or result.found
+    return found

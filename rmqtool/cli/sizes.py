@@ -6,7 +6,11 @@ config file) say it when nothing does, and must agree with the files when someth
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import pathlib
+import typing
 from typing import Annotated, Optional
 
 import typer
@@ -24,6 +28,11 @@ IndexSlots = Annotated[Optional[int], typer.Option(
     "--index-slots", min=1, help=f"Hash slots per index file (maxHashSlotNum). {_WHEN}, else 5000000.")]
 IndexEntries = Annotated[Optional[int], typer.Option(
     "--index-entries", min=2, help=f"Entries per index file (maxIndexNum). {_WHEN}, else 20000000.")]
+# salvage --to-store: the new store's index files, where the source's cannot tell
+SalvageIndexSlots = Annotated[Optional[int], typer.Option(
+    "--index-slots", min=1, help="--to-store: hash slots per index file, when the source's index files cannot tell.")]
+SalvageIndexEntries = Annotated[Optional[int], typer.Option(
+    "--index-entries", min=2, help="--to-store: entries per index file, when the source's index files cannot tell.")]
 BrokerConfigFile = Annotated[Optional[pathlib.Path], typer.Option(
     "--broker-config", metavar="FILE",
     help="The broker's own config file (broker.conf, as given to mqbroker -c): the sizes it sets "
@@ -33,6 +42,51 @@ AssumeDefaults = Annotated[bool, typer.Option(
     "--assume-defaults",
     help="Write files whose size nothing shows in the broker's default size (without it, such a write is "
          "refused: a broker configured otherwise would read them at the wrong places).")]
+
+
+@dataclasses.dataclass(frozen=True)
+class SizeOptions:
+    """The size options as a command receives them (``@size_options``)."""
+    cq_size: int | None = None
+    batch_cq_size: int | None = None
+    index_slots: int | None = None
+    index_entries: int | None = None
+    broker_config: pathlib.Path | None = None
+    assume_defaults: bool = False
+
+    def given(self, commitlog_size: int | None = None):
+        return given_sizes(commitlog_size=commitlog_size, **dataclasses.asdict(self))
+
+
+# each size option's parameter, in the order --help lists them
+_SIZE_PARAMETERS = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
+                                      annotation=annotation)
+                    for name, annotation, default in (
+                        ("cq_size", CqSize, None), ("batch_cq_size", BatchCqSize, None),
+                        ("index_slots", IndexSlots, None), ("index_entries", IndexEntries, None),
+                        ("broker_config", BrokerConfigFile, None), ("assume_defaults", AssumeDefaults, False))]
+
+
+def size_options(fn):
+    """The one definition of the size options on every command that writes files: the
+    command's ``sizes: SizeOptions`` parameter becomes the six options in its place (typer
+    reads the signature), and the command is called with them gathered into ``sizes``."""
+    hints = typing.get_type_hints(fn, include_extras=True)
+    parameters = []
+    for p in inspect.signature(fn).parameters.values():
+        if p.name == "sizes":
+            parameters += _SIZE_PARAMETERS
+        else:
+            parameters.append(p.replace(annotation=hints.get(p.name, p.annotation)))
+    names = [p.name for p in _SIZE_PARAMETERS]
+
+    @functools.wraps(fn)
+    def command(*args, **kwargs):
+        return fn(*args, sizes=SizeOptions(**{n: kwargs.pop(n) for n in names if n in kwargs}), **kwargs)
+
+    command.__signature__ = inspect.Signature(parameters)
+    command.__annotations__ = {p.name: p.annotation for p in parameters}
+    return command
 
 
 def given_sizes(*, cq_size: int | None = None, batch_cq_size: int | None = None, index_slots: int | None = None,
@@ -59,19 +113,3 @@ def size_words(given) -> list[str]:
         if value is not None:
             words += [flag, str(value)]
     return words + (["--assume-defaults"] if given.assume_defaults else [])
-
-
-def size_lines(sizes, unknown: list[str]) -> list[str]:
-    """The plan's table lines about sizes: those given or assumed, and where each comes from
-    (sizes the store's files show go without saying), then why --apply refuses, if it does."""
-    said = []
-    for name, s in sizes.to_json().items():
-        if s["taken_from"] in ("option", "broker-config"):
-            said.append(f"{name} {s['value']} ({s['shown_by']})")
-        elif name in unknown:
-            said.append(f"{name} {s['value']}: the broker's default, {s['shown_by']}")
-    lines = [f"files are written with {'; '.join(said)}"] if said else []
-    why = sizes.refusal(unknown)
-    if why:
-        lines.append(f"--apply refuses: {why}")
-    return lines

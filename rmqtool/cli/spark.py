@@ -6,17 +6,15 @@ Local mode by default; ``--master URL`` (or spark-submit) takes it to a cluster,
 from __future__ import annotations
 
 import pathlib
-import shutil
-import tempfile
 from typing import List, Optional
 
 import typer
 
-from rmqtool.cli.common import BodyMode, OutputFormat, boundary, parse_time
-from rmqtool.cli.params import TIME_METAVAR, check_range, examples
+from rmqtool.cli.common import BodyMode, OutputFormat, boundary
+from rmqtool.cli.params import TIME_METAVAR, check_range, examples, parse_time
 from rmqtool.errors import ExitCode
-from rmqtool.report.progress import progress_enabled
 from rmqtool.report.sink import Sink, render_document, warn
+from rmqtool.spark.sources import export_tables, session, specs, task_progress
 
 spark_app = typer.Typer(no_args_is_help=True, help="The fleet pipeline on Spark: export, verify, query and stats "
                         "across many stores (needs the spark extra of rmqtool).")
@@ -34,33 +32,6 @@ TableOpt = typer.Option(None, "--table", metavar="DIR|URI", help="An export's di
 
 def register(app: typer.Typer) -> None:
     app.add_typer(spark_app, name="spark")
-
-
-def _specs(stores, stores_from, *, require: bool = True):
-    """The stores asked for, each checked to be there (before Spark starts) unless a
-    missing one is to be reported with the others (verify)."""
-    from rmqtool.spark.stores import require_stores, store_specs
-    specs = store_specs(list(stores or []), stores_from)
-    if require:
-        require_stores(specs)
-    return specs
-
-
-def _session(master, conf):
-    from rmqtool.spark.session import parse_conf, spark_session
-    return spark_session(master, parse_conf(conf))
-
-
-def _progress(flag):
-    if not progress_enabled(flag):
-        return None
-    said = {}
-
-    def show(label: str, done: int, total: int) -> None:
-        if said.get(label) != done:
-            said[label] = done
-            warn(f"rmqtool: {label}: {done}/{total} tasks")
-    return show
 
 
 @spark_app.command("export", epilog=examples(
@@ -86,9 +57,9 @@ def export(
     when the stores hold damage (exported all the same; the findings table lists it)."""
     from rmqtool.spark.export import check_out_dir, export as run_export
 
-    specs = _specs(stores, stores_from)
+    found = specs(stores, stores_from)
     check_out_dir(out)  # refused before Spark starts
-    result = run_export(_session(master, conf), specs, out, split_size=split_size, progress=_progress(progress))
+    result = run_export(session(master, conf), found, out, split_size=split_size, progress=task_progress(progress))
     render_document(result.to_json(), fmt.value, title="export")
     if result.finding_count:  # damage is exported, and said, as dump says it
         warn(f"rmqtool: {result.finding_count} finding(s) in the stores: the findings table of {out} lists them")
@@ -113,8 +84,8 @@ def verify(
     store. Exit: the worst store's code."""
     from rmqtool.spark.verify import summary_row, verify_fleet
 
-    specs = _specs(stores, stores_from, require=False)  # a store that is not there is a row of its own
-    results = verify_fleet(_session(master, conf), specs, progress=_progress(progress))
+    found = specs(stores, stores_from, require=False)  # a store that is not there is a row of its own
+    results = verify_fleet(session(master, conf), found, progress=task_progress(progress))
     with Sink(fmt.value, kind="finding") as sink:
         for result in results:
             for row in result["rows"]:
@@ -127,30 +98,6 @@ def verify(
     worst = max((r["exit_code"] for r in results), default=0)
     if worst:
         raise typer.Exit(worst)
-
-
-def _table_dir(stores, stores_from, table, master, conf, progress):
-    """(session, the export directory to read, a temporary directory to remove or None)."""
-    if table is not None:
-        if stores or stores_from:
-            from rmqtool.errors import UsageError
-            raise UsageError("give stores or --table, not both")
-        from rmqtool.spark import remote
-        if not remote.is_uri(table) and not (pathlib.Path(table) / "messages").is_dir():
-            from rmqtool.errors import StoreNotFound
-            raise StoreNotFound("not an export directory (no messages/ inside)", table)
-        return _session(master, conf), table, None
-    from rmqtool.spark.export import export as run_export
-
-    specs = _specs(stores, stores_from)
-    session = _session(master, conf)
-    temp = tempfile.mkdtemp(prefix="rmqtool-spark-")
-    try:
-        run_export(session, specs, pathlib.Path(temp) / "export", progress=_progress(progress))
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
-    return session, str(pathlib.Path(temp) / "export"), temp
 
 
 @spark_app.command("query", epilog=examples(
@@ -185,14 +132,10 @@ def query(
     begin, end = parse_time(begin_time, "--begin-time"), parse_time(end_time, "--end-time")
     check_range("--begin-time", begin, "--end-time", end)
     condition(key, uniq_key, msg_id, topic, begin, end, check_only=True)  # a usage error before Spark starts
-    session, directory, temp = _table_dir(stores, stores_from, table, master, conf, progress)
-    try:
+    with export_tables(stores, stores_from, table, master, conf, progress) as (spark, directory):
         cond = condition(key, uniq_key, msg_id, topic, begin, end)
         mode = body.value if body else ("text" if fmt == OutputFormat.table else "base64")
-        rows = find_messages(session, directory, cond, body=mode, limit=limit)
-    finally:
-        if temp:
-            shutil.rmtree(temp, ignore_errors=True)
+        rows = find_messages(spark, directory, cond, body=mode, limit=limit)
     with Sink(fmt.value, kind="message") as sink:
         for row in rows:
             sink.row(row)
@@ -220,13 +163,9 @@ def stats(
     UNIQ_KEY stored more than once, with where each copy is."""
     from rmqtool.spark.stats import duplicate_uniq_keys, queue_stats
 
-    session, directory, temp = _table_dir(stores, stores_from, table, master, conf, progress)
-    try:
-        queues = queue_stats(session, directory)
-        duplicates = duplicate_uniq_keys(session, directory)
-    finally:
-        if temp:
-            shutil.rmtree(temp, ignore_errors=True)
+    with export_tables(stores, stores_from, table, master, conf, progress) as (spark, directory):
+        queues = queue_stats(spark, directory)
+        duplicates = duplicate_uniq_keys(spark, directory)
     with Sink(fmt.value, kind="stats_queue") as sink:
         for row in queues:
             sink.row(row)

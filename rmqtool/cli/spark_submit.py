@@ -12,7 +12,8 @@ import sys
 
 def main() -> None:
     if sys.argv[1:] == ["--path"]:  # where this file is, for the spark-submit line
-        print(os.path.abspath(__file__))
+        from rmqtool.report.sink import write_line
+        write_line(os.path.abspath(__file__))
         return
     # spark-submit puts this file's directory first on sys.path: its modules (info, query,
     # spark, ...) must not stand in for others of the same name

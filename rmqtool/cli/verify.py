@@ -3,18 +3,15 @@ code of what stopped the check (8 a missing path or I/O error, 4 not a store).""
 from __future__ import annotations
 
 import pathlib
-import sys
 from typing import List, Optional
 
 import typer
 
+from rmqtool.cli.common import OutputFormat, boundary, closed_on_error
 from rmqtool.cli.params import examples
-
-from rmqtool.cli.common import OutputFormat, closed_pipe, fail, say_unfinished
-from rmqtool.errors import ExitCode, RmqError, UsageError
 from rmqtool.findings import REGISTRY
 from rmqtool.report.progress import Progress, progress_enabled
-from rmqtool.report.sink import Sink, warn
+from rmqtool.report.sink import Sink, summary_table, warn
 from rmqtool.store.parallel import default_workers
 from rmqtool.verify import AREAS
 
@@ -26,6 +23,7 @@ def register(app: typer.Typer) -> None:
         "rmqtool verify /data/store --only consumequeue --only index --summary"))(verify)
 
 
+@boundary(usage_hint=False)  # an option's bad value: the plain error line, as verify always said it
 def verify(
     store: pathlib.Path = typer.Argument(..., help="The store root directory."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
@@ -46,48 +44,29 @@ def verify(
 ):
     """Check every file of a store; one finding a row. Exit 0: no error; 3: errors found; 4: not a store;
     8: not checked (missing path, I/O error)."""
-    say_unfinished({"store": store})  # a store an interrupted repair left half changed: said first
-    try:
-        from rmqtool.verify.run import Verify, VerifyOptions, parse_overrides  # numpy: only when verifying
+    from rmqtool.families import tools_at
+    from rmqtool.verify.run import VerifyOptions, parse_overrides  # numpy: only when verifying
 
-        options = VerifyOptions(only=tuple(only) or AREAS, overrides=parse_overrides(skip, severity),
-                                max_errors=max_errors, jobs=jobs or default_workers())
-        sink = Sink(fmt.value, kind="finding", wide=wide, select=columns)
-    except UsageError as exc:
-        sys.stderr.write(f"rmqtool: error: {exc.one_line()}\n")
-        raise typer.Exit(int(ExitCode.USAGE)) from None
-    try:
-        run = Verify(store, options)
-    except RmqError as exc:  # not a store that can be checked: nothing on stdout
-        raise fail(exc) from None
+    options = VerifyOptions(only=tuple(only) or AREAS, overrides=parse_overrides(skip, severity),
+                            max_errors=max_errors, jobs=jobs or default_workers())
+    sink = Sink(fmt.value, kind="finding", wide=wide, select=columns)
+    tools = tools_at(store)  # the store's family brings its checks
+    # not a store that can be checked: nothing on stdout
+    run = tools.verify(tools.open_view(store, purpose="verify"), options)
     if run.live is not None:
         warn(run.live.note())
-    bar = None
-    try:
-        if progress_enabled(progress):
-            bar = Progress("verify", run.total_bytes)
-            run.progress = bar.advance
+    bar = Progress("verify", run.total_bytes) if progress_enabled(progress) else None
+    if bar is not None:
+        run.progress = bar.advance
+    with closed_on_error(bar, sink):  # the store could not be checked: what was found so far is printed
         for f in run.findings():
             sink.row(f.to_json())
-    except RmqError as exc:  # the store could not be checked (whatever was found so far is printed)
-        _close(bar, sink)
-        raise fail(exc) from None
-    except BrokenPipeError:
-        raise closed_pipe() from None
-    except OSError as exc:
-        _close(bar, sink)
-        sys.stderr.write(f"rmqtool: error: {exc.filename or ''}: {exc.strerror or exc}\n")
-        raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
-    _close(bar, sink)
     if run.stopped:
         warn(f"rmqtool: stopped after {run.errors} error finding(s) (--max-errors {max_errors}); "
              f"the store was not checked to the end")
     if summary:
-        table = Sink("table", sys.stderr, title="verify summary", columns=("finding", "severity", "count"))
-        for finding_id, count in sorted(run.counts.items()):
-            level = options.overrides.get(finding_id, REGISTRY[finding_id][0].value)
-            table.row({"finding": finding_id, "severity": level, "count": count})
-        table.close()
+        summary_table((finding_id, options.overrides.get(finding_id, REGISTRY[finding_id][0].value), count)
+                      for finding_id, count in sorted(run.counts.items()))
     elif run.errors:
         warn(f"rmqtool: {sum(run.counts.values())} finding(s), {run.errors} of them errors")
     if run.next_start is not None and run.next_start.error:
@@ -97,9 +76,3 @@ def verify(
         warn(f"rmqtool: the next broker start drops {run.next_start_drops} messages: run rmqtool salvage or "
              f"recover first")
     raise typer.Exit(run.exit_code)
-
-
-def _close(bar, sink) -> None:
-    if bar is not None:
-        bar.close()
-    sink.close()

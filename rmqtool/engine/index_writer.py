@@ -16,12 +16,11 @@ import os
 import pathlib
 import threading
 import time
-from operator import mul
 
 from rmqtool.errors import StoreAccessError, UsageError
 from rmqtool.formats.indexfile import (FIRST_INDEX, HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE,
                                        INVALID_INDEX, build_key, entry_position, index_file_size,
-                                       index_key_hash, java_string_hash, slot_position)
+                                       index_key_hash, slot_position)
 from rmqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
 from rmqtool.store.indexfile import (INDEX_ENTRY, INDEX_HEADER, INDEX_SLOT, index_file_paths,
                                      infer_index_geometry)
@@ -32,7 +31,6 @@ HEADER, ENTRY, SLOT = INDEX_HEADER, INDEX_ENTRY, INDEX_SLOT
 assert (HEADER.size, ENTRY.size, SLOT.size) == (INDEX_HEADER_SIZE, INDEX_SIZE, HASH_SLOT_SIZE)
 _SLOT_UNPACK, _SLOT_PACK, _ENTRY_PACK = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
 _INT_MAX = 2**31 - 1
-_M32 = 0xFFFFFFFF
 # the same layouts as numpy dtypes, for put_entry_arrays (numpy is imported only when used)
 _ENTRY_DTYPE = None
 _SLOT_DTYPE = None
@@ -47,97 +45,6 @@ def _dtypes() -> None:
         from rmqtool.store.arrays import dtype_of
         assert SLOT.format in (">i", ">l") and SLOT.size == 4
         _ENTRY_DTYPE, _SLOT_DTYPE = dtype_of(IndexEntry), np.dtype(">i4")
-
-
-# --- the index key hash, fast ----------------------------------------------------------------
-# hashCode is a running h = 31 * h + c, so the hash of "topic#" plus all but the last few
-# characters of a key is cached, and only the tail is hashed per key: UNIQ_KEYs share their
-# producer part and, within a millisecond, their time part.
-
-_POWERS: dict[int, tuple] = {}
-_PREFIX_HASH: dict[str, int] = {}
-_HEADS_BY_TOPIC: dict[str, dict[str, int]] = {}  # topic -> key without its tail -> hash of "topic#" + that
-_TAIL = 4  # hashed per key; what comes before is cached (UNIQ_KEYs change in their last 4 hex digits)
-_TAIL_POWER = 31 ** _TAIL
-_TAIL_SUMS: dict[str, int] = {}  # a key's last _TAIL characters -> their part of the hash (the head's is head * 31**4)
-
-
-def _powers(n: int) -> tuple:
-    p = _POWERS.get(n)
-    if p is None:
-        p = _POWERS[n] = tuple(pow(31, n - 1 - i, 1 << 32) for i in range(n))
-    return p
-
-
-def _ascii_hash(text: str) -> int:
-    raw = text.encode("ascii")
-    return sum(map(mul, raw, _powers(len(raw)))) & _M32
-
-
-def _prefix_hash(prefix: str) -> int:
-    h = _PREFIX_HASH.get(prefix)
-    if h is None:
-        h = _ascii_hash(prefix) if prefix.isascii() else java_string_hash(prefix) & _M32
-        if len(_PREFIX_HASH) > 8192:
-            _PREFIX_HASH.clear()  # UNIQ_KEY prefixes change every millisecond
-        _PREFIX_HASH[prefix] = h
-    return h
-
-
-def _head_part(topic: str, cut: str) -> int:
-    """hash("topic#" + cut) * 31**_TAIL: what an ASCII key ``cut`` + 4 characters starts its hash with."""
-    heads = _HEADS_BY_TOPIC.get(topic)
-    if heads is None:
-        heads = _HEADS_BY_TOPIC[topic] = {}
-    head = heads.get(cut)
-    if head is None:
-        head = _prefix_hash(f"{topic}#{cut}") * _TAIL_POWER
-        if len(heads) > 8192:
-            heads.clear()  # UNIQ_KEY prefixes change every millisecond
-        heads[cut] = head
-    return head
-
-
-def _tail_part(tail: str) -> int:
-    """The hash of an ASCII ``tail`` of _TAIL characters started from 0 (cached: a UNIQ_KEY's
-    tail is a 16-bit counter in hex)."""
-    a, b, c, d = tail.encode("ascii")
-    part = ((a * 31 + b) * 31 + c) * 31 + d
-    if len(_TAIL_SUMS) > 1 << 17:
-        _TAIL_SUMS.clear()
-    _TAIL_SUMS[tail] = part
-    return part
-
-
-def _positive(h: int) -> int:
-    """Math.abs of the int32 ``h`` (given as unsigned), or 0 for Integer.MIN_VALUE as the broker does."""
-    if h & 0x80000000:
-        h = (1 << 32) - h
-        if h == 1 << 31:
-            return 0
-    return h
-
-
-def key_hash(topic: str, key: str) -> int:
-    """indexKeyHashMethod(topic + "#" + key), the same value as formats.indexfile computes."""
-    if len(key) > _TAIL and key.isascii():
-        tail = key[-_TAIL:]
-        part = _TAIL_SUMS.get(tail)
-        if part is None:
-            part = _tail_part(tail)
-        h = (_head_part(topic, key[:-_TAIL]) + part) & _M32
-    elif key.isascii():
-        h = _prefix_hash(f"{topic}#")
-        for c in key.encode("ascii"):
-            h = h * 31 + c
-        h &= _M32
-    else:
-        return index_key_hash(build_key(topic, key))
-    if h & 0x80000000:
-        h = (1 << 32) - h  # abs() of the negative int
-        if h == 1 << 31:
-            return 0  # Math.abs(Integer.MIN_VALUE) stays negative: the broker uses 0
-    return h
 
 
 def index_file_name(now_ms: int) -> str:
@@ -186,13 +93,8 @@ class IndexFileWriter:
     def is_write_full(self) -> bool:
         return self.index_count >= self.index_num
 
-    def put_key(self, key_hash_value: int, phy_offset: int, store_timestamp: int) -> bool:
-        """IndexFile.putKey, given indexKeyHashMethod(key). False when the file is full. The
-        header is kept in memory; :meth:`write_header` puts it in the file."""
-        return self.put_entries(((key_hash_value, phy_offset, store_timestamp),)) == 1
-
     def put_entries(self, entries, start: int = 0) -> int:
-        """putKey for ``entries[start:]`` ((keyHash, phyOffset, storeTimestamp) each), in order,
+        """IndexFile.putKey for ``entries[start:]`` ((keyHash, phyOffset, storeTimestamp) each), in order,
         as many as the file takes; returns the index of the first one not written. One loop
         with locals: the hot path of dispatch."""
         count = self.index_count
@@ -390,11 +292,11 @@ class IndexServiceWriter:
             return  # indexed already
         if sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
             return
-        entries = [] if uniq_key is None else [(key_hash(topic, uniq_key), commit_log_offset, store_timestamp)]
+        entries = [] if uniq_key is None else [(index_key_hash(build_key(topic, uniq_key)), commit_log_offset, store_timestamp)]
         if keys:
             for key in keys.split(" "):
                 if key:
-                    entries.append((key_hash(topic, key), commit_log_offset, store_timestamp))
+                    entries.append((index_key_hash(build_key(topic, key)), commit_log_offset, store_timestamp))
         if entries:
             f = self._put_all(f, entries, commit_log_offset)
         if write_header:
@@ -414,30 +316,15 @@ class IndexServiceWriter:
         end = f.end_phy_offset  # offsets only grow: a message before it was indexed already
         entries = []
         add = entries.append
-        tails = _TAIL_SUMS
-        last_topic = last_cut = None  # UNIQ_KEYs in a row share all but their tail: key_hash inline
-        head = 0
         for topic, _q, offset, _size, _code, ts, _qo, keys, uniq, sys_flag, *_ in requests:
             if offset < end or sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
                 continue
             if uniq is not None:
-                if len(uniq) > _TAIL and uniq.isascii():
-                    cut = uniq[:-_TAIL]
-                    if cut != last_cut or topic != last_topic:
-                        head = _head_part(topic, cut)
-                        last_topic, last_cut = topic, cut
-                    tail = uniq[-_TAIL:]
-                    part = tails.get(tail)
-                    if part is None:
-                        part = _tail_part(tail)
-                    h = (head + part) & _M32
-                    add((_positive(h) if h & 0x80000000 else h, offset, ts))
-                else:
-                    add((key_hash(topic, uniq), offset, ts))
+                add((index_key_hash(build_key(topic, uniq)), offset, ts))
             if keys:
                 for key in keys.split(" "):
                     if key:
-                        add((key_hash(topic, key), offset, ts))
+                        add((index_key_hash(build_key(topic, key)), offset, ts))
         if entries:
             f = self._put_all(f, entries, requests[-1][2])
         f.write_header()

@@ -127,10 +127,6 @@ class WritableMappedFile:
     def name(self) -> str:
         return self.path.name
 
-    @property
-    def remaining(self) -> int:
-        return self.file_size - self.wrote_position
-
     def is_full(self) -> bool:
         return self.wrote_position >= self.file_size
 
@@ -419,34 +415,6 @@ class WritableFileQueue:
         if self._read_fd is not None:
             os.close(self._read_fd[1])
             self._read_fd = None
-
-    # --- trimming (tail recovery) -----------------------------------------------------------
-    def drop_segments_after(self, offset: int) -> list[pathlib.Path]:
-        """Delete the segments that start after ``offset`` (truncateDirtyFiles); their paths."""
-        dropped = []
-        with self._lock:
-            keep = []
-            for base, path in self.segments:
-                if base > offset:
-                    mf = self.mapped.pop(base, None)
-                    if mf is not None:
-                        mf.destroy()
-                        if mf is self.last:
-                            self.last = None
-                    else:
-                        try:
-                            os.unlink(path)
-                        except FileNotFoundError:
-                            pass
-                    dropped.append(path)
-                else:
-                    keep.append((base, path))
-            self.segments = keep
-            if self.last is None and keep:
-                base, path = keep[-1]
-                self.last = WritableMappedFile(path, base, self.mapped_file_size, self.mapped_file_size)
-                self.mapped[base] = self.last
-        return dropped
 
     def close(self) -> None:
         with self._lock:

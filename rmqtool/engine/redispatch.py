@@ -15,7 +15,6 @@ where they end (IndexService's own rule). Without it everything selected is buil
 from __future__ import annotations
 
 import dataclasses
-import os
 import pathlib
 import shutil
 
@@ -26,26 +25,28 @@ from rmqtool.dispatch.rules import DelayLevels
 from rmqtool.engine.cq_writer import BatchConsumeQueueTable, ConsumeQueueTable
 from rmqtool.engine.index_writer import IndexServiceWriter
 from rmqtool.engine.store_sizes import GivenSizes, StoreSizes, store_sizes
-from rmqtool.errors import StoreAccessError, UsageError
+from rmqtool.errors import UsageError
 from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
 from rmqtool.store.commitlog import find_record
 from rmqtool.store.config import batch_topics
-from rmqtool.store.commitlog_end import find_commit_log_end, last_nonzero_from
+from rmqtool.store.commitlog_end import CommitLog, last_file_end, last_nonzero_from
+from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, UnitLayout, find_queue_end, queue_directories
 from rmqtool.store.paths import StorePaths
-from rmqtool.store.segments import Segment, discover
+from rmqtool.store.segments import Segment, SegmentQueue, discover
 
 
 class CommitLogFiles:
-    """The store's commit log as ReputMessageService reads it (read only, up to ``end``)."""
+    """The store's commit log as ReputMessageService reads it (read only, up to ``end``),
+    through the read side's one reader of the bytes at a commit log offset."""
 
-    def __init__(self, segments: list[Segment], mapped_file_size: int, end: int, directory: pathlib.Path):
-        self.segments = [(s.base_offset, s.path) for s in segments]
-        self.mapped_file_size = mapped_file_size
+    def __init__(self, queue: SegmentQueue, end: int):
+        self.segments = [(s.base_offset, s.path) for s in queue.segments]
+        self.mapped_file_size = queue.mapped_file_size
         self.max_offset = end
-        self.min_offset = segments[0].base_offset if segments else 0
-        self.directory = directory
-        self._fd: tuple[int, int] | None = None
+        self.min_offset = queue.segments[0].base_offset if queue.segments else 0
+        self.directory = queue.directory
+        self._reader = CommitLogReader(CommitLog.of_queue(queue))
 
     def segment_of(self, offset: int):
         base = offset - offset % self.mapped_file_size
@@ -55,23 +56,10 @@ class CommitLogFiles:
         return None
 
     def read(self, offset: int, length: int) -> bytes:
-        seg = self.segment_of(offset)
-        if seg is None:
-            return b""
-        base, path = seg
-        if self._fd is None or self._fd[0] != base:
-            self.close()
-            try:
-                self._fd = (base, os.open(path, os.O_RDONLY))
-            except OSError as exc:
-                raise StoreAccessError(f"cannot open ({exc.strerror})", path) from None
-        length = min(length, self.max_offset - offset, self.mapped_file_size - (offset - base))
-        return os.pread(self._fd[1], max(length, 0), offset - base)
+        return self._reader.get_data(offset, length, self.max_offset)
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd[1])
-            self._fd = None
+        self._reader.close()
 
 
 @dataclasses.dataclass
@@ -145,7 +133,7 @@ def build(store_root, staging, *, cq: bool = True, index: bool = True, selection
     if not log.segments:
         raise UsageError("the store has no commit log to dispatch from", paths.commitlog)
     size = log.mapped_file_size
-    end = find_commit_log_end(log.segments, size).end
+    end = last_file_end(log.segments, size).end
     start = log.segments[0].base_offset if from_offset is None else max(from_offset, log.segments[0].base_offset)
     if start > end:
         raise UsageError(f"--from-offset {from_offset} is past the commit log's end {end}")
@@ -185,7 +173,7 @@ def build(store_root, staging, *, cq: bool = True, index: bool = True, selection
                                      skip_topics=every_batch_topic if batch_table is None
                                      else frozenset(), batch_queues=batch_table)
     chosen = _Filter(dispatcher, selection, start)
-    reader = CommitLogFiles(log.segments, size, end, paths.commitlog)
+    reader = CommitLogFiles(log, end)
     try:
         ReputMessageService(reader, chosen, DelayLevels(), start).do_reput()
     finally:

@@ -23,7 +23,7 @@ from rmqtool.report.records import message_record
 from rmqtool.report.sink import encode_lines
 from rmqtool.store import detect
 from rmqtool.store.commitlog import Blank, Corrupt, findings_of, scan_segment
-from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end, last_written, segment_ranges
+from rmqtool.store.commitlog_end import CommitLog, last_file_end, last_written, segment_ranges
 from rmqtool.store.message import Message
 from rmqtool.store.parallel import iter_parallel, jobs_of
 from rmqtool.store.paths import is_segment_name
@@ -161,7 +161,7 @@ class CommitLogDump:
             return 0
         tail = segments[max(last_written(segments), 0)]
         inside = after is not None and tail.base_offset <= after < tail.base_offset + tail.size
-        return find_commit_log_end(segments, resume_at=after - tail.base_offset if inside else None).end
+        return last_file_end(segments, resume_at=after - tail.base_offset if inside else None).end
 
     def follow(self, progress=None, *, interval: float = FOLLOW_INTERVAL, on_idle=None,
                sleep=time.sleep) -> Iterator[dict]:

@@ -16,16 +16,11 @@ from rmqtool.findings import CHECKPOINT_INVALID, CONFIG_TABLE_INVALID, Finding
 from rmqtool.inspect.hints import wrong_kind
 from rmqtool.formats.config import consumer_offsets, delay_offsets
 from rmqtool.store import detect
-from rmqtool.store.checkpoint import read_checkpoint, read_markers
+from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import Blank, findings_of, scan_segment
-from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end, written_end
 from rmqtool.store.config import read_config_dir
-from rmqtool.store.consumequeue import open_consume_queues
-from rmqtool.store.indexfile import list_index_files
-from rmqtool.store.live import LiveStore, live_store
-from rmqtool.store.lock import is_locked
 from rmqtool.store.message import Message
-from rmqtool.store.paths import StorePaths
+from rmqtool.store.view import StoreView
 
 
 def _first_timestamp(seg) -> int | None:
@@ -37,18 +32,16 @@ def _first_timestamp(seg) -> int | None:
     return None
 
 
-def commitlog_info(root: pathlib.Path, live: LiveStore | None = None) -> tuple[dict, list]:
+def commitlog_info(view: StoreView) -> tuple[dict, list]:
     """Segments and the commit log's two ends: the written end (one past the last record
     written) and the recovered end (where the broker's next start ends the log, from
     recovery/'s simulation; None when not simulated, see _ends); damage
     that ended the last file's walk is a finding. A live store's end is the one taken when the
     read began."""
-    cl = CommitLog(StorePaths(root).commitlog)
+    cl = view.commit_log
     segs = cl.segments
-    end = find_commit_log_end(segs, cl.mapped_file_size)
-    written, recovered = _ends(root, cl, end, live)
-    if live is not None:
-        end.end = min(end.end, live.commit_log_end)
+    end = view.commit_log_end
+    written, recovered = _ends(view)
     last = end.last_written
     findings = list(cl.findings)
     if end.stopped_by is not None:
@@ -82,33 +75,38 @@ def commitlog_info(root: pathlib.Path, live: LiveStore | None = None) -> tuple[d
     return info, findings
 
 
-def _ends(root: pathlib.Path, cl: CommitLog, end, live: LiveStore | None) -> tuple[int, int | None]:
+def _ends(view: StoreView) -> tuple[int, int | None]:
     """(written end, recovered end) as every command names them (docs/vocabulary.md). The
     recovered end needs the broker's next start simulated, which is cheap after a crash (it
     walks from the checkpoint's file) but on a clean store walks its last three files: it is
     simulated when the store gives a reason (the abort file, a segment finding, damage in the
     last file, a last file ending with its blank record and none after it), else left null."""
-    segs = cl.segments
-    tail = end.last_message
-    resume = (tail.position + tail.store_size) if tail is not None and end.stopped_by is None else None
-    written = written_end(segs, cl.mapped_file_size, resume_at=resume)  # the last file read once already
+    end, live = view.commit_log_end, view.live
+    written = view.written_end
     if live is not None:  # a running broker's store: no next start to predict, the end read up to
         return min(written, live.commit_log_end), None
     full_last = end.segment_base is None and end.last_written >= 0
-    if not (StorePaths(root).abort.exists() or cl.findings or end.stopped_by is not None
+    if not (view.has_abort or view.commit_log.findings or end.stopped_by is not None
             or end.damaged_at is not None or full_last):
         return written, None
     try:
-        from rmqtool.recovery.outcome import Settings, simulate  # numpy: not at the CLI's start
-
-        outcome = simulate(root, Settings(), list_lost=False)
+        outcome = view.outcome
     except Exception:  # noqa: BLE001 - info shows the rest; the end stays unknown (null), never a traceback
+        return written, None
+    if outcome is None:  # a view opened without the simulation: the recovered end is not known
         return written, None
     return outcome.written_end, outcome.recovered_end if outcome.loadable else None
 
 
-def consume_queue_info(root: pathlib.Path, commit_log_min: int | None, commit_log_max: int | None):
-    cqs = open_consume_queues(root, commit_log_max_offset=commit_log_max)
+def simulate_for_info(view: StoreView):
+    """The next start as info needs it: its ends, without listing the messages it loses."""
+    from rmqtool.recovery.outcome import Settings, simulate  # numpy: not at the CLI's start
+
+    return simulate(view.root, Settings(), list_lost=False)
+
+
+def consume_queue_info(view: StoreView, commit_log_min: int | None, commit_log_max: int | None):
+    cqs = view.consume_queues(commit_log_max)
     rows = []
     for q in cqs.queues:
         low = q.min_offset(commit_log_min or 0)
@@ -121,8 +119,8 @@ def consume_queue_info(root: pathlib.Path, commit_log_min: int | None, commit_lo
     return rows, cqs.all_findings()
 
 
-def index_info(root: pathlib.Path):
-    listing = list_index_files(root)
+def index_info(view: StoreView):
+    listing = view.index_files
     rows = []
     files = listing.open_all()
     try:
@@ -143,8 +141,8 @@ def index_info(root: pathlib.Path):
     return rows, list(listing.findings)
 
 
-def checkpoint_info(root: pathlib.Path):
-    path = StorePaths(root).checkpoint
+def checkpoint_info(view: StoreView):
+    path = view.paths.checkpoint
     if not path.exists():
         return None, []
     try:
@@ -202,28 +200,34 @@ def config_info(root: pathlib.Path):
     return rows, findings
 
 
-def store_info(path: str | os.PathLike) -> tuple[dict, list[Finding]]:
-    """Everything ``rmqtool info`` shows, as one JSON-ready document (findings included as
-    JSON), and the findings themselves."""
+def open_for_info(path: str | os.PathLike) -> StoreView:
+    """The view ``rmqtool info`` reads: a store root (a file is named with the command that reads it)."""
     given = detect.require_path(path)
     if given.is_file():  # name the command that reads it
         raise wrong_kind(given, detect.kind_of_file(given), "a store directory")
-    root = detect.require_store(given)
-    live = live_store(root)  # first: its end is the snapshot the rest is read up to
+    return StoreView(detect.require_store(given), simulate=simulate_for_info)
+
+
+def store_info(store: str | os.PathLike | StoreView) -> tuple[dict, list[Finding]]:
+    """Everything ``rmqtool info`` shows, as one JSON-ready document (findings included as
+    JSON), and the findings themselves."""
+    view = store if isinstance(store, StoreView) else open_for_info(store)
+    root = view.root
+    live = view.live  # first: its end is the snapshot the rest is read up to
     findings = []
-    commitlog, f = commitlog_info(root, live)
+    commitlog, f = commitlog_info(view)
     findings += f
-    queues, f = consume_queue_info(root, commitlog["min_commit_log_offset"], commitlog["max_commit_log_offset"])
+    queues, f = consume_queue_info(view, commitlog["min_commit_log_offset"], commitlog["max_commit_log_offset"])
     findings += f
-    index, f = index_info(root)
+    index, f = index_info(view)
     findings += f
-    checkpoint, f = checkpoint_info(root)
+    checkpoint, f = checkpoint_info(view)
     findings += f
     config, f = config_info(root)
     findings += f
-    markers = read_markers(root)
+    markers = view.markers
     findings += list(markers.findings)
-    holder = live.pid if live is not None else is_locked(StorePaths(root).lock)
+    holder = live.pid if live is not None else view.lock_holder
     if live is not None:
         findings = live.settled(findings)
     return {

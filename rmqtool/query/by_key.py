@@ -39,11 +39,11 @@ from rmqtool.formats import properties as props
 from rmqtool.formats.indexfile import build_key, index_key_hash, java_string_hash, slot_of
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.query.explain import Notes, Trace, trace_or_none
-from rmqtool.store import detect
 from rmqtool.store.config import read_config_file
 from rmqtool.store.indexfile import IndexFile, list_index_files
 from rmqtool.store.message import Message
 from rmqtool.store.paths import StorePaths
+from rmqtool.store.view import StoreView, as_view
 
 LONG_MAX = 2**63 - 1
 DEFAULT_MAX_NUM = 64  # MessageStoreConfig.maxMsgsNumBatch, the broker's cap on maxNum
@@ -302,7 +302,7 @@ def _check_arguments(key: str, max_num: int, begin: int, end: int) -> None:
         raise UsageError(f"the time window is empty: begin {begin} is after end {end}")
 
 
-def query_by_key(store: str | os.PathLike, key: str, *, topic: str | None = None, begin: int = 0,
+def query_by_key(store: str | os.PathLike | StoreView, key: str, *, topic: str | None = None, begin: int = 0,
                  end: int = LONG_MAX, max_num: int = DEFAULT_MAX_NUM, uniq_key: bool = False,
                  use_index: bool = True, index_only: bool = False, commit_log_end: int | None = None,
                  trace: Trace | None = None) -> KeyQueryResult:
@@ -315,14 +315,15 @@ def query_by_key(store: str | os.PathLike, key: str, *, topic: str | None = None
     as a broker does after a recovery truncated it (the bytes after stay on disk)."""
     _check_arguments(key, max_num, begin, end)
     trace = trace_or_none(trace)
-    root = detect.require_store(store)
+    view = as_view(store)
+    root = view.root
     notes = Notes()
     topics = [topic] if topic is not None else store_topics(root)
     if trace.enabled:
         trace(f"query {'UNIQ_KEY' if uniq_key else 'key'} {key!r} in "
               f"{'topic ' + repr(topic) if topic is not None else f'{len(topics)} topic(s)'}; "
               f"time [{begin}, {end}], max {max_num}")
-    with CommitLogReader.of_store(root) as reader:
+    with CommitLogReader(view.commit_log) as reader:
         states = open_index(root, notes, trace) if use_index else []
         try:
             if not use_index:

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import pathlib
 
 from rmqtool.errors import CorruptData, NothingFound
 from rmqtool.query.explain import Notes, Trace, trace_or_none
-from rmqtool.store import detect
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue
 from rmqtool.store.message import Message
 from rmqtool.store.msgid import decode_message_id
 from rmqtool.store.paths import StorePaths
+from rmqtool.store.view import StoreView, as_view
 
 @dataclasses.dataclass
 class OffsetLookup:
@@ -33,15 +32,11 @@ class OffsetLookup:
     notes: Notes
 
 
-def _store_root(store: str | os.PathLike) -> pathlib.Path:
-    return detect.require_store(store)
-
-
-def message_at_offset(store: str | os.PathLike, commit_log_offset: int, *,
+def message_at_offset(store: str | os.PathLike | StoreView, commit_log_offset: int, *,
                       trace: Trace | None = None) -> OffsetLookup:
     """lookMessageByOffset: the message whose record starts at a commit log offset."""
     trace = trace_or_none(trace)
-    with CommitLogReader.of_store(_store_root(store)) as reader:
+    with CommitLogReader(as_view(store).commit_log) as reader:
         return OffsetLookup([_read_traced(reader, commit_log_offset, trace)], Notes())
 
 
@@ -62,14 +57,14 @@ def _read_traced(reader: CommitLogReader, offset: int, trace: Trace) -> Message:
     return message
 
 
-def message_by_msg_id(store: str | os.PathLike, msg_id: str, *, trace: Trace | None = None) -> OffsetLookup:
+def message_by_msg_id(store: str | os.PathLike | StoreView, msg_id: str, *, trace: Trace | None = None) -> OffsetLookup:
     """The offset msgId: decode store host and commit log offset, read the record there,
     and keep it only if its own store host and offset give back the same msgId."""
     trace = trace_or_none(trace)
     decoded = decode_message_id(msg_id)
     if trace.enabled:
         trace(f"msgId {msg_id}: store host {decoded.store_host}, commit log offset {decoded.commit_log_offset}")
-    with CommitLogReader.of_store(_store_root(store)) as reader:
+    with CommitLogReader(as_view(store).commit_log) as reader:
         message = _read_traced(reader, decoded.commit_log_offset, trace)
     if message.msg_id.upper() != msg_id.strip().upper():
         reason = (f"the record at offset {decoded.commit_log_offset} was stored by {message.store_host}, "
@@ -94,17 +89,18 @@ def open_queue(store: str | os.PathLike, topic: str, queue_id: int) -> ConsumeQu
     return None
 
 
-def message_by_queue_offset(store: str | os.PathLike, topic: str, queue_id: int, queue_offset: int, *,
+def message_by_queue_offset(store: str | os.PathLike | StoreView, topic: str, queue_id: int, queue_offset: int, *,
                             trace: Trace | None = None) -> OffsetLookup:
     """The message at a queue offset: the consume queue unit names its commit log offset."""
     trace = trace_or_none(trace)
-    root = _store_root(store)
+    view = as_view(store)
+    root = view.root
     notes = Notes()
     queue = open_queue(root, topic, queue_id)
     if queue is None:
         raise NothingFound(f"no consume queue for topic {topic!r} queue {queue_id}",
                            StorePaths(root).consumequeue / topic / str(queue_id))
-    with CommitLogReader.of_store(root) as reader:
+    with CommitLogReader(view.commit_log) as reader:
         low, high = queue.min_offset(reader.min_offset), queue.max_offset
         if trace.enabled:
             kind = "batch consume queue" if queue.is_batch else "consume queue"

@@ -32,9 +32,9 @@ from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqtool.query.by_offset import open_queue
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.query.explain import Notes, Trace, trace_or_none
-from rmqtool.store import detect
 from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue
 from rmqtool.store.segments import Segment
+from rmqtool.store.view import StoreView, as_view
 
 
 @dataclasses.dataclass
@@ -106,17 +106,18 @@ class _QueueTimes:
         return ts, why, unit
 
 
-def offset_by_time(store: str | os.PathLike, topic: str, queue_id: int, timestamp: int, *,
+def offset_by_time(store: str | os.PathLike | StoreView, topic: str, queue_id: int, timestamp: int, *,
                    exact: bool = False, trace: Trace | None = None) -> TimeLookup:
     """The queue offset of topic/queue_id for a store timestamp (see the module doc)."""
     trace = trace_or_none(trace)
-    root = detect.require_store(store)
+    view = as_view(store)
+    root = view.root
     notes = Notes()
     queue = open_queue(root, topic, queue_id)
     if queue is None:
         notes.add(f"no consume queue for topic {topic!r} queue {queue_id}; the broker answers 0", trace)
         return TimeLookup(topic, queue_id, timestamp, 0, None, False, exact, notes)
-    with CommitLogReader.of_store(root) as reader:
+    with CommitLogReader(view.commit_log) as reader:
         if isinstance(queue, BatchConsumeQueue):
             return _batch_lookup(queue, timestamp, exact, notes, trace)
         times = _QueueTimes(queue, reader, trace)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import mmap
 import os
+from typing import Callable
 
 from rmqtool.dispatch.dispatcher import DispatchRequest, RecordUnreadable, check_message
 from rmqtool.dispatch.rules import DelayLevels
@@ -64,7 +65,8 @@ class WalkEnd:
 
 
 def normal_start(segments: list[Segment], semantics: str, max_phy_offset_of_consume_queue: int) -> int:
-    """recoverNormally's first file."""
+    """CommitLog.recoverNormally's first file: the third-last at 4.9.8; at 5.3.3 the last one
+    starting at or before the consume queues' max physic offset."""
     if semantics == V4:
         return max(len(segments) - 3, 0)
     index = len(segments) - 1
@@ -88,11 +90,19 @@ def first_store_timestamp(seg: Segment, magic_codes: tuple) -> int | None:
     return header.unpack_from(head)[_STORE_TIMESTAMP]
 
 
-def abnormal_start(segments: list[Segment], semantics: str, min_timestamp: int) -> int:
-    """recoverAbnormally's first file: -1 when no file matches (the walk then starts at 0)."""
+def abnormal_start(segments: list[Segment], semantics: str, min_timestamp: int, *,
+                   first_timestamp: Callable[[int], int | None] | None = None) -> int:
+    """CommitLog.recoverAbnormally's first file: the last one whose first message was stored
+    at or before the checkpoint's min timestamp (isMappedFileMatchedRecover; a stamp of 0
+    never matches); -1 when no file matches (the walk then starts at the first file).
+
+    ``first_timestamp(index)``: the store time of the message file ``index`` starts with
+    (None: it starts with none), when the caller has read it already (verify's scan); by
+    default each file's head is read, with ``semantics``' magic codes."""
     magic = WalkOptions(semantics).magic_codes
     for index in range(len(segments) - 1, -1, -1):
-        stamp = first_store_timestamp(segments[index], magic)
+        stamp = (first_store_timestamp(segments[index], magic) if first_timestamp is None
+                 else first_timestamp(index))
         if stamp is not None and stamp != 0 and stamp <= min_timestamp:
             return index
     return -1
@@ -151,8 +161,11 @@ class MappedSegment:
 
 def walk(segments: list[Segment], start_index: int, options: WalkOptions, delay_levels: DelayLevels,
          on_record=None) -> WalkEnd:
-    """The recovery walk from ``segments[start_index]``; ``on_record(request)`` is called for
-    each record accepted (what the broker dispatches during the walk)."""
+    """The recovery walk from ``segments[start_index]`` (CommitLog.recoverNormally /
+    recoverAbnormally): its ``WalkEnd.end`` is the **recovered end**, the walk's processOffset,
+    where the broker's next start ends the log (``Outcome.recovered_end`` holds it).
+    ``on_record(request)`` is called for each record accepted (what the broker dispatches
+    during the walk)."""
     if not segments:
         return WalkEnd(0, 0, 0, 0, "no commit log file", None, 0)
     index = start_index

@@ -29,26 +29,25 @@ a start that changes nothing (no finding, dispatch writing nothing) is an empty 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import os
 import pathlib
 
-from rmqtool.errors import FormatError, StoreNotFound
+from rmqtool.errors import StoreNotFound
 from rmqtool.findings import (ABORT_FILE_PRESENT, CONSUME_QUEUE_BEYOND_COMMIT_LOG,
                               CONSUME_QUEUE_FILE_AFTER_END, INDEX_FILE_NEWER_THAN_CHECKPOINT, RECORD_TORN,
                               RECOVERY_CUTS_COMMIT_LOG, SEGMENT_AFTER_END, SEGMENT_GAP, SEGMENT_OVERLAP,
                               SEGMENT_SIZE_ODD, STORE_NOT_LOADABLE, TRAILING_GARBAGE, Finding)
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODES
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
-from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.recovery.outcome import Outcome, Settings, simulate
 from rmqtool.store.commitlog import scan_segment
 from rmqtool.store.commitlog_end import CommitLogEnd, all_zero_from, first_bytes, last_nonzero_from
 from rmqtool.recovery.commitlog_walk import V5
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, batch_unit_before, find_queue_end, queue_directories
-from rmqtool.store.message import HEADER_FIELDS, HEADERS, PREFIX, Message
+from rmqtool.store.message import HEADER_FIELDS, PREFIX, Message
 from rmqtool.store.paths import StorePaths
 from rmqtool.store.segments import Segment, discover
+from rmqtool.store.view import StoreView
 
 ZERO = "zero"  # write zeros over [start, end) of the file
 DELETE = "delete"  # delete the file ([start, end) is the whole of it)
@@ -56,8 +55,6 @@ DELETE = "delete"  # delete the file ([start, end) is the whole of it)
 # Segment findings that leave no end to plan from: the broker's load refuses such a store too.
 UNPLANNABLE = (SEGMENT_SIZE_ODD, SEGMENT_GAP, SEGMENT_OVERLAP)
 _MAGIC_CODE = HEADER_FIELDS.index("magic_code")
-_SYS_FLAG = HEADER_FIELDS.index("sys_flag")
-_STORE_TIMESTAMP = HEADER_FIELDS.index("store_timestamp")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -187,7 +184,7 @@ class RecoveryPlan:
                 "files_deleted_count": self.files_deleted} | out
 
 
-def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | None = None,
+def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size: int | None = None,
                   consume_queue_file_size: int | None = None, settings: Settings = Settings(),
                   keep_index: bool = False, missing_file_ok: bool = False) -> RecoveryPlan:
     """The plan for a store, from the broker's recovery simulated (``outcome.simulate``).
@@ -195,15 +192,21 @@ def plan_recovery(store_root: str | os.PathLike, *, commit_log_file_size: int | 
     size, an overlap, an entry that is not the broker's) gives a plan that says so
     (``loadable`` false, a ``refusal``), never an exception. A missing middle commit log
     file makes a refusal too (the store is rewritten only with ``missing_file_ok``: into a
-    new directory, or in place when forced), though the broker loads such a store."""
-    paths = StorePaths(store_root)
-    if not paths.root.is_dir():
-        raise StoreNotFound("no such directory", paths.root)
+    new directory, or in place when forced), though the broker loads such a store.
+    ``store``: the view the command opened (or a store root, checked here)."""
+    if isinstance(store, StoreView):
+        view = store
+    else:
+        if not pathlib.Path(store).is_dir():
+            raise StoreNotFound("no such directory", store)
+        view = StoreView(store)
+    paths = view.paths
     findings: list[Finding] = []
     actions: list[Action] = []
     abnormal = paths.abort.exists()
 
-    queue = discover(paths.commitlog, required=False, mapped_file_size=commit_log_file_size)
+    queue = discover(paths.commitlog, required=False, mapped_file_size=commit_log_file_size) \
+        if commit_log_file_size or not view.has_commit_log else view.commit_log.queue
     odd = [f for f in queue.findings if f.id in UNPLANNABLE and f.id != SEGMENT_GAP]
     gaps = [f for f in queue.findings if f.id == SEGMENT_GAP]
     outcome = simulate(paths.root, settings, commit_log_file_size, consume_queue_file_size)
@@ -442,43 +445,3 @@ def _nonzero_extent(path: pathlib.Path, position: int) -> tuple[int, int] | None
     if first is None:
         return None
     return first, last_nonzero_from(path, first)
-
-
-def _checkpoint_min_timestamp(paths: StorePaths) -> tuple[int, str]:
-    """StoreCheckpoint.getMinTimestamp, 0 (every segment is newer) when there is none to read."""
-    try:
-        return read_checkpoint(paths.checkpoint).min_timestamp, "from the checkpoint"
-    except StoreNotFound:
-        return 0, "no checkpoint file"
-    except FormatError:
-        return 0, "the checkpoint cannot be read"
-
-
-def recovery_start(segments: list[Segment], min_timestamp: int) -> int:
-    """recoverAbnormally's start: the last segment whose first message was stored at or
-    before ``min_timestamp`` (isMappedFileMatchedRecover), else the first segment."""
-    matched = _recovery_start_segment(segments, min_timestamp)
-    if matched is not None:
-        return matched.base_offset
-    return segments[0].base_offset if segments else 0
-
-
-def _recovery_start_segment(segments: list[Segment], min_timestamp: int) -> Segment | None:
-    for seg in reversed(segments):
-        head = first_bytes(seg.path, HEADERS[-1].size)
-        if len(head) < PREFIX.size:
-            continue
-        prefix = PREFIX.unpack_from(head)
-        if prefix[_MAGIC_CODE] not in MESSAGE_MAGIC_CODES:
-            continue
-        header = HEADERS[(prefix[_SYS_FLAG] >> 4) & 3]  # as HEADERS is indexed: the born and store host IPv6 bits
-        if len(head) < header.size:
-            continue
-        stamp = header.unpack_from(head)[_STORE_TIMESTAMP]
-        if stamp != 0 and stamp <= min_timestamp:
-            return seg
-    return None
-
-
-def _iso(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).isoformat(timespec="milliseconds")

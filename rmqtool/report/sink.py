@@ -248,6 +248,19 @@ class Sink:
         return False
 
 
+def summary_table(rows) -> None:
+    """verify --summary: (finding, severity, count) rows as a table on stderr (stdout holds the findings)."""
+    table = Sink("table", sys.stderr, title="verify summary", columns=("finding", "severity", "count"))
+    for finding_id, level, count in rows:
+        table.row({"finding": finding_id, "severity": level, "count": count})
+    table.close()
+
+
+def write_line(text: str, stream: TextIO | None = None) -> None:
+    """One line of a command's own text output (a version, a path) on stdout."""
+    (stream if stream is not None else sys.stdout).write(text + "\n")
+
+
 def warn(text: str) -> None:
     """A line for people on stderr (never stdout); control characters escaped."""
     sys.stderr.write(terminal_safe(text.rstrip("\n")) + "\n")

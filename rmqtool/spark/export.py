@@ -143,7 +143,7 @@ def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
         end = log.max_offset() if log is not None else None
         low = log.segments[0].base_offset if log is not None and log.segments else 0
         return _export_queues(paths.root, spec, out, low, end, None)
-    from rmqtool.store.commitlog_end import find_commit_log_end
+    from rmqtool.store.commitlog_end import last_file_end
     from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, COMMITLOG_DIR, CONSUMEQUEUE_DIR, is_segment_name
     from rmqtool.store.segments import Segment
 
@@ -159,7 +159,7 @@ def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
         if last >= 0:  # where the log ends: its last written segment, staged whole
             tail = root / COMMITLOG_DIR / files[last].name
             remote.stage(files[last], tail)
-            end = find_commit_log_end([Segment(tail, int(files[last].name), files[last].size)]).end
+            end = last_file_end([Segment(tail, int(files[last].name), files[last].size)]).end
         return _export_queues(root, spec, out, low, end, lambda path: remote.local_name(root, path, spec.path))
 
 

@@ -7,6 +7,7 @@ own logging is kept to errors so that stderr carries rmqtool's progress and find
 """
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -29,8 +30,8 @@ _DEFAULTS = {
 
 def require_pyspark():
     try:
-        import pyspark  # noqa: F401
-        import pyarrow  # noqa: F401
+        for module in ("pyspark", "pyarrow"):  # present and importable, not used here
+            importlib.import_module(module)
     except ImportError as exc:
         raise ExtraMissing(f"the spark commands need {exc.name}: {SPARK_EXTRA}") from None
 

@@ -67,13 +67,17 @@ def store_specs(stores: list[str], stores_from: str | os.PathLike | None = None)
     return list({s.name: s for s in specs}.values())
 
 
-def require_stores(specs: list[StoreSpec]) -> None:
+def require_stores(specs: list[StoreSpec]) -> dict:
     """Every store there (before a Spark session is started for them): a missing path exit 8, a
-    file or a directory holding no store exit 4, as in every command."""
+    file or a directory holding no store (or a family rmqtool does not read yet) exit 4, as in
+    every command. Returns {name: StoreView} of the local stores, each opened once (a store
+    behind a URI is checked where it lies and opened by the tasks that stage it)."""
     from rmqtool.spark import remote
-    from rmqtool.store.detect import require_store
+    from rmqtool.store.view import open_store
+    views = {}
     for spec in specs:
         if remote.is_uri(spec.path):
             remote.require_store(spec.path)
         else:
-            require_store(spec.path)
+            views[spec.name] = open_store(spec.path)
+    return views

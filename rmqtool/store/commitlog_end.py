@@ -9,12 +9,13 @@ Every reader and the engine take these answers from here, so they agree:
 * :func:`segment_ranges`: the segments a scan of [from_offset, to_offset) reads, with the
   byte range of each and whether it may end without a blank record (the last written one
   and those after it).
-* :func:`find_commit_log_end`: the broker's recovery of the last file. The last written
-  segment is read record by record with the one scanner; the end is after its last good
-  record, or the next segment's start when it ends with a blank record. The walk keeps the
-  last message (the store host of an existing store comes from it) and what stopped it.
 * :func:`written_end`: the **written end**, one past the last record written (damage
-  skipped by resync). The other end an operator needs, the **recovered end** (where the
+  skipped by resync).
+* :func:`last_file_end`: where the last written file's good records end, read from its
+  start and stopped by the first record that fails (recoverNormally's walk over that one
+  file): the append position (MappedFile.wrotePosition) the engine continues from and a
+  live store is read up to, and the store host of its last message. It is the written end
+  when the last file holds no damage, and the recovered end of a cleanly shut-down store. The other end an operator needs, the **recovered end** (where the
   broker's next start ends the log, its getMaxPhyOffset afterwards), depends on the start
   file, the checkpoint and the broker version: ``recovery/outcome.py`` simulates it
   (``Outcome.recovered_end``); the two differ when damage lies before the written end.
@@ -166,9 +167,10 @@ def written_end(segments: list[Segment], mapped_file_size: int | None = None, *,
     return segment_end(tail.base_offset, end, full, mapped_file_size or tail.size)
 
 
-def find_commit_log_end(segments: list[Segment], mapped_file_size: int | None = None, *,
+def last_file_end(segments: list[Segment], mapped_file_size: int | None = None, *,
                         check_crc: bool = False, resume_at: int | None = None) -> CommitLogEnd:
-    """The commit log's write position, as the broker's recovery of the last file finds it.
+    """Where the last written file's good records end: the append position, as the broker's
+    recovery walk (CommitLog.recoverNormally) over that one file finds it.
 
     The last written segment is read record by record with the one scanner (its lengths
     checked as checkMessageAndReturnSize does; with ``check_crc`` also each body CRC, as
@@ -227,6 +229,13 @@ class CommitLog:
     def __init__(self, directory: str | os.PathLike, mapped_file_size: int | None = None):
         self.queue: SegmentQueue = discover(directory, mapped_file_size=mapped_file_size)
 
+    @classmethod
+    def of_queue(cls, queue: SegmentQueue) -> "CommitLog":
+        """The commit log of a directory listed already (not listed again)."""
+        log = cls.__new__(cls)
+        log.queue = queue
+        return log
+
     @property
     def directory(self) -> pathlib.Path:
         return self.queue.directory
@@ -263,5 +272,6 @@ class CommitLog:
             for r in segment_ranges(self.segments, from_offset, to_offset))
 
     def max_offset(self) -> int | None:
-        """getMaxPhyOffset: where the written commit log ends (find_commit_log_end); None without segments."""
-        return find_commit_log_end(self.segments, self.mapped_file_size).end if self.segments else None
+        """getMaxPhyOffset of a store the broker could append to: the append position
+        (:func:`last_file_end`); None without segments."""
+        return last_file_end(self.segments, self.mapped_file_size).end if self.segments else None

@@ -23,7 +23,9 @@ _STORE_TIMESTAMP_READ = PREFIX.size + max(h.size for h in HOSTS)
 
 
 class CommitLogReader:
-    """Random access to the records of a commit log, by offset. Read-only."""
+    """Random access to the records of a commit log, by offset (the one reader of the bytes at
+    a commit log offset: CommitLog.getMessage / getData over MappedFile.selectMappedBuffer).
+    Read-only."""
 
     def __init__(self, commit_log: CommitLog):
         self.commit_log = commit_log
@@ -60,6 +62,7 @@ class CommitLogReader:
         return fd
 
     def pread(self, seg: Segment, position: int, length: int) -> bytes:
+        """Up to ``length`` bytes of a segment from ``position``: every read of this reader."""
         try:
             return os.pread(self._fd(seg), length, position)
         except OSError as exc:
@@ -72,6 +75,17 @@ class CommitLogReader:
             raise NothingFound("no commit log file holds this offset (past the end, or deleted)",
                                self.commit_log.directory, offset)
         return seg, offset - seg.base_offset
+
+    def get_data(self, offset: int, length: int, end: int | None = None) -> bytes:
+        """CommitLog.getData / MappedFile.selectMappedBuffer(pos): up to ``length`` bytes
+        from a commit log offset, not past its file nor ``end`` (what may be read, the
+        reput's max offset); b"" when no file holds the offset."""
+        seg = self.commit_log.queue.find(offset) if offset >= 0 else None
+        if seg is None:
+            return b""
+        position = offset - seg.base_offset
+        length = min(length, seg.size - position, length if end is None else end - offset)
+        return self.pread(seg, position, length) if length > 0 else b""
 
     def read(self, offset: int, *, check_crc: bool = True) -> Message:
         """The message whose record starts at ``offset``.

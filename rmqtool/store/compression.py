@@ -13,8 +13,6 @@ from rmqtool.formats import sysflag
 
 ZLIB, LZ4, ZSTD = "zlib", "lz4", "zstd"
 _BY_TYPE = {0: ZLIB, 1: LZ4, 2: ZSTD, 3: ZLIB}
-_TYPE_BITS = {LZ4: sysflag.COMPRESSION_LZ4_TYPE, ZSTD: sysflag.COMPRESSION_ZSTD_TYPE,
-              ZLIB: sysflag.COMPRESSION_ZLIB_TYPE}
 
 
 def is_compressed(sys_flag: int) -> bool:
@@ -26,11 +24,6 @@ def codec_of(sys_flag: int) -> str | None:
     if not is_compressed(sys_flag):
         return None
     return _BY_TYPE.get(sysflag.compression_type(sys_flag), ZLIB)
-
-
-def sys_flag_bits(codec: str) -> int:
-    """COMPRESSED plus the type bits a 5.x client sets for the codec."""
-    return sysflag.COMPRESSED_FLAG | _TYPE_BITS[codec]
 
 
 def _missing(package: str) -> CodecMissing:

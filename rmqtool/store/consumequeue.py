@@ -119,9 +119,6 @@ class BatchConsumeQueueUnit:
         return False  # the batch queue has no fill units
 
 
-Unit = Union[ConsumeQueueUnit, BatchConsumeQueueUnit]
-
-
 # Queue files are read a window of units at a time, so memory stays bounded whatever size
 # a damaged or sparse file claims; zero checks read in bytes, skipping the file's holes.
 WINDOW_UNITS = 4096

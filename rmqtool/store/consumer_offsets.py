@@ -36,15 +36,14 @@ from rmqtool.errors import FormatError
 from rmqtool.findings import (CONSUMER_OFFSET_ABOVE_MAX, CONSUMER_OFFSET_BELOW_MIN,
                               CONSUMER_OFFSET_FOR_MISSING_QUEUE, Finding, finding)
 from rmqtool.formats import config as config_format
-from rmqtool.store import detect
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.config import ConfigFile, known_topics, read_config_file
-from rmqtool.store.consumequeue import AnyConsumeQueue, BatchConsumeQueueUnit, open_consume_queues
-from rmqtool.store.paths import CONFIG_DIR, StorePaths
+from rmqtool.store.consumequeue import AnyConsumeQueue, BatchConsumeQueueUnit
+from rmqtool.store.paths import CONFIG_DIR
+from rmqtool.store.view import StoreView, as_view
 
 CONSUMER_OFFSET_FILE = "consumerOffset.json"
-TOPICS_FILE = "topics.json"
 
 # GetMessageStatus names, as the broker logs them
 NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
@@ -190,11 +189,12 @@ def committed_queues(config_dir) -> set[tuple[str, int]]:
             if offset > 0 and (topics is None or topic in topics)}
 
 
-def consumer_offsets(store: str | os.PathLike, group: str | None = None,
+def consumer_offsets(store: str | os.PathLike | StoreView, group: str | None = None,
                      topic: str | None = None) -> ConsumerOffsets:
     """Every committed offset of ``config/consumerOffset.json`` (or the .bak the broker would
     load), optionally one group's or one topic's, against the store's consume queues."""
-    root = detect.require_store(store)
+    view = as_view(store)
+    root = view.root
     config_dir = root / CONFIG_DIR
     findings: list[Finding] = []
     try:
@@ -211,9 +211,8 @@ def consumer_offsets(store: str | os.PathLike, group: str | None = None,
         return ConsumerOffsets([], findings, config)
 
     # Without commitlog/ (a partial copy) the queues give their own ranges, uncut; no store timestamps.
-    commit_log_dir = StorePaths(root).commitlog
-    commit_log = CommitLog(commit_log_dir) if commit_log_dir.is_dir() else None
-    queues = open_consume_queues(root, commit_log_max_offset=commit_log.max_offset() if commit_log else None)
+    commit_log = view.commit_log if view.has_commit_log else None
+    queues = view.consume_queues(view.commit_log_end.end if commit_log is not None and view.segments else None)
     topics = known_topics(config_dir)
     rows = []
     with _Timestamps(commit_log) as timestamps:

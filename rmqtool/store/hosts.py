@@ -2,11 +2,8 @@
 from __future__ import annotations
 
 import ipaddress
-import struct
 
 from rmqtool.errors import UsageError
-
-_PORT = struct.Struct(">i")
 
 
 def format_host(ip: bytes, port: int) -> str:

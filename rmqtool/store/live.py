@@ -14,7 +14,7 @@ import os
 import pathlib
 
 from rmqtool.findings import ABORT_FILE_PRESENT, CONSUME_QUEUE_BEYOND_COMMIT_LOG, Finding
-from rmqtool.store.commitlog_end import CommitLog, find_commit_log_end
+from rmqtool.store.commitlog_end import CommitLog, last_file_end
 from rmqtool.store.detect import is_store_dir
 from rmqtool.store.lock import is_locked
 from rmqtool.store.paths import COMMITLOG_DIR, StorePaths, is_segment_name
@@ -83,5 +83,5 @@ def live_store(path: str | os.PathLike) -> LiveStore | None:
     if pid is None:
         return None
     log = CommitLog(paths.commitlog) if paths.commitlog.is_dir() else None
-    end = find_commit_log_end(log.segments, log.mapped_file_size).end if log and log.segments else 0
+    end = last_file_end(log.segments, log.mapped_file_size).end if log and log.segments else 0
     return LiveStore(root, pid, end)

@@ -30,7 +30,7 @@ from rmqtool.formats.commitlog import (MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH, 
 from rmqtool.formats.crc import (CRC32_DIGITS, CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN, crc32_from_digits,
                                  stored_record_crc)
 from rmqtool.formats.derive import field_names, struct_format, struct_of
-from rmqtool.formats.properties import bytes_to_properties, well_formed_properties
+from rmqtool.formats.properties import bytes_to_properties
 from rmqtool.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, transaction_type
 from rmqtool.store import compression
 from rmqtool.store import crc as crc_module
@@ -167,12 +167,7 @@ class Message:
     def properties(self) -> dict:
         p = self._properties
         if p is None:
-            raw = self.properties_raw
-            try:
-                p = well_formed_properties(raw)
-                self._properties_utf8_ok = True
-            except ValueError:  # UnicodeDecodeError too
-                p, self._properties_utf8_ok = bytes_to_properties(raw)
+            p, self._properties_utf8_ok = bytes_to_properties(self.properties_raw)
             self._properties = p
         return p
 

@@ -33,7 +33,7 @@ from rmqtool.formats.commitlog import (MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH_V
                                        MESSAGE_MAGIC_CODE_V2, MIN_MESSAGE_LENGTH, STORE_TIMESTAMP_AT, MessageHosts,
                                        MessagePrefix)
 from rmqtool.formats.crc import CRC32_DIGITS, CRC32_RESERVED_LEN, JAVA_CRC_MASK
-from rmqtool.formats.indexfile import java_string_hash
+from rmqtool.formats.indexfile import index_hash_of, java_string_hash
 from rmqtool.formats.sysflag import INNER_BATCH_FLAG, TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
 from rmqtool.store import crc as crc_module
 from rmqtool.store.arrays import at_every_byte, dtype_of
@@ -170,12 +170,6 @@ def _split_keys(spaces: np.ndarray, rec: np.ndarray, start: np.ndarray, end: np.
     p_end = np.where(last, end[item], spaces[np.minimum(at, len(spaces) - 1)])
     keep = p_end > p_start
     return rec[item[keep]], p_start[keep], p_end[keep]
-
-
-def _index_hash(h: np.ndarray) -> np.ndarray:
-    """indexKeyHashMethod of String.hashCode values (uint32): abs, MIN_VALUE -> 0."""
-    signed = h.view(np.int32).astype(np.int64)
-    return np.where(signed == -(1 << 31), 0, np.abs(signed))
 
 
 def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topic_hashes: dict,
@@ -419,7 +413,7 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
                                for t in topics], np.uint32)
         p31 = _powers(31, int((v_end - v_start).max()) + 1)
         full_hash = topic_hash[topic_idx[key_rec]] * p31[v_end - v_start] + value_hash
-        key_hash = _index_hash(full_hash)
+        key_hash = index_hash_of(full_hash)
         key_record = rows_of_plain[key_rec]
     else:
         key_hash = np.zeros(0, np.int64)

@@ -84,7 +84,7 @@ def list_dir(directory: str | os.PathLike) -> list[os.DirEntry]:
     """A directory's entries sorted by name; the OS refusing becomes a one-line StoreAccessError."""
     try:
         return sorted(os.scandir(directory), key=lambda e: e.name)
-    except PermissionError as exc:
+    except PermissionError:
         raise StoreAccessError("permission denied", directory) from None
     except OSError as exc:
         raise StoreAccessError(f"cannot list directory ({exc.strerror})", directory) from None

@@ -17,12 +17,10 @@ import numpy as np
 from rmqtool.errors import FormatError, StoreNotFound
 from rmqtool.findings import (CHECKPOINT_AHEAD_OF_DATA, CHECKPOINT_INVALID, CHECKPOINT_MISSING,
                               CHECKPOINT_WINDOW, CHECKPOINT_ZEROED, RECOVERY_START_FILE, Finding, finding)
+from rmqtool.recovery.commitlog_walk import V4, abnormal_start, normal_start
 from rmqtool.store.checkpoint import StoreCheckpoint, read_checkpoint, read_markers
 from rmqtool.store.paths import StorePaths
 from rmqtool.verify.commitlog import BandConsumer, CommitLogCheck
-
-NORMAL_RECOVERY_FILES = 3  # recoverNormally starts at mappedFiles.size() - 3
-
 
 def _checkpoint(root) -> tuple[StoreCheckpoint | None, list[Finding]]:
     path = StorePaths(root).checkpoint
@@ -67,14 +65,13 @@ class CheckpointWindows(BandConsumer):
 
 
 def recovery_start(log: CommitLogCheck, cp: StoreCheckpoint | None) -> tuple[int, str]:
-    """(segment index, why) where abnormal recovery starts: the last file whose first
-    record is a message stored at or before the checkpoint's minTimestamp (not 0)."""
+    """(segment index, why) where abnormal recovery starts (recovery/commitlog_walk.abnormal_start,
+    over the first store times the scan read)."""
     min_ts = cp.min_timestamp if cp is not None else 0
-    for n in range(len(log.segments) - 1, -1, -1):
-        first = log.first_store_timestamps.get(n)
-        if first and first <= min_ts:
-            return n, (f"its first message was stored at {first}, at or before the checkpoint's "
-                       f"minTimestamp {min_ts} (min(physicMsgTimestamp, logicsMsgTimestamp) - 3 s)")
+    n = abnormal_start(log.segments, V4, min_ts, first_timestamp=log.first_store_timestamps.get)
+    if n >= 0:
+        return n, (f"its first message was stored at {log.first_store_timestamps[n]}, at or before the "
+                   f"checkpoint's minTimestamp {min_ts} (min(physicMsgTimestamp, logicsMsgTimestamp) - 3 s)")
     return 0, f"no file's first message was stored at or before the checkpoint's minTimestamp {min_ts}"
 
 
@@ -116,7 +113,7 @@ def check_checkpoint(store_root: str | os.PathLike, log: CommitLogCheck,
                       f"re-checking every record's CRC and re-dispatching from there; anything after the first bad "
                       f"record is truncated", commit_log_offset=seg.base_offset)
     else:
-        normal = log.segments[max(len(log.segments) - NORMAL_RECOVERY_FILES, 0)]
+        normal = log.segments[normal_start(log.segments, V4, 0)]
         yield finding(RECOVERY_START_FILE, normal.path, 0,
                       f"clean shutdown: the next start recovers normally from {normal.name} (the third-last file); "
                       f"after a crash it would start from {seg.name} ({why})", commit_log_offset=normal.base_offset)

@@ -28,7 +28,7 @@ from rmqtool.findings import (COMMIT_LOG_END, INNER_BATCH_PROPERTY_INVALID, PROP
                               PROPERTY_CRC_UNREADABLE, QUEUE_OFFSET_GAP, QUEUE_OFFSET_REPEAT, STORE_TIMESTAMP_BACKWARDS, Finding, finding)
 from rmqtool.formats import properties as props
 from rmqtool.formats.crc import CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN
-from rmqtool.formats.indexfile import build_key
+from rmqtool.formats.indexfile import build_key, index_key_hashes
 from rmqtool.formats.sysflag import (INNER_BATCH_FLAG, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK,
                                      TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE)
 from rmqtool.store.commitlog import Blank, ColumnMode, findings_of
@@ -36,7 +36,6 @@ from rmqtool.store.record_columns import RecordColumns, topic_queue_codes, topic
 from rmqtool.store.commitlog_end import CommitLog, segment_end
 from rmqtool.store.message import Message
 from rmqtool.store.parallel import SegmentJob, iter_parallel, segment_jobs
-from rmqtool.verify.keyhash import index_key_hashes
 
 # crc column: whether a record carries a __CRC32# entry
 CRC_NONE, CRC_PRESENT, CRC_DAMAGED = 0, 1, 2

@@ -23,6 +23,7 @@ from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels
 from rmqtool.store.config import BAK, ConfigFile, read_config_dir
 from rmqtool.store.consumequeue import ConsumeQueues
 from rmqtool.store.consumer_offsets import consumer_offsets
+from rmqtool.store.view import StoreView
 
 
 def _bak_stale(c: ConfigFile) -> Finding | None:
@@ -51,8 +52,9 @@ def _int(value) -> int | None:
         return None
 
 
-def check_config(store_root: str | os.PathLike, queues: ConsumeQueues | None, commit_log_min: int = 0,
+def check_config(store: str | os.PathLike | StoreView, queues: ConsumeQueues | None, commit_log_min: int = 0,
                  delay_spec: str | None = None) -> Iterator[Finding]:
+    store_root = store.root if isinstance(store, StoreView) else store
     cd = read_config_dir(store_root)
     yield from cd.all_findings()
     for c in cd.files.values():
@@ -73,7 +75,7 @@ def check_config(store_root: str | os.PathLike, queues: ConsumeQueues | None, co
         return
     # committed offsets against the queues: the one reading rmqtool offsets shows (its config
     # findings were reported above, with the directory's)
-    progress = consumer_offsets(store_root)
+    progress = consumer_offsets(store)  # a view: its queues, when cut where these are, not opened again
     yield from (f for f in progress.findings if f.id in _OFFSET_FINDINGS)
     if topics is not None and progress.config is not None:
         for group, topic in sorted({(r.group, r.topic) for r in progress.rows if r.topic not in topics}):

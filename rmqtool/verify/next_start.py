@@ -29,15 +29,19 @@ from rmqtool.findings import (MESSAGE_UNREACHABLE, RECOVERY_CUTS_COMMIT_LOG, SEG
                               SEGMENT_NAME_INVALID, SEGMENT_OVERLAP, SEGMENT_SIZE_ODD, SEGMENT_UNREADABLE,
                               STORE_NOT_LOADABLE, Consequence, Finding, finding)
 from rmqtool.recovery.outcome import FILE_MISSING, LOG_CUT, Outcome, Settings, simulate
-from rmqtool.store.commitlog_end import CommitLog
-from rmqtool.store.paths import StorePaths
+from rmqtool.store.view import StoreView
 
 
 _LOAD = (SEGMENT_GAP, SEGMENT_SIZE_ODD, SEGMENT_OVERLAP, SEGMENT_NAME_INVALID, SEGMENT_EMPTY, SEGMENT_UNREADABLE)
 _CHANGES = (Consequence.DROPS_MESSAGES, Consequence.WONT_START)
 
 
-def worth_simulating_now(root: pathlib.Path, segment_findings: list, tail_checks: list) -> bool:
+def simulate_next_start(view: StoreView) -> Outcome:
+    """The simulation a view verify opens is handed (``StoreView.outcome`` runs it once)."""
+    return simulate(view.root, Settings())
+
+
+def worth_simulating_now(view: StoreView, segment_findings: list, tail_checks: list) -> bool:
     """Whether the next start may do more than keep every record, from what is known before
     the commit log's bands are checked: the abort file (abnormal recovery re-checks from the
     checkpoint's file and dispatches again), a segment finding (what the load refuses or
@@ -45,13 +49,12 @@ def worth_simulating_now(root: pathlib.Path, segment_findings: list, tail_checks
     after it (the end stays at the blank). Otherwise the simulation waits for a reason
     (damage met on the way, messages past a queue's end): a clean store's normal recovery
     walks its last three files, and on a store of 1 GiB files that is most of the store."""
-    if StorePaths(root).abort.exists() or any(f.id in _LOAD for f in segment_findings):
+    if view.has_abort or any(f.id in _LOAD for f in segment_findings):
         return True
     for c in tail_checks:
         if any(f.consequence in _CHANGES for f in c.findings):
             return True
-        if c.full and not any(seg.base_offset > c.base_offset
-                              for seg in CommitLog(StorePaths(root).commitlog).segments):
+        if c.full and not any(seg.base_offset > c.base_offset for seg in view.segments):
             return True
     return False
 
@@ -64,17 +67,22 @@ def changes_the_start(f: Finding) -> bool:
 @dataclasses.dataclass
 class NextStart:
     """The simulated next start, and what verify matched against it."""
-    root: pathlib.Path
+    view: StoreView
     outcome: Outcome | None
     error: str | None = None  # why the start could not be simulated
     cause: str | None = None  # the finding reported where the recovery walk stopped
 
     @classmethod
-    def of(cls, root: pathlib.Path) -> "NextStart":
+    def of(cls, view: StoreView) -> "NextStart":
+        """The view's simulated start (its ``outcome``, run once; the view hands in the simulation)."""
         try:
-            return cls(root, simulate(root, Settings()))
+            return cls(view, view.outcome)
         except Exception as exc:  # noqa: BLE001 - verify's own checks go on; the run says why this one did not
-            return cls(root, None, f"{type(exc).__name__}: {exc}")
+            return cls(view, None, f"{type(exc).__name__}: {exc}")
+
+    @property
+    def root(self) -> pathlib.Path:
+        return self.view.root
 
     def served(self, topic: str, queue_id: int, offsets) -> "np.ndarray | None":
         """Whether the queue serves each message after the start (None: not known)."""
@@ -140,7 +148,7 @@ class NextStart:
         missing = [m for m in self.outcome.lost_messages if m["reason"] == FILE_MISSING]
         if not missing:
             return []
-        segments = CommitLog(StorePaths(self.root).commitlog).segments
+        segments = self.view.segments
         found = []
         for a, b in zip(segments, segments[1:]):
             lo, hi = a.base_offset + a.size, b.base_offset

@@ -17,17 +17,14 @@ from typing import Callable, Iterable, Iterator
 
 from rmqtool.errors import NotAStore, StoreNotFound, UsageError
 from rmqtool.findings import REGISTRY, Finding, Severity
-from rmqtool.store.commitlog_end import CommitLog
-from rmqtool.store.consumequeue import open_consume_queues
-from rmqtool.store.live import live_store
-from rmqtool.store.paths import StorePaths
+from rmqtool.store.view import StoreView
 from rmqtool.verify import AREAS
 from rmqtool.verify.checkpoint import CheckpointWindows, check_checkpoint
 from rmqtool.verify.commitlog import CommitLogCheck
 from rmqtool.verify.config import check_config
 from rmqtool.verify.consumequeue import ConsumeQueueCheck
 from rmqtool.verify.index import IndexCheck
-from rmqtool.verify.next_start import NextStart, changes_the_start, worth_simulating_now
+from rmqtool.verify.next_start import NextStart, changes_the_start, simulate_next_start, worth_simulating_now
 
 IGNORE = "ignore"
 LEVELS = ("error", "warning", "info", IGNORE)
@@ -72,18 +69,12 @@ class Verify:
     """One verify run: iterate :meth:`findings`; then :attr:`counts`, :attr:`errors`,
     :attr:`stopped` (max_errors reached) and :attr:`exit_code` say how it went."""
 
-    def __init__(self, store: str | os.PathLike, options: VerifyOptions | None = None,
+    def __init__(self, store: str | os.PathLike | StoreView, options: VerifyOptions | None = None,
                  progress: Callable[[int], None] | None = None):
-        self.root = pathlib.Path(store)
-        if not self.root.exists():
-            raise StoreNotFound("no such directory", self.root)
-        if not self.root.is_dir():
-            raise NotAStore("not a store directory (verify takes the store root)", self.root)
-        paths = StorePaths(self.root)
-        if not (paths.commitlog.is_dir() or paths.consumequeue.is_dir() or paths.checkpoint.exists()):
-            raise NotAStore("not a store: no commitlog/, consumequeue/ or checkpoint", self.root)
+        self.view = store if isinstance(store, StoreView) else open_verifiable(store)
+        self.root = self.view.root
         self.options = options or VerifyOptions()
-        self.live = live_store(self.root)  # a running broker's store: its moving tail is not damage
+        self.live = self.view.live  # a running broker's store: its moving tail is not damage
         self.progress = progress
         self.counts: collections.Counter = collections.Counter()
         self.errors = 0
@@ -95,7 +86,7 @@ class Verify:
     def total_bytes(self) -> int:
         """What progress counts: the commit log, consume queue and index files read."""
         total = 0
-        paths = StorePaths(self.root)
+        paths = self.view.paths
         for directory in (paths.commitlog, paths.consumequeue, paths.batch_consumequeue, paths.index):
             if directory.is_dir():
                 for dirpath, _dirs, files in os.walk(directory):
@@ -109,7 +100,7 @@ class Verify:
     def _next_start(self) -> NextStart:
         """The broker's next start, simulated once (on first need)."""
         if self.next_start is None:
-            self.next_start = NextStart.of(self.root)
+            self.next_start = NextStart.of(self.view)
             if self._log is not None:
                 self._log.recovered_end = self.next_start.recovered_end
         return self.next_start
@@ -140,13 +131,13 @@ class Verify:
         def consumers() -> list:  # made once the commit log's end is known: the consume queues' load cut needs it
             if self.live is None:  # a running broker's store has no next start to predict yet
                 log.next_start = self._next_start  # asked for later when a queue's messages need it
-                if worth_simulating_now(self.root, log.commit_log.findings, log.prepared_checks()):
+                if worth_simulating_now(self.view, log.commit_log.findings, log.prepared_checks()):
                     self._next_start()
             if "checkpoint" in only:
                 parts["checkpoint"] = CheckpointWindows(self.root)
             if only & {"consumequeue", "config"}:  # the broker cuts them at the recovered end
                 cut = log.written_end if log.recovered_end is None else log.recovered_end
-                parts["queues"] = open_consume_queues(self.root, commit_log_max_offset=cut)
+                parts["queues"] = self.view.consume_queues(cut)
             if "consumequeue" in only:
                 parts["consumequeue"] = ConsumeQueueCheck(parts["queues"], log, on_bytes=self._advance)
             if "index" in only:
@@ -155,7 +146,7 @@ class Verify:
 
         try:
             if only & NEEDS_COMMIT_LOG:
-                log = self._log = CommitLogCheck(CommitLog(StorePaths(self.root).commitlog),
+                log = self._log = CommitLogCheck(self.view.commit_log,
                                                  workers=self.options.jobs, delay_spec=self.options.delay_spec,
                                                  on_segment=lambda c: self._advance(c.hi - c.lo))
                 for f in log.findings(consumers):
@@ -179,8 +170,8 @@ class Verify:
             if "index" in parts:
                 parts["index"].close()
         if "config" in only:
-            queues = parts["queues"] if "queues" in parts else open_consume_queues(self.root)
-            for f in check_config(self.root, queues, log.min_offset if log else 0, self.options.delay_spec):
+            queues = parts["queues"] if "queues" in parts else self.view.consume_queues()
+            for f in check_config(self.view, queues, log.min_offset if log else 0, self.options.delay_spec):
                 yield "config", f
 
     def findings(self) -> Iterator[Finding]:
@@ -209,7 +200,22 @@ class Verify:
             raw.close()  # stops the scan, and its worker processes, when the run ends early
 
 
-def verify_store(store: str | os.PathLike, options: VerifyOptions | None = None) -> list[Finding]:
+def open_verifiable(path: str | os.PathLike) -> StoreView:
+    """The view of a store verify can check: its root, holding a commit log, consume queues or
+    a checkpoint (a missing path exit 8, anything else exit 4)."""
+    root = pathlib.Path(path)
+    if not root.exists():
+        raise StoreNotFound("no such directory", root)
+    if not root.is_dir():
+        raise NotAStore("not a store directory (verify takes the store root)", root)
+    view = StoreView(root, simulate=simulate_next_start)  # a family not read yet: exit 4, said so
+    paths = view.paths
+    if not (paths.commitlog.is_dir() or paths.consumequeue.is_dir() or paths.checkpoint.exists()):
+        raise NotAStore("not a store: no commitlog/, consumequeue/ or checkpoint", root)
+    return view
+
+
+def verify_store(store: str | os.PathLike | StoreView, options: VerifyOptions | None = None) -> list[Finding]:
     """Every finding of a store, as a list (for scripts and tests)."""
     return list(Verify(store, options).findings())
 

@@ -1,0 +1,82 @@
+"""append as the command does it: the store opened for appending (recovered first when asked),
+messages handed to the engine a chunk at a time, one message from a producer's options."""
+from __future__ import annotations
+
+import pathlib
+import shlex
+from typing import Iterator
+
+from rmqtool.engine.encoder import MessageInner, producer_message
+from rmqtool.engine.store import Store
+from rmqtool.errors import RecoveryNeeded, UsageError
+from rmqtool.formats import properties as props
+
+CHUNK = 1000  # messages handed to the engine at once
+
+
+def open_for_append(store: pathlib.Path, recover: bool, note, **options) -> Store:
+    """The store, open for appending; a store that needs recovery is refused with the command
+    that recovers it (and, with ``recover``, recovered: where the backup went is said through
+    ``note``, a line for people on stderr)."""
+    try:
+        s = Store.open(store, writable=True, recover=recover, **options)
+    except RecoveryNeeded as exc:
+        plan = exc.plan
+        first = plan.findings[0]
+        more = f" (and {len(plan.findings) - 1} more)" if len(plan.findings) > 1 else ""
+        raise RecoveryNeeded(f"{first.id}: {first.message}{more}. The store needs recovery before anything is "
+                             f"appended (zeroing {plan.bytes_zeroed} bytes and deleting {plan.files_deleted} "
+                             f"files, each backed up beside the store first): run the same command with "
+                             f"--recover, e.g. rmqtool append {shlex.quote(str(store))} --recover --topic ...",
+                             exc.path, exc.offset, plan=plan) from None
+    if s.recovery is not None:
+        r = s.recovery
+        note(f"rmqtool: recovered: zeroed {r.bytes_zeroed} bytes, deleted {r.files_deleted} files; the backup "
+             f"is in {r.backup_dir} (rmqtool undo {shlex.quote(str(r.backup_dir))} puts it back)")
+    if s.prop_crc:
+        note(f"rmqtool: each record ends with a __CRC32# entry: {s.prop_crc_reason} (--prop-crc off leaves it out)")
+    return s
+
+
+def append_in_chunks(store: Store, source: Iterator[MessageInner], advance=None):
+    """Append ``source`` CHUNK messages at a time; yields each chunk's results (``advance``:
+    told how many went in, for a progress bar)."""
+    chunk = []
+    for msg in source:
+        chunk.append(msg)
+        if len(chunk) >= CHUNK:
+            yield store.append_many(chunk)
+            if advance:
+                advance(len(chunk))
+            chunk = []
+    if chunk:
+        yield store.append_many(chunk)
+        if advance:
+            advance(len(chunk))
+
+
+def one_message(topic, body, body_file, tags, keys, prop, queue, delay_level) -> MessageInner:
+    """A message with a producer's defaults: UNIQ_KEY, WAIT, CLUSTER, compression over 4 KB."""
+    if body_file is not None:
+        try:
+            payload = body_file.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read the body file ({exc.strerror})", body_file) from None
+    else:
+        payload = (body or "").encode("utf-8")
+    user = {}
+    for item in prop:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value.strip():
+            raise UsageError(f"--property takes name=value, not {item!r}")
+        if name in _SYSTEM_NAMES:
+            raise UsageError(f"--property {name} is a system property (use --tags, --keys, --delay-level)")
+        user[name] = value
+    return producer_message(topic, payload, tags=tags, keys=keys, user_properties=user, queue_id=queue,
+                            delay_level=delay_level)
+
+
+_SYSTEM_NAMES = {props.PROPERTY_KEYS, props.PROPERTY_TAGS, props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+                 props.PROPERTY_DELAY_TIME_LEVEL, props.PROPERTY_REAL_TOPIC, props.PROPERTY_REAL_QUEUE_ID,
+                 props.PROPERTY_TRANSACTION_PREPARED, props.PROPERTY_PRODUCER_GROUP,
+                 props.PROPERTY_WAIT_STORE_MSG_OK, props.PROPERTY_CLUSTER}

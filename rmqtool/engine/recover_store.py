@@ -1,0 +1,101 @@
+"""recover as the command does it: the plan, the sizes files are written with, and with
+``apply`` the broker's recovery carried out by the engine's writable open, in place or into
+a copy (``--to``: the store is left as it is)."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import shlex
+import shutil
+
+from rmqtool.errors import CorruptData, ExitCode, RepairUnfinished, UsageError
+
+
+@dataclasses.dataclass
+class RecoverRun:
+    """What recover did: ``doc`` (the plan's JSON, with sizes and what was applied) and why
+    it stops, if it does: ``refusal`` after the plan is shown (the error to end with)."""
+    doc: dict
+    plan: object
+    sizes: object = None  # StoreSizes, when the plan says which sizes files get
+    applied: bool = False
+    refusal: Exception | None = None
+    exit_code: int = int(ExitCode.OK)
+
+
+def recover_store(view, settings, *, given, keep_index: bool = False, apply: bool = False,
+                  to: pathlib.Path | None = None, force: bool = False, backup_dir: pathlib.Path | None = None,
+                  again: tuple[str, ...] = ()) -> RecoverRun:
+    """Plan the broker's restart recovery of the store ``view`` opened and, with ``apply``, carry it out in the
+    sizes ``given`` where the files do not show them. ``again``: the options after the path
+    that run this again (what finishes it when it is cut short)."""
+    from rmqtool.engine.store import unknown_sizes
+    from rmqtool.engine.store_sizes import store_sizes
+    from rmqtool.recovery.plan import plan_recovery
+
+    root = view.root
+    missing_file_ok = to is not None or force  # a new directory is the broker's load of the store, the input kept
+    plan = plan_recovery(view, settings=settings, keep_index=keep_index, missing_file_ok=missing_file_ok)
+    doc = plan.to_json()
+    if apply and plan.semantics_undecided:
+        raise UsageError(f"--apply needs --semantics: {plan.semantics_undecided}", root)
+    sizes = unknown = None
+    if plan.loadable:  # an unloadable store's files may disagree in size: the plan says why
+        sizes = store_sizes(root, given)
+        unknown = unknown_sizes(root, sizes, plan)
+        doc["sizes"], doc["sizes_unknown"] = sizes.to_json(), unknown
+    unfinished = view.unfinished
+    run = RecoverRun(doc, plan, sizes)
+    if not apply:
+        # messages the broker no longer serves are damage found, even when the start changes nothing
+        if not plan.loadable or not plan.is_empty or doc["lost_messages"] or unfinished is not None:
+            run.exit_code = int(ExitCode.CORRUPT)
+        return run
+    if to is not None and unfinished is not None:  # a copy of a half-changed store is no store to repair
+        raise RepairUnfinished(f"not copied: an interrupted {unfinished.operation} left this store half changed: "
+                               f"`{unfinished.finish}` finishes it, `{unfinished.undo}` undoes it", root)
+    if plan.refusal:
+        run.refusal = CorruptData(f"not recovered: {plan.refusal}", root)
+        return run
+    if sizes is not None and sizes.refusal(unknown):
+        run.refusal = UsageError(f"not recovered: {sizes.refusal(unknown)}", root)
+        return run
+    target = copy_store(root, to) if to is not None else root
+    run.applied = True
+    if plan.changes_nothing and unfinished is None:  # not even the lock, the abort marker or the checkpoint
+        doc["applied"] = {"store_path": str(target), "backup_dir": None, "manifest": None}
+        run.sizes = None
+        return run
+    command = shlex.join(["rmqtool", "recover", str(target), *again, "--apply"])
+    applied = _apply(target, settings, keep_index, backup_dir, given, missing_file_ok, command)
+    doc["applied"] = {"store_path": str(target), **(applied.to_json() if applied is not None else
+                                               {"backup_dir": None, "manifest": None})}
+    return run
+
+
+def _apply(target: pathlib.Path, settings, keep_index: bool, backup_dir, given, missing_file_ok: bool,
+           command: str):
+    """The engine's writable open carries the plan out and dispatches again, in the sizes
+    ``given`` where the files do not show them; its close writes the checkpoint and removes
+    the abort file. An earlier run cut short is rolled back first (its backup's path is used
+    again), so running the command again finishes it."""
+    from rmqtool.engine.store import Store
+    from rmqtool.recovery.undo import roll_back_unfinished
+    again = roll_back_unfinished(target, "recover")
+    if backup_dir is None:
+        backup_dir = again
+    return Store.recover(target, backup_dir=backup_dir, recovery=settings, keep_index=keep_index, sizes=given,
+                         missing_file_ok=missing_file_ok, command=command)
+
+
+def copy_store(root: pathlib.Path, to: pathlib.Path) -> pathlib.Path:
+    """recover --to: a copy of the store (not its lock) to repair, writable by us."""
+    if to.exists() and (not to.is_dir() or any(to.iterdir())):
+        raise UsageError("--to: the directory exists and is not empty", to)
+    if to.exists():
+        to.rmdir()
+    shutil.copytree(root, to, ignore=shutil.ignore_patterns("lock"))
+    for p in [to, *to.rglob("*")]:
+        os.chmod(p, os.stat(p).st_mode | 0o200)  # the copy is ours to repair
+    return to

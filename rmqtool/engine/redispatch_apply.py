@@ -1,0 +1,101 @@
+"""redispatch as the command does it: the commit log's end settled first, the files built in
+a staging directory (a temporary one for a plan; inside the backup for ``apply``, outside
+every directory the broker loads), compared with the store's, and with ``apply`` swapped in
+by recovery/apply with a backup."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import pathlib
+import shutil
+import tempfile
+
+from rmqtool.errors import RecoveryNeeded, UsageError
+
+
+@dataclasses.dataclass
+class RedispatchRun:
+    """The plan's document, the sizes files were built in, whether they differ from the
+    store's, and the error to end with after the plan is shown (a size --apply refuses)."""
+    doc: dict
+    sizes: object
+    differs: bool
+    refusal: Exception | None = None
+
+
+def redispatch_store(root: pathlib.Path, *, cq: bool, index: bool, topics: tuple[str, ...] = (),
+                     queue: int | None = None, skip_unknown_topics: bool = False, from_offset: int | None = None,
+                     given=None, semantics: str | None = None, apply: bool = False,
+                     backup_dir: pathlib.Path | None = None, command: str = "") -> RedispatchRun:
+    """Rebuild ``root``'s consume queues and/or index files from its commit log and compare
+    them with the store's; ``apply`` swaps the differing ones in (``command``: the command
+    line that finishes a run cut short)."""
+    from rmqtool.engine.redispatch import Selection, build, compare
+    from rmqtool.recovery.apply import STAGING_DIR, apply_file_changes, default_backup_dir
+    from rmqtool.recovery.undo import roll_back_unfinished
+    from rmqtool.store.config import known_topics
+    from rmqtool.store.paths import StorePaths
+
+    again = roll_back_unfinished(root, "redispatch") if apply else None  # a run cut short: from the start
+    _require_settled_end(root, semantics)
+    known = None
+    if skip_unknown_topics:
+        known = known_topics(StorePaths(root).config)
+        if known is None:
+            raise UsageError("--skip-unknown-topics: config/topics.json (or its .bak) cannot be read", root)
+    selection = Selection(tuple(topics), queue, frozenset(known) if known is not None else None)
+    if apply:  # staged inside the backup, outside every directory the broker loads
+        backup = backup_dir or again or default_backup_dir(root)
+        made = not backup.exists()
+        if backup.exists() and (not backup.is_dir() or any(backup.iterdir())):
+            raise UsageError("the backup directory exists and is not empty", backup)
+        staging = contextlib.nullcontext(str(backup / STAGING_DIR))
+    else:
+        staging = tempfile.TemporaryDirectory(prefix="rmqtool-redispatch-")
+    with staging as tmp:
+        try:
+            built = build(root, pathlib.Path(tmp) / "built", cq=cq, index=index, selection=selection,
+                          from_offset=from_offset, sizes=given)
+        except BaseException:
+            if apply:  # nothing was changed: the staging goes, and the backup directory if made here
+                shutil.rmtree(backup if made else backup / STAGING_DIR, ignore_errors=True)
+            raise
+        changes = compare(root, built, cq=cq, index=index, selection=selection)
+        doc = {"store_path": str(root), "from_offset": built.from_offset, "to_offset": built.to_offset,
+               "records_dispatched": built.records, "consume_queue_file_size": built.cq_size,
+               "index_geometry": list(built.index_geometry) if built.index_geometry else None,
+               "consume_queues": cq, "index": index,
+               "sizes": built.sizes.to_json(), "sizes_unknown": built.unknown_sizes,
+               "changes": [{"kind": c.kind, "file": c.path, "units": c.units} for c in changes],
+               "counts": {k: sum(1 for c in changes if c.kind == k) for k in ("create", "replace", "delete", "same")}}
+        run = RedispatchRun(doc, built.sizes, any(c.kind != "same" for c in changes))
+        refused = built.sizes.refusal(built.unknown_sizes) if apply and run.differs else None
+        if apply and (refused or not run.differs):  # nothing is swapped in: no staging, no backup either
+            shutil.rmtree(backup / STAGING_DIR, ignore_errors=True)
+            if made:
+                shutil.rmtree(backup, ignore_errors=True)
+        if refused:
+            run.refusal = UsageError(f"not applied: {refused}", root)
+            return run
+        if apply and run.differs:
+            todo = [(c.kind, c.path, c.staged) for c in changes if c.kind != "same"]
+            applied = apply_file_changes(root, todo, backup, doc, command=command)
+            doc["applied"] = {"backup_dir": str(applied.backup_dir), "manifest": str(applied.manifest)}
+    return run
+
+
+def _require_settled_end(root: pathlib.Path, semantics: str | None) -> None:
+    """Dispatching would build on what recovery cuts: the log's end must be settled first."""
+    from rmqtool.recovery.outcome import Settings
+    from rmqtool.recovery.plan import plan_recovery
+    from rmqtool.store.paths import StorePaths
+
+    recovery = plan_recovery(root, settings=Settings(semantics=semantics))
+    log_dir = StorePaths(root).commitlog
+    cut = [f for f in recovery.findings if f.path and pathlib.Path(f.path).parent == log_dir]
+    if recovery.semantics_undecided:
+        raise UsageError(f"the store's end depends on the broker version: {recovery.semantics_undecided}", root)
+    if recovery.refusal or cut:
+        why = recovery.refusal or f"{cut[0].id}: {cut[0].message}"
+        # the code append gives the same store (RecoveryNeeded, 3): not a usage error
+        raise RecoveryNeeded(f"the store needs recovery first ({why}); run rmqtool recover", root)

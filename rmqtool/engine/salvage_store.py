@@ -1,0 +1,81 @@
+"""salvage --to-store: the intact messages of a damaged store appended into a new one through
+the engine, in the source store's file sizes; written beside the new directory and renamed
+to it once closed."""
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+
+from rmqtool.errors import UsageError
+
+
+def salvage_messages(root: pathlib.Path):
+    """(every intact message, the SalvageReport): also those past where the broker's recovery
+    cuts the log, which the report counts."""
+    from rmqtool.recovery.outcome import Settings, simulate
+    from rmqtool.recovery.salvage import salvage
+
+    end = simulate(root, Settings(), list_lost=False)
+    return salvage(root, end.recovered_end if end.loadable else None)
+
+
+def refuse_inner_batches(source: pathlib.Path) -> None:
+    """The engine hands out one queue offset a record and keeps INNER_BASE as stored: 5.x inner
+    batches (a BatchCQ topic's records) would land misnumbered in plain consume queues."""
+    from rmqtool.store.config import batch_topics
+
+    topics = sorted(batch_topics(source))
+    if topics:
+        raise UsageError(f"--to-store cannot write 5.x inner batch (BatchCQ) topics yet ({', '.join(topics)}): "
+                         "use --out FILE.jsonl", source)
+
+
+def source_sizes(source: pathlib.Path, index_slots: int | None, index_entries: int | None) -> dict:
+    """The source store's file sizes, for the new one (index files of two sizes: the newest)."""
+    from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes
+    from rmqtool.store.paths import StorePaths
+    from rmqtool.store.segments import discover
+
+    paths = StorePaths(source)
+    cq_sizes = consume_queue_file_sizes(paths.consumequeue)
+    slots, entries = index_sizes(paths.index, index_slots, index_entries, newest=True)
+    return dict(commitlog_size=discover(paths.commitlog).mapped_file_size,
+                cq_size=max(cq_sizes) if cq_sizes else None, index_slots=slots, index_entries=entries)
+
+
+def write_store(messages, target: pathlib.Path, sizes: dict, row_of) -> None:
+    """Through the engine, as append --from-jsonl --keep-store-timestamp --keep-store-host does,
+    with the source store's file sizes; ``row_of``: a message as the dump row append reads
+    (report/records.message_record: the one row builder)."""
+    from rmqtool.engine.rows import message_from_row
+    from rmqtool.engine.store import Store
+    from rmqtool.recovery.intent import step
+    from rmqtool.recovery.salvage import is_inner_batch
+
+    # written beside NEWDIR and renamed to it once closed: a run cut short leaves no NEWDIR,
+    # only the partial directory, which the next run removes and writes again
+    partial = target.with_name(target.name + PARTIAL_SUFFIX)
+    if partial.exists():
+        shutil.rmtree(partial)
+    with Store.open(partial, writable=True, **sizes) as s:
+        batch = []
+        for m in messages:
+            if is_inner_batch(m):  # one the store's batch topics did not name
+                raise UsageError(f"--to-store cannot write 5.x inner batch records yet ({m.topic}/{m.queue_id}); "
+                                 f"{target} holds the messages before it: use --out FILE.jsonl", m.path, m.position)
+            batch.append(message_from_row(row_of(m), keep_store_timestamp=True, keep_store_host=True))
+            if len(batch) >= 1024:
+                step()
+                s.append_many(batch)
+                batch = []
+        if batch:
+            step()
+            s.append_many(batch)
+    step()
+    if target.exists():
+        target.rmdir()  # checked empty before the salvage began
+    os.rename(partial, target)
+
+
+PARTIAL_SUFFIX = ".salvage-partial"

@@ -1,0 +1,58 @@
+"""Store families: what each brings to the commands, behind one small interface.
+
+Detection (``store/family.py``) names a store's family from its directories; the family's
+:class:`FamilyTools` are what verify, info, dump, recover and spark call for it: open a view,
+run the checks, compute info, the dump kinds it has, plan its recovery, and (RocketMQ) which
+broker version's rules it follows. A command gets them with :func:`tools_of` from the view it
+opened, so a new family plugs in by adding its tools here and its code in each layer's
+``<family>/`` subfolder (ARCHITECTURE.md, "Store families"), never by a branch in a command.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+import os
+
+from rmqtool.store.family import ROCKETMQ, Family, detect_family, require_supported
+from rmqtool.store.view import StoreView
+
+
+class FamilyTools(Protocol):
+    """What the commands need of a store family."""
+
+    family: Family
+    dump_kinds: tuple[str, ...]  # the `rmqtool dump` kinds that read this family's files
+
+    def open_view(self, path, *, purpose: str = "store") -> StoreView:
+        """The store at ``path`` opened once (``purpose``: "verify" and "info" check the root as they document)."""
+
+    def verify(self, view: StoreView, options: Any = None, progress: Callable[[int], None] | None = None) -> Any:
+        """One verify run over the view: iterate ``findings()``; then ``counts``, ``errors``, ``exit_code``."""
+
+    def info(self, view: StoreView) -> tuple[dict, list]:
+        """What ``rmqtool info`` shows: one JSON-ready document, and the findings."""
+
+    def plan_recovery(self, view: StoreView, **options) -> Any:
+        """What the broker's next start changes, as a plan ``apply_plan`` can carry out."""
+
+    def semantics(self, view: StoreView) -> Any:
+        """Which version's rules the store follows, and why (a family with one set of rules: None)."""
+
+
+def _registry() -> dict[str, FamilyTools]:
+    from rmqtool.families.rocketmq import ROCKETMQ_TOOLS
+    return {ROCKETMQ_TOOLS.family.name: ROCKETMQ_TOOLS}
+
+
+def tools_at(path: str | os.PathLike) -> FamilyTools:
+    """The tools of the family a store path holds, before it is opened (a path that holds none,
+    or is missing: RocketMQ's, whose opening says what is wrong with it)."""
+    family = detect_family(path) or ROCKETMQ
+    require_supported(family, path)
+    return _registry()[family.name]
+
+
+def tools_of(view: StoreView) -> FamilyTools:
+    """The tools of the view's family (a family detected but not read yet: UnsupportedFamily, exit 4)."""
+    require_supported(view.family, view.root)
+    return _registry()[view.family.name]

@@ -1,0 +1,45 @@
+"""The RocketMQ family (4.x and 5.x stores: commitlog/, consumequeue/, batchconsumequeue/,
+index/, checkpoint, abort, lock, config/): its formats are ``formats/``, its reader ``store/``,
+its checks ``verify/``, its recovery model ``recovery/``; this binds them to :class:`FamilyTools`.
+Which broker version's rules a store follows (4.9 or 5.3) is a question inside this family
+(``recovery/semantics.py:detect_semantics``)."""
+from __future__ import annotations
+
+import dataclasses
+
+from rmqtool.store.family import ROCKETMQ, Family
+from rmqtool.store.view import StoreView, open_store
+
+
+@dataclasses.dataclass(frozen=True)
+class RocketMQTools:
+    family: Family = ROCKETMQ
+    dump_kinds: tuple[str, ...] = ("commitlog", "consumequeue", "index", "checkpoint", "config")
+
+    def open_view(self, path, *, purpose: str = "store") -> StoreView:
+        if purpose == "verify":
+            from rmqtool.verify.run import open_verifiable
+            return open_verifiable(path)
+        if purpose == "info":
+            from rmqtool.inspect.inventory import open_for_info
+            return open_for_info(path)
+        return open_store(path)
+
+    def verify(self, view: StoreView, options=None, progress=None):
+        from rmqtool.verify.run import Verify  # numpy: only when verifying
+        return Verify(view, options, progress)
+
+    def info(self, view: StoreView) -> tuple[dict, list]:
+        from rmqtool.inspect.inventory import store_info
+        return store_info(view)
+
+    def plan_recovery(self, view: StoreView, **options):
+        from rmqtool.recovery.plan import plan_recovery
+        return plan_recovery(view, **options)
+
+    def semantics(self, view: StoreView):
+        from rmqtool.recovery.semantics import detect_semantics
+        return detect_semantics(view.paths, view.segments if view.has_commit_log else [])
+
+
+ROCKETMQ_TOOLS = RocketMQTools()

@@ -1,0 +1,85 @@
+"""dump commitlog as the command asks it: a CommitLogDump a path (checked before the first row),
+each within what a running broker has written and, with ``served_only``, what the broker
+serves after recovery; their rows in turn, or JSON Lines built in worker processes."""
+from __future__ import annotations
+
+import pathlib
+
+from rmqtool.errors import UsageError
+from rmqtool.inspect.commitlog_dump import CommitLogDump
+from rmqtool.store.live import live_store
+from rmqtool.store.parallel import default_workers
+
+
+def commitlog_dumps(paths, selection, from_offset: int | None, to_offset: int | None, limit: int | None, *,
+                    served_only: bool = False, **options) -> tuple[list, list]:
+    """(a CommitLogDump a path, the running brokers' stores among them); ``options`` go to
+    each CommitLogDump (body, preview, decompress, check_crc, show_blank)."""
+    dumps, lives = [], []
+    for path in paths:  # every path checked before the first row
+        low, high = served(path, from_offset, to_offset) if served_only else (from_offset, to_offset)
+        live = live_store(path)
+        if live is not None:
+            lives.append(live)
+            high = live.commit_log_end if high is None else min(high, live.commit_log_end)
+        dumps.append(CommitLogDump(path, selection, low, high, limit, **options))
+    return dumps, lives
+
+
+def settled_findings(dumps: list, lives: list) -> list:
+    """The dumps' findings, less what a running broker is writing past its written end."""
+    findings = [f for d in dumps for f in d.findings]
+    for live in lives:
+        findings = live.settled(findings)
+    return findings
+
+
+PARALLEL_FROM_BYTES = 64 << 20  # smaller dumps: forking costs more than it gives
+PARALLEL_FROM_ROWS = 100_000  # a --limit below this is reached sooner in one process
+
+
+def in_parallel(jobs: int | None, stored: int, limit: int | None) -> bool:
+    """-j as given; by default every core for a dump of much data (on disk: not a sparse file's holes)."""
+    if jobs is not None:
+        return jobs > 1
+    return default_workers() > 1 and stored >= PARALLEL_FROM_BYTES and (limit is None or limit >= PARALLEL_FROM_ROWS)
+
+
+def parallel_jsonl(sink, dumps: list, limit: int | None, workers: int, bar) -> None:
+    """JSON Lines built in worker processes, written here in commit log order."""
+    for d in dumps:
+        if limit is not None:
+            if limit <= 0:
+                return
+            d.limit = limit
+        for path, size, count in d.jsonl_files(workers, progress=bar):
+            sink.encoded_file(path, size, count)
+            if limit is not None:
+                limit -= count
+
+
+def chained(dumps: list, limit: int | None, bar):
+    """The rows of several dumps in turn, ``limit`` rows in all."""
+    for d in dumps:
+        if limit is not None:
+            if limit <= 0:
+                return
+            d.limit = limit
+        for row in d.rows(bar):
+            yield row
+            if limit is not None:
+                limit -= 1
+
+
+def served(path: pathlib.Path, from_offset: int | None, to_offset: int | None) -> tuple[int, int]:
+    """--served-only: the offsets asked for, within what the broker serves after recovery."""
+    from rmqtool.recovery.outcome import served_range
+    from rmqtool.store.detect import is_store_dir
+
+
+    if not is_store_dir(path):
+        raise UsageError("--served-only takes a store directory (recovery is a whole-store matter)", path)
+    low, high = served_range(path)
+    from_offset = low if from_offset is None else max(from_offset, low)
+    to_offset = high if to_offset is None else min(to_offset, high)
+    return from_offset, max(to_offset, from_offset)

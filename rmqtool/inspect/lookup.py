@@ -1,0 +1,86 @@
+"""query's lookups as the command asks them of one store: which lookup the options name, what a
+running broker has not written yet left out, and with ``served_only`` what the broker's
+recovery cuts (the notes said through ``note``, a line for people on stderr, in order)."""
+from __future__ import annotations
+
+import dataclasses
+
+from rmqtool.errors import NothingFound
+from rmqtool.query.by_key import DEFAULT_MAX_NUM, LONG_MAX, query_by_key
+from rmqtool.query.by_offset import message_at_offset, message_by_msg_id, message_by_queue_offset
+from rmqtool.store.view import open_store
+
+
+@dataclasses.dataclass(frozen=True)
+class Lookup:
+    """One of --key, --uniq-key, --msg-id, --offset, --queue-offset (``mode``) and its options."""
+    mode: str
+    key: str | None = None
+    uniq_key: str | None = None
+    msg_id: str | None = None
+    offset: int | None = None
+    queue_offset: int | None = None
+    topic: str | None = None
+    queue: int | None = None
+    begin: int | None = None
+    end: int | None = None
+    max_num: int | None = None
+    no_index: bool = False
+    index_only: bool = False
+    served_only: bool = False
+
+
+def look_up(store, ask: Lookup, trace, note) -> list:
+    """The messages one store answers; NothingFound when it has none."""
+    view = open_store(store)  # the path checked once; every lookup reads this view
+    live = view.live  # a running broker's store: nothing past its written end is read
+    if live is not None:
+        note(live.note())
+        if ask.mode == "--offset" and ask.offset >= live.commit_log_end:
+            raise NothingFound(f"commit log offset {ask.offset} is not written yet (the written end is "
+                               f"{live.commit_log_end})", store)
+    if ask.mode in ("--key", "--uniq-key"):
+        result = query_by_key(view, ask.key if ask.mode == "--key" else ask.uniq_key, topic=ask.topic,
+                              begin=0 if ask.begin is None else ask.begin, end=LONG_MAX if ask.end is None else ask.end,
+                              max_num=DEFAULT_MAX_NUM if ask.max_num is None else ask.max_num,
+                              uniq_key=ask.mode == "--uniq-key", use_index=not ask.no_index,
+                              index_only=ask.index_only, trace=trace)
+    elif ask.mode == "--msg-id":
+        result = message_by_msg_id(view, ask.msg_id, trace=trace)
+    elif ask.mode == "--offset":
+        result = message_at_offset(view, ask.offset, trace=trace)
+    else:
+        result = message_by_queue_offset(view, ask.topic, ask.queue, ask.queue_offset, trace=trace)
+    for text in result.notes:
+        note(f"rmqtool: {text}")
+    messages = result.messages
+    if live is not None:
+        messages = [m for m in messages if m.commit_log_offset < live.commit_log_end]
+    if ask.served_only:
+        messages = _served(store, messages, note)
+    return messages
+
+
+def _served(store, messages: list, note) -> list:
+    """--served-only: what lies past where the broker's recovery cuts the log is left out, and said."""
+    from rmqtool.recovery.outcome import served_range
+
+    low, high = served_range(store)
+    for m in messages:
+        if not low <= m.commit_log_offset < high:
+            note(f"rmqtool: left out (--served-only): the message at commit log offset {m.commit_log_offset} "
+                 f"lies past {high}, where the broker's recovery cuts the log")
+    return [m for m in messages if low <= m.commit_log_offset < high]
+
+
+def crc_mismatch_notes(messages) -> list[str]:
+    """A line for each message found with a bad body or ``__CRC32#`` CRC: printed, since its
+    bytes are all there is, but never passed off as sound."""
+    notes = []
+    for m in messages:
+        what = " and ".join(w for w, ok in (("body CRC", m.body_crc_ok), ("__CRC32# property CRC", m.property_crc_ok))
+                            if ok is False)
+        if what:
+            notes.append(f"rmqtool: {m.path}: offset {m.position}: {what} mismatch: the message at commit log "
+                         f"offset {m.commit_log_offset} is damaged")
+    return notes

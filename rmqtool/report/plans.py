@@ -1,0 +1,153 @@
+"""The plans recover and redispatch print: JSON as the document is, for people numbered
+lines (wrapped to the terminal, at most 100 columns); the sizes files are written with."""
+from __future__ import annotations
+
+import collections
+import shutil
+import sys
+import textwrap
+from typing import TextIO
+
+from rmqtool.report.sink import render_document
+
+
+def _numbered(lines: list[str], out: TextIO) -> None:
+    width = min(shutil.get_terminal_size((80, 24)).columns, 100)
+    for n, line in enumerate(lines, 1):
+        out.write(textwrap.fill(line, width=width, initial_indent=f"{n:>2}. ", subsequent_indent="    ") + "\n")
+
+
+def size_lines(sizes, unknown: list[str]) -> list[str]:
+    """The plan's table lines about sizes: those given or assumed, and where each comes from
+    (sizes the store's files show go without saying), then why --apply refuses, if it does."""
+    said = []
+    for name, s in sizes.to_json().items():
+        if s["taken_from"] in ("option", "broker-config"):
+            said.append(f"{name} {s['value']} ({s['shown_by']})")
+        elif name in unknown:
+            said.append(f"{name} {s['value']}: the broker's default, {s['shown_by']}")
+    lines = [f"files are written with {'; '.join(said)}"] if said else []
+    why = sizes.refusal(unknown)
+    if why:
+        lines.append(f"--apply refuses: {why}")
+    return lines
+
+
+def show_recovery_plan(doc: dict, plan, fmt: str, applied: bool = False, sizes=None) -> None:
+    """recover's plan (``doc`` is ``plan.to_json()`` with sizes and what was applied)."""
+    if fmt != "table":
+        render_document(doc, fmt, title="recovery plan")
+        return
+    lines = _plan_lines(doc, plan)
+    if sizes is not None:
+        lines += size_lines(sizes, doc["sizes_unknown"])
+    out = sys.stdout
+    _numbered(lines, out)
+    if applied:
+        a = doc["applied"]
+        if not a.get("backup_dir") and plan.changes_nothing:
+            out.write(f"nothing to change: nothing written to {a['store_path']}" +
+                      (" (a copy of the store as it is)" if a["store_path"] != doc["store_path"] else "") + "\n")
+            return
+        out.write(f"applied to {a['store_path']}" + (f"; backup in {a['backup_dir']} (rmqtool undo "
+                                                f"{a['backup_dir']} puts it back)" if a.get("backup_dir") else "")
+                  + "\n")
+
+
+def _index_line(ix: dict) -> str:
+    """What dispatch puts into the index at the start, duplicates and losses said."""
+    line = f"dispatch puts {ix['entries_put']} index entries" + (f" into {ix['appended_to']}" if ix["appended_to"]
+                                                                else "")
+    if ix["entries_repeated"]:
+        line += (f"; {ix['entries_repeated']} of them repeat keys a kept index file holds for the last message it "
+                 f"indexed (buildIndex skips only offsets below a file's endPhyOffset: the broker does the same)")
+    if ix["entries_lost"]:
+        line += f"; {ix['entries_lost']} entries of the destroyed files are not put back (their messages lie " \
+                f"before where dispatch starts)"
+    return line
+
+
+def _plan_lines(doc: dict, plan) -> list[str]:
+    cl = doc.get("commit_log", {})
+    rules = doc["semantics"] if doc.get("semantics_known", True) else f"{doc['semantics']} (not known)"
+    lines = [f"{doc['mode']} recovery ({doc['mode_reason']}); broker rules {rules}: {doc['semantics_reason']}"]
+    if doc.get("semantics_undecided"):
+        lines.append(f"--apply waits for --semantics: {doc['semantics_undecided']}")
+    if not doc["loadable"]:
+        lines.append(f"the broker would not load this store: {doc['reason']}")
+        if doc.get("advice"):
+            lines.append(f"what to do: {doc['advice']}")
+        return lines
+    lines.append(f"recovery starts in {doc['start_file']}: {doc['start_reason']}")
+    if doc.get("apply_refused"):
+        lines.append(f"--apply refuses this store: {doc['apply_refused']}")
+    if cl["recovered_end"] < cl["written_end"]:
+        lines.append(f"the commit log is cut at its recovered end {cl['recovered_end']} (its written end is "
+                     f"{cl['written_end']}; the walk stopped: {cl['stopped_by']})")
+    elif any(m["reason"] == "log cut" for m in doc["lost_messages"]):
+        # a torn last record: the written end is before it, the loss is after
+        lines.append(f"the commit log ends at {cl['recovered_end']} (recovered end = written end), where the walk "
+                     f"stopped: {cl['stopped_by']}")
+    else:
+        lines.append(f"the commit log keeps every record written: its recovered end is its written end, "
+                     f"{cl['recovered_end']}")
+    for a in plan.actions:
+        verb = "delete" if a.kind == "delete" else f"zero bytes [{a.start}, {a.end}) of"
+        lines.append(f"{verb} {a.path} ({a.finding}: {a.message})")
+    ix = doc.get("index_rebuild") or {}
+    for path in doc["index_files_destroyed"]:
+        if path not in doc["files_deleted"]:
+            lines.append(f"keep {path} (" + ("dispatch builds it again as it is" if ix.get("rebuilt_as_is") else
+                                             "--keep-index; the broker would destroy it") + ")")
+    if ix.get("entries_put") and (doc["index_files_destroyed"] or ix.get("appended_to")):
+        lines.append(_index_line(ix))
+    if doc.get("batch_topics"):
+        lines.append(f"batch consume queue topics: {', '.join(doc['batch_topics'])} ({doc['batch_topics_reason']})")
+    for name, q in doc["queues"].items():
+        kind = "batch queue" if name.rsplit("/", 1)[0] in doc.get("batch_topics", ()) else "queue"
+        lines.append(f"{kind} {name}: offsets [{q['min_offset']}, {q['max_offset']}) after recovery")
+    lost = doc["lost_messages"]
+    if lost:
+        counts = collections.Counter(m["reason"] for m in lost)
+        why = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()))
+        lines.append(f"{len(lost)} messages lost: the broker will no longer serve them ({why}; rmqtool salvage "
+                     f"keeps those still readable, rmqtool redispatch rebuilds lost units from the commit log):")
+        for m in lost[:50]:
+            lines.append(f"lost ({m['reason']}): offset {m['commit_log_offset']} {m['topic']}/{m['queue_id']} queue "
+                         f"offset {m['queue_offset']} keys {' '.join(m['keys']) or '-'} stored "
+                         f"{m['store_timestamp'] or 'unknown'}")
+        if len(lost) > 50:
+            lines.append(f"... and {len(lost) - 50} more (--format json lists them all)")
+    else:
+        lines.append("no message is lost that the files show (rmqtool verify checks every message against its "
+                     "queue)")
+    lines += [f"note: {n}" for n in doc.get("notes", ())]
+    lines.append(f"dispatch to consume queues and index starts again at {doc['redispatch_from']}: "
+                 f"{doc['redispatch_reason']}")
+    if plan.is_empty and lost:  # what the queues lost is lost already: the start changes nothing about it
+        lines.append(f"nothing to recover: the start changes no file, but the {len(lost)} messages above stay "
+                     f"lost until their queues are rebuilt (rmqtool redispatch)")
+    elif plan.is_empty:
+        lines.append("nothing to recover: the store is as a clean shutdown leaves it")
+    return lines
+
+
+def show_redispatch_plan(doc: dict, fmt: str, sizes) -> None:
+    """redispatch's plan: the files rebuilt, how each differs from the store's, the sizes."""
+    if fmt != "table":
+        render_document(doc, fmt, title="redispatch plan")
+        return
+    what = " and ".join(w for w, on in (("consume queues", doc["consume_queues"]), ("index", doc["index"])) if on)
+    lines = [f"rebuild {what} from commit log offsets [{doc['from_offset']}, {doc['to_offset']}): "
+             f"{doc['records_dispatched']} records dispatched"]
+    for c in doc["changes"]:
+        if c["kind"] != "same":
+            units = f" ({c['units']} units)" if c["units"] is not None else ""
+            lines.append(f"{c['kind']} {c['file']}{units}")
+    n = doc["counts"]
+    lines.append(f"{n['create']} files created, {n['replace']} replaced, {n['delete']} deleted, "
+                 f"{n['same']} already as built")
+    lines += size_lines(sizes, doc["sizes_unknown"])
+    if "applied" in doc:
+        lines.append(f"applied; backup in {doc['applied']['backup_dir']} (rmqtool undo puts it back)")
+    _numbered(lines, sys.stdout)

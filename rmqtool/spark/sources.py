@@ -1,0 +1,66 @@
+"""What a spark command reads: the stores it names (each checked before Spark starts), the
+session, tasks done as lines on stderr, and the tables of an export (one given with
+``--table``, or made for this command in a temporary directory removed at the end)."""
+from __future__ import annotations
+
+import contextlib
+import pathlib
+import shutil
+import tempfile
+
+
+def specs(stores, stores_from, *, require: bool = True):
+    """The stores asked for, each checked to be there (before Spark starts) unless a
+    missing one is to be reported with the others (verify)."""
+    from rmqtool.spark.stores import require_stores, store_specs
+    found = store_specs(list(stores or []), stores_from)
+    if require:
+        require_stores(found)
+    return found
+
+
+def session(master, conf):
+    from rmqtool.spark.session import parse_conf, spark_session
+    return spark_session(master, parse_conf(conf))
+
+
+def task_progress(flag):
+    """``--progress``: a callback saying each count of tasks done once, on stderr."""
+    from rmqtool.report.progress import progress_enabled
+    from rmqtool.report.sink import warn
+
+    if not progress_enabled(flag):
+        return None
+    said = {}
+
+    def show(label: str, done: int, total: int) -> None:
+        if said.get(label) != done:
+            said[label] = done
+            warn(f"rmqtool: {label}: {done}/{total} tasks")
+    return show
+
+
+@contextlib.contextmanager
+def export_tables(stores, stores_from, table, master, conf, progress):
+    """(session, the export directory to read): ``table`` as given, or the stores exported
+    into a temporary directory that goes when the block ends."""
+    if table is not None:
+        if stores or stores_from:
+            from rmqtool.errors import UsageError
+            raise UsageError("give stores or --table, not both")
+        from rmqtool.spark import remote
+        if not remote.is_uri(table) and not (pathlib.Path(table) / "messages").is_dir():
+            from rmqtool.errors import StoreNotFound
+            raise StoreNotFound("not an export directory (no messages/ inside)", table)
+        yield session(master, conf), table
+        return
+    from rmqtool.spark.export import export as run_export
+
+    found = specs(stores, stores_from)
+    spark = session(master, conf)
+    temp = tempfile.mkdtemp(prefix="rmqtool-spark-")
+    try:
+        run_export(spark, found, pathlib.Path(temp) / "export", progress=task_progress(progress))
+        yield spark, str(pathlib.Path(temp) / "export")
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)

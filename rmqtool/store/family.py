@@ -1,0 +1,56 @@
+"""Which store family a directory holds, told from the directories its broker makes.
+
+A family is a kind of broker store with its own formats, reader, checks and recovery model:
+RocketMQ (4.x and 5.x share one layout: commitlog/, consumequeue/, index/; which version's
+rules a store follows is the RocketMQ family's own question, ``recovery/semantics.py``), and
+QMQ (messagelog/, consumerlog/, actionlog/), told apart here and not read yet. Detection
+reads directory names only, so it is safe on a store a broker holds.
+
+Where a family's code lives: ARCHITECTURE.md, "Store families".
+"""
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+from rmqtool.errors import NotAStore
+from rmqtool.store import paths
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """A store family as detection names it (its commands' parts: ``rmqtool/families/``)."""
+    name: str  # stable id: "rocketmq", "qmq"
+    title: str  # how a message names it
+    marker_dirs: tuple[str, ...]  # any one of these directories in a root says the family
+    supported: bool  # whether rmqtool reads it
+
+    def holds(self, root: pathlib.Path) -> bool:
+        return any((root / d).is_dir() for d in self.marker_dirs)
+
+
+ROCKETMQ = Family("rocketmq", "RocketMQ 4.x/5.x",
+                  (paths.COMMITLOG_DIR, paths.CONSUMEQUEUE_DIR, paths.BATCH_CONSUMEQUEUE_DIR, paths.INDEX_DIR), True)
+# QMQ's MessageStoreConfig: messagelog/ (the message log), consumerlog/ (a subject's queue),
+# actionlog/ (pulls and acks); their formats, checks and recovery are not written yet
+QMQ = Family("qmq", "QMQ", ("messagelog", "consumerlog", "actionlog"), False)
+
+FAMILIES = (ROCKETMQ, QMQ)
+
+
+class UnsupportedFamily(NotAStore):
+    """A store of a family rmqtool tells apart but does not read yet (exit 4, BAD_INPUT)."""
+
+
+def detect_family(root: str | pathlib.Path) -> Family | None:
+    """The family whose directories a store root holds (the first, in FAMILIES' order), or None."""
+    root = pathlib.Path(root)
+    return next((f for f in FAMILIES if f.holds(root)), None)
+
+
+def require_supported(family: Family, root: str | pathlib.Path) -> Family:
+    """The family, or UnsupportedFamily: one line naming the store, the family and what it has."""
+    if not family.supported:
+        raise UnsupportedFamily(f"a {family.title} store ({', '.join(d + '/' for d in family.marker_dirs)}): "
+                                f"{family.title} stores are not supported yet", root)
+    return family

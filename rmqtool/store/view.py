@@ -1,0 +1,145 @@
+"""A store, opened once: what every command reads of it, each answer found once.
+
+``open_store`` checks the path once and tells the family; the :class:`StoreView` it returns
+is handed to verify, info and dump, query, offsets, recover and spark, so none of them opens
+the store again by path or finds its ends again. Each answer is read on first use and kept
+(``functools.cached_property``); the view itself never changes after it is built (its
+attributes cannot be set), and it never writes.
+
+The recovered end (where the broker's next start ends the log) needs recovery/'s simulation,
+which store/ may not import: the caller hands a ``simulate(view) -> Outcome`` in, and the
+simulation runs at most once, on the first question that needs it.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import pathlib
+from typing import Any, Callable
+
+from rmqtool.store.checkpoint import StoreMarkers, read_markers
+from rmqtool.store.commitlog_end import CommitLog, CommitLogEnd, last_file_end, written_end
+from rmqtool.store.consumequeue import ConsumeQueues, open_consume_queues
+from rmqtool.store.detect import require_store
+from rmqtool.store.family import ROCKETMQ, Family, detect_family, require_supported
+from rmqtool.store.indexfile import IndexFiles, list_index_files
+from rmqtool.store.live import LiveStore
+from rmqtool.store.lock import is_locked
+from rmqtool.store.paths import StorePaths
+from rmqtool.store.segments import Segment
+from rmqtool.store.unfinished import Unfinished, read_unfinished
+
+
+class StoreView:
+    """One store root, read once. Build it with :func:`open_store` (the path checked) or, when
+    the caller checked the root already, ``StoreView(root)``."""
+
+    def __init__(self, root: str | os.PathLike, *, family: Family | None = None,
+                 simulate: Callable[["StoreView"], Any] | None = None):
+        root = pathlib.Path(root)
+        family = family or detect_family(root) or ROCKETMQ
+        require_supported(family, root)
+        self.__dict__.update(root=root, paths=StorePaths(root), family=family, _simulate=simulate, _queues={})
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a StoreView does not change once built ({name})")
+
+    def __repr__(self) -> str:
+        return f"StoreView({str(self.root)!r}, family={self.family.name!r})"
+
+    # --- the commit log --------------------------------------------------------------------------
+    @functools.cached_property
+    def commit_log(self) -> CommitLog:
+        """commitlog/ discovered (segments, the mapped file size, segment findings); a store
+        without one raises as discovery does (StoreNotFound)."""
+        return CommitLog(self.paths.commitlog)
+
+    @property
+    def has_commit_log(self) -> bool:
+        return self.paths.commitlog.is_dir()
+
+    @property
+    def segments(self) -> list[Segment]:
+        return self.commit_log.segments
+
+    @property
+    def mapped_file_size(self) -> int | None:
+        return self.commit_log.mapped_file_size
+
+    @functools.cached_property
+    def commit_log_end(self) -> CommitLogEnd:
+        """Where the last written file's good records end (store/commitlog_end.last_file_end)."""
+        return last_file_end(self.segments, self.mapped_file_size)
+
+    @functools.cached_property
+    def written_end(self) -> int:
+        """One past the last record written (store/commitlog_end.written_end); the last file's
+        records :attr:`commit_log_end` read already are not read again."""
+        end = self.commit_log_end
+        tail = end.last_message
+        resume = tail.position + tail.store_size if tail is not None and end.stopped_by is None else None
+        return written_end(self.segments, self.mapped_file_size, resume_at=resume)
+
+    @functools.cached_property
+    def outcome(self):
+        """recovery/'s simulation of the broker's next start (the callable handed in), run once;
+        None when no simulation was handed in."""
+        return self._simulate(self) if self._simulate is not None else None
+
+    @property
+    def recovered_end(self) -> int | None:
+        """Where the broker's next start ends the log (None: not simulated, or not loadable)."""
+        o = self.outcome
+        return o.recovered_end if o is not None and o.loadable else None
+
+    # --- consume queues and index ----------------------------------------------------------------
+    def consume_queues(self, commit_log_max_offset: int | None = None) -> ConsumeQueues:
+        """Every (batch) consume queue, each cut where the broker's load cuts it at this commit log
+        offset; opened once a cut (the same object to every caller asking for that cut)."""
+        if commit_log_max_offset not in self._queues:
+            self._queues[commit_log_max_offset] = open_consume_queues(self.root, commit_log_max_offset)
+        return self._queues[commit_log_max_offset]
+
+    @functools.cached_property
+    def index_files(self) -> IndexFiles:
+        return list_index_files(self.root)
+
+    # --- checkpoint, markers, the live store ----------------------------------------------------
+    @functools.cached_property
+    def markers(self) -> StoreMarkers:
+        """abort, abort.bak and lock, and who holds the lock."""
+        return read_markers(self.root)
+
+    @property
+    def has_abort(self) -> bool:
+        return self.paths.abort.exists()
+
+    @functools.cached_property
+    def unfinished(self) -> Unfinished | None:
+        """The repair (or undo) an interruption left half done, from rmqtool's marker."""
+        return read_unfinished(self.root)
+
+    @functools.cached_property
+    def lock_holder(self) -> int | None:
+        """The PID holding the lock (0: held, the OS does not say who); None: free or no lock file."""
+        return is_locked(self.paths.lock) if self.paths.lock.exists() else None
+
+    @functools.cached_property
+    def live(self) -> LiveStore | None:
+        """A running broker's store, read up to its written end as it is now; None when free
+        (``store/live.py:live_store``'s answer, from the lock holder and end this view has read)."""
+        if self.lock_holder is None:
+            return None
+        end = self.commit_log_end.end if self.has_commit_log and self.segments else 0
+        return LiveStore(self.root, self.lock_holder, end)
+
+
+def open_store(path: str | os.PathLike, *, simulate: Callable[[StoreView], Any] | None = None) -> StoreView:
+    """The view of the store at ``path``, the path checked once (detect.require_store: a missing
+    path exit 8, a file or no store exit 4, a family not read yet exit 4)."""
+    return StoreView(require_store(path), simulate=simulate)
+
+
+def as_view(store: "str | os.PathLike | StoreView") -> StoreView:
+    """A view given, or the store at a path opened (library callers may pass either)."""
+    return store if isinstance(store, StoreView) else open_store(store)

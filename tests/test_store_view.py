@@ -1,0 +1,241 @@
+"""The store opened once (store/view.py) and the store families' seam (store/family.py).
+
+One command run builds one StoreView: the path is checked once, the commit log discovered
+once, its end found once, every consume queue opened once, the broker's next start simulated
+once. The counts below wrap the one function of each and count the calls a run makes from
+outside recovery/'s simulation (which models the broker's own load of the files).
+"""
+from __future__ import annotations
+
+import collections
+import importlib
+import json
+import pathlib
+import sys
+
+import pytest
+
+from conftest import FIXTURES, V4, load_truth
+from helpers import cli_runner
+from rmqtool.cli.app import app
+from rmqtool.errors import ExitCode
+from rmqtool.store import commitlog_end, consumequeue, detect
+from rmqtool.store.family import QMQ, ROCKETMQ, UnsupportedFamily, detect_family
+from rmqtool.store.view import StoreView, open_store
+
+# the modules a command imports lazily, imported now so that the counters reach their names
+for _lazy in ("rmqtool.inspect.inventory", "rmqtool.recovery.plan", "rmqtool.verify.run"):
+    importlib.import_module(_lazy)
+
+BASIC = V4 / "basic"
+CONSUMERS = FIXTURES / "config" / "consumers" / "store"  # committed offsets: verify's config check reads them
+TORN = FIXTURES / "crash-made" / "torn-middle-normal" / "input" / "store"  # damage: the next start is simulated
+
+
+class Calls(collections.Counter):
+    """Calls of the wrapped functions, from outside recovery/ (the simulation's own load)."""
+
+
+@pytest.fixture
+def calls(monkeypatch) -> Calls:
+    counted = Calls()
+
+    def outside_recovery() -> bool:
+        frame = sys._getframe(2)
+        return f"{pathlib.Path('rmqtool', 'recovery')}" not in frame.f_code.co_filename
+
+    def wrap(module, name: str) -> None:
+        original = getattr(module, name)
+
+        def counting(*args, **kwargs):
+            if outside_recovery():
+                counted[name] += 1
+            return original(*args, **kwargs)
+
+        for mod in list(sys.modules.values()):  # every module that imported it by name
+            if getattr(mod, "__name__", "").startswith("rmqtool") and getattr(mod, name, None) is original:
+                monkeypatch.setattr(mod, name, counting)
+
+    for module, name in ((detect, "require_store"), (detect, "require_path"),
+                         (commitlog_end, "last_file_end"), (commitlog_end, "written_end"),
+                         (consumequeue, "open_consume_queues")):
+        wrap(module, name)
+
+    def count_init(cls, key):
+        original = cls.__init__
+
+        def init(self, *args, **kwargs):
+            if outside_recovery():
+                counted[key(self, *args)] += 1
+            original(self, *args, **kwargs)
+        monkeypatch.setattr(cls, "__init__", init)
+
+    count_init(StoreView, lambda self, *a: "StoreView")
+    count_init(commitlog_end.CommitLog, lambda self, *a: "CommitLog")
+    count_init(consumequeue._UnitQueue, lambda self, directory, *a: f"queue {pathlib.Path(directory).name}"
+               f"@{pathlib.Path(directory).parent.name}")
+    from rmqtool.recovery import outcome
+    original_simulate = outcome.simulate
+
+    def simulate(*args, **kwargs):
+        if outside_recovery():
+            counted["simulate"] += 1
+        return original_simulate(*args, **kwargs)
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "__name__", "").startswith("rmqtool") and getattr(mod, "simulate", None) is original_simulate:
+            monkeypatch.setattr(mod, "simulate", simulate)
+    return counted
+
+
+def _rmqtool(*args):
+    return cli_runner().invoke(app, [str(a) for a in args])
+
+
+def _queue_dirs(root: pathlib.Path) -> int:
+    return sum(1 for d in (root / "consumequeue").glob("*/*") if d.is_dir())
+
+
+@pytest.mark.parametrize("store", [CONSUMERS, TORN], ids=["committed-offsets", "torn-middle"])
+def test_one_verify_run_opens_the_store_once(calls, store):
+    result = _rmqtool("verify", store, "-f", "jsonl")
+    assert result.exit_code in (0, 3), result.stderr
+    assert calls["StoreView"] == 1 and calls["CommitLog"] == 1
+    assert calls["require_store"] + calls["require_path"] <= 1  # verify checks its root itself
+    queues = {k: v for k, v in calls.items() if k.startswith("queue ")}
+    assert len(queues) == _queue_dirs(store) and set(queues.values()) == {1}  # each consume queue opened once
+    assert calls["open_consume_queues"] == 1
+    # the written end comes from verify's bands; nothing outside the simulation walks the end again
+    assert calls["written_end"] == 0 and calls["last_file_end"] <= 1
+    assert calls["simulate"] <= 1
+
+
+def test_the_next_start_is_simulated_once_through_the_view(calls):
+    result = _rmqtool("verify", TORN, "-f", "jsonl")
+    assert result.exit_code == 3
+    assert calls["simulate"] == 1
+    assert any(json.loads(line)["finding"] == "bodyCrcMismatch" for line in result.stdout.splitlines())
+
+
+@pytest.mark.parametrize("mode", ["--offset", "--key", "--queue-offset", "--time"])
+def test_one_query_checks_its_path_once(calls, mode):
+    m = next(m for m in load_truth(BASIC / "truth.json")["truth"]["messages"] if m["keys"])
+    args = {"--offset": ["--offset", m["physicalOffset"]], "--key": ["--key", m["keys"].split()[0], "-t", m["topic"]],
+            "--queue-offset": ["-t", m["topic"], "-q", m["queueId"], "--queue-offset", m["queueOffset"]],
+            "--time": ["-t", m["topic"], "-q", m["queueId"], "--time", m["storeTimestamp"], "--exact"]}[mode]
+    result = _rmqtool("query", BASIC / "store", *args, "-f", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    if mode == "--time":
+        assert rows[0]["queue_offset"] <= m["queueOffset"]
+    else:
+        assert m["physicalOffset"] in [r["commit_log_offset"] for r in rows]
+    assert calls["require_store"] == 1 and calls["StoreView"] == 1 and calls["CommitLog"] <= 1
+
+
+def test_one_info_run_finds_each_end_once(calls):
+    truth = load_truth(BASIC / "truth.json")["truth"]["commitlog"]
+    result = _rmqtool("info", BASIC / "store", "-f", "json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["commitlog"]["written_end"] == truth["maxPhyOffset"]
+    assert calls["StoreView"] == 1 and calls["CommitLog"] == 1 and calls["require_store"] == 1
+    assert calls["last_file_end"] == 1 and calls["written_end"] == 1
+    assert calls["open_consume_queues"] == 1
+
+
+def test_offsets_opens_the_store_once(calls):
+    result = _rmqtool("offsets", CONSUMERS, "-f", "jsonl")
+    assert result.exit_code in (0, 3), result.stderr
+    assert calls["StoreView"] == 1 and calls["require_store"] == 1 and calls["open_consume_queues"] == 1
+
+
+# --- the view itself ---------------------------------------------------------------------------
+
+def test_the_view_answers_from_the_files_and_never_changes():
+    truth = load_truth(BASIC / "truth.json")["truth"]["commitlog"]
+    view = open_store(BASIC / "store")
+    assert view.family is ROCKETMQ and view.live is None and view.unfinished is None
+    assert view.commit_log_end.end == view.written_end == truth["maxPhyOffset"]
+    assert view.segments[0].base_offset == truth["minPhyOffset"]
+    assert view.consume_queues(view.written_end) is view.consume_queues(view.written_end)
+    assert view.recovered_end is None  # no simulation handed in: not known, never guessed
+    with pytest.raises(AttributeError):
+        view.root = pathlib.Path("/elsewhere")
+
+
+def test_the_simulation_handed_in_runs_once():
+    from rmqtool.recovery.outcome import Settings, simulate
+    truth = load_truth(BASIC / "truth.json")["truth"]["commitlog"]
+    runs = []
+
+    def once(view):
+        runs.append(view)
+        return simulate(view.root, Settings(), list_lost=False)
+    view = StoreView(BASIC / "store", simulate=once)
+    assert view.recovered_end == view.recovered_end == truth["maxPhyOffset"]
+    assert runs == [view]
+
+
+def test_plan_recovery_takes_the_view():
+    from rmqtool.recovery.plan import plan_recovery
+    view = open_store(BASIC / "store")
+    assert plan_recovery(view).to_json() == plan_recovery(view.root).to_json()
+
+
+# --- store families ----------------------------------------------------------------------------
+
+def _qmq_store(tmp_path: pathlib.Path) -> pathlib.Path:
+    root = tmp_path / "qmq"
+    for d in QMQ.marker_dirs:
+        (root / d).mkdir(parents=True)
+    (root / "messagelog" / f"{0:020d}").write_bytes(b"\0" * 64)
+    return root
+
+
+def test_detection_tells_the_families_apart(tmp_path):
+    assert detect_family(BASIC / "store") is ROCKETMQ
+    assert detect_family(_qmq_store(tmp_path)) is QMQ
+    assert detect_family(tmp_path / "nothing") is None
+    with pytest.raises(UnsupportedFamily):
+        open_store(_qmq_store(tmp_path / "again"))
+
+
+@pytest.mark.parametrize("command", [("verify",), ("info",), ("query", "--offset", "0"), ("offsets",),
+                                     ("recover",), ("dump", "commitlog")])
+def test_a_qmq_store_is_named_and_refused_in_one_line(tmp_path, command):
+    root = _qmq_store(tmp_path)
+    result = _rmqtool(*command, root)
+    assert result.exit_code == ExitCode.BAD_INPUT, (result.stdout, result.stderr)
+    assert result.stdout == "" and "QMQ stores are not supported yet" in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+# --- a family's tools: what the commands call ------------------------------------------------
+
+@pytest.mark.parametrize("fixture", [BASIC, FIXTURES / "rocketmq-5.3.3" / "v2-and-crc"], ids=["4.9.8", "5.3.3"])
+def test_the_rocketmq_family_brings_its_semantics(fixture):
+    from rmqtool.families import tools_of
+    from rmqtool.recovery.commitlog_walk import V4, V5
+    version = load_truth(fixture / "truth.json")["rocketmqVersion"]  # V4_9_8 or V5_3_3
+    view = open_store(fixture / "store")
+    tools = tools_of(view)
+    assert tools.family is ROCKETMQ and "commitlog" in tools.dump_kinds
+    found = tools.semantics(view).semantics
+    assert found in (None, V4 if version.startswith("V4") else V5)  # never the other version's
+
+
+def test_the_family_tools_run_the_one_verify_and_info():
+    from rmqtool.families import tools_at
+    from rmqtool.verify.run import verify_store
+    truth = load_truth(BASIC / "truth.json")["truth"]["commitlog"]
+    tools = tools_at(BASIC / "store")
+    run = tools.verify(tools.open_view(BASIC / "store", purpose="verify"))
+    assert [f.to_json() for f in run.findings()] == [f.to_json() for f in verify_store(BASIC / "store")]
+    doc, _findings = tools.info(tools.open_view(BASIC / "store", purpose="info"))
+    assert doc["commitlog"]["written_end"] == truth["maxPhyOffset"]
+
+
+def test_a_family_not_read_yet_has_no_tools(tmp_path):
+    from rmqtool.families import tools_at
+    with pytest.raises(UnsupportedFamily):
+        tools_at(_qmq_store(tmp_path))

@@ -71,7 +71,7 @@ def _action_replay_from(root: pathlib.Path, action_cps) -> int | None:
     return state or (action_cps.loaded.value.offset if action_cps.loaded else 0)
 
 
-def store_info(root: str | os.PathLike) -> dict:
+def store_info(root: str | os.PathLike, live_pid: int | None = None) -> dict:
     root = pathlib.Path(root)
     message_log, written_end = _message_log(root)
     message_cps = checkpoints.message_checkpoints(root)
@@ -103,8 +103,7 @@ def store_info(root: str | os.PathLike) -> dict:
         shutdown = (f"the message checkpoint ({checkpoint_offset}) is behind the written end ({written_end}): "
                     f"the last stop was not clean, the next start replays {written_end - checkpoint_offset} bytes")
     return {
-        "family": "qmq",
-        "store": str(root),
+        "store": {"path": str(root), "family": "qmq", "live": live_pid is not None, "locked_by_pid": live_pid},
         "message_log": message_log,
         "action_log": _action_log(root),
         "subjects": subjects,

@@ -49,7 +49,7 @@ def _params() -> dict:
 
 
 def _messages():
-    from rmqtool.engine.encoder import producer_message
+    from rmqtool.engine.producer import producer_message
 
     body = b"x" * 48
     for i in range(MESSAGES):

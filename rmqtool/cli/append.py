@@ -190,10 +190,10 @@ def _one_message(topic, body, body_file, tags, keys, prop, queue, delay_level) -
         if name in _SYSTEM_NAMES:
             raise UsageError(f"--property {name} is a system property (use --tags, --keys, --delay-level)")
         user[name] = value
-    from rmqtool.engine import encoder as enc
+    from rmqtool.engine.producer import producer_message
 
-    return enc.producer_message(topic, payload, tags=tags, keys=keys, user_properties=user, queue_id=queue,
-                                delay_level=delay_level)
+    return producer_message(topic, payload, tags=tags, keys=keys, user_properties=user, queue_id=queue,
+                            delay_level=delay_level)
 
 
 _SYSTEM_NAMES = {props.PROPERTY_KEYS, props.PROPERTY_TAGS, props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,

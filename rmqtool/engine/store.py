@@ -41,9 +41,12 @@ from rmqtool.store.consumequeue import find_queue_end, queue_directories
 from rmqtool.engine.cq_writer import BatchConsumeQueueTable, ConsumeQueueTable
 from rmqtool.dispatch.dispatcher import CommitLogDispatcher, DispatchRequest, ReputMessageService
 from rmqtool.dispatch.rules import DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevels
-from rmqtool.engine.encoder import (DEFAULT_MAX_MESSAGE_SIZE, Encoder, QUEUE_OFFSET_AT, RECORD_PLACE,
-                                    RECORD_START, RECORD_TIME, MessageBatch, MessageInner, PreparedRecord,
-                                    as_host, write_record)
+from rmqtool.engine.encoder import DEFAULT_MAX_MESSAGE_SIZE, Encoder
+from rmqtool.engine.message_inner import MessageBatch, MessageInner, as_host
+from rmqtool.engine.prepared_record import PreparedRecord, write_record
+from rmqtool.engine.record_structs import RECORD_PLACE, RECORD_TIME
+from rmqtool.formats.commitlog import QUEUE_OFFSET_AT
+from rmqtool.store.message import RECORD_START
 from rmqtool.engine.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from rmqtool.engine.index_writer import IndexServiceWriter
 from rmqtool.engine.lock import StoreLock

@@ -188,8 +188,8 @@ class Encoder:
         key = (topic, born, store, sys_flag)
         magic, tpart = self.topic_part(topic)
         store = store or self._store_host
-        store_ip, store_port = store[0], store[1]
-        born_ip, born_port = born[0], born[1]
+        store_ip, store_port = store
+        born_ip, born_port = born
         sys_flag &= _NOT_V6
         if len(born_ip) == 16:
             sys_flag |= _BORN_V6
@@ -244,12 +244,12 @@ class Encoder:
         batch_prop = java_utf8(properties_string(batch.properties))
         if len(batch_prop) > MAX_PROPERTIES_LENGTH:
             raise UsageError(f"batch properties are {len(batch_prop)} bytes, more than {MAX_PROPERTIES_LENGTH}")
-        store = batch.store_host or self.store_host
-        born = batch.born_host
+        store_ip, store_port = batch.store_host or self.store_host
+        born_ip, born_port = batch.born_host
         sys_flag = batch.sys_flag & _NOT_V6
-        if len(born[0]) == 16:
+        if len(born_ip) == 16:
             sys_flag |= sysflag.BORNHOST_V6_FLAG
-        if len(store[0]) == 16:
+        if len(store_ip) == 16:
             sys_flag |= sysflag.STOREHOSTADDRESS_V6_FLAG
         magic, tpart = self.topic_part(batch.topic)
         head = HEADS[(sys_flag >> 4) & 3]
@@ -267,13 +267,13 @@ class Encoder:
             tags = parsed.get(props.PROPERTY_TAGS)
             total = head.size + len(body) + len(tpart) + PROPERTIES_LENGTH.size + len(prop)
             record = b"".join((head.pack(total, magic, body_crc(body, _fast_crc32), batch.queue_id,
-                                         flag, 0, 0, sys_flag, batch.born_timestamp, born[0], born[1], 0, store[0],
-                                         store[1], batch.reconsume_times, 0, len(body)),
+                                         flag, 0, 0, sys_flag, batch.born_timestamp, born_ip, born_port, 0,
+                                         store_ip, store_port, batch.reconsume_times, 0, len(body)),
                                body, tpart, PROPERTIES_LENGTH.pack(len(prop)), prop))
             out.append(prepared_record(batch.topic, batch.queue_id, record, sys_flag, batch.store_timestamp,
                                       tags_code(tags), parsed.get(props.PROPERTY_KEYS),
                                       parsed.get(props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), 0,
-                                      store[0], store[1], bool(self.append_prop_crc)))
+                                      store_ip, store_port, bool(self.append_prop_crc)))
         if not out:
             raise UsageError("the batch holds no message")
         return out

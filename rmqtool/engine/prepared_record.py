@@ -70,7 +70,7 @@ def prepared_record(topic: str, queue_id: int, record: bytes, sys_flag: int, sto
                     tags_code: int, keys: str | None, uniq_key: str | None, delay_level: int,
                     store_ip: bytes, store_port: int, prop_crc: bool = False) -> PreparedRecord:
     """A PreparedRecord of a whole encoded ``record`` (its totalSize and magic are kept apart)."""
-    magic = _START.unpack_from(record)[1]
+    _total_size, magic = _START.unpack_from(record)
     record = bytes(_START.size) + record[_START.size:]
     return _tuple_new(PreparedRecord, (topic, queue_id, record, len(record), sys_flag,
                                        STORE_TIMESTAMP_AT[(sys_flag >> 4) & 3], store_timestamp, tags_code, keys,

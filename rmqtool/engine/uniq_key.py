@@ -26,8 +26,9 @@ def _local_ip() -> bytes:
     """What UtilAll.getIP would pick, roughly: a non-loopback address of this host, else a
     fake one made from the clock as createFakeIP does."""
     try:
-        for info in socket.getaddrinfo(socket.gethostname(), None):
-            addr = ipaddress.ip_address(info[4][0].split("%")[0])
+        for _family, _type, _proto, _canonname, sockaddr in socket.getaddrinfo(socket.gethostname(), None):
+            host = sockaddr[0]  # (host, port) or, IPv6, (host, port, flowinfo, scope id)
+            addr = ipaddress.ip_address(host.split("%")[0])
             if not addr.is_loopback and not addr.is_link_local:
                 return addr.packed
     except (OSError, ValueError):

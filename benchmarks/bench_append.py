@@ -39,7 +39,8 @@ SYNC_BULK_MESSAGES = 50_000
 def _messages(n: int, body: bytes):
     """Messages as the broker's SendMessageProcessor hands them to the store: property map and
     stored properties string (UNIQ_KEY, CLUSTER) already made, as a MessageExtBrokerInner has."""
-    from rmqtool.engine.encoder import UniqIdGenerator, producer_message
+    from rmqtool.engine.producer import producer_message
+    from rmqtool.engine.uniq_key import UniqIdGenerator
 
     uniq = UniqIdGenerator(ip=bytes([198, 51, 100, 7]), pid=4242, loader_hash=0x1234567)
     born = int(time.time() * 1000)

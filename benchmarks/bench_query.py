@@ -60,7 +60,7 @@ def _params(shape: Shape) -> dict:
 
 
 def _messages(shape: Shape):
-    from rmqtool.engine.encoder import producer_message
+    from rmqtool.engine.producer import producer_message
 
     body = b"x" * 48
     for i in range(shape.messages):

@@ -40,7 +40,7 @@ def key_of(i: int) -> str:
 
 def build(store: pathlib.Path, messages: int = MESSAGES, commitlog_size: int | None = None) -> int:
     """Write the store (replacing what is there); returns the commit log's max offset."""
-    from rmqtool.engine.encoder import producer_message
+    from rmqtool.engine.producer import producer_message
     from rmqtool.engine.store import Store
 
     if store.exists():

@@ -21,7 +21,8 @@ import subprocess
 import sys
 import tempfile
 
-from rmqtool.engine import encoder as enc
+from rmqtool.engine.producer import batch_item, producer_batch, producer_message
+from rmqtool.engine.uniq_key import UniqIdGenerator
 from rmqtool.findings import CHECKPOINT_WINDOW, COMMIT_LOG_END, RECOVERY_START_FILE
 from rmqtool.engine.store import Store
 
@@ -31,7 +32,7 @@ BORN_TIME = 1_717_200_000_000
 
 def build(root: pathlib.Path, messages: int = 600) -> dict:
     """Write the sample store; returns what a reader should find in it."""
-    uniq_ids = enc.UniqIdGenerator(ip=bytes([198, 51, 100, 7]), pid=4242, loader_hash=0x5F5E100)
+    uniq_ids = UniqIdGenerator(ip=bytes([198, 51, 100, 7]), pid=4242, loader_hash=0x5F5E100)
     written = {"messages": 0, "batches": 0, "delayed": 0, "keys": []}
     with Store.open(root, writable=True, commitlog_size=64 * 1024, cq_size=30 * 20, index_slots=64,
                     index_entries=256, store_host="192.0.2.10:10911") as store:
@@ -41,7 +42,7 @@ def build(root: pathlib.Path, messages: int = 600) -> dict:
             queue = i % TOPICS[topic]
             key = f"order-{i}" if topic == "OrderTopic" else f"{topic.lower()}-{i}"
             body = (f"message {i} to {topic}/{queue} " + "x" * (i % 400)).encode()
-            msg = enc.producer_message(
+            msg = producer_message(
                 topic, body, tags=("TagA", "TagB", None)[i % 3], keys=[key, "shared-key"] if i % 10 == 0 else key,
                 user_properties={"seq": str(i), "城市": "杭州"} if i % 7 == 0 else None, queue_id=queue,
                 born_timestamp=BORN_TIME + 37 * i, born_host=f"198.51.100.{1 + i % 50}:40000",
@@ -51,17 +52,17 @@ def build(root: pathlib.Path, messages: int = 600) -> dict:
             written["delayed"] += i % 97 == 13
             written["keys"].append((topic, key))
             if i % 150 == 149:  # now and then a batch, as putMessages(MessageExtBatch)
-                items = [enc.batch_item(f"batch {i}/{j}".encode(), tags="BatchTag", keys=f"batch-{i}-{j}",
+                items = [batch_item(f"batch {i}/{j}".encode(), tags="BatchTag", keys=f"batch-{i}-{j}",
                                         uniq_ids=uniq_ids) for j in range(5)]
-                store.put_messages(enc.producer_batch("OrderTopic", items, queue_id=0, born_timestamp=BORN_TIME,
+                store.put_messages(producer_batch("OrderTopic", items, queue_id=0, born_timestamp=BORN_TIME,
                                                       born_host="198.51.100.200:40001"))
                 written["batches"] += 1
                 written["messages"] += len(items)
         # a transaction: the half message, then its commit record
-        half = store.append(enc.producer_message("PaymentTopic", b"pay 100", keys="tx-1", transaction="prepared",
+        half = store.append(producer_message("PaymentTopic", b"pay 100", keys="tx-1", transaction="prepared",
                                                  producer_group="demo-tx-group", uniq_ids=uniq_ids,
                                                  born_timestamp=BORN_TIME))
-        store.append(enc.producer_message("PaymentTopic", b"pay 100", keys="tx-1", transaction="commit",
+        store.append(producer_message("PaymentTopic", b"pay 100", keys="tx-1", transaction="commit",
                                           prepared_transaction_offset=half.wrote_offset, uniq_ids=uniq_ids,
                                           born_timestamp=BORN_TIME))
         written["messages"] += 2

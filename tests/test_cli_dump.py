@@ -306,11 +306,11 @@ def test_missing_codec_is_an_operational_error_with_the_pip_command(monkeypatch,
 def test_table_cells_escape_control_characters(tmp_path):
     """A key and a body holding ESC, BEL, CSI and rich markup: shown escaped, never acted on.
     Before the fix the bytes reached the terminal as they were (and ``[/x]`` raised MarkupError)."""
-    from rmqtool.engine import encoder as enc
+    from rmqtool.engine.producer import producer_message
     from rmqtool.engine.store import Store
     nasty = "\x1b[2J\x1b]0;owned\x07\u009b31m[/x]"
     with Store.open(tmp_path / "s", writable=True) as s:
-        s.append(enc.producer_message("T", nasty.encode(), keys=f"k{nasty}", tags="TagA"))
+        s.append(producer_message("T", nasty.encode(), keys=f"k{nasty}", tags="TagA"))
     r = run("dump", "commitlog", tmp_path / "s", "--wide")  # keys and body: wider than 80 columns
     assert r.exit_code == 0, r.stderr
     for ch in ("\x1b", "\x07", "\u009b"):

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from conftest import V4, V5, load_truth
 from rmqtool.cli.app import app
-from rmqtool.engine import encoder as enc
+from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
 from rmqtool.findings import BLANK_RECORD_MISSING
 from rmqtool.inspect.inventory import store_info
@@ -94,11 +94,11 @@ def test_reopening_after_a_record_over_64_kib_keeps_the_store_host(tmp_path):
     host = "192.0.2.77:10977"
     big = random.Random(7).randbytes(100 * 1024)  # incompressible, and over 64 KiB stored
     with Store.open(root, writable=True, store_host=host, commitlog_size=1 << 20) as store:
-        first = store.append(enc.producer_message("T", b"small", compress=None))
-        second = store.append(enc.producer_message("T", big, compress=None))
+        first = store.append(producer_message("T", b"small", compress=None))
+        second = store.append(producer_message("T", big, compress=None))
     assert second.wrote_bytes > 64 * 1024
     with Store.open(root, writable=True) as store:
-        third = store.append(enc.producer_message("T", b"after", compress=None))
+        third = store.append(producer_message("T", b"after", compress=None))
     for result in (first, second, third):
         assert decode_message_id(result.msg_id).store_host == host
 
@@ -109,7 +109,7 @@ def _sparse_store(tmp_path) -> tuple[pathlib.Path, str]:
     size = 1 << 30
     with Store.open(root, writable=True, store_host="192.0.2.10:10911", commitlog_size=size, cq_size=20 * 100,
                     index_slots=64, index_entries=256) as store:  # only the commit log is large
-        store.append(enc.producer_message("SparseTopic", b"the only message", keys="only-key"))
+        store.append(producer_message("SparseTopic", b"the only message", keys="only-key"))
     for seg in (root / "commitlog").iterdir():  # rewrite as a sparse file, whatever the engine touched
         data = seg.read_bytes()[:4096] if int(seg.name) == 0 else b""
         seg.unlink()

@@ -77,7 +77,7 @@ def test_a_record_dispatch_refuses_stops_both_ways_at_the_same_place(tmp_path):
     """A delayed message whose DELAY is no number: checkMessageAndReturnSize refuses it, so
     dispatch stops there, with what came before it dispatched; the same with columns."""
     from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC
-    from rmqtool.engine.encoder import producer_message
+    from rmqtool.engine.producer import producer_message
     from rmqtool.engine.store import Store
 
     store = tmp_path / "store"

@@ -12,7 +12,9 @@ from rmqtool.errors import UsageError
 from rmqtool.formats.batch import (BATCH_MESSAGE_HEAD_SIZE, BatchBody, BatchMessage, BatchMessageHead,
                                    BatchPropertiesLength, batch_message_size)
 from rmqtool.formats.derive import field_names, struct_of
-from rmqtool.engine import encoder as enc
+from rmqtool.engine.batch_body import _BATCH_HEAD, _BATCH_PROPS_LEN, decode_batch_body, encode_batch_body
+from rmqtool.engine.message_inner import BatchItem
+from rmqtool.engine.producer import batch_item
 
 TRUTH = V4 / "batch" / "truth.json"
 
@@ -32,7 +34,7 @@ def test_fixed_parts_have_their_sizes_and_the_derived_structs_agree():
     assert BatchMessageHead.sizeof() == head.size == BATCH_MESSAGE_HEAD_SIZE == 20
     assert BatchPropertiesLength.sizeof() == props_len.size == 2
     assert field_names(BatchMessageHead) == ("total_size", "magic_code", "body_crc", "flag", "body_length")
-    assert enc._BATCH_HEAD.format == head.format and enc._BATCH_PROPS_LEN.format == props_len.format
+    assert _BATCH_HEAD.format == head.format and _BATCH_PROPS_LEN.format == props_len.format
 
 
 def test_every_fixture_batch_body_round_trips():
@@ -58,11 +60,11 @@ def test_every_fixture_batch_body_round_trips():
         assert pos == len(raw)
         assert BatchBody.build(parsed) == raw
         # the hot path: decode, then encode what it decoded
-        decoded = enc.decode_batch_body(raw)
+        decoded = decode_batch_body(raw)
         assert decoded == [(m.flag, m.body, m.properties) for m in parsed]
-        items = [enc.BatchItem(body=body, flag=flag, properties_string=p.decode("utf-8"))
+        items = [BatchItem(body=body, flag=flag, properties_string=p.decode("utf-8"))
                  for flag, body, p in decoded]
-        assert enc.encode_batch_body(items) == raw
+        assert encode_batch_body(items) == raw
 
 
 def test_inner_messages_are_what_the_broker_stored():
@@ -70,16 +72,16 @@ def test_inner_messages_are_what_the_broker_stored():
     plus a separator plus the batch's own properties string."""
     for b, raw, records in _batches():
         batch_props = b["batchPropertiesString"]
-        for (flag, body, inner), record in zip(enc.decode_batch_body(raw), records):
+        for (flag, body, inner), record in zip(decode_batch_body(raw), records):
             assert base64.b64decode(record["body"]) == body and record["flag"] == flag
             text = inner.decode("utf-8")
             assert record["propertiesString"] == (f"{text}\x02{batch_props}" if text else batch_props)
 
 
 def test_items_encode_as_the_producer_does():
-    items = [enc.batch_item(b"x" * n, tags="T" if n % 2 else None, keys=f"k{n}", uniq_key=f"U{n}",
+    items = [batch_item(b"x" * n, tags="T" if n % 2 else None, keys=f"k{n}", uniq_key=f"U{n}",
                             user_properties={"n": str(n)}) for n in range(5)]
-    raw = enc.encode_batch_body(items)
+    raw = encode_batch_body(items)
     parsed = BatchBody.parse(raw)
     assert [m.body for m in parsed] == [i.body for i in items]
     assert [m.properties.decode() for m in parsed] == [i.stored_properties_string() for i in items]
@@ -92,5 +94,5 @@ def test_a_truncated_batch_body_is_refused_with_its_position(cut):
     first = int.from_bytes(raw[:4], "big")
     data = raw[:first + cut] if cut > 0 else raw[:cut]
     with pytest.raises(UsageError) as err:
-        enc.decode_batch_body(data)
+        decode_batch_body(data)
     assert "byte" in str(err.value)

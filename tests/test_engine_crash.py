@@ -34,14 +34,14 @@ SIZES = dict(commitlog_size=64 * 1024, cq_size=40 * 20, index_slots=64, index_en
 CHILD = """
 import json, sys
 from rmqtool.engine.store import Store
-from rmqtool.engine import encoder as enc
+from rmqtool.engine.producer import producer_message
 root, rnd = sys.argv[1], int(sys.argv[2])
 store = Store.open(root, writable=True, flush="sync", recover=True, **json.loads(sys.argv[3]))
 print("ready", flush=True)
 i = 0
 while True:
     body = f"round {rnd} message {i} ".encode() * (1 + i % 25)
-    r = store.append(enc.producer_message("CrashTopic", body, keys=f"r{rnd}-{i}", queue_id=i % 3))
+    r = store.append(producer_message("CrashTopic", body, keys=f"r{rnd}-{i}", queue_id=i % 3))
     if r.ok:
         print(json.dumps([r.wrote_offset, r.wrote_bytes, r.queue_id, r.queue_offset, rnd, i]), flush=True)
     i += 1

@@ -9,7 +9,11 @@ import time
 
 from rmqtool.formats.indexfile import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE, build_key, index_key_hash
 from rmqtool.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
-from rmqtool.engine import encoder as enc
+from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC
+from rmqtool.engine.encoder import Encoder
+from rmqtool.engine.message_inner import MessageInner
+from rmqtool.engine.producer import producer_message
+from rmqtool.engine.property_map import PropertyMap, properties_string
 from rmqtool.engine.cq_writer import ConsumeQueueTable
 from rmqtool.dispatch.dispatcher import CommitLogDispatcher
 from rmqtool.engine.store import Store
@@ -74,7 +78,7 @@ def test_warm_ahead_faults_in_without_writing(tmp_path):
     root = tmp_path / "store"
     with Store.open(root, writable=True, commitlog_size=64 << 20) as store:
         for i in range(200):
-            store.append(enc.producer_message("T", os.urandom(1000), compress=None))
+            store.append(producer_message("T", os.urandom(1000), compress=None))
         end = store.max_offset
         deadline = time.monotonic() + 10
         while store.warmer.warmed_to < end + (2 << 20) and time.monotonic() < deadline:
@@ -132,10 +136,10 @@ def test_a_flush_timeout_is_in_every_result_and_the_records_stay(tmp_path, monke
     message and for every message of a run, each result otherwise as written."""
     with Store.open(tmp_path / "s", writable=True, flush="sync", commitlog_size=1 << 20) as store:
         monkeypatch.setattr(store.flusher, "wait_flushed", lambda offset, *a, **k: False)
-        one = store.append(enc.producer_message("T", b"x" * 10, compress=None))
-        many = store.append_many([enc.producer_message("T", b"y" * 10, compress=None) for _ in range(5)])
+        one = store.append(producer_message("T", b"x" * 10, compress=None))
+        many = store.append_many([producer_message("T", b"y" * 10, compress=None) for _ in range(5)])
         monkeypatch.undo()
-        fine = store.append(enc.producer_message("T", b"z", compress=None))
+        fine = store.append(producer_message("T", b"z", compress=None))
     assert one.status == "FLUSH_DISK_TIMEOUT" and not one.ok and one.queue_offset == 0
     assert [r.status for r in many] == ["FLUSH_DISK_TIMEOUT"] * 5
     assert [r.queue_offset for r in many] == [1, 2, 3, 4, 5]
@@ -158,14 +162,14 @@ def _shape_changing_messages():
     with and without TAGS/KEYS/UNIQ_KEY, strings given and made, empty bodies and maps,
     delayed messages (redirected, and already on SCHEDULE_TOPIC_XXXX), unpaired surrogates."""
     rnd = random.Random(23)
-    topics = ["T", "订单Topic", "x" * 128, "BenchTopic", enc.RMQ_SYS_SCHEDULE_TOPIC]
+    topics = ["T", "订单Topic", "x" * 128, "BenchTopic", RMQ_SYS_SCHEDULE_TOPIC]
     borns = [_V4, _V4_OTHER, _V6, [bytes([1, 2, 3, 4]), 7]]
     stores = [None, None, _STORE, _V6]
     flags = [0, 0, 1, TRANSACTION_PREPARED_TYPE, TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE,
              0x1 << 4 | 0x1 << 5]  # stale V6 bits are recomputed from the hosts
     out = []
     for i in range(400):
-        m = enc.PropertyMap()
+        m = PropertyMap()
         if rnd.random() < 0.5:
             m["TAGS"] = rnd.choice(["a", "TagA", "订单"])
         if rnd.random() < 0.4:
@@ -179,8 +183,8 @@ def _shape_changing_messages():
         m["CLUSTER"] = "DefaultCluster"
         if rnd.random() < 0.1:
             m = {}
-        text = None if rnd.random() < 0.5 or not m else enc.properties_string(m)
-        out.append(enc.MessageInner(
+        text = None if rnd.random() < 0.5 or not m else properties_string(m)
+        out.append(MessageInner(
             topic=rnd.choice(topics), body=rnd.choice([b"", os.urandom(rnd.randint(1, 300))]),
             queue_id=rnd.randrange(8), flag=rnd.randint(-3, 3), properties=m, properties_string=text,
             born_timestamp=1_700_000_000_000 + i, born_host=rnd.choice(borns), store_host=rnd.choice(stores),
@@ -194,11 +198,11 @@ def test_a_long_lived_encoder_prepares_what_a_fresh_one_prepares():
     and dispatch values) equals what a new Encoder, with empty caches, makes of it, also
     after the store host changes."""
     messages = _shape_changing_messages()
-    cached = enc.Encoder(_STORE)
+    cached = Encoder(_STORE)
     for n, msg in enumerate(messages):
         if n == 200:
             cached.store_host = _V6
-        fresh = enc.Encoder(cached.store_host)
+        fresh = Encoder(cached.store_host)
         assert cached.prepare(msg) == fresh.prepare(msg), n
         assert cached.prepare(msg, 5) == fresh.prepare(msg, 5), n
         p = cached.prepare_fields(msg)
@@ -212,7 +216,7 @@ def test_prepared_records_are_the_schemas_records():
     from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, MessageRecord
     from rmqtool.store.crc import crc32_reference
 
-    encoder = enc.Encoder(_STORE)
+    encoder = Encoder(_STORE)
     checked = 0
     for n, msg in enumerate(_shape_changing_messages()):
         if "DELAY" in msg.properties:
@@ -222,7 +226,7 @@ def test_prepared_records_are_the_schemas_records():
         sys_flag = msg.sys_flag & ~0x30 | (0x10 if len(msg.born_host[0]) == 16 else 0) | (
             0x20 if len(store[0]) == 16 else 0)
         topic = msg.topic.encode()
-        text = msg.properties_string if msg.properties_string is not None else enc.properties_string(msg.properties)
+        text = msg.properties_string if msg.properties_string is not None else properties_string(msg.properties)
         expected = MessageRecord.build(dict(
             total_size=p.total_size, magic_code=MESSAGE_MAGIC_CODE_V2 if len(topic) > 127 else MESSAGE_MAGIC_CODE_V1,
             body_crc=crc32_reference(msg.body) if msg.body else 0, queue_id=msg.queue_id, flag=msg.flag,

@@ -13,7 +13,13 @@ import pytest
 
 from conftest import V4, load_truth
 from rmqtool.formats import properties as props
-from rmqtool.engine import encoder as enc
+from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC
+from rmqtool.engine.encoder import Encoder
+from rmqtool.engine.message_inner import MessageBatch, MessageInner
+from rmqtool.engine.producer import broker_inner, producer_message, producer_properties
+from rmqtool.engine.property_map import PropertyMap, properties_string, string_to_property_map
+from rmqtool.store.compression import compress as compress_body
+from rmqtool.formats import sysflag
 from rmqtool.engine.store import Store
 
 STORE_HOST = "192.0.2.10:10911"
@@ -30,11 +36,11 @@ def _pairs(text: str) -> list[tuple[str, str]]:
     return [tuple(p.split("\x01", 1)) for p in text.split("\x02")] if text else []
 
 
-def _producer_map(pairs) -> enc.PropertyMap:
+def _producer_map(pairs) -> PropertyMap:
     """The map a 4.9.8 producer builds, in the order it fills it (see producer_properties);
     user properties in the order they were stored (the only order the fixture keeps)."""
     d = dict(pairs)
-    return enc.producer_properties(
+    return producer_properties(
         tags=d.get("TAGS"), keys=d.get("KEYS"), uniq_key=d.get("UNIQ_KEY"), generate_uniq_key=False,
         user_properties={k: v for k, v in pairs if k not in SYSTEM},
         delay_level=int(d.get("DELAY", 0)), transaction_prepared="TRAN_MSG" in d, producer_group=d.get("PGROUP"))
@@ -45,7 +51,7 @@ def _common(m) -> dict:
                 store_host=_host(m["storeHost"], m["storePort"]), reconsume_times=m["reconsumeTimes"])
 
 
-def message_input(m: dict) -> enc.MessageInner:
+def message_input(m: dict) -> MessageInner:
     """The MessageExtBrokerInner the broker stored this record from."""
     pairs = _pairs(m["propertiesString"])
     d = dict(pairs)
@@ -53,50 +59,50 @@ def message_input(m: dict) -> enc.MessageInner:
     sys_flag = m["sysFlag"] & ~0x30  # the V6 bits are the store's to set
     if m["topic"] == OP_TOPIC:
         # TransactionalMessageBridge.makeOpMessageInner: Message(topic, "d", body), WAIT=false, UNIQ_KEY
-        pm = enc.PropertyMap(TAGS=d["TAGS"], WAIT=d["WAIT"], UNIQ_KEY=d["UNIQ_KEY"])
-        inner = enc.MessageInner(m["topic"], body, m["queueId"], properties=pm, sys_flag=sys_flag, **_common(m))
+        pm = PropertyMap(TAGS=d["TAGS"], WAIT=d["WAIT"], UNIQ_KEY=d["UNIQ_KEY"])
+        inner = MessageInner(m["topic"], body, m["queueId"], properties=pm, sys_flag=sys_flag, **_common(m))
     elif m["topic"] == HALF_TOPIC:
         # SendMessageProcessor, then parseHalfMessageInner: REAL_TOPIC/REAL_QID put, re-serialised
-        inner = enc.broker_inner(d["REAL_TOPIC"], body, _producer_map(pairs), queue_id=int(d["REAL_QID"]),
-                                 sys_flag=enc.sysflag.TRANSACTION_PREPARED_TYPE, cluster=d["CLUSTER"], **_common(m))
+        inner = broker_inner(d["REAL_TOPIC"], body, _producer_map(pairs), queue_id=int(d["REAL_QID"]),
+                                 sys_flag=sysflag.TRANSACTION_PREPARED_TYPE, cluster=d["CLUSTER"], **_common(m))
         inner.properties[props.PROPERTY_REAL_TOPIC] = inner.topic
         inner.properties[props.PROPERTY_REAL_QUEUE_ID] = str(inner.queue_id)
         inner.properties_string = inner.properties.to_string()
         inner.topic, inner.queue_id, inner.sys_flag = HALF_TOPIC, 0, sys_flag
-    elif "REAL_TOPIC" in d and m["topic"] != enc.RMQ_SYS_SCHEDULE_TOPIC:
+    elif "REAL_TOPIC" in d and m["topic"] != RMQ_SYS_SCHEDULE_TOPIC:
         # EndTransactionProcessor / ScheduleMessageService: the stored string of the half or
         # schedule record, whose map then loses REAL_* or DELAY
-        pm = enc.string_to_property_map(m["propertiesString"])
+        pm = string_to_property_map(m["propertiesString"])
         text = pm.to_string()
         for name in ("REAL_TOPIC", "REAL_QID") if "DELAY" not in d else ("DELAY",):
             pm.pop(name)
-        inner = enc.MessageInner(m["topic"], body, m["queueId"], properties=pm, properties_string=text,
+        inner = MessageInner(m["topic"], body, m["queueId"], properties=pm, properties_string=text,
                                  sys_flag=sys_flag, prepared_transaction_offset=m["preparedTransactionOffset"],
                                  **_common(m))
     else:
         pm = _producer_map(pairs)
         queue_id = m["queueId"]
         topic = m["topic"]
-        if topic == enc.RMQ_SYS_SCHEDULE_TOPIC:
+        if topic == RMQ_SYS_SCHEDULE_TOPIC:
             topic, queue_id = d["REAL_TOPIC"], int(d["REAL_QID"])
             tags = d.get("TAGS", "")
             if tags.startswith("delay") and tags[5:].isdigit():
                 pm[props.PROPERTY_DELAY_TIME_LEVEL] = tags[5:]  # the level sent (99 is clamped to 18)
             for name in ("REAL_TOPIC", "REAL_QID"):
                 pm.pop(name, None)
-        inner = enc.broker_inner(topic, body, pm, queue_id=queue_id, sys_flag=sys_flag, cluster=d.get("CLUSTER"),
+        inner = broker_inner(topic, body, pm, queue_id=queue_id, sys_flag=sys_flag, cluster=d.get("CLUSTER"),
                                  prepared_transaction_offset=m["preparedTransactionOffset"], **_common(m))
     inner.store_timestamp = m["storeTimestamp"]
     return inner
 
 
-def batch_input(b: dict, first: dict) -> enc.MessageBatch:
+def batch_input(b: dict, first: dict) -> MessageBatch:
     """SendMessageProcessor.sendBatchMessage: the batch body as sent, the batch map (WAIT
     from the producer, then CLUSTER)."""
-    wire = enc.PropertyMap(WAIT="true")
-    pm = enc.string_to_property_map(enc.properties_string(wire))
+    wire = PropertyMap(WAIT="true")
+    pm = string_to_property_map(properties_string(wire))
     pm[props.PROPERTY_CLUSTER] = dict(_pairs(b["batchPropertiesString"]))["CLUSTER"]
-    return enc.MessageBatch(b["topic"], base64.b64decode(b["batchBodyBase64"]), b["queueId"], properties=pm,
+    return MessageBatch(b["topic"], base64.b64decode(b["batchBodyBase64"]), b["queueId"], properties=pm,
                             born_timestamp=first["bornTimestamp"], born_host=_host(first["bornHost"], first["bornPort"]),
                             store_host=_host(first["storeHost"], first["storePort"]),
                             sys_flag=first["sysFlag"] & ~0x30, reconsume_times=first["reconsumeTimes"],
@@ -152,10 +158,10 @@ def replay(scenario: str, target: pathlib.Path, dispatch: str = "inline", bulk: 
     with store:
         run: list = []
         for op in operations(truth) + [None]:
-            if run and (not isinstance(op, enc.MessageInner) or len(run) == bulk):
+            if run and (not isinstance(op, MessageInner) or len(run) == bulk):
                 results.extend(store.append_many(run))
                 run = []
-            if isinstance(op, enc.MessageBatch):
+            if isinstance(op, MessageBatch):
                 results.append(store.put_messages(op))
             elif op is not None and bulk:
                 run.append(op)
@@ -239,7 +245,7 @@ def test_client_compression_is_byte_identical():
         codec = (m.get("compressionType") or "").lower()
         if codec:
             raw = base64.b64decode(m["bodyDecompressed"])
-            assert enc.compress_body(raw, codec) == base64.b64decode(m["body"])
+            assert compress_body(raw, codec) == base64.b64decode(m["body"])
             seen.add(codec)
     assert seen == {"zlib", "lz4", "zstd"}
 
@@ -248,14 +254,14 @@ def test_producer_path_compresses_like_the_client():
     """producer_message with the original body gives the stored record, sysFlag included."""
     truth = load_truth(V4 / "basic" / "truth.json")
     size = truth["messageStoreConfig"]["changedFromDefault"]["mappedFileSizeCommitLog"]
-    encoder = enc.Encoder(STORE_HOST)
+    encoder = Encoder(STORE_HOST)
     checked = 0
     for m in truth["truth"]["messages"]:
         codec = (m.get("compressionType") or "").lower()
         if not codec:
             continue
         d = dict(_pairs(m["propertiesString"]))
-        inner = enc.producer_message(
+        inner = producer_message(
             m["topic"], base64.b64decode(m["bodyDecompressed"]), tags=d.get("TAGS"), keys=d.get("KEYS"),
             user_properties={k: v for k, v in _pairs(m["propertiesString"]) if k not in SYSTEM},
             uniq_key=d.get("UNIQ_KEY"), generate_uniq_key=False, queue_id=m["queueId"], compress=codec,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from rmqtool.engine import encoder as enc
+from rmqtool.engine.producer import producer_message
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.engine.store import Store
 from rmqtool.store.message import Message
@@ -28,7 +28,7 @@ def test_sync_flush_returns_flushed_and_concurrent_appends_share_fsyncs(tmp_path
     with Store.open(root, writable=True, flush="sync", **SMALL) as store:
         def writer(n):
             for i in range(40):
-                r = store.append(enc.producer_message("T", b"w%d-%d" % (n, i), queue_id=n))
+                r = store.append(producer_message("T", b"w%d-%d" % (n, i), queue_id=n))
                 assert store.commit_log.flushed_where >= r.wrote_offset + r.wrote_bytes  # on disk when it returns
                 results.append(r)
         threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
@@ -52,7 +52,7 @@ def test_async_flush_catches_up_in_the_background(tmp_path):
                     flush_commit_log_thorough_interval=20, **SMALL) as store:
         last = None
         for i in range(50):
-            last = store.append(enc.producer_message("T", b"x" * 100))
+            last = store.append(producer_message("T", b"x" * 100))
         end = last.wrote_offset + last.wrote_bytes
         assert _wait(lambda: store.commit_log.flushed_where >= end)
         assert _wait(lambda: store.checkpoint.physic_msg_timestamp == last.store_timestamp)
@@ -63,11 +63,11 @@ def test_async_flush_wakes_on_enough_dirty_pages(tmp_path):
     with Store.open(root, writable=True, flush="async", flush_interval_commit_log=60_000,
                     flush_commit_log_thorough_interval=3_600_000, **SMALL) as store:
         time.sleep(0.05)  # the first, thorough, round is done
-        store.append(enc.producer_message("T", b"x" * 100))
+        store.append(producer_message("T", b"x" * 100))
         time.sleep(0.05)
         assert store.commit_log.flushed_where == 0  # less than 4 pages: waits for the interval
         for _ in range(20):
-            r = store.append(enc.producer_message("T", b"y" * 1000, compress=None))
+            r = store.append(producer_message("T", b"y" * 1000, compress=None))
         assert _wait(lambda: store.commit_log.flushed_where >= 4 * 4096)
     assert r.ok
 
@@ -76,7 +76,7 @@ def test_background_dispatch_is_observable_and_catches_up(tmp_path):
     root = tmp_path / "store"
     with Store.open(root, writable=True, dispatch="background", **SMALL) as store:
         with store.reput.lock:  # hold the dispatcher back
-            rs = [store.append(enc.producer_message("T", b"m%d" % i, keys=f"k{i}")) for i in range(30)]
+            rs = [store.append(producer_message("T", b"m%d" % i, keys=f"k{i}")) for i in range(30)]
             behind = store.dispatch_behind_bytes
             assert behind == rs[-1].wrote_offset + rs[-1].wrote_bytes - rs[0].wrote_offset > 0
         assert store.wait_dispatched()
@@ -88,20 +88,20 @@ def test_background_dispatch_is_observable_and_catches_up(tmp_path):
 def test_inline_dispatch_is_never_behind(tmp_path):
     with Store.open(tmp_path / "store", writable=True, **SMALL) as store:
         for i in range(200):  # through several segment rolls
-            store.append(enc.producer_message("T", b"z" * 700, compress=None))
+            store.append(producer_message("T", b"z" * 700, compress=None))
             assert store.dispatch_behind_bytes == 0
 
 
 def test_next_segment_is_made_ahead_and_dropped_when_unused(tmp_path):
     root = tmp_path / "store"
     with Store.open(root, writable=True, **SMALL) as store:
-        store.append(enc.producer_message("T", b"x"))
+        store.append(producer_message("T", b"x"))
         ahead = root / "commitlog" / f"{64 * 1024:020d}"
         assert _wait(lambda: ahead.exists())
         assert ahead.stat().st_size == 64 * 1024 and ahead.read_bytes() == bytes(64 * 1024)
     assert not ahead.exists()
     with Store.open(root, writable=True, **SMALL) as store:
         for _ in range(100):  # fill the first segment: the one made ahead is taken
-            store.append(enc.producer_message("T", b"x" * 1000, compress=None))
+            store.append(producer_message("T", b"x" * 1000, compress=None))
     names = sorted(p.name for p in (root / "commitlog").iterdir())
     assert names[:2] == [f"{0:020d}", f"{64 * 1024:020d}"]

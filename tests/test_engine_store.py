@@ -20,7 +20,14 @@ from rmqtool.formats import properties as props
 from rmqtool.formats import sysflag
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
 from rmqtool.query.by_key import query_by_key
-from rmqtool.engine import encoder as enc
+from rmqtool.dispatch.rules import DelayLevels, RMQ_SYS_SCHEDULE_TOPIC, tags_code
+from rmqtool.engine.batch_body import decode_batch_body
+from rmqtool.engine.encoder import Encoder
+from rmqtool.engine.message_inner import MessageInner
+from rmqtool.engine.producer import batch_item, broker_inner, producer_batch, producer_message, producer_properties
+from rmqtool.engine.property_map import PropertyMap, java_order, properties_string
+from rmqtool.engine.uniq_key import UniqIdGenerator
+from rmqtool.formats.indexfile import java_string_hash
 from rmqtool.store.commitlog import Blank, Corrupt
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.consumequeue import open_consume_queues
@@ -35,14 +42,14 @@ V6_STORE = "[2001:db8::10]:10911"
 LONG_TOPIC = "LongTopic-" + "x" * 190
 
 
-def _varied_messages(n: int = 400) -> list[enc.MessageInner]:
+def _varied_messages(n: int = 400) -> list[MessageInner]:
     """Everything the encoder has a branch for: hosts, bodies, tags, delays, transactions."""
     out = []
     for i in range(n):
         topic = (LONG_TOPIC if i % 23 == 5 else ("OrderTopic", "PayTopic", "LogTopic")[i % 3])
         body = (bytes(range(256)) * 30 if i % 41 == 3 else f"body {i} ünïcødé 🚀".encode() * (i % 9))
         transaction = {7: "prepared", 8: "commit", 9: "rollback"}.get(i % 31)
-        out.append(enc.producer_message(
+        out.append(producer_message(
             topic, body, tags=("TagA", "TagA||TagB", "标签", None)[i % 4],
             keys=(f"k-{i}", [f"k-{i}", "shared", f"订单{i}"], None)[i % 3],
             user_properties={"城市": "杭州", "emoji": "😀"} if i % 5 == 0 else None,
@@ -56,8 +63,8 @@ def _varied_messages(n: int = 400) -> list[enc.MessageInner]:
     return out
 
 
-def _expected_string(msg: enc.MessageInner) -> str:
-    return msg.properties_string if msg.properties_string is not None else enc.properties_string(msg.properties)
+def _expected_string(msg: MessageInner) -> str:
+    return msg.properties_string if msg.properties_string is not None else properties_string(msg.properties)
 
 
 @pytest.fixture
@@ -68,13 +75,13 @@ def written(tmp_path):
     batches = []
     with Store.open(root, writable=True, store_host="192.0.2.10:10911", **SMALL) as store:
         for i, msg in enumerate(_varied_messages()):
-            before = enc.Encoder(store.store_host).prepare(enc.MessageInner(**{
-                f: getattr(msg, f) for f in enc.MessageInner.__dataclass_fields__}))
+            before = Encoder(store.store_host).prepare(MessageInner(**{
+                f: getattr(msg, f) for f in MessageInner.__dataclass_fields__}))
             pairs.append((msg, store.append(msg), before))
             if i % 100 == 50:
-                items = [enc.batch_item(f"batch {i} {j}".encode(), tags="BT" if j % 2 else None,
+                items = [batch_item(f"batch {i} {j}".encode(), tags="BT" if j % 2 else None,
                                         keys=f"bk-{i}-{j}", user_properties={"seq": str(j)}) for j in range(6)]
-                batch = enc.producer_batch("BatchTopic", items, queue_id=1, born_host=V6_BORN)
+                batch = producer_batch("BatchTopic", items, queue_id=1, born_host=V6_BORN)
                 batches.append((batch, store.put_messages(batch)))
         assert store.dispatch_behind_bytes == 0
     return root, pairs, batches
@@ -104,7 +111,7 @@ def test_every_field_reads_back(written):
         assert m.sys_flag == (msg.sys_flag & ~0x30) | v6
         level = before.delay_level
         if level:  # redirected: the map with REAL_TOPIC/REAL_QID (and the clamped DELAY) added
-            assert m.topic == enc.RMQ_SYS_SCHEDULE_TOPIC and m.queue_id == level - 1 <= 17
+            assert m.topic == RMQ_SYS_SCHEDULE_TOPIC and m.queue_id == level - 1 <= 17
             assert m.properties == {**msg.properties, "DELAY": str(level), "REAL_TOPIC": msg.topic,
                                     "REAL_QID": str(msg.queue_id)}
         else:
@@ -117,8 +124,8 @@ def test_every_field_reads_back(written):
         if m.transaction_type in (1, 3):  # prepared and rollback records: queue offset 0
             assert m.queue_offset == 0
     for batch, r in batches:
-        inner = enc.decode_batch_body(batch.body)
-        batch_string = enc.properties_string(batch.properties).encode()
+        inner = decode_batch_body(batch.body)
+        batch_string = properties_string(batch.properties).encode()
         for i, offset in enumerate(r.offsets):
             m = by_offset[offset]
             flag, body, raw = inner[i]
@@ -147,11 +154,11 @@ def test_consume_queues_and_index_read_back(written):
                 continue
             u = got[queue_offset]
             assert (u.commit_log_offset, u.size) == (offset, m.store_size)
-            if topic == enc.RMQ_SYS_SCHEDULE_TOPIC:
+            if topic == RMQ_SYS_SCHEDULE_TOPIC:
                 level = int(m.properties[props.PROPERTY_DELAY_TIME_LEVEL])
-                assert u.tags_code == m.store_timestamp + enc.DelayLevels().table[level]
+                assert u.tags_code == m.store_timestamp + DelayLevels().table[level]
             else:
-                assert u.tags_code == enc.tags_code(m.tags)
+                assert u.tags_code == tags_code(m.tags)
         assert cq.max_offset == max((q for q, o in units if read_at(cl, o).transaction_type not in (1, 3)),
                                     default=-1) + 1
     files = list_index_files(root).open_all()
@@ -191,7 +198,7 @@ def test_append_to_a_fixture_copy_continues_it(tmp_path):
         assert store.store_host == (ipaddress.ip_address("192.0.2.10").packed, 10911)
         for i in range(300):
             topic = ("OrderTopic", "PaymentTopic", "AuditLogTopic", "NewTopic")[i % 4]
-            results.append(store.append(enc.producer_message(topic, b"new %d" % i * 20, keys=f"new-{i}",
+            results.append(store.append(producer_message(topic, b"new %d" % i * 20, keys=f"new-{i}",
                                                              tags="TagA", queue_id=i % 4)))
     assert results[0].wrote_offset == old_max
     nxt = {}
@@ -239,9 +246,9 @@ def test_append_to_a_batch_topic_continues_its_batch_consume_queue(tmp_path):
     shutil.copytree(V5 / "batchcq" / "store", root)
     (root / "lock").unlink()
     with Store.open(root, writable=True) as store:
-        results = [store.append(enc.producer_message("BatchCQTopic", b"after %d" % i, keys=f"after-{i}",
+        results = [store.append(producer_message("BatchCQTopic", b"after %d" % i, keys=f"after-{i}",
                                                      queue_id=i % 2)) for i in range(5)]
-        plain = store.append(enc.producer_message("PlainTopic", b"plain", queue_id=0))
+        plain = store.append(producer_message("PlainTopic", b"plain", queue_id=0))
     queues = open_consume_queues(root)
     for q in (0, 1):
         mine = [r for r in results if r.queue_id == q]
@@ -265,7 +272,7 @@ def test_read_only_open_takes_no_lock(tmp_path):
     assert ro.queue_offsets()[("TxTopic", 0)] == 11
     assert ro.locked_by() is None
     with pytest.raises(UsageError):
-        ro.append(enc.producer_message("T", b"x"))
+        ro.append(producer_message("T", b"x"))
     with Store.open(root, writable=True) as rw:  # a writer can open it meanwhile
         assert ro.locked_by() == os.getpid()
         assert rw.dispatch_behind_bytes == 0
@@ -289,7 +296,7 @@ def test_read_only_open_changes_no_byte(tmp_path):
 def test_abort_marker_while_open_and_after_unclean_exit(tmp_path):
     root = tmp_path / "store"
     store = Store.open(root, writable=True, **SMALL)
-    store.append(enc.producer_message("T", b"one"))
+    store.append(producer_message("T", b"one"))
     assert (root / "abort").read_bytes() == b""
     store.close()
     assert not (root / "abort").exists() and (root / "lock").read_bytes() == b"lock"
@@ -298,14 +305,14 @@ def test_abort_marker_while_open_and_after_unclean_exit(tmp_path):
         Store.open(root, writable=True)
     assert Store.open(root).locked_by() is None  # the failed open let go of the lock
     with Store.open(root, writable=True, recover=True) as store:
-        r = store.append(enc.producer_message("T", b"two"))
+        r = store.append(producer_message("T", b"two"))
     assert r.queue_offset == 1 and not (root / "abort").exists()
 
 
 def test_recover_zeroes_a_torn_tail_and_keeps_going(tmp_path):
     root = tmp_path / "store"
     with Store.open(root, writable=True, **SMALL) as store:
-        rs = [store.append(enc.producer_message("T", b"m%d" % i, keys=f"k{i}")) for i in range(10)]
+        rs = [store.append(producer_message("T", b"m%d" % i, keys=f"k{i}")) for i in range(10)]
     seg = root / "commitlog" / "00000000000000000000"
     data = bytearray(seg.read_bytes())
     end = rs[-1].wrote_offset + rs[-1].wrote_bytes
@@ -316,7 +323,7 @@ def test_recover_zeroes_a_torn_tail_and_keeps_going(tmp_path):
     (root / "abort").write_bytes(b"")
     with Store.open(root, writable=True, recover=True) as store:
         assert store.max_offset == end
-        r = store.append(enc.producer_message("T", b"after"))
+        r = store.append(producer_message("T", b"after"))
     assert r.wrote_offset == end and r.queue_offset == 10
     assert [m.body for m in CommitLog(root / "commitlog").scan() if isinstance(m, Message)][-1] == b"after"
 
@@ -324,7 +331,7 @@ def test_recover_zeroes_a_torn_tail_and_keeps_going(tmp_path):
 def test_sizes_are_the_stores_own(tmp_path):
     root = tmp_path / "store"
     with Store.open(root, writable=True, **SMALL) as store:
-        store.append(enc.producer_message("T", b"x"))
+        store.append(producer_message("T", b"x"))
     with pytest.raises(UsageError):
         Store.open(root, writable=True, commitlog_size=65536)
     with Store.open(root, writable=True) as store:
@@ -336,7 +343,7 @@ def test_sizes_are_the_stores_own(tmp_path):
 def test_new_store_gets_broker_default_sizes(tmp_path):
     root = tmp_path / "store"
     with Store.open(root, writable=True) as store:
-        r = store.append(enc.producer_message("T", b"x", keys="k"))
+        r = store.append(producer_message("T", b"x", keys="k"))
     seg = root / "commitlog" / "00000000000000000000"
     st = seg.stat()
     assert st.st_size == 1 << 30 and st.st_blocks * 512 < 1 << 20  # sparse, as the broker's
@@ -361,16 +368,16 @@ def test_refusals(tmp_path):
     root = tmp_path / "store"
     with Store.open(root, writable=True, **SMALL) as store:
         with pytest.raises(UsageError):
-            store.append(enc.producer_message("T", b"x" * 40_000, compress=None))  # bigger than a segment
+            store.append(producer_message("T", b"x" * 40_000, compress=None))  # bigger than a segment
         with pytest.raises(UsageError):
-            store.append(enc.MessageInner("", b"x"))
+            store.append(MessageInner("", b"x"))
         with pytest.raises(UsageError):
-            store.put_messages(enc.producer_batch("T", []))
+            store.put_messages(producer_batch("T", []))
         with pytest.raises(UsageError):
-            store.append(enc.producer_message("T", b"x", user_properties={"DELAY": "soon"}))
-        ok = store.append(enc.producer_message("T", b"x"))
+            store.append(producer_message("T", b"x", user_properties={"DELAY": "soon"}))
+        ok = store.append(producer_message("T", b"x"))
     with pytest.raises(UsageError):
-        store.append(enc.producer_message("T", b"x"))
+        store.append(producer_message("T", b"x"))
     assert ok.queue_offset == 0
     (tmp_path / "not-a-store").mkdir()
     (tmp_path / "not-a-store" / "notes.txt").write_text("mine")
@@ -382,17 +389,17 @@ def test_refusals(tmp_path):
 def test_delay_levels_clamp_and_deliver_time(tmp_path):
     root = tmp_path / "store"
     with Store.open(root, writable=True, **SMALL) as store:
-        r99 = store.append(enc.producer_message("D", b"x", delay_level=99, queue_id=1))
-        r3 = store.append(enc.producer_message("D", b"y", delay_level=3, queue_id=0))
-        rp = store.append(enc.producer_message("D", b"z", delay_level=3, transaction="prepared"))
+        r99 = store.append(producer_message("D", b"x", delay_level=99, queue_id=1))
+        r3 = store.append(producer_message("D", b"y", delay_level=3, queue_id=0))
+        rp = store.append(producer_message("D", b"z", delay_level=3, transaction="prepared"))
     cl = CommitLog(root / "commitlog")
     m = read_at(cl, r99.wrote_offset)
     assert (m.topic, m.queue_id, m.properties["DELAY"], m.properties["REAL_QID"]) == (
-        enc.RMQ_SYS_SCHEDULE_TOPIC, 17, "18", "1")
-    assert (r3.topic, r3.queue_id) == (enc.RMQ_SYS_SCHEDULE_TOPIC, 2)
+        RMQ_SYS_SCHEDULE_TOPIC, 17, "18", "1")
+    assert (r3.topic, r3.queue_id) == (RMQ_SYS_SCHEDULE_TOPIC, 2)
     assert rp.topic == "D" and rp.queue_offset == 0  # a prepared message is not redirected
     queues = open_consume_queues(root)
-    u = queues.find(enc.RMQ_SYS_SCHEDULE_TOPIC, 17).get(0)
+    u = queues.find(RMQ_SYS_SCHEDULE_TOPIC, 17).get(0)
     assert u.tags_code == m.store_timestamp + 2 * 3600 * 1000
     assert queues.find("D", 0) is None
 
@@ -424,7 +431,7 @@ _KEY_TIMES = {
 
 @pytest.mark.parametrize("made_at", _KEY_TIMES.values(), ids=_KEY_TIMES.keys())
 def test_uniq_keys_look_like_the_java_clients(utc_clock, made_at):
-    gen = enc.UniqIdGenerator(ip=bytes([10, 1, 2, 3]), pid=70000, loader_hash=0x12345678, clock=lambda: made_at)
+    gen = UniqIdGenerator(ip=bytes([10, 1, 2, 3]), pid=70000, loader_hash=0x12345678, clock=lambda: made_at)
     a, b = gen.create(), gen.create()
     assert len(a) == 32 and a[:20] == "0A010203" + f"{70000 & 0xFFFF:04X}" + "12345678"
     ka, kb = decode_uniq_key(a, near_ms=made_at), decode_uniq_key(b)
@@ -436,12 +443,12 @@ def test_uniq_keys_look_like_the_java_clients(utc_clock, made_at):
     # a born time a little later (here in the next month) still finds the producer's month
     assert decode_uniq_key(a, near_ms=made_at + 1).timestamp == made_at
     assert decode_uniq_key(a, near_ms=made_at + 3_600_000).timestamp == made_at
-    v6 = enc.UniqIdGenerator(ip=ipaddress.ip_address("fd00::2").packed, clock=lambda: made_at).create()
+    v6 = UniqIdGenerator(ip=ipaddress.ip_address("fd00::2").packed, clock=lambda: made_at).create()
     assert len(v6) == 56 and decode_uniq_key(v6).ip == "fd00::2"
 
 
 def test_property_map_keeps_the_table_size_it_grew_to():
-    m = enc.PropertyMap({f"p{i}": str(i) for i in range(13)})
+    m = PropertyMap({f"p{i}": str(i) for i in range(13)})
     assert m.capacity == 32
     for i in range(5):
         m.pop(f"p{i}")
@@ -449,8 +456,8 @@ def test_property_map_keeps_the_table_size_it_grew_to():
     fresh = dict(m)
 
     def joined(d, capacity):
-        return "\x02".join(f"{k}\x01{d[k]}" for k in enc.java_order(d, capacity))
-    assert enc.properties_string(m) == joined(m, 32) != joined(fresh, 16) == enc.properties_string(fresh)
+        return "\x02".join(f"{k}\x01{d[k]}" for k in java_order(d, capacity))
+    assert properties_string(m) == joined(m, 32) != joined(fresh, 16) == properties_string(fresh)
 
 
 def test_java_hashmap_order_matches_every_fixture_properties_string():
@@ -460,11 +467,11 @@ def test_java_hashmap_order_matches_every_fixture_properties_string():
         for m in load_truth(V4 / scenario / "truth.json")["truth"]["messages"]:
             pairs = [tuple(p.split("\x01", 1)) for p in m["propertiesString"].split("\x02")]
             d = dict(pairs)
-            pm = enc.producer_properties(tags=d.get("TAGS"), keys=d.get("KEYS"), uniq_key=d.get("UNIQ_KEY"),
+            pm = producer_properties(tags=d.get("TAGS"), keys=d.get("KEYS"), uniq_key=d.get("UNIQ_KEY"),
                                          generate_uniq_key=False,
                                          user_properties={k: v for k, v in pairs if k not in (
                                              "TAGS", "KEYS", "UNIQ_KEY", "CLUSTER")})
-            inner = enc.broker_inner(m["topic"], b"", pm, cluster=d.get("CLUSTER"))
+            inner = broker_inner(m["topic"], b"", pm, cluster=d.get("CLUSTER"))
             assert inner.properties_string == m["propertiesString"]
 
 
@@ -561,12 +568,12 @@ def test_v2_records_match_the_5_3_3_layout():
     each V2 record of the 5.3.3 fixture, encoded from its fields, is the bytes on disk."""
     from conftest import V5
     truth = load_truth(V5 / "v2-and-crc" / "truth.json")
-    encoder = enc.Encoder("192.0.2.10:10911")
+    encoder = Encoder("192.0.2.10:10911")
     seen = 0
     for m in truth["truth"]["messages"]:
         if m["messageVersion"] != "MESSAGE_VERSION_V2":
             continue
-        inner = enc.MessageInner(
+        inner = MessageInner(
             m["topic"], base64.b64decode(m["body"]), m["queueId"], flag=m["flag"],
             properties=dict(m["properties"]), properties_string=m["propertiesString"],
             born_timestamp=m["bornTimestamp"], born_host=(ipaddress.ip_address(m["bornHost"]).packed, m["bornPort"]),
@@ -584,15 +591,15 @@ def test_v2_records_match_the_5_3_3_layout():
 
 def test_a_selector_picks_the_queue(tmp_path):
     with Store.open(tmp_path / "store", writable=True, **SMALL) as store:
-        by_key = lambda m: enc.java_string_hash(m.keys) % 3  # noqa: E731  (an order-id selector)
-        rs = [store.append(enc.producer_message("T", b"x", keys=f"order-{i % 5}"), selector=by_key) for i in range(20)]
-        rs += store.append_many([enc.producer_message("T", b"y", keys="order-1")] * 3, selector=by_key)
-        delayed = store.append(enc.producer_message("T", b"z", keys="order-2", delay_level=1), selector=by_key)
+        by_key = lambda m: java_string_hash(m.keys) % 3  # noqa: E731  (an order-id selector)
+        rs = [store.append(producer_message("T", b"x", keys=f"order-{i % 5}"), selector=by_key) for i in range(20)]
+        rs += store.append_many([producer_message("T", b"y", keys="order-1")] * 3, selector=by_key)
+        delayed = store.append(producer_message("T", b"z", keys="order-2", delay_level=1), selector=by_key)
     for r in rs:
-        assert r.queue_id == enc.java_string_hash(read_at(CommitLog(tmp_path / "store" / "commitlog"),
+        assert r.queue_id == java_string_hash(read_at(CommitLog(tmp_path / "store" / "commitlog"),
             r.wrote_offset).properties["KEYS"]) % 3
     m = read_at(CommitLog(tmp_path / "store" / "commitlog"), delayed.wrote_offset)
-    assert m.properties["REAL_QID"] == str(enc.java_string_hash("order-2") % 3)
+    assert m.properties["REAL_QID"] == str(java_string_hash("order-2") % 3)
 
 
 @pytest.mark.parametrize("slot", [0, 5, 31])
@@ -605,6 +612,6 @@ def test_index_geometry_is_inferred_from_contents_not_guessed(tmp_path, slot):
     uniq = next(u for u in (f"{n:032X}" for n in range(10**6)) if index_key_hash(f"T#{u}") % 32 == slot)
     root = tmp_path / "store"
     with Store.open(root, writable=True, **SMALL) as store:
-        store.append(enc.producer_message("T", b"x", uniq_key=uniq))
+        store.append(producer_message("T", b"x", uniq_key=uniq))
     (index_file,) = (root / "index").iterdir()
     assert infer_index_geometry(index_file) == (32, 120)

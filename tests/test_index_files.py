@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from conftest import REPO, V4, load_truth
 from rmqtool.cli.app import app
-from rmqtool.engine import encoder as enc
+from rmqtool.engine.producer import producer_message
 from rmqtool.engine.index_writer import IndexServiceWriter
 from rmqtool.engine.store import Store
 from rmqtool.engine.store_sizes import index_sizes
@@ -39,10 +39,10 @@ def _store_with_keys(root, n: int = 20, **sizes) -> list[tuple[int, str]]:
     out = []
     with Store.open(root, writable=True, commitlog_size=64 * 1024, cq_size=20 * 100, clock=lambda: now[0],
                     **sizes) as store:
-        store.append(enc.producer_message("T", b"no keys", generate_uniq_key=False))
+        store.append(producer_message("T", b"no keys", generate_uniq_key=False))
         for i in range(n):
             now[0] += 1000
-            r = store.append(enc.producer_message("T", b"x", keys=f"k{i % 5}", generate_uniq_key=False))
+            r = store.append(producer_message("T", b"x", keys=f"k{i % 5}", generate_uniq_key=False))
             out.append((r.wrote_offset, f"k{i % 5}"))
     return out
 

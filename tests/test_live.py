@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rmqtool.cli.app import app
-from rmqtool.engine import encoder as enc
+from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
 from tests.conftest import V4, load_truth
 
@@ -62,7 +62,7 @@ def _tear_tail(root: pathlib.Path, results) -> int:
 def held_store(tmp_path):
     root = tmp_path / "store"
     store = Store.open(root, writable=True, **SMALL)
-    results = [store.append(enc.producer_message("LiveTopic", b"m%03d" % i * 20, keys=f"k{i}")) for i in range(30)]
+    results = [store.append(producer_message("LiveTopic", b"m%03d" % i * 20, keys=f"k{i}")) for i in range(30)]
     end = _tear_tail(root, results)
     yield root, store, results, end
     store.close()
@@ -119,7 +119,7 @@ def _read_lines(proc: subprocess.Popen, want: int, timeout: float = 30) -> list[
 def test_follow_prints_appended_records_across_a_roll_and_stops_on_ctrl_c(tmp_path):
     root = tmp_path / "store"
     with Store.open(root, writable=True, **SMALL) as store:
-        first = [store.append(enc.producer_message("F", b"a" * 300, keys=f"a{i}")) for i in range(10)]
+        first = [store.append(producer_message("F", b"a" * 300, keys=f"a{i}")) for i in range(10)]
         # SIGINT as a terminal gives it: a suite started in the background (``make test &``) runs
         # with SIGINT ignored, which the child would inherit, and Python then never raises KeyboardInterrupt
         proc = subprocess.Popen([*RMQTOOL, "dump", "commitlog", str(root), "--follow", "-f", "jsonl", "--body", "none"],
@@ -129,7 +129,7 @@ def test_follow_prints_appended_records_across_a_roll_and_stops_on_ctrl_c(tmp_pa
             rows = _read_lines(proc, len(first))
             assert [r["commit_log_offset"] for r in rows] == [r.wrote_offset for r in first]
             # enough to roll the 32 KiB segment: the follower goes on in the next one
-            more = [store.append(enc.producer_message("F", b"b" * 300, keys=f"b{i}")) for i in range(150)]
+            more = [store.append(producer_message("F", b"b" * 300, keys=f"b{i}")) for i in range(150)]
             assert len({r.wrote_offset // SMALL["commitlog_size"] for r in more}) > 1
             rows = _read_lines(proc, len(more))
             assert [r["commit_log_offset"] for r in rows] == [r.wrote_offset for r in more]
@@ -144,7 +144,7 @@ def test_follow_prints_appended_records_across_a_roll_and_stops_on_ctrl_c(tmp_pa
 def test_follow_with_a_limit_stops_by_itself(tmp_path):
     root = tmp_path / "store"
     with Store.open(root, writable=True, **SMALL) as store:
-        results = [store.append(enc.producer_message("F", b"x" * 50)) for i in range(5)]
+        results = [store.append(producer_message("F", b"x" * 50)) for i in range(5)]
         p = _rmqtool("dump", "commitlog", str(root), "--follow", "-n", "3", "-f", "jsonl", timeout=30)
     assert p.returncode == 0
     assert [r["commit_log_offset"] for r in _jsonl(p.stdout)] == [r.wrote_offset for r in results[:3]]

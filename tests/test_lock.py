@@ -10,7 +10,7 @@ import pathlib
 
 import pytest
 
-from rmqtool.engine import encoder as enc
+from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
 from rmqtool.errors import StoreLocked
 
@@ -53,7 +53,7 @@ def test_info_and_read_markers_do_not_drop_the_writers_lock(tmp_path):
     from rmqtool.store.checkpoint import read_markers
     root = tmp_path / "store"
     with Store.open(root, writable=True, **SMALL) as store:
-        store.append(enc.producer_message("T", b"x"))
+        store.append(producer_message("T", b"x"))
         markers = read_markers(root)
         assert markers.lock.content == b"lock" and markers.locked_by == os.getpid()
         store_info(root)

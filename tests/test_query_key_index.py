@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 
 from conftest import V4, load_truth
-from rmqtool.engine import encoder as enc
+from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
 from rmqtool.formats.indexfile import build_key, index_key_hash
 from rmqtool.query.by_key import LONG_MAX, query_by_key
@@ -150,7 +150,7 @@ def test_clock_stepping_back_mid_file_gives_the_broker_answer(tmp_path):
         for i in range(MESSAGES):
             now[0] = _store_time(i)
             key = keys[i % len(keys)]
-            r = store.append(enc.producer_message(topic, b"x", keys=key, generate_uniq_key=False))
+            r = store.append(producer_message(topic, b"x", keys=key, generate_uniq_key=False))
             assert r.store_timestamp == now[0]
             written.append((r.wrote_offset, r.store_timestamp, key))
     files = _broker_index(written)
@@ -180,7 +180,7 @@ def test_an_indexed_lookup_reads_little_of_a_zero_filled_segment(tmp_path, monke
     root = tmp_path / "store"
     segment_size = 8 << 20
     with Store.open(root, writable=True, commitlog_size=segment_size, store_host="192.0.2.1:10911") as s:
-        s.append_many([enc.producer_message("T", b"x" * 100, keys=f"k{i}") for i in range(50)])
+        s.append_many([producer_message("T", b"x" * 100, keys=f"k{i}") for i in range(50)])
         end = s.max_offset
     (segment,) = sorted((root / "commitlog").iterdir())
     with open(segment, "r+b") as f:  # the unwritten rest as written zeros, as a plain copy leaves it

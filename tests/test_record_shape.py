@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 from helpers import FIELDS, examples
 from rmqtool.dispatch.dispatcher import RecordUnreadable, check_message
 from rmqtool.dispatch.rules import DelayLevels, tags_code
-from rmqtool.engine.encoder import Encoder, MessageInner, UniqIdGenerator
+from rmqtool.engine.encoder import Encoder
+from rmqtool.engine.message_inner import MessageInner
+from rmqtool.engine.uniq_key import UniqIdGenerator
 from rmqtool.errors import UsageError
 from rmqtool.formats import crc as crc_rules
 from rmqtool.formats import properties as props

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from conftest import V4, V5, load_truth
 from helpers import read_at, writable_copy
 from rmqtool.cli.app import app
-from rmqtool.engine import encoder as enc
+from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
 from rmqtool.errors import RecoveryNeeded
 from rmqtool.recovery import apply_plan, plan_recovery, undo
@@ -179,7 +179,7 @@ def _store_with_torn_last_record(root: pathlib.Path):
     """Three messages; the last one's header kept (totalSize, magic), the rest zeroed: what a
     crash leaves when only the first page of a record reached the disk."""
     with Store.open(root, writable=True, **SMALL) as store:
-        rs = [store.append(enc.producer_message("T", b"message %d" % i, keys=f"k{i}")) for i in range(3)]
+        rs = [store.append(producer_message("T", b"message %d" % i, keys=f"k{i}")) for i in range(3)]
     seg = root / "commitlog" / "00000000000000000000"
     with open(seg, "r+b") as f:
         f.seek(rs[-1].wrote_offset + 8)
@@ -225,7 +225,7 @@ def test_units_past_the_commit_log_are_cut_and_dispatched_again(tmp_path):
     assert (cut.topic, cut.max_offset_before, cut.max_offset) == ("T", 3, 2)
     assert cut.max_physic_offset == rs[1].wrote_offset + rs[1].wrote_bytes
     with Store.open(root, writable=True, recover=True, backup_dir=tmp_path / "b") as store:
-        r = store.append(enc.producer_message("T", b"again", keys="k9"))
+        r = store.append(producer_message("T", b"again", keys="k9"))
     cq = open_consume_queues(root).find("T", 0)
     assert [u.commit_log_offset for u in cq.iter_units()] == [rs[0].wrote_offset, rs[1].wrote_offset, r.wrote_offset]
 

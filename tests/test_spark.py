@@ -216,14 +216,14 @@ def test_spark_verify_agrees_with_verify(spark):
 def test_spark_stats_finds_a_uniq_key_planted_in_two_stores(spark, tmp_path):
     """A copy of a store whose one message is appended again to another store (as a retried
     send landing on a second broker would be): that UNIQ_KEY is reported with both copies."""
-    from rmqtool.engine import encoder as enc
+    from rmqtool.engine.producer import producer_message
     from rmqtool.engine.store import Store
     truth = load_truth(V5 / "v2-and-crc" / "truth.json")["truth"]["messages"]
     planted = next(t for t in truth if t["uniqKey"])
     other = tmp_path / "broker-b" / "store"
     with Store.open(other, writable=True, commitlog_size=1 << 20) as store:
-        store.append(enc.producer_message("OtherTopic", b"unrelated"))
-        result = store.append(enc.producer_message(planted["topic"], base64.b64decode(planted["body"]),
+        store.append(producer_message("OtherTopic", b"unrelated"))
+        result = store.append(producer_message(planted["topic"], base64.b64decode(planted["body"]),
                                                    uniq_key=planted["uniqKey"]))
     r = runner.invoke(app, ["spark", "stats", f"a={V5 / 'v2-and-crc' / 'store'}", f"b={other}", "-f", "jsonl"])
     assert r.exit_code == 0, r.stderr
@@ -344,14 +344,14 @@ def test_spark_export_and_verify_of_a_store_behind_a_uri(spark, tmp_path):
 def test_topic_names_round_trip_through_the_partitions(spark, tmp_path):
     """Retry and dead-letter topics (%, |) come back from the partition directories whole,
     through Spark and through pyarrow."""
-    from rmqtool.engine import encoder as enc
+    from rmqtool.engine.producer import producer_message
     from rmqtool.engine.store import Store
     from rmqtool.spark.export import export
     topics = ["%RETRY%order_group", "%DLQ%pay|group", "Plain-Topic_1", "123"]
     root = tmp_path / "broker" / "store"
     with Store.open(root, writable=True, commitlog_size=1 << 20) as store:
         for t in topics:
-            store.append(enc.producer_message(t, b"x", keys=f"k-{t}"))
+            store.append(producer_message(t, b"x", keys=f"k-{t}"))
     export(spark, [StoreSpec("broker", str(root))], tmp_path / "out")
     assert sorted(r["topic"] for r in _table(tmp_path / "out", "messages")) == sorted(topics)
     got = spark.read.parquet(str(tmp_path / "out" / "messages")).select("topic").collect()

@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 
 from conftest import FIXTURES, V4, V5, load_truth
 from rmqtool.cli.app import app
-from rmqtool.engine import encoder as enc
+from rmqtool.engine.encoder import Encoder
+from rmqtool.engine.message_inner import MessageInner
 from rmqtool.errors import ExitCode
 from rmqtool.findings import PROPERTY_CRC_MISSING, PROPERTY_CRC_MISSING_AT_END
 from rmqtool.formats.crc import CRC32_RESERVED_LEN, crc32_property, ends_with_crc32_entry, record_crc
@@ -249,9 +250,9 @@ def test_appends_that_roll_a_5_3_3_store_are_kept_after_a_crash(store_copy, tmp_
 
 # --- item 5: records written with the __CRC32# entry as 5.3.3 writes it --------------------------
 
-def _as_stored(m: Message) -> enc.MessageInner:
+def _as_stored(m: Message) -> MessageInner:
     """The message a stored record came from, as the broker's put receives it again."""
-    return enc.MessageInner(m.topic, m.body, queue_id=m.queue_id, flag=m.flag, properties=m.properties,
+    return MessageInner(m.topic, m.body, queue_id=m.queue_id, flag=m.flag, properties=m.properties,
                             properties_string=m.properties_raw, born_timestamp=m.born_timestamp,
                             born_host=(bytes(m.born_ip), m.born_port), store_host=(bytes(m.store_ip), m.store_port),
                             reconsume_times=m.reconsume_times, sys_flag=m.sys_flag,
@@ -265,7 +266,7 @@ def test_the_encoder_writes_each_5_3_3_record_byte_for_byte():
     entry and all; the entry's CRC is the one the truth gives."""
     store = V5 / "v2-and-crc" / "store"
     truth = {m["physicalOffset"]: m for m in load_truth(V5 / "v2-and-crc" / "truth.json")["truth"]["messages"]}
-    encoder = enc.Encoder(("127.0.0.1", 10911))
+    encoder = Encoder(("127.0.0.1", 10911))
     encoder.append_prop_crc = True
     seen = 0
     for m in CommitLog(store / "commitlog").scan():

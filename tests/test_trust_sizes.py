@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from conftest import V4, V5, load_truth
 from rmqtool.cli.app import app
-from rmqtool.engine import encoder as enc
+from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
 from rmqtool.errors import ExitCode
 from rmqtool.formats.broker_conf import java_parse_int, parse_properties
@@ -51,7 +51,7 @@ def _build(root: pathlib.Path, n: int = 1200) -> pathlib.Path:
         return now[0]
 
     with Store.open(root, writable=True, clock=clock, **SIZES) as s:
-        s.append_many([enc.producer_message(f"T{i % 2}", b"x" * 40, keys=f"k{i}", queue_id=i % 3,
+        s.append_many([producer_message(f"T{i % 2}", b"x" * 40, keys=f"k{i}", queue_id=i % 3,
                                             born_timestamp=CLOCK) for i in range(n)])
     return root
 

@@ -319,7 +319,7 @@ def test_repair_appends_and_undo_refuse_or_give_back_the_whole_tree(pristines, t
     appends or none, undo:
     either undo refuses and the store is exactly as the appends left it, or the whole tree is
     the input's, byte for byte."""
-    from rmqtool.engine import encoder as enc
+    from rmqtool.engine.producer import producer_message
     from rmqtool.engine.store import Store
     from rmqtool.errors import RmqError
     from rmqtool.recovery import plan_recovery, undo
@@ -352,7 +352,7 @@ def test_repair_appends_and_undo_refuse_or_give_back_the_whole_tree(pristines, t
         try:
             with Store.open(root, writable=True) as s:
                 for i in range(appends):
-                    s.append(enc.producer_message("T", b"after %d" % i, keys=f"after-{i}"))
+                    s.append(producer_message("T", b"after %d" % i, keys=f"after-{i}"))
         except RmqError as exc:  # a recovered store a writer still refuses: a clean error
             assert exc.path is not None, exc.one_line()
     written = tree(root)

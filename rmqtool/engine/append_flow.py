@@ -6,7 +6,8 @@ import pathlib
 import shlex
 from typing import Iterator
 
-from rmqtool.engine.encoder import MessageInner, producer_message
+from rmqtool.engine.message_inner import MessageInner
+from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
 from rmqtool.errors import RecoveryNeeded, UsageError
 from rmqtool.formats import properties as props

@@ -213,9 +213,10 @@ class BatchConsumeQueueWriter:
                               end.segments_after[0].path)
         self.files.load(last_wrote_position=end.end - segments[-1].base_offset)
         unit = batch_unit_before(segments, end.end)
-        if unit is not None:
-            self.max_msg_phy_offset = unit[0]
-            self.max_offset_in_queue = unit[4] + unit[5]
+        if unit is not None:  # BatchCqUnit's fields, in order
+            commit_log_offset, _size, _tags_code, _store_timestamp, msg_base_offset, batch_size, *_rest = unit
+            self.max_msg_phy_offset = commit_log_offset
+            self.max_offset_in_queue = msg_base_offset + batch_size
 
     def put(self, offset: int, size: int, tags_code: int, store_timestamp: int, msg_base_offset: int,
             batch_size: int) -> bool:

@@ -18,7 +18,10 @@ from rmqtool.formats import properties as props
 from rmqtool.formats import sysflag
 from rmqtool.formats.crc import ends_with_crc32_entry
 from rmqtool.formats.properties import bytes_to_properties
-from rmqtool.engine import encoder as enc
+from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC
+from rmqtool.engine.message_inner import MessageInner, as_host
+from rmqtool.engine.producer import producer_message
+from rmqtool.store.compression import compress as compress_body
 
 
 class JsonlSource:
@@ -39,7 +42,7 @@ class JsonlSource:
                 raise UsageError(f"cannot open ({exc.strerror})", path) from None
             self.name = str(path)
 
-    def __iter__(self) -> Iterator[enc.MessageInner]:
+    def __iter__(self) -> Iterator[MessageInner]:
         try:
             for number, line in enumerate(self._file, start=1):
                 if not line.strip():
@@ -69,7 +72,7 @@ class JsonlSource:
         return f"skipped {sum(self.skipped.values())} row(s) that are not messages ({kinds})"
 
 
-def message_from_row(row: dict, keep_store_timestamp: bool = False, keep_store_host: bool = False) -> enc.MessageInner:
+def message_from_row(row: dict, keep_store_timestamp: bool = False, keep_store_host: bool = False) -> MessageInner:
     """A dump row (or a hand-written one) as a message to write.
 
     With ``properties_raw`` (base64), the line is a stored record and its properties bytes
@@ -87,7 +90,7 @@ def message_from_row(row: dict, keep_store_timestamp: bool = False, keep_store_h
     body = base64.b64decode(raw, validate=True) if raw else b""
     sys_flag = int(row.get("sys_flag", 0) or 0)
     if row.get("body_decompressed") and row.get("body_compression"):
-        body = enc.compress_body(body, row["body_compression"])
+        body = compress_body(body, row["body_compression"])
     elif row.get("body_length") is not None and len(body) != row["body_length"]:
         raise UsageError(f"body is {len(body)} bytes, body_length says {row['body_length']} "
                          "(dump with --body base64 to copy bodies)")
@@ -99,7 +102,7 @@ def message_from_row(row: dict, keep_store_timestamp: bool = False, keep_store_h
     stored = row.get("properties_raw")
     if properties is None and stored is None:
         keys = row.get("keys")
-        msg = enc.producer_message(topic, body, tags=row.get("tags"),
+        msg = producer_message(topic, body, tags=row.get("tags"),
                                    keys=" ".join(keys) if isinstance(keys, list) else keys, compress=None, **common)
         msg.sys_flag |= sys_flag & ~(sysflag.BORNHOST_V6_FLAG | sysflag.STOREHOSTADDRESS_V6_FLAG)
     else:
@@ -113,15 +116,15 @@ def message_from_row(row: dict, keep_store_timestamp: bool = False, keep_store_h
             pm = dict(properties)
             prop_crc = pm.pop(props.PROPERTY_CRC32, None) is not None
             text = props.properties_to_string(pm)
-        if topic != enc.RMQ_SYS_SCHEDULE_TOPIC:
+        if topic != RMQ_SYS_SCHEDULE_TOPIC:
             pm.pop(props.PROPERTY_DELAY_TIME_LEVEL, None)  # delivered already: no second redirect
         if common["born_timestamp"] is None:
             common["born_timestamp"] = int(time.time() * 1000)
-        msg = enc.MessageInner(topic, body, properties=pm, properties_string=text, sys_flag=sys_flag,
+        msg = MessageInner(topic, body, properties=pm, properties_string=text, sys_flag=sys_flag,
                                prepared_transaction_offset=int(row.get("prepared_transaction_offset", 0) or 0),
-                               prop_crc=prop_crc, **{**common, "born_host": enc.as_host(born_host)})
+                               prop_crc=prop_crc, **{**common, "born_host": as_host(born_host)})
     if keep_store_timestamp and row.get("store_timestamp") is not None:
         msg.store_timestamp = int(row["store_timestamp"])
     if keep_store_host and row.get("store_host"):
-        msg.store_host = enc.as_host(row["store_host"])
+        msg.store_host = as_host(row["store_host"])
     return msg

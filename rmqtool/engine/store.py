@@ -20,11 +20,11 @@ Read-only opens take no lock and never write a byte: they only answer where thin
 from __future__ import annotations
 
 import dataclasses
-import operator
 import os
 import pathlib
 import threading
 import time
+from typing import NamedTuple
 
 from rmqtool.errors import CorruptData, NotAStore, RecoveryNeeded, RepairUnfinished, StoreAccessError, UsageError
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, BlankRecord
@@ -41,9 +41,12 @@ from rmqtool.store.consumequeue import find_queue_end, queue_directories
 from rmqtool.engine.cq_writer import BatchConsumeQueueTable, ConsumeQueueTable
 from rmqtool.dispatch.dispatcher import CommitLogDispatcher, DispatchRequest, ReputMessageService
 from rmqtool.dispatch.rules import DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevels
-from rmqtool.engine.encoder import (DEFAULT_MAX_MESSAGE_SIZE, Encoder, QUEUE_OFFSET_AT, RECORD_PLACE,
-                                    RECORD_START, RECORD_TIME, MessageBatch, MessageInner, PreparedRecord,
-                                    as_host, write_record)
+from rmqtool.engine.encoder import DEFAULT_MAX_MESSAGE_SIZE, Encoder
+from rmqtool.engine.message_inner import MessageBatch, MessageInner, as_host
+from rmqtool.engine.prepared_record import TOTAL_SIZE, PreparedRecord, write_record
+from rmqtool.engine.record_structs import RECORD_PLACE, RECORD_TIME
+from rmqtool.formats.commitlog import QUEUE_OFFSET_AT
+from rmqtool.store.message import RECORD_START
 from rmqtool.engine.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from rmqtool.engine.index_writer import IndexServiceWriter
 from rmqtool.engine.lock import StoreLock
@@ -93,39 +96,26 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class PutResult(tuple):
+class PutResult(NamedTuple):
     """PutMessageResult + AppendMessageResult: where the message(s) went. A tuple made with
     tuple.__new__, because append_many makes one per message in the put lock (a 12-field
     dataclass costs twice as much); :meth:`with_status` makes a copy with another status."""
 
-    __slots__ = ()
-    FIELDS = ("status", "wrote_offset", "wrote_bytes", "queue_offset", "store_timestamp", "msg_num", "topic",
-              "queue_id", "offsets", "uniq_keys", "store_ip", "store_port")
-
-    def __new__(cls, status: str, wrote_offset: int, wrote_bytes: int, queue_offset: int, store_timestamp: int,
-                msg_num: int, topic: str, queue_id: int, offsets: tuple, uniq_keys: tuple, store_ip: bytes,
-                store_port: int) -> "PutResult":
-        return _tuple_new(cls, (status, wrote_offset, wrote_bytes, queue_offset, store_timestamp, msg_num, topic,
-                                queue_id, offsets, uniq_keys, store_ip, store_port))
-
-    status = property(operator.itemgetter(0))
-    wrote_offset = property(operator.itemgetter(1))  # commit log offset of the (first) record
-    wrote_bytes = property(operator.itemgetter(2))
-    queue_offset = property(operator.itemgetter(3))  # logicsOffset: the (first) queue offset; 0 for prepared/rollback
-    store_timestamp = property(operator.itemgetter(4))
-    msg_num = property(operator.itemgetter(5))
-    topic = property(operator.itemgetter(6))  # as stored: SCHEDULE_TOPIC_XXXX for a delayed message
-    queue_id = property(operator.itemgetter(7))
-    offsets = property(operator.itemgetter(8))  # commit log offset of each record (phyPos)
-    uniq_keys = property(operator.itemgetter(9))
-    store_ip = property(operator.itemgetter(10))
-    store_port = property(operator.itemgetter(11))
+    status: str
+    wrote_offset: int  # commit log offset of the (first) record
+    wrote_bytes: int
+    queue_offset: int  # logicsOffset: the (first) queue offset; 0 for prepared/rollback
+    store_timestamp: int
+    msg_num: int
+    topic: str  # as stored: SCHEDULE_TOPIC_XXXX for a delayed message
+    queue_id: int
+    offsets: tuple  # commit log offset of each record (phyPos)
+    uniq_keys: tuple
+    store_ip: bytes
+    store_port: int
 
     def with_status(self, status: str) -> "PutResult":
-        return _tuple_new(PutResult, (status,) + self[1:])
-
-    def __repr__(self) -> str:
-        return "PutResult(" + ", ".join(f"{n}={v!r}" for n, v in zip(self.FIELDS, self)) + ")"
+        return self._replace(status=status)
 
     @property
     def ok(self) -> bool:
@@ -149,6 +139,12 @@ class PutResult(tuple):
                 "uniq_key": self.uniq_key, "topic": self.topic, "queue_id": self.queue_id,
                 "store_timestamp": self.store_timestamp, "wrote_bytes": self.wrote_bytes,
                 "msg_num": self.msg_num, "status": self.status}
+
+
+# the fields of a dispatch request _dispatch_inline reads (_put_run makes them plain tuples, a prefix of
+# DispatchRequest's fields: cheaper in the put lock)
+_REQUEST_OFFSET = DispatchRequest._fields.index("commit_log_offset")
+_REQUEST_SIZE = DispatchRequest._fields.index("msg_size")
 
 
 def plan_batch_topics(root: pathlib.Path, plan: RecoveryPlan) -> frozenset:
@@ -468,8 +464,8 @@ class Store:
         if not self._usable:
             self._check_open()
         p = self._prepare(msg, None if selector is None else selector(msg))
-        if p[3] > self._max_fit:
-            self._check_fits(p[3])
+        if p[TOTAL_SIZE] > self._max_fit:
+            self._check_fits(p[TOTAL_SIZE])
         with self._put_lock:
             result = self._put_locked(p)
         if self._plain_async:  # _after_put's async, inline-dispatch case, without the call
@@ -489,10 +485,10 @@ class Store:
             prepared = [prepare(m) for m in messages]
         else:
             prepared = [prepare(m, selector(m)) for m in messages]
-        max_fit = self._max_fit
+        max_fit, total_size = self._max_fit, TOTAL_SIZE
         for p in prepared:
-            if p[3] > max_fit:
-                self._check_fits(p[3])
+            if p[total_size] > max_fit:
+                self._check_fits(p[total_size])
         if not prepared:
             return []
         with self._put_lock:
@@ -558,7 +554,8 @@ class Store:
         add_result = results.append
         add_request = requests.append
         new = _tuple_new
-        runs = {}  # (topic, queue id) -> [topic, queue id, first queue offset, next, flat units]
+        runs = []  # dispatch_runs' [topic, queue id, first queue offset, next, flat units], a queue each
+        run_units = {}  # (topic, queue id) -> its run's flat units
         last_unit_ts = 0
         mf = self.commit_log.last
         if mf is None:  # no segment yet: the first record makes one
@@ -600,10 +597,11 @@ class Store:
                     code = deliver(delay_level, store_ts)
                 add_request((topic, queue_id, offset, size, code, store_ts, queue_offset, keys, uniq, sys_flag))
                 if gets_queue_offset:
-                    run = runs.get(key)
-                    if run is None:
-                        run = runs[key] = [topic, queue_id, queue_offset, 0, []]
-                    run[4] += (offset, size, code)
+                    units = run_units.get(key)
+                    if units is None:
+                        units = run_units[key] = []
+                        runs.append([topic, queue_id, queue_offset, 0, units])
+                    units += (offset, size, code)
                     last_unit_ts = store_ts
                 add_result(new(PutResult, (PUT_OK, offset, size, queue_offset, store_ts, 1, topic, queue_id,
                                            (offset,), (uniq,), store_ip, store_port)))
@@ -611,7 +609,7 @@ class Store:
             if mf is not None:
                 mf.wrote_position = pos
                 mf.store_timestamp = last_ts
-        return results, requests, list(runs.values()), last_unit_ts
+        return results, requests, runs, last_unit_ts
 
     def _room_for(self, size: int, store_ts: int):
         """The segment the next record goes to: the current one, or (after an end-of-file
@@ -701,7 +699,7 @@ class Store:
             return
         reput = self.reput
         with reput.lock:
-            first_offset = requests[0][2]
+            first_offset = requests[0][_REQUEST_OFFSET]
             if reput.reput_from_offset != first_offset:
                 reput.do_reput()
                 return
@@ -710,7 +708,7 @@ class Store:
             else:
                 self.dispatcher.dispatch_runs(requests, runs, last_unit_ts)
             last = requests[-1]
-            reput.reput_from_offset = last[2] + last[3]
+            reput.reput_from_offset = last[_REQUEST_OFFSET] + last[_REQUEST_SIZE]
 
     def _after_put(self, result: PutResult) -> PutResult:
         """Flush (sync: wait for it; async: wake the flusher when enough is dirty) and, in

@@ -89,9 +89,10 @@ class StoreSizes:
         """Why a write with these sizes is refused; None when none is unknown or defaults are assumed."""
         if not unknown or self.assume_defaults:
             return None
-        by_name = {name: (getattr(self, field), option) for field, name, option in FIELDS}
-        what = ", ".join(f"{name} ({by_name[name][0].value}, the broker's default)" for name in unknown)
-        options = " and ".join(by_name[name][1] for name in unknown)
+        size_of = {name: getattr(self, field) for field, name, _option in FIELDS}
+        option_of = {name: option for _field, name, option in FIELDS}
+        what = ", ".join(f"{name} ({size_of[name].value}, the broker's default)" for name in unknown)
+        options = " and ".join(option_of[name] for name in unknown)
         return (f"nothing in the store shows {what}: files written with a size the broker was not configured "
                 f"for are read at the wrong places. Give {options}, or --broker-config FILE (the broker's "
                 f"broker.conf), or --assume-defaults if the broker runs with its defaults")
@@ -214,14 +215,15 @@ def index_geometry(directory: pathlib.Path, slots: Size | None, entries: Size | 
     sizes = {size for _, size in files}
     if len(sizes) > 1 and not newest:
         raise CorruptData(f"index files of different sizes: {sorted(sizes)}", directory)
-    size = files[-1][1]
-    files = [f for f in files if f[1] == size]
+    last_path, size = files[-1]
+    files = [(path, file_size) for path, file_size in files if file_size == size]
     for path, _ in reversed(files):
         found = infer_index_geometry(path)
         if found is not None:
-            return (_pick("index slot count", Size(found[0], FILES, str(path)), slots, 0, directory),
-                    _pick("index entry count", Size(found[1], FILES, str(path)), entries, 0, directory))
-    shown_by = f"the size of {files[-1][0]} ({size} bytes, no entries)"
+            found_slots, found_entries = found
+            return (_pick("index slot count", Size(found_slots, FILES, str(path)), slots, 0, directory),
+                    _pick("index entry count", Size(found_entries, FILES, str(path)), entries, 0, directory))
+    shown_by = f"the size of {last_path} ({size} bytes, no entries)"
     if slots is not None:
         count = entries.value if entries is not None else index_num_for(size, slots.value)
         guess = (slots, entries or Size(count or 0, FILES, f"{shown_by} with {slots.shown_by}"))

@@ -17,9 +17,13 @@ A literal model of 5.3.3 BatchConsumeQueue, the counterpart of ``queue_model`` f
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 
-from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE, COMPACTED_OFFSET_NONE, is_written_batch_unit
+from rmqtool.formats.consumequeue import (BATCH_CQ_STORE_UNIT_SIZE, COMPACTED_OFFSET_NONE, BatchCqUnit,
+                                          is_written_batch_unit)
+from rmqtool.formats.derive import field_names
 from rmqtool.recovery.queue_model import QueueFile, QueueFiles
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, BATCH_CQ_UNIT
 from rmqtool.store.segments import Segment
@@ -30,6 +34,7 @@ UNIT = BATCH_CQ_STORE_UNIT_SIZE
 class BatchQueueFile(QueueFile):
     unit_size = UNIT
     unit_struct = BATCH_CQ_UNIT
+    unit_fields = namedtuple("BatchCqUnitFields", field_names(BatchCqUnit))
 
     def batch_columns(self):
         data = self.data
@@ -51,7 +56,7 @@ class BatchQueueModel(QueueFiles):
         return is_written_batch_unit(u["commit_log_offset"], u["size"], u["msg_base_offset"], u["batch_size"])
 
     def _reach(self, f: BatchQueueFile, n: int) -> int:
-        return f.unit((n - 1) * UNIT)[0]  # where the last unit's record starts
+        return f.unit((n - 1) * UNIT).commit_log_offset  # where the last unit's record starts
 
     def _recovered(self) -> None:
         self._revise_min_max()
@@ -61,14 +66,14 @@ class BatchQueueModel(QueueFiles):
             self.max_offset, self.min_offset = 0, -1
             return
         first = self.files[0]
-        self.min_offset = first.unit(0)[4] if first.wrote >= UNIT else -1
+        self.min_offset = first.unit(0).msg_base_offset if first.wrote >= UNIT else -1
 
     def _revise_max(self) -> None:
         last = self.files[-1] if self.files else None
         for f in ([last] if last is not None else []) + (self.files[-2:-1] if len(self.files) >= 2 else []):
             if f.wrote >= UNIT:
                 u = f.unit(f.wrote - UNIT)
-                self.max_offset = u[4] + u[5]
+                self.max_offset = u.msg_base_offset + u.batch_size
                 return
         self.max_offset = 0
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
+from typing import NamedTuple
 
 from rmqtool.dispatch.dispatcher import index_keys
 from rmqtool.errors import RmqError
@@ -35,6 +36,13 @@ from rmqtool.store.indexfile import IndexFile, IndexFiles, index_file_paths
 ENTRY_DTYPE = dtype_of(IndexEntry)
 
 _INT_MAX = 2**31 - 1
+
+
+
+class IndexGeometry(NamedTuple):
+    """(maxHashSlotNum, maxIndexNum) an index file was written with."""
+    hash_slot_num: int
+    index_num: int
 
 
 @dataclasses.dataclass
@@ -59,7 +67,7 @@ class IndexModel:
     def __init__(self, directory: str | os.PathLike, index_msg_timestamp: int, abnormal: bool):
         self.destroyed: list[tuple[str, int]] = []  # (path, endTimestamp)
         self._destroyed_files: list[IndexFile] = []
-        self.geometry: tuple[int, int] | None = None  # (maxHashSlotNum, maxIndexNum) the files show
+        self.geometry: IndexGeometry | None = None  # what the files show
         self.put_entries = 0  # keys put by the start
         self.repeated = 0  # of those, keys a kept file holds already (the message at its endPhyOffset)
         self.kept_appended: str | None = None  # a kept, not full, file the start appends to
@@ -68,7 +76,7 @@ class IndexModel:
         files = IndexFiles(paths, []).open_all()
         for f in files:
             if self.geometry is None and f.hash_slot_num is not None:
-                self.geometry = (f.hash_slot_num, f.index_num)
+                self.geometry = IndexGeometry(f.hash_slot_num, f.index_num)
         kept: list[IndexFile] = []
         for f in files:
             if abnormal and f.header.end_timestamp > index_msg_timestamp:
@@ -83,7 +91,7 @@ class IndexModel:
             self._repeat_left = _entries_at_end(last)
             current = ModelFile(h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset,
                                 h.loaded_index_count, path=str(last.path))
-            if self.geometry is not None and current.index_count >= self.geometry[1]:
+            if self.geometry is not None and current.index_count >= self.geometry.index_num:
                 current = self._after(current)
             self.files.append(current)
         for f in kept:
@@ -98,7 +106,7 @@ class IndexModel:
         if not self.files:
             self.files.append(ModelFile())
         f = self.files[-1]
-        if self.geometry is not None and f.index_count >= self.geometry[1]:
+        if self.geometry is not None and f.index_count >= self.geometry.index_num:
             f = self._after(f)
             self.files.append(f)
         return f
@@ -134,7 +142,7 @@ class IndexModel:
         made = [f for f in self.files if f.path is None]
         if len(made) != len(self._destroyed_files):
             return False
-        slot_num = self.geometry[0]
+        slot_num = self.geometry.hash_slot_num
         for old, new in zip(self._destroyed_files, made):
             h = old.header
             if (old.hash_slot_num, old.index_num) != self.geometry or new.header() != (

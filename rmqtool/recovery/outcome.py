@@ -1,21 +1,27 @@
 """What the broker's next start does to a store: DefaultMessageStore.load, recover and
 start (4.9.8 or 5.3.3), simulated step by step over the files, nothing written.
 
-1. load: every commit log and consume queue file must have the mapped file size (else
-   load() fails and the broker does not start); after an abnormal exit (the ``abort``
-   file, or a forced abnormal recovery) every index file whose endTimestamp is newer than
-   the checkpoint's indexMsgTimestamp is destroyed, and dispatch builds the index again
-   (``index_model``). 5.3.3 loads ``batchconsumequeue/`` too, and refuses a
-   queue directory whose topic's queue type (topics.json ``queue.type``) is the other one.
-2. recoverConsumeQueue: each queue recovered (``queue_model``; 5.3.3's batch queues:
-   ``batch_queue_model``); the largest max physic offset among them is what the commit
-   log recovery gets.
-3. the commit log walk (``commitlog_walk``); abnormal recovery dispatches every record it
-   accepts (5.3.3 normal recovery too, those past the queues' max physic offset).
-4. truncateDirtyLogicFiles when the queues reach the recovered end; truncateDirtyFiles.
-5. recoverTopicQueueTable (correctMinOffset); 4.9.8 start() then dispatches from the
-   queues' max physic offset to the end (and never finishes starting when that offset lies
-   in no file); 5.3.3 starts dispatch at the end.
+1. ``_load`` (DefaultMessageStore.load): every commit log and consume queue file must have
+   the mapped file size (else load() fails and the broker does not start); after an
+   abnormal exit (the ``abort`` file, or a forced abnormal recovery) every index file whose
+   endTimestamp is newer than the checkpoint's indexMsgTimestamp is destroyed, and dispatch
+   builds the index again (``index_model``). 5.3.3 loads ``batchconsumequeue/`` too, and
+   refuses a queue directory whose topic's queue type (topics.json ``queue.type``) is the
+   other one.
+2. ``_recover_consume_queues`` (recoverConsumeQueue): each queue recovered
+   (``queue_model``; 5.3.3's batch queues: ``batch_queue_model``); the largest max physic
+   offset among them is what the commit log recovery gets.
+3. ``_recover_commit_log`` (CommitLog.recoverNormally / recoverAbnormally): the commit log
+   walk (``commitlog_walk``); abnormal recovery dispatches every record it accepts (5.3.3
+   normal recovery too, those past the queues' max physic offset).
+4. ``_truncate_dirty_files``: truncateDirtyLogicFiles when the queues reach the recovered
+   end; truncateDirtyFiles.
+5. ``_recover_topic_queue_table_and_reput``: recoverTopicQueueTable (correctMinOffset);
+   4.9.8 start() then dispatches from the queues' max physic offset to the end (and never
+   finishes starting when that offset lies in no file); 5.3.3 starts dispatch at the end.
+
+``_Start`` carries the store's state from phase to phase; ``_finish`` writes up what the
+start left (queue ranges, the index, the messages no longer served).
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ import dataclasses
 import os
 import pathlib
 import stat
+from typing import NamedTuple
 
 import numpy as np
 
@@ -60,6 +67,12 @@ class Settings:
     verify_prop_crc: bool = False  # 5.3.3 forceVerifyPropCRC
 
 
+class QueueRange(NamedTuple):
+    """A queue's [minOffsetInQueue, maxOffsetInQueue)."""
+    min_offset: int
+    max_offset: int
+
+
 @dataclasses.dataclass
 class Outcome:
     semantics: str
@@ -77,7 +90,7 @@ class Outcome:
     min_offset: int = 0
     written_end: int = 0  # one past the last record written (store/commitlog_end.written_end)
     recovered_end: int = 0  # where this start's recovery ends the log (the walk's processOffset)
-    queues_before: dict = dataclasses.field(default_factory=dict)  # "TOPIC/Q" -> (min, max)
+    queues_before: dict = dataclasses.field(default_factory=dict)  # "TOPIC/Q" -> QueueRange
     queues: dict = dataclasses.field(default_factory=dict)
     queue_files_deleted: list = dataclasses.field(default_factory=list)
     commit_log_files_deleted: list = dataclasses.field(default_factory=list)
@@ -105,7 +118,7 @@ class Outcome:
             return np.zeros(len(offsets), bool)
         if q.batch:
             return None
-        return np.isin(offsets, q.units()[1])
+        return np.isin(offsets, q.units().commit_log_offsets)
 
 
     @property
@@ -132,137 +145,66 @@ def _checkpoint(paths: StorePaths) -> tuple[int, int, str]:
     return cp.min_timestamp, cp.index_msg_timestamp, "the checkpoint"
 
 
-def simulate(store_root, settings: Settings, commit_log_file_size: int | None = None,
-             consume_queue_file_size: int | None = None, delay_levels: DelayLevels | None = None,
-             *, list_lost: bool = True, batch_learned: frozenset = frozenset()) -> Outcome:
-    """The broker's next start on the store. With no topics.json to give the topics' queue
-    types, a topic whose records carry INNER_BASE/INNER_NUM is one of a 5.3.3 broker's
-    batch topics (only a BatchCQ queue writes INNER_BASE): where the walk meets one that
-    was not taken as such, the simulation runs again with it (``batch_learned``)."""
-    if not settings.semantics:
-        return _detected(store_root, settings, commit_log_file_size, consume_queue_file_size, delay_levels,
-                         list_lost=list_lost)
-    paths = StorePaths(store_root)
-    delay_levels = delay_levels or DelayLevels()
-    log = discover(paths.commitlog, required=False, mapped_file_size=commit_log_file_size)
-    segments = log.segments
-    semantics, why = settings.semantics, "as asked (--semantics)"
-    abort = paths.abort.exists()
-    abnormal = abort or settings.from_checkpoint
-    mode_reason = ("the abort file is there: the last broker did not shut down cleanly" if abort else
-                   "forced (--from-checkpoint)" if abnormal else "no abort file: the last shutdown was clean")
-    out = Outcome(semantics, why, abnormal, mode_reason)
-    size = commit_log_file_size or log.mapped_file_size or 0
+class _Start:
+    """One simulated start: the store's files as the phases change them, and the outcome they
+    fill in (what DefaultMessageStore holds while it loads, recovers and starts)."""
 
-    # load(): MappedFileQueue.load over every entry of each directory, by name
-    refusal, dropped = load_refusal(paths.commitlog, size, semantics)
-    if dropped:
-        out.commit_log_files_deleted += [str(d) for d in dropped]
-        segments = [s for s in segments if s.path not in dropped]
-    if refusal:
-        out.loadable, out.reason = False, refusal
-        out.advice = ("restore the file from a backup or replica, or salvage its messages (rmqtool salvage) and "
-                      "move it out of the store; a file that is not the broker's: move it out of commitlog/")
-    queues: list[QueueModel | BatchQueueModel] = []
+    def __init__(self, store_root, settings: Settings, commit_log_file_size: int | None,
+                 consume_queue_file_size: int | None, delay_levels: DelayLevels | None, batch_learned: frozenset):
+        self.paths = StorePaths(store_root)
+        self.delay_levels = delay_levels or DelayLevels()
+        log = discover(self.paths.commitlog, required=False, mapped_file_size=commit_log_file_size)
+        self.segments: list[Segment] = log.segments
+        self.semantics = settings.semantics
+        abort = self.paths.abort.exists()
+        abnormal = abort or settings.from_checkpoint
+        mode_reason = ("the abort file is there: the last broker did not shut down cleanly" if abort else
+                       "forced (--from-checkpoint)" if abnormal else "no abort file: the last shutdown was clean")
+        self.out = Outcome(self.semantics, "as asked (--semantics)", abnormal, mode_reason)
+        self.size = commit_log_file_size or log.mapped_file_size or 0  # the commit log's mapped file size
+        self.consume_queue_file_size = consume_queue_file_size
+        self.options = WalkOptions(self.semantics, settings.check_crc, settings.verify_prop_crc)
+        self.batch_learned = batch_learned
+        self.queues: list[QueueModel | BatchQueueModel] = []
+        self.by_key: dict[tuple[str, int], QueueModel | BatchQueueModel] = {}
+        self.batch: set[str] = set()  # 5.3.3: the topics whose queues are BatchCQ
+        self.bcq_size = DEFAULT_BATCH_CQ_FILE_SIZE
+        self.reader: CommitLog | None = None
+        self.index_model: IndexModel | None = None
+        self.min_ts, self.checkpoint_source = 0, ""
+        self.recovered_at: dict = {}  # a queue's (write position, max physic offset) once recovered, before dispatch
+        self.max_phy_cq = -1  # the largest max physic offset among the recovered queues
+        self.inner_topics: set[str] = set()  # topics whose records carry INNER_BASE (only a BatchCQ writes it)
+        self.kept: list[Segment] = []  # the commit log files truncateDirtyFiles leaves
+        self.min_phy = 0  # the first kept file's offset: getMinPhyOffset
 
-    def load_queue(model, topic: str, queue_id: int, directory: pathlib.Path, given_size: int | None,
-                   default_size: int) -> int:
-        """ConsumeQueue/BatchConsumeQueue.load: its files as MappedFileQueue.load takes them."""
-        q = discover(directory, required=False, mapped_file_size=given_size)
-        file_size = given_size or q.mapped_file_size or default_size
-        refusal, dropped = load_refusal(directory, file_size, semantics)
-        if dropped:
-            out.queue_files_deleted += [str(d) for d in dropped]
-            q.segments = [s for s in q.segments if s.path not in dropped]
-        if out.loadable and refusal:
-            out.loadable, out.reason = False, refusal
-            out.advice = ("remove the queue's damaged file, or a file that is not the broker's (rmqtool redispatch "
-                          "rebuilds the queue from the commit log)")
-        queues.append(model(topic, queue_id, q.segments, file_size or 1))
-        return file_size
+    def refuse(self, reason: str, advice: str) -> None:
+        """The first reason the load fails is the one the broker logs."""
+        if self.out.loadable:
+            self.out.loadable, self.out.reason, self.out.advice = False, reason, advice
 
-    for topic, queue_id, directory in queue_directories(paths.consumequeue):
-        load_queue(QueueModel, topic, queue_id, directory, consume_queue_file_size, 0)
-    batch: set[str] = set()
-    bcq_size = DEFAULT_BATCH_CQ_FILE_SIZE
-    if semantics == V5:  # 4.9.8 never looks at batchconsumequeue/
-        bcq_dirs = queue_directories(paths.batch_consumequeue)
-        batch, refusal, out.batch_topics_reason = _queue_type_refusal(
-            paths, {q.topic for q in queues}, {t for t, _q, _d in bcq_dirs} | batch_learned)
-        out.batch_topics = sorted(batch)
-        if out.loadable and refusal:
-            out.loadable, out.reason = False, refusal
-            out.advice = ("give the topic its queue type in topics.json (attribute queue.type), or move the queue "
-                          "directory out of the store and rebuild it (rmqtool redispatch)")
-        for topic, queue_id, directory in bcq_dirs:  # mapperFileSizeBatchConsumeQueue: as the files show
-            bcq_size = load_queue(BatchQueueModel, topic, queue_id, directory, None, DEFAULT_BATCH_CQ_FILE_SIZE)
-
-    reader = CommitLog(paths.commitlog, size or None) if segments else None
-    out.min_offset = segments[0].base_offset if segments else 0
-    min_ts, index_ts, source = _checkpoint(paths)
-    out.index_msg_timestamp = index_ts
-
-    # IndexService.load(lastExitOK): an abnormal start (the abort file, or forced) destroys the index files
-    # past the checkpoint's indexMsgTimestamp; what dispatch then puts back is modelled as it goes
-    try:
-        index_model = IndexModel(paths.index, index_ts, abnormal)
-    except (RmqError, OSError):
-        index_model = None
-    if index_model is not None:
-        out.index_files_destroyed = list(index_model.destroyed)
-
-    for q in queues:
-        q.recover()
-    recovered_at = {}  # a queue's (write position, max physic offset) once recovered, before dispatch
-    for q in queues:
-        out.queues_before[f"{q.topic}/{q.queue_id}"] = (q.min_offset, q.max_offset)
-        if not q.batch:
-            recovered_at[(q.topic, q.queue_id)] = (q.max_offset_bytes, q.max_physic_offset)
-    max_phy_cq = max((q.max_physic_offset for q in queues), default=-1)
-
-    if not segments:
-        out.start_reason = "no commit log file: the broker destroys every consume queue"
-        out.walk = WalkEnd(0, 0, 0, 0, "no commit log file", None, 0)
-        out.queues = {f"{q.topic}/{q.queue_id}": (0, 0) for q in queues}
-        if index_model is not None:
-            index_model.close()
-        return out
-
-    options = WalkOptions(semantics, settings.check_crc, settings.verify_prop_crc)
-    by_key = {(q.topic, q.queue_id): q for q in queues}
-
-    def model(topic: str, queue_id: int) -> QueueModel | BatchQueueModel:
-        q = by_key.get((topic, queue_id))
-        if q is None:  # findOrCreateConsumeQueue: the topic's queue type decides
-            if topic in batch:
-                q = BatchQueueModel(topic, queue_id, [], bcq_size)
+    def queue(self, topic: str, queue_id: int) -> QueueModel | BatchQueueModel:
+        """findOrCreateConsumeQueue: the topic's queue type decides what a new queue is."""
+        q = self.by_key.get((topic, queue_id))
+        if q is None:
+            if topic in self.batch:
+                q = BatchQueueModel(topic, queue_id, [], self.bcq_size)
             else:
-                q = QueueModel(topic, queue_id, [], consume_queue_file_size or _cq_file_size(queues))
-            by_key[(topic, queue_id)] = q
-            queues.append(q)
+                q = QueueModel(topic, queue_id, [], self.consume_queue_file_size or _cq_file_size(self.queues))
+            self.by_key[(topic, queue_id)] = q
+            self.queues.append(q)
         return q
 
-    inner_topics: set[str] = set()
-
-    def note_at_reach(r) -> None:
-        """5.3.3 normal recovery leaves out the record at exactly the queues' max physic
-        offset; where its queue does not hold it yet (at this point of the walk), say so."""
-        q = by_key.get((r.topic, r.queue_id))
-        reach = -1 if q is None else q.max_physic_offset
-        if reach < r.commit_log_offset + (0 if q is not None and q.batch else r.msg_size):
-            out.notes.append(f"the record at commit log offset {r.commit_log_offset} ({r.topic}/{r.queue_id} queue "
-                             f"offset {r.consume_queue_offset}) stays out of its queue: 5.3.3's normal recovery "
-                             f"dispatches only records past the queues' max physic offset {max_phy_cq}, not the one "
-                             f"at it; recover --apply dispatches again from that offset and keeps it")
-
-    def dispatch(request) -> None:
-        if index_model is not None:
-            index_model.put(request)
+    def dispatch(self, request) -> None:
+        """CommitLogDispatcherBuildConsumeQueue (not for prepared and rollback records) and
+        CommitLogDispatcherBuildIndex."""
+        if self.index_model is not None:
+            self.index_model.put(request)
         if request.inner_batch:
-            inner_topics.add(request.topic)
+            self.inner_topics.add(request.topic)
         tran = request.sys_flag & TRANSACTION_MASK
         if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
-            q = model(request.topic, request.queue_id)
+            q = self.queue(request.topic, request.queue_id)
             if q.batch:
                 base = request.consume_queue_offset if request.msg_base_offset is None else request.msg_base_offset
                 q.put(request.commit_log_offset, request.msg_size, request.tags_code, request.store_timestamp,
@@ -270,27 +212,157 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
             else:
                 q.put(request.commit_log_offset, request.msg_size, request.tags_code, request.consume_queue_offset)
 
-    if abnormal:
-        min_ts_used = min_ts
-        index = abnormal_start(segments, semantics, min_ts_used)
+    def note_at_reach(self, r) -> None:
+        """5.3.3 normal recovery leaves out the record at exactly the queues' max physic
+        offset; where its queue does not hold it yet (at this point of the walk), say so."""
+        q = self.by_key.get((r.topic, r.queue_id))
+        reach = -1 if q is None else q.max_physic_offset
+        if reach < r.commit_log_offset + (0 if q is not None and q.batch else r.msg_size):
+            self.out.notes.append(
+                f"the record at commit log offset {r.commit_log_offset} ({r.topic}/{r.queue_id} queue offset "
+                f"{r.consume_queue_offset}) stays out of its queue: 5.3.3's normal recovery dispatches only records "
+                f"past the queues' max physic offset {self.max_phy_cq}, not the one at it; recover --apply "
+                f"dispatches again from that offset and keeps it")
+
+    def close(self) -> None:
+        if self.index_model is not None:
+            self.index_model.close()
+
+
+def simulate(store_root, settings: Settings, commit_log_file_size: int | None = None,
+             consume_queue_file_size: int | None = None, delay_levels: DelayLevels | None = None,
+             *, list_lost: bool = True, batch_learned: frozenset = frozenset()) -> Outcome:
+    """The broker's next start on the store, phase by phase (the module's numbered list).
+    With no topics.json to give the topics' queue types, a topic whose records carry
+    INNER_BASE/INNER_NUM is one of a 5.3.3 broker's batch topics (only a BatchCQ queue
+    writes INNER_BASE): where the walk meets one that was not taken as such, the simulation
+    runs again with it (``batch_learned``)."""
+    if not settings.semantics:
+        return _detected(store_root, settings, commit_log_file_size, consume_queue_file_size, delay_levels,
+                         list_lost=list_lost)
+    start = _Start(store_root, settings, commit_log_file_size, consume_queue_file_size, delay_levels, batch_learned)
+    _load(start)
+    _recover_consume_queues(start)
+    if not start.segments:
+        return _no_commit_log(start)
+    learned = _recover_commit_log(start)
+    if learned:
+        start.close()
+        return simulate(store_root, settings, commit_log_file_size, consume_queue_file_size, delay_levels,
+                        list_lost=list_lost, batch_learned=batch_learned | learned)
+    _truncate_dirty_files(start)
+    _recover_topic_queue_table_and_reput(start)
+    return _finish(start, list_lost)
+
+
+def _load(start: _Start) -> None:
+    """1. DefaultMessageStore.load: CommitLog.load and loadConsumeQueue (5.3.3: the batch
+    queues too, with queueTypeShouldBe), each a MappedFileQueue.load that refuses a file
+    of the wrong size or name; the checkpoint read; IndexService.load(lastExitOK), which
+    after an abnormal exit destroys every index file whose endTimestamp is past the
+    checkpoint's indexMsgTimestamp (``index_model``)."""
+    out, paths = start.out, start.paths
+    refusal, dropped = load_refusal(paths.commitlog, start.size, start.semantics)
+    if dropped:
+        out.commit_log_files_deleted += [str(d) for d in dropped]
+        start.segments = [s for s in start.segments if s.path not in dropped]
+    if refusal:
+        start.refuse(refusal, "restore the file from a backup or replica, or salvage its messages (rmqtool salvage) "
+                              "and move it out of the store; a file that is not the broker's: move it out of "
+                              "commitlog/")
+    for topic, queue_id, directory in queue_directories(paths.consumequeue):
+        _load_queue(start, QueueModel, topic, queue_id, directory, start.consume_queue_file_size, 0)
+    if start.semantics == V5:  # 4.9.8 never looks at batchconsumequeue/
+        bcq_dirs = queue_directories(paths.batch_consumequeue)
+        start.batch, refusal, out.batch_topics_reason = _queue_type_refusal(
+            paths, {q.topic for q in start.queues}, {t for t, _q, _d in bcq_dirs} | start.batch_learned)
+        out.batch_topics = sorted(start.batch)
+        if refusal:
+            start.refuse(refusal, "give the topic its queue type in topics.json (attribute queue.type), or move the "
+                                  "queue directory out of the store and rebuild it (rmqtool redispatch)")
+        for topic, queue_id, directory in bcq_dirs:  # mapperFileSizeBatchConsumeQueue: as the files show
+            start.bcq_size = _load_queue(start, BatchQueueModel, topic, queue_id, directory, None,
+                                         DEFAULT_BATCH_CQ_FILE_SIZE)
+    start.reader = CommitLog(paths.commitlog, start.size or None) if start.segments else None
+    out.min_offset = start.segments[0].base_offset if start.segments else 0
+    start.min_ts, out.index_msg_timestamp, start.checkpoint_source = _checkpoint(paths)
+    try:
+        start.index_model = IndexModel(paths.index, out.index_msg_timestamp, out.abnormal)
+    except (RmqError, OSError):
+        start.index_model = None
+    if start.index_model is not None:
+        out.index_files_destroyed = list(start.index_model.destroyed)
+
+
+def _load_queue(start: _Start, model, topic: str, queue_id: int, directory: pathlib.Path, given_size: int | None,
+                default_size: int) -> int:
+    """ConsumeQueue/BatchConsumeQueue.load: its files as MappedFileQueue.load takes them.
+    Returns the queue's mapped file size."""
+    q = discover(directory, required=False, mapped_file_size=given_size)
+    file_size = given_size or q.mapped_file_size or default_size
+    refusal, dropped = load_refusal(directory, file_size, start.semantics)
+    if dropped:
+        start.out.queue_files_deleted += [str(d) for d in dropped]
+        q.segments = [s for s in q.segments if s.path not in dropped]
+    if refusal:
+        start.refuse(refusal, "remove the queue's damaged file, or a file that is not the broker's (rmqtool "
+                              "redispatch rebuilds the queue from the commit log)")
+    queue = model(topic, queue_id, q.segments, file_size or 1)
+    start.queues.append(queue)
+    start.by_key[(topic, queue_id)] = queue
+    return file_size
+
+
+def _recover_consume_queues(start: _Start) -> None:
+    """2. DefaultMessageStore.recoverConsumeQueue: each ConsumeQueue.recover (5.3.3's
+    BatchConsumeQueue.recover too); the largest max physic offset among them is what the
+    commit log recovery is given."""
+    for q in start.queues:
+        q.recover()
+    for q in start.queues:
+        start.out.queues_before[f"{q.topic}/{q.queue_id}"] = QueueRange(q.min_offset, q.max_offset)
+        if not q.batch:
+            start.recovered_at[(q.topic, q.queue_id)] = (q.max_offset_bytes, q.max_physic_offset)
+    start.max_phy_cq = max((q.max_physic_offset for q in start.queues), default=-1)
+
+
+def _no_commit_log(start: _Start) -> Outcome:
+    """No commit log file: recovery ends the log at 0 and destroys every consume queue."""
+    out = start.out
+    out.start_reason = "no commit log file: the broker destroys every consume queue"
+    out.walk = WalkEnd(0, 0, 0, 0, "no commit log file", None, 0)
+    out.queues = {f"{q.topic}/{q.queue_id}": QueueRange(0, 0) for q in start.queues}
+    start.close()
+    return out
+
+
+def _recover_commit_log(start: _Start) -> frozenset:
+    """3. CommitLog.recoverNormally / recoverAbnormally: the start file, then the walk
+    (``commitlog_walk``). Abnormal recovery dispatches every record it accepts; 5.3.3's
+    normal recovery those past the queues' max physic offset. Returns the topics found to be
+    batch topics that were not taken as such (empty: the walk stands)."""
+    out, segments, semantics = start.out, start.segments, start.semantics
+    if out.abnormal:
+        index = abnormal_start(segments, semantics, start.min_ts)
         if index >= 0:
-            stamp = first_store_timestamp(segments[index], options.magic_codes)
+            stamp = first_store_timestamp(segments[index], start.options.magic_codes)
             out.start_reason = (f"abnormal recovery: the last file whose first message (stored at {stamp}) is at "
-                                f"or before the checkpoint's min timestamp {min_ts_used} (min(physicMsgTimestamp, "
-                                f"logicsMsgTimestamp) - 3 s, from {source})")
+                                f"or before the checkpoint's min timestamp {start.min_ts} (min(physicMsgTimestamp, "
+                                f"logicsMsgTimestamp) - 3 s, from {start.checkpoint_source})")
         else:
             index = 0
             out.start_reason = (f"abnormal recovery: no file's first message is at or before the checkpoint's min "
-                                f"timestamp {min_ts_used} ({source}): from the first file")
-        on_record = dispatch
+                                f"timestamp {start.min_ts} ({start.checkpoint_source}): from the first file")
+        on_record = start.dispatch
     else:
-        index = normal_start(segments, semantics, max_phy_cq)
+        index = normal_start(segments, semantics, start.max_phy_cq)
         if semantics == V4:
             out.start_reason = "normal recovery (4.9.8): from the third-last commit log file"
             on_record = None
         else:
             out.start_reason = (f"normal recovery (5.3.3): from the last file starting at or before the consume "
-                                f"queues' max physic offset {max_phy_cq}")
+                                f"queues' max physic offset {start.max_phy_cq}")
+            max_phy_cq, dispatch, note_at_reach = start.max_phy_cq, start.dispatch, start.note_at_reach
 
             def on_record(request):  # only what lies past the queues (an equal offset is not: 5.3.3's '>')
                 if request.commit_log_offset > max_phy_cq:
@@ -299,67 +371,84 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
                     note_at_reach(request)
     out.start_index = index
     out.start_file = str(segments[index].path)
-    w = walk(segments, index, options, delay_levels, on_record)
+    w = walk(segments, index, start.options, start.delay_levels, on_record)
     out.walk = w
     out.end_file = str(segments[w.file_index].path)
-    unknown = inner_topics - batch
-    if semantics == V5 and unknown and configured_batch_topics(paths.config) is None:
-        return simulate(store_root, settings, commit_log_file_size, consume_queue_file_size, delay_levels,
-                        list_lost=list_lost, batch_learned=batch_learned | frozenset(unknown))
-    out.written_end = _written_end(segments, size, w)
-    end = w.end
-    out.recovered_end = end
+    unknown = start.inner_topics - start.batch
+    if semantics == V5 and unknown and configured_batch_topics(start.paths.config) is None:
+        return frozenset(unknown)
+    out.written_end = _written_end(segments, start.size, w)
+    out.recovered_end = w.end
+    return frozenset()
 
-    if max_phy_cq >= end:
-        for q in queues:
+
+def _truncate_dirty_files(start: _Start) -> None:
+    """4. truncateDirtyLogicFiles (when the queues reach past the recovered end) and
+    MappedFileQueue.truncateDirtyFiles: the commit log files wholly past the end go."""
+    out, end = start.out, start.out.recovered_end
+    if start.max_phy_cq >= end:
+        for q in start.queues:
             q.truncate_dirty_logic_files(end)
-    for seg in segments:
-        if seg.base_offset + size > end and end < seg.base_offset:
+    for seg in start.segments:
+        if seg.base_offset + start.size > end and end < seg.base_offset:
             out.commit_log_files_deleted.append(str(seg.path))
-    kept = [s for s in segments if str(s.path) not in out.commit_log_files_deleted]
-    min_phy = kept[0].base_offset if kept else 0
-    for q in queues:
+    start.kept = [s for s in start.segments if str(s.path) not in out.commit_log_files_deleted]
+    start.min_phy = start.kept[0].base_offset if start.kept else 0
+
+
+def _recover_topic_queue_table_and_reput(start: _Start) -> None:
+    """5. DefaultMessageStore.recoverTopicQueueTable (correctMinOffset), then start():
+    4.9.8's ReputMessageService dispatches from the queues' max physic offset to the end
+    (and the broker never finishes starting when that offset, or a file reput needs next,
+    lies in no file); 5.3.3 starts dispatch at the end. A store whose load fails never
+    gets to start()."""
+    out, end, min_phy, semantics = start.out, start.out.recovered_end, start.min_phy, start.semantics
+    for q in start.queues:
+        q.correct_min_offset(min_phy, semantics)
+    if not (semantics == V4 and out.loadable):
+        out.reput_from = end
+        return
+    reput = max(max((q.max_physic_offset for q in start.queues), default=-1), min_phy, 0)
+    out.reput_from = reput
+    if reput < end:
+        holder = next((s for s in start.kept if s.base_offset <= reput < s.base_offset + start.size), None)
+        if holder is None:
+            start.refuse(f"start() dispatches from commit log offset {reput} (the consume queues' max physic "
+                         f"offset), which lies in no file: the broker never finishes starting",
+                         "restore the missing commit log file, or rebuild the consume queues (rmqtool redispatch)")
+        else:
+            gap = _redispatch(start.kept, reput, end, start.size, start.options, start.delay_levels, start.dispatch)
+            if gap is not None:
+                start.refuse(f"start() dispatches from commit log offset {reput} and reaches the end of a file "
+                             f"whose next file ({gap}) is missing: reput waits there and the broker never "
+                             f"finishes starting",
+                             "restore the missing commit log file, or let the broker recover abnormally "
+                             "(rmqtool recover --from-checkpoint --apply --to NEWDIR)")
+    for q in start.queues:
         q.correct_min_offset(min_phy, semantics)
 
-    # start(): what is dispatched after recovery (a store whose load fails never gets there)
-    if semantics == V4 and out.loadable:
-        reput = max(max((q.max_physic_offset for q in queues), default=-1), min_phy, 0)
-        out.reput_from = reput
-        if reput < end:
-            holder = next((s for s in kept if s.base_offset <= reput < s.base_offset + size), None)
-            if holder is None:
-                out.loadable = False
-                out.reason = (f"start() dispatches from commit log offset {reput} (the consume queues' max physic "
-                              f"offset), which lies in no file: the broker never finishes starting")
-                out.advice = "restore the missing commit log file, or rebuild the consume queues (rmqtool redispatch)"
-            else:
-                gap = _redispatch(kept, reput, end, size, options, delay_levels, dispatch)
-                if gap is not None:
-                    out.loadable = False
-                    out.reason = (f"start() dispatches from commit log offset {reput} and reaches the end of a file "
-                                  f"whose next file ({gap}) is missing: reput waits there and the broker never "
-                                  f"finishes starting")
-                    out.advice = ("restore the missing commit log file, or let the broker recover abnormally "
-                                  "(rmqtool recover --from-checkpoint --apply --to NEWDIR)")
-        for q in queues:
-            q.correct_min_offset(min_phy, semantics)
-    else:
-        out.reput_from = end
+
+def _finish(start: _Start, list_lost: bool) -> Outcome:
+    """The outcome's account of what the start left: every queue's range and deleted files,
+    what became of the index, and the messages the broker no longer serves."""
+    out, paths, queues = start.out, start.paths, start.queues
     for q in queues:
-        out.queues[f"{q.topic}/{q.queue_id}"] = (q.min_offset, q.max_offset)
+        out.queues[f"{q.topic}/{q.queue_id}"] = QueueRange(q.min_offset, q.max_offset)
         out.queue_files_deleted += [str(s) for s in _queue_paths(paths, q)]
+    index_model = start.index_model
     if index_model is not None:
         out.index_rebuilt_as_is = index_model.rebuilt_as_is()
         out.index_entries_put, out.index_entries_repeated = index_model.put_entries, index_model.repeated
         out.index_entries_lost, out.index_kept_appended = index_model.lost_entries(), index_model.kept_appended
         index_model.close()
     out.queue_models = {(q.topic, q.queue_id): q for q in queues}
+    reader, end = start.reader, out.recovered_end
     if list_lost and reader is not None:
-        lost = _lost(reader, paths, end, semantics)
-        lost += _unreachable(reader, kept, queues, recovered_at, end, min_phy,
+        lost = _lost(reader, paths, end, start.semantics)
+        lost += _unreachable(reader, start.kept, queues, start.recovered_at, end, start.min_phy,
                              {m["commit_log_offset"] for m in lost})
-        out.lost_messages = sorted(lost + _not_reput(out, paths, reader, kept, queues, recovered_at, min_phy,
-                                                     {m["commit_log_offset"] for m in lost}),
+        out.lost_messages = sorted(lost + _not_reput(out, paths, reader, start.kept, queues, start.recovered_at,
+                                                     start.min_phy, {m["commit_log_offset"] for m in lost}),
                                    key=lambda m: m["commit_log_offset"])
     return out
 
@@ -400,7 +489,7 @@ def _recovers_alike(a: Outcome, b: Outcome) -> bool:
     """Whether two simulated starts change the same files and keep the same messages (the
     queues' min offsets, which each version computes its own way at load, are not files)."""
     def key(o: Outcome) -> tuple:
-        return (o.loadable, o.recovered_end, o.min_offset, {k: v[1] for k, v in o.queues.items()},
+        return (o.loadable, o.recovered_end, o.min_offset, {k: v.max_offset for k, v in o.queues.items()},
                 o.commit_log_files_deleted, o.queue_files_deleted, o.index_files_destroyed, o.batch_topics,
                 o.start_index if o.abnormal else None, [m["commit_log_offset"] for m in o.lost_messages])
     return key(a) == key(b)
@@ -587,7 +676,7 @@ def _unreachable(reader: CommitLog, segments: list[Segment], queues: list, recov
                 candidates.setdefault(key, []).append(r)
     by_key = {(q.topic, q.queue_id): q for q in queues}
     for key, records in candidates.items():
-        served = by_key[key].units()[1]
+        served = by_key[key].units().commit_log_offsets
         for r in records:
             offset = r.commit_log_offset
             if offset in cut or offset in found or bool(np.isin(offset, served)):
@@ -675,8 +764,9 @@ def _reput_spans(q: QueueModel, recovered_at: dict, min_phy: int, stop: int) -> 
     first = _first_served(q)
     if first is None:
         return [(min_phy, stop)]
-    if first[0] > 0:
-        spans.append((min_phy, first[1]))
+    queue_offset, commit_log_offset = first
+    if queue_offset > 0:
+        spans.append((min_phy, commit_log_offset))
     _position, reach = recovered_at.get((q.topic, q.queue_id), (None, -1))
     spans.append((max(reach, min_phy), stop))
     return spans

@@ -165,7 +165,8 @@ class RecoveryPlan:
                                   "stopped_by": o.walk.reason if o.walk else None,
                                   # the names before 0.3, one release more
                                   "max_offset_before": o.written_end, "max_offset_after": o.recovered_end},
-                   "queues": {k: {"min_offset": v[0], "max_offset": v[1]} for k, v in sorted(o.queues.items())},
+                   "queues": {k: {"min_offset": v.min_offset, "max_offset": v.max_offset}
+                              for k, v in sorted(o.queues.items())},
                    "batch_topics": o.batch_topics, "batch_topics_reason": o.batch_topics_reason,
                    "notes": o.notes,
                    "lost_messages": o.lost_messages,
@@ -303,8 +304,8 @@ def _changes(findings) -> bool:
 def _dispatch_changes(outcome: Outcome) -> bool:
     """Whether the start's dispatch writes anything: a queue gets units (or is made), or the
     index gets entries other than those of files it destroys and builds again as they were."""
-    before = {k: v[1] for k, v in outcome.queues_before.items()}
-    if {k: v[1] for k, v in outcome.queues.items()} != before:
+    before = {k: v.max_offset for k, v in outcome.queues_before.items()}
+    if {k: v.max_offset for k, v in outcome.queues.items()} != before:
         return True
     if outcome.index_files_destroyed:
         return not outcome.index_rebuilt_as_is

@@ -16,11 +16,14 @@ model is what a plan predicts, the engine writes.
 from __future__ import annotations
 
 import struct
+from collections import namedtuple
+from typing import NamedTuple
 
 import numpy as np
 
 from rmqtool.errors import StoreAccessError
-from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, FILL_SIZE, is_written_unit
+from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, FILL_SIZE, CqUnit, is_written_unit
+from rmqtool.formats.derive import field_names
 from rmqtool.recovery.commitlog_walk import V5
 from rmqtool.store.commitlog_end import last_nonzero_from
 from rmqtool.store.consumequeue import CQ_LAYOUT
@@ -30,6 +33,12 @@ UNIT = struct.Struct(">qiq")  # commitLogOffset, size, tagsCode
 BLANK_UNIT = UNIT.pack(0, 0x7FFFFFFF, 0)  # fillPreBlank
 assert UNIT.size == CQ_STORE_UNIT_SIZE
 
+
+
+class ServedUnits(NamedTuple):
+    """The units a consumer reaches through a queue (QueueModel.units), as columns."""
+    queue_offsets: np.ndarray
+    commit_log_offsets: np.ndarray
 
 class QueueFile:
     """One mapped file of the queue: its bytes (read when first needed) and write position.
@@ -41,6 +50,7 @@ class QueueFile:
 
     unit_size = CQ_STORE_UNIT_SIZE
     unit_struct = UNIT
+    unit_fields = namedtuple("CqUnitFields", field_names(CqUnit))  # what unit() gives, by name
 
     def __init__(self, base: int, size: int, segment: Segment | None):
         self.base = base
@@ -78,10 +88,11 @@ class QueueFile:
             self._data = None
 
     def unit(self, i: int) -> tuple:
+        """The unit at byte ``i``, its fields by name (past the bytes held: zeros)."""
         data = self.data
         if i + self.unit_size > len(data):
-            return self.unit_struct.unpack(bytes(self.unit_size))  # past the bytes held: zeros
-        return self.unit_struct.unpack_from(data, i)
+            return self.unit_fields._make(self.unit_struct.unpack(bytes(self.unit_size)))
+        return self.unit_fields._make(self.unit_struct.unpack_from(data, i))
 
     def columns(self) -> tuple[np.ndarray, np.ndarray]:
         """(commitLogOffset, size) of every unit held, views of the bytes (the loops below run
@@ -290,7 +301,7 @@ class QueueModel(QueueFiles):
         if self.min_logic_offset >= self.max_offset_bytes:
             return  # 'contains no valid entries'
         last = self.files[-1]
-        if last.wrote >= unit and last.unit(last.wrote - unit)[0] < min_phy_offset:
+        if last.wrote >= unit and last.unit(last.wrote - unit).commit_log_offset < min_phy_offset:
             self.min_logic_offset = last.base + last.wrote
             return
         first = self.files[0]
@@ -300,12 +311,12 @@ class QueueModel(QueueFiles):
         if start >= first.wrote:
             return  # selectMappedBuffer gives nothing: '[Bug]' logged, nothing changed
         size = first.wrote - start
-        if intact and first.unit(start)[0] >= min_phy_offset:
+        if intact and first.unit(start).commit_log_offset >= min_phy_offset:
             return
         low, high = 0, size - unit
         while high - low > unit:
             mid = (low + high) // 2 // unit * unit
-            offset = first.unit(start + mid)[0]
+            offset = first.unit(start + mid).commit_log_offset
             if offset > min_phy_offset:
                 high = mid
             elif offset == min_phy_offset:
@@ -314,12 +325,12 @@ class QueueModel(QueueFiles):
             else:
                 low = mid
         for i in range(low, high + 1, unit):
-            if first.unit(start + i)[0] >= min_phy_offset:
+            if first.unit(start + i).commit_log_offset >= min_phy_offset:
                 self.min_logic_offset = first.base + start + i
                 return
 
     # ---- what the broker serves ---------------------------------------------------------------
-    def units(self) -> tuple[np.ndarray, np.ndarray]:
+    def units(self) -> ServedUnits:
         """(queue offset, commit log offset) of each unit from the queue's min offset to its max,
         fill units left out: the messages a consumer reaches through the queue."""
         qos, parts = [], []
@@ -334,8 +345,8 @@ class QueueModel(QueueFiles):
                 parts.append(offsets[real].astype(np.int64))
             f.release()
         if not parts:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.concatenate(qos).astype(np.int64), np.concatenate(parts)
+            return ServedUnits(np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return ServedUnits(np.concatenate(qos).astype(np.int64), np.concatenate(parts))
 
     # ---- what the broker reports ------------------------------------------------------------
     @property

@@ -46,6 +46,37 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
     backup = pathlib.Path(backup_dir)
     manifest = read_manifest(backup)
     root = pathlib.Path(store_root) if store_root is not None else pathlib.Path(manifest.store)
+    _check_undoable(backup, manifest, root, force)
+    pending = intent.pending(backup)
+    repair = pending if pending and pending.get("operation") != "undo" else None  # an apply cut short: its command
+    again = (repair or {}).get("finish") or _repair_command(manifest, root)
+    intent.begin(backup, root, "undo", f"rmqtool undo {shlex.quote(str(backup))}", again)
+    if manifest.listing is not None:  # files made since the apply go first
+        _remove_files_made_since(manifest, root)
+    for name in manifest.directories or ():  # a directory the repair removed comes back
+        (root / name).mkdir(parents=True, exist_ok=True)
+    ranges = files = total = 0
+    for entry in reversed(manifest.entries):
+        intent.step()
+        _restore(backup, root, entry)
+        if entry.action == ZERO:
+            ranges += 1
+        else:
+            files += 1
+        total += entry.end - entry.start
+    if manifest.directories is not None:  # directories made since go (deepest first); those before stay
+        _remove_directories_made_since(manifest, root)
+    lock = StorePaths(root).lock
+    if manifest.listing is not None and LOCK_NAME not in manifest.listing and lock.exists() \
+            and is_locked(lock) is None:  # the repair's writer made it
+        os.unlink(lock)
+    intent.end(backup, root)
+    return Restored(root, ranges, files, total)
+
+
+def _check_undoable(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> None:
+    """Refuse before writing a byte: a store open for writing, another repair under way, a
+    store written since the repair (unless ``force``), a backup copy that is not whole."""
     holder = is_locked(StorePaths(root).lock)
     if holder is not None:
         who = "this process" if holder == os.getpid() else (f"process {holder}" if holder else "another process")
@@ -55,7 +86,6 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
     if other is not None and pathlib.Path(other.backup_dir).resolve() != backup.resolve():
         raise RepairUnfinished(f"another interrupted {other.operation} is under way (intent record in "
                                f"{other.backup_dir}): `{other.finish}` finishes it, `{other.undo}` undoes it", root)
-    pending = intent.pending(backup)
     undoing = other is not None and other.operation == "undo"  # an undo of this backup cut short: go on
     if manifest.after is not None and not undoing and not force:  # the repair finished: written since?
         change = first_change_since(manifest, root)
@@ -66,66 +96,59 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
         if not digest_matches(backup / entry.copy, entry.sha256):
             raise CorruptData(f"the backup copy of {entry.file} does not match the manifest's sha256",
                               backup / entry.copy)
-    repair = pending if pending and pending.get("operation") != "undo" else None  # an apply cut short: its command
-    again = (repair or {}).get("finish") or _repair_command(manifest, root)
-    intent.begin(backup, root, "undo", f"rmqtool undo {shlex.quote(str(backup))}", again)
-    ranges = files = total = 0
-    if manifest.listing is not None:  # files made since the apply go first
-        before = set(manifest.listing)
-        made, _dirs = store_listing(root)
-        for name in reversed(made):
-            if name not in before and name != LOCK_NAME:
-                intent.step()
-                p = root / name
-                os.unlink(p)
-                sync_dir(p.parent)
-                if manifest.directories is None:  # an older backup: empty queue directories made since
-                    parent = p.parent
-                    while parent != root and not any(parent.iterdir()):
-                        parent.rmdir()
-                        parent = parent.parent
-    for name in manifest.directories or ():  # a directory the repair removed comes back
-        (root / name).mkdir(parents=True, exist_ok=True)
-    for entry in reversed(manifest.entries):
-        intent.step()
-        path = root / entry.file
-        if entry.action == ZERO:
-            flags = os.O_WRONLY
-        else:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-            path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, flags, entry.mode)
-        except OSError as exc:
-            raise StoreAccessError(f"cannot open to restore ({exc.strerror})", path) from None
-        try:
-            _copy_back(backup / entry.copy, fd, entry.start)
-            if entry.action != ZERO:
-                os.fchmod(fd, entry.mode)
-            os.fsync(fd)
-        except OSError as exc:
-            raise StoreAccessError(f"cannot restore ({exc.strerror})", path, entry.start) from None
-        finally:
-            os.close(fd)
-        if entry.action == ZERO:
-            ranges += 1
-        else:
-            sync_dir(path.parent)
-            files += 1
-        total += entry.end - entry.start
-    if manifest.directories is not None:  # directories made since go (deepest first); those before stay
-        before_dirs = set(manifest.directories)
-        _files, dirs = store_listing(root)
-        for name in sorted(dirs, key=lambda n: n.count("/"), reverse=True):
-            if name not in before_dirs and not any((root / name).iterdir()):
-                (root / name).rmdir()
-                sync_dir((root / name).parent)
-    lock = StorePaths(root).lock
-    if manifest.listing is not None and LOCK_NAME not in manifest.listing and lock.exists() \
-            and is_locked(lock) is None:  # the repair's writer made it
-        os.unlink(lock)
-    intent.end(backup, root)
-    return Restored(root, ranges, files, total)
+
+
+def _remove_files_made_since(manifest, root: pathlib.Path) -> None:
+    """The files the store holds that the manifest's listing (taken at the apply) does not."""
+    before = set(manifest.listing)
+    made, _dirs = store_listing(root)
+    for name in reversed(made):
+        if name not in before and name != LOCK_NAME:
+            intent.step()
+            p = root / name
+            os.unlink(p)
+            sync_dir(p.parent)
+            if manifest.directories is None:  # an older backup: empty queue directories made since
+                parent = p.parent
+                while parent != root and not any(parent.iterdir()):
+                    parent.rmdir()
+                    parent = parent.parent
+
+
+def _restore(backup: pathlib.Path, root: pathlib.Path, entry) -> None:
+    """One manifest entry's bytes back in place: a zeroed range over the file, or a whole
+    file made again (with its mode)."""
+    path = root / entry.file
+    if entry.action == ZERO:
+        flags = os.O_WRONLY
+    else:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, flags, entry.mode)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot open to restore ({exc.strerror})", path) from None
+    try:
+        _copy_back(backup / entry.copy, fd, entry.start)
+        if entry.action != ZERO:
+            os.fchmod(fd, entry.mode)
+        os.fsync(fd)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot restore ({exc.strerror})", path, entry.start) from None
+    finally:
+        os.close(fd)
+    if entry.action != ZERO:
+        sync_dir(path.parent)
+
+
+def _remove_directories_made_since(manifest, root: pathlib.Path) -> None:
+    """Empty directories the store holds that it did not at the apply, deepest first."""
+    before_dirs = set(manifest.directories)
+    _files, dirs = store_listing(root)
+    for name in sorted(dirs, key=lambda n: n.count("/"), reverse=True):
+        if name not in before_dirs and not any((root / name).iterdir()):
+            (root / name).rmdir()
+            sync_dir((root / name).parent)
 
 
 def _repair_command(manifest, root: pathlib.Path) -> str:

@@ -2,9 +2,9 @@
 was before, every name and every byte, from its backup's manifest.
 
 Refused, changing nothing, when the store is no longer as the repair left it (the manifest's
-``after``: a file made or removed since, a covered file of another size or sha256): what was
+``after``: a file made or removed since, a covered file of another size or digest): what was
 written since would be destroyed (e2undo refuses the same way); ``force`` overrides. Each copy
-is checked against the sha256 the manifest recorded before anything is written. Then, under an
+is checked against the digest the manifest recorded before anything is written. Then, under an
 intent record (``intent.py``: a kill is finished by running undo again): files made since the
 repair go, ranges that were zeroed get their bytes back, files deleted or rewritten come back
 whole with their permission bits, directories made since go and those removed come back.
@@ -94,7 +94,7 @@ def _check_undoable(backup: pathlib.Path, manifest, root: pathlib.Path, force: b
                                     f"written (--force undoes all the same)", root)
     for entry in manifest.entries:  # every copy whole before the first byte is written
         if not digest_matches(backup / entry.copy, entry.sha256):
-            raise CorruptData(f"the backup copy of {entry.file} does not match the manifest's sha256",
+            raise CorruptData(f"the backup copy of {entry.file} does not match the manifest's digest",
                               backup / entry.copy)
 
 

@@ -31,6 +31,8 @@ import errno
 import itertools
 import os
 import struct
+
+import construct as cs
 from typing import Iterable, Iterator, Union
 
 from rmqtool.errors import StoreAccessError
@@ -38,17 +40,11 @@ from rmqtool.findings import (BLANK_RECORD_INVALID, BLANK_RECORD_MISSING, BODY_C
                               PROPERTIES_INVALID_UTF8, PROPERTY_CRC_MISMATCH, RECORD_MAGIC_INVALID,
                               RECORD_OFFSET_MISMATCH, RECORD_SIZE_INVALID, RECORD_TRUNCATED,
                               TOPIC_INVALID_UTF8, TRAILING_GARBAGE)
-from rmqtool.formats import properties as props
-from rmqtool.formats.commitlog import (BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH,
-                                       MESSAGE_MAGIC_CODES, MIN_MESSAGE_LENGTH)
-from rmqtool.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
-from rmqtool.store import crc as crc_module
-from rmqtool.store.crc import JAVA_CRC_MASK
+from rmqtool.formats.commitlog import (BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, MESSAGE_MAGIC_CODES,
+                                       MIN_MESSAGE_LENGTH, PHYSICAL_OFFSET_AT, MessagePrefix)
+from rmqtool.formats.derive import field_names, struct_of
 from rmqtool.store.segments import Segment
-from rmqtool.store.message import CHECKED, Message, RecordError, decode_message, decode_run
-from rmqtool.store.message import RECORD_START
-from rmqtool.formats.commitlog import MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH_V1, MAX_TOPIC_LENGTH_V2
-from rmqtool.formats.crc import CRC32_DIGITS, CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN, crc32_from_digits
+from rmqtool.store.message import RECORD_START, Message, RecordError, build_messages, decode_message
 
 HOP = RECORD_START  # totalSize, magicCode: all a header-only hop needs
 WINDOW = 1 << 20  # bytes read at once: small enough to stay in cache while records are decoded from it
@@ -61,10 +57,7 @@ RUN_AHEAD = 4096  # bytes the window must hold past a position before a run of c
 FIRST_BATCH = 4
 MAX_BATCH = 256
 _MAGIC_PATTERNS = tuple(m.to_bytes(4, "big") for m in (*MESSAGE_MAGIC_CODES, BLANK_MAGIC_CODE))
-_PHYSICAL_OFFSET = struct.Struct(">q")
-_PHYSICAL_OFFSET_AT = 28  # byte position of physicalOffset inside a record
-_HOSTS_V6 = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
-_PROPERTY_SEPARATOR = ord(props.PROPERTY_SEPARATOR)
+_PHYSICAL_OFFSET = struct_of(cs.Struct(MessagePrefix.subcons[field_names(MessagePrefix).index("physical_offset")]))
 
 
 @dataclasses.dataclass(slots=True)
@@ -264,9 +257,9 @@ class _FileWindow:
         # a message magic code too, as the search's candidates have: a range must not start
         # at a record whose magic is damaged when the range before runs on through it
         if magic not in MESSAGE_MAGIC_CODES or total < MIN_MESSAGE_LENGTH or candidate + total > self.size \
-                or len(buf) - i < 36:
+                or len(buf) - i < PHYSICAL_OFFSET_AT + _PHYSICAL_OFFSET.size:
             return False
-        (field,) = _PHYSICAL_OFFSET.unpack_from(buf, i + _PHYSICAL_OFFSET_AT)
+        (field,) = _PHYSICAL_OFFSET.unpack_from(buf, i + PHYSICAL_OFFSET_AT)
         return field == base_offset + candidate
 
     def first_nonzero(self, start: int) -> int | None:
@@ -394,83 +387,20 @@ def _failed(message: Message) -> bool:
 
 def crc_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path: str | None,
             failures: list) -> tuple[int, int, int]:
-    """Check the CRCs of the records of ``buf`` from index ``i`` on; (where it stopped, messages, their bytes).
+    """Check the CRCs of the clean records of ``buf`` from index ``i`` on; (where it stopped, messages, their bytes).
 
-    Takes exactly the records :func:`rmqtool.store.message.decode_run` takes (whole in
-    ``buf``, starting before ``stop``, lengths adding up) and stops at anything else,
-    leaving it to the careful path. Of each it reads the header fields the check needs
-    (a derived struct with the others as pad bytes) and computes the body CRC over a
-    memoryview slice, no copy; the 5.x ``__CRC32#`` entry is checked over the record
-    as decode_run does. A record that fails is appended to ``failures`` decoded, as the
-    full scan gives it.
+    The records are the kernel's (:func:`rmqtool.store.record_kernel.clean_records`), their
+    verdicts :func:`~rmqtool.store.record_kernel.crc_verdicts`; a record that fails is
+    appended to ``failures`` decoded, as the full scan gives it.
     """
-    unpack = CHECKED[0].unpack_from
-    header_v4 = CHECKED[0].size
-    checked = CHECKED
-    crc32 = crc_module.fast_crc32
-    mask = JAVA_CRC_MASK
-    v1, v2 = MESSAGE_MAGIC_CODES
-    min_length = MIN_MESSAGE_LENGTH
-    hosts_v6 = _HOSTS_V6
-    limit = len(buf)
-    max_v1, max_v2, max_props = MAX_TOPIC_LENGTH_V1, MAX_TOPIC_LENGTH_V2, MAX_PROPERTIES_LENGTH
-    reserved = CRC32_RESERVED_LEN
-    separator = _PROPERTY_SEPARATOR
-    crc_head = CRC32_ENTRY_HEAD
-    from_digits = crc32_from_digits
-    digits_back = CRC32_DIGITS + 1  # the digits, then the closing separator
-    view = memoryview(buf)
-    first = i
-    count = 0
-    try:
-        while i < stop:
-            c = unpack(buf, i)  # CHECKED_FIELDS: totalSize, magic, bodyCRC, sysFlag, bodyLength
-            total = c[0]
-            end = i + total
-            if total < min_length or end > limit:
-                break
-            if c[3] & hosts_v6:
-                c = checked[(c[3] >> 4) & 3].unpack_from(buf, i)
-                p = i + checked[(c[3] >> 4) & 3].size
-            else:
-                p = i + header_v4
-            body_end = p + c[4]
-            if body_end < p:
-                break
-            magic = c[1]
-            # the tail as decode_run reads it (read_tail's reading, as bytes)
-            if magic == v1:
-                topic_len = buf[body_end]
-                if topic_len > max_v1:
-                    break
-                t_end = body_end + 1 + topic_len
-            elif magic == v2:
-                topic_len = (buf[body_end] << 8) | buf[body_end + 1]
-                if topic_len > max_v2:
-                    break
-                t_end = body_end + 2 + topic_len
-            else:
-                break
-            # the lengths must add up exactly, as decode_run demands
-            props_len = end - t_end - 2
-            if props_len > max_props or ((buf[t_end] << 8) | buf[t_end + 1]) != props_len:
-                break
-            ok = (crc32(view[p:body_end]) & mask) == c[2] if body_end > p else c[2] == 0
-            if ok and props_len >= reserved and buf[end - 1] == separator and buf.startswith(
-                    crc_head, end - reserved):
-                # stored_record_crc's reading, its head and separator checked just above
-                stored = from_digits(buf[end - digits_back:end - 1].decode("ascii", "replace"))
-                ok = stored is None or (crc32(view[i:end - reserved]) & mask) == stored
-            if not ok:
-                failures.append(decode_message(buf, i, offset0 + i, end, check_crc=True, path=path,
-                                               file_position=position0 + i))
-            count += 1
-            i = end
-    except (struct.error, IndexError):
-        pass
-    finally:
-        view.release()
-    return i, count, i - first
+    from rmqtool.store.record_kernel import clean_records, crc_verdicts  # numpy
+    records = clean_records(buf, i, stop)
+    if len(records):
+        verdicts = crc_verdicts(buf, records)
+        failed = ~verdicts.ok
+        if failed.any():
+            build_messages(buf, records.where(failed), offset0, position0, path, verdicts.where(failed), failures)
+    return records.stop, len(records), records.stop - i
 
 
 def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, check_crc: bool,
@@ -485,8 +415,9 @@ def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, c
     path = str(segment.path)
     base = segment.base_offset
     window = _FileWindow(path, segment.size, COLUMN_WINDOW if columns is not None else WINDOW)
+    from rmqtool.store.record_kernel import clean_records, crc_verdicts  # numpy: loaded when a scan runs
     if columns is not None:
-        from rmqtool.store.record_columns import column_run  # numpy: only for the commands that want columns
+        from rmqtool.store.record_columns import column_run
     size = segment.size
     batch_size = FIRST_BATCH
     try:
@@ -534,12 +465,16 @@ def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, c
                     pos = wbase + j
                     continue
             elif tally is None:
-                batch: list = []
-                j = decode_run(buf, i, stop, base + wbase, wbase, path, check_crc, batch, batch_size)
-                if batch:
-                    yield batch
-                    batch_size = min(batch_size * 2, MAX_BATCH)
-                    pos = wbase + j
+                records = clean_records(buf, i, stop)
+                if len(records):
+                    lo = 0
+                    while lo < len(records):  # small batches first: a caller may want only the first record
+                        rows = records.rows(lo, lo + batch_size)
+                        yield build_messages(buf, rows, base + wbase, wbase, path,
+                                             crc_verdicts(buf, rows) if check_crc else None)
+                        lo += batch_size
+                        batch_size = min(batch_size * 2, MAX_BATCH)
+                    pos = wbase + records.stop
                     continue
             else:
                 failures: list = []

@@ -367,11 +367,16 @@ def crc32_entries(buf, records: CleanRecords) -> tuple[np.ndarray, np.ndarray]:
     return shaped, digits @ DIGIT_WEIGHTS
 
 
-def crc_verdicts(buf, records: CleanRecords) -> CrcVerdicts:
-    """The body CRC and the __CRC32# entry of every clean record, as the broker checks them."""
+def body_crc_verdicts(buf, records: CleanRecords) -> np.ndarray:
+    """Whether each clean record's bodyCRC field is its body's CRC (0 for an empty body)."""
     crcs = crcs_of(buf, records.body_at, records.body_end)
     stored_body = records.header["body_crc"].astype(np.int64)
-    body_ok = np.where(records.body_end > records.body_at, (crcs & JAVA_CRC_MASK) == stored_body, stored_body == 0)
+    return np.where(records.body_end > records.body_at, (crcs & JAVA_CRC_MASK) == stored_body, stored_body == 0)
+
+
+def crc_verdicts(buf, records: CleanRecords) -> CrcVerdicts:
+    """The body CRC and the __CRC32# entry of every clean record, as the broker checks them."""
+    body_ok = body_crc_verdicts(buf, records)
     has_entry, stored = crc32_entries(buf, records)
     entry_ok = np.zeros(len(records), bool)
     rows = np.flatnonzero(has_entry)

@@ -32,13 +32,14 @@ from rmqtool.store import crc as crc_module
 from rmqtool.store.crc import JAVA_CRC_MASK
 from rmqtool.store.hosts import format_host
 from rmqtool.store.msgid import create_message_id
+from rmqtool.store import record_rule
+from rmqtool.store.record_rule import HEADER_SIZE_BY_HOSTS, HOSTS_SHIFT, record_refusal
 
 PREFIX = struct_of(MessagePrefix)
 HOSTS = tuple(struct_of(h) for h in MessageHosts)
 PREFIX_SIZE = PREFIX.size
 # totalSize and magicCode: all a header-only hop needs, and what a writer puts last
-RECORD_START = struct_of(cs.Struct(*MessagePrefix.subcons[:2]))
-assert field_names(cs.Struct(*MessagePrefix.subcons[:2])) == ("total_size", "magic_code")
+RECORD_START = record_rule.RECORD_START  # totalSize, magicCode: the readers and writers take it from here
 _SYS_FLAG_FIELD = struct_of(cs.Struct(MessagePrefix.subcons[field_names(MessagePrefix).index("sys_flag")]))
 
 # The variable tail's length fields, by magic code
@@ -240,11 +241,10 @@ def read_tail(buf, pos: int, body_end: int, end: int, magic: int) -> tuple[int, 
     Dispatch's check_message reads the header itself; the rest is the one rule
     (:func:`rmqtool.store.record_kernel.record_parts`) on this record.
     """
-    from rmqtool.store.record_kernel import HEADER_SIZE_BY_HOSTS, record_refusal
     if magic not in TOPIC_LENGTHS:
         raise RecordError(RECORD_MAGIC_INVALID, f"magic code 0x{magic:08X} is not a message record's")
     sys_flag = sys_flag_of(memoryview(buf)[pos:pos + PREFIX_SIZE])
-    body_length = body_end - pos - HEADER_SIZE_BY_HOSTS[(sys_flag >> 4) & 3]
+    body_length = body_end - pos - HEADER_SIZE_BY_HOSTS[(sys_flag >> HOSTS_SHIFT) & 3]
     parts, refusal = record_refusal(buf, pos, end, sys_flag, magic, body_length)
     if refusal is not None:
         raise RecordError(refusal.finding_id, refusal.reason)
@@ -260,12 +260,11 @@ def decode_message(buf, pos: int, commit_log_offset: int, limit: int, *, check_c
     rule (:func:`rmqtool.store.record_kernel.record_parts`, on this one record) and built as
     :func:`build_messages` builds a window's records.
     """
-    from rmqtool.store.record_kernel import HEADER_SIZE_BY_HOSTS, record_refusal
     total_size, magic, _crc, _queue_id, _flag, _queue_offset, _physical, sys_flag, _born = PREFIX.unpack_from(buf, pos)
     if magic not in TOPIC_LENGTHS:
         raise RecordError(RECORD_MAGIC_INVALID, f"magic code 0x{magic:08X} is not a message record's")
     end = pos + total_size
-    hosts = (sys_flag >> 4) & 3
+    hosts = (sys_flag >> HOSTS_SHIFT) & 3
     header = HEADERS[hosts]
     if pos + HEADER_SIZE_BY_HOSTS[hosts] > end:
         raise RecordError(RECORD_LENGTH_MISMATCH, f"totalSize {total_size} is too small for the record header")

@@ -1,18 +1,16 @@
-"""The one clean-record kernel: which records of a byte window the broker's reader accepts, found once.
+"""The one clean-record kernel: which records of a byte window are clean, found once.
 
-A record is clean when its magic code is a message's, it is whole in the window, and its
-lengths are the schema's and add up to its totalSize (``CommitLog.checkMessageAndReturnSize``'s
-reading: bodyLength, then the signed topic length, then the signed propertiesLength, each
-inside the record, the last one ending exactly at totalSize). :func:`clean_records` walks
-the totalSize chain of a window once and checks every record of it with numpy, stage by
-stage (:data:`STAGES`); the run of clean records ends at the first record that is not. Of
-that record it also says why (:class:`Refusal`, from the stage that failed), so the
-scanner's careful path reports damage by the same rule.
+:func:`clean_records` walks the totalSize chain of a window once
+(:func:`rmqtool.store.record_rule.hop_chain`) and applies the one rule
+(:func:`rmqtool.store.record_rule.record_parts`, stage by stage) to all of its records at
+once with numpy; the run of clean records ends at the first record that is not, and of
+that record it says why (a :class:`~rmqtool.store.record_rule.Refusal`, from the stage that
+failed). The careful path applies the same rule to one record
+(:func:`~rmqtool.store.record_rule.record_refusal`, through ``decode_message``).
 
 Everything else is built from the one result (:class:`CleanRecords`):
 
-* Messages: :func:`rmqtool.store.message.build_messages` (the scanner's records, and the
-  careful path's one record at a time);
+* Messages: :func:`rmqtool.store.message.build_messages` (the scanner's records);
 * CRC verdicts: :func:`crc_verdicts` (the integrity check's scan counts the good ones and
   decodes only the failing ones);
 * numpy columns: :func:`rmqtool.store.record_columns.column_run` (whole-store checks, dispatch).
@@ -22,35 +20,25 @@ Every field position, magic code and size comes from ``formats/commitlog.py`` (t
 """
 from __future__ import annotations
 
-import array
 import dataclasses
-import struct
 
 import construct as cs
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from rmqtool.findings import RECORD_LENGTH_MISMATCH
 from rmqtool.formats import properties as props
-from rmqtool.formats.commitlog import (HEADER_FIELD_AT, MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH,
-                                       MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, MIN_MESSAGE_LENGTH,
-                                       PROPERTIES_LENGTH_SIZE, STORE_TIMESTAMP_AT, TOPIC_LENGTH_SIZE,
-                                       MessageHosts, MessagePrefix, PropertiesLength, TopicLength)
+from rmqtool.formats.commitlog import STORE_TIMESTAMP_AT, MessageHosts, MessagePrefix
 from rmqtool.formats.crc import CRC32_DIGITS, CRC32_ENTRY_END, CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN, JAVA_CRC_MASK
-from rmqtool.formats.derive import field_names, struct_of
-from rmqtool.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 from rmqtool.store import crc as crc_module
 from rmqtool.store.arrays import at_every_byte, dtype_of
-from rmqtool.store.message import RECORD_START  # totalSize and magicCode: all the chain walk reads
+from rmqtool.store.record_rule import (BODY_LENGTH_AT_BY_HOSTS, FIELD_SCHEMAS, HEADER_SIZE_BY_HOSTS, Refusal,
+                                       hop_chain, record_parts, refusal_of)
 
 # Every header field up to bodyLength, for IPv4 hosts; with IPv6 hosts the prefix holds, and
 # bodyLength and storeTimestamp lie where MessageHosts puts them
 HEADER_DTYPE = dtype_of(cs.Struct(*MessagePrefix.subcons, *MessageHosts[0].subcons))
 HEADER_ROW = np.dtype((np.void, HEADER_DTYPE.itemsize))
-HOSTS_SHIFT = 4  # sysFlag bits 4 and 5: born host, store host IPv6 (formats/sysflag.py)
-assert (BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG) >> HOSTS_SHIFT == 3
-TOPIC_LENGTH_SIZE_V1 = TOPIC_LENGTH_SIZE[MESSAGE_MAGIC_CODE_V1]
-TOPIC_LENGTH_SIZE_V2 = TOPIC_LENGTH_SIZE[MESSAGE_MAGIC_CODE_V2]
+assert HEADER_DTYPE.itemsize == HEADER_SIZE_BY_HOSTS[0]
 
 # The 5.x __CRC32# entry: the record's last CRC32_RESERVED_LEN bytes
 _CRC_HEAD = np.dtype(f"S{len(CRC32_ENTRY_HEAD)}")
@@ -61,14 +49,6 @@ assert CRC32_RESERVED_LEN == len(CRC32_ENTRY_HEAD) + _CRC_DIGITS_FROM_END
 DIGIT_WEIGHTS = np.array([10 ** k for k in range(CRC32_DIGITS)], np.int64)
 _ZERO = ord("0")
 assert ord(props.PROPERTY_SEPARATOR) == _CRC_END_BYTE
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Refusal:
-    """Why the record at ``position`` of a window is not clean: a finding id and a sentence."""
-    position: int
-    finding_id: str
-    reason: str
 
 
 @dataclasses.dataclass(slots=True)
@@ -134,27 +114,10 @@ _NOT_POSITIONS = ("header", "hosts", "store_timestamp")
 _EMPTY = np.zeros(0, np.int64)
 
 
-def hop_chain(buf, i: int, stop: int, limit: int | None = None) -> tuple[array.array, int]:
-    """Stage 1: the positions of the totalSize chain from ``i`` whose records have a message's
-    magic code, at least the smallest record's size and lie whole in ``buf``; where it stopped."""
-    unpack = RECORD_START.unpack_from
-    v1, v2 = MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
-    min_length = MIN_MESSAGE_LENGTH
-    if limit is None:
-        limit = len(buf)
-    out = array.array("q")  # numpy takes it as it is, no conversion of a list of ints
-    add = out.append
-    try:
-        while i < stop:
-            total, magic = unpack(buf, i)
-            end = i + total
-            if total < min_length or end > limit or (magic != v1 and magic != v2):
-                break
-            add(i)
-            i = end
-    except struct.error:  # fewer than 8 bytes left
-        pass
-    return out, i
+# The rule's tables and fields as numpy reads them
+_TABLES = {t: np.array(t, np.int64) for t in (HEADER_SIZE_BY_HOSTS, BODY_LENGTH_AT_BY_HOSTS, STORE_TIMESTAMP_AT)}
+_FIELD_DTYPES = {name: dtype_of(cs.Struct(sub))[0] for name, sub in FIELD_SCHEMAS.items()}
+assert all(d.kind == "i" for d in _FIELD_DTYPES.values())  # signed, as Java reads them
 
 
 class _Vector:
@@ -179,86 +142,6 @@ class _Vector:
         return at_every_byte(buf, _FIELD_DTYPES[field])[np.where(readable, at, fallback)].astype(np.int64)
 
 
-class _Scalar:
-    """The same operations on one record's Python ints (the careful path, a random read)."""
-
-    @staticmethod
-    def pick(condition, if_true, if_false):
-        return if_true if condition else if_false
-
-    @staticmethod
-    def any(value) -> bool:
-        return bool(value)
-
-    @staticmethod
-    def of(table: tuple, index):
-        return table[index]
-
-    @staticmethod
-    def read(buf, field: str, at, readable, fallback):
-        return _FIELD_STRUCTS[field].unpack_from(buf, at)[0] if readable else 0
-
-
-# By (sysFlag >> 4) & 3, as MessageHosts: where the body starts, where bodyLength and
-# storeTimestamp lie, from a record's start
-HEADER_SIZE_BY_HOSTS = tuple(MessagePrefix.sizeof() + h.sizeof() for h in MessageHosts)
-BODY_LENGTH_AT_BY_HOSTS = tuple(at["body_length"] for at in HEADER_FIELD_AT)
-_TABLES = {t: np.array(t, np.int64) for t in (HEADER_SIZE_BY_HOSTS, BODY_LENGTH_AT_BY_HOSTS, STORE_TIMESTAMP_AT)}
-_FIELD_SCHEMAS = {"body_length": MessageHosts[0].subcons[-1],
-                  "store_timestamp": MessageHosts[0].subcons[field_names(MessageHosts[0]).index("store_timestamp")],
-                  "topic_length_v1": "topic_length" / TopicLength[MESSAGE_MAGIC_CODE_V1],
-                  "topic_length_v2": "topic_length" / TopicLength[MESSAGE_MAGIC_CODE_V2],
-                  "properties_length": "properties_length" / PropertiesLength}
-_FIELD_DTYPES = {name: dtype_of(cs.Struct(sub))[0] for name, sub in _FIELD_SCHEMAS.items()}
-_FIELD_STRUCTS = {name: struct_of(cs.Struct(sub)) for name, sub in _FIELD_SCHEMAS.items()}
-assert all(d.kind == "i" for d in _FIELD_DTYPES.values())  # signed, as Java reads them
-
-# The stages of checkMessageAndReturnSize's reading, in its order; a record is clean when it
-# passes all. Each names what its failure reports (the first failing one of a record is its refusal).
-STAGES = ("header_fits", "body_fits", "topic_length_fits", "topic_length_signed", "topic_fits",
-          "properties_length_signed", "lengths_add_up")
-
-
-def record_parts(buf, pos, end, sys_flag, magic, body_length, store_timestamp, ops=_Vector) -> dict:
-    """The one acceptance rule, stage by stage: where each part of a record lies, and each
-    stage's verdict (cumulative: a record passes a stage only if it passed the ones before).
-
-    ``pos``, ``end``: the records' first byte and where totalSize ends them; the rest are their
-    header fields as read for IPv4 hosts (bodyLength and storeTimestamp are read again where
-    IPv6 hosts move them). Arrays of records with ``ops=_Vector``, one record's ints with ``_Scalar``.
-    """
-    hosts = (sys_flag >> HOSTS_SHIFT) & 3
-    if ops.any(hosts):  # IPv6 hosts move every field after the prefix
-        body_at = pos + ops.of(HEADER_SIZE_BY_HOSTS, hosts)
-        header_fits = body_at <= end
-        body_length = ops.pick(header_fits, ops.read(buf, "body_length", pos + ops.of(BODY_LENGTH_AT_BY_HOSTS, hosts),
-                                                     header_fits, pos), -1)
-        store_timestamp = ops.read(buf, "store_timestamp", pos + ops.of(STORE_TIMESTAMP_AT, hosts), header_fits, pos)
-    else:
-        body_at = pos + HEADER_SIZE_BY_HOSTS[0]
-        header_fits = body_at <= end
-    body_end = body_at + body_length
-    body_fits = header_fits & (body_length >= 0) & (body_end <= end)
-    v2 = magic == MESSAGE_MAGIC_CODE_V2
-    topic_at = body_end + ops.pick(v2, TOPIC_LENGTH_SIZE_V2, TOPIC_LENGTH_SIZE_V1)
-    topic_length_fits = body_fits & (topic_at <= end)
-    topic_length = ops.pick(v2, ops.read(buf, "topic_length_v2", body_end, topic_length_fits & v2, pos),
-                            ops.read(buf, "topic_length_v1", body_end, topic_length_fits, pos))
-    topic_length_signed = topic_length_fits & (topic_length >= 0)
-    topic_end = topic_at + topic_length
-    properties_at = topic_end + PROPERTIES_LENGTH_SIZE
-    topic_fits = topic_length_signed & (properties_at <= end)
-    properties_length = ops.read(buf, "properties_length", topic_end, topic_fits, pos)
-    properties_length_signed = topic_fits & (properties_length >= 0)
-    lengths_add_up = properties_length_signed & (properties_at + properties_length == end)
-    return {"hosts": hosts, "store_timestamp": store_timestamp, "body_at": body_at, "body_length": body_length,
-            "body_end": body_end, "v2": v2, "topic_at": topic_at, "topic_length": topic_length,
-            "topic_end": topic_end, "properties_at": properties_at, "properties_length": properties_length,
-            "header_fits": header_fits, "body_fits": body_fits, "topic_length_fits": topic_length_fits,
-            "topic_length_signed": topic_length_signed, "topic_fits": topic_fits,
-            "properties_length_signed": properties_length_signed, "lengths_add_up": lengths_add_up}
-
-
 def clean_records(buf, i: int, stop: int, limit: int | None = None) -> CleanRecords:
     """The clean records of ``buf`` from index ``i``, each starting before ``stop`` and ending by
     ``limit`` (the buffer's end): one walk of the totalSize chain (:func:`hop_chain`), then
@@ -271,7 +154,7 @@ def clean_records(buf, i: int, stop: int, limit: int | None = None) -> CleanReco
     header = at_every_byte(buf, HEADER_ROW)[pos].view(HEADER_DTYPE)
     end = pos + header["total_size"].astype(np.int64)
     parts = record_parts(buf, pos, end, header["sys_flag"].astype(np.int64), header["magic_code"],
-                         header["body_length"].astype(np.int64), header["store_timestamp"].astype(np.int64))
+                         header["body_length"].astype(np.int64), header["store_timestamp"].astype(np.int64), _Vector)
     bad = np.flatnonzero(~parts["lengths_add_up"])
     n = int(bad[0]) if len(bad) else len(pos)
     if n < len(pos):
@@ -282,40 +165,6 @@ def clean_records(buf, i: int, stop: int, limit: int | None = None) -> CleanReco
     return CleanRecords(pos[:n], end[:n], header[:n], parts["hosts"][:n], parts["store_timestamp"][:n],
                         parts["body_at"][:n], parts["body_end"][:n], parts["topic_at"][:n],
                         parts["topic_end"][:n], parts["properties_at"][:n], stop=stop_at, refusal=refusal)
-
-
-def refusal_of(parts: dict, pos: int, end: int) -> Refusal | None:
-    """Why the record of ``parts`` (one record's, as :func:`record_parts` gives them) is not clean:
-    the sentence of the first stage it did not pass; None when it passed them all."""
-    failed = next((stage for stage in STAGES if not parts[stage]), None)
-    if failed is None:
-        return None
-    total = end - pos
-    if failed == "header_fits":
-        reason = f"totalSize {total} is too small for the record header"
-    elif failed == "body_fits":
-        reason = f"bodyLength {int(parts['body_length'])} does not fit in totalSize {total}"
-    elif failed == "topic_length_fits":
-        reason = f"the body leaves no room for the topic length in totalSize {total}"
-    elif failed == "topic_length_signed":
-        magic = MESSAGE_MAGIC_CODE_V2 if parts["v2"] else MESSAGE_MAGIC_CODE_V1
-        reason = (f"topic length field reads {int(parts['topic_length'])}: a V{2 if parts['v2'] else 1} "
-                  f"record's topic has at most {MAX_TOPIC_LENGTH[magic]} bytes")
-    elif failed == "topic_fits":
-        reason = f"topic length {int(parts['topic_length'])} does not fit in totalSize {total}"
-    elif failed == "properties_length_signed":
-        reason = (f"properties length field reads {int(parts['properties_length'])}: a record's "
-                  f"properties have at most {MAX_PROPERTIES_LENGTH} bytes")
-    else:
-        reason = (f"field lengths add up to {int(parts['properties_at'] + parts['properties_length']) - pos} "
-                  f"bytes, totalSize says {total}")
-    return Refusal(pos, RECORD_LENGTH_MISMATCH, reason)
-
-
-def record_refusal(buf, pos: int, end: int, sys_flag: int, magic: int, body_length: int) -> tuple[dict, Refusal | None]:
-    """:func:`record_parts` of one record (its header already read), and why it is not clean (None: it is)."""
-    parts = record_parts(buf, pos, end, sys_flag, magic, body_length, None, _Scalar)
-    return parts, refusal_of(parts, pos, end)
 
 
 # --- CRC verdicts ------------------------------------------------------------------------------

@@ -467,12 +467,13 @@ def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, c
             elif tally is None:
                 records = clean_records(buf, i, stop)
                 if len(records):
+                    verdicts = crc_verdicts(buf, records) if check_crc else None
                     lo = 0
                     while lo < len(records):  # small batches first: a caller may want only the first record
-                        rows = records.rows(lo, lo + batch_size)
-                        yield build_messages(buf, rows, base + wbase, wbase, path,
-                                             crc_verdicts(buf, rows) if check_crc else None)
-                        lo += batch_size
+                        hi = lo + batch_size
+                        yield build_messages(buf, records.rows(lo, hi), base + wbase, wbase, path,
+                                             None if verdicts is None else verdicts.rows(lo, hi))
+                        lo = hi
                         batch_size = min(batch_size * 2, MAX_BATCH)
                     pos = wbase + records.stop
                     continue

@@ -332,7 +332,11 @@ def build_messages(buf, records, offset0: int, position0: int, path: str | None,
         body_oks = entry_states = itertools.repeat(None)
     else:
         body_oks = verdicts.body_ok.tolist()
-        entry_states = [ok if has else None for ok, has in zip(verdicts.entry_ok.tolist(), verdicts.has_entry.tolist())]
+        if verdicts.has_entry.any():
+            entry_states = [ok if has else None for ok, has in zip(verdicts.entry_ok.tolist(),
+                                                                   verdicts.has_entry.tolist())]
+        else:  # no __CRC32# entry (4.x): not checked
+            entry_states = itertools.repeat(None)
     for pos, end, hosts, body_at, body_end, topic_at, topic_end, props_at, body_ok, entry_ok in zip(
             records.position.tolist(), records.end.tolist(), records.hosts.tolist(), records.body_at.tolist(),
             records.body_end.tolist(), records.topic_at.tolist(), records.topic_end.tolist(),

@@ -202,18 +202,23 @@ class CrcVerdicts:
 def crc32_entries(buf, records: CleanRecords) -> tuple[np.ndarray, np.ndarray]:
     """(has an entry, the value stored) of each record: ``formats/crc.stored_record_crc``'s
     reading (its head, 10 digits lowest first, the separator, as the properties' last bytes)."""
-    end = records.end
-    shaped = records.properties_length >= CRC32_RESERVED_LEN
-    if not shaped.any():
-        return shaped, np.zeros(len(records), np.int64)
+    n = len(records)
+    has_entry = np.zeros(n, bool)
+    stored = np.zeros(n, np.int64)
     data = np.frombuffer(buf, np.uint8)
-    start = np.where(shaped, end - CRC32_RESERVED_LEN, records.position)
-    shaped &= data[np.where(shaped, end - 1, records.position)] == _CRC_END_BYTE
-    shaped &= at_every_byte(buf, _CRC_HEAD)[start] == CRC32_ENTRY_HEAD
-    digits = sliding_window_view(data, CRC32_DIGITS)[np.where(shaped, end - _CRC_DIGITS_FROM_END, records.position)]
-    digits = digits.astype(np.int64) - _ZERO
-    shaped &= ((digits >= 0) & (digits <= 9)).all(axis=1)
-    return shaped, digits @ DIGIT_WEIGHTS
+    end = records.end
+    # the last byte first (inside every record): a 4.x record's properties end without a separator
+    rows = np.flatnonzero((data[end - 1] == _CRC_END_BYTE) & (records.properties_length >= CRC32_RESERVED_LEN))
+    if not len(rows):
+        return has_entry, stored
+    end = end[rows]
+    rows = rows[at_every_byte(buf, _CRC_HEAD)[end - CRC32_RESERVED_LEN] == CRC32_ENTRY_HEAD]
+    end = records.end[rows]
+    digits = sliding_window_view(data, CRC32_DIGITS)[end - _CRC_DIGITS_FROM_END].astype(np.int64) - _ZERO
+    readable = ((digits >= 0) & (digits <= 9)).all(axis=1)
+    has_entry[rows[readable]] = True
+    stored[rows[readable]] = digits[readable] @ DIGIT_WEIGHTS
+    return has_entry, stored
 
 
 def body_crc_verdicts(buf, records: CleanRecords) -> np.ndarray:

@@ -54,8 +54,10 @@ STAGES = ("header_fits", "body_fits", "topic_length_fits", "topic_length_signed"
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Refusal:
-    """Why the record at ``position`` of a window is not clean: a finding id and a sentence."""
+    """Why the record at ``position`` of a window is not clean: the stage it failed (one of
+    :data:`STAGES`), a finding id and a sentence."""
     position: int
+    stage: str
     finding_id: str
     reason: str
 
@@ -170,7 +172,7 @@ def refusal_of(parts: dict, pos: int, end: int) -> Refusal | None:
     else:
         reason = (f"field lengths add up to {int(parts['properties_at'] + parts['properties_length']) - pos} "
                   f"bytes, totalSize says {total}")
-    return Refusal(pos, RECORD_LENGTH_MISMATCH, reason)
+    return Refusal(pos, failed, RECORD_LENGTH_MISMATCH, reason)
 
 
 def record_refusal(buf, pos: int, end: int, sys_flag: int, magic: int, body_length: int) -> tuple[dict, Refusal | None]:

@@ -403,6 +403,22 @@ def crc_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path: s
     return records.stop, len(records), records.stop - i
 
 
+@dataclasses.dataclass
+class _Scan:
+    """What one scan of a segment keeps while it moves: its file, its mode, its batch size."""
+    window: "_FileWindow"
+    path: str
+    base: int  # the segment's base offset
+    check_crc: bool
+    is_last: bool
+    findings: list | None
+    tally: CrcTally | None
+    needle: bytes | None
+    zeros_end: bool
+    columns: ColumnMode | None
+    batch_size: int = FIRST_BATCH
+
+
 def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, check_crc: bool,
                  findings: list | None, tally: CrcTally | None = None,
                  needle: bytes | None = None, zeros_end: bool = False,
@@ -410,21 +426,19 @@ def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, c
     """scan_segment's results in pieces: batches of clean messages, and single results.
 
     With a ``tally`` (crc_scan), messages whose CRCs hold are counted there, not yielded.
-    With ``columns`` (column_scan), clean records come as RecordColumns blocks.
+    With ``columns`` (column_scan), clean records come as RecordColumns blocks. At each
+    position a run of the kernel's clean records (:func:`_clean_run`) goes first; where it
+    takes nothing, the careful path (:func:`_careful_step`) reads one record or one damaged region.
     """
     path = str(segment.path)
-    base = segment.base_offset
     window = _FileWindow(path, segment.size, COLUMN_WINDOW if columns is not None else WINDOW)
-    from rmqtool.store.record_kernel import clean_records, crc_verdicts  # numpy: loaded when a scan runs
-    if columns is not None:
-        from rmqtool.store.record_columns import column_run
+    scan = _Scan(window, path, segment.base_offset, check_crc, is_last, findings, tally, needle, zeros_end, columns)
     size = segment.size
-    batch_size = FIRST_BATCH
     try:
         if end is not None and end <= start:  # an empty range: no record starts in it
             return
         if start > 0:  # inside the file: from the first record that proves itself
-            pos = window.find_record(start, base)
+            pos = window.find_record(start, scan.base)
             if pos is None:
                 return
         else:
@@ -437,112 +451,125 @@ def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, c
             if pos >= limit:
                 if synced:
                     return
-                nxt = window.find_record(limit, base)
+                nxt = window.find_record(limit, scan.base)
                 limit = size if nxt is None else nxt
                 synced = True
                 if pos >= limit:
                     return
             if size - pos < END_FILE_MIN_BLANK_LENGTH:
-                yield _tail(window, pos, base)
+                yield _tail(window, pos, scan.base)
                 return
             buf, i = window.get(pos, RUN_AHEAD)
             wbase = window.base
-            stop = min(len(buf), limit - wbase)
-            if needle is not None:
-                j = _hop_to_needle(buf, i, stop, needle)
-                if j > i:
-                    pos = wbase + j
-                    continue
-            elif columns is not None:
-                j, block, special = column_run(buf, i, stop, base + wbase, wbase, columns.topic_hashes,
-                                               columns.special_topics)
-                if j > i:
-                    piece: list = [block] if block is not None and len(block) else []
-                    for k in special:
-                        piece.append(decode_message(buf, k, base + wbase + k, len(buf), check_crc=True, path=path,
-                                                    file_position=wbase + k))
-                    yield piece
-                    pos = wbase + j
-                    continue
-            elif tally is None:
-                records = clean_records(buf, i, stop)
-                if len(records):
-                    verdicts = crc_verdicts(buf, records) if check_crc else None
-                    lo = 0
-                    while lo < len(records):  # small batches first: a caller may want only the first record
-                        hi = lo + batch_size
-                        yield build_messages(buf, records.rows(lo, hi), base + wbase, wbase, path,
-                                             None if verdicts is None else verdicts.rows(lo, hi))
-                        lo = hi
-                        batch_size = min(batch_size * 2, MAX_BATCH)
-                    pos = wbase + records.stop
-                    continue
-            else:
-                failures: list = []
-                j, count, length = crc_run(buf, i, stop, base + wbase, wbase, path, failures)
-                if count:
-                    tally.messages += count
-                    tally.message_bytes += length
-                    if failures:
-                        yield failures
-                    pos = wbase + j
-                    continue
-            total, magic = HOP.unpack_from(buf, i)
-            if magic in MESSAGE_MAGIC_CODES:
-                if total < MIN_MESSAGE_LENGTH:
-                    problem = (RECORD_SIZE_INVALID, f"totalSize {total} is smaller than any record")
-                elif pos + total > size:
-                    problem = (RECORD_TRUNCATED if total <= (1 << 30) else RECORD_SIZE_INVALID,
-                               f"totalSize {total} reaches past the file end ({size - pos} bytes left)")
-                else:
-                    buf, i = window.get(pos, total)
-                    try:
-                        message = decode_message(buf, i, base + pos, i + total, check_crc=check_crc,
-                                                 path=path, file_position=pos)
-                    except RecordError as exc:
-                        problem = (exc.finding_id, exc.message)
-                    else:
-                        if tally is None:
-                            yield (message,)
-                        else:
-                            tally.messages += 1
-                            tally.message_bytes += total
-                            if _failed(message):
-                                yield (message,)
-                        pos += total
-                        continue
-                nxt = window.find_record(pos + 1, base)
-                stop = nxt if nxt is not None else (window.last_nonzero(pos) or size)
-                yield (Corrupt(base + pos, stop - pos, path, pos, *problem),)
-                if nxt is None:
-                    return
-                pos = nxt
-            elif magic == BLANK_MAGIC_CODE:
-                yield (Blank(base + pos, total, path, pos, valid=(total == size - pos)),)
+            j = yield from _clean_run(scan, buf, i, min(len(buf), limit - wbase), wbase)
+            if j > i:
+                pos = wbase + j
+                continue
+            pos = yield from _careful_step(scan, pos)
+            if pos is None:
                 return
-            else:
-                # No record here. Zeros are the unwritten part of the segment, unless a
-                # record follows them (zeroed damage); anything else is garbage.
-                if total == 0 and magic == 0 and (zeros_end or window.first_nonzero(pos) is None):
-                    # zeros to the end (one forward pass, holes skipped): the written end
-                    if not is_last and findings is not None:
-                        findings.append(Finding(BLANK_RECORD_MISSING, path, pos,
-                                                "segment ends without an end-of-file blank record"))
-                    return
-                nxt = window.find_record(pos + 1, base)
-                if nxt is None:
-                    yield _tail(window, pos, base)
-                    if not is_last and findings is not None:
-                        findings.append(Finding(BLANK_RECORD_MISSING, path, pos,
-                                                "segment ends without an end-of-file blank record"))
-                    return
-                zero = total == 0 and magic == 0
-                yield (Corrupt(base + pos, nxt - pos, path, pos, RECORD_MAGIC_INVALID,
-                               f"{nxt - pos} {'zeroed ' if zero else ''}bytes hold no record "
-                               f"(magic 0x{magic:08X}); next record at position {nxt}"),)
-                pos = nxt
     finally:
         window.close()
+
+
+def _clean_run(scan: _Scan, buf, i: int, stop: int, wbase: int) -> Iterator[Iterable[ScanResult]]:
+    """The kernel's clean records of ``buf`` from ``i`` (``wbase``: the file position of ``buf[0]``),
+    as the scan's mode wants them; returns the index of the first record not taken."""
+    offset0 = scan.base + wbase
+    if scan.needle is not None:
+        return _hop_to_needle(buf, i, stop, scan.needle)
+    if scan.columns is not None:
+        from rmqtool.store.record_columns import column_run  # numpy: only for the commands that want columns
+        j, block, special = column_run(buf, i, stop, offset0, wbase, scan.columns.topic_hashes,
+                                       scan.columns.special_topics)
+        if j > i:
+            piece: list = [block] if block is not None and len(block) else []
+            for k in special:
+                piece.append(decode_message(buf, k, offset0 + k, len(buf), check_crc=True, path=scan.path,
+                                            file_position=wbase + k))
+            yield piece
+        return j
+    if scan.tally is not None:
+        failures: list = []
+        j, count, length = crc_run(buf, i, stop, offset0, wbase, scan.path, failures)
+        scan.tally.messages += count
+        scan.tally.message_bytes += length
+        if failures:
+            yield failures
+        return j if count else i
+    from rmqtool.store.record_kernel import clean_records, crc_verdicts  # numpy: loaded when a scan runs
+    records = clean_records(buf, i, stop)
+    verdicts = crc_verdicts(buf, records) if scan.check_crc and len(records) else None
+    lo = 0
+    while lo < len(records):  # small batches first: a caller may want only the first record
+        hi = lo + scan.batch_size
+        yield build_messages(buf, records.rows(lo, hi), offset0, wbase, scan.path,
+                             None if verdicts is None else verdicts.rows(lo, hi))
+        lo = hi
+        scan.batch_size = min(scan.batch_size * 2, MAX_BATCH)
+    return records.stop if len(records) else i
+
+
+def _careful_step(scan: _Scan, pos: int) -> Iterator[Iterable[ScanResult]]:
+    """The careful path at ``pos``, where no run of clean records starts: one record read alone
+    (the kernel's rule on one record, through decode_message), a blank record, a damaged region
+    up to where a record proves itself again, or the written end. Returns where the scan goes
+    on, or None when it ends here."""
+    window, base, size, path = scan.window, scan.base, scan.window.size, scan.path
+    buf, i = window.get(pos, RUN_AHEAD)
+    total, magic = HOP.unpack_from(buf, i)
+    if magic in MESSAGE_MAGIC_CODES:
+        if total < MIN_MESSAGE_LENGTH:
+            problem = (RECORD_SIZE_INVALID, f"totalSize {total} is smaller than any record")
+        elif pos + total > size:
+            problem = (RECORD_TRUNCATED if total <= (1 << 30) else RECORD_SIZE_INVALID,
+                       f"totalSize {total} reaches past the file end ({size - pos} bytes left)")
+        else:
+            buf, i = window.get(pos, total)
+            try:
+                message = decode_message(buf, i, base + pos, i + total, check_crc=scan.check_crc,
+                                         path=path, file_position=pos)
+            except RecordError as exc:
+                problem = (exc.finding_id, exc.message)
+            else:
+                if scan.tally is None:
+                    yield (message,)
+                else:
+                    scan.tally.messages += 1
+                    scan.tally.message_bytes += total
+                    if _failed(message):
+                        yield (message,)
+                return pos + total
+        nxt = window.find_record(pos + 1, base)
+        stop = nxt if nxt is not None else (window.last_nonzero(pos) or size)
+        yield (Corrupt(base + pos, stop - pos, path, pos, *problem),)
+        return nxt
+    if magic == BLANK_MAGIC_CODE:
+        yield (Blank(base + pos, total, path, pos, valid=(total == size - pos)),)
+        return None
+    # No record here. Zeros are the unwritten part of the segment, unless a
+    # record follows them (zeroed damage); anything else is garbage.
+    if total == 0 and magic == 0 and (scan.zeros_end or window.first_nonzero(pos) is None):
+        # zeros to the end (one forward pass, holes skipped): the written end
+        _blank_missing(scan, pos)
+        return None
+    nxt = window.find_record(pos + 1, base)
+    if nxt is None:
+        yield _tail(window, pos, base)
+        _blank_missing(scan, pos)
+        return None
+    zero = total == 0 and magic == 0
+    yield (Corrupt(base + pos, nxt - pos, path, pos, RECORD_MAGIC_INVALID,
+                   f"{nxt - pos} {'zeroed ' if zero else ''}bytes hold no record "
+                   f"(magic 0x{magic:08X}); next record at position {nxt}"),)
+    return nxt
+
+
+def _blank_missing(scan: _Scan, pos: int) -> None:
+    """A segment that is not the last written one ends without its end-of-file blank record."""
+    if not scan.is_last and scan.findings is not None:
+        scan.findings.append(Finding(BLANK_RECORD_MISSING, scan.path, pos,
+                                     "segment ends without an end-of-file blank record"))
 
 
 def _hop_to_needle(buf: bytes, i: int, stop: int, needle: bytes) -> int:

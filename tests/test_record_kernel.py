@@ -53,7 +53,7 @@ def test_the_kernel_takes_exactly_the_messages_truth_lists(scenario):
         assert records.refusal is None  # a clean store: the run ends at the blank record or the zeros
         verdicts = crc_verdicts(buf, records)
         assert verdicts.ok.all()
-        messages = build_messages(buf, records, seg.base_offset, 0, str(seg.path), verdicts)
+        messages = build_messages(buf, records, seg.base_offset, 0, str(seg.path), True)
         for m, has_entry in zip(messages, verdicts.has_entry.tolist()):
             t = truth[m.commit_log_offset]
             assert (m.store_size, m.topic, m.queue_id, m.queue_offset, m.sys_flag, m.store_timestamp,

@@ -304,11 +304,11 @@ def decode_message(buf, pos: int, commit_log_offset: int, limit: int, *, check_c
     return msg
 
 
-def build_messages(buf, records, offset0: int, position0: int, path: str | None, verdicts=None,
+def build_messages(buf, records, offset0: int, position0: int, path: str | None, check_crc: bool,
                    out: list | None = None) -> list:
     """Messages of the clean records of a window (:class:`rmqtool.store.record_kernel.CleanRecords`),
-    appended to ``out``; with ``verdicts`` (:class:`~rmqtool.store.record_kernel.CrcVerdicts` of the
-    same records) their CRC verdicts are set, else left None (not checked).
+    appended to ``out``; with ``check_crc`` their CRC verdicts are set
+    (:func:`rmqtool.store.record_kernel.crc_verdicts`), else left None (not checked).
 
     ``offset0`` and ``position0`` are the commit log offset and the file position of ``buf[0]``.
     The records were accepted once by the kernel; here each is only cut out of ``buf``.
@@ -317,6 +317,53 @@ def build_messages(buf, records, offset0: int, position0: int, path: str | None,
         out = []
     if not len(records):
         return out
+    if type(buf) is not bytes:  # a reused read buffer: the Message's bytes must not change under it
+        first, last = int(records.position[0]), int(records.end[-1])
+        buf = bytes(buf[first:last])
+        records = records.shifted(-first)
+        offset0 += first
+        position0 += first
+    if check_crc:
+        from rmqtool.store.record_kernel import crc_verdicts  # numpy
+        verdicts = crc_verdicts(buf, records)
+        body_oks = verdicts.body_ok.tolist()
+        entry_states = itertools.repeat(None)  # no __CRC32# entry (4.x): not checked
+        if verdicts.has_entry.any():
+            entry_states = [ok if has else None for ok, has in zip(verdicts.entry_ok.tolist(),
+                                                                   verdicts.has_entry.tolist())]
+    else:
+        body_oks = entry_states = itertools.repeat(None)
+    headers = HEADERS
+    new = object.__new__
+    message = Message
+    topics = _TOPICS
+    append = out.append
+    for pos, end, hosts, body_at, body_end, topic_at, topic_end, props_at, body_ok, entry_ok in zip(
+            records.position.tolist(), records.end.tolist(), records.hosts.tolist(), records.body_at.tolist(),
+            records.body_end.tolist(), records.topic_at.tolist(), records.topic_end.tolist(),
+            records.properties_at.tolist(), body_oks, entry_states):
+        m = new(message)
+        (m.store_size, m.magic_code, m.body_crc, m.queue_id, m.flag, m.queue_offset, m.physical_offset,
+         m.sys_flag, m.born_timestamp, m.born_ip, m.born_port, m.store_timestamp, m.store_ip, m.store_port,
+         m.reconsume_times, m.prepared_transaction_offset, _) = headers[hosts].unpack_from(buf, pos)
+        m.body = buf[body_at:body_end]
+        raw = buf[topic_at:topic_end]
+        topic = topics.get(raw)
+        if topic is None:
+            topic, m.topic_utf8_ok = _decode_topic(raw)
+        else:
+            m.topic_utf8_ok = True
+        m.topic = topic
+        m.properties_raw = buf[props_at:end]
+        m._properties = None
+        m._properties_utf8_ok = None
+        m.commit_log_offset = offset0 + pos
+        m.position = position0 + pos
+        m.path = path
+        m.body_crc_ok = body_ok
+        m.property_crc_ok = entry_ok
+        append(m)
+    return out
     if type(buf) is not bytes:  # a reused read buffer: the Message's bytes must not change under it
         first, last = int(records.position[0]), int(records.end[-1])
         buf = bytes(buf[first:last])

@@ -15,13 +15,14 @@ Files are read with ``os.pread`` into a bounded window, so memory stays flat wha
 the store's size, and nothing is ever written. Holes of sparse files (a broker's segment
 is created full size) are skipped with SEEK_DATA, so time follows the written data.
 
-Speed (issue 2): the clean records of each window are decoded in one loop, in batches
-(:func:`rmqtool.store.message.decode_run`), and handed out through ``itertools.chain``
+Speed (issue 2): the clean records of each window are found once by the kernel
+(:func:`rmqtool.store.record_kernel.clean_records`), built into Messages in batches
+(:func:`rmqtool.store.message.build_messages`) and handed out through ``itertools.chain``
 rather than one generator switch per record; the careful path below takes over at the
-first record that loop does not take, so damage is handled as before.
+first record the kernel does not take, and reads it by the same rule (on one record).
 
-:func:`crc_scan` is the integrity check's scan: the same walk, but its loop
-(:func:`crc_run`) builds no Message for a record whose CRCs hold; it counts it and
+:func:`crc_scan` is the integrity check's scan: the same walk, but :func:`crc_run`
+builds no Message for a record whose CRCs hold (the kernel's verdicts); it counts it and
 yields only what is wrong (and blank records), through the same careful path.
 """
 from __future__ import annotations

@@ -498,12 +498,14 @@ def _clean_run(scan: _Scan, buf, i: int, stop: int, wbase: int) -> Iterator[Iter
         if failures:
             yield failures
         return j if count else i
-    from rmqtool.store.record_kernel import clean_records  # numpy: loaded when a scan runs
+    from rmqtool.store.record_kernel import clean_records, crc_verdicts  # numpy: loaded when a scan runs
     records = clean_records(buf, i, stop)
+    verdicts = crc_verdicts(buf, records) if scan.check_crc and len(records) else None  # once a window
     lo = 0
     while lo < len(records):  # small batches first: a caller may want only the first record
         hi = lo + scan.batch_size
-        yield build_messages(buf, records.rows(lo, hi), offset0, wbase, scan.path, scan.check_crc)
+        yield build_messages(buf, records.rows(lo, hi), offset0, wbase, scan.path, scan.check_crc,
+                             verdicts=None if verdicts is None else verdicts.rows(lo, hi))
         lo = hi
         scan.batch_size = min(scan.batch_size * 2, MAX_BATCH)
     return records.stop if len(records) else i

@@ -305,10 +305,11 @@ def decode_message(buf, pos: int, commit_log_offset: int, limit: int, *, check_c
 
 
 def build_messages(buf, records, offset0: int, position0: int, path: str | None, check_crc: bool,
-                   out: list | None = None) -> list:
+                   out: list | None = None, verdicts=None) -> list:
     """Messages of the clean records of a window (:class:`rmqtool.store.record_kernel.CleanRecords`),
     appended to ``out``; with ``check_crc`` their CRC verdicts are set
-    (:func:`rmqtool.store.record_kernel.crc_verdicts`), else left None (not checked).
+    (:func:`rmqtool.store.record_kernel.crc_verdicts`, or ``verdicts`` when the caller has them
+    for these records: a window's, handed out by batch), else left None (not checked).
 
     ``offset0`` and ``position0`` are the commit log offset and the file position of ``buf[0]``.
     The records were accepted once by the kernel; here each is only cut out of ``buf``.
@@ -324,8 +325,9 @@ def build_messages(buf, records, offset0: int, position0: int, path: str | None,
         offset0 += first
         position0 += first
     if check_crc:
-        from rmqtool.store.record_kernel import crc_verdicts  # numpy
-        verdicts = crc_verdicts(buf, records)
+        if verdicts is None:
+            from rmqtool.store.record_kernel import crc_verdicts  # numpy
+            verdicts = crc_verdicts(buf, records)
         body_oks = verdicts.body_ok.tolist()
         entry_states = itertools.repeat(None)  # no __CRC32# entry (4.x): not checked
         if verdicts.has_entry.any():

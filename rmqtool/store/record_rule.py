@@ -39,8 +39,10 @@ TOPIC_LENGTH_SIZE_V2 = TOPIC_LENGTH_SIZE[MESSAGE_MAGIC_CODE_V2]
 # storeTimestamp lie, from a record's start
 HEADER_SIZE_BY_HOSTS = tuple(MessagePrefix.sizeof() + h.sizeof() for h in MessageHosts)
 BODY_LENGTH_AT_BY_HOSTS = tuple(at["body_length"] for at in HEADER_FIELD_AT)
-FIELD_SCHEMAS = {"body_length": MessageHosts[0].subcons[-1],
-                  "store_timestamp": MessageHosts[0].subcons[field_names(MessageHosts[0]).index("store_timestamp")],
+_HOSTS_FIELDS = dict(zip(field_names(MessageHosts[0]), MessageHosts[0].subcons))
+# the fields the rule reads one at a time, each as its schema declares it (signed, as Java reads them)
+FIELD_SCHEMAS = {"body_length": _HOSTS_FIELDS["body_length"],
+                  "store_timestamp": _HOSTS_FIELDS["store_timestamp"],
                   "topic_length_v1": "topic_length" / TopicLength[MESSAGE_MAGIC_CODE_V1],
                   "topic_length_v2": "topic_length" / TopicLength[MESSAGE_MAGIC_CODE_V2],
                   "properties_length": "properties_length" / PropertiesLength}

@@ -2,9 +2,9 @@
 what lies past a length field's limit (V1 topic 127 bytes, V2 topic and properties 32767:
 the broker reads those fields signed).
 
-The decoders: decode_message (the careful path), decode_run (the scanner's hot loop, via
-scan_segment), crc_run (the integrity scan's hot loop, via crc_scan), and dispatch's
-check_message. Limits come from formats/commitlog.py, never literals.
+The decoders: decode_message (the careful path: the kernel's rule on one record), the
+kernel's window (clean_records, whose records scan_segment, crc_scan and the column scan
+build from), and dispatch's check_message. Limits come from formats/commitlog.py, never literals.
 """
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ from rmqtool.formats.commitlog import (MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH_V
 from rmqtool.formats.msgid import OffsetMessageId, UniqKey
 from rmqtool.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 from rmqtool.store.commitlog import Corrupt, CrcTally, crc_run, crc_scan, scan_segment
-from rmqtool.store.message import RECORD_START, Message, RecordError, decode_message, decode_run, sys_flag_of
+from rmqtool.store.message import RECORD_START, Message, RecordError, build_messages, decode_message, sys_flag_of
+from rmqtool.store.record_kernel import clean_records
 from rmqtool.store.msgid import create_message_id, decode_message_id, decode_uniq_key
 from rmqtool.store.segments import Segment
 
@@ -123,9 +124,9 @@ def test_every_decoder_reads_back_what_the_schema_builds(tmp_path, x):
     _assert_is(decode_message(raw, 0, BASE, len(raw)), x)
     assert MessageRecord.parse(raw).topic == x["topic"]
 
-    out: list = []  # the hot loop takes it whole, and so does the scan
-    assert decode_run(raw, 0, len(raw), BASE, 0, None, True, out, 4) == len(raw)
-    _assert_is(out[0], x)
+    records = clean_records(raw, 0, len(raw))  # the kernel takes it whole, and so does the scan
+    assert (len(records), records.stop, records.refusal) == (1, len(raw), None)
+    _assert_is(build_messages(raw, records, BASE, 0, None, True)[0], x)
     seg = _segment(tmp_path, raw)
     (scanned,) = list(scan_segment(seg))
     _assert_is(scanned, x)
@@ -192,7 +193,9 @@ def test_a_record_past_a_limit_is_refused_by_every_decoder_alike(tmp_path, x, wh
     assert refused.value.finding_id == "recordLengthMismatch"
     with pytest.raises(cs.ConstructError):
         MessageRecord.parse(raw)
-    assert decode_run(raw, 0, len(raw), BASE, 0, None, True, [], 4) == 0
+    records = clean_records(raw, 0, len(raw))
+    assert (len(records), records.stop) == (0, 0)
+    assert (records.refusal.finding_id, records.refusal.reason) == (refused.value.finding_id, refused.value.message)
     assert crc_run(raw, 0, len(raw), BASE, 0, None, []) == (0, 0, 0)
     seg = _segment(tmp_path, raw)
     scanned = list(scan_segment(seg))
@@ -205,12 +208,12 @@ def test_a_record_past_a_limit_is_refused_by_every_decoder_alike(tmp_path, x, wh
 
 
 def test_decode_message_refuses_more_than_32767_property_bytes():
-    """Fixed: decode_message (and decode_run) read propertiesLength unsigned and took a record
-    declaring 32768 property bytes, which MessageRecord.parse and check_message refuse."""
+    """Fixed: decode_message (and the scanner's hot loop) read propertiesLength unsigned and took a
+    record declaring 32768 property bytes, which MessageRecord.parse and check_message refuse."""
     raw = _past_a_limit(_minimal(), "properties", MAX_PROPERTIES_LENGTH + 1)
     with pytest.raises(RecordError, match=f"at most {MAX_PROPERTIES_LENGTH} bytes"):
         decode_message(raw, 0, BASE, len(raw))
-    assert decode_run(raw, 0, len(raw), BASE, 0, None, True, [], 4) == 0
+    assert len(clean_records(raw, 0, len(raw))) == 0
 
 
 def test_the_limits_are_the_schemas():

@@ -15,13 +15,14 @@ Files are read with ``os.pread`` into a bounded window, so memory stays flat wha
 the store's size, and nothing is ever written. Holes of sparse files (a broker's segment
 is created full size) are skipped with SEEK_DATA, so time follows the written data.
 
-Speed (issue 2): the clean records of each window are decoded in one loop, in batches
-(:func:`rmqtool.store.message.decode_run`), and handed out through ``itertools.chain``
+Speed (issue 2): the clean records of each window are found once by the kernel
+(:func:`rmqtool.store.record_kernel.clean_records`), built into Messages in batches
+(:func:`rmqtool.store.message.build_messages`) and handed out through ``itertools.chain``
 rather than one generator switch per record; the careful path below takes over at the
-first record that loop does not take, so damage is handled as before.
+first record the kernel does not take, and reads it by the same rule (on one record).
 
-:func:`crc_scan` is the integrity check's scan: the same walk, but its loop
-(:func:`crc_run`) builds no Message for a record whose CRCs hold; it counts it and
+:func:`crc_scan` is the integrity check's scan: the same walk, but :func:`crc_run`
+builds no Message for a record whose CRCs hold (the kernel's verdicts); it counts it and
 yields only what is wrong (and blank records), through the same careful path.
 """
 from __future__ import annotations
@@ -31,6 +32,8 @@ import errno
 import itertools
 import os
 import struct
+
+import construct as cs
 from typing import Iterable, Iterator, Union
 
 from rmqtool.errors import StoreAccessError
@@ -38,17 +41,11 @@ from rmqtool.findings import (BLANK_RECORD_INVALID, BLANK_RECORD_MISSING, BODY_C
                               PROPERTIES_INVALID_UTF8, PROPERTY_CRC_MISMATCH, RECORD_MAGIC_INVALID,
                               RECORD_OFFSET_MISMATCH, RECORD_SIZE_INVALID, RECORD_TRUNCATED,
                               TOPIC_INVALID_UTF8, TRAILING_GARBAGE)
-from rmqtool.formats import properties as props
-from rmqtool.formats.commitlog import (BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH,
-                                       MESSAGE_MAGIC_CODES, MIN_MESSAGE_LENGTH)
-from rmqtool.formats.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
-from rmqtool.store import crc as crc_module
-from rmqtool.store.crc import JAVA_CRC_MASK
+from rmqtool.formats.commitlog import (BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, MESSAGE_MAGIC_CODES,
+                                       MIN_MESSAGE_LENGTH, PHYSICAL_OFFSET_AT, MessagePrefix)
+from rmqtool.formats.derive import field_names, struct_of
 from rmqtool.store.segments import Segment
-from rmqtool.store.message import CHECKED, Message, RecordError, decode_message, decode_run
-from rmqtool.store.message import RECORD_START
-from rmqtool.formats.commitlog import MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH_V1, MAX_TOPIC_LENGTH_V2
-from rmqtool.formats.crc import CRC32_DIGITS, CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN, crc32_from_digits
+from rmqtool.store.message import RECORD_START, Message, RecordError, build_messages, decode_message
 
 HOP = RECORD_START  # totalSize, magicCode: all a header-only hop needs
 WINDOW = 1 << 20  # bytes read at once: small enough to stay in cache while records are decoded from it
@@ -61,10 +58,7 @@ RUN_AHEAD = 4096  # bytes the window must hold past a position before a run of c
 FIRST_BATCH = 4
 MAX_BATCH = 256
 _MAGIC_PATTERNS = tuple(m.to_bytes(4, "big") for m in (*MESSAGE_MAGIC_CODES, BLANK_MAGIC_CODE))
-_PHYSICAL_OFFSET = struct.Struct(">q")
-_PHYSICAL_OFFSET_AT = 28  # byte position of physicalOffset inside a record
-_HOSTS_V6 = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
-_PROPERTY_SEPARATOR = ord(props.PROPERTY_SEPARATOR)
+_PHYSICAL_OFFSET = struct_of(cs.Struct(MessagePrefix.subcons[field_names(MessagePrefix).index("physical_offset")]))
 
 
 @dataclasses.dataclass(slots=True)
@@ -264,9 +258,9 @@ class _FileWindow:
         # a message magic code too, as the search's candidates have: a range must not start
         # at a record whose magic is damaged when the range before runs on through it
         if magic not in MESSAGE_MAGIC_CODES or total < MIN_MESSAGE_LENGTH or candidate + total > self.size \
-                or len(buf) - i < 36:
+                or len(buf) - i < PHYSICAL_OFFSET_AT + _PHYSICAL_OFFSET.size:
             return False
-        (field,) = _PHYSICAL_OFFSET.unpack_from(buf, i + _PHYSICAL_OFFSET_AT)
+        (field,) = _PHYSICAL_OFFSET.unpack_from(buf, i + PHYSICAL_OFFSET_AT)
         return field == base_offset + candidate
 
     def first_nonzero(self, start: int) -> int | None:
@@ -394,83 +388,36 @@ def _failed(message: Message) -> bool:
 
 def crc_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path: str | None,
             failures: list) -> tuple[int, int, int]:
-    """Check the CRCs of the records of ``buf`` from index ``i`` on; (where it stopped, messages, their bytes).
+    """Check the CRCs of the clean records of ``buf`` from index ``i`` on; (where it stopped, messages, their bytes).
 
-    Takes exactly the records :func:`rmqtool.store.message.decode_run` takes (whole in
-    ``buf``, starting before ``stop``, lengths adding up) and stops at anything else,
-    leaving it to the careful path. Of each it reads the header fields the check needs
-    (a derived struct with the others as pad bytes) and computes the body CRC over a
-    memoryview slice, no copy; the 5.x ``__CRC32#`` entry is checked over the record
-    as decode_run does. A record that fails is appended to ``failures`` decoded, as the
-    full scan gives it.
+    The records are the kernel's (:func:`rmqtool.store.record_kernel.clean_records`), their
+    verdicts :func:`~rmqtool.store.record_kernel.crc_verdicts`; a record that fails is
+    appended to ``failures`` decoded, as the full scan gives it.
     """
-    unpack = CHECKED[0].unpack_from
-    header_v4 = CHECKED[0].size
-    checked = CHECKED
-    crc32 = crc_module.fast_crc32
-    mask = JAVA_CRC_MASK
-    v1, v2 = MESSAGE_MAGIC_CODES
-    min_length = MIN_MESSAGE_LENGTH
-    hosts_v6 = _HOSTS_V6
-    limit = len(buf)
-    max_v1, max_v2, max_props = MAX_TOPIC_LENGTH_V1, MAX_TOPIC_LENGTH_V2, MAX_PROPERTIES_LENGTH
-    reserved = CRC32_RESERVED_LEN
-    separator = _PROPERTY_SEPARATOR
-    crc_head = CRC32_ENTRY_HEAD
-    from_digits = crc32_from_digits
-    digits_back = CRC32_DIGITS + 1  # the digits, then the closing separator
-    view = memoryview(buf)
-    first = i
-    count = 0
-    try:
-        while i < stop:
-            c = unpack(buf, i)  # CHECKED_FIELDS: totalSize, magic, bodyCRC, sysFlag, bodyLength
-            total = c[0]
-            end = i + total
-            if total < min_length or end > limit:
-                break
-            if c[3] & hosts_v6:
-                c = checked[(c[3] >> 4) & 3].unpack_from(buf, i)
-                p = i + checked[(c[3] >> 4) & 3].size
-            else:
-                p = i + header_v4
-            body_end = p + c[4]
-            if body_end < p:
-                break
-            magic = c[1]
-            # the tail as decode_run reads it (read_tail's reading, as bytes)
-            if magic == v1:
-                topic_len = buf[body_end]
-                if topic_len > max_v1:
-                    break
-                t_end = body_end + 1 + topic_len
-            elif magic == v2:
-                topic_len = (buf[body_end] << 8) | buf[body_end + 1]
-                if topic_len > max_v2:
-                    break
-                t_end = body_end + 2 + topic_len
-            else:
-                break
-            # the lengths must add up exactly, as decode_run demands
-            props_len = end - t_end - 2
-            if props_len > max_props or ((buf[t_end] << 8) | buf[t_end + 1]) != props_len:
-                break
-            ok = (crc32(view[p:body_end]) & mask) == c[2] if body_end > p else c[2] == 0
-            if ok and props_len >= reserved and buf[end - 1] == separator and buf.startswith(
-                    crc_head, end - reserved):
-                # stored_record_crc's reading, its head and separator checked just above
-                stored = from_digits(buf[end - digits_back:end - 1].decode("ascii", "replace"))
-                ok = stored is None or (crc32(view[i:end - reserved]) & mask) == stored
-            if not ok:
-                failures.append(decode_message(buf, i, offset0 + i, end, check_crc=True, path=path,
-                                               file_position=position0 + i))
-            count += 1
-            i = end
-    except (struct.error, IndexError):
-        pass
-    finally:
-        view.release()
-    return i, count, i - first
+    from rmqtool.store.record_kernel import clean_records, crc_verdicts  # numpy
+    records = clean_records(buf, i, stop)
+    if len(records):
+        verdicts = crc_verdicts(buf, records)
+        failed = ~verdicts.ok
+        if failed.any():
+            build_messages(buf, records.where(failed), offset0, position0, path, True, failures)
+    return records.stop, len(records), records.stop - i
+
+
+@dataclasses.dataclass
+class _Scan:
+    """What one scan of a segment keeps while it moves: its file, its mode, its batch size."""
+    window: "_FileWindow"
+    path: str
+    base: int  # the segment's base offset
+    check_crc: bool
+    is_last: bool
+    findings: list | None
+    tally: CrcTally | None
+    needle: bytes | None
+    zeros_end: bool
+    columns: ColumnMode | None
+    batch_size: int = FIRST_BATCH
 
 
 def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, check_crc: bool,
@@ -480,20 +427,19 @@ def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, c
     """scan_segment's results in pieces: batches of clean messages, and single results.
 
     With a ``tally`` (crc_scan), messages whose CRCs hold are counted there, not yielded.
-    With ``columns`` (column_scan), clean records come as RecordColumns blocks.
+    With ``columns`` (column_scan), clean records come as RecordColumns blocks. At each
+    position a run of the kernel's clean records (:func:`_clean_run`) goes first; where it
+    takes nothing, the careful path (:func:`_careful_step`) reads one record or one damaged region.
     """
     path = str(segment.path)
-    base = segment.base_offset
     window = _FileWindow(path, segment.size, COLUMN_WINDOW if columns is not None else WINDOW)
-    if columns is not None:
-        from rmqtool.store.record_columns import column_run  # numpy: only for the commands that want columns
+    scan = _Scan(window, path, segment.base_offset, check_crc, is_last, findings, tally, needle, zeros_end, columns)
     size = segment.size
-    batch_size = FIRST_BATCH
     try:
         if end is not None and end <= start:  # an empty range: no record starts in it
             return
         if start > 0:  # inside the file: from the first record that proves itself
-            pos = window.find_record(start, base)
+            pos = window.find_record(start, scan.base)
             if pos is None:
                 return
         else:
@@ -506,107 +452,125 @@ def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, c
             if pos >= limit:
                 if synced:
                     return
-                nxt = window.find_record(limit, base)
+                nxt = window.find_record(limit, scan.base)
                 limit = size if nxt is None else nxt
                 synced = True
                 if pos >= limit:
                     return
             if size - pos < END_FILE_MIN_BLANK_LENGTH:
-                yield _tail(window, pos, base)
+                yield _tail(window, pos, scan.base)
                 return
             buf, i = window.get(pos, RUN_AHEAD)
             wbase = window.base
-            stop = min(len(buf), limit - wbase)
-            if needle is not None:
-                j = _hop_to_needle(buf, i, stop, needle)
-                if j > i:
-                    pos = wbase + j
-                    continue
-            elif columns is not None:
-                j, block, special = column_run(buf, i, stop, base + wbase, wbase, columns.topic_hashes,
-                                               columns.special_topics)
-                if j > i:
-                    piece: list = [block] if block is not None and len(block) else []
-                    for k in special:
-                        piece.append(decode_message(buf, k, base + wbase + k, len(buf), check_crc=True, path=path,
-                                                    file_position=wbase + k))
-                    yield piece
-                    pos = wbase + j
-                    continue
-            elif tally is None:
-                batch: list = []
-                j = decode_run(buf, i, stop, base + wbase, wbase, path, check_crc, batch, batch_size)
-                if batch:
-                    yield batch
-                    batch_size = min(batch_size * 2, MAX_BATCH)
-                    pos = wbase + j
-                    continue
-            else:
-                failures: list = []
-                j, count, length = crc_run(buf, i, stop, base + wbase, wbase, path, failures)
-                if count:
-                    tally.messages += count
-                    tally.message_bytes += length
-                    if failures:
-                        yield failures
-                    pos = wbase + j
-                    continue
-            total, magic = HOP.unpack_from(buf, i)
-            if magic in MESSAGE_MAGIC_CODES:
-                if total < MIN_MESSAGE_LENGTH:
-                    problem = (RECORD_SIZE_INVALID, f"totalSize {total} is smaller than any record")
-                elif pos + total > size:
-                    problem = (RECORD_TRUNCATED if total <= (1 << 30) else RECORD_SIZE_INVALID,
-                               f"totalSize {total} reaches past the file end ({size - pos} bytes left)")
-                else:
-                    buf, i = window.get(pos, total)
-                    try:
-                        message = decode_message(buf, i, base + pos, i + total, check_crc=check_crc,
-                                                 path=path, file_position=pos)
-                    except RecordError as exc:
-                        problem = (exc.finding_id, exc.message)
-                    else:
-                        if tally is None:
-                            yield (message,)
-                        else:
-                            tally.messages += 1
-                            tally.message_bytes += total
-                            if _failed(message):
-                                yield (message,)
-                        pos += total
-                        continue
-                nxt = window.find_record(pos + 1, base)
-                stop = nxt if nxt is not None else (window.last_nonzero(pos) or size)
-                yield (Corrupt(base + pos, stop - pos, path, pos, *problem),)
-                if nxt is None:
-                    return
-                pos = nxt
-            elif magic == BLANK_MAGIC_CODE:
-                yield (Blank(base + pos, total, path, pos, valid=(total == size - pos)),)
+            j = yield from _clean_run(scan, buf, i, min(len(buf), limit - wbase), wbase)
+            if j > i:
+                pos = wbase + j
+                continue
+            pos = yield from _careful_step(scan, pos)
+            if pos is None:
                 return
-            else:
-                # No record here. Zeros are the unwritten part of the segment, unless a
-                # record follows them (zeroed damage); anything else is garbage.
-                if total == 0 and magic == 0 and (zeros_end or window.first_nonzero(pos) is None):
-                    # zeros to the end (one forward pass, holes skipped): the written end
-                    if not is_last and findings is not None:
-                        findings.append(Finding(BLANK_RECORD_MISSING, path, pos,
-                                                "segment ends without an end-of-file blank record"))
-                    return
-                nxt = window.find_record(pos + 1, base)
-                if nxt is None:
-                    yield _tail(window, pos, base)
-                    if not is_last and findings is not None:
-                        findings.append(Finding(BLANK_RECORD_MISSING, path, pos,
-                                                "segment ends without an end-of-file blank record"))
-                    return
-                zero = total == 0 and magic == 0
-                yield (Corrupt(base + pos, nxt - pos, path, pos, RECORD_MAGIC_INVALID,
-                               f"{nxt - pos} {'zeroed ' if zero else ''}bytes hold no record "
-                               f"(magic 0x{magic:08X}); next record at position {nxt}"),)
-                pos = nxt
     finally:
         window.close()
+
+
+def _clean_run(scan: _Scan, buf, i: int, stop: int, wbase: int) -> Iterator[Iterable[ScanResult]]:
+    """The kernel's clean records of ``buf`` from ``i`` (``wbase``: the file position of ``buf[0]``),
+    as the scan's mode wants them; returns the index of the first record not taken."""
+    offset0 = scan.base + wbase
+    if scan.needle is not None:
+        return _hop_to_needle(buf, i, stop, scan.needle)
+    if scan.columns is not None:
+        from rmqtool.store.record_columns import column_run  # numpy: only for the commands that want columns
+        j, block, special = column_run(buf, i, stop, offset0, wbase, scan.columns.topic_hashes,
+                                       scan.columns.special_topics)
+        if j > i:
+            piece: list = [block] if block is not None and len(block) else []
+            for k in special:
+                piece.append(decode_message(buf, k, offset0 + k, len(buf), check_crc=True, path=scan.path,
+                                            file_position=wbase + k))
+            yield piece
+        return j
+    if scan.tally is not None:
+        failures: list = []
+        j, count, length = crc_run(buf, i, stop, offset0, wbase, scan.path, failures)
+        scan.tally.messages += count
+        scan.tally.message_bytes += length
+        if failures:
+            yield failures
+        return j if count else i
+    from rmqtool.store.record_kernel import clean_records, crc_verdicts  # numpy: loaded when a scan runs
+    records = clean_records(buf, i, stop)
+    verdicts = crc_verdicts(buf, records) if scan.check_crc and len(records) else None  # once a window
+    lo = 0
+    while lo < len(records):  # small batches first: a caller may want only the first record
+        hi = lo + scan.batch_size
+        yield build_messages(buf, records.rows(lo, hi), offset0, wbase, scan.path, scan.check_crc,
+                             verdicts=None if verdicts is None else verdicts.rows(lo, hi))
+        lo = hi
+        scan.batch_size = min(scan.batch_size * 2, MAX_BATCH)
+    return records.stop if len(records) else i
+
+
+def _careful_step(scan: _Scan, pos: int) -> Iterator[Iterable[ScanResult]]:
+    """The careful path at ``pos``, where no run of clean records starts: one record read alone
+    (the kernel's rule on one record, through decode_message), a blank record, a damaged region
+    up to where a record proves itself again, or the written end. Returns where the scan goes
+    on, or None when it ends here."""
+    window, base, size, path = scan.window, scan.base, scan.window.size, scan.path
+    buf, i = window.get(pos, RUN_AHEAD)
+    total, magic = HOP.unpack_from(buf, i)
+    if magic in MESSAGE_MAGIC_CODES:
+        if total < MIN_MESSAGE_LENGTH:
+            problem = (RECORD_SIZE_INVALID, f"totalSize {total} is smaller than any record")
+        elif pos + total > size:
+            problem = (RECORD_TRUNCATED if total <= (1 << 30) else RECORD_SIZE_INVALID,
+                       f"totalSize {total} reaches past the file end ({size - pos} bytes left)")
+        else:
+            buf, i = window.get(pos, total)
+            try:
+                message = decode_message(buf, i, base + pos, i + total, check_crc=scan.check_crc,
+                                         path=path, file_position=pos)
+            except RecordError as exc:
+                problem = (exc.finding_id, exc.message)
+            else:
+                if scan.tally is None:
+                    yield (message,)
+                else:
+                    scan.tally.messages += 1
+                    scan.tally.message_bytes += total
+                    if _failed(message):
+                        yield (message,)
+                return pos + total
+        nxt = window.find_record(pos + 1, base)
+        stop = nxt if nxt is not None else (window.last_nonzero(pos) or size)
+        yield (Corrupt(base + pos, stop - pos, path, pos, *problem),)
+        return nxt
+    if magic == BLANK_MAGIC_CODE:
+        yield (Blank(base + pos, total, path, pos, valid=(total == size - pos)),)
+        return None
+    # No record here. Zeros are the unwritten part of the segment, unless a
+    # record follows them (zeroed damage); anything else is garbage.
+    if total == 0 and magic == 0 and (scan.zeros_end or window.first_nonzero(pos) is None):
+        # zeros to the end (one forward pass, holes skipped): the written end
+        _blank_missing(scan, pos)
+        return None
+    nxt = window.find_record(pos + 1, base)
+    if nxt is None:
+        yield _tail(window, pos, base)
+        _blank_missing(scan, pos)
+        return None
+    zero = total == 0 and magic == 0
+    yield (Corrupt(base + pos, nxt - pos, path, pos, RECORD_MAGIC_INVALID,
+                   f"{nxt - pos} {'zeroed ' if zero else ''}bytes hold no record "
+                   f"(magic 0x{magic:08X}); next record at position {nxt}"),)
+    return nxt
+
+
+def _blank_missing(scan: _Scan, pos: int) -> None:
+    """A segment that is not the last written one ends without its end-of-file blank record."""
+    if not scan.is_last and scan.findings is not None:
+        scan.findings.append(Finding(BLANK_RECORD_MISSING, scan.path, pos,
+                                     "segment ends without an end-of-file blank record"))
 
 
 def _hop_to_needle(buf: bytes, i: int, stop: int, needle: bytes) -> int:

@@ -1,68 +1,66 @@
 """The clean records of a buffer as numpy columns: the whole-store checks' decoder.
 
-:func:`column_run` takes exactly the records :func:`rmqtool.store.message.decode_run`
-takes (whole in the buffer, starting before ``stop``, lengths adding up) and stops at
-the first one it would not, for the scanner's careful path. Of those records it hops
-the totalSize chain in Python (the only per-record loop besides the CRCs), then reads
-every header field with one gather of fixed-size rows viewed as the schema's dtype
-(``formats/commitlog.py`` through ``store/arrays.dtype_of``), checks the lengths, and
-parses the properties of all records at once: joined, split on the separators with
-numpy, the names RocketMQ's dispatch reads (KEYS, UNIQ_KEY, TAGS, ``__CRC32#``) found by
-their bytes, and their values hashed as Java's ``String.hashCode`` with prefix sums.
+:func:`column_run` takes the kernel's clean records of a window
+(:func:`rmqtool.store.record_kernel.clean_records`: the totalSize chain walked once, every
+header field read with one gather, the lengths checked) and, in named stages, sorts out
+the records there is something to say about, then parses the properties of all records
+at once: joined, split on the separators with numpy, the names RocketMQ's dispatch reads
+(KEYS, UNIQ_KEY, TAGS, ``__CRC32#``) found by their bytes, and their values hashed as
+Java's ``String.hashCode`` with prefix sums.
 
-A record that is whole but not plain is left to :func:`rmqtool.store.message.decode_message`
-(its position is in ``special``): a CRC that fails, a physicalOffset naming another place,
-a topic that is not ASCII, properties that are not well formed UTF-8 or hold a non-ASCII
-KEYS, UNIQ_KEY or TAGS value, the delay topic, an inner batch or INNER_NUM/INNER_BASE properties, a trailing
-entry shaped like a damaged ``__CRC32#``.
-So every finding still comes from the one Message path; the columns hold only records
-about which there is nothing to say.
+A record that is clean but not plain is left to the Message path (its position is in
+``special``): a CRC that fails, a physicalOffset naming another place, a topic that is
+not ASCII, properties that are not well formed UTF-8 or hold a non-ASCII KEYS, UNIQ_KEY
+or TAGS value, the delay topic, an inner batch or INNER_NUM/INNER_BASE properties, a
+trailing entry shaped like a damaged ``__CRC32#``. So every finding still comes from the
+one Message path; the columns hold only records about which there is nothing to say.
 """
 from __future__ import annotations
 
-import array
 import dataclasses
-import struct
 
-import construct as cs
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from rmqtool.formats import properties as props
-from rmqtool.formats.commitlog import (MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH_V1, MESSAGE_MAGIC_CODE_V1,
-                                       MESSAGE_MAGIC_CODE_V2, MIN_MESSAGE_LENGTH, STORE_TIMESTAMP_AT, MessageHosts,
-                                       MessagePrefix)
-from rmqtool.formats.crc import CRC32_DIGITS, CRC32_RESERVED_LEN, JAVA_CRC_MASK
+from rmqtool.formats.crc import CRC32_DIGITS, CRC32_ENTRY_END, CRC32_RESERVED_LEN, JAVA_CRC_MASK
 from rmqtool.formats.indexfile import index_hash_of, java_string_hash
 from rmqtool.formats.sysflag import INNER_BATCH_FLAG, TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
-from rmqtool.store import crc as crc_module
-from rmqtool.store.arrays import at_every_byte, dtype_of
-from rmqtool.store.message import RECORD_START
+from rmqtool.store.arrays import at_every_byte
+from rmqtool.store.record_kernel import DIGIT_WEIGHTS, CleanRecords, body_crc_verdicts, clean_records, crcs_of
 
-# Every header field up to bodyLength, for IPv4 hosts; with IPv6 hosts the prefix holds and
-# bodyLength and storeTimestamp are read where MessageHosts puts them
-HEADER_DTYPE = dtype_of(cs.Struct(*MessagePrefix.subcons, *MessageHosts[0].subcons))
-HEADER_SIZE = HEADER_DTYPE.itemsize
-_HEADER_ROW = np.dtype((np.void, HEADER_SIZE))
-assert HEADER_SIZE == 88
-_HEADER_SIZES = np.array([MessagePrefix.sizeof() + h.sizeof() for h in MessageHosts], np.int64)
-_STORE_TIMESTAMP_AT = np.array(STORE_TIMESTAMP_AT, np.int64)
-assert HEADER_DTYPE.fields["store_timestamp"][1] == STORE_TIMESTAMP_AT[0]
-_INV31 = pow(31, -1, 1 << 32)
+_INV31 = pow(31, -1, 1 << 32)  # String.hashCode's prefix sums divide by 31^i (mod 2^32)
 _SEP = ord(props.PROPERTY_SEPARATOR)
 _NV = ord(props.NAME_VALUE_SEPARATOR)
 _SPACE = ord(props.KEY_SEPARATOR)
-_NAME_BYTES = 16  # a name's first bytes compared (the names looked for are shorter)
-_NAMES = {name: name.encode("ascii") for name in (props.PROPERTY_KEYS, props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-                                                  props.PROPERTY_TAGS, props.PROPERTY_CRC32)}
-assert all(len(b) <= 8 for b in _NAMES.values())
-_BATCH_NAMES = tuple(n.encode("ascii") for n in (props.PROPERTY_INNER_NUM, props.PROPERTY_INNER_BASE))
-assert all(len(b) >= 8 for b in _BATCH_NAMES)  # told apart by their first 8 bytes and their length
-_DIGIT_WEIGHTS = np.array([10 ** k for k in range(CRC32_DIGITS)], np.int64)  # least significant first
-_TOPIC_MAX = 255  # longer topics (V2 records) are rare: decode_message reads them
+_JOIN = props.PROPERTY_SEPARATOR.encode("ascii")  # between two records' properties: one more separator
+_FIRST_NON_ASCII = 0x80
 # the bytes the properties parse stops at: the separators (below 3, so one signed compare finds them
 # with every byte not ASCII), the key separator
-assert _SEP < 3 and _NV < 3
+_BELOW_SEPARATORS = 3
+assert _SEP < _BELOW_SEPARATORS and _NV < _BELOW_SEPARATORS
+_NAME_BYTES = 16  # a name's first bytes compared (the names looked for are shorter)
+_NAME_HEAD = np.dtype(">u8")  # a name's first 8 bytes as one number
+_NAMES = {name: name.encode("ascii") for name in (props.PROPERTY_KEYS, props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+                                                  props.PROPERTY_TAGS, props.PROPERTY_CRC32)}
+assert all(len(b) <= _NAME_HEAD.itemsize for b in _NAMES.values())
+_BATCH_NAMES = tuple(n.encode("ascii") for n in (props.PROPERTY_INNER_NUM, props.PROPERTY_INNER_BASE))
+assert all(len(b) >= _NAME_HEAD.itemsize for b in _BATCH_NAMES)  # told apart by their first 8 bytes and their length
+_ZERO = ord("0")
+# the name-value separator of a trailing __CRC32# entry, counted from the properties' end
+_CRC_NV_FROM_END = len(CRC32_ENTRY_END) + CRC32_DIGITS + len(props.NAME_VALUE_SEPARATOR)
+_TOPIC_MAX = 255  # longer topics (V2 records) are rare: decode_message reads them
+
+
+def _head_code(name: bytes) -> int:
+    """A name's first 8 bytes (zero-padded) as the number _NAME_HEAD reads."""
+    return int.from_bytes(name[:_NAME_HEAD.itemsize].ljust(_NAME_HEAD.itemsize, b"\0"), "big")
+
+
+def _head_mask(width: int) -> np.uint64:
+    """The bits of a _NAME_HEAD number that hold its first ``width`` bytes."""
+    bits = 8 * _NAME_HEAD.itemsize
+    return np.uint64(((1 << (8 * width)) - 1) << (bits - 8 * width))
 
 
 @dataclasses.dataclass
@@ -115,38 +113,6 @@ def _powers(base: int, n: int) -> np.ndarray:
     return have[:n]
 
 
-def _hop(buf: bytes, i: int, stop: int) -> tuple[array.array, int]:
-    """Positions of the records whose totalSize and magic code look like a message's, from i."""
-    unpack = RECORD_START.unpack_from
-    v1, v2 = MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
-    min_length = MIN_MESSAGE_LENGTH
-    limit = len(buf)
-    out = array.array("q")  # numpy takes it as it is, no conversion of a list of ints
-    add = out.append
-    try:
-        while i < stop:
-            total, magic = unpack(buf, i)
-            end = i + total
-            if total < min_length or end > limit or (magic != v1 and magic != v2):
-                break
-            add(i)
-            i = end
-    except struct.error:
-        pass
-    return out, i
-
-
-def _crcs(buf: bytes, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """The CRC32 of each byte range [start, end) of ``buf``: one C call a range over views of the
-    buffer, the loop itself in C (map over builtins, no Python frame a record)."""
-    view = memoryview(buf)
-    try:
-        return np.fromiter(map(crc_module.fast_crc32, map(view.__getitem__, map(slice, start.tolist(), end.tolist()))),
-                           np.int64, count=len(start))
-    finally:
-        view.release()
-
-
 def _range_hashes(prefix: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """String.hashCode (mod 2^32, uint32) of the byte ranges [start, end) of the joined
     properties, from prefix[i] = sum of byte[j] * 31^-j for j < i; ranges not empty."""
@@ -177,78 +143,62 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
                ) -> tuple[int, RecordColumns | None, list]:
     """(where the run stopped, the plain records' columns, positions of the special records).
 
-    Records from ``i`` whole in ``buf`` and starting before ``stop``; the index returned is
-    that of the first record not taken (the careful path's). Special records lie inside the
-    run, before that index, in order; they are whole and their lengths add up.
-    ``offset0`` and ``position0``: the commit log offset and file position of ``buf[0]``;
-    special records are given as indices in ``buf``. ``topic_hashes``: a cache of
-    String.hashCode("topic#") by topic, kept by the caller. ``special_topics``: topics
-    whose records the caller wants as Messages (the delay topic: its tags code is a time).
-    ``check_crc`` False (dispatch: checkMessageAndReturnSize without checkCRC): body CRCs
-    and physicalOffset fields are not looked at, and make no record special.
-    """
-    positions, _ = _hop(buf, i, stop)
-    if not positions:
-        return i, None, []
-    arr = np.frombuffer(buf, np.uint8)
-    limit = len(buf)
-    pos = np.frombuffer(positions, np.int64)
-    h = at_every_byte(buf, _HEADER_ROW)[pos].view(HEADER_DTYPE)
-    total = h["total_size"].astype(np.int64)
-    end = pos + total
-    sys_flag = h["sys_flag"].astype(np.int64)
-    hosts = (sys_flag >> 4) & 3  # MessageHosts' index
-    body_len = h["body_length"].astype(np.int64)
-    store_timestamp = h["store_timestamp"].astype(np.int64)
-    body_at = pos + HEADER_SIZE
-    if hosts.any():  # IPv6 hosts move every field after the prefix
-        header_size = _HEADER_SIZES[hosts]
-        whole = total >= header_size  # where the fields can be read at all
-        body_at = pos + header_size
-        at = np.where(whole, body_at - 4, pos)
-        body_len = np.where(whole, at_every_byte(buf, ">i4")[at], -1).astype(np.int64)
-        at = np.where(whole, pos + _STORE_TIMESTAMP_AT[hosts], pos)
-        store_timestamp = at_every_byte(buf, ">i8")[at].astype(np.int64)
-    body_end = body_at + body_len
-    magic = h["magic_code"]
-    v2 = magic == MESSAGE_MAGIC_CODE_V2
-    length_size = np.where(v2, 2, 1)
-    # the tail as read_tail reads it; the first record whose lengths do not add up ends the run
-    fits = (body_len >= 0) & (body_end + length_size + 2 <= end)
-    be = np.where(fits, body_end, pos)
-    b0 = arr[be].astype(np.int64)
-    b1 = arr[np.minimum(be + 1, limit - 1)].astype(np.int64)
-    topic_len = np.where(v2, (b0 << 8) | b1, b0)
-    fits &= np.where(v2, b0 < 0x80, b0 <= MAX_TOPIC_LENGTH_V1)  # the sign bit: read_tail refuses it
-    topic_at = be + length_size
-    topic_end = topic_at + topic_len
-    props_at = topic_end + 2
-    fits &= props_at <= end
-    te = np.where(fits, topic_end, pos)
-    props_field = (arr[te].astype(np.int64) << 8) | arr[te + 1]
-    props_len = end - props_at
-    fits &= (props_field == props_len) & (props_len <= MAX_PROPERTIES_LENGTH)
-    bad = np.flatnonzero(~fits)
-    n = int(bad[0]) if len(bad) else len(pos)
-    stop_at = int(pos[n]) if n < len(pos) else int(end[-1])
-    if n == 0:
-        return stop_at, None, []
-    if n < len(pos):
-        pos, h, total, end, sys_flag, store_timestamp = (pos[:n], h[:n], total[:n], end[:n], sys_flag[:n],
-                                                         store_timestamp[:n])
-        body_at, body_end, topic_at, topic_end, props_at = (body_at[:n], body_end[:n], topic_at[:n],
-                                                            topic_end[:n], props_at[:n])
-        topic_len = topic_len[:n]
-    special = ((sys_flag & INNER_BATCH_FLAG) != 0) | (topic_len > _TOPIC_MAX)
-    if check_crc:
-        special |= h["physical_offset"] != offset0 + pos
-        # body CRCs: one C call a record over a view of the buffer
-        crcs = _crcs(buf, body_at, body_end)
-        stored_crc = h["body_crc"].astype(np.int64)
-        special |= np.where(body_end > body_at, (crcs & JAVA_CRC_MASK) != stored_crc, stored_crc != 0)
+    The records are the kernel's clean records of ``buf`` from ``i``, starting before
+    ``stop`` (:func:`rmqtool.store.record_kernel.clean_records`); the index returned is that of
+    the first record not taken (the careful path's). Special records lie inside the run,
+    before that index, in order. ``offset0`` and ``position0``: the commit log offset and
+    file position of ``buf[0]``; special records are given as indices in ``buf``.
+    ``topic_hashes``: a cache of String.hashCode("topic#") by topic, kept by the caller.
+    ``special_topics``: topics whose records the caller wants as Messages (the delay topic:
+    its tags code is a time). ``check_crc`` False (dispatch: checkMessageAndReturnSize
+    without checkCRC): body CRCs and physicalOffset fields are not looked at, and make no
+    record special.
 
-    # topics: by length, then by their bytes (one topic a run is the common case)
-    topic_idx = np.zeros(n, np.int64)
+    The stages, in order (each may mark more records special; the later ones look only at
+    the records still plain): the header's verdicts, the topics, the properties parsed all
+    at once, the ``__CRC32#`` entries, TAGS, the index keys.
+    """
+    records = clean_records(buf, i, stop)
+    if not len(records):
+        return records.stop, None, []
+    special = _special_by_header(buf, records, offset0, check_crc)
+    topics, topic_index = _topics(buf, records, special, special_topics)
+    items = _property_items(buf, records, special)
+    crc_entry = _crc_entries(buf, records, items, special, check_crc)
+    tags_code = _tags_codes(items, len(records))
+    _special_by_wide_values(items, special)
+    key_record, key_hash = _index_keys(records, items, special, topics, topic_index, topic_hashes)
+    keep = np.flatnonzero(~special)
+    header = records.header[keep]
+    columns = RecordColumns(position=records.position[keep] + position0, size=records.size[keep],
+                            queue_id=header["queue_id"].astype(np.int64),
+                            queue_offset=header["queue_offset"].astype(np.int64),
+                            sys_flag=header["sys_flag"].astype(np.int64),
+                            store_timestamp=records.store_timestamp[keep], topic=topic_index[keep], topics=topics,
+                            tags_code=tags_code[keep], crc_entry=crc_entry[keep],
+                            key_record=key_record, key_hash=key_hash)
+    return records.stop, columns, records.position[special].tolist()
+
+
+def _special_by_header(buf, records: CleanRecords, offset0: int, check_crc: bool) -> np.ndarray:
+    """Stage 1: records the header already sends to the Message path: an inner batch, a topic
+    longer than the columns read, and (when CRCs are checked) a physicalOffset naming
+    another place or a body CRC that fails."""
+    sys_flag = records.header["sys_flag"]
+    special = ((sys_flag & INNER_BATCH_FLAG) != 0) | (records.topic_length > _TOPIC_MAX)
+    if check_crc:
+        special |= records.header["physical_offset"] != offset0 + records.position
+        special |= ~body_crc_verdicts(buf, records)
+    return special
+
+
+def _topics(buf, records: CleanRecords, special: np.ndarray, special_topics: frozenset) -> tuple[list, np.ndarray]:
+    """Stage 2: (the run's topics, each record's index into them), by length, then by their bytes
+    (one topic a run is the common case). A topic that is not ASCII (decode_message decides
+    whether it is UTF-8) and the caller's special topics make their records special."""
+    topic_len = records.topic_length
+    topic_at = records.topic_at
+    topic_index = np.zeros(len(records), np.int64)
     topics: list = []
     seen: dict = {}
     ok_topic = ~special
@@ -267,7 +217,7 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
         ids = []
         for name in names:
             b = bytes(name)
-            if not b.isascii():  # decode_message decides (UTF-8 or not)
+            if not b.isascii():
                 ids.append(-1)
                 continue
             t = b.decode("ascii")
@@ -276,152 +226,198 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
                 k = seen[t] = len(topics)
                 topics.append(t)
             ids.append(k)
-        topic_idx[rows] = np.array(ids, np.int64)[np.asarray(inverse).reshape(-1)]
-    special |= topic_idx < 0
+        topic_index[rows] = np.array(ids, np.int64)[np.asarray(inverse).reshape(-1)]
+    special |= topic_index < 0
     for t in special_topics & seen.keys():
-        special |= topic_idx == seen[t]
+        special |= topic_index == seen[t]
+    return topics, topic_index
 
-    # properties: joined with a separator between records, parsed all at once
-    pstarts = props_at.tolist()
-    pends = end.tolist()
+
+@dataclasses.dataclass
+class _PropertyItems:
+    """The properties of a run joined (a separator between records) and cut into items.
+
+    Positions are indices into ``joined``; per record: where its properties start and end;
+    per mark (a separator, a name-value separator, a space, a byte not ASCII): where and which;
+    per item kept (well formed, of a record still plain): its span, its name-value separator,
+    its record, its name's length and first 8 bytes; ``wanted``: the kept items of each name
+    dispatch reads; ``prefix``: String.hashCode prefix sums over ``joined``.
+    """
+    joined: bytes
+    data: np.ndarray  # joined as uint8, padded past the end
+    record_start: np.ndarray
+    record_end: np.ndarray
+    marks: np.ndarray
+    kinds: np.ndarray
+    nonascii: np.ndarray
+    item_start: np.ndarray
+    item_end: np.ndarray
+    item_nv: np.ndarray
+    item_record: np.ndarray
+    wanted: dict
+    prefix: np.ndarray
+
+
+def _property_items(buf, records: CleanRecords, special: np.ndarray) -> _PropertyItems:
+    """Stage 3: every record's properties parsed at once: joined, split on the separators with
+    numpy, each item checked for one name-value separator with a name and a value. A record
+    whose properties are not well formed UTF-8, hold an empty entry before their end, an item
+    not of that shape, INNER_NUM/INNER_BASE or a name dispatch reads twice is special."""
+    n = len(records)
+    starts = records.properties_at.tolist()
+    ends = records.end.tolist()
     # map over builtins: the per-record loop runs in C, not as Python bytecode
-    joined = b"\x02".join(map(buf.__getitem__, map(slice, pstarts, pends))) + bytes(_NAME_BYTES + CRC32_RESERVED_LEN)
-    J = np.frombuffer(joined, np.uint8)
-    plen = end - props_at
-    rec_start = np.zeros(n, np.int64)
-    np.cumsum(plen[:-1] + 1, out=rec_start[1:])
-    rec_end = rec_start + plen
-    data_len = int(rec_end[-1])
-    body = J[:data_len]
-
-    def record_of(at: np.ndarray) -> np.ndarray:
-        return np.searchsorted(rec_start, at, side="right") - 1
+    joined = _JOIN.join(map(buf.__getitem__, map(slice, starts, ends))) + bytes(_NAME_BYTES + CRC32_RESERVED_LEN)
+    data = np.frombuffer(joined, np.uint8)
+    length = records.properties_length
+    record_start = np.zeros(n, np.int64)
+    np.cumsum(length[:-1] + len(_JOIN), out=record_start[1:])
+    record_end = record_start + length
+    data_len = int(record_end[-1])
+    body = data[:data_len]
 
     # separators, spaces, non-ASCII bytes (and zero bytes, which no test below picks): a few a record
-    marks = np.flatnonzero((body.view(np.int8) < 3) | (body == _SPACE))
+    marks = np.flatnonzero((body.view(np.int8) < _BELOW_SEPARATORS) | (body == _SPACE))
     kinds = body[marks]
-    nonascii = marks[kinds >= 0x80]
+    nonascii = marks[kinds >= _FIRST_NON_ASCII]
     if len(nonascii):  # fine outside the values hashed below, if the whole string is UTF-8
-        for r in np.unique(record_of(nonascii)).tolist():
+        for r in np.unique(np.searchsorted(record_start, nonascii, side="right") - 1).tolist():
             try:
-                joined[rec_start[r]:rec_end[r]].decode("utf-8")
+                joined[record_start[r]:record_end[r]].decode("utf-8")
             except UnicodeDecodeError:
                 special[r] = True
     sep_k = np.flatnonzero(kinds == _SEP)  # each separator's place among the marks
     seps = marks[sep_k]
     item_start = np.concatenate(([0], seps + 1))
     item_end = np.concatenate((seps, [data_len]))
-    # the record of each item: the join's separators (rec_end) are separators too, and the item
+    # the record of each item: the join's separators (record_end) are separators too, and the item
     # after each one starts the next record (sorted merges by counting, not searches)
-    item_rec = np.zeros(len(item_start), np.int64)
-    item_rec[np.searchsorted(seps, rec_end[:-1]) + 1] = 1
-    np.cumsum(item_rec, out=item_rec)
+    item_record = np.zeros(len(item_start), np.int64)
+    item_record[np.searchsorted(seps, record_end[:-1]) + 1] = 1
+    np.cumsum(item_record, out=item_record)
     empty = item_end == item_start
     # an empty entry only at a record's end: its trailing separator, or no properties at all
-    special[item_rec[empty & (item_end != rec_end[item_rec])]] = True
+    special[item_record[empty & (item_end != record_end[item_record])]] = True
     is_nv = kinds == _NV
     nvs = marks[is_nv]
     nv_before = np.zeros(len(marks) + 1, np.int64)  # name-value separators among the first k marks
     np.cumsum(is_nv, out=nv_before[1:])
     first_nv = np.concatenate(([0], nv_before[sep_k]))  # before each item's start
     nv_count = np.concatenate((nv_before[sep_k], nv_before[-1:])) - first_nv  # inside each item
-    full = ~empty
     nv_at = nvs[np.minimum(first_nv, max(len(nvs) - 1, 0))] if len(nvs) else np.zeros(len(item_start), np.int64)
     well = (nv_count == 1) & (nv_at > item_start) & (nv_at < item_end - 1)
-    special[item_rec[full & ~well]] = True
-    item_ok = full & well & ~special[item_rec]
-    items = np.flatnonzero(item_ok)
-    i_start, i_end, i_nv, i_rec = item_start[items], item_end[items], nv_at[items], item_rec[items]
+    special[item_record[~empty & ~well]] = True
+    kept = np.flatnonzero(~empty & well & ~special[item_record])
+    i_start, i_end, i_nv, i_record = item_start[kept], item_end[kept], nv_at[kept], item_record[kept]
     name_len = i_nv - i_start
-    heads = at_every_byte(J, ">u8")[i_start]
+    heads = at_every_byte(data, _NAME_HEAD)[i_start]
     for name in _BATCH_NAMES:  # a batch consume queue unit takes INNER_BASE and INNER_NUM: check_message reads them
-        code = int.from_bytes(name[:8], "big")
-        special[i_rec[(name_len == len(name)) & (heads == np.uint64(code))]] = True
+        special[i_record[(name_len == len(name)) & (heads == np.uint64(_head_code(name)))]] = True
     wanted = {}
     for key, name in _NAMES.items():
-        width = len(name)
-        code = int.from_bytes(name.ljust(8, b"\0"), "big")
-        keep_bits = np.uint64(((1 << (8 * width)) - 1) << (8 * (8 - width)))
-        hit = (name_len == width) & ((heads & keep_bits) == np.uint64(code))
+        hit = (name_len == len(name)) & ((heads & _head_mask(len(name))) == np.uint64(_head_code(name)))
         wanted[key] = np.flatnonzero(hit)
-        counts = np.bincount(i_rec[wanted[key]], minlength=n)
-        special |= counts > 1  # a duplicate: the last wins, decode_message knows
-    prefix = np.empty(len(J) + 1, np.uint32)  # uint32 arithmetic wraps mod 2^32, as hashCode's does
+        special |= np.bincount(i_record[wanted[key]], minlength=n) > 1  # a duplicate: the last wins, decode_message knows
+    prefix = np.empty(len(data) + 1, np.uint32)  # uint32 arithmetic wraps mod 2^32, as hashCode's does
     prefix[0] = 0
-    np.multiply(J, _powers(_INV31, len(J)), out=prefix[1:])  # in place: no temporary the size of J
+    np.multiply(data, _powers(_INV31, len(data)), out=prefix[1:])  # in place: no temporary the size of data
     np.cumsum(prefix[1:], out=prefix[1:])
+    return _PropertyItems(joined, data, record_start, record_end, marks, kinds, nonascii, i_start, i_end, i_nv,
+                          i_record, wanted, prefix)
 
-    # __CRC32#: valid only as the record's last 20 bytes (stored_record_crc); anything else is special
-    crc_entry = np.zeros(n, bool)
-    crc_items = wanted[props.PROPERTY_CRC32]
+
+def _crc_entries(buf, records: CleanRecords, items: _PropertyItems, special: np.ndarray,
+                 check_crc: bool) -> np.ndarray:
+    """Stage 4: which records carry a ``__CRC32#`` entry that holds. The entry is valid only as the
+    record's last CRC32_RESERVED_LEN bytes (stored_record_crc); one anywhere else, one whose
+    CRC fails, or a trailing entry of the reserved shape that is not a readable ``__CRC32#``
+    (crc_entry_state decides) makes its record special."""
+    crc_entry = np.zeros(len(records), bool)
+    crc_items = items.wanted[props.PROPERTY_CRC32]
+    length = records.properties_length
     if len(crc_items):
-        recs = i_rec[crc_items]
-        shaped = (plen[recs] >= CRC32_RESERVED_LEN) & (i_start[crc_items] == rec_end[recs] - CRC32_RESERVED_LEN) & (
-            i_end[crc_items] == rec_end[recs] - 1)
-        digits = sliding_window_view(J, CRC32_DIGITS)[i_nv[crc_items] + 1].astype(np.int64) - ord("0")
+        recs = items.item_record[crc_items]
+        last_bytes = items.record_end[recs] - CRC32_RESERVED_LEN
+        shaped = (length[recs] >= CRC32_RESERVED_LEN) & (items.item_start[crc_items] == last_bytes) & (
+            items.item_end[crc_items] == items.record_end[recs] - len(CRC32_ENTRY_END))
+        digits = sliding_window_view(items.data, CRC32_DIGITS)[items.item_nv[crc_items] + 1].astype(np.int64) - _ZERO
         shaped &= ((digits >= 0) & (digits <= 9)).all(axis=1)
         special[recs[~shaped]] = True
         recs = recs[shaped]
-        stored = digits[shaped] @ _DIGIT_WEIGHTS
+        stored = digits[shaped] @ DIGIT_WEIGHTS
         keep = ~special[recs]
         recs, stored = recs[keep], stored[keep]
         if check_crc:
-            got = _crcs(buf, pos[recs], end[recs] - CRC32_RESERVED_LEN)
+            got = crcs_of(buf, records.position[recs], records.end[recs] - CRC32_RESERVED_LEN)
             good = (got & JAVA_CRC_MASK) == stored
         else:
             good = np.ones(len(recs), bool)
         special[recs[~good]] = True
         crc_entry[recs[good]] = True
-    # a trailing entry of the reserved shape that is not a readable __CRC32#: crc_entry_state decides
-    tail_shape = (plen >= CRC32_RESERVED_LEN) & (J[np.maximum(rec_end - 1, 0)] == _SEP) & (
-        J[np.maximum(rec_end - 12, 0)] == _NV)
+    data, record_end = items.data, items.record_end
+    tail_shape = (length >= CRC32_RESERVED_LEN) & (data[np.maximum(record_end - len(CRC32_ENTRY_END), 0)] == _SEP) & (
+        data[np.maximum(record_end - _CRC_NV_FROM_END, 0)] == _NV)
     special |= tail_shape & ~crc_entry
+    return crc_entry
 
-    # TAGS: tagsString2tagsCode
+
+def _tags_codes(items: _PropertyItems, n: int) -> np.ndarray:
+    """Stage 5: tagsString2tagsCode of each record's TAGS (String.hashCode; 0 without)."""
     tags_code = np.zeros(n, np.int64)
-    t_items = wanted[props.PROPERTY_TAGS]
-    if len(t_items):
-        tags_code[i_rec[t_items]] = _range_hashes(prefix, i_nv[t_items] + 1, i_end[t_items]).view(np.int32)
+    tags = items.wanted[props.PROPERTY_TAGS]
+    if len(tags):
+        tags_code[items.item_record[tags]] = _range_hashes(items.prefix, items.item_nv[tags] + 1,
+                                                           items.item_end[tags]).view(np.int32)
+    return tags_code
 
-    if len(nonascii):  # hashCode runs over UTF-16 units: a hashed value that is not ASCII goes to decode_message
-        hashed = np.concatenate([wanted[n] for n in (props.PROPERTY_TAGS, props.PROPERTY_KEYS,
-                                                     props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)])
-        wide = np.searchsorted(nonascii, i_nv[hashed] + 1) < np.searchsorted(nonascii, i_end[hashed])
-        special[i_rec[hashed[wide]]] = True
-    # index keys: UNIQ_KEY, then each non-empty key of KEYS split at spaces (IndexService.buildIndex)
+
+def _special_by_wide_values(items: _PropertyItems, special: np.ndarray) -> None:
+    """Stage 6: hashCode runs over UTF-16 units: a hashed value (TAGS, KEYS, UNIQ_KEY) that is not
+    ASCII goes to decode_message."""
+    if not len(items.nonascii):
+        return
+    hashed = np.concatenate([items.wanted[n] for n in (props.PROPERTY_TAGS, props.PROPERTY_KEYS,
+                                                       props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)])
+    wide = (np.searchsorted(items.nonascii, items.item_nv[hashed] + 1)
+            < np.searchsorted(items.nonascii, items.item_end[hashed]))
+    special[items.item_record[hashed[wide]]] = True
+
+
+def _index_keys(records: CleanRecords, items: _PropertyItems, special: np.ndarray, topics: list,
+                topic_index: np.ndarray, topic_hashes: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Stage 7: (row of each index key's record among the plain ones, indexKeyHashMethod(topic#key)):
+    UNIQ_KEY, then each non-empty key of KEYS split at spaces (IndexService.buildIndex), of
+    the plain records that are not a rollback (buildIndex skips those)."""
     plain = ~special
-    indexed = plain & ((sys_flag & TRANSACTION_MASK) != TRANSACTION_ROLLBACK_TYPE)  # buildIndex skips rollback
-    key_parts = []
-    it = wanted[props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
-    it = it[indexed[i_rec[it]]]
-    if len(it):
-        key_parts.append((i_rec[it], i_nv[it] + 1, i_end[it]))
-    it = wanted[props.PROPERTY_KEYS]
-    it = it[indexed[i_rec[it]]]
-    if len(it):
-        key_parts.append(_split_keys(marks[kinds == _SPACE], i_rec[it], i_nv[it] + 1, i_end[it]))
+    sys_flag = records.header["sys_flag"].astype(np.int64)
+    indexed = plain & ((sys_flag & TRANSACTION_MASK) != TRANSACTION_ROLLBACK_TYPE)
+    record_parts, start_parts, end_parts = [], [], []
+    uniq = items.wanted[props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
+    uniq = uniq[indexed[items.item_record[uniq]]]
+    if len(uniq):
+        record_parts.append(items.item_record[uniq])
+        start_parts.append(items.item_nv[uniq] + 1)
+        end_parts.append(items.item_end[uniq])
+    keys = items.wanted[props.PROPERTY_KEYS]
+    keys = keys[indexed[items.item_record[keys]]]
+    if len(keys):
+        key_record, key_start, key_end = _split_keys(items.marks[items.kinds == _SPACE], items.item_record[keys],
+                                                     items.item_nv[keys] + 1, items.item_end[keys])
+        record_parts.append(key_record)
+        start_parts.append(key_start)
+        end_parts.append(key_end)
+    if not record_parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    key_rec = np.concatenate(record_parts)
+    v_start = np.concatenate(start_parts)
+    v_end = np.concatenate(end_parts)
+    order = np.argsort(key_rec, kind="stable")  # record order; UNIQ_KEY before KEYS in a record
+    key_rec, v_start, v_end = key_rec[order], v_start[order], v_end[order]
+    value_hash = _range_hashes(items.prefix, v_start, v_end)
+    topic_hash = np.array([topic_hashes.get(t) if t in topic_hashes else
+                           topic_hashes.setdefault(t, java_string_hash(t + "#") & 0xFFFFFFFF)
+                           for t in topics], np.uint32)
+    p31 = _powers(31, int((v_end - v_start).max()) + 1)
+    full_hash = topic_hash[topic_index[key_rec]] * p31[v_end - v_start] + value_hash
     rows_of_plain = np.cumsum(plain) - 1  # row of each plain record in the columns
-    if key_parts:
-        key_rec = np.concatenate([p[0] for p in key_parts])
-        v_start = np.concatenate([p[1] for p in key_parts])
-        v_end = np.concatenate([p[2] for p in key_parts])
-        order = np.argsort(key_rec, kind="stable")  # record order; UNIQ_KEY before KEYS in a record
-        key_rec, v_start, v_end = key_rec[order], v_start[order], v_end[order]
-        value_hash = _range_hashes(prefix, v_start, v_end)
-        topic_hash = np.array([topic_hashes.get(t) if t in topic_hashes else
-                               topic_hashes.setdefault(t, java_string_hash(t + "#") & 0xFFFFFFFF)
-                               for t in topics], np.uint32)
-        p31 = _powers(31, int((v_end - v_start).max()) + 1)
-        full_hash = topic_hash[topic_idx[key_rec]] * p31[v_end - v_start] + value_hash
-        key_hash = index_hash_of(full_hash)
-        key_record = rows_of_plain[key_rec]
-    else:
-        key_hash = np.zeros(0, np.int64)
-        key_record = np.zeros(0, np.int64)
-    keep = np.flatnonzero(plain)
-    columns = RecordColumns(position=pos[keep] + position0, size=total[keep], queue_id=h["queue_id"][keep].astype(np.int64),
-                            queue_offset=h["queue_offset"][keep].astype(np.int64), sys_flag=sys_flag[keep],
-                            store_timestamp=store_timestamp[keep], topic=topic_idx[keep],
-                            topics=topics, tags_code=tags_code[keep], crc_entry=crc_entry[keep],
-                            key_record=key_record, key_hash=key_hash)
-    return stop_at, columns, pos[special].tolist()
+    return rows_of_plain[key_rec], index_hash_of(full_hash)

@@ -1,0 +1,240 @@
+"""The one clean-record kernel: which records of a byte window are clean, found once.
+
+:func:`clean_records` walks the totalSize chain of a window once
+(:func:`rmqtool.store.record_rule.hop_chain`) and applies the one rule
+(:func:`rmqtool.store.record_rule.record_parts`, stage by stage) to all of its records at
+once with numpy; the run of clean records ends at the first record that is not, and of
+that record it says why (a :class:`~rmqtool.store.record_rule.Refusal`, from the stage that
+failed). The careful path applies the same rule to one record
+(:func:`~rmqtool.store.record_rule.record_refusal`, through ``decode_message``).
+
+Everything else is built from the one result (:class:`CleanRecords`):
+
+* Messages: :func:`rmqtool.store.message.build_messages` (the scanner's records);
+* CRC verdicts: :func:`crc_verdicts` (the integrity check's scan counts the good ones and
+  decodes only the failing ones);
+* numpy columns: :func:`rmqtool.store.record_columns.column_run` (whole-store checks, dispatch).
+
+Every field position, magic code and size comes from ``formats/commitlog.py`` (through
+``formats/derive.py`` and ``store/arrays.dtype_of``).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import construct as cs
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from rmqtool.formats import properties as props
+from rmqtool.formats.commitlog import STORE_TIMESTAMP_AT, MessageHosts, MessagePrefix
+from rmqtool.formats.crc import CRC32_DIGITS, CRC32_ENTRY_END, CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN, JAVA_CRC_MASK
+from rmqtool.store import crc as crc_module
+from rmqtool.store.arrays import at_every_byte, dtype_of
+from rmqtool.store.record_rule import (BODY_LENGTH_AT_BY_HOSTS, FIELD_SCHEMAS, HEADER_SIZE_BY_HOSTS, Refusal,
+                                       hop_chain, record_parts, refusal_of)
+
+# Every header field up to bodyLength, for IPv4 hosts; with IPv6 hosts the prefix holds, and
+# bodyLength and storeTimestamp lie where MessageHosts puts them
+HEADER_DTYPE = dtype_of(cs.Struct(*MessagePrefix.subcons, *MessageHosts[0].subcons))
+HEADER_ROW = np.dtype((np.void, HEADER_DTYPE.itemsize))
+assert HEADER_DTYPE.itemsize == HEADER_SIZE_BY_HOSTS[0]
+
+# The 5.x __CRC32# entry: the record's last CRC32_RESERVED_LEN bytes
+_CRC_HEAD = np.dtype(f"S{len(CRC32_ENTRY_HEAD)}")
+_CRC_DIGITS_FROM_END = CRC32_DIGITS + len(CRC32_ENTRY_END)  # the digits, then the closing separator
+_CRC_END_BYTE = CRC32_ENTRY_END[-1]
+assert CRC32_RESERVED_LEN == len(CRC32_ENTRY_HEAD) + _CRC_DIGITS_FROM_END
+# the digits are written lowest first (crc32_property_digits): digit k weighs 10^k
+DIGIT_WEIGHTS = np.array([10 ** k for k in range(CRC32_DIGITS)], np.int64)
+_ZERO = ord("0")
+assert ord(props.PROPERTY_SEPARATOR) == _CRC_END_BYTE
+
+
+@dataclasses.dataclass(slots=True)
+class CleanRecords:
+    """The clean records of a window, in order; every array is indexed by record.
+
+    Positions are indices in the window's buffer. ``stop`` is where the run of clean
+    records ended: the first record not taken, for the careful path. ``refusal`` says why
+    when a record lies there that looks like a message, is whole, but whose lengths are not
+    a record's; None when the chain stopped for another reason (not a message's magic code,
+    a totalSize too small or reaching past the window or ``stop``).
+    """
+    position: np.ndarray
+    end: np.ndarray  # position + totalSize
+    header: np.ndarray  # HEADER_DTYPE rows; after the prefix valid only for IPv4 hosts
+    hosts: np.ndarray  # (sysFlag >> 4) & 3: MessageHosts' index
+    store_timestamp: np.ndarray
+    body_at: np.ndarray
+    body_end: np.ndarray
+    topic_at: np.ndarray
+    topic_end: np.ndarray
+    properties_at: np.ndarray
+    stop: int
+    refusal: Refusal | None = None
+
+    def __len__(self) -> int:
+        return len(self.position)
+
+    @property
+    def size(self) -> np.ndarray:
+        return self.end - self.position
+
+    @property
+    def topic_length(self) -> np.ndarray:
+        return self.topic_end - self.topic_at
+
+    @property
+    def properties_length(self) -> np.ndarray:
+        return self.end - self.properties_at
+
+    def take(self, n: int) -> "CleanRecords":
+        """The first n records; the run then stops at the n-th."""
+        if n >= len(self):
+            return self
+        return CleanRecords(*(getattr(self, f)[:n] for f in _ARRAYS), stop=int(self.position[n]), refusal=None)
+
+    def rows(self, lo: int, hi: int) -> "CleanRecords":
+        """Records lo to hi (a batch of the run)."""
+        return CleanRecords(*(getattr(self, f)[lo:hi] for f in _ARRAYS), stop=self.stop, refusal=self.refusal)
+
+    def shifted(self, by: int) -> "CleanRecords":
+        """The same records in a buffer that starts ``-by`` bytes later (every position moved by ``by``)."""
+        return CleanRecords(*(getattr(self, f) if f in _NOT_POSITIONS else getattr(self, f) + by for f in _ARRAYS),
+                            stop=self.stop + by, refusal=self.refusal)
+
+    def where(self, keep: np.ndarray) -> "CleanRecords":
+        """The records ``keep`` picks (a mask or indices); stop and refusal stay."""
+        return CleanRecords(*(getattr(self, f)[keep] for f in _ARRAYS), stop=self.stop, refusal=self.refusal)
+
+
+_ARRAYS = tuple(f.name for f in dataclasses.fields(CleanRecords) if f.name not in ("stop", "refusal"))
+_NOT_POSITIONS = ("header", "hosts", "store_timestamp")
+_EMPTY = np.zeros(0, np.int64)
+
+
+# The rule's tables and fields as numpy reads them
+_TABLES = {t: np.array(t, np.int64) for t in (HEADER_SIZE_BY_HOSTS, BODY_LENGTH_AT_BY_HOSTS, STORE_TIMESTAMP_AT)}
+_FIELD_DTYPES = {name: dtype_of(cs.Struct(sub))[0] for name, sub in FIELD_SCHEMAS.items()}
+assert all(d.kind == "i" for d in _FIELD_DTYPES.values())  # signed, as Java reads them
+
+
+class _Vector:
+    """The stages' operations over arrays of records (a window's run)."""
+
+    @staticmethod
+    def pick(condition, if_true, if_false):
+        return np.where(condition, if_true, if_false)
+
+    @staticmethod
+    def any(values) -> bool:
+        return bool(values.any())
+
+    @staticmethod
+    def of(table: tuple, index):
+        return _TABLES[table][index]
+
+    @staticmethod
+    def read(buf, field: str, at, readable, fallback):
+        """The field's value at each position ``at`` where ``readable``, read at ``fallback``
+        elsewhere (a record's own start: always inside the buffer); as int64."""
+        return at_every_byte(buf, _FIELD_DTYPES[field])[np.where(readable, at, fallback)].astype(np.int64)
+
+
+def clean_records(buf, i: int, stop: int, limit: int | None = None) -> CleanRecords:
+    """The clean records of ``buf`` from index ``i``, each starting before ``stop`` and ending by
+    ``limit`` (the buffer's end): one walk of the totalSize chain (:func:`hop_chain`), then
+    :func:`record_parts` over all of its records at once."""
+    positions, hopped_to = hop_chain(buf, i, stop, limit)
+    if not positions:
+        return CleanRecords(_EMPTY, _EMPTY, np.zeros(0, HEADER_DTYPE), _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY,
+                            _EMPTY, _EMPTY, stop=hopped_to)
+    pos = np.frombuffer(positions, np.int64)
+    header = at_every_byte(buf, HEADER_ROW)[pos].view(HEADER_DTYPE)
+    end = pos + header["total_size"].astype(np.int64)
+    parts = record_parts(buf, pos, end, header["sys_flag"].astype(np.int64), header["magic_code"],
+                         header["body_length"].astype(np.int64), header["store_timestamp"].astype(np.int64), _Vector)
+    bad = np.flatnonzero(~parts["lengths_add_up"])
+    n = int(bad[0]) if len(bad) else len(pos)
+    if n < len(pos):
+        refusal = refusal_of({k: v[n] for k, v in parts.items()}, int(pos[n]), int(end[n]))
+        stop_at = int(pos[n])
+    else:
+        refusal, stop_at = None, hopped_to
+    return CleanRecords(pos[:n], end[:n], header[:n], parts["hosts"][:n], parts["store_timestamp"][:n],
+                        parts["body_at"][:n], parts["body_end"][:n], parts["topic_at"][:n],
+                        parts["topic_end"][:n], parts["properties_at"][:n], stop=stop_at, refusal=refusal)
+
+
+# --- CRC verdicts ------------------------------------------------------------------------------
+
+def crcs_of(buf, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The CRC-32 (unmasked) of each byte range [start, end) of ``buf``: one C call a range over
+    views of the buffer, the loop itself in C (map over builtins, no Python frame a record)."""
+    view = memoryview(buf)
+    try:
+        return np.fromiter(map(crc_module.fast_crc32, map(view.__getitem__, map(slice, start.tolist(), end.tolist()))),
+                           np.int64, count=len(start))
+    finally:
+        view.release()
+
+
+@dataclasses.dataclass(slots=True)
+class CrcVerdicts:
+    """Of each clean record: its body CRC holds; its __CRC32# entry, when it has a readable one."""
+    body_ok: np.ndarray  # bool
+    has_entry: np.ndarray  # bool: the properties end with a __CRC32# entry whose digits read (stored_record_crc)
+    entry_ok: np.ndarray  # bool, meaningful where has_entry
+
+    def rows(self, lo: int, hi: int) -> "CrcVerdicts":
+        return CrcVerdicts(self.body_ok[lo:hi], self.has_entry[lo:hi], self.entry_ok[lo:hi])
+
+    def where(self, keep: np.ndarray) -> "CrcVerdicts":
+        return CrcVerdicts(self.body_ok[keep], self.has_entry[keep], self.entry_ok[keep])
+
+    @property
+    def ok(self) -> np.ndarray:
+        """Both CRCs hold (the record's entry, when it has one)."""
+        return self.body_ok & (self.entry_ok | ~self.has_entry)
+
+
+def crc32_entries(buf, records: CleanRecords) -> tuple[np.ndarray, np.ndarray]:
+    """(has an entry, the value stored) of each record: ``formats/crc.stored_record_crc``'s
+    reading (its head, 10 digits lowest first, the separator, as the properties' last bytes)."""
+    n = len(records)
+    has_entry = np.zeros(n, bool)
+    stored = np.zeros(n, np.int64)
+    data = np.frombuffer(buf, np.uint8)
+    end = records.end
+    # the last byte first (inside every record): a 4.x record's properties end without a separator
+    rows = np.flatnonzero((data[end - 1] == _CRC_END_BYTE) & (records.properties_length >= CRC32_RESERVED_LEN))
+    if not len(rows):
+        return has_entry, stored
+    end = end[rows]
+    rows = rows[at_every_byte(buf, _CRC_HEAD)[end - CRC32_RESERVED_LEN] == CRC32_ENTRY_HEAD]
+    end = records.end[rows]
+    digits = sliding_window_view(data, CRC32_DIGITS)[end - _CRC_DIGITS_FROM_END].astype(np.int64) - _ZERO
+    readable = ((digits >= 0) & (digits <= 9)).all(axis=1)
+    has_entry[rows[readable]] = True
+    stored[rows[readable]] = digits[readable] @ DIGIT_WEIGHTS
+    return has_entry, stored
+
+
+def body_crc_verdicts(buf, records: CleanRecords) -> np.ndarray:
+    """Whether each clean record's bodyCRC field is its body's CRC (0 for an empty body)."""
+    crcs = crcs_of(buf, records.body_at, records.body_end)
+    stored_body = records.header["body_crc"].astype(np.int64)
+    return np.where(records.body_end > records.body_at, (crcs & JAVA_CRC_MASK) == stored_body, stored_body == 0)
+
+
+def crc_verdicts(buf, records: CleanRecords) -> CrcVerdicts:
+    """The body CRC and the __CRC32# entry of every clean record, as the broker checks them."""
+    body_ok = body_crc_verdicts(buf, records)
+    has_entry, stored = crc32_entries(buf, records)
+    entry_ok = np.zeros(len(records), bool)
+    rows = np.flatnonzero(has_entry)
+    if len(rows):
+        got = crcs_of(buf, records.position[rows], records.end[rows] - CRC32_RESERVED_LEN)
+        entry_ok[rows] = (got & JAVA_CRC_MASK) == stored[rows]
+    return CrcVerdicts(body_ok, has_entry, entry_ok)

@@ -22,6 +22,8 @@ class Consequence(str, enum.Enum):
     UNREACHABLE = "unreachable"  # messages stay on disk but no consumer or lookup reaches them
     REBUILT = "rebuilt"  # the broker repairs it by itself
     NONE = "none"  # the broker does not care (it may matter to an operator or a client)
+    SERVED_EMPTY = "servedEmpty"  # QMQ: sequences served as SUCCESS without their message
+    PROGRESS_LOST = "progressLost"  # QMQ: consumer progress goes back or is forgotten
 
 
 # ID -> (default severity, what it means). Add new IDs here; never rename one.
@@ -116,6 +118,36 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "indexMissing": (Severity.WARNING, "messages carry keys but index/ holds no index file"),
     "indexFileNewerThanCheckpoint": (Severity.WARNING, "an index file written after the checkpoint's "
                                      "indexMsgTimestamp: an abnormal start destroys it"),
+    # QMQ's store (messagelog/, consumerlog/, actionlog/, pulllog_smt/, checkpoint/)
+    "logSegmentNameInvalid": (Severity.ERROR, "QMQ: a file in a log directory whose name is not a number: "
+                              "Long.parseLong fails and the broker does not start"),
+    "logSegmentShort": (Severity.WARNING, "QMQ: a segment file shorter than its log's segment size (QMQ maps it "
+                        "at full size: the rest reads as zeros)"),
+    "messageRecordInvalid": (Severity.ERROR, "QMQ: bytes before the message log's written end that are not a record"),
+    "payloadCrcMismatch": (Severity.ERROR, "QMQ: a message log record whose payload does not match its CRC"),
+    "messageSequenceGap": (Severity.WARNING, "QMQ: a subject's sequences in the message log are not consecutive"),
+    "consumerLogUnitPastEnd": (Severity.ERROR, "QMQ: consumer-log units pointing past the message log's end: "
+                               "served as SUCCESS with no message"),
+    "consumerLogUnitMismatch": (Severity.ERROR, "QMQ: a consumer-log unit that does not point at its subject's "
+                                "record of that sequence"),
+    "consumerLogUnitInvalid": (Severity.ERROR, "QMQ: a consumer-log unit of no known kind"),
+    "messageNotInConsumerLog": (Severity.ERROR, "QMQ: message log records whose subject's consumer log has no "
+                                "unit for them and the next start does not dispatch them"),
+    "checkpointUnreadable": (Severity.WARNING, "QMQ: a checkpoint snapshot the broker's serde refuses (skipped at "
+                             "load: an older one is used)"),
+    "checkpointSubjectMissing": (Severity.ERROR, "QMQ: a subject with a consumer log that the loaded message "
+                                 "checkpoint does not list: its consumer log is truncated to nothing at load"),
+    "actionRecordInvalid": (Severity.ERROR, "QMQ: bytes before the action log's written end that are not an action"),
+    "pullLogTabletInvalid": (Severity.ERROR, "QMQ: a pull-log tablet whose magic or CRC fails: the load stops "
+                             "there and it and later tablets are destroyed"),
+    "actionReplaySkipsActions": (Severity.WARNING, "QMQ: the action replay starts one byte past the last tablet's "
+                                 "end, so the actions written after it are not replayed: progress goes back"),
+    "recoveryCutsMessageLog": (Severity.ERROR, "QMQ: the next start cuts the message log before its written end: "
+                               "the records after the cut are dropped"),
+    "messagesServedEmpty": (Severity.ERROR, "QMQ: after the next start these sequences are served as SUCCESS "
+                            "with no message"),
+    "messagesNotServed": (Severity.ERROR, "QMQ: records in the message log that no sequence serves after the "
+                          "next start"),
 }
 
 # ID -> what the broker's next start does about it, by default (a finding may say more, e.g.
@@ -154,6 +186,14 @@ CONSEQUENCES: dict[str, Consequence] = {
     "indexFileNameInvalid": _N, "indexFileUnreadable": _N, "indexGeometryUnknown": _N, "indexChainBroken": _N,
     "indexHeaderInvalid": _N, "indexHeaderMismatch": _N, "indexTimestampBackwards": _N, "indexEntryNoRecord": _N,
     "indexEntryMismatch": _N, "indexKeyNotIndexed": _N, "indexMissing": _N, "indexFileNewerThanCheckpoint": _R,
+    # QMQ: LogManager.loadLogs throws on a name; DefaultStorage serves units past the log as SUCCESS
+    "logSegmentNameInvalid": _W, "logSegmentShort": _N, "messageRecordInvalid": _D, "payloadCrcMismatch": _D,
+    "messageSequenceGap": _N, "consumerLogUnitPastEnd": Consequence.SERVED_EMPTY,
+    "consumerLogUnitMismatch": Consequence.SERVED_EMPTY, "consumerLogUnitInvalid": Consequence.SERVED_EMPTY,
+    "messageNotInConsumerLog": _U, "checkpointUnreadable": _N,
+    "checkpointSubjectMissing": Consequence.SERVED_EMPTY, "actionRecordInvalid": Consequence.PROGRESS_LOST,
+    "pullLogTabletInvalid": Consequence.PROGRESS_LOST, "actionReplaySkipsActions": Consequence.PROGRESS_LOST,
+    "recoveryCutsMessageLog": _D, "messagesServedEmpty": Consequence.SERVED_EMPTY, "messagesNotServed": _U,
 }
 
 # The IDs by name: code says BODY_CRC_MISMATCH, never the string, so a typo is an ImportError.
@@ -243,6 +283,24 @@ INDEX_ENTRY_MISMATCH = "indexEntryMismatch"
 INDEX_KEY_NOT_INDEXED = "indexKeyNotIndexed"
 INDEX_MISSING = "indexMissing"
 INDEX_FILE_NEWER_THAN_CHECKPOINT = "indexFileNewerThanCheckpoint"
+# QMQ
+LOG_SEGMENT_NAME_INVALID = "logSegmentNameInvalid"
+LOG_SEGMENT_SHORT = "logSegmentShort"
+MESSAGE_RECORD_INVALID = "messageRecordInvalid"
+PAYLOAD_CRC_MISMATCH = "payloadCrcMismatch"
+MESSAGE_SEQUENCE_GAP = "messageSequenceGap"
+CONSUMER_LOG_UNIT_PAST_END = "consumerLogUnitPastEnd"
+CONSUMER_LOG_UNIT_MISMATCH = "consumerLogUnitMismatch"
+CONSUMER_LOG_UNIT_INVALID = "consumerLogUnitInvalid"
+MESSAGE_NOT_IN_CONSUMER_LOG = "messageNotInConsumerLog"
+CHECKPOINT_UNREADABLE = "checkpointUnreadable"
+CHECKPOINT_SUBJECT_MISSING = "checkpointSubjectMissing"
+ACTION_RECORD_INVALID = "actionRecordInvalid"
+PULL_LOG_TABLET_INVALID = "pullLogTabletInvalid"
+ACTION_REPLAY_SKIPS_ACTIONS = "actionReplaySkipsActions"
+RECOVERY_CUTS_MESSAGE_LOG = "recoveryCutsMessageLog"
+MESSAGES_SERVED_EMPTY = "messagesServedEmpty"
+MESSAGES_NOT_SERVED = "messagesNotServed"
 
 
 def finding(finding_id: str, path, offset: int | None, message: str, *, consequence: "Consequence | None" = None,
@@ -373,4 +431,21 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "consumerOffsetBelowMin": "Messages expired unconsumed: the next pull moves the group to the min offset (rmqtool offsets shows the lag).",
     "consumerOffsetAboveMax": "The queue lost consumed messages or the file is from another store: the next pull moves the group back.",
     "consumerOffsetForMissingQueue": "The queue is gone (deleted topic or lost directory): redispatch or clean the group's offsets.",
+    "logSegmentNameInvalid": "Move the file out of the log directory before the broker starts (it refuses to start).",
+    "logSegmentShort": "Nothing by itself (QMQ reads zeros past it); a record crossing the file's end is damaged.",
+    "messageRecordInvalid": "Damaged bytes: the next start cuts the message log there; salvage the records after it first.",
+    "payloadCrcMismatch": "The payload is damaged: the next start cuts the message log there; salvage what follows first.",
+    "messageSequenceGap": "Records of the subject are missing (or were written elsewhere): compare with its consumer log.",
+    "consumerLogUnitPastEnd": "Consumers get SUCCESS with no message for these sequences: rmqtool recover --apply cuts them.",
+    "consumerLogUnitMismatch": "Rebuild the subject's consumer log from the message log (rmqtool recover --apply).",
+    "consumerLogUnitInvalid": "Rebuild the subject's consumer log from the message log (rmqtool recover --apply).",
+    "messageNotInConsumerLog": "Consumers cannot reach these messages: rebuild the consumer log (rmqtool recover --apply).",
+    "checkpointUnreadable": "Nothing is lost (an older snapshot is used, the replay is longer); remove or restore the file.",
+    "checkpointSubjectMissing": "The subject's earlier messages will be served empty: rmqtool recover --apply rebuilds its consumer log.",
+    "actionRecordInvalid": "Pulls and acks after the damage are lost at the next start: consumers re-receive messages.",
+    "pullLogTabletInvalid": "Progress from the tablet on is replayed from the action log, or lost where that is gone.",
+    "actionReplaySkipsActions": "Expect consumers to re-receive messages after the next start (a QMQ replay quirk).",
+    "recoveryCutsMessageLog": "Run rmqtool recover to see every record lost; salvage them before the broker starts.",
+    "messagesServedEmpty": "Consumers would skip these messages: rmqtool recover --apply rebuilds the consumer logs first.",
+    "messagesNotServed": "Consumers cannot reach these records: rmqtool recover --apply rebuilds the consumer logs first.",
 }

@@ -22,13 +22,14 @@ import re
 from typing import Callable
 
 from conftest import FIXTURES, V4, V5, load_truth
-from helpers import cli_runner, writable_copy
+from helpers import cli_runner, expand_store, writable_copy
 from rmqtool import findings as f
 
 BASIC = V4 / "basic"
 CRC = V5 / "v2-and-crc"
 BATCHCQ = V5 / "batchcq"
 CONFIG = FIXTURES / "config"
+QMQ = FIXTURES / "qmq"
 
 # The broker's layouts, written out here (the fixtures' READMEs) rather than taken from the code under test
 UNIT = 20  # consume queue unit: commitLogOffset 8, size 4, tagsCode 8
@@ -39,6 +40,11 @@ INDEX_ENTRY = 20  # keyHash 4, phyOffset 8, timeDiff 4, prevIndex 4
 # sysFlag, bornTimestamp, bornHost (8 with IPv4), storeTimestamp @56, storeHost, reconsumeTimes,
 # preparedTransactionOffset, bodyLength, body @88 (IPv4 hosts), topic length and topic, properties
 QUEUE_OFFSET_AT, PHYSICAL_OFFSET_AT, STORE_TIMESTAMP_V4_AT, BODY_AT_V4 = 20, 28, 56, 88
+# QMQ (fixtures/qmq/README.md): a message log record is magic 4, attributes 1, timestamp 8,
+# sequence 8 @13, subject length 2 and subject, payload CRC 8, payload size 4, payload; a V1
+# consumer-log unit timestamp 8, wroteOffset 8 @8, wroteBytes 4, headerSize 2; a V2 unit 32 B
+# starting with the magic 0xA3B2
+QMQ_SEQUENCE_AT, QMQ_UNIT_V1, QMQ_UNIT_V2, QMQ_WROTE_OFFSET_AT = 13, 22, 32, 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,10 +59,17 @@ class At:
 class Scenario:
     source: pathlib.Path  # the fixture directory (store/ or input/store/ inside, truth.json beside)
     command: str = "verify"  # verify, recover, dump-commitlog or dump-consumequeue: run once over the copy
+    expand: bool = False  # kept trimmed (QMQ's): copied out to the sizes its engine left (helpers.expand_store)
 
     @property
     def store(self) -> pathlib.Path:
-        return self.source / "store" if (self.source / "store").is_dir() else self.source / "input" / "store"
+        for inside in ("store", "input/store", "input"):
+            if (self.source / inside).is_dir():
+                return self.source / inside
+        raise FileNotFoundError(self.source)
+
+    def copy(self, directory: pathlib.Path) -> pathlib.Path:
+        return (expand_store if self.expand else writable_copy)(self.store, directory)
 
     @property
     def truth(self) -> dict:
@@ -166,6 +179,11 @@ SCENARIOS: dict[str, Scenario] = {
     "dump-commitlog": Scenario(BASIC, "dump-commitlog"),  # what only reading bodies finds
     # what only reading the queues unit by unit finds (verify stops at a file it cannot read: exit 8)
     "dump-queues": Scenario(BATCHCQ, "dump-consumequeue"),
+    # QMQ's store (fixtures/qmq, written by DefaultStorage): damage that lets it start, damage
+    # that stops its start, and V2 consumer-log units
+    "qmq": Scenario(QMQ / "basic", expand=True),
+    "qmq-refused": Scenario(QMQ / "basic", expand=True),
+    "qmq-v2": Scenario(QMQ / "v2-consumerlog", expand=True),
 }
 
 
@@ -843,6 +861,139 @@ def _app():
     return app
 
 
+# ---- QMQ (basic, expanded; readBack in truth.json is what DefaultStorage read) -----------------
+
+def _qmq_records(d: Damage) -> list[dict]:
+    return d.truth["readBack"]["messageLog"]["records"]
+
+
+def _qmq_log(d: Damage, name: str = "messagelog") -> pathlib.Path:
+    return d.store / name / f"{0:020d}"
+
+
+def _qmq_cut(d: Damage) -> dict:
+    """One payload byte flipped three quarters into the log: QMQ's recovery cuts it there."""
+    rec = _qmq_records(d)[len(_qmq_records(d)) * 3 // 4]
+    at = rec["offset"] + rec["headerSize"] + rec["payloadSize"] // 2
+    d.patch(_qmq_log(d), at, bytes([d.read(_qmq_log(d), at, 1)[0] ^ 0xFF]))
+    return rec
+
+
+def payload_crc_mismatch(d: Damage) -> At:
+    return At(_qmq_log(d), d.once(_qmq_cut)["offset"])
+
+
+def recovery_cuts_message_log(d: Damage) -> At:
+    d.once(_qmq_cut)
+    return At(d.store / "messagelog", None)
+
+
+def _qmq_after_cut(d: Damage) -> str:
+    """A subject with records on both sides of the cut: sequences before it stay, later ones go."""
+    cut = d.once(_qmq_cut)
+    before = {r["subject"] for r in _qmq_records(d) if r["offset"] < cut["offset"]}
+    return next(r["subject"] for r in _qmq_records(d) if r["offset"] > cut["offset"] and r["subject"] in before)
+
+
+def messages_served_empty(d: Damage) -> At:
+    return At(d.store / "consumerlog" / _qmq_after_cut(d), None)
+
+
+def messages_not_served(d: Damage) -> At:
+    return d.once(_qmq_consumer_log_deleted)  # its records: no unit serves them after the start
+
+
+def _qmq_resequenced(d: Damage) -> dict:
+    """A record early in the log given a sequence 1000 past its own (its CRC covers the payload only)."""
+    rec = next(r for r in _qmq_records(d)[10:] if r["subject"] == "inventory.delta")
+    d.set_int(_qmq_log(d), rec["offset"] + QMQ_SEQUENCE_AT, 8, rec["sequence"] + 1000)
+    return rec
+
+
+def message_sequence_gap(d: Damage) -> At:
+    d.once(_qmq_resequenced)
+    return At(d.store / "messagelog", None)
+
+
+def consumer_log_unit_mismatch(d: Damage) -> At:
+    rec = d.once(_qmq_resequenced)
+    return At(d.store / "consumerlog" / rec["subject"] / f"{0:020d}", rec["sequence"] * QMQ_UNIT_V1)
+
+
+def consumer_log_unit_past_end(d: Damage) -> At:
+    path = d.store / "consumerlog" / "order.created" / f"{0:020d}"
+    d.set_int(path, 3 * QMQ_UNIT_V1 + QMQ_WROTE_OFFSET_AT, 8, 1 << 40)  # unit 3 points past every segment
+    return At(path, 3 * QMQ_UNIT_V1)
+
+
+def message_record_invalid(d: Damage) -> At:
+    end = max(r["offset"] + r["size"] for r in _qmq_records(d))
+    d.patch(_qmq_log(d), end, b"not a record" * 3)  # garbage after the last record
+    return At(_qmq_log(d), end)
+
+
+def _qmq_consumer_log_deleted(d: Damage) -> At:
+    """crash/e's damage: a subject's only consumer-log file deleted, its records before the
+    checkpoint the replay starts from."""
+    directory = d.store / "consumerlog" / "schedule.reminder"
+    (directory / f"{0:020d}").unlink()
+    return At(directory, None)
+
+
+def message_not_in_consumer_log(d: Damage) -> At:
+    return d.once(_qmq_consumer_log_deleted)
+
+
+def checkpoint_unreadable(d: Damage) -> At:
+    path = sorted((d.store / "checkpoint").glob("message-checkpoint.*"))[0]  # an old one: nothing else changes
+    path.write_text("2\n##garbled##\n")
+    return At(path, None)
+
+
+def checkpoint_subject_missing(d: Damage) -> At:
+    path = sorted((d.store / "checkpoint").glob("message-checkpoint.*"))[-1]  # the one a start loads
+    lines = [line for line in path.read_text().splitlines(keepends=True) if not line.startswith("支付")]
+    path.write_text("".join(lines))
+    return At(path, None)
+
+
+def action_record_invalid(d: Damage) -> At:
+    end = d.truth["readBack"]["actionLog"]["records"][-1]["endOffset"]
+    d.patch(_qmq_log(d, "actionlog"), end, b"garbage!" * 4)
+    return At(_qmq_log(d, "actionlog"), end)
+
+
+def action_replay_skips_actions(d: Damage) -> At:
+    return At(d.store / "pulllog_smt", None)  # as made: QMQ's replay starts past the tablet's end
+
+
+def log_segment_short(d: Damage) -> At:
+    legacy = d.truth["readBack"]["pullLogs"]["legacyPullLogs"][0]
+    path = d.store / "pulllog" / legacy["consumerId"] / legacy["groupAndSubject"] / f"{0:020d}"
+    with open(path, "r+b") as fh:
+        fh.truncate(64)
+    return At(path, 64)
+
+
+def log_segment_name_invalid(d: Damage) -> At:
+    path = d.store / "messagelog" / f"{0:020d}.bak"
+    path.write_bytes(b"a copy someone left")
+    return At(path, None)
+
+
+def pull_log_tablet_invalid(d: Damage) -> At:
+    path = d.store / d.truth["readBack"]["pullLogTablets"][0]["file"]
+    d.patch(path, 40, bytes([d.read(path, 40, 1)[0] ^ 0xFF]))  # a payload byte: the CRC fails
+    return At(path, None)
+
+
+def consumer_log_unit_invalid(d: Damage) -> At:
+    subject = sorted(d.truth["readBack"]["consumerLogs"])[0]
+    path = d.store / "consumerlog" / subject / f"{0:020d}"
+    d.patch(path, QMQ_UNIT_V2, b"\x00\x00")  # unit 1's magic gone
+    return At(path, QMQ_UNIT_V2)
+
+
 PRODUCERS: dict[str, Producer] = {
     # segments
     f.SEGMENT_NAME_INVALID: Producer("queues", segment_name_invalid),
@@ -929,6 +1080,24 @@ PRODUCERS: dict[str, Producer] = {
     f.INDEX_KEY_NOT_INDEXED: Producer("queues", index_key_not_indexed),
     f.INDEX_MISSING: Producer("gap", index_missing),
     f.INDEX_FILE_NEWER_THAN_CHECKPOINT: Producer("recover", index_file_newer_than_checkpoint, as_made=True),
+    # QMQ
+    f.PAYLOAD_CRC_MISMATCH: Producer("qmq", payload_crc_mismatch),
+    f.RECOVERY_CUTS_MESSAGE_LOG: Producer("qmq", recovery_cuts_message_log),
+    f.MESSAGES_SERVED_EMPTY: Producer("qmq", messages_served_empty),
+    f.MESSAGES_NOT_SERVED: Producer("qmq", messages_not_served),
+    f.MESSAGE_SEQUENCE_GAP: Producer("qmq", message_sequence_gap),
+    f.CONSUMER_LOG_UNIT_MISMATCH: Producer("qmq", consumer_log_unit_mismatch),
+    f.CONSUMER_LOG_UNIT_PAST_END: Producer("qmq", consumer_log_unit_past_end),
+    f.MESSAGE_RECORD_INVALID: Producer("qmq", message_record_invalid),
+    f.MESSAGE_NOT_IN_CONSUMER_LOG: Producer("qmq", message_not_in_consumer_log),
+    f.CHECKPOINT_UNREADABLE: Producer("qmq", checkpoint_unreadable),
+    f.CHECKPOINT_SUBJECT_MISSING: Producer("qmq", checkpoint_subject_missing),
+    f.ACTION_RECORD_INVALID: Producer("qmq", action_record_invalid),
+    f.ACTION_REPLAY_SKIPS_ACTIONS: Producer("qmq", action_replay_skips_actions, as_made=True),
+    f.LOG_SEGMENT_SHORT: Producer("qmq", log_segment_short),
+    f.LOG_SEGMENT_NAME_INVALID: Producer("qmq-refused", log_segment_name_invalid),
+    f.PULL_LOG_TABLET_INVALID: Producer("qmq-refused", pull_log_tablet_invalid),
+    f.CONSUMER_LOG_UNIT_INVALID: Producer("qmq-v2", consumer_log_unit_invalid),
 }
 
 
@@ -948,8 +1117,7 @@ class Run:
 
     def clean_where(self, finding_id: str) -> list[tuple[str | None, int | None]]:
         """Where the undamaged fixture's run reports it, paths as in this copy."""
-        source = SCENARIOS[self.name].store
-        found = _clean_findings(self.name, self.damage)
+        source, found = _clean_findings(self.name, self.damage, self.store.parent)
         return [(None if r["path"] is None else str(self.store / pathlib.Path(r["path"]).relative_to(source)),
                  r["offset"]) for r in found if r["finding"] == finding_id]
 
@@ -957,13 +1125,15 @@ class Run:
 _clean: dict = {}
 
 
-def _clean_findings(name: str, damage: Damage) -> list[dict]:
-    """The scenario's command over its undamaged fixture (read only: none of them writes), once
-    for scenarios that share a fixture and a command."""
+def _clean_findings(name: str, damage: Damage, scratch: pathlib.Path) -> tuple[pathlib.Path, list[dict]]:
+    """The scenario's command over its undamaged fixture (read only: none of them writes; a
+    trimmed one expanded first, into ``scratch``), once for scenarios that share a fixture
+    and a command; (the store it read, its findings)."""
     scenario = SCENARIOS[name]
     key = (scenario.store, scenario.command)
     if key not in _clean:
-        _clean[key] = _findings_of(scenario.command, scenario.store, damage)
+        store = scenario.copy(scratch / f"clean-{len(_clean)}") if scenario.expand else scenario.store
+        _clean[key] = store, _findings_of(scenario.command, store, damage)
     return _clean[key]
 
 
@@ -1031,7 +1201,7 @@ def _unprivileged():
 def run_scenario(name: str, directory: pathlib.Path) -> Run:
     """Copy the scenario's store into ``directory``, apply its recipes in the table's order, run its command once."""
     scenario = SCENARIOS[name]
-    store = writable_copy(scenario.store, directory / "store")
+    store = scenario.copy(directory / "store")
     d = Damage(store, scenario.truth)
     expected = {finding_id: p.recipe(d) for finding_id, p in PRODUCERS.items() if p.scenario == name}
     return Run(name, store, d, expected, _findings_of(scenario.command, store, d))

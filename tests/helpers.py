@@ -123,3 +123,58 @@ def cli_runner():
         return CliRunner(mix_stderr=False)
     except TypeError:  # click 8.2 keeps stderr apart already
         return CliRunner()
+
+
+def expand_store(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
+    """A fixture store kept small (files trimmed of their trailing zeros, their real sizes in a
+    ``sizes.json`` beside them; empty directories listed as ``"dir/": 0``) written out as its
+    engine left it: each file extended to its size as a sparse file. Returns ``dst``."""
+    import json
+    import shutil
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("sizes.json"))
+    for listing in sorted(src.rglob("sizes.json")):
+        base = dst / listing.parent.relative_to(src)
+        for rel, size in json.loads(listing.read_text()).items():
+            target = base / rel
+            if rel.endswith("/"):
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "ab") as f:
+                f.truncate(size)
+    for p in [dst, *dst.rglob("*")]:  # fixture files may be read-only on disk
+        p.chmod(p.stat().st_mode | 0o200)
+    return dst
+
+
+def file_fingerprint(path: pathlib.Path) -> tuple:
+    """A file's size and the sha256 of its non-zero 64 KiB blocks with their positions: equal
+    for equal bytes, and quick on a sparse file (its holes are skipped, not read)."""
+    import errno
+    import hashlib
+    import os
+    digest, block = hashlib.sha256(), 1 << 16
+    with open(path, "rb") as f:
+        fd, size = f.fileno(), os.fstat(f.fileno()).st_size
+        pos = 0
+        while pos < size:
+            try:
+                data = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:
+                    break
+                raise
+            hole = os.lseek(fd, data, os.SEEK_HOLE)
+            at = max(pos, data - data % block)
+            while at < hole:
+                chunk = os.pread(fd, min(block, size - at), at)
+                if chunk.count(0) != len(chunk):
+                    digest.update(at.to_bytes(8, "big") + chunk)
+                at += block
+            pos = max(at, hole)
+    return size, digest.hexdigest()
+
+
+def tree_fingerprint(root: pathlib.Path) -> dict:
+    """Every file (fingerprinted) and directory under ``root``."""
+    return {str(p.relative_to(root)): file_fingerprint(p) if p.is_file() else "dir" for p in sorted(root.rglob("*"))}

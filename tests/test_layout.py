@@ -27,7 +27,7 @@ ALLOWED = {
     "report": BASE | {"store", "report"},
     "inspect": BASE | {"store", "query", "recovery", "report", "inspect"},
     "spark": BASE | {"store", "verify", "query", "report", "inspect", "spark"},
-    "families": BASE | {"store", "dispatch", "recovery", "query", "verify", "inspect", "report", "families"},
+    "families": BASE | {"store", "dispatch", "recovery", "engine", "query", "verify", "inspect", "report", "families"},
 }
 
 

@@ -128,8 +128,8 @@ def test_the_manifest_is_written_before_the_store_changes(tmp_path, monkeypatch)
             raise OSError("cut short")
         calls.append(path)
         real(path, start, end)
-    real = apply_module._write_zeros
-    monkeypatch.setattr(apply_module, "_write_zeros", fail_after_first)
+    real = apply_module.write_zeros
+    monkeypatch.setattr(apply_module, "write_zeros", fail_after_first)
     assert sum(a.kind == "zero" for a in plan.actions) >= 2
     with pytest.raises(OSError):
         apply_plan(plan, tmp_path / "backup")

@@ -62,7 +62,14 @@ ON_DAMAGED = {
     "dump index": ExitCode.OK,
     "dump checkpoint": ExitCode.OK,
     "dump config": ExitCode.OK,
+    # QMQ's dump kinds: a RocketMQ store is not a QMQ store
+    "dump messagelog": ExitCode.BAD_INPUT,
+    "dump consumerlog": ExitCode.BAD_INPUT,
+    "dump actionlog": ExitCode.BAD_INPUT,
+    "dump pulllog": ExitCode.BAD_INPUT,
 }
+QMQ_KINDS = {"dump messagelog", "dump consumerlog", "dump actionlog", "dump pulllog"}
+QMQ_STORE = V4.parent / "qmq" / "basic" / "store"  # read only: the dump kinds print from it as it is
 # Each of these starts a Spark session (about 20 s of JVM start on this machine kind) once its
 # arguments pass: they take part in the argument checks, which fail before Spark starts
 SPARK_STARTS = {"spark export", "spark query", "spark stats", "spark verify"}
@@ -192,6 +199,8 @@ def closed_pipe_argv(name: str, tmp_path: pathlib.Path) -> list[str]:
         return ["undo", str(backups[0])]
     if name == "append":  # a damaged store is refused before anything is printed: recover it first
         return [*argv(name, store, tmp_path), "--recover"]
+    if name in QMQ_KINDS:  # QMQ's files: a QMQ store
+        return argv(name, QMQ_STORE, tmp_path)
     return argv(name, store, tmp_path)
 
 

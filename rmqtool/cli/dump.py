@@ -1,4 +1,5 @@
-"""rmqtool dump commitlog|consumequeue|index|checkpoint|config PATH
+"""rmqtool dump commitlog|consumequeue|index|checkpoint|config PATH (a RocketMQ store),
+rmqtool dump messagelog|consumerlog|actionlog|pulllog|checkpoint PATH (a QMQ store)
 
 PATH is a store directory or a single file of that kind. Rows go to stdout in the chosen
 format; damage is shown as rows too (record "corrupt") and sets exit code 3.
@@ -184,13 +185,19 @@ def dump_index(
 
 @dump_app.command("checkpoint", epilog=examples(
     "rmqtool dump checkpoint /data/store",
-    "rmqtool dump checkpoint /data/store/checkpoint -f json"))
+    "rmqtool dump checkpoint /data/store/checkpoint -f json",
+    "rmqtool dump checkpoint /data/qmq-store -f jsonl   # QMQ: every snapshot, the loaded one marked"))
 @boundary
 def dump_checkpoint(
-    path: pathlib.Path = typer.Argument(..., help="Store dir or the checkpoint file."),
+    path: pathlib.Path = typer.Argument(..., help="Store dir or the checkpoint file (QMQ: the store dir, "
+                                        "checkpoint/ or one snapshot)."),
     fmt: OutputFormat = FormatOpt,
 ):
-    """The checkpoint: physic, logics and index timestamps (and 5.x masterFlushedOffset, confirmPhyOffset)."""
+    """The checkpoint: physic, logics and index timestamps (and 5.x masterFlushedOffset, confirmPhyOffset);
+    on a QMQ store every message and action checkpoint snapshot, and which one a start loads."""
+    if qmq_root(path) is not None:
+        _qmq_rows(path, "checkpoint", fmt, None, False, None)
+        return
     findings: list = []
     row = with_human_times(dump_sources.checkpoint_row(path, findings))
     render_document(row, fmt.value, title="checkpoint")
@@ -212,3 +219,71 @@ def dump_config(
     for row in dump_sources.config_rows(path, findings):
         sink.row(row)
     _finish(sink, findings)
+
+
+# --- QMQ's store (the family's dump kinds: families/qmq.py) -----------------------------------
+
+QMQ_KINDS = {"messagelog": "qmq_message", "consumerlog": "qmq_unit", "actionlog": "qmq_action",
+             "pulllog": "qmq_pull", "checkpoint": "qmq_checkpoint"}
+
+
+def _qmq_rows(path: pathlib.Path, kind: str, fmt: OutputFormat, limit: Optional[int], wide: bool,
+              columns: Optional[str], *, body: str = "base64", subject: Optional[str] = None) -> None:
+    from rmqtool.inspect.qmq.dumps import dump_rows
+    root = require_qmq_root(path, kind)
+    sink = Sink(fmt.value, kind=QMQ_KINDS[kind], wide=wide, select=columns)
+    damaged = 0
+    for n, row in enumerate(dump_rows(root, kind, body=body, subject=subject, only=None if path == root else path)):
+        if limit is not None and n >= limit:
+            break
+        damaged += row.get("record") == "corrupt" or row.get("payload_crc_ok") is False
+        sink.row(with_human_times(row))
+    _finish(sink, [], damaged)
+
+
+def _qmq_command(kind: str, what: str, *examples_: str):
+    @dump_app.command(kind, epilog=examples(*examples_))
+    @boundary
+    def command(
+        path: pathlib.Path = typer.Argument(..., help=f"A QMQ store dir, its {kind}/ dir, or one {kind} file."),
+        fmt: OutputFormat = FormatOpt,
+        limit: Optional[int] = LimitOpt,
+        wide: bool = WideOpt,
+        columns: Optional[str] = ColumnsOpt,
+        body: BodyMode = typer.Option(BodyMode.base64, "--body", help="messagelog: how to show each body."),
+        subject: Optional[str] = typer.Option(None, "--subject", "-s", help="consumerlog: only this subject."),
+    ):
+        _qmq_rows(path, kind, fmt, limit, wide, columns, body=body.value, subject=subject)
+    command.__doc__ = what
+    command.__name__ = f"dump_{kind}"
+    return command
+
+
+_qmq_command("messagelog", "QMQ's message log records (payload decoded: message id, tags, attributes); damage "
+             "as corrupt rows.", "rmqtool dump messagelog /data/qmq-store -n 20",
+             "rmqtool dump messagelog /data/qmq-store --body text -f jsonl | jq -c .attrs")
+_qmq_command("consumerlog", "QMQ's consumer-log units (V1 22 B, V2 32 B), fill units included.",
+             "rmqtool dump consumerlog /data/qmq-store -s order.created -f jsonl")
+_qmq_command("actionlog", "QMQ's action log: every PULL, RANGE_ACK and FOREVER_OFFLINE.",
+             "rmqtool dump actionlog /data/qmq-store -f jsonl | jq -c 'select(.action==\"PULL\")'")
+_qmq_command("pulllog", "QMQ's legacy pull logs (pulllog/): the message sequence of each pull.",
+             "rmqtool dump pulllog /data/qmq-store")
+
+
+def qmq_root(path: pathlib.Path) -> pathlib.Path | None:
+    """The QMQ store root ``path`` is or lies in (a store dir, a log dir, a file), or None."""
+    from rmqtool.store.family import QMQ
+    for candidate in (path, *path.parents):
+        if candidate.is_dir() and QMQ.holds(candidate):
+            return candidate
+    return None
+
+
+def require_qmq_root(path: pathlib.Path, kind: str) -> pathlib.Path:
+    from rmqtool.errors import NotAStore, StoreNotFound
+    if not path.exists():
+        raise StoreNotFound("no such file or directory", path)
+    root = qmq_root(path)
+    if root is None:
+        raise NotAStore(f"not in a QMQ store (dump {kind} reads QMQ's messagelog/, consumerlog/, actionlog/)", path)
+    return root

@@ -10,7 +10,6 @@ from rmqtool.cli.params import examples
 
 from rmqtool.cli.common import OutputFormat, Stores, boundary
 from rmqtool.families import tools_at
-from rmqtool.store.live import LiveStore
 from rmqtool.report.records import with_human_times
 from rmqtool.report.sink import render_document, render_documents_json, report_findings, warn, write_line
 
@@ -48,10 +47,10 @@ def info(
 def _one(store: pathlib.Path, fmt: OutputFormat, wide: bool, collect: list | None) -> int:
     """Print (or, for a JSON array of several, collect) one store's document; its exit code."""
     tools = tools_at(store)  # the store's family computes what info shows
-    doc, findings = tools.info(tools.open_view(store, purpose="info"))
-    s = doc["store"]
-    if s["live"]:
-        warn(LiveStore(pathlib.Path(s["path"]), s["locked_by_pid"], s["consistent_commit_log_end"]).note())
+    view = tools.open_view(store, purpose="info")
+    doc, findings = tools.info(view)
+    if view.live is not None:  # a running broker's store: what its family says of reading it
+        warn(view.live.note())
     doc = with_human_times(doc)
     if collect is not None and fmt == OutputFormat.json:
         collect.append(doc)

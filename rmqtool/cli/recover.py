@@ -58,11 +58,10 @@ def recover(
     only be the broker's default until it is given, or --assume-defaults).
     """
     from rmqtool.cli.sizes import size_words
-    from rmqtool.engine.recover_store import recover_store
+    from rmqtool.engine.recover_store import RecoverRequest
+    from rmqtool.families import tools_at
     from rmqtool.recovery.commitlog_walk import V5
     from rmqtool.recovery.outcome import Settings
-    from rmqtool.report.plans import show_recovery_plan
-    from rmqtool.families import tools_at
 
     check_semantics(semantics)
     if verify_prop_crc and semantics not in (None, V5):
@@ -74,13 +73,17 @@ def recover(
     given = sizes.given()
     settings = Settings(semantics=semantics, from_checkpoint=from_checkpoint, check_crc=not no_check_crc,
                         verify_prop_crc=verify_prop_crc)
-    again = (["--semantics", semantics] if semantics else []) + [
+    flags = (["--semantics", semantics] if semantics else []) + [
         flag for flag, on in (("--from-checkpoint", from_checkpoint), ("--verify-prop-crc", verify_prop_crc),
-                              ("--no-check-crc", no_check_crc), ("--keep-index", keep_index),
-                              ("--force", to is not None or force)) if on] + size_words(given)
-    run = recover_store(view, settings, given=given, keep_index=keep_index, apply=apply, to=to, force=force,
-                        backup_dir=backup_dir, again=tuple(again))
-    show_recovery_plan(run.doc, run.plan, fmt.value, applied=run.applied, sizes=run.sizes)
+                              ("--no-check-crc", no_check_crc), ("--keep-index", keep_index)) if on]
+    flags += size_words(given)
+    again = flags + (["--force"] if to is not None or force else [])
+    request = RecoverRequest(apply=apply, to=to, force=force, backup_dir=backup_dir, settings=settings, given=given,
+                             keep_index=keep_index, again=tuple(again),
+                             rocketmq_flags=tuple(f for f in flags + (["--force"] if force else [])
+                                                  if f.startswith("--")))
+    run = tools.recover(view, request)
+    tools.show_recover(run, fmt.value)
     if run.refusal is not None:
         raise run.refusal
     if run.exit_code:

@@ -12,6 +12,22 @@ import shutil
 from rmqtool.errors import CorruptData, ExitCode, RepairUnfinished, UsageError
 
 
+@dataclasses.dataclass(frozen=True)
+class RecoverRequest:
+    """What the recover command asks, for any family: ``settings``, ``given`` (sizes),
+    ``keep_index`` and ``again`` (the options that run it again) are RocketMQ's;
+    ``rocketmq_flags`` names those given, for a family that has no use for them to refuse."""
+    apply: bool = False
+    to: pathlib.Path | None = None
+    force: bool = False
+    backup_dir: pathlib.Path | None = None
+    settings: object = None
+    given: object = None
+    keep_index: bool = False
+    again: tuple[str, ...] = ()
+    rocketmq_flags: tuple[str, ...] = ()
+
+
 @dataclasses.dataclass
 class RecoverRun:
     """What recover did: ``doc`` (the plan's JSON, with sizes and what was applied) and why

@@ -35,13 +35,21 @@ class FamilyTools(Protocol):
     def plan_recovery(self, view: StoreView, **options) -> Any:
         """What the broker's next start changes, as a plan ``apply_plan`` can carry out."""
 
+    def recover(self, view: StoreView, request: Any) -> Any:
+        """recover as the command asks it (``engine/recover_store.RecoverRequest``): the plan
+        and, with ``apply``, the repair; a run with ``doc``, ``applied``, ``refusal``, ``exit_code``."""
+
+    def show_recover(self, run: Any, fmt: str) -> None:
+        """Print a recover run's plan (table, jsonl or json)."""
+
     def semantics(self, view: StoreView) -> Any:
         """Which version's rules the store follows, and why (a family with one set of rules: None)."""
 
 
 def _registry() -> dict[str, FamilyTools]:
+    from rmqtool.families.qmq import QMQ_TOOLS
     from rmqtool.families.rocketmq import ROCKETMQ_TOOLS
-    return {ROCKETMQ_TOOLS.family.name: ROCKETMQ_TOOLS}
+    return {tools.family.name: tools for tools in (ROCKETMQ_TOOLS, QMQ_TOOLS)}
 
 
 def tools_at(path: str | os.PathLike) -> FamilyTools:

@@ -37,6 +37,17 @@ class RocketMQTools:
         from rmqtool.recovery.plan import plan_recovery
         return plan_recovery(view, **options)
 
+    def recover(self, view: StoreView, request):
+        """recover: the plan, and with ``request.apply`` the engine's repair (engine/recover_store.py)."""
+        from rmqtool.engine.recover_store import recover_store
+        return recover_store(view, request.settings, given=request.given, keep_index=request.keep_index,
+                             apply=request.apply, to=request.to, force=request.force,
+                             backup_dir=request.backup_dir, again=request.again)
+
+    def show_recover(self, run, fmt: str) -> None:
+        from rmqtool.report.plans import show_recovery_plan
+        show_recovery_plan(run.doc, run.plan, fmt, applied=run.applied, sizes=run.sizes)
+
     def semantics(self, view: StoreView):
         from rmqtool.recovery.semantics import detect_semantics
         return detect_semantics(view.paths, view.segments if view.has_commit_log else [])

@@ -128,7 +128,7 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
             continue  # only kept: dispatch changes it later
         intent.step()
         if entry.action == ZERO:
-            _write_zeros(path, entry.start, entry.end)
+            write_zeros(path, entry.start, entry.end)
             zeroed += entry.end - entry.start
         else:
             try:
@@ -145,7 +145,7 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
     return Applied(plan, backup, manifest, zeroed, deleted, deleted_bytes)
 
 
-def _write_zeros(path: pathlib.Path, start: int, end: int) -> None:
+def write_zeros(path: pathlib.Path, start: int, end: int) -> None:
     try:
         fd = os.open(path, os.O_RDWR)
     except OSError as exc:
@@ -252,7 +252,7 @@ def apply_file_changes(root: str | os.PathLike, changes, backup_dir: str | os.Pa
                 deleted += 1
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                _move_in(ready, path)
+                move_in(ready, path)
             sync_dir(path.parent)
         except OSError as exc:
             raise StoreAccessError(f"cannot write ({exc.strerror})", path) from None
@@ -261,7 +261,7 @@ def apply_file_changes(root: str | os.PathLike, changes, backup_dir: str | os.Pa
     return Applied(None, backup, manifest, 0, deleted, deleted_bytes)
 
 
-def _move_in(ready: pathlib.Path, target: pathlib.Path) -> None:
+def move_in(ready: pathlib.Path, target: pathlib.Path) -> None:
     """A rename when the backup is on the store's file system (atomic); else the bytes copied
     over the target and forced (the backup holds the original, the intent record the rest)."""
     try:

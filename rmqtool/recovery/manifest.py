@@ -8,11 +8,11 @@ apply cut short can always be undone::
      "created": "2026-11-22T02:47:42.136+00:00", "plan": {...RecoveryPlan.to_json()},
      "entries": [{"action": "zero" | "delete", "file": "commitlog/00000000000000262144"
                   (relative to the store), "start": 33066, "end": 33391 (the byte range the
-                  action changes; a deleted file: 0 .. its size), "sha256": "<hex of the
-                  original bytes>", "copy": "copies/0000.bin", "mode": 420}],
+                  action changes; a deleted file: 0 .. its size), "sha256": "blocks-sha256:<hex>"
+                  (the original bytes' block digest, below), "copy": "copies/0000.bin", "mode": 420}],
      "listing": ["checkpoint", "commitlog/...", "consumequeue/T/0/...", "index/...", ...],
      "directories": ["commitlog", "consumequeue", "consumequeue/T", ...],
-     "after": {"listing": [...], "directories": [...], "files": {"commitlog/...": [size, "<sha256>"], ...}}}
+     "after": {"listing": [...], "directories": [...], "files": {"commitlog/...": [size, "blocks-sha256:<hex>"], ...}}}
 
 Besides the plan's own actions, entries with the action ``restore`` hold whole files that
 re-dispatching after the plan appends to (the checkpoint, the abort marker, the last file of
@@ -22,13 +22,14 @@ before the apply: undo puts the restore entries back whole and removes files mad
 names every directory before, so that undo removes only directories made since.
 
 ``after`` is the state the repair left (written once its last change is on disk): the
-listing, and the size and sha256 of every file undo would write or remove. Undo refuses a
+listing, and the size and block digest of every file undo would write or remove. Undo refuses a
 store that differs from it (something was written since: undoing would destroy it) unless
 forced.
 """
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 import os
@@ -117,7 +118,7 @@ def record_after(backup_dir: pathlib.Path, root: pathlib.Path) -> Manifest:
     for name in _covered(manifest, files):
         path = root / name
         if path.is_file():
-            state[name] = [path.stat().st_size, file_sha256(path)]
+            state[name] = [path.stat().st_size, content_digest(path)]
     after = {"listing": [f for f in files if f != LOCK_NAME], "directories": list(dirs), "files": state}
     manifest = dataclasses.replace(manifest, after=after)
     write_manifest(backup_dir, manifest)
@@ -139,33 +140,107 @@ def first_change_since(manifest: Manifest, root: pathlib.Path) -> str | None:
         st = path.stat()
         if st.st_size != size:
             return f"{name} is {st.st_size} bytes, the repair left {size}"
-        if file_sha256(path) != digest:
+        if not digest_matches(path, digest):
             return f"{name} was written since (its sha256 differs)"
     for name in sorted(set(dirs) ^ set(after["directories"])):
         return f"the directory {name} was {'made' if name in dirs else 'removed'} since"
     return None
 
 
+# A digest of a byte range that costs nothing over holes: sha256 over the range's length, then
+# each DIGEST_BLOCK-sized block (counted from the range's start) that holds a non-zero byte,
+# with its position. Equal bytes give equal digests whether their zeros are holes or not, and
+# a 1 GiB segment that is mostly hole (QMQ maps segments at full size) is read in milliseconds.
+DIGEST_PREFIX = "blocks-sha256:"
+DIGEST_BLOCK = 1 << 20
+
+
+def _data_extents(fd: int, start: int, end: int):
+    """The (from, to) ranges of [start, end) that are not holes (the whole range where the
+    file system cannot say)."""
+    if not hasattr(os, "SEEK_DATA"):
+        yield start, end
+        return
+    pos = start
+    while pos < end:
+        try:
+            data = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # nothing but hole after pos
+                return
+            yield pos, end
+            return
+        if data >= end:
+            return
+        hole = min(os.lseek(fd, data, os.SEEK_HOLE), end)
+        yield data, hole
+        pos = hole
+
+
+def nonzero_blocks(fd: int, start: int, end: int, path: pathlib.Path):
+    """(position, bytes) of each block of [start, end) holding a non-zero byte, in order."""
+    done = start  # blocks before this are read
+    for lo, hi in _data_extents(fd, start, end):
+        block = max(done, lo - (lo - start) % DIGEST_BLOCK)
+        while block < hi:
+            n = min(DIGEST_BLOCK, end - block)
+            chunk = os.pread(fd, n, block)
+            if len(chunk) < n:
+                raise StoreAccessError(f"the file ends at {block + len(chunk)}, before {end}", path, block)
+            if chunk.count(0) != n:
+                yield block, chunk
+            block += n
+        done = max(done, block)
+
+
+def _digest_update(digest, position: int, chunk: bytes) -> None:
+    digest.update(position.to_bytes(8, "big"))
+    digest.update(chunk)
+
+
+def content_digest(path: pathlib.Path, start: int = 0, end: int | None = None) -> str:
+    """The block digest (DIGEST_PREFIX) of bytes [start, end) of a file (end: its size)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise StoreNotFound("a backup copy is missing", path) from None
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
+    try:
+        end = os.fstat(fd).st_size if end is None else end
+        digest = hashlib.sha256((end - start).to_bytes(8, "big"))
+        for position, chunk in nonzero_blocks(fd, start, end, path):
+            _digest_update(digest, position - start, chunk)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
+    finally:
+        os.close(fd)
+    return DIGEST_PREFIX + digest.hexdigest()
+
+
+def digest_matches(path: pathlib.Path, recorded: str) -> bool:
+    """Whether a whole file has the digest a manifest recorded (a block digest, or the plain
+    sha256 that backups written before held)."""
+    if recorded.startswith(DIGEST_PREFIX):
+        return content_digest(path) == recorded
+    return file_sha256(path) == recorded
+
+
 def copy_range(path: pathlib.Path, start: int, end: int, copy: pathlib.Path) -> str:
-    """Copy bytes [start, end) of ``path`` into a new file ``copy``, forced to disk; their sha256."""
-    digest = hashlib.sha256()
+    """Copy bytes [start, end) of ``path`` into a new file ``copy`` (its zeros left as holes),
+    forced to disk; their block digest."""
+    digest = hashlib.sha256((end - start).to_bytes(8, "big"))
     try:
         src = os.open(path, os.O_RDONLY)
     except OSError as exc:
         raise StoreAccessError(f"cannot open to back up ({exc.strerror})", path) from None
     try:
+        if os.fstat(src).st_size < end:
+            raise StoreAccessError(f"the file ends at {os.fstat(src).st_size}, before {end}", path)
         with open(copy, "xb") as out:
-            pos = start
-            while pos < end:
-                chunk = os.pread(src, min(COPY_CHUNK, end - pos), pos)
-                if not chunk:
-                    raise StoreAccessError(f"the file ends at {pos}, before {end}", path, pos)
-                digest.update(chunk)
-                if chunk.count(0) == len(chunk):
-                    out.seek(len(chunk), os.SEEK_CUR)  # zeros stay a hole: a made-ahead segment costs nothing
-                else:
-                    out.write(chunk)
-                pos += len(chunk)
+            for position, chunk in nonzero_blocks(src, start, end, path):
+                _digest_update(digest, position - start, chunk)
+                os.pwrite(out.fileno(), chunk, position - start)
             out.truncate(end - start)
             out.flush()
             os.fsync(out.fileno())
@@ -173,7 +248,7 @@ def copy_range(path: pathlib.Path, start: int, end: int, copy: pathlib.Path) -> 
         raise StoreAccessError(f"cannot back up ({exc.strerror})", copy) from None
     finally:
         os.close(src)
-    return digest.hexdigest()
+    return DIGEST_PREFIX + digest.hexdigest()
 
 
 def file_sha256(path: pathlib.Path) -> str:

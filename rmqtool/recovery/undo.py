@@ -2,9 +2,9 @@
 was before, every name and every byte, from its backup's manifest.
 
 Refused, changing nothing, when the store is no longer as the repair left it (the manifest's
-``after``: a file made or removed since, a covered file of another size or sha256): what was
+``after``: a file made or removed since, a covered file of another size or digest): what was
 written since would be destroyed (e2undo refuses the same way); ``force`` overrides. Each copy
-is checked against the sha256 the manifest recorded before anything is written. Then, under an
+is checked against the digest the manifest recorded before anything is written. Then, under an
 intent record (``intent.py``: a kill is finished by running undo again): files made since the
 repair go, ranges that were zeroed get their bytes back, files deleted or rewritten come back
 whole with their permission bits, directories made since go and those removed come back.
@@ -18,7 +18,7 @@ import shlex
 
 from rmqtool.errors import CorruptData, RepairUnfinished, StoreAccessError, StoreChangedSince, StoreLocked
 import rmqtool.recovery.intent as intent
-from rmqtool.recovery.manifest import (COPY_CHUNK, LOCK_NAME, file_sha256, first_change_since,
+from rmqtool.recovery.manifest import (LOCK_NAME, digest_matches, first_change_since, nonzero_blocks,
                                        read_manifest, store_listing, sync_dir)
 from rmqtool.recovery.plan import ZERO
 from rmqtool.store.lock import is_locked
@@ -93,8 +93,8 @@ def _check_undoable(backup: pathlib.Path, manifest, root: pathlib.Path, force: b
             raise StoreChangedSince(f"not undone: {change}, after the repair; undoing would destroy what was "
                                     f"written (--force undoes all the same)", root)
     for entry in manifest.entries:  # every copy whole before the first byte is written
-        if file_sha256(backup / entry.copy) != entry.sha256:
-            raise CorruptData(f"the backup copy of {entry.file} does not match the manifest's sha256",
+        if not digest_matches(backup / entry.copy, entry.sha256):
+            raise CorruptData(f"the backup copy of {entry.file} does not match the manifest's digest",
                               backup / entry.copy)
 
 
@@ -159,14 +159,14 @@ def _repair_command(manifest, root: pathlib.Path) -> str:
 
 def _copy_back(copy: pathlib.Path, fd: int, position: int) -> None:
     """The copy's bytes at ``position``; zeros are skipped (a zeroed range holds them already, a
-    file made again is extended over them), so a sparse copy stays sparse."""
+    file made again is extended over them), so a sparse copy stays sparse and its holes are
+    not read."""
     with open(copy, "rb") as f:
-        while chunk := f.read(COPY_CHUNK):
-            if chunk.count(0) != len(chunk):
-                os.pwrite(fd, chunk, position)
-            position += len(chunk)
-    if os.fstat(fd).st_size < position:
-        os.ftruncate(fd, position)
+        size = os.fstat(f.fileno()).st_size
+        for at, chunk in nonzero_blocks(f.fileno(), 0, size, copy):
+            os.pwrite(fd, chunk, position + at)
+    if os.fstat(fd).st_size < position + size:
+        os.ftruncate(fd, position + size)
 
 
 def roll_back_unfinished(root: str | os.PathLike, operation: str) -> pathlib.Path | None:

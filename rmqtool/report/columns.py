@@ -80,6 +80,37 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         num("master_flushed_offset", None), num("confirm_phy_offset", None), fixed("has_5x_fields", None),
         text("file", None, 100)),
     "config": (text("file", 1, 24), fixed("source", 2, 6), text("document", 3, 200, 20), text("path", None, 100)),
+    # QMQ's store (report/qmq/records.py)
+    "qmq_message": (
+        num("message_log_offset", 1), text("subject", 2, 40, 10), num("sequence", 3), num("store_size", 6, 5),
+        fixed("store_timestamp", 5, TIME), text("message_id", 4, 40, 12), text("tags", 8, 24),
+        fixed("payload_crc_ok", 7), text("body", 9, 60, 10), fixed("record", None), fixed("family", None),
+        num("header_size", None), fixed("magic_code", None, 10), num("message_version", None),
+        num("payload_crc", None), num("payload_length", None), text("payload_subject", None, 60),
+        num("flag", None), fixed("delay", None), fixed("low_reliability", None),
+        fixed("created_timestamp", None, TIME), fixed("expire_timestamp", None, TIME), text("attrs", None, 80),
+        num("body_length", None), text("payload_error", None, 60), text("reason", None, 60),
+        text("file", None, 100), num("file_position", None)),
+    "qmq_unit": (
+        text("subject", 1, 40, 10), num("sequence", 2), fixed("kind", 3, 7), num("message_log_offset", 4),
+        num("store_size", 5), num("header_size", 6), fixed("store_timestamp", 7, TIME), fixed("record", None),
+        fixed("family", None), num("tablet_id", None), num("tablet_position", None), text("file", None, 100),
+        num("file_position", None)),
+    "qmq_action": (
+        num("action_log_offset", 1), fixed("action", 2, 15), text("subject", 3, 40, 10), text("group", 4, 30, 10),
+        text("consumer_id", 5, 30, 10), num("first_sequence", 6), num("last_sequence", 7),
+        fixed("store_timestamp", 8, TIME), num("first_pull_sequence", None), num("last_pull_sequence", None),
+        fixed("broadcast", None), num("action_log_end_offset", None), num("store_size", None),
+        fixed("record", None), fixed("family", None), text("reason", None, 60), text("file", None, 100),
+        num("file_position", None)),
+    "qmq_pull": (
+        text("consumer_id", 1, 30, 10), text("group", 2, 30, 10), text("subject", 3, 40, 10),
+        num("pull_sequence", 4), num("sequence", 5), fixed("record", None), fixed("family", None),
+        text("file", None, 100), num("file_position", None)),
+    "qmq_checkpoint": (
+        text("file", 1, 80, 20), num("version", 2, 12), fixed("loaded", 3), num("message_log_offset", 4),
+        num("action_log_offset", 5), text("reason", 6, 60, 12), text("max_sequences", None, 80),
+        text("groups", None, 80), fixed("record", None), fixed("family", None)),
     "finding": (
         text("store_name", 0, 24, 10), text("finding", 1, 30, 30), fixed("severity", 2, 8), text("path", 4, 60, 24), num("offset", 5, 10),
         text("message", 3, 120, 36), fixed("consequence", None, 13), text("topic", None, 40), num("queue_id", None),

@@ -11,7 +11,7 @@ from typing import TextIO
 from rmqtool.report.sink import render_document
 
 
-def _numbered(lines: list[str], out: TextIO) -> None:
+def numbered(lines: list[str], out: TextIO) -> None:
     width = min(shutil.get_terminal_size((80, 24)).columns, 100)
     for n, line in enumerate(lines, 1):
         out.write(textwrap.fill(line, width=width, initial_indent=f"{n:>2}. ", subsequent_indent="    ") + "\n")
@@ -42,7 +42,7 @@ def show_recovery_plan(doc: dict, plan, fmt: str, applied: bool = False, sizes=N
     if sizes is not None:
         lines += size_lines(sizes, doc["sizes_unknown"])
     out = sys.stdout
-    _numbered(lines, out)
+    numbered(lines, out)
     if applied:
         a = doc["applied"]
         if not a.get("backup_dir") and plan.changes_nothing:
@@ -150,4 +150,4 @@ def show_redispatch_plan(doc: dict, fmt: str, sizes) -> None:
     lines += size_lines(sizes, doc["sizes_unknown"])
     if "applied" in doc:
         lines.append(f"applied; backup in {doc['applied']['backup_dir']} (rmqtool undo puts it back)")
-    _numbered(lines, sys.stdout)
+    numbered(lines, sys.stdout)

@@ -7,7 +7,7 @@ import pathlib
 from rmqtool.errors import NotAStore, StoreAccessError, StoreNotFound
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODES
 from rmqtool.store import paths
-from rmqtool.store.family import detect_family, require_supported
+from rmqtool.store.family import detect_family, require_rocketmq
 from rmqtool.store.message import RECORD_START
 
 COMMITLOG, CONSUMEQUEUE, BATCH_CONSUMEQUEUE, INDEX, CHECKPOINT, CONFIG, ABORT, LOCK = (
@@ -42,9 +42,8 @@ def require_store(path: str | os.PathLike) -> pathlib.Path:
     p = require_path(path)
     if not p.is_dir():
         raise NotAStore("not a store directory (a file; dump takes single files)", p)
-    family = detect_family(p)
-    if family is not None:  # a family rmqtool tells apart but does not read: said, not "not a store"
-        require_supported(family, p)
+    # another family's store (or one rmqtool tells apart but does not read): said, not "not a store"
+    require_rocketmq(detect_family(p), p)
     if not is_store_dir(p):
         if not any(p.iterdir()):
             raise NotAStore("empty directory: not a RocketMQ store", p)

@@ -3,7 +3,7 @@
 A family is a kind of broker store with its own formats, reader, checks and recovery model:
 RocketMQ (4.x and 5.x share one layout: commitlog/, consumequeue/, index/; which version's
 rules a store follows is the RocketMQ family's own question, ``recovery/semantics.py``), and
-QMQ (messagelog/, consumerlog/, actionlog/), told apart here and not read yet. Detection
+QMQ (messagelog/, consumerlog/, actionlog/). Detection
 reads directory names only, so it is safe on a store a broker holds.
 
 Where a family's code lives: ARCHITECTURE.md, "Store families".
@@ -24,6 +24,7 @@ class Family:
     title: str  # how a message names it
     marker_dirs: tuple[str, ...]  # any one of these directories in a root says the family
     supported: bool  # whether rmqtool reads it
+    commands: tuple[str, ...] = ()  # the commands that read it (beyond RocketMQ's, which read all)
 
     def holds(self, root: pathlib.Path) -> bool:
         return any((root / d).is_dir() for d in self.marker_dirs)
@@ -31,9 +32,10 @@ class Family:
 
 ROCKETMQ = Family("rocketmq", "RocketMQ 4.x/5.x",
                   (paths.COMMITLOG_DIR, paths.CONSUMEQUEUE_DIR, paths.BATCH_CONSUMEQUEUE_DIR, paths.INDEX_DIR), True)
-# QMQ's MessageStoreConfig: messagelog/ (the message log), consumerlog/ (a subject's queue),
-# actionlog/ (pulls and acks); their formats, checks and recovery are not written yet
-QMQ = Family("qmq", "QMQ", ("messagelog", "consumerlog", "actionlog"), False)
+# QMQ's StorageConfig: messagelog/ (the message log), consumerlog/ (a subject's queue),
+# actionlog/ (pulls and acks)
+QMQ = Family("qmq", "QMQ", ("messagelog", "consumerlog", "actionlog"), True,
+             ("info", "verify", "recover", "undo", "dump messagelog|consumerlog|actionlog|pulllog|checkpoint"))
 
 FAMILIES = (ROCKETMQ, QMQ)
 
@@ -54,3 +56,13 @@ def require_supported(family: Family, root: str | pathlib.Path) -> Family:
         raise UnsupportedFamily(f"a {family.title} store ({', '.join(d + '/' for d in family.marker_dirs)}): "
                                 f"{family.title} stores are not supported yet", root)
     return family
+
+
+def require_rocketmq(family: Family | None, root: str | pathlib.Path) -> None:
+    """For a command that reads RocketMQ stores only: another family's store is refused in one
+    line that names the commands that read it (exit 4)."""
+    if family is None or family is ROCKETMQ:
+        return
+    require_supported(family, root)
+    raise UnsupportedFamily(f"a {family.title} store: this command reads RocketMQ stores (on a {family.title} "
+                            f"store: {', '.join(family.commands)})", root)

@@ -21,7 +21,7 @@ from rmqtool.store.checkpoint import StoreMarkers, read_markers
 from rmqtool.store.commitlog_end import CommitLog, CommitLogEnd, last_file_end, written_end
 from rmqtool.store.consumequeue import ConsumeQueues, open_consume_queues
 from rmqtool.store.detect import require_store
-from rmqtool.store.family import ROCKETMQ, Family, detect_family, require_supported
+from rmqtool.store.family import ROCKETMQ, Family, detect_family, require_rocketmq
 from rmqtool.store.indexfile import IndexFiles, list_index_files
 from rmqtool.store.live import LiveStore
 from rmqtool.store.lock import is_locked
@@ -38,7 +38,7 @@ class StoreView:
                  simulate: Callable[["StoreView"], Any] | None = None):
         root = pathlib.Path(root)
         family = family or detect_family(root) or ROCKETMQ
-        require_supported(family, root)
+        require_rocketmq(family, root)  # a view of a RocketMQ store (QMQ's: store/qmq/view.py)
         self.__dict__.update(root=root, paths=StorePaths(root), family=family, _simulate=simulate, _queues={})
 
     def __setattr__(self, name, value):

@@ -65,20 +65,68 @@ class VerifyOptions:
             raise UsageError("--jobs must be 1 or more")
 
 
-class Verify:
-    """One verify run: iterate :meth:`findings`; then :attr:`counts`, :attr:`errors`,
-    :attr:`stopped` (max_errors reached) and :attr:`exit_code` say how it went."""
+class VerifyRun:
+    """One verify run of any store family: iterate :meth:`findings`; then :attr:`counts`,
+    :attr:`errors`, :attr:`stopped` (max_errors reached) and :attr:`exit_code` say how it
+    went. A family's run gives ``_raw()``, its (area, finding) pairs in order."""
 
-    def __init__(self, store: str | os.PathLike | StoreView, options: VerifyOptions | None = None,
-                 progress: Callable[[int], None] | None = None):
-        self.view = store if isinstance(store, StoreView) else open_verifiable(store)
-        self.root = self.view.root
+    live = None  # a running broker's store: its moving tail is not damage
+    next_start = None  # the broker's next start, once simulated (RocketMQ: a NextStart)
+
+    def __init__(self, options: VerifyOptions | None = None, progress: Callable[[int], None] | None = None):
         self.options = options or VerifyOptions()
-        self.live = self.view.live  # a running broker's store: its moving tail is not damage
         self.progress = progress
         self.counts: collections.Counter = collections.Counter()
         self.errors = 0
         self.stopped = False
+
+    @property
+    def next_start_drops(self) -> int:
+        """Messages the broker's next start drops (its recovery's cut); 0 when not simulated."""
+        return 0
+
+    @property
+    def exit_code(self) -> int:
+        return 3 if self.errors else 0
+
+    def _raw(self) -> Iterator[tuple[str, Finding]]:
+        raise NotImplementedError
+
+    def findings(self) -> Iterator[Finding]:
+        """The findings to report, severities overridden, ignored ones left out."""
+        only = set(self.options.only)
+        overrides = self.options.overrides
+        limit = self.options.max_errors
+        raw = self._raw()
+        try:
+            for area, f in raw:
+                if area not in only or (self.live is not None and self.live.is_moving(f)):
+                    continue
+                level = overrides.get(f.id)
+                if level == IGNORE:
+                    continue
+                if level is not None and level != f.severity.value:
+                    f = with_severity(f, Severity(level))
+                self.counts[f.id] += 1
+                yield f
+                if f.severity is Severity.ERROR:
+                    self.errors += 1
+                    if limit is not None and self.errors >= limit:
+                        self.stopped = True
+                        return
+        finally:
+            raw.close()  # stops the scan, and its worker processes, when the run ends early
+
+
+class Verify(VerifyRun):
+    """One verify run of a RocketMQ store."""
+
+    def __init__(self, store: str | os.PathLike | StoreView, options: VerifyOptions | None = None,
+                 progress: Callable[[int], None] | None = None):
+        super().__init__(options, progress)
+        self.view = store if isinstance(store, StoreView) else open_verifiable(store)
+        self.root = self.view.root
+        self.live = self.view.live  # a running broker's store: its moving tail is not damage
         self.next_start: NextStart | None = None  # the broker's next start, once simulated (_next_start)
         self._log: CommitLogCheck | None = None
 
@@ -109,10 +157,6 @@ class Verify:
     def next_start_drops(self) -> int:
         """Messages the broker's next start drops (its recovery's log cut); 0 when not simulated."""
         return len(self.next_start.dropped) if self.next_start is not None else 0
-
-    @property
-    def exit_code(self) -> int:
-        return 3 if self.errors else 0
 
     def _advance(self, n: int) -> None:
         if self.progress is not None:
@@ -173,31 +217,6 @@ class Verify:
             queues = parts["queues"] if "queues" in parts else self.view.consume_queues()
             for f in check_config(self.view, queues, log.min_offset if log else 0, self.options.delay_spec):
                 yield "config", f
-
-    def findings(self) -> Iterator[Finding]:
-        """The findings to report, severities overridden, ignored ones left out."""
-        only = set(self.options.only)
-        overrides = self.options.overrides
-        limit = self.options.max_errors
-        raw = self._raw()
-        try:
-            for area, f in raw:
-                if area not in only or (self.live is not None and self.live.is_moving(f)):
-                    continue
-                level = overrides.get(f.id)
-                if level == IGNORE:
-                    continue
-                if level is not None and level != f.severity.value:
-                    f = with_severity(f, Severity(level))
-                self.counts[f.id] += 1
-                yield f
-                if f.severity is Severity.ERROR:
-                    self.errors += 1
-                    if limit is not None and self.errors >= limit:
-                        self.stopped = True
-                        return
-        finally:
-            raw.close()  # stops the scan, and its worker processes, when the run ends early
 
 
 def open_verifiable(path: str | os.PathLike) -> StoreView:

@@ -1,0 +1,1 @@
+"""The write side for QMQ stores: carrying out a recovery plan, with its backup."""

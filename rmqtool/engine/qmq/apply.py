@@ -1,0 +1,147 @@
+"""``rmqtool recover --apply`` on a QMQ store: the plan carried out, every byte and name it
+changes backed up first, with the same manifest, intent record and ``undo`` as RocketMQ's
+(``recovery/manifest.py``, ``recovery/intent.py``).
+
+Order: refuse a store a process holds (QMQ keeps its segments open: ``store/qmq/live.py``);
+copy every range to be zeroed and every file to be moved or rewritten into the backup;
+build the rewritten files in the backup's staging directory; write and force the manifest;
+write the intent record; then change the store (zeros, moves, rewritten files renamed in,
+the checkpoint last), and record the state it left.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import pathlib
+import shlex
+import shutil
+
+from rmqtool.engine.qmq.consumer_log_writer import segment_files
+from rmqtool.errors import CorruptData, StoreAccessError, StoreLocked, UsageError
+from rmqtool.formats.qmq.checkpoint import build_message_checkpoint
+from rmqtool.recovery import intent
+from rmqtool.recovery.apply import STAGING_DIR, default_backup_dir, finish_apply, move_in, undo_command, write_zeros
+from rmqtool.recovery.manifest import (COPIES_DIR, RESTORE, Entry, Manifest, copy_range, store_listing, sync_dir,
+                                       write_manifest)
+from rmqtool.recovery.plan import DELETE, ZERO
+from rmqtool.recovery.qmq.plan import QmqPlan
+from rmqtool.store.qmq.live import holder_pid
+
+
+@dataclasses.dataclass(frozen=True)
+class QmqApplied:
+    plan: QmqPlan
+    backup_dir: pathlib.Path
+    manifest: pathlib.Path
+    bytes_zeroed: int
+    files_moved: int
+    files_written: int
+
+    def to_json(self) -> dict:
+        return {**self.plan.to_json(), "applied": {"backup_dir": str(self.backup_dir), "manifest": str(self.manifest),
+                                                   "bytes_zeroed": self.bytes_zeroed, "files_moved": self.files_moved,
+                                                   "files_written": self.files_written,
+                                                   "undo": undo_command(self.backup_dir)}}
+
+
+def _write_file(ready: pathlib.Path, data: bytes, size: int | None) -> None:
+    with open(ready, "wb") as f:
+        f.write(data)
+        if size is not None:
+            f.truncate(size)  # the hole QMQ's full-size mapping leaves
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def apply_qmq_plan(plan: QmqPlan, backup_dir: str | os.PathLike | None = None, *,
+                   command: str | None = None) -> QmqApplied:
+    root = pathlib.Path(plan.store)
+    holder = holder_pid(root)
+    if holder is not None:
+        raise StoreLocked(f"process {holder} has the store's files open (a running QMQ broker?): not changing it",
+                          root)
+    if not plan.changes_anything:
+        raise CorruptData("nothing to apply: the plan changes nothing", root)
+    backup = pathlib.Path(backup_dir) if backup_dir is not None else default_backup_dir(root)
+    if backup.exists() and (not backup.is_dir() or any(backup.iterdir())):
+        raise UsageError("the backup directory exists and is not empty", backup)
+    staging = backup / STAGING_DIR / "incoming"
+    try:
+        (backup / COPIES_DIR).mkdir(parents=True, exist_ok=True)
+        staging.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot create the backup directory ({exc.strerror})", backup) from None
+
+    # what changes: (kind, path, start, end) for the manifest; files to build and swap in
+    changes: list[tuple[str, pathlib.Path, int, int]] = []
+    builds: list[tuple[pathlib.Path, bytes, int | None]] = []
+    for path, _why in plan.moves:
+        changes.append((DELETE, pathlib.Path(path), 0, 0))
+    for z in plan.zero:
+        changes.append((ZERO, pathlib.Path(z.path), z.start, z.end))
+    for rw in plan.consumer_logs:
+        writes, removes = segment_files(rw)
+        changes += [(DELETE, p, 0, 0) for p in removes]
+        for path, data in writes.items():
+            if path.exists():
+                changes.append((RESTORE, path, 0, 0))
+            builds.append((path, data, rw.unit_bytes * 10_000_000))
+    if plan.checkpoint is not None:
+        path = plan.checkpoint_path()
+        if path.exists():
+            changes.append((RESTORE, path, 0, 0))
+        builds.append((path, build_message_checkpoint(plan.checkpoint), None))
+
+    listing, directories = store_listing(root)
+    entries = []
+    for i, (kind, path, start, end) in enumerate(changes):
+        try:
+            size = os.stat(path).st_size
+        except OSError as exc:
+            raise StoreAccessError(f"cannot back up ({exc.strerror})", path) from None
+        if kind != ZERO:
+            start, end = 0, size  # a moved or rewritten file is kept whole
+        copy = f"{COPIES_DIR}/{i:04d}.bin"
+        digest = copy_range(path, start, end, backup / copy)
+        entries.append(Entry(kind, str(path.resolve().relative_to(root.resolve())), start, end, digest, copy,
+                             os.stat(path).st_mode & 0o7777))
+    ready = []
+    for i, (path, data, size) in enumerate(builds):
+        staged = staging / f"{i:06d}"
+        _write_file(staged, data, size)
+        ready.append((staged, path))
+    sync_dir(backup / COPIES_DIR)
+    sync_dir(staging)
+    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+    manifest = write_manifest(backup, Manifest(str(root.resolve()), created, plan.to_json(), tuple(entries),
+                                               listing, directories))
+    intent.begin(backup, root, "recover", command or f"rmqtool recover {shlex.quote(str(root))} --apply",
+                 undo_command(backup))
+    zeroed = moved = 0
+    for kind, path, start, end in changes:
+        if kind == ZERO:
+            intent.step()
+            write_zeros(path, start, end)
+            zeroed += end - start
+        elif kind == DELETE:
+            intent.step()
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise StoreAccessError(f"cannot move out ({exc.strerror})", path) from None
+            sync_dir(path.parent)
+            moved += 1
+    for staged, path in ready:  # the checkpoint is built last: the load takes it once all else is in place
+        intent.step()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            move_in(staged, path)
+        except OSError as exc:
+            raise StoreAccessError(f"cannot write ({exc.strerror})", path) from None
+        sync_dir(path.parent)
+    shutil.rmtree(backup / STAGING_DIR, ignore_errors=True)
+    finish_apply(backup, root)
+    return QmqApplied(plan, backup, manifest, zeroed, moved, len(ready))

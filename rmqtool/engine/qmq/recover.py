@@ -1,0 +1,57 @@
+"""recover on a QMQ store as the command does it: the plan (``recovery/qmq/plan.py``) and,
+with ``apply``, carried out with its backup (``apply.py``), in place or into a copy (``--to``:
+the store is left as it is). An earlier apply cut short is rolled back first, so running the
+command again finishes it."""
+from __future__ import annotations
+
+import pathlib
+import shlex
+
+from rmqtool.engine.qmq.apply import apply_qmq_plan
+from rmqtool.engine.recover_store import RecoverRun, copy_store
+from rmqtool.errors import CorruptData, ExitCode, RepairUnfinished, StoreLocked
+from rmqtool.recovery.qmq.plan import plan_recovery
+from rmqtool.recovery.undo import roll_back_unfinished
+from rmqtool.store.qmq.view import QmqView
+
+
+def recover_qmq(view: QmqView, *, apply: bool = False, to: pathlib.Path | None = None,
+                backup_dir: pathlib.Path | None = None) -> RecoverRun:
+    root = view.root
+    plan = plan_recovery(root)
+    doc = plan.to_json()
+    run = RecoverRun(doc, plan)
+    unfinished = view.unfinished
+    loses = bool(plan.records_dropped) or not plan.broker.started
+    if not apply:
+        if plan.changes_anything or loses or unfinished is not None:
+            run.exit_code = int(ExitCode.CORRUPT)
+        return run
+    if view.live is not None:
+        raise StoreLocked(f"process {view.live.pid} has the store's files open (a running QMQ broker?): "
+                          f"not recovering it", root)
+    if to is not None and unfinished is not None:
+        raise RepairUnfinished(f"not copied: an interrupted {unfinished.operation} left this store half changed: "
+                               f"`{unfinished.finish}` finishes it, `{unfinished.undo}` undoes it", root)
+    target = root
+    if to is not None:
+        target = copy_store(root, to)
+    again = roll_back_unfinished(target, "recover")
+    if to is not None or again is not None:
+        plan = plan_recovery(target)  # the copy, or the store as it was before the cut-short apply
+        doc = run.doc = plan.to_json()
+        run.plan = plan
+    run.applied = True
+    if not plan.changes_anything:
+        doc["applied"] = {"store_path": str(target), "backup_dir": None, "manifest": None}
+        return run
+    command = shlex.join(["rmqtool", "recover", str(target), "--apply"])
+    try:
+        applied = apply_qmq_plan(plan, backup_dir if backup_dir is not None else again, command=command)
+    except CorruptData as exc:
+        run.refusal = exc
+        return run
+    doc["applied"] = {"store_path": str(target), **applied.to_json()["applied"]}
+    if plan.records_dropped:
+        run.exit_code = int(ExitCode.CORRUPT)  # what the cut dropped is lost: salvage it first
+    return run

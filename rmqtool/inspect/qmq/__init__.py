@@ -1,0 +1,1 @@
+"""What ``info`` and ``dump`` compute for a QMQ store."""

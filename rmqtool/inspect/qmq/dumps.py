@@ -1,0 +1,108 @@
+"""``rmqtool dump messagelog|consumerlog|actionlog|pulllog|checkpoint`` on a QMQ store: rows.
+
+Each kind walks its files in log order and yields the rows of ``report/qmq/records.py``;
+damage is a ``corrupt`` row where it lies and the walk goes on. ``only`` narrows a kind to
+one file (a segment, a subject's log, a checkpoint) when the operator names one.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Iterator
+
+from rmqtool.formats.qmq import actionlog as actionlog_format
+from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
+from rmqtool.formats.qmq.pulllog import FILL_MESSAGE_SEQUENCE, PULL_LOG_SIZE, PULL_LOG_UNIT_BYTES
+from rmqtool.report.qmq.records import action_row, consumer_log_row, message_log_row
+from rmqtool.store.qmq import actionlog, checkpoints, consumerlog, messagelog
+from rmqtool.store.qmq.segments import ZeroExtended, list_log
+
+DUMP_KINDS = ("messagelog", "consumerlog", "actionlog", "pulllog", "checkpoint")
+
+
+def _wanted(path: pathlib.Path, only: pathlib.Path | None) -> bool:
+    return only is None or path.resolve() == only.resolve() or only.resolve() in path.resolve().parents
+
+
+def message_log_rows(root: pathlib.Path, body: str = "base64", only: pathlib.Path | None = None) -> Iterator[dict]:
+    for seg in list_log(root / "messagelog", PER_SEGMENT_FILE_SIZE).segments:
+        if _wanted(seg.path, only):
+            for item in messagelog.scan_segment(seg):
+                yield message_log_row(item, body)
+
+
+def consumer_log_rows(root: pathlib.Path, subject: str | None = None, only: pathlib.Path | None = None) -> Iterator[dict]:
+    for name in consumerlog.subjects(root):
+        if subject is not None and name != subject:
+            continue
+        directory, unit = consumerlog.open_consumer_log(root, name)
+        if unit is None:
+            continue
+        for u in consumerlog.read_units(directory, unit, name):
+            if _wanted(pathlib.Path(u.path), only):
+                yield consumer_log_row(u)
+
+
+def action_log_rows(root: pathlib.Path, only: pathlib.Path | None = None) -> Iterator[dict]:
+    for seg in list_log(root / "actionlog", actionlog_format.PER_SEGMENT_FILE_SIZE).segments:
+        if _wanted(seg.path, only):
+            for item in actionlog.scan_segment(seg):
+                yield action_row(item)
+
+
+def pull_log_rows(root: pathlib.Path, only: pathlib.Path | None = None) -> Iterator[dict]:
+    """The legacy pull logs: ``pulllog/<consumerId>/<group>@<subject>/``, a message sequence per pull."""
+    base = root / "pulllog"
+    if not base.is_dir():
+        return
+    for consumer_dir in sorted(p for p in base.iterdir() if p.is_dir()):
+        for gs_dir in sorted(p for p in consumer_dir.iterdir() if p.is_dir()):
+            group, _, subject = gs_dir.name.partition("@")
+            for seg in list_log(gs_dir, PULL_LOG_SIZE).segments:
+                if not _wanted(seg.path, only):
+                    continue
+                with ZeroExtended(seg) as data:  # zeros after the last pull are unwritten units
+                    units = data.take(0, data.written + (-data.written % PULL_LOG_UNIT_BYTES))
+                for pos in range(0, len(units), PULL_LOG_UNIT_BYTES):
+                    value = int.from_bytes(units[pos:pos + PULL_LOG_UNIT_BYTES], "big", signed=True)
+                    yield {"record": "pull", "family": "qmq", "consumer_id": consumer_dir.name, "group": group,
+                           "subject": subject, "pull_sequence": (seg.base_offset + pos) // PULL_LOG_UNIT_BYTES,
+                           "sequence": None if value == FILL_MESSAGE_SEQUENCE else value,
+                           "file": str(seg.path), "file_position": pos}
+
+
+def checkpoint_rows(root: pathlib.Path, only: pathlib.Path | None = None) -> Iterator[dict]:
+    for kind, snaps in (("message", checkpoints.message_checkpoints(root)),
+                        ("action", checkpoints.action_checkpoints(root))):
+        loaded = snaps.loaded
+        for s in snaps.all:
+            if not _wanted(s.path, only):
+                continue
+            row = {"record": f"{kind}_checkpoint", "family": "qmq", "file": str(s.path), "version": s.version,
+                   "loaded": s is loaded, "reason": s.error}
+            if s.value is not None and kind == "message":
+                row.update(message_log_offset=s.value.offset, max_sequences=s.value.max_sequences)
+            elif s.value is not None:
+                row.update(action_log_offset=s.value.offset, groups=[
+                    {"subject": g.subject, "group": g.group, "broadcast": g.broadcast,
+                     "max_pulled_sequence": g.max_pulled_message_sequence,
+                     "consumers": [{"consumer_id": c.consumer_id, "pull": c.pull, "ack": c.ack}
+                                   for c in g.consumers]} for g in s.value.groups])
+            yield row
+
+
+def dump_rows(root: str | os.PathLike, kind: str, *, body: str = "base64", only: str | os.PathLike | None = None,
+              subject: str | None = None) -> Iterator[dict]:
+    root = pathlib.Path(root)
+    only = pathlib.Path(only) if only is not None else None
+    if kind == "messagelog":
+        return message_log_rows(root, body, only)
+    if kind == "consumerlog":
+        return consumer_log_rows(root, subject, only)
+    if kind == "actionlog":
+        return action_log_rows(root, only)
+    if kind == "pulllog":
+        return pull_log_rows(root, only)
+    if kind == "checkpoint":
+        return checkpoint_rows(root, only)
+    raise ValueError(f"no dump kind {kind!r} for a QMQ store: {', '.join(DUMP_KINDS)}")

@@ -1,0 +1,146 @@
+"""QMQ's ``LogManager`` as a start builds it: load a log directory, then ``recover()``.
+
+``loadLogs`` skips names starting with ``.``; every other name goes to ``Long.parseLong`` in
+the ``LogSegment`` constructor, and a name it refuses throws out of ``new DefaultStorage``
+(the start is refused). An entry that parses but cannot be opened (a directory) throws an
+``IOException`` that ``loadLogs`` catches: it is skipped. Every segment starts written to its
+full size; ``recover()`` runs the log's validator on the last two segments only, sets the
+written position where the first incomplete one ends and deletes the segments after it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import mmap
+import pathlib
+from typing import Callable
+
+from rmqtool.recovery.qmq.javabuf import JavaException, int32, java_mod
+from rmqtool.store.qmq.segments import list_log
+
+
+@dataclasses.dataclass(slots=True)
+class Segment:
+    """A ``LogSegment``: its file, base offset, size (the log's constant) and written position."""
+    path: pathlib.Path
+    base_offset: int
+    size: int
+    data: bytes  # the file's bytes; the rest of the segment reads as zeros
+    wrote: int
+
+    @property
+    def file_size(self) -> int:
+        return len(self.data)
+
+
+# validate(segment) -> (complete, validated size), as LogSegmentValidator.ValidateResult
+Validator = Callable[[Segment], "tuple[bool, int]"]
+
+
+def file_bytes(path: pathlib.Path) -> bytes:
+    """A file's bytes without copying a large file (a read-only mapping)."""
+    size = path.stat().st_size
+    if size == 0:
+        return b""
+    with open(path, "rb") as f:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+@dataclasses.dataclass(slots=True)
+class Log:
+    """A ``LogManager`` after its constructor: segments by base offset, what recover() did."""
+    directory: pathlib.Path
+    segment_size: int
+    segments: dict[int, Segment]  # base offset -> segment, kept sorted
+    deleted: list[Segment] = dataclasses.field(default_factory=list)  # removed by recover()
+    skipped: list[pathlib.Path] = dataclasses.field(default_factory=list)  # entries loadLogs could not open
+    recovered_offset: int | None = None  # where recover() ended the log; None when it had no segment
+
+    def bases(self) -> list[int]:
+        return sorted(self.segments)
+
+    def latest(self) -> Segment | None:
+        return self.segments[max(self.segments)] if self.segments else None
+
+    def first(self) -> Segment | None:
+        return self.segments[min(self.segments)] if self.segments else None
+
+    def min_offset(self) -> int:
+        first = self.first()
+        return first.base_offset if first else 0
+
+    def max_offset(self) -> int:
+        latest = self.latest()
+        return latest.base_offset + latest.wrote if latest else 0
+
+    def locate(self, offset: int) -> Segment | None:
+        """``LogManager.locateSegment``: the segment at a base offset, else the nearest one
+        below the offset, even when the offset lies past that segment's end."""
+        if offset % self.segment_size == 0:
+            return self.segments.get(offset)
+        lower = [b for b in self.segments if b < offset]
+        return self.segments[max(lower)] if lower else None
+
+    def alloc(self, base: int) -> Segment:
+        seg = Segment(self.directory / f"{base:020d}", base, self.segment_size, b"", 0)
+        self.segments[base] = seg
+        return seg
+
+    def next_base(self) -> int:
+        latest = self.latest()
+        return latest.base_offset + self.segment_size if latest else 0
+
+    def alloc_or_reset(self, expected_offset: int) -> Segment:
+        """``LogManager.allocOrResetSegments``: a segment for an offset no segment holds;
+        when it does not follow a full latest segment every segment is deleted first."""
+        base = expected_offset - java_mod(expected_offset, self.segment_size)
+        latest = self.latest()
+        if latest is None or (self.next_base() == base and latest.wrote == latest.size):
+            return self.alloc(base)
+        self.deleted.extend(self.segments.values())
+        self.segments.clear()
+        return self.alloc(base)
+
+
+def load_log(directory: pathlib.Path, segment_size: int, validator: Validator) -> Log:
+    """``new LogManager(dir, fileSize, validator)``: load, then recover. Raises
+    ``JavaException`` where the constructor throws."""
+    log = Log(directory, segment_size, {})
+    listed = list_log(directory, segment_size)  # store/qmq's one reading of loadLogs' names
+    if listed.unparsable:  # the first in name order (File.listFiles' order is the file system's)
+        path = listed.unparsable[0]
+        raise JavaException("java.lang.NumberFormatException", f'For input string: "{path.name}"', str(path))
+    log.skipped.extend(p for p in listed.skipped if not p.name.startswith("."))  # directories: IOException, skipped
+    for seg in listed.segments:
+        log.segments[seg.base_offset] = Segment(seg.path, seg.base_offset, segment_size, file_bytes(seg.path),
+                                                segment_size)
+    _recover(log, validator)
+    return log
+
+
+def _recover(log: Log, validator: Validator) -> None:
+    bases = log.bases()
+    if not bases:
+        return
+    offset = -1
+    for base in bases[-2:]:
+        seg = log.segments[base]
+        complete, validated = validator(seg)
+        offset = base + validated
+        if complete:
+            seg.wrote = seg.size
+        else:
+            break
+    log.recovered_offset = offset
+    latest = log.latest()
+    if latest.base_offset + latest.size == offset:  # LogManager compares with the file size
+        return
+    seg = log.locate(offset)
+    if seg is None:
+        return
+    seg.wrote = int32(java_mod(offset, log.segment_size))
+    if seg.base_offset != latest.base_offset:
+        for base in log.bases():
+            if len(log.segments) <= 1:
+                break
+            if base > offset:
+                log.deleted.append(log.segments.pop(base))

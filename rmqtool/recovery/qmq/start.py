@@ -1,0 +1,371 @@
+"""What QMQ's ``DefaultStorage`` does at its next start on a store, simulated from the files.
+
+``simulate_start(store)`` follows ``new DefaultStorage(...)`` then ``start()`` (qunarcorp/qmq
+5abc92f4) and writes nothing:
+
+1. ``CheckpointManager``: the highest message and action checkpoint snapshots that parse
+   (``store/qmq/checkpoints.py``).
+2. ``ConsumerLogManager``: each subject's consumer log, cut to the message checkpoint's max
+   sequence (``consumer_logs.py``).
+3. ``MessageLog``: its ``LogManager`` loads and recovers (``logs.py``, ``validators.py``);
+   then consumer logs' min sequences from the first segment's ``.offset`` file;
+   ``PullLogManager``: legacy pull logs cut to each consumer's pull in the action checkpoint.
+4. ``ActionLog``: the same for the action log; ``SortedPullLogTable`` validates the tablets
+   and gives the action replay state (``tablets.py``).
+5. ``start()``: the message log replayed from the message checkpoint's offset into the
+   consumer logs, the action log from the replay state (or the action checkpoint's offset
+   when it is 0) into consumer progress (``replay.py``, ``progress.py``); then the consumer
+   logs' next sequences are what it serves.
+
+Where the Java throws out of the constructor the start is refused (``refusal``); where a
+replay cannot reach its log's end ``start()`` never returns (``hang``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+
+from rmqtool.formats.qmq.actionlog import PER_SEGMENT_FILE_SIZE as ACTION_SEGMENT_SIZE
+from rmqtool.formats.qmq.checkpoint import ActionCheckpoint, MessageCheckpoint
+from rmqtool.formats.qmq.consumerlog import CONSUMER_LOG_UNIT_BYTES, SEGMENT_SIZE_V1
+from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE as MESSAGE_SEGMENT_SIZE
+from rmqtool.formats.qmq.pulllog import PULL_LOG_SIZE, PULL_LOG_UNIT_BYTES
+from rmqtool.recovery.qmq.consumer_logs import ConsumerLog, has_breaking_whitespace, open_consumer_log
+from rmqtool.recovery.qmq.javabuf import JavaException
+from rmqtool.recovery.qmq.logs import Log, load_log
+from rmqtool.recovery.qmq.progress import apply_action, progress_of, progress_rows
+from rmqtool.recovery.qmq.replay import Replay, replay_action_log, replay_message_log
+from rmqtool.recovery.qmq.tablets import load_tablets
+from rmqtool.recovery.qmq.validators import (max_sequence_validator, validate_action_segment,
+                                             validate_message_segment)
+from rmqtool.store.qmq import messagelog as message_scan
+from rmqtool.store.qmq.checkpoints import action_checkpoints, message_checkpoints
+from rmqtool.store.qmq.consumerlog import subjects as consumer_log_subjects
+from rmqtool.store.qmq.consumerlog import unit_bytes_of
+from rmqtool.store.qmq.segments import list_log
+
+Ranges = tuple[tuple[int, int], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    kind: str  # "refused" (an exception out of new DefaultStorage), "hangs" (start() never returns)
+    exception: str  # the Java exception class ("" for a replay that stops without one)
+    message: str
+    file: str | None  # the file it was reading
+    where: str  # "new DefaultStorage(...)", "start(): message log replay", "start(): action log replay"
+
+
+@dataclasses.dataclass(frozen=True)
+class LostRecord:
+    offset: int
+    subject: str
+    sequence: int
+
+
+@dataclasses.dataclass(frozen=True)
+class MessageLogAfterStart:
+    written_end: int  # where the records in the files end (before the start)
+    max_offset: int  # the message log's end after recovery
+    cut_at: int | None  # max_offset when it is before the written end
+    deleted_segments: tuple[str, ...]
+    records_lost: tuple[LostRecord, ...]  # records in the files past the end after recovery
+    replay_from: int
+    records_replayed: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ActionLogAfterStart:
+    max_offset: int
+    deleted_segments: tuple[str, ...]
+    replay_state: int  # SortedPullLogTable.getActionReplayState
+    tablets_loaded: tuple[str, ...]
+    tablets_destroyed: tuple[str, ...]  # deleted by the load (id at or past the replay state)
+    replay_from: int
+    actions_replayed: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SubjectAfterStart:
+    subject: str
+    consumer_log: tuple[int, int]  # (min, max) sequences served after the start; max = next to write
+    served_with_message: Ranges
+    served_success_without_message: Ranges  # SUCCESS and no message
+    units_pointing_past_log_end: Ranges  # units whose payload is not in the message log after recovery
+    fill_units: Ranges  # fillPreBlank's units the replay wrote
+    rebuilt_units: Ranges  # units the replay wrote from records
+    replay_skipped: Ranges  # records replayed whose sequence is below the log's next sequence: no unit written
+    other_statuses: tuple[tuple[str, Ranges], ...]
+    sequences_in_files: int  # 1 + the highest sequence of this subject's records in the message log files
+    not_served: Ranges  # sequences in the files served neither with nor without a message
+
+
+@dataclasses.dataclass(frozen=True)
+class PullLogAfterStart:
+    """A legacy pull log (``pulllog/<consumerId>/<group>@<subject>/``) after its load."""
+    consumer_id: str
+    group_and_subject: str
+    sequences: tuple[int, int]  # (min, max) pull-log sequences kept; max is the next to write
+    deleted_segments: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointsAfterStart:
+    message_checkpoint_file: str | None  # the snapshot loaded; None: none parsed, offset -1
+    action_checkpoint_file: str | None
+    skipped_files: tuple[tuple[str, str], ...]  # (file, why SnapshotStore skipped it)
+    message_checkpoint_offset: int  # in memory after the start's replay
+    message_max_sequences: tuple[tuple[str, int], ...]
+    action_checkpoint_offset: int
+
+
+@dataclasses.dataclass(frozen=True)
+class StartOutcome:
+    store: str
+    started: bool
+    refusal: Refusal | None
+    checkpoints: CheckpointsAfterStart
+    unit_bytes: int
+    message_log: MessageLogAfterStart | None = None
+    action_log: ActionLogAfterStart | None = None
+    subjects: tuple[SubjectAfterStart, ...] = ()
+    pull_logs: tuple[PullLogAfterStart, ...] = ()
+    # messagelog/.<base>.offset files the replay writes (createOffsetFileFor, at a segment's first record)
+    offset_files_written: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
+    consumer_progress: tuple[dict, ...] = ()  # per subject/group, as progress_rows gives them
+
+    def to_json(self) -> dict:
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+
+def store_unit_bytes(store: pathlib.Path) -> int:
+    """``consumerlog.v2.enable`` is a broker setting; the files show it (22 B units by default)."""
+    for subject in consumer_log_subjects(store):
+        directory = list_log(store / "consumerlog" / subject, SEGMENT_SIZE_V1)
+        unit = unit_bytes_of(directory)
+        if unit:
+            return unit
+    return CONSUMER_LOG_UNIT_BYTES
+
+
+def _load_consumer_logs(store: pathlib.Path, max_sequences: dict, unit_bytes: int) -> dict[str, ConsumerLog]:
+    logs = {}
+    root = store / "consumerlog"
+    for entry in sorted(root.iterdir()) if root.is_dir() else ():
+        if not entry.is_dir() or has_breaking_whitespace(entry.name):
+            continue
+        logs[entry.name] = open_consumer_log(entry, entry.name, unit_bytes, max_sequences.get(entry.name))
+    return logs
+
+
+def _load_pull_logs(store: pathlib.Path, progress: dict) -> list[PullLogAfterStart]:
+    """``PullLogManager``: each ``<consumerId>/<group>@<subject>`` directory holding entries,
+    cut by ``MaxSequenceLogSegmentValidator`` to the consumer's pull in the action checkpoint
+    (to nothing without one). ``GroupAndSubject.parse`` takes the second ``@`` field: a name
+    without one throws."""
+    out = []
+    root = store / "pulllog"
+    for consumer in sorted(root.iterdir()) if root.is_dir() else ():
+        if not consumer.is_dir():
+            continue
+        for directory in sorted(consumer.iterdir()):
+            if not directory.is_dir() or not any(directory.iterdir()):
+                continue
+            fields = directory.name.split("@")
+            while fields and fields[-1] == "":
+                fields.pop()  # String.split drops trailing empty strings
+            if len(fields) < 2:
+                raise JavaException("java.lang.ArrayIndexOutOfBoundsException",
+                                    f"Index 1 out of bounds for length {len(fields)}", str(directory))
+            group = progress.get((fields[1], fields[0]))
+            pull = group.consumers.get(consumer.name) if group else None
+            log = load_log(directory, PULL_LOG_SIZE, max_sequence_validator(-1 if pull is None else pull[0],
+                                                                             PULL_LOG_UNIT_BYTES))
+            out.append(PullLogAfterStart(consumer.name, directory.name,
+                                         (log.min_offset() // PULL_LOG_UNIT_BYTES,
+                                          log.max_offset() // PULL_LOG_UNIT_BYTES),
+                                         tuple(str(s.path) for s in log.deleted)))
+    return out
+
+
+def _adjust_min_sequences(message_log: Log, logs: dict[str, ConsumerLog]) -> None:
+    """``adjustConsumerLogMinOffset``: the first segment's ``.offset`` file, {subject: max
+    sequence before the segment}; an unreadable one throws out of the constructor."""
+    first = message_log.first()
+    if first is None:
+        return
+    path = message_log.directory / f".{first.base_offset:020d}.offset"
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    if not data:
+        return
+    try:
+        offsets = json.loads(data)
+        if not isinstance(offsets, dict) or not all(isinstance(v, int) for v in offsets.values()):
+            raise ValueError
+    except ValueError:
+        raise JavaException("java.lang.RuntimeException", "deserialize offset checkpoint failed.", str(path)) from None
+    for subject, value in offsets.items():
+        log = logs.get(subject)
+        if log is not None and log.min_offset() < value + 1:
+            log.min_sequence = value + 1
+
+
+def _scan_records(directory: pathlib.Path) -> list[message_scan.MessageRecord]:
+    """The message log's records as the files hold them, before any recovery."""
+    listing = list_log(directory, MESSAGE_SEGMENT_SIZE)
+    return [item for seg in listing.segments for item in message_scan.scan_segment(seg)
+            if isinstance(item, message_scan.MessageRecord)]
+
+
+def _checkpoints(store, mcp, acp, msnaps, asnaps) -> CheckpointsAfterStart:
+    loaded_m, loaded_a = msnaps.loaded, asnaps.loaded
+    skipped = tuple((str(s.path), s.error) for s in (*msnaps.skipped, *asnaps.skipped))
+    return CheckpointsAfterStart(str(loaded_m.path) if loaded_m else None, str(loaded_a.path) if loaded_a else None,
+                                 skipped, mcp["offset"], tuple(sorted(mcp["max_sequences"].items())), acp.offset)
+
+
+def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None) -> StartOutcome:
+    store = pathlib.Path(store)
+    unit = unit_bytes or store_unit_bytes(store)
+    msnaps, asnaps = message_checkpoints(store), action_checkpoints(store)
+    loaded = msnaps.loaded.value if msnaps.loaded else MessageCheckpoint(-1, {})
+    acp = asnaps.loaded.value if asnaps.loaded else ActionCheckpoint(-1, ())
+    mcp = {"offset": loaded.offset, "max_sequences": dict(loaded.max_sequences)}
+
+    def outcome(**kw) -> StartOutcome:
+        return StartOutcome(str(store), checkpoints=_checkpoints(store, mcp, acp, msnaps, asnaps), unit_bytes=unit, **kw)
+
+    try:
+        logs = _load_consumer_logs(store, mcp["max_sequences"], unit)
+        message_log = load_log(store / "messagelog", MESSAGE_SEGMENT_SIZE, validate_message_segment)
+        _adjust_min_sequences(message_log, logs)
+        pull_logs = _load_pull_logs(store, progress_of(acp))
+        action_log = load_log(store / "actionlog", ACTION_SEGMENT_SIZE, validate_action_segment)
+        tablet_load = load_tablets(store)
+    except JavaException as exc:
+        return outcome(started=False, refusal=Refusal("refused", exc.java_class, exc.message, exc.file,
+                                                      "new DefaultStorage(...)"))
+    state = tablet_load.replay_state
+    action_from = state if state != 0 else acp.offset
+
+    # start(): the message log replay into the consumer logs (BuildConsumerLogEventListener)
+    skipped, offset_files = {}, {}  # subject -> sequences replayed onto units already there
+    offsets = {subject: log.next_sequence() - 1 for subject, log in logs.items()}  # the listener's, at construction
+    messages = replay_message_log(message_log, mcp["offset"])
+    refusal = None
+    for record in messages.events:
+        if record.wrote_offset == record.base_offset:
+            offset_files[str(message_log.directory / f".{record.base_offset:020d}.offset")] = \
+                tuple(sorted(offsets.items()))
+        offsets[record.subject] = max(offsets.get(record.subject, record.sequence), record.sequence)
+        log = logs.get(record.subject)
+        if log is None:
+            try:
+                log = logs[record.subject] = open_consumer_log(store / "consumerlog" / record.subject,
+                                                               record.subject, unit, None)
+            except JavaException as exc:  # thrown in the replay thread: it retries, forever
+                refusal = Refusal("hangs", exc.java_class, exc.message, exc.file, "start(): message log replay")
+                break
+        if log.write_message_log_index(record.sequence, record.wrote_offset, record.wrote_bytes,
+                                       record.header_size) == "skipped":
+            skipped.setdefault(record.subject, _Runs()).add(record.sequence, record.sequence)
+        seqs = mcp["max_sequences"]
+        seqs[record.subject] = max(seqs.get(record.subject, record.sequence), record.sequence)
+        mcp["offset"] = record.wrote_offset + record.wrote_bytes
+    if refusal is None and messages.hangs_at is not None:
+        refusal = _hang(messages, message_log, "start(): message log replay")
+
+    # the action log replay into consumer progress (MaxSequencesUpdater)
+    progress = progress_of(acp)
+    actions = replay_action_log(action_log, action_from)
+    for event in actions.events:
+        apply_action(progress, event.action)
+    if refusal is None and actions.hangs_at is not None:
+        refusal = _hang(actions, action_log, "start(): action log replay")
+
+    in_files = _scan_records(store / "messagelog")
+    written_end = max((r.offset + r.size for r in in_files), default=0)
+    end = message_log.max_offset()
+    deleted = {str(s.path) for s in message_log.deleted}
+    lost = tuple(LostRecord(r.offset, r.subject, r.sequence) for r in in_files if r.offset >= end or r.path in deleted)
+    return outcome(
+        started=refusal is None, refusal=refusal,
+        message_log=MessageLogAfterStart(written_end, end, end if end < written_end else None, tuple(sorted(deleted)),
+                                         lost, messages.start, len(messages.events)),
+        action_log=ActionLogAfterStart(action_log.max_offset(), tuple(str(s.path) for s in action_log.deleted), state,
+                                       tablet_load.valid, tablet_load.destroyed, actions.start, len(actions.events)),
+        subjects=tuple(_served(subject, logs.get(subject), message_log, in_files, skipped.get(subject, ()))
+                       for subject in sorted(set(logs) | {r.subject for r in in_files})),
+        pull_logs=tuple(pull_logs),
+        offset_files_written=tuple(sorted(offset_files.items())),
+        consumer_progress=tuple(progress_rows(progress)),
+    )
+
+
+def _hang(replay: Replay, log: Log, where: str) -> Refusal:
+    seg = log.locate(replay.hangs_at)
+    return Refusal("hangs", replay.hang_exception or "", f"{replay.hang_reason} (replay at offset {replay.hangs_at})",
+                   str(seg.path) if seg else None, where)
+
+
+class _Runs(list):
+    """Inclusive [first, last] runs, added in increasing order."""
+
+    def add(self, first: int, last: int) -> None:
+        if self and self[-1][1] == first - 1:
+            self[-1] = (self[-1][0], last)
+        else:
+            self.append((first, last))
+
+    def minus(self, *others: "_Runs") -> Ranges:
+        taken = sorted(r for o in others for r in o)
+        out = _Runs()
+        for first, last in self:
+            at = first
+            for a, b in taken:
+                if b < at or a > last:
+                    continue
+                if a > at:
+                    out.add(at, a - 1)
+                at = max(at, b + 1)
+            if at <= last:
+                out.add(at, last)
+        return tuple(out)
+
+
+def _served(subject: str, log: ConsumerLog | None, message_log: Log, in_files, skipped) -> SubjectAfterStart:
+    """Every sequence 0..max as getMessage answers it, a run of identical units at a time; a
+    subject with records but no consumer log after the start answers SUBJECT_NOT_FOUND."""
+    known = 1 + max((r.sequence for r in in_files if r.subject == subject), default=-1)
+    if log is None:
+        nothing = ((0, known - 1),) if known else ()
+        return SubjectAfterStart(subject, (0, 0), (), (), (), (), (), tuple(skipped),
+                                 (("SUBJECT_NOT_FOUND", nothing),), known, nothing)
+    low, high = log.bound()
+    with_message, without, past_end, statuses = _Runs(), _Runs(), _Runs(), {}
+    sequence = 0
+    while sequence <= high:
+        status, unit, has_message, last = log.get_message(sequence, message_log)
+        last = max(sequence, last)
+        if status == "SUCCESS":
+            (with_message if has_message else without).add(sequence, last)
+            if unit.kind == "message" and not has_message:
+                past_end.add(sequence, last)
+        else:
+            statuses.setdefault(status, _Runs()).add(sequence, last)
+        sequence = last + 1
+    rebuilt = _Runs()
+    for s in sorted(log.written):
+        rebuilt.add(s, s)
+    written = _Runs()
+    if known:
+        written.add(0, known - 1)
+    return SubjectAfterStart(
+        subject, (low, high), tuple(with_message), tuple(without), tuple(past_end),
+        tuple(tuple(r) for r in log.fills), tuple(rebuilt), tuple(skipped),
+        tuple((k, tuple(v)) for k, v in sorted(statuses.items())),
+        known, written.minus(with_message, without))

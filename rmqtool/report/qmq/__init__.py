@@ -1,0 +1,1 @@
+"""QMQ's result rows, in the same vocabulary as RocketMQ's (docs/vocabulary.md)."""

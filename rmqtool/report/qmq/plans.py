@@ -1,0 +1,67 @@
+"""The plan ``recover`` prints for a QMQ store: JSON as the document is; for people, what
+QMQ's next start does, then each change ``--apply`` makes, numbered."""
+from __future__ import annotations
+
+import sys
+
+from rmqtool.report.plans import numbered
+from rmqtool.report.sink import render_document
+
+
+def _ranges(ranges) -> str:
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
+
+
+def _broker_lines(start: dict) -> list[str]:
+    if not start["started"]:
+        r = start["refusal"]
+        what = "refuses to start" if r["kind"] == "refused" else "never finishes starting"
+        return [f"QMQ's next start {what}: {r['exception'] or 'the replay stops'}: {r['message']}"
+                + (f" ({r['file']})" if r["file"] else "")]
+    lines = []
+    log = start["message_log"]
+    if log["cut_at"] is not None:
+        lines.append(f"QMQ's next start ends the message log at {log['cut_at']}, before its written end "
+                     f"{log['written_end']}: {len(log['records_lost'])} record(s) dropped")
+    else:
+        lines.append(f"QMQ's next start keeps the message log whole (to {log['max_offset']}) and replays it from "
+                     f"{log['replay_from']}")
+    for s in start["subjects"]:
+        if s["served_success_without_message"]:
+            lines.append(f"{s['subject']}: sequences {_ranges(s['served_success_without_message'])} served as "
+                         f"SUCCESS with no message")
+        if s["not_served"]:
+            lines.append(f"{s['subject']}: sequences {_ranges(s['not_served'])} in the message log, not served")
+    return lines
+
+
+def _action_line(a: dict) -> str:
+    if a["action"] == "move":
+        return f"move {a['file']} into the backup: {a['reason']}"
+    if a["action"] == "zero":
+        return f"zero {a['file']} [{a['start']}, {a['end']}): {a['reason']}"
+    if a["action"] == "rewrite consumer log":
+        return (f"rewrite {a['subject']}'s consumer log from sequence {a['first_sequence']}: {a['units']} unit(s)"
+                + (f", {a['fill_units']} of them fill" if a["fill_units"] else "") + f" ({a['reason']})")
+    return f"write {a['file']}: the message checkpoint at {a['message_log_offset']}, {a['subjects']} subject(s)"
+
+
+def show_qmq_plan(doc: dict, fmt: str, applied: bool = False) -> None:
+    if fmt != "table":
+        render_document(doc, fmt, title="recovery plan")
+        return
+    lines = _broker_lines(doc["broker_start"]) + [_action_line(a) for a in doc["actions"]]
+    if not doc["actions"]:
+        lines.append("--apply changes nothing")
+    elif doc["records_dropped"]:
+        lines.append(f"{len(doc['records_dropped'])} record(s) past the cut are lost: rmqtool salvage keeps them "
+                     f"first")
+    out = sys.stdout
+    numbered(lines, out)
+    if applied:
+        a = doc["applied"]
+        if not a.get("backup_dir"):
+            out.write(f"nothing to change: nothing written to {a['store_path']}\n")
+        else:
+            out.write(f"applied to {a['store_path']}; backup in {a['backup_dir']} (rmqtool undo {a['backup_dir']} "
+                      f"puts it back)\n")

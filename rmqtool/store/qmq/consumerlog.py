@@ -1,0 +1,107 @@
+"""Reading QMQ's consumer logs: ``consumerlog/<subject>/``, a unit per sequence.
+
+Layouts in ``formats/qmq/consumerlog.py``. Which unit a store writes is a broker switch
+(``consumerlog.v2.enable``), not in the files, so it is read from what they show: a
+segment's size (220,000,000 bytes for V1 units, 320,000,000 for V2) when the file is whole,
+else the V2 magic 0xA3B2 at the start of its first written unit (a V1 unit starts with a
+millisecond timestamp, whose top bytes are zero for thousands of years).
+The units end at the first all-zero unit (``MaxSequenceLogSegmentValidator``'s reading).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+from typing import Iterator
+
+from rmqtool.formats.derive import struct_of
+from rmqtool.formats.qmq.consumerlog import (CONSUMER_LOG_MAGIC_V2, CONSUMER_LOG_UNIT_BYTES,
+                                             CONSUMER_LOG_V2_UNIT_BYTES, SEGMENT_SIZE_V1, SEGMENT_SIZE_V2,
+                                             SEGMENT_TOTAL_UNIT, TYPE_MESSAGE_LOG_INDEX, TYPE_SMT_INDEX,
+                                             MessageLogIndexV2, SmtIndexV2, UnitV1, is_fill_unit)
+from rmqtool.store.qmq.segments import LogDirectory, list_log, read_zero_extended
+
+_V1 = struct_of(UnitV1)
+_V2_MESSAGE = struct_of(MessageLogIndexV2)
+_V2_SMT = struct_of(SmtIndexV2)
+_V2_HEAD = 4  # magic, type
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConsumerLogUnit:
+    subject: str
+    sequence: int
+    path: str
+    position: int
+    kind: str  # "message" (a message-log index), "smt" (an SMT index), "fill", "invalid"
+    timestamp: int
+    wrote_offset: int = 0  # message: the record's start in the message log
+    wrote_bytes: int = 0
+    header_size: int = 0
+    tablet_id: int = 0  # smt
+    smt_position: int = 0
+    smt_size: int = 0
+
+
+def unit_bytes_of(directory: LogDirectory) -> int | None:
+    """22 or 32, from the segments' sizes or their first unit; None for a log with no unit."""
+    for seg in directory.segments:
+        if seg.file_size in (SEGMENT_SIZE_V1, SEGMENT_SIZE_V2):
+            return CONSUMER_LOG_UNIT_BYTES if seg.file_size == SEGMENT_SIZE_V1 else CONSUMER_LOG_V2_UNIT_BYTES
+    for seg in directory.segments:
+        head = read_zero_extended(seg, 0, 2)
+        if seg.file_size >= 2:
+            return CONSUMER_LOG_V2_UNIT_BYTES if int.from_bytes(head, "big") == CONSUMER_LOG_MAGIC_V2 \
+                else CONSUMER_LOG_UNIT_BYTES
+    return None
+
+
+def open_consumer_log(store: str | os.PathLike, subject: str, unit_bytes: int | None = None) -> tuple[LogDirectory, int | None]:
+    """A subject's consumer log directory and its unit size (given, else read from the files)."""
+    directory = pathlib.Path(store) / "consumerlog" / subject
+    probe = list_log(directory, SEGMENT_SIZE_V1)
+    unit = unit_bytes or unit_bytes_of(probe)
+    if unit is None or unit == CONSUMER_LOG_UNIT_BYTES:
+        return probe, unit
+    return list_log(directory, unit * SEGMENT_TOTAL_UNIT), unit
+
+
+def decode_unit(subject: str, sequence: int, path: str, position: int, raw: bytes) -> ConsumerLogUnit:
+    if len(raw) == CONSUMER_LOG_UNIT_BYTES:
+        ts, off, size, header = _V1.unpack(raw)
+        kind = "fill" if is_fill_unit(off, size, header) else "message"
+        return ConsumerLogUnit(subject, sequence, path, position, kind, ts, off, size, header)
+    magic, unit_type = int.from_bytes(raw[:2], "big"), int.from_bytes(raw[2:4], "big")
+    if magic == CONSUMER_LOG_MAGIC_V2 and unit_type == TYPE_MESSAGE_LOG_INDEX:
+        ts, off, size, header, _ = _V2_MESSAGE.unpack(raw[_V2_HEAD:])
+        kind = "fill" if is_fill_unit(off, size, header) else "message"
+        return ConsumerLogUnit(subject, sequence, path, position, kind, ts, off, size, header)
+    if magic == CONSUMER_LOG_MAGIC_V2 and unit_type == TYPE_SMT_INDEX:
+        ts, tablet, pos, size, _ = _V2_SMT.unpack(raw[_V2_HEAD:])
+        return ConsumerLogUnit(subject, sequence, path, position, "smt", ts, tablet_id=tablet, smt_position=pos,
+                               smt_size=size)
+    return ConsumerLogUnit(subject, sequence, path, position, "invalid", 0)
+
+
+def read_units(directory: LogDirectory, unit_bytes: int, subject: str) -> Iterator[ConsumerLogUnit]:
+    """Every written unit of a consumer log, in sequence order, up to each segment's first
+    all-zero unit."""
+    zero = bytes(unit_bytes)
+    chunk = unit_bytes * 65536  # units are read a chunk at a time: a segment holds 10,000,000
+    for seg in directory.segments:
+        for start in range(0, seg.file_size, chunk):
+            data = read_zero_extended(seg, start, chunk)
+            for at in range(0, len(data) - unit_bytes + 1, unit_bytes):
+                raw = data[at:at + unit_bytes]
+                if raw == zero:
+                    break
+                position = start + at
+                yield decode_unit(subject, (seg.base_offset + position) // unit_bytes, str(seg.path), position, raw)
+            else:
+                continue
+            break
+
+
+def subjects(store: str | os.PathLike) -> list[str]:
+    root = pathlib.Path(store) / "consumerlog"
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []

@@ -1,0 +1,192 @@
+"""Reading QMQ's message log: every record of a segment, damage found and resynchronised.
+
+The record layout is ``formats/qmq/messagelog.py``. A record is clean when its magic is a
+message log magic, its attributes a message's, its subject and payload lie inside the
+segment, its subject is UTF-8 and (V2, V3) the payload's CRC-32 equals the stored one.
+Reading follows ``MessageLogRecordVisitor``: an end-of-segment record ends the segment, a
+blank record jumps to the position it names. Where the bytes are neither a record nor the
+zeros after the written end, the scanner reports a damaged region and goes on at the next
+clean record (or empty record) it finds, so one bad byte does not hide the rest.
+"""
+from __future__ import annotations
+
+import dataclasses
+import struct
+import zlib
+from typing import Iterator
+
+from rmqtool.formats.qmq.messagelog import (ATTR_BLANK_RECORD, ATTR_EMPTY_RECORD, ATTR_MESSAGE_RECORD,
+                                            BLANK_RECORD_BYTES, MESSAGE_LOG_MAGIC_V1, MESSAGE_LOG_MAGICS,
+                                            MIN_RECORD_BYTES, RecordPrefix, header_size)
+from rmqtool.formats.derive import struct_of
+from rmqtool.store.qmq.segments import LogSegment, ZeroExtended
+
+_PREFIX = struct_of(RecordPrefix)  # magic, attributes, timestamp
+_SEQUENCE_AND_SUBJECT_LENGTH = struct.Struct(">qh")
+_CRC_AND_SIZE = struct.Struct(">qi")
+_SIZE = struct.Struct(">i")
+_MAGIC_BYTES = tuple(m.to_bytes(4, "big") for m in MESSAGE_LOG_MAGICS)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MessageRecord:
+    """One message record: where it is, its header fields, and whether its payload is whole."""
+    offset: int  # message log offset of the record's first byte
+    path: str
+    position: int  # in the segment file
+    magic: int
+    timestamp: int
+    sequence: int
+    subject: str
+    payload_crc: int | None  # None for V1 (no CRC field)
+    payload_size: int
+    header_size: int
+    payload: bytes
+    payload_crc_ok: bool | None  # None for V1, and when not checked
+
+    @property
+    def size(self) -> int:
+        return self.header_size + self.payload_size
+
+    @property
+    def payload_offset(self) -> int:
+        return self.offset + self.header_size
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EmptyRecord:
+    """The end-of-segment record: the rest of the segment holds nothing."""
+    offset: int
+    path: str
+    position: int
+    timestamp: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BlankRecord:
+    """``fillPreBlank``'s record: the bytes up to ``until`` (a segment position) are skipped."""
+    offset: int
+    path: str
+    position: int
+    until: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Damage:
+    """Bytes that are neither a clean record nor the zeros after the written end."""
+    offset: int
+    path: str
+    position: int
+    size: int
+    reason: str
+
+
+ScanItem = MessageRecord | EmptyRecord | BlankRecord | Damage
+
+
+def parse_record(data: ZeroExtended, pos: int, check_crc: bool = True) -> MessageRecord | EmptyRecord | BlankRecord | str:
+    """The record at segment position ``pos``, or why there is none (a sentence)."""
+    segment = data.segment
+    limit = segment.size
+    if pos + MIN_RECORD_BYTES > limit:
+        return "too close to the segment's end for a record"
+    magic, attributes, timestamp = _PREFIX.unpack(data.take(pos, _PREFIX.size))
+    if magic not in MESSAGE_LOG_MAGICS:
+        return f"magic 0x{magic:08x} is not a message log magic"
+    path, offset = str(segment.path), segment.base_offset + pos
+    if attributes == ATTR_EMPTY_RECORD:
+        return EmptyRecord(offset, path, pos, timestamp)
+    if attributes == ATTR_BLANK_RECORD:
+        if pos + BLANK_RECORD_BYTES > limit:
+            return "a blank record cut by the segment's end"
+        (until,) = _SIZE.unpack(data.take(pos + MIN_RECORD_BYTES, _SIZE.size))
+        if not pos < until <= limit:
+            return f"a blank record up to position {until}, outside ({pos}, {limit}]"
+        return BlankRecord(offset, path, pos, until)
+    if attributes != ATTR_MESSAGE_RECORD:
+        return f"attributes {attributes} (0 message, 1 end of segment, 2 blank)"
+    at = pos + MIN_RECORD_BYTES
+    if at + _SEQUENCE_AND_SUBJECT_LENGTH.size > limit:
+        return "a header cut by the segment's end"
+    sequence, subject_length = _SEQUENCE_AND_SUBJECT_LENGTH.unpack(data.take(at, _SEQUENCE_AND_SUBJECT_LENGTH.size))
+    if subject_length < 0:
+        return f"subject length {subject_length}"
+    at += _SEQUENCE_AND_SUBJECT_LENGTH.size
+    subject_raw = data.take(at, subject_length)
+    at += subject_length
+    has_crc = magic != MESSAGE_LOG_MAGIC_V1
+    tail = _CRC_AND_SIZE if has_crc else _SIZE
+    if at + tail.size > limit:
+        return "a header cut by the segment's end"
+    payload_crc, payload_size = tail.unpack(data.take(at, tail.size)) if has_crc else \
+        (None, *_SIZE.unpack(data.take(at, _SIZE.size)))
+    at += tail.size
+    if payload_size < 0:
+        return f"payload size {payload_size}"
+    if at + payload_size > limit:
+        return f"payload size {payload_size} runs past the segment's end"
+    try:
+        subject = subject_raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "subject is not UTF-8"
+    payload = data.take(at, payload_size)
+    crc_ok = (zlib.crc32(payload) == payload_crc) if has_crc and check_crc else None
+    return MessageRecord(offset, path, pos, magic, timestamp, sequence, subject, payload_crc, payload_size,
+                         header_size(subject_length, magic), payload, crc_ok)
+
+
+def _is_clean(item) -> bool:
+    return not isinstance(item, str) and not (isinstance(item, MessageRecord) and item.payload_crc_ok is False)
+
+
+def _resync(data: ZeroExtended, start: int) -> int:
+    """The next position after ``start`` where a clean record begins, else the written end."""
+    best = data.written
+    for needle in _MAGIC_BYTES:
+        at = data.find(needle, start, best)
+        while at != -1:
+            if _is_clean(parse_record(data, at)):
+                best = at
+                break
+            at = data.find(needle, at + 1, best)
+    return best
+
+
+def scan_segment(segment: LogSegment, check_crc: bool = True) -> Iterator[ScanItem]:
+    """Every record of one segment in order, damage included; ends at the written end.
+    ``check_crc=False`` walks headers only (``payload_crc_ok`` None): the end, not the bodies."""
+    with ZeroExtended(segment) as data:
+        yield from _scan(data, check_crc)
+
+
+def _scan(data: ZeroExtended, check_crc: bool) -> Iterator[ScanItem]:
+    segment, written, pos = data.segment, data.written, 0
+    while pos < written:
+        item = parse_record(data, pos, check_crc)
+        if isinstance(item, EmptyRecord):
+            yield item
+            return
+        if isinstance(item, BlankRecord):
+            yield item
+            pos = item.until
+            continue
+        if isinstance(item, MessageRecord):
+            yield item
+            pos += item.size
+            continue
+        # neither a record nor the zeros after the written end: damage up to the next clean record
+        nxt = _resync(data, pos + 1)
+        end = min(nxt, written)
+        yield Damage(segment.base_offset + pos, str(segment.path), pos, end - pos, item)
+        pos = nxt
+
+
+def written_end(segment: LogSegment) -> int:
+    """The message log offset after the segment's last record (its base when it holds none)."""
+    end = segment.base_offset
+    for item in scan_segment(segment, check_crc=False):
+        if isinstance(item, MessageRecord):
+            end = item.offset + item.size
+        elif isinstance(item, (BlankRecord, Damage)):
+            end = max(end, item.offset + (item.until - item.position if isinstance(item, BlankRecord) else item.size))
+    return end

@@ -1,0 +1,140 @@
+"""QMQ's log directories: fixed-size segments named by the offset of their first byte.
+
+Mirrors ``LogManager.loadLogs`` and the ``LogSegment`` constructor (qmq-store 5abc92f4):
+a name starting with ``.`` is skipped (the message log's ``.offset`` files); every other
+name goes to ``Long.parseLong``, and one that is not a number stops the broker's start.
+The segment size is a constant of each log (``formats/qmq``), not a setting: every
+segment is mapped at that size, so a shorter file reads as zero-extended.
+"""
+from __future__ import annotations
+
+import dataclasses
+import errno
+import mmap
+import os
+import pathlib
+
+from rmqtool.formats.qmq.java import NumberFormatError, java_parse
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LogSegment:
+    path: pathlib.Path
+    base_offset: int
+    size: int  # the segment's logical size (the log's constant)
+    file_size: int  # bytes on disk now; the rest reads as zeros
+
+    @property
+    def end_offset(self) -> int:
+        return self.base_offset + self.size
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LogDirectory:
+    directory: pathlib.Path
+    segments: tuple[LogSegment, ...]
+    skipped: tuple[pathlib.Path, ...]  # names starting with ".", and directories: LogManager skips them
+    unparsable: tuple[pathlib.Path, ...]  # names Long.parseLong refuses: the broker does not start
+
+    def locate(self, offset: int) -> LogSegment | None:
+        """``LogManager.locateSegment``: the segment whose range holds ``offset``."""
+        for seg in reversed(self.segments):
+            if seg.base_offset <= offset:
+                return seg if offset < seg.end_offset else None
+        return None
+
+
+def list_log(directory: str | os.PathLike, segment_size: int) -> LogDirectory:
+    """The segments of one log directory, as ``LogManager.loadLogs`` sees them."""
+    directory = pathlib.Path(directory)
+    segments, skipped, unparsable = [], [], []
+    if directory.is_dir():
+        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+            path = pathlib.Path(entry.path)
+            if entry.name.startswith("."):
+                skipped.append(path)
+                continue
+            try:
+                base = java_parse(entry.name)
+            except NumberFormatError:
+                unparsable.append(path)
+                continue
+            if entry.is_file():
+                segments.append(LogSegment(path, base, segment_size, entry.stat().st_size))
+            else:  # RandomAccessFile fails on a directory: LogManager logs it and goes on
+                skipped.append(path)
+    segments.sort(key=lambda s: s.base_offset)
+    return LogDirectory(directory, tuple(segments), tuple(skipped), tuple(unparsable))
+
+
+def read_zero_extended(segment: LogSegment, position: int = 0, length: int | None = None) -> bytes:
+    """Bytes of a segment as QMQ maps it: past the file's end, zeros up to the segment size."""
+    end = segment.size if length is None else min(segment.size, position + length)
+    if position >= end:
+        return b""
+    with open(segment.path, "rb") as f:
+        f.seek(position)
+        data = f.read(max(0, min(end, segment.file_size) - position))
+    return data + bytes(end - position - len(data))
+
+
+class ZeroExtended:
+    """A segment's bytes as QMQ maps them, without reading the file into memory: the file's
+    bytes (mapped), then zeros up to the segment's size. ``written`` is the length without
+    its trailing zeros: where the written data ends, found from the back in chunks."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, segment: LogSegment):
+        self.segment = segment
+        self._file = open(segment.path, "rb")
+        size = os.fstat(self._file.fileno()).st_size
+        self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        self.file_size = size
+        self.written = self._written()
+
+    def _data_end(self) -> int:
+        """Where the file's last data extent ends: the holes after it read as zeros without
+        being read (QMQ's segments are sparse until written: it maps them at full size)."""
+        if not hasattr(os, "SEEK_DATA"):
+            return self.file_size
+        fd, end, pos = self._file.fileno(), 0, 0
+        while pos < self.file_size:
+            try:
+                start = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # no data after pos
+                    break
+                return self.file_size  # the filesystem cannot say: read it all
+            pos = end = os.lseek(fd, start, os.SEEK_HOLE)
+        return end
+
+    def _written(self) -> int:
+        end = self._data_end() if self.file_size else 0
+        while end > 0:
+            start = max(0, end - self.CHUNK)
+            chunk = self._map[start:end].rstrip(b"\0")
+            if chunk:
+                return start + len(chunk)
+            end = start
+        return 0
+
+    def take(self, position: int, length: int) -> bytes:
+        """``length`` bytes at ``position`` (zeros past the file, none past the segment)."""
+        end = min(position + length, self.segment.size)
+        piece = self._map[position:min(end, self.file_size)] if position < self.file_size else b""
+        return piece + bytes(max(0, end - position - len(piece)))
+
+    def find(self, needle: bytes, start: int, end: int | None = None) -> int:
+        return self._map.find(needle, start, self.written if end is None else end) if self.file_size else -1
+
+    def close(self) -> None:
+        if self.file_size:
+            self._map.close()
+        self._file.close()
+
+    def __enter__(self) -> "ZeroExtended":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

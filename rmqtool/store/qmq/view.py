@@ -1,0 +1,58 @@
+"""A QMQ store, opened once: its root checked, whether a process holds it, and whether an
+interrupted repair left it half changed. What the commands read of it (logs, checkpoints,
+tablets) is read by the family's own modules from this view's root."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import pathlib
+
+from rmqtool.errors import NotAStore, StoreNotFound
+from rmqtool.store.family import QMQ, Family
+from rmqtool.store.qmq.live import holder_pid
+from rmqtool.store.unfinished import Unfinished, read_unfinished
+
+
+@dataclasses.dataclass(frozen=True)
+class LiveQmqStore:
+    root: pathlib.Path
+    pid: int
+
+    def note(self) -> str:
+        return (f"rmqtool: {self.root} is live: PID {self.pid} has its files open (a running QMQ broker); "
+                f"what it writes while rmqtool reads may show as damage at the logs' ends")
+
+    def is_moving(self, finding) -> bool:
+        return False  # QMQ keeps no written end a reader could take: nothing is left out
+
+
+class QmqView:
+    """One QMQ store root, read once (answers kept)."""
+
+    family: Family = QMQ
+
+    def __init__(self, root: pathlib.Path):
+        self.root = root
+
+    def __repr__(self) -> str:
+        return f"QmqView({str(self.root)!r})"
+
+    @functools.cached_property
+    def live(self) -> LiveQmqStore | None:
+        pid = holder_pid(self.root)
+        return LiveQmqStore(self.root, pid) if pid is not None else None
+
+    @functools.cached_property
+    def unfinished(self) -> Unfinished | None:
+        return read_unfinished(self.root)
+
+
+def open_qmq_store(path: str | os.PathLike) -> QmqView:
+    """The view of the QMQ store at ``path`` (a missing path exit 8; not a QMQ store root exit 4)."""
+    root = pathlib.Path(path)
+    if not root.exists():
+        raise StoreNotFound("no such directory", root)
+    if not root.is_dir() or not QMQ.holds(root):
+        raise NotAStore("not a QMQ store root: no messagelog/, consumerlog/ or actionlog/", root)
+    return QmqView(root)

@@ -1,0 +1,1 @@
+"""``rmqtool verify`` on a QMQ store: its checks as registered findings."""

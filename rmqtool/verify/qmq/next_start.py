@@ -1,0 +1,60 @@
+"""What QMQ's next start does to a store, as findings: verify's consequences.
+
+From ``recovery/qmq/start.py``'s simulation, run once: a start that is refused or never
+finishes, the records a cut of the message log drops, the sequences served as SUCCESS with
+no message or not served at all, and the actions the replay skips.
+"""
+from __future__ import annotations
+
+import pathlib
+from typing import Iterable, Iterator
+
+from rmqtool import findings as ids
+from rmqtool.findings import Finding, finding
+from rmqtool.recovery.qmq.start import StartOutcome
+
+
+def ranges_text(ranges: Iterable) -> str:
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
+
+
+def _count(ranges: Iterable) -> int:
+    return sum(b - a + 1 for a, b in ranges)
+
+
+def next_start_findings(outcome: StartOutcome, actions_in_files: list) -> Iterator[Finding]:
+    root = pathlib.Path(outcome.store)
+    if outcome.refusal is not None:
+        r = outcome.refusal
+        what = "refuses to start" if r.kind == "refused" else "never finishes starting"
+        yield finding(ids.STORE_NOT_LOADABLE, r.file or root, None,
+                      f"QMQ {what}: {r.exception or 'the replay stops'}: {r.message} (in {r.where})")
+        if r.kind == "refused":
+            return  # nothing after the load happens
+    log = outcome.message_log
+    if log is not None and log.cut_at is not None:
+        subjects = sorted({r.subject for r in log.records_lost})
+        yield finding(ids.RECOVERY_CUTS_MESSAGE_LOG, root / "messagelog", None,
+                      f"the next start ends the message log at {log.cut_at}, before its written end "
+                      f"{log.written_end}: {len(log.records_lost)} record(s) of {', '.join(subjects)} are dropped",
+                      message_log_offset=log.cut_at, records=len(log.records_lost))
+    for s in outcome.subjects:
+        if s.served_success_without_message:
+            yield finding(ids.MESSAGES_SERVED_EMPTY, root / "consumerlog" / s.subject, None,
+                          f"{s.subject}: sequences {ranges_text(s.served_success_without_message)} are served as "
+                          f"SUCCESS with no message after the next start", subject=s.subject,
+                          sequences=_count(s.served_success_without_message))
+        if s.not_served:
+            yield finding(ids.MESSAGES_NOT_SERVED, root / "consumerlog" / s.subject, None,
+                          f"{s.subject}: sequences {ranges_text(s.not_served)} are in the message log but no "
+                          f"sequence serves them after the next start", subject=s.subject,
+                          sequences=_count(s.not_served))
+    actions = outcome.action_log
+    if actions is not None and actions.replay_state:
+        skipped = [a for a in actions_in_files if a.end_offset > actions.replay_state - 1]
+        if skipped:
+            yield finding(ids.ACTION_REPLAY_SKIPS_ACTIONS, root / "pulllog_smt", None,
+                          f"the action replay starts at {actions.replay_state}, one byte past the last valid "
+                          f"tablet's end: {len(skipped)} action(s) after it (from offset {skipped[0].offset}) are "
+                          f"not replayed, and consumer progress falls back to the action checkpoint",
+                          actions=len(skipped))

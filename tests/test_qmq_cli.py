@@ -1,0 +1,104 @@
+"""The commands on QMQ stores, as an operator runs them: info, dump's QMQ kinds, verify,
+recover (plan, --apply, a second plan, undo), exit codes and JSON, on stores QMQ's
+DefaultStorage wrote (expanded to the sizes the engine left)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import FIXTURES, load_truth
+from helpers import cli_runner, expand_store, tree_fingerprint
+from rmqtool.cli.app import app
+from rmqtool.errors import ExitCode
+
+QMQ = FIXTURES / "qmq"
+CRASH = QMQ / "crash"
+
+
+def run(*args):
+    return cli_runner().invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def basic(tmp_path_factory):
+    return expand_store(QMQ / "basic" / "store", tmp_path_factory.mktemp("basic") / "store")
+
+
+def test_info_names_the_family_and_the_ends(basic):
+    truth = load_truth(QMQ / "basic" / "truth.json")["generation"]["inMemoryBeforeShutdown"]
+    r = run("info", basic, "-f", "json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["store"]["family"] == "qmq" and doc["message_log"]["written_end"] == truth["messageLogMaxOffset"]
+
+
+@pytest.mark.parametrize("kind, count", [
+    ("messagelog", lambda t: len(t["readBack"]["messageLog"]["records"])),
+    ("consumerlog", lambda t: sum(len(c["units"]) for c in t["readBack"]["consumerLogs"].values())),
+    ("actionlog", lambda t: len(t["readBack"]["actionLog"]["records"])),
+    ("checkpoint", lambda t: len(t["checkpointFiles"])),
+])
+def test_dump_kinds_give_a_row_per_record(basic, kind, count):
+    r = run("dump", kind, basic, "-f", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert len(rows) == count(load_truth(QMQ / "basic" / "truth.json")) and all(x["family"] == "qmq" for x in rows)
+
+
+def test_dump_of_one_consumer_log_file(basic):
+    f = next((basic / "consumerlog" / "order.created").iterdir())
+    units = load_truth(QMQ / "basic" / "truth.json")["readBack"]["consumerLogs"]["order.created"]["units"]
+    r = run("dump", "consumerlog", f, "-f", "jsonl")
+    assert [json.loads(x)["sequence"] for x in r.stdout.splitlines()] == [u["sequence"] for u in units]
+
+
+def test_verify_a_clean_store_exits_0(basic):
+    r = run("verify", basic, "-f", "jsonl")
+    assert r.exit_code == 0, r.stdout + r.stderr
+
+
+def test_a_rocketmq_dump_kind_on_a_qmq_store_and_back(basic):
+    assert run("dump", "commitlog", basic).exit_code == ExitCode.BAD_INPUT
+    r = run("dump", "messagelog", FIXTURES / "rocketmq-4.9.8" / "basic" / "store")
+    assert r.exit_code == ExitCode.BAD_INPUT and "not in a QMQ store" in r.stderr
+
+
+def test_rocketmq_options_are_refused_on_a_qmq_store(basic):
+    r = run("recover", basic, "--semantics", "4.9")
+    assert r.exit_code == ExitCode.USAGE and "a QMQ store takes none" in r.stderr
+
+
+def test_recover_apply_plan_again_and_undo(tmp_path):
+    """crash/d: one flipped payload byte. The plan says what QMQ does (the cut, sequences served
+    empty); --apply repairs it (exit 3: the records past the cut are lost); the store then
+    verifies clean, a second plan changes nothing, and undo gives back every byte."""
+    variant = CRASH / "d-flipped-payload-byte-mid-log"
+    truth = load_truth(variant / "truth.json")
+    store = expand_store(variant / "input", tmp_path / "store")
+    before = tree_fingerprint(store)
+    plan = run("recover", store, "-f", "json")
+    assert plan.exit_code == ExitCode.CORRUPT
+    doc = json.loads(plan.stdout)
+    assert doc["broker_start"]["message_log"]["cut_at"] == truth["messageLog"]["cutAt"]
+    assert len(doc["records_dropped"]) == len(truth["messageLog"]["recordsLost"])
+    assert tree_fingerprint(store) == before  # a plan writes nothing
+    applied = run("recover", store, "--apply", "--backup-dir", tmp_path / "backup", "-f", "json")
+    assert applied.exit_code == ExitCode.CORRUPT, applied.stderr
+    assert json.loads(applied.stdout)["applied"]["backup_dir"] == str(tmp_path / "backup")
+    assert run("verify", store).exit_code == 0
+    again = run("recover", store, "-f", "json")
+    assert again.exit_code == 0 and json.loads(again.stdout)["actions"] == []
+    undone = run("undo", tmp_path / "backup")
+    assert undone.exit_code == 0, undone.stderr
+    assert tree_fingerprint(store) == before
+
+
+def test_a_store_qmq_refuses_is_repaired_so_that_it_starts(tmp_path):
+    """crash/b: a stray name stops QMQ's start; --apply moves it into the backup."""
+    store = expand_store(CRASH / "b-stray-file-in-messagelog" / "input", tmp_path / "store")
+    assert run("recover", store).exit_code == ExitCode.CORRUPT
+    assert run("recover", store, "--apply", "--backup-dir", tmp_path / "backup").exit_code == 0
+    assert not (store / "messagelog" / "00000000000000000000.bak").exists()
+    assert (tmp_path / "backup" / "manifest.json").is_file()
+    assert run("recover", store).exit_code == 0

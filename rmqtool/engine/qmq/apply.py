@@ -20,6 +20,7 @@ import shutil
 from rmqtool.engine.qmq.consumer_log_writer import segment_files
 from rmqtool.errors import CorruptData, StoreAccessError, StoreLocked, UsageError
 from rmqtool.formats.qmq.checkpoint import build_message_checkpoint
+from rmqtool.formats.qmq.consumerlog import SEGMENT_TOTAL_UNIT
 from rmqtool.recovery import intent
 from rmqtool.recovery.apply import STAGING_DIR, default_backup_dir, finish_apply, move_in, undo_command, write_zeros
 from rmqtool.recovery.manifest import (COPIES_DIR, RESTORE, Entry, Manifest, copy_range, store_listing, sync_dir,
@@ -54,6 +55,31 @@ def _write_file(ready: pathlib.Path, data: bytes, size: int | None) -> None:
         os.fsync(f.fileno())
 
 
+def _changes(plan: QmqPlan) -> tuple[list, list]:
+    """What the plan changes: (kind, path, start, end) for the manifest (a rewritten file is a
+    RESTORE entry: undo puts it back whole), and the files to build and swap in (path, bytes
+    before the hole, the size the file gets)."""
+    changes: list[tuple[str, pathlib.Path, int, int]] = []
+    builds: list[tuple[pathlib.Path, bytes, int | None]] = []
+    for path, _why in plan.moves:
+        changes.append((DELETE, pathlib.Path(path), 0, 0))
+    for z in plan.zero:
+        changes.append((ZERO, pathlib.Path(z.path), z.start, z.end))
+    for rw in plan.consumer_logs:
+        writes, removes = segment_files(rw)
+        changes += [(DELETE, p, 0, 0) for p in removes]
+        for path, data in writes.items():
+            if path.exists():
+                changes.append((RESTORE, path, 0, 0))
+            builds.append((path, data, rw.unit_bytes * SEGMENT_TOTAL_UNIT))
+    if plan.checkpoint is not None:
+        path = plan.checkpoint_path()
+        if path.exists():
+            changes.append((RESTORE, path, 0, 0))
+        builds.append((path, build_message_checkpoint(plan.checkpoint), None))
+    return changes, builds
+
+
 def apply_qmq_plan(plan: QmqPlan, backup_dir: str | os.PathLike | None = None, *,
                    command: str | None = None) -> QmqApplied:
     root = pathlib.Path(plan.store)
@@ -73,26 +99,7 @@ def apply_qmq_plan(plan: QmqPlan, backup_dir: str | os.PathLike | None = None, *
     except OSError as exc:
         raise StoreAccessError(f"cannot create the backup directory ({exc.strerror})", backup) from None
 
-    # what changes: (kind, path, start, end) for the manifest; files to build and swap in
-    changes: list[tuple[str, pathlib.Path, int, int]] = []
-    builds: list[tuple[pathlib.Path, bytes, int | None]] = []
-    for path, _why in plan.moves:
-        changes.append((DELETE, pathlib.Path(path), 0, 0))
-    for z in plan.zero:
-        changes.append((ZERO, pathlib.Path(z.path), z.start, z.end))
-    for rw in plan.consumer_logs:
-        writes, removes = segment_files(rw)
-        changes += [(DELETE, p, 0, 0) for p in removes]
-        for path, data in writes.items():
-            if path.exists():
-                changes.append((RESTORE, path, 0, 0))
-            builds.append((path, data, rw.unit_bytes * 10_000_000))
-    if plan.checkpoint is not None:
-        path = plan.checkpoint_path()
-        if path.exists():
-            changes.append((RESTORE, path, 0, 0))
-        builds.append((path, build_message_checkpoint(plan.checkpoint), None))
-
+    changes, builds = _changes(plan)
     listing, directories = store_listing(root)
     entries = []
     for i, (kind, path, start, end) in enumerate(changes):

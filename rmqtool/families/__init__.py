@@ -61,6 +61,6 @@ def tools_at(path: str | os.PathLike) -> FamilyTools:
 
 
 def tools_of(view: StoreView) -> FamilyTools:
-    """The tools of the view's family (a family detected but not read yet: UnsupportedFamily, exit 4)."""
+    """The tools of the view's family (a family detected but not read: UnsupportedFamily, exit 4)."""
     require_supported(view.family, view.root)
     return _registry()[view.family.name]

@@ -136,7 +136,7 @@ class StoreView:
 
 def open_store(path: str | os.PathLike, *, simulate: Callable[[StoreView], Any] | None = None) -> StoreView:
     """The view of the store at ``path``, the path checked once (detect.require_store: a missing
-    path exit 8, a file or no store exit 4, a family not read yet exit 4)."""
+    path exit 8, a file or no store exit 4, another family's store exit 4)."""
     return StoreView(require_store(path), simulate=simulate)
 
 

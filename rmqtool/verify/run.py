@@ -227,7 +227,7 @@ def open_verifiable(path: str | os.PathLike) -> StoreView:
         raise StoreNotFound("no such directory", root)
     if not root.is_dir():
         raise NotAStore("not a store directory (verify takes the store root)", root)
-    view = StoreView(root, simulate=simulate_next_start)  # a family not read yet: exit 4, said so
+    view = StoreView(root, simulate=simulate_next_start)  # another family's store: exit 4, said so
     paths = view.paths
     if not (paths.commitlog.is_dir() or paths.consumequeue.is_dir() or paths.checkpoint.exists()):
         raise NotAStore("not a store: no commitlog/, consumequeue/ or checkpoint", root)

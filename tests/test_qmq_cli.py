@@ -102,3 +102,32 @@ def test_a_store_qmq_refuses_is_repaired_so_that_it_starts(tmp_path):
     assert not (store / "messagelog" / "00000000000000000000.bak").exists()
     assert (tmp_path / "backup" / "manifest.json").is_file()
     assert run("recover", store).exit_code == 0
+
+
+def test_query_by_subject_and_sequence_gives_what_get_message_served(basic):
+    logs = load_truth(QMQ / "basic" / "truth.json")["readBack"]["consumerLogs"]
+    subject = "order.created"
+    served = next(g for g in logs[subject]["getMessage"] if g["messageNum"] == 1)
+    r = run("query", basic, "--subject", subject, "--sequence", served["sequence"], "-f", "jsonl", "--body", "none")
+    assert r.exit_code == 0, r.stderr
+    (row,) = [json.loads(x) for x in r.stdout.splitlines()]
+    (payload_offset, payload_size), = served["payloadOffsetAndSize"]
+    assert row["message_log_offset"] + row["header_size"] == payload_offset and row["payload_length"] == payload_size
+    missing = run("query", basic, "--subject", subject, "--sequence", logs[subject]["maxSequence"] + 5)
+    assert missing.exit_code == ExitCode.NOT_FOUND
+
+
+def test_query_by_message_id_and_by_time(basic):
+    records = load_truth(QMQ / "basic" / "truth.json")["readBack"]["messageLog"]["records"]
+    wanted = records[11]
+    r = run("query", basic, "--msg-id", wanted["payload"]["messageId"], "-f", "jsonl", "--body", "none")
+    assert r.exit_code == 0 and [json.loads(x)["message_log_offset"] for x in r.stdout.splitlines()] == \
+        [x["offset"] for x in records if x["payload"]["messageId"] == wanted["payload"]["messageId"]]
+    at = run("query", basic, "--subject", wanted["subject"], "--time", wanted["timestamp"], "-f", "jsonl")
+    first = next(x for x in records if x["subject"] == wanted["subject"] and x["timestamp"] >= wanted["timestamp"])
+    assert [json.loads(x)["message_log_offset"] for x in at.stdout.splitlines()] == [first["offset"]]
+
+
+def test_qmq_query_options_on_a_rocketmq_store_are_refused():
+    r = run("query", FIXTURES / "rocketmq-4.9.8" / "basic" / "store", "--subject", "T", "--sequence", "1")
+    assert r.exit_code == ExitCode.BAD_INPUT and "not a QMQ store" in r.stderr

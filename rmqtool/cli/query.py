@@ -22,7 +22,7 @@ from rmqtool.inspect.lookup import Lookup, crc_mismatch_notes, look_up
 from rmqtool.query.by_key import DEFAULT_MAX_NUM
 from rmqtool.query.by_time import offset_by_time
 from rmqtool.query.explain import Trace
-from rmqtool.report.records import message_record
+from rmqtool.report.records import message_record, with_human_times
 from rmqtool.report.sink import Sink, warn
 
 
@@ -113,10 +113,15 @@ def query(
     columns: Optional[str] = ColumnsOpt,
     served_only: bool = typer.Option(False, "--served-only", help="Only messages the broker serves after its next "
                                      "start's recovery (not stale bytes past where recovery cuts the log)."),
+    subject: Optional[str] = typer.Option(None, "--subject", "-s", help="QMQ: a subject (with --sequence or --time)."),
+    sequence: Optional[int] = typer.Option(None, "--sequence", min=0, help="QMQ: the message of this sequence."),
 ):
     """Find messages the way the broker's queryMessage, lookMessageByOffset and
     getOffsetInQueueByTime do, from the files alone, without the broker's hash-collision
-    false positives. Exit 0: found; 1: nothing found; 3: a message found is damaged (bad CRC)."""
+    false positives. Exit 0: found; 1: nothing found; 3: a message found is damaged (bad CRC).
+    On a QMQ store: --subject with --sequence or --time, or --msg-id (QMQ's message id)."""
+    if subject is not None or sequence is not None or _qmq_stores(stores):
+        return _qmq_query(stores, subject, sequence, msg_id, time, fmt, body, wide, columns)
     mode = _mode(key, uniq_key, msg_id, offset, queue_offset, time)
     _check_options(mode, topic, queue, exact, begin_time, end_time, max_num, no_index, index_only)
     begin, end = parse_time(begin_time), parse_time(end_time)
@@ -165,3 +170,32 @@ def _time_rows(sink: Sink, stores, each: Stores, topic, queue, time: int, exact:
             sink.row(result.record() if not each.several else {"store_path": str(store), **result.record()})
             found = found or result.found
     return found
+
+
+def _qmq_stores(stores) -> bool:
+    from rmqtool.store.family import QMQ, detect_family
+    return any(detect_family(s) is QMQ for s in stores)
+
+
+def _qmq_query(stores, subject, sequence, msg_id, time, fmt: OutputFormat, body, wide, columns) -> None:
+    """query on QMQ stores (inspect/qmq/dumps.query_rows): a row a message, the store named
+    when there are several; exit 1 when none matches, 3 when one found fails its CRC."""
+    from rmqtool.inspect.qmq.dumps import query_rows
+    from rmqtool.store.qmq.view import open_qmq_store
+    each = Stores(several=len(stores) > 1)
+    body_mode = body.value if body else ("text" if fmt == OutputFormat.table else "base64")
+    rows = []
+    with Sink(fmt.value, kind="qmq_message", wide=wide, select=columns) as sink:
+        for store in stores:
+            with each.each(not_found=NothingFound):
+                found = query_rows(open_qmq_store(store).root, subject=subject, sequence=sequence,
+                                   message_id=msg_id, time_ms=parse_time(time), body=body_mode)
+                for row in found:
+                    sink.row(with_human_times(row if not each.several else {"store_path": str(store), **row}))
+                rows += found
+    if each.worst:
+        raise typer.Exit(each.worst)
+    if not rows:
+        raise typer.Exit(int(ExitCode.NOT_FOUND))
+    if any(r.get("payload_crc_ok") is False for r in rows):
+        raise typer.Exit(int(ExitCode.CORRUPT))

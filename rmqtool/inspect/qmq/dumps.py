@@ -106,3 +106,33 @@ def dump_rows(root: str | os.PathLike, kind: str, *, body: str = "base64", only:
     if kind == "checkpoint":
         return checkpoint_rows(root, only)
     raise ValueError(f"no dump kind {kind!r} for a QMQ store: {', '.join(DUMP_KINDS)}")
+
+
+def query_rows(root: str | os.PathLike, *, subject: str | None = None, sequence: int | None = None,
+               message_id: str | None = None, time_ms: int | None = None, body: str = "base64") -> list[dict]:
+    """``rmqtool query`` on a QMQ store: the rows of the message a subject's sequence names
+    (DefaultStorage.getMessage's walk), of every record with a message id, or of each
+    subject's first record appended at or after a time (``subject`` None: every subject).
+    NothingFound when none is there; a unit that points nowhere is said in the error."""
+    from rmqtool.errors import NothingFound, UsageError
+    from rmqtool.query.qmq.lookup import QmqLookup
+    root = pathlib.Path(root)
+    look = QmqLookup(root)
+    if message_id is not None:
+        records = list(look.by_message_id(message_id))
+    elif sequence is not None:
+        if subject is None:
+            raise UsageError("--sequence needs --subject")
+        found = look.by_sequence(subject, sequence)
+        if found.record is None or found.reason is not None:
+            raise NothingFound(f"{subject} sequence {sequence}: {found.reason}", root)
+        records = [found.record]
+    elif time_ms is not None:
+        subjects = [subject] if subject is not None else consumerlog.subjects(root)
+        hits = [look.by_time(s, time_ms) for s in subjects]
+        records = [h.record for h in hits if h is not None and h.record is not None]
+    else:
+        raise UsageError("on a QMQ store give --subject with --sequence or --time, or --msg-id")
+    if not records:
+        raise NothingFound("no message matches", root)
+    return [message_log_row(r, body) for r in records]

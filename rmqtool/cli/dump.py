@@ -195,7 +195,8 @@ def dump_checkpoint(
 ):
     """The checkpoint: physic, logics and index timestamps (and 5.x masterFlushedOffset, confirmPhyOffset);
     on a QMQ store every message and action checkpoint snapshot, and which one a start loads."""
-    if qmq_root(path) is not None:
+    from rmqtool.store.qmq.view import qmq_root_of
+    if qmq_root_of(path) is not None:
         _qmq_rows(path, "checkpoint", fmt, None, False, None)
         return
     findings: list = []
@@ -230,7 +231,8 @@ QMQ_KINDS = {"messagelog": "qmq_message", "consumerlog": "qmq_unit", "actionlog"
 def _qmq_rows(path: pathlib.Path, kind: str, fmt: OutputFormat, limit: Optional[int], wide: bool,
               columns: Optional[str], *, body: str = "base64", subject: Optional[str] = None) -> None:
     from rmqtool.inspect.qmq.dumps import dump_rows
-    root = require_qmq_root(path, kind)
+    from rmqtool.store.qmq.view import require_qmq_root
+    root = require_qmq_root(path, f"dump {kind}")
     sink = Sink(fmt.value, kind=QMQ_KINDS[kind], wide=wide, select=columns)
     damaged = 0
     for n, row in enumerate(dump_rows(root, kind, body=body, subject=subject, only=None if path == root else path)):
@@ -269,21 +271,3 @@ _qmq_command("actionlog", "QMQ's action log: every PULL, RANGE_ACK and FOREVER_O
 _qmq_command("pulllog", "QMQ's legacy pull logs (pulllog/): the message sequence of each pull.",
              "rmqtool dump pulllog /data/qmq-store")
 
-
-def qmq_root(path: pathlib.Path) -> pathlib.Path | None:
-    """The QMQ store root ``path`` is or lies in (a store dir, a log dir, a file), or None."""
-    from rmqtool.store.family import QMQ
-    for candidate in (path, *path.parents):
-        if candidate.is_dir() and QMQ.holds(candidate):
-            return candidate
-    return None
-
-
-def require_qmq_root(path: pathlib.Path, kind: str) -> pathlib.Path:
-    from rmqtool.errors import NotAStore, StoreNotFound
-    if not path.exists():
-        raise StoreNotFound("no such file or directory", path)
-    root = qmq_root(path)
-    if root is None:
-        raise NotAStore(f"not in a QMQ store (dump {kind} reads QMQ's messagelog/, consumerlog/, actionlog/)", path)
-    return root

@@ -56,3 +56,23 @@ def open_qmq_store(path: str | os.PathLike) -> QmqView:
     if not root.is_dir() or not QMQ.holds(root):
         raise NotAStore("not a QMQ store root: no messagelog/, consumerlog/ or actionlog/", root)
     return QmqView(root)
+
+
+def qmq_root_of(path: str | os.PathLike) -> pathlib.Path | None:
+    """The QMQ store root ``path`` is or lies in (the root, a log directory, a file), or None."""
+    path = pathlib.Path(path)
+    for candidate in (path, *path.parents):
+        if candidate.is_dir() and QMQ.holds(candidate):
+            return candidate
+    return None
+
+
+def require_qmq_root(path: str | os.PathLike, command: str) -> pathlib.Path:
+    """The root of the QMQ store ``path`` lies in (a missing path exit 8; none exit 4)."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        raise StoreNotFound("no such file or directory", path)
+    root = qmq_root_of(path)
+    if root is None:
+        raise NotAStore(f"not in a QMQ store ({command} reads QMQ's messagelog/, consumerlog/, actionlog/)", path)
+    return root

@@ -131,3 +131,28 @@ def test_query_by_message_id_and_by_time(basic):
 def test_qmq_query_options_on_a_rocketmq_store_are_refused():
     r = run("query", FIXTURES / "rocketmq-4.9.8" / "basic" / "store", "--subject", "T", "--sequence", "1")
     assert r.exit_code == ExitCode.BAD_INPUT and "not a QMQ store" in r.stderr
+
+
+def test_salvage_keeps_what_qmq_would_drop(tmp_path):
+    """crash/d: QMQ's start drops every record from the flipped one on; salvage keeps all but
+    that one, says where the cut is, and exits 3 (the flipped record is lost for good)."""
+    variant = CRASH / "d-flipped-payload-byte-mid-log"
+    truth = load_truth(variant / "truth.json")
+    store = expand_store(variant / "input", tmp_path / "store")
+    r = run("salvage", store, "--out", tmp_path / "kept.jsonl", "-f", "json")
+    assert r.exit_code == ExitCode.CORRUPT, r.stderr
+    doc = json.loads(r.stdout)
+    flipped = truth["mutation"]["record"]
+    assert doc["messages_kept"] == truth["messageLog"]["recordsBeforeCrash"] - 1
+    assert doc["kept_past_recovered_end"] == len(truth["messageLog"]["recordsLost"]) - 1
+    assert [(x["subject"], x["sequence"]) for x in doc["messages_rejected"]] == [(flipped["subject"],
+                                                                               flipped["sequence"])]
+    rows = [json.loads(x) for x in (tmp_path / "kept.jsonl").read_text().splitlines()]
+    assert len(rows) == doc["messages_kept"] and flipped["offset"] not in {x["message_log_offset"] for x in rows}
+
+
+def test_salvage_of_a_clean_store_loses_nothing(basic, tmp_path):
+    r = run("salvage", basic, "--out", tmp_path / "all.jsonl", "-f", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["lost_anything"] is False
+    records = load_truth(QMQ / "basic" / "truth.json")["readBack"]["messageLog"]["records"]
+    assert len((tmp_path / "all.jsonl").read_text().splitlines()) == len(records)

@@ -201,7 +201,7 @@ def test_detection_tells_the_families_apart(tmp_path):
 
 
 @pytest.mark.parametrize("command", [("offsets",), ("dump", "commitlog"),
-                                     ("redispatch",), ("salvage", "--out", "-")])
+                                     ("redispatch",), ("append", "-t", "T", "--body", "b", "--create")])
 def test_a_qmq_store_is_named_and_refused_in_one_line_by_a_rocketmq_command(tmp_path, command):
     """A command that reads RocketMQ stores only names the family and the commands that read it."""
     root = _qmq_store(tmp_path)

@@ -18,6 +18,7 @@ from rmqtool.cli.params import Semantics, check_semantics, complete_queue, compl
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.sizes import SizeOptions, size_options
 from rmqtool.errors import NotAStore, StoreNotFound, UsageError
+from rmqtool.store.family import detect_family, require_rocketmq
 from rmqtool.store.paths import COMMITLOG_DIR
 from rmqtool.report.progress import Progress, progress_enabled
 from rmqtool.report.sink import Sink, warn
@@ -70,6 +71,7 @@ def append(
                                                 "enabledAppendPropCRC (default: as the store's last record)."),
 ):
     """Append messages to a store (a new one with --create), as the 4.9.x broker writes them."""
+    require_rocketmq(detect_family(store), store)  # never --create a RocketMQ store inside another family's
     if not create and not (store / COMMITLOG_DIR).is_dir():
         # a missing path is exit 8, a path that holds no store exit 4, as in every command
         error = StoreNotFound if not store.exists() else NotAStore

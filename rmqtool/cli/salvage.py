@@ -37,7 +37,10 @@ def salvage(
     index_entries: SalvageIndexEntries = None,
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="The report: table, jsonl or json."),
 ):
-    """Find every intact message (also past where recovery cuts) and report what is lost for good."""
+    """Find every intact message (also past where recovery cuts) and report what is lost for good.
+    On a QMQ store: every record whose payload matches its CRC, with --out."""
+    if _is_qmq(store):
+        return _qmq_salvage(store, out, to_store, fmt)
     from rmqtool.engine.salvage_store import refuse_inner_batches, salvage_messages, source_sizes, write_store
     from rmqtool.report.records import message_record
     from rmqtool.report.salvage import show_salvage
@@ -69,4 +72,36 @@ def salvage(
     doc["out_path"] = "<stdout>" if to_stdout else str(out or to_store)
     show_salvage(doc, fmt.value, on_stderr=to_stdout)  # stdout holds the messages
     if report.lost_anything:
+        raise typer.Exit(int(ExitCode.CORRUPT))
+
+
+def _is_qmq(store: pathlib.Path) -> bool:
+    from rmqtool.store.family import QMQ, detect_family
+    return detect_family(store) is QMQ
+
+
+def _qmq_salvage(store: pathlib.Path, out: Optional[pathlib.Path], to_store, fmt: OutputFormat) -> None:
+    """salvage on a QMQ store (recovery/qmq/salvage.py): the kept records as dump messagelog
+    rows into --out; exit 3 when something is lost for good."""
+    from rmqtool.recovery.qmq.salvage import salvage_qmq
+    from rmqtool.report.qmq.records import message_log_row
+    from rmqtool.report.qmq.salvage import show_qmq_salvage
+    from rmqtool.report.sink import Sink
+    from rmqtool.store.qmq.view import open_qmq_store
+
+    if to_store is not None or out is None:
+        raise UsageError("on a QMQ store salvage writes --out FILE.jsonl (--to-store makes RocketMQ stores)")
+    root = open_qmq_store(store).root
+    to_stdout = str(out) == "-"
+    if not to_stdout and out.exists():
+        raise UsageError("--out: the file exists (salvage never overwrites)", out)
+    result = salvage_qmq(root)
+    with (contextlib.nullcontext(None) if to_stdout else open(out, "x", encoding="utf-8")) as f:
+        sink = Sink("jsonl", f)
+        with closed_on_error(sink):
+            sink.rows(message_log_row(r) for r in result.kept)
+    doc = result.to_json()
+    doc["out_path"] = "<stdout>" if to_stdout else str(out)
+    show_qmq_salvage(doc, fmt.value, on_stderr=to_stdout)
+    if result.lost_anything:
         raise typer.Exit(int(ExitCode.CORRUPT))

@@ -35,7 +35,8 @@ ROCKETMQ = Family("rocketmq", "RocketMQ 4.x/5.x",
 # QMQ's StorageConfig: messagelog/ (the message log), consumerlog/ (a subject's queue),
 # actionlog/ (pulls and acks)
 QMQ = Family("qmq", "QMQ", ("messagelog", "consumerlog", "actionlog"), True,
-             ("info", "verify", "query", "recover", "undo", "dump messagelog|consumerlog|actionlog|pulllog|checkpoint"))
+             ("info", "verify", "query", "recover", "undo", "salvage --out",
+              "dump messagelog|consumerlog|actionlog|pulllog|checkpoint"))
 
 FAMILIES = (ROCKETMQ, QMQ)
 

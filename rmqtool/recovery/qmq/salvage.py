@@ -1,0 +1,77 @@
+"""Salvage on a QMQ store: every record that proves itself, wherever it lies (past where
+QMQ's recovery cuts the message log, inside damaged segments), and what is lost for good.
+
+A record is kept when its header reads, its lengths fit, its subject is UTF-8 and its payload
+matches its CRC (a V1 record has none: kept as it reads). Reported: the regions no record
+could be read from, the records that fail their CRC, and per subject the sequences no kept
+record has, between 0 (or the first sequence its consumer log still holds) and the highest
+the files show.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+
+from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
+from rmqtool.recovery.qmq.start import simulate_start
+from rmqtool.store.qmq import consumerlog, messagelog
+from rmqtool.store.qmq.segments import list_log
+
+
+@dataclasses.dataclass
+class QmqSalvage:
+    store: str
+    kept: list = dataclasses.field(default_factory=list)  # MessageRecords
+    cut_at: int | None = None  # where QMQ's next start ends the message log (None: it keeps it whole)
+    damaged: list = dataclasses.field(default_factory=list)
+    rejected: list = dataclasses.field(default_factory=list)
+    missing: dict = dataclasses.field(default_factory=dict)  # subject -> [[first, last], ...]
+
+    @property
+    def lost_anything(self) -> bool:
+        return bool(self.damaged or self.rejected or self.missing)
+
+    def to_json(self) -> dict:
+        return {
+            "family": "qmq", "store": self.store, "messages_kept": len(self.kept),
+            "bytes_kept": sum(r.size for r in self.kept), "recovered_end": self.cut_at,
+            "kept_past_recovered_end": sum(self.cut_at is not None and r.offset >= self.cut_at for r in self.kept),
+            "damaged_regions": [{"message_log_offset": d.offset, "file": d.path, "file_position": d.position,
+                                 "bytes": d.size, "reason": d.reason} for d in self.damaged],
+            "messages_rejected": [{"subject": r.subject, "sequence": r.sequence, "message_log_offset": r.offset,
+                                   "file": r.path, "file_position": r.position,
+                                   "reason": "the payload does not match its CRC"} for r in self.rejected],
+            "missing_sequences": self.missing, "lost_anything": self.lost_anything,
+        }
+
+
+def salvage_qmq(store: str | os.PathLike) -> QmqSalvage:
+    root = pathlib.Path(store)
+    start = simulate_start(root)
+    result = QmqSalvage(str(root), cut_at=start.message_log.cut_at if start.message_log else None)
+    for seg in list_log(root / "messagelog", PER_SEGMENT_FILE_SIZE).segments:
+        for item in messagelog.scan_segment(seg):
+            if isinstance(item, messagelog.Damage):
+                result.damaged.append(item)
+            elif isinstance(item, messagelog.MessageRecord):
+                (result.rejected if item.payload_crc_ok is False else result.kept).append(item)
+    kept: dict[str, set[int]] = {}
+    for r in result.kept:
+        kept.setdefault(r.subject, set()).add(r.sequence)
+    highest = {s: max(q) for s, q in kept.items()}
+    for r in result.rejected:
+        highest[r.subject] = max(highest.get(r.subject, -1), r.sequence)
+    for subject, top in sorted(highest.items()):
+        directory, unit = consumerlog.open_consumer_log(root, subject)
+        first = next((u.sequence for u in consumerlog.read_units(directory, unit, subject)), 0) if unit else 0
+        gaps: list[list[int]] = []
+        for seq in range(first, top + 1):
+            if seq not in kept.get(subject, ()):
+                if gaps and gaps[-1][1] == seq - 1:
+                    gaps[-1][1] = seq
+                else:
+                    gaps.append([seq, seq])
+        if gaps:
+            result.missing[subject] = gaps
+    return result

@@ -1,0 +1,28 @@
+"""salvage's report on a QMQ store, for people: what was kept, what is unreadable, rejected,
+missing."""
+from __future__ import annotations
+
+import sys
+
+from rmqtool.report.sink import render_document
+
+
+def show_qmq_salvage(doc: dict, fmt: str, on_stderr: bool = False) -> None:
+    stream = sys.stderr if on_stderr else sys.stdout
+    if fmt != "table":
+        render_document(doc, fmt, stream, title="salvage")
+        return
+    w = stream.write
+    w(f"kept {doc['messages_kept']} records ({doc['bytes_kept']} bytes) into {doc['out_path']}\n")
+    if doc["recovered_end"] is not None:
+        w(f"{doc['kept_past_recovered_end']} of them lie past {doc['recovered_end']}, where QMQ's next start cuts "
+          f"the message log\n")
+    for r in doc["damaged_regions"]:
+        w(f"unreadable: {r['bytes']} bytes at {r['file']} position {r['file_position']} ({r['reason']})\n")
+    for r in doc["messages_rejected"]:
+        w(f"rejected: {r['subject']} sequence {r['sequence']} at {r['file']} position {r['file_position']} "
+          f"({r['reason']})\n")
+    for subject, gaps in doc["missing_sequences"].items():
+        w(f"missing from {subject}: sequences {', '.join(str(a) if a == b else f'{a}-{b}' for a, b in gaps)}\n")
+    if not doc["lost_anything"]:
+        w("nothing is lost\n")

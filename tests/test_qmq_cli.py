@@ -156,3 +156,29 @@ def test_salvage_of_a_clean_store_loses_nothing(basic, tmp_path):
     assert r.exit_code == 0 and json.loads(r.stdout)["lost_anything"] is False
     records = load_truth(QMQ / "basic" / "truth.json")["readBack"]["messageLog"]["records"]
     assert len((tmp_path / "all.jsonl").read_text().splitlines()) == len(records)
+
+
+@pytest.mark.parametrize("step", [2, 5, 9])
+def test_a_repair_killed_is_finished_by_running_it_again_or_undone(tmp_path, step):
+    """kill -9 at a step of recover --apply on crash/d (RMQTOOL_KILL_AFTER, recovery/intent.py):
+    running the command again finishes it (the next plan finds nothing); undo instead gives
+    back the tree as it was, byte for byte."""
+    import os
+    import subprocess
+    import sys
+    variant = CRASH / "d-flipped-payload-byte-mid-log"
+    for finish in (True, False):
+        store = expand_store(variant / "input", tmp_path / f"store-{finish}")
+        before = tree_fingerprint(store)
+        backup = tmp_path / f"backup-{finish}"
+        killed = subprocess.run([sys.executable, "-m", "rmqtool", "recover", str(store), "--apply", "--backup-dir",
+                                 str(backup)], env={**os.environ, "RMQTOOL_KILL_AFTER": str(step)},
+                                capture_output=True, text=True)
+        assert killed.returncode == -9, killed.stderr
+        if finish:
+            again = run("recover", store, "--apply", "-f", "json")
+            assert again.exit_code in (0, ExitCode.CORRUPT), again.stderr
+            assert json.loads(run("recover", store, "-f", "json").stdout)["actions"] == []
+        else:
+            assert run("undo", backup).exit_code == 0
+            assert tree_fingerprint(store) == before

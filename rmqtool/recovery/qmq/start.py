@@ -228,7 +228,10 @@ def _checkpoints(store, mcp, acp, msnaps, asnaps) -> CheckpointsAfterStart:
                                  skipped, mcp["offset"], tuple(sorted(mcp["max_sequences"].items())), acp.offset)
 
 
-def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None) -> StartOutcome:
+def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
+                   records: list[message_scan.MessageRecord] | None = None) -> StartOutcome:
+    """``records``: the message log's records as the files hold them, when the caller has read
+    them already (verify's checks): the log is then not read again for them."""
     store = pathlib.Path(store)
     unit = unit_bytes or store_unit_bytes(store)
     msnaps, asnaps = message_checkpoints(store), action_checkpoints(store)
@@ -287,7 +290,7 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None) -> S
     if refusal is None and actions.hangs_at is not None:
         refusal = _hang(actions, action_log, "start(): action log replay")
 
-    in_files = _scan_records(store / "messagelog")
+    in_files = records if records is not None else _scan_records(store / "messagelog")
     written_end = max((r.offset + r.size for r in in_files), default=0)
     end = message_log.max_offset()
     deleted = {str(s.path) for s in message_log.deleted}

@@ -112,15 +112,15 @@ def parse_record(data: ZeroExtended, pos: int, check_crc: bool = True) -> Messag
     if subject_length < 0:
         return f"subject length {subject_length}"
     at += _SEQUENCE_AND_SUBJECT_LENGTH.size
-    subject_raw = data.take(at, subject_length)
-    at += subject_length
     has_crc = magic != MESSAGE_LOG_MAGIC_V1
     tail = _CRC_AND_SIZE if has_crc else _SIZE
-    if at + tail.size > limit:
+    if at + subject_length + tail.size > limit:
         return "a header cut by the segment's end"
-    payload_crc, payload_size = tail.unpack(data.take(at, tail.size)) if has_crc else \
-        (None, *_SIZE.unpack(data.take(at, _SIZE.size)))
-    at += tail.size
+    rest = data.take(at, subject_length + tail.size)  # the subject and the fields after it, read at once
+    subject_raw = rest[:subject_length]
+    payload_crc, payload_size = tail.unpack_from(rest, subject_length) if has_crc else \
+        (None, *_SIZE.unpack_from(rest, subject_length))
+    at += subject_length + tail.size
     if payload_size < 0:
         return f"payload size {payload_size}"
     if at + payload_size > limit:

@@ -58,6 +58,7 @@ class QmqChecks:
     records: dict[int, RecordAt] = dataclasses.field(default_factory=dict)  # message log offset -> record
     written_end: int = 0
     actions: list = dataclasses.field(default_factory=list)  # the action log's clean actions
+    scanned: list = dataclasses.field(default_factory=list)  # the message log's records, for the simulation
 
     def message_log(self) -> Iterator[Finding]:
         log = list_log(self.root / "messagelog", PER_SEGMENT_FILE_SIZE)
@@ -75,6 +76,7 @@ class QmqChecks:
                 if not isinstance(item, messagelog.MessageRecord):
                     continue
                 self.written_end = item.offset + item.size
+                self.scanned.append(item)
                 if item.payload_crc_ok is False:
                     yield finding(ids.PAYLOAD_CRC_MISMATCH, item.path, item.position,
                                   f"the payload of {item.subject} sequence {item.sequence} does not match its CRC",
@@ -194,4 +196,4 @@ def check_store(root: str | os.PathLike) -> Iterator[Finding]:
     yield from checkpoint_findings
     yield from checks.action_log()
     yield from checks.pull_logs()
-    yield from next_start_findings(simulate_start(checks.root), checks.actions)
+    yield from next_start_findings(simulate_start(checks.root, records=checks.scanned), checks.actions)

@@ -88,13 +88,7 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
         who = f"process {holder}" if holder else "another process"
         raise StoreLocked(f"the store is locked by {who}: not recovering it under a running writer",
                           StorePaths(root).lock)
-    backup = pathlib.Path(backup_dir) if backup_dir is not None else default_backup_dir(root)
-    if backup.exists() and (not backup.is_dir() or any(backup.iterdir())):
-        raise UsageError("the backup directory exists and is not empty", backup)
-    try:
-        (backup / COPIES_DIR).mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StoreAccessError(f"cannot create the backup directory ({exc.strerror})", backup) from None
+    backup = create_backup_dir(root, backup_dir)
 
     entries = []
     listing, directories = store_listing(root)
@@ -131,18 +125,39 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
             write_zeros(path, entry.start, entry.end)
             zeroed += entry.end - entry.start
         else:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                raise StoreAccessError(f"cannot delete ({exc.strerror})", path) from None
-            sync_dir(path.parent)
+            delete_file(path)
             deleted += 1
             deleted_bytes += entry.end
     if finish:
         finish_apply(backup, root)
     return Applied(plan, backup, manifest, zeroed, deleted, deleted_bytes)
+
+
+def create_backup_dir(root: pathlib.Path, backup_dir: str | os.PathLike | None, *,
+                      staged: bool = False) -> pathlib.Path:
+    """The backup directory (the one given, or one beside the store named by the time), made
+    with its ``copies/``; refused when it holds anything (``staged``: anything but the
+    ``staging/`` a redispatch built its files in)."""
+    backup = pathlib.Path(backup_dir) if backup_dir is not None else default_backup_dir(root)
+    if backup.exists() and (not backup.is_dir() or any(not (staged and p.name == STAGING_DIR)
+                                                       for p in backup.iterdir())):
+        raise UsageError("the backup directory exists and is not empty", backup)
+    try:
+        (backup / COPIES_DIR).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot create the backup directory ({exc.strerror})", backup) from None
+    return backup
+
+
+def delete_file(path: pathlib.Path) -> None:
+    """Remove a file a repair backed up (gone already: a re-run), its directory forced."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise StoreAccessError(f"cannot delete ({exc.strerror})", path) from None
+    sync_dir(path.parent)
 
 
 def write_zeros(path: pathlib.Path, start: int, end: int) -> None:
@@ -198,13 +213,7 @@ def apply_file_changes(root: str | os.PathLike, changes, backup_dir: str | os.Pa
         who = f"process {holder}" if holder else "another process"
         raise StoreLocked(f"the store is locked by {who}: not changing it under a running writer",
                           StorePaths(root).lock)
-    backup = pathlib.Path(backup_dir) if backup_dir is not None else default_backup_dir(root)
-    if backup.exists() and (not backup.is_dir() or any(p.name != STAGING_DIR for p in backup.iterdir())):
-        raise UsageError("the backup directory exists and is not empty", backup)
-    try:
-        (backup / COPIES_DIR).mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StoreAccessError(f"cannot create the backup directory ({exc.strerror})", backup) from None
+    backup = create_backup_dir(root, backup_dir, staged=True)
     listing, directories = store_listing(root)
     entries = []
     for i, (kind, target, _staged) in enumerate(changes):

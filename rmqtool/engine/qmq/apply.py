@@ -18,11 +18,12 @@ import shlex
 import shutil
 
 from rmqtool.engine.qmq.consumer_log_writer import segment_files
-from rmqtool.errors import CorruptData, StoreAccessError, StoreLocked, UsageError
+from rmqtool.errors import CorruptData, StoreAccessError, StoreLocked
 from rmqtool.formats.qmq.checkpoint import build_message_checkpoint
 from rmqtool.formats.qmq.consumerlog import SEGMENT_TOTAL_UNIT
 from rmqtool.recovery import intent
-from rmqtool.recovery.apply import STAGING_DIR, default_backup_dir, finish_apply, move_in, undo_command, write_zeros
+from rmqtool.recovery.apply import (STAGING_DIR, create_backup_dir, delete_file, finish_apply, move_in, undo_command,
+                                   write_zeros)
 from rmqtool.recovery.manifest import (COPIES_DIR, RESTORE, Entry, Manifest, copy_range, store_listing, sync_dir,
                                        write_manifest)
 from rmqtool.recovery.plan import DELETE, ZERO
@@ -89,12 +90,9 @@ def apply_qmq_plan(plan: QmqPlan, backup_dir: str | os.PathLike | None = None, *
                           root)
     if not plan.changes_anything:
         raise CorruptData("nothing to apply: the plan changes nothing", root)
-    backup = pathlib.Path(backup_dir) if backup_dir is not None else default_backup_dir(root)
-    if backup.exists() and (not backup.is_dir() or any(backup.iterdir())):
-        raise UsageError("the backup directory exists and is not empty", backup)
+    backup = create_backup_dir(root, backup_dir)
     staging = backup / STAGING_DIR / "incoming"
     try:
-        (backup / COPIES_DIR).mkdir(parents=True, exist_ok=True)
         staging.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StoreAccessError(f"cannot create the backup directory ({exc.strerror})", backup) from None
@@ -133,13 +131,7 @@ def apply_qmq_plan(plan: QmqPlan, backup_dir: str | os.PathLike | None = None, *
             zeroed += end - start
         elif kind == DELETE:
             intent.step()
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                raise StoreAccessError(f"cannot move out ({exc.strerror})", path) from None
-            sync_dir(path.parent)
+            delete_file(path)  # its bytes are in the backup: moved out
             moved += 1
     for staged, path in ready:  # the checkpoint is built last: the load takes it once all else is in place
         intent.step()

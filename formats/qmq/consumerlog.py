@@ -49,13 +49,8 @@ UnitV1 = Struct(
 )
 assert UnitV1.sizeof() == CONSUMER_LOG_UNIT_BYTES
 
-MessageLogIndexV2 = Struct(
-    "timestamp" / Int64sb,
-    "wrote_offset" / Int64sb,
-    "wrote_bytes" / Int32sb,
-    "header_size" / Int16sb,
-    "reserved" / Bytes(6),  # zeros
-)
+# a V2 message-log index: the V1 unit's fields, then 6 zero bytes
+MessageLogIndexV2 = Struct(*UnitV1.subcons, "reserved" / Bytes(6))
 
 SmtIndexV2 = Struct(
     "timestamp" / Int64sb,

@@ -85,7 +85,8 @@ def _qmq_salvage(store: pathlib.Path, out: Optional[pathlib.Path], to_store, fmt
     rows into --out; exit 3 when something is lost for good."""
     from rmqtool.recovery.qmq.salvage import salvage_qmq
     from rmqtool.report.qmq.records import message_log_row
-    from rmqtool.report.qmq.salvage import show_qmq_salvage
+    from rmqtool.report.qmq.salvage import qmq_salvage_table
+    from rmqtool.report.salvage import show_salvage
     from rmqtool.report.sink import Sink
     from rmqtool.store.qmq.view import open_qmq_store
 
@@ -102,6 +103,6 @@ def _qmq_salvage(store: pathlib.Path, out: Optional[pathlib.Path], to_store, fmt
             sink.rows(message_log_row(r) for r in result.kept)
     doc = result.to_json()
     doc["out_path"] = "<stdout>" if to_stdout else str(out)
-    show_qmq_salvage(doc, fmt.value, on_stderr=to_stdout)
+    show_salvage(doc, fmt.value, on_stderr=to_stdout, table=qmq_salvage_table)
     if result.lost_anything:
         raise typer.Exit(int(ExitCode.CORRUPT))

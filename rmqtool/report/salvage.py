@@ -7,11 +7,12 @@ from typing import TextIO
 from rmqtool.report.sink import render_document
 
 
-def show_salvage(doc: dict, fmt: str, on_stderr: bool = False) -> None:
-    """The report on stdout, or on stderr when stdout holds the messages (``--out -``)."""
+def show_salvage(doc: dict, fmt: str, on_stderr: bool = False, table=None) -> None:
+    """The report on stdout, or on stderr when stdout holds the messages (``--out -``);
+    ``table``: how a family's report reads for people (RocketMQ's: :func:`salvage_table`)."""
     stream = sys.stderr if on_stderr else sys.stdout
     if fmt == "table":
-        salvage_table(doc, stream)
+        (table or salvage_table)(doc, stream)
     else:
         render_document(doc, fmt, stream, title="salvage")
 

@@ -2,16 +2,10 @@
 missing."""
 from __future__ import annotations
 
-import sys
-
-from rmqtool.report.sink import render_document
+from typing import TextIO
 
 
-def show_qmq_salvage(doc: dict, fmt: str, on_stderr: bool = False) -> None:
-    stream = sys.stderr if on_stderr else sys.stdout
-    if fmt != "table":
-        render_document(doc, fmt, stream, title="salvage")
-        return
+def qmq_salvage_table(doc: dict, stream: TextIO) -> None:
     w = stream.write
     w(f"kept {doc['messages_kept']} records ({doc['bytes_kept']} bytes) into {doc['out_path']}\n")
     if doc["recovered_end"] is not None:

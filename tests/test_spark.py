@@ -390,3 +390,76 @@ def test_an_export_to_a_uri_and_a_query_of_it(spark, tmp_path):
         {t["physicalOffset"] for t in truth if key in (t["keys"] or "").split() or t["uniqKey"] == key}
     again = runner.invoke(app, ["spark", "export", f"b={d / 'store'}", "--out", out])
     assert again.exit_code == 2 and "never overwrites" in again.stderr
+
+
+# --- QMQ stores (spark/qmq/export.py) ---------------------------------------------------------------
+
+QMQ = {"qbasic": V4.parent / "qmq" / "basic", "qv2": V4.parent / "qmq" / "v2-consumerlog"}
+QMQ_DAMAGED = V4.parent / "qmq" / "crash" / "d-flipped-payload-byte-mid-log" / "input"
+
+
+@pytest.fixture(scope="module")
+def qmq_exported(spark, tmp_path_factory):
+    """Two QMQ stores (their files trimmed: QMQ reads a short file as zero-extended), a damaged
+    one, and a RocketMQ store, in one export."""
+    from rmqtool.spark.export import export
+    out = tmp_path_factory.mktemp("qmq-fleet") / "export"
+    specs = [*(StoreSpec(n, str((d / "store").resolve())) for n, d in QMQ.items()),
+             StoreSpec("qdamaged", str(QMQ_DAMAGED.resolve())), StoreSpec("basic", str((V4 / "basic" / "store").resolve()))]
+    return out, export(spark, specs, out)
+
+
+def test_a_qmq_export_holds_every_record_and_unit_of_truth(qmq_exported):
+    out, result = qmq_exported
+    messages, units = _table(out, "messages"), _table(out, "consume_queue")
+    assert result.messages == len(messages) and result.consume_queue_units == len(units)
+    assert {r["family"] for r in messages if r["store_name"] == "basic"} == {"rocketmq"}
+    for name, d in QMQ.items():
+        truth = load_truth(d / "truth.json")["readBack"]
+        mine = sorted((r for r in messages if r["store_name"] == name), key=lambda r: r["message_log_offset"])
+        assert [(r["family"], r["topic"], r["subject"], r["sequence"], r["message_log_offset"], r["store_size"],
+                 r["store_timestamp"], r["payload_crc_ok"], r["message_id"], r["tag_list"]) for r in mine] == \
+            [("qmq", t["subject"], t["subject"], t["sequence"], t["offset"], t["size"], t["timestamp"],
+              t["payloadCrcOk"], t["payload"]["messageId"], t["payload"]["tags"]) for t in truth["messageLog"]["records"]]
+        assert all(r["commit_log_offset"] is None and r["queue_id"] is None for r in mine)  # QMQ has neither
+        expected = sorted((subject, u["sequence"], u["wroteOffset"], u["wroteBytes"])
+                          for subject, log in truth["consumerLogs"].items() for u in log["units"]
+                          if u["type"] == "MESSAGE_LOG_INDEX")
+        assert sorted((r["topic"], r["sequence"], r["message_log_offset"], r["size"])
+                      for r in units if r["store_name"] == name) == expected
+        assert {r["family"] for r in units if r["store_name"] == name} == {"qmq"}
+
+
+def test_a_damaged_qmq_store_exports_its_records_and_verify_s_findings_of_them(qmq_exported):
+    out, _ = qmq_exported
+    found = [f for f in _table(out, "findings") if f["store_name"] == "qdamaged"]
+    alone = _jsonl(runner.invoke(app, ["verify", str(QMQ_DAMAGED), "-f", "jsonl"]).stdout)
+    scanned = {"messageRecordInvalid", "payloadCrcMismatch"}
+    assert sorted((f["finding"], f["path"], f["offset"]) for f in found) == \
+        sorted((f["finding"], f["path"], f["offset"]) for f in alone if f["finding"] in scanned)
+    assert found and {f["family"] for f in found} == {"qmq"}
+    rows = list(__import__("rmqtool.inspect.qmq.dumps", fromlist=["x"]).dump_rows(QMQ_DAMAGED, "messagelog", body="none"))
+    assert sorted(r["message_log_offset"] for r in _table(out, "messages") if r["store_name"] == "qdamaged") == \
+        [r["message_log_offset"] for r in rows if r["record"] == "message"]
+
+
+def test_spark_query_and_verify_of_a_qmq_store_agree_with_query_and_verify(qmq_exported):
+    out, _ = qmq_exported
+    store = (QMQ["qbasic"] / "store").resolve()
+    record = load_truth(QMQ["qbasic"] / "truth.json")["readBack"]["messageLog"]["records"][7]
+    message_id = record["payload"]["messageId"]
+    fleet = runner.invoke(app, ["spark", "query", "--table", str(out), "--msg-id", message_id, "-f", "jsonl"])
+    alone = runner.invoke(app, ["query", str(store), "--msg-id", message_id, "-f", "jsonl"])
+    assert fleet.exit_code == alone.exit_code == 0, fleet.stderr
+    mine, theirs = _jsonl(fleet.stdout), _jsonl(alone.stdout)
+    assert [r.pop("store_name") for r in mine] == ["qbasic"] * len(theirs)
+    for m, t in zip(mine, theirs):
+        assert m.pop("store_path") == str(store)
+        assert {k: v for k, v in m.items() if k != "payload_crc_ok"} == \
+            {k: t[k] for k in m if k != "payload_crc_ok"}
+    from rmqtool.spark.verify import verify_store_task  # what each executor runs (Spark's part is tested above)
+    for store in (QMQ["qbasic"] / "store", QMQ_DAMAGED):
+        alone = runner.invoke(app, ["verify", str(store), "-f", "jsonl"])
+        task = verify_store_task(StoreSpec("s", str(store)))
+        assert task["exit_code"] == alone.exit_code and task["error"] is None
+        assert [{k: v for k, v in r.items() if k != "store_name"} for r in task["rows"]] == _jsonl(alone.stdout)

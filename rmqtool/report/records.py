@@ -49,6 +49,8 @@ def with_human_times(obj):
 def render_body(body: bytes, mode: str, preview: int | None = None):
     if mode == "none":
         return None
+    if mode == "raw":  # the bytes themselves, for a table that keeps them as binary (spark export)
+        return bytes(body)
     if mode == "hex":
         return body.hex()
     if mode == "base64":

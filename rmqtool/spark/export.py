@@ -16,24 +16,14 @@ import pathlib
 import tempfile
 
 from rmqtool.errors import UsageError
+from rmqtool.spark.parts import CONSUME_QUEUE_DIR, MESSAGES_DIR, TaskSummary, write_findings, write_part
 from rmqtool.spark.splits import DEFAULT_SPLIT_SIZE, SegmentTask, plan_tasks, scan_task
 from rmqtool.spark.stores import StoreSpec
 from rmqtool.store.commitlog import findings_of
 from rmqtool.store.message import Message
 from rmqtool.store.paths import StorePaths
 
-MESSAGES_DIR, CONSUME_QUEUE_DIR, FINDINGS_DIR = "messages", "consume_queue", "findings"
 QUEUES_TASK = "consume-queues"
-
-
-@dataclasses.dataclass
-class TaskSummary:
-    store: str
-    task: str
-    messages: int = 0
-    findings: int = 0
-    bytes_read: int = 0
-    files: int = 0
 
 
 def export_segment_task(task: SegmentTask, out: str) -> TaskSummary:
@@ -55,25 +45,9 @@ def export_segment_task(task: SegmentTask, out: str) -> TaskSummary:
         summary.messages += len(rows)
         summary.files += 1
     if found:
-        _write_findings(found, out, store_dir(task.store), f"part-{task.name}.parquet", FINDINGS)
+        write_findings(found, out, store_dir(task.store), f"part-{task.name}.parquet", FINDINGS)
         summary.findings = len(found)
     return summary
-
-
-def write_part(table, out: str, *parts: str) -> None:
-    """A Parquet part under the export directory: a local path, or a URI pyarrow opens."""
-    import pyarrow.parquet as pq
-
-    from rmqtool.spark import remote
-    if remote.is_uri(out):
-        fs, root = remote.filesystem(out)
-        directory = "/".join([root.rstrip("/"), *parts[:-1]])
-        fs.create_dir(directory, recursive=True)
-        pq.write_table(table, f"{directory}/{parts[-1]}", filesystem=fs)
-        return
-    directory = pathlib.Path(out, *parts[:-1])
-    directory.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, directory / parts[-1])
 
 
 def _rows_by_topic(task: SegmentTask, rename) -> tuple[dict[str, list[dict]], list, int]:
@@ -120,14 +94,6 @@ def staged(task: SegmentTask, margin: int):
         segment = Segment(local, job.segment.base_offset, f.size)
         here = dataclasses.replace(task, job=dataclasses.replace(job, segment=segment), remote=None)
         yield here, (lambda path: f.uri if path == str(local) else path), staged_to
-
-
-def _write_findings(found: list, out: str, store: str, name: str, schema) -> None:
-    import pyarrow as pa
-
-    rows = [f.to_json() for f in found]
-    table = pa.table({n: [r.get(n) for r in rows] for n in schema.names}, schema=schema)
-    write_part(table, out, FINDINGS_DIR, store, name)
 
 
 def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
@@ -184,7 +150,7 @@ def _export_queues(root: pathlib.Path, spec: StoreSpec, out: str, low: int, end:
     if rename is not None:
         found = [dataclasses.replace(f, path=rename(f.path)) if f.path else f for f in found]
     if found:
-        _write_findings(found, out, store_dir(spec.name), "part-queues.parquet", FINDINGS)
+        write_findings(found, out, store_dir(spec.name), "part-queues.parquet", FINDINGS)
         summary.findings = len(found)
     return summary
 
@@ -205,7 +171,8 @@ def _queue_table(q, low: int, store_path: str, rename=None):
                          "tags_code": [u.tags_code for u in units], "batch_size": [u.batch_num for u in units],
                          "store_path": [store_path] * len(units),
                          "file": [rename(u.path) if rename else u.path for u in units],
-                         "file_position": [u.position for u in units]}, schema=CONSUME_QUEUE)
+                         "file_position": [u.position for u in units], **_rocketmq_columns(len(units))},
+                        schema=CONSUME_QUEUE)
     parts = []
     layout = q.layout
     for seg in q.segments:
@@ -224,9 +191,16 @@ def _queue_table(q, low: int, store_path: str, rename=None):
             "size": units["size"][keep].astype(np.int32), "tags_code": units["tags_code"][keep].astype(np.int64),
             "batch_size": np.ones(n, dtype=np.int32), "store_path": pa.array([store_path] * n, pa.string()),
             "file": pa.array([rename(str(seg.path)) if rename else str(seg.path)] * n, pa.string()),
-            "file_position": index * q.unit_size},
+            "file_position": index * q.unit_size, **_rocketmq_columns(n)},
             schema=CONSUME_QUEUE))
     return pa.concat_tables(parts) if parts else CONSUME_QUEUE.empty_table()
+
+
+def _rocketmq_columns(n: int) -> dict:
+    """The ``family`` column of a RocketMQ queue's units, QMQ's columns null."""
+    import pyarrow as pa
+    return {"family": pa.array(["rocketmq"] * n, pa.string()), "sequence": pa.nulls(n, pa.int64()),
+            "message_log_offset": pa.nulls(n, pa.int64())}
 
 
 def check_out_dir(out: str | os.PathLike) -> str:
@@ -265,19 +239,37 @@ def export(spark, specs: list[StoreSpec], out: str | os.PathLike, *, split_size:
            progress=None) -> ExportResult:
     """Driver side: plan, run every task on the cluster, sum the summaries."""
     target = check_out_dir(out)
-    tasks = list(specs) + plan_tasks(specs, split_size)  # a store's queues first: they run beside its ranges
+    tasks = store_tasks(specs, split_size)
     sc = spark.sparkContext
     results = run_job(sc, sc.parallelize(tasks, len(tasks)).map(lambda t: run_task(t, target)), len(tasks),
                       progress, "export")
-    queues = [r for r in results if r.task == QUEUES_TASK]
-    ranges = [r for r in results if r.task != QUEUES_TASK]
+    from rmqtool.spark.qmq.export import CONSUMER_LOGS_TASK
+    queues = [r for r in results if r.task in (QUEUES_TASK, CONSUMER_LOGS_TASK)]
+    ranges = [r for r in results if r.task not in (QUEUES_TASK, CONSUMER_LOGS_TASK)]
     return ExportResult(target, [s.name for s in specs], len(tasks), sum(r.messages for r in ranges),
                         sum(r.messages for r in queues), sum(r.findings for r in results))
 
 
+def store_tasks(specs: list[StoreSpec], split_size: int) -> list:
+    """Every task of the stores, each store's by its family: a RocketMQ store's queues first
+    (they run beside its ranges), then its byte ranges; a QMQ store's (spark/qmq/export.py)."""
+    from rmqtool.spark import remote
+    from rmqtool.spark.qmq.export import qmq_tasks
+    from rmqtool.store.family import QMQ, detect_family
+
+    qmq = {s.name for s in specs if not remote.is_uri(s.path) and detect_family(s.path) is QMQ}
+    rocketmq = [s for s in specs if s.name not in qmq]
+    return rocketmq + [t for s in specs if s.name in qmq for t in qmq_tasks(s)] + plan_tasks(rocketmq, split_size)
+
+
 def run_task(task, out: str) -> TaskSummary:
-    """Executor side: a store's queues, or one byte range of one segment."""
-    return export_queues_task(task, out) if isinstance(task, StoreSpec) else export_segment_task(task, out)
+    """Executor side: a RocketMQ store's queues, or one byte range of one segment; a QMQ task."""
+    if isinstance(task, StoreSpec):
+        return export_queues_task(task, out)
+    if isinstance(task, SegmentTask):
+        return export_segment_task(task, out)
+    from rmqtool.spark.qmq.export import run_qmq_task
+    return run_qmq_task(task, out)
 
 
 def run_job(sc, rdd, total: int, progress, label: str) -> list:

@@ -29,8 +29,8 @@ def condition(key=None, uniq_key=None, msg_id=None, topic=None, begin=None, end=
         cond = F.array_contains(F.col("keys"), key) | (F.col("uniq_key") == key)
     elif uniq_key is not None:
         cond = F.col("uniq_key") == uniq_key
-    elif msg_id is not None:
-        cond = F.upper(F.col("msg_id")) == msg_id.upper()
+    elif msg_id is not None:  # RocketMQ's offset msgId, or a QMQ message id
+        cond = (F.upper(F.col("msg_id")) == msg_id.upper()) | (F.col("message_id") == msg_id)
     if topic is not None:
         cond = cond & (F.col("topic") == topic)
     if begin is not None:
@@ -41,16 +41,38 @@ def condition(key=None, uniq_key=None, msg_id=None, topic=None, begin=None, end=
 
 
 def find_messages(spark, table_dir: str, cond, *, body: str = "base64", limit: int | None = None) -> list[dict]:
-    df = spark.read.parquet(f"{table_dir}/messages").where(cond).orderBy("store_name", "commit_log_offset")
+    df = (spark.read.parquet(f"{table_dir}/messages").where(cond)
+          .orderBy("store_name", "commit_log_offset", "message_log_offset"))
     if limit is not None:
         df = df.limit(limit)
     return [as_row(r.asDict(recursive=True), body) for r in df.toLocalIterator()]
 
 
+# the messages table's QMQ columns (spark/qmq/export.py), and how a QMQ row names what it shares
+_QMQ_COLUMNS = ("family", "subject", "sequence", "message_log_offset", "message_id", "payload_crc_ok", "tag_list")
+_QMQ_ROW = ("family", "subject", "sequence", "message_log_offset", "file", "file_position", "store_size",
+            "store_timestamp", "magic_code", "message_version", "payload_crc_ok", "message_id", "flag", "tag_list",
+            "properties", "body", "body_length", "store_name", "store_path")
+_QMQ_NAMES = {"tag_list": "tags", "properties": "attrs"}
+
+
 def as_row(raw: dict, body: str) -> dict:
-    """A messages-table row as the row ``query`` prints (plus store_name and store_path)."""
+    """A messages-table row as the row ``query`` prints for its family (plus store_name and
+    store_path): a RocketMQ row as RocketMQ's, a QMQ row as ``query`` on a QMQ store names it."""
+    if raw.get("family") == "qmq":
+        row = {"record": "message"}
+        for name in _QMQ_ROW:
+            value = raw.get(name)
+            if name == "body":
+                value = render_body(value, body) if value is not None else None
+            elif name == "properties":
+                value = dict(value) if value is not None else {}
+            row[_QMQ_NAMES.get(name, name)] = value
+        return row
     row = {"record": "message"}
     for name, value in raw.items():
+        if name in _QMQ_COLUMNS:
+            continue
         if name == "body":
             row[name] = render_body(value, body)
         elif name == "properties_raw":

@@ -73,11 +73,20 @@ def require_stores(specs: list[StoreSpec]) -> dict:
     every command. Returns {name: StoreView} of the local stores, each opened once (a store
     behind a URI is checked where it lies and opened by the tasks that stage it)."""
     from rmqtool.spark import remote
-    from rmqtool.store.view import open_store
     views = {}
     for spec in specs:
         if remote.is_uri(spec.path):
             remote.require_store(spec.path)
         else:
-            views[spec.name] = open_store(spec.path)
+            views[spec.name] = open_local(spec.path)
     return views
+
+
+def open_local(path: str):
+    """The view of a local store of any family spark reads (RocketMQ's StoreView, QMQ's QmqView)."""
+    from rmqtool.store.family import QMQ, detect_family
+    if detect_family(path) is QMQ:
+        from rmqtool.store.qmq.view import open_qmq_store
+        return open_qmq_store(path)
+    from rmqtool.store.view import open_store
+    return open_store(path)

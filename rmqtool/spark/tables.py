@@ -4,7 +4,8 @@
 the row: one row builder), with the body and the properties string as binary, the
 properties as a map, and where it came from (``store_path``, ``file``, ``file_position``).
 ``consume_queue``: a queue's units from its min to its max offset (fill units left out).
-``findings``: what the scans found, as ``verify`` rows. Each table is partitioned by
+``findings``: what the scans found, as ``verify`` rows. Every table has a ``family`` column
+(``rocketmq`` or ``qmq``); a QMQ store's rows fill QMQ's own columns (spark/qmq/export.py). Each table is partitioned by
 ``store_name`` and ``topic`` (hive style: ``store_name=NAME/topic=TOPIC/``); those two columns are
 the directory names, not in the files.
 """
@@ -27,17 +28,21 @@ MESSAGES = pa.schema([
     ("tags", pa.string()), ("keys", pa.list_(pa.string())), ("uniq_key", pa.string()), ("msg_id", pa.string()),
     ("property_crc_ok", pa.bool_()), ("properties_utf8_ok", pa.bool_()), ("topic_utf8_ok", pa.bool_()),
     ("store_path", pa.string()), ("file", pa.string()), ("file_position", pa.int64()),
+    # the store's family, and QMQ's fields (null in a RocketMQ row; spark/qmq/export.py)
+    ("family", pa.string()), ("subject", pa.string()), ("sequence", pa.int64()), ("message_log_offset", pa.int64()),
+    ("message_id", pa.string()), ("payload_crc_ok", pa.bool_()), ("tag_list", pa.list_(pa.string())),
 ])
 
 CONSUME_QUEUE = pa.schema([
     ("queue_id", pa.int32()), ("queue_offset", pa.int64()), ("commit_log_offset", pa.int64()), ("size", pa.int32()),
     ("tags_code", pa.int64()), ("batch_size", pa.int32()), ("store_path", pa.string()), ("file", pa.string()),
     ("file_position", pa.int64()),
+    ("family", pa.string()), ("sequence", pa.int64()), ("message_log_offset", pa.int64()),
 ])
 
 FINDINGS = pa.schema([
     ("finding", pa.string()), ("severity", pa.string()), ("path", pa.string()), ("offset", pa.int64()),
-    ("message", pa.string()), ("commit_log_offset", pa.int64()),
+    ("message", pa.string()), ("commit_log_offset", pa.int64()), ("family", pa.string()),
 ])
 
 # fields of a dump row a message row defaults when the row leaves them out (they appear only when false)
@@ -53,6 +58,8 @@ def message_columns(rows: list[dict], store_path: str) -> pa.Table:
                 columns[name].append(row.get(name, None if name == "property_crc_ok" else True))
             elif name == "store_path":
                 columns[name].append(store_path)
+            elif name == "family":
+                columns[name].append(row.get("family", "rocketmq"))
             elif name == "properties":
                 columns[name].append(list(row["properties"].items()))
             else:

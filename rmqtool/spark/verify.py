@@ -30,12 +30,24 @@ def verify_store_task(spec: StoreSpec) -> dict:
                 rows = [{"store_name": spec.name, **dataclasses.replace(f, path=rename(f.path)).to_json()}
                         for f in run.findings()]
         else:
-            run = Verify(spec.path, VerifyOptions(jobs=1))
+            run = _local_verify(spec.path)
             rows = [{"store_name": spec.name, **f.to_json()} for f in run.findings()]
     except RmqError as exc:  # a store that cannot be checked: the error's code, as verify gives it
         return {"store_name": spec.name, "path": spec.path, "rows": [], "error": exc.one_line(),
                 "exit_code": int(exc.exit_code)}
     return {"store_name": spec.name, "path": spec.path, "rows": rows, "error": None, "exit_code": run.exit_code}
+
+
+def _local_verify(path: str):
+    """The one verify of the store's family (verify/run.py, verify/qmq/run.py), in one process."""
+    from rmqtool.store.family import QMQ, detect_family
+    from rmqtool.verify.run import Verify, VerifyOptions
+
+    if detect_family(path) is QMQ:
+        from rmqtool.store.qmq.view import open_qmq_store
+        from rmqtool.verify.qmq.run import QmqVerify
+        return QmqVerify(open_qmq_store(path), VerifyOptions(jobs=1))
+    return Verify(path, VerifyOptions(jobs=1))
 
 
 def summary_row(result: dict) -> dict:

@@ -18,6 +18,8 @@ from typing import Iterator
 from rmqtool.formats.qmq.messagelog import (ATTR_BLANK_RECORD, ATTR_EMPTY_RECORD, ATTR_MESSAGE_RECORD,
                                             BLANK_RECORD_BYTES, MESSAGE_LOG_MAGIC_V1, MESSAGE_LOG_MAGICS,
                                             MIN_RECORD_BYTES, RecordPrefix, header_size)
+from rmqtool import findings as ids
+from rmqtool.findings import Finding, finding
 from rmqtool.formats.derive import struct_of
 from rmqtool.store.qmq.segments import LogSegment, ZeroExtended
 
@@ -179,6 +181,19 @@ def _scan(data: ZeroExtended, check_crc: bool) -> Iterator[ScanItem]:
         end = min(nxt, written)
         yield Damage(segment.base_offset + pos, str(segment.path), pos, end - pos, item)
         pos = nxt
+
+
+def findings_of(item: ScanItem) -> list[Finding]:
+    """What a scanned item says is wrong: damaged bytes, or a payload whose CRC does not match."""
+    if isinstance(item, Damage):
+        return [finding(ids.MESSAGE_RECORD_INVALID, item.path, item.position,
+                        f"{item.size} bytes at message log offset {item.offset} are not a record: {item.reason}",
+                        message_log_offset=item.offset, store_size=item.size)]
+    if isinstance(item, MessageRecord) and item.payload_crc_ok is False:
+        return [finding(ids.PAYLOAD_CRC_MISMATCH, item.path, item.position,
+                        f"the payload of {item.subject} sequence {item.sequence} does not match its CRC",
+                        subject=item.subject, sequence=item.sequence, message_log_offset=item.offset)]
+    return []
 
 
 def written_end(segment: LogSegment) -> int:

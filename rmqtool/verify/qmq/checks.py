@@ -67,20 +67,14 @@ class QmqChecks:
         gaps: dict[str, list[tuple[int, int, int]]] = {}
         for seg in log.segments:
             for item in messagelog.scan_segment(seg):
+                yield from messagelog.findings_of(item)
                 if isinstance(item, messagelog.Damage):
-                    yield finding(ids.MESSAGE_RECORD_INVALID, item.path, item.position,
-                                  f"{item.size} bytes at message log offset {item.offset} are not a record: "
-                                  f"{item.reason}", message_log_offset=item.offset, store_size=item.size)
                     self.written_end = max(self.written_end, item.offset + item.size)
                     continue
                 if not isinstance(item, messagelog.MessageRecord):
                     continue
                 self.written_end = item.offset + item.size
                 self.scanned.append(item)
-                if item.payload_crc_ok is False:
-                    yield finding(ids.PAYLOAD_CRC_MISMATCH, item.path, item.position,
-                                  f"the payload of {item.subject} sequence {item.sequence} does not match its CRC",
-                                  subject=item.subject, sequence=item.sequence, message_log_offset=item.offset)
                 self.records[item.offset] = RecordAt(item.subject, item.sequence, item.size, item.header_size)
                 before = last_sequence.get(item.subject)
                 if before is not None and item.sequence != before + 1:

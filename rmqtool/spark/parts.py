@@ -1,0 +1,43 @@
+"""What an export task leaves: the Parquet parts it writes itself (under the export
+directory, a local path or a URI) and the small summary it hands back to the driver. Every
+family's tasks (spark/export.py, spark/qmq/export.py) write through here."""
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+MESSAGES_DIR, CONSUME_QUEUE_DIR, FINDINGS_DIR = "messages", "consume_queue", "findings"
+
+
+@dataclasses.dataclass
+class TaskSummary:
+    store: str
+    task: str
+    messages: int = 0
+    findings: int = 0
+    bytes_read: int = 0
+    files: int = 0
+
+
+def write_part(table, out: str, *parts: str) -> None:
+    """A Parquet part under the export directory: a local path, or a URI pyarrow opens."""
+    import pyarrow.parquet as pq
+
+    from rmqtool.spark import remote
+    if remote.is_uri(out):
+        fs, root = remote.filesystem(out)
+        directory = "/".join([root.rstrip("/"), *parts[:-1]])
+        fs.create_dir(directory, recursive=True)
+        pq.write_table(table, f"{directory}/{parts[-1]}", filesystem=fs)
+        return
+    directory = pathlib.Path(out, *parts[:-1])
+    directory.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, directory / parts[-1])
+
+
+def write_findings(found: list, out: str, store: str, name: str, schema, family: str = "rocketmq") -> None:
+    import pyarrow as pa
+
+    rows = [{"family": family, **f.to_json()} for f in found]
+    table = pa.table({n: [r.get(n) for r in rows] for n in schema.names}, schema=schema)
+    write_part(table, out, FINDINGS_DIR, store, name)

@@ -28,7 +28,7 @@ compacted has no entry: ``getOffset`` gives -1).
 """
 from __future__ import annotations
 
-from .consumequeue import BATCH_CQ_STORE_UNIT_SIZE, BatchCqUnit, COMPACTED_OFFSET_NONE  # noqa: F401
+from .consumequeue import BATCH_CQ_STORE_UNIT_SIZE, BatchCqUnit
 
 COMPACTION_DIR = "compaction"
 COMPACTION_LOG_DIR = "compactionLog"

@@ -108,3 +108,85 @@ def test_latest_record_per_key_is_the_last_put(compaction):
             else:
                 assert p["bodyLength"] == 0, key
         assert set(latest) <= set(last_put)
+
+
+def _run(*args):
+    from rmqtool.cli.app import app
+    return cli_runner().invoke(app, [str(a) for a in args])
+
+
+def _jsonl(result) -> list[dict]:
+    return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+
+
+def test_dump_kinds_show_the_engines_records_units_and_checkpoint(store):
+    """dump compactionlog|compactioncq|positioncheckpoint, as JSON Lines, with documented fields."""
+    from test_vocabulary import documented, keys_of
+
+    log = _run("dump", "compactionlog", store, "-f", "jsonl")
+    cq = _run("dump", "compactioncq", store, "-f", "jsonl")
+    cp = _run("dump", "positioncheckpoint", store / "compaction" / "position-checkpoint", "-f", "jsonl")
+    assert (log.exit_code, cq.exit_code, cp.exit_code) == (0, 0, 0), (log.stderr, cq.stderr, cp.stderr)
+    want_records = [(t["topic"], t["queueId"], r) for t in TRUTH["compactionTopics"]
+                    for r in t["compactionLog"]["records"] if r["kind"] != "NO_RECORD_SIZE_ZERO"]
+    rows = _jsonl(log)
+    assert [(r["topic"], r["queue_id"], r["compaction_log_offset"], r["store_size"], r.get("queue_offset"),
+             r.get("compaction_key"), r.get("tombstone"), pathlib.Path(r["file"]).name, r["file_position"])
+            for r in rows] == \
+        [(t, q, w["logOffset"], w["totalSizeField"], w.get("queueOffset"), w.get("keys"),
+          None if w["kind"] == "END_OF_FILE_BLANK" else w["kind"] == "MESSAGE_EMPTY_BODY", w["file"], w["posInFile"])
+         for t, q, w in want_records]
+    units = _jsonl(cq)
+    assert [(u["queue_id"], u["queue_offset"], u["compaction_log_offset"], u["store_size"], u["end_position"])
+            for u in units] == \
+        [(t["queueId"], w["queueOffset"], w["logOffset"], w["size"], w["kind"] == "END_POSITION")
+         for t in TRUTH["compactionTopics"] for f in t["compactionCq"]["files"] for w in f["units"]]
+    assert {f"{r['topic']}_{r['queue_id']}": r["checkpoint_offset"] for r in _jsonl(cp)} == \
+        TRUTH["positionCheckpoint"]["queueOffsetMap"]
+    names, suffixes = documented()
+    fields = keys_of(rows + units + _jsonl(cp), set())
+    assert not {f for f in fields if f not in names and not any(f.endswith(s) for s in suffixes)}
+    one = _run("dump", "compactionlog", store / "compaction" / "compactionLog" / "UserProfileTopic" / "0" /
+               "00000000000000027600", "-f", "jsonl")
+    assert [r["queue_offset"] for r in _jsonl(one)] == [
+        r["queueOffset"] for r in TRUTH["compactionTopics"][0]["compactionLog"]["records"]
+        if r.get("file") == "00000000000000027600" and r["kind"] == "MESSAGE"]
+    assert _run("dump", "compactioncq", store / "checkpoint").exit_code == 4  # not a compaction queue file
+
+
+def test_verify_and_info_on_the_clean_store(store):
+    """Nothing wrong with the engine's compaction store; info lists its queues as a consumer reads them."""
+    v = _run("verify", store, "--only", "compaction", "-f", "jsonl")
+    assert v.exit_code == 0 and not _jsonl(v), v.stdout
+    info = json.loads(_run("info", store, "-f", "json").stdout)
+    queues = {(q["topic"], q["queue_id"]): q for q in info["compaction_queues"]}
+    for t in TRUTH["compactionTopics"]:
+        q = queues[(t["topic"], t["queueId"])]
+        read = t["consumerRead"]
+        assert (q["min_queue_offset"], q["max_queue_offset"], q["messages"], q["checkpoint_offset"]) == \
+            (read["calls"][0][4], read["calls"][0][5], len(read["messages"]), t["positionMgrOffset"])
+        assert q["tombstones"] == sum(r["kind"] == "MESSAGE_EMPTY_BODY" for r in t["compactionLog"]["records"])
+
+
+def test_verify_finds_a_missing_twin_and_a_damaged_record(store, tmp_path):
+    """A copy with queue 0's last CQ file deleted and a body byte of a queue 1 record changed:
+    the twin check (the broker's load fails) and the record's CRC, each at its file and offset."""
+    copy = tmp_path / "damaged"
+    shutil.copytree(store, copy)
+    t0, t1 = TRUTH["compactionTopics"][0], TRUTH["compactionTopics"][1]
+    name = t0["compactionCq"]["files"][-1]["name"]
+    (copy / t0["compactionCq"]["dir"] / name).unlink()
+    record = next(r for r in t1["compactionLog"]["records"] if r["kind"] == "MESSAGE")
+    log_file = copy / t1["compactionLog"]["dir"] / record["file"]
+    raw = bytearray(log_file.read_bytes())
+    body = record["bodyUtf8"].encode()
+    body_at = raw.index(body, record["posInFile"])
+    raw[body_at] ^= 0x01
+    log_file.write_bytes(bytes(raw))
+    v = _run("verify", copy, "--only", "compaction", "-f", "jsonl")
+    assert v.exit_code == 3, v.stdout
+    got = {(f["finding"], f["path"], f["offset"], f["consequence"]) for f in _jsonl(v)}
+    assert ("compactionCqFileMissing", str(copy / t0["compactionLog"]["dir"] / name), None, "wontStart") in got
+    assert ("bodyCrcMismatch", str(log_file), record["posInFile"], "unreachable") in got
+    dumped = _run("dump", "compactionlog", copy, "-q", "1", "-f", "jsonl")
+    assert dumped.exit_code == 3 and "bodyCrcMismatch" in dumped.stderr

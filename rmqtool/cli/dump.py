@@ -68,6 +68,9 @@ def dump_commitlog(
     decompress: bool = typer.Option(False, "--decompress", help="Decompress compressed bodies (zlib, lz4, zstd)."),
     no_crc: bool = typer.Option(False, "--no-crc", help="Skip the body CRC check (faster)."),
     show_blank: bool = typer.Option(False, "--show-blank", help="Also emit end-of-file blank records as rows."),
+    decode_system: bool = typer.Option(False, "--decode-system", help="Add `system`: what a record of a system "
+                                       "topic means (transaction half/op and its state, delayed, timer, POP revive), "
+                                       "with the real topic and queue."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress on stderr, by "
                                             "bytes (default: when stderr is a terminal; --progress forces it)."),
     wide: bool = WideOpt,
@@ -103,10 +106,12 @@ def dump_commitlog(
     dumps, lives = commitlog_dumps(paths, selection, from_offset, to_offset, limit, served_only=served_only,
                                    body=body.value if body else ("text" if table else "base64"),
                                    preview=TABLE_BODY_PREVIEW if table and body is None else None,
-                                   decompress=decompress, check_crc=not no_crc, show_blank=show_blank)
+                                   decompress=decompress, check_crc=not no_crc, show_blank=show_blank,
+                                   decode_system=decode_system)
     for live in lives:
         warn(live.note())
-    sink = Sink(fmt.value, kind="stats_queue" if stats else "message", wide=wide, select=columns)
+    sink = Sink(fmt.value, kind="stats_queue" if stats else "message_system" if decode_system else "message",
+                wide=wide, select=columns)
     bar = Progress("scanning", sum(d.total_bytes for d in dumps)) if progress_enabled(progress) and not follow \
         else None
     with bar or contextlib.nullcontext():

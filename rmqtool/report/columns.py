@@ -179,6 +179,9 @@ VIEWS: dict[str, tuple[Column, ...]] = {
                     num("topic_groups", 5), num("queues", 6, 6), num("delay_levels", 7), text("error", 8, 80, 16),
                     text("keys", None, 60), text("path", None, 100)),
 }
+# dump commitlog --decode-system: what a system topic's record means, shown early (its text is long)
+VIEWS["message_system"] = tuple(
+    c for col in VIEWS["message"] for c in ((col, text("system", 2, 80, 24)) if col.name == "queue_offset" else (col,)))
 
 # Fields whose value is a number of bytes a person reads better in KiB/MiB/GiB (a file's
 # or a range's size; a record's store_size stays exact: offsets add up with it).

@@ -169,8 +169,9 @@ def test_verify_and_info_on_the_clean_store(store):
 
 
 def test_verify_finds_a_missing_twin_and_a_damaged_record(store, tmp_path):
-    """A copy with queue 0's last CQ file deleted and a body byte of a queue 1 record changed:
-    the twin check (the broker's load fails) and the record's CRC, each at its file and offset."""
+    """A copy with queue 0's last CQ file deleted, a body byte of a queue 1 record changed and
+    position-checkpoint cut short: the twin check (the broker's load fails), the record's CRC and
+    the checkpoint, each at its file and offset."""
     copy = tmp_path / "damaged"
     shutil.copytree(store, copy)
     t0, t1 = TRUTH["compactionTopics"][0], TRUTH["compactionTopics"][1]
@@ -183,10 +184,52 @@ def test_verify_finds_a_missing_twin_and_a_damaged_record(store, tmp_path):
     body_at = raw.index(body, record["posInFile"])
     raw[body_at] ^= 0x01
     log_file.write_bytes(bytes(raw))
+    checkpoint = copy / "compaction" / "position-checkpoint"
+    checkpoint.write_text("{\"empty\":false,\"queueOffsetMap\":{")  # cut short, and no .bak to stand in
+    (copy / "compaction" / "position-checkpoint.bak").unlink()
     v = _run("verify", copy, "--only", "compaction", "-f", "jsonl")
     assert v.exit_code == 3, v.stdout
     got = {(f["finding"], f["path"], f["offset"], f["consequence"]) for f in _jsonl(v)}
     assert ("compactionCqFileMissing", str(copy / t0["compactionLog"]["dir"] / name), None, "wontStart") in got
     assert ("bodyCrcMismatch", str(log_file), record["posInFile"], "unreachable") in got
+    # the broker ignores a failed load of it and starts with no checkpoint
+    assert any(f[:2] == ("configUnparseable", str(checkpoint)) and f[3] == "none" for f in got), got
     dumped = _run("dump", "compactionlog", copy, "-q", "1", "-f", "jsonl")
     assert dumped.exit_code == 3 and "bodyCrcMismatch" in dumped.stderr
+
+
+def test_random_damage_never_crashes_the_readers(store, tmp_path_factory):
+    """Damaged compaction files (flips, zeros, garbage, fields gone wrong, cut short): the
+    readers and verify's checks end in findings or one RmqError, never a traceback, and read only."""
+    import hypothesis.strategies as strategies
+    from hypothesis import HealthCheck, given, settings
+
+    from helpers import damage, examples
+    from rmqtool.errors import RmqError
+    from rmqtool.inspect.compaction_dumps import compaction_cq_rows, compaction_log_rows, position_checkpoint_rows
+    from rmqtool.verify.compaction import check_compaction
+
+    files = sorted(p.relative_to(store) for p in (store / "compaction").rglob("*") if p.is_file())
+
+    @settings(max_examples=examples(5), deadline=None, suppress_health_check=list(HealthCheck))
+    @given(data=strategies.data())
+    def run(data):
+        root = tmp_path_factory.mktemp("fuzz")
+        shutil.copytree(store / "compaction", root / "compaction")
+        target = root / data.draw(strategies.sampled_from(files))
+        raw = bytearray(target.read_bytes())
+        raw = damage(raw, data, kinds=("flip", "zero", "garbage", "int", "truncate")) if raw else raw
+        target.write_bytes(bytes(raw))
+        before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+        try:
+            list(check_compaction(root))
+        except RmqError:
+            pass
+        for rows in (compaction_log_rows, compaction_cq_rows, position_checkpoint_rows):
+            try:
+                list(rows(root / "compaction", findings=[]))
+            except RmqError:
+                pass
+        assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+        shutil.rmtree(root)
+    run()

@@ -14,8 +14,8 @@ import os
 import pathlib
 from typing import Iterator
 
-from rmqtool.errors import FormatError
-from rmqtool.findings import SEGMENT_GAP, SEGMENT_OVERLAP, Finding
+from rmqtool.errors import FormatError, StoreAccessError
+from rmqtool.findings import CONFIG_UNPARSEABLE, SEGMENT_GAP, SEGMENT_OVERLAP, Consequence, Finding, finding
 from rmqtool.formats.compaction import (CHECKPOINT_NONE, COMPACTION_CQ_DIR, COMPACTION_CQ_UNIT,
                                         COMPACTION_CQ_UNIT_SIZE, COMPACTION_DIR, COMPACTION_LOG_DIR,
                                         POSITION_CHECKPOINT_FILE, checkpoint_key, is_end_position)
@@ -101,7 +101,11 @@ class CompactionQueue:
 def _file_units(seg: Segment, topic: str, queue_id: int) -> Iterator[CompactionCqUnit]:
     size = COMPACTION_CQ_UNIT_SIZE
     path = str(seg.path)
-    with open(seg.path, "rb") as f:
+    try:
+        f = open(seg.path, "rb")
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
+    with f:
         pos = 0
         while pos + size <= seg.size:
             chunk = f.read(min(_UNITS_A_READ, (seg.size - pos) // size) * size)
@@ -147,21 +151,25 @@ def _queue_dirs(base: pathlib.Path) -> dict[tuple[str, int], pathlib.Path]:
 
 def read_position_checkpoint(compaction_root: str | os.PathLike) -> tuple[dict[str, int], str | None, list[Finding]]:
     """``position-checkpoint`` as CompactionPositionMgr loads it (a ConfigManager: its .bak when
-    the file is missing, empty or broken): (queueOffsetMap, the file read or None, findings)."""
-    loaded = read_config_file(compaction_root, POSITION_CHECKPOINT_FILE)
-    doc = loaded.document
-    offsets: dict[str, int] = {}
-    if isinstance(doc, dict):
-        table = doc.get("queueOffsetMap")
-        if table is not None and not isinstance(table, dict):
-            raise FormatError("queueOffsetMap is not an object", loaded.path)
+    the file is missing, empty or broken): (queueOffsetMap, the file read or None, findings).
+    A file neither it nor its .bak can stand for is a finding: the broker ignores load's result
+    and starts with an empty map (every queue counts as never compacted)."""
+    try:
+        loaded = read_config_file(compaction_root, POSITION_CHECKPOINT_FILE)
+        path, doc = loaded.path, loaded.document
+        table = doc.get("queueOffsetMap") if isinstance(doc, dict) else None
+        if (doc is not None and not isinstance(doc, dict)) or (table is not None and not isinstance(table, dict)):
+            raise FormatError("not CompactionPositionMgr's JSON (an object with a queueOffsetMap object)", path)
+        offsets: dict[str, int] = {}
         for key, value in (table or {}).items():
             if not isinstance(value, int) or isinstance(value, bool):
-                raise FormatError(f"queueOffsetMap[{key!r}] is not a number", loaded.path)
+                raise FormatError(f"queueOffsetMap[{key!r}] is not a number", path)
             offsets[str(key)] = value
-    elif doc is not None:
-        raise FormatError("not a JSON object", loaded.path)
-    return offsets, loaded.path if loaded.source else None, list(loaded.findings)
+    except FormatError as exc:
+        return {}, None, [finding(CONFIG_UNPARSEABLE, exc.path, exc.offset, f"{exc.message}: the broker starts "
+                                  f"with no compaction checkpoint (every queue counts as never compacted)",
+                                  consequence=Consequence.NONE)]
+    return offsets, path if loaded.source else None, list(loaded.findings)
 
 
 def open_compaction_store(store_root: str | os.PathLike) -> CompactionStore:

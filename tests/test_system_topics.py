@@ -1,5 +1,6 @@
 """dump commitlog --decode-system: what a record of a system topic means (store/system_topics.py).
 
+Timer records: the 5.3.3 engine's own (fixtures/rocketmq-5.3.3/system-topics, from the timer fixture).
 Transactions and delayed messages: the 4.9.8 txdelay fixture (broker-style half and op records,
 commits copied to the real topic, rollbacks; SCHEDULE_TOPIC_XXXX), checked against its truth
 file's put labels and properties. The 5.x timer topic and POP's revive log: no fixture in this
@@ -14,7 +15,7 @@ import re
 
 import pytest
 
-from conftest import V4, load_truth
+from conftest import V4, V5, load_truth
 from helpers import cli_runner
 from rmqtool.formats import system_topics as st
 
@@ -133,3 +134,28 @@ def test_system_fields_are_documented(txdelay_rows):
     names, suffixes = documented()
     fields = keys_of([r["system"] for r in txdelay_rows if "system" in r], set())
     assert not {f for f in fields if f not in names and not any(f.endswith(s) for s in suffixes)}
+
+
+def test_real_timer_records_of_the_5_3_3_engine():
+    """The rmq_sys_wheel_timer records the 5.3.3 engine wrote (fixtures/rocketmq-5.3.3/system-topics):
+    the real topic and queue, the fire time, rolls and recalls, as their stored properties say."""
+    from rmqtool.formats.properties import string_to_properties
+    from rmqtool.store.message import Message
+    from rmqtool.store.system_topics import describe
+
+    records = load_truth(V5 / "system-topics" / "timer-records.json")["records"]
+    kinds = set()
+    for r in records:
+        raw = r["propertiesString"].encode()
+        m = Message(r["physicalOffset"], 0, 0, 0, r["queueId"], 0, r["queueOffset"], r["physicalOffset"], 0, 0,
+                    b"\0\0\0\0", 0, 0, b"\0\0\0\0", 0, 0, 0, b"", r["topic"], raw)
+        p = string_to_properties(r["propertiesString"])
+        system = describe(m)
+        kinds.add(system["kind"])
+        assert (system["real_topic"], system["real_queue_id"], system["fire_timestamp"]) == \
+            (p["REAL_TOPIC"], int(p["REAL_QID"]), int(p["TIMER_OUT_MS"]))
+        assert system.get("roll_times") == (int(p["TIMER_ROLL_TIMES"]) if "TIMER_ROLL_TIMES" in p else None)
+        if "TIMER_DEL_UNIQKEY" in p:
+            assert system["kind"] == "timerRecall" and \
+                f"{system['recalled_topic']}+{system['recalled_uniq_key']}" == p["TIMER_DEL_UNIQKEY"]
+    assert kinds == {"timer", "timerRecall"}

@@ -1,12 +1,12 @@
 """dump commitlog --decode-system: what a record of a system topic means (store/system_topics.py).
 
-Timer records: the 5.3.3 engine's own (fixtures/rocketmq-5.3.3/system-topics, from the timer fixture).
 Transactions and delayed messages: the 4.9.8 txdelay fixture (broker-style half and op records,
 commits copied to the real topic, rollbacks; SCHEDULE_TOPIC_XXXX), checked against its truth
-file's put labels and properties. The 5.x timer topic and POP's revive log: no fixture in this
-repository has them, so records shaped as the 5.3.3 broker stores them (TimerMessageStore's
-properties, PopCheckPoint / AckMsg / BatchAckMsg bodies in fastjson's names) are written here
-with our own engine.
+file's put labels and properties. Timer records: the 5.3.3 engine's own stored properties
+(fixtures/rocketmq-5.3.3/system-topics, from the timer fixture). POP's revive log: no fixture
+has it, so its records, shaped as the 5.3.3 broker stores them (PopCheckPoint / AckMsg /
+BatchAckMsg bodies in fastjson's names), and timer records beside them are written here with
+our own engine and dumped whole.
 """
 from __future__ import annotations
 

@@ -148,6 +148,15 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
                             "with no message"),
     "messagesNotServed": (Severity.ERROR, "QMQ: records in the message log that no sequence serves after the "
                           "next start"),
+    # compaction store (5.x cleanup.policy=COMPACTION: compaction/compactionLog, compactionCq, position-checkpoint)
+    "compactionCqFileMissing": (Severity.ERROR, "a compaction log file without its compaction queue file of the same "
+                                "name, or the other way round: TopicPartitionLog.sanityCheck fails the store's load"),
+    "compactionCqUnitMismatch": (Severity.ERROR, "a compaction queue unit that names no record of the compaction log, "
+                                 "or one of another queue offset or size"),
+    "compactionRecordNotInCq": (Severity.WARNING, "a compaction log record no compaction queue unit names: consumers of "
+                                "the compacted topic never read it"),
+    "compactionCheckpointMismatch": (Severity.WARNING, "position-checkpoint names a queue offset past the compaction "
+                                     "log's records, or a queue that has no compaction log"),
 }
 
 # ID -> what the broker's next start does about it, by default (a finding may say more, e.g.
@@ -194,6 +203,9 @@ CONSEQUENCES: dict[str, Consequence] = {
     "checkpointSubjectMissing": Consequence.SERVED_EMPTY, "actionRecordInvalid": Consequence.PROGRESS_LOST,
     "pullLogTabletInvalid": Consequence.PROGRESS_LOST, "actionReplaySkipsActions": Consequence.PROGRESS_LOST,
     "recoveryCutsMessageLog": _D, "messagesServedEmpty": Consequence.SERVED_EMPTY, "messagesNotServed": _U,
+    # compaction: the load throws on a missing twin; a unit or record no reader matches is not served
+    "compactionCqFileMissing": _W, "compactionCqUnitMismatch": _U, "compactionRecordNotInCq": _U,
+    "compactionCheckpointMismatch": _N,
 }
 
 # The IDs by name: code says BODY_CRC_MISMATCH, never the string, so a typo is an ImportError.
@@ -301,6 +313,11 @@ ACTION_REPLAY_SKIPS_ACTIONS = "actionReplaySkipsActions"
 RECOVERY_CUTS_MESSAGE_LOG = "recoveryCutsMessageLog"
 MESSAGES_SERVED_EMPTY = "messagesServedEmpty"
 MESSAGES_NOT_SERVED = "messagesNotServed"
+# compaction store
+COMPACTION_CQ_FILE_MISSING = "compactionCqFileMissing"
+COMPACTION_CQ_UNIT_MISMATCH = "compactionCqUnitMismatch"
+COMPACTION_RECORD_NOT_IN_CQ = "compactionRecordNotInCq"
+COMPACTION_CHECKPOINT_MISMATCH = "compactionCheckpointMismatch"
 
 
 def finding(finding_id: str, path, offset: int | None, message: str, *, consequence: "Consequence | None" = None,
@@ -448,4 +465,13 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "recoveryCutsMessageLog": "Run rmqtool recover to see every record lost; salvage them before the broker starts.",
     "messagesServedEmpty": "Consumers would skip these messages: rmqtool recover --apply rebuilds the consumer logs first.",
     "messagesNotServed": "Consumers cannot reach these records: rmqtool recover --apply rebuilds the consumer logs first.",
+    "compactionCqFileMissing": ("Restore the missing file (or move the unpaired one aside, with its records lost to "
+                                "the compacted view) before the broker starts: its load fails otherwise."),
+    "compactionCqUnitMismatch": ("Consumers of the compacted topic miss or misread this offset: move the queue's "
+                                 "compaction directories aside on a stopped broker (the plain consume queue still "
+                                 "holds every message) or restore them."),
+    "compactionRecordNotInCq": ("Consumers of the compacted topic never see it (the load also truncates the log to the "
+                                "queue's last unit): check the queue's files; the commit log still holds the message."),
+    "compactionCheckpointMismatch": ("The next compactions skip records up to that offset (superseded values and "
+                                     "tombstones stay): restore position-checkpoint from its .bak if that is right."),
 }

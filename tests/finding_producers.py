@@ -184,6 +184,8 @@ SCENARIOS: dict[str, Scenario] = {
     "qmq": Scenario(QMQ / "basic", expand=True),
     "qmq-refused": Scenario(QMQ / "basic", expand=True),
     "qmq-v2": Scenario(QMQ / "v2-consumerlog", expand=True),
+    # a 5.3.3 compaction store (compaction/compactionLog, compactionCq, position-checkpoint)
+    "compaction": Scenario(V5 / "compaction", expand=True),
 }
 
 
@@ -994,6 +996,47 @@ def consumer_log_unit_invalid(d: Damage) -> At:
     return At(path, QMQ_UNIT_V2)
 
 
+# ---- the compaction store (5.3.3 compaction: fixtures/rocketmq-5.3.3/README.md, "Compaction on disk") ----
+def _compaction_topic(d: Damage, queue_id: int) -> dict:
+    return next(t for t in d.truth["compactionTopics"] if t["queueId"] == queue_id)
+
+
+def compaction_cq_file_missing(d: Damage) -> At:
+    """The last queue file of queue 1 deleted: its log file has no twin (sanityCheck throws)."""
+    t = _compaction_topic(d, 1)
+    name = t["compactionCq"]["files"][-1]["name"]
+    (d.store / t["compactionCq"]["dir"] / name).unlink()
+    return At(d.store / t["compactionLog"]["dir"] / name, None)
+
+
+def _unit_names_the_next_record(d: Damage) -> tuple[At, At]:
+    """Queue 2's unit 3 pointed at record 4: the unit names a record of another queue offset,
+    and record 3 is named by no unit."""
+    t = _compaction_topic(d, 2)
+    cq_file = t["compactionCq"]["files"][0]
+    cq = d.store / t["compactionCq"]["dir"] / cq_file["name"]
+    third, fourth = cq_file["units"][3], cq_file["units"][4]
+    d.set_int(cq, third["posInFile"], 8, fourth["logOffset"])  # logOffset: the unit's first 8 bytes
+    record = next(r for r in t["compactionLog"]["records"] if r["logOffset"] == third["logOffset"])
+    return At(cq, third["posInFile"]), At(d.store / t["compactionLog"]["dir"] / record["file"], record["posInFile"])
+
+
+def compaction_cq_unit_mismatch(d: Damage) -> At:
+    return d.once(_unit_names_the_next_record)[0]
+
+
+def compaction_record_not_in_cq(d: Damage) -> At:
+    return d.once(_unit_names_the_next_record)[1]
+
+
+def compaction_checkpoint_mismatch(d: Damage) -> At:
+    """position-checkpoint rewritten (fastjson's layout) naming queue offset 500 for queue 0, past its log."""
+    path = d.store / "compaction" / "position-checkpoint"
+    path.write_text('{\n\t"empty":false,\n\t"queueOffsetMap":{\n\t\t"UserProfileTopic_0":500,\n'
+                    '\t\t"UserProfileTopic_1":67\n\t}\n}')
+    return At(path, None)
+
+
 PRODUCERS: dict[str, Producer] = {
     # segments
     f.SEGMENT_NAME_INVALID: Producer("queues", segment_name_invalid),
@@ -1098,6 +1141,11 @@ PRODUCERS: dict[str, Producer] = {
     f.LOG_SEGMENT_NAME_INVALID: Producer("qmq-refused", log_segment_name_invalid),
     f.PULL_LOG_TABLET_INVALID: Producer("qmq-refused", pull_log_tablet_invalid),
     f.CONSUMER_LOG_UNIT_INVALID: Producer("qmq-v2", consumer_log_unit_invalid),
+    # compaction store
+    f.COMPACTION_CQ_FILE_MISSING: Producer("compaction", compaction_cq_file_missing),
+    f.COMPACTION_CQ_UNIT_MISMATCH: Producer("compaction", compaction_cq_unit_mismatch),
+    f.COMPACTION_RECORD_NOT_IN_CQ: Producer("compaction", compaction_record_not_in_cq),
+    f.COMPACTION_CHECKPOINT_MISMATCH: Producer("compaction", compaction_checkpoint_mismatch),
 }
 
 

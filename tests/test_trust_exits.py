@@ -62,6 +62,10 @@ ON_DAMAGED = {
     "dump index": ExitCode.OK,
     "dump checkpoint": ExitCode.OK,
     "dump config": ExitCode.OK,
+    # the 5.x compaction store's kinds: the damaged store has none, so nothing to show
+    "dump compactionlog": ExitCode.OK,
+    "dump compactioncq": ExitCode.OK,
+    "dump positioncheckpoint": ExitCode.OK,
     # QMQ's dump kinds: a RocketMQ store is not a QMQ store
     "dump messagelog": ExitCode.BAD_INPUT,
     "dump consumerlog": ExitCode.BAD_INPUT,

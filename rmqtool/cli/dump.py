@@ -1,4 +1,5 @@
 """rmqtool dump commitlog|consumequeue|index|checkpoint|config PATH (a RocketMQ store),
+rmqtool dump compactionlog|compactioncq|positioncheckpoint PATH (its 5.x compaction store),
 rmqtool dump messagelog|consumerlog|actionlog|pulllog|checkpoint PATH (a QMQ store)
 
 PATH is a store directory or a single file of that kind. Rows go to stdout in the chosen
@@ -7,6 +8,7 @@ format; damage is shown as rows too (record "corrupt") and sets exit code 3.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import pathlib
 from typing import List, Optional
 
@@ -16,7 +18,7 @@ from rmqtool.cli.common import BodyMode, OutputFormat, boundary, until_interrupt
 from rmqtool.cli.params import (OFFSET_METAVAR, TIME_METAVAR, check_range, complete_queue, complete_topic, examples,
                                 parse_time)
 from rmqtool.errors import UsageError
-from rmqtool.inspect import dump_sources
+from rmqtool.inspect import compaction_dumps, dump_sources
 from rmqtool.inspect.commitlog_dumps import chained, commitlog_dumps, in_parallel, parallel_jsonl, settled_findings
 from rmqtool.inspect.selection import SYS_FLAG_NAMES, MessageSelection
 from rmqtool.inspect.stats import commitlog_stats
@@ -66,6 +68,9 @@ def dump_commitlog(
     decompress: bool = typer.Option(False, "--decompress", help="Decompress compressed bodies (zlib, lz4, zstd)."),
     no_crc: bool = typer.Option(False, "--no-crc", help="Skip the body CRC check (faster)."),
     show_blank: bool = typer.Option(False, "--show-blank", help="Also emit end-of-file blank records as rows."),
+    decode_system: bool = typer.Option(False, "--decode-system", help="Add `system`: what a record of a system "
+                                       "topic means (transaction half/op and its state, delayed, timer, POP revive), "
+                                       "with the real topic and queue."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress on stderr, by "
                                             "bytes (default: when stderr is a terminal; --progress forces it)."),
     wide: bool = WideOpt,
@@ -101,10 +106,12 @@ def dump_commitlog(
     dumps, lives = commitlog_dumps(paths, selection, from_offset, to_offset, limit, served_only=served_only,
                                    body=body.value if body else ("text" if table else "base64"),
                                    preview=TABLE_BODY_PREVIEW if table and body is None else None,
-                                   decompress=decompress, check_crc=not no_crc, show_blank=show_blank)
+                                   decompress=decompress, check_crc=not no_crc, show_blank=show_blank,
+                                   decode_system=decode_system)
     for live in lives:
         warn(live.note())
-    sink = Sink(fmt.value, kind="stats_queue" if stats else "message", wide=wide, select=columns)
+    sink = Sink(fmt.value, kind="stats_queue" if stats else "message_system" if decode_system else "message",
+                wide=wide, select=columns)
     bar = Progress("scanning", sum(d.total_bytes for d in dumps)) if progress_enabled(progress) and not follow \
         else None
     with bar or contextlib.nullcontext():
@@ -219,6 +226,64 @@ def dump_config(
     sink = Sink(fmt.value, kind="config", wide=wide)
     for row in dump_sources.config_rows(path, findings):
         sink.row(row)
+    _finish(sink, findings)
+
+
+# --- the 5.x compaction store (compaction/) ------------------------------------------------------
+
+@dump_app.command("compactionlog", epilog=examples(
+    "rmqtool dump compactionlog /data/store -t UserProfileTopic -q 0",
+    "rmqtool dump compactionlog /data/store/compaction/compactionLog/UserProfileTopic/0/00000000000000000000 -f jsonl"))
+@boundary
+def dump_compactionlog(
+    path: pathlib.Path = typer.Argument(..., help="Store dir, its compaction/ dir, or one compaction log file."),
+    fmt: OutputFormat = FormatOpt,
+    topic: Optional[str] = TopicOpt,
+    queue: Optional[int] = QueueOpt,
+    limit: Optional[int] = LimitOpt,
+    wide: bool = WideOpt,
+    columns: Optional[str] = ColumnsOpt,
+):
+    """Compaction log records (5.x COMPACTION topics): queue offset, compaction log offset, key, tombstones."""
+    findings: list = []
+    damaged: list = []
+    sink = Sink(fmt.value, kind="compaction_record", wide=wide, select=columns)
+    rows = compaction_dumps.compaction_log_rows(path, topic, queue, findings, damaged)
+    sink.rows(itertools.islice(rows, limit))
+    _finish(sink, findings, len(damaged))
+
+
+@dump_app.command("compactioncq", epilog=examples(
+    "rmqtool dump compactioncq /data/store -t UserProfileTopic -q 0"))
+@boundary
+def dump_compactioncq(
+    path: pathlib.Path = typer.Argument(..., help="Store dir, its compaction/ dir, or one compaction queue file."),
+    fmt: OutputFormat = FormatOpt,
+    topic: Optional[str] = TopicOpt,
+    queue: Optional[int] = QueueOpt,
+    limit: Optional[int] = LimitOpt,
+    wide: bool = WideOpt,
+    columns: Optional[str] = ColumnsOpt,
+):
+    """Compaction queue units (46 B, as batch consume queue units), END_POSITION units included."""
+    findings: list = []
+    sink = Sink(fmt.value, kind="compaction_unit", wide=wide, select=columns)
+    sink.rows(itertools.islice(compaction_dumps.compaction_cq_rows(path, topic, queue, findings), limit))
+    _finish(sink, findings)
+
+
+@dump_app.command("positioncheckpoint", epilog=examples(
+    "rmqtool dump positioncheckpoint /data/store",
+    "rmqtool dump positioncheckpoint /data/store/compaction/position-checkpoint.bak -f jsonl"))
+@boundary
+def dump_positioncheckpoint(
+    path: pathlib.Path = typer.Argument(..., help="Store dir, its compaction/ dir, or position-checkpoint (.bak)."),
+    fmt: OutputFormat = FormatOpt,
+):
+    """compaction/position-checkpoint: each compacted queue's last compacted queue offset."""
+    findings: list = []
+    sink = Sink(fmt.value, kind="position_checkpoint")
+    sink.rows(compaction_dumps.position_checkpoint_rows(path, findings))
     _finish(sink, findings)
 
 

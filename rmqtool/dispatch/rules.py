@@ -10,9 +10,10 @@ from __future__ import annotations
 from rmqtool.errors import UsageError
 from rmqtool.formats import properties as props
 from rmqtool.formats.indexfile import java_string_hash
+from rmqtool.formats.system_topics import SCHEDULE_TOPIC
 
-# TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
-RMQ_SYS_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+# TopicValidator.RMQ_SYS_SCHEDULE_TOPIC (declared with the other system topics)
+RMQ_SYS_SCHEDULE_TOPIC = SCHEDULE_TOPIC
 # MessageStoreConfig.messageDelayLevel default
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 

@@ -28,6 +28,7 @@ from rmqtool.store.message import Message
 from rmqtool.store.parallel import iter_parallel, jobs_of
 from rmqtool.store.paths import is_segment_name
 from rmqtool.store.segments import Segment
+from rmqtool.store.system_topics import Transactions, describe, is_system_topic
 
 PROGRESS_STEP = 4 << 20  # bytes scanned between two moves of a progress bar
 FOLLOW_INTERVAL = 0.5  # seconds --follow waits between two looks at the commit log's end
@@ -85,12 +86,21 @@ class CommitLogDump:
     decompress: bool = False
     check_crc: bool = True
     show_blank: bool = False
+    decode_system: bool = False  # add ``system``: what a system topic's record means
     segments: list[Segment] = dataclasses.field(init=False)
     findings: list[Finding] = dataclasses.field(init=False)  # about segments and records, in scan order
     damaged: int = dataclasses.field(init=False, default=0)  # records with a finding
 
     def __post_init__(self):
         self.segments, self.findings = commitlog_segments(pathlib.Path(self.path))
+        self.transactions = self._transactions() if self.decode_system else None
+
+    def _transactions(self) -> Transactions:
+        """One pass over the whole log (not only the range asked for): a half message's op record
+        and commit copy may lie anywhere after it."""
+        last = len(self.segments) - 1
+        return Transactions.of(r for i, seg in enumerate(self.segments)
+                               for r in scan_segment(seg, is_last=i == last, check_crc=False))
 
     @property
     def total_bytes(self) -> int:
@@ -204,17 +214,31 @@ class CommitLogDump:
                 return
 
     def _rows_of(self, results) -> Iterator[dict]:
+        rows = self._rows_of_plain(results)  # returned, not delegated: no extra generator a row
+        return self._with_system(rows) if self.decode_system else rows
+
+    def _with_system(self, pairs) -> Iterator[dict]:
+        transactions = self.transactions
+        for r, row in pairs:
+            if type(r) is Message and is_system_topic(r.topic):
+                row["system"] = describe(r, transactions)
+            yield row
+
+    def _rows_of_plain(self, results) -> Iterator:
+        """Rows; with decode_system, (record, row) pairs for :meth:`_with_system`."""
+        pairs = self.decode_system
         select = None if self.selection.everything else self.selection.matches
         body, decompress, preview = self.body, self.decompress, self.preview
         for r in results:
             if type(r) is Message and not decompress:  # the common row, without _row's call
                 if select is not None and not select(r):
                     continue
-                yield message_record(r, body, preview=preview)  # no codec is needed
+                row = message_record(r, body, preview=preview)  # no codec is needed
+                yield (r, row) if pairs else row
             else:
                 row = self._row(r)
                 if row is not None:
-                    yield row
+                    yield (r, row) if pairs else row
 
     # ---- JSON Lines over worker processes ----------------------------------------------------
     def jsonl_files(self, workers: int, split_size: int | None = None,

@@ -13,6 +13,7 @@ import pathlib
 
 from rmqtool.errors import FormatError
 from rmqtool.findings import CHECKPOINT_INVALID, CONFIG_TABLE_INVALID, Finding
+from rmqtool.inspect.compaction_dumps import compaction_info
 from rmqtool.inspect.hints import wrong_kind
 from rmqtool.formats.config import consumer_offsets, delay_offsets
 from rmqtool.store import detect
@@ -225,6 +226,8 @@ def store_info(store: str | os.PathLike | StoreView) -> tuple[dict, list[Finding
     findings += f
     config, f = config_info(root)
     findings += f
+    compaction, f = compaction_info(root)  # None: no compaction/ (5.x COMPACTION topics' side store)
+    findings += f
     markers = view.markers
     findings += list(markers.findings)
     holder = live.pid if live is not None else view.lock_holder
@@ -247,5 +250,6 @@ def store_info(store: str | os.PathLike | StoreView) -> tuple[dict, list[Finding
         "index_files": index,
         "checkpoint": checkpoint,
         "config": config,
+        **({} if compaction is None else {"compaction_queues": compaction}),
         "findings": [x.to_json() for x in findings],
     }, findings

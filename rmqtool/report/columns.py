@@ -63,6 +63,22 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         num("store_size", 5), num("tags_code", 6, 20), fixed("valid", 7), fixed("is_fill", 8),
         fixed("store_timestamp", 9, TIME), num("msg_base_offset", 10), num("batch_size", 11),
         num("compacted_offset", None), text("file", None, 100), num("file_position", None), num("size", None)),
+    "compaction_record": (
+        text("topic", 1, 40, 10), num("queue_id", 2), num("queue_offset", 3), num("compaction_log_offset", 4),
+        num("store_size", 5, 5), text("compaction_key", 6, 40), fixed("tombstone", 7), fixed("store_timestamp", 8, TIME),
+        text("tags", 9, 24), fixed("body_crc_ok", None), fixed("record", None), text("keys", None, 40),
+        text("uniq_key", None, 32), num("body_length", None), num("physical_offset", None), text("finding", None, 24),
+        text("reason", None, 60), text("file", None, 100), num("file_position", None)),
+    "compaction_unit": (
+        text("topic", 1, 40, 10), num("queue_id", 2), num("queue_offset", 3), num("compaction_log_offset", 4),
+        num("store_size", 5), fixed("end_position", 6), num("tags_code", 7, 20), fixed("store_timestamp", 8, TIME),
+        num("batch_size", None), num("compacted_offset", None), text("file", None, 100), num("file_position", None)),
+    "position_checkpoint": (
+        text("topic", 1, 40, 10), num("queue_id", 2), num("checkpoint_offset", 3), text("path", 4, 100, 20)),
+    "compaction_queue": (
+        text("topic", 1, 40, 10), num("queue_id", 2), num("min_queue_offset", 3), num("max_queue_offset", 4),
+        num("messages", 5, 8), num("records", 6, 7), num("tombstones", 7), num("live_keys", 8),
+        num("checkpoint_offset", 9), num("files", 10, 5)),
     "index_header": (
         text("file", 1, 100, 20), fixed("begin_timestamp", 2, TIME), fixed("end_timestamp", 3, TIME),
         num("index_count", 4), num("begin_commit_log_offset", 5), num("end_commit_log_offset", 6),
@@ -163,6 +179,9 @@ VIEWS: dict[str, tuple[Column, ...]] = {
                     num("topic_groups", 5), num("queues", 6, 6), num("delay_levels", 7), text("error", 8, 80, 16),
                     text("keys", None, 60), text("path", None, 100)),
 }
+# dump commitlog --decode-system: what a system topic's record means, shown early (its text is long)
+VIEWS["message_system"] = tuple(
+    c for col in VIEWS["message"] for c in ((col, text("system", 2, 80, 24)) if col.name == "queue_offset" else (col,)))
 
 # Fields whose value is a number of bytes a person reads better in KiB/MiB/GiB (a file's
 # or a range's size; a record's store_size stays exact: offsets add up with it).

@@ -292,7 +292,8 @@ def report_findings(findings, damaged: int = 0, *, echo: bool = True) -> int:
 
 # A document's list sections and the kind of their rows (columns.VIEWS)
 SECTION_KINDS = {"segments": "segment", "consume_queues": "consume_queue", "index_files": "index_file",
-                 "config": "config_file", "findings": "finding"}
+                 "config": "config_file", "findings": "finding",
+                 "compaction_queues": "compaction_queue"}
 
 
 def render_documents_json(docs: list, stream: TextIO | None = None) -> None:

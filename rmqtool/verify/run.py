@@ -21,6 +21,7 @@ from rmqtool.store.view import StoreView
 from rmqtool.verify import AREAS
 from rmqtool.verify.checkpoint import CheckpointWindows, check_checkpoint
 from rmqtool.verify.commitlog import CommitLogCheck
+from rmqtool.verify.compaction import check_compaction
 from rmqtool.verify.config import check_config
 from rmqtool.verify.consumequeue import ConsumeQueueCheck
 from rmqtool.verify.index import IndexCheck
@@ -217,6 +218,9 @@ class Verify(VerifyRun):
             queues = parts["queues"] if "queues" in parts else self.view.consume_queues()
             for f in check_config(self.view, queues, log.min_offset if log else 0, self.options.delay_spec):
                 yield "config", f
+        if "compaction" in only:
+            for f in check_compaction(self.root):
+                yield "compaction", f
 
 
 def open_verifiable(path: str | os.PathLike) -> StoreView:

@@ -1,0 +1,105 @@
+"""ConsumeQueueExt read side against the 5.3.3 engine's truth (fixtures/rocketmq-5.3.3/cqext,
+cqext-damaged): every ext unit, every walk entry, every lookup a consume queue unit makes."""
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from conftest import V5, load_truth
+from helpers import expand_store
+from rmqtool.formats.cqext import bit_is_set, ext_addr_to_offset, ext_offset_to_addr, is_ext_addr, set_bits
+from rmqtool.store.consumequeue import open_consume_queues
+from rmqtool.store.cqext import ConsumeQueueExt, ext_beside, open_exts, queue_max_ext_address
+
+CQEXT = V5 / "cqext"
+DAMAGED = V5 / "cqext-damaged"
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory) -> dict[str, pathlib.Path]:
+    base = tmp_path_factory.mktemp("cqext")
+    return {"clean": expand_store(CQEXT / "store", base / "clean"),
+            "input": expand_store(DAMAGED / "input" / "store", base / "input"),
+            "expected": expand_store(DAMAGED / "expected" / "store", base / "expected")}
+
+
+def _unit_json(unit) -> dict:
+    return {"size": unit.size, "tagsCode": unit.tags_code, "msgStoreTime": unit.msg_store_time,
+            "bitMapSize": unit.bit_map_size, "filterBitMapHex": unit.bit_map_hex}
+
+
+def _walk_json(entry) -> dict:
+    if entry.stop:
+        return {"realOffset": entry.real_offset, "file": entry.file, "posInFile": entry.pos_in_file,
+                "sizeField": entry.size_field, "stop": entry.stop}
+    return {"address": entry.address, "realOffset": entry.real_offset, "file": entry.file,
+            "posInFile": entry.pos_in_file, "unit": _unit_json(entry.unit)}
+
+
+def _ext(store: pathlib.Path, truth_queue: dict) -> ConsumeQueueExt:
+    return ConsumeQueueExt(store / truth_queue["ext"]["dir"], truth_queue["topic"], truth_queue["queueId"])
+
+
+def _check_queue(store: pathlib.Path, tq: dict):
+    ext = _ext(store, tq)
+    want = tq["ext"]
+    queue = open_consume_queues(store).find(tq["topic"], tq["queueId"])
+    assert queue.max_offset == tq["maxOffsetInQueue"]
+    end = ext.truncated_end(queue_max_ext_address(queue))  # the engine's write position after its start
+    assert ext.mapped_file_size == want["mappedFileSize"]
+    assert (ext.min_address, ext.max_address(end)) == (want["minAddress"], want["maxAddress"])
+    assert [(s.name, ext.read_position(s, end)) for s in ext.segments] == \
+        [(f["name"], f["readPosition"]) for f in want["files"]]
+    assert [_walk_json(e) for e in ext.walk(end)] == \
+        [{k: v for k, v in w.items() if k != "referencedByQueueOffsets"} for w in want["walk"]]
+    for u in tq["units"]:
+        assert is_ext_addr(u["tagsCodeField"]) == u["isExtAddr"]
+        assert ext_addr_to_offset(u["tagsCodeField"]) == u["extRealOffset"]
+        found = ext.get(u["tagsCodeField"], end)
+        assert found.ok == u["extLookupOk"], u["queueOffset"]
+        assert (_unit_json(found.unit) if found.ok else None) == u.get("ext"), u["queueOffset"]
+
+
+def test_every_ext_unit_walk_entry_and_lookup_equals_truth(stores):
+    truth = load_truth(CQEXT / "truth.json")
+    for tq in truth["consumeQueues"]:
+        _check_queue(stores["clean"], tq)
+    # the units the consume queue reader gives point at the same addresses
+    cqs = open_consume_queues(stores["clean"])
+    for tq in truth["consumeQueues"]:
+        q = cqs.find(tq["topic"], tq["queueId"])
+        assert [u.tags_code for u in q.iter_units()] == [u["tagsCodeField"] for u in tq["units"]]
+        assert ext_beside(q.directory, q.topic, q.queue_id).directory == stores["clean"] / tq["ext"]["dir"]
+    assert [(e.topic, e.queue_id) for e in open_exts(stores["clean"])] == \
+        sorted((tq["topic"], tq["queueId"]) for tq in truth["consumeQueues"])
+
+
+def test_recovered_store_reads_as_the_engine_left_it(stores):
+    """expected/store: the engine's view after recovery (ext write positions, lookups that fail)."""
+    for tq in load_truth(DAMAGED / "truth.json")["recovery"]["consumeQueues"]:
+        _check_queue(stores["expected"], tq)
+
+
+def test_damaged_input_lookups_fail_where_the_engine_failed(stores):
+    """On the damaged input the ext's own recover walk already gives the lookups the engine
+    made after its recovery (the CQ units that remain)."""
+    truth = load_truth(DAMAGED / "truth.json")
+    for tq in truth["recovery"]["consumeQueues"]:
+        ext = _ext(stores["input"], tq)
+        got = [ext.get(u["tagsCodeField"]).ok for u in tq["units"]]
+        assert got == [u["extLookupOk"] for u in tq["units"]], (tq["topic"], tq["queueId"])
+
+
+def test_bit_map_order_and_address_decoration():
+    truth = load_truth(CQEXT / "truth.json")
+    filters = {f["consumerGroup"]: f["bloomFilterData"]["bitPos"] for f in truth["consumerFilters"]}
+    units = [u for tq in truth["consumeQueues"] for u in tq["units"] if u["ext"]["filterBitMapHex"]]
+    assert units
+    for u in units:
+        bit_map = bytes.fromhex(u["ext"]["filterBitMapHex"])
+        for group, verdict in u["filters"].items():
+            if verdict["bloomHit"] is not None and group in filters:
+                assert all(bit_is_set(bit_map, b) for b in filters[group]) == verdict["bloomHit"]
+        assert all(bit_is_set(bit_map, b) for b in set_bits(bit_map))
+        assert ext_offset_to_addr(u["extRealOffset"]) == u["tagsCodeField"]

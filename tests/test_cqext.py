@@ -2,12 +2,13 @@
 cqext-damaged): every ext unit, every walk entry, every lookup a consume queue unit makes."""
 from __future__ import annotations
 
+import json
 import pathlib
 
 import pytest
 
 from conftest import V5, load_truth
-from helpers import expand_store
+from helpers import cli_runner, expand_store
 from rmqtool.formats.cqext import bit_is_set, ext_addr_to_offset, ext_offset_to_addr, is_ext_addr, set_bits
 from rmqtool.store.consumequeue import open_consume_queues
 from rmqtool.store.cqext import ConsumeQueueExt, ext_beside, open_exts, queue_max_ext_address
@@ -103,3 +104,60 @@ def test_bit_map_order_and_address_decoration():
                 assert all(bit_is_set(bit_map, b) for b in filters[group]) == verdict["bloomHit"]
         assert all(bit_is_set(bit_map, b) for b in set_bits(bit_map))
         assert ext_offset_to_addr(u["extRealOffset"]) == u["tagsCodeField"]
+
+
+def _cli(*args):
+    from rmqtool.cli.app import app
+    return cli_runner().invoke(app, [str(a) for a in args])
+
+
+def _jsonl(result) -> list[dict]:
+    return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+
+
+def _truth_units(truth_queues) -> dict:
+    return {(tq["topic"], tq["queueId"], u["queueOffset"]): u for tq in truth_queues for u in tq["units"]}
+
+
+@pytest.mark.parametrize("store, truth_of", [
+    ("clean", lambda: load_truth(CQEXT / "truth.json")["consumeQueues"]),
+    ("input", lambda: load_truth(DAMAGED / "truth.json")["recovery"]["consumeQueues"])])
+def test_dump_consumequeue_follows_ext_addresses(stores, store, truth_of):
+    """tags_code is what the broker's iterator hands getMessage (the ext unit's real tags hash,
+    the raw address when the lookup fails), ext_address the raw field."""
+    result = _cli("dump", "consumequeue", stores[store], "-f", "jsonl")
+    rows = {(r["topic"], r["queue_id"], r["queue_offset"]): r for r in _jsonl(result)}
+    want = _truth_units(truth_of())
+    assert rows.keys() == want.keys()
+    for key, u in want.items():
+        row = rows[key]
+        assert (row["tags_code"], row["ext_address"], row["ext_lookup"] == "OK") == \
+            (u["iteratorTagsCode"], u["tagsCodeField"], u["extLookupOk"]), key
+        assert row["filter_bit_map"] == (u["ext"]["filterBitMapHex"] if u["extLookupOk"] else None), key
+    failing = sorted(k for k, u in want.items() if not u["extLookupOk"])
+    assert result.exit_code == (3 if failing else 0), result.stderr
+    if failing:  # one finding a run of failing units, at the first unit's file and position
+        assert "cqExtAddressDangling" in result.stderr
+        for key in failing:
+            first = rows[key]
+            if (key[0], key[1], key[2] - 1) not in failing:
+                assert f"{first['file']} at offset {first['file_position']}" in result.stderr
+
+
+def test_dump_cqext_rows_are_the_walk(stores):
+    truth = load_truth(CQEXT / "truth.json")
+    result = _cli("dump", "cqext", stores["clean"], "-f", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    rows = _jsonl(result)
+    want = [w for tq in truth["consumeQueues"] for w in tq["ext"]["walk"]]
+    assert len(rows) == len(want)
+    for row, w in zip(rows, want):
+        assert row["real_offset"] == w["realOffset"] and row["file_position"] == w["posInFile"]
+        if "stop" in w:
+            assert (row["record"], row["stop"], row["size_field"]) == ("stop", w["stop"], w["sizeField"])
+        else:
+            assert (row["address"], row["tags_code"], row["store_timestamp"], row["filter_bit_map"]) == \
+                (w["address"], w["unit"]["tagsCode"], w["unit"]["msgStoreTime"], w["unit"]["filterBitMapHex"])
+    one = stores["clean"] / "consumequeue_ext" / "OrderFilterTopic" / "1" / "00000000000000002048"
+    single = _jsonl(_cli("dump", "cqext", one, "-f", "jsonl"))
+    assert [r["real_offset"] for r in single] == [r["real_offset"] for r in rows if r["file"] == str(one)]

@@ -13,7 +13,7 @@ import os
 import pathlib
 from typing import Iterator
 
-from rmqtool.findings import Finding
+from rmqtool.findings import CQ_EXT_GARBAGE_AFTER_END, Finding
 from rmqtool.formats.cqext import (CQ_EXT_END_MARK, CQ_EXT_MIN_UNIT_SIZE, DEFAULT_CQ_EXT_FILE_SIZE, CqExtUnitHeader,
                                    ext_addr_to_offset, ext_offset_to_addr, is_ext_addr)
 from rmqtool.formats.derive import struct_of
@@ -221,26 +221,48 @@ class ConsumeQueueExt:
                 yield WalkEntry(seg.base_offset + pos, str(seg.path), pos, unit, size_field)
                 pos += unit.size
 
-    def garbage_after_end(self) -> tuple[Segment, int] | None:
-        """(file, position) of the first non-zero byte past recover's write position in the last
-        file (beyond the -1 marker, if that is what stopped the walk), or None."""
-        if not self.segments:
+    def garbage_after_end(self, end: int | None = None) -> tuple[Segment, int] | None:
+        """(file, position) where bytes that are not all zero start past the write position ``end``
+        (default: recover's) in its file (beyond the -1 marker, if that is what stopped the walk), or None."""
+        end = self.recovered_end if end is None else end
+        seg = next((s for s in reversed(self.segments) if s.base_offset <= end), None)
+        if seg is None:
             return None
-        seg = self.segments[-1]
-        pos = self.recovered_end - seg.base_offset
+        pos = end - seg.base_offset
+        if pos >= self.mapped_file_size:
+            return None
         buf = self._bytes(seg)
         if int.from_bytes(buf[pos:pos + 2], "big", signed=True) == CQ_EXT_END_MARK:
             pos += 2  # the file was filled to its end: the marker is the broker's
-        stripped = buf[pos:].lstrip(b"\0")
-        if not stripped:
+        if not buf[pos:].strip(b"\0"):
             return None
-        return seg, len(buf) - len(stripped)
+        return seg, pos
+
+
+def garbage_finding(ext: ConsumeQueueExt, end: int | None = None) -> Finding | None:
+    """Non-zero bytes past the write position of the ext's last file (``end``: the write
+    position the broker's start leaves, default recover's)."""
+    end = ext.recovered_end if end is None else end
+    found = ext.garbage_after_end(end)
+    if found is None:
+        return None
+    seg, pos = found
+    return Finding(CQ_EXT_GARBAGE_AFTER_END, str(seg.path), pos,
+                   f"non-zero bytes from {pos}, past the ext write position {end - seg.base_offset} the broker's "
+                   f"start leaves in this file: the next ext units of {ext.topic}/{ext.queue_id} are "
+                   f"written over them")
 
 
 def ext_directory(cq_directory: str | os.PathLike) -> pathlib.Path:
     """The ext directory of a consume queue directory (``.../consumequeue/T/Q`` -> ``.../consumequeue_ext/T/Q``)."""
     cq_directory = pathlib.Path(cq_directory)
     return cq_directory.parent.parent.parent / CONSUMEQUEUE_EXT_DIR / cq_directory.parent.name / cq_directory.name
+
+
+def cq_directory(ext_dir: str | os.PathLike) -> pathlib.Path:
+    """The consume queue directory of an ext directory (``.../consumequeue_ext/T/Q`` -> ``.../consumequeue/T/Q``)."""
+    ext_dir = pathlib.Path(ext_dir)
+    return ext_dir.parent.parent.parent / CONSUMEQUEUE_DIR / ext_dir.parent.name / ext_dir.name
 
 
 def ext_beside(cq_directory: str | os.PathLike, topic: str, queue_id: int) -> ConsumeQueueExt | None:
@@ -264,3 +286,27 @@ def queue_max_ext_address(queue) -> int:
     queue's last written unit when it is an ext address (else 1, which cuts nothing)."""
     last = queue.get(queue.max_offset - 1) if queue.max_offset > 0 else None
     return last.tags_code if last is not None and is_ext_addr(last.tags_code) else 1
+
+
+@dataclasses.dataclass(slots=True)
+class QueueExt:
+    """A consume queue's ext as the broker reads it after its start: the ext files (None when
+    the queue has no ext directory) and the write position recover and truncateByMaxAddress
+    leave (``end``, a real offset)."""
+    ext: ConsumeQueueExt | None
+    end: int | None
+
+    def lookup(self, tags_code_field: int) -> ExtLookup | None:
+        """What the consume queue's iterator finds for a unit's tagsCode field: None when the
+        field is a tags hash, else the lookup (``getExt``)."""
+        if not is_ext_addr(tags_code_field):
+            return None
+        if self.ext is None:
+            return ExtLookup(tags_code_field, ext_addr_to_offset(tags_code_field), LOOKUP_NO_FILE)
+        return self.ext.get(tags_code_field, self.end)
+
+
+def queue_ext(queue) -> QueueExt:
+    """The ext of a plain consume queue (``store.consumequeue.ConsumeQueue``)."""
+    ext = ext_beside(queue.directory, queue.topic, queue.queue_id)
+    return QueueExt(ext, None if ext is None else ext.truncated_end(queue_max_ext_address(queue)))

@@ -161,3 +161,46 @@ def test_dump_cqext_rows_are_the_walk(stores):
     one = stores["clean"] / "consumequeue_ext" / "OrderFilterTopic" / "1" / "00000000000000002048"
     single = _jsonl(_cli("dump", "cqext", one, "-f", "jsonl"))
     assert [r["real_offset"] for r in single] == [r["real_offset"] for r in rows if r["file"] == str(one)]
+
+
+def _verify(store) -> list[dict]:
+    result = _cli("verify", store, "-f", "jsonl", "--no-progress", "--jobs", "1")
+    assert result.exit_code in (0, 3), result.output
+    return _jsonl(result)
+
+
+def test_verify_clean_ext_store_finds_nothing(stores):
+    found = _verify(stores["clean"])
+    assert [f for f in found if f["severity"] != "info"] == []
+
+
+def test_verify_finds_each_mutation_where_it_lies(stores):
+    """cqext-damaged: each of the three mutations (truth.mutation) reported at its file and offset."""
+    truth = load_truth(DAMAGED / "truth.json")
+    found = {(f["finding"], f["path"], f["offset"]) for f in _verify(stores["input"])}
+    units = _truth_units(load_truth(CQEXT / "truth.json")["consumeQueues"])
+    config = truth["messageStoreConfig"]["effectiveGetterValues"]
+    cq_file_size = config["mappedFileSizeConsumeQueue"]
+
+    def cq_unit(topic, queue_id, n):
+        at = n * 20
+        return str(stores["input"] / "consumequeue" / topic / str(queue_id) / f"{at - at % cq_file_size:020d}"), \
+            at % cq_file_size
+
+    deleted, zeroed, garbled = truth["mutation"]
+    # the deleted ext file: the first CQ unit whose ext unit it held finds nothing
+    name = pathlib.Path(deleted["path"]).name
+    first = min(u["queueOffset"] for k, u in units.items()
+                if k[:2] == (deleted["topic"], deleted["queueId"]) and u["extFile"] == name)
+    assert ("cqExtAddressDangling", *cq_unit(deleted["topic"], deleted["queueId"], first)) in found
+    # the zeroed CQ tail: its ext units are left past the write position the broker's start leaves
+    lost = [u for k, u in units.items() if k[:2] == (zeroed["topic"], zeroed["queueId"])
+            and k[2] >= zeroed["start"] // 20 + int(pathlib.Path(zeroed["path"]).name) // 20]
+    assert ("cqExtGarbageAfterEnd", str(stores["input"] / "consumequeue_ext" / zeroed["topic"] / str(zeroed["queueId"])
+                                        / lost[0]["extFile"]), lost[0]["extPosInFile"]) in found
+    assert any(f[0] == "messageUnreachable" for f in found)  # the three messages no queue unit reaches
+    # the garbled ext tail: garbage at its start, and the CQ units whose ext units it held dangle
+    assert ("cqExtGarbageAfterEnd", str(stores["input"] / garbled["path"]), garbled["start"]) in found
+    hit = sorted(k[2] for k, u in units.items() if k[:2] == (garbled["topic"], garbled["queueId"])
+                 and str(pathlib.Path(garbled["path"]).name) == u["extFile"] and u["extPosInFile"] >= garbled["start"])
+    assert ("cqExtAddressDangling", *cq_unit(garbled["topic"], garbled["queueId"], hit[0])) in found

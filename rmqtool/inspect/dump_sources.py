@@ -6,15 +6,15 @@ import pathlib
 from typing import Iterator
 
 from rmqtool.errors import FormatError, NotAStore
-from rmqtool.findings import (CONFIG_UNPARSEABLE, CONSUME_QUEUE_HOLE, CONSUME_QUEUE_UNIT_INVALID, CQ_EXT_ADDRESS_DANGLING,
-                              QUEUE_DIR_INVALID, Finding)
+from rmqtool.findings import (CONFIG_UNPARSEABLE, CONSUME_QUEUE_HOLE, CONSUME_QUEUE_UNIT_INVALID, QUEUE_DIR_INVALID,
+                              Finding)
 from rmqtool.formats.consumequeue import is_written_unit
 from rmqtool.inspect.hints import wrong_kind as _wrong_kind
 from rmqtool.store import detect
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.config import parse_config_bytes, read_config_bytes, read_config_dir
 from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue, open_consume_queues, queue_id_of
-from rmqtool.store.cqext import queue_ext
+from rmqtool.store.cqext import DanglingRuns, queue_ext
 from rmqtool.store.indexfile import IndexFile, list_index_files
 from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR, StorePaths
 
@@ -77,7 +77,7 @@ def consume_queue_rows(path: pathlib.Path, topic: str | None = None, queue_id: i
             start = 0  # a single file: all of it, fill units included
         shown = set()  # (path, position) of the invalid units given a finding here
         ext = None if q.is_batch else queue_ext(q)
-        dangling = _DanglingRuns(q)
+        dangling = DanglingRuns(q.topic, q.queue_id)
         units = q.iter_units(start, to_offset) if q.is_batch else q.iter_units(start, to_offset, invalid=True)
         for u in units:
             if only_file is not None and u.path != only_file:
@@ -96,7 +96,7 @@ def consume_queue_rows(path: pathlib.Path, topic: str | None = None, queue_id: i
                     row.update(tags_code=found.unit.tags_code if found.ok else u.tags_code, ext_address=u.tags_code,
                                ext_lookup=found.status,
                                filter_bit_map=found.unit.bit_map_hex if found.ok else None)
-                    dangling.add(u, found)
+                    dangling.add(u.queue_offset, u.path, u.position, found)
                 if not row["valid"] and findings is not None:
                     shown.add((u.path, u.position))
                     hole = u.commit_log_offset == 0 and u.size == 0 and u.tags_code == 0
@@ -108,34 +108,6 @@ def consume_queue_rows(path: pathlib.Path, topic: str | None = None, queue_id: i
         if findings is not None:
             findings.extend(f for f in q.findings if (f.path, f.offset) not in shown)
             findings.extend(dangling.findings())
-
-
-class _DanglingRuns:
-    """Runs of consecutive units whose ext lookup fails, one finding a run (at its first unit)."""
-
-    def __init__(self, queue):
-        self.queue = queue
-        self.runs: list[list] = []  # [first unit, last queue offset, count, status]
-
-    def add(self, unit, found) -> None:
-        if found.ok:
-            return
-        last = self.runs[-1] if self.runs else None
-        if last is not None and last[1] == unit.queue_offset - 1 and last[3] == found.status:
-            last[1], last[2] = unit.queue_offset, last[2] + 1
-        else:
-            self.runs.append([unit, unit.queue_offset, 1, found.status])
-
-    def findings(self) -> list[Finding]:
-        return [dangling_finding(first, last, count, status) for first, last, count, status in self.runs]
-
-
-def dangling_finding(first, last: int, count: int, status: str) -> Finding:
-    """One run of units whose ext address finds no ext unit, said as the broker behaves."""
-    return Finding(CQ_EXT_ADDRESS_DANGLING, first.path, first.position,
-                   f"queue offsets {first.queue_offset}..{last} of {first.topic}/{first.queue_id} ({count} units): "
-                   f"ext address finds no ext unit ({status}); getMessage gets no tagsCode for them, so TAG "
-                   f"filtering falls back to the client and SQL92 groups to the commit log check")
 
 
 def index_rows(path: pathlib.Path, entries: bool = True, slots: bool = False,

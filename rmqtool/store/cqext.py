@@ -13,7 +13,7 @@ import os
 import pathlib
 from typing import Iterator
 
-from rmqtool.findings import CQ_EXT_GARBAGE_AFTER_END, Finding
+from rmqtool.findings import CQ_EXT_ADDRESS_DANGLING, CQ_EXT_GARBAGE_AFTER_END, Finding
 from rmqtool.formats.cqext import (CQ_EXT_END_MARK, CQ_EXT_MIN_UNIT_SIZE, DEFAULT_CQ_EXT_FILE_SIZE, CqExtUnitHeader,
                                    ext_addr_to_offset, ext_offset_to_addr, is_ext_addr)
 from rmqtool.formats.derive import struct_of
@@ -310,3 +310,28 @@ def queue_ext(queue) -> QueueExt:
     """The ext of a plain consume queue (``store.consumequeue.ConsumeQueue``)."""
     ext = ext_beside(queue.directory, queue.topic, queue.queue_id)
     return QueueExt(ext, None if ext is None else ext.truncated_end(queue_max_ext_address(queue)))
+
+
+class DanglingRuns:
+    """Runs of consecutive units of a queue whose ext lookup fails, one finding a run (at its
+    first unit's file and position)."""
+
+    def __init__(self, topic: str, queue_id: int):
+        self.topic, self.queue_id = topic, queue_id
+        self.runs: list[list] = []  # [first queue offset, last queue offset, path, position, status]
+
+    def add(self, queue_offset: int, path: str, position: int, found: ExtLookup) -> None:
+        if found.ok:
+            return
+        last = self.runs[-1] if self.runs else None
+        if last is not None and last[1] == queue_offset - 1 and last[4] == found.status:
+            last[1] = queue_offset
+        else:
+            self.runs.append([queue_offset, queue_offset, path, position, found.status])
+
+    def findings(self) -> list[Finding]:
+        return [Finding(CQ_EXT_ADDRESS_DANGLING, path, position,
+                        f"queue offsets {first}..{last} of {self.topic}/{self.queue_id} ({last - first + 1} units): "
+                        f"their ext address finds no ext unit ({status}); getMessage gets no tagsCode for them, so "
+                        f"TAG filtering falls back to the client and SQL92 groups to the commit log check")
+                for first, last, path, position, status in self.runs]

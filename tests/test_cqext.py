@@ -204,3 +204,47 @@ def test_verify_finds_each_mutation_where_it_lies(stores):
     hit = sorted(k[2] for k, u in units.items() if k[:2] == (garbled["topic"], garbled["queueId"])
                  and str(pathlib.Path(garbled["path"]).name) == u["extFile"] and u["extPosInFile"] >= garbled["start"])
     assert ("cqExtAddressDangling", *cq_unit(garbled["topic"], garbled["queueId"], hit[0])) in found
+
+
+def test_recover_plan_leaves_the_ext_where_the_engine_left_it(stores):
+    """The plan's simulation of ConsumeQueueExt.recover + truncateByMaxAddress: every ext file's
+    write position and every queue's max offset as the real engine's start (truth.recovery)."""
+    truth = load_truth(DAMAGED / "truth.json")
+    for store, queues in (("input", truth["recovery"]["consumeQueues"]),
+                          ("clean", load_truth(CQEXT / "truth.json")["consumeQueues"])):
+        result = _cli("recover", stores[store], "-f", "json")
+        plan = json.loads(result.stdout)
+        assert result.exit_code == (3 if plan["lost_messages"] else 0), result.stderr
+        assert plan["actions"] == []  # the broker cuts ext files by their write position only
+        for tq in queues:
+            key = f"{tq['topic']}/{tq['queueId']}"
+            assert plan["queues"][key]["max_offset"] == tq["maxOffsetInQueue"], (store, key)
+            assert [(f["file"], f["wrote_position"]) for f in plan["consume_queue_ext"]["files"][key]] == \
+                [(f["name"], f["wrotePosition"]) for f in tq["ext"]["files"]], (store, key)
+        assert plan["consume_queue_ext"]["files_deleted"] == []
+
+
+def test_ext_puts_after_recovery_land_where_the_engine_put_them(stores):
+    """afterRecoveryPuts: 4 messages put into each OrderFilterTopic queue of the recovered store;
+    the ext model's puts give the files the engine wrote (a deleted last file made again at the
+    same offsets, units written over the garbage)."""
+    from rmqtool.recovery.ext_model import StoreExts, max_ext_address
+    from rmqtool.recovery.queue_model import QueueModel
+    from rmqtool.store.segments import discover
+    summary = load_truth(DAMAGED / "truth.json")["summary"]["queues"]
+    exts = StoreExts(stores["input"])
+    for key, want in summary.items():
+        topic, queue_id = key.rsplit("/", 1)
+        directory = stores["input"] / "consumequeue" / topic / queue_id
+        listing = discover(directory)
+        queue = QueueModel(topic, int(queue_id), listing.segments, listing.mapped_file_size)
+        queue.recover()
+        ext = exts.load(topic, int(queue_id))
+        ext.recover(max_ext_address(queue))
+        assert ext.positions() == [tuple(f) for f in want["extFilesAfterRecovery"]], key
+        if "afterRecoveryPuts" in want:
+            ext = exts.of(topic, int(queue_id))
+            puts = want["afterRecoveryPuts"]["cqMaxOffset"] - want["cqMaxOffsetAfterRecovery"]
+            for _ in range(puts):
+                assert is_ext_addr(ext.put())
+            assert ext.positions() == [tuple(f) for f in want["afterRecoveryPuts"]["extFiles"]], key

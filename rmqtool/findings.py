@@ -464,12 +464,11 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "recoveryCutsMessageLog": "Run rmqtool recover to see every record lost; salvage them before the broker starts.",
     "messagesServedEmpty": "Consumers would skip these messages: rmqtool recover --apply rebuilds the consumer logs first.",
     "messagesNotServed": "Consumers cannot reach these records: rmqtool recover --apply rebuilds the consumer logs first.",
-    "cqExtAddressDangling": ("Rebuild the queue before new messages arrive (rmqtool redispatch STORE --cq --topic T "
-                             "--queue Q --apply): its units then hold the tags hash, not an ext address (the broker "
-                             "reads it as is). Otherwise new ext units take these addresses and the units resolve to "
-                             "other messages' tags and bit maps (SQL92 groups miss messages)."),
-    "cqExtUnitMismatch": ("Rebuild the queue (rmqtool redispatch STORE --cq --topic T --queue Q --apply): its units "
-                          "then hold the tags hash, not an ext address, and the broker filters by the right tags."),
+    "cqExtAddressDangling": ("Rebuild the queue and its ext files before new messages arrive (rmqtool redispatch "
+                             "STORE --cq --topic T --queue Q --apply). Otherwise new ext units take these addresses "
+                             "and the units resolve to other messages' tags and bit maps (SQL92 groups miss messages)."),
+    "cqExtUnitMismatch": ("Rebuild the queue and its ext files from the commit log (rmqtool redispatch STORE --cq "
+                          "--topic T --queue Q --apply)."),
     "cqExtDirOrphaned": ("A deleted topic's ext files: remove the directory while the broker is stopped (a topic "
                          "created again under that name would append after the old units)."),
     "cqExtGarbageAfterEnd": "Nothing to do for the broker; look at the bytes (rmqtool dump cqext) if they matter.",

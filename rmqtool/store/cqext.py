@@ -318,7 +318,7 @@ class DanglingRuns:
 
     def __init__(self, topic: str, queue_id: int):
         self.topic, self.queue_id = topic, queue_id
-        self.runs: list[list] = []  # [first queue offset, last queue offset, path, position, status]
+        self.runs: list[list] = []  # [first queue offset, last queue offset, path, position, status, ext offset]
 
     def add(self, queue_offset: int, path: str, position: int, found: ExtLookup) -> None:
         if found.ok:
@@ -327,11 +327,12 @@ class DanglingRuns:
         if last is not None and last[1] == queue_offset - 1 and last[4] == found.status:
             last[1] = queue_offset
         else:
-            self.runs.append([queue_offset, queue_offset, path, position, found.status])
+            self.runs.append([queue_offset, queue_offset, path, position, found.status, found.real_offset])
 
     def findings(self) -> list[Finding]:
         return [Finding(CQ_EXT_ADDRESS_DANGLING, path, position,
                         f"queue offsets {first}..{last} of {self.topic}/{self.queue_id} ({last - first + 1} units): "
-                        f"their ext address finds no ext unit ({status}); getMessage gets no tagsCode for them, so "
-                        f"TAG filtering falls back to the client and SQL92 groups to the commit log check")
-                for first, last, path, position, status in self.runs]
+                        f"their ext address finds no ext unit ({status}, the first at ext offset {real}); getMessage "
+                        f"gets no tagsCode for them, so TAG filtering falls back to the client and SQL92 groups to "
+                        f"the commit log check")
+                for first, last, path, position, status, real in self.runs]

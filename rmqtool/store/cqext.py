@@ -13,6 +13,7 @@ import os
 import pathlib
 from typing import Iterator
 
+from rmqtool.errors import StoreAccessError
 from rmqtool.findings import CQ_EXT_ADDRESS_DANGLING, CQ_EXT_GARBAGE_AFTER_END, Finding
 from rmqtool.formats.cqext import (CQ_EXT_END_MARK, CQ_EXT_MIN_UNIT_SIZE, DEFAULT_CQ_EXT_FILE_SIZE, CqExtUnitHeader,
                                    ext_addr_to_offset, ext_offset_to_addr, is_ext_addr)
@@ -125,8 +126,11 @@ class ConsumeQueueExt:
     def _bytes(self, seg: Segment) -> bytes:
         """A file's bytes, as long as the mapped file (a short file reads as zeros past its end)."""
         if self._cache is None or self._cache[0] != seg:
-            with open(seg.path, "rb") as f:
-                data = f.read(self.mapped_file_size)
+            try:
+                with open(seg.path, "rb") as f:
+                    data = f.read(self.mapped_file_size)
+            except OSError as exc:
+                raise StoreAccessError(f"cannot read ({exc.strerror})", seg.path) from None
             self._cache = (seg, data.ljust(self.mapped_file_size, b"\0"))
         return self._cache[1]
 

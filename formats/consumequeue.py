@@ -1,7 +1,7 @@
-"""Consume queue units: the plain 20-byte unit, its optional extension, and the 5.x batch unit.
+"""Consume queue units: the plain 20-byte unit and the 5.x batch unit.
 
-Mirrors ``store/src/main/java/org/apache/rocketmq/store/ConsumeQueue.java`` and
-``ConsumeQueueExt.java`` (same layout at 4.9.8 and 5.3.3), and
+Mirrors ``store/src/main/java/org/apache/rocketmq/store/ConsumeQueue.java`` (same layout at
+4.9.8 and 5.3.3) and
 ``store/src/main/java/org/apache/rocketmq/store/queue/BatchConsumeQueue.java`` at 5.3.3.
 All integers big-endian. A queue lives in ``consumequeue/<topic>/<queueId>/`` (batch:
 ``batchconsumequeue/<topic>/<queueId>/``) as segment files named by the byte offset of
@@ -20,17 +20,7 @@ Consume queue unit (``CQ_STORE_UNIT_SIZE`` = 20); its queue offset is its byte o
     tagsCode 0: ``ConsumeQueue.fillPreBlank``). With the extension enabled, tagsCode
     may instead hold an address into consumequeue_ext (a value <= Integer.MIN_VALUE - 1).
 
-Consume queue extension unit (``ConsumeQueueExt.CqExtUnit``, in
-``consumequeue_ext/<topic>/<queueId>/``, only with enableConsumeQueueExt), variable length::
-
-     0 +--------+---------------------------+---------------------------+
-       |  size  |        tagsCode           |       msgStoreTime        |
-       | int16  |         int64             |          int64            |
-    18 +--------+-----------------+---------+---------------------------+
-       | bitMapSize int16 | filterBitMap (bitMapSize bytes, absent if < 1) |
-    20 +------------------+-----------------------------------------------+
-
-    size = 20 + bitMapSize. A size field of -1 (0xFFFF) fills a file's unusable end.
+The extension units (``consumequeue_ext/``) are ``formats/cqext.py``.
 
 Batch consume queue unit (5.x ``BatchConsumeQueue.CQ_STORE_UNIT_SIZE`` = 46); its queue
 offset is msgBaseOffset, the unit covers [msgBaseOffset, msgBaseOffset + batchSize)::
@@ -46,7 +36,7 @@ offset is msgBaseOffset, the unit covers [msgBaseOffset, msgBaseOffset + batchSi
 """
 from __future__ import annotations
 
-from construct import Bytes, If, Int16sb, Int32sb, Int64sb, Struct, this
+from construct import Bytes, Int16sb, Int32sb, Int64sb, Struct
 
 CQ_STORE_UNIT_SIZE = 20
 BATCH_CQ_STORE_UNIT_SIZE = 46
@@ -81,37 +71,6 @@ def is_fill_unit(commit_log_offset: int, size: int, tags_code: int) -> bool:
 def is_written_unit(commit_log_offset: int, size: int) -> bool:
     """The test ConsumeQueue.recover applies: anything else ends the written data."""
     return (commit_log_offset >= 0) & (size > 0)  # on ints or numpy columns
-
-
-# --- consumequeue_ext -------------------------------------------------------------------
-
-CQ_EXT_MIN_UNIT_SIZE = 2 + 8 + 8 + 2
-CQ_EXT_MAX_UNIT_SIZE = 2**15 - 1  # Short.MAX_VALUE
-CQ_EXT_END_MARK = -1  # the short written over a file's unusable end (fullFillToEnd)
-# Addresses into the extension are stored as offset + Long.MIN_VALUE, so they are
-# negative; ConsumeQueueExt.MAX_ADDR = Integer.MIN_VALUE - 1 keeps them apart from tagsCodes.
-CQ_EXT_MAX_ADDR = -(2**31) - 1
-_LONG_MIN_VALUE = -(2**63)
-
-CqExtUnit = Struct(
-    "size" / Int16sb,
-    "tags_code" / Int64sb,
-    "msg_store_time" / Int64sb,
-    "bit_map_size" / Int16sb,
-    "filter_bit_map" / If(this.bit_map_size > 0, Bytes(this.bit_map_size)),
-)
-assert len(CqExtUnit.build(dict(size=CQ_EXT_MIN_UNIT_SIZE, tags_code=0, msg_store_time=0,
-                                 bit_map_size=0, filter_bit_map=None))) == CQ_EXT_MIN_UNIT_SIZE
-
-
-def is_ext_addr(tags_code: int) -> bool:
-    """ConsumeQueueExt.isExtAddr: the tagsCode is an address into consumequeue_ext."""
-    return tags_code <= CQ_EXT_MAX_ADDR
-
-
-def ext_addr_to_offset(address: int) -> int:
-    """ConsumeQueueExt.unDecorate: the byte offset within the extension's files."""
-    return address - _LONG_MIN_VALUE if is_ext_addr(address) else address
 
 
 # --- batchconsumequeue (5.x) --------------------------------------------------------------

@@ -103,6 +103,15 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "consumeQueueFillUnits": (Severity.INFO, "fill units: the queue was rebuilt from the middle of a file"),
     "messageNotInConsumeQueue": (Severity.ERROR, "messages whose queue offsets the queue holds no unit for: lost from the queue"),
     "messageNotDispatched": (Severity.WARNING, "messages past the end of their queue: not dispatched yet"),
+    # consumequeue_ext (enableConsumeQueueExt)
+    "cqExtAddressDangling": (Severity.ERROR, "consume queue units whose ext address finds no ext unit: getMessage gets "
+                             "no tagsCode for them (TAG filtering falls back to the client)"),
+    "cqExtUnitMismatch": (Severity.ERROR, "an ext unit whose tagsCode or msgStoreTime is not its message's: the broker "
+                          "filters the message by another's tags and bit map"),
+    "cqExtDirOrphaned": (Severity.WARNING, "an ext directory without its consume queue (a deleted topic's, "
+                         "apache/rocketmq #6343), or a consume queue without its ext directory"),
+    "cqExtGarbageAfterEnd": (Severity.WARNING, "non-zero bytes past where the broker's ext recovery ends the last "
+                             "ext file: the next ext units are written over them"),
     # index files
     "indexFileNameInvalid": (Severity.WARNING, "a file in index/ whose name is not a yyyyMMddHHmmssSSS time"),
     "indexFileUnreadable": (Severity.ERROR, "an index file whose header or entries cannot be located"),
@@ -191,6 +200,8 @@ CONSEQUENCES: dict[str, Consequence] = {
     "batchConsumeQueueOffsetGap": _U, "consumeQueueBeyondCommitLog": _R, "consumeQueueFileAfterEnd": _R,
     "consumeQueueMissing": _U, "consumeQueueUnitNoRecord": _U, "consumeQueueUnitMismatch": _U,
     "consumeQueueFillUnits": _N, "messageNotInConsumeQueue": _U, "messageNotDispatched": _R,
+    # consumequeue_ext: a failed lookup only loses the broker-side filter (clients filter again)
+    "cqExtAddressDangling": _N, "cqExtUnitMismatch": _U, "cqExtDirOrphaned": _N, "cqExtGarbageAfterEnd": _N,
     # index files: key lookups only; messages stay reachable through their queues
     "indexFileNameInvalid": _N, "indexFileUnreadable": _N, "indexGeometryUnknown": _N, "indexChainBroken": _N,
     "indexHeaderInvalid": _N, "indexHeaderMismatch": _N, "indexTimestampBackwards": _N, "indexEntryNoRecord": _N,
@@ -282,6 +293,11 @@ CONSUME_QUEUE_UNIT_MISMATCH = "consumeQueueUnitMismatch"
 CONSUME_QUEUE_FILL_UNITS = "consumeQueueFillUnits"
 MESSAGE_NOT_IN_CONSUME_QUEUE = "messageNotInConsumeQueue"
 MESSAGE_NOT_DISPATCHED = "messageNotDispatched"
+# consumequeue_ext
+CQ_EXT_ADDRESS_DANGLING = "cqExtAddressDangling"
+CQ_EXT_UNIT_MISMATCH = "cqExtUnitMismatch"
+CQ_EXT_DIR_ORPHANED = "cqExtDirOrphaned"
+CQ_EXT_GARBAGE_AFTER_END = "cqExtGarbageAfterEnd"
 # index files
 INDEX_FILE_NAME_INVALID = "indexFileNameInvalid"
 INDEX_FILE_UNREADABLE = "indexFileUnreadable"
@@ -474,4 +490,12 @@ OPERATOR_ACTIONS: dict[str, str] = {
                                 "queue's last unit): check the queue's files; the commit log still holds the message."),
     "compactionCheckpointMismatch": ("The next compactions skip records up to that offset (superseded values and "
                                      "tombstones stay): restore position-checkpoint from its .bak if that is right."),
+    "cqExtAddressDangling": ("Rebuild the queue and its ext files before new messages arrive (rmqtool redispatch "
+                             "STORE --cq --topic T --queue Q --apply). Otherwise new ext units take these addresses "
+                             "and the units resolve to other messages' tags and bit maps (SQL92 groups miss messages)."),
+    "cqExtUnitMismatch": ("Rebuild the queue and its ext files from the commit log (rmqtool redispatch STORE --cq "
+                          "--topic T --queue Q --apply)."),
+    "cqExtDirOrphaned": ("A deleted topic's ext files: remove the directory while the broker is stopped (a topic "
+                         "created again under that name would append after the old units)."),
+    "cqExtGarbageAfterEnd": "Nothing to do for the broker; look at the bytes (rmqtool dump cqext) if they matter.",
 }

@@ -29,6 +29,7 @@ BASIC = V4 / "basic"
 CRC = V5 / "v2-and-crc"
 BATCHCQ = V5 / "batchcq"
 CONFIG = FIXTURES / "config"
+CQEXT = V5 / "cqext"
 QMQ = FIXTURES / "qmq"
 
 # The broker's layouts, written out here (the fixtures' READMEs) rather than taken from the code under test
@@ -45,6 +46,8 @@ QUEUE_OFFSET_AT, PHYSICAL_OFFSET_AT, STORE_TIMESTAMP_V4_AT, BODY_AT_V4 = 20, 28,
 # consumer-log unit timestamp 8, wroteOffset 8 @8, wroteBytes 4, headerSize 2; a V2 unit 32 B
 # starting with the magic 0xA3B2
 QMQ_SEQUENCE_AT, QMQ_UNIT_V1, QMQ_UNIT_V2, QMQ_WROTE_OFFSET_AT = 13, 22, 32, 8
+# ConsumeQueueExt (fixtures/rocketmq-5.3.3/README.md): a unit is size 2, tagsCode 8 @2, msgStoreTime 8, bitMapSize 2, bit map
+EXT_TAGS_CODE_AT = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,6 +189,8 @@ SCENARIOS: dict[str, Scenario] = {
     "qmq-v2": Scenario(QMQ / "v2-consumerlog", expand=True),
     # a 5.3.3 compaction store (compaction/compactionLog, compactionCq, position-checkpoint)
     "compaction": Scenario(V5 / "compaction", expand=True),
+    # 5.3.3 with enableConsumeQueueExt: one damage a queue of OrderFilterTopic, TagOnlyTopic's files copied
+    "cqext": Scenario(CQEXT, expand=True),
 }
 
 
@@ -1035,6 +1040,47 @@ def compaction_checkpoint_mismatch(d: Damage) -> At:
     path.write_text('{\n\t"empty":false,\n\t"queueOffsetMap":{\n\t\t"UserProfileTopic_0":500,\n'
                     '\t\t"UserProfileTopic_1":67\n\t}\n}')
     return At(path, None)
+# ---- consumequeue_ext (5.3.3 cqext: OrderFilterTopic's three queues, one damage each) ----
+def _ext_walk(d: Damage, topic: str, queue_id: int) -> list[dict]:
+    return next(q["ext"]["walk"] for q in d.truth["consumeQueues"] if (q["topic"], q["queueId"]) == (topic, queue_id))
+
+
+def _ext_file(d: Damage, topic: str, queue_id: int, name: str) -> pathlib.Path:
+    return d.store / "consumequeue_ext" / topic / str(queue_id) / name
+
+
+def cq_ext_address_dangling(d: Damage) -> At:
+    """The last ext file of OrderFilterTopic/0 deleted: its units' CQ units find nothing."""
+    walk = [w for w in _ext_walk(d, "OrderFilterTopic", 0) if "unit" in w]
+    last = walk[-1]["file"]
+    _ext_file(d, "OrderFilterTopic", 0, last).unlink()
+    first = next(w for w in walk if w["file"] == last)
+    return d.unit("OrderFilterTopic", 0, first["referencedByQueueOffsets"][0])
+
+
+def cq_ext_unit_mismatch(d: Damage) -> At:
+    """An ext unit of OrderFilterTopic/1 given another tags hash."""
+    w = [w for w in _ext_walk(d, "OrderFilterTopic", 1) if "unit" in w][5]
+    path = _ext_file(d, "OrderFilterTopic", 1, w["file"])
+    d.set_int(path, w["posInFile"] + EXT_TAGS_CODE_AT, 8, w["unit"]["tagsCode"] + 1)
+    return At(path, w["posInFile"])
+
+
+def cq_ext_garbage_after_end(d: Damage) -> At:
+    """The last two ext units of OrderFilterTopic/2 overwritten with 0xEE (cqext-damaged's third mutation)."""
+    walk = [w for w in _ext_walk(d, "OrderFilterTopic", 2) if "unit" in w]
+    start, last = walk[-2], walk[-1]
+    path = _ext_file(d, "OrderFilterTopic", 2, start["file"])
+    d.patch(path, start["posInFile"], b"\xee" * (last["posInFile"] + last["unit"]["size"] - start["posInFile"]))
+    return At(path, start["posInFile"])
+
+
+def cq_ext_dir_orphaned(d: Damage) -> At:
+    """An ext directory left by a deleted topic (apache/rocketmq #6343): TagOnlyTopic's ext files under another name."""
+    import shutil
+    gone = d.store / "consumequeue_ext" / "DeletedTopic" / "0"
+    shutil.copytree(d.store / "consumequeue_ext" / "TagOnlyTopic" / "0", gone)
+    return At(gone, None)
 
 
 PRODUCERS: dict[str, Producer] = {
@@ -1146,6 +1192,10 @@ PRODUCERS: dict[str, Producer] = {
     f.COMPACTION_CQ_UNIT_MISMATCH: Producer("compaction", compaction_cq_unit_mismatch),
     f.COMPACTION_RECORD_NOT_IN_CQ: Producer("compaction", compaction_record_not_in_cq),
     f.COMPACTION_CHECKPOINT_MISMATCH: Producer("compaction", compaction_checkpoint_mismatch),
+    f.CQ_EXT_ADDRESS_DANGLING: Producer("cqext", cq_ext_address_dangling),
+    f.CQ_EXT_UNIT_MISMATCH: Producer("cqext", cq_ext_unit_mismatch),
+    f.CQ_EXT_GARBAGE_AFTER_END: Producer("cqext", cq_ext_garbage_after_end),
+    f.CQ_EXT_DIR_ORPHANED: Producer("cqext", cq_ext_dir_orphaned),
 }
 
 

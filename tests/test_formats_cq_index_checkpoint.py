@@ -15,9 +15,9 @@ from rmqtool.formats.checkpoint import (CHECKPOINT_FILE_SIZE, Checkpoint4, Check
 from rmqtool.formats.config import (KNOWN_CONFIG_FILES, consumer_offsets, delay_offsets, dumps_fastjson,
                                     loads_fastjson, split_topic_group)
 from rmqtool.formats.consumequeue import (BATCH_CQ_STORE_UNIT_SIZE, COMPACTED_OFFSET_NONE, CQ_BLANK_UNIT_BYTES,
-                                          CQ_EXT_MIN_UNIT_SIZE, CQ_FILL_UNIT_BYTES, CQ_STORE_UNIT_SIZE,
-                                          FILL_SIZE, BatchCqUnit, CqExtUnit, CqUnit, ext_addr_to_offset,
-                                          is_ext_addr, is_fill_unit, is_written_unit)
+                                          CQ_FILL_UNIT_BYTES, CQ_STORE_UNIT_SIZE, FILL_SIZE, BatchCqUnit, CqUnit,
+                                          is_fill_unit, is_written_unit)
+from rmqtool.formats.cqext import CQ_EXT_MIN_UNIT_SIZE, CqExtUnit, ext_addr_to_offset, is_ext_addr
 from rmqtool.formats.derive import field_names, struct_of
 from rmqtool.formats.indexfile import (INDEX_HEADER_SIZE, IndexEntry, IndexHeader, IndexSlot, build_key,
                                        entry_position, index_file_size, index_key_hash, java_string_hash)

@@ -59,6 +59,7 @@ ON_DAMAGED = {
     "undo": ExitCode.BAD_INPUT,  # a store is not a backup
     "dump commitlog": ExitCode.CORRUPT,
     "dump consumequeue": ExitCode.OK,
+    "dump cqext": ExitCode.OK,  # the damaged store has no consumequeue_ext: no rows
     "dump index": ExitCode.OK,
     "dump checkpoint": ExitCode.OK,
     "dump config": ExitCode.OK,

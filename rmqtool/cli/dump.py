@@ -1,4 +1,4 @@
-"""rmqtool dump commitlog|consumequeue|index|checkpoint|config PATH (a RocketMQ store),
+"""rmqtool dump commitlog|consumequeue|cqext|index|checkpoint|config PATH (a RocketMQ store),
 rmqtool dump compactionlog|compactioncq|positioncheckpoint PATH (its 5.x compaction store),
 rmqtool dump messagelog|consumerlog|actionlog|pulllog|checkpoint PATH (a QMQ store)
 
@@ -19,6 +19,7 @@ from rmqtool.cli.params import (OFFSET_METAVAR, TIME_METAVAR, check_range, compl
                                 parse_time)
 from rmqtool.errors import UsageError
 from rmqtool.inspect import compaction_dumps, dump_sources
+from rmqtool.inspect.cqext_rows import cqext_rows
 from rmqtool.inspect.commitlog_dumps import chained, commitlog_dumps, in_parallel, parallel_jsonl, settled_findings
 from rmqtool.inspect.selection import SYS_FLAG_NAMES, MessageSelection
 from rmqtool.inspect.stats import commitlog_stats
@@ -159,6 +160,30 @@ def dump_consumequeue(
     findings: list = []
     sink = Sink(fmt.value, kind="cq_unit", wide=wide, select=columns)
     for n, row in enumerate(dump_sources.consume_queue_rows(path, topic, queue, from_offset, to_offset, findings)):
+        if limit is not None and n >= limit:
+            break
+        sink.row(row)
+    _finish(sink, findings)
+
+
+@dump_app.command("cqext", epilog=examples(
+    "rmqtool dump cqext /data/store -t OrderTopic -q 0",
+    "rmqtool dump cqext /data/store/consumequeue_ext/OrderTopic/0/00000000000000000000 -f jsonl"))
+@boundary
+def dump_cqext(
+    path: pathlib.Path = typer.Argument(..., help="Store dir, consumequeue_ext/ dir, a topic or queue dir, "
+                                        "or one ext file."),
+    fmt: OutputFormat = FormatOpt,
+    topic: Optional[str] = TopicOpt,
+    queue: Optional[int] = QueueOpt,
+    limit: Optional[int] = LimitOpt,
+    wide: bool = WideOpt,
+    columns: Optional[str] = ColumnsOpt,
+):
+    """ConsumeQueueExt units (enableConsumeQueueExt): real tagsCode, store time, filter bit map."""
+    findings: list = []
+    sink = Sink(fmt.value, kind="cq_ext_unit", wide=wide, select=columns)
+    for n, row in enumerate(cqext_rows(path, topic, queue, findings)):
         if limit is not None and n >= limit:
             break
         sink.row(row)

@@ -23,6 +23,7 @@ import numpy as np
 from rmqtool.dispatch.dispatcher import CommitLogDispatcher, ReputMessageService
 from rmqtool.dispatch.rules import DelayLevels
 from rmqtool.engine.cq_writer import BatchConsumeQueueTable, ConsumeQueueTable
+from rmqtool.engine.cqext_rebuild import rebuild_exts, refuse_from_offset, uses_ext
 from rmqtool.engine.index_writer import IndexServiceWriter
 from rmqtool.engine.store_sizes import GivenSizes, StoreSizes, store_sizes
 from rmqtool.errors import UsageError
@@ -129,6 +130,7 @@ def build(store_root, staging, *, cq: bool = True, index: bool = True, selection
     ``sizes``' own)."""
     paths = StorePaths(store_root)
     staging = pathlib.Path(staging)
+    refuse_from_offset(paths.root, from_offset if cq else None)
     log = discover(paths.commitlog)
     if not log.segments:
         raise UsageError("the store has no commit log to dispatch from", paths.commitlog)
@@ -186,6 +188,8 @@ def build(store_root, staging, *, cq: bool = True, index: bool = True, selection
         index_service.close()
     shutil.rmtree(staging / ".discard", ignore_errors=True)
     built = sorted(table.queues) if cq else []
+    if cq and uses_ext(paths.root):  # enableConsumeQueueExt: each queue's ext units, their addresses in the units
+        rebuild_exts(paths.root, staging, built, log, cq_size)
     return Built(staging, start, end, chosen.records, built, cq_size, geometry,
                  sorted(batch_table.queues) if batch_table is not None else [], store,
                  store.unknown(consume_queue=cq, index=index, batch_consume_queue=batch_table is not None))
@@ -236,19 +240,21 @@ def compare(store_root, built: Built, *, cq: bool, index: bool, selection: Selec
     kinds = [("consumequeue", paths.consumequeue, CQ_STORE_UNIT_SIZE)] if cq else []
     if cq and built.batch_queues:
         kinds.append(("batchconsumequeue", paths.batch_consumequeue, BATCH_CQ_STORE_UNIT_SIZE))
+    if cq and uses_ext(paths.root):  # ext files: no units to count
+        kinds.append(("consumequeue_ext", paths.root / "consumequeue_ext", None))
     for name, store_dir, unit_size in kinds:
         staged_root = built.staging / name
         staged = {p.relative_to(staged_root): p for p in staged_root.rglob("*") if p.is_file()} \
             if staged_root.is_dir() else {}
         current = {}
         for topic, queue_id, directory in queue_directories(store_dir):
-            if selection.wants(topic, queue_id) and (name == "consumequeue") == (topic not in batch):
+            if selection.wants(topic, queue_id) and (name == "batchconsumequeue") == (topic in batch):
                 for p in directory.iterdir():
                     if p.is_file():
                         current[p.relative_to(store_dir)] = p
         for rel, p in sorted(staged.items()):
             target = store_dir / rel
-            units = _units(p, unit_size)
+            units = _units(p, unit_size) if unit_size else None
             if rel not in current:
                 changes.append(Change("create", str(target), str(p), units))
             elif _same_file(p, target):

@@ -14,7 +14,7 @@ from rmqtool.store.view import StoreView, open_store
 @dataclasses.dataclass(frozen=True)
 class RocketMQTools:
     family: Family = ROCKETMQ
-    dump_kinds: tuple[str, ...] = ("commitlog", "consumequeue", "index", "checkpoint", "config")
+    dump_kinds: tuple[str, ...] = ("commitlog", "consumequeue", "cqext", "index", "checkpoint", "config")
 
     def open_view(self, path, *, purpose: str = "store") -> StoreView:
         if purpose == "verify":

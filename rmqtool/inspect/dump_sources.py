@@ -14,6 +14,7 @@ from rmqtool.store import detect
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.config import parse_config_bytes, read_config_bytes, read_config_dir
 from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue, open_consume_queues, queue_id_of
+from rmqtool.store.cqext import DanglingRuns, queue_ext
 from rmqtool.store.indexfile import IndexFile, list_index_files
 from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR, StorePaths
 
@@ -75,6 +76,8 @@ def consume_queue_rows(path: pathlib.Path, topic: str | None = None, queue_id: i
         if only_file is not None and start is None:
             start = 0  # a single file: all of it, fill units included
         shown = set()  # (path, position) of the invalid units given a finding here
+        ext = None if q.is_batch else queue_ext(q)
+        dangling = DanglingRuns(q.topic, q.queue_id)
         units = q.iter_units(start, to_offset) if q.is_batch else q.iter_units(start, to_offset, invalid=True)
         for u in units:
             if only_file is not None and u.path != only_file:
@@ -88,6 +91,12 @@ def consume_queue_rows(path: pathlib.Path, topic: str | None = None, queue_id: i
             else:
                 row["is_fill"] = u.is_fill
                 row["valid"] = is_written_unit(u.commit_log_offset, u.size)
+                found = ext.lookup(u.tags_code) if row["valid"] else None
+                if found is not None:  # what ConsumeQueue's iterator hands getMessage
+                    row.update(tags_code=found.unit.tags_code if found.ok else u.tags_code, ext_address=u.tags_code,
+                               ext_lookup=found.status,
+                               filter_bit_map=found.unit.bit_map_hex if found.ok else None)
+                    dangling.add(u.queue_offset, u.path, u.position, found)
                 if not row["valid"] and findings is not None:
                     shown.add((u.path, u.position))
                     hole = u.commit_log_offset == 0 and u.size == 0 and u.tags_code == 0
@@ -98,6 +107,7 @@ def consume_queue_rows(path: pathlib.Path, topic: str | None = None, queue_id: i
             yield row
         if findings is not None:
             findings.extend(f for f in q.findings if (f.path, f.offset) not in shown)
+            findings.extend(dangling.findings())
 
 
 def index_rows(path: pathlib.Path, entries: bool = True, slots: bool = False,

@@ -13,6 +13,7 @@ _COMMAND = {
     detect.COMMITLOG: "dump commitlog",
     detect.CONSUMEQUEUE: "dump consumequeue",
     detect.BATCH_CONSUMEQUEUE: "dump consumequeue",
+    detect.CONSUMEQUEUE_EXT: "dump cqext",
     detect.INDEX: "dump index",
     detect.CHECKPOINT: "dump checkpoint",
     detect.CONFIG: "dump config",

@@ -40,6 +40,7 @@ from rmqtool.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, T
 from rmqtool.recovery.commitlog_walk import (V4, V5, WalkEnd, WalkOptions, abnormal_start, first_store_timestamp,
                                              normal_start, walk)
 from rmqtool.recovery.batch_queue_model import BatchQueueModel
+from rmqtool.recovery.ext_model import StoreExts, max_ext_address
 from rmqtool.recovery.index_model import IndexModel
 from rmqtool.recovery.queue_model import QueueModel
 from rmqtool.recovery.semantics import detect_semantics
@@ -109,6 +110,9 @@ class Outcome:
     semantics_known: bool = True  # False: the store does not say which version wrote it ("could not tell")
     semantics_undecided: str | None = None  # could not tell, and the two versions' rules differ here: why apply waits
     queue_models: dict = dataclasses.field(default_factory=dict)  # (topic, queue id) -> the queue after the start
+    # consumequeue_ext (enableConsumeQueueExt): "TOPIC/Q" -> [(file name, write position)] after the start
+    ext_files: dict = dataclasses.field(default_factory=dict)
+    ext_files_deleted: list = dataclasses.field(default_factory=list)
 
     def served(self, topic: str, queue_id: int, offsets: np.ndarray) -> np.ndarray | None:
         """Whether the queue serves each message (at these commit log offsets) after the start:
@@ -177,6 +181,7 @@ class _Start:
         self.inner_topics: set[str] = set()  # topics whose records carry INNER_BASE (only a BatchCQ writes it)
         self.kept: list[Segment] = []  # the commit log files truncateDirtyFiles leaves
         self.min_phy = 0  # the first kept file's offset: getMinPhyOffset
+        self.exts = StoreExts(self.paths.root)  # the plain queues' ConsumeQueueExt, when the store has them
 
     def refuse(self, reason: str, advice: str) -> None:
         """The first reason the load fails is the one the broker logs."""
@@ -209,8 +214,10 @@ class _Start:
                 base = request.consume_queue_offset if request.msg_base_offset is None else request.msg_base_offset
                 q.put(request.commit_log_offset, request.msg_size, request.tags_code, request.store_timestamp,
                       base, request.batch_size)
-            else:
-                q.put(request.commit_log_offset, request.msg_size, request.tags_code, request.consume_queue_offset)
+            else:  # with the ext, its unit first and its address in the unit's tagsCode field
+                address = self.exts.of(q.topic, q.queue_id).put() if self.exts.enabled else 1
+                q.put(request.commit_log_offset, request.msg_size, request.tags_code if address == 1 else address,
+                      request.consume_queue_offset)
 
     def note_at_reach(self, r) -> None:
         """5.3.3 normal recovery leaves out the record at exactly the queues' max physic
@@ -308,6 +315,12 @@ def _load_queue(start: _Start, model, topic: str, queue_id: int, directory: path
         start.refuse(refusal, "remove the queue's damaged file, or a file that is not the broker's (rmqtool "
                               "redispatch rebuilds the queue from the commit log)")
     queue = model(topic, queue_id, q.segments, file_size or 1)
+    if start.exts.enabled and not queue.batch:  # ConsumeQueue.load: the ext's load too (the same refusals)
+        ext = start.exts.load(topic, queue_id)
+        refusal, dropped = load_refusal(ext.reader.directory, ext.file_size, start.semantics)
+        start.out.ext_files_deleted += [str(d) for d in dropped]
+        if refusal:
+            start.refuse(refusal, "remove the ext's damaged file (rmqtool redispatch rebuilds the queue and its ext)")
     start.queues.append(queue)
     start.by_key[(topic, queue_id)] = queue
     return file_size
@@ -319,6 +332,8 @@ def _recover_consume_queues(start: _Start) -> None:
     commit log recovery is given."""
     for q in start.queues:
         q.recover()
+        if (q.topic, q.queue_id) in start.exts.models:  # ConsumeQueue.recover's tail: the ext's recover and cut
+            start.exts.models[(q.topic, q.queue_id)].recover(max_ext_address(q))
     for q in start.queues:
         start.out.queues_before[f"{q.topic}/{q.queue_id}"] = QueueRange(q.min_offset, q.max_offset)
         if not q.batch:
@@ -442,6 +457,8 @@ def _finish(start: _Start, list_lost: bool) -> Outcome:
         out.index_entries_lost, out.index_kept_appended = index_model.lost_entries(), index_model.kept_appended
         index_model.close()
     out.queue_models = {(q.topic, q.queue_id): q for q in queues}
+    out.ext_files = start.exts.positions()
+    out.ext_files_deleted += [str(p) for m in start.exts.models.values() for p in m.deleted_files()]
     reader, end = start.reader, out.recovered_end
     if list_lost and reader is not None:
         lost = _lost(reader, paths, end, start.semantics)

@@ -176,6 +176,10 @@ class RecoveryPlan:
                                      "entries_repeated": o.index_entries_repeated,
                                      "entries_lost": o.index_entries_lost, "appended_to": o.index_kept_appended},
                    "apply_refused": self.refusal}
+            if o.ext_files or o.ext_files_deleted:  # enableConsumeQueueExt: each ext file's write position
+                out["consume_queue_ext"] = {"files": {k: [{"file": n, "wrote_position": w} for n, w in v]
+                                                      for k, v in o.ext_files.items()},
+                                            "files_deleted": o.ext_files_deleted}
         return {"store_path": self.store, "recovery": "abnormal" if self.abnormal else "normal",
                 "needs_recovery": not self.is_empty, "commit_log_end": self.commit_log_end,
                 "findings": [f.to_json() for f in self.findings], "actions": [a.to_json() for a in self.actions],

@@ -62,7 +62,8 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         text("topic", 1, 40, 10), num("queue_id", 2), num("queue_offset", 3), num("commit_log_offset", 4),
         num("store_size", 5), num("tags_code", 6, 20), fixed("valid", 7), fixed("is_fill", 8),
         fixed("store_timestamp", 9, TIME), num("msg_base_offset", 10), num("batch_size", 11),
-        num("compacted_offset", None), text("file", None, 100), num("file_position", None), num("size", None)),
+        num("compacted_offset", None), text("file", None, 100), num("file_position", None), num("size", None),
+        num("ext_address", None, 20), fixed("ext_lookup", None, 19), text("filter_bit_map", None, 28)),
     "compaction_record": (
         text("topic", 1, 40, 10), num("queue_id", 2), num("queue_offset", 3), num("compaction_log_offset", 4),
         num("store_size", 5, 5), text("compaction_key", 6, 40), fixed("tombstone", 7), fixed("store_timestamp", 8, TIME),
@@ -79,6 +80,11 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         text("topic", 1, 40, 10), num("queue_id", 2), num("min_queue_offset", 3), num("max_queue_offset", 4),
         num("messages", 5, 8), num("records", 6, 7), num("tombstones", 7), num("live_keys", 8),
         num("checkpoint_offset", 9), num("files", 10, 5)),
+    "cq_ext_unit": (
+        text("topic", 1, 40, 10), num("queue_id", 2), fixed("record", 3, 4), num("real_offset", 4),
+        num("tags_code", 5, 20), fixed("store_timestamp", 6, TIME), num("bit_map_size", 7),
+        text("filter_bit_map", 8, 28), fixed("stop", 9, 18), num("address", None, 20), num("size", None),
+        num("size_field", None), text("file", None, 100), num("file_position", None)),
     "index_header": (
         text("file", 1, 100, 20), fixed("begin_timestamp", 2, TIME), fixed("end_timestamp", 3, TIME),
         num("index_count", 4), num("begin_commit_log_offset", 5), num("end_commit_log_offset", 6),

@@ -12,6 +12,7 @@ from rmqtool.store.message import RECORD_START
 
 COMMITLOG, CONSUMEQUEUE, BATCH_CONSUMEQUEUE, INDEX, CHECKPOINT, CONFIG, ABORT, LOCK = (
     "commitlog", "consumequeue", "batchconsumequeue", "index", "checkpoint", "config", "abort", "lock")
+CONSUMEQUEUE_EXT = "consumequeue_ext"
 STORE = "store"
 
 INDEX_NAME_DIGITS = 17  # yyyyMMddHHmmssSSS
@@ -72,6 +73,8 @@ def kind_of_file(path: pathlib.Path) -> str:
         return CONSUMEQUEUE
     if grand == paths.BATCH_CONSUMEQUEUE_DIR:
         return BATCH_CONSUMEQUEUE
+    if grand == paths.CONSUMEQUEUE_EXT_DIR:
+        return CONSUMEQUEUE_EXT
     try:
         with open(path, "rb") as f:
             head = f.read(8)

@@ -23,6 +23,7 @@ from rmqtool.formats.consumequeue import is_fill_unit, is_written_batch_unit, is
 from rmqtool.store.arrays import read_records, runs
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, AnyConsumeQueue, ConsumeQueues
 from rmqtool.verify.commitlog import BandConsumer, CommitLogCheck, SegmentCheck, tq_order
+from rmqtool.verify.cqext import EXT_NONE, QueueExtCheck, orphan_findings
 from rmqtool.verify.lookups import OffsetLookups, late_offsets, subset
 
 _RUN_KINDS = ((CONSUME_QUEUE_HOLE, "unwritten (all-zero) units"),
@@ -30,7 +31,7 @@ _RUN_KINDS = ((CONSUME_QUEUE_HOLE, "unwritten (all-zero) units"),
               (CONSUME_QUEUE_FILL_UNITS, "fill units"))
 _UNIT_FIELDS = (("seq", np.int64), ("index", np.int64), ("file", np.int32), ("size", np.int64),
                 ("tags_code", np.int64), ("queue_offset", np.int64), ("batch_size", np.int64),
-                ("store_timestamp", np.int64))
+                ("store_timestamp", np.int64), ("ext", np.int8), ("ext_offset", np.int64))
 ITEM_DTYPE = np.dtype([("offset", np.int64), *_UNIT_FIELDS])  # a unit waiting for its band
 
 
@@ -61,6 +62,7 @@ class QueueCheck:
         self.tq: int | None = None  # its topic-queue id in the commit log's table, once a message of it is seen
         self.unpointed: list = []  # (offset, queue offset, batch) of its messages no unit of it points at
         self.pointed_late: list = []  # offsets its late units point at
+        self.ext = None if queue.is_batch else QueueExtCheck(queue)  # ext addresses followed (enableConsumeQueueExt)
 
     def where(self, file: int, index: int) -> tuple[str, int]:
         seg = self.files[file]
@@ -118,6 +120,9 @@ class QueueCheck:
             items["store_timestamp"] = u["store_timestamp"][real]
         else:
             items["queue_offset"], items["batch_size"], items["store_timestamp"] = index[real], 0, 0
+        items["ext"], items["ext_offset"] = EXT_NONE, 0
+        if self.ext is not None:
+            self.ext.resolve(items, self.where)
         past = items["offset"] >= self.log.written_end
         if past.any():
             self.not_found(subset(items, past))
@@ -172,11 +177,13 @@ class QueueCheck:
         return rows[band["tq"][rows] == (-1 if self.tq is None else self.tq)]
 
     def _mismatches(self, band: SegmentCheck, items: np.ndarray, rows: np.ndarray) -> None:
+        # units whose tags code went through the ext are checked there (and a dangling one is its own finding)
+        followed = self.ext.check(band, items, rows) if self.ext is not None else np.zeros(len(items), bool)
         checks = [("topic and queue", band["tq"][rows] != (-1 if self.tq is None else self.tq), None, None),
                   ("queue offset", band["queue_offset"][rows] != items["queue_offset"], items["queue_offset"],
                    band["queue_offset"][rows]),
                   ("size", band["size"][rows] != items["size"], items["size"], band["size"][rows]),
-                  ("tags code", band["tags_code"][rows] != items["tags_code"], items["tags_code"],
+                  ("tags code", (band["tags_code"][rows] != items["tags_code"]) & ~followed, items["tags_code"],
                    band["tags_code"][rows])]
         if self.queue.is_batch:
             checks += [("batch size", band["batch"][rows] != items["batch_size"], items["batch_size"],
@@ -211,6 +218,8 @@ class QueueCheck:
         found = [f for fs in self.run_findings for f in fs]
         found += [f for _, f in sorted(self.no_record, key=lambda t: t[0])]
         found += [f for _, f in sorted(self.mismatch, key=lambda t: t[0])]
+        if self.ext is not None:
+            found += self.ext.findings()
         return found
 
 
@@ -226,8 +235,9 @@ class ConsumeQueueCheck(BandConsumer):
     a store's worth only when its queues are that damaged."""
 
     def __init__(self, queues: ConsumeQueues, log: CommitLogCheck,
-                 on_bytes: Callable[[int], None] | None = None):
+                 on_bytes: Callable[[int], None] | None = None, root=None):
         self.queues = queues
+        self.root = root  # the store's: its consumequeue_ext/ directories against its queues
         self.log = log
         self.on_bytes = on_bytes
         self.checks = [QueueCheck(q, log) for q in queues.queues]
@@ -278,6 +288,8 @@ class ConsumeQueueCheck(BandConsumer):
     def findings(self) -> Iterator[Finding]:
         """Queue by queue, then the topic-queues the commit log has messages for and no queue holds."""
         yield from self.queues.all_findings()  # what opening them found: file sizes, names, the load's cut
+        if self.root is not None:
+            yield from orphan_findings(self.root, self.queues)
         for q in self.checks:
             items = q.lookups.leftover()
             if items is not None:  # late units in no band point where no message starts

@@ -184,7 +184,8 @@ class Verify(VerifyRun):
                 cut = log.written_end if log.recovered_end is None else log.recovered_end
                 parts["queues"] = self.view.consume_queues(cut)
             if "consumequeue" in only:
-                parts["consumequeue"] = ConsumeQueueCheck(parts["queues"], log, on_bytes=self._advance)
+                parts["consumequeue"] = ConsumeQueueCheck(parts["queues"], log, on_bytes=self._advance,
+                                                         root=self.root)
             if "index" in only:
                 parts["index"] = IndexCheck(self.root, log, on_bytes=self._advance)
             return [parts[k] for k in ("checkpoint", "consumequeue", "index") if k in parts]

@@ -352,12 +352,22 @@ class Store:
         return plan_batch_topics(self.root, plan)
 
     def _load(self, given: GivenSizes, store_host, recover, backup_dir) -> None:
-        c = self.config
+        """DefaultMessageStore.load then start, a named step each: the plan (nothing changed
+        yet), the marker (and the plan applied), the commit log, the consume queues and the
+        index, the reput from the plan's start, the services."""
         self._infer_sizes(given)
         plan = self._plan(recover)  # nothing has changed yet: a refusal leaves every byte and mtime
         self._put_lock = threading.Lock()
-        self.delay_levels = DelayLevels(c.message_delay_level)
+        self.delay_levels = DelayLevels(self.config.message_delay_level)
         self._lock.mark()
+        self._recover_and_create_temp_file(plan, backup_dir)
+        self._load_commit_log(plan, store_host)
+        self._load_consume_queues_and_index(plan)
+        self._reput(plan)
+        self._start_services()
+
+    def _recover_and_create_temp_file(self, plan: RecoveryPlan, backup_dir) -> None:
+        """The plan applied (backed up first) and the abort marker made (createTempFile)."""
         # from here on files change: the marker goes first, so that a failure or a kill
         # before a clean close leaves the store marked as not cleanly shut down
         if not plan.is_empty:  # backed up, the listing taken and the intent recorded before the marker is made
@@ -366,6 +376,11 @@ class Store:
                                        made_here=(paths.LOCK_FILE,) if self._made_lock else ())
         else:
             self._write_abort_marker()
+
+    def _load_commit_log(self, plan: RecoveryPlan, store_host) -> None:
+        """CommitLog.load at the plan's end: the files made ahead dropped, the encoder for the
+        store's host and CRC entries, the checkpoint writer."""
+        c = self.config
         end = plan.commit_log
         for seg in end.extra_segments:
             try:
@@ -392,7 +407,10 @@ class Store:
                 raise CorruptData(f"the commit log ends at {end.end}, its segments say {self.commit_log.max_offset}",
                                   self.paths.commitlog)
 
-        # consume queues and index, then what they are behind
+    def _load_consume_queues_and_index(self, plan: RecoveryPlan) -> None:
+        """loadConsumeQueue (5.x: the batch consume queues too) and IndexService.load, and the
+        dispatcher that feeds them."""
+        c = self.config
         # a 5.x store's batch topics dispatch into batchconsumequeue/ (ConsumeQueueStore holds both kinds)
         batch = self._batch_topics(plan)
         self.batch_queues = None
@@ -410,6 +428,9 @@ class Store:
             self.index_service.load()
         self.dispatcher = CommitLogDispatcher(self.consume_queues, self.index_service, self.checkpoint,
                                               batch_queues=self.batch_queues)
+
+    def _reput(self, plan: RecoveryPlan) -> None:
+        """ReputMessageService from the plan's start: what the queues and index are behind."""
         # from the plan's start (abnormal recovery: a segment back; a queue's max physical
         # offset and the index's end offset make a second dispatch a no-op)
         self.reput = ReputMessageService(self.commit_log, self.dispatcher, self.delay_levels,
@@ -419,7 +440,9 @@ class Store:
             step()  # the kill tests: dispatched, not closed
         self.topic_queue_table = self.consume_queues.queue_offsets()
 
-        # services, then the marker
+    def _start_services(self) -> None:
+        """DefaultMessageStore.start: the flush services, the warmer, background dispatch."""
+        c = self.config
         if c.flush_disk_type == "sync":
             self.flusher = GroupCommitService(self.commit_log, self.checkpoint, timeout_ms=c.sync_flush_timeout)
         else:

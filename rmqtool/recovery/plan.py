@@ -201,11 +201,10 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
     actions: list[Action] = []
     abnormal = paths.abort.exists()
 
-    queue = discover(paths.commitlog, required=False, mapped_file_size=commit_log_file_size) \
-        if commit_log_file_size or not view.has_commit_log else view.commit_log.queue
+    queue = view.commit_log_listing(commit_log_file_size)
     odd = [f for f in queue.findings if f.id in UNPLANNABLE and f.id != SEGMENT_GAP]
     gaps = [f for f in queue.findings if f.id == SEGMENT_GAP]
-    outcome = simulate(paths.root, settings, commit_log_file_size, consume_queue_file_size)
+    outcome = simulate(view, settings, commit_log_file_size, consume_queue_file_size)
     if odd or not outcome.loadable:
         return _unplannable(paths, outcome, odd, queue)
     refusal = _missing_files(gaps, missing_file_ok, findings)

@@ -257,6 +257,18 @@ def test_a_spark_export_opens_each_store_once(calls, tmp_path):
     assert sum(s.messages for s in summaries) == pq.read_table(tmp_path / "export" / "messages").num_rows > 0
 
 
+def test_a_recover_plan_lists_the_commit_log_once(calls):
+    """The plan, its simulation (the version detection and each run), the sizes and the sizes
+    nothing shows read one listing of the commit log."""
+    engine = load_truth(TORN.parent.parent / "truth.json")["engines"][TORN_TRUTH]
+    result = _rmqtool("recover", TORN, "-f", "json")
+    assert result.exit_code == ExitCode.CORRUPT, result.stderr  # the start cuts the log: damage found
+    doc = json.loads(result.stdout)
+    assert doc["commit_log"]["recovered_end"] == engine["maxPhyOffsetAfterLoad"]
+    _opened_once(calls)
+    assert calls["commit log listed"] == 1
+
+
 # --- the view itself ---------------------------------------------------------------------------
 
 def test_the_view_answers_from_the_files_and_never_changes():

@@ -58,6 +58,7 @@ from rmqtool.store.lock import is_locked
 from rmqtool.store.unfinished import read_unfinished
 from rmqtool.store.segments import discover
 from rmqtool.store.msgid import create_message_id
+from rmqtool.store.view import StoreView
 from rmqtool.engine.store_sizes import DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG, GivenSizes, StoreSizes, store_sizes
 from rmqtool.engine.mapped_file import OS_PAGE_SIZE, AllocateMappedFileService, WarmAheadService, WritableFileQueue
 
@@ -155,12 +156,18 @@ def plan_batch_topics(root: pathlib.Path, plan: RecoveryPlan) -> frozenset:
     return frozenset(batch_topics(root)) if o is None else frozenset(o.batch_topics)
 
 
-def unknown_sizes(root: pathlib.Path, sizes: StoreSizes, plan: RecoveryPlan, index: bool = True) -> list[str]:
+def unknown_sizes(root: pathlib.Path | StoreView, sizes: StoreSizes, plan: RecoveryPlan,
+                  index: bool = True) -> list[str]:
     """The sizes a writable open of an existing store (one with commit log files) would
     write files with that nothing shows (StoreSizes.unknown): consume queues, the index
     (``index``: messageIndexEnable) and, for batch topics, batch consume queues. A new store
-    takes what is given or the defaults."""
-    if not discover(paths.StorePaths(root).commitlog, required=False).segments:
+    takes what is given or the defaults. ``root``: a store root, or the view a command opened
+    (its commit log listing is taken)."""
+    if isinstance(root, StoreView):
+        listing, root = root.commit_log_listing(), root.root
+    else:
+        listing = discover(paths.StorePaths(root).commitlog, required=False)
+    if not listing.segments:
         return []
     return sizes.unknown(consume_queue=True, index=index, batch_consume_queue=bool(plan_batch_topics(root, plan)))
 

@@ -33,7 +33,7 @@ from rmqtool.store.commitlog_end import CommitLog, last_nonzero_from
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, UnitLayout, find_queue_end, queue_directories
 from rmqtool.store.segments import Segment, SegmentQueue, discover
-from rmqtool.store.view import StoreView
+from rmqtool.store.view import view_of_root
 
 
 class CommitLogFiles:
@@ -127,7 +127,7 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
     """Build into ``staging`` (made, must not exist) what dispatching the commit log gives,
     in the store's sizes (:func:`store_sizes`; ``index_slots``/``index_entries`` override
     ``sizes``' own). ``store``: the view the command opened (or a store root)."""
-    view = _view_of(store)
+    view = view_of_root(store)
     paths = view.paths
     staging = pathlib.Path(staging)
     log = view.commit_log.queue  # the listing the view made: not listed again
@@ -192,11 +192,6 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
                  store.unknown(consume_queue=cq, index=index, batch_consume_queue=batch_table is not None))
 
 
-def _view_of(store) -> StoreView:
-    """The view a command opened, or one of a store root a library caller gave (unchecked, as before)."""
-    return store if isinstance(store, StoreView) else StoreView(store)
-
-
 def _record_at_or_after(segments: list[Segment], size: int, offset: int, end: int) -> int:
     """The first record start at or after ``offset`` (an offset inside a record moves on to
     the next one that proves itself), or the next segment's start, or ``end``."""
@@ -236,7 +231,7 @@ class Change:
 
 def compare(store, built: Built, *, cq: bool, index: bool, selection: Selection) -> list[Change]:
     """What swapping the staged files in changes in the store (a view, or a store root)."""
-    paths = _view_of(store).paths
+    paths = view_of_root(store).paths
     changes = []
     batch = {t for t, _q in built.batch_queues}  # their queues are in batchconsumequeue/, not consumequeue/
     kinds = [("consumequeue", paths.consumequeue, CQ_STORE_UNIT_SIZE)] if cq else []

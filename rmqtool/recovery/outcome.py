@@ -55,7 +55,7 @@ from rmqtool.store.message import Message
 from rmqtool.store.record_columns import RecordColumns
 from rmqtool.store.paths import LONG_MAX, StorePaths, is_segment_name
 from rmqtool.store.segments import Segment, discover
-from rmqtool.store.view import StoreView
+from rmqtool.store.view import StoreView, view_of_root
 from rmqtool.errors import CorruptData, FormatError, RmqError, StoreNotFound
 
 
@@ -240,7 +240,7 @@ def simulate(store, settings: Settings, commit_log_file_size: int | None = None,
     writes INNER_BASE): where the walk meets one that was not taken as such, the simulation
     runs again with it (``batch_learned``). ``store``: a view (its commit log listing and
     index files are taken, not listed again), or a store root."""
-    view = store if isinstance(store, StoreView) else StoreView(store)
+    view = view_of_root(store)
     if not settings.semantics:
         return _detected(view, settings, commit_log_file_size, consume_queue_file_size, delay_levels,
                          list_lost=list_lost)
@@ -874,7 +874,7 @@ def served_range(store) -> tuple[int, int]:
     """[min, max) of the commit log offsets the broker serves after its next start's
     recovery (the abort file and the detected version's rules decide). ``store``: a view, or a
     store root."""
-    view = store if isinstance(store, StoreView) else StoreView(store)
+    view = view_of_root(store)
     out = simulate(view, Settings(), list_lost=False)
     if not out.loadable:
         raise CorruptData(f"the broker would not load this store, so it serves nothing: {out.reason}", view.root)

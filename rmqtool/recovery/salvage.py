@@ -22,7 +22,7 @@ from rmqtool.formats.properties import PROPERTY_INNER_BASE, PROPERTY_INNER_NUM
 from rmqtool.store.commitlog import Corrupt
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.message import Message
-from rmqtool.store.view import StoreView
+from rmqtool.store.view import StoreView, view_of_root
 
 
 def intact(m: Message) -> bool:
@@ -79,7 +79,7 @@ class SalvageReport:
 def salvage(store, recovered_end: int | None = None) -> tuple[Iterator[Message], SalvageReport]:
     """The kept messages, in commit log order (an iterator: read it to the end before the
     report is complete), and the report. ``store``: the view the command opened (or a store root)."""
-    view = store if isinstance(store, StoreView) else StoreView(store)
+    view = view_of_root(store)
     report = SalvageReport(str(view.root), recovered_end)
 
     def messages() -> Iterator[Message]:

@@ -150,3 +150,9 @@ def open_store(path: str | os.PathLike, *, simulate: Callable[[StoreView], Any] 
 def as_view(store: "str | os.PathLike | StoreView") -> StoreView:
     """A view given, or the store at a path opened (library callers may pass either)."""
     return store if isinstance(store, StoreView) else open_store(store)
+
+
+def view_of_root(store: "str | os.PathLike | StoreView") -> StoreView:
+    """A view given, or a view of a store root a library caller passed, the path not checked
+    (a reader that tolerates what is missing, as those that listed the root themselves did)."""
+    return store if isinstance(store, StoreView) else StoreView(store)

@@ -19,12 +19,14 @@ from conftest import FIXTURES, V4, load_truth
 from helpers import cli_runner
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
-from rmqtool.store import commitlog_end, consumequeue, detect
+from rmqtool.store import commitlog_end, consumequeue, detect, segments
 from rmqtool.store.family import QMQ, ROCKETMQ, UnsupportedFamily, detect_family
 from rmqtool.store.view import StoreView, open_store
 
 # the modules a command imports lazily, imported now so that the counters reach their names
-for _lazy in ("rmqtool.inspect.inventory", "rmqtool.recovery.plan", "rmqtool.verify.run"):
+for _lazy in ("rmqtool.inspect.inventory", "rmqtool.recovery.plan", "rmqtool.verify.run", "rmqtool.inspect.commitlog_dumps",
+              "rmqtool.inspect.dump_sources", "rmqtool.engine.redispatch", "rmqtool.engine.redispatch_apply",
+              "rmqtool.engine.salvage_store", "rmqtool.recovery.salvage", "rmqtool.spark.export"):
     importlib.import_module(_lazy)
 
 BASIC = V4 / "basic"
@@ -60,6 +62,16 @@ def calls(monkeypatch) -> Calls:
                          (commitlog_end, "last_file_end"), (commitlog_end, "written_end"),
                          (consumequeue, "open_consume_queues")):
         wrap(module, name)
+
+    original_discover = segments.discover
+
+    def listing(directory, *args, **kwargs):  # every listing of a commit log, recovery/'s too
+        if pathlib.Path(directory).name == "commitlog":
+            counted["commit log listed"] += 1
+        return original_discover(directory, *args, **kwargs)
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "__name__", "").startswith("rmqtool") and getattr(mod, "discover", None) is original_discover:
+            monkeypatch.setattr(mod, "discover", listing)
 
     def count_init(cls, key):
         original = cls.__init__
@@ -147,6 +159,114 @@ def test_offsets_opens_the_store_once(calls):
     result = _rmqtool("offsets", CONSUMERS, "-f", "jsonl")
     assert result.exit_code in (0, 3), result.stderr
     assert calls["StoreView"] == 1 and calls["require_store"] == 1 and calls["open_consume_queues"] == 1
+
+
+def _queues_opened(calls: Calls) -> dict:
+    return {k: v for k, v in calls.items() if k.startswith("queue ")}
+
+
+def _opened_once(calls: Calls) -> None:
+    """One view, one commit log (listed once, recovery/'s simulation included), each queue
+    opened at most once."""
+    assert calls["StoreView"] == 1, calls
+    assert calls["CommitLog"] <= 1 and calls["commit log listed"] <= 1, calls
+    assert set(_queues_opened(calls).values()) <= {1}, calls
+
+
+TORN_TRUTH = "4.9.8"  # torn-middle-normal shows no version: 4.9's rules are the ones shown (its truth: both engines)
+
+
+def test_a_served_only_dump_opens_the_store_once(calls):
+    """dump commitlog --served-only: the listing, the live check and the simulation of the next
+    start all read one view; the rows are what the broker serves after its recovery."""
+    engine = load_truth(TORN.parent.parent / "truth.json")["engines"][TORN_TRUTH]
+    result = _rmqtool("dump", "commitlog", TORN, "--served-only", "-f", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    messages = [r for r in rows if r["record"] == "message"]
+    assert len(messages) == engine["messageCount"]
+    assert max(r["commit_log_offset"] + r["store_size"] for r in messages) == engine["maxPhyOffsetAfterLoad"]
+    _opened_once(calls)
+    assert calls["commit log listed"] == 1 and calls["simulate"] <= 1
+
+
+@pytest.mark.parametrize("kind", ["consumequeue", "index", "checkpoint"])
+def test_a_dump_of_a_store_opens_it_once(calls, kind):
+    truth = load_truth(BASIC / "truth.json")["truth"]
+    result = _rmqtool("dump", kind, BASIC / "store", "-f", "jsonl" if kind != "checkpoint" else "json")
+    assert result.exit_code == 0, result.stderr
+    assert calls["StoreView"] == 1 and calls["require_store"] <= 1
+    assert calls["commit log listed"] == 0  # none of these reads the commit log
+    if kind == "consumequeue":
+        rows = [json.loads(line) for line in result.stdout.splitlines()]
+        assert sum(1 for r in rows if r["valid"] and not r["is_fill"]) == len(truth["messages"])
+        queues = _queues_opened(calls)
+        assert len(queues) == _queue_dirs(BASIC / "store") and set(queues.values()) == {1}
+        assert calls["open_consume_queues"] == 1
+
+
+def test_a_redispatch_plan_opens_the_store_once(calls):
+    """The settled-end check (a recovery plan and its simulation), the build, the sizes and the
+    compare read one view: the commit log listed once, its end found once."""
+    truth = load_truth(BASIC / "truth.json")["truth"]
+    result = _rmqtool("redispatch", BASIC / "store", "-f", "json")
+    assert result.exit_code == 0, result.stderr  # the rebuilt files equal the store's
+    doc = json.loads(result.stdout)
+    assert doc["records_dispatched"] == len(truth["messages"]) and doc["to_offset"] == truth["commitlog"]["maxPhyOffset"]
+    assert doc["counts"]["same"] == len(doc["changes"])
+    _opened_once(calls)
+    assert calls["commit log listed"] == 1 and calls["require_store"] == 1 and calls["last_file_end"] <= 1
+    assert calls["simulate"] <= 1  # the plan's own, inside recovery/
+
+
+def test_a_salvage_opens_the_store_once(calls):
+    """salvage's simulation (where recovery cuts), its scan and the queues it knows offsets from
+    read one view."""
+    engine = load_truth(TORN.parent.parent / "truth.json")["engines"][TORN_TRUTH]
+    result = _rmqtool("salvage", TORN, "--out", "-", "-f", "json")
+    report = json.loads(result.stderr)
+    assert report["recovered_end"] == engine["maxPhyOffsetAfterLoad"]
+    assert report["messages_kept"] - report["kept_past_recovered_end"] == engine["messageCount"]
+    assert len(result.stdout.splitlines()) == report["messages_kept"]
+    _opened_once(calls)
+    assert calls["commit log listed"] == 1 and calls["simulate"] == 1
+    assert len(_queues_opened(calls)) == _queue_dirs(TORN)
+
+
+def test_a_spark_export_opens_each_store_once(calls, tmp_path):
+    """The driver opens each store once and plans its ranges from that view; an executor's
+    range task lists nothing (its segment comes planned); the queue task opens its store once.
+    The tasks run here as an executor runs them (no Spark session: the counts are the point)."""
+    import pyarrow.parquet as pq
+
+    from rmqtool.spark.export import plan_tasks, run_task
+    from rmqtool.spark.sources import opened
+    torn = load_truth(TORN.parent.parent / "truth.json")
+    queues_before = load_truth(FIXTURES / pathlib.Path(torn["base"]).parent.parent / "truth.json")["truth"]["consumeQueues"]
+    specs, views = opened([f"torn={TORN}"], None)
+    tasks = plan_tasks(specs, 1 << 16, views)
+    assert calls["StoreView"] == 1 and calls["commit log listed"] == 1 and len(tasks) == len(views["torn"].segments)
+    out = str(tmp_path / "export")
+    summaries = [run_task(t, out) for t in tasks]
+    assert calls["StoreView"] == 1 and calls["commit log listed"] == 1  # no range task opened or listed anything
+    queues = run_task(specs[0], out)
+    assert calls["StoreView"] == 2 and calls["commit log listed"] == 2 and calls["CommitLog"] == 2
+    assert set(_queues_opened(calls).values()) == {1} and len(_queues_opened(calls)) == _queue_dirs(TORN)
+    # the queues as they are on disk (the damage is a flipped body byte: no unit is cut)
+    assert queues.messages == sum(q["maxOffset"] - q["minOffset"] for t in queues_before.values() for q in t.values())
+    assert sum(s.messages for s in summaries) == pq.read_table(tmp_path / "export" / "messages").num_rows > 0
+
+
+def test_a_recover_plan_lists_the_commit_log_once(calls):
+    """The plan, its simulation (the version detection and each run), the sizes and the sizes
+    nothing shows read one listing of the commit log."""
+    engine = load_truth(TORN.parent.parent / "truth.json")["engines"][TORN_TRUTH]
+    result = _rmqtool("recover", TORN, "-f", "json")
+    assert result.exit_code == ExitCode.CORRUPT, result.stderr  # the start cuts the log: damage found
+    doc = json.loads(result.stdout)
+    assert doc["commit_log"]["recovered_end"] == engine["maxPhyOffsetAfterLoad"]
+    _opened_once(calls)
+    assert calls["commit log listed"] == 1
 
 
 # --- the view itself ---------------------------------------------------------------------------

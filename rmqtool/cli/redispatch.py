@@ -55,16 +55,16 @@ def redispatch(
     says so and --apply refuses until it is given (or --assume-defaults)."""
     from rmqtool.engine.redispatch_apply import redispatch_store
     from rmqtool.report.plans import show_redispatch_plan
-    from rmqtool.store.detect import require_store
+    from rmqtool.store.view import open_store
 
     if backup_dir is not None and not apply:
         raise UsageError("--backup-dir goes with --apply")
-    root = require_store(store)
+    view = open_store(store)  # the store opened once: the plan, the build and the compare read this view
     given = sizes.given()
-    again_command = _command(root, topic, queue, from_offset, cq, index, skip_unknown_topics, given, semantics)
+    again_command = _command(view.root, topic, queue, from_offset, cq, index, skip_unknown_topics, given, semantics)
     if not cq and not index:
         cq = index = True
-    run = redispatch_store(root, cq=cq, index=index, topics=tuple(topic), queue=queue,
+    run = redispatch_store(view, cq=cq, index=index, topics=tuple(topic), queue=queue,
                            skip_unknown_topics=skip_unknown_topics, from_offset=from_offset, given=given,
                            semantics=check_semantics(semantics), apply=apply, backup_dir=backup_dir,
                            command=again_command)

@@ -45,22 +45,22 @@ def salvage(
     from rmqtool.report.records import message_record
     from rmqtool.report.salvage import show_salvage
     from rmqtool.report.sink import Sink
-    from rmqtool.store.detect import require_store
+    from rmqtool.store.view import open_store
 
     if (out is None) == (to_store is None):
         raise UsageError("give --out FILE.jsonl or --to-store NEWDIR")
     if to_store is None and (index_slots or index_entries):
         raise UsageError("--index-slots and --index-entries size the store --to-store makes")
-    root = require_store(store)
+    view = open_store(store)  # the store opened once: the sizes, the simulation and the scan read this view
     to_stdout = out is not None and str(out) == "-"
     if out is not None and not to_stdout and out.exists():
         raise UsageError("--out: the file exists (salvage never overwrites)", out)
     if to_store is not None and to_store.exists() and any(to_store.iterdir()):
         raise UsageError("--to-store: the directory exists and is not empty", to_store)
     if to_store is not None:
-        refuse_inner_batches(root)
-        sizes = source_sizes(root, index_slots, index_entries)  # before anything is written
-    messages, report = salvage_messages(root)
+        refuse_inner_batches(view)
+        sizes = source_sizes(view, index_slots, index_entries)  # before anything is written
+    messages, report = salvage_messages(view)
     if out is not None:
         with (contextlib.nullcontext(None) if to_stdout else open(out, "x", encoding="utf-8")) as f:
             sink = Sink("jsonl", f)

@@ -14,7 +14,7 @@ from rmqtool.cli.common import BodyMode, OutputFormat, boundary
 from rmqtool.cli.params import TIME_METAVAR, check_range, examples, parse_time
 from rmqtool.errors import ExitCode
 from rmqtool.report.sink import Sink, render_document, warn
-from rmqtool.spark.sources import export_tables, session, specs, task_progress
+from rmqtool.spark.sources import export_tables, opened, session, specs, task_progress
 
 spark_app = typer.Typer(no_args_is_help=True, help="The fleet pipeline on Spark: export, verify, query and stats "
                         "across many stores (needs the spark extra of rmqtool).")
@@ -57,9 +57,10 @@ def export(
     when the stores hold damage (exported all the same; the findings table lists it)."""
     from rmqtool.spark.export import check_out_dir, export as run_export
 
-    found = specs(stores, stores_from)
+    found, views = opened(stores, stores_from)  # each store opened once: the tasks are planned from these views
     check_out_dir(out)  # refused before Spark starts
-    result = run_export(session(master, conf), found, out, split_size=split_size, progress=task_progress(progress))
+    result = run_export(session(master, conf), found, out, views=views, split_size=split_size,
+                        progress=task_progress(progress))
     render_document(result.to_json(), fmt.value, title="export")
     if result.finding_count:  # damage is exported, and said, as dump says it
         warn(f"rmqtool: {result.finding_count} finding(s) in the stores: the findings table of {out} lists them")

@@ -58,8 +58,8 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
         raise UsageError(f"--apply needs --semantics: {plan.semantics_undecided}", root)
     sizes = unknown = None
     if plan.loadable:  # an unloadable store's files may disagree in size: the plan says why
-        sizes = store_sizes(root, given)
-        unknown = unknown_sizes(root, sizes, plan)
+        sizes = store_sizes(view, given)  # the view's listing: the commit log is not listed again
+        unknown = unknown_sizes(view, sizes, plan)
         doc["sizes"], doc["sizes_unknown"] = sizes.to_json(), unknown
     unfinished = view.unfinished
     run = RecoverRun(doc, plan, sizes)

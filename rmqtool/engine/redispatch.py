@@ -30,11 +30,11 @@ from rmqtool.errors import UsageError
 from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
 from rmqtool.store.commitlog import find_record
 from rmqtool.store.config import batch_topics
-from rmqtool.store.commitlog_end import CommitLog, last_file_end, last_nonzero_from
+from rmqtool.store.commitlog_end import CommitLog, last_nonzero_from
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, UnitLayout, find_queue_end, queue_directories
-from rmqtool.store.paths import StorePaths
 from rmqtool.store.segments import Segment, SegmentQueue, discover
+from rmqtool.store.view import view_of_root
 
 
 class CommitLogFiles:
@@ -122,26 +122,27 @@ class Built:
     unknown_sizes: list = dataclasses.field(default_factory=list)  # those nothing shows (StoreSizes.unknown)
 
 
-def build(store_root, staging, *, cq: bool = True, index: bool = True, selection: Selection = Selection(),
+def build(store, staging, *, cq: bool = True, index: bool = True, selection: Selection = Selection(),
           from_offset: int | None = None, clock=None, index_slots: int | None = None,
           index_entries: int | None = None, sizes: GivenSizes | None = None) -> Built:
     """Build into ``staging`` (made, must not exist) what dispatching the commit log gives,
     in the store's sizes (:func:`store_sizes`; ``index_slots``/``index_entries`` override
-    ``sizes``' own)."""
-    paths = StorePaths(store_root)
+    ``sizes``' own). ``store``: the view the command opened (or a store root)."""
+    view = view_of_root(store)
+    paths = view.paths
     staging = pathlib.Path(staging)
     refuse_from_offset(paths.root, from_offset if cq else None)
-    log = discover(paths.commitlog)
+    log = view.commit_log.queue  # the listing the view made: not listed again
     if not log.segments:
         raise UsageError("the store has no commit log to dispatch from", paths.commitlog)
     size = log.mapped_file_size
-    end = last_file_end(log.segments, size).end
+    end = view.commit_log_end.end
     start = log.segments[0].base_offset if from_offset is None else max(from_offset, log.segments[0].base_offset)
     if start > end:
         raise UsageError(f"--from-offset {from_offset} is past the commit log's end {end}")
     start = _record_at_or_after(log.segments, size, start, end)
     said = {"index_slots": index_slots, "index_entries": index_entries}
-    store = store_sizes(paths.root, dataclasses.replace(sizes or GivenSizes(),
+    store = store_sizes(view, dataclasses.replace(sizes or GivenSizes(),
                                                         **{k: v for k, v in said.items() if v is not None}))
     cq_size = store.consume_queue.value
     geometry = (store.index_slots.value, store.index_entries.value) if index else None
@@ -232,9 +233,9 @@ class Change:
     units: int | None = None  # consume queue units written in the staged file
 
 
-def compare(store_root, built: Built, *, cq: bool, index: bool, selection: Selection) -> list[Change]:
-    """What swapping the staged files in changes in the store."""
-    paths = StorePaths(store_root)
+def compare(store, built: Built, *, cq: bool, index: bool, selection: Selection) -> list[Change]:
+    """What swapping the staged files in changes in the store (a view, or a store root)."""
+    paths = view_of_root(store).paths
     changes = []
     batch = {t for t, _q in built.batch_queues}  # their queues are in batchconsumequeue/, not consumequeue/
     kinds = [("consumequeue", paths.consumequeue, CQ_STORE_UNIT_SIZE)] if cq else []

@@ -11,6 +11,7 @@ import shutil
 import tempfile
 
 from rmqtool.errors import RecoveryNeeded, UsageError
+from rmqtool.store.view import StoreView
 
 
 @dataclasses.dataclass
@@ -23,24 +24,25 @@ class RedispatchRun:
     refusal: Exception | None = None
 
 
-def redispatch_store(root: pathlib.Path, *, cq: bool, index: bool, topics: tuple[str, ...] = (),
+def redispatch_store(view: StoreView, *, cq: bool, index: bool, topics: tuple[str, ...] = (),
                      queue: int | None = None, skip_unknown_topics: bool = False, from_offset: int | None = None,
                      given=None, semantics: str | None = None, apply: bool = False,
                      backup_dir: pathlib.Path | None = None, command: str = "") -> RedispatchRun:
-    """Rebuild ``root``'s consume queues and/or index files from its commit log and compare
-    them with the store's; ``apply`` swaps the differing ones in (``command``: the command
-    line that finishes a run cut short)."""
+    """Rebuild the consume queues and/or index files of the store the command opened (``view``)
+    from its commit log and compare them with the store's; ``apply`` swaps the differing ones
+    in (``command``: the command line that finishes a run cut short)."""
     from rmqtool.engine.redispatch import Selection, build, compare
     from rmqtool.recovery.apply import STAGING_DIR, apply_file_changes, default_backup_dir
     from rmqtool.recovery.undo import roll_back_unfinished
     from rmqtool.store.config import known_topics
-    from rmqtool.store.paths import StorePaths
 
-    again = roll_back_unfinished(root, "redispatch") if apply else None  # a run cut short: from the start
-    _require_settled_end(root, semantics)
+    root = view.root
+    # a run cut short: rolled back before the view reads a file (it reads each on first use)
+    again = roll_back_unfinished(root, "redispatch") if apply else None
+    _require_settled_end(view, semantics)
     known = None
     if skip_unknown_topics:
-        known = known_topics(StorePaths(root).config)
+        known = known_topics(view.paths.config)
         if known is None:
             raise UsageError("--skip-unknown-topics: config/topics.json (or its .bak) cannot be read", root)
     selection = Selection(tuple(topics), queue, frozenset(known) if known is not None else None)
@@ -54,13 +56,13 @@ def redispatch_store(root: pathlib.Path, *, cq: bool, index: bool, topics: tuple
         staging = tempfile.TemporaryDirectory(prefix="rmqtool-redispatch-")
     with staging as tmp:
         try:
-            built = build(root, pathlib.Path(tmp) / "built", cq=cq, index=index, selection=selection,
+            built = build(view, pathlib.Path(tmp) / "built", cq=cq, index=index, selection=selection,
                           from_offset=from_offset, sizes=given)
         except BaseException:
             if apply:  # nothing was changed: the staging goes, and the backup directory if made here
                 shutil.rmtree(backup if made else backup / STAGING_DIR, ignore_errors=True)
             raise
-        changes = compare(root, built, cq=cq, index=index, selection=selection)
+        changes = compare(view, built, cq=cq, index=index, selection=selection)
         doc = {"store_path": str(root), "from_offset": built.from_offset, "to_offset": built.to_offset,
                "records_dispatched": built.records, "consume_queue_file_size": built.cq_size,
                "index_geometry": list(built.index_geometry) if built.index_geometry else None,
@@ -84,14 +86,14 @@ def redispatch_store(root: pathlib.Path, *, cq: bool, index: bool, topics: tuple
     return run
 
 
-def _require_settled_end(root: pathlib.Path, semantics: str | None) -> None:
+def _require_settled_end(view: StoreView, semantics: str | None) -> None:
     """Dispatching would build on what recovery cuts: the log's end must be settled first."""
     from rmqtool.recovery.outcome import Settings
     from rmqtool.recovery.plan import plan_recovery
-    from rmqtool.store.paths import StorePaths
 
-    recovery = plan_recovery(root, settings=Settings(semantics=semantics))
-    log_dir = StorePaths(root).commitlog
+    root = view.root
+    recovery = plan_recovery(view, settings=Settings(semantics=semantics))
+    log_dir = view.paths.commitlog
     cut = [f for f in recovery.findings if f.path and pathlib.Path(f.path).parent == log_dir]
     if recovery.semantics_undecided:
         raise UsageError(f"the store's end depends on the broker version: {recovery.semantics_undecided}", root)

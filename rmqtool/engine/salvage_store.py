@@ -8,39 +8,38 @@ import pathlib
 import shutil
 
 from rmqtool.errors import UsageError
+from rmqtool.store.view import StoreView
 
 
-def salvage_messages(root: pathlib.Path):
-    """(every intact message, the SalvageReport): also those past where the broker's recovery
-    cuts the log, which the report counts."""
+def salvage_messages(view: StoreView):
+    """(every intact message, the SalvageReport) of the store the command opened: also those
+    past where the broker's recovery cuts the log, which the report counts."""
     from rmqtool.recovery.outcome import Settings, simulate
     from rmqtool.recovery.salvage import salvage
 
-    end = simulate(root, Settings(), list_lost=False)
-    return salvage(root, end.recovered_end if end.loadable else None)
+    end = simulate(view, Settings(), list_lost=False)
+    return salvage(view, end.recovered_end if end.loadable else None)
 
 
-def refuse_inner_batches(source: pathlib.Path) -> None:
+def refuse_inner_batches(source: StoreView) -> None:
     """The engine hands out one queue offset a record and keeps INNER_BASE as stored: 5.x inner
     batches (a BatchCQ topic's records) would land misnumbered in plain consume queues."""
     from rmqtool.store.config import batch_topics
 
-    topics = sorted(batch_topics(source))
+    topics = sorted(batch_topics(source.root))
     if topics:
         raise UsageError(f"--to-store cannot write 5.x inner batch (BatchCQ) topics yet ({', '.join(topics)}): "
-                         "use --out FILE.jsonl", source)
+                         "use --out FILE.jsonl", source.root)
 
 
-def source_sizes(source: pathlib.Path, index_slots: int | None, index_entries: int | None) -> dict:
+def source_sizes(source: StoreView, index_slots: int | None, index_entries: int | None) -> dict:
     """The source store's file sizes, for the new one (index files of two sizes: the newest)."""
     from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes
-    from rmqtool.store.paths import StorePaths
-    from rmqtool.store.segments import discover
 
-    paths = StorePaths(source)
+    paths = source.paths
     cq_sizes = consume_queue_file_sizes(paths.consumequeue)
     slots, entries = index_sizes(paths.index, index_slots, index_entries, newest=True)
-    return dict(commitlog_size=discover(paths.commitlog).mapped_file_size,
+    return dict(commitlog_size=source.mapped_file_size,
                 cq_size=max(cq_sizes) if cq_sizes else None, index_slots=slots, index_entries=entries)
 
 

@@ -58,6 +58,7 @@ from rmqtool.store.lock import is_locked
 from rmqtool.store.unfinished import read_unfinished
 from rmqtool.store.segments import discover
 from rmqtool.store.msgid import create_message_id
+from rmqtool.store.view import StoreView
 from rmqtool.engine.store_sizes import DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG, GivenSizes, StoreSizes, store_sizes
 from rmqtool.engine.mapped_file import OS_PAGE_SIZE, AllocateMappedFileService, WarmAheadService, WritableFileQueue
 
@@ -155,12 +156,18 @@ def plan_batch_topics(root: pathlib.Path, plan: RecoveryPlan) -> frozenset:
     return frozenset(batch_topics(root)) if o is None else frozenset(o.batch_topics)
 
 
-def unknown_sizes(root: pathlib.Path, sizes: StoreSizes, plan: RecoveryPlan, index: bool = True) -> list[str]:
+def unknown_sizes(root: pathlib.Path | StoreView, sizes: StoreSizes, plan: RecoveryPlan,
+                  index: bool = True) -> list[str]:
     """The sizes a writable open of an existing store (one with commit log files) would
     write files with that nothing shows (StoreSizes.unknown): consume queues, the index
     (``index``: messageIndexEnable) and, for batch topics, batch consume queues. A new store
-    takes what is given or the defaults."""
-    if not discover(paths.StorePaths(root).commitlog, required=False).segments:
+    takes what is given or the defaults. ``root``: a store root, or the view a command opened
+    (its commit log listing is taken)."""
+    if isinstance(root, StoreView):
+        listing, root = root.commit_log_listing(), root.root
+    else:
+        listing = discover(paths.StorePaths(root).commitlog, required=False)
+    if not listing.segments:
         return []
     return sizes.unknown(consume_queue=True, index=index, batch_consume_queue=bool(plan_batch_topics(root, plan)))
 
@@ -352,12 +359,22 @@ class Store:
         return plan_batch_topics(self.root, plan)
 
     def _load(self, given: GivenSizes, store_host, recover, backup_dir) -> None:
-        c = self.config
+        """DefaultMessageStore.load then start, a named step each: the plan (nothing changed
+        yet), the marker (and the plan applied), the commit log, the consume queues and the
+        index, the reput from the plan's start, the services."""
         self._infer_sizes(given)
         plan = self._plan(recover)  # nothing has changed yet: a refusal leaves every byte and mtime
         self._put_lock = threading.Lock()
-        self.delay_levels = DelayLevels(c.message_delay_level)
+        self.delay_levels = DelayLevels(self.config.message_delay_level)
         self._lock.mark()
+        self._recover_and_create_temp_file(plan, backup_dir)
+        self._load_commit_log(plan, store_host)
+        self._load_consume_queues_and_index(plan)
+        self._reput(plan)
+        self._start_services()
+
+    def _recover_and_create_temp_file(self, plan: RecoveryPlan, backup_dir) -> None:
+        """The plan applied (backed up first) and the abort marker made (createTempFile)."""
         # from here on files change: the marker goes first, so that a failure or a kill
         # before a clean close leaves the store marked as not cleanly shut down
         if not plan.is_empty:  # backed up, the listing taken and the intent recorded before the marker is made
@@ -366,6 +383,11 @@ class Store:
                                        made_here=(paths.LOCK_FILE,) if self._made_lock else ())
         else:
             self._write_abort_marker()
+
+    def _load_commit_log(self, plan: RecoveryPlan, store_host) -> None:
+        """CommitLog.load at the plan's end: the files made ahead dropped, the encoder for the
+        store's host and CRC entries, the checkpoint writer."""
+        c = self.config
         end = plan.commit_log
         for seg in end.extra_segments:
             try:
@@ -392,7 +414,10 @@ class Store:
                 raise CorruptData(f"the commit log ends at {end.end}, its segments say {self.commit_log.max_offset}",
                                   self.paths.commitlog)
 
-        # consume queues and index, then what they are behind
+    def _load_consume_queues_and_index(self, plan: RecoveryPlan) -> None:
+        """loadConsumeQueue (5.x: the batch consume queues too) and IndexService.load, and the
+        dispatcher that feeds them."""
+        c = self.config
         # a 5.x store's batch topics dispatch into batchconsumequeue/ (ConsumeQueueStore holds both kinds)
         batch = self._batch_topics(plan)
         self.batch_queues = None
@@ -410,6 +435,9 @@ class Store:
             self.index_service.load()
         self.dispatcher = CommitLogDispatcher(self.consume_queues, self.index_service, self.checkpoint,
                                               batch_queues=self.batch_queues)
+
+    def _reput(self, plan: RecoveryPlan) -> None:
+        """ReputMessageService from the plan's start: what the queues and index are behind."""
         # from the plan's start (abnormal recovery: a segment back; a queue's max physical
         # offset and the index's end offset make a second dispatch a no-op)
         self.reput = ReputMessageService(self.commit_log, self.dispatcher, self.delay_levels,
@@ -419,7 +447,9 @@ class Store:
             step()  # the kill tests: dispatched, not closed
         self.topic_queue_table = self.consume_queues.queue_offsets()
 
-        # services, then the marker
+    def _start_services(self) -> None:
+        """DefaultMessageStore.start: the flush services, the warmer, background dispatch."""
+        c = self.config
         if c.flush_disk_type == "sync":
             self.flusher = GroupCommitService(self.commit_log, self.checkpoint, timeout_ms=c.sync_flush_timeout)
         else:

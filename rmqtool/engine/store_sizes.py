@@ -27,6 +27,7 @@ from rmqtool.store.broker_conf import BrokerConfig
 from rmqtool.store.consumequeue import queue_directories
 from rmqtool.store.indexfile import index_file_paths, infer_index_geometry
 from rmqtool.store.segments import discover, list_dir
+from rmqtool.store.view import StoreView
 
 DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG = 1024 * 1024 * 1024
 
@@ -103,16 +104,18 @@ class StoreSizes:
             raise UsageError(why, where)
 
 
-def store_sizes(root: str | pathlib.Path, given: GivenSizes = GivenSizes()) -> StoreSizes:
+def store_sizes(root: str | pathlib.Path | StoreView, given: GivenSizes = GivenSizes()) -> StoreSizes:
     """Every size of the store at ``root``: what its files show (another queue's files, the
     index files' contents), which what is given must agree with; else the options; else the
     broker config file; else the broker's default (``taken_from`` DEFAULT). Raises UsageError
     when what is given contradicts the files or itself, CorruptData when the files disagree
-    among themselves."""
-    p = paths.StorePaths(root)
+    among themselves. ``root``: a store root, or the view a command opened (its commit log
+    listing is taken, not made again)."""
+    view = root if isinstance(root, StoreView) else None
+    p = view.paths if view is not None else paths.StorePaths(root)
     conf = given.broker_config
 
-    log = discover(p.commitlog, required=False)
+    log = view.commit_log_listing() if view is not None else discover(p.commitlog, required=False)
     found = (Size(log.mapped_file_size, FILES, str(log.segments[0].path))
              if log.segments and log.mapped_file_size else None)
     commit_log = _pick("commit log file size", found,

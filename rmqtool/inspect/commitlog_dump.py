@@ -29,6 +29,7 @@ from rmqtool.store.parallel import iter_parallel, jobs_of
 from rmqtool.store.paths import is_segment_name
 from rmqtool.store.segments import Segment
 from rmqtool.store.system_topics import Transactions, describe, is_system_topic
+from rmqtool.store.view import StoreView
 
 PROGRESS_STEP = 4 << 20  # bytes scanned between two moves of a progress bar
 FOLLOW_INTERVAL = 0.5  # seconds --follow waits between two looks at the commit log's end
@@ -46,11 +47,14 @@ def _lines_end(path: str, lines: int) -> int:
     return end
 
 
-def commitlog_segments(path: pathlib.Path) -> tuple[list[Segment], list[Finding]]:
-    """(segments to scan, findings about them) of a store, a commitlog/ directory or one segment."""
+def commitlog_segments(path: pathlib.Path, view: StoreView | None = None) -> tuple[list[Segment], list[Finding]]:
+    """(segments to scan, findings about them) of a store, a commitlog/ directory or one segment;
+    a store's (or its commitlog/'s) from ``view``, the store opened already, when given."""
     kind = detect.kind_of(path)
     if kind == detect.STORE or (kind == detect.COMMITLOG and path.is_dir()):
-        cl = CommitLog(path / "commitlog" if kind == detect.STORE else path)
+        directory = path / "commitlog" if kind == detect.STORE else path
+        opened = view is not None and view.paths.commitlog.resolve() == directory.resolve()
+        cl = view.commit_log if opened else CommitLog(directory)
         return cl.segments, list(cl.findings)
     if kind == detect.COMMITLOG:
         base = int(path.name) if is_segment_name(path.name) else 0
@@ -87,12 +91,13 @@ class CommitLogDump:
     check_crc: bool = True
     show_blank: bool = False
     decode_system: bool = False  # add ``system``: what a system topic's record means
+    view: StoreView | None = None  # the store the path lies in, opened once (its listing is taken)
     segments: list[Segment] = dataclasses.field(init=False)
     findings: list[Finding] = dataclasses.field(init=False)  # about segments and records, in scan order
     damaged: int = dataclasses.field(init=False, default=0)  # records with a finding
 
     def __post_init__(self):
-        self.segments, self.findings = commitlog_segments(pathlib.Path(self.path))
+        self.segments, self.findings = commitlog_segments(pathlib.Path(self.path), self.view)
         self.transactions = self._transactions() if self.decode_system else None
 
     def _transactions(self) -> Transactions:

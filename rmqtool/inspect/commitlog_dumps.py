@@ -7,22 +7,26 @@ import pathlib
 
 from rmqtool.errors import UsageError
 from rmqtool.inspect.commitlog_dump import CommitLogDump
-from rmqtool.store.live import live_store
+from rmqtool.store.live import store_root_of
 from rmqtool.store.parallel import default_workers
+from rmqtool.store.view import StoreView
 
 
 def commitlog_dumps(paths, selection, from_offset: int | None, to_offset: int | None, limit: int | None, *,
                     served_only: bool = False, **options) -> tuple[list, list]:
     """(a CommitLogDump a path, the running brokers' stores among them); ``options`` go to
-    each CommitLogDump (body, preview, decompress, check_crc, show_blank)."""
+    each CommitLogDump (body, preview, decompress, check_crc, show_blank). The store a path
+    lies in is opened once (a view): its listing, its end, its lock and the simulation of its
+    next start are read from it."""
     dumps, lives = [], []
     for path in paths:  # every path checked before the first row
-        low, high = served(path, from_offset, to_offset) if served_only else (from_offset, to_offset)
-        live = live_store(path)
+        view = view_of(path)
+        low, high = served(path, view, from_offset, to_offset) if served_only else (from_offset, to_offset)
+        live = view.live if view is not None else None
         if live is not None:
             lives.append(live)
             high = live.commit_log_end if high is None else min(high, live.commit_log_end)
-        dumps.append(CommitLogDump(path, selection, low, high, limit, **options))
+        dumps.append(CommitLogDump(path, selection, low, high, limit, view=view, **options))
     return dumps, lives
 
 
@@ -71,15 +75,22 @@ def chained(dumps: list, limit: int | None, bar):
                 limit -= 1
 
 
-def served(path: pathlib.Path, from_offset: int | None, to_offset: int | None) -> tuple[int, int]:
+def view_of(path) -> StoreView | None:
+    """The view of the store a path lies in (the store, its commitlog/ directory or a segment
+    in it), or None when it lies in none (a segment file on its own)."""
+    root = store_root_of(path)
+    return StoreView(root) if root is not None else None
+
+
+def served(path: pathlib.Path, view: StoreView | None, from_offset: int | None,
+           to_offset: int | None) -> tuple[int, int]:
     """--served-only: the offsets asked for, within what the broker serves after recovery."""
     from rmqtool.recovery.outcome import served_range
     from rmqtool.store.detect import is_store_dir
 
-
     if not is_store_dir(path):
         raise UsageError("--served-only takes a store directory (recovery is a whole-store matter)", path)
-    low, high = served_range(path)
+    low, high = served_range(view)
     from_offset = low if from_offset is None else max(from_offset, low)
     to_offset = high if to_offset is None else min(to_offset, high)
     return from_offset, max(to_offset, from_offset)

@@ -13,10 +13,11 @@ from rmqtool.inspect.hints import wrong_kind as _wrong_kind
 from rmqtool.store import detect
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.config import parse_config_bytes, read_config_bytes, read_config_dir
-from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue, open_consume_queues, queue_id_of
+from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue, queue_id_of
 from rmqtool.store.cqext import DanglingRuns, queue_ext
-from rmqtool.store.indexfile import IndexFile, list_index_files
-from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR, StorePaths
+from rmqtool.store.indexfile import IndexFile
+from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR
+from rmqtool.store.view import StoreView, open_store
 
 
 def _queue_id(queue_dir: pathlib.Path) -> int:
@@ -39,7 +40,7 @@ def _queues_for(path: pathlib.Path, topic: str | None, queue_id: int | None):
         qdir = path.parent
         return [cls(qdir, qdir.parent.name, _queue_id(qdir))], str(path), []
     if detect.is_store_dir(path):
-        cqs = open_consume_queues(path)
+        cqs = StoreView(path).consume_queues()  # the store opened once: its queues as the view opens them
         return cqs.queues, None, cqs.findings
     # a consumequeue/ root, a topic dir or a queue dir
     names = [path.name, path.parent.name, path.parent.parent.name]
@@ -56,7 +57,7 @@ def _queues_for(path: pathlib.Path, topic: str | None, queue_id: int | None):
                     else:
                         findings.append(Finding(QUEUE_DIR_INVALID, str(q), None, "not a queue id directory; ignored"))
                 return queues, None, findings
-            cqs = open_consume_queues(path.parent)
+            cqs = StoreView(path.parent).consume_queues()
             return [q for q in cqs.queues if q.is_batch == (name == BATCH_CONSUMEQUEUE_DIR)], None, cqs.findings
     raise NotAStore("not a store, consume queue directory or consume queue file", path)
 
@@ -122,7 +123,7 @@ def index_rows(path: pathlib.Path, entries: bool = True, slots: bool = False,
         if path.name != INDEX_DIR and not detect.is_store_dir(path):
             raise NotAStore("not a store, index directory or index file", path)
         root = path.parent if path.name == INDEX_DIR else path
-        listing = list_index_files(root)
+        listing = StoreView(root).index_files  # the store opened once: its index/ as the view lists it
         files = listing.open_all()
         if findings is not None:
             findings.extend(listing.findings)
@@ -154,7 +155,7 @@ def index_rows(path: pathlib.Path, entries: bool = True, slots: bool = False,
 
 def checkpoint_row(path: pathlib.Path, findings: list | None = None) -> dict:
     if detect.require_path(path).is_dir():
-        path = StorePaths(detect.require_store(path)).checkpoint
+        path = open_store(path).paths.checkpoint
     elif detect.kind_of_file(path) != detect.CHECKPOINT:
         raise _wrong_kind(path, detect.kind_of_file(path), "a checkpoint file")
     cp = read_checkpoint(path)

@@ -103,7 +103,7 @@ def simulate_for_info(view: StoreView):
     """The next start as info needs it: its ends, without listing the messages it loses."""
     from rmqtool.recovery.outcome import Settings, simulate  # numpy: not at the CLI's start
 
-    return simulate(view.root, Settings(), list_lost=False)
+    return simulate(view, Settings(), list_lost=False)
 
 
 def consume_queue_info(view: StoreView, commit_log_min: int | None, commit_log_max: int | None):

@@ -22,7 +22,6 @@ index, and a plan need not delete them.
 from __future__ import annotations
 
 import dataclasses
-import os
 import pathlib
 from typing import NamedTuple
 
@@ -31,7 +30,7 @@ from rmqtool.errors import RmqError
 from rmqtool.formats.indexfile import FIRST_INDEX, IndexEntry, build_key, entry_position, index_key_hash, slot_of
 from rmqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
 from rmqtool.store.arrays import dtype_of, read_records
-from rmqtool.store.indexfile import IndexFile, IndexFiles, index_file_paths
+from rmqtool.store.indexfile import IndexFile, IndexFiles
 
 ENTRY_DTYPE = dtype_of(IndexEntry)
 
@@ -62,9 +61,10 @@ class ModelFile:
 
 
 class IndexModel:
-    """IndexService over ``directory`` at the next start (``abnormal``: lastExitOK false)."""
+    """IndexService over index/'s files (``index_files``, oldest first, as the store's view lists
+    them) at the next start (``abnormal``: lastExitOK false)."""
 
-    def __init__(self, directory: str | os.PathLike, index_msg_timestamp: int, abnormal: bool):
+    def __init__(self, index_files: list[pathlib.Path], index_msg_timestamp: int, abnormal: bool):
         self.destroyed: list[tuple[str, int]] = []  # (path, endTimestamp)
         self._destroyed_files: list[IndexFile] = []
         self.geometry: IndexGeometry | None = None  # what the files show
@@ -72,8 +72,7 @@ class IndexModel:
         self.repeated = 0  # of those, keys a kept file holds already (the message at its endPhyOffset)
         self.kept_appended: str | None = None  # a kept, not full, file the start appends to
         self._repeat_left = 0
-        paths = index_file_paths(pathlib.Path(directory))
-        files = IndexFiles(paths, []).open_all()
+        files = IndexFiles(list(index_files), []).open_all()  # index/'s files, oldest first
         for f in files:
             if self.geometry is None and f.hash_slot_num is not None:
                 self.geometry = IndexGeometry(f.hash_slot_num, f.index_num)

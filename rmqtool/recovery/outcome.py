@@ -56,6 +56,7 @@ from rmqtool.store.message import Message
 from rmqtool.store.record_columns import RecordColumns
 from rmqtool.store.paths import LONG_MAX, StorePaths, is_segment_name
 from rmqtool.store.segments import Segment, discover
+from rmqtool.store.view import StoreView, view_of_root
 from rmqtool.errors import CorruptData, FormatError, RmqError, StoreNotFound
 
 
@@ -153,11 +154,12 @@ class _Start:
     """One simulated start: the store's files as the phases change them, and the outcome they
     fill in (what DefaultMessageStore holds while it loads, recovers and starts)."""
 
-    def __init__(self, store_root, settings: Settings, commit_log_file_size: int | None,
+    def __init__(self, view: StoreView, settings: Settings, commit_log_file_size: int | None,
                  consume_queue_file_size: int | None, delay_levels: DelayLevels | None, batch_learned: frozenset):
-        self.paths = StorePaths(store_root)
+        self.view = view
+        self.paths = view.paths
         self.delay_levels = delay_levels or DelayLevels()
-        log = discover(self.paths.commitlog, required=False, mapped_file_size=commit_log_file_size)
+        self.log = log = view.commit_log_listing(commit_log_file_size)  # the view's, unless a size is given
         self.segments: list[Segment] = log.segments
         self.semantics = settings.semantics
         abort = self.paths.abort.exists()
@@ -236,18 +238,20 @@ class _Start:
             self.index_model.close()
 
 
-def simulate(store_root, settings: Settings, commit_log_file_size: int | None = None,
+def simulate(store, settings: Settings, commit_log_file_size: int | None = None,
              consume_queue_file_size: int | None = None, delay_levels: DelayLevels | None = None,
              *, list_lost: bool = True, batch_learned: frozenset = frozenset()) -> Outcome:
     """The broker's next start on the store, phase by phase (the module's numbered list).
     With no topics.json to give the topics' queue types, a topic whose records carry
     INNER_BASE/INNER_NUM is one of a 5.3.3 broker's batch topics (only a BatchCQ queue
     writes INNER_BASE): where the walk meets one that was not taken as such, the simulation
-    runs again with it (``batch_learned``)."""
+    runs again with it (``batch_learned``). ``store``: a view (its commit log listing and
+    index files are taken, not listed again), or a store root."""
+    view = view_of_root(store)
     if not settings.semantics:
-        return _detected(store_root, settings, commit_log_file_size, consume_queue_file_size, delay_levels,
+        return _detected(view, settings, commit_log_file_size, consume_queue_file_size, delay_levels,
                          list_lost=list_lost)
-    start = _Start(store_root, settings, commit_log_file_size, consume_queue_file_size, delay_levels, batch_learned)
+    start = _Start(view, settings, commit_log_file_size, consume_queue_file_size, delay_levels, batch_learned)
     _load(start)
     _recover_consume_queues(start)
     if not start.segments:
@@ -255,7 +259,7 @@ def simulate(store_root, settings: Settings, commit_log_file_size: int | None = 
     learned = _recover_commit_log(start)
     if learned:
         start.close()
-        return simulate(store_root, settings, commit_log_file_size, consume_queue_file_size, delay_levels,
+        return simulate(view, settings, commit_log_file_size, consume_queue_file_size, delay_levels,
                         list_lost=list_lost, batch_learned=batch_learned | learned)
     _truncate_dirty_files(start)
     _recover_topic_queue_table_and_reput(start)
@@ -290,15 +294,24 @@ def _load(start: _Start) -> None:
         for topic, queue_id, directory in bcq_dirs:  # mapperFileSizeBatchConsumeQueue: as the files show
             start.bcq_size = _load_queue(start, BatchQueueModel, topic, queue_id, directory, None,
                                          DEFAULT_BATCH_CQ_FILE_SIZE)
-    start.reader = CommitLog(paths.commitlog, start.size or None) if start.segments else None
+    start.reader = _reader(start) if start.segments else None
     out.min_offset = start.segments[0].base_offset if start.segments else 0
     start.min_ts, out.index_msg_timestamp, start.checkpoint_source = _checkpoint(paths)
     try:
-        start.index_model = IndexModel(paths.index, out.index_msg_timestamp, out.abnormal)
+        index_files = start.view.index_files.paths if paths.index.is_dir() else []  # the view's listing
+        start.index_model = IndexModel(index_files, out.index_msg_timestamp, out.abnormal)
     except (RmqError, OSError):
         start.index_model = None
     if start.index_model is not None:
         out.index_files_destroyed = list(start.index_model.destroyed)
+
+
+def _reader(start: _Start) -> CommitLog:
+    """The commit log as the phases read it, every file listed (those the load drops too): the
+    listing taken already where it was made with the size the start uses."""
+    if (start.size or None) == start.log.mapped_file_size:
+        return CommitLog.of_queue(start.log)
+    return CommitLog(start.paths.commitlog, start.size or None)
 
 
 def _load_queue(start: _Start, model, topic: str, queue_id: int, directory: pathlib.Path, given_size: int | None,
@@ -470,16 +483,15 @@ def _finish(start: _Start, list_lost: bool) -> Outcome:
     return out
 
 
-def _detected(store_root, settings: Settings, *args, list_lost: bool) -> Outcome:
+def _detected(view: StoreView, settings: Settings, *args, list_lost: bool) -> Outcome:
     """simulate with the rules the store shows (``semantics.detect_semantics``). When it does
     not say, both versions' starts are simulated: alike, either is the outcome; different,
     the 4.9 one is shown and ``semantics_undecided`` says why an apply must wait for the
     operator's --semantics."""
-    paths = StorePaths(store_root)
-    found = detect_semantics(paths, discover(paths.commitlog, required=False, mapped_file_size=args[0]).segments)
+    found = detect_semantics(view.paths, view.commit_log_listing(args[0]).segments)
 
     def run(semantics: str) -> Outcome:
-        return simulate(store_root, dataclasses.replace(settings, semantics=semantics), *args, list_lost=list_lost)
+        return simulate(view, dataclasses.replace(settings, semantics=semantics), *args, list_lost=list_lost)
 
     if settings.verify_prop_crc:  # forceVerifyPropCRC is a 5.3 setting: asking for it is asking for 5.3
         out = run(V5)
@@ -875,11 +887,12 @@ def _lost_units(topic: str, queue_id: int, directory, batch: bool, end: int, los
             break
 
 
-def served_range(store_root) -> tuple[int, int]:
+def served_range(store) -> tuple[int, int]:
     """[min, max) of the commit log offsets the broker serves after its next start's
-    recovery (the abort file and the detected version's rules decide)."""
-    out = simulate(store_root, Settings(), list_lost=False)
+    recovery (the abort file and the detected version's rules decide). ``store``: a view, or a
+    store root."""
+    view = view_of_root(store)
+    out = simulate(view, Settings(), list_lost=False)
     if not out.loadable:
-        raise CorruptData(f"the broker would not load this store, so it serves nothing: {out.reason}",
-                          StorePaths(store_root).root)
+        raise CorruptData(f"the broker would not load this store, so it serves nothing: {out.reason}", view.root)
     return out.min_offset, out.recovered_end

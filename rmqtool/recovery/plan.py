@@ -199,81 +199,31 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
     file makes a refusal too (the store is rewritten only with ``missing_file_ok``: into a
     new directory, or in place when forced), though the broker loads such a store.
     ``store``: the view the command opened (or a store root, checked here)."""
-    if isinstance(store, StoreView):
-        view = store
-    else:
-        if not pathlib.Path(store).is_dir():
-            raise StoreNotFound("no such directory", store)
-        view = StoreView(store)
+    view = store if isinstance(store, StoreView) else _opened(store)
     paths = view.paths
     findings: list[Finding] = []
     actions: list[Action] = []
     abnormal = paths.abort.exists()
 
-    queue = discover(paths.commitlog, required=False, mapped_file_size=commit_log_file_size) \
-        if commit_log_file_size or not view.has_commit_log else view.commit_log.queue
+    queue = view.commit_log_listing(commit_log_file_size)
     odd = [f for f in queue.findings if f.id in UNPLANNABLE and f.id != SEGMENT_GAP]
     gaps = [f for f in queue.findings if f.id == SEGMENT_GAP]
-    outcome = simulate(paths.root, settings, commit_log_file_size, consume_queue_file_size)
+    outcome = simulate(view, settings, commit_log_file_size, consume_queue_file_size)
     if odd or not outcome.loadable:
         return _unplannable(paths, outcome, odd, queue)
-    refusal = None
-    for gap in gaps:
-        findings.append(Finding(SEGMENT_GAP, gap.path, gap.offset,
-                                f"{gap.message}: the broker loads the store and skips the missing file's messages "
-                                f"without a word"))
-        if not missing_file_ok:
-            refusal = (f"{gap.path}: a commit log file is missing before it: rmqtool rewrites such a store only into "
-                       f"a new directory (--to NEWDIR) or with --force (restore the file if you can; the broker "
-                       f"itself loads the store and skips the missing file's messages)")
+    refusal = _missing_files(gaps, missing_file_ok, findings)
     size = commit_log_file_size or queue.mapped_file_size or 0
     segments = queue.segments
     w = outcome.walk
-    if segments:
-        tail = segments[w.file_index]
-        if w.reason != LAST_BLANK:
-            _zero_after(tail, w.position, actions, findings, w)
-    made_ahead = []
-    for seg in segments[w.file_index + 1:] if segments else []:
-        if all_zero_from(seg.path, 0) is None:
-            made_ahead.append(str(seg.path))
-            continue
-        findings.append(Finding(SEGMENT_AFTER_END, str(seg.path), 0,
-                                f"a segment after the end of the commit log ({w.end}) holds data"))
-        actions.append(Action(DELETE, str(seg.path), 0, seg.size, SEGMENT_AFTER_END,
-                              "truncateDirtyFiles: a segment after the end of the log"))
+    made_ahead = _truncate_dirty_files(segments, w, actions, findings)
     end = _end_of(segments, w, size)
-
-    # the consume queues
     cuts, cq_max_physic = _plan_consume_queues(paths, consume_queue_file_size, w.end, actions, findings,
                                                batch=outcome.semantics == V5)
-
-    # the index files an abnormal start destroys, and what dispatch puts back
-    as_is = outcome.index_rebuilt_as_is
-    rebuilt_again = []  # destroyed and put back as they are: a change only when the start changes more
-    for path, end_ts in outcome.index_files_destroyed:
-        delete = Action(DELETE, path, 0, os.stat(path).st_size, INDEX_FILE_NEWER_THAN_CHECKPOINT,
-                        "IndexService.load after an abnormal exit (dispatch builds it again)")
-        if as_is:
-            if not keep_index:
-                rebuilt_again.append(delete)
-            continue
-        what = (f"its endTimestamp {end_ts} is after the checkpoint's indexMsgTimestamp "
-                f"{outcome.index_msg_timestamp}: the broker destroys it at an abnormal start")
-        findings.append(Finding(INDEX_FILE_NEWER_THAN_CHECKPOINT, path, None,
-                                what + ("; kept (--keep-index)" if keep_index else "")))
-        if not keep_index:
-            actions.append(delete)
+    rebuilt_again = _index_files_destroyed(outcome, keep_index, actions, findings)
 
     # where dispatch starts again
     min_offset = segments[0].base_offset if segments else 0
-    if outcome.abnormal and segments:
-        redispatch = segments[outcome.start_index].base_offset
-        reason = outcome.start_reason
-    else:
-        redispatch = max(cq_max_physic, min_offset)
-        reason = ("no consume queue unit: from the commit log's first offset" if cq_max_physic < 0 else
-                  "from the largest commit log offset the consume queues reach")
+    redispatch, reason = _redispatch_from(outcome, segments, cq_max_physic, min_offset)
     if abnormal:  # last among the findings: what else is wrong says more
         findings.append(Finding(ABORT_FILE_PRESENT, str(paths.abort), None,
                                 "the last writer did not shut down cleanly"))
@@ -294,6 +244,79 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
         reason = "an abnormal start changes nothing here: nothing is dispatched again"
     return RecoveryPlan(str(paths.root), outcome.abnormal, size, w.end, tuple(findings), tuple(actions), tuple(cuts),
                         redispatch, reason, tuple(made_ahead), end, outcome, refusal)
+
+
+def _opened(root) -> StoreView:
+    """The view of a store root a library caller passed (checked to be a directory)."""
+    if not pathlib.Path(root).is_dir():
+        raise StoreNotFound("no such directory", root)
+    return StoreView(root)
+
+
+def _missing_files(gaps: list[Finding], missing_file_ok: bool, findings: list[Finding]) -> str | None:
+    """A missing middle commit log file: the broker loads the store and skips its messages;
+    the refusal to rewrite it in place unless ``missing_file_ok``."""
+    refusal = None
+    for gap in gaps:
+        findings.append(Finding(SEGMENT_GAP, gap.path, gap.offset,
+                                f"{gap.message}: the broker loads the store and skips the missing file's messages "
+                                f"without a word"))
+        if not missing_file_ok:
+            refusal = (f"{gap.path}: a commit log file is missing before it: rmqtool rewrites such a store only into "
+                       f"a new directory (--to NEWDIR) or with --force (restore the file if you can; the broker "
+                       f"itself loads the store and skips the missing file's messages)")
+    return refusal
+
+
+def _truncate_dirty_files(segments: list[Segment], w, actions: list[Action], findings: list[Finding]) -> list[str]:
+    """truncateDirtyFiles at the walk's end: the last file zeroed after it, the files after it
+    that hold data deleted; returns those made ahead and never written (all zeros), which go
+    only when the start changes something else."""
+    if segments and w.reason != LAST_BLANK:
+        _zero_after(segments[w.file_index], w.position, actions, findings, w)
+    made_ahead = []
+    for seg in segments[w.file_index + 1:] if segments else []:
+        if all_zero_from(seg.path, 0) is None:
+            made_ahead.append(str(seg.path))
+            continue
+        findings.append(Finding(SEGMENT_AFTER_END, str(seg.path), 0,
+                                f"a segment after the end of the commit log ({w.end}) holds data"))
+        actions.append(Action(DELETE, str(seg.path), 0, seg.size, SEGMENT_AFTER_END,
+                              "truncateDirtyFiles: a segment after the end of the log"))
+    return made_ahead
+
+
+def _index_files_destroyed(outcome: Outcome, keep_index: bool, actions: list[Action],
+                           findings: list[Finding]) -> list[Action]:
+    """IndexService.load after an abnormal exit: the index files it destroys (deleted, unless
+    ``keep_index``). Files dispatch puts back as they are come back as actions to take only
+    when the start changes something else."""
+    rebuilt_again = []  # destroyed and put back as they are: a change only when the start changes more
+    for path, end_ts in outcome.index_files_destroyed:
+        delete = Action(DELETE, path, 0, os.stat(path).st_size, INDEX_FILE_NEWER_THAN_CHECKPOINT,
+                        "IndexService.load after an abnormal exit (dispatch builds it again)")
+        if outcome.index_rebuilt_as_is:
+            if not keep_index:
+                rebuilt_again.append(delete)
+            continue
+        what = (f"its endTimestamp {end_ts} is after the checkpoint's indexMsgTimestamp "
+                f"{outcome.index_msg_timestamp}: the broker destroys it at an abnormal start")
+        findings.append(Finding(INDEX_FILE_NEWER_THAN_CHECKPOINT, path, None,
+                                what + ("; kept (--keep-index)" if keep_index else "")))
+        if not keep_index:
+            actions.append(delete)
+    return rebuilt_again
+
+
+def _redispatch_from(outcome: Outcome, segments: list[Segment], cq_max_physic: int,
+                     min_offset: int) -> tuple[int, str]:
+    """Where the reput starts, and why: an abnormal start from the file recovery starts from,
+    a normal one from the largest commit log offset the consume queues reach."""
+    if outcome.abnormal and segments:
+        return segments[outcome.start_index].base_offset, outcome.start_reason
+    return max(cq_max_physic, min_offset), ("no consume queue unit: from the commit log's first offset"
+                                            if cq_max_physic < 0 else
+                                            "from the largest commit log offset the consume queues reach")
 
 
 LAST_BLANK = "a blank record ends the last file"

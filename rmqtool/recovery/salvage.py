@@ -21,9 +21,8 @@ from rmqtool.findings import SEGMENT_GAP
 from rmqtool.formats.properties import PROPERTY_INNER_BASE, PROPERTY_INNER_NUM
 from rmqtool.store.commitlog import Corrupt
 from rmqtool.store.commitlog_end import CommitLog
-from rmqtool.store.consumequeue import open_consume_queues
 from rmqtool.store.message import Message
-from rmqtool.store.paths import StorePaths
+from rmqtool.store.view import StoreView, view_of_root
 
 
 def intact(m: Message) -> bool:
@@ -77,14 +76,14 @@ class SalvageReport:
                 "lost_anything": self.lost_anything}
 
 
-def salvage(store_root, recovered_end: int | None = None) -> tuple[Iterator[Message], SalvageReport]:
+def salvage(store, recovered_end: int | None = None) -> tuple[Iterator[Message], SalvageReport]:
     """The kept messages, in commit log order (an iterator: read it to the end before the
-    report is complete), and the report."""
-    paths = StorePaths(store_root)
-    report = SalvageReport(str(paths.root), recovered_end)
+    report is complete), and the report. ``store``: the view the command opened (or a store root)."""
+    view = view_of_root(store)
+    report = SalvageReport(str(view.root), recovered_end)
 
     def messages() -> Iterator[Message]:
-        log = CommitLog(paths.commitlog)
+        log = view.commit_log
         last_record = -1  # where the last record that decodes starts
         for r in log.scan(check_crc=True):
             if isinstance(r, Message):
@@ -110,7 +109,7 @@ def salvage(store_root, recovered_end: int | None = None) -> tuple[Iterator[Mess
                                                "bytes": r.size, "finding": r.finding_id, "reason": r.reason})
         _gaps(log, report, last_record)
         report.damaged_regions.sort(key=lambda d: d["commit_log_offset"])
-        _missing(paths, report)
+        _missing(view, report)
 
     return messages(), report
 
@@ -128,7 +127,7 @@ def _gaps(log: CommitLog, report: SalvageReport, last_record: int) -> None:
                 "reason": f"no commit log file holds offsets {start} to {seg.base_offset}: missing"})
 
 
-def _missing(paths: StorePaths, report: SalvageReport) -> None:
+def _missing(view: StoreView, report: SalvageReport) -> None:
     """Per queue, the queue offsets between its first and last known ones that no kept
     message has; known: the kept messages and the queue's consume queue range. A batch
     consume queue's range is left out: it comes from its last unit's fields, where one
@@ -141,7 +140,7 @@ def _missing(paths: StorePaths, report: SalvageReport) -> None:
         ranges[key] = (lo, hi)
 
     try:
-        for q in open_consume_queues(paths.root).queues:
+        for q in view.consume_queues().queues:
             if not q.is_batch and q.max_offset > q.min_offset():
                 know(f"{q.topic}/{q.queue_id}", q.min_offset(), q.max_offset)
     except RmqError:

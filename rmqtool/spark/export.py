@@ -21,7 +21,6 @@ from rmqtool.spark.splits import DEFAULT_SPLIT_SIZE, SegmentTask, plan_tasks, sc
 from rmqtool.spark.stores import StoreSpec
 from rmqtool.store.commitlog import findings_of
 from rmqtool.store.message import Message
-from rmqtool.store.paths import StorePaths
 
 QUEUES_TASK = "consume-queues"
 
@@ -101,14 +100,14 @@ def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
     the broker's load leaves them), a Parquet part per topic; plain queues read as arrays.
     A store behind a URI has its queues and last written segment staged first."""
     from rmqtool.spark import remote
-    from rmqtool.store.commitlog_end import CommitLog
+    from rmqtool.store.view import StoreView
 
     if not remote.is_uri(spec.path):
-        paths = StorePaths(spec.path)
-        log = CommitLog(paths.commitlog) if paths.commitlog.is_dir() else None
-        end = log.max_offset() if log is not None else None
-        low = log.segments[0].base_offset if log is not None and log.segments else 0
-        return _export_queues(paths.root, spec, out, low, end, None)
+        view = StoreView(spec.path)  # the store opened once in this task: its listing, its end, its queues
+        segments = view.segments if view.has_commit_log else []
+        end = view.commit_log_end.end if segments else None
+        low = segments[0].base_offset if segments else 0
+        return _export_queues(view, spec, out, low, end, None)
     from rmqtool.store.commitlog_end import last_file_end
     from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, COMMITLOG_DIR, CONSUMEQUEUE_DIR, is_segment_name
     from rmqtool.store.segments import Segment
@@ -126,17 +125,19 @@ def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
             tail = root / COMMITLOG_DIR / files[last].name
             remote.stage(files[last], tail)
             end = last_file_end([Segment(tail, int(files[last].name), files[last].size)]).end
-        return _export_queues(root, spec, out, low, end, lambda path: remote.local_name(root, path, spec.path))
+        return _export_queues(StoreView(root), spec, out, low, end,
+                              lambda path: remote.local_name(root, path, spec.path))
 
 
-def _export_queues(root: pathlib.Path, spec: StoreSpec, out: str, low: int, end: int | None, rename) -> TaskSummary:
+def _export_queues(view, spec: StoreSpec, out: str, low: int, end: int | None, rename) -> TaskSummary:
+    """A store's queues (``view``: the store, or what was staged of it), cut at ``end``."""
     import pyarrow as pa
 
     from rmqtool.spark.tables import FINDINGS, partition_dir, store_dir
-    from rmqtool.store.consumequeue import open_consume_queues
 
+    root = view.root
     summary = TaskSummary(spec.name, QUEUES_TASK)
-    queues = open_consume_queues(root, commit_log_max_offset=end)
+    queues = view.consume_queues(end)
     by_topic: dict[str, list] = {}
     for q in queues.queues:
         by_topic.setdefault(q.topic, []).append(_queue_table(q, q.min_offset(low), spec.path if rename else str(root),
@@ -236,10 +237,11 @@ class ExportResult:
 
 
 def export(spark, specs: list[StoreSpec], out: str | os.PathLike, *, split_size: int = DEFAULT_SPLIT_SIZE,
-           progress=None) -> ExportResult:
-    """Driver side: plan, run every task on the cluster, sum the summaries."""
+           progress=None, views: dict | None = None) -> ExportResult:
+    """Driver side: plan (from ``views``, {name: StoreView}, the stores opened on the driver),
+    run every task on the cluster, sum the summaries."""
     target = check_out_dir(out)
-    tasks = store_tasks(specs, split_size)
+    tasks = store_tasks(specs, split_size, views)
     sc = spark.sparkContext
     results = run_job(sc, sc.parallelize(tasks, len(tasks)).map(lambda t: run_task(t, target)), len(tasks),
                       progress, "export")
@@ -250,7 +252,7 @@ def export(spark, specs: list[StoreSpec], out: str | os.PathLike, *, split_size:
                         sum(r.messages for r in queues), sum(r.findings for r in results))
 
 
-def store_tasks(specs: list[StoreSpec], split_size: int) -> list:
+def store_tasks(specs: list[StoreSpec], split_size: int, views: dict | None = None) -> list:
     """Every task of the stores, each store's by its family: a RocketMQ store's queues first
     (they run beside its ranges), then its byte ranges; a QMQ store's (spark/qmq/export.py)."""
     from rmqtool.spark import remote
@@ -259,7 +261,8 @@ def store_tasks(specs: list[StoreSpec], split_size: int) -> list:
 
     qmq = {s.name for s in specs if not remote.is_uri(s.path) and detect_family(s.path) is QMQ}
     rocketmq = [s for s in specs if s.name not in qmq]
-    return rocketmq + [t for s in specs if s.name in qmq for t in qmq_tasks(s)] + plan_tasks(rocketmq, split_size)
+    return rocketmq + [t for s in specs if s.name in qmq for t in qmq_tasks(s)] + \
+        plan_tasks(rocketmq, split_size, views)
 
 
 def run_task(task, out: str) -> TaskSummary:

@@ -12,11 +12,20 @@ import tempfile
 def specs(stores, stores_from, *, require: bool = True):
     """The stores asked for, each checked to be there (before Spark starts) unless a
     missing one is to be reported with the others (verify)."""
-    from rmqtool.spark.stores import require_stores, store_specs
-    found = store_specs(list(stores or []), stores_from)
-    if require:
-        require_stores(found)
-    return found
+    return opened(stores, stores_from)[0] if require else _asked(stores, stores_from)
+
+
+def opened(stores, stores_from):
+    """(the stores asked for, {name: StoreView} of the local ones): each checked and opened
+    once before Spark starts; the export plans its tasks from these views."""
+    from rmqtool.spark.stores import require_stores
+    found = _asked(stores, stores_from)
+    return found, require_stores(found)
+
+
+def _asked(stores, stores_from):
+    from rmqtool.spark.stores import store_specs
+    return store_specs(list(stores or []), stores_from)
 
 
 def session(master, conf):
@@ -56,11 +65,11 @@ def export_tables(stores, stores_from, table, master, conf, progress):
         return
     from rmqtool.spark.export import export as run_export
 
-    found = specs(stores, stores_from)
+    found, views = opened(stores, stores_from)
     spark = session(master, conf)
     temp = tempfile.mkdtemp(prefix="rmqtool-spark-")
     try:
-        run_export(spark, found, pathlib.Path(temp) / "export", progress=task_progress(progress))
+        run_export(spark, found, pathlib.Path(temp) / "export", views=views, progress=task_progress(progress))
         yield spark, str(pathlib.Path(temp) / "export")
     finally:
         shutil.rmtree(temp, ignore_errors=True)

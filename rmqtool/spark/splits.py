@@ -21,6 +21,7 @@ from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.parallel import SegmentJob, jobs_of, segment_jobs
 from rmqtool.store.paths import COMMITLOG_DIR, StorePaths, is_segment_name
 from rmqtool.store.segments import Segment
+from rmqtool.store.view import StoreView
 
 DEFAULT_SPLIT_SIZE = 256 << 20
 
@@ -43,16 +44,18 @@ class SegmentTask:
         return max(end - self.job.start, 0)
 
 
-def segment_tasks(spec: StoreSpec, split_size: int = DEFAULT_SPLIT_SIZE) -> list[SegmentTask]:
+def segment_tasks(spec: StoreSpec, split_size: int = DEFAULT_SPLIT_SIZE, view: StoreView | None = None) -> list[SegmentTask]:
+    """A local store's tasks from its commit log listing: ``view``'s, the store the driver
+    opened, when given (not listed again)."""
     if remote.is_uri(spec.path):
         return _remote_tasks(spec, split_size)
-    paths = StorePaths(spec.path)
+    paths = view.paths if view is not None else StorePaths(spec.path)
     if not paths.root.is_dir():
         raise StoreNotFound("no such store directory", paths.root)
     if not paths.commitlog.is_dir():
         return []
-    return [SegmentTask(spec.name, str(paths.root), job)
-            for job in segment_jobs(CommitLog(paths.commitlog), split_size=split_size)]
+    log = view.commit_log if view is not None else CommitLog(paths.commitlog)
+    return [SegmentTask(spec.name, str(paths.root), job) for job in segment_jobs(log, split_size=split_size)]
 
 
 def _remote_tasks(spec: StoreSpec, split_size: int) -> list[SegmentTask]:
@@ -65,8 +68,11 @@ def _remote_tasks(spec: StoreSpec, split_size: int) -> list[SegmentTask]:
     return [SegmentTask(spec.name, spec.path, job, by_name[job.segment.path.name]) for job in jobs]
 
 
-def plan_tasks(specs: list[StoreSpec], split_size: int = DEFAULT_SPLIT_SIZE) -> list[SegmentTask]:
-    return [t for spec in specs for t in segment_tasks(spec, split_size)]
+def plan_tasks(specs: list[StoreSpec], split_size: int = DEFAULT_SPLIT_SIZE,
+               views: dict[str, StoreView] | None = None) -> list[SegmentTask]:
+    """Every store's tasks (``views``: {name: the store opened on the driver})."""
+    views = views or {}
+    return [t for spec in specs for t in segment_tasks(spec, split_size, views.get(spec.name))]
 
 
 def scan_task(task: SegmentTask, *, findings: list | None = None) -> Iterator[ScanResult]:

@@ -13,7 +13,7 @@ import dataclasses
 import os
 import pathlib
 
-from rmqtool.errors import FormatError, StoreAccessError, StoreNotFound
+from rmqtool.errors import FormatError, StoreNotFound
 from rmqtool.findings import (ABORT_FILE_PRESENT, ABORT_FILE_UNEXPECTED, LOCK_FILE_UNEXPECTED,
                               TRAILING_GARBAGE, Finding)
 from rmqtool.formats.checkpoint import (CHECKPOINT_FILE_SIZE, Checkpoint4, Checkpoint5, min_timestamp,
@@ -22,6 +22,7 @@ from rmqtool.formats.derive import struct_of
 from rmqtool.formats.markers import LOCK_CONTENT, parse_pid
 from rmqtool.store.lock import is_locked, read_lock_file
 from rmqtool.store.paths import StorePaths
+from rmqtool.store.small_file import read_head
 
 CHECKPOINT = struct_of(Checkpoint5)
 
@@ -31,30 +32,9 @@ CHECKPOINT = struct_of(Checkpoint5)
 MARKER_READ_LIMIT = 4096
 
 
-def _read_head(path: pathlib.Path, limit: int) -> tuple[bytes, int]:
-    """At most the file's first ``limit`` bytes, and the file's size on disk."""
-    try:
-        with open(path, "rb", buffering=0) as f:
-            size = os.fstat(f.fileno()).st_size
-            chunks, left = [], limit
-            while left > 0:  # a raw read may return less than asked before the end
-                chunk = f.read(left)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                left -= len(chunk)
-            return b"".join(chunks), size
-    except FileNotFoundError:
-        raise StoreNotFound("no such file", path) from None
-    except IsADirectoryError:
-        raise FormatError("a directory where a file should be", path) from None
-    except OSError as exc:
-        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
-
-
 def _read_file(path: pathlib.Path, limit: int = MARKER_READ_LIMIT) -> bytes:
     """The file's bytes, at most the first ``limit`` of them."""
-    return _read_head(path, limit)[0]
+    return read_head(path, limit)[0]
 
 
 @dataclasses.dataclass(slots=True, frozen=True)
@@ -102,7 +82,7 @@ def read_checkpoint(path: str | os.PathLike) -> StoreCheckpoint:
     """Read a checkpoint file (``<store>/checkpoint``)."""
     path = pathlib.Path(path)
     # read at most one byte past the page: a larger file is refused by its size, unread
-    data, size = _read_head(path, CHECKPOINT_FILE_SIZE + 1)
+    data, size = read_head(path, CHECKPOINT_FILE_SIZE + 1)
     if len(data) != CHECKPOINT_FILE_SIZE:
         actual = size if len(data) > CHECKPOINT_FILE_SIZE else len(data)
         raise FormatError(f"checkpoint is {actual} bytes, not {CHECKPOINT_FILE_SIZE}", path)

@@ -17,11 +17,11 @@ from rmqtool.findings import (CONFIG_BAK_USED, CONFIG_TMP_LEFTOVER, CONFIG_TOO_L
                               Finding)
 from rmqtool.formats.config import BAK_SUFFIX, KNOWN_CONFIG_FILES, TMP_SUFFIX, ConfigFileSpec, loads_fastjson
 from rmqtool.store.paths import CONFIG_DIR
+from rmqtool.store.small_file import read_head
 
 # The broker's config files hold tables of topics, groups and offsets: tens of MB on the
 # largest clusters. A file past this is damage (a sparse or garbage file), refused unread.
 MAX_CONFIG_FILE_SIZE = 256 << 20
-_READ_WINDOW = 1 << 20
 
 MAIN = "main"
 BAK = "bak"
@@ -61,25 +61,9 @@ def read_config_bytes(path: str | os.PathLike) -> bytes:
     """One config file's bytes. A file past MAX_CONFIG_FILE_SIZE is refused unread
     (FormatError), so memory never follows a damaged file's size."""
     path = pathlib.Path(path)
-    try:
-        with open(path, "rb", buffering=0) as f:
-            size = os.fstat(f.fileno()).st_size
-            if size > MAX_CONFIG_FILE_SIZE:
-                raise FormatError(_too_large(size), path)
-            chunks, left = [], MAX_CONFIG_FILE_SIZE + 1  # bounded even if the file grows meanwhile
-            while left > 0:
-                chunk = f.read(min(left, _READ_WINDOW))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                left -= len(chunk)
-    except IsADirectoryError:
-        raise FormatError("a directory where a config file should be", path) from None
-    except FileNotFoundError:
-        raise StoreNotFound("no such file", path) from None
-    except OSError as exc:
-        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
-    data = b"".join(chunks)
+    # bounded even if the file grows meanwhile: one byte past the limit says it did
+    data, _size = read_head(path, MAX_CONFIG_FILE_SIZE + 1, what="config file",
+                            refuse=lambda size: _too_large(size) if size > MAX_CONFIG_FILE_SIZE else None)
     if len(data) > MAX_CONFIG_FILE_SIZE:
         raise FormatError(f"grew past {MAX_CONFIG_FILE_SIZE} bytes while being read; not read", path)
     return data

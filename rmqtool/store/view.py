@@ -26,7 +26,7 @@ from rmqtool.store.indexfile import IndexFiles, list_index_files
 from rmqtool.store.live import LiveStore
 from rmqtool.store.lock import is_locked
 from rmqtool.store.paths import StorePaths
-from rmqtool.store.segments import Segment
+from rmqtool.store.segments import Segment, SegmentQueue, discover
 from rmqtool.store.unfinished import Unfinished, read_unfinished
 
 
@@ -57,6 +57,13 @@ class StoreView:
     @property
     def has_commit_log(self) -> bool:
         return self.paths.commitlog.is_dir()
+
+    def commit_log_listing(self, mapped_file_size: int | None = None) -> SegmentQueue:
+        """commitlog/ listed as a reader that tolerates its absence takes it (none: no segments):
+        the view's own listing, unless a mapped file size is given that it was not listed with."""
+        if self.has_commit_log and not mapped_file_size:
+            return self.commit_log.queue
+        return discover(self.paths.commitlog, required=False, mapped_file_size=mapped_file_size)
 
     @property
     def segments(self) -> list[Segment]:
@@ -143,3 +150,9 @@ def open_store(path: str | os.PathLike, *, simulate: Callable[[StoreView], Any] 
 def as_view(store: "str | os.PathLike | StoreView") -> StoreView:
     """A view given, or the store at a path opened (library callers may pass either)."""
     return store if isinstance(store, StoreView) else open_store(store)
+
+
+def view_of_root(store: "str | os.PathLike | StoreView") -> StoreView:
+    """A view given, or a view of a store root a library caller passed, the path not checked
+    (a reader that tolerates what is missing, as those that listed the root themselves did)."""
+    return store if isinstance(store, StoreView) else StoreView(store)

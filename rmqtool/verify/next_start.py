@@ -38,7 +38,7 @@ _CHANGES = (Consequence.DROPS_MESSAGES, Consequence.WONT_START)
 
 def simulate_next_start(view: StoreView) -> Outcome:
     """The simulation a view verify opens is handed (``StoreView.outcome`` runs it once)."""
-    return simulate(view.root, Settings())
+    return simulate(view, Settings())
 
 
 def worth_simulating_now(view: StoreView, segment_findings: list, tail_checks: list) -> bool:

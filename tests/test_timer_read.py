@@ -1,0 +1,158 @@
+"""The timer store's read side (rmqtool.store.timer) against the real 5.3.3 engine's reads.
+
+Every timer log unit and blank, every used wheel slot, every chain, timercheck and
+timermetrics field of fixtures/rocketmq-5.3.3/timer and of each timer-crash variant (the
+files before the engine's load, ``onDiskBeforeLoad``, and after its run, ``onDiskAfterShutdown``)
+equals truth.json. Fixture stores are kept trimmed; each is expanded once a module.
+"""
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from conftest import V5, load_truth
+from helpers import expand_store
+from rmqtool.formats.timerlog import BLANK_MAGIC_CODE, MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL, is_magic_ok
+from rmqtool.formats.timerwheel import SLOT_SIZE, SLOTS_TOTAL, slot_index, wheel_length
+from rmqtool.store.timer.chain import walk_chain
+from rmqtool.store.timer.files import find_timer_store
+from rmqtool.store.timer.timercheck import read_timercheck
+from rmqtool.store.timer.timerlog import scan_timer_log
+from rmqtool.store.timer.timermetrics import read_timermetrics
+from rmqtool.store.timer.wheel import read_wheel
+
+TIMER = V5 / "timer"
+CRASH = V5 / "timer-crash"
+VARIANTS = sorted(p.name for p in CRASH.iterdir() if (p / "truth.json").is_file())
+# (fixture dir, store under it, the truth's part that describes that store's timer files)
+CASES = [("timer", TIMER, "store", ("timer",))]
+CASES += [(f"{v}/input", CRASH / v, "input/store", ("onDiskBeforeLoad", "timer")) for v in VARIANTS]
+CASES += [(f"{v}/expected", CRASH / v, "expected/store", ("onDiskAfterShutdown", "timer")) for v in VARIANTS]
+
+
+def _truth_part(case_dir: pathlib.Path, keys: tuple[str, ...]) -> dict:
+    part = load_truth(case_dir / "truth.json")
+    for key in keys:
+        part = part[key]
+    return part
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """Every case's store expanded once (sparse wheel), by case name."""
+    root = tmp_path_factory.mktemp("timer-stores")
+    return {name: expand_store(case_dir / sub, root / name.replace("/", "-"))
+            for name, case_dir, sub, _ in CASES}
+
+
+def _truth_end(end: str) -> tuple[str, int | None]:
+    """The truth's chain end ("minusOne", "loop", "badUnitAt4772", ...) as (end, position)."""
+    for prefix, name in (("badUnitAt", "badUnit"), ("beyondReadPositionAt", "beyondReadPosition")):
+        if end.startswith(prefix):
+            return name, int(end[len(prefix):])
+    return end, None
+
+
+def test_constants_are_the_engines():
+    assert wheel_length(SLOTS_TOTAL) == 38_707_200 and SLOT_SIZE == 32
+    assert BLANK_MAGIC_CODE == -875286124 and (MAGIC_DEFAULT, MAGIC_ROLL, MAGIC_DELETE) == (1, 2, 4)
+    assert is_magic_ok(7) and not is_magic_ok(BLANK_MAGIC_CODE) and not is_magic_ok(16)
+    assert slot_index(-1500, 1000, 10) == -1  # Java's % keeps the sign
+
+
+@pytest.mark.parametrize("name,case_dir,sub,keys", CASES, ids=[c[0] for c in CASES])
+def test_timer_files_equal_truth(stores, name, case_dir, sub, keys):
+    truth = _truth_part(case_dir, keys)
+    timer = find_timer_store(stores[name])
+    assert (timer.wheel is not None, timer.timercheck is not None, timer.timermetrics is not None) == (
+        truth["timerwheelExists"], truth["timercheckExists"], truth["timermetricsExists"])
+
+    # the wheel: every used slot
+    wheel = read_wheel(timer.wheel)
+    assert wheel.file_size == truth["wheelFileSize"] == wheel.expected_size
+    assert wheel.slot_count == 2 * SLOTS_TOTAL
+    slots = wheel.slots
+    assert [dict(index=s.index, timeMs=s.time_ms, storedTimeValue=s.time_value, firstPos=s.first_pos,
+                 lastPos=s.last_pos, num=s.num, magic=s.magic, indexMatchesTime=s.index_matches_time)
+            for s in slots] == truth["wheelSlots"]
+    assert [slots[0].index, slots[-1].index] == truth["wheelUsedIndexRange"]
+
+    # the timer log: files, units, blanks
+    log = scan_timer_log(timer.timer_log_dir)
+    assert [dict(file=f.name, fileFromOffset=f.base_offset, fileSize=log.file_size, scanEnd=f.end,
+                 scanEndReason=f.end_reason, nonZeroBytesAfterScanEnd=f.non_zero_after_end) for f in log.files] == [
+        {k: f[k] for k in ("file", "fileFromOffset", "fileSize", "scanEnd", "scanEndReason",
+                           "nonZeroBytesAfterScanEnd")} for f in truth["timerLogFiles"]]
+    fields = ("position", "size", "prevPos", "magic", "magicFlags", "isMagicOK", "currWriteTime", "delayedTime",
+              "delayedTimeAbsolute", "offsetPy", "sizePy", "hashCodeOfRealTopic", "reserved", "slotIndex")
+    assert [dict(zip(fields, (u.position, u.size, u.prev_pos, u.magic, u.magic_flags, u.is_magic_ok,
+                              u.curr_write_time, u.delayed_time, u.deliver_time_ms, u.offset_py, u.size_py,
+                              u.hash_code_of_real_topic, u.reserved, u.slot_index()))) for u in log.units] == [
+        {k: u[k] for k in fields} for u in truth["timerLogUnits"]]
+    assert [dict(position=b.position, size=b.size, prevPos=b.prev_pos, magic=b.magic) for b in log.blanks] == \
+        truth["timerLogBlanks"]
+
+    # the chains, as dequeue walks them from each used slot's lastPos
+    by_index = {s.index: s for s in slots}
+    for chain_truth in truth["chains"]:
+        slot = by_index[chain_truth["index"]]
+        assert slot.time_ms == chain_truth["timeMs"]
+        chain = walk_chain(log, slot.last_pos, slot_index=slot.index)
+        end, at = _truth_end(chain_truth["end"])
+        assert (list(chain.positions), chain.end, chain.loops_back_to, chain.units_of_other_slots) == (
+            chain_truth["chain"], end, chain_truth["loopsBackTo"], chain_truth["unitsOfOtherSlots"]), slot.index
+        if at is not None:
+            assert chain.end_position == at
+    assert len(truth["chains"]) == len(slots)
+
+    # timercheck
+    if truth["timercheck"] is None:
+        assert timer.timercheck is None
+    else:
+        check = read_timercheck(timer.timercheck)
+        assert check.file_size == truth["timercheckFileSize"]
+        assert dict(lastReadTimeMs=check.last_read_time_ms, lastTimerLogFlushPos=check.last_timer_log_flush_pos,
+                    lastTimerQueueOffset=check.last_timer_queue_offset,
+                    masterTimerQueueOffset=check.master_timer_queue_offset,
+                    dataVersionStateVersion=check.data_version_state_version,
+                    dataVersionTimestamp=check.data_version_timestamp,
+                    dataVersionCounter=check.data_version_counter) == truth["timercheck"]
+
+    # timermetrics, as TimerMetrics.load reads it
+    loaded = read_timermetrics(timer.config_dir)
+    assert (loaded.metrics is not None) == truth["timermetricsLoad"]
+    m = loaded.metrics
+    assert dict(timingCount={t.topic: dict(count=t.count, timeStamp=t.time_stamp) for t in m.timing_count},
+                dataVersionStateVersion=m.data_version_state_version, dataVersionTimestamp=m.data_version_timestamp,
+                dataVersionCounter=m.data_version_counter) == truth["timermetrics"]
+    assert timer.timermetrics.read_text() == truth["timermetricsText"]
+    assert timer.timermetrics_bak.read_text() == truth["timermetricsBakText"]
+
+
+def test_after_recover_chains_end_beyond_the_read_position(stores):
+    """b: recover cut the log at the first zeroed unit; the slots still pointing past it end there."""
+    truth = load_truth(CRASH / "b-timerlog-tail-zeroed" / "truth.json")
+    timer = find_timer_store(stores["b-timerlog-tail-zeroed/input"])
+    log = scan_timer_log(timer.timer_log_dir)
+    wheel = read_wheel(timer.wheel)
+    cut = log.readable_end
+    assert (cut, log.end_reason) == (truth["onDiskBeforeLoad"]["timer"]["timerLogFiles"][-1]["scanEnd"], "zeroUnit")
+    by_index = {s.index: s for s in wheel.slots}
+    for chain_truth in truth["timerAfterLoad"]["chains"]:
+        end, at = _truth_end(chain_truth["end"])
+        if end != "beyondReadPosition":
+            continue
+        chain = walk_chain(log, by_index[chain_truth["index"]].last_pos, read_end=cut)
+        assert (list(chain.positions), chain.end, chain.end_position) == (chain_truth["chain"], end, at)
+
+
+def test_bak_stands_in_for_a_missing_timermetrics(stores, tmp_path):
+    import shutil
+    config = tmp_path / "config"
+    shutil.copytree(stores["timer"] / "config", config)
+    (config / "timermetrics").unlink()
+    loaded = read_timermetrics(config)
+    assert loaded.config.source == "bak" and loaded.metrics is not None
+    (config / "timermetrics.bak").unlink()
+    assert read_timermetrics(config).metrics is None

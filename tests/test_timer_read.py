@@ -241,3 +241,47 @@ def test_a_unit_that_is_no_unit_ends_the_log_there(tmp_path):
     assert code == 3
     corrupt = [r for r in rows if r["record"] == "corrupt"]
     assert [(r["timer_log_offset"], r["file_position"]) for r in corrupt] == [(at, at - 2048)]
+
+
+# --- info -----------------------------------------------------------------------------------
+
+def _info(store) -> dict:
+    import json
+
+    from typer.testing import CliRunner
+
+    from rmqtool.cli.app import app
+    r = CliRunner().invoke(app, ["info", str(store), "--format", "json"])
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_info_shows_the_timer_state_the_engine_loads(stores):
+    """Pending messages from the read time on are the engine's dequeueBehindMessages after a
+    load of the same files; the enqueue lag its enqueueBehindMessages."""
+    truth = load_truth(TIMER / "truth.json")
+    doc = _info(stores["timer"])
+    timer, after_load = doc["timer"], truth["reload"]["timerAfterLoad"]
+    assert timer["read_timestamp"] == truth["timer"]["timercheck"]["lastReadTimeMs"] == after_load["currReadTimeMs"]
+    assert timer["pending_messages"] == after_load["dequeueBehindMessages_allCongestNum"]
+    assert timer["enqueue_behind_messages"] == after_load["enqueueBehindMessages"]
+    assert timer["timer_queue_max_offset"] == after_load["timerTopicCqMaxOffset"]
+    assert timer["timer_log_readable_end"] == after_load["timerLogMaxOffset"]
+    assert (timer["timer_log_units"], timer["wheel_used_slots"]) == (len(truth["timer"]["timerLogUnits"]),
+                                                                     len(truth["timer"]["wheelSlots"]))
+    assert sum(s["num"] for s in timer["pending_by_fire_time"]) == timer["pending_messages"]
+    assert max(s["num"] for s in timer["pending_by_fire_time"]) == timer["congestion"][0]["num"]
+    assert {t["topic"]: t["count"] for t in timer["timer_metrics"]} == {
+        k: v["count"] for k, v in truth["timer"]["timermetrics"]["timingCount"].items()}
+    assert [s["name"] for s in doc["side_stores"]] == ["timerwheel", "timerlog", "config/timercheck",
+                                                       "config/timermetrics", "compaction"]
+    assert [s["read_by"] is not None for s in doc["side_stores"]] == [True] * 4 + [False]
+    for variant in ("a-as-is", "b-timerlog-tail-zeroed", "d-wheel-slot-zeroed-outside-rescan",
+                    "e-commitlog-truncated"):
+        state = load_truth(CRASH / variant / "truth.json")["timerAfterLoad"]["state"]
+        timer = _info(stores[f"{variant}/input"])["timer"]
+        assert timer["read_timestamp"] == state["currReadTimeMs"]
+        assert timer["pending_messages"] == state["dequeueBehindMessages_allCongestNum"], variant
+    assert _info(stores["c-timercheck-deleted/input"])["timer"]["pending_messages"] is None
+    plain = _info(V5 / "v2-and-crc" / "store")
+    assert (plain["timer"], plain["side_stores"]) == (None, [])

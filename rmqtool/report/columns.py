@@ -92,6 +92,14 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         num("real_topic_hash", None, 11), num("delay_ms", None), num("unit_size", None), num("reserved", None),
         text("reason", 10, 60, 12), fixed("non_zero_after", None), text("file", None, 100),
         num("file_position", None), fixed("write_time", None, TIME), fixed("deliver_time", None, TIME)),
+    "timer_file": (text("name", 1, 24), fixed("present", 2)),
+    "timer_pending_slot": (
+        num("slot_index", 1, 8), fixed("slot_timestamp", 2, TIME), num("num", 3, 5), num("last_timer_log_offset", 4),
+        fixed("slot_time", None, TIME)),
+    "timer_topic_count": (text("topic", 1, 40, 10), num("count", 2), fixed("metric_timestamp", 3, TIME),
+                          fixed("metric_time", None, TIME)),
+    "side_store": (text("name", 1, 20, 10), text("read_by", 2, 28, 12), text("description", 3, 70, 20),
+                   text("path", None, 100)),
     "timer_metric": (
         text("topic", 1, 40, 10), num("count", 2), fixed("metric_timestamp", 3, TIME), fixed("source", 4, 6),
         num("data_version_counter", 5), fixed("data_version_timestamp", None, TIME),

@@ -285,3 +285,64 @@ def test_info_shows_the_timer_state_the_engine_loads(stores):
     assert _info(stores["c-timercheck-deleted/input"])["timer"]["pending_messages"] is None
     plain = _info(V5 / "v2-and-crc" / "store")
     assert (plain["timer"], plain["side_stores"]) == (None, [])
+
+
+# --- damage never crashes the read side ------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def fuzz_store(tmp_path_factory):
+    return expand_store(TIMER / "store", tmp_path_factory.mktemp("timer-fuzz") / "store")
+
+
+def _read_everything(store: pathlib.Path) -> None:
+    """Every timer reader and dump kind, every chain; only RmqError (one clean line) may stop one."""
+    from rmqtool.errors import RmqError
+    from rmqtool.inspect.timer import dumps, state
+    for run in (lambda: list(dumps.wheel_rows(store, dumps.TimerDump())),
+                lambda: list(dumps.timer_log_rows(store, dumps.TimerDump(), show_blank=True)),
+                lambda: dumps.timercheck_row(store),
+                lambda: list(dumps.timermetrics_rows(store, dumps.TimerDump(), [])),
+                lambda: state.timer_info(store, 88)):
+        try:
+            run()
+        except RmqError:
+            pass
+    try:
+        log, wheel = scan_timer_log(store / "timerlog"), read_wheel(store / "timerwheel")
+    except RmqError:
+        return
+    for slot in wheel.slots:
+        chain = walk_chain(log, slot.last_pos, slot_index=slot.index)
+        assert len(chain.positions) <= len(log.columns) + 1
+
+
+def test_damaged_timer_files_never_crash_a_reader(fuzz_store):
+    from hypothesis import given, settings, strategies as st
+
+    from helpers import examples
+    files = ["timerwheel", "timerlog/00000000000000000000", "timerlog/00000000000000002048",
+             "timerlog/00000000000000004096", "config/timercheck", "config/timermetrics"]
+
+    @settings(max_examples=examples(12), deadline=None)
+    @given(name=st.sampled_from(files), where=st.integers(0, 4095), data=st.binary(min_size=1, max_size=64),
+           cut=st.booleans())
+    def case(name, where, data, cut):
+        path = fuzz_store / name
+        original = path.read_bytes() if name != "timerwheel" else None
+        with open(path, "r+b") as f:
+            f.seek(where)
+            saved = f.read(len(data))
+            f.seek(where)
+            f.write(data)
+            if cut and original is not None:
+                f.truncate(where)
+        try:
+            _read_everything(fuzz_store)
+        finally:
+            if original is not None:
+                path.write_bytes(original)
+            else:
+                with open(path, "r+b") as f:
+                    f.seek(where)
+                    f.write(saved.ljust(len(data), b"\0"))
+    case()

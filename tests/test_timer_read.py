@@ -346,3 +346,37 @@ def test_damaged_timer_files_never_crash_a_reader(fuzz_store):
                     f.seek(where)
                     f.write(saved.ljust(len(data), b"\0"))
     case()
+
+
+# --- query --timer ----------------------------------------------------------------------------
+
+STATE_OF_OUTCOME = {"delivered": "delivered", "notDelivered": "pending", "recalledNotDelivered": "recalled",
+                    "storedAsNormalMessage": "storedAsNormal"}
+
+
+def test_query_timer_says_what_became_of_each_timer_message(stores):
+    """One label of each outcome and scenario group (delivered, pending, rolled, recalled, due at
+    enqueue, a deliver time in the past) against truth.outcomes: the state, the records, the
+    units and the deliveries."""
+    from rmqtool.inspect.lookup import Lookup, look_up
+    from rmqtool.inspect.timer.query import timer_states
+    store = stores["timer"]
+    outcomes = load_truth(TIMER / "truth.json")["outcomes"]
+    picked = {}
+    for label, o in outcomes.items():
+        if o.get("outcome") in STATE_OF_OUTCOME and label[:label.index("-")] != "p":
+            picked.setdefault((label[:label.index("-")], o["outcome"], bool(o["rolledRecords"])), label)
+    assert len(picked) >= 12 and {"delivered", "notDelivered", "recalledNotDelivered", "storedAsNormalMessage"} \
+        == {k[1] for k in picked} and any(k[2] for k in picked)
+    for label in picked.values():
+        o = outcomes[label]
+        (row,) = timer_states(store, look_up(store, Lookup("--key", key=label), None, lambda _: None))
+        assert (row["keys"], row["timer_state"]) == ([label], STATE_OF_OUTCOME[o["outcome"]]), label
+        assert row["timer_record_offsets"] == o["timerRecords"] + [r[0] for r in o["rolledRecords"]], label
+        assert row["roll_times"] == max([r[1] for r in o["rolledRecords"]], default=0), label
+        assert row["timer_log_offsets"] == o["timerLogUnits"], label
+        assert row["delivered_offsets"] == [d[0] for d in o["deliveredRecords"]], label
+        assert row["fire_timestamp"] == (int(o["timerOutMs"]) if o["timerOutMs"] else None) or \
+            o["outcome"] == "storedAsNormalMessage", label
+    code, rows, err = _jsonl("query", store, "--key", "p-00", "--timer")
+    assert (code, rows) == (1, []) and "is a timer message" in err

@@ -93,6 +93,7 @@ COMMANDS = {
     "recover": ("recover", CRASH),
     "redispatch": ("redispatch", STORE),
     "salvage": ("salvage", CRASH, "--to-store", "{tmp}/salvaged"),
+    "query timer": ("query", V5 / "timer" / "store", "--key", "r1-02", "--timer"),
     "info timer": ("info", V5 / "timer" / "store"),
     "dump timerwheel": ("dump", "timerwheel", V5 / "timer" / "store"),
     "dump timerlog": ("dump", "timerlog", V5 / "timer" / "store" / "timerlog" / "00000000000000000000", "--show-blank"),

@@ -15,8 +15,9 @@ from rmqtool.errors import FormatError
 from rmqtool.findings import CHECKPOINT_INVALID, CONFIG_TABLE_INVALID, Finding
 from rmqtool.inspect.hints import wrong_kind
 from rmqtool.inspect.side_stores import side_stores
-from rmqtool.inspect.timer.state import TIMER_TOPIC, timer_info
+from rmqtool.inspect.timer.state import timer_info
 from rmqtool.formats.config import consumer_offsets, delay_offsets
+from rmqtool.formats.timerlog import TIMER_TOPIC
 from rmqtool.store import detect
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import Blank, findings_of, scan_segment

@@ -100,6 +100,14 @@ VIEWS: dict[str, tuple[Column, ...]] = {
                           fixed("metric_time", None, TIME)),
     "side_store": (text("name", 1, 20, 10), text("read_by", 2, 28, 12), text("description", 3, 70, 20),
                    text("path", None, 100)),
+    "timer_message": (
+        text("keys", 1, 24, 8), fixed("timer_state", 2, 12), text("real_topic", 3, 30, 10), num("real_queue_id", None),
+        fixed("fire_timestamp", 4, TIME), fixed("delivered_timestamp", 5, TIME), num("roll_times", 7, 5),
+        text("timer_log_offsets", 6, 30, 10), text("uniq_key", 8, 32, 12), num("slot_index", None, 8),
+        text("timer_record_offsets", None, 40), text("timer_queue_offsets", None, 30),
+        text("delivered_offsets", None, 40), text("recall_offsets", None, 40), fixed("read_timestamp", None, TIME),
+        text("store_path", None, 40), fixed("fire_time", None, TIME), fixed("delivered_time", None, TIME),
+        fixed("read_time", None, TIME)),
     "timer_metric": (
         text("topic", 1, 40, 10), num("count", 2), fixed("metric_timestamp", 3, TIME), fixed("source", 4, 6),
         num("data_version_counter", 5), fixed("data_version_timestamp", None, TIME),

@@ -18,7 +18,6 @@ from rmqtool.store.timer.timerlog import scan_timer_log
 from rmqtool.store.timer.timermetrics import read_timermetrics
 from rmqtool.store.timer.wheel import read_wheel
 
-TIMER_TOPIC = "rmq_sys_wheel_timer"  # TimerMessageStore.TIMER_TOPIC, queue 0
 PENDING_SHOWN = 100  # fire times listed; the rest counted
 CONGESTION_SHOWN = 5
 

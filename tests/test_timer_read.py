@@ -380,3 +380,19 @@ def test_query_timer_says_what_became_of_each_timer_message(stores):
             o["outcome"] == "storedAsNormalMessage", label
     code, rows, err = _jsonl("query", store, "--key", "p-00", "--timer")
     assert (code, rows) == (1, []) and "is a timer message" in err
+
+
+def test_a_file_cut_short_before_the_last_is_damage(tmp_path):
+    """Units zeroed from the middle of the first file on (later files follow): the readable
+    log ends there, and dump says so (a file before the last always ends with a blank)."""
+    store = expand_store(TIMER / "store", tmp_path / "s")
+    with open(store / "timerlog" / "00000000000000000000", "r+b") as f:
+        f.seek(10 * 52)
+        f.write(bytes(2048 - 10 * 52))
+    log = scan_timer_log(store / "timerlog")
+    assert (log.readable_end, log.end_reason) == (520, "zeroUnit")
+    code, rows, _ = _jsonl("dump", "timerlog", store, "--show-blank")
+    assert code == 3
+    assert [(r["timer_log_offset"], r["reason"].split(":")[0]) for r in rows if r["record"] == "corrupt"] == [
+        (520, "zeroUnit")]
+    assert [r["timer_log_offset"] for r in rows if r["record"] == "blank"] == [4076]

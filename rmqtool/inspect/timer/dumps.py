@@ -19,7 +19,7 @@ from rmqtool.store.config import parse_config_bytes, read_config_bytes
 from rmqtool.store.paths import CONFIG_DIR
 from rmqtool.store.timer.files import TIMERLOG_DIR, find_timer_store
 from rmqtool.store.timer.timercheck import TimerCheck, read_timercheck
-from rmqtool.store.timer.timerlog import END_BAD_UNIT, END_PARTIAL_UNIT, TimerLog, scan_timer_log
+from rmqtool.store.timer.timerlog import END_BAD_UNIT, END_BLANK, END_PARTIAL_UNIT, TimerLog, scan_timer_log
 from rmqtool.store.timer.timermetrics import read_timermetrics
 from rmqtool.store.timer.wheel import read_wheel
 
@@ -106,10 +106,14 @@ def timer_log_rows(path, dump: TimerDump, precision_ms: int = DEFAULT_TIMER_PREC
             yield {"record": "blank", "timer_log_offset": blank.position, "prev_timer_log_offset": blank.prev_pos,
                    "magic": blank.magic, "unit_size": blank.size, "file": str(f.path),
                    "file_position": blank.position - f.base_offset}
-        if f.end_reason in DAMAGED_ENDS:
+        # a file before the last always ends with a blank (TimerLog.append writes one when a unit
+        # and a blank's header no longer fit): anything else there is where the log was cut short
+        early = f is not log.files[-1] and f.end_reason != END_BLANK
+        if f.end_reason in DAMAGED_ENDS or early:
             dump.damaged += 1
-            what = ("fewer than 52 bytes left and no blank" if f.end_reason == END_PARTIAL_UNIT
-                    else "size is not 52 or the magic is not a timer magic")
+            what = {END_PARTIAL_UNIT: "fewer than 52 bytes left and no blank",
+                    END_BAD_UNIT: "size is not 52 or the magic is not a timer magic"}.get(
+                f.end_reason, "the units stop and no blank ends the file, though later files follow")
             yield {"record": "corrupt", "timer_log_offset": f.end, "reason": f"{f.end_reason}: {what}; the "
                    f"broker's recover cuts the timer log here", "non_zero_after": f.non_zero_after_end,
                    "file": str(f.path), "file_position": f.end - f.base_offset}

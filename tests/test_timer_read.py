@@ -15,7 +15,7 @@ from conftest import V5, load_truth
 from helpers import expand_store
 from rmqtool.formats.timerlog import BLANK_MAGIC_CODE, MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL, is_magic_ok
 from rmqtool.formats.timerwheel import SLOT_SIZE, SLOTS_TOTAL, slot_index, wheel_length
-from rmqtool.store.timer.chain import walk_chain
+from rmqtool.store.timer.chain import walk_chain, walk_chains
 from rmqtool.store.timer.files import find_timer_store
 from rmqtool.store.timer.timercheck import read_timercheck
 from rmqtool.store.timer.timerlog import scan_timer_log
@@ -105,6 +105,8 @@ def test_timer_files_equal_truth(stores, name, case_dir, sub, keys):
         if at is not None:
             assert chain.end_position == at
     assert len(truth["chains"]) == len(slots)
+    assert walk_chains(log, [s.last_pos for s in slots], slot_indexes=[s.index for s in slots]) == [
+        walk_chain(log, s.last_pos, slot_index=s.index) for s in slots]
 
     # timercheck
     if truth["timercheck"] is None:
@@ -396,3 +398,41 @@ def test_a_file_cut_short_before_the_last_is_damage(tmp_path):
     assert [(r["timer_log_offset"], r["reason"].split(":")[0]) for r in rows if r["record"] == "corrupt"] == [
         (520, "zeroUnit")]
     assert [r["timer_log_offset"] for r in rows if r["record"] == "blank"] == [4076]
+
+
+def test_all_chains_at_once_equal_one_at_a_time(tmp_path):
+    """walk_chains on a generated log (5,000 units in 400 slots, two files, a self-loop, a
+    loop of two, a prevPos between units, one past the log end, one to -2) equals walk_chain
+    chain by chain, with and without a read end and slot indexes."""
+    import numpy as np
+
+    from rmqtool.formats.timerlog import BLANK_MAGIC_CODE, MIN_BLANK_LEN
+    from rmqtool.store.timer.timerlog import UNIT_DTYPE
+    rng = np.random.default_rng(22)
+    n, per_file, file_size = 5000, 3000, 3000 * 52 + 20
+    slot = rng.integers(0, 400, n)
+    position = np.arange(n) // per_file * file_size + np.arange(n) % per_file * 52
+    prev, last = np.full(n, -1, np.int64), {}
+    for i in range(n):
+        prev[i], last[int(slot[i])] = last.get(int(slot[i]), -1), int(position[i])
+    prev[[10, 20, 30, 40]] = [int(position[10]), int(position[25]) + 7, 10**9, -2]  # self-loop, between, past, -2
+    prev[25] = int(position[30])  # 30 -> ... (a forward step from 25)
+    units = np.zeros(n, UNIT_DTYPE)
+    units["size"], units["prev_pos"], units["magic"] = 52, prev, 1
+    units["curr_write_time"], units["delayed_time"] = 1796256014000, slot * 1000
+    (tmp_path / "timerlog").mkdir()
+    for start in range(0, n, per_file):
+        with open(tmp_path / "timerlog" / f"{start // per_file * file_size:020d}", "wb") as f:
+            f.write(units[start:start + per_file].tobytes())
+            blank = np.array([(file_size - f.tell(), 0, BLANK_MAGIC_CODE)], [("s", ">i4"), ("p", ">i8"), ("m", ">i4")])
+            f.write(blank.tobytes() if f.tell() + MIN_BLANK_LEN <= file_size else b"")
+            f.truncate(file_size)
+    log = scan_timer_log(tmp_path / "timerlog")
+    assert len(log.columns) == n
+    heads = sorted(last.values()) + [int(position[30]), 7, -1, 10**9]
+    wanted = [int(h) % 400 for h in heads]
+    for read_end in (None, int(position[n // 2])):
+        one = [walk_chain(log, h, slot_index=w, read_end=read_end) for h, w in zip(heads, wanted)]
+        assert walk_chains(log, heads, slot_indexes=wanted, read_end=read_end) == one
+        assert {c.end for c in one} >= ({"minusOne", "loop", "badUnit", "pastLogEnd", "noFile"} if read_end is None
+                                        else {"minusOne", "beyondReadPosition"})

@@ -186,6 +186,13 @@ def test_dump_commands_show_the_truth(stores):
     assert [pathlib.Path(r["file"]).name for r in units] == [
         f"{u['position'] - u['position'] % 2048:020d}" for u in truth["timerLogUnits"]]
 
+    code, pointed, _ = _jsonl("dump", "timerlog", store, "--records")
+    assert code == 0 and [(r["record_topic"], r["real_topic"], r["uniq_key"], r["keys"], r["record_error"])
+                          for r in pointed] == [
+        (u["commitLogRecord"]["topic"], u["commitLogRecord"]["realTopic"], u["commitLogRecord"]["uniqKey"],
+         [] if u["commitLogRecord"]["label"].startswith("recall:") else [u["commitLogRecord"]["label"]], None)
+        for u in truth["timerLogUnits"]]  # a recall's record has no KEYS (truth labels it by what it recalls)
+
     code, blanks, _ = _jsonl("dump", "timerlog", store / "timerlog" / "00000000000000002048", "--show-blank")
     assert code == 0 and blanks[-1]["record"] == "blank"
     assert (blanks[-1]["timer_log_offset"], blanks[-1]["unit_size"]) == (truth["timerLogBlanks"][1]["position"],
@@ -436,3 +443,15 @@ def test_all_chains_at_once_equal_one_at_a_time(tmp_path):
         assert walk_chains(log, heads, slot_indexes=wanted, read_end=read_end) == one
         assert {c.end for c in one} >= ({"minusOne", "loop", "badUnit", "pastLogEnd", "noFile"} if read_end is None
                                         else {"minusOne", "beyondReadPosition"})
+
+
+def test_units_pointing_past_a_truncated_commit_log(stores):
+    """e: the commit log zeroed from the first s4 record on; --records says no record is there
+    for exactly the units pointing at or past the cut, and names the rest."""
+    variant = CRASH / "e-commitlog-truncated"
+    cut = load_truth(variant / "truth.json")["mutation"]["cutAtCommitLogOffset"]
+    code, rows, _ = _jsonl("dump", "timerlog", stores["e-commitlog-truncated/input"] / "timerlog", "--records")
+    assert code == 0 and rows
+    assert [r["commit_log_offset"] for r in rows if r["record_error"]] == [
+        r["commit_log_offset"] for r in rows if r["commit_log_offset"] >= cut]
+    assert all(r["record_topic"] == "rmq_sys_wheel_timer" for r in rows if r["commit_log_offset"] < cut)

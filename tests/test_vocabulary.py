@@ -97,6 +97,8 @@ COMMANDS = {
     "info timer": ("info", V5 / "timer" / "store"),
     "dump timerwheel": ("dump", "timerwheel", V5 / "timer" / "store"),
     "dump timerlog": ("dump", "timerlog", V5 / "timer" / "store" / "timerlog" / "00000000000000000000", "--show-blank"),
+    "dump timerlog --records": ("dump", "timerlog", V5 / "timer" / "store" / "timerlog" / "00000000000000000000",
+                                "--records"),
     "dump timercheck": ("dump", "timercheck", V5 / "timer" / "store"),
     "dump timermetrics": ("dump", "timermetrics", V5 / "timer" / "store"),
     "query several stores": ("query", STORE, V5 / "v2-and-crc" / "store", "--key", "order-0"),

@@ -91,7 +91,9 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         fixed("write_timestamp", 9, TIME), fixed("deliver_timestamp", 2, TIME), num("slot_index", 4, 8),
         num("real_topic_hash", None, 11), num("delay_ms", None), num("unit_size", None), num("reserved", None),
         text("reason", 10, 60, 12), fixed("non_zero_after", None), text("file", None, 100),
-        num("file_position", None), fixed("write_time", None, TIME), fixed("deliver_time", None, TIME)),
+        num("file_position", None), fixed("write_time", None, TIME), fixed("deliver_time", None, TIME),
+        text("real_topic", 4, 30, 10), text("keys", 5, 24, 8), text("record_topic", None, 30),
+        text("uniq_key", None, 32), text("record_error", None, 60)),
     "timer_file": (text("name", 1, 24), fixed("present", 2)),
     "timer_pending_slot": (
         num("slot_index", 1, 8), fixed("slot_timestamp", 2, TIME), num("num", 3, 5), num("last_timer_log_offset", 4),

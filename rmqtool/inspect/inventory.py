@@ -15,7 +15,10 @@ from rmqtool.errors import FormatError
 from rmqtool.findings import CHECKPOINT_INVALID, CONFIG_TABLE_INVALID, Finding
 from rmqtool.inspect.compaction_dumps import compaction_info
 from rmqtool.inspect.hints import wrong_kind
+from rmqtool.inspect.side_stores import side_stores
+from rmqtool.inspect.timer.state import timer_info
 from rmqtool.formats.config import consumer_offsets, delay_offsets
+from rmqtool.formats.timerlog import TIMER_TOPIC
 from rmqtool.store import detect
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import Blank, findings_of, scan_segment
@@ -227,6 +230,8 @@ def store_info(store: str | os.PathLike | StoreView) -> tuple[dict, list[Finding
     config, f = config_info(root)
     findings += f
     compaction, f = compaction_info(root)  # None: no compaction/ (5.x COMPACTION topics' side store)
+    timer, f = timer_info(root, next((q["max_queue_offset"] for q in queues
+                                      if (q["topic"], q["queue_id"]) == (TIMER_TOPIC, 0)), None))
     findings += f
     markers = view.markers
     findings += list(markers.findings)
@@ -251,5 +256,7 @@ def store_info(store: str | os.PathLike | StoreView) -> tuple[dict, list[Finding
         "checkpoint": checkpoint,
         "config": config,
         **({} if compaction is None else {"compaction_queues": compaction}),
+        "timer": timer,
+        "side_stores": side_stores(root),
         "findings": [x.to_json() for x in findings],
     }, findings

@@ -102,6 +102,41 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         num("master_flushed_offset", None), num("confirm_phy_offset", None), fixed("has_5x_fields", None),
         text("file", None, 100)),
     "config": (text("file", 1, 24), fixed("source", 2, 6), text("document", 3, 200, 20), text("path", None, 100)),
+    # the 5.x timer store (inspect/timer/dumps.py)
+    "timer_slot": (
+        num("slot_index", 1, 8), fixed("slot_timestamp", 2, TIME), num("first_timer_log_offset", 4),
+        num("last_timer_log_offset", 3), num("num", 5, 5), fixed("index_matches_time", 6), num("magic", None),
+        num("time_value", None), text("file", None, 100), num("file_position", None), fixed("slot_time", None, TIME)),
+    "timer_unit": (
+        fixed("record", 7, 7), num("timer_log_offset", 1), num("prev_timer_log_offset", 5), num("magic", None, 5),
+        text("magic_flags", 6, 40, 13), num("commit_log_offset", 3), num("store_size", 8, 5), num("size", None, 5),
+        fixed("write_timestamp", 9, TIME), fixed("deliver_timestamp", 2, TIME), num("slot_index", 4, 8),
+        num("real_topic_hash", None, 11), num("delay_ms", None), num("unit_size", None), num("reserved", None),
+        text("reason", 10, 60, 12), fixed("non_zero_after", None), text("file", None, 100),
+        num("file_position", None), fixed("write_time", None, TIME), fixed("deliver_time", None, TIME),
+        text("real_topic", 4, 30, 10), text("keys", 5, 24, 8), text("record_topic", None, 30),
+        text("uniq_key", None, 32), text("record_error", None, 60)),
+    "timer_file": (text("name", 1, 24), fixed("present", 2)),
+    "timer_pending_slot": (
+        num("slot_index", 1, 8), fixed("slot_timestamp", 2, TIME), num("num", 3, 5), num("last_timer_log_offset", 4),
+        fixed("slot_time", None, TIME)),
+    "timer_topic_count": (text("topic", 1, 40, 10), num("count", 2), fixed("metric_timestamp", 3, TIME),
+                          fixed("metric_time", None, TIME)),
+    "side_store": (text("name", 1, 20, 10), text("read_by", 2, 28, 12), text("description", 3, 70, 20),
+                   text("path", None, 100)),
+    "timer_message": (
+        text("keys", 1, 24, 8), fixed("timer_state", 2, 12), text("real_topic", 3, 30, 10), num("real_queue_id", None),
+        fixed("fire_timestamp", 4, TIME), fixed("delivered_timestamp", 5, TIME), num("roll_times", 7, 5),
+        text("timer_log_offsets", 6, 30, 10), text("uniq_key", 8, 32, 12), num("slot_index", None, 8),
+        text("timer_record_offsets", None, 40), text("timer_queue_offsets", None, 30),
+        text("delivered_offsets", None, 40), text("recall_offsets", None, 40), fixed("read_timestamp", None, TIME),
+        text("store_path", None, 40), fixed("fire_time", None, TIME), fixed("delivered_time", None, TIME),
+        fixed("read_time", None, TIME)),
+    "timer_metric": (
+        text("topic", 1, 40, 10), num("count", 2), fixed("metric_timestamp", 3, TIME), fixed("source", 4, 6),
+        num("data_version_counter", 5), fixed("data_version_timestamp", None, TIME),
+        num("data_version_state_version", None), text("file", None, 100), fixed("metric_time", None, TIME),
+        fixed("data_version_time", None, TIME)),
     # QMQ's store (report/qmq/records.py)
     "qmq_message": (
         num("message_log_offset", 1), text("subject", 2, 40, 10), num("sequence", 3), num("store_size", 6, 5),

@@ -1,0 +1,273 @@
+"""The timer log read: every file's units and its blank, and where each file's units end.
+
+Each file is read as ``TimerMessageStore.recoverAndRevise`` (checkTimerLog) walks it: a
+unit every 52 bytes from the file's start; a blank (magic BLANK_MAGIC_CODE) ends the file
+and the log goes on in the next one; a unit whose size is not 52 or whose magic is not
+``isMagicOK`` (a zeroed tail reads as size 0) ends the readable log there. Files are
+decoded whole with numpy, so a million units read in well under a second.
+"""
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import os
+import pathlib
+
+import numpy as np
+
+from rmqtool.errors import StoreAccessError
+from rmqtool.formats.timerlog import (BLANK_MAGIC_CODE, MIN_BLANK_LEN, UNIT_SIZE, UNIT_STRUCT, TimerLogBlank,
+                                      is_magic_ok, magic_flags)
+from rmqtool.formats.timerwheel import DEFAULT_TIMER_PRECISION_MS, SLOTS_TOTAL, slot_index
+from rmqtool.store.segments import SegmentQueue, discover
+
+UNIT_DTYPE = np.dtype([("size", ">i4"), ("prev_pos", ">i8"), ("magic", ">i4"), ("curr_write_time", ">i8"),
+                       ("delayed_time", ">i4"), ("offset_py", ">i8"), ("size_py", ">i4"),
+                       ("hash_code_of_real_topic", ">i4"), ("reserved", ">i8")])
+assert UNIT_DTYPE.itemsize == UNIT_SIZE
+# the columns of every readable unit: its position in the log, then the unit's fields
+COLUMNS_DTYPE = np.dtype([("position", "<i8")] + [(n, UNIT_DTYPE[n].newbyteorder("<")) for n in UNIT_DTYPE.names])
+
+# why a file's units end (TimerLogFile.end_reason)
+END_BLANK = "blank"  # a blank: the log goes on in the next file
+END_ZERO_UNIT = "zeroUnit"  # 52 zero bytes: nothing written from here (or zeroed)
+END_BAD_UNIT = "badUnit"  # size != 52 or a bad magic: recover cuts the log here
+END_PARTIAL_UNIT = "partialUnit"  # fewer than 52 bytes left and no blank
+END_FILE_END = "fileEnd"  # units to the file's last byte
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TimerLogUnit:
+    position: int  # in the whole log (the file's start offset + the offset in the file)
+    size: int
+    prev_pos: int
+    magic: int
+    curr_write_time: int
+    delayed_time: int  # relative to curr_write_time
+    offset_py: int
+    size_py: int
+    hash_code_of_real_topic: int
+    reserved: int
+
+    @property
+    def deliver_time_ms(self) -> int:
+        """currWriteTime + delayedTime: the slot time the unit was put in."""
+        return self.curr_write_time + self.delayed_time
+
+    @property
+    def magic_flags(self) -> list[str]:
+        return magic_flags(self.magic)
+
+    @property
+    def is_magic_ok(self) -> bool:
+        return is_magic_ok(self.magic)
+
+    @property
+    def readable(self) -> bool:
+        """What recover accepts as a unit: size 52 and isMagicOK."""
+        return self.size == UNIT_SIZE and is_magic_ok(self.magic)
+
+    def slot_index(self, precision_ms: int = DEFAULT_TIMER_PRECISION_MS, slots: int = 2 * SLOTS_TOTAL) -> int:
+        return slot_index(self.deliver_time_ms, precision_ms, slots)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TimerLogBlankUnit:
+    position: int
+    size: int  # the bytes it fills: to the file's end
+    prev_pos: int
+    magic: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TimerLogFile:
+    path: pathlib.Path
+    base_offset: int  # from its name
+    file_size: int  # on disk
+    first_unit: int  # index of its first unit in TimerLog.columns
+    unit_count: int
+    end: int  # log position where its units end (a blank's, a bad unit's position, or the file's end)
+    end_reason: str  # END_*
+    non_zero_after_end: bool  # bytes after the end (after the blank, for a blank) that are not zero
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+@dataclasses.dataclass(slots=True)
+class TimerLog:
+    directory: pathlib.Path
+    queue: SegmentQueue  # the files, their mapped file size and findings about names and sizes
+    files: list[TimerLogFile]
+    columns: np.ndarray  # COLUMNS_DTYPE: every readable unit of every file, by position
+    blanks: list[TimerLogBlankUnit]
+    _cache: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def file_size(self) -> int | None:
+        """mappedFileSizeTimerLog, from the files."""
+        return self.queue.mapped_file_size
+
+    @property
+    def units(self) -> list[TimerLogUnit]:
+        return [TimerLogUnit(*row) for row in self.columns.tolist()]
+
+    @property
+    def readable_end(self) -> int:
+        """Where the readable log ends, walked from the first file as recover walks from its
+        start file: the end of the first file not ending on a blank (0 with no file)."""
+        for f in self.files:
+            if f.end_reason != END_BLANK:
+                return f.end
+        return self.files[-1].base_offset + (self.file_size or self.files[-1].file_size) if self.files else 0
+
+    @property
+    def end_reason(self) -> str | None:
+        """Why the readable log ends there (END_*), None with no file."""
+        for f in self.files:
+            if f.end_reason != END_BLANK:
+                return f.end_reason
+        return self.files[-1].end_reason if self.files else None
+
+    @property
+    def log_end(self) -> int:
+        """One past the last byte any timer log file can hold (its start + the file size)."""
+        if not self.files:
+            return 0
+        last = self.files[-1]
+        return last.base_offset + max(last.file_size, self.file_size or 0)
+
+    def rows_of(self, positions: np.ndarray) -> np.ndarray:
+        """The row in ``columns`` of the readable unit at each log position; -1 where there is
+        none (-1 itself, a position between units, past a file's readable units, no file)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        rows = np.full(positions.shape, -1, dtype=np.int64)
+        if not self.files:
+            return rows
+        bases = np.array([f.base_offset for f in self.files], dtype=np.int64)
+        firsts = np.array([f.first_unit for f in self.files], dtype=np.int64)
+        counts = np.array([f.unit_count for f in self.files], dtype=np.int64)
+        which = np.searchsorted(bases, positions, side="right") - 1
+        inside = (positions >= 0) & (which >= 0)
+        which = np.where(inside, which, 0)
+        rel = positions - bases[which]
+        unit = rel // UNIT_SIZE
+        ok = inside & (rel % UNIT_SIZE == 0) & (unit < counts[which])
+        rows[ok] = firsts[which[ok]] + unit[ok]
+        return rows
+
+    def row_of(self, position: int) -> int:
+        """rows_of for one position, without numpy's per-call cost (a chain walk asks it once a chain)."""
+        if "bases" not in self._cache:
+            self._cache["bases"] = [f.base_offset for f in self.files]
+        bases = self._cache["bases"]
+        i = bisect.bisect_right(bases, position) - 1
+        if position < 0 or i < 0:
+            return -1
+        f = self.files[i]
+        rel = position - f.base_offset
+        return f.first_unit + rel // UNIT_SIZE if rel % UNIT_SIZE == 0 and rel // UNIT_SIZE < f.unit_count else -1
+
+    def links(self) -> tuple[list[int], list[int], list[int]]:
+        """(position, prev_pos, row of prev_pos or -1) of every readable unit, as lists: what a
+        chain walk follows without decoding a unit a step (computed once)."""
+        if "links" not in self._cache:
+            prev = self.columns["prev_pos"]
+            self._cache["links"] = (self.columns["position"].tolist(), prev.tolist(), self.rows_of(prev).tolist())
+        return self._cache["links"]
+
+    def slot_indexes(self, precision_ms: int = DEFAULT_TIMER_PRECISION_MS, slots: int = 2 * SLOTS_TOTAL) -> list[int]:
+        """Every readable unit's slot index (TimerWheel.getSlotIndex of its deliver time), as a list."""
+        key = ("slots", precision_ms, slots)
+        if key not in self._cache:
+            deliver = self.columns["curr_write_time"] + self.columns["delayed_time"].astype(np.int64)
+            steps = np.sign(deliver) * (np.abs(deliver) // precision_ms)  # Java's / rounds toward zero
+            self._cache[key] = (steps - np.sign(steps) * (np.abs(steps) // slots) * slots).tolist()
+        return self._cache[key]
+
+    def units_in(self, f: TimerLogFile) -> list[TimerLogUnit]:
+        """One file's readable units, in order."""
+        return [TimerLogUnit(*row) for row in self.columns[f.first_unit:f.first_unit + f.unit_count].tolist()]
+
+    def file_of(self, position: int) -> TimerLogFile | None:
+        """The file holding a log position (MappedFileQueue.findMappedFileByOffset)."""
+        seg = self.queue.find(position) if position >= 0 else None
+        if seg is None:
+            return None
+        return next(f for f in self.files if f.base_offset == seg.base_offset)
+
+    def unit_at(self, position: int) -> TimerLogUnit | None:
+        """The 52 bytes at a log position as a unit, wherever it is (dequeue reads a chain's
+        positions without checking them); None when no file holds 52 bytes there."""
+        f = self.file_of(position)
+        if f is None:
+            return None
+        rel = position - f.base_offset
+        if rel % UNIT_SIZE == 0 and rel // UNIT_SIZE < f.unit_count:
+            return TimerLogUnit(*self.columns[f.first_unit + rel // UNIT_SIZE].tolist())
+        if rel + UNIT_SIZE > f.file_size:
+            return None
+        data = _pread(f.path, UNIT_SIZE, rel)
+        if len(data) < UNIT_SIZE:
+            return None
+        return TimerLogUnit(position, *UNIT_STRUCT.unpack(data))
+
+
+def _pread(path: pathlib.Path, n: int, at: int) -> bytes:
+    try:
+        with open(path, "rb", buffering=0) as f:
+            return os.pread(f.fileno(), n, at)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read ({exc.strerror})", path, at) from None
+
+
+def _read_all(path: pathlib.Path) -> bytes:
+    try:
+        with open(path, "rb", buffering=0) as f:
+            return f.read()
+    except OSError as exc:
+        raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
+
+
+def _scan_file(seg, data: bytes, first_unit: int):
+    """(columns, blank or None, TimerLogFile) of one file's bytes."""
+    n = len(data) // UNIT_SIZE
+    raw = np.frombuffer(data, dtype=UNIT_DTYPE, count=n)
+    bad = (raw["size"] != UNIT_SIZE) | ((raw["magic"] | 0xF) != 0xF)
+    count = int(np.argmax(bad)) if bad.any() else n
+    at = count * UNIT_SIZE
+    blank = None
+    if at + MIN_BLANK_LEN <= len(data):
+        fields = TimerLogBlank.parse(data[at:at + MIN_BLANK_LEN])
+        if fields.magic == BLANK_MAGIC_CODE:
+            blank = TimerLogBlankUnit(seg.base_offset + at, fields.size, fields.prev_pos, fields.magic)
+    if blank is not None:
+        reason, after = END_BLANK, at + max(blank.size, MIN_BLANK_LEN)
+    elif at + UNIT_SIZE <= len(data):
+        reason, after = (END_ZERO_UNIT if not any(data[at:at + UNIT_SIZE]) else END_BAD_UNIT), at
+    else:
+        reason, after = (END_FILE_END if at == len(data) else END_PARTIAL_UNIT), at
+    non_zero_after = bool(np.frombuffer(data, np.uint8)[after:].any()) if after < len(data) else False
+    cols = np.empty(count, COLUMNS_DTYPE)
+    cols["position"] = seg.base_offset + np.arange(count, dtype=np.int64) * UNIT_SIZE
+    for name in UNIT_DTYPE.names:
+        cols[name] = raw[name][:count]
+    return cols, blank, TimerLogFile(seg.path, seg.base_offset, len(data), first_unit, count,
+                                     seg.base_offset + at, reason, non_zero_after)
+
+
+def scan_timer_log(directory) -> TimerLog:
+    """Every file of ``<store>/timerlog``: its readable units, its blank, where and why its
+    units end. A missing directory is an empty log."""
+    queue = discover(directory, required=False)
+    parts, blanks, files, first = [], [], [], 0
+    for seg in queue.segments:
+        cols, blank, f = _scan_file(seg, _read_all(seg.path), first)
+        parts.append(cols)
+        files.append(f)
+        first += f.unit_count
+        if blank is not None:
+            blanks.append(blank)
+    columns = np.concatenate(parts) if parts else np.empty(0, COLUMNS_DTYPE)
+    return TimerLog(pathlib.Path(directory), queue, files, columns, blanks)

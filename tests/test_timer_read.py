@@ -178,9 +178,9 @@ def test_dump_commands_show_the_truth(stores):
     code, units, _ = _jsonl("dump", "timerlog", store)
     assert code == 0
     assert [(r["record"], r["timer_log_offset"], r["prev_timer_log_offset"], r["magic"], r["magic_flags"],
-             r["commit_log_offset"], r["store_size"], r["size"], r["write_timestamp"], r["deliver_timestamp"],
+             r["commit_log_offset"], r["size"], r["write_timestamp"], r["deliver_timestamp"],
              r["real_topic_hash"], r["slot_index"], r["file_position"]) for r in units] == [
-        ("unit", u["position"], u["prevPos"], u["magic"], u["magicFlags"], u["offsetPy"], u["sizePy"], u["sizePy"],
+        ("unit", u["position"], u["prevPos"], u["magic"], u["magicFlags"], u["offsetPy"], u["sizePy"],
          u["currWriteTime"], u["delayedTimeAbsolute"], u["hashCodeOfRealTopic"], u["slotIndex"],
          u["position"] % 2048) for u in truth["timerLogUnits"]]
     assert [pathlib.Path(r["file"]).name for r in units] == [

@@ -109,7 +109,7 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         num("time_value", None), text("file", None, 100), num("file_position", None), fixed("slot_time", None, TIME)),
     "timer_unit": (
         fixed("record", 7, 7), num("timer_log_offset", 1), num("prev_timer_log_offset", 5), num("magic", None, 5),
-        text("magic_flags", 6, 40, 13), num("commit_log_offset", 3), num("store_size", 8, 5), num("size", None, 5),
+        text("magic_flags", 6, 40, 13), num("commit_log_offset", 3), num("size", 8, 5),
         fixed("write_timestamp", 9, TIME), fixed("deliver_timestamp", 2, TIME), num("slot_index", 4, 8),
         num("real_topic_hash", None, 11), num("delay_ms", None), num("unit_size", None), num("reserved", None),
         text("reason", 10, 60, 12), fixed("non_zero_after", None), text("file", None, 100),

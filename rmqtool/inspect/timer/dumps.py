@@ -83,7 +83,7 @@ def unit_row(log: TimerLog, unit, precision_ms: int) -> dict:
     f = log.file_of(unit.position)
     return {"record": "unit", "timer_log_offset": unit.position, "prev_timer_log_offset": unit.prev_pos,
             "magic": unit.magic, "magic_flags": unit.magic_flags, "commit_log_offset": unit.offset_py,
-            "store_size": unit.size_py, "size": unit.size_py, "write_timestamp": unit.curr_write_time,
+            "size": unit.size_py, "write_timestamp": unit.curr_write_time,
             "deliver_timestamp": unit.deliver_time_ms, "delay_ms": unit.delayed_time,
             "real_topic_hash": unit.hash_code_of_real_topic, "slot_index": unit.slot_index(precision_ms),
             "unit_size": unit.size, "reserved": unit.reserved,

@@ -178,6 +178,9 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         num("min_offset", None), num("max_offset", None), num("lag_ms", 10, 10),
         fixed("next_store_timestamp", 5, TIME), fixed("newest_store_timestamp", 11, TIME),
         text("status", 4, 80, 16), fixed("pull_status", None, 21), num("next_pull_offset", None)),
+    "check_measure": (
+        text("store_path", 1, 40, 12), text("measure", 2, 26, 12), text("topic", 4, 30, 10), num("queue_id", 5),
+        text("group", 6, 30, 10), num("value", 3, 14), fixed("unit", 7, 8), fixed("state", 0, 8), fixed("record", None)),
     "appended": (
         text("topic", 1, 40, 10), num("queue_id", 2), num("queue_offset", 3), num("commit_log_offset", 4),
         text("msg_id", 5, 32, 32), text("uniq_key", 6, 32, 32)),

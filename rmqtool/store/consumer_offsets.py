@@ -189,10 +189,16 @@ def committed_queues(config_dir) -> set[tuple[str, int]]:
             if offset > 0 and (topics is None or topic in topics)}
 
 
+_AT_APPEND_POSITION = object()
+
+
 def consumer_offsets(store: str | os.PathLike | StoreView, group: str | None = None,
-                     topic: str | None = None) -> ConsumerOffsets:
+                     topic: str | None = None, *,
+                     commit_log_max_offset: "int | None | object" = _AT_APPEND_POSITION) -> ConsumerOffsets:
     """Every committed offset of ``config/consumerOffset.json`` (or the .bak the broker would
-    load), optionally one group's or one topic's, against the store's consume queues."""
+    load), optionally one group's or one topic's, against the store's consume queues, cut
+    where the broker's load cuts them at the commit log's append position (or at
+    ``commit_log_max_offset``; None: uncut, as a probe of a live store reads them)."""
     view = as_view(store)
     root = view.root
     config_dir = root / CONFIG_DIR
@@ -212,7 +218,9 @@ def consumer_offsets(store: str | os.PathLike | StoreView, group: str | None = N
 
     # Without commitlog/ (a partial copy) the queues give their own ranges, uncut; no store timestamps.
     commit_log = view.commit_log if view.has_commit_log else None
-    queues = view.consume_queues(view.commit_log_end.end if commit_log is not None and view.segments else None)
+    if commit_log_max_offset is _AT_APPEND_POSITION:
+        commit_log_max_offset = view.commit_log_end.end if commit_log is not None and view.segments else None
+    queues = view.consume_queues(commit_log_max_offset)
     topics = known_topics(config_dir)
     rows = []
     with _Timestamps(commit_log) as timestamps:

@@ -1,0 +1,48 @@
+"""rmqtool check STORE...: a monitoring probe for Nagios and Prometheus (rmqtool/inspect/check.py).
+
+Prints one status line (``RMQTOOL CHECK OK - ... | perfdata``), or with ``-f jsonl``/``json``
+the measures as ``check_measure`` rows; exits with the Nagios state: 0 OK, 1 WARNING,
+2 CRITICAL, 3 UNKNOWN (a store that is missing or cannot be read).
+"""
+from __future__ import annotations
+
+import pathlib
+from typing import List, Optional
+
+import typer
+
+from rmqtool.cli.common import OutputFormat, boundary
+from rmqtool.cli.params import examples, parse_time
+from rmqtool.inspect.check import RECOVERY_RATE, TAIL_BYTES, run_check
+from rmqtool.report.sink import Sink, write_line
+
+
+def register(app: typer.Typer) -> None:
+    app.command("check", epilog=examples(
+        "rmqtool check /data/store", "rmqtool check /data/store --warn lag_ms=5000 --crit lag_ms=60000",
+        "rmqtool check /data/store --prometheus /var/lib/node_exporter/rmqtool.prom -f jsonl"))(check)
+
+
+@boundary
+def check(
+    stores: List[pathlib.Path] = typer.Argument(..., help="Store root directories (read only, live or stopped)."),
+    warn: Optional[List[str]] = typer.Option(None, "--warn", metavar="MEASURE=VALUE",
+                                             help="WARNING at or above this value (repeatable; overrides the default)."),
+    crit: Optional[List[str]] = typer.Option(None, "--crit", metavar="MEASURE=VALUE",
+                                             help="CRITICAL at or above this value (repeatable; overrides the default)."),
+    prometheus: Optional[pathlib.Path] = typer.Option(None, "--prometheus", metavar="FILE",
+                                                      help="Also write a node_exporter textfile-collector file (atomically)."),
+    now: Optional[str] = typer.Option(None, "--now", help="The clock (epoch ms or ISO 8601; default: now)."),
+    tail_bytes: int = typer.Option(TAIL_BYTES, "--tail-bytes", min=1, help="Commit log tail checked for damage."),
+    recovery_rate: float = typer.Option(RECOVERY_RATE, "--recovery-rate", help="Bytes/s of the recovery estimate."),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table (the status line), jsonl or json."),
+):
+    """A monitoring probe: dispatch lag, unflushed window, recovery time, disk, consumer lag, tail damage."""
+    result = run_check(stores, warn=warn, crit=crit, now=parse_time(now, "--now"), tail_bytes=tail_bytes,
+                       recovery_rate=recovery_rate, prometheus=prometheus)
+    if fmt == OutputFormat.table:
+        write_line(result.status_line())
+    else:
+        with Sink(fmt.value, kind="check_measure") as sink:
+            sink.rows(result.rows())
+    raise typer.Exit(result.exit_code)

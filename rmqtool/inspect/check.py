@@ -1,0 +1,480 @@
+"""`rmqtool check`: a monitoring probe cheap enough to run every minute on a live broker's store.
+
+It reads tails and headers, never a whole segment: the last written commit log segment from
+its last dispatched record (or from ``tail_bytes`` before its last data, whichever is later)
+with the one scanner, each consume queue's end (``find_queue_end``: its last files' units),
+the last index file's header, the checkpoint, the first record of each commit log file (the
+abnormal-recovery start rule), ``config/consumerOffset.json`` with the queue units it names,
+and the file system's counters. Each measure is judged against thresholds (``--warn`` /
+``--crit``, defaults in :data:`DEFAULT_WARN` / :data:`DEFAULT_CRIT`) into a Nagios state;
+the worst state is the exit code.
+
+Nothing here writes but :func:`write_prometheus`, which writes the textfile-collector file
+the operator names (a temporary file in the same directory, then renamed over it).
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import os
+import pathlib
+import tempfile
+import time
+from typing import Iterable
+
+from rmqtool.errors import RmqError, UsageError
+from rmqtool.findings import Finding, Severity
+from rmqtool.recovery.commitlog_walk import V5, abnormal_start
+from rmqtool.recovery.semantics import detect_semantics
+from rmqtool.store.checkpoint import read_checkpoint
+from rmqtool.store.commitlog import Blank, findings_of, scan_segment
+from rmqtool.store.commitlog_end import last_nonzero_from, last_written, segment_end
+from rmqtool.store.commitlog_reader import CommitLogReader
+from rmqtool.store.consumer_offsets import consumer_offsets
+from rmqtool.store.indexfile import INDEX_HEADER, IndexFileHeader
+from rmqtool.store.message import Message
+from rmqtool.store.small_file import read_head
+from rmqtool.store.view import StoreView, open_store
+from rmqtool.formats.indexfile import INDEX_HEADER_SIZE
+
+# The broker's recovery walk (checkMessageAndReturnSize with the body CRC, record by record):
+# benchmarks/java/RecoveryScan.java on the 1,000,000-message bench store read 1.03 GB/s on the
+# 2-CPU development machine, page cache warm. Cold disks read slower: --recovery-rate.
+RECOVERY_RATE = 1_000_000_000  # bytes/s
+TAIL_BYTES = 4 << 20  # the commit log tail whose records are checked for damage
+
+
+class State(enum.IntEnum):
+    """Nagios plugin states, as exit codes (not rmqtool's usual table: 3 is UNKNOWN here)."""
+    OK = 0
+    WARNING = 1
+    CRITICAL = 2
+    UNKNOWN = 3
+
+
+# CRITICAL outranks UNKNOWN: one unreadable store of several does not hide another's alarm
+_RANK = {State.OK: 0, State.WARNING: 1, State.UNKNOWN: 2, State.CRITICAL: 3}
+
+# Measures: name -> (unit, help). Per queue ones carry topic and queue_id, consumer lag also group.
+MEASURES = {
+    "written_end": ("bytes", "commit log offset one past the last record written"),
+    "dispatch_lag_bytes": ("bytes", "commit log bytes written after the newest record any consume queue holds"),
+    "dispatch_lag_ms": ("ms", "newest store time minus that of the first record no consume queue holds"),
+    "queue_dispatch_lag_bytes": ("bytes", "commit log bytes written after the queue's last record (idle queues too)"),
+    "queue_dispatch_lag_ms": ("ms", "newest store time minus that of the record after the queue's last one"),
+    "index_lag_bytes": ("bytes", "commit log bytes written after the last indexed record"),
+    "index_lag_ms": ("ms", "newest store time minus that of the first record after the last indexed one"),
+    "unflushed_ms": ("ms", "newest store time minus the checkpoint's physicMsgTimestamp"),
+    "unflushed_bytes": ("bytes", "commit log bytes after the newest record known stored at or before physicMsgTimestamp"),
+    "recovery_bytes": ("bytes", "bytes an abnormal recovery walks: from the start file the checkpoint implies"),
+    "recovery_seconds": ("seconds", "recovery_bytes at the recovery rate"),
+    "disk_used_ratio": ("ratio", "the fullest file system holding a store path (used / size)"),
+    "disk_free_bytes": ("bytes", "free bytes on that file system"),
+    "store_allocated_bytes": ("bytes", "bytes the store's files take on disk (sparse holes not counted)"),
+    "lag_messages": ("messages", "a group's lag in a queue (max queue offset - committed offset)"),
+    "lag_ms": ("ms", "a group's lag in a queue: newest store time minus that of the next unconsumed message"),
+    "newest_age_ms": ("ms", "the clock (--now) minus the newest record's store time"),
+    "tail_errors": ("findings", "error findings in the commit log tail"),
+    "tail_warnings": ("findings", "warning findings in the commit log tail"),
+}
+
+# Defaults: dispatch and flush fall behind by seconds on a healthy broker; the broker cleans files
+# past diskMaxUsedSpaceRatio (0.75) and refuses writes past diskSpaceWarningLevelRatio (0.90).
+DEFAULT_WARN = {"dispatch_lag_ms": 5000, "index_lag_ms": 5000,
+                "unflushed_ms": 10000, "recovery_seconds": 60, "disk_used_ratio": 0.75, "tail_warnings": 1}
+DEFAULT_CRIT = {"dispatch_lag_ms": 60000, "index_lag_ms": 60000,
+                "unflushed_ms": 60000, "recovery_seconds": 600, "disk_used_ratio": 0.90, "tail_errors": 1}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Measure:
+    store_path: str
+    measure: str
+    value: float | int | None
+    topic: str | None = None
+    queue_id: int | None = None
+    group: str | None = None
+    state: State = State.OK
+
+    @property
+    def unit(self) -> str:
+        return MEASURES[self.measure][0]
+
+    def record(self) -> dict:
+        return {"record": "check_measure", "store_path": self.store_path, "measure": self.measure,
+                "topic": self.topic, "queue_id": self.queue_id, "group": self.group, "value": self.value,
+                "unit": self.unit, "state": self.state.name}
+
+
+@dataclasses.dataclass(slots=True)
+class StoreCheck:
+    store_path: str
+    measures: list[Measure]
+    findings: list[Finding]  # the tail's, newest last
+    unknown: str | None = None  # why the store could not be read
+
+    @property
+    def state(self) -> State:
+        if self.unknown is not None:
+            return State.UNKNOWN
+        return worst(m.state for m in self.measures)
+
+
+@dataclasses.dataclass(slots=True)
+class CheckResult:
+    stores: list[StoreCheck]
+
+    @property
+    def state(self) -> State:
+        return worst(s.state for s in self.stores)
+
+    @property
+    def exit_code(self) -> int:
+        return int(self.state)
+
+    def rows(self) -> list[dict]:
+        return [m.record() for s in self.stores for m in s.measures]
+
+    def status_line(self) -> str:
+        return status_line(self)
+
+
+def worst(states: Iterable[State]) -> State:
+    return max(states, key=_RANK.__getitem__, default=State.OK)
+
+
+def parse_thresholds(items: Iterable[str] | None, option: str) -> dict[str, float]:
+    """``NAME=VALUE`` items (a measure name, a number) as a dict; a bad one is a usage error."""
+    out = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or name not in MEASURES:
+            raise UsageError(f"{option} {item!r}: give MEASURE=VALUE, MEASURE one of {', '.join(MEASURES)}")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            raise UsageError(f"{option} {item!r}: {value!r} is not a number") from None
+    return out
+
+
+def judge(value, name: str, warn: dict, crit: dict) -> State:
+    """At or above the critical threshold CRITICAL, at or above the warning one WARNING."""
+    if value is None:
+        return State.OK
+    if name in crit and value >= crit[name]:
+        return State.CRITICAL
+    if name in warn and value >= warn[name]:
+        return State.WARNING
+    return State.OK
+
+
+# --- one store ------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(slots=True)
+class _Tail:
+    """The last written segment's tail as the scanner read it."""
+    end: int  # the written end (commit log offset)
+    records: list[tuple[int, int, str, int, int]]  # (offset, size, topic, queue_id, store_timestamp)
+    findings: list[Finding]
+    start: int  # commit log offset the scan started at
+
+    @property
+    def newest_timestamp(self) -> int | None:
+        return self.records[-1][4] if self.records else None
+
+    def first_at_or_after(self, offset: int) -> tuple | None:
+        return next((r for r in self.records if r[0] >= offset), None)
+
+
+def _read_tail(view: StoreView, dispatched: int | None, tail_bytes: int) -> _Tail:
+    """Scan the last written segment from the newest dispatched record (``dispatched``, its offset), or from ``tail_bytes``
+    before its last data when that is later (the scanner's resync finds a record start)."""
+    segments = view.segments
+    last = last_written(segments)
+    if last < 0:
+        start = segments[0].base_offset if segments else 0
+        return _Tail(start, [], [], start)
+    seg = segments[last]
+    known = dispatched - seg.base_offset if dispatched is not None and seg.base_offset <= dispatched else 0
+    known = min(known, seg.size)
+    data_end = last_nonzero_from(seg.path, known) or known
+    start = max(known, data_end - tail_bytes)
+    records, found = [], []
+    end, full = start, False
+    for r in scan_segment(seg, is_last=True, start=start, check_crc=True):
+        found += findings_of(r)
+        if isinstance(r, Message):
+            records.append((r.commit_log_offset, r.store_size, r.topic, r.queue_id, r.store_timestamp))
+            end = r.position + r.store_size
+        elif isinstance(r, Blank):
+            end, full = r.position + r.size, r.valid
+    mapped = view.mapped_file_size or seg.size
+    return _Tail(segment_end(seg.base_offset, end, full, mapped), records, found, seg.base_offset + start)
+
+
+def _queue_ends(view: StoreView):
+    """(queue, dispatched end, its last record's (offset, size)) of every queue holding units."""
+    out = []
+    for q in view.consume_queues(None).queues:
+        if q.max_offset <= 0:
+            continue
+        unit = q.get(q.max_offset - 1)
+        if unit is None or unit.is_fill:
+            continue
+        out.append((q, unit.commit_log_offset + unit.size, (unit.commit_log_offset, unit.size)))
+    return out
+
+
+def _index_end(view: StoreView) -> int | None:
+    """The commit log offset of the last record the newest index file holds (its header's endPhyOffset)."""
+    paths = view.index_files.paths
+    if not paths:
+        return None
+    raw, _size = read_head(paths[-1], INDEX_HEADER_SIZE)
+    if len(raw) < INDEX_HEADER_SIZE:
+        return None
+    header = IndexFileHeader(*INDEX_HEADER.unpack(raw))
+    return header.end_phy_offset if header.index_count > 1 else None
+
+
+def _lag(tail: _Tail, reader: CommitLogReader, dispatched_end: int) -> tuple[int, int | None]:
+    """(bytes, ms) from a dispatched end to the written end: the bytes written after it, and
+    the newest store time minus that of the record at it (the oldest not dispatched there)."""
+    if dispatched_end >= tail.end:
+        return 0, 0
+    newest = tail.newest_timestamp
+    first = tail.first_at_or_after(dispatched_end) if dispatched_end >= tail.start else None
+    if first is not None:
+        ts = first[4]
+    else:
+        try:
+            ts = reader.read(dispatched_end, check_crc=False).store_timestamp
+        except RmqError:  # no record starts there: the bytes still count, the time is not known
+            ts = None
+    return tail.end - dispatched_end, (newest - ts if newest is not None and ts is not None else None)
+
+
+def _disk(view: StoreView) -> tuple[float, int, int]:
+    """(used ratio of the fullest file system, its free bytes, bytes the store's files take)."""
+    dirs = [p for p in (view.root, view.paths.commitlog, view.paths.consumequeue, view.paths.batch_consumequeue,
+                        view.paths.index) if p.is_dir()]
+    worst_fs = None
+    for d in dirs:
+        st = os.statvfs(d)
+        size = st.f_blocks * st.f_frsize
+        free = st.f_bavail * st.f_frsize
+        ratio = (size - st.f_bfree * st.f_frsize) / size if size else 0.0
+        if worst_fs is None or ratio > worst_fs[0]:
+            worst_fs = (ratio, free)
+    allocated = 0
+    for top, _dirs, files in os.walk(view.root):
+        for name in files:
+            try:
+                allocated += os.lstat(os.path.join(top, name)).st_blocks * 512
+            except OSError:
+                continue  # a file the broker deleted meanwhile
+    ratio, free = worst_fs or (0.0, 0)
+    return round(ratio, 4), free, allocated
+
+
+def check_store(path, *, now: int, tail_bytes: int, recovery_rate: float) -> StoreCheck:
+    view = open_store(path)
+    root = str(view.root)
+    values: list[tuple] = []  # (measure, value, topic, queue_id, group)
+    queues = _queue_ends(view)
+    index_at = _index_end(view)
+    findings: list[Finding] = []
+    with CommitLogReader(view.commit_log) as reader:
+        index_rec = reader.read(index_at, check_crc=False) if index_at is not None else None
+        index_end = index_at + index_rec.store_size if index_rec is not None else None
+        queue_end = max((e for _q, e, _l in queues), default=None)  # the reput's position, as the queues show it
+        # the scan starts at the newest dispatched record itself, so the newest record is read even when all is dispatched
+        starts = [last[0] for _q, e, last in queues if e == queue_end] + ([index_at] if index_end is not None else [])
+        tail = _read_tail(view, max(starts) if starts else None, tail_bytes)
+        findings = tail.findings
+        values.append(("written_end", tail.end, None, None, None))
+        if queue_end is not None:
+            b, ms = _lag(tail, reader, queue_end)
+            values += [("dispatch_lag_bytes", b, None, None, None), ("dispatch_lag_ms", ms, None, None, None)]
+        for q, end, _last in queues:
+            b, ms = _lag(tail, reader, end)
+            values += [("queue_dispatch_lag_bytes", b, q.topic, q.queue_id, None),
+                       ("queue_dispatch_lag_ms", ms, q.topic, q.queue_id, None)]
+        if index_end is not None:
+            b, ms = _lag(tail, reader, index_end)
+            values += [("index_lag_bytes", b, None, None, None), ("index_lag_ms", ms, None, None, None)]
+        values += _flush_and_recovery(view, tail, reader, queues, recovery_rate)
+    if tail.newest_timestamp is not None:
+        values.append(("newest_age_ms", now - tail.newest_timestamp, None, None, None))
+    values += _consumers(view)
+    ratio, free, allocated = _disk(view)
+    values += [("disk_used_ratio", ratio, None, None, None), ("disk_free_bytes", free, None, None, None),
+               ("store_allocated_bytes", allocated, None, None, None),
+               ("tail_errors", sum(f.severity == Severity.ERROR for f in findings), None, None, None),
+               ("tail_warnings", sum(f.severity == Severity.WARNING for f in findings), None, None, None)]
+    return StoreCheck(root, [Measure(root, *v) for v in values], findings)
+
+
+def _flush_and_recovery(view: StoreView, tail: _Tail, reader: CommitLogReader, queues, rate: float) -> list[tuple]:
+    if not view.paths.checkpoint.exists():
+        return []
+    cp = read_checkpoint(view.paths.checkpoint)
+    out = []
+    newest = tail.newest_timestamp
+    flushed = cp.physic_msg_timestamp
+    if newest is not None:
+        out.append(("unflushed_ms", max(newest - flushed, 0), None, None, None))
+        # the newest record known stored at or before the flush time: a tail record, or a queue's last record
+        known = [(r[0] + r[1], r[4]) for r in tail.records]
+        for _q, end, last in queues:
+            if end < tail.start:
+                ts = reader.store_timestamp(*last)[0]
+                if ts >= 0:
+                    known.append((end, ts))
+        flushed_to = max((end for end, ts in known if ts <= flushed), default=None)
+        if flushed_to is not None:
+            out.append(("unflushed_bytes", tail.end - flushed_to, None, None, None))
+    semantics = detect_semantics(view.paths, view.segments).semantics or V5  # V5 accepts both magic codes
+    start = abnormal_start(view.segments, semantics, cp.min_timestamp) if view.segments else -1
+    base = view.segments[max(start, 0)].base_offset if view.segments else 0
+    walked = max(tail.end - base, 0)
+    out += [("recovery_bytes", walked, None, None, None),
+            ("recovery_seconds", round(walked / rate, 3), None, None, None)]
+    return out
+
+
+def _consumers(view: StoreView) -> list[tuple]:
+    """Consumer lag of each committed offset (offsets' rows; the queues already opened uncut)."""
+    result = consumer_offsets(view, commit_log_max_offset=None)
+    out = []
+    for row in result.rows:
+        if row.lag_messages is None:
+            continue
+        out.append(("lag_messages", row.lag_messages, row.topic, row.queue_id, row.group))
+        if row.lag_ms is not None:
+            out.append(("lag_ms", row.lag_ms, row.topic, row.queue_id, row.group))
+    return out
+
+
+def run_check(stores: list, *, warn: Iterable[str] | None = None, crit: Iterable[str] | None = None,
+              now: int | None = None, tail_bytes: int = TAIL_BYTES, recovery_rate: float = RECOVERY_RATE,
+              prometheus: str | os.PathLike | None = None) -> CheckResult:
+    """Check each store; judge each measure against the thresholds (the defaults, then
+    ``NAME=VALUE`` items overriding them); a store that cannot be read is UNKNOWN.
+    With ``prometheus``, the textfile-collector file is written (atomically)."""
+    now = now if now is not None else int(time.time() * 1000)  # the one wall-clock read; tests pass theirs
+    warns = {**DEFAULT_WARN, **parse_thresholds(warn, "--warn")}
+    crits = {**DEFAULT_CRIT, **parse_thresholds(crit, "--crit")}
+    if recovery_rate <= 0:
+        raise UsageError(f"--recovery-rate {recovery_rate}: give bytes per second above 0")
+    checks = []
+    for path in stores:
+        try:
+            c = check_store(path, now=now, tail_bytes=tail_bytes, recovery_rate=recovery_rate)
+        except RmqError as exc:  # Nagios: a store that cannot be read is UNKNOWN, not an rmqtool exit
+            checks.append(StoreCheck(str(path), [], [], exc.one_line()))
+            continue
+        c.measures = [dataclasses.replace(m, state=judge(m.value, m.measure, warns, crits)) for m in c.measures]
+        checks.append(c)
+    result = CheckResult(checks)
+    if prometheus is not None:
+        write_prometheus(result, prometheus)
+    return result
+
+
+# --- output ---------------------------------------------------------------------------------------
+
+def status_line(result: CheckResult) -> str:
+    """``RMQTOOL CHECK <STATE> - <what is wrong, or a summary> | <perfdata>``."""
+    parts = []
+    for s in result.stores:
+        if s.unknown is not None:
+            parts.append(f"{s.store_path}: UNKNOWN: {s.unknown}")
+            continue
+        bad = [m for m in s.measures if m.state != State.OK]
+        if bad:
+            parts.append(f"{s.store_path}: " + ", ".join(
+                f"{m.state.name} {m.measure}{_where(m)}={_fmt(m.value)}" for m in bad))
+            newest = next((f for f in reversed(s.findings) if f.severity != Severity.INFO), None)
+            if newest is not None and any(m.measure.startswith("tail_") for m in bad):
+                parts.append(f"newest tail finding: {newest.id} at {newest.path}:{newest.offset}")
+        else:
+            by = {m.measure: m.value for m in s.measures if m.topic is None}
+            parts.append(f"{s.store_path}: dispatch lag {_fmt(by.get('dispatch_lag_ms'))} ms, "
+                         f"unflushed {_fmt(by.get('unflushed_ms'))} ms, "
+                         f"recovery {_fmt(by.get('recovery_seconds'))} s, disk {_fmt(by.get('disk_used_ratio'))}")
+    many = len(result.stores) > 1
+    perf = " ".join(_perfdata(s, f"{n}_" if many else "") for n, s in enumerate(result.stores) if s.unknown is None)
+    return f"RMQTOOL CHECK {result.state.name} - {'; '.join(parts)}" + (f" | {perf}" if perf else "")
+
+
+_PERF_UNITS = {"bytes": "B", "ms": "ms", "seconds": "s"}
+
+
+def _perfdata(s: StoreCheck, prefix: str) -> str:
+    """Store-wide measures, and the worst queue's and group's, as Nagios perfdata (label=value[unit]);
+    with several stores each label starts with the store's place on the command line (``0_``)."""
+    best: dict[str, Measure] = {}
+    for m in s.measures:
+        if m.value is not None and (m.measure not in best or m.value > best[m.measure].value):
+            best[m.measure] = m
+    return " ".join(f"{prefix}{name}={_fmt(m.value)}{_PERF_UNITS.get(m.unit, '')}" for name, m in best.items())
+
+
+def _where(m: Measure) -> str:
+    bits = [b for b in (m.group, m.topic, None if m.queue_id is None else str(m.queue_id)) if b is not None]
+    return f"[{' '.join(bits)}]" if bits else ""
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:g}"
+    return str(int(value))
+
+
+def _label(value) -> str:
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def prometheus_text(result: CheckResult) -> str:
+    """The node_exporter textfile-collector exposition: one gauge per measure, HELP and TYPE once."""
+    by_name: dict[str, list[Measure]] = {}
+    for s in result.stores:
+        for m in s.measures:
+            if m.value is not None and not (isinstance(m.value, float) and math.isnan(m.value)):
+                by_name.setdefault(m.measure, []).append(m)
+    lines = []
+    for name, ms in by_name.items():
+        metric = f"rmqtool_check_{name}"
+        lines += [f"# HELP {metric} {MEASURES[name][1]} ({MEASURES[name][0]})", f"# TYPE {metric} gauge"]
+        for m in ms:
+            labels = {"store": m.store_path, "topic": m.topic, "queue": m.queue_id, "group": m.group}
+            text = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items() if v is not None)
+            lines.append(f"{metric}{{{text}}} {_fmt(m.value) if not isinstance(m.value, float) else repr(m.value)}")
+    metric = "rmqtool_check_state"
+    lines += [f"# HELP {metric} the store's Nagios state (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)",
+              f"# TYPE {metric} gauge"]
+    lines += [f'{metric}{{store="{_label(s.store_path)}"}} {int(s.state)}' for s in result.stores]
+    return "\n".join(lines) + "\n"
+
+
+def write_prometheus(result: CheckResult, path: str | os.PathLike) -> None:
+    """Write the file as the textfile collector wants it: a temporary file in the same
+    directory, then renamed over the target, so the collector never reads half a file."""
+    path = pathlib.Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        from rmqtool.errors import StoreAccessError
+        raise StoreAccessError(f"cannot write the Prometheus file ({exc.strerror})", path) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(prometheus_text(result))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        pathlib.Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,165 @@
+"""rmqtool check (issue 24): the monitoring probe's measures against the fixtures' truth.json,
+its thresholds and Nagios exit codes, the status line, check_measure rows, the Prometheus
+textfile read back, and that it reads tails and headers only."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from conftest import V4
+from helpers import cli_runner, writable_copy
+from rmqtool.cli.app import app
+from rmqtool.inspect.check import run_check
+
+BASIC = V4 / "basic"
+TRUTH = json.loads((BASIC / "truth.json").read_text())
+QUEUES = {(topic, int(qid)): q for topic, queues in TRUTH["truth"]["consumeQueues"].items()
+          for qid, q in queues.items() if q["maxOffset"] > 0}
+COMMIT_LOG = TRUTH["truth"]["commitlog"]
+MESSAGES = {m["physicalOffset"]: m for m in TRUTH["truth"]["messages"]}
+NEWEST = max(m["storeTimestamp"] for m in MESSAGES.values())
+CHECKPOINT = TRUTH["onDiskAfterShutdown"]["checkpoint"]
+NOW = NEWEST + 1000  # the clock is passed in: never today's date
+
+
+def invoke(*args):
+    return cli_runner().invoke(app, ["check", *map(str, args), "--now", str(NOW)])
+
+
+def rows_of(result) -> dict:
+    return {(r["measure"], r["topic"], r["queue_id"], r["group"]): r
+            for r in map(json.loads, result.stdout.splitlines())}
+
+
+@pytest.fixture(scope="module")
+def clean():
+    return run_check([BASIC / "store"], now=NOW)
+
+
+def test_a_clean_store_measures_as_its_truth(clean):
+    (store,) = clean.stores
+    m = {(r.measure, r.topic, r.queue_id): r.value for r in store.measures}
+    assert m[("written_end", None, None)] == COMMIT_LOG["maxPhyOffset"]
+    assert m[("dispatch_lag_bytes", None, None)] == m[("index_lag_bytes", None, None)] == 0
+    assert m[("unflushed_ms", None, None)] == NEWEST - CHECKPOINT["physicMsgTimestamp"]
+    assert m[("newest_age_ms", None, None)] == 1000
+    # the abnormal start: the last file whose first message was stored at or before the checkpoint's min time
+    bases = sorted(int(f["path"].split("/")[1]) for f in TRUTH["onDiskAfterShutdown"]["files"]
+                   if f["path"].startswith("commitlog/"))
+    start = max((b for b in bases if b in MESSAGES and MESSAGES[b]["storeTimestamp"] <= CHECKPOINT["minTimestamp"]),
+                default=bases[0])
+    assert m[("recovery_bytes", None, None)] == COMMIT_LOG["maxPhyOffset"] - start
+    for (topic, qid), q in QUEUES.items():
+        assert m[("queue_dispatch_lag_bytes", topic, qid)] == COMMIT_LOG["maxPhyOffset"] - q["maxPhysicOffset"]
+    assert m[("tail_errors", None, None)] == 0 and 0 < m[("disk_used_ratio", None, None)] < 1
+    assert clean.exit_code == 0 and clean.status_line().startswith("RMQTOOL CHECK OK - ")
+
+
+def test_thresholds_give_each_nagios_code(tmp_path):
+    unflushed = NEWEST - CHECKPOINT["physicMsgTimestamp"]
+    warn = invoke(BASIC / "store", "--warn", f"unflushed_ms={unflushed}")
+    crit = invoke(BASIC / "store", "--warn", "unflushed_ms=1", "--crit", f"unflushed_ms={unflushed}")
+    below = invoke(BASIC / "store", "--crit", f"unflushed_ms={unflushed + 1}")
+    gone = invoke(tmp_path / "no-such-store")
+    assert (warn.exit_code, crit.exit_code, below.exit_code, gone.exit_code) == (1, 2, 0, 3)
+    assert warn.stdout.startswith(f"RMQTOOL CHECK WARNING - {BASIC / 'store'}: WARNING unflushed_ms={unflushed} | ")
+    assert crit.stdout.startswith("RMQTOOL CHECK CRITICAL - ") and "CRITICAL unflushed_ms" in crit.stdout
+    assert re.search(rf"\| .*\bunflushed_ms={unflushed}ms\b", below.stdout) and len(below.stdout.splitlines()) == 1
+    assert gone.stdout.startswith("RMQTOOL CHECK UNKNOWN - ") and "no-such-store" in gone.stdout
+    bad = invoke(BASIC / "store", "--warn", "nosuch=1")
+    assert bad.exit_code == 2 and "MEASURE=VALUE" in bad.stderr
+
+
+@pytest.fixture(scope="module")
+def cut(tmp_path_factory):
+    """The basic store with the last unit of every consume queue zeroed: dispatch lags."""
+    store = writable_copy(BASIC / "store", tmp_path_factory.mktemp("cut") / "store")
+    for topic, qid in QUEUES:
+        files = sorted((store / "consumequeue" / topic / str(qid)).iterdir())
+        data = bytearray(files[-1].read_bytes())
+        end = len(data.rstrip(b"\0")) + (-len(data.rstrip(b"\0")) % 20)
+        data[end - 20:end] = bytes(20)
+        files[-1].write_bytes(bytes(data))
+    prom = store.parent / "check.prom"
+    r = invoke(store, "-f", "jsonl", "--prometheus", prom, "--crit", "dispatch_lag_bytes=1")
+    return store, r, prom
+
+
+def test_cut_queues_lag_and_go_critical(cut):
+    store, r, _ = cut
+    assert r.exit_code == 2, r.stderr
+    rows = rows_of(r)
+    # the reput position the queues show: the newest record a queue still holds after the cut
+    ends = {}
+    for topic, qid in QUEUES:
+        held = sorted(m["physicalOffset"] for m in MESSAGES.values() if m["topic"] == topic and m["queueId"] == qid)
+        ends[(topic, qid)] = held[-2] + MESSAGES[held[-2]]["storeSize"]
+    reput = max(ends.values())
+    lag = rows[("dispatch_lag_bytes", None, None, None)]
+    assert lag["value"] == COMMIT_LOG["maxPhyOffset"] - reput and lag["state"] == "CRITICAL" and lag["unit"] == "bytes"
+    assert rows[("dispatch_lag_ms", None, None, None)]["value"] == NEWEST - MESSAGES[reput]["storeTimestamp"]
+    for (topic, qid), end in ends.items():
+        assert rows[("queue_dispatch_lag_bytes", topic, qid, None)]["value"] == COMMIT_LOG["maxPhyOffset"] - end
+    assert rows[("index_lag_bytes", None, None, None)]["value"] == 0  # the index is whole
+    assert all(set(row) == {"record", "store_path", "measure", "topic", "queue_id", "group", "value", "unit", "state"}
+               and row["record"] == "check_measure" for row in rows.values())
+
+
+def test_the_prometheus_file_reads_back(cut):
+    store, r, prom = cut
+    text = prom.read_text()
+    assert [p.name for p in prom.parent.iterdir() if p.name != "store"] == ["check.prom"]  # no temp file left
+    helps = set(re.findall(r"^# HELP (\S+) ", text, re.M))
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
+    samples = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        m = re.fullmatch(r'(rmqtool_check_[a-z_]+)\{((?:[a-z_]+="[^"]*",?)+)\} (-?[0-9.e+]+)', line)
+        assert m, line
+        labels = dict(re.findall(r'([a-z_]+)="([^"]*)"', m.group(2)))
+        samples[(m.group(1), labels.get("topic"), labels.get("queue"))] = float(m.group(3))
+        assert labels["store"] == str(store) and m.group(1) in helps and types[m.group(1)] == "gauge"
+    rows = rows_of(r)
+    for (measure, topic, qid, group), row in rows.items():
+        if row["value"] is not None and group is None:
+            assert samples[(f"rmqtool_check_{measure}", topic, None if qid is None else str(qid))] == row["value"]
+    assert samples[("rmqtool_check_state", None, None)] == 2
+
+
+def test_check_reads_tails_and_headers_only(monkeypatch):
+    """Counted at the system calls: no commit log file but the last written one is read past its head."""
+    opened, read = {}, {}
+    real_open, real_pread, real_preadv = os.open, os.pread, os.preadv
+
+    def counting_open(path, *a, **k):
+        fd = real_open(path, *a, **k)
+        opened[fd] = os.fspath(path)
+        return fd
+
+    def counting_pread(fd, n, pos):
+        data = real_pread(fd, n, pos)
+        read[opened.get(fd)] = read.get(opened.get(fd), 0) + len(data)
+        return data
+
+    def counting_preadv(fd, bufs, pos):
+        got = real_preadv(fd, bufs, pos)
+        read[opened.get(fd)] = read.get(opened.get(fd), 0) + got
+        return got
+
+    monkeypatch.setattr(os, "open", counting_open)
+    monkeypatch.setattr(os, "pread", counting_pread)
+    monkeypatch.setattr(os, "preadv", counting_preadv)
+    result = run_check([BASIC / "store"], now=NOW)
+    monkeypatch.undo()
+    assert result.exit_code == 0
+    segments = sorted((BASIC / "store" / "commitlog").iterdir())
+    assert len(segments) > 3
+    last = max(s for s in segments if s.stat().st_size and s.read_bytes()[:8] != bytes(8))
+    for seg in segments:
+        if seg != last:
+            # heads (the recovery start rule, the version's first records, a dispatched record): never the file
+            assert read.get(str(seg), 0) <= seg.stat().st_size // 8, (seg.name, read.get(str(seg)))

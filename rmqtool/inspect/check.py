@@ -187,19 +187,17 @@ class _Tail:
         return next((r for r in self.records if r[0] >= offset), None)
 
 
-def _read_tail(view: StoreView, dispatched: int | None, tail_bytes: int) -> _Tail:
-    """Scan the last written segment from the newest dispatched record (``dispatched``, its offset), or from ``tail_bytes``
-    before its last data when that is later (the scanner's resync finds a record start)."""
+def _read_tail(view: StoreView, tail_bytes: int) -> _Tail:
+    """Scan the last ``tail_bytes`` of the last written segment's data (sparse holes skipped
+    unread; the scanner's resync finds the first record start in it)."""
     segments = view.segments
     last = last_written(segments)
     if last < 0:
         start = segments[0].base_offset if segments else 0
         return _Tail(start, [], [], start)
     seg = segments[last]
-    known = dispatched - seg.base_offset if dispatched is not None and seg.base_offset <= dispatched else 0
-    known = min(known, seg.size)
-    data_end = last_nonzero_from(seg.path, known) or known
-    start = max(known, data_end - tail_bytes)
+    data_end = last_nonzero_from(seg.path, 0) or 0
+    start = max(data_end - tail_bytes, 0)
     records, found = [], []
     end, full = start, False
     for r in scan_segment(seg, is_last=True, start=start, check_crc=True):
@@ -255,6 +253,15 @@ def _lag(tail: _Tail, reader: CommitLogReader, dispatched_end: int) -> tuple[int
     return tail.end - dispatched_end, (newest - ts if newest is not None and ts is not None else None)
 
 
+def _record_end(reader: CommitLogReader, offset: int) -> int:
+    """One past the record at ``offset``; the offset itself when no record is readable there
+    (an index ahead of a log cut short: nothing after it is waiting to be indexed)."""
+    try:
+        return offset + reader.read(offset, check_crc=False).store_size
+    except RmqError:
+        return offset
+
+
 def _disk(view: StoreView) -> tuple[float, int, int]:
     """(used ratio of the fullest file system, its free bytes, bytes the store's files take)."""
     dirs = [p for p in (view.root, view.paths.commitlog, view.paths.consumequeue, view.paths.batch_consumequeue,
@@ -286,12 +293,9 @@ def check_store(path, *, now: int, tail_bytes: int, recovery_rate: float) -> Sto
     index_at = _index_end(view)
     findings: list[Finding] = []
     with CommitLogReader(view.commit_log) as reader:
-        index_rec = reader.read(index_at, check_crc=False) if index_at is not None else None
-        index_end = index_at + index_rec.store_size if index_rec is not None else None
+        index_end = _record_end(reader, index_at) if index_at is not None else None
         queue_end = max((e for _q, e, _l in queues), default=None)  # the reput's position, as the queues show it
-        # the scan starts at the newest dispatched record itself, so the newest record is read even when all is dispatched
-        starts = [last[0] for _q, e, last in queues if e == queue_end] + ([index_at] if index_end is not None else [])
-        tail = _read_tail(view, max(starts) if starts else None, tail_bytes)
+        tail = _read_tail(view, tail_bytes)
         findings = tail.findings
         values.append(("written_end", tail.end, None, None, None))
         if queue_end is not None:

@@ -88,6 +88,7 @@ COMMANDS = {
     "query time": ("query", STORE, "--topic", "OrderTopic", "--queue", "0", "--time", "1"),
     "verify": ("verify", CRASH),
     "offsets": ("offsets", OFFSETS_STORE),
+    "check": ("check", OFFSETS_STORE, "--now", "1795315400000"),
     "findings": ("findings",),
     "info": ("info", CRASH),
     "recover": ("recover", CRASH),
@@ -110,7 +111,7 @@ def _args(name: str, tmp_path) -> tuple:
 
 
 # documents of numbered plans and reports: printed as text for people, no table columns
-PLANS = ("dump checkpoint", "dump timercheck", "recover", "redispatch", "salvage")
+PLANS = ("dump checkpoint", "dump timercheck", "recover", "redispatch", "salvage", "check")  # check: a status line
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

@@ -394,7 +394,7 @@ def status_line(result: CheckResult) -> str:
     parts = []
     for s in result.stores:
         if s.unknown is not None:
-            parts.append(f"{s.store_path}: UNKNOWN: {s.unknown}")
+            parts.append(s.unknown if s.store_path in s.unknown else f"{s.store_path}: {s.unknown}")
             continue
         bad = [m for m in s.measures if m.state != State.OK]
         if bad:

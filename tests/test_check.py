@@ -163,3 +163,30 @@ def test_check_reads_tails_and_headers_only(monkeypatch):
         if seg != last:
             # heads (the recovery start rule, the version's first records, a dispatched record): never the file
             assert read.get(str(seg), 0) <= seg.stat().st_size // 8, (seg.name, read.get(str(seg)))
+
+
+def test_a_held_stores_moving_tail_is_not_damage_but_the_same_tail_at_rest_is(tmp_path):
+    """A running broker may be copying its next record: check on a held store judges only what
+    lies before its last clean record; the same torn bytes in a store nobody holds are critical."""
+    import subprocess
+    import sys
+
+    from rmqtool.engine.producer import producer_message
+    from rmqtool.engine.store import Store
+    from test_live import SMALL, _tear_tail
+
+    root = tmp_path / "store"
+    store = Store.open(root, writable=True, **SMALL)
+    try:
+        results = [store.append(producer_message("LiveTopic", b"m%03d" % i * 20, keys=f"k{i}")) for i in range(30)]
+        end = _tear_tail(root, results)
+        held = subprocess.run([sys.executable, "-m", "rmqtool", "check", str(root), "--now", "0", "-f", "jsonl"],
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        store.close()
+    rows = rows_of(held)
+    assert held.returncode == 0, held.stdout
+    assert rows[("tail_errors", None, None, None)]["value"] == 0
+    assert rows[("written_end", None, None, None)]["value"] == end
+    at_rest = run_check([root], now=0)
+    assert at_rest.exit_code == 2 and "CRITICAL tail_errors=1" in at_rest.status_line()

@@ -199,14 +199,20 @@ def _read_tail(view: StoreView, tail_bytes: int) -> _Tail:
     data_end = last_nonzero_from(seg.path, 0) or 0
     start = max(data_end - tail_bytes, 0)
     records, found = [], []
-    end, full = start, False
+    end, full, clean_end = start, False, start
     for r in scan_segment(seg, is_last=True, start=start, check_crc=True):
-        found += findings_of(r)
+        bad = findings_of(r)
+        found += bad
         if isinstance(r, Message):
             records.append((r.commit_log_offset, r.store_size, r.topic, r.queue_id, r.store_timestamp))
             end = r.position + r.store_size
+            clean_end = end if not bad else clean_end
         elif isinstance(r, Blank):
             end, full = r.position + r.size, r.valid
+    if view.lock_holder is not None:
+        # a running broker may be writing the bytes after its last whole record right now: what
+        # follows the last clean record is judged on a later run, once more records follow it
+        found = [f for f in found if f.offset is None or f.offset < clean_end]
     mapped = view.mapped_file_size or seg.size
     return _Tail(segment_end(seg.base_offset, end, full, mapped), records, found, seg.base_offset + start)
 
@@ -327,7 +333,7 @@ def _flush_and_recovery(view: StoreView, tail: _Tail, reader: CommitLogReader, q
     out = []
     newest = tail.newest_timestamp
     flushed = cp.physic_msg_timestamp
-    if newest is not None:
+    if newest is not None and flushed > 0:  # 0: the checkpoint was never written with a flush time
         out.append(("unflushed_ms", max(newest - flushed, 0), None, None, None))
         # the newest record known stored at or before the flush time: a tail record, or a queue's last record
         known = [(r[0] + r[1], r[4]) for r in tail.records]

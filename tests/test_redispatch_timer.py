@@ -19,7 +19,7 @@ from rmqtool.cli.app import app
 from rmqtool.engine.store_sizes import OPTION, Size
 from rmqtool.engine.timer_rebuild import build_timer
 from rmqtool.errors import ExitCode
-from rmqtool.formats.timerlog import MAGIC_DEFAULT, MAGIC_DELETE, UNIT_SIZE
+from rmqtool.formats.timerlog import MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL, UNIT_SIZE
 from rmqtool.store.timer.chain import END_MINUS_ONE, walk_chains
 from rmqtool.store.timer.timercheck import read_timercheck
 from rmqtool.store.timer.timerlog import END_BLANK, scan_timer_log
@@ -103,6 +103,7 @@ def applied(plans, tmp_path_factory):
         store = expand_store(src, root / name)  # a fresh copy: the plans' copies stay as they were
         (store / "lock").unlink(missing_ok=True)
         before = tree_fingerprint(store)
+        damage = _damage(store)
         backup = root / f"{name}.backup"
         r = _run("redispatch", store, "--timer", "--apply", "--backup-dir", backup, "-f", "json")
         assert r.exit_code == 0, r.output
@@ -111,14 +112,27 @@ def applied(plans, tmp_path_factory):
         again = _run("redispatch", store, "--timer")
         u = _run("undo", backup)
         assert u.exit_code == 0, u.output
-        out[name] = (doc, read, again.exit_code, before, tree_fingerprint(store))
+        out[name] = (doc, read, again.exit_code, before, tree_fingerprint(store), damage, _damage(store, read))
     return out
+
+
+def _damage(store: pathlib.Path, read=None) -> tuple[int, int]:
+    """(chains of the wheel's slots not ending at -1, units pointing past the commit log's end)."""
+    log, wheel = read[:2] if read else (scan_timer_log(store / "timerlog"), read_wheel(store / "timerwheel"))
+    slots = wheel.slots
+    chains = walk_chains(log, [s.last_pos for s in slots], slot_indexes=[s.index for s in slots])
+    end = open_store(store).commit_log_end.end
+    past = int(((log.columns["offset_py"] + log.columns["size_py"]) > end).sum())
+    return sum(c.end != END_MINUS_ONE for c in chains), past
 
 
 @pytest.mark.parametrize("name", ["timer", "b-timerlog-tail-zeroed", "e-commitlog-truncated"])
 def test_applied_timer_reads_back_sound_and_undo_restores(applied, name):
-    doc, (log, wheel, check), again, before, after = applied[name]
+    doc, (log, wheel, check), again, before, after, damage_before, damage_after = applied[name]
     t = doc["timer"]
+    # b: chains into the zeroed tail; e: units past the commit log end; the rebuilt timer has neither
+    assert damage_before[0] > 0 if name.startswith("b-") else damage_before[1] > 0 if name.startswith("e-") else True
+    assert damage_after == (0, 0)
     # the units and slots the plan showed, read back
     assert [int(p) for p in log.columns["position"]] == [u["timer_log_offset"] for u in t["units"]]
     assert [int(p) for p in log.columns["prev_pos"]] == [u["prev_timer_log_offset"] for u in t["units"]]
@@ -165,3 +179,33 @@ def test_timer_goes_alone(plans):
     store, _doc = plans["timer"]
     r = _run("redispatch", store, "--timer", "--cq")
     assert r.exit_code == ExitCode.USAGE
+
+
+def test_units_roll_as_do_enqueue_with_the_brokers_window(plans, tmp_path):
+    """With the fixture broker's timerRollWindowSlot (truth's messageStoreConfig, given as
+    broker.conf), a deliver time a window or more after the write time gets MAGIC_ROLL and goes
+    to write + window, or + window/2 when the excess is below window/3 (doEnqueue)."""
+    store, _doc = plans["timer"]
+    config = load_truth(V5 / "timer" / "truth.json")["messageStoreConfig"]["effectiveGetterValues"]
+    window, precision = config["timerRollWindowSlot"], config["timerPrecisionMs"]
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"timerRollWindowSlot={window}\nmappedFileSizeTimerLog={config['mappedFileSizeTimerLog']}\n")
+    r = _run("redispatch", store, "--timer", "--broker-config", conf, "-f", "json")
+    assert r.exit_code == ExitCode.CORRUPT, r.output
+    t = json.loads(r.stdout)["timer"]
+    assert t["settings"]["timer_roll_window_slot"]["value"] == window
+    fire = {r["commit_log_offset"]: r["fire_timestamp"] for r in t["pending"]}
+    write, rolled = t["write_timestamp"], 0
+    for u in t["units"]:
+        if u["anchor"]:
+            continue
+        excess = fire[u["commit_log_offset"]] - write - window * precision
+        if excess >= 0:
+            rolled += 1
+            assert u["magic"] == MAGIC_DEFAULT | MAGIC_ROLL
+            assert u["deliver_timestamp"] == write + (window // 2 if excess < window // 3 * precision else window) * precision
+        else:
+            assert u["magic"] == MAGIC_DEFAULT and u["deliver_timestamp"] == max(fire[u["commit_log_offset"]], write)
+    assert rolled  # r1/r2 roll at this window, as they did in the fixture's run
+    conf.write_text("mappedFileSizeTimerLog=4096\n")  # the store's files show 2048
+    assert _run("redispatch", store, "--timer", "--broker-config", conf).exit_code == ExitCode.USAGE

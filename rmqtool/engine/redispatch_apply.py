@@ -115,13 +115,14 @@ def redispatch_timer(view: StoreView, *, given=None, semantics: str | None = Non
     """redispatch --timer: the timer log, wheel and timercheck rebuilt from the commit log for
     the pending timer messages (engine/timer_rebuild.py), compared with the store's; ``apply``
     swaps them in with a backup (the same staging, backup and manifest as queues and index)."""
-    from rmqtool.engine.timer_rebuild import build_timer, compare_timer, timer_plan_doc
+    from rmqtool.engine.timer_rebuild import build_timer, compare_timer, timer_plan_doc, timer_settings
     from rmqtool.recovery.apply import STAGING_DIR, apply_file_changes, default_backup_dir
     from rmqtool.recovery.undo import roll_back_unfinished
 
     root = view.root
     again = roll_back_unfinished(root, "redispatch") if apply else None
     _require_settled_end(view, semantics)
+    settings = timer_settings(root, given.broker_config if given is not None else None)
     if apply:
         backup = backup_dir or again or default_backup_dir(root)
         made = not backup.exists()
@@ -132,23 +133,23 @@ def redispatch_timer(view: StoreView, *, given=None, semantics: str | None = Non
         staging = tempfile.TemporaryDirectory(prefix="rmqtool-redispatch-")
     with staging as tmp:
         try:
-            built = build_timer(view, pathlib.Path(tmp) / "built")
+            built = build_timer(view, pathlib.Path(tmp) / "built", settings=settings)
         except BaseException:
             if apply:
                 shutil.rmtree(backup if made else backup / STAGING_DIR, ignore_errors=True)
             raise
         changes = compare_timer(view, built)
-        size = built.layout.file_size
+        size = settings.file_size
         unknown = ["mapped_file_size_timer_log"] if size.taken_from == "default" else []
         doc = {"store_path": str(root), "timer": timer_plan_doc(built),
-               "sizes": {"mapped_file_size_timer_log": size.to_json()}, "sizes_unknown": unknown,
+               "sizes": settings.to_json(), "sizes_unknown": unknown,
                "changes": [{"kind": c.kind, "file": c.path, "units": None} for c in changes],
                "counts": {k: sum(1 for c in changes if c.kind == k) for k in ("create", "replace", "delete", "same")}}
         run = RedispatchRun(doc, None, any(c.kind != "same" for c in changes))
         assume = given is not None and given.assume_defaults
         refused = (f"nothing in the store shows mapped_file_size_timer_log ({size.value}, the broker's default): "
-                   f"timer log files of another size are read at the wrong places; --assume-defaults if the broker "
-                   f"runs with its default") if apply and run.differs and unknown and not assume else None
+                   f"timer log files of another size are read at the wrong places; give --broker-config FILE "
+                   f"(mappedFileSizeTimerLog), or --assume-defaults if the broker runs with its default") if apply and run.differs and unknown and not assume else None
         if apply and (refused or not run.differs):
             shutil.rmtree(backup / STAGING_DIR, ignore_errors=True)
             if made:

@@ -30,7 +30,9 @@ import dataclasses
 import os
 import pathlib
 
-from rmqtool.engine.store_sizes import DEFAULT, FILES, Size
+from rmqtool.engine.store_sizes import BROKER_CONFIG, DEFAULT, FILES, Size
+from rmqtool.errors import UsageError
+from rmqtool.formats.broker_conf import MAPPED_FILE_SIZE_TIMER_LOG, TIMER_PRECISION_MS, TIMER_ROLL_WINDOW_SLOT
 from rmqtool.formats.indexfile import java_string_hash
 from rmqtool.formats.timercheck import TIMERCHECK_FILE, TIMERCHECK_FILE_SIZE, TIMERCHECK_STRUCT
 from rmqtool.formats.timerlog import (BLANK_MAGIC_CODE, MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL, MIN_BLANK_LEN,
@@ -67,7 +69,7 @@ class PlannedUnit:
 class TimerLayout:
     write_time_ms: int
     write_time_from: str  # "timercheck" or "commitlog"
-    file_size: Size
+    settings: TimerSettings
     units: list[PlannedUnit]
     blanks: list[tuple[int, int]]  # (position, size)
     slots: dict  # slot index -> [time value, firstPos, lastPos, num]
@@ -81,20 +83,48 @@ def roll_window_slots(window: int = DEFAULT_TIMER_ROLL_WINDOW_SLOT) -> int:
     return SLOTS_TOTAL - TIMER_BLANK_SLOTS if window > SLOTS_TOTAL - TIMER_BLANK_SLOTS or window < 2 else window
 
 
-def timer_log_file_size(root) -> Size:
-    """mappedFileSizeTimerLog from the store's timer log files, else the broker's default."""
+@dataclasses.dataclass(frozen=True)
+class TimerSettings:
+    """The MessageStoreConfig settings a rebuild writes with, and where each came from."""
+    file_size: Size  # mappedFileSizeTimerLog
+    roll_window: Size  # timerRollWindowSlot
+    precision_ms: Size  # timerPrecisionMs
+
+    def to_json(self) -> dict:
+        return {"mapped_file_size_timer_log": self.file_size.to_json(),
+                "timer_roll_window_slot": self.roll_window.to_json(), "timer_precision_ms": self.precision_ms.to_json()}
+
+
+def timer_settings(root, conf=None) -> TimerSettings:
+    """mappedFileSizeTimerLog from the store's timer log files (the broker config ``conf``
+    must agree), else the config, else the broker's default; the roll window and precision
+    from the config, else the defaults (the store shows neither)."""
+    def setting(key: str, default: int) -> Size:
+        said = conf.int_setting(key, default) if conf is not None else None
+        return Size(said[0], BROKER_CONFIG, said[1]) if said is not None else \
+            Size(default, DEFAULT, f"the broker's default {key}: the store does not show it")
+
     timer = find_timer_store(root)
+    size = setting(MAPPED_FILE_SIZE_TIMER_LOG, DEFAULT_MAPPED_FILE_SIZE_TIMER_LOG)
     if timer.timer_log_dir is not None:
         log = scan_timer_log(timer.timer_log_dir)
         if log.file_size:
-            return Size(log.file_size, FILES, str(log.files[0].path))
-    return Size(DEFAULT_MAPPED_FILE_SIZE_TIMER_LOG, DEFAULT, "no timer log file shows mappedFileSizeTimerLog")
+            found = Size(log.file_size, FILES, str(log.files[0].path))
+            if size.taken_from == BROKER_CONFIG and size.value != found.value:
+                raise UsageError(f"the store's timer log file size is {found.value} ({found.shown_by}), not "
+                                 f"{size.value} ({size.shown_by})", timer.timer_log_dir)
+            size = found
+    return TimerSettings(size, setting(TIMER_ROLL_WINDOW_SLOT, DEFAULT_TIMER_ROLL_WINDOW_SLOT),
+                         setting(TIMER_PRECISION_MS, DEFAULT_TIMER_PRECISION_MS))
 
 
-def plan_timer(view, *, precision_ms: int = DEFAULT_TIMER_PRECISION_MS,
-               roll_window: int = DEFAULT_TIMER_ROLL_WINDOW_SLOT, file_size: Size | None = None) -> TimerLayout:
+def plan_timer(view, settings: TimerSettings | None = None, *, file_size: Size | None = None) -> TimerLayout:
     """The units, blanks and slots doEnqueue writes for the store's pending timer messages
-    (``file_size``: mappedFileSizeTimerLog when said, else what the store shows)."""
+    (``settings``: :func:`timer_settings` when not given; ``file_size`` replaces its file size)."""
+    settings = settings or timer_settings(view.root)
+    if file_size is not None:
+        settings = dataclasses.replace(settings, file_size=file_size)
+    precision_ms = settings.precision_ms.value
     timer = find_timer_store(view.root)
     check = read_timercheck(timer.timercheck) if timer.timercheck is not None else None
     read_time = check.last_read_time_ms if check is not None and check.last_read_time_ms > 0 else None
@@ -104,8 +134,8 @@ def plan_timer(view, *, precision_ms: int = DEFAULT_TIMER_PRECISION_MS,
     else:
         write, write_from = messages.newest_timestamp or 0, "commitlog"
     write = write // precision_ms * precision_ms  # formatTimeMs
-    size = file_size or timer_log_file_size(view.root)
-    window = roll_window_slots(roll_window)
+    size = settings.file_size
+    window = roll_window_slots(settings.roll_window.value)
     slots: dict[int, list[int]] = {}
     units, blanks = [], []
     pos = 0
@@ -137,7 +167,7 @@ def plan_timer(view, *, precision_ms: int = DEFAULT_TIMER_PRECISION_MS,
     if last is not None and (not units or units[-1].record is not last):
         append(last, write - precision_ms, MAGIC_DELETE, anchor=True)
     queue_offset = last.queue_offset + 1 if last is not None else (check.last_timer_queue_offset if check else 0)
-    return TimerLayout(write, write_from, size, units, blanks, slots, pos, queue_offset, messages)
+    return TimerLayout(write, write_from, settings, units, blanks, slots, pos, queue_offset, messages)
 
 
 def write_timer(layout: TimerLayout, staging: pathlib.Path, old_check: bytes | None) -> list[pathlib.Path]:
@@ -145,7 +175,7 @@ def write_timer(layout: TimerLayout, staging: pathlib.Path, old_check: bytes | N
     made = []
     log_dir = staging / TIMERLOG_DIR
     log_dir.mkdir(parents=True, exist_ok=True)
-    size = layout.file_size.value
+    size = layout.settings.file_size.value
     files: dict[int, bytearray] = {}
 
     def at(pos: int, length: int) -> tuple[bytearray, int]:
@@ -238,6 +268,7 @@ def timer_plan_doc(built: BuiltTimer) -> dict:
     m = lay.messages
     return {
         "write_timestamp": lay.write_time_ms, "write_timestamp_from": lay.write_time_from,
+        "settings": lay.settings.to_json(),
         "timer_log_end": lay.log_end, "timer_queue_offset": lay.queue_offset,
         "units": [{"timer_log_offset": u.position, "prev_timer_log_offset": u.prev_pos, "magic": u.magic,
                    "write_timestamp": u.curr_write_time, "deliver_timestamp": u.deliver_time_ms,

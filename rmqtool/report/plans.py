@@ -138,6 +138,8 @@ def _timer_plan_lines(t: dict) -> list[str]:
     lines = [f"rebuild the timer store: {len(t['units'])} units ({anchors} anchoring the timer queue offset at "
              f"{t['timer_queue_offset']}), {len(t['blanks'])} blanks, {len(t['slots'])} wheel slots, timer log end "
              f"{t['timer_log_end']}, written at {t['write_timestamp']} (from {t['write_timestamp_from']})"]
+    lines += [f"{name} {s['value']} ({s['shown_by']})" for name, s in t["settings"].items()
+              if name != "mapped_file_size_timer_log"]
     for r in t["pending"]:
         lines.append(f"pending {r['real_topic']}/{r['real_queue_id']} {r['uniq_key']} keys {r['keys']} "
                      f"fires at {r['fire_timestamp']} (record {r['commit_log_offset']})")

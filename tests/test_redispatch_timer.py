@@ -139,7 +139,8 @@ def test_applied_timer_reads_back_sound_and_undo_restores(applied, name):
     assert [int(m) for m in log.columns["magic"]] == [u["magic"] for u in t["units"]]
     slots = wheel.slots
     assert [(s.index, s.time_value, s.first_pos, s.last_pos, s.num) for s in slots] == \
-        [(s["slot_index"], s["time_value"], s["first_pos"], s["last_pos"], s["num"]) for s in t["slots"]]
+        [(s["slot_index"], s["time_value"], s["first_timer_log_offset"], s["last_timer_log_offset"], s["num"])
+         for s in t["slots"]]
     chains = walk_chains(log, [s.last_pos for s in slots], slot_indexes=[s.index for s in slots])
     assert all(c.end == END_MINUS_ONE for c in chains)  # no loop, nothing past the log
     assert all(c.units_of_other_slots == 0 for c in chains)
@@ -203,9 +204,40 @@ def test_units_roll_as_do_enqueue_with_the_brokers_window(plans, tmp_path):
         if excess >= 0:
             rolled += 1
             assert u["magic"] == MAGIC_DEFAULT | MAGIC_ROLL
-            assert u["deliver_timestamp"] == write + (window // 2 if excess < window // 3 * precision else window) * precision
+            steps = window // 2 if excess < window // 3 * precision else window
+            assert u["deliver_timestamp"] == write + steps * precision
         else:
             assert u["magic"] == MAGIC_DEFAULT and u["deliver_timestamp"] == max(fire[u["commit_log_offset"]], write)
     assert rolled  # r1/r2 roll at this window, as they did in the fixture's run
     conf.write_text("mappedFileSizeTimerLog=4096\n")  # the store's files show 2048
     assert _run("redispatch", store, "--timer", "--broker-config", conf).exit_code == ExitCode.USAGE
+
+
+def test_every_plan_field_is_documented(plans):
+    from test_vocabulary import documented, keys_of
+
+    names, suffixes = documented()
+    _store, doc = plans["timer"]
+    missing = sorted(f for f in keys_of(doc, set()) if f not in names and not any(f.endswith(s) for s in suffixes))
+    assert not missing, f"not in docs/vocabulary.md: {missing}"
+
+
+def test_a_lost_timer_log_is_rebuilt_in_the_default_size_only_when_assumed(tmp_path):
+    """No timer log file shows mappedFileSizeTimerLog: the plan says the broker's default, and
+    --apply refuses (exit 2, nothing changed) until --assume-defaults."""
+    store = expand_store(V5 / "timer" / "store", tmp_path / "s")
+    (store / "lock").unlink(missing_ok=True)
+    for p in (store / "timerlog").iterdir():
+        p.unlink()
+    before = tree_fingerprint(store)
+    r = _run("redispatch", store, "--timer", "--apply", "-f", "json")
+    assert r.exit_code == ExitCode.USAGE and tree_fingerprint(store) == before
+    doc = json.loads(r.stdout)
+    assert doc["sizes"]["mapped_file_size_timer_log"]["taken_from"] == "default"
+    assert doc["sizes_unknown"] == ["mapped_file_size_timer_log"]
+    r = _run("redispatch", store, "--timer", "--apply", "--assume-defaults", "--backup-dir", tmp_path / "b")
+    assert r.exit_code == 0, r.output
+    files = list((store / "timerlog").iterdir())
+    assert [p.stat().st_size for p in files] == [doc["sizes"]["mapped_file_size_timer_log"]["value"]]
+    assert [int(p) for p in scan_timer_log(store / "timerlog").columns["position"]] == \
+        [u["timer_log_offset"] for u in doc["timer"]["units"]]

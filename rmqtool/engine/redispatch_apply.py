@@ -115,6 +115,7 @@ def redispatch_timer(view: StoreView, *, given=None, semantics: str | None = Non
     """redispatch --timer: the timer log, wheel and timercheck rebuilt from the commit log for
     the pending timer messages (engine/timer_rebuild.py), compared with the store's; ``apply``
     swaps them in with a backup (the same staging, backup and manifest as queues and index)."""
+    from rmqtool.engine.store_sizes import DEFAULT
     from rmqtool.engine.timer_rebuild import build_timer, compare_timer, timer_plan_doc, timer_settings
     from rmqtool.recovery.apply import STAGING_DIR, apply_file_changes, default_backup_dir
     from rmqtool.recovery.undo import roll_back_unfinished
@@ -140,16 +141,18 @@ def redispatch_timer(view: StoreView, *, given=None, semantics: str | None = Non
             raise
         changes = compare_timer(view, built)
         size = settings.file_size
-        unknown = ["mapped_file_size_timer_log"] if size.taken_from == "default" else []
+        unknown = ["mapped_file_size_timer_log"] if size.taken_from == DEFAULT else []
         doc = {"store_path": str(root), "timer": timer_plan_doc(built),
-               "sizes": settings.to_json(), "sizes_unknown": unknown,
+               "sizes": {"mapped_file_size_timer_log": size.to_json()}, "sizes_unknown": unknown,
                "changes": [{"kind": c.kind, "file": c.path, "units": None} for c in changes],
                "counts": {k: sum(1 for c in changes if c.kind == k) for k in ("create", "replace", "delete", "same")}}
         run = RedispatchRun(doc, None, any(c.kind != "same" for c in changes))
         assume = given is not None and given.assume_defaults
-        refused = (f"nothing in the store shows mapped_file_size_timer_log ({size.value}, the broker's default): "
-                   f"timer log files of another size are read at the wrong places; give --broker-config FILE "
-                   f"(mappedFileSizeTimerLog), or --assume-defaults if the broker runs with its default") if apply and run.differs and unknown and not assume else None
+        refused = None
+        if apply and run.differs and unknown and not assume:
+            refused = (f"nothing in the store shows mapped_file_size_timer_log ({size.value}, the broker's default): "
+                       f"timer log files of another size are read at the wrong places; give --broker-config FILE "
+                       f"(mappedFileSizeTimerLog), or --assume-defaults if the broker runs with its default")
         if apply and (refused or not run.differs):
             shutil.rmtree(backup / STAGING_DIR, ignore_errors=True)
             if made:

@@ -27,7 +27,6 @@ enqueue, and deliver again, every record after the last pending one.
 from __future__ import annotations
 
 import dataclasses
-import os
 import pathlib
 
 from rmqtool.engine.store_sizes import BROKER_CONFIG, DEFAULT, FILES, Size
@@ -179,8 +178,13 @@ def write_timer(layout: TimerLayout, staging: pathlib.Path, old_check: bytes | N
     files: dict[int, bytearray] = {}
 
     def at(pos: int, length: int) -> tuple[bytearray, int]:
+        """The file's bytes so far (only up to what is written: a file is 100 MB by default), grown to hold these."""
         base = pos - pos % size
-        return files.setdefault(base, bytearray(size)), pos - base
+        buf = files.setdefault(base, bytearray())
+        rel = pos - base
+        if len(buf) < rel + length:
+            buf.extend(bytes(rel + length - len(buf)))
+        return buf, rel
 
     for u in layout.units:
         buf, rel = at(u.position, UNIT_SIZE)
@@ -192,7 +196,9 @@ def write_timer(layout: TimerLayout, staging: pathlib.Path, old_check: bytes | N
         buf[rel:rel + MIN_BLANK_LEN] = TimerLogBlank.build({"size": length, "prev_pos": 0, "magic": BLANK_MAGIC_CODE})
     for base, buf in sorted(files.items()):
         path = log_dir / segment_name(base)
-        _write_sparse(path, buf)
+        with open(path, "wb") as f:  # the mapped file's full size, the zeros after the data a hole
+            f.write(buf)
+            f.truncate(size)
         made.append(path)
     wheel = staging / TIMERWHEEL_FILE
     with open(wheel, "wb") as f:
@@ -211,15 +217,6 @@ def write_timer(layout: TimerLayout, staging: pathlib.Path, old_check: bytes | N
     check.write_bytes(data.ljust(TIMERCHECK_FILE_SIZE, b"\0"))
     made.append(check)
     return made
-
-
-def _write_sparse(path: pathlib.Path, data: bytearray) -> None:
-    """A mapped file as the broker leaves it: its full size, the zeros after the data a hole."""
-    end = len(bytes(data).rstrip(b"\0"))
-    with open(path, "wb") as f:
-        f.write(data[:end])
-        f.truncate(len(data))
-        os.fsync(f.fileno())
 
 
 @dataclasses.dataclass
@@ -276,8 +273,8 @@ def timer_plan_doc(built: BuiltTimer) -> dict:
                    "real_topic": u.record.real_topic, "uniq_key": u.record.uniq_key, "anchor": u.anchor}
                   for u in lay.units],
         "blanks": [{"timer_log_offset": p, "size": s} for p, s in lay.blanks],
-        "slots": [{"slot_index": i, "time_value": v, "first_pos": f, "last_pos": last, "num": n}
-                  for i, (v, f, last, n) in sorted(lay.slots.items())],
+        "slots": [{"slot_index": i, "time_value": v, "first_timer_log_offset": f, "last_timer_log_offset": last,
+                   "num": n} for i, (v, f, last, n) in sorted(lay.slots.items())],
         "pending": [r.to_json() for r in sorted(m.pending, key=lambda r: (r.timer_out_ms, r.commit_log_offset))],
         "dropped": {"delivered": [r.to_json() for r in m.delivered], "recalled": [r.to_json() for r in m.recalled],
                     "recalls": [r.to_json() for r in m.recalls], "superseded": [r.to_json() for r in m.superseded],

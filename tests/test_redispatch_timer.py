@@ -9,6 +9,8 @@ slot's chain and no delivered one; undo gives every file back byte for byte.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import pathlib
 
 import pytest
@@ -241,3 +243,23 @@ def test_a_lost_timer_log_is_rebuilt_in_the_default_size_only_when_assumed(tmp_p
     assert [p.stat().st_size for p in files] == [doc["sizes"]["mapped_file_size_timer_log"]["value"]]
     assert [int(p) for p in scan_timer_log(store / "timerlog").columns["position"]] == \
         [u["timer_log_offset"] for u in doc["timer"]["units"]]
+
+
+def test_a_store_without_timer_messages_is_refused_and_a_held_store_is_not_changed(tmp_path):
+    plain = expand_store(V5 / "v2-and-crc" / "store", tmp_path / "plain")
+    before = tree_fingerprint(plain)
+    r = _run("redispatch", plain, "--timer", "--apply")
+    assert r.exit_code == ExitCode.USAGE and tree_fingerprint(plain) == before  # no timer files made up
+    store = expand_store(V5 / "timer" / "store", tmp_path / "s")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, time; f = open(sys.argv[1], 'r+b'); fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB); "
+        "print('held', flush=True); time.sleep(60)"), str(store / "lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = tree_fingerprint(store)
+        r = _run("redispatch", store, "--timer", "--apply", "--backup-dir", tmp_path / "b")
+        assert r.exit_code == ExitCode.LOCKED, r.output
+        assert tree_fingerprint(store) == before
+    finally:
+        holder.kill()
+        holder.wait()

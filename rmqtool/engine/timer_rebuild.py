@@ -128,6 +128,8 @@ def plan_timer(view, settings: TimerSettings | None = None, *, file_size: Size |
     check = read_timercheck(timer.timercheck) if timer.timercheck is not None else None
     read_time = check.last_read_time_ms if check is not None and check.last_read_time_ms > 0 else None
     messages = timer_messages(view, read_time, precision_ms)
+    if not timer.exists and messages.last_queue_record is None:
+        raise UsageError("no timer store to rebuild: no timer file and no rmq_sys_wheel_timer record", view.root)
     if read_time is not None:
         write, write_from = read_time, "timercheck"
     else:

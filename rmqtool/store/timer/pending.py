@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rmqtool.formats.properties import PROPERTY_KEYS, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC
+from rmqtool.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_KEYS, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC
 from rmqtool.formats.properties import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as PROPERTY_UNIQ_KEY
 from rmqtool.formats.timerlog import (PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_TIMER_DEQUEUE_MS, PROPERTY_TIMER_OUT_MS,
                                       PROPERTY_TIMER_ROLL_TIMES, TIMER_TOPIC)
@@ -34,6 +34,9 @@ from rmqtool.store.commitlog import scan_segment
 from rmqtool.store.message import Message
 
 DELETE_KEY_SEPARATOR = "+"  # TimerMessageStore.buildDeleteKey
+# every record read here holds TIMER_OUT_MS: a timer record, its rolls and recalls (RecallMessageProcessor
+# sets the original's), and a delivery (its stored properties keep it); the scan hops over the rest undecoded
+_NEEDLE = (PROPERTY_TIMER_OUT_MS + NAME_VALUE_SEPARATOR).encode()
 
 
 def delete_key(real_topic: str, uniq_key: str) -> str:
@@ -109,7 +112,8 @@ def timer_messages(view, read_time_ms: int | None = None, precision_ms: int = DE
     newest_ts = None
     segments = [s for s in queue.segments if s.base_offset < end]
     for i, seg in enumerate(segments):
-        for item in scan_segment(seg, is_last=i == len(segments) - 1, end_offset=end, check_crc=False):
+        for item in scan_segment(seg, is_last=i == len(segments) - 1, end_offset=end, check_crc=False,
+                                 needle=_NEEDLE):
             if not isinstance(item, Message):
                 continue
             if item.topic != TIMER_TOPIC:

@@ -1,5 +1,6 @@
 """rmqtool redispatch STORE: rebuild consume queues and index files from the commit log, as
-the broker's dispatch builds them; plan first, --apply swaps them in with a backup.
+the broker's dispatch builds them (--timer: the 5.x timer store, as its enqueue writes it for
+the pending timer messages); plan first, --apply swaps them in with a backup.
 
 Exit codes: 0 the rebuilt files equal the store's, or they were applied; 3 they differ (the
 plan lists how); 5 a running process holds the store (--apply).
@@ -52,7 +53,8 @@ def redispatch(
                                                            "store, named by the time)."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
 ):
-    """Rebuild consume queues and index files from the commit log (files identical to the broker's).
+    """Rebuild consume queues and index files from the commit log (files identical to the broker's),
+    or with --timer the timer log, wheel and timercheck for the pending timer messages.
 
     Files are built in the sizes the store's files show; where nothing shows one, the plan
     says so and --apply refuses until it is given (or --assume-defaults)."""

@@ -27,6 +27,9 @@ MAPPED_FILE_SIZE_CONSUME_QUEUE = "mappedFileSizeConsumeQueue"  # the getter roun
 MAPPER_FILE_SIZE_BATCH_CONSUME_QUEUE = "mapperFileSizeBatchConsumeQueue"  # 5.x; the getter returns it as is
 MAX_HASH_SLOT_NUM = "maxHashSlotNum"
 MAX_INDEX_NUM = "maxIndexNum"
+MAPPED_FILE_SIZE_TIMER_LOG = "mappedFileSizeTimerLog"  # 5.x timer store
+TIMER_ROLL_WINDOW_SLOT = "timerRollWindowSlot"
+TIMER_PRECISION_MS = "timerPrecisionMs"
 
 _BLANKS = " \t\f"
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}

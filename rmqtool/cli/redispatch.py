@@ -1,5 +1,6 @@
 """rmqtool redispatch STORE: rebuild consume queues and index files from the commit log, as
-the broker's dispatch builds them; plan first, --apply swaps them in with a backup.
+the broker's dispatch builds them (--timer: the 5.x timer store, as its enqueue writes it for
+the pending timer messages); plan first, --apply swaps them in with a backup.
 
 Exit codes: 0 the rebuilt files equal the store's, or they were applied; 3 they differ (the
 plan lists how); 5 a running process holds the store (--apply).
@@ -23,6 +24,7 @@ def register(app: typer.Typer) -> None:
         "rmqtool redispatch /data/store",
         "rmqtool redispatch /data/store --cq -t OrderTopic -q 3 --apply",
         "rmqtool redispatch /data/store --index --apply",
+        "rmqtool redispatch /data/store --timer --apply",
         "rmqtool redispatch /data/store --cq --apply --broker-config /opt/rocketmq/conf/broker.conf",
         "rmqtool redispatch /data/store -f json | jq '.changes[] | select(.kind != \"same\")'"))(redispatch)
 
@@ -39,6 +41,8 @@ def redispatch(
                                               help="Keep what lies before this commit log offset; rebuild the rest."),
     cq: bool = typer.Option(False, "--cq", help="Consume queues (default: consume queues and index)."),
     index: bool = typer.Option(False, "--index", help="Index files (default: consume queues and index)."),
+    timer: bool = typer.Option(False, "--timer", help="The timer log, wheel and timercheck, for the pending "
+                                                      "timer messages (alone)."),
     skip_unknown_topics: bool = typer.Option(False, "--skip-unknown-topics",
                                              help="Leave out topics that config/topics.json does not have."),
     sizes: SizeOptions = SizeOptions(),  # --cq-size ... --assume-defaults (cli/sizes.py)
@@ -49,7 +53,8 @@ def redispatch(
                                                            "store, named by the time)."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
 ):
-    """Rebuild consume queues and index files from the commit log (files identical to the broker's).
+    """Rebuild consume queues and index files from the commit log (files identical to the broker's),
+    or with --timer the timer log, wheel and timercheck for the pending timer messages.
 
     Files are built in the sizes the store's files show; where nothing shows one, the plan
     says so and --apply refuses until it is given (or --assume-defaults)."""
@@ -61,13 +66,14 @@ def redispatch(
         raise UsageError("--backup-dir goes with --apply")
     view = open_store(store)  # the store opened once: the plan, the build and the compare read this view
     given = sizes.given()
-    again_command = _command(view.root, topic, queue, from_offset, cq, index, skip_unknown_topics, given, semantics)
-    if not cq and not index:
+    again_command = _command(view.root, topic, queue, from_offset, cq, index, skip_unknown_topics, given, semantics,
+                             timer)
+    if not cq and not index and not timer:
         cq = index = True
     run = redispatch_store(view, cq=cq, index=index, topics=tuple(topic), queue=queue,
                            skip_unknown_topics=skip_unknown_topics, from_offset=from_offset, given=given,
                            semantics=check_semantics(semantics), apply=apply, backup_dir=backup_dir,
-                           command=again_command)
+                           command=again_command, timer=timer)
     show_redispatch_plan(run.doc, fmt.value, run.sizes)
     if run.refusal is not None:
         raise run.refusal
@@ -75,7 +81,7 @@ def redispatch(
         raise typer.Exit(int(ExitCode.CORRUPT))
 
 
-def _command(root, topic, queue, from_offset, cq, index, skip_unknown_topics, given, semantics) -> str:
+def _command(root, topic, queue, from_offset, cq, index, skip_unknown_topics, given, semantics, timer=False) -> str:
     """This command line again (what finishes it when it is cut short)."""
     from rmqtool.cli.sizes import size_words
 
@@ -85,6 +91,6 @@ def _command(root, topic, queue, from_offset, cq, index, skip_unknown_topics, gi
     for flag, value in (("-q", queue), ("--from-offset", from_offset), ("--semantics", semantics)):
         if value is not None:
             words += [flag, str(value)]
-    words += [flag for flag, on in (("--cq", cq), ("--index", index), ("--skip-unknown-topics", skip_unknown_topics))
-              if on]
+    words += [flag for flag, on in (("--cq", cq), ("--index", index), ("--skip-unknown-topics", skip_unknown_topics),
+                                    ("--timer", timer)) if on]
     return shlex.join(words + size_words(given) + ["--apply"])

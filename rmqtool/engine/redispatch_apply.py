@@ -27,10 +27,17 @@ class RedispatchRun:
 def redispatch_store(view: StoreView, *, cq: bool, index: bool, topics: tuple[str, ...] = (),
                      queue: int | None = None, skip_unknown_topics: bool = False, from_offset: int | None = None,
                      given=None, semantics: str | None = None, apply: bool = False,
-                     backup_dir: pathlib.Path | None = None, command: str = "") -> RedispatchRun:
+                     backup_dir: pathlib.Path | None = None, command: str = "", timer: bool = False) -> RedispatchRun:
     """Rebuild the consume queues and/or index files of the store the command opened (``view``)
     from its commit log and compare them with the store's; ``apply`` swaps the differing ones
-    in (``command``: the command line that finishes a run cut short)."""
+    in (``command``: the command line that finishes a run cut short). ``timer``: the timer
+    store instead (:func:`redispatch_timer`; not with queues, index or a selection)."""
+    if timer:
+        if cq or index or topics or queue is not None or from_offset is not None or skip_unknown_topics:
+            raise UsageError("--timer rebuilds the timer store alone: not with --cq, --index, -t, -q, "
+                             "--from-offset or --skip-unknown-topics")
+        return redispatch_timer(view, given=given, semantics=semantics, apply=apply, backup_dir=backup_dir,
+                                command=command)
     from rmqtool.engine.redispatch import Selection, build, compare
     from rmqtool.recovery.apply import STAGING_DIR, apply_file_changes, default_backup_dir
     from rmqtool.recovery.undo import roll_back_unfinished
@@ -101,3 +108,60 @@ def _require_settled_end(view: StoreView, semantics: str | None) -> None:
         why = recovery.refusal or f"{cut[0].id}: {cut[0].message}"
         # the code append gives the same store (RecoveryNeeded, 3): not a usage error
         raise RecoveryNeeded(f"the store needs recovery first ({why}); run rmqtool recover", root)
+
+
+def redispatch_timer(view: StoreView, *, given=None, semantics: str | None = None, apply: bool = False,
+                     backup_dir: pathlib.Path | None = None, command: str = "") -> RedispatchRun:
+    """redispatch --timer: the timer log, wheel and timercheck rebuilt from the commit log for
+    the pending timer messages (engine/timer_rebuild.py), compared with the store's; ``apply``
+    swaps them in with a backup (the same staging, backup and manifest as queues and index)."""
+    from rmqtool.engine.store_sizes import DEFAULT
+    from rmqtool.engine.timer_rebuild import build_timer, compare_timer, timer_plan_doc, timer_settings
+    from rmqtool.recovery.apply import STAGING_DIR, apply_file_changes, default_backup_dir
+    from rmqtool.recovery.undo import roll_back_unfinished
+
+    root = view.root
+    again = roll_back_unfinished(root, "redispatch") if apply else None
+    _require_settled_end(view, semantics)
+    settings = timer_settings(root, given.broker_config if given is not None else None)
+    if apply:
+        backup = backup_dir or again or default_backup_dir(root)
+        made = not backup.exists()
+        if backup.exists() and (not backup.is_dir() or any(backup.iterdir())):
+            raise UsageError("the backup directory exists and is not empty", backup)
+        staging = contextlib.nullcontext(str(backup / STAGING_DIR))
+    else:
+        staging = tempfile.TemporaryDirectory(prefix="rmqtool-redispatch-")
+    with staging as tmp:
+        try:
+            built = build_timer(view, pathlib.Path(tmp) / "built", settings=settings)
+        except BaseException:
+            if apply:
+                shutil.rmtree(backup if made else backup / STAGING_DIR, ignore_errors=True)
+            raise
+        changes = compare_timer(view, built)
+        size = settings.file_size
+        unknown = ["mapped_file_size_timer_log"] if size.taken_from == DEFAULT else []
+        doc = {"store_path": str(root), "timer": timer_plan_doc(built),
+               "sizes": {"mapped_file_size_timer_log": size.to_json()}, "sizes_unknown": unknown,
+               "changes": [{"kind": c.kind, "file": c.path, "units": None} for c in changes],
+               "counts": {k: sum(1 for c in changes if c.kind == k) for k in ("create", "replace", "delete", "same")}}
+        run = RedispatchRun(doc, None, any(c.kind != "same" for c in changes))
+        assume = given is not None and given.assume_defaults
+        refused = None
+        if apply and run.differs and unknown and not assume:
+            refused = (f"nothing in the store shows mapped_file_size_timer_log ({size.value}, the broker's default): "
+                       f"timer log files of another size are read at the wrong places; give --broker-config FILE "
+                       f"(mappedFileSizeTimerLog), or --assume-defaults if the broker runs with its default")
+        if apply and (refused or not run.differs):
+            shutil.rmtree(backup / STAGING_DIR, ignore_errors=True)
+            if made:
+                shutil.rmtree(backup, ignore_errors=True)
+        if refused:
+            run.refusal = UsageError(f"not applied: {refused}", root)
+            return run
+        if apply and run.differs:
+            todo = [(c.kind, c.path, c.staged) for c in changes if c.kind != "same"]
+            applied = apply_file_changes(root, todo, backup, doc, command=command)
+            doc["applied"] = {"backup_dir": str(applied.backup_dir), "manifest": str(applied.manifest)}
+    return run

@@ -132,14 +132,36 @@ def _plan_lines(doc: dict, plan) -> list[str]:
     return lines
 
 
+def _timer_plan_lines(t: dict) -> list[str]:
+    """redispatch --timer: the units and slots written, the pending messages by fire time, what gets no unit."""
+    anchors = sum(1 for u in t["units"] if u["anchor"])
+    lines = [f"rebuild the timer store: {len(t['units'])} units ({anchors} anchoring the timer queue offset at "
+             f"{t['timer_queue_offset']}), {len(t['blanks'])} blanks, {len(t['slots'])} wheel slots, timer log end "
+             f"{t['timer_log_end']}, written at {t['write_timestamp']} (from {t['write_timestamp_from']})"]
+    lines += [f"{name} {s['value']} ({s['shown_by']})" for name, s in t["settings"].items()
+              if name != "mapped_file_size_timer_log"]
+    for r in t["pending"]:
+        lines.append(f"pending {r['real_topic']}/{r['real_queue_id']} {r['uniq_key']} keys {r['keys']} "
+                     f"fires at {r['fire_timestamp']} (record {r['commit_log_offset']})")
+    for why, records in t["dropped"].items():
+        if records:
+            lines.append(f"no unit, {why}: {len(records)} records "
+                         f"({', '.join(str(r['keys'] or r['uniq_key']) for r in records[:10])}"
+                         f"{', ...' if len(records) > 10 else ''})")
+    return lines
+
+
 def show_redispatch_plan(doc: dict, fmt: str, sizes) -> None:
     """redispatch's plan: the files rebuilt, how each differs from the store's, the sizes."""
     if fmt != "table":
         render_document(doc, fmt, title="redispatch plan")
         return
-    what = " and ".join(w for w, on in (("consume queues", doc["consume_queues"]), ("index", doc["index"])) if on)
-    lines = [f"rebuild {what} from commit log offsets [{doc['from_offset']}, {doc['to_offset']}): "
-             f"{doc['records_dispatched']} records dispatched"]
+    if "timer" in doc:
+        lines = _timer_plan_lines(doc["timer"])
+    else:
+        what = " and ".join(w for w, on in (("consume queues", doc["consume_queues"]), ("index", doc["index"])) if on)
+        lines = [f"rebuild {what} from commit log offsets [{doc['from_offset']}, {doc['to_offset']}): "
+                 f"{doc['records_dispatched']} records dispatched"]
     for c in doc["changes"]:
         if c["kind"] != "same":
             units = f" ({c['units']} units)" if c["units"] is not None else ""
@@ -147,7 +169,11 @@ def show_redispatch_plan(doc: dict, fmt: str, sizes) -> None:
     n = doc["counts"]
     lines.append(f"{n['create']} files created, {n['replace']} replaced, {n['delete']} deleted, "
                  f"{n['same']} already as built")
-    lines += size_lines(sizes, doc["sizes_unknown"])
+    if sizes is not None:
+        lines += size_lines(sizes, doc["sizes_unknown"])
+    else:  # the timer log's file size
+        lines += [f"{name} {s['value']}: the broker's default, {s['shown_by']}"
+                  for name, s in doc["sizes"].items() if name in doc["sizes_unknown"]]
     if "applied" in doc:
         lines.append(f"applied; backup in {doc['applied']['backup_dir']} (rmqtool undo puts it back)")
     numbered(lines, sys.stdout)

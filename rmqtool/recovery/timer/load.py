@@ -74,6 +74,7 @@ class TimerRecord:
     queue_id: int
     queue_offset: int
     properties: dict
+    topic: str = TIMER_TOPIC
 
 
 @dataclasses.dataclass

@@ -68,7 +68,8 @@ class TimerRun:
     enqueued: list  # Enqueued, in queue order
     chains: list  # SlotChain, by slot time from the read time on
     first_loop: SlotChain | None  # dequeue stops here for good
-    stranded: list  # TimerLogUnit: pending units no chain reaches
+    stranded: list  # TimerLogUnit: pending units (due from the read time on) no chain reaches
+    skipped: list  # TimerLogUnit: due between the checkpoint's read time and the 7-day floor: never read
     dropped: list  # TimerLogUnit: reached, but the record cannot be read
     walked_again: int = 0  # units in slots from the read time up to the write time (due now)
 
@@ -82,17 +83,22 @@ def predict_run(load: TimerLoad, store: MessageStoreAtLoad, write_time_ms: int) 
     chains = walk_chains(load, load.curr_read_time_ms)
     reached = {p for c in chains for p in c.chain.positions}
     first_loop = next((c for c in chains if c.chain.end == END_LOOP), None)
-    stranded, dropped = [], []
+    stranded, dropped, skipped = [], [], []
     read_from = load.curr_read_time_ms // precision
+    cp = load.checkpoint
+    pending_from = cp.last_read_time_ms // precision if cp.present and cp.last_read_time_ms else read_from
     for unit in _log_units(load):
-        if unit.deliver_time_ms // precision < read_from or need_delete(unit.magic) and not need_roll(unit.magic):
+        due = unit.deliver_time_ms // precision
+        if due < min(read_from, pending_from) or need_delete(unit.magic) and not need_roll(unit.magic):
             continue
-        if unit.position not in reached:
+        if due < read_from:
+            skipped.append(unit)
+        elif unit.position not in reached:
             stranded.append(unit)
         elif store.record(unit.offset_py, unit.size_py) is None:
             dropped.append(unit)
     walked_again = sum(len(c.chain.positions) for c in chains if c.time_ms < write)
-    return TimerRun(write, load, enqueued, chains, first_loop, stranded, dropped, walked_again)
+    return TimerRun(write, load, enqueued, chains, first_loop, stranded, skipped, dropped, walked_again)
 
 
 def _log_units(load: TimerLoad):

@@ -36,6 +36,7 @@ class TimerStart:
     load: TimerLoad
     run: TimerRun | None  # None: the load fails
     store: MessageStoreAtLoad
+    refused: pathlib.Path | None = None  # the file the load fails on
 
 
 def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings = TimerSettings(),
@@ -49,12 +50,13 @@ def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
         pathlib.Path(root) / "timerlog")
     log_files = [TimerLogFile(f.name, f.base_offset, disk_log.file_size or f.file_size, bytearray(_read(f.path)))
                  for f in disk_log.files]
-    slots, refusal = [], None
+    slots, refusal, refused = [], None, None
     if files.wheel is not None:
         wheel = read_wheel(files.wheel, settings.precision_ms)
         if wheel.file_size not in (0, wheel_length(SLOTS_TOTAL)):
             refusal = (f"timerwheel is {wheel.file_size} bytes, not {wheel_length(SLOTS_TOTAL)}: "
                        f"the TimerWheel constructor throws and the broker does not start")
+            refused = files.wheel
         slots = [WheelSlot(s.index, s.time_value, s.first_pos, s.last_pos, s.num, s.magic) for s in wheel.slots]
     checkpoint = _checkpoint(files)
     metrics = None
@@ -79,7 +81,9 @@ def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
     finally:
         if own:
             reader.close()
-    return TimerStart(files, disk_log, load, run, store)
+    if not load.loadable and refused is None:
+        refused = files.timer_log_dir or pathlib.Path(root) / "timerlog"
+    return TimerStart(files, disk_log, load, run, store, refused)
 
 
 def _read(path: pathlib.Path) -> bytes:
@@ -130,7 +134,7 @@ def message_store_at_load(outcome: Outcome | None, reader: CommitLogReader) -> M
             m = decode_message(data, 0, offset_py, size_py, check_crc=False)
         except (RecordError, ValueError, IndexError, Exception):  # noqa: BLE001 - MessageDecoder.decode's null
             return None
-        return TimerRecord(offset_py, size_py, m.queue_id, m.queue_offset, dict(m.properties))
+        return TimerRecord(offset_py, size_py, m.queue_id, m.queue_offset, dict(m.properties), m.topic)
 
     return MessageStoreAtLoad(low, end, (q0.min_offset, q0.max_offset) if q0 is not None else None,
                               queue_unit, record, frozenset(models))

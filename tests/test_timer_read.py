@@ -156,3 +156,88 @@ def test_bak_stands_in_for_a_missing_timermetrics(stores, tmp_path):
     assert loaded.config.source == "bak" and loaded.metrics is not None
     (config / "timermetrics.bak").unlink()
     assert read_timermetrics(config).metrics is None
+
+
+# --- the dump commands ----------------------------------------------------------------------
+
+def _jsonl(*args) -> tuple[int, list[dict], str]:
+    import json
+
+    from typer.testing import CliRunner
+
+    from rmqtool.cli.app import app
+    r = CliRunner().invoke(app, [str(a) for a in args] + ["--format", "jsonl"])
+    return r.exit_code, [json.loads(line) for line in r.stdout.splitlines() if line.strip()], r.stderr
+
+
+def test_dump_commands_show_the_truth(stores):
+    store = stores["timer"]
+    truth = load_truth(TIMER / "truth.json")["timer"]
+    code, units, _ = _jsonl("dump", "timerlog", store)
+    assert code == 0
+    assert [(r["record"], r["timer_log_offset"], r["prev_timer_log_offset"], r["magic"], r["magic_flags"],
+             r["commit_log_offset"], r["store_size"], r["size"], r["write_timestamp"], r["deliver_timestamp"],
+             r["real_topic_hash"], r["slot_index"], r["file_position"]) for r in units] == [
+        ("unit", u["position"], u["prevPos"], u["magic"], u["magicFlags"], u["offsetPy"], u["sizePy"], u["sizePy"],
+         u["currWriteTime"], u["delayedTimeAbsolute"], u["hashCodeOfRealTopic"], u["slotIndex"],
+         u["position"] % 2048) for u in truth["timerLogUnits"]]
+    assert [pathlib.Path(r["file"]).name for r in units] == [
+        f"{u['position'] - u['position'] % 2048:020d}" for u in truth["timerLogUnits"]]
+
+    code, blanks, _ = _jsonl("dump", "timerlog", store / "timerlog" / "00000000000000002048", "--show-blank")
+    assert code == 0 and blanks[-1]["record"] == "blank"
+    assert (blanks[-1]["timer_log_offset"], blanks[-1]["unit_size"]) == (truth["timerLogBlanks"][1]["position"],
+                                                                       truth["timerLogBlanks"][1]["size"])
+    assert all(2048 <= r["timer_log_offset"] < 4096 for r in blanks)
+
+    code, slots, _ = _jsonl("dump", "timerwheel", store)
+    assert code == 0
+    assert [(r["slot_index"], r["slot_timestamp"], r["time_value"], r["first_timer_log_offset"],
+             r["last_timer_log_offset"], r["num"], r["magic"], r["file_position"]) for r in slots] == [
+        (s["index"], s["timeMs"], s["storedTimeValue"], s["firstPos"], s["lastPos"], s["num"], s["magic"],
+         s["index"] * 32) for s in truth["wheelSlots"]]
+
+    code, (check,), _ = _jsonl("dump", "timercheck", store)
+    t = truth["timercheck"]
+    assert code == 0 and (check["last_read_timestamp"], check["last_timer_log_flush_offset"],
+                          check["last_timer_queue_offset"], check["master_timer_queue_offset"],
+                          check["data_version_counter"]) == (
+        t["lastReadTimeMs"], t["lastTimerLogFlushPos"], t["lastTimerQueueOffset"], t["masterTimerQueueOffset"],
+        t["dataVersionCounter"])
+
+    code, metrics, _ = _jsonl("dump", "timermetrics", store)
+    assert code == 0 and {r["topic"]: (r["count"], r["metric_timestamp"]) for r in metrics} == {
+        k: (v["count"], v["timeStamp"]) for k, v in truth["timermetrics"]["timingCount"].items()}
+    assert {r["source"] for r in metrics} == {"main"}
+
+
+def test_a_store_without_a_timer_dumps_nothing_and_says_so():
+    store = V5 / "v2-and-crc" / "store"
+    for kind in ("timerwheel", "timerlog", "timercheck", "timermetrics"):
+        code, rows, err = _jsonl("dump", kind, store)
+        assert (code, rows) == (0, []) and "no " in err and "timer" in err, (kind, err)
+
+
+def test_a_unit_that_is_no_unit_ends_the_log_there(tmp_path):
+    """A bad magic in the middle of the second file: its units end there (recover cuts the
+    log there), dump says so with a corrupt row and exit 3, and a chain through it ends there."""
+    store = expand_store(TIMER / "store", tmp_path / "s")
+    truth = load_truth(TIMER / "truth.json")["timer"]
+    victim = next(u for u in truth["timerLogUnits"] if u["position"] >= 2048 + 3 * 52)
+    at = victim["position"]
+    with open(store / "timerlog" / "00000000000000002048", "r+b") as f:
+        f.seek(at - 2048 + 12)  # the magic
+        f.write((0x7F00).to_bytes(4, "big"))
+    log = scan_timer_log(store / "timerlog")
+    assert (log.readable_end, log.end_reason) == (at, "badUnit")
+    assert [u.position for u in log.units] == [u["position"] for u in truth["timerLogUnits"]
+                                             if not at <= u["position"] < 4096]
+    wheel = read_wheel(store / "timerwheel")
+    through = next(c for c in truth["chains"] if at in c["chain"])
+    chain = walk_chain(log, wheel.slot_at(through["index"]).last_pos)
+    assert (chain.end, chain.end_position, chain.positions[-1]) == ("badUnit", at, at)
+
+    code, rows, err = _jsonl("dump", "timerlog", store)
+    assert code == 3
+    corrupt = [r for r in rows if r["record"] == "corrupt"]
+    assert [(r["timer_log_offset"], r["file_position"]) for r in corrupt] == [(at, at - 2048)]

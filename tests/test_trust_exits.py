@@ -62,6 +62,11 @@ ON_DAMAGED = {
     "dump index": ExitCode.OK,
     "dump checkpoint": ExitCode.OK,
     "dump config": ExitCode.OK,
+    # the 5.x timer store's kinds: a store without a timer dumps nothing (said on stderr)
+    "dump timerwheel": ExitCode.OK,
+    "dump timerlog": ExitCode.OK,
+    "dump timercheck": ExitCode.OK,
+    "dump timermetrics": ExitCode.OK,
     # QMQ's dump kinds: a RocketMQ store is not a QMQ store
     "dump messagelog": ExitCode.BAD_INPUT,
     "dump consumerlog": ExitCode.BAD_INPUT,

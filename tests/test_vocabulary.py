@@ -93,6 +93,10 @@ COMMANDS = {
     "recover": ("recover", CRASH),
     "redispatch": ("redispatch", STORE),
     "salvage": ("salvage", CRASH, "--to-store", "{tmp}/salvaged"),
+    "dump timerwheel": ("dump", "timerwheel", V5 / "timer" / "store"),
+    "dump timerlog": ("dump", "timerlog", V5 / "timer" / "store" / "timerlog" / "00000000000000000000", "--show-blank"),
+    "dump timercheck": ("dump", "timercheck", V5 / "timer" / "store"),
+    "dump timermetrics": ("dump", "timermetrics", V5 / "timer" / "store"),
     "query several stores": ("query", STORE, V5 / "v2-and-crc" / "store", "--key", "order-0"),
 }
 
@@ -102,7 +106,7 @@ def _args(name: str, tmp_path) -> tuple:
 
 
 # documents of numbered plans and reports: printed as text for people, no table columns
-PLANS = ("dump checkpoint", "recover", "redispatch", "salvage")
+PLANS = ("dump checkpoint", "dump timercheck", "recover", "redispatch", "salvage")
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

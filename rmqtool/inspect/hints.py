@@ -19,6 +19,10 @@ _COMMAND = {
     detect.STORE: "info",
     detect.ABORT: "info",
     detect.LOCK: "info",
+    detect.TIMERWHEEL: "dump timerwheel",
+    detect.TIMERLOG: "dump timerlog",
+    detect.TIMERCHECK: "dump timercheck",
+    detect.TIMERMETRICS: "dump timermetrics",
 }
 
 

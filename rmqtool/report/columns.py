@@ -80,6 +80,23 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         num("master_flushed_offset", None), num("confirm_phy_offset", None), fixed("has_5x_fields", None),
         text("file", None, 100)),
     "config": (text("file", 1, 24), fixed("source", 2, 6), text("document", 3, 200, 20), text("path", None, 100)),
+    # the 5.x timer store (inspect/timer/dumps.py)
+    "timer_slot": (
+        num("slot_index", 1, 8), fixed("slot_timestamp", 2, TIME), num("first_timer_log_offset", 4),
+        num("last_timer_log_offset", 3), num("num", 5, 5), fixed("index_matches_time", 6), num("magic", None),
+        num("time_value", None), text("file", None, 100), num("file_position", None), fixed("slot_time", None, TIME)),
+    "timer_unit": (
+        fixed("record", 7, 7), num("timer_log_offset", 1), num("prev_timer_log_offset", 5), num("magic", None, 5),
+        text("magic_flags", 6, 40, 13), num("commit_log_offset", 3), num("store_size", 8, 5), num("size", None, 5),
+        fixed("write_timestamp", 9, TIME), fixed("deliver_timestamp", 2, TIME), num("slot_index", 4, 8),
+        num("real_topic_hash", None, 11), num("delay_ms", None), num("unit_size", None), num("reserved", None),
+        text("reason", 10, 60, 12), fixed("non_zero_after", None), text("file", None, 100),
+        num("file_position", None), fixed("write_time", None, TIME), fixed("deliver_time", None, TIME)),
+    "timer_metric": (
+        text("topic", 1, 40, 10), num("count", 2), fixed("metric_timestamp", 3, TIME), fixed("source", 4, 6),
+        num("data_version_counter", 5), fixed("data_version_timestamp", None, TIME),
+        num("data_version_state_version", None), text("file", None, 100), fixed("metric_time", None, TIME),
+        fixed("data_version_time", None, TIME)),
     # QMQ's store (report/qmq/records.py)
     "qmq_message": (
         num("message_log_offset", 1), text("subject", 2, 40, 10), num("sequence", 3), num("store_size", 6, 5),

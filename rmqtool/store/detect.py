@@ -12,6 +12,10 @@ from rmqtool.store.message import RECORD_START
 
 COMMITLOG, CONSUMEQUEUE, BATCH_CONSUMEQUEUE, INDEX, CHECKPOINT, CONFIG, ABORT, LOCK = (
     "commitlog", "consumequeue", "batchconsumequeue", "index", "checkpoint", "config", "abort", "lock")
+# the 5.x timer store's files (rmqtool.store.timer)
+TIMERWHEEL, TIMERLOG, TIMERCHECK, TIMERMETRICS = "timerwheel", "timerlog", "timercheck", "timermetrics"
+_TIMER_NAMES = {"timerwheel": TIMERWHEEL, "timercheck": TIMERCHECK, "timermetrics": TIMERMETRICS,
+                "timermetrics.bak": TIMERMETRICS}
 STORE = "store"
 
 INDEX_NAME_DIGITS = 17  # yyyyMMddHHmmssSSS
@@ -61,6 +65,10 @@ def kind_of_file(path: pathlib.Path) -> str:
         return ABORT
     if name == paths.LOCK_FILE:
         return LOCK
+    if name in _TIMER_NAMES:
+        return _TIMER_NAMES[name]
+    if parent == TIMERLOG:
+        return TIMERLOG
     if name.endswith(".json") or name.endswith(".json.bak"):
         return CONFIG
     if parent == paths.COMMITLOG_DIR:

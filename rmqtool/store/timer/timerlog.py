@@ -136,6 +136,10 @@ class TimerLog:
         last = self.files[-1]
         return last.base_offset + max(last.file_size, self.file_size or 0)
 
+    def units_in(self, f: TimerLogFile) -> list[TimerLogUnit]:
+        """One file's readable units, in order."""
+        return [TimerLogUnit(*row) for row in self.columns[f.first_unit:f.first_unit + f.unit_count].tolist()]
+
     def file_of(self, position: int) -> TimerLogFile | None:
         """The file holding a log position (MappedFileQueue.findMappedFileByOffset)."""
         seg = self.queue.find(position) if position >= 0 else None

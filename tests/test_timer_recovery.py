@@ -4,11 +4,15 @@ memory, timer log units, chains), at the fake clock of that run; and the run pre
 it shows what the engine then did (loops, stranded, dropped, enqueued again)."""
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from conftest import V5, load_truth
 from helpers import expand_store
 from rmqtool.recovery.outcome import Settings, simulate
+from rmqtool.recovery.plan import plan_recovery
+from rmqtool.report.plans import _timer_lines
 from rmqtool.recovery.timer.load import TimerSettings
 from rmqtool.recovery.timer.next_run import walk_chains
 from rmqtool.recovery.timer.start import timer_start
@@ -45,7 +49,7 @@ def test_load_equals_the_engine(started, variant):
     load = start.load
     assert load.loadable
     state = load.state()
-    want = dict(after["state"])
+    want = copy.deepcopy(after["state"])
     for key in ("fakeNowMs", "timingCountInMemory"):
         want.pop(key)
     if not load.checkpoint.present:  # a new DataVersion: the clock when the checkpoint was made, before now
@@ -109,3 +113,27 @@ def test_runs_show_what_the_engine_did(started):
     dropped = {u["position"] for u in truth["onDiskBeforeLoad"]["timer"]["timerLogUnits"]
                if u["commitLogRecord"]["label"] in lost}
     assert dropped <= {u.position for u in e.run.dropped}
+
+
+@pytest.mark.parametrize("variant", ["b-timerlog-tail-zeroed", "c-timercheck-deleted"])
+def test_recover_plan_has_the_timer_section(started, variant, tmp_path):
+    """recover's plan says what the start does to the timer: the state after load is the engine's."""
+    truth, start = started[variant]
+    after = truth["timerAfterLoad"]
+    plan = plan_recovery(start.files.root, now_ms=after["state"]["fakeNowMs"])
+    section = plan.to_json()["timer"]
+    state = section["state_after_load"]
+    want = {k: copy.deepcopy(v) for k, v in after["state"].items() if k not in ("fakeNowMs", "timingCountInMemory")}
+    state["checkpointInMemory"].pop("dataVersionTimestamp")
+    want["checkpointInMemory"].pop("dataVersionTimestamp")
+    assert state == want
+    assert (section["cut_at"], section["enqueue_again"]["from"]) == (
+        truth["summary"]["timerLogCutTo"], after["state"]["currQueueOffset"])
+    assert section["enqueue_again"]["to"] - section["enqueue_again"]["from"] == after["state"]["enqueueBehindMessages"]
+    run = section["run"]
+    if variant.startswith("b"):
+        assert run["first_loop"]["fire_time_ms"] == truth["summary"]["endState"]["currReadTimeMs"]
+    else:
+        assert run["enqueued"]["delivered_at_once"] == len(truth["summary"]["redeliveredLabels"])
+    lines = _timer_lines(section)
+    assert any("loops" in line for line in lines) == variant.startswith("b")

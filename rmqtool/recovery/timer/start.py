@@ -37,6 +37,7 @@ class TimerStart:
     run: TimerRun | None  # None: the load fails
     store: MessageStoreAtLoad
     refused: pathlib.Path | None = None  # the file the load fails on
+    disk_wheel_slots: list = dataclasses.field(default_factory=list)  # WheelSlot: the used slots on disk
 
 
 def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings = TimerSettings(),
@@ -83,7 +84,7 @@ def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
             reader.close()
     if not load.loadable and refused is None:
         refused = files.timer_log_dir or pathlib.Path(root) / "timerlog"
-    return TimerStart(files, disk_log, load, run, store, refused)
+    return TimerStart(files, disk_log, load, run, store, refused, slots)
 
 
 def _read(path: pathlib.Path) -> bytes:

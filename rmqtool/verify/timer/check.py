@@ -38,7 +38,11 @@ def check_timer(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
 
 
 def _when(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).isoformat(timespec="milliseconds")
+    """A time as ISO 8601 UTC; a value no date holds (damage) as its milliseconds."""
+    try:
+        return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).isoformat(timespec="milliseconds")
+    except (OverflowError, ValueError, OSError):
+        return f"{ms} ms"
 
 
 class TimerChecks:
@@ -97,14 +101,19 @@ class TimerChecks:
         lo, hi = load.enqueue_again
         path, position = self._log_place(load.cut_at)
         loops = run.first_loop is not None
+        # records enqueued again that fired before the checkpoint's read time were delivered already
+        again = [e for e in run.enqueued if e.deliver_ms is not None and cp.present
+                 and e.deliver_ms < cp.last_read_time_ms]
+        consequence = Consequence.LOOPS if loops else Consequence.REDELIVERS if again else Consequence.NONE
+        what = ("; their new units land where wheel slots still point: chains loop (timerChainLoops)" if loops else
+                f"; {len(again)} of them fired before timercheck's read time: delivered again" if again else
+                "; none had fired yet: each is delivered once")
         return [finding(TIMER_LOG_CUT, path, position,
                         f"the next start cuts the timer log at {load.cut_at} ({load.cut_reason}), before "
                         f"{written} that timercheck says was flushed; rmq_sys_wheel_timer queue offsets "
-                        f"{lo}..{hi - 1} are enqueued again ({load.queue_offset_reason})"
-                        + ("; their new units land where wheel slots still point: chains loop (timerChainLoops)"
-                           if loops else ""),
-                        consequence=Consequence.LOOPS if loops else None, cut_at=load.cut_at,
-                        flushed_position=written, enqueued_again=hi - lo)]
+                        f"{lo}..{hi - 1} are enqueued again ({load.queue_offset_reason})" + what,
+                        consequence=consequence, cut_at=load.cut_at, flushed_position=written,
+                        enqueued_again=hi - lo, redelivered=len(again))]
 
     # -- the wheel against the timer log --------------------------------------------------------
     def _loops(self) -> list[Finding]:

@@ -103,3 +103,14 @@ def need_delete(magic: int) -> bool:
 def offset_for_last_unit(file_size: int) -> int:
     """TimerLog.getOffsetForLastUnit: where the last whole unit of a file starts."""
     return file_size - (file_size - MIN_BLANK_LEN) % UNIT_SIZE - MIN_BLANK_LEN - UNIT_SIZE
+
+
+# The timer store's system topic and the properties it reads and writes on records
+# (TimerMessageStore.TIMER_TOPIC, MessageConst.PROPERTY_TIMER_*)
+TIMER_TOPIC = "rmq_sys_wheel_timer"  # queue 0 holds every timer message as stored
+PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"  # deliver time, floored to timerPrecisionMs
+PROPERTY_TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"  # on a delivery: its unit's write time (Long.MAX_VALUE: none)
+PROPERTY_TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"  # on a delivery or a roll: when dequeue put it
+PROPERTY_TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"  # on a roll's re-put record
+PROPERTY_TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"  # a recall: REAL_TOPIC + the recalled UNIQ_KEY
+TIMER_PROPERTIES_SENT = ("TIMER_DELAY_SEC", "TIMER_DELAY_MS", "TIMER_DELIVER_MS")  # what a producer sets

@@ -63,13 +63,16 @@ def dump_timerlog(
     fmt: OutputFormat = FormatOpt,
     precision_ms: int = PrecisionOpt,
     show_blank: bool = typer.Option(False, "--show-blank", help="Also each file's blank (its unused end)."),
+    records: bool = typer.Option(False, "--records", help="Also what the commit log holds where each unit points "
+                                 "(the record's topic, REAL_TOPIC, UNIQ_KEY, KEYS; a record per unit is read)."),
     limit: Optional[int] = LimitOpt,
     wide: bool = WideOpt,
     columns: Optional[str] = ColumnsOpt,
 ):
     """Timer log units (52 B): where each points in the commit log, write and deliver times, magic."""
     dump = dumps.TimerDump()
-    _rows(dumps.timer_log_rows(path, dump, precision_ms, show_blank), "timer_unit", fmt, limit, wide, columns, dump)
+    _rows(dumps.timer_log_rows(path, dump, precision_ms, show_blank, records), "timer_unit", fmt, limit, wide, columns,
+          dump)
 
 
 @dump_app.command("timercheck", epilog=examples("rmqtool dump timercheck /data/store -f json"))

@@ -19,6 +19,7 @@ from rmqtool.cli.params import (OFFSET_METAVAR, TIME_METAVAR, check_range, compl
                                 parse_time)
 from rmqtool.errors import ExitCode, NothingFound, UsageError
 from rmqtool.inspect.lookup import Lookup, crc_mismatch_notes, look_up
+from rmqtool.inspect.timer.query import timer_states
 from rmqtool.query.by_key import DEFAULT_MAX_NUM
 from rmqtool.query.by_time import offset_by_time
 from rmqtool.query.explain import Trace
@@ -43,7 +44,8 @@ def _mode(key, uniq_key, msg_id, offset, queue_offset, time) -> str:
     return given[0]
 
 
-def _check_options(mode: str, topic, queue, exact, begin_time, end_time, max_num, no_index, index_only) -> None:
+def _check_options(mode: str, topic, queue, exact, begin_time, end_time, max_num, no_index, index_only,
+                   timer: bool = False) -> None:
     key_mode = mode in ("--key", "--uniq-key")
     queue_mode = mode in ("--queue-offset", "--time")
     if queue_mode and (topic is None or queue is None):
@@ -58,19 +60,29 @@ def _check_options(mode: str, topic, queue, exact, begin_time, end_time, max_num
         for name, value in (("--begin-time", begin_time), ("--end-time", end_time), ("--max", max_num)):
             if value is not None:
                 raise UsageError(f"{name} goes with --key or --uniq-key")
-        if no_index or index_only:
-            raise UsageError("--no-index and --index-only go with --key or --uniq-key")
+        if no_index or index_only or timer:
+            raise UsageError(f"{'--timer goes' if timer else '--no-index and --index-only go'} with --key or --uniq-key")
     if no_index and index_only:
         raise UsageError("--no-index and --index-only contradict each other")
 
 
 def _message_rows(sink: Sink, messages, fmt: OutputFormat, body: Optional[BodyMode], decompress: bool,
-                  store: str | None = None) -> None:
+                  store: str | None = None, timer_of: pathlib.Path | None = None) -> list:
+    """The rows of the messages found (``timer_of``: the timer state of each timer message
+    among them, read from that store); the messages that gave rows."""
+    if timer_of is not None:
+        rows = timer_states(timer_of, messages)
+        for row in rows:
+            sink.row(with_human_times(row if store is None else {"store_path": store, **row}))
+        if messages and not rows:
+            warn(f"rmqtool: none of the {len(messages)} message(s) found in {timer_of} is a timer message")
+        return messages if rows else []
     body_mode = body.value if body else ("text" if fmt == OutputFormat.table else "base64")
     preview = TABLE_BODY_PREVIEW if fmt == OutputFormat.table and body is None else None
     for m in messages:
         row = message_record(m, body_mode, decompress=decompress, preview=preview)
         sink.row(row if store is None else {"store_path": store, **row})
+    return messages
 
 
 @boundary
@@ -113,6 +125,9 @@ def query(
     columns: Optional[str] = ColumnsOpt,
     served_only: bool = typer.Option(False, "--served-only", help="Only messages the broker serves after its next "
                                      "start's recovery (not stale bytes past where recovery cuts the log)."),
+    timer: bool = typer.Option(False, "--timer", help="Key lookups on a 5.x store: what became of each timer message "
+                               "found (its rmq_sys_wheel_timer records, units, delivery or recall; fired or pending "
+                               "and when) instead of the messages."),
     subject: Optional[str] = typer.Option(None, "--subject", "-s", help="QMQ: a subject (with --sequence or --time)."),
     sequence: Optional[int] = typer.Option(None, "--sequence", min=0, help="QMQ: the message of this sequence."),
 ):
@@ -123,7 +138,7 @@ def query(
     if subject is not None or sequence is not None or _qmq_stores(stores):
         return _qmq_query(stores, subject, sequence, msg_id, time, fmt, body, wide, columns)
     mode = _mode(key, uniq_key, msg_id, offset, queue_offset, time)
-    _check_options(mode, topic, queue, exact, begin_time, end_time, max_num, no_index, index_only)
+    _check_options(mode, topic, queue, exact, begin_time, end_time, max_num, no_index, index_only, timer)
     begin, end = parse_time(begin_time), parse_time(end_time)
     check_range("--begin-time", begin, "--end-time", end)
     trace = Trace(warn, keep=False) if explain else None
@@ -138,13 +153,13 @@ def query(
         return
     ask = Lookup(mode, key, uniq_key, msg_id, offset, queue_offset, topic, queue, begin, end, max_num, no_index,
                  index_only, served_only)
-    sink = Sink(fmt.value, kind="message", wide=wide, select=columns)
+    sink = Sink(fmt.value, kind="timer_message" if timer else "message", wide=wide, select=columns)
     found = []
     for store in stores:
         with each.each(not_found=NothingFound):
             messages = look_up(store, ask, trace, warn)
-            _message_rows(sink, messages, fmt, body, decompress, str(store) if each.several else None)
-            found += messages
+            found += _message_rows(sink, messages, fmt, body, decompress, str(store) if each.several else None,
+                                   store if timer else None)
     sink.close()
     damaged = crc_mismatch_notes(found)
     for line in damaged:
@@ -153,7 +168,7 @@ def query(
         raise typer.Exit(each.worst)
     if not found:
         if not each.said_not_found:
-            warn("rmqtool: not found: no message matches")
+            warn(f"rmqtool: not found: no {'timer ' if timer else ''}message matches")
         raise typer.Exit(int(ExitCode.NOT_FOUND))
     if damaged:
         raise typer.Exit(int(ExitCode.CORRUPT))

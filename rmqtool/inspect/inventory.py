@@ -14,7 +14,10 @@ import pathlib
 from rmqtool.errors import FormatError
 from rmqtool.findings import CHECKPOINT_INVALID, CONFIG_TABLE_INVALID, Finding
 from rmqtool.inspect.hints import wrong_kind
+from rmqtool.inspect.side_stores import side_stores
+from rmqtool.inspect.timer.state import timer_info
 from rmqtool.formats.config import consumer_offsets, delay_offsets
+from rmqtool.formats.timerlog import TIMER_TOPIC
 from rmqtool.store import detect
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import Blank, findings_of, scan_segment
@@ -225,6 +228,9 @@ def store_info(store: str | os.PathLike | StoreView) -> tuple[dict, list[Finding
     findings += f
     config, f = config_info(root)
     findings += f
+    timer, f = timer_info(root, next((q["max_queue_offset"] for q in queues
+                                      if (q["topic"], q["queue_id"]) == (TIMER_TOPIC, 0)), None))
+    findings += f
     markers = view.markers
     findings += list(markers.findings)
     holder = live.pid if live is not None else view.lock_holder
@@ -247,5 +253,7 @@ def store_info(store: str | os.PathLike | StoreView) -> tuple[dict, list[Finding
         "index_files": index,
         "checkpoint": checkpoint,
         "config": config,
+        "timer": timer,
+        "side_stores": side_stores(root),
         "findings": [x.to_json() for x in findings],
     }, findings

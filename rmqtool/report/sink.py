@@ -292,7 +292,10 @@ def report_findings(findings, damaged: int = 0, *, echo: bool = True) -> int:
 
 # A document's list sections and the kind of their rows (columns.VIEWS)
 SECTION_KINDS = {"segments": "segment", "consume_queues": "consume_queue", "index_files": "index_file",
-                 "config": "config_file", "findings": "finding"}
+                 "config": "config_file", "findings": "finding",
+                 # info's timer section and side stores (inspect/timer/state.py, inspect/side_stores.py)
+                 "timer_files": "timer_file", "pending_by_fire_time": "timer_pending_slot",
+                 "congestion": "timer_pending_slot", "timer_metrics": "timer_topic_count", "side_stores": "side_store"}
 
 
 def render_documents_json(docs: list, stream: TextIO | None = None) -> None:
@@ -317,7 +320,9 @@ def render_document(doc: dict, fmt: str, stream: TextIO | None = None, title: st
     from rmqtool.report.table import PATH_FIELDS, cut_front, output_width
 
     width = output_width(stream) if width is None else width
-    scalars = {k: v for k, v in doc.items() if not isinstance(v, (dict, list))}
+    # in a document of sections (info), a top-level None is a section of its own ("timer: none"), not a line
+    sectioned = any(isinstance(v, (dict, list)) for v in doc.values())
+    scalars = {k: v for k, v in doc.items() if not isinstance(v, (dict, list)) and not (sectioned and v is None)}
     sections = [(title or "", scalars)] if scalars else []
     sections += [(k, v) for k, v in doc.items() if isinstance(v, (dict, list)) or v is None and k != title]
     first = True

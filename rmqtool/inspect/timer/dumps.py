@@ -10,16 +10,19 @@ import dataclasses
 import pathlib
 from typing import Iterator
 
-from rmqtool.errors import FormatError
+from rmqtool.errors import FormatError, NotAStore, RmqError
+from rmqtool.formats.properties import (KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_REAL_TOPIC,
+                                        PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 from rmqtool.formats.timerwheel import DEFAULT_TIMER_PRECISION_MS, SLOT_SIZE
 from rmqtool.formats.timermetrics import timer_metrics_of
 from rmqtool.inspect.hints import wrong_kind
 from rmqtool.store import detect
+from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.config import parse_config_bytes, read_config_bytes
-from rmqtool.store.paths import CONFIG_DIR
+from rmqtool.store.paths import COMMITLOG_DIR, CONFIG_DIR
 from rmqtool.store.timer.files import TIMERLOG_DIR, find_timer_store
 from rmqtool.store.timer.timercheck import TimerCheck, read_timercheck
-from rmqtool.store.timer.timerlog import END_BAD_UNIT, END_PARTIAL_UNIT, TimerLog, scan_timer_log
+from rmqtool.store.timer.timerlog import END_BAD_UNIT, END_BLANK, END_PARTIAL_UNIT, TimerLog, scan_timer_log
 from rmqtool.store.timer.timermetrics import read_timermetrics
 from rmqtool.store.timer.wheel import read_wheel
 
@@ -88,31 +91,63 @@ def unit_row(log: TimerLog, unit, precision_ms: int) -> dict:
 
 
 def timer_log_rows(path, dump: TimerDump, precision_ms: int = DEFAULT_TIMER_PRECISION_MS,
-                   show_blank: bool = False) -> Iterator[dict]:
+                   show_blank: bool = False, records: bool = False) -> Iterator[dict]:
     """Every readable unit of every timer log file, in log order (``timer_unit`` rows); a
-    file whose units end on bytes that are no unit gives a ``corrupt`` row there."""
+    file whose units end on bytes that are no unit gives a ``corrupt`` row there.
+    ``records``: each unit's row also says what the commit log holds at its offset."""
     directory, only = _timer_log_dir(pathlib.Path(path), dump)
     if directory is None:
         return
     log = scan_timer_log(directory)
+    reader = _reader_beside(directory) if records else None
     blanks = {b.position: b for b in log.blanks}
     for f in log.files:
         if only is not None and f.path.name != only.name:
             continue
         for unit in log.units_in(f):
-            yield unit_row(log, unit, precision_ms)
+            row = unit_row(log, unit, precision_ms)
+            if reader is not None:
+                row.update(pointed_record(reader, unit.offset_py))
+            yield row
         blank = blanks.get(f.end)
         if blank is not None and show_blank:
             yield {"record": "blank", "timer_log_offset": blank.position, "prev_timer_log_offset": blank.prev_pos,
                    "magic": blank.magic, "unit_size": blank.size, "file": str(f.path),
                    "file_position": blank.position - f.base_offset}
-        if f.end_reason in DAMAGED_ENDS:
+        # a file before the last always ends with a blank (TimerLog.append writes one when a unit
+        # and a blank's header no longer fit): anything else there is where the log was cut short
+        early = f is not log.files[-1] and f.end_reason != END_BLANK
+        if f.end_reason in DAMAGED_ENDS or early:
             dump.damaged += 1
-            what = ("fewer than 52 bytes left and no blank" if f.end_reason == END_PARTIAL_UNIT
-                    else "size is not 52 or the magic is not a timer magic")
+            what = {END_PARTIAL_UNIT: "fewer than 52 bytes left and no blank",
+                    END_BAD_UNIT: "size is not 52 or the magic is not a timer magic"}.get(
+                f.end_reason, "the units stop and no blank ends the file, though later files follow")
             yield {"record": "corrupt", "timer_log_offset": f.end, "reason": f"{f.end_reason}: {what}; the "
                    f"broker's recover cuts the timer log here", "non_zero_after": f.non_zero_after_end,
                    "file": str(f.path), "file_position": f.end - f.base_offset}
+
+
+def _reader_beside(timer_log_dir: pathlib.Path) -> CommitLogReader:
+    """The commit log of the store holding this timerlog/ directory."""
+    root = timer_log_dir.parent
+    if not (root / COMMITLOG_DIR).is_dir():
+        raise NotAStore(f"--records reads the commit log beside the timer log, and {root} has no {COMMITLOG_DIR}/",
+                        root)
+    return CommitLogReader.of_store(root)
+
+
+def pointed_record(reader: CommitLogReader, offset: int) -> dict:
+    """What the commit log holds where a unit points: the record's topic, REAL_TOPIC, UNIQ_KEY
+    and KEYS, or why no record can be read there (``record_error``)."""
+    try:
+        m = reader.read(offset, check_crc=False)
+    except RmqError as exc:
+        return {"record_topic": None, "real_topic": None, "uniq_key": None, "keys": [],
+                "record_error": exc.message}
+    p = m.properties
+    return {"record_topic": m.topic, "real_topic": p.get(PROPERTY_REAL_TOPIC),
+            "uniq_key": p.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+            "keys": p[PROPERTY_KEYS].split(KEY_SEPARATOR) if p.get(PROPERTY_KEYS) else [], "record_error": None}
 
 
 def timercheck_row(path) -> dict | None:

@@ -8,6 +8,7 @@ decoded whole with numpy, so a million units read in well under a second.
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import os
 import pathlib
@@ -101,6 +102,7 @@ class TimerLog:
     files: list[TimerLogFile]
     columns: np.ndarray  # COLUMNS_DTYPE: every readable unit of every file, by position
     blanks: list[TimerLogBlankUnit]
+    _cache: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     @property
     def file_size(self) -> int | None:
@@ -135,6 +137,54 @@ class TimerLog:
             return 0
         last = self.files[-1]
         return last.base_offset + max(last.file_size, self.file_size or 0)
+
+    def rows_of(self, positions: np.ndarray) -> np.ndarray:
+        """The row in ``columns`` of the readable unit at each log position; -1 where there is
+        none (-1 itself, a position between units, past a file's readable units, no file)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        rows = np.full(positions.shape, -1, dtype=np.int64)
+        if not self.files:
+            return rows
+        bases = np.array([f.base_offset for f in self.files], dtype=np.int64)
+        firsts = np.array([f.first_unit for f in self.files], dtype=np.int64)
+        counts = np.array([f.unit_count for f in self.files], dtype=np.int64)
+        which = np.searchsorted(bases, positions, side="right") - 1
+        inside = (positions >= 0) & (which >= 0)
+        which = np.where(inside, which, 0)
+        rel = positions - bases[which]
+        unit = rel // UNIT_SIZE
+        ok = inside & (rel % UNIT_SIZE == 0) & (unit < counts[which])
+        rows[ok] = firsts[which[ok]] + unit[ok]
+        return rows
+
+    def row_of(self, position: int) -> int:
+        """rows_of for one position, without numpy's per-call cost (a chain walk asks it once a chain)."""
+        if "bases" not in self._cache:
+            self._cache["bases"] = [f.base_offset for f in self.files]
+        bases = self._cache["bases"]
+        i = bisect.bisect_right(bases, position) - 1
+        if position < 0 or i < 0:
+            return -1
+        f = self.files[i]
+        rel = position - f.base_offset
+        return f.first_unit + rel // UNIT_SIZE if rel % UNIT_SIZE == 0 and rel // UNIT_SIZE < f.unit_count else -1
+
+    def links(self) -> tuple[list[int], list[int], list[int]]:
+        """(position, prev_pos, row of prev_pos or -1) of every readable unit, as lists: what a
+        chain walk follows without decoding a unit a step (computed once)."""
+        if "links" not in self._cache:
+            prev = self.columns["prev_pos"]
+            self._cache["links"] = (self.columns["position"].tolist(), prev.tolist(), self.rows_of(prev).tolist())
+        return self._cache["links"]
+
+    def slot_indexes(self, precision_ms: int = DEFAULT_TIMER_PRECISION_MS, slots: int = 2 * SLOTS_TOTAL) -> list[int]:
+        """Every readable unit's slot index (TimerWheel.getSlotIndex of its deliver time), as a list."""
+        key = ("slots", precision_ms, slots)
+        if key not in self._cache:
+            deliver = self.columns["curr_write_time"] + self.columns["delayed_time"].astype(np.int64)
+            steps = np.sign(deliver) * (np.abs(deliver) // precision_ms)  # Java's / rounds toward zero
+            self._cache[key] = (steps - np.sign(steps) * (np.abs(steps) // slots) * slots).tolist()
+        return self._cache[key]
 
     def units_in(self, f: TimerLogFile) -> list[TimerLogUnit]:
         """One file's readable units, in order."""

@@ -67,6 +67,18 @@ class TimerWheel:
             return self._slot(self.used[at].tolist())
         return None
 
+    def counted_from(self, time_start_ms: int) -> np.ndarray:
+        """The used slots TimerWheel.getAllNum counts from a time: those holding one of the
+        next slot_count precision steps at their own index (the ones dequeue will reach)."""
+        start, slots = time_value(time_start_ms, self.precision_ms), self.slot_count or 1
+        values = self.used["time_value"]
+        keep = (values >= start) & (values < start + slots) & (values % slots == self.used["index"])
+        return self.used[keep]
+
+    def all_num(self, time_start_ms: int) -> int:
+        """TimerWheel.getAllNum: the num of every slot from a time on (dequeueBehindMessages)."""
+        return int(self.counted_from(time_start_ms)["num"].sum())
+
     def get_slot(self, time_ms: int) -> WheelSlot | None:
         """TimerWheel.getSlot: the slot of a time when it holds that time, else None (BLANK)."""
         slot = self.slot_at(slot_index(time_ms, self.precision_ms, self.slot_count or 1))

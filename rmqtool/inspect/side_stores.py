@@ -1,0 +1,35 @@
+"""The side stores a 5.x broker keeps beside the commit log, found in a store root, and
+whether rmqtool reads each (``info``'s ``side_stores``). One table: a reader added for a
+side store changes its row here."""
+from __future__ import annotations
+
+import pathlib
+
+# (name in the store root, what it is, the command that reads it or None); a trailing "*"
+# matches any name starting so (DLedger's dledger-<selfId>)
+SIDE_STORES = (
+    ("timerwheel", "timer store: the wheel (TimerWheel)", "dump timerwheel"),
+    ("timerlog", "timer store: the timer log (TimerLog)", "dump timerlog"),
+    ("config/timercheck", "timer store: the checkpoint (TimerCheckpoint)", "dump timercheck"),
+    ("config/timermetrics", "timer store: per-topic counts (TimerMetrics)", "dump timermetrics"),
+    ("batchconsumequeue", "batch consume queues (BatchConsumeQueue)", "dump consumequeue"),
+    ("consumequeue_ext", "consume queue extension units (ConsumeQueueExt)", None),
+    ("compaction", "compaction topics' log, queues and position-checkpoint (CompactionStore)", None),
+    ("transaction", "4.x transaction state table and redo log", None),
+    ("dledger*", "DLedger commit log (DLedgerCommitLog)", None),
+)
+
+
+def side_stores(root) -> list[dict]:
+    """Each side store present in ``root``: its name, path, what it is, read_by (None: not read)."""
+    root = pathlib.Path(root)
+    found = []
+    for name, what, command in SIDE_STORES:
+        if name.endswith("*"):
+            paths = sorted(p for p in root.glob(name) if p.is_dir())
+        else:
+            paths = [root / name] if (root / name).exists() else []
+        for p in paths:
+            found.append({"name": p.relative_to(root).as_posix(), "path": str(p), "description": what,
+                          "read_by": f"rmqtool {command}" if command else None})
+    return found

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rmqtool.formats.timerlog import UNIT_SIZE, MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL, need_delete, need_roll
+from rmqtool.formats.timerlog import MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL, need_delete, need_roll
 from rmqtool.recovery.timer.load import MessageStoreAtLoad, TimerLoad
 from rmqtool.recovery.timer.log_model import pack_unit
 from rmqtool.store.timer.chain import END_LOOP, Chain, walk_chain
@@ -103,13 +103,7 @@ def predict_run(load: TimerLoad, store: MessageStoreAtLoad, write_time_ms: int) 
 
 def _log_units(load: TimerLoad):
     """Every unit the log holds after load and the appends, in order."""
-    log = load.log
-    for f in log.live:
-        for rel in range(0, f.wrote - UNIT_SIZE + 1, UNIT_SIZE):
-            unit = log.unit_at(f.from_offset + rel)
-            if unit is None or not unit.readable:
-                break
-            yield unit
+    return load.log.readable_units()
 
 
 def _enqueue(load: TimerLoad, store: MessageStoreAtLoad, write: int) -> list[Enqueued]:

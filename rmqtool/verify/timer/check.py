@@ -166,7 +166,7 @@ class TimerChecks:
 
     # -- the timer log against the commit log ---------------------------------------------------
     def _against_commit_log(self) -> list[Finding]:
-        store, load, run = self.start.store, self.load, self.run
+        store, load = self.start.store, self.load
         past, out = [], []
         read_from = load.curr_read_time_ms
         for u in self.start.disk_log.units:

@@ -33,14 +33,14 @@ def _timer_findings(runner, store: pathlib.Path, now: str) -> list[dict]:
                                              ("e-commitlog-truncated", "timerUnitPastCommitLog")])
 def test_apply_mends_the_timer_and_undo_gives_it_back(tmp_path, variant, finding):
     """The plan's actions applied with their backup (recovery/apply; the engine's dispatch after
-    it is not the timer's concern), then undone."""
+    it is not the timer's concern), then undone. (test_timer_verify shows the finding before.)"""
     runner = cli_runner()
     store = expand_store(CRASH / variant / "input/store", tmp_path / "store")
     now = _clock(variant)
     before = tree_fingerprint(store)
-    assert finding in {f["finding"] for f in _timer_findings(runner, store, now)}
     plan = plan_recovery(store, now_ms=int(now))
     assert plan.timer["repair"]["slots_zeroed"]
+    assert finding in {a.finding for a in plan.actions}
     apply_plan(plan, tmp_path / "backup")
     after = _timer_findings(runner, store, now)
     assert not [f for f in after if f["consequence"] in ("loops", "dropsMessages", "strands")], after

@@ -10,6 +10,7 @@ import dataclasses
 import pathlib
 
 from rmqtool.errors import FormatError, RmqError, StoreNotFound
+from rmqtool.formats.timerwheel import SLOTS_TOTAL, wheel_length
 from rmqtool.recovery.outcome import Outcome
 from rmqtool.recovery.timer.load import (TIMER_TOPIC, MessageStoreAtLoad, TimerCheckpointData, TimerLoad,
                                          TimerRecord, TimerSettings, simulate_timer_load)
@@ -23,7 +24,6 @@ from rmqtool.store.timer.timercheck import read_timercheck
 from rmqtool.store.timer.timerlog import TimerLog, scan_timer_log
 from rmqtool.store.timer.timermetrics import read_timermetrics
 from rmqtool.store.timer.wheel import read_wheel
-from rmqtool.formats.timerwheel import wheel_length, SLOTS_TOTAL
 
 CQ_UNIT = 20
 

@@ -19,7 +19,7 @@ from rmqtool.formats.timerlog import need_delete, need_roll
 from rmqtool.formats.timerwheel import SLOT_SIZE
 from rmqtool.recovery.outcome import Outcome
 from rmqtool.recovery.timer.load import TIMER_TOPIC, TimerSettings
-from rmqtool.recovery.timer.next_run import REAL_TOPIC, java_string_hash
+from rmqtool.recovery.timer.next_run import REAL_TOPIC, topic_hash
 from rmqtool.recovery.timer.start import TimerStart, timer_start
 from rmqtool.store.paths import CONFIG_DIR
 from rmqtool.store.timer.chain import END_LOOP
@@ -181,9 +181,9 @@ class TimerChecks:
                 why = "no record decodes there"
             elif rec.topic != TIMER_TOPIC:
                 why = f"the record there is of topic {rec.topic}"
-            elif java_string_hash(rec.properties.get(REAL_TOPIC)) != u.hash_code_of_real_topic:
+            elif topic_hash(rec.properties.get(REAL_TOPIC)) != u.hash_code_of_real_topic:
                 why = (f"its REAL_TOPIC {rec.properties.get(REAL_TOPIC)!r} has hash "
-                       f"{java_string_hash(rec.properties.get(REAL_TOPIC))}, not the unit's {u.hash_code_of_real_topic}")
+                       f"{topic_hash(rec.properties.get(REAL_TOPIC))}, not the unit's {u.hash_code_of_real_topic}")
             if why:
                 path, position = self._log_place(u.position)
                 out.append(finding(TIMER_UNIT_RECORD_MISMATCH, path, position,
@@ -215,7 +215,7 @@ class TimerChecks:
                 counts[u.hash_code_of_real_topic] += -1 if need_delete(u.magic) and not need_roll(u.magic) else 1
         differ = []
         for topic, m in sorted(load.timing_count["timingCount"].items()):
-            have = counts.get(java_string_hash(topic), 0)
+            have = counts.get(topic_hash(topic), 0)
             if have != m["count"]:
                 differ.append(f"{topic} {m['count']} (units: {have})")
         if not differ:

@@ -29,8 +29,8 @@ from rmqtool.store.timer.files import TIMERLOG_DIR, TIMERWHEEL_FILE
 def check_timer(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings = TimerSettings()) -> list[Finding]:
     """Every timer finding of a store (none when it has no timer files)."""
     root = pathlib.Path(root)
-    if outcome is not None and not outcome.loadable:
-        return []  # the message store does not load: the timer store never gets to
+    if outcome is None or not outcome.loadable:
+        return []  # the message store's start not simulated (verify says why), or it does not load
     start = timer_start(root, outcome, now_ms, settings)
     if start is None:
         return []

@@ -31,15 +31,20 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
+import time
 
 from rmqtool.errors import StoreNotFound
 from rmqtool.findings import (ABORT_FILE_PRESENT, CONSUME_QUEUE_BEYOND_COMMIT_LOG,
                               CONSUME_QUEUE_FILE_AFTER_END, INDEX_FILE_NEWER_THAN_CHECKPOINT, RECORD_TORN,
                               RECOVERY_CUTS_COMMIT_LOG, SEGMENT_AFTER_END, SEGMENT_GAP, SEGMENT_OVERLAP,
-                              SEGMENT_SIZE_ODD, STORE_NOT_LOADABLE, TRAILING_GARBAGE, Finding)
+                              SEGMENT_SIZE_ODD, STORE_NOT_LOADABLE, TIMER_CHAIN_LOOPS, TIMER_LOG_CUT,
+                              TIMER_UNIT_PAST_COMMIT_LOG, TRAILING_GARBAGE, Finding)
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODES
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqtool.recovery.outcome import Outcome, Settings, simulate
+from rmqtool.recovery.timer.plan import timer_section
+from rmqtool.recovery.timer.repair import plan_timer_repair, slot_range
+from rmqtool.recovery.timer.start import timer_start
 from rmqtool.store.commitlog import scan_segment
 from rmqtool.store.commitlog_end import CommitLogEnd, all_zero_from, first_bytes, last_nonzero_from
 from rmqtool.recovery.commitlog_walk import V5
@@ -47,6 +52,7 @@ from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, batch_unit_be
 from rmqtool.store.message import HEADER_FIELDS, PREFIX, Message
 from rmqtool.store.paths import StorePaths
 from rmqtool.store.segments import Segment, discover
+from rmqtool.store.timer.files import find_timer_store
 from rmqtool.store.view import StoreView
 
 ZERO = "zero"  # write zeros over [start, end) of the file
@@ -110,6 +116,7 @@ class RecoveryPlan:
     commit_log: CommitLogEnd  # the recovered end, for a writer that goes on from it
     outcome: Outcome | None = None  # the broker's load, recovery and start, simulated
     refusal: str | None = None  # why rmqtool does not carry this plan out (None: it can)
+    timer: dict | None = None  # a 5.x timer store: what its load, recover and run do (recovery/timer/plan.py)
 
     @property
     def loadable(self) -> bool:
@@ -186,19 +193,20 @@ class RecoveryPlan:
                 "consume_queues": [q.to_json() for q in self.queue_cuts],
                 "redispatch_from": self.redispatch_from, "redispatch_reason": self.redispatch_reason,
                 "made_ahead": list(self.made_ahead), "bytes_zeroed": self.bytes_zeroed,
-                "files_deleted_count": self.files_deleted} | out
+                "files_deleted_count": self.files_deleted} | out | ({"timer": self.timer} if self.timer else {})
 
 
 def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size: int | None = None,
                   consume_queue_file_size: int | None = None, settings: Settings = Settings(),
-                  keep_index: bool = False, missing_file_ok: bool = False) -> RecoveryPlan:
+                  keep_index: bool = False, missing_file_ok: bool = False, now_ms: int | None = None) -> RecoveryPlan:
     """The plan for a store, from the broker's recovery simulated (``outcome.simulate``).
     Sizes default to what the files show. A store the broker would not load (a file of odd
     size, an overlap, an entry that is not the broker's) gives a plan that says so
     (``loadable`` false, a ``refusal``), never an exception. A missing middle commit log
     file makes a refusal too (the store is rewritten only with ``missing_file_ok``: into a
     new directory, or in place when forced), though the broker loads such a store.
-    ``store``: the view the command opened (or a store root, checked here)."""
+    ``store``: the view the command opened (or a store root, checked here). ``now_ms``: when
+    the next start happens (a timer store's read time depends on it; None: the clock)."""
     view = store if isinstance(store, StoreView) else _opened(store)
     paths = view.paths
     findings: list[Finding] = []
@@ -220,6 +228,9 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
     cuts, cq_max_physic = _plan_consume_queues(paths, consume_queue_file_size, w.end, actions, findings,
                                                batch=outcome.semantics == V5)
     rebuilt_again = _index_files_destroyed(outcome, keep_index, actions, findings)
+
+    # the timer store: what its start does (the plan's timer section), and what --apply mends beyond it
+    timer = _timer(paths.root, outcome, now_ms, findings, actions)
 
     # where dispatch starts again
     min_offset = segments[0].base_offset if segments else 0
@@ -243,7 +254,36 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
         redispatch = max(cq_max_physic, min_offset, 0) if cq_max_physic >= 0 else w.end
         reason = "an abnormal start changes nothing here: nothing is dispatched again"
     return RecoveryPlan(str(paths.root), outcome.abnormal, size, w.end, tuple(findings), tuple(actions), tuple(cuts),
-                        redispatch, reason, tuple(made_ahead), end, outcome, refusal)
+                        redispatch, reason, tuple(made_ahead), end, outcome, refusal, timer)
+
+
+def _timer(root: pathlib.Path, outcome: Outcome, now_ms: int | None, findings: list, actions: list) -> dict | None:
+    """The timer section (None when the store has no timer files); the repairs beyond the
+    broker (recovery/timer/repair.py) added to the findings and actions."""
+    if not find_timer_store(root).exists:
+        return None
+    start = timer_start(root, outcome, int(time.time() * 1000) if now_ms is None else now_ms)
+    section = timer_section(start)
+    repair = plan_timer_repair(start)
+    for path, lo, hi, first, n in repair.unit_ranges:
+        why = (f"{n} timer log unit(s) from {first} point past the commit log's recovered end "
+               f"{outcome.recovered_end}: zeroed, so the timer log ends at {repair.cut_at}")
+        findings.append(Finding(TIMER_UNIT_PAST_COMMIT_LOG, str(path), lo, why))
+        actions.append(Action(ZERO, str(path), lo, hi, TIMER_UNIT_PAST_COMMIT_LOG, why))
+    loops = set(section.get("run", {}).get("loops", ()))
+    wheel = start.files.wheel
+    for index, last in repair.slots:
+        finding_id = TIMER_CHAIN_LOOPS if index in loops else (
+            TIMER_UNIT_PAST_COMMIT_LOG if repair.unit_ranges else TIMER_LOG_CUT)
+        why = (f"slot {index}: lastPos {last} is at or past where the timer log ends ({repair.cut_at}) and no unit "
+               f"before it is the slot's: zeroed, so the next unit put there starts a new chain")
+        lo, hi = slot_range(index)
+        findings.append(Finding(finding_id, str(wheel), lo, why))
+        actions.append(Action(ZERO, str(wheel), lo, hi, finding_id, why))
+    section["repair"] = {"cut_at": repair.cut_at, "units_zeroed": sum(r[4] for r in repair.unit_ranges),
+                         "slots_zeroed": [i for i, _ in repair.slots],
+                         "left": [{"slot_index": i, "why": why} for i, why in repair.left]}
+    return section
 
 
 def _opened(root) -> StoreView:

@@ -239,3 +239,21 @@ def test_prepared_records_are_the_schemas_records():
         assert (p.sys_flag, p.store_ip, p.store_port) == (sys_flag, store[0], store[1])
         checked += 1
     assert checked > 300
+
+
+def test_a_clock_behind_the_newest_index_file_names_the_next_one_right_after_it(tmp_path):
+    """A store written under a clock ahead of ours (or a clock moved back): the next index
+    file is named one millisecond after the newest, at once, so the files still sort in write
+    order (stepping the clock one millisecond at a time would take days to get there)."""
+    from rmqtool.engine.index_writer import index_file_name, index_name_time
+    ahead = 1_800_000_000_000  # the newest file's name is 3 weeks past the clock below
+    first = IndexServiceWriter(tmp_path, 4, 5, clock=lambda: ahead)
+    first.build_index("T", 0, ahead, 0, "a b c", "U1")  # 4 entries: the file is full
+    first.close()
+    behind = IndexServiceWriter(tmp_path, 4, 5, clock=lambda: ahead - 21 * 86_400_000)
+    behind.load()
+    behind.build_index("T", 100, ahead, 0, None, "U2")
+    behind.close()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [index_file_name(ahead), index_file_name(ahead + 1)]
+    assert index_name_time(names[-1]) == ahead + 1

@@ -52,6 +52,14 @@ def index_file_name(now_ms: int) -> str:
     return time.strftime("%Y%m%d%H%M%S", time.localtime(now_ms / 1000)) + f"{now_ms % 1000:03d}"
 
 
+def index_name_time(name: str) -> int | None:
+    """The epoch ms an index file's name says (local time, as it was written), None if it says none."""
+    try:
+        return int(time.mktime(time.strptime(name[:14], "%Y%m%d%H%M%S"))) * 1000 + int(name[14:17])
+    except (ValueError, OverflowError):
+        return None
+
+
 class IndexFileWriter:
     """One index file (IndexFile + IndexHeader)."""
 
@@ -259,6 +267,12 @@ class IndexServiceWriter:
             raise StoreAccessError(f"cannot create ({exc.strerror})", self.directory) from None
         now = self.clock()
         name = index_file_name(now)
+        if self.names and name <= self.names[-1]:
+            # the clock is behind the newest file's name (moved back, or the store was written under a
+            # clock ahead): the new file is named just after it, so the files still sort in write order
+            after = index_name_time(self.names[-1])
+            now = max(now, after + 1) if after is not None else now
+            name = index_file_name(now)
         while (self.directory / name).exists() or (self.names and name <= self.names[-1]):
             now += 1  # two files in one millisecond would be one file to the broker
             name = index_file_name(now)

@@ -1,0 +1,175 @@
+"""rmqtool diff STORE_A STORE_B: a fixture store against itself and against copies changed
+one way each (a cut tail, a flipped body byte, a changed consumer offset), and a
+master/slave-like pair written by the engine from different start offsets (UNIQ_KEY match).
+Expected values come from the fixture's truth.json and the engine's put results."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import FIXTURES, load_truth
+from helpers import cli_runner, tree_fingerprint, writable_copy
+from rmqtool.cli.app import app
+from rmqtool.engine.producer import producer_message
+from rmqtool.engine.store import Store
+from rmqtool.errors import ExitCode
+from rmqtool.store.commitlog_reader import CommitLogReader
+from rmqtool.store.config import read_config_file
+from rmqtool.formats import config as config_format
+
+SCENARIO = FIXTURES / "config" / "consumers"  # a store with config/*.json, its truth beside it
+STORE = SCENARIO / "store"
+QMQ_STORE = FIXTURES / "qmq" / "basic" / "store"
+
+
+def diff(a, b):
+    r = cli_runner().invoke(app, ["diff", str(a), str(b), "--format", "jsonl"])
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    return r, rows
+
+
+def of(rows, record):
+    return [r for r in rows if r["record"] == record]
+
+
+@pytest.fixture(scope="module")
+def truth():
+    t = load_truth(SCENARIO / "truth.json")["truth"]
+    return t["messages"], t["commitlog"]["maxPhyOffset"]
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    return writable_copy(STORE, tmp_path_factory.mktemp("diff") / "a")
+
+
+def test_a_store_against_itself_is_equal():
+    r, rows = diff(STORE, STORE)
+    assert r.exit_code == ExitCode.OK, r.stderr
+    assert [x["record"] for x in rows] == ["summary"]
+    assert rows[0]["equal"] is True and rows[0]["differences"] == 0 and rows[0]["commit_log_offset"] is None
+
+
+def test_a_cut_tail(base, truth, tmp_path):
+    """The last commit log segment cut in the middle of the third-last message: the log
+    diverges at that record, which and the two after it are only in A; their queues' max
+    offsets differ; and the diff wrote nothing."""
+    messages, end = truth
+    cut_msg = sorted(messages, key=lambda m: m["physicalOffset"])[-3]
+    start = cut_msg["physicalOffset"]
+    cut = start + cut_msg["storeSize"] // 2
+    b = writable_copy(base, tmp_path / "b")
+    last = sorted((b / "commitlog").iterdir())[-1]
+    os.truncate(last, cut - int(last.name))
+    before = tree_fingerprint(b), tree_fingerprint(base)
+
+    r, rows = diff(base, b)
+    assert r.exit_code == ExitCode.CORRUPT, r.stderr
+    assert (tree_fingerprint(b), tree_fingerprint(base)) == before  # read only
+    past = [m for m in messages if m["physicalOffset"] >= start]
+    [div] = of(rows, "commit_log_divergence")
+    assert (div["reason"], div["side"], div["commit_log_offset"]) == ("missing_tail", "a", start)
+    assert div["bytes_past"] == end - start and div["messages_past"] == len(past)
+    only = of(rows, "message_only_in")
+    assert {(x["side"], x["commit_log_offset"], x["uniq_key"]) for x in only} == \
+        {("a", m["physicalOffset"], m["uniqKey"]) for m in past}
+    expected = {}
+    for m in past:
+        key = (m["topic"], m["queueId"])
+        kept = [k["queueOffset"] for k in messages if (k["topic"], k["queueId"]) == key and k["physicalOffset"] < start]
+        expected[key] = (max(k["queueOffset"] for k in messages if (k["topic"], k["queueId"]) == key) + 1,
+                         max(kept) + 1)
+    got = {(x["topic"], x["queue_id"]): (x["a"], x["b"]) for x in of(rows, "queue_range")
+           if x["field"] == "max_queue_offset"}
+    assert got == expected
+    summary = of(rows, "summary")[0]
+    assert summary["commit_log_offset"] == start and summary["messages_only_in_a"] == len(past)
+    assert summary["written_end_a"] == end and summary["written_end_b"] == start
+
+
+def test_a_flipped_body_byte(base, truth, tmp_path):
+    """One body byte flipped in the middle of the log: a different record at that offset,
+    its body named (and its CRC now failing on B); nothing on one side only."""
+    messages, _ = truth
+    m = sorted(messages, key=lambda m: m["physicalOffset"])[len(messages) // 2]
+    b = writable_copy(base, tmp_path / "b")
+    with CommitLogReader.of_store(b) as reader:
+        msg = reader.read(m["physicalOffset"])
+        seg, pos = reader.locate(m["physicalOffset"])
+        raw = reader.pread(seg, pos, msg.store_size)
+    at = pos + raw.index(msg.body) + len(msg.body) // 2
+    with open(seg.path, "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)[0]
+        f.seek(at)
+        f.write(bytes([byte ^ 0xFF]))
+
+    r, rows = diff(base, b)
+    assert r.exit_code == ExitCode.CORRUPT, r.stderr
+    [div] = of(rows, "commit_log_divergence")
+    assert (div["reason"], div["commit_log_offset"]) == ("different_record", m["physicalOffset"])
+    assert div["first_different_byte"] == seg.base_offset + at
+    assert set(div["fields"]) == {"body", "body_crc_ok"}
+    assert (div["a"]["body_crc_ok"], div["b"]["body_crc_ok"]) == (True, False)
+    assert not of(rows, "message_only_in") and not of(rows, "queue_range") and not of(rows, "message_differs")
+
+
+def test_a_changed_consumer_offset(base, tmp_path):
+    """consumerOffset.json with one committed offset moved: one config entry naming the
+    group, topic and queue with both values."""
+    b = writable_copy(base, tmp_path / "b")
+    config = read_config_file(b / "config", "consumerOffset.json")
+    table = config_format.consumer_offsets(config.document)
+    (topic, group), queues = sorted(table.items())[0]
+    queue_id, committed = sorted(queues.items())[0]
+    doc = config.document
+    doc["offsetTable"][f"{topic}@{group}"][queue_id] = committed + 7
+    (b / "config" / "consumerOffset.json").write_text(json.dumps(doc))
+
+    r, rows = diff(base, b)
+    assert r.exit_code == ExitCode.CORRUPT, r.stderr
+    assert [x["record"] for x in rows] == ["config_entry", "summary"]
+    entry = rows[0]
+    assert (entry["file"], entry["group"], entry["topic"], entry["queue_id"], entry["field"]) == \
+        ("consumerOffset.json", group, topic, int(queue_id), "committed_offset")
+    assert (entry["a"], entry["b"]) == (committed, committed + 7)
+
+
+def test_a_slave_written_from_another_offset_matches_by_uniq_key(tmp_path):
+    """The same messages appended to two stores by the engine, B's after one message of its
+    own: no offset matches, every common message is matched by UNIQ_KEY, and only B's own
+    message is on one side only."""
+    small = dict(commitlog_size=32 * 1024, cq_size=20 * 20, index_slots=32, index_entries=120)
+    messages = [producer_message("OrderTopic", b"order %d" % i * 8, keys=f"k-{i}", queue_id=i % 2,
+                                 born_timestamp=1_700_000_000_000 + i,
+                                 uniq_key=f"{0xAC:02X}{i:030X}") for i in range(60)]
+    with Store.open(tmp_path / "a", writable=True, **small) as store:
+        for m in messages:
+            store.append(m)
+    with Store.open(tmp_path / "b", writable=True, **small) as store:
+        own = store.append(producer_message("SlaveOnly", b"re-synced here", uniq_key="F" * 32,
+                                            born_timestamp=1_700_000_000_000))
+        for m in messages:
+            store.append(m)
+
+    r, rows = diff(tmp_path / "a", tmp_path / "b")
+    assert r.exit_code == ExitCode.CORRUPT, r.stderr
+    summary = of(rows, "summary")[0]
+    assert summary["messages_matched_by_uniq_key"] == len(messages)
+    assert [(x["side"], x["commit_log_offset"], x["uniq_key"]) for x in of(rows, "message_only_in")] == \
+        [("b", own.wrote_offset, own.uniq_key)]
+    assert of(rows, "commit_log_divergence")[0]["commit_log_offset"] == 0
+    assert {(x["topic"], x["field"], x["a"], x["b"]) for x in of(rows, "queue_range")} == \
+        {("SlaveOnly", "min_queue_offset", None, 0), ("SlaveOnly", "max_queue_offset", None, 1)}
+
+
+def test_bad_input(tmp_path):
+    """A missing store 8, a file 4, a QMQ store 4 (diff reads RocketMQ stores), one line each."""
+    (tmp_path / "file").write_text("x")
+    for other, code in ((tmp_path / "none", ExitCode.OPERATIONAL), (tmp_path / "file", ExitCode.BAD_INPUT),
+                        (QMQ_STORE, ExitCode.BAD_INPUT)):
+        r, rows = diff(STORE, other)
+        assert r.exit_code == code, (other, r.stderr)
+        assert not rows and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr

@@ -175,7 +175,7 @@ VIEWS: dict[str, tuple[Column, ...]] = {
     # rmqtool diff (inspect/diff.py): one kind, a ``record`` a difference, then the summary
     "diff": (
         fixed("record", 1, 21), fixed("side", 2, 4), num("commit_log_offset", 3), text("reason", 4, 60, 12),
-        text("topic", 8, 30, 10), num("queue_id", 9), text("field", 5, 40, 12), text("a", 6, 30, 8),
+        text("topic", 8, 30, 10), num("queue_id", 9), text("field", 5, 40, 16), text("a", 6, 30, 8),
         text("b", 7, 30, 8), text("group", 10, 30, 10), text("file", 11, 40, 12), num("queue_offset", None),
         text("uniq_key", None, 32), num("store_size", None), fixed("store_timestamp", None, TIME),
         num("first_different_byte", None), num("bytes_past", None), num("messages_past", None),

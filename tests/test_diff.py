@@ -89,15 +89,11 @@ def test_a_cut_tail(base, truth, tmp_path):
     assert summary["written_end_a"] == end and summary["written_end_b"] == start
 
 
-def test_a_flipped_body_byte(base, truth, tmp_path):
-    """One body byte flipped in the middle of the log: a different record at that offset,
-    its body named (and its CRC now failing on B); nothing on one side only."""
-    messages, _ = truth
-    m = sorted(messages, key=lambda m: m["physicalOffset"])[len(messages) // 2]
-    b = writable_copy(base, tmp_path / "b")
-    with CommitLogReader.of_store(b) as reader:
-        msg = reader.read(m["physicalOffset"])
-        seg, pos = reader.locate(m["physicalOffset"])
+def _flip_body_byte(store, offset: int) -> int:
+    """One byte in the middle of the body of the message at ``offset`` flipped; its commit log offset."""
+    with CommitLogReader.of_store(store) as reader:
+        msg = reader.read(offset)
+        seg, pos = reader.locate(offset)
         raw = reader.pread(seg, pos, msg.store_size)
     at = pos + raw.index(msg.body) + len(msg.body) // 2
     with open(seg.path, "r+b") as f:
@@ -105,15 +101,57 @@ def test_a_flipped_body_byte(base, truth, tmp_path):
         byte = f.read(1)[0]
         f.seek(at)
         f.write(bytes([byte ^ 0xFF]))
+    return seg.base_offset + at
+
+
+def test_flipped_body_bytes(base, truth, tmp_path):
+    """A body byte flipped in two messages: a different record at the first (the divergence,
+    its body named and its CRC now failing on B), the second a message that differs; nothing
+    on one side only, no queue changed."""
+    messages, _ = truth
+    ordered = sorted(messages, key=lambda m: m["physicalOffset"])
+    first, second = ordered[len(ordered) // 2], ordered[len(ordered) // 2 + 10]
+    b = writable_copy(base, tmp_path / "b")
+    flipped = _flip_body_byte(b, first["physicalOffset"])
+    _flip_body_byte(b, second["physicalOffset"])
 
     r, rows = diff(base, b)
     assert r.exit_code == ExitCode.CORRUPT, r.stderr
     [div] = of(rows, "commit_log_divergence")
-    assert (div["reason"], div["commit_log_offset"]) == ("different_record", m["physicalOffset"])
-    assert div["first_different_byte"] == seg.base_offset + at
+    assert (div["reason"], div["commit_log_offset"], div["first_different_byte"]) == \
+        ("different_record", first["physicalOffset"], flipped)
     assert set(div["fields"]) == {"body", "body_crc_ok"}
     assert (div["a"]["body_crc_ok"], div["b"]["body_crc_ok"]) == (True, False)
-    assert not of(rows, "message_only_in") and not of(rows, "queue_range") and not of(rows, "message_differs")
+    [changed] = of(rows, "message_differs")
+    assert (changed["commit_log_offset"], changed["uniq_key"], changed["queue_offset"]) == \
+        (second["physicalOffset"], second["uniqKey"], second["queueOffset"])
+    assert set(changed["fields"]) == {"body", "body_crc_ok"}
+    assert not of(rows, "message_only_in") and not of(rows, "queue_range")
+
+
+def test_a_missing_head(base, truth, tmp_path):
+    """B without its first commit log file (deleted as old): its log starts later, the
+    messages of that file are only in A, and the queues' min offsets move past them."""
+    messages, _ = truth
+    b = writable_copy(base, tmp_path / "b")
+    first = sorted((b / "commitlog").iterdir())[0]
+    second_base = int(sorted((b / "commitlog").iterdir())[1].name)
+    first.unlink()
+
+    r, rows = diff(base, b)
+    assert r.exit_code == ExitCode.CORRUPT, r.stderr
+    gone = [m for m in messages if m["physicalOffset"] < second_base]
+    [div] = of(rows, "commit_log_divergence")
+    assert (div["reason"], div["side"], div["commit_log_offset"], div["messages_past"]) == \
+        ("missing_head", "a", 0, len(gone))
+    assert {(x["side"], x["commit_log_offset"]) for x in of(rows, "message_only_in")} == \
+        {("a", m["physicalOffset"]) for m in gone}
+    # the queues that lost messages start later on B (where correctMinOffset finds the first
+    # unit of a queue's first file at or past B's first commit log offset)
+    lost = {(m["topic"], m["queueId"]) for m in gone}
+    ranges = of(rows, "queue_range")
+    assert ranges and all(x["field"] == "min_queue_offset" and x["b"] > x["a"] for x in ranges)
+    assert {(x["topic"], x["queue_id"]) for x in ranges} <= lost
 
 
 def test_a_changed_consumer_offset(base, tmp_path):

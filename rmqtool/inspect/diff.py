@@ -186,11 +186,17 @@ def differing_fields(x, y) -> tuple[list[str], dict, dict]:
     return ["store_size"], {"store_size": sx and sx[1]}, {"store_size": sy and sy[1]}
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True, frozen=True)
 class _Msg:
+    """What matching needs of a message (not its body: a log that differs throughout holds
+    all its messages here at once)."""
     offset: int
-    message: Message
     uniq_key: str | None
+    topic: str
+    queue_id: int
+    queue_offset: int
+    store_size: int
+    store_timestamp: int
 
 
 def _messages(log: _Log, ranges: list[tuple[int, int]]) -> dict[int, _Msg]:
@@ -198,7 +204,8 @@ def _messages(log: _Log, ranges: list[tuple[int, int]]) -> dict[int, _Msg]:
     for begin, end in ranges:
         for r in records_over(log, begin, end):
             if isinstance(r, Message) and r.commit_log_offset not in out:
-                out[r.commit_log_offset] = _Msg(r.commit_log_offset, r, r.uniq_key)
+                out[r.commit_log_offset] = _Msg(r.commit_log_offset, r.uniq_key, r.topic, r.queue_id,
+                                                r.queue_offset, r.store_size, r.store_timestamp)
     return out
 
 
@@ -207,16 +214,13 @@ def _same_message(x: _Msg, y: _Msg) -> bool:
     failing that (a damaged property string) its place in its queue and its size."""
     if x.uniq_key is not None and x.uniq_key == y.uniq_key:
         return True
-    mx, my = x.message, y.message
-    return (mx.topic, mx.queue_id, mx.queue_offset, mx.store_size) == (my.topic, my.queue_id, my.queue_offset,
-                                                                       my.store_size)
+    return (x.topic, x.queue_id, x.queue_offset, x.store_size) == (y.topic, y.queue_id, y.queue_offset, y.store_size)
 
 
 def _only_in_row(side: str, m: _Msg) -> dict:
-    msg = m.message
-    return _row("message_only_in", side=side, commit_log_offset=m.offset, topic=msg.topic, queue_id=msg.queue_id,
-                queue_offset=msg.queue_offset, uniq_key=m.uniq_key, store_size=msg.store_size,
-                store_timestamp=msg.store_timestamp)
+    return _row("message_only_in", side=side, commit_log_offset=m.offset, topic=m.topic, queue_id=m.queue_id,
+                queue_offset=m.queue_offset, uniq_key=m.uniq_key, store_size=m.store_size,
+                store_timestamp=m.store_timestamp)
 
 
 def compare_commit_logs(a: _Log, b: _Log) -> tuple[list[dict], dict]:
@@ -237,6 +241,8 @@ def compare_commit_logs(a: _Log, b: _Log) -> tuple[list[dict], dict]:
             alone[side].append((log.start, min(log.end, other.start)))
         if log.end > other.end:
             alone[side].append((max(log.start, other.end), log.end))
+    # every message of a differing or one-sided range, decoded once
+    found = {side: _messages(logs[side], ranges + alone[side]) for side in SIDES}
     divergences = []
     for side in SIDES:
         for begin, end in alone[side]:
@@ -244,7 +250,7 @@ def compare_commit_logs(a: _Log, b: _Log) -> tuple[list[dict], dict]:
             head = begin < max(a.start, b.start) and end <= max(a.start, b.start)
             r = record_at(log, begin) if not head else None
             at = _span(r)[0] if r is not None else begin
-            count = sum(1 for x in records_over(log, at, end) if isinstance(x, Message) and x.commit_log_offset >= at)
+            count = sum(1 for offset in found[side] if at <= offset < end)
             divergences.append(_row("commit_log_divergence", side=side, commit_log_offset=at,
                                     reason="missing_head" if head else "missing_tail", first_different_byte=begin,
                                     bytes_past=end - at, messages_past=count))
@@ -259,19 +265,20 @@ def compare_commit_logs(a: _Log, b: _Log) -> tuple[list[dict], dict]:
     divergences.sort(key=lambda r: (r["commit_log_offset"], r["first_different_byte"]))
     rows += divergences
 
-    # the messages of every differing or one-sided range, matched by offset, then by UNIQ_KEY
-    found = {side: _messages(logs[side], ranges + alone[side]) for side in SIDES}
+    # the messages found, matched by offset, then by UNIQ_KEY
     left = {side: dict(found[side]) for side in SIDES}
     for offset in sorted(found["a"].keys() & found["b"].keys()):
         ma, mb = found["a"][offset], found["b"][offset]
         if not _same_message(ma, mb):
             continue
         del left["a"][offset], left["b"][offset]
-        names, va, vb = differing_fields(ma.message, mb.message)
-        if names and offset != first_record:  # the first is the divergence row already
-            rows.append(_row("message_differs", commit_log_offset=offset, topic=ma.message.topic,
-                             queue_id=ma.message.queue_id, queue_offset=ma.message.queue_offset,
-                             uniq_key=ma.uniq_key, fields=names, field=", ".join(names), a=va, b=vb))
+        if offset == first_record:  # the divergence row names its fields already
+            continue
+        names, va, vb = differing_fields(a.reader.read(offset), b.reader.read(offset))
+        if names:
+            rows.append(_row("message_differs", commit_log_offset=offset, topic=ma.topic, queue_id=ma.queue_id,
+                             queue_offset=ma.queue_offset, uniq_key=ma.uniq_key, fields=names,
+                             field=", ".join(names), a=va, b=vb))
     keys_b: dict[str, list[int]] = {}
     for offset, m in left["b"].items():
         if m.uniq_key is not None:

@@ -48,10 +48,17 @@ ROW_FIELDS = ("record", "side", "commit_log_offset", "topic", "queue_id", "group
               "reason")
 
 
-@dataclasses.dataclass
 class StoreDiff:
-    rows: list[dict]
-    equal: bool
+    """Two stores' differences: ``rows`` made as they are read (the summary last); ``equal``
+    is known once they are out."""
+
+    def __init__(self, a: StoreView, b: StoreView):
+        self.a, self.b = a, b
+        self.equal: bool | None = None
+
+    @property
+    def rows(self) -> Iterator[dict]:
+        return _diff_rows(self)
 
 
 def _row(record: str, **fields) -> dict:
@@ -114,8 +121,8 @@ def differing_ranges(a: _Log, b: _Log, lo: int, hi: int) -> list[tuple[int, int]
             pos += n
             continue
         else:
-            idx = np.flatnonzero(np.frombuffer(x, np.uint8, n) != np.frombuffer(y, np.uint8, n))
-            first, last = pos + int(idx[0]), pos + int(idx[-1]) + 1
+            unequal = np.frombuffer(x, np.uint8, n) != np.frombuffer(y, np.uint8, n)
+            first, last = pos + int(unequal.argmax()), pos + n - int(unequal[::-1].argmax())
         if out and out[-1][1] >= first:
             out[-1] = (out[-1][0], max(out[-1][1], last))
         else:
@@ -124,7 +131,7 @@ def differing_ranges(a: _Log, b: _Log, lo: int, hi: int) -> list[tuple[int, int]
     return out
 
 
-def records_over(log: _Log, begin: int, end: int) -> Iterator:
+def records_over(log: _Log, begin: int, end: int, *, check_crc: bool = True) -> Iterator:
     """The scanner's results (messages, blanks, corrupt regions) of one side that overlap
     [begin, end): each segment's scan starts a little before ``begin`` and steps back until
     it holds the record ``begin`` lies in."""
@@ -140,7 +147,7 @@ def records_over(log: _Log, begin: int, end: int) -> Iterator:
         back = BACK
         while True:
             start = max(0, s - back)
-            results = scan_segment(seg, is_last=is_last, start=start, end=e, check_crc=True)
+            results = scan_segment(seg, is_last=is_last, start=start, end=e, check_crc=check_crc)
             first = next(results, None)
             if first is None or start == 0 or _span(first)[0] <= seg.base_offset + s:
                 break
@@ -202,7 +209,7 @@ class _Msg:
 def _messages(log: _Log, ranges: list[tuple[int, int]]) -> dict[int, _Msg]:
     out: dict[int, _Msg] = {}
     for begin, end in ranges:
-        for r in records_over(log, begin, end):
+        for r in records_over(log, begin, end, check_crc=False):  # CRCs only where fields are compared
             if isinstance(r, Message) and r.commit_log_offset not in out:
                 out[r.commit_log_offset] = _Msg(r.commit_log_offset, r.uniq_key, r.topic, r.queue_id,
                                                 r.queue_offset, r.store_size, r.store_timestamp)
@@ -210,10 +217,11 @@ def _messages(log: _Log, ranges: list[tuple[int, int]]) -> dict[int, _Msg]:
 
 
 def _same_message(x: _Msg, y: _Msg) -> bool:
-    """Two records at one offset are one message (changed) when they carry its UNIQ_KEY, or
-    failing that (a damaged property string) its place in its queue and its size."""
-    if x.uniq_key is not None and x.uniq_key == y.uniq_key:
-        return True
+    """Two records at one offset are one message (changed) when they carry one UNIQ_KEY, or
+    where one has none (a damaged property string) when they hold one place in one queue
+    and have one size."""
+    if x.uniq_key is not None and y.uniq_key is not None:
+        return x.uniq_key == y.uniq_key
     return (x.topic, x.queue_id, x.queue_offset, x.store_size) == (y.topic, y.queue_id, y.queue_offset, y.store_size)
 
 
@@ -223,14 +231,9 @@ def _only_in_row(side: str, m: _Msg) -> dict:
                 store_timestamp=m.store_timestamp)
 
 
-def compare_commit_logs(a: _Log, b: _Log) -> tuple[list[dict], dict]:
-    """The divergence rows, the message rows, and the summary's commit log part."""
-    logs = {"a": a, "b": b}
-    rows: list[dict] = []
-    lo, hi = max(a.start, b.start), min(a.end, b.end)
-    ranges = differing_ranges(a, b, lo, hi) if lo < hi else []
-    # what one side holds alone: a head before the other's first file, a tail past the other's end
-    alone = {side: [] for side in SIDES}
+def _alone(a: _Log, b: _Log) -> dict[str, list[tuple[int, int]]]:
+    """What one side holds alone: a head before the other's first file, a tail past the other's end."""
+    alone: dict[str, list[tuple[int, int]]] = {side: [] for side in SIDES}
     for side, log, other in (("a", a, b), ("b", b, a)):
         if log.end <= log.start:
             continue
@@ -241,6 +244,16 @@ def compare_commit_logs(a: _Log, b: _Log) -> tuple[list[dict], dict]:
             alone[side].append((log.start, min(log.end, other.start)))
         if log.end > other.end:
             alone[side].append((max(log.start, other.end), log.end))
+    return alone
+
+
+def compare_commit_logs(a: _Log, b: _Log, summary: dict) -> Iterator[dict]:
+    """The divergence rows, then the message rows, as they are found; the summary's commit
+    log part goes into ``summary`` once the last row is out."""
+    logs = {"a": a, "b": b}
+    lo, hi = max(a.start, b.start), min(a.end, b.end)
+    ranges = differing_ranges(a, b, lo, hi) if lo < hi else []
+    alone = _alone(a, b)
     # every message of a differing or one-sided range, decoded once
     found = {side: _messages(logs[side], ranges + alone[side]) for side in SIDES}
     divergences = []
@@ -263,40 +276,40 @@ def compare_commit_logs(a: _Log, b: _Log) -> tuple[list[dict], dict]:
                                 first_different_byte=first, fields=names, field=", ".join(names), a=va, b=vb))
     first_record = next((d["commit_log_offset"] for d in divergences if d["reason"] == "different_record"), None)
     divergences.sort(key=lambda r: (r["commit_log_offset"], r["first_different_byte"]))
-    rows += divergences
+    summary["commit_log_offset"] = divergences[0]["commit_log_offset"] if divergences else None
+    summary["written_end_a"], summary["written_end_b"] = a.end, b.end
+    yield from divergences
 
     # the messages found, matched by offset, then by UNIQ_KEY
-    left = {side: dict(found[side]) for side in SIDES}
-    for offset in sorted(found["a"].keys() & found["b"].keys()):
-        ma, mb = found["a"][offset], found["b"][offset]
+    left_a, left_b = found["a"], found["b"]
+    for offset in sorted(left_a.keys() & left_b.keys()):
+        ma, mb = left_a[offset], left_b[offset]
         if not _same_message(ma, mb):
             continue
-        del left["a"][offset], left["b"][offset]
+        del left_a[offset], left_b[offset]
         if offset == first_record:  # the divergence row names its fields already
             continue
         names, va, vb = differing_fields(a.reader.read(offset), b.reader.read(offset))
         if names:
-            rows.append(_row("message_differs", commit_log_offset=offset, topic=ma.topic, queue_id=ma.queue_id,
-                             queue_offset=ma.queue_offset, uniq_key=ma.uniq_key, fields=names,
-                             field=", ".join(names), a=va, b=vb))
+            yield _row("message_differs", commit_log_offset=offset, topic=ma.topic, queue_id=ma.queue_id,
+                       queue_offset=ma.queue_offset, uniq_key=ma.uniq_key, fields=names, field=", ".join(names),
+                       a=va, b=vb)
     keys_b: dict[str, list[int]] = {}
-    for offset, m in left["b"].items():
+    for offset, m in left_b.items():
         if m.uniq_key is not None:
             keys_b.setdefault(m.uniq_key, []).append(offset)
     matched = 0
-    for offset in sorted(left["a"]):
-        key = left["a"][offset].uniq_key
+    for offset in sorted(left_a):
+        key = left_a[offset].uniq_key
         if key is not None and keys_b.get(key):
-            left["b"].pop(keys_b[key].pop(0))
-            del left["a"][offset]
+            del left_b[keys_b[key].pop(0)], left_a[offset]
             matched += 1
-    for side in SIDES:
-        rows += [_only_in_row(side, left[side][o]) for o in sorted(left[side])]
-    summary = {"written_end_a": a.end, "written_end_b": b.end,
-               "messages_only_in_a": len(left["a"]), "messages_only_in_b": len(left["b"]),
-               "messages_matched_by_uniq_key": matched,
-               "commit_log_offset": divergences[0]["commit_log_offset"] if divergences else None}
-    return rows, summary
+    del keys_b
+    summary["messages_only_in_a"], summary["messages_only_in_b"] = len(left_a), len(left_b)
+    summary["messages_matched_by_uniq_key"] = matched
+    for side, left in (("a", left_a), ("b", left_b)):
+        for offset in sorted(left):
+            yield _only_in_row(side, left[offset])
 
 
 # --- queues, checkpoint, config ---------------------------------------------------------------
@@ -390,23 +403,33 @@ def compare_config(a: StoreView, b: StoreView) -> list[dict]:
 
 # --- the whole ---------------------------------------------------------------------------------
 def diff_stores(path_a: str | os.PathLike, path_b: str | os.PathLike) -> StoreDiff:
-    """Every difference between two stores, as rows; each store opened once (``open_store``:
-    a missing path, a non-store, another family's store refused as every command refuses them)."""
-    va, vb = open_store(path_a), open_store(path_b)
+    """Every difference between two stores; each store opened once (``open_store``: a missing
+    path, a non-store, another family's store refused as every command refuses them, before
+    the first row)."""
+    return StoreDiff(open_store(path_a), open_store(path_b))
+
+
+def _diff_rows(result: StoreDiff) -> Iterator[dict]:
+    va, vb = result.a, result.b
+    counts: dict[str, int] = {}
+    commit_log: dict = {}
+
+    def counted(rows):
+        for r in rows:
+            counts[r["record"]] = counts.get(r["record"], 0) + 1
+            yield r
+
     a, b = _Log.of(va), _Log.of(vb)
     try:
-        rows, commit_log = compare_commit_logs(a, b)
+        yield from counted(compare_commit_logs(a, b, commit_log))
     finally:
         a.close()
         b.close()
-    rows += compare_queues(va, vb)
-    rows += compare_checkpoints(va, vb)
-    rows += compare_config(va, vb)
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["record"]] = counts.get(r["record"], 0) + 1
-    equal = not rows
+    yield from counted(compare_queues(va, vb))
+    yield from counted(compare_checkpoints(va, vb))
+    yield from counted(compare_config(va, vb))
+    differences = sum(counts.values())
+    result.equal = differences == 0
     what = ", ".join(f"{n} {k}" for k, n in counts.items())
-    rows.append(_row("summary", reason="equal" if equal else f"differ: {what}", equal=equal,
-                     differences=len(rows), counts=counts, store_a=str(va.root), store_b=str(vb.root), **commit_log))
-    return StoreDiff(rows, equal)
+    yield _row("summary", reason="equal" if result.equal else f"differ: {what}", equal=result.equal,
+               differences=differences, counts=counts, store_a=str(va.root), store_b=str(vb.root), **commit_log)

@@ -18,6 +18,7 @@ from rmqtool.errors import ExitCode
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.config import read_config_file
 from rmqtool.formats import config as config_format
+from test_store_view import calls  # noqa: F401 - the fixture that counts openings
 
 SCENARIO = FIXTURES / "config" / "consumers"  # a store with config/*.json, its truth beside it
 STORE = SCENARIO / "store"
@@ -211,3 +212,14 @@ def test_bad_input(tmp_path):
         r, rows = diff(STORE, other)
         assert r.exit_code == code, (other, r.stderr)
         assert not rows and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_each_store_is_opened_once(calls):
+    """One view a store (two here, the same path given twice), its commit log listed once,
+    its ends found once, its queues opened once."""
+    r, rows = diff(STORE, STORE)
+    assert r.exit_code == ExitCode.OK, r.stderr
+    assert calls["StoreView"] == 2 and calls["require_store"] == 2, calls
+    assert calls["CommitLog"] == 2 and calls["commit log listed"] == 2, calls
+    assert calls["last_file_end"] == 2 and calls["written_end"] == 2 and calls["open_consume_queues"] == 2, calls
+    assert {v for k, v in calls.items() if k.startswith("queue ")} == {2}, calls

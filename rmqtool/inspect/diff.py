@@ -334,9 +334,11 @@ def compare_queues(a: StoreView, b: StoreView) -> list[dict]:
 
 
 def _checkpoint(view: StoreView):
+    """The checkpoint's fields; None when there is none, or none readable (its fields then
+    compare as null: the rest of the diff still runs)."""
     try:
         return read_checkpoint(view.paths.checkpoint)
-    except StoreNotFound:
+    except (StoreNotFound, FormatError):
         return None
 
 

@@ -14,7 +14,6 @@ import typer
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.params import examples
 from rmqtool.errors import ExitCode
-from rmqtool.inspect.diff import diff_stores
 from rmqtool.report.records import with_human_times
 from rmqtool.report.sink import Sink
 
@@ -35,6 +34,8 @@ def diff(
     columns: Optional[str] = typer.Option(None, "--columns", metavar="A,B,C", help="Table: exactly these columns."),
 ):
     """Where two stores differ: the first commit log divergence, messages on one side only, queue ranges, checkpoint and config."""
+    from rmqtool.inspect.diff import diff_stores  # the scanner (numpy): not at the CLI's start
+
     result = diff_stores(store_a, store_b)
     table = fmt == OutputFormat.table
     with Sink(fmt.value, kind="diff", wide=wide, select=columns) as sink:

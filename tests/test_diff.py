@@ -223,3 +223,19 @@ def test_each_store_is_opened_once(calls):
     assert calls["CommitLog"] == 2 and calls["commit log listed"] == 2, calls
     assert calls["last_file_end"] == 2 and calls["written_end"] == 2 and calls["open_consume_queues"] == 2, calls
     assert {v for k, v in calls.items() if k.startswith("queue ")} == {2}, calls
+
+
+def test_zero_and_sparse_tails_read_alike(base, tmp_path):
+    """The last commit log file cut at the written end (its zeros dropped), or cut there and
+    extended again as a sparse file: the same log as the broker's preallocated file."""
+    end = load_truth(SCENARIO / "truth.json")["truth"]["commitlog"]["maxPhyOffset"]
+    for name, extend in (("trimmed", False), ("sparse", True)):
+        b = writable_copy(base, tmp_path / name)
+        last = sorted((b / "commitlog").iterdir())[-1]
+        size = last.stat().st_size
+        os.truncate(last, end - int(last.name))
+        if extend:
+            os.truncate(last, size)
+        r, rows = diff(base, b)
+        assert r.exit_code == ExitCode.OK, (name, r.stdout, r.stderr)
+        assert rows[-1]["equal"] is True and rows[-1]["written_end_b"] == end

@@ -334,21 +334,24 @@ def compare_queues(a: StoreView, b: StoreView) -> list[dict]:
 
 
 def _checkpoint(view: StoreView):
-    """The checkpoint's fields; None when there is none, or none readable (its fields then
-    compare as null: the rest of the diff still runs)."""
+    """(the checkpoint, None) or (None, why it is not read): none there, or not one the broker
+    reads (its fields then compare as null, the reason said: the rest of the diff still runs)."""
     try:
-        return read_checkpoint(view.paths.checkpoint)
-    except (StoreNotFound, FormatError):
-        return None
+        return read_checkpoint(view.paths.checkpoint), None
+    except StoreNotFound:
+        return None, "no checkpoint"
+    except FormatError as exc:
+        return None, exc.message
 
 
 def compare_checkpoints(a: StoreView, b: StoreView) -> list[dict]:
-    ca, cb = _checkpoint(a), _checkpoint(b)
+    (ca, why_a), (cb, why_b) = _checkpoint(a), _checkpoint(b)
+    why = "; ".join(f"{side}: {w}" for side, w in (("a", why_a), ("b", why_b)) if w) or None
     rows = []
     for name in CHECKPOINT_FIELDS:
         va, vb = getattr(ca, name, None), getattr(cb, name, None)
         if va != vb:
-            rows.append(_row("checkpoint_field", file="checkpoint", field=name, a=va, b=vb))
+            rows.append(_row("checkpoint_field", file="checkpoint", field=name, a=va, b=vb, reason=why))
     return rows
 
 

@@ -44,6 +44,7 @@ EXTRA = {
     "append": ["--topic", "T", "--body", "b"],
     "spark export": ["--out", "{tmp}/fleet"],
     "spark query": ["--key", "k"],
+    "diff": [str(V4 / "basic" / "store")],  # STORE_B: another store
 }
 # What a damaged store (DAMAGED: a crash with one flipped body byte in its first file) gives,
 # as each command's README section documents it
@@ -53,6 +54,7 @@ ON_DAMAGED = {
     "verify": ExitCode.CORRUPT,
     "offsets": ExitCode.OK,  # no consumerOffset.json: nothing to compare
     "check": ExitCode.OK,  # Nagios OK: the flipped byte lies in the first file, before the tail check reads
+    "diff": ExitCode.CORRUPT,  # against another store: they differ
     "recover": ExitCode.CORRUPT,  # the plan changes something
     "redispatch": ExitCode.OK,  # the rebuilt queues and index equal the store's
     "salvage": ExitCode.CORRUPT,  # a message is lost

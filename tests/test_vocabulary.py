@@ -18,7 +18,8 @@ STORE = V4 / "basic" / "store"
 CRASH = V5 / "crash5" / "b-garbled-last-message" / "input" / "store"
 OFFSETS_STORE = FIXTURES / "config" / "out-of-range" / "store"
 # objects whose keys are data, not field names
-DATA_OBJECTS = ("properties", "document", "queues", "counts", "missing_queue_offsets", "queue_offsets_kept")
+DATA_OBJECTS = ("properties", "document", "queues", "counts", "missing_queue_offsets", "queue_offsets_kept",
+                "a", "b")  # diff: a value on each side (a config object's own keys)
 
 
 def documented() -> tuple[set[str], list[str]]:
@@ -102,6 +103,7 @@ COMMANDS = {
                                 "--records"),
     "dump timercheck": ("dump", "timercheck", V5 / "timer" / "store"),
     "dump timermetrics": ("dump", "timermetrics", V5 / "timer" / "store"),
+    "diff": ("diff", FIXTURES / "config" / "consumers" / "store", OFFSETS_STORE),
     "query several stores": ("query", STORE, V5 / "v2-and-crc" / "store", "--key", "order-0"),
 }
 

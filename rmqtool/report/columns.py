@@ -172,6 +172,17 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         text("store_name", 0, 24, 10), text("finding", 1, 30, 30), fixed("severity", 2, 8), text("path", 4, 60, 24), num("offset", 5, 10),
         text("message", 3, 120, 36), fixed("consequence", None, 13), text("topic", None, 40), num("queue_id", None),
         num("queue_offset", None), num("commit_log_offset", None)),
+    # rmqtool diff (inspect/diff.py): one kind, a ``record`` a difference, then the summary
+    "diff": (
+        fixed("record", 1, 21), fixed("side", 2, 4), num("commit_log_offset", 3), text("reason", 4, 60, 12),
+        text("topic", 8, 30, 10), num("queue_id", 9), text("field", 5, 40, 16), text("a", 6, 30, 8),
+        text("b", 7, 30, 8), text("group", 10, 30, 10), text("file", 11, 40, 12), num("queue_offset", None),
+        text("uniq_key", None, 32), num("store_size", None), fixed("store_timestamp", None, TIME),
+        num("first_different_byte", None), num("bytes_past", None), num("messages_past", None),
+        text("fields", None, 60), fixed("equal", None), num("differences", None), text("counts", None, 80),
+        text("store_a", None, 100), text("store_b", None, 100), num("written_end_a", None),
+        num("written_end_b", None), num("messages_only_in_a", None), num("messages_only_in_b", None),
+        num("messages_matched_by_uniq_key", None), fixed("store_time", None, TIME)),
     "offset": (
         text("group", 1, 30, 10), text("topic", 2, 30, 10), num("queue_id", 3), num("committed_offset", 6, 12),
         num("lag_messages", 7, 12), num("min_queue_offset", 9, 12), num("max_queue_offset", 8, 12),

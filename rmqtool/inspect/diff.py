@@ -1,0 +1,440 @@
+"""Two stores side by side (``rmqtool diff STORE_A STORE_B``): a master and its slave, or a
+store and its copy, as a failover runbook needs them before it promotes the slave.
+
+The commit logs are compared in large blocks over the range both hold (up to each side's
+written end, so a sparse or zero-extended tail reads as the scanner reads it); only around a
+difference are records decoded, with the one scanner (``store/commitlog.scan_segment``).
+Equal bytes mean equal records: a record holds its own commit log offset (physicalOffset),
+so the same bytes at the same offset are the same record on both sides. Messages in the
+differing ranges, and in what only one side holds (a head or a tail), are matched by commit
+log offset, then by UNIQ_KEY (a slave that re-synced from another offset holds the same
+messages elsewhere); those left are on one side only.
+
+Then the queues whose ranges differ (min/max queue offset, as the view opens them), the
+checkpoint's fields and config/*.json (topics, subscription groups, consumer offsets per
+group/topic/queue, any other file key by key). Rows are of one kind (``diff``), each with a
+``record``: ``commit_log_divergence``, ``message_differs``, ``message_only_in``,
+``queue_range``, ``checkpoint_field``, ``config_entry``, then one ``summary``. Read only.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Iterator
+
+from rmqtool.errors import FormatError, StoreNotFound
+from rmqtool.formats import config as config_format
+from rmqtool.report.records import message_record
+from rmqtool.store.checkpoint import read_checkpoint
+from rmqtool.store.commitlog import Blank, Corrupt, scan_segment
+from rmqtool.store.commitlog_reader import CommitLogReader
+from rmqtool.store.config import read_config_dir
+from rmqtool.store.message import Message
+from rmqtool.store.view import StoreView, open_store
+
+BLOCK = 1 << 20  # bytes compared at once: one memcmp each, a numpy pass only in a block that differs
+BACK = 64 << 10  # how far before a difference a scan starts first, widened until it finds the record
+SIDES = ("a", "b")
+# a message's fields that say which file it was read from, not what it is
+_WHERE = ("file", "file_position")
+CHECKPOINT_FIELDS = ("physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp",
+                     "master_flushed_offset", "confirm_phy_offset")
+# the tables of the broker's config files, and which column their keys fill
+_TABLE_KEYS = {("topics.json", "topicConfigTable"): "topic",
+               ("subscriptionGroup.json", "subscriptionGroupTable"): "group"}
+CONSUMER_OFFSET_FILE = "consumerOffset.json"
+
+ROW_FIELDS = ("record", "side", "commit_log_offset", "topic", "queue_id", "group", "file", "field", "a", "b",
+              "reason")
+
+
+class StoreDiff:
+    """Two stores' differences: ``rows`` made as they are read (the summary last); ``equal``
+    is known once they are out."""
+
+    def __init__(self, a: StoreView, b: StoreView):
+        self.a, self.b = a, b
+        self.equal: bool | None = None
+
+    @property
+    def rows(self) -> Iterator[dict]:
+        return _diff_rows(self)
+
+
+def _row(record: str, **fields) -> dict:
+    row = dict.fromkeys(ROW_FIELDS)
+    row["record"] = record
+    row.update(fields)
+    return row
+
+
+# --- the commit logs --------------------------------------------------------------------------
+@dataclasses.dataclass
+class _Log:
+    """One side's commit log: its range and a reader."""
+    view: StoreView
+    reader: CommitLogReader | None
+    start: int  # the first segment's base offset
+    end: int  # the written end
+
+    @classmethod
+    def of(cls, view: StoreView) -> "_Log":
+        if not view.has_commit_log or not view.segments:
+            return cls(view, None, 0, 0)
+        return cls(view, CommitLogReader(view.commit_log), view.segments[0].base_offset, view.written_end)
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Up to ``length`` bytes from ``offset``, not past a file's end (b"": no file holds it)."""
+        return self.reader.get_data(offset, length, self.end) if self.reader is not None else b""
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+
+
+def _span(r) -> tuple[int, int]:
+    if isinstance(r, Message):
+        return r.commit_log_offset, r.store_size
+    return r.offset, r.size
+
+
+def differing_ranges(a: _Log, b: _Log, lo: int, hi: int) -> list[tuple[int, int]]:
+    """[start, end) byte ranges of [lo, hi) where the two logs differ (a range one side has no
+    file for counts as differing), merged where they touch."""
+    import numpy as np  # numpy only when a block differs: not at the CLI's start
+
+    out: list[tuple[int, int]] = []
+    pos = lo
+    while pos < hi:
+        want = min(BLOCK, hi - pos)
+        x, y = a.read(pos, want), b.read(pos, want)
+        n = min(len(x), len(y))
+        if n == 0:  # one side (or both) has no file here: what the other holds differs
+            n = max(len(x), len(y))
+            if n == 0:  # neither: on to the next file either side has
+                nxt = [s.base_offset for log in (a, b) if log.reader is not None for s in log.view.segments
+                       if s.base_offset > pos]
+                pos = min(nxt + [hi])
+                continue
+            first, last = pos, pos + n
+        elif x[:n] == y[:n]:
+            pos += n
+            continue
+        else:
+            unequal = np.frombuffer(x, np.uint8, n) != np.frombuffer(y, np.uint8, n)
+            first, last = pos + int(unequal.argmax()), pos + n - int(unequal[::-1].argmax())
+        if out and out[-1][1] >= first:
+            out[-1] = (out[-1][0], max(out[-1][1], last))
+        else:
+            out.append((first, last))
+        pos += n
+    return out
+
+
+def records_over(log: _Log, begin: int, end: int, *, check_crc: bool = True) -> Iterator:
+    """The scanner's results (messages, blanks, corrupt regions) of one side that overlap
+    [begin, end): each segment's scan starts a little before ``begin`` and steps back until
+    it holds the record ``begin`` lies in."""
+    if log.reader is None:
+        return
+    segments = log.view.segments
+    for i, seg in enumerate(segments):
+        seg_end = seg.base_offset + seg.size
+        if seg_end <= begin or seg.base_offset >= end:
+            continue
+        is_last = i == len(segments) - 1
+        s, e = max(begin, seg.base_offset) - seg.base_offset, min(end, seg_end) - seg.base_offset
+        back = BACK
+        while True:
+            start = max(0, s - back)
+            results = scan_segment(seg, is_last=is_last, start=start, end=e, check_crc=check_crc)
+            first = next(results, None)
+            if first is None or start == 0 or _span(first)[0] <= seg.base_offset + s:
+                break
+            back *= 8
+        for r in ([first] if first is not None else []), results:
+            for x in r:
+                off, size = _span(x)
+                if off + max(size, 1) > begin and off < end:
+                    yield x
+
+
+def record_at(log: _Log, offset: int):
+    """The scanner's result that holds ``offset`` on one side, or None."""
+    for r in records_over(log, offset, offset + 1):
+        off, size = _span(r)
+        if off <= offset < off + max(size, 1):
+            return r
+    return None
+
+
+def _kind(r) -> str | None:
+    return None if r is None else "message" if isinstance(r, Message) else "blank" if isinstance(r, Blank) \
+        else "corrupt" if isinstance(r, Corrupt) else type(r).__name__
+
+
+def _fields(m: Message) -> dict:
+    row = message_record(m)
+    for k in _WHERE:
+        row.pop(k, None)
+    return row
+
+
+def differing_fields(x, y) -> tuple[list[str], dict, dict]:
+    """Which fields of two records at one offset differ, and their values on each side."""
+    if isinstance(x, Message) and isinstance(y, Message):
+        fx, fy = _fields(x), _fields(y)
+        names = [k for k in dict.fromkeys([*fx, *fy]) if fx.get(k) != fy.get(k)]
+        return names, {k: fx.get(k) for k in names}, {k: fy.get(k) for k in names}
+    kx, ky = _kind(x), _kind(y)
+    if kx != ky:
+        return ["record"], {"record": kx}, {"record": ky}
+    sx, sy = _span(x) if x is not None else None, _span(y) if y is not None else None
+    return ["store_size"], {"store_size": sx and sx[1]}, {"store_size": sy and sy[1]}
+
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class _Msg:
+    """What matching needs of a message (not its body: a log that differs throughout holds
+    all its messages here at once)."""
+    offset: int
+    uniq_key: str | None
+    topic: str
+    queue_id: int
+    queue_offset: int
+    store_size: int
+    store_timestamp: int
+
+
+def _messages(log: _Log, ranges: list[tuple[int, int]]) -> dict[int, _Msg]:
+    out: dict[int, _Msg] = {}
+    for begin, end in ranges:
+        for r in records_over(log, begin, end, check_crc=False):  # CRCs only where fields are compared
+            if isinstance(r, Message) and r.commit_log_offset not in out:
+                out[r.commit_log_offset] = _Msg(r.commit_log_offset, r.uniq_key, r.topic, r.queue_id,
+                                                r.queue_offset, r.store_size, r.store_timestamp)
+    return out
+
+
+def _same_message(x: _Msg, y: _Msg) -> bool:
+    """Two records at one offset are one message (changed) when they carry one UNIQ_KEY, or
+    where one has none (a damaged property string) when they hold one place in one queue
+    and have one size."""
+    if x.uniq_key is not None and y.uniq_key is not None:
+        return x.uniq_key == y.uniq_key
+    return (x.topic, x.queue_id, x.queue_offset, x.store_size) == (y.topic, y.queue_id, y.queue_offset, y.store_size)
+
+
+def _only_in_row(side: str, m: _Msg) -> dict:
+    return _row("message_only_in", side=side, commit_log_offset=m.offset, topic=m.topic, queue_id=m.queue_id,
+                queue_offset=m.queue_offset, uniq_key=m.uniq_key, store_size=m.store_size,
+                store_timestamp=m.store_timestamp)
+
+
+def _alone(a: _Log, b: _Log) -> dict[str, list[tuple[int, int]]]:
+    """What one side holds alone: a head before the other's first file, a tail past the other's end."""
+    alone: dict[str, list[tuple[int, int]]] = {side: [] for side in SIDES}
+    for side, log, other in (("a", a, b), ("b", b, a)):
+        if log.end <= log.start:
+            continue
+        if other.end <= other.start:  # the other side has no commit log at all
+            alone[side].append((log.start, log.end))
+            continue
+        if log.start < other.start:
+            alone[side].append((log.start, min(log.end, other.start)))
+        if log.end > other.end:
+            alone[side].append((max(log.start, other.end), log.end))
+    return alone
+
+
+def compare_commit_logs(a: _Log, b: _Log, summary: dict) -> Iterator[dict]:
+    """The divergence rows, then the message rows, as they are found; the summary's commit
+    log part goes into ``summary`` once the last row is out."""
+    logs = {"a": a, "b": b}
+    lo, hi = max(a.start, b.start), min(a.end, b.end)
+    ranges = differing_ranges(a, b, lo, hi) if lo < hi else []
+    alone = _alone(a, b)
+    # every message of a differing or one-sided range, decoded once
+    found = {side: _messages(logs[side], ranges + alone[side]) for side in SIDES}
+    divergences = []
+    for side in SIDES:
+        for begin, end in alone[side]:
+            log = logs[side]
+            head = begin < max(a.start, b.start) and end <= max(a.start, b.start)
+            r = record_at(log, begin) if not head else None
+            at = _span(r)[0] if r is not None else begin
+            count = sum(1 for offset in found[side] if at <= offset < end)
+            divergences.append(_row("commit_log_divergence", side=side, commit_log_offset=at,
+                                    reason="missing_head" if head else "missing_tail", first_different_byte=begin,
+                                    bytes_past=end - at, messages_past=count))
+    if ranges:
+        first = ranges[0][0]
+        x, y = record_at(a, first), record_at(b, first)
+        names, va, vb = differing_fields(x, y)
+        at = min(_span(r)[0] for r in (x, y) if r is not None) if (x or y) is not None else first
+        divergences.append(_row("commit_log_divergence", commit_log_offset=at, reason="different_record",
+                                first_different_byte=first, fields=names, field=", ".join(names), a=va, b=vb))
+    first_record = next((d["commit_log_offset"] for d in divergences if d["reason"] == "different_record"), None)
+    divergences.sort(key=lambda r: (r["commit_log_offset"], r["first_different_byte"]))
+    summary["commit_log_offset"] = divergences[0]["commit_log_offset"] if divergences else None
+    summary["written_end_a"], summary["written_end_b"] = a.end, b.end
+    yield from divergences
+
+    # the messages found, matched by offset, then by UNIQ_KEY
+    left_a, left_b = found["a"], found["b"]
+    for offset in sorted(left_a.keys() & left_b.keys()):
+        ma, mb = left_a[offset], left_b[offset]
+        if not _same_message(ma, mb):
+            continue
+        del left_a[offset], left_b[offset]
+        if offset == first_record:  # the divergence row names its fields already
+            continue
+        names, va, vb = differing_fields(a.reader.read(offset), b.reader.read(offset))
+        if names:
+            yield _row("message_differs", commit_log_offset=offset, topic=ma.topic, queue_id=ma.queue_id,
+                       queue_offset=ma.queue_offset, uniq_key=ma.uniq_key, fields=names, field=", ".join(names),
+                       a=va, b=vb)
+    keys_b: dict[str, list[int]] = {}
+    for offset, m in left_b.items():
+        if m.uniq_key is not None:
+            keys_b.setdefault(m.uniq_key, []).append(offset)
+    matched = 0
+    for offset in sorted(left_a):
+        key = left_a[offset].uniq_key
+        if key is not None and keys_b.get(key):
+            del left_b[keys_b[key].pop(0)], left_a[offset]
+            matched += 1
+    del keys_b
+    summary["messages_only_in_a"], summary["messages_only_in_b"] = len(left_a), len(left_b)
+    summary["messages_matched_by_uniq_key"] = matched
+    for side, left in (("a", left_a), ("b", left_b)):
+        for offset in sorted(left):
+            yield _only_in_row(side, left[offset])
+
+
+# --- queues, checkpoint, config ---------------------------------------------------------------
+def queue_ranges(view: StoreView) -> dict[tuple[str, int], tuple[int, int]]:
+    """(topic, queue id) -> (min, max queue offset), each queue cut where the view cuts it for
+    its commit log end (as ``offsets`` opens them)."""
+    has_log = view.has_commit_log and bool(view.segments)
+    queues = view.consume_queues(view.commit_log_end.end if has_log else None)
+    low = view.segments[0].base_offset if has_log else 0
+    return {(q.topic, q.queue_id): (q.min_offset(low), q.max_offset) for q in queues.queues}
+
+
+def compare_queues(a: StoreView, b: StoreView) -> list[dict]:
+    qa, qb = queue_ranges(a), queue_ranges(b)
+    rows = []
+    for key in sorted(qa.keys() | qb.keys()):
+        ra, rb = qa.get(key, (None, None)), qb.get(key, (None, None))
+        for i, name in enumerate(("min_queue_offset", "max_queue_offset")):
+            if ra[i] != rb[i]:
+                rows.append(_row("queue_range", topic=key[0], queue_id=key[1], field=name, a=ra[i], b=rb[i]))
+    return rows
+
+
+def _checkpoint(view: StoreView):
+    """(the checkpoint, None) or (None, why it is not read): none there, or not one the broker
+    reads (its fields then compare as null, the reason said: the rest of the diff still runs)."""
+    try:
+        return read_checkpoint(view.paths.checkpoint), None
+    except StoreNotFound:
+        return None, "no checkpoint"
+    except FormatError as exc:
+        return None, exc.message
+
+
+def compare_checkpoints(a: StoreView, b: StoreView) -> list[dict]:
+    (ca, why_a), (cb, why_b) = _checkpoint(a), _checkpoint(b)
+    why = "; ".join(f"{side}: {w}" for side, w in (("a", why_a), ("b", why_b)) if w) or None
+    rows = []
+    for name in CHECKPOINT_FIELDS:
+        va, vb = getattr(ca, name, None), getattr(cb, name, None)
+        if va != vb:
+            rows.append(_row("checkpoint_field", file="checkpoint", field=name, a=va, b=vb, reason=why))
+    return rows
+
+
+def _value_diff(x, y, path: tuple) -> Iterator[tuple[tuple, object, object]]:
+    """(path, a, b) where two documents differ: an object key on one side only is one entry."""
+    if isinstance(x, dict) and isinstance(y, dict):
+        for k in dict.fromkeys([*x, *y]):
+            if k not in x or k not in y:
+                yield path + (k,), x.get(k), y.get(k)
+            else:
+                yield from _value_diff(x[k], y[k], path + (k,))
+    elif x != y:
+        yield path, x, y
+
+
+def _consumer_offsets(doc) -> dict[tuple[str, str, int], int] | None:
+    try:
+        table = config_format.consumer_offsets(doc)
+    except FormatError:
+        return None
+    return {(topic, group, int(q)): off for (topic, group), queues in table.items() for q, off in queues.items()
+            if str(q).lstrip("-").isdigit()}
+
+
+def compare_config(a: StoreView, b: StoreView) -> list[dict]:
+    da, db = read_config_dir(a.root), read_config_dir(b.root)
+    rows = []
+    for name in sorted(da.files.keys() | db.files.keys()):
+        fa, fb = da.files.get(name), db.files.get(name)
+        xa, xb = fa.document if fa else None, fb.document if fb else None
+        if xa is None or xb is None:
+            if (xa is None) != (xb is None):
+                rows.append(_row("config_entry", file=name, a=fa.source if fa else None, b=fb.source if fb else None,
+                                 reason="file loaded on one side only"))
+            continue
+        offsets_a, offsets_b = (_consumer_offsets(xa), _consumer_offsets(xb)) if name == CONSUMER_OFFSET_FILE \
+            else (None, None)
+        if offsets_a is not None and offsets_b is not None:
+            for key in sorted(offsets_a.keys() | offsets_b.keys()):
+                va, vb = offsets_a.get(key), offsets_b.get(key)
+                if va != vb:
+                    rows.append(_row("config_entry", file=name, topic=key[0], group=key[1], queue_id=key[2],
+                                     field="committed_offset", a=va, b=vb))
+            xa, xb = ({k: v for k, v in d.items() if k != "offsetTable"} for d in (xa, xb))
+        for path, va, vb in _value_diff(xa, xb, ()):
+            extra = {}
+            column = _TABLE_KEYS.get((name, path[0])) if path else None
+            if column is not None and len(path) > 1:
+                extra[column] = path[1]
+            rows.append(_row("config_entry", file=name, field=".".join(str(p) for p in path) or None, a=va, b=vb,
+                             **extra))
+    return rows
+
+
+# --- the whole ---------------------------------------------------------------------------------
+def diff_stores(path_a: str | os.PathLike, path_b: str | os.PathLike) -> StoreDiff:
+    """Every difference between two stores; each store opened once (``open_store``: a missing
+    path, a non-store, another family's store refused as every command refuses them, before
+    the first row)."""
+    return StoreDiff(open_store(path_a), open_store(path_b))
+
+
+def _diff_rows(result: StoreDiff) -> Iterator[dict]:
+    va, vb = result.a, result.b
+    counts: dict[str, int] = {}
+    commit_log: dict = {}
+
+    def counted(rows):
+        for r in rows:
+            counts[r["record"]] = counts.get(r["record"], 0) + 1
+            yield r
+
+    a, b = _Log.of(va), _Log.of(vb)
+    try:
+        yield from counted(compare_commit_logs(a, b, commit_log))
+    finally:
+        a.close()
+        b.close()
+    yield from counted(compare_queues(va, vb))
+    yield from counted(compare_checkpoints(va, vb))
+    yield from counted(compare_config(va, vb))
+    differences = sum(counts.values())
+    result.equal = differences == 0
+    what = ", ".join(f"{n} {k}" for k, n in counts.items())
+    yield _row("summary", reason="equal" if result.equal else f"differ: {what}", equal=result.equal,
+               differences=differences, counts=counts, store_a=str(va.root), store_b=str(vb.root), **commit_log)

@@ -13,7 +13,7 @@ import typer
 
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.params import examples, parse_time
-from rmqtool.inspect.check import RECOVERY_RATE, TAIL_BYTES, run_check
+from rmqtool.inspect.check_defaults import RECOVERY_RATE, TAIL_BYTES
 from rmqtool.report.sink import Sink, write_line
 
 
@@ -38,6 +38,7 @@ def check(
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table (the status line), jsonl or json."),
 ):
     """A monitoring probe: dispatch lag, unflushed window, recovery time, disk, consumer lag, tail damage."""
+    from rmqtool.inspect.check import run_check
     result = run_check(stores, warn=warn, crit=crit, now=parse_time(now, "--now"), tail_bytes=tail_bytes,
                        recovery_rate=recovery_rate, prometheus=prometheus)
     if fmt == OutputFormat.table:

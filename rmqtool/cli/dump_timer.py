@@ -14,7 +14,6 @@ from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.dump import ColumnsOpt, FormatOpt, LimitOpt, WideOpt, _finish, dump_app
 from rmqtool.cli.params import examples
 from rmqtool.formats.timerwheel import DEFAULT_TIMER_PRECISION_MS
-from rmqtool.inspect.timer import dumps
 from rmqtool.report.records import with_human_times
 from rmqtool.report.sink import Sink, render_document, warn
 
@@ -50,6 +49,7 @@ def dump_timerwheel(
 ):
     """The timer wheel's used slots (non-zero; never cleared after delivery): time, first and last
     timer log offsets, num."""
+    from rmqtool.inspect.timer import dumps
     dump = dumps.TimerDump()
     _rows(dumps.wheel_rows(path, dump, precision_ms), "timer_slot", fmt, limit, wide, columns, dump)
 
@@ -70,6 +70,7 @@ def dump_timerlog(
     columns: Optional[str] = ColumnsOpt,
 ):
     """Timer log units (52 B): where each points in the commit log, write and deliver times, magic."""
+    from rmqtool.inspect.timer import dumps
     dump = dumps.TimerDump()
     _rows(dumps.timer_log_rows(path, dump, precision_ms, show_blank, records), "timer_unit", fmt, limit, wide, columns,
           dump)
@@ -82,6 +83,7 @@ def dump_timercheck(
     fmt: OutputFormat = FormatOpt,
 ):
     """config/timercheck: the read time, the timer log flush offset, the timer queue offsets."""
+    from rmqtool.inspect.timer import dumps
     row = dumps.timercheck_row(path)
     if row is None:
         warn(f"rmqtool: no config/timercheck in {path}: the broker would start the read time 7 days back")
@@ -97,5 +99,6 @@ def dump_timermetrics(
     wide: bool = WideOpt,
 ):
     """config/timermetrics: timer messages counted per topic (the .bak when the broker would load it)."""
+    from rmqtool.inspect.timer import dumps
     dump, findings = dumps.TimerDump(), []
     _rows(dumps.timermetrics_rows(path, dump, findings), "timer_metric", fmt, None, wide, None, dump, findings)

@@ -19,7 +19,6 @@ from rmqtool.cli.params import (OFFSET_METAVAR, TIME_METAVAR, check_range, compl
                                 parse_time)
 from rmqtool.errors import ExitCode, NothingFound, UsageError
 from rmqtool.inspect.lookup import Lookup, crc_mismatch_notes, look_up
-from rmqtool.inspect.timer.query import timer_states
 from rmqtool.query.by_key import DEFAULT_MAX_NUM
 from rmqtool.query.by_time import offset_by_time
 from rmqtool.query.explain import Trace
@@ -71,6 +70,7 @@ def _message_rows(sink: Sink, messages, fmt: OutputFormat, body: Optional[BodyMo
     """The rows of the messages found (``timer_of``: the timer state of each timer message
     among them, read from that store); the messages that gave rows."""
     if timer_of is not None:
+        from rmqtool.inspect.timer.query import timer_states  # numpy: loaded when asked for
         rows = timer_states(timer_of, messages)
         for row in rows:
             sink.row(with_human_times(row if store is None else {"store_path": store, **row}))

@@ -37,12 +37,7 @@ from rmqtool.store.message import Message
 from rmqtool.store.small_file import read_head
 from rmqtool.store.view import StoreView, open_store
 from rmqtool.formats.indexfile import INDEX_HEADER_SIZE
-
-# The broker's recovery walk (checkMessageAndReturnSize with the body CRC, record by record):
-# benchmarks/java/RecoveryScan.java on the 1,000,000-message bench store read 1.03 GB/s on the
-# 2-CPU development machine, page cache warm. Cold disks read slower: --recovery-rate.
-RECOVERY_RATE = 1_000_000_000  # bytes/s
-TAIL_BYTES = 4 << 20  # the commit log tail whose records are checked for damage
+from rmqtool.inspect.check_defaults import RECOVERY_RATE, TAIL_BYTES
 
 
 class State(enum.IntEnum):

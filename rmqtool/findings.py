@@ -24,6 +24,9 @@ class Consequence(str, enum.Enum):
     NONE = "none"  # the broker does not care (it may matter to an operator or a client)
     SERVED_EMPTY = "servedEmpty"  # QMQ: sequences served as SUCCESS without their message
     PROGRESS_LOST = "progressLost"  # QMQ: consumer progress goes back or is forgotten
+    REDELIVERS = "redelivers"  # timer: messages already delivered are delivered again
+    STRANDS = "strands"  # timer: messages stay in the timer log but are never delivered
+    LOOPS = "loops"  # timer: dequeue walks a slot's chain forever: no timer message is delivered after it
 
 
 # ID -> (default severity, what it means). Add new IDs here; never rename one.
@@ -166,6 +169,22 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
                                 "the compacted topic never read it"),
     "compactionCheckpointMismatch": (Severity.WARNING, "position-checkpoint names a queue offset past the compaction "
                                      "log's records, or a queue that has no compaction log"),
+    # the 5.x timer store (timerwheel, timerlog/, config/timercheck, config/timermetrics)
+    "timerState": (Severity.INFO, "the timer store's state: pending messages, next fire time, read and write times"),
+    "timerStoreNotLoadable": (Severity.ERROR, "timer files the broker's TimerMessageStore cannot load: it does not start"),
+    "timerLogCut": (Severity.ERROR, "the next start cuts the timer log before units the timercheck says were "
+                    "written: their records are enqueued again"),
+    "timerChainLoops": (Severity.ERROR, "a wheel slot whose chain of timer log units loops (now, or once the next "
+                        "start has enqueued again): dequeue never leaves it"),
+    "timerUnitStranded": (Severity.ERROR, "pending timer log units that no wheel slot's chain reaches, or that the "
+                          "read time skips: never delivered"),
+    "timerUnitPastCommitLog": (Severity.ERROR, "timer log units whose rmq_sys_wheel_timer record lies past the "
+                               "commit log's recovered end: dropped silently when due"),
+    "timerUnitRecordMismatch": (Severity.ERROR, "a timer log unit whose offsetPy/sizePy is not a rmq_sys_wheel_timer "
+                                "record of its real topic's hash"),
+    "timercheckMissing": (Severity.ERROR, "config/timercheck missing or zeroed while the timer log holds units: the "
+                          "next start enqueues the whole timer queue again and re-reads a week of slots"),
+    "timerMetricsDrift": (Severity.INFO, "config/timermetrics counts that differ from the pending units by topic"),
 }
 
 # ID -> what the broker's next start does about it, by default (a finding may say more, e.g.
@@ -217,6 +236,10 @@ CONSEQUENCES: dict[str, Consequence] = {
     # compaction: the load throws on a missing twin; a unit or record no reader matches is not served
     "compactionCqFileMissing": _W, "compactionCqUnitMismatch": _U, "compactionRecordNotInCq": _U,
     "compactionCheckpointMismatch": _N,
+    # timer: what the next start's TimerMessageStore does (recovery/timer)
+    "timerState": _N, "timerStoreNotLoadable": _W, "timerLogCut": Consequence.REDELIVERS,
+    "timerChainLoops": Consequence.LOOPS, "timerUnitStranded": Consequence.STRANDS, "timerUnitPastCommitLog": _D,
+    "timerUnitRecordMismatch": _N, "timercheckMissing": Consequence.REDELIVERS, "timerMetricsDrift": _R,
 }
 
 # The IDs by name: code says BODY_CRC_MISMATCH, never the string, so a typo is an ImportError.
@@ -334,6 +357,16 @@ COMPACTION_CQ_FILE_MISSING = "compactionCqFileMissing"
 COMPACTION_CQ_UNIT_MISMATCH = "compactionCqUnitMismatch"
 COMPACTION_RECORD_NOT_IN_CQ = "compactionRecordNotInCq"
 COMPACTION_CHECKPOINT_MISMATCH = "compactionCheckpointMismatch"
+# timer
+TIMER_STATE = "timerState"
+TIMER_STORE_NOT_LOADABLE = "timerStoreNotLoadable"
+TIMER_LOG_CUT = "timerLogCut"
+TIMER_CHAIN_LOOPS = "timerChainLoops"
+TIMER_UNIT_STRANDED = "timerUnitStranded"
+TIMER_UNIT_PAST_COMMIT_LOG = "timerUnitPastCommitLog"
+TIMER_UNIT_RECORD_MISMATCH = "timerUnitRecordMismatch"
+TIMERCHECK_MISSING = "timercheckMissing"
+TIMER_METRICS_DRIFT = "timerMetricsDrift"
 
 
 def finding(finding_id: str, path, offset: int | None, message: str, *, consequence: "Consequence | None" = None,
@@ -498,4 +531,13 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "cqExtDirOrphaned": ("A deleted topic's ext files: remove the directory while the broker is stopped (a topic "
                          "created again under that name would append after the old units)."),
     "cqExtGarbageAfterEnd": "Nothing to do for the broker; look at the bytes (rmqtool dump cqext) if they matter.",
+    "timerState": "Nothing: read it (pending messages, next fire time, read and write times).",
+    "timerStoreNotLoadable": "Move the named timer file aside (the broker recreates an empty one): its pending timer messages are then lost.",
+    "timerLogCut": "Run rmqtool recover to see what the next start enqueues again; timerChainLoops says if it loops.",
+    "timerChainLoops": "Do not start the broker as is: rmqtool recover --apply rebuilds the slot's lastPos from the log.",
+    "timerUnitStranded": "These timer messages will never fire: resend them (rmqtool query shows each record).",
+    "timerUnitPastCommitLog": "The records are gone with the commit log's tail: resend those timer messages; recover --apply cuts the units.",
+    "timerUnitRecordMismatch": "The timer log or the commit log is damaged: compare with rmqtool dump timerlog; resend what is lost.",
+    "timercheckMissing": "Restore config/timercheck from a backup before the start, or expect consumers to receive a week of timer messages again.",
+    "timerMetricsDrift": "Nothing: the broker revises the counts itself (checkAndReviseMetrics).",
 }

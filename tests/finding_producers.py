@@ -31,6 +31,7 @@ BATCHCQ = V5 / "batchcq"
 CONFIG = FIXTURES / "config"
 CQEXT = V5 / "cqext"
 QMQ = FIXTURES / "qmq"
+TIMER_CRASH = V5 / "timer-crash"
 
 # The broker's layouts, written out here (the fixtures' READMEs) rather than taken from the code under test
 UNIT = 20  # consume queue unit: commitLogOffset 8, size 4, tagsCode 8
@@ -63,6 +64,7 @@ class Scenario:
     source: pathlib.Path  # the fixture directory (store/ or input/store/ inside, truth.json beside)
     command: str = "verify"  # verify, recover, dump-commitlog or dump-consumequeue: run once over the copy
     expand: bool = False  # kept trimmed (QMQ's): copied out to the sizes its engine left (helpers.expand_store)
+    clock: bool = False  # verify --now at the fixture's fake clock (the timer store's next start depends on it)
 
     @property
     def store(self) -> pathlib.Path:
@@ -191,6 +193,11 @@ SCENARIOS: dict[str, Scenario] = {
     "compaction": Scenario(V5 / "compaction", expand=True),
     # 5.3.3 with enableConsumeQueueExt: one damage a queue of OrderFilterTopic, TagOnlyTopic's files copied
     "cqext": Scenario(CQEXT, expand=True),
+    # the 5.x timer store of a halted broker (timer-crash/a-as-is), damaged as the engine's variants were
+    "timer-cut": Scenario(TIMER_CRASH / "a-as-is", expand=True, clock=True),
+    "timer-check": Scenario(TIMER_CRASH / "a-as-is", expand=True, clock=True),
+    "timer-units": Scenario(TIMER_CRASH / "a-as-is", expand=True, clock=True),
+    "timer-refused": Scenario(TIMER_CRASH / "a-as-is", expand=True, clock=True),
 }
 
 
@@ -1081,6 +1088,84 @@ def cq_ext_dir_orphaned(d: Damage) -> At:
     gone = d.store / "consumequeue_ext" / "DeletedTopic" / "0"
     shutil.copytree(d.store / "consumequeue_ext" / "TagOnlyTopic" / "0", gone)
     return At(gone, None)
+# ---- the timer store (timer-crash: each variant's truth.json says what the engine then did) ----
+TIMER_UNIT, TIMER_SLOT, TIMER_HASH_AT = 52, 32, 40  # timer log unit (hashCodeOfRealTopic at 40), wheel slot
+
+
+def _variant(name: str) -> dict:
+    return load_truth(TIMER_CRASH / name / "truth.json")
+
+
+def _timer_log_at(d: Damage, position: int) -> At:
+    size = d.truth["timerAfterLoad"]["timerLog"]["files"][0]["fileSize"]
+    return At(d.store / "timerlog" / f"{position - position % size:020d}", position % size)
+
+
+def _zero_timer_tail(d: Damage) -> dict:
+    """b's damage: the last timer log units zeroed."""
+    m = _variant("b-timerlog-tail-zeroed")["mutation"]
+    at = _timer_log_at(d, m["zeroedFromPosition"])
+    d.patch(at.path, at.offset, bytes(m["zeroedToPosition"] - m["zeroedFromPosition"]))
+    return m
+
+
+def timer_log_cut(d: Damage) -> At:
+    return _timer_log_at(d, d.once(_zero_timer_tail)["zeroedFromPosition"])
+
+
+def timer_chain_loops(d: Damage) -> At:
+    d.once(_zero_timer_tail)
+    truth = _variant("b-timerlog-tail-zeroed")
+    loops = [i for i, end, _at in truth["onDiskAfterShutdown"]["chainsNotEndingAtMinusOne"] if end == "loop"]
+    return At(d.store / "timerwheel", min(loops) * TIMER_SLOT)
+
+
+def timercheck_missing(d: Damage) -> At:
+    (d.store / "config" / "timercheck").unlink()
+    return At(d.store / "config" / "timercheck", None)
+
+
+def timer_state(d: Damage) -> At:
+    return At(d.store / "timerwheel", None)
+
+
+def timer_unit_stranded(d: Damage) -> At:
+    m = _variant("d-wheel-slot-zeroed-outside-rescan")["mutation"]
+    d.patch(d.store / "timerwheel", m["slotIndex"] * TIMER_SLOT, bytes(TIMER_SLOT))
+    return At(d.store / "timerwheel", m["slotIndex"] * TIMER_SLOT)
+
+
+def timer_unit_record_mismatch(d: Damage) -> At:
+    unit = d.truth["timerAfterLoad"]["timerLog"]["units"][0]
+    at = _timer_log_at(d, unit["position"])
+    d.patch(at.path, at.offset + TIMER_HASH_AT, (unit["hashCodeOfRealTopic"] + 1).to_bytes(4, "big", signed=True))
+    return at
+
+
+def timer_unit_past_commit_log(d: Damage) -> At:
+    m = _variant("e-commitlog-truncated")["mutation"]
+    path = d.store / m["file"]
+    position = m["cutAtCommitLogOffset"] - int(path.name)
+    d.patch(path, position, bytes(path.stat().st_size - position))
+    for name in m["removedFiles"]:
+        (d.store / "commitlog" / name).unlink(missing_ok=True)
+    first = min(u["position"] for u in d.truth["timerAfterLoad"]["timerLog"]["units"]
+                if u["offsetPy"] >= m["cutAtCommitLogOffset"])
+    return _timer_log_at(d, first)
+
+
+def timer_metrics_drift(d: Damage) -> At:
+    path = d.store / "config" / "timermetrics"
+    document = json.loads(path.read_text())
+    topic = sorted(document["timingCount"])[0]
+    document["timingCount"][topic]["count"] += 100
+    path.write_text(json.dumps(document, separators=(",", ":")))
+    return At(path, None)
+
+
+def timer_store_not_loadable(d: Damage) -> At:
+    os.truncate(d.store / "timerwheel", 4096)  # TimerWheel's constructor refuses another length
+    return At(d.store / "timerwheel", None)
 
 
 PRODUCERS: dict[str, Producer] = {
@@ -1196,6 +1281,16 @@ PRODUCERS: dict[str, Producer] = {
     f.CQ_EXT_UNIT_MISMATCH: Producer("cqext", cq_ext_unit_mismatch),
     f.CQ_EXT_GARBAGE_AFTER_END: Producer("cqext", cq_ext_garbage_after_end),
     f.CQ_EXT_DIR_ORPHANED: Producer("cqext", cq_ext_dir_orphaned),
+    # the timer store
+    f.TIMER_STATE: Producer("timer-check", timer_state, as_made=True),
+    f.TIMERCHECK_MISSING: Producer("timer-check", timercheck_missing),
+    f.TIMER_LOG_CUT: Producer("timer-cut", timer_log_cut),
+    f.TIMER_CHAIN_LOOPS: Producer("timer-cut", timer_chain_loops),
+    f.TIMER_UNIT_STRANDED: Producer("timer-units", timer_unit_stranded),
+    f.TIMER_UNIT_RECORD_MISMATCH: Producer("timer-units", timer_unit_record_mismatch),
+    f.TIMER_UNIT_PAST_COMMIT_LOG: Producer("timer-units", timer_unit_past_commit_log),
+    f.TIMER_METRICS_DRIFT: Producer("timer-units", timer_metrics_drift),
+    f.TIMER_STORE_NOT_LOADABLE: Producer("timer-refused", timer_store_not_loadable),
 }
 
 
@@ -1231,17 +1326,24 @@ def _clean_findings(name: str, damage: Damage, scratch: pathlib.Path) -> tuple[p
     key = (scenario.store, scenario.command)
     if key not in _clean:
         store = scenario.copy(scratch / f"clean-{len(_clean)}") if scenario.expand else scenario.store
-        _clean[key] = store, _findings_of(scenario.command, store, damage)
+        _clean[key] = store, _findings_of(scenario.command, store, damage, _argv(scenario))
     return _clean[key]
 
 
 _ONE_LINE = re.compile(r"^(?:error|warning|info): (\w+): (.*?)(?: at offset (\d+))?: ")
 
 
-def _findings_of(command: str, store: pathlib.Path, damage: Damage) -> list[dict]:
+def _argv(scenario: Scenario) -> list[str]:
+    """What a scenario adds to its command: the timer fixtures' fake clock (their next start)."""
+    if not scenario.clock:
+        return []
+    return ["--now", str(scenario.truth["timerAfterLoad"]["state"]["fakeNowMs"])]
+
+
+def _findings_of(command: str, store: pathlib.Path, damage: Damage, argv: list[str] = ()) -> list[dict]:
     runner = cli_runner()
     if command == "verify":
-        r = runner.invoke(_app(), ["verify", str(store), "-f", "jsonl", "--no-progress", "--jobs", "1"])
+        r = runner.invoke(_app(), ["verify", str(store), "-f", "jsonl", "--no-progress", "--jobs", "1", *argv])
         assert r.exit_code in (0, 3), r.output
         return [json.loads(line) for line in r.stdout.splitlines()]
     if command == "recover":
@@ -1302,4 +1404,4 @@ def run_scenario(name: str, directory: pathlib.Path) -> Run:
     store = scenario.copy(directory / "store")
     d = Damage(store, scenario.truth)
     expected = {finding_id: p.recipe(d) for finding_id, p in PRODUCERS.items() if p.scenario == name}
-    return Run(name, store, d, expected, _findings_of(scenario.command, store, d))
+    return Run(name, store, d, expected, _findings_of(scenario.command, store, d, _argv(scenario)))

@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 
 from rmqtool.cli.common import OutputFormat, boundary, closed_on_error
-from rmqtool.cli.params import examples
+from rmqtool.cli.params import TIME_METAVAR, examples, parse_time
 from rmqtool.findings import REGISTRY
 from rmqtool.report.progress import Progress, progress_enabled
 from rmqtool.report.sink import Sink, summary_table, warn
@@ -41,6 +41,8 @@ def verify(
     summary: bool = typer.Option(False, "--summary", help="A closing table of counts by finding ID, on stderr."),
     wide: bool = typer.Option(False, "--wide", help="Table: every column, not only those that fit the width."),
     columns: Optional[str] = typer.Option(None, "--columns", metavar="A,B,C", help="Table: exactly these columns."),
+    now: Optional[str] = typer.Option(None, "--now", metavar=TIME_METAVAR,
+                                      help="When the broker starts next (the timer store's checks depend on it); default: now."),
 ):
     """Check every file of a store; one finding a row. Exit 0: no error; 3: errors found; 4: not a store;
     8: not checked (missing path, I/O error)."""
@@ -48,7 +50,7 @@ def verify(
     from rmqtool.verify.run import VerifyOptions, parse_overrides  # numpy: only when verifying
 
     options = VerifyOptions(only=tuple(only) or AREAS, overrides=parse_overrides(skip, severity),
-                            max_errors=max_errors, jobs=jobs or default_workers())
+                            max_errors=max_errors, jobs=jobs or default_workers(), now_ms=parse_time(now, "--now"))
     sink = Sink(fmt.value, kind="finding", wide=wide, select=columns)
     tools = tools_at(store)  # the store's family brings its checks
     # not a store that can be checked: nothing on stdout

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
+import time
 
 from rmqtool.errors import StoreNotFound
 from rmqtool.findings import (ABORT_FILE_PRESENT, CONSUME_QUEUE_BEYOND_COMMIT_LOG,
@@ -40,6 +41,8 @@ from rmqtool.findings import (ABORT_FILE_PRESENT, CONSUME_QUEUE_BEYOND_COMMIT_LO
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODES
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqtool.recovery.outcome import Outcome, Settings, simulate
+from rmqtool.recovery.timer.plan import timer_section
+from rmqtool.recovery.timer.start import timer_start
 from rmqtool.store.commitlog import scan_segment
 from rmqtool.store.commitlog_end import CommitLogEnd, all_zero_from, first_bytes, last_nonzero_from
 from rmqtool.recovery.commitlog_walk import V5
@@ -47,6 +50,7 @@ from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, batch_unit_be
 from rmqtool.store.message import HEADER_FIELDS, PREFIX, Message
 from rmqtool.store.paths import StorePaths
 from rmqtool.store.segments import Segment, discover
+from rmqtool.store.timer.files import find_timer_store
 from rmqtool.store.view import StoreView
 
 ZERO = "zero"  # write zeros over [start, end) of the file
@@ -110,6 +114,7 @@ class RecoveryPlan:
     commit_log: CommitLogEnd  # the recovered end, for a writer that goes on from it
     outcome: Outcome | None = None  # the broker's load, recovery and start, simulated
     refusal: str | None = None  # why rmqtool does not carry this plan out (None: it can)
+    timer: dict | None = None  # a 5.x timer store: what its load, recover and run do (recovery/timer/plan.py)
 
     @property
     def loadable(self) -> bool:
@@ -186,19 +191,20 @@ class RecoveryPlan:
                 "consume_queues": [q.to_json() for q in self.queue_cuts],
                 "redispatch_from": self.redispatch_from, "redispatch_reason": self.redispatch_reason,
                 "made_ahead": list(self.made_ahead), "bytes_zeroed": self.bytes_zeroed,
-                "files_deleted_count": self.files_deleted} | out
+                "files_deleted_count": self.files_deleted} | out | ({"timer": self.timer} if self.timer else {})
 
 
 def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size: int | None = None,
                   consume_queue_file_size: int | None = None, settings: Settings = Settings(),
-                  keep_index: bool = False, missing_file_ok: bool = False) -> RecoveryPlan:
+                  keep_index: bool = False, missing_file_ok: bool = False, now_ms: int | None = None) -> RecoveryPlan:
     """The plan for a store, from the broker's recovery simulated (``outcome.simulate``).
     Sizes default to what the files show. A store the broker would not load (a file of odd
     size, an overlap, an entry that is not the broker's) gives a plan that says so
     (``loadable`` false, a ``refusal``), never an exception. A missing middle commit log
     file makes a refusal too (the store is rewritten only with ``missing_file_ok``: into a
     new directory, or in place when forced), though the broker loads such a store.
-    ``store``: the view the command opened (or a store root, checked here)."""
+    ``store``: the view the command opened (or a store root, checked here). ``now_ms``: when
+    the next start happens (a timer store's read time depends on it; None: the clock)."""
     view = store if isinstance(store, StoreView) else _opened(store)
     paths = view.paths
     findings: list[Finding] = []
@@ -243,7 +249,16 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
         redispatch = max(cq_max_physic, min_offset, 0) if cq_max_physic >= 0 else w.end
         reason = "an abnormal start changes nothing here: nothing is dispatched again"
     return RecoveryPlan(str(paths.root), outcome.abnormal, size, w.end, tuple(findings), tuple(actions), tuple(cuts),
-                        redispatch, reason, tuple(made_ahead), end, outcome, refusal)
+                        redispatch, reason, tuple(made_ahead), end, outcome, refusal,
+                        _timer(paths.root, outcome, now_ms))
+
+
+def _timer(root: pathlib.Path, outcome: Outcome, now_ms: int | None) -> dict | None:
+    """The timer section: None when the store has no timer files."""
+    if not find_timer_store(root).exists:
+        return None
+    start = timer_start(root, outcome, int(time.time() * 1000) if now_ms is None else now_ms)
+    return timer_section(start)
 
 
 def _opened(root) -> StoreView:

@@ -124,11 +124,41 @@ def _plan_lines(doc: dict, plan) -> list[str]:
     lines += [f"note: {n}" for n in doc.get("notes", ())]
     lines.append(f"dispatch to consume queues and index starts again at {doc['redispatch_from']}: "
                  f"{doc['redispatch_reason']}")
+    if doc.get("timer"):
+        lines += _timer_lines(doc["timer"])
     if plan.is_empty and lost:  # what the queues lost is lost already: the start changes nothing about it
         lines.append(f"nothing to recover: the start changes no file, but the {len(lost)} messages above stay "
                      f"lost until their queues are rebuilt (rmqtool redispatch)")
     elif plan.is_empty:
         lines.append("nothing to recover: the store is as a clean shutdown leaves it")
+    return lines
+
+
+def _timer_lines(t: dict) -> list[str]:
+    """What the next start's TimerMessageStore does (recover's plan, its timer section)."""
+    if not t["loadable"]:
+        return [f"the timer store does not load: {t['reason']}"]
+    lines = [f"timer log: rescanned from {t['rescan_from']}, ends at {t['cut_at']} ({t['cut_reason']})"
+             + (f"; files destroyed: {', '.join(t['files_destroyed'])}" if t["files_destroyed"] else "")
+             + (f"; slots past the end rescanned from {t['recheck_from']}" if t["recheck_from"] is not None else ""),
+             f"timer wheel: {len(t['slots_revised'])} slot(s) revised; read time {t['read_time_ms']} "
+             f"({t['read_time_reason']})",
+             f"timer queue: rmq_sys_wheel_timer offsets [{t['enqueue_again']['from']}, {t['enqueue_again']['to']}) "
+             f"enqueued ({t['queue_offset_reason']})"]
+    run = t.get("run")
+    if run:
+        e = run["enqueued"]
+        lines.append(f"timer run at {run['write_time_ms']}: {e['units']} new unit(s), {e['delivered_at_once']} "
+                     f"delivered at once, {run['units_walked_again']} unit(s) in slots already due walked again")
+        if run["first_loop"]:
+            lines.append(f"timer dequeue loops at slot {run['first_loop']['slot_index']} (fire time "
+                         f"{run['first_loop']['fire_time_ms']}): no timer message after it is delivered")
+        if run["stranded"] or run["skipped_by_read_time"]:
+            lines.append(f"timer units never delivered: {len(run['stranded'])} no chain reaches, "
+                         f"{len(run['skipped_by_read_time'])} behind the read time")
+        if run["dropped"]:
+            lines.append(f"timer units dropped when due (their records are past the commit log's end): "
+                         f"{len(run['dropped'])}")
     return lines
 
 

@@ -1,7 +1,7 @@
 """``rmqtool verify``: every check over a store, with git-fsck-style severity overrides.
 
 Findings come in this order: commit log, checkpoint and markers, consume queues, index
-files, config. The commit log is scanned whenever an area that needs its messages is
+files, config, the 5.x timer store (its next start at ``now_ms``, the clock when not given). The commit log is scanned whenever an area that needs its messages is
 asked for, a band at a time, the other areas matching each band as it passes; ``only``
 chooses whose findings are reported. The commit log's findings stream out as each band is
 checked, the other areas' once it is done, with their severity as overridden;
@@ -13,6 +13,7 @@ import collections
 import dataclasses
 import os
 import pathlib
+import time
 from typing import Callable, Iterable, Iterator
 
 from rmqtool.errors import NotAStore, StoreNotFound, UsageError
@@ -25,6 +26,8 @@ from rmqtool.verify.compaction import check_compaction
 from rmqtool.verify.config import check_config
 from rmqtool.verify.consumequeue import ConsumeQueueCheck
 from rmqtool.verify.index import IndexCheck
+from rmqtool.store.timer.files import find_timer_store
+from rmqtool.verify.timer.check import check_timer
 from rmqtool.verify.next_start import NextStart, changes_the_start, simulate_next_start, worth_simulating_now
 
 IGNORE = "ignore"
@@ -55,6 +58,7 @@ class VerifyOptions:
     max_errors: int | None = None
     jobs: int = 1
     delay_spec: str | None = None  # messageDelayLevel, if the broker's differs from the default
+    now_ms: int | None = None  # when the broker's next start happens (the timer's read time): None, the clock
 
     def __post_init__(self):
         bad = sorted(set(self.only) - set(AREAS))
@@ -222,6 +226,10 @@ class Verify(VerifyRun):
         if "compaction" in only:
             for f in check_compaction(self.root):
                 yield "compaction", f
+        if "timer" in only and self.live is None and find_timer_store(self.root).exists:
+            now = self.options.now_ms if self.options.now_ms is not None else int(time.time() * 1000)
+            for f in check_timer(self.root, self._next_start().outcome, now):
+                yield "timer", f
 
 
 def open_verifiable(path: str | os.PathLike) -> StoreView:

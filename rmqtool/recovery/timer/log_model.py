@@ -1,0 +1,137 @@
+"""The timer log as ``TimerLog``'s MappedFileQueue holds it after load: its files, each
+file's write position, the units read and appended.
+
+``MappedFileQueue.load`` maps every file at full size with its write position at the
+file's end; ``truncateDirtyFiles`` moves the position of the file holding the cut to the
+cut and destroys the files after it; ``selectMappedBuffer(0)`` then reads a file up to its
+write position. Appends (``TimerLog.append``) go after the write position, with a blank at
+a file's end when a unit and a blank header no longer fit.
+"""
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+from rmqtool.formats.timerlog import BLANK_MAGIC_CODE, MIN_BLANK_LEN, UNIT_SIZE, UNIT_STRUCT
+from rmqtool.store.timer.timerlog import TimerLogUnit
+
+
+@dataclasses.dataclass
+class TimerLogFile:
+    """One file of timerlog/: where it starts, its mapped size, its bytes as read (a shorter
+    read is zeros to the end), and its write position."""
+    name: str
+    from_offset: int
+    file_size: int
+    data: bytearray
+    wrote: int = -1  # -1: the whole file (as load leaves it)
+    destroyed: bool = False
+
+    def __post_init__(self):
+        if self.wrote < 0:
+            self.wrote = self.file_size
+
+    def bytes_at(self, position: int, length: int) -> bytes:
+        """The bytes of the mapped file (zeros past what is on disk)."""
+        chunk = bytes(self.data[position:position + length])
+        return chunk + bytes(max(0, min(length, self.file_size - position) - len(chunk)))
+
+
+class TimerLogModel:
+    def __init__(self, files: list[TimerLogFile]):
+        self.files = sorted(files, key=lambda f: f.from_offset)
+        self.file_size = self.files[0].file_size if self.files else 0
+
+    @property
+    def live(self) -> list[TimerLogFile]:
+        return [f for f in self.files if not f.destroyed]
+
+    @property
+    def log_end(self) -> int:
+        """One past the last byte the last file can hold (store/timer/chain.walk_chain asks)."""
+        live = self.live
+        return live[-1].from_offset + self.file_size if live else 0
+
+    def file_of(self, offset: int) -> TimerLogFile | None:
+        return self.find(offset)
+
+    def find(self, offset: int) -> TimerLogFile | None:
+        """findMappedFileByOffset (no first-file fallback)."""
+        live = self.live
+        if not live or offset < live[0].from_offset or offset >= live[-1].from_offset + self.file_size:
+            return None
+        for f in live:
+            if f.from_offset <= offset < f.from_offset + self.file_size:
+                return f
+        return None
+
+    @property
+    def min_offset(self) -> int:
+        live = self.live
+        return live[0].from_offset if live else 0
+
+    @property
+    def max_offset(self) -> int:
+        """getMaxOffset: the last file's start + its write position."""
+        live = self.live
+        return live[-1].from_offset + live[-1].wrote if live else 0
+
+    def truncate_dirty_files(self, offset: int) -> list[TimerLogFile]:
+        """truncateDirtyFiles: the files wholly after the offset are destroyed (returned)."""
+        gone = []
+        for f in self.live:
+            if f.from_offset + self.file_size > offset:
+                if offset >= f.from_offset:
+                    f.wrote = offset % self.file_size
+                else:
+                    f.destroyed = True
+                    gone.append(f)
+        return gone
+
+    def unit_at(self, pos: int) -> TimerLogUnit | None:
+        """The 52 bytes at a position as dequeue reads them (getWholeBuffer: the file up to
+        its write position); None where the read fails (no file, or past the write position)."""
+        f = self.find(pos)
+        if f is None:
+            return None
+        position = pos % self.file_size
+        if position + UNIT_SIZE > f.wrote:
+            return None
+        return TimerLogUnit(pos, *UNIT_STRUCT.unpack(f.bytes_at(position, UNIT_SIZE)))
+
+    def fork(self) -> "TimerLogModel":
+        """A copy to append to: the files share their bytes but the last one's."""
+        live = self.live
+        files = [dataclasses.replace(f, data=f.data if f is not live[-1] else bytearray(f.data)) for f in self.files]
+        return TimerLogModel(files)
+
+    def append(self, unit: bytes) -> int:
+        """TimerLog.append: where the unit lands (a blank first when it no longer fits)."""
+        live = self.live
+        f = live[-1] if live else None
+        if f is None or f.wrote >= self.file_size:
+            f = self._new_file()
+        if len(unit) + MIN_BLANK_LEN > self.file_size - f.wrote:
+            blank = struct.pack(">iqi", self.file_size - f.wrote, 0, BLANK_MAGIC_CODE)
+            f.data[f.wrote:f.wrote + MIN_BLANK_LEN] = blank
+            f.wrote = self.file_size
+            f = self._new_file()
+        pos = f.from_offset + f.wrote
+        if len(f.data) < f.wrote + len(unit):
+            f.data.extend(bytes(f.wrote + len(unit) - len(f.data)))
+        f.data[f.wrote:f.wrote + len(unit)] = unit
+        f.wrote += len(unit)
+        return pos
+
+    def _new_file(self) -> TimerLogFile:
+        live = self.live
+        start = live[-1].from_offset + self.file_size if live else 0
+        f = TimerLogFile(f"{start:020d}", start, self.file_size, bytearray(), wrote=0)
+        self.files.append(f)
+        return f
+
+
+def pack_unit(prev_pos: int, magic: int, write_time: int, delayed: int, offset_py: int, size_py: int,
+              topic_hash: int) -> bytes:
+    """doEnqueue's unit bytes."""
+    return UNIT_STRUCT.pack(UNIT_SIZE, prev_pos, magic, write_time, delayed, offset_py, size_py, topic_hash, 0)

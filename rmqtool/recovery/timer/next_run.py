@@ -1,0 +1,173 @@
+"""What the timer store does once started on what load/recover left (:class:`TimerLoad`).
+
+* Enqueue (``TimerEnqueueGetService`` / ``PutService``): the ``rmq_sys_wheel_timer`` queue
+  from ``currQueueOffset`` to its max is read again; a record due before the write time is
+  delivered at once (no unit), any other is appended to the timer log (``doEnqueue``: the
+  roll rule, MAGIC_DELETE for a recall) with prevPos = its slot's lastPos *as the wheel has
+  it*, so a lastPos that pointed into a cut tail makes a unit that points at itself or at a
+  later unit: a chain that loops.
+* Dequeue (``dequeue``): from ``currReadTimeMs`` on, slot by slot, each slot's chain walked
+  from lastPos through prevPos until -1 or a read that fails; a chain that loops is walked
+  forever (the read time never moves again); each unit's record is read (3 tries) and a
+  unit whose record cannot be read is dropped silently.
+
+The write time is the clock at start (a parameter).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from rmqtool.formats.timerlog import UNIT_SIZE, MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL, need_delete, need_roll
+from rmqtool.recovery.timer.load import MessageStoreAtLoad, TimerLoad
+from rmqtool.recovery.timer.log_model import pack_unit
+from rmqtool.store.timer.chain import END_LOOP, Chain, walk_chain
+
+TIMER_OUT_MS = "TIMER_OUT_MS"
+REAL_TOPIC = "REAL_TOPIC"
+TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
+UNIQ_KEY = "UNIQ_KEY"
+KEYS = "KEYS"
+
+
+def java_string_hash(s: str | None) -> int:
+    """String.hashCode over UTF-16 code units (hashTopicForMetrics: 0 for null)."""
+    if s is None:
+        return 0
+    h = 0
+    data = s.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+@dataclasses.dataclass
+class Enqueued:
+    queue_offset: int
+    offset_py: int
+    size_py: int
+    deliver_ms: int | None  # TIMER_OUT_MS
+    action: str  # "unit" | "deliverNow" | "missing" | "unparseable"
+    position: int | None = None  # the unit appended
+    prev_pos: int | None = None
+    magic: int | None = None
+    key: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SlotChain:
+    """A slot's chain as dequeue walks it (store/timer/chain.Chain) and the slot."""
+    index: int
+    time_ms: int
+    chain: Chain
+
+
+@dataclasses.dataclass
+class TimerRun:
+    write_time_ms: int
+    after: TimerLoad  # the wheel and log once the enqueue has appended
+    enqueued: list  # Enqueued, in queue order
+    chains: list  # SlotChain, by slot time from the read time on
+    first_loop: SlotChain | None  # dequeue stops here for good
+    stranded: list  # TimerLogUnit: pending units (due from the read time on) no chain reaches
+    skipped: list  # TimerLogUnit: due between the checkpoint's read time and the 7-day floor: never read
+    dropped: list  # TimerLogUnit: reached, but the record cannot be read
+    walked_again: int = 0  # units in slots from the read time up to the write time (due now)
+
+
+def predict_run(load: TimerLoad, store: MessageStoreAtLoad, write_time_ms: int) -> TimerRun:
+    """The start at the clock ``write_time_ms``: enqueue, then dequeue walks."""
+    precision = load.settings.precision_ms
+    write = write_time_ms // precision * precision
+    load = dataclasses.replace(load, wheel=load.wheel.fork(), log=load.log.fork())
+    enqueued = _enqueue(load, store, write)
+    chains = walk_chains(load, load.curr_read_time_ms)
+    reached = {p for c in chains for p in c.chain.positions}
+    first_loop = next((c for c in chains if c.chain.end == END_LOOP), None)
+    stranded, dropped, skipped = [], [], []
+    read_from = load.curr_read_time_ms // precision
+    cp = load.checkpoint
+    pending_from = cp.last_read_time_ms // precision if cp.present and cp.last_read_time_ms else read_from
+    for unit in _log_units(load):
+        due = unit.deliver_time_ms // precision
+        if due < min(read_from, pending_from) or need_delete(unit.magic) and not need_roll(unit.magic):
+            continue
+        if due < read_from:
+            skipped.append(unit)
+        elif unit.position not in reached:
+            stranded.append(unit)
+        elif store.record(unit.offset_py, unit.size_py) is None:
+            dropped.append(unit)
+    walked_again = sum(len(c.chain.positions) for c in chains if c.time_ms < write)
+    return TimerRun(write, load, enqueued, chains, first_loop, stranded, skipped, dropped, walked_again)
+
+
+def _log_units(load: TimerLoad):
+    """Every unit the log holds after load and the appends, in order."""
+    log = load.log
+    for f in log.live:
+        for rel in range(0, f.wrote - UNIT_SIZE + 1, UNIT_SIZE):
+            unit = log.unit_at(f.from_offset + rel)
+            if unit is None or not unit.readable:
+                break
+            yield unit
+
+
+def _enqueue(load: TimerLoad, store: MessageStoreAtLoad, write: int) -> list[Enqueued]:
+    lo, hi = load.enqueue_again
+    out = []
+    window = load.settings.roll_window * load.settings.precision_ms
+    for qo in range(lo, hi):
+        unit = store.queue_unit(0, qo)
+        record = store.record(*unit) if unit is not None else None
+        if record is None:
+            out.append(Enqueued(qo, unit[0] if unit else -1, unit[1] if unit else -1, None, "missing"))
+            continue
+        props = record.properties
+        key = props.get(KEYS) or props.get(UNIQ_KEY)
+        try:
+            delayed = int(props.get(TIMER_OUT_MS))
+        except (TypeError, ValueError):
+            out.append(Enqueued(qo, record.offset_py, record.size_py, None, "unparseable", key=key))
+            continue
+        if delayed < write:
+            out.append(Enqueued(qo, record.offset_py, record.size_py, delayed, "deliverNow", key=key))
+            continue
+        out.append(_do_enqueue(load, record, delayed, write, window, qo, key))
+    return out
+
+
+def _do_enqueue(load: TimerLoad, record, delayed: int, write: int, window: int, qo: int, key) -> Enqueued:
+    """doEnqueue: the unit appended at the log's end, the slot's lastPos its prevPos."""
+    precision = load.settings.precision_ms
+    deliver = delayed
+    magic = MAGIC_DEFAULT
+    if delayed - write >= window:
+        magic |= MAGIC_ROLL
+        third = load.settings.roll_window // 3 * precision
+        delayed = write + (window // precision // 2) * precision if delayed - write - window < third else write + window
+    if TIMER_DEL_UNIQKEY in record.properties:
+        magic |= MAGIC_DELETE
+    wheel = load.wheel
+    slot = wheel.get_slot(delayed)
+    first, last, num, smagic = (slot.first_pos, slot.last_pos, slot.num, slot.magic) if slot else (-1, -1, 0, 0)
+    unit = pack_unit(last, magic, write, delayed - write, record.offset_py, record.size_py,
+                     java_string_hash(record.properties.get(REAL_TOPIC)))
+    pos = load.log.append(unit)
+    wheel.put_slot(delayed, pos if first == -1 else first, pos, num - 1 if magic & MAGIC_DELETE else num + 1, smagic)
+    return Enqueued(qo, record.offset_py, record.size_py, deliver, "unit", pos, last, magic, key)
+
+
+def walk_chains(load: TimerLoad, from_ms: int | None = None) -> list[SlotChain]:
+    """Every slot getSlot answers from ``from_ms`` on (every used slot when None), walked as
+    dequeue walks it (up to the log's read position), by time."""
+    precision = load.settings.precision_ms
+    wheel = load.wheel
+    out = []
+    for s in sorted(wheel.used(), key=lambda s: (s.time_value, s.index)):
+        if from_ms is not None and (s.time_value < from_ms // precision
+                                    or wheel.slot_index(s.time_value * precision) != s.index):
+            continue
+        chain = walk_chain(load.log, s.last_pos, slot_index=s.index, read_end=load.log.max_offset,
+                           precision_ms=precision)
+        out.append(SlotChain(s.index, s.time_value * precision, chain))
+    return out

@@ -1,0 +1,48 @@
+"""recover's plan, its timer section: what the next start's TimerMessageStore does to the
+timer store (recovery/timer's simulation), as a document."""
+from __future__ import annotations
+
+import collections
+
+from rmqtool.recovery.timer.start import TimerStart
+
+
+def timer_section(start: TimerStart) -> dict:
+    """The timer store's load, recover and run at the plan's clock."""
+    load, run = start.load, start.run
+    out = {"loadable": load.loadable, "reason": load.reason, "now_ms": load.now_ms}
+    if not load.loadable:
+        out["refused_file"] = str(start.refused) if start.refused else None
+        return out
+    lo, hi = load.enqueue_again
+    out |= {
+        "rescan_from": load.rescan_from, "cut_at": load.cut_at, "cut_reason": load.cut_reason,
+        "files_destroyed": load.files_destroyed, "recheck_from": load.recheck_from,
+        "slots_revised": [{"index": r.index, "before": _slot(r.before), "after": _slot(r.after)}
+                          for r in load.revised],
+        "queue_offset": load.curr_queue_offset, "queue_offset_reason": load.queue_offset_reason,
+        "enqueue_again": {"from": lo, "to": hi},
+        "read_time_ms": load.curr_read_time_ms, "read_time_reason": load.read_time_reason,
+        "state_after_load": load.state(),
+    }
+    if run is not None:
+        actions = collections.Counter(e.action for e in run.enqueued)
+        out["run"] = {
+            "write_time_ms": run.write_time_ms,
+            "enqueued": {"units": actions["unit"], "delivered_at_once": actions["deliverNow"],
+                         "record_missing": actions["missing"], "timer_out_unparseable": actions["unparseable"]},
+            "units_walked_again": run.walked_again,
+            "first_loop": None if run.first_loop is None else {
+                "slot_index": run.first_loop.index, "fire_time_ms": run.first_loop.time_ms,
+                "loops_back_to": run.first_loop.chain.loops_back_to},
+            "loops": [c.index for c in run.chains if c.chain.end == "loop"],
+            "stranded": [u.position for u in run.stranded],
+            "skipped_by_read_time": [u.position for u in run.skipped],
+            "dropped": [u.position for u in run.dropped],
+        }
+    return out
+
+
+def _slot(t: tuple) -> dict:
+    time_value, first, last, num = t
+    return {"storedTimeValue": time_value, "firstPos": first, "lastPos": last, "num": num}

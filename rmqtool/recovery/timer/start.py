@@ -1,0 +1,140 @@
+"""The timer store's next start on a store: its files read (store/timer), the message store
+as its own recovery leaves it (recovery/outcome), then load/recover and the run simulated.
+
+``timer_start(root, outcome, now_ms)`` is what verify, info and recover's plan call; None
+when the store has no timer files.
+"""
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+from rmqtool.errors import FormatError, RmqError, StoreNotFound
+from rmqtool.recovery.outcome import Outcome
+from rmqtool.recovery.timer.load import (TIMER_TOPIC, MessageStoreAtLoad, TimerCheckpointData, TimerLoad,
+                                         TimerRecord, TimerSettings, simulate_timer_load)
+from rmqtool.recovery.timer.log_model import TimerLogFile
+from rmqtool.recovery.timer.next_run import TimerRun, predict_run
+from rmqtool.recovery.timer.wheel_model import WheelSlot
+from rmqtool.store.commitlog_reader import CommitLogReader
+from rmqtool.store.message import RecordError, decode_message
+from rmqtool.store.timer.files import TimerStore, find_timer_store
+from rmqtool.store.timer.timercheck import read_timercheck
+from rmqtool.store.timer.timerlog import TimerLog, scan_timer_log
+from rmqtool.store.timer.timermetrics import read_timermetrics
+from rmqtool.store.timer.wheel import read_wheel
+from rmqtool.formats.timerwheel import wheel_length, SLOTS_TOTAL
+
+CQ_UNIT = 20
+
+
+@dataclasses.dataclass
+class TimerStart:
+    """The timer store's files as read, its load, and its run."""
+    files: TimerStore
+    disk_log: TimerLog  # the timer log on disk (store/timer)
+    load: TimerLoad
+    run: TimerRun | None  # None: the load fails
+    store: MessageStoreAtLoad
+    refused: pathlib.Path | None = None  # the file the load fails on
+
+
+def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings = TimerSettings(),
+                reader: CommitLogReader | None = None) -> TimerStart | None:
+    """Load, recover and run of the timer store at the clock ``now_ms`` (the write time at
+    start is taken as the same clock)."""
+    files = find_timer_store(root)
+    if not files.exists:
+        return None
+    disk_log = scan_timer_log(files.timer_log_dir) if files.timer_log_dir else scan_timer_log(
+        pathlib.Path(root) / "timerlog")
+    log_files = [TimerLogFile(f.name, f.base_offset, disk_log.file_size or f.file_size, bytearray(_read(f.path)))
+                 for f in disk_log.files]
+    slots, refusal, refused = [], None, None
+    if files.wheel is not None:
+        wheel = read_wheel(files.wheel, settings.precision_ms)
+        if wheel.file_size not in (0, wheel_length(SLOTS_TOTAL)):
+            refusal = (f"timerwheel is {wheel.file_size} bytes, not {wheel_length(SLOTS_TOTAL)}: "
+                       f"the TimerWheel constructor throws and the broker does not start")
+            refused = files.wheel
+        slots = [WheelSlot(s.index, s.time_value, s.first_pos, s.last_pos, s.num, s.magic) for s in wheel.slots]
+    checkpoint = _checkpoint(files)
+    metrics = None
+    try:
+        loaded = read_timermetrics(files.config_dir).metrics
+        if loaded is not None:
+            metrics = {"timingCount": {t.topic: {"count": t.count, "timeStamp": t.time_stamp}
+                                       for t in loaded.timing_count},
+                       "dataVersionStateVersion": loaded.data_version_state_version,
+                       "dataVersionTimestamp": loaded.data_version_timestamp,
+                       "dataVersionCounter": loaded.data_version_counter}
+    except (FormatError, RmqError):
+        metrics = None
+    own = reader is None
+    reader = reader or CommitLogReader.of_store(root)
+    try:
+        store = message_store_at_load(outcome, reader)
+        load = simulate_timer_load(log_files, slots, checkpoint, store, now_ms, settings, metrics)
+        if refusal:
+            load.loadable, load.reason = False, refusal
+        run = predict_run(load, store, now_ms) if load.loadable else None
+    finally:
+        if own:
+            reader.close()
+    if not load.loadable and refused is None:
+        refused = files.timer_log_dir or pathlib.Path(root) / "timerlog"
+    return TimerStart(files, disk_log, load, run, store, refused)
+
+
+def _read(path: pathlib.Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _checkpoint(files: TimerStore) -> TimerCheckpointData:
+    if files.timercheck is None:
+        return TimerCheckpointData(present=False)
+    try:
+        c = read_timercheck(files.timercheck)
+    except StoreNotFound:
+        return TimerCheckpointData(present=False)
+    return TimerCheckpointData(c.last_read_time_ms, c.last_timer_log_flush_pos, c.last_timer_queue_offset,
+                               c.master_timer_queue_offset, c.data_version_state_version,
+                               c.data_version_timestamp, c.data_version_counter)
+
+
+def message_store_at_load(outcome: Outcome | None, reader: CommitLogReader) -> MessageStoreAtLoad:
+    """What TimerMessageStore asks of the message store once its recovery is done: the commit
+    log's range, the timer topic's queues, and records by (offset, size) as getData reads them."""
+    end = outcome.recovered_end if outcome is not None else 0
+    low = outcome.min_offset if outcome is not None else 0
+    models = {qid: q for (topic, qid), q in (outcome.queue_models.items() if outcome else ())
+              if topic == TIMER_TOPIC}
+    q0 = models.get(0)
+
+    def queue_unit(queue_id: int, offset: int):
+        q = models.get(queue_id)
+        if q is None or not q.min_offset <= offset < q.max_offset:
+            return None
+        at = offset * CQ_UNIT
+        for f in q.files:
+            if f.base <= at < f.base + f.wrote:
+                u = f.unit(at - f.base)
+                return int(u[0]), int(u[1])
+        return None
+
+    def record(offset_py: int, size_py: int) -> TimerRecord | None:
+        """getMessageByCommitOffset: getData (the bytes inside one file, before the end) and decode."""
+        if size_py <= 0 or offset_py < low:
+            return None
+        data = reader.get_data(offset_py, size_py, end)
+        if len(data) < size_py:
+            return None
+        try:
+            m = decode_message(data, 0, offset_py, size_py, check_crc=False)
+        except (RecordError, ValueError, IndexError, Exception):  # noqa: BLE001 - MessageDecoder.decode's null
+            return None
+        return TimerRecord(offset_py, size_py, m.queue_id, m.queue_offset, dict(m.properties), m.topic)
+
+    return MessageStoreAtLoad(low, end, (q0.min_offset, q0.max_offset) if q0 is not None else None,
+                              queue_unit, record, frozenset(models))

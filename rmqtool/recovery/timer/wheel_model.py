@@ -1,0 +1,113 @@
+"""The timer wheel as ``TimerWheel`` holds it in memory: the used slots only.
+
+``TimerWheel`` copies the whole ``timerwheel`` file (2 x 604,800 slots of 32 bytes) into a
+direct buffer at construction and reads and writes that copy; the file is written back by
+the flush service once a second, never at shutdown. A slot counts for a time only when its
+stored ``timeMs / precisionMs`` equals that time's (``getSlot``), so a slot full of zeros
+never counts for any real time: the model keeps the slots that are not all zeros.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+TIMER_WHEEL_TTL_DAY = 7
+DAY_SECS = 24 * 3600
+SLOTS_TOTAL = TIMER_WHEEL_TTL_DAY * DAY_SECS  # TimerMessageStore.slotsTotal (the file holds twice this)
+TIMER_BLANK_SLOTS = 60
+SLOT_SIZE = 32
+IGNORE = -2  # TimerWheel.IGNORE: reviseSlot leaves that field alone
+
+
+@dataclasses.dataclass
+class WheelSlot:
+    """One slot: stored time (timeMs / precisionMs), firstPos, lastPos, num, magic."""
+    index: int
+    time_value: int
+    first_pos: int
+    last_pos: int
+    num: int
+    magic: int
+
+    def time_ms(self, precision_ms: int) -> int:
+        return self.time_value * precision_ms
+
+    def row(self, precision_ms: int) -> dict:
+        return {"index": self.index, "timeMs": self.time_ms(precision_ms), "storedTimeValue": self.time_value,
+                "firstPos": self.first_pos, "lastPos": self.last_pos, "num": self.num, "magic": self.magic,
+                "indexMatchesTime": self.index == self.time_value % (SLOTS_TOTAL * 2)}
+
+
+class WheelModel:
+    """TimerWheel over its used slots (index -> WheelSlot)."""
+
+    def __init__(self, slots, precision_ms: int = 1000):
+        self.precision_ms = precision_ms
+        self.slots: dict[int, WheelSlot] = {s.index: dataclasses.replace(s) for s in slots}
+
+    def slot_index(self, time_ms: int) -> int:
+        return time_ms // self.precision_ms % (SLOTS_TOTAL * 2)
+
+    def get_slot(self, time_ms: int) -> WheelSlot | None:
+        """getSlot: the slot of that time, None where getSlot answers Slot(-1, -1, -1)."""
+        s = self.slots.get(self.slot_index(time_ms))
+        if s is None or s.time_value != time_ms // self.precision_ms:
+            return None
+        return s
+
+    def _raw(self, time_ms: int) -> WheelSlot:
+        index = self.slot_index(time_ms)
+        s = self.slots.get(index)
+        if s is None:
+            s = self.slots[index] = WheelSlot(index, 0, 0, 0, 0, 0)
+        return s
+
+    def put_slot(self, time_ms: int, first_pos: int, last_pos: int, num: int | None = None,
+                 magic: int | None = None) -> None:
+        """putSlot: the 3-argument form keeps the slot's old num and magic bytes."""
+        s = self._raw(time_ms)
+        s.time_value, s.first_pos, s.last_pos = time_ms // self.precision_ms, first_pos, last_pos
+        if num is not None:
+            s.num, s.magic = num, magic
+
+    def revise_slot(self, time_ms: int, first_pos: int, last_pos: int, force: bool) -> None:
+        """reviseSlot: a slot of another time is taken over (forced) with num and magic kept."""
+        s = self._raw(time_ms)
+        if time_ms // self.precision_ms != s.time_value:
+            if force:
+                self.put_slot(time_ms, first_pos if first_pos != IGNORE else last_pos, last_pos)
+        else:
+            if first_pos != IGNORE:
+                s.first_pos = first_pos
+            if last_pos != IGNORE:
+                s.last_pos = last_pos
+
+    def _matching(self, time_start_ms: int):
+        """The slots getSlot answers for the 2 x slotsTotal times from time_start_ms on."""
+        start = time_start_ms // self.precision_ms
+        first = start % (SLOTS_TOTAL * 2)
+        for index, s in self.slots.items():
+            i = (index - first) % (SLOTS_TOTAL * 2)
+            if s.time_value == start + i:
+                yield s
+
+    def check_phy_pos(self, time_start_ms: int, max_offset: int) -> int:
+        """checkPhyPos: the least firstPos of the slots whose lastPos is past max_offset."""
+        firsts = [s.first_pos for s in self._matching(time_start_ms) if s.last_pos > max_offset]
+        return min(firsts, default=(1 << 63) - 1)
+
+    def all_num(self, time_start_ms: int) -> int:
+        """getAllNum: the pending count the broker reports (dequeueBehindMessages)."""
+        total = sum(s.num for s in self._matching(time_start_ms))
+        return (total + (1 << 31)) % (1 << 32) - (1 << 31)  # an int sum
+
+    def num(self, time_ms: int) -> int:
+        s = self.get_slot(time_ms)
+        return 0 if s is None else s.num  # Slot(-1, -1, -1) has num 0
+
+    def fork(self) -> "WheelModel":
+        return WheelModel(self.slots.values(), self.precision_ms)
+
+    def used(self) -> list[WheelSlot]:
+        """The slots that are not all zeros, by index."""
+        return [s for _i, s in sorted(self.slots.items())
+                if (s.time_value, s.first_pos, s.last_pos, s.num, s.magic) != (0, 0, 0, 0, 0)]

@@ -1,0 +1,139 @@
+"""recovery/timer: TimerMessageStore.load/recover simulated on each timer-crash variant equals
+what the real 5.3.3 engine left (truth.json ``timerAfterLoad``: state getters, wheel in
+memory, timer log units, chains), at the fake clock of that run; and the run predicted from
+it shows what the engine then did (loops, stranded, dropped, enqueued again)."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from conftest import V5, load_truth
+from helpers import expand_store
+from rmqtool.recovery.outcome import Settings, simulate
+from rmqtool.recovery.plan import plan_recovery
+from rmqtool.report.plans import _timer_lines
+from rmqtool.recovery.timer.load import TimerSettings
+from rmqtool.recovery.timer.next_run import walk_chains
+from rmqtool.recovery.timer.start import timer_start
+
+CRASH = V5 / "timer-crash"
+VARIANTS = sorted(p.name for p in CRASH.iterdir() if (p / "truth.json").is_file())
+FIXTURE_SETTINGS = TimerSettings(roll_window_slots=600)  # the fixtures' timerRollWindowSlot
+
+
+@pytest.fixture(scope="module")
+def started(tmp_path_factory):
+    """Each variant's input store expanded, its start simulated at the truth's clock."""
+    root = tmp_path_factory.mktemp("timer-recovery")
+    out = {}
+    for v in VARIANTS:
+        truth = load_truth(CRASH / v / "truth.json")
+        store = expand_store(CRASH / v / "input/store", root / v)
+        now = truth["timerAfterLoad"]["state"]["fakeNowMs"]
+        out[v] = truth, timer_start(store, simulate(store, Settings()), now, FIXTURE_SETTINGS)
+    return out
+
+
+def _truth_end(c: dict) -> tuple:
+    end = c["end"]
+    if end.startswith("beyondReadPositionAt"):
+        return "beyondReadPosition", int(end[len("beyondReadPositionAt"):])
+    return end, c["loopsBackTo"] if end == "loop" else -1
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_load_equals_the_engine(started, variant):
+    truth, start = started[variant]
+    after = truth["timerAfterLoad"]
+    load = start.load
+    assert load.loadable
+    state = load.state()
+    want = copy.deepcopy(after["state"])
+    for key in ("fakeNowMs", "timingCountInMemory"):
+        want.pop(key)
+    if not load.checkpoint.present:  # a new DataVersion: the clock when the checkpoint was made, before now
+        made = want["checkpointInMemory"].pop("dataVersionTimestamp")
+        assert truth["clock"]["fakeEpochAtRestartS"] * 1000 <= made <= state["checkpointInMemory"].pop(
+            "dataVersionTimestamp")
+    assert state == want
+    if load.timing_count is not None:
+        assert load.timing_count == after["state"]["timingCountInMemory"]
+    # the wheel in memory
+    assert [s.row(1000) for s in load.wheel.used()] == after["wheelSlotsInMemory"]
+    # the timer log: files, their write positions, the units before the cut
+    assert [(f.name, f.from_offset, f.wrote) for f in load.log.live] == [
+        (f["file"], f["fileFromOffset"], f["wrotePosition"]) for f in after["timerLog"]["files"]]
+    units = [u for f in load.log.live for u in _units(load.log, f)]
+    assert [(u.position, u.prev_pos, u.magic, u.curr_write_time, u.delayed_time, u.offset_py, u.size_py,
+             u.hash_code_of_real_topic) for u in units] == [
+        (u["position"], u["prevPos"], u["magic"], u["currWriteTime"], u["delayedTime"], u["offsetPy"],
+         u["sizePy"], u["hashCodeOfRealTopic"]) for u in after["timerLog"]["units"]]
+    # every used slot's chain as dequeue would walk it now
+    chains = {c.index: c for c in walk_chains(load)}
+    for c in after["chains"]:
+        got = chains[c["index"]]
+        assert (got.time_ms, list(got.chain.positions), got.chain.units_of_other_slots) == (
+            c["timeMs"], c["chain"], c["unitsOfOtherSlots"]), c["index"]
+        assert (got.chain.end, got.chain.end_position) == _truth_end(c), c["index"]
+    assert len(chains) == len(after["chains"])
+    assert load.cut_at == truth["summary"]["timerLogCutTo"]
+
+
+def _units(log, f):
+    for rel in range(0, f.wrote - 51, 52):
+        u = log.unit_at(f.from_offset + rel)
+        if u is None or not u.readable:
+            return
+        yield u
+
+
+def test_runs_show_what_the_engine_did(started):
+    """The predicted run: b's enqueue again makes the loops the engine made; d strands q1-03;
+    e's s4 units are dropped; c enqueues the whole queue again; a is clean."""
+    truth, a = started["a-as-is"]
+    assert (a.run.first_loop, a.run.stranded, a.run.dropped) == (None, [], [])
+    truth, b = started["b-timerlog-tail-zeroed"]
+    loops = {i: at for i, end, at in truth["onDiskAfterShutdown"]["chainsNotEndingAtMinusOne"] if end == "loop"}
+    got = {c.index: c.chain.loops_back_to for c in b.run.chains if c.chain.end == "loop"}
+    assert got == loops
+    assert b.run.first_loop.index == min(loops, key=lambda i: b.load.wheel.slots[i].time_value)
+    written = [u for u in truth["onDiskAfterShutdown"]["timer"]["timerLogUnits"] if u["position"] >= b.load.cut_at]
+    assert [(e.position, e.prev_pos, e.magic) for e in b.run.enqueued if e.action == "unit"] == [
+        (u["position"], u["prevPos"], u["magic"]) for u in written]
+    truth, c = started["c-timercheck-deleted"]
+    assert c.load.enqueue_again == (0, 97) and c.load.read_time_reason == "sevenDayFloor"
+    truth, d = started["d-wheel-slot-zeroed-outside-rescan"]
+    stranded = truth["summary"]["strandedBehindReadTime"]
+    assert [u.position for u in d.run.stranded] == [
+        u["position"] for u in truth["onDiskBeforeLoad"]["timer"]["timerLogUnits"]
+        if u["commitLogRecord"]["label"] in stranded]
+    truth, e = started["e-commitlog-truncated"]
+    lost = set(truth["summary"]["dueButNotDeliveredAtEnd"])
+    dropped = {u["position"] for u in truth["onDiskBeforeLoad"]["timer"]["timerLogUnits"]
+               if u["commitLogRecord"]["label"] in lost}
+    assert dropped <= {u.position for u in e.run.dropped}
+
+
+@pytest.mark.parametrize("variant", ["b-timerlog-tail-zeroed", "c-timercheck-deleted"])
+def test_recover_plan_has_the_timer_section(started, variant, tmp_path):
+    """recover's plan says what the start does to the timer: the state after load is the engine's."""
+    truth, start = started[variant]
+    after = truth["timerAfterLoad"]
+    plan = plan_recovery(start.files.root, now_ms=after["state"]["fakeNowMs"])
+    section = plan.to_json()["timer"]
+    state = section["state_after_load"]
+    want = {k: copy.deepcopy(v) for k, v in after["state"].items() if k not in ("fakeNowMs", "timingCountInMemory")}
+    state["checkpointInMemory"].pop("dataVersionTimestamp")
+    want["checkpointInMemory"].pop("dataVersionTimestamp")
+    assert state == want
+    assert (section["cut_at"], section["enqueue_again"]["from"]) == (
+        truth["summary"]["timerLogCutTo"], after["state"]["currQueueOffset"])
+    assert section["enqueue_again"]["to"] - section["enqueue_again"]["from"] == after["state"]["enqueueBehindMessages"]
+    run = section["run"]
+    if variant.startswith("b"):
+        assert run["first_loop"]["fire_time_ms"] == truth["summary"]["endState"]["currReadTimeMs"]
+    else:
+        assert run["enqueued"]["delivered_at_once"] == len(truth["summary"]["redeliveredLabels"])
+    lines = _timer_lines(section)
+    assert any("loops" in line for line in lines) == variant.startswith("b")

@@ -137,3 +137,20 @@ def test_recover_plan_has_the_timer_section(started, variant, tmp_path):
         assert run["enqueued"]["delivered_at_once"] == len(truth["summary"]["redeliveredLabels"])
     lines = _timer_lines(section)
     assert any("loops" in line for line in lines) == variant.startswith("b")
+
+
+def test_reload_of_the_clean_store_equals_the_engine(tmp_path):
+    """timer/ (a clean shutdown) loaded again by the engine (truth ``reload``): the same state,
+    no slot revised, every chain as the engine walked it."""
+    truth = load_truth(V5 / "timer" / "truth.json")["reload"]
+    after = truth["timerAfterLoad"]
+    store = expand_store(V5 / "timer" / "store", tmp_path / "store")
+    start = timer_start(store, simulate(store, Settings()), after["fakeNowMs"], FIXTURE_SETTINGS)
+    want = {k: v for k, v in after.items() if k not in ("fakeNowMs", "timingCountInMemory")}
+    assert start.load.state() == want
+    assert start.load.timing_count == after["timingCountInMemory"]
+    assert start.load.revised == [] == truth["wheelSlotsChangedByRecover"]
+    chains = {c.index: c for c in walk_chains(start.load)}
+    assert [(c["index"], c["chain"], _truth_end(c)) for c in truth["chainsAfterLoad"]] == [
+        (i, list(chains[i].chain.positions), (chains[i].chain.end, chains[i].chain.end_position))
+        for i in (c["index"] for c in truth["chainsAfterLoad"])]

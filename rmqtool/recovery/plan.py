@@ -37,11 +37,13 @@ from rmqtool.errors import StoreNotFound
 from rmqtool.findings import (ABORT_FILE_PRESENT, CONSUME_QUEUE_BEYOND_COMMIT_LOG,
                               CONSUME_QUEUE_FILE_AFTER_END, INDEX_FILE_NEWER_THAN_CHECKPOINT, RECORD_TORN,
                               RECOVERY_CUTS_COMMIT_LOG, SEGMENT_AFTER_END, SEGMENT_GAP, SEGMENT_OVERLAP,
-                              SEGMENT_SIZE_ODD, STORE_NOT_LOADABLE, TRAILING_GARBAGE, Finding)
+                              SEGMENT_SIZE_ODD, STORE_NOT_LOADABLE, TIMER_CHAIN_LOOPS, TIMER_LOG_CUT,
+                              TIMER_UNIT_PAST_COMMIT_LOG, TRAILING_GARBAGE, Finding)
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODES
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqtool.recovery.outcome import Outcome, Settings, simulate
 from rmqtool.recovery.timer.plan import timer_section
+from rmqtool.recovery.timer.repair import plan_timer_repair, slot_range
 from rmqtool.recovery.timer.start import timer_start
 from rmqtool.store.commitlog import scan_segment
 from rmqtool.store.commitlog_end import CommitLogEnd, all_zero_from, first_bytes, last_nonzero_from
@@ -227,6 +229,9 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
                                                batch=outcome.semantics == V5)
     rebuilt_again = _index_files_destroyed(outcome, keep_index, actions, findings)
 
+    # the timer store: what its start does (the plan's timer section), and what --apply mends beyond it
+    timer = _timer(paths.root, outcome, now_ms, findings, actions)
+
     # where dispatch starts again
     min_offset = segments[0].base_offset if segments else 0
     redispatch, reason = _redispatch_from(outcome, segments, cq_max_physic, min_offset)
@@ -249,16 +254,36 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
         redispatch = max(cq_max_physic, min_offset, 0) if cq_max_physic >= 0 else w.end
         reason = "an abnormal start changes nothing here: nothing is dispatched again"
     return RecoveryPlan(str(paths.root), outcome.abnormal, size, w.end, tuple(findings), tuple(actions), tuple(cuts),
-                        redispatch, reason, tuple(made_ahead), end, outcome, refusal,
-                        _timer(paths.root, outcome, now_ms))
+                        redispatch, reason, tuple(made_ahead), end, outcome, refusal, timer)
 
 
-def _timer(root: pathlib.Path, outcome: Outcome, now_ms: int | None) -> dict | None:
-    """The timer section: None when the store has no timer files."""
+def _timer(root: pathlib.Path, outcome: Outcome, now_ms: int | None, findings: list, actions: list) -> dict | None:
+    """The timer section (None when the store has no timer files); the repairs beyond the
+    broker (recovery/timer/repair.py) added to the findings and actions."""
     if not find_timer_store(root).exists:
         return None
     start = timer_start(root, outcome, int(time.time() * 1000) if now_ms is None else now_ms)
-    return timer_section(start)
+    section = timer_section(start)
+    repair = plan_timer_repair(start)
+    for path, lo, hi, first, n in repair.unit_ranges:
+        why = (f"{n} timer log unit(s) from {first} point past the commit log's recovered end "
+               f"{outcome.recovered_end}: zeroed, so the timer log ends at {repair.cut_at}")
+        findings.append(Finding(TIMER_UNIT_PAST_COMMIT_LOG, str(path), lo, why))
+        actions.append(Action(ZERO, str(path), lo, hi, TIMER_UNIT_PAST_COMMIT_LOG, why))
+    loops = set(section.get("run", {}).get("loops", ()))
+    wheel = start.files.wheel
+    for index, last in repair.slots:
+        finding_id = TIMER_CHAIN_LOOPS if index in loops else (
+            TIMER_UNIT_PAST_COMMIT_LOG if repair.unit_ranges else TIMER_LOG_CUT)
+        why = (f"slot {index}: lastPos {last} is at or past where the timer log ends ({repair.cut_at}) and no unit "
+               f"before it is the slot's: zeroed, so the next unit put there starts a new chain")
+        lo, hi = slot_range(index)
+        findings.append(Finding(finding_id, str(wheel), lo, why))
+        actions.append(Action(ZERO, str(wheel), lo, hi, finding_id, why))
+    section["repair"] = {"cut_at": repair.cut_at, "units_zeroed": sum(r[4] for r in repair.unit_ranges),
+                         "slots_zeroed": [i for i, _ in repair.slots],
+                         "left": [{"slot_index": i, "why": why} for i, why in repair.left]}
+    return section
 
 
 def _opened(root) -> StoreView:

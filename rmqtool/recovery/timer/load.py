@@ -29,7 +29,8 @@ from typing import Callable
 
 from rmqtool.formats.timerlog import BLANK_MAGIC_CODE, UNIT_SIZE, UNIT_PRE_SIZE_FOR_MSG, is_magic_ok
 from rmqtool.recovery.timer.log_model import TimerLogFile, TimerLogModel
-from rmqtool.recovery.timer.wheel_model import IGNORE, SLOTS_TOTAL, TIMER_BLANK_SLOTS, WheelModel, WheelSlot
+from rmqtool.formats.timerwheel import SLOTS_TOTAL
+from rmqtool.recovery.timer.wheel_model import IGNORE, TIMER_BLANK_SLOTS, WheelModel, WheelSlot
 
 TIMER_TOPIC = "rmq_sys_wheel_timer"
 TIMER_DIST = (5, 60, 300, 900, 3600, 14400, 28800, 86400)  # TimerMetrics.timerDist (seconds)

@@ -41,6 +41,40 @@ class TimerLogModel:
     def __init__(self, files: list[TimerLogFile]):
         self.files = sorted(files, key=lambda f: f.from_offset)
         self.file_size = self.files[0].file_size if self.files else 0
+        self._rows = None  # the readable units, indexed as store/timer's TimerLog indexes its rows
+
+    # -- what store/timer/chain.walk_chain follows (TimerLog's row interface) ----------------
+    def readable_units(self) -> list[TimerLogUnit]:
+        """Every unit a rescan would accept, file by file up to each file's write position."""
+        if self._rows is None:
+            rows = []
+            for f in self.live:
+                for rel in range(0, f.wrote - UNIT_SIZE + 1, UNIT_SIZE):
+                    unit = self.unit_at(f.from_offset + rel)
+                    if unit is None or not unit.readable:
+                        break
+                    rows.append(unit)
+            self._rows = (rows, {u.position: i for i, u in enumerate(rows)}, {})
+        return self._rows[0]
+
+    def row_of(self, position: int) -> int:
+        self.readable_units()
+        return self._rows[1].get(position, -1)
+
+    def links(self) -> tuple[list[int], list[int], list[int]]:
+        rows = self.readable_units()
+        index, cache = self._rows[1], self._rows[2]
+        if "links" not in cache:
+            cache["links"] = ([u.position for u in rows], [u.prev_pos for u in rows],
+                              [index.get(u.prev_pos, -1) for u in rows])
+        return cache["links"]
+
+    def slot_indexes(self, precision_ms: int, slots: int) -> list[int]:
+        rows = self.readable_units()
+        cache = self._rows[2]
+        if (precision_ms, slots) not in cache:
+            cache[(precision_ms, slots)] = [u.slot_index(precision_ms, slots) for u in rows]
+        return cache[(precision_ms, slots)]
 
     @property
     def live(self) -> list[TimerLogFile]:
@@ -86,6 +120,7 @@ class TimerLogModel:
                 else:
                     f.destroyed = True
                     gone.append(f)
+        self._rows = None
         return gone
 
     def unit_at(self, pos: int) -> TimerLogUnit | None:
@@ -121,6 +156,7 @@ class TimerLogModel:
             f.data.extend(bytes(f.wrote + len(unit) - len(f.data)))
         f.data[f.wrote:f.wrote + len(unit)] = unit
         f.wrote += len(unit)
+        self._rows = None
         return pos
 
     def _new_file(self) -> TimerLogFile:
@@ -128,6 +164,7 @@ class TimerLogModel:
         start = live[-1].from_offset + self.file_size if live else 0
         f = TimerLogFile(f"{start:020d}", start, self.file_size, bytearray(), wrote=0)
         self.files.append(f)
+        self._rows = None
         return f
 
 

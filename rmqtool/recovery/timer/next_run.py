@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from rmqtool.formats.timerlog import UNIT_SIZE, MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL, need_delete, need_roll
+from rmqtool.formats.indexfile import java_string_hash
+from rmqtool.formats.timerlog import MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL, need_delete, need_roll
 from rmqtool.recovery.timer.load import MessageStoreAtLoad, TimerLoad
 from rmqtool.recovery.timer.log_model import pack_unit
 from rmqtool.store.timer.chain import END_LOOP, Chain, walk_chain
@@ -29,15 +30,9 @@ UNIQ_KEY = "UNIQ_KEY"
 KEYS = "KEYS"
 
 
-def java_string_hash(s: str | None) -> int:
-    """String.hashCode over UTF-16 code units (hashTopicForMetrics: 0 for null)."""
-    if s is None:
-        return 0
-    h = 0
-    data = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
+def topic_hash(topic: str | None) -> int:
+    """hashTopicForMetrics: String.hashCode of REAL_TOPIC, 0 for none."""
+    return 0 if topic is None else java_string_hash(topic)
 
 
 @dataclasses.dataclass
@@ -103,13 +98,7 @@ def predict_run(load: TimerLoad, store: MessageStoreAtLoad, write_time_ms: int) 
 
 def _log_units(load: TimerLoad):
     """Every unit the log holds after load and the appends, in order."""
-    log = load.log
-    for f in log.live:
-        for rel in range(0, f.wrote - UNIT_SIZE + 1, UNIT_SIZE):
-            unit = log.unit_at(f.from_offset + rel)
-            if unit is None or not unit.readable:
-                break
-            yield unit
+    return load.log.readable_units()
 
 
 def _enqueue(load: TimerLoad, store: MessageStoreAtLoad, write: int) -> list[Enqueued]:
@@ -151,7 +140,7 @@ def _do_enqueue(load: TimerLoad, record, delayed: int, write: int, window: int, 
     slot = wheel.get_slot(delayed)
     first, last, num, smagic = (slot.first_pos, slot.last_pos, slot.num, slot.magic) if slot else (-1, -1, 0, 0)
     unit = pack_unit(last, magic, write, delayed - write, record.offset_py, record.size_py,
-                     java_string_hash(record.properties.get(REAL_TOPIC)))
+                     topic_hash(record.properties.get(REAL_TOPIC)))
     pos = load.log.append(unit)
     wheel.put_slot(delayed, pos if first == -1 else first, pos, num - 1 if magic & MAGIC_DELETE else num + 1, smagic)
     return Enqueued(qo, record.offset_py, record.size_py, deliver, "unit", pos, last, magic, key)

@@ -10,6 +10,7 @@ import dataclasses
 import pathlib
 
 from rmqtool.errors import FormatError, RmqError, StoreNotFound
+from rmqtool.formats.timerwheel import SLOTS_TOTAL, wheel_length
 from rmqtool.recovery.outcome import Outcome
 from rmqtool.recovery.timer.load import (TIMER_TOPIC, MessageStoreAtLoad, TimerCheckpointData, TimerLoad,
                                          TimerRecord, TimerSettings, simulate_timer_load)
@@ -23,7 +24,6 @@ from rmqtool.store.timer.timercheck import read_timercheck
 from rmqtool.store.timer.timerlog import TimerLog, scan_timer_log
 from rmqtool.store.timer.timermetrics import read_timermetrics
 from rmqtool.store.timer.wheel import read_wheel
-from rmqtool.formats.timerwheel import wheel_length, SLOTS_TOTAL
 
 CQ_UNIT = 20
 
@@ -37,6 +37,7 @@ class TimerStart:
     run: TimerRun | None  # None: the load fails
     store: MessageStoreAtLoad
     refused: pathlib.Path | None = None  # the file the load fails on
+    disk_wheel_slots: list = dataclasses.field(default_factory=list)  # WheelSlot: the used slots on disk
 
 
 def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings = TimerSettings(),
@@ -83,7 +84,7 @@ def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
             reader.close()
     if not load.loadable and refused is None:
         refused = files.timer_log_dir or pathlib.Path(root) / "timerlog"
-    return TimerStart(files, disk_log, load, run, store, refused)
+    return TimerStart(files, disk_log, load, run, store, refused, slots)
 
 
 def _read(path: pathlib.Path) -> bytes:

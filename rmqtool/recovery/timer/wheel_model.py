@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 
-TIMER_WHEEL_TTL_DAY = 7
-DAY_SECS = 24 * 3600
-SLOTS_TOTAL = TIMER_WHEEL_TTL_DAY * DAY_SECS  # TimerMessageStore.slotsTotal (the file holds twice this)
-TIMER_BLANK_SLOTS = 60
-SLOT_SIZE = 32
+from rmqtool.formats.timerwheel import SLOTS_TOTAL, slot_index, time_value
+
+TIMER_BLANK_SLOTS = 60  # TimerMessageStore.TIMER_BLANK_SLOTS: the read-time floor's margin
 IGNORE = -2  # TimerWheel.IGNORE: reviseSlot leaves that field alone
 
 
@@ -34,7 +32,7 @@ class WheelSlot:
     def row(self, precision_ms: int) -> dict:
         return {"index": self.index, "timeMs": self.time_ms(precision_ms), "storedTimeValue": self.time_value,
                 "firstPos": self.first_pos, "lastPos": self.last_pos, "num": self.num, "magic": self.magic,
-                "indexMatchesTime": self.index == self.time_value % (SLOTS_TOTAL * 2)}
+                "indexMatchesTime": self.index == slot_index(self.time_ms(precision_ms), precision_ms)}
 
 
 class WheelModel:
@@ -45,12 +43,12 @@ class WheelModel:
         self.slots: dict[int, WheelSlot] = {s.index: dataclasses.replace(s) for s in slots}
 
     def slot_index(self, time_ms: int) -> int:
-        return time_ms // self.precision_ms % (SLOTS_TOTAL * 2)
+        return slot_index(time_ms, self.precision_ms)
 
     def get_slot(self, time_ms: int) -> WheelSlot | None:
         """getSlot: the slot of that time, None where getSlot answers Slot(-1, -1, -1)."""
         s = self.slots.get(self.slot_index(time_ms))
-        if s is None or s.time_value != time_ms // self.precision_ms:
+        if s is None or s.time_value != time_value(time_ms, self.precision_ms):
             return None
         return s
 
@@ -65,14 +63,14 @@ class WheelModel:
                  magic: int | None = None) -> None:
         """putSlot: the 3-argument form keeps the slot's old num and magic bytes."""
         s = self._raw(time_ms)
-        s.time_value, s.first_pos, s.last_pos = time_ms // self.precision_ms, first_pos, last_pos
+        s.time_value, s.first_pos, s.last_pos = time_value(time_ms, self.precision_ms), first_pos, last_pos
         if num is not None:
             s.num, s.magic = num, magic
 
     def revise_slot(self, time_ms: int, first_pos: int, last_pos: int, force: bool) -> None:
         """reviseSlot: a slot of another time is taken over (forced) with num and magic kept."""
         s = self._raw(time_ms)
-        if time_ms // self.precision_ms != s.time_value:
+        if time_value(time_ms, self.precision_ms) != s.time_value:
             if force:
                 self.put_slot(time_ms, first_pos if first_pos != IGNORE else last_pos, last_pos)
         else:
@@ -83,7 +81,7 @@ class WheelModel:
 
     def _matching(self, time_start_ms: int):
         """The slots getSlot answers for the 2 x slotsTotal times from time_start_ms on."""
-        start = time_start_ms // self.precision_ms
+        start = time_value(time_start_ms, self.precision_ms)
         first = start % (SLOTS_TOTAL * 2)
         for index, s in self.slots.items():
             i = (index - first) % (SLOTS_TOTAL * 2)

@@ -19,7 +19,7 @@ from rmqtool.formats.timerlog import need_delete, need_roll
 from rmqtool.formats.timerwheel import SLOT_SIZE
 from rmqtool.recovery.outcome import Outcome
 from rmqtool.recovery.timer.load import TIMER_TOPIC, TimerSettings
-from rmqtool.recovery.timer.next_run import REAL_TOPIC, java_string_hash
+from rmqtool.recovery.timer.next_run import REAL_TOPIC, topic_hash
 from rmqtool.recovery.timer.start import TimerStart, timer_start
 from rmqtool.store.paths import CONFIG_DIR
 from rmqtool.store.timer.chain import END_LOOP
@@ -30,8 +30,8 @@ from rmqtool.verify.timer.records import plain_units
 def check_timer(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings = TimerSettings()) -> list[Finding]:
     """Every timer finding of a store (none when it has no timer files)."""
     root = pathlib.Path(root)
-    if outcome is not None and not outcome.loadable:
-        return []  # the message store does not load: the timer store never gets to
+    if outcome is None or not outcome.loadable:
+        return []  # the message store's start not simulated (verify says why), or it does not load
     start = timer_start(root, outcome, now_ms, settings)
     if start is None:
         return []
@@ -39,7 +39,11 @@ def check_timer(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
 
 
 def _when(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).isoformat(timespec="milliseconds")
+    """A time as ISO 8601 UTC; a value no date holds (damage) as its milliseconds."""
+    try:
+        return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).isoformat(timespec="milliseconds")
+    except (OverflowError, ValueError, OSError):
+        return f"{ms} ms"
 
 
 class TimerChecks:
@@ -98,14 +102,19 @@ class TimerChecks:
         lo, hi = load.enqueue_again
         path, position = self._log_place(load.cut_at)
         loops = run.first_loop is not None
+        # records enqueued again that fired before the checkpoint's read time were delivered already
+        again = [e for e in run.enqueued if e.deliver_ms is not None and cp.present
+                 and e.deliver_ms < cp.last_read_time_ms]
+        consequence = Consequence.LOOPS if loops else Consequence.REDELIVERS if again else Consequence.NONE
+        what = ("; their new units land where wheel slots still point: chains loop (timerChainLoops)" if loops else
+                f"; {len(again)} of them fired before timercheck's read time: delivered again" if again else
+                "; none had fired yet: each is delivered once")
         return [finding(TIMER_LOG_CUT, path, position,
                         f"the next start cuts the timer log at {load.cut_at} ({load.cut_reason}), before "
                         f"{written} that timercheck says was flushed; rmq_sys_wheel_timer queue offsets "
-                        f"{lo}..{hi - 1} are enqueued again ({load.queue_offset_reason})"
-                        + ("; their new units land where wheel slots still point: chains loop (timerChainLoops)"
-                           if loops else ""),
-                        consequence=Consequence.LOOPS if loops else None, cut_at=load.cut_at,
-                        flushed_position=written, enqueued_again=hi - lo)]
+                        f"{lo}..{hi - 1} are enqueued again ({load.queue_offset_reason})" + what,
+                        consequence=consequence, cut_at=load.cut_at, flushed_position=written,
+                        enqueued_again=hi - lo, redelivered=len(again))]
 
     # -- the wheel against the timer log --------------------------------------------------------
     def _loops(self) -> list[Finding]:
@@ -158,7 +167,7 @@ class TimerChecks:
 
     # -- the timer log against the commit log ---------------------------------------------------
     def _against_commit_log(self) -> list[Finding]:
-        store, load, run = self.start.store, self.load, self.run
+        store, load = self.start.store, self.load
         past, out = [], []
         read_from = load.curr_read_time_ms
         cols = self.start.disk_log.columns
@@ -178,9 +187,9 @@ class TimerChecks:
                 why = "no record decodes there"
             elif rec.topic != TIMER_TOPIC:
                 why = f"the record there is of topic {rec.topic}"
-            elif java_string_hash(rec.properties.get(REAL_TOPIC)) != u.hash_code_of_real_topic:
+            elif topic_hash(rec.properties.get(REAL_TOPIC)) != u.hash_code_of_real_topic:
                 why = (f"its REAL_TOPIC {rec.properties.get(REAL_TOPIC)!r} has hash "
-                       f"{java_string_hash(rec.properties.get(REAL_TOPIC))}, not the unit's {u.hash_code_of_real_topic}")
+                       f"{topic_hash(rec.properties.get(REAL_TOPIC))}, not the unit's {u.hash_code_of_real_topic}")
             if why:
                 path, position = self._log_place(u.position)
                 out.append(finding(TIMER_UNIT_RECORD_MISMATCH, path, position,
@@ -212,7 +221,7 @@ class TimerChecks:
                 counts[u.hash_code_of_real_topic] += -1 if need_delete(u.magic) and not need_roll(u.magic) else 1
         differ = []
         for topic, m in sorted(load.timing_count["timingCount"].items()):
-            have = counts.get(java_string_hash(topic), 0)
+            have = counts.get(topic_hash(topic), 0)
             if have != m["count"]:
                 differ.append(f"{topic} {m['count']} (units: {have})")
         if not differ:

@@ -52,10 +52,10 @@ def _child(argv: list[str]) -> None:
     print(json.dumps({"code": code, "seconds": wall, "rss": hwm, "worker_rss": workers}), file=sys.stderr)
 
 
-def run_verify(store: pathlib.Path, jobs: int) -> dict:
-    """One verify of ``store`` with ``jobs`` processes in a fresh interpreter; its timing line."""
+def run_verify(store: pathlib.Path, jobs: int, options: tuple[str, ...] = ()) -> dict:
+    """One verify of ``store`` with ``jobs`` processes (and ``options``) in a fresh interpreter; its timing line."""
     done = subprocess.run([sys.executable, "-m", "benchmarks.bench_verify", "verify", str(store),
-                           "--jobs", str(jobs), "--no-progress", "--format", "jsonl"],
+                           "--jobs", str(jobs), "--no-progress", "--format", "jsonl", *options],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
     try:
@@ -66,8 +66,8 @@ def run_verify(store: pathlib.Path, jobs: int) -> dict:
     return result
 
 
-def best_verify(store: pathlib.Path, jobs: int, rounds: int = 2) -> dict:
-    return min((run_verify(store, jobs) for _ in range(rounds)), key=lambda r: r["seconds"])
+def best_verify(store: pathlib.Path, jobs: int, rounds: int = 2, options: tuple[str, ...] = ()) -> dict:
+    return min((run_verify(store, jobs, options) for _ in range(rounds)), key=lambda r: r["seconds"])
 
 
 def time_raw_read(store: pathlib.Path) -> tuple[int, float]:

@@ -167,6 +167,28 @@ def clean_records(buf, i: int, stop: int, limit: int | None = None) -> CleanReco
                         parts["topic_end"][:n], parts["properties_at"][:n], stop=stop_at, refusal=refusal)
 
 
+def records_at(buf, pos: np.ndarray) -> dict:
+    """The rule (:func:`record_parts`) over records said to start at ``pos`` (a lookup's: the
+    timer log's units naming theirs), all at once. Each position must leave a whole header
+    inside ``buf``. Returns, a row a position: ``whole`` (the totalSize stays inside ``buf``
+    and the lengths add up), ``end`` (pos + totalSize), ``total_size``, ``magic_code``,
+    ``topic_at``, ``topic_end``, ``properties_at`` (meaningful where whole)."""
+    header = at_every_byte(buf, HEADER_ROW)[pos].view(HEADER_DTYPE)
+    total = header["total_size"].astype(np.int64)
+    end = pos + total
+    inside = (total > 0) & (end <= len(buf))
+    parts = record_parts(buf, pos[inside], end[inside], header["sys_flag"][inside].astype(np.int64),
+                         header["magic_code"][inside], header["body_length"][inside].astype(np.int64),
+                         header["store_timestamp"][inside].astype(np.int64), _Vector)
+    out = {"end": end, "total_size": total, "magic_code": header["magic_code"]}
+    for name in ("topic_at", "topic_end", "properties_at"):
+        out[name] = np.zeros(len(pos), np.int64)
+        out[name][inside] = parts[name]
+    out["whole"] = np.zeros(len(pos), bool)
+    out["whole"][inside] = parts["lengths_add_up"]
+    return out
+
+
 # --- CRC verdicts ------------------------------------------------------------------------------
 
 def crcs_of(buf, start: np.ndarray, end: np.ndarray) -> np.ndarray:

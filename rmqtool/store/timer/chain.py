@@ -41,8 +41,11 @@ def walk_chain(log: TimerLog, last_pos: int, *, slot_index: int | None = None, r
                precision_ms: int = DEFAULT_TIMER_PRECISION_MS, slots: int = 2 * SLOTS_TOTAL) -> Chain:
     """Walk from ``last_pos``. ``read_end``: the log's read position (after recover: where it
     cut); positions at or past it end the walk. ``slot_index``: count units of other slots."""
-    position_of, prev_of, prev_row_of = log.links()
-    slot_of = log.slot_indexes(precision_ms, slots) if slot_index is not None else None
+    # a TimerLog read from disk is followed by row; a model of the log as load leaves it
+    # (recovery/timer's, which appends units) is read unit by unit
+    by_row = hasattr(log, "links")
+    position_of, prev_of, prev_row_of = log.links() if by_row else ((), (), ())
+    slot_of = log.slot_indexes(precision_ms, slots) if slot_index is not None and by_row else None
     positions: list[int] = []
     seen: set[int] | None = None  # kept once a step does not go back
     others = 0
@@ -59,7 +62,7 @@ def walk_chain(log: TimerLog, last_pos: int, *, slot_index: int | None = None, r
             return end(END_LOOP, pos, pos)
         if read_end is not None and pos >= read_end:
             return end(END_BEYOND_READ_POSITION, pos)
-        row = log.row_of(pos)
+        row = log.row_of(pos) if by_row else -1
         if row < 0:  # not a readable unit's place: decode what is there, as dequeue would
             if pos >= log_end:
                 return end(END_PAST_LOG_END, pos)

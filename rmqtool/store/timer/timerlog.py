@@ -110,8 +110,11 @@ class TimerLog:
         return self.queue.mapped_file_size
 
     @property
-    def units(self) -> list[TimerLogUnit]:
-        return [TimerLogUnit(*row) for row in self.columns.tolist()]
+    def units(self) -> tuple[TimerLogUnit, ...]:
+        """Every readable unit, in order (built once: verify walks them several times)."""
+        if "units" not in self._cache:
+            self._cache["units"] = tuple(TimerLogUnit(*row) for row in self.columns.tolist())
+        return self._cache["units"]
 
     @property
     def readable_end(self) -> int:

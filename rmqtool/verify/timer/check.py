@@ -24,6 +24,7 @@ from rmqtool.recovery.timer.start import TimerStart, timer_start
 from rmqtool.store.paths import CONFIG_DIR
 from rmqtool.store.timer.chain import END_LOOP
 from rmqtool.store.timer.files import TIMERLOG_DIR, TIMERWHEEL_FILE
+from rmqtool.verify.timer.records import plain_units
 
 
 def check_timer(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings = TimerSettings()) -> list[Finding]:
@@ -169,11 +170,16 @@ class TimerChecks:
         store, load = self.start.store, self.load
         past, out = [], []
         read_from = load.curr_read_time_ms
-        for u in self.start.disk_log.units:
+        cols = self.start.disk_log.columns
+        plain = plain_units(self.root, cols["offset_py"], cols["size_py"], cols["hash_code_of_real_topic"],
+                            store.commit_log_min, store.commit_log_max).tolist()
+        for u, is_plain in zip(self.start.disk_log.units, plain):
             if u.position >= load.cut_at or u.offset_py < store.commit_log_min:
                 continue  # cut by recover / deleted with its commit log file (delivered long ago)
             if u.offset_py + u.size_py > store.commit_log_max:
                 past.append(u)
+                continue
+            if is_plain:  # its own record: nothing to say (verify/timer/records.py)
                 continue
             rec = store.record(u.offset_py, u.size_py)
             why = None

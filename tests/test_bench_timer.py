@@ -1,0 +1,53 @@
+"""bench_timer runs end to end on a small generated timer store: the store reads as the broker
+writes it (every unit points at its rmq_sys_wheel_timer record with its REAL_TOPIC's hash, each
+file's units end on a blank but the last, every used slot's chain holds its num units), verify
+finds no error on it, the Java loop reads every unit, and the printed verdict is the one the
+numbers give. (The ratio itself is timing on a tiny store: not asserted.)"""
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import bench_timer, timer_store
+from benchmarks.verdict import check_printed
+from rmqtool.formats.indexfile import java_string_hash
+from rmqtool.formats.timerlog import TIMER_TOPIC, UNIT_SIZE
+from rmqtool.store.commitlog_reader import CommitLogReader
+from rmqtool.store.timer.chain import END_MINUS_ONE, walk_chains
+from rmqtool.store.timer.timerlog import END_BLANK, scan_timer_log
+from rmqtool.store.timer.wheel import read_wheel
+
+UNITS = 2000
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return timer_store.ensure(tmp_path_factory.mktemp("timer-bench"), UNITS)
+
+
+def test_the_generated_store_reads_as_the_broker_writes_it(store):
+    facts = timer_store.facts(store)
+    log = scan_timer_log(store / "timerlog")
+    assert len(log.columns) == UNITS and log.readable_end == facts["timer_log_end"]
+    assert all(f.end_reason == END_BLANK for f in log.files[:-1])
+    wheel = read_wheel(store / "timerwheel")
+    assert len(wheel.used) == facts["used_slots"] and wheel.file_size == 2 * 604_800 * 32
+    chains = walk_chains(log, wheel.used["last_pos"].tolist(), slot_indexes=wheel.used["index"].tolist())
+    assert all(c.end == END_MINUS_ONE and c.units_of_other_slots == 0 for c in chains)
+    assert [len(c.positions) for c in chains] == wheel.used["num"].tolist()
+    assert sum(wheel.used["num"]) == UNITS
+    reader = CommitLogReader.of_store(store)
+    for u in log.units[::97]:
+        m = reader.read(u.offset_py)
+        assert m.topic == TIMER_TOPIC and m.store_size == u.size_py and m.body_crc_ok
+        assert java_string_hash(m.properties["REAL_TOPIC"]) == u.hash_code_of_real_topic
+        assert int(m.properties["TIMER_OUT_MS"]) == u.curr_write_time + u.delayed_time
+    assert log.files[0].file_size == timer_store.TIMER_LOG_FILE_SIZE and UNIT_SIZE == 52
+
+
+def test_bench_timer_runs_on_a_small_store(store, capsys):
+    out = bench_timer.run(store.parent, messages=UNITS, rounds=1, java_rounds=1)
+    printed = capsys.readouterr().out
+    assert out["verify"]["code"] == 0 and out["verify"]["errors"] == 0 and out["java"] > 0
+    (v,) = out["verdicts"]
+    assert v.value == out["verify"]["seconds"] / out["java"]
+    check_printed(out["verdicts"], printed)

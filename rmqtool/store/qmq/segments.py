@@ -125,6 +125,16 @@ class ZeroExtended:
         piece = self._map[position:min(end, self.file_size)] if position < self.file_size else b""
         return piece + bytes(max(0, end - position - len(piece)))
 
+    @property
+    def mapped(self):
+        """The file's bytes as mapped (no zeros after them): the kernel walks them directly."""
+        return self._map
+
+    @property
+    def mapped_end(self) -> int:
+        """Where the mapped bytes end within the segment."""
+        return min(self.file_size, self.segment.size)
+
     def find(self, needle: bytes, start: int, end: int | None = None) -> int:
         return self._map.find(needle, start, self.written if end is None else end) if self.file_size else -1
 

@@ -48,9 +48,8 @@ _KEY_MULTIPLIER = 0x9E3779B97F4A7C15
 # What the kernel reads of a record with numpy: the header up to the subject, and the 12
 # bytes before the payload (V2, V3: payload CRC and size; V1: the size is the last 4)
 HEAD_DTYPE = dtype_of(cs.Struct(*RecordPrefix.subcons, "sequence" / cs.Int64sb, "subject_length" / cs.Int16sb))
-HEAD_ROW = np.dtype((np.void, HEAD_DTYPE.itemsize))
 TAIL_DTYPE = dtype_of(cs.Struct("payload_crc" / cs.Int64sb, "payload_size" / cs.Int32sb))
-TAIL_ROW = np.dtype((np.void, TAIL_DTYPE.itemsize))
+_TAIL_ROW = np.dtype((np.void, TAIL_DTYPE.itemsize))
 assert HEAD_DTYPE.itemsize == SUBJECT_AT and HEAD_DTYPE.names[2] == "timestamp"
 assert HEAD_DTYPE.fields["sequence"][1] == SEQUENCE_AT and HEAD_DTYPE.fields["timestamp"][1] == TIMESTAMP_AT
 
@@ -147,14 +146,51 @@ def _walk(buf, i: int, stop: int, limit: int) -> tuple[array.array, array.array,
     return positions, lengths, i
 
 
-def _headers(buf, at: np.ndarray) -> np.ndarray:
-    """The HEAD_DTYPE rows at positions ``at`` (one copy of each row, then a view)."""
-    return at_every_byte(buf, HEAD_ROW)[at].view(HEAD_DTYPE)
+ROW_BYTES = 64  # of each record, gathered once: the header, and the subject and tail when short
+_ROW = np.dtype((np.void, ROW_BYTES))
 
 
-def _tails(buf, payload_at: np.ndarray) -> np.ndarray:
-    """The TAIL_DTYPE rows (payload CRC, payload size) ending where each payload starts."""
-    return at_every_byte(buf, TAIL_ROW)[payload_at - TAIL_DTYPE.itemsize].view(TAIL_DTYPE)
+class _Rows:
+    """The first ROW_BYTES bytes of each record at ``pos`` (zeros past the mapped bytes),
+    copied out in one pass over the mapped bytes; the header fields, each payload's CRC and
+    size and the subjects are then read from these rows (from the mapped bytes only when a
+    long subject puts them past the row)."""
+
+    def __init__(self, buf, pos: np.ndarray, raw: np.ndarray | None = None):
+        self.buf, self.pos = buf, pos
+        if raw is None:
+            whole = pos + ROW_BYTES <= len(buf)
+            raw = at_every_byte(buf, _ROW)[np.where(whole, pos, 0)]
+            for k in np.flatnonzero(~whole).tolist():
+                raw[k] = np.void(bytes(buf[int(pos[k]):int(pos[k]) + ROW_BYTES]).ljust(ROW_BYTES, b"\0"))
+        self.raw = raw
+        self.bytes = raw.view(np.uint8).reshape(len(pos), ROW_BYTES)
+        self.head = np.ndarray((len(pos),), HEAD_DTYPE, raw, 0, (ROW_BYTES,))
+
+    def take(self, n: int, more: "_Rows") -> "_Rows":
+        """The first n rows, then ``more``'s."""
+        if not len(more.pos):
+            return self if n == len(self.pos) else _Rows(self.buf, self.pos[:n], self.raw[:n])
+        return _Rows(self.buf, np.concatenate((self.pos[:n], more.pos)), np.concatenate((self.raw[:n], more.raw)))
+
+    def tails(self, header: np.ndarray, readable: np.ndarray) -> np.ndarray:
+        """The TAIL_DTYPE fields ending ``header`` bytes into each record (where its payload
+        starts); read only where ``readable`` (zeros elsewhere)."""
+        at = header - TAIL_DTYPE.itemsize
+        inside = readable & (at >= 0) & (at <= ROW_BYTES - TAIL_DTYPE.itemsize)
+        out = np.zeros(len(self.pos), _TAIL_ROW)
+        rows = np.flatnonzero(inside)
+        out[rows] = at_every_byte(self.bytes.reshape(-1), _TAIL_ROW)[rows * ROW_BYTES + at[rows]]
+        rows = np.flatnonzero(readable & ~inside)
+        out[rows] = at_every_byte(self.buf, _TAIL_ROW)[self.pos[rows] + at[rows]]
+        return out.view(TAIL_DTYPE)
+
+    def subjects(self, rows: np.ndarray, length: int) -> np.ndarray:
+        """The subjects of these rows, all ``length`` bytes long, as an (n, length) byte array."""
+        if SUBJECT_AT + length <= ROW_BYTES:
+            return np.ascontiguousarray(self.bytes[rows, SUBJECT_AT:SUBJECT_AT + length])
+        picked = at_every_byte(self.buf, np.dtype((np.void, length)))[self.pos[rows] + SUBJECT_AT]
+        return picked.view(np.uint8).reshape(len(rows), length)
 
 
 def _header_sizes(magic: np.ndarray, subject_length: np.ndarray) -> np.ndarray:
@@ -162,78 +198,79 @@ def _header_sizes(magic: np.ndarray, subject_length: np.ndarray) -> np.ndarray:
                     HEADER_BEFORE_SUBJECT[MESSAGE_LOG_MAGIC_V3]) + subject_length
 
 
-def _hinted_chain(buf, start: int, stop: int, limit: int, hints: np.ndarray) -> tuple[np.ndarray, int]:
+def _hinted_chain(buf, start: int, stop: int, limit: int, hints: np.ndarray) -> tuple[_Rows, int, int, np.ndarray]:
     """The leading part of the walk from ``start`` proven from candidate positions (sorted,
     unique; the consumer logs' units say where records start): every candidate is read by
     ``_walk``'s rule at once, and the chain holds while each is a record that ends exactly
-    where the next candidate begins. Positions, and where the proof ends (``_walk`` goes on
-    from there). A wrong or missing candidate only ends the proof early."""
+    where the next candidate begins (the last one: that it is a record). The candidates'
+    rows, how many are proven, where the proof ends (``_walk`` goes on from there) and the
+    candidates' tails. A wrong or missing candidate only ends the proof early."""
     c = hints[(hints >= start) & (hints < stop) & (hints + HEAD_DTYPE.itemsize <= limit)]
     if not len(c) or c[0] != start:
-        return np.zeros(0, np.int64), start
-    head = _headers(buf, c)
-    magic = head["magic"]
-    subject_length = head["subject_length"].astype(np.int64)
+        return _Rows(buf, c[:0]), 0, start, None
+    rows = _Rows(buf, c)
+    magic = rows.head["magic"]
+    subject_length = rows.head["subject_length"].astype(np.int64)
     known = (magic == MESSAGE_LOG_MAGIC_V1) | (magic == MESSAGE_LOG_MAGIC_V2) | (magic == MESSAGE_LOG_MAGIC_V3)
-    at = c + _header_sizes(magic, subject_length)
-    readable = known & (head["attributes"] == ATTR_MESSAGE_RECORD) & (subject_length >= 0) & (at <= limit)
-    payload_size = _tails(buf, np.where(readable, at, c + TAIL_DTYPE.itemsize))["payload_size"].astype(np.int64)
-    end = at + payload_size
-    chained = readable & (payload_size >= 0) & (end <= limit) & (end == np.append(c[1:], -1))
+    header = _header_sizes(magic, subject_length)
+    readable = known & (rows.head["attributes"] == ATTR_MESSAGE_RECORD) & (subject_length >= 0) & \
+        (c + header <= limit)
+    tails = rows.tails(header, readable)
+    payload_size = tails["payload_size"].astype(np.int64)
+    end = c + header + payload_size
+    chained = readable & (payload_size >= 0) & (end <= limit) & (end == np.append(c[1:], end[-1]))
     broken = np.flatnonzero(~chained)
-    m = int(broken[0])  # the last candidate never chains: the walk reads it
-    return c[:m], int(c[m])
+    m = int(broken[0]) if len(broken) else len(c)
+    return rows, m, int(c[m]) if m < len(c) else int(end[-1]), tails
 
 
-def _subject_ids(buf, pos: np.ndarray, lengths: np.ndarray, subjects: SubjectTable) -> tuple[np.ndarray, int]:
+def _subject_ids(rows: _Rows, lengths: np.ndarray, subjects: SubjectTable) -> tuple[np.ndarray, int]:
     """Each record's subject id; and how many records lead with a UTF-8 subject (the run ends
     at the first that does not). Distinct subjects are found per subject length: grouped by
     a 64-bit key of their first and last 8 bytes, each group then proven byte for byte equal
     to its first row (else compared row by row); only distinct byte strings are decoded."""
-    ids = np.full(len(pos), -1, np.int32)
+    ids = np.full(len(lengths), -1, np.int32)
     for length in np.flatnonzero(np.bincount(lengths)).tolist():
-        rows = np.flatnonzero(lengths == length)
+        picked = np.flatnonzero(lengths == length)
         if length == 0:
             sid = subjects.id_of_raw(b"")
-            ids[rows] = -2 if sid is None else sid
+            ids[picked] = -2 if sid is None else sid
             continue
-        keys = at_every_byte(buf, np.dtype((np.void, length)))[pos[rows] + SUBJECT_AT]
-        if length >= 8 and _by_key(buf, pos[rows] + SUBJECT_AT, length, keys, rows, ids, subjects):
+        raw = rows.subjects(picked, length)
+        keys = raw.view((np.void, length))[:, 0]
+        if length >= 8 and _by_key(raw, keys, picked, ids, subjects):
             continue
         for _ in range(_ROUNDS):  # a round a distinct subject of this length
-            if not len(rows):
+            if not len(picked):
                 break
             same = keys == keys[0]
             sid = subjects.id_of_raw(bytes(keys[0]))
-            ids[rows[same]] = -2 if sid is None else sid
-            rows, keys = rows[~same], keys[~same]
-        for r, k in zip(rows.tolist(), keys.tolist()):  # many subjects of one length: a dict lookup a record
+            ids[picked[same]] = -2 if sid is None else sid
+            picked, keys = picked[~same], keys[~same]
+        for r, k in zip(picked.tolist(), keys.tolist()):  # many subjects of one length: a dict lookup a record
             sid = subjects.id_of_raw(bytes(k))
             ids[r] = -2 if sid is None else sid
     bad = np.flatnonzero(ids == -2)
-    return ids, int(bad[0]) if len(bad) else len(pos)
+    return ids, int(bad[0]) if len(bad) else len(lengths)
 
 
-def _by_key(buf, at: np.ndarray, length: int, keys: np.ndarray, rows: np.ndarray, ids: np.ndarray,
-            subjects: SubjectTable) -> bool:
-    """Subject ids of same-length subjects through a 64-bit key; False (nothing set) when there
-    are too many distinct keys or two different subjects share one."""
-    words = at_every_byte(buf, np.dtype("<u8"))
-    key = words[at] * np.uint64(_KEY_MULTIPLIER) ^ words[at + length - 8]
-    group = np.full(len(rows), -1, np.int64)
+def _by_key(raw: np.ndarray, keys: np.ndarray, picked: np.ndarray, ids: np.ndarray, subjects: SubjectTable) -> bool:
+    """Subject ids of same-length subjects (``raw``: their bytes, a row each) through a 64-bit
+    key; False (nothing set) when there are too many distinct keys or two subjects share one."""
+    key = np.ascontiguousarray(raw[:, :8]).view("<u8")[:, 0] * np.uint64(_KEY_MULTIPLIER) ^ \
+        np.ascontiguousarray(raw[:, -8:]).view("<u8")[:, 0]
+    group = np.full(len(picked), -1, np.int64)
     firsts = []
-    left = np.arange(len(rows))
-    for _ in range(_ROUNDS):
-        if not len(left):
+    for _ in range(_ROUNDS):  # a round a distinct key: the rows of a key are all unassigned until its round
+        first = int((group < 0).argmax())
+        if group[first] >= 0:
             break
-        same = key[left] == key[left[0]]
-        group[left[same]] = len(firsts)
-        firsts.append(int(left[0]))
-        left = left[~same]
-    if len(left) or not (keys == keys[np.array(firsts)][group]).all():
+        group[key == key[first]] = len(firsts)
+        firsts.append(first)
+    if (group < 0).any() or not (keys == keys[np.array(firsts)][group]).all():
         return False
     sids = np.array([-2 if (sid := subjects.id_of_raw(bytes(keys[f]))) is None else sid for f in firsts], np.int32)
-    ids[rows] = sids[group]
+    ids[picked] = sids[group]
     return True
 
 
@@ -268,23 +305,24 @@ def clean_run(buf, start: int, stop: int, limit: int, subjects: SubjectTable, ch
     end); ``limit``: they end by it (the mapped bytes' end, at most the segment's size).
     ``hints``: candidate record positions (sorted, unique) that let the walk's start be proven
     at once (:func:`_hinted_chain`)."""
-    pos = np.zeros(0, np.int64)
+    rows, proven, tails = _Rows(buf, np.zeros(0, np.int64)), 0, None
     if hints is not None and len(hints):
-        pos, start = _hinted_chain(buf, start, stop, limit, hints)
+        rows, proven, start, tails = _hinted_chain(buf, start, stop, limit, hints)
     positions, _, stopped = _walk(buf, start, stop, limit)
     if len(positions):
-        pos = np.concatenate((pos, np.frombuffer(positions, np.int64)))
-    head = _headers(buf, pos)
+        tails = None
+    rows = rows.take(proven, _Rows(buf, np.frombuffer(positions, np.int64)))
+    pos, head = rows.pos, rows.head
     subject_length = head["subject_length"].astype(np.int64)
-    subject_id, n = _subject_ids(buf, pos, subject_length, subjects) if len(pos) else (np.zeros(0, np.int32), 0)
+    subject_id, n = _subject_ids(rows, subject_length, subjects) if len(pos) else (np.zeros(0, np.int32), 0)
+    magic = head["magic"].astype(np.int64)
+    header = _header_sizes(magic, subject_length)
+    tail = tails[:proven] if tails is not None else rows.tails(header, np.ones(len(pos), bool))
     if n < len(pos):
         stopped = int(pos[n])
-        pos, head, subject_length, subject_id = pos[:n], head[:n], subject_length[:n], subject_id[:n]
-    magic = head["magic"].astype(np.int64)
+        pos, head, header, subject_id, magic, tail = pos[:n], head[:n], header[:n], subject_id[:n], magic[:n], tail[:n]
     v1 = magic == MESSAGE_LOG_MAGIC_V1
-    header = _header_sizes(magic, subject_length)
     payload_at = pos + header
-    tail = _tails(buf, payload_at)
     size = header + tail["payload_size"].astype(np.int64)
     payload_crc = np.where(v1, 0, tail["payload_crc"].astype(np.int64))
     crc_ok = None

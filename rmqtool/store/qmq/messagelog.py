@@ -180,6 +180,7 @@ def log_pieces(segments, builder: record_kernel.LogColumnsBuilder, hints=None
             lo, hi = hints.searchsorted(seg.base_offset), hints.searchsorted(seg.end_offset)
             mine = hints[lo:hi] - seg.base_offset
         with ZeroExtended(seg) as data:
+            data.will_read()
             for piece in scan_pieces(data, builder.subjects, builder.check_crc, mine):
                 if isinstance(piece, record_kernel.MessageRun):
                     builder.add(index, seg.base_offset, piece)

@@ -130,6 +130,12 @@ class ZeroExtended:
         """The file's bytes as mapped (no zeros after them): the kernel walks them directly."""
         return self._map
 
+    def will_read(self) -> None:
+        """Say the written bytes are about to be read whole (verify's and the start simulation's
+        passes): ``MADV_WILLNEED`` lets the OS read them ahead."""
+        if self.file_size and self.written and hasattr(mmap, "MADV_WILLNEED"):
+            self._map.madvise(mmap.MADV_WILLNEED, 0, self.written)
+
     @property
     def mapped_end(self) -> int:
         """Where the mapped bytes end within the segment."""

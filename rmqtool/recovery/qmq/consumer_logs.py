@@ -14,13 +14,18 @@ import bisect
 import dataclasses
 import pathlib
 
+import numpy as np
+
 from rmqtool.formats.qmq.consumerlog import (CONSUMER_LOG_MAGIC_V2, FILL_HEADER_SIZE, FILL_WROTE_BYTES,
                                              FILL_WROTE_OFFSET, SEGMENT_TOTAL_UNIT)
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE as MESSAGE_SEGMENT_SIZE
 from rmqtool.recovery.qmq.javabuf import JavaException, int32, java_div, java_mod
 from rmqtool.recovery.qmq.logs import Log, load_log
 from rmqtool.recovery.qmq.validators import max_sequence_validator
-from rmqtool.store.qmq.consumerlog import decode_unit
+from rmqtool.store.qmq.consumerlog import INVALID, SMT, decode_unit, unit_columns_of
+
+_BLOCK = 1 << 20  # units answered at once
+_PROBE = 16  # units tried first
 
 # Guava CharMatcher.breakingWhitespace(): whitespace but the non-breaking spaces
 _NON_BREAKING = {"\u00a0", "\u2007", "\u202f"}
@@ -164,6 +169,59 @@ class ConsumerLog:
             return "SUCCESS", unit, read_payload(message_log, unit), same_until
         except JavaException as exc:
             return f"exception: {exc.java_class}", unit, False, same_until
+
+
+    def plain_answers(self, sequence: int, high: int, message_log: Log) -> np.ndarray | None:
+        """``get_message`` of the sequences from ``sequence`` on, at once, while each is a plain
+        case: a unit of the file (not rebuilt, not a fill run of the replay) that ``readUnit``
+        reads as a message-log index, whose payload offset lies inside a message log segment
+        and whose read cannot throw. Each is then SUCCESS; the array says whether a message
+        comes with it (``read_payload``). None when ``sequence`` is not such a case (the
+        per-sequence path answers it)."""
+        low = self.bound()[0]
+        if not low <= sequence < high:
+            return None
+        offset = sequence * self.unit_bytes
+        seg = self.log.locate(offset)
+        per_segment = self.unit_bytes * SEGMENT_TOTAL_UNIT
+        position = java_mod(offset, per_segment)
+        if seg is None or position < 0 or position != offset - seg.base_offset:
+            return None
+        if sequence in self.written or self.fill_run(sequence) is not None:
+            return None
+        next_base = min((b for b in self.log.segments if b > offset), default=seg.base_offset + seg.size)
+        count = min(high - sequence, (min(seg.wrote, len(seg.data)) - position) // self.unit_bytes,
+                    (min(seg.base_offset + seg.size, next_base) - offset) // self.unit_bytes, _BLOCK)
+        if count <= 0:
+            return None
+        probe = self._plain(seg, position, min(count, _PROBE), message_log)  # a non-plain case costs little
+        if probe is None or len(probe) < min(count, _PROBE) or count <= _PROBE:
+            return probe
+        if self.written or self.fills:  # a block ends before the next unit the replay wrote
+            later = [s for s in self.written if s > sequence] + [r[0] for r in self.fills if r[0] > sequence]
+            count = min(count, min(later, default=sequence + count) - sequence)
+        return self._plain(seg, position, count, message_log)
+
+    def _plain(self, seg, position: int, count: int, message_log: Log) -> np.ndarray | None:
+        units = unit_columns_of(seg.data, position, count, self.unit_bytes)
+        message_segments = message_log.bases()
+        plain = units.kind != INVALID
+        plain &= units.kind != SMT
+        off, wrote_bytes, header = units.wrote_offset, units.wrote_bytes, units.header_size
+        plain &= (off > 0) & (off < 1 << 62)
+        payload_offset = off + header
+        plain &= (payload_offset > 0) & (payload_offset % MESSAGE_SEGMENT_SIZE != 0)
+        at = np.searchsorted(np.array(message_segments, np.int64), payload_offset) - 1
+        in_log = at >= 0
+        wrote = np.array([message_log.segments[b].wrote for b in message_segments] or [0], np.int64)[at]
+        size = ((wrote_bytes - header + (1 << 31)) % (1 << 32)) - (1 << 31)  # int32 arithmetic
+        pos = payload_offset % MESSAGE_SEGMENT_SIZE
+        reach = ((pos + size + (1 << 31)) % (1 << 32)) - (1 << 31)
+        has_message = in_log & (reach <= wrote)
+        plain &= ~has_message | ((size >= 0) & (size <= MESSAGE_SEGMENT_SIZE - pos))  # else the read throws
+        stop = np.flatnonzero(~plain)
+        n = int(stop[0]) if len(stop) else count
+        return has_message[:n] if n else None
 
 
 def read_payload(message_log: Log, unit: Unit) -> bool:

@@ -27,6 +27,8 @@ import json
 import os
 import pathlib
 
+import numpy as np
+
 from rmqtool.formats.qmq.actionlog import PER_SEGMENT_FILE_SIZE as ACTION_SEGMENT_SIZE
 from rmqtool.formats.qmq.checkpoint import ActionCheckpoint, MessageCheckpoint
 from rmqtool.formats.qmq.consumerlog import CONSUMER_LOG_UNIT_BYTES, SEGMENT_SIZE_V1
@@ -38,12 +40,13 @@ from rmqtool.recovery.qmq.logs import Log, load_log
 from rmqtool.recovery.qmq.progress import apply_action, progress_of, progress_rows
 from rmqtool.recovery.qmq.replay import Replay, replay_action_log, replay_message_log
 from rmqtool.recovery.qmq.tablets import load_tablets
-from rmqtool.recovery.qmq.validators import (max_sequence_validator, validate_action_segment,
-                                             validate_message_segment)
+from rmqtool.recovery.qmq.validators import (max_sequence_validator, message_segment_validator,
+                                             validate_action_segment)
 from rmqtool.store.qmq import messagelog as message_scan
 from rmqtool.store.qmq.checkpoints import action_checkpoints, message_checkpoints
 from rmqtool.store.qmq.consumerlog import subjects as consumer_log_subjects
 from rmqtool.store.qmq.consumerlog import unit_bytes_of
+from rmqtool.store.qmq.record_kernel import LogColumns, LogColumnsBuilder, SubjectTable, members
 from rmqtool.store.qmq.segments import list_log
 
 Ranges = tuple[tuple[int, int], ...]
@@ -214,11 +217,22 @@ def _adjust_min_sequences(message_log: Log, logs: dict[str, ConsumerLog]) -> Non
             log.min_sequence = value + 1
 
 
-def _scan_records(directory: pathlib.Path) -> list[message_scan.MessageRecord]:
+def _scan_records(directory: pathlib.Path) -> LogColumns:
     """The message log's records as the files hold them, before any recovery."""
     listing = list_log(directory, MESSAGE_SEGMENT_SIZE)
-    return [item for seg in listing.segments for item in message_scan.scan_segment(seg)
-            if isinstance(item, message_scan.MessageRecord)]
+    builder = LogColumnsBuilder(SubjectTable())
+    for _ in message_scan.log_pieces(listing.segments, builder):
+        pass
+    return builder.build()
+
+
+def _known_sequences(in_files: LogColumns) -> dict[str, int]:
+    """1 + the highest sequence of each subject's records in the files."""
+    if not len(in_files):
+        return {}
+    highest = np.full(len(in_files.subjects.names), np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(highest, in_files.subject_id, in_files.sequence)
+    return {in_files.subjects.names[sid]: int(highest[sid]) + 1 for sid in in_files.subject_ids_present()}
 
 
 def _checkpoints(store, mcp, acp, msnaps, asnaps) -> CheckpointsAfterStart:
@@ -229,7 +243,7 @@ def _checkpoints(store, mcp, acp, msnaps, asnaps) -> CheckpointsAfterStart:
 
 
 def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
-                   records: list[message_scan.MessageRecord] | None = None) -> StartOutcome:
+                   records: LogColumns | None = None) -> StartOutcome:
     """``records``: the message log's records as the files hold them, when the caller has read
     them already (verify's checks): the log is then not read again for them."""
     store = pathlib.Path(store)
@@ -242,9 +256,11 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
     def outcome(**kw) -> StartOutcome:
         return StartOutcome(str(store), checkpoints=_checkpoints(store, mcp, acp, msnaps, asnaps), unit_bytes=unit, **kw)
 
+    in_files = records if records is not None else _scan_records(store / "messagelog")
     try:
         logs = _load_consumer_logs(store, mcp["max_sequences"], unit)
-        message_log = load_log(store / "messagelog", MESSAGE_SEGMENT_SIZE, validate_message_segment)
+        message_log = load_log(store / "messagelog", MESSAGE_SEGMENT_SIZE,
+                               message_segment_validator(in_files.validated_prefixes()))
         _adjust_min_sequences(message_log, logs)
         pull_logs = _load_pull_logs(store, progress_of(acp))
         action_log = load_log(store / "actionlog", ACTION_SEGMENT_SIZE, validate_action_segment)
@@ -290,19 +306,23 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
     if refusal is None and actions.hangs_at is not None:
         refusal = _hang(actions, action_log, "start(): action log replay")
 
-    in_files = records if records is not None else _scan_records(store / "messagelog")
-    written_end = max((r.offset + r.size for r in in_files), default=0)
+    written_end = int(in_files.end.max()) if len(in_files) else 0
     end = message_log.max_offset()
     deleted = {str(s.path) for s in message_log.deleted}
-    lost = tuple(LostRecord(r.offset, r.subject, r.sequence) for r in in_files if r.offset >= end or r.path in deleted)
+    gone = (in_files.offset >= end) | members(in_files.segment, np.array([i for i, p in enumerate(in_files.paths) if p in deleted], np.int32))
+    names = in_files.subjects.names
+    lost = tuple(LostRecord(o, names[s], q) for o, s, q in zip(in_files.offset[gone].tolist(),
+                                                                in_files.subject_id[gone].tolist(),
+                                                                in_files.sequence[gone].tolist()))
+    known = _known_sequences(in_files)
     return outcome(
         started=refusal is None, refusal=refusal,
         message_log=MessageLogAfterStart(written_end, end, end if end < written_end else None, tuple(sorted(deleted)),
                                          lost, messages.start, len(messages.events)),
         action_log=ActionLogAfterStart(action_log.max_offset(), tuple(str(s.path) for s in action_log.deleted), state,
                                        tablet_load.valid, tablet_load.destroyed, actions.start, len(actions.events)),
-        subjects=tuple(_served(subject, logs.get(subject), message_log, in_files, skipped.get(subject, ()))
-                       for subject in sorted(set(logs) | {r.subject for r in in_files})),
+        subjects=tuple(_served(subject, logs.get(subject), message_log, known.get(subject, 0), skipped.get(subject, ()))
+                       for subject in sorted(set(logs) | set(known))),
         pull_logs=tuple(pull_logs),
         offset_files_written=tuple(sorted(offset_files.items())),
         consumer_progress=tuple(progress_rows(progress)),
@@ -340,10 +360,10 @@ class _Runs(list):
         return tuple(out)
 
 
-def _served(subject: str, log: ConsumerLog | None, message_log: Log, in_files, skipped) -> SubjectAfterStart:
+def _served(subject: str, log: ConsumerLog | None, message_log: Log, known: int, skipped) -> SubjectAfterStart:
     """Every sequence 0..max as getMessage answers it, a run of identical units at a time; a
-    subject with records but no consumer log after the start answers SUBJECT_NOT_FOUND."""
-    known = 1 + max((r.sequence for r in in_files if r.subject == subject), default=-1)
+    subject with records but no consumer log after the start answers SUBJECT_NOT_FOUND.
+    ``known``: 1 + the highest sequence of the subject's records in the files."""
     if log is None:
         nothing = ((0, known - 1),) if known else ()
         return SubjectAfterStart(subject, (0, 0), (), (), (), (), (), tuple(skipped),
@@ -352,6 +372,17 @@ def _served(subject: str, log: ConsumerLog | None, message_log: Log, in_files, s
     with_message, without, past_end, statuses = _Runs(), _Runs(), _Runs(), {}
     sequence = 0
     while sequence <= high:
+        plain = log.plain_answers(sequence, high, message_log)
+        if plain is not None:  # SUCCESS each, a message or none (a unit pointing past the log)
+            changes = np.flatnonzero(plain[1:] != plain[:-1]) + 1
+            for first, last in zip([0, *changes.tolist()], [*changes.tolist(), len(plain)]):
+                if plain[first]:
+                    with_message.add(sequence + first, sequence + last - 1)
+                else:
+                    without.add(sequence + first, sequence + last - 1)
+                    past_end.add(sequence + first, sequence + last - 1)
+            sequence += len(plain)
+            continue
         status, unit, has_message, last = log.get_message(sequence, message_log)
         last = max(sequence, last)
         if status == "SUCCESS":

@@ -27,11 +27,13 @@ ACTION_MAGIC = int32(ACTION_LOG_MAGIC_V1)
 _ACTION_NAMES = {PULL: "PULL", RANGE_ACK: "RANGE_ACK", FOREVER_OFFLINE: "FOREVER_OFFLINE"}
 
 
-def _walk(segment: Segment, consume) -> tuple[bool, int]:
+def _walk(segment: Segment, consume, start: int = 0) -> tuple[bool, int]:
     """``validate``: COMPLETE when the counted position reaches the segment size or an
-    end-of-segment record is met, PARTIAL at the position of the first invalid record."""
+    end-of-segment record is met, PARTIAL at the position of the first invalid record.
+    ``start``: the end of a run of records from position 0 already known to pass ``consume``
+    one by one (the counted position and the buffer's are then both there)."""
     buf = JavaBuffer(segment.data, 0, segment.size)
-    position = 0
+    buf.position = position = start
     try:
         while True:
             if position == segment.size:
@@ -76,6 +78,16 @@ def _consume_message(buf: JavaBuffer) -> int:
 
 def validate_message_segment(segment: Segment) -> tuple[bool, int]:
     return _walk(segment, _consume_message)
+
+
+def message_segment_validator(validated: dict[str, int]) -> Validator:
+    """``validate_message_segment`` that starts each segment past the run of records from
+    position 0 that ``_consume_message`` accepts (``LogColumns.validated_prefixes``: each a
+    V2 or V3 message record whose CRC holds, found by the message-log kernel); the walk from
+    there is the Java-faithful one."""
+    def validate(segment: Segment) -> tuple[bool, int]:
+        return _walk(segment, _consume_message, validated.get(str(segment.path), 0))
+    return validate
 
 
 def read_string(buf: JavaBuffer) -> str:

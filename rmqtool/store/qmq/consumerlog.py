@@ -14,17 +14,28 @@ import os
 import pathlib
 from typing import Iterator
 
+import construct as cs
+import numpy as np
+
 from rmqtool.formats.derive import struct_of
 from rmqtool.formats.qmq.consumerlog import (CONSUMER_LOG_MAGIC_V2, CONSUMER_LOG_UNIT_BYTES,
                                              CONSUMER_LOG_V2_UNIT_BYTES, SEGMENT_SIZE_V1, SEGMENT_SIZE_V2,
                                              SEGMENT_TOTAL_UNIT, TYPE_MESSAGE_LOG_INDEX, TYPE_SMT_INDEX,
                                              MessageLogIndexV2, SmtIndexV2, UnitV1, is_fill_unit)
+from rmqtool.store.arrays import dtype_of
 from rmqtool.store.qmq.segments import LogDirectory, list_log, read_zero_extended
 
 _V1 = struct_of(UnitV1)
 _V2_MESSAGE = struct_of(MessageLogIndexV2)
 _V2_SMT = struct_of(SmtIndexV2)
 _V2_HEAD = 4  # magic, type
+# the same layouts as numpy rows: V1 units, and V2 units read as message-log indexes (their
+# magic and type say which rows are)
+V1_DTYPE = dtype_of(UnitV1)
+V2_DTYPE = dtype_of(cs.Struct("magic" / cs.Int16ub, "type" / cs.Int16ub, *MessageLogIndexV2.subcons))
+assert V2_DTYPE.itemsize == CONSUMER_LOG_V2_UNIT_BYTES
+KINDS = ("message", "smt", "fill", "invalid")  # UnitColumns.kind codes
+MESSAGE, SMT, FILL, INVALID = range(4)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -100,6 +111,63 @@ def read_units(directory: LogDirectory, unit_bytes: int, subject: str) -> Iterat
             else:
                 continue
             break
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UnitColumns:
+    """Units of one segment (a chunk of it) as columns, the rows ``read_units`` gives."""
+    path: str
+    position: np.ndarray
+    sequence: np.ndarray
+    kind: np.ndarray  # an index into KINDS
+    wrote_offset: np.ndarray  # message and fill units; 0 elsewhere
+    wrote_bytes: np.ndarray
+    header_size: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.position)
+
+
+def _unit_columns(seg, start: int, data: bytes, count: int, unit_bytes: int) -> UnitColumns:
+    if unit_bytes == CONSUMER_LOG_UNIT_BYTES:
+        rows = np.frombuffer(data, V1_DTYPE, count)
+        message = np.ones(count, bool)
+        kind = np.full(count, MESSAGE, np.int8)
+    else:
+        rows = np.frombuffer(data, V2_DTYPE, count)
+        magic_ok = rows["magic"] == CONSUMER_LOG_MAGIC_V2
+        message = magic_ok & (rows["type"] == TYPE_MESSAGE_LOG_INDEX)
+        kind = np.where(message, MESSAGE, np.where(magic_ok & (rows["type"] == TYPE_SMT_INDEX), SMT, INVALID))
+    off, size, header = (np.where(message, rows[f].astype(np.int64), 0)
+                         for f in ("wrote_offset", "wrote_bytes", "header_size"))
+    kind = np.where(message & is_fill_unit(off, size, header), FILL, kind).astype(np.int8)
+    position = start + np.arange(count, dtype=np.int64) * unit_bytes
+    if seg is None:
+        return UnitColumns("", position, position // unit_bytes, kind, off, size, header)
+    return UnitColumns(str(seg.path), position, (seg.base_offset + position) // unit_bytes, kind, off, size, header)
+
+
+def unit_columns_of(data, position: int, count: int, unit_bytes: int) -> UnitColumns:
+    """``count`` whole units of ``data`` (a segment's bytes) from ``position``, as columns
+    (no path, sequences relative to the first)."""
+    return _unit_columns(None, position, memoryview(data)[position:position + count * unit_bytes], count,
+                         unit_bytes)
+
+
+def unit_columns(directory: LogDirectory, unit_bytes: int) -> Iterator[UnitColumns]:
+    """``read_units`` as columns: the same units, a chunk of a segment at a time."""
+    chunk = unit_bytes * 65536
+    for seg in directory.segments:
+        for start in range(0, seg.file_size, chunk):
+            data = read_zero_extended(seg, start, chunk)
+            count = len(data) // unit_bytes
+            raw = np.frombuffer(data, np.uint8, count * unit_bytes).reshape(count, unit_bytes)
+            zero = np.flatnonzero(~raw.any(axis=1))
+            cut = int(zero[0]) if len(zero) else count
+            if cut:
+                yield _unit_columns(seg, start, data, cut, unit_bytes)
+            if cut < count:
+                break
 
 
 def subjects(store: str | os.PathLike) -> list[str]:

@@ -21,6 +21,7 @@ from rmqtool.formats.qmq.messagelog import (ATTR_BLANK_RECORD, ATTR_EMPTY_RECORD
 from rmqtool import findings as ids
 from rmqtool.findings import Finding, finding
 from rmqtool.formats.derive import struct_of
+from rmqtool.store.qmq import record_kernel
 from rmqtool.store.qmq.segments import LogSegment, ZeroExtended
 
 _PREFIX = struct_of(RecordPrefix)  # magic, attributes, timestamp
@@ -157,13 +158,65 @@ def _resync(data: ZeroExtended, start: int) -> int:
 def scan_segment(segment: LogSegment, check_crc: bool = True) -> Iterator[ScanItem]:
     """Every record of one segment in order, damage included; ends at the written end.
     ``check_crc=False`` walks headers only (``payload_crc_ok`` None): the end, not the bodies."""
+    subjects = record_kernel.SubjectTable()
     with ZeroExtended(segment) as data:
-        yield from _scan(data, check_crc)
+        for piece in scan_pieces(data, subjects, check_crc):
+            if isinstance(piece, record_kernel.MessageRun):
+                yield from records_of(data, piece, subjects)
+            else:
+                yield piece
 
 
-def _scan(data: ZeroExtended, check_crc: bool) -> Iterator[ScanItem]:
+def log_pieces(segments, builder: record_kernel.LogColumnsBuilder, hints=None
+               ) -> Iterator[tuple[ZeroExtended, object]]:
+    """``scan_pieces`` over a log's segments, each segment open while its pieces are read; every
+    message record (a run, or one the careful path read) is also gathered into ``builder``.
+    ``hints``: message log offsets where records are said to start (sorted, unique; the
+    consumer logs' units), to prove the walk with (``record_kernel.clean_run``)."""
+    for seg in segments:
+        index = builder.segment(str(seg.path))
+        mine = None
+        if hints is not None:
+            lo, hi = hints.searchsorted(seg.base_offset), hints.searchsorted(seg.end_offset)
+            mine = hints[lo:hi] - seg.base_offset
+        with ZeroExtended(seg) as data:
+            data.will_read()
+            for piece in scan_pieces(data, builder.subjects, builder.check_crc, mine):
+                if isinstance(piece, record_kernel.MessageRun):
+                    builder.add(index, seg.base_offset, piece)
+                elif isinstance(piece, MessageRecord):
+                    builder.add(index, seg.base_offset, record_kernel.single_run(piece, builder.subjects,
+                                                                                 builder.check_crc))
+                yield data, piece
+
+
+def records_of(data: ZeroExtended, run: record_kernel.MessageRun, subjects: record_kernel.SubjectTable
+               ) -> Iterator[MessageRecord]:
+    """The kernel's run as the records ``parse_record`` gives."""
+    segment = data.segment
+    path, base, names = str(segment.path), segment.base_offset, subjects.names
+    crc_ok = run.crc_ok.tolist() if run.crc_ok is not None else None
+    for k, (pos, size, head, magic, timestamp, sequence, sid, crc) in enumerate(zip(
+            run.position.tolist(), run.size.tolist(), run.header_size.tolist(), run.magic.tolist(),
+            run.timestamp.tolist(), run.sequence.tolist(), run.subject_id.tolist(), run.payload_crc.tolist())):
+        v1 = magic == MESSAGE_LOG_MAGIC_V1
+        yield MessageRecord(base + pos, path, pos, magic, timestamp, sequence, names[sid], None if v1 else crc,
+                            size - head, head, data.take(pos + head, size - head),
+                            None if v1 or crc_ok is None else crc_ok[k])
+
+
+def scan_pieces(data: ZeroExtended, subjects: record_kernel.SubjectTable, check_crc: bool = True, hints=None
+                ) -> Iterator[record_kernel.MessageRun | ScanItem]:
+    """The segment's items in order: runs of clean message records as the kernel's columns,
+    everything else (and a record the kernel leaves to it) one item at a time."""
     segment, written, pos = data.segment, data.written, 0
+    buf, mapped_end = data.mapped, data.mapped_end
     while pos < written:
+        run = record_kernel.clean_run(buf, pos, written, mapped_end, subjects, check_crc, hints)
+        if len(run):
+            yield run
+            pos = run.stop
+            continue
         item = parse_record(data, pos, check_crc)
         if isinstance(item, EmptyRecord):
             yield item

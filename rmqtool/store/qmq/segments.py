@@ -125,6 +125,22 @@ class ZeroExtended:
         piece = self._map[position:min(end, self.file_size)] if position < self.file_size else b""
         return piece + bytes(max(0, end - position - len(piece)))
 
+    @property
+    def mapped(self):
+        """The file's bytes as mapped (no zeros after them): the kernel walks them directly."""
+        return self._map
+
+    def will_read(self) -> None:
+        """Say the written bytes are about to be read whole (verify's and the start simulation's
+        passes): ``MADV_WILLNEED`` lets the OS read them ahead."""
+        if self.file_size and self.written and hasattr(mmap, "MADV_WILLNEED"):
+            self._map.madvise(mmap.MADV_WILLNEED, 0, self.written)
+
+    @property
+    def mapped_end(self) -> int:
+        """Where the mapped bytes end within the segment."""
+        return min(self.file_size, self.segment.size)
+
     def find(self, needle: bytes, start: int, end: int | None = None) -> int:
         return self._map.find(needle, start, self.written if end is None else end) if self.file_size else -1
 

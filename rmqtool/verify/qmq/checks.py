@@ -12,6 +12,8 @@ import os
 import pathlib
 from typing import Iterator
 
+import numpy as np
+
 from rmqtool import findings as ids
 from rmqtool.findings import Finding, finding
 from rmqtool.formats.qmq import actionlog as actionlog_format
@@ -19,16 +21,10 @@ from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.formats.qmq.pulllog import PULL_LOG_SIZE
 from rmqtool.recovery.qmq.start import simulate_start
 from rmqtool.store.qmq import actionlog, checkpoints, consumerlog, messagelog, tablets
+from rmqtool.store.qmq.record_kernel import (LogColumns, LogColumnsBuilder, MessageRun, SubjectTable, members,
+                                            sorted_unique)
 from rmqtool.store.qmq.segments import LogDirectory, list_log
 from rmqtool.verify.qmq.next_start import next_start_findings, ranges_text
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RecordAt:
-    subject: str
-    sequence: int
-    size: int
-    header_size: int
 
 
 def _ranges_text(numbers: list[int]) -> str:
@@ -52,84 +48,137 @@ def _listing(log: LogDirectory) -> Iterator[Finding]:
                           f"{seg.file_size} bytes of {seg.size}: QMQ maps it at full size, the rest reads as zeros")
 
 
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def _sequence_gaps(records: LogColumns) -> dict[int, tuple[int, int, int, int]]:
+    """Per subject id, in the order their first break is met: (breaks, the first's sequence
+    before, after, and the offset of the record after)."""
+    order = np.argsort(records.subject_id, kind="stable")
+    sid, seq = records.subject_id[order], records.sequence[order]
+    same = sid[1:] == sid[:-1]
+    before, after = seq[:-1], seq[1:]
+    breaks = same & ~((before != _INT64_MAX) & (after == before + 1))
+    at = np.flatnonzero(breaks)  # the break between sorted rows at and at + 1
+    found: dict[int, list] = {}
+    for k, row in zip(at.tolist(), order[at + 1].tolist()):
+        s = int(sid[k])
+        if s in found:
+            found[s][0] += 1
+            if row < found[s][4]:
+                found[s][1:] = [int(before[k]), int(after[k]), int(records.offset[row]), row]
+        else:
+            found[s] = [1, int(before[k]), int(after[k]), int(records.offset[row]), row]
+    return {s: tuple(v[:4]) for s, v in sorted(found.items(), key=lambda kv: kv[1][4])}
+
+
+def _by_offset(records: LogColumns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The records as a map from offset (the last record read at an offset wins): sorted
+    offsets, the record row of each, and the order the offsets were first met."""
+    order = np.argsort(records.offset, kind="stable")
+    offsets = records.offset[order]
+    last = np.r_[offsets[1:] != offsets[:-1], True] if len(offsets) else np.zeros(0, bool)
+    first = np.r_[True, offsets[1:] != offsets[:-1]] if len(offsets) else np.zeros(0, bool)
+    return offsets[last], order[last], np.argsort(order[first], kind="stable")
+
+
 @dataclasses.dataclass
 class QmqChecks:
     root: pathlib.Path
-    records: dict[int, RecordAt] = dataclasses.field(default_factory=dict)  # message log offset -> record
+    records: LogColumns | None = None  # the message log's records, for the checks and the simulation
     written_end: int = 0
     actions: list = dataclasses.field(default_factory=list)  # the action log's clean actions
-    scanned: list = dataclasses.field(default_factory=list)  # the message log's records, for the simulation
+
+    units: dict = dataclasses.field(default_factory=dict)  # subject -> (directory, unit bytes, unit columns)
+
+    def read_consumer_logs(self) -> np.ndarray:
+        """Every subject's units, read once; the message log offsets they point at (sorted,
+        unique): where records should start, for the message-log kernel to prove."""
+        pointed = []
+        for subject in consumerlog.subjects(self.root):
+            directory, unit = consumerlog.open_consumer_log(self.root, subject)
+            columns = list(consumerlog.unit_columns(directory, unit)) if unit else []
+            self.units[subject] = directory, unit, columns
+            pointed.extend(u.wrote_offset[u.kind == consumerlog.MESSAGE] for u in columns)
+        return sorted_unique(np.concatenate(pointed)) if pointed else np.zeros(0, np.int64)
 
     def message_log(self) -> Iterator[Finding]:
         log = list_log(self.root / "messagelog", PER_SEGMENT_FILE_SIZE)
         yield from _listing(log)
-        last_sequence: dict[str, int] = {}
-        gaps: dict[str, list[tuple[int, int, int]]] = {}
-        for seg in log.segments:
-            for item in messagelog.scan_segment(seg):
-                yield from messagelog.findings_of(item)
-                if isinstance(item, messagelog.Damage):
-                    self.written_end = max(self.written_end, item.offset + item.size)
-                    continue
-                if not isinstance(item, messagelog.MessageRecord):
-                    continue
-                self.written_end = item.offset + item.size
-                self.scanned.append(item)
-                self.records[item.offset] = RecordAt(item.subject, item.sequence, item.size, item.header_size)
-                before = last_sequence.get(item.subject)
-                if before is not None and item.sequence != before + 1:
-                    gaps.setdefault(item.subject, []).append((before, item.sequence, item.offset))
-                last_sequence[item.subject] = item.sequence
-        for subject, found in gaps.items():
-            first_before, first_after, at = found[0]
+        builder = LogColumnsBuilder(SubjectTable())
+        for data, piece in messagelog.log_pieces(log.segments, builder, self.read_consumer_logs()):
+            if isinstance(piece, MessageRun):
+                for record in messagelog.records_of(data, piece.rows(~piece.crc_ok), builder.subjects):
+                    yield from messagelog.findings_of(record)
+                self.written_end = data.segment.base_offset + int(piece.position[-1] + piece.size[-1])
+                continue
+            yield from messagelog.findings_of(piece)
+            if isinstance(piece, messagelog.Damage):
+                self.written_end = max(self.written_end, piece.offset + piece.size)
+            elif isinstance(piece, messagelog.MessageRecord):
+                self.written_end = piece.offset + piece.size
+        self.records = records = builder.build()
+        for sid, (count, first_before, first_after, at) in _sequence_gaps(records).items():
+            subject = records.subjects.names[sid]
             yield finding(ids.MESSAGE_SEQUENCE_GAP, self.root / "messagelog", None,
-                          f"{subject}: {len(found)} break(s) in its sequences, the first {first_before} then "
+                          f"{subject}: {count} break(s) in its sequences, the first {first_before} then "
                           f"{first_after} at message log offset {at}", subject=subject)
 
     def consumer_logs(self, loaded_offset: int | None) -> Iterator[Finding]:
-        units_of: dict[str, set[int]] = {}
-        for subject in consumerlog.subjects(self.root):
-            directory, unit = consumerlog.open_consumer_log(self.root, subject)
+        records = self.records
+        offsets, rows, first_met = _by_offset(records)
+        seen: dict[int, list[np.ndarray]] = {}  # subject id -> sequences whose unit points at their record
+        for subject, (directory, unit, columns) in self.units.items():
             yield from _listing(directory)
-            past, wrong, invalid = [], [], []
-            seen = units_of.setdefault(subject, set())
-            first_path = None
-            for u in consumerlog.read_units(directory, unit, subject) if unit else ():
-                first_path = first_path or u.path
-                if u.kind == "invalid":
-                    invalid.append(u)
-                elif u.kind == "message":
-                    rec = self.records.get(u.wrote_offset)
-                    if u.wrote_offset >= self.written_end:
-                        past.append(u)
-                    elif rec is None or (rec.subject, rec.sequence, rec.size, rec.header_size) != \
-                            (subject, u.sequence, u.wrote_bytes, u.header_size):
-                        wrong.append(u)
-                    else:
-                        seen.add(u.sequence)
+            sid = records.subjects.get(subject)
+            past, wrong, invalid = [], [], []  # (path, positions, sequences, offsets, sizes) of each chunk
+            for u in columns:
+                invalid.append((u, u.kind == consumerlog.INVALID))
+                message = u.kind == consumerlog.MESSAGE
+                is_past = message & (u.wrote_offset >= self.written_end)
+                match = np.zeros(len(u), bool)
+                if len(offsets) and sid is not None:
+                    at = np.minimum(np.searchsorted(offsets, u.wrote_offset), len(offsets) - 1)
+                    row = rows[at]
+                    match = (offsets[at] == u.wrote_offset) & (records.subject_id[row] == sid) & \
+                        (records.sequence[row] == u.sequence) & (records.size[row] == u.wrote_bytes) & \
+                        (records.header_size[row] == u.header_size)
+                past.append((u, is_past))
+                wrong.append((u, message & ~is_past & ~match))
+                if sid is not None:
+                    seen.setdefault(sid, []).append(u.sequence[message & ~is_past & match])
+            past, wrong, invalid = (_picked(chunks) for chunks in (past, wrong, invalid))
             if past:
-                yield finding(ids.CONSUMER_LOG_UNIT_PAST_END, past[0].path, past[0].position,
-                              f"{subject}: sequences {_ranges_text([u.sequence for u in past])} point past the "
+                path, position, _, _, _ = past[0]
+                yield finding(ids.CONSUMER_LOG_UNIT_PAST_END, path, position,
+                              f"{subject}: sequences {_ranges_text([p[2] for p in past])} point past the "
                               f"message log's end ({self.written_end}): served as SUCCESS with no message",
                               subject=subject, sequences=len(past))
-            for u in wrong[:1]:
-                yield finding(ids.CONSUMER_LOG_UNIT_MISMATCH, u.path, u.position,
-                              f"{subject}: sequences {_ranges_text([w.sequence for w in wrong])} do not point at "
-                              f"their records (the first: offset {u.wrote_offset}, {u.wrote_bytes} bytes)",
-                              subject=subject, sequence=u.sequence, sequences=len(wrong))
-            for u in invalid[:1]:
-                yield finding(ids.CONSUMER_LOG_UNIT_INVALID, u.path, u.position,
-                              f"{subject}: units {_ranges_text([w.sequence for w in invalid])} are of no known kind",
-                              subject=subject, sequence=u.sequence, sequences=len(invalid))
+            if wrong:
+                path, position, sequence, wrote_offset, wrote_bytes = wrong[0]
+                yield finding(ids.CONSUMER_LOG_UNIT_MISMATCH, path, position,
+                              f"{subject}: sequences {_ranges_text([w[2] for w in wrong])} do not point at "
+                              f"their records (the first: offset {wrote_offset}, {wrote_bytes} bytes)",
+                              subject=subject, sequence=sequence, sequences=len(wrong))
+            if invalid:
+                path, position, sequence, _, _ = invalid[0]
+                yield finding(ids.CONSUMER_LOG_UNIT_INVALID, path, position,
+                              f"{subject}: units {_ranges_text([w[2] for w in invalid])} are of no known kind",
+                              subject=subject, sequence=sequence, sequences=len(invalid))
         # records no unit reaches, that the next start's replay (from the loaded checkpoint) does not dispatch
-        missing: dict[str, list[int]] = {}
-        for offset, rec in self.records.items():
-            if rec.sequence in units_of.get(rec.subject, ()):
-                continue
-            if loaded_offset is not None and offset >= loaded_offset:
-                continue  # replayed at the next start
-            missing.setdefault(rec.subject, []).append(rec.sequence)
-        for subject, sequences in missing.items():
+        record_sid, record_seq = records.subject_id[rows], records.sequence[rows]
+        missing = np.ones(len(rows), bool)
+        for sid, chunks in seen.items():
+            mine = record_sid == sid
+            missing[mine] = ~members(record_seq[mine], sorted_unique(np.concatenate(chunks)))
+        if loaded_offset is not None:
+            missing &= offsets < loaded_offset  # replayed at the next start
+        met = first_met[missing[first_met]]  # the missing records in the order the offsets were first met
+        by_subject: dict[int, list[int]] = {}
+        for sid, sequence in zip(record_sid[met].tolist(), record_seq[met].tolist()):
+            by_subject.setdefault(sid, []).append(sequence)
+        for sid, sequences in by_subject.items():
+            subject = records.subjects.names[sid]
             yield finding(ids.MESSAGE_NOT_IN_CONSUMER_LOG, self.root / "consumerlog" / subject, None,
                           f"{subject}: sequences {_ranges_text(sequences)} are in the message log but no consumer-log "
                           f"unit points at them, and the next start's replay begins after them", subject=subject,
@@ -190,4 +239,13 @@ def check_store(root: str | os.PathLike) -> Iterator[Finding]:
     yield from checkpoint_findings
     yield from checks.action_log()
     yield from checks.pull_logs()
-    yield from next_start_findings(simulate_start(checks.root, records=checks.scanned), checks.actions)
+    yield from next_start_findings(simulate_start(checks.root, records=checks.records), checks.actions)
+
+
+def _picked(chunks) -> list[tuple[str, int, int, int, int]]:
+    """(path, position, sequence, wrote offset, wrote bytes) of the units each chunk's mask picks, in order."""
+    out = []
+    for u, mask in chunks:
+        for k in np.flatnonzero(mask).tolist():
+            out.append((u.path, int(u.position[k]), int(u.sequence[k]), int(u.wrote_offset[k]), int(u.wrote_bytes[k])))
+    return out

@@ -13,7 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from conftest import V4, V5
 from helpers import damage, examples, writable_copy
 from rmqtool.errors import RmqError
-from rmqtool.recovery import apply_plan, plan_recovery, undo
+from rmqtool.recovery.apply import apply_plan
+from rmqtool.recovery.plan import plan_recovery
+from rmqtool.recovery.undo import undo
 from rmqtool.recovery.salvage import salvage
 
 SOURCE = V4 / "crash" / "a-as-is" / "input" / "store"

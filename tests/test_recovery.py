@@ -18,7 +18,9 @@ from rmqtool.cli.app import app
 from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
 from rmqtool.errors import RecoveryNeeded
-from rmqtool.recovery import apply_plan, plan_recovery, undo
+from rmqtool.recovery.apply import apply_plan
+from rmqtool.recovery.plan import plan_recovery
+from rmqtool.recovery.undo import undo
 from rmqtool.recovery.manifest import read_manifest
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.consumequeue import find_queue_end, open_consume_queues

@@ -322,7 +322,8 @@ def test_repair_appends_and_undo_refuse_or_give_back_the_whole_tree(pristines, t
     from rmqtool.engine.producer import producer_message
     from rmqtool.engine.store import Store
     from rmqtool.errors import RmqError
-    from rmqtool.recovery import plan_recovery, undo
+    from rmqtool.recovery.plan import plan_recovery
+    from rmqtool.recovery.undo import undo
 
     root = tmp_path_factory.mktemp("case") / "store"
     shutil.copytree(data.draw(st.sampled_from(pristines)), root)

@@ -47,7 +47,7 @@ def verify(
     """Check every file of a store; one finding a row. Exit 0: no error; 3: errors found; 4: not a store;
     8: not checked (missing path, I/O error)."""
     from rmqtool.families import tools_at
-    from rmqtool.verify.run import VerifyOptions, parse_overrides  # numpy: only when verifying
+    from rmqtool.verify.base import VerifyOptions, parse_overrides
 
     options = VerifyOptions(only=tuple(only) or AREAS, overrides=parse_overrides(skip, severity),
                             max_errors=max_errors, jobs=jobs or default_workers(), now_ms=parse_time(now, "--now"))

@@ -1,7 +1,3 @@
-"""Recovery: a pure plan (plan.py), an apply that backs up first (apply.py, manifest.py), undo (undo.py)."""
-from rmqtool.recovery.apply import Applied, apply_plan, default_backup_dir
-from rmqtool.recovery.plan import Action, QueueCut, RecoveryPlan, plan_recovery
-from rmqtool.recovery.undo import Restored, undo
-
-__all__ = ["Action", "Applied", "QueueCut", "RecoveryPlan", "Restored", "apply_plan", "default_backup_dir",
-           "plan_recovery", "undo"]
+"""Recovery: a pure plan (plan.py), an apply that backs up first (apply.py, manifest.py), undo
+(undo.py). Import from the module that holds a name: the package loads nothing itself, so a
+family's recovery (qmq/) does not load RocketMQ's."""

@@ -10,7 +10,7 @@ from rmqtool.findings import Finding
 from rmqtool.store.qmq.view import QmqView
 from rmqtool.verify import AREAS
 from rmqtool.verify.qmq.checks import check_store
-from rmqtool.verify.run import VerifyOptions, VerifyRun
+from rmqtool.verify.base import VerifyOptions, VerifyRun
 
 AREA = "qmq"  # --only names RocketMQ's areas; a QMQ store is checked whole
 

@@ -45,6 +45,7 @@ EXTRA = {
     "spark export": ["--out", "{tmp}/fleet"],
     "spark query": ["--key", "k"],
     "diff": [str(V4 / "basic" / "store")],  # STORE_B: another store
+    "offsets reset": ["--group", "order_group", "--topic", "CrashTopic", "--to-latest"],
 }
 # What a damaged store (DAMAGED: a crash with one flipped body byte in its first file) gives,
 # as each command's README section documents it
@@ -52,7 +53,8 @@ ON_DAMAGED = {
     "info": ExitCode.OK,  # info reads no body
     "query": ExitCode.CORRUPT,  # the message found has a bad body CRC
     "verify": ExitCode.CORRUPT,
-    "offsets": ExitCode.OK,  # no consumerOffset.json: nothing to compare
+    "offsets show": ExitCode.OK,  # `rmqtool offsets STORE`: no consumerOffset.json, nothing to compare
+    "offsets reset": ExitCode.NOT_FOUND,  # no consumerOffset.json: the group has no offset to reset
     "check": ExitCode.OK,  # Nagios OK: the flipped byte lies in the first file, before the tail check reads
     "diff": ExitCode.CORRUPT,  # against another store: they differ
     "recover": ExitCode.CORRUPT,  # the plan changes something
@@ -213,6 +215,9 @@ def closed_pipe_argv(name: str, tmp_path: pathlib.Path) -> list[str]:
         return ["undo", str(backups[0])]
     if name == "append":  # a damaged store is refused before anything is printed: recover it first
         return [*argv(name, store, tmp_path), "--recover"]
+    if name == "offsets reset":  # the damaged store has no consumerOffset.json: one with a group's offsets
+        return argv(name, writable_copy(V4.parent / "config" / "consumers" / "store", tmp_path / "config-store"),
+                    tmp_path)
     if name in QMQ_KINDS:  # QMQ's files: a QMQ store
         return argv(name, QMQ_STORE, tmp_path)
     return argv(name, store, tmp_path)

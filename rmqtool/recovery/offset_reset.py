@@ -80,12 +80,12 @@ class QueueReset:
     note: str  # how the new offset was found
 
     @property
-    def changes(self) -> bool:
+    def changed(self) -> bool:
         return self.new_offset != self.committed_offset
 
     def record(self) -> dict:
         row = dataclasses.asdict(self)
-        row["changes"] = self.changes
+        row["changed"] = self.changed
         return row
 
 
@@ -103,7 +103,7 @@ class ResetPlan:
 
     @property
     def changes(self) -> list[QueueReset]:
-        return [r for r in self.rows if r.changes]
+        return [r for r in self.rows if r.changed]
 
     def to_json(self) -> dict:
         return {"operation": OPERATION, "group": self.group, "topic": self.topic, "target": self.target.kind,

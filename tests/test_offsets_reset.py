@@ -7,7 +7,6 @@ lookup is query/by_time's (the one implementation of getOffsetInQueueByTime).
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
@@ -69,7 +68,8 @@ def test_plans_give_each_queue_the_offset_truth_says(store):
     assert [(r.queue_id, r.new_offset) for r in past] == [(1, queues[1]["maxOffset"])] and "clamped" in past[0].note
 
     # --to-time: a message's store time in queue 0 gives its queue offset there (an exact hit)
-    by_offset = {m["physicalOffset"]: m["storeTimestamp"] for m in load_truth(CONSUMERS / "truth.json")["truth"]["messages"]}
+    messages = load_truth(CONSUMERS / "truth.json")["truth"]["messages"]
+    by_offset = {m["physicalOffset"]: m["storeTimestamp"] for m in messages}
     queue_offset, commit_log_offset = queues[0]["entries"][len(queues[0]["entries"]) // 2][:2]
     when = by_offset[commit_log_offset]
     timed = plan_offset_reset(store, GROUP, TOPIC, ResetTarget.of(to_time=when), offset_by_time=offset_by_time)

@@ -24,7 +24,7 @@ from rmqtool.findings import Severity
 from rmqtool.store.consumer_offsets import consumer_offsets
 from rmqtool.report.records import with_human_times
 from rmqtool.report.sink import Sink, warn
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 DEFAULT = "show"
 
@@ -33,18 +33,25 @@ class _OffsetsGroup(TyperGroup):
     """``rmqtool offsets STORE ...`` runs the default command; ``rmqtool offsets reset ...`` the subcommand."""
 
     def parse_args(self, ctx, args):
-        if args and args[0] not in self.commands:
+        if not args or args[0] not in self.commands:  # none: the default's own 'Missing argument'
             args = [DEFAULT, *args]
         return super().parse_args(ctx, args)
 
 
-offsets_app = typer.Typer(cls=_OffsetsGroup, no_args_is_help=True,
+class _DefaultCommand(TyperCommand):
+    """The default command answers to ``rmqtool offsets`` (usage, errors), not ``rmqtool offsets show``."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        return super().make_context(parent.info_name, args, parent=parent.parent, **extra)
+
+
+offsets_app = typer.Typer(cls=_OffsetsGroup,
                           help="Committed consumer offsets (rmqtool offsets STORE), and resetting them (reset).")
 
 
 def register(app: typer.Typer) -> None:
     app.add_typer(offsets_app, name="offsets")
-    offsets_app.command(DEFAULT, hidden=True, epilog=examples(
+    offsets_app.command(DEFAULT, cls=_DefaultCommand, hidden=True, epilog=examples(
         "rmqtool offsets /data/store", "rmqtool offsets /data/store --group OrderConsumers -t OrderTopic",
         "rmqtool offsets /data/store -f jsonl | jq 'select(.lag_messages > 1000)'"))(offsets)
     offsets_app.command("reset", epilog=examples(

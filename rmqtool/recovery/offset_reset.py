@@ -33,9 +33,10 @@ import pathlib
 import shlex
 from typing import Callable
 
-from rmqtool.errors import CorruptData, NothingFound, StoreLocked, UsageError
+from rmqtool.errors import CorruptData, NothingFound, StoreAccessError, StoreLocked, UsageError
 from rmqtool.findings import CONSUMER_OFFSET_TABLE_INVALID, Finding
 from rmqtool.formats.config import BAK_SUFFIX, dumps_fastjson, split_topic_group
+from rmqtool.store.config import read_config_bytes
 from rmqtool.store.consumer_offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets, consumer_offsets
 from rmqtool.store.paths import CONFIG_DIR
 from rmqtool.store.view import StoreView, as_view
@@ -54,7 +55,8 @@ class ResetTarget:
     @classmethod
     def of(cls, *, to_time: int | None = None, to_offset: int | None = None, to_earliest: bool = False,
            to_latest: bool = False) -> "ResetTarget":
-        given = [t for t in (to_time is not None and cls(TIME, to_time), to_offset is not None and cls(OFFSET, to_offset),
+        given = [t for t in (to_time is not None and cls(TIME, to_time),
+                             to_offset is not None and cls(OFFSET, to_offset),
                              to_earliest and cls(EARLIEST), to_latest and cls(LATEST)) if t]
         if len(given) != 1:
             raise UsageError("give one of --to-time, --to-offset, --to-earliest, --to-latest")
@@ -218,12 +220,17 @@ def apply_offset_reset(plan: ResetPlan, backup_dir: str | os.PathLike | None = N
     if backup.exists() and (not backup.is_dir() or any(backup.iterdir())):
         raise UsageError("the backup directory exists and is not empty", backup)
     staging = backup / STAGING_DIR
-    staging.mkdir(parents=True, exist_ok=True)
     text = dumps_fastjson(plan.new_document(), pretty=True)  # string2File writes the string: no newline at the end
-    (staging / "new").write_bytes(text.encode("utf-8"))
+    previous = read_config_bytes(main) if main.is_file() else None
+    try:
+        staging.mkdir(parents=True, exist_ok=True)
+        (staging / "new").write_bytes(text.encode("utf-8"))
+        if previous is not None:
+            (staging / "bak").write_bytes(previous)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot stage the new files ({exc.strerror})", staging) from None
     changes = []
-    if main.is_file():  # string2File: the previous content, whatever it holds, becomes the .bak
-        (staging / "bak").write_bytes(main.read_bytes())
+    if previous is not None:  # string2File: the previous content, whatever it holds, becomes the .bak
         changes.append((REPLACE if bak.exists() else CREATE, str(bak), str(staging / "bak")))
     changes.append((REPLACE if main.exists() else CREATE, str(main), str(staging / "new")))
     command = shlex.join(["rmqtool", "offsets", "reset", str(root), "--group", plan.group, "--topic", plan.topic,

@@ -157,3 +157,31 @@ def test_offsets_store_still_shows_the_offsets(store):
         (t, q): o for (t, g), queues in old.items() if g == GROUP for q, o in queues.items()}
     assert "offsets reset" in run("offsets", "--help").stdout
     assert "--to-time" in run("offsets", "reset", "--help").stdout
+
+
+def test_an_apply_killed_half_way_is_finished_by_running_it_again(tmp_path):
+    """Killed after its first swap (the .bak in, the new file not): the store says so, and the
+    same command rolls the half back and applies again; undo still gives the store back."""
+    import os
+    import subprocess
+    import sys
+
+    root = writable_copy(CONSUMERS / "store", tmp_path / "store")
+    before_bytes = (root / "config" / "consumerOffset.json").read_bytes()
+    before = tree_fingerprint(root)
+    args = ["offsets", "reset", str(root), "-g", GROUP, "-t", TOPIC, "--to-latest", "--apply",
+            "--backup-dir", str(tmp_path / "backup")]
+    killed = subprocess.run([sys.executable, "-m", "rmqtool", *args], capture_output=True, text=True,
+                            env={**os.environ, "RMQTOOL_KILL_AFTER": "2"}, timeout=60)
+    assert killed.returncode == -9, killed.stderr
+    assert (root / ".rmqtool-unfinished").exists()
+    assert run("offsets", "reset", root, "-g", GROUP, "-t", TOPIC, "--to-latest").exit_code == 0  # a reader goes on
+
+    done = run(*args)
+    assert done.exit_code == 0, done.stderr
+    table = committed(root / "config" / "consumerOffset.json")
+    assert table[(TOPIC, GROUP)] == {q: v["maxOffset"] for q, v in truth_queues().items()}
+    assert (root / "config" / "consumerOffset.json.bak").read_bytes() == before_bytes
+    assert not (root / ".rmqtool-unfinished").exists()
+    assert run("undo", tmp_path / "backup").exit_code == 0
+    assert tree_fingerprint(root) == before

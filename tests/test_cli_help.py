@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from rmqtool.cli.app import app
 
-COMMANDS = [["info"], ["query"], ["verify"], ["offsets"], ["append"], ["undo"], ["findings"],
+COMMANDS = [["info"], ["query"], ["verify"], ["offsets"], ["offsets", "reset"], ["append"], ["undo"], ["findings"],
             ["dump", "commitlog"], ["dump", "consumequeue"], ["dump", "index"], ["dump", "checkpoint"],
             ["dump", "config"]]
 

@@ -26,13 +26,14 @@ DAMAGED_AT = load_truth(DAMAGED / "truth.json")["mutation"]["messagePhysicalOffs
 
 
 def leaf_commands(group=None, path=()):
-    """(name path, click command) of every command the app has, subcommands included."""
+    """(name path, click command) of every command the app has, subcommands included; a group's
+    hidden default command (`rmqtool offsets STORE`) under the group's name."""
     group = group or typer.main.get_command(app)
     for name, command in sorted(group.commands.items()):
         if hasattr(command, "commands"):
             yield from leaf_commands(command, (*path, name))
         else:
-            yield (*path, name), command
+            yield (path if command.hidden and path else (*path, name)), command
 
 
 COMMANDS = {" ".join(name): command for name, command in leaf_commands()}
@@ -45,6 +46,7 @@ EXTRA = {
     "spark export": ["--out", "{tmp}/fleet"],
     "spark query": ["--key", "k"],
     "diff": [str(V4 / "basic" / "store")],  # STORE_B: another store
+    "offsets reset": ["--group", "order_group", "--topic", "CrashTopic", "--to-latest"],
 }
 # What a damaged store (DAMAGED: a crash with one flipped body byte in its first file) gives,
 # as each command's README section documents it
@@ -53,6 +55,7 @@ ON_DAMAGED = {
     "query": ExitCode.CORRUPT,  # the message found has a bad body CRC
     "verify": ExitCode.CORRUPT,
     "offsets": ExitCode.OK,  # no consumerOffset.json: nothing to compare
+    "offsets reset": ExitCode.NOT_FOUND,  # no consumerOffset.json: the group has no offset to reset
     "check": ExitCode.OK,  # Nagios OK: the flipped byte lies in the first file, before the tail check reads
     "diff": ExitCode.CORRUPT,  # against another store: they differ
     "recover": ExitCode.CORRUPT,  # the plan changes something
@@ -213,6 +216,9 @@ def closed_pipe_argv(name: str, tmp_path: pathlib.Path) -> list[str]:
         return ["undo", str(backups[0])]
     if name == "append":  # a damaged store is refused before anything is printed: recover it first
         return [*argv(name, store, tmp_path), "--recover"]
+    if name == "offsets reset":  # the damaged store has no consumerOffset.json: one with a group's offsets
+        return argv(name, writable_copy(V4.parent / "config" / "consumers" / "store", tmp_path / "config-store"),
+                    tmp_path)
     if name in QMQ_KINDS:  # QMQ's files: a QMQ store
         return argv(name, QMQ_STORE, tmp_path)
     return argv(name, store, tmp_path)

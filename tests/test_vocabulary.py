@@ -89,6 +89,8 @@ COMMANDS = {
     "query time": ("query", STORE, "--topic", "OrderTopic", "--queue", "0", "--time", "1"),
     "verify": ("verify", CRASH),
     "offsets": ("offsets", OFFSETS_STORE),
+    "offsets reset": ("offsets", "reset", OFFSETS_STORE, "--group", "order_group", "--topic", "CrashTopic",
+                      "--to-time", "1795315660905"),
     "check": ("check", OFFSETS_STORE, "--now", "1795315400000"),
     "findings": ("findings",),
     "info": ("info", CRASH),

@@ -201,12 +201,13 @@ REPLACE = "replace"
 
 
 def apply_file_changes(root: str | os.PathLike, changes, backup_dir: str | os.PathLike | None,
-                       plan_doc: dict, command: str | None = None) -> Applied:
+                       plan_doc: dict, command: str | None = None, operation: str = "redispatch") -> Applied:
     """Swap whole files into a store (redispatch): ``changes`` are (kind, target, staged) with
     kind create, replace or delete. Every file replaced or deleted is copied into the backup
     first, with the store's listing, so that ``rmqtool undo`` gives the store back. Staged
     files in the backup's ``staging/`` are moved in (a rename: nothing half-written is ever
-    in a directory the broker loads); others are copied beside the backup, then moved."""
+    in a directory the broker loads); others are copied beside the backup, then moved.
+    ``operation``: the intent record's name for it (``offsets reset`` swaps config files too)."""
     root = pathlib.Path(root)
     holder = is_locked(StorePaths(root).lock)
     if holder is not None:
@@ -249,7 +250,7 @@ def apply_file_changes(root: str | os.PathLike, changes, backup_dir: str | os.Pa
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
     manifest = write_manifest(backup, Manifest(str(root.resolve()), created, plan_doc, tuple(entries), listing,
                                                directories))
-    intent.begin(backup, root, "redispatch", command or f"rmqtool redispatch {shlex.quote(str(root))} --apply",
+    intent.begin(backup, root, operation, command or f"rmqtool {operation} {shlex.quote(str(root))} --apply",
                  undo_command(backup))
     deleted = deleted_bytes = 0
     for kind, path, ready in moves:

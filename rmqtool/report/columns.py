@@ -189,6 +189,10 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         num("min_offset", None), num("max_offset", None), num("lag_ms", 10, 10),
         fixed("next_store_timestamp", 5, TIME), fixed("newest_store_timestamp", 11, TIME),
         text("status", 4, 80, 16), fixed("pull_status", None, 21), num("next_pull_offset", None)),
+    "offset_reset": (  # rmqtool offsets reset's plan (recovery/offset_reset.py)
+        text("group", 1, 30, 10), text("topic", 2, 30, 10), num("queue_id", 3), num("committed_offset", 4, 12),
+        num("new_offset", 5, 12), fixed("changed", 6, 7), num("min_queue_offset", 8, 12),
+        num("max_queue_offset", 7, 12), text("note", 9, 80, 16)),
     "check_measure": (
         text("store_path", 1, 40, 12), text("measure", 2, 26, 12), text("topic", 4, 30, 10), num("queue_id", 5),
         text("group", 6, 30, 10), num("value", 3, 14), fixed("unit", 7, 8), fixed("state", 0, 8), fixed("record", None)),

@@ -1,0 +1,187 @@
+"""rmqtool offsets reset: an offline resetOffsetByTime, on fixtures/config/consumers.
+
+Expected queue ranges and store times come from the base store's truth.json (the 4.9.8
+broker's own answers); committed offsets from the fixture's consumerOffset.json; the time
+lookup is query/by_time's (the one implementation of getOffsetInQueueByTime).
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import FIXTURES, load_truth
+from helpers import cli_runner, tree_fingerprint, writable_copy
+from rmqtool.cli.app import app
+from rmqtool.errors import ExitCode
+from rmqtool.formats.config import consumer_offsets as offset_table
+from rmqtool.formats.config import dumps_fastjson, loads_fastjson
+from rmqtool.query.by_time import offset_by_time
+from rmqtool.recovery.offset_reset import ResetTarget, plan_offset_reset
+from rmqtool.store.config import MAIN, read_config_file
+
+CONSUMERS = FIXTURES / "config" / "consumers"
+GROUP, TOPIC = "order_group", "CrashTopic"
+runner = cli_runner()
+
+
+def truth_queues() -> dict[int, dict]:
+    return {int(q): v for q, v in load_truth(CONSUMERS / "truth.json")["truth"]["consumeQueues"][TOPIC].items()}
+
+
+def committed(path) -> dict:
+    """(topic, group) -> {queue id: offset} of a consumerOffset.json file."""
+    return offset_table(loads_fastjson(path.read_text(encoding="utf-8")))
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """One copy of the fixture (its symlinked files copied) the module's plans read."""
+    return writable_copy(CONSUMERS / "store", tmp_path_factory.mktemp("reset") / "store")
+
+
+def test_plans_give_each_queue_the_offset_truth_says(store):
+    queues = truth_queues()
+    old = committed(CONSUMERS / "store" / "config" / "consumerOffset.json")[(TOPIC, GROUP)]
+
+    earliest = plan_offset_reset(store, GROUP, TOPIC, ResetTarget.of(to_earliest=True))
+    latest = plan_offset_reset(store, GROUP, TOPIC, ResetTarget.of(to_latest=True))
+    assert [r.queue_id for r in earliest.rows] == sorted(old)
+    for e, l in zip(earliest.rows, latest.rows):
+        assert e.committed_offset == l.committed_offset == old[e.queue_id]
+        assert (e.min_queue_offset, e.max_queue_offset) == (queues[e.queue_id]["minOffset"],
+                                                            queues[e.queue_id]["maxOffset"])
+        assert e.new_offset == queues[e.queue_id]["minOffset"] and l.new_offset == queues[e.queue_id]["maxOffset"]
+        assert e.changed == (e.new_offset != old[e.queue_id])
+
+    # --to-offset below queue 0's min and inside queue 1's range; past both maxima
+    low = queues[0]["minOffset"] - 1
+    below = {r.queue_id: r for r in plan_offset_reset(store, GROUP, TOPIC, ResetTarget.of(to_offset=low)).rows}
+    assert below[0].new_offset == queues[0]["minOffset"] and "clamped" in below[0].note
+    assert below[1].new_offset == low and "clamped" not in below[1].note
+    high = max(q["maxOffset"] for q in queues.values()) + 5
+    past = plan_offset_reset(store, GROUP, TOPIC, ResetTarget.of(to_offset=high), queue=1).rows
+    assert [(r.queue_id, r.new_offset) for r in past] == [(1, queues[1]["maxOffset"])] and "clamped" in past[0].note
+
+    # --to-time: a message's store time in queue 0 gives its queue offset there (an exact hit)
+    messages = load_truth(CONSUMERS / "truth.json")["truth"]["messages"]
+    by_offset = {m["physicalOffset"]: m["storeTimestamp"] for m in messages}
+    queue_offset, commit_log_offset = queues[0]["entries"][len(queues[0]["entries"]) // 2][:2]
+    when = by_offset[commit_log_offset]
+    timed = plan_offset_reset(store, GROUP, TOPIC, ResetTarget.of(to_time=when), offset_by_time=offset_by_time)
+    assert timed.rows[0].new_offset == queue_offset
+    assert [r.new_offset for r in timed.rows] == [offset_by_time(store, TOPIC, r.queue_id, when).queue_offset
+                                                  for r in timed.rows]
+
+
+def test_apply_writes_the_brokers_file_and_undo_puts_it_back(tmp_path):
+    root = writable_copy(CONSUMERS / "store", tmp_path / "store")
+    config = root / "config"
+    before_bytes = (config / "consumerOffset.json").read_bytes()
+    before = tree_fingerprint(root)
+    backup = tmp_path / "backup"
+
+    done = run("offsets", "reset", root, "-g", GROUP, "-t", TOPIC, "--to-earliest", "--apply", "--backup-dir", backup,
+               "-f", "jsonl")
+    assert done.exit_code == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert {r["queue_id"]: r["new_offset"] for r in rows} == {q: v["minOffset"] for q, v in truth_queues().items()}
+    assert "rmqtool undo" in done.stderr and str(backup) in done.stderr
+
+    loaded = read_config_file(config, "consumerOffset.json")  # what the broker loads now
+    assert loaded.source == MAIN and not loaded.findings
+    table = offset_table(loaded.document)
+    old = offset_table(loads_fastjson(before_bytes.decode()))
+    assert table[(TOPIC, GROUP)] == {r["queue_id"]: r["new_offset"] for r in rows}
+    assert {k: v for k, v in table.items() if k != (TOPIC, GROUP)} == {k: v for k, v in old.items()
+                                                                        if k != (TOPIC, GROUP)}
+    # fastjson's pretty form, entries in the order the broker wrote them; the old file is the .bak
+    assert (config / "consumerOffset.json").read_bytes() == dumps_fastjson(loaded.document).encode()
+    assert list(table) == list(old)
+    assert (config / "consumerOffset.json.bak").read_bytes() == before_bytes
+    assert not (config / "consumerOffset.json.tmp").exists() and not (root / ".rmqtool-unfinished").exists()
+
+    again = run("offsets", "reset", root, "-g", GROUP, "-t", TOPIC, "--to-earliest", "-f", "jsonl")
+    assert again.exit_code == 0 and not any(json.loads(line)["changed"] for line in again.stdout.splitlines())
+    assert "nothing to change" in again.stderr
+
+    undone = run("undo", backup)
+    assert undone.exit_code == 0, undone.stderr
+    assert tree_fingerprint(root) == before
+
+
+def test_a_held_store_is_refused(tmp_path):
+    from rmqtool.engine.lock import StoreLock
+
+    root = writable_copy(CONSUMERS / "store", tmp_path / "store")
+    config_before = {p.name: p.read_bytes() for p in (root / "config").iterdir()}
+    with StoreLock(root / "lock"):  # held as a running broker holds it
+        done = run("offsets", "reset", root, "-g", GROUP, "-t", TOPIC, "--to-latest", "--apply")
+    assert done.exit_code == ExitCode.LOCKED, done.stderr
+    assert "locked" in done.stderr and "Traceback" not in done.stderr
+    assert {p.name: p.read_bytes() for p in (root / "config").iterdir()} == config_before
+    assert not list(tmp_path.glob("store.recovery-*"))
+
+
+@pytest.mark.parametrize("args, code", [
+    (["-g", "nosuch_group", "-t", TOPIC, "--to-latest"], ExitCode.NOT_FOUND),
+    (["-g", GROUP, "-t", "NoSuchTopic", "--to-latest"], ExitCode.NOT_FOUND),
+    (["-g", GROUP, "-t", TOPIC, "--to-latest", "--queue", "9"], ExitCode.NOT_FOUND),
+    (["-g", GROUP, "-t", TOPIC], ExitCode.USAGE),
+    (["-g", GROUP, "-t", TOPIC, "--to-latest", "--to-earliest"], ExitCode.USAGE),
+    (["-g", GROUP, "-t", TOPIC, "--to-offset", "-1"], ExitCode.USAGE),
+    (["-g", GROUP, "-t", TOPIC, "--to-latest", "--backup-dir", "x"], ExitCode.USAGE),
+])
+def test_bad_input_is_one_line_and_its_code(store, args, code):
+    done = run("offsets", "reset", store, *args)
+    assert done.exit_code == code, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rmqtool") and not done.stdout
+
+
+def test_a_missing_store_is_8(tmp_path):
+    done = run("offsets", "reset", tmp_path / "nope", "-g", GROUP, "-t", TOPIC, "--to-latest")
+    assert done.exit_code == ExitCode.OPERATIONAL and str(tmp_path / "nope") in done.stderr
+
+
+def test_offsets_store_still_shows_the_offsets(store):
+    shown = run("offsets", store, "-g", GROUP, "-f", "jsonl")
+    assert shown.exit_code == 0, shown.stderr
+    rows = [json.loads(line) for line in shown.stdout.splitlines()]
+    old = committed(CONSUMERS / "store" / "config" / "consumerOffset.json")
+    assert {(r["topic"], r["queue_id"]): r["committed_offset"] for r in rows} == {
+        (t, q): o for (t, g), queues in old.items() if g == GROUP for q, o in queues.items()}
+    assert "offsets reset" in run("offsets", "--help").stdout
+    assert "--to-time" in run("offsets", "reset", "--help").stdout
+
+
+def test_an_apply_killed_half_way_is_finished_by_running_it_again(tmp_path):
+    """Killed after its first swap (the .bak in, the new file not): the store says so, and the
+    same command rolls the half back and applies again; undo still gives the store back."""
+    import os
+    import subprocess
+    import sys
+
+    root = writable_copy(CONSUMERS / "store", tmp_path / "store")
+    before_bytes = (root / "config" / "consumerOffset.json").read_bytes()
+    before = tree_fingerprint(root)
+    args = ["offsets", "reset", str(root), "-g", GROUP, "-t", TOPIC, "--to-latest", "--apply",
+            "--backup-dir", str(tmp_path / "backup")]
+    killed = subprocess.run([sys.executable, "-m", "rmqtool", *args], capture_output=True, text=True,
+                            env={**os.environ, "RMQTOOL_KILL_AFTER": "2"}, timeout=60)
+    assert killed.returncode == -9, killed.stderr
+    assert (root / ".rmqtool-unfinished").exists()
+    assert run("offsets", "reset", root, "-g", GROUP, "-t", TOPIC, "--to-latest").exit_code == 0  # a reader goes on
+
+    done = run(*args)
+    assert done.exit_code == 0, done.stderr
+    table = committed(root / "config" / "consumerOffset.json")
+    assert table[(TOPIC, GROUP)] == {q: v["maxOffset"] for q, v in truth_queues().items()}
+    assert (root / "config" / "consumerOffset.json.bak").read_bytes() == before_bytes
+    assert not (root / ".rmqtool-unfinished").exists()
+    assert run("undo", tmp_path / "backup").exit_code == 0
+    assert tree_fingerprint(root) == before

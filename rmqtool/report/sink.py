@@ -16,7 +16,8 @@ import orjson
 
 from rmqtool.errors import ExitCode
 from rmqtool.report.columns import select_columns, terminal_safe
-from rmqtool.report.table import TextTable
+from rmqtool.report.finding_table import FindingTable
+from rmqtool.report.table import TextTable, output_width
 
 FORMATS = ("table", "jsonl", "json")
 WRITE_BYTES = 1 << 16  # JSON output is written in pieces of about this size
@@ -123,8 +124,8 @@ class Sink:
         if select is not None and kind is None:
             from rmqtool.errors import UsageError
             raise UsageError("--columns does not apply to this output")
-        self._table = TextTable(self.stream, kind, width=width, wide=wide, select=selected,
-                                columns=columns) if fmt == "table" else None
+        self._table = _table(self.stream, kind, width=width, wide=wide, select=selected,
+                             columns=columns) if fmt == "table" else None
         self._bytes = None
 
     def row(self, obj: dict) -> None:
@@ -246,6 +247,15 @@ class Sink:
         if exc[0] is None:
             self.close()
         return False
+
+
+def _table(stream: TextIO, kind: str | None, *, width: int | None = None, wide: bool = False, select=None,
+           columns=None):
+    """The table for rows of ``kind``: findings sorted, grouped and wrapped (unless ``--columns``
+    asks for exact columns), anything else streamed as aligned columns."""
+    if kind == "finding" and select is None:
+        return FindingTable(stream, output_width(stream) if width is None else width, wide=wide)
+    return TextTable(stream, kind, width=width, wide=wide, select=select, columns=columns)
 
 
 def summary_table(rows) -> None:
@@ -374,7 +384,7 @@ def _section_table(stream: TextIO, name: str, rows: list, width: int, wide: bool
     if not all(isinstance(r, dict) for r in rows):
         stream.write(terminal_safe(dumps(rows)) + "\n")
         return
-    table = TextTable(stream, SECTION_KINDS.get(name), width=width, wide=wide)
+    table = _table(stream, SECTION_KINDS.get(name), width=width, wide=wide)
     for r in rows:
         table.row(r)
     table.close()

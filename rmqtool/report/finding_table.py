@@ -22,6 +22,7 @@ import re
 from typing import TextIO
 
 from rmqtool.report.columns import GAP, VIEWS, cell_text, display_width, terminal_safe
+from rmqtool.report.progress import erase_bars
 from rmqtool.report.wrap import wrap
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -103,6 +104,7 @@ class FindingTable:
     def close(self) -> None:
         lines = self._wide_lines() if self.wide else self._lines()
         if lines:
+            erase_bars()
             self.stream.write("\n".join(lines) + "\n")
         self.stream.flush()
 

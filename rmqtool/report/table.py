@@ -15,6 +15,7 @@ from typing import TextIO
 
 from rmqtool.report.columns import (DEFAULT_WIDTH, GAP, SIZE_FIELDS, VIEWS, Column, cell_text, cut,
                                     display_width, fit, terminal_safe)
+from rmqtool.report.progress import erase_bars
 
 SAMPLE_ROWS = 200  # rows that set the text columns' widths before the first line is printed
 CHUNK_LINES = 512  # lines written at once
@@ -167,6 +168,7 @@ class TextTable:
 
     def _write(self) -> None:
         if self._lines:
+            erase_bars()
             self.stream.write("\n".join(self._lines) + "\n")
             self._lines.clear()
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from typing import TextIO
 
 from rmqtool.report.columns import GAP, VIEWS, cell_text, display_width, terminal_safe
@@ -166,3 +167,18 @@ def _join(names: list[str], widths: dict, cells: dict) -> str:
         pad = " " * (widths[n] - display_width(s))
         parts.append(pad + s if n in RIGHT else s + pad)
     return (" " * GAP).join(parts).rstrip()
+
+
+def show_finding_id(row: dict, stream: TextIO | None = None, width: int | None = None) -> None:
+    """``rmqtool findings ID`` for people: the ID, its severity and consequence, then what it
+    means and what to do, wrapped to the width (never cut)."""
+    from rmqtool.report.table import output_width
+
+    stream = stream if stream is not None else sys.stdout
+    width = min(output_width(stream) if width is None else width, 100)
+    lines = [terminal_safe(f"{row['finding']}: {row['severity']}, consequence {row['consequence']}"), "",
+             "what it means"] + wrap(row["meaning"], width, INDENT, INDENT) + ["", "what to do"]
+    lines += wrap(row["action"], width, INDENT, INDENT)
+    erase_bars()
+    stream.write("\n".join(lines) + "\n")
+    stream.flush()

@@ -543,17 +543,3 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "timerMetricsDrift": "Nothing: the broker revises the counts itself (checkAndReviseMetrics).",
 }
 
-
-def finding_rows(finding_id: str | None = None) -> list[dict]:
-    """``rmqtool findings``' rows: every ID in the registry's order, or the one asked for
-    (UsageError naming the nearest IDs when there is no such ID)."""
-    ids = list(REGISTRY) if finding_id is None else [finding_id]
-    if finding_id is not None and finding_id not in REGISTRY:
-        import difflib
-
-        from rmqtool.errors import UsageError
-        near = difflib.get_close_matches(finding_id, REGISTRY, n=3, cutoff=0.5)
-        raise UsageError(f"no finding ID {finding_id!r}" + (f"; did you mean {', '.join(near)}?" if near else
-                                                             "; rmqtool findings lists them"))
-    return [{"finding": i, "severity": REGISTRY[i][0].value, "consequence": CONSEQUENCES[i].value,
-             "meaning": REGISTRY[i][1], "action": OPERATOR_ACTIONS[i]} for i in ids]

@@ -8,7 +8,7 @@ import typer
 from rmqtool.cli.params import examples
 
 from rmqtool.cli.common import OutputFormat, boundary
-from rmqtool.findings import finding_rows
+from rmqtool.report.finding_table import finding_rows, show_finding_id
 from rmqtool.report.sink import Sink
 
 
@@ -29,7 +29,6 @@ def findings(
     does about it (consequence), what it means and what to do; with an ID, that one finding, its text whole."""
     rows = finding_rows(finding_id)  # UsageError naming the nearest IDs when there is no such ID
     if finding_id is not None and fmt.value == "table" and columns is None:
-        from rmqtool.report.finding_table import show_finding_id
         show_finding_id(rows[0])
         return
     with Sink(fmt.value, kind="finding_id", wide=wide, select=columns, single=finding_id is not None) as sink:

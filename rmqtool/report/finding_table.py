@@ -7,11 +7,11 @@ the order the scan found them: scripts and runbooks count those.
 
 A row's first line holds the short columns; the path and the message follow, indented::
 
-    severity  finding                   consequence  count  offset
-    --------  ------------------------  -----------  -----  --------
-    error     consumeQueueUnitNoRecord  none            14  720..980
+    severity  finding                   consequence    offset
+    --------  ------------------------  -----------  --------
+    error     consumeQueueUnitNoRecord  unreachable  720..980
         store/consumequeue/CrashTopic/0/00000000000000002000
-        consume queue CrashTopic/0: unit 136 points at ... (the first of 14; -f jsonl lists each)
+        consume queue CrashTopic/0: unit 136 points at ... [14 findings like it; -f jsonl lists each]
 
 ``--wide`` prints every finding (no grouping) a line, every field, uncut.
 """
@@ -22,6 +22,8 @@ import re
 import sys
 from typing import TextIO
 
+from rmqtool.errors import UsageError
+from rmqtool.findings import CONSEQUENCES, OPERATOR_ACTIONS, REGISTRY
 from rmqtool.report.columns import GAP, VIEWS, cell_text, display_width, terminal_safe
 from rmqtool.report.progress import erase_bars
 from rmqtool.report.wrap import wrap
@@ -29,8 +31,8 @@ from rmqtool.report.wrap import wrap
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 INDENT = "    "
 # the short columns of a row's first line, in order; consequence and store_name only when they fit / exist
-HEAD = ("store_name", "severity", "finding", "consequence", "count", "offset")
-RIGHT = frozenset({"count", "offset"})
+HEAD = ("store_name", "severity", "finding", "consequence", "offset")  # every header a JSON field
+RIGHT = frozenset({"offset"})
 _DIGITS = re.compile(r"\d+")
 
 
@@ -130,7 +132,7 @@ class FindingTable:
             return []
         heads = [{"store_name": g.first.get("store_name"), "severity": g.first.get("severity"),
                   "finding": g.first.get("finding"), "consequence": g.first.get("consequence"),
-                  "count": str(g.count), "offset": g.offset_text()} for g in groups]
+                  "offset": g.offset_text()} for g in groups]
         names = [n for n in HEAD if any(h.get(n) for h in heads) or n in ("severity", "finding")]
         widths = {n: max(len(n), *(display_width(terminal_safe(h.get(n) or "")) for h in heads)) for n in names}
         if "consequence" in names and sum(widths.values()) + GAP * (len(names) - 1) > self.width:
@@ -143,7 +145,7 @@ class FindingTable:
                 lines += wrap(path, self.width, INDENT, INDENT + "  ")
             message = g.first.get("message") or ""
             if g.count > 1:
-                message += f" (the first of {g.count}; -f jsonl lists each)"
+                message += f" [{g.count} findings like it; -f jsonl lists each]"
             lines += wrap(message, self.width, INDENT, INDENT)
         return lines
 
@@ -182,3 +184,17 @@ def show_finding_id(row: dict, stream: TextIO | None = None, width: int | None =
     erase_bars()
     stream.write("\n".join(lines) + "\n")
     stream.flush()
+
+
+def finding_rows(finding_id: str | None = None) -> list[dict]:
+    """``rmqtool findings``' rows: every ID in the registry's order, or the one asked for
+    (UsageError naming the nearest IDs when there is no such ID)."""
+    ids = list(REGISTRY) if finding_id is None else [finding_id]
+    if finding_id is not None and finding_id not in REGISTRY:
+        import difflib
+
+        near = difflib.get_close_matches(finding_id, REGISTRY, n=3, cutoff=0.5)
+        raise UsageError(f"no finding ID {finding_id!r}" + (f"; did you mean {', '.join(near)}?" if near else
+                                                             "; rmqtool findings lists them"))
+    return [{"finding": i, "severity": REGISTRY[i][0].value, "consequence": CONSEQUENCES[i].value,
+             "meaning": REGISTRY[i][1], "action": OPERATOR_ACTIONS[i]} for i in ids]

@@ -16,7 +16,7 @@ import orjson
 
 from rmqtool.errors import ExitCode
 from rmqtool.report.columns import select_columns, terminal_safe
-from rmqtool.report.finding_table import FindingTable
+from rmqtool.report.finding_table import SEVERITY_ORDER, FindingTable
 from rmqtool.report.table import TextTable, output_width
 
 FORMATS = ("table", "jsonl", "json")
@@ -282,15 +282,13 @@ MAX_ECHOED_FINDINGS = 20
 
 
 def report_findings(findings, damaged: int = 0, *, echo: bool = True) -> int:
-    """The first findings as one line each on stderr (``Finding.one_line``), a count when
+    """The first findings (errors first) as one line each on stderr (``Finding.one_line``), a count when
     anything is wrong, and the exit code that calls for: 3 (CORRUPT) when ``damaged``
     records were seen or a finding is an error, else 0."""
-    errors = 0
-    for n, f in enumerate(findings):
-        if echo and n < MAX_ECHOED_FINDINGS:
+    errors = sum(f.severity.value == "error" for f in findings)
+    if echo:  # errors first, info last, as the findings tables show them
+        for f in sorted(findings, key=lambda f: SEVERITY_ORDER.get(f.severity.value, 3))[:MAX_ECHOED_FINDINGS]:
             warn(f.one_line())
-        if f.severity.value == "error":
-            errors += 1
     if echo and len(findings) > MAX_ECHOED_FINDINGS:
         warn(f"rmqtool: ... {len(findings) - MAX_ECHOED_FINDINGS} more finding(s) not shown")
     if not (damaged or errors):

@@ -53,7 +53,7 @@ def _blocks(text: str) -> list[tuple[list[str], list[str]]]:
 def missing_middle():
     """verify of a store with a middle commit log file gone: JSON Lines and the table at 80."""
     store = MISSING / "input" / "store"
-    jsonl, table = _run("verify", store, "-f", "jsonl"), _run("verify", store)
+    jsonl, table = _run("verify", store, "-f", "jsonl", "-j", 1), _run("verify", store, "-j", 1)
     return store, _rows(jsonl.stdout), jsonl.exit_code, table
 
 
@@ -111,7 +111,7 @@ def test_segment_gap_names_the_missing_file_in_its_message_and_advice(missing_mi
 
 
 def test_info_floods_of_a_clean_store_are_one_line_at_120_columns():
-    jsonl = _run("verify", TIMEKEY, "-f", "jsonl")
+    jsonl = _run("verify", TIMEKEY, "-f", "jsonl", "-j", 1)
     rows = _rows(jsonl.stdout)
     backwards = [r for r in rows if r["finding"] == "storeTimestampBackwards"]
     assert len({r["path"] for r in backwards}) > 1  # several files: still one line
@@ -127,7 +127,7 @@ def test_info_floods_of_a_clean_store_are_one_line_at_120_columns():
 
 def test_wide_prints_every_finding_and_every_text_uncut(missing_middle):
     store, rows, _code, _table = missing_middle
-    wide = _run("verify", store, "--wide")
+    wide = _run("verify", store, "--wide", "-j", 1)
     lines = wide.stdout.splitlines()
     assert len(lines) == len(rows) + 2
     for r in rows:

@@ -415,7 +415,8 @@ class Finding:
 OPERATOR_ACTIONS: dict[str, str] = {
     "segmentNameInvalid": "Move the file out of the directory; the broker ignores or trips over it.",
     "segmentSizeOdd": "The broker refuses to load it: restore the file from a backup, or salvage its records.",
-    "segmentGap": "A file is missing: restore it; messages in that range are gone otherwise.",
+    "segmentGap": "The file the message names (its base offset, 20 digits) is missing: restore it from a backup "
+                  "or the slave; the messages in that range are gone otherwise.",
     "segmentOverlap": "Two files claim the same offsets: keep the one whose records prove themselves.",
     "segmentEmpty": "Delete the empty file once no broker runs (it was created and never written).",
     "segmentUnreadable": "Check permissions and the disk (dmesg); copy the store off a failing disk.",
@@ -541,3 +542,4 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "timercheckMissing": "Restore config/timercheck from a backup before the start, or expect consumers to receive a week of timer messages again.",
     "timerMetricsDrift": "Nothing: the broker revises the counts itself (checkAndReviseMetrics).",
 }
+

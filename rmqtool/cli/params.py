@@ -58,14 +58,18 @@ def examples(*commands: str) -> str:
 
 
 def _store_root_given(ctx: typer.Context) -> pathlib.Path | None:
-    """The store the command line names so far (its STORE or PATH argument), if any."""
-    given = ctx.params.get("store") or ctx.params.get("path")
-    if given is None:
-        return None
-    path = pathlib.Path(given)
-    for candidate in (path, *path.parents):  # a path inside a store completes from that store
-        if (candidate / "consumequeue").is_dir():
-            return candidate
+    """The store the command line names so far (its STORE or PATH argument), if any.
+
+    While the shell completes ``--topic <TAB>``, click's parse stops at the option still
+    waiting for its value and leaves the positional words unassigned, in ``ctx.args``
+    (bash and zsh both get there): those are looked at too."""
+    given = [ctx.params.get(name) for name in ("store", "path", "stores", "paths")]
+    words = [w for g in given if g for w in (g if isinstance(g, (list, tuple)) else [g])]
+    for word in [*words, *ctx.args]:
+        path = pathlib.Path(word)
+        for candidate in (path, *path.parents):  # a path inside a store completes from that store
+            if (candidate / "consumequeue").is_dir():
+                return candidate
     return None
 
 

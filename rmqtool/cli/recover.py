@@ -16,6 +16,7 @@ from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.params import Semantics, check_semantics, examples
 from rmqtool.cli.sizes import SizeOptions, size_options
 from rmqtool.errors import UsageError
+from rmqtool.report.sink import warn
 
 
 def register(app: typer.Typer) -> None:
@@ -70,6 +71,9 @@ def recover(
         raise UsageError("--to, --backup-dir and --force go with --apply")
     tools = tools_at(store)  # the store's family brings its recovery model
     view = tools.open_view(store)  # the store opened once: the plan reads this view
+    if view.live is not None:  # a plan of files a broker is writing: said before it
+        warn(f"rmqtool: {view.live.root} is live: PID {view.live.pid} holds it (a running broker or writer); the "
+             f"plan is of its files as they are now, and --apply refuses a live store: stop the broker first")
     given = sizes.given()
     settings = Settings(semantics=semantics, from_checkpoint=from_checkpoint, check_crc=not no_check_crc,
                         verify_prop_crc=verify_prop_crc)

@@ -53,6 +53,10 @@ def look_up(store, ask: Lookup, trace, note) -> list:
         result = message_by_queue_offset(view, ask.topic, ask.queue, ask.queue_offset, trace=trace)
     for text in result.notes:
         note(f"rmqtool: {text}")
+    limit = DEFAULT_MAX_NUM if ask.max_num is None else ask.max_num
+    if ask.mode in ("--key", "--uniq-key") and len(result.messages) >= limit and result.more is not False:
+        note(f"rmqtool: {len(result.messages)} shown; more exist (--max {limit} kept the newest)" if result.more
+             else f"rmqtool: {len(result.messages)} shown: --max {limit} reached, more may exist")
     messages = result.messages
     if live is not None:
         messages = [m for m in messages if m.commit_log_offset < live.commit_log_end]

@@ -72,6 +72,8 @@ class KeyQueryResult:
     notes: Notes
     used_index: bool
     scanned: list[tuple[int, int | None]]  # commit log ranges scanned ([start, stop), None: to the end)
+    more: bool | None = False  # more messages match than --max kept: seen and left out (True), or the
+    # index stopped collecting at --max, as the broker does, so none could tell (None)
 
 
 def matches_key(message: Message, key: str, uniq_key_only: bool = False) -> bool:
@@ -348,15 +350,17 @@ def query_by_key(store: str | os.PathLike | StoreView, key: str, *, topic: str |
 def _scanned(reader, key, topic, begin, end, max_num, uniq_key, commit_log_end, notes, trace) -> KeyQueryResult:
     stats = _ScanStats()
     newest: collections.deque[Message] = collections.deque(maxlen=max_num)
+    seen = 0
     for message in _matching_scan(reader, reader.min_offset, commit_log_end, key, topic, begin, end, uniq_key,
                                   stats, [], trace):
         newest.append(message)
+        seen += 1
     if trace.enabled:
         trace(f"scanned the commit log: {stats.records} record(s) hold the key's bytes; {len(newest)} kept "
               f"(the newest {max_num} at most)")
     messages = list(newest)
     return KeyQueryResult(messages, {m.commit_log_offset: "scan" for m in messages}, {}, [], notes, False,
-                          [(reader.min_offset, commit_log_end)])
+                          [(reader.min_offset, commit_log_end)], more=seen > max_num)
 
 
 def _matching_scan(reader, start, stop, key, topic, begin, end, uniq_key, stats, covered, trace, *,
@@ -438,7 +442,9 @@ def _indexed(reader, states, topics, key, topic, begin, end, max_num, uniq_key, 
             dropped.append((offset, why))
             sources.pop(offset, None)
         ordered = ordered[-max_num:]
-    return KeyQueryResult([kept[o] for o in ordered], sources, candidates, dropped, notes, True, scanned)
+    more = any(why.startswith(("more than --max", "found by scanning, but older")) for _, why in dropped) or (
+        None if any(len(found) >= max_num for found in candidates.values()) else False)
+    return KeyQueryResult([kept[o] for o in ordered], sources, candidates, dropped, notes, True, scanned, more=more)
 
 
 def _read_candidates(reader: CommitLogReader, topic: str, found: list[Candidate], key: str, uniq_key: bool,

@@ -184,11 +184,12 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         num("written_end_b", None), num("messages_only_in_a", None), num("messages_only_in_b", None),
         num("messages_matched_by_uniq_key", None), fixed("store_time", None, TIME)),
     "offset": (
+        # the lag first after where it is: what an operator opens offsets for, at 80 columns too
         text("group", 1, 30, 10), text("topic", 2, 30, 10), num("queue_id", 3), num("committed_offset", 6, 12),
-        num("lag_messages", 7, 12), num("min_queue_offset", 9, 12), num("max_queue_offset", 8, 12),
-        num("min_offset", None), num("max_offset", None), num("lag_ms", 10, 10),
-        fixed("next_store_timestamp", 5, TIME), fixed("newest_store_timestamp", 11, TIME),
-        text("status", 4, 80, 16), fixed("pull_status", None, 21), num("next_pull_offset", None)),
+        num("lag_messages", 4, 12), num("min_queue_offset", 9, 12), num("max_queue_offset", 8, 12),
+        num("min_offset", None), num("max_offset", None), num("lag_ms", 7, 10),
+        fixed("next_store_timestamp", 10, TIME), fixed("newest_store_timestamp", 11, TIME),
+        text("status", 5, 80, 16), fixed("pull_status", None, 21), num("next_pull_offset", None)),
     "offset_reset": (  # rmqtool offsets reset's plan (recovery/offset_reset.py)
         text("group", 1, 30, 10), text("topic", 2, 30, 10), num("queue_id", 3), num("committed_offset", 4, 12),
         num("new_offset", 5, 12), fixed("changed", 6, 7), num("min_queue_offset", 8, 12),

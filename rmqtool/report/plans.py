@@ -5,16 +5,16 @@ from __future__ import annotations
 import collections
 import shutil
 import sys
-import textwrap
 from typing import TextIO
 
 from rmqtool.report.sink import render_document
+from rmqtool.report.wrap import wrap
 
 
 def numbered(lines: list[str], out: TextIO) -> None:
     width = min(shutil.get_terminal_size((80, 24)).columns, 100)
-    for n, line in enumerate(lines, 1):
-        out.write(textwrap.fill(line, width=width, initial_indent=f"{n:>2}. ", subsequent_indent="    ") + "\n")
+    for n, line in enumerate(lines, 1):  # a path breaks after a "/", never inside a file's name
+        out.write("\n".join(wrap(line, width, f"{n:>2}. ", "    ")) + "\n")
 
 
 def size_lines(sizes, unknown: list[str]) -> list[str]:

@@ -23,6 +23,16 @@ def progress_enabled(flag: bool | None) -> bool:
     return sys.stderr.isatty()
 
 
+_LIVE: list = []  # bars on the terminal now
+
+
+def erase_bars() -> None:
+    """Erase the bars on the terminal before a table's first line goes out: a bar redrawn
+    among table rows garbles both; from there the rows show the progress."""
+    while _LIVE:
+        _LIVE.pop().erase()
+
+
 class Progress:
     """Progress of ``total`` bytes (a scan), or of a count of items when ``total`` is None."""
 
@@ -44,6 +54,7 @@ class Progress:
             self._bar = rp.Progress(*columns, console=Console(file=sys.stderr), transient=True)
             self._bar.start()
             self._task = self._bar.add_task(description, total=total)
+            _LIVE.append(self)
         else:
             self._next = time.monotonic() + PLAIN_EVERY
 
@@ -64,10 +75,17 @@ class Progress:
         sys.stderr.write(text + "\n")
         sys.stderr.flush()
 
-    def close(self) -> None:
+    def erase(self) -> None:
+        """The bar off the terminal (rich's transient stop); later advances show nothing."""
         if self._bar is not None:
             self._bar.stop()
-        elif self.done:
+            self._bar = None
+            self._next = float("inf")
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self.erase()
+        elif self.done and self._next != float("inf"):
             self._line()
 
     def __enter__(self):

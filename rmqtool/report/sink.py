@@ -16,7 +16,8 @@ import orjson
 
 from rmqtool.errors import ExitCode
 from rmqtool.report.columns import select_columns, terminal_safe
-from rmqtool.report.table import TextTable
+from rmqtool.report.finding_table import SEVERITY_ORDER, FindingTable
+from rmqtool.report.table import TextTable, output_width
 
 FORMATS = ("table", "jsonl", "json")
 WRITE_BYTES = 1 << 16  # JSON output is written in pieces of about this size
@@ -123,8 +124,8 @@ class Sink:
         if select is not None and kind is None:
             from rmqtool.errors import UsageError
             raise UsageError("--columns does not apply to this output")
-        self._table = TextTable(self.stream, kind, width=width, wide=wide, select=selected,
-                                columns=columns) if fmt == "table" else None
+        self._table = _table(self.stream, kind, width=width, wide=wide, select=selected,
+                             columns=columns) if fmt == "table" else None
         self._bytes = None
 
     def row(self, obj: dict) -> None:
@@ -248,6 +249,15 @@ class Sink:
         return False
 
 
+def _table(stream: TextIO, kind: str | None, *, width: int | None = None, wide: bool = False, select=None,
+           columns=None):
+    """The table for rows of ``kind``: findings sorted, grouped and wrapped (unless ``--columns``
+    asks for exact columns), anything else streamed as aligned columns."""
+    if kind == "finding" and select is None:
+        return FindingTable(stream, output_width(stream) if width is None else width, wide=wide)
+    return TextTable(stream, kind, width=width, wide=wide, select=select, columns=columns)
+
+
 def summary_table(rows) -> None:
     """verify --summary: (finding, severity, count) rows as a table on stderr (stdout holds the findings)."""
     table = Sink("table", sys.stderr, title="verify summary", columns=("finding", "severity", "count"))
@@ -272,15 +282,13 @@ MAX_ECHOED_FINDINGS = 20
 
 
 def report_findings(findings, damaged: int = 0, *, echo: bool = True) -> int:
-    """The first findings as one line each on stderr (``Finding.one_line``), a count when
+    """The first findings (errors first) as one line each on stderr (``Finding.one_line``), a count when
     anything is wrong, and the exit code that calls for: 3 (CORRUPT) when ``damaged``
     records were seen or a finding is an error, else 0."""
-    errors = 0
-    for n, f in enumerate(findings):
-        if echo and n < MAX_ECHOED_FINDINGS:
+    errors = sum(f.severity.value == "error" for f in findings)
+    if echo:  # errors first, info last, as the findings tables show them
+        for f in sorted(findings, key=lambda f: SEVERITY_ORDER.get(f.severity.value, 3))[:MAX_ECHOED_FINDINGS]:
             warn(f.one_line())
-        if f.severity.value == "error":
-            errors += 1
     if echo and len(findings) > MAX_ECHOED_FINDINGS:
         warn(f"rmqtool: ... {len(findings) - MAX_ECHOED_FINDINGS} more finding(s) not shown")
     if not (damaged or errors):
@@ -374,7 +382,7 @@ def _section_table(stream: TextIO, name: str, rows: list, width: int, wide: bool
     if not all(isinstance(r, dict) for r in rows):
         stream.write(terminal_safe(dumps(rows)) + "\n")
         return
-    table = TextTable(stream, SECTION_KINDS.get(name), width=width, wide=wide)
+    table = _table(stream, SECTION_KINDS.get(name), width=width, wide=wide)
     for r in rows:
         table.row(r)
     table.close()

@@ -1,8 +1,8 @@
 """Tables for people as plain aligned text, streamed: no row waits for the last one.
 
 The first rows of a kind (up to :data:`SAMPLE_ROWS`) set how wide its text columns are
-(never wider than the kind allows, see ``columns.py``); every later row is cut to the same
-widths, so a dump of millions of rows prints as it scans, in memory that does not grow.
+(never wider than the kind allows, see ``columns.py``; with ``--wide`` as wide as they hold,
+and no cell is cut); every later row is cut to the same widths, so a dump of millions of rows prints as it scans, in memory that does not grow.
 A row of another kind starts a new table under its own header (an index file's header,
 then its entries); ``blank`` and ``corrupt`` rows in a message dump are one-line notes.
 Rendering is a few string operations a cell: no layout engine per row.
@@ -15,6 +15,7 @@ from typing import TextIO
 
 from rmqtool.report.columns import (DEFAULT_WIDTH, GAP, SIZE_FIELDS, VIEWS, Column, cell_text, cut,
                                     display_width, fit, terminal_safe)
+from rmqtool.report.progress import erase_bars
 
 SAMPLE_ROWS = 200  # rows that set the text columns' widths before the first line is printed
 CHUNK_LINES = 512  # lines written at once
@@ -144,7 +145,7 @@ class TextTable:
         for c in columns:
             if c.flex:
                 seen = max((display_width(cell_text(c.name, r.get(c.name))) for r in sample), default=0)
-                most = max(len(c.name), min(c.width, seen))
+                most = max(len(c.name), seen if self.wide else min(c.width, seen))  # --wide: never cut
                 c = dataclasses.replace(c, width=most, flex=min(c.flex, most))
             sized.append(c)
         shown = fit(tuple(sized), self.width, wide=self.wide, given=given)
@@ -160,13 +161,14 @@ class TextTable:
         for name, w, right, fmt in self._layout.cells:
             s = fmt(name, get(name))
             if not s.isascii() or len(s) > w or not s.isprintable():
-                s = cut_front(_escape(s), w) if name in self._front else cut(_escape(s), w)
+                s = _escape(s) if self.wide else cut_front(_escape(s), w) if name in self._front else cut(_escape(s), w)
             pad = w - (len(s) if s.isascii() else display_width(s))
             parts.append(" " * pad + s if right else s + " " * pad)
         return (" " * GAP).join(parts).rstrip()
 
     def _write(self) -> None:
         if self._lines:
+            erase_bars()
             self.stream.write("\n".join(self._lines) + "\n")
             self._lines.clear()
 

@@ -131,8 +131,12 @@ def discover(directory: str | os.PathLike, *, required: bool = True,
             prev = segments[i - 1]
             expected = prev.base_offset + size
             if seg.base_offset > expected:
+                missing = ", ".join(f"{o:020d}" for o in range(expected, seg.base_offset, size)[:3])
+                more = (seg.base_offset - expected) // size - 3
+                missing += f" and {more} more" if more > 0 else ""
                 findings.append(Finding(SEGMENT_GAP, str(seg.path), None,
-                                        f"gap of {seg.base_offset - expected} bytes after {prev.name}"))
+                                        f"{missing} missing: a gap of {seg.base_offset - expected} bytes "
+                                        f"between {prev.name} and {seg.path.name}"))
             elif seg.base_offset < expected:
                 findings.append(Finding(SEGMENT_OVERLAP, str(seg.path), None,
                                         f"starts {expected - seg.base_offset} bytes inside {prev.name}"))

@@ -1,0 +1,42 @@
+"""The record recover --keep-past-damage writes over a damaged one (recovery/quarantine.py
+decides where and with which fields): encoded by the engine's encoder as a message of the
+damaged record's topic, queue and queue offset, of exactly its size, that
+checkMessageAndReturnSize accepts with its CRC checks (the body CRC, and a 5.x ``__CRC32#``
+entry when the store's records carry one)."""
+from __future__ import annotations
+
+import dataclasses
+
+from rmqtool.engine.encoder import Encoder
+from rmqtool.engine.message_inner import MessageInner
+from rmqtool.formats import sysflag
+from rmqtool.recovery.quarantine import QUARANTINE_BODY, QUARANTINE_PROPERTY, Quarantine
+
+_KEPT_REASON = 120  # characters of the reason the property keeps, when the record has room for them
+
+
+def quarantine_record(q: Quarantine) -> bytes | None:
+    """The replacement record's bytes (len == q.size), or None when even a record without a
+    body and with the shortest property is longer than the damaged one."""
+    encoder = Encoder(q.store_host)
+    encoder.append_prop_crc = q.prop_crc
+    msg = MessageInner(topic=q.topic, queue_id=q.queue_id, born_timestamp=q.born_timestamp, born_host=q.born_host,
+                       store_host=q.store_host, store_timestamp=q.store_timestamp, prop_crc=q.prop_crc,
+                       # a half or rollback record stays one: it gets no queue unit, as the damaged one did not
+                       sys_flag=q.sys_flag & sysflag.TRANSACTION_MASK)
+    for reason in (_value(q.reason)[:_KEPT_REASON], "damaged"):
+        msg = dataclasses.replace(msg, properties={QUARANTINE_PROPERTY: reason}, body=b"")
+        room = q.size - encoder.prepare(msg).total_size
+        if room >= 0:
+            break
+    else:
+        return None
+    body = QUARANTINE_BODY.encode()[:room].ljust(room, b" ")
+    record = encoder.prepare(dataclasses.replace(msg, body=body))
+    assert record.total_size == q.size
+    return record.to_bytes(q.queue_offset, q.offset, q.store_timestamp)
+
+
+def _value(text: str) -> str:
+    """A property value: without the separators of the stored properties string."""
+    return text.replace("\x01", " ").replace("\x02", " ")

@@ -15,6 +15,7 @@ import dataclasses
 from rmqtool.dispatch.rules import DelayLevels
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODES, MIN_MESSAGE_LENGTH
 from rmqtool.formats.properties import PROPERTY_CRC32
+from rmqtool.formats.sysflag import INNER_BATCH_FLAG
 from rmqtool.recovery.commitlog_walk import MappedSegment, WalkOptions, walk
 from rmqtool.store.commitlog import find_record
 from rmqtool.store.message import PREFIX, RecordError, decode_message
@@ -129,6 +130,11 @@ def _quarantine(seg, pos: int, reason: str, total: int, prev_seg, prev_pos) -> Q
     if prev_seg is not None:
         with MappedSegment(prev_seg) as mapped:
             before = _decoded(mapped.buf, prev_pos, prev_seg.base_offset + prev_pos, len(mapped.buf))
+    if (record.sys_flag if record is not None else prefix[7]) & INNER_BATCH_FLAG:
+        # a batch consume queue's unit spans INNER_NUM queue offsets from INNER_BASE: a plain record in its
+        # place would shift the units after it
+        return Quarantine(**where, refusal="an inner-batch record (a batch consume queue's): a record in its place "
+                                           "cannot keep its INNER_BASE and INNER_NUM span safely")
     if record is not None:
         return _kept(where, record, "record", record.topic, record.queue_id, record.queue_offset)
     own = prefix[_PHYSICAL_OFFSET] == seg.base_offset + pos  # the header names its own offset: its fields hold

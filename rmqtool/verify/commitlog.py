@@ -36,6 +36,7 @@ from rmqtool.store.record_columns import RecordColumns, topic_queue_codes, topic
 from rmqtool.store.commitlog_end import CommitLog, segment_end
 from rmqtool.store.message import Message
 from rmqtool.store.parallel import SegmentJob, iter_parallel, segment_jobs
+from rmqtool.verify.quarantined import quarantined_records
 
 # crc column: whether a record carries a __CRC32# entry
 CRC_NONE, CRC_PRESENT, CRC_DAMAGED = 0, 1, 2
@@ -179,6 +180,7 @@ def check_segment(job: SegmentJob, delay_spec: str | None = None) -> SegmentChec
     if key_rows is None:
         key_rows = np.searchsorted(columns["offset"], key_offsets)
     key_rows = key_rows.astype(np.int32)
+    found += quarantined_records(str(seg.path), seg.base_offset, columns["offset"], columns["size"])
     return SegmentCheck(str(seg.path), seg.base_offset, seg.size, found, topic_queues, columns,
                         key_rows, key_hashes.astype(np.int32), end, full, first_ts, job.index)
 

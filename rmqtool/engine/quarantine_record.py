@@ -10,7 +10,8 @@ import dataclasses
 from rmqtool.engine.encoder import Encoder
 from rmqtool.engine.message_inner import MessageInner
 from rmqtool.formats import sysflag
-from rmqtool.recovery.quarantine import QUARANTINE_BODY, QUARANTINE_PROPERTY, Quarantine
+from rmqtool.formats.properties import PROPERTY_TAGS
+from rmqtool.recovery.quarantine import QUARANTINE_BODY, QUARANTINE_PROPERTY, QUARANTINE_TAGS, Quarantine
 
 _KEPT_REASON = 120  # characters of the reason the property keeps, when the record has room for them
 
@@ -24,8 +25,8 @@ def quarantine_record(q: Quarantine) -> bytes | None:
                        store_host=q.store_host, store_timestamp=q.store_timestamp, prop_crc=q.prop_crc,
                        # a half or rollback record stays one: it gets no queue unit, as the damaged one did not
                        sys_flag=q.sys_flag & sysflag.TRANSACTION_MASK)
-    for reason in (_value(q.reason)[:_KEPT_REASON], "damaged"):
-        msg = dataclasses.replace(msg, properties={QUARANTINE_PROPERTY: reason}, body=b"")
+    for reason in (_value(q.reason)[:_KEPT_REASON], "damaged"):  # the shorter when the record is small
+        msg = dataclasses.replace(msg, properties={PROPERTY_TAGS: QUARANTINE_TAGS, QUARANTINE_PROPERTY: reason}, body=b"")
         room = q.size - encoder.prepare(msg).total_size
         if room >= 0:
             break

@@ -21,6 +21,8 @@ from rmqtool.store.commitlog import find_record
 from rmqtool.store.message import PREFIX, RecordError, decode_message
 
 QUARANTINE_PROPERTY = "RMQTOOL_QUARANTINED"  # names the damage in the replacement record
+# its TAGS too: a consumer filtering by tag is not handed it, and verify finds it by its tagsCode
+QUARANTINE_TAGS = QUARANTINE_PROPERTY
 QUARANTINE_BODY = "rmqtool recover --keep-past-damage replaced this damaged record; the original bytes are in the " \
                   "backup directory"
 MAX_QUARANTINES = 1000  # a log damaged more often than this wants salvage, not a repair in place

@@ -180,7 +180,8 @@ def check_segment(job: SegmentJob, delay_spec: str | None = None) -> SegmentChec
     if key_rows is None:
         key_rows = np.searchsorted(columns["offset"], key_offsets)
     key_rows = key_rows.astype(np.int32)
-    found += quarantined_records(str(seg.path), seg.base_offset, columns["offset"], columns["size"])
+    found += quarantined_records(str(seg.path), seg.base_offset, columns["offset"], columns["size"],
+                                 columns["tags_code"])
     return SegmentCheck(str(seg.path), seg.base_offset, seg.size, found, topic_queues, columns,
                         key_rows, key_hashes.astype(np.int32), end, full, first_ts, job.index)
 

@@ -21,6 +21,7 @@ from rmqtool.recovery.quarantine import QUARANTINE_PROPERTY
 BASIC = V4 / "basic"
 TORN = FIXTURES / "crash-made" / "torn-middle-normal"
 BCQ_TORN = FIXTURES / "crash-made" / "bcq-torn-middle-abnormal"
+PROP_CRC = FIXTURES / "crash-made" / "prop-crc-digits"
 BODY_AT_V4 = 88  # a record's body with IPv4 hosts (fixtures/rocketmq-4.9.8/README.md's layout)
 TOTAL_SIZE_AT = 0
 
@@ -96,6 +97,7 @@ def test_plan_lists_the_damaged_record_and_what_it_keeps(basic):
 def test_apply_keeps_everything_and_a_second_plan_agrees(basic):
     assert basic["apply_code"] == 0
     assert basic["apply"]["applied"]["backup_dir"]
+    assert basic["apply"]["applied"]["recovered_end"] == basic["truth"]["truth"]["commitlog"]["maxPhyOffset"]
     cl = basic["again"]["commit_log"]
     assert cl["recovered_end"] == cl["written_end"] == basic["truth"]["truth"]["commitlog"]["maxPhyOffset"]
     assert basic["again"]["lost_messages"] == []
@@ -155,6 +157,23 @@ def test_crash_made_store_keeps_what_the_broker_drops(torn):
     cl = torn["again"]["commit_log"]
     assert cl["recovered_end"] == cl["written_end"] == v5["maxPhyOffset"]
     assert {n: [r["min_offset"], r["max_offset"]] for n, r in torn["again"]["queues"].items()} == v5["queues"]
+
+
+def test_a_5x_record_with_a_crc32_entry_and_a_v2_topic(tmp_path):
+    """prop-crc-digits (5.3.3, enabledAppendPropCRC, V2 records): with forceVerifyPropCRC the
+    walk cuts at the changed __CRC32# digit; the replacement carries a __CRC32# entry of its
+    own, which the walk checks, and the store keeps every record 5.3.3 keeps without it."""
+    truth = load_truth(PROP_CRC / "truth.json")["engines"]["5.3.3"]
+    store = writable_copy(PROP_CRC / "input" / "store", tmp_path / "store")
+    _code, plan = _json("recover", store, "--verify-prop-crc", "--keep-past-damage")
+    (q,) = plan["keep_past_damage"]["quarantined"]
+    assert q["prop_crc"] and q["fields_from"] == "record" and "refused" not in q
+    code, _ = _json("recover", store, "--verify-prop-crc", "--keep-past-damage", "--apply", "--backup-dir",
+                    tmp_path / "backup")
+    assert code == 0
+    _code, again = _json("recover", store, "--verify-prop-crc")
+    assert again["commit_log"]["recovered_end"] == again["commit_log"]["written_end"] == truth["maxPhyOffset"]
+    assert again["lost_messages"] == []
 
 
 def test_a_record_whose_extent_is_not_proven_is_refused(tmp_path):

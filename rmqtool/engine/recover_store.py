@@ -94,6 +94,8 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
                      _moved(rewrites, root, target))
     doc["applied"] = {"store_path": str(target), **(applied.to_json() if applied is not None else
                                                {"backup_dir": None, "manifest": None})}
+    if rewrites and applied is not None:  # the plan carried out is the one made after the replacement
+        doc["applied"]["recovered_end"] = applied.plan.commit_log_end
     return run
 
 

@@ -51,7 +51,8 @@ def show_recovery_plan(doc: dict, plan, fmt: str, applied: bool = False, sizes=N
             return
         out.write(f"applied to {a['store_path']}" + (f"; backup in {a['backup_dir']} (rmqtool undo "
                                                 f"{a['backup_dir']} puts it back)" if a.get("backup_dir") else "")
-                  + "\n")
+                  + (f"; after the replacement the commit log ends at {a['recovered_end']}"
+                     if "recovered_end" in a else "") + "\n")
 
 
 def _keep_lines(k: dict | None) -> list[str]:

@@ -1,6 +1,7 @@
 """The record recover --keep-past-damage writes over a damaged one (recovery/quarantine.py
 decides where and with which fields): encoded by the engine's encoder as a message of the
-damaged record's topic, queue and queue offset, of exactly its size, that
+damaged record's topic, queue and queue offset (and its TAGS, KEYS and UNIQ_KEY when it
+shows them, which its consume queue unit and index entries were made of), of exactly its size, that
 checkMessageAndReturnSize accepts with its CRC checks (the body CRC, and a 5.x ``__CRC32#``
 entry when the store's records carry one)."""
 from __future__ import annotations
@@ -10,8 +11,7 @@ import dataclasses
 from rmqtool.engine.encoder import Encoder
 from rmqtool.engine.message_inner import MessageInner
 from rmqtool.formats import sysflag
-from rmqtool.formats.properties import PROPERTY_TAGS
-from rmqtool.recovery.quarantine import QUARANTINE_BODY, QUARANTINE_PROPERTY, QUARANTINE_TAGS, Quarantine
+from rmqtool.recovery.quarantine import QUARANTINE_BODY, QUARANTINE_PROPERTY, Quarantine
 
 _KEPT_REASON = 120  # characters of the reason the property keeps, when the record has room for them
 
@@ -25,8 +25,11 @@ def quarantine_record(q: Quarantine) -> bytes | None:
                        store_host=q.store_host, store_timestamp=q.store_timestamp, prop_crc=q.prop_crc,
                        # a half or rollback record stays one: it gets no queue unit, as the damaged one did not
                        sys_flag=q.sys_flag & sysflag.TRANSACTION_MASK)
-    for reason in (_value(q.reason)[:_KEPT_REASON], "damaged"):  # the shorter when the record is small
-        msg = dataclasses.replace(msg, properties={PROPERTY_TAGS: QUARANTINE_TAGS, QUARANTINE_PROPERTY: reason}, body=b"")
+    kept = dict(q.properties)
+    # the shorter reason when the record is small; the kept properties last (the units and entries made of them
+    # then disagree with the record, which verify says)
+    for reason, properties in ((_value(q.reason)[:_KEPT_REASON], kept), ("damaged", kept), ("damaged", {})):
+        msg = dataclasses.replace(msg, properties={**properties, QUARANTINE_PROPERTY: reason}, body=b"")
         room = q.size - encoder.prepare(msg).total_size
         if room >= 0:
             break

@@ -14,15 +14,16 @@ import dataclasses
 
 from rmqtool.dispatch.rules import DelayLevels
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODES, MIN_MESSAGE_LENGTH
-from rmqtool.formats.properties import PROPERTY_CRC32
+from rmqtool.formats.properties import (PROPERTY_CRC32, PROPERTY_KEYS, PROPERTY_QUARANTINED, PROPERTY_TAGS,
+                                        PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 from rmqtool.formats.sysflag import INNER_BATCH_FLAG
 from rmqtool.recovery.commitlog_walk import MappedSegment, WalkOptions, walk
 from rmqtool.store.commitlog import find_record
 from rmqtool.store.message import PREFIX, RecordError, decode_message
 
-QUARANTINE_PROPERTY = "RMQTOOL_QUARANTINED"  # names the damage in the replacement record
-# its TAGS too: a consumer filtering by tag is not handed it, and verify finds it by its tagsCode
-QUARANTINE_TAGS = QUARANTINE_PROPERTY
+QUARANTINE_PROPERTY = PROPERTY_QUARANTINED  # names the damage in the replacement record
+# what the damaged record's consume queue unit and index entries were made of: kept, so they still match
+KEPT_PROPERTIES = (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 QUARANTINE_BODY = "rmqtool recover --keep-past-damage replaced this damaged record; the original bytes are in the " \
                   "backup directory"
 MAX_QUARANTINES = 1000  # a log damaged more often than this wants salvage, not a repair in place
@@ -47,6 +48,7 @@ class Quarantine:
     store_timestamp: int = 0
     store_host: tuple = (b"\x7f\x00\x00\x01", 0)
     prop_crc: bool = False  # the record (or its neighbour) carries a 5.x __CRC32# entry
+    properties: tuple = ()  # (name, value) of KEPT_PROPERTIES the damaged record shows
     refusal: str | None = None
 
     def to_json(self) -> dict:
@@ -56,7 +58,8 @@ class Quarantine:
             out["refused"] = self.refusal
         else:
             out.update(fields_from=self.fields_from, topic=self.topic, queue_id=self.queue_id,
-                       queue_offset=self.queue_offset, prop_crc=self.prop_crc)
+                       queue_offset=self.queue_offset, prop_crc=self.prop_crc,
+                       properties_kept=dict(self.properties))
         return out
 
 
@@ -166,4 +169,6 @@ def _kept(where: dict, source, fields_from: str, topic, queue_id, queue_offset, 
     return Quarantine(**where, fields_from=fields_from, topic=topic, queue_id=queue_id, queue_offset=queue_offset,
                       sys_flag=flag, born_timestamp=source.born_timestamp, born_host=(source.born_ip, source.born_port),
                       store_timestamp=source.store_timestamp, store_host=(source.store_ip, source.store_port),
-                      prop_crc=PROPERTY_CRC32.encode() in source.properties_raw)
+                      prop_crc=PROPERTY_CRC32.encode() in source.properties_raw,
+                      properties=tuple((k, source.properties[k]) for k in KEPT_PROPERTIES
+                                       if fields_from == "record" and k in source.properties))

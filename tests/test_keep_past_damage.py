@@ -207,3 +207,19 @@ def test_unreadable_fields_are_refused_with_a_reason(tmp_path):
     assert q["refused"] and "topic" not in q
     assert code == 3
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_a_record_too_small_for_its_replacement_is_refused():
+    """The replacement is built by the engine's encoder: a damaged record too short for its
+    topic and the property gets a reason, not bytes; one of room enough gets exactly its size."""
+    from rmqtool.engine.quarantine_record import quarantine_record
+    from rmqtool.formats.commitlog import MIN_MESSAGE_LENGTH
+    from rmqtool.recovery.quarantine import Quarantine
+    q = Quarantine("commitlog/00000000000000000000", 0, 0, MIN_MESSAGE_LENGTH + 4, "body CRC mismatch",
+                   fields_from="record", topic="OrderTopic", queue_id=1, queue_offset=7)
+    assert "has no room" in quarantine_record(q)
+    roomy = Quarantine(q.path, 0, 0, 400, q.reason, fields_from="record", topic="OrderTopic", queue_id=1,
+                       queue_offset=7, properties=(("KEYS", "k-1"),))
+    data = quarantine_record(roomy)
+    assert len(data) == 400 and int.from_bytes(data[:4], "big") == 400
+    assert QUARANTINE_PROPERTY.encode() in data and b"KEYS\x01k-1" in data

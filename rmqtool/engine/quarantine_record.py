@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from rmqtool.engine.encoder import Encoder
+from rmqtool.errors import UsageError
 from rmqtool.engine.message_inner import MessageInner
 from rmqtool.formats import sysflag
 from rmqtool.recovery.quarantine import QUARANTINE_BODY, QUARANTINE_PROPERTY, Quarantine
@@ -16,9 +17,16 @@ from rmqtool.recovery.quarantine import QUARANTINE_BODY, QUARANTINE_PROPERTY, Qu
 _KEPT_REASON = 120  # characters of the reason the property keeps, when the record has room for them
 
 
-def quarantine_record(q: Quarantine) -> bytes | None:
-    """The replacement record's bytes (len == q.size), or None when even a record without a
-    body and with the shortest property is longer than the damaged one."""
+def quarantine_record(q: Quarantine) -> bytes | str:
+    """The replacement record's bytes (len == q.size), or why there is none: a topic the
+    encoder refuses, or a damaged record too small for even the shortest property."""
+    try:
+        return _encoded(q)
+    except UsageError as exc:  # what the broker would refuse to store
+        return f"no record can take its place: {exc}"
+
+
+def _encoded(q: Quarantine) -> bytes | str:
     encoder = Encoder(q.store_host)
     encoder.append_prop_crc = q.prop_crc
     msg = MessageInner(topic=q.topic, queue_id=q.queue_id, born_timestamp=q.born_timestamp, born_host=q.born_host,
@@ -34,7 +42,7 @@ def quarantine_record(q: Quarantine) -> bytes | None:
         if room >= 0:
             break
     else:
-        return None
+        return f"a record of {q.size} bytes has no room for topic {q.topic!r} and the property"
     body = QUARANTINE_BODY.encode()[:room].ljust(room, b" ")
     record = encoder.prepare(dataclasses.replace(msg, body=body))
     assert record.total_size == q.size

@@ -121,19 +121,10 @@ def _keep_past_damage(view, plan, settings) -> tuple[dict | None, tuple]:
     from rmqtool.recovery.quarantine import plan_keep_past_damage
     if not plan.loadable or plan.outcome is None:
         return None, ()
-    kept = plan_keep_past_damage(view.commit_log_listing().segments, plan.outcome, settings)
+    kept = plan_keep_past_damage(view.commit_log_listing().segments, plan.outcome, settings, quarantine_record)
     if kept is None:
         return None, ()
-    doc = kept.to_json()
-    rewrites = []
-    for q, entry in zip(kept.quarantines, doc["quarantined"]):
-        if q.refusal is None:
-            data = quarantine_record(q)
-            if data is None:
-                entry["refused"] = f"a record of {q.size} bytes has no room for topic {q.topic!r} and the property"
-                break
-            rewrites.append(Rewrite(q.path, q.position, data))
-    return doc, tuple(rewrites)
+    return kept.to_json(), tuple(Rewrite(q.path, q.position, kept.records[q.offset]) for q in kept.replaced)
 
 
 def _moved(rewrites, root: pathlib.Path, target: pathlib.Path) -> tuple:

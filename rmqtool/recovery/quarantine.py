@@ -72,6 +72,7 @@ class KeepPastDamage:
     recovered_end_before: int
     recovered_end_after: int
     kept: dict
+    records: dict = dataclasses.field(default_factory=dict)  # offset -> the replacement's bytes
 
     @property
     def replaced(self) -> tuple[Quarantine, ...]:
@@ -83,10 +84,12 @@ class KeepPastDamage:
                 "kept_messages": sum(self.kept.values()), "kept_by_queue": dict(sorted(self.kept.items()))}
 
 
-def plan_keep_past_damage(segments, outcome, settings) -> KeepPastDamage | None:
+def plan_keep_past_damage(segments, outcome, settings, build) -> KeepPastDamage | None:
     """The records to replace, from the broker's walk (``outcome.walk``) on: each failed record
     whose extent is proven is replaced and the walk goes on after it, until it ends at the
-    written end or at a record that cannot be replaced. None: the walk fails no record."""
+    written end or at a record that cannot be replaced. ``build(quarantine)``: the bytes of
+    its replacement, or a str saying why there is none (the engine's encoder). None: the
+    walk fails no record."""
     w = outcome.walk
     if w is None or not _cut_short(w, outcome):
         return None
@@ -94,10 +97,17 @@ def plan_keep_past_damage(segments, outcome, settings) -> KeepPastDamage | None:
     delay_levels = DelayLevels()
     kept: dict[str, int] = {}
     quarantines: list[Quarantine] = []
+    records: dict[int, bytes] = {}
     last = w.last_record
     while _cut_short(w, outcome) and len(quarantines) < MAX_QUARANTINES:
         q = _quarantine(segments[w.file_index], w.position, w.reason, w.failed_size, last and segments[last[0]],
                         last and last[1])
+        if q.refusal is None:
+            data = build(q)
+            if isinstance(data, str):
+                q = dataclasses.replace(q, refusal=data)
+            else:
+                records[q.offset] = data
         quarantines.append(q)
         if q.refusal is not None:
             break
@@ -107,7 +117,7 @@ def plan_keep_past_damage(segments, outcome, settings) -> KeepPastDamage | None:
 
         w = walk(segments, w.file_index, options, delay_levels, on_record=on_record, position=w.position + q.size)
         last = w.last_record or (w.file_index, w.position)
-    return KeepPastDamage(tuple(quarantines), outcome.walk.end, w.end, kept)
+    return KeepPastDamage(tuple(quarantines), outcome.walk.end, w.end, kept, records)
 
 
 def _cut_short(w, outcome) -> bool:

@@ -33,6 +33,8 @@ PROPERTY_CLUSTER = "CLUSTER"
 PROPERTY_INNER_NUM = "INNER_NUM"
 PROPERTY_INNER_BASE = "INNER_BASE"
 PROPERTY_CRC32 = "__CRC32#"
+# not RocketMQ's: the property rmqtool recover --keep-past-damage gives a record it puts in place of a damaged one
+PROPERTY_QUARANTINED = "RMQTOOL_QUARANTINED"
 KEY_SEPARATOR = " "
 
 # bytes_to_properties: map(str.split, entries, _NAME_VALUE_REPEAT) splits every entry in C

@@ -48,6 +48,7 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "recordSizeInvalid": (Severity.ERROR, "a totalSize that cannot be right (negative, too small, past the file end)"),
     "recordLengthMismatch": (Severity.ERROR, "the record's field lengths do not add up to its totalSize"),
     "recordOffsetMismatch": (Severity.WARNING, "the record's physicalOffset field differs from where it lies"),
+    "recordQuarantined": (Severity.WARNING, "a damaged record recover --keep-past-damage replaced by one of its size"),
     "recordTruncated": (Severity.ERROR, "a record cut off by the end of its file"),
     "propertiesInvalidUtf8": (Severity.WARNING, "properties bytes that are not valid UTF-8"),
     "topicInvalidUtf8": (Severity.WARNING, "topic bytes that are not valid UTF-8"),
@@ -198,6 +199,8 @@ CONSEQUENCES: dict[str, Consequence] = {
     # commit log records: what checkMessageAndReturnSize fails cuts the log where recovery reads it
     "bodyCrcMismatch": _D, "propertyCrcMismatch": _N, "innerBatchPropertyInvalid": _D,
     "recordMagicInvalid": _D, "recordSizeInvalid": _D, "recordLengthMismatch": _D, "recordOffsetMismatch": _N,
+    # a replaced record is served as a message that says what happened: the original is in a backup only
+    "recordQuarantined": _N,
     "recordTruncated": _D, "propertiesInvalidUtf8": _N, "topicInvalidUtf8": _N, "blankRecordInvalid": _D,
     "blankRecordMissing": _D, "trailingGarbage": _N, "bodyDecompressFailed": _N, "recordTorn": _D,
     "storeNotLoadable": _W, "recoveryCutsCommitLog": _D, "messageUnreachable": _U,
@@ -261,6 +264,7 @@ RECORD_MAGIC_INVALID = "recordMagicInvalid"
 RECORD_SIZE_INVALID = "recordSizeInvalid"
 RECORD_LENGTH_MISMATCH = "recordLengthMismatch"
 RECORD_OFFSET_MISMATCH = "recordOffsetMismatch"
+RECORD_QUARANTINED = "recordQuarantined"
 RECORD_TRUNCATED = "recordTruncated"
 PROPERTIES_INVALID_UTF8 = "propertiesInvalidUtf8"
 TOPIC_INVALID_UTF8 = "topicInvalidUtf8"
@@ -429,6 +433,8 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "recordSizeInvalid": "Damaged header: the region is skipped; salvage the records after it.",
     "recordLengthMismatch": "Damaged record: salvage the records after it.",
     "recordOffsetMismatch": "The record was copied from elsewhere or damaged: check where it came from.",
+    "recordQuarantined": "Its message is gone from the store: recover the original bytes from the backup that "
+                         "recover --keep-past-damage named, and tell its consumers it was replaced.",
     "recordTruncated": "The file was cut: restore it, or accept the loss of its last record.",
     "propertiesInvalidUtf8": "Clients wrote bytes that are not UTF-8, or the record is damaged: check the producer.",
     "topicInvalidUtf8": "The topic bytes are damaged: check the record with dump.",

@@ -198,6 +198,8 @@ SCENARIOS: dict[str, Scenario] = {
     "timer-check": Scenario(TIMER_CRASH / "a-as-is", expand=True, clock=True),
     "timer-units": Scenario(TIMER_CRASH / "a-as-is", expand=True, clock=True),
     "timer-refused": Scenario(TIMER_CRASH / "a-as-is", expand=True, clock=True),
+    # a body byte flipped where 4.9.8's normal recovery reads it, then recover --keep-past-damage --apply
+    "quarantined": Scenario(FIXTURES / "crash-made" / "torn-middle-normal"),
 }
 
 
@@ -220,6 +222,16 @@ def body_crc_mismatch(d: Damage) -> At:
     at = d.record(m)
     d.patch(at.path, at.offset + BODY_AT_V4, bytes([d.read(at.path, at.offset + BODY_AT_V4, 1)[0] ^ 0xFF]))
     return at
+
+
+def record_quarantined(d: Damage) -> At:
+    """The record 4.9.8 cuts the log at (its maxPhyOffset in the truth) replaced in place."""
+    offset = d.truth["engines"]["4.9.8"]["maxPhyOffset"]
+    size = int(d.truth["sizes"][0])
+    r = cli_runner().invoke(_app(), ["recover", str(d.store), "--keep-past-damage", "--semantics", "4.9", "--apply",
+                                     "--backup-dir", str(d.store.parent / "backup")])
+    assert r.exit_code == 0, r.output
+    return At(d.store / "commitlog" / f"{offset - offset % size:020d}", offset % size)
 
 
 def record_offset_mismatch(d: Damage) -> At:
@@ -1186,6 +1198,7 @@ PRODUCERS: dict[str, Producer] = {
     f.RECORD_SIZE_INVALID: Producer("records", record_size_invalid),
     f.RECORD_LENGTH_MISMATCH: Producer("records", record_length_mismatch),
     f.RECORD_OFFSET_MISMATCH: Producer("records", record_offset_mismatch),
+    f.RECORD_QUARANTINED: Producer("quarantined", record_quarantined),
     f.RECORD_TRUNCATED: Producer("crc", record_truncated),
     f.PROPERTIES_INVALID_UTF8: Producer("records", properties_invalid_utf8),
     f.TOPIC_INVALID_UTF8: Producer("records", topic_invalid_utf8),

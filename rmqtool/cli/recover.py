@@ -24,6 +24,7 @@ def register(app: typer.Typer) -> None:
         "rmqtool recover /data/store",
         "rmqtool recover /data/store -f json | jq '.lost_messages | length'",
         "rmqtool recover /data/store --apply",
+        "rmqtool recover /data/store --keep-past-damage --apply",
         "rmqtool recover /data/store --to /data/store-repaired --apply",
         "rmqtool recover /data/store --from-checkpoint --semantics 5.3",
         "rmqtool recover /data/store --apply --broker-config /opt/rocketmq/conf/broker.conf"))(recover)
@@ -46,6 +47,9 @@ def recover(
                                                                           "__CRC32# value instead of the body CRC."),
     no_check_crc: bool = typer.Option(False, "--no-check-crc", help="checkCRCOnRecover=false: no CRC check."),
     keep_index: bool = typer.Option(False, "--keep-index", help="Keep the index files an abnormal start destroys."),
+    keep_past_damage: bool = typer.Option(False, "--keep-past-damage",
+                                          help="Replace each damaged record where recovery cuts the log by a record "
+                                               "of its size (its extent proven) so the records after it stay."),
     sizes: SizeOptions = SizeOptions(),  # --cq-size ... --assume-defaults (cli/sizes.py)
     force: bool = typer.Option(False, "--force", help="--apply in place to a store with a missing middle commit log "
                                                       "file (the broker loads it; without --force only into --to)."),
@@ -79,11 +83,12 @@ def recover(
                         verify_prop_crc=verify_prop_crc)
     flags = (["--semantics", semantics] if semantics else []) + [
         flag for flag, on in (("--from-checkpoint", from_checkpoint), ("--verify-prop-crc", verify_prop_crc),
-                              ("--no-check-crc", no_check_crc), ("--keep-index", keep_index)) if on]
+                              ("--no-check-crc", no_check_crc), ("--keep-index", keep_index),
+                              ("--keep-past-damage", keep_past_damage)) if on]
     flags += size_words(given)
     again = flags + (["--force"] if to is not None or force else [])
     request = RecoverRequest(apply=apply, to=to, force=force, backup_dir=backup_dir, settings=settings, given=given,
-                             keep_index=keep_index, again=tuple(again),
+                             keep_index=keep_index, again=tuple(again), keep_past_damage=keep_past_damage,
                              rocketmq_flags=tuple(f for f in flags + (["--force"] if force else [])
                                                   if f.startswith("--")))
     run = tools.recover(view, request)

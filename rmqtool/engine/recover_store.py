@@ -25,6 +25,7 @@ class RecoverRequest:
     given: object = None
     keep_index: bool = False
     again: tuple[str, ...] = ()
+    keep_past_damage: bool = False
     rocketmq_flags: tuple[str, ...] = ()
 
 
@@ -42,10 +43,12 @@ class RecoverRun:
 
 def recover_store(view, settings, *, given, keep_index: bool = False, apply: bool = False,
                   to: pathlib.Path | None = None, force: bool = False, backup_dir: pathlib.Path | None = None,
-                  again: tuple[str, ...] = ()) -> RecoverRun:
+                  again: tuple[str, ...] = (), keep_past_damage: bool = False) -> RecoverRun:
     """Plan the broker's restart recovery of the store ``view`` opened and, with ``apply``, carry it out in the
     sizes ``given`` where the files do not show them. ``again``: the options after the path
-    that run this again (what finishes it when it is cut short)."""
+    that run this again (what finishes it when it is cut short). ``keep_past_damage``: each
+    damaged record where the walk cuts the log, when its extent is proven, is replaced by a
+    record of its size the walk accepts (recovery/quarantine.py), so the records after it stay."""
     from rmqtool.engine.store import unknown_sizes
     from rmqtool.engine.store_sizes import store_sizes
     from rmqtool.recovery.plan import plan_recovery
@@ -54,6 +57,9 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
     missing_file_ok = to is not None or force  # a new directory is the broker's load of the store, the input kept
     plan = plan_recovery(view, settings=settings, keep_index=keep_index, missing_file_ok=missing_file_ok)
     doc = plan.to_json()
+    rewrites = ()
+    if keep_past_damage:
+        doc["keep_past_damage"], rewrites = _keep_past_damage(view, plan, settings)
     if apply and plan.semantics_undecided:
         raise UsageError(f"--apply needs --semantics: {plan.semantics_undecided}", root)
     sizes = unknown = None
@@ -79,19 +85,22 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
         return run
     target = copy_store(root, to) if to is not None else root
     run.applied = True
-    if plan.changes_nothing and unfinished is None:  # not even the lock, the abort marker or the checkpoint
+    if plan.changes_nothing and unfinished is None and not rewrites:  # not even the lock, the abort marker or the checkpoint
         doc["applied"] = {"store_path": str(target), "backup_dir": None, "manifest": None}
         run.sizes = None
         return run
     command = shlex.join(["rmqtool", "recover", str(target), *again, "--apply"])
-    applied = _apply(target, settings, keep_index, backup_dir, given, missing_file_ok, command)
+    applied = _apply(target, settings, keep_index, backup_dir, given, missing_file_ok, command,
+                     _moved(rewrites, root, target))
     doc["applied"] = {"store_path": str(target), **(applied.to_json() if applied is not None else
                                                {"backup_dir": None, "manifest": None})}
+    if rewrites and applied is not None:  # the plan carried out is the one made after the replacement
+        doc["applied"]["recovered_end"] = applied.plan.commit_log_end
     return run
 
 
 def _apply(target: pathlib.Path, settings, keep_index: bool, backup_dir, given, missing_file_ok: bool,
-           command: str):
+           command: str, rewrites=()):
     """The engine's writable open carries the plan out and dispatches again, in the sizes
     ``given`` where the files do not show them; its close writes the checkpoint and removes
     the abort file. An earlier run cut short is rolled back first (its backup's path is used
@@ -102,7 +111,28 @@ def _apply(target: pathlib.Path, settings, keep_index: bool, backup_dir, given, 
     if backup_dir is None:
         backup_dir = again
     return Store.recover(target, backup_dir=backup_dir, recovery=settings, keep_index=keep_index, sizes=given,
-                         missing_file_ok=missing_file_ok, command=command)
+                         missing_file_ok=missing_file_ok, command=command, rewrites=rewrites)
+
+
+def _keep_past_damage(view, plan, settings) -> tuple[dict | None, tuple]:
+    """--keep-past-damage: the records to replace (the plan's section) and their bytes."""
+    from rmqtool.engine.quarantine_record import quarantine_record
+    from rmqtool.recovery.apply import Rewrite
+    from rmqtool.recovery.quarantine import plan_keep_past_damage
+    if not plan.loadable or plan.outcome is None:
+        return None, ()
+    kept = plan_keep_past_damage(view.commit_log_listing().segments, plan.outcome, settings, quarantine_record)
+    if kept is None:
+        return None, ()
+    return kept.to_json(), tuple(Rewrite(q.path, q.position, kept.records[q.offset]) for q in kept.replaced)
+
+
+def _moved(rewrites, root: pathlib.Path, target: pathlib.Path) -> tuple:
+    """The rewrites of ``root``'s files as ``target``'s (--to: the copy is repaired)."""
+    import dataclasses
+    if target == root:
+        return rewrites
+    return tuple(dataclasses.replace(r, path=str(target / pathlib.Path(r.path).relative_to(root))) for r in rewrites)
 
 
 def copy_store(root: pathlib.Path, to: pathlib.Path) -> pathlib.Path:

@@ -239,7 +239,8 @@ class Store:
               index_entries: int | None = None, store_host: str | tuple | None = None, dispatch: str = "inline",
               recover: bool = False, backup_dir: str | os.PathLike | None = None, clock=None,
               recovery: RecoverySettings | None = None, keep_index: bool = False, missing_file_ok: bool = False,
-              sizes: GivenSizes | None = None, command: str | None = None, **settings) -> "Store":
+              sizes: GivenSizes | None = None, command: str | None = None, rewrites: tuple = (),
+              **settings) -> "Store":
         """Open a store. ``writable=False`` never writes and takes no lock.
 
         Sizes (commit log file size, consume queue file size, index slots and entries) are
@@ -257,7 +258,9 @@ class Store:
         ``recovery`` (the broker version's rules, forced abnormal recovery, CRC settings) and
         ``keep_index`` change the plan as ``rmqtool recover`` does; ``missing_file_ok`` recovers a
         store with a missing middle commit log file (as the broker loads it) instead of refusing
-        it. Other ``settings`` are StoreConfig fields.
+        it. ``rewrites`` (recover --keep-past-damage: damaged records replaced by records of
+        their size, ``recovery/apply.Rewrite``) are written first, in the same backup, and the
+        plan of the store they leave is carried out. Other ``settings`` are StoreConfig fields.
         """
         if flush not in ("async", "sync"):
             raise UsageError(f"flush must be async or sync, not {flush!r}")
@@ -280,6 +283,7 @@ class Store:
         store._keep_index = keep_index
         store._missing_file_ok = missing_file_ok
         store._command = command
+        store._rewrites = tuple(rewrites)
         store._clock = clock or _wall_clock_ms
         store._wall_clock = clock is None  # _put_run then reads the clock inline
         store._open_writable(given, store_host, recover, backup_dir)
@@ -367,22 +371,25 @@ class Store:
         self._put_lock = threading.Lock()
         self.delay_levels = DelayLevels(self.config.message_delay_level)
         self._lock.mark()
-        self._recover_and_create_temp_file(plan, backup_dir)
+        plan = self._recover_and_create_temp_file(plan, backup_dir)
         self._load_commit_log(plan, store_host)
         self._load_consume_queues_and_index(plan)
         self._reput(plan)
         self._start_services()
 
-    def _recover_and_create_temp_file(self, plan: RecoveryPlan, backup_dir) -> None:
-        """The plan applied (backed up first) and the abort marker made (createTempFile)."""
+    def _recover_and_create_temp_file(self, plan: RecoveryPlan, backup_dir) -> RecoveryPlan:
+        """The plan applied (backed up first) and the abort marker made (createTempFile); the
+        plan carried out is returned (with rewrites: the plan of the store they left)."""
         # from here on files change: the marker goes first, so that a failure or a kill
         # before a clean close leaves the store marked as not cleanly shut down
-        if not plan.is_empty:  # backed up, the listing taken and the intent recorded before the marker is made
+        if not plan.is_empty or self._rewrites:  # backed up, the listing taken and the intent recorded first
             self.recovery = apply_plan(plan, backup_dir, finish=False, before_change=self._write_abort_marker,
                                        command=self._command,
-                                       made_here=(paths.LOCK_FILE,) if self._made_lock else ())
-        else:
-            self._write_abort_marker()
+                                       made_here=(paths.LOCK_FILE,) if self._made_lock else (),
+                                       rewrites=self._rewrites, replan=lambda: self._plan(True))
+            return self.recovery.plan
+        self._write_abort_marker()
+        return plan
 
     def _load_commit_log(self, plan: RecoveryPlan, store_host) -> None:
         """CommitLog.load at the plan's end: the files made ahead dropped, the encoder for the

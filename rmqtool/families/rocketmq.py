@@ -42,7 +42,8 @@ class RocketMQTools:
         from rmqtool.engine.recover_store import recover_store
         return recover_store(view, request.settings, given=request.given, keep_index=request.keep_index,
                              apply=request.apply, to=request.to, force=request.force,
-                             backup_dir=request.backup_dir, again=request.again)
+                             backup_dir=request.backup_dir, again=request.again,
+                             keep_past_damage=request.keep_past_damage)
 
     def show_recover(self, run, fmt: str) -> None:
         from rmqtool.report.plans import show_recovery_plan

@@ -20,9 +20,10 @@ import shutil
 
 from rmqtool.errors import CorruptData, StoreAccessError, StoreLocked, UsageError
 import rmqtool.recovery.intent as intent
-from rmqtool.recovery.manifest import (RESTORE, COPIES_DIR, Entry, Manifest, copy_range, record_after, store_listing,
+from rmqtool.recovery.manifest import (RESTORE, REWRITE, COPIES_DIR, Entry, Manifest, copy_range, record_after, store_listing,
                                        sync_dir, write_manifest)
 from rmqtool.recovery.plan import DELETE, ZERO, Action, RecoveryPlan
+from rmqtool.findings import SEGMENT_AFTER_END
 from rmqtool.store.lock import is_locked
 from rmqtool.store.paths import StorePaths
 
@@ -70,8 +71,19 @@ def finish_apply(backup: pathlib.Path, root: pathlib.Path) -> None:
     intent.end(backup, root)
 
 
+@dataclasses.dataclass(frozen=True)
+class Rewrite:
+    """Bytes written over a range of a file before the plan's changes (recover
+    --keep-past-damage: a damaged record replaced by one of the same size); backed up as a
+    range, as a zeroed one is."""
+    path: str
+    start: int
+    data: bytes
+
+
 def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, *, finish: bool = True,
-               before_change=None, command: str | None = None, made_here: tuple[str, ...] = ()) -> Applied:
+               before_change=None, command: str | None = None, made_here: tuple[str, ...] = (),
+               rewrites: tuple[Rewrite, ...] = (), replan=None) -> Applied:
     """Back up, then carry out ``plan``. The caller holds the store lock (the engine does) or
     no one does; a store another process holds is refused. ``before_change`` is called once
     the backup and the intent record are on disk, before the first change (the engine
@@ -79,7 +91,9 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
     ``finish=False`` leaves the intent record for the caller's :func:`finish_apply`;
     ``command`` is the one that finishes an interrupted apply (default: ``rmqtool recover
     STORE --apply``); ``made_here``: names the caller made just before (the engine's lock
-    file on a store that had none), left out of the listing so that undo removes them."""
+    file on a store that had none), left out of the listing so that undo removes them.
+    ``rewrites`` are written first (backed up, in the same manifest); ``replan()`` then gives
+    the plan of the store as they left it, which is carried out in place of ``plan``."""
     root = pathlib.Path(plan.store)
     if plan.refusal:
         raise CorruptData(f"not recovered: {plan.refusal}", root)
@@ -93,7 +107,28 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
     entries = []
     listing, directories = store_listing(root)
     listing = tuple(n for n in listing if n not in made_here)
+    begun = False
+    if rewrites:
+        for i, rewrite in enumerate(rewrites):
+            path = pathlib.Path(rewrite.path)
+            copy = f"{COPIES_DIR}/r{i:04d}.bin"
+            end = rewrite.start + len(rewrite.data)
+            digest = copy_range(path, rewrite.start, end, backup / copy)
+            entries.append(Entry(REWRITE, str(path.resolve().relative_to(root.resolve())), rewrite.start, end,
+                                 digest, copy, os.stat(path).st_mode & 0o7777))
+        sync_dir(backup / COPIES_DIR)
+        _begin(root, backup, plan, entries, listing, directories, command, None)
+        begun = True
+        for rewrite in rewrites:
+            intent.step()
+            write_bytes(pathlib.Path(rewrite.path), rewrite.start, rewrite.data)
+        if replan is not None:  # before the caller's marker: the store as it was, but for the rewrites
+            plan = replan()
     actions = list(plan.actions) + _appended_later(root, plan)
+    if rewrites:  # the writer drops them (truncateDirtyFiles) even when the plan is otherwise empty
+        named = {a.path for a in actions}
+        actions += [Action(DELETE, p, 0, os.stat(p).st_size, SEGMENT_AFTER_END, "made ahead and never written")
+                    for p in plan.made_ahead if p not in named and os.path.exists(p)]
     for i, action in enumerate(actions):
         path = pathlib.Path(action.path)
         copy = f"{COPIES_DIR}/{i:04d}.bin"
@@ -106,19 +141,19 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
         entries.append(Entry(action.kind, str(path.resolve().relative_to(root.resolve())), action.start, end, digest,
                              copy, st.st_mode & 0o7777))
     sync_dir(backup / COPIES_DIR)
-    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
-    manifest = write_manifest(backup, Manifest(str(root.resolve()), created, plan.to_json(), tuple(entries),
-                                               listing, directories))
-    intent.begin(backup, root, "recover", command or f"rmqtool recover {shlex.quote(str(root))} --apply",
-                 undo_command(backup))
-    if before_change is not None:
-        intent.step()
-        before_change()
+    if begun:  # the rewrites are on disk: the manifest now names the plan's changes too
+        manifest = write_manifest(backup, Manifest(str(root.resolve()), _now(), plan.to_json(), tuple(entries),
+                                                   listing, directories))
+        if before_change is not None:
+            intent.step()
+            before_change()
+    else:
+        manifest = _begin(root, backup, plan, entries, listing, directories, command, before_change)
 
     zeroed = deleted = deleted_bytes = 0
     for entry in entries:
         path = root / entry.file
-        if entry.action == RESTORE:
+        if entry.action in (RESTORE, REWRITE):
             continue  # only kept: dispatch changes it later
         intent.step()
         if entry.action == ZERO:
@@ -131,6 +166,23 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
     if finish:
         finish_apply(backup, root)
     return Applied(plan, backup, manifest, zeroed, deleted, deleted_bytes)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _begin(root, backup, plan, entries, listing, directories, command, before_change) -> pathlib.Path:
+    """The manifest written and forced, the intent recorded, and the caller's step before the
+    first change (the engine's abort marker): nothing in the store has changed yet."""
+    manifest = write_manifest(backup, Manifest(str(root.resolve()), _now(), plan.to_json(), tuple(entries),
+                                               listing, directories))
+    intent.begin(backup, root, "recover", command or f"rmqtool recover {shlex.quote(str(root))} --apply",
+                 undo_command(backup))
+    if before_change is not None:
+        intent.step()
+        before_change()
+    return manifest
 
 
 def create_backup_dir(root: pathlib.Path, backup_dir: str | os.PathLike | None, *,
@@ -158,6 +210,20 @@ def delete_file(path: pathlib.Path) -> None:
     except OSError as exc:
         raise StoreAccessError(f"cannot delete ({exc.strerror})", path) from None
     sync_dir(path.parent)
+
+
+def write_bytes(path: pathlib.Path, start: int, data: bytes) -> None:
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot open for writing ({exc.strerror})", path) from None
+    try:
+        os.pwrite(fd, data, start)
+        os.fsync(fd)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot write ({exc.strerror})", path, start) from None
+    finally:
+        os.close(fd)
 
 
 def write_zeros(path: pathlib.Path, start: int, end: int) -> None:

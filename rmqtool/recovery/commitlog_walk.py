@@ -160,12 +160,13 @@ class MappedSegment:
 
 
 def walk(segments: list[Segment], start_index: int, options: WalkOptions, delay_levels: DelayLevels,
-         on_record=None) -> WalkEnd:
+         on_record=None, position: int = 0) -> WalkEnd:
     """The recovery walk from ``segments[start_index]`` (CommitLog.recoverNormally /
     recoverAbnormally): its ``WalkEnd.end`` is the **recovered end**, the walk's processOffset,
     where the broker's next start ends the log (``Outcome.recovered_end`` holds it).
     ``on_record(request)`` is called for each record accepted (what the broker dispatches
-    during the walk)."""
+    during the walk). ``position``: where in the start file the walk begins (the record after
+    one recover --keep-past-damage replaces; recovery itself always begins at a file's start)."""
     if not segments:
         return WalkEnd(0, 0, 0, 0, "no commit log file", None, 0)
     index = start_index
@@ -176,7 +177,7 @@ def walk(segments: list[Segment], start_index: int, options: WalkOptions, delay_
         with MappedSegment(seg) as mapped:
             buf = mapped.buf
             limit = len(buf)
-            pos = 0
+            pos = position if index == start_index else 0
             last = None  # position of the last record accepted in this file
             while True:
                 size, request, why, total = check_at(buf, pos, limit, seg.base_offset + pos, options, delay_levels)

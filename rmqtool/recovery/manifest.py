@@ -42,6 +42,7 @@ COPIES_DIR = "copies"
 FORMAT_NAME = "rmqtool-recovery-backup"
 FORMAT_VERSION = 1
 COPY_CHUNK = 1 << 22
+REWRITE = "rewrite"  # a range written over (a record --keep-past-damage replaced): put back as a zeroed one
 RESTORE = "restore"  # a whole file re-dispatching changes after the plan: put back whole
 
 

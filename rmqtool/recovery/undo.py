@@ -18,12 +18,14 @@ import shlex
 
 from rmqtool.errors import CorruptData, RepairUnfinished, StoreAccessError, StoreChangedSince, StoreLocked
 import rmqtool.recovery.intent as intent
-from rmqtool.recovery.manifest import (LOCK_NAME, digest_matches, first_change_since, nonzero_blocks,
+from rmqtool.recovery.manifest import (LOCK_NAME, REWRITE, digest_matches, first_change_since, nonzero_blocks,
                                        read_manifest, store_listing, sync_dir)
 from rmqtool.recovery.plan import ZERO
 from rmqtool.store.lock import is_locked
 from rmqtool.store.paths import StorePaths
 from rmqtool.store.unfinished import read_unfinished
+
+_RANGES = (ZERO, REWRITE)  # a range of a file put back (the others: whole files)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +61,7 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
     for entry in reversed(manifest.entries):
         intent.step()
         _restore(backup, root, entry)
-        if entry.action == ZERO:
+        if entry.action in _RANGES:
             ranges += 1
         else:
             files += 1
@@ -119,7 +121,7 @@ def _restore(backup: pathlib.Path, root: pathlib.Path, entry) -> None:
     """One manifest entry's bytes back in place: a zeroed range over the file, or a whole
     file made again (with its mode)."""
     path = root / entry.file
-    if entry.action == ZERO:
+    if entry.action in _RANGES:
         flags = os.O_WRONLY
     else:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
@@ -130,14 +132,14 @@ def _restore(backup: pathlib.Path, root: pathlib.Path, entry) -> None:
         raise StoreAccessError(f"cannot open to restore ({exc.strerror})", path) from None
     try:
         _copy_back(backup / entry.copy, fd, entry.start)
-        if entry.action != ZERO:
+        if entry.action not in _RANGES:
             os.fchmod(fd, entry.mode)
         os.fsync(fd)
     except OSError as exc:
         raise StoreAccessError(f"cannot restore ({exc.strerror})", path, entry.start) from None
     finally:
         os.close(fd)
-    if entry.action != ZERO:
+    if entry.action not in _RANGES:
         sync_dir(path.parent)
 
 

@@ -51,7 +51,30 @@ def show_recovery_plan(doc: dict, plan, fmt: str, applied: bool = False, sizes=N
             return
         out.write(f"applied to {a['store_path']}" + (f"; backup in {a['backup_dir']} (rmqtool undo "
                                                 f"{a['backup_dir']} puts it back)" if a.get("backup_dir") else "")
-                  + "\n")
+                  + (f"; after the replacement the commit log ends at {a['recovered_end']}"
+                     if "recovered_end" in a else "") + "\n")
+
+
+def _keep_lines(k: dict | None) -> list[str]:
+    """--keep-past-damage: each damaged record replaced (or refused), and what that keeps."""
+    if k is None:
+        return ["--keep-past-damage: the walk fails no record; nothing to replace"]
+    lines = []
+    for q in k["quarantined"]:
+        where = f"record at offset {q['offset']} ({q['path']} position {q['position']}, {q['size']} bytes; " \
+                f"{q['reason']})"
+        if "refused" in q:
+            lines.append(f"--keep-past-damage: not replacing the {where}: {q['refused']}; the log is cut there")
+        else:
+            lines.append(f"quarantine the {where}: a record of the same size takes its place, topic {q['topic']} "
+                         f"queue {q['queue_id']} queue offset {q['queue_offset']} (fields from {q['fields_from']}); "
+                         f"the original bytes go to the backup")
+    if k["kept_messages"]:
+        by_queue = ", ".join(f"{name} {n}" for name, n in k["kept_by_queue"].items())
+        lines.append(f"--keep-past-damage keeps {k['kept_messages']} messages the broker would drop ({by_queue}); "
+                     f"recovered end {k['recovered_end_before']} -> {k['recovered_end_after']}; the plan below is "
+                     f"the broker's without it (--apply replans after the replacement)")
+    return lines
 
 
 def _index_line(ix: dict) -> str:
@@ -91,6 +114,8 @@ def _plan_lines(doc: dict, plan) -> list[str]:
     else:
         lines.append(f"the commit log keeps every record written: its recovered end is its written end, "
                      f"{cl['recovered_end']}")
+    if "keep_past_damage" in doc:
+        lines += _keep_lines(doc["keep_past_damage"])
     for a in plan.actions:
         verb = "delete" if a.kind == "delete" else f"zero bytes [{a.start}, {a.end}) of"
         lines.append(f"{verb} {a.path} ({a.finding}: {a.message})")

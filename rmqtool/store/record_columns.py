@@ -12,7 +12,8 @@ A record that is clean but not plain is left to the Message path (its position i
 ``special``): a CRC that fails, a physicalOffset naming another place, a topic that is
 not ASCII, properties that are not well formed UTF-8 or hold a non-ASCII KEYS, UNIQ_KEY
 or TAGS value, the delay topic, an inner batch or INNER_NUM/INNER_BASE properties, a
-trailing entry shaped like a damaged ``__CRC32#``. So every finding still comes from the
+trailing entry shaped like a damaged ``__CRC32#``, the property recover --keep-past-damage
+gives the record it puts in place of a damaged one. So every finding still comes from the
 one Message path; the columns hold only records about which there is nothing to say.
 """
 from __future__ import annotations
@@ -46,6 +47,9 @@ _NAMES = {name: name.encode("ascii") for name in (props.PROPERTY_KEYS, props.PRO
 assert all(len(b) <= _NAME_HEAD.itemsize for b in _NAMES.values())
 _BATCH_NAMES = tuple(n.encode("ascii") for n in (props.PROPERTY_INNER_NUM, props.PROPERTY_INNER_BASE))
 assert all(len(b) >= _NAME_HEAD.itemsize for b in _BATCH_NAMES)  # told apart by their first 8 bytes and their length
+# and a record recover --keep-past-damage put in place: verify reports it from the Message path
+_ASIDE_NAMES = (*_BATCH_NAMES, props.PROPERTY_QUARANTINED.encode("ascii"))
+assert all(len(b) >= _NAME_HEAD.itemsize for b in _ASIDE_NAMES)
 _ZERO = ord("0")
 # the name-value separator of a trailing __CRC32# entry, counted from the properties' end
 _CRC_NV_FROM_END = len(CRC32_ENTRY_END) + CRC32_DIGITS + len(props.NAME_VALUE_SEPARATOR)
@@ -311,7 +315,7 @@ def _property_items(buf, records: CleanRecords, special: np.ndarray) -> _Propert
     i_start, i_end, i_nv, i_record = item_start[kept], item_end[kept], nv_at[kept], item_record[kept]
     name_len = i_nv - i_start
     heads = at_every_byte(data, _NAME_HEAD)[i_start]
-    for name in _BATCH_NAMES:  # a batch consume queue unit takes INNER_BASE and INNER_NUM: check_message reads them
+    for name in _ASIDE_NAMES:  # a batch consume queue unit takes INNER_BASE and INNER_NUM: check_message reads them
         special[i_record[(name_len == len(name)) & (heads == np.uint64(_head_code(name)))]] = True
     wanted = {}
     for key, name in _NAMES.items():

@@ -36,6 +36,7 @@ from rmqtool.store.record_columns import RecordColumns, topic_queue_codes, topic
 from rmqtool.store.commitlog_end import CommitLog, segment_end
 from rmqtool.store.message import Message
 from rmqtool.store.parallel import SegmentJob, iter_parallel, segment_jobs
+from rmqtool.verify.quarantined import quarantined_finding
 
 # crc column: whether a record carries a __CRC32# entry
 CRC_NONE, CRC_PRESENT, CRC_DAMAGED = 0, 1, 2
@@ -151,6 +152,9 @@ def check_segment(job: SegmentJob, delay_spec: str | None = None) -> SegmentChec
             first_ts = r.store_timestamp
         end = max(end or 0, r.position + r.store_size)
         _message_row(r, delay, tq_ids, add, keys, found)
+        quarantined = quarantined_finding(r)
+        if quarantined is not None:
+            found.append(quarantined)
     columns = {name: np.frombuffer(cols[name], dtype=np.dtype(cols[name].typecode)).astype(dtype)
                for name, dtype in COLUMNS}
     key_offsets, key_hashes = keys.arrays()

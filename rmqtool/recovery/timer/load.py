@@ -87,6 +87,9 @@ class MessageStoreAtLoad:
     queue_unit: Callable[[int, int], tuple[int, int] | None]  # (queue id, queue offset) -> (offsetPy, sizePy)
     record: Callable[[int, int], TimerRecord | None]  # getMessageByCommitOffset(offsetPy, sizePy)
     queue_ids: frozenset = frozenset({0})  # the timer topic's queues the store has
+    # units (offsetPy, sizePy, hashCodeOfRealTopic columns) whose own record lies there, all at
+    # once (store/timer/records.plain_units): ``record`` reads each of them; None: ask ``record``
+    plain: Callable | None = None
 
 
 @dataclasses.dataclass

@@ -19,6 +19,7 @@ from rmqtool.recovery.timer.next_run import TimerRun, predict_run
 from rmqtool.recovery.timer.wheel_model import WheelSlot
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.message import RecordError, decode_message
+from rmqtool.store.timer.records import plain_units
 from rmqtool.store.timer.files import TimerStore, find_timer_store
 from rmqtool.store.timer.timercheck import read_timercheck
 from rmqtool.store.timer.timerlog import TimerLog, scan_timer_log
@@ -74,7 +75,7 @@ def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
     own = reader is None
     reader = reader or CommitLogReader.of_store(root)
     try:
-        store = message_store_at_load(outcome, reader)
+        store = message_store_at_load(outcome, reader, root)
         load = simulate_timer_load(log_files, slots, checkpoint, store, now_ms, settings, metrics)
         if refusal:
             load.loadable, load.reason = False, refusal
@@ -104,7 +105,7 @@ def _checkpoint(files: TimerStore) -> TimerCheckpointData:
                                c.data_version_timestamp, c.data_version_counter)
 
 
-def message_store_at_load(outcome: Outcome | None, reader: CommitLogReader) -> MessageStoreAtLoad:
+def message_store_at_load(outcome: Outcome | None, reader: CommitLogReader, root=None) -> MessageStoreAtLoad:
     """What TimerMessageStore asks of the message store once its recovery is done: the commit
     log's range, the timer topic's queues, and records by (offset, size) as getData reads them."""
     end = outcome.recovered_end if outcome is not None else 0
@@ -137,5 +138,8 @@ def message_store_at_load(outcome: Outcome | None, reader: CommitLogReader) -> M
             return None
         return TimerRecord(offset_py, size_py, m.queue_id, m.queue_offset, dict(m.properties), m.topic)
 
+    def plain(offset_py, size_py, topic_hash):
+        return plain_units(root, offset_py, size_py, topic_hash, low, end)
+
     return MessageStoreAtLoad(low, end, (q0.min_offset, q0.max_offset) if q0 is not None else None,
-                              queue_unit, record, frozenset(models))
+                              queue_unit, record, frozenset(models), plain if root is not None else None)

@@ -24,7 +24,7 @@ from rmqtool.recovery.timer.start import TimerStart, timer_start
 from rmqtool.store.paths import CONFIG_DIR
 from rmqtool.store.timer.chain import END_LOOP
 from rmqtool.store.timer.files import TIMERLOG_DIR, TIMERWHEEL_FILE
-from rmqtool.verify.timer.records import plain_units
+from rmqtool.store.timer.records import plain_units
 
 
 def check_timer(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings = TimerSettings()) -> list[Finding]:
@@ -179,7 +179,7 @@ class TimerChecks:
             if u.offset_py + u.size_py > store.commit_log_max:
                 past.append(u)
                 continue
-            if is_plain:  # its own record: nothing to say (verify/timer/records.py)
+            if is_plain:  # its own record: nothing to say (store/timer/records.py)
                 continue
             rec = store.record(u.offset_py, u.size_py)
             why = None

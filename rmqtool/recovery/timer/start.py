@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
+import numpy as np
+
 from rmqtool.errors import FormatError, RmqError, StoreNotFound
 from rmqtool.formats.timerwheel import SLOTS_TOTAL, wheel_length
 from rmqtool.recovery.outcome import Outcome
@@ -39,6 +41,42 @@ class TimerStart:
     store: MessageStoreAtLoad
     refused: pathlib.Path | None = None  # the file the load fails on
     disk_wheel_slots: list = dataclasses.field(default_factory=list)  # WheelSlot: the used slots on disk
+    plain: "PlainUnits | None" = None  # which units point at their own record (verify asks it of the disk log)
+
+
+@dataclasses.dataclass
+class PlainUnits:
+    """store/timer/records.plain_units of the timer log on disk, computed once, and of any
+    units (COLUMNS_DTYPE rows: the run's, appended ones too) through it: a unit with the
+    position and fields of one on disk has its answer."""
+    root: pathlib.Path
+    disk_log: TimerLog
+    low: int
+    end: int
+    _disk: object = None
+
+    def disk(self):
+        """The mask over the disk log's units."""
+        if self._disk is None:
+            self._disk = self._of(self.disk_log.columns)
+        return self._disk
+
+    def _of(self, cols):
+        return plain_units(self.root, cols["offset_py"], cols["size_py"], cols["hash_code_of_real_topic"],
+                           self.low, self.end)
+
+    def __call__(self, cols):
+        if not len(self.disk_log.columns):
+            return self._of(cols)
+        rows = self.disk_log.rows_of(cols["position"])
+        disk = self.disk_log.columns[np.maximum(rows, 0)]
+        known = (rows >= 0) & (disk["offset_py"] == cols["offset_py"]) & (disk["size_py"] == cols["size_py"]) & (
+            disk["hash_code_of_real_topic"] == cols["hash_code_of_real_topic"])
+        out = np.zeros(len(cols), bool)
+        out[known] = self.disk()[rows[known]]
+        if not known.all():
+            out[~known] = self._of(cols[~known])
+        return out
 
 
 def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings = TimerSettings(),
@@ -75,7 +113,8 @@ def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
     own = reader is None
     reader = reader or CommitLogReader.of_store(root)
     try:
-        store = message_store_at_load(outcome, reader, root)
+        store = message_store_at_load(outcome, reader)
+        store.plain = plain = PlainUnits(pathlib.Path(root), disk_log, store.commit_log_min, store.commit_log_max)
         load = simulate_timer_load(log_files, slots, checkpoint, store, now_ms, settings, metrics)
         if refusal:
             load.loadable, load.reason = False, refusal
@@ -85,7 +124,7 @@ def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
             reader.close()
     if not load.loadable and refused is None:
         refused = files.timer_log_dir or pathlib.Path(root) / "timerlog"
-    return TimerStart(files, disk_log, load, run, store, refused, slots)
+    return TimerStart(files, disk_log, load, run, store, refused, slots, plain)
 
 
 def _read(path: pathlib.Path) -> bytes:
@@ -105,7 +144,7 @@ def _checkpoint(files: TimerStore) -> TimerCheckpointData:
                                c.data_version_timestamp, c.data_version_counter)
 
 
-def message_store_at_load(outcome: Outcome | None, reader: CommitLogReader, root=None) -> MessageStoreAtLoad:
+def message_store_at_load(outcome: Outcome | None, reader: CommitLogReader) -> MessageStoreAtLoad:
     """What TimerMessageStore asks of the message store once its recovery is done: the commit
     log's range, the timer topic's queues, and records by (offset, size) as getData reads them."""
     end = outcome.recovered_end if outcome is not None else 0
@@ -138,8 +177,5 @@ def message_store_at_load(outcome: Outcome | None, reader: CommitLogReader, root
             return None
         return TimerRecord(offset_py, size_py, m.queue_id, m.queue_offset, dict(m.properties), m.topic)
 
-    def plain(offset_py, size_py, topic_hash):
-        return plain_units(root, offset_py, size_py, topic_hash, low, end)
-
     return MessageStoreAtLoad(low, end, (q0.min_offset, q0.max_offset) if q0 is not None else None,
-                              queue_unit, record, frozenset(models), plain if root is not None else None)
+                              queue_unit, record, frozenset(models))

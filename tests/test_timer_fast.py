@@ -86,3 +86,34 @@ def test_model_rows_and_chains_are_read_unit_by_unit(files, heads):
     want = [walk_chain(by_unit, p, slot_index=s, read_end=model.max_offset, precision_ms=PRECISION)
             for p, s in zip(lasts, indexes)]
     assert walk_chains(model, lasts, slot_indexes=indexes, read_end=model.max_offset, precision_ms=PRECISION) == want
+
+
+# properties strings around REAL_TOPIC: duplicates, entries that only contain the name, empty
+# or non-ASCII values, a second \u0001, a trailing separator, bytes that are no UTF-8
+_pieces = st.sampled_from([b"REAL_TOPIC\x01TopicA", b"REAL_TOPIC\x01TopicB", b"REAL_TOPIC\x01", b"XREAL_TOPIC\x01C",
+                           b"REAL_TOPIC\x01T\x01x", b"REAL_TOPIC\x01\xc3\xa9t", b"UNIQ_KEY\x01AB12", b"\xff\xfe",
+                           b"KEYS\x01REAL_TOPIC\x01D", b"", b"TIMER_OUT_MS\x011800000000000"])
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(st.lists(st.tuples(st.lists(_pieces, max_size=4), st.booleans()), min_size=1, max_size=6), st.binary(max_size=3))
+def test_real_topic_hashes_read_as_the_broker_reads_properties(records, gap):
+    from rmqtool.formats.indexfile import java_string_hash
+    from rmqtool.formats.properties import bytes_to_properties
+    from rmqtool.store.timer.records import _real_topic_hashes
+    buf, starts, ends = b"", [], []
+    for pieces, trailing in records:
+        props = b"\x02".join(pieces) + (b"\x02" if trailing else b"")
+        buf += gap
+        starts.append(len(buf))
+        buf += props
+        ends.append(len(buf))
+    codes, known = _real_topic_hashes(buf, np.array(starts, np.int64), np.array(ends, np.int64), {})
+    plain = {b"REAL_TOPIC\x01TopicA", b"REAL_TOPIC\x01TopicB"}
+    for (pieces, _t), s, e, code, ok in zip(records, starts, ends, codes.tolist(), known.tolist()):
+        real = bytes_to_properties(buf[s:e])[0].get("REAL_TOPIC")
+        if ok:
+            assert real is not None and code == java_string_hash(real)
+        if sum(p in plain for p in pieces) == 1 and all(p in plain or p.startswith((b"UNIQ_KEY", b"TIMER"))
+                                                        for p in pieces):
+            assert ok  # the common record: read in bulk

@@ -9,6 +9,7 @@ them (``MessageStoreAtLoad.record``), so every finding still comes from that one
 """
 from __future__ import annotations
 
+import itertools
 import mmap
 import pathlib
 import re
@@ -41,11 +42,11 @@ def _real_topic_hashes(buf, starts: np.ndarray, ends: np.ndarray, hashes: dict) 
     known = np.zeros(len(starts), bool)
     if not len(starts):
         return codes, known
-    spans = [m.span(1) for m in _ENTRY_VALUE.finditer(buf, int(starts.min()), int(ends.max()))]
-    if not spans:
+    spans = np.fromiter(itertools.chain.from_iterable(
+        m.span(1) for m in _ENTRY_VALUE.finditer(buf, int(starts.min()), int(ends.max()))), dtype=np.int64)
+    if not len(spans):
         return codes, known
-    value_at = np.array([a for a, _b in spans], dtype=np.int64)
-    value_end = np.array([b for _a, b in spans], dtype=np.int64)
+    value_at, value_end = spans[0::2], spans[1::2]
     at = value_at - len(_REAL_TOPIC_ENTRY)
     first = np.searchsorted(at, starts, side="left")
     count = np.searchsorted(at, ends - len(_REAL_TOPIC_ENTRY), side="right") - first

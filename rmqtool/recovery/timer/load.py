@@ -27,9 +27,12 @@ import dataclasses
 import struct
 from typing import Callable
 
+import numpy as np
+
 from rmqtool.formats.timerlog import BLANK_MAGIC_CODE, UNIT_SIZE, UNIT_PRE_SIZE_FOR_MSG, is_magic_ok
 from rmqtool.recovery.timer.log_model import TimerLogFile, TimerLogModel
 from rmqtool.formats.timerwheel import SLOTS_TOTAL
+from rmqtool.store.timer.timerlog import UNIT_DTYPE
 from rmqtool.recovery.timer.wheel_model import IGNORE, TIMER_BLANK_SLOTS, WheelModel, WheelSlot
 
 TIMER_TOPIC = "rmq_sys_wheel_timer"
@@ -87,6 +90,9 @@ class MessageStoreAtLoad:
     queue_unit: Callable[[int, int], tuple[int, int] | None]  # (queue id, queue offset) -> (offsetPy, sizePy)
     record: Callable[[int, int], TimerRecord | None]  # getMessageByCommitOffset(offsetPy, sizePy)
     queue_ids: frozenset = frozenset({0})  # the timer topic's queues the store has
+    # a mask over units (COLUMNS_DTYPE rows) whose own record lies there, all at once
+    # (store/timer/records.plain_units): ``record`` reads each of them; None: ask ``record``
+    plain: Callable | None = None
 
 
 @dataclasses.dataclass
@@ -224,7 +230,7 @@ def _recover_and_revise(log: TimerLogModel, wheel: WheelModel, begin: int, check
     check_offset, reason = start, "end"
     for f in live[index:]:
         size = f.file_size if check else f.wrote
-        position, stop, reason = 0, False, "end"
+        position, stop, reason = _revise_whole_units(f, size, wheel, check), False, "end"
         while position < size:
             if position + _SCAN.size - 12 > size:  # a getInt/getLong past the buffer's limit
                 stop, reason = True, "bufferUnderflow"
@@ -249,6 +255,28 @@ def _recover_and_revise(log: TimerLogModel, wheel: WheelModel, begin: int, check
         if stop:
             break
     return check_offset, reason, start
+
+
+def _revise_whole_units(f: TimerLogFile, size: int, wheel: WheelModel, check: bool) -> int:
+    """recoverAndRevise's loop over a file's whole units (all at once) up to the first that
+    ends it (a blank; with ``check`` a unit recover does not accept): the position the loop
+    below goes on from, to say why it stops there (or to read the file's last bytes)."""
+    count = size // UNIT_SIZE
+    on_disk = min(count, -(-len(f.data) // UNIT_SIZE))
+    data = bytes(f.data[:on_disk * UNIT_SIZE])
+    raw = np.frombuffer(data + bytes(on_disk * UNIT_SIZE - len(data)), dtype=UNIT_DTYPE, count=on_disk)
+    if on_disk < count:  # past the bytes read: zero units (no unit, and with check the end)
+        raw = np.concatenate((raw, np.zeros(count - on_disk, UNIT_DTYPE)))
+    write = raw["curr_write_time"]
+    if len(write) and (np.abs(write).max() >= 1 << 62 or (write == np.iinfo(np.int64).min).any()):
+        return 0  # deliver times past a long (damage): the loop below, with Python's ints
+    ok = (raw["size"] == UNIT_SIZE) & ((raw["magic"] | 0xF) == 0xF)
+    ends = (raw["magic"] == BLANK_MAGIC_CODE) | (~ok if check else False)
+    stop = int(np.argmax(ends)) if ends.any() else count
+    rows = np.flatnonzero(ok[:stop])
+    wheel.revise_many(write[rows].astype(np.int64) + raw["delayed_time"][rows].astype(np.int64),
+                      f.from_offset + rows.astype(np.int64) * UNIT_SIZE)
+    return stop * UNIT_SIZE
 
 
 def _revise_queue_offset(log: TimerLogModel, store: MessageStoreAtLoad, process: int,

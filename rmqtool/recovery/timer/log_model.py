@@ -12,8 +12,11 @@ from __future__ import annotations
 import dataclasses
 import struct
 
+import numpy as np
+
 from rmqtool.formats.timerlog import BLANK_MAGIC_CODE, MIN_BLANK_LEN, UNIT_SIZE, UNIT_STRUCT
-from rmqtool.store.timer.timerlog import TimerLogUnit
+from rmqtool.store.timer.timerlog import (COLUMNS_DTYPE, TimerLogUnit, leading_units, row_at, rows_at, unit_links,
+                                          unit_slot_indexes)
 
 
 @dataclasses.dataclass
@@ -41,40 +44,41 @@ class TimerLogModel:
     def __init__(self, files: list[TimerLogFile]):
         self.files = sorted(files, key=lambda f: f.from_offset)
         self.file_size = self.files[0].file_size if self.files else 0
-        self._rows = None  # the readable units, indexed as store/timer's TimerLog indexes its rows
+        self._cache: dict = {}  # the readable units' columns and what chains follow: cleared by every change
 
-    # -- what store/timer/chain.walk_chain follows (TimerLog's row interface) ----------------
-    def readable_units(self) -> list[TimerLogUnit]:
-        """Every unit a rescan would accept, file by file up to each file's write position."""
-        if self._rows is None:
-            rows = []
+    # -- the rows store/timer/chain walks (as a TimerLog read from disk has them) ---------------
+    @property
+    def columns(self) -> np.ndarray:
+        """Every unit a rescan would accept, file by file up to each file's write position
+        (COLUMNS_DTYPE rows, as store/timer's TimerLog has them)."""
+        if "columns" not in self._cache:
+            parts, index, first = [], [], 0
             for f in self.live:
-                for rel in range(0, f.wrote - UNIT_SIZE + 1, UNIT_SIZE):
-                    unit = self.unit_at(f.from_offset + rel)
-                    if unit is None or not unit.readable:
-                        break
-                    rows.append(unit)
-            self._rows = (rows, {u.position: i for i, u in enumerate(rows)}, {})
-        return self._rows[0]
+                count = f.wrote // UNIT_SIZE
+                on_disk = min(count, -(-len(f.data) // UNIT_SIZE))  # past the bytes read: zeros, no unit
+                data = bytes(f.data[:on_disk * UNIT_SIZE])
+                cols = leading_units(data + bytes(on_disk * UNIT_SIZE - len(data)), f.from_offset, on_disk)
+                parts.append(cols)
+                index.append((f.from_offset, first, len(cols)))
+                first += len(cols)
+            self._cache["columns"] = np.concatenate(parts) if parts else np.empty(0, COLUMNS_DTYPE)
+            self._cache["bases"] = index
+            self._cache["file_rows"] = tuple(np.array([i[k] for i in index], dtype=np.int64) for k in range(3))
+        return self._cache["columns"]
+
+    def rows_of(self, positions) -> np.ndarray:
+        self.columns
+        return rows_at(*self._cache["file_rows"], positions)
 
     def row_of(self, position: int) -> int:
-        self.readable_units()
-        return self._rows[1].get(position, -1)
+        self.columns
+        return row_at(self._cache["bases"], position)
 
     def links(self) -> tuple[list[int], list[int], list[int]]:
-        rows = self.readable_units()
-        index, cache = self._rows[1], self._rows[2]
-        if "links" not in cache:
-            cache["links"] = ([u.position for u in rows], [u.prev_pos for u in rows],
-                              [index.get(u.prev_pos, -1) for u in rows])
-        return cache["links"]
+        return unit_links(self)
 
     def slot_indexes(self, precision_ms: int, slots: int) -> list[int]:
-        rows = self.readable_units()
-        cache = self._rows[2]
-        if (precision_ms, slots) not in cache:
-            cache[(precision_ms, slots)] = [u.slot_index(precision_ms, slots) for u in rows]
-        return cache[(precision_ms, slots)]
+        return unit_slot_indexes(self, precision_ms, slots)
 
     @property
     def live(self) -> list[TimerLogFile]:
@@ -120,7 +124,7 @@ class TimerLogModel:
                 else:
                     f.destroyed = True
                     gone.append(f)
-        self._rows = None
+        self._cache = {}
         return gone
 
     def unit_at(self, pos: int) -> TimerLogUnit | None:
@@ -156,7 +160,7 @@ class TimerLogModel:
             f.data.extend(bytes(f.wrote + len(unit) - len(f.data)))
         f.data[f.wrote:f.wrote + len(unit)] = unit
         f.wrote += len(unit)
-        self._rows = None
+        self._cache = {}
         return pos
 
     def _new_file(self) -> TimerLogFile:
@@ -164,7 +168,7 @@ class TimerLogModel:
         start = live[-1].from_offset + self.file_size if live else 0
         f = TimerLogFile(f"{start:020d}", start, self.file_size, bytearray(), wrote=0)
         self.files.append(f)
-        self._rows = None
+        self._cache = {}
         return f
 
 

@@ -16,12 +16,17 @@ The write time is the clock at start (a parameter).
 from __future__ import annotations
 
 import dataclasses
+import itertools
+
+import numpy as np
 
 from rmqtool.formats.indexfile import java_string_hash
-from rmqtool.formats.timerlog import MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL, need_delete, need_roll
+from rmqtool.formats.timerlog import MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL
 from rmqtool.recovery.timer.load import MessageStoreAtLoad, TimerLoad
 from rmqtool.recovery.timer.log_model import pack_unit
-from rmqtool.store.timer.chain import END_LOOP, Chain, walk_chain
+from rmqtool.store.timer.chain import END_LOOP, Chain
+from rmqtool.store.timer.chain import walk_chains as walk_all
+from rmqtool.store.timer.timerlog import deliver_times, units_of
 
 TIMER_OUT_MS = "TIMER_OUT_MS"
 REAL_TOPIC = "REAL_TOPIC"
@@ -76,29 +81,29 @@ def predict_run(load: TimerLoad, store: MessageStoreAtLoad, write_time_ms: int) 
     load = dataclasses.replace(load, wheel=load.wheel.fork(), log=load.log.fork())
     enqueued = _enqueue(load, store, write)
     chains = walk_chains(load, load.curr_read_time_ms)
-    reached = {p for c in chains for p in c.chain.positions}
     first_loop = next((c for c in chains if c.chain.end == END_LOOP), None)
-    stranded, dropped, skipped = [], [], []
     read_from = load.curr_read_time_ms // precision
     cp = load.checkpoint
     pending_from = cp.last_read_time_ms // precision if cp.present and cp.last_read_time_ms else read_from
-    for unit in _log_units(load):
-        due = unit.deliver_time_ms // precision
-        if due < min(read_from, pending_from) or need_delete(unit.magic) and not need_roll(unit.magic):
-            continue
-        if due < read_from:
-            skipped.append(unit)
-        elif unit.position not in reached:
-            stranded.append(unit)
-        elif store.record(unit.offset_py, unit.size_py) is None:
-            dropped.append(unit)
+    cols = load.log.columns  # every unit the log holds after load and the appends, in order
+    due = deliver_times(cols) // precision
+    magic = cols["magic"]
+    pending = np.asarray(due >= min(read_from, pending_from), dtype=bool) & ~(((magic & MAGIC_DELETE) != 0) & ((magic & MAGIC_ROLL) == 0))
+    skipped = pending & np.asarray(due < read_from, dtype=bool)
+    reached = np.zeros(len(cols), bool)
+    walked = np.fromiter(itertools.chain.from_iterable(c.chain.positions for c in chains), dtype=np.int64)
+    rows = load.log.rows_of(walked)
+    reached[rows[rows >= 0]] = True
+    stranded = pending & ~skipped & ~reached
+    dropped = pending & ~skipped & reached
+    if store.plain is not None and dropped.any():  # their own record there: readable (the rest read one by one)
+        at = np.flatnonzero(dropped)
+        dropped[at[store.plain(cols[at])]] = False
+    dropped[np.flatnonzero(dropped)] = [store.record(o, n) is None for o, n in
+                                        zip(cols["offset_py"][dropped].tolist(), cols["size_py"][dropped].tolist())]
     walked_again = sum(len(c.chain.positions) for c in chains if c.time_ms < write)
-    return TimerRun(write, load, enqueued, chains, first_loop, stranded, skipped, dropped, walked_again)
-
-
-def _log_units(load: TimerLoad):
-    """Every unit the log holds after load and the appends, in order."""
-    return load.log.readable_units()
+    return TimerRun(write, load, enqueued, chains, first_loop, units_of(cols, np.flatnonzero(stranded)),
+                    units_of(cols, np.flatnonzero(skipped)), units_of(cols, np.flatnonzero(dropped)), walked_again)
 
 
 def _enqueue(load: TimerLoad, store: MessageStoreAtLoad, write: int) -> list[Enqueued]:
@@ -148,15 +153,13 @@ def _do_enqueue(load: TimerLoad, record, delayed: int, write: int, window: int, 
 
 def walk_chains(load: TimerLoad, from_ms: int | None = None) -> list[SlotChain]:
     """Every slot getSlot answers from ``from_ms`` on (every used slot when None), walked as
-    dequeue walks it (up to the log's read position), by time."""
+    dequeue walks it (up to the log's read position), by time: all at once
+    (store/timer/chain.walk_chains)."""
     precision = load.settings.precision_ms
     wheel = load.wheel
-    out = []
-    for s in sorted(wheel.used(), key=lambda s: (s.time_value, s.index)):
-        if from_ms is not None and (s.time_value < from_ms // precision
-                                    or wheel.slot_index(s.time_value * precision) != s.index):
-            continue
-        chain = walk_chain(load.log, s.last_pos, slot_index=s.index, read_end=load.log.max_offset,
-                           precision_ms=precision)
-        out.append(SlotChain(s.index, s.time_value * precision, chain))
-    return out
+    slots = [s for s in sorted(wheel.used(), key=lambda s: (s.time_value, s.index))
+             if from_ms is None or (s.time_value >= from_ms // precision
+                                    and wheel.slot_index(s.time_value * precision) == s.index)]
+    chains = walk_all(load.log, [s.last_pos for s in slots], slot_indexes=[s.index for s in slots],
+                      read_end=load.log.max_offset, precision_ms=precision)
+    return [SlotChain(s.index, s.time_value * precision, chain) for s, chain in zip(slots, chains)]

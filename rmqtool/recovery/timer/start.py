@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
+import numpy as np
+
 from rmqtool.errors import FormatError, RmqError, StoreNotFound
 from rmqtool.formats.timerwheel import SLOTS_TOTAL, wheel_length
 from rmqtool.recovery.outcome import Outcome
@@ -19,6 +21,7 @@ from rmqtool.recovery.timer.next_run import TimerRun, predict_run
 from rmqtool.recovery.timer.wheel_model import WheelSlot
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.message import RecordError, decode_message
+from rmqtool.store.timer.records import plain_units
 from rmqtool.store.timer.files import TimerStore, find_timer_store
 from rmqtool.store.timer.timercheck import read_timercheck
 from rmqtool.store.timer.timerlog import TimerLog, scan_timer_log
@@ -38,6 +41,42 @@ class TimerStart:
     store: MessageStoreAtLoad
     refused: pathlib.Path | None = None  # the file the load fails on
     disk_wheel_slots: list = dataclasses.field(default_factory=list)  # WheelSlot: the used slots on disk
+    plain: "PlainUnits | None" = None  # which units point at their own record (verify asks it of the disk log)
+
+
+@dataclasses.dataclass
+class PlainUnits:
+    """store/timer/records.plain_units of the timer log on disk, computed once, and of any
+    units (COLUMNS_DTYPE rows: the run's, appended ones too) through it: a unit with the
+    position and fields of one on disk has its answer."""
+    root: pathlib.Path
+    disk_log: TimerLog
+    low: int
+    end: int
+    _disk: object = None
+
+    def disk(self):
+        """The mask over the disk log's units."""
+        if self._disk is None:
+            self._disk = self._of(self.disk_log.columns)
+        return self._disk
+
+    def _of(self, cols):
+        return plain_units(self.root, cols["offset_py"], cols["size_py"], cols["hash_code_of_real_topic"],
+                           self.low, self.end)
+
+    def __call__(self, cols):
+        if not len(self.disk_log.columns):
+            return self._of(cols)
+        rows = self.disk_log.rows_of(cols["position"])
+        disk = self.disk_log.columns[np.maximum(rows, 0)]
+        known = (rows >= 0) & (disk["offset_py"] == cols["offset_py"]) & (disk["size_py"] == cols["size_py"]) & (
+            disk["hash_code_of_real_topic"] == cols["hash_code_of_real_topic"])
+        out = np.zeros(len(cols), bool)
+        out[known] = self.disk()[rows[known]]
+        if not known.all():
+            out[~known] = self._of(cols[~known])
+        return out
 
 
 def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings = TimerSettings(),
@@ -75,6 +114,7 @@ def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
     reader = reader or CommitLogReader.of_store(root)
     try:
         store = message_store_at_load(outcome, reader)
+        store.plain = plain = PlainUnits(pathlib.Path(root), disk_log, store.commit_log_min, store.commit_log_max)
         load = simulate_timer_load(log_files, slots, checkpoint, store, now_ms, settings, metrics)
         if refusal:
             load.loadable, load.reason = False, refusal
@@ -84,7 +124,7 @@ def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
             reader.close()
     if not load.loadable and refused is None:
         refused = files.timer_log_dir or pathlib.Path(root) / "timerlog"
-    return TimerStart(files, disk_log, load, run, store, refused, slots)
+    return TimerStart(files, disk_log, load, run, store, refused, slots, plain)
 
 
 def _read(path: pathlib.Path) -> bytes:

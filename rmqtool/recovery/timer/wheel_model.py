@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from rmqtool.formats.timerwheel import SLOTS_TOTAL, slot_index, time_value
+from rmqtool.store.timer.timerlog import java_div, slot_indexes_of
 
 TIMER_BLANK_SLOTS = 60  # TimerMessageStore.TIMER_BLANK_SLOTS: the read-time floor's margin
 IGNORE = -2  # TimerWheel.IGNORE: reviseSlot leaves that field alone
@@ -40,7 +43,8 @@ class WheelModel:
 
     def __init__(self, slots, precision_ms: int = 1000):
         self.precision_ms = precision_ms
-        self.slots: dict[int, WheelSlot] = {s.index: dataclasses.replace(s) for s in slots}
+        self.slots: dict[int, WheelSlot] = {s.index: WheelSlot(s.index, s.time_value, s.first_pos, s.last_pos, s.num, s.magic)
+                                            for s in slots}
 
     def slot_index(self, time_ms: int) -> int:
         return slot_index(time_ms, self.precision_ms)
@@ -78,6 +82,34 @@ class WheelModel:
                 s.first_pos = first_pos
             if last_pos != IGNORE:
                 s.last_pos = last_pos
+
+    def revise_many(self, times_ms: np.ndarray, positions: np.ndarray) -> None:
+        """``revise_slot(t, IGNORE, p, True)`` for each (time, position), in order, all at once:
+        of a slot's revisions only the last run of one time counts (its first position becomes
+        firstPos unless the slot held that time before the run), and the last gives lastPos."""
+        if not len(times_ms):
+            return
+        index = slot_indexes_of(times_ms, self.precision_ms)
+        value = java_div(np.asarray(times_ms, dtype=np.int64), self.precision_ms)
+        order = np.argsort(index, kind="stable")  # each slot's revisions, in scan order
+        index, value, times, positions = index[order], value[order], np.asarray(times_ms)[order], positions[order]
+        n = len(index)
+        new_slot = np.ones(n, bool)
+        new_slot[1:] = index[1:] != index[:-1]
+        new_run = new_slot.copy()
+        new_run[1:] |= value[1:] != value[:-1]
+        at = np.arange(n)
+        slot_start = np.maximum.accumulate(np.where(new_slot, at, 0))
+        run_start = np.maximum.accumulate(np.where(new_run, at, 0))
+        last = np.flatnonzero(np.append(new_slot[1:], True))
+        for i, whole, first, time_ms, last_pos in zip(last.tolist(), (run_start[last] == slot_start[last]).tolist(),
+                                                      positions[run_start[last]].tolist(), times[last].tolist(),
+                                                      positions[last].tolist()):
+            s = self._raw(time_ms)
+            if whole and s.time_value == int(value[i]):
+                s.last_pos = last_pos
+            else:
+                self.put_slot(time_ms, first, last_pos)
 
     def _matching(self, time_start_ms: int):
         """The slots getSlot answers for the 2 x slotsTotal times from time_start_ms on."""

@@ -141,53 +141,32 @@ class TimerLog:
         last = self.files[-1]
         return last.base_offset + max(last.file_size, self.file_size or 0)
 
+    def _file_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if "file_rows" not in self._cache:
+            self._cache["file_rows"] = tuple(np.array(v, dtype=np.int64) for v in (
+                [f.base_offset for f in self.files], [f.first_unit for f in self.files],
+                [f.unit_count for f in self.files]))
+        return self._cache["file_rows"]
+
     def rows_of(self, positions: np.ndarray) -> np.ndarray:
         """The row in ``columns`` of the readable unit at each log position; -1 where there is
         none (-1 itself, a position between units, past a file's readable units, no file)."""
-        positions = np.asarray(positions, dtype=np.int64)
-        rows = np.full(positions.shape, -1, dtype=np.int64)
-        if not self.files:
-            return rows
-        bases = np.array([f.base_offset for f in self.files], dtype=np.int64)
-        firsts = np.array([f.first_unit for f in self.files], dtype=np.int64)
-        counts = np.array([f.unit_count for f in self.files], dtype=np.int64)
-        which = np.searchsorted(bases, positions, side="right") - 1
-        inside = (positions >= 0) & (which >= 0)
-        which = np.where(inside, which, 0)
-        rel = positions - bases[which]
-        unit = rel // UNIT_SIZE
-        ok = inside & (rel % UNIT_SIZE == 0) & (unit < counts[which])
-        rows[ok] = firsts[which[ok]] + unit[ok]
-        return rows
+        return rows_at(*self._file_rows(), positions)
 
     def row_of(self, position: int) -> int:
         """rows_of for one position, without numpy's per-call cost (a chain walk asks it once a chain)."""
         if "bases" not in self._cache:
-            self._cache["bases"] = [f.base_offset for f in self.files]
-        bases = self._cache["bases"]
-        i = bisect.bisect_right(bases, position) - 1
-        if position < 0 or i < 0:
-            return -1
-        f = self.files[i]
-        rel = position - f.base_offset
-        return f.first_unit + rel // UNIT_SIZE if rel % UNIT_SIZE == 0 and rel // UNIT_SIZE < f.unit_count else -1
+            self._cache["bases"] = [(f.base_offset, f.first_unit, f.unit_count) for f in self.files]
+        return row_at(self._cache["bases"], position)
 
     def links(self) -> tuple[list[int], list[int], list[int]]:
         """(position, prev_pos, row of prev_pos or -1) of every readable unit, as lists: what a
         chain walk follows without decoding a unit a step (computed once)."""
-        if "links" not in self._cache:
-            prev = self.columns["prev_pos"]
-            self._cache["links"] = (self.columns["position"].tolist(), prev.tolist(), self.rows_of(prev).tolist())
-        return self._cache["links"]
+        return unit_links(self)
 
     def slot_indexes(self, precision_ms: int = DEFAULT_TIMER_PRECISION_MS, slots: int = 2 * SLOTS_TOTAL) -> list[int]:
         """Every readable unit's slot index (TimerWheel.getSlotIndex of its deliver time), as a list."""
-        key = ("slots", precision_ms, slots)
-        if key not in self._cache:
-            deliver = self.columns["curr_write_time"] + self.columns["delayed_time"].astype(np.int64)
-            steps = np.sign(deliver) * (np.abs(deliver) // precision_ms)  # Java's / rounds toward zero
-            self._cache[key] = (steps - np.sign(steps) * (np.abs(steps) // slots) * slots).tolist()
-        return self._cache[key]
+        return unit_slot_indexes(self, precision_ms, slots)
 
     def units_in(self, f: TimerLogFile) -> list[TimerLogUnit]:
         """One file's readable units, in order."""
@@ -217,6 +196,97 @@ class TimerLog:
         return TimerLogUnit(position, *UNIT_STRUCT.unpack(data))
 
 
+
+# -- the row interface store/timer/chain walks, shared by a TimerLog read from disk and
+# recovery/timer's model of the log after load: ``columns`` (COLUMNS_DTYPE, by position) and
+# a ``_cache`` dict the owner clears when its units change
+
+def leading_units(data, base_offset: int, count: int | None = None) -> np.ndarray:
+    """The readable units (size 52 and isMagicOK) from the start of ``data`` up to the first
+    one that is not, as COLUMNS_DTYPE rows at log positions from ``base_offset`` on."""
+    n = len(data) // UNIT_SIZE if count is None else count
+    raw = np.frombuffer(data, dtype=UNIT_DTYPE, count=n)
+    bad = (raw["size"] != UNIT_SIZE) | ((raw["magic"] | 0xF) != 0xF)
+    good = int(np.argmax(bad)) if bad.any() else n
+    cols = np.empty(good, COLUMNS_DTYPE)
+    cols["position"] = base_offset + np.arange(good, dtype=np.int64) * UNIT_SIZE
+    for name in UNIT_DTYPE.names:
+        cols[name] = raw[name][:good]
+    return cols
+
+
+def rows_at(bases: np.ndarray, firsts: np.ndarray, counts: np.ndarray, positions) -> np.ndarray:
+    """The row of the readable unit at each log position, files given by their start offset,
+    first row and unit count; -1 where there is none."""
+    positions = np.asarray(positions, dtype=np.int64)
+    rows = np.full(positions.shape, -1, dtype=np.int64)
+    if not len(bases):
+        return rows
+    which = np.searchsorted(bases, positions, side="right") - 1
+    inside = (positions >= 0) & (which >= 0)
+    which = np.where(inside, which, 0)
+    rel = positions - bases[which]
+    unit = rel // UNIT_SIZE
+    ok = inside & (rel % UNIT_SIZE == 0) & (unit < counts[which])
+    rows[ok] = firsts[which[ok]] + unit[ok]
+    return rows
+
+
+def row_at(files: list[tuple[int, int, int]], position: int) -> int:
+    """rows_at for one position, without numpy's per-call cost (``files``: (start offset, first
+    row, unit count) by start offset)."""
+    i = bisect.bisect_right(files, (position, 1 << 62)) - 1
+    if position < 0 or i < 0:
+        return -1
+    base, first, count = files[i]
+    rel = position - base
+    return first + rel // UNIT_SIZE if rel % UNIT_SIZE == 0 and rel // UNIT_SIZE < count else -1
+
+
+def unit_links(log) -> tuple[list[int], list[int], list[int]]:
+    """(position, prev_pos, row of prev_pos or -1) of every readable unit, as lists (computed once)."""
+    if "links" not in log._cache:
+        cols = log.columns
+        log._cache["links"] = (cols["position"].tolist(), cols["prev_pos"].tolist(),
+                               log.rows_of(cols["prev_pos"]).tolist())
+    return log._cache["links"]
+
+
+def java_div(a: np.ndarray, b: int) -> np.ndarray:
+    """Java's long division (rounds toward zero) over an int64 array."""
+    return np.sign(a) * (np.abs(a) // b)
+
+
+def slot_indexes_of(deliver_ms: np.ndarray, precision_ms: int, slots: int = 2 * SLOTS_TOTAL) -> np.ndarray:
+    """TimerWheel.getSlotIndex of each time (formats/timerwheel.slot_index over an array)."""
+    if deliver_ms.dtype == object:  # times past a long (damage): Python's ints, as slot_index has them
+        return np.array([slot_index(t, precision_ms, slots) for t in deliver_ms.tolist()], dtype=np.int64)
+    steps = java_div(deliver_ms, precision_ms)
+    return steps - java_div(steps, slots) * slots
+
+
+def deliver_times(columns: np.ndarray) -> np.ndarray:
+    """currWriteTime + delayedTime of every unit: int64, or Python's ints (an object array)
+    where a sum would not fit in a long (damage), as TimerLogUnit.deliver_time_ms has them."""
+    write = columns["curr_write_time"]
+    if len(write) and np.abs(write).max(initial=0) >= 1 << 62 or (write == np.iinfo(np.int64).min).any():
+        return np.array([w + d for w, d in zip(write.tolist(), columns["delayed_time"].tolist())], dtype=object)
+    return write + columns["delayed_time"].astype(np.int64)
+
+
+def unit_slot_indexes(log, precision_ms: int, slots: int) -> list[int]:
+    """Every readable unit's slot index, as a list (computed once per precision and size)."""
+    key = ("slots", precision_ms, slots)
+    if key not in log._cache:
+        log._cache[key] = slot_indexes_of(deliver_times(log.columns), precision_ms, slots).tolist()
+    return log._cache[key]
+
+
+def units_of(columns: np.ndarray, rows) -> list[TimerLogUnit]:
+    """The units of the given rows as TimerLogUnit objects (for the few a finding names)."""
+    return [TimerLogUnit(*row) for row in columns[np.asarray(rows, dtype=np.int64)].tolist()]
+
+
 def _pread(path: pathlib.Path, n: int, at: int) -> bytes:
     try:
         with open(path, "rb", buffering=0) as f:
@@ -235,10 +305,8 @@ def _read_all(path: pathlib.Path) -> bytes:
 
 def _scan_file(seg, data: bytes, first_unit: int):
     """(columns, blank or None, TimerLogFile) of one file's bytes."""
-    n = len(data) // UNIT_SIZE
-    raw = np.frombuffer(data, dtype=UNIT_DTYPE, count=n)
-    bad = (raw["size"] != UNIT_SIZE) | ((raw["magic"] | 0xF) != 0xF)
-    count = int(np.argmax(bad)) if bad.any() else n
+    cols = leading_units(data, seg.base_offset)
+    count = len(cols)
     at = count * UNIT_SIZE
     blank = None
     if at + MIN_BLANK_LEN <= len(data):
@@ -252,10 +320,6 @@ def _scan_file(seg, data: bytes, first_unit: int):
     else:
         reason, after = (END_FILE_END if at == len(data) else END_PARTIAL_UNIT), at
     non_zero_after = bool(np.frombuffer(data, np.uint8)[after:].any()) if after < len(data) else False
-    cols = np.empty(count, COLUMNS_DTYPE)
-    cols["position"] = seg.base_offset + np.arange(count, dtype=np.int64) * UNIT_SIZE
-    for name in UNIT_DTYPE.names:
-        cols[name] = raw[name][:count]
     return cols, blank, TimerLogFile(seg.path, seg.base_offset, len(data), first_unit, count,
                                      seg.base_offset + at, reason, non_zero_after)
 

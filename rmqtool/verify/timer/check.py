@@ -11,11 +11,13 @@ import collections
 import datetime
 import pathlib
 
+import numpy as np
+
 from rmqtool.findings import (TIMER_CHAIN_LOOPS, TIMER_LOG_CUT, TIMER_METRICS_DRIFT, TIMER_STATE,
                               TIMER_STORE_NOT_LOADABLE, TIMER_UNIT_PAST_COMMIT_LOG, TIMER_UNIT_RECORD_MISMATCH,
                               TIMER_UNIT_STRANDED, TIMERCHECK_MISSING, Consequence, Finding, finding)
 from rmqtool.formats.timercheck import TIMERCHECK_FILE
-from rmqtool.formats.timerlog import need_delete, need_roll
+from rmqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, need_delete, need_roll
 from rmqtool.formats.timerwheel import SLOT_SIZE
 from rmqtool.recovery.outcome import Outcome
 from rmqtool.recovery.timer.load import TIMER_TOPIC, TimerSettings
@@ -24,7 +26,7 @@ from rmqtool.recovery.timer.start import TimerStart, timer_start
 from rmqtool.store.paths import CONFIG_DIR
 from rmqtool.store.timer.chain import END_LOOP
 from rmqtool.store.timer.files import TIMERLOG_DIR, TIMERWHEEL_FILE
-from rmqtool.verify.timer.records import plain_units
+from rmqtool.store.timer.timerlog import deliver_times, units_of
 
 
 def check_timer(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings = TimerSettings()) -> list[Finding]:
@@ -171,16 +173,13 @@ class TimerChecks:
         past, out = [], []
         read_from = load.curr_read_time_ms
         cols = self.start.disk_log.columns
-        plain = plain_units(self.root, cols["offset_py"], cols["size_py"], cols["hash_code_of_real_topic"],
-                            store.commit_log_min, store.commit_log_max).tolist()
-        for u, is_plain in zip(self.start.disk_log.units, plain):
-            if u.position >= load.cut_at or u.offset_py < store.commit_log_min:
-                continue  # cut by recover / deleted with its commit log file (delivered long ago)
-            if u.offset_py + u.size_py > store.commit_log_max:
-                past.append(u)
-                continue
-            if is_plain:  # its own record: nothing to say (verify/timer/records.py)
-                continue
+        offset_py, size_py = cols["offset_py"], cols["size_py"].astype(np.int64)
+        # cut by recover / deleted with its commit log file (delivered long ago): nothing to say
+        kept = (cols["position"] < load.cut_at) & (offset_py >= store.commit_log_min)
+        beyond = kept & (offset_py > store.commit_log_max - size_py)
+        past = units_of(cols, np.flatnonzero(beyond))
+        odd = kept & ~beyond & ~self.start.plain.disk()  # a plain unit has its own record (store/timer/records.py)
+        for u in units_of(cols, np.flatnonzero(odd)):
             rec = store.record(u.offset_py, u.size_py)
             why = None
             if rec is None:
@@ -215,10 +214,12 @@ class TimerChecks:
         cp = load.checkpoint
         if not load.timing_count or not (cp.present and cp.last_read_time_ms):
             return []  # without the read time the broker had, which units were pending is not known
-        counts = collections.Counter()
-        for u in self.start.disk_log.units:
-            if u.position < load.cut_at and u.deliver_time_ms >= cp.last_read_time_ms:
-                counts[u.hash_code_of_real_topic] += -1 if need_delete(u.magic) and not need_roll(u.magic) else 1
+        cols = self.start.disk_log.columns
+        counted = (cols["position"] < load.cut_at) & np.asarray(deliver_times(cols) >= cp.last_read_time_ms, dtype=bool)
+        magic = cols["magic"][counted]
+        recalls = ((magic & MAGIC_DELETE) != 0) & ((magic & MAGIC_ROLL) == 0)
+        hashes, which = np.unique(cols["hash_code_of_real_topic"][counted], return_inverse=True)
+        counts = dict(zip(hashes.tolist(), np.bincount(which, np.where(recalls, -1, 1), len(hashes)).astype(np.int64).tolist()))
         differ = []
         for topic, m in sorted(load.timing_count["timingCount"].items()):
             have = counts.get(topic_hash(topic), 0)
@@ -235,7 +236,9 @@ class TimerChecks:
         load, run = self.load, self.run
         pending = load.wheel.all_num(load.curr_read_time_ms)
         nxt = next((c for c in run.chains if c.chain.positions), None)
-        last_write = max((u.curr_write_time for u in self.start.disk_log.units if u.position < load.cut_at), default=0)
+        cols = self.start.disk_log.columns
+        writes = cols["curr_write_time"][cols["position"] < load.cut_at]
+        last_write = int(writes.max()) if len(writes) else 0
         lo, hi = load.enqueue_again
         return finding(
             TIMER_STATE, self.root / TIMERWHEEL_FILE, None,

@@ -9,14 +9,17 @@ them (``MessageStoreAtLoad.record``), so every finding still comes from that one
 """
 from __future__ import annotations
 
+import itertools
 import mmap
 import pathlib
+import re
 
 import numpy as np
 
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODES
 from rmqtool.formats.indexfile import java_string_hash
-from rmqtool.formats.properties import PROPERTY_REAL_TOPIC, bytes_to_properties
+from rmqtool.formats.properties import (NAME_VALUE_SEPARATOR, PROPERTY_REAL_TOPIC, PROPERTY_SEPARATOR,
+                                        bytes_to_properties)
 from rmqtool.formats.timerlog import TIMER_TOPIC
 from rmqtool.store.arrays import at_every_byte
 from rmqtool.store.paths import COMMITLOG_DIR
@@ -24,6 +27,46 @@ from rmqtool.store.record_kernel import HEADER_DTYPE, records_at
 from rmqtool.store.segments import discover
 
 _TOPIC = TIMER_TOPIC.encode("ascii")
+
+
+_REAL_TOPIC_ENTRY = PROPERTY_REAL_TOPIC.encode("ascii") + NAME_VALUE_SEPARATOR.encode("ascii")
+_ENTRY_VALUE = re.compile(re.escape(_REAL_TOPIC_ENTRY) + b"([^" + PROPERTY_SEPARATOR.encode("ascii") + b"]*)")
+
+
+def _real_topic_hashes(buf, starts: np.ndarray, ends: np.ndarray, hashes: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The hash of REAL_TOPIC in each properties range [start, end) of ``buf``, all found in
+    one regex pass, where bytes_to_properties surely reads that value: exactly one
+    ``REAL_TOPIC\u0001`` in the range, starting an entry, its value non-empty ASCII with no
+    ``\u0001``. (codes, known): the rest is left to bytes_to_properties."""
+    codes = np.zeros(len(starts), np.int64)
+    known = np.zeros(len(starts), bool)
+    if not len(starts):
+        return codes, known
+    spans = np.fromiter(itertools.chain.from_iterable(
+        m.span(1) for m in _ENTRY_VALUE.finditer(buf, int(starts.min()), int(ends.max()))), dtype=np.int64)
+    if not len(spans):
+        return codes, known
+    value_at, value_end = spans[0::2], spans[1::2]
+    at = value_at - len(_REAL_TOPIC_ENTRY)
+    first = np.searchsorted(at, starts, side="left")
+    count = np.searchsorted(at, ends - len(_REAL_TOPIC_ENTRY), side="right") - first
+    one = np.flatnonzero(count == 1)
+    a, v = at[first[one]], value_at[first[one]]
+    length = np.minimum(value_end[first[one]], ends[one]) - v
+    entry = (a == starts[one]) | (np.frombuffer(buf, np.uint8)[np.maximum(a - 1, 0)] == ord(PROPERTY_SEPARATOR))
+    one, v, length = one[entry & (length > 0)], v[entry & (length > 0)], length[entry & (length > 0)]
+    for n in np.unique(length).tolist():  # the values of one length at a time, each distinct one hashed once
+        rows = length == n
+        values, which = np.unique(at_every_byte(buf, np.dtype((np.void, n)))[v[rows]], return_inverse=True)
+        code, valid = np.zeros(len(values), np.int64), np.zeros(len(values), bool)
+        for k, value in enumerate(values.tolist()):
+            c = hashes.get(value)
+            if c is None and value.isascii() and NAME_VALUE_SEPARATOR.encode("ascii") not in value:
+                c = hashes[value] = java_string_hash(value.decode("ascii"))
+            if c is not None:
+                code[k], valid[k] = c, True
+        codes[one[rows]], known[one[rows]] = code[which], valid[which]
+    return codes, known
 
 
 def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np.ndarray, low: int,
@@ -49,7 +92,10 @@ def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np
             at = parts["topic_at"][ok]
             topics = at_every_byte(buf, np.dtype((np.void, len(_TOPIC))))[at]
             ok[np.flatnonzero(ok)] = topics == np.void(_TOPIC)
-            for k in np.flatnonzero(ok).tolist():
+            found = np.flatnonzero(ok)
+            code, known = _real_topic_hashes(buf, parts["properties_at"][found], parts["end"][found], hashes)
+            ok[found[known]] = code[known] == topic_hash[rows[found[known]]]
+            for k in found[~known].tolist():  # the others as the broker reads properties
                 real = bytes_to_properties(buf[parts["properties_at"][k]:parts["end"][k]])[0].get(PROPERTY_REAL_TOPIC)
                 code = hashes.get(real)
                 if code is None and real is not None:

@@ -114,6 +114,9 @@ def test_real_topic_hashes_read_as_the_broker_reads_properties(records, gap):
         real = bytes_to_properties(buf[s:e])[0].get("REAL_TOPIC")
         if ok:
             assert real is not None and code == java_string_hash(real)
-        if sum(p in plain for p in pieces) == 1 and all(p in plain or p.startswith((b"UNIQ_KEY", b"TIMER"))
-                                                        for p in pieces):
-            assert ok  # the common record: read in bulk
+        # the common record is read in bulk, when something between records ends a value (in a
+        # commit log the next record's header; here a gap holding a separator): a value run on
+        # into the next record only sends that one to the careful path, never to a wrong hash
+        if (sum(p in plain for p in pieces) == 1 and all(p in plain or p.startswith((b"UNIQ_KEY", b"TIMER"))
+                                                         for p in pieces) and (b"\x01" in gap or b"\x02" in gap)):
+            assert ok

@@ -20,6 +20,7 @@ import dataclasses
 import pathlib
 
 from rmqtool.formats.cqext import CQ_EXT_MIN_UNIT_SIZE, END_BLANK_DATA_LENGTH, ext_offset_to_addr, is_ext_addr
+from rmqtool.recovery.queue_model import truncate_dirty_files
 from rmqtool.store.cqext import ConsumeQueueExt
 
 PUT_RETRIES = 3  # ConsumeQueueExt.put's retryTimes
@@ -63,16 +64,7 @@ class ExtModel:
                 self._truncate_dirty_files(found.real_offset + found.unit.size)
 
     def _truncate_dirty_files(self, offset: int) -> None:
-        """MappedFileQueue.truncateDirtyFiles: the file holding ``offset`` ends there, later ones go."""
-        kept = []
-        for f in self.files:
-            if f.base + self.file_size > offset:
-                if offset >= f.base:
-                    f.wrote = offset % self.file_size
-                    kept.append(f)
-            else:
-                kept.append(f)
-        self.files = kept
+        self.files = truncate_dirty_files(self.files, self.file_size, offset)
 
     # ---- ConsumeQueue.putMessagePositionInfoWrapper's ext put ------------------------------------
     def put(self) -> int:

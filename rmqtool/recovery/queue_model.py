@@ -35,6 +35,21 @@ assert UNIT.size == CQ_STORE_UNIT_SIZE
 
 
 
+
+def truncate_dirty_files(files: list, file_size: int, offset: int) -> list:
+    """MappedFileQueue.truncateDirtyFiles over files that know their ``base`` and ``wrote``
+    (a consume queue's, its ext's): the file holding ``offset`` ends there, later ones go."""
+    kept = []
+    for f in files:
+        if f.base + file_size > offset:
+            if offset >= f.base:
+                f.wrote = offset % file_size
+                kept.append(f)
+            # else: destroyed
+        else:
+            kept.append(f)
+    return kept
+
 class ServedUnits(NamedTuple):
     """The units a consumer reaches through a queue (QueueModel.units), as columns."""
     queue_offsets: np.ndarray
@@ -170,17 +185,7 @@ class QueueFiles:
         """What the queue works out once its files are recovered."""
 
     def _truncate_dirty_files(self, offset: int) -> None:
-        """MappedFileQueue.truncateDirtyFiles: the file holding ``offset`` ends there, later ones go."""
-        kept = []
-        for f in self.files:
-            if f.base + self.file_size > offset:
-                if offset >= f.base:
-                    f.wrote = offset % self.file_size
-                    kept.append(f)
-                # else: destroyed
-            else:
-                kept.append(f)
-        self.files = kept
+        self.files = truncate_dirty_files(self.files, self.file_size, offset)
 
     # ---- truncateDirtyLogicFiles, correctMinOffset ----------------------------------------------
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:

@@ -93,8 +93,11 @@ SPARK_ALWAYS = {"spark verify"}  # a store that is not there is a row of its own
 NAGIOS = {"check"}  # a Nagios probe: a store it cannot read is UNKNOWN (3) on its status line (tests/test_check.py)
 
 
+NOT_A_PATH = {"finding_id"}  # `rmqtool findings [ID]`: its argument names a finding, not a store
+
+
 def takes_path(command) -> bool:
-    return any(p.param_type_name == "argument" for p in command.params)
+    return any(p.param_type_name == "argument" and p.name not in NOT_A_PATH for p in command.params)
 
 
 # Runs rmqtool once per job, each in its own process forked from one that has imported the CLI

@@ -24,6 +24,62 @@ class RedispatchRun:
     refusal: Exception | None = None
 
 
+@dataclasses.dataclass
+class _Stage:
+    """Where one redispatch builds its files (``path``): a temporary directory for a plan; for
+    ``apply``, the staging directory inside the backup, outside every directory the broker
+    loads (``backup``; ``made``: created by this run)."""
+    root: pathlib.Path
+    path: pathlib.Path
+    backup: pathlib.Path | None = None
+    made: bool = False
+
+    def discard(self) -> None:
+        """Nothing is swapped in: the staging goes, and the backup directory if made here."""
+        if self.backup is not None:
+            shutil.rmtree(self.backup if self.made else self.path, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def discarded_on_error(self):
+        """A build that fails has changed nothing: its staging goes with it."""
+        try:
+            yield
+        except BaseException:
+            self.discard()
+            raise
+
+    def swap_in(self, run: RedispatchRun, changes: list, refused: str | None, command: str) -> RedispatchRun:
+        """The run's end: with ``apply``, the differing files swapped in with a backup
+        (recovery/apply), unless a size is ``refused`` (then ``run.refusal``) or none differs."""
+        from rmqtool.recovery.apply import apply_file_changes
+        if self.backup is not None and (refused or not run.differs):
+            self.discard()
+        if refused:
+            run.refusal = UsageError(f"not applied: {refused}", self.root)
+            return run
+        if self.backup is not None and run.differs:
+            todo = [(c.kind, c.path, c.staged) for c in changes if c.kind != "same"]
+            applied = apply_file_changes(self.root, todo, self.backup, run.doc, command=command)
+            run.doc["applied"] = {"backup_dir": str(applied.backup_dir), "manifest": str(applied.manifest)}
+        return run
+
+
+@contextlib.contextmanager
+def _staging(root: pathlib.Path, apply: bool, backup_dir: pathlib.Path | None):
+    """The stage of a run: inside ``backup_dir`` (or the default backup directory, which must be
+    new or empty) to apply; a temporary directory, removed after, for a plan."""
+    from rmqtool.recovery.apply import STAGING_DIR, default_backup_dir
+    if not apply:
+        with tempfile.TemporaryDirectory(prefix="rmqtool-redispatch-") as tmp:
+            yield _Stage(root, pathlib.Path(tmp))
+        return
+    backup = backup_dir or default_backup_dir(root)
+    made = not backup.exists()
+    if backup.exists() and (not backup.is_dir() or any(backup.iterdir())):
+        raise UsageError("the backup directory exists and is not empty", backup)
+    yield _Stage(root, backup / STAGING_DIR, backup, made)
+
+
 def redispatch_store(view: StoreView, *, cq: bool, index: bool, topics: tuple[str, ...] = (),
                      queue: int | None = None, skip_unknown_topics: bool = False, from_offset: int | None = None,
                      given=None, semantics: str | None = None, apply: bool = False,
@@ -39,7 +95,6 @@ def redispatch_store(view: StoreView, *, cq: bool, index: bool, topics: tuple[st
         return redispatch_timer(view, given=given, semantics=semantics, apply=apply, backup_dir=backup_dir,
                                 command=command)
     from rmqtool.engine.redispatch import Selection, build, compare
-    from rmqtool.recovery.apply import STAGING_DIR, apply_file_changes, default_backup_dir
     from rmqtool.recovery.undo import roll_back_unfinished
     from rmqtool.store.config import known_topics
 
@@ -53,22 +108,10 @@ def redispatch_store(view: StoreView, *, cq: bool, index: bool, topics: tuple[st
         if known is None:
             raise UsageError("--skip-unknown-topics: config/topics.json (or its .bak) cannot be read", root)
     selection = Selection(tuple(topics), queue, frozenset(known) if known is not None else None)
-    if apply:  # staged inside the backup, outside every directory the broker loads
-        backup = backup_dir or again or default_backup_dir(root)
-        made = not backup.exists()
-        if backup.exists() and (not backup.is_dir() or any(backup.iterdir())):
-            raise UsageError("the backup directory exists and is not empty", backup)
-        staging = contextlib.nullcontext(str(backup / STAGING_DIR))
-    else:
-        staging = tempfile.TemporaryDirectory(prefix="rmqtool-redispatch-")
-    with staging as tmp:
-        try:
-            built = build(view, pathlib.Path(tmp) / "built", cq=cq, index=index, selection=selection,
+    with _staging(root, apply, backup_dir or again) as stage:
+        with stage.discarded_on_error():
+            built = build(view, stage.path / "built", cq=cq, index=index, selection=selection,
                           from_offset=from_offset, sizes=given)
-        except BaseException:
-            if apply:  # nothing was changed: the staging goes, and the backup directory if made here
-                shutil.rmtree(backup if made else backup / STAGING_DIR, ignore_errors=True)
-            raise
         changes = compare(view, built, cq=cq, index=index, selection=selection)
         doc = {"store_path": str(root), "from_offset": built.from_offset, "to_offset": built.to_offset,
                "records_dispatched": built.records, "consume_queue_file_size": built.cq_size,
@@ -79,18 +122,7 @@ def redispatch_store(view: StoreView, *, cq: bool, index: bool, topics: tuple[st
                "counts": {k: sum(1 for c in changes if c.kind == k) for k in ("create", "replace", "delete", "same")}}
         run = RedispatchRun(doc, built.sizes, any(c.kind != "same" for c in changes))
         refused = built.sizes.refusal(built.unknown_sizes) if apply and run.differs else None
-        if apply and (refused or not run.differs):  # nothing is swapped in: no staging, no backup either
-            shutil.rmtree(backup / STAGING_DIR, ignore_errors=True)
-            if made:
-                shutil.rmtree(backup, ignore_errors=True)
-        if refused:
-            run.refusal = UsageError(f"not applied: {refused}", root)
-            return run
-        if apply and run.differs:
-            todo = [(c.kind, c.path, c.staged) for c in changes if c.kind != "same"]
-            applied = apply_file_changes(root, todo, backup, doc, command=command)
-            doc["applied"] = {"backup_dir": str(applied.backup_dir), "manifest": str(applied.manifest)}
-    return run
+        return stage.swap_in(run, changes, refused, command)
 
 
 def _require_settled_end(view: StoreView, semantics: str | None) -> None:
@@ -117,28 +149,15 @@ def redispatch_timer(view: StoreView, *, given=None, semantics: str | None = Non
     swaps them in with a backup (the same staging, backup and manifest as queues and index)."""
     from rmqtool.engine.store_sizes import DEFAULT
     from rmqtool.engine.timer_rebuild import build_timer, compare_timer, timer_plan_doc, timer_settings
-    from rmqtool.recovery.apply import STAGING_DIR, apply_file_changes, default_backup_dir
     from rmqtool.recovery.undo import roll_back_unfinished
 
     root = view.root
     again = roll_back_unfinished(root, "redispatch") if apply else None
     _require_settled_end(view, semantics)
     settings = timer_settings(root, given.broker_config if given is not None else None)
-    if apply:
-        backup = backup_dir or again or default_backup_dir(root)
-        made = not backup.exists()
-        if backup.exists() and (not backup.is_dir() or any(backup.iterdir())):
-            raise UsageError("the backup directory exists and is not empty", backup)
-        staging = contextlib.nullcontext(str(backup / STAGING_DIR))
-    else:
-        staging = tempfile.TemporaryDirectory(prefix="rmqtool-redispatch-")
-    with staging as tmp:
-        try:
-            built = build_timer(view, pathlib.Path(tmp) / "built", settings=settings)
-        except BaseException:
-            if apply:
-                shutil.rmtree(backup if made else backup / STAGING_DIR, ignore_errors=True)
-            raise
+    with _staging(root, apply, backup_dir or again) as stage:
+        with stage.discarded_on_error():
+            built = build_timer(view, stage.path / "built", settings=settings)
         changes = compare_timer(view, built)
         size = settings.file_size
         unknown = ["mapped_file_size_timer_log"] if size.taken_from == DEFAULT else []
@@ -153,15 +172,4 @@ def redispatch_timer(view: StoreView, *, given=None, semantics: str | None = Non
             refused = (f"nothing in the store shows mapped_file_size_timer_log ({size.value}, the broker's default): "
                        f"timer log files of another size are read at the wrong places; give --broker-config FILE "
                        f"(mappedFileSizeTimerLog), or --assume-defaults if the broker runs with its default")
-        if apply and (refused or not run.differs):
-            shutil.rmtree(backup / STAGING_DIR, ignore_errors=True)
-            if made:
-                shutil.rmtree(backup, ignore_errors=True)
-        if refused:
-            run.refusal = UsageError(f"not applied: {refused}", root)
-            return run
-        if apply and run.differs:
-            todo = [(c.kind, c.path, c.staged) for c in changes if c.kind != "same"]
-            applied = apply_file_changes(root, todo, backup, doc, command=command)
-            doc["applied"] = {"backup_dir": str(applied.backup_dir), "manifest": str(applied.manifest)}
-    return run
+        return stage.swap_in(run, changes, refused, command)

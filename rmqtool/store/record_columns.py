@@ -28,7 +28,8 @@ from rmqtool.formats.crc import CRC32_DIGITS, CRC32_ENTRY_END, CRC32_RESERVED_LE
 from rmqtool.formats.indexfile import index_hash_of, java_string_hash
 from rmqtool.formats.sysflag import INNER_BATCH_FLAG, TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
 from rmqtool.store.arrays import at_every_byte
-from rmqtool.store.record_kernel import DIGIT_WEIGHTS, CleanRecords, body_crc_verdicts, clean_records, crcs_of
+from rmqtool.store.crc import crcs_of
+from rmqtool.store.record_kernel import DIGIT_WEIGHTS, CleanRecords, body_crc_verdicts, clean_records
 
 _INV31 = pow(31, -1, 1 << 32)  # String.hashCode's prefix sums divide by 31^i (mod 2^32)
 _SEP = ord(props.PROPERTY_SEPARATOR)

@@ -191,17 +191,6 @@ def records_at(buf, pos: np.ndarray) -> dict:
 
 # --- CRC verdicts ------------------------------------------------------------------------------
 
-def crcs_of(buf, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """The CRC-32 (unmasked) of each byte range [start, end) of ``buf``: one C call a range over
-    views of the buffer, the loop itself in C (map over builtins, no Python frame a record)."""
-    view = memoryview(buf)
-    try:
-        return np.fromiter(map(crc_module.fast_crc32, map(view.__getitem__, map(slice, start.tolist(), end.tolist()))),
-                           np.int64, count=len(start))
-    finally:
-        view.release()
-
-
 @dataclasses.dataclass(slots=True)
 class CrcVerdicts:
     """Of each clean record: its body CRC holds; its __CRC32# entry, when it has a readable one."""
@@ -245,7 +234,7 @@ def crc32_entries(buf, records: CleanRecords) -> tuple[np.ndarray, np.ndarray]:
 
 def body_crc_verdicts(buf, records: CleanRecords) -> np.ndarray:
     """Whether each clean record's bodyCRC field is its body's CRC (0 for an empty body)."""
-    crcs = crcs_of(buf, records.body_at, records.body_end)
+    crcs = crc_module.crcs_of(buf, records.body_at, records.body_end)
     stored_body = records.header["body_crc"].astype(np.int64)
     return np.where(records.body_end > records.body_at, (crcs & JAVA_CRC_MASK) == stored_body, stored_body == 0)
 
@@ -257,6 +246,6 @@ def crc_verdicts(buf, records: CleanRecords) -> CrcVerdicts:
     entry_ok = np.zeros(len(records), bool)
     rows = np.flatnonzero(has_entry)
     if len(rows):
-        got = crcs_of(buf, records.position[rows], records.end[rows] - CRC32_RESERVED_LEN)
+        got = crc_module.crcs_of(buf, records.position[rows], records.end[rows] - CRC32_RESERVED_LEN)
         entry_ok[rows] = (got & JAVA_CRC_MASK) == stored[rows]
     return CrcVerdicts(body_ok, has_entry, entry_ok)

@@ -288,16 +288,6 @@ def members(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     return sorted_set[at] == values
 
 
-def crcs_of(buf, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """The CRC-32 of each byte range [start, end) of ``buf``: one C call a range, the loop in C."""
-    view = memoryview(buf)
-    try:
-        return np.fromiter(map(crc_module.fast_crc32, map(view.__getitem__, map(slice, start.tolist(), end.tolist()))),
-                           np.int64, count=len(start))
-    finally:
-        view.release()
-
-
 def clean_run(buf, start: int, stop: int, limit: int, subjects: SubjectTable, check_crc: bool = True,
               hints: np.ndarray | None = None) -> MessageRun:
     """The clean message records of ``buf`` (a segment's mapped bytes) from ``start``: one walk
@@ -327,7 +317,7 @@ def clean_run(buf, start: int, stop: int, limit: int, subjects: SubjectTable, ch
     payload_crc = np.where(v1, 0, tail["payload_crc"].astype(np.int64))
     crc_ok = None
     if check_crc:
-        crc_ok = v1 | (crcs_of(buf, payload_at, pos + size) == payload_crc)
+        crc_ok = v1 | (crc_module.crcs_of(buf, payload_at, pos + size) == payload_crc)
     return MessageRun(pos, size, header, magic, head["timestamp"].astype(np.int64),
                       head["sequence"].astype(np.int64), subject_id, payload_crc, crc_ok, stopped)
 

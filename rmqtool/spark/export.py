@@ -16,7 +16,7 @@ import pathlib
 import tempfile
 
 from rmqtool.errors import UsageError
-from rmqtool.spark.parts import CONSUME_QUEUE_DIR, MESSAGES_DIR, TaskSummary, write_findings, write_part
+from rmqtool.spark.parts import CONSUME_QUEUE_DIR, TaskSummary, write_findings, write_message_parts, write_part
 from rmqtool.spark.splits import DEFAULT_SPLIT_SIZE, SegmentTask, plan_tasks, scan_task
 from rmqtool.spark.stores import StoreSpec
 from rmqtool.store.commitlog import findings_of
@@ -28,7 +28,6 @@ QUEUES_TASK = "consume-queues"
 def export_segment_task(task: SegmentTask, out: str) -> TaskSummary:
     """Executor side: one byte range of one segment into Parquet parts, one per topic."""
     from rmqtool.spark import remote
-    from rmqtool.spark.tables import FINDINGS, message_columns, partition_dir, store_dir
 
     summary = TaskSummary(task.store, task.name, bytes_read=task.bytes)
     margin = remote.STAGE_MARGIN
@@ -38,15 +37,7 @@ def export_segment_task(task: SegmentTask, out: str) -> TaskSummary:
         if staged_to is None or staged_to >= task.job.segment.size or reach < staged_to - remote.STAGE_GUARD:
             break
         margin *= 8  # a record or damaged region ran into what was not staged: again, with more
-    for topic, rows in by_topic.items():
-        write_part(message_columns(rows, task.store_path), out, MESSAGES_DIR, partition_dir(task.store, topic),
-                   f"part-{task.name}.parquet")
-        summary.messages += len(rows)
-        summary.files += 1
-    if found:
-        write_findings(found, out, store_dir(task.store), f"part-{task.name}.parquet", FINDINGS)
-        summary.findings = len(found)
-    return summary
+    return write_message_parts(summary, by_topic, found, out, task.store_path)
 
 
 def _rows_by_topic(task: SegmentTask, rename) -> tuple[dict[str, list[dict]], list, int]:

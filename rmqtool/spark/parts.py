@@ -41,3 +41,20 @@ def write_findings(found: list, out: str, store: str, name: str, schema, family:
     rows = [{"family": family, **f.to_json()} for f in found]
     table = pa.table({n: [r.get(n) for r in rows] for n in schema.names}, schema=schema)
     write_part(table, out, FINDINGS_DIR, store, name)
+
+
+def write_message_parts(summary: TaskSummary, by_topic: dict[str, list[dict]], found: list, out: str,
+                        store_path: str, family: str = "rocketmq") -> TaskSummary:
+    """A segment task's output: its ``dump`` rows a Parquet part per topic (a QMQ subject), its
+    findings a part, both named by the task; counted into ``summary``."""
+    from rmqtool.spark.tables import FINDINGS, message_columns, partition_dir, store_dir
+
+    name = f"part-{summary.task}.parquet"
+    for topic, rows in by_topic.items():
+        write_part(message_columns(rows, store_path), out, MESSAGES_DIR, partition_dir(summary.store, topic), name)
+        summary.messages += len(rows)
+        summary.files += 1
+    if found:
+        write_findings(found, out, store_dir(summary.store), name, FINDINGS, family)
+        summary.findings = len(found)
+    return summary

@@ -20,7 +20,7 @@ import pathlib
 
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.report.qmq.records import FAMILY, consumer_log_row, message_log_row
-from rmqtool.spark.parts import CONSUME_QUEUE_DIR, MESSAGES_DIR, TaskSummary, write_findings, write_part
+from rmqtool.spark.parts import CONSUME_QUEUE_DIR, TaskSummary, write_message_parts, write_part
 from rmqtool.spark.stores import StoreSpec
 from rmqtool.store.qmq import consumerlog, messagelog
 from rmqtool.store.qmq.segments import LogSegment, list_log
@@ -63,8 +63,6 @@ def message_row(item: messagelog.MessageRecord) -> dict:
 
 def export_message_log_task(task: MessageLogTask, out: str) -> TaskSummary:
     """Executor side: one message log segment into Parquet parts, one per subject."""
-    from rmqtool.spark.tables import FINDINGS, message_columns, partition_dir, store_dir
-
     summary = TaskSummary(task.store, task.name, bytes_read=task.segment.file_size)
     by_subject: dict[str, list[dict]] = {}
     found = []
@@ -72,15 +70,7 @@ def export_message_log_task(task: MessageLogTask, out: str) -> TaskSummary:
         found += messagelog.findings_of(item)
         if isinstance(item, messagelog.MessageRecord):
             by_subject.setdefault(item.subject, []).append(message_row(item))
-    for subject, rows in by_subject.items():
-        write_part(message_columns(rows, task.store_path), out, MESSAGES_DIR, partition_dir(task.store, subject),
-                   f"part-{task.name}.parquet")
-        summary.messages += len(rows)
-        summary.files += 1
-    if found:
-        write_findings(found, out, store_dir(task.store), f"part-{task.name}.parquet", FINDINGS, FAMILY)
-        summary.findings = len(found)
-    return summary
+    return write_message_parts(summary, by_subject, found, out, task.store_path, FAMILY)
 
 
 def export_consumer_logs_task(task: ConsumerLogsTask, out: str) -> TaskSummary:

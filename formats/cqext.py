@@ -53,11 +53,9 @@ CqExtUnitHeader = Struct(
 )
 assert CqExtUnitHeader.sizeof() == CQ_EXT_MIN_UNIT_SIZE
 
+# the header's fields, then bitMapSize bytes of bit map
 CqExtUnit = Struct(
-    "size" / Int16sb,
-    "tags_code" / Int64sb,
-    "msg_store_time" / Int64sb,
-    "bit_map_size" / Int16sb,
+    *CqExtUnitHeader.subcons,
     "filter_bit_map" / If(this.bit_map_size > 0, Bytes(this.bit_map_size)),
 )
 assert len(CqExtUnit.build(dict(size=CQ_EXT_MIN_UNIT_SIZE, tags_code=0, msg_store_time=0,

@@ -36,7 +36,7 @@ ROCKETMQ = Family("rocketmq", "RocketMQ 4.x/5.x",
 # actionlog/ (pulls and acks)
 QMQ = Family("qmq", "QMQ", ("messagelog", "consumerlog", "actionlog"), True,
              ("info", "verify", "query", "recover", "undo", "salvage --out",
-              "dump messagelog|consumerlog|actionlog|pulllog|checkpoint"))
+              "dump messagelog|consumerlog|actionlog|pulllog|checkpoint", "spark export|verify|query|stats"))
 
 FAMILIES = (ROCKETMQ, QMQ)
 

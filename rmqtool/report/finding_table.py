@@ -13,7 +13,10 @@ A row's first line holds the short columns; the path and the message follow, ind
         store/consumequeue/CrashTopic/0/00000000000000002000
         consume queue CrashTopic/0: unit 136 points at ... [14 findings like it; -f jsonl lists each]
 
-``--wide`` prints every finding (no grouping) a line, every field, uncut.
+``--wide`` prints every finding (no grouping) a line, every field, uncut. ``--columns``
+names the fields shown, grouped and sorted the same: the short ones on the row's first line
+in the order given, ``path`` and ``message`` wrapped under it (a flood's count under it too
+when the message is not asked for).
 """
 from __future__ import annotations
 
@@ -32,7 +35,8 @@ SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 INDENT = "    "
 # the short columns of a row's first line, in order; consequence and store_name only when they fit / exist
 HEAD = ("store_name", "severity", "finding", "consequence", "offset")  # every header a JSON field
-RIGHT = frozenset({"offset"})
+RIGHT = frozenset(c.name for c in VIEWS["finding"] if c.right)
+UNDER = ("path", "message")  # the long fields: wrapped under the row's first line, never cut
 _DIGITS = re.compile(r"\d+")
 
 
@@ -84,8 +88,9 @@ class FindingTable:
     """Collects finding rows (memory: one entry per finding ID and file, or per finding with
     ``wide``) and prints them sorted at :meth:`close`."""
 
-    def __init__(self, stream: TextIO, width: int, *, wide: bool = False):
+    def __init__(self, stream: TextIO, width: int, *, wide: bool = False, select: tuple[str, ...] | None = None):
         self.stream, self.width, self.wide = stream, width, wide
+        self.select = select  # --columns: exactly these fields (None: the default columns)
         self.count = 0
         self._groups: dict[tuple, _Group] = {}
         self._rows: list[dict] = []
@@ -130,36 +135,59 @@ class FindingTable:
         groups = sorted(self._merged(), key=lambda g: severity_rank(g.first))  # stable: scan order kept
         if not groups:
             return []
-        heads = [{"store_name": g.first.get("store_name"), "severity": g.first.get("severity"),
-                  "finding": g.first.get("finding"), "consequence": g.first.get("consequence"),
-                  "offset": g.offset_text()} for g in groups]
-        names = [n for n in HEAD if any(h.get(n) for h in heads) or n in ("severity", "finding")]
-        widths = {n: max(len(n), *(display_width(terminal_safe(h.get(n) or "")) for h in heads)) for n in names}
-        if "consequence" in names and sum(widths.values()) + GAP * (len(names) - 1) > self.width:
+        asked = self.select or HEAD
+        heads = [{n: _head_text(g, n) for n in asked if n not in UNDER} for g in groups]
+        if self.select is None:
+            names = [n for n in HEAD if any(h.get(n) for h in heads) or n in ("severity", "finding")]
+        else:
+            names = [n for n in self.select if n not in UNDER]
+        widths = {n: max(len(n), *(display_width(h.get(n) or "") for h in heads)) for n in names}
+        if self.select is None and "consequence" in names and \
+                sum(widths.values()) + GAP * (len(names) - 1) > self.width:
             names.remove("consequence")  # the first to go at a narrow width: `rmqtool findings ID` says it
-        lines = [_join(names, widths, {n: n for n in names}), _join(names, widths, {n: "-" * widths[n] for n in names})]
+        under = UNDER if self.select is None else tuple(n for n in self.select if n in UNDER)
+        lines = []
+        if names:
+            lines = [_join(names, widths, {n: n for n in names}),
+                     _join(names, widths, {n: "-" * widths[n] for n in names})]
         for g, head in zip(groups, heads):
-            lines.append(_join(names, widths, {n: terminal_safe(head.get(n) or "") for n in names}))
-            path = g.path_text()
-            if path:
-                lines += wrap(path, self.width, INDENT, INDENT + "  ")
-            message = g.first.get("message") or ""
-            if g.count > 1:
-                message += f" [{g.count} findings like it; -f jsonl lists each]"
-            lines += wrap(message, self.width, INDENT, INDENT)
+            indent = INDENT if names else ""
+            if names:
+                lines.append(_join(names, widths, {n: head.get(n) or "" for n in names}))
+            counted = f"[{g.count} findings like it; -f jsonl lists each]" if g.count > 1 else ""
+            for n in under:
+                if n == "path" and g.path_text():
+                    lines += wrap(g.path_text(), self.width, indent, indent + "  ")
+                elif n == "message":
+                    lines += wrap(" ".join(t for t in (g.first.get("message") or "", counted) if t), self.width,
+                                  indent, INDENT)
+                    counted = ""
+                indent = indent or INDENT
+            if counted:  # the message is not asked for: the count still says what a row stands for
+                lines += wrap(counted, self.width, indent or INDENT, INDENT)
         return lines
 
     def _wide_lines(self) -> list[str]:
         rows = sorted(self._rows, key=severity_rank)
         if not rows:
             return []
-        present = set().union(*rows)
-        names = [c.name for c in VIEWS["finding"] if c.name in present]
-        names += [k for k in dict.fromkeys(k for r in rows for k in r) if k not in names]
+        if self.select is not None:
+            names = list(self.select)
+        else:
+            present = set().union(*rows)
+            names = [c.name for c in VIEWS["finding"] if c.name in present]
+            names += [k for k in dict.fromkeys(k for r in rows for k in r) if k not in names]
         cells = [{n: terminal_safe(cell_text(n, r.get(n))) for n in names} for r in rows]
         widths = {n: max(len(n), *(display_width(c[n]) for c in cells)) for n in names}
         return ([_join(names, widths, {n: n for n in names}), _join(names, widths, {n: "-" * widths[n] for n in names})]
                 + [_join(names, widths, c) for c in cells])
+
+
+def _head_text(g: _Group, name: str) -> str:
+    """A short field of a group's first line: the offset its range, any other the first finding's."""
+    if name == "offset":
+        return g.offset_text()
+    return terminal_safe(cell_text(name, g.first.get(name)))
 
 
 def _join(names: list[str], widths: dict, cells: dict) -> str:

@@ -251,10 +251,11 @@ class Sink:
 
 def _table(stream: TextIO, kind: str | None, *, width: int | None = None, wide: bool = False, select=None,
            columns=None):
-    """The table for rows of ``kind``: findings sorted, grouped and wrapped (unless ``--columns``
-    asks for exact columns), anything else streamed as aligned columns."""
-    if kind == "finding" and select is None:
-        return FindingTable(stream, output_width(stream) if width is None else width, wide=wide)
+    """The table for rows of ``kind``: findings sorted, grouped and wrapped (``--columns``: those
+    fields, grouped and sorted alike), anything else streamed as aligned columns."""
+    if kind == "finding":
+        return FindingTable(stream, output_width(stream) if width is None else width, wide=wide,
+                            select=None if select is None else tuple(c.name for c in select))
     return TextTable(stream, kind, width=width, wide=wide, select=select, columns=columns)
 
 

@@ -120,13 +120,11 @@ def reset(
     """
     from rmqtool.query.by_time import offset_by_time
     from rmqtool.recovery.offset_reset import ResetTarget, reset_offsets
+    from rmqtool.report.plans import show_reset_plan
 
     target = ResetTarget.of(to_time=parse_time(to_time, "--to-time"), to_offset=to_offset, to_earliest=to_earliest,
                             to_latest=to_latest)
     run = reset_offsets(store, group, topic, target, queue=queue, apply=apply, backup_dir=backup_dir,
                         offset_by_time=offset_by_time)
-    with Sink(fmt.value, kind="offset_reset", wide=wide, select=columns) as sink:
-        for row in run.plan.rows:
-            sink.row(row.record())
-    for line in run.notices():
+    for line in show_reset_plan(run, fmt.value, wide=wide, columns=columns):
         warn(line)

@@ -54,6 +54,8 @@ def recover(
     force: bool = typer.Option(False, "--force", help="--apply in place to a store with a missing middle commit log "
                                                       "file (the broker loads it; without --force only into --to)."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
+    wide: bool = typer.Option(False, "--wide", help="Table: a line for every queue, those the start leaves "
+                                                    "unchanged too."),
 ):
     """Plan (and with --apply do) what the broker's restart recovery does to a store.
 
@@ -75,7 +77,7 @@ def recover(
         raise UsageError("--to, --backup-dir and --force go with --apply")
     tools = tools_at(store)  # the store's family brings its recovery model
     view = tools.open_view(store)  # the store opened once: the plan reads this view
-    if view.live is not None:  # a plan of files a broker is writing: said before it
+    if view.live is not None and fmt != OutputFormat.table:  # a table's header says it; JSON on stderr, first
         warn(f"rmqtool: {view.live.root} is live: PID {view.live.pid} holds it (a running broker or writer); the "
              f"plan is of its files as they are now, and --apply refuses a live store: stop the broker first")
     given = sizes.given()
@@ -92,7 +94,7 @@ def recover(
                              rocketmq_flags=tuple(f for f in flags + (["--force"] if force else [])
                                                   if f.startswith("--")))
     run = tools.recover(view, request)
-    tools.show_recover(run, fmt.value)
+    tools.show_recover(run, fmt.value, wide=wide, live=view.live)
     if run.refusal is not None:
         raise run.refusal
     if run.exit_code:

@@ -52,6 +52,7 @@ def redispatch(
                                                       help="--apply: where replaced files go (default: beside the "
                                                            "store, named by the time)."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
+    wide: bool = typer.Option(False, "--wide", help="Table: a line for every file, those already as built too."),
 ):
     """Rebuild consume queues and index files from the commit log (files identical to the broker's),
     or with --timer the timer log, wheel and timercheck for the pending timer messages.
@@ -74,7 +75,7 @@ def redispatch(
                            skip_unknown_topics=skip_unknown_topics, from_offset=from_offset, given=given,
                            semantics=check_semantics(semantics), apply=apply, backup_dir=backup_dir,
                            command=again_command, timer=timer)
-    show_redispatch_plan(run.doc, fmt.value, run.sizes)
+    show_redispatch_plan(run.doc, fmt.value, run.sizes, wide=wide)
     if run.refusal is not None:
         raise run.refusal
     if run.differs and not apply:

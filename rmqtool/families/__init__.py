@@ -39,8 +39,9 @@ class FamilyTools(Protocol):
         """recover as the command asks it (``engine/recover_store.RecoverRequest``): the plan
         and, with ``apply``, the repair; a run with ``doc``, ``applied``, ``refusal``, ``exit_code``."""
 
-    def show_recover(self, run: Any, fmt: str) -> None:
-        """Print a recover run's plan (table, jsonl or json)."""
+    def show_recover(self, run: Any, fmt: str, *, wide: bool = False, live: Any = None) -> None:
+        """Print a recover run's plan (table, jsonl or json); ``wide``: every row; ``live``: the
+        view's live state, which a table's header says."""
 
     def semantics(self, view: StoreView) -> Any:
         """Which version's rules the store follows, and why (a family with one set of rules: None)."""

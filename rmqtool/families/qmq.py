@@ -40,9 +40,9 @@ class QmqTools:
                              view.root)
         return recover_qmq(view, apply=request.apply, to=request.to, backup_dir=request.backup_dir)
 
-    def show_recover(self, run, fmt: str) -> None:
+    def show_recover(self, run, fmt: str, *, wide: bool = False, live=None) -> None:
         from rmqtool.report.qmq.plans import show_qmq_plan
-        show_qmq_plan(run.doc, fmt, applied=run.applied)
+        show_qmq_plan(run.doc, fmt, applied=run.applied, live=live)
 
     def semantics(self, view: QmqView):
         return None  # one set of rules

@@ -45,9 +45,9 @@ class RocketMQTools:
                              backup_dir=request.backup_dir, again=request.again,
                              keep_past_damage=request.keep_past_damage)
 
-    def show_recover(self, run, fmt: str) -> None:
+    def show_recover(self, run, fmt: str, *, wide: bool = False, live=None) -> None:
         from rmqtool.report.plans import show_recovery_plan
-        show_recovery_plan(run.doc, run.plan, fmt, applied=run.applied, sizes=run.sizes)
+        show_recovery_plan(run.doc, run.plan, fmt, applied=run.applied, sizes=run.sizes, wide=wide, live=live)
 
     def semantics(self, view: StoreView):
         from rmqtool.recovery.semantics import detect_semantics

@@ -1,5 +1,7 @@
-"""The plans recover and redispatch print: JSON as the document is, for people numbered
-lines (wrapped to the terminal, at most 100 columns); the sizes files are written with."""
+"""The plans recover, redispatch and offsets reset print: JSON as the document is, for people
+numbered lines (wrapped to the terminal, at most 100 columns, a path broken only after a
+``/``); the sizes files are written with. A plan for people says what changes: the queues
+it leaves as they are are one line with their count (``--wide`` and JSON list each)."""
 from __future__ import annotations
 
 import collections
@@ -7,14 +9,46 @@ import shutil
 import sys
 from typing import TextIO
 
-from rmqtool.report.sink import render_document
+from rmqtool.report.progress import erase_bars
+from rmqtool.report.sink import Sink, render_document
 from rmqtool.report.wrap import wrap
 
+MOST_WIDTH = 100  # a plan's lines are read, not scanned: no wider than this on a wide terminal
 
-def numbered(lines: list[str], out: TextIO) -> None:
-    width = min(shutil.get_terminal_size((80, 24)).columns, 100)
+
+def _width() -> int:
+    return min(shutil.get_terminal_size((80, 24)).columns, MOST_WIDTH)
+
+
+def numbered(lines: list[str], out: TextIO, header: list[str] = ()) -> None:
+    """The plan's steps numbered under its ``header`` lines, each wrapped to the width."""
+    width = _width()
+    erase_bars()
+    for line in header:
+        out.write("\n".join(wrap(line, width, "", "    ")) + "\n")
     for n, line in enumerate(lines, 1):  # a path breaks after a "/", never inside a file's name
         out.write("\n".join(wrap(line, width, f"{n:>2}. ", "    ")) + "\n")
+
+
+def said(text: str, out: TextIO) -> None:
+    """One line of a plan's text after its steps (what was applied), wrapped as they are."""
+    out.write("\n".join(wrap(text, _width(), "", "    ")) + "\n")
+
+
+def unchanged(count: int, what: str = "queue") -> str:
+    """The one line that stands for the rows a plan leaves as they are."""
+    return f"{count} {what}{'' if count == 1 else 's'} unchanged (--wide or -f json lists each)"
+
+
+def live_header(live, abort: bool = False) -> list[str]:
+    """A plan of a store a process holds (``StoreView.live``) starts by saying so; ``abort``:
+    the abort file is there, which a running broker keeps until it shuts down."""
+    if live is None:
+        return []
+    return [f"LIVE STORE: PID {live.pid} holds {live.root} (a running broker or writer). This plan is of its files "
+            f"as they are this moment, while they change"
+            + ("; the abort file is the running broker's, not a crash's" if abort else "")
+            + ". --apply refuses a live store: stop the broker first."]
 
 
 def size_lines(sizes, unknown: list[str]) -> list[str]:
@@ -33,26 +67,29 @@ def size_lines(sizes, unknown: list[str]) -> list[str]:
     return lines
 
 
-def show_recovery_plan(doc: dict, plan, fmt: str, applied: bool = False, sizes=None) -> None:
-    """recover's plan (``doc`` is ``plan.to_json()`` with sizes and what was applied)."""
+def show_recovery_plan(doc: dict, plan, fmt: str, applied: bool = False, sizes=None, *, wide: bool = False,
+                       live=None) -> None:
+    """recover's plan (``doc`` is ``plan.to_json()`` with sizes and what was applied); ``wide``:
+    a line for every queue; ``live``: the store's live state (``StoreView.live``), said first."""
     if fmt != "table":
+        erase_bars()
         render_document(doc, fmt, title="recovery plan")
         return
-    lines = _plan_lines(doc, plan)
+    lines = _plan_lines(doc, plan, wide)
     if sizes is not None:
         lines += size_lines(sizes, doc["sizes_unknown"])
     out = sys.stdout
-    numbered(lines, out)
+    numbered(lines, out, live_header(live, doc.get("recovery") == "abnormal"))
     if applied:
         a = doc["applied"]
         if not a.get("backup_dir") and plan.changes_nothing:
-            out.write(f"nothing to change: nothing written to {a['store_path']}" +
-                      (" (a copy of the store as it is)" if a["store_path"] != doc["store_path"] else "") + "\n")
+            said(f"nothing to change: nothing written to {a['store_path']}" +
+                 (" (a copy of the store as it is)" if a["store_path"] != doc["store_path"] else ""), out)
             return
-        out.write(f"applied to {a['store_path']}" + (f"; backup in {a['backup_dir']} (rmqtool undo "
-                                                f"{a['backup_dir']} puts it back)" if a.get("backup_dir") else "")
-                  + (f"; after the replacement the commit log ends at {a['recovered_end']}"
-                     if "recovered_end" in a else "") + "\n")
+        said(f"applied to {a['store_path']}" + (f"; backup in {a['backup_dir']} (rmqtool undo "
+                                               f"{a['backup_dir']} puts it back)" if a.get("backup_dir") else "")
+             + (f"; after the replacement the commit log ends at {a['recovered_end']}"
+                if "recovered_end" in a else ""), out)
 
 
 def _keep_lines(k: dict | None) -> list[str]:
@@ -90,7 +127,27 @@ def _index_line(ix: dict) -> str:
     return line
 
 
-def _plan_lines(doc: dict, plan) -> list[str]:
+def _queue_lines(doc: dict, plan, wide: bool) -> list[str]:
+    """Each queue the start changes, with what its files hold now; the rest one line with their
+    count (``wide``: a line each)."""
+    before = plan.outcome.queues_before if plan.outcome is not None else {}
+    lines, same = [], 0
+    for name, q in doc["queues"].items():
+        kind = "batch queue" if name.rsplit("/", 1)[0] in doc.get("batch_topics", ()) else "queue"
+        was = before.get(name)
+        if was is not None and (was.min_offset, was.max_offset) == (q["min_offset"], q["max_offset"]) and not wide:
+            same += 1
+            continue
+        now = ("" if was is None else " (unchanged)" if (was.min_offset, was.max_offset) == (q["min_offset"],
+               q["max_offset"]) else f" (its files hold [{was.min_offset}, {was.max_offset}))")
+        lines.append(f"{kind} {name}: offsets [{q['min_offset']}, {q['max_offset']}) after recovery{now}"
+                     + (" (it has no file now)" if was is None else ""))
+    if same:
+        lines.append(unchanged(same))
+    return lines
+
+
+def _plan_lines(doc: dict, plan, wide: bool = False) -> list[str]:
     cl = doc.get("commit_log", {})
     rules = doc["semantics"] if doc.get("semantics_known", True) else f"{doc['semantics']} (not known)"
     lines = [f"{doc['mode']} recovery ({doc['mode_reason']}); broker rules {rules}: {doc['semantics_reason']}"]
@@ -128,9 +185,7 @@ def _plan_lines(doc: dict, plan) -> list[str]:
         lines.append(_index_line(ix))
     if doc.get("batch_topics"):
         lines.append(f"batch consume queue topics: {', '.join(doc['batch_topics'])} ({doc['batch_topics_reason']})")
-    for name, q in doc["queues"].items():
-        kind = "batch queue" if name.rsplit("/", 1)[0] in doc.get("batch_topics", ()) else "queue"
-        lines.append(f"{kind} {name}: offsets [{q['min_offset']}, {q['max_offset']}) after recovery")
+    lines += _queue_lines(doc, plan, wide)
     lost = doc["lost_messages"]
     if lost:
         counts = collections.Counter(m["reason"] for m in lost)
@@ -206,9 +261,11 @@ def _timer_lines(t: dict) -> list[str]:
     return lines
 
 
-def show_redispatch_plan(doc: dict, fmt: str, sizes) -> None:
-    """redispatch's plan: the files rebuilt, how each differs from the store's, the sizes."""
+def show_redispatch_plan(doc: dict, fmt: str, sizes, *, wide: bool = False) -> None:
+    """redispatch's plan: the files rebuilt, how each differs from the store's (``wide``: those
+    already as built too), the sizes."""
     if fmt != "table":
+        erase_bars()
         render_document(doc, fmt, title="redispatch plan")
         return
     if "timer" in doc:
@@ -218,7 +275,7 @@ def show_redispatch_plan(doc: dict, fmt: str, sizes) -> None:
         lines = [f"rebuild {what} from commit log offsets [{doc['from_offset']}, {doc['to_offset']}): "
                  f"{doc['records_dispatched']} records dispatched"]
     for c in doc["changes"]:
-        if c["kind"] != "same":
+        if c["kind"] != "same" or wide:
             units = f" ({c['units']} units)" if c["units"] is not None else ""
             lines.append(f"{c['kind']} {c['file']}{units}")
     n = doc["counts"]
@@ -232,3 +289,18 @@ def show_redispatch_plan(doc: dict, fmt: str, sizes) -> None:
     if "applied" in doc:
         lines.append(f"applied; backup in {doc['applied']['backup_dir']} (rmqtool undo puts it back)")
     numbered(lines, sys.stdout)
+
+
+def show_reset_plan(run, fmt: str, *, wide: bool = False, columns: str | None = None) -> list[str]:
+    """offsets reset's plan: a row for each queue whose offset changes, and one line for those
+    it leaves (``wide`` and JSON: a row each); returns the lines for stderr after it."""
+    summed = fmt == "table" and not wide
+    shown = [r for r in run.plan.rows if r.changed or not summed]
+    sink = Sink(fmt, kind="offset_reset", wide=wide, select=columns)
+    if shown or not summed:
+        for row in shown:
+            sink.row(row.record())
+        sink.close()
+    if len(shown) < len(run.plan.rows):
+        said(unchanged(len(run.plan.rows) - len(shown)), sink.stream)
+    return run.notices()

@@ -1,9 +1,12 @@
 """salvage's report for people: what was kept, what is unreadable, rejected, missing."""
 from __future__ import annotations
 
+import io
 import sys
 from typing import TextIO
 
+from rmqtool.report.plans import said
+from rmqtool.report.progress import erase_bars
 from rmqtool.report.sink import render_document
 
 
@@ -11,8 +14,12 @@ def show_salvage(doc: dict, fmt: str, on_stderr: bool = False, table=None) -> No
     """The report on stdout, or on stderr when stdout holds the messages (``--out -``);
     ``table``: how a family's report reads for people (RocketMQ's: :func:`salvage_table`)."""
     stream = sys.stderr if on_stderr else sys.stdout
-    if fmt == "table":
-        (table or salvage_table)(doc, stream)
+    erase_bars()
+    if fmt == "table":  # each line wrapped as a plan's are: a path broken only after a "/"
+        text = io.StringIO()
+        (table or salvage_table)(doc, text)
+        for line in text.getvalue().splitlines():
+            said(line, stream)
     else:
         render_document(doc, fmt, stream, title="salvage")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from rmqtool.report.plans import numbered
+from rmqtool.report.plans import live_header, numbered, said
 from rmqtool.report.sink import render_document
 
 
@@ -46,7 +46,7 @@ def _action_line(a: dict) -> str:
     return f"write {a['file']}: the message checkpoint at {a['message_log_offset']}, {a['subjects']} subject(s)"
 
 
-def show_qmq_plan(doc: dict, fmt: str, applied: bool = False) -> None:
+def show_qmq_plan(doc: dict, fmt: str, applied: bool = False, live=None) -> None:
     if fmt != "table":
         render_document(doc, fmt, title="recovery plan")
         return
@@ -57,11 +57,11 @@ def show_qmq_plan(doc: dict, fmt: str, applied: bool = False) -> None:
         lines.append(f"{len(doc['records_dropped'])} record(s) past the cut are lost: rmqtool salvage keeps them "
                      f"first")
     out = sys.stdout
-    numbered(lines, out)
+    numbered(lines, out, live_header(live))
     if applied:
         a = doc["applied"]
         if not a.get("backup_dir"):
-            out.write(f"nothing to change: nothing written to {a['store_path']}\n")
+            said(f"nothing to change: nothing written to {a['store_path']}", out)
         else:
-            out.write(f"applied to {a['store_path']}; backup in {a['backup_dir']} (rmqtool undo {a['backup_dir']} "
-                      f"puts it back)\n")
+            said(f"applied to {a['store_path']}; backup in {a['backup_dir']} (rmqtool undo {a['backup_dir']} "
+                 f"puts it back)", out)

@@ -20,7 +20,7 @@ from rmqtool.cli.sizes import SizeOptions, size_options
 from rmqtool.errors import NotAStore, StoreNotFound, UsageError
 from rmqtool.store.family import detect_family, require_rocketmq
 from rmqtool.store.paths import COMMITLOG_DIR
-from rmqtool.report.progress import Progress, progress_enabled
+from rmqtool.report.progress import progress_bar
 from rmqtool.report.sink import Sink, warn
 
 def register(app: typer.Typer) -> None:
@@ -88,7 +88,7 @@ def append(
     from rmqtool.engine.append_flow import append_in_chunks, open_for_append
 
     given = sizes.given(commitlog_size)
-    bar = Progress("appending") if progress_enabled(progress) and from_jsonl is not None else None
+    bar = progress_bar("appending", None, progress) if from_jsonl is not None else None  # bytes written
     with open_for_append(store, recover, warn, flush=flush, sizes=given, store_host=store_host,
                          recovery=Settings(semantics=semantics),
                          enabled_append_prop_crc=None if prop_crc is None else prop_crc == "on") as s, \

@@ -36,15 +36,16 @@ def salvage(
     index_slots: SalvageIndexSlots = None,
     index_entries: SalvageIndexEntries = None,
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="The report: table, jsonl or json."),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="A bar of the bytes of messages "
+                                            "written, on stderr (default: when stderr is a terminal)."),
 ):
     """Find every intact message (also past where recovery cuts) and report what is lost for good.
     On a QMQ store: every record whose payload matches its CRC, with --out."""
     if _is_qmq(store):
         return _qmq_salvage(store, out, to_store, fmt)
-    from rmqtool.engine.salvage_store import refuse_inner_batches, salvage_messages, source_sizes, write_store
-    from rmqtool.report.records import message_record
+    from rmqtool.engine.salvage_store import refuse_inner_batches, salvage_messages, source_sizes
+    from rmqtool.report.progress import counted, progress_bar
     from rmqtool.report.salvage import show_salvage
-    from rmqtool.report.sink import Sink
     from rmqtool.store.view import open_store
 
     if (out is None) == (to_store is None):
@@ -61,6 +62,23 @@ def salvage(
         refuse_inner_batches(view)
         sizes = source_sizes(view, index_slots, index_entries)  # before anything is written
     messages, report = salvage_messages(view)
+    bar = progress_bar("salvaging", None, progress)
+    messages = counted(messages, bar, lambda m: m.store_size)  # the kept records' bytes, as written
+    with bar or contextlib.nullcontext():
+        _write(messages, out, to_stdout, to_store, sizes if to_store is not None else None)
+    doc = report.to_json()
+    doc["out_path"] = "<stdout>" if to_stdout else str(out or to_store)
+    show_salvage(doc, fmt.value, on_stderr=to_stdout)  # stdout holds the messages
+    if report.lost_anything:
+        raise typer.Exit(int(ExitCode.CORRUPT))
+
+
+def _write(messages, out: Optional[pathlib.Path], to_stdout: bool, to_store: Optional[pathlib.Path], sizes) -> None:
+    """The salvaged messages as dump rows into --out (stdout for -), or appended into --to-store."""
+    from rmqtool.engine.salvage_store import write_store
+    from rmqtool.report.records import message_record
+    from rmqtool.report.sink import Sink
+
     if out is not None:
         with (contextlib.nullcontext(None) if to_stdout else open(out, "x", encoding="utf-8")) as f:
             sink = Sink("jsonl", f)
@@ -68,11 +86,6 @@ def salvage(
                 sink.rows(message_record(m) for m in messages)
     else:
         write_store(messages, to_store, sizes, row_of=message_record)
-    doc = report.to_json()
-    doc["out_path"] = "<stdout>" if to_stdout else str(out or to_store)
-    show_salvage(doc, fmt.value, on_stderr=to_stdout)  # stdout holds the messages
-    if report.lost_anything:
-        raise typer.Exit(int(ExitCode.CORRUPT))
 
 
 def _is_qmq(store: pathlib.Path) -> bool:

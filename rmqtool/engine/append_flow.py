@@ -41,19 +41,21 @@ def open_for_append(store: pathlib.Path, recover: bool, note, **options) -> Stor
 
 def append_in_chunks(store: Store, source: Iterator[MessageInner], advance=None):
     """Append ``source`` CHUNK messages at a time; yields each chunk's results (``advance``:
-    told how many went in, for a progress bar)."""
+    told how many bytes the chunk wrote into the commit log, for a progress bar)."""
     chunk = []
     for msg in source:
         chunk.append(msg)
         if len(chunk) >= CHUNK:
-            yield store.append_many(chunk)
+            results = store.append_many(chunk)
+            yield results
             if advance:
-                advance(len(chunk))
+                advance(sum(r.wrote_bytes for r in results))
             chunk = []
     if chunk:
-        yield store.append_many(chunk)
+        results = store.append_many(chunk)
+        yield results
         if advance:
-            advance(len(chunk))
+            advance(sum(r.wrote_bytes for r in results))
 
 
 def one_message(topic, body, body_file, tags, keys, prop, queue, delay_level) -> MessageInner:

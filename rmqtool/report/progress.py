@@ -1,9 +1,14 @@
-"""Progress on stderr (never stdout), beside the output sink: by bytes scanned or by items
-done. Commands make one only when asked (``--progress``) or when stderr is a terminal.
+"""Progress on stderr (never stdout), beside the output sink, always in bytes: a reader's bar
+counts the bytes it has read of ``total`` (verify, dump: the store's bytes); a writer's the
+bytes it has written (append, salvage), with the rate, its total known only once it is done.
+Commands make one only when asked (``--progress``) or when stderr is a terminal
+(:func:`progress_bar`).
 
-On a terminal it is a rich bar, sizes in binary units (MiB, GiB, as segments are sized);
-when ``--progress`` forces it onto a file or a pipe, it is a plain line every few seconds
-(``scanning: 1.2 GiB of 2.0 GiB (60%)``), which a log keeps readable.
+On a terminal it is a rich bar, sizes in binary units (MiB, GiB, as segments are sized),
+transient: erased before a table's first line, a plan, a report or JSON on the terminal
+(:func:`erase_bars`), and at its end. When ``--progress`` forces it onto a file or a pipe,
+it is a plain line every few seconds (``scanning: 1.2 GiB of 2.0 GiB (60%)``), which a log
+keeps readable.
 """
 from __future__ import annotations
 
@@ -23,6 +28,31 @@ def progress_enabled(flag: bool | None) -> bool:
     return sys.stderr.isatty()
 
 
+def progress_bar(description: str, total: int | None = None, flag: bool | None = None) -> "Progress | None":
+    """A bar of ``total`` bytes (None: bytes written, no total) when progress is on (``flag``:
+    ``--progress/--no-progress``, None: stderr a terminal), else None."""
+    return Progress(description, total) if progress_enabled(flag) else None
+
+
+def counted(items, bar: "Progress | None", size_of, step: int = 1 << 20):
+    """``items`` as they come, ``bar`` advanced by each one's ``size_of`` once the consumer has
+    written it (asked for the next), a ``step`` of bytes at a time (a bar redrawn per message
+    costs more than the message)."""
+    if bar is None:
+        return items
+
+    def through():
+        pending = 0
+        for item in items:
+            yield item
+            pending += size_of(item)
+            if pending >= step:
+                bar.advance(pending)
+                pending = 0
+        bar.advance(pending)
+    return through()
+
+
 _LIVE: list = []  # bars on the terminal now
 
 
@@ -34,7 +64,8 @@ def erase_bars() -> None:
 
 
 class Progress:
-    """Progress of ``total`` bytes (a scan), or of a count of items when ``total`` is None."""
+    """Progress of ``total`` bytes (a reader's), or of bytes written with no total (a writer's):
+    :meth:`advance` by the bytes read or written; ``done`` and ``total`` say how far it got."""
 
     def __init__(self, description: str, total: int | None = None):
         self.description = description
@@ -45,12 +76,8 @@ class Progress:
             from rich.console import Console
             from rich import progress as rp
 
-            if total is None:
-                columns = (rp.TextColumn(description), rp.BarColumn(), rp.MofNCompleteColumn(),
-                           rp.TimeElapsedColumn())
-            else:
-                columns = (rp.TextColumn(description), rp.BarColumn(), rp.DownloadColumn(binary_units=True),
-                           rp.TimeRemainingColumn())
+            columns = (rp.TextColumn(description), rp.BarColumn(), rp.DownloadColumn(binary_units=True),
+                       rp.TransferSpeedColumn() if total is None else rp.TimeRemainingColumn())
             self._bar = rp.Progress(*columns, console=Console(file=sys.stderr), transient=True)
             self._bar.start()
             self._task = self._bar.add_task(description, total=total)
@@ -68,7 +95,7 @@ class Progress:
 
     def _line(self) -> None:
         if self.total is None:
-            text = f"{self.description}: {self.done}"
+            text = f"{self.description}: {human_size(self.done)} written"
         else:
             share = f" ({100 * self.done // self.total}%)" if self.total else ""
             text = f"{self.description}: {human_size(self.done)} of {human_size(self.total)}{share}"
@@ -81,6 +108,8 @@ class Progress:
             self._bar.stop()
             self._bar = None
             self._next = float("inf")
+        if self in _LIVE:
+            _LIVE.remove(self)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -17,6 +17,7 @@ import orjson
 from rmqtool.errors import ExitCode
 from rmqtool.report.columns import select_columns, terminal_safe
 from rmqtool.report.finding_table import SEVERITY_ORDER, FindingTable
+from rmqtool.report.progress import erase_bars
 from rmqtool.report.table import TextTable, output_width
 
 FORMATS = ("table", "jsonl", "json")
@@ -80,6 +81,7 @@ class _ByteWriter:
             stream.flush()  # what was written as text goes first
         self.pieces: list[bytes] = []
         self.size = 0
+        self.first = True
 
     def add(self, data: bytes) -> None:
         self.pieces.append(data)
@@ -93,10 +95,21 @@ class _ByteWriter:
         data = b"".join(self.pieces)
         self.pieces.clear()
         self.size = 0
+        if self.first:  # JSON onto the terminal a bar is drawn on: the bar goes first (into a pipe it stays)
+            self.first = False
+            if _is_terminal(self.stream):
+                erase_bars()
         if self.buffer is not None:
             self.buffer.write(data)
         else:
             self.stream.write(data.decode("utf-8"))
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 class Sink:
@@ -318,6 +331,7 @@ def render_document(doc: dict, fmt: str, stream: TextIO | None = None, title: st
     """One document (``info``, a checkpoint): JSON as it is; for people, short sections read
     top to bottom: a title line, ``name  value`` lines, then a table for each list."""
     stream = stream if stream is not None else sys.stdout
+    erase_bars()  # a document comes once the work is done: its bar is gone before it
     if fmt == "json":
         _write_json(stream, json.dumps(doc, ensure_ascii=False, default=_json_default, indent=2) + "\n")
         stream.flush()

@@ -7,6 +7,7 @@ plan lists how); 5 a running process holds the store (--apply).
 """
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import shlex
 from typing import List, Optional
@@ -17,6 +18,7 @@ from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.params import OFFSET_METAVAR, Semantics, check_semantics, complete_queue, complete_topic, examples
 from rmqtool.cli.sizes import SizeOptions, size_options
 from rmqtool.errors import ExitCode, UsageError
+from rmqtool.report.progress import progress_bar
 
 
 def register(app: typer.Typer) -> None:
@@ -53,6 +55,8 @@ def redispatch(
                                                            "store, named by the time)."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
     wide: bool = typer.Option(False, "--wide", help="Table: a line for every file, those already as built too."),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="A bar of the commit log bytes "
+                                            "dispatched, on stderr (default: when stderr is a terminal)."),
 ):
     """Rebuild consume queues and index files from the commit log (files identical to the broker's),
     or with --timer the timer log, wheel and timercheck for the pending timer messages.
@@ -71,10 +75,11 @@ def redispatch(
                              timer)
     if not cq and not index and not timer:
         cq = index = True
-    run = redispatch_store(view, cq=cq, index=index, topics=tuple(topic), queue=queue,
-                           skip_unknown_topics=skip_unknown_topics, from_offset=from_offset, given=given,
-                           semantics=check_semantics(semantics), apply=apply, backup_dir=backup_dir,
-                           command=again_command, timer=timer)
+    with (progress_bar("dispatching", 0, progress) if not timer else None) or contextlib.nullcontext() as bar:
+        run = redispatch_store(view, cq=cq, index=index, topics=tuple(topic), queue=queue,
+                               skip_unknown_topics=skip_unknown_topics, from_offset=from_offset, given=given,
+                               semantics=check_semantics(semantics), apply=apply, backup_dir=backup_dir,
+                               command=again_command, timer=timer, progress=bar)
     show_redispatch_plan(run.doc, fmt.value, run.sizes, wide=wide)
     if run.refusal is not None:
         raise run.refusal

@@ -41,13 +41,15 @@ class CommitLogFiles:
     """The store's commit log as ReputMessageService reads it (read only, up to ``end``),
     through the read side's one reader of the bytes at a commit log offset."""
 
-    def __init__(self, queue: SegmentQueue, end: int):
+    def __init__(self, queue: SegmentQueue, end: int, progress=None):
+        self.progress = progress  # told the bytes the reput has moved past (a bar's advance)
         self.segments = [(s.base_offset, s.path) for s in queue.segments]
         self.mapped_file_size = queue.mapped_file_size
         self.max_offset = end
         self.min_offset = queue.segments[0].base_offset if queue.segments else 0
         self.directory = queue.directory
         self._reader = CommitLogReader(CommitLog.of_queue(queue))
+        self._at = None  # where the last read began: the reput asks again from where it got to
 
     def segment_of(self, offset: int):
         base = offset - offset % self.mapped_file_size
@@ -57,6 +59,10 @@ class CommitLogFiles:
         return None
 
     def read(self, offset: int, length: int) -> bytes:
+        if self.progress is not None:
+            if self._at is not None and offset > self._at:
+                self.progress(offset - self._at)
+            self._at = offset
         return self._reader.get_data(offset, length, self.max_offset)
 
     def close(self) -> None:
@@ -124,10 +130,12 @@ class Built:
 
 def build(store, staging, *, cq: bool = True, index: bool = True, selection: Selection = Selection(),
           from_offset: int | None = None, clock=None, index_slots: int | None = None,
-          index_entries: int | None = None, sizes: GivenSizes | None = None) -> Built:
+          index_entries: int | None = None, sizes: GivenSizes | None = None, progress=None) -> Built:
     """Build into ``staging`` (made, must not exist) what dispatching the commit log gives,
     in the store's sizes (:func:`store_sizes`; ``index_slots``/``index_entries`` override
-    ``sizes``' own). ``store``: the view the command opened (or a store root)."""
+    ``sizes``' own). ``store``: the view the command opened (or a store root). ``progress``:
+    a bar (``report/progress.Progress``) given the commit log bytes to dispatch as its total
+    and advanced as the reput gets through them."""
     view = view_of_root(store)
     paths = view.paths
     staging = pathlib.Path(staging)
@@ -176,11 +184,15 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
                                      skip_topics=every_batch_topic if batch_table is None
                                      else frozenset(), batch_queues=batch_table)
     chosen = _Filter(dispatcher, selection, start)
-    reader = CommitLogFiles(log, end)
+    if progress is not None:
+        progress.set_total(end - start)
+    reader = CommitLogFiles(log, end, progress.advance if progress is not None else None)
     try:
         ReputMessageService(reader, chosen, DelayLevels(), start).do_reput()
     finally:
         reader.close()
+    if progress is not None:
+        progress.advance(end - start - progress.done)  # the last window, read to the end
     table.close()
     if batch_table is not None:
         batch_table.close()

@@ -83,11 +83,13 @@ def _staging(root: pathlib.Path, apply: bool, backup_dir: pathlib.Path | None):
 def redispatch_store(view: StoreView, *, cq: bool, index: bool, topics: tuple[str, ...] = (),
                      queue: int | None = None, skip_unknown_topics: bool = False, from_offset: int | None = None,
                      given=None, semantics: str | None = None, apply: bool = False,
-                     backup_dir: pathlib.Path | None = None, command: str = "", timer: bool = False) -> RedispatchRun:
+                     backup_dir: pathlib.Path | None = None, command: str = "", timer: bool = False,
+                     progress=None) -> RedispatchRun:
     """Rebuild the consume queues and/or index files of the store the command opened (``view``)
     from its commit log and compare them with the store's; ``apply`` swaps the differing ones
     in (``command``: the command line that finishes a run cut short). ``timer``: the timer
-    store instead (:func:`redispatch_timer`; not with queues, index or a selection)."""
+    store instead (:func:`redispatch_timer`; not with queues, index or a selection). ``progress``:
+    a bar of the commit log bytes dispatched (``engine/redispatch.build``)."""
     if timer:
         if cq or index or topics or queue is not None or from_offset is not None or skip_unknown_topics:
             raise UsageError("--timer rebuilds the timer store alone: not with --cq, --index, -t, -q, "
@@ -111,7 +113,7 @@ def redispatch_store(view: StoreView, *, cq: bool, index: bool, topics: tuple[st
     with _staging(root, apply, backup_dir or again) as stage:
         with stage.discarded_on_error():
             built = build(view, stage.path / "built", cq=cq, index=index, selection=selection,
-                          from_offset=from_offset, sizes=given)
+                          from_offset=from_offset, sizes=given, progress=progress)
         changes = compare(view, built, cq=cq, index=index, selection=selection)
         doc = {"store_path": str(root), "from_offset": built.from_offset, "to_offset": built.to_offset,
                "records_dispatched": built.records, "consume_queue_file_size": built.cq_size,

@@ -85,6 +85,12 @@ class Progress:
         else:
             self._next = time.monotonic() + PLAIN_EVERY
 
+    def set_total(self, total: int) -> None:
+        """The total, once the work knows it (redispatch: the commit log range it dispatches)."""
+        self.total = total
+        if self._bar is not None:
+            self._bar.update(self._task, total=total)
+
     def advance(self, n: int) -> None:
         self.done += n
         if self._bar is not None:

@@ -247,6 +247,7 @@ def test_recover_plan_of_a_live_store_says_so_first(tmp_path):
     assert header.startswith(f"LIVE STORE: PID {os.getpid()} holds {tmp_path / 'store'}")
     assert "the abort file is the running broker's" in header and "--apply refuses a live store" in header
     assert _widest(table.stdout) <= 80 and "is live" not in table.stderr  # said once, in the plan
+    assert "did not shut down cleanly" not in " ".join(table.stdout.split())  # the broker still runs
     doc = json.loads(as_json.stdout)
     assert "is live" in as_json.stderr and "live" not in json.dumps(list(doc))  # JSON as it was
     assert applied.exit_code == ExitCode.LOCKED and "lock" in applied.stderr  # the refusal unchanged

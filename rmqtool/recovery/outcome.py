@@ -164,7 +164,8 @@ class _Start:
         self.semantics = settings.semantics
         abort = self.paths.abort.exists()
         abnormal = abort or settings.from_checkpoint
-        mode_reason = ("the abort file is there: the last broker did not shut down cleanly" if abort else
+        mode_reason = ("the abort file is the running broker's: a start after it stops uncleanly" if abort and view.live
+                       else "the abort file is there: the last broker did not shut down cleanly" if abort else
                        "forced (--from-checkpoint)" if abnormal else "no abort file: the last shutdown was clean")
         self.out = Outcome(self.semantics, "as asked (--semantics)", abnormal, mode_reason)
         self.size = commit_log_file_size or log.mapped_file_size or 0  # the commit log's mapped file size

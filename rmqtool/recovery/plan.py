@@ -237,6 +237,8 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
     redispatch, reason = _redispatch_from(outcome, segments, cq_max_physic, min_offset)
     if abnormal:  # last among the findings: what else is wrong says more
         findings.append(Finding(ABORT_FILE_PRESENT, str(paths.abort), None,
+                                "the running broker keeps the abort file until it shuts down: this is a start "
+                                "after it stops uncleanly" if view.live else
                                 "the last writer did not shut down cleanly"))
     elif outcome.abnormal and not _changes(findings) and _dispatch_changes(outcome):
         findings.append(Finding(ABORT_FILE_PRESENT, str(paths.abort), None,

@@ -185,3 +185,12 @@ def test_an_apply_killed_half_way_is_finished_by_running_it_again(tmp_path):
     assert not (root / ".rmqtool-unfinished").exists()
     assert run("undo", tmp_path / "backup").exit_code == 0
     assert tree_fingerprint(root) == before
+
+
+def test_a_typo_in_columns_fails_before_apply_writes(tmp_path):
+    root = writable_copy(CONSUMERS / "store", tmp_path / "store")
+    before = tree_fingerprint(root)
+    done = run("offsets", "reset", root, "-g", GROUP, "-t", TOPIC, "--to-earliest", "--apply",
+               "--backup-dir", tmp_path / "backup", "--columns", "queue_id,no_such_column")
+    assert done.exit_code == 2 and "no_such_column" in done.stderr
+    assert tree_fingerprint(root) == before and not (tmp_path / "backup").exists()

@@ -120,8 +120,10 @@ def reset(
     """
     from rmqtool.query.by_time import offset_by_time
     from rmqtool.recovery.offset_reset import ResetTarget, reset_offsets
+    from rmqtool.report.columns import select_columns
     from rmqtool.report.plans import show_reset_plan
 
+    select_columns("offset_reset", columns)  # a typo in --columns fails before --apply writes
     target = ResetTarget.of(to_time=parse_time(to_time, "--to-time"), to_offset=to_offset, to_earliest=to_earliest,
                             to_latest=to_latest)
     run = reset_offsets(store, group, topic, target, queue=queue, apply=apply, backup_dir=backup_dir,

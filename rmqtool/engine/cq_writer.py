@@ -206,6 +206,9 @@ class ConsumeQueueTable:
             self.queues[(topic, queue_id)] = cq
             if cq.ext is not None and cq.ext.bit_map is not None:
                 self.topic_bit_maps.setdefault(topic, cq.ext.bit_map)
+        for (topic, _queue_id), cq in self.queues.items():  # a queue whose last unit's ext unit is lost
+            if cq.ext is not None and cq.ext.bit_map is None:
+                cq.ext.bit_map = self.topic_bit_maps.get(topic)
 
     def find(self, topic: str, queue_id: int) -> ConsumeQueueWriter:
         cq = self.queues.get((topic, queue_id))

@@ -286,9 +286,10 @@ def _ext_garbage(cuts: list, actions: list[Action], findings: list[Finding]) -> 
     unit, when the start changes the store anyway."""
     for cut in cuts:
         if cut.zero_to > cut.zero_from:
-            why = (f"{cut.units_after} ext unit(s) and {cut.zero_to - cut.zero_from} non-zero bytes past the write "
-                   f"position of {cut.topic}/{cut.queue_id}'s ext: no consume queue unit the queue keeps points at "
-                   f"them")
+            what = (f"{cut.units_after} ext unit(s) ({cut.zero_to - cut.zero_from} non-zero bytes)" if cut.units_after
+                    else f"{cut.zero_to - cut.zero_from} non-zero bytes that are no ext unit")
+            why = (f"{what} past the write position of {cut.topic}/{cut.queue_id}'s ext: no consume queue unit the "
+                   f"queue keeps points at them")
             findings.append(Finding(CQ_EXT_GARBAGE_AFTER_END, str(cut.file), cut.zero_from, why))
             actions.append(Action(ZERO, str(cut.file), cut.zero_from, cut.zero_to, CQ_EXT_GARBAGE_AFTER_END, why))
 

@@ -131,6 +131,9 @@ def _plan_lines(doc: dict, plan) -> list[str]:
     for name, q in doc["queues"].items():
         kind = "batch queue" if name.rsplit("/", 1)[0] in doc.get("batch_topics", ()) else "queue"
         lines.append(f"{kind} {name}: offsets [{q['min_offset']}, {q['max_offset']}) after recovery")
+    ext = doc.get("consume_queue_ext") or {}
+    for name, n in ext.get("units_put", {}).items():  # enableConsumeQueueExt
+        lines.append(f"queue {name}: dispatch puts {n} ext unit(s) (tags hash, store time) with its units")
     lost = doc["lost_messages"]
     if lost:
         counts = collections.Counter(m["reason"] for m in lost)

@@ -93,10 +93,11 @@ class ConsumeQueueWriter:
         tagsCode field of the last unit (1, cutting nothing, when that is no address)."""
         if self.ext_file_size is None:
             return
-        mf = self.files.last
+        end = self.files.max_offset
         max_address = 1
-        if mf is not None and mf.wrote_position >= CQ_STORE_UNIT_SIZE:
-            max_address = CQ_UNIT.unpack_from(mf.mm, mf.wrote_position - CQ_STORE_UNIT_SIZE)[2]
+        last = self.files.read(end - CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE) if end >= CQ_STORE_UNIT_SIZE else b""
+        if len(last) == CQ_STORE_UNIT_SIZE:  # the last unit, in the last file or (that one empty) the one before
+            max_address = CQ_UNIT.unpack(last)[2]
         self.ext = ConsumeQueueExtWriter.of_queue(self.root.parent, self.topic, self.queue_id, self.ext_file_size,
                                                   max_address)
 

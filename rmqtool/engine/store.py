@@ -437,7 +437,7 @@ class Store:
             self.batch_queues = BatchConsumeQueueTable(self.paths.batch_consumequeue,
                                                        self.sizes.batch_consume_queue.value, batch)
             self.batch_queues.load()
-        self.ext_writing = ext = ext_writing(self.root, self._broker_config)
+        ext = ext_writing(self.root, self._broker_config)
         if c.enable_consume_queue_ext is not None:
             ext = dataclasses.replace(ext, enabled=c.enable_consume_queue_ext)
         ext_size = c.mapped_file_size_consume_queue_ext or ext.file_size

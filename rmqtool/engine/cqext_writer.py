@@ -57,7 +57,7 @@ class ConsumeQueueExtWriter:
         ``max_address``: the tagsCode field of the consume queue's last unit); the bit map size
         its unit at that address shows (a topic's units share one), else none."""
         directory = pathlib.Path(store_root) / CONSUMEQUEUE_EXT_DIR / topic / str(queue_id)
-        reader = ConsumeQueueExt(directory, topic, queue_id, file_size if directory.is_dir() else None)
+        reader = ConsumeQueueExt(directory, topic, queue_id)  # existing files keep the size they show
         found = reader.get(max_address) if reader.segments and is_ext_addr(max_address) else None
         writer = cls(directory, reader.mapped_file_size if reader.segments else file_size,
                      max(found.unit.bit_map_size, 0) if found is not None and found.ok else 0)

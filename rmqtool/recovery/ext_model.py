@@ -134,9 +134,10 @@ class StoreExts:
     ``consumequeue_ext/``, i.e. runs with enableConsumeQueueExt)."""
 
     def __init__(self, root: pathlib.Path):
+        from rmqtool.store.cqext import ext_writing
         from rmqtool.store.paths import CONSUMEQUEUE_EXT_DIR
         self.base = pathlib.Path(root) / CONSUMEQUEUE_EXT_DIR
-        self.enabled = self.base.is_dir()
+        self.enabled = ext_writing(root).enabled  # the one answer the writers take too
         self.models: dict[tuple[str, int], ExtModel] = {}
         self.file_size: int | None = None
         self.topic_bit_map: dict[str, int] = {}

@@ -316,10 +316,17 @@ def ext_writing(store_root: str | os.PathLike, broker_config=None) -> ExtWriting
                   else f"no {CONSUMEQUEUE_EXT_DIR}/")
     size = broker_config.int_setting("mappedFileSizeConsumeQueueExt", DEFAULT_CQ_EXT_FILE_SIZE) \
         if broker_config is not None else None
-    if size is None:
-        shown = [e.mapped_file_size for e in open_exts(root) if e.segments] if enabled else []
-        size = (shown[0], "the ext files") if shown else (DEFAULT_CQ_EXT_FILE_SIZE, "the default")
-    return ExtWriting(enabled, size[0], reason)
+    return ExtWriting(enabled, size[0] if size is not None else _shown_file_size(root) if enabled
+                      else DEFAULT_CQ_EXT_FILE_SIZE, reason)
+
+
+def _shown_file_size(root: pathlib.Path) -> int:
+    """mappedFileSizeConsumeQueueExt as the first queue with ext files shows it, else the default."""
+    for _topic, _queue_id, directory in queue_directories(root / CONSUMEQUEUE_EXT_DIR):
+        listing = discover(directory, required=False)
+        if listing.segments and listing.mapped_file_size:
+            return listing.mapped_file_size
+    return DEFAULT_CQ_EXT_FILE_SIZE
 
 
 def queue_max_ext_address(queue) -> int:

@@ -9,9 +9,11 @@ import json
 import pathlib
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import V5, load_truth
-from helpers import cli_runner, expand_store, tree_fingerprint
+from helpers import cli_runner, examples, expand_store, tree_fingerprint
 from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
 from rmqtool.formats.cqext import END_BLANK_DATA_LENGTH, ext_addr_to_offset, is_ext_addr
@@ -250,3 +252,31 @@ def test_broker_config_says_whether_dispatch_writes_ext_units(tmp_path):
             assert (store / "consumequeue_ext" / "TagOnlyTopic" / "0" / "00000000000000000000").stat().st_size == 2048
         else:
             assert (u.tags_code, found) == (code_of["TagA"], None)
+
+
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_ext_damage_never_breaks_the_plan_or_append(tmp_path_factory, data):
+    """Random bytes over an ext file: the recovery plan still comes out, and append either
+    writes (its new unit's ext unit found at its address) or refuses with a clear error."""
+    from rmqtool.errors import RmqError
+    from rmqtool.recovery.plan import plan_recovery
+    store = expand_store(CQEXT / "store", tmp_path_factory.mktemp("fuzz") / "store")
+    files = sorted((store / "consumequeue_ext").rglob("0000*"))
+    target = files[data.draw(st.integers(0, len(files) - 1))]
+    raw = bytearray(target.read_bytes())
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(raw) - 1))
+        chunk = data.draw(st.binary(min_size=1, max_size=40))
+        raw[at:at + len(chunk)] = chunk[:len(raw) - at]
+    target.write_bytes(bytes(raw))
+    plan_recovery(store)
+    topic, queue_id = target.parent.parent.name, int(target.parent.name)
+    try:
+        with Store.open(store, writable=True, recover=True, backup_dir=store.parent / "backup") as s:
+            r = s.append(dataclasses.replace(producer_message(topic, b"x", tags="TagA", queue_id=queue_id),
+                                             store_timestamp=1))
+    except RmqError:
+        return
+    u, found = _units(store, topic, queue_id)[r.queue_offset]
+    assert found is not None and found.ok and found.unit.msg_store_time == 1

@@ -270,16 +270,19 @@ class CommitLogDispatcher:
         last_ts = 0
         last_offset = -1
         skip = self.skip_topics
+        ext = getattr(self.consume_queues, "ext_enabled", False)  # ext units need each record's store time
         for topic, queue_id, offset, size, code, ts, queue_offset, _keys, _uniq, sys_flag, *_ in requests:
             tran = sys_flag & TRANSACTION_MASK
             if (tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE) and topic not in skip:
                 run = runs.get((topic, queue_id))
                 if run is None or run[3] != queue_offset:
-                    run = [topic, queue_id, queue_offset, queue_offset, []]
+                    run = [topic, queue_id, queue_offset, queue_offset, []] + ([[]] if ext else [])
                     runs[(topic, queue_id)] = run
                     order.append(run)
                 run[3] = queue_offset + 1
                 run[4] += (offset, size, code)
+                if ext:
+                    run[5].append(ts)
                 last_ts, last_offset = ts, offset
         if self.batch_queues is not None:
             ts, offset = self._put_batch(r for r in requests if r[0] in self.batch_queues.topics)
@@ -307,12 +310,13 @@ class CommitLogDispatcher:
         """:meth:`dispatch` with each queue's units already gathered (as the put path can,
         while it hands out queue offsets): ``runs`` is [topic, queue id, first queue offset,
         next queue offset, flat units] each, in the order started; ``last_ts`` is the store
-        timestamp of the last record given a unit (0: none)."""
+        timestamp of the last record given a unit (0: none). A run may end with its records'
+        store timestamps (a store with the ext: its units' ext units need them)."""
         queues = self._queues
         find = self.consume_queues.find
-        for topic, queue_id, first, _next, units in runs:
+        for topic, queue_id, first, _next, units, *stamps in runs:
             cq = queues.get((topic, queue_id)) or find(topic, queue_id)
-            if not cq.put_run(first, units):
+            if not cq.put_run(first, units, *stamps):
                 raise StoreAccessError(f"consume queue {topic}/{queue_id} refused offset {first}", cq.directory)
         if self.index_service is not None:
             self.index_service.build_index_many(requests)
@@ -346,12 +350,14 @@ class CommitLogDispatcher:
             units = np.column_stack((cols.commit_log_offset[order], cols.msg_size[order],
                                      cols.tags_code[order])).ravel().tolist()
             topic_of, queue_of, first_of = cols.topic[order].tolist(), cols.queue_id[order].tolist(), qo.tolist()
+            stamps = cols.store_timestamp[order].tolist() if getattr(self.consume_queues, "ext_enabled", False) \
+                else None  # a store with the ext: each unit's ext unit takes its record's store time
             queues = self._queues
             find = self.consume_queues.find
             for a, b in zip(starts, stops):
                 topic, queue_id = cols.topics[topic_of[a]], queue_of[a]
                 cq = queues.get((topic, queue_id)) or find(topic, queue_id)
-                if not cq.put_run(first_of[a], units[3 * a:3 * b]):
+                if not cq.put_run(first_of[a], units[3 * a:3 * b], stamps[a:b] if stamps is not None else None):
                     raise StoreAccessError(f"consume queue {topic}/{queue_id} refused offset {first_of[a]}",
                                            cq.directory)
             last_ts = int(cols.store_timestamp[rows[-1]])
@@ -373,7 +379,7 @@ class CommitLogDispatcher:
         tran = sys_flag & TRANSACTION_MASK
         if (tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE) and topic not in self.skip_topics:
             cq = self._queues.get((topic, queue_id)) or self.consume_queues.find(topic, queue_id)
-            if not cq.put(commit_log_offset, msg_size, tags_code, consume_queue_offset):
+            if not cq.put(commit_log_offset, msg_size, tags_code, consume_queue_offset, store_timestamp):
                 raise StoreAccessError(f"consume queue {topic}/{queue_id} refused offset {consume_queue_offset}",
                                        cq.directory)
             if self.checkpoint is not None:

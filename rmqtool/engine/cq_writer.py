@@ -5,6 +5,12 @@ dispatched message at byte ``queueOffset * 20`` of ``consumequeue/<topic>/<queue
 whose files are named by their first byte and roll with no padding (the file size is a
 multiple of 20). A queue created for an offset other than 0 starts with fill units up to
 it (fillPreBlank), which is how the broker marks the queue's minimum offset.
+
+On a store whose broker runs with enableConsumeQueueExt (``store/cqext.ext_writing``), each
+unit written gets an ext unit first (putMessagePositionInfoWrapper: the tags hash, the store
+timestamp and a bit map, through ``engine/cqext_writer.py``) and holds its address in the
+tagsCode field. The broker puts the ext unit before its "built already" checks, so a dispatch
+it skips still takes ext room (apache/rocketmq #10756); here only a unit written gets one.
 """
 from __future__ import annotations
 
@@ -19,7 +25,9 @@ from rmqtool.formats.derive import struct_format, struct_of
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, batch_unit_before, find_queue_end, queue_directories
 from rmqtool.store.paths import queue_directory
 from rmqtool.store.segments import discover
+from rmqtool.engine.cqext_writer import ConsumeQueueExtWriter
 from rmqtool.engine.mapped_file import WritableFileQueue
+from rmqtool.formats.cqext import is_ext_addr
 
 CQ_UNIT = struct_of(CqUnit)
 assert CQ_UNIT.size == CQ_STORE_UNIT_SIZE
@@ -48,15 +56,19 @@ def consume_queue_file_size(configured: int) -> int:
 class ConsumeQueueWriter:
     """The write side of one consume queue (topic, queue id)."""
 
-    def __init__(self, root: str | os.PathLike, topic: str, queue_id: int, mapped_file_size: int):
+    def __init__(self, root: str | os.PathLike, topic: str, queue_id: int, mapped_file_size: int,
+                 ext_file_size: int | None = None):
         self.topic = topic
         self.queue_id = queue_id
+        self.root = pathlib.Path(root)
         self.directory = queue_directory(root, topic, queue_id)
         self.mapped_file_size = mapped_file_size
         self.files = WritableFileQueue(self.directory, mapped_file_size)
         self.max_physic_offset = -1
         self.min_logic_offset = 0
         self.out_of_order = 0  # units written where the queue offset did not match (the broker's [BUG] log)
+        self.ext_file_size = ext_file_size  # enableConsumeQueueExt: the ext's file size (None: no ext)
+        self.ext: ConsumeQueueExtWriter | None = None
 
     def load(self) -> None:
         """Find where the queue ends (ConsumeQueue.recover, the read side's find_queue_end).
@@ -64,6 +76,7 @@ class ConsumeQueueWriter:
         queue = discover(self.directory, required=False, mapped_file_size=self.mapped_file_size)
         segments = queue.segments
         if not segments:
+            self._load_ext()
             return
         end = find_queue_end(segments, self.mapped_file_size)
         if end.segments_after:
@@ -73,13 +86,28 @@ class ConsumeQueueWriter:
         self.max_physic_offset = end.max_physic_offset
         # correctMinOffset with the commit log starting at 0: the first unit, fill or not
         self.min_logic_offset = segments[0].base_offset
+        self._load_ext()
+
+    def _load_ext(self) -> None:
+        """The ext, where ConsumeQueue.recover's tail leaves it: truncateByMaxAddress with the
+        tagsCode field of the last unit (1, cutting nothing, when that is no address)."""
+        if self.ext_file_size is None:
+            return
+        end = self.files.max_offset
+        max_address = 1
+        last = self.files.read(end - CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE) if end >= CQ_STORE_UNIT_SIZE else b""
+        if len(last) == CQ_STORE_UNIT_SIZE:  # the last unit, in the last file or (that one empty) the one before
+            max_address = CQ_UNIT.unpack(last)[2]
+        self.ext = ConsumeQueueExtWriter.of_queue(self.root.parent, self.topic, self.queue_id, self.ext_file_size,
+                                                  max_address)
 
     @property
     def max_offset_in_queue(self) -> int:
         return self.files.max_offset // CQ_STORE_UNIT_SIZE
 
-    def put(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
-        """putMessagePositionInfo: True when written, or when already there (a re-dispatch)."""
+    def put(self, offset: int, size: int, tags_code: int, cq_offset: int, store_timestamp: int = 0) -> bool:
+        """putMessagePositionInfoWrapper: True when written, or when already there (a re-dispatch).
+        ``store_timestamp``: the record's, for its ext unit (a store with the ext)."""
         if offset + size <= self.max_physic_offset:
             return True  # built already
         expect = cq_offset * CQ_STORE_UNIT_SIZE
@@ -99,18 +127,29 @@ class ConsumeQueueWriter:
         pos = mf.wrote_position
         if pos + CQ_STORE_UNIT_SIZE > mf.file_size:
             return False
+        if self.ext is not None:  # the ext unit first; a failed put leaves the tags hash in the unit
+            address = self.ext.put(tags_code, store_timestamp)
+            if is_ext_addr(address):
+                tags_code = address
         CQ_UNIT.pack_into(mf.mm, pos, offset, size, tags_code)
         mf.wrote_position = pos + CQ_STORE_UNIT_SIZE
         self.max_physic_offset = offset + size
         return True
 
-    def put_run(self, first_cq_offset: int, units: list) -> bool:
+    def put_run(self, first_cq_offset: int, units: list, store_timestamps: list | None = None) -> bool:
         """putMessagePositionInfo for consecutive queue offsets from ``first_cq_offset``;
         ``units`` holds commitLogOffset, size, tagsCode of each, flat. Written with one pack
-        when the run goes right after the queue's end in its current file; otherwise unit by unit."""
+        when the run goes right after the queue's end in its current file; otherwise unit by unit
+        (always with the ext: each unit's ext unit first, from ``store_timestamps``)."""
         n = len(units) // 3
         mf = self.files.last
         expect = first_cq_offset * CQ_STORE_UNIT_SIZE
+        if self.ext is not None:
+            stamps = store_timestamps or [0] * n
+            for i in range(n):
+                if not self.put(units[3 * i], units[3 * i + 1], units[3 * i + 2], first_cq_offset + i, stamps[i]):
+                    return False
+            return True
         if (mf is not None and units[0] + units[1] > self.max_physic_offset
                 and expect == mf.file_from_offset + mf.wrote_position
                 and mf.wrote_position + n * CQ_STORE_UNIT_SIZE <= mf.file_size
@@ -131,10 +170,15 @@ class ConsumeQueueWriter:
             mf.append(CQ_FILL_UNIT_BYTES)
 
     def flush(self, least_pages: int = 0) -> bool:
-        return self.files.flush(least_pages)
+        result = self.files.flush(least_pages)
+        if self.ext is not None:
+            result = self.ext.flush(least_pages) and result
+        return result
 
     def close(self) -> None:
         self.files.close()
+        if self.ext is not None:
+            self.ext.close()
 
 
 class ConsumeQueueTable:
@@ -142,23 +186,38 @@ class ConsumeQueueTable:
     with ``batch_queues``, a 5.x store's batch consume queues are flushed and closed with
     them (ConsumeQueueStore holds both kinds)."""
 
-    def __init__(self, root: str | os.PathLike, mapped_file_size: int, batch_queues=None):
+    def __init__(self, root: str | os.PathLike, mapped_file_size: int, batch_queues=None,
+                 ext_file_size: int | None = None):
         self.root = pathlib.Path(root)
         self.mapped_file_size = mapped_file_size
         self.queues: dict[tuple[str, int], ConsumeQueueWriter] = {}
         self.batch_queues = batch_queues
+        self.ext_file_size = ext_file_size  # enableConsumeQueueExt: every queue writes ext units (None: none)
+        self.topic_bit_maps: dict[str, bytes] = {}  # a topic's unevaluated bit map, as its loaded queues show
+
+    @property
+    def ext_enabled(self) -> bool:
+        return self.ext_file_size is not None
 
     def load(self) -> None:
         """loadConsumeQueue + recover: every consumequeue/<topic>/<queueId> directory."""
         for topic, queue_id, _directory in queue_directories(self.root):
-            cq = ConsumeQueueWriter(self.root, topic, queue_id, self.mapped_file_size)
+            cq = ConsumeQueueWriter(self.root, topic, queue_id, self.mapped_file_size, self.ext_file_size)
             cq.load()
             self.queues[(topic, queue_id)] = cq
+            if cq.ext is not None and cq.ext.bit_map is not None:
+                self.topic_bit_maps.setdefault(topic, cq.ext.bit_map)
+        for (topic, _queue_id), cq in self.queues.items():  # a queue whose last unit's ext unit is lost
+            if cq.ext is not None and cq.ext.bit_map is None:
+                cq.ext.bit_map = self.topic_bit_maps.get(topic)
 
     def find(self, topic: str, queue_id: int) -> ConsumeQueueWriter:
         cq = self.queues.get((topic, queue_id))
         if cq is None:
-            cq = ConsumeQueueWriter(self.root, topic, queue_id, self.mapped_file_size)
+            cq = ConsumeQueueWriter(self.root, topic, queue_id, self.mapped_file_size, self.ext_file_size)
+            cq._load_ext()  # a new queue: its ext too (it may have ext files of its own already)
+            if cq.ext is not None and cq.ext.bit_map is None:  # the bit map size its topic's other queues show
+                cq.ext.bit_map = self.topic_bit_maps.get(topic)
             self.queues[(topic, queue_id)] = cq
         return cq
 

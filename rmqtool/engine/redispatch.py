@@ -23,7 +23,8 @@ import numpy as np
 from rmqtool.dispatch.dispatcher import CommitLogDispatcher, ReputMessageService
 from rmqtool.dispatch.rules import DelayLevels
 from rmqtool.engine.cq_writer import BatchConsumeQueueTable, ConsumeQueueTable
-from rmqtool.engine.cqext_rebuild import rebuild_exts, refuse_from_offset, uses_ext
+from rmqtool.engine.cqext_rebuild import rebuild_exts, refuse_from_offset
+from rmqtool.store.cqext import ext_writing
 from rmqtool.engine.index_writer import IndexServiceWriter
 from rmqtool.engine.store_sizes import GivenSizes, StoreSizes, store_sizes
 from rmqtool.errors import UsageError
@@ -126,6 +127,7 @@ class Built:
     batch_queues: list = dataclasses.field(default_factory=list)  # (topic, queue id) of batch consume queues built
     sizes: StoreSizes | None = None  # the sizes built with, and where each came from
     unknown_sizes: list = dataclasses.field(default_factory=list)  # those nothing shows (StoreSizes.unknown)
+    ext_units: bool = False  # the queues were built with ext units (enableConsumeQueueExt)
 
 
 def build(store, staging, *, cq: bool = True, index: bool = True, selection: Selection = Selection(),
@@ -139,7 +141,8 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
     view = view_of_root(store)
     paths = view.paths
     staging = pathlib.Path(staging)
-    refuse_from_offset(paths.root, from_offset if cq else None)
+    writing = ext_writing(paths.root, (sizes or GivenSizes()).broker_config)  # enableConsumeQueueExt?
+    refuse_from_offset(paths.root, from_offset if cq else None, (sizes or GivenSizes()).broker_config)
     log = view.commit_log.queue  # the listing the view made: not listed again
     if not log.segments:
         raise UsageError("the store has no commit log to dispatch from", paths.commitlog)
@@ -201,11 +204,12 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
         index_service.close()
     shutil.rmtree(staging / ".discard", ignore_errors=True)
     built = sorted(table.queues) if cq else []
-    if cq and uses_ext(paths.root):  # enableConsumeQueueExt: each queue's ext units, their addresses in the units
-        rebuild_exts(paths.root, staging, built, log, cq_size)
+    if cq and writing.enabled:  # enableConsumeQueueExt: each queue's ext units, their addresses in the units
+        rebuild_exts(paths.root, staging, built, log, cq_size, writing)
     return Built(staging, start, end, chosen.records, built, cq_size, geometry,
                  sorted(batch_table.queues) if batch_table is not None else [], store,
-                 store.unknown(consume_queue=cq, index=index, batch_consume_queue=batch_table is not None))
+                 store.unknown(consume_queue=cq, index=index, batch_consume_queue=batch_table is not None),
+                 cq and writing.enabled)
 
 
 def _record_at_or_after(segments: list[Segment], size: int, offset: int, end: int) -> int:
@@ -253,7 +257,7 @@ def compare(store, built: Built, *, cq: bool, index: bool, selection: Selection)
     kinds = [("consumequeue", paths.consumequeue, CQ_STORE_UNIT_SIZE)] if cq else []
     if cq and built.batch_queues:
         kinds.append(("batchconsumequeue", paths.batch_consumequeue, BATCH_CQ_STORE_UNIT_SIZE))
-    if cq and uses_ext(paths.root):  # ext files: no units to count
+    if cq and built.ext_units:  # ext files: no units to count
         kinds.append(("consumequeue_ext", paths.root / "consumequeue_ext", None))
     for name, store_dir, unit_size in kinds:
         staged_root = built.staging / name

@@ -33,14 +33,19 @@ def refuse_inner_batches(source: StoreView) -> None:
 
 
 def source_sizes(source: StoreView, index_slots: int | None, index_entries: int | None) -> dict:
-    """The source store's file sizes, for the new one (index files of two sizes: the newest)."""
+    """The source store's file sizes, for the new one (index files of two sizes: the newest);
+    a source whose broker runs with enableConsumeQueueExt gives the new store ext units too
+    (its ext file size), as that broker's dispatch would write them."""
     from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes
+    from rmqtool.store.cqext import ext_writing
 
     paths = source.paths
     cq_sizes = consume_queue_file_sizes(paths.consumequeue)
     slots, entries = index_sizes(paths.index, index_slots, index_entries, newest=True)
+    ext = ext_writing(source.root)
     return dict(commitlog_size=source.mapped_file_size,
-                cq_size=max(cq_sizes) if cq_sizes else None, index_slots=slots, index_entries=entries)
+                cq_size=max(cq_sizes) if cq_sizes else None, index_slots=slots, index_entries=entries) | (
+        dict(enable_consume_queue_ext=True, mapped_file_size_consume_queue_ext=ext.file_size) if ext.enabled else {})
 
 
 def write_store(messages, target: pathlib.Path, sizes: dict, row_of) -> None:

@@ -38,6 +38,7 @@ from rmqtool.engine.checkpoint_writer import CheckpointWriter
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.config import batch_topics
 from rmqtool.store.consumequeue import find_queue_end, queue_directories
+from rmqtool.store.cqext import ext_writing
 from rmqtool.engine.cq_writer import BatchConsumeQueueTable, ConsumeQueueTable
 from rmqtool.dispatch.dispatcher import CommitLogDispatcher, DispatchRequest, ReputMessageService
 from rmqtool.dispatch.rules import DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevels
@@ -87,6 +88,9 @@ class StoreConfig:
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     message_index_enable: bool = True
     enabled_append_prop_crc: bool | None = None  # 5.x: None, as the store's last record (a __CRC32# entry or not)
+    # ConsumeQueueExt: None, as a --broker-config says, else as the store shows (store/cqext.ext_writing)
+    enable_consume_queue_ext: bool | None = None
+    mapped_file_size_consume_queue_ext: int | None = None  # None: as a --broker-config says or the ext files show
     dispatch: str = "inline"  # or "background" (a ReputMessageService thread)
 
 _tuple_new = tuple.__new__
@@ -367,6 +371,7 @@ class Store:
         yet), the marker (and the plan applied), the commit log, the consume queues and the
         index, the reput from the plan's start, the services."""
         self._infer_sizes(given)
+        self._broker_config = given.broker_config
         plan = self._plan(recover)  # nothing has changed yet: a refusal leaves every byte and mtime
         self._put_lock = threading.Lock()
         self.delay_levels = DelayLevels(self.config.message_delay_level)
@@ -432,8 +437,12 @@ class Store:
             self.batch_queues = BatchConsumeQueueTable(self.paths.batch_consumequeue,
                                                        self.sizes.batch_consume_queue.value, batch)
             self.batch_queues.load()
+        ext = ext_writing(self.root, self._broker_config)
+        if c.enable_consume_queue_ext is not None:
+            ext = dataclasses.replace(ext, enabled=c.enable_consume_queue_ext)
+        ext_size = c.mapped_file_size_consume_queue_ext or ext.file_size
         self.consume_queues = ConsumeQueueTable(self.paths.consumequeue, c.mapped_file_size_consume_queue,
-                                                self.batch_queues)
+                                                self.batch_queues, ext_size if ext.enabled else None)
         self.consume_queues.load()
         self.index_service = None
         if c.message_index_enable:
@@ -740,7 +749,8 @@ class Store:
             if reput.reput_from_offset != first_offset:
                 reput.do_reput()
                 return
-            if runs is None or self.batch_queues is not None:  # runs are consume queue units only
+            if runs is None or self.batch_queues is not None or self.consume_queues.ext_enabled:
+                # runs are consume queue units only, without the store times ext units take
                 self.dispatcher.dispatch(requests)
             else:
                 self.dispatcher.dispatch_runs(requests, runs, last_unit_ts)

@@ -25,7 +25,7 @@ from rmqtool.recovery.manifest import (RESTORE, REWRITE, COPIES_DIR, Entry, Mani
 from rmqtool.recovery.plan import DELETE, ZERO, Action, RecoveryPlan
 from rmqtool.findings import SEGMENT_AFTER_END
 from rmqtool.store.lock import is_locked
-from rmqtool.store.paths import StorePaths
+from rmqtool.store.paths import CONSUMEQUEUE_EXT_DIR, StorePaths
 
 ZERO_CHUNK = 1 << 22
 
@@ -246,12 +246,14 @@ def write_zeros(path: pathlib.Path, start: int, end: int) -> None:
 
 def _appended_later(root: pathlib.Path, plan: RecoveryPlan) -> list[Action]:
     """Whole files that dispatching again after the plan appends to or rewrites: the
-    checkpoint, the abort marker, each queue's last file and the last index file the plan
-    keeps. Kept (as RESTORE entries) so that undo gives the store back exactly."""
+    checkpoint, the abort marker, each queue's last file (and its ext's: the ext units dispatch
+    puts) and the last index file the plan keeps. Kept (as RESTORE entries) so that undo gives
+    the store back exactly."""
     paths = StorePaths(root)
     gone = {pathlib.Path(a.path).resolve() for a in plan.actions if a.kind == DELETE}
     keep = [paths.checkpoint, paths.abort]
-    for directory in [*paths.consumequeue.glob("*/*"), paths.index]:
+    for directory in [*paths.consumequeue.glob("*/*"), *(paths.root / CONSUMEQUEUE_EXT_DIR).glob("*/*"),
+                      paths.index]:
         if directory.is_dir():
             files = sorted(p for p in directory.iterdir() if p.is_file() and p.resolve() not in gone)
             keep += files[-1:]

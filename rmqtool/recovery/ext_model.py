@@ -134,9 +134,10 @@ class StoreExts:
     ``consumequeue_ext/``, i.e. runs with enableConsumeQueueExt)."""
 
     def __init__(self, root: pathlib.Path):
+        from rmqtool.store.cqext import ext_writing
         from rmqtool.store.paths import CONSUMEQUEUE_EXT_DIR
         self.base = pathlib.Path(root) / CONSUMEQUEUE_EXT_DIR
-        self.enabled = self.base.is_dir()
+        self.enabled = ext_writing(root).enabled  # the one answer the writers take too
         self.models: dict[tuple[str, int], ExtModel] = {}
         self.file_size: int | None = None
         self.topic_bit_map: dict[str, int] = {}
@@ -160,3 +161,51 @@ class StoreExts:
 
     def positions(self) -> dict[str, list[tuple[str, int]]]:
         return {f"{t}/{q}": m.positions() for (t, q), m in sorted(self.models.items()) if m.files}
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtCut:
+    """Where recover --apply ends one queue's ext: the write position the start after the
+    broker's leaves (ConsumeQueue.recover's truncateByMaxAddress with the last address the
+    queue keeps once its units past the commit log are cut; the broker's own start still
+    keeps the cut units' ext units, apache/rocketmq #10755), the files past it, and the
+    non-zero bytes after it in its file (ext units nothing points at)."""
+    topic: str
+    queue_id: int
+    end: int  # a real offset: the ext's write position
+    files_after: tuple[pathlib.Path, ...]  # truncateDirtyFiles deletes them
+    file: pathlib.Path | None  # the file ``end`` lies in (None: the last file is full)
+    zero_from: int = 0  # [zero_from, zero_to) of ``file``: not all zeros
+    zero_to: int = 0
+    units_after: int = 0  # units recover's walk finds from ``end`` in ``file``
+
+    def to_json(self) -> dict:
+        return {"queue": f"{self.topic}/{self.queue_id}", "write_position": self.end,
+                "file": None if self.file is None else self.file.name,
+                "units_zeroed": self.units_after if self.zero_to > self.zero_from else 0,
+                "bytes_zeroed": self.zero_to - self.zero_from,
+                "files_deleted": [str(p) for p in self.files_after]}
+
+
+def plan_ext_cuts(root: pathlib.Path, commit_log_end: int, cq_file_size: int | None) -> list[ExtCut]:
+    """Each queue's ExtCut (only queues whose ext has something past its end)."""
+    from rmqtool.store.commitlog_end import last_nonzero_from
+    from rmqtool.store.consumequeue import ConsumeQueue
+    from rmqtool.store.cqext import cq_directory, open_exts, queue_max_ext_address
+    cuts = []
+    for ext in open_exts(root):
+        directory = cq_directory(ext.directory)
+        if not ext.segments or not directory.is_dir():  # an orphaned ext: no ConsumeQueue loads it
+            continue
+        queue = ConsumeQueue(directory, ext.topic, ext.queue_id, cq_file_size, commit_log_end)
+        end = ext.truncated_end(queue_max_ext_address(queue))
+        after = tuple(s.path for s in ext.segments if s.base_offset > end)
+        cut = ExtCut(ext.topic, ext.queue_id, end, after, None)
+        garbage = ext.garbage_after_end(end)  # past the -1 marker of a full file, which is the broker's
+        if garbage is not None:
+            seg, pos = garbage
+            cut = dataclasses.replace(cut, file=seg.path, zero_from=pos, zero_to=last_nonzero_from(seg.path, pos),
+                                      units_after=ext.skip_walk(seg, end - seg.base_offset)[1])
+        if cut.files_after or cut.zero_to > cut.zero_from:
+            cuts.append(cut)
+    return cuts

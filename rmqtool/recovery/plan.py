@@ -34,13 +34,14 @@ import pathlib
 import time
 
 from rmqtool.errors import StoreNotFound
-from rmqtool.findings import (ABORT_FILE_PRESENT, CONSUME_QUEUE_BEYOND_COMMIT_LOG,
+from rmqtool.findings import (ABORT_FILE_PRESENT, CONSUME_QUEUE_BEYOND_COMMIT_LOG, CQ_EXT_GARBAGE_AFTER_END,
                               CONSUME_QUEUE_FILE_AFTER_END, INDEX_FILE_NEWER_THAN_CHECKPOINT, RECORD_TORN,
                               RECOVERY_CUTS_COMMIT_LOG, SEGMENT_AFTER_END, SEGMENT_GAP, SEGMENT_OVERLAP,
                               SEGMENT_SIZE_ODD, STORE_NOT_LOADABLE, TIMER_CHAIN_LOOPS, TIMER_LOG_CUT,
                               TIMER_UNIT_PAST_COMMIT_LOG, TRAILING_GARBAGE, Finding)
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODES
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
+from rmqtool.recovery.ext_model import plan_ext_cuts
 from rmqtool.recovery.outcome import Outcome, Settings, simulate
 from rmqtool.recovery.timer.plan import timer_section
 from rmqtool.recovery.timer.repair import plan_timer_repair, slot_range
@@ -117,6 +118,7 @@ class RecoveryPlan:
     outcome: Outcome | None = None  # the broker's load, recovery and start, simulated
     refusal: str | None = None  # why rmqtool does not carry this plan out (None: it can)
     timer: dict | None = None  # a 5.x timer store: what its load, recover and run do (recovery/timer/plan.py)
+    ext_cuts: tuple = ()  # ConsumeQueueExt: where --apply ends each queue's ext (recovery/ext_model.ExtCut)
 
     @property
     def loadable(self) -> bool:
@@ -184,9 +186,15 @@ class RecoveryPlan:
                                      "entries_lost": o.index_entries_lost, "appended_to": o.index_kept_appended},
                    "apply_refused": self.refusal}
             if o.ext_files or o.ext_files_deleted:  # enableConsumeQueueExt: each ext file's write position
+                before = {k: v.max_offset for k, v in o.queues_before.items()}
                 out["consume_queue_ext"] = {"files": {k: [{"file": n, "wrote_position": w} for n, w in v]
                                                       for k, v in o.ext_files.items()},
-                                            "files_deleted": o.ext_files_deleted}
+                                            "files_deleted": o.ext_files_deleted,
+                                            # --apply: the ext units cut, and one put for each unit dispatched
+                                            "cut": [c.to_json() for c in self.ext_cuts],
+                                            "units_put": {k: o.queues[k].max_offset - before.get(k, 0)
+                                                          for k in o.ext_files
+                                                          if k in o.queues and o.queues[k].max_offset > before.get(k, 0)}}
         return {"store_path": self.store, "recovery": "abnormal" if self.abnormal else "normal",
                 "needs_recovery": not self.is_empty, "commit_log_end": self.commit_log_end,
                 "findings": [f.to_json() for f in self.findings], "actions": [a.to_json() for a in self.actions],
@@ -228,6 +236,8 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
     cuts, cq_max_physic = _plan_consume_queues(paths, consume_queue_file_size, w.end, actions, findings,
                                                batch=outcome.semantics == V5)
     rebuilt_again = _index_files_destroyed(outcome, keep_index, actions, findings)
+    ext_cuts = plan_ext_cuts(paths.root, w.end, consume_queue_file_size) if outcome.ext_files else []
+    _ext_files_after(ext_cuts, actions, findings)
 
     # the timer store: what its start does (the plan's timer section), and what --apply mends beyond it
     timer = _timer(paths.root, outcome, now_ms, findings, actions)
@@ -250,13 +260,40 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
             actions.append(Action(DELETE, path, 0, os.stat(path).st_size, SEGMENT_AFTER_END,
                                   "truncateDirtyFiles: made ahead and never written (all zeros)"))
         actions += rebuilt_again  # the engine's dispatch builds them again, as the broker does
+        _ext_garbage(ext_cuts, actions, findings)
     elif outcome.abnormal:
         # a forced abnormal start that changes nothing: no dispatch either (from the checkpoint's file it would
         # put the last indexed message's keys into the kept index file once more)
         redispatch = max(cq_max_physic, min_offset, 0) if cq_max_physic >= 0 else w.end
         reason = "an abnormal start changes nothing here: nothing is dispatched again"
     return RecoveryPlan(str(paths.root), outcome.abnormal, size, w.end, tuple(findings), tuple(actions), tuple(cuts),
-                        redispatch, reason, tuple(made_ahead), end, outcome, refusal, timer)
+                        redispatch, reason, tuple(made_ahead), end, outcome, refusal, timer, tuple(ext_cuts))
+
+
+def _ext_files_after(cuts: list, actions: list[Action], findings: list[Finding]) -> None:
+    """Ext files past where a queue's ext ends: truncateDirtyFiles deletes them (at this start,
+    or, for the units of consume queue units cut here, at the next: apache/rocketmq #10755)."""
+    for cut in cuts:
+        for path in cut.files_after:
+            why = (f"an ext file past the write position {cut.end} of {cut.topic}/{cut.queue_id}'s ext (one past the "
+                   f"ext unit of the last unit the queue keeps): ConsumeQueueExt's truncateDirtyFiles deletes it")
+            findings.append(Finding(CQ_EXT_GARBAGE_AFTER_END, str(path), 0, why))
+            actions.append(Action(DELETE, str(path), 0, os.stat(path).st_size, CQ_EXT_GARBAGE_AFTER_END, why))
+
+
+def _ext_garbage(cuts: list, actions: list[Action], findings: list[Finding]) -> None:
+    """The bytes after each queue's ext write position that are not zeros (ext units of cut or
+    lost consume queue units, a broken unit): the broker only moves its write position and
+    writes its next units over them; zeroed here, like a consume queue's bytes after its last
+    unit, when the start changes the store anyway."""
+    for cut in cuts:
+        if cut.zero_to > cut.zero_from:
+            what = (f"{cut.units_after} ext unit(s) ({cut.zero_to - cut.zero_from} non-zero bytes)" if cut.units_after
+                    else f"{cut.zero_to - cut.zero_from} non-zero bytes that are no ext unit")
+            why = (f"{what} past the write position of {cut.topic}/{cut.queue_id}'s ext: no consume queue unit the "
+                   f"queue keeps points at them")
+            findings.append(Finding(CQ_EXT_GARBAGE_AFTER_END, str(cut.file), cut.zero_from, why))
+            actions.append(Action(ZERO, str(cut.file), cut.zero_from, cut.zero_to, CQ_EXT_GARBAGE_AFTER_END, why))
 
 
 def _timer(root: pathlib.Path, outcome: Outcome, now_ms: int | None, findings: list, actions: list) -> dict | None:

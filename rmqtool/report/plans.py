@@ -186,6 +186,9 @@ def _plan_lines(doc: dict, plan, wide: bool = False) -> list[str]:
     if doc.get("batch_topics"):
         lines.append(f"batch consume queue topics: {', '.join(doc['batch_topics'])} ({doc['batch_topics_reason']})")
     lines += _queue_lines(doc, plan, wide)
+    ext = doc.get("consume_queue_ext") or {}
+    for name, n in ext.get("units_put", {}).items():  # enableConsumeQueueExt
+        lines.append(f"queue {name}: dispatch puts {n} ext unit(s) (tags hash, store time) with its units")
     lost = doc["lost_messages"]
     if lost:
         counts = collections.Counter(m["reason"] for m in lost)

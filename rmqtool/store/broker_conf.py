@@ -32,6 +32,15 @@ class BrokerConfig:
                              f"skips without a word: it keeps its default {default}")
         return value, f"{self.path}: {name}={value}"
 
+    def bool_setting(self, name: str) -> tuple[bool, str] | None:
+        """(the value the broker runs with, what says so) of a boolean setting the file names;
+        None when it does not name it. properties2Object reads it with Boolean.parseBoolean:
+        true only for "true" in any case, anything else is false."""
+        if name not in self.settings:
+            return None
+        raw = self.settings[name]
+        return raw.lower() == "true", f"{self.path}: {name}={raw}"
+
 
 def read_broker_config(path: str | os.PathLike) -> BrokerConfig:
     """The broker config file at ``path``; errors name it (StoreNotFound, StoreAccessError,

@@ -135,17 +135,22 @@ class ConsumeQueueExt:
         return self._cache[1]
 
     # --- recover: where the write position lands -------------------------------------------
-    def skip_walk_end(self, seg: Segment) -> int:
+    def skip_walk_end(self, seg: Segment, start: int = 0) -> int:
         """Where ConsumeQueueExt.recover's walk of one file stops: units skipped by their size
         field (garbage with a positive size is skipped too), ended by the first size <= 0."""
+        return self.skip_walk(seg, start)[0]
+
+    def skip_walk(self, seg: Segment, start: int = 0) -> tuple[int, int]:
+        """recover's walk of one file from ``start``: (where it stops, the units it skipped)."""
         buf = self._bytes(seg)
-        pos = 0
+        pos, units = start, 0
         while pos + 2 <= self.mapped_file_size:
             size = int.from_bytes(buf[pos:pos + 2], "big", signed=True)
             if size <= 0 or pos + size > self.mapped_file_size:
                 break
             pos += size
-        return pos
+            units += 1
+        return pos, units
 
     @property
     def recovered_end(self) -> int:
@@ -283,6 +288,45 @@ def open_exts(store_root: str | os.PathLike, findings: list[Finding] | None = No
     """Every ``consumequeue_ext/TOPIC/QUEUEID/`` of a store, sorted as the broker walks them."""
     base = pathlib.Path(store_root) / CONSUMEQUEUE_EXT_DIR
     return [ConsumeQueueExt(d, topic, qid) for topic, qid, d in queue_directories(base, findings)]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ExtWriting:
+    """Whether dispatch to this store's plain consume queues writes ext units
+    (ConsumeQueue.isExtWriteEnable: the broker runs with enableConsumeQueueExt), the ext file
+    size it writes them with (mappedFileSizeConsumeQueueExt), and what says so."""
+    enabled: bool
+    file_size: int
+    reason: str
+
+
+def ext_writing(store_root: str | os.PathLike, broker_config=None) -> ExtWriting:
+    """The one answer to "does this store's dispatch write ext units": the broker config's
+    enableConsumeQueueExt when a ``--broker-config`` names it (false: the broker neither reads
+    nor writes the ext), else whether ``consumequeue_ext/`` is there (only such a broker makes
+    it). The file size: the config's mappedFileSizeConsumeQueueExt, else the ext files' own,
+    else the default."""
+    root = pathlib.Path(store_root)
+    said = broker_config.bool_setting("enableConsumeQueueExt") if broker_config is not None else None
+    if said is not None:
+        enabled, reason = said
+    else:
+        enabled = (root / CONSUMEQUEUE_EXT_DIR).is_dir()
+        reason = (f"{CONSUMEQUEUE_EXT_DIR}/ is there: the broker runs with enableConsumeQueueExt" if enabled
+                  else f"no {CONSUMEQUEUE_EXT_DIR}/")
+    size = broker_config.int_setting("mappedFileSizeConsumeQueueExt", DEFAULT_CQ_EXT_FILE_SIZE) \
+        if broker_config is not None else None
+    return ExtWriting(enabled, size[0] if size is not None else _shown_file_size(root) if enabled
+                      else DEFAULT_CQ_EXT_FILE_SIZE, reason)
+
+
+def _shown_file_size(root: pathlib.Path) -> int:
+    """mappedFileSizeConsumeQueueExt as the first queue with ext files shows it, else the default."""
+    for _topic, _queue_id, directory in queue_directories(root / CONSUMEQUEUE_EXT_DIR):
+        listing = discover(directory, required=False)
+        if listing.segments and listing.mapped_file_size:
+            return listing.mapped_file_size
+    return DEFAULT_CQ_EXT_FILE_SIZE
 
 
 def queue_max_ext_address(queue) -> int:

@@ -38,8 +38,9 @@ def require_path(path: str | os.PathLike) -> pathlib.Path:
 
 
 def is_store_dir(path: pathlib.Path) -> bool:
-    return path.is_dir() and any((path / d).is_dir() for d in (
+    return path.is_dir() and (any((path / d).is_dir() for d in (
         paths.COMMITLOG_DIR, paths.CONSUMEQUEUE_DIR, paths.BATCH_CONSUMEQUEUE_DIR, paths.INDEX_DIR))
+        or any(path.glob("dledger-*/data")))  # enableDLegerCommitLog: DLedger's entry log, no commitlog/
 
 
 def require_store(path: str | os.PathLike) -> pathlib.Path:

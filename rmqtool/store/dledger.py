@@ -16,6 +16,7 @@ body by chance). Read-only: never writes a byte.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import mmap
 import os
 import pathlib
@@ -310,10 +311,113 @@ class DLedgerCommitLog(CommitLog):
         return self.scan(from_offset, to_offset, check_crc=True, findings=findings)
 
 
+@dataclasses.dataclass
+class Survey:
+    """One walk of a DLedger log with its index beside it: what ``info`` and ``verify`` report.
+
+    ``recover_end`` is where ``DLedgerMmapFileStore.recover`` ends the data (its processOffset:
+    the first header it rejects in the files it walks, from the third-last file on, else one
+    past the last entry) and ``ledger_end_index`` / ``ledger_end_term`` the last entry before it."""
+    entries: int = 0
+    first_index: int | None = None
+    ledger_end_index: int = -1
+    ledger_end_term: int = -1
+    recover_end: int | None = None
+    walked_end: int | None = None  # one past the last entry walked (past damage too)
+    blanks: list = dataclasses.field(default_factory=list)
+    units: int = 0  # written index units
+    findings: list = dataclasses.field(default_factory=list)
+
+
+def _index_place(index: SegmentQueue, slot: int) -> tuple[str, int | None]:
+    """The index file and position of unit ``slot`` (its directory when no file holds it)."""
+    at = slot * fmt.INDEX_UNIT_SIZE
+    seg = index.find(at)
+    return (str(seg.path), at - seg.base_offset) if seg is not None else (str(index.directory), None)
+
+
+def _unit_difference(e: Entry, u: IndexUnit) -> str | None:
+    want = (e.magic, e.pos, e.size, e.index, e.term)
+    got = (u.magic, u.pos, u.size, u.index, u.term)
+    if want == got:
+        return None
+    names = ("magic", "pos", "size", "index", "term")
+    return ", ".join(f"{n} {g} (entry: {w})" for n, g, w in zip(names, got, want) if g != w)
+
+
+def survey(log: DLedgerLog, *, records: bool = False, check_crc: bool = True) -> Survey:
+    """The walk of :func:`surveyed`, run to its end."""
+    out = Survey()
+    for _ in surveyed(log, out, records=records, check_crc=check_crc):
+        pass
+    return out
+
+
+def surveyed(log: DLedgerLog, out: Survey, *, records: bool = False,
+             check_crc: bool = True) -> Iterator[Entry | Blank | Corrupt]:
+    """Walk the entries (``records``: each record decoded, its damage a finding), comparing
+    each with its index unit as recover does (magic, pos, size, index, term; unit i at i x 32),
+    and yield what is walked in order; ``out`` holds the counts, ends and findings when done."""
+    from rmqtool.findings import BLANK_RECORD_INVALID, DLEDGER_INDEX_MISMATCH, finding
+    segs = log.data.segments
+    recover_from = segs[max(0, len(segs) - 3)].base_offset if segs else 0  # recover's start file
+    units = iter(log.index_units())
+    unit = next(units, None)
+    last_entry: Entry | None = None
+    for r in log.entries(records=records, check_crc=check_crc):
+        if isinstance(r, Blank):
+            out.blanks.append(r)
+            if not r.valid:
+                out.findings.append(finding(BLANK_RECORD_INVALID, r.path, r.position,
+                                            f"DLedger blank fill whose size field {r.size} is not the bytes left "
+                                            f"in the file", commit_log_offset=r.offset))
+            yield r
+            continue
+        if isinstance(r, Corrupt):
+            out.findings.append(r.finding())
+            if out.recover_end is None and r.offset >= recover_from:
+                out.recover_end = r.offset
+                out.ledger_end_index = last_entry.index if last_entry is not None else -1
+                out.ledger_end_term = last_entry.term if last_entry is not None else -1
+            yield r
+            continue
+        out.entries += 1
+        if out.first_index is None:
+            out.first_index = r.index
+        last_entry = r
+        out.walked_end = r.pos + r.size
+        while unit is not None and unit.slot < r.index:
+            unit = next(units, None)
+        if unit is None or unit.slot != r.index:
+            path, at = _index_place(log.index, r.index)
+            out.findings.append(finding(DLEDGER_INDEX_MISMATCH, path, at,
+                                        f"no index unit for entry {r.index} (pos {r.pos}): recover writes the "
+                                        f"index again from here", entry_index=r.index))
+        else:
+            out.units += 1
+            diff = _unit_difference(r, unit)
+            if diff is not None:
+                out.findings.append(finding(DLEDGER_INDEX_MISMATCH, unit.path, unit.position,
+                                            f"index unit {unit.slot}: {diff}; recover writes the index again "
+                                            f"from here", entry_index=r.index))
+        if isinstance(r.record, Corrupt):
+            out.findings.append(r.record.finding())
+        yield r
+    for u in itertools.chain(() if unit is None else (unit,), units):
+        if last_entry is not None and u.slot <= last_entry.index:
+            continue
+        if u.written:
+            out.findings.append(finding(DLEDGER_INDEX_MISMATCH, u.path, u.position,
+                                        f"index unit {u.slot} lies past the last entry "
+                                        f"({last_entry.index if last_entry else 'none'}): recover truncates it",
+                                        entry_index=u.slot))
+            break  # one finding for the tail
+    if out.recover_end is None:
+        out.recover_end = out.walked_end if out.walked_end is not None else recover_from
+        if last_entry is not None:
+            out.ledger_end_index, out.ledger_end_term = last_entry.index, last_entry.term
+
+
 def records_of(entries) -> Iterator[Message]:
     """The clean-enough records (decoded Messages) of walked entries."""
     return (e.record for e in entries if isinstance(e, Entry) and isinstance(e.record, Message))
-
-
-__all__ = ["Entry", "IndexUnit", "DLedgerLog", "DLedgerCheckpoint", "DLedgerCommitLog", "find_dledger",
-           "walk_entries", "read_index_units", "entry_record", "records_of"]

@@ -14,7 +14,7 @@ from rmqtool.store.view import StoreView, open_store
 @dataclasses.dataclass(frozen=True)
 class RocketMQTools:
     family: Family = ROCKETMQ
-    dump_kinds: tuple[str, ...] = ("commitlog", "consumequeue", "cqext", "index", "checkpoint", "config")
+    dump_kinds: tuple[str, ...] = ("commitlog", "consumequeue", "cqext", "dledger", "index", "checkpoint", "config")
 
     def open_view(self, path, *, purpose: str = "store") -> StoreView:
         if purpose == "verify":
@@ -26,6 +26,9 @@ class RocketMQTools:
         return open_store(path)
 
     def verify(self, view: StoreView, options=None, progress=None):
+        if view.records_in_dledger:  # enableDLegerCommitLog: the records are in DLedger's entry log
+            from rmqtool.verify.dledger import DLedgerVerify
+            return DLedgerVerify(view, options, progress)
         from rmqtool.verify.run import Verify  # numpy: only when verifying
         return Verify(view, options, progress)
 

@@ -53,7 +53,7 @@ class StoreView:
     def commit_log(self) -> CommitLog:
         """commitlog/ discovered (segments, the mapped file size, segment findings); a store
         without one raises as discovery does (StoreNotFound)."""
-        if self.dledger is not None and not self.paths.commitlog.is_dir():
+        if self.records_in_dledger:
             return self.dledger.commit_log()  # enableDLegerCommitLog: the records lie in the entry log
         return CommitLog(self.paths.commitlog)
 
@@ -65,6 +65,11 @@ class StoreView:
     def dledger(self) -> DLedgerLog | None:
         """The DLedger commit log (``dledger-<selfId>/``) the root holds, or None."""
         return find_dledger(self.root)
+
+    @property
+    def records_in_dledger(self) -> bool:
+        """The records live only in DLedger's entry log (enableDLegerCommitLog, no commitlog/)."""
+        return self.dledger is not None and not self.has_commit_log
 
     def commit_log_listing(self, mapped_file_size: int | None = None) -> SegmentQueue:
         """commitlog/ listed as a reader that tolerates its absence takes it (none: no segments):

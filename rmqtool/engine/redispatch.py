@@ -28,6 +28,7 @@ from rmqtool.engine.index_writer import IndexServiceWriter
 from rmqtool.engine.store_sizes import GivenSizes, StoreSizes, store_sizes
 from rmqtool.errors import UsageError
 from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
+from rmqtool.store.dledger import refuse_dledger
 from rmqtool.store.commitlog import find_record
 from rmqtool.store.config import batch_topics
 from rmqtool.store.commitlog_end import CommitLog, last_nonzero_from
@@ -129,6 +130,7 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
     in the store's sizes (:func:`store_sizes`; ``index_slots``/``index_entries`` override
     ``sizes``' own). ``store``: the view the command opened (or a store root)."""
     view = view_of_root(store)
+    refuse_dledger(view.root, "redispatch")
     paths = view.paths
     staging = pathlib.Path(staging)
     refuse_from_offset(paths.root, from_offset if cq else None)

@@ -42,6 +42,8 @@ class RocketMQTools:
 
     def recover(self, view: StoreView, request):
         """recover: the plan, and with ``request.apply`` the engine's repair (engine/recover_store.py)."""
+        if view.records_in_dledger:  # enableDLegerCommitLog: DLedger's and DLedgerCommitLog's recovery, planned
+            return _dledger_recover(view, request)
         from rmqtool.engine.recover_store import recover_store
         return recover_store(view, request.settings, given=request.given, keep_index=request.keep_index,
                              apply=request.apply, to=request.to, force=request.force,
@@ -49,12 +51,31 @@ class RocketMQTools:
                              keep_past_damage=request.keep_past_damage)
 
     def show_recover(self, run, fmt: str) -> None:
+        if isinstance(run.doc, dict) and run.doc.get("dledger") is not None:
+            from rmqtool.report.dledger import show_dledger_plan
+            show_dledger_plan(run.doc, run.plan.steps(), fmt)
+            return
         from rmqtool.report.plans import show_recovery_plan
         show_recovery_plan(run.doc, run.plan, fmt, applied=run.applied, sizes=run.sizes)
 
     def semantics(self, view: StoreView):
         from rmqtool.recovery.semantics import detect_semantics
         return detect_semantics(view.paths, view.segments if view.has_commit_log else [])
+
+
+def _dledger_recover(view: StoreView, request):
+    """recover on a DLedger store: the plan only (--apply refused after it is shown: the broker's
+    own start does what it says, and rmqtool does not write DLedger's files)."""
+    from rmqtool.engine.recover_store import RecoverRun
+    from rmqtool.errors import ExitCode, UsageError
+    from rmqtool.recovery.dledger import plan_dledger_recovery
+    settings = request.settings
+    plan = plan_dledger_recovery(view, check_crc=getattr(settings, "check_crc", True))
+    refusal = (UsageError("recover --apply does not write a DLedger commit log store: the broker's next start "
+                          "does what the plan says (move dledger-<id>/ aside first to keep its bytes)", view.root)
+               if request.apply else None)
+    return RecoverRun(plan.to_json(), plan, refusal=refusal,
+                      exit_code=int(ExitCode.CORRUPT) if plan.changes else int(ExitCode.OK))
 
 
 ROCKETMQ_TOOLS = RocketMQTools()

@@ -145,6 +145,18 @@ class DLedgerLog:
         return DLedgerCommitLog.of_queue(self.data)
 
 
+READ_BY = "info, verify, query, dump commitlog, dump dledger and recover (its plan)"
+
+
+def refuse_dledger(root: str | os.PathLike, command: str) -> None:
+    """For a command that reads or writes a plain commit log only: a store whose records live in
+    DLedger's entry log is refused in one line naming the commands that read it (exit 4)."""
+    from rmqtool.store.family import UnsupportedFamily
+    if not (pathlib.Path(root) / "commitlog").is_dir() and find_dledger(root) is not None:
+        raise UnsupportedFamily(f"a DLedger commit log store (dledger-<selfId>/data, enableDLegerCommitLog): "
+                                f"{command} does not read it; {READ_BY} do", root)
+
+
 def find_dledger(root: str | os.PathLike) -> DLedgerLog | None:
     """The DLedger commit log a store root holds (``dledger-<selfId>/data``), or None. Several
     (a root shared by nodes of a test group): the first by name."""
@@ -236,6 +248,9 @@ def walk_entries(segments: list[Segment], *, records: bool = False, check_crc: b
     for seg in segments:
         if to_offset is not None and seg.base_offset >= to_offset:
             break
+        if from_offset is not None and seg.base_offset + seg.size <= from_offset:
+            last = None  # entries never cross a file's end: a later file is walked from its start
+            continue
         m = _Mapped(seg)
         try:
             buf, base, path, p = m.buf, seg.base_offset, str(seg.path), 0

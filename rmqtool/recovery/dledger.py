@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
+from rmqtool.findings import DLEDGER_INDEX_MISMATCH
 from rmqtool.formats import dledger as fmt
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V1
 from rmqtool.store.checkpoint import read_checkpoint
@@ -151,7 +152,7 @@ def plan_dledger_recovery(view: StoreView, *, check_crc: bool = True) -> DLedger
     # MmapFileList.truncateOffset: a file that starts past the end goes
     deleted = [seg.name for seg in segs if s.recover_end is not None and seg.base_offset > s.recover_end]
     rewrite = next((f.details.get("entry_index") for f in s.findings
-                    if f.id == "dledgerIndexMismatch" and f.details), None)
+                    if f.id == DLEDGER_INDEX_MISMATCH and f.details), None)
     cp = log.checkpoint
     committed = cp.committed_index if cp.committed_index is not None else -1
     plan = DLedgerPlan(view.root, view.has_abort, s, committed, deleted, rewrite,

@@ -29,11 +29,12 @@ def _files(segments, ends: dict | None = None) -> list[dict]:
 def dledger_info(view: StoreView) -> tuple[dict | None, dict | None, list]:
     """(the ``dledger`` section, the ``commitlog`` section when the records live only in the
     entry log, findings); (None, None, []) when the store has no DLedger commit log. Reads the
-    entry headers and the index, not the records (verify reads those)."""
+    entry headers and index units of the files DLedger's recover walks (the last three), not
+    the records (verify reads all of them)."""
     log = view.dledger
     if log is None:
         return None, None, []
-    s = survey(log)
+    s = survey(log, recover_files=True)  # the files DLedger's recover reads, not the whole log
     cp = log.checkpoint
     segs = log.data.segments
     last_file = max((seg for seg in segs if seg.base_offset < (s.walked_end or 0)), default=None,
@@ -50,7 +51,7 @@ def dledger_info(view: StoreView) -> tuple[dict | None, dict | None, list]:
         "ledger_end_term": s.ledger_end_term,
         "recover_end": s.recover_end,
         "written_end": s.walked_end,
-        "index_units": s.units,
+        "index_units_checked": s.units,
         "committed_index": cp.committed_index,
         "checkpoint_end_index": cp.end_index,
         "checkpoint_found": cp.found,

@@ -138,6 +138,14 @@ class DLedgerLog:
         return walk_entries(self.data.segments, records=records, check_crc=check_crc,
                             from_offset=from_offset, to_offset=to_offset)
 
+    def begin_index(self) -> int | None:
+        """reviseLedgerBeginIndex: the index field of the first data file's first entry (None: no entry there)."""
+        if not self.data.segments or self.data.segments[0].size < fmt.BODY_OFFSET:
+            return None
+        with open(self.data.segments[0].path, "rb") as f:
+            h = fmt.ENTRY_HEADER.unpack(f.read(fmt.BODY_OFFSET))
+        return h[2] if fmt.MAGIC_1 <= h[0] <= fmt.CURRENT_MAGIC else None
+
     def index_units(self) -> Iterator[IndexUnit]:
         return read_index_units(self.index.segments, self.index.mapped_file_size)
 
@@ -360,26 +368,33 @@ def _unit_difference(e: Entry, u: IndexUnit) -> str | None:
     return ", ".join(f"{n} {g} (entry: {w})" for n, g, w in zip(names, got, want) if g != w)
 
 
-def survey(log: DLedgerLog, *, records: bool = False, check_crc: bool = True) -> Survey:
+def survey(log: DLedgerLog, *, records: bool = False, check_crc: bool = True, recover_files: bool = False) -> Survey:
     """The walk of :func:`surveyed`, run to its end."""
     out = Survey()
-    for _ in surveyed(log, out, records=records, check_crc=check_crc):
+    for _ in surveyed(log, out, records=records, check_crc=check_crc, recover_files=recover_files):
         pass
     return out
 
 
-def surveyed(log: DLedgerLog, out: Survey, *, records: bool = False,
-             check_crc: bool = True) -> Iterator[Entry | Blank | Corrupt]:
+def surveyed(log: DLedgerLog, out: Survey, *, records: bool = False, check_crc: bool = True,
+             recover_files: bool = False) -> Iterator[Entry | Blank | Corrupt]:
     """Walk the entries (``records``: each record decoded, its damage a finding), comparing
     each with its index unit as recover does (magic, pos, size, index, term; unit i at i x 32),
-    and yield what is walked in order; ``out`` holds the counts, ends and findings when done."""
+    and yield what is walked in order; ``out`` holds the counts, ends and findings when done.
+    ``recover_files``: only the files DLedger's recover walks (from the third-last on), as
+    info reads a store without reading all of it; ``first_index`` is then the first file's
+    first entry's (reviseLedgerBeginIndex) and ``entries`` counts the whole log."""
     from rmqtool.findings import BLANK_RECORD_INVALID, DLEDGER_INDEX_MISMATCH, finding
     segs = log.data.segments
     recover_from = segs[max(0, len(segs) - 3)].base_offset if segs else 0  # recover's start file
     units = iter(log.index_units())
     unit = next(units, None)
     last_entry: Entry | None = None
-    for r in log.entries(records=records, check_crc=check_crc):
+    walk_from = recover_from if recover_files else None
+    if recover_files:
+        out.first_index = log.begin_index()
+    for r in walk_entries(segs if walk_from is None else [x for x in segs if x.base_offset >= walk_from],
+                          records=records, check_crc=check_crc):
         if isinstance(r, Blank):
             out.blanks.append(r)
             if not r.valid:
@@ -399,6 +414,8 @@ def surveyed(log: DLedgerLog, out: Survey, *, records: bool = False,
         out.entries += 1
         if out.first_index is None:
             out.first_index = r.index
+        if recover_files:
+            out.entries = r.index - out.first_index + 1
         last_entry = r
         out.walked_end = r.pos + r.size
         while unit is not None and unit.slot < r.index:

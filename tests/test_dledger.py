@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import pathlib
+import shutil
 import struct
 
 import pytest
@@ -266,3 +267,23 @@ def test_damage_in_headers_index_and_records(stores, truth, tmp_path):
     assert [(pathlib.Path(f["path"]).name, f["offset"], f["commit_log_offset"]) for f in crc] == [
         (bad_body["dataFile"], bad_body["positionInDataFile"] + BODY_AT, bad_body["recordOffset"])]
     assert {DLEDGER_ENTRY_INVALID, DLEDGER_INDEX_MISMATCH} <= {f["finding"] for f in out}
+
+
+def test_files_and_directories_are_told_apart(stores, truth, tmp_path):
+    """A DLedger data or index file is named for what it is (dump commitlog points at dump
+    dledger); a root holding nothing but dledger-<id>/ is a store."""
+    data = stores["store"] / "dledger-n0" / "data"
+    first = sorted(data.iterdir())[1]
+    refused = _run("dump", "commitlog", first, codes=(4,))
+    assert f"try: rmqtool dump dledger {first}" in refused.stderr
+    rows = [json.loads(x) for x in _run("dump", "dledger", first, "-f", "jsonl").stdout.splitlines()]
+    assert {pathlib.Path(r["file"]).name for r in rows} == {first.name}
+    assert _run("dump", "checkpoint", stores["store"] / "dledger-n0" / "checkpoint", codes=(4,)).stderr.count(
+        "rmqtool info") == 1
+    bare = tmp_path / "bare"
+    shutil.copytree(stores["store"] / "dledger-n0", bare / "dledger-n0", dirs_exist_ok=True)
+    doc = json.loads(_run("info", bare, "-f", "json").stdout)
+    assert doc["dledger"]["entries"] == truth["truth"]["dledger"]["ledgerEndIndex"] + 1
+    refused = _run("append", bare, "--create", "--topic", "T", "--body", "b", codes=(4,))
+    assert "DLedger commit log store" in refused.stderr
+    assert not (bare / "commitlog").exists()  # no second log beside DLedger's

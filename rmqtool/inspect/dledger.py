@@ -16,7 +16,9 @@ from rmqtool.errors import NotAStore
 from rmqtool.formats import dledger as fmt
 from rmqtool.store import detect
 from rmqtool.store.commitlog import Blank, Corrupt, findings_of
-from rmqtool.store.dledger import DLedgerLog, Entry, IndexUnit, Survey, find_dledger, survey, surveyed
+from rmqtool.inspect.hints import wrong_kind
+from rmqtool.store.dledger import (DLedgerLog, Entry, IndexUnit, Survey, find_dledger, read_index_units, survey,
+                                   surveyed, walk_entries)
 from rmqtool.store.message import Message
 from rmqtool.store.view import StoreView
 
@@ -83,17 +85,22 @@ def dledger_info(view: StoreView) -> tuple[dict | None, dict | None, list]:
     return info, commitlog, findings
 
 
-def _log_of(path: pathlib.Path) -> DLedgerLog:
-    """The DLedger log of a store root, or of its ``dledger-<id>`` directory, or its data/ dir."""
+def _log_of(path: pathlib.Path) -> tuple[DLedgerLog, pathlib.Path | None]:
+    """The DLedger log of a store root or its ``dledger-<id>`` directory, and the one data or
+    index file asked for (None: all of them)."""
     path = detect.require_path(path)
-    for candidate in (path, path.parent):
-        if candidate.is_dir() and candidate.name.startswith(fmt.DIR_PREFIX) and (candidate / fmt.DATA_DIR).is_dir():
-            return DLedgerLog(candidate)
-    log = find_dledger(path) if path.is_dir() else None
+    if path.is_file():
+        kind = detect.kind_of_file(path)
+        if kind != detect.DLEDGER:
+            raise wrong_kind(path, kind, "a DLedger data or index file")
+        return DLedgerLog(path.parent.parent), path
+    if path.name.startswith(fmt.DIR_PREFIX) and (path / fmt.DATA_DIR).is_dir():
+        return DLedgerLog(path), None
+    log = find_dledger(path)
     if log is None:
         raise NotAStore("no DLedger commit log here (dledger-<selfId>/data: a store run with "
                         "enableDLegerCommitLog)", path)
-    return log
+    return log, None
 
 
 def entry_row(e: Entry) -> dict:
@@ -123,14 +130,27 @@ def dledger_rows(path: pathlib.Path, findings: list, *, index: bool = False, che
     """dump dledger: a row an entry (``index``: an index unit) with entry index in
     [from_index, to_index), blank fills and damaged regions as rows, in file order; findings
     gathered as the walk goes (each entry against its index unit, each record's checks)."""
-    log = _log_of(path)
+    log, only = _log_of(path)
     findings += list(log.data.findings) + list(log.index.findings)
 
     def wanted(i: int) -> bool:
         return (from_index is None or i >= from_index) and (to_index is None or i < to_index)
 
-    if index:
-        yield from (unit_row(u) for u in log.index_units() if wanted(u.slot))
+    if index or (only is not None and only.parent.name == fmt.INDEX_DIR):
+        units = log.index_units() if only is None else read_index_units(
+            [seg for seg in log.index.segments if seg.path == only], log.index.mapped_file_size)
+        yield from (unit_row(u) for u in units if wanted(u.slot))
+        return
+    if only is not None:  # one data file: its entries, records and blank fill (no index comparison)
+        for r in walk_entries([seg for seg in log.data.segments if seg.path == only], records=True,
+                              check_crc=check_crc):
+            if isinstance(r, Entry):
+                findings.extend(findings_of(r.record))
+                if wanted(r.index):
+                    yield entry_row(r)
+            else:
+                findings.extend(findings_of(r))
+                yield _other_row(r)
         return
     s = Survey()
     started, past = from_index is None, False  # blanks and damage show between the entries asked for
@@ -144,10 +164,14 @@ def dledger_rows(path: pathlib.Path, findings: list, *, index: bool = False, che
             past = to_index is not None and r.index >= to_index - 1
         elif not started or past:
             continue
-        elif isinstance(r, Blank):
-            yield {"record": "blank", "commit_log_offset": r.offset, "size": r.size, "valid": r.valid,
-                   "file": r.path, "file_position": r.position}
         else:
-            yield {"record": "corrupt", "commit_log_offset": r.offset, "size": r.size, "finding": r.finding_id,
-                   "reason": r.reason, "file": r.path, "file_position": r.position}
+            yield _other_row(r)
     findings += s.findings
+
+
+def _other_row(r: Blank | Corrupt) -> dict:
+    if isinstance(r, Blank):
+        return {"record": "blank", "commit_log_offset": r.offset, "size": r.size, "valid": r.valid,
+                "file": r.path, "file_position": r.position}
+    return {"record": "corrupt", "commit_log_offset": r.offset, "size": r.size, "finding": r.finding_id,
+            "reason": r.reason, "file": r.path, "file_position": r.position}

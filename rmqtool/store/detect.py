@@ -13,6 +13,7 @@ from rmqtool.store.message import RECORD_START
 COMMITLOG, CONSUMEQUEUE, BATCH_CONSUMEQUEUE, INDEX, CHECKPOINT, CONFIG, ABORT, LOCK = (
     "commitlog", "consumequeue", "batchconsumequeue", "index", "checkpoint", "config", "abort", "lock")
 CONSUMEQUEUE_EXT = "consumequeue_ext"
+DLEDGER = "dledger"  # a DLedger commit log's data or index file, or its dledger-<selfId>/ directory
 # the 5.x timer store's files (rmqtool.store.timer)
 TIMERWHEEL, TIMERLOG, TIMERCHECK, TIMERMETRICS = "timerwheel", "timerlog", "timercheck", "timermetrics"
 _TIMER_NAMES = {"timerwheel": TIMERWHEEL, "timercheck": TIMERCHECK, "timermetrics": TIMERMETRICS,
@@ -61,6 +62,8 @@ def kind_of_file(path: pathlib.Path) -> str:
     """The kind of a single store file, from its place, name and first bytes."""
     name = path.name
     parent = path.parent.name
+    if _in_dledger(path):
+        return DLEDGER
     if name in (paths.CHECKPOINT_FILE,):
         return CHECKPOINT
     if name in (paths.ABORT_FILE, paths.ABORT_BAK_FILE):
@@ -96,9 +99,23 @@ def kind_of_file(path: pathlib.Path) -> str:
     raise NotAStore("cannot tell what kind of store file this is", path)
 
 
+def _in_dledger(path: pathlib.Path) -> bool:
+    """A file of DLedger's entry log or index (``dledger-<selfId>/data/`` or ``index/``); its
+    checkpoint and currterm are refused here with the command that shows them."""
+    home = path.parent.parent if path.parent.name in ("data", "index") else path.parent
+    if not home.name.startswith("dledger-"):
+        return False
+    if home == path.parent:
+        raise NotAStore(f"DLedger's {path.name} file: rmqtool info {home.parent} shows it (its dledger section)",
+                        path)
+    return True
+
+
 def kind_of(path: str | os.PathLike) -> str:
     p = require_path(path)
     if p.is_dir():
+        if p.name.startswith("dledger-") and (p / "data").is_dir():
+            return DLEDGER
         if is_store_dir(p):
             return STORE
         if p.name == paths.COMMITLOG_DIR:

@@ -196,7 +196,8 @@ def dump_cqext(
     "rmqtool dump dledger /data/store/dledger-n0 --index -f jsonl"))
 @boundary
 def dump_dledger(
-    path: pathlib.Path = typer.Argument(..., help="Store dir or its dledger-<selfId> dir (enableDLegerCommitLog)."),
+    path: pathlib.Path = typer.Argument(..., help="Store dir, its dledger-<selfId> dir (enableDLegerCommitLog), "
+                                        "or one of its data or index files."),
     fmt: OutputFormat = FormatOpt,
     index: bool = typer.Option(False, "--index", help="The entry index's 32-byte units instead of the entries."),
     from_index: Optional[int] = typer.Option(None, "--from-index", min=0, help="First entry index."),

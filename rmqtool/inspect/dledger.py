@@ -154,19 +154,32 @@ def dledger_rows(path: pathlib.Path, findings: list, *, index: bool = False, che
         return
     s = Survey()
     started, past = from_index is None, False  # blanks and damage show between the entries asked for
+    span = [None, None]  # the commit log offsets the rows cover: the findings reported are theirs
     for r in surveyed(log, s, records=True, check_crc=check_crc):
         if isinstance(r, Entry):
-            if isinstance(r.record, Message):
-                findings.extend(findings_of(r.record))
             started = started or wanted(r.index)
             if wanted(r.index):
+                if isinstance(r.record, Message):
+                    findings.extend(findings_of(r.record))
+                span = [r.pos if span[0] is None else span[0], r.pos + r.size]
                 yield entry_row(r)
             past = to_index is not None and r.index >= to_index - 1
         elif not started or past:
             continue
         else:
+            span = [r.offset if span[0] is None else span[0], r.offset + r.size]
             yield _other_row(r)
-    findings += s.findings
+    ranged = from_index is not None or to_index is not None
+    findings += [f for f in s.findings if not ranged or _within(f, span, wanted)]
+
+
+def _within(f, span: list, wanted) -> bool:
+    """A finding of the rows asked for: about one of their entries, or a place among them."""
+    details = f.details or {}
+    if "entry_index" in details:
+        return wanted(details["entry_index"])
+    at = details.get("commit_log_offset")
+    return at is None or (span[0] is not None and span[0] <= at < span[1])
 
 
 def _other_row(r: Blank | Corrupt) -> dict:

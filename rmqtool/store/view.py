@@ -21,7 +21,7 @@ from rmqtool.store.checkpoint import StoreMarkers, read_markers
 from rmqtool.store.commitlog_end import CommitLog, CommitLogEnd, last_file_end, written_end
 from rmqtool.store.consumequeue import ConsumeQueues, open_consume_queues
 from rmqtool.store.detect import require_store
-from rmqtool.store.dledger import DLedgerLog, find_dledger
+from rmqtool.store.dledger import DLedgerLog, find_dledger, survey
 from rmqtool.store.family import ROCKETMQ, Family, detect_family, require_rocketmq
 from rmqtool.store.indexfile import IndexFiles, list_index_files
 from rmqtool.store.live import LiveStore
@@ -150,7 +150,10 @@ class StoreView:
         (``store/live.py:live_store``'s answer, from the lock holder and end this view has read)."""
         if self.lock_holder is None:
             return None
-        end = self.commit_log_end.end if self.has_commit_log and self.segments else 0
+        if self.records_in_dledger:  # one past the last entry DLedger's log holds now
+            end = survey(self.dledger, recover_files=True).walked_end or 0
+        else:
+            end = self.commit_log_end.end if self.has_commit_log and self.segments else 0
         return LiveStore(self.root, self.lock_holder, end)
 
 

@@ -32,6 +32,7 @@ class DLedgerVerify(VerifyRun):
         super().__init__(options, progress)
         self.view = view
         self.root = view.root
+        self.live = view.live  # a running broker's store: what it writes past the entries' end now is not damage
         self.survey: Survey | None = None
 
     @property

@@ -32,7 +32,7 @@ from rmqtool.store.segments import Segment, SegmentQueue, discover
 from rmqtool.store.small_file import read_head
 
 _MAGIC_BYTES = fmt.CURRENT_MAGIC.to_bytes(4, "big")
-_BLANK = fmt.ENTRY_HEADER.size  # a header's worth: what a walk needs to read one
+_HEADER = fmt.ENTRY_HEADER.size  # what the walk reads of an entry before it knows its size
 
 
 @dataclasses.dataclass(slots=True)
@@ -217,7 +217,7 @@ def _resync(buf, start: int, stop: int, base: int) -> int | None:
     at = start
     while True:
         at = buf.find(_MAGIC_BYTES, at, stop)
-        if at < 0 or at + _BLANK > stop:
+        if at < 0 or at + _HEADER > stop:
             return None
         h = fmt.ENTRY_HEADER.unpack_from(buf, at)
         if h[4] == base + at and h[8] + fmt.BODY_OFFSET == h[1] and at + h[1] <= stop:
@@ -270,7 +270,7 @@ def walk_entries(segments: list[Segment], *, records: bool = False, check_crc: b
                 if size == 0:
                     break  # recover: "Recover data file to the end"
                 refusal = (_entry_refusal(h := fmt.ENTRY_HEADER.unpack_from(buf, p), base + p, seg.size - p, last)
-                           if p + _BLANK <= seg.size else "an entry header cut off by the end of its file")
+                           if p + _HEADER <= seg.size else "an entry header cut off by the end of its file")
                 if refusal is not None:
                     nxt = _resync(buf, p + 1, seg.size, base)
                     skipped = (nxt if nxt is not None else seg.size) - p

@@ -229,8 +229,24 @@ def test_recover_plans_what_the_engine_did(stores, crash_truth):
     again = json.loads(_run("recover", stores["expected"], "-f", "json").stdout)  # the second restart
     assert {f"{q['topic']}/{q['queue_id']}": q["max_queue_offset_after"] for q in again["queues"]} == {
         k: v[1] for k, v in summary["reloadOfExpected"]["queues"].items()}
-    refused = _run("recover", stores["input"], "--apply", codes=(2, 4))
-    assert "DLedger" in refused.stderr
+
+
+def test_recover_apply_zeroes_the_unit_the_engine_dropped_in_memory_only(tmp_path):
+    """The second restart serves the torn record from the unit left in the file (reloadOfExpected):
+    --apply zeroes it, with a backup undo puts back."""
+    from helpers import tree_fingerprint
+    summary = json.loads((CRASH / "summary.json").read_text())["torn-last-entry"]
+    store = expand_store(CRASH / "input" / "store", tmp_path / "store")
+    before = tree_fingerprint(store)
+    backup = tmp_path / "backup"
+    doc = json.loads(_run("recover", store, "--apply", "--backup-dir", backup, "-f", "json").stdout)
+    assert doc["applied"]["units_zeroed"] == 1
+    again = json.loads(_run("recover", store, "-f", "json", codes=(3,)).stdout)
+    after = {f"{q['topic']}/{q['queue_id']}": q["max_queue_offset_before"] for q in again["queues"]}
+    assert after == {k: v[1] for k, v in summary["recovered"]["queues"].items()}
+    assert again["lost_messages"] == []
+    _run("undo", backup)
+    assert tree_fingerprint(store) == before
 
 
 def test_damage_in_headers_index_and_records(stores, truth, tmp_path):

@@ -53,7 +53,7 @@ class RocketMQTools:
     def show_recover(self, run, fmt: str) -> None:
         if isinstance(run.doc, dict) and run.doc.get("dledger") is not None:
             from rmqtool.report.dledger import show_dledger_plan
-            show_dledger_plan(run.doc, run.plan.steps(), fmt)
+            show_dledger_plan(run.doc, run.plan.steps(), fmt, applied=run.applied)
             return
         from rmqtool.report.plans import show_recovery_plan
         show_recovery_plan(run.doc, run.plan, fmt, applied=run.applied, sizes=run.sizes)
@@ -64,18 +64,24 @@ class RocketMQTools:
 
 
 def _dledger_recover(view: StoreView, request):
-    """recover on a DLedger store: the plan only (--apply refused after it is shown: the broker's
-    own start does what it says, and rmqtool does not write DLedger's files)."""
+    """recover on a DLedger store: the plan of both recoveries; with ``apply``, the consume queue
+    units the broker's recovery drops only in memory zeroed in the files, with a backup
+    (engine/dledger_repair.py). DLedger's own files are left as its recover leaves them."""
     from rmqtool.engine.recover_store import RecoverRun
     from rmqtool.errors import ExitCode, UsageError
     from rmqtool.recovery.dledger import plan_dledger_recovery
     settings = request.settings
     plan = plan_dledger_recovery(view, check_crc=getattr(settings, "check_crc", True))
-    refusal = (UsageError("recover --apply does not write a DLedger commit log store: the broker's next start "
-                          "does what the plan says (move dledger-<id>/ aside first to keep its bytes)", view.root)
-               if request.apply else None)
-    return RecoverRun(plan.to_json(), plan, refusal=refusal,
-                      exit_code=int(ExitCode.CORRUPT) if plan.changes else int(ExitCode.OK))
+    doc = plan.to_json()
+    if request.apply and request.to is not None:
+        return RecoverRun(doc, plan, refusal=UsageError("--to does not copy a DLedger store: apply in place "
+                                                          "(the backup keeps what changes)", view.root))
+    if request.apply:
+        from rmqtool.engine.dledger_repair import apply_dledger_plan
+        doc["applied"] = apply_dledger_plan(view, plan, request.backup_dir,
+                                            command=f"rmqtool recover {view.root} --apply")
+        return RecoverRun(doc, plan, applied=True)
+    return RecoverRun(doc, plan, exit_code=int(ExitCode.CORRUPT) if plan.changes else int(ExitCode.OK))
 
 
 ROCKETMQ_TOOLS = RocketMQTools()

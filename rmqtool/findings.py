@@ -116,6 +116,13 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
                          "apache/rocketmq #6343), or a consume queue without its ext directory"),
     "cqExtGarbageAfterEnd": (Severity.WARNING, "non-zero bytes past where the broker's ext recovery ends the last "
                              "ext file: the next ext units are written over them"),
+    # DLedger commit log (enableDLegerCommitLog: dledger-<id>/data and index)
+    "dledgerEntryInvalid": (Severity.ERROR, "a DLedger entry header DLedger's recover rejects (magic, size, pos, index "
+                            "or term order): the entry log ends there and every entry after it is dropped"),
+    "dledgerRecordInvalid": (Severity.ERROR, "a DLedger entry whose body is not one clean commit log record: DLedger "
+                             "keeps the entry, the broker's reput skips the record"),
+    "dledgerIndexMismatch": (Severity.ERROR, "a DLedger index unit that is not its entry's (magic, pos, size, index, "
+                             "term), missing, or past the last entry"),
     # index files
     "indexFileNameInvalid": (Severity.WARNING, "a file in index/ whose name is not a yyyyMMddHHmmssSSS time"),
     "indexFileUnreadable": (Severity.ERROR, "an index file whose header or entries cannot be located"),
@@ -224,6 +231,9 @@ CONSEQUENCES: dict[str, Consequence] = {
     "consumeQueueFillUnits": _N, "messageNotInConsumeQueue": _U, "messageNotDispatched": _R,
     # consumequeue_ext: a failed lookup only loses the broker-side filter (clients filter again)
     "cqExtAddressDangling": _N, "cqExtUnitMismatch": _U, "cqExtDirOrphaned": _N, "cqExtGarbageAfterEnd": _N,
+    # DLedger: recover ends the entry log at a bad header; a bad record is skipped by dispatch; the
+    # index is rewritten from the data where it differs (DLedgerMmapFileStore.recover)
+    "dledgerEntryInvalid": _D, "dledgerRecordInvalid": _U, "dledgerIndexMismatch": _R,
     # index files: key lookups only; messages stay reachable through their queues
     "indexFileNameInvalid": _N, "indexFileUnreadable": _N, "indexGeometryUnknown": _N, "indexChainBroken": _N,
     "indexHeaderInvalid": _N, "indexHeaderMismatch": _N, "indexTimestampBackwards": _N, "indexEntryNoRecord": _N,
@@ -325,6 +335,10 @@ CQ_EXT_ADDRESS_DANGLING = "cqExtAddressDangling"
 CQ_EXT_UNIT_MISMATCH = "cqExtUnitMismatch"
 CQ_EXT_DIR_ORPHANED = "cqExtDirOrphaned"
 CQ_EXT_GARBAGE_AFTER_END = "cqExtGarbageAfterEnd"
+# DLedger commit log
+DLEDGER_ENTRY_INVALID = "dledgerEntryInvalid"
+DLEDGER_RECORD_INVALID = "dledgerRecordInvalid"
+DLEDGER_INDEX_MISMATCH = "dledgerIndexMismatch"
 # index files
 INDEX_FILE_NAME_INVALID = "indexFileNameInvalid"
 INDEX_FILE_UNREADABLE = "indexFileUnreadable"
@@ -538,6 +552,12 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "cqExtDirOrphaned": ("A deleted topic's ext files: remove the directory while the broker is stopped (a topic "
                          "created again under that name would append after the old units)."),
     "cqExtGarbageAfterEnd": "Nothing to do for the broker; look at the bytes (rmqtool dump cqext) if they matter.",
+    "dledgerEntryInvalid": ("Copy the dledger-<id> directory aside before the broker starts: DLedger's recover "
+                            "truncates the data files here (rmqtool dump dledger shows the entries after it; a "
+                            "follower gets them back from the leader only if the leader still has them)."),
+    "dledgerRecordInvalid": ("The message is lost to consumers (the reput skips it); its msgId still resolves to a "
+                             "damaged record. Resend it if the producer can (rmqtool dump dledger shows the entry)."),
+    "dledgerIndexMismatch": "Nothing: DLedger's recover rewrites the index from the data files from this unit on.",
     "timerState": "Nothing: read it (pending messages, next fire time, read and write times).",
     "timerStoreNotLoadable": "Move the named timer file aside (the broker recreates an empty one): its pending timer messages are then lost.",
     "timerLogCut": "Run rmqtool recover to see what the next start enqueues again; timerChainLoops says if it loops.",

@@ -32,6 +32,7 @@ CONFIG = FIXTURES / "config"
 CQEXT = V5 / "cqext"
 QMQ = FIXTURES / "qmq"
 TIMER_CRASH = V5 / "timer-crash"
+DLEDGER = V5 / "dledger"
 
 # The broker's layouts, written out here (the fixtures' READMEs) rather than taken from the code under test
 UNIT = 20  # consume queue unit: commitLogOffset 8, size 4, tagsCode 8
@@ -198,6 +199,8 @@ SCENARIOS: dict[str, Scenario] = {
     "timer-check": Scenario(TIMER_CRASH / "a-as-is", expand=True, clock=True),
     "timer-units": Scenario(TIMER_CRASH / "a-as-is", expand=True, clock=True),
     "timer-refused": Scenario(TIMER_CRASH / "a-as-is", expand=True, clock=True),
+    # a 5.3.3 DLedger commit log store (dledger-n0/data and index): one damage an entry or unit
+    "dledger": Scenario(DLEDGER, expand=True),
     # a body byte flipped where 4.9.8's normal recovery reads it, then recover --keep-past-damage --apply
     "quarantined": Scenario(FIXTURES / "crash-made" / "torn-middle-normal"),
 }
@@ -1100,6 +1103,40 @@ def cq_ext_dir_orphaned(d: Damage) -> At:
     gone = d.store / "consumequeue_ext" / "DeletedTopic" / "0"
     shutil.copytree(d.store / "consumequeue_ext" / "TagOnlyTopic" / "0", gone)
     return At(gone, None)
+# ---- DLedger (fixtures/rocketmq-5.3.3/README.md: an entry header is magic 4, size 4, index 8, term 8,
+# pos 8 @24, channel, chainCrc, bodyCrc, bodyLength (48 B), then the record; an index unit is magic 4,
+# pos 8, size 4, index 8, term 8 @24) ----
+DLEDGER_POS_AT, DLEDGER_BODY_AT, DLEDGER_UNIT_TERM_AT = 24, 48, 24
+
+
+def _dledger_entry(d: Damage, n: int) -> dict:
+    return d.truth["truth"]["entries"][n]
+
+
+def dledger_entry_invalid(d: Damage) -> At:
+    """An entry's pos field naming another place (DLedger's recover stops there)."""
+    e = _dledger_entry(d, -5)
+    path = d.store / "dledger-n0" / "data" / e["dataFile"]
+    d.set_int(path, e["positionInDataFile"] + DLEDGER_POS_AT, 8, e["pos"] + 1)
+    return At(path, e["positionInDataFile"])
+
+
+def dledger_record_invalid(d: Damage) -> At:
+    """The record inside entry 40 claiming one byte more than the entry's body holds."""
+    e = _dledger_entry(d, 40)
+    path = d.store / "dledger-n0" / "data" / e["dataFile"]
+    d.set_int(path, e["positionInDataFile"] + DLEDGER_BODY_AT, 4, e["bodyLength"] + 1)
+    return At(path, e["positionInDataFile"] + DLEDGER_BODY_AT)
+
+
+def dledger_index_mismatch(d: Damage) -> At:
+    """Index unit 10 given another term than its entry's."""
+    u = d.truth["truth"]["indexUnits"][10]
+    path = d.store / "dledger-n0" / "index" / u["indexFile"]
+    d.set_int(path, u["positionInIndexFile"] + DLEDGER_UNIT_TERM_AT, 8, u["term"] + 3)
+    return At(path, u["positionInIndexFile"])
+
+
 # ---- the timer store (timer-crash: each variant's truth.json says what the engine then did) ----
 TIMER_UNIT, TIMER_SLOT, TIMER_HASH_AT = 52, 32, 40  # timer log unit (hashCodeOfRealTopic at 40), wheel slot
 
@@ -1294,6 +1331,9 @@ PRODUCERS: dict[str, Producer] = {
     f.CQ_EXT_UNIT_MISMATCH: Producer("cqext", cq_ext_unit_mismatch),
     f.CQ_EXT_GARBAGE_AFTER_END: Producer("cqext", cq_ext_garbage_after_end),
     f.CQ_EXT_DIR_ORPHANED: Producer("cqext", cq_ext_dir_orphaned),
+    f.DLEDGER_ENTRY_INVALID: Producer("dledger", dledger_entry_invalid),
+    f.DLEDGER_RECORD_INVALID: Producer("dledger", dledger_record_invalid),
+    f.DLEDGER_INDEX_MISMATCH: Producer("dledger", dledger_index_mismatch),
     # the timer store
     f.TIMER_STATE: Producer("timer-check", timer_state, as_made=True),
     f.TIMERCHECK_MISSING: Producer("timer-check", timercheck_missing),

@@ -66,6 +66,7 @@ ON_DAMAGED = {
     "dump commitlog": ExitCode.CORRUPT,
     "dump consumequeue": ExitCode.OK,
     "dump cqext": ExitCode.OK,  # the damaged store has no consumequeue_ext: no rows
+    "dump dledger": ExitCode.BAD_INPUT,  # the damaged store has no dledger-<selfId>/: not a DLedger store
     "dump index": ExitCode.OK,
     "dump checkpoint": ExitCode.OK,
     "dump config": ExitCode.OK,
@@ -224,6 +225,8 @@ def closed_pipe_argv(name: str, tmp_path: pathlib.Path) -> list[str]:
                     tmp_path)
     if name in QMQ_KINDS:  # QMQ's files: a QMQ store
         return argv(name, QMQ_STORE, tmp_path)
+    if name == "dump dledger":  # DLedger's entry log: a store run with enableDLegerCommitLog (read only)
+        return argv(name, V4.parent / "rocketmq-5.3.3" / "dledger" / "store", tmp_path)
     return argv(name, store, tmp_path)
 
 

@@ -1,4 +1,4 @@
-"""rmqtool dump commitlog|consumequeue|cqext|index|checkpoint|config PATH (a RocketMQ store),
+"""rmqtool dump commitlog|consumequeue|cqext|dledger|index|checkpoint|config PATH (a RocketMQ store),
 rmqtool dump compactionlog|compactioncq|positioncheckpoint PATH (its 5.x compaction store),
 rmqtool dump messagelog|consumerlog|actionlog|pulllog|checkpoint PATH (a QMQ store)
 
@@ -20,6 +20,7 @@ from rmqtool.cli.params import (OFFSET_METAVAR, TIME_METAVAR, check_range, compl
 from rmqtool.errors import UsageError
 from rmqtool.inspect import compaction_dumps, dump_sources
 from rmqtool.inspect.cqext_rows import cqext_rows
+from rmqtool.inspect.dledger import dledger_rows
 from rmqtool.inspect.commitlog_dumps import chained, commitlog_dumps, in_parallel, parallel_jsonl, settled_findings
 from rmqtool.inspect.selection import SYS_FLAG_NAMES, MessageSelection
 from rmqtool.inspect.stats import commitlog_stats
@@ -184,6 +185,35 @@ def dump_cqext(
     findings: list = []
     sink = Sink(fmt.value, kind="cq_ext_unit", wide=wide, select=columns)
     for n, row in enumerate(cqext_rows(path, topic, queue, findings)):
+        if limit is not None and n >= limit:
+            break
+        sink.row(row)
+    _finish(sink, findings)
+
+
+@dump_app.command("dledger", epilog=examples(
+    "rmqtool dump dledger /data/store -n 20",
+    "rmqtool dump dledger /data/store/dledger-n0 --index -f jsonl"))
+@boundary
+def dump_dledger(
+    path: pathlib.Path = typer.Argument(..., help="Store dir, its dledger-<selfId> dir (enableDLegerCommitLog), "
+                                        "or one of its data or index files."),
+    fmt: OutputFormat = FormatOpt,
+    index: bool = typer.Option(False, "--index", help="The entry index's 32-byte units instead of the entries."),
+    from_index: Optional[int] = typer.Option(None, "--from-index", min=0, help="First entry index."),
+    to_index: Optional[int] = typer.Option(None, "--to-index", min=0, help="Stop before this entry index."),
+    no_crc: bool = typer.Option(False, "--no-crc", help="Skip the records' body CRC check (faster)."),
+    limit: Optional[int] = LimitOpt,
+    wide: bool = WideOpt,
+    columns: Optional[str] = ColumnsOpt,
+):
+    """DLedger entries (header: index, term, pos, size, magic, CRC fields) with the commit log
+    record inside each, blank fills and damage; --index: the index units. Damage: exit 3."""
+    check_range("--from-index", from_index, "--to-index", to_index)
+    findings: list = []
+    sink = Sink(fmt.value, kind="dledger_index_unit" if index else "dledger_entry", wide=wide, select=columns)
+    rows = dledger_rows(path, findings, index=index, check_crc=not no_crc, from_index=from_index, to_index=to_index)
+    for n, row in enumerate(rows):
         if limit is not None and n >= limit:
             break
         sink.row(row)

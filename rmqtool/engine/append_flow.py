@@ -6,6 +6,7 @@ import pathlib
 import shlex
 from typing import Iterator
 
+from rmqtool.store.dledger import refuse_dledger
 from rmqtool.engine.message_inner import MessageInner
 from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
@@ -19,6 +20,7 @@ def open_for_append(store: pathlib.Path, recover: bool, note, **options) -> Stor
     """The store, open for appending; a store that needs recovery is refused with the command
     that recovers it (and, with ``recover``, recovered: where the backup went is said through
     ``note``, a line for people on stderr)."""
+    refuse_dledger(store, "append")  # a commitlog/ beside DLedger's log would be a second log
     try:
         s = Store.open(store, writable=True, recover=recover, **options)
     except RecoveryNeeded as exc:

@@ -29,6 +29,7 @@ from rmqtool.engine.index_writer import IndexServiceWriter
 from rmqtool.engine.store_sizes import GivenSizes, StoreSizes, store_sizes
 from rmqtool.errors import UsageError
 from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
+from rmqtool.store.dledger import refuse_dledger
 from rmqtool.store.commitlog import find_record
 from rmqtool.store.config import batch_topics
 from rmqtool.store.commitlog_end import CommitLog, last_nonzero_from
@@ -139,6 +140,7 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
     a bar (``report/progress.Progress``) given the commit log bytes to dispatch as its total
     and advanced as the reput gets through them."""
     view = view_of_root(store)
+    refuse_dledger(view.root, "redispatch")
     paths = view.paths
     staging = pathlib.Path(staging)
     writing = ext_writing(paths.root, (sizes or GivenSizes()).broker_config)  # enableConsumeQueueExt?

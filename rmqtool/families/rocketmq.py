@@ -14,7 +14,7 @@ from rmqtool.store.view import StoreView, open_store
 @dataclasses.dataclass(frozen=True)
 class RocketMQTools:
     family: Family = ROCKETMQ
-    dump_kinds: tuple[str, ...] = ("commitlog", "consumequeue", "cqext", "index", "checkpoint", "config")
+    dump_kinds: tuple[str, ...] = ("commitlog", "consumequeue", "cqext", "dledger", "index", "checkpoint", "config")
 
     def open_view(self, path, *, purpose: str = "store") -> StoreView:
         if purpose == "verify":
@@ -26,6 +26,9 @@ class RocketMQTools:
         return open_store(path)
 
     def verify(self, view: StoreView, options=None, progress=None):
+        if view.records_in_dledger:  # enableDLegerCommitLog: the records are in DLedger's entry log
+            from rmqtool.verify.dledger import DLedgerVerify
+            return DLedgerVerify(view, options, progress)
         from rmqtool.verify.run import Verify  # numpy: only when verifying
         return Verify(view, options, progress)
 
@@ -39,6 +42,8 @@ class RocketMQTools:
 
     def recover(self, view: StoreView, request):
         """recover: the plan, and with ``request.apply`` the engine's repair (engine/recover_store.py)."""
+        if view.records_in_dledger:  # enableDLegerCommitLog: DLedger's and DLedgerCommitLog's recovery, planned
+            return _dledger_recover(view, request)
         from rmqtool.engine.recover_store import recover_store
         return recover_store(view, request.settings, given=request.given, keep_index=request.keep_index,
                              apply=request.apply, to=request.to, force=request.force,
@@ -46,12 +51,37 @@ class RocketMQTools:
                              keep_past_damage=request.keep_past_damage)
 
     def show_recover(self, run, fmt: str, *, wide: bool = False, live=None) -> None:
+        if isinstance(run.doc, dict) and run.doc.get("dledger") is not None:
+            from rmqtool.report.dledger import show_dledger_plan
+            show_dledger_plan(run.doc, run.plan.steps(), fmt, applied=run.applied)
+            return
         from rmqtool.report.plans import show_recovery_plan
         show_recovery_plan(run.doc, run.plan, fmt, applied=run.applied, sizes=run.sizes, wide=wide, live=live)
 
     def semantics(self, view: StoreView):
         from rmqtool.recovery.semantics import detect_semantics
         return detect_semantics(view.paths, view.segments if view.has_commit_log else [])
+
+
+def _dledger_recover(view: StoreView, request):
+    """recover on a DLedger store: the plan of both recoveries; with ``apply``, the consume queue
+    units the broker's recovery drops only in memory zeroed in the files, with a backup
+    (engine/dledger_repair.py). DLedger's own files are left as its recover leaves them."""
+    from rmqtool.engine.recover_store import RecoverRun
+    from rmqtool.errors import ExitCode, UsageError
+    from rmqtool.recovery.dledger import plan_dledger_recovery
+    settings = request.settings
+    plan = plan_dledger_recovery(view, check_crc=getattr(settings, "check_crc", True))
+    doc = plan.to_json()
+    if request.apply and request.to is not None:
+        return RecoverRun(doc, plan, refusal=UsageError("--to does not copy a DLedger store: apply in place "
+                                                          "(the backup keeps what changes)", view.root))
+    if request.apply:
+        from rmqtool.engine.dledger_repair import apply_dledger_plan
+        doc["applied"] = apply_dledger_plan(view, plan, request.backup_dir,
+                                            command=f"rmqtool recover {view.root} --apply")
+        return RecoverRun(doc, plan, applied=True)
+    return RecoverRun(doc, plan, exit_code=int(ExitCode.CORRUPT) if plan.changes else int(ExitCode.OK))
 
 
 ROCKETMQ_TOOLS = RocketMQTools()

@@ -27,6 +27,7 @@ from rmqtool.errors import RmqError, UsageError
 from rmqtool.findings import Finding, Severity
 from rmqtool.recovery.commitlog_walk import V5, abnormal_start
 from rmqtool.recovery.semantics import detect_semantics
+from rmqtool.store.dledger import refuse_dledger
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import Blank, findings_of, scan_segment
 from rmqtool.store.commitlog_end import last_nonzero_from, last_written, segment_end
@@ -288,6 +289,7 @@ def _disk(view: StoreView) -> tuple[float, int, int]:
 
 def check_store(path, *, now: int, tail_bytes: int, recovery_rate: float) -> StoreCheck:
     view = open_store(path)
+    refuse_dledger(view.root, "check")
     root = str(view.root)
     values: list[tuple] = []  # (measure, value, topic, queue_id, group)
     queues = _queue_ends(view)

@@ -15,7 +15,7 @@ import tempfile
 import time
 from typing import Iterator
 
-from rmqtool.errors import CodecMissing
+from rmqtool.errors import CodecMissing, UsageError
 from rmqtool.findings import BODY_DECOMPRESS_FAILED, Finding
 from rmqtool.inspect.hints import wrong_kind
 from rmqtool.inspect.selection import MessageSelection
@@ -98,11 +98,16 @@ class CommitLogDump:
 
     def __post_init__(self):
         self.segments, self.findings = commitlog_segments(pathlib.Path(self.path), self.view)
+        # enableDLegerCommitLog: the records are inside DLedger entries, walked entry by entry
+        self.dledger = (self.view.commit_log if self.view is not None and self.view.records_in_dledger
+                        and detect.kind_of(pathlib.Path(self.path)) == detect.STORE else None)
         self.transactions = self._transactions() if self.decode_system else None
 
     def _transactions(self) -> Transactions:
         """One pass over the whole log (not only the range asked for): a half message's op record
         and commit copy may lie anywhere after it."""
+        if self.dledger is not None:
+            return Transactions.of(self.dledger.scan(check_crc=False))
         last = len(self.segments) - 1
         return Transactions.of(r for i, seg in enumerate(self.segments)
                                for r in scan_segment(seg, is_last=i == last, check_crc=False))
@@ -145,6 +150,9 @@ class CommitLogDump:
         """Every scan result (Message, Blank, Corrupt) of the range, in commit log order,
         findings collected; ``progress.advance(bytes)`` every PROGRESS_STEP bytes scanned."""
         check = findings_of
+        if self.dledger is not None:
+            yield from self._dledger_results(progress)
+            return
         step = PROGRESS_STEP if progress is not None else 1 << 62  # without progress: never
         for rng in segment_ranges(self.segments, self.from_offset, self.to_offset):
             seg = rng.segment
@@ -167,6 +175,17 @@ class CommitLogDump:
             if progress is not None:
                 progress.advance(max(0, seg.size - reported))
 
+    def _dledger_results(self, progress=None) -> Iterator:
+        """The records of a DLedger store's entries in [from_offset, to_offset), findings collected."""
+        for r in self.dledger.scan(self.from_offset, self.to_offset, check_crc=self.check_crc):
+            found = findings_of(r)
+            if found:
+                self.damaged += 1
+                self.findings += found
+            if progress is not None and type(r) is Message:
+                progress.advance(r.store_size)
+            yield r
+
     def written_end(self, after: int | None = None) -> int:
         """The commit log's written end now (after its last whole record: a record being
         written is not part of it). ``after``: a record start before which it was read
@@ -184,6 +203,9 @@ class CommitLogDump:
         are written (pg_waldump --follow), until the caller stops (Ctrl-C) or ``limit`` rows
         are out. Each round reads up to the end found again; ``on_idle()`` runs before each
         wait of ``interval`` seconds."""
+        if self.dledger is not None:
+            raise UsageError("--follow does not read a DLedger commit log (dump dledger shows its entries)",
+                             self.path)
         limit = self.limit
         self.to_offset = end = self.written_end()
         for row in self.rows(progress):
@@ -253,6 +275,9 @@ class CommitLogDump:
         (path, bytes, rows) in commit log order, a file removed once the next is asked for.
         Findings and damage are gathered as :meth:`rows` gathers them; ``limit`` cuts the
         last file's bytes short."""
+        if self.dledger is not None:  # entries are walked in order: one spool file, built here
+            yield from self._jsonl_in_one()
+            return
         jobs = jobs_of(self.segments, self.from_offset, self.to_offset, check_crc=self.check_crc,
                        split_size=split_size or PARALLEL_SPLIT)
         left = self.limit
@@ -272,6 +297,23 @@ class CommitLogDump:
                 os.unlink(path)
                 if left is not None:
                     left -= count
+
+    def _jsonl_in_one(self) -> Iterator[tuple[str, int, int]]:
+        with tempfile.NamedTemporaryFile(prefix="rmqtool-dump-", dir=_SPOOL_DIR, delete=False) as f:
+            rows = self.rows()
+            count = size = 0
+            while True:
+                data, n = encode_lines(itertools.islice(rows, SPOOL_ROWS))
+                if not n:
+                    break
+                f.write(data)
+                count += n
+                size += len(data)
+        try:
+            if count:
+                yield f.name, size, count
+        finally:
+            os.unlink(f.name)
 
     def _encode_job(self, job) -> tuple[str, int, int, list, int, int]:
         """In a worker: one job's rows encoded into a spool file; (path, bytes, rows,

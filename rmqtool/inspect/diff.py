@@ -25,6 +25,7 @@ from typing import Iterator
 from rmqtool.errors import FormatError, StoreNotFound
 from rmqtool.formats import config as config_format
 from rmqtool.report.records import message_record
+from rmqtool.store.dledger import refuse_dledger
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import Blank, Corrupt, scan_segment
 from rmqtool.store.commitlog_reader import CommitLogReader
@@ -411,6 +412,8 @@ def diff_stores(path_a: str | os.PathLike, path_b: str | os.PathLike) -> StoreDi
     """Every difference between two stores; each store opened once (``open_store``: a missing
     path, a non-store, another family's store refused as every command refuses them, before
     the first row)."""
+    for path in (path_a, path_b):
+        refuse_dledger(path, "diff")
     return StoreDiff(open_store(path_a), open_store(path_b))
 
 

@@ -14,6 +14,7 @@ _COMMAND = {
     detect.CONSUMEQUEUE: "dump consumequeue",
     detect.BATCH_CONSUMEQUEUE: "dump consumequeue",
     detect.CONSUMEQUEUE_EXT: "dump cqext",
+    detect.DLEDGER: "dump dledger",
     detect.INDEX: "dump index",
     detect.CHECKPOINT: "dump checkpoint",
     detect.CONFIG: "dump config",

@@ -14,6 +14,7 @@ import pathlib
 from rmqtool.errors import FormatError
 from rmqtool.findings import CHECKPOINT_INVALID, CONFIG_TABLE_INVALID, Finding
 from rmqtool.inspect.compaction_dumps import compaction_info
+from rmqtool.inspect.dledger import dledger_info
 from rmqtool.inspect.hints import wrong_kind
 from rmqtool.inspect.side_stores import side_stores
 from rmqtool.inspect.timer.state import timer_info
@@ -219,7 +220,9 @@ def store_info(store: str | os.PathLike | StoreView) -> tuple[dict, list[Finding
     root = view.root
     live = view.live  # first: its end is the snapshot the rest is read up to
     findings = []
-    commitlog, f = commitlog_info(view)
+    dledger, dledger_commitlog, f = dledger_info(view)  # enableDLegerCommitLog: the records are in DLedger's log
+    findings += f
+    commitlog, f = (dledger_commitlog, []) if dledger_commitlog is not None else commitlog_info(view)
     findings += f
     queues, f = consume_queue_info(view, commitlog["min_commit_log_offset"], commitlog["max_commit_log_offset"])
     findings += f
@@ -251,6 +254,7 @@ def store_info(store: str | os.PathLike | StoreView) -> tuple[dict, list[Finding
             "consistent_commit_log_end": live.commit_log_end if live is not None else None,
         },
         "commitlog": commitlog,
+        **({} if dledger is None else {"dledger": dledger}),
         "consume_queues": queues,
         "index_files": index,
         "checkpoint": checkpoint,

@@ -16,7 +16,7 @@ SIDE_STORES = (
     ("consumequeue_ext", "consume queue extension units (ConsumeQueueExt)", "dump cqext"),
     ("compaction", "compaction topics' log, queues and position-checkpoint (CompactionStore)", "dump compactionlog"),
     ("transaction", "4.x transaction state table and redo log", None),
-    ("dledger*", "DLedger commit log (DLedgerCommitLog)", None),
+    ("dledger*", "DLedger commit log (DLedgerCommitLog)", "dump dledger"),
 )
 
 

@@ -44,6 +44,7 @@ from rmqtool.recovery.ext_model import StoreExts, max_ext_address
 from rmqtool.recovery.index_model import IndexModel
 from rmqtool.recovery.queue_model import QueueModel
 from rmqtool.recovery.semantics import detect_semantics
+from rmqtool.store.dledger import refuse_dledger
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import ColumnMode, Corrupt, column_scan
 from rmqtool.store.commitlog_reader import CommitLogReader
@@ -249,6 +250,8 @@ def simulate(store, settings: Settings, commit_log_file_size: int | None = None,
     runs again with it (``batch_learned``). ``store``: a view (its commit log listing and
     index files are taken, not listed again), or a store root."""
     view = view_of_root(store)
+    refuse_dledger(view.root, "a command that models the plain commit log's recovery "
+                              "(salvage, redispatch, append, query --served-only)")
     if not settings.semantics:
         return _detected(view, settings, commit_log_file_size, consume_queue_file_size, delay_levels,
                          list_lost=list_lost)

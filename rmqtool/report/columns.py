@@ -80,6 +80,17 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         text("topic", 1, 40, 10), num("queue_id", 2), num("min_queue_offset", 3), num("max_queue_offset", 4),
         num("messages", 5, 8), num("records", 6, 7), num("tombstones", 7), num("live_keys", 8),
         num("checkpoint_offset", 9), num("files", 10, 5)),
+    "dledger_entry": (
+        fixed("record", 1, 13), num("entry_index", 2), num("term", 3), num("pos", 4, 12), num("size", 5, 10),
+        num("commit_log_offset", 6, 12), text("topic", 7, 40, 10), num("queue_id", 8), num("queue_offset", 9),
+        fixed("body_crc_ok", 10), num("magic", None), num("channel", None), num("chain_crc", None),
+        num("entry_body_crc", None), num("body_length", None), num("store_size", None),
+        num("physical_offset", None), fixed("store_timestamp", None, TIME), text("msg_id", None, 32),
+        num("valid", None), text("finding", None, 24), text("reason", None, 60), text("file", None, 100),
+        num("file_position", None)),
+    "dledger_index_unit": (
+        num("slot", 1), num("entry_index", 2), num("term", 3), num("pos", 4, 12), num("size", 5, 10), num("magic", 6),
+        text("file", None, 100), num("file_position", None)),
     "cq_ext_unit": (
         text("topic", 1, 40, 10), num("queue_id", 2), fixed("record", 3, 4), num("real_offset", 4),
         num("tags_code", 5, 20), fixed("store_timestamp", 6, TIME), num("bit_map_size", 7),

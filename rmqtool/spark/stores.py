@@ -88,5 +88,7 @@ def open_local(path: str):
     if detect_family(path) is QMQ:
         from rmqtool.store.qmq.view import open_qmq_store
         return open_qmq_store(path)
+    from rmqtool.store.dledger import refuse_dledger
     from rmqtool.store.view import open_store
+    refuse_dledger(path, "spark")  # its tasks split plain commit log segments
     return open_store(path)

@@ -13,6 +13,7 @@ from rmqtool.store.message import RECORD_START
 COMMITLOG, CONSUMEQUEUE, BATCH_CONSUMEQUEUE, INDEX, CHECKPOINT, CONFIG, ABORT, LOCK = (
     "commitlog", "consumequeue", "batchconsumequeue", "index", "checkpoint", "config", "abort", "lock")
 CONSUMEQUEUE_EXT = "consumequeue_ext"
+DLEDGER = "dledger"  # a DLedger commit log's data or index file, or its dledger-<selfId>/ directory
 # the 5.x timer store's files (rmqtool.store.timer)
 TIMERWHEEL, TIMERLOG, TIMERCHECK, TIMERMETRICS = "timerwheel", "timerlog", "timercheck", "timermetrics"
 _TIMER_NAMES = {"timerwheel": TIMERWHEEL, "timercheck": TIMERCHECK, "timermetrics": TIMERMETRICS,
@@ -38,8 +39,9 @@ def require_path(path: str | os.PathLike) -> pathlib.Path:
 
 
 def is_store_dir(path: pathlib.Path) -> bool:
-    return path.is_dir() and any((path / d).is_dir() for d in (
+    return path.is_dir() and (any((path / d).is_dir() for d in (
         paths.COMMITLOG_DIR, paths.CONSUMEQUEUE_DIR, paths.BATCH_CONSUMEQUEUE_DIR, paths.INDEX_DIR))
+        or any(path.glob("dledger-*/data")))  # enableDLegerCommitLog: DLedger's entry log, no commitlog/
 
 
 def require_store(path: str | os.PathLike) -> pathlib.Path:
@@ -60,6 +62,8 @@ def kind_of_file(path: pathlib.Path) -> str:
     """The kind of a single store file, from its place, name and first bytes."""
     name = path.name
     parent = path.parent.name
+    if _in_dledger(path):
+        return DLEDGER
     if name in (paths.CHECKPOINT_FILE,):
         return CHECKPOINT
     if name in (paths.ABORT_FILE, paths.ABORT_BAK_FILE):
@@ -95,9 +99,28 @@ def kind_of_file(path: pathlib.Path) -> str:
     raise NotAStore("cannot tell what kind of store file this is", path)
 
 
+def _is_dledger_home(d: pathlib.Path) -> bool:
+    """``dledger-<selfId>/`` (data/ inside), not a store root that happens to be named so."""
+    return (d.name.startswith("dledger-") and (d / "data").is_dir()
+            and not any((d / n).is_dir() for n in (paths.COMMITLOG_DIR, paths.CONSUMEQUEUE_DIR)))
+
+
+def _in_dledger(path: pathlib.Path) -> bool:
+    """A file of DLedger's entry log or index (``dledger-<selfId>/data/`` or ``index/``, named by
+    an offset); its checkpoint and currterm are refused here with the command that shows them."""
+    if path.parent.name in ("data", "index") and _is_dledger_home(path.parent.parent):
+        return paths.is_segment_name(path.name)
+    if _is_dledger_home(path.parent):
+        raise NotAStore(f"DLedger's {path.name} file: rmqtool info {path.parent.parent} shows it (its dledger "
+                        f"section)", path)
+    return False
+
+
 def kind_of(path: str | os.PathLike) -> str:
     p = require_path(path)
     if p.is_dir():
+        if _is_dledger_home(p):
+            return DLEDGER
         if is_store_dir(p):
             return STORE
         if p.name == paths.COMMITLOG_DIR:

@@ -21,6 +21,7 @@ from rmqtool.store.checkpoint import StoreMarkers, read_markers
 from rmqtool.store.commitlog_end import CommitLog, CommitLogEnd, last_file_end, written_end
 from rmqtool.store.consumequeue import ConsumeQueues, open_consume_queues
 from rmqtool.store.detect import require_store
+from rmqtool.store.dledger import DLedgerLog, find_dledger, survey
 from rmqtool.store.family import ROCKETMQ, Family, detect_family, require_rocketmq
 from rmqtool.store.indexfile import IndexFiles, list_index_files
 from rmqtool.store.live import LiveStore
@@ -52,11 +53,23 @@ class StoreView:
     def commit_log(self) -> CommitLog:
         """commitlog/ discovered (segments, the mapped file size, segment findings); a store
         without one raises as discovery does (StoreNotFound)."""
+        if self.records_in_dledger:
+            return self.dledger.commit_log()  # enableDLegerCommitLog: the records lie in the entry log
         return CommitLog(self.paths.commitlog)
 
     @property
     def has_commit_log(self) -> bool:
         return self.paths.commitlog.is_dir()
+
+    @functools.cached_property
+    def dledger(self) -> DLedgerLog | None:
+        """The DLedger commit log (``dledger-<selfId>/``) the root holds, or None."""
+        return find_dledger(self.root)
+
+    @property
+    def records_in_dledger(self) -> bool:
+        """The records live only in DLedger's entry log (enableDLegerCommitLog, no commitlog/)."""
+        return self.dledger is not None and not self.has_commit_log
 
     def commit_log_listing(self, mapped_file_size: int | None = None) -> SegmentQueue:
         """commitlog/ listed as a reader that tolerates its absence takes it (none: no segments):
@@ -137,7 +150,10 @@ class StoreView:
         (``store/live.py:live_store``'s answer, from the lock holder and end this view has read)."""
         if self.lock_holder is None:
             return None
-        end = self.commit_log_end.end if self.has_commit_log and self.segments else 0
+        if self.records_in_dledger:  # one past the last entry DLedger's log holds now
+            end = survey(self.dledger, recover_files=True).walked_end or 0
+        else:
+            end = self.commit_log_end.end if self.has_commit_log and self.segments else 0
         return LiveStore(self.root, self.lock_holder, end)
 
 

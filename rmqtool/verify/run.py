@@ -150,7 +150,8 @@ def open_verifiable(path: str | os.PathLike) -> StoreView:
         raise NotAStore("not a store directory (verify takes the store root)", root)
     view = StoreView(root, simulate=simulate_next_start)  # another family's store: exit 4, said so
     paths = view.paths
-    if not (paths.commitlog.is_dir() or paths.consumequeue.is_dir() or paths.checkpoint.exists()):
+    if not (paths.commitlog.is_dir() or paths.consumequeue.is_dir() or paths.checkpoint.exists()
+            or view.dledger is not None):
         raise NotAStore("not a store: no commitlog/, consumequeue/ or checkpoint", root)
     return view
 

@@ -162,6 +162,15 @@ class FindingTable:
                 + [_join(names, widths, c) for c in cells])
 
 
+def finding_groups(rows) -> list[_Group]:
+    """Finding rows grouped as the table groups them (a flood one group with its count and
+    offset range, an info ID's files one group), errors first, info last (the HTML report)."""
+    table = FindingTable(sys.stdout, 0)
+    for row in rows:
+        table.row(row)
+    return sorted(table._merged(), key=lambda g: severity_rank(g.first))
+
+
 def _join(names: list[str], widths: dict, cells: dict) -> str:
     parts = []
     for n in names:

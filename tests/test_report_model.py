@@ -1,0 +1,111 @@
+"""rmqtool report's model (inspect/report_model.py) and page (report/html_page.py), without a
+browser (tests/test_report_html.py opens the pages in one): the document's answers against the
+fixture's truth and against the code that gives each answer elsewhere, the JSON and table
+output, every datum escaped in the page, the page written whole, a QMQ store refused."""
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from conftest import FIXTURES, V4, load_truth
+from helpers import cli_runner
+from rmqtool.cli.app import app
+from rmqtool.errors import ExitCode
+from rmqtool.findings import CHECKPOINT_WINDOW, OPERATOR_ACTIONS
+from rmqtool.report.html_page import render_page, write_page
+
+NOW = "1795315400000"
+E2 = V4 / "crash" / "e2-corrupt-body-in-first-commitlog-file"  # abort; one body byte flipped in file 0
+TRUTH = load_truth(E2 / "truth.json")
+STORE = E2 / "input" / "store"
+
+
+@pytest.fixture(scope="module")
+def e2():
+    """(exit code, document) of ``rmqtool report STORE -f json``, run once."""
+    r = cli_runner().invoke(app, ["report", str(STORE), "--now", NOW, "-f", "json"])
+    return r.exit_code, json.loads(r.stdout)
+
+
+def test_the_damage_lies_where_the_truth_flipped_a_byte(e2):
+    code, doc = e2
+    assert code == ExitCode.CORRUPT
+    mutation = TRUTH["mutation"]
+    (d,) = doc["damaged_ranges"]
+    assert d["file"] == mutation["file"].split("/")[-1] and d["commit_log_offset"] == mutation["messagePhysicalOffset"]
+    assert d["file_position"] <= mutation["flippedByteAtFilePosition"] < d["file_position"] + d["bytes"]
+    assert d["end_offset"] == d["commit_log_offset"] + d["bytes"]
+    first = doc["segments"][0]
+    assert first["damaged"] == 1 and sum(s["damaged"] for s in doc["segments"]) == 1
+
+
+def test_the_next_start_is_the_recovery_simulations(e2):
+    _code, doc = e2
+    store = doc["store"]
+    # the real engine's recovery kept every record: the damage lies before its start file
+    assert store["recovered_end"] == store["written_end"] == TRUTH["truth"]["commitlog"]["maxPhyOffset"]
+    assert store["bytes_dropped"] == 0 and not any("cut_at" in s for s in doc["segments"])
+    assert store["recovery"] == "abnormal" and not store["clean_shutdown"]
+    starts = [s["file"] for s in doc["segments"] if s["recovery_start"]]
+    assert starts == [store["start_file"]]
+    assert int(store["start_file"]) > doc["damaged_ranges"][0]["commit_log_offset"]  # the walk never reads it
+
+
+def test_the_unflushed_window_is_the_checkpoints(e2):
+    """check's unflushed window starts where verify's checkpointWindow (physicMsgTimestamp) says."""
+    _code, doc = e2
+    store = doc["store"]
+    window = next(f for f in doc["findings"] if f["finding"] == CHECKPOINT_WINDOW and "physicMsgTimestamp" in f["message"])
+    assert store["unflushed_from"] == window["commit_log_offset"]
+    assert store["unflushed_bytes"] == store["written_end"] - store["unflushed_from"] > 0
+    last = [s for s in doc["segments"] if "unflushed_from" in s]
+    assert [s["unflushed_from"] for s in last] == [store["unflushed_from"]]
+
+
+def test_findings_carry_what_to_do(e2):
+    _code, doc = e2
+    assert doc["findings"] and all(f["action"] == OPERATOR_ACTIONS[f["finding"]] for f in doc["findings"])
+    assert doc["store"]["errors"] == sum(f["severity"] == "error" for f in doc["findings"])
+
+
+def test_the_table_shows_the_same_sections(e2):
+    _code, doc = e2
+    r = cli_runner().invoke(app, ["report", str(STORE), "--now", NOW], env={"COLUMNS": "120"})
+    assert r.exit_code == ExitCode.CORRUPT
+    for section in ("segments", "damaged_ranges", "consume_queues", "index_files", "findings"):
+        assert f"{section} (" in r.stdout, section
+    assert str(doc["store"]["written_end"]) in r.stdout
+
+
+def test_every_datum_is_escaped(e2):
+    _code, doc = e2
+    hostile = "<script>alert(1)</script>&\"'"
+    doc = json.loads(json.dumps(doc))
+    doc["store"]["path"] = "/data/" + hostile
+    doc["consume_queues"][0]["topic"] = hostile
+    doc["findings"][0]["message"] = hostile
+    doc["damaged_ranges"][0]["finding"] = hostile
+    page = render_page(doc)
+    assert "<script" not in page.lower()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&amp;&quot;&#x27;" in page
+
+
+def test_the_page_is_written_whole(e2, tmp_path):
+    _code, doc = e2
+    target = write_page(doc, tmp_path / "out.html")
+    assert target.read_text().startswith("<!DOCTYPE html>")
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["out.html"]  # no temporary file left
+    r = cli_runner().invoke(app, ["report", str(STORE), "--html", str(tmp_path / "no-dir" / "x.html")])
+    assert r.exit_code == ExitCode.OPERATIONAL and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_qmq_store_is_refused_in_one_line():
+    store = FIXTURES / "qmq" / "basic" / "store"
+    r = cli_runner().invoke(app, ["report", str(store), "--html", "never-written.html"])
+    assert r.exit_code == ExitCode.BAD_INPUT
+    assert r.stderr.strip().count("\n") == 0 and "QMQ" in r.stderr and str(store) in r.stderr
+    assert not os.path.exists("never-written.html")

@@ -7,14 +7,20 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test fuzz bench venv clean
+.PHONY: demo test fuzz bench venv clean report-picture
 
 venv: $(STAMP)
+
+# Headless Chromium (Debian's package) is installed with the venv when missing: tests/test_report_html.py
+# opens the HTML report in it. SUDO: empty when make runs as root (a container without sudo), else sudo.
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
 	$(PY) -m pip install -q -e '.[dev,codecs,fast,spark]'
+	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+		$(SUDO) apt-get install -y chromium || { $(SUDO) apt-get update && $(SUDO) apt-get install -y chromium; }
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -33,6 +39,10 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks
+
+# docs/report.png, the README's picture of `rmqtool report --html`: the demo store's page in headless Chromium
+report-picture: $(STAMP)
+	$(PY) docs/make_report_picture.py docs/report.png
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .bench

@@ -72,9 +72,9 @@ def build_report(store: str | os.PathLike | StoreView, *, now: int | None, verif
     unflushed = measures.get("unflushed_bytes")
     unflushed_from = measures["written_end"] - unflushed if unflushed else None
     damaged = damaged_ranges(view, findings)
-    queues, _f = consume_queue_info(view, view.segments[0].base_offset if view.segments else None,
-                                    recovered if recovered is not None else written)
-    offsets = consumer_offsets(view)
+    cut = recovered if recovered is not None else written  # the queues and the lag as the next start leaves them
+    queues, _f = consume_queue_info(view, view.segments[0].base_offset if view.segments else None, cut)
+    offsets = consumer_offsets(view, commit_log_max_offset=cut if view.segments else None)
     index, _f = index_info(view)
     doc = {
         "store": _store_section(view, outcome, written, recovered, unflushed_from, measures, findings, now),

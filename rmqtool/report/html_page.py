@@ -220,7 +220,7 @@ def _queues(doc: dict) -> str:
             f'<span class="mono">{esc(g["group"])}</span>: {esc(g["committed_offset"])}'
             f', lag {esc(g["lag_messages"] if g["lag_messages"] is not None else "-")}'
             + (f' ({esc(g["lag_ms"])} ms)' if g["lag_ms"] else "")
-            + (f' <span class="muted">{esc(g["status"])}</span>' if g.get("status") not in (None, "OK") else "")
+            + (f' <span class="muted">{esc(g["status"])}</span>' if g.get("pull_status") not in (None, "FOUND") else "")
             for g in groups) or '<span class="muted">no committed offset</span>'
         rows.append(f'<tr class="queue" data-queue="{esc(q["topic"])}/{esc(q["queue_id"])}">'
                     f'<td class="path">{esc(q["topic"])}</td><td class="num">{esc(q["queue_id"])}</td>'

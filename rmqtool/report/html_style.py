@@ -36,7 +36,7 @@ code, .mono { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-
 .sw-dropped { background: var(--dropped); } .sw-cut { background: var(--cut); width: 3px; }
 .sw-start { background: var(--start); width: 3px; } .sw-consumed { background: var(--consumed); width: 3px; }
 .sw-lag { background: var(--lag); } .sw-gone { background: var(--gone); }
-.segment { display: grid; grid-template-columns: 230px 1fr; gap: 2px 12px; align-items: center;
+.segment { display: grid; grid-template-columns: 270px 1fr; gap: 2px 12px; align-items: center;
   padding: 3px 0; break-inside: avoid; }
 .seg-label { font-size: 12.5px; line-height: 1.25; }
 .seg-label .flags { display: block; color: var(--muted); font-size: 11.5px; }
@@ -71,7 +71,7 @@ td.bar svg { width: 100%; height: 14px; display: block; }
 .finding .message { margin: 3px 0 0; overflow-wrap: anywhere; }
 .finding .todo { margin: 3px 0 0; }
 .finding .todo b { color: var(--start); }
-td.time { font-size: 12px; font-variant-numeric: tabular-nums; }
+td.time { font-size: 12px; font-variant-numeric: tabular-nums; white-space: nowrap; }
 footer { margin-top: 28px; color: var(--muted); font-size: 12px; }
 @media (max-width: 960px) {
   main { padding: 12px; }
@@ -81,7 +81,6 @@ footer { margin-top: 28px; color: var(--muted); font-size: 12px; }
 }
 @media print {
   @page { size: A4 landscape; margin: 12mm; }
-  body { font-size: 11px; }
   main { max-width: none; padding: 0; }
   h2 { break-after: avoid; }
   .consequence, .table-wrap { overflow: visible; }

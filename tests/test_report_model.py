@@ -109,3 +109,43 @@ def test_a_qmq_store_is_refused_in_one_line():
     assert r.exit_code == ExitCode.BAD_INPUT
     assert r.stderr.strip().count("\n") == 0 and "QMQ" in r.stderr and str(store) in r.stderr
     assert not os.path.exists("never-written.html")
+
+
+def test_a_live_store_is_read_to_its_written_end_and_its_start_not_predicted(tmp_path):
+    """A store a writer holds (this process): no next start, no cut, no damage in its moving
+    tail; the page and stderr say it is live."""
+    from rmqtool.cli import report as cli_report
+    from rmqtool.engine.producer import producer_message
+    from rmqtool.engine.store import Store
+    from rmqtool.inspect.report_model import build_report
+
+    root = tmp_path / "store"
+    with Store.open(root, writable=True, commitlog_size=32 * 1024, cq_size=400, index_slots=32,
+                    index_entries=120) as store:
+        results = [store.append(producer_message("LiveTopic", b"m%03d" % i * 20, keys=f"k{i}")) for i in range(30)]
+        made = build_report(root, now=int(NOW), verify=cli_report._verify, html=tmp_path / "live.html")
+    end = results[-1].wrote_offset + results[-1].wrote_bytes
+    store_section = made.document["store"]
+    assert store_section["live"] and store_section["locked_by_pid"] == os.getpid()
+    assert store_section["written_end"] == end and store_section["recovered_end"] is None
+    assert not made.document["damaged_ranges"] and not any("cut_at" in s for s in made.document["segments"])
+    assert [(q["topic"], q["max_queue_offset"]) for q in made.document["consume_queues"]] == [("LiveTopic", 30)]
+    assert made.notices and "is live" in made.notices[0]
+    assert "A running broker" in (tmp_path / "live.html").read_text()
+
+
+def test_a_missing_middle_file_is_a_strip_of_its_own_and_not_damage():
+    """The third commit log file deleted (truth: mutation): one row names it, missing; the
+    whole records after it (their queue offsets skip) are no damaged range."""
+    shape = FIXTURES / "crash-made" / "missing-middle-abnormal"
+    assert "third commit log file deleted" in load_truth(shape / "truth.json")["mutation"]
+    r = cli_runner().invoke(app, ["report", str(shape / "input" / "store"), "--now", NOW, "-f", "json"])
+    doc = json.loads(r.stdout)
+    rows = doc["segments"]
+    size = doc["store"]["mapped_file_size"]
+    assert [s.get("missing_files", 0) for s in rows] == [0, 0, 1, 0, 0, 0]
+    assert rows[2]["base_offset"] == 2 * size and rows[2]["file"] == f"{2 * size:020d}"
+    assert [s["base_offset"] for s in rows] == [i * size for i in range(len(rows))]
+    assert not doc["damaged_ranges"]
+    page = render_page(doc)
+    assert page.count('class="segment missing-file"') == 1 and "5 files, each strip" in page

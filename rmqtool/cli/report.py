@@ -44,6 +44,8 @@ def report(
     """The store on one page: commit log files to scale, queues and lag, index coverage, findings by consequence."""
     from rmqtool.inspect.report_model import build_report
     result = build_report(store, now=parse_time(now, "--now"), verify=_verify, html=html)
+    for line in result.notices:
+        warn(line)
     if html is None:
         render_document(result.document, fmt.value, title="store", wide=wide)
     else:

@@ -26,7 +26,12 @@ import time
 from typing import Callable
 
 from rmqtool.errors import RmqError
-from rmqtool.findings import OPERATOR_ACTIONS, RECOVERY_CUTS_COMMIT_LOG, REGISTRY, Finding, Severity
+from rmqtool.findings import (BLANK_RECORD_INVALID, BLANK_RECORD_MISSING, BODY_CRC_MISMATCH, BODY_DECOMPRESS_FAILED,
+                              INNER_BATCH_PROPERTY_INVALID, OPERATOR_ACTIONS, PROPERTIES_INVALID_UTF8,
+                              PROPERTY_CRC_MISMATCH, PROPERTY_CRC_MISSING, PROPERTY_CRC_UNREADABLE, RECORD_LENGTH_MISMATCH,
+                              RECORD_MAGIC_INVALID, RECORD_OFFSET_MISMATCH, RECORD_QUARANTINED, RECORD_SIZE_INVALID,
+                              RECORD_TORN, RECORD_TRUNCATED, REGISTRY, SEGMENT_UNREADABLE, TOPIC_INVALID_UTF8,
+                              TRAILING_GARBAGE, Finding, Severity)
 from rmqtool.inspect.check import check_store
 from rmqtool.inspect.check_defaults import RECOVERY_RATE, TAIL_BYTES
 from rmqtool.inspect.inventory import consume_queue_info, index_info
@@ -34,6 +39,7 @@ from rmqtool.recovery.outcome import Settings, simulate
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.consumer_offsets import consumer_offsets
 from rmqtool.store.detect import require_store
+from rmqtool.store.segments import missing_bases
 from rmqtool.store.view import StoreView
 
 # verify as report runs it: (view, now_ms) -> every finding (cli/report.py hands verify/'s in)
@@ -52,6 +58,7 @@ class Report:
     document: dict
     findings: list[Finding]
     html: str | None = None  # the page written, when one was asked for
+    notices: list[str] = dataclasses.field(default_factory=list)  # lines for stderr (a live store)
 
     @property
     def errors(self) -> int:
@@ -64,17 +71,19 @@ def build_report(store: str | os.PathLike | StoreView, *, now: int | None, verif
     ``html``: also write the page there (report/html_page.py, written whole or not at all)."""
     view = store if isinstance(store, StoreView) else open_for_report(store)
     now = now if now is not None else int(time.time() * 1000)
+    live = view.live  # first: a running broker's store is read up to its written end now
     findings = list(verify(view, now))
-    outcome = _outcome(view)
-    measures = _measures(view, now)
-    written = view.written_end if view.segments else 0
+    segments = view.segments if view.has_commit_log else []
+    outcome = _outcome(view) if segments and live is None else None  # a live store's next start: not predicted
+    measures = _measures(view, now) if segments else {}
+    written = (view.written_end if live is None else min(view.written_end, live.commit_log_end)) if segments else 0
     recovered = outcome.recovered_end if outcome is not None and outcome.loadable else None
     unflushed = measures.get("unflushed_bytes")
-    unflushed_from = measures["written_end"] - unflushed if unflushed else None
+    unflushed_from = measures["written_end"] - unflushed if unflushed else None  # check's tail end minus its window
     damaged = damaged_ranges(view, findings)
     cut = recovered if recovered is not None else written  # the queues and the lag as the next start leaves them
-    queues, _f = consume_queue_info(view, view.segments[0].base_offset if view.segments else None, cut)
-    offsets = consumer_offsets(view, commit_log_max_offset=cut if view.segments else None)
+    queues, _f = consume_queue_info(view, segments[0].base_offset if segments else None, cut if segments else None)
+    offsets = consumer_offsets(view, commit_log_max_offset=cut if segments else None)
     index, _f = index_info(view)
     doc = {
         "store": _store_section(view, outcome, written, recovered, unflushed_from, measures, findings, now),
@@ -88,25 +97,24 @@ def build_report(store: str | os.PathLike | StoreView, *, now: int | None, verif
     if html is not None:
         from rmqtool.report.html_page import write_page
         write_page(doc, html)
-    return Report(doc, findings, None if html is None else str(html))
+    return Report(doc, findings, None if html is None else str(html), [live.note()] if live is not None else [])
 
 
 def _outcome(view: StoreView):
     """The simulated next start (the view's, run once; verify may have run it already); None
-    when the store has no commit log or the simulation could not run (the page says so)."""
-    if not view.has_commit_log:
-        return None
+    when it could not run (the page says so)."""
     try:
         return view.outcome
-    except RmqError:
+    except Exception:  # noqa: BLE001 - as info: the page shows the rest, the next start stays unknown
         return None
 
 
 def _measures(view: StoreView, now: int) -> dict:
     """check's store-wide measures by name (written_end, unflushed_bytes, unflushed_ms, ...)."""
-    if not (view.has_commit_log and view.segments):
-        return {"written_end": 0}
-    found = check_store(view, now=now, tail_bytes=TAIL_BYTES, recovery_rate=RECOVERY_RATE)
+    try:
+        found = check_store(view, now=now, tail_bytes=TAIL_BYTES, recovery_rate=RECOVERY_RATE)
+    except RmqError:  # a checkpoint that cannot be read: verify's finding says so, the window stays unknown
+        return {}
     return {m.measure: m.value for m in found.measures if m.topic is None and m.group is None}
 
 
@@ -115,18 +123,27 @@ def finding_row(f: Finding) -> dict:
     return f.to_json() | {"meaning": REGISTRY[f.id][1], "action": OPERATOR_ACTIONS[f.id]}
 
 
+# The findings whose bytes are not as the broker wrote them (a record, a region, a file's tail);
+# not those about records that are whole (queue offsets that skip, a file missing before them,
+# a property a writer left out) nor the cut (recoveryCutsCommitLog: the recovered end, drawn apart)
+DAMAGE = frozenset({BODY_CRC_MISMATCH, PROPERTY_CRC_MISMATCH, INNER_BATCH_PROPERTY_INVALID, RECORD_MAGIC_INVALID,
+                    RECORD_SIZE_INVALID, RECORD_LENGTH_MISMATCH, RECORD_OFFSET_MISMATCH, RECORD_QUARANTINED,
+                    RECORD_TRUNCATED, PROPERTIES_INVALID_UTF8, TOPIC_INVALID_UTF8, BLANK_RECORD_INVALID,
+                    BLANK_RECORD_MISSING, TRAILING_GARBAGE, BODY_DECOMPRESS_FAILED, RECORD_TORN,
+                    PROPERTY_CRC_UNREADABLE, PROPERTY_CRC_MISSING, SEGMENT_UNREADABLE})
+
+
 def damaged_ranges(view: StoreView, findings: list[Finding]) -> list[dict]:
-    """Verify's warnings and errors that name a commit log file and a position in it, as byte
-    ranges of the commit log: a damaged region's skipped bytes, a damaged record's own length
-    when its header still reads (else ``bytes`` null). The cut itself (recoveryCutsCommitLog)
-    is the recovered end, not a range of damage."""
+    """Verify's damage findings (DAMAGE) that name a commit log file and a position in it, as
+    byte ranges of the commit log: a damaged region's skipped bytes, a damaged record's own
+    length when its header still reads (else ``bytes`` null)."""
     by_name = {seg.name: seg for seg in view.segments} if view.has_commit_log else {}
     directory = view.paths.commitlog.resolve()
     out = []
     with contextlib.ExitStack() as stack:
         reader = None
         for f in findings:
-            if f.severity == Severity.INFO or f.path is None or f.offset is None or f.id == RECOVERY_CUTS_COMMIT_LOG:
+            if f.id not in DAMAGE or f.path is None or f.offset is None:
                 continue
             path = pathlib.Path(f.path)
             seg = by_name.get(path.name)
@@ -153,9 +170,16 @@ def _record_size(reader: CommitLogReader, offset: int) -> int | None:
 
 def _segments(view: StoreView, outcome, written: int, recovered: int | None, unflushed_from: int | None,
               damaged: list[dict]) -> list[dict]:
+    """A row a commit log file, and a row for each run of files missing between two (``missing_files``)."""
     start_file = outcome.start_file if outcome is not None else None
+    segments = view.segments if view.has_commit_log else []
+    size = view.mapped_file_size if segments else None
     rows = []
-    for seg in view.segments if view.has_commit_log else []:
+    for i, seg in enumerate(segments):
+        gap = missing_bases(segments[i - 1], seg, size) if i and size else range(0)
+        if gap:
+            rows.append({"file": f"{gap[0]:020d}", "base_offset": gap[0], "size": 0, "end_offset": seg.base_offset,
+                         "written_to": gap[0], "recovery_start": False, "damaged": 0, "missing_files": len(gap)})
         end = seg.base_offset + seg.size
         row = {"file": seg.name, "base_offset": seg.base_offset, "size": seg.size, "end_offset": end,
                "written_to": min(max(written, seg.base_offset), end),
@@ -177,6 +201,7 @@ def _store_section(view: StoreView, outcome, written: int, recovered: int | None
         "path": str(view.root),
         "report_timestamp": now,
         "live": view.live is not None,
+        "locked_by_pid": view.live.pid if view.live is not None else None,
         "clean_shutdown": markers.clean_shutdown,
         "semantics": o.semantics if o is not None else None,
         "recovery": ("abnormal" if o.abnormal else "normal") if o is not None else None,

@@ -53,14 +53,18 @@ def _verdict(store: dict) -> tuple[str, str]:
     """(css class, one sentence): what the next start does."""
     if store["loadable"] is False:
         return "bad", f"The broker will not start on this store: {store['reason']}. {store['advice'] or ''}"
+    if store["live"]:
+        return "warn", (f"A running broker (PID {store['locked_by_pid']}) holds this store: it is read up to commit "
+                        f"log offset {store['written_end']}, its written end now; its next start is not predicted.")
     if store["recovery"] is None:
-        return "warn", "No commit log: nothing to recover; the broker starts on an empty log."
+        return "warn", "The broker's next start could not be simulated here: no commit log, or one it cannot read."
     dropped = store["bytes_dropped"] or 0
     if dropped > 0:
         return "bad", (f"The next start ({store['recovery']} recovery) cuts the commit log at offset "
                        f"{store['recovered_end']}: the {dropped} bytes written after it are dropped.")
     cls = "warn" if store["errors"] or store["warnings"] else ""
-    return cls, f"The next start ({store['recovery']} recovery) keeps every record written."
+    errors = f" Verify found {store['errors']} errors: see the findings." if store["errors"] else ""
+    return cls, f"The next start ({store['recovery']} recovery) keeps every record written.{errors}"
 
 
 def _header(doc: dict) -> str:
@@ -103,7 +107,7 @@ def _unflushed(s: dict) -> str | None:
 
 # --- the commit log ------------------------------------------------------------------------------
 
-LEGEND_LOG = [("file", "file (mapped size)"), ("written", "written"), ("unflushed", "after the checkpoint's flush time"),
+LEGEND_LOG = [("file", "file (mapped size)"), ("missing", "file missing"), ("written", "written"), ("unflushed", "after the checkpoint's flush time"),
               ("damaged", "damaged (verify)"), ("dropped", "dropped by the next start"),
               ("start", "recovery starts in this file"), ("cut", "the next start cuts the log here")]
 
@@ -140,6 +144,9 @@ def _commit_log(doc: dict) -> str:
     rows = []
     for s in segs:
         base = s["base_offset"]
+        if s.get("missing_files"):
+            rows.append(_missing(s, scale))
+            continue
 
         def x(offset, base=base):
             return (offset - base) * scale
@@ -180,8 +187,22 @@ def _commit_log(doc: dict) -> str:
                     f'<div class="strip-wrap"><svg class="strip" viewBox="0 0 {STRIP} 20" preserveAspectRatio="none" '
                     f'role="img" aria-label="commit log file {esc(s["file"])}">{"".join(parts)}</svg></div></div>')
     return ('<section id="commitlog"><h2>Commit log</h2>'
-            f'<p class="muted">{len(segs)} files, each strip one file to scale (the full width is '
+            f'<p class="muted">{sum(not s.get("missing_files") for s in segs)} files, each strip one file to scale '
+            f'(the full width is '
             f'{esc(_bytes(round(STRIP / scale)))}).</p>' + _legend(LEGEND_LOG) + "".join(rows) + "</section>")
+
+
+def _missing(s: dict, scale: float) -> str:
+    """A run of commit log files gone from the middle of the log: one strip, outlined."""
+    n = s["missing_files"]
+    what = f"{n} file{'s' if n > 1 else ''} missing: commit log offsets {s['base_offset']} to {s['end_offset']}"
+    mark = (f'<rect class="missing" x="1" y="1" width="{STRIP - 2}" height="18" vector-effect="non-scaling-stroke">'
+            f"<title>{esc(what)}</title></rect>")
+    return (f'<div class="segment missing-file" data-file="{esc(s["file"])}" data-missing="{esc(n)}">'
+            f'<div class="seg-label"><code>{esc(s["file"])}</code><span class="flags">'
+            f'<span class="flag-damaged">{esc(what.split(":")[0])}</span></span></div>'
+            f'<div class="strip-wrap"><svg class="strip" viewBox="0 0 {STRIP} 20" preserveAspectRatio="none" '
+            f'role="img" aria-label="{esc(what)}">{mark}</svg></div></div>')
 
 
 # --- consume queues and their consumers ---------------------------------------------------------

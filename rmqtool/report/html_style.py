@@ -33,7 +33,7 @@ code, .mono { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-
 .swatch { display: inline-block; width: 14px; height: 10px; border: 1px solid rgba(0,0,0,.25); }
 .sw-file { background: var(--file); } .sw-written { background: var(--written); }
 .sw-unflushed { background: var(--unflushed); } .sw-damaged { background: var(--damaged); }
-.sw-dropped { background: var(--dropped); } .sw-cut { background: var(--cut); width: 3px; }
+.sw-dropped { background: var(--dropped); } .sw-missing { background: #fff; border: 1px dashed var(--damaged); } .sw-cut { background: var(--cut); width: 3px; }
 .sw-start { background: var(--start); width: 3px; } .sw-consumed { background: var(--consumed); width: 3px; }
 .sw-lag { background: var(--lag); } .sw-gone { background: var(--gone); }
 .segment { display: grid; grid-template-columns: 270px 1fr; gap: 2px 12px; align-items: center;
@@ -46,6 +46,7 @@ code, .mono { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-
 .strip-wrap { position: relative; }
 .file { fill: var(--file); } .written { fill: var(--written); } .unflushed { fill: var(--unflushed); }
 .damaged { fill: var(--damaged); } .dropped { fill: var(--dropped); }
+.missing { fill: #fff; stroke: var(--damaged); stroke-width: 2; stroke-dasharray: 6 4; }
 .cut { stroke: var(--cut); stroke-width: 3; } .start { stroke: var(--start); stroke-width: 4; }
 .gone { fill: var(--gone); } .present { fill: var(--written); } .lag { fill: var(--lag); }
 .consumed { stroke: var(--consumed); stroke-width: 3; }

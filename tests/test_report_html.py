@@ -13,9 +13,8 @@ import html.parser
 import pytest
 
 from conftest import FIXTURES, V4, load_truth
-from rmqtool.cli import report as cli_report
 from rmqtool.errors import ExitCode
-from rmqtool.inspect.report_model import build_report
+from rmqtool.families import tools_at
 from rmqtool.report.chromium import PNG_SIGNATURE, png_size, render
 from rmqtool.report.sink import report_findings
 
@@ -61,7 +60,8 @@ def pages(tmp_path_factory):
     out = {}
     for name, (store, width, height) in PAGES.items():
         page = tmp / f"{name}.html"
-        made = build_report(store, now=NOW, verify=cli_report._verify, html=page)
+        tools = tools_at(store)  # as the command makes it: the family's report, verify run once
+        made = tools.report(tools.open_view(store, purpose="report"), now=NOW, html=page)
         code = report_findings(made.findings, echo=False)
         out[name] = (code, made.document, render(page, tmp / f"{name}.png", width=width, height=height), page)
     return out
@@ -112,7 +112,7 @@ def test_a_damaged_store_shows_the_damage_and_the_cut(pages):
     cut = load_truth(TORN / "truth.json")["engines"]["4.9.8"]["maxPhyOffset"]  # where the real broker's start ended the log
     assert doc["store"]["recovered_end"] == cut < doc["store"]["written_end"]
     damaged = dom.having("rect", **{"class": "damaged"})
-    assert [a["data-offset"] for _t, a, _x in damaged] == [str(cut)]  # the flipped record is where recovery stops
+    assert [a.get("data-offset") for _t, a, _x in damaged] == [str(cut)]  # the flipped record is where recovery stops
     assert [a["data-finding"] for _t, a, _x in damaged] == ["bodyCrcMismatch"]
     assert len(dom.having("line", **{"class": "cut"})) == 1
     assert dom.having("rect", **{"class": "dropped"})

@@ -11,7 +11,7 @@ import stat
 import pytest
 
 from conftest import FIXTURES, V4, load_truth
-from helpers import cli_runner
+from helpers import cli_runner, expand_store
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
 from rmqtool.findings import CHECKPOINT_WINDOW, OPERATOR_ACTIONS
@@ -103,27 +103,39 @@ def test_the_page_is_written_whole(e2, tmp_path):
     assert r.exit_code == ExitCode.OPERATIONAL and len(r.stderr.strip().splitlines()) == 1
 
 
-def test_a_qmq_store_is_refused_in_one_line():
-    store = FIXTURES / "qmq" / "basic" / "store"
-    r = cli_runner().invoke(app, ["report", str(store), "--html", "never-written.html"])
-    assert r.exit_code == ExitCode.BAD_INPUT
-    assert r.stderr.strip().count("\n") == 0 and "QMQ" in r.stderr and str(store) in r.stderr
-    assert not os.path.exists("never-written.html")
+def test_a_qmq_store_has_its_message_log_cut_where_the_truth_flipped_a_byte(tmp_path):
+    """QMQ: a payload byte flipped 45% into the log (truth: mutation); the message log strip,
+    the damaged record at the truth's offset, the next start's cut there, no RocketMQ section."""
+    variant = FIXTURES / "qmq" / "crash" / "d-flipped-payload-byte-mid-log"
+    mutation = load_truth(variant / "truth.json")["mutation"]
+    store = expand_store(variant / "input", tmp_path / "store")
+    r = cli_runner().invoke(app, ["report", str(store), "--now", NOW, "-f", "json"])
+    assert r.exit_code == ExitCode.CORRUPT, r.stderr
+    doc = json.loads(r.stdout)
+    record = mutation["record"]
+    assert doc["store"]["family"] == "qmq" and set(doc) == {"store", "segments", "damaged_ranges", "findings"}
+    (d,) = doc["damaged_ranges"]
+    assert d["file"] == mutation["file"].split("/")[-1] and d["commit_log_offset"] == record["offset"]
+    assert doc["store"]["recovered_end"] == record["offset"] < doc["store"]["written_end"]
+    (seg,) = doc["segments"]
+    assert seg["cut_at"] == record["offset"] and seg["damaged"] == 1
+    page = render_page(doc)
+    assert "<h2>Message log</h2>" in page and 'id="queues"' not in page and 'class="strip zoom"' in page
 
 
 def test_a_live_store_is_read_to_its_written_end_and_its_start_not_predicted(tmp_path):
     """A store a writer holds (this process): no next start, no cut, no damage in its moving
     tail; the page and stderr say it is live."""
-    from rmqtool.cli import report as cli_report
     from rmqtool.engine.producer import producer_message
     from rmqtool.engine.store import Store
-    from rmqtool.inspect.report_model import build_report
+    from rmqtool.families import tools_at
 
     root = tmp_path / "store"
     with Store.open(root, writable=True, commitlog_size=32 * 1024, cq_size=400, index_slots=32,
                     index_entries=120) as store:
         results = [store.append(producer_message("LiveTopic", b"m%03d" % i * 20, keys=f"k{i}")) for i in range(30)]
-        made = build_report(root, now=int(NOW), verify=cli_report._verify, html=tmp_path / "live.html")
+        tools = tools_at(root)
+        made = tools.report(tools.open_view(root, purpose="report"), now=int(NOW), html=tmp_path / "live.html")
     end = results[-1].wrote_offset + results[-1].wrote_bytes
     store_section = made.document["store"]
     assert store_section["live"] and store_section["locked_by_pid"] == os.getpid()

@@ -16,6 +16,7 @@ import typer
 
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.params import examples, parse_time
+from rmqtool.families import tools_at
 from rmqtool.report.sink import render_document, report_findings, warn
 
 
@@ -23,13 +24,6 @@ def register(app: typer.Typer) -> None:
     app.command("report", epilog=examples(
         "rmqtool report /data/store --html incident-4711.html",
         "rmqtool report /data/store -f json | jq '.store.recovered_end, .damaged_ranges'"))(report)
-
-
-def _verify(view, now: int) -> list:
-    """verify as report runs it: every area, the clock given (inspect/ may not import verify/)."""
-    from rmqtool.verify.base import VerifyOptions
-    from rmqtool.verify.run import verify_store
-    return verify_store(view, VerifyOptions(now_ms=now))
 
 
 @boundary
@@ -42,8 +36,8 @@ def report(
     wide: bool = typer.Option(False, "--wide", help="Table: every column of each section."),
 ):
     """The store on one page: commit log files to scale, queues and lag, index coverage, findings by consequence."""
-    from rmqtool.inspect.report_model import build_report
-    result = build_report(store, now=parse_time(now, "--now"), verify=_verify, html=html)
+    tools = tools_at(store)  # the store's family makes the model
+    result = tools.report(tools.open_view(store, purpose="report"), now=parse_time(now, "--now"), html=html)
     for line in result.notices:
         warn(line)
     if html is None:

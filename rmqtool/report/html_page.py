@@ -22,6 +22,7 @@ from rmqtool.report.text_file import write_text_atomically
 
 STRIP = 1000  # SVG units across a strip: the largest commit log file
 MIN_MARK = 3  # a damaged record (or any range) stays visible however small it is
+ZOOM_BELOW = 0.1  # a file written less than this far, with marks in it, gets an enlarged strip of its written part
 
 
 def esc(value) -> str:
@@ -33,7 +34,7 @@ def render_page(doc: dict) -> str:
     store = doc["store"]
     body = "\n".join([_header(doc), _commit_log(doc), _queues(doc), _index(doc), _findings(doc),
                       f'<footer>rmqtool report of <span class="path">{esc(store["path"])}</span>, '
-                      f'{esc(human_time(store["report_timestamp"]))}. Offsets are commit log offsets (bytes) '
+                      f'{esc(human_time(store["report_timestamp"]))}. Offsets are {_log_name(store)} offsets (bytes) '
                       'unless a column says queue offset (messages). <code>rmqtool report STORE -f json</code> '
                       'gives the same data.</footer>'])
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -49,6 +50,15 @@ def write_page(doc: dict, path: str | os.PathLike) -> pathlib.Path:
 
 # --- the store at a glance ---------------------------------------------------------------------
 
+def _qmq(store: dict) -> bool:
+    return store.get("family") == "qmq"
+
+
+def _next_start(store: dict) -> str:
+    """How the page names the next start: RocketMQ's recovery mode, QMQ's replay."""
+    return "The next start (its message log replay)" if _qmq(store) else f"The next start ({store['recovery']} recovery)"
+
+
 def _verdict(store: dict) -> tuple[str, str]:
     """(css class, one sentence): what the next start does."""
     if store["loadable"] is False:
@@ -60,26 +70,33 @@ def _verdict(store: dict) -> tuple[str, str]:
         return "warn", "The broker's next start could not be simulated here: no commit log, or one it cannot read."
     dropped = store["bytes_dropped"] or 0
     if dropped > 0:
-        return "bad", (f"The next start ({store['recovery']} recovery) cuts the commit log at offset "
+        return "bad", (f"{_next_start(store)} cuts the {_log_name(store)} at offset "
                        f"{store['recovered_end']}: the {dropped} bytes written after it are dropped.")
     cls = "warn" if store["errors"] or store["warnings"] else ""
     errors = f" Verify found {store['errors']} errors: see the findings." if store["errors"] else ""
-    return cls, f"The next start ({store['recovery']} recovery) keeps every record written.{errors}"
+    return cls, f"{_next_start(store)} keeps every record written.{errors}"
+
+
+def _log_name(store: dict) -> str:
+    return "message log" if _qmq(store) else "commit log"
 
 
 def _header(doc: dict) -> str:
     s = doc["store"]
     cls, sentence = _verdict(s)
     items = [
-        ("broker rules", s["semantics"]), ("shut down", "cleanly" if s["clean_shutdown"] else "not cleanly"),
+        ("store", "QMQ" if _qmq(s) else "RocketMQ"), ("broker rules", s["semantics"]),
+        ("shut down", None if s["clean_shutdown"] is None else "cleanly" if s["clean_shutdown"] else "not cleanly"),
         ("live", "yes: a broker holds it" if s["live"] else "no"),
-        ("next start", f"{s['recovery']} recovery" if s["recovery"] else None),
-        ("recovery starts at", s["start_file"]), ("written end", s["written_end"]),
+        ("next start", None if not s["recovery"] else "replay" if _qmq(s) else f"{s['recovery']} recovery"),
+        ("replay starts in" if _qmq(s) else "recovery starts at", s["start_file"]), ("written end", s["written_end"]),
         ("recovered end", s["recovered_end"]), ("dropped", _bytes(s["bytes_dropped"])),
         ("unflushed", _unflushed(s)),
         ("mapped file size", _size(s["mapped_file_size"]) if s["mapped_file_size"] is not None else None),
         ("errors", s["errors"]), ("warnings", s["warnings"]),
     ]
+    if _qmq(s):  # what a QMQ store has no answer for (no abort marker, one set of rules, no flush time)
+        items = [(k, v) for k, v in items if v is not None]
     cells = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v if v is not None else '-')}</dd></div>" for k, v in items)
     reasons = "".join(f"<li>{esc(x)}</li>" for x in (s["mode_reason"], s["start_reason"]) if x)
     return (f'<header><h1>rmqtool report</h1><div class="path mono">{esc(s["path"])}</div>'
@@ -91,6 +108,10 @@ def _header(doc: dict) -> str:
 
 def _bytes(n) -> str | None:
     return None if n is None else f"{n} B" if n < 1024 else f"{human_size(n)} ({n} B)"
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
 
 
 def _size(n: int) -> str:
@@ -110,6 +131,14 @@ def _unflushed(s: dict) -> str | None:
 LEGEND_LOG = [("file", "file (mapped size)"), ("missing", "file missing"), ("written", "written"), ("unflushed", "after the checkpoint's flush time"),
               ("damaged", "damaged (verify)"), ("dropped", "dropped by the next start"),
               ("start", "recovery starts in this file"), ("cut", "the next start cuts the log here")]
+
+
+def _log_legend(store: dict, segs: list[dict]) -> list:
+    """The commit log's legend; a QMQ store's names its replay and has no flush time; "file
+    missing" only where a file is."""
+    missing = any(s.get("missing_files") for s in segs)
+    out = [(k, text) for k, text in LEGEND_LOG if (k != "missing" or missing) and (k != "unflushed" or not _qmq(store))]
+    return [(k, "the replay starts in this file" if k == "start" and _qmq(store) else text) for k, text in out]
 
 
 def _legend(entries) -> str:
@@ -134,62 +163,81 @@ def _line(cls: str, x: float, title: str) -> str:
 
 def _commit_log(doc: dict) -> str:
     segs, store = doc["segments"], doc["store"]
+    title = _log_name(store).capitalize()
     if not segs:
-        return '<section id="commitlog"><h2>Commit log</h2><p>No commit log files.</p></section>'
+        return f'<section id="commitlog"><h2>{title}</h2><p>No {_log_name(store)} files.</p></section>'
     scale = STRIP / max(max(s["size"] for s in segs), store["mapped_file_size"] or 1, 1)
     damaged = {}
     for d in doc["damaged_ranges"]:
         damaged.setdefault(d["file"], []).append(d)
-    written, recovered = store["written_end"], store["recovered_end"]
     rows = []
     for s in segs:
-        base = s["base_offset"]
         if s.get("missing_files"):
             rows.append(_missing(s, scale))
             continue
-
-        def x(offset, base=base):
-            return (offset - base) * scale
-
-        parts = [_rect("file", 0, s["size"] * scale, f'{s["file"]}: {s["size"]} bytes on disk')]
-        if s["written_to"] > base:
-            parts.append(_rect("written", 0, x(s["written_to"]), f"written: {base} to {s['written_to']}"))
-        if recovered is not None and recovered < written and s["written_to"] > max(recovered, base):
-            lo = max(recovered, base)
-            parts.append(_rect("dropped", x(lo), x(s["written_to"]),
-                               f"dropped by the next start: {lo} to {s['written_to']}"))
-        if "unflushed_from" in s:
-            parts.append(_rect("unflushed", x(s["unflushed_from"]), x(s["written_to"]),
-                               f"not flushed per the checkpoint: {s['unflushed_from']} to {s['written_to']}",
-                               band=(12, 20)))
-        for d in damaged.get(s["file"], []):
-            size = f'{d["bytes"]} bytes' if d["bytes"] is not None else "its length unknown"
-            parts.append(_rect("damaged", x(d["commit_log_offset"]), x(d["end_offset"] or d["commit_log_offset"]),
-                               f'{d["finding"]} at file position {d["file_position"]} (commit log offset '
-                               f'{d["commit_log_offset"]}, {size})',
-                               f' data-finding="{esc(d["finding"])}" data-offset="{esc(d["commit_log_offset"])}"'))
-        if s["recovery_start"]:
-            parts.append(_line("start", 0, f"the next start's recovery walks from this file ({store['start_reason']})"))
-        if "cut_at" in s:
-            parts.append(_line("cut", x(s["cut_at"]), f"the next start cuts the log at {s['cut_at']}"))
+        base = s["base_offset"]
         flags = []
         if s["recovery_start"]:
-            flags.append('<span class="flag-start">recovery starts here</span>')
+            flags.append(f'<span class="flag-start">{"replay" if _qmq(store) else "recovery"} starts here</span>')
         if "cut_at" in s:
             flags.append(f'<span class="flag-cut">cut at {esc(s["cut_at"])}</span>')
         if s["damaged"]:
             flags.append(f'<span class="flag-damaged">{esc(s["damaged"])} damaged</span>')
         flags.append(f'{esc(_size(s["written_to"] - base))} written')
+        marks = damaged.get(s["file"], [])
+        strips = [_strip(_marks(s, store, marks, scale, zoom=False), f'{_log_name(store)} file {s["file"]}')]
+        written_part = (s["written_to"] - base) * scale
+        if 0 < written_part < ZOOM_BELOW * STRIP and (marks or "cut_at" in s or "unflushed_from" in s):
+            extent = (s["written_to"] - base) * 1.1  # the written part and a little after it, across the strip
+            strips.append(f'<span class="zoom-note">enlarged: the first {esc(_size(round(extent)))} of the file</span>'
+                          + _strip(_marks(s, store, marks, STRIP / extent, zoom=True),
+                                   f'the written part of {s["file"]}, enlarged', "strip zoom"))
         rows.append(f'<div class="segment" data-file="{esc(s["file"])}"'
                     f'{" data-recovery-start" if s["recovery_start"] else ""}>'
                     f'<div class="seg-label"><code>{esc(s["file"])}</code>'
                     f'<span class="flags">{" · ".join(flags)}</span></div>'
-                    f'<div class="strip-wrap"><svg class="strip" viewBox="0 0 {STRIP} 20" preserveAspectRatio="none" '
-                    f'role="img" aria-label="commit log file {esc(s["file"])}">{"".join(parts)}</svg></div></div>')
-    return ('<section id="commitlog"><h2>Commit log</h2>'
-            f'<p class="muted">{sum(not s.get("missing_files") for s in segs)} files, each strip one file to scale '
-            f'(the full width is '
-            f'{esc(_bytes(round(STRIP / scale)))}).</p>' + _legend(LEGEND_LOG) + "".join(rows) + "</section>")
+                    f'<div class="strip-wrap">{"".join(strips)}</div></div>')
+    return (f'<section id="commitlog"><h2>{title}</h2>'
+            f'<p class="muted">{_count(sum(not s.get("missing_files") for s in segs), "file")}, each strip one file '
+            f'to scale (the full width is {esc(_bytes(round(STRIP / scale)))}).</p>'
+            + _legend(_log_legend(store, segs)) + "".join(rows) + "</section>")
+
+
+def _strip(parts: list[str], label: str, cls: str = "strip") -> str:
+    return (f'<svg class="{cls}" viewBox="0 0 {STRIP} 20" preserveAspectRatio="none" role="img" '
+            f'aria-label="{esc(label)}">{"".join(parts)}</svg>')
+
+
+def _marks(s: dict, store: dict, damaged: list[dict], scale: float, *, zoom: bool) -> list[str]:
+    """A file's strip: its size, what is written, dropped, unflushed and damaged, where the
+    start's walk begins and where it cuts. ``zoom``: the enlarged copy (its marks carry no
+    data attributes: each range is counted once, on the strip drawn to the file's scale)."""
+    base, written, recovered = s["base_offset"], store["written_end"], store["recovered_end"]
+
+    def x(offset):
+        return (offset - base) * scale
+
+    parts = [_rect("file", 0, min(s["size"] * scale, STRIP), f'{s["file"]}: {s["size"]} bytes on disk')]
+    if s["written_to"] > base:
+        parts.append(_rect("written", 0, x(s["written_to"]), f"written: {base} to {s['written_to']}"))
+    if recovered is not None and written is not None and recovered < written and s["written_to"] > max(recovered, base):
+        lo = max(recovered, base)
+        parts.append(_rect("dropped", x(lo), x(s["written_to"]), f"dropped by the next start: {lo} to {s['written_to']}"))
+    if "unflushed_from" in s:
+        parts.append(_rect("unflushed", x(s["unflushed_from"]), x(s["written_to"]),
+                           f"stored after the checkpoint's flush time: {s['unflushed_from']} to {s['written_to']}",
+                           band=(12, 20)))
+    for d in damaged:
+        size = f'{d["bytes"]} bytes' if d["bytes"] is not None else "its length unknown"
+        data = "" if zoom else f' data-finding="{esc(d["finding"])}" data-offset="{esc(d["commit_log_offset"])}"'
+        parts.append(_rect("damaged", x(d["commit_log_offset"]), x(d["end_offset"] or d["commit_log_offset"]),
+                           f'{d["finding"]} at file position {d["file_position"]} ({_log_name(store)} offset '
+                           f'{d["commit_log_offset"]}, {size})', data))
+    if s["recovery_start"]:
+        parts.append(_line("start", 0, f"the next start begins in this file ({store['start_reason']})"))
+    if "cut_at" in s:
+        parts.append(_line("cut", x(s["cut_at"]), f"the next start cuts the log at {s['cut_at']}"))
+    return parts
 
 
 def _missing(s: dict, scale: float) -> str:
@@ -212,6 +260,8 @@ LEGEND_QUEUES = [("gone", "deleted (before the min offset)"), ("written", "in th
 
 
 def _queues(doc: dict) -> str:
+    if "consume_queues" not in doc:  # a QMQ store: consumer logs, not consume queues (rmqtool info shows them)
+        return ""
     queues = doc["consume_queues"]
     consumers: dict = {}
     for r in doc["consumer_offsets"]:
@@ -260,6 +310,8 @@ def _queues(doc: dict) -> str:
 # --- index files ---------------------------------------------------------------------------------
 
 def _index(doc: dict) -> str:
+    if "index_files" not in doc:  # a QMQ store keeps no index files
+        return ""
     files = doc["index_files"]
     if not files:
         return '<section id="index"><h2>Index coverage</h2><p>No index files.</p></section>'

@@ -44,6 +44,8 @@ code, .mono { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-
 .flag-cut, .flag-damaged { color: var(--error); font-weight: 600; }
 .strip { width: 100%; height: 22px; display: block; }
 .strip-wrap { position: relative; }
+.zoom-note { display: block; margin: 3px 0 1px; color: var(--muted); font-size: 11.5px; }
+.strip.zoom { height: 16px; }
 .file { fill: var(--file); } .written { fill: var(--written); } .unflushed { fill: var(--unflushed); }
 .damaged { fill: var(--damaged); } .dropped { fill: var(--dropped); }
 .missing { fill: #fff; stroke: var(--damaged); stroke-width: 2; stroke-dasharray: 6 4; }

@@ -11,11 +11,12 @@ STAMP  := $(VENV)/.installed
 
 venv: $(STAMP)
 
-# Headless Chromium (Debian's package) is installed with the venv when missing: tests/test_report_html.py
-# opens the HTML report in it. SUDO: empty when make runs as root (a container without sudo), else sudo.
+# Headless Chromium (Debian's package) is installed with the venv when missing: tests/test_report_html.py opens
+# the HTML report in it (the Makefile is a prerequisite, so a venv made before this rule gets it too).
+# SUDO: empty when make runs as root (a container without sudo), else sudo.
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
 	$(PY) -m pip install -q -e '.[dev,codecs,fast,spark]'

@@ -42,7 +42,7 @@ from rmqtool.store.detect import require_store
 from rmqtool.store.segments import missing_bases
 from rmqtool.store.view import StoreView
 
-# verify as report runs it: (view, now_ms) -> every finding (cli/report.py hands verify/'s in)
+# verify as report runs it: (view, now_ms) -> every finding (the family's tools hand verify/'s run in)
 VerifyFn = Callable[[StoreView, int], list]
 
 

@@ -16,6 +16,8 @@ from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
 from rmqtool.findings import CHECKPOINT_WINDOW, OPERATOR_ACTIONS
 from rmqtool.report.html_page import render_page, write_page
+import rmqtool.families.rocketmq, rmqtool.inspect.report_model, rmqtool.verify.run  # noqa: F401 - before `calls` wraps
+from test_store_view import calls  # noqa: F401 - the counters of store/view.py's one-of-each
 
 NOW = "1795315400000"
 E2 = V4 / "crash" / "e2-corrupt-body-in-first-commitlog-file"  # abort; one body byte flipped in file 0
@@ -161,3 +163,16 @@ def test_a_missing_middle_file_is_a_strip_of_its_own_and_not_damage():
     assert not doc["damaged_ranges"]
     page = render_page(doc)
     assert page.count('class="segment missing-file"') == 1 and "5 files, each strip" in page
+
+
+def test_a_report_opens_the_store_once_and_simulates_its_start_once(calls):
+    """One view, one commit log listing, one simulation shared by verify and the model; the
+    consume queues opened once a cut (verify's, the next start's, check's uncut probe)."""
+    store = FIXTURES / "crash-made" / "torn-middle-normal" / "input" / "store"
+    r = cli_runner().invoke(app, ["report", str(store), "--now", NOW, "-f", "json"])
+    assert r.exit_code == ExitCode.CORRUPT, r.stderr
+    assert calls["StoreView"] == 1 and calls["CommitLog"] == 1 and calls["commit log listed"] == 1
+    assert calls["simulate"] == 1 and calls["require_store"] == 1
+    assert calls["written_end"] <= 1 and calls["last_file_end"] <= 1
+    queues = {k: v for k, v in calls.items() if k.startswith("queue ")}
+    assert queues and max(queues.values()) <= calls["open_consume_queues"] <= 3

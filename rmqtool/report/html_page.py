@@ -77,6 +77,9 @@ def _verdict(store: dict) -> tuple[str, str]:
     return cls, f"{_next_start(store)} keeps every record written.{errors}"
 
 
+NOWRAP = ("recovery starts at", "replay starts in", "dropped")  # a file name or a size: never broken
+
+
 def _log_name(store: dict) -> str:
     return "message log" if _qmq(store) else "commit log"
 
@@ -97,7 +100,8 @@ def _header(doc: dict) -> str:
     ]
     if _qmq(s):  # what a QMQ store has no answer for (no abort marker, one set of rules, no flush time)
         items = [(k, v) for k, v in items if v is not None]
-    cells = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v if v is not None else '-')}</dd></div>" for k, v in items)
+    cells = "".join(f"<div><dt>{esc(k)}</dt><dd><span class=\"{'nowrap' if k in NOWRAP else ''}\">"
+                    f"{esc(v if v is not None else '-')}</span></dd></div>" for k, v in items)
     reasons = "".join(f"<li>{esc(x)}</li>" for x in (s["mode_reason"], s["start_reason"]) if x)
     return (f'<header><h1>rmqtool report</h1><div class="path mono">{esc(s["path"])}</div>'
             f'<div class="muted">at {esc(human_time(s["report_timestamp"]))}</div>'
@@ -123,7 +127,7 @@ def _unflushed(s: dict) -> str | None:
         return None
     ms = s["unflushed_ms"]
     text = _size(s["unflushed_bytes"]) + (f", {ms} ms" if ms is not None else "")
-    return text + " (flushed at the clean shutdown)" if s["clean_shutdown"] else text
+    return text + "; flushed at the clean shutdown" if s["clean_shutdown"] else text
 
 
 # --- the commit log ------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ code, .mono { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-
   margin: 12px 0 0; padding: 10px 12px; background: var(--band); border-radius: 6px; }
 .summary div { display: flex; gap: 8px; justify-content: space-between; border-bottom: 1px dotted var(--rule); }
 .summary dt { color: var(--muted); }
-.summary dd { margin: 0; text-align: right; font-weight: 600; white-space: nowrap; }
+.summary dd { margin: 0; text-align: right; font-weight: 600; }
+.nowrap { white-space: nowrap; }
 .reasons { margin: 8px 0 0; padding-left: 18px; color: var(--muted); }
 .verdict { margin: 10px 0 0; padding: 8px 12px; border-left: 5px solid var(--start); background: var(--band); }
 .verdict.bad { border-left-color: var(--error); }

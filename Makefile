@@ -7,14 +7,21 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test fuzz bench venv clean
+.PHONY: demo test fuzz bench venv clean report-picture
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# Headless Chromium (Debian's package) is installed with the venv when missing: tests/test_report_html.py opens
+# the HTML report in it (the Makefile is a prerequisite, so a venv made before this rule gets it too).
+# SUDO: empty when make runs as root (a container without sudo), else sudo.
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+$(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
 	$(PY) -m pip install -q -e '.[dev,codecs,fast,spark]'
+	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+		$(SUDO) apt-get install -y chromium || { $(SUDO) apt-get update && $(SUDO) apt-get install -y chromium; }
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -33,6 +40,10 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks
+
+# docs/report.png, the README's picture of `rmqtool report --html`: the demo store's page in headless Chromium
+report-picture: $(STAMP)
+	$(PY) docs/make_report_picture.py docs/report.png
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .bench

@@ -29,6 +29,21 @@ class Consequence(str, enum.Enum):
     LOOPS = "loops"  # timer: dequeue walks a slot's chain forever: no timer message is delivered after it
 
 
+# Consequence -> what it means for the operator, most pressing first (the HTML report's headings)
+CONSEQUENCE_MEANINGS: dict[Consequence, str] = {
+    Consequence.WONT_START: "the broker's load fails, or its start never finishes",
+    Consequence.DROPS_MESSAGES: "the next start's recovery cuts the commit log: messages are gone for good",
+    Consequence.UNREACHABLE: "messages stay on disk but no consumer or lookup reaches them",
+    Consequence.SERVED_EMPTY: "QMQ: sequences served as SUCCESS without their message",
+    Consequence.PROGRESS_LOST: "QMQ: consumer progress goes back or is forgotten",
+    Consequence.REDELIVERS: "timer: messages already delivered are delivered again",
+    Consequence.STRANDS: "timer: messages stay in the timer log but are never delivered",
+    Consequence.LOOPS: "timer: dequeue walks a slot's chain forever: no timer message is delivered after it",
+    Consequence.REBUILT: "the broker repairs it by itself at its next start",
+    Consequence.NONE: "the broker does not care (it may matter to an operator or a client)",
+}
+
+
 # ID -> (default severity, what it means). Add new IDs here; never rename one.
 REGISTRY: dict[str, tuple[Severity, str]] = {
     # segments (commit log, consume queue, index files)

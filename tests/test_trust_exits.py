@@ -58,6 +58,7 @@ ON_DAMAGED = {
     "offsets reset": ExitCode.NOT_FOUND,  # no consumerOffset.json: the group has no offset to reset
     "check": ExitCode.OK,  # Nagios OK: the flipped byte lies in the first file, before the tail check reads
     "diff": ExitCode.CORRUPT,  # against another store: they differ
+    "report": ExitCode.CORRUPT,  # verify's findings: the flipped body byte is an error
     "recover": ExitCode.CORRUPT,  # the plan changes something
     "redispatch": ExitCode.OK,  # the rebuilt queues and index equal the store's
     "salvage": ExitCode.CORRUPT,  # a message is lost

@@ -106,6 +106,7 @@ COMMANDS = {
     "dump timercheck": ("dump", "timercheck", V5 / "timer" / "store"),
     "dump timermetrics": ("dump", "timermetrics", V5 / "timer" / "store"),
     "diff": ("diff", FIXTURES / "config" / "consumers" / "store", OFFSETS_STORE),
+    "report": ("report", CRASH, "--now", "1795315400000"),
     "query several stores": ("query", STORE, V5 / "v2-and-crc" / "store", "--key", "order-0"),
 }
 

@@ -26,9 +26,9 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 def _register_all() -> None:
     from rmqtool.cli import (append, check, diff, dump, dump_timer, findings, info, offsets, query, recover,
-                             redispatch, salvage, spark, undo, verify)
-    for module in (info, dump, dump_timer, query, verify, offsets, check, diff, recover, redispatch, salvage, append,
-                   undo, findings, spark):
+                             redispatch, report, salvage, spark, undo, verify)
+    for module in (info, dump, dump_timer, query, verify, offsets, check, diff, report, recover, redispatch, salvage,
+                   append, undo, findings, spark):
         module.register(app)
 
 

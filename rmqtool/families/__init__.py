@@ -43,6 +43,9 @@ class FamilyTools(Protocol):
         """Print a recover run's plan (table, jsonl or json); ``wide``: every row; ``live``: the
         view's live state, which a table's header says."""
 
+    def report(self, view: StoreView, *, now: int | None, html: Any = None) -> Any:
+        """``rmqtool report``'s model of the store (verify run once), and its page written at ``html``."""
+
     def semantics(self, view: StoreView) -> Any:
         """Which version's rules the store follows, and why (a family with one set of rules: None)."""
 

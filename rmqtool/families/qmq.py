@@ -44,6 +44,12 @@ class QmqTools:
         from rmqtool.report.qmq.plans import show_qmq_plan
         show_qmq_plan(run.doc, fmt, applied=run.applied, live=live)
 
+    def report(self, view: QmqView, *, now=None, html=None):
+        from rmqtool.inspect.qmq.report_model import build_qmq_report
+        from rmqtool.verify.base import VerifyOptions
+        return build_qmq_report(view, now=now, html=html,
+                                verify=lambda v, at: list(self.verify(v, VerifyOptions(now_ms=at)).findings()))
+
     def semantics(self, view: QmqView):
         return None  # one set of rules
 

@@ -23,6 +23,9 @@ class RocketMQTools:
         if purpose == "info":
             from rmqtool.inspect.inventory import open_for_info
             return open_for_info(path)
+        if purpose == "report":
+            from rmqtool.inspect.report_model import open_for_report
+            return open_for_report(path)
         return open_store(path)
 
     def verify(self, view: StoreView, options=None, progress=None):
@@ -57,6 +60,12 @@ class RocketMQTools:
             return
         from rmqtool.report.plans import show_recovery_plan
         show_recovery_plan(run.doc, run.plan, fmt, applied=run.applied, sizes=run.sizes, wide=wide, live=live)
+
+    def report(self, view: StoreView, *, now=None, html=None):
+        from rmqtool.inspect.report_model import build_report
+        from rmqtool.verify.base import VerifyOptions
+        return build_report(view, now=now, html=html,
+                            verify=lambda v, at: list(self.verify(v, VerifyOptions(now_ms=at)).findings()))
 
     def semantics(self, view: StoreView):
         from rmqtool.recovery.semantics import detect_semantics

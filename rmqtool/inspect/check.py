@@ -18,8 +18,6 @@ import dataclasses
 import enum
 import math
 import os
-import pathlib
-import tempfile
 import time
 from typing import Iterable
 
@@ -36,9 +34,10 @@ from rmqtool.store.consumer_offsets import consumer_offsets
 from rmqtool.store.indexfile import INDEX_HEADER, IndexFileHeader
 from rmqtool.store.message import Message
 from rmqtool.store.small_file import read_head
-from rmqtool.store.view import StoreView, open_store
+from rmqtool.store.view import StoreView, as_view
 from rmqtool.formats.indexfile import INDEX_HEADER_SIZE
 from rmqtool.inspect.check_defaults import RECOVERY_RATE, TAIL_BYTES
+from rmqtool.report.text_file import write_text_atomically
 
 
 class State(enum.IntEnum):
@@ -288,7 +287,7 @@ def _disk(view: StoreView) -> tuple[float, int, int]:
 
 
 def check_store(path, *, now: int, tail_bytes: int, recovery_rate: float) -> StoreCheck:
-    view = open_store(path)
+    view = as_view(path)  # a store path, or the view a caller opened (report)
     refuse_dledger(view.root, "check")
     root = str(view.root)
     values: list[tuple] = []  # (measure, value, topic, queue_id, group)
@@ -471,17 +470,4 @@ def prometheus_text(result: CheckResult) -> str:
 def write_prometheus(result: CheckResult, path: str | os.PathLike) -> None:
     """Write the file as the textfile collector wants it: a temporary file in the same
     directory, then renamed over the target, so the collector never reads half a file."""
-    path = pathlib.Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        from rmqtool.errors import StoreAccessError
-        raise StoreAccessError(f"cannot write the Prometheus file ({exc.strerror})", path) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(prometheus_text(result))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomically(path, prometheus_text(result), "the Prometheus file")

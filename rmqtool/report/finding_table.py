@@ -190,6 +190,15 @@ def _head_text(g: _Group, name: str) -> str:
     return terminal_safe(cell_text(name, g.first.get(name)))
 
 
+def finding_groups(rows) -> list[_Group]:
+    """Finding rows grouped as the table groups them (a flood one group with its count and
+    offset range, an info ID's files one group), errors first, info last (the HTML report)."""
+    table = FindingTable(sys.stdout, 0)
+    for row in rows:
+        table.row(row)
+    return sorted(table._merged(), key=lambda g: severity_rank(g.first))
+
+
 def _join(names: list[str], widths: dict, cells: dict) -> str:
     parts = []
     for n in names:

@@ -314,7 +314,7 @@ def report_findings(findings, damaged: int = 0, *, echo: bool = True) -> int:
 
 # A document's list sections and the kind of their rows (columns.VIEWS)
 SECTION_KINDS = {"segments": "segment", "consume_queues": "consume_queue", "index_files": "index_file",
-                 "config": "config_file", "findings": "finding",
+                 "config": "config_file", "findings": "finding", "consumer_offsets": "offset",
                  "compaction_queues": "compaction_queue",
                  # info's timer section and side stores (inspect/timer/state.py, inspect/side_stores.py)
                  "timer_files": "timer_file", "pending_by_fire_time": "timer_pending_slot",

@@ -131,7 +131,7 @@ def discover(directory: str | os.PathLike, *, required: bool = True,
             prev = segments[i - 1]
             expected = prev.base_offset + size
             if seg.base_offset > expected:
-                missing = ", ".join(f"{o:020d}" for o in range(expected, seg.base_offset, size)[:3])
+                missing = ", ".join(f"{o:020d}" for o in missing_bases(prev, seg, size)[:3])
                 more = (seg.base_offset - expected) // size - 3
                 missing += f" and {more} more" if more > 0 else ""
                 findings.append(Finding(SEGMENT_GAP, str(seg.path), None,
@@ -142,3 +142,8 @@ def discover(directory: str | os.PathLike, *, required: bool = True,
                                         f"starts {expected - seg.base_offset} bytes inside {prev.name}"))
     return SegmentQueue(directory, segments, size, findings)
 
+
+def missing_bases(prev: Segment, seg: Segment, size: int) -> range:
+    """The base offsets of the files missing between two neighbours of a log of ``size``-byte
+    files (empty when ``seg`` follows ``prev``)."""
+    return range(prev.base_offset + size, seg.base_offset, size)

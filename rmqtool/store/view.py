@@ -17,6 +17,7 @@ import os
 import pathlib
 from typing import Any, Callable
 
+from rmqtool.errors import StoreNotFound
 from rmqtool.store.checkpoint import StoreMarkers, read_markers
 from rmqtool.store.commitlog_end import CommitLog, CommitLogEnd, last_file_end, written_end
 from rmqtool.store.commitlog_paths import CommitLogPaths, list_commit_log, paths_given
@@ -60,6 +61,9 @@ class StoreView:
         (:attr:`commit_log_paths`): every file of every path, one log by base offset."""
         if self.commit_log_paths is not None:
             return CommitLog.of_queue(list_commit_log(self.commit_log_paths, self.root))
+        if not self.paths.commitlog.exists() and self.root.is_dir():  # a broker may keep it elsewhere: say how to point there
+            raise StoreNotFound("no such directory (a broker whose storePathCommitLog is elsewhere: give "
+                                "--commitlog-path DIR[,DIR...] or --broker-config FILE)", self.paths.commitlog)
         return CommitLog(self.paths.commitlog)
 
     @property

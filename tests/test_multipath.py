@@ -80,7 +80,7 @@ def test_broker_config_settings(tmp_path):
     multi = from_broker_config({"storePathCommitLog": "/a,/b", "readOnlyCommitLogStorePaths": "/c"}, "bc", root)
     assert (multi.multi, multi.directories, multi.source) == (True, ["/a", "/b", "/c"], "bc: storePathCommitLog")
     single = from_broker_config({"storePathCommitLog": "/a", "readOnlyCommitLogStorePaths": "/c"}, "bc", root)
-    assert (single.multi, single.directories, single.describe()["read_only_ignored"]) == (False, ["/a"], ["/c"])
+    assert (single.multi, single.directories, single.ignored_readonly) == (False, ["/a"], ["/c"])
     assert from_broker_config({}, "bc", root) is None
     assert from_broker_config({"storePathCommitLog": str(root / "commitlog")}, "bc", root) is None
     assert from_option(["/a", "/b,/c"]).directories == ["/a", "/b", "/c"] and from_option([]) is None

@@ -46,6 +46,9 @@ def commit_log_path_rows(view: StoreView, segs: list) -> list[dict]:
                      "exists": os.path.isdir(d), "files": len(held),
                      "first_file": held[0].name if held else None, "last_file": held[-1].name if held else None,
                      "source": given.source})
+    for d in given.ignored_readonly:  # one storePathCommitLog directory: the broker never reads these
+        rows.append({"path": d, "role": "read-only, ignored", "exists": os.path.isdir(d), "files": 0,
+                     "first_file": None, "last_file": None, "source": given.source})
     return rows
 
 

@@ -89,10 +89,10 @@ class CommitLogPaths:
             return None
         return creating[(base_offset // mapped_file_size) % len(creating)]
 
-    def describe(self) -> dict:
-        return {"source": self.source, "multi_path": self.multi, "writable": list(self.writable),
-                "read_only": list(self.readonly) if self.multi else [],
-                "read_only_ignored": list(self.readonly) if not self.multi else []}
+    @property
+    def ignored_readonly(self) -> list[str]:
+        """readOnlyCommitLogStorePaths a single-path broker never reads."""
+        return [] if self.multi else [p for p in self.readonly if p not in self.writable]
 
 
 def from_option(values: list[str] | tuple[str, ...], readonly: list[str] | tuple[str, ...] = ()) -> CommitLogPaths | None:

@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from conftest import V4, load_truth
+from conftest import V4, V5, load_truth
 from helpers import cli_runner, writable_copy
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
@@ -177,3 +177,24 @@ def test_redispatch_apply_rebuilds_a_queue_from_both_disks(split, tmp_path):
     lost.unlink()
     _run("redispatch", store, "--broker-config", conf, "--apply", "--semantics", "4.9", "--backup-dir", tmp_path / "bk")
     assert lost.read_bytes() == (BASIC / "store" / lost.relative_to(store)).read_bytes()
+
+
+def test_a_5x_store_over_three_disks(tmp_path):
+    """5.3.3's V2 records with __CRC32# (fixtures/rocketmq-5.3.3/v2-and-crc, three files) one
+    file a disk, the paths written in reverse: the same log, every record's CRCs checked."""
+    v5 = V5 / "v2-and-crc"
+    truth = load_truth(v5 / "truth.json")
+    size = truth["messageStoreConfig"]["effectiveGetterValues"]["mappedFileSizeCommitLog"]
+    store = writable_copy(v5 / "store", tmp_path / "store")
+    disks = [tmp_path / f"d{i}" for i in range(3)]
+    for f in sorted((store / "commitlog").iterdir()):
+        disks[int(f.name) // size % 3].mkdir()
+        shutil.move(f, disks[int(f.name) // size % 3] / f.name)
+    given = ["--commitlog-path", ",".join(str(d) for d in reversed(disks))]
+    rows = _jsonl(_run("dump", "commitlog", store, *given, "-f", "jsonl", "--body", "none", "--jobs", "1"))
+    messages = [r for r in rows if r["record"] == "message"]
+    assert [(r["commit_log_offset"], r["msg_id"], r["magic_code"]) for r in messages] == [
+        (m["physicalOffset"], m["msgId"], m["magicCodeHex"]) for m in truth["truth"]["messages"]]
+    found = _jsonl(_run("verify", store, *given, "-f", "jsonl", "--no-progress", "--jobs", "1"))
+    assert {f["severity"] for f in found} == {"info"}
+    assert not any(f["finding"] == "commitLogFileMisplaced" for f in found)

@@ -198,3 +198,25 @@ def test_a_5x_store_over_three_disks(tmp_path):
     found = _jsonl(_run("verify", store, *given, "-f", "jsonl", "--no-progress", "--jobs", "1"))
     assert {f["severity"] for f in found} == {"info"}
     assert not any(f["finding"] == "commitLogFileMisplaced" for f in found)
+
+
+def test_found_without_flags_from_the_stores_broker_properties(split):
+    """A broker started without -c persists its config to ~/store/config/broker.properties (the
+    default root's config/): a root without commitlog/ whose file names the disks is read across
+    them with no option; without the file, the missing commitlog/ says how to point at them."""
+    store, disks, _conf = split
+    r = _run("info", store, code=int(ExitCode.OPERATIONAL))
+    assert "--commitlog-path" in r.stderr and "--broker-config" in r.stderr
+    props = store / "config" / "broker.properties"
+    made = not props.parent.exists()
+    props.parent.mkdir(exist_ok=True)
+    props.write_text(f"storePathCommitLog={disks[0]},{disks[1]}\n")
+    try:
+        doc = json.loads(_run("info", store, "-f", "json").stdout)
+        assert doc["commitlog"]["max_commit_log_offset"] == TRUTH["truth"]["commitlog"]["maxPhyOffset"]
+        assert {p["source"] for p in doc["commitlog"]["commit_log_paths"]} == {f"{props}: storePathCommitLog"}
+        _run("append", store, "--topic", "T", "--body", "x", code=int(ExitCode.USAGE))  # still refused
+    finally:
+        props.unlink()
+        if made:
+            props.parent.rmdir()

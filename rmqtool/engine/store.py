@@ -36,7 +36,7 @@ from rmqtool.formats.indexfile import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_IND
 from rmqtool.store import paths
 from rmqtool.engine.checkpoint_writer import CheckpointWriter
 from rmqtool.store.commitlog_end import CommitLog
-from rmqtool.store.commitlog_paths import paths_given
+from rmqtool.store.commitlog_paths import commit_log_paths_of
 from rmqtool.store.config import batch_topics
 from rmqtool.store.consumequeue import find_queue_end, queue_directories
 from rmqtool.engine.cq_writer import BatchConsumeQueueTable, ConsumeQueueTable
@@ -287,8 +287,9 @@ class Store:
             store = cls(root, False, config)
             store._open_read_only(given)
             return store
-        if paths_given(root) is not None:  # the engine writes ROOT/commitlog: never files of another path
-            raise UsageError(multi_path_refusal(paths_given(root)), root)
+        elsewhere = commit_log_paths_of(root)
+        if elsewhere is not None:  # the engine writes ROOT/commitlog: never files of another path
+            raise UsageError(multi_path_refusal(elsewhere), root)
         store = cls(root, True, config)
         store._recovery_settings = recovery or RecoverySettings()
         store._keep_index = keep_index

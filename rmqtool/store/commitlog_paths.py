@@ -263,3 +263,33 @@ def paths_given(root: str | os.PathLike) -> CommitLogPaths | None:
     """The commit log paths given for ``root`` (None: ROOT/commitlog)."""
     given = _GIVEN.get()
     return given.get(_key(root)) if given else None
+
+
+# A broker started without -c persists its config (on an admin's updateBrokerConfig) to
+# BrokerPathConfigHelper's default, ~/store/config/broker.properties: the default root's config/.
+BROKER_PROPERTIES = "broker.properties"
+
+
+def found_in_store(root: str | os.PathLike) -> CommitLogPaths | None:
+    """The paths a store shows by itself: ROOT has no commitlog/ and ROOT/config/broker.properties
+    names a storePathCommitLog of which a directory exists. A store with commitlog/ is read as it
+    always was (a copied store's config may name the old machine's disks)."""
+    root = pathlib.Path(root)
+    conf_path = root / "config" / BROKER_PROPERTIES
+    if (root / COMMITLOG_DIR).exists() or not conf_path.is_file():
+        return None
+    from rmqtool.errors import RmqError
+    from rmqtool.store.broker_conf import read_broker_config
+    try:
+        conf = read_broker_config(conf_path)
+    except RmqError:
+        return None  # not readable as the broker reads it: the plain store's error says what is missing
+    found = from_broker_config(conf.settings, conf.path, root)
+    if found is None or not any(os.path.isdir(d) for d in found.directories):
+        return None
+    return found
+
+
+def commit_log_paths_of(root: str | os.PathLike) -> CommitLogPaths | None:
+    """Where ROOT's commit log is: as the command was told, else as the store shows, else None (ROOT/commitlog)."""
+    return paths_given(root) or found_in_store(root)

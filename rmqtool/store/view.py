@@ -20,7 +20,7 @@ from typing import Any, Callable
 from rmqtool.errors import StoreNotFound
 from rmqtool.store.checkpoint import StoreMarkers, read_markers
 from rmqtool.store.commitlog_end import CommitLog, CommitLogEnd, last_file_end, written_end
-from rmqtool.store.commitlog_paths import CommitLogPaths, list_commit_log, paths_given
+from rmqtool.store.commitlog_paths import CommitLogPaths, commit_log_paths_of, list_commit_log
 from rmqtool.store.consumequeue import ConsumeQueues, open_consume_queues
 from rmqtool.store.detect import require_store
 from rmqtool.store.family import ROCKETMQ, Family, detect_family, require_rocketmq
@@ -42,8 +42,9 @@ class StoreView:
         root = pathlib.Path(root)
         family = family or detect_family(root) or ROCKETMQ
         require_rocketmq(family, root)  # a view of a RocketMQ store (QMQ's: store/qmq/view.py)
-        # where the commit log is when not ROOT/commitlog: given, or what the command was given for this root
-        commit_log_paths = commit_log_paths or paths_given(root)
+        # where the commit log is when not ROOT/commitlog: given, what the command was given for this root,
+        # or what the store's config/broker.properties says
+        commit_log_paths = commit_log_paths or commit_log_paths_of(root)
         self.__dict__.update(root=root, paths=StorePaths(root), family=family, _simulate=simulate, _queues={},
                              commit_log_paths=commit_log_paths)
 

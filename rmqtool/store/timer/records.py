@@ -22,7 +22,7 @@ from rmqtool.formats.properties import (NAME_VALUE_SEPARATOR, PROPERTY_REAL_TOPI
                                         bytes_to_properties)
 from rmqtool.formats.timerlog import TIMER_TOPIC
 from rmqtool.store.arrays import at_every_byte
-from rmqtool.store.commitlog_paths import list_commit_log, paths_given
+from rmqtool.store.commitlog_paths import commit_log_paths_of, list_commit_log
 from rmqtool.store.paths import COMMITLOG_DIR
 from rmqtool.store.record_kernel import HEADER_DTYPE, records_at
 from rmqtool.store.segments import discover
@@ -76,7 +76,7 @@ def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np
     plain = np.zeros(len(offset_py), bool)
     offset_py, size_py = offset_py.astype(np.int64), size_py.astype(np.int64)
     hashes: dict[str, int] = {}
-    given = paths_given(root)  # a commit log in several directories, as the command was told
+    given = commit_log_paths_of(root)  # a commit log in several directories
     listing = list_commit_log(given, root) if given is not None else \
         discover(pathlib.Path(root) / COMMITLOG_DIR, required=False)
     for seg in listing.segments:

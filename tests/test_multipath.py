@@ -82,7 +82,9 @@ def test_broker_config_settings(tmp_path):
     single = from_broker_config({"storePathCommitLog": "/a", "readOnlyCommitLogStorePaths": "/c"}, "bc", root)
     assert (single.multi, single.directories, single.ignored_readonly) == (False, ["/a"], ["/c"])
     assert from_broker_config({}, "bc", root) is None
-    assert from_broker_config({"storePathCommitLog": str(root / "commitlog")}, "bc", root) is None
+    (root / "commitlog").mkdir(parents=True)  # a copy with its own commitlog/: read there, not at the config's one path
+    assert from_broker_config({"storePathCommitLog": "/a"}, "bc", root) is None
+    assert from_broker_config({"storePathCommitLog": "/a,/b"}, "bc", root).directories == ["/a", "/b"]
     assert from_option(["/a", "/b,/c"]).directories == ["/a", "/b", "/c"] and from_option([]) is None
 
 

@@ -107,7 +107,9 @@ def from_option(values: list[str] | tuple[str, ...], readonly: list[str] | tuple
 
 def from_broker_config(settings: dict[str, str], config_path: str, root: str | os.PathLike) -> CommitLogPaths | None:
     """The commit log paths a broker config file sets (None: it sets no storePathCommitLog, so the
-    commit log is ROOT/commitlog as the broker's getter makes it of storePathRootDir)."""
+    commit log is ROOT/commitlog as the broker's getter makes it of storePathRootDir). One
+    directory elsewhere moves the commit log only when ROOT has no commitlog/ of its own: a
+    copied store is read where it was copied, not at the live broker's path its config names."""
     setting = settings.get(STORE_PATH_COMMIT_LOG)
     if setting is None:
         return None
@@ -116,8 +118,8 @@ def from_broker_config(settings: dict[str, str], config_path: str, root: str | o
     readonly = split_paths(settings.get(READ_ONLY_COMMIT_LOG_STORE_PATHS))
     if not writable:
         return None
-    if not multi and pathlib.Path(setting) == pathlib.Path(root) / COMMITLOG_DIR and not readonly:
-        return None  # ROOT/commitlog spelled out: the plain store
+    if not multi and (pathlib.Path(root) / COMMITLOG_DIR).is_dir():
+        return None  # ROOT/commitlog spelled out, or the store's own commitlog/ (a copy): the plain store
     return CommitLogPaths(writable, readonly, f"{config_path}: {STORE_PATH_COMMIT_LOG}", multi)
 
 

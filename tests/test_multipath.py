@@ -222,3 +222,24 @@ def test_found_without_flags_from_the_stores_broker_properties(split):
         props.unlink()
         if made:
             props.parent.rmdir()
+
+
+def test_load_takes_every_path_sorted_by_name(tmp_path):
+    """MultiPathMappedFileQueue.load hands doLoad the files of every path, sorted by name alone:
+    a file of the wrong size on either disk stops the load there, and 5.3.3 deletes an empty
+    file only when it sorts last of all the paths' files."""
+    from rmqtool.recovery.commitlog_walk import V5
+    from rmqtool.recovery.outcome import load_refusal
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    for i, d in enumerate((a, b, a)):
+        with open(d / f"{i * SIZE:020d}", "wb") as f:
+            f.truncate(SIZE)
+    assert load_refusal([a, b], SIZE, V5) == (None, [])
+    (b / f"{3 * SIZE:020d}").touch()  # empty and last: deleted
+    assert load_refusal([a, b], SIZE, V5) == (None, [b / f"{3 * SIZE:020d}"])
+    with open(b / f"{SIZE:020d}", "r+b") as f:
+        f.truncate(SIZE - 1)
+    refusal, _ = load_refusal([a, b], SIZE, V5)
+    assert refusal.startswith(f"{b / f'{SIZE:020d}'}: {SIZE - 1} bytes")

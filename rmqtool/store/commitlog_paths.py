@@ -97,7 +97,8 @@ class CommitLogPaths:
 
 def from_option(values: list[str] | tuple[str, ...], readonly: list[str] | tuple[str, ...] = ()) -> CommitLogPaths | None:
     """``--commitlog-path`` (repeatable, each split at the splitter) and ``--readonly-commitlog-path``:
-    several directories are a multi-path log; one is a commit log kept outside the root."""
+    several directories are a multi-path log; one is a commit log kept outside the root (with
+    read-only paths given too, they are read: the operator asked, whatever the broker's splitter)."""
     writable = tuple(dict.fromkeys(p for v in values for p in split_paths(v)))
     if not writable:
         return None
@@ -206,10 +207,9 @@ def _check_places(segments: list[Segment], paths: CommitLogPaths, size: int | No
     file was made or someone moved it: files in a read-only path are where operators put them."""
     if not paths.multi or not size:
         return
-    readonly = [p for p in paths.readonly]
     for s in segments:
         rule = paths.rule_directory(s.base_offset, size)
-        if rule is None or _same_dir(s.path.parent, rule) or any(_same_dir(s.path.parent, r) for r in readonly):
+        if rule is None or _same_dir(s.path.parent, rule) or any(_same_dir(s.path.parent, r) for r in paths.readonly):
             continue
         findings.append(Finding(COMMIT_LOG_FILE_MISPLACED, str(s.path), None,
                                 f"file {s.base_offset // size} of the log is in {s.path.parent}, where the "

@@ -55,6 +55,11 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "segmentUnreadable": (Severity.ERROR, "a segment the OS refused to read"),
     "segmentAfterEnd": (Severity.ERROR, "a commit log segment after the end of the log that holds data"),
     "commitLogEnd": (Severity.INFO, "where the commit log ends: the last segment's written length"),
+    # a commit log over several directories (storePathCommitLog with the multi-path splitter)
+    "commitLogFileDuplicated": (Severity.ERROR, "a commit log file whose name is in two of the commit log paths"),
+    "commitLogFileMisplaced": (Severity.WARNING, "a commit log file in another path than the broker's rule puts it"),
+    "commitLogPathMissing": (Severity.WARNING, "a commit log path that does not exist"),
+    "commitLogFilesNotLoaded": (Severity.WARNING, "commit log files in ROOT/commitlog while the broker's paths leave it out"),
     # commit log records
     "bodyCrcMismatch": (Severity.ERROR, "the body CRC field does not match the body"),
     "propertyCrcMismatch": (Severity.ERROR, "the __CRC32# property does not match the record"),
@@ -218,6 +223,9 @@ CONSEQUENCES: dict[str, Consequence] = {
     # segments: MappedFileQueue.load refuses a file of another size or a name that is not an offset
     "segmentNameInvalid": _W, "segmentSizeOdd": _W, "segmentGap": _U, "segmentOverlap": _W,
     "segmentEmpty": _W, "segmentUnreadable": _W, "segmentAfterEnd": _D, "commitLogEnd": _N,
+    # several commit log paths: load takes every file of every path; which copy of a name it reads is not fixed
+    "commitLogFileDuplicated": _U, "commitLogFileMisplaced": _N, "commitLogPathMissing": _N,
+    "commitLogFilesNotLoaded": _U,
     # commit log records: what checkMessageAndReturnSize fails cuts the log where recovery reads it
     "bodyCrcMismatch": _D, "propertyCrcMismatch": _N, "innerBatchPropertyInvalid": _D,
     "recordMagicInvalid": _D, "recordSizeInvalid": _D, "recordLengthMismatch": _D, "recordOffsetMismatch": _N,
@@ -281,6 +289,10 @@ SEGMENT_EMPTY = "segmentEmpty"
 SEGMENT_UNREADABLE = "segmentUnreadable"
 SEGMENT_AFTER_END = "segmentAfterEnd"
 COMMIT_LOG_END = "commitLogEnd"
+COMMIT_LOG_FILE_DUPLICATED = "commitLogFileDuplicated"
+COMMIT_LOG_FILE_MISPLACED = "commitLogFileMisplaced"
+COMMIT_LOG_PATH_MISSING = "commitLogPathMissing"
+COMMIT_LOG_FILES_NOT_LOADED = "commitLogFilesNotLoaded"
 # commit log records
 BODY_CRC_MISMATCH = "bodyCrcMismatch"
 PROPERTY_CRC_MISMATCH = "propertyCrcMismatch"
@@ -454,6 +466,14 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "segmentEmpty": "Delete the empty file once no broker runs (it was created and never written).",
     "segmentUnreadable": "Check permissions and the disk (dmesg); copy the store off a failing disk.",
     "commitLogEnd": "Nothing; compare with the checkpoint and the consume queues.",
+    "commitLogFileDuplicated": ("With the broker stopped, compare the copies (rmqtool dump commitlog on each) and move "
+                                "the one that is not the log's out of every commit log path."),
+    "commitLogFileMisplaced": ("Nothing is needed: the broker loads it from any path. If a disk was not full when it was "
+                               "made, someone moved it: check that no copy is missing elsewhere."),
+    "commitLogPathMissing": ("Mount the disk or correct storePathCommitLog; files that belong there show as a "
+                             "segmentGap."),
+    "commitLogFilesNotLoaded": ("The broker does not read these files: move them into one of the commit log paths "
+                                "(broker stopped) if their messages are not elsewhere, or delete them once they are."),
     "bodyCrcMismatch": "The body is damaged: recovery truncates the commit log there; save the rest first.",
     "propertyCrcMismatch": "The record is damaged: recovery with forceVerifyPropCRC truncates there.",
     "innerBatchPropertyInvalid": ("The record is damaged: a 5.x broker's recovery cuts the commit log there "

@@ -19,6 +19,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 from typing import Callable
 
 from conftest import FIXTURES, V4, V5, load_truth
@@ -66,6 +67,8 @@ class Scenario:
     command: str = "verify"  # verify, recover, dump-commitlog or dump-consumequeue: run once over the copy
     expand: bool = False  # kept trimmed (QMQ's): copied out to the sizes its engine left (helpers.expand_store)
     clock: bool = False  # verify --now at the fixture's fake clock (the timer store's next start depends on it)
+    # the commit log split over directories beside the copy, named by a broker.conf there (--broker-config)
+    multipath: bool = False
 
     @property
     def store(self) -> pathlib.Path:
@@ -201,6 +204,8 @@ SCENARIOS: dict[str, Scenario] = {
     "timer-refused": Scenario(TIMER_CRASH / "a-as-is", expand=True, clock=True),
     # a 5.3.3 DLedger commit log store (dledger-n0/data and index): one damage an entry or unit
     "dledger": Scenario(DLEDGER, expand=True),
+    # 4.9.8's twelve commit log files split over two disks as MultiPathMappedFileQueue puts them
+    "multipath": Scenario(BASIC, multipath=True),
     # a body byte flipped where 4.9.8's normal recovery reads it, then recover --keep-past-damage --apply
     "quarantined": Scenario(FIXTURES / "crash-made" / "torn-middle-normal"),
 }
@@ -784,6 +789,49 @@ def _drop_middle_file(d: Damage) -> pathlib.Path:
     return d.store / "commitlog" / f"{3 * size:020d}"
 
 
+def _split_commit_log(d: Damage) -> list[pathlib.Path]:
+    """storePathCommitLog=DISK-A,DISK-B beside the copy: file i in the sorted paths' i mod 2
+    (MultiPathMappedFileQueue.tryCreateMappedFile with no disk full), STORE/commitlog left
+    holding file 0's copy only, and a read-only path that does not exist; the two disks."""
+    size = d.config["mappedFileSizeCommitLog"]
+    disks = [d.store.parent / f"disk-{c}" / "commitlog" for c in "ab"]
+    for disk in disks:
+        disk.mkdir(parents=True)
+    for f in sorted((d.store / "commitlog").iterdir()):
+        target = disks[int(f.name) // size % 2] / f.name
+        (shutil.copyfile if int(f.name) == 0 else shutil.move)(f, target)
+    gone = d.store.parent / "disk-gone" / "commitlog"
+    (d.store.parent / "broker.conf").write_text(f"storePathCommitLog={disks[0]},{disks[1]}\n"
+                                                f"readOnlyCommitLogStorePaths={gone}\n")
+    return disks
+
+
+def commit_log_file_duplicated(d: Damage) -> At:
+    """File 3 (disk-b's by the rule) copied into disk-a too: the copy outside the rule's path is named."""
+    disks, size = d.once(_split_commit_log), d.config["mappedFileSizeCommitLog"]
+    name = f"{3 * size:020d}"
+    shutil.copyfile(disks[1] / name, disks[0] / name)
+    return At(disks[0] / name, None)
+
+
+def commit_log_file_misplaced(d: Damage) -> At:
+    """File 5 (disk-b's by the rule) moved to disk-a."""
+    disks, size = d.once(_split_commit_log), d.config["mappedFileSizeCommitLog"]
+    name = f"{5 * size:020d}"
+    shutil.move(disks[1] / name, disks[0] / name)
+    return At(disks[0] / name, None)
+
+
+def commit_log_path_missing(d: Damage) -> At:
+    d.once(_split_commit_log)
+    return At(d.store.parent / "disk-gone" / "commitlog", None)
+
+
+def commit_log_files_not_loaded(d: Damage) -> At:
+    d.once(_split_commit_log)
+    return At(d.store / "commitlog", None)
+
+
 def segment_gap(d: Damage) -> At:
     return At(d.once(_drop_middle_file), None)
 
@@ -1227,6 +1275,11 @@ PRODUCERS: dict[str, Producer] = {
     f.SEGMENT_UNREADABLE: Producer("dump-queues", segment_unreadable),
     f.SEGMENT_AFTER_END: Producer("recover", segment_after_end),
     f.COMMIT_LOG_END: Producer("index", commit_log_end, as_made=True),
+    # a commit log over several directories
+    f.COMMIT_LOG_FILE_DUPLICATED: Producer("multipath", commit_log_file_duplicated),
+    f.COMMIT_LOG_FILE_MISPLACED: Producer("multipath", commit_log_file_misplaced),
+    f.COMMIT_LOG_PATH_MISSING: Producer("multipath", commit_log_path_missing),
+    f.COMMIT_LOG_FILES_NOT_LOADED: Producer("multipath", commit_log_files_not_loaded),
     # commit log records
     f.BODY_CRC_MISMATCH: Producer("records", body_crc_mismatch),
     f.PROPERTY_CRC_MISMATCH: Producer("crc", property_crc_mismatch),
@@ -1457,4 +1510,5 @@ def run_scenario(name: str, directory: pathlib.Path) -> Run:
     store = scenario.copy(directory / "store")
     d = Damage(store, scenario.truth)
     expected = {finding_id: p.recipe(d) for finding_id, p in PRODUCERS.items() if p.scenario == name}
-    return Run(name, store, d, expected, _findings_of(scenario.command, store, d, _argv(scenario)))
+    argv = _argv(scenario) + (["--broker-config", str(store.parent / "broker.conf")] if scenario.multipath else [])
+    return Run(name, store, d, expected, _findings_of(scenario.command, store, d, argv))

@@ -15,10 +15,12 @@ import typer
 
 from rmqtool.cli.params import Semantics, check_semantics, complete_queue, complete_topic, examples
 
+from rmqtool.cli.commitlog_paths import commit_log_paths_option
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.sizes import SizeOptions, size_options
 from rmqtool.errors import NotAStore, StoreNotFound, UsageError
 from rmqtool.store.family import detect_family, require_rocketmq
+from rmqtool.store.commitlog_paths import commit_log_paths_of
 from rmqtool.store.paths import COMMITLOG_DIR
 from rmqtool.report.progress import progress_bar
 from rmqtool.report.sink import Sink, warn
@@ -31,6 +33,7 @@ def register(app: typer.Typer) -> None:
 
 
 @boundary
+@commit_log_paths_option("store")
 @size_options
 def append(
     store: pathlib.Path = typer.Argument(..., help="Store root directory (a new one only with --create)."),
@@ -72,7 +75,7 @@ def append(
 ):
     """Append messages to a store (a new one with --create), as the 4.9.x broker writes them."""
     require_rocketmq(detect_family(store), store)  # never --create a RocketMQ store inside another family's
-    if not create and not (store / COMMITLOG_DIR).is_dir():
+    if not create and not (store / COMMITLOG_DIR).is_dir() and commit_log_paths_of(store) is None:  # (given: refused below)
         # a missing path is exit 8, a path that holds no store exit 4, as in every command
         error = StoreNotFound if not store.exists() else NotAStore
         raise error(f"no store here (no {COMMITLOG_DIR}/ directory): give --create to make a new one", store)

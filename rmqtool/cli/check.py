@@ -11,6 +11,7 @@ from typing import List, Optional
 
 import typer
 
+from rmqtool.cli.commitlog_paths import commit_log_paths_option
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.params import examples, parse_time
 from rmqtool.inspect.check_defaults import RECOVERY_RATE, TAIL_BYTES
@@ -24,6 +25,7 @@ def register(app: typer.Typer) -> None:
 
 
 @boundary
+@commit_log_paths_option("stores")
 def check(
     stores: List[pathlib.Path] = typer.Argument(..., help="Store root directories (read only, live or stopped)."),
     warn: Optional[List[str]] = typer.Option(None, "--warn", metavar="MEASURE=VALUE",

@@ -14,6 +14,7 @@ from typing import List, Optional
 
 import typer
 
+from rmqtool.cli.commitlog_paths import commit_log_paths_option
 from rmqtool.cli.common import BodyMode, OutputFormat, boundary, until_interrupted
 from rmqtool.cli.params import (OFFSET_METAVAR, TIME_METAVAR, check_range, complete_queue, complete_topic, examples,
                                 parse_time)
@@ -50,6 +51,7 @@ def register(app: typer.Typer) -> None:
     "rmqtool dump commitlog /data/store --stats",
     "rmqtool dump commitlog /data/store --follow -f jsonl | jq -c .topic"))
 @boundary
+@commit_log_paths_option("paths")
 def dump_commitlog(
     paths: List[pathlib.Path] = typer.Argument(..., metavar="PATH", help="Store dirs, commitlog/ dirs, or commit "
                                                "log segment files (one or more; rows in the order given)."),

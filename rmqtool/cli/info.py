@@ -8,6 +8,7 @@ import typer
 
 from rmqtool.cli.params import examples
 
+from rmqtool.cli.commitlog_paths import commit_log_paths_option
 from rmqtool.cli.common import OutputFormat, Stores, boundary
 from rmqtool.families import tools_at
 from rmqtool.report.records import with_human_times
@@ -20,6 +21,7 @@ def register(app: typer.Typer) -> None:
 
 
 @boundary
+@commit_log_paths_option("stores")
 def info(
     stores: List[pathlib.Path] = typer.Argument(..., metavar="STORE", help="Store root directories (one or more)."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),

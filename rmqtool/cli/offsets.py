@@ -18,6 +18,7 @@ import typer
 
 from rmqtool.cli.params import TIME_METAVAR, complete_queue, complete_topic, examples, parse_time
 
+from rmqtool.cli.commitlog_paths import commit_log_paths_option
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.errors import ExitCode
 from rmqtool.findings import Severity
@@ -92,6 +93,7 @@ def offsets(
 
 
 @boundary
+@commit_log_paths_option("store")
 def reset(
     store: pathlib.Path = typer.Argument(..., help="The store root directory (holding config/)."),
     group: str = typer.Option(..., "--group", "-g", help="The consumer group."),

@@ -13,6 +13,7 @@ from typing import List, Optional
 
 import typer
 
+from rmqtool.cli.commitlog_paths import commit_log_paths_option
 from rmqtool.cli.common import BodyMode, OutputFormat, Stores, boundary
 from rmqtool.cli.dump import TABLE_BODY_PREVIEW, ColumnsOpt, WideOpt
 from rmqtool.cli.params import (OFFSET_METAVAR, TIME_METAVAR, check_range, complete_queue, complete_topic, examples,
@@ -86,6 +87,7 @@ def _message_rows(sink: Sink, messages, fmt: OutputFormat, body: Optional[BodyMo
 
 
 @boundary
+@commit_log_paths_option("stores")
 def query(
     stores: List[pathlib.Path] = typer.Argument(..., metavar="STORE", help="Store directories (the ones holding "
                                                 "commitlog/; several: each row names its store)."),

@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 
+from rmqtool.cli.commitlog_paths import commit_log_paths_option
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.params import Semantics, check_semantics, examples
 from rmqtool.cli.sizes import SizeOptions, size_options
@@ -31,6 +32,7 @@ def register(app: typer.Typer) -> None:
 
 
 @boundary
+@commit_log_paths_option("store")
 @size_options
 def recover(
     store: pathlib.Path = typer.Argument(..., help="The store root directory."),

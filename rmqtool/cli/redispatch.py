@@ -14,6 +14,7 @@ from typing import List, Optional
 
 import typer
 
+from rmqtool.cli.commitlog_paths import commit_log_paths_option
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.params import OFFSET_METAVAR, Semantics, check_semantics, complete_queue, complete_topic, examples
 from rmqtool.cli.sizes import SizeOptions, size_options
@@ -32,6 +33,7 @@ def register(app: typer.Typer) -> None:
 
 
 @boundary
+@commit_log_paths_option("store")
 @size_options
 def redispatch(
     store: pathlib.Path = typer.Argument(..., help="The store root directory."),

@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 
+from rmqtool.cli.commitlog_paths import commit_log_paths_option
 from rmqtool.cli.common import OutputFormat, boundary, closed_on_error
 from rmqtool.cli.params import examples
 from rmqtool.cli.sizes import SalvageIndexEntries, SalvageIndexSlots
@@ -25,6 +26,7 @@ def register(app: typer.Typer) -> None:
 
 
 @boundary
+@commit_log_paths_option("store")
 def salvage(
     store: pathlib.Path = typer.Argument(..., help="The store root directory (only read)."),
     out: Optional[pathlib.Path] = typer.Option(None, "--out", metavar="FILE.jsonl",

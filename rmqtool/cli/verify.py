@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from rmqtool.cli.commitlog_paths import commit_log_paths_option
 from rmqtool.cli.common import OutputFormat, boundary, closed_on_error
 from rmqtool.cli.params import TIME_METAVAR, examples, parse_time
 from rmqtool.findings import REGISTRY
@@ -24,6 +25,7 @@ def register(app: typer.Typer) -> None:
 
 
 @boundary(usage_hint=False)  # an option's bad value: the plain error line, as verify always said it
+@commit_log_paths_option("store")
 def verify(
     store: pathlib.Path = typer.Argument(..., help="The store root directory."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),

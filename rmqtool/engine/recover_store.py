@@ -49,7 +49,7 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
     that run this again (what finishes it when it is cut short). ``keep_past_damage``: each
     damaged record where the walk cuts the log, when its extent is proven, is replaced by a
     record of its size the walk accepts (recovery/quarantine.py), so the records after it stay."""
-    from rmqtool.engine.store import unknown_sizes
+    from rmqtool.engine.store import multi_path_refusal, unknown_sizes
     from rmqtool.engine.store_sizes import store_sizes
     from rmqtool.recovery.plan import plan_recovery
 
@@ -79,6 +79,9 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
                                f"`{unfinished.finish}` finishes it, `{unfinished.undo}` undoes it", root)
     if plan.refusal:
         run.refusal = CorruptData(f"not recovered: {plan.refusal}", root)
+        return run
+    if view.commit_log_paths is not None:  # the engine writes ROOT/commitlog only
+        run.refusal = UsageError(f"not recovered: {multi_path_refusal(view.commit_log_paths)}", root)
         return run
     if sizes is not None and sizes.refusal(unknown):
         run.refusal = UsageError(f"not recovered: {sizes.refusal(unknown)}", root)

@@ -134,8 +134,8 @@ def _require_settled_end(view: StoreView, semantics: str | None) -> None:
 
     root = view.root
     recovery = plan_recovery(view, settings=Settings(semantics=semantics))
-    log_dir = view.paths.commitlog
-    cut = [f for f in recovery.findings if f.path and pathlib.Path(f.path).parent == log_dir]
+    log_dirs = set(view.commit_log_directories)  # several with a multi-path commit log
+    cut = [f for f in recovery.findings if f.path and pathlib.Path(f.path).parent in log_dirs]
     if recovery.semantics_undecided:
         raise UsageError(f"the store's end depends on the broker version: {recovery.semantics_undecided}", root)
     if recovery.refusal or cut:

@@ -36,6 +36,7 @@ from rmqtool.formats.indexfile import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_IND
 from rmqtool.store import paths
 from rmqtool.engine.checkpoint_writer import CheckpointWriter
 from rmqtool.store.commitlog_end import CommitLog
+from rmqtool.store.commitlog_paths import commit_log_paths_of
 from rmqtool.store.config import batch_topics
 from rmqtool.store.consumequeue import find_queue_end, queue_directories
 from rmqtool.store.cqext import ext_writing
@@ -188,6 +189,14 @@ def _prop_crc(asked: bool | None, last) -> tuple[bool, str]:
     return False, ("the store's last record carries none" if last is not None else "the store holds no record")
 
 
+def multi_path_refusal(given) -> str:
+    """Why a writer leaves a commit log kept outside ROOT/commitlog (store/commitlog_paths.py) alone."""
+    where = ", ".join(given.directories)
+    return (f"rmqtool writes a commit log in STORE/commitlog only, and this one is in {where} ({given.source}): "
+            f"nothing written; stop the broker and let it recover, or salvage the messages into a new store "
+            f"(rmqtool salvage --to-store)")
+
+
 # --- the store ----------------------------------------------------------------------------------
 
 class Store:
@@ -282,6 +291,9 @@ class Store:
             store = cls(root, False, config)
             store._open_read_only(given)
             return store
+        elsewhere = commit_log_paths_of(root)
+        if elsewhere is not None:  # the engine writes ROOT/commitlog: never files of another path
+            raise UsageError(multi_path_refusal(elsewhere), root)
         store = cls(root, True, config)
         store._recovery_settings = recovery or RecoverySettings()
         store._keep_index = keep_index

@@ -265,8 +265,8 @@ def _record_end(reader: CommitLogReader, offset: int) -> int:
 
 def _disk(view: StoreView) -> tuple[float, int, int]:
     """(used ratio of the fullest file system, its free bytes, bytes the store's files take)."""
-    dirs = [p for p in (view.root, view.paths.commitlog, view.paths.consumequeue, view.paths.batch_consumequeue,
-                        view.paths.index) if p.is_dir()]
+    dirs = [p for p in (view.root, *view.commit_log_directories, view.paths.consumequeue,
+                        view.paths.batch_consumequeue, view.paths.index) if p.is_dir()]  # each commit log disk too
     worst_fs = None
     for d in dirs:
         st = os.statvfs(d)
@@ -276,7 +276,8 @@ def _disk(view: StoreView) -> tuple[float, int, int]:
         if worst_fs is None or ratio > worst_fs[0]:
             worst_fs = (ratio, free)
     allocated = 0
-    for top, _dirs, files in os.walk(view.root):
+    outside = [d for d in view.commit_log_directories if not d.resolve().is_relative_to(view.root.resolve())]
+    for top, _dirs, files in (walked for d in (view.root, *outside) for walked in os.walk(d)):
         for name in files:
             try:
                 allocated += os.lstat(os.path.join(top, name)).st_blocks * 512

@@ -53,7 +53,8 @@ def commitlog_segments(path: pathlib.Path, view: StoreView | None = None) -> tup
     kind = detect.kind_of(path)
     if kind == detect.STORE or (kind == detect.COMMITLOG and path.is_dir()):
         directory = path / "commitlog" if kind == detect.STORE else path
-        opened = view is not None and view.paths.commitlog.resolve() == directory.resolve()
+        opened = view is not None and (view.paths.commitlog.resolve() == directory.resolve() or (
+            kind == detect.STORE and view.commit_log_paths is not None and view.root.resolve() == path.resolve()))
         cl = view.commit_log if opened else CommitLog(directory)
         return cl.segments, list(cl.findings)
     if kind == detect.COMMITLOG:

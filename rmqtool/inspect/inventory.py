@@ -37,6 +37,22 @@ def _first_timestamp(seg) -> int | None:
     return None
 
 
+def commit_log_path_rows(view: StoreView, segs: list) -> list[dict]:
+    """Each directory of a commit log kept outside ROOT/commitlog: its role and the files the log takes from it."""
+    given = view.commit_log_paths
+    rows = []
+    for d in given.directories:
+        held = [s for s in segs if os.path.normpath(s.path.parent) == os.path.normpath(d)]
+        rows.append({"path": d, "role": "read-only" if d in given.readonly and d not in given.writable else "writable",
+                     "exists": os.path.isdir(d), "files": len(held),
+                     "first_file": held[0].name if held else None, "last_file": held[-1].name if held else None,
+                     "source": given.source})
+    for d in given.ignored_readonly:  # one storePathCommitLog directory: the broker never reads these
+        rows.append({"path": d, "role": "read-only, ignored", "exists": os.path.isdir(d), "files": 0,
+                     "first_file": None, "last_file": None, "source": given.source})
+    return rows
+
+
 def commitlog_info(view: StoreView) -> tuple[dict, list]:
     """Segments and the commit log's two ends: the written end (one past the last record
     written) and the recovered end (where the broker's next start ends the log, from
@@ -63,6 +79,8 @@ def commitlog_info(view: StoreView) -> tuple[dict, list]:
             first_ts = None
             row["preallocated"] = True  # after the last written segment, all zero at its start
         row["first_store_timestamp"] = first_ts
+        if view.commit_log_paths is not None:  # a commit log over several directories: where each file is
+            row["directory"] = str(seg.path.parent)
         rows.append(row)
     info = {
         "directory": str(cl.directory),
@@ -75,6 +93,8 @@ def commitlog_info(view: StoreView) -> tuple[dict, list]:
         "recovered_end": recovered,
         "segments": rows,
     }
+    if view.commit_log_paths is not None:
+        info["commit_log_paths"] = commit_log_path_rows(view, segs)
     # the names before 0.2 (queues' min/max_offset count messages, these are bytes): one release more
     info["min_offset"], info["max_offset"] = info["min_commit_log_offset"], info["max_commit_log_offset"]
     return info, findings

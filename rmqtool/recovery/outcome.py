@@ -277,7 +277,7 @@ def _load(start: _Start) -> None:
     after an abnormal exit destroys every index file whose endTimestamp is past the
     checkpoint's indexMsgTimestamp (``index_model``)."""
     out, paths = start.out, start.paths
-    refusal, dropped = load_refusal(paths.commitlog, start.size, start.semantics)
+    refusal, dropped = load_refusal(start.view.commit_log_directories, start.size, start.semantics)
     if dropped:
         out.commit_log_files_deleted += [str(d) for d in dropped]
         start.segments = [s for s in start.segments if s.path not in dropped]
@@ -315,7 +315,7 @@ def _reader(start: _Start) -> CommitLog:
     listing taken already where it was made with the size the start uses."""
     if (start.size or None) == start.log.mapped_file_size:
         return CommitLog.of_queue(start.log)
-    return CommitLog(start.paths.commitlog, start.size or None)
+    return CommitLog.of_queue(start.view.commit_log_listing(start.size or None))
 
 
 def _load_queue(start: _Start, model, topic: str, queue_id: int, directory: pathlib.Path, given_size: int | None,
@@ -535,26 +535,30 @@ def _written_end(segments: list[Segment], size: int, w: WalkEnd) -> int:
     return written_end(segments, size or None, resume_at=resume)
 
 
-def load_refusal(directory: pathlib.Path, size: int, semantics: str) -> tuple[str | None, list[pathlib.Path]]:
+def load_refusal(directory: "pathlib.Path | list[pathlib.Path]", size: int,
+                 semantics: str) -> tuple[str | None, list[pathlib.Path]]:
     """MappedFileQueue.load (doLoad) over a directory: why it refuses the store (None: it
     loads), and the files it deletes. Every entry counts, in name order: a file whose
     length is not the mapped file size stops the load, and so does a name that is not an
     offset (4.9.8 counts a directory too, by its length; 5.3.3 skips directories and deletes
-    an empty file that sorts last)."""
-    try:
-        names = sorted(os.listdir(directory))
-    except OSError:
-        return None, []
+    an empty file that sorts last). A commit log over several paths (a list): the entries of
+    every path, sorted by name alone, as MultiPathMappedFileQueue.load hands them to doLoad."""
+    entries = []
+    for d in directory if isinstance(directory, list) else [directory]:
+        try:
+            entries += [(name, d / name) for name in os.listdir(d)]
+        except OSError:
+            continue
+    entries.sort(key=lambda e: e[0])  # File::getName; a stable sort keeps the paths' order for one name
     dropped = []
-    for i, name in enumerate(names):
-        path = directory / name
+    for i, (name, path) in enumerate(entries):
         try:
             st = os.stat(path)
         except OSError:
             continue
         if stat.S_ISDIR(st.st_mode) and semantics == V5:
             continue
-        if semantics == V5 and st.st_size == 0 and i == len(names) - 1:
+        if semantics == V5 and st.st_size == 0 and i == len(entries) - 1:
             dropped.append(path)  # 'size is 0, auto delete'
             continue
         if st.st_size == 0 and not stat.S_ISDIR(st.st_mode):

@@ -15,6 +15,7 @@ import pathlib
 
 from rmqtool.findings import ABORT_FILE_PRESENT, CONSUME_QUEUE_BEYOND_COMMIT_LOG, Finding
 from rmqtool.store.commitlog_end import CommitLog, last_file_end
+from rmqtool.store.commitlog_paths import commit_log_paths_of, list_commit_log
 from rmqtool.store.detect import is_store_dir
 from rmqtool.store.lock import is_locked
 from rmqtool.store.paths import COMMITLOG_DIR, StorePaths, is_segment_name
@@ -82,6 +83,8 @@ def live_store(path: str | os.PathLike) -> LiveStore | None:
     pid = is_locked(paths.lock)
     if pid is None:
         return None
-    log = CommitLog(paths.commitlog) if paths.commitlog.is_dir() else None
+    given = commit_log_paths_of(root)  # a commit log in several directories
+    log = CommitLog.of_queue(list_commit_log(given, root)) if given is not None else \
+        CommitLog(paths.commitlog) if paths.commitlog.is_dir() else None
     end = last_file_end(log.segments, log.mapped_file_size).end if log and log.segments else 0
     return LiveStore(root, pid, end)

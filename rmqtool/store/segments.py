@@ -34,6 +34,8 @@ class SegmentQueue:
     segments: list[Segment]
     mapped_file_size: int | None
     findings: list[Finding]
+    # a commit log kept in several directories (store/commitlog_paths.py): all of them; () for one
+    directories: tuple = ()
 
     @property
     def min_offset(self) -> int | None:
@@ -101,6 +103,14 @@ def discover(directory: str | os.PathLike, *, required: bool = True,
         return SegmentQueue(directory, [], mapped_file_size, findings)
     if not directory.is_dir():
         raise NotAStore("not a directory", directory)
+    segments = list_segments(directory, findings)
+    size = mapped_file_size or infer_mapped_file_size(segments)
+    check_sequence(segments, size, findings)
+    return SegmentQueue(directory, segments, size, findings)
+
+
+def list_segments(directory: pathlib.Path, findings: list[Finding]) -> list[Segment]:
+    """The segment files of one directory, sorted by offset; what is no segment a finding."""
     segments = []
     for entry in list_dir(directory):
         if not is_segment_name(entry.name) or not entry.is_file(follow_symlinks=True):
@@ -120,7 +130,12 @@ def discover(directory: str | os.PathLike, *, required: bool = True,
             continue
         segments.append(Segment(pathlib.Path(entry.path), int(entry.name), size))
     segments.sort(key=lambda s: s.base_offset)
-    size = mapped_file_size or infer_mapped_file_size(segments)
+    return segments
+
+
+def check_sequence(segments: list[Segment], size: int | None, findings: list[Finding], where=None) -> None:
+    """Sizes, gaps and overlaps of segments in offset order. ``where(base)``: words naming where
+    a missing file belongs (a commit log over several directories)."""
     for i, seg in enumerate(segments):
         if seg.size == 0:
             findings.append(Finding(SEGMENT_EMPTY, str(seg.path), 0, "segment file is empty"))
@@ -131,7 +146,8 @@ def discover(directory: str | os.PathLike, *, required: bool = True,
             prev = segments[i - 1]
             expected = prev.base_offset + size
             if seg.base_offset > expected:
-                missing = ", ".join(f"{o:020d}" for o in missing_bases(prev, seg, size)[:3])
+                missing = ", ".join(f"{o:020d}" + (where(o) if where else "")
+                                    for o in missing_bases(prev, seg, size)[:3])
                 more = (seg.base_offset - expected) // size - 3
                 missing += f" and {more} more" if more > 0 else ""
                 findings.append(Finding(SEGMENT_GAP, str(seg.path), None,
@@ -140,7 +156,6 @@ def discover(directory: str | os.PathLike, *, required: bool = True,
             elif seg.base_offset < expected:
                 findings.append(Finding(SEGMENT_OVERLAP, str(seg.path), None,
                                         f"starts {expected - seg.base_offset} bytes inside {prev.name}"))
-    return SegmentQueue(directory, segments, size, findings)
 
 
 def missing_bases(prev: Segment, seg: Segment, size: int) -> range:

@@ -17,8 +17,10 @@ import os
 import pathlib
 from typing import Any, Callable
 
+from rmqtool.errors import StoreNotFound
 from rmqtool.store.checkpoint import StoreMarkers, read_markers
 from rmqtool.store.commitlog_end import CommitLog, CommitLogEnd, last_file_end, written_end
+from rmqtool.store.commitlog_paths import CommitLogPaths, commit_log_paths_of, list_commit_log
 from rmqtool.store.consumequeue import ConsumeQueues, open_consume_queues
 from rmqtool.store.detect import require_store
 from rmqtool.store.dledger import DLedgerLog, find_dledger, survey
@@ -36,11 +38,16 @@ class StoreView:
     the caller checked the root already, ``StoreView(root)``."""
 
     def __init__(self, root: str | os.PathLike, *, family: Family | None = None,
-                 simulate: Callable[["StoreView"], Any] | None = None):
+                 simulate: Callable[["StoreView"], Any] | None = None,
+                 commit_log_paths: CommitLogPaths | None = None):
         root = pathlib.Path(root)
         family = family or detect_family(root) or ROCKETMQ
         require_rocketmq(family, root)  # a view of a RocketMQ store (QMQ's: store/qmq/view.py)
-        self.__dict__.update(root=root, paths=StorePaths(root), family=family, _simulate=simulate, _queues={})
+        # where the commit log is when not ROOT/commitlog: given, what the command was given for this root,
+        # or what the store's config/broker.properties says
+        commit_log_paths = commit_log_paths or commit_log_paths_of(root)
+        self.__dict__.update(root=root, paths=StorePaths(root), family=family, _simulate=simulate, _queues={},
+                             commit_log_paths=commit_log_paths)
 
     def __setattr__(self, name, value):
         raise AttributeError(f"a StoreView does not change once built ({name})")
@@ -52,14 +59,27 @@ class StoreView:
     @functools.cached_property
     def commit_log(self) -> CommitLog:
         """commitlog/ discovered (segments, the mapped file size, segment findings); a store
-        without one raises as discovery does (StoreNotFound)."""
+        without one raises as discovery does (StoreNotFound). A commit log in other directories
+        (:attr:`commit_log_paths`): every file of every path, one log by base offset."""
+        if self.commit_log_paths is not None:
+            return CommitLog.of_queue(list_commit_log(self.commit_log_paths, self.root))
         if self.records_in_dledger:
             return self.dledger.commit_log()  # enableDLegerCommitLog: the records lie in the entry log
+        if not self.paths.commitlog.exists() and self.root.is_dir():  # a broker may keep it elsewhere: say how to point there
+            raise StoreNotFound("no such directory (a broker whose storePathCommitLog is elsewhere: give "
+                                "--commitlog-path DIR[,DIR...] or --broker-config FILE)", self.paths.commitlog)
         return CommitLog(self.paths.commitlog)
 
     @property
+    def commit_log_directories(self) -> list[pathlib.Path]:
+        """The directories the broker loads commit log files from (ROOT/commitlog, or the paths given)."""
+        if self.commit_log_paths is None:
+            return [self.paths.commitlog]
+        return [pathlib.Path(d) for d in self.commit_log_paths.directories]
+
+    @property
     def has_commit_log(self) -> bool:
-        return self.paths.commitlog.is_dir()
+        return any(d.is_dir() for d in self.commit_log_directories)
 
     @functools.cached_property
     def dledger(self) -> DLedgerLog | None:
@@ -76,6 +96,8 @@ class StoreView:
         the view's own listing, unless a mapped file size is given that it was not listed with."""
         if self.has_commit_log and not mapped_file_size:
             return self.commit_log.queue
+        if self.commit_log_paths is not None:
+            return list_commit_log(self.commit_log_paths, self.root, mapped_file_size)
         return discover(self.paths.commitlog, required=False, mapped_file_size=mapped_file_size)
 
     @property
@@ -157,10 +179,11 @@ class StoreView:
         return LiveStore(self.root, self.lock_holder, end)
 
 
-def open_store(path: str | os.PathLike, *, simulate: Callable[[StoreView], Any] | None = None) -> StoreView:
+def open_store(path: str | os.PathLike, *, simulate: Callable[[StoreView], Any] | None = None,
+               commit_log_paths: CommitLogPaths | None = None) -> StoreView:
     """The view of the store at ``path``, the path checked once (detect.require_store: a missing
     path exit 8, a file or no store exit 4, another family's store exit 4)."""
-    return StoreView(require_store(path), simulate=simulate)
+    return StoreView(require_store(path), simulate=simulate, commit_log_paths=commit_log_paths)
 
 
 def as_view(store: "str | os.PathLike | StoreView") -> StoreView:

@@ -48,7 +48,7 @@ class Verify(VerifyRun):
         """What progress counts: the commit log, consume queue and index files read."""
         total = 0
         paths = self.view.paths
-        for directory in (paths.commitlog, paths.consumequeue, paths.batch_consumequeue, paths.index):
+        for directory in (*self.view.commit_log_directories, paths.consumequeue, paths.batch_consumequeue, paths.index):
             if directory.is_dir():
                 for dirpath, _dirs, files in os.walk(directory):
                     for name in files:
@@ -150,7 +150,7 @@ def open_verifiable(path: str | os.PathLike) -> StoreView:
         raise NotAStore("not a store directory (verify takes the store root)", root)
     view = StoreView(root, simulate=simulate_next_start)  # another family's store: exit 4, said so
     paths = view.paths
-    if not (paths.commitlog.is_dir() or paths.consumequeue.is_dir() or paths.checkpoint.exists()
+    if not (view.has_commit_log or paths.consumequeue.is_dir() or paths.checkpoint.exists()
             or view.dledger is not None):
         raise NotAStore("not a store: no commitlog/, consumequeue/ or checkpoint", root)
     return view

@@ -22,6 +22,7 @@ from rmqtool.formats.properties import (NAME_VALUE_SEPARATOR, PROPERTY_REAL_TOPI
                                         bytes_to_properties)
 from rmqtool.formats.timerlog import TIMER_TOPIC
 from rmqtool.store.arrays import at_every_byte
+from rmqtool.store.commitlog_paths import commit_log_paths_of, list_commit_log
 from rmqtool.store.paths import COMMITLOG_DIR
 from rmqtool.store.record_kernel import HEADER_DTYPE, records_at
 from rmqtool.store.segments import discover
@@ -75,7 +76,10 @@ def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np
     plain = np.zeros(len(offset_py), bool)
     offset_py, size_py = offset_py.astype(np.int64), size_py.astype(np.int64)
     hashes: dict[str, int] = {}
-    for seg in discover(pathlib.Path(root) / COMMITLOG_DIR, required=False).segments:
+    given = commit_log_paths_of(root)  # a commit log in several directories
+    listing = list_commit_log(given, root) if given is not None else \
+        discover(pathlib.Path(root) / COMMITLOG_DIR, required=False)
+    for seg in listing.segments:
         if seg.size < HEADER_DTYPE.itemsize:
             continue
         last = min(end, seg.base_offset + seg.size)  # getData: inside this file, below the end

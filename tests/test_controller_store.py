@@ -31,9 +31,11 @@ import json
 import shutil
 import zlib
 
+import hypothesis.strategies as st
 import pytest
+from hypothesis import given, settings
 
-from helpers import cli_runner
+from helpers import cli_runner, examples
 from rmqtool.cli.app import app
 from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
@@ -307,3 +309,17 @@ def test_an_epoch_before_the_first_file(failover, tmp_path):
     files[0].rename(store / "commitlog" / f"{size:020d}")  # the log now starts at one file's size
     found = _ids(store)
     assert [(o, c) for _, o, c in found["epochRangeEmpty"]] == [(line(3), "rebuilt"), (line(4), "rebuilt")]
+
+
+@settings(max_examples=examples(40))
+@given(data=st.binary(max_size=80), lines=st.lists(st.text(alphabet="0123456789-+\r\n x", max_size=12), max_size=5))
+def test_any_bytes_read_as_the_reader_reads_them(data, lines):
+    """Whatever the bytes: an outcome, never an exception; an OK read's entries are what its lines
+    say and its CRC the CheckpointFile rule's."""
+    for raw in (data, "\n".join(lines).encode(), b"2\n0\n" + "\n".join(lines).encode()):
+        read = parse_epoch_file(raw)
+        assert read.outcome in (OK, SKIPPED, THROWS)
+        if read.outcome == OK:
+            assert len(read.entries) == read.count and read.crc in (0, read.computed_crc)
+        parse_broker_identity(raw)
+        parse_broker_identity(raw, temp=True)

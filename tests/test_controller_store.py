@@ -285,9 +285,11 @@ def test_verify_finds_damage(failover, tmp_path):
     assert found["epochBakDiffers"] == [(str(store / "epochFileCheckpoint.bak"), None, "none")]
 
     main.write_bytes(b"")
+    (store / "epochFileCheckpoint.bak").write_bytes(b"x\n")  # never read: the start fails on the file first
     (store / "brokerIdentity").write_text("DefaultCluster#broker-a")
     found = _ids(store)
-    assert found["epochFileInvalid"] == [(str(main), 0, "wontStart")]
+    assert found["epochFileInvalid"] == [(str(main), 0, "wontStart"),
+                                         (str(store / "epochFileCheckpoint.bak"), 0, "none")]
     assert found["brokerIdentityInvalid"] == [(str(store / "brokerIdentity"), None, "none")]
     r = run("info", store, "-f", "json")
     assert json.loads(r.stdout)["controller"]["epoch_file"]["start_fails"] is True

@@ -154,19 +154,21 @@ def read_broker_identity(root: str | pathlib.Path) -> IdentityFiles:
 
 
 def _file_findings(cache: EpochCache) -> Iterator[Finding]:
-    """Each file as the reader takes it: one that throws, one that is skipped."""
-    for f in (cache.main, cache.bak):
+    """Each file as the reader takes it: one that throws, one that is skipped. The .bak counts
+    only when the reader gets to it (the file missing, empty or skipped)."""
+    main = cache.main.read
+    bak_reached = main is None or main.outcome == SKIPPED or (main.outcome == OK and not main.entries)
+    for f, reached in ((cache.main, True), (cache.bak, bak_reached)):
         if not f.exists:
             continue
         read = f.read
-        reached = f is cache.main or cache.loaded_from != cache.main.path
+        aside = "" if reached else f" (the broker does not read it while {cache.main.path.name} reads)"
         if read.outcome == THROWS:
-            yield finding(EPOCH_FILE_INVALID, f.path, read.position,
-                          f"{read.why}" + ("" if reached else f" (the broker loads {cache.main.path.name} and never "
-                                                              f"reads this one while that reads)"),
+            yield finding(EPOCH_FILE_INVALID, f.path, read.position, read.why + aside,
                           consequence=None if reached else Consequence.NONE)
         elif read.outcome == SKIPPED:
-            yield finding(EPOCH_FILE_CHECKSUM, f.path, read.position, f"{read.why}: {cache.why}")
+            yield finding(EPOCH_FILE_CHECKSUM, f.path, read.position,
+                          read.why + (f": {cache.why}" if reached else aside))
 
 
 def _bak_findings(cache: EpochCache) -> Iterator[Finding]:

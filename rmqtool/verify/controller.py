@@ -44,7 +44,9 @@ def _line_findings(view: StoreView, cache: EpochCache) -> Iterator[Finding]:
             if line.start_offset > end:
                 yield finding(EPOCH_PAST_COMMIT_LOG, path, line.position,
                               f"epoch {line.epoch} starts at commit log offset {line.start_offset}, past the written "
-                              f"end {end}: the messages its master wrote are not in this store",
+                              f"end {end}: the messages its master wrote are not in this store (were this broker made "
+                              f"master with nothing left to dispatch, appendEntry would refuse its new epoch: its "
+                              f"start offset is not above this one)",
                               epoch=line.epoch, start_offset=line.start_offset, written_end=end)
             elif first <= line.start_offset < end:
                 ok, why = offset_aligned(reader, line.start_offset)

@@ -202,6 +202,7 @@ def test_diff_says_where_the_old_master_truncates(failover):
     assert (sync["sync"], sync["commit_log_offset"], sync["consistent_point"], sync["epoch"]) == (TRUNCATES, x, x, 1)
     assert (sync["max_offset_a"], sync["max_offset_b"]) == (failover["end_b"], failover["end_a"])
     assert sync["bytes_past"] == failover["end_a"] - x and f"truncates to {x} (epoch 1)" in sync["reason"]
+    assert sync["messages_past"] == 4  # m6..m9: what A wrote after B had copied
     [entry] = [row for row in rows if row["record"] == "epoch_entry"]
     assert (entry["epoch"], entry["a"], entry["b"]) == (2, x, None)
     summary = rows[-1]
@@ -210,7 +211,8 @@ def test_diff_says_where_the_old_master_truncates(failover):
 
     r = run("diff", a, b, "-f", "jsonl")
     [sync] = [row for row in jsonl(r) if row["record"] == "epoch_sync"]
-    assert (sync["sync"], sync["commit_log_offset"], sync["bytes_past"]) == (TRUNCATES, x, failover["end_b"] - x)
+    assert (sync["sync"], sync["commit_log_offset"], sync["bytes_past"], sync["messages_past"]) == \
+        (TRUNCATES, x, failover["end_b"] - x, 3)  # n0..n2, B's epoch 2
 
 
 def test_diff_of_equal_controller_stores_stays_equal_and_a_misplaced_point_is_refused(failover, tmp_path):

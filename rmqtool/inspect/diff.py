@@ -472,10 +472,19 @@ def epoch_sync(a: StoreView, b: StoreView) -> dict | None:
                           f"({why}): truncateFiles refuses and the sync fails",
     }[outcome]
     notes = "; ".join(f"{side}: {n}" for side, n in (("a", note_a), ("b", note_b)) if n)
+    lost = None
+    if cut is not None:  # the messages b's cut drops, counted as the scanner reads them
+        log = _Log.of(b)
+        try:
+            lost = sum(1 for r in records_over(log, cut, max_b, check_crc=False)
+                       if isinstance(r, Message) and r.commit_log_offset >= cut)
+        finally:
+            log.close()
+        reason += f", {lost} message(s)"
     return _row("epoch_sync", side="b", commit_log_offset=cut, reason=reason + (f" ({notes})" if notes else ""),
                 sync=outcome, epoch=sync.epoch, consistent_point=sync.consistent_point,
                 max_offset_a=max_a, max_offset_b=max_b,
-                bytes_past=max_b - cut if cut is not None else None)
+                bytes_past=max_b - cut if cut is not None else None, messages_past=lost)
 
 
 # --- the whole ---------------------------------------------------------------------------------

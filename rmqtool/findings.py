@@ -213,6 +213,21 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "timercheckMissing": (Severity.ERROR, "config/timercheck missing or zeroed while the timer log holds units: the "
                           "next start enqueues the whole timer queue again and re-reads a week of slots"),
     "timerMetricsDrift": (Severity.INFO, "config/timermetrics counts that differ from the pending units by topic"),
+    # controller mode (epochFileCheckpoint and its .bak, brokerIdentity)
+    "epochFileInvalid": (Severity.ERROR, "an epoch file whose count, CRC or entry is not a number Java parses (an "
+                         "empty file included): NumberFormatException fails the store's start"),
+    "epochFileChecksum": (Severity.WARNING, "an epoch file whose entry count or CRC does not match its entries: the "
+                          "broker skips it (the .bak instead; after the .bak, an empty epoch cache)"),
+    "epochBakDiffers": (Severity.WARNING, "epochFileCheckpoint.bak is not the file's previous state (one write behind)"),
+    "epochOrderInvalid": (Severity.ERROR, "epochs or start offsets of the epoch file that do not increase line by line"),
+    "epochPastCommitLog": (Severity.ERROR, "an epoch that starts past the commit log's written end: the data it "
+                           "names is gone"),
+    "epochStartNotRecord": (Severity.WARNING, "an epoch whose start offset is not where a record starts: a slave "
+                            "truncating there refuses (offset not aligned)"),
+    "epochRangeEmpty": (Severity.INFO, "an epoch whose range ends at or before the commit log's first offset: the "
+                        "data it names was deleted"),
+    "brokerIdentityInvalid": (Severity.WARNING, "a brokerIdentity file the broker does not load: it registers again "
+                              "for a new broker id"),
 }
 
 # ID -> what the broker's next start does about it, by default (a finding may say more, e.g.
@@ -276,6 +291,9 @@ CONSEQUENCES: dict[str, Consequence] = {
     "timerState": _N, "timerStoreNotLoadable": _W, "timerLogCut": Consequence.REDELIVERS,
     "timerChainLoops": Consequence.LOOPS, "timerUnitStranded": Consequence.STRANDS, "timerUnitPastCommitLog": _D,
     "timerUnitRecordMismatch": _N, "timercheckMissing": Consequence.REDELIVERS, "timerMetricsDrift": _R,
+    # controller mode: a start that throws on the epoch file; the rest changes what a sync truncates, not the start
+    "epochFileInvalid": _W, "epochFileChecksum": _N, "epochBakDiffers": _N, "epochOrderInvalid": _N,
+    "epochPastCommitLog": _N, "epochStartNotRecord": _N, "epochRangeEmpty": _R, "brokerIdentityInvalid": _N,
 }
 
 # The IDs by name: code says BODY_CRC_MISMATCH, never the string, so a typo is an ImportError.
@@ -412,6 +430,15 @@ TIMER_UNIT_PAST_COMMIT_LOG = "timerUnitPastCommitLog"
 TIMER_UNIT_RECORD_MISMATCH = "timerUnitRecordMismatch"
 TIMERCHECK_MISSING = "timercheckMissing"
 TIMER_METRICS_DRIFT = "timerMetricsDrift"
+# controller mode
+EPOCH_FILE_INVALID = "epochFileInvalid"
+EPOCH_FILE_CHECKSUM = "epochFileChecksum"
+EPOCH_BAK_DIFFERS = "epochBakDiffers"
+EPOCH_ORDER_INVALID = "epochOrderInvalid"
+EPOCH_PAST_COMMIT_LOG = "epochPastCommitLog"
+EPOCH_START_NOT_RECORD = "epochStartNotRecord"
+EPOCH_RANGE_EMPTY = "epochRangeEmpty"
+BROKER_IDENTITY_INVALID = "brokerIdentityInvalid"
 
 
 def finding(finding_id: str, path, offset: int | None, message: str, *, consequence: "Consequence | None" = None,
@@ -602,5 +629,19 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "timerUnitRecordMismatch": "The timer log or the commit log is damaged: compare with rmqtool dump timerlog; resend what is lost.",
     "timercheckMissing": "Restore config/timercheck from a backup before the start, or expect consumers to receive a week of timer messages again.",
     "timerMetricsDrift": "Nothing: the broker revises the counts itself (checkAndReviseMetrics).",
+    "epochFileInvalid": ("Before the start: restore the file from its .bak if that one reads (rmqtool dump epochfile "
+                         "STORE/epochFileCheckpoint.bak), or move the damaged file aside."),
+    "epochFileChecksum": ("The broker loads the .bak, one write behind: compare the two (rmqtool dump epochfile) and "
+                          "the master's, and restore the last entry by hand if it is missing."),
+    "epochBakDiffers": "Find out which tool wrote the files; rmqtool dump epochfile shows both.",
+    "epochOrderInvalid": ("The truncation point at the next sync is computed from these entries: compare with the "
+                          "master's file (rmqtool diff MASTER SLAVE) before the broker syncs."),
+    "epochPastCommitLog": ("Commit log files are missing or the log was cut: rmqtool diff MASTER THIS shows where "
+                           "this store truncates at its next sync."),
+    "epochStartNotRecord": ("Compare with the master's epoch file (rmqtool diff MASTER THIS): a sync that must "
+                            "truncate there fails and needs a manual fix."),
+    "epochRangeEmpty": "Nothing: the broker drops it when it next deletes a commit log file.",
+    "brokerIdentityInvalid": ("Restore the file (clusterName#brokerName#brokerId as the controller knows it) before "
+                              "the start, or the broker registers as a new replica."),
 }
 

@@ -69,6 +69,7 @@ class Scenario:
     clock: bool = False  # verify --now at the fixture's fake clock (the timer store's next start depends on it)
     # the commit log split over directories beside the copy, named by a broker.conf there (--broker-config)
     multipath: bool = False
+    only: str | None = None  # verify --only AREA: the area its recipes damage (the rest is read by other scenarios)
 
     @property
     def store(self) -> pathlib.Path:
@@ -208,6 +209,11 @@ SCENARIOS: dict[str, Scenario] = {
     "multipath": Scenario(BASIC, multipath=True),
     # a body byte flipped where 4.9.8's normal recovery reads it, then recover --keep-past-damage --apply
     "quarantined": Scenario(FIXTURES / "crash-made" / "torn-middle-normal"),
+    # controller mode's files written beside a 5.3.3 store (tests/test_controller_store.py: the layout);
+    # one epoch file each: its entries, a bad CRC, a .bak no write explains
+    "controller": Scenario(CRC, only="controller"),
+    "controller-checksum": Scenario(CRC, only="controller"),
+    "controller-bak": Scenario(CRC, only="controller"),
 }
 
 
@@ -1265,6 +1271,84 @@ def timer_store_not_loadable(d: Damage) -> At:
     return At(d.store / "timerwheel", None)
 
 
+# ---- controller mode (epochFileCheckpoint, .bak, brokerIdentity beside the 5.3.3 CRC store) ----
+# CheckpointFile.write (5.3.3 common/.../utils/CheckpointFile.java): the entry count, the CRC32 & 0x7FFFFFFF
+# of the entry lines, then "<epoch>-<startOffset>" lines, each line ended by "\n"
+def _epoch_text(entries, crc: int | None = None) -> bytes:
+    import zlib
+    body = "".join(f"{e}-{s}\n" for e, s in entries)
+    return f"{len(entries)}\n{zlib.crc32(body.encode()) & 0x7FFFFFFF if crc is None else crc}\n{body}".encode()
+
+
+def _line_at(data: bytes, n: int) -> int:
+    return sum(len(x) + 1 for x in data.split(b"\n")[:n - 1])
+
+
+def _epoch_lines(d: Damage) -> tuple[pathlib.Path, bytes]:
+    """The first commit log file deleted (as retention does), then an epoch file whose lines 3..7 are:
+    epoch 1 ending before the log's new first offset, epoch 2 sound, epoch 3 starting 8 bytes into
+    the second file's first record, epoch 5 and then epoch 4 past the written end."""
+    size = d.config["mappedFileSizeCommitLog"]
+    (d.store / "commitlog" / f"{0:020d}").unlink()
+    far = 1 << 40
+    data = _epoch_text([(1, 0), (2, 100), (3, size + 8), (5, far), (4, far + 100)])
+    path = d.store / "epochFileCheckpoint"
+    path.write_bytes(data)
+    return path, data
+
+
+def epoch_range_empty(d: Damage) -> At:
+    path, data = d.once(_epoch_lines)
+    return At(path, _line_at(data, 3))
+
+
+def epoch_start_not_record(d: Damage) -> At:
+    path, data = d.once(_epoch_lines)
+    return At(path, _line_at(data, 5))
+
+
+def epoch_past_commit_log(d: Damage) -> At:
+    path, data = d.once(_epoch_lines)
+    return At(path, _line_at(data, 6))
+
+
+def epoch_order_invalid(d: Damage) -> At:
+    path, data = d.once(_epoch_lines)
+    return At(path, _line_at(data, 7))
+
+
+def epoch_file_invalid(d: Damage) -> At:
+    """A .bak whose first line is no number: NumberFormatException if the broker reads it."""
+    path = d.store / "epochFileCheckpoint.bak"
+    path.write_bytes(b"x\n")
+    return At(path, 0)
+
+
+def broker_identity_invalid(d: Damage) -> At:
+    """brokerIdentity without its brokerId field (decodeFromStr throws; the broker registers again)."""
+    path = d.store / "brokerIdentity"
+    path.write_text("DefaultCluster#broker-a")
+    return At(path, None)
+
+
+def epoch_file_checksum(d: Damage) -> At:
+    """A CRC one off (line 2): the broker skips the file for its .bak."""
+    path = d.store / "epochFileCheckpoint"
+    (d.store / "epochFileCheckpoint.bak").write_bytes(_epoch_text([(1, 0)]))
+    good = _epoch_text([(1, 0), (2, 100)])
+    crc = int(good.split(b"\n")[1])
+    path.write_bytes(_epoch_text([(1, 0), (2, 100)], crc=crc + 1))
+    return At(path, _line_at(good, 2))
+
+
+def epoch_bak_differs(d: Damage) -> At:
+    """A .bak holding an epoch the file does not, with no single write between them."""
+    (d.store / "epochFileCheckpoint").write_bytes(_epoch_text([(1, 0), (2, 100)]))
+    path = d.store / "epochFileCheckpoint.bak"
+    path.write_bytes(_epoch_text([(1, 0), (3, 100)]))
+    return At(path, None)
+
+
 PRODUCERS: dict[str, Producer] = {
     # segments
     f.SEGMENT_NAME_INVALID: Producer("queues", segment_name_invalid),
@@ -1397,6 +1481,15 @@ PRODUCERS: dict[str, Producer] = {
     f.TIMER_UNIT_PAST_COMMIT_LOG: Producer("timer-units", timer_unit_past_commit_log),
     f.TIMER_METRICS_DRIFT: Producer("timer-units", timer_metrics_drift),
     f.TIMER_STORE_NOT_LOADABLE: Producer("timer-refused", timer_store_not_loadable),
+    # controller mode
+    f.EPOCH_RANGE_EMPTY: Producer("controller", epoch_range_empty),
+    f.EPOCH_START_NOT_RECORD: Producer("controller", epoch_start_not_record),
+    f.EPOCH_PAST_COMMIT_LOG: Producer("controller", epoch_past_commit_log),
+    f.EPOCH_ORDER_INVALID: Producer("controller", epoch_order_invalid),
+    f.EPOCH_FILE_INVALID: Producer("controller", epoch_file_invalid),
+    f.BROKER_IDENTITY_INVALID: Producer("controller", broker_identity_invalid),
+    f.EPOCH_FILE_CHECKSUM: Producer("controller-checksum", epoch_file_checksum),
+    f.EPOCH_BAK_DIFFERS: Producer("controller-bak", epoch_bak_differs),
 }
 
 
@@ -1429,7 +1522,7 @@ def _clean_findings(name: str, damage: Damage, scratch: pathlib.Path) -> tuple[p
     trimmed one expanded first, into ``scratch``), once for scenarios that share a fixture
     and a command; (the store it read, its findings)."""
     scenario = SCENARIOS[name]
-    key = (scenario.store, scenario.command)
+    key = (scenario.store, scenario.command, tuple(_argv(scenario)))
     if key not in _clean:
         store = scenario.copy(scratch / f"clean-{len(_clean)}") if scenario.expand else scenario.store
         _clean[key] = store, _findings_of(scenario.command, store, damage, _argv(scenario))
@@ -1440,10 +1533,11 @@ _ONE_LINE = re.compile(r"^(?:error|warning|info): (\w+): (.*?)(?: at offset (\d+
 
 
 def _argv(scenario: Scenario) -> list[str]:
-    """What a scenario adds to its command: the timer fixtures' fake clock (their next start)."""
+    """What a scenario adds to its command: the timer fixtures' fake clock (their next start), the area it checks."""
+    argv = ["--only", scenario.only] if scenario.only else []
     if not scenario.clock:
-        return []
-    return ["--now", str(scenario.truth["timerAfterLoad"]["state"]["fakeNowMs"])]
+        return argv
+    return argv + ["--now", str(scenario.truth["timerAfterLoad"]["state"]["fakeNowMs"])]
 
 
 def _findings_of(command: str, store: pathlib.Path, damage: Damage, argv: list[str] = ()) -> list[dict]:

@@ -80,6 +80,8 @@ ON_DAMAGED = {
     "dump timerlog": ExitCode.OK,
     "dump timercheck": ExitCode.OK,
     "dump timermetrics": ExitCode.OK,
+    # controller mode's epoch file: a store not in controller mode has none (said on stderr)
+    "dump epochfile": ExitCode.OK,
     # QMQ's dump kinds: a RocketMQ store is not a QMQ store
     "dump messagelog": ExitCode.BAD_INPUT,
     "dump consumerlog": ExitCode.BAD_INPUT,

@@ -1,5 +1,6 @@
 """rmqtool dump commitlog|consumequeue|cqext|dledger|index|checkpoint|config PATH (a RocketMQ store),
 rmqtool dump compactionlog|compactioncq|positioncheckpoint PATH (its 5.x compaction store),
+rmqtool dump epochfile PATH (controller mode's epochFileCheckpoint),
 rmqtool dump messagelog|consumerlog|actionlog|pulllog|checkpoint PATH (a QMQ store)
 
 PATH is a store directory or a single file of that kind. Rows go to stdout in the chosen
@@ -342,6 +343,25 @@ def dump_positioncheckpoint(
     sink = Sink(fmt.value, kind="position_checkpoint")
     sink.rows(compaction_dumps.position_checkpoint_rows(path, findings))
     _finish(sink, findings)
+
+
+@dump_app.command("epochfile", epilog=examples(
+    "rmqtool dump epochfile /data/store",
+    "rmqtool dump epochfile /data/store/epochFileCheckpoint.bak -f jsonl"))
+@boundary
+def dump_epochfile(
+    path: pathlib.Path = typer.Argument(..., help="Store dir, or epochFileCheckpoint (or its .bak)."),
+    fmt: OutputFormat = FormatOpt,
+):
+    """Controller mode's epochs: a store's as the broker loads them (from the file or its .bak),
+    each with the commit log range its master wrote; a file named: its lines."""
+    from rmqtool.inspect.controller_rows import EpochDump, epoch_rows
+    dump = EpochDump()
+    sink = Sink(fmt.value, kind="epoch_entry")
+    sink.rows(epoch_rows(path, dump))
+    if dump.note:
+        warn(f"rmqtool: {dump.note}")
+    _finish(sink, dump.findings)
 
 
 # --- QMQ's store (the family's dump kinds: families/qmq.py) -----------------------------------

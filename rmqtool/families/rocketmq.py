@@ -14,7 +14,8 @@ from rmqtool.store.view import StoreView, open_store
 @dataclasses.dataclass(frozen=True)
 class RocketMQTools:
     family: Family = ROCKETMQ
-    dump_kinds: tuple[str, ...] = ("commitlog", "consumequeue", "cqext", "dledger", "index", "checkpoint", "config")
+    dump_kinds: tuple[str, ...] = ("commitlog", "consumequeue", "cqext", "dledger", "index", "checkpoint", "config",
+                                   "epochfile")
 
     def open_view(self, path, *, purpose: str = "store") -> StoreView:
         if purpose == "verify":

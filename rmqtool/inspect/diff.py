@@ -15,6 +15,13 @@ checkpoint's fields and config/*.json (topics, subscription groups, consumer off
 group/topic/queue, any other file key by key). Rows are of one kind (``diff``), each with a
 ``record``: ``commit_log_divergence``, ``message_differs``, ``message_only_in``,
 ``queue_range``, ``checkpoint_field``, ``config_entry``, then one ``summary``. Read only.
+
+Stores in controller mode (both with an ``epochFileCheckpoint``): ``epoch_entry`` rows for the
+epochs the two loaded caches disagree on, and one ``epoch_sync`` row, taking A as the master and
+B as its slave: where B's commit log is cut at its next sync, as ``AutoSwitchHAClient.doTruncate``
+computes it from the two caches and both commit logs' max offsets (each store's recovered end,
+the broker's ``getMaxPhyOffset`` after its next start). ``epoch_sync`` is a prediction, not a
+difference: it is not counted, so two equal stores stay equal (exit 0).
 """
 from __future__ import annotations
 
@@ -22,7 +29,7 @@ import dataclasses
 import os
 from typing import Iterator
 
-from rmqtool.errors import FormatError, StoreNotFound
+from rmqtool.errors import FormatError, RmqError, StoreNotFound
 from rmqtool.formats import config as config_format
 from rmqtool.report.records import message_record
 from rmqtool.store.dledger import refuse_dledger
@@ -30,6 +37,8 @@ from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import Blank, Corrupt, scan_segment
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.config import read_config_dir
+from rmqtool.store.controller import (NEW_REPLICA, NO_CONSISTENT_POINT, NOTHING_TO_TRUNCATE, TRUNCATES,
+                                      load_epoch_cache, offset_aligned, slave_sync)
 from rmqtool.store.message import Message
 from rmqtool.store.view import StoreView, open_store
 
@@ -407,6 +416,78 @@ def compare_config(a: StoreView, b: StoreView) -> list[dict]:
     return rows
 
 
+# --- controller mode ---------------------------------------------------------------------------
+TRUNCATE_REFUSED = "truncate_refused"  # epoch_sync's sync: truncateFiles refuses an offset not aligned
+
+
+def compare_epochs(a: StoreView, b: StoreView) -> list[dict]:
+    """The epochs the two loaded epoch caches disagree on (start offsets; an epoch on one side only)."""
+    ca, cb = load_epoch_cache(a.root), load_epoch_cache(b.root)
+    if not (ca.present and cb.present):
+        return []
+    ea, eb = ({e.epoch: e.start_offset for e in c.entries} for c in (ca, cb))
+    return [_row("epoch_entry", file="epochFileCheckpoint", field="start_offset", epoch=epoch, a=ea.get(epoch),
+                 b=eb.get(epoch)) for epoch in sorted(ea.keys() | eb.keys()) if ea.get(epoch) != eb.get(epoch)]
+
+
+def _max_offset(view: StoreView) -> tuple[int, str | None]:
+    """The commit log's max offset the broker has after its next start (the recovered end), or the
+    written end and why when the start would not load the store."""
+    from rmqtool.recovery.outcome import Settings, simulate  # the simulation: only for controller stores
+    if not view.has_commit_log or not view.segments:
+        return 0, None
+    try:
+        outcome = simulate(view, Settings(), list_lost=False)
+    except RmqError as exc:  # the rest of the diff still runs; the end the files show, said
+        return view.written_end, f"its next start could not be simulated ({exc.message}): its written end taken"
+    if outcome.loadable and outcome.recovered_end is not None:
+        return outcome.recovered_end, None
+    return view.written_end, "the store does not load: its written end taken"
+
+
+def epoch_sync(a: StoreView, b: StoreView) -> dict | None:
+    """The ``epoch_sync`` row: B syncing from A as AutoSwitchHAClient.doTruncate does; None unless
+    both stores have an epoch file."""
+    ca, cb = load_epoch_cache(a.root), load_epoch_cache(b.root)
+    if not (ca.present and cb.present):
+        return None
+    (max_a, note_a), (max_b, note_b) = _max_offset(a), _max_offset(b)
+    sync = slave_sync(ca.entries, max_a, cb.entries, max_b)
+    outcome, cut, why = sync.outcome, None, None
+    if outcome == TRUNCATES:
+        with CommitLogReader(b.commit_log) as reader:
+            aligned, why = offset_aligned(reader, sync.consistent_point)
+        if aligned:
+            cut = sync.consistent_point
+        else:
+            outcome = TRUNCATE_REFUSED
+    reason = {
+        NEW_REPLICA: "b's epoch cache is empty: it syncs as a new replica, without truncating",
+        NO_CONSISTENT_POINT: "no epoch of b's has the same start offset in a's: the handshake fails "
+                             "(no consistent point) and b does not sync",
+        NOTHING_TO_TRUNCATE: f"b keeps its whole commit log (consistent point {sync.consistent_point}, epoch "
+                             f"{sync.epoch}, at or past its max offset {max_b})",
+        TRUNCATES: f"at the next sync b truncates to {sync.consistent_point} (epoch {sync.epoch}): "
+                   f"{max_b - (sync.consistent_point or 0)} bytes of its commit log dropped",
+        TRUNCATE_REFUSED: f"b must truncate to {sync.consistent_point} (epoch {sync.epoch}), where no record starts "
+                          f"({why}): truncateFiles refuses and the sync fails",
+    }[outcome]
+    notes = "; ".join(f"{side}: {n}" for side, n in (("a", note_a), ("b", note_b)) if n)
+    lost = None
+    if cut is not None:  # the messages b's cut drops, counted as the scanner reads them
+        log = _Log.of(b)
+        try:
+            lost = sum(1 for r in records_over(log, cut, max_b, check_crc=False)
+                       if isinstance(r, Message) and r.commit_log_offset >= cut)
+        finally:
+            log.close()
+        reason += f", {lost} message(s)"
+    return _row("epoch_sync", side="b", commit_log_offset=cut, reason=reason + (f" ({notes})" if notes else ""),
+                sync=outcome, epoch=sync.epoch, consistent_point=sync.consistent_point,
+                max_offset_a=max_a, max_offset_b=max_b,
+                bytes_past=max_b - cut if cut is not None else None, messages_past=lost)
+
+
 # --- the whole ---------------------------------------------------------------------------------
 def diff_stores(path_a: str | os.PathLike, path_b: str | os.PathLike) -> StoreDiff:
     """Every difference between two stores; each store opened once (``open_store``: a missing
@@ -436,6 +517,10 @@ def _diff_rows(result: StoreDiff) -> Iterator[dict]:
     yield from counted(compare_queues(va, vb))
     yield from counted(compare_checkpoints(va, vb))
     yield from counted(compare_config(va, vb))
+    yield from counted(compare_epochs(va, vb))
+    sync = epoch_sync(va, vb)
+    if sync is not None:  # a prediction, not a difference: not counted
+        yield sync
     differences = sum(counts.values())
     result.equal = differences == 0
     what = ", ".join(f"{n} {k}" for k, n in counts.items())

@@ -25,13 +25,15 @@ _COMMAND = {
     detect.TIMERLOG: "dump timerlog",
     detect.TIMERCHECK: "dump timercheck",
     detect.TIMERMETRICS: "dump timermetrics",
+    detect.EPOCH_FILE: "dump epochfile",
+    detect.BROKER_IDENTITY: "info",
 }
 
 
 def command_for(path: pathlib.Path, kind: str) -> str:
     """The command line that reads ``path`` (of ``kind``): ``rmqtool dump index PATH``, or
     ``rmqtool info STORE`` for a marker file, which only info shows."""
-    target = path.parent if kind in (detect.ABORT, detect.LOCK) else path
+    target = path.parent if kind in (detect.ABORT, detect.LOCK, detect.BROKER_IDENTITY) else path
     return f"rmqtool {_COMMAND[kind]} {shlex.quote(str(target))}"
 
 

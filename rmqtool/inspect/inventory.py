@@ -14,6 +14,7 @@ import pathlib
 from rmqtool.errors import FormatError
 from rmqtool.findings import CHECKPOINT_INVALID, CONFIG_TABLE_INVALID, Finding
 from rmqtool.inspect.compaction_dumps import compaction_info
+from rmqtool.inspect.controller_rows import controller_info
 from rmqtool.inspect.dledger import dledger_info
 from rmqtool.inspect.hints import wrong_kind
 from rmqtool.inspect.side_stores import side_stores
@@ -256,6 +257,8 @@ def store_info(store: str | os.PathLike | StoreView) -> tuple[dict, list[Finding
     timer, f = timer_info(root, next((q["max_queue_offset"] for q in queues
                                       if (q["topic"], q["queue_id"]) == (TIMER_TOPIC, 0)), None))
     findings += f
+    controller, f = controller_info(root)  # None: no epochFileCheckpoint or brokerIdentity (not controller mode)
+    findings += f
     markers = view.markers
     findings += list(markers.findings)
     holder = live.pid if live is not None else view.lock_holder
@@ -281,6 +284,7 @@ def store_info(store: str | os.PathLike | StoreView) -> tuple[dict, list[Finding
         "config": config,
         **({} if compaction is None else {"compaction_queues": compaction}),
         "timer": timer,
+        **({} if controller is None else {"controller": controller}),
         "side_stores": side_stores(root),
         "findings": [x.to_json() for x in findings],
     }, findings

@@ -17,6 +17,8 @@ SIDE_STORES = (
     ("compaction", "compaction topics' log, queues and position-checkpoint (CompactionStore)", "dump compactionlog"),
     ("transaction", "4.x transaction state table and redo log", None),
     ("dledger*", "DLedger commit log (DLedgerCommitLog)", "dump dledger"),
+    ("epochFileCheckpoint", "controller mode: the epoch file (EpochFileCache)", "dump epochfile"),
+    ("brokerIdentity", "controller mode: the broker id the controller assigned (BrokerMetadata)", "info"),
 )
 
 

@@ -76,6 +76,8 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         num("batch_size", None), num("compacted_offset", None), text("file", None, 100), num("file_position", None)),
     "position_checkpoint": (
         text("topic", 1, 40, 10), num("queue_id", 2), num("checkpoint_offset", 3), text("path", 4, 100, 20)),
+    "epoch_entry": (
+        num("epoch", 1), num("start_offset", 2), num("end_offset", 3), num("line", 4), text("file", 5, 100, 20)),
     "compaction_queue": (
         text("topic", 1, 40, 10), num("queue_id", 2), num("min_queue_offset", 3), num("max_queue_offset", 4),
         num("messages", 5, 8), num("records", 6, 7), num("tombstones", 7), num("live_keys", 8),
@@ -193,7 +195,8 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         text("fields", None, 60), fixed("equal", None), num("differences", None), text("counts", None, 80),
         text("store_a", None, 100), text("store_b", None, 100), num("written_end_a", None),
         num("written_end_b", None), num("messages_only_in_a", None), num("messages_only_in_b", None),
-        num("messages_matched_by_uniq_key", None), fixed("store_time", None, TIME)),
+        num("messages_matched_by_uniq_key", None), fixed("store_time", None, TIME), num("epoch", None),
+        fixed("sync", None, 19), num("consistent_point", None), num("max_offset_a", None), num("max_offset_b", None)),
     "offset": (
         # the lag first after where it is: what an operator opens offsets for, at 80 columns too
         text("group", 1, 30, 10), text("topic", 2, 30, 10), num("queue_id", 3), num("committed_offset", 6, 12),

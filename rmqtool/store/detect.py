@@ -18,6 +18,10 @@ DLEDGER = "dledger"  # a DLedger commit log's data or index file, or its dledger
 TIMERWHEEL, TIMERLOG, TIMERCHECK, TIMERMETRICS = "timerwheel", "timerlog", "timercheck", "timermetrics"
 _TIMER_NAMES = {"timerwheel": TIMERWHEEL, "timercheck": TIMERCHECK, "timermetrics": TIMERMETRICS,
                 "timermetrics.bak": TIMERMETRICS}
+# controller mode's files in the store root (rmqtool.store.controller)
+EPOCH_FILE, BROKER_IDENTITY = "epochfile", "brokeridentity"
+_CONTROLLER_NAMES = {"epochFileCheckpoint": EPOCH_FILE, "epochFileCheckpoint.bak": EPOCH_FILE,
+                     "brokerIdentity": BROKER_IDENTITY, "brokerIdentity-temp": BROKER_IDENTITY}
 STORE = "store"
 
 INDEX_NAME_DIGITS = 17  # yyyyMMddHHmmssSSS
@@ -72,6 +76,8 @@ def kind_of_file(path: pathlib.Path) -> str:
         return LOCK
     if name in _TIMER_NAMES:
         return _TIMER_NAMES[name]
+    if name in _CONTROLLER_NAMES:
+        return _CONTROLLER_NAMES[name]
     if parent == TIMERLOG:
         return TIMERLOG
     if name.endswith(".json") or name.endswith(".json.bak"):

@@ -1,7 +1,8 @@
 """``rmqtool verify``: every check over a store, with git-fsck-style severity overrides.
 
 Findings come in this order: commit log, checkpoint and markers, consume queues, index
-files, config, the 5.x timer store (its next start at ``now_ms``, the clock when not given). The commit log is scanned whenever an area that needs its messages is
+files, config, the 5.x timer store (its next start at ``now_ms``, the clock when not given),
+controller mode's epoch file and broker identity. The commit log is scanned whenever an area that needs its messages is
 asked for, a band at a time, the other areas matching each band as it passes; ``only``
 chooses whose findings are reported. The commit log's findings stream out as each band is
 checked, the other areas' once it is done, with their severity as overridden;
@@ -22,6 +23,7 @@ from rmqtool.verify.checkpoint import CheckpointWindows, check_checkpoint
 from rmqtool.verify.commitlog import CommitLogCheck
 from rmqtool.verify.compaction import check_compaction
 from rmqtool.verify.config import check_config
+from rmqtool.verify.controller import check_controller
 from rmqtool.verify.consumequeue import ConsumeQueueCheck
 from rmqtool.verify.index import IndexCheck
 from rmqtool.store.timer.files import find_timer_store
@@ -138,6 +140,9 @@ class Verify(VerifyRun):
             now = self.options.now_ms if self.options.now_ms is not None else int(time.time() * 1000)
             for f in check_timer(self.root, self._next_start().outcome, now):
                 yield "timer", f
+        if "controller" in only:
+            for f in check_controller(self.view):
+                yield "controller", f
 
 
 def open_verifiable(path: str | os.PathLike) -> StoreView:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from operator import attrgetter
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from rmqtool.recovery.timer.load import MessageStoreAtLoad, TimerLoad
 from rmqtool.recovery.timer.log_model import pack_unit
 from rmqtool.store.timer.chain import END_LOOP, Chain
 from rmqtool.store.timer.chain import walk_chains as walk_all
-from rmqtool.store.timer.timerlog import deliver_times, units_of
+from rmqtool.store.timer.timerlog import deliver_times, slot_indexes_of, units_of
 
 TIMER_OUT_MS = "TIMER_OUT_MS"
 REAL_TOPIC = "REAL_TOPIC"
@@ -156,10 +157,25 @@ def walk_chains(load: TimerLoad, from_ms: int | None = None) -> list[SlotChain]:
     dequeue walks it (up to the log's read position), by time: all at once
     (store/timer/chain.walk_chains)."""
     precision = load.settings.precision_ms
-    wheel = load.wheel
-    slots = [s for s in sorted(wheel.used(), key=lambda s: (s.time_value, s.index))
-             if from_ms is None or (s.time_value >= from_ms // precision
-                                    and wheel.slot_index(s.time_value * precision) == s.index)]
+    slots = _slots_from(load.wheel, from_ms, precision)
     chains = walk_all(load.log, [s.last_pos for s in slots], slot_indexes=[s.index for s in slots],
                       read_end=load.log.max_offset, precision_ms=precision)
     return [SlotChain(s.index, s.time_value * precision, chain) for s, chain in zip(slots, chains)]
+
+
+def _slots_from(wheel, from_ms: int | None, precision: int) -> list:
+    """The used slots getSlot answers from ``from_ms`` on (all when None), by (time, index)."""
+    used = wheel.used()
+    safe = (1 << 62) // max(abs(precision), 1)  # a stored time value below this, times the precision, fits a long
+    value = np.fromiter((s.time_value if abs(s.time_value) < safe else safe for s in used), np.int64, count=len(used))
+    if (value == safe).any():  # a damaged time value: Python's ints, one slot at a time
+        return [s for s in sorted(used, key=lambda s: (s.time_value, s.index))
+                if from_ms is None or (s.time_value >= from_ms // precision
+                                       and wheel.slot_index(s.time_value * precision) == s.index)]
+    index = np.fromiter(map(attrgetter("index"), used), np.int64, count=len(used))
+    order = np.lexsort((index, value))
+    if from_ms is not None:
+        order = order[(value[order] >= from_ms // precision)
+                      & (slot_indexes_of(value[order] * precision, precision) == index[order])]
+    return [used[k] for k in order.tolist()]
+

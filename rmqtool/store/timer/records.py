@@ -30,7 +30,8 @@ _TOPIC = TIMER_TOPIC.encode("ascii")
 
 
 _REAL_TOPIC_ENTRY = PROPERTY_REAL_TOPIC.encode("ascii") + NAME_VALUE_SEPARATOR.encode("ascii")
-_ENTRY_VALUE = re.compile(re.escape(_REAL_TOPIC_ENTRY) + b"([^" + PROPERTY_SEPARATOR.encode("ascii") + b"]*)")
+# the entry and its value up to the next separator (a match's span: no group, no Python frame a match)
+_ENTRY_VALUE = re.compile(re.escape(_REAL_TOPIC_ENTRY) + b"[^" + PROPERTY_SEPARATOR.encode("ascii") + b"]*")
 
 
 def _real_topic_hashes(buf, starts: np.ndarray, ends: np.ndarray, hashes: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -43,11 +44,11 @@ def _real_topic_hashes(buf, starts: np.ndarray, ends: np.ndarray, hashes: dict) 
     if not len(starts):
         return codes, known
     spans = np.fromiter(itertools.chain.from_iterable(
-        m.span(1) for m in _ENTRY_VALUE.finditer(buf, int(starts.min()), int(ends.max()))), dtype=np.int64)
+        map(re.Match.span, _ENTRY_VALUE.finditer(buf, int(starts.min()), int(ends.max())))), dtype=np.int64)
     if not len(spans):
         return codes, known
-    value_at, value_end = spans[0::2], spans[1::2]
-    at = value_at - len(_REAL_TOPIC_ENTRY)
+    at, value_end = spans[0::2], spans[1::2]
+    value_at = at + len(_REAL_TOPIC_ENTRY)
     first = np.searchsorted(at, starts, side="left")
     count = np.searchsorted(at, ends - len(_REAL_TOPIC_ENTRY), side="right") - first
     one = np.flatnonzero(count == 1)

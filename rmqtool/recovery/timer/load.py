@@ -320,9 +320,11 @@ def _timer_distribution(wheel: WheelModel, now_ms: int, precision: int) -> dict:
         j = s.time_value - curr
         if 0 <= j < TIMER_DIST[-1] * 1000 // precision and wheel.slot_index(s.time_value * precision) == s.index:
             ahead[j] = s.num
+    at = np.fromiter(ahead.keys(), np.int64, count=len(ahead))
+    nums = np.fromiter(ahead.values(), np.int64, count=len(ahead))  # slot nums: ints
     out, before = {}, 0
     for period in TIMER_DIST:
         lo, hi = before * 1000 // precision, period * 1000 // precision
-        out[period] = sum(n for j, n in ahead.items() if lo <= j < hi)
+        out[period] = int(nums[(at >= lo) & (at < hi)].sum())
         before = period
     return out

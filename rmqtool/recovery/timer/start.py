@@ -7,6 +7,7 @@ when the store has no timer files.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import pathlib
 
 import numpy as np
@@ -97,7 +98,8 @@ def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
             refusal = (f"timerwheel is {wheel.file_size} bytes, not {wheel_length(SLOTS_TOTAL)}: "
                        f"the TimerWheel constructor throws and the broker does not start")
             refused = files.wheel
-        slots = [WheelSlot(s.index, s.time_value, s.first_pos, s.last_pos, s.num, s.magic) for s in wheel.slots]
+        # rows of USED_DTYPE: (index, time value, firstPos, lastPos, num, magic), WheelSlot's fields
+        slots = list(itertools.starmap(WheelSlot, wheel.used.tolist()))
     checkpoint = _checkpoint(files)
     metrics = None
     try:

@@ -159,9 +159,10 @@ def walk_chains(log: TimerLog, last_positions, *, slot_indexes=None, read_end: i
             others = (other[stops_at] - other[starts]).tolist()
         else:
             others = [0] * len(chain_ids)
-        for i, a, b, n, code, at in zip(chain_ids.tolist(), starts.tolist(), stops_at.tolist(), others,
-                                        end_code[chain_ids].tolist(), end_at[chain_ids].tolist()):
-            chains[i] = Chain(int(heads[i]), tuple(positions[a:b]), _ENDS[code], at, None, n)
+        for i, head, a, b, n, code, at in zip(chain_ids.tolist(), heads[chain_ids].tolist(), starts.tolist(),
+                                              stops_at.tolist(), others, end_code[chain_ids].tolist(),
+                                              end_at[chain_ids].tolist()):
+            chains[i] = Chain(head, tuple(positions[a:b]), _ENDS[code], at, None, n)
     for i in np.flatnonzero(end_code == 0).tolist():
         chains[i] = walk_chain(log, int(heads[i]), slot_index=None if wanted is None else int(wanted[i]),
                                read_end=read_end, precision_ms=precision_ms, slots=slots)

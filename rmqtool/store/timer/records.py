@@ -34,11 +34,28 @@ _REAL_TOPIC_ENTRY = PROPERTY_REAL_TOPIC.encode("ascii") + NAME_VALUE_SEPARATOR.e
 _ENTRY_VALUE = re.compile(re.escape(_REAL_TOPIC_ENTRY) + b"[^" + PROPERTY_SEPARATOR.encode("ascii") + b"]*")
 
 
-def _real_topic_hashes(buf, starts: np.ndarray, ends: np.ndarray, hashes: dict) -> tuple[np.ndarray, np.ndarray]:
+_FEW_TOPICS = 64  # up to this many real topics among the units, values are compared with each one's
+
+
+def _value_hash(value: bytes, hashes: dict) -> int | None:
+    """String.hashCode of a REAL_TOPIC value bytes_to_properties surely reads as it is (ASCII,
+    no ``\u0001``); None otherwise."""
+    c = hashes.get(value)
+    if c is None and value.isascii() and NAME_VALUE_SEPARATOR.encode("ascii") not in value:
+        c = hashes[value] = java_string_hash(value.decode("ascii"))
+    return c
+
+
+def _real_topic_hashes(buf, starts: np.ndarray, ends: np.ndarray, hashes: dict,
+                       expected: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The hash of REAL_TOPIC in each properties range [start, end) of ``buf``, all found in
     one regex pass, where bytes_to_properties surely reads that value: exactly one
     ``REAL_TOPIC\u0001`` in the range, starting an entry, its value non-empty ASCII with no
-    ``\u0001``. (codes, known): the rest is left to bytes_to_properties."""
+    ``\u0001``. (codes, known): the rest is left to bytes_to_properties.
+
+    ``expected``: the hash each range's unit holds; with few of them, the values equal to the
+    first value of each are found by comparing bytes (no sort), the rest hashed one distinct
+    value at a time."""
     codes = np.zeros(len(starts), np.int64)
     known = np.zeros(len(starts), bool)
     if not len(starts):
@@ -57,16 +74,28 @@ def _real_topic_hashes(buf, starts: np.ndarray, ends: np.ndarray, hashes: dict) 
     entry = (a == starts[one]) | (np.frombuffer(buf, np.uint8)[np.maximum(a - 1, 0)] == ord(PROPERTY_SEPARATOR))
     one, v, length = one[entry & (length > 0)], v[entry & (length > 0)], length[entry & (length > 0)]
     for n in np.unique(length).tolist():  # the values of one length at a time, each distinct one hashed once
-        rows = length == n
-        values, which = np.unique(at_every_byte(buf, np.dtype((np.void, n)))[v[rows]], return_inverse=True)
-        code, valid = np.zeros(len(values), np.int64), np.zeros(len(values), bool)
-        for k, value in enumerate(values.tolist()):
-            c = hashes.get(value)
-            if c is None and value.isascii() and NAME_VALUE_SEPARATOR.encode("ascii") not in value:
-                c = hashes[value] = java_string_hash(value.decode("ascii"))
+        rows = np.flatnonzero(length == n)
+        values = at_every_byte(buf, np.dtype((np.void, n)))[v[rows]]
+        left = np.ones(len(rows), bool)
+        wanted = np.unique(expected[one[rows]]) if expected is not None else ()
+        if len(wanted) <= _FEW_TOPICS:
+            want = expected[one[rows]] if expected is not None else None
+            for e in wanted.tolist() if len(wanted) else ():
+                candidates = np.flatnonzero(left & (want == e))
+                same = candidates[values[candidates] == values[candidates[0]]]
+                c = _value_hash(values[candidates[0]].tobytes(), hashes)
+                codes[one[rows[same]]], known[one[rows[same]]] = (c, True) if c is not None else (0, False)
+                left[same] = False
+        rest = np.flatnonzero(left)
+        if not len(rest):
+            continue
+        distinct, which = np.unique(values[rest], return_inverse=True)
+        code, valid = np.zeros(len(distinct), np.int64), np.zeros(len(distinct), bool)
+        for k, value in enumerate(distinct.tolist()):
+            c = _value_hash(value, hashes)
             if c is not None:
                 code[k], valid[k] = c, True
-        codes[one[rows]], known[one[rows]] = code[which], valid[which]
+        codes[one[rows[rest]]], known[one[rows[rest]]] = code[which], valid[which]
     return codes, known
 
 
@@ -94,7 +123,8 @@ def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np
             topics = at_every_byte(buf, np.dtype((np.void, len(_TOPIC))))[at]
             ok[np.flatnonzero(ok)] = topics == np.void(_TOPIC)
             found = np.flatnonzero(ok)
-            code, known = _real_topic_hashes(buf, parts["properties_at"][found], parts["end"][found], hashes)
+            code, known = _real_topic_hashes(buf, parts["properties_at"][found], parts["end"][found], hashes,
+                                             topic_hash[rows[found]].astype(np.int64))
             ok[found[known]] = code[known] == topic_hash[rows[found[known]]]
             for k in found[~known].tolist():  # the others as the broker reads properties
                 real = bytes_to_properties(buf[parts["properties_at"][k]:parts["end"][k]])[0].get(PROPERTY_REAL_TOPIC)

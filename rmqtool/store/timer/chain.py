@@ -14,7 +14,7 @@ second.
 """
 from __future__ import annotations
 
-import dataclasses
+from typing import NamedTuple
 
 from rmqtool.formats.timerwheel import DEFAULT_TIMER_PRECISION_MS, SLOTS_TOTAL
 from rmqtool.store.timer.timerlog import TimerLog, unit_slot_index_array
@@ -27,8 +27,7 @@ END_NO_FILE = "noFile"  # before the first file, in a missing file, or negative
 END_BEYOND_READ_POSITION = "beyondReadPosition"  # past the read end given (the engine reads no further)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Chain:
+class Chain(NamedTuple):  # a hundred thousand of them a run: a tuple is the cheapest to make
     last_pos: int  # where the walk started (the slot's lastPos)
     positions: tuple[int, ...]  # units visited, newest first (a bad unit's position included)
     end: str  # END_*

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from operator import attrgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -166,13 +165,12 @@ def walk_chains(load: TimerLoad, from_ms: int | None = None) -> list[SlotChain]:
 def _slots_from(wheel, from_ms: int | None, precision: int) -> list:
     """The used slots getSlot answers from ``from_ms`` on (all when None), by (time, index)."""
     used = wheel.used()
-    safe = (1 << 62) // max(abs(precision), 1)  # a stored time value below this, times the precision, fits a long
-    value = np.fromiter((s.time_value if abs(s.time_value) < safe else safe for s in used), np.int64, count=len(used))
-    if (value == safe).any():  # a damaged time value: Python's ints, one slot at a time
+    columns = wheel.time_columns(used)
+    if columns is None or (from_ms is not None and abs(from_ms) >= 1 << 62):  # damage: Python's ints
         return [s for s in sorted(used, key=lambda s: (s.time_value, s.index))
                 if from_ms is None or (s.time_value >= from_ms // precision
                                        and wheel.slot_index(s.time_value * precision) == s.index)]
-    index = np.fromiter(map(attrgetter("index"), used), np.int64, count=len(used))
+    index, value = columns
     order = np.lexsort((index, value))
     if from_ms is not None:
         order = order[(value[order] >= from_ms // precision)

@@ -116,19 +116,27 @@ class WheelModel:
             else:  # put_slot's 3-argument form
                 s.time_value, s.first_pos, s.last_pos = v, first, last_pos
 
+    def time_columns(self, slots: list) -> tuple[np.ndarray, np.ndarray] | None:
+        """(index, stored time value) of each slot as int64 arrays; None where a time value, or
+        a time in ms made of one, would not fit a long (damage: the caller goes slot by slot)."""
+        try:
+            value = np.fromiter(map(_TIME_VALUE, slots), np.int64, count=len(slots))
+        except OverflowError:
+            return None
+        if len(value) and np.abs(value).max() >= (1 << 62) // max(abs(self.precision_ms), 1):
+            return None
+        return np.fromiter(map(_INDEX, slots), np.int64, count=len(slots)), value
+
     def _matching(self, time_start_ms: int):
         """The slots getSlot answers for the 2 x slotsTotal times from time_start_ms on."""
         start = time_value(time_start_ms, self.precision_ms)
         first = start % (SLOTS_TOTAL * 2)
         slots = list(self.slots.values())
-        try:
-            if abs(start) >= 1 << 62:
-                raise OverflowError  # start + i would wrap
-            index = np.fromiter(map(_INDEX, slots), np.int64, count=len(slots))
-            value = np.fromiter(map(_TIME_VALUE, slots), np.int64, count=len(slots))
-            return [slots[k] for k in np.flatnonzero(value == start + (index - first) % (SLOTS_TOTAL * 2)).tolist()]
-        except OverflowError:  # a time value past a long (damage): Python's ints
+        columns = self.time_columns(slots) if abs(start) < 1 << 61 else None
+        if columns is None:  # a time past a long (damage): Python's ints
             return [s for s in slots if s.time_value == start + (s.index - first) % (SLOTS_TOTAL * 2)]
+        index, value = columns
+        return [slots[k] for k in np.flatnonzero(value == start + (index - first) % (SLOTS_TOTAL * 2)).tolist()]
 
     def check_phy_pos(self, time_start_ms: int, max_offset: int) -> int:
         """checkPhyPos: the least firstPos of the slots whose lastPos is past max_offset."""

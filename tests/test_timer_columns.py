@@ -21,8 +21,11 @@ WALKED = [(V4 / "crash", v) for v in ("a-as-is", "b2-garbage-tail-of-last-messag
                                        "d-abort-removed-garbled-last-message")]
 
 
+@pytest.mark.parametrize("window", [commitlog_walk.WINDOW, 1000], ids=["window", "small-windows"])
 @pytest.mark.parametrize("base,variant", WALKED, ids=lambda x: x if isinstance(x, str) else x.name)
-def test_the_walk_ends_where_the_broker_did_with_the_kernel_vouching(base, variant, monkeypatch):
+def test_the_walk_ends_where_the_broker_did_with_the_kernel_vouching(base, variant, window, monkeypatch):
+    """(Windows of 1000 bytes of record starts: many a file, their ends inside records.)"""
+    monkeypatch.setattr(commitlog_walk, "WINDOW", window)
     truth = load_truth(base / variant / "truth.json")
     calls = []
     real = commitlog_walk.check_at
@@ -50,6 +53,7 @@ from hypothesis import strategies as st  # noqa: E402
 from helpers import examples, expand_store  # noqa: E402
 from rmqtool.formats.indexfile import java_string_hash  # noqa: E402
 from rmqtool.formats.properties import bytes_to_properties  # noqa: E402
+from rmqtool.store.timer import records  # noqa: E402
 from rmqtool.store.timer.records import _real_topic_hashes, plain_units  # noqa: E402
 from rmqtool.store.timer.timerlog import scan_timer_log  # noqa: E402
 
@@ -71,10 +75,13 @@ def timer_stores(tmp_path_factory):
             for name, (src, sub, units, ends) in TIMER_STORES.items()}
 
 
+@pytest.mark.parametrize("batch", [records._BATCH, 7], ids=["batch", "small-batches"])
 @pytest.mark.parametrize("name", sorted(TIMER_STORES))
-def test_plain_units_are_the_units_whose_record_the_broker_finds(timer_stores, name):
+def test_plain_units_are_the_units_whose_record_the_broker_finds(timer_stores, name, batch, monkeypatch):
     """A unit is plain where truth says its commit log record is a rmq_sys_wheel_timer record of
-    exactly sizePy bytes whose REAL_TOPIC hashes to the unit's, inside the log the broker kept."""
+    exactly sizePy bytes whose REAL_TOPIC hashes to the unit's, inside the log the broker kept
+    (matched in batches of 7 units too)."""
+    monkeypatch.setattr(records, "_BATCH", batch)
     truth, store, units_at, ends_at = timer_stores[name]
     cols = scan_timer_log(store / "timerlog").columns
     units = {u["position"]: u for u in _at(truth, units_at)["timerLogUnits"]}

@@ -137,7 +137,7 @@ def check_at(buf, pos: int, limit: int, offset: int, options: WalkOptions,
 
 
 # the walk's fast path: the clean records of a window of starts at once (store/record_kernel)
-WINDOW = 64 << 20  # bytes of record starts a window covers: its arrays stay a few MB
+WINDOW = 4 << 20  # bytes of record starts a window covers: its arrays stay small enough to be reused, not mapped afresh
 _SCHEDULE = RMQ_SYS_SCHEDULE_TOPIC.encode("ascii")
 _INNER = PROPERTY_INNER_NUM.encode("ascii")  # strict_inner fails a record only with both names there
 assert PROPERTY_INNER_BASE != PROPERTY_INNER_NUM

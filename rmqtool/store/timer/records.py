@@ -113,25 +113,37 @@ def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np
                               & (offset_py + size_py <= last))
         if not len(rows):
             continue
+        # in commit log order and a batch at a time: each batch's regex pass covers its own
+        # records, and its arrays stay small enough to be reused rather than mapped afresh
+        rows = rows[np.argsort(offset_py[rows], kind="stable")]
         with open(seg.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            pos = offset_py[rows] - seg.base_offset
-            parts = records_at(buf, pos)
-            ok = (parts["whole"] & (parts["total_size"] == size_py[rows])
-                  & np.isin(parts["magic_code"], list(MESSAGE_MAGIC_CODES))
-                  & (parts["topic_end"] - parts["topic_at"] == len(_TOPIC)))
-            at = parts["topic_at"][ok]
-            topics = at_every_byte(buf, np.dtype((np.void, len(_TOPIC))))[at]
-            ok[np.flatnonzero(ok)] = topics == np.void(_TOPIC)
-            found = np.flatnonzero(ok)
-            code, known = _real_topic_hashes(buf, parts["properties_at"][found], parts["end"][found], hashes,
-                                             topic_hash[rows[found]].astype(np.int64))
-            ok[found[known]] = code[known] == topic_hash[rows[found[known]]]
-            for k in found[~known].tolist():  # the others as the broker reads properties
-                real = bytes_to_properties(buf[parts["properties_at"][k]:parts["end"][k]])[0].get(PROPERTY_REAL_TOPIC)
-                code = hashes.get(real)
-                if code is None and real is not None:
-                    code = hashes[real] = java_string_hash(real)
-                ok[k] = code is not None and code == topic_hash[rows[k]]
-            plain[rows] = ok
-            del parts, topics  # views of the map: released before it closes
+            for lo in range(0, len(rows), _BATCH):
+                batch = rows[lo:lo + _BATCH]
+                plain[batch] = _plain_in(buf, offset_py[batch] - seg.base_offset, size_py[batch], topic_hash[batch],
+                                         hashes)
     return plain
+
+
+_BATCH = 1 << 16  # units matched at once
+
+
+def _plain_in(buf, pos: np.ndarray, size_py: np.ndarray, topic_hash: np.ndarray, hashes: dict) -> np.ndarray:
+    """plain_units' verdict on units whose records start at ``pos`` of the mapped file ``buf``."""
+    parts = records_at(buf, pos)
+    ok = (parts["whole"] & (parts["total_size"] == size_py)
+          & np.isin(parts["magic_code"], list(MESSAGE_MAGIC_CODES))
+          & (parts["topic_end"] - parts["topic_at"] == len(_TOPIC)))
+    topics = at_every_byte(buf, np.dtype((np.void, len(_TOPIC))))[parts["topic_at"][ok]]
+    ok[np.flatnonzero(ok)] = topics == np.void(_TOPIC)
+    found = np.flatnonzero(ok)
+    code, known = _real_topic_hashes(buf, parts["properties_at"][found], parts["end"][found], hashes,
+                                     topic_hash[found].astype(np.int64))
+    ok[found[known]] = code[known] == topic_hash[found[known]]
+    for k in found[~known].tolist():  # the others as the broker reads properties
+        real = bytes_to_properties(buf[parts["properties_at"][k]:parts["end"][k]])[0].get(PROPERTY_REAL_TOPIC)
+        code = hashes.get(real)
+        if code is None and real is not None:
+            code = hashes[real] = java_string_hash(real)
+        ok[k] = code is not None and code == topic_hash[k]
+    del parts, topics  # views of the map: released before it closes
+    return ok

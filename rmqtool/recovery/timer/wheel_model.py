@@ -21,7 +21,7 @@ TIMER_BLANK_SLOTS = 60  # TimerMessageStore.TIMER_BLANK_SLOTS: the read-time flo
 IGNORE = -2  # TimerWheel.IGNORE: reviseSlot leaves that field alone
 
 
-@dataclasses.dataclass(slots=True)  # a hundred thousand a wheel, copied at each fork
+@dataclasses.dataclass
 class WheelSlot:
     """One slot: stored time (timeMs / precisionMs), firstPos, lastPos, num, magic."""
     index: int

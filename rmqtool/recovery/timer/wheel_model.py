@@ -94,7 +94,7 @@ class WheelModel:
         index = slot_indexes_of(times_ms, self.precision_ms)
         value = java_div(np.asarray(times_ms, dtype=np.int64), self.precision_ms)
         order = np.argsort(index, kind="stable")  # each slot's revisions, in scan order
-        index, value, times, positions = index[order], value[order], np.asarray(times_ms)[order], positions[order]
+        index, value, positions = index[order], value[order], positions[order]
         n = len(index)
         new_slot = np.ones(n, bool)
         new_slot[1:] = index[1:] != index[:-1]

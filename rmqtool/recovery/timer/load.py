@@ -263,8 +263,10 @@ def _revise_whole_units(f: TimerLogFile, size: int, wheel: WheelModel, check: bo
     below goes on from, to say why it stops there (or to read the file's last bytes)."""
     count = size // UNIT_SIZE
     on_disk = min(count, -(-len(f.data) // UNIT_SIZE))
-    data = bytes(f.data[:on_disk * UNIT_SIZE])
-    raw = np.frombuffer(data + bytes(on_disk * UNIT_SIZE - len(data)), dtype=UNIT_DTYPE, count=on_disk)
+    need = on_disk * UNIT_SIZE
+    data = (memoryview(f.data)[:need] if len(f.data) >= need  # read in place: what follows copies what it keeps
+            else bytes(f.data[:need]) + bytes(need - len(f.data)))
+    raw = np.frombuffer(data, dtype=UNIT_DTYPE, count=on_disk)
     if on_disk < count:  # past the bytes read: zero units (no unit, and with check the end)
         raw = np.concatenate((raw, np.zeros(count - on_disk, UNIT_DTYPE)))
     write = raw["curr_write_time"]

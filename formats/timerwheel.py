@@ -65,6 +65,8 @@ def slot_count(file_size: int) -> int:
 
 def _java_div(a: int, b: int) -> int:
     """Java's long division: rounds toward zero."""
+    if a >= 0 and b > 0:  # the common case: floor division is Java's
+        return a // b
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b > 0) else -q
 

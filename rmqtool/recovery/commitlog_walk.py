@@ -23,12 +23,17 @@ import mmap
 import os
 from typing import Callable
 
+import numpy as np
+
 from rmqtool.dispatch.dispatcher import DispatchRequest, RecordUnreadable, check_message
-from rmqtool.dispatch.rules import DelayLevels
+from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels
 from rmqtool.errors import StoreAccessError
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODES
+from rmqtool.formats.properties import PROPERTY_INNER_BASE, PROPERTY_INNER_NUM
+from rmqtool.store.arrays import at_every_byte
 from rmqtool.store.commitlog_end import first_bytes
 from rmqtool.store.message import HEADER_FIELDS, HEADERS, PREFIX, RECORD_START
+from rmqtool.store.record_kernel import body_crc_verdicts, clean_records
 from rmqtool.store.segments import Segment
 
 V4 = "4.9"
@@ -131,6 +136,45 @@ def check_at(buf, pos: int, limit: int, offset: int, options: WalkOptions,
     return size, request, None, None
 
 
+# the walk's fast path: the clean records of a window of starts at once (store/record_kernel)
+WINDOW = 4 << 20  # bytes of record starts a window covers: its arrays stay small enough to be reused, not mapped afresh
+_SCHEDULE = RMQ_SYS_SCHEDULE_TOPIC.encode("ascii")
+_INNER = PROPERTY_INNER_NUM.encode("ascii")  # strict_inner fails a record only with both names there
+assert PROPERTY_INNER_BASE != PROPERTY_INNER_NUM
+
+
+def fast_path_holds(options: WalkOptions) -> bool:
+    """Whether :func:`sure_records` can vouch for records with these options (forceVerifyPropCRC
+    is left to check_message: the __CRC32# value as its property map reads it)."""
+    return not options.verify_prop_crc
+
+
+def sure_records(buf, records, options: WalkOptions) -> np.ndarray:
+    """Of the kernel's clean records of ``buf`` (:func:`clean_records`), those check_message
+    surely accepts with recovery's settings, with nothing else to say: a magic code this
+    version knows, the body CRC holding (checkCRCOnRecover), not the delay topic (whose DELAY
+    property may fail the record), no INNER_NUM bytes anywhere when 5.3.3 parses INNER_*.
+    The clean rule is check_message's reading of the lengths, so each of them is accepted with
+    its totalSize; every other record goes through check_message itself."""
+    sure = np.isin(records.header["magic_code"], np.array(options.magic_codes, np.int64))
+    if options.check_crc:
+        sure &= body_crc_verdicts(buf, records)  # an empty body needs a stored 0: stricter than the broker
+    length = records.topic_length
+    maybe = np.flatnonzero(length == len(_SCHEDULE))
+    if len(maybe):
+        topics = at_every_byte(buf, np.dtype((np.void, len(_SCHEDULE))))[records.topic_at[maybe]]
+        sure[maybe[topics == np.void(_SCHEDULE)]] = False
+    if options.semantics == V5 and len(records):
+        hits = []
+        at, end = int(records.position[0]), int(records.end[-1])
+        while (at := buf.find(_INNER, at, end)) >= 0:
+            hits.append(at)
+            at += 1
+        if hits:  # the record each occurrence lies in
+            sure[np.searchsorted(records.position, np.array(hits, np.int64), side="right") - 1] = False
+    return sure
+
+
 class MappedSegment:
     """A commit log file mapped read-only for the walk (a file of zero bytes maps to b"")."""
 
@@ -160,30 +204,62 @@ class MappedSegment:
 
 
 def walk(segments: list[Segment], start_index: int, options: WalkOptions, delay_levels: DelayLevels,
-         on_record=None, position: int = 0) -> WalkEnd:
+         on_record=None, position: int = 0, dispatch_from: int = 0) -> WalkEnd:
     """The recovery walk from ``segments[start_index]`` (CommitLog.recoverNormally /
     recoverAbnormally): its ``WalkEnd.end`` is the **recovered end**, the walk's processOffset,
     where the broker's next start ends the log (``Outcome.recovered_end`` holds it).
-    ``on_record(request)`` is called for each record accepted (what the broker dispatches
-    during the walk). ``position``: where in the start file the walk begins (the record after
-    one recover --keep-past-damage replaces; recovery itself always begins at a file's start)."""
+    ``on_record(request)`` is called for each record accepted at commit log offset
+    ``dispatch_from`` or later (what the broker dispatches during the walk). ``position``: where
+    in the start file the walk begins (the record after one recover --keep-past-damage
+    replaces; recovery itself always begins at a file's start).
+
+    The records no request is asked of go a window at a time through the clean-record kernel
+    (:func:`sure_records`); the others, and wherever the kernel's run stops, through
+    check_message one by one (:func:`check_at`), which alone says why a record fails."""
     if not segments:
         return WalkEnd(0, 0, 0, 0, "no commit log file", None, 0)
     index = start_index
     records = 0
     last_record = None
+    fast = fast_path_holds(options)
     while True:
         seg = segments[index]
+        base = seg.base_offset
         with MappedSegment(seg) as mapped:
             buf = mapped.buf
             limit = len(buf)
             pos = position if index == start_index else 0
             last = None  # position of the last record accepted in this file
+            # records starting before here need no request: the kernel may vouch for them
+            quiet_to = limit if on_record is None else min(limit, max(dispatch_from - base, 0))
             while True:
-                size, request, why, total = check_at(buf, pos, limit, seg.base_offset + pos, options, delay_levels)
+                while fast and pos < quiet_to:  # a window of the kernel's clean records
+                    stop = min(quiet_to, pos + WINDOW)
+                    run = clean_records(buf, pos, stop, limit)
+                    if not len(run):
+                        break
+                    starts = run.position
+                    for k in np.flatnonzero(~sure_records(buf, run, options)).tolist():
+                        p = int(starts[k])
+                        size, request, why, total = check_at(buf, p, limit, base + p, options, delay_levels)
+                        if size <= 0:  # a clean record is no blank: it fails here, the records before it stand
+                            records += k
+                            if k:
+                                last_record = (index, int(starts[k - 1]))
+                            elif last is not None:
+                                last_record = (index, last)
+                            return WalkEnd(base + p, start_index, index, p, why, total, records, last_record)
+                        if on_record is not None and base + p >= dispatch_from:
+                            on_record(request)
+                    records += len(starts)
+                    last = int(starts[-1])
+                    pos = run.stop
+                    if run.stop < stop:
+                        break  # the run stopped short: check_message says what lies there
+                size, request, why, total = check_at(buf, pos, limit, base + pos, options, delay_levels)
                 if size > 0:
                     records += 1
-                    if on_record is not None:
+                    if on_record is not None and base + pos >= dispatch_from:
                         on_record(request)
                     last = pos
                     pos += size
@@ -194,7 +270,7 @@ def walk(segments: list[Segment], start_index: int, options: WalkOptions, delay_
                     if index + 1 < len(segments):
                         break  # the next file
                     # no next file: 'Current branch can not happen', the end stays at the blank
-                    return WalkEnd(seg.base_offset + pos, start_index, index, pos,
+                    return WalkEnd(base + pos, start_index, index, pos,
                                    "a blank record ends the last file", None, records, last_record)
-                return WalkEnd(seg.base_offset + pos, start_index, index, pos, why, total, records, last_record)
+                return WalkEnd(base + pos, start_index, index, pos, why, total, records, last_record)
         index += 1

@@ -385,12 +385,12 @@ def _recover_commit_log(start: _Start) -> frozenset:
             index = 0
             out.start_reason = (f"abnormal recovery: no file's first message is at or before the checkpoint's min "
                                 f"timestamp {start.min_ts} ({start.checkpoint_source}): from the first file")
-        on_record = start.dispatch
+        on_record, dispatch_from = start.dispatch, 0
     else:
         index = normal_start(segments, semantics, start.max_phy_cq)
         if semantics == V4:
             out.start_reason = "normal recovery (4.9.8): from the third-last commit log file"
-            on_record = None
+            on_record, dispatch_from = None, 0
         else:
             out.start_reason = (f"normal recovery (5.3.3): from the last file starting at or before the consume "
                                 f"queues' max physic offset {start.max_phy_cq}")
@@ -401,9 +401,10 @@ def _recover_commit_log(start: _Start) -> frozenset:
                     dispatch(request)
                 elif request.commit_log_offset == max_phy_cq:
                     note_at_reach(request)
+            dispatch_from = max(max_phy_cq, 0)  # the records before it are only checked
     out.start_index = index
     out.start_file = str(segments[index].path)
-    w = walk(segments, index, start.options, start.delay_levels, on_record)
+    w = walk(segments, index, start.options, start.delay_levels, on_record, dispatch_from=dispatch_from)
     out.walk = w
     out.end_file = str(segments[w.file_index].path)
     unknown = start.inner_topics - start.batch

@@ -32,7 +32,7 @@ import numpy as np
 from rmqtool.formats.timerlog import BLANK_MAGIC_CODE, UNIT_SIZE, UNIT_PRE_SIZE_FOR_MSG, is_magic_ok
 from rmqtool.recovery.timer.log_model import TimerLogFile, TimerLogModel
 from rmqtool.formats.timerwheel import SLOTS_TOTAL
-from rmqtool.store.timer.timerlog import UNIT_DTYPE
+from rmqtool.store.timer.timerlog import UNIT_DTYPE, slot_indexes_of
 from rmqtool.recovery.timer.wheel_model import IGNORE, TIMER_BLANK_SLOTS, WheelModel, WheelSlot
 
 TIMER_TOPIC = "rmq_sys_wheel_timer"
@@ -263,8 +263,10 @@ def _revise_whole_units(f: TimerLogFile, size: int, wheel: WheelModel, check: bo
     below goes on from, to say why it stops there (or to read the file's last bytes)."""
     count = size // UNIT_SIZE
     on_disk = min(count, -(-len(f.data) // UNIT_SIZE))
-    data = bytes(f.data[:on_disk * UNIT_SIZE])
-    raw = np.frombuffer(data + bytes(on_disk * UNIT_SIZE - len(data)), dtype=UNIT_DTYPE, count=on_disk)
+    need = on_disk * UNIT_SIZE
+    data = (memoryview(f.data)[:need] if len(f.data) >= need  # read in place: what follows copies what it keeps
+            else bytes(f.data[:need]) + bytes(need - len(f.data)))
+    raw = np.frombuffer(data, dtype=UNIT_DTYPE, count=on_disk)
     if on_disk < count:  # past the bytes read: zero units (no unit, and with check the end)
         raw = np.concatenate((raw, np.zeros(count - on_disk, UNIT_DTYPE)))
     write = raw["curr_write_time"]
@@ -315,14 +317,26 @@ def _timer_distribution(wheel: WheelModel, now_ms: int, precision: int) -> dict:
     """calcTimerDistribution: messages per period ahead of the clock (getSlot's num for each
     second of the period; only a slot at its own time's index is ever found)."""
     curr = now_ms // precision
-    ahead = {}
-    for s in wheel.slots.values():
-        j = s.time_value - curr
-        if 0 <= j < TIMER_DIST[-1] * 1000 // precision and wheel.slot_index(s.time_value * precision) == s.index:
-            ahead[j] = s.num
+    limit = TIMER_DIST[-1] * 1000 // precision
+    slots = list(wheel.slots.values())
+    columns = wheel.time_columns(slots) if abs(curr) < 1 << 61 else None
+    if columns is None:  # a time past a long (damage): Python's ints, slot by slot
+        ahead = {}
+        for s in slots:
+            j = s.time_value - curr
+            if 0 <= j < limit and wheel.slot_index(s.time_value * precision) == s.index:
+                ahead[j] = s.num
+        at = np.fromiter(ahead.keys(), np.int64, count=len(ahead))
+        nums = np.fromiter(ahead.values(), np.int64, count=len(ahead))
+    else:  # a slot at its own time's index: one a time, so one a j
+        index, value = columns
+        keep = np.flatnonzero((value - curr >= 0) & (value - curr < limit)
+                              & (slot_indexes_of(value * precision, precision) == index))
+        at = value[keep] - curr
+        nums = np.fromiter((slots[k].num for k in keep.tolist()), np.int64, count=len(keep))
     out, before = {}, 0
     for period in TIMER_DIST:
         lo, hi = before * 1000 // precision, period * 1000 // precision
-        out[period] = sum(n for j, n in ahead.items() if lo <= j < hi)
+        out[period] = int(nums[(at >= lo) & (at < hi)].sum())
         before = period
     return out

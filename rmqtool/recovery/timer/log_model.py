@@ -56,8 +56,11 @@ class TimerLogModel:
             for f in self.live:
                 count = f.wrote // UNIT_SIZE
                 on_disk = min(count, -(-len(f.data) // UNIT_SIZE))  # past the bytes read: zeros, no unit
-                data = bytes(f.data[:on_disk * UNIT_SIZE])
-                cols = leading_units(data + bytes(on_disk * UNIT_SIZE - len(data)), f.from_offset, on_disk)
+                need = on_disk * UNIT_SIZE
+                data = (memoryview(f.data)[:need] if len(f.data) >= need  # read in place: leading_units copies
+                        else bytes(f.data[:need]) + bytes(need - len(f.data)))
+                cols = leading_units(data, f.from_offset, on_disk)
+                del data
                 parts.append(cols)
                 index.append((f.from_offset, first, len(cols)))
                 first += len(cols)

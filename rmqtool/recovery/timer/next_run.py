@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from rmqtool.recovery.timer.load import MessageStoreAtLoad, TimerLoad
 from rmqtool.recovery.timer.log_model import pack_unit
 from rmqtool.store.timer.chain import END_LOOP, Chain
 from rmqtool.store.timer.chain import walk_chains as walk_all
-from rmqtool.store.timer.timerlog import deliver_times, units_of
+from rmqtool.store.timer.timerlog import deliver_times, slot_indexes_of, units_of
 
 TIMER_OUT_MS = "TIMER_OUT_MS"
 REAL_TOPIC = "REAL_TOPIC"
@@ -53,8 +54,7 @@ class Enqueued:
     key: str | None = None
 
 
-@dataclasses.dataclass(frozen=True)
-class SlotChain:
+class SlotChain(NamedTuple):  # one a used slot: a tuple is the cheapest to make
     """A slot's chain as dequeue walks it (store/timer/chain.Chain) and the slot."""
     index: int
     time_ms: int
@@ -156,10 +156,24 @@ def walk_chains(load: TimerLoad, from_ms: int | None = None) -> list[SlotChain]:
     dequeue walks it (up to the log's read position), by time: all at once
     (store/timer/chain.walk_chains)."""
     precision = load.settings.precision_ms
-    wheel = load.wheel
-    slots = [s for s in sorted(wheel.used(), key=lambda s: (s.time_value, s.index))
-             if from_ms is None or (s.time_value >= from_ms // precision
-                                    and wheel.slot_index(s.time_value * precision) == s.index)]
+    slots = _slots_from(load.wheel, from_ms, precision)
     chains = walk_all(load.log, [s.last_pos for s in slots], slot_indexes=[s.index for s in slots],
                       read_end=load.log.max_offset, precision_ms=precision)
     return [SlotChain(s.index, s.time_value * precision, chain) for s, chain in zip(slots, chains)]
+
+
+def _slots_from(wheel, from_ms: int | None, precision: int) -> list:
+    """The used slots getSlot answers from ``from_ms`` on (all when None), by (time, index)."""
+    used = wheel.used()
+    columns = wheel.time_columns(used)
+    if columns is None or (from_ms is not None and abs(from_ms) >= 1 << 62):  # damage: Python's ints
+        return [s for s in sorted(used, key=lambda s: (s.time_value, s.index))
+                if from_ms is None or (s.time_value >= from_ms // precision
+                                       and wheel.slot_index(s.time_value * precision) == s.index)]
+    index, value = columns
+    order = np.lexsort((index, value))
+    if from_ms is not None:
+        order = order[(value[order] >= from_ms // precision)
+                      & (slot_indexes_of(value[order] * precision, precision) == index[order])]
+    return [used[k] for k in order.tolist()]
+

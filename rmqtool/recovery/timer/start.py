@@ -7,6 +7,8 @@ when the store has no timer files.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import os
 import pathlib
 
 import numpy as np
@@ -88,7 +90,7 @@ def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
         return None
     disk_log = scan_timer_log(files.timer_log_dir) if files.timer_log_dir else scan_timer_log(
         pathlib.Path(root) / "timerlog")
-    log_files = [TimerLogFile(f.name, f.base_offset, disk_log.file_size or f.file_size, bytearray(_read(f.path)))
+    log_files = [TimerLogFile(f.name, f.base_offset, disk_log.file_size or f.file_size, _read(f.path))
                  for f in disk_log.files]
     slots, refusal, refused = [], None, None
     if files.wheel is not None:
@@ -97,7 +99,8 @@ def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
             refusal = (f"timerwheel is {wheel.file_size} bytes, not {wheel_length(SLOTS_TOTAL)}: "
                        f"the TimerWheel constructor throws and the broker does not start")
             refused = files.wheel
-        slots = [WheelSlot(s.index, s.time_value, s.first_pos, s.last_pos, s.num, s.magic) for s in wheel.slots]
+        # rows of USED_DTYPE: (index, time value, firstPos, lastPos, num, magic), WheelSlot's fields
+        slots = list(itertools.starmap(WheelSlot, wheel.used.tolist()))
     checkpoint = _checkpoint(files)
     metrics = None
     try:
@@ -127,9 +130,15 @@ def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
     return TimerStart(files, disk_log, load, run, store, refused, slots, plain)
 
 
-def _read(path: pathlib.Path) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+def _read(path: pathlib.Path) -> bytearray:
+    """A file's bytes, read into the bytearray the log model appends to (one copy, not two)."""
+    with open(path, "rb", buffering=0) as f:
+        data = bytearray(os.fstat(f.fileno()).st_size)
+        got = 0
+        while got < len(data) and (n := f.readinto(memoryview(data)[got:])):
+            got += n
+    del data[got:]  # a file that shrank meanwhile: what was read
+    return data
 
 
 def _checkpoint(files: TimerStore) -> TimerCheckpointData:

@@ -9,12 +9,14 @@ never counts for any real time: the model keeps the slots that are not all zeros
 from __future__ import annotations
 
 import dataclasses
+import operator
 
 import numpy as np
 
 from rmqtool.formats.timerwheel import SLOTS_TOTAL, slot_index, time_value
 from rmqtool.store.timer.timerlog import java_div, slot_indexes_of
 
+_INDEX, _TIME_VALUE = operator.attrgetter("index"), operator.attrgetter("time_value")
 TIMER_BLANK_SLOTS = 60  # TimerMessageStore.TIMER_BLANK_SLOTS: the read-time floor's margin
 IGNORE = -2  # TimerWheel.IGNORE: reviseSlot leaves that field alone
 
@@ -92,7 +94,7 @@ class WheelModel:
         index = slot_indexes_of(times_ms, self.precision_ms)
         value = java_div(np.asarray(times_ms, dtype=np.int64), self.precision_ms)
         order = np.argsort(index, kind="stable")  # each slot's revisions, in scan order
-        index, value, times, positions = index[order], value[order], np.asarray(times_ms)[order], positions[order]
+        index, value, positions = index[order], value[order], positions[order]
         n = len(index)
         new_slot = np.ones(n, bool)
         new_slot[1:] = index[1:] != index[:-1]
@@ -102,23 +104,39 @@ class WheelModel:
         slot_start = np.maximum.accumulate(np.where(new_slot, at, 0))
         run_start = np.maximum.accumulate(np.where(new_run, at, 0))
         last = np.flatnonzero(np.append(new_slot[1:], True))
-        for i, whole, first, time_ms, last_pos in zip(last.tolist(), (run_start[last] == slot_start[last]).tolist(),
-                                                      positions[run_start[last]].tolist(), times[last].tolist(),
-                                                      positions[last].tolist()):
-            s = self._raw(time_ms)
-            if whole and s.time_value == int(value[i]):
+        slots = self.slots
+        for i, v, whole, first, last_pos in zip(index[last].tolist(), value[last].tolist(),
+                                                (run_start[last] == slot_start[last]).tolist(),
+                                                positions[run_start[last]].tolist(), positions[last].tolist()):
+            s = slots.get(i)  # _raw, at the index and time value computed above
+            if s is None:
+                s = slots[i] = WheelSlot(i, 0, 0, 0, 0, 0)
+            if whole and s.time_value == v:
                 s.last_pos = last_pos
-            else:
-                self.put_slot(time_ms, first, last_pos)
+            else:  # put_slot's 3-argument form
+                s.time_value, s.first_pos, s.last_pos = v, first, last_pos
+
+    def time_columns(self, slots: list) -> tuple[np.ndarray, np.ndarray] | None:
+        """(index, stored time value) of each slot as int64 arrays; None where a time value, or
+        a time in ms made of one, would not fit a long (damage: the caller goes slot by slot)."""
+        try:
+            value = np.fromiter(map(_TIME_VALUE, slots), np.int64, count=len(slots))
+        except OverflowError:
+            return None
+        if len(value) and np.abs(value).max() >= (1 << 62) // max(abs(self.precision_ms), 1):
+            return None
+        return np.fromiter(map(_INDEX, slots), np.int64, count=len(slots)), value
 
     def _matching(self, time_start_ms: int):
         """The slots getSlot answers for the 2 x slotsTotal times from time_start_ms on."""
         start = time_value(time_start_ms, self.precision_ms)
         first = start % (SLOTS_TOTAL * 2)
-        for index, s in self.slots.items():
-            i = (index - first) % (SLOTS_TOTAL * 2)
-            if s.time_value == start + i:
-                yield s
+        slots = list(self.slots.values())
+        columns = self.time_columns(slots) if abs(start) < 1 << 61 else None
+        if columns is None:  # a time past a long (damage): Python's ints
+            return [s for s in slots if s.time_value == start + (s.index - first) % (SLOTS_TOTAL * 2)]
+        index, value = columns
+        return [slots[k] for k in np.flatnonzero(value == start + (index - first) % (SLOTS_TOTAL * 2)).tolist()]
 
     def check_phy_pos(self, time_start_ms: int, max_offset: int) -> int:
         """checkPhyPos: the least firstPos of the slots whose lastPos is past max_offset."""

@@ -14,10 +14,10 @@ second.
 """
 from __future__ import annotations
 
-import dataclasses
+from typing import NamedTuple
 
 from rmqtool.formats.timerwheel import DEFAULT_TIMER_PRECISION_MS, SLOTS_TOTAL
-from rmqtool.store.timer.timerlog import TimerLog
+from rmqtool.store.timer.timerlog import TimerLog, unit_slot_index_array
 
 END_MINUS_ONE = "minusOne"  # prevPos -1: the slot's first unit reached, as it should
 END_LOOP = "loop"  # a position visited before: dequeue walks this loop forever
@@ -27,8 +27,7 @@ END_NO_FILE = "noFile"  # before the first file, in a missing file, or negative
 END_BEYOND_READ_POSITION = "beyondReadPosition"  # past the read end given (the engine reads no further)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Chain:
+class Chain(NamedTuple):  # a hundred thousand of them a run: a tuple is the cheapest to make
     last_pos: int  # where the walk started (the slot's lastPos)
     positions: tuple[int, ...]  # units visited, newest first (a bad unit's position included)
     end: str  # END_*
@@ -97,8 +96,11 @@ def walk_chain(log: TimerLog, last_pos: int, *, slot_index: int | None = None, r
             row = nxt
 
 
-# walk_chains: below this many chains still walking, the rest finish one at a time
+# walk_chains: below this many chains still walking, and after _MORE_STEPS more array steps, the rest
+# finish one at a time (a chain of a million units is not a million array steps; a few short
+# ones left need not build walk_chain's lists of every unit)
 _FEW = 16
+_MORE_STEPS = 64
 _ENDS = (None, END_MINUS_ONE, END_BEYOND_READ_POSITION)  # the ends walk_chains settles itself, by code
 
 
@@ -124,7 +126,8 @@ def walk_chains(log: TimerLog, last_positions, *, slot_indexes=None, read_end: i
         startable &= heads < read_end
     ids, cur = np.flatnonzero(startable), rows[startable]
     walked_ids, walked_rows = [], []
-    while len(ids) > _FEW:  # the few left finish in walk_chain
+    more = _MORE_STEPS
+    while len(ids) > _FEW or (len(ids) and (more := more - 1) >= 0):  # the few left finish in walk_chain
         walked_ids.append(ids)
         walked_rows.append(cur)
         nxt = prev_rows[cur]
@@ -151,13 +154,14 @@ def walk_chains(log: TimerLog, last_positions, *, slot_indexes=None, read_end: i
         positions = position_col[all_rows].tolist()
         if wanted is not None:
             other = np.concatenate(([0], np.cumsum(
-                np.asarray(log.slot_indexes(precision_ms, slots), dtype=np.int64)[all_rows] != wanted[all_ids])))
+                unit_slot_index_array(log, precision_ms, slots)[all_rows] != wanted[all_ids])))
             others = (other[stops_at] - other[starts]).tolist()
         else:
             others = [0] * len(chain_ids)
-        for i, a, b, n, code, at in zip(chain_ids.tolist(), starts.tolist(), stops_at.tolist(), others,
-                                        end_code[chain_ids].tolist(), end_at[chain_ids].tolist()):
-            chains[i] = Chain(int(heads[i]), tuple(positions[a:b]), _ENDS[code], at, None, n)
+        for i, head, a, b, n, code, at in zip(chain_ids.tolist(), heads[chain_ids].tolist(), starts.tolist(),
+                                              stops_at.tolist(), others, end_code[chain_ids].tolist(),
+                                              end_at[chain_ids].tolist()):
+            chains[i] = Chain(head, tuple(positions[a:b]), _ENDS[code], at, None, n)
     for i in np.flatnonzero(end_code == 0).tolist():
         chains[i] = walk_chain(log, int(heads[i]), slot_index=None if wanted is None else int(wanted[i]),
                                read_end=read_end, precision_ms=precision_ms, slots=slots)

@@ -31,24 +31,42 @@ _TOPIC = TIMER_TOPIC.encode("ascii")
 
 
 _REAL_TOPIC_ENTRY = PROPERTY_REAL_TOPIC.encode("ascii") + NAME_VALUE_SEPARATOR.encode("ascii")
-_ENTRY_VALUE = re.compile(re.escape(_REAL_TOPIC_ENTRY) + b"([^" + PROPERTY_SEPARATOR.encode("ascii") + b"]*)")
+# the entry and its value up to the next separator (a match's span: no group, no Python frame a match)
+_ENTRY_VALUE = re.compile(re.escape(_REAL_TOPIC_ENTRY) + b"[^" + PROPERTY_SEPARATOR.encode("ascii") + b"]*")
 
 
-def _real_topic_hashes(buf, starts: np.ndarray, ends: np.ndarray, hashes: dict) -> tuple[np.ndarray, np.ndarray]:
+_FEW_TOPICS = 64  # up to this many real topics among the units, values are compared with each one's
+
+
+def _value_hash(value: bytes, hashes: dict) -> int | None:
+    """String.hashCode of a REAL_TOPIC value bytes_to_properties surely reads as it is (ASCII,
+    no ``\u0001``); None otherwise."""
+    c = hashes.get(value)
+    if c is None and value.isascii() and NAME_VALUE_SEPARATOR.encode("ascii") not in value:
+        c = hashes[value] = java_string_hash(value.decode("ascii"))
+    return c
+
+
+def _real_topic_hashes(buf, starts: np.ndarray, ends: np.ndarray, hashes: dict,
+                       expected: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The hash of REAL_TOPIC in each properties range [start, end) of ``buf``, all found in
     one regex pass, where bytes_to_properties surely reads that value: exactly one
     ``REAL_TOPIC\u0001`` in the range, starting an entry, its value non-empty ASCII with no
-    ``\u0001``. (codes, known): the rest is left to bytes_to_properties."""
+    ``\u0001``. (codes, known): the rest is left to bytes_to_properties.
+
+    ``expected``: the hash each range's unit holds; with few of them, the values equal to the
+    first value of each are found by comparing bytes (no sort), the rest hashed one distinct
+    value at a time."""
     codes = np.zeros(len(starts), np.int64)
     known = np.zeros(len(starts), bool)
     if not len(starts):
         return codes, known
     spans = np.fromiter(itertools.chain.from_iterable(
-        m.span(1) for m in _ENTRY_VALUE.finditer(buf, int(starts.min()), int(ends.max()))), dtype=np.int64)
+        map(re.Match.span, _ENTRY_VALUE.finditer(buf, int(starts.min()), int(ends.max())))), dtype=np.int64)
     if not len(spans):
         return codes, known
-    value_at, value_end = spans[0::2], spans[1::2]
-    at = value_at - len(_REAL_TOPIC_ENTRY)
+    at, value_end = spans[0::2], spans[1::2]
+    value_at = at + len(_REAL_TOPIC_ENTRY)
     first = np.searchsorted(at, starts, side="left")
     count = np.searchsorted(at, ends - len(_REAL_TOPIC_ENTRY), side="right") - first
     one = np.flatnonzero(count == 1)
@@ -57,16 +75,28 @@ def _real_topic_hashes(buf, starts: np.ndarray, ends: np.ndarray, hashes: dict) 
     entry = (a == starts[one]) | (np.frombuffer(buf, np.uint8)[np.maximum(a - 1, 0)] == ord(PROPERTY_SEPARATOR))
     one, v, length = one[entry & (length > 0)], v[entry & (length > 0)], length[entry & (length > 0)]
     for n in np.unique(length).tolist():  # the values of one length at a time, each distinct one hashed once
-        rows = length == n
-        values, which = np.unique(at_every_byte(buf, np.dtype((np.void, n)))[v[rows]], return_inverse=True)
-        code, valid = np.zeros(len(values), np.int64), np.zeros(len(values), bool)
-        for k, value in enumerate(values.tolist()):
-            c = hashes.get(value)
-            if c is None and value.isascii() and NAME_VALUE_SEPARATOR.encode("ascii") not in value:
-                c = hashes[value] = java_string_hash(value.decode("ascii"))
+        rows = np.flatnonzero(length == n)
+        values = at_every_byte(buf, np.dtype((np.void, n)))[v[rows]]
+        left = np.ones(len(rows), bool)
+        wanted = np.unique(expected[one[rows]]) if expected is not None else ()
+        if len(wanted) <= _FEW_TOPICS:
+            want = expected[one[rows]] if expected is not None else None
+            for e in wanted.tolist() if len(wanted) else ():
+                candidates = np.flatnonzero(left & (want == e))
+                same = candidates[values[candidates] == values[candidates[0]]]
+                c = _value_hash(values[candidates[0]].tobytes(), hashes)
+                codes[one[rows[same]]], known[one[rows[same]]] = (c, True) if c is not None else (0, False)
+                left[same] = False
+        rest = np.flatnonzero(left)
+        if not len(rest):
+            continue
+        distinct, which = np.unique(values[rest], return_inverse=True)
+        code, valid = np.zeros(len(distinct), np.int64), np.zeros(len(distinct), bool)
+        for k, value in enumerate(distinct.tolist()):
+            c = _value_hash(value, hashes)
             if c is not None:
                 code[k], valid[k] = c, True
-        codes[one[rows]], known[one[rows]] = code[which], valid[which]
+        codes[one[rows[rest]]], known[one[rows[rest]]] = code[which], valid[which]
     return codes, known
 
 
@@ -87,24 +117,37 @@ def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np
                               & (offset_py + size_py <= last))
         if not len(rows):
             continue
+        # in commit log order and a batch at a time: each batch's regex pass covers its own
+        # records, and its arrays stay small enough to be reused rather than mapped afresh
+        rows = rows[np.argsort(offset_py[rows], kind="stable")]
         with open(seg.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            pos = offset_py[rows] - seg.base_offset
-            parts = records_at(buf, pos)
-            ok = (parts["whole"] & (parts["total_size"] == size_py[rows])
-                  & np.isin(parts["magic_code"], list(MESSAGE_MAGIC_CODES))
-                  & (parts["topic_end"] - parts["topic_at"] == len(_TOPIC)))
-            at = parts["topic_at"][ok]
-            topics = at_every_byte(buf, np.dtype((np.void, len(_TOPIC))))[at]
-            ok[np.flatnonzero(ok)] = topics == np.void(_TOPIC)
-            found = np.flatnonzero(ok)
-            code, known = _real_topic_hashes(buf, parts["properties_at"][found], parts["end"][found], hashes)
-            ok[found[known]] = code[known] == topic_hash[rows[found[known]]]
-            for k in found[~known].tolist():  # the others as the broker reads properties
-                real = bytes_to_properties(buf[parts["properties_at"][k]:parts["end"][k]])[0].get(PROPERTY_REAL_TOPIC)
-                code = hashes.get(real)
-                if code is None and real is not None:
-                    code = hashes[real] = java_string_hash(real)
-                ok[k] = code is not None and code == topic_hash[rows[k]]
-            plain[rows] = ok
-            del parts, topics  # views of the map: released before it closes
+            for lo in range(0, len(rows), _BATCH):
+                batch = rows[lo:lo + _BATCH]
+                plain[batch] = _plain_in(buf, offset_py[batch] - seg.base_offset, size_py[batch], topic_hash[batch],
+                                         hashes)
     return plain
+
+
+_BATCH = 1 << 16  # units matched at once
+
+
+def _plain_in(buf, pos: np.ndarray, size_py: np.ndarray, topic_hash: np.ndarray, hashes: dict) -> np.ndarray:
+    """plain_units' verdict on units whose records start at ``pos`` of the mapped file ``buf``."""
+    parts = records_at(buf, pos)
+    ok = (parts["whole"] & (parts["total_size"] == size_py)
+          & np.isin(parts["magic_code"], list(MESSAGE_MAGIC_CODES))
+          & (parts["topic_end"] - parts["topic_at"] == len(_TOPIC)))
+    topics = at_every_byte(buf, np.dtype((np.void, len(_TOPIC))))[parts["topic_at"][ok]]
+    ok[np.flatnonzero(ok)] = topics == np.void(_TOPIC)
+    found = np.flatnonzero(ok)
+    code, known = _real_topic_hashes(buf, parts["properties_at"][found], parts["end"][found], hashes,
+                                     topic_hash[found].astype(np.int64))
+    ok[found[known]] = code[known] == topic_hash[found[known]]
+    for k in found[~known].tolist():  # the others as the broker reads properties
+        real = bytes_to_properties(buf[parts["properties_at"][k]:parts["end"][k]])[0].get(PROPERTY_REAL_TOPIC)
+        code = hashes.get(real)
+        if code is None and real is not None:
+            code = hashes[real] = java_string_hash(real)
+        ok[k] = code is not None and code == topic_hash[k]
+    del parts, topics  # views of the map: released before it closes
+    return ok

@@ -274,11 +274,19 @@ def deliver_times(columns: np.ndarray) -> np.ndarray:
     return write + columns["delayed_time"].astype(np.int64)
 
 
+def unit_slot_index_array(log, precision_ms: int, slots: int) -> np.ndarray:
+    """Every readable unit's slot index (computed once per precision and size)."""
+    key = ("slot_array", precision_ms, slots)
+    if key not in log._cache:
+        log._cache[key] = slot_indexes_of(deliver_times(log.columns), precision_ms, slots)
+    return log._cache[key]
+
+
 def unit_slot_indexes(log, precision_ms: int, slots: int) -> list[int]:
-    """Every readable unit's slot index, as a list (computed once per precision and size)."""
+    """:func:`unit_slot_index_array` as a list (walk_chain's reads, one unit at a time)."""
     key = ("slots", precision_ms, slots)
     if key not in log._cache:
-        log._cache[key] = slot_indexes_of(deliver_times(log.columns), precision_ms, slots).tolist()
+        log._cache[key] = unit_slot_index_array(log, precision_ms, slots).tolist()
     return log._cache[key]
 
 

@@ -19,6 +19,7 @@ from rmqtool.formats.timerwheel import (DEFAULT_TIMER_PRECISION_MS, SLOT_DTYPE, 
 
 _CHUNK = 4 << 20  # bytes read at once inside a data region (a multiple of SLOT_SIZE)
 USED_DTYPE = np.dtype([("index", "<i8")] + SLOT_DTYPE)
+assert USED_DTYPE.names[1:] == ("time_value", "first_pos", "last_pos", "num", "magic")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

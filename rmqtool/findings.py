@@ -186,6 +186,17 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "timercheckMissing": (Severity.ERROR, "config/timercheck missing or zeroed while the timer log holds units: the "
                           "next start enqueues the whole timer queue again and re-reads a week of slots"),
     "timerMetricsDrift": (Severity.INFO, "config/timermetrics counts that differ from the pending units by topic"),
+    # the 5.x RocksDB consume queue (storeType=defaultRocksDB or rocksdbCQDoubleWriteEnable: RocksDB in consumequeue/)
+    "rocksdbCqEntryInvalid": (Severity.ERROR, "a RocksDB consume queue key or value that is not laid out as "
+                              "RocksDBConsumeQueueTable / RocksDBConsumeQueueOffsetTable write them"),
+    "rocksdbCqUnitMismatch": (Severity.ERROR, "a RocksDB consume queue unit whose commit log offset holds no message "
+                              "of that topic, queue, queue offset and size"),
+    "rocksdbCqUnitMissing": (Severity.ERROR, "queue offsets between a RocksDB queue's first and last unit with no "
+                             "unit: the broker's range read stops at the first one missing"),
+    "rocksdbCqOffsetMismatch": (Severity.ERROR, "the RocksDB offset table (a queue's max/min entry, or the dispatch "
+                                "checkpoint) disagrees with the units or the commit log"),
+    "rocksdbCqFileQueueDiffers": (Severity.WARNING, "the file consume queue and the RocksDB one of the same queue "
+                                  "differ at a queue offset (a unit on one side only, or other fields)"),
 }
 
 # ID -> what the broker's next start does about it, by default (a finding may say more, e.g.
@@ -243,6 +254,9 @@ CONSEQUENCES: dict[str, Consequence] = {
     "timerState": _N, "timerStoreNotLoadable": _W, "timerLogCut": Consequence.REDELIVERS,
     "timerChainLoops": Consequence.LOOPS, "timerUnitStranded": Consequence.STRANDS, "timerUnitPastCommitLog": _D,
     "timerUnitRecordMismatch": _N, "timercheckMissing": Consequence.REDELIVERS, "timerMetricsDrift": _R,
+    # RocksDB consume queue: what the broker serves from it (RocksDBConsumeQueue reads, getMaxOffsetInQueue)
+    "rocksdbCqEntryInvalid": _U, "rocksdbCqUnitMismatch": _U, "rocksdbCqUnitMissing": _U,
+    "rocksdbCqOffsetMismatch": _U, "rocksdbCqFileQueueDiffers": _N,
 }
 
 # The IDs by name: code says BODY_CRC_MISMATCH, never the string, so a typo is an ImportError.
@@ -371,6 +385,12 @@ TIMER_UNIT_PAST_COMMIT_LOG = "timerUnitPastCommitLog"
 TIMER_UNIT_RECORD_MISMATCH = "timerUnitRecordMismatch"
 TIMERCHECK_MISSING = "timercheckMissing"
 TIMER_METRICS_DRIFT = "timerMetricsDrift"
+# RocksDB consume queue
+ROCKSDB_CQ_ENTRY_INVALID = "rocksdbCqEntryInvalid"
+ROCKSDB_CQ_UNIT_MISMATCH = "rocksdbCqUnitMismatch"
+ROCKSDB_CQ_UNIT_MISSING = "rocksdbCqUnitMissing"
+ROCKSDB_CQ_OFFSET_MISMATCH = "rocksdbCqOffsetMismatch"
+ROCKSDB_CQ_FILE_QUEUE_DIFFERS = "rocksdbCqFileQueueDiffers"
 
 
 def finding(finding_id: str, path, offset: int | None, message: str, *, consequence: "Consequence | None" = None,
@@ -547,5 +567,17 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "timerUnitRecordMismatch": "The timer log or the commit log is damaged: compare with rmqtool dump timerlog; resend what is lost.",
     "timercheckMissing": "Restore config/timercheck from a backup before the start, or expect consumers to receive a week of timer messages again.",
     "timerMetricsDrift": "Nothing: the broker revises the counts itself (checkAndReviseMetrics).",
+    "rocksdbCqEntryInvalid": ("The broker cannot read that entry: look at it (rmqtool dump rocksdbcq); with the file "
+                              "queues double-written, they still serve the queue."),
+    "rocksdbCqUnitMismatch": ("Consumers of that queue offset get another message or none: compare with the file "
+                              "queue (verify shows rocksdbCqFileQueueDiffers) and query the commit log by offset."),
+    "rocksdbCqUnitMissing": ("Consumers stop at the missing offset until it is skipped: the commit log still holds "
+                             "the messages (rmqtool dump commitlog -t T -q Q)."),
+    "rocksdbCqOffsetMismatch": ("The broker's max (min) offset for the queue is wrong: new messages may take offsets "
+                                "already used, or consumers stop early. Stop the broker and compare with rmqtool "
+                                "dump rocksdbcq before switching storeType."),
+    "rocksdbCqFileQueueDiffers": ("The two queues disagree: do not switch storeType (or turn off the double write) "
+                                  "until they agree; the one that matches the commit log is right (verify's "
+                                  "rocksdbCqUnitMismatch and the consumequeue checks say which)."),
 }
 

@@ -21,6 +21,7 @@ from rmqtool.verify.base import VerifyOptions, VerifyRun
 from rmqtool.verify.checkpoint import CheckpointWindows, check_checkpoint
 from rmqtool.verify.commitlog import CommitLogCheck
 from rmqtool.verify.compaction import check_compaction
+from rmqtool.verify.rocksdb_cq import check_rocksdb_cq
 from rmqtool.verify.config import check_config
 from rmqtool.verify.consumequeue import ConsumeQueueCheck
 from rmqtool.verify.index import IndexCheck
@@ -134,6 +135,9 @@ class Verify(VerifyRun):
         if "compaction" in only:
             for f in check_compaction(self.root):
                 yield "compaction", f
+        if "rocksdbcq" in only:  # nothing without a RocksDB consume queue in consumequeue/
+            for f in check_rocksdb_cq(self.view):
+                yield "rocksdbcq", f
         if "timer" in only and self.live is None and find_timer_store(self.root).exists:
             now = self.options.now_ms if self.options.now_ms is not None else int(time.time() * 1000)
             for f in check_timer(self.root, self._next_start().outcome, now):

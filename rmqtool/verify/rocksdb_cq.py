@@ -1,0 +1,167 @@
+"""verify's ``rocksdbcq`` area: a store's RocksDB consume queue (``consumequeue/`` holding a
+RocksDB database) against the commit log, against its own offset table, and side by side
+with the file consume queue of the same queue when both are written (rocksdbCQDoubleWriteEnable).
+
+Each unit must name a message of its topic, queue id, queue offset and size (what
+``RocksDBConsumeQueue``'s reads hand ``getMessage``); a queue's units must follow one another
+(``RocksDBConsumeQueueTable.rangeQuery`` stops at the first key missing, lines 154-163); the
+"max" entry must name the last unit (its commit log and queue offsets), a "min" entry a
+unit there is; the dispatch checkpoint must not lie past the commit log. Side by side, the
+fields the broker's own ``checkRocksdbCqWriteProgress`` compares (AdminBrokerProcessor.java
+3406-3421: queue offset, size, commit log offset, tags code) from the RocksDB queue's first
+unit on (before it, the double write had not started).
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Iterator
+
+from rmqtool.errors import CorruptData, NothingFound
+from rmqtool.findings import (ROCKSDB_CQ_FILE_QUEUE_DIFFERS, ROCKSDB_CQ_OFFSET_MISMATCH, ROCKSDB_CQ_UNIT_MISMATCH,
+                              ROCKSDB_CQ_UNIT_MISSING, Finding, finding)
+from rmqtool.formats.rocksdb_cq import MAX_MARKER, MIN_MARKER
+from rmqtool.store.commitlog_reader import CommitLogReader
+from rmqtool.store.rocksdb_cq import RocksDBConsumeQueue, RocksUnit, rocksdb_cq_dir
+from rmqtool.store.view import StoreView
+
+FLOOD = 20  # differences told one by one a queue; the rest counted in one finding
+
+
+def check_rocksdb_cq(view: StoreView) -> Iterator[Finding]:
+    """Every finding about a store's RocksDB consume queue (nothing when it has none)."""
+    path = rocksdb_cq_dir(view.root)
+    if path is None:
+        return
+    where = str(path)
+    files = {(q.topic, q.queue_id): q for q in view.consume_queues().queues if not q.is_batch}
+    with RocksDBConsumeQueue(path) as rq:
+        reader = CommitLogReader(view.commit_log) if view.has_commit_log else None
+        seen = set()
+        end = 0
+        try:
+            for (topic, queue_id), group in itertools.groupby(rq.units(), key=lambda u: (u.topic, u.queue_id)):
+                units = list(group)
+                seen.add((topic, queue_id))
+                end = max(end, max(u.commit_log_offset + u.size for u in units))
+                if reader is not None:
+                    yield from _against_commit_log(reader, where, units)
+                yield from _gaps(where, units)
+                yield from _offsets(rq, where, topic, queue_id, units)
+                if (topic, queue_id) in files:
+                    yield from _side_by_side(files[(topic, queue_id)], where, units)
+        finally:
+            if reader is not None:
+                reader.close()
+        for topic, queue_id in rq.queues():
+            if (topic, queue_id) not in seen:
+                yield finding(ROCKSDB_CQ_OFFSET_MISMATCH, where, None, f"{topic}/{queue_id}: the offset table names "
+                              f"the queue (max offset {rq.max_offset(topic, queue_id)}) but it has no unit",
+                              topic=topic, queue_id=queue_id)
+        for (topic, queue_id), q in sorted(files.items()):
+            if (topic, queue_id) not in seen and q.max_offset > q.min_offset():
+                yield finding(ROCKSDB_CQ_FILE_QUEUE_DIFFERS, where, None, f"{topic}/{queue_id}: the file queue holds "
+                              f"queue offsets {q.min_offset()}..{q.max_offset - 1}, the RocksDB queue none",
+                              topic=topic, queue_id=queue_id)
+        yield from _checkpoint(rq, view, where, end)
+        yield from rq.findings
+
+
+def _against_commit_log(reader: CommitLogReader, where: str, units: list[RocksUnit]) -> Iterator[Finding]:
+    for u in units:
+        try:
+            m = reader.read(u.commit_log_offset, check_crc=False)
+        except (NothingFound, CorruptData) as exc:
+            yield _mismatch(where, u, f"no message at commit log offset {u.commit_log_offset} ({exc.message})")
+            continue
+        got = (m.topic, m.queue_id, m.queue_offset, m.store_size)
+        if got != (u.topic, u.queue_id, u.queue_offset, u.size):
+            yield _mismatch(where, u, f"commit log offset {u.commit_log_offset} holds {m.topic}/{m.queue_id} "
+                            f"queue offset {m.queue_offset}, {m.store_size} bytes")
+
+
+def _mismatch(where: str, u: RocksUnit, what: str) -> Finding:
+    return finding(ROCKSDB_CQ_UNIT_MISMATCH, where, None, f"{u.topic}/{u.queue_id} queue offset {u.queue_offset} "
+                   f"(commitLogOffset {u.commit_log_offset}, size {u.size}): {what}", topic=u.topic,
+                   queue_id=u.queue_id, queue_offset=u.queue_offset, commit_log_offset=u.commit_log_offset)
+
+
+def _gaps(where: str, units: list[RocksUnit]) -> Iterator[Finding]:
+    for a, b in zip(units, units[1:]):
+        if b.queue_offset != a.queue_offset + 1:
+            yield finding(ROCKSDB_CQ_UNIT_MISSING, where, None, f"{a.topic}/{a.queue_id}: no unit for queue offset(s) "
+                          f"{_ranges(list(range(a.queue_offset + 1, min(b.queue_offset, a.queue_offset + 2))))}"
+                          f"{'..' + str(b.queue_offset - 1) if b.queue_offset - a.queue_offset > 2 else ''} "
+                          f"(between two units)", topic=a.topic,
+                          queue_id=a.queue_id, queue_offset=a.queue_offset + 1)
+
+
+def _offsets(rq: RocksDBConsumeQueue, where: str, topic: str, queue_id: int, units: list[RocksUnit]):
+    entries = rq.offsets.get((topic, queue_id), {})
+    last = units[-1]
+    high = entries.get(MAX_MARKER)
+    if high is None:
+        yield finding(ROCKSDB_CQ_OFFSET_MISMATCH, where, None, f"{topic}/{queue_id}: no max entry for a queue with "
+                      f"units up to queue offset {last.queue_offset} (the broker's max offset starts from -1)",
+                      topic=topic, queue_id=queue_id)
+    elif (high.queue_offset, high.commit_log_offset) != (last.queue_offset, last.commit_log_offset):
+        yield finding(ROCKSDB_CQ_OFFSET_MISMATCH, where, None, f"{topic}/{queue_id}: the max entry names queue offset "
+                      f"{high.queue_offset} at commitLogOffset {high.commit_log_offset}; the last unit is "
+                      f"{last.queue_offset} at {last.commit_log_offset}", topic=topic, queue_id=queue_id,
+                      queue_offset=high.queue_offset)
+    low = entries.get(MIN_MARKER)
+    if low is not None and not units[0].queue_offset <= low.queue_offset <= last.queue_offset + 1:
+        yield finding(ROCKSDB_CQ_OFFSET_MISMATCH, where, None, f"{topic}/{queue_id}: the min entry names queue offset "
+                      f"{low.queue_offset}, outside the units' {units[0].queue_offset}..{last.queue_offset}",
+                      topic=topic, queue_id=queue_id, queue_offset=low.queue_offset)
+
+
+def _side_by_side(q, where: str, units: list[RocksUnit]) -> Iterator[Finding]:
+    """The file queue against the RocksDB units from the first RocksDB unit on."""
+    start = units[0].queue_offset
+    kv = {u.queue_offset: u for u in units}
+    told = 0
+    extra = []
+    for fu in q.iter_units(max(start, q.min_offset())):
+        u = kv.pop(fu.queue_offset, None)
+        if u is None:
+            extra.append(fu.queue_offset)
+            continue
+        fields = [name for name, a, b in (("commit_log_offset", fu.commit_log_offset, u.commit_log_offset),
+                                          ("size", fu.size, u.size), ("tags_code", fu.tags_code, u.tags_code))
+                  if a != b]
+        if fields:
+            told += 1
+            if told <= FLOOD:
+                yield finding(ROCKSDB_CQ_FILE_QUEUE_DIFFERS, where, None,
+                              f"{u.topic}/{u.queue_id} queue offset {u.queue_offset}: "
+                              + ", ".join(f"{n} file {getattr(fu, n)} RocksDB {getattr(u, n)}" for n in fields)
+                              + f" (file unit at {fu.path}:{fu.position})", topic=u.topic, queue_id=u.queue_id,
+                              queue_offset=u.queue_offset)
+    if told > FLOOD:
+        yield finding(ROCKSDB_CQ_FILE_QUEUE_DIFFERS, where, None, f"{q.topic}/{q.queue_id}: {told - FLOOD} more "
+                      f"units differ", topic=q.topic, queue_id=q.queue_id)
+    for side, offsets in (("the file queue only", extra), ("the RocksDB queue only", sorted(kv))):
+        if offsets:
+            yield finding(ROCKSDB_CQ_FILE_QUEUE_DIFFERS, where, None, f"{q.topic}/{q.queue_id}: {len(offsets)} "
+                          f"queue offset(s) in {side}: {_ranges(offsets)}", topic=q.topic, queue_id=q.queue_id,
+                          queue_offset=offsets[0])
+
+
+def _ranges(offsets: list[int]) -> str:
+    out = []
+    for _, run in itertools.groupby(enumerate(offsets), key=lambda p: p[1] - p[0]):
+        run = [o for _, o in run]
+        out.append(str(run[0]) if len(run) == 1 else f"{run[0]}..{run[-1]}")
+    return ", ".join(out[:10]) + (", ..." if len(out) > 10 else "")
+
+
+def _checkpoint(rq: RocksDBConsumeQueue, view: StoreView, where: str, units_end: int) -> Iterator[Finding]:
+    if rq.checkpoint is None:
+        return
+    log_end = view.commit_log_end.end if view.has_commit_log and view.segments else 0
+    if rq.checkpoint > log_end:
+        yield finding(ROCKSDB_CQ_OFFSET_MISMATCH, where, None, f"the dispatch checkpoint (CHECKPOINT_TOPIC) says "
+                      f"{rq.checkpoint}, past the commit log's end {log_end}")
+    elif rq.checkpoint < units_end:
+        yield finding(ROCKSDB_CQ_OFFSET_MISMATCH, where, None, f"the dispatch checkpoint (CHECKPOINT_TOPIC) says "
+                      f"{rq.checkpoint}, before the end of the last unit's record {units_end}")

@@ -78,6 +78,9 @@ ON_DAMAGED = {
     "dump timerlog": ExitCode.OK,
     "dump timercheck": ExitCode.OK,
     "dump timermetrics": ExitCode.OK,
+    # the 5.x RocksDB kinds: a store without a RocksDB consume queue or config store dumps nothing (said on stderr)
+    "dump rocksdbcq": ExitCode.OK,
+    "dump rocksdbconfig": ExitCode.OK,
     # QMQ's dump kinds: a RocketMQ store is not a QMQ store
     "dump messagelog": ExitCode.BAD_INPUT,
     "dump consumerlog": ExitCode.BAD_INPUT,

@@ -187,3 +187,32 @@ def test_verify_finds_each_damage_and_the_side_by_side_difference(store, truth, 
         ("rocksdbCqOffsetMismatch", None, None, None),  # the checkpoint before the bogus unit's end
     }
     assert all(f["path"] == str(db) for f in _jsonl(result))
+
+
+def test_a_rocksdb_only_store_has_its_queues_checked_against_the_commit_log(truth, tmp_path):
+    """storeType=defaultRocksDB: no file queue. Nothing reads as consumeQueueMissing; the messages
+    of a queue whose last units were never dispatched to RocksDB are rocksdbCqUnitMissing."""
+    root = writable_copy(SOURCE / "store", tmp_path / "store")
+    shutil.rmtree(root / "consumequeue")
+    entries = truth["truth"]["consumeQueues"]["PaymentTopic"]["1"]["entries"]
+    kept = [u for u in truth_units(truth)
+            if (u["topic"], u["queue_id"]) != ("PaymentTopic", 1) or u["queue_offset"] < len(entries) - 2]
+    write_rocksdb_cq(root, kept)
+    result = _cli("verify", root, "-f", "jsonl", "--jobs", 1)
+    assert result.exit_code == ExitCode.CORRUPT, result.stdout
+    bad = [f for f in _jsonl(result) if f["severity"] != "info"]
+    assert [(f["finding"], f["topic"], f["queue_id"], f["queue_offset"]) for f in bad] == [
+        ("rocksdbCqUnitMissing", "PaymentTopic", 1, len(entries) - 2)]
+    assert bad[0]["path"] == str(root / "consumequeue")
+
+
+def test_a_database_rocksdb_refuses_is_one_line_naming_it(store, tmp_path):
+    broken = tmp_path / "broken" / "consumequeue"
+    shutil.copytree(store / "consumequeue", broken, ignore=shutil.ignore_patterns("*Topic*"))
+    (broken / "CURRENT").write_text("MANIFEST-999999\n")  # names a manifest that is not there
+    before = snapshot(broken)
+    result = _cli("dump", "rocksdbcq", broken)
+    assert result.exit_code == ExitCode.BAD_INPUT
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(broken) in lines[0] and "Traceback" not in result.stderr
+    assert snapshot(broken) == before

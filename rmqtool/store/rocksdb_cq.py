@@ -54,6 +54,12 @@ def rocksdb_cq_dir(store_root: str | os.PathLike) -> pathlib.Path | None:
     return path if is_rocksdb_dir(path) else None
 
 
+def rocksdb_only(store_root: str | os.PathLike, queues) -> bool:
+    """The store keeps its consume queues in RocksDB only (``storeType=defaultRocksDB``): a
+    database in consumequeue/ and no file queue (``queues``: the file queues opened)."""
+    return rocksdb_cq_dir(store_root) is not None and not any(not q.is_batch for q in queues)
+
+
 def rocksdb_config_dirs(store_root: str | os.PathLike) -> dict[str, pathlib.Path]:
     """config type (topics, subscriptionGroups, consumerOffsets) -> its RocksDB directory, those present."""
     base = pathlib.Path(store_root) / CONFIG_DIR

@@ -17,7 +17,7 @@ import itertools
 from typing import Iterator
 
 from rmqtool.errors import CorruptData, NothingFound
-from rmqtool.findings import (ROCKSDB_CQ_FILE_QUEUE_DIFFERS, ROCKSDB_CQ_OFFSET_MISMATCH, ROCKSDB_CQ_UNIT_MISMATCH,
+from rmqtool.findings import (Consequence, ROCKSDB_CQ_FILE_QUEUE_DIFFERS, ROCKSDB_CQ_OFFSET_MISMATCH, ROCKSDB_CQ_UNIT_MISMATCH,
                               ROCKSDB_CQ_UNIT_MISSING, Finding, finding)
 from rmqtool.formats.rocksdb_cq import MAX_MARKER, MIN_MARKER
 from rmqtool.store.commitlog_reader import CommitLogReader
@@ -27,8 +27,10 @@ from rmqtool.store.view import StoreView
 FLOOD = 20  # differences told one by one a queue; the rest counted in one finding
 
 
-def check_rocksdb_cq(view: StoreView) -> Iterator[Finding]:
-    """Every finding about a store's RocksDB consume queue (nothing when it has none)."""
+def check_rocksdb_cq(view: StoreView, queue_ends: dict | None = None) -> Iterator[Finding]:
+    """Every finding about a store's RocksDB consume queue (nothing when it has none).
+    ``queue_ends``: per topic-queue of the commit log, one past its last queue offset and that
+    record's commit log offset (verify's commit log scan): the units must reach it."""
     path = rocksdb_cq_dir(view.root)
     if path is None:
         return
@@ -37,11 +39,13 @@ def check_rocksdb_cq(view: StoreView) -> Iterator[Finding]:
     with RocksDBConsumeQueue(path) as rq:
         reader = CommitLogReader(view.commit_log) if view.has_commit_log else None
         seen = set()
+        last_units: dict = {}
         end = 0
         try:
             for (topic, queue_id), group in itertools.groupby(rq.units(), key=lambda u: (u.topic, u.queue_id)):
                 units = list(group)
                 seen.add((topic, queue_id))
+                last_units[(topic, queue_id)] = units[-1].queue_offset
                 end = max(end, max(u.commit_log_offset + u.size for u in units))
                 if reader is not None:
                     yield from _against_commit_log(reader, where, units)
@@ -62,6 +66,8 @@ def check_rocksdb_cq(view: StoreView) -> Iterator[Finding]:
                 yield finding(ROCKSDB_CQ_FILE_QUEUE_DIFFERS, where, None, f"{topic}/{queue_id}: the file queue holds "
                               f"queue offsets {q.min_offset()}..{q.max_offset - 1}, the RocksDB queue none",
                               topic=topic, queue_id=queue_id)
+        if queue_ends is not None:
+            yield from _coverage(rq, where, queue_ends, last_units)
         yield from _checkpoint(rq, view, where, end)
         yield from rq.findings
 
@@ -77,6 +83,23 @@ def _against_commit_log(reader: CommitLogReader, where: str, units: list[RocksUn
         if got != (u.topic, u.queue_id, u.queue_offset, u.size):
             yield _mismatch(where, u, f"commit log offset {u.commit_log_offset} holds {m.topic}/{m.queue_id} "
                             f"queue offset {m.queue_offset}, {m.store_size} bytes")
+
+
+def _coverage(rq: RocksDBConsumeQueue, where: str, queue_ends: dict, last_units: dict) -> Iterator[Finding]:
+    """Messages of the commit log past their RocksDB queue's last unit: not dispatched to it.
+    Those after the dispatch checkpoint are dispatched again at the next start."""
+    for (topic, queue_id), (queue_end, last_offset) in sorted(queue_ends.items()):
+        have = last_units.get((topic, queue_id), -1) + 1
+        if have >= queue_end:
+            continue
+        again = rq.checkpoint is not None and last_offset >= rq.checkpoint
+        yield finding(ROCKSDB_CQ_UNIT_MISSING, where, None, f"{topic}/{queue_id}: the commit log holds messages up to "
+                      f"queue offset {queue_end - 1}, the RocksDB queue "
+                      f"{'none' if have == 0 else f'units up to {have - 1}'}"
+                      + (f" (past the dispatch checkpoint {rq.checkpoint}: the next start dispatches them)"
+                         if again else ""),
+                      consequence=Consequence.REBUILT if again else None, topic=topic, queue_id=queue_id,
+                      queue_offset=have)
 
 
 def _mismatch(where: str, u: RocksUnit, what: str) -> Finding:

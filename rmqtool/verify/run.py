@@ -29,7 +29,7 @@ from rmqtool.store.timer.files import find_timer_store
 from rmqtool.verify.timer.check import check_timer
 from rmqtool.verify.next_start import NextStart, changes_the_start, simulate_next_start, worth_simulating_now
 
-NEEDS_COMMIT_LOG = {"commitlog", "consumequeue", "index", "checkpoint"}
+NEEDS_COMMIT_LOG = {"commitlog", "consumequeue", "index", "checkpoint", "rocksdbcq"}
 
 
 class Verify(VerifyRun):
@@ -136,7 +136,7 @@ class Verify(VerifyRun):
             for f in check_compaction(self.root):
                 yield "compaction", f
         if "rocksdbcq" in only:  # nothing without a RocksDB consume queue in consumequeue/
-            for f in check_rocksdb_cq(self.view):
+            for f in check_rocksdb_cq(self.view, log.queue_ends() if log is not None else None):
                 yield "rocksdbcq", f
         if "timer" in only and self.live is None and find_timer_store(self.root).exists:
             now = self.options.now_ms if self.options.now_ms is not None else int(time.time() * 1000)

@@ -216,3 +216,14 @@ def test_a_database_rocksdb_refuses_is_one_line_naming_it(store, tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and str(broken) in lines[0] and "Traceback" not in result.stderr
     assert snapshot(broken) == before
+    # a damaged block met while reading: rocksdict's own items() would end there quietly
+    damaged = tmp_path / "damaged" / "consumequeue"
+    shutil.copytree(store / "consumequeue", damaged, ignore=shutil.ignore_patterns("*Topic*"))
+    for sst in damaged.glob("*.sst"):
+        data = bytearray(sst.read_bytes())
+        data[100:200] = bytes(b ^ 0xFF for b in data[100:200])
+        sst.write_bytes(bytes(data))
+    result = _cli("dump", "rocksdbcq", damaged)
+    assert result.exit_code == ExitCode.BAD_INPUT, result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(damaged) in lines[0] and "Corruption" in lines[0], lines

@@ -92,9 +92,7 @@ class Database:
         self.path = pathlib.Path(path)
         self._tmp = tempfile.mkdtemp(prefix="rmqtool-rocksdb-")
         try:
-            for entry in os.scandir(self.path):
-                if entry.is_file() and is_rocksdb_file(entry.name) and not _NOT_COPIED.fullmatch(entry.name):
-                    shutil.copyfile(entry.path, os.path.join(self._tmp, entry.name))
+            self._copy()
             raw = rocksdict.Options(raw_mode=True)
             self.column_families = rocksdict.Rdict.list_cf(self._tmp, raw)
             self._db = rocksdict.Rdict(self._tmp, raw, access_type=rocksdict.AccessType.read_only(),
@@ -105,8 +103,27 @@ class Database:
             raise StoreAccessError("permission denied", exc.filename or self.path) from None
         except Exception as exc:  # rocksdict raises plain Exceptions ("Corruption: ...", "IO error: ...")
             self.close()
-            raise FormatError(f"RocksDB refuses to open it: {str(exc).splitlines()[0] if str(exc) else exc!r}",
-                              self.path) from None
+            raise FormatError(f"RocksDB refuses to open it: {self._said(exc)}", self.path) from None
+
+    def _copy(self, tries: int = 3) -> None:
+        """The files the open needs, into the temporary directory. A running broker's compaction
+        deletes files while they are copied: the copy starts again, then gives up in one line."""
+        for attempt in range(tries):
+            try:
+                for entry in os.scandir(self.path):
+                    if entry.is_file() and is_rocksdb_file(entry.name) and not _NOT_COPIED.fullmatch(entry.name):
+                        shutil.copyfile(entry.path, os.path.join(self._tmp, entry.name))
+                return
+            except FileNotFoundError:
+                for name in os.listdir(self._tmp):
+                    os.unlink(os.path.join(self._tmp, name))
+        raise StoreAccessError("the database's files changed while they were copied (a running broker "
+                               "compacting?); try again", self.path)
+
+    def _said(self, exc: Exception) -> str:
+        """RocksDB's message, its first line, naming the store's files rather than the copy's."""
+        text = str(exc).splitlines()[0] if str(exc) else repr(exc)
+        return text.replace(self._tmp, str(self.path))
 
     def cf(self, name: str):
         if name == DEFAULT_COLUMN_FAMILY:
@@ -118,10 +135,20 @@ class Database:
         cf = self.cf(name)
         if cf is None:
             return
-        for key, value in (cf.items(from_key=prefix) if prefix else cf.items()):
-            if not key.startswith(prefix):
-                return
-            yield key, value
+        try:
+            # the raw iterator, its status asked at the end: rocksdict's items() ends quietly at a
+            # damaged block, as if the column family ended there
+            it = cf.iter()
+            it.seek(prefix) if prefix else it.seek_to_first()
+            while it.valid():
+                key = it.key()
+                if not key.startswith(prefix):
+                    return
+                yield key, it.value()
+                it.next()
+            it.status()
+        except Exception as exc:  # a damaged block met while iterating ("Corruption: block checksum mismatch")
+            raise FormatError(f"RocksDB stops reading column family {name!r}: {self._said(exc)}", self.path) from None
 
     def close(self) -> None:
         db = getattr(self, "_db", None)

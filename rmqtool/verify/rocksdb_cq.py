@@ -8,8 +8,9 @@ Each unit must name a message of its topic, queue id, queue offset and size (wha
 "max" entry must name the last unit (its commit log and queue offsets), a "min" entry a
 unit there is; the dispatch checkpoint must not lie past the commit log. Side by side, the
 fields the broker's own ``checkRocksdbCqWriteProgress`` compares (AdminBrokerProcessor.java
-3406-3421: queue offset, size, commit log offset, tags code) from the RocksDB queue's first
-unit on (before it, the double write had not started).
+3379-3447, checkCqUnitEqual at 3433: queue offset, size, commit log offset, tags code) from
+the RocksDB queue's first unit on (before it, the double write had not started); and the
+commit log's messages past a queue's last RocksDB unit, from verify's commit log scan.
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ commit log's messages past a queue's last RocksDB unit, from verify's commit log
 from __future__ import annotations
 
 import itertools
-from typing import Iterator
+from typing import Callable, Iterator
 
 from rmqtool.errors import CorruptData, NothingFound
 from rmqtool.findings import (Consequence, ROCKSDB_CQ_FILE_QUEUE_DIFFERS, ROCKSDB_CQ_OFFSET_MISMATCH, ROCKSDB_CQ_UNIT_MISMATCH,
@@ -28,10 +28,10 @@ from rmqtool.store.view import StoreView
 FLOOD = 20  # differences told one by one a queue; the rest counted in one finding
 
 
-def check_rocksdb_cq(view: StoreView, queue_ends: dict | None = None) -> Iterator[Finding]:
+def check_rocksdb_cq(view: StoreView, queue_ends: Callable[[], dict] | None = None) -> Iterator[Finding]:
     """Every finding about a store's RocksDB consume queue (nothing when it has none).
-    ``queue_ends``: per topic-queue of the commit log, one past its last queue offset and that
-    record's commit log offset (verify's commit log scan): the units must reach it."""
+    ``queue_ends()``: per topic-queue of the commit log, one past its last queue offset and
+    that record's commit log offset (verify's commit log scan): the units must reach it."""
     path = rocksdb_cq_dir(view.root)
     if path is None:
         return
@@ -68,7 +68,7 @@ def check_rocksdb_cq(view: StoreView, queue_ends: dict | None = None) -> Iterato
                               f"queue offsets {q.min_offset()}..{q.max_offset - 1}, the RocksDB queue none",
                               topic=topic, queue_id=queue_id)
         if queue_ends is not None:
-            yield from _coverage(rq, where, queue_ends, last_units)
+            yield from _coverage(rq, where, queue_ends(), last_units)
         yield from _checkpoint(rq, view, where, end)
         yield from rq.findings
 

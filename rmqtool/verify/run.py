@@ -136,7 +136,7 @@ class Verify(VerifyRun):
             for f in check_compaction(self.root):
                 yield "compaction", f
         if "rocksdbcq" in only:  # nothing without a RocksDB consume queue in consumequeue/
-            for f in check_rocksdb_cq(self.view, log.queue_ends() if log is not None else None):
+            for f in check_rocksdb_cq(self.view, log.queue_ends if log is not None else None):
                 yield "rocksdbcq", f
         if "timer" in only and self.live is None and find_timer_store(self.root).exists:
             now = self.options.now_ms if self.options.now_ms is not None else int(time.time() * 1000)

@@ -227,3 +227,33 @@ def test_a_database_rocksdb_refuses_is_one_line_naming_it(store, tmp_path):
     assert result.exit_code == ExitCode.BAD_INPUT, result.stdout
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and str(damaged) in lines[0] and "Corruption" in lines[0], lines
+
+
+def test_light_message_queue_units_match_their_records_by_the_multi_dispatch_properties(tmp_path):
+    """dispatchLMQ (RocksDBConsumeQueueStore.java:301-329) writes a unit per INNER_MULTI_DISPATCH
+    name at its INNER_MULTI_QUEUE_OFFSET, queue 0 for a %LMQ% name. A store the project's engine
+    writes (two appends naming %LMQ%room1), its file queue's units and the LMQ's written to RocksDB."""
+    from rmqtool.store.commitlog_reader import CommitLogReader
+    from rmqtool.store.consumequeue import open_consume_queues
+    root = tmp_path / "lmq"
+    for n in range(2):
+        r = _cli("append", root, *(["--create"] if n == 0 else []), "--topic", "LmqParent", "--queue", 0,
+                 "--body", f"m{n}", "--property", "INNER_MULTI_DISPATCH=%LMQ%room1",
+                 "--property", f"INNER_MULTI_QUEUE_OFFSET={n}")
+        assert r.exit_code == 0, r.stderr
+    with CommitLogReader.of_store(root) as reader:
+        units = [{"topic": u.topic, "queue_id": u.queue_id, "queue_offset": u.queue_offset,
+                  "commit_log_offset": u.commit_log_offset, "store_size": u.size, "tags_code": u.tags_code,
+                  "store_timestamp": reader.read(u.commit_log_offset).store_timestamp}
+                 for q in open_consume_queues(root).queues for u in q.iter_units()]
+    assert [u["queue_offset"] for u in units] == [0, 1]
+    lmq = [dict(u, topic="%LMQ%room1", queue_id=0) for u in units]
+    write_rocksdb_cq(root, units + lmq)
+    clean = _cli("verify", root, "--only", "rocksdbcq", "-f", "jsonl")
+    assert clean.exit_code == 0 and _jsonl(clean) == [], clean.stdout
+    edit_rocksdb(root / "consumequeue", put={unit_key("%LMQ%room1", 0, 1): unit_value(
+        units[0]["commit_log_offset"], units[0]["store_size"], 0, units[0]["store_timestamp"])})
+    bad = _jsonl(_cli("verify", root, "--only", "rocksdbcq", "-f", "jsonl"))
+    # the unit names the record of LMQ offset 0; and the max entry no longer names the last unit's record
+    assert {(f["finding"], f["topic"], f["queue_offset"]) for f in bad} == {
+        ("rocksdbCqUnitMismatch", "%LMQ%room1", 1), ("rocksdbCqOffsetMismatch", "%LMQ%room1", 1)}

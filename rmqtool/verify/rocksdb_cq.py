@@ -32,7 +32,8 @@ FLOOD = 20  # differences told one by one a queue; the rest counted in one findi
 def check_rocksdb_cq(view: StoreView, queue_ends: Callable[[], dict] | None = None) -> Iterator[Finding]:
     """Every finding about a store's RocksDB consume queue (nothing when it has none).
     ``queue_ends()``: per topic-queue of the commit log, one past its last queue offset and
-    that record's commit log offset (verify's commit log scan): the units must reach it."""
+    that record's commit log offset (verify's commit log scan): the units must reach it.
+    One pass over the units, a queue at a time, holding no queue's units in memory."""
     path = rocksdb_cq_dir(view.root)
     if path is None:
         return
@@ -40,52 +41,131 @@ def check_rocksdb_cq(view: StoreView, queue_ends: Callable[[], dict] | None = No
     files = {(q.topic, q.queue_id): q for q in view.consume_queues().queues if not q.is_batch}
     with RocksDBConsumeQueue(path) as rq:
         reader = CommitLogReader(view.commit_log) if view.has_commit_log else None
-        seen = set()
-        last_units: dict = {}
-        end = 0
+        queues: dict = {}  # (topic, queue id) -> _Queue, once its units are read
         try:
             for (topic, queue_id), group in itertools.groupby(rq.units(), key=lambda u: (u.topic, u.queue_id)):
-                units = list(group)
-                seen.add((topic, queue_id))
-                last_units[(topic, queue_id)] = units[-1].queue_offset
-                end = max(end, max(u.commit_log_offset + u.size for u in units))
-                if reader is not None:
-                    yield from _against_commit_log(reader, where, units)
-                yield from _gaps(where, units)
-                yield from _offsets(rq, where, topic, queue_id, units)
-                if (topic, queue_id) in files:
-                    yield from _side_by_side(files[(topic, queue_id)], where, units)
+                q = queues[(topic, queue_id)] = _Queue(where, reader, files.get((topic, queue_id)))
+                for u in group:
+                    yield from q.unit(u)
+                yield from q.done()
+                yield from _offsets(rq, where, topic, queue_id, q.first, q.last)
         finally:
             if reader is not None:
                 reader.close()
         for topic, queue_id in rq.queues():
-            if (topic, queue_id) not in seen:
+            if (topic, queue_id) not in queues:
                 yield finding(ROCKSDB_CQ_OFFSET_MISMATCH, where, None, f"{topic}/{queue_id}: the offset table names "
                               f"the queue (max offset {rq.max_offset(topic, queue_id)}) but it has no unit",
                               topic=topic, queue_id=queue_id)
-        for (topic, queue_id), q in sorted(files.items()):
-            if (topic, queue_id) not in seen and q.max_offset > q.min_offset():
+        for (topic, queue_id), fq in sorted(files.items()):
+            if (topic, queue_id) not in queues and fq.max_offset > fq.min_offset():
                 yield finding(ROCKSDB_CQ_FILE_QUEUE_DIFFERS, where, None, f"{topic}/{queue_id}: the file queue holds "
-                              f"queue offsets {q.min_offset()}..{q.max_offset - 1}, the RocksDB queue none",
+                              f"queue offsets {fq.min_offset()}..{fq.max_offset - 1}, the RocksDB queue none",
                               topic=topic, queue_id=queue_id)
         if queue_ends is not None:
-            yield from _coverage(rq, where, queue_ends(), last_units)
-        yield from _checkpoint(rq, view, where, end)
+            yield from _coverage(rq, where, queue_ends(), {k: q.last.queue_offset for k, q in queues.items()})
+        yield from _checkpoint(rq, view, where, max((q.end for q in queues.values()), default=0))
         yield from rq.findings
 
 
-def _against_commit_log(reader: CommitLogReader, where: str, units: list[RocksUnit]) -> Iterator[Finding]:
-    for u in units:
-        try:
-            m = reader.read(u.commit_log_offset, check_crc=False)
-        except (NothingFound, CorruptData) as exc:
-            yield _mismatch(where, u, f"no message at commit log offset {u.commit_log_offset} ({exc.message})")
-            continue
-        if (m.topic, m.queue_id, m.queue_offset, m.store_size) == (u.topic, u.queue_id, u.queue_offset, u.size):
-            continue
-        if m.store_size != u.size or (u.queue_id, u.queue_offset) not in _lmq_dispatches(m, u.topic):
-            yield _mismatch(where, u, f"commit log offset {u.commit_log_offset} holds {m.topic}/{m.queue_id} "
-                            f"queue offset {m.queue_offset}, {m.store_size} bytes")
+class _Runs:
+    """Queue offsets met in order, kept as runs (the first ten told, all counted)."""
+
+    def __init__(self):
+        self.runs: list[list[int]] = []
+        self.count = 0
+
+    def add(self, offset: int) -> None:
+        self.count += 1
+        if self.runs and self.runs[-1][1] == offset - 1:
+            self.runs[-1][1] = offset
+        elif len(self.runs) <= 10:
+            self.runs.append([offset, offset])
+
+    def text(self) -> str:
+        out = [str(a) if a == b else f"{a}..{b}" for a, b in self.runs[:10]]
+        return ", ".join(out) + (", ..." if len(self.runs) > 10 else "")
+
+
+class _Queue:
+    """One RocksDB queue's units checked as they come: against the commit log, one after
+    another, and merged with the file queue's units (both in queue offset order)."""
+
+    def __init__(self, where: str, reader: CommitLogReader | None, file_queue):
+        self.where, self.reader, self.file_queue = where, reader, file_queue
+        self.first: RocksUnit | None = None
+        self.last: RocksUnit | None = None
+        self.end = 0  # one past the furthest record a unit names
+        self._file = None  # the file queue's units from the first RocksDB unit on
+        self._fu = None  # the next file unit not yet matched
+        self.differ = 0
+        self.file_only, self.kv_only = _Runs(), _Runs()
+
+    def unit(self, u: RocksUnit) -> Iterator[Finding]:
+        if self.first is None:
+            self.first = u
+            if self.file_queue is not None:
+                self._file = self.file_queue.iter_units(max(u.queue_offset, self.file_queue.min_offset()))
+                self._fu = next(self._file, None)
+        elif u.queue_offset != self.last.queue_offset + 1:
+            a, b = self.last.queue_offset + 1, u.queue_offset - 1
+            yield finding(ROCKSDB_CQ_UNIT_MISSING, self.where, None, f"{u.topic}/{u.queue_id}: no unit for queue "
+                          f"offset{'s ' + str(a) + '..' + str(b) if b > a else ' ' + str(a)} (between two units)",
+                          topic=u.topic, queue_id=u.queue_id, queue_offset=a)
+        self.last = u
+        self.end = max(self.end, u.commit_log_offset + u.size)
+        if self.reader is not None:
+            yield from _against_commit_log(self.reader, self.where, u)
+        if self._file is not None:
+            yield from self._merge(u)
+
+    def _merge(self, u: RocksUnit) -> Iterator[Finding]:
+        while self._fu is not None and self._fu.queue_offset < u.queue_offset:
+            self.file_only.add(self._fu.queue_offset)
+            self._fu = next(self._file, None)
+        fu = self._fu
+        if fu is None or fu.queue_offset != u.queue_offset:
+            self.kv_only.add(u.queue_offset)
+            return
+        self._fu = next(self._file, None)
+        fields = [n for n in ("commit_log_offset", "size", "tags_code") if getattr(fu, n) != getattr(u, n)]
+        if fields:
+            self.differ += 1
+            if self.differ <= FLOOD:
+                yield finding(ROCKSDB_CQ_FILE_QUEUE_DIFFERS, self.where, None,
+                              f"{u.topic}/{u.queue_id} queue offset {u.queue_offset}: "
+                              + ", ".join(f"{n} file {getattr(fu, n)} RocksDB {getattr(u, n)}" for n in fields)
+                              + f" (file unit at {fu.path}:{fu.position})", topic=u.topic, queue_id=u.queue_id,
+                              queue_offset=u.queue_offset)
+
+    def done(self) -> Iterator[Finding]:
+        if self._file is None:
+            return
+        while self._fu is not None:
+            self.file_only.add(self._fu.queue_offset)
+            self._fu = next(self._file, None)
+        topic, queue_id = self.first.topic, self.first.queue_id
+        if self.differ > FLOOD:
+            yield finding(ROCKSDB_CQ_FILE_QUEUE_DIFFERS, self.where, None, f"{topic}/{queue_id}: "
+                          f"{self.differ - FLOOD} more units differ", topic=topic, queue_id=queue_id)
+        for side, runs in (("the file queue only", self.file_only), ("the RocksDB queue only", self.kv_only)):
+            if runs.count:
+                yield finding(ROCKSDB_CQ_FILE_QUEUE_DIFFERS, self.where, None, f"{topic}/{queue_id}: {runs.count} "
+                              f"queue offset(s) in {side}: {runs.text()}", topic=topic, queue_id=queue_id,
+                              queue_offset=runs.runs[0][0])
+
+
+def _against_commit_log(reader: CommitLogReader, where: str, u: RocksUnit) -> Iterator[Finding]:
+    try:
+        m = reader.read(u.commit_log_offset, check_crc=False)
+    except (NothingFound, CorruptData) as exc:
+        yield _mismatch(where, u, f"no message at commit log offset {u.commit_log_offset} ({exc.message})")
+        return
+    if (m.topic, m.queue_id, m.queue_offset, m.store_size) == (u.topic, u.queue_id, u.queue_offset, u.size):
+        return
+    if m.store_size != u.size or (u.queue_id, u.queue_offset) not in _lmq_dispatches(m, u.topic):
+        yield _mismatch(where, u, f"commit log offset {u.commit_log_offset} holds {m.topic}/{m.queue_id} "
+                        f"queue offset {m.queue_offset}, {m.store_size} bytes")
 
 
 def _lmq_dispatches(m, topic: str) -> set[tuple[int, int]]:
@@ -125,19 +205,8 @@ def _mismatch(where: str, u: RocksUnit, what: str) -> Finding:
                    queue_id=u.queue_id, queue_offset=u.queue_offset, commit_log_offset=u.commit_log_offset)
 
 
-def _gaps(where: str, units: list[RocksUnit]) -> Iterator[Finding]:
-    for a, b in zip(units, units[1:]):
-        if b.queue_offset != a.queue_offset + 1:
-            yield finding(ROCKSDB_CQ_UNIT_MISSING, where, None, f"{a.topic}/{a.queue_id}: no unit for queue offset(s) "
-                          f"{_ranges(list(range(a.queue_offset + 1, min(b.queue_offset, a.queue_offset + 2))))}"
-                          f"{'..' + str(b.queue_offset - 1) if b.queue_offset - a.queue_offset > 2 else ''} "
-                          f"(between two units)", topic=a.topic,
-                          queue_id=a.queue_id, queue_offset=a.queue_offset + 1)
-
-
-def _offsets(rq: RocksDBConsumeQueue, where: str, topic: str, queue_id: int, units: list[RocksUnit]):
+def _offsets(rq: RocksDBConsumeQueue, where: str, topic: str, queue_id: int, first: RocksUnit, last: RocksUnit):
     entries = rq.offsets.get((topic, queue_id), {})
-    last = units[-1]
     high = entries.get(MAX_MARKER)
     if high is None:
         yield finding(ROCKSDB_CQ_OFFSET_MISMATCH, where, None, f"{topic}/{queue_id}: no max entry for a queue with "
@@ -149,50 +218,10 @@ def _offsets(rq: RocksDBConsumeQueue, where: str, topic: str, queue_id: int, uni
                       f"{last.queue_offset} at {last.commit_log_offset}", topic=topic, queue_id=queue_id,
                       queue_offset=high.queue_offset)
     low = entries.get(MIN_MARKER)
-    if low is not None and not units[0].queue_offset <= low.queue_offset <= last.queue_offset + 1:
+    if low is not None and not first.queue_offset <= low.queue_offset <= last.queue_offset + 1:
         yield finding(ROCKSDB_CQ_OFFSET_MISMATCH, where, None, f"{topic}/{queue_id}: the min entry names queue offset "
-                      f"{low.queue_offset}, outside the units' {units[0].queue_offset}..{last.queue_offset}",
+                      f"{low.queue_offset}, outside the units' {first.queue_offset}..{last.queue_offset}",
                       topic=topic, queue_id=queue_id, queue_offset=low.queue_offset)
-
-
-def _side_by_side(q, where: str, units: list[RocksUnit]) -> Iterator[Finding]:
-    """The file queue against the RocksDB units from the first RocksDB unit on."""
-    start = units[0].queue_offset
-    kv = {u.queue_offset: u for u in units}
-    told = 0
-    extra = []
-    for fu in q.iter_units(max(start, q.min_offset())):
-        u = kv.pop(fu.queue_offset, None)
-        if u is None:
-            extra.append(fu.queue_offset)
-            continue
-        fields = [name for name, a, b in (("commit_log_offset", fu.commit_log_offset, u.commit_log_offset),
-                                          ("size", fu.size, u.size), ("tags_code", fu.tags_code, u.tags_code))
-                  if a != b]
-        if fields:
-            told += 1
-            if told <= FLOOD:
-                yield finding(ROCKSDB_CQ_FILE_QUEUE_DIFFERS, where, None,
-                              f"{u.topic}/{u.queue_id} queue offset {u.queue_offset}: "
-                              + ", ".join(f"{n} file {getattr(fu, n)} RocksDB {getattr(u, n)}" for n in fields)
-                              + f" (file unit at {fu.path}:{fu.position})", topic=u.topic, queue_id=u.queue_id,
-                              queue_offset=u.queue_offset)
-    if told > FLOOD:
-        yield finding(ROCKSDB_CQ_FILE_QUEUE_DIFFERS, where, None, f"{q.topic}/{q.queue_id}: {told - FLOOD} more "
-                      f"units differ", topic=q.topic, queue_id=q.queue_id)
-    for side, offsets in (("the file queue only", extra), ("the RocksDB queue only", sorted(kv))):
-        if offsets:
-            yield finding(ROCKSDB_CQ_FILE_QUEUE_DIFFERS, where, None, f"{q.topic}/{q.queue_id}: {len(offsets)} "
-                          f"queue offset(s) in {side}: {_ranges(offsets)}", topic=q.topic, queue_id=q.queue_id,
-                          queue_offset=offsets[0])
-
-
-def _ranges(offsets: list[int]) -> str:
-    out = []
-    for _, run in itertools.groupby(enumerate(offsets), key=lambda p: p[1] - p[0]):
-        run = [o for _, o in run]
-        out.append(str(run[0]) if len(run) == 1 else f"{run[0]}..{run[-1]}")
-    return ", ".join(out[:10]) + (", ..." if len(out) > 10 else "")
 
 
 def _checkpoint(rq: RocksDBConsumeQueue, view: StoreView, where: str, units_end: int) -> Iterator[Finding]:

@@ -257,3 +257,24 @@ def test_light_message_queue_units_match_their_records_by_the_multi_dispatch_pro
     # the unit names the record of LMQ offset 0; and the max entry no longer names the last unit's record
     assert {(f["finding"], f["topic"], f["queue_offset"]) for f in bad} == {
         ("rocksdbCqUnitMismatch", "%LMQ%room1", 1), ("rocksdbCqOffsetMismatch", "%LMQ%room1", 1)}
+
+
+def test_a_database_a_writer_holds_is_read_from_its_wal(tmp_path):
+    """As a running broker holds it: LOCK taken, the units only in the write-ahead log (no .sst yet)."""
+    from rocksdict import Options, Rdict
+    from rmqtool.store.rocksdb_cq import RocksDBConsumeQueue
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    live = tmp_path / "live"
+    db = Rdict(str(live), options)
+    offsets = db.create_column_family("offset", Options(raw_mode=True))
+    db[unit_key("T", 0, 0)] = unit_value(4116, 278, 7, 1795317381096)
+    offsets[offset_key("T", 0, "max")] = offset_value(4116, 0)
+    try:
+        assert not list(live.glob("*.sst")) and list(live.glob("*.log"))
+        with RocksDBConsumeQueue(live) as rq:
+            assert [(u.topic, u.queue_id, u.queue_offset, u.commit_log_offset, u.size, u.tags_code, u.store_timestamp)
+                    for u in rq.units()] == [("T", 0, 0, 4116, 278, 7, 1795317381096)]
+            assert rq.max_offset("T", 0) == 1
+    finally:
+        db.close()

@@ -278,3 +278,15 @@ def test_a_database_a_writer_holds_is_read_from_its_wal(tmp_path):
             assert rq.max_offset("T", 0) == 1
     finally:
         db.close()
+
+
+def test_a_rocksdb_file_given_to_another_dump_names_the_command_that_reads_it(store):
+    import shlex
+    for given, kind, hinted in ((store / "consumequeue" / "CURRENT", "consumequeue", "rocksdbcq"),
+                                (store / "consumequeue" / "LOCK", "commitlog", "rocksdbcq"),
+                                (store / "config" / "topics" / "CURRENT", "config", "rocksdbconfig")):
+        refused = _cli("dump", kind, given)
+        assert refused.exit_code == ExitCode.BAD_INPUT
+        hint = refused.stderr.split("(try: ")[1].rsplit(")", 1)[0]
+        assert shlex.split(hint) == ["rmqtool", "dump", hinted, str(given.parent)]
+        assert _cli(*shlex.split(hint)[1:]).exit_code == 0

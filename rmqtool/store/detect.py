@@ -9,6 +9,7 @@ from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODES
 from rmqtool.store import paths
 from rmqtool.store.family import detect_family, require_rocketmq
 from rmqtool.store.message import RECORD_START
+from rmqtool.store.rocksdb_cq import is_rocksdb_dir, is_rocksdb_file
 
 COMMITLOG, CONSUMEQUEUE, BATCH_CONSUMEQUEUE, INDEX, CHECKPOINT, CONFIG, ABORT, LOCK = (
     "commitlog", "consumequeue", "batchconsumequeue", "index", "checkpoint", "config", "abort", "lock")
@@ -18,6 +19,8 @@ TIMERWHEEL, TIMERLOG, TIMERCHECK, TIMERMETRICS = "timerwheel", "timerlog", "time
 _TIMER_NAMES = {"timerwheel": TIMERWHEEL, "timercheck": TIMERCHECK, "timermetrics": TIMERMETRICS,
                 "timermetrics.bak": TIMERMETRICS}
 STORE = "store"
+# a file of a RocksDB database (5.x): the consume queue's, flat in consumequeue/, or a config store's
+ROCKSDB_CQ, ROCKSDB_CONFIG = "RocksDB consume queue", "RocksDB config store"
 
 INDEX_NAME_DIGITS = 17  # yyyyMMddHHmmssSSS
 
@@ -60,6 +63,8 @@ def kind_of_file(path: pathlib.Path) -> str:
     """The kind of a single store file, from its place, name and first bytes."""
     name = path.name
     parent = path.parent.name
+    if is_rocksdb_file(name) and is_rocksdb_dir(path.parent):  # before LOCK and *.json: RocksDB has both
+        return ROCKSDB_CQ if parent == paths.CONSUMEQUEUE_DIR else ROCKSDB_CONFIG
     if name in (paths.CHECKPOINT_FILE,):
         return CHECKPOINT
     if name in (paths.ABORT_FILE, paths.ABORT_BAK_FILE):

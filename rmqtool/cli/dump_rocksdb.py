@@ -37,7 +37,8 @@ def dump_rocksdbcq(
     wide: bool = WideOpt,
     columns: Optional[str] = ColumnsOpt,
 ):
-    """RocksDB consume queue units (storeType=defaultRocksDB or rocksdbCQDoubleWriteEnable), as dump consumequeue's rows."""
+    """RocksDB consume queue units (storeType=defaultRocksDB or rocksdbCQDoubleWriteEnable), as dump
+    consumequeue's rows with store_timestamp."""
     check_range("--from-offset", from_offset, "--to-offset", to_offset)
     findings: list = []
     dump = RocksDump()

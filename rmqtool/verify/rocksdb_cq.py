@@ -18,8 +18,8 @@ import itertools
 from typing import Callable, Iterator
 
 from rmqtool.errors import CorruptData, NothingFound
-from rmqtool.findings import (Consequence, ROCKSDB_CQ_FILE_QUEUE_DIFFERS, ROCKSDB_CQ_OFFSET_MISMATCH, ROCKSDB_CQ_UNIT_MISMATCH,
-                              ROCKSDB_CQ_UNIT_MISSING, Finding, finding)
+from rmqtool.findings import (ROCKSDB_CQ_FILE_QUEUE_DIFFERS, ROCKSDB_CQ_OFFSET_MISMATCH, ROCKSDB_CQ_UNIT_MISMATCH,
+                              ROCKSDB_CQ_UNIT_MISSING, Consequence, Finding, finding)
 from rmqtool.formats.rocksdb_cq import (LMQ_DISPATCH_SEPARATOR, LMQ_PREFIX, LMQ_QUEUE_ID, MAX_MARKER, MIN_MARKER,
                                         PROPERTY_INNER_MULTI_DISPATCH, PROPERTY_INNER_MULTI_QUEUE_OFFSET)
 from rmqtool.store.commitlog_reader import CommitLogReader

@@ -66,14 +66,6 @@ def rocksdb_config_dirs(store_root: str | os.PathLike) -> dict[str, pathlib.Path
     return {t: base / t for t in CONFIG_TYPES if is_rocksdb_dir(base / t)}
 
 
-def database_files(path: pathlib.Path) -> dict:
-    """What ``info`` says of a database without opening it: its files and their bytes."""
-    names = [e for e in os.scandir(path) if e.is_file() and is_rocksdb_file(e.name)]
-    return {"path": str(path), "files": len(names), "bytes": sum(e.stat().st_size for e in names),
-            "sst_files": sum(e.name.endswith(".sst") for e in names),
-            "wal_bytes": sum(e.stat().st_size for e in names if e.name.endswith(".log"))}
-
-
 def require_rocksdict():
     try:
         import rocksdict

@@ -228,6 +228,17 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
                         "data it names was deleted"),
     "brokerIdentityInvalid": (Severity.WARNING, "a brokerIdentity file the broker does not load: it registers again "
                               "for a new broker id"),
+    # the 5.x RocksDB consume queue (storeType=defaultRocksDB or rocksdbCQDoubleWriteEnable: RocksDB in consumequeue/)
+    "rocksdbCqEntryInvalid": (Severity.ERROR, "a RocksDB consume queue key or value that is not laid out as "
+                              "RocksDBConsumeQueueTable / RocksDBConsumeQueueOffsetTable write them"),
+    "rocksdbCqUnitMismatch": (Severity.ERROR, "a RocksDB consume queue unit whose commit log offset holds no message "
+                              "of that topic, queue, queue offset and size"),
+    "rocksdbCqUnitMissing": (Severity.ERROR, "queue offsets between a RocksDB queue's first and last unit with no "
+                             "unit: the broker's range read stops at the first one missing"),
+    "rocksdbCqOffsetMismatch": (Severity.ERROR, "the RocksDB offset table (a queue's max/min entry, or the dispatch "
+                                "checkpoint) disagrees with the units or the commit log"),
+    "rocksdbCqFileQueueDiffers": (Severity.WARNING, "the file consume queue and the RocksDB one of the same queue "
+                                  "differ at a queue offset (a unit on one side only, or other fields)"),
 }
 
 # ID -> what the broker's next start does about it, by default (a finding may say more, e.g.
@@ -294,6 +305,9 @@ CONSEQUENCES: dict[str, Consequence] = {
     # controller mode: a start that throws on the epoch file; the rest changes what a sync truncates, not the start
     "epochFileInvalid": _W, "epochFileChecksum": _N, "epochBakDiffers": _N, "epochOrderInvalid": _N,
     "epochPastCommitLog": _N, "epochStartNotRecord": _N, "epochRangeEmpty": _R, "brokerIdentityInvalid": _N,
+    # RocksDB consume queue: what the broker serves from it (RocksDBConsumeQueue reads, getMaxOffsetInQueue)
+    "rocksdbCqEntryInvalid": _U, "rocksdbCqUnitMismatch": _U, "rocksdbCqUnitMissing": _U,
+    "rocksdbCqOffsetMismatch": _U, "rocksdbCqFileQueueDiffers": _N,
 }
 
 # The IDs by name: code says BODY_CRC_MISMATCH, never the string, so a typo is an ImportError.
@@ -439,6 +453,12 @@ EPOCH_PAST_COMMIT_LOG = "epochPastCommitLog"
 EPOCH_START_NOT_RECORD = "epochStartNotRecord"
 EPOCH_RANGE_EMPTY = "epochRangeEmpty"
 BROKER_IDENTITY_INVALID = "brokerIdentityInvalid"
+# RocksDB consume queue
+ROCKSDB_CQ_ENTRY_INVALID = "rocksdbCqEntryInvalid"
+ROCKSDB_CQ_UNIT_MISMATCH = "rocksdbCqUnitMismatch"
+ROCKSDB_CQ_UNIT_MISSING = "rocksdbCqUnitMissing"
+ROCKSDB_CQ_OFFSET_MISMATCH = "rocksdbCqOffsetMismatch"
+ROCKSDB_CQ_FILE_QUEUE_DIFFERS = "rocksdbCqFileQueueDiffers"
 
 
 def finding(finding_id: str, path, offset: int | None, message: str, *, consequence: "Consequence | None" = None,
@@ -643,5 +663,17 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "epochRangeEmpty": "Nothing: the broker drops it when it next deletes a commit log file.",
     "brokerIdentityInvalid": ("Restore the file (clusterName#brokerName#brokerId as the controller knows it) before "
                               "the start, or the broker registers as a new replica."),
+    "rocksdbCqEntryInvalid": ("The broker cannot read that entry: look at it (rmqtool dump rocksdbcq); with the file "
+                              "queues double-written, they still serve the queue."),
+    "rocksdbCqUnitMismatch": ("Consumers of that queue offset get another message or none: compare with the file "
+                              "queue (verify shows rocksdbCqFileQueueDiffers) and query the commit log by offset."),
+    "rocksdbCqUnitMissing": ("Consumers stop at the missing offset until it is skipped: the commit log still holds "
+                             "the messages (rmqtool dump commitlog -t T -q Q)."),
+    "rocksdbCqOffsetMismatch": ("The broker's max (min) offset for the queue is wrong: new messages may take offsets "
+                                "already used, or consumers stop early. Stop the broker and compare with rmqtool "
+                                "dump rocksdbcq before switching storeType."),
+    "rocksdbCqFileQueueDiffers": ("The two queues disagree: do not switch storeType (or turn off the double write) "
+                                  "until they agree; the one that matches the commit log is right (verify's "
+                                  "rocksdbCqUnitMismatch and the consumequeue checks say which)."),
 }
 

@@ -178,7 +178,7 @@ SCENARIOS: dict[str, Scenario] = {
     "records": Scenario(BASIC),  # 4.9.8 records, one damage a record, in the first files
     "queues": Scenario(BASIC),  # consume queue and file listing damage, one queue each
     "index": Scenario(BASIC),  # index file damage, one file each
-    "crc": Scenario(CRC),  # 5.3.3 records with __CRC32#
+    "crc": Scenario(CRC),  # 5.3.3 records with __CRC32# (and its queues written to RocksDB, damaged a queue each)
     "batchcq": Scenario(BATCHCQ),  # 5.3.3 inner batches and their batch consume queue
     "config": Scenario(CONFIG / "removed-topic"),  # config/*.json beside a 4.9.8 store
     "config-tables": Scenario(CONFIG / "null-table"),  # and the markers
@@ -1116,6 +1116,53 @@ def compaction_checkpoint_mismatch(d: Damage) -> At:
     path.write_text('{\n\t"empty":false,\n\t"queueOffsetMap":{\n\t\t"UserProfileTopic_0":500,\n'
                     '\t\t"UserProfileTopic_1":67\n\t}\n}')
     return At(path, None)
+# ---- the RocksDB consume queue (5.3.3 crc: its file queues' units written to RocksDB in consumequeue/
+# by tests/rocksdb_store.py, from the source's layout; one damage a queue) ----
+def _rocksdb_cq(d: Damage) -> pathlib.Path:
+    from rocksdb_store import truth_units, write_rocksdb_cq
+    return write_rocksdb_cq(d.store, truth_units(d.truth))
+
+
+def _rocksdb_edit(d: Damage, **edits) -> At:
+    from rocksdb_store import edit_rocksdb
+    db = d.once(_rocksdb_cq)
+    edit_rocksdb(db, **edits)
+    return At(db, None)  # a key of the database: its findings name the database directory
+
+
+def rocksdb_cq_entry_invalid(d: Damage) -> At:
+    """A key whose separator after the topic length is 0x02, not CTRL_1."""
+    return _rocksdb_edit(d, put={b"\x00\x00\x00\x01\x02T\x01": b"\x00" * 28})
+
+
+def rocksdb_cq_unit_mismatch(d: Damage) -> At:
+    """PaymentTopic/1's unit 2 pointed at commit log offset 10^9 (no file holds it)."""
+    from rocksdb_store import unit_key, unit_value
+    _, _, size, tags, _ = d.queue("PaymentTopic", 1)["entries"][2]
+    return _rocksdb_edit(d, put={unit_key("PaymentTopic", 1, 2): unit_value(10**9, size, tags, 0)})
+
+
+def rocksdb_cq_unit_missing(d: Damage) -> At:
+    """OrderTopic/0's unit 5 deleted."""
+    from rocksdb_store import unit_key
+    return _rocksdb_edit(d, delete=[unit_key("OrderTopic", 0, 5)])
+
+
+def rocksdb_cq_offset_mismatch(d: Damage) -> At:
+    """PaymentTopic/0's max entry naming its unit 3, not its last."""
+    from rocksdb_store import offset_key, offset_value
+    queue_offset, phy, _, _, _ = d.queue("PaymentTopic", 0)["entries"][3]
+    return _rocksdb_edit(d, put_offset={offset_key("PaymentTopic", 0, "max"): offset_value(phy, queue_offset)})
+
+
+def rocksdb_cq_file_queue_differs(d: Damage) -> At:
+    """OrderTopic/1's unit 4 given another tags code in RocksDB only."""
+    from rocksdb_store import unit_key, unit_value
+    queue_offset, phy, size, tags, _ = d.queue("OrderTopic", 1)["entries"][4]
+    stored = next(m["storeTimestamp"] for m in d.messages if m["physicalOffset"] == phy)
+    return _rocksdb_edit(d, put={unit_key("OrderTopic", 1, queue_offset): unit_value(phy, size, tags + 1, stored)})
+
+
 # ---- consumequeue_ext (5.3.3 cqext: OrderFilterTopic's three queues, one damage each) ----
 def _ext_walk(d: Damage, topic: str, queue_id: int) -> list[dict]:
     return next(q["ext"]["walk"] for q in d.truth["consumeQueues"] if (q["topic"], q["queueId"]) == (topic, queue_id))
@@ -1471,6 +1518,12 @@ PRODUCERS: dict[str, Producer] = {
     f.DLEDGER_ENTRY_INVALID: Producer("dledger", dledger_entry_invalid),
     f.DLEDGER_RECORD_INVALID: Producer("dledger", dledger_record_invalid),
     f.DLEDGER_INDEX_MISMATCH: Producer("dledger", dledger_index_mismatch),
+    # the RocksDB consume queue (built in the crc scenario's copy)
+    f.ROCKSDB_CQ_ENTRY_INVALID: Producer("crc", rocksdb_cq_entry_invalid),
+    f.ROCKSDB_CQ_UNIT_MISMATCH: Producer("crc", rocksdb_cq_unit_mismatch),
+    f.ROCKSDB_CQ_UNIT_MISSING: Producer("crc", rocksdb_cq_unit_missing),
+    f.ROCKSDB_CQ_OFFSET_MISMATCH: Producer("crc", rocksdb_cq_offset_mismatch),
+    f.ROCKSDB_CQ_FILE_QUEUE_DIFFERS: Producer("crc", rocksdb_cq_file_queue_differs),
     # the timer store
     f.TIMER_STATE: Producer("timer-check", timer_state, as_made=True),
     f.TIMERCHECK_MISSING: Producer("timer-check", timercheck_missing),

@@ -82,6 +82,9 @@ ON_DAMAGED = {
     "dump timermetrics": ExitCode.OK,
     # controller mode's epoch file: a store not in controller mode has none (said on stderr)
     "dump epochfile": ExitCode.OK,
+    # the 5.x RocksDB kinds: a store without a RocksDB consume queue or config store dumps nothing (said on stderr)
+    "dump rocksdbcq": ExitCode.OK,
+    "dump rocksdbconfig": ExitCode.OK,
     # QMQ's dump kinds: a RocketMQ store is not a QMQ store
     "dump messagelog": ExitCode.BAD_INPUT,
     "dump consumerlog": ExitCode.BAD_INPUT,

@@ -25,10 +25,10 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 def _register_all() -> None:
-    from rmqtool.cli import (append, check, diff, dump, dump_timer, findings, info, offsets, query, recover,
-                             redispatch, report, salvage, spark, undo, verify)
-    for module in (info, dump, dump_timer, query, verify, offsets, check, diff, report, recover, redispatch, salvage,
-                   append, undo, findings, spark):
+    from rmqtool.cli import (append, check, diff, dump, dump_rocksdb, dump_timer, findings, info, offsets, query,
+                             recover, redispatch, report, salvage, spark, undo, verify)
+    for module in (info, dump, dump_timer, dump_rocksdb, query, verify, offsets, check, diff, report, recover,
+                   redispatch, salvage, append, undo, findings, spark):
         module.register(app)
 
 

@@ -27,13 +27,17 @@ _COMMAND = {
     detect.TIMERMETRICS: "dump timermetrics",
     detect.EPOCH_FILE: "dump epochfile",
     detect.BROKER_IDENTITY: "info",
+    detect.ROCKSDB_CQ: "dump rocksdbcq",
+    detect.ROCKSDB_CONFIG: "dump rocksdbconfig",
 }
 
 
 def command_for(path: pathlib.Path, kind: str) -> str:
     """The command line that reads ``path`` (of ``kind``): ``rmqtool dump index PATH``, or
-    ``rmqtool info STORE`` for a marker file, which only info shows."""
-    target = path.parent if kind in (detect.ABORT, detect.LOCK, detect.BROKER_IDENTITY) else path
+    ``rmqtool info STORE`` for a marker file, which only info shows; a RocksDB file's
+    database directory."""
+    target = path.parent if kind in (detect.ABORT, detect.LOCK, detect.BROKER_IDENTITY, detect.ROCKSDB_CQ,
+                                     detect.ROCKSDB_CONFIG) else path
     return f"rmqtool {_COMMAND[kind]} {shlex.quote(str(target))}"
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pathlib
 
+from rmqtool.store.rocksdb_cq import is_rocksdb_dir
+
 # (name in the store root, what it is, the command that reads it or None); a trailing "*"
 # matches any name starting so (DLedger's dledger-<selfId>)
 SIDE_STORES = (
@@ -22,10 +24,23 @@ SIDE_STORES = (
 )
 
 
+# RocksDB databases, found by their CURRENT file: the 5.x consume queue (flat in consumequeue/,
+# beside any file queues) and the config store (RocksDBConfigManager's three databases)
+ROCKSDB_STORES = (
+    ("consumequeue", "RocksDB consume queue (RocksDBConsumeQueueStore)", "dump rocksdbcq"),
+    ("config/topics", "RocksDB config store: topics (RocksDBTopicConfigManager)", "dump rocksdbconfig"),
+    ("config/subscriptionGroups", "RocksDB config store: subscription groups (RocksDBSubscriptionGroupManager)",
+     "dump rocksdbconfig"),
+    ("config/consumerOffsets", "RocksDB config store: consumer offsets (RocksDBConsumerOffsetManager)",
+     "dump rocksdbconfig"),
+)
+
+
 def side_stores(root) -> list[dict]:
     """Each side store present in ``root``: its name, path, what it is, read_by (None: not read)."""
     root = pathlib.Path(root)
-    found = []
+    found = [{"name": name, "path": str(root / name), "description": what, "read_by": f"rmqtool {command}"}
+             for name, what, command in ROCKSDB_STORES if is_rocksdb_dir(root / name)]
     for name, what, command in SIDE_STORES:
         if name.endswith("*"):
             paths = sorted(p for p in root.glob(name) if p.is_dir())

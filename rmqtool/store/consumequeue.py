@@ -40,6 +40,7 @@ from rmqtool.formats.consumequeue import (BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNI
 from rmqtool.formats.derive import struct_of
 from rmqtool.store.segments import Segment, discover, list_dir
 from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONSUMEQUEUE_DIR
+from rmqtool.store.rocksdb_cq import is_rocksdb_dir, is_rocksdb_file
 
 CQ_UNIT = struct_of(CqUnit)
 BATCH_CQ_UNIT = struct_of(BatchCqUnit)
@@ -460,13 +461,15 @@ class ConsumeQueues:
 
 def queue_directories(base: pathlib.Path, findings: list[Finding] | None = None) -> list[tuple[str, int, pathlib.Path]]:
     """(topic, queue id, directory) of every ``base/TOPIC/QUEUEID/``, sorted by name, as the
-    broker's loadConsumeQueue walks them; entries it skips go to ``findings`` (when given)."""
+    broker's loadConsumeQueue walks them; entries it skips go to ``findings`` (when given),
+    except a RocksDB consume queue's files (``store/rocksdb_cq.py`` reads them)."""
     out = []
     if not base.is_dir():
         return out
+    rocksdb = is_rocksdb_dir(base)  # a RocksDB consume queue keeps its files flat in consumequeue/ (5.x)
     for topic_entry in list_dir(base):
         if not topic_entry.is_dir():
-            if findings is not None:
+            if findings is not None and not (rocksdb and is_rocksdb_file(topic_entry.name)):
                 findings.append(Finding(QUEUE_DIR_INVALID, topic_entry.path, None, "not a topic directory; ignored"))
             continue
         for queue_entry in list_dir(pathlib.Path(topic_entry.path)):

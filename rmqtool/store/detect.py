@@ -9,6 +9,7 @@ from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODES
 from rmqtool.store import paths
 from rmqtool.store.family import detect_family, require_rocketmq
 from rmqtool.store.message import RECORD_START
+from rmqtool.store.rocksdb_cq import is_rocksdb_dir, is_rocksdb_file
 
 COMMITLOG, CONSUMEQUEUE, BATCH_CONSUMEQUEUE, INDEX, CHECKPOINT, CONFIG, ABORT, LOCK = (
     "commitlog", "consumequeue", "batchconsumequeue", "index", "checkpoint", "config", "abort", "lock")
@@ -23,6 +24,8 @@ EPOCH_FILE, BROKER_IDENTITY = "epochfile", "brokeridentity"
 _CONTROLLER_NAMES = {"epochFileCheckpoint": EPOCH_FILE, "epochFileCheckpoint.bak": EPOCH_FILE,
                      "brokerIdentity": BROKER_IDENTITY, "brokerIdentity-temp": BROKER_IDENTITY}
 STORE = "store"
+# a file of a RocksDB database (5.x): the consume queue's, flat in consumequeue/, or a config store's
+ROCKSDB_CQ, ROCKSDB_CONFIG = "RocksDB consume queue", "RocksDB config store"
 
 INDEX_NAME_DIGITS = 17  # yyyyMMddHHmmssSSS
 
@@ -66,6 +69,8 @@ def kind_of_file(path: pathlib.Path) -> str:
     """The kind of a single store file, from its place, name and first bytes."""
     name = path.name
     parent = path.parent.name
+    if is_rocksdb_file(name) and is_rocksdb_dir(path.parent):  # before LOCK and *.json: RocksDB has both
+        return ROCKSDB_CQ if parent == paths.CONSUMEQUEUE_DIR else ROCKSDB_CONFIG
     if _in_dledger(path):
         return DLEDGER
     if name in (paths.CHECKPOINT_FILE,):

@@ -437,6 +437,13 @@ class CommitLogCheck:
         yield from self._cross.findings()
         yield from self._end_findings()
 
+    def queue_ends(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """After the scan: (topic, queue id) -> (one past the last queue offset its records took,
+        the commit log offset of that last record), for what a queue must hold up to."""
+        c = self._cross
+        return {tq: (int(c.last_qo[i] + c.last_batch[i]), int(c.last_offset[i]))
+                for i, tq in enumerate(self.topic_queues) if i < len(c.last_offset) and c.last_offset[i] >= 0}
+
     def band_again(self, k: int) -> SegmentCheck:
         """Band k checked again, here (what damage rarely needs once more)."""
         return self._band(k, check_segment(self.jobs[k], self.delay_spec))

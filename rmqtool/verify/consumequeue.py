@@ -22,6 +22,7 @@ from rmqtool.findings import (Consequence, CONSUME_QUEUE_FILL_UNITS, CONSUME_QUE
 from rmqtool.formats.consumequeue import is_fill_unit, is_written_batch_unit, is_written_unit
 from rmqtool.store.arrays import read_records, runs
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, AnyConsumeQueue, ConsumeQueues
+from rmqtool.store.rocksdb_cq import rocksdb_only
 from rmqtool.verify.commitlog import BandConsumer, CommitLogCheck, SegmentCheck, tq_order
 from rmqtool.verify.cqext import EXT_NONE, QueueExtCheck, orphan_findings
 from rmqtool.verify.lookups import OffsetLookups, late_offsets, subset
@@ -304,8 +305,8 @@ class ConsumeQueueCheck(BandConsumer):
                 yield from self._coverage(q.queue, q.tq, offset, qo, batch)
             if self.on_bytes is not None:
                 self.on_bytes(q.bytes_read)
-        if not self.no_queue:
-            return
+        if not self.no_queue or (self.root is not None and rocksdb_only(self.root, self.queues.queues)):
+            return  # storeType=defaultRocksDB: no file queue is written (verify's rocksdbcq area checks the queues)
         offset, tq, qo, batch = (np.concatenate(cols) for cols in zip(*self.no_queue))
         self.no_queue = []
         order, bounds = _by_topic_queue(tq, len(self.log.topic_queues))

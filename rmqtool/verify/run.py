@@ -22,6 +22,7 @@ from rmqtool.verify.base import VerifyOptions, VerifyRun
 from rmqtool.verify.checkpoint import CheckpointWindows, check_checkpoint
 from rmqtool.verify.commitlog import CommitLogCheck
 from rmqtool.verify.compaction import check_compaction
+from rmqtool.verify.rocksdb_cq import check_rocksdb_cq
 from rmqtool.verify.config import check_config
 from rmqtool.verify.controller import check_controller
 from rmqtool.verify.consumequeue import ConsumeQueueCheck
@@ -30,7 +31,7 @@ from rmqtool.store.timer.files import find_timer_store
 from rmqtool.verify.timer.check import check_timer
 from rmqtool.verify.next_start import NextStart, changes_the_start, simulate_next_start, worth_simulating_now
 
-NEEDS_COMMIT_LOG = {"commitlog", "consumequeue", "index", "checkpoint"}
+NEEDS_COMMIT_LOG = {"commitlog", "consumequeue", "index", "checkpoint", "rocksdbcq"}
 
 
 class Verify(VerifyRun):
@@ -136,6 +137,9 @@ class Verify(VerifyRun):
         if "compaction" in only:
             for f in check_compaction(self.root):
                 yield "compaction", f
+        if "rocksdbcq" in only:  # nothing without a RocksDB consume queue in consumequeue/
+            for f in check_rocksdb_cq(self.view, log.queue_ends if log is not None else None):
+                yield "rocksdbcq", f
         if "timer" in only and self.live is None and find_timer_store(self.root).exists:
             now = self.options.now_ms if self.options.now_ms is not None else int(time.time() * 1000)
             for f in check_timer(self.root, self._next_start().outcome, now):

@@ -281,8 +281,12 @@ def _by_key(raw: np.ndarray, keys: np.ndarray, picked: np.ndarray, ids: np.ndarr
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
-    """The distinct values, sorted (a sort: numpy's hashing unique is slower on large arrays)."""
-    values = np.sort(values)
+    """The distinct values, sorted (a sort: numpy's hashing unique is slower on large arrays).
+    Values in a few long ascending runs (the consumer logs' offsets and sequences, one run a
+    subject) are merged by the stable sort (timsort) several times faster than the default
+    sort, which is faster on values in no order."""
+    runs = np.count_nonzero(values[1:] < values[:-1]) + 1 if len(values) else 0
+    values = np.sort(values, kind="stable" if runs <= len(values) // 1024 + 16 else "quicksort")
     return values[np.r_[True, values[1:] != values[:-1]]] if len(values) else values
 
 

@@ -6,9 +6,11 @@ Python code it stands beside.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import pathlib
 import shutil
 import subprocess
+import tempfile
 
 SOURCE = pathlib.Path(__file__).resolve().parent / "java" / "RecoveryScan.java"
 
@@ -21,25 +23,33 @@ class JavaScan:
 
 
 def compile_loop(workdir: pathlib.Path, source: pathlib.Path = SOURCE) -> pathlib.Path:
-    """javac a loop (RecoveryScan.java unless ``source`` names another) into ``workdir/java``;
-    returns the class directory."""
+    """javac a loop (RecoveryScan.java unless ``source`` names another) into
+    ``workdir/java/<name>-<hash of the source>``; returns the class directory. Keyed by the
+    source's bytes, not its time: a work directory shared by several checkouts never runs a
+    class compiled from another checkout's source."""
     javac = shutil.which("javac")
     if javac is None:
         raise RuntimeError("javac not found: the Java anchor needs a JDK (apt install openjdk-17-jdk-headless)")
-    out = pathlib.Path(workdir) / "java"
-    out.mkdir(parents=True, exist_ok=True)
-    target = out / (source.stem + ".class")
-    if not target.exists() or target.stat().st_mtime < source.stat().st_mtime:
-        subprocess.run([javac, "-d", str(out), str(source)], check=True)
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    out = pathlib.Path(workdir) / "java" / f"{source.stem}-{digest}"
+    if not (out / (source.stem + ".class")).exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        building = pathlib.Path(tempfile.mkdtemp(prefix=f"{out.name}.", dir=out.parent))
+        subprocess.run([javac, "-d", str(building), str(source)], check=True)
+        try:
+            building.rename(out)
+        except OSError:  # another run compiled the same source meanwhile
+            shutil.rmtree(building, ignore_errors=True)
     return out
 
 
-def run_loop(classes: pathlib.Path, commitlog: pathlib.Path, main: str = "RecoveryScan") -> JavaScan:
-    """One run of a loop (``main``'s class) over a log directory."""
+def run_loop(classes: pathlib.Path, commitlog: pathlib.Path, main: str = "RecoveryScan",
+             args: tuple[str, ...] = ()) -> JavaScan:
+    """One run of a loop (``main``'s class, with ``args`` after the directory) over a log directory."""
     java = shutil.which("java")
     if java is None:
         raise RuntimeError("java not found: the Java anchor needs a JDK")
-    done = subprocess.run([java, "-cp", str(classes), main, str(commitlog)],
+    done = subprocess.run([java, "-cp", str(classes), main, str(commitlog), *args],
                           check=True, capture_output=True, text=True)
     messages, size, seconds = done.stdout.split()
     return JavaScan(int(messages), int(size), float(seconds))

@@ -25,21 +25,26 @@ class Verdict:
     passed: bool
     digits: int = 2  # decimals of the printed value
     invalid: str | None = None  # why the measurement does not count (it read the wrong data)
+    spread: str | None = None  # printed in brackets after the value: its runs' median, min, max, the load
 
     @property
     def line(self) -> str:
         word = f"{INVALID} ({self.invalid})" if self.invalid else (PASS if self.passed else MISS)
-        return (f"{self.label}: {self.value:,.{self.digits}f}{self.unit} "
+        spread = f" [{self.spread}]" if self.spread else ""
+        return (f"{self.label}: {self.value:,.{self.digits}f}{self.unit}{spread} "
                 f"(target {self.comparison} {self.target:,g}{self.unit}): {word}")
 
 
 def verdict(label: str, value: float, comparison: str, target: float, unit: str = "", digits: int = 2,
-            invalid: str | None = None) -> Verdict:
+            invalid: str | None = None, spread: str | None = None) -> Verdict:
     """The one place a target is judged: passed is ``value comparison target`` (and the run valid)."""
     if comparison not in COMPARISONS:
         raise ValueError(f"comparison must be one of {sorted(COMPARISONS)}, not {comparison!r}")
+    spread = spread or None
+    if spread is not None and ("[" in spread or "]" in spread):
+        raise ValueError(f"a spread is printed in brackets and holds none: {spread!r}")
     passed = invalid is None and COMPARISONS[comparison](value, target)
-    return Verdict(label, value, unit, target, comparison, passed, digits, invalid)
+    return Verdict(label, value, unit, target, comparison, passed, digits, invalid, spread)
 
 
 def report(v: Verdict) -> Verdict:
@@ -48,17 +53,20 @@ def report(v: Verdict) -> Verdict:
     return v
 
 
-_LINE = re.compile(r"^(?P<label>.*): (?P<value>-?[\d,]+(?:\.\d+)?)(?P<unit>[^()]*?) "
+_LINE = re.compile(r"^(?P<label>.*): (?P<value>-?[\d,]+(?:\.\d+)?)(?P<unit>[^()\[\]]*?)(?: \[(?P<spread>[^\]]*)\])? "
                    r"\(target (?P<comparison>>=|<=) (?P<target>[\d,.e+-]+)(?P=unit)\): "
                    r"(?P<word>PASS|MISS|INVALID \(.*\))$")
 
 
 def parse(line: str) -> dict | None:
-    """A printed verdict line read back: label, value, unit, comparison, target, word; None if it is not one."""
+    """A printed verdict line read back: label, value, unit, comparison, target, word (and spread,
+    when the line has one); None if it is not one."""
     m = _LINE.match(line)
     if m is None:
         return None
     got = m.groupdict()
+    if got["spread"] is None:
+        del got["spread"]
     got["value"] = float(got["value"].replace(",", ""))
     got["target"] = float(got["target"].replace(",", ""))
     return got
@@ -82,6 +90,6 @@ def check_printed(verdicts: list[Verdict], printed: str) -> None:
         assert got is not None, f"no printed line for {v.label!r} in:\n{printed}"
         assert math.isclose(got["value"], v.value, abs_tol=0.5 * 10 ** -v.digits + 1e-9), (got, v)
         assert math.isclose(got["target"], v.target, rel_tol=1e-5), (got, v)
-        assert (got["comparison"], got["unit"]) == (v.comparison, v.unit), (got, v)
+        assert (got["comparison"], got["unit"], got.get("spread")) == (v.comparison, v.unit, v.spread), (got, v)
         word = (PASS if v.passed else MISS) if v.invalid is None else f"{INVALID} ({v.invalid})"
         assert got["word"] == word, (got, v)

@@ -54,7 +54,10 @@ _INT64_MAX = np.iinfo(np.int64).max
 def _sequence_gaps(records: LogColumns) -> dict[int, tuple[int, int, int, int]]:
     """Per subject id, in the order their first break is met: (breaks, the first's sequence
     before, after, and the offset of the record after)."""
-    order = np.argsort(records.subject_id, kind="stable")
+    ids = records.subject_id
+    if len(records.subjects.names) <= np.iinfo(np.int16).max:  # numpy's stable sort of 16-bit keys is a radix sort
+        ids = ids.astype(np.int16)
+    order = np.argsort(ids, kind="stable")
     sid, seq = records.subject_id[order], records.sequence[order]
     same = sid[1:] == sid[:-1]
     before, after = seq[:-1], seq[1:]

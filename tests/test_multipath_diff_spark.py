@@ -6,6 +6,7 @@ holds, checked against the plain store and its truth.json."""
 from __future__ import annotations
 
 import json
+import pathlib
 import shutil
 
 import pytest
@@ -72,3 +73,47 @@ def test_diff_reads_each_side_across_its_disks(found, tmp_path):
     only_a = sorted(r["commit_log_offset"] for r in rows if r["record"] == "message_only_in" and r["side"] == "a")
     assert only_a == [m["physicalOffset"] for m in MESSAGES if lost <= m["physicalOffset"] < lost + SIZE]
     assert not any(r["record"] == "message_only_in" and r["side"] == "b" for r in rows)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """The session tests/test_spark.py starts (getOrCreate, the same settings): started once a run."""
+    from rmqtool.spark.session import spark_session
+    return spark_session("local[1]", {"spark.driver.memory": "512m", "spark.sql.shuffle.partitions": "1"})
+
+
+def test_spark_export_and_verify_read_each_file_where_it_lies(found, spark, tmp_path):
+    """spark export of the split store (found with no option) holds the plain store's message and
+    consume queue rows (the plain one's made by the same executor function in this process: one
+    Spark job is enough), each message's file the disk the broker's rule put it on; spark verify's
+    executor finds the split store as clean as the broker left it."""
+    import pyarrow.dataset as ds
+
+    from rmqtool.spark.export import export, run_task, store_tasks
+    from rmqtool.spark.stores import StoreSpec, require_stores
+    from rmqtool.spark.verify import verify_store_task
+
+    store, disks = found
+    split, plain = StoreSpec("split", str(store)), StoreSpec("plain", str((BASIC / "store").resolve()))
+    result = export(spark, [split], tmp_path / "split", views=require_stores([split]))
+    assert (result.task_count, result.messages, result.finding_count) == (1 + 12, len(MESSAGES), 0)  # queues + a task a file
+    for task in store_tasks([plain], 256 << 20):
+        run_task(task, str(tmp_path / "plain"))
+
+    def table(out, name):
+        return ds.dataset(tmp_path / out / name, format="parquet", partitioning="hive").to_table().to_pylist()
+
+    where = ("store_name", "store_path", "file", "file_position")
+    rows = {out: sorted(table(out, "messages"), key=lambda r: r["commit_log_offset"]) for out in ("split", "plain")}
+    assert [{k: v for k, v in r.items() if k not in where} for r in rows["split"]] == \
+        [{k: v for k, v in r.items() if k not in where} for r in rows["plain"]]
+    assert [r["msg_id"] for r in rows["split"]] == [m["msgId"] for m in sorted(MESSAGES, key=lambda m: m["physicalOffset"])]
+    assert [r["file"] for r in rows["split"]] == [str(disks[r["commit_log_offset"] // SIZE % 2] / pathlib.Path(r["file"]).name)
+                                                 for r in rows["plain"]]
+    units = {out: sorted((r["topic"], r["queue_id"], r["queue_offset"], r["commit_log_offset"], r["size"])
+                         for r in table(out, "consume_queue")) for out in ("split", "plain")}
+    assert units["split"] == units["plain"] and len(units["split"]) == len(MESSAGES)
+
+    checked = verify_store_task(split)  # what spark verify's executor runs for the store
+    assert (checked["error"], checked["exit_code"]) == (None, 0)
+    assert {r["severity"] for r in checked["rows"]} == {"info"}

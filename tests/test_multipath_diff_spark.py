@@ -117,3 +117,35 @@ def test_spark_export_and_verify_read_each_file_where_it_lies(found, spark, tmp_
     checked = verify_store_task(split)  # what spark verify's executor runs for the store
     assert (checked["error"], checked["exit_code"]) == (None, 0)
     assert {r["severity"] for r in checked["rows"]} == {"info"}
+
+
+def test_append_puts_the_next_file_where_the_broker_would(tmp_path):
+    """append on a split store (found with no option): the records go on from the log's end in
+    the last file's disk, and the next file is made where tryCreateMappedFile makes it (file i in
+    sorted path i mod n), never in STORE/commitlog; verify finds the grown log clean and query
+    finds the new message there. With every path read-only the broker makes no file: refused."""
+    store, disks = _split(tmp_path)
+    (store / "config").mkdir(exist_ok=True)
+    (store / "config" / "broker.properties").write_text(f"storePathCommitLog={disks[1]},{disks[0]}\n")
+    lines = tmp_path / "in.jsonl"
+    lines.write_text("".join(json.dumps({"topic": "MultiPath", "body": f"{i:05d}" * 12000}) + "\n" for i in range(8)))
+    r = cli_runner().invoke(app, ["append", str(store), "--from-jsonl", str(lines), "-f", "jsonl"])
+    assert r.exit_code == 0, r.stderr
+    put = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    end = TRUTH["truth"]["commitlog"]["maxPhyOffset"]
+    assert len(put) == 8 and put[0]["commit_log_offset"] == end and put[-1]["commit_log_offset"] >= 12 * SIZE
+    rule = sorted(str(d) for d in disks)[12 % 2]  # the writable paths sorted, indexed by the file's number
+    assert [str(p.parent) for p in tmp_path.glob(f"disk-*/commitlog/{12 * SIZE:020d}")] == [rule]
+    assert not (store / "commitlog").exists() and not list(tmp_path.glob(f"disk-*/commitlog/{13 * SIZE:020d}"))
+    r = cli_runner().invoke(app, ["verify", str(store), "-f", "jsonl", "--no-progress", "--jobs", "1"])
+    assert r.exit_code == 0 and {json.loads(line)["severity"] for line in r.stdout.splitlines()} == {"info"}
+    r = cli_runner().invoke(app, ["query", str(store), "--msg-id", put[-1]["msg_id"], "-f", "jsonl"])
+    [hit] = [json.loads(line) for line in r.stdout.splitlines()]
+    assert (hit["commit_log_offset"], hit["file"]) == (put[-1]["commit_log_offset"], f"{rule}/{12 * SIZE:020d}")
+
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+    every = ",".join(str(d) for d in disks)
+    r = cli_runner().invoke(app, ["append", str(store), "--commitlog-path", every, "--readonly-commitlog-path", every,
+                                  "--topic", "T", "--body", "x"])
+    assert r.exit_code == int(ExitCode.USAGE) and len(r.stderr.strip().splitlines()) == 1
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before

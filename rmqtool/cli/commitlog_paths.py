@@ -31,8 +31,9 @@ BrokerConfigPaths = Annotated[Optional[pathlib.Path], typer.Option(
          "commit log is.")]
 
 
-def _paths(commitlog_path, readonly_commitlog_path, broker_config, root):
-    """The CommitLogPaths the options give for ``root`` (None: ROOT/commitlog)."""
+def paths_of_options(commitlog_path, readonly_commitlog_path, broker_config, root):
+    """The CommitLogPaths the options give for ``root`` (None: ROOT/commitlog); also for a
+    command of two stores that takes them per side (``diff``'s ``--commitlog-path-a``)."""
     from rmqtool.store.broker_conf import read_broker_config
     from rmqtool.store.commitlog_paths import from_broker_config, from_option
 
@@ -75,7 +76,7 @@ def commit_log_paths_option(store: str):
                     if len(roots) != 1:
                         raise UsageError("--commitlog-path and --broker-config name one store's commit log: "
                                          "give one store")
-                    stack.enter_context(given_paths(roots[0], _paths(cl, ro, config, roots[0])))
+                    stack.enter_context(given_paths(roots[0], paths_of_options(cl, ro, config, roots[0])))
                 return fn(*args, **kwargs)
 
         command.__signature__ = inspect.Signature(keyword + added)

@@ -7,10 +7,11 @@ the stores are equal, 3 when they differ.
 from __future__ import annotations
 
 import pathlib
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
+from rmqtool.cli.commitlog_paths import paths_of_options
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.params import examples
 from rmqtool.errors import ExitCode
@@ -21,6 +22,7 @@ from rmqtool.report.sink import Sink
 def register(app: typer.Typer) -> None:
     app.command("diff", epilog=examples(
         "rmqtool diff /data/master/store /data/slave/store",
+        "rmqtool diff /data/master/store /data/slave/store --broker-config-a /opt/rocketmq/conf/broker-a.conf",
         "rmqtool diff /data/master/store /data/slave/store -f jsonl | jq -c 'select(.record == \"message_only_in\")'",
         "rmqtool diff A B -f jsonl | jq -e 'select(.record == \"summary\") | .messages_only_in_a == 0'"))(diff)
 
@@ -32,11 +34,23 @@ def diff(
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
     wide: bool = typer.Option(False, "--wide", help="Table: every column, not only those that fit the width."),
     columns: Optional[str] = typer.Option(None, "--columns", metavar="A,B,C", help="Table: exactly these columns."),
+    commitlog_path_a: List[str] = typer.Option([], "--commitlog-path-a", metavar="DIR[,DIR...]",
+                                               help="STORE_A's commit log directories when not STORE_A/commitlog "
+                                                    "(its storePathCommitLog; comma-separated or repeated)."),
+    commitlog_path_b: List[str] = typer.Option([], "--commitlog-path-b", metavar="DIR[,DIR...]",
+                                               help="STORE_B's, as --commitlog-path-a."),
+    broker_config_a: Optional[pathlib.Path] = typer.Option(None, "--broker-config-a", metavar="FILE",
+                                                           help="STORE_A's broker config file: its storePathCommitLog "
+                                                                "and readOnlyCommitLogStorePaths."),
+    broker_config_b: Optional[pathlib.Path] = typer.Option(None, "--broker-config-b", metavar="FILE",
+                                                           help="STORE_B's, as --broker-config-a."),
 ):
     """Where two stores differ: the first commit log divergence, messages on one side only, queue ranges, checkpoint and config."""
     from rmqtool.inspect.diff import diff_stores  # the scanner (numpy): not at the CLI's start
 
-    result = diff_stores(store_a, store_b)
+    result = diff_stores(store_a, store_b,
+                         paths_a=paths_of_options(commitlog_path_a, [], broker_config_a, store_a),
+                         paths_b=paths_of_options(commitlog_path_b, [], broker_config_b, store_b))
     table = fmt == OutputFormat.table
     with Sink(fmt.value, kind="diff", wide=wide, select=columns) as sink:
         for row in result.rows:

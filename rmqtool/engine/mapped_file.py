@@ -272,8 +272,11 @@ class WritableFileQueue:
     """
 
     def __init__(self, directory: str | os.PathLike, mapped_file_size: int,
-                 allocator: AllocateMappedFileService | None = None):
+                 allocator: AllocateMappedFileService | None = None, place=None):
         self.directory = pathlib.Path(directory)
+        # a commit log over several disks (MultiPathMappedFileQueue): ``place(offset)`` is the
+        # directory tryCreateMappedFile puts the file starting there in; None: ``directory``
+        self.place = place
         self.mapped_file_size = mapped_file_size
         self.allocator = allocator
         self.segments: list[tuple[int, pathlib.Path]] = []
@@ -285,9 +288,10 @@ class WritableFileQueue:
         self._read_fd: tuple[int, int] | None = None  # (first offset, fd) for pread of closed segments
 
     # --- loading --------------------------------------------------------------------------
-    def load(self, last_wrote_position: int | None = None) -> None:
-        """List the segments on disk and map the last one at ``last_wrote_position``."""
-        queue = discover(self.directory, required=False, mapped_file_size=self.mapped_file_size)
+    def load(self, last_wrote_position: int | None = None, listing=None) -> None:
+        """List the segments on disk (``listing``: as listed already, every directory's) and map
+        the last one at ``last_wrote_position``."""
+        queue = listing or discover(self.directory, required=False, mapped_file_size=self.mapped_file_size)
         self.segments = [(s.base_offset, s.path) for s in queue.segments]
         if self.segments:
             base, path = self.segments[-1]
@@ -321,16 +325,20 @@ class WritableFileQueue:
             create_offset = last.file_from_offset + self.mapped_file_size
         return self._create(create_offset, first=last is None)
 
+    def _directory_of(self, offset: int) -> pathlib.Path:
+        return self.directory if self.place is None else pathlib.Path(self.place(offset))
+
     def _create(self, offset: int, first: bool) -> WritableMappedFile:
-        path = self.directory / segment_name(offset)
+        directory = self._directory_of(offset)
+        path = directory / segment_name(offset)
         size = self.mapped_file_size
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise _os_error(exc, "mkdir", self.directory) from None
+            raise _os_error(exc, "mkdir", directory) from None
         if self.allocator is not None:
             self.allocator.take(path, size)
-            self.allocator.request(self.directory / segment_name(offset + size), size)
+            self.allocator.request(self._directory_of(offset + size) / segment_name(offset + size), size)
         else:
             create_segment_file(path, size)
         mf = WritableMappedFile(path, offset, size, 0, first_create_in_queue=first)

@@ -36,7 +36,7 @@ from rmqtool.formats.indexfile import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_IND
 from rmqtool.store import paths
 from rmqtool.engine.checkpoint_writer import CheckpointWriter
 from rmqtool.store.commitlog_end import CommitLog
-from rmqtool.store.commitlog_paths import commit_log_paths_of
+from rmqtool.store.commitlog_paths import commit_log_paths_of, list_commit_log
 from rmqtool.store.config import batch_topics
 from rmqtool.store.consumequeue import find_queue_end, queue_directories
 from rmqtool.store.cqext import ext_writing
@@ -189,10 +189,14 @@ def _prop_crc(asked: bool | None, last) -> tuple[bool, str]:
     return False, ("the store's last record carries none" if last is not None else "the store holds no record")
 
 
-def multi_path_refusal(given) -> str:
-    """Why a writer leaves a commit log kept outside ROOT/commitlog (store/commitlog_paths.py) alone."""
+def multi_path_refusal(given, appending: bool = False) -> str:
+    """Why a writer leaves a commit log kept outside ROOT/commitlog (store/commitlog_paths.py) alone:
+    a recovery always, an append when the broker could make no file there."""
     where = ", ".join(given.directories)
-    return (f"rmqtool writes a commit log in STORE/commitlog only, and this one is in {where} ({given.source}): "
+    if appending and given.multi and not given.creating:
+        return (f"every commit log path ({where}, {given.source}) is read-only: the broker makes no file in "
+                f"them, and rmqtool appends none; nothing written")
+    return (f"rmqtool recovers a commit log in STORE/commitlog only, and this one is in {where} ({given.source}): "
             f"nothing written; stop the broker and let it recover, or salvage the messages into a new store "
             f"(rmqtool salvage --to-store)")
 
@@ -203,6 +207,7 @@ class Store:
     """A RocketMQ store directory, opened read-only or for appending."""
 
     recovery: Applied | None = None  # what a writable open with recover did (its backup, bytes zeroed)
+    commit_log_paths = None  # CommitLogPaths: the commit log kept outside ROOT/commitlog (several disks)
     sizes: StoreSizes  # the sizes written with, and where each came from
 
     def __init__(self, root: pathlib.Path, writable: bool, config: StoreConfig):
@@ -287,14 +292,17 @@ class Store:
         said = {"commit_log": commitlog_size, "consume_queue": cq_size, "index_slots": index_slots,
                 "index_entries": index_entries}
         given = dataclasses.replace(sizes or GivenSizes(), **{k: v for k, v in said.items() if v is not None})
+        elsewhere = commit_log_paths_of(root)
         if not writable:
             store = cls(root, False, config)
+            store.commit_log_paths = elsewhere
             store._open_read_only(given)
             return store
-        elsewhere = commit_log_paths_of(root)
-        if elsewhere is not None:  # the engine writes ROOT/commitlog: never files of another path
-            raise UsageError(multi_path_refusal(elsewhere), root)
+        if elsewhere is not None and (recover or (elsewhere.multi and not elsewhere.creating)):
+            # appends go where the broker puts them; recovering such a log is left to the broker
+            raise UsageError(multi_path_refusal(elsewhere, appending=not recover), root)
         store = cls(root, True, config)
+        store.commit_log_paths = elsewhere
         store._recovery_settings = recovery or RecoverySettings()
         store._keep_index = keep_index
         store._missing_file_ok = missing_file_ok
@@ -315,7 +323,7 @@ class Store:
 
     def _infer_sizes(self, given: GivenSizes) -> None:
         c = self.config
-        self.sizes = s = store_sizes(self.root, given)
+        self.sizes = s = store_sizes(self._sized(), given)
         c.mapped_file_size_commit_log = s.commit_log.value
         c.mapped_file_size_consume_queue = s.consume_queue.value
         c.max_hash_slot_num, c.max_index_num = s.index_slots.value, s.index_entries.value
@@ -372,7 +380,7 @@ class Store:
             raise RecoveryNeeded(f"{first.id}: {first.message}{more}; the store needs recovery before it is "
                                  f"written: open it with recover (append --recover), which backs up every byte "
                                  f"it changes first", first.path, first.offset, plan=plan)
-        self.sizes.require(unknown_sizes(self.root, self.sizes, plan, self.config.message_index_enable), self.root)
+        self.sizes.require(unknown_sizes(self._sized(), self.sizes, plan, self.config.message_index_enable), self.root)
         return plan
 
     def _batch_topics(self, plan: RecoveryPlan) -> frozenset:
@@ -418,7 +426,7 @@ class Store:
                 os.unlink(seg.path)  # made ahead and never used, as truncateDirtyFiles drops them
             except FileNotFoundError:
                 pass  # held data: the plan deleted it (backed up)
-        queue = discover(self.paths.commitlog, required=False, mapped_file_size=c.mapped_file_size_commit_log)
+        queue = self._commit_log_listing(c.mapped_file_size_commit_log)
         host = store_host if store_host is not None else (end.store_host or DEFAULT_STORE_HOST)
         self.store_host = as_host(host)
         self.encoder = Encoder(self.store_host, self.delay_levels, c.max_message_size)
@@ -430,10 +438,12 @@ class Store:
 
         self.checkpoint = CheckpointWriter(self.paths.checkpoint)
         self.allocator = AllocateMappedFileService()
-        self.commit_log = WritableFileQueue(self.paths.commitlog, c.mapped_file_size_commit_log, self.allocator)
+        self.commit_log = WritableFileQueue(self.paths.commitlog, c.mapped_file_size_commit_log, self.allocator,
+                                            place=self._new_file_place())
         if queue.segments:
             full = end.segment_base is None  # the last segment ends with a blank: the next one is new
-            self.commit_log.load(last_wrote_position=c.mapped_file_size_commit_log if full else end.wrote_position)
+            self.commit_log.load(last_wrote_position=c.mapped_file_size_commit_log if full else end.wrote_position,
+                                 listing=queue)
             if self.commit_log.max_offset != end.end:
                 raise CorruptData(f"the commit log ends at {end.end}, its segments say {self.commit_log.max_offset}",
                                   self.paths.commitlog)
@@ -807,16 +817,14 @@ class Store:
         """The commit log offset the next record goes to (getMaxPhyOffset)."""
         if self.writable:
             return self.commit_log.max_offset
-        cl = CommitLog(self.paths.commitlog, self.config.mapped_file_size_commit_log) \
-            if self.paths.commitlog.is_dir() else None
-        return (cl.max_offset() or 0) if cl else 0
+        listing = self._commit_log_listing(self.config.mapped_file_size_commit_log)
+        return (CommitLog.of_queue(listing).max_offset() or 0) if listing.segments else 0
 
     @property
     def min_offset(self) -> int:
         if self.writable:
             return self.commit_log.min_offset
-        queue = discover(self.paths.commitlog, required=False)
-        return queue.min_offset or 0
+        return self._commit_log_listing().min_offset or 0
 
     def queue_offsets(self) -> dict[tuple[str, int], int]:
         """The next queue offset of every consume queue (topic, queue id)."""
@@ -837,7 +845,30 @@ class Store:
 
     def reader(self) -> CommitLog:
         """A read-only commit log reader over this store."""
+        if self.commit_log_paths is not None:
+            return CommitLog.of_queue(self._commit_log_listing(self.config.mapped_file_size_commit_log))
         return CommitLog(self.paths.commitlog, self.config.mapped_file_size_commit_log)
+
+    def _sized(self) -> pathlib.Path | StoreView:
+        """What the sizes are read from: the root, or its view when the commit log is kept elsewhere."""
+        return self.root if self.commit_log_paths is None else StoreView(self.root, commit_log_paths=self.commit_log_paths)
+
+    def _commit_log_listing(self, mapped_file_size: int | None = None):
+        """The commit log's files: ROOT/commitlog's, or every path's of a log kept elsewhere."""
+        if self.commit_log_paths is not None:
+            return list_commit_log(self.commit_log_paths, self.root, mapped_file_size)
+        return discover(self.paths.commitlog, required=False, mapped_file_size=mapped_file_size)
+
+    def _new_file_place(self):
+        """Where a new commit log file goes when the log is kept elsewhere (None: ROOT/commitlog):
+        MultiPathMappedFileQueue's rule with no disk full (file i in sorted writable path i mod n),
+        or the one directory of a storePathCommitLog without the splitter."""
+        given, size = self.commit_log_paths, self.config.mapped_file_size_commit_log
+        if given is None:
+            return None
+        if not given.multi:
+            return lambda offset: given.writable[0]
+        return lambda offset: given.rule_directory(offset, size)
 
     # ---- closing -------------------------------------------------------------------------------
     def close(self) -> None:

@@ -35,6 +35,7 @@ from rmqtool.report.records import message_record
 from rmqtool.store.dledger import refuse_dledger
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import Blank, Corrupt, scan_segment
+from rmqtool.store.commitlog_paths import CommitLogPaths
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.config import read_config_dir
 from rmqtool.store.controller import (NEW_REPLICA, NO_CONSISTENT_POINT, NOTHING_TO_TRUNCATE, TRUNCATES,
@@ -489,13 +490,16 @@ def epoch_sync(a: StoreView, b: StoreView) -> dict | None:
 
 
 # --- the whole ---------------------------------------------------------------------------------
-def diff_stores(path_a: str | os.PathLike, path_b: str | os.PathLike) -> StoreDiff:
+def diff_stores(path_a: str | os.PathLike, path_b: str | os.PathLike, *,
+                paths_a: CommitLogPaths | None = None, paths_b: CommitLogPaths | None = None) -> StoreDiff:
     """Every difference between two stores; each store opened once (``open_store``: a missing
     path, a non-store, another family's store refused as every command refuses them, before
-    the first row)."""
+    the first row). ``paths_a``/``paths_b``: where a side's commit log is when not its
+    ROOT/commitlog (several disks); without them each side's view finds them as every command
+    does (its config/broker.properties), so a multi-path store diffs as the one log it is."""
     for path in (path_a, path_b):
         refuse_dledger(path, "diff")
-    return StoreDiff(open_store(path_a), open_store(path_b))
+    return StoreDiff(open_store(path_a, commit_log_paths=paths_a), open_store(path_b, commit_log_paths=paths_b))
 
 
 def _diff_rows(result: StoreDiff) -> Iterator[dict]:

@@ -17,9 +17,8 @@ from rmqtool.errors import StoreNotFound
 from rmqtool.spark import remote
 from rmqtool.spark.stores import StoreSpec
 from rmqtool.store.commitlog import ScanResult
-from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.parallel import SegmentJob, jobs_of, segment_jobs
-from rmqtool.store.paths import COMMITLOG_DIR, StorePaths, is_segment_name
+from rmqtool.store.paths import COMMITLOG_DIR, is_segment_name
 from rmqtool.store.segments import Segment
 from rmqtool.store.view import StoreView
 
@@ -46,16 +45,18 @@ class SegmentTask:
 
 def segment_tasks(spec: StoreSpec, split_size: int = DEFAULT_SPLIT_SIZE, view: StoreView | None = None) -> list[SegmentTask]:
     """A local store's tasks from its commit log listing: ``view``'s, the store the driver
-    opened, when given (not listed again)."""
+    opened, when given (not listed again). The view lists the log wherever it lies (one log
+    over several disks, as its config/broker.properties names them): each task's segment
+    carries its file's own path, so the executor reads it where it is."""
     if remote.is_uri(spec.path):
         return _remote_tasks(spec, split_size)
-    paths = view.paths if view is not None else StorePaths(spec.path)
-    if not paths.root.is_dir():
-        raise StoreNotFound("no such store directory", paths.root)
-    if not paths.commitlog.is_dir():
+    if view is None:
+        if not pathlib.Path(spec.path).is_dir():
+            raise StoreNotFound("no such store directory", pathlib.Path(spec.path))
+        view = StoreView(spec.path)
+    if not view.has_commit_log:
         return []
-    log = view.commit_log if view is not None else CommitLog(paths.commitlog)
-    return [SegmentTask(spec.name, str(paths.root), job) for job in segment_jobs(log, split_size=split_size)]
+    return [SegmentTask(spec.name, str(view.root), job) for job in segment_jobs(view.commit_log, split_size=split_size)]
 
 
 def _remote_tasks(spec: StoreSpec, split_size: int) -> list[SegmentTask]:

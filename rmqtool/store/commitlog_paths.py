@@ -17,7 +17,8 @@ What the broker does (MultiPathMappedFileQueue, the same in 4.9.8 and 5.3.3):
   file goes into ``paths[fileIdx % n]``. With no disk full that is "file i in path i mod n"
   of the sorted paths; a disk full when a file was made puts it elsewhere.
 
-Nothing here writes; the engine refuses to write to such a store (``engine/store.py``).
+Nothing here writes; the engine appends to such a log by the rule above with no disk full
+(``engine/store.py``, ``rule_directory``) and refuses to recover it.
 """
 from __future__ import annotations
 

@@ -382,7 +382,10 @@ def _record_hints(queues: list, from_offset: int) -> np.ndarray:
                 continue  # the load says what is wrong with the file
             found.append(offsets[offsets >= from_offset])
         q.release()
-    return np.unique(np.concatenate(found).astype(np.int64)) if found else np.zeros(0, np.int64)
+    if not found:
+        return np.zeros(0, np.int64)
+    offsets = np.sort(np.concatenate(found).astype(np.int64))  # np.unique's hashing is far slower here
+    return offsets[np.append(True, offsets[1:] != offsets[:-1])]
 
 
 def _recover_commit_log(start: _Start) -> frozenset:

@@ -55,6 +55,7 @@ from rmqtool.store.consumer_offsets import committed_queues
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, queue_directories
 from rmqtool.store.message import Message
 from rmqtool.store.record_columns import RecordColumns
+from rmqtool.store.record_kernel import candidate_starts
 from rmqtool.store.paths import LONG_MAX, StorePaths, is_segment_name
 from rmqtool.store.segments import Segment, discover
 from rmqtool.store.view import StoreView, view_of_root
@@ -382,10 +383,7 @@ def _record_hints(queues: list, from_offset: int) -> np.ndarray:
                 continue  # the load says what is wrong with the file
             found.append(offsets[offsets >= from_offset])
         q.release()
-    if not found:
-        return np.zeros(0, np.int64)
-    offsets = np.sort(np.concatenate(found).astype(np.int64))  # np.unique's hashing is far slower here
-    return offsets[np.append(True, offsets[1:] != offsets[:-1])]
+    return candidate_starts(found)
 
 
 def _recover_commit_log(start: _Start) -> frozenset:

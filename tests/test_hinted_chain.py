@@ -12,11 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import V4, V5, load_truth
+from conftest import CLEAN_SCENARIOS, V4, V5, load_truth
 from helpers import damage, examples, fixture_commitlogs
+from rmqtool.findings import COMMIT_LOG_END
 from rmqtool.recovery import commitlog_walk
 from rmqtool.recovery.plan import plan_recovery
 from rmqtool.store.commitlog_end import CommitLog
+from rmqtool.store.consumequeue import unit_offsets
+from rmqtool.store.paths import StorePaths
 from rmqtool.store.record_kernel import clean_records, hinted_chain
 from rmqtool.store.record_rule import hop_chain
 
@@ -108,3 +111,42 @@ def test_the_hinted_walk_ends_where_the_broker_did(base, variant, window, monkey
     assert plan.commit_log_end == truth["truth"]["commitlog"]["maxPhyOffset"]
     if not plan.abnormal:  # the kernel's windows were given the units' positions
         assert any(h is not None and len(h) for h in seen)
+
+
+@pytest.mark.parametrize("scenario", sorted(CLEAN_SCENARIOS))
+def test_the_hints_are_the_units_commit_log_offsets(scenario):
+    """store/consumequeue.unit_offsets: every queue's units (batch consume queues too), as truth
+    lists them, sorted and unique; and with them the kernel takes the messages truth lists."""
+    truth = load_truth(CLEAN_SCENARIOS[scenario] / "truth.json")["truth"]
+    units = {e[1] for queues in truth["consumeQueues"].values() for q in queues.values() for e in q["entries"]}
+    store = CLEAN_SCENARIOS[scenario] / "store"
+    hints = unit_offsets(StorePaths(store))
+    assert hints.tolist() == sorted(units)
+    taken = []
+    for seg in CommitLog(store / "commitlog").segments:
+        buf = seg.path.read_bytes()
+        lo, hi = np.searchsorted(hints, (seg.base_offset, seg.base_offset + len(buf)))
+        taken += (clean_records(buf, 0, len(buf), hints=hints[lo:hi] - seg.base_offset).position
+                  + seg.base_offset).tolist()
+    assert taken == sorted(m["physicalOffset"] for m in truth["messages"])
+
+
+def test_verify_gives_each_band_its_units_as_hints(monkeypatch):
+    """verify's column scan: every window's kernel call has the units' offsets of its bytes;
+    the messages it counts are truth's."""
+    from rmqtool.store import record_columns
+    from rmqtool.verify.run import Verify, VerifyOptions
+
+    scenario = CLEAN_SCENARIOS["4.9.8/basic"]
+    seen = []
+    real = record_columns.column_run
+
+    def spy(buf, i, stop, *args, hints=None, **kwargs):
+        seen.append(hints)
+        return real(buf, i, stop, *args, hints=hints, **kwargs)
+
+    monkeypatch.setattr(record_columns, "column_run", spy)
+    findings = list(Verify(scenario / "store", VerifyOptions(jobs=1)).findings())
+    assert seen and all(h is not None for h in seen) and len(seen[0])
+    end = next(f for f in findings if f.id == COMMIT_LOG_END)
+    assert end.details["messages"] == len(load_truth(scenario / "truth.json")["truth"]["messages"])

@@ -374,14 +374,16 @@ def _record_hints(queues: list, from_offset: int) -> np.ndarray:
     unique: where the walk may prove records at once (a wrong one costs only speed)."""
     found = []
     for q in queues:
-        for f in q.files:
+        for f in reversed(q.files):  # the last files: a queue's units follow the commit log
             if f.segment is None:
                 continue
             try:
                 offsets = f.batch_columns()["commit_log_offset"] if q.batch else f.columns()[0]
             except StoreAccessError:
                 continue  # the load says what is wrong with the file
-            found.append(offsets[offsets >= from_offset])
+            found.append(offsets[offsets >= from_offset].astype(np.int64))
+            if len(offsets) and offsets[0] < from_offset:
+                break  # the earlier files name records before the walk's start
         q.release()
     return candidate_starts(found)
 

@@ -501,7 +501,9 @@ def unit_offsets(paths) -> "np.ndarray":
     and 5.x batch consume queues) name, sorted and unique: where records are said to start,
     the clean-record kernel's hints (store/record_kernel.hinted_chain). A file that cannot be
     read gives none: a missing hint costs only speed."""
-    from rmqtool.store.arrays import read_records  # numpy: loaded by the commands that walk the log
+    import numpy as np  # loaded by the commands that walk the log
+
+    from rmqtool.store.arrays import read_records
     from rmqtool.store.commitlog_end import last_nonzero_from
     from rmqtool.store.record_kernel import candidate_starts
     found = []
@@ -513,7 +515,7 @@ def unit_offsets(paths) -> "np.ndarray":
                     units = read_records(seg.path, layout.dtype, 0, -(-written // layout.unit_size))
                 except StoreAccessError:
                     continue
-                found.append(units["commit_log_offset"])
+                found.append(units["commit_log_offset"].astype(np.int64))  # 8 bytes a unit kept, not 20
     return candidate_starts(found)
 
 

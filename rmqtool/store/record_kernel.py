@@ -181,7 +181,7 @@ def hinted_chain(buf, i: int, stop: int, limit: int | None, hints: np.ndarray) -
             if m > k:
                 pieces.append(c[k:m])
                 p = int(c[m])
-            k = m + 1
+            k = int(np.searchsorted(c, p, side="right"))  # past p (and past any repeat of it)
         if p >= stop:
             break
         to = min(stop, int(c[k])) if k < n else stop  # hop up to the next candidate
@@ -198,8 +198,10 @@ def candidate_starts(offsets: list) -> np.ndarray:
     sorted and unique, as :func:`hinted_chain` takes them (np.unique's hashing is far slower)."""
     if not offsets:
         return _EMPTY
-    out = np.sort(np.concatenate(offsets).astype(np.int64))
-    return out[np.append(True, out[1:] != out[:-1])]
+    out = np.concatenate(offsets, dtype=np.int64)  # one copy, in this machine's byte order
+    out.sort()
+    repeated = out[1:] == out[:-1]
+    return out[np.append(True, ~repeated)] if repeated.any() else out
 
 
 def clean_records(buf, i: int, stop: int, limit: int | None = None, hints: np.ndarray | None = None) -> CleanRecords:

@@ -145,6 +145,7 @@ class _Vector:
 
 # totalSize and magicCode, as hop_chain reads them
 _START_DTYPE = dtype_of(cs.Struct(*MessagePrefix.subcons[:2]))
+_START_ROW = np.dtype((np.void, _START_DTYPE.itemsize))  # picked as bytes, then viewed: numpy copies a field at a time
 assert _START_DTYPE.itemsize == RECORD_START.size
 
 
@@ -163,7 +164,7 @@ def hinted_chain(buf, i: int, stop: int, limit: int | None, hints: np.ndarray) -
     c = c[c <= len(buf) - RECORD_START.size]  # a candidate hop_chain cannot read is left to it
     n = len(c)
     if n:
-        head = at_every_byte(buf, _START_DTYPE)[c]
+        head = at_every_byte(buf, _START_ROW)[c].view(_START_DTYPE)
         total = head["total_size"].astype(np.int64)
         magic = head["magic_code"]
         end = c + total

@@ -151,8 +151,8 @@ assert _START_DTYPE.itemsize == RECORD_START.size
 
 def hinted_chain(buf, i: int, stop: int, limit: int | None, hints: np.ndarray) -> tuple[np.ndarray, int]:
     """:func:`hop_chain`'s result (positions, where it stopped), proven from candidate record
-    positions where it can: ``hints`` (sorted, unique; indices in ``buf``: the consume queue
-    units' commit log offsets) are read by the hop's rule all at once, and the chain holds
+    positions where it can: ``hints`` (sorted, repeats allowed; indices in ``buf``: the consume
+    queue units' commit log offsets) are read by the hop's rule all at once, and the chain holds
     from a candidate while each is a record ending exactly where the next candidate begins.
     hop_chain itself goes on wherever the proof breaks (a record no unit names: an undispatched
     tail, a lost queue, a system topic), up to the next candidate. A wrong or missing candidate

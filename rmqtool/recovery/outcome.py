@@ -55,10 +55,11 @@ from rmqtool.store.consumer_offsets import committed_queues
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, queue_directories
 from rmqtool.store.message import Message
 from rmqtool.store.record_columns import RecordColumns
+from rmqtool.store.record_kernel import candidate_starts
 from rmqtool.store.paths import LONG_MAX, StorePaths, is_segment_name
 from rmqtool.store.segments import Segment, discover
 from rmqtool.store.view import StoreView, view_of_root
-from rmqtool.errors import CorruptData, FormatError, RmqError, StoreNotFound
+from rmqtool.errors import CorruptData, FormatError, RmqError, StoreAccessError, StoreNotFound
 
 
 @dataclasses.dataclass(frozen=True)
@@ -368,6 +369,25 @@ def _no_commit_log(start: _Start) -> Outcome:
     return out
 
 
+def _record_hints(queues: list, from_offset: int) -> np.ndarray:
+    """The commit log offsets the queues' units name from ``from_offset`` on, sorted and
+    unique: where the walk may prove records at once (a wrong one costs only speed)."""
+    found = []
+    for q in queues:
+        for f in reversed(q.files):  # the last files: a queue's units follow the commit log
+            if f.segment is None:
+                continue
+            try:
+                offsets = f.batch_columns()["commit_log_offset"] if q.batch else f.columns()[0]
+            except StoreAccessError:
+                continue  # the load says what is wrong with the file
+            found.append(offsets[offsets >= from_offset].astype(np.int64))
+            if len(offsets) and offsets[0] < from_offset:
+                break  # the earlier files name records before the walk's start
+        q.release()
+    return candidate_starts(found)
+
+
 def _recover_commit_log(start: _Start) -> frozenset:
     """3. CommitLog.recoverNormally / recoverAbnormally: the start file, then the walk
     (``commitlog_walk``). Abnormal recovery dispatches every record it accepts; 5.3.3's
@@ -404,7 +424,8 @@ def _recover_commit_log(start: _Start) -> frozenset:
             dispatch_from = max(max_phy_cq, 0)  # the records before it are only checked
     out.start_index = index
     out.start_file = str(segments[index].path)
-    w = walk(segments, index, start.options, start.delay_levels, on_record, dispatch_from=dispatch_from)
+    w = walk(segments, index, start.options, start.delay_levels, on_record, dispatch_from=dispatch_from,
+             hints=_record_hints(start.queues, segments[index].base_offset))
     out.walk = w
     out.end_file = str(segments[w.file_index].path)
     unknown = start.inner_topics - start.batch

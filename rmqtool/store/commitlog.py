@@ -95,6 +95,7 @@ class ColumnMode:
     """What a column scan (:func:`column_scan`) keeps between runs."""
     special_topics: frozenset = frozenset()
     topic_hashes: dict = dataclasses.field(default_factory=dict)
+    hints: object = None  # commit log offsets where records are said to start, sorted, unique (speed only)
 
 
 def findings_of(result: ScanResult) -> list[Finding]:
@@ -481,8 +482,12 @@ def _clean_run(scan: _Scan, buf, i: int, stop: int, wbase: int) -> Iterator[Iter
         return _hop_to_needle(buf, i, stop, scan.needle)
     if scan.columns is not None:
         from rmqtool.store.record_columns import column_run  # numpy: only for the commands that want columns
+        hints = scan.columns.hints
+        if hints is not None:  # as indices in buf
+            lo, hi = hints.searchsorted((offset0 + i, offset0 + stop))
+            hints = hints[lo:hi] - offset0
         j, block, special = column_run(buf, i, stop, offset0, wbase, scan.columns.topic_hashes,
-                                       scan.columns.special_topics)
+                                       scan.columns.special_topics, hints=hints)
         if j > i:
             piece: list = [block] if block is not None and len(block) else []
             for k in special:

@@ -499,6 +499,29 @@ def open_consume_queues(store_root: str | os.PathLike, commit_log_max_offset: in
     return ConsumeQueues(queues, findings)
 
 
+def unit_offsets(paths) -> "np.ndarray":
+    """The commit log offsets the units of every queue (``paths``: a StorePaths; consume queues
+    and 5.x batch consume queues) name, sorted and unique: where records are said to start,
+    the clean-record kernel's hints (store/record_kernel.hinted_chain). A file that cannot be
+    read gives none: a missing hint costs only speed."""
+    import numpy as np  # loaded by the commands that walk the log
+
+    from rmqtool.store.arrays import read_records
+    from rmqtool.store.commitlog_end import last_nonzero_from
+    from rmqtool.store.record_kernel import candidate_starts
+    found = []
+    for base, layout in ((paths.consumequeue, CQ_LAYOUT), (paths.batch_consumequeue, BATCH_CQ_LAYOUT)):
+        for _topic, _queue_id, directory in queue_directories(pathlib.Path(base)):
+            for seg in discover(directory, required=False).segments:
+                try:
+                    written = last_nonzero_from(seg.path) or 0
+                    units = read_records(seg.path, layout.dtype, 0, -(-written // layout.unit_size))
+                except StoreAccessError:
+                    continue
+                found.append(units["commit_log_offset"].astype(np.int64))  # 8 bytes a unit kept, not 20
+    return candidate_starts(found)
+
+
 # --- where a queue's valid units end: readers, the writer's load and the recovery plan ---------
 
 @dataclasses.dataclass(slots=True, frozen=True)

@@ -44,6 +44,9 @@ class SegmentJob:
     end_offset: int | None = None  # commit log offset to stop before
     check_crc: bool = True
     end: int | None = None  # byte position a split ends at (None: the file end)
+    # commit log offsets where records are said to start (sorted, unique: the consume queues' units),
+    # for the column scan's kernel (store/record_kernel.hinted_chain); they change only its speed
+    hints: object = dataclasses.field(default=None, compare=False, repr=False)
 
     def scan(self, findings: list | None = None) -> Iterator[ScanResult]:
         return scan_segment(self.segment, is_last=self.is_last, start=self.start, end=self.end,

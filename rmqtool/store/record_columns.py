@@ -144,7 +144,7 @@ def _split_keys(spaces: np.ndarray, rec: np.ndarray, start: np.ndarray, end: np.
 
 
 def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topic_hashes: dict,
-               special_topics: frozenset = frozenset(), check_crc: bool = True
+               special_topics: frozenset = frozenset(), check_crc: bool = True, hints: np.ndarray | None = None
                ) -> tuple[int, RecordColumns | None, list]:
     """(where the run stopped, the plain records' columns, positions of the special records).
 
@@ -157,13 +157,14 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
     ``special_topics``: topics whose records the caller wants as Messages (the delay topic:
     its tags code is a time). ``check_crc`` False (dispatch: checkMessageAndReturnSize
     without checkCRC): body CRCs and physicalOffset fields are not looked at, and make no
-    record special.
+    record special. ``hints``: indices in ``buf`` where records are said to start (sorted,
+    unique), for the kernel's speed only.
 
     The stages, in order (each may mark more records special; the later ones look only at
     the records still plain): the header's verdicts, the topics, the properties parsed all
     at once, the ``__CRC32#`` entries, TAGS, the index keys.
     """
-    records = clean_records(buf, i, stop)
+    records = clean_records(buf, i, stop, hints=hints)
     if not len(records):
         return records.stop, None, []
     special = _special_by_header(buf, records, offset0, check_crc)

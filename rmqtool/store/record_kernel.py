@@ -27,12 +27,13 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from rmqtool.formats import properties as props
-from rmqtool.formats.commitlog import STORE_TIMESTAMP_AT, MessageHosts, MessagePrefix
+from rmqtool.formats.commitlog import (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, MIN_MESSAGE_LENGTH,
+                                       STORE_TIMESTAMP_AT, MessageHosts, MessagePrefix)
 from rmqtool.formats.crc import CRC32_DIGITS, CRC32_ENTRY_END, CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN, JAVA_CRC_MASK
 from rmqtool.store import crc as crc_module
 from rmqtool.store.arrays import at_every_byte, dtype_of
 from rmqtool.store.record_rule import (BODY_LENGTH_AT_BY_HOSTS, FIELD_SCHEMAS, HEADER_SIZE_BY_HOSTS, Refusal,
-                                       hop_chain, record_parts, refusal_of)
+                                       RECORD_START, hop_chain, record_parts, refusal_of)
 
 # Every header field up to bodyLength, for IPv4 hosts; with IPv6 hosts the prefix holds, and
 # bodyLength and storeTimestamp lie where MessageHosts puts them
@@ -142,15 +143,81 @@ class _Vector:
         return at_every_byte(buf, _FIELD_DTYPES[field])[np.where(readable, at, fallback)].astype(np.int64)
 
 
-def clean_records(buf, i: int, stop: int, limit: int | None = None) -> CleanRecords:
+# totalSize and magicCode, as hop_chain reads them
+_START_DTYPE = dtype_of(cs.Struct(*MessagePrefix.subcons[:2]))
+_START_ROW = np.dtype((np.void, _START_DTYPE.itemsize))  # picked as bytes, then viewed: numpy copies a field at a time
+assert _START_DTYPE.itemsize == RECORD_START.size
+
+
+def hinted_chain(buf, i: int, stop: int, limit: int | None, hints: np.ndarray) -> tuple[np.ndarray, int]:
+    """:func:`hop_chain`'s result (positions, where it stopped), proven from candidate record
+    positions where it can: ``hints`` (sorted, repeats allowed; indices in ``buf``: the consume
+    queue units' commit log offsets) are read by the hop's rule all at once, and the chain holds
+    from a candidate while each is a record ending exactly where the next candidate begins.
+    hop_chain itself goes on wherever the proof breaks (a record no unit names: an undispatched
+    tail, a lost queue, a system topic), up to the next candidate. A wrong or missing candidate
+    costs only speed: every position taken is one the hop reaches from ``i``."""
+    if limit is None:
+        limit = len(buf)
+    lo, hi = np.searchsorted(hints, (i, stop))
+    c = hints[lo:hi]
+    c = c[c <= len(buf) - RECORD_START.size]  # a candidate hop_chain cannot read is left to it
+    n = len(c)
+    if n:
+        head = at_every_byte(buf, _START_ROW)[c].view(_START_DTYPE)
+        total = head["total_size"].astype(np.int64)
+        magic = head["magic_code"]
+        end = c + total
+        chained = (total >= MIN_MESSAGE_LENGTH) & (end <= limit) & \
+            ((magic == MESSAGE_MAGIC_CODE_V1) | (magic == MESSAGE_MAGIC_CODE_V2))
+        chained[:-1] &= end[:-1] == c[1:]
+        chained[-1] = False  # the last candidate: the hop takes it from there
+        breaks = np.flatnonzero(~chained)
+    pieces = []
+    p = i
+    while True:
+        k = int(np.searchsorted(c, p))  # the first candidate at or past p
+        if k < n and c[k] == p:  # proven: candidates k .. m - 1 are the hop's next records
+            m = int(breaks[np.searchsorted(breaks, k)])
+            if m > k:
+                pieces.append(c[k:m])
+                p = int(c[m])
+            k = int(np.searchsorted(c, p, side="right"))  # past p (and past any repeat of it)
+        if p >= stop:
+            break
+        to = min(stop, int(c[k])) if k < n else stop  # hop up to the next candidate
+        hopped, p = hop_chain(buf, p, to, limit)
+        if hopped:
+            pieces.append(np.frombuffer(hopped, np.int64))
+        if p < to or p >= stop:
+            break  # the hop stopped at a record it does not take, or at the window's end
+    return (np.concatenate(pieces) if len(pieces) > 1 else pieces[0] if pieces else _EMPTY), p
+
+
+def candidate_starts(offsets: list) -> np.ndarray:
+    """Commit log offsets where records are said to start (arrays of them: consume queue units'),
+    sorted and unique, as :func:`hinted_chain` takes them (np.unique's hashing is far slower)."""
+    if not offsets:
+        return _EMPTY
+    out = np.concatenate(offsets, dtype=np.int64)  # one copy, in this machine's byte order
+    out.sort()
+    repeated = out[1:] == out[:-1]
+    return out[np.append(True, ~repeated)] if repeated.any() else out
+
+
+def clean_records(buf, i: int, stop: int, limit: int | None = None, hints: np.ndarray | None = None) -> CleanRecords:
     """The clean records of ``buf`` from index ``i``, each starting before ``stop`` and ending by
-    ``limit`` (the buffer's end): one walk of the totalSize chain (:func:`hop_chain`), then
+    ``limit`` (the buffer's end): one walk of the totalSize chain (:func:`hop_chain`; with
+    ``hints``, candidate record positions sorted and unique, :func:`hinted_chain`), then
     :func:`record_parts` over all of its records at once."""
-    positions, hopped_to = hop_chain(buf, i, stop, limit)
-    if not positions:
+    if hints is not None and len(hints):
+        pos, hopped_to = hinted_chain(buf, i, stop, limit, hints)
+    else:
+        positions, hopped_to = hop_chain(buf, i, stop, limit)
+        pos = np.frombuffer(positions, np.int64) if positions else _EMPTY
+    if not len(pos):
         return CleanRecords(_EMPTY, _EMPTY, np.zeros(0, HEADER_DTYPE), _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY,
                             _EMPTY, _EMPTY, stop=hopped_to)
-    pos = np.frombuffer(positions, np.int64)
     header = at_every_byte(buf, HEADER_ROW)[pos].view(HEADER_DTYPE)
     end = pos + header["total_size"].astype(np.int64)
     parts = record_parts(buf, pos, end, header["sys_flag"].astype(np.int64), header["magic_code"],

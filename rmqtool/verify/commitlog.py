@@ -134,7 +134,7 @@ def check_segment(job: SegmentJob, delay_spec: str | None = None) -> SegmentChec
     add = (cols["offset"].append, cols["size"].append, cols["tq"].append, cols["queue_offset"].append,
            cols["batch"].append, cols["tags_code"].append, cols["store_timestamp"].append, cols["crc"].append,
            cols["has_keys"].append)
-    mode = ColumnMode(special_topics=frozenset({RMQ_SYS_SCHEDULE_TOPIC}))
+    mode = ColumnMode(special_topics=frozenset({RMQ_SYS_SCHEDULE_TOPIC}), hints=job.hints)
     for r in (job.column_scan(mode, found) if COLUMN_SCAN else job.scan(found)):
         kind = type(r)
         if kind is RecordColumns:
@@ -324,11 +324,13 @@ class CommitLogCheck:
     checks take each band as it passes (:class:`BandConsumer`). :meth:`prepare` finds
     where the log ends before any band is given out (the consume queues' load cut needs
     it), by checking the last ranges while the other workers check the first; its checks
-    are kept and given in their turn.
+    are kept and given in their turn. ``hints``: commit log offsets where records are said to
+    start (store/consumequeue.unit_offsets), each band given its share: they let the kernel
+    prove a window's chain at once and change nothing but the speed.
     """
 
     def __init__(self, commit_log: CommitLog, *, workers: int = 1, delay_spec: str | None = None,
-                 on_segment: Callable[[SegmentCheck], None] | None = None):
+                 on_segment: Callable[[SegmentCheck], None] | None = None, hints: np.ndarray | None = None):
         self.commit_log = commit_log
         self.workers = workers
         self.delay_spec = delay_spec
@@ -336,6 +338,10 @@ class CommitLogCheck:
         self.segments = commit_log.segments
         self.min_offset = self.segments[0].base_offset if self.segments else 0  # getMinPhyOffset
         self.jobs = segment_jobs(commit_log, split_size=VERIFY_SPLIT)
+        if hints is not None and len(hints):  # each band its share of where records are said to start
+            self.jobs = [dataclasses.replace(j, hints=hints[slice(*np.searchsorted(hints, (
+                j.segment.base_offset + j.start, j.segment.base_offset + (j.segment.size if j.end is None else j.end)
+            )))]) for j in self.jobs]
         # the offsets whose records each band holds; a file longer than the gap to the next one is
         # shadowed there by the next, as the broker finds a file by offset
         lo = [j.segment.base_offset + j.start for j in self.jobs]

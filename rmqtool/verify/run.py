@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 
 from rmqtool.errors import NotAStore, StoreNotFound
 from rmqtool.findings import Finding
+from rmqtool.store.consumequeue import unit_offsets
 from rmqtool.store.view import StoreView
 from rmqtool.verify.base import VerifyOptions, VerifyRun
 from rmqtool.verify.checkpoint import CheckpointWindows, check_checkpoint
@@ -109,7 +110,8 @@ class Verify(VerifyRun):
             if only & NEEDS_COMMIT_LOG:
                 log = self._log = CommitLogCheck(self.view.commit_log,
                                                  workers=self.options.jobs, delay_spec=self.options.delay_spec,
-                                                 on_segment=lambda c: self._advance(c.hi - c.lo))
+                                                 on_segment=lambda c: self._advance(c.hi - c.lo),
+                                                 hints=unit_offsets(self.view.paths))
                 for f in log.findings(consumers):
                     if self.next_start is None and self.live is None and changes_the_start(f):
                         self._next_start()  # damage met on the way: what does the start do about it?

@@ -136,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
              "--skip", CHECKPOINT_WINDOW, "--skip", RECOVERY_START_FILE],  # info findings: not the demo's point
         ]
         failed = [c[0] for c in commands if run_cli(c) != 0]
+        # the monitoring probe: Nagios codes, and the disk measure is this machine's (WARNING on a full disk)
+        if run_cli(["check", str(root)]) not in (0, 1, 2):
+            failed.append("check")
+        if run_cli(["report", str(root), "--html", str(base / "report.html")]) != 0:
+            failed.append("report")
         crashed = crash_copy(root, base / "crashed")
         print(f"\nA copy crashed as a killed broker leaves it: {crashed} (half a record after the last one, "
               f"the abort file there)")
@@ -147,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
                                  RECOVERY_START_FILE], 0)):
             if run_cli(cmd) != expected:
                 failed.append(" ".join(cmd[:2]))
+        if run_cli(["diff", str(root), str(crashed)]) != 0:  # recovered, the copy holds what the store holds
+            failed.append("diff")
         if failed:
             print(f"\ndemo: these commands failed: {', '.join(failed)}", file=sys.stderr)
             return 1

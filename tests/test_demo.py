@@ -10,3 +10,4 @@ def test_the_demo_runs_clean(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.count("(exit code 0)") >= 11 and out.count("(exit code 3)") == 1
     assert "nothing to recover" in out
+    assert "RMQTOOL CHECK" in out and (tmp_path / "report.html").read_text().startswith("<!DOCTYPE html>")

@@ -45,6 +45,19 @@ def load_truth(path: pathlib.Path) -> dict:
     return _truth_cache[key]
 
 
+# The fixture stores are small: one shuffle partition and no adaptive re-planning keep a Spark
+# query of them from paying for eight reduce tasks and a second plan (about 2 s a query in local[1])
+SPARK_TEST_SQL_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"}
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[1] SparkSession a test worker (its JVM start costs seconds); the spark commands
+    run in-process find it through getOrCreate."""
+    from rmqtool.spark.session import spark_session
+    yield spark_session("local[1]", {"spark.driver.memory": "512m", **SPARK_TEST_SQL_CONF})
+
+
 @pytest.fixture
 def store_copy(tmp_path):
     """Copy a fixture store into tmp_path so a test may damage it."""

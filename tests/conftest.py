@@ -8,6 +8,7 @@ import shutil
 import sys
 
 import pytest
+import typer.testing
 from hypothesis import settings
 
 # Hypothesis depth by profile: "quick" for `make test` (the suite stays within minutes on two
@@ -17,6 +18,20 @@ QUICK_EXAMPLES = 100
 settings.register_profile("quick", max_examples=QUICK_EXAMPLES, deadline=None)
 settings.register_profile("deep", max_examples=20 * QUICK_EXAMPLES, deadline=None)
 settings.load_profile(os.environ.get("RMQTOOL_HYPOTHESIS", "quick"))
+
+# typer's CliRunner builds the click command from the app at every invoke: 50-90 ms, most of a
+# small CLI test's time. A process running rmqtool builds it once; so does a test worker (no
+# test changes the app).
+_click_commands: dict = {}
+
+
+def _click_command_once(app):
+    if id(app) not in _click_commands:
+        _click_commands[id(app)] = (app, _build_click_command(app))  # the app held: its id stays its own
+    return _click_commands[id(app)][1]
+
+
+_build_click_command, typer.testing._get_command = typer.testing._get_command, _click_command_once
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # benchmarks/ is not an installed package; tests import its generator

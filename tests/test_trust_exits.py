@@ -106,8 +106,11 @@ def takes_path(command) -> bool:
 # a collection of everything imported at each child's exit.
 DRIVER = r"""
 import gc, json, os, sys
-from rmqtool.cli.app import main
+import typer.main
+from rmqtool.cli.app import app, main
 import rmqtool.engine.store, rmqtool.recovery.plan, rmqtool.verify.run  # noqa: what commands load, loaded once
+command, build = typer.main.get_command(app), typer.main.get_command  # and the click command main() runs, built once
+typer.main.get_command = lambda typer_app: command if typer_app is app else build(typer_app)
 gc.freeze()  # the modules loaded above stay out of each child's collections (its exit copied every page they sit on)
 jobs = json.load(open(sys.argv[1]))
 results = []

@@ -54,8 +54,8 @@ CLEAN_SCENARIOS = {
 # worksteal) the first worker starts at the top of the list and the other steals from its end:
 # the long tests are under way early instead of holding one worker at the end, and test_spark's
 # tests run one after the other in one worker, which starts one JVM for them all.
-RUN_FIRST = ("test_spark.py", "test_bench_spark.py", "test_trust_exits.py", "test_fuzz_read_commands.py",
-             "test_bench_verify.py", "test_recover_random.py", "test_qmq_fuzz.py")
+RUN_FIRST = ("test_spark.py", "test_bench_spark.py", "test_trust_exits.py", "test_bench_verify.py",
+             "test_recover_random.py", "test_qmq_fuzz.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -86,6 +86,14 @@ def spark():
     yield spark_session("local[1]", {"spark.driver.memory": "512m", **SPARK_TEST_SQL_CONF})
 
 
+@pytest.fixture(scope="session")
+def recovery_scan_classes(tmp_path_factory):
+    """benchmarks' Java anchor loop (RecoveryScan.java) compiled once a worker: javac takes 2-3 s
+    of CPU. A bench given a copy in its workdir's java/ finds the class newer than its source."""
+    from benchmarks import java_loop
+    return java_loop.compile_loop(tmp_path_factory.mktemp("java"))
+
+
 @pytest.fixture
 def store_copy(tmp_path):
     """Copy a fixture store into tmp_path so a test may damage it."""

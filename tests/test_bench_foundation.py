@@ -11,9 +11,9 @@ from benchmarks import big_store, java_loop
 
 
 @pytest.fixture(scope="module")
-def java_classes(tmp_path_factory):
+def java_classes(recovery_scan_classes):
     # javac is part of the machine's JDK here and in CI: a missing one fails, it does not skip
-    return java_loop.compile_loop(tmp_path_factory.mktemp("java"))
+    return recovery_scan_classes
 
 
 @pytest.mark.parametrize("scenario", ["4.9.8/basic", "4.9.8/txdelay", "5.3.3/v2-and-crc"])

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from typer.testing import CliRunner
 
-from conftest import CLEAN_SCENARIOS, V4, V5, load_truth
+from conftest import CLEAN_SCENARIOS, SPARK_TEST_SQL_CONF, V4, V5, load_truth
 from helpers import examples
 from rmqtool.cli.app import app
 from rmqtool.errors import UsageError
@@ -28,13 +28,14 @@ importlib.import_module("pyspark")  # make test installs the spark extra: a miss
 
 EXPORTED = {"basic": V4 / "basic", "txdelay": V4 / "txdelay", "v2crc": V5 / "v2-and-crc", "batchcq": V5 / "batchcq"}
 runner = CliRunner()
+# The spark commands run here find conftest's session (one a worker) by getOrCreate and would set their
+# own shuffle partitions on it (8): these keep the settings it was made with for the small stores
+SMALL = [a for k, v in SPARK_TEST_SQL_CONF.items() for a in ("--conf", f"{k}={v}")]
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from rmqtool.spark.session import spark_session
-    session = spark_session("local[1]", {"spark.driver.memory": "512m", "spark.sql.shuffle.partitions": "1"})
-    yield session
+def spark_cmd(*args):
+    """``rmqtool spark ...`` in-process, in the worker's session."""
+    return runner.invoke(app, ["spark", *args, *SMALL])
 
 
 @pytest.fixture(scope="module")
@@ -180,25 +181,24 @@ def test_spark_query_gives_query_rows(exported):
     truth = load_truth(EXPORTED["basic"] / "truth.json")["truth"]["messages"]
     key = next(k for t in truth for k in (t["keys"] or "").split())
     for args in (["--key", key], ["--uniq-key", truth[3]["uniqKey"]], ["--msg-id", truth[5]["msgId"]]):
-        fleet = runner.invoke(app, ["spark", "query", "--table", str(out), *args, "-f", "jsonl"])
+        fleet = spark_cmd("query", "--table", str(out), *args, "-f", "jsonl")
         alone = runner.invoke(app, ["query", str(store), *args, "-f", "jsonl"])
         assert fleet.exit_code == alone.exit_code == 0, fleet.stderr
         mine = [r for r in _jsonl(fleet.stdout) if r.pop("store_name") == "basic" and r.pop("store_path")]
         assert sorted(mine, key=lambda r: r["commit_log_offset"]) == \
             sorted(_jsonl(alone.stdout), key=lambda r: r["commit_log_offset"])
     topic = truth[0]["topic"]
-    rows = _jsonl(runner.invoke(app, ["spark", "query", "--table", str(out), "-t", topic, "-f", "jsonl",
-                                      "--body", "none"]).stdout)
+    rows = _jsonl(spark_cmd("query", "--table", str(out), "-t", topic, "-f", "jsonl", "--body", "none").stdout)
     assert sorted(r["commit_log_offset"] for r in rows if r["store_name"] == "basic") == \
         sorted(t["physicalOffset"] for t in truth if t["topic"] == topic)
-    none = runner.invoke(app, ["spark", "query", "--table", str(out), "--key", "no-such-key-anywhere"])
+    none = spark_cmd("query", "--table", str(out), "--key", "no-such-key-anywhere")
     assert none.exit_code == 1
 
 
 def test_spark_verify_agrees_with_verify(spark):
     stores = [V4 / "basic" / "store", V4 / "crash" / "b1-truncate-last-commitlog-mid-message" / "input" / "store",
               V4 / "no-such-store"]
-    fleet = runner.invoke(app, ["spark", "verify", *[f"s{i}={p}" for i, p in enumerate(stores)], "-f", "jsonl"])
+    fleet = spark_cmd("verify", *[f"s{i}={p}" for i, p in enumerate(stores)], "-f", "jsonl")
     rows = _jsonl(fleet.stdout)
     worst = 0
     for i, store in enumerate(stores):
@@ -225,7 +225,7 @@ def test_spark_stats_finds_a_uniq_key_planted_in_two_stores(spark, tmp_path):
         store.append(producer_message("OtherTopic", b"unrelated"))
         result = store.append(producer_message(planted["topic"], base64.b64decode(planted["body"]),
                                                    uniq_key=planted["uniqKey"]))
-    r = runner.invoke(app, ["spark", "stats", f"a={V5 / 'v2-and-crc' / 'store'}", f"b={other}", "-f", "jsonl"])
+    r = spark_cmd("stats", f"a={V5 / 'v2-and-crc' / 'store'}", f"b={other}", "-f", "jsonl")
     assert r.exit_code == 0, r.stderr
     rows = _jsonl(r.stdout)
     dups = [x for x in rows if x["record"] == "duplicate_uniq_key"]
@@ -270,8 +270,8 @@ def test_a_damaged_store_exports_what_dump_reads_and_its_findings(spark, tmp_pat
             collections.Counter(f.id for f in dump.findings)
         assert dump.findings  # the fixture is damaged: there is something to compare
     assert result.finding_count == len(findings)
-    r = runner.invoke(app, ["spark", "export", *[f"{n.split('-')[0]}={p}" for n, p in stores.items()],
-                            "--out", str(tmp_path / "cli"), "-f", "json"])
+    r = spark_cmd("export", *[f"{n.split('-')[0]}={p}" for n, p in stores.items()],
+                  "--out", str(tmp_path / "cli"), "-f", "json")
     assert r.exit_code == 3 and json.loads(r.stdout)["finding_count"] == len(findings) and "findings" in r.stderr
 
 
@@ -332,7 +332,7 @@ def test_spark_export_and_verify_of_a_store_behind_a_uri(spark, tmp_path):
     assert result.messages == len(truth)
     assert sorted((r["commit_log_offset"], r["msg_id"]) for r in rows) == \
         sorted((t["physicalOffset"], t["msgId"]) for t in truth)
-    fleet = runner.invoke(app, ["spark", "verify", f"u={_uri(d / 'store')}", "-f", "jsonl"])
+    fleet = spark_cmd("verify", f"u={_uri(d / 'store')}", "-f", "jsonl")
     alone = runner.invoke(app, ["verify", str(d / "store"), "-f", "jsonl", "--jobs", "1"])
     mine = [r for r in _jsonl(fleet.stdout) if "finding" in r]
     for r in mine:
@@ -365,12 +365,13 @@ def test_under_spark_submit(tmp_path):
     import subprocess
     import sys
     from rmqtool.cli import spark_submit as submit
+    from rmqtool.spark.session import LOCAL_JVM_OPTIONS  # what a local session's JVM gets: a third less CPU here
     spark_submit = pathlib.Path(sys.executable).parent / "spark-submit"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
            "PATH": f"{pathlib.Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
     p = subprocess.run([str(spark_submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-                        submit.__file__, "spark", "export", str(V4 / "basic" / "store"), "--out",
-                        str(tmp_path / "out"), "-f", "json"], capture_output=True, text=True, env=env, timeout=300)
+                        "--driver-java-options", LOCAL_JVM_OPTIONS, submit.__file__, "spark", "export",
+                        str(V4 / "basic" / "store"), "--out", str(tmp_path / "out"), "-f", "json"], capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     truth = load_truth(V4 / "basic" / "truth.json")["truth"]["messages"]
     assert json.loads(p.stdout)["messages"] == len(truth) == len(_table(tmp_path / "out", "messages"))
@@ -385,10 +386,10 @@ def test_an_export_to_a_uri_and_a_query_of_it(spark, tmp_path):
     truth = load_truth(d / "truth.json")["truth"]["messages"]
     assert result.out_dir == out and result.messages == len(truth) == len(_table(tmp_path / "fleet", "messages"))
     key = next(k for t in truth for k in (t["keys"] or "").split())
-    r = runner.invoke(app, ["spark", "query", "--table", out, "--key", key, "-f", "jsonl"])
+    r = spark_cmd("query", "--table", out, "--key", key, "-f", "jsonl")
     assert r.exit_code == 0 and {x["commit_log_offset"] for x in _jsonl(r.stdout)} == \
         {t["physicalOffset"] for t in truth if key in (t["keys"] or "").split() or t["uniqKey"] == key}
-    again = runner.invoke(app, ["spark", "export", f"b={d / 'store'}", "--out", out])
+    again = spark_cmd("export", f"b={d / 'store'}", "--out", out)
     assert again.exit_code == 2 and "never overwrites" in again.stderr
 
 
@@ -448,7 +449,7 @@ def test_spark_query_and_verify_of_a_qmq_store_agree_with_query_and_verify(qmq_e
     store = (QMQ["qbasic"] / "store").resolve()
     record = load_truth(QMQ["qbasic"] / "truth.json")["readBack"]["messageLog"]["records"][7]
     message_id = record["payload"]["messageId"]
-    fleet = runner.invoke(app, ["spark", "query", "--table", str(out), "--msg-id", message_id, "-f", "jsonl"])
+    fleet = spark_cmd("query", "--table", str(out), "--msg-id", message_id, "-f", "jsonl")
     alone = runner.invoke(app, ["query", str(store), "--msg-id", message_id, "-f", "jsonl"])
     assert fleet.exit_code == alone.exit_code == 0, fleet.stderr
     mine, theirs = _jsonl(fleet.stdout), _jsonl(alone.stdout)

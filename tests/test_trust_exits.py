@@ -109,11 +109,16 @@ def takes_path(command) -> bool:
 
 # Runs rmqtool once per job, each in its own process forked from one that has imported the CLI
 # already: a real process each (its own descriptors, exit code and interpreter shutdown, where
-# "Exception ignored" would show), without paying the imports a hundred times.
+# "Exception ignored" would show), without paying the imports a hundred times, nor (gc.freeze)
+# a collection of everything imported at each child's exit.
 DRIVER = r"""
-import json, os, sys
-from rmqtool.cli.app import main
+import gc, json, os, sys
+import typer.main
+from rmqtool.cli.app import app, main
 import rmqtool.engine.store, rmqtool.recovery.plan, rmqtool.verify.run  # noqa: what commands load, loaded once
+command, build = typer.main.get_command(app), typer.main.get_command  # and the click command main() runs, built once
+typer.main.get_command = lambda typer_app: command if typer_app is app else build(typer_app)
+gc.freeze()  # the modules loaded above stay out of each child's collections (its exit copied every page they sit on)
 jobs = json.load(open(sys.argv[1]))
 results = []
 for n, job in enumerate(jobs):

@@ -28,7 +28,7 @@ import os
 import pathlib
 import re
 import struct
-from typing import Iterator, Union
+from typing import TYPE_CHECKING, Iterator, Union
 
 from rmqtool.errors import NotAStore, StoreAccessError, StoreNotFound
 from rmqtool.findings import (BATCH_CONSUME_QUEUE_OFFSET_GAP, CONSUME_QUEUE_BEYOND_COMMIT_LOG,
@@ -41,6 +41,9 @@ from rmqtool.formats.derive import struct_of
 from rmqtool.store.segments import Segment, discover, list_dir
 from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONSUMEQUEUE_DIR
 from rmqtool.store.rocksdb_cq import is_rocksdb_dir, is_rocksdb_file
+
+if TYPE_CHECKING:  # numpy is loaded by the commands that walk the log, not at import
+    import numpy as np
 
 CQ_UNIT = struct_of(CqUnit)
 BATCH_CQ_UNIT = struct_of(BatchCqUnit)

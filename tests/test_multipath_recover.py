@@ -195,3 +195,22 @@ def test_a_file_on_both_disks_is_refused(tmp_path):
     r = _run("recover", store, *SEMANTICS, "--apply", "--backup-dir", tmp_path / "backup", code=int(ExitCode.CORRUPT))
     assert len(r.stderr.strip().splitlines()) == 1 and str(disks[1] / name) in r.stderr
     assert _tree(store, *disks) == before and not (tmp_path / "backup").exists()
+
+
+def test_killed_after_cutting_both_disks_is_undone(recovered, tmp_path):
+    """Killed once the commit log's files on both disks are cut (the abort marker, then the
+    zeroed tail and the deleted files), before the queues: undo puts every file back on its disk."""
+    import os
+    import subprocess
+    import sys
+    store, disks = _split(tmp_path)
+    before = _tree(store, *disks)
+    on_disks = [i for i, a in enumerate(recovered["plan"]["actions"]) if "/disk-" in a["file"]]
+    cuts = 1 + on_disks[-1] + 1  # the abort marker, then the plan's actions up to its last on a disk
+    env = dict(os.environ, RMQTOOL_KILL_AFTER=str(cuts + 1), PYTHONPATH=str(pathlib.Path(__file__).parents[1]))
+    k = subprocess.run([sys.executable, "-m", "rmqtool", "recover", str(store), *SEMANTICS, "--apply", "--backup-dir",
+                        str(tmp_path / "backup")], env=env, capture_output=True, text=True, timeout=120)
+    assert k.returncode == -9, k.stderr
+    assert len([p for d in disks for p in d.iterdir()]) == V4["maxPhyOffset"] // SIZE + 1  # both disks cut
+    _run("undo", tmp_path / "backup")
+    assert _tree(store, *disks) == before

@@ -127,12 +127,14 @@ def test_every_reader_reads_the_one_log(split):
 
 
 def test_writers_refuse_and_write_nothing(split, tmp_path):
-    """recover --apply writes ROOT/commitlog only: with the log elsewhere it refuses (usage,
-    exit 2) in one line naming the paths, and no file changes (append writes where the broker
-    would: tests/test_multipath_diff_spark.py)."""
+    """recover --apply --to copies the root, not the disks: with the log elsewhere it refuses
+    (usage, exit 2) in one line naming the paths, and no file changes (recover in place and
+    append write where the broker would: tests/test_multipath_recover.py,
+    tests/test_multipath_diff_spark.py)."""
     store, disks, _conf = split
     before = {p: p.stat().st_mtime_ns for d in (store, *disks) for p in d.rglob("*")}
-    r = _run("recover", store, *_where(disks), "--apply", "-f", "json", code=int(ExitCode.USAGE))
+    r = _run("recover", store, *_where(disks), "--apply", "--to", tmp_path / "copy", "-f", "json",
+             code=int(ExitCode.USAGE))
     assert "not recovered" in r.stderr and str(disks[1]) in r.stderr
     assert {p: p.stat().st_mtime_ns for d in (store, *disks) for p in d.rglob("*")} == before
     _run("info", store, BASIC / "store", *_where(disks), code=int(ExitCode.USAGE))  # whose commit log? refused
@@ -216,7 +218,8 @@ def test_found_without_flags_from_the_stores_broker_properties(split):
         doc = json.loads(_run("info", store, "-f", "json").stdout)
         assert doc["commitlog"]["max_commit_log_offset"] == TRUTH["truth"]["commitlog"]["maxPhyOffset"]
         assert {p["source"] for p in doc["commitlog"]["commit_log_paths"]} == {f"{props}: storePathCommitLog"}
-        _run("recover", store, "--apply", "-f", "json", code=int(ExitCode.USAGE))  # still refused
+        applied = json.loads(_run("recover", store, "--apply", "-f", "json").stdout)  # across the disks:
+        assert applied["applied"]["backup_dir"] is None  # as the broker left it, nothing to change
     finally:
         props.unlink()
         if made:

@@ -80,7 +80,7 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
     if plan.refusal:
         run.refusal = CorruptData(f"not recovered: {plan.refusal}", root)
         return run
-    if view.commit_log_paths is not None:  # the engine writes ROOT/commitlog only
+    if to is not None and view.commit_log_paths is not None:  # the copy would be of the root, not the disks
         run.refusal = UsageError(f"not recovered: {multi_path_refusal(view.commit_log_paths)}", root)
         return run
     if sizes is not None and sizes.refusal(unknown):

@@ -27,6 +27,7 @@ import time
 from typing import NamedTuple
 
 from rmqtool.errors import CorruptData, NotAStore, RecoveryNeeded, RepairUnfinished, StoreAccessError, UsageError
+from rmqtool.findings import COMMIT_LOG_FILE_DUPLICATED
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, BlankRecord
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, DEFAULT_CQ_FILE_SIZE
 from rmqtool.formats.crc import ends_with_crc32_entry, fill_crc32_entry
@@ -191,14 +192,20 @@ def _prop_crc(asked: bool | None, last) -> tuple[bool, str]:
 
 def multi_path_refusal(given, appending: bool = False) -> str:
     """Why a writer leaves a commit log kept outside ROOT/commitlog (store/commitlog_paths.py) alone:
-    a recovery always, an append when the broker could make no file there."""
+    an append when the broker could make no file there, a recovery into a copy (--to copies
+    the root, not the disks) always."""
     where = ", ".join(given.directories)
-    if appending and given.multi and not given.creating:
+    if appending:
         return (f"every commit log path ({where}, {given.source}) is read-only: the broker makes no file in "
                 f"them, and rmqtool appends none; nothing written")
-    return (f"rmqtool recovers a commit log in STORE/commitlog only, and this one is in {where} ({given.source}): "
-            f"nothing written; stop the broker and let it recover, or salvage the messages into a new store "
-            f"(rmqtool salvage --to-store)")
+    return (f"recover --to copies STORE only, and this commit log is in {where} ({given.source}): nothing "
+            f"written; recover in place (every byte it changes is backed up first), or copy the disks too and "
+            f"give the copies with --commitlog-path")
+
+
+def _appends_nowhere(given) -> bool:
+    """Every path of a multi-path commit log read-only: the broker makes no file there."""
+    return given is not None and given.multi and not given.creating
 
 
 # --- the store ----------------------------------------------------------------------------------
@@ -228,6 +235,9 @@ class Store:
         again for writing; :attr:`recovery` says what it did."""
         if not (writable and recover):
             return cls._open(path, writable, flush, recover=recover, **options)
+        elsewhere = commit_log_paths_of(path)
+        if _appends_nowhere(elsewhere):  # refused before the recovery changes anything
+            raise UsageError(multi_path_refusal(elsewhere, appending=True), pathlib.Path(path))
         store = cls._open(path, writable, flush, recover=True, **options)
         applied = store.recovery
         if applied is None:
@@ -298,9 +308,9 @@ class Store:
             store.commit_log_paths = elsewhere
             store._open_read_only(given)
             return store
-        if elsewhere is not None and (recover or (elsewhere.multi and not elsewhere.creating)):
-            # appends go where the broker puts them; recovering such a log is left to the broker
-            raise UsageError(multi_path_refusal(elsewhere, appending=not recover), root)
+        if not recover and _appends_nowhere(elsewhere):
+            # appends go where the broker puts them; a recovery truncates files on whichever disk they are
+            raise UsageError(multi_path_refusal(elsewhere, appending=True), root)
         store = cls(root, True, config)
         store.commit_log_paths = elsewhere
         store._recovery_settings = recovery or RecoverySettings()
@@ -365,7 +375,7 @@ class Store:
 
     def _plan(self, recover: bool) -> RecoveryPlan:
         """The recovery plan; a store that needs recovery is refused unless ``recover``."""
-        plan = plan_recovery(self.root, commit_log_file_size=self.config.mapped_file_size_commit_log,
+        plan = plan_recovery(self._sized(), commit_log_file_size=self.config.mapped_file_size_commit_log,
                              consume_queue_file_size=self.config.mapped_file_size_consume_queue,
                              settings=self._recovery_settings, keep_index=self._keep_index,
                              missing_file_ok=self._missing_file_ok)
@@ -374,6 +384,8 @@ class Store:
             raise UsageError(f"give the broker version's rules (--semantics): {plan.semantics_undecided}", self.root)
         if plan.refusal:
             raise CorruptData(plan.refusal, self.root)
+        if recover and not plan.is_empty:
+            self._refuse_duplicated_files()
         if not plan.is_empty and not recover:
             first = plan.findings[0]
             more = f" (and {len(plan.findings) - 1} more)" if len(plan.findings) > 1 else ""
@@ -382,6 +394,17 @@ class Store:
                                  f"it changes first", first.path, first.offset, plan=plan)
         self.sizes.require(unknown_sizes(self._sized(), self.sizes, plan, self.config.message_index_enable), self.root)
         return plan
+
+    def _refuse_duplicated_files(self) -> None:
+        """A file name in two commit log paths: the broker loads both copies and truncateDirtyFiles
+        cuts both, in an order its HashSet decides; rmqtool reads one, so it changes neither."""
+        if self.commit_log_paths is None:
+            return
+        listing = self._commit_log_listing(self.config.mapped_file_size_commit_log)
+        twice = next((f for f in listing.findings if f.id == COMMIT_LOG_FILE_DUPLICATED), None)
+        if twice is not None:
+            raise CorruptData(f"not recovered: {twice.message}; keep one copy (the broker's recovery cuts "
+                              f"both), then recover; nothing written", twice.path)
 
     def _batch_topics(self, plan: RecoveryPlan) -> frozenset:
         return plan_batch_topics(self.root, plan)
@@ -411,7 +434,8 @@ class Store:
             self.recovery = apply_plan(plan, backup_dir, finish=False, before_change=self._write_abort_marker,
                                        command=self._command,
                                        made_here=(paths.LOCK_FILE,) if self._made_lock else (),
-                                       rewrites=self._rewrites, replan=lambda: self._plan(True))
+                                       rewrites=self._rewrites, replan=lambda: self._plan(True),
+                                       commit_log_directories=self._commit_log_directories())
             return self.recovery.plan
         self._write_abort_marker()
         return plan
@@ -858,6 +882,10 @@ class Store:
         if self.commit_log_paths is not None:
             return list_commit_log(self.commit_log_paths, self.root, mapped_file_size)
         return discover(self.paths.commitlog, required=False, mapped_file_size=mapped_file_size)
+
+    def _commit_log_directories(self) -> list[str]:
+        """The directories the commit log is loaded from when kept elsewhere (none: ROOT/commitlog)."""
+        return self.commit_log_paths.directories if self.commit_log_paths is not None else []
 
     def _new_file_place(self):
         """Where a new commit log file goes when the log is kept elsewhere (None: ROOT/commitlog):

@@ -20,8 +20,8 @@ import shutil
 
 from rmqtool.errors import CorruptData, StoreAccessError, StoreLocked, UsageError
 import rmqtool.recovery.intent as intent
-from rmqtool.recovery.manifest import (RESTORE, REWRITE, COPIES_DIR, Entry, Manifest, copy_range, record_after, store_listing,
-                                       sync_dir, write_manifest)
+from rmqtool.recovery.manifest import (RESTORE, REWRITE, COPIES_DIR, Entry, Manifest, copy_range, entry_name,
+                                       outside_directories, record_after, store_listing, sync_dir, write_manifest)
 from rmqtool.recovery.plan import DELETE, ZERO, Action, RecoveryPlan
 from rmqtool.findings import SEGMENT_AFTER_END
 from rmqtool.store.lock import is_locked
@@ -83,7 +83,7 @@ class Rewrite:
 
 def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, *, finish: bool = True,
                before_change=None, command: str | None = None, made_here: tuple[str, ...] = (),
-               rewrites: tuple[Rewrite, ...] = (), replan=None) -> Applied:
+               rewrites: tuple[Rewrite, ...] = (), replan=None, commit_log_directories=()) -> Applied:
     """Back up, then carry out ``plan``. The caller holds the store lock (the engine does) or
     no one does; a store another process holds is refused. ``before_change`` is called once
     the backup and the intent record are on disk, before the first change (the engine
@@ -93,7 +93,9 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
     STORE --apply``); ``made_here``: names the caller made just before (the engine's lock
     file on a store that had none), left out of the listing so that undo removes them.
     ``rewrites`` are written first (backed up, in the same manifest); ``replan()`` then gives
-    the plan of the store as they left it, which is carried out in place of ``plan``."""
+    the plan of the store as they left it, which is carried out in place of ``plan``.
+    ``commit_log_directories``: where the commit log is when not in ROOT/commitlog (several
+    disks): the backup names those files by their path on their disk, and lists those disks."""
     root = pathlib.Path(plan.store)
     if plan.refusal:
         raise CorruptData(f"not recovered: {plan.refusal}", root)
@@ -105,7 +107,8 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
     backup = create_backup_dir(root, backup_dir)
 
     entries = []
-    listing, directories = store_listing(root)
+    outside = outside_directories(root, commit_log_directories)
+    listing, directories = store_listing(root, outside)
     listing = tuple(n for n in listing if n not in made_here)
     begun = False
     if rewrites:
@@ -114,10 +117,10 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
             copy = f"{COPIES_DIR}/r{i:04d}.bin"
             end = rewrite.start + len(rewrite.data)
             digest = copy_range(path, rewrite.start, end, backup / copy)
-            entries.append(Entry(REWRITE, str(path.resolve().relative_to(root.resolve())), rewrite.start, end,
+            entries.append(Entry(REWRITE, entry_name(path, root), rewrite.start, end,
                                  digest, copy, os.stat(path).st_mode & 0o7777))
         sync_dir(backup / COPIES_DIR)
-        _begin(root, backup, plan, entries, listing, directories, command, None)
+        _begin(root, backup, plan, entries, listing, directories, command, None, outside)
         begun = True
         for rewrite in rewrites:
             intent.step()
@@ -138,21 +141,21 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
             raise StoreAccessError(f"cannot back up ({exc.strerror})", path) from None
         end = st.st_size if action.kind == DELETE else action.end  # a deleted file is copied whole
         digest = copy_range(path, action.start, end, backup / copy)
-        entries.append(Entry(action.kind, str(path.resolve().relative_to(root.resolve())), action.start, end, digest,
-                             copy, st.st_mode & 0o7777))
+        entries.append(Entry(action.kind, entry_name(path, root), action.start, end, digest, copy,
+                             st.st_mode & 0o7777))
     sync_dir(backup / COPIES_DIR)
     if begun:  # the rewrites are on disk: the manifest now names the plan's changes too
         manifest = write_manifest(backup, Manifest(str(root.resolve()), _now(), plan.to_json(), tuple(entries),
-                                                   listing, directories))
+                                                   listing, directories, commit_log_directories=outside))
         if before_change is not None:
             intent.step()
             before_change()
     else:
-        manifest = _begin(root, backup, plan, entries, listing, directories, command, before_change)
+        manifest = _begin(root, backup, plan, entries, listing, directories, command, before_change, outside)
 
     zeroed = deleted = deleted_bytes = 0
     for entry in entries:
-        path = root / entry.file
+        path = root / entry.file  # an absolute name: a commit log file on another disk
         if entry.action in (RESTORE, REWRITE):
             continue  # only kept: dispatch changes it later
         intent.step()
@@ -172,11 +175,11 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _begin(root, backup, plan, entries, listing, directories, command, before_change) -> pathlib.Path:
+def _begin(root, backup, plan, entries, listing, directories, command, before_change, outside) -> pathlib.Path:
     """The manifest written and forced, the intent recorded, and the caller's step before the
     first change (the engine's abort marker): nothing in the store has changed yet."""
     manifest = write_manifest(backup, Manifest(str(root.resolve()), _now(), plan.to_json(), tuple(entries),
-                                               listing, directories))
+                                               listing, directories, commit_log_directories=outside))
     intent.begin(backup, root, "recover", command or f"rmqtool recover {shlex.quote(str(root))} --apply",
                  undo_command(backup))
     if before_change is not None:

@@ -12,6 +12,8 @@ apply cut short can always be undone::
                   (the original bytes' block digest, below), "copy": "copies/0000.bin", "mode": 420}],
      "listing": ["checkpoint", "commitlog/...", "consumequeue/T/0/...", "index/...", ...],
      "directories": ["commitlog", "consumequeue", "consumequeue/T", ...],
+     "commit_log_directories": ["/disk-a/commitlog", ...] (only when the commit log is kept
+                  outside the store: storePathCommitLog with several disks),
      "after": {"listing": [...], "directories": [...], "files": {"commitlog/...": [size, "blocks-sha256:<hex>"], ...}}}
 
 Besides the plan's own actions, entries with the action ``restore`` hold whole files that
@@ -20,6 +22,11 @@ each consume queue, the last index file), and ``listing`` names every file of th
 before the apply: undo puts the restore entries back whole and removes files made since
 (new consume queue and index files), so the store is again what it was; ``directories``
 names every directory before, so that undo removes only directories made since.
+
+A commit log kept outside the root (several disks, ``store/commitlog_paths.py``): its files
+are named by their absolute path on their disk, in the entries and in the listings, and
+``commit_log_directories`` names those disks, so undo lists them and puts each file back
+where it was (files are never moved between disks, as MultiPathMappedFileQueue never does).
 
 ``after`` is the state the repair left (written once its last change is on disk): the
 listing, and the size and block digest of every file undo would write or remove. Undo refuses a
@@ -49,7 +56,7 @@ RESTORE = "restore"  # a whole file re-dispatching changes after the plan: put b
 @dataclasses.dataclass(frozen=True, slots=True)
 class Entry:
     action: str  # plan.ZERO or plan.DELETE
-    file: str  # relative to the store root
+    file: str  # relative to the store root (absolute: a commit log file on another disk)
     start: int
     end: int
     sha256: str
@@ -69,6 +76,7 @@ class Manifest:
     listing: tuple[str, ...] | None = None  # every file of the store before (None: an older backup)
     directories: tuple[str, ...] | None = None  # every directory of the store before (None: an older backup)
     after: dict | None = None  # the state the repair left (None: not finished, or an older backup)
+    commit_log_directories: tuple[str, ...] | None = None  # the commit log's disks outside the root (None: none)
 
     def to_json(self) -> dict:
         doc = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "store": self.store, "created": self.created,
@@ -77,6 +85,8 @@ class Manifest:
             doc["listing"] = list(self.listing)
         if self.directories is not None:
             doc["directories"] = list(self.directories)
+        if self.commit_log_directories is not None:
+            doc["commit_log_directories"] = list(self.commit_log_directories)
         if self.after is not None:
             doc["after"] = self.after
         return doc
@@ -86,9 +96,10 @@ class Manifest:
 _OWN = (".rmqtool-unfinished",)
 
 
-def store_listing(root: pathlib.Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def store_listing(root: pathlib.Path, outside: tuple[str, ...] | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Every file and every directory of the store (relative names, sorted), without the
-    unfinished-repair marker."""
+    unfinished-repair marker; with ``outside`` (the commit log's disks outside the root) their
+    files too, by absolute path (the disks themselves are not the repair's to make or remove)."""
     files, dirs = [], []
     for p in root.rglob("*"):
         name = str(p.relative_to(root))
@@ -98,7 +109,26 @@ def store_listing(root: pathlib.Path) -> tuple[tuple[str, ...], tuple[str, ...]]
             dirs.append(name)
         elif p.is_file():
             files.append(name)
+    for directory in outside or ():
+        d = pathlib.Path(directory)
+        if d.is_dir():
+            files += [str(p) for p in d.iterdir() if p.is_file()]
     return tuple(sorted(files)), tuple(sorted(dirs))
+
+
+def outside_directories(root: pathlib.Path, directories) -> tuple[str, ...] | None:
+    """Of the commit log's ``directories``, those outside ``root``, resolved (None: none, the
+    plain store, whose manifest stays as it always was)."""
+    top = root.resolve()
+    out = [str(pathlib.Path(d).resolve()) for d in directories or ()]
+    out = [d for d in dict.fromkeys(out) if not pathlib.Path(d).is_relative_to(top)]
+    return tuple(out) or None
+
+
+def entry_name(path: pathlib.Path, root: pathlib.Path) -> str:
+    """A file's name in a manifest: relative to the root, or its absolute path on another disk."""
+    real, top = path.resolve(), root.resolve()
+    return str(real.relative_to(top)) if real.is_relative_to(top) else str(real)
 
 
 def _covered(manifest: Manifest, files: tuple[str, ...]) -> list[str]:
@@ -114,7 +144,7 @@ LOCK_NAME = "lock"
 def record_after(backup_dir: pathlib.Path, root: pathlib.Path) -> Manifest:
     """Write into the manifest the state the repair left (its last change is on disk)."""
     manifest = read_manifest(backup_dir)
-    files, dirs = store_listing(root)
+    files, dirs = store_listing(root, manifest.commit_log_directories)
     state = {}
     for name in _covered(manifest, files):
         path = root / name
@@ -132,7 +162,7 @@ def first_change_since(manifest: Manifest, root: pathlib.Path) -> str | None:
     after = manifest.after
     if after is None:
         return None
-    files, dirs = store_listing(root)
+    files, dirs = store_listing(root, manifest.commit_log_directories)
     now, then = set(files) - {LOCK_NAME}, set(after["listing"])
     for name in sorted(now ^ then):
         return f"{name} was {'made' if name in now else 'removed'} since"
@@ -300,9 +330,10 @@ def read_manifest(backup_dir: pathlib.Path) -> Manifest:
     try:
         entries = tuple(Entry(**e) for e in doc["entries"])
         listing, dirs = doc.get("listing"), doc.get("directories")
+        outside = doc.get("commit_log_directories")
         return Manifest(doc["store"], doc["created"], doc["plan"], entries,
                         tuple(listing) if listing is not None else None, tuple(dirs) if dirs is not None else None,
-                        doc.get("after"))
+                        doc.get("after"), tuple(outside) if outside is not None else None)
     except (KeyError, TypeError) as exc:
         raise FormatError(f"a manifest field is missing or wrong ({exc})", path) from None
 

@@ -8,6 +8,8 @@ is checked against the digest the manifest recorded before anything is written. 
 intent record (``intent.py``: a kill is finished by running undo again): files made since the
 repair go, ranges that were zeroed get their bytes back, files deleted or rewritten come back
 whole with their permission bits, directories made since go and those removed come back.
+A commit log file on another disk (several commit log paths) comes back at the path on its
+disk the manifest names; a disk that is no longer there is refused before anything is written.
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ import os
 import pathlib
 import shlex
 
-from rmqtool.errors import CorruptData, RepairUnfinished, StoreAccessError, StoreChangedSince, StoreLocked
+from rmqtool.errors import (CorruptData, RepairUnfinished, StoreAccessError, StoreChangedSince, StoreLocked,
+                            StoreNotFound)
 import rmqtool.recovery.intent as intent
 from rmqtool.recovery.manifest import (LOCK_NAME, REWRITE, digest_matches, first_change_since, nonzero_blocks,
                                        read_manifest, store_listing, sync_dir)
@@ -78,7 +81,8 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
 
 def _check_undoable(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> None:
     """Refuse before writing a byte: a store open for writing, another repair under way, a
-    store written since the repair (unless ``force``), a backup copy that is not whole."""
+    store written since the repair (unless ``force``), a backup copy that is not whole, a commit
+    log disk the repair changed files on that is not there (its files have nowhere to go back to)."""
     holder = is_locked(StorePaths(root).lock)
     if holder is not None:
         who = "this process" if holder == os.getpid() else (f"process {holder}" if holder else "another process")
@@ -88,6 +92,10 @@ def _check_undoable(backup: pathlib.Path, manifest, root: pathlib.Path, force: b
     if other is not None and pathlib.Path(other.backup_dir).resolve() != backup.resolve():
         raise RepairUnfinished(f"another interrupted {other.operation} is under way (intent record in "
                                f"{other.backup_dir}): `{other.finish}` finishes it, `{other.undo}` undoes it", root)
+    for directory in manifest.commit_log_directories or ():
+        if not os.path.isdir(directory):
+            raise StoreNotFound(f"not undone: the commit log path {directory} this repair changed files in "
+                                   f"is not there (mount it where it was)", directory)
     undoing = other is not None and other.operation == "undo"  # an undo of this backup cut short: go on
     if manifest.after is not None and not undoing and not force:  # the repair finished: written since?
         change = first_change_since(manifest, root)
@@ -103,7 +111,7 @@ def _check_undoable(backup: pathlib.Path, manifest, root: pathlib.Path, force: b
 def _remove_files_made_since(manifest, root: pathlib.Path) -> None:
     """The files the store holds that the manifest's listing (taken at the apply) does not."""
     before = set(manifest.listing)
-    made, _dirs = store_listing(root)
+    made, _dirs = store_listing(root, manifest.commit_log_directories)
     for name in reversed(made):
         if name not in before and name != LOCK_NAME:
             intent.step()
@@ -120,7 +128,7 @@ def _remove_files_made_since(manifest, root: pathlib.Path) -> None:
 def _restore(backup: pathlib.Path, root: pathlib.Path, entry) -> None:
     """One manifest entry's bytes back in place: a zeroed range over the file, or a whole
     file made again (with its mode)."""
-    path = root / entry.file
+    path = root / entry.file  # an absolute name (a commit log file on another disk) stays as it is
     if entry.action in _RANGES:
         flags = os.O_WRONLY
     else:

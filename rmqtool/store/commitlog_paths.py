@@ -18,7 +18,8 @@ What the broker does (MultiPathMappedFileQueue, the same in 4.9.8 and 5.3.3):
   of the sorted paths; a disk full when a file was made puts it elsewhere.
 
 Nothing here writes; the engine appends to such a log by the rule above with no disk full
-(``engine/store.py``, ``rule_directory``) and refuses to recover it.
+(``engine/store.py``, ``rule_directory``) and recovers it in place, each file on its own disk
+(truncateDirtyFiles moves none).
 """
 from __future__ import annotations
 

@@ -341,7 +341,7 @@ def render_document(doc: dict, fmt: str, stream: TextIO | None = None, title: st
         stream.flush()
         return
     from rmqtool.report.columns import cell_text, cut
-    from rmqtool.report.table import PATH_FIELDS, cut_front, output_width
+    from rmqtool.report.table import PATH_FIELDS, output_width
 
     width = output_width(stream) if width is None else width
     # in a document of sections (info), a top-level None is a section of its own ("timer: none"), not a line
@@ -368,8 +368,12 @@ def render_document(doc: dict, fmt: str, stream: TextIO | None = None, title: st
         for k, v in pairs:
             text = terminal_safe(cell_text(k, v))
             room = max(width - label - 4, 8)
-            if k in PATH_FIELDS and len(text) > room:  # a path keeps its end: the file's name matters most
-                text = cut_front(text, room)
+            if k in PATH_FIELDS and len(text) > room:  # a path shown whole, broken only after a "/"
+                from rmqtool.report.wrap import wrap
+
+                lead = f"  {k:<{label}}  "
+                stream.write("\n".join(line.rstrip() for line in wrap(text, width, lead, " " * len(lead))) + "\n")
+                continue
             stream.write(cut(f"  {k:<{label}}  {text}", width).rstrip() + "\n")
         for k, v in value.items():
             if isinstance(v, list):

@@ -225,7 +225,8 @@ class RecoveryPlan:
 
 def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size: int | None = None,
                   consume_queue_file_size: int | None = None, settings: Settings = Settings(),
-                  keep_index: bool = False, missing_file_ok: bool = False, now_ms: int | None = None) -> RecoveryPlan:
+                  keep_index: bool = False, missing_file_ok: bool = False, now_ms: int | None = None,
+                  store_type: str | None = None) -> RecoveryPlan:
     """The plan for a store, from the broker's recovery simulated (``outcome.simulate``).
     Sizes default to what the files show. A store the broker would not load (a file of odd
     size, an overlap, an entry that is not the broker's) gives a plan that says so
@@ -233,7 +234,8 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
     file makes a refusal too (the store is rewritten only with ``missing_file_ok``: into a
     new directory, or in place when forced), though the broker loads such a store.
     ``store``: the view the command opened (or a store root, checked here). ``now_ms``: when
-    the next start happens (a timer store's read time depends on it; None: the clock)."""
+    the next start happens (a timer store's read time depends on it; None: the clock).
+    ``store_type``: broker.conf's storeType, when given (``rocksdb_only``)."""
     view = store if isinstance(store, StoreView) else _opened(store)
     paths = view.paths
     findings: list[Finding] = []
@@ -252,7 +254,7 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
     w = outcome.walk
     made_ahead = _truncate_dirty_files(segments, w, actions, findings)
     end = _end_of(segments, w, size)
-    rocksdb = rocksdb_only(paths.root)  # storeType=defaultRocksDB: no file queue to plan
+    rocksdb = rocksdb_only(paths.root, store_type=store_type)  # storeType=defaultRocksDB: no file queue to plan
     cuts, cq_max_physic = ([], -1) if rocksdb else _plan_consume_queues(
         paths, consume_queue_file_size, w.end, actions, findings, batch=outcome.semantics == V5)
     rebuilt_again = _index_files_destroyed(outcome, keep_index, actions, findings)

@@ -70,6 +70,12 @@ def rocksdb_only(store_root: str | os.PathLike, queues=None, store_type: str | N
     return not any(entry.is_dir() for entry in os.scandir(cq))
 
 
+def configured_store_type(given) -> str | None:
+    """storeType from the --broker-config in ``given`` (GivenSizes), when one was given and sets it."""
+    conf = getattr(given, "broker_config", None)
+    return None if conf is None else conf.settings.get("storeType")
+
+
 def rocksdb_config_dirs(store_root: str | os.PathLike) -> dict[str, pathlib.Path]:
     """config type (topics, subscriptionGroups, consumerOffsets) -> its RocksDB directory, those present."""
     base = pathlib.Path(store_root) / CONFIG_DIR

@@ -60,9 +60,9 @@ from rmqtool.store.view import StoreView
 # storeType=defaultRocksDB (RocksDBConsumeQueueStore, 5.3.3): what the broker's start does to its queues
 ROCKSDB_RECOVERY = ("the consume queues are in RocksDB only (storeType=defaultRocksDB); rmqtool does not model "
                     "their recovery: the broker takes RocksDB's dispatch checkpoint (CHECKPOINT_TOPIC) as the "
-                    "consume queues' max physic offset, recovers the commit log from it, moves the checkpoint and "
-                    "each queue's max entry back below where the log is cut (truncateDirty), and dispatches again "
-                    "from the checkpoint into RocksDB")
+                    "consume queues' max physic offset, its recovery walk dispatches into RocksDB each record past "
+                    "it, and where the log is cut below it truncateDirty moves the checkpoint and each queue's max "
+                    "entry back")
 ROCKSDB_REFUSAL = ("its consume queues are in RocksDB only (storeType=defaultRocksDB): --apply would dispatch into "
                    "file consume queues the broker never reads; start the broker, whose recovery cuts the commit "
                    "log and truncates the RocksDB queues together (rmqtool salvage keeps what it drops first)")
@@ -268,8 +268,8 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
     min_offset = segments[0].base_offset if segments else 0
     redispatch, reason = _redispatch_from(outcome, segments, cq_max_physic, min_offset)
     if rocksdb:
-        reason = (f"{reason} (the index; the RocksDB consume queue's reput starts from its own dispatch "
-                  f"checkpoint, which this plan does not model)")
+        reason = (f"{reason} (the index; the RocksDB queues get the records past their own dispatch checkpoint "
+                  f"in the recovery walk, not modelled here)")
     if abnormal:  # last among the findings: what else is wrong says more
         findings.append(Finding(ABORT_FILE_PRESENT, str(paths.abort), None,
                                 "the running broker keeps the abort file until it shuts down: this is a start "

@@ -118,3 +118,20 @@ def test_dump_consumequeue_names_dump_rocksdbcq(clean):
         assert f"rmqtool dump rocksdbcq {clean}" in result.stderr
     plain = _cli("dump", "consumequeue", SOURCE / "store", "--limit", "1", "-f", "jsonl")
     assert "rocksdbcq" not in plain.stderr
+
+
+def test_broker_conf_store_type_decides_over_the_files(truth, tmp_path):
+    """storeType=defaultRocksDB in broker.conf: file queues left from before the switch are not
+    the broker's, so recover plans none; storeType=default: they are, and the plan has them."""
+    root = writable_copy(SOURCE / "store", tmp_path / "store")  # file queues and the database (double write)
+    write_rocksdb_cq(root, truth_units(truth))
+    rocksdb, default = tmp_path / "rocksdb.conf", tmp_path / "default.conf"
+    rocksdb.write_text("storeType=defaultRocksDB\n")
+    default.write_text("storeType=default\n")
+    doc = json.loads(_cli("recover", root, "--broker-config", rocksdb, "-f", "json").stdout)
+    assert doc["rocksdb_consume_queue"]["path"] == str(root / "consumequeue") and doc["queues"] == {}
+    doc = json.loads(_cli("recover", root, "--broker-config", default, "-f", "json").stdout)
+    assert "rocksdb_consume_queue" not in doc
+    assert sorted(doc["queues"]) == sorted(f"{t}/{q}" for t, qs in truth["truth"]["consumeQueues"].items() for q in qs)
+    refused = _cli("redispatch", root, "--cq", "--broker-config", rocksdb)
+    assert refused.exit_code == ExitCode.USAGE and "RocksDB only" in refused.stderr

@@ -60,11 +60,12 @@ ROCKSDB_STORE_TYPE = "defaultRocksDB"  # MessageStoreConfig.storeType of a broke
 def rocksdb_only(store_root: str | os.PathLike, queues=None, store_type: str | None = None) -> bool:
     """The store keeps its consume queues in RocksDB only (``storeType=defaultRocksDB``): a
     database in consumequeue/ and no file queue. ``queues``: the file queues opened (None: any
-    ``TOPIC/`` directory beside the database is one); ``store_type``: broker.conf's, when given
-    (another type keeps file queues the broker reads, whatever the files show)."""
+    ``TOPIC/`` directory beside the database is one); ``store_type``: broker.conf's, when given,
+    decides over the files (defaultRocksDB never reads file queues left from before the switch;
+    another type reads its file queues)."""
     cq = rocksdb_cq_dir(store_root)
-    if cq is None or (store_type is not None and store_type != ROCKSDB_STORE_TYPE):
-        return False
+    if cq is None or store_type is not None:
+        return cq is not None and store_type == ROCKSDB_STORE_TYPE
     if queues is not None:
         return not any(not q.is_batch for q in queues)
     return not any(entry.is_dir() for entry in os.scandir(cq))

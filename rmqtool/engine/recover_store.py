@@ -52,10 +52,12 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
     from rmqtool.engine.store import multi_path_refusal, unknown_sizes
     from rmqtool.engine.store_sizes import store_sizes
     from rmqtool.recovery.plan import plan_recovery
+    from rmqtool.store.rocksdb_cq import configured_store_type
 
     root = view.root
     missing_file_ok = to is not None or force  # a new directory is the broker's load of the store, the input kept
-    plan = plan_recovery(view, settings=settings, keep_index=keep_index, missing_file_ok=missing_file_ok)
+    plan = plan_recovery(view, settings=settings, keep_index=keep_index, missing_file_ok=missing_file_ok,
+                         store_type=configured_store_type(given))
     doc = plan.to_json()
     rewrites = ()
     if keep_past_damage:

@@ -12,6 +12,7 @@ import tempfile
 
 from rmqtool.errors import RecoveryNeeded, UsageError
 from rmqtool.store.view import StoreView
+from rmqtool.store.rocksdb_cq import configured_store_type, rocksdb_only
 
 
 @dataclasses.dataclass
@@ -101,6 +102,10 @@ def redispatch_store(view: StoreView, *, cq: bool, index: bool, topics: tuple[st
     from rmqtool.store.config import known_topics
 
     root = view.root
+    if cq and rocksdb_only(root, store_type=configured_store_type(given)):
+        raise UsageError("not redispatched: its consume queues are in RocksDB only (storeType=defaultRocksDB): "
+                         "--cq would write file consume queues the broker never reads (--index rebuilds the "
+                         "index alone; rmqtool dump rocksdbcq reads the queues)", root)
     # a run cut short: rolled back before the view reads a file (it reads each on first use)
     again = roll_back_unfinished(root, "redispatch") if apply else None
     _require_settled_end(view, semantics)

@@ -10,6 +10,7 @@ from rmqtool.findings import (CONFIG_UNPARSEABLE, CONSUME_QUEUE_HOLE, CONSUME_QU
                               Finding)
 from rmqtool.formats.consumequeue import is_written_unit
 from rmqtool.inspect.hints import wrong_kind as _wrong_kind
+from rmqtool.report.sink import warn
 from rmqtool.store import detect
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.config import parse_config_bytes, read_config_bytes, read_config_dir
@@ -17,6 +18,7 @@ from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue, queue_id
 from rmqtool.store.cqext import DanglingRuns, queue_ext
 from rmqtool.store.indexfile import IndexFile
 from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR
+from rmqtool.store.rocksdb_cq import rocksdb_only
 from rmqtool.store.view import StoreView, open_store
 
 
@@ -41,6 +43,7 @@ def _queues_for(path: pathlib.Path, topic: str | None, queue_id: int | None):
         return [cls(qdir, qdir.parent.name, _queue_id(qdir))], str(path), []
     if detect.is_store_dir(path):
         cqs = StoreView(path).consume_queues()  # the store opened once: its queues as the view opens them
+        _rocksdb_hint(path, cqs.queues)
         return cqs.queues, None, cqs.findings
     # a consumequeue/ root, a topic dir or a queue dir
     names = [path.name, path.parent.name, path.parent.parent.name]
@@ -58,8 +61,17 @@ def _queues_for(path: pathlib.Path, topic: str | None, queue_id: int | None):
                         findings.append(Finding(QUEUE_DIR_INVALID, str(q), None, "not a queue id directory; ignored"))
                 return queues, None, findings
             cqs = StoreView(path.parent).consume_queues()
+            if name == CONSUMEQUEUE_DIR:
+                _rocksdb_hint(path.parent, cqs.queues)
             return [q for q in cqs.queues if q.is_batch == (name == BATCH_CONSUMEQUEUE_DIR)], None, cqs.findings
     raise NotAStore("not a store, consume queue directory or consume queue file", path)
+
+
+def _rocksdb_hint(root: pathlib.Path, queues) -> None:
+    """storeType=defaultRocksDB: no file queue to dump; say which command reads its queues."""
+    if rocksdb_only(root, queues):
+        warn(f"rmqtool: {root}'s consume queues are in RocksDB only (storeType=defaultRocksDB): "
+             f"rmqtool dump rocksdbcq {root} reads them")
 
 
 def consume_queue_rows(path: pathlib.Path, topic: str | None = None, queue_id: int | None = None,

@@ -52,10 +52,20 @@ from rmqtool.recovery.commitlog_walk import V5
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, batch_unit_before, find_queue_end, queue_directories
 from rmqtool.store.message import HEADER_FIELDS, PREFIX, Message
 from rmqtool.store.paths import StorePaths
+from rmqtool.store.rocksdb_cq import rocksdb_only
 from rmqtool.store.segments import Segment, discover
 from rmqtool.store.timer.files import find_timer_store
 from rmqtool.store.view import StoreView
 
+# storeType=defaultRocksDB (RocksDBConsumeQueueStore, 5.3.3): what the broker's start does to its queues
+ROCKSDB_RECOVERY = ("the consume queues are in RocksDB only (storeType=defaultRocksDB); rmqtool does not model "
+                    "their recovery: the broker takes RocksDB's dispatch checkpoint (CHECKPOINT_TOPIC) as the "
+                    "consume queues' max physic offset, its recovery walk dispatches into RocksDB each record past "
+                    "it, and where the log is cut below it truncateDirty moves the checkpoint and each queue's max "
+                    "entry back")
+ROCKSDB_REFUSAL = ("its consume queues are in RocksDB only (storeType=defaultRocksDB): --apply would dispatch into "
+                   "file consume queues the broker never reads; start the broker, whose recovery cuts the commit "
+                   "log and truncates the RocksDB queues together (rmqtool salvage keeps what it drops first)")
 ZERO = "zero"  # write zeros over [start, end) of the file
 DELETE = "delete"  # delete the file ([start, end) is the whole of it)
 
@@ -119,6 +129,7 @@ class RecoveryPlan:
     refusal: str | None = None  # why rmqtool does not carry this plan out (None: it can)
     timer: dict | None = None  # a 5.x timer store: what its load, recover and run do (recovery/timer/plan.py)
     ext_cuts: tuple = ()  # ConsumeQueueExt: where --apply ends each queue's ext (recovery/ext_model.ExtCut)
+    rocksdb_cq: str | None = None  # storeType=defaultRocksDB: the queues' database (no file queue is planned)
 
     @property
     def loadable(self) -> bool:
@@ -138,6 +149,8 @@ class RecoveryPlan:
     def changes_nothing(self) -> bool:
         """Nothing to recover, and the start's dispatch writes nothing either: an apply has
         nothing to do (a queue or index behind the log is not recovery's, but dispatch fills it)."""
+        if self.rocksdb_cq is not None:  # no file queue to dispatch into: the broker dispatches to RocksDB
+            return not _changes(self.findings) and self.loadable
         return (not _changes(self.findings) and self.loadable
                 and (self.outcome is None or not _dispatch_changes(self.outcome)))
 
@@ -185,6 +198,12 @@ class RecoveryPlan:
                                      "entries_repeated": o.index_entries_repeated,
                                      "entries_lost": o.index_entries_lost, "appended_to": o.index_kept_appended},
                    "apply_refused": self.refusal}
+            if self.rocksdb_cq is not None:  # the simulated queues are file queues the broker does not keep
+                out["queues"] = {}
+                out["start_reason"] = (f"{o.start_reason} (as with file queues: the broker takes RocksDB's "
+                                       f"dispatch checkpoint instead, not read here)")
+                out["rocksdb_consume_queue"] = {"path": self.rocksdb_cq, "modelled": False,
+                                                "what_the_broker_does": ROCKSDB_RECOVERY}
             if o.ext_files or o.ext_files_deleted:  # enableConsumeQueueExt: each ext file's write position
                 before = {k: v.max_offset for k, v in o.queues_before.items()}
                 out["consume_queue_ext"] = {"files": {k: [{"file": n, "wrote_position": w} for n, w in v]
@@ -206,7 +225,8 @@ class RecoveryPlan:
 
 def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size: int | None = None,
                   consume_queue_file_size: int | None = None, settings: Settings = Settings(),
-                  keep_index: bool = False, missing_file_ok: bool = False, now_ms: int | None = None) -> RecoveryPlan:
+                  keep_index: bool = False, missing_file_ok: bool = False, now_ms: int | None = None,
+                  store_type: str | None = None) -> RecoveryPlan:
     """The plan for a store, from the broker's recovery simulated (``outcome.simulate``).
     Sizes default to what the files show. A store the broker would not load (a file of odd
     size, an overlap, an entry that is not the broker's) gives a plan that says so
@@ -214,7 +234,8 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
     file makes a refusal too (the store is rewritten only with ``missing_file_ok``: into a
     new directory, or in place when forced), though the broker loads such a store.
     ``store``: the view the command opened (or a store root, checked here). ``now_ms``: when
-    the next start happens (a timer store's read time depends on it; None: the clock)."""
+    the next start happens (a timer store's read time depends on it; None: the clock).
+    ``store_type``: broker.conf's storeType, when given (``rocksdb_only``)."""
     view = store if isinstance(store, StoreView) else _opened(store)
     paths = view.paths
     findings: list[Finding] = []
@@ -233,8 +254,9 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
     w = outcome.walk
     made_ahead = _truncate_dirty_files(segments, w, actions, findings)
     end = _end_of(segments, w, size)
-    cuts, cq_max_physic = _plan_consume_queues(paths, consume_queue_file_size, w.end, actions, findings,
-                                               batch=outcome.semantics == V5)
+    rocksdb = rocksdb_only(paths.root, store_type=store_type)  # storeType=defaultRocksDB: no file queue to plan
+    cuts, cq_max_physic = ([], -1) if rocksdb else _plan_consume_queues(
+        paths, consume_queue_file_size, w.end, actions, findings, batch=outcome.semantics == V5)
     rebuilt_again = _index_files_destroyed(outcome, keep_index, actions, findings)
     ext_cuts = plan_ext_cuts(paths.root, w.end, consume_queue_file_size) if outcome.ext_files else []
     _ext_files_after(ext_cuts, actions, findings)
@@ -245,6 +267,9 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
     # where dispatch starts again
     min_offset = segments[0].base_offset if segments else 0
     redispatch, reason = _redispatch_from(outcome, segments, cq_max_physic, min_offset)
+    if rocksdb:
+        reason = (f"{reason} (the index; the RocksDB queues get the records past their own dispatch checkpoint "
+                  f"in the recovery walk, not modelled here)")
     if abnormal:  # last among the findings: what else is wrong says more
         findings.append(Finding(ABORT_FILE_PRESENT, str(paths.abort), None,
                                 "the running broker keeps the abort file until it shuts down: this is a start "
@@ -266,8 +291,11 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
         # put the last indexed message's keys into the kept index file once more)
         redispatch = max(cq_max_physic, min_offset, 0) if cq_max_physic >= 0 else w.end
         reason = "an abnormal start changes nothing here: nothing is dispatched again"
+    if rocksdb and refusal is None and _changes(findings):
+        refusal = ROCKSDB_REFUSAL
     return RecoveryPlan(str(paths.root), outcome.abnormal, size, w.end, tuple(findings), tuple(actions), tuple(cuts),
-                        redispatch, reason, tuple(made_ahead), end, outcome, refusal, timer, tuple(ext_cuts))
+                        redispatch, reason, tuple(made_ahead), end, outcome, refusal, timer, tuple(ext_cuts),
+                        str(paths.consumequeue) if rocksdb else None)
 
 
 def _ext_files_after(cuts: list, actions: list[Action], findings: list[Finding]) -> None:

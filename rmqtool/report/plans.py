@@ -159,6 +159,8 @@ def _plan_lines(doc: dict, plan, wide: bool = False) -> list[str]:
             lines.append(f"what to do: {doc['advice']}")
         return lines
     lines.append(f"recovery starts in {doc['start_file']}: {doc['start_reason']}")
+    if doc.get("rocksdb_consume_queue"):
+        lines.append(doc["rocksdb_consume_queue"]["what_the_broker_does"])
     if doc.get("apply_refused"):
         lines.append(f"--apply refuses this store: {doc['apply_refused']}")
     if cl["recovered_end"] < cl["written_end"]:

@@ -54,10 +54,27 @@ def rocksdb_cq_dir(store_root: str | os.PathLike) -> pathlib.Path | None:
     return path if is_rocksdb_dir(path) else None
 
 
-def rocksdb_only(store_root: str | os.PathLike, queues) -> bool:
+ROCKSDB_STORE_TYPE = "defaultRocksDB"  # MessageStoreConfig.storeType of a broker keeping its queues in RocksDB
+
+
+def rocksdb_only(store_root: str | os.PathLike, queues=None, store_type: str | None = None) -> bool:
     """The store keeps its consume queues in RocksDB only (``storeType=defaultRocksDB``): a
-    database in consumequeue/ and no file queue (``queues``: the file queues opened)."""
-    return rocksdb_cq_dir(store_root) is not None and not any(not q.is_batch for q in queues)
+    database in consumequeue/ and no file queue. ``queues``: the file queues opened (None: any
+    ``TOPIC/`` directory beside the database is one); ``store_type``: broker.conf's, when given,
+    decides over the files (defaultRocksDB never reads file queues left from before the switch;
+    another type reads its file queues)."""
+    cq = rocksdb_cq_dir(store_root)
+    if cq is None or store_type is not None:
+        return cq is not None and store_type == ROCKSDB_STORE_TYPE
+    if queues is not None:
+        return not any(not q.is_batch for q in queues)
+    return not any(entry.is_dir() for entry in os.scandir(cq))
+
+
+def configured_store_type(given) -> str | None:
+    """storeType from the --broker-config in ``given`` (GivenSizes), when one was given and sets it."""
+    conf = getattr(given, "broker_config", None)
+    return None if conf is None else conf.settings.get("storeType")
 
 
 def rocksdb_config_dirs(store_root: str | os.PathLike) -> dict[str, pathlib.Path]:

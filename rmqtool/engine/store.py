@@ -517,11 +517,11 @@ class Store:
         self.topic_queue_table = self.consume_queues.queue_offsets()
 
     def _dispatched_bytes(self) -> int:
-        """The consume queue units and index entries written so far, in bytes (recover
+        """The consume queue units (and blank fill) and index entries written so far, in bytes (recover
         --apply's bar: what the re-dispatch writes)."""
-        units = sum(self.consume_queues.queue_offsets().values())
+        units = sum(cq.bytes_written for cq in self.consume_queues.queues.values())
         entries = self.index_service.entries_written if self.index_service is not None else 0
-        return units * CQ_STORE_UNIT_SIZE + entries * INDEX_SIZE
+        return units + entries * INDEX_SIZE
 
     def _start_services(self) -> None:
         """DefaultMessageStore.start: the flush services, the warmer, background dispatch."""

@@ -7,6 +7,7 @@ store's lock (--apply).
 """
 from __future__ import annotations
 
+import contextlib
 import pathlib
 from typing import Optional
 
@@ -55,6 +56,9 @@ def recover(
     sizes: SizeOptions = SizeOptions(),  # --cq-size ... --assume-defaults (cli/sizes.py)
     force: bool = typer.Option(False, "--force", help="--apply in place to a store with a missing middle commit log "
                                                       "file (the broker loads it; without --force only into --to)."),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="--apply: a bar of the bytes "
+                                            "written (backup, zeros, re-dispatch) on stderr (default: stderr a "
+                                            "terminal)."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
     wide: bool = typer.Option(False, "--wide", help="Table: a line for every queue, those the start leaves "
                                                     "unchanged too."),
@@ -71,6 +75,7 @@ def recover(
     from rmqtool.families import tools_at
     from rmqtool.recovery.commitlog_walk import V5
     from rmqtool.recovery.outcome import Settings
+    from rmqtool.report.progress import progress_bar
 
     check_semantics(semantics)
     if verify_prop_crc and semantics not in (None, V5):
@@ -91,11 +96,14 @@ def recover(
                               ("--keep-past-damage", keep_past_damage)) if on]
     flags += size_words(given)
     again = flags + (["--force"] if to is not None or force else [])
+    bar = progress_bar("recovering", None, progress) if apply else None
     request = RecoverRequest(apply=apply, to=to, force=force, backup_dir=backup_dir, settings=settings, given=given,
                              keep_index=keep_index, again=tuple(again), keep_past_damage=keep_past_damage,
                              rocketmq_flags=tuple(f for f in flags + (["--force"] if force else [])
-                                                  if f.startswith("--")))
-    run = tools.recover(view, request)
+                                                  if f.startswith("--")),
+                             on_written=bar.advance if bar is not None else None)
+    with bar or contextlib.nullcontext():  # erased (or its last line written) before the table
+        run = tools.recover(view, request)
     tools.show_recover(run, fmt.value, wide=wide, live=view.live)
     if run.refusal is not None:
         raise run.refusal

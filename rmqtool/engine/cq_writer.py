@@ -67,6 +67,7 @@ class ConsumeQueueWriter:
         self.max_physic_offset = -1
         self.min_logic_offset = 0
         self.out_of_order = 0  # units written where the queue offset did not match (the broker's [BUG] log)
+        self.bytes_written = 0  # units and pre-blank fill since the load (recover --apply's bar counts them)
         self.ext_file_size = ext_file_size  # enableConsumeQueueExt: the ext's file size (None: no ext)
         self.ext: ConsumeQueueExtWriter | None = None
 
@@ -133,6 +134,7 @@ class ConsumeQueueWriter:
                 tags_code = address
         CQ_UNIT.pack_into(mf.mm, pos, offset, size, tags_code)
         mf.wrote_position = pos + CQ_STORE_UNIT_SIZE
+        self.bytes_written += CQ_STORE_UNIT_SIZE
         self.max_physic_offset = offset + size
         return True
 
@@ -158,6 +160,7 @@ class ConsumeQueueWriter:
             _cq_units(n).pack_into(mf.mm, pos, *units)
             mf.wrote_position = pos + n * CQ_STORE_UNIT_SIZE
             self.max_physic_offset = units[-3] + units[-2]
+            self.bytes_written += n * CQ_STORE_UNIT_SIZE
             return True
         for i in range(n):
             if not self.put(units[3 * i], units[3 * i + 1], units[3 * i + 2], first_cq_offset + i):
@@ -166,6 +169,7 @@ class ConsumeQueueWriter:
 
     def _fill_pre_blank(self, mf, until_where: int) -> None:
         until = until_where % self.mapped_file_size
+        self.bytes_written += until - until % CQ_STORE_UNIT_SIZE
         for _ in range(0, until, CQ_STORE_UNIT_SIZE):
             mf.append(CQ_FILL_UNIT_BYTES)
 

@@ -231,6 +231,7 @@ class IndexServiceWriter:
         self.names: list[str] = []  # every index file, oldest first
         self.last: IndexFileWriter | None = None
         self._flushers: list[threading.Thread] = []
+        self.entries_written = 0  # index entries put since the load (recover --apply's bar counts them)
 
     def load(self) -> None:
         """Open the newest index file for writing (the older ones are full)."""
@@ -363,6 +364,7 @@ class IndexServiceWriter:
             while f.index_count >= f.index_num and (done < len(hashes) or last_offset > offsets[done - 1]):
                 f = self._last_file()
                 done = f.put_entry_arrays(hashes, offsets, timestamps, done)
+            self.entries_written += done
         f.write_header()
 
     def _put_all(self, f: IndexFileWriter, entries: list, last_offset: int) -> IndexFileWriter:
@@ -372,6 +374,7 @@ class IndexServiceWriter:
         while f.index_count >= f.index_num and (done < len(entries) or last_offset > entries[done - 1][1]):
             f = self._last_file()
             done = f.put_entries(entries, done)
+        self.entries_written += done
         return f
 
     def flush(self) -> None:

@@ -27,6 +27,7 @@ class RecoverRequest:
     again: tuple[str, ...] = ()
     keep_past_damage: bool = False
     rocketmq_flags: tuple[str, ...] = ()
+    on_written: object = None  # --apply: told the bytes written (the command's progress bar)
 
 
 @dataclasses.dataclass
@@ -43,12 +44,13 @@ class RecoverRun:
 
 def recover_store(view, settings, *, given, keep_index: bool = False, apply: bool = False,
                   to: pathlib.Path | None = None, force: bool = False, backup_dir: pathlib.Path | None = None,
-                  again: tuple[str, ...] = (), keep_past_damage: bool = False) -> RecoverRun:
+                  again: tuple[str, ...] = (), keep_past_damage: bool = False, on_written=None) -> RecoverRun:
     """Plan the broker's restart recovery of the store ``view`` opened and, with ``apply``, carry it out in the
     sizes ``given`` where the files do not show them. ``again``: the options after the path
     that run this again (what finishes it when it is cut short). ``keep_past_damage``: each
     damaged record where the walk cuts the log, when its extent is proven, is replaced by a
-    record of its size the walk accepts (recovery/quarantine.py), so the records after it stay."""
+    record of its size the walk accepts (recovery/quarantine.py), so the records after it stay.
+    ``on_written(n)``: told the bytes the apply writes (backup, zeros, re-dispatch)."""
     from rmqtool.engine.store import multi_path_refusal, unknown_sizes
     from rmqtool.engine.store_sizes import store_sizes
     from rmqtool.recovery.plan import plan_recovery
@@ -96,7 +98,7 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
         return run
     command = shlex.join(["rmqtool", "recover", str(target), *again, "--apply"])
     applied = _apply(target, settings, keep_index, backup_dir, given, missing_file_ok, command,
-                     _moved(rewrites, root, target))
+                     _moved(rewrites, root, target), on_written)
     doc["applied"] = {"store_path": str(target), **(applied.to_json() if applied is not None else
                                                {"backup_dir": None, "manifest": None})}
     if rewrites and applied is not None:  # the plan carried out is the one made after the replacement
@@ -105,7 +107,7 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
 
 
 def _apply(target: pathlib.Path, settings, keep_index: bool, backup_dir, given, missing_file_ok: bool,
-           command: str, rewrites=()):
+           command: str, rewrites=(), on_written=None):
     """The engine's writable open carries the plan out and dispatches again, in the sizes
     ``given`` where the files do not show them; its close writes the checkpoint and removes
     the abort file. An earlier run cut short is rolled back first (its backup's path is used
@@ -116,7 +118,8 @@ def _apply(target: pathlib.Path, settings, keep_index: bool, backup_dir, given, 
     if backup_dir is None:
         backup_dir = again
     return Store.recover(target, backup_dir=backup_dir, recovery=settings, keep_index=keep_index, sizes=given,
-                         missing_file_ok=missing_file_ok, command=command, rewrites=rewrites)
+                         missing_file_ok=missing_file_ok, command=command, rewrites=rewrites,
+                         on_written=on_written)
 
 
 def _keep_past_damage(view, plan, settings) -> tuple[dict | None, tuple]:

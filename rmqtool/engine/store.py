@@ -33,7 +33,7 @@ from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, DEFAULT_CQ_FILE_SIZ
 from rmqtool.formats.crc import ends_with_crc32_entry, fill_crc32_entry
 from rmqtool.formats.derive import struct_of
 from rmqtool.store.crc import fast_crc32
-from rmqtool.formats.indexfile import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM
+from rmqtool.formats.indexfile import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, INDEX_SIZE
 from rmqtool.store import paths
 from rmqtool.engine.checkpoint_writer import CheckpointWriter
 from rmqtool.store.commitlog_end import CommitLog
@@ -253,7 +253,9 @@ class Store:
     @classmethod
     def recover(cls, path: str | os.PathLike, **options) -> Applied | None:
         """``rmqtool recover --apply``: the plan carried out with a backup, dispatched again and
-        closed cleanly, the state left recorded; None when there was nothing to do."""
+        closed cleanly, the state left recorded; None when there was nothing to do.
+        ``on_written(n)``: told the bytes written (backup copies, rewrites, zeros, then the
+        consume queue units and index entries the re-dispatch writes): the command's bar."""
         store = cls._open(path, True, recover=True, **options)
         applied = store.recovery
         store.close()
@@ -268,7 +270,7 @@ class Store:
               recover: bool = False, backup_dir: str | os.PathLike | None = None, clock=None,
               recovery: RecoverySettings | None = None, keep_index: bool = False, missing_file_ok: bool = False,
               sizes: GivenSizes | None = None, command: str | None = None, rewrites: tuple = (),
-              **settings) -> "Store":
+              on_written=None, **settings) -> "Store":
         """Open a store. ``writable=False`` never writes and takes no lock.
 
         Sizes (commit log file size, consume queue file size, index slots and entries) are
@@ -318,6 +320,7 @@ class Store:
         store._missing_file_ok = missing_file_ok
         store._command = command
         store._rewrites = tuple(rewrites)
+        store._on_written = on_written
         store._clock = clock or _wall_clock_ms
         store._wall_clock = clock is None  # _put_run then reads the clock inline
         store._open_writable(given, store_host, recover, backup_dir)
@@ -435,7 +438,8 @@ class Store:
                                        command=self._command,
                                        made_here=(paths.LOCK_FILE,) if self._made_lock else (),
                                        rewrites=self._rewrites, replan=lambda: self._plan(True),
-                                       commit_log_directories=self._commit_log_directories())
+                                       commit_log_directories=self._commit_log_directories(),
+                                       on_written=self._on_written)
             return self.recovery.plan
         self._write_abort_marker()
         return plan
@@ -504,10 +508,20 @@ class Store:
         # offset and the index's end offset make a second dispatch a no-op)
         self.reput = ReputMessageService(self.commit_log, self.dispatcher, self.delay_levels,
                                          max(plan.redispatch_from, self.commit_log.min_offset))
+        before = self._dispatched_bytes() if self._on_written is not None else 0
         self.reput.do_reput()
+        if self._on_written is not None:
+            self._on_written(self._dispatched_bytes() - before)
         if self.recovery is not None:
             step()  # the kill tests: dispatched, not closed
         self.topic_queue_table = self.consume_queues.queue_offsets()
+
+    def _dispatched_bytes(self) -> int:
+        """The consume queue units (and blank fill) and index entries written so far, in bytes (recover
+        --apply's bar: what the re-dispatch writes)."""
+        units = sum(cq.bytes_written for cq in self.consume_queues.queues.values())
+        entries = self.index_service.entries_written if self.index_service is not None else 0
+        return units + entries * INDEX_SIZE
 
     def _start_services(self) -> None:
         """DefaultMessageStore.start: the flush services, the warmer, background dispatch."""

@@ -83,7 +83,8 @@ class Rewrite:
 
 def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, *, finish: bool = True,
                before_change=None, command: str | None = None, made_here: tuple[str, ...] = (),
-               rewrites: tuple[Rewrite, ...] = (), replan=None, commit_log_directories=()) -> Applied:
+               rewrites: tuple[Rewrite, ...] = (), replan=None, commit_log_directories=(),
+               on_written=None) -> Applied:
     """Back up, then carry out ``plan``. The caller holds the store lock (the engine does) or
     no one does; a store another process holds is refused. ``before_change`` is called once
     the backup and the intent record are on disk, before the first change (the engine
@@ -95,7 +96,10 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
     ``rewrites`` are written first (backed up, in the same manifest); ``replan()`` then gives
     the plan of the store as they left it, which is carried out in place of ``plan``.
     ``commit_log_directories``: where the commit log is when not in ROOT/commitlog (several
-    disks): the backup names those files by their path on their disk, and lists those disks."""
+    disks): the backup names those files by their path on their disk, and lists those disks.
+    ``on_written(n)``: told the bytes written as they are, backup copies, rewrites and zeros
+    (recover --apply's progress bar)."""
+    written = on_written or (lambda n: None)
     root = pathlib.Path(plan.store)
     if plan.refusal:
         raise CorruptData(f"not recovered: {plan.refusal}", root)
@@ -117,6 +121,7 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
             copy = f"{COPIES_DIR}/r{i:04d}.bin"
             end = rewrite.start + len(rewrite.data)
             digest = copy_range(path, rewrite.start, end, backup / copy)
+            written(end - rewrite.start)
             entries.append(Entry(REWRITE, entry_name(path, root), rewrite.start, end,
                                  digest, copy, os.stat(path).st_mode & 0o7777))
         sync_dir(backup / COPIES_DIR)
@@ -125,6 +130,7 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
         for rewrite in rewrites:
             intent.step()
             write_bytes(pathlib.Path(rewrite.path), rewrite.start, rewrite.data)
+            written(len(rewrite.data))
         if replan is not None:  # before the caller's marker: the store as it was, but for the rewrites
             plan = replan()
     actions = list(plan.actions) + _appended_later(root, plan)
@@ -141,6 +147,7 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
             raise StoreAccessError(f"cannot back up ({exc.strerror})", path) from None
         end = st.st_size if action.kind == DELETE else action.end  # a deleted file is copied whole
         digest = copy_range(path, action.start, end, backup / copy)
+        written(end - action.start)
         entries.append(Entry(action.kind, entry_name(path, root), action.start, end, digest, copy,
                              st.st_mode & 0o7777))
     sync_dir(backup / COPIES_DIR)
@@ -162,6 +169,7 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
         if entry.action == ZERO:
             write_zeros(path, entry.start, entry.end)
             zeroed += entry.end - entry.start
+            written(entry.end - entry.start)
         else:
             delete_file(path)
             deleted += 1

@@ -125,7 +125,7 @@ class Outcome:
             return np.zeros(len(offsets), bool)
         if q.batch:
             return None
-        return np.isin(offsets, q.units().commit_log_offsets)
+        return _members(offsets, q.units().commit_log_offsets)
 
 
     @property
@@ -139,6 +139,15 @@ class Outcome:
         return self.recovered_end
 
 
+def _members(values: np.ndarray, units: np.ndarray) -> np.ndarray:
+    """``np.isin(values, units)``: a queue's units name rising commit log offsets, so a binary
+    search answers without sorting both arrays (isin's cost on a 1M-message store); units out
+    of order (a damaged queue) fall back to isin."""
+    values = np.asarray(values)
+    if units.size == 0 or values.size == 0 or not bool(np.all(units[1:] >= units[:-1])):
+        return np.isin(values, units)
+    at = np.minimum(np.searchsorted(units, values), units.size - 1)
+    return units[at] == values
 
 
 def _checkpoint(paths: StorePaths) -> tuple[int, int, str]:

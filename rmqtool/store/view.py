@@ -122,6 +122,12 @@ class StoreView:
         resume = tail.position + tail.store_size if tail is not None and end.stopped_by is None else None
         return written_end(self.segments, self.mapped_file_size, resume_at=resume)
 
+    def found_written_end(self, end: int) -> None:
+        """The written end a check of the whole log found (verify's, which reads the last files
+        anyway; store/commitlog_end.written_end's answer): kept as :attr:`written_end`, so the
+        last file is not read again for it (the one answer this view takes from a caller)."""
+        self.__dict__.setdefault("written_end", end)
+
     @functools.cached_property
     def outcome(self):
         """recovery/'s simulation of the broker's next start (the callable handed in), run once;

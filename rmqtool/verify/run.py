@@ -91,6 +91,7 @@ class Verify(VerifyRun):
 
         def consumers() -> list:  # made once the commit log's end is known: the consume queues' load cut needs it
             if self.live is None:  # a running broker's store has no next start to predict yet
+                self.view.found_written_end(log.written_end)  # report asks the view for it: not read again
                 log.next_start = self._next_start  # asked for later when a queue's messages need it
                 if worth_simulating_now(self.view, log.commit_log.findings, log.prepared_checks()):
                     self._next_start()

@@ -39,6 +39,10 @@ WideOpt = typer.Option(False, "--wide", help="Table: every column, not only thos
 ColumnsOpt = typer.Option(None, "--columns", metavar="A,B,C", help="Table: exactly these columns (JSON field names).")
 TopicOpt = typer.Option(None, "--topic", "-t", autocompletion=complete_topic, help="Only this topic.")
 QueueOpt = typer.Option(None, "--queue", "-q", autocompletion=complete_queue, min=0, help="Only this queue id.")
+# a queue's units from one queue offset to another (dump consumequeue, dump rocksdbcq)
+FromQueueOffsetOpt = typer.Option(None, "--from-offset", min=0, metavar=OFFSET_METAVAR, help="First queue offset.")
+ToQueueOffsetOpt = typer.Option(None, "--to-offset", min=0, metavar=OFFSET_METAVAR,
+                                help="Stop before this queue offset.")
 TABLE_BODY_PREVIEW = 40
 
 
@@ -151,10 +155,8 @@ def dump_consumequeue(
     fmt: OutputFormat = FormatOpt,
     topic: Optional[str] = TopicOpt,
     queue: Optional[int] = QueueOpt,
-    from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, metavar=OFFSET_METAVAR,
-                                              help="First queue offset."),
-    to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, metavar=OFFSET_METAVAR,
-                                            help="Stop before this queue offset."),
+    from_offset: Optional[int] = FromQueueOffsetOpt,
+    to_offset: Optional[int] = ToQueueOffsetOpt,
     limit: Optional[int] = LimitOpt,
     wide: bool = WideOpt,
     columns: Optional[str] = ColumnsOpt,

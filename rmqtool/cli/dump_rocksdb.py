@@ -4,14 +4,16 @@ Both need the rocksdb extra (rocksdict); a store without them dumps nothing (sai
 """
 from __future__ import annotations
 
+import itertools
 import pathlib
 from typing import Optional
 
 import typer
 
 from rmqtool.cli.common import OutputFormat, boundary
-from rmqtool.cli.dump import ColumnsOpt, FormatOpt, LimitOpt, QueueOpt, TopicOpt, WideOpt, _finish, dump_app
-from rmqtool.cli.params import OFFSET_METAVAR, check_range, examples
+from rmqtool.cli.dump import (ColumnsOpt, FormatOpt, FromQueueOffsetOpt, LimitOpt, QueueOpt, ToQueueOffsetOpt,
+                              TopicOpt, WideOpt, _finish, dump_app)
+from rmqtool.cli.params import check_range, examples
 from rmqtool.inspect.rocksdb_dumps import RocksDump, rocksdb_config, rocksdb_cq_rows
 from rmqtool.report.sink import Sink, render_document, warn
 
@@ -29,10 +31,8 @@ def dump_rocksdbcq(
     fmt: OutputFormat = FormatOpt,
     topic: Optional[str] = TopicOpt,
     queue: Optional[int] = QueueOpt,
-    from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, metavar=OFFSET_METAVAR,
-                                              help="First queue offset."),
-    to_offset: Optional[int] = typer.Option(None, "--to-offset", min=0, metavar=OFFSET_METAVAR,
-                                            help="Stop before this queue offset."),
+    from_offset: Optional[int] = FromQueueOffsetOpt,
+    to_offset: Optional[int] = ToQueueOffsetOpt,
     limit: Optional[int] = LimitOpt,
     wide: bool = WideOpt,
     columns: Optional[str] = ColumnsOpt,
@@ -43,10 +43,7 @@ def dump_rocksdbcq(
     findings: list = []
     dump = RocksDump()
     sink = Sink(fmt.value, kind="cq_unit", wide=wide, select=columns)
-    for n, row in enumerate(rocksdb_cq_rows(path, dump, topic, queue, from_offset, to_offset, findings)):
-        if limit is not None and n >= limit:
-            break
-        sink.row(row)
+    sink.rows(itertools.islice(rocksdb_cq_rows(path, dump, topic, queue, from_offset, to_offset, findings), limit))
     if dump.note:
         warn(f"rmqtool: {dump.note}")
     _finish(sink, findings)

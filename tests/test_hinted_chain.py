@@ -12,11 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import CLEAN_SCENARIOS, V4, V5, load_truth
+from conftest import CLEAN_SCENARIOS, load_truth
 from helpers import damage, examples, fixture_commitlogs
 from rmqtool.findings import COMMIT_LOG_END
-from rmqtool.recovery import commitlog_walk
-from rmqtool.recovery.plan import plan_recovery
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.consumequeue import unit_offsets
 from rmqtool.store.paths import StorePaths
@@ -89,32 +87,6 @@ def test_exact_hints_prove_the_whole_chain(buffers, monkeypatch):
         assert calls == [int(truth[-1])]
         got, _ = hinted_chain(buf, 0, len(buf), None, np.repeat(truth, 2))  # every candidate twice
         assert got.tolist() == truth.tolist()
-
-
-# crash fixtures the broker recovered (loadOk); their truth says where the log ended
-CRASHED = [(V4 / "crash", v) for v in ("a-as-is", "b2-garbage-tail-of-last-message", "b3-zeroed-last-3-messages",
-                                       "c1-delete-cq-queue-dir", "e1-corrupt-body-in-last-commitlog-file")] + \
-          [(V5 / "crash5", v) for v in ("a-as-is", "b-garbled-last-message", "c-checkpoint-zeroed",
-                                        "d-abort-removed-garbled-last-message")]
-
-
-@pytest.mark.parametrize("window", [commitlog_walk.WINDOW, 1000], ids=["window", "small-windows"])
-@pytest.mark.parametrize("base,variant", CRASHED, ids=lambda x: x if isinstance(x, str) else x.name)
-def test_the_hinted_walk_ends_where_the_broker_did(base, variant, window, monkeypatch):
-    monkeypatch.setattr(commitlog_walk, "WINDOW", window)
-    truth = load_truth(base / variant / "truth.json")
-    seen = []
-    real = commitlog_walk.clean_records
-
-    def spy(*args, **kwargs):
-        seen.append(kwargs.get("hints"))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(commitlog_walk, "clean_records", spy)
-    plan = plan_recovery(base / variant / "input" / "store")
-    assert plan.commit_log_end == truth["truth"]["commitlog"]["maxPhyOffset"]
-    if not plan.abnormal:  # the kernel's windows were given the units' positions
-        assert any(h is not None and len(h) for h in seen)
 
 
 @pytest.mark.parametrize("scenario", sorted(CLEAN_SCENARIOS))

@@ -16,7 +16,7 @@ from rmqtool.recovery.plan import plan_recovery
 # crash fixtures the broker recovered (loadOk): clean, torn, zeroed, a corrupt body (the
 # CRC check), a garbled last message; normal and abnormal recovery, 4.9.8 and 5.3.3
 WALKED = [(V4 / "crash", v) for v in ("a-as-is", "b2-garbage-tail-of-last-message", "b3-zeroed-last-3-messages",
-                                      "e1-corrupt-body-in-last-commitlog-file")] + \
+                                      "c1-delete-cq-queue-dir", "e1-corrupt-body-in-last-commitlog-file")] + \
          [(V5 / "crash5", v) for v in ("a-as-is", "b-garbled-last-message", "c-checkpoint-zeroed",
                                        "d-abort-removed-garbled-last-message")]
 
@@ -27,20 +27,26 @@ def test_the_walk_ends_where_the_broker_did_with_the_kernel_vouching(base, varia
     """(Windows of 1000 bytes of record starts: many a file, their ends inside records.)"""
     monkeypatch.setattr(commitlog_walk, "WINDOW", window)
     truth = load_truth(base / variant / "truth.json")
-    calls = []
-    real = commitlog_walk.check_at
+    calls, hints = [], []
+    real_check, real_kernel = commitlog_walk.check_at, commitlog_walk.clean_records
 
     def counted(*args, **kwargs):
         calls.append(args[1])
-        return real(*args, **kwargs)
+        return real_check(*args, **kwargs)
+
+    def kernel(*args, **kwargs):
+        hints.append(kwargs.get("hints"))
+        return real_kernel(*args, **kwargs)
 
     monkeypatch.setattr(commitlog_walk, "check_at", counted)
+    monkeypatch.setattr(commitlog_walk, "clean_records", kernel)
     plan = plan_recovery(base / variant / "input" / "store")
     assert plan.commit_log_end == truth["truth"]["commitlog"]["maxPhyOffset"]
     walked = plan.outcome.walk.records
     if plan.abnormal:  # every record is dispatched: each one through check_message
         assert len(calls) >= walked
-    else:  # the kernel vouched for the records before the queues' reach: check_message saw few
+    else:  # the kernel vouched for the records before the queues' reach, given the units' positions
+        assert any(h is not None and len(h) for h in hints)
         assert walked > 10 and len(calls) < walked / 2
 
 

@@ -115,6 +115,20 @@ def writable_copy(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
     return dst
 
 
+def split_commit_log(src: pathlib.Path, base: pathlib.Path, file_size: int) -> tuple[pathlib.Path, list[pathlib.Path]]:
+    """A writable copy of the store ``src`` at ``base``/store whose commit log files lie on
+    ``base``/disk-a and disk-b as MultiPathMappedFileQueue puts them (file i on sorted path
+    i mod 2), its own commitlog/ gone: (store root, [disk-a, disk-b])."""
+    store = writable_copy(src, base / "store")
+    disks = [base / f"disk-{c}" / "commitlog" for c in "ab"]
+    for disk in disks:
+        disk.mkdir(parents=True)
+    for f in sorted((store / "commitlog").iterdir()):
+        shutil.move(f, disks[int(f.name) // file_size % 2] / f.name)
+    (store / "commitlog").rmdir()
+    return store, disks
+
+
 def cli_runner():
     """A CliRunner whose results keep stderr apart from stdout (click before 8.2 needs asking)."""
     from typer.testing import CliRunner

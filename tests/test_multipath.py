@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from conftest import V4, V5, load_truth
-from helpers import cli_runner, writable_copy
+from helpers import cli_runner, split_commit_log, writable_copy
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
 from rmqtool.findings import (COMMIT_LOG_FILE_DUPLICATED, COMMIT_LOG_FILE_MISPLACED, COMMIT_LOG_FILES_NOT_LOADED,
@@ -32,13 +32,7 @@ MESSAGES = TRUTH["truth"]["messages"]
 def split(tmp_path_factory):
     """(store root, [disk-a, disk-b], broker.conf): the commit log moved out of the root."""
     base = tmp_path_factory.mktemp("multipath")
-    store = writable_copy(BASIC / "store", base / "store")
-    disks = [base / f"disk-{c}" / "commitlog" for c in "ab"]
-    for disk in disks:
-        disk.mkdir(parents=True)
-    for f in sorted((store / "commitlog").iterdir()):
-        shutil.move(f, disks[int(f.name) // SIZE % 2] / f.name)
-    (store / "commitlog").rmdir()
+    store, disks = split_commit_log(BASIC / "store", base, SIZE)
     conf = base / "broker.conf"
     conf.write_text(f"storePathRootDir={store}\nstorePathCommitLog={disks[1]},{disks[0]}\n")
     return store, disks, conf

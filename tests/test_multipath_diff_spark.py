@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from conftest import V4, load_truth
-from helpers import cli_runner, writable_copy
+from helpers import cli_runner, split_commit_log
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
 
@@ -22,22 +22,10 @@ SIZE = TRUTH["messageStoreConfig"]["effectiveGetterValues"]["mappedFileSizeCommi
 MESSAGES = TRUTH["truth"]["messages"]
 
 
-def _split(base):
-    """(store root without commitlog/, [disk-a, disk-b]): the files where the broker's rule puts them."""
-    store = writable_copy(BASIC / "store", base / "store")
-    disks = [base / f"disk-{c}" / "commitlog" for c in "ab"]
-    for disk in disks:
-        disk.mkdir(parents=True)
-    for f in sorted((store / "commitlog").iterdir()):
-        shutil.move(f, disks[int(f.name) // SIZE % 2] / f.name)
-    (store / "commitlog").rmdir()
-    return store, disks
-
-
 @pytest.fixture(scope="module")
 def found(tmp_path_factory):
     """A split store whose config/broker.properties names its disks (read with no option)."""
-    store, disks = _split(tmp_path_factory.mktemp("found"))
+    store, disks = split_commit_log(BASIC / "store", tmp_path_factory.mktemp("found"), SIZE)
     (store / "config").mkdir(exist_ok=True)
     (store / "config" / "broker.properties").write_text(f"storePathCommitLog={disks[1]},{disks[0]}\n")
     return store, disks
@@ -124,7 +112,7 @@ def test_append_puts_the_next_file_where_the_broker_would(tmp_path):
     the last file's disk, and the next file is made where tryCreateMappedFile makes it (file i in
     sorted path i mod n), never in STORE/commitlog; verify finds the grown log clean and query
     finds the new message there. With every path read-only the broker makes no file: refused."""
-    store, disks = _split(tmp_path)
+    store, disks = split_commit_log(BASIC / "store", tmp_path, SIZE)
     (store / "config").mkdir(exist_ok=True)
     (store / "config" / "broker.properties").write_text(f"storePathCommitLog={disks[1]},{disks[0]}\n")
     lines = tmp_path / "in.jsonl"

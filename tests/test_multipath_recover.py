@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from conftest import FIXTURES, load_truth
-from helpers import cli_runner, writable_copy
+from helpers import cli_runner, split_commit_log, writable_copy
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
 from rmqtool.recovery.manifest import read_manifest
@@ -35,13 +35,7 @@ def _run(*argv, code=0):
 def _split(base: pathlib.Path) -> tuple[pathlib.Path, list[pathlib.Path]]:
     """A copy of the store with its commit log on disk-a and disk-b by the broker's rule, named by
     config/broker.properties (in the order written, not sorted: the rule sorts them)."""
-    store = writable_copy(TORN / "input" / "store", base / "store")
-    disks = [base / f"disk-{c}" / "commitlog" for c in "ab"]
-    for disk in disks:
-        disk.mkdir(parents=True)
-    for f in sorted((store / "commitlog").iterdir()):
-        shutil.move(f, disks[int(f.name) // SIZE % 2] / f.name)
-    (store / "commitlog").rmdir()
+    store, disks = split_commit_log(TORN / "input" / "store", base, SIZE)
     (store / "config").mkdir()
     (store / "config" / "broker.properties").write_text(f"storePathCommitLog={disks[1]},{disks[0]}\n")
     return store, disks

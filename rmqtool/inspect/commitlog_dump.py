@@ -38,6 +38,19 @@ _SPOOL_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else None  # where workers 
 SPOOL_ROWS = 256  # rows encoded at once into a spool file
 
 
+def _spool_lines(f, rows) -> tuple[int, int]:
+    """``rows`` written to the spool file ``f`` as JSON Lines, a batch of SPOOL_ROWS at a time (no
+    buffer the size of the job); (bytes, rows) written."""
+    count = size = 0
+    while True:
+        data, n = encode_lines(itertools.islice(rows, SPOOL_ROWS))
+        if not n:
+            return size, count
+        f.write(data)
+        count += n
+        size += len(data)
+
+
 def _lines_end(path: str, lines: int) -> int:
     """The byte length of the first ``lines`` lines of a file."""
     end = 0
@@ -301,15 +314,7 @@ class CommitLogDump:
 
     def _jsonl_in_one(self) -> Iterator[tuple[str, int, int]]:
         with tempfile.NamedTemporaryFile(prefix="rmqtool-dump-", dir=_SPOOL_DIR, delete=False) as f:
-            rows = self.rows()
-            count = size = 0
-            while True:
-                data, n = encode_lines(itertools.islice(rows, SPOOL_ROWS))
-                if not n:
-                    break
-                f.write(data)
-                count += n
-                size += len(data)
+            size, count = _spool_lines(f, self.rows())
         try:
             if count:
                 yield f.name, size, count
@@ -335,16 +340,8 @@ class CommitLogDump:
                     findings.extend(found)
                 yield r
         path = os.path.join(self._spool, f"{job.segment.base_offset:020d}-{job.start:012d}")
-        rows = self._rows_of(results())
-        count = size = 0
         with open(path, "wb") as f:
-            while True:  # a batch of rows at a time: no buffer the size of the job
-                data, n = encode_lines(itertools.islice(rows, SPOOL_ROWS))
-                if not n:
-                    break
-                f.write(data)
-                count += n
-                size += len(data)
+            size, count = _spool_lines(f, self._rows_of(results()))
         findings += self.findings[kept_findings:]
         tally[0] += self.damaged - kept_damaged
         del self.findings[kept_findings:]

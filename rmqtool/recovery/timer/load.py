@@ -158,9 +158,13 @@ def simulate_timer_load(files: list[TimerLogFile], slots: list[WheelSlot], check
                         store: MessageStoreAtLoad, now_ms: int, settings: TimerSettings = TimerSettings(),
                         timing_count: dict | None = None) -> TimerLoad:
     """load() + recover() + calcTimerDistribution() at the clock ``now_ms``."""
-    log = TimerLogModel(files)
-    wheel = WheelModel(slots, settings.precision_ms)
-    before = {s.index: (s.time_value, s.first_pos, s.last_pos, s.num) for s in wheel.slots.values()}
+    log = TimerLogModel(files) if not isinstance(files, TimerLogModel) else files
+    wheel = (WheelModel.from_used(slots, settings.precision_ms) if isinstance(slots, np.ndarray)
+             else WheelModel(slots, settings.precision_ms))
+    before = wheel.columns()
+    before = {k: v.copy() for k, v in before.items()} if before is not None else None
+    before_slots = {} if before is not None else {
+        s.index: (s.time_value, s.first_pos, s.last_pos, s.num) for s in wheel.slots.values()}
     out = TimerLoad(settings, now_ms, True, None, wheel, log, checkpoint, {}, timing_count=timing_count,
                     queue_range=store.queue_range, commit_log_range=(store.commit_log_min, store.commit_log_max))
     sizes = {f.file_size for f in log.files}
@@ -170,11 +174,36 @@ def simulate_timer_load(files: list[TimerLogFile], slots: list[WheelSlot], check
         _recover(out, store)
     except _LoadThrows as exc:
         out.loadable, out.reason = False, str(exc)
-    out.revised = [SlotRevision(i, before.get(i, (0, 0, 0, 0)), (s.time_value, s.first_pos, s.last_pos, s.num))
-                   for i, s in sorted(wheel.slots.items())
-                   if before.get(i, (0, 0, 0, 0)) != (s.time_value, s.first_pos, s.last_pos, s.num)]
+    out.revised = _revisions(before, wheel, before_slots)
     out.timer_dist = _timer_distribution(wheel, now_ms, settings.precision_ms)
     return out
+
+
+_REVISED = ("time_value", "first_pos", "last_pos", "num")
+
+
+def _revisions(before: dict | None, wheel: WheelModel, before_slots: dict) -> list[SlotRevision]:
+    """The slots load changed (time value, firstPos, lastPos, num), by index. ``before``: the
+    wheel's columns before load (None when it was the dict alone: ``before_slots`` then)."""
+    after = wheel.columns()
+    if after is None or before is None:
+        if before is not None:
+            before_slots = {i: tuple(t) for i, *t in zip(*(before[k].tolist() for k in ("index",) + _REVISED))}
+        return [SlotRevision(i, before_slots.get(i, (0, 0, 0, 0)), (s.time_value, s.first_pos, s.last_pos, s.num))
+                for i, s in sorted(wheel.slots.items())
+                if before_slots.get(i, (0, 0, 0, 0)) != (s.time_value, s.first_pos, s.last_pos, s.num)]
+    index, known = after["index"], before["index"]
+    where = np.searchsorted(known, index)
+    found = where < len(known)
+    found[found] = known[where[found]] == index[found]
+    changed = np.zeros(len(index), bool)
+    was = {}
+    for k in _REVISED:
+        was[k] = np.zeros(len(index), np.int64)
+        was[k][found] = before[k][where[found]]
+        changed |= was[k] != after[k]
+    return [SlotRevision(int(index[r]), tuple(int(was[k][r]) for k in _REVISED),
+                         tuple(int(after[k][r]) for k in _REVISED)) for r in np.flatnonzero(changed).tolist()]
 
 
 class _LoadThrows(Exception):
@@ -318,22 +347,21 @@ def _timer_distribution(wheel: WheelModel, now_ms: int, precision: int) -> dict:
     second of the period; only a slot at its own time's index is ever found)."""
     curr = now_ms // precision
     limit = TIMER_DIST[-1] * 1000 // precision
-    slots = list(wheel.slots.values())
-    columns = wheel.time_columns(slots) if abs(curr) < 1 << 61 else None
-    if columns is None:  # a time past a long (damage): Python's ints, slot by slot
+    cols = wheel.time_safe_columns() if abs(curr) < 1 << 61 else None
+    if cols is None:  # a time past a long (damage): Python's ints, slot by slot
         ahead = {}
-        for s in slots:
+        for s in wheel.slots.values():
             j = s.time_value - curr
             if 0 <= j < limit and wheel.slot_index(s.time_value * precision) == s.index:
                 ahead[j] = s.num
         at = np.fromiter(ahead.keys(), np.int64, count=len(ahead))
         nums = np.fromiter(ahead.values(), np.int64, count=len(ahead))
     else:  # a slot at its own time's index: one a time, so one a j
-        index, value = columns
+        index, value = cols["index"], cols["time_value"]
         keep = np.flatnonzero((value - curr >= 0) & (value - curr < limit)
                               & (slot_indexes_of(value * precision, precision) == index))
         at = value[keep] - curr
-        nums = np.fromiter((slots[k].num for k in keep.tolist()), np.int64, count=len(keep))
+        nums = cols["num"][keep]
     out, before = {}, 0
     for period in TIMER_DIST:
         lo, hi = before * 1000 // precision, period * 1000 // precision

@@ -29,6 +29,7 @@ class TimerLogFile:
     data: bytearray
     wrote: int = -1  # -1: the whole file (as load leaves it)
     destroyed: bool = False
+    as_read: bool = True  # its bytes are those read from disk (nothing appended)
 
     def __post_init__(self):
         if self.wrote < 0:
@@ -41,10 +42,26 @@ class TimerLogFile:
 
 
 class TimerLogModel:
-    def __init__(self, files: list[TimerLogFile]):
+    def __init__(self, files: list[TimerLogFile], seed=None):
+        """``seed``: the timer log read from disk (store/timer's TimerLog) of the same bytes,
+        whose units a file as read reuses rather than decoding them again."""
         self.files = sorted(files, key=lambda f: f.from_offset)
         self.file_size = self.files[0].file_size if self.files else 0
         self._cache: dict = {}  # the readable units' columns and what chains follow: cleared by every change
+        self._seed = seed if seed is None or isinstance(seed, tuple) else (
+            seed.columns, {f.base_offset: (f.first_unit, f.unit_count) for f in seed.files})
+
+    def _seeded(self, f: TimerLogFile, count: int) -> np.ndarray | None:
+        """The seed's units of a file as read, up to ``count`` units (the units leading_units
+        finds in its bytes up to that count: those of the whole file, cut there, when no
+        partial unit read as zeros comes before it); None when the seed cannot say."""
+        if self._seed is None or not f.as_read or f.from_offset not in self._seed[1]:
+            return None
+        if len(f.data) % UNIT_SIZE and count > len(f.data) // UNIT_SIZE:
+            return None
+        first, n = self._seed[1][f.from_offset]
+        rows = self._seed[0][first:first + min(n, count)]
+        return rows
 
     # -- the rows store/timer/chain walks (as a TimerLog read from disk has them) ---------------
     @property
@@ -52,19 +69,26 @@ class TimerLogModel:
         """Every unit a rescan would accept, file by file up to each file's write position
         (COLUMNS_DTYPE rows, as store/timer's TimerLog has them)."""
         if "columns" not in self._cache:
-            parts, index, first = [], [], 0
+            parts, index, first, seeded = [], [], 0, 0
             for f in self.live:
                 count = f.wrote // UNIT_SIZE
-                on_disk = min(count, -(-len(f.data) // UNIT_SIZE))  # past the bytes read: zeros, no unit
-                need = on_disk * UNIT_SIZE
-                data = (memoryview(f.data)[:need] if len(f.data) >= need  # read in place: leading_units copies
-                        else bytes(f.data[:need]) + bytes(need - len(f.data)))
-                cols = leading_units(data, f.from_offset, on_disk)
-                del data
+                cols = self._seeded(f, count)
+                if cols is not None:
+                    seeded += 1
+                else:
+                    on_disk = min(count, -(-len(f.data) // UNIT_SIZE))  # past the bytes read: zeros, no unit
+                    need = on_disk * UNIT_SIZE
+                    data = (memoryview(f.data)[:need] if len(f.data) >= need  # read in place: leading_units copies
+                            else bytes(f.data[:need]) + bytes(need - len(f.data)))
+                    cols = leading_units(data, f.from_offset, on_disk)
+                    del data
                 parts.append(cols)
                 index.append((f.from_offset, first, len(cols)))
                 first += len(cols)
-            self._cache["columns"] = np.concatenate(parts) if parts else np.empty(0, COLUMNS_DTYPE)
+            if parts and seeded == len(parts) and first == len(self._seed[0]):  # the seed's own units, all of them
+                self._cache["columns"] = self._seed[0]
+            else:
+                self._cache["columns"] = np.concatenate(parts) if parts else np.empty(0, COLUMNS_DTYPE)
             self._cache["bases"] = index
             self._cache["file_rows"] = tuple(np.array([i[k] for i in index], dtype=np.int64) for k in range(3))
         return self._cache["columns"]
@@ -145,7 +169,10 @@ class TimerLogModel:
         """A copy to append to: the files share their bytes but the last one's."""
         live = self.live
         files = [dataclasses.replace(f, data=f.data if f is not live[-1] else bytearray(f.data)) for f in self.files]
-        return TimerLogModel(files)
+        out = TimerLogModel(files, self._seed)
+        if "columns" in self._cache:  # the same units: what was computed of them holds
+            out._cache = dict(self._cache)
+        return out
 
     def append(self, unit: bytes) -> int:
         """TimerLog.append: where the unit lands (a blank first when it no longer fits)."""
@@ -156,9 +183,11 @@ class TimerLogModel:
         if len(unit) + MIN_BLANK_LEN > self.file_size - f.wrote:
             blank = struct.pack(">iqi", self.file_size - f.wrote, 0, BLANK_MAGIC_CODE)
             f.data[f.wrote:f.wrote + MIN_BLANK_LEN] = blank
+            f.as_read = False
             f.wrote = self.file_size
             f = self._new_file()
         pos = f.from_offset + f.wrote
+        f.as_read = False
         if len(f.data) < f.wrote + len(unit):
             f.data.extend(bytes(f.wrote + len(unit) - len(f.data)))
         f.data[f.wrote:f.wrote + len(unit)] = unit
@@ -169,7 +198,7 @@ class TimerLogModel:
     def _new_file(self) -> TimerLogFile:
         live = self.live
         start = live[-1].from_offset + self.file_size if live else 0
-        f = TimerLogFile(f"{start:020d}", start, self.file_size, bytearray(), wrote=0)
+        f = TimerLogFile(f"{start:020d}", start, self.file_size, bytearray(), wrote=0, as_read=False)
         self.files.append(f)
         self._cache = {}
         return f

@@ -16,7 +16,6 @@ The write time is the clock at start (a parameter).
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from typing import NamedTuple
 
 import numpy as np
@@ -25,8 +24,7 @@ from rmqtool.formats.indexfile import java_string_hash
 from rmqtool.formats.timerlog import MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL
 from rmqtool.recovery.timer.load import MessageStoreAtLoad, TimerLoad
 from rmqtool.recovery.timer.log_model import pack_unit
-from rmqtool.store.timer.chain import END_LOOP, Chain
-from rmqtool.store.timer.chain import walk_chains as walk_all
+from rmqtool.store.timer.chain import END_LOOP, Chain, ChainSet, walk_chain_set
 from rmqtool.store.timer.timerlog import deliver_times, slot_indexes_of, units_of
 
 TIMER_OUT_MS = "TIMER_OUT_MS"
@@ -61,12 +59,51 @@ class SlotChain(NamedTuple):  # one a used slot: a tuple is the cheapest to make
     chain: Chain
 
 
+class SlotChains:
+    """Every slot dequeue reaches, by time, and its chain (store/timer/chain.ChainSet): the
+    chains stay arrays; iterating gives SlotChain tuples (for the few a finding names)."""
+
+    def __init__(self, index, time_ms, chains: ChainSet):
+        self.index, self.time_ms, self.chains = index, time_ms, chains
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, k: int) -> SlotChain:
+        return SlotChain(int(self.index[k]), int(self.time_ms[k]), self.chains.chain(k))
+
+    def __iter__(self):
+        return (self[k] for k in range(len(self)))
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Units each chain visits."""
+        return self.chains.lengths
+
+    def loops(self) -> list[SlotChain]:
+        """The chains that loop, by time."""
+        return [self[k] for k in self.chains.ending(END_LOOP).tolist()]
+
+    def first_with_units(self) -> SlotChain | None:
+        """The first chain (by time) that visits a unit."""
+        some = np.flatnonzero(self.lengths > 0)
+        return self[int(some[0])] if len(some) else None
+
+    def units_after(self, time_ms: int) -> int:
+        """Units the chains of later slots visit."""
+        return int(self.lengths[self.time_ms > time_ms].sum())
+
+    def units_before(self, time_ms: int) -> int:
+        """Units the chains of earlier slots visit."""
+        return int(self.lengths[self.time_ms < time_ms].sum())
+
+
 @dataclasses.dataclass
 class TimerRun:
     write_time_ms: int
     after: TimerLoad  # the wheel and log once the enqueue has appended
     enqueued: list  # Enqueued, in queue order
-    chains: list  # SlotChain, by slot time from the read time on
+    chains: SlotChains  # by slot time from the read time on
     first_loop: SlotChain | None  # dequeue stops here for good
     stranded: list  # TimerLogUnit: pending units (due from the read time on) no chain reaches
     skipped: list  # TimerLogUnit: due between the checkpoint's read time and the 7-day floor: never read
@@ -81,7 +118,8 @@ def predict_run(load: TimerLoad, store: MessageStoreAtLoad, write_time_ms: int) 
     load = dataclasses.replace(load, wheel=load.wheel.fork(), log=load.log.fork())
     enqueued = _enqueue(load, store, write)
     chains = walk_chains(load, load.curr_read_time_ms)
-    first_loop = next((c for c in chains if c.chain.end == END_LOOP), None)
+    loops = chains.loops()
+    first_loop = loops[0] if loops else None
     read_from = load.curr_read_time_ms // precision
     cp = load.checkpoint
     pending_from = cp.last_read_time_ms // precision if cp.present and cp.last_read_time_ms else read_from
@@ -91,8 +129,7 @@ def predict_run(load: TimerLoad, store: MessageStoreAtLoad, write_time_ms: int) 
     pending = np.asarray(due >= min(read_from, pending_from), dtype=bool) & ~(((magic & MAGIC_DELETE) != 0) & ((magic & MAGIC_ROLL) == 0))
     skipped = pending & np.asarray(due < read_from, dtype=bool)
     reached = np.zeros(len(cols), bool)
-    walked = np.fromiter(itertools.chain.from_iterable(c.chain.positions for c in chains), dtype=np.int64)
-    rows = load.log.rows_of(walked)
+    rows = load.log.rows_of(chains.chains.positions)
     reached[rows[rows >= 0]] = True
     stranded = pending & ~skipped & ~reached
     dropped = pending & ~skipped & reached
@@ -101,7 +138,7 @@ def predict_run(load: TimerLoad, store: MessageStoreAtLoad, write_time_ms: int) 
         dropped[at[store.plain(cols[at])]] = False
     dropped[np.flatnonzero(dropped)] = [store.record(o, n) is None for o, n in
                                         zip(cols["offset_py"][dropped].tolist(), cols["size_py"][dropped].tolist())]
-    walked_again = sum(len(c.chain.positions) for c in chains if c.time_ms < write)
+    walked_again = chains.units_before(write)
     return TimerRun(write, load, enqueued, chains, first_loop, units_of(cols, np.flatnonzero(stranded)),
                     units_of(cols, np.flatnonzero(skipped)), units_of(cols, np.flatnonzero(dropped)), walked_again)
 
@@ -151,29 +188,34 @@ def _do_enqueue(load: TimerLoad, record, delayed: int, write: int, window: int, 
     return Enqueued(qo, record.offset_py, record.size_py, deliver, "unit", pos, last, magic, key)
 
 
-def walk_chains(load: TimerLoad, from_ms: int | None = None) -> list[SlotChain]:
+def walk_chains(load: TimerLoad, from_ms: int | None = None) -> SlotChains:
     """Every slot getSlot answers from ``from_ms`` on (every used slot when None), walked as
     dequeue walks it (up to the log's read position), by time: all at once
-    (store/timer/chain.walk_chains)."""
+    (store/timer/chain.walk_chain_set)."""
     precision = load.settings.precision_ms
-    slots = _slots_from(load.wheel, from_ms, precision)
-    chains = walk_all(load.log, [s.last_pos for s in slots], slot_indexes=[s.index for s in slots],
-                      read_end=load.log.max_offset, precision_ms=precision)
-    return [SlotChain(s.index, s.time_value * precision, chain) for s, chain in zip(slots, chains)]
+    index, value, last = _slots_from(load.wheel, from_ms, precision)
+    chains = walk_chain_set(load.log, last, slot_indexes=index, read_end=load.log.max_offset, precision_ms=precision)
+    try:
+        time_ms = np.asarray(value, dtype=np.int64) * precision if isinstance(value, np.ndarray) else np.asarray(
+            [v * precision for v in value], dtype=np.int64)
+    except OverflowError:  # a time past a long (damage): Python's ints
+        time_ms = np.asarray([v * precision for v in np.asarray(value).tolist()], dtype=object)
+    return SlotChains(np.asarray(index, dtype=np.int64), time_ms, chains)
 
 
-def _slots_from(wheel, from_ms: int | None, precision: int) -> list:
-    """The used slots getSlot answers from ``from_ms`` on (all when None), by (time, index)."""
-    used = wheel.used()
-    columns = wheel.time_columns(used)
-    if columns is None or (from_ms is not None and abs(from_ms) >= 1 << 62):  # damage: Python's ints
-        return [s for s in sorted(used, key=lambda s: (s.time_value, s.index))
+def _slots_from(wheel, from_ms: int | None, precision: int) -> tuple:
+    """(index, stored time value, lastPos) of the used slots getSlot answers from ``from_ms``
+    on (all when None), by (time, index)."""
+    cols = wheel.used_columns()
+    cols = wheel.time_safe_columns(cols) if cols is not None else None
+    if cols is None or (from_ms is not None and abs(from_ms) >= 1 << 62):  # damage: Python's ints
+        used = [s for s in sorted(wheel.used(), key=lambda s: (s.time_value, s.index))
                 if from_ms is None or (s.time_value >= from_ms // precision
                                        and wheel.slot_index(s.time_value * precision) == s.index)]
-    index, value = columns
+        return [s.index for s in used], [s.time_value for s in used], [s.last_pos for s in used]
+    index, value = cols["index"], cols["time_value"]
     order = np.lexsort((index, value))
     if from_ms is not None:
         order = order[(value[order] >= from_ms // precision)
                       & (slot_indexes_of(value[order] * precision, precision) == index[order])]
-    return [used[k] for k in order.tolist()]
-
+    return index[order], value[order], cols["last_pos"][order]

@@ -35,7 +35,7 @@ def timer_section(start: TimerStart) -> dict:
             "first_loop": None if run.first_loop is None else {
                 "slot_index": run.first_loop.index, "fire_time_ms": run.first_loop.time_ms,
                 "loops_back_to": run.first_loop.chain.loops_back_to},
-            "loops": [c.index for c in run.chains if c.chain.end == "loop"],
+            "loops": [c.index for c in run.chains.loops()],
             "stranded": [u.position for u in run.stranded],
             "skipped_by_read_time": [u.position for u in run.skipped],
             "dropped": [u.position for u in run.dropped],

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import os
 import pathlib
 
 import numpy as np
@@ -18,7 +17,7 @@ from rmqtool.formats.timerwheel import SLOTS_TOTAL, wheel_length
 from rmqtool.recovery.outcome import Outcome
 from rmqtool.recovery.timer.load import (TIMER_TOPIC, MessageStoreAtLoad, TimerCheckpointData, TimerLoad,
                                          TimerRecord, TimerSettings, simulate_timer_load)
-from rmqtool.recovery.timer.log_model import TimerLogFile
+from rmqtool.recovery.timer.log_model import TimerLogFile, TimerLogModel
 from rmqtool.recovery.timer.next_run import TimerRun, predict_run
 from rmqtool.recovery.timer.wheel_model import WheelSlot
 from rmqtool.store.commitlog_reader import CommitLogReader
@@ -26,9 +25,9 @@ from rmqtool.store.message import RecordError, decode_message
 from rmqtool.store.timer.records import plain_units
 from rmqtool.store.timer.files import TimerStore, find_timer_store
 from rmqtool.store.timer.timercheck import read_timercheck
-from rmqtool.store.timer.timerlog import TimerLog, scan_timer_log
+from rmqtool.store.timer.timerlog import TimerLog, read_file, scan_timer_log
 from rmqtool.store.timer.timermetrics import read_timermetrics
-from rmqtool.store.timer.wheel import read_wheel
+from rmqtool.store.timer.wheel import USED_DTYPE, read_wheel
 
 CQ_UNIT = 20
 
@@ -42,8 +41,15 @@ class TimerStart:
     run: TimerRun | None  # None: the load fails
     store: MessageStoreAtLoad
     refused: pathlib.Path | None = None  # the file the load fails on
-    disk_wheel_slots: list = dataclasses.field(default_factory=list)  # WheelSlot: the used slots on disk
+    disk_wheel: np.ndarray | None = None  # store/timer/wheel's USED_DTYPE rows: the used slots on disk
     plain: "PlainUnits | None" = None  # which units point at their own record (verify asks it of the disk log)
+
+    @property
+    def disk_wheel_slots(self) -> list[WheelSlot]:
+        """The used slots on disk, by index."""
+        if self.disk_wheel is None:
+            return []
+        return list(itertools.starmap(WheelSlot, self.disk_wheel[list(USED_DTYPE.names)].tolist()))
 
 
 @dataclasses.dataclass
@@ -88,19 +94,23 @@ def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
     files = find_timer_store(root)
     if not files.exists:
         return None
-    disk_log = scan_timer_log(files.timer_log_dir) if files.timer_log_dir else scan_timer_log(
-        pathlib.Path(root) / "timerlog")
-    log_files = [TimerLogFile(f.name, f.base_offset, disk_log.file_size or f.file_size, _read(f.path))
-                 for f in disk_log.files]
-    slots, refusal, refused = [], None, None
+    contents = {}  # each timer log file read once: for the scan and for the model load appends to
+
+    def read(path):
+        contents[path] = data = read_file(path)
+        return data
+
+    disk_log = scan_timer_log(files.timer_log_dir or pathlib.Path(root) / "timerlog", read=read)
+    log_files = TimerLogModel([TimerLogFile(f.name, f.base_offset, disk_log.file_size or f.file_size, contents[f.path])
+                               for f in disk_log.files], seed=disk_log)
+    slots, refusal, refused = np.empty(0, USED_DTYPE), None, None
     if files.wheel is not None:
         wheel = read_wheel(files.wheel, settings.precision_ms)
         if wheel.file_size not in (0, wheel_length(SLOTS_TOTAL)):
             refusal = (f"timerwheel is {wheel.file_size} bytes, not {wheel_length(SLOTS_TOTAL)}: "
                        f"the TimerWheel constructor throws and the broker does not start")
             refused = files.wheel
-        # rows of USED_DTYPE: (index, time value, firstPos, lastPos, num, magic), WheelSlot's fields
-        slots = list(itertools.starmap(WheelSlot, wheel.used.tolist()))
+        slots = wheel.used  # rows of USED_DTYPE: (index, time value, firstPos, lastPos, num, magic)
     checkpoint = _checkpoint(files)
     metrics = None
     try:
@@ -128,17 +138,6 @@ def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
     if not load.loadable and refused is None:
         refused = files.timer_log_dir or pathlib.Path(root) / "timerlog"
     return TimerStart(files, disk_log, load, run, store, refused, slots, plain)
-
-
-def _read(path: pathlib.Path) -> bytearray:
-    """A file's bytes, read into the bytearray the log model appends to (one copy, not two)."""
-    with open(path, "rb", buffering=0) as f:
-        data = bytearray(os.fstat(f.fileno()).st_size)
-        got = 0
-        while got < len(data) and (n := f.readinto(memoryview(data)[got:])):
-            got += n
-    del data[got:]  # a file that shrank meanwhile: what was read
-    return data
 
 
 def _checkpoint(files: TimerStore) -> TimerCheckpointData:

@@ -102,18 +102,65 @@ def walk_chain(log: TimerLog, last_pos: int, *, slot_index: int | None = None, r
 _FEW = 16
 _MORE_STEPS = 64
 _ENDS = (None, END_MINUS_ONE, END_BEYOND_READ_POSITION)  # the ends walk_chains settles itself, by code
+_ALL_ENDS = _ENDS + (END_LOOP, END_BAD_UNIT, END_PAST_LOG_END, END_NO_FILE)
+_CODE = {e: k for k, e in enumerate(_ALL_ENDS)}
+
+
+class ChainSet:
+    """Many chains as arrays (what walk_chain_set gives): chain k started at ``last_pos[k]``,
+    visited ``positions[starts[k]:stops[k]]`` (newest first), ended as ``ends[k]`` (a code
+    into END_NAMES) at ``end_position[k]``; ``others[k]`` units of another slot index;
+    ``loops_back_to``: chain -> the position visited again, for the chains that loop."""
+    END_NAMES = _ALL_ENDS
+
+    def __init__(self, last_pos, positions, starts, stops, ends, end_position, others, loops_back_to):
+        self.last_pos, self.positions, self.starts, self.stops = last_pos, positions, starts, stops
+        self.ends, self.end_position, self.others, self.loops_back_to = ends, end_position, others, loops_back_to
+
+    def __len__(self) -> int:
+        return len(self.last_pos)
+
+    @property
+    def lengths(self):
+        return self.stops - self.starts
+
+    def chain(self, k: int) -> Chain:
+        """Chain k as walk_chain gives it."""
+        a, b = int(self.starts[k]), int(self.stops[k])
+        return Chain(int(self.last_pos[k]), tuple(self.positions[a:b].tolist()), _ALL_ENDS[int(self.ends[k])],
+                     int(self.end_position[k]), self.loops_back_to.get(k), int(self.others[k]))
+
+    def __getitem__(self, k: int) -> Chain:
+        return self.chain(k)
+
+    def __iter__(self):
+        return (self.chain(k) for k in range(len(self)))
+
+    def ending(self, end: str):
+        """The chains (their numbers) that end so."""
+        import numpy as np
+        return np.flatnonzero(self.ends == _CODE[end])
 
 
 def walk_chains(log: TimerLog, last_positions, *, slot_indexes=None, read_end: int | None = None,
                 precision_ms: int = DEFAULT_TIMER_PRECISION_MS, slots: int = 2 * SLOTS_TOTAL) -> list[Chain]:
     """``[walk_chain(log, p, slot_index=s, ...) for p, s in ...]``, the same chains, walked all
-    at once: each step moves every chain still walking back one unit (numpy), so a million
-    units in a hundred thousand chains take a few dozen array steps. A chain that steps
-    forward (a loop is possible), ends anywhere but -1 or the read end, or is one of the few
-    still walking at the end, is walked by walk_chain."""
+    at once (walk_chain_set)."""
+    return list(walk_chain_set(log, last_positions, slot_indexes=slot_indexes, read_end=read_end,
+                               precision_ms=precision_ms, slots=slots))
+
+
+def walk_chain_set(log: TimerLog, last_positions, *, slot_indexes=None, read_end: int | None = None,
+                   precision_ms: int = DEFAULT_TIMER_PRECISION_MS, slots: int = 2 * SLOTS_TOTAL) -> ChainSet:
+    """The chains of walk_chains as one ChainSet: each step moves every chain still walking
+    back one unit (numpy), so a million units in a hundred thousand chains take a few dozen
+    array steps. A chain that steps forward (a loop is possible), ends anywhere but -1 or the
+    read end, or is one of the few still walking at the end, is walked by walk_chain."""
     import numpy as np
-    heads = np.asarray(list(last_positions), dtype=np.int64)
-    wanted = None if slot_indexes is None else np.asarray(list(slot_indexes), dtype=np.int64)
+    heads = np.asarray(last_positions if isinstance(last_positions, np.ndarray) else list(last_positions),
+                       dtype=np.int64)
+    wanted = None if slot_indexes is None else np.asarray(
+        slot_indexes if isinstance(slot_indexes, np.ndarray) else list(slot_indexes), dtype=np.int64)
     position_col, prev_col = log.columns["position"], log.columns["prev_pos"]
     if "prev_rows" not in log._cache:
         log._cache["prev_rows"] = log.rows_of(prev_col)
@@ -140,29 +187,40 @@ def walk_chains(log: TimerLog, last_positions, *, slot_indexes=None, read_end: i
             end_code[ids[beyond]] = 2
             end_at[ids[beyond]] = position_col[cur[beyond]]
             ids, cur = ids[~beyond], cur[~beyond]
-    chains: list[Chain | None] = [None] * len(heads)
+    n = len(heads)
     if walked_ids:
         all_ids, all_rows = np.concatenate(walked_ids), np.concatenate(walked_rows)
         keep = end_code[all_ids] != 0
         all_ids, all_rows = all_ids[keep], all_rows[keep]
         order = np.argsort(all_ids, kind="stable")  # each chain's units, in the order walked
         all_ids, all_rows = all_ids[order], all_rows[order]
+        positions = position_col[all_rows]
+    else:
+        all_ids, positions = np.empty(0, np.int64), np.empty(0, np.int64)
+    others = np.zeros(n, np.int64)
+    if wanted is not None and len(all_ids):
+        other = np.concatenate(([0], np.cumsum(
+            unit_slot_index_array(log, precision_ms, slots)[all_rows] != wanted[all_ids])))
         cuts = np.flatnonzero(np.diff(all_ids)) + 1
         starts = np.concatenate(([0], cuts)).astype(np.int64)
         stops_at = np.concatenate((cuts, [len(all_ids)])).astype(np.int64)
-        chain_ids = all_ids[starts] if len(all_ids) else all_ids
-        positions = position_col[all_rows].tolist()
-        if wanted is not None:
-            other = np.concatenate(([0], np.cumsum(
-                unit_slot_index_array(log, precision_ms, slots)[all_rows] != wanted[all_ids])))
-            others = (other[stops_at] - other[starts]).tolist()
-        else:
-            others = [0] * len(chain_ids)
-        for i, head, a, b, n, code, at in zip(chain_ids.tolist(), heads[chain_ids].tolist(), starts.tolist(),
-                                              stops_at.tolist(), others, end_code[chain_ids].tolist(),
-                                              end_at[chain_ids].tolist()):
-            chains[i] = Chain(head, tuple(positions[a:b]), _ENDS[code], at, None, n)
-    for i in np.flatnonzero(end_code == 0).tolist():
-        chains[i] = walk_chain(log, int(heads[i]), slot_index=None if wanted is None else int(wanted[i]),
-                               read_end=read_end, precision_ms=precision_ms, slots=slots)
-    return chains
+        others[all_ids[starts]] = other[stops_at] - other[starts]
+    loops: dict[int, int] = {}
+    rest = np.flatnonzero(end_code == 0).tolist()
+    if rest:  # the chains walk_chain walks: their units put in among the others, by chain
+        more_ids, more_positions = [], []
+        for i in rest:
+            c = walk_chain(log, int(heads[i]), slot_index=None if wanted is None else int(wanted[i]),
+                           read_end=read_end, precision_ms=precision_ms, slots=slots)
+            end_code[i], end_at[i], others[i] = _CODE[c.end], c.end_position, c.units_of_other_slots
+            if c.loops_back_to is not None:
+                loops[i] = c.loops_back_to
+            more_ids.append(np.full(len(c.positions), i, np.int64))
+            more_positions.append(np.asarray(c.positions, dtype=np.int64))
+        all_ids = np.concatenate([all_ids] + more_ids)
+        positions = np.concatenate([positions] + more_positions)
+        order = np.argsort(all_ids, kind="stable")
+        all_ids, positions = all_ids[order], positions[order]
+    counts = np.bincount(all_ids, minlength=n).astype(np.int64)
+    stops = np.cumsum(counts)
+    return ChainSet(heads, positions, stops - counts, stops, end_code, end_at, others, loops)

@@ -303,12 +303,20 @@ def _pread(path: pathlib.Path, n: int, at: int) -> bytes:
         raise StoreAccessError(f"cannot read ({exc.strerror})", path, at) from None
 
 
-def _read_all(path: pathlib.Path) -> bytes:
+def read_file(path: pathlib.Path) -> bytearray:
+    """A file's bytes, read into a bytearray (what recovery/timer's log model appends to: one
+    copy, not two)."""
     try:
         with open(path, "rb", buffering=0) as f:
-            return f.read()
+            data = bytearray(os.fstat(f.fileno()).st_size)
+            got = 0
+            while got < len(data) and (n := f.readinto(memoryview(data)[got:])):
+                got += n
+            rest = f.read()  # a file that grew meanwhile: what is there now
     except OSError as exc:
         raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
+    del data[got:]  # a file that shrank meanwhile: what was read
+    return data + rest if rest else data
 
 
 def _scan_file(seg, data: bytes, first_unit: int):
@@ -332,13 +340,14 @@ def _scan_file(seg, data: bytes, first_unit: int):
                                      seg.base_offset + at, reason, non_zero_after)
 
 
-def scan_timer_log(directory) -> TimerLog:
+def scan_timer_log(directory, read=None) -> TimerLog:
     """Every file of ``<store>/timerlog``: its readable units, its blank, where and why its
-    units end. A missing directory is an empty log."""
+    units end. A missing directory is an empty log. ``read``: how a file's bytes are read
+    (a caller that keeps them)."""
     queue = discover(directory, required=False)
     parts, blanks, files, first = [], [], [], 0
     for seg in queue.segments:
-        cols, blank, f = _scan_file(seg, _read_all(seg.path), first)
+        cols, blank, f = _scan_file(seg, (read or read_file)(seg.path), first)
         parts.append(cols)
         files.append(f)
         first += f.unit_count

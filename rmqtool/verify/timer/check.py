@@ -24,7 +24,6 @@ from rmqtool.recovery.timer.load import TIMER_TOPIC, TimerSettings
 from rmqtool.recovery.timer.next_run import REAL_TOPIC, topic_hash
 from rmqtool.recovery.timer.start import TimerStart, timer_start
 from rmqtool.store.paths import CONFIG_DIR
-from rmqtool.store.timer.chain import END_LOOP
 from rmqtool.store.timer.files import TIMERLOG_DIR, TIMERWHEEL_FILE
 from rmqtool.store.timer.timerlog import deliver_times, units_of
 
@@ -123,13 +122,11 @@ class TimerChecks:
         run = self.run
         out = []
         later = 0
-        for c in run.chains:
-            if c.chain.end != END_LOOP:
-                continue
+        for c in run.chains.loops():
             path, position = self._wheel_place(c.index)
-            first = c is run.first_loop
+            first = c == run.first_loop
             if first:
-                later = sum(len(x.chain.positions) for x in run.chains if x.time_ms > c.time_ms)
+                later = run.chains.units_after(c.time_ms)
             now = c.chain.loops_back_to < self.load.cut_at
             out.append(finding(
                 TIMER_CHAIN_LOOPS, path, position,
@@ -235,7 +232,7 @@ class TimerChecks:
     def _state(self) -> Finding:
         load, run = self.load, self.run
         pending = load.wheel.all_num(load.curr_read_time_ms)
-        nxt = next((c for c in run.chains if c.chain.positions), None)
+        nxt = run.chains.first_with_units()
         cols = self.start.disk_log.columns
         writes = cols["curr_write_time"][cols["position"] < load.cut_at]
         last_write = int(writes.max()) if len(writes) else 0

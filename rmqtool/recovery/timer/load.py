@@ -90,8 +90,8 @@ class MessageStoreAtLoad:
     queue_unit: Callable[[int, int], tuple[int, int] | None]  # (queue id, queue offset) -> (offsetPy, sizePy)
     record: Callable[[int, int], TimerRecord | None]  # getMessageByCommitOffset(offsetPy, sizePy)
     queue_ids: frozenset = frozenset({0})  # the timer topic's queues the store has
-    # a mask over units (COLUMNS_DTYPE rows) whose own record lies there, all at once
-    # (store/timer/records.plain_units): ``record`` reads each of them; None: ask ``record``
+    # a mask over units (COLUMNS_DTYPE rows; plain(cols, rows): over cols[rows]) whose own record
+    # lies there, all at once (store/timer/records.plain_units): ``record`` reads each of them; None: ask ``record``
     plain: Callable | None = None
 
 

@@ -135,7 +135,7 @@ def predict_run(load: TimerLoad, store: MessageStoreAtLoad, write_time_ms: int) 
     dropped = pending & ~skipped & reached
     if store.plain is not None and dropped.any():  # their own record there: readable (the rest read one by one)
         at = np.flatnonzero(dropped)
-        dropped[at[store.plain(cols[at])]] = False
+        dropped[at[store.plain(cols, at)]] = False
     dropped[np.flatnonzero(dropped)] = [store.record(o, n) is None for o, n in
                                         zip(cols["offset_py"][dropped].tolist(), cols["size_py"][dropped].tolist())]
     walked_again = chains.units_before(write)

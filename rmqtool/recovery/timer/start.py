@@ -73,7 +73,12 @@ class PlainUnits:
         return plain_units(self.root, cols["offset_py"], cols["size_py"], cols["hash_code_of_real_topic"],
                            self.low, self.end)
 
-    def __call__(self, cols):
+    def __call__(self, cols, rows=None):
+        """The mask over ``cols`` (over ``cols[rows]`` when rows are given)."""
+        if cols is self.disk_log.columns and len(cols):  # the disk log's own units: their answer
+            return self.disk() if rows is None else self.disk()[rows]
+        if rows is not None:
+            cols = cols[rows]
         if not len(self.disk_log.columns):
             return self._of(cols)
         rows = self.disk_log.rows_of(cols["position"])

@@ -132,3 +132,21 @@ def test_seeded_log_model_is_the_decoded_one(runs, tmp_path):
     b = TimerLogModel([TimerLogFile(f.name, f.base_offset, size, bytearray(short[g.path]))
                        for f, g in zip(disk_short.files, disk.files)])
     assert np.array_equal(a.columns, b.columns)
+
+
+@pytest.mark.parametrize("window, batch", [(1, 1 << 16), (700, 3)])
+def test_plain_units_window_by_window_is_all_at_once(runs, monkeypatch, window, batch):
+    """plain_units reads the commit log a window at a time: windows of one record (however
+    long) or of a few give the verdicts one window over the whole log gives."""
+    from rmqtool.store.timer import records
+    for name in ("a-as-is", "e-commitlog-truncated"):
+        store, (fast, _, _), _slow = runs[name]
+        cols = fast.disk_log.columns
+        args = (store, cols["offset_py"], cols["size_py"], cols["hash_code_of_real_topic"], fast.store.commit_log_min,
+                fast.store.commit_log_max)
+        whole = records.plain_units(*args)
+        with monkeypatch.context() as mp:
+            mp.setattr(records, "_WINDOW", window)
+            mp.setattr(records, "_BATCH", batch)
+            assert np.array_equal(records.plain_units(*args), whole)
+        assert whole.any()

@@ -10,12 +10,13 @@ them (``MessageStoreAtLoad.record``), so every finding still comes from that one
 from __future__ import annotations
 
 import itertools
-import mmap
+import os
 import pathlib
 import re
 
 import numpy as np
 
+from rmqtool.errors import StoreAccessError
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODES
 from rmqtool.formats.indexfile import java_string_hash
 from rmqtool.formats.properties import (NAME_VALUE_SEPARATOR, PROPERTY_REAL_TOPIC, PROPERTY_SEPARATOR,
@@ -117,22 +118,38 @@ def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np
                               & (offset_py + size_py <= last))
         if not len(rows):
             continue
-        # in commit log order and a batch at a time: each batch's regex pass covers its own
-        # records, and its arrays stay small enough to be reused rather than mapped afresh
+        # in commit log order and a window of records at a time, read into one reused buffer:
+        # each window's regex pass covers its own records, and memory stays that of a window
         rows = rows[np.argsort(offset_py[rows], kind="stable")]
-        with open(seg.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            for lo in range(0, len(rows), _BATCH):
-                batch = rows[lo:lo + _BATCH]
-                plain[batch] = _plain_in(buf, offset_py[batch] - seg.base_offset, size_py[batch], topic_hash[batch],
-                                         hashes)
+        at = offset_py[rows] - seg.base_offset
+        reach = np.maximum.accumulate(at + size_py[rows])  # how far the records up to each one reach
+        window = bytearray()
+        with open(seg.path, "rb", buffering=0) as f:
+            lo = 0
+            while lo < len(rows):
+                hi = min(lo + _BATCH, max(lo + 1, int(np.searchsorted(reach, at[lo] + _WINDOW, side="right"))))
+                start, stop = int(at[lo]), int(reach[hi - 1])
+                if len(window) < stop - start:
+                    window = bytearray(stop - start)
+                got = 0
+                while got < stop - start and (n := os.preadv(f.fileno(), [memoryview(window)[got:stop - start]],
+                                                             start + got)):
+                    got += n
+                if got < stop - start:  # the file shrank under us
+                    raise StoreAccessError(f"read {got} bytes of {stop - start}", seg.path, start)
+                batch = rows[lo:hi]
+                plain[batch] = _plain_in(memoryview(window)[:stop - start], at[lo:hi] - start, size_py[batch],
+                                         topic_hash[batch], hashes)
+                lo = hi
     return plain
 
 
 _BATCH = 1 << 16  # units matched at once
+_WINDOW = 32 << 20  # bytes of commit log read at once (a window holds one record at least, however long)
 
 
 def _plain_in(buf, pos: np.ndarray, size_py: np.ndarray, topic_hash: np.ndarray, hashes: dict) -> np.ndarray:
-    """plain_units' verdict on units whose records start at ``pos`` of the mapped file ``buf``."""
+    """plain_units' verdict on units whose records start at ``pos`` of ``buf`` (a window of a commit log file)."""
     parts = records_at(buf, pos)
     ok = (parts["whole"] & (parts["total_size"] == size_py)
           & np.isin(parts["magic_code"], list(MESSAGE_MAGIC_CODES))
@@ -144,10 +161,10 @@ def _plain_in(buf, pos: np.ndarray, size_py: np.ndarray, topic_hash: np.ndarray,
                                      topic_hash[found].astype(np.int64))
     ok[found[known]] = code[known] == topic_hash[found[known]]
     for k in found[~known].tolist():  # the others as the broker reads properties
-        real = bytes_to_properties(buf[parts["properties_at"][k]:parts["end"][k]])[0].get(PROPERTY_REAL_TOPIC)
+        real = bytes_to_properties(bytes(buf[parts["properties_at"][k]:parts["end"][k]]))[0].get(PROPERTY_REAL_TOPIC)
         code = hashes.get(real)
         if code is None and real is not None:
             code = hashes[real] = java_string_hash(real)
         ok[k] = code is not None and code == topic_hash[k]
-    del parts, topics  # views of the map: released before it closes
+    del parts, topics  # views of the window: released before it is read into again
     return ok

@@ -161,10 +161,16 @@ def walk_chain_set(log: TimerLog, last_positions, *, slot_indexes=None, read_end
                        dtype=np.int64)
     wanted = None if slot_indexes is None else np.asarray(
         slot_indexes if isinstance(slot_indexes, np.ndarray) else list(slot_indexes), dtype=np.int64)
-    position_col, prev_col = log.columns["position"], log.columns["prev_pos"]
+    if "walk_columns" not in log._cache:  # contiguous: a walk step gathers at random rows
+        position_col, prev_col = log.columns["position"], log.columns["prev_pos"]
+        ordered = len(position_col) < 2 or bool((position_col[1:] > position_col[:-1]).all())
+        log._cache["walk_columns"] = (np.ascontiguousarray(position_col), prev_col == -1, ordered)
     if "prev_rows" not in log._cache:
-        log._cache["prev_rows"] = log.rows_of(prev_col)
+        log._cache["prev_rows"] = log.rows_of(log.columns["prev_pos"])
+    position_col, minus_one, ordered = log._cache["walk_columns"]
     prev_rows = log._cache["prev_rows"]
+    # the rows at or past the read end: from one row on when the rows go by position (they do)
+    first_beyond = None if read_end is None or not ordered else int(np.searchsorted(position_col, read_end))
     end_code = np.zeros(len(heads), dtype=np.int8)  # index into _ENDS; 0: walk_chain decides
     end_at = np.full(len(heads), -1, dtype=np.int64)
     rows = log.rows_of(heads)
@@ -179,21 +185,29 @@ def walk_chain_set(log: TimerLog, last_positions, *, slot_indexes=None, read_end
         walked_rows.append(cur)
         nxt = prev_rows[cur]
         stops = nxt < 0
-        end_code[ids[stops & (prev_col[cur] == -1)]] = 1
+        end_code[ids[stops & minus_one[cur]]] = 1
         go = ~stops & (nxt < cur)  # a step forward, or no readable unit next: walk_chain decides
         ids, cur = ids[go], nxt[go]
         if read_end is not None:
-            beyond = position_col[cur] >= read_end
+            beyond = cur >= first_beyond if first_beyond is not None else position_col[cur] >= read_end
             end_code[ids[beyond]] = 2
             end_at[ids[beyond]] = position_col[cur[beyond]]
             ids, cur = ids[~beyond], cur[~beyond]
     n = len(heads)
     if walked_ids:
-        all_ids, all_rows = np.concatenate(walked_ids), np.concatenate(walked_rows)
-        keep = end_code[all_ids] != 0
-        all_ids, all_rows = all_ids[keep], all_rows[keep]
-        order = np.argsort(all_ids, kind="stable")  # each chain's units, in the order walked
-        all_ids, all_rows = all_ids[order], all_rows[order]
+        # each chain's units in the order walked: a chain walking at step s was walking at every
+        # step before, so its unit of step s goes s places after its first (no sort)
+        settled = end_code != 0
+        counts = np.zeros(n, np.int64)
+        for ids in walked_ids:
+            counts[ids] += 1
+        counts[~settled] = 0
+        first = np.cumsum(counts) - counts
+        all_rows = np.empty(int(counts.sum()), np.int64)
+        for step, (ids, rows) in enumerate(zip(walked_ids, walked_rows)):
+            keep = settled[ids]
+            all_rows[first[ids[keep]] + step] = rows[keep]
+        all_ids = np.repeat(np.arange(n, dtype=np.int64), counts)
         positions = position_col[all_rows]
     else:
         all_ids, positions = np.empty(0, np.int64), np.empty(0, np.int64)

@@ -48,8 +48,58 @@ def _value_hash(value: bytes, hashes: dict) -> int | None:
     return c
 
 
+_ENTRY = re.compile(re.escape(_REAL_TOPIC_ENTRY))
+
+
 def _real_topic_hashes(buf, starts: np.ndarray, ends: np.ndarray, hashes: dict,
                        expected: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_scan_real_topic_hashes`, the common records first: where each range holds
+    ``REAL_TOPIC\u0001`` once (found by a pass for the name alone, no value span to make), at an
+    entry's start, and its value is the first value seen of its unit's hash (its bytes, then
+    the range's end or a separator), the code is that value's. The others are scanned."""
+    codes = np.zeros(len(starts), np.int64)
+    known = np.zeros(len(starts), bool)
+    if not len(starts) or expected is None:
+        return _scan_real_topic_hashes(buf, starts, ends, hashes, expected)
+    at = np.fromiter(map(re.Match.start, _ENTRY.finditer(buf, int(starts.min()), int(ends.max()))), dtype=np.int64)
+    if not len(at):
+        return codes, known
+    first = np.searchsorted(at, starts, side="left")
+    count = np.searchsorted(at, ends - len(_REAL_TOPIC_ENTRY), side="right") - first
+    data = np.frombuffer(buf, np.uint8)
+    one = np.flatnonzero(count == 1)
+    a = at[first[one]]
+    one = one[(a == starts[one]) | (data[np.maximum(a - 1, 0)] == ord(PROPERTY_SEPARATOR))]
+    v = at[first[one]] + len(_REAL_TOPIC_ENTRY)
+    want = expected[one]
+    left = np.ones(len(one), bool)
+    for e in np.unique(want).tolist() if len(np.unique(want)) <= _FEW_TOPICS else ():
+        rows = np.flatnonzero(left & (want == e))
+        k = int(rows[0])
+        seps = np.flatnonzero(data[int(v[k]):int(ends[one[k]])] == ord(PROPERTY_SEPARATOR))
+        value = data[int(v[k]):int(v[k]) + int(seps[0]) if len(seps) else int(ends[one[k]])].tobytes()
+        c = _value_hash(value, hashes) if value else None
+        if c is None:
+            continue  # an empty or odd value: scanned
+        n = len(value)
+        fits = v[rows] + n <= ends[one[rows]]
+        rows = rows[fits]
+        same = at_every_byte(buf, np.dtype((np.void, n)))[v[rows]] == np.void(value)
+        after = v[rows] + n
+        ended = after == ends[one[rows]]
+        ended[~ended] = data[after[~ended]] == ord(PROPERTY_SEPARATOR)
+        rows = rows[same & ended]
+        codes[one[rows]], known[one[rows]] = c, True
+        left[rows] = False
+    rest = np.flatnonzero(~known)
+    if len(rest):
+        c, k = _scan_real_topic_hashes(buf, starts[rest], ends[rest], hashes, expected[rest])
+        codes[rest], known[rest] = c, k
+    return codes, known
+
+
+def _scan_real_topic_hashes(buf, starts: np.ndarray, ends: np.ndarray, hashes: dict,
+                            expected: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The hash of REAL_TOPIC in each properties range [start, end) of ``buf``, all found in
     one regex pass, where bytes_to_properties surely reads that value: exactly one
     ``REAL_TOPIC\u0001`` in the range, starting an entry, its value non-empty ASCII with no

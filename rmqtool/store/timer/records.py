@@ -59,8 +59,8 @@ def _real_topic_hashes(buf, starts: np.ndarray, ends: np.ndarray, hashes: dict,
     the range's end or a separator), the code is that value's. The others are scanned."""
     codes = np.zeros(len(starts), np.int64)
     known = np.zeros(len(starts), bool)
-    if not len(starts) or expected is None:
-        return _scan_real_topic_hashes(buf, starts, ends, hashes, expected)
+    if not len(starts):
+        return codes, known
     at = np.fromiter(map(re.Match.start, _ENTRY.finditer(buf, int(starts.min()), int(ends.max()))), dtype=np.int64)
     if not len(at):
         return codes, known
@@ -71,31 +71,47 @@ def _real_topic_hashes(buf, starts: np.ndarray, ends: np.ndarray, hashes: dict,
     a = at[first[one]]
     one = one[(a == starts[one]) | (data[np.maximum(a - 1, 0)] == ord(PROPERTY_SEPARATOR))]
     v = at[first[one]] + len(_REAL_TOPIC_ENTRY)
-    want = expected[one]
+    want = expected[one] if expected is not None else np.zeros(len(one), np.int64)
     left = np.ones(len(one), bool)
-    for e in np.unique(want).tolist() if len(np.unique(want)) <= _FEW_TOPICS else ():
-        rows = np.flatnonzero(left & (want == e))
-        k = int(rows[0])
-        seps = np.flatnonzero(data[int(v[k]):int(ends[one[k]])] == ord(PROPERTY_SEPARATOR))
-        value = data[int(v[k]):int(v[k]) + int(seps[0]) if len(seps) else int(ends[one[k]])].tobytes()
-        c = _value_hash(value, hashes) if value else None
-        if c is None:
-            continue  # an empty or odd value: scanned
-        n = len(value)
-        fits = v[rows] + n <= ends[one[rows]]
-        rows = rows[fits]
-        same = at_every_byte(buf, np.dtype((np.void, n)))[v[rows]] == np.void(value)
-        after = v[rows] + n
-        ended = after == ends[one[rows]]
-        ended[~ended] = data[after[~ended]] == ord(PROPERTY_SEPARATOR)
-        rows = rows[same & ended]
-        codes[one[rows]], known[one[rows]] = c, True
-        left[rows] = False
+    groups = np.unique(want).tolist()
+    for e in groups if len(groups) <= _FEW_TOPICS else ():
+        # a unit hash's first value; without the hashes, the first values, up to _FEW_TOPICS of them
+        for _ in range(1 if expected is not None else _FEW_TOPICS):
+            pick = _first_value(data, v, ends[one], left & (want == e), hashes)
+            if pick is None:
+                break
+            k, value, c = pick
+            left[k] = False
+            if c is None:
+                continue  # an empty or odd value: scanned
+            rows = np.append(np.flatnonzero(left & (want == e)), k)
+            n = len(value)
+            rows = rows[v[rows] + n <= ends[one[rows]]]
+            same = at_every_byte(buf, np.dtype((np.void, n)))[v[rows]] == np.void(value)
+            after = v[rows] + n
+            ended = after == ends[one[rows]]
+            ended[~ended] = data[after[~ended]] == ord(PROPERTY_SEPARATOR)
+            rows = rows[same & ended]
+            codes[one[rows]], known[one[rows]] = c, True
+            left[rows] = False
     rest = np.flatnonzero(~known)
     if len(rest):
-        c, k = _scan_real_topic_hashes(buf, starts[rest], ends[rest], hashes, expected[rest])
+        c, k = _scan_real_topic_hashes(buf, starts[rest], ends[rest], hashes,
+                                       expected[rest] if expected is not None else None)
         codes[rest], known[rest] = c, k
     return codes, known
+
+
+def _first_value(data: np.ndarray, v: np.ndarray, ends: np.ndarray, rows: np.ndarray, hashes: dict):
+    """(row, value, its hash or None) of the first of the rows (a mask) whose value starts at
+    ``v`` (up to a separator or its range's end); None without such a row."""
+    some = np.flatnonzero(rows)
+    if not len(some):
+        return None
+    k = int(some[0])
+    seps = np.flatnonzero(data[int(v[k]):int(ends[k])] == ord(PROPERTY_SEPARATOR))
+    value = data[int(v[k]):int(v[k]) + int(seps[0]) if len(seps) else int(ends[k])].tobytes()
+    return k, value, _value_hash(value, hashes) if value else None
 
 
 def _scan_real_topic_hashes(buf, starts: np.ndarray, ends: np.ndarray, hashes: dict,

@@ -338,27 +338,30 @@ class CommitLogDispatcher:
         rows = np.flatnonzero(dispatched)
         last_ts = 0
         if len(rows):
+            from rmqtool.store.arrays import grouped_order
             from rmqtool.store.record_columns import topic_queue_codes
 
             tq = topic_queue_codes(cols.topic[rows], cols.queue_id[rows])
-            order = rows[np.argsort(tq, kind="stable")]  # each queue's records, in commit log order
-            tq_sorted = topic_queue_codes(cols.topic[order], cols.queue_id[order])
+            by_queue = grouped_order(tq)
+            order = rows[by_queue]  # each queue's records, in commit log order
+            tq_sorted = tq[by_queue]
             qo = cols.consume_queue_offset[order]
             breaks = np.flatnonzero((tq_sorted[1:] != tq_sorted[:-1]) | (qo[1:] != qo[:-1] + 1)) + 1
-            starts = np.concatenate(([0], breaks)).tolist()
+            starts = np.concatenate(([0], breaks))
             stops = np.concatenate((breaks, [len(order)])).tolist()
-            units = np.column_stack((cols.commit_log_offset[order], cols.msg_size[order],
-                                     cols.tags_code[order])).ravel().tolist()
-            topic_of, queue_of, first_of = cols.topic[order].tolist(), cols.queue_id[order].tolist(), qo.tolist()
-            stamps = cols.store_timestamp[order].tolist() if getattr(self.consume_queues, "ext_enabled", False) \
+            offsets, sizes, codes = cols.commit_log_offset[order], cols.msg_size[order], cols.tags_code[order]
+            stamps = cols.store_timestamp[order] if getattr(self.consume_queues, "ext_enabled", False) \
                 else None  # a store with the ext: each unit's ext unit takes its record's store time
+            heads = order[starts]
             queues = self._queues
             find = self.consume_queues.find
-            for a, b in zip(starts, stops):
-                topic, queue_id = cols.topics[topic_of[a]], queue_of[a]
+            for a, b, t, queue_id, first in zip(starts.tolist(), stops, cols.topic[heads].tolist(),
+                                                cols.queue_id[heads].tolist(), qo[starts].tolist()):
+                topic = cols.topics[t]
                 cq = queues.get((topic, queue_id)) or find(topic, queue_id)
-                if not cq.put_run(first_of[a], units[3 * a:3 * b], stamps[a:b] if stamps is not None else None):
-                    raise StoreAccessError(f"consume queue {topic}/{queue_id} refused offset {first_of[a]}",
+                if not cq.put_unit_columns(first, offsets[a:b], sizes[a:b], codes[a:b],
+                                           stamps[a:b] if stamps is not None else None):
+                    raise StoreAccessError(f"consume queue {topic}/{queue_id} refused offset {first}",
                                            cq.directory)
             last_ts = int(cols.store_timestamp[rows[-1]])
         if self.batch_queues is not None:

@@ -77,6 +77,11 @@ class Selection:
     queue_id: int | None = None
     known_topics: frozenset | None = None  # --skip-unknown-topics: topics.json's
 
+    @property
+    def everything(self) -> bool:
+        """Every topic and queue is selected."""
+        return not self.topics and self.queue_id is None and self.known_topics is None
+
     def wants(self, topic: str, queue_id: int) -> bool:
         if self.topics and topic not in self.topics:
             return False
@@ -106,6 +111,12 @@ class _Filter:
 
         from rmqtool.store.record_columns import topic_queue_codes, topic_queue_of
 
+        if not len(cols):
+            return
+        if self.selection.everything and cols.commit_log_offset[0] >= self.from_offset:
+            self.records += len(cols)  # the common case: every record of the block (in commit log order)
+            self.inner.dispatch_columns(cols)
+            return
         chosen = cols.commit_log_offset >= self.from_offset
         uniq, inverse = np.unique(topic_queue_codes(cols.topic, cols.queue_id), return_inverse=True)
         wanted = np.array([self.selection.wants(*topic_queue_of(p, cols.topics)) for p in uniq.tolist()], bool)

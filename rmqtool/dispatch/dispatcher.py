@@ -401,8 +401,11 @@ class ReputMessageService:
     """Reads the commit log from reput_from_offset and dispatches what it finds."""
 
     def __init__(self, commit_log, dispatcher: CommitLogDispatcher, delay_levels: DelayLevels,
-                 reput_from_offset: int = 0):
+                 reput_from_offset: int = 0, hints=None):
         self.commit_log = commit_log  # a WritableFileQueue
+        # commit log offsets where records are said to start (sorted, unique: the store's consume
+        # queue units), for the column kernel's chain walk (store/record_kernel.hinted_chain): speed only
+        self.hints = hints
         self.dispatcher = dispatcher
         self.delay_levels = delay_levels
         self.reput_from_offset = reput_from_offset
@@ -441,8 +444,12 @@ class ReputMessageService:
                 while pos < len(data):
                     if self.columns:
                         from rmqtool.store.record_columns import column_run  # numpy: loaded when dispatching
+                        hints = self.hints
+                        if hints is not None:  # as indices in data
+                            lo, hi = hints.searchsorted((offset + pos, offset + len(data)))
+                            hints = hints[lo:hi] - offset
                         j, block, special = column_run(data, pos, len(data), offset, 0, self._topic_hashes,
-                                                       _SPECIAL_TOPICS, check_crc=False)
+                                                       _SPECIAL_TOPICS, check_crc=False, hints=hints)
                         if j > pos:  # clean records as arrays; the others one by one, as below
                             if requests:
                                 pieces.append(requests)

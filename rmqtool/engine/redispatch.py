@@ -34,7 +34,8 @@ from rmqtool.store.commitlog import find_record
 from rmqtool.store.config import batch_topics
 from rmqtool.store.commitlog_end import CommitLog, last_nonzero_from
 from rmqtool.store.commitlog_reader import CommitLogReader
-from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, UnitLayout, find_queue_end, queue_directories
+from rmqtool.store.consumequeue import (BATCH_CQ_LAYOUT, CQ_LAYOUT, UnitLayout, find_queue_end,
+                                        queue_directories, unit_offsets)
 from rmqtool.store.segments import Segment, SegmentQueue, discover
 from rmqtool.store.view import view_of_root
 
@@ -203,8 +204,9 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
     if progress is not None:
         progress.set_total(end - start)
     reader = CommitLogFiles(log, end, progress.advance if progress is not None else None)
+    hints = unit_offsets(paths)  # where the store's queues say records start: the chain walk proves them at once
     try:
-        ReputMessageService(reader, chosen, DelayLevels(), start).do_reput()
+        ReputMessageService(reader, chosen, DelayLevels(), start, hints=hints).do_reput()
     finally:
         reader.close()
     if progress is not None:

@@ -463,7 +463,7 @@ class ReputMessageService:
                     except IndexError:
                         break  # the record goes on past what was read
                     except RecordUnreadable as exc:
-                        self._dispatch_pieces(pieces + [requests])
+                        self.dispatch_pieces(pieces + [requests])
                         self.reput_from_offset = offset + pos
                         seg = cl.segment_of(offset + pos)
                         raise CorruptData(f"cannot dispatch: {exc.reason}", seg[1] if seg else cl.directory,
@@ -474,7 +474,7 @@ class ReputMessageService:
                     requests.append(req)
                     pos += n
                 pieces.append(requests)
-                count += self._dispatch_pieces(pieces)
+                count += self.dispatch_pieces(pieces)
                 if rolled:
                     here = offset + pos
                     self.reput_from_offset = _past_missing_file(cl, here - here % size + size)
@@ -500,14 +500,14 @@ class ReputMessageService:
                 import numpy as np
 
                 before = DispatchColumns.of(block, offset, requests)
-                self._dispatch_pieces(pieces + [before.select(np.flatnonzero(before.commit_log_offset < offset + k))])
+                self.dispatch_pieces(pieces + [before.select(np.flatnonzero(before.commit_log_offset < offset + k))])
                 self.reput_from_offset = offset + k
                 seg = self.commit_log.segment_of(offset + k)
                 raise CorruptData(f"cannot dispatch: {exc.reason}", seg[1] if seg else self.commit_log.directory,
                                   (offset + k) % self.commit_log.mapped_file_size) from None
         return DispatchColumns.of(block, offset, requests)
 
-    def _dispatch_pieces(self, pieces: list) -> int:
+    def dispatch_pieces(self, pieces: list) -> int:
         n = 0
         for piece in pieces:
             if isinstance(piece, DispatchColumns):

@@ -236,6 +236,7 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
 PARALLEL_REPUT = True  # False: one process (tests compare the two)
 PARALLEL_MIN_BYTES = 256 << 20  # a shorter log: one process (a fork and the bands' transfer cost ~0.1 s)
 BAND_BYTES = 48 << 20  # ~40k records of 1 KB a band: small enough to balance, large enough to amortise
+AHEAD = 16  # bands decoded and not yet dispatched, at most: the other process decodes on while this one does
 
 
 @dataclasses.dataclass(frozen=True)
@@ -296,7 +297,7 @@ def _reput_in_bands(service: ReputMessageService, log: SegmentQueue, bands: list
     from rmqtool.store.parallel import iter_parallel
 
     jobs = [dataclasses.replace(b, hints=hints) for b in bands]
-    decoded = iter_parallel(jobs, _decode_band, workers=2, ahead=4)
+    decoded = iter_parallel(jobs, _decode_band, workers=2, ahead=AHEAD)
     try:
         for band, (pieces, stopped, error) in zip(jobs, decoded):
             if service.reput_from_offset != band.start:

@@ -28,10 +28,10 @@ def _files(root: pathlib.Path) -> dict:
     return {str(p.relative_to(root)): file_fingerprint(p) for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def _build(store, out: pathlib.Path, parallel: bool, monkeypatch) -> tuple:
+def _build(store, out: pathlib.Path, parallel: bool, monkeypatch, **kw) -> tuple:
     monkeypatch.setattr(redispatch, "PARALLEL_REPUT", parallel)
     try:
-        built = redispatch.build(store, out, clock=lambda: 1_700_000_000_000)
+        built = redispatch.build(store, out, clock=lambda: 1_700_000_000_000, **kw)
     except Exception as exc:  # refused alike, with the same files written before it
         return "refused", type(exc).__name__, str(exc), _files(out) if out.is_dir() else None
     return built.records, built.queues, _files(built.staging)
@@ -72,6 +72,10 @@ def test_bands_build_what_one_process_builds(tmp_path, monkeypatch):
         assert len(used[-1]) > 2, store  # the bands were used
         assert bands == _build(store, tmp_path / f"one-{i}", False, monkeypatch), store
     assert bands[0] == "refused" and bands[3]  # the DELAY store: refused both ways, with the files before it
+    chosen = {"selection": redispatch.Selection(topics=("OrderTopic",)), "from_offset": 300_000}
+    bands = _build(BAND_STORES[0], tmp_path / "bands-chosen", True, monkeypatch, **chosen)
+    assert len(used[-1]) > 2 and bands[0]
+    assert bands == _build(BAND_STORES[0], tmp_path / "one-chosen", False, monkeypatch, **chosen)
 
 
 @settings(max_examples=examples(6), deadline=None)

@@ -338,27 +338,30 @@ class CommitLogDispatcher:
         rows = np.flatnonzero(dispatched)
         last_ts = 0
         if len(rows):
+            from rmqtool.store.arrays import grouped_order
             from rmqtool.store.record_columns import topic_queue_codes
 
             tq = topic_queue_codes(cols.topic[rows], cols.queue_id[rows])
-            order = rows[np.argsort(tq, kind="stable")]  # each queue's records, in commit log order
-            tq_sorted = topic_queue_codes(cols.topic[order], cols.queue_id[order])
+            by_queue = grouped_order(tq)
+            order = rows[by_queue]  # each queue's records, in commit log order
+            tq_sorted = tq[by_queue]
             qo = cols.consume_queue_offset[order]
             breaks = np.flatnonzero((tq_sorted[1:] != tq_sorted[:-1]) | (qo[1:] != qo[:-1] + 1)) + 1
-            starts = np.concatenate(([0], breaks)).tolist()
+            starts = np.concatenate(([0], breaks))
             stops = np.concatenate((breaks, [len(order)])).tolist()
-            units = np.column_stack((cols.commit_log_offset[order], cols.msg_size[order],
-                                     cols.tags_code[order])).ravel().tolist()
-            topic_of, queue_of, first_of = cols.topic[order].tolist(), cols.queue_id[order].tolist(), qo.tolist()
-            stamps = cols.store_timestamp[order].tolist() if getattr(self.consume_queues, "ext_enabled", False) \
+            offsets, sizes, codes = cols.commit_log_offset[order], cols.msg_size[order], cols.tags_code[order]
+            stamps = cols.store_timestamp[order] if getattr(self.consume_queues, "ext_enabled", False) \
                 else None  # a store with the ext: each unit's ext unit takes its record's store time
+            heads = order[starts]
             queues = self._queues
             find = self.consume_queues.find
-            for a, b in zip(starts, stops):
-                topic, queue_id = cols.topics[topic_of[a]], queue_of[a]
+            for a, b, t, queue_id, first in zip(starts.tolist(), stops, cols.topic[heads].tolist(),
+                                                cols.queue_id[heads].tolist(), qo[starts].tolist()):
+                topic = cols.topics[t]
                 cq = queues.get((topic, queue_id)) or find(topic, queue_id)
-                if not cq.put_run(first_of[a], units[3 * a:3 * b], stamps[a:b] if stamps is not None else None):
-                    raise StoreAccessError(f"consume queue {topic}/{queue_id} refused offset {first_of[a]}",
+                if not cq.put_unit_columns(first, offsets[a:b], sizes[a:b], codes[a:b],
+                                           stamps[a:b] if stamps is not None else None):
+                    raise StoreAccessError(f"consume queue {topic}/{queue_id} refused offset {first}",
                                            cq.directory)
             last_ts = int(cols.store_timestamp[rows[-1]])
         if self.batch_queues is not None:
@@ -398,8 +401,11 @@ class ReputMessageService:
     """Reads the commit log from reput_from_offset and dispatches what it finds."""
 
     def __init__(self, commit_log, dispatcher: CommitLogDispatcher, delay_levels: DelayLevels,
-                 reput_from_offset: int = 0):
+                 reput_from_offset: int = 0, hints=None):
         self.commit_log = commit_log  # a WritableFileQueue
+        # commit log offsets where records are said to start (sorted, unique: the store's consume
+        # queue units), for the column kernel's chain walk (store/record_kernel.hinted_chain): speed only
+        self.hints = hints
         self.dispatcher = dispatcher
         self.delay_levels = delay_levels
         self.reput_from_offset = reput_from_offset
@@ -438,8 +444,12 @@ class ReputMessageService:
                 while pos < len(data):
                     if self.columns:
                         from rmqtool.store.record_columns import column_run  # numpy: loaded when dispatching
+                        hints = self.hints
+                        if hints is not None:  # as indices in data
+                            lo, hi = hints.searchsorted((offset + pos, offset + len(data)))
+                            hints = hints[lo:hi] - offset
                         j, block, special = column_run(data, pos, len(data), offset, 0, self._topic_hashes,
-                                                       _SPECIAL_TOPICS, check_crc=False)
+                                                       _SPECIAL_TOPICS, check_crc=False, hints=hints)
                         if j > pos:  # clean records as arrays; the others one by one, as below
                             if requests:
                                 pieces.append(requests)
@@ -453,7 +463,7 @@ class ReputMessageService:
                     except IndexError:
                         break  # the record goes on past what was read
                     except RecordUnreadable as exc:
-                        self._dispatch_pieces(pieces + [requests])
+                        self.dispatch_pieces(pieces + [requests])
                         self.reput_from_offset = offset + pos
                         seg = cl.segment_of(offset + pos)
                         raise CorruptData(f"cannot dispatch: {exc.reason}", seg[1] if seg else cl.directory,
@@ -464,7 +474,7 @@ class ReputMessageService:
                     requests.append(req)
                     pos += n
                 pieces.append(requests)
-                count += self._dispatch_pieces(pieces)
+                count += self.dispatch_pieces(pieces)
                 if rolled:
                     here = offset + pos
                     self.reput_from_offset = _past_missing_file(cl, here - here % size + size)
@@ -490,14 +500,14 @@ class ReputMessageService:
                 import numpy as np
 
                 before = DispatchColumns.of(block, offset, requests)
-                self._dispatch_pieces(pieces + [before.select(np.flatnonzero(before.commit_log_offset < offset + k))])
+                self.dispatch_pieces(pieces + [before.select(np.flatnonzero(before.commit_log_offset < offset + k))])
                 self.reput_from_offset = offset + k
                 seg = self.commit_log.segment_of(offset + k)
                 raise CorruptData(f"cannot dispatch: {exc.reason}", seg[1] if seg else self.commit_log.directory,
                                   (offset + k) % self.commit_log.mapped_file_size) from None
         return DispatchColumns.of(block, offset, requests)
 
-    def _dispatch_pieces(self, pieces: list) -> int:
+    def dispatch_pieces(self, pieces: list) -> int:
         n = 0
         for piece in pieces:
             if isinstance(piece, DispatchColumns):

@@ -47,6 +47,22 @@ def _cq_units(n: int) -> struct.Struct:
     return st
 
 
+_CQ_DTYPE = None  # CqUnit as a numpy dtype (numpy is imported only by the bulk dispatch)
+
+
+def _cq_unit_array(offsets, sizes, tags_codes):
+    """Units (CqUnit) of numpy columns as one array, its bytes the packed units'."""
+    global _CQ_DTYPE
+    import numpy as np
+
+    if _CQ_DTYPE is None:
+        from rmqtool.store.arrays import dtype_of
+        _CQ_DTYPE = dtype_of(CqUnit)
+    units = np.empty(len(offsets), _CQ_DTYPE)
+    units["commit_log_offset"], units["size"], units["tags_code"] = offsets, sizes, tags_codes
+    return units
+
+
 def consume_queue_file_size(configured: int) -> int:
     """MessageStoreConfig.getMappedFileSizeConsumeQueue: rounded up to whole units."""
     units = -(-configured // CQ_STORE_UNIT_SIZE)
@@ -165,6 +181,37 @@ class ConsumeQueueWriter:
         for i in range(n):
             if not self.put(units[3 * i], units[3 * i + 1], units[3 * i + 2], first_cq_offset + i):
                 return False
+        return True
+
+    def put_unit_columns(self, first_cq_offset: int, offsets, sizes, tags_codes, store_timestamps=None) -> bool:
+        """:meth:`put_run` for numpy columns of consecutive queue offsets (the bulk dispatch):
+        the units that go right after the queue's end in its current file written as one
+        array, the others one by one with :meth:`put` (a queue's first unit and its fill, the
+        first unit of a new file, one built already); with the ext, :meth:`put_run`."""
+        n = len(offsets)
+        if self.ext is not None:
+            units = [v for unit in zip(offsets.tolist(), sizes.tolist(), tags_codes.tolist()) for v in unit]
+            return self.put_run(first_cq_offset, units, store_timestamps.tolist())
+        i = 0
+        while i < n:
+            mf = self.files.last
+            cq_offset = first_cq_offset + i
+            if (mf is not None and int(offsets[i]) + int(sizes[i]) > self.max_physic_offset
+                    and cq_offset * CQ_STORE_UNIT_SIZE == mf.file_from_offset + mf.wrote_position
+                    and not (mf.first_create_in_queue and mf.wrote_position == 0 and cq_offset != 0)):
+                k = min(n - i, (mf.file_size - mf.wrote_position) // CQ_STORE_UNIT_SIZE)
+                if k > 0:  # offsets only grow along a run: every unit after the first is past the end too
+                    pos = mf.wrote_position
+                    mf.mm[pos:pos + k * CQ_STORE_UNIT_SIZE] = _cq_unit_array(offsets[i:i + k], sizes[i:i + k],
+                                                                            tags_codes[i:i + k])
+                    mf.wrote_position = pos + k * CQ_STORE_UNIT_SIZE
+                    self.max_physic_offset = int(offsets[i + k - 1]) + int(sizes[i + k - 1])
+                    self.bytes_written += k * CQ_STORE_UNIT_SIZE
+                    i += k
+                    continue
+            if not self.put(int(offsets[i]), int(sizes[i]), int(tags_codes[i]), cq_offset):
+                return False
+            i += 1
         return True
 
     def _fill_pre_blank(self, mf, until_where: int) -> None:

@@ -155,6 +155,7 @@ class IndexFileWriter:
         used slot gets its newest entry. Writes the bytes put_entries would write."""
         import numpy as np
 
+        from rmqtool.store.arrays import grouped_order
         _dtypes()
         count = self.index_count
         stop = min(len(hashes), start + self.index_num - count)
@@ -168,7 +169,7 @@ class IndexFileWriter:
         numbers = count + np.arange(k, dtype=np.int64)
         slot = h % slots
         table = np.frombuffer(self.mm, _SLOT_DTYPE, count=slots, offset=slot_position(0))
-        order = np.argsort(slot, kind="stable")
+        order = grouped_order(slot)  # by slot, each slot's entries in order
         s_sorted = slot[order]
         first = np.ones(k, bool)
         first[1:] = s_sorted[1:] != s_sorted[:-1]

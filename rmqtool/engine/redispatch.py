@@ -27,14 +27,15 @@ from rmqtool.engine.cqext_rebuild import rebuild_exts, refuse_from_offset
 from rmqtool.store.cqext import ext_writing
 from rmqtool.engine.index_writer import IndexServiceWriter
 from rmqtool.engine.store_sizes import GivenSizes, StoreSizes, store_sizes
-from rmqtool.errors import UsageError
+from rmqtool.errors import RmqError, UsageError
 from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
 from rmqtool.store.dledger import refuse_dledger
 from rmqtool.store.commitlog import find_record
 from rmqtool.store.config import batch_topics
 from rmqtool.store.commitlog_end import CommitLog, last_nonzero_from
 from rmqtool.store.commitlog_reader import CommitLogReader
-from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, UnitLayout, find_queue_end, queue_directories
+from rmqtool.store.consumequeue import (BATCH_CQ_LAYOUT, CQ_LAYOUT, UnitLayout, find_queue_end,
+                                        queue_directories, unit_offsets)
 from rmqtool.store.segments import Segment, SegmentQueue, discover
 from rmqtool.store.view import view_of_root
 
@@ -77,6 +78,11 @@ class Selection:
     queue_id: int | None = None
     known_topics: frozenset | None = None  # --skip-unknown-topics: topics.json's
 
+    @property
+    def everything(self) -> bool:
+        """Every topic and queue is selected."""
+        return not self.topics and self.queue_id is None and self.known_topics is None
+
     def wants(self, topic: str, queue_id: int) -> bool:
         if self.topics and topic not in self.topics:
             return False
@@ -106,6 +112,12 @@ class _Filter:
 
         from rmqtool.store.record_columns import topic_queue_codes, topic_queue_of
 
+        if not len(cols):
+            return
+        if self.selection.everything and cols.commit_log_offset[0] >= self.from_offset:
+            self.records += len(cols)  # the common case: every record of the block (in commit log order)
+            self.inner.dispatch_columns(cols)
+            return
         chosen = cols.commit_log_offset >= self.from_offset
         uniq, inverse = np.unique(topic_queue_codes(cols.topic, cols.queue_id), return_inverse=True)
         wanted = np.array([self.selection.wants(*topic_queue_of(p, cols.topics)) for p in uniq.tolist()], bool)
@@ -192,8 +204,13 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
     if progress is not None:
         progress.set_total(end - start)
     reader = CommitLogFiles(log, end, progress.advance if progress is not None else None)
+    hints = unit_offsets(paths)  # where the store's queues say records start: the chain walk proves them at once
+    service = ReputMessageService(reader, chosen, DelayLevels(), start, hints=hints)
     try:
-        ReputMessageService(reader, chosen, DelayLevels(), start).do_reput()
+        bands = _bands(log, start, end)
+        if bands:
+            _reput_in_bands(service, log, bands, hints, progress)
+        service.do_reput()  # everything (or what the bands left: they end where the chain leaves them)
     finally:
         reader.close()
     if progress is not None:
@@ -212,6 +229,89 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
                  sorted(batch_table.queues) if batch_table is not None else [], store,
                  store.unknown(consume_queue=cq, index=index, batch_consume_queue=batch_table is not None),
                  cq and writing.enabled)
+
+
+# A long log is decoded in bands by two processes (store/parallel.iter_parallel: this one takes
+# bands too, between dispatching the decoded ones in order); every unit and entry is written here.
+PARALLEL_REPUT = True  # False: one process (tests compare the two)
+PARALLEL_MIN_BYTES = 256 << 20  # a shorter log: one process (a fork and the bands' transfer cost ~0.1 s)
+BAND_BYTES = 48 << 20  # ~40k records of 1 KB a band: small enough to balance, large enough to amortise
+AHEAD = 16  # bands decoded and not yet dispatched, at most: the other process decodes on while this one does
+
+
+@dataclasses.dataclass(frozen=True)
+class _Band:
+    """Commit log offsets [start, end) to decode: both are record starts that prove themselves."""
+    log: SegmentQueue
+    start: int
+    end: int
+    hints: object = dataclasses.field(repr=False, compare=False)
+
+
+class _Collect:
+    """A band's dispatcher: keeps what the reput gives it, for the main process to dispatch in order."""
+
+    def __init__(self):
+        self.pieces: list = []
+
+    def dispatch(self, requests) -> None:
+        self.pieces.append(list(requests))
+
+    def dispatch_columns(self, cols) -> None:
+        self.pieces.append(cols)
+
+
+def _bands(log: SegmentQueue, start: int, end: int) -> list[_Band]:
+    """The bands of [start, end), or none (a short log, one CPU, PARALLEL_REPUT off)."""
+    from rmqtool.store.parallel import default_workers
+
+    if not PARALLEL_REPUT or end - start < PARALLEL_MIN_BYTES or default_workers() < 2:
+        return []
+    cuts = [start]
+    for target in range(start + BAND_BYTES, end - BAND_BYTES // 2, BAND_BYTES):
+        cut = _record_at_or_after(log.segments, log.mapped_file_size, target, end)
+        if cuts[-1] < cut < end:
+            cuts.append(cut)
+    return [_Band(log, a, b, None) for a, b in zip(cuts, cuts[1:] + [end])] if len(cuts) > 1 else []
+
+
+def _decode_band(band: _Band) -> tuple[list, int, Exception | None]:
+    """A band's reput, collected: (its pieces, where it stopped, the error that stopped it)."""
+    reader = CommitLogFiles(band.log, band.end)
+    collect = _Collect()
+    service = ReputMessageService(reader, collect, DelayLevels(), band.start, hints=band.hints)
+    error = None
+    try:
+        service.do_reput()
+    except RmqError as exc:  # raised by the main process once the pieces before it are dispatched
+        error = exc
+    finally:
+        reader.close()
+    return collect.pieces, service.reput_from_offset, error
+
+
+def _reput_in_bands(service: ReputMessageService, log: SegmentQueue, bands: list[_Band], hints, progress) -> None:
+    """Dispatch the bands' pieces in commit log order while they are decoded (two processes): a
+    band counts only where the one before ended at its start (the chain from the reput's start
+    goes through it); from the first that does not, ``service`` goes on alone."""
+    from rmqtool.store.parallel import iter_parallel
+
+    jobs = [dataclasses.replace(b, hints=hints) for b in bands]
+    decoded = iter_parallel(jobs, _decode_band, workers=2, ahead=AHEAD)
+    try:
+        for band, (pieces, stopped, error) in zip(jobs, decoded):
+            if service.reput_from_offset != band.start:
+                return  # the chain left the bands: the rest is read again, one process
+            service.dispatch_pieces(pieces)
+            service.reput_from_offset = stopped
+            if progress is not None:
+                progress.advance(stopped - band.start)
+            if error is not None:
+                raise error
+            if stopped != band.end:
+                return
+    finally:
+        decoded.close()  # the worker stops
 
 
 def _record_at_or_after(segments: list[Segment], size: int, offset: int, end: int) -> int:

@@ -61,6 +61,17 @@ def read_records(path: str | os.PathLike, dtype: np.dtype, position: int = 0, co
     return np.frombuffer(data, dtype=dtype.newbyteorder("="), count=whole // dtype.itemsize).byteswap(inplace=True)
 
 
+def grouped_order(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` (equal keys keep their order), for non-negative int64
+    keys: each key and its index as one int64 sorted with numpy's quicksort (SIMD), about five
+    times faster than the stable merge sort; the merge sort when the two do not fit in 63 bits."""
+    n = len(keys)
+    bits = max(n - 1, 1).bit_length()
+    if n and int(keys.min()) >= 0 and int(keys.max()) < 1 << (63 - bits):
+        return np.sort((keys.astype(np.int64) << bits) | np.arange(n, dtype=np.int64)) & ((1 << bits) - 1)
+    return np.argsort(keys, kind="stable")
+
+
 def runs(mask: np.ndarray) -> list[tuple[int, int]]:
     """[start, stop) index ranges where a boolean array is True."""
     if not mask.any():  # the common case (no hole, no fill unit): no temporaries

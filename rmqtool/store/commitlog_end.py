@@ -34,7 +34,7 @@ from typing import Iterator
 from rmqtool.errors import StoreAccessError
 from rmqtool.findings import Finding
 from rmqtool.store.commitlog import Blank, CrcTally, ScanResult, _FileWindow, crc_scan, scan_segment
-from rmqtool.store.message import Message
+from rmqtool.store.message import RECORD_START, Message
 from rmqtool.store.segments import Segment, SegmentQueue, discover
 
 _HEADER = 8  # totalSize and magicCode: a segment whose first 8 bytes are zero holds no record
@@ -188,7 +188,10 @@ def last_file_end(segments: list[Segment], mapped_file_size: int | None = None, 
     tail = segments[max(last, 0)]
     last_message = stopped_by = None
     full = False
-    for r in scan_segment(tail, is_last=True, check_crc=check_crc, start=resume_at or 0):
+    start = resume_at or 0
+    if resume_at is None and not check_crc:  # the clean records up to the last one are read once, as arrays
+        start = _clean_prefix_resume(tail)
+    for r in scan_segment(tail, is_last=True, check_crc=check_crc, start=start):
         if isinstance(r, Message):
             if check_crc and r.body_crc_ok is False:
                 stopped_by = r
@@ -221,6 +224,45 @@ def last_file_end(segments: list[Segment], mapped_file_size: int | None = None, 
     if last_message is not None:
         result.store_host = (bytes(last_message.store_ip), last_message.store_port)
     return result
+
+
+_PREFIX_WINDOW = 8 << 20  # the clean-prefix walk's largest read: numpy's per-call cost spread over ~7k records
+_PREFIX_FIRST_WINDOW = 64 << 10  # its first: a sparse file holding a few records costs kilobytes
+
+
+def _clean_prefix_resume(tail: Segment) -> int:
+    """Where :func:`last_file_end`'s walk (without CRCs) can start and give the same answer: the
+    last record of the clean chain from the file's start (the one kernel's rule,
+    store/record_kernel.clean_records, a window at a time) whose physicalOffset names its place,
+    so the scan starts exactly there (a record that proves itself); every record before it
+    is a message the scan reads whole. 0 when there is none."""
+    import numpy as np  # loaded when the end is looked for
+
+    from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODES
+    from rmqtool.store.record_kernel import clean_records
+    window = _FileWindow(str(tail.path), tail.size)
+    resume = pos = 0
+    size = _PREFIX_FIRST_WINDOW
+    try:
+        while pos < tail.size:
+            buf = window.pread(pos, size)
+            records = clean_records(buf, 0, len(buf))
+            if not len(records):
+                break
+            proven = np.flatnonzero(records.header["physical_offset"] == tail.base_offset + pos + records.position)
+            if len(proven):
+                resume = pos + int(records.position[proven[-1]])
+            at = int(records.end[-1])
+            if records.refusal is not None or len(buf) - at < _HEADER:
+                break  # a record the rule refuses, or the file's end: the scan reads on from resume
+            total, magic = RECORD_START.unpack_from(buf, at)
+            if magic not in MESSAGE_MAGIC_CODES or at + total <= len(buf):
+                break  # not a message, or one the chain did not take: the scan says what
+            pos += at  # a record going on past the window: read on from it
+            size = max(min(size * 2, _PREFIX_WINDOW), total)
+    finally:
+        window.close()
+    return resume
 
 
 class CommitLog:

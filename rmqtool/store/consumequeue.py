@@ -502,27 +502,77 @@ def open_consume_queues(store_root: str | os.PathLike, commit_log_max_offset: in
     return ConsumeQueues(queues, findings)
 
 
-def unit_offsets(paths) -> "np.ndarray":
-    """The commit log offsets the units of every queue (``paths``: a StorePaths; consume queues
-    and 5.x batch consume queues) name, sorted and unique: where records are said to start,
-    the clean-record kernel's hints (store/record_kernel.hinted_chain). A file that cannot be
-    read gives none: a missing hint costs only speed."""
-    import numpy as np  # loaded by the commands that walk the log
+_UNIT_HEAD = struct.Struct(">qi")  # commitLogOffset and size: the first fields of a unit, plain or batch
+_NO_OFFSET = (1 << 63) - 1  # what an unwritten unit (size 0) sorts as: with the last offset there is
 
-    from rmqtool.store.arrays import read_records
-    from rmqtool.store.commitlog_end import last_nonzero_from
-    from rmqtool.store.record_kernel import candidate_starts
-    found = []
-    for base, layout in ((paths.consumequeue, CQ_LAYOUT), (paths.batch_consumequeue, BATCH_CQ_LAYOUT)):
-        for _topic, _queue_id, directory in queue_directories(pathlib.Path(base)):
-            for seg in discover(directory, required=False).segments:
-                try:
-                    written = last_nonzero_from(seg.path) or 0
-                    units = read_records(seg.path, layout.dtype, 0, -(-written // layout.unit_size))
-                except StoreAccessError:
-                    continue
-                found.append(units["commit_log_offset"].astype(np.int64))  # 8 bytes a unit kept, not 20
-    return candidate_starts(found)
+
+@dataclasses.dataclass(frozen=True)
+class UnitFiles:
+    """Every consume queue file of a store (5.x batch consume queues too), for the commit log
+    offsets their units name: where records are said to start, the clean-record kernel's hints
+    (store/record_kernel.hinted_chain). :meth:`between` reads only the units naming a range (a
+    binary search in each file, whose units are in commit log order), so a band's hints cost
+    that band's units, whatever the store's size. A file that cannot be read, or whose units
+    are out of order, gives fewer: a missing hint costs only speed."""
+    files: tuple  # (path, unit size, units the file holds)
+
+    @classmethod
+    def of(cls, paths) -> "UnitFiles":
+        """The queue files under a StorePaths' consumequeue/ and batchconsumequeue/."""
+        files = []
+        for base, layout in ((paths.consumequeue, CQ_LAYOUT), (paths.batch_consumequeue, BATCH_CQ_LAYOUT)):
+            for _topic, _queue_id, directory in queue_directories(pathlib.Path(base)):
+                for seg in discover(directory, required=False).segments:
+                    if seg.size >= layout.unit_size:
+                        files.append((str(seg.path), layout.unit_size, seg.size // layout.unit_size))
+        return cls(tuple(files))
+
+    def between(self, lo: int, hi: int) -> "np.ndarray":
+        """The offsets in [lo, hi) the units name, sorted and unique (store/record_kernel.candidate_starts)."""
+        import numpy as np  # loaded by the commands that walk the log
+
+        from rmqtool.store.record_kernel import candidate_starts
+        found = []
+        for path, unit_size, count in self.files:
+            try:
+                with open(path, "rb", buffering=0) as f:
+                    fd = f.fileno()
+                    first = _first_unit_naming(fd, unit_size, count, lo)
+                    n = _first_unit_naming(fd, unit_size, count, hi, first) - first
+                    data = os.pread(fd, n * unit_size, first * unit_size) if n > 0 else b""
+            except OSError:
+                continue
+            n = len(data) // unit_size
+            if n:  # the offsets alone, 8 bytes a unit kept
+                found.append(np.ndarray((n,), ">i8", data, 0, (unit_size,)).astype(np.int64))
+        out = candidate_starts(found)
+        if len(out) and (out[0] < lo or out[-1] >= hi):  # units out of order: only the range's
+            out = out[(out >= lo) & (out < hi)]
+        return out
+
+
+def _first_unit_naming(fd: int, unit_size: int, count: int, offset: int, lo: int = 0) -> int:
+    """The first unit from ``lo`` naming ``offset`` or past it (units in commit log order; an
+    unwritten one names nothing, so it sorts last)."""
+    hi = count
+    while lo < hi:
+        mid = (lo + hi) // 2
+        head = os.pread(fd, _UNIT_HEAD.size, mid * unit_size)
+        if len(head) < _UNIT_HEAD.size:
+            hi = mid
+            continue
+        named, size = _UNIT_HEAD.unpack(head)
+        if (named if size else _NO_OFFSET) < offset:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def unit_offsets(paths) -> "np.ndarray":
+    """Every offset the units of every queue (``paths``: a StorePaths) name, sorted and unique
+    (:class:`UnitFiles`, the whole log's range)."""
+    return UnitFiles.of(paths).between(0, _NO_OFFSET)
 
 
 # --- where a queue's valid units end: readers, the writer's load and the recovery plan ---------

@@ -34,6 +34,7 @@ from rmqtool.formats.sysflag import (INNER_BATCH_FLAG, TRANSACTION_COMMIT_TYPE, 
 from rmqtool.store.commitlog import Blank, ColumnMode, findings_of
 from rmqtool.store.record_columns import RecordColumns, topic_queue_codes, topic_queue_of
 from rmqtool.store.commitlog_end import CommitLog, segment_end
+from rmqtool.store.consumequeue import UnitFiles
 from rmqtool.store.message import Message
 from rmqtool.store.parallel import SegmentJob, iter_parallel, segment_jobs
 from rmqtool.verify.quarantined import quarantined_finding
@@ -113,8 +114,9 @@ VERIFY_SPLIT = 64 << 20  # bytes of a segment one job checks
 COLUMN_SCAN = True  # clean records as column blocks; False: every record as a Message (tests compare)
 
 
-def check_segment(job: SegmentJob, delay_spec: str | None = None) -> SegmentCheck:
-    """Scan one segment and check each record (module-level: --jobs sends it to workers).
+def check_segment(job: SegmentJob, delay_spec: str | None = None, hints: UnitFiles | None = None) -> SegmentCheck:
+    """Scan one segment and check each record (module-level: --jobs sends it to workers);
+    ``hints``: the queue files naming where its records start, read for its range here.
 
     Clean records arrive as column blocks (store/record_columns.py) and become rows with
     numpy; every other message (a failed check, a delayed or inner-batch message, IPv6
@@ -122,6 +124,9 @@ def check_segment(job: SegmentJob, delay_spec: str | None = None) -> SegmentChec
     """
     delay = DelayLevels(delay_spec) if delay_spec else DelayLevels()
     seg = job.segment
+    if hints is not None:  # the band's share of where records are said to start
+        job = dataclasses.replace(job, hints=hints.between(
+            seg.base_offset + job.start, seg.base_offset + (seg.size if job.end is None else job.end)))
     found: list = []
     tq_ids: dict = {}
     # typed arrays, not lists: 8 bytes a value instead of ~36 for an int object and its slot
@@ -324,13 +329,14 @@ class CommitLogCheck:
     checks take each band as it passes (:class:`BandConsumer`). :meth:`prepare` finds
     where the log ends before any band is given out (the consume queues' load cut needs
     it), by checking the last ranges while the other workers check the first; its checks
-    are kept and given in their turn. ``hints``: commit log offsets where records are said to
-    start (store/consumequeue.unit_offsets), each band given its share: they let the kernel
-    prove a window's chain at once and change nothing but the speed.
+    are kept and given in their turn. ``hints``: where records are said to start
+    (store/consumequeue.UnitFiles), each band reading its share where it is checked (memory a
+    band's, and no read of every queue before the workers start): they let the kernel prove a
+    window's chain at once and change nothing but the speed.
     """
 
     def __init__(self, commit_log: CommitLog, *, workers: int = 1, delay_spec: str | None = None,
-                 on_segment: Callable[[SegmentCheck], None] | None = None, hints: np.ndarray | None = None):
+                 on_segment: Callable[[SegmentCheck], None] | None = None, hints: UnitFiles | None = None):
         self.commit_log = commit_log
         self.workers = workers
         self.delay_spec = delay_spec
@@ -338,10 +344,7 @@ class CommitLogCheck:
         self.segments = commit_log.segments
         self.min_offset = self.segments[0].base_offset if self.segments else 0  # getMinPhyOffset
         self.jobs = segment_jobs(commit_log, split_size=VERIFY_SPLIT)
-        if hints is not None and len(hints):  # each band its share of where records are said to start
-            self.jobs = [dataclasses.replace(j, hints=hints[slice(*np.searchsorted(hints, (
-                j.segment.base_offset + j.start, j.segment.base_offset + (j.segment.size if j.end is None else j.end)
-            )))]) for j in self.jobs]
+        self.hints = hints
         # the offsets whose records each band holds; a file longer than the gap to the next one is
         # shadowed there by the next, as the broker finds a file by offset
         lo = [j.segment.base_offset + j.start for j in self.jobs]
@@ -374,7 +377,7 @@ class CommitLogCheck:
         if self.written_end is None:
             self.written_end = self.min_offset
             for i in range(len(self.jobs) - 1, -1, -1):
-                c = self._kept[i] = check_segment(self.jobs[i], self.delay_spec)
+                c = self._kept[i] = check_segment(self.jobs[i], self.delay_spec, self.hints)
                 if c.end_position is not None:
                     self.written_end = segment_end(c.base_offset, c.end_position, c.full, c.size)
                     break
@@ -452,7 +455,7 @@ class CommitLogCheck:
 
     def band_again(self, k: int) -> SegmentCheck:
         """Band k checked again, here (what damage rarely needs once more)."""
-        return self._band(k, check_segment(self.jobs[k], self.delay_spec))
+        return self._band(k, check_segment(self.jobs[k], self.delay_spec, self.hints))
 
     def recheck(self, consumers: list[BandConsumer]) -> None:
         """The bands holding the offsets consumers could not match in order, checked again and
@@ -473,7 +476,7 @@ class CommitLogCheck:
     def _scan(self, jobs: list[SegmentJob], before: Callable[[], int] | None = None) -> Iterator[SegmentCheck]:
         # at most four bands a worker taken and not yet matched: memory stays a few bands', and a worker
         # does not wait while this process matches a slow band (two made the child wait 0.1 s a run)
-        return iter_parallel(jobs, functools.partial(check_segment, delay_spec=self.delay_spec),
+        return iter_parallel(jobs, functools.partial(check_segment, delay_spec=self.delay_spec, hints=self.hints),
                              workers=self.workers, ahead=4 * max(self.workers, 1), before=before)
 
     def tq_id(self, topic: str, queue_id: int) -> int | None:

@@ -47,6 +47,7 @@ def expected_time_diff(store_timestamps: np.ndarray, begin_timestamp: int) -> np
 
 
 _CHUNK = 1 << 16  # entries read at once for the chains: temporaries of a few MiB, whatever the file's size
+_SLOT_CHUNK = 1 << 18  # slots read at once when the chains are proven
 
 
 def entry_count(f: IndexFile) -> tuple[int, list[Finding]]:
@@ -157,13 +158,17 @@ class IndexFileCheck:
                                                  f"entry {entry} (commit log offset {phy}): " + "; ".join(why),
                                                  commit_log_offset=phy, entry=entry)))
 
-    def _links(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+    def _links(self, proof: "_ChainProof | None" = None) -> tuple:
         """(slots, each entry's slot (-1: a negative keyHash), each entry's prevIndex, phyOffsets
-        of the first and last entry), for the entries the file holds of those indexCount claims."""
+        of the first and last entry), for the entries the file holds of those indexCount claims.
+        With a ``proof``, each chunk of entries goes to it as it is read, and neither the slot
+        table nor the prevIndex column is kept (None): the proof reads the table a chunk at a
+        time, and verify's peak memory is 24 MiB and 4 bytes an entry lower."""
         f = self.f
-        slots = read_records(self.path, SLOT_DTYPE, INDEX_HEADER_SIZE, f.hash_slot_num, native=True)
+        slots = None if proof is not None else read_records(self.path, SLOT_DTYPE, INDEX_HEADER_SIZE,
+                                                            f.hash_slot_num, native=True)
         slot = np.empty(self.count, np.int32)
-        prev = np.empty(self.count, np.int32)
+        prev = np.empty(self.count, np.int32) if proof is None else None
         ends: list = []
         # int32 arithmetic where the slot count allows (a file's size keeps it far below): 4x faster modulo
         slot_num = np.int32(f.hash_slot_num) if f.hash_slot_num <= INT_MAX else np.int64(f.hash_slot_num)
@@ -174,13 +179,17 @@ class IndexFileCheck:
                                    min(_CHUNK, self.count - read))
             if not len(entries):
                 break
+            n = len(entries)
             key_hash = entries["key_hash"].astype(np.int32)
-            slot[read:read + len(entries)] = np.where(key_hash >= 0, key_hash % slot_num, -1)
-            prev[read:read + len(entries)] = entries["prev_index"]
+            slot[read:read + n] = np.where(key_hash >= 0, key_hash % slot_num, -1)
+            if proof is None:
+                prev[read:read + n] = entries["prev_index"]
+            else:
+                proof.chunk(read, slot, entries["prev_index"].astype(np.int32))
             ends = [int(entries["phy_offset"][0])] if not ends else ends[:1]
             ends.append(int(entries["phy_offset"][-1]))
-            read += len(entries)
-        return slots, slot[:read], prev[:read], ends
+            read += n
+        return slots, slot[:read], None if prev is None else prev[:read], ends
 
     def check_chains(self) -> None:
         """What the file holds on its own, no message needed: entries indexCount claims past the
@@ -191,13 +200,14 @@ class IndexFileCheck:
         f = self.f
         if self._chains is not None or f.hash_slot_num is None:
             return
-        slots, slot, prev, ends = self._links()
+        proof = _ChainProof(self.count, FIRST_INDEX)
+        _, slot, _, ends = self._links(proof)  # the chains proven as the entries are read
         truncated = []
         if len(slot) < self.count:
             truncated.append(finding(RECORD_TRUNCATED, self.path, self.position(FIRST_INDEX + len(slot)),
                                      f"indexCount {f.header.index_count} runs past the file end"))
-        whole = _chains_whole(slots, FIRST_INDEX, slot, prev)  # the common case proven on int32 arrays
-        self._chains = (truncated, int(np.count_nonzero(slots > 0)), np.array(ends[:1] + ends[-1:], np.int64), whole)
+        used, whole = proof.whole(self.path, f.hash_slot_num, slot)  # the common case proven on int32 arrays
+        self._chains = (truncated, used, np.array(ends[:1] + ends[-1:], np.int64), whole)
 
     def findings(self, header_times: dict) -> list[Finding]:
         """The header's count, the entries the file lacks, the header against the entries (and,
@@ -243,9 +253,10 @@ class IndexFileCheck:
         return found
 
 
-def _chains_whole(slots: np.ndarray, first: int, slot: np.ndarray, prev: np.ndarray) -> bool:
-    """Whether every chain is what putKey writes, proven without sorting (the common case);
-    ``slot`` and ``prev`` (int32) are those of entries ``first``, ``first + 1``...
+class _ChainProof:
+    """Whether every chain is what putKey writes, proven without sorting (the common case), a
+    chunk of entries at a time as they are read: each entry's prevIndex names an earlier
+    entry, whose slot is known by then, so the prevIndex column need not be kept.
 
     If each entry's prevIndex is 0 or an earlier entry of the same slot, and no two entries
     name the same one, the entries form chains, each from an entry naming 0 (its start) to
@@ -255,36 +266,57 @@ def _chains_whole(slots: np.ndarray, first: int, slot: np.ndarray, prev: np.ndar
     second only the first, and so on. Arrays stay small (bools, int32: an index file's
     entry numbers fit) so the random reads stay in cache and memory in bounds.
     """
-    n = len(slot)
-    if not n:
-        return not slots.any()
-    if (slot < 0).any() or n + first >= INT_MAX:
-        return False
-    named = np.zeros(n, bool)
-    linked_count = 0
-    for a in range(0, n, _CHUNK):  # temporaries of a chunk, not of the file
-        b = min(a + _CHUNK, n)
-        p = prev[a:b]
+
+    def __init__(self, count: int, first: int):
+        self.first = first  # the number of the first entry
+        self.named = np.zeros(count, bool)  # entries some later entry names
+        self.linked = 0  # entries naming an earlier one
+        self.holds = count + first < INT_MAX  # False once something is not what putKey writes
+
+    def chunk(self, a: int, slot: np.ndarray, prev: np.ndarray) -> None:
+        """Entries a.. (their prevIndex, int32): ``slot`` holds the slots of every entry up to theirs."""
+        if not self.holds:
+            return
+        b = a + len(prev)
+        first = np.int32(self.first)
         # each named entry is an earlier one: prev - first (its index) below the entry's own index
-        if (p - np.int32(first) >= np.arange(a, b, dtype=np.int32)).any():
-            return False
-        linked = p > 0
-        before = p[linked] - np.int32(first)  # index of the named entry
+        if (slot[a:b] < 0).any() or (prev - first >= np.arange(a, b, dtype=np.int32)).any():
+            self.holds = False
+            return
+        linked = prev > 0
+        before = prev[linked] - first  # index of the named entry
         if (before < 0).any() or (slot[before] != slot[a:b][linked]).any():
-            return False
-        named[before] = True
-        linked_count += len(before)
-    if np.count_nonzero(named) != linked_count:  # an entry named twice
-        return False
-    named = ~named  # now: the heads
-    heads = int(np.count_nonzero(named))
-    if heads != n - linked_count or heads != np.count_nonzero(slots):
-        return False
-    for a in range(0, n, _CHUNK):
-        at = np.flatnonzero(named[a:a + _CHUNK]) + a
-        if not (slots[slot[at]] == at + first).all():
-            return False
-    return True
+            self.holds = False
+            return
+        self.named[before] = True
+        self.linked += len(before)
+
+    def whole(self, path: str, slot_num: int, slot: np.ndarray) -> tuple[int, bool]:
+        """After the last chunk (``slot``: of the entries read): (slots in use, whether the chains
+        are whole), the file's slot table read a chunk at a time. Each head must be what its
+        slot names and as many slots be in use as there are heads: the same as each slot in use
+        naming a head of that slot (each way a one-to-one map between sets of one size)."""
+        n = len(slot)
+        named = self.named[:n]
+        heads = n - self.linked
+        holds = bool(n) and self.holds and n + self.first < INT_MAX and np.count_nonzero(named) == self.linked
+        used = nonzero = 0
+        for a in range(0, slot_num, _SLOT_CHUNK):  # temporaries of a chunk, not of the table
+            slots = read_records(path, SLOT_DTYPE, INDEX_HEADER_SIZE + a * SLOT_DTYPE.itemsize,
+                                 min(_SLOT_CHUNK, slot_num - a), native=True)
+            used += int(np.count_nonzero(slots > 0))
+            at = np.flatnonzero(slots)
+            nonzero += len(at)
+            if holds:
+                e = slots[at].astype(np.int64) - self.first  # the entry each slot in use names
+                inside = (e >= 0) & (e < n)
+                holds = bool(inside.all()) and not named[e].any() and bool((slot[e] == at + a).all())
+            if len(slots) < min(_SLOT_CHUNK, slot_num - a):
+                holds = False  # a table the file does not hold whole: its links are described
+                break
+        if not n:
+            return used, not nonzero
+        return used, holds and heads == nonzero
 
 
 def _chain_findings(f: IndexFile, slots: np.ndarray, numbers: np.ndarray, position: np.ndarray,

@@ -36,6 +36,19 @@ def joined(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate([p.view(_rows(dtype)) for p in parts]).view(dtype)
 
 
+def _tail_below(parts: list[np.ndarray], hi: int) -> bool:
+    """Whether to read on: nothing read yet, or the smallest of the last _TAIL offsets (over
+    the parts end to end) is below ``hi``."""
+    need, low = _TAIL, None
+    for part in reversed(parts):
+        tail = part["offset"][-need:]
+        low = tail.min() if low is None else min(low, tail.min())
+        need -= len(tail)
+        if need <= 0:
+            break
+    return low is None or low < hi
+
+
 class OffsetLookups:
     """The items of one file sequence, in order; ``read(n)`` gives the next (at most n) as a
     structured array with an int64 ``offset`` field, or None when there are no more."""
@@ -50,17 +63,23 @@ class OffsetLookups:
     def take(self, lo: int, hi: int) -> np.ndarray | None:
         """The items pointing into [lo, hi), in order (None when there are none); those
         pointing before ``lo`` go to the late ones."""
+        parts = [] if self.items is None or not len(self.items) else [self.items]
         reads = 0
-        while not self.done and (self.items is None or not len(self.items)
-                                 or self.items["offset"][-_TAIL:].min() < hi):
+        while not self.done and _tail_below(parts, hi):
             got = self._read(self.chunk)
             if got is None:
                 self.done = True
                 break
             reads += 1
-            self.items = got if self.items is None or not len(self.items) else joined([self.items, got])
+            if len(got):
+                parts.append(got)
         if reads > 1:
             self.chunk = min(self.chunk * 2, MAX_CHUNK)
+        # joined once, after the reads (joining at each read copied the first chunks again and again)
+        if len(parts) > 1:
+            self.items = joined(parts)
+        elif parts:  # (only empty reads leave it empty, or None, as they did)
+            self.items = parts[0]
         items = self.items
         if items is None or not len(items):
             return None

@@ -23,14 +23,17 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import shlex
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rmqtool.findings import (MESSAGE_UNREACHABLE, RECOVERY_CUTS_COMMIT_LOG, SEGMENT_EMPTY, SEGMENT_GAP,
                               SEGMENT_NAME_INVALID, SEGMENT_OVERLAP, SEGMENT_SIZE_ODD, SEGMENT_UNREADABLE,
                               STORE_NOT_LOADABLE, Consequence, Finding, finding)
-from rmqtool.recovery.outcome import FILE_MISSING, LOG_CUT, Outcome, Settings, simulate
 from rmqtool.store.view import StoreView
+
+if TYPE_CHECKING:  # recovery/'s models load when a start is simulated, not with every verify
+    from rmqtool.recovery.outcome import Outcome
 
 
 _LOAD = (SEGMENT_GAP, SEGMENT_SIZE_ODD, SEGMENT_OVERLAP, SEGMENT_NAME_INVALID, SEGMENT_EMPTY, SEGMENT_UNREADABLE)
@@ -39,6 +42,7 @@ _CHANGES = (Consequence.DROPS_MESSAGES, Consequence.WONT_START)
 
 def simulate_next_start(view: StoreView) -> Outcome:
     """The simulation a view verify opens is handed (``StoreView.outcome`` runs it once)."""
+    from rmqtool.recovery.outcome import Settings, simulate
     return simulate(view, Settings())
 
 
@@ -113,6 +117,7 @@ class NextStart:
     @property
     def dropped(self) -> list[dict]:
         """The messages the log cut drops (the plan's lost messages of that reason)."""
+        from rmqtool.recovery.outcome import LOG_CUT
         return [m for m in self.outcome.lost_messages if m["reason"] == LOG_CUT] if self.loadable else []
 
     def note(self, f: Finding) -> Finding:
@@ -146,6 +151,7 @@ class NextStart:
     def _missing_file(self) -> list[Finding]:
         """The messages of commit log files gone from the middle: the broker loads the store and
         skips them, while their queues' units still name them."""
+        from rmqtool.recovery.outcome import FILE_MISSING
         missing = [m for m in self.outcome.lost_messages if m["reason"] == FILE_MISSING]
         if not missing:
             return []

@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 from rmqtool.errors import NotAStore, StoreNotFound
 from rmqtool.findings import Finding
-from rmqtool.store.consumequeue import unit_offsets
+from rmqtool.store.consumequeue import UnitFiles
 from rmqtool.store.view import StoreView
 from rmqtool.verify.base import VerifyOptions, VerifyRun
 from rmqtool.verify.checkpoint import CheckpointWindows, check_checkpoint
@@ -29,7 +29,6 @@ from rmqtool.verify.controller import check_controller
 from rmqtool.verify.consumequeue import ConsumeQueueCheck
 from rmqtool.verify.index import IndexCheck
 from rmqtool.store.timer.files import find_timer_store
-from rmqtool.verify.timer.check import check_timer
 from rmqtool.verify.next_start import NextStart, changes_the_start, simulate_next_start, worth_simulating_now
 
 NEEDS_COMMIT_LOG = {"commitlog", "consumequeue", "index", "checkpoint", "rocksdbcq"}
@@ -112,7 +111,7 @@ class Verify(VerifyRun):
                 log = self._log = CommitLogCheck(self.view.commit_log,
                                                  workers=self.options.jobs, delay_spec=self.options.delay_spec,
                                                  on_segment=lambda c: self._advance(c.hi - c.lo),
-                                                 hints=unit_offsets(self.view.paths))
+                                                 hints=UnitFiles.of(self.view.paths))
                 for f in log.findings(consumers):
                     if self.next_start is None and self.live is None and changes_the_start(f):
                         self._next_start()  # damage met on the way: what does the start do about it?
@@ -144,6 +143,7 @@ class Verify(VerifyRun):
             for f in check_rocksdb_cq(self.view, log.queue_ends if log is not None else None):
                 yield "rocksdbcq", f
         if "timer" in only and self.live is None and find_timer_store(self.root).exists:
+            from rmqtool.verify.timer.check import check_timer  # its models load only for a store with a timer
             now = self.options.now_ms if self.options.now_ms is not None else int(time.time() * 1000)
             for f in check_timer(self.root, self._next_start().outcome, now):
                 yield "timer", f

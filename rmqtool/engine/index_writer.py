@@ -20,7 +20,7 @@ import time
 from rmqtool.errors import StoreAccessError, UsageError
 from rmqtool.formats.indexfile import (FIRST_INDEX, HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE,
                                        INVALID_INDEX, build_key, entry_position, index_file_size,
-                                       index_key_hash, slot_position)
+                                       index_key_hash, index_key_hashes, slot_position)
 from rmqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
 from rmqtool.store.indexfile import (INDEX_ENTRY, INDEX_HEADER, INDEX_SLOT, index_file_paths,
                                      infer_index_geometry)
@@ -358,8 +358,29 @@ class IndexServiceWriter:
         keep = offsets >= end
         hashes, offsets = cols.key_hash[keep], offsets[keep]
         timestamps = cols.store_timestamp[cols.key_record[keep]]
+        self._put_arrays(f, hashes, offsets, timestamps, int(cols.commit_log_offset[-1]))
+
+    def build_index_keys(self, keys: list, offsets: list, timestamps: list, last_offset: int) -> None:
+        """:meth:`build_index_many` for keys gathered already (topic#key, in the order buildIndex
+        puts them, with each record's commit log offset and store timestamp; rollback records
+        left out) for records up to the one at ``last_offset``: hashed at once
+        (index_key_hashes) and written with put_entry_arrays."""
+        import numpy as np
+
+        f = self.last
+        if f is None or f.index_count >= f.index_num:
+            f = self._last_file()
+        offsets = np.array(offsets, np.int64)
+        timestamps = np.array(timestamps, np.int64)
+        hashes = index_key_hashes(keys) if keys else np.zeros(0, np.int64)
+        if len(offsets) and offsets[0] < f.end_phy_offset:  # offsets only grow: some indexed already
+            keep = offsets >= f.end_phy_offset
+            hashes, offsets, timestamps = hashes[keep], offsets[keep], timestamps[keep]
+        self._put_arrays(f, hashes, offsets, timestamps, last_offset)
+
+    def _put_arrays(self, f: IndexFileWriter, hashes, offsets, timestamps, last_offset: int) -> None:
+        """:meth:`_put_all` for arrays, then the header (written even when there was no entry)."""
         if len(hashes):
-            last_offset = int(cols.commit_log_offset[-1])
             done = f.put_entry_arrays(hashes, offsets, timestamps)
             while f.index_count >= f.index_num and (done < len(hashes) or last_offset > offsets[done - 1]):
                 f = self._last_file()

@@ -200,9 +200,11 @@ class Encoder:
         try:
             (topics, bodies, message_queue_ids, flags, maps, texts, born_timestamps, born_hosts, store_hosts,
              reconsume_times, sys_flags, prepared_offsets, store_timestamps, prop_crcs) = zip(*map(_FIELDS, messages))
-            if (len(set(topics)) > 1 or len(set(born_hosts)) > 1 or len(set(store_hosts)) > 1
-                    or len(set(sys_flags)) > 1):
+            n = len(topics)  # count() compares by identity first: cheap when the objects are shared
+            if (topics.count(topics[0]) != n or born_hosts.count(born_hosts[0]) != n
+                    or store_hosts.count(store_hosts[0]) != n or sys_flags.count(sys_flags[0]) != n):
                 return None
+            hash((topics[0], born_hosts[0], store_hosts[0]))  # TypeError: unhashable hosts (no shape cache)
             if self.append_prop_crc or (self.append_prop_crc is None and any(prop_crcs)):
                 return None
             if any(map(contains, maps, repeat(_DELAY))):
@@ -223,8 +225,9 @@ class Encoder:
                 or min(queue_ids) < 0):
             return None
         stamps = None
-        if any(t is not None for t in store_timestamps):
-            if None in store_timestamps:
+        unstamped = store_timestamps.count(None)
+        if unstamped != len(store_timestamps):
+            if unstamped:
                 return None
             stamps = list(store_timestamps)
         topic, born, store, sys_flag = topics[0], born_hosts[0], store_hosts[0], sys_flags[0]

@@ -816,6 +816,7 @@ class Store:
                     first_offset = int(offsets[i])
                 data = records_of(cols, i, j, queue_offsets[i:j], offsets[i:j], stamps_a[i:j])
                 _write_part(mf, data, 0, len(data), pos + len(data), stamps[j - 1])
+                self.warmer.written_to(mf.file_from_offset + mf.wrote_position)
                 i = j
         except BaseException:  # a roll failed: the queue offsets of records not written are not taken
             for q, (first, rows) in rows_of.items():
@@ -957,6 +958,7 @@ class Store:
         finally:  # what was placed is written and stays accounted for, even if a roll failed half way
             if mf is not None:
                 _write_part(mf, buf, written, bpos, pos, last_ts)
+                self.warmer.written_to(base + pos)
         reput = self.reput
         with reput.lock:
             if reput.reput_from_offset != first_offset:

@@ -148,6 +148,34 @@ class IndexFileWriter:
         self.end_timestamp = ts
         return stop
 
+    def put_entry(self, h: int, offset: int, ts: int) -> None:
+        """:meth:`put_entries` of one entry, in a file with room for it (append()'s message with
+        only a UNIQ_KEY: the loop's set-up cost more than its one pass)."""
+        mm = self.mm
+        count = self.index_count
+        abs_slot = slot_position(0) + h % self.hash_slot_num * HASH_SLOT_SIZE
+        slot_value = _SLOT_UNPACK(mm, abs_slot)[0]
+        if slot_value <= INVALID_INDEX or slot_value > count:
+            slot_value = INVALID_INDEX
+            self.hash_slot_count += 1
+        begin = self.begin_timestamp
+        if begin <= 0:
+            time_diff = 0
+        else:  # as put_entries
+            time_diff = (ts - begin) // 1000
+            if time_diff > _INT_MAX:
+                time_diff = _INT_MAX
+            elif time_diff < 0:
+                time_diff = 0
+        _ENTRY_PACK(mm, entry_position(self.hash_slot_num, count), h, offset, time_diff, slot_value)
+        _SLOT_PACK(mm, abs_slot, count)
+        if count <= 1:
+            self.begin_phy_offset = offset
+            self.begin_timestamp = ts
+        self.index_count = count + 1
+        self.end_phy_offset = offset
+        self.end_timestamp = ts
+
     def put_entry_arrays(self, hashes, offsets, timestamps, start: int = 0) -> int:
         """:meth:`put_entries` for numpy arrays of keyHash, phyOffset and storeTimestamp, all
         at once: each slot's chain is linked by sorting the entries by slot (the first of a
@@ -306,6 +334,12 @@ class IndexServiceWriter:
         if commit_log_offset < f.end_phy_offset:
             return  # indexed already
         if sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
+            return
+        if not keys and uniq_key is not None:  # one entry, and the file has room (a full one was rolled above)
+            f.put_entry(index_key_hash(f"{topic}#{uniq_key}"), commit_log_offset, store_timestamp)  # build_key's
+            self.entries_written += 1
+            if write_header:
+                f.write_header()
             return
         entries = [] if uniq_key is None else [(index_key_hash(build_key(topic, uniq_key)), commit_log_offset, store_timestamp)]
         if keys:

@@ -134,3 +134,18 @@ def test_the_ascii_key_hash_is_the_scalar_hash():
     mixed = same[:50] + ["a", "\0lead", "polygenelubricants", "T#" + "k" * 700, "x#\x7f"]
     for keys in (same, mixed, mixed + ["T#é", "T#\ud800"]):  # the last: not ASCII, the UTF-16 way
         assert index_key_hashes(keys).tolist() == [index_key_hash(k) for k in keys]
+
+
+def test_a_selector_is_asked_once_a_message(tmp_path):
+    """A round-robin selector (state of its own) picks each queue once, whichever way the batch
+    goes: as columns (one shape) or one by one (a delayed message among them)."""
+    asked = itertools.count()
+    uniq = UniqIdGenerator(ip=bytes([198, 51, 100, 7]), pid=1, loader_hash=2, clock=lambda: STAMP)
+    plain = [producer_message("Sel", b"x" * 10, uniq_ids=uniq) for _ in range(8)]
+    delayed = [producer_message("Sel", b"y", uniq_ids=uniq, delay_level=2 if i == 3 else 0) for i in range(8)]
+    with Store.open(tmp_path / "s", writable=True, **SIZES) as store:
+        for batch in (plain, delayed):
+            results = store.append_many(batch, selector=lambda m: next(asked) % 4)
+            assert [r.queue_id for r in results if r.topic == "Sel"] == [i % 4 for i in range(8) if i != 3
+                                                                         or batch is plain]
+    assert next(asked) == 16

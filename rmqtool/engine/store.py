@@ -623,9 +623,12 @@ class Store:
         dispatch pass and one flush wait for all of them (a bulk loader's path)."""
         if not self._usable:
             self._check_open()
+        queue_ids = None  # a selector's choices, asked once a message
         if self._columns_ok:
             messages = messages if isinstance(messages, list) else list(messages)
-            cols = self.encoder.prepare_columns(messages, None if selector is None else list(map(selector, messages)))
+            if selector is not None:
+                queue_ids = list(map(selector, messages))
+            cols = self.encoder.prepare_columns(messages, queue_ids)
             if cols is not None:
                 if int(cols.sizes.max()) > self._max_fit:
                     self._check_fits(next(s for s in cols.sizes.tolist() if s > self._max_fit))
@@ -637,6 +640,8 @@ class Store:
         prepare = self._prepare
         if selector is None:
             prepared = [prepare(m) for m in messages]
+        elif queue_ids is not None:
+            prepared = [prepare(m, q) for m, q in zip(messages, queue_ids)]
         else:
             prepared = [prepare(m, selector(m)) for m in messages]
         max_fit, total_size = self._max_fit, TOTAL_SIZE

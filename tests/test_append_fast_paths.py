@@ -91,7 +91,7 @@ def written(tmp_path_factory):
     out = {}
     base = tmp_path_factory.mktemp("paths")
     for name, flags in PATHS.items():
-        batches = _batches()  # new messages each time: a delayed one's map is changed as the broker changes it
+        batches = _batches()  # new messages for each path: no path sees objects another one wrote
         no_selector = [b for k, b in enumerate(batches) if k % 10 != 3]
         with pytest.MonkeyPatch.context() as mp:
             if flags is not None:

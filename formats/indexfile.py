@@ -240,9 +240,33 @@ def _powers_array(base: int, n: int):
     return out & np.uint64(_M32)
 
 
+_ASCII_MATRIX_LIMIT = 8 << 20  # bytes of the ASCII form's key matrix, at most
+
+
+def _ascii_hashes_of(keys: list[str]):
+    """:func:`_hashes_of` of ASCII keys, or None when they are not all ASCII: one row a key,
+    right-aligned with NULs (a leading 0 adds nothing to a hashCode), times the powers of 31;
+    a matrix product over uint8 instead of one weight a UTF-16 unit (about 10x cheaper)."""
+    import numpy as np
+
+    width = max(map(len, keys))
+    if width * len(keys) > _ASCII_MATRIX_LIMIT:
+        return None
+    joined = "".join(keys) if len(keys[0]) * len(keys) == sum(map(len, keys)) and len(keys[0]) == width \
+        else "".join([k.rjust(width, "\0") for k in keys])
+    if not joined.isascii():
+        return None
+    rows = np.frombuffer(joined.encode("ascii"), np.uint8).reshape(len(keys), width)
+    sums = (rows @ _powers_array(31, width)[::-1]) & np.uint64(_M32)
+    return index_hash_of(sums.astype(np.uint32))
+
+
 def _hashes_of(keys: list[str]):
     import numpy as np
 
+    fast = _ascii_hashes_of(keys)
+    if fast is not None:
+        return fast
     mask = np.uint64(_M32)
     encoded = [k.encode("utf-16-be", "surrogatepass") for k in keys]
     units = np.frombuffer(b"".join(encoded), ">u2").astype(np.uint64)

@@ -306,12 +306,14 @@ class CommitLogDispatcher:
                 last_ts, last_offset = ts, offset
         return last_ts, last_offset
 
-    def dispatch_runs(self, requests, runs, last_ts: int) -> None:
+    def dispatch_runs(self, requests, runs, last_ts: int, index_keys=None) -> None:
         """:meth:`dispatch` with each queue's units already gathered (as the put path can,
         while it hands out queue offsets): ``runs`` is [topic, queue id, first queue offset,
         next queue offset, flat units] each, in the order started; ``last_ts`` is the store
         timestamp of the last record given a unit (0: none). A run may end with its records'
-        store timestamps (a store with the ext: its units' ext units need them)."""
+        store timestamps (a store with the ext: its units' ext units need them). ``index_keys``:
+        the index keys gathered already (IndexServiceWriter.build_index_keys' arguments), in
+        place of the requests' (which are then not read)."""
         queues = self._queues
         find = self.consume_queues.find
         for topic, queue_id, first, _next, units, *stamps in runs:
@@ -319,7 +321,10 @@ class CommitLogDispatcher:
             if not cq.put_run(first, units, *stamps):
                 raise StoreAccessError(f"consume queue {topic}/{queue_id} refused offset {first}", cq.directory)
         if self.index_service is not None:
-            self.index_service.build_index_many(requests)
+            if index_keys is None:
+                self.index_service.build_index_many(requests)
+            else:
+                self.index_service.build_index_keys(*index_keys)
         if last_ts and self.checkpoint is not None:
             self.checkpoint.logics_msg_timestamp = last_ts
 

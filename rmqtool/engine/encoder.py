@@ -7,10 +7,14 @@ the records it makes are placed by ``prepared_record.write_record``.
 """
 from __future__ import annotations
 
+from itertools import repeat
+from operator import attrgetter, contains
+
 from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, TAGS_CODES, DelayLevels, delay_level_of, tags_code
 from rmqtool.engine.batch_body import decode_batch_body
 from rmqtool.engine.java_text import java_utf8, utf16_length
 from rmqtool.engine.message_inner import Host, MessageBatch, MessageInner, as_host
+from rmqtool.engine.prepared_columns import PreparedColumns
 from rmqtool.engine.prepared_record import GETS_QUEUE_OFFSET, PreparedRecord, prepared_record
 from rmqtool.engine.property_map import PropertyMap, properties_string
 from rmqtool.engine.record_structs import HEADS, PACKING_HEADS
@@ -41,6 +45,11 @@ _fast_crc32 = _crc.fast_crc32  # the same CRC-32 unmasked, as rmqtool.store.crc 
 _CRC_MASK = _crc.JAVA_CRC_MASK
 _CLUSTER_SEP = props.PROPERTY_SEPARATOR.encode()
 _tuple_new = tuple.__new__
+
+# MessageInner's fields as prepare_columns reads them, in one C call a message
+_FIELDS = attrgetter("topic", "body", "queue_id", "flag", "properties", "properties_string", "born_timestamp",
+                     "born_host", "store_host", "reconsume_times", "sys_flag", "prepared_transaction_offset",
+                     "store_timestamp", "prop_crc")
 
 _PROP_LEN_FIELDS: dict[int, bytes] = {}  # propertiesLength -> its two bytes
 
@@ -179,6 +188,67 @@ class Encoder:
         fields = (topic, queue_id, record, total, sys_flag, store_ts_at, msg.store_timestamp, code, keys, uniq,
                   delay_level, store_ip, store_port, gets_queue_offset, magic, prop_crc)
         return fields
+
+    def prepare_columns(self, messages, queue_ids=None) -> PreparedColumns | None:
+        """:meth:`prepare_fields` for many messages at once, as :class:`PreparedColumns`, when
+        they share one shape (topic, born host, store host, sysFlag), none is delayed, each
+        has its stored properties string (a str) and none gets a ``__CRC32#`` entry; None
+        otherwise, and for anything prepare_fields would refuse (it then says why).
+        ``queue_ids``: a selector's choices, else each message's."""
+        if not messages:
+            return None
+        try:
+            (topics, bodies, message_queue_ids, flags, maps, texts, born_timestamps, born_hosts, store_hosts,
+             reconsume_times, sys_flags, prepared_offsets, store_timestamps, prop_crcs) = zip(*map(_FIELDS, messages))
+            n = len(topics)  # count() compares by identity first: cheap when the objects are shared
+            if (topics.count(topics[0]) != n or born_hosts.count(born_hosts[0]) != n
+                    or store_hosts.count(store_hosts[0]) != n or sys_flags.count(sys_flags[0]) != n):
+                return None
+            hash((topics[0], born_hosts[0], store_hosts[0]))  # TypeError: unhashable hosts (no shape cache)
+            if self.append_prop_crc or (self.append_prop_crc is None and any(prop_crcs)):
+                return None
+            if any(map(contains, maps, repeat(_DELAY))):
+                return None
+            tags = list(map(dict.get, maps, repeat(_TAGS)))
+            keys = list(map(dict.get, maps, repeat(_KEYS)))
+            uniqs = list(map(dict.get, maps, repeat(_UNIQ_KEY)))
+            props = list(map(str.encode, texts))  # TypeError: a string to make, or stored bytes
+            body_lengths = list(map(len, bodies))  # TypeError: a body of None
+        except (TypeError, AttributeError, UnicodeEncodeError):
+            return None  # not plain messages of one shape: one by one
+        if queue_ids is None:
+            queue_ids = list(message_queue_ids)
+        elif len(queue_ids) != len(bodies):
+            return None
+        prop_lengths = list(map(len, props))
+        if (max(body_lengths) > self.max_body_size or max(prop_lengths) > MAX_PROPERTIES_LENGTH
+                or min(queue_ids) < 0):
+            return None
+        stamps = None
+        unstamped = store_timestamps.count(None)
+        if unstamped != len(store_timestamps):
+            if unstamped:
+                return None
+            stamps = list(store_timestamps)
+        topic, born, store, sys_flag = topics[0], born_hosts[0], store_hosts[0], sys_flags[0]
+        shape = self._shapes.get((topic, born, store, sys_flag)) or self._shape(topic, born, store, sys_flag)
+        magic, tpart, _pack, fixed, sys_flag, _store_ts_at, store_ip, store_port, gets_queue_offset, _hosts = shape
+        import numpy as np
+
+        sizes = fixed + np.array(body_lengths, np.int64) + np.array(prop_lengths, np.int64)
+        if int(sizes.max()) > self.max_record_size:
+            return None
+        crcs = np.fromiter(map(_fast_crc32, bodies), np.int64, len(bodies)) & _CRC_MASK
+        codes = dict.fromkeys(tags, 0)
+        for t in codes:
+            if t:
+                code = TAGS_CODES.get(t)
+                codes[t] = tags_code(t) if code is None else code
+        born_ip, born_port = born
+        return PreparedColumns(topic, magic, tpart, sys_flag, (sys_flag >> 4) & 3, born_ip, born_port, store_ip,
+                               store_port, gets_queue_offset, sizes, list(bodies), props, crcs, queue_ids,
+                               list(flags), list(born_timestamps), list(reconsume_times), list(prepared_offsets),
+                               list(map(codes.__getitem__, tags)), keys, uniqs, stamps)
 
     def _shape(self, topic: str, born: Host, store: Host | None, sys_flag: int) -> tuple:
         """What a record's bytes take from (topic, born host, store host, sysFlag) alone:

@@ -20,7 +20,7 @@ import time
 from rmqtool.errors import StoreAccessError, UsageError
 from rmqtool.formats.indexfile import (FIRST_INDEX, HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE,
                                        INVALID_INDEX, build_key, entry_position, index_file_size,
-                                       index_key_hash, slot_position)
+                                       index_key_hash, index_key_hashes, slot_position)
 from rmqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
 from rmqtool.store.indexfile import (INDEX_ENTRY, INDEX_HEADER, INDEX_SLOT, index_file_paths,
                                      infer_index_geometry)
@@ -147,6 +147,34 @@ class IndexFileWriter:
         self.end_phy_offset = offset
         self.end_timestamp = ts
         return stop
+
+    def put_entry(self, h: int, offset: int, ts: int) -> None:
+        """:meth:`put_entries` of one entry, in a file with room for it (append()'s message with
+        only a UNIQ_KEY: the loop's set-up cost more than its one pass)."""
+        mm = self.mm
+        count = self.index_count
+        abs_slot = slot_position(0) + h % self.hash_slot_num * HASH_SLOT_SIZE
+        slot_value = _SLOT_UNPACK(mm, abs_slot)[0]
+        if slot_value <= INVALID_INDEX or slot_value > count:
+            slot_value = INVALID_INDEX
+            self.hash_slot_count += 1
+        begin = self.begin_timestamp
+        if begin <= 0:
+            time_diff = 0
+        else:  # as put_entries
+            time_diff = (ts - begin) // 1000
+            if time_diff > _INT_MAX:
+                time_diff = _INT_MAX
+            elif time_diff < 0:
+                time_diff = 0
+        _ENTRY_PACK(mm, entry_position(self.hash_slot_num, count), h, offset, time_diff, slot_value)
+        _SLOT_PACK(mm, abs_slot, count)
+        if count <= 1:
+            self.begin_phy_offset = offset
+            self.begin_timestamp = ts
+        self.index_count = count + 1
+        self.end_phy_offset = offset
+        self.end_timestamp = ts
 
     def put_entry_arrays(self, hashes, offsets, timestamps, start: int = 0) -> int:
         """:meth:`put_entries` for numpy arrays of keyHash, phyOffset and storeTimestamp, all
@@ -308,6 +336,12 @@ class IndexServiceWriter:
             return  # indexed already
         if sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
             return
+        if not keys and uniq_key is not None:  # one entry, and the file has room (a full one was rolled above)
+            f.put_entry(index_key_hash(f"{topic}#{uniq_key}"), commit_log_offset, store_timestamp)  # build_key's
+            self.entries_written += 1
+            if write_header:
+                f.write_header()
+            return
         entries = [] if uniq_key is None else [(index_key_hash(build_key(topic, uniq_key)), commit_log_offset, store_timestamp)]
         if keys:
             for key in keys.split(" "):
@@ -359,8 +393,29 @@ class IndexServiceWriter:
         keep = offsets >= end
         hashes, offsets = cols.key_hash[keep], offsets[keep]
         timestamps = cols.store_timestamp[cols.key_record[keep]]
+        self._put_arrays(f, hashes, offsets, timestamps, int(cols.commit_log_offset[-1]))
+
+    def build_index_keys(self, keys: list, offsets: list, timestamps: list, last_offset: int) -> None:
+        """:meth:`build_index_many` for keys gathered already (topic#key, in the order buildIndex
+        puts them, with each record's commit log offset and store timestamp; rollback records
+        left out) for records up to the one at ``last_offset``: hashed at once
+        (index_key_hashes) and written with put_entry_arrays."""
+        import numpy as np
+
+        f = self.last
+        if f is None or f.index_count >= f.index_num:
+            f = self._last_file()
+        offsets = np.array(offsets, np.int64)
+        timestamps = np.array(timestamps, np.int64)
+        hashes = index_key_hashes(keys) if keys else np.zeros(0, np.int64)
+        if len(offsets) and offsets[0] < f.end_phy_offset:  # offsets only grow: some indexed already
+            keep = offsets >= f.end_phy_offset
+            hashes, offsets, timestamps = hashes[keep], offsets[keep], timestamps[keep]
+        self._put_arrays(f, hashes, offsets, timestamps, last_offset)
+
+    def _put_arrays(self, f: IndexFileWriter, hashes, offsets, timestamps, last_offset: int) -> None:
+        """:meth:`_put_all` for arrays, then the header (written even when there was no entry)."""
         if len(hashes):
-            last_offset = int(cols.commit_log_offset[-1])
             done = f.put_entry_arrays(hashes, offsets, timestamps)
             while f.index_count >= f.index_num and (done < len(hashes) or last_offset > offsets[done - 1]):
                 f = self._last_file()

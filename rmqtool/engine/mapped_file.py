@@ -527,6 +527,12 @@ class WarmAheadService:
             self.warmed_to = base + mf.file_size  # the next segment is warmed once it is the last
         return busy
 
+    def written_to(self, offset: int) -> None:
+        """The writer wrote up to commit log ``offset`` with pwrite (no page fault to spare it)
+        and goes on that way: the window ahead of it is left alone."""
+        if offset + self.ahead > self.warmed_to:
+            self.warmed_to = offset + self.ahead
+
     def shutdown(self) -> None:
         with self._cond:
             self._stopped = True

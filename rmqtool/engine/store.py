@@ -24,6 +24,7 @@ import os
 import pathlib
 import threading
 import time
+from itertools import repeat
 from typing import NamedTuple
 
 from rmqtool.errors import CorruptData, NotAStore, RecoveryNeeded, RepairUnfinished, StoreAccessError, UsageError
@@ -46,9 +47,11 @@ from rmqtool.dispatch.dispatcher import CommitLogDispatcher, DispatchRequest, Re
 from rmqtool.dispatch.rules import DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevels
 from rmqtool.engine.encoder import DEFAULT_MAX_MESSAGE_SIZE, Encoder
 from rmqtool.engine.message_inner import MessageBatch, MessageInner, as_host
+from rmqtool.engine.prepared_columns import records_of
 from rmqtool.engine.prepared_record import TOTAL_SIZE, PreparedRecord, write_record
 from rmqtool.engine.record_structs import RECORD_PLACE, RECORD_TIME
 from rmqtool.formats.commitlog import QUEUE_OFFSET_AT
+from rmqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
 from rmqtool.store.message import RECORD_START
 from rmqtool.engine.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from rmqtool.engine.index_writer import IndexServiceWriter
@@ -96,6 +99,37 @@ class StoreConfig:
     dispatch: str = "inline"  # or "background" (a ReputMessageService thread)
 
 _tuple_new = tuple.__new__
+
+
+BULK_PUT = True  # False: append_many places records one by one (_put_run; the tests compare the paths)
+COLUMN_PUT = True  # False: append_many never prepares messages as columns (prepare_columns)
+
+
+def _write_part(mf, buf: bytearray, start: int, end: int, wrote_position: int, store_ts: int) -> None:
+    """``buf[start:end]``, records placed in it, into segment ``mf`` up to ``wrote_position``:
+    all but the first record's totalSize and magic, then those, so a process killed half way
+    leaves zeros where the part starts (the log ends there), as write_record leaves them where
+    its record starts. pwrite, not the map: the
+    kernel copies into the page cache the map shares, with no page fault a page."""
+    if end > start:
+        view = memoryview(buf)[start:end]
+        at = wrote_position - (end - start)
+        head = RECORD_START.size
+        try:
+            _pwrite_all(mf.fd, view[head:], at + head)
+            _pwrite_all(mf.fd, view[:head], at)
+        except OSError as exc:
+            raise StoreAccessError(f"write failed ({exc.strerror})", mf.path, at) from None
+        finally:
+            view.release()
+    mf.wrote_position = wrote_position
+    mf.store_timestamp = store_ts
+
+
+def _pwrite_all(fd: int, data: memoryview, at: int) -> None:
+    while len(data):
+        n = os.pwrite(fd, data, at)
+        data, at = data[n:], at + n
 
 
 def _wall_clock_ms() -> int:
@@ -551,6 +585,9 @@ class Store:
         self._wake_flusher_at = 0  # async: look at the flusher again once a page more is written
         self._plain_async = self._inline and not self._sync
         self._prepare = self.encoder.prepare_fields  # a plain tuple: the put paths only unpack it
+        # append_many as columns: dispatch is consume queue runs and index keys only
+        self._columns_ok = (COLUMN_PUT and self._inline and self.batch_queues is None
+                            and not self.consume_queues.ext_enabled)
         self._usable = True
 
     def _write_abort_marker(self) -> None:
@@ -586,9 +623,25 @@ class Store:
         dispatch pass and one flush wait for all of them (a bulk loader's path)."""
         if not self._usable:
             self._check_open()
+        queue_ids = None  # a selector's choices, asked once a message
+        if self._columns_ok:
+            messages = messages if isinstance(messages, list) else list(messages)
+            if selector is not None:
+                queue_ids = list(map(selector, messages))
+            cols = self.encoder.prepare_columns(messages, queue_ids)
+            if cols is not None:
+                if int(cols.sizes.max()) > self._max_fit:
+                    self._check_fits(next(s for s in cols.sizes.tolist() if s > self._max_fit))
+                with self._put_lock:
+                    results = self._put_columns(cols) if self.reput.behind() == 0 else None
+                if results is not None:
+                    status = self._after_put(results[-1]).status
+                    return results if status == PUT_OK else [r.with_status(status) for r in results]
         prepare = self._prepare
         if selector is None:
             prepared = [prepare(m) for m in messages]
+        elif queue_ids is not None:
+            prepared = [prepare(m, q) for m, q in zip(messages, queue_ids)]
         else:
             prepared = [prepare(m, selector(m)) for m in messages]
         max_fit, total_size = self._max_fit, TOTAL_SIZE
@@ -599,8 +652,11 @@ class Store:
             return []
         with self._put_lock:
             if self._inline and self.reput.behind() == 0:
-                results, requests, runs, last_ts = self._put_run(prepared)
-                self._dispatch_inline(requests, runs, last_ts)  # the run in one pass
+                if BULK_PUT and self.batch_queues is None and not self.consume_queues.ext_enabled:
+                    results = self._put_bulk(prepared)
+                else:
+                    results, requests, runs, last_ts = self._put_run(prepared)
+                    self._dispatch_inline(requests, runs, last_ts)  # the run in one pass
             else:
                 put = self._put_locked
                 results = [put(p) for p in prepared]
@@ -716,6 +772,208 @@ class Store:
                 mf.wrote_position = pos
                 mf.store_timestamp = last_ts
         return results, requests, runs, last_unit_ts
+
+    def _put_columns(self, cols) -> list[PutResult]:
+        """:meth:`_put_bulk` for messages prepared as columns (Encoder.prepare_columns): queue
+        offsets handed out a queue at a time, the records of each segment they go to laid out
+        at once (prepared_columns.records_of) and written with one pwrite, consume queue runs
+        and index keys gathered as arrays. The same bytes as one message at a time."""
+        import numpy as np
+
+        n = len(cols)
+        topic = cols.topic
+        table = self.topic_queue_table
+        if cols.store_timestamps is not None:
+            stamps = cols.store_timestamps
+        elif self._wall_clock:
+            time_ns = time.time_ns
+            stamps = [time_ns() // 1_000_000 for _ in range(n)]
+        else:
+            clock = self._clock
+            stamps = [clock() for _ in range(n)]
+        stamps_a = np.array(stamps, np.int64)
+        queue_ids = np.array(cols.queue_ids, np.int64)
+        queue_offsets = np.zeros(n, np.int64)
+        rows_of = {}  # queue id -> its records' rows, for its consume queue run
+        if cols.gets_queue_offset:
+            for q in dict.fromkeys(cols.queue_ids):  # in the order first seen
+                rows = np.flatnonzero(queue_ids == q)
+                key = (topic, q)
+                first = table.get(key, 0)
+                queue_offsets[rows] = np.arange(first, first + len(rows))
+                table[key] = first + len(rows)
+                rows_of[q] = (first, rows)
+        sizes = cols.sizes
+        offsets = np.empty(n, np.int64)
+        i = 0
+        first_offset = None
+        try:
+            while i < n:
+                size = int(sizes[i])
+                mf = self.commit_log.last
+                if mf is None or mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
+                    mf = self._room_for(size, stamps[i])  # an end-of-file blank record, then the next segment
+                pos = mf.wrote_position
+                ends = pos + np.cumsum(sizes[i:])
+                j = i + int(np.searchsorted(ends, mf.file_size - END_FILE_MIN_BLANK_LENGTH, side="right"))
+                offsets[i:j] = mf.file_from_offset + ends[:j - i] - sizes[i:j]
+                if first_offset is None:
+                    first_offset = int(offsets[i])
+                data = records_of(cols, i, j, queue_offsets[i:j], offsets[i:j], stamps_a[i:j])
+                _write_part(mf, data, 0, len(data), pos + len(data), stamps[j - 1])
+                self.warmer.written_to(mf.file_from_offset + mf.wrote_position)
+                i = j
+        except BaseException:  # a roll failed: the queue offsets of records not written are not taken
+            for q, (first, rows) in rows_of.items():
+                table[(topic, q)] = first + int(np.count_nonzero(rows < i))
+            raise
+        offset_list, size_list = offsets.tolist(), sizes.tolist()
+        results = list(map(_tuple_new, repeat(PutResult, n), zip(
+            repeat(PUT_OK, n), offset_list, size_list, queue_offsets.tolist(), stamps, repeat(1, n), repeat(topic, n),
+            cols.queue_ids, zip(offset_list), zip(cols.uniq_keys), repeat(cols.store_ip, n),
+            repeat(cols.store_port, n))))
+        runs = []
+        if rows_of:
+            codes = np.array(cols.tags_codes, np.int64)
+            for q, (first, rows) in rows_of.items():
+                units = np.column_stack((offsets[rows], sizes[rows], codes[rows])).ravel().tolist()
+                runs.append([topic, q, first, first + len(rows), units])
+        index_keys = None
+        if self.index_service is not None:
+            index_keys = self._index_keys(cols, offset_list, stamps)
+        reput = self.reput
+        with reput.lock:
+            if reput.reput_from_offset != first_offset:
+                reput.do_reput()  # a blank record before the first, or something left behind
+            else:
+                self.dispatcher.dispatch_runs(None, runs, stamps[-1] if runs else 0, index_keys)
+                reput.reput_from_offset = offset_list[-1] + size_list[-1]
+        return results
+
+    @staticmethod
+    def _index_keys(cols, offsets: list, stamps: list) -> tuple:
+        """build_index_keys' arguments for records put as columns: topic#UNIQ_KEY, then
+        topic#key for each of KEYS, a record at a time (none for rollback records)."""
+        last = offsets[-1]
+        if cols.sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
+            return [], [], [], last
+        prefix = cols.topic + "#"  # build_key's
+        if None not in cols.uniq_keys and not any(cols.keys):
+            return list(map(prefix.__add__, cols.uniq_keys)), offsets, stamps, last
+        names, at, times = [], [], []
+        for uniq, keys, offset, ts in zip(cols.uniq_keys, cols.keys, offsets, stamps):
+            if uniq is not None:
+                names.append(prefix + uniq)
+                at.append(offset)
+                times.append(ts)
+            if keys:
+                for k in keys.split(" "):
+                    if k:
+                        names.append(prefix + k)
+                        at.append(offset)
+                        times.append(ts)
+        return names, at, times, last
+
+    def _put_bulk(self, prepared: list[PreparedRecord]) -> list[PutResult]:
+        """:meth:`_put_run` and its inline dispatch, for a store whose dispatch is consume queue
+        runs and index entries only (no ext, no batch consume queue): the records placed in
+        one buffer and written to their segment with one pwrite (no page fault a record),
+        the index keys gathered and hashed at once. The same bytes as :meth:`_put_run`."""
+        clock = None if self._wall_clock else self._clock
+        time_ns = time.time_ns
+        table = self.topic_queue_table
+        deliver = self.delay_levels.deliver_timestamp
+        pack_qq, pack_q, pack_start = RECORD_PLACE.pack_into, RECORD_TIME.pack_into, RECORD_START.pack_into
+        start_of = RECORD_START.pack
+        buf = bytearray(sum([p[TOTAL_SIZE] for p in prepared]))
+        results = []
+        add_result = results.append
+        new = _tuple_new
+        runs = []  # dispatch_runs' [topic, queue id, first queue offset, next, flat units], a queue each
+        run_units = {}  # (topic, queue id) -> its run's flat units
+        last_unit_ts = 0
+        keys_of = [] if self.index_service is not None else None  # topic#key of each index entry, in order
+        key_offsets, key_stamps = [], []
+        add_key, add_key_offset, add_key_stamp = (keys_of.append if keys_of is not None else None,
+                                                  key_offsets.append, key_stamps.append)
+        rollback = TRANSACTION_ROLLBACK_TYPE
+        bpos = 0  # where the next record goes in buf
+        written = 0  # buf up to here is in the commit log
+        mf = self.commit_log.last
+        if mf is None:  # no segment yet: the first record makes one
+            base, pos, limit, last_ts = 0, 0, -1, 0
+        else:
+            base, pos = mf.file_from_offset, mf.wrote_position
+            limit = mf.file_size - END_FILE_MIN_BLANK_LENGTH
+            last_ts = mf.store_timestamp
+        first_offset = base + pos
+        try:
+            for (topic, queue_id, record, size, sys_flag, store_ts_at, store_ts, code, keys, uniq, delay_level,
+                 store_ip, store_port, gets_queue_offset, magic, prop_crc) in prepared:
+                if store_ts is None:
+                    store_ts = time_ns() // 1_000_000 if clock is None else clock()
+                if gets_queue_offset:
+                    key = (topic, queue_id)
+                    queue_offset = table.get(key, 0)
+                    table[key] = queue_offset + 1
+                else:
+                    queue_offset = 0
+                if pos + size > limit:  # an end-of-file blank record, then the next segment
+                    if mf is not None:
+                        _write_part(mf, buf, written, bpos, pos, last_ts)
+                        written = bpos
+                    mf = self._room_for(size, store_ts)
+                    base, pos = mf.file_from_offset, mf.wrote_position
+                    limit = mf.file_size - END_FILE_MIN_BLANK_LENGTH
+                    if not bpos:
+                        first_offset = base + pos
+                offset = base + pos
+                # write_record, into the buffer
+                buf[bpos:bpos + size] = record
+                pack_qq(buf, bpos + QUEUE_OFFSET_AT, queue_offset, offset)
+                pack_q(buf, bpos + store_ts_at, store_ts)
+                if prop_crc:
+                    fill_crc32_entry(buf, bpos, size, start_of(size, magic), fast_crc32)
+                pack_start(buf, bpos, size, magic)
+                bpos += size
+                pos += size
+                last_ts = store_ts
+                if delay_level:
+                    code = deliver(delay_level, store_ts)
+                if gets_queue_offset:
+                    units = run_units.get(key)
+                    if units is None:
+                        units = run_units[key] = []
+                        runs.append([topic, queue_id, queue_offset, 0, units])
+                    units += (offset, size, code)
+                    last_unit_ts = store_ts
+                if add_key is not None and (uniq is not None or keys) and sys_flag & TRANSACTION_MASK != rollback:
+                    if uniq is not None:  # buildIndex's keys: UNIQ_KEY, then each of KEYS (build_key, inline)
+                        add_key(f"{topic}#{uniq}")
+                        add_key_offset(offset)
+                        add_key_stamp(store_ts)
+                    if keys:
+                        for k in keys.split(" "):
+                            if k:
+                                add_key(f"{topic}#{k}")
+                                add_key_offset(offset)
+                                add_key_stamp(store_ts)
+                add_result(new(PutResult, (PUT_OK, offset, size, queue_offset, store_ts, 1, topic, queue_id,
+                                           (offset,), (uniq,), store_ip, store_port)))
+        finally:  # what was placed is written and stays accounted for, even if a roll failed half way
+            if mf is not None:
+                _write_part(mf, buf, written, bpos, pos, last_ts)
+                self.warmer.written_to(base + pos)
+        reput = self.reput
+        with reput.lock:
+            if reput.reput_from_offset != first_offset:
+                reput.do_reput()  # a blank record before the first, or something left behind
+            else:
+                last = results[-1]
+                index_keys = None if keys_of is None else (keys_of, key_offsets, key_stamps, last.wrote_offset)
+                self.dispatcher.dispatch_runs(None, runs, last_unit_ts, index_keys)
+                reput.reput_from_offset = last.wrote_offset + last.wrote_bytes
+        return results
 
     def _room_for(self, size: int, store_ts: int):
         """The segment the next record goes to: the current one, or (after an end-of-file

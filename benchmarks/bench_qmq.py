@@ -14,7 +14,7 @@ at the broker's start; the QMQ verify path's imports). The two sides run in turn
 round's lowest and highest ratio and the load average beside it. The same loop with the
 JDK's intrinsic CRC32 (not what QMQ calls) is printed for comparison, not judged.
 
-Target (issue 23): QMQ verify within 2x the loop.
+Targets: QMQ verify at most 1.0x the loop (issue 27; issue 23 asked for 2x).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from benchmarks import big_store, java_loop, qmq_store, runs
 from benchmarks.bench_verify import run_verify
 from benchmarks.verdict import report
 
-TARGET_JAVA_RATIO = 2.0
+TARGET_JAVA_RATIO = 1.0  # issue 27
 SOURCE = pathlib.Path(__file__).resolve().parent / "java" / "QmqValidate.java"
 
 
@@ -65,6 +65,6 @@ def run(workdir: pathlib.Path, messages: int = qmq_store.MESSAGES, rounds: int =
         print(f"qmq verify: the same loop with the JDK's intrinsic CRC32 instead (not QMQ's; not judged): "
               f"{measured['jdk'].text()}, verify {measured['verify'].median / measured['jdk'].median:.2f}x it")
     print(f"qmq verify: {measured['verify'].text()} ({log_bytes / 1e6 / measured['verify'].median:,.0f} MB/s)")
-    v = report(runs.ratio_verdict("qmq verify / Java loop", measured, "verify", "java", "<=", TARGET_JAVA_RATIO))
+    v = report(runs.ratio_verdict("qmq verify / Java loop (issue 27)", measured, "verify", "java", "<=", TARGET_JAVA_RATIO))
     return {"java": measured["java"], "jdk": measured.runs.get("jdk"), "verify": measured["verify"],
             "load": (measured.load_before, measured.load_after), "runs": results, "verdicts": [v]}

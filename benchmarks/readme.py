@@ -14,6 +14,7 @@ import argparse
 import os
 import pathlib
 import platform
+import re
 import sys
 
 from benchmarks.verdict import parse
@@ -80,8 +81,8 @@ def section(printed: str) -> str:
             rows.append((module, got))
     if MACHINE not in header or total is None:
         raise RunError("not a whole `make bench` run: no machine line or no closing count of targets")
-    done, _, of = header.get(MODULES, "").partition(" of ")
-    if not done or done.split()[0] != of.split()[0]:
+    counted = re.match(r"(\d+) of (\d+)", header.get(MODULES, ""))
+    if counted is None or counted[1] != counted[2]:
         raise RunError(f"a run of some modules only ({header.get(MODULES)}): the section is one whole run")
     if any(text.startswith(FAILED) for text in printed.splitlines()):
         raise RunError("a module of the run failed: its lines are missing")

@@ -132,6 +132,9 @@ def main(rev: str, names: list[str], workdir: pathlib.Path, current: pathlib.Pat
     if not modules:
         print("no benchmark module matches", file=sys.stderr)
         return 2
+    from benchmarks.__main__ import compile_bytecode
+    for side in (tree, current):  # REV's __main__ may not: both timed alike
+        compile_bytecode(side)
     print(f"# against {rev} ({short}, checked out in {tree}): {len(modules)} modules, in turns")
     before, after = [], []
     for i, module in enumerate(modules):

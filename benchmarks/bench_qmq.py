@@ -65,6 +65,6 @@ def run(workdir: pathlib.Path, messages: int = qmq_store.MESSAGES, rounds: int =
         print(f"qmq verify: the same loop with the JDK's intrinsic CRC32 instead (not QMQ's; not judged): "
               f"{measured['jdk'].text()}, verify {measured['verify'].median / measured['jdk'].median:.2f}x it")
     print(f"qmq verify: {measured['verify'].text()} ({log_bytes / 1e6 / measured['verify'].median:,.0f} MB/s)")
-    v = report(runs.ratio_verdict("qmq verify / Java loop (issue 27)", measured, "verify", "java", "<=", TARGET_JAVA_RATIO))
+    v = report(runs.ratio_verdict("qmq verify / Java loop", measured, "verify", "java", "<=", TARGET_JAVA_RATIO))
     return {"java": measured["java"], "jdk": measured.runs.get("jdk"), "verify": measured["verify"],
             "load": (measured.load_before, measured.load_after), "runs": results, "verdicts": [v]}

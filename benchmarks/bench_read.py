@@ -318,7 +318,7 @@ def measure(one: tuple[str, int, int], multi: tuple[str, int, int], send=None,
         if fn is hop_segment:
             per_round = [a / b for a, b in zip(measured[1].seconds, measured[WORKERS].seconds)]
             verdicts.append(report(verdict(
-                f"{name}, lowest of {len(per_round)} rounds (issue 27)", min(per_round), ">=", TARGET_HOP_SPEEDUP,
+                f"{name}, lowest of {len(per_round)} rounds", min(per_round), ">=", TARGET_HOP_SPEEDUP,
                 "x", invalid=invalid, spread=f"rounds' speed-ups {', '.join(f'{r:.2f}x' for r in per_round)}: "
                                              f"min {min(per_round):.2f}x, max {max(per_round):.2f}x; "
                                              f"{measured.load_text}")))

@@ -51,12 +51,12 @@ def run(workdir: pathlib.Path, small: int = big_store.MESSAGES, big: int = BIG, 
             print(f"{command} on {counts[size]:,} messages: {measured[f'{command} {size}'].text()}", flush=True)
         label = (f"verify --jobs {JOBS}" if command == "verify" else "dump commitlog --format jsonl --body none")
         verdicts.append(report(runs.ratio_verdict(
-            f"{label}, {big:,} messages / {small:,} (issue 27)", measured, f"{command} big", f"{command} small",
+            f"{label}, {big:,} messages / {small:,}", measured, f"{command} big", f"{command} small",
             "<=", TARGET_GROWTH)))
     for command in ("verify", "dump"):
         for size in ("small", "big"):
             results = kept[f"{command} {size}"]
             peak = peak_rss(results) if command == "verify" else max(r.peak for r in results)
-            verdicts.append(report(verdict(f"{command} peak RSS on {counts[size]:,} messages (issue 27)",
+            verdicts.append(report(verdict(f"{command} peak RSS on {counts[size]:,} messages",
                                            peak / MIB, "<=", TARGET_RSS_MIB, " MiB", digits=1)))
     return {"runs": measured, "kept": kept, "verdicts": verdicts}

@@ -132,9 +132,9 @@ def run(workdir: pathlib.Path, messages: int = big_store.MESSAGES, commitlog_siz
               f"{r.median / raw:.1f}x the raw read; CPU {cpu[len(cpu) // 2]:.2f} s (median); "
               f"peak RSS {_mib(peak_rss(results[f'jobs{jobs}']))} (largest process)")
     out["verdicts"] = [
-        report(runs.ratio_verdict("verify --jobs 2 / Java loop (issue 27)", measured, "jobs2", "java", "<=",
+        report(runs.ratio_verdict("verify --jobs 2 / Java loop", measured, "jobs2", "java", "<=",
                                   TARGET_JOBS2)),
-        report(runs.ratio_verdict("verify --jobs 1 / Java loop (issue 27)", measured, "jobs1", "java", "<=",
+        report(runs.ratio_verdict("verify --jobs 1 / Java loop", measured, "jobs1", "java", "<=",
                                   TARGET_JOBS1))]
     if quarter:
         small = big_store.ensure(workdir, quarter, commitlog_size, name=QUARTER_NAME)

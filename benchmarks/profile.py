@@ -5,7 +5,8 @@ bench store, printing the top functions by cumulative and by own time: where the
 CMD is one of :data:`PROFILES`: the CLI commands run in this process as ``rmqtool`` would run
 them (one process: ``--jobs 1``; output to /dev/null), the library loops as the benches call
 them. The stores are the benches' own (built once under the work directory, as they build
-them). cProfile slows Python calls about twice, so the shares matter, not the seconds.
+them). Timed in CPU seconds (``time.process_time``: what other work on the machine cannot
+inflate); cProfile slows Python calls about twice, so the shares matter, not the seconds.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import os
 import pathlib
 import pstats
 import sys
+import time
 from typing import Callable
 
 from benchmarks import big_store
@@ -151,10 +153,10 @@ def profile(name: str, workdir: pathlib.Path, top: int = 15) -> str:
     """The report: the call's total time, then the top functions by cumulative and by own time."""
     what, prepare = PROFILES[name]
     call = prepare(workdir)
-    profiler = cProfile.Profile()
+    profiler = cProfile.Profile(time.process_time)  # CPU time: other work on the machine does not inflate it
     profiler.runcall(call)
     stats = pstats.Stats(profiler, stream=io.StringIO())
-    return f"# profile of {name}: {what}; {stats.total_tt:.2f} s under cProfile\n" + hot_spots(stats, top)
+    return f"# profile of {name}: {what}; {stats.total_tt:.2f} s of CPU under cProfile\n" + hot_spots(stats, top)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ import sys
 from benchmarks import big_store, runs
 from benchmarks.verdict import report
 
-MESSAGES = 200_000  # 3 runs of each mode within a minute or two
+MESSAGES = 400_000
 SEGMENT = 64 << 20  # several segments, several tasks each
 SPLIT = 32 << 20
 MODES = ("process", "local[1]", "local[2]")

@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test fuzz bench venv clean report-picture
+.PHONY: demo test fuzz bench bench-readme venv clean report-picture
 
 venv: $(STAMP)
 
@@ -38,8 +38,17 @@ test: $(STAMP)
 fuzz: $(STAMP)
 	RMQTOOL_HYPOTHESIS=deep $(PY) -m pytest -q $(TEST_WORKERS)
 
+# make bench: every module, its output kept in .bench/last-run.txt for `make bench-readme`;
+# BENCH=read runs the modules whose name has "read"; AGAINST=REV runs REV's modules and these in
+# turns and prints the lines that regressed (output in .bench/last-against.txt)
+BENCH_LOG := $(if $(AGAINST),.bench/last-against.txt,.bench/last-run.txt)
 bench: $(STAMP)
-	$(PY) -m benchmarks
+	mkdir -p .bench
+	bash -o pipefail -c '$(PY) -m benchmarks $(if $(AGAINST),--against $(AGAINST)) $(BENCH) | tee $(BENCH_LOG)'
+
+# README's performance section written again from the last whole `make bench` run
+bench-readme: $(STAMP)
+	$(PY) -m benchmarks.readme .bench/last-run.txt README.md
 
 # docs/report.png, the README's picture of `rmqtool report --html`: the demo store's page in headless Chromium
 report-picture: $(STAMP)

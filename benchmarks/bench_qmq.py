@@ -14,7 +14,7 @@ at the broker's start; the QMQ verify path's imports). The two sides run in turn
 round's lowest and highest ratio and the load average beside it. The same loop with the
 JDK's intrinsic CRC32 (not what QMQ calls) is printed for comparison, not judged.
 
-Target (issue 23): QMQ verify within 2x the loop.
+Targets: QMQ verify at most 1.0x the loop (issue 27; issue 23 asked for 2x).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from benchmarks import big_store, java_loop, qmq_store, runs
 from benchmarks.bench_verify import run_verify
 from benchmarks.verdict import report
 
-TARGET_JAVA_RATIO = 2.0
+TARGET_JAVA_RATIO = 1.0  # issue 27
 SOURCE = pathlib.Path(__file__).resolve().parent / "java" / "QmqValidate.java"
 
 

@@ -24,6 +24,7 @@ import shutil
 import statistics
 import time
 
+from benchmarks import runs
 from benchmarks.verdict import report, verdict
 from rmqtool.formats.indexfile import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, index_file_size
 from rmqtool.query.by_key import query_by_key
@@ -147,6 +148,7 @@ def run(workdir: pathlib.Path, shape: Shape = Shape()) -> dict:
     rng = random.Random(4)
     keys = [(_key(i, rng.randrange(shape.keys)), i) for i in rng.sample(range(shape.messages), LOOKUPS)]
     lookup_times = []
+    load_before = runs.load_average()
     for _ in range(LOOKUP_ROUNDS):
         for key, i in keys:
             started = time.perf_counter()
@@ -162,8 +164,9 @@ def run(workdir: pathlib.Path, shape: Shape = Shape()) -> dict:
         scan_times.append(time.perf_counter() - started)
     assert [m.commit_log_offset for m in scanned.messages] == [
         m.commit_log_offset for m in query_by_key(store, key, topic=TOPIC).messages]
-    lookup = statistics.median(lookup_times)
-    scan = statistics.median(scan_times)
+    load = runs.Rounds({}, load_before, runs.load_average()).load_text
+    lookups, scans = runs.Runs(tuple(lookup_times)), runs.Runs(tuple(scan_times))
+    lookup, scan = lookups.median, scans.median
     pages = full.stat().st_size // resource.getpagesize()
     ratio = scan / lookup
     touched = statistics.median(index_pages_read(store, key) for key, _ in keys)  # untimed: the count slows it
@@ -171,7 +174,9 @@ def run(workdir: pathlib.Path, shape: Shape = Shape()) -> dict:
           f"full commit log scan median {scan * 1e3:.0f} ms over {SCAN_ROUNDS}")
     print(f"query: the index file has {pages:,} pages; a lookup's pages touched are the index file pages "
           f"its reads span (median)")
-    verdicts = [report(verdict("query: scan / lookup", ratio, ">=", TARGET_RATIO, "x", digits=0)),
+    spread = (f"medians: scan of {len(scan_times)} runs, min {scans.min * 1e3:.0f} ms, max {scans.max * 1e3:.0f} ms; "
+              f"lookup of {len(lookup_times)}, min {lookups.min * 1e3:.2f} ms, max {lookups.max * 1e3:.2f} ms; {load}")
+    verdicts = [report(verdict("query: scan / lookup", ratio, ">=", TARGET_RATIO, "x", digits=0, spread=spread)),
                 report(verdict("query: pages touched per lookup", touched, "<=", TARGET_PAGES, digits=0,
                                invalid=None if touched else "no read of an index file seen"))]
     return {"lookup": lookup, "scan": scan, "pages": touched, "index_pages": pages, "verdicts": verdicts}

@@ -4,7 +4,10 @@ running the same export tasks in turn, then Spark local[1] and local[2], message
 Targets (issue 11): local[2] >= 1.8x local[1] (the second core is used), and local[2] >=
 1.5x the single process (Spark's overhead does not eat the second core). A fresh Spark
 session per mode, each in its own interpreter and JVM (its start is timed apart, not in
-the rates); best of ``rounds``. Every mode must export every message of the store.
+the rates), running the export ``rounds`` times (at least 3 in the bench); a rate is over
+the median run, and a ratio's verdict is the ratio of the medians, with the lowest and
+highest ratio of the n-th runs of the two modes and the load average beside it
+(benchmarks/runs.py). Every mode must export every message of the store.
 """
 from __future__ import annotations
 
@@ -14,8 +17,8 @@ import shutil
 import subprocess
 import sys
 
-from benchmarks import big_store
-from benchmarks.verdict import report, verdict
+from benchmarks import big_store, runs
+from benchmarks.verdict import report
 
 MESSAGES = 400_000
 SEGMENT = 64 << 20  # several segments, several tasks each
@@ -35,7 +38,7 @@ from rmqtool.spark.export import export, export_queues_task, export_segment_task
 from rmqtool.spark.splits import plan_tasks
 specs = [StoreSpec("bench", store)]
 for mode in modes:
-    best, started = None, time.perf_counter()
+    times, started = [], time.perf_counter()
     session = None
     if mode != "process":
         from rmqtool.spark.session import spark_session
@@ -50,12 +53,11 @@ for mode in modes:
             export_queues_task(specs[0], out)
         else:
             messages = export(session, specs, out, split_size=split).messages
-        took = time.perf_counter() - t
-        best = took if best is None else min(best, took)
+        times.append(time.perf_counter() - t)
     if session is not None:
         session.stop()
     shutil.rmtree(out, ignore_errors=True)
-    print(json.dumps({"mode": mode, "seconds": best, "messages": messages, "session": session_s}), flush=True)
+    print(json.dumps({"mode": mode, "seconds": times, "messages": messages, "session": session_s}), flush=True)
 """
 
 
@@ -69,7 +71,7 @@ def _run(modes: tuple[str, ...], store: pathlib.Path, out: pathlib.Path, rounds:
     return [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
 
 
-def run(workdir: pathlib.Path, messages: int = MESSAGES, commitlog_size: int = SEGMENT, rounds: int = 2,
+def run(workdir: pathlib.Path, messages: int = MESSAGES, commitlog_size: int = SEGMENT, rounds: int = runs.MIN_ROUNDS,
         one_interpreter: bool = False) -> dict:
     """Rates, exported message counts and verdicts. ``one_interpreter`` runs every mode in one
     process and JVM (cheaper, for tests); the bench gives each mode a fresh one."""
@@ -77,17 +79,23 @@ def run(workdir: pathlib.Path, messages: int = MESSAGES, commitlog_size: int = S
     out = pathlib.Path(workdir) / "spark-export"
     shutil.rmtree(out, ignore_errors=True)
     results = []
+    load_before = runs.load_average()
     for modes in ([MODES] if one_interpreter else [(mode,) for mode in MODES]):
         for r in _run(modes, store, out, rounds):
             results.append(r)
+            took = runs.Runs(tuple(r["seconds"]))
             extra = f" (session start {r['session']:.1f} s, not counted)" if r["mode"] != "process" else ""
-            print(f"spark export {r['mode']:<9} {r['messages']:,} messages in {r['seconds']:.2f} s: "
-                  f"{r['messages'] / r['seconds']:,.0f} messages/s{extra}", flush=True)
+            print(f"spark export {r['mode']:<9} {r['messages']:,} messages in {took.text()}: "
+                  f"{r['messages'] / took.median:,.0f} messages/s{extra}", flush=True)
     exported = {r["mode"]: r["messages"] for r in results}
     if exported != {mode: messages for mode in MODES}:  # a rate of the wrong export means nothing
         raise RuntimeError(f"spark export of the {messages:,}-message bench store exported {exported}")
-    rates = {r["mode"]: r["messages"] / r["seconds"] for r in results}
-    verdicts = [report(verdict("local[2] / local[1]", rates["local[2]"] / rates["local[1]"], ">=", TARGET_CORES, "x")),
-                report(verdict("local[2] / one process", rates["local[2]"] / rates["process"], ">=", TARGET_PROCESS,
-                               "x"))]
-    return {"rates": rates, "exported": exported, "verdicts": verdicts}
+    measured = runs.Rounds({r["mode"]: runs.Runs(tuple(r["seconds"])) for r in results}, load_before,
+                           runs.load_average())
+    rates = {mode: messages / measured[mode].median for mode in MODES}
+    # the same messages each: a rate's ratio is the inverse ratio of the times
+    verdicts = [report(runs.ratio_verdict("local[2] / local[1]", measured, "local[1]", "local[2]", ">=",
+                                          TARGET_CORES)),
+                report(runs.ratio_verdict("local[2] / one process", measured, "process", "local[2]", ">=",
+                                          TARGET_PROCESS))]
+    return {"rates": rates, "runs": measured, "exported": exported, "verdicts": verdicts}

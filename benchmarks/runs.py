@@ -80,11 +80,36 @@ def rounds(sides: dict[str, Callable[[], float]], count: int = MIN_ROUNDS) -> Ro
 
 
 def ratio_verdict(label: str, measured: Rounds, numerator: str, denominator: str, comparison: str,
-                  target: float, unit: str = "x", digits: int = 2) -> Verdict:
+                  target: float, unit: str = "x", digits: int = 2, invalid: str | None = None) -> Verdict:
     """The verdict on ``median(numerator) / median(denominator)``, with beside it the lowest and
     highest ratio of one round's two runs and the load average around the rounds."""
     top, bottom = measured[numerator], measured[denominator]
     per_round = [a / b for a, b in zip(top.seconds, bottom.seconds)]
     spread = (f"medians of {len(per_round)} rounds; a round's ratio min {min(per_round):.{digits}f}{unit}, "
               f"max {max(per_round):.{digits}f}{unit}; {measured.load_text}")
-    return verdict(label, top.median / bottom.median, comparison, target, unit, digits, spread=spread)
+    return verdict(label, top.median / bottom.median, comparison, target, unit, digits, invalid=invalid,
+                   spread=spread)
+
+
+def _spread(measured: Rounds, side: str, low: float, high: float, unit: str, digits: int) -> str:
+    return (f"median of {len(measured[side].seconds)} runs; min {low:,.{digits}f}{unit}, max {high:,.{digits}f}{unit}; "
+            f"{measured.load_text}")
+
+
+def median_verdict(label: str, measured: Rounds, side: str, comparison: str, target: float, unit: str = " s",
+                   digits: int = 2, invalid: str | None = None) -> Verdict:
+    """The verdict on one side's median (seconds, or whatever its runs returned), its min and max
+    and the load average beside it."""
+    runs = measured[side]
+    return verdict(label, runs.median, comparison, target, unit, digits, invalid=invalid,
+                   spread=_spread(measured, side, runs.min, runs.max, unit, digits))
+
+
+def rate_verdict(label: str, measured: Rounds, side: str, amount: float, comparison: str, target: float,
+                 unit: str, digits: int = 0, scale: float = 1.0, invalid: str | None = None) -> Verdict:
+    """The verdict on a rate: ``amount / median(side) / scale`` (rows over seconds, in millions when
+    ``scale`` is 1e6), with the slowest and fastest run's rate and the load average beside it."""
+    runs = measured[side]
+    low, high = amount / runs.max / scale, amount / runs.min / scale
+    return verdict(label, amount / runs.median / scale, comparison, target, unit, digits, invalid=invalid,
+                   spread=_spread(measured, side, low, high, unit, digits))

@@ -11,14 +11,15 @@ from benchmarks.verdict import check_printed
 
 def test_bench_recover_runs_on_a_small_store(tmp_path, capsys, recovery_scan_classes):
     shutil.copytree(recovery_scan_classes, tmp_path / "java")  # compiled once a worker: no javac here
-    out = bench_recover.run(tmp_path, messages=2000, commitlog_size=1 << 20, rounds=1, java_rounds=1)
+    out = bench_recover.run(tmp_path, messages=2000, commitlog_size=1 << 20, rounds=1)
     printed = capsys.readouterr().out
-    assert out["plan"] > 0 and out["redispatch"] > 0 and out["java"] > 0
+    assert out["plan"].median > 0 and out["redispatch"].median > 0 and out["java"].median > 0
     assert (tmp_path / "big-store-crashed" / "abort").exists()
     plan, redispatch = out["verdicts"]
-    assert (plan.value, plan.comparison, plan.target) == (out["plan"] / out["java"], "<=", bench_recover.TARGET_PLAN)
+    assert (plan.value, plan.comparison, plan.target) == (
+        out["plan"].median / out["java"].median, "<=", bench_recover.TARGET_PLAN)
     assert (redispatch.value, redispatch.comparison, redispatch.target) == (
-        out["redispatch"] / out["java"], "<=", bench_recover.TARGET_REDISPATCH)
+        out["redispatch"].median / out["java"].median, "<=", bench_recover.TARGET_REDISPATCH)
     check_printed(out["verdicts"], printed)
     # Not asserted: the two ratios against their targets. Both are timings of a few
     # milliseconds (2,000 messages) against a JVM loop just as short: the other test

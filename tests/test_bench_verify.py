@@ -11,17 +11,19 @@ from benchmarks.verdict import check_printed
 
 def test_bench_verify_runs_on_a_small_store(tmp_path, capsys, recovery_scan_classes):
     shutil.copytree(recovery_scan_classes, tmp_path / "java")  # compiled once a worker: no javac here
-    out = bench_verify.run(tmp_path, messages=2000, commitlog_size=1 << 20, quarter=500, rounds=1,
-                           java_rounds=1)
+    out = bench_verify.run(tmp_path, messages=2000, commitlog_size=1 << 20, quarter=500, rounds=1)
     printed = capsys.readouterr().out
-    assert out["jobs1"]["code"] == 0 and out["jobs2"]["code"] == 0
-    assert out["jobs1"]["errors"] == 0 and out["jobs2"]["errors"] == 0
-    assert out["jobs2"]["rss"] > 0 and out["quarter"]["rss"] > 0
-    java, flat = out["verdicts"]
-    assert (java.value, java.comparison, java.target) == (
-        out["jobs2"]["seconds"] / out["java"], "<=", bench_verify.TARGET_JAVA_RATIO)
+    kept = out["runs"]
+    assert [(r["code"], r["errors"]) for r in kept["jobs1"] + kept["jobs2"] + out["quarter"]] == [(0, 0)] * 3
+    # each peak is the verify process's own (the launcher's), not this test process's pages
+    assert all(10 << 20 < r["rss"] < 200 << 20 for r in kept["jobs2"] + out["quarter"])
+    jobs2, jobs1, flat = out["verdicts"]
+    assert (jobs2.value, jobs2.comparison, jobs2.target) == (
+        out["jobs2"].median / out["java"].median, "<=", bench_verify.TARGET_JOBS2)
+    assert (jobs1.value, jobs1.target) == (out["jobs1"].median / out["java"].median, bench_verify.TARGET_JOBS1)
+    assert out["jobs2"].seconds == tuple(r["seconds"] for r in kept["jobs2"])
     assert (flat.value, flat.comparison, flat.target) == (
-        bench_verify.peak_rss(out["jobs2"]) / bench_verify.peak_rss(out["quarter"]), "<=",
+        bench_verify.peak_rss(kept["jobs2"]) / bench_verify.peak_rss(out["quarter"]), "<=",
         bench_verify.FLAT_RSS_GROWTH)
     check_printed(out["verdicts"], printed)
     # Memory flat in store size is a peak RSS, not a time: it holds on a small store under

@@ -7,7 +7,6 @@ scalar hash."""
 from __future__ import annotations
 
 import itertools
-import os
 import random
 import shutil
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import pathlib
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

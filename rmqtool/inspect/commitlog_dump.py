@@ -34,6 +34,8 @@ from rmqtool.store.view import StoreView
 PROGRESS_STEP = 4 << 20  # bytes scanned between two moves of a progress bar
 FOLLOW_INTERVAL = 0.5  # seconds --follow waits between two looks at the commit log's end
 PARALLEL_SPLIT = 16 << 20  # bytes of a segment one worker encodes at a time
+# with --limit: the jobs taken ahead past the limit are thrown away, so smaller ones
+LIMITED_SPLIT = 4 << 20
 _SPOOL_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else None  # where workers leave their rows (memory)
 SPOOL_ROWS = 256  # rows encoded at once into a spool file
 
@@ -293,7 +295,7 @@ class CommitLogDump:
             yield from self._jsonl_in_one()
             return
         jobs = jobs_of(self.segments, self.from_offset, self.to_offset, check_crc=self.check_crc,
-                       split_size=split_size or PARALLEL_SPLIT)
+                       split_size=split_size or (PARALLEL_SPLIT if self.limit is None else LIMITED_SPLIT))
         left = self.limit
         with tempfile.TemporaryDirectory(prefix="rmqtool-dump-", dir=_SPOOL_DIR) as spool:
             self._spool = spool

@@ -108,8 +108,9 @@ class QmqChecks:
     def message_log(self) -> Iterator[Finding]:
         log = list_log(self.root / "messagelog", PER_SEGMENT_FILE_SIZE)
         yield from _listing(log)
-        builder = LogColumnsBuilder(SubjectTable())
-        for data, piece in messagelog.log_pieces(log.segments, builder, self.read_consumer_logs()):
+        hints = self.read_consumer_logs()
+        builder = LogColumnsBuilder(SubjectTable(), expect=len(hints))  # a record a unit, mostly
+        for data, piece in messagelog.log_pieces(log.segments, builder, hints):
             if isinstance(piece, MessageRun):
                 for record in messagelog.records_of(data, piece.rows(~piece.crc_ok), builder.subjects):
                     yield from messagelog.findings_of(record)

@@ -116,6 +116,12 @@ def _find(offsets: np.ndarray, mine: np.ndarray, mine_offsets: np.ndarray, wante
     return np.minimum(np.searchsorted(offsets, wanted), len(offsets) - 1)
 
 
+def _each_reached(reached: list[np.ndarray], mine: np.ndarray) -> bool:
+    """Whether the units reached each of the subject's records, in turn: then every record's
+    sequence is one a unit points at, and none is missing (else each is looked up)."""
+    return bool(len(mine)) and sum(map(len, reached)) == len(mine) and np.array_equal(np.concatenate(reached), mine)
+
+
 @dataclasses.dataclass
 class QmqChecks:
     root: pathlib.Path
@@ -203,8 +209,7 @@ class QmqChecks:
                 if sid is not None:
                     seen.append(u.sequence[message & ~is_past & match])
             if seen:  # records no unit reaches, that the next start's replay does not dispatch: below
-                if len(mine) and sum(map(len, reached)) == len(mine) and \
-                        np.array_equal(np.concatenate(reached), mine):  # each record reached, in turn
+                if _each_reached(reached, mine):
                     missing[mine] = False
                 else:
                     is_mine = record_sid == sid

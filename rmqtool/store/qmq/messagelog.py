@@ -174,7 +174,7 @@ def log_pieces(segments, builder: record_kernel.LogColumnsBuilder, hints=None
     ``hints``: message log offsets where records are said to start (sorted, unique; the
     consumer logs' units), to prove the walk with (``record_kernel.clean_run``)."""
     for seg in segments:
-        index = builder.segment(str(seg.path))
+        index = builder.segment(str(seg.path), seg.base_offset)
         mine = None
         if hints is not None:
             lo, hi = hints.searchsorted(seg.base_offset), hints.searchsorted(seg.end_offset)

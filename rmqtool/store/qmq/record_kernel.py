@@ -351,7 +351,7 @@ class LogColumns:
     paths: list[str]  # segment files, by segment index
     segment: np.ndarray  # the segment index of each record
     offset: np.ndarray  # message log offset of the record's first byte
-    position: np.ndarray
+    bases: np.ndarray  # the base offset of each segment, by segment index
     size: np.ndarray
     header_size: np.ndarray
     magic: np.ndarray
@@ -365,6 +365,11 @@ class LogColumns:
     @property
     def end(self) -> np.ndarray:
         return self.offset + self.size
+
+    @property
+    def position(self) -> np.ndarray:
+        """Each record's position in its segment file (computed, not held)."""
+        return self.offset - self.bases[self.segment]
 
     def subject_names(self) -> set[str]:
         return {self.subjects.names[i] for i in self.subject_ids_present()}
@@ -384,7 +389,8 @@ class LogColumns:
         for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(self)]):
             if lo == hi:
                 continue
-            pos, end = self.position[lo:hi], self.position[lo:hi] + self.size[lo:hi]
+            pos = self.offset[lo:hi] - self.bases[int(self.segment[lo])]  # one segment's records
+            end = pos + self.size[lo:hi]
             chained = pos == np.concatenate(([0], end[:-1]))
             bad = np.flatnonzero(~(chained & ok[lo:hi]))
             m = int(bad[0]) if len(bad) else hi - lo
@@ -395,7 +401,7 @@ class LogColumns:
 # LogColumns' columns filled from each run, with their types: the segment's index and the
 # message log offset come from the run's segment, the rest from the run's column of that name.
 # Sizes fit 32 bits (a record lies inside a 1 GB segment) and a magic 32 unsigned bits.
-_BUILT = (("segment", np.int32), ("offset", np.int64), ("position", np.int64), ("size", np.int32),
+_BUILT = (("segment", np.int32), ("offset", np.int64), ("size", np.int32),
           ("header_size", np.int32), ("magic", np.uint32), ("sequence", np.int64), ("subject_id", np.int32),
           ("crc_ok", np.bool_))
 
@@ -408,12 +414,14 @@ class LogColumnsBuilder:
     def __init__(self, subjects: SubjectTable, check_crc: bool = True, expect: int = 0):
         self.subjects, self.check_crc = subjects, check_crc
         self.paths: list[str] = []
+        self._bases: list[int] = []
         self._fields = _BUILT if check_crc else _BUILT[:-1]
         self._columns = {name: np.empty(max(expect, 1024), dtype) for name, dtype in self._fields}
         self._count = 0
 
-    def segment(self, path: str) -> int:
+    def segment(self, path: str, base_offset: int) -> int:
         self.paths.append(path)
+        self._bases.append(base_offset)
         return len(self.paths) - 1
 
     def add(self, segment_index: int, base_offset: int, run: MessageRun) -> None:
@@ -436,5 +444,5 @@ class LogColumnsBuilder:
         self._columns = {}
         c = {name: column[:n] if len(column) == n or n > len(column) // 2 else column[:n].copy()
              for name, column in columns.items()}
-        return LogColumns(self.subjects, self.paths, c["segment"], c["offset"], c["position"], c["size"],
-                          c["header_size"], c["magic"], c["sequence"], c["subject_id"], c.get("crc_ok"))
+        return LogColumns(self.subjects, self.paths, c["segment"], c["offset"], np.array(self._bases, np.int64),
+                          c["size"], c["header_size"], c["magic"], c["sequence"], c["subject_id"], c.get("crc_ok"))

@@ -56,7 +56,8 @@ def _subject_order(subject_id: np.ndarray, subject_count: int) -> np.ndarray:
     ids = subject_id
     if subject_count <= np.iinfo(np.int16).max:  # numpy's stable sort of 16-bit keys is a radix sort
         ids = ids.astype(np.int16)
-    return np.argsort(ids, kind="stable")
+    order = np.argsort(ids, kind="stable")
+    return order.astype(np.int32) if len(order) <= np.iinfo(np.int32).max else order  # held a while: half the bytes
 
 
 _GAP_BLOCK = 1 << 18  # sorted rows compared at once: the temporaries stay a few MB
@@ -138,7 +139,10 @@ class QmqChecks:
         pointed = []
         for subject in consumerlog.subjects(self.root):
             directory, unit = consumerlog.open_consumer_log(self.root, subject)
-            columns = list(consumerlog.unit_columns(directory, unit)) if unit else []
+            # kept until the units are checked: sizes in the files' own widths (int32, int16), not int64
+            columns = [dataclasses.replace(u, wrote_bytes=u.wrote_bytes.astype(np.int32),
+                                           header_size=u.header_size.astype(np.int16))
+                       for u in consumerlog.unit_columns(directory, unit)] if unit else []
             self.units[subject] = directory, unit, columns
             pointed.extend(u.wrote_offset[u.kind == consumerlog.MESSAGE] for u in columns)
         return sorted_unique(np.concatenate(pointed)) if pointed else np.zeros(0, np.int64)

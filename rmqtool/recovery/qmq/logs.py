@@ -55,6 +55,13 @@ class Log:
     skipped: list[pathlib.Path] = dataclasses.field(default_factory=list)  # entries loadLogs could not open
     recovered_offset: int | None = None  # where recover() ended the log; None when it had no segment
 
+    def release(self) -> None:
+        """Say the files' bytes read so far are done with: their mapped pages leave the resident
+        set (``MADV_DONTNEED`` on the read-only mappings; a later read maps them again)."""
+        for seg in self.segments.values():
+            if isinstance(seg.data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+                seg.data.madvise(mmap.MADV_DONTNEED)
+
     def bases(self) -> list[int]:
         return sorted(self.segments)
 

@@ -368,6 +368,13 @@ def _served(subject: str, log: ConsumerLog | None, message_log: Log, known: int,
         nothing = ((0, known - 1),) if known else ()
         return SubjectAfterStart(subject, (0, 0), (), (), (), (), (), tuple(skipped),
                                  (("SUBJECT_NOT_FOUND", nothing),), known, nothing)
+    try:
+        return _served_log(subject, log, message_log, known, skipped)
+    finally:
+        log.log.release()  # a subject at a time: its units' pages are not held while the next is read
+
+
+def _served_log(subject: str, log: ConsumerLog, message_log: Log, known: int, skipped) -> SubjectAfterStart:
     low, high = log.bound()
     with_message, without, past_end, statuses = _Runs(), _Runs(), _Runs(), {}
     sequence = 0

@@ -115,17 +115,27 @@ def read_units(directory: LogDirectory, unit_bytes: int, subject: str) -> Iterat
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class UnitColumns:
-    """Units of one segment (a chunk of it) as columns, the rows ``read_units`` gives."""
+    """Units of one segment (a chunk of it) as columns, the rows ``read_units`` gives. Positions
+    and sequences rise by one unit a row: they are computed when asked, not held."""
     path: str
-    position: np.ndarray
-    sequence: np.ndarray
+    start: int  # the first unit's position in the segment file
+    first_sequence: int
+    unit_bytes: int
     kind: np.ndarray  # an index into KINDS
     wrote_offset: np.ndarray  # message and fill units; 0 elsewhere
     wrote_bytes: np.ndarray
     header_size: np.ndarray
 
     def __len__(self) -> int:
-        return len(self.position)
+        return len(self.kind)
+
+    @property
+    def position(self) -> np.ndarray:
+        return self.start + np.arange(len(self.kind), dtype=np.int64) * self.unit_bytes
+
+    @property
+    def sequence(self) -> np.ndarray:
+        return self.first_sequence + np.arange(len(self.kind), dtype=np.int64)
 
 
 def _unit_columns(seg, start: int, data: bytes, count: int, unit_bytes: int) -> UnitColumns:
@@ -142,10 +152,10 @@ def _unit_columns(seg, start: int, data: bytes, count: int, unit_bytes: int) -> 
     off, size, header = (rows[f].astype(np.int64) if every else np.where(message, rows[f].astype(np.int64), 0)
                          for f in ("wrote_offset", "wrote_bytes", "header_size"))
     kind = np.where(message & is_fill_unit(off, size, header), FILL, kind).astype(np.int8)
-    position = start + np.arange(count, dtype=np.int64) * unit_bytes
     if seg is None:
-        return UnitColumns("", position, position // unit_bytes, kind, off, size, header)
-    return UnitColumns(str(seg.path), position, (seg.base_offset + position) // unit_bytes, kind, off, size, header)
+        return UnitColumns("", start, start // unit_bytes, unit_bytes, kind, off, size, header)
+    return UnitColumns(str(seg.path), start, (seg.base_offset + start) // unit_bytes, unit_bytes, kind, off, size,
+                       header)
 
 
 def unit_columns_of(data, position: int, count: int, unit_bytes: int) -> UnitColumns:

@@ -207,7 +207,8 @@ def _hinted_chain(buf, start: int, stop: int, limit: int, hints: np.ndarray) -> 
     where the next candidate begins (the last one: that it is a record). The candidates'
     rows, how many are proven, where the proof ends (``_walk`` goes on from there) and the
     candidates' tails. A wrong or missing candidate only ends the proof early."""
-    c = hints[(hints >= start) & (hints < stop) & (hints + HEAD_DTYPE.itemsize <= limit)]
+    c = hints[hints.searchsorted(start):hints.searchsorted(stop)]  # a window's: a slice, not a mask of them all
+    c = c[c + HEAD_DTYPE.itemsize <= limit]
     if not len(c) or c[0] != start:
         return _Rows(buf, c[:0]), 0, start, None
     rows = _Rows(buf, c)
@@ -350,7 +351,7 @@ class LogColumns:
     paths: list[str]  # segment files, by segment index
     segment: np.ndarray  # the segment index of each record
     offset: np.ndarray  # message log offset of the record's first byte
-    position: np.ndarray
+    bases: np.ndarray  # the base offset of each segment, by segment index
     size: np.ndarray
     header_size: np.ndarray
     magic: np.ndarray
@@ -364,6 +365,11 @@ class LogColumns:
     @property
     def end(self) -> np.ndarray:
         return self.offset + self.size
+
+    @property
+    def position(self) -> np.ndarray:
+        """Each record's position in its segment file (computed, not held)."""
+        return self.offset - self.bases[self.segment]
 
     def subject_names(self) -> set[str]:
         return {self.subjects.names[i] for i in self.subject_ids_present()}
@@ -383,7 +389,8 @@ class LogColumns:
         for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(self)]):
             if lo == hi:
                 continue
-            pos, end = self.position[lo:hi], self.position[lo:hi] + self.size[lo:hi]
+            pos = self.offset[lo:hi] - self.bases[int(self.segment[lo])]  # one segment's records
+            end = pos + self.size[lo:hi]
             chained = pos == np.concatenate(([0], end[:-1]))
             bad = np.flatnonzero(~(chained & ok[lo:hi]))
             m = int(bad[0]) if len(bad) else hi - lo
@@ -391,30 +398,51 @@ class LogColumns:
         return out
 
 
-class LogColumnsBuilder:
-    """Runs of the segments of one log, gathered into :class:`LogColumns`."""
+# LogColumns' columns filled from each run, with their types: the segment's index and the
+# message log offset come from the run's segment, the rest from the run's column of that name.
+# Sizes fit 32 bits (a record lies inside a 1 GB segment) and a magic 32 unsigned bits.
+_BUILT = (("segment", np.int32), ("offset", np.int64), ("size", np.int32),
+          ("header_size", np.int32), ("magic", np.uint32), ("sequence", np.int64), ("subject_id", np.int32),
+          ("crc_ok", np.bool_))
 
-    def __init__(self, subjects: SubjectTable, check_crc: bool = True):
+
+class LogColumnsBuilder:
+    """Runs of the segments of one log, gathered into :class:`LogColumns`: each run is copied
+    into the columns as it comes (kept no longer than its segment's window), into arrays
+    sized for ``expect`` records that double when more come."""
+
+    def __init__(self, subjects: SubjectTable, check_crc: bool = True, expect: int = 0):
         self.subjects, self.check_crc = subjects, check_crc
         self.paths: list[str] = []
-        self._runs: list[tuple[int, int, MessageRun]] = []
+        self._bases: list[int] = []
+        self._fields = _BUILT if check_crc else _BUILT[:-1]
+        self._columns = {name: np.empty(max(expect, 1024), dtype) for name, dtype in self._fields}
+        self._count = 0
 
-    def segment(self, path: str) -> int:
+    def segment(self, path: str, base_offset: int) -> int:
         self.paths.append(path)
+        self._bases.append(base_offset)
         return len(self.paths) - 1
 
     def add(self, segment_index: int, base_offset: int, run: MessageRun) -> None:
-        self._runs.append((segment_index, base_offset, run))
+        lo, hi = self._count, self._count + len(run)
+        if hi > len(self._columns["offset"]):
+            capacity = max(hi, 2 * len(self._columns["offset"]))
+            for name, column in self._columns.items():
+                grown = np.empty(capacity, column.dtype)
+                grown[:lo] = column[:lo]
+                self._columns[name] = grown
+        columns = self._columns
+        columns["segment"][lo:hi] = segment_index
+        np.add(run.position, base_offset, out=columns["offset"][lo:hi])
+        for name, _ in self._fields[2:]:
+            columns[name][lo:hi] = getattr(run, name)
+        self._count = hi
 
     def build(self) -> LogColumns:
-        runs = self._runs
-
-        def cat(field, dtype=np.int64):
-            return np.concatenate([getattr(r, field) for _, _, r in runs]) if runs else np.zeros(0, dtype)
-        position = cat("position")
-        segment = np.concatenate([np.full(len(r), s, np.int32) for s, _, r in runs]) if runs \
-            else np.zeros(0, np.int32)
-        base = np.concatenate([np.full(len(r), b, np.int64) for _, b, r in runs]) if runs else np.zeros(0, np.int64)
-        return LogColumns(self.subjects, self.paths, segment, base + position, position, cat("size"),
-                          cat("header_size"), cat("magic"), cat("sequence"), cat("subject_id", np.int32),
-                          cat("crc_ok", bool) if self.check_crc else None)
+        n, columns = self._count, self._columns
+        self._columns = {}
+        c = {name: column[:n] if len(column) == n or n > len(column) // 2 else column[:n].copy()
+             for name, column in columns.items()}
+        return LogColumns(self.subjects, self.paths, c["segment"], c["offset"], np.array(self._bases, np.int64),
+                          c["size"], c["header_size"], c["magic"], c["sequence"], c["subject_id"], c.get("crc_ok"))

@@ -91,6 +91,7 @@ class ZeroExtended:
         size = os.fstat(self._file.fileno()).st_size
         self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
         self.file_size = size
+        self._released = 0  # the pages before it were released
         self.written = self._written()
 
     def _data_end(self) -> int:
@@ -135,6 +136,15 @@ class ZeroExtended:
         passes): ``MADV_WILLNEED`` lets the OS read them ahead."""
         if self.file_size and self.written and hasattr(mmap, "MADV_WILLNEED"):
             self._map.madvise(mmap.MADV_WILLNEED, 0, self.written)
+
+    def release(self, end: int) -> None:
+        """Say the mapped bytes before ``end`` are read: their pages leave this process's
+        resident set (``MADV_DONTNEED``; the mapping is the file's, read-only, so a later read
+        maps them again from the page cache)."""
+        end -= end % mmap.PAGESIZE
+        if end > self._released and hasattr(mmap, "MADV_DONTNEED"):
+            self._map.madvise(mmap.MADV_DONTNEED, self._released, end - self._released)
+            self._released = end
 
     @property
     def mapped_end(self) -> int:

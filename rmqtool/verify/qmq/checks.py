@@ -51,38 +51,76 @@ def _listing(log: LogDirectory) -> Iterator[Finding]:
 _INT64_MAX = np.iinfo(np.int64).max
 
 
-def _sequence_gaps(records: LogColumns) -> dict[int, tuple[int, int, int, int]]:
-    """Per subject id, in the order their first break is met: (breaks, the first's sequence
-    before, after, and the offset of the record after)."""
-    ids = records.subject_id
-    if len(records.subjects.names) <= np.iinfo(np.int16).max:  # numpy's stable sort of 16-bit keys is a radix sort
+def _subject_order(subject_id: np.ndarray, subject_count: int) -> np.ndarray:
+    """The rows grouped by subject id, each group in row order (a stable sort)."""
+    ids = subject_id
+    if subject_count <= np.iinfo(np.int16).max:  # numpy's stable sort of 16-bit keys is a radix sort
         ids = ids.astype(np.int16)
     order = np.argsort(ids, kind="stable")
-    sid, seq = records.subject_id[order], records.sequence[order]
-    same = sid[1:] == sid[:-1]
-    before, after = seq[:-1], seq[1:]
-    breaks = same & ~((before != _INT64_MAX) & (after == before + 1))
-    at = np.flatnonzero(breaks)  # the break between sorted rows at and at + 1
+    return order.astype(np.int32) if len(order) <= np.iinfo(np.int32).max else order  # held a while: half the bytes
+
+
+_GAP_BLOCK = 1 << 18  # sorted rows compared at once: the temporaries stay a few MB
+
+
+def _sequence_gaps(records: LogColumns, order: np.ndarray) -> dict[int, tuple[int, int, int, int]]:
+    """Per subject id, in the order their first break is met: (breaks, the first's sequence
+    before, after, and the offset of the record after). ``order``: ``_subject_order``'s."""
     found: dict[int, list] = {}
-    for k, row in zip(at.tolist(), order[at + 1].tolist()):
-        s = int(sid[k])
-        if s in found:
-            found[s][0] += 1
-            if row < found[s][4]:
-                found[s][1:] = [int(before[k]), int(after[k]), int(records.offset[row]), row]
-        else:
-            found[s] = [1, int(before[k]), int(after[k]), int(records.offset[row]), row]
+    for lo in range(0, len(order) - 1, _GAP_BLOCK):
+        rows = order[lo:lo + _GAP_BLOCK + 1]  # each block's last row is the next one's first
+        sid, seq = records.subject_id[rows], records.sequence[rows]
+        same = sid[1:] == sid[:-1]
+        before, after = seq[:-1], seq[1:]
+        breaks = same & ~((before != _INT64_MAX) & (after == before + 1))
+        at = np.flatnonzero(breaks)  # the break between sorted rows at and at + 1
+        for k, row in zip(at.tolist(), rows[at + 1].tolist()):
+            s = int(sid[k])
+            if s in found:
+                found[s][0] += 1
+                if row < found[s][4]:
+                    found[s][1:] = [int(before[k]), int(after[k]), int(records.offset[row]), row]
+            else:
+                found[s] = [1, int(before[k]), int(after[k]), int(records.offset[row]), row]
     return {s: tuple(v[:4]) for s, v in sorted(found.items(), key=lambda kv: kv[1][4])}
 
 
-def _by_offset(records: LogColumns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _by_offset(records: LogColumns) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """The records as a map from offset (the last record read at an offset wins): sorted
-    offsets, the record row of each, and the order the offsets were first met."""
+    offsets, the record row of each, and the order the offsets were first met. The rows and
+    the order are None when they are every row in order (offsets rising, as a log is read)."""
+    if len(records) < 2 or bool((records.offset[1:] > records.offset[:-1]).all()):
+        return records.offset, None, None
     order = np.argsort(records.offset, kind="stable")
     offsets = records.offset[order]
-    last = np.r_[offsets[1:] != offsets[:-1], True] if len(offsets) else np.zeros(0, bool)
-    first = np.r_[True, offsets[1:] != offsets[:-1]] if len(offsets) else np.zeros(0, bool)
+    last = np.r_[offsets[1:] != offsets[:-1], True]
+    first = np.r_[True, offsets[1:] != offsets[:-1]]
     return offsets[last], order[last], np.argsort(order[first], kind="stable")
+
+
+def _groups(order: np.ndarray, keys: np.ndarray, count: int) -> dict[int, np.ndarray]:
+    """``order`` (rows grouped by key, ``_subject_order``'s) cut into each key's rows."""
+    bounds = np.cumsum(np.bincount(keys, minlength=count)).tolist() if len(keys) else [0] * count
+    return {k: order[lo:hi] for k, (lo, hi) in enumerate(zip([0, *bounds[:-1]], bounds)) if hi > lo}
+
+
+def _find(offsets: np.ndarray, mine: np.ndarray, mine_offsets: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Where each wanted offset would go in ``offsets`` (sorted, unique; the index clipped to the
+    last), as ``np.searchsorted``. A consumer log's units mostly point at its subject's records
+    in turn: ``mine`` (their indices, rising; ``mine_offsets`` their offsets) answers a chunk at
+    once when the chunk's offsets are a run of them."""
+    n = len(wanted)
+    if n and len(mine):
+        k = int(np.searchsorted(mine_offsets, wanted[0]))
+        if k + n <= len(mine) and np.array_equal(mine_offsets[k:k + n], wanted):
+            return mine[k:k + n]
+    return np.minimum(np.searchsorted(offsets, wanted), len(offsets) - 1)
+
+
+def _each_reached(reached: list[np.ndarray], mine: np.ndarray) -> bool:
+    """Whether the units reached each of the subject's records, in turn: then every record's
+    sequence is one a unit points at, and none is missing (else each is looked up)."""
+    return bool(len(mine)) and sum(map(len, reached)) == len(mine) and np.array_equal(np.concatenate(reached), mine)
 
 
 @dataclasses.dataclass
@@ -93,6 +131,7 @@ class QmqChecks:
     actions: list = dataclasses.field(default_factory=list)  # the action log's clean actions
 
     units: dict = dataclasses.field(default_factory=dict)  # subject -> (directory, unit bytes, unit columns)
+    _order: np.ndarray | None = None  # the records grouped by subject (_subject_order), until the consumer logs use it
 
     def read_consumer_logs(self) -> np.ndarray:
         """Every subject's units, read once; the message log offsets they point at (sorted,
@@ -100,7 +139,10 @@ class QmqChecks:
         pointed = []
         for subject in consumerlog.subjects(self.root):
             directory, unit = consumerlog.open_consumer_log(self.root, subject)
-            columns = list(consumerlog.unit_columns(directory, unit)) if unit else []
+            # kept until the units are checked: sizes in the files' own widths (int32, int16), not int64
+            columns = [dataclasses.replace(u, wrote_bytes=u.wrote_bytes.astype(np.int32),
+                                           header_size=u.header_size.astype(np.int16))
+                       for u in consumerlog.unit_columns(directory, unit)] if unit else []
             self.units[subject] = directory, unit, columns
             pointed.extend(u.wrote_offset[u.kind == consumerlog.MESSAGE] for u in columns)
         return sorted_unique(np.concatenate(pointed)) if pointed else np.zeros(0, np.int64)
@@ -108,8 +150,9 @@ class QmqChecks:
     def message_log(self) -> Iterator[Finding]:
         log = list_log(self.root / "messagelog", PER_SEGMENT_FILE_SIZE)
         yield from _listing(log)
-        builder = LogColumnsBuilder(SubjectTable())
-        for data, piece in messagelog.log_pieces(log.segments, builder, self.read_consumer_logs()):
+        hints = self.read_consumer_logs()
+        builder = LogColumnsBuilder(SubjectTable(), expect=len(hints))  # a record a unit, mostly
+        for data, piece in messagelog.log_pieces(log.segments, builder, hints):
             if isinstance(piece, MessageRun):
                 for record in messagelog.records_of(data, piece.rows(~piece.crc_ok), builder.subjects):
                     yield from messagelog.findings_of(record)
@@ -120,36 +163,61 @@ class QmqChecks:
                 self.written_end = max(self.written_end, piece.offset + piece.size)
             elif isinstance(piece, messagelog.MessageRecord):
                 self.written_end = piece.offset + piece.size
+        del hints  # the records are proven: the offsets are not needed
         self.records = records = builder.build()
-        for sid, (count, first_before, first_after, at) in _sequence_gaps(records).items():
+        self._order = _subject_order(records.subject_id, len(records.subjects.names))
+        for sid, (count, first_before, first_after, at) in _sequence_gaps(records, self._order).items():
             subject = records.subjects.names[sid]
             yield finding(ids.MESSAGE_SEQUENCE_GAP, self.root / "messagelog", None,
                           f"{subject}: {count} break(s) in its sequences, the first {first_before} then "
                           f"{first_after} at message log offset {at}", subject=subject)
 
     def consumer_logs(self, loaded_offset: int | None) -> Iterator[Finding]:
-        records = self.records
+        records, count = self.records, len(self.records.subjects.names)
         offsets, rows, first_met = _by_offset(records)
-        seen: dict[int, list[np.ndarray]] = {}  # subject id -> sequences whose unit points at their record
+        if rows is None:  # each offset's record is its row
+            record_sid, record_seq = records.subject_id, records.sequence
+            order = self._order if self._order is not None else _subject_order(record_sid, count)
+        else:
+            record_sid, record_seq = records.subject_id[rows], records.sequence[rows]
+            order = _subject_order(record_sid, count)
+        self._order = None
+        by_subject = _groups(order, record_sid, count)  # subject id -> its indices into offsets, rising
+        del order
+        missing = np.ones(len(offsets), bool)
         for subject, (directory, unit, columns) in self.units.items():
             yield from _listing(directory)
             sid = records.subjects.get(subject)
+            mine = by_subject.get(sid, np.zeros(0, np.int64))
+            mine_offsets = offsets[mine]
             past, wrong, invalid = [], [], []  # (path, positions, sequences, offsets, sizes) of each chunk
+            seen, reached = [], []  # sequences whose unit points at their record; those records' indices
             for u in columns:
                 invalid.append((u, u.kind == consumerlog.INVALID))
                 message = u.kind == consumerlog.MESSAGE
                 is_past = message & (u.wrote_offset >= self.written_end)
                 match = np.zeros(len(u), bool)
-                if len(offsets) and sid is not None:
-                    at = np.minimum(np.searchsorted(offsets, u.wrote_offset), len(offsets) - 1)
-                    row = rows[at]
-                    match = (offsets[at] == u.wrote_offset) & (records.subject_id[row] == sid) & \
-                        (records.sequence[row] == u.sequence) & (records.size[row] == u.wrote_bytes) & \
-                        (records.header_size[row] == u.header_size)
+                pointing = np.flatnonzero(message & ~is_past)  # the units whose record is looked up
+                if len(offsets) and sid is not None and len(pointing):
+                    wanted = u.wrote_offset[pointing]
+                    at = _find(offsets, mine, mine_offsets, wanted)
+                    row = at if rows is None else rows[at]
+                    hit = (offsets[at] == wanted) & (records.subject_id[row] == sid) & \
+                        (records.sequence[row] == u.sequence[pointing]) & \
+                        (records.size[row] == u.wrote_bytes[pointing]) & \
+                        (records.header_size[row] == u.header_size[pointing])
+                    match[pointing] = hit
+                    reached.append(at[hit])
                 past.append((u, is_past))
                 wrong.append((u, message & ~is_past & ~match))
                 if sid is not None:
-                    seen.setdefault(sid, []).append(u.sequence[message & ~is_past & match])
+                    seen.append(u.sequence[message & ~is_past & match])
+            if seen:  # records no unit reaches, that the next start's replay does not dispatch: below
+                if _each_reached(reached, mine):
+                    missing[mine] = False
+                else:
+                    is_mine = record_sid == sid
+                    missing[is_mine] = ~members(record_seq[is_mine], sorted_unique(np.concatenate(seen)))
             past, wrong, invalid = (_picked(chunks) for chunks in (past, wrong, invalid))
             if past:
                 path, position, _, _, _ = past[0]
@@ -168,15 +236,11 @@ class QmqChecks:
                 yield finding(ids.CONSUMER_LOG_UNIT_INVALID, path, position,
                               f"{subject}: units {_ranges_text([w[2] for w in invalid])} are of no known kind",
                               subject=subject, sequence=sequence, sequences=len(invalid))
+        self.units = {}  # read by nothing after this
         # records no unit reaches, that the next start's replay (from the loaded checkpoint) does not dispatch
-        record_sid, record_seq = records.subject_id[rows], records.sequence[rows]
-        missing = np.ones(len(rows), bool)
-        for sid, chunks in seen.items():
-            mine = record_sid == sid
-            missing[mine] = ~members(record_seq[mine], sorted_unique(np.concatenate(chunks)))
         if loaded_offset is not None:
             missing &= offsets < loaded_offset  # replayed at the next start
-        met = first_met[missing[first_met]]  # the missing records in the order the offsets were first met
+        met = np.flatnonzero(missing) if first_met is None else first_met[missing[first_met]]  # as first met
         by_subject: dict[int, list[int]] = {}
         for sid, sequence in zip(record_sid[met].tolist(), record_seq[met].tolist()):
             by_subject.setdefault(sid, []).append(sequence)
@@ -249,6 +313,8 @@ def _picked(chunks) -> list[tuple[str, int, int, int, int]]:
     """(path, position, sequence, wrote offset, wrote bytes) of the units each chunk's mask picks, in order."""
     out = []
     for u, mask in chunks:
-        for k in np.flatnonzero(mask).tolist():
-            out.append((u.path, int(u.position[k]), int(u.sequence[k]), int(u.wrote_offset[k]), int(u.wrote_bytes[k])))
+        picked = np.flatnonzero(mask)
+        if len(picked):
+            out.extend(zip([u.path] * len(picked), u.position[picked].tolist(), u.sequence[picked].tolist(),
+                           u.wrote_offset[picked].tolist(), u.wrote_bytes[picked].tolist()))
     return out

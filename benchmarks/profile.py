@@ -128,9 +128,23 @@ def _where(key: tuple) -> str:
     path, line, name = key
     if path == "~":  # a built-in
         return name
-    parts = pathlib.Path(path).parts
-    short = "/".join(parts[parts.index("rmqtool"):]) if "rmqtool" in parts else "/".join(parts[-2:])
-    return f"{short}:{line}({name})"
+    resolved = pathlib.Path(path).resolve()
+    for root, shown in _PACKAGE_ROOTS:
+        if resolved.is_relative_to(root):
+            return f"{shown}/{resolved.relative_to(root).as_posix()}:{line}({name})"
+    return f"{'/'.join(resolved.parts[-2:])}:{line}({name})"
+
+
+def _package_roots() -> tuple[tuple[pathlib.Path, str], ...]:
+    """Where rmqtool's modules and rmqtool.formats' are (an install maps formats/ in from the
+    repository's top level), the deeper first: a function is named by its module's path."""
+    import rmqtool
+    import rmqtool.formats
+    return ((pathlib.Path(rmqtool.formats.__file__).resolve().parent, "rmqtool/formats"),
+            (pathlib.Path(rmqtool.__file__).resolve().parent, "rmqtool"))
+
+
+_PACKAGE_ROOTS = _package_roots()
 
 
 def hot_spots(stats: pstats.Stats, top: int) -> str:

@@ -186,3 +186,74 @@ def test_a_pickled_message_carries_its_own_properties():
     first = next(r for r in scan_segment(seg) if type(r) is Message)
     copy = pickle.loads(pickle.dumps(first))
     assert canonical(copy) == canonical(first) and copy.properties == bytes_to_properties(first.properties_raw)[0]
+
+
+# --- scan + CRC: its own reused read window, and the zlib path where isal is missing ---------------
+
+import zlib  # noqa: E402
+
+from conftest import V4, V5  # noqa: E402
+from rmqtool.store import commitlog as commitlog_module  # noqa: E402
+from rmqtool.store import crc as crc_module  # noqa: E402
+from rmqtool.store.commitlog import CrcTally  # noqa: E402
+
+
+def _crc_scan(log: CommitLog) -> tuple:
+    findings: list = []
+    tally = CrcTally()
+    got = [canonical(r) for r in log.crc_scan(findings=findings, tally=tally)]
+    return got, [f.to_json() for f in findings], tally.messages, tally.message_bytes
+
+
+def _full_scan(log: CommitLog) -> tuple:
+    """What crc_scan must give: the full scan with CRCs, without the messages whose CRCs hold."""
+    findings: list = []
+    got, count, size = [], 0, 0
+    for r in log.scan(findings=findings):
+        if type(r) is Message:
+            count += 1
+            size += r.store_size
+            if r.body_crc_ok is not False and r.property_crc_ok is not False:
+                continue
+        got.append(canonical(r))
+    return got, [f.to_json() for f in findings], count, size
+
+
+@pytest.mark.parametrize("isal", [True, False], ids=["isal", "zlib"])
+def test_crc_scan_with_either_crc_finds_truth_s_flipped_byte(monkeypatch, isal):
+    variant = V4 / "crash" / "e3-corrupt-body-in-second-to-last-commitlog-file"
+    log = CommitLog(variant / "input" / "store" / "commitlog")
+    if not isal:  # as where the optional extra is not installed
+        monkeypatch.setattr(crc_module, "fast_crc32", zlib.crc32)
+    got = _crc_scan(log)
+    mutation = load_truth(variant / "truth.json")["mutation"]
+    failing = [r for r in got[0] if r[0] == "message"]
+    assert [r[1] for r in failing] == [mutation["messagePhysicalOffset"]]
+    monkeypatch.setattr(commitlog_module, "CRC_WINDOW", 5000)  # records straddle every window end
+    assert _crc_scan(log) == got == _full_scan(log)
+
+
+def test_crc_scan_through_a_reused_buffer_is_the_full_scan(monkeypatch):
+    """Windows larger than the scan's own are read into one reused buffer; a failing record's
+    Message is copied out of it (the 4.x store with a flipped body byte), and a clean 5.x store
+    (both CRCs checked) counts truth's messages."""
+    damaged = CommitLog(V4 / "crash" / "e1-corrupt-body-in-last-commitlog-file" / "input" / "store" / "commitlog")
+    clean = CommitLog(V5 / "v2-and-crc" / "store" / "commitlog")
+    expected = [_crc_scan(log) for log in (damaged, clean)]
+    monkeypatch.setattr(commitlog_module, "WINDOW", 4096)
+    monkeypatch.setattr(commitlog_module, "CRC_WINDOW", 3 * 4096)
+    assert [_crc_scan(log) for log in (damaged, clean)] == expected == [_full_scan(log) for log in (damaged, clean)]
+    assert len([r for r in expected[0][0] if r[0] == "message"]) == 1
+    assert expected[1][2] == len(load_truth(V5 / "v2-and-crc" / "truth.json")["truth"]["messages"])
+
+
+def test_crcs_of_is_the_reference_crc_with_isal_and_zlib(monkeypatch):
+    seg = CommitLog(V5 / "v2-and-crc" / "store" / "commitlog").segments[0]
+    buf = seg.path.read_bytes()
+    records = clean_records(buf, 0, len(buf))
+    want = [crc_module.crc32_reference(buf[a:b]) for a, b in zip(records.body_at.tolist(), records.body_end.tolist())]
+    assert ((crc_module.crcs_of(buf, records.body_at, records.body_end) & crc_module.JAVA_CRC_MASK).tolist() == want)
+    monkeypatch.setattr(crc_module, "fast_crc32", zlib.crc32)
+    assert ((crc_module.crcs_of(buf, records.body_at, records.body_end) & crc_module.JAVA_CRC_MASK).tolist() == want)
+    assert records.header["body_crc"].tolist() == [w if a < b else 0 for w, a, b in
+                                                   zip(want, records.body_at.tolist(), records.body_end.tolist())]

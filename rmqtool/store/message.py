@@ -11,6 +11,11 @@ Speed (issue 2): each header field is a slot of its own, filled from one
 a slot read, not a Python call. Properties are parsed into a dict on first access, most
 strings in a few C-level calls. CRCs are computed by whatever :mod:`rmqtool.store.crc`
 chose (ISA-L when installed).
+
+Speed (issue 27): a scan's Messages are built a window at a time (:class:`MessageRun`: header
+tuples, topics and positions read once with numpy for the window), and the Messages of one
+batch read their properties together on the first ask (:func:`properties_of_many`), each
+string alone when it is not of the common shape.
 """
 from __future__ import annotations
 
@@ -461,8 +466,11 @@ def _topics_of(buf, records) -> tuple[list, list]:
                 np.frombuffer(raw, f"V{size}")[0]
         index[left[same]] = len(names)
         topic = _TOPICS.get(raw)
-        names.append(topic if topic is not None else _decode_topic(raw)[0])
-        oks.append(topic is not None or names[-1].encode("utf-8", "surrogatepass") == raw)
+        ok = True
+        if topic is None:
+            topic, ok = _decode_topic(raw)
+        names.append(topic)
+        oks.append(ok)
         left = left[~same]
     if len(left):  # many topics in one window: the rest one by one
         index[left] = np.arange(len(names), len(names) + len(left))

@@ -1,18 +1,25 @@
 """The record kernel's fast paths (issue 27) give the plain path's answers and truth.json's.
 
 Each fast path is checked two ways: against the plain one it stands for (the hop for the
-strided chain), on the fixtures' commit logs and on runs of equal-size records built from
-them, damaged by hypothesis; and against the fixtures' truth.json.
+strided chain, the full scan for scan + CRC, zlib for ISA-L), on the fixtures' commit logs and
+on runs of equal-size records built from them, damaged by hypothesis; and against the
+fixtures' truth.json.
 """
 from __future__ import annotations
 
-import numpy as np
+import zlib
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import CLEAN_SCENARIOS, V4, V5, load_truth
 from helpers import canonical, damage, examples, fixture_commitlogs
+from rmqtool.store import commitlog as commitlog_module
+from rmqtool.store import crc as crc_module
+from rmqtool.store.commitlog import CrcTally, scan_segment
 from rmqtool.store.commitlog_end import CommitLog
+from rmqtool.store.message import Message, decode_message
 from rmqtool.store.record_kernel import clean_records, strided_chain
 from rmqtool.store.record_rule import hop_chain
 
@@ -80,60 +87,13 @@ def test_the_strided_chain_is_the_hop(buffers, data):
     assert records.position.tolist() == list(positions)[:len(records)]
 
 
-# --- Messages built a window at a time: header tuples, topics, properties read together -------------
-
-from conftest import CLEAN_SCENARIOS, load_truth  # noqa: E402
-from rmqtool.formats.properties import bytes_to_properties, string_to_properties  # noqa: E402
-from rmqtool.store.commitlog import scan_segment  # noqa: E402
-from rmqtool.store.message import Message, build_messages, decode_message, properties_of_many  # noqa: E402
-
-_PIECE = st.sampled_from(["a", "b", "é", "文", "\x01", "\x02", "k\x01v", "\x02n\x01w", "\x00"])
-_NAME = st.text(st.sampled_from("abé文 _#"), min_size=1, max_size=4)
-
-
-@st.composite
-def _properties_strings(draw):
-    """Well-formed properties (the common shape) mostly, sometimes anything; all with one trailing
-    separator, none, or a mix."""
-    if draw(st.booleans()):
-        text = draw(st.lists(_PIECE, max_size=10).map("".join))
-    else:
-        entries = draw(st.lists(st.tuples(_NAME, _NAME), min_size=1, max_size=4))
-        text = "\x02".join(f"{k}\x01{v}" for k, v in entries)
-    return text.encode("utf-8") + (b"\x02" if draw(st.booleans()) else b"")
-
-
-@settings(max_examples=examples(80), deadline=None)
-@given(st.lists(_properties_strings(), min_size=1, max_size=5), st.booleans())
-def test_properties_read_together_are_each_read_alone(raws, bad_utf8):
-    """properties_of_many gives bytes_to_properties' dicts (the broker's reading), names in the
-    same order, or declines; declining, each Message reads its own."""
-    if bad_utf8:
-        raws[-1] += b"\xff"
-    got = properties_of_many(raws)
-    alone = [bytes_to_properties(r) for r in raws]
-    if got is not None:
-        assert all(ok for _, ok in alone)
-        assert [list(d.items()) for d in got] == [list(d.items()) for d, _ in alone]
-        assert got == [string_to_properties(r.decode()) for r in raws]
-    messages = [Message(0, 1, 0, 0, 0, 0, 0, 0, 0, 0, b"\0" * 4, 0, 0, b"\0" * 4, 0, 0, 0, b"", "T", r) for r in raws]
-    assert [m.properties for m in messages] == [d for d, _ in alone]
-    assert [m.properties_utf8_ok for m in messages] == [ok for _, ok in alone]
-
-
-def test_common_shape_is_read_together():
-    """The usual strings (4.x without the trailing separator, 5.x with it) take the batch path."""
-    four = [b"UNIQ_KEY\x01AB\x02TAGS\x01t\x02KEYS\x01a b", b"TAGS\x01x\xc3\xa9"]
-    five = [r + b"\x02" for r in four]
-    for raws in (four, five):
-        assert properties_of_many(raws) == [bytes_to_properties(r)[0] for r in raws]
-    assert properties_of_many(four[:1] + five[1:]) is None  # mixed: each alone
+# --- Messages built from the kernel's runs (over the strided chain) are truth's -------------------
 
 
 @pytest.mark.parametrize("scenario", sorted(CLEAN_SCENARIOS))
 def test_window_built_messages_are_truth_s(scenario):
-    """Every field of every Message of a scan (built a window at a time) is truth.json's, and is
-    what the one-record path (decode_message) reads at the same place."""
+    """Every field of every Message of a scan (the kernel's runs, built in batches) is truth.json's,
+    and is what the one-record path (decode_message) reads at the same place."""
     import base64
 
     truth = {m["physicalOffset"]: m for m in load_truth(CLEAN_SCENARIOS[scenario] / "truth.json")["truth"]["messages"]}
@@ -157,45 +117,7 @@ def test_window_built_messages_are_truth_s(scenario):
     assert seen == sorted(truth)
 
 
-def test_many_topics_in_one_window_and_a_changed_properties_string():
-    """Past the topics sorted out with numpy, the rest one by one; a Message whose properties string
-    was replaced before it was read reads the new one, not its batch's."""
-    import rmqtool.store.message as message_module
-
-    seg = CommitLog(CLEAN_SCENARIOS["4.9.8/basic"] / "store" / "commitlog").segments[0]
-    buf = seg.path.read_bytes()
-    records = clean_records(buf, 0, len(buf))
-    plain = build_messages(buf, records, seg.base_offset, 0, str(seg.path), True)
-    old = message_module._DISTINCT_TOPICS
-    message_module._DISTINCT_TOPICS = 1
-    try:
-        few = build_messages(buf, records, seg.base_offset, 0, str(seg.path), True)
-    finally:
-        message_module._DISTINCT_TOPICS = old
-    assert len({m.topic for m in plain}) > 1
-    assert [canonical(m) for m in few] == [canonical(m) for m in plain]
-    m = build_messages(buf, records, seg.base_offset, 0, str(seg.path), False)[0]
-    m.properties_raw = b"A\x01b"
-    assert m.properties == {"A": "b"}
-
-
-def test_a_pickled_message_carries_its_own_properties():
-    import pickle
-
-    seg = CommitLog(CLEAN_SCENARIOS["5.3.3/v2-and-crc"] / "store" / "commitlog").segments[0]
-    first = next(r for r in scan_segment(seg) if type(r) is Message)
-    copy = pickle.loads(pickle.dumps(first))
-    assert canonical(copy) == canonical(first) and copy.properties == bytes_to_properties(first.properties_raw)[0]
-
-
 # --- scan + CRC: its own reused read window, and the zlib path where isal is missing ---------------
-
-import zlib  # noqa: E402
-
-from conftest import V4, V5  # noqa: E402
-from rmqtool.store import commitlog as commitlog_module  # noqa: E402
-from rmqtool.store import crc as crc_module  # noqa: E402
-from rmqtool.store.commitlog import CrcTally  # noqa: E402
 
 
 def _crc_scan(log: CommitLog) -> tuple:

@@ -45,7 +45,7 @@ from rmqtool.formats.commitlog import (BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENG
                                        MIN_MESSAGE_LENGTH, PHYSICAL_OFFSET_AT, MessagePrefix)
 from rmqtool.formats.derive import field_names, struct_of
 from rmqtool.store.segments import Segment
-from rmqtool.store.message import RECORD_START, Message, MessageRun, RecordError, build_messages, decode_message
+from rmqtool.store.message import RECORD_START, Message, RecordError, build_messages, decode_message
 
 HOP = RECORD_START  # totalSize, magicCode: all a header-only hop needs
 WINDOW = 1 << 20  # bytes read at once: small enough to stay in cache while records are decoded from it
@@ -509,17 +509,15 @@ def _clean_run(scan: _Scan, buf, i: int, stop: int, wbase: int) -> Iterator[Iter
         return j if count else i
     from rmqtool.store.record_kernel import clean_records, crc_verdicts  # numpy: loaded when a scan runs
     records = clean_records(buf, i, stop)
-    if not len(records):
-        return i
-    verdicts = crc_verdicts(buf, records) if scan.check_crc else None  # once a window
-    run = MessageRun(buf, records, offset0, wbase, scan.path, scan.check_crc, verdicts)
+    verdicts = crc_verdicts(buf, records) if scan.check_crc and len(records) else None  # once a window
     lo = 0
     while lo < len(records):  # small batches first: a caller may want only the first record
         hi = lo + scan.batch_size
-        yield run.build(lo, hi)
+        yield build_messages(buf, records.rows(lo, hi), offset0, wbase, scan.path, scan.check_crc,
+                             verdicts=None if verdicts is None else verdicts.rows(lo, hi))
         lo = hi
         scan.batch_size = min(scan.batch_size * 2, MAX_BATCH)
-    return records.stop
+    return records.stop if len(records) else i
 
 
 def _careful_step(scan: _Scan, pos: int) -> Iterator[Iterable[ScanResult]]:

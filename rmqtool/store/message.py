@@ -11,11 +11,6 @@ Speed (issue 2): each header field is a slot of its own, filled from one
 a slot read, not a Python call. Properties are parsed into a dict on first access, most
 strings in a few C-level calls. CRCs are computed by whatever :mod:`rmqtool.store.crc`
 chose (ISA-L when installed).
-
-Speed (issue 27): a scan's Messages are built a window at a time (:class:`MessageRun`: header
-tuples, topics and positions read once with numpy for the window), and the Messages of one
-batch read their properties together on the first ask (:func:`properties_of_many`), each
-string alone when it is not of the common shape.
 """
 from __future__ import annotations
 
@@ -96,8 +91,7 @@ class Message:
     """
 
     __slots__ = ("commit_log_offset", *MESSAGE_HEADER_FIELDS, "body", "topic", "properties_raw", "_properties",
-                 "_properties_utf8_ok", "path", "position", "body_crc_ok", "property_crc_ok", "topic_utf8_ok",
-                 "_batch", "_index")
+                 "_properties_utf8_ok", "path", "position", "body_crc_ok", "property_crc_ok", "topic_utf8_ok")
 
     def __init__(self, commit_log_offset: int, store_size: int, magic_code: int, body_crc: int, queue_id: int,
                  flag: int, queue_offset: int, physical_offset: int, sys_flag: int, born_timestamp: int,
@@ -119,7 +113,6 @@ class Message:
         self.topic = topic
         self.properties_raw = properties_raw
         self._properties = properties  # None: parse from properties_raw when first asked
-        self._batch = None  # the _PropertiesBatch this Message was built in (its dict parsed with the batch's)
         if properties_utf8_ok is None and properties is not None:
             properties_utf8_ok = True
         self._properties_utf8_ok = properties_utf8_ok  # None: not known yet
@@ -134,14 +127,7 @@ class Message:
     def properties(self) -> dict:
         p = self._properties
         if p is None:
-            batch = self._batch
-            if batch is not None:  # built with others: their properties are read together, once
-                self._batch = None
-                p = batch.parsed(self._index, self.properties_raw)
-            if p is None:
-                p, self._properties_utf8_ok = bytes_to_properties(self.properties_raw)
-            else:
-                self._properties_utf8_ok = True
+            p, self._properties_utf8_ok = bytes_to_properties(self.properties_raw)
             self._properties = p
         return p
 
@@ -168,15 +154,6 @@ class Message:
     @properties_utf8_ok.setter
     def properties_utf8_ok(self, value: bool) -> None:
         self._properties_utf8_ok = value
-
-    def __getstate__(self):
-        """The set slots but the batch link (a pickled Message carries its own properties, not its batch's)."""
-        state = {name: getattr(self, name) for name in self.__slots__ if hasattr(self, name)}
-        if state.get("_batch") is not None:
-            state["_properties"] = self.properties
-        state["_batch"] = None
-        state.pop("_index", None)
-        return None, state
 
     def __repr__(self) -> str:
         return (f"Message(commit_log_offset={self.commit_log_offset}, store_size={self.store_size}, "
@@ -308,7 +285,6 @@ def decode_message(buf, pos: int, commit_log_offset: int, limit: int, *, check_c
     msg.properties_raw = props_raw
     msg._properties = None
     msg._properties_utf8_ok = None
-    msg._batch = None
     msg.path = path
     msg.position = file_position
     msg.body_crc_ok = None
@@ -328,228 +304,60 @@ def build_messages(buf, records, offset0: int, position0: int, path: str | None,
     """Messages of the clean records of a window (:class:`rmqtool.store.record_kernel.CleanRecords`),
     appended to ``out``; with ``check_crc`` their CRC verdicts are set
     (:func:`rmqtool.store.record_kernel.crc_verdicts`, or ``verdicts`` when the caller has them
-    for these records), else left None (not checked).
+    for these records: a window's, handed out by batch), else left None (not checked).
 
     ``offset0`` and ``position0`` are the commit log offset and the file position of ``buf[0]``.
     The records were accepted once by the kernel; here each is only cut out of ``buf``.
     """
     if out is None:
         out = []
-    if len(records):
-        MessageRun(buf, records, offset0, position0, path, check_crc, verdicts).build(0, len(records), out)
-    return out
-
-
-class MessageRun:
-    """The Messages of a window's clean records, built a batch at a time (:meth:`build`): what
-    numpy gives for the whole window is read once (header tuples, topics, positions, CRC
-    verdicts), and each Message is then one object filled from them.
-
-    Arguments as :func:`build_messages`'. ``buf`` may be bytes or a read-only mapping (slicing
-    either copies); a reused read buffer (bytearray, memoryview) is copied first, so the
-    Messages' bytes do not change under them.
-    """
-
-    def __init__(self, buf, records, offset0: int, position0: int, path: str | None, check_crc: bool,
-                 verdicts=None):
-        if isinstance(buf, (bytearray, memoryview)) and len(records):
-            first, last = int(records.position[0]), int(records.end[-1])
-            buf = bytes(buf[first:last])
-            records = records.shifted(-first)
-            offset0 += first
-            position0 += first
-        import numpy as np  # loaded when a scan runs, not at the command line's start
-        self.buf = buf
-        self.path = path
-        n = len(records)
-        self.size = n
-        if not n:
-            return
-        position = records.position
-        self.headers = _header_tuples(buf, records)
-        self.offsets = (position + offset0).tolist()
-        self.positions = (position + position0).tolist()
-        self.body_at = records.body_at.tolist()
-        self.body_end = records.body_end.tolist()
-        self.topics, self.topics_ok = _topics_of(buf, records)
-        self.properties_at = records.properties_at.tolist()
-        self.end = records.end.tolist()
-        if check_crc:
-            if verdicts is None:
-                from rmqtool.store.record_kernel import crc_verdicts  # numpy
-                verdicts = crc_verdicts(buf, records)
-            self.body_oks = verdicts.body_ok.tolist()
-            # no __CRC32# entry (4.x): not checked (None)
-            self.entry_states = np.where(verdicts.has_entry, verdicts.entry_ok, None).tolist() \
-                if verdicts.has_entry.any() else None
-        else:
-            self.body_oks = self.entry_states = None
-
-    def __len__(self) -> int:
-        return self.size
-
-    def build(self, lo: int, hi: int, out: list | None = None) -> list:
-        """The Messages of records lo to hi, appended to ``out``."""
-        if out is None:
-            out = []
-        hi = min(hi, self.size)
-        if lo >= hi:
-            return out
-        buf, path = self.buf, self.path
-        window = slice(lo, hi)
-        raws = list(map(buf.__getitem__, map(slice, self.properties_at[window], self.end[window])))
-        batch = _PropertiesBatch(raws)
-        none = itertools.repeat(None)
-        body_oks = none if self.body_oks is None else self.body_oks[window]
-        entry_states = none if self.entry_states is None else self.entry_states[window]
-        new = object.__new__
-        message = Message
-        append = out.append
-        for index, h, offset, position, body_at, body_end, topic, topic_ok, raw, body_ok, entry_ok in zip(
-                range(hi - lo), self.headers[window], self.offsets[window], self.positions[window],
-                self.body_at[window], self.body_end[window], self.topics[window], self.topics_ok[window], raws,
-                body_oks, entry_states):
-            m = new(message)
-            (m.store_size, m.magic_code, m.body_crc, m.queue_id, m.flag, m.queue_offset, m.physical_offset,
-             m.sys_flag, m.born_timestamp, m.born_ip, m.born_port, m.store_timestamp, m.store_ip, m.store_port,
-             m.reconsume_times, m.prepared_transaction_offset, _) = h
-            m.body = buf[body_at:body_end]
-            m.topic = topic
-            m.topic_utf8_ok = topic_ok
-            m.properties_raw = raw
-            m._properties = None
-            m._properties_utf8_ok = None
-            m._batch = batch
-            m._index = index
-            m.commit_log_offset = offset
-            m.position = position
-            m.path = path
-            m.body_crc_ok = body_ok
-            m.property_crc_ok = entry_ok
-            append(m)
+    if not len(records):
         return out
-
-
-def _header_tuples(buf, records) -> list:
-    """Each record's header fields (prefix, hosts, bodyLength) as a tuple: IPv4 hosts from the
-    kernel's header rows in one C loop, IPv6 hosts (the rows hold them wrongly) read again."""
-    import numpy as np
-    headers = list(HEADERS[0].iter_unpack(np.ascontiguousarray(records.header)))
-    if records.hosts.any():
-        position = records.position.tolist()
-        for k, hosts in zip(np.flatnonzero(records.hosts).tolist(), records.hosts[records.hosts != 0].tolist()):
-            headers[k] = HEADERS[hosts].unpack_from(buf, position[k])
-    return headers
-
-
-_DISTINCT_TOPICS = 16  # topics a window's records are sorted out by with numpy; past them, one by one
-
-
-def _topics_of(buf, records) -> tuple[list, list]:
-    """(each record's topic, whether its bytes were UTF-8): the window's distinct topics found
-    with numpy (a compare a topic), each decoded once."""
-    import numpy as np
-    from rmqtool.store.arrays import at_every_byte
-    n = len(records)
-    topic_at, length = records.topic_at, records.topic_end - records.topic_at
-    index = np.zeros(n, np.int64)
-    names: list = []
-    oks: list = []
-    left = np.arange(n)
-    while len(left) and len(names) < _DISTINCT_TOPICS:
-        k = int(left[0])
-        at, size = int(topic_at[k]), int(length[k])
-        raw = bytes(buf[at:at + size])
-        same = length[left] == size
-        if size:
-            same &= at_every_byte(buf, f"V{size}")[np.minimum(topic_at[left], len(buf) - size)] == \
-                np.frombuffer(raw, f"V{size}")[0]
-        index[left[same]] = len(names)
-        topic = _TOPICS.get(raw)
-        ok = True
-        if topic is None:
-            topic, ok = _decode_topic(raw)
-        names.append(topic)
-        oks.append(ok)
-        left = left[~same]
-    if len(left):  # many topics in one window: the rest one by one
-        index[left] = np.arange(len(names), len(names) + len(left))
-        at, end = topic_at[left].tolist(), records.topic_end[left].tolist()
-        for raw in map(bytes, map(buf.__getitem__, map(slice, at, end))):
-            topic = _TOPICS.get(raw)
-            if topic is None:
-                topic, ok = _decode_topic(raw)
-            else:
-                ok = True
-            names.append(topic)
-            oks.append(ok)
-    if len(names) == 1:
-        return [names[0]] * n, [oks[0]] * n
-    pick = index.tolist()
-    return list(map(names.__getitem__, pick)), list(map(oks.__getitem__, pick))
-
-
-class _PropertiesBatch:
-    """The properties strings of Messages built together, read into dicts together on the first
-    ask for one (:meth:`parsed`): the broker's reading (``bytes_to_properties``) of many strings
-    in a few C loops, when each is the common shape."""
-
-    __slots__ = ("raws", "dicts")
-
-    def __init__(self, raws: list):
-        self.raws = raws
-        self.dicts = None  # not read yet; False: not all of the common shape
-
-    def parsed(self, index: int, raw: bytes) -> dict | None:
-        """The dict of string ``index``; None when the strings are not all of the common shape, or
-        the Message's string is no longer the one it was built with (it reads its own then)."""
-        dicts = self.dicts
-        if dicts is None:
-            dicts = self.dicts = properties_of_many(self.raws) or False
-        if dicts is False or self.raws[index] is not raw:
-            return None
-        return dicts[index]
-
-
-_SEPARATOR = props.PROPERTY_SEPARATOR.encode("ascii")
-_NAME_VALUE = props.NAME_VALUE_SEPARATOR.encode("ascii")
-_SEPARATOR_BYTE, _NAME_VALUE_BYTE = _SEPARATOR[0], _NAME_VALUE[0]
-assert _NAME_VALUE_BYTE == 1 and _SEPARATOR_BYTE == 2  # one compare finds both: (byte - 1) < 2
-
-
-def properties_of_many(raws: list) -> list | None:
-    """``bytes_to_properties(raw)[0]`` of each properties string, read all at once, when every
-    one is well-formed UTF-8 of entries ``name \\u0001 value`` (neither empty) joined by
-    ``\\u0002``, with one trailing ``\\u0002`` on all of them or on none (4.x drops it, 5.x
-    keeps it); None when any is not (each is then read alone).
-
-    The separators of all strings are checked with numpy (they alternate, no part is empty),
-    then the joined text is cut at both separators in one ``split`` and paired into dicts in C.
-    """
-    import numpy as np
-    n = len(raws)
-    if not n:
-        return []
-    trailing = sum(map(bytes.endswith, raws, itertools.repeat(_SEPARATOR)))
-    if trailing == n:
-        joined = b"".join(raws)[:-1]  # each string's own trailing separator joins it to the next
-    elif trailing == 0:
-        joined = _SEPARATOR.join(raws)
+    if type(buf) is not bytes:  # a reused read buffer: the Message's bytes must not change under it
+        first, last = int(records.position[0]), int(records.end[-1])
+        buf = bytes(buf[first:last])
+        records = records.shifted(-first)
+        offset0 += first
+        position0 += first
+    if check_crc:
+        if verdicts is None:
+            from rmqtool.store.record_kernel import crc_verdicts  # numpy
+            verdicts = crc_verdicts(buf, records)
+        body_oks = verdicts.body_ok.tolist()
+        entry_states = itertools.repeat(None)  # no __CRC32# entry (4.x): not checked
+        if verdicts.has_entry.any():
+            entry_states = [ok if has else None for ok, has in zip(verdicts.entry_ok.tolist(),
+                                                                   verdicts.has_entry.tolist())]
     else:
-        return None
-    data = np.frombuffer(joined, np.uint8)
-    marks = np.flatnonzero((data - np.uint8(_NAME_VALUE_BYTE)) < 2)  # every separator of either kind
-    kinds = data[marks]
-    # name 01 value 02 name 01 value ...: the kinds alternate from 01 and end with one, no part is empty
-    if len(marks) % 2 == 0 or (kinds[0::2] != _NAME_VALUE_BYTE).any() or (kinds[1::2] != _SEPARATOR_BYTE).any() \
-            or marks[0] == 0 or marks[-1] == len(data) - 1 or (np.diff(marks) == 1).any():
-        return None
-    try:
-        text = joined.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    # entries a string: its name-value separators (each string ends at a separator, or the end)
-    ends = np.cumsum(np.fromiter(map(len, raws), np.int64, n) + (0 if trailing else len(_SEPARATOR)))
-    counts = np.diff(np.searchsorted(marks[0::2], ends), prepend=0).tolist()
-    items = iter(text.replace(props.NAME_VALUE_SEPARATOR, props.PROPERTY_SEPARATOR).split(props.PROPERTY_SEPARATOR))
-    return list(map(dict, map(itertools.islice, itertools.repeat(zip(items, items)), counts)))
+        body_oks = entry_states = itertools.repeat(None)
+    headers = HEADERS
+    new = object.__new__
+    message = Message
+    topics = _TOPICS
+    append = out.append
+    for pos, end, hosts, body_at, body_end, topic_at, topic_end, props_at, body_ok, entry_ok in zip(
+            records.position.tolist(), records.end.tolist(), records.hosts.tolist(), records.body_at.tolist(),
+            records.body_end.tolist(), records.topic_at.tolist(), records.topic_end.tolist(),
+            records.properties_at.tolist(), body_oks, entry_states):
+        m = new(message)
+        (m.store_size, m.magic_code, m.body_crc, m.queue_id, m.flag, m.queue_offset, m.physical_offset,
+         m.sys_flag, m.born_timestamp, m.born_ip, m.born_port, m.store_timestamp, m.store_ip, m.store_port,
+         m.reconsume_times, m.prepared_transaction_offset, _) = headers[hosts].unpack_from(buf, pos)
+        m.body = buf[body_at:body_end]
+        raw = buf[topic_at:topic_end]
+        topic = topics.get(raw)
+        if topic is None:
+            topic, m.topic_utf8_ok = _decode_topic(raw)
+        else:
+            m.topic_utf8_ok = True
+        m.topic = topic
+        m.properties_raw = buf[props_at:end]
+        m._properties = None
+        m._properties_utf8_ok = None
+        m.commit_log_offset = offset0 + pos
+        m.position = position0 + pos
+        m.path = path
+        m.body_crc_ok = body_ok
+        m.property_crc_ok = entry_ok
+        append(m)
+    return out

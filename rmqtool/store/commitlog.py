@@ -88,6 +88,9 @@ class Corrupt:
 
 ScanResult = Union[Message, Blank, Corrupt]
 COLUMN_WINDOW = 8 << 20  # a column scan's reads: numpy's per-call cost spread over ~7k records, still in L3
+# crc_scan's reads, into one reused buffer: the kernel's numpy calls a window spread over ~3k records
+# (its good records become no objects, so nothing keeps the buffer)
+CRC_WINDOW = 4 << 20
 
 
 @dataclasses.dataclass
@@ -433,7 +436,8 @@ def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, c
     takes nothing, the careful path (:func:`_careful_step`) reads one record or one damaged region.
     """
     path = str(segment.path)
-    window = _FileWindow(path, segment.size, COLUMN_WINDOW if columns is not None else WINDOW)
+    window = _FileWindow(path, segment.size, COLUMN_WINDOW if columns is not None else
+                         CRC_WINDOW if tally is not None else WINDOW)
     scan = _Scan(window, path, segment.base_offset, check_crc, is_last, findings, tally, needle, zeros_end, columns)
     size = segment.size
     try:

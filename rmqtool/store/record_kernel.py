@@ -194,6 +194,53 @@ def hinted_chain(buf, i: int, stop: int, limit: int | None, hints: np.ndarray) -
     return (np.concatenate(pieces) if len(pieces) > 1 else pieces[0] if pieces else _EMPTY), p
 
 
+# strided_chain: the hop runs this far before a stride is tried again, doubled while tries fail
+_HOP_BYTES = 64 << 10
+_STRIDE_MIN_RUN = 4  # records a stride must prove to count as found (else the hop goes on a while)
+
+
+def strided_chain(buf, i: int, stop: int, limit: int | None = None) -> tuple[np.ndarray, int]:
+    """:func:`hop_chain`'s result (positions, where it stopped), proven a stride at a time where
+    records follow each other at one size (a producer's fixed-size messages, a bench store's):
+    when the record at ``i`` and the next have the same totalSize ``s``, the positions
+    ``i + k * s`` are read by the hop's rule all at once, and the chain holds up to the first
+    that is not a record of that size ending inside ``limit``. hop_chain itself goes on from
+    there, and wherever records differ in size; the positions taken are the hop's, only found
+    with fewer Python steps."""
+    if limit is None:
+        limit = len(buf)
+    readable = len(buf) - RECORD_START.size  # the last position whose totalSize and magic can be read
+    unpack = RECORD_START.unpack_from
+    v1, v2 = MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
+    pieces = []
+    hop_bytes = _HOP_BYTES
+    while i < stop and i <= readable:
+        total, magic = unpack(buf, i)
+        nxt = i + total
+        if total >= MIN_MESSAGE_LENGTH and nxt <= readable and nxt < stop and unpack(buf, nxt)[0] == total \
+                and (magic == v1 or magic == v2):
+            count = (min(stop - 1, readable) - i) // total + 1  # positions i + k * total starting before stop
+            at = np.arange(i, i + count * total, total, dtype=np.int64)
+            head = at_every_byte(buf, _START_ROW)[at].view(_START_DTYPE)
+            magics = head["magic_code"]
+            same = (head["total_size"] == total) & ((magics == v1) | (magics == v2)) & (at <= limit - total)
+            m = count if same.all() else int(same.argmin())  # records proven: up to the first that is not
+            if m >= _STRIDE_MIN_RUN:
+                pieces.append(at[:m])
+                i += m * total
+                hop_bytes = _HOP_BYTES
+                continue
+            hop_bytes *= 2  # a stride that proves little: try again later
+        to = min(stop, i + hop_bytes)
+        hopped, j = hop_chain(buf, i, to, limit)
+        if hopped:
+            pieces.append(np.frombuffer(hopped, np.int64))
+        i = j
+        if j < to:
+            break  # the hop stopped at a record it does not take
+    return (np.concatenate(pieces) if len(pieces) > 1 else pieces[0] if pieces else _EMPTY), i
+
+
 def candidate_starts(offsets: list) -> np.ndarray:
     """Commit log offsets where records are said to start (arrays of them: consume queue units'),
     sorted and unique, as :func:`hinted_chain` takes them (np.unique's hashing is far slower)."""
@@ -213,8 +260,7 @@ def clean_records(buf, i: int, stop: int, limit: int | None = None, hints: np.nd
     if hints is not None and len(hints):
         pos, hopped_to = hinted_chain(buf, i, stop, limit, hints)
     else:
-        positions, hopped_to = hop_chain(buf, i, stop, limit)
-        pos = np.frombuffer(positions, np.int64) if positions else _EMPTY
+        pos, hopped_to = strided_chain(buf, i, stop, limit)
     if not len(pos):
         return CleanRecords(_EMPTY, _EMPTY, np.zeros(0, HEADER_DTYPE), _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY,
                             _EMPTY, _EMPTY, stop=hopped_to)

@@ -112,7 +112,7 @@ def test_crc_scan_ranges_and_window_edges(monkeypatch):
     truth = load_truth(V5 / "v2-and-crc" / "truth.json")["truth"]["messages"]
     assert actual_crc_scan(log, from_offset=lo, to_offset=hi)[2] == sum(
         1 for m in truth if lo <= m["physicalOffset"] < hi)
-    monkeypatch.setattr(commitlog_module, "WINDOW", 5000)  # records straddle every window end
+    monkeypatch.setattr(commitlog_module, "CRC_WINDOW", 5000)  # records straddle every window end crc_scan reads
     assert actual_crc_scan(log) == expected_crc_scan(log)
 
 

@@ -3,6 +3,8 @@ target lines say what the run measured, and peak RSS (the dump process's own, th
 benchmarks/launch.py) stays flat in rows."""
 from __future__ import annotations
 
+import pytest
+
 from benchmarks import bench_output
 from benchmarks.verdict import check_printed
 
@@ -15,7 +17,7 @@ def test_bench_output_runs_on_a_small_store(tmp_path, capsys):
     jsonl, base64, table, flat = out["verdicts"]
     assert (jsonl.value, jsonl.comparison, jsonl.target) == (out["jsonl"]["wall_rate"], ">=", bench_output.TARGET_JSONL)
     assert (base64.value, base64.target) == (out["jsonl base64"]["wall_rate"], bench_output.TARGET_BASE64)
-    assert table.value == out["table"]["wall_rate"] / out["jsonl"]["wall_rate"]
+    assert table.value == pytest.approx(out["table"]["wall_rate"] / out["jsonl"]["wall_rate"], rel=1e-12)
     assert table.target == bench_output.TABLE_SHARE
     formats = [out[name] for name in bench_output.FORMATS]
     assert (flat.value, flat.comparison, flat.target) == (

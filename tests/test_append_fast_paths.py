@@ -1,7 +1,6 @@
 """append_many's fast paths against the plain ones, byte for byte: messages prepared and placed
 as columns (Encoder.prepare_columns, Store._put_columns), records placed in one buffer and
-written with one pwrite (Store._put_bulk), one record at a time (Store._put_run), and one
-append() a message. Every file each writes (commit log, consume queues, index, checkpoint)
+written with one pwrite (Store._put_run), and one append() a message (Store._put_locked). Every file each writes (commit log, consume queues, index, checkpoint)
 and every PutResult must be the same; the ASCII form of index_key_hashes must give the
 scalar hash."""
 from __future__ import annotations
@@ -21,7 +20,7 @@ from rmqtool.engine.uniq_key import UniqIdGenerator
 from rmqtool.formats.indexfile import index_key_hash, index_key_hashes
 
 SIZES = dict(commitlog_size=48 * 1024, cq_size=40 * 20, index_slots=64, index_entries=300)
-PATHS = {"columns": (True, True), "bulk": (False, True), "run": (False, False), "append": None}
+PATHS = {"columns": True, "run": False, "append": None}  # COLUMN_PUT for append_many
 STAMP = 1_700_000_000_000
 
 
@@ -94,8 +93,7 @@ def written(tmp_path_factory):
         no_selector = [b for k, b in enumerate(batches) if k % 10 != 3]
         with pytest.MonkeyPatch.context() as mp:
             if flags is not None:
-                mp.setattr(engine_store, "COLUMN_PUT", flags[0])
-                mp.setattr(engine_store, "BULK_PUT", flags[1])
+                mp.setattr(engine_store, "COLUMN_PUT", flags)
             got = {}
             if name != "append":
                 got["results"] = _write(base / f"new-{name}", batches, name, SIZES, selector=True)
@@ -117,7 +115,7 @@ def test_every_path_writes_the_same_files_and_results(written):
     assert sum(k.startswith("commitlog/") for k in columns["new"]) > 3  # the commit log rolled
     assert sum(k.startswith("index/") for k in columns["new"]) > 3  # so did the index
     assert sum(k.startswith("consumequeue/Fast/") for k in columns["new"]) > 8  # and the queues
-    for name in ("bulk", "run", "append"):
+    for name in ("run", "append"):
         for kind in ("new", "results", "plain", "existing", "existing_results"):
             if kind in written[name]:
                 assert written[name][kind] == columns[kind], (name, kind)

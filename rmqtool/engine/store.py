@@ -101,7 +101,6 @@ class StoreConfig:
 _tuple_new = tuple.__new__
 
 
-BULK_PUT = True  # False: append_many places records one by one (_put_run; the tests compare the paths)
 COLUMN_PUT = True  # False: append_many never prepares messages as columns (prepare_columns)
 
 
@@ -652,11 +651,7 @@ class Store:
             return []
         with self._put_lock:
             if self._inline and self.reput.behind() == 0:
-                if BULK_PUT and self.batch_queues is None and not self.consume_queues.ext_enabled:
-                    results = self._put_bulk(prepared)
-                else:
-                    results, requests, runs, last_ts = self._put_run(prepared)
-                    self._dispatch_inline(requests, runs, last_ts)  # the run in one pass
+                results = self._put_run(prepared)
             else:
                 put = self._put_locked
                 results = [put(p) for p in prepared]
@@ -699,82 +694,8 @@ class Store:
         return _tuple_new(PutResult, (PUT_OK, offset, size, queue_offset, store_ts, 1, topic, queue_id, (offset,),
                                       (uniq,), store_ip, store_port))
 
-    def _put_run(self, prepared: list[PreparedRecord]) -> tuple[list[PutResult], list[tuple], list, int]:
-        """doAppend for many records in a row, in the put lock: what :meth:`_put_locked` does
-        for each, with the segment's state in locals; returns the results and the dispatch
-        requests, for the caller to dispatch in one pass, with each queue's consume queue units
-        already gathered into a run (its queue offsets are consecutive: they are handed out
-        here) and the store timestamp of the last record given a unit."""
-        clock = None if self._wall_clock else self._clock
-        time_ns = time.time_ns
-        table = self.topic_queue_table
-        deliver = self.delay_levels.deliver_timestamp
-        pack_qq, pack_q, pack_start = RECORD_PLACE.pack_into, RECORD_TIME.pack_into, RECORD_START.pack_into
-        start_of = RECORD_START.pack
-        results = []
-        requests = []
-        add_result = results.append
-        add_request = requests.append
-        new = _tuple_new
-        runs = []  # dispatch_runs' [topic, queue id, first queue offset, next, flat units], a queue each
-        run_units = {}  # (topic, queue id) -> its run's flat units
-        last_unit_ts = 0
-        mf = self.commit_log.last
-        if mf is None:  # no segment yet: the first record makes one
-            mm, base, pos, limit, last_ts = None, 0, 0, -1, 0
-        else:
-            mm, base, pos = mf.mm, mf.file_from_offset, mf.wrote_position
-            limit = mf.file_size - END_FILE_MIN_BLANK_LENGTH
-            last_ts = mf.store_timestamp
-        try:
-            for (topic, queue_id, record, size, sys_flag, store_ts_at, store_ts, code, keys, uniq, delay_level,
-                 store_ip, store_port, gets_queue_offset, magic, prop_crc) in prepared:
-                if store_ts is None:
-                    store_ts = time_ns() // 1_000_000 if clock is None else clock()
-                if gets_queue_offset:
-                    key = (topic, queue_id)
-                    queue_offset = table.get(key, 0)
-                    table[key] = queue_offset + 1
-                else:
-                    queue_offset = 0
-                if pos + size > limit:  # an end-of-file blank record, then the next segment
-                    if mf is not None:
-                        mf.wrote_position = pos
-                        mf.store_timestamp = last_ts
-                    mf = self._room_for(size, store_ts)
-                    mm, base, pos = mf.mm, mf.file_from_offset, mf.wrote_position
-                    limit = mf.file_size - END_FILE_MIN_BLANK_LENGTH
-                offset = base + pos
-                # write_record, inline: the record (zeros where it starts), the place and time,
-                # then totalSize and magic
-                mm[pos:pos + size] = record
-                pack_qq(mm, pos + QUEUE_OFFSET_AT, queue_offset, offset)
-                pack_q(mm, pos + store_ts_at, store_ts)
-                if prop_crc:
-                    fill_crc32_entry(mm, pos, size, start_of(size, magic), fast_crc32)
-                pack_start(mm, pos, size, magic)
-                pos += size
-                last_ts = store_ts
-                if delay_level:
-                    code = deliver(delay_level, store_ts)
-                add_request((topic, queue_id, offset, size, code, store_ts, queue_offset, keys, uniq, sys_flag))
-                if gets_queue_offset:
-                    units = run_units.get(key)
-                    if units is None:
-                        units = run_units[key] = []
-                        runs.append([topic, queue_id, queue_offset, 0, units])
-                    units += (offset, size, code)
-                    last_unit_ts = store_ts
-                add_result(new(PutResult, (PUT_OK, offset, size, queue_offset, store_ts, 1, topic, queue_id,
-                                           (offset,), (uniq,), store_ip, store_port)))
-        finally:  # what was written stays accounted for, even if a roll failed half way
-            if mf is not None:
-                mf.wrote_position = pos
-                mf.store_timestamp = last_ts
-        return results, requests, runs, last_unit_ts
-
     def _put_columns(self, cols) -> list[PutResult]:
-        """:meth:`_put_bulk` for messages prepared as columns (Encoder.prepare_columns): queue
+        """:meth:`_put_run` for messages prepared as columns (Encoder.prepare_columns): queue
         offsets handed out a queue at a time, the records of each segment they go to laid out
         at once (prepared_columns.records_of) and written with one pwrite, consume queue runs
         and index keys gathered as arrays. The same bytes as one message at a time."""
@@ -874,11 +795,16 @@ class Store:
                         times.append(ts)
         return names, at, times, last
 
-    def _put_bulk(self, prepared: list[PreparedRecord]) -> list[PutResult]:
-        """:meth:`_put_run` and its inline dispatch, for a store whose dispatch is consume queue
-        runs and index entries only (no ext, no batch consume queue): the records placed in
-        one buffer and written to their segment with one pwrite (no page fault a record),
-        the index keys gathered and hashed at once. The same bytes as :meth:`_put_run`."""
+    def _put_run(self, prepared: list[PreparedRecord]) -> list[PutResult]:
+        """doAppend for many records in a row, in the put lock, then their inline dispatch in one
+        pass: the records placed in one buffer and written to their segment with one pwrite (no
+        page fault a record), queue offsets handed out here, each queue's consume queue units
+        gathered into a run. A store whose dispatch is consume queue runs and index entries
+        only has its index keys gathered and hashed at once; one with ext units or batch
+        consume queues gets the dispatch requests (_dispatch_inline)."""
+        plain = self.batch_queues is None and not self.consume_queues.ext_enabled
+        requests = None if plain else []
+        add_request = None if plain else requests.append
         clock = None if self._wall_clock else self._clock
         time_ns = time.time_ns
         table = self.topic_queue_table
@@ -892,7 +818,7 @@ class Store:
         runs = []  # dispatch_runs' [topic, queue id, first queue offset, next, flat units], a queue each
         run_units = {}  # (topic, queue id) -> its run's flat units
         last_unit_ts = 0
-        keys_of = [] if self.index_service is not None else None  # topic#key of each index entry, in order
+        keys_of = [] if plain and self.index_service is not None else None  # topic#key of each index entry
         key_offsets, key_stamps = [], []
         add_key, add_key_offset, add_key_stamp = (keys_of.append if keys_of is not None else None,
                                                   key_offsets.append, key_stamps.append)
@@ -940,6 +866,8 @@ class Store:
                 last_ts = store_ts
                 if delay_level:
                     code = deliver(delay_level, store_ts)
+                if add_request is not None:
+                    add_request((topic, queue_id, offset, size, code, store_ts, queue_offset, keys, uniq, sys_flag))
                 if gets_queue_offset:
                     units = run_units.get(key)
                     if units is None:
@@ -964,6 +892,9 @@ class Store:
             if mf is not None:
                 _write_part(mf, buf, written, bpos, pos, last_ts)
                 self.warmer.written_to(base + pos)
+        if requests is not None:
+            self._dispatch_inline(requests, runs, last_unit_ts)
+            return results
         reput = self.reput
         with reput.lock:
             if reput.reput_from_offset != first_offset:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pathlib
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -59,8 +60,10 @@ def _delay_refused_store(root: pathlib.Path) -> pathlib.Path:
     return store
 
 
-def test_bands_build_what_one_process_builds(tmp_path, monkeypatch):
+@pytest.mark.parametrize("whole_log_hints", [8 << 20, 0], ids=["whole-log-hints", "each-band-its-own"])
+def test_bands_build_what_one_process_builds(tmp_path, monkeypatch, whole_log_hints):
     monkeypatch.setattr(redispatch, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(redispatch, "WHOLE_LOG_HINTS", whole_log_hints)
     monkeypatch.setattr(redispatch, "BAND_BYTES", 48 << 10)  # a few dozen records a band, cut anywhere
     monkeypatch.setattr("rmqtool.store.parallel.default_workers", lambda: 2)
     used = []

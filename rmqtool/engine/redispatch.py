@@ -35,7 +35,7 @@ from rmqtool.store.config import batch_topics
 from rmqtool.store.commitlog_end import CommitLog, last_nonzero_from
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.consumequeue import (BATCH_CQ_LAYOUT, CQ_LAYOUT, UnitLayout, find_queue_end,
-                                        queue_directories, unit_offsets)
+                                        UnitFiles, queue_directories)
 from rmqtool.store.segments import Segment, SegmentQueue, discover
 from rmqtool.store.view import view_of_root
 
@@ -204,12 +204,15 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
     if progress is not None:
         progress.set_total(end - start)
     reader = CommitLogFiles(log, end, progress.advance if progress is not None else None)
-    hints = unit_offsets(paths)  # where the store's queues say records start: the chain walk proves them at once
+    # where the store's queues say records start: the chain walk proves them at once. A band reads
+    # its own share; the whole log's are held only when they are few (8 bytes a unit)
+    unit_files = UnitFiles.of(paths)
+    hints = unit_files.between(start, end) if unit_files.units <= WHOLE_LOG_HINTS else None
     service = ReputMessageService(reader, chosen, DelayLevels(), start, hints=hints)
     try:
         bands = _bands(log, start, end)
         if bands:
-            _reput_in_bands(service, log, bands, hints, progress)
+            _reput_in_bands(service, log, bands, unit_files, progress)
         service.do_reput()  # everything (or what the bands left: they end where the chain leaves them)
     finally:
         reader.close()
@@ -237,6 +240,7 @@ PARALLEL_REPUT = True  # False: one process (tests compare the two)
 PARALLEL_MIN_BYTES = 256 << 20  # a shorter log: one process (a fork and the bands' transfer cost ~0.1 s)
 BAND_BYTES = 48 << 20  # ~40k records of 1 KB a band: small enough to balance, large enough to amortise
 AHEAD = 16  # bands decoded and not yet dispatched, at most: the other process decodes on while this one does
+WHOLE_LOG_HINTS = 8 << 20  # consume queue units whose offsets are held at once (64 MiB), more: a band's each
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,7 +249,7 @@ class _Band:
     log: SegmentQueue
     start: int
     end: int
-    hints: object = dataclasses.field(repr=False, compare=False)
+    hints: object = dataclasses.field(repr=False, compare=False)  # UnitFiles: the band reads its share
 
 
 class _Collect:
@@ -279,7 +283,8 @@ def _decode_band(band: _Band) -> tuple[list, int, Exception | None]:
     """A band's reput, collected: (its pieces, where it stopped, the error that stopped it)."""
     reader = CommitLogFiles(band.log, band.end)
     collect = _Collect()
-    service = ReputMessageService(reader, collect, DelayLevels(), band.start, hints=band.hints)
+    hints = band.hints.between(band.start, band.end) if band.hints is not None else None
+    service = ReputMessageService(reader, collect, DelayLevels(), band.start, hints=hints)
     error = None
     try:
         service.do_reput()

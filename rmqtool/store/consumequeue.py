@@ -527,6 +527,11 @@ class UnitFiles:
                         files.append((str(seg.path), layout.unit_size, seg.size // layout.unit_size))
         return cls(tuple(files))
 
+    @property
+    def units(self) -> int:
+        """The units the files hold (what the whole log's hints would cost: 8 bytes each)."""
+        return sum(count for _, _, count in self.files)
+
     def between(self, lo: int, hi: int) -> "np.ndarray":
         """The offsets in [lo, hi) the units name, sorted and unique (store/record_kernel.candidate_starts)."""
         import numpy as np  # loaded by the commands that walk the log

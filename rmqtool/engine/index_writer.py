@@ -47,6 +47,15 @@ def _dtypes() -> None:
         _ENTRY_DTYPE, _SLOT_DTYPE = dtype_of(IndexEntry), np.dtype(">i4")
 
 
+def index_keys_of(topic: str, uniq_key: str | None, keys: str | None) -> list[str]:
+    """The keys IndexService.buildIndex puts for a record that is not a rollback: topic#UNIQ_KEY,
+    then topic#key for each of KEYS (split on spaces, empty ones skipped), as build_key joins them."""
+    out = [] if uniq_key is None else [build_key(topic, uniq_key)]
+    if keys:
+        out += [build_key(topic, k) for k in keys.split(" ") if k]
+    return out
+
+
 def index_file_name(now_ms: int) -> str:
     """UtilAll.timeMillisToHumanString: yyyyMMddHHmmssSSS in local time."""
     return time.strftime("%Y%m%d%H%M%S", time.localtime(now_ms / 1000)) + f"{now_ms % 1000:03d}"
@@ -342,11 +351,8 @@ class IndexServiceWriter:
             if write_header:
                 f.write_header()
             return
-        entries = [] if uniq_key is None else [(index_key_hash(build_key(topic, uniq_key)), commit_log_offset, store_timestamp)]
-        if keys:
-            for key in keys.split(" "):
-                if key:
-                    entries.append((index_key_hash(build_key(topic, key)), commit_log_offset, store_timestamp))
+        entries = [(index_key_hash(key), commit_log_offset, store_timestamp)
+                   for key in index_keys_of(topic, uniq_key, keys)]
         if entries:
             f = self._put_all(f, entries, commit_log_offset)
         if write_header:
@@ -369,12 +375,8 @@ class IndexServiceWriter:
         for topic, _q, offset, _size, _code, ts, _qo, keys, uniq, sys_flag, *_ in requests:
             if offset < end or sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
                 continue
-            if uniq is not None:
-                add((index_key_hash(build_key(topic, uniq)), offset, ts))
-            if keys:
-                for key in keys.split(" "):
-                    if key:
-                        add((index_key_hash(build_key(topic, key)), offset, ts))
+            for key in index_keys_of(topic, uniq, keys):
+                add((index_key_hash(key), offset, ts))
         if entries:
             f = self._put_all(f, entries, requests[-1][2])
         f.write_header()

@@ -34,7 +34,7 @@ from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, DEFAULT_CQ_FILE_SIZ
 from rmqtool.formats.crc import ends_with_crc32_entry, fill_crc32_entry
 from rmqtool.formats.derive import struct_of
 from rmqtool.store.crc import fast_crc32
-from rmqtool.formats.indexfile import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, INDEX_SIZE
+from rmqtool.formats.indexfile import DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, INDEX_SIZE, build_key
 from rmqtool.store import paths
 from rmqtool.engine.checkpoint_writer import CheckpointWriter
 from rmqtool.store.commitlog_end import CommitLog
@@ -54,7 +54,7 @@ from rmqtool.formats.commitlog import QUEUE_OFFSET_AT
 from rmqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
 from rmqtool.store.message import RECORD_START
 from rmqtool.engine.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
-from rmqtool.engine.index_writer import IndexServiceWriter
+from rmqtool.engine.index_writer import IndexServiceWriter, index_keys_of
 from rmqtool.engine.lock import StoreLock
 from rmqtool.recovery.apply import Applied, apply_plan, finish_apply
 from rmqtool.recovery.intent import step
@@ -778,21 +778,15 @@ class Store:
         last = offsets[-1]
         if cols.sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
             return [], [], [], last
-        prefix = cols.topic + "#"  # build_key's
-        if None not in cols.uniq_keys and not any(cols.keys):
-            return list(map(prefix.__add__, cols.uniq_keys)), offsets, stamps, last
+        topic = cols.topic
+        if None not in cols.uniq_keys and not any(cols.keys):  # one key a record: topic#UNIQ_KEY
+            return [build_key(topic, u) for u in cols.uniq_keys], offsets, stamps, last
         names, at, times = [], [], []
         for uniq, keys, offset, ts in zip(cols.uniq_keys, cols.keys, offsets, stamps):
-            if uniq is not None:
-                names.append(prefix + uniq)
-                at.append(offset)
-                times.append(ts)
-            if keys:
-                for k in keys.split(" "):
-                    if k:
-                        names.append(prefix + k)
-                        at.append(offset)
-                        times.append(ts)
+            found = index_keys_of(topic, uniq, keys)
+            names += found
+            at += [offset] * len(found)
+            times += [ts] * len(found)
         return names, at, times, last
 
     def _put_run(self, prepared: list[PreparedRecord]) -> list[PutResult]:
@@ -820,8 +814,6 @@ class Store:
         last_unit_ts = 0
         keys_of = [] if plain and self.index_service is not None else None  # topic#key of each index entry
         key_offsets, key_stamps = [], []
-        add_key, add_key_offset, add_key_stamp = (keys_of.append if keys_of is not None else None,
-                                                  key_offsets.append, key_stamps.append)
         rollback = TRANSACTION_ROLLBACK_TYPE
         bpos = 0  # where the next record goes in buf
         written = 0  # buf up to here is in the commit log
@@ -875,17 +867,11 @@ class Store:
                         runs.append([topic, queue_id, queue_offset, 0, units])
                     units += (offset, size, code)
                     last_unit_ts = store_ts
-                if add_key is not None and (uniq is not None or keys) and sys_flag & TRANSACTION_MASK != rollback:
-                    if uniq is not None:  # buildIndex's keys: UNIQ_KEY, then each of KEYS (build_key, inline)
-                        add_key(f"{topic}#{uniq}")
-                        add_key_offset(offset)
-                        add_key_stamp(store_ts)
-                    if keys:
-                        for k in keys.split(" "):
-                            if k:
-                                add_key(f"{topic}#{k}")
-                                add_key_offset(offset)
-                                add_key_stamp(store_ts)
+                if keys_of is not None and (uniq is not None or keys) and sys_flag & TRANSACTION_MASK != rollback:
+                    names = index_keys_of(topic, uniq, keys)
+                    keys_of += names
+                    key_offsets += [offset] * len(names)
+                    key_stamps += [store_ts] * len(names)
                 add_result(new(PutResult, (PUT_OK, offset, size, queue_offset, store_ts, 1, topic, queue_id,
                                            (offset,), (uniq,), store_ip, store_port)))
         finally:  # what was placed is written and stays accounted for, even if a roll failed half way

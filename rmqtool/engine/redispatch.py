@@ -212,7 +212,7 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
     try:
         bands = _bands(log, start, end)
         if bands:
-            _reput_in_bands(service, log, bands, unit_files, progress)
+            _reput_in_bands(service, log, bands, unit_files if hints is None else hints, progress)
         service.do_reput()  # everything (or what the bands left: they end where the chain leaves them)
     finally:
         reader.close()
@@ -249,7 +249,8 @@ class _Band:
     log: SegmentQueue
     start: int
     end: int
-    hints: object = dataclasses.field(repr=False, compare=False)  # UnitFiles: the band reads its share
+    # the whole log's hints when they are held, else the UnitFiles the band reads its share from
+    hints: object = dataclasses.field(repr=False, compare=False)
 
 
 class _Collect:
@@ -283,7 +284,7 @@ def _decode_band(band: _Band) -> tuple[list, int, Exception | None]:
     """A band's reput, collected: (its pieces, where it stopped, the error that stopped it)."""
     reader = CommitLogFiles(band.log, band.end)
     collect = _Collect()
-    hints = band.hints.between(band.start, band.end) if band.hints is not None else None
+    hints = band.hints.between(band.start, band.end) if isinstance(band.hints, UnitFiles) else band.hints
     service = ReputMessageService(reader, collect, DelayLevels(), band.start, hints=hints)
     error = None
     try:

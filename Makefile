@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test fuzz bench bench-readme venv clean report-picture
+.PHONY: demo test fuzz bench bench-readme venv clean report-picture native
 
 venv: $(STAMP)
 
@@ -16,13 +16,17 @@ venv: $(STAMP)
 # SUDO: empty when make runs as root (a container without sudo), else sudo.
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile $(wildcard rmqtool/native/*.c rmqtool/native/*.h)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
 	$(PY) -m pip install -q -e '.[dev,codecs,fast,spark]'
 	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
 		$(SUDO) apt-get install -y chromium || { $(SUDO) apt-get update && $(SUDO) apt-get install -y chromium; }
 	touch $(STAMP)
+
+# the native kernel built again in place (after editing rmqtool/native/*.c; the install builds it too)
+native: $(STAMP)
+	$(PY) -c 'from setuptools import setup; setup()' -q build_ext --inplace
 
 demo: $(STAMP)
 	$(PY) -m rmqtool.demo

@@ -12,10 +12,11 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-BASE = {"formats", "errors", "findings"}
+BASE = {"formats", "errors", "findings", "native"}
 # package -> the rmqtool packages (and top-level modules) it may import
 ALLOWED = {
     "formats": {"formats", "errors"},
+    "native": {"formats", "native"},  # the optional C kernel: layouts come from formats/
     "errors": set(),
     "findings": set(),
     "store": BASE | {"store"},

@@ -1,0 +1,86 @@
+/* MessageDecoder.string2messageProperties for the common string: the one C reading of a
+ * record's properties, which every native part that needs them calls.
+ *
+ * The common string: ASCII, every entry exactly one "name \x01 value" with neither empty,
+ * entries joined by \x02, at most one trailing \x02 (5.x writes it). Any other string is
+ * declined, and the caller takes formats/properties.bytes_to_properties, which reads it
+ * as the broker's loop does. The separators come from formats/properties.py
+ * (set_separators), never written here. */
+#include "kernel.h"
+
+static unsigned char property_separator = 0, name_value_separator = 0;
+
+/* A new dict of the string's properties; NULL with no error set when it is not the common
+ * string (declined); NULL with an error set when Python ran out of memory. */
+PyObject *rmq_properties_dict(const unsigned char *p, Py_ssize_t n)
+{
+    if (property_separator == 0)
+        return NULL;  /* set_separators not called: decline */
+    PyObject *dict = PyDict_New();
+    if (dict == NULL || n == 0)
+        return dict;
+    if (p[n - 1] == property_separator)
+        n--;
+    Py_ssize_t i = 0;
+    for (;;) {
+        Py_ssize_t name_at = i, nv = -1;
+        for (; i < n && p[i] != property_separator; i++) {
+            unsigned char c = p[i];
+            if (c >= 0x80)
+                goto declined;
+            if (c == name_value_separator) {
+                if (nv >= 0)
+                    goto declined;  /* two: Java's split gives three items */
+                nv = i;
+            }
+        }
+        if (nv <= name_at || nv + 1 >= i)
+            goto declined;  /* no separator, or an empty name or value (and an empty entry) */
+        PyObject *name = PyUnicode_DecodeASCII((const char *)p + name_at, nv - name_at, NULL);
+        PyObject *value = name == NULL ? NULL : PyUnicode_DecodeASCII((const char *)p + nv + 1, i - nv - 1, NULL);
+        if (value == NULL || PyDict_SetItem(dict, name, value) < 0) {
+            Py_XDECREF(name);
+            Py_XDECREF(value);
+            Py_DECREF(dict);
+            return NULL;
+        }
+        Py_DECREF(name);
+        Py_DECREF(value);
+        if (i >= n)
+            return dict;
+        i++;  /* past the separator; an entry must follow it */
+    }
+declined:
+    Py_DECREF(dict);
+    return NULL;
+}
+
+static PyObject *properties_dict(PyObject *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *dict = rmq_properties_dict(view.buf, view.len);
+    PyBuffer_Release(&view);
+    if (dict == NULL && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return dict;
+}
+
+static PyObject *set_separators(PyObject *self, PyObject *args)
+{
+    unsigned char property, name_value;
+    if (!PyArg_ParseTuple(args, "bb", &property, &name_value))
+        return NULL;
+    property_separator = property;
+    name_value_separator = name_value;
+    Py_RETURN_NONE;
+}
+
+PyMethodDef rmq_properties_methods[] = {
+    {"properties_dict", properties_dict, METH_O,
+     "properties_dict(raw) -> dict, or None when raw is not the common string (take the Python reading)"},
+    {"set_separators", set_separators, METH_VARARGS,
+     "set_separators(property_separator, name_value_separator): from formats/properties.py, once at import"},
+    {NULL, NULL, 0, NULL},
+};

@@ -1,7 +1,7 @@
 /* MessageDecoder.string2messageProperties for the common string: the one C reading of a
  * record's properties, which every native part that needs them calls.
  *
- * The common string: ASCII, every entry exactly one "name \x01 value" with neither empty,
+ * The common string: valid UTF-8, every entry exactly one "name \x01 value" with neither empty,
  * entries joined by \x02, at most one trailing \x02 (5.x writes it). Any other string is
  * declined, and the caller takes formats/properties.bytes_to_properties, which reads it
  * as the broker's loop does. The separators come from formats/properties.py
@@ -22,13 +22,16 @@ PyObject *rmq_properties_dict(const unsigned char *p, Py_ssize_t n)
     if (p[n - 1] == property_separator)
         n--;
     Py_ssize_t i = 0;
+    int ascii = 1;
+    for (Py_ssize_t k = 0; k < n && ascii; k++)
+        ascii = p[k] < 0x80;
+    /* the separators are ASCII, so no UTF-8 sequence spans them: the entries decode alone as
+     * the whole string does, and an invalid string has an invalid entry */
+    PyObject *(*decode)(const char *, Py_ssize_t, const char *) = ascii ? PyUnicode_DecodeASCII : PyUnicode_DecodeUTF8;
     for (;;) {
         Py_ssize_t name_at = i, nv = -1;
         for (; i < n && p[i] != property_separator; i++) {
-            unsigned char c = p[i];
-            if (c >= 0x80)
-                goto declined;
-            if (c == name_value_separator) {
+            if (p[i] == name_value_separator) {
                 if (nv >= 0)
                     goto declined;  /* two: Java's split gives three items */
                 nv = i;
@@ -36,12 +39,14 @@ PyObject *rmq_properties_dict(const unsigned char *p, Py_ssize_t n)
         }
         if (nv <= name_at || nv + 1 >= i)
             goto declined;  /* no separator, or an empty name or value (and an empty entry) */
-        PyObject *name = PyUnicode_DecodeASCII((const char *)p + name_at, nv - name_at, NULL);
-        PyObject *value = name == NULL ? NULL : PyUnicode_DecodeASCII((const char *)p + nv + 1, i - nv - 1, NULL);
+        PyObject *name = decode((const char *)p + name_at, nv - name_at, NULL);
+        PyObject *value = name == NULL ? NULL : decode((const char *)p + nv + 1, i - nv - 1, NULL);
         if (value == NULL || PyDict_SetItem(dict, name, value) < 0) {
             Py_XDECREF(name);
             Py_XDECREF(value);
             Py_DECREF(dict);
+            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+                PyErr_Clear();  /* not UTF-8, declined: Java's replacement characters are the Python reading's */
             return NULL;
         }
         Py_DECREF(name);

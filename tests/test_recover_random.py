@@ -59,7 +59,7 @@ def _plan_changing_nothing(root: pathlib.Path):
     return plan
 
 
-@settings(max_examples=examples(60), deadline=5000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(30), deadline=5000, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_random_damage_plans_salvages_applies_and_undoes(pristine, tmp_path_factory, data):
     root = _damaged_copy(pristine, tmp_path_factory, data, keep=("lock",))
@@ -94,7 +94,7 @@ def pristine_batch(tmp_path_factory):
     return root
 
 
-@settings(max_examples=examples(40), deadline=5000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(20), deadline=5000, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_random_damage_to_batch_queues_plans_applies_and_the_engine_recovers(pristine_batch, tmp_path_factory,
                                                                              data):

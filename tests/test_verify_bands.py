@@ -17,6 +17,9 @@ from rmqtool.verify.run import Verify, VerifyOptions
 
 CQ_UNIT = 20
 PHY_OFFSET_AT = 4  # keyHash, then phyOffset
+# small bands over basic's 3 MB log: 49 of them, the swapped items' far apart (test_verify_split
+# cuts at 4,099 bytes, inside and across records, for every fixture)
+SMALL_BANDS = 65537
 
 
 def _findings(store, jobs: int = 1) -> list:
@@ -31,7 +34,7 @@ def _swap(path, a: int, b: int, width: int) -> tuple[bytes, bytes]:
     return x, y
 
 
-@pytest.mark.parametrize("split", [1 << 40, 4099])
+@pytest.mark.parametrize("split", [1 << 40, SMALL_BANDS])
 def test_units_out_of_order_are_matched_late(store_copy, monkeypatch, split):
     """Two units of a queue swapped far apart: with small bands the one pointing back is late,
     and is matched against its band checked again; each unit disagrees on its queue offset,
@@ -72,7 +75,7 @@ def test_index_entries_out_of_order_are_matched_late(store_copy, monkeypatch):
     _swap(path, a + PHY_OFFSET_AT, b + PHY_OFFSET_AT, 8)
     monkeypatch.setattr(verify_commitlog, "VERIFY_SPLIT", 1 << 40)
     whole = _findings(store)
-    monkeypatch.setattr(verify_commitlog, "VERIFY_SPLIT", 4099)
+    monkeypatch.setattr(verify_commitlog, "VERIFY_SPLIT", SMALL_BANDS)
     assert _findings(store) == whole
     assert sorted(f[2] for f in whole if f[0] == INDEX_ENTRY_MISMATCH and f[1] == str(path)) == [a, b]
 

@@ -272,3 +272,30 @@ def test_no_references_leak():
         tracemalloc.stop()
     assert grown < 4096
     assert counts() == held
+
+
+def test_properties_getter_in_c_is_the_python_one(monkeypatch):
+    """Message.properties' C getter against Message._read_properties: common strings, declined
+    ones, a bytearray set by hand, the kernel switched off after the build, a set value, errors."""
+    assert Message.properties.fget is KERNEL.message_properties
+    raws = [b"TAGS\x01a\x02KEYS\x01k", b"", b"a\x01b\x01c", "城市\x01杭州".encode(), b"bad\xff\x01v", b"\x02",
+            bytearray(b"TAGS\x01a")]
+
+    def built():
+        out = []
+        for raw in raws:
+            m = Message(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b"\0" * 4, 0, 0, b"\0" * 4, 0, 0, 0, b"", "T", raw)
+            out.append((m.properties, m.properties_utf8_ok, m.properties is m.properties))
+        return out
+
+    with_kernel, pure = both_ways(monkeypatch, built)
+    assert with_kernel == pure
+    assert [p for p, _, _ in pure] == [props.bytes_to_properties(bytes(r))[0] for r in raws]
+    m = Message(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b"", 0, 0, b"", 0, 0, 0, b"", "T", b"A\x01b")
+    m.properties = {"x": "y"}
+    assert m.properties == {"x": "y"}
+    del m._properties
+    with pytest.raises(AttributeError):
+        m.properties
+    with pytest.raises(TypeError):
+        KERNEL.message_properties(object())

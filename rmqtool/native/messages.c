@@ -32,6 +32,9 @@ typedef struct {
 } field_t;
 
 static PyTypeObject *message_type = NULL; /* NULL: not set up, every call declines */
+static PyObject *native_module = NULL;   /* rmqtool.native: its kernel attribute read at call time */
+static PyObject *read_properties = NULL; /* Message._read_properties: the Python reading */
+static PyObject *kernel_name = NULL;     /* "kernel", interned */
 static Py_ssize_t fixed_slot[N_FIXED];
 static field_t fields[N_HOSTS][MAX_FIELDS];
 static int n_fields[N_HOSTS];
@@ -53,12 +56,21 @@ static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *descr)
     return member->offset;
 }
 
-/* set_message_layout(cls, fixed, headers): fixed is the N_FIXED slots' descriptors; headers,
- * for each hosts variant, (header size, ((at, kind, size, descriptor or None), ...)). */
+/* set_message_layout(cls, fixed, headers, native, read_properties): fixed is the N_FIXED slots'
+ * descriptors; headers, for each hosts variant, (header size, ((at, kind, size, descriptor or
+ * None), ...)); native the rmqtool.native module; read_properties Message's Python reading of
+ * its properties (message_properties' fallback). */
 static PyObject *set_message_layout(PyObject *self, PyObject *args)
 {
-    PyObject *cls, *fixed, *headers;
-    if (!PyArg_ParseTuple(args, "O!O!O!", &PyType_Type, &cls, &PyTuple_Type, &fixed, &PyTuple_Type, &headers))
+    PyObject *cls, *fixed, *headers, *native, *reader;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O", &PyType_Type, &cls, &PyTuple_Type, &fixed, &PyTuple_Type, &headers,
+                          &PyModule_Type, &native, &reader))
+        return NULL;
+    if (!PyCallable_Check(reader)) {
+        PyErr_SetString(PyExc_TypeError, "set_message_layout: read_properties must be callable");
+        return NULL;
+    }
+    if (kernel_name == NULL && (kernel_name = PyUnicode_InternFromString("kernel")) == NULL)
         return NULL;
     PyTypeObject *type = (PyTypeObject *)cls;
     if (type->tp_itemsize != 0 || type->tp_alloc == NULL || type->tp_new != PyBaseObject_Type.tp_new
@@ -99,9 +111,46 @@ static PyObject *set_message_layout(PyObject *self, PyObject *args)
         n_fields[h] = (int)n;
         header_size[h] = size;
     }
+    Py_XSETREF(native_module, Py_NewRef(native));
+    Py_XSETREF(read_properties, Py_NewRef(reader));
     Py_INCREF(type);
     message_type = type;
     Py_RETURN_NONE;
+}
+
+/* Message.properties' getter: the dict read on first access, as the Python getter does (the
+ * common string by rmq_properties_dict while rmqtool.native.kernel is set; anything else by
+ * Message._read_properties), without a Python frame for each message. */
+static PyObject *message_properties(PyObject *self, PyObject *msg)
+{
+    if (message_type == NULL || !PyObject_TypeCheck(msg, message_type)) {
+        PyErr_SetString(PyExc_TypeError, "message_properties: not a Message");
+        return NULL;
+    }
+    PyObject **slot = (PyObject **)((char *)msg + fixed_slot[S_PROPERTIES]);
+    if (*slot == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "'Message' object has no attribute '_properties'");
+        return NULL;
+    }
+    if (*slot != Py_None)
+        return Py_NewRef(*slot);
+    PyObject *kernel = PyObject_GetAttr(native_module, kernel_name);
+    if (kernel == NULL)
+        return NULL;
+    int on = kernel != Py_None;
+    Py_DECREF(kernel);
+    PyObject *raw = *(PyObject **)((char *)msg + fixed_slot[S_PROPERTIES_RAW]);
+    if (on && raw != NULL && PyBytes_CheckExact(raw)) {
+        PyObject *dict = rmq_properties_dict((const unsigned char *)PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw));
+        if (dict != NULL) {
+            Py_XSETREF(*(PyObject **)((char *)msg + fixed_slot[S_PROPERTIES_UTF8_OK]), Py_NewRef(Py_True));
+            Py_XSETREF(*slot, Py_NewRef(dict));
+            return dict;
+        }
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    return PyObject_CallOneArg(read_properties, msg); /* declined, or the kernel off: the Python reading */
 }
 
 static PyObject *header_value(const unsigned char *p, const field_t *field)
@@ -217,25 +266,41 @@ static int topic_of(topic_memo_t *memo, const unsigned char *p, Py_ssize_t n, Py
 
 /* A header field's value, or the previous record's object when its bytes are the same (ports,
  * hosts, flags and sizes repeat from record to record: no new object for them) */
-#define FIELD_MEMO_BYTES 16
 typedef struct {
     PyObject *value[MAX_FIELDS]; /* strong references, or NULL */
     int kind[MAX_FIELDS], size[MAX_FIELDS];
-    unsigned char raw[MAX_FIELDS][FIELD_MEMO_BYTES];
+    uint64_t key[MAX_FIELDS][2];
 } field_memo_t;
+
+/* the field's bytes as a key (fixed-size copies, so no call); 0 for a width not remembered */
+static inline int field_key(const unsigned char *p, int size, uint64_t key[2])
+{
+    key[0] = key[1] = 0;
+    switch (size) {
+    case 1: memcpy(key, p, 1); return 1;
+    case 2: memcpy(key, p, 2); return 1;
+    case 4: memcpy(key, p, 4); return 1;
+    case 8: memcpy(key, p, 8); return 1;
+    case 16: memcpy(key, p, 16); return 1;
+    default: return 0;
+    }
+}
 
 static PyObject *field_of(field_memo_t *memo, int f, const unsigned char *p, const field_t *field)
 {
-    if (field->size > FIELD_MEMO_BYTES)
+    uint64_t key[2];
+    if (!field_key(p, field->size, key))
         return header_value(p, field);
-    if (memo->value[f] != NULL && memo->kind[f] == field->kind && memo->size[f] == field->size && memcmp(memo->raw[f], p, field->size) == 0)
+    if (memo->value[f] != NULL && memo->kind[f] == field->kind && memo->size[f] == field->size
+        && memo->key[f][0] == key[0] && memo->key[f][1] == key[1])
         return Py_NewRef(memo->value[f]);
     PyObject *value = header_value(p, field);
     if (value != NULL) {
         Py_XSETREF(memo->value[f], Py_NewRef(value));
         memo->kind[f] = field->kind;
         memo->size[f] = field->size;
-        memcpy(memo->raw[f], p, field->size);
+        memo->key[f][0] = key[0];
+        memo->key[f][1] = key[1];
     }
     return value;
 }
@@ -374,7 +439,10 @@ done:
 
 PyMethodDef rmq_messages_methods[] = {
     {"set_message_layout", set_message_layout, METH_VARARGS,
-     "set_message_layout(cls, fixed_slots, headers): the Message class and its layout, from message.py once"},
+     "set_message_layout(cls, fixed_slots, headers, native, read_properties): the Message class and its "
+     "layout, from message.py once"},
+    {"message_properties", message_properties, METH_O,
+     "message_properties(message) -> dict: Message.properties' getter (set_message_layout's Message)"},
     {"messages", messages, METH_VARARGS,
      "messages(buf, columns, offset0, position0, path, crc, out, topics, decode_topic, eager) -> count appended, "
      "or None when declined (build_messages' Python loop then builds them)"},

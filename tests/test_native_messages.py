@@ -193,7 +193,7 @@ def test_kernel_declines_what_it_does_not_cover():
     raw, records = _window()
     cols = list(_columns(records))
     call = lambda buf, columns, crc=None: KERNEL.messages(buf, tuple(columns), 0, 0, "p", crc, out, {},  # noqa: E731
-                                                         message_module._decode_topic, False)
+                                                         message_module._decode_topic)
     out: list = []
     assert call(raw, cols) == len(records) and len(out) == len(records)
     out.clear()
@@ -221,20 +221,8 @@ def test_kernel_topic_decoder_error_propagates():
 
     out: list = []
     with pytest.raises(RuntimeError):
-        KERNEL.messages(raw, _columns(records), 0, 0, "p", None, out, {}, decoder, False)
+        KERNEL.messages(raw, _columns(records), 0, 0, "p", None, out, {}, decoder)
     assert [m.topic for m in out] == ["A"]  # built before the error, whole
-
-
-def test_kernel_eager_properties_are_the_lazy_ones():
-    raw, records = _window()
-    lazy, eager = [], []
-    for out, flag in ((lazy, False), (eager, True)):
-        KERNEL.messages(raw, _columns(records), 0, 0, "p", None, out, {}, message_module._decode_topic, flag)
-    for a, b in zip(lazy, eager):
-        assert a._properties is None and a._properties_utf8_ok is None
-        assert b._properties is not None and b._properties_utf8_ok is True
-        a.properties  # read: now as the eager one
-        assert snapshot(a) == snapshot(b)
 
 
 def test_no_references_leak():
@@ -245,10 +233,10 @@ def test_no_references_leak():
     verdicts = (np.ones(len(records), bool), np.ones(len(records), bool), np.zeros(len(records), bool))
 
     def once():
-        for eager in (False, True):
+        for crc in (None, verdicts):
             out: list = []
-            KERNEL.messages(raw, _columns(records), 3, 4, path, verdicts if eager else None, out,
-                            message_module._TOPICS, message_module._decode_topic, eager)
+            KERNEL.messages(raw, _columns(records), 3, 4, path, crc, out, message_module._TOPICS,
+                            message_module._decode_topic)
             for m in out:
                 m.properties
 

@@ -305,19 +305,18 @@ static PyObject *field_of(field_memo_t *memo, int f, const unsigned char *p, con
     return value;
 }
 
-/* messages(buf, columns, offset0, position0, path, crc, out, topics, decode_topic, eager):
+/* messages(buf, columns, offset0, position0, path, crc, out, topics, decode_topic):
  * columns are CleanRecords' position, end, hosts, body_at, body_end, topic_at, topic_end,
  * properties_at (int64); crc is None (not checked: verdicts None) or CrcVerdicts' body_ok,
  * has_entry, entry_ok (bool). Appends a Message a record to out; returns how many, or None
- * when declined (nothing appended). With eager, properties that are the common string are
- * read now (rmq_properties_dict) into _properties. */
+ * when declined (nothing appended). Properties stay unread (message_properties reads them
+ * on first access): a scan that never asks pays nothing for them. */
 static PyObject *messages(PyObject *self, PyObject *args)
 {
     PyObject *buf_obj, *columns, *path, *crc, *out, *topics, *decode;
     long long offset0, position0;
-    int eager;
-    if (!PyArg_ParseTuple(args, "OO!LLOOO!O!Op", &buf_obj, &PyTuple_Type, &columns, &offset0, &position0, &path,
-                          &crc, &PyList_Type, &out, &PyDict_Type, &topics, &decode, &eager))
+    if (!PyArg_ParseTuple(args, "OO!LLOOO!O!O", &buf_obj, &PyTuple_Type, &columns, &offset0, &position0, &path,
+                          &crc, &PyList_Type, &out, &PyDict_Type, &topics, &decode))
         return NULL;
     if (message_type == NULL || PyTuple_GET_SIZE(columns) != N_COLUMNS
         || (crc != Py_None && (!PyTuple_Check(crc) || PyTuple_GET_SIZE(crc) != 3)))
@@ -373,38 +372,30 @@ static PyObject *messages(PyObject *self, PyObject *args)
         PyObject *m = message_type->tp_alloc(message_type, 0);
         if (m == NULL)
             goto done;
-        /* every slot is set before anything can fail: a half-filled Message is never seen */
-        PyObject *v;
-        int failed = 0;
+        /* a Message that cannot be filled is dropped whole: its dealloc clears the slots set */
+#define SET_NEW(slot, expr)                  \
+    do {                                     \
+        PyObject *v_ = (expr);               \
+        if (v_ == NULL) {                    \
+            Py_DECREF(m);                    \
+            goto done;                       \
+        }                                    \
+        set_slot(m, (slot), v_);             \
+    } while (0)
         for (int f = 0; f < n_fields[hosts]; f++) {
             const field_t *field = &fields[hosts][f];
-            if (field->slot == 0)
-                continue;
-            v = field_of(&fmemo, f, record + field->at, field);
-            failed |= v == NULL;
-            set_slot(m, field->slot, v);
+            if (field->slot != 0)
+                SET_NEW(field->slot, field_of(&fmemo, f, record + field->at, field));
         }
-        v = PyBytes_FromStringAndSize((const char *)base + body_at, body_end - body_at);
-        failed |= v == NULL;
-        set_slot(m, fixed_slot[S_BODY], v);
+        SET_NEW(fixed_slot[S_BODY], PyBytes_FromStringAndSize((const char *)base + body_at, body_end - body_at));
+        SET_NEW(fixed_slot[S_PROPERTIES_RAW], PyBytes_FromStringAndSize((const char *)base + props_at, end - props_at));
+        SET_NEW(fixed_slot[S_COMMIT_LOG_OFFSET], PyLong_FromLongLong(offset0 + pos));
+        SET_NEW(fixed_slot[S_POSITION], PyLong_FromLongLong(position0 + pos));
+#undef SET_NEW
         set_slot(m, fixed_slot[S_TOPIC], Py_NewRef(memo.topic[t]));
         set_slot(m, fixed_slot[S_TOPIC_UTF8_OK], Py_NewRef(memo.ok[t]));
-        v = PyBytes_FromStringAndSize((const char *)base + props_at, end - props_at);
-        failed |= v == NULL;
-        set_slot(m, fixed_slot[S_PROPERTIES_RAW], v);
-        PyObject *dict = NULL;
-        if (eager && !failed) {
-            dict = rmq_properties_dict(base + props_at, end - props_at);
-            failed |= dict == NULL && PyErr_Occurred() != NULL;
-        }
-        set_slot(m, fixed_slot[S_PROPERTIES], dict != NULL ? dict : Py_NewRef(Py_None));
-        set_slot(m, fixed_slot[S_PROPERTIES_UTF8_OK], Py_NewRef(dict != NULL ? Py_True : Py_None));
-        v = PyLong_FromLongLong(offset0 + pos);
-        failed |= v == NULL;
-        set_slot(m, fixed_slot[S_COMMIT_LOG_OFFSET], v);
-        v = PyLong_FromLongLong(position0 + pos);
-        failed |= v == NULL;
-        set_slot(m, fixed_slot[S_POSITION], v);
+        set_slot(m, fixed_slot[S_PROPERTIES], Py_NewRef(Py_None));
+        set_slot(m, fixed_slot[S_PROPERTIES_UTF8_OK], Py_NewRef(Py_None));
         set_slot(m, fixed_slot[S_PATH], Py_NewRef(path));
         if (n_crc) {
             const char *body_ok = verdict[0].buf, *has_entry = verdict[1].buf, *entry_ok = verdict[2].buf;
@@ -415,11 +406,10 @@ static PyObject *messages(PyObject *self, PyObject *args)
             set_slot(m, fixed_slot[S_BODY_CRC_OK], Py_NewRef(Py_None));
             set_slot(m, fixed_slot[S_PROPERTY_CRC_OK], Py_NewRef(Py_None));
         }
-        if (failed || PyList_Append(out, m) < 0) {
-            Py_DECREF(m); /* its dealloc clears the slots set, NULL ones included */
-            goto done;
-        }
+        int appended = PyList_Append(out, m);
         Py_DECREF(m);
+        if (appended < 0)
+            goto done;
     }
     result = PyLong_FromSsize_t(n);
     goto done;
@@ -444,7 +434,7 @@ PyMethodDef rmq_messages_methods[] = {
     {"message_properties", message_properties, METH_O,
      "message_properties(message) -> dict: Message.properties' getter (set_message_layout's Message)"},
     {"messages", messages, METH_VARARGS,
-     "messages(buf, columns, offset0, position0, path, crc, out, topics, decode_topic, eager) -> count appended, "
+     "messages(buf, columns, offset0, position0, path, crc, out, topics, decode_topic) -> count appended, "
      "or None when declined (build_messages' Python loop then builds them)"},
     {NULL, NULL, 0, NULL},
 };

@@ -375,7 +375,7 @@ def build_messages(buf, records, offset0: int, position0: int, path: str | None,
             crc = (verdicts.body_ok, verdicts.has_entry, verdicts.entry_ok)
         if kernel.messages(buf, (records.position, records.end, records.hosts, records.body_at, records.body_end,
                                  records.topic_at, records.topic_end, records.properties_at),
-                           offset0, position0, path, crc, out, _TOPICS, _decode_topic, False) is not None:
+                           offset0, position0, path, crc, out, _TOPICS, _decode_topic) is not None:
             return out
     if type(buf) is not bytes:  # a reused read buffer: the Message's bytes must not change under it
         first, last = int(records.position[0]), int(records.end[-1])

@@ -11,6 +11,11 @@ Speed (issue 2): each header field is a slot of its own, filled from one
 a slot read, not a Python call. Properties are parsed into a dict on first access, most
 strings in a few C-level calls. CRCs are computed by whatever :mod:`rmqtool.store.crc`
 chose (ISA-L when installed).
+
+With the native kernel (issue 27), build_messages' loop and the properties getter run in C
+(rmqtool/native/messages.c: slots filled through Message's slot descriptors, the header
+read with the fields derived here from HEADERS); the loop below stays the definition and
+takes whatever the kernel declines, and ``native.kernel = None`` runs it alone.
 """
 from __future__ import annotations
 

@@ -287,3 +287,24 @@ def test_properties_getter_in_c_is_the_python_one(monkeypatch):
         m.properties
     with pytest.raises(TypeError):
         KERNEL.message_properties(object())
+
+
+def test_build_messages_from_a_reused_buffer(monkeypatch):
+    """A bytearray window (crc_scan's reused read buffer): the Messages own their bytes, both ways."""
+    raw, records = _window()
+    part = records.rows(3, 40)
+    verdicts = (np.arange(len(part)) % 2 == 0, np.arange(len(part)) % 3 == 0, np.arange(len(part)) % 5 == 0)
+
+    class Verdicts:
+        body_ok, has_entry, entry_ok = verdicts
+
+    def built():
+        buf = bytearray(raw)
+        out = [m for check in (False, True)
+               for m in build_messages(buf, part, 1000, 7, "p", check, verdicts=Verdicts if check else None)]
+        buf[:] = bytes(len(buf))  # the window reused: the Messages keep what they were built from
+        return [snapshot(m) for m in out]
+
+    with_kernel, pure = both_ways(monkeypatch, built)
+    assert with_kernel == pure
+    assert {s[Message.__slots__.index("property_crc_ok")] for s in pure} == {True, False, None}

@@ -263,7 +263,7 @@ def test_no_references_leak():
 
 
 def test_properties_getter_in_c_is_the_python_one(monkeypatch):
-    """Message.properties' C getter against Message._read_properties: common strings, declined
+    """Message.properties' C getter against its Python getter: common strings, declined
     ones, a bytearray set by hand, the kernel switched off after the build, a set value, errors."""
     assert Message.properties.fget is KERNEL.message_properties
     raws = [b"TAGS\x01a\x02KEYS\x01k", b"", b"a\x01b\x01c", "城市\x01杭州".encode(), b"bad\xff\x01v", b"\x02",

@@ -33,7 +33,7 @@ typedef struct {
 
 static PyTypeObject *message_type = NULL; /* NULL: not set up, every call declines */
 static PyObject *native_module = NULL;   /* rmqtool.native: its kernel attribute read at call time */
-static PyObject *read_properties = NULL; /* Message._read_properties: the Python reading */
+static PyObject *read_properties = NULL; /* Message.properties' Python getter */
 static PyObject *kernel_name = NULL;     /* "kernel", interned */
 static Py_ssize_t fixed_slot[N_FIXED];
 static field_t fields[N_HOSTS][MAX_FIELDS];
@@ -58,8 +58,8 @@ static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *descr)
 
 /* set_message_layout(cls, fixed, headers, native, read_properties): fixed is the N_FIXED slots'
  * descriptors; headers, for each hosts variant, (header size, ((at, kind, size, descriptor or
- * None), ...)); native the rmqtool.native module; read_properties Message's Python reading of
- * its properties (message_properties' fallback). */
+ * None), ...)); native the rmqtool.native module; read_properties Message.properties' Python
+ * getter (message_properties' fallback). */
 static PyObject *set_message_layout(PyObject *self, PyObject *args)
 {
     PyObject *cls, *fixed, *headers, *native, *reader;
@@ -120,7 +120,7 @@ static PyObject *set_message_layout(PyObject *self, PyObject *args)
 
 /* Message.properties' getter: the dict read on first access, as the Python getter does (the
  * common string by rmq_properties_dict while rmqtool.native.kernel is set; anything else by
- * Message._read_properties), without a Python frame for each message. */
+ * the Python getter), without a Python frame for each message. */
 static PyObject *message_properties(PyObject *self, PyObject *msg)
 {
     if (message_type == NULL || !PyObject_TypeCheck(msg, message_type)) {

@@ -132,19 +132,17 @@ class Message:
     # --- properties, parsed on first access ---
     @property
     def properties(self) -> dict:
+        # (with the native kernel, message_properties stands in for this getter and calls it
+        # for what it declines: set after the class)
         p = self._properties
-        return self._read_properties() if p is None else p
-
-    def _read_properties(self) -> dict:
-        """The first reading of ``properties_raw``; the native getter (set below) calls it for
-        what it declines."""
-        kernel = native.kernel
-        # the common string read in C (ASCII, so valid UTF-8); None: declined, Python's reading
-        if kernel is not None and (p := kernel.properties_dict(self.properties_raw)) is not None:
-            self._properties_utf8_ok = True
-        else:
-            p, self._properties_utf8_ok = bytes_to_properties(self.properties_raw)
-        self._properties = p
+        if p is None:
+            kernel = native.kernel
+            # the common string read in C (ASCII, so valid UTF-8); None: declined, Python's reading
+            if kernel is not None and (p := kernel.properties_dict(self.properties_raw)) is not None:
+                self._properties_utf8_ok = True
+            else:
+                p, self._properties_utf8_ok = bytes_to_properties(self.properties_raw)
+            self._properties = p
         return p
 
     @properties.setter
@@ -345,12 +343,12 @@ def _native_header(header: struct.Struct) -> tuple | None:
 def _set_native_layout() -> None:
     headers = tuple(_native_header(h) for h in HEADERS)
     if native.kernel is not None and None not in headers:  # else the kernel declines every window
+        python_getter = Message.properties
         native.kernel.set_message_layout(Message, tuple(Message.__dict__[n] for n in _NATIVE_FIXED_SLOTS), headers,
-                                         native, Message._read_properties)
+                                         native, python_getter.fget)
         # the same getter in C: no Python frame a message for the full decode (it reads
-        # native.kernel at each first access too, and takes _read_properties when it is None)
-        Message.properties = property(native.kernel.message_properties, Message.properties.fset,
-                                      doc=Message.properties.__doc__)
+        # native.kernel at each first access too, and calls the Python getter when it is None)
+        Message.properties = property(native.kernel.message_properties, python_getter.fset, doc=python_getter.__doc__)
 
 
 _set_native_layout()

@@ -313,3 +313,23 @@ def test_build_messages_from_a_reused_buffer(monkeypatch):
     with_kernel, pure = both_ways(monkeypatch, built)
     assert with_kernel == pure
     assert {s[Message.__slots__.index("property_crc_ok")] for s in pure} == {True, False, None}
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(data=st.data())
+def test_kernel_never_reads_past_the_buffer(data):
+    """Columns no kernel made (bounds drawn around the buffer's): the call declines or builds, never crashes."""
+    raw, records = _window()
+    raw = raw[:data.draw(st.integers(0, len(raw)))]
+    n = data.draw(st.integers(0, 4))
+    near = st.integers(-4, len(raw) + 4)
+    columns = [np.array(data.draw(st.lists(near, min_size=n, max_size=n)), np.int64) for _ in range(8)]
+    columns[2] = np.array(data.draw(st.lists(st.integers(-1, 4), min_size=n, max_size=n)), np.int64)
+    if data.draw(st.booleans()):  # mostly in order, as a record's parts are
+        for c in range(3, 8):
+            columns[c] = np.maximum(columns[c], columns[c - 1] if c > 3 else columns[0])
+    out: list = []
+    got = KERNEL.messages(raw, tuple(columns), 0, 0, "p", None, out, {}, message_module._decode_topic)
+    assert got is None and not out or got == n == len(out)
+    for m in out:
+        assert len(m.body) + len(m.properties_raw) <= len(raw)

@@ -11,10 +11,16 @@ Speed (issue 2): each header field is a slot of its own, filled from one
 a slot read, not a Python call. Properties are parsed into a dict on first access, most
 strings in a few C-level calls. CRCs are computed by whatever :mod:`rmqtool.store.crc`
 chose (ISA-L when installed).
+
+With the native kernel (issue 27), build_messages' loop and the properties getter run in C
+(rmqtool/native/messages.c: slots filled through Message's slot descriptors, the header
+read with the fields derived here from HEADERS); the loop below stays the definition and
+takes whatever the kernel declines, and ``native.kernel = None`` runs it alone.
 """
 from __future__ import annotations
 
 import itertools
+import re
 import struct
 
 import construct as cs
@@ -27,6 +33,7 @@ from rmqtool.formats.crc import CRC32_RESERVED_LEN, stored_record_crc
 from rmqtool.formats.derive import field_names, struct_of
 from rmqtool.formats.properties import bytes_to_properties
 from rmqtool.formats.sysflag import transaction_type
+from rmqtool import native
 from rmqtool.store import compression
 from rmqtool.store import crc as crc_module
 from rmqtool.store.crc import JAVA_CRC_MASK
@@ -125,9 +132,16 @@ class Message:
     # --- properties, parsed on first access ---
     @property
     def properties(self) -> dict:
+        # (with the native kernel, message_properties stands in for this getter and calls it
+        # for what it declines: set after the class)
         p = self._properties
         if p is None:
-            p, self._properties_utf8_ok = bytes_to_properties(self.properties_raw)
+            kernel = native.kernel
+            # the common string read in C (ASCII, so valid UTF-8); None: declined, Python's reading
+            if kernel is not None and (p := kernel.properties_dict(self.properties_raw)) is not None:
+                self._properties_utf8_ok = True
+            else:
+                p, self._properties_utf8_ok = bytes_to_properties(self.properties_raw)
             self._properties = p
         return p
 
@@ -299,6 +313,47 @@ def decode_message(buf, pos: int, commit_log_offset: int, limit: int, *, check_c
     return msg
 
 
+# The native kernel's copy of build_messages' loop (rmqtool/native/messages.c): Message's
+# slots and the header's fields, derived here from HEADERS and handed over once.
+_NATIVE_FIXED_SLOTS = ("commit_log_offset", "body", "topic", "properties_raw", "_properties", "_properties_utf8_ok",
+                       "path", "position", "body_crc_ok", "property_crc_ok", "topic_utf8_ok")
+_NATIVE_KINDS = {**dict.fromkeys("bhilq", 0), **dict.fromkeys("BHILQ", 1), "s": 2}
+
+
+def _native_header(header: struct.Struct) -> tuple | None:
+    """(size, ((position, kind, width, slot descriptor or None), ...)) of a big-endian header
+    struct, a field a Message slot named as HEADER_FIELDS names it; None when a code is not one
+    the kernel reads."""
+    if header.format[0] not in ">!":
+        return None
+    specs, fmt = [], header.format[0]
+    for count, code in re.findall(r"(\d*)(\D)", header.format[1:]):
+        if code not in _NATIVE_KINDS:
+            return None
+        repeat, width = (1, int(count or 1)) if code == "s" else (int(count or 1), struct.calcsize(fmt[0] + code))
+        for _ in range(repeat):
+            specs.append((struct.calcsize(fmt), _NATIVE_KINDS[code], width))
+            fmt += f"{width}s" if code == "s" else code
+    if len(specs) != len(HEADER_FIELDS) or struct.calcsize(fmt) != header.size:
+        return None
+    return header.size, tuple((*spec, Message.__dict__[name] if name in MESSAGE_HEADER_FIELDS else None)
+                              for spec, name in zip(specs, HEADER_FIELDS))
+
+
+def _set_native_layout() -> None:
+    headers = tuple(_native_header(h) for h in HEADERS)
+    if native.kernel is not None and None not in headers:  # else the kernel declines every window
+        python_getter = Message.properties
+        native.kernel.set_message_layout(Message, tuple(Message.__dict__[n] for n in _NATIVE_FIXED_SLOTS), headers,
+                                         native, python_getter.fget)
+        # the same getter in C: no Python frame a message for the full decode (it reads
+        # native.kernel at each first access too, and calls the Python getter when it is None)
+        Message.properties = property(native.kernel.message_properties, python_getter.fset, doc=python_getter.__doc__)
+
+
+_set_native_layout()
+
+
 def build_messages(buf, records, offset0: int, position0: int, path: str | None, check_crc: bool,
                    out: list | None = None, verdicts=None) -> list:
     """Messages of the clean records of a window (:class:`rmqtool.store.record_kernel.CleanRecords`),
@@ -313,6 +368,18 @@ def build_messages(buf, records, offset0: int, position0: int, path: str | None,
         out = []
     if not len(records):
         return out
+    kernel = native.kernel
+    if kernel is not None:  # the same Messages, built in C; None: declined, the loop below builds them
+        crc = None
+        if check_crc:
+            if verdicts is None:
+                from rmqtool.store.record_kernel import crc_verdicts  # numpy
+                verdicts = crc_verdicts(buf, records)
+            crc = (verdicts.body_ok, verdicts.has_entry, verdicts.entry_ok)
+        if kernel.messages(buf, (records.position, records.end, records.hosts, records.body_at, records.body_end,
+                                 records.topic_at, records.topic_end, records.properties_at),
+                           offset0, position0, path, crc, out, _TOPICS, _decode_topic) is not None:
+            return out
     if type(buf) is not bytes:  # a reused read buffer: the Message's bytes must not change under it
         first, last = int(records.position[0]), int(records.end[-1])
         buf = bytes(buf[first:last])

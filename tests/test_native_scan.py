@@ -11,14 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import CLEAN_SCENARIOS, load_truth
-from helpers import damage, examples
+from helpers import canonical, damage, examples
 from rmqtool import native
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, MIN_MESSAGE_LENGTH
 from rmqtool.formats.crc import JAVA_CRC_MASK
 from rmqtool.store import commitlog, crc
 from rmqtool.store.commitlog import Blank, CrcTally, header_hop
 from rmqtool.store.commitlog_end import CommitLog
-from rmqtool.store.record_kernel import clean_records
+from rmqtool.store.record_kernel import CRC_RUN_LAYOUT, clean_records, crc_verdicts, good_crc_run
 from rmqtool.store.record_rule import hop_chain
 
 from rmqtool.native import _kernel as KERNEL  # built by the install (make native): its absence fails here
@@ -48,6 +48,17 @@ def both(monkeypatch, fn):
         m.setattr(native, "kernel", None)
         pure = fn()
     return fast, pure
+
+
+def _good_run(buf, i, stop):
+    """good_crc_run's answer from the numpy kernel: the clean records whose CRC verdicts hold, up
+    to the first that does not (how many, where they end)."""
+    records = clean_records(buf, i, stop)
+    if not len(records):
+        return 0, records.stop
+    ok = crc_verdicts(buf, records).ok
+    n = len(records) if ok.all() else int(ok.argmin())
+    return n, records.stop if n == len(records) else int(records.position[n])
 
 
 def _chain(buf, i=0, stop=None, limit=None):
@@ -115,6 +126,16 @@ def test_crcs_of_bodies_match_truth(name, segments, monkeypatch):
     assert [c & JAVA_CRC_MASK for c in fast.tolist()] == [body_crc[base + p] for p in records.position.tolist()]
 
 
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_good_crc_run_takes_every_record(name, segments):
+    """Every fixture record is clean and its CRCs hold: crc_run takes each segment's whole chain."""
+    for raw in segments[name]:
+        got = good_crc_run(raw, 0, len(raw))
+        assert got == _good_run(raw, 0, len(raw)) == (len(_chain(raw)[0]), _chain(raw)[1])
+    with pytest.raises(ValueError):
+        KERNEL.crc_run(raw, 0, len(raw), len(raw), CRC_RUN_LAYOUT[:-1])
+
+
 @pytest.mark.parametrize("name", ("4.9.8/batch", "5.3.3/v2-and-crc"))
 def test_crc_scan_both_ways(name, monkeypatch):
     """The integrity check's scan: the same results and tally with the kernel and without."""
@@ -158,7 +179,7 @@ def test_crc_ranges_declines_ranges_outside(segments, monkeypatch):
     fast, pure = both(monkeypatch, lambda: crc.crcs_of(raw, np.array([3, 8]), np.array([len(raw) + 9, 2])).tolist())
     assert fast == pure
     monkeypatch.setattr(crc, "fast_crc32", lambda data: zlib.crc32(data))  # replaced: the kernel is not used
-    assert crc._kernel_crcs() is None
+    assert crc.kernel_crcs() is None
 
 
 @settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -185,4 +206,27 @@ def test_damaged_windows_both_ways(data, segments, monkeypatch, tmp_path_factory
     end = np.array(data.draw(st.lists(st.integers(-4, len(raw) + 4), min_size=n, max_size=n)), np.int64)
     fast, pure = both(monkeypatch, lambda: crc.crcs_of(raw, start, end).tolist())
     assert fast == pure
+    assert good_crc_run(raw, i, stop) == _good_run(raw, i, stop)
     os.unlink(path)
+
+
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_damaged_crc_scan_both_ways(data, segments, monkeypatch, tmp_path_factory):
+    """crc_scan of a damaged commit log (bodies, CRC entries, lengths hit): the kernel's mapped
+    windows and crc_run give the pure path's results, findings and tally."""
+    directory = tmp_path_factory.mktemp("crc") / "commitlog"
+    directory.mkdir()
+    for path, raw in zip(_segments("5.3.3/v2-and-crc"), segments["5.3.3/v2-and-crc"]):
+        raw = bytearray(raw)
+        (directory / path.name).write_bytes(bytes(damage(raw, data, span=40000, max_damages=3)
+                                                  if path.name.endswith("00000") else raw))
+    log = CommitLog(directory)
+
+    def run():
+        tally, findings = CrcTally(), []
+        results = [canonical(r) for r in log.crc_scan(tally=tally, findings=findings)]
+        return results, findings, tally
+
+    fast, pure = both(monkeypatch, run)
+    assert fast == pure

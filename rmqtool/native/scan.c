@@ -182,7 +182,155 @@ no_start:
     return result;
 }
 
+/* a big-endian signed integer of 1, 2 or 4 bytes (the rule's length fields) */
+static int64_t signed_be(const unsigned char *p, int size)
+{
+    if (size == 1)
+        return (int8_t)p[0];
+    if (size == 2)
+        return rmq_i16(p);
+    return rmq_i32(p);
+}
+
+/* What crc_run knows of a record's layout: every position and size from formats/, handed in by
+ * store/record_kernel.py (CRC_RUN_LAYOUT), in this order. */
+enum {
+    L_MIN_LENGTH, L_MAGIC_V1, L_MAGIC_V2, L_BODY_CRC_AT, L_SYS_FLAG_AT, L_HOSTS_SHIFT,
+    L_HEADER_SIZE, /* 4: by hosts */
+    L_BODY_LENGTH_AT = L_HEADER_SIZE + 4, /* 4: by hosts */
+    L_TOPIC_LENGTH_SIZE_V1 = L_BODY_LENGTH_AT + 4, L_TOPIC_LENGTH_SIZE_V2, L_PROPERTIES_LENGTH_SIZE,
+    L_CRC_MASK, L_ENTRY_LENGTH, L_ENTRY_DIGITS, L_ENTRY_DIGITS_FROM_END, L_ENTRY_END_BYTE, L_ENTRY_HEAD,
+    L_COUNT
+};
+
+/* crc_run(buf, i, stop, limit, layout) -> (count, position), or None (declined: no CRC function)
+ *
+ * store/commitlog.crc_run's common case in one pass: from index i, the records of the totalSize
+ * chain (hop's rule) that are clean (record_rule.record_parts: every stage passed) and whose body
+ * CRC and __CRC32# entry (record_kernel.crc_verdicts' reading) hold, up to the first that is not
+ * one of those: the count taken, and where it stopped, for the caller's own path to go on from. */
+static PyObject *scan_crc_run(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    long long i, stop, limit;
+    PyObject *layout_obj;
+    int64_t L[L_COUNT];
+    unsigned char head[64];
+    Py_ssize_t head_length;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*LLLO!", &buf, &i, &stop, &limit, &PyTuple_Type, &layout_obj))
+        return NULL;
+    if (PyTuple_GET_SIZE(layout_obj) != L_COUNT) {
+        PyErr_SetString(PyExc_ValueError, "crc_run: a layout of the wrong length");
+        goto error;
+    }
+    for (int k = 0; k < L_ENTRY_HEAD; k++) {
+        L[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(layout_obj, k));
+        if (L[k] == -1 && PyErr_Occurred())
+            goto error;
+    }
+    {
+        PyObject *h = PyTuple_GET_ITEM(layout_obj, L_ENTRY_HEAD);
+        char *hp;
+        if (PyBytes_AsStringAndSize(h, &hp, &head_length) < 0)
+            goto error;
+        if (head_length > (Py_ssize_t)sizeof(head)) {
+            PyErr_SetString(PyExc_ValueError, "crc_run: the entry head is too long");
+            goto error;
+        }
+        memcpy(head, hp, (size_t)head_length);
+    }
+    const int sizes_ok = (L[L_TOPIC_LENGTH_SIZE_V1] == 1 || L[L_TOPIC_LENGTH_SIZE_V1] == 2 || L[L_TOPIC_LENGTH_SIZE_V1] == 4)
+        && (L[L_TOPIC_LENGTH_SIZE_V2] == 1 || L[L_TOPIC_LENGTH_SIZE_V2] == 2 || L[L_TOPIC_LENGTH_SIZE_V2] == 4)
+        && (L[L_PROPERTIES_LENGTH_SIZE] == 1 || L[L_PROPERTIES_LENGTH_SIZE] == 2 || L[L_PROPERTIES_LENGTH_SIZE] == 4);
+    int header_ok = L[L_MIN_LENGTH] >= 1 && L[L_MIN_LENGTH] <= INT32_MAX && L[L_HOSTS_SHIFT] >= 0
+        && L[L_HOSTS_SHIFT] < 31 && L[L_BODY_CRC_AT] >= 0 && L[L_SYS_FLAG_AT] >= 0
+        && L[L_BODY_CRC_AT] + 4 <= L[L_MIN_LENGTH] && L[L_SYS_FLAG_AT] + 4 <= L[L_MIN_LENGTH]
+        && L[L_ENTRY_DIGITS] >= 1 && L[L_ENTRY_DIGITS] <= 10 && L[L_ENTRY_LENGTH] >= head_length
+        && L[L_ENTRY_DIGITS_FROM_END] >= L[L_ENTRY_DIGITS] && L[L_ENTRY_DIGITS_FROM_END] <= L[L_ENTRY_LENGTH];
+    for (int h = 0; h < 4; h++)  /* bodyLength inside the header, the header at least the prefix */
+        header_ok = header_ok && L[L_BODY_LENGTH_AT + h] >= 0 && L[L_BODY_LENGTH_AT + h] + 4 <= L[L_HEADER_SIZE + h];
+    if (i < 0 || !sizes_ok || !header_ok) {
+        PyErr_SetString(PyExc_ValueError, "crc_run: i < 0 or a layout that is not a record's");
+        goto error;
+    }
+    if (crc_kind == CRC_NONE) {
+        PyBuffer_Release(&buf);
+        Py_RETURN_NONE;
+    }
+    const unsigned char *p = buf.buf;
+    const int64_t n = buf.len;
+    if (limit > n)
+        limit = n;  /* nothing is read past buf */
+    const uint32_t m1 = (uint32_t)(unsigned long long)L[L_MAGIC_V1], m2 = (uint32_t)(unsigned long long)L[L_MAGIC_V2];
+    const int64_t mask = L[L_CRC_MASK], entry_length = L[L_ENTRY_LENGTH], digits = L[L_ENTRY_DIGITS];
+    const int64_t digits_from_end = L[L_ENTRY_DIGITS_FROM_END];
+    const int t1 = (int)L[L_TOPIC_LENGTH_SIZE_V1], t2 = (int)L[L_TOPIC_LENGTH_SIZE_V2];
+    const int pls = (int)L[L_PROPERTIES_LENGTH_SIZE];
+    int64_t at = i, count = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (at < stop && at <= n - 8) {
+        const int64_t total = rmq_i32(p + at);
+        const uint32_t magic = (uint32_t)rmq_i32(p + at + 4);
+        const int64_t end = at + total;
+        if (total < L[L_MIN_LENGTH] || end > limit || (magic != m1 && magic != m2))
+            break;
+        /* the record lies whole in buf from here on: every read below is inside [at, end) */
+        const int hosts = (int)(((uint32_t)rmq_i32(p + at + L[L_SYS_FLAG_AT]) >> L[L_HOSTS_SHIFT]) & 3);
+        const int64_t body_at = at + L[L_HEADER_SIZE + hosts];
+        if (body_at > end)
+            break;
+        const int64_t body_length = rmq_i32(p + at + L[L_BODY_LENGTH_AT + hosts]);
+        const int64_t body_end = body_at + body_length;
+        if (body_length < 0 || body_end > end)
+            break;
+        const int tsize = magic == m2 ? t2 : t1;
+        const int64_t topic_at = body_end + tsize;
+        if (topic_at > end)
+            break;
+        const int64_t topic_length = signed_be(p + body_end, tsize);
+        if (topic_length < 0)
+            break;
+        const int64_t topic_end = topic_at + topic_length;
+        const int64_t properties_at = topic_end + pls;
+        if (properties_at > end)
+            break;
+        const int64_t properties_length = signed_be(p + topic_end, pls);
+        if (properties_length < 0 || properties_at + properties_length != end)
+            break;
+        /* clean; now its CRCs, as the broker checks them */
+        const int64_t stored_body = rmq_i32(p + at + L[L_BODY_CRC_AT]);
+        if (body_end > body_at ? (int64_t)(crc_of(p + body_at, body_length) & mask) != stored_body : stored_body != 0)
+            break;
+        if (p[end - 1] == L[L_ENTRY_END_BYTE] && properties_length >= entry_length
+                && memcmp(p + end - entry_length, head, (size_t)head_length) == 0) {
+            int64_t stored = 0, weight = 1;
+            int readable = 1;
+            for (int64_t k = 0; k < digits; k++, weight *= 10) {
+                const int d = p[end - digits_from_end + k] - '0';
+                if (d < 0 || d > 9) {
+                    readable = 0;
+                    break;
+                }
+                stored += d * weight;
+            }
+            if (readable && (int64_t)(crc_of(p + at, end - entry_length - at) & mask) != stored)
+                break;
+        }
+        count++;
+        at = end;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    return Py_BuildValue("LL", (long long)count, (long long)at);
+error:
+    PyBuffer_Release(&buf);
+    return NULL;
+}
+
 PyMethodDef rmq_scan_methods[] = {
+    {"crc_run", scan_crc_run, METH_VARARGS,
+     "crc_run(buf, i, stop, limit, layout) -> (count, position) or None: the clean records whose CRCs hold"},
     {"hop", scan_hop, METH_VARARGS,
      "hop(buf, i, stop, limit, min_length, magic_v1, magic_v2, out) -> (count, position): the totalSize chain"},
     {"set_crc32", scan_set_crc32, METH_VARARGS,

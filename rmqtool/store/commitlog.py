@@ -93,6 +93,10 @@ COLUMN_WINDOW = 8 << 20  # a column scan's reads: numpy's per-call cost spread o
 # crc_scan's reads, into one reused buffer: the kernel's numpy calls a window spread over ~3k records
 # (its good records become no objects, so nothing keeps the buffer)
 CRC_WINDOW = 4 << 20
+# ... and with the native kernel, whose crc_run takes a window in one C call, mapped instead: the
+# CRCs read the page cache where the copy would have read and written every byte (16 MiB: fewer
+# maps and unmaps than 4, measured 10% faster; 64 MiB gains 5% more but holds 4x the pages)
+CRC_MAP = 16 << 20
 
 
 @dataclasses.dataclass
@@ -180,19 +184,8 @@ class _FileWindow:
         except OSError:
             return -1
 
-    def _replace(self, buf) -> None:
-        """The window's buffer is now ``buf``; a mapping it held is unmapped (when no array still
-        looks into it: then when the last one goes)."""
-        old = self.buf
-        self.buf = buf
-        if type(old) is mmap.mmap:
-            try:
-                old.close()
-            except BufferError:
-                pass
-
     def close(self):
-        self._replace(b"")
+        self.buf = b""  # a mapping is unmapped when the last reference to it goes, never under a reader
         os.close(self.fd)
 
     def get(self, pos: int, length: int, cap: int | None = None) -> tuple[bytes, int]:
@@ -205,18 +198,17 @@ class _FileWindow:
             try:
                 if cap is None and self.mapped and length > 0:
                     at = pos - pos % mmap.ALLOCATIONGRANULARITY
-                    self._replace(mmap.mmap(self.fd, min(pos + want, self.size) - at, access=mmap.ACCESS_READ,
-                                            offset=at))
+                    self.buf = mmap.mmap(self.fd, min(pos + want, self.size) - at, access=mmap.ACCESS_READ,
+                                         offset=at)
                     pos_in = at
                 elif cap is None and want == self.max_window > WINDOW and pos + want <= self.size:
                     if self.spare is None:
                         self.spare = bytearray(want)
                     got = os.preadv(self.fd, [self.spare], pos)
-                    # short: a file cut under us
-                    self._replace(self.spare if got == want else os.pread(self.fd, want, pos))
+                    self.buf = self.spare if got == want else os.pread(self.fd, want, pos)  # short: a file cut under us
                     pos_in = pos
                 else:
-                    self._replace(os.pread(self.fd, want, pos))
+                    self.buf = os.pread(self.fd, want, pos)
                     pos_in = pos
             except OSError as exc:
                 raise StoreAccessError(f"read failed ({exc.strerror})", self.path, pos) from None
@@ -432,14 +424,22 @@ def crc_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, path: s
     verdicts :func:`~rmqtool.store.record_kernel.crc_verdicts`; a record that fails is
     appended to ``failures`` decoded, as the full scan gives it.
     """
-    from rmqtool.store.record_kernel import clean_records, crc_verdicts  # numpy
-    records = clean_records(buf, i, stop)
+    from rmqtool.store.record_kernel import clean_records, crc_verdicts, good_crc_run  # numpy
+    good = 0
+    fast = good_crc_run(buf, i, stop)  # the native kernel: the run of good records in one pass
+    if fast is not None:
+        good, j = fast
+        if j >= stop or j > len(buf) - HOP.size:  # it stopped where the records below would stop
+            return j, good, j - i
+    else:
+        j = i
+    records = clean_records(buf, j, stop)  # from the first record the kernel did not take
     if len(records):
         verdicts = crc_verdicts(buf, records)
         failed = ~verdicts.ok
         if failed.any():
             build_messages(buf, records.where(failed), offset0, position0, path, True, failures)
-    return records.stop, len(records), records.stop - i
+    return records.stop, good + len(records), records.stop - i
 
 
 @dataclasses.dataclass
@@ -470,8 +470,9 @@ def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, c
     takes nothing, the careful path (:func:`_careful_step`) reads one record or one damaged region.
     """
     path = str(segment.path)
-    window = _FileWindow(path, segment.size, COLUMN_WINDOW if columns is not None else
-                         CRC_WINDOW if tally is not None else WINDOW, mapped=tally is not None)
+    mapped = tally is not None and native.kernel is not None  # the kernel's crc_run reads the file mapped
+    window = _FileWindow(path, segment.size, COLUMN_WINDOW if columns is not None else CRC_MAP if mapped else
+                         CRC_WINDOW if tally is not None else WINDOW, mapped=mapped)
     scan = _Scan(window, path, segment.base_offset, check_crc, is_last, findings, tally, needle, zeros_end, columns)
     size = segment.size
     try:

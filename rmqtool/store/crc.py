@@ -57,7 +57,7 @@ def _hand_crc32(kernel) -> bool:
     return True
 
 
-def _kernel_crcs():
+def kernel_crcs():
     """The kernel, when it is there and holds the CRC-32 function of :data:`fast_crc32`; else
     None (also when fast_crc32 was replaced: the kernel's function is no longer the one chosen)."""
     kernel = native.kernel
@@ -87,7 +87,7 @@ def crcs_of(buf, start, end):
     With the native kernel, one call for all ranges (the GIL released); it declines ranges not
     inside ``buf``, which then take the Python loop."""
     import numpy as np  # the hot paths have it loaded; the command line's start does not need it
-    kernel = _kernel_crcs()
+    kernel = kernel_crcs()
     if kernel is not None:
         start = np.ascontiguousarray(start, np.int64)
         end = np.ascontiguousarray(end, np.int64)

@@ -257,8 +257,9 @@ def candidate_starts(offsets: list) -> np.ndarray:
 def clean_records(buf, i: int, stop: int, limit: int | None = None, hints: np.ndarray | None = None) -> CleanRecords:
     """The clean records of ``buf`` from index ``i``, each starting before ``stop`` and ending by
     ``limit`` (the buffer's end): one walk of the totalSize chain (:func:`hop_chain`; with
-    ``hints``, candidate record positions sorted and unique, :func:`hinted_chain`), then
-    :func:`record_parts` over all of its records at once."""
+    ``hints``, candidate record positions sorted and unique, :func:`hinted_chain`; with the
+    native kernel, hop_chain's C loop, hints unused), then :func:`record_parts` over all of its
+    records at once."""
     if native.kernel is not None:  # the hop in C outruns both of numpy's proofs below
         hopped, hopped_to = hop_chain(buf, i, stop, limit)
         pos = np.frombuffer(hopped, np.int64) if len(hopped) else _EMPTY

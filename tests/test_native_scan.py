@@ -230,3 +230,23 @@ def test_damaged_crc_scan_both_ways(data, segments, monkeypatch, tmp_path_factor
 
     fast, pure = both(monkeypatch, run)
     assert fast == pure
+
+
+def test_a_file_that_cannot_be_mapped_is_read(monkeypatch):
+    """A file system without mmap: header_hop and crc_scan read the file instead, same answers."""
+    import mmap
+    import types
+
+    def refuse(*args, **kwargs):
+        raise OSError(19, "No such device")
+
+    path = _segments("5.3.3/v2-and-crc")[0]
+    log = CommitLog(CLEAN_SCENARIOS["5.3.3/v2-and-crc"] / "store" / "commitlog")
+    want = header_hop(str(path), path.stat().st_size)
+    monkeypatch.setattr(commitlog, "mmap", types.SimpleNamespace(mmap=refuse, ACCESS_READ=mmap.ACCESS_READ,
+                                                                 ALLOCATIONGRANULARITY=mmap.ALLOCATIONGRANULARITY))
+    assert header_hop(str(path), path.stat().st_size) == want and want[0] > 10
+    tally = CrcTally()
+    assert [r for r in log.crc_scan(tally=tally) if type(r) is not Blank] == []
+    assert tally.messages == load_truth(CLEAN_SCENARIOS["5.3.3/v2-and-crc"] / "truth.json")["truth"]["commitlog"][
+        "messageCount"]

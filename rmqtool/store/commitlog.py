@@ -184,6 +184,16 @@ class _FileWindow:
         except OSError:
             return -1
 
+    def _map(self, pos: int, want: int) -> tuple[mmap.mmap, int] | None:
+        """[pos, pos + want) of the file mapped (from the page boundary before pos), and where the
+        mapping starts; None when the file cannot be mapped (then it is read, from now on)."""
+        at = pos - pos % mmap.ALLOCATIONGRANULARITY
+        try:
+            return mmap.mmap(self.fd, min(pos + want, self.size) - at, access=mmap.ACCESS_READ, offset=at), at
+        except OSError:  # a file system without mmap: pread reads it the same
+            self.mapped = False
+            return None
+
     def close(self):
         self.buf = b""  # a mapping is unmapped when the last reference to it goes, never under a reader
         os.close(self.fd)
@@ -195,12 +205,10 @@ class _FileWindow:
         if pos < self.base or pos + length > self.base + len(self.buf):
             want = max(length, self.window if cap is None else min(self.window, cap))
             self.window = min(self.window * 2, self.max_window)
+            mapping = self._map(pos, want) if cap is None and self.mapped and length > 0 else None
             try:
-                if cap is None and self.mapped and length > 0:
-                    at = pos - pos % mmap.ALLOCATIONGRANULARITY
-                    self.buf = mmap.mmap(self.fd, min(pos + want, self.size) - at, access=mmap.ACCESS_READ,
-                                         offset=at)
-                    pos_in = at
+                if mapping is not None:
+                    self.buf, pos_in = mapping
                 elif cap is None and want == self.max_window > WINDOW and pos + want <= self.size:
                     if self.spare is None:
                         self.spare = bytearray(want)
@@ -656,8 +664,8 @@ def _mapped_hop(kernel, path: str, size: int) -> tuple[int, int] | None:
             length = min(HOP_MAP, size - at)
             try:
                 mapped = mmap.mmap(window.fd, length, access=mmap.ACCESS_READ, offset=at)
-            except OSError as exc:
-                raise StoreAccessError(f"read failed ({exc.strerror})", path, pos) from None
+            except OSError:  # a file system without mmap: the pread loop reads it the same
+                return None
             with mapped:  # totalSize <= 0 ends the hop, as in header_hop's loop; no limit
                 hopped, j = kernel.hop(mapped, pos - at, length, 1 << 62, 1, v1, v2, None)
             count += hopped

@@ -1,6 +1,341 @@
-/* the totalSize chain (hop) and CRC-32 of many byte ranges */
+/* the totalSize chain (hop) and CRC-32 of many byte ranges
+ *
+ * hop is store/record_rule.hop_chain's loop (and store/commitlog.header_hop's), the rule's
+ * constants passed in; crc_ranges is store/crc.crcs_of's loop, over the CRC-32 function
+ * store/crc.py hands in once (set_crc32). Both only read their buffer, inside its length. */
 #include "kernel.h"
 
+#include <string.h>
+
+/* an int64 buffer (numpy int64, array.array('q')): its items as int64, or an error set */
+static int int64_buffer(PyObject *obj, Py_buffer *view, int writable, const char *what)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return -1;
+    const char *f = view->format == NULL ? "B" : view->format;
+    if (*f == '<' || *f == '=' || *f == '@')
+        f++;
+    if (view->itemsize != 8 || (strcmp(f, "q") != 0 && strcmp(f, "l") != 0)) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_TypeError, "%s must be an int64 buffer", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* hop(buf, i, stop, limit, min_length, magic_v1, magic_v2, out) -> (count, position)
+ *
+ * From index i, while i < stop and a header (totalSize, magicCode: 8 bytes) lies in buf:
+ * a record whose totalSize is at least min_length, that ends by limit and has one of the two
+ * magic codes is taken (its position written to out, an int64 buffer, unless out is None) and
+ * the walk goes to its end; anything else stops it. Also stops when out is full. Returns the
+ * records taken and where it stopped (past buf's end when the last record taken runs on). */
+static PyObject *scan_hop(PyObject *self, PyObject *args)
+{
+    Py_buffer buf, out = {0};
+    long long i, stop, limit, min_length, v1, v2;
+    PyObject *out_obj;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*LLLLLLO", &buf, &i, &stop, &limit, &min_length, &v1, &v2, &out_obj))
+        return NULL;
+    if (i < 0 || min_length < 1 || min_length > INT32_MAX) {  /* min_length >= 1: every step moves on */
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "hop: i must be >= 0 and min_length in 1 .. 2^31 - 1");
+        return NULL;
+    }
+    int64_t capacity = INT64_MAX;
+    unsigned char *positions = NULL;
+    if (out_obj != Py_None) {
+        if (int64_buffer(out_obj, &out, 1, "hop's out") < 0) {
+            PyBuffer_Release(&buf);
+            return NULL;
+        }
+        capacity = out.len / 8;
+        positions = out.buf;
+    }
+    const unsigned char *p = buf.buf;
+    const int64_t n = buf.len;
+    const uint32_t m1 = (uint32_t)(unsigned long long)v1, m2 = (uint32_t)(unsigned long long)v2;
+    int64_t at = i, count = 0;
+    Py_BEGIN_ALLOW_THREADS
+    /* at < stop and at <= n - 8: the header is inside buf; at + total cannot overflow (|total| < 2^31) */
+    while (at < stop && at <= n - 8 && count < capacity) {
+        const int64_t total = rmq_i32(p + at);
+        const uint32_t magic = (uint32_t)rmq_i32(p + at + 4);
+        const int64_t end = at + total;
+        if (total < min_length || end > limit || (magic != m1 && magic != m2))
+            break;
+        if (positions != NULL)
+            memcpy(positions + 8 * count, &at, 8);
+        count++;
+        at = end;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    if (positions != NULL)
+        PyBuffer_Release(&out);
+    return Py_BuildValue("LL", (long long)count, (long long)at);
+}
+
+/* the CRC-32 function store/crc.py hands in: ISA-L's crc32_gzip_refl (64-bit length) or
+ * zlib's crc32 (32-bit length); both continue a CRC from the value given, as zlib.crc32 does */
+typedef uint32_t (*crc_u64_fn)(uint32_t, const unsigned char *, uint64_t);
+typedef unsigned long (*crc_uint_fn)(unsigned long, const unsigned char *, unsigned int);
+enum { CRC_NONE = 0, CRC_U64_LENGTH = 1, CRC_UINT_LENGTH = 2 };
+static int crc_kind = CRC_NONE;
+static crc_u64_fn crc_u64;
+static crc_uint_fn crc_uint;
+
+/* set_crc32(address, kind): kind 1, a crc32_gzip_refl(uint32, const unsigned char *, uint64);
+ * kind 2, a zlib crc32(uLong, const Bytef *, uInt); 0 forgets it */
+static PyObject *scan_set_crc32(PyObject *self, PyObject *args)
+{
+    unsigned long long address;
+    int kind;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Ki", &address, &kind))
+        return NULL;
+    if (kind != CRC_NONE && (address == 0 || (kind != CRC_U64_LENGTH && kind != CRC_UINT_LENGTH))) {
+        PyErr_SetString(PyExc_ValueError, "set_crc32: a function address and kind 1 or 2");
+        return NULL;
+    }
+    crc_kind = CRC_NONE;
+    if (kind == CRC_U64_LENGTH)
+        crc_u64 = (crc_u64_fn)(uintptr_t)address;
+    else if (kind == CRC_UINT_LENGTH)
+        crc_uint = (crc_uint_fn)(uintptr_t)address;
+    crc_kind = kind;
+    Py_RETURN_NONE;
+}
+
+static uint32_t crc_of(const unsigned char *p, int64_t length)
+{
+    if (crc_kind == CRC_U64_LENGTH)
+        return crc_u64(0, p, (uint64_t)length);
+    unsigned long crc = 0;
+    while (length > 0) {  /* uInt lengths: a long range in pieces, the CRC carried on */
+        const unsigned int piece = length > (1 << 30) ? (1u << 30) : (unsigned int)length;
+        crc = crc_uint(crc, p, piece);
+        p += piece;
+        length -= piece;
+    }
+    return (uint32_t)crc;
+}
+
+/* crc_ranges(buf, start, end, out) -> count, or None (declined)
+ *
+ * out[k] = CRC-32 (unmasked, as zlib.crc32) of buf[start[k]:end[k]], for every k of the int64
+ * arrays start and end. Declines, writing nothing, when no CRC function was set or a range is
+ * not inside buf (0 <= start <= end <= len(buf)): the caller takes its own path. */
+static PyObject *scan_crc_ranges(PyObject *self, PyObject *args)
+{
+    PyObject *buf_obj, *start_obj, *end_obj, *out_obj, *result = NULL;
+    Py_buffer buf, start, end, out;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOO", &buf_obj, &start_obj, &end_obj, &out_obj))
+        return NULL;
+    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (int64_buffer(start_obj, &start, 0, "crc_ranges' start") < 0)
+        goto no_start;
+    if (int64_buffer(end_obj, &end, 0, "crc_ranges' end") < 0)
+        goto no_end;
+    if (int64_buffer(out_obj, &out, 1, "crc_ranges' out") < 0)
+        goto no_out;
+    const int64_t count = start.len / 8;
+    if (end.len != start.len || out.len < start.len) {
+        PyErr_SetString(PyExc_ValueError, "crc_ranges: start, end and out must be as long");
+        goto done;
+    }
+    const unsigned char *p = buf.buf, *s = start.buf, *e = end.buf;
+    unsigned char *o = out.buf;
+    const int64_t n = buf.len;
+    int inside = crc_kind != CRC_NONE;
+    for (int64_t k = 0; k < count && inside; k++) {
+        int64_t a, b;
+        memcpy(&a, s + 8 * k, 8);
+        memcpy(&b, e + 8 * k, 8);
+        inside = 0 <= a && a <= b && b <= n;
+    }
+    if (!inside) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t k = 0; k < count; k++) {
+        int64_t a, b;
+        memcpy(&a, s + 8 * k, 8);
+        memcpy(&b, e + 8 * k, 8);
+        const int64_t crc = crc_of(p + a, b - a);
+        memcpy(o + 8 * k, &crc, 8);
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromLongLong((long long)count);
+done:
+    PyBuffer_Release(&out);
+no_out:
+    PyBuffer_Release(&end);
+no_end:
+    PyBuffer_Release(&start);
+no_start:
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* a big-endian signed integer of 1, 2 or 4 bytes (the rule's length fields) */
+static int64_t signed_be(const unsigned char *p, int size)
+{
+    if (size == 1)
+        return (int8_t)p[0];
+    if (size == 2)
+        return rmq_i16(p);
+    return rmq_i32(p);
+}
+
+/* What crc_run knows of a record's layout: every position and size from formats/, handed in by
+ * store/record_kernel.py (CRC_RUN_LAYOUT), in this order. */
+enum {
+    L_MIN_LENGTH, L_MAGIC_V1, L_MAGIC_V2, L_BODY_CRC_AT, L_SYS_FLAG_AT, L_HOSTS_SHIFT,
+    L_HEADER_SIZE, /* 4: by hosts */
+    L_BODY_LENGTH_AT = L_HEADER_SIZE + 4, /* 4: by hosts */
+    L_TOPIC_LENGTH_SIZE_V1 = L_BODY_LENGTH_AT + 4, L_TOPIC_LENGTH_SIZE_V2, L_PROPERTIES_LENGTH_SIZE,
+    L_CRC_MASK, L_ENTRY_LENGTH, L_ENTRY_DIGITS, L_ENTRY_DIGITS_FROM_END, L_ENTRY_END_BYTE, L_ENTRY_HEAD,
+    L_COUNT
+};
+
+/* crc_run(buf, i, stop, limit, layout) -> (count, position), or None (declined: no CRC function)
+ *
+ * store/commitlog.crc_run's common case in one pass: from index i, the records of the totalSize
+ * chain (hop's rule) that are clean (record_rule.record_parts: every stage passed) and whose body
+ * CRC and __CRC32# entry (record_kernel.crc_verdicts' reading) hold, up to the first that is not
+ * one of those: the count taken, and where it stopped, for the caller's own path to go on from. */
+static PyObject *scan_crc_run(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    long long i, stop, limit;
+    PyObject *layout_obj;
+    int64_t L[L_COUNT];
+    unsigned char head[64];
+    Py_ssize_t head_length;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*LLLO!", &buf, &i, &stop, &limit, &PyTuple_Type, &layout_obj))
+        return NULL;
+    if (PyTuple_GET_SIZE(layout_obj) != L_COUNT) {
+        PyErr_SetString(PyExc_ValueError, "crc_run: a layout of the wrong length");
+        goto error;
+    }
+    for (int k = 0; k < L_ENTRY_HEAD; k++) {
+        L[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(layout_obj, k));
+        if (L[k] == -1 && PyErr_Occurred())
+            goto error;
+    }
+    {
+        PyObject *h = PyTuple_GET_ITEM(layout_obj, L_ENTRY_HEAD);
+        char *hp;
+        if (PyBytes_AsStringAndSize(h, &hp, &head_length) < 0)
+            goto error;
+        if (head_length > (Py_ssize_t)sizeof(head)) {
+            PyErr_SetString(PyExc_ValueError, "crc_run: the entry head is too long");
+            goto error;
+        }
+        memcpy(head, hp, (size_t)head_length);
+    }
+    const int sizes_ok = (L[L_TOPIC_LENGTH_SIZE_V1] == 1 || L[L_TOPIC_LENGTH_SIZE_V1] == 2 || L[L_TOPIC_LENGTH_SIZE_V1] == 4)
+        && (L[L_TOPIC_LENGTH_SIZE_V2] == 1 || L[L_TOPIC_LENGTH_SIZE_V2] == 2 || L[L_TOPIC_LENGTH_SIZE_V2] == 4)
+        && (L[L_PROPERTIES_LENGTH_SIZE] == 1 || L[L_PROPERTIES_LENGTH_SIZE] == 2 || L[L_PROPERTIES_LENGTH_SIZE] == 4);
+    int header_ok = L[L_MIN_LENGTH] >= 1 && L[L_MIN_LENGTH] <= INT32_MAX && L[L_HOSTS_SHIFT] >= 0
+        && L[L_HOSTS_SHIFT] < 31 && L[L_BODY_CRC_AT] >= 0 && L[L_SYS_FLAG_AT] >= 0
+        && L[L_BODY_CRC_AT] + 4 <= L[L_MIN_LENGTH] && L[L_SYS_FLAG_AT] + 4 <= L[L_MIN_LENGTH]
+        && L[L_ENTRY_DIGITS] >= 1 && L[L_ENTRY_DIGITS] <= 10 && L[L_ENTRY_LENGTH] >= head_length
+        && L[L_ENTRY_DIGITS_FROM_END] >= L[L_ENTRY_DIGITS] && L[L_ENTRY_DIGITS_FROM_END] <= L[L_ENTRY_LENGTH];
+    for (int h = 0; h < 4; h++)  /* bodyLength inside the header, the header at least the prefix */
+        header_ok = header_ok && L[L_BODY_LENGTH_AT + h] >= 0 && L[L_BODY_LENGTH_AT + h] + 4 <= L[L_HEADER_SIZE + h];
+    if (i < 0 || !sizes_ok || !header_ok) {
+        PyErr_SetString(PyExc_ValueError, "crc_run: i < 0 or a layout that is not a record's");
+        goto error;
+    }
+    if (crc_kind == CRC_NONE) {
+        PyBuffer_Release(&buf);
+        Py_RETURN_NONE;
+    }
+    const unsigned char *p = buf.buf;
+    const int64_t n = buf.len;
+    if (limit > n)
+        limit = n;  /* nothing is read past buf */
+    const uint32_t m1 = (uint32_t)(unsigned long long)L[L_MAGIC_V1], m2 = (uint32_t)(unsigned long long)L[L_MAGIC_V2];
+    const int64_t mask = L[L_CRC_MASK], entry_length = L[L_ENTRY_LENGTH], digits = L[L_ENTRY_DIGITS];
+    const int64_t digits_from_end = L[L_ENTRY_DIGITS_FROM_END];
+    const int t1 = (int)L[L_TOPIC_LENGTH_SIZE_V1], t2 = (int)L[L_TOPIC_LENGTH_SIZE_V2];
+    const int pls = (int)L[L_PROPERTIES_LENGTH_SIZE];
+    int64_t at = i, count = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (at < stop && at <= n - 8) {
+        const int64_t total = rmq_i32(p + at);
+        const uint32_t magic = (uint32_t)rmq_i32(p + at + 4);
+        const int64_t end = at + total;
+        if (total < L[L_MIN_LENGTH] || end > limit || (magic != m1 && magic != m2))
+            break;
+        /* the record lies whole in buf from here on: every read below is inside [at, end) */
+        const int hosts = (int)(((uint32_t)rmq_i32(p + at + L[L_SYS_FLAG_AT]) >> L[L_HOSTS_SHIFT]) & 3);
+        const int64_t body_at = at + L[L_HEADER_SIZE + hosts];
+        if (body_at > end)
+            break;
+        const int64_t body_length = rmq_i32(p + at + L[L_BODY_LENGTH_AT + hosts]);
+        const int64_t body_end = body_at + body_length;
+        if (body_length < 0 || body_end > end)
+            break;
+        const int tsize = magic == m2 ? t2 : t1;
+        const int64_t topic_at = body_end + tsize;
+        if (topic_at > end)
+            break;
+        const int64_t topic_length = signed_be(p + body_end, tsize);
+        if (topic_length < 0)
+            break;
+        const int64_t topic_end = topic_at + topic_length;
+        const int64_t properties_at = topic_end + pls;
+        if (properties_at > end)
+            break;
+        const int64_t properties_length = signed_be(p + topic_end, pls);
+        if (properties_length < 0 || properties_at + properties_length != end)
+            break;
+        /* clean; now its CRCs, as the broker checks them */
+        const int64_t stored_body = rmq_i32(p + at + L[L_BODY_CRC_AT]);
+        if (body_end > body_at ? (int64_t)(crc_of(p + body_at, body_length) & mask) != stored_body : stored_body != 0)
+            break;
+        if (p[end - 1] == L[L_ENTRY_END_BYTE] && properties_length >= entry_length
+                && memcmp(p + end - entry_length, head, (size_t)head_length) == 0) {
+            int64_t stored = 0, weight = 1;
+            int readable = 1;
+            for (int64_t k = 0; k < digits; k++, weight *= 10) {
+                const int d = p[end - digits_from_end + k] - '0';
+                if (d < 0 || d > 9) {
+                    readable = 0;
+                    break;
+                }
+                stored += d * weight;
+            }
+            if (readable && (int64_t)(crc_of(p + at, end - entry_length - at) & mask) != stored)
+                break;
+        }
+        count++;
+        at = end;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    return Py_BuildValue("LL", (long long)count, (long long)at);
+error:
+    PyBuffer_Release(&buf);
+    return NULL;
+}
+
 PyMethodDef rmq_scan_methods[] = {
+    {"crc_run", scan_crc_run, METH_VARARGS,
+     "crc_run(buf, i, stop, limit, layout) -> (count, position) or None: the clean records whose CRCs hold"},
+    {"hop", scan_hop, METH_VARARGS,
+     "hop(buf, i, stop, limit, min_length, magic_v1, magic_v2, out) -> (count, position): the totalSize chain"},
+    {"set_crc32", scan_set_crc32, METH_VARARGS,
+     "set_crc32(address, kind): the CRC-32 function crc_ranges calls (1: ISA-L crc32_gzip_refl, 2: zlib crc32)"},
+    {"crc_ranges", scan_crc_ranges, METH_VARARGS,
+     "crc_ranges(buf, start, end, out) -> count or None: CRC-32 of each range buf[start[k]:end[k]]"},
     {NULL, NULL, 0, NULL},
 };

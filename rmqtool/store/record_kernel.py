@@ -26,14 +26,16 @@ import construct as cs
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from rmqtool import native
 from rmqtool.formats import properties as props
 from rmqtool.formats.commitlog import (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, MIN_MESSAGE_LENGTH,
                                        STORE_TIMESTAMP_AT, MessageHosts, MessagePrefix)
 from rmqtool.formats.crc import CRC32_DIGITS, CRC32_ENTRY_END, CRC32_ENTRY_HEAD, CRC32_RESERVED_LEN, JAVA_CRC_MASK
 from rmqtool.store import crc as crc_module
 from rmqtool.store.arrays import at_every_byte, dtype_of
-from rmqtool.store.record_rule import (BODY_LENGTH_AT_BY_HOSTS, FIELD_SCHEMAS, HEADER_SIZE_BY_HOSTS, Refusal,
-                                       RECORD_START, hop_chain, record_parts, refusal_of)
+from rmqtool.store.record_rule import (BODY_LENGTH_AT_BY_HOSTS, FIELD_SCHEMAS, HEADER_SIZE_BY_HOSTS, HOSTS_SHIFT,
+                                       PROPERTIES_LENGTH_SIZE, Refusal, RECORD_START, TOPIC_LENGTH_SIZE_V1,
+                                       TOPIC_LENGTH_SIZE_V2, hop_chain, record_parts, refusal_of)
 
 # Every header field up to bodyLength, for IPv4 hosts; with IPv6 hosts the prefix holds, and
 # bodyLength and storeTimestamp lie where MessageHosts puts them
@@ -255,9 +257,13 @@ def candidate_starts(offsets: list) -> np.ndarray:
 def clean_records(buf, i: int, stop: int, limit: int | None = None, hints: np.ndarray | None = None) -> CleanRecords:
     """The clean records of ``buf`` from index ``i``, each starting before ``stop`` and ending by
     ``limit`` (the buffer's end): one walk of the totalSize chain (:func:`hop_chain`; with
-    ``hints``, candidate record positions sorted and unique, :func:`hinted_chain`), then
-    :func:`record_parts` over all of its records at once."""
-    if hints is not None and len(hints):
+    ``hints``, candidate record positions sorted and unique, :func:`hinted_chain`; with the
+    native kernel, hop_chain's C loop, hints unused), then :func:`record_parts` over all of its
+    records at once."""
+    if native.kernel is not None:  # the hop in C outruns both of numpy's proofs below
+        hopped, hopped_to = hop_chain(buf, i, stop, limit)
+        pos = np.frombuffer(hopped, np.int64) if len(hopped) else _EMPTY
+    elif hints is not None and len(hints):
         pos, hopped_to = hinted_chain(buf, i, stop, limit, hints)
     else:
         pos, hopped_to = strided_chain(buf, i, stop, limit)
@@ -350,6 +356,29 @@ def body_crc_verdicts(buf, records: CleanRecords) -> np.ndarray:
     crcs = crc_module.crcs_of(buf, records.body_at, records.body_end)
     stored_body = records.header["body_crc"].astype(np.int64)
     return np.where(records.body_end > records.body_at, (crcs & JAVA_CRC_MASK) == stored_body, stored_body == 0)
+
+
+# The native kernel's crc_run (rmqtool/native/scan.c): every position and size it reads, in its order
+CRC_RUN_LAYOUT = (MIN_MESSAGE_LENGTH, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, HEADER_DTYPE.fields["body_crc"][1],
+                  HEADER_DTYPE.fields["sys_flag"][1], HOSTS_SHIFT, *HEADER_SIZE_BY_HOSTS, *BODY_LENGTH_AT_BY_HOSTS,
+                  TOPIC_LENGTH_SIZE_V1, TOPIC_LENGTH_SIZE_V2, PROPERTIES_LENGTH_SIZE, JAVA_CRC_MASK,
+                  CRC32_RESERVED_LEN, CRC32_DIGITS, _CRC_DIGITS_FROM_END, _CRC_END_BYTE, CRC32_ENTRY_HEAD)
+# what it assumes of them: big-endian signed fields of these sizes (as Java reads them)
+assert all(HEADER_DTYPE[f].str == ">i4" for f in ("total_size", "body_crc", "sys_flag", "body_length"))
+assert [_FIELD_DTYPES[f].itemsize for f in ("topic_length_v1", "topic_length_v2", "properties_length")] == \
+    [TOPIC_LENGTH_SIZE_V1, TOPIC_LENGTH_SIZE_V2, PROPERTIES_LENGTH_SIZE]
+assert all(_FIELD_DTYPES[f].str in ("|i1", ">i2", ">i4") for f in ("topic_length_v1", "topic_length_v2",
+                                                                    "properties_length"))
+
+
+def good_crc_run(buf, i: int, stop: int) -> tuple[int, int] | None:
+    """The records :func:`clean_records` takes from ``i`` whose :func:`crc_verdicts` say ok, up to the
+    first that is not one of them, in one pass of the native kernel: (how many, where they end);
+    None without the kernel (or when it has not the CRC function store/crc.py chose)."""
+    kernel = crc_module.kernel_crcs()
+    if kernel is None:
+        return None
+    return kernel.crc_run(buf, i, stop, len(buf), CRC_RUN_LAYOUT)
 
 
 def crc_verdicts(buf, records: CleanRecords) -> CrcVerdicts:

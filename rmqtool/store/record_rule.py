@@ -19,6 +19,7 @@ import struct
 
 import construct as cs
 
+from rmqtool import native
 from rmqtool.findings import RECORD_LENGTH_MISMATCH
 from rmqtool.formats.commitlog import (HEADER_FIELD_AT, MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH,
                                        MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, MIN_MESSAGE_LENGTH,
@@ -64,14 +65,34 @@ class Refusal:
     reason: str
 
 
+_HOP_CHUNK = bytes(8 * 4096)  # the kernel's hop: room for this many positions a call
+
+
 def hop_chain(buf, i: int, stop: int, limit: int | None = None) -> tuple[array.array, int]:
     """Stage 1: the positions of the totalSize chain from ``i`` whose records have a message's
     magic code, at least the smallest record's size and lie whole in ``buf``; where it stopped."""
-    unpack = RECORD_START.unpack_from
     v1, v2 = MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
     min_length = MIN_MESSAGE_LENGTH
     if limit is None:
         limit = len(buf)
+    kernel = native.kernel
+    if kernel is not None and i >= 0:  # the same loop in C, a chunk of positions a call
+        pieces = []
+        while True:
+            room = array.array("q", _HOP_CHUNK)
+            count, i = kernel.hop(buf, i, stop, limit, min_length, v1, v2, room)
+            if count < len(room):
+                del room[count:]
+                pieces.append(room)
+                break
+            pieces.append(room)
+        if len(pieces) == 1:
+            return pieces[0], i
+        out = array.array("q")
+        for piece in pieces:
+            out.extend(piece)
+        return out, i
+    unpack = RECORD_START.unpack_from
     out = array.array("q")  # numpy takes it as it is, no conversion of a list of ints
     add = out.append
     try:

@@ -329,6 +329,76 @@ static PyObject *unpack_be(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* rows_at(bases, firsts, counts, positions, unit_size, rows) -> None
+ * store/timer/timerlog.rows_at: the row of the readable unit at each log position, -1 where
+ * there is none; files by start offset (bases, sorted), first row and unit count; all int64. */
+static PyObject *rows_at(PyObject *self, PyObject *args)
+{
+    PyObject *objs[5];
+    long long unit_size;
+    if (!PyArg_ParseTuple(args, "OOOOLO", &objs[0], &objs[1], &objs[2], &objs[3], &unit_size, &objs[4]))
+        return NULL;
+    Py_buffer v[5];
+    int got = 0;
+    if (PyObject_GetBuffer(objs[0], &v[0], PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    got = 1;
+    Py_ssize_t files = v[0].len / 8;
+    if (PyObject_GetBuffer(objs[3], &v[3], PyBUF_C_CONTIGUOUS) < 0)
+        goto release;
+    Py_ssize_t n = v[3].len / 8;
+    if (v[0].len % 8 || v[3].len % 8 || unit_size <= 0) {
+        PyErr_SetString(PyExc_ValueError, "rows_at: int64 columns and a unit size");
+        goto release3;
+    }
+    if (get_column(objs[1], &v[1], 8, files, 0, "firsts") < 0)
+        goto release3;
+    got = 2;
+    if (get_column(objs[2], &v[2], 8, files, 0, "counts") < 0)
+        goto release12;
+    got = 3;
+    if (get_column(objs[4], &v[4], 8, n, 1, "rows") < 0)
+        goto release12;
+    got = 5;
+    const int64_t *base = v[0].buf, *first = v[1].buf, *count = v[2].buf, *pos = v[3].buf;
+    int64_t *row = v[4].buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t p = pos[i];
+        row[i] = -1;
+        if (p < 0)
+            continue;
+        Py_ssize_t lo = 0, hi = files;  /* the last file starting at or before p */
+        while (lo < hi) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (base[mid] <= p)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == 0)
+            continue;
+        Py_ssize_t f = lo - 1;
+        uint64_t rel = (uint64_t)p - (uint64_t)base[f];  /* base[f] <= p: no overflow as unsigned */
+        if (rel % (uint64_t)unit_size != 0 || count[f] < 0 || rel / (uint64_t)unit_size >= (uint64_t)count[f])
+            continue;
+        row[i] = first[f] + (int64_t)(rel / (uint64_t)unit_size);
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&v[4]);
+release12:
+    if (got >= 3)
+        PyBuffer_Release(&v[2]);
+    PyBuffer_Release(&v[1]);
+release3:
+    PyBuffer_Release(&v[3]);
+release:
+    PyBuffer_Release(&v[0]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 PyMethodDef rmq_timer_methods[] = {
     {"real_topic_hashes", real_topic_hashes, METH_VARARGS,
      "real_topic_hashes(buf, starts, ends, entry, property_separator, name_value_separator, codes, known) -> "
@@ -339,5 +409,8 @@ PyMethodDef rmq_timer_methods[] = {
     {"unpack_be", unpack_be, METH_VARARGS,
      "unpack_be(src, count, src_itemsize, dst, dst_itemsize, fields, position_at, base): big-endian items "
      "into native rows (store/timer/timerlog.leading_units)"},
+    {"rows_at", rows_at, METH_VARARGS,
+     "rows_at(bases, firsts, counts, positions, unit_size, rows): the readable unit's row at each log position "
+     "(store/timer/timerlog.rows_at)"},
     {NULL, NULL, 0, NULL},
 };

@@ -201,7 +201,8 @@ def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np
             continue
         # in commit log order and a window of records at a time, read into one reused buffer:
         # each window's regex pass covers its own records, and memory stays that of a window
-        rows = rows[np.argsort(offset_py[rows], kind="stable")]
+        if len(rows) > 1 and not (np.diff(offset_py[rows]) >= 0).all():  # units come in commit log order, mostly
+            rows = rows[np.argsort(offset_py[rows], kind="stable")]
         at = offset_py[rows] - seg.base_offset
         reach = np.maximum.accumulate(at + size_py[rows])  # how far the records up to each one reach
         window = bytearray()

@@ -241,6 +241,11 @@ def rows_at(bases: np.ndarray, firsts: np.ndarray, counts: np.ndarray, positions
     rows = np.full(positions.shape, -1, dtype=np.int64)
     if not len(bases):
         return rows
+    kernel = native.kernel
+    if kernel is not None and positions.ndim == 1 and (len(bases) < 2 or bool((np.diff(bases) > 0).all())):
+        kernel.rows_at(np.ascontiguousarray(bases, np.int64), np.ascontiguousarray(firsts, np.int64),
+                       np.ascontiguousarray(counts, np.int64), np.ascontiguousarray(positions), UNIT_SIZE, rows)
+        return rows
     which = np.searchsorted(bases, positions, side="right") - 1
     inside = (positions >= 0) & (which >= 0)
     which = np.where(inside, which, 0)

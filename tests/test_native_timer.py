@@ -196,3 +196,26 @@ def test_units_unpacked_both_ways_on_damaged_bytes(stores, data):
     count = data.draw(st.integers(0, len(raw) // UNIT_SIZE))
     got = both_ways(lambda: leading_units(memoryview(raw)[:count * UNIT_SIZE], 4096, count))
     assert got[0].tobytes() == got[1].tobytes()
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(data=st.data())
+def test_chains_both_ways_on_damaged_links(stores, data):
+    """Chains through prevPos values made up (back, forward, onto themselves, nowhere): walked by
+    the kernel, batch by batch, as by the array walk and walk_chain."""
+    store, _ = stores["timer"]
+    log = scan_timer_log(store / "timerlog")
+    positions = log.columns["position"].tolist()
+    for _ in range(data.draw(st.integers(1, 6))):
+        row = data.draw(st.integers(0, len(positions) - 1))
+        log.columns["prev_pos"][row] = data.draw(st.one_of(st.sampled_from(positions), st.just(-1),
+                                                           st.integers(-100, positions[-1] + 200)))
+    used = read_wheel(store / "timerwheel", PRECISION_MS).used
+    read_end = data.draw(st.one_of(st.none(), st.sampled_from(positions)))
+
+    def walk():
+        log._cache.clear()
+        return list(walk_chain_set(log, used["last_pos"], slot_indexes=used["index"], read_end=read_end,
+                                   precision_ms=PRECISION_MS))
+    walked = both_ways(walk)
+    assert walked[0] == walked[1]

@@ -226,7 +226,7 @@ def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np
     return plain
 
 
-_BATCH = 1 << 16  # units matched at once
+_BATCH = 1 << 13  # units matched at once: a window of a few MB, which the passes over it find in the cache
 _WINDOW = 32 << 20  # bytes of commit log read at once (a window holds one record at least, however long)
 
 

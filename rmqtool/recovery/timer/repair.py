@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from rmqtool.formats.timerwheel import SLOT_SIZE
 from rmqtool.recovery.timer.start import TimerStart
+from rmqtool.store.timer.timerlog import deliver_times
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,34 +36,40 @@ def plan_timer_repair(start: TimerStart) -> TimerRepair:
     if not load.loadable:
         return TimerRepair([], [], [], load.cut_at)
     store, disk = start.store, start.disk_log
-    kept = [u for u in disk.units if u.position < load.cut_at]
-    past = [u for u in kept if u.offset_py >= store.commit_log_min and u.offset_py + u.size_py > store.commit_log_max]
+    cols = disk.columns  # the units in position order, as columns (no unit objects: a million of them)
+    kept = cols[cols["position"] < load.cut_at]
+    offset_py, size_py = kept["offset_py"].astype(np.int64), kept["size_py"].astype(np.int64)
+    beyond = offset_py > store.commit_log_max - size_py  # offsetPy + sizePy past the end (no overflow)
+    past = np.flatnonzero((offset_py >= store.commit_log_min) & beyond)
     cut = load.cut_at
     ranges = []
-    if past:
-        first = past[0].position
-        if all(u.offset_py + u.size_py > store.commit_log_max for u in kept if u.position >= first):
+    if len(past):
+        first = int(kept["position"][past[0]])
+        if beyond[past[0]:].all():
             cut = first
             for f in disk.files:
                 lo, hi = max(first, f.base_offset), min(load.cut_at, f.end)
                 if lo < hi:
-                    n = sum(1 for u in kept if lo <= u.position < hi)
+                    n = int(np.count_nonzero((kept["position"] >= lo) & (kept["position"] < hi)))
                     ranges.append((f.path, lo - f.base_offset, hi - f.base_offset, lo, n))
     precision = load.settings.precision_ms
-    remaining = {}
-    for u in kept:
-        if u.position < cut:
-            remaining.setdefault(u.deliver_time_ms // precision, []).append(u.position)
     slots, left = [], []
-    for s in start.disk_wheel_slots:
-        if s.last_pos < cut:
-            continue
-        mine = remaining.get(s.time_value, [])
-        if not mine:
-            slots.append((s.index, s.last_pos))
-        elif max(mine) < load.rescan_from:
-            left.append((s.index, f"lastPos {s.last_pos} is past the cut at {cut} and its other units lie before "
-                                  f"recover's rescan from {load.rescan_from}: only rewriting lastPos mends it"))
+    wheel = start.disk_wheel_slots if start.disk_wheel is not None and (start.disk_wheel["last_pos"] >= cut).any() \
+        else []  # only a slot whose lastPos is at or past the cut has anything to repair
+    if wheel:
+        # the newest unit before the cut of each slot time (deliver time // precision)
+        remaining = kept[kept["position"] < cut]
+        times = (deliver_times(remaining) // precision).tolist()
+        newest = dict(zip(times, remaining["position"].tolist()))  # positions ascend: the last one is the newest
+        for s in wheel:
+            if s.last_pos < cut:
+                continue
+            mine = newest.get(s.time_value)
+            if mine is None:
+                slots.append((s.index, s.last_pos))
+            elif mine < load.rescan_from:
+                left.append((s.index, f"lastPos {s.last_pos} is past the cut at {cut} and its other units lie before "
+                                      f"recover's rescan from {load.rescan_from}: only rewriting lastPos mends it"))
     return TimerRepair(ranges, slots, left, cut)
 
 

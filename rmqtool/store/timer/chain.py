@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from rmqtool import native
 from rmqtool.formats.timerwheel import DEFAULT_TIMER_PRECISION_MS, SLOTS_TOTAL
 from rmqtool.store.timer.timerlog import TimerLog, unit_slot_index_array
 
@@ -177,40 +178,15 @@ def walk_chain_set(log: TimerLog, last_positions, *, slot_indexes=None, read_end
     startable = rows >= 0
     if read_end is not None:
         startable &= heads < read_end
-    ids, cur = np.flatnonzero(startable), rows[startable]
-    walked_ids, walked_rows = [], []
-    more = _MORE_STEPS
-    while len(ids) > _FEW or (len(ids) and (more := more - 1) >= 0):  # the few left finish in walk_chain
-        walked_ids.append(ids)
-        walked_rows.append(cur)
-        nxt = prev_rows[cur]
-        stops = nxt < 0
-        end_code[ids[stops & minus_one[cur]]] = 1
-        go = ~stops & (nxt < cur)  # a step forward, or no readable unit next: walk_chain decides
-        ids, cur = ids[go], nxt[go]
-        if read_end is not None:
-            beyond = cur >= first_beyond if first_beyond is not None else position_col[cur] >= read_end
-            end_code[ids[beyond]] = 2
-            end_at[ids[beyond]] = position_col[cur[beyond]]
-            ids, cur = ids[~beyond], cur[~beyond]
     n = len(heads)
-    if walked_ids:
-        # each chain's units in the order walked: a chain walking at step s was walking at every
-        # step before, so its unit of step s goes s places after its first (no sort)
-        settled = end_code != 0
-        counts = np.zeros(n, np.int64)
-        for ids in walked_ids:
-            counts[ids] += 1
-        counts[~settled] = 0
-        first = np.cumsum(counts) - counts
-        all_rows = np.empty(int(counts.sum()), np.int64)
-        for step, (ids, rows) in enumerate(zip(walked_ids, walked_rows)):
-            keep = settled[ids]
-            all_rows[first[ids[keep]] + step] = rows[keep]
-        all_ids = np.repeat(np.arange(n, dtype=np.int64), counts)
-        positions = position_col[all_rows]
+    walked = _walk_back_native(prev_rows, minus_one, position_col, np.where(startable, rows, -1), read_end,
+                               end_code, end_at)
+    if walked is None:
+        all_ids, all_rows = _walk_back(prev_rows, minus_one, position_col, first_beyond, rows, startable, read_end,
+                                       end_code, end_at)
     else:
-        all_ids, positions = np.empty(0, np.int64), np.empty(0, np.int64)
+        all_ids, all_rows = walked
+    positions = position_col[all_rows]
     others = np.zeros(n, np.int64)
     if wanted is not None and len(all_ids):
         other = np.concatenate(([0], np.cumsum(
@@ -238,3 +214,66 @@ def walk_chain_set(log: TimerLog, last_positions, *, slot_indexes=None, read_end
     counts = np.bincount(all_ids, minlength=n).astype(np.int64)
     stops = np.cumsum(counts)
     return ChainSet(heads, positions, stops - counts, stops, end_code, end_at, others, loops)
+
+
+def _walk_back(prev_rows, minus_one, position_col, first_beyond, rows, startable, read_end, end_code, end_at):
+    """The array walk: each step moves every chain still walking back one unit; a chain that
+    stops on a unit whose prevPos is -1 gets code 1, one past the read end code 2 (end_at its
+    position), any other is left at 0 (walk_chain walks it). (chain of each row, rows) of the
+    settled chains, a chain's rows together, newest first."""
+    import numpy as np
+    ids, cur = np.flatnonzero(startable), rows[startable]
+    walked_ids, walked_rows = [], []
+    more = _MORE_STEPS
+    while len(ids) > _FEW or (len(ids) and (more := more - 1) >= 0):  # the few left finish in walk_chain
+        walked_ids.append(ids)
+        walked_rows.append(cur)
+        nxt = prev_rows[cur]
+        stops = nxt < 0
+        end_code[ids[stops & minus_one[cur]]] = 1
+        go = ~stops & (nxt < cur)  # a step forward, or no readable unit next: walk_chain decides
+        ids, cur = ids[go], nxt[go]
+        if read_end is not None:
+            beyond = cur >= first_beyond if first_beyond is not None else position_col[cur] >= read_end
+            end_code[ids[beyond]] = 2
+            end_at[ids[beyond]] = position_col[cur[beyond]]
+            ids, cur = ids[~beyond], cur[~beyond]
+    n = len(end_code)
+    if not walked_ids:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    # each chain's units in the order walked: a chain walking at step s was walking at every
+    # step before, so its unit of step s goes s places after its first (no sort)
+    settled = end_code != 0
+    counts = np.zeros(n, np.int64)
+    for ids in walked_ids:
+        counts[ids] += 1
+    counts[~settled] = 0
+    first = np.cumsum(counts) - counts
+    all_rows = np.empty(int(counts.sum()), np.int64)
+    for step, (ids, rows) in enumerate(zip(walked_ids, walked_rows)):
+        keep = settled[ids]
+        all_rows[first[ids[keep]] + step] = rows[keep]
+    return np.repeat(np.arange(n, dtype=np.int64), counts), all_rows
+
+
+def _walk_back_native(prev_rows, minus_one, position_col, heads, read_end, end_code, end_at):
+    """:func:`_walk_back` in the native kernel, a chain at a time to its end (the chains the
+    array walk leaves to walk_chain only for being few are settled here as walk_chain settles
+    them); None without the kernel, or where it declines (then the array walk runs)."""
+    import numpy as np
+    kernel = native.kernel
+    if kernel is None or not len(heads) or read_end is not None and not -(1 << 63) <= read_end < 1 << 63:
+        return None
+    n = len(heads)
+    code = np.zeros(n, np.int8)
+    at = np.full(n, -1, np.int64)
+    counts = np.zeros(n, np.int64)
+    rows = np.empty(len(prev_rows), np.int64)  # a sound log's chains share no unit
+    written = kernel.walk_back(np.ascontiguousarray(prev_rows, np.int64), np.ascontiguousarray(minus_one, bool),
+                               np.ascontiguousarray(position_col, np.int64), np.ascontiguousarray(heads, np.int64),
+                               0 if read_end is None else read_end, read_end is not None, code, at, counts, rows)
+    if written is None:
+        return None
+    end_code[:] = code
+    end_at[:] = at
+    return np.repeat(np.arange(n, dtype=np.int64), counts), rows[:written]

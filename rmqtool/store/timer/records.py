@@ -16,6 +16,7 @@ import re
 
 import numpy as np
 
+from rmqtool import native
 from rmqtool.errors import StoreAccessError
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODES
 from rmqtool.formats.indexfile import java_string_hash
@@ -99,6 +100,20 @@ def _real_topic_hashes(buf, starts: np.ndarray, ends: np.ndarray, hashes: dict,
         c, k = _scan_real_topic_hashes(buf, starts[rest], ends[rest], hashes,
                                        expected[rest] if expected is not None else None)
         codes[rest], known[rest] = c, k
+    return codes, known
+
+
+def real_topic_hashes(buf, starts: np.ndarray, ends: np.ndarray, hashes: dict,
+                      expected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, known) of :func:`_real_topic_hashes`' sure reading, a range at a time in the
+    native kernel when it is there (the same rule; a range neither is sure of is read by
+    bytes_to_properties, so the verdicts are the same either way)."""
+    kernel = native.kernel
+    if kernel is None:
+        return _real_topic_hashes(buf, starts, ends, hashes, expected)
+    codes, known = np.empty(len(starts), np.int64), np.empty(len(starts), bool)
+    kernel.real_topic_hashes(buf, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(ends, np.int64),
+                             _REAL_TOPIC_ENTRY, ord(PROPERTY_SEPARATOR), ord(NAME_VALUE_SEPARATOR), codes, known)
     return codes, known
 
 
@@ -186,7 +201,8 @@ def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np
             continue
         # in commit log order and a window of records at a time, read into one reused buffer:
         # each window's regex pass covers its own records, and memory stays that of a window
-        rows = rows[np.argsort(offset_py[rows], kind="stable")]
+        if len(rows) > 1 and not (np.diff(offset_py[rows]) >= 0).all():  # units come in commit log order, mostly
+            rows = rows[np.argsort(offset_py[rows], kind="stable")]
         at = offset_py[rows] - seg.base_offset
         reach = np.maximum.accumulate(at + size_py[rows])  # how far the records up to each one reach
         window = bytearray()
@@ -210,7 +226,7 @@ def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np
     return plain
 
 
-_BATCH = 1 << 16  # units matched at once
+_BATCH = 1 << 13  # units matched at once: a window of a few MB, which the passes over it find in the cache
 _WINDOW = 32 << 20  # bytes of commit log read at once (a window holds one record at least, however long)
 
 
@@ -223,8 +239,8 @@ def _plain_in(buf, pos: np.ndarray, size_py: np.ndarray, topic_hash: np.ndarray,
     topics = at_every_byte(buf, np.dtype((np.void, len(_TOPIC))))[parts["topic_at"][ok]]
     ok[np.flatnonzero(ok)] = topics == np.void(_TOPIC)
     found = np.flatnonzero(ok)
-    code, known = _real_topic_hashes(buf, parts["properties_at"][found], parts["end"][found], hashes,
-                                     topic_hash[found].astype(np.int64))
+    code, known = real_topic_hashes(buf, parts["properties_at"][found], parts["end"][found], hashes,
+                                    topic_hash[found].astype(np.int64))
     ok[found[known]] = code[known] == topic_hash[found[known]]
     for k in found[~known].tolist():  # the others as the broker reads properties
         real = bytes_to_properties(bytes(buf[parts["properties_at"][k]:parts["end"][k]]))[0].get(PROPERTY_REAL_TOPIC)

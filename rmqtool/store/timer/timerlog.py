@@ -15,6 +15,7 @@ import pathlib
 
 import numpy as np
 
+from rmqtool import native
 from rmqtool.errors import StoreAccessError
 from rmqtool.formats.timerlog import (BLANK_MAGIC_CODE, MIN_BLANK_LEN, UNIT_SIZE, UNIT_STRUCT, TimerLogBlank,
                                       is_magic_ok, magic_flags)
@@ -209,10 +210,28 @@ def leading_units(data, base_offset: int, count: int | None = None) -> np.ndarra
     bad = (raw["size"] != UNIT_SIZE) | ((raw["magic"] | 0xF) != 0xF)
     good = int(np.argmax(bad)) if bad.any() else n
     cols = np.empty(good, COLUMNS_DTYPE)
+    kernel = native.kernel
+    if kernel is not None and _UNPACK_FIELDS is not None:  # one pass over the units, not one a field
+        kernel.unpack_be(data, good, UNIT_SIZE, cols, COLUMNS_DTYPE.itemsize, _UNPACK_FIELDS,
+                         COLUMNS_DTYPE.fields["position"][1], base_offset)
+        return cols
     cols["position"] = base_offset + np.arange(good, dtype=np.int64) * UNIT_SIZE
     for name in UNIT_DTYPE.names:
         cols[name] = raw[name][:good]
     return cols
+
+
+def _unpack_fields() -> np.ndarray | None:
+    """(offset in a unit, offset in a COLUMNS_DTYPE row, width) of each field, for the native
+    kernel's unpack_be; None where the rows are not this machine's byte order (big-endian
+    hosts: numpy converts)."""
+    if not all(COLUMNS_DTYPE[n].isnative for n in COLUMNS_DTYPE.names):
+        return None
+    return np.array([(UNIT_DTYPE.fields[n][1], COLUMNS_DTYPE.fields[n][1], UNIT_DTYPE[n].itemsize)
+                     for n in UNIT_DTYPE.names], dtype=np.int64)
+
+
+_UNPACK_FIELDS = _unpack_fields()
 
 
 def rows_at(bases: np.ndarray, firsts: np.ndarray, counts: np.ndarray, positions) -> np.ndarray:
@@ -221,6 +240,11 @@ def rows_at(bases: np.ndarray, firsts: np.ndarray, counts: np.ndarray, positions
     positions = np.asarray(positions, dtype=np.int64)
     rows = np.full(positions.shape, -1, dtype=np.int64)
     if not len(bases):
+        return rows
+    kernel = native.kernel
+    if kernel is not None and positions.ndim == 1 and (len(bases) < 2 or bool((np.diff(bases) > 0).all())):
+        kernel.rows_at(np.ascontiguousarray(bases, np.int64), np.ascontiguousarray(firsts, np.int64),
+                       np.ascontiguousarray(counts, np.int64), np.ascontiguousarray(positions), UNIT_SIZE, rows)
         return rows
     which = np.searchsorted(bases, positions, side="right") - 1
     inside = (positions >= 0) & (which >= 0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import importlib
+import inspect
 import json
 import subprocess
 import sys
@@ -92,6 +93,9 @@ def test_every_help_is_the_one_the_eager_app_renders(eager):
         mine = _help(app_module.app, path)
         assert mine[0] == 0 and mine == _help(eager, path), path
     ctx = typer.Context(eager_root, info_name="rmqtool")
+    for name, (_, summary) in app_module.COMMANDS.items():  # the listing's line: its help's first paragraph
+        command = eager_root.get_command(ctx, name)
+        assert summary == inspect.cleandoc(command.short_help or command.help).split("\n\n")[0], name
     for path in paths:
         mine, theirs = lazy_root, eager_root
         for name in path:

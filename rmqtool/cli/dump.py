@@ -17,8 +17,8 @@ import typer
 
 from rmqtool.cli.commitlog_paths import commit_log_paths_option
 from rmqtool.cli.common import BodyMode, OutputFormat, boundary, until_interrupted
-from rmqtool.cli.params import (OFFSET_METAVAR, TIME_METAVAR, check_range, complete_queue, complete_topic, examples,
-                                parse_time)
+from rmqtool.cli.params import (OFFSET_METAVAR, TABLE_BODY_PREVIEW, TIME_METAVAR, ColumnsOpt, WideOpt, check_range,
+                                complete_queue, complete_topic, examples, parse_time)
 from rmqtool.errors import UsageError
 from rmqtool.inspect import compaction_dumps, dump_sources
 from rmqtool.inspect.cqext_rows import cqext_rows
@@ -35,15 +35,12 @@ dump_app = typer.Typer(no_args_is_help=True, help="Dump store files as rows (tab
 
 FormatOpt = typer.Option(OutputFormat.table, "--format", "-f", help="table for people; jsonl or json for scripts.")
 LimitOpt = typer.Option(None, "--limit", "-n", min=0, help="Stop after this many rows.")
-WideOpt = typer.Option(False, "--wide", help="Table: every column, not only those that fit the width.")
-ColumnsOpt = typer.Option(None, "--columns", metavar="A,B,C", help="Table: exactly these columns (JSON field names).")
 TopicOpt = typer.Option(None, "--topic", "-t", autocompletion=complete_topic, help="Only this topic.")
 QueueOpt = typer.Option(None, "--queue", "-q", autocompletion=complete_queue, min=0, help="Only this queue id.")
 # a queue's units from one queue offset to another (dump consumequeue, dump rocksdbcq)
 FromQueueOffsetOpt = typer.Option(None, "--from-offset", min=0, metavar=OFFSET_METAVAR, help="First queue offset.")
 ToQueueOffsetOpt = typer.Option(None, "--to-offset", min=0, metavar=OFFSET_METAVAR,
                                 help="Stop before this queue offset.")
-TABLE_BODY_PREVIEW = 40
 
 
 def register(app: typer.Typer) -> None:

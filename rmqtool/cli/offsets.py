@@ -52,13 +52,6 @@ offsets_app = typer.Typer(cls=_OffsetsGroup,
 
 def register(app: typer.Typer) -> None:
     app.add_typer(offsets_app, name="offsets")
-    offsets_app.command(DEFAULT, cls=_DefaultCommand, hidden=True, epilog=examples(
-        "rmqtool offsets /data/store", "rmqtool offsets /data/store --group OrderConsumers -t OrderTopic",
-        "rmqtool offsets /data/store -f jsonl | jq 'select(.lag_messages > 1000)'"))(offsets)
-    offsets_app.command("reset", epilog=examples(
-        "rmqtool offsets reset /data/store --group order_group --topic OrderTopic --to-time 2026-11-22T02:40:00Z",
-        "rmqtool offsets reset /data/store -g order_group -t OrderTopic --to-earliest --apply",
-        "rmqtool offsets reset /data/store -g order_group -t OrderTopic --to-offset 1200 --queue 3 -f jsonl"))(reset)
 
 
 @boundary
@@ -132,3 +125,13 @@ def reset(
                         offset_by_time=offset_by_time)
     for line in show_reset_plan(run, fmt.value, wide=wide, columns=columns):
         warn(line)
+
+
+# the default command, then reset (registered once, at import, as dump's kinds are)
+offsets_app.command(DEFAULT, cls=_DefaultCommand, hidden=True, epilog=examples(
+    "rmqtool offsets /data/store", "rmqtool offsets /data/store --group OrderConsumers -t OrderTopic",
+    "rmqtool offsets /data/store -f jsonl | jq 'select(.lag_messages > 1000)'"))(offsets)
+offsets_app.command("reset", epilog=examples(
+    "rmqtool offsets reset /data/store --group order_group --topic OrderTopic --to-time 2026-11-22T02:40:00Z",
+    "rmqtool offsets reset /data/store -g order_group -t OrderTopic --to-earliest --apply",
+    "rmqtool offsets reset /data/store -g order_group -t OrderTopic --to-offset 1200 --queue 3 -f jsonl"))(reset)

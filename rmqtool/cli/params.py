@@ -23,6 +23,11 @@ from rmqtool.errors import UsageError
 TIME_METAVAR = "MS|ISO8601"
 OFFSET_METAVAR = "OFFSET"
 
+# the table options of every command that prints rows of a store's files (dump's kinds, query)
+WideOpt = typer.Option(False, "--wide", help="Table: every column, not only those that fit the width.")
+ColumnsOpt = typer.Option(None, "--columns", metavar="A,B,C", help="Table: exactly these columns (JSON field names).")
+TABLE_BODY_PREVIEW = 40  # bytes of a body a table shows when --body is not given
+
 # epoch seconds now have 10 digits (until 2286); epoch milliseconds have 13
 _SECONDS_DIGITS = 10
 

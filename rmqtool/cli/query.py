@@ -15,9 +15,8 @@ import typer
 
 from rmqtool.cli.commitlog_paths import commit_log_paths_option
 from rmqtool.cli.common import BodyMode, OutputFormat, Stores, boundary
-from rmqtool.cli.dump import TABLE_BODY_PREVIEW, ColumnsOpt, WideOpt
-from rmqtool.cli.params import (OFFSET_METAVAR, TIME_METAVAR, check_range, complete_queue, complete_topic, examples,
-                                parse_time)
+from rmqtool.cli.params import (OFFSET_METAVAR, TABLE_BODY_PREVIEW, TIME_METAVAR, ColumnsOpt, WideOpt, check_range,
+                                complete_queue, complete_topic, examples, parse_time)
 from rmqtool.errors import ExitCode, NothingFound, UsageError
 from rmqtool.inspect.lookup import Lookup, crc_mismatch_notes, look_up
 from rmqtool.query.by_key import DEFAULT_MAX_NUM

@@ -13,7 +13,7 @@ from rmqtool.cli.params import TIME_METAVAR, examples, parse_time
 from rmqtool.findings import REGISTRY
 from rmqtool.report.progress import Progress, progress_enabled
 from rmqtool.report.sink import Sink, summary_table, warn
-from rmqtool.store.parallel import default_workers
+from rmqtool.store.cpus import default_workers
 from rmqtool.verify import AREAS
 
 

@@ -9,12 +9,14 @@ opened, so a new family plugs in by adding its tools here and its code in each l
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
-
+import importlib
 import os
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from rmqtool.store.family import ROCKETMQ, Family, detect_family, require_supported
-from rmqtool.store.view import StoreView
+
+if TYPE_CHECKING:
+    from rmqtool.store.view import StoreView
 
 
 class FamilyTools(Protocol):
@@ -50,10 +52,14 @@ class FamilyTools(Protocol):
         """Which version's rules the store follows, and why (a family with one set of rules: None)."""
 
 
-def _registry() -> dict[str, FamilyTools]:
-    from rmqtool.families.qmq import QMQ_TOOLS
-    from rmqtool.families.rocketmq import ROCKETMQ_TOOLS
-    return {tools.family.name: tools for tools in (ROCKETMQ_TOOLS, QMQ_TOOLS)}
+# each family's tools by family name: (module, name), imported only for a store of that family
+# (a QMQ command loads none of RocketMQ's readers)
+_TOOLS = {"rocketmq": ("rmqtool.families.rocketmq", "ROCKETMQ_TOOLS"), "qmq": ("rmqtool.families.qmq", "QMQ_TOOLS")}
+
+
+def _tools(family: Family) -> FamilyTools:
+    module, name = _TOOLS[family.name]
+    return getattr(importlib.import_module(module), name)
 
 
 def tools_at(path: str | os.PathLike) -> FamilyTools:
@@ -61,10 +67,10 @@ def tools_at(path: str | os.PathLike) -> FamilyTools:
     or is missing: RocketMQ's, whose opening says what is wrong with it)."""
     family = detect_family(path) or ROCKETMQ
     require_supported(family, path)
-    return _registry()[family.name]
+    return _tools(family)
 
 
 def tools_of(view: StoreView) -> FamilyTools:
     """The tools of the view's family (a family detected but not read: UnsupportedFamily, exit 4)."""
     require_supported(view.family, view.root)
-    return _registry()[view.family.name]
+    return _tools(view.family)

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
-import os
 import queue
 from typing import Callable, Iterator, TypeVar
 
 from rmqtool.errors import StoreAccessError, UsageError
+from rmqtool.store.cpus import default_workers
 from rmqtool.findings import Finding
 from rmqtool.store.commitlog import Blank, ColumnMode, Corrupt, ScanResult, column_scan, scan_segment
 from rmqtool.store.commitlog_end import CommitLog, segment_ranges
@@ -85,14 +85,6 @@ def jobs_of(segments: list[Segment], from_offset: int | None = None, to_offset: 
             jobs.append(SegmentJob(r.segment, r.index, r.is_last, lo, to_offset, check_crc,
                                    None if hi >= stop and r.end is None else min(hi, stop)))
     return jobs
-
-
-def default_workers() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def iter_parallel(jobs: list[SegmentJob], fn: Callable[[SegmentJob], T], *,

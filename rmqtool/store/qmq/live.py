@@ -30,12 +30,15 @@ def _holds(pid_dir: pathlib.Path, root: str) -> bool:
         pass
     try:
         with open(pid_dir / "maps", encoding="utf-8", errors="replace") as maps:
-            for line in maps:
-                parts = line.split(None, 5)
-                if len(parts) == 6 and _under(parts[5].rstrip("\n").removesuffix(" (deleted)"), root):
-                    return True
+            text = maps.read()
     except OSError:
-        pass
+        return False
+    if root not in text:  # most processes: no line can name a file under root
+        return False
+    for line in text.split("\n"):
+        parts = line.split(None, 5)
+        if len(parts) == 6 and _under(parts[5].removesuffix(" (deleted)"), root):
+            return True
     return False
 
 

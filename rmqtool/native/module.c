@@ -9,7 +9,7 @@ static PyMethodDef *parts[] = {
 
 static PyModuleDef kernel_module = {
     PyModuleDef_HEAD_INIT, "rmqtool.native._kernel",
-    "rmqtool's optional native kernel (see rmqtool/native/__init__.py).", -1, NULL,
+    "rmqtool's optional native kernel (see rmqtool/native/__init__.py).", -1, NULL, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__kernel(void)

@@ -322,7 +322,7 @@ class CommitLogDump:
                     progress=None) -> Iterator[tuple[str, int, int]]:
         """The rows as JSON Lines, built and encoded in ``workers`` processes a byte range of a
         segment at a time, each range's in a spool file (in memory where /dev/shm is):
-        (path, bytes, rows) in commit log order, a file removed once the next is asked for.
+        (path, bytes, rows) in commit log order, a file written over by a later job once the next is asked for.
         Findings and damage are gathered as :meth:`rows` gathers them; ``limit`` cuts the
         last file's bytes short."""
         if self.dledger is not None:  # entries are walked in order: one spool file, built here
@@ -331,10 +331,17 @@ class CommitLogDump:
         jobs = jobs_of(self.segments, self.from_offset, self.to_offset, check_crc=self.check_crc,
                        split_size=split_size or (PARALLEL_SPLIT if self.limit is None else LIMITED_SPLIT))
         left = self.limit
+        ahead = 2 * workers  # a slow reader: spool bounded
+        # iter_parallel holds at most ``ahead`` jobs taken and not given back, and those are the jobs
+        # since the last one given back: as many spool files, each job's the one of its index modulo
+        # their count, are never two jobs' at once. A file is written over, not made anew: its
+        # memory pages are the last job's (a new file's pages are each allocated and cleared).
+        slots = max(ahead, workers)
+        self._slots = {(j.segment.base_offset, j.start): i % slots for i, j in enumerate(jobs)}
         with tempfile.TemporaryDirectory(prefix="rmqtool-dump-", dir=_SPOOL_DIR) as spool:
             self._spool = spool
             for path, size, count, findings, damaged, scanned in iter_parallel(
-                    jobs, self._encode_job, workers=workers, ahead=2 * workers):  # a slow reader: spool bounded
+                    jobs, self._encode_job, workers=workers, ahead=ahead):
                 self.findings += findings
                 self.damaged += damaged
                 if progress is not None:
@@ -344,7 +351,6 @@ class CommitLogDump:
                     return
                 if count:
                     yield path, size, count
-                os.unlink(path)
                 if left is not None:
                     left -= count
 
@@ -379,8 +385,8 @@ class CommitLogDump:
                     tally[0] += 1
                     findings.extend(found)
                 yield r
-        path = os.path.join(self._spool, f"{job.segment.base_offset:020d}-{job.start:012d}")
-        with open(path, "wb") as f:
+        path = os.path.join(self._spool, str(self._slots[job.segment.base_offset, job.start]))
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:  # written over: its first bytes
             size, count = _spool_lines(f, self._rows_of(results()))
         findings += self.findings[kept_findings:]
         tally[0] += self.damaged - kept_damaged

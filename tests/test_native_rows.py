@@ -217,3 +217,21 @@ def test_declines_without_the_layout_or_kernel(monkeypatch):
     assert not jsonl_rows.wanted("hex") and not jsonl_rows.wanted("text")
     monkeypatch.setattr(native, "kernel", None)
     assert not jsonl_rows.wanted("none")
+
+
+def test_base64_of_every_tail_length(monkeypatch, tmp_path):
+    """Bodies and properties of 0 to 17 bytes: every tail the base64 loops leave."""
+    out = b""
+    for n in range(18):
+        body = bytes(range(200, 200 + n))
+        properties = (props.PROPERTY_TAGS + props.NAME_VALUE_SEPARATOR + "t" * (n + 1)).encode()
+        out += MessageRecord.build(dict(
+            total_size=message_length(0, n, 1, len(properties), MESSAGE_MAGIC_CODE_V1), magic_code=MESSAGE_MAGIC_CODE_V1,
+            body_crc=crc_rules.body_crc(body), queue_id=0, flag=0, queue_offset=n, physical_offset=len(out), sys_flag=0,
+            born_timestamp=0, born_host=b"\1\2\3\4", born_port=1, store_timestamp=0, store_host=b"\1\2\3\4",
+            store_port=2, reconsume_times=0, prepared_transaction_offset=0, body=body, topic=b"T",
+            properties=properties))
+    segment = tmp_path / f"{0:020d}"
+    segment.write_bytes(out)
+    data, runs = _both(monkeypatch, [segment], body="base64")
+    assert runs == 1 and data.count(b"\n") == 18

@@ -235,3 +235,21 @@ def test_base64_of_every_tail_length(monkeypatch, tmp_path):
     segment.write_bytes(out)
     data, runs = _both(monkeypatch, [segment], body="base64")
     assert runs == 1 and data.count(b"\n") == 18
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(buf=st.binary(min_size=1, max_size=600), cuts=st.lists(st.integers(-8, 700), min_size=8, max_size=8),
+       hosts=st.integers(-2, 5), flags=st.one_of(st.none(), st.binary(min_size=3, max_size=3)))
+def test_spans_anywhere_never_read_past_the_buffer(buf, cuts, hosts, flags):
+    """Spans a damaged caller might pass: the kernel writes rows that parse or declines, never crashes."""
+    import numpy as np
+    import orjson
+
+    kernel = jsonl_rows._kernel()
+    pos, end, body_at, body_end, topic_at, topic_end, props_at, _ = cuts
+    spans = np.array([[pos, end, hosts, body_at, body_end, topic_at, topic_end, props_at]], np.int64)
+    verdicts = None if flags is None else np.frombuffer(flags, np.uint8).reshape(1, 3)
+    data, taken = kernel.jsonl_rows(buf, spans, verdicts, 0, 0, 0, b'"f"', True)
+    assert taken in (0, 1) and (taken == 1) == bool(data)
+    if taken:
+        assert orjson.loads(data)["record"] == "message"

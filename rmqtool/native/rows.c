@@ -517,6 +517,16 @@ static int write_row(out_t *o, const unsigned char *buf, Py_ssize_t buf_len, con
     return 1;
 }
 
+/* a buffer of integers (numpy's int64 is 'l' or 'q', its uint8 'B'), in this machine's order */
+static int integer_format(const char *format)
+{
+    if (format == NULL)
+        return 0;
+    if (*format == '<' || *format == '=' || *format == '@')
+        format++;
+    return (format[0] == 'l' || format[0] == 'q' || format[0] == 'B') && format[1] == 0;
+}
+
 /* where rows are written before their bytes are made; kept between calls, grown as needed */
 static char *scratch = NULL;
 static Py_ssize_t scratch_cap = 0;
@@ -550,8 +560,10 @@ static PyObject *jsonl_rows(PyObject *self, PyObject *args)
     PyObject *result = NULL;
     out_t o = {NULL, 0, 0};
     Py_ssize_t n = spans.len / (Py_ssize_t)(N_SPANS * sizeof(int64_t));
-    if (spans.itemsize != (Py_ssize_t)sizeof(int64_t) || spans.len % (Py_ssize_t)(N_SPANS * sizeof(int64_t))
-        || (have_verdicts && (verdicts.itemsize != 1 || verdicts.len != n * N_VERDICTS)) || first < 0
+    if (spans.itemsize != (Py_ssize_t)sizeof(int64_t) || !integer_format(spans.format)
+        || spans.len % (Py_ssize_t)(N_SPANS * sizeof(int64_t))
+        || (have_verdicts && (verdicts.itemsize != 1 || !integer_format(verdicts.format)
+                              || verdicts.len != n * N_VERDICTS)) || first < 0
         || file_json_len > 1 << 20) {
         PyErr_SetString(PyExc_ValueError, "jsonl_rows: spans must be int64 rows of 8, verdicts uint8 rows of 3");
         goto done;

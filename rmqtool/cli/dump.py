@@ -130,7 +130,7 @@ def dump_commitlog(
         elif fmt == OutputFormat.jsonl and in_parallel(jobs, sum(d.stored_bytes for d in dumps), limit):
             parallel_jsonl(sink, dumps, limit, jobs or default_workers(), bar)
         else:
-            sink.rows(chained(dumps, limit, bar))
+            sink.rows(chained(dumps, limit, bar, encoded=fmt == OutputFormat.jsonl))
     _finish(sink, settled_findings(dumps, lives), sum(d.damaged for d in dumps))
 
 

@@ -20,7 +20,7 @@ from rmqtool.findings import BODY_DECOMPRESS_FAILED, Finding
 from rmqtool.inspect.hints import wrong_kind
 from rmqtool.inspect.selection import MessageSelection
 from rmqtool.report.records import message_record
-from rmqtool.report.sink import encode_lines
+from rmqtool.report.sink import EncodedRows, encode_lines
 from rmqtool.store import detect
 from rmqtool.store.commitlog import Blank, Corrupt, findings_of, scan_segment
 from rmqtool.store.commitlog_end import CommitLog, last_file_end, last_written, segment_ranges
@@ -42,15 +42,25 @@ SPOOL_ROWS = 256  # rows encoded at once into a spool file
 
 def _spool_lines(f, rows) -> tuple[int, int]:
     """``rows`` written to the spool file ``f`` as JSON Lines, a batch of SPOOL_ROWS at a time (no
-    buffer the size of the job); (bytes, rows) written."""
+    buffer the size of the job), rows encoded already (EncodedRows) as they come; (bytes, rows) written."""
     count = size = 0
-    while True:
-        data, n = encode_lines(itertools.islice(rows, SPOOL_ROWS))
-        if not n:
-            return size, count
-        f.write(data)
-        count += n
-        size += len(data)
+    batch: list = []
+    for row in itertools.chain(rows, (None,)):
+        if row is not None and type(row) is not EncodedRows:
+            batch.append(row)
+            if len(batch) < SPOOL_ROWS:
+                continue
+        if batch:
+            data, n = encode_lines(batch)
+            batch.clear()
+            f.write(data)
+            count += n
+            size += len(data)
+        if row is not None and type(row) is EncodedRows:
+            f.write(row.data)
+            count += row.count
+            size += len(row.data)
+    return size, count
 
 
 def _lines_end(path: str, lines: int) -> int:
@@ -143,8 +153,11 @@ class CommitLogDump:
                 total += s.size
         return total
 
-    def _row(self, r) -> dict | None:
-        """The row for a scanned record, or None when it is not asked for."""
+    def _row(self, r) -> dict | EncodedRows | None:
+        """The row for a scanned record, or None when it is not asked for; rows encoded
+        already (:meth:`row_run`'s) as they are."""
+        if type(r) is EncodedRows:
+            return r
         if type(r) is Message:
             if not self.selection.matches(r):
                 return None
@@ -162,9 +175,22 @@ class CommitLogDump:
             return blank_row(r) if self.show_blank or not r.valid else None
         return corrupt_row(r)
 
-    def results(self, progress=None) -> Iterator:
+    def row_run(self):
+        """What writes the JSON Lines rows of a window's clean records natively
+        (report/jsonl_rows.RowRun), or None when this dump's rows are not ones it writes
+        (a selection, decompression, system decoding, a body mode it does not write, a
+        DLedger log) or the native kernel is not there."""
+        from rmqtool.report import jsonl_rows  # numpy
+        if (not self.selection.everything or self.decompress or self.decode_system or self.preview is not None
+                or self.dledger is not None or not jsonl_rows.wanted(self.body)):
+            return None
+        return jsonl_rows.RowRun(self.body, self.check_crc)
+
+    def results(self, progress=None, rows=None) -> Iterator:
         """Every scan result (Message, Blank, Corrupt) of the range, in commit log order,
-        findings collected; ``progress.advance(bytes)`` every PROGRESS_STEP bytes scanned."""
+        findings collected; ``progress.advance(bytes)`` every PROGRESS_STEP bytes scanned.
+        ``rows``: :meth:`row_run`'s, when the results may hold encoded rows (EncodedRows:
+        clean records, no findings)."""
         check = findings_of
         if self.dledger is not None:
             yield from self._dledger_results(progress)
@@ -176,10 +202,10 @@ class CommitLogDump:
             next_at = reported + step
             stop = self.to_offset - seg.base_offset if self.to_offset is not None else None
             for r in scan_segment(seg, is_last=rng.is_last, start=rng.start, end_offset=self.to_offset,
-                                  check_crc=self.check_crc, findings=self.findings):
+                                  check_crc=self.check_crc, findings=self.findings, rows=rows):
                 if stop is not None and r.position >= stop:
                     break  # damage from the end on belongs to the scan's range, not to what was asked
-                found = check(r)
+                found = check(r) if type(r) is not EncodedRows else None
                 if found:
                     self.damaged += 1
                     self.findings += found
@@ -244,13 +270,21 @@ class CommitLogDump:
                     limit -= 1
             end = now
 
-    def rows(self, progress=None) -> Iterator[dict]:
-        """The rows, in commit log order (see :meth:`results` for progress)."""
+    def rows(self, progress=None, encoded: bool = False) -> Iterator[dict]:
+        """The rows, in commit log order (see :meth:`results` for progress). ``encoded``: for a
+        JSON Lines sink, runs of rows may come encoded already (EncodedRows, :meth:`row_run`)."""
         limit = self.limit
         if limit is not None and limit <= 0:
             return
         emitted = 0
-        for row in self._rows_of(self.results(progress)):
+        for row in self._rows_of(self.results(progress, self.row_run() if encoded else None)):
+            if type(row) is EncodedRows:
+                if limit is not None and emitted + row.count >= limit:
+                    yield row.first(limit - emitted)
+                    return
+                emitted += row.count
+                yield row
+                continue
             yield row
             emitted += 1
             if limit is not None and emitted >= limit:
@@ -288,7 +322,7 @@ class CommitLogDump:
                     progress=None) -> Iterator[tuple[str, int, int]]:
         """The rows as JSON Lines, built and encoded in ``workers`` processes a byte range of a
         segment at a time, each range's in a spool file (in memory where /dev/shm is):
-        (path, bytes, rows) in commit log order, a file removed once the next is asked for.
+        (path, bytes, rows) in commit log order, a file written over by a later job once the next is asked for.
         Findings and damage are gathered as :meth:`rows` gathers them; ``limit`` cuts the
         last file's bytes short."""
         if self.dledger is not None:  # entries are walked in order: one spool file, built here
@@ -297,10 +331,17 @@ class CommitLogDump:
         jobs = jobs_of(self.segments, self.from_offset, self.to_offset, check_crc=self.check_crc,
                        split_size=split_size or (PARALLEL_SPLIT if self.limit is None else LIMITED_SPLIT))
         left = self.limit
+        ahead = 2 * workers  # a slow reader: spool bounded
+        # iter_parallel holds at most ``ahead`` jobs taken and not given back, and those are the jobs
+        # since the last one given back: as many spool files, each job's the one of its index modulo
+        # their count, are never two jobs' at once. A file is written over, not made anew: its
+        # memory pages are the last job's (a new file's pages are each allocated and cleared).
+        slots = max(ahead, workers)
+        self._slots = {(j.segment.base_offset, j.start): i % slots for i, j in enumerate(jobs)}
         with tempfile.TemporaryDirectory(prefix="rmqtool-dump-", dir=_SPOOL_DIR) as spool:
             self._spool = spool
             for path, size, count, findings, damaged, scanned in iter_parallel(
-                    jobs, self._encode_job, workers=workers, ahead=2 * workers):  # a slow reader: spool bounded
+                    jobs, self._encode_job, workers=workers, ahead=ahead):
                 self.findings += findings
                 self.damaged += damaged
                 if progress is not None:
@@ -310,13 +351,12 @@ class CommitLogDump:
                     return
                 if count:
                     yield path, size, count
-                os.unlink(path)
                 if left is not None:
                     left -= count
 
     def _jsonl_in_one(self) -> Iterator[tuple[str, int, int]]:
         with tempfile.NamedTemporaryFile(prefix="rmqtool-dump-", dir=_SPOOL_DIR, delete=False) as f:
-            size, count = _spool_lines(f, self.rows())
+            size, count = _spool_lines(f, self.rows(encoded=True))
         try:
             if count:
                 yield f.name, size, count
@@ -331,18 +371,22 @@ class CommitLogDump:
         # _row adds decompress failures to self: taken back out, as this may be a forked copy
         kept_findings, kept_damaged = len(self.findings), self.damaged
         stop = self.to_offset - job.segment.base_offset if self.to_offset is not None else None
+        rows = self.row_run()
 
         def results():
-            for r in job.scan(findings):
+            for r in job.scan(findings, rows):
                 if stop is not None and r.position >= stop:
                     return
+                if type(r) is EncodedRows:  # clean records: no findings
+                    yield r
+                    continue
                 found = findings_of(r)
                 if found:
                     tally[0] += 1
                     findings.extend(found)
                 yield r
-        path = os.path.join(self._spool, f"{job.segment.base_offset:020d}-{job.start:012d}")
-        with open(path, "wb") as f:
+        path = os.path.join(self._spool, str(self._slots[job.segment.base_offset, job.start]))
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:  # written over: its first bytes
             size, count = _spool_lines(f, self._rows_of(results()))
         findings += self.findings[kept_findings:]
         tally[0] += self.damaged - kept_damaged

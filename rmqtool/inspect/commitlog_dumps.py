@@ -7,6 +7,7 @@ import pathlib
 
 from rmqtool.errors import UsageError
 from rmqtool.inspect.commitlog_dump import CommitLogDump
+from rmqtool.report.sink import EncodedRows
 from rmqtool.store.live import store_root_of
 from rmqtool.store.parallel import default_workers
 from rmqtool.store.view import StoreView
@@ -62,17 +63,18 @@ def parallel_jsonl(sink, dumps: list, limit: int | None, workers: int, bar) -> N
                 limit -= count
 
 
-def chained(dumps: list, limit: int | None, bar):
-    """The rows of several dumps in turn, ``limit`` rows in all."""
+def chained(dumps: list, limit: int | None, bar, encoded: bool = False):
+    """The rows of several dumps in turn, ``limit`` rows in all; ``encoded``: for a JSON Lines
+    sink, runs of rows may come encoded already (EncodedRows)."""
     for d in dumps:
         if limit is not None:
             if limit <= 0:
                 return
             d.limit = limit
-        for row in d.rows(bar):
+        for row in d.rows(bar, encoded):
             yield row
             if limit is not None:
-                limit -= 1
+                limit -= row.count if type(row) is EncodedRows else 1
 
 
 def view_of(path) -> StoreView | None:

@@ -49,16 +49,41 @@ def encode_row(obj, *, newline: bool = True) -> bytes:
         return text.encode("utf-8", "backslashreplace")
 
 
-def encode_lines(rows: Iterable[dict]) -> tuple[bytes, int]:
-    """Rows as JSON Lines, one buffer, and how many (what a worker process sends back)."""
+class EncodedRows:
+    """Rows encoded already as JSON Lines (``count`` of them in ``data``), written as they are:
+    a run of clean records the native kernel wrote (report/jsonl_rows.py). ``position``: the
+    file position of the first one's record."""
+    __slots__ = ("data", "count", "position")
+
+    def __init__(self, data: bytes, count: int, position: int):
+        self.data = data
+        self.count = count
+        self.position = position
+
+    def first(self, n: int) -> "EncodedRows":
+        """The first ``n`` rows (a JSON Lines row holds no raw newline)."""
+        end = 0
+        for _ in range(n):
+            end = self.data.index(b"\n", end) + 1
+        return EncodedRows(self.data[:end], n, self.position)
+
+
+def encode_lines(rows: Iterable) -> tuple[bytes, int]:
+    """Rows (dicts, or EncodedRows) as JSON Lines, one buffer, and how many (what a worker process sends back)."""
     dumps, default, option = orjson.dumps, _json_default, _ORJSON_LINE
     pieces = []
+    count = 0
     for obj in rows:
+        if type(obj) is EncodedRows:
+            pieces.append(obj.data)
+            count += obj.count
+            continue
         try:
             pieces.append(dumps(obj, default=default, option=option))
         except (TypeError, orjson.JSONEncodeError):
             pieces.append(encode_row(obj))
-    return b"".join(pieces), len(pieces)
+        count += 1
+    return b"".join(pieces), count
 
 
 def _write_json(stream: TextIO, text: str) -> None:
@@ -163,9 +188,10 @@ class Sink:
         else:
             self._bytes.add((b",\n" if self.count > 1 else b"") + encode_row(obj, newline=False))
 
-    def rows(self, rows: Iterable[dict]) -> None:
+    def rows(self, rows: Iterable) -> None:
         """Every row of ``rows``, as :meth:`row` writes them; JSON Lines in one tight loop
-        (a dump's hot path: about a microsecond a row less than a call each)."""
+        (a dump's hot path: about a microsecond a row less than a call each), where rows
+        encoded already (EncodedRows) are written as they are."""
         if self.fmt != "jsonl":
             for obj in rows:
                 self.row(obj)
@@ -177,6 +203,14 @@ class Sink:
         pieces = []
         try:
             for obj in rows:
+                if type(obj) is EncodedRows:
+                    if pieces:
+                        self.count += len(pieces)
+                        out.add(b"".join(pieces))
+                        pieces.clear()
+                    self.count += obj.count
+                    out.add(obj.data)
+                    continue
                 try:
                     pieces.append(dumps(obj, default=default, option=option))
                 except (TypeError, orjson.JSONEncodeError):

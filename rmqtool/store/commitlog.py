@@ -357,7 +357,7 @@ def find_record(segment: Segment, position: int) -> int | None:
 
 def scan_segment(segment: Segment, *, is_last: bool = True, start: int = 0, end: int | None = None,
                  end_offset: int | None = None, check_crc: bool = True, findings: list | None = None,
-                 needle: bytes | None = None, zeros_end: bool = False) -> Iterator[ScanResult]:
+                 needle: bytes | None = None, zeros_end: bool = False, rows=None) -> Iterator[ScanResult]:
     """The damage-tolerant scan of the byte range [start, end) of one segment; yields located results.
 
     A whole scan (start 0, no end) reads every record from the file's first byte. A range
@@ -373,12 +373,15 @@ def scan_segment(segment: Segment, *, is_last: bool = True, start: int = 0, end:
     bytes do not hold it are hopped over by totalSize, not decoded, and may be left out.
     ``zeros_end``: a header of zeros ends the scan, as it ends the broker's recovery, without
     looking at what follows (a lookup past the index's end wants the written records, not a
-    check of the rest of the file). The file is opened when the first result is asked for.
+    check of the rest of the file). ``rows``: a callable that takes each window's run of clean
+    records instead, ``rows(buf, i, stop, offset0, position0, path) -> (index of the first
+    record not taken, results)`` (dump's JSON Lines rows written natively: the results then
+    hold its encoded rows beside Messages). The file is opened when the first result is asked for.
     """
     if end_offset is not None:
         end = end_offset - segment.base_offset if end is None else min(end, end_offset - segment.base_offset)
     return itertools.chain.from_iterable(_scan_pieces(segment, is_last, start, end, check_crc, findings,
-                                                      needle=needle, zeros_end=zeros_end))
+                                                      needle=needle, zeros_end=zeros_end, rows=rows))
 
 
 @dataclasses.dataclass(slots=True)
@@ -463,13 +466,14 @@ class _Scan:
     needle: bytes | None
     zeros_end: bool
     columns: ColumnMode | None
+    rows: object = None  # scan_segment's ``rows``
     batch_size: int = FIRST_BATCH
 
 
 def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, check_crc: bool,
                  findings: list | None, tally: CrcTally | None = None,
                  needle: bytes | None = None, zeros_end: bool = False,
-                 columns: ColumnMode | None = None) -> Iterator[Iterable[ScanResult]]:
+                 columns: ColumnMode | None = None, rows=None) -> Iterator[Iterable[ScanResult]]:
     """scan_segment's results in pieces: batches of clean messages, and single results.
 
     With a ``tally`` (crc_scan), messages whose CRCs hold are counted there, not yielded.
@@ -482,7 +486,8 @@ def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, c
     mapped = (tally is not None or columns is not None) and native.kernel is not None
     window = _FileWindow(path, segment.size, COLUMN_WINDOW if columns is not None else CRC_MAP if mapped else
                          CRC_WINDOW if tally is not None else WINDOW, mapped=mapped)
-    scan = _Scan(window, path, segment.base_offset, check_crc, is_last, findings, tally, needle, zeros_end, columns)
+    scan = _Scan(window, path, segment.base_offset, check_crc, is_last, findings, tally, needle, zeros_end, columns,
+                 rows)
     size = segment.size
     try:
         if end is not None and end <= start:  # an empty range: no record starts in it
@@ -541,6 +546,11 @@ def _clean_run(scan: _Scan, buf, i: int, stop: int, wbase: int) -> Iterator[Iter
             for k in special:
                 piece.append(decode_message(buf, k, offset0 + k, len(buf), check_crc=True, path=scan.path,
                                             file_position=wbase + k))
+            yield piece
+        return j
+    if scan.rows is not None:
+        j, piece = scan.rows(buf, i, stop, offset0, wbase, scan.path)
+        if piece:
             yield piece
         return j
     if scan.tally is not None:

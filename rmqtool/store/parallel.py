@@ -48,9 +48,9 @@ class SegmentJob:
     # for the column scan's kernel (store/record_kernel.hinted_chain); they change only its speed
     hints: object = dataclasses.field(default=None, compare=False, repr=False)
 
-    def scan(self, findings: list | None = None) -> Iterator[ScanResult]:
+    def scan(self, findings: list | None = None, rows=None) -> Iterator[ScanResult]:
         return scan_segment(self.segment, is_last=self.is_last, start=self.start, end=self.end,
-                            end_offset=self.end_offset, check_crc=self.check_crc, findings=findings)
+                            end_offset=self.end_offset, check_crc=self.check_crc, findings=findings, rows=rows)
 
     def column_scan(self, mode: ColumnMode, findings: list | None = None) -> Iterator:
         """The same scan with clean records as RecordColumns blocks (always with CRCs)."""

@@ -26,8 +26,16 @@ static inline int16_t rmq_i16(const unsigned char *p)
     return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]);
 }
 
-/* properties.c: a record's properties as a dict when they are the common string; NULL with
- * no error set when they are not (declined: the caller takes the Python reading) */
+/* properties.c: the one C reading of a record's properties (the common string only).
+ * rmq_properties_spans: each entry's name and value as spans, the count, or -1 when the string
+ * is not the common one or has more than max entries (declined); *ascii says whether every byte
+ * is ASCII. rmq_properties_dict: a dict of them; NULL with no error set when declined (the caller
+ * takes the Python reading), NULL with an error set when Python ran out of memory. */
+typedef struct {
+    Py_ssize_t name_at, name_len, value_at, value_len;
+} rmq_property_span;
+#define RMQ_MAX_PROPERTIES 64
+int rmq_properties_spans(const unsigned char *p, Py_ssize_t n, rmq_property_span *out, int max, int *ascii);
 PyObject *rmq_properties_dict(const unsigned char *p, Py_ssize_t n);
 
 /* each part's method table (module.c joins them); a part not written yet has an empty one */

@@ -10,37 +10,57 @@
 
 static unsigned char property_separator = 0, name_value_separator = 0;
 
-/* A new dict of the string's properties; NULL with no error set when it is not the common
- * string (declined); NULL with an error set when Python ran out of memory. */
-PyObject *rmq_properties_dict(const unsigned char *p, Py_ssize_t n)
+int rmq_properties_spans(const unsigned char *p, Py_ssize_t n, rmq_property_span *out, int max, int *ascii)
 {
+    *ascii = 1;
     if (property_separator == 0)
-        return NULL;  /* set_separators not called: decline */
-    PyObject *dict = PyDict_New();
-    if (dict == NULL || n == 0)
-        return dict;
+        return -1;  /* set_separators not called: decline */
+    for (Py_ssize_t k = 0; k < n && *ascii; k++)
+        *ascii = p[k] < 0x80;
+    if (n == 0)
+        return 0;
     if (p[n - 1] == property_separator)
         n--;
+    int count = 0;
     Py_ssize_t i = 0;
-    int ascii = 1;
-    for (Py_ssize_t k = 0; k < n && ascii; k++)
-        ascii = p[k] < 0x80;
-    /* the separators are ASCII, so no UTF-8 sequence spans them: the entries decode alone as
-     * the whole string does, and an invalid string has an invalid entry */
-    PyObject *(*decode)(const char *, Py_ssize_t, const char *) = ascii ? PyUnicode_DecodeASCII : PyUnicode_DecodeUTF8;
     for (;;) {
         Py_ssize_t name_at = i, nv = -1;
         for (; i < n && p[i] != property_separator; i++) {
             if (p[i] == name_value_separator) {
                 if (nv >= 0)
-                    goto declined;  /* two: Java's split gives three items */
+                    return -1;  /* two: Java's split gives three items */
                 nv = i;
             }
         }
-        if (nv <= name_at || nv + 1 >= i)
-            goto declined;  /* no separator, or an empty name or value (and an empty entry) */
-        PyObject *name = decode((const char *)p + name_at, nv - name_at, NULL);
-        PyObject *value = name == NULL ? NULL : decode((const char *)p + nv + 1, i - nv - 1, NULL);
+        if (nv <= name_at || nv + 1 >= i || count >= max)
+            return -1;  /* no separator, or an empty name or value (and an empty entry) */
+        out[count].name_at = name_at;
+        out[count].name_len = nv - name_at;
+        out[count].value_at = nv + 1;
+        out[count].value_len = i - nv - 1;
+        count++;
+        if (i >= n)
+            return count;
+        i++;  /* past the separator; an entry must follow it */
+    }
+}
+
+PyObject *rmq_properties_dict(const unsigned char *p, Py_ssize_t n)
+{
+    rmq_property_span spans[RMQ_MAX_PROPERTIES];
+    int ascii;
+    int count = rmq_properties_spans(p, n, spans, RMQ_MAX_PROPERTIES, &ascii);
+    if (count < 0)
+        return NULL;
+    /* the separators are ASCII, so no UTF-8 sequence spans them: the entries decode alone as
+     * the whole string does, and an invalid string has an invalid entry */
+    PyObject *(*decode)(const char *, Py_ssize_t, const char *) = ascii ? PyUnicode_DecodeASCII : PyUnicode_DecodeUTF8;
+    PyObject *dict = PyDict_New();
+    if (dict == NULL)
+        return NULL;
+    for (int k = 0; k < count; k++) {
+        PyObject *name = decode((const char *)p + spans[k].name_at, spans[k].name_len, NULL);
+        PyObject *value = name == NULL ? NULL : decode((const char *)p + spans[k].value_at, spans[k].value_len, NULL);
         if (value == NULL || PyDict_SetItem(dict, name, value) < 0) {
             Py_XDECREF(name);
             Py_XDECREF(value);
@@ -51,13 +71,8 @@ PyObject *rmq_properties_dict(const unsigned char *p, Py_ssize_t n)
         }
         Py_DECREF(name);
         Py_DECREF(value);
-        if (i >= n)
-            return dict;
-        i++;  /* past the separator; an entry must follow it */
     }
-declined:
-    Py_DECREF(dict);
-    return NULL;
+    return dict;
 }
 
 static PyObject *properties_dict(PyObject *self, PyObject *arg)

@@ -15,53 +15,6 @@
 #include "kernel.h"
 #include <string.h>
 
-/* --- the properties' common string as spans ------------------------------------------------
- * The span-returning variant of properties.c's rmq_properties_dict, by the same rules: ASCII,
- * every entry exactly one "name SEP value" with neither empty, entries joined by the property
- * separator, at most one trailing separator. The separators are passed in (properties.c's). */
-#define MAX_PROPERTIES 64
-
-typedef struct {
-    Py_ssize_t name_at, name_len, value_at, value_len;
-} property_span;
-
-/* the count of entries, or -1 when declined (not the common string, or too many entries) */
-static int properties_spans(const unsigned char *p, Py_ssize_t n, unsigned char property_sep,
-                            unsigned char name_value_sep, property_span *out)
-{
-    if (property_sep == 0)
-        return -1;
-    if (n == 0)
-        return 0;
-    if (p[n - 1] == property_sep)
-        n--;
-    int count = 0;
-    Py_ssize_t i = 0;
-    for (;;) {
-        Py_ssize_t name_at = i, nv = -1;
-        for (; i < n && p[i] != property_sep; i++) {
-            unsigned char c = p[i];
-            if (c >= 0x80)
-                return -1;
-            if (c == name_value_sep) {
-                if (nv >= 0)
-                    return -1;
-                nv = i;
-            }
-        }
-        if (nv <= name_at || nv + 1 >= i || count >= MAX_PROPERTIES)
-            return -1;
-        out[count].name_at = name_at;
-        out[count].name_len = nv - name_at;
-        out[count].value_at = nv + 1;
-        out[count].value_len = i - nv - 1;
-        count++;
-        if (i >= n)
-            return count;
-        i++;
-    }
-}
-
 /* --- what Python sets once (set_row_layout) -------------------------------------------- */
 enum { F_STORE_SIZE, F_MAGIC, F_BODY_CRC, F_QUEUE_ID, F_FLAG, F_QUEUE_OFFSET, F_PHYSICAL_OFFSET, F_SYS_FLAG,
        F_BORN_TIMESTAMP, F_BORN_IP, F_BORN_PORT, F_STORE_TIMESTAMP, F_STORE_IP, F_STORE_PORT, F_RECONSUME,
@@ -369,10 +322,11 @@ static int write_row(out_t *o, const unsigned char *buf, Py_ssize_t buf_len, con
     Py_ssize_t body_len = (Py_ssize_t)(body_end - body_at);
     if (!printable_ascii(topic, topic_len))
         return 0;
-    property_span sp[MAX_PROPERTIES];
-    int np = properties_spans(props, props_len, L.property_sep, L.name_value_sep, sp);
-    if (np < 0)
-        return 0;
+    rmq_property_span sp[RMQ_MAX_PROPERTIES];
+    int ascii;
+    int np = rmq_properties_spans(props, props_len, sp, RMQ_MAX_PROPERTIES, &ascii);
+    if (np < 0 || !ascii)
+        return 0;  /* JSON of non-ASCII strings is the Python path's */
     int tags = -1, keys = -1, uniq = -1;
     for (int a = 0; a < np; a++) {
         for (int b = 0; b < a; b++)

@@ -17,6 +17,7 @@ Targets: the timer verify at most 1.0x that loop (issue 27), and within 2x (issu
 from __future__ import annotations
 
 import pathlib
+import statistics
 
 from benchmarks import runs, timer_store
 from benchmarks.bench_verify import peak_rss, timed_java, timed_verify
@@ -34,9 +35,11 @@ def run(workdir: pathlib.Path, messages: int = timer_store.MESSAGES, rounds: int
     store = timer_store.ensure(workdir, messages)
     facts = timer_store.facts(store)
     classes = compile_loop(workdir, SOURCE)
+    scan_classes = compile_loop(workdir)  # RecoveryScan, for the line not judged below
     results: list = []
     measured = runs.rounds({
         "java": timed_java(classes, store, messages, main="TimerValidate"),
+        "store_scan": timed_java(scan_classes, store / "commitlog", facts["written_end"] // facts["record_size"]),
         "verify": timed_verify(store, 1, results, ("--only", "timer", "--now", str(facts["now_ms"])), codes=(0,))},
         rounds)
     print(f"timer verify: Java loop (timer log units and chain links as recover reads them, every used slot's "
@@ -45,6 +48,15 @@ def run(workdir: pathlib.Path, messages: int = timer_store.MESSAGES, rounds: int
     verify = measured["verify"]
     print(f"timer verify: {verify.text()} ({messages / verify.median:,.0f} units/s); "
           f"peak RSS {peak_rss(results) / MIB:,.0f} MiB")
+    # Not judged, for the team's choice of baseline: verify --only timer also walks the message store's
+    # commit log as the broker's recovery does (body CRCs) and reads every unit's record, which
+    # TimerValidate does not; RecoveryScan (bench_verify's loop) over the same commit log is that part.
+    both = [a + b for a, b in zip(measured["java"].seconds, measured["store_scan"].seconds)]
+    per_round = [v / j for v, j in zip(verify.seconds, both)]
+    print(f"timer verify: RecoveryScan over the store's commit log {measured['store_scan'].text()}; "
+          f"verify / (TimerValidate + RecoveryScan), not judged: "
+          f"{verify.median / statistics.median(both):.2f}x (a round's ratio min {min(per_round):.2f}x, "
+          f"max {max(per_round):.2f}x)")
     verdicts = [report(runs.ratio_verdict("timer verify / Java loop (issue 27)", measured, "verify", "java", "<=",
                                           TARGET_JAVA_RATIO)),
                 report(runs.ratio_verdict("timer verify / Java loop (issue 22)", measured, "verify", "java", "<=",

@@ -181,12 +181,14 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
         tags_code = _tags_codes(items, len(records))
         _special_by_wide_values(items, special)
         key_record, key_hash = _index_keys(records, items, special, topics, topic_index, topic_hashes)
-    keep = np.flatnonzero(~special)
-    header = records.header[keep]
+    # every record plain (the common case): the arrays as they are; a field at a time (numpy copies
+    # picked rows of a structured array a field at a time, at many times the cost)
+    keep = np.flatnonzero(~special) if special.any() else slice(None)
+    header = records.header
     columns = RecordColumns(position=records.position[keep] + position0, size=records.size[keep],
-                            queue_id=header["queue_id"].astype(np.int64),
-                            queue_offset=header["queue_offset"].astype(np.int64),
-                            sys_flag=header["sys_flag"].astype(np.int64),
+                            queue_id=header["queue_id"][keep].astype(np.int64),
+                            queue_offset=header["queue_offset"][keep].astype(np.int64),
+                            sys_flag=header["sys_flag"][keep].astype(np.int64),
                             store_timestamp=records.store_timestamp[keep], topic=topic_index[keep], topics=topics,
                             tags_code=tags_code[keep], crc_entry=crc_entry[keep],
                             key_record=key_record, key_hash=key_hash)

@@ -50,12 +50,12 @@ def _same_columns(a: RecordColumns | None, b: RecordColumns | None) -> None:
         assert x.dtype == y.dtype and np.array_equal(x, y), f
 
 
-def _runs(buf, check_crc: bool) -> list:
+def _runs(buf, check_crc: bool, special_topics: frozenset = SPECIAL_TOPICS) -> list:
     """column_run over the whole buffer: (stop, columns, special) of each run, the careful path's
     records stepped over as the scan does (a record at a time, by its totalSize)."""
     out, i, hashes = [], 0, {}
     while i < len(buf):
-        j, cols, special = column_run(buf, i, len(buf), 1 << 40, 0, hashes, SPECIAL_TOPICS, check_crc=check_crc)
+        j, cols, special = column_run(buf, i, len(buf), 1 << 40, 0, hashes, special_topics, check_crc=check_crc)
         out.append((j, cols, special))
         if j > i:
             i = j
@@ -197,13 +197,16 @@ def _properties(draw) -> bytes:
 
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(_properties(), st.booleans(), st.sampled_from(["none", "none", "good", "bad", "short"])),
-                min_size=1, max_size=6), st.booleans())
-def test_made_up_properties_give_the_same_columns_both_ways(template, monkeypatch, records, check_crc):
+                min_size=1, max_size=6), st.booleans(), st.booleans())
+def test_made_up_properties_give_the_same_columns_both_ways(template, monkeypatch, records, check_crc, delayed):
+    """...and the run's one topic a special topic (the delay topic's records go to the Message path)."""
     buf = bytearray()
     for raw, rollback, crc_entry in records:
         buf += _record(template, raw, (1 << 40) + len(buf), rollback, crc_entry)
     buf = bytes(buf)
-    a, b = _both_ways(monkeypatch, lambda: _runs(buf, check_crc))
+    topic = clean_records(buf, 0, len(buf))
+    special_topics = SPECIAL_TOPICS | {buf[topic.topic_at[0]:topic.topic_end[0]].decode()} if delayed else SPECIAL_TOPICS
+    a, b = _both_ways(monkeypatch, lambda: _runs(buf, check_crc, special_topics))
     _same_runs(a, b)
 
 

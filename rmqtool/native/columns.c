@@ -306,7 +306,63 @@ done:
     return result;
 }
 
+/* The first record not special, when every record not special names the same topic bytes as it; -1
+ * otherwise (none, or two topics: the caller sorts them out). */
+static PyObject *same_topic(PyObject *self, PyObject *args)
+{
+    PyObject *o_buf, *o_at, *o_end, *o_special;
+    if (!PyArg_ParseTuple(args, "OOOO", &o_buf, &o_at, &o_end, &o_special))
+        return NULL;
+    Py_buffer views[4];
+    int got = 0;
+    PyObject *result = NULL;
+    if (PyObject_GetBuffer(o_buf, &views[0], PyBUF_SIMPLE) < 0)
+        return NULL;
+    got = 1;
+    if (get_array(o_at, &views[1], 8, 0, "topic_at") < 0)
+        goto done;
+    got = 2;
+    if (get_array(o_end, &views[2], 8, 0, "topic_end") < 0)
+        goto done;
+    got = 3;
+    if (get_array(o_special, &views[3], 1, 0, "special") < 0)
+        goto done;
+    got = 4;
+    const unsigned char *p = views[0].buf, *special = views[3].buf;
+    const int64_t *at = views[1].buf, *end = views[2].buf;
+    Py_ssize_t n = views[1].len / 8, size = views[0].len, first = -1;
+    if (views[2].len / 8 != n || views[3].len != n) {
+        PyErr_SetString(PyExc_ValueError, "same_topic: arrays of different lengths");
+        goto done;
+    }
+    for (Py_ssize_t r = 0; r < n; r++) {
+        if (special[r])
+            continue;
+        if (at[r] < 0 || at[r] > end[r] || end[r] > size) {  /* outside the buffer: not read */
+            first = -1;
+            break;
+        }
+        if (first < 0) {
+            first = r;
+            continue;
+        }
+        if (end[r] - at[r] != end[first] - at[first] ||
+            memcmp(p + at[r], p + at[first], (size_t)(end[r] - at[r])) != 0) {
+            first = -1;
+            break;
+        }
+    }
+    result = PyLong_FromSsize_t(first);
+done:
+    for (int k = 0; k < got; k++)
+        PyBuffer_Release(&views[k]);
+    return result;
+}
+
 PyMethodDef rmq_columns_methods[] = {
+    {"same_topic", same_topic, METH_VARARGS,
+     "same_topic(buf, topic_at, topic_end, special) -> the first record not special when every record not special "
+     "names the same topic bytes, else -1"},
     {"property_columns", property_columns, METH_VARARGS,
      "property_columns(buf, properties_at, end, special, indexed, topic_hash, tags_code, crc_stored, key_record, "
      "key_hash, spec, first) -> (next record, keys written), or None (declined: take the Python stages).\n"

@@ -211,8 +211,18 @@ def _topics(buf, records: CleanRecords, special: np.ndarray, special_topics: fro
     """Stage 2: (the run's topics, each record's index into them), by length, then by their bytes
     (one topic a run is the common case). A topic that is not ASCII (decode_message decides
     whether it is UTF-8) and the caller's special topics make their records special."""
-    topic_len = records.topic_length
     topic_at = records.topic_at
+    kernel = native.kernel
+    if kernel is not None:  # one topic a run, found by the kernel without a gather
+        first = kernel.same_topic(buf, np.ascontiguousarray(topic_at), np.ascontiguousarray(records.topic_end),
+                                  special)
+        name = bytes(buf[topic_at[first]:records.topic_end[first]]) if first >= 0 else None
+        if name is not None and name.isascii():
+            t = name.decode("ascii")
+            if t in special_topics:
+                special[:] = True
+            return [t], np.zeros(len(records), np.int64)
+    topic_len = records.topic_length
     topic_index = np.zeros(len(records), np.int64)
     topics: list = []
     seen: dict = {}

@@ -16,6 +16,7 @@ enum { W_KEYS, W_UNIQ, W_TAGS, W_CRC, W_COUNT };
 
 typedef struct {
     unsigned char sep, nv, space;
+    unsigned char below; /* both separators lie below it */
     const unsigned char *wanted[W_COUNT];
     Py_ssize_t wanted_len[W_COUNT];
     const unsigned char *aside[MAX_ASIDE];
@@ -47,6 +48,11 @@ static int read_spec(PyObject *spec, Spec *s)
         }
         s->wanted[k] = (const unsigned char *)PyBytes_AS_STRING(b);
         s->wanted_len[k] = PyBytes_GET_SIZE(b);
+    }
+    s->below = (unsigned char)((s->sep > s->nv ? s->sep : s->nv) + 1);
+    if (s->below > 0x80) {
+        PyErr_SetString(PyExc_ValueError, "property_columns: separators not ASCII");
+        return -1;
     }
     s->n_aside = (int)PyTuple_GET_SIZE(aside);
     for (int k = 0; k < s->n_aside; k++) {
@@ -119,6 +125,35 @@ static Py_ssize_t key_pieces(const Spec *s, const unsigned char *p, Py_ssize_t f
     return count;
 }
 
+/* An item [i, t) ends (at a separator, or at the record's end e): 1 when it makes its record
+ * special, else 0 (a name dispatch reads noted in have). */
+static int item_ends(const Spec *s, const unsigned char *p, Py_ssize_t i, Py_ssize_t t, Py_ssize_t e,
+                     Py_ssize_t nv, Py_ssize_t nvs, Item *have)
+{
+    if (t == i)  /* an empty entry: only at the record's end (its trailing separator, or no properties) */
+        return t != e;
+    if (nvs != 1 || nv == i || nv >= t - 1)  /* one name-value separator, with a name and a value */
+        return 1;
+    Py_ssize_t name_len = nv - i;
+    for (int k = 0; k < s->n_aside; k++)
+        if (name_len == s->aside_len[k] && memcmp(p + i, s->aside[k], HEAD) == 0)
+            return 1;  /* a batch's INNER_NUM/INNER_BASE, a quarantined record */
+    for (int k = 0; k < W_COUNT; k++) {
+        if (name_len == s->wanted_len[k] && memcmp(p + i, s->wanted[k], (size_t)name_len) == 0) {
+            if (have[k].start >= 0)
+                return 1;  /* a duplicate: the last wins, decode_message knows */
+            have[k].start = i;
+            have[k].nv = nv;
+            have[k].end = t;
+        }
+    }
+    return 0;
+}
+
+/* a byte the scan must look at: a separator, a name-value separator, a byte not ASCII (0 and the
+ * rest below the separators are looked at and passed over) */
+#define LOOK(c) ((c) < s->below || (c) >= 0x80)
+
 /* 1: special; 0: plain, with its items; -1: an error set (out of memory) */
 static int read_record(const Spec *s, const unsigned char *p, Py_ssize_t a, Py_ssize_t e, Item *have,
                        int64_t *stored)
@@ -126,41 +161,44 @@ static int read_record(const Spec *s, const unsigned char *p, Py_ssize_t a, Py_s
     int wide = 0;
     for (int k = 0; k < W_COUNT; k++)
         have[k].start = -1;
-    Py_ssize_t i = a;
-    for (;;) {
-        Py_ssize_t nv = -1, nvs = 0, t = i;
-        for (; t < e && p[t] != s->sep; t++) {
-            unsigned char c = p[t];
-            if (c == s->nv) {
-                if (nvs++ == 0)
-                    nv = t;
-            } else if (c >= 0x80)
-                wide = 1;
+    Py_ssize_t i = a, nv = -1, nvs = 0, k = a;
+#define AT(x)                                                   \
+    do {                                                        \
+        Py_ssize_t at_ = (x);                                   \
+        unsigned char c_ = p[at_];                              \
+        if (c_ == s->sep) {                                     \
+            if (item_ends(s, p, i, at_, e, nv, nvs, have))      \
+                return 1;                                       \
+            i = at_ + 1;                                        \
+            nv = -1;                                            \
+            nvs = 0;                                            \
+        } else if (c_ == s->nv) {                               \
+            if (nvs++ == 0)                                     \
+                nv = at_;                                       \
+        } else if (c_ >= 0x80)                                  \
+            wide = 1;                                           \
+    } while (0)
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* eight bytes a step: a word with no byte to look at (most) is passed over whole; in one that
+     * has, the bytes below s->below or not ASCII are flagged (a borrow may flag a byte after a flagged
+     * one too: every flagged byte is read again, none is missed) */
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u, below = ones * s->below;
+    for (; k + 8 <= e; k += 8) {
+        uint64_t x;
+        memcpy(&x, p + k, 8);
+        uint64_t m = (((x - below) & ~x) | x) & highs;
+        while (m) {
+            AT(k + (__builtin_ctzll(m) >> 3));
+            m &= m - 1;
         }
-        if (t == i) {  /* an empty entry: only at the record's end (its trailing separator, or no properties) */
-            if (t != e)
-                return 1;
-        } else {  /* one name-value separator, with a name and a value */
-            if (nvs != 1 || nv == i || nv >= t - 1)
-                return 1;
-            Py_ssize_t name_len = nv - i;
-            for (int k = 0; k < s->n_aside; k++)
-                if (name_len == s->aside_len[k] && memcmp(p + i, s->aside[k], HEAD) == 0)
-                    return 1;  /* a batch's INNER_NUM/INNER_BASE, a quarantined record */
-            for (int k = 0; k < W_COUNT; k++) {
-                if (name_len == s->wanted_len[k] && memcmp(p + i, s->wanted[k], (size_t)name_len) == 0) {
-                    if (have[k].start >= 0)
-                        return 1;  /* a duplicate: the last wins, decode_message knows */
-                    have[k].start = i;
-                    have[k].nv = nv;
-                    have[k].end = t;
-                }
-            }
-        }
-        if (t >= e)
-            break;
-        i = t + 1;
     }
+#endif
+    for (; k < e; k++)
+        if (LOOK(p[k]))
+            AT(k);
+#undef AT
+    if (item_ends(s, p, i, e, e, nv, nvs, have))
+        return 1;
     if (wide) {  /* fine outside the hashed values, if the whole string is UTF-8 */
         PyObject *text = PyUnicode_DecodeUTF8((const char *)p + a, e - a, "strict");
         if (text == NULL) {

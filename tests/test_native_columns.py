@@ -152,7 +152,8 @@ def _field(name: str, value: int) -> tuple[int, bytes]:
 def _record(head: bytes, properties: bytes, position: int, rollback: bool, crc_entry: str) -> bytes:
     """The template record holding ``properties`` (and, when asked, a __CRC32# entry after them:
     "good", "bad" or "short" (9 digits)), placed at ``position`` (its physicalOffset field)."""
-    if crc_entry != "none":
+    if crc_entry != "none":  # the last entry, after a separator (5.x ends every entry with one)
+        properties += CRC32_ENTRY_END if properties and not properties.endswith(CRC32_ENTRY_END) else b""
         properties += CRC32_ENTRY_HEAD + b"0" * (9 if crc_entry == "short" else 10) + CRC32_ENTRY_END
     record = bytearray(head + FIELD_STRUCTS["properties_length"].pack(len(properties)) + properties)
     for name, value in (("total_size", len(record)), ("physical_offset", position)):

@@ -23,6 +23,7 @@ import dataclasses
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from rmqtool import native
 from rmqtool.formats import properties as props
 from rmqtool.formats.crc import CRC32_DIGITS, CRC32_ENTRY_END, CRC32_RESERVED_LEN, JAVA_CRC_MASK
 from rmqtool.formats.indexfile import index_hash_of, java_string_hash
@@ -169,17 +170,25 @@ def column_run(buf: bytes, i: int, stop: int, offset0: int, position0: int, topi
         return records.stop, None, []
     special = _special_by_header(buf, records, offset0, check_crc)
     topics, topic_index = _topics(buf, records, special, special_topics)
-    items = _property_items(buf, records, special)
-    crc_entry = _crc_entries(buf, records, items, special, check_crc)
-    tags_code = _tags_codes(items, len(records))
-    _special_by_wide_values(items, special)
-    key_record, key_hash = _index_keys(records, items, special, topics, topic_index, topic_hashes)
-    keep = np.flatnonzero(~special)
-    header = records.header[keep]
+    kernel = native.kernel
+    done = None if kernel is None else _native_property_stages(kernel, buf, records, special, topics, topic_index,
+                                                               topic_hashes, check_crc)
+    if done is not None:
+        crc_entry, tags_code, key_record, key_hash = done
+    else:
+        items = _property_items(buf, records, special)
+        crc_entry = _crc_entries(buf, records, items, special, check_crc)
+        tags_code = _tags_codes(items, len(records))
+        _special_by_wide_values(items, special)
+        key_record, key_hash = _index_keys(records, items, special, topics, topic_index, topic_hashes)
+    # every record plain (the common case): the arrays as they are; a field at a time (numpy copies
+    # picked rows of a structured array a field at a time, at many times the cost)
+    keep = np.flatnonzero(~special) if special.any() else slice(None)
+    header = records.header
     columns = RecordColumns(position=records.position[keep] + position0, size=records.size[keep],
-                            queue_id=header["queue_id"].astype(np.int64),
-                            queue_offset=header["queue_offset"].astype(np.int64),
-                            sys_flag=header["sys_flag"].astype(np.int64),
+                            queue_id=header["queue_id"][keep].astype(np.int64),
+                            queue_offset=header["queue_offset"][keep].astype(np.int64),
+                            sys_flag=header["sys_flag"][keep].astype(np.int64),
                             store_timestamp=records.store_timestamp[keep], topic=topic_index[keep], topics=topics,
                             tags_code=tags_code[keep], crc_entry=crc_entry[keep],
                             key_record=key_record, key_hash=key_hash)
@@ -202,8 +211,18 @@ def _topics(buf, records: CleanRecords, special: np.ndarray, special_topics: fro
     """Stage 2: (the run's topics, each record's index into them), by length, then by their bytes
     (one topic a run is the common case). A topic that is not ASCII (decode_message decides
     whether it is UTF-8) and the caller's special topics make their records special."""
-    topic_len = records.topic_length
     topic_at = records.topic_at
+    kernel = native.kernel
+    if kernel is not None:  # one topic a run, found by the kernel without a gather
+        first = kernel.same_topic(buf, np.ascontiguousarray(topic_at), np.ascontiguousarray(records.topic_end),
+                                  special)
+        name = bytes(buf[topic_at[first]:records.topic_end[first]]) if first >= 0 else None
+        if name is not None and name.isascii():
+            t = name.decode("ascii")
+            if t in special_topics:
+                special[:] = True
+            return [t], np.zeros(len(records), np.int64)
+    topic_len = records.topic_length
     topic_index = np.zeros(len(records), np.int64)
     topics: list = []
     seen: dict = {}
@@ -420,10 +439,68 @@ def _index_keys(records: CleanRecords, items: _PropertyItems, special: np.ndarra
     order = np.argsort(key_rec, kind="stable")  # record order; UNIQ_KEY before KEYS in a record
     key_rec, v_start, v_end = key_rec[order], v_start[order], v_end[order]
     value_hash = _range_hashes(items.prefix, v_start, v_end)
-    topic_hash = np.array([topic_hashes.get(t) if t in topic_hashes else
-                           topic_hashes.setdefault(t, java_string_hash(t + "#") & 0xFFFFFFFF)
-                           for t in topics], np.uint32)
+    topic_hash = _topic_hashes_of(topics, topic_hashes)
     p31 = _powers(31, int((v_end - v_start).max()) + 1)
     full_hash = topic_hash[topic_index[key_rec]] * p31[v_end - v_start] + value_hash
     rows_of_plain = np.cumsum(plain) - 1  # row of each plain record in the columns
     return rows_of_plain[key_rec], index_hash_of(full_hash)
+
+
+# the native kernel's reading of stages 3 to 7 (columns.c): names, separators and the __CRC32# entry's shape
+_NATIVE_SPEC = (_SEP, _NV, _SPACE, tuple(_NAMES[n] for n in (props.PROPERTY_KEYS, props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+                                                              props.PROPERTY_TAGS, props.PROPERTY_CRC32)),
+                _ASIDE_NAMES, CRC32_RESERVED_LEN, len(CRC32_ENTRY_END), CRC32_DIGITS, _CRC_NV_FROM_END,
+                tuple(DIGIT_WEIGHTS.tolist()))
+
+
+def _topic_hashes_of(topics: list, topic_hashes: dict) -> np.ndarray:
+    """String.hashCode("topic#") of each topic (uint32), from the caller's cache."""
+    return np.array([topic_hashes.get(t) if t in topic_hashes else
+                     topic_hashes.setdefault(t, java_string_hash(t + "#") & 0xFFFFFFFF) for t in topics], np.uint32)
+
+
+def _native_property_stages(kernel, buf, records: CleanRecords, special: np.ndarray, topics: list,
+                            topic_index: np.ndarray, topic_hashes: dict, check_crc: bool):
+    """Stages 3 to 7 by the native kernel, a record at a time (columns.c's property_columns):
+    (crc_entry, tags_code, key_record, key_hash) as the Python stages give them, or None when
+    the kernel declines (the Python stages then run). The __CRC32# entries' CRCs are taken here."""
+    n = len(records)
+    sys_flag = records.header["sys_flag"]
+    indexed = np.ascontiguousarray((sys_flag & TRANSACTION_MASK) != TRANSACTION_ROLLBACK_TYPE)
+    # a special record's topic index may be -1 or name no topic: it reads the 0 appended
+    topic_hash = np.append(_topic_hashes_of(topics, topic_hashes), np.uint32(0))[topic_index]
+    tags_code = np.empty(n, np.int64)
+    crc_stored = np.empty(n, np.int64)
+    properties_at = np.ascontiguousarray(records.properties_at, np.int64)
+    end = np.ascontiguousarray(records.end, np.int64)
+    record_parts, hash_parts = [], []
+    first, room = 0, 2 * n + 16
+    while True:
+        key_record = np.empty(room, np.int64)
+        key_hash = np.empty(room, np.uint32)
+        got = kernel.property_columns(buf, properties_at, end, special, indexed, topic_hash, tags_code,
+                                      crc_stored, key_record, key_hash, _NATIVE_SPEC, first)
+        if got is None:
+            return None
+        first, keys = got
+        record_parts.append(key_record[:keys])
+        hash_parts.append(key_hash[:keys])
+        if first >= n:
+            break
+        room = max(2 * (n - first) + 16, 2 * room)  # a record's keys did not fit: more room, until they do
+    # stage 4's CRC: a plain record's trailing __CRC32# entry holds
+    crc_entry = crc_stored >= 0
+    recs = np.flatnonzero(crc_entry)
+    if check_crc and len(recs):
+        got = crcs_of(buf, records.position[recs], records.end[recs] - CRC32_RESERVED_LEN)
+        bad = recs[(got & JAVA_CRC_MASK) != crc_stored[recs]]
+        special[bad] = True
+        crc_entry[bad] = False
+    key_record = record_parts[0] if len(record_parts) == 1 else np.concatenate(record_parts)
+    key_hash = hash_parts[0] if len(hash_parts) == 1 else np.concatenate(hash_parts)
+    plain = ~special
+    keep = plain[key_record]
+    if not keep.all():
+        key_record, key_hash = key_record[keep], key_hash[keep]
+    rows_of_plain = np.cumsum(plain) - 1  # row of each plain record in the columns
+    return crc_entry, tags_code, rows_of_plain[key_record], index_hash_of(key_hash)

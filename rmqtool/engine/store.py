@@ -55,6 +55,9 @@ from rmqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
 from rmqtool.store.message import RECORD_START
 from rmqtool.engine.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from rmqtool.engine.index_writer import IndexServiceWriter, index_keys_of
+from rmqtool.engine.append_kernel import kernel_for_append
+from rmqtool.dispatch.rules import TAGS_CODES
+from rmqtool.formats.commitlog import MAX_PROPERTIES_LENGTH
 from rmqtool.engine.lock import StoreLock
 from rmqtool.recovery.apply import Applied, apply_plan, finish_apply
 from rmqtool.recovery.intent import step
@@ -587,6 +590,10 @@ class Store:
         # append_many as columns: dispatch is consume queue runs and index keys only
         self._columns_ok = (COLUMN_PUT and self._inline and self.batch_queues is None
                             and not self.consume_queues.ext_enabled)
+        # append() of a message in the kernel: the same dispatch (consume queue units and index only)
+        self._native_put = self._columns_ok and not self.dispatcher.skip_topics
+        self._queues = self.consume_queues.queues
+        self._native_clock = None if self._wall_clock else self._clock
         self._usable = True
 
     def _write_abort_marker(self) -> None:
@@ -605,6 +612,18 @@ class Store:
         producer's MessageQueueSelector would) instead of ``msg.queue_id``."""
         if not self._usable:
             self._check_open()
+        if self._native_put and selector is None:
+            kernel = kernel_for_append(PUT_OK)
+            if kernel is not None:
+                with self._put_lock:
+                    result = self._put_native(kernel, msg)
+                if result is not None:
+                    if self._plain_async:
+                        if result.wrote_offset >= self._wake_flusher_at:
+                            self.flusher.maybe_wakeup()
+                            self._wake_flusher_at = result.wrote_offset + OS_PAGE_SIZE
+                        return result
+                    return self._after_put(result)
         p = self._prepare(msg, None if selector is None else selector(msg))
         if p[TOTAL_SIZE] > self._max_fit:
             self._check_fits(p[TOTAL_SIZE])
@@ -659,6 +678,48 @@ class Store:
         if status != PUT_OK:
             results = [r.with_status(status) for r in results]
         return results
+
+    def _put_native(self, kernel, msg: MessageInner) -> PutResult | None:
+        """:meth:`_put_locked` of an unprepared message in the kernel (native/append.c: encode, record,
+        consume queue unit, index entries) when it is the common case: its queue exists and its
+        unit goes at the queue's end in its current file, the record fits in the current segment,
+        nothing waits for dispatch. None: nothing was written (the Python path puts it)."""
+        topic, queue_id = msg.topic, msg.queue_id
+        key = (topic, queue_id)
+        cq = self._queues.get(key)
+        mf = self.commit_log.last
+        if cq is None or mf is None:
+            return None
+        cmf = cq.files.last
+        if cmf is None:
+            return None
+        table = self.topic_queue_table
+        queue_offset = table.get(key, 0)
+        pos = mf.wrote_position
+        offset = mf.file_from_offset + pos
+        cpos = cmf.wrote_position
+        if (queue_offset * CQ_STORE_UNIT_SIZE != cmf.file_from_offset + cpos or cpos + CQ_STORE_UNIT_SIZE > cmf.file_size
+                or offset < cq.max_physic_offset or self.reput.reput_from_offset != offset
+                or (cpos == 0 and queue_offset and cmf.first_create_in_queue)):
+            return None
+        encoder = self.encoder
+        result = kernel.put_one(msg, queue_id, queue_offset, offset, mf.mm, pos,
+                                mf.file_size - END_FILE_MIN_BLANK_LENGTH - pos, cmf.mm, cpos, self.index_service,
+                                encoder._shapes, TAGS_CODES, encoder.append_prop_crc, self._native_clock,
+                                encoder.max_body_size, encoder.max_record_size, MAX_PROPERTIES_LENGTH, PutResult)
+        if result is None:
+            return None
+        size, store_ts = result[2], result[4]
+        table[key] = queue_offset + 1
+        mf.wrote_position = pos + size
+        mf.store_timestamp = store_ts
+        cmf.wrote_position = cpos + CQ_STORE_UNIT_SIZE
+        cq.max_physic_offset = offset + size
+        cq.bytes_written += CQ_STORE_UNIT_SIZE
+        if self.checkpoint is not None:
+            self.checkpoint.logics_msg_timestamp = store_ts
+        self.reput.reput_from_offset = offset + size
+        return result
 
     def _put_locked(self, p: PreparedRecord) -> PutResult:
         """doAppend for one record, in the put lock, then its inline dispatch."""

@@ -1,6 +1,809 @@
-/* the append path's record encoding */
+/* The append path's per-message work in C: a message's commit log record encoded where it goes,
+ * its consume queue unit and its index entries (String.hashCode of topic#key, the hash slot
+ * chain, the header), for the common case; anything else is declined (None) before a byte is
+ * written, and the Python path (engine/store.py) does what it always does.
+ *
+ * Every position, width, name and constant comes from Python (engine/append_kernel.py derives
+ * them from formats/ and calls set_append_layout once). */
 #include "kernel.h"
 
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    Py_ssize_t pos;
+    int width;
+} field_t;
+
+/* a record's head fields, in this order, by (sysFlag >> 4) & 3 */
+enum { F_TOTAL, F_MAGIC, F_CRC, F_QUEUE_ID, F_FLAG, F_QO, F_PO, F_SYSFLAG, F_BORN_TS, F_HOSTS, F_STORE_TS,
+       F_RECONSUME, F_PREPARED, F_BODY_LEN, F_COUNT };
+/* the index header's fields, an entry's, a consume queue unit's */
+enum { H_BEGIN_TS, H_END_TS, H_BEGIN_PHY, H_END_PHY, H_SLOT_COUNT, H_INDEX_COUNT, H_COUNT };
+enum { E_HASH, E_PHY, E_DIFF, E_PREV, E_COUNT };
+enum { U_OFFSET, U_SIZE, U_CODE, U_COUNT };
+
+static int layout_set = 0;
+static field_t head_fields[4][F_COUNT];
+static Py_ssize_t head_size[4];
+static int prop_len_width;
+static field_t index_header[H_COUNT];
+static Py_ssize_t index_header_size;
+static int slot_width;
+static field_t index_entry[E_COUNT];
+static Py_ssize_t entry_size;
+static long long invalid_index;
+static long long time_diff_max;
+static field_t cq_unit[U_COUNT];
+static Py_ssize_t cq_unit_size;
+static long long crc_mask;
+static PyObject *name_delay, *name_tags, *name_keys, *name_uniq; /* property names */
+static PyObject *key_separator;                                  /* build_key's topic#key separator */
+static PyObject *key_space;                                      /* KEYS' separator */
+static PyObject *fast_crc32;                                     /* store/crc.py's one CRC choice */
+static PyObject *put_ok;                                         /* PUT_OK */
+
+static PyObject *a_topic, *a_body, *a_flag, *a_properties, *a_properties_string, *a_born_timestamp, *a_born_host,
+    *a_store_host, *a_reconsume_times, *a_sys_flag, *a_prepared_transaction_offset, *a_store_timestamp, *a_prop_crc;
+static PyObject *a_last, *a_mm, *a_index_count, *a_index_num, *a_hash_slot_num, *a_begin_timestamp,
+    *a_end_timestamp, *a_begin_phy_offset, *a_end_phy_offset, *a_hash_slot_count, *a_entries_written;
+
+static void put_be(unsigned char *p, int width, long long value)
+{
+    uint64_t v = (uint64_t)value;
+    for (int i = width - 1; i >= 0; i--) {
+        p[i] = (unsigned char)(v & 0xFF);
+        v >>= 8;
+    }
+}
+
+static long long get_be(const unsigned char *p, int width)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < width; i++)
+        v = (v << 8) | p[i];
+    if (width < 8 && (v >> (8 * width - 1)) & 1) /* sign-extend */
+        v |= ~(uint64_t)0 << (8 * width);
+    return (long long)v;
+}
+
+static int fields_of(PyObject *seq, field_t *out, int n)
+{
+    if (!PyTuple_Check(seq) || PyTuple_GET_SIZE(seq) != n) {
+        PyErr_SetString(PyExc_ValueError, "set_append_layout: a field table of the wrong length");
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        long long pos, width;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(seq, i), "LL", &pos, &width))
+            return -1;
+        if (pos < 0 || (width != 1 && width != 2 && width != 4 && width != 8)) {
+            PyErr_SetString(PyExc_ValueError, "set_append_layout: a field of no integer width");
+            return -1;
+        }
+        out[i].pos = (Py_ssize_t)pos;
+        out[i].width = (int)width;
+    }
+    return 0;
+}
+
+static int intern_into(PyObject **slot, const char *name)
+{
+    *slot = PyUnicode_InternFromString(name);
+    return *slot == NULL ? -1 : 0;
+}
+
+static PyObject *set_append_layout(PyObject *self, PyObject *args)
+{
+    PyObject *heads, *sizes, *ih, *ie, *cu, *names;
+    Py_ssize_t ihs, es, cus;
+    long long invalid, diff_max, mask;
+    int plw, sw;
+    PyObject *sep, *space, *crc, *ok;
+    if (!PyArg_ParseTuple(args, "O!O!iO!niO!nLLO!nLO!UUOU", &PyTuple_Type, &heads, &PyTuple_Type, &sizes, &plw,
+                          &PyTuple_Type, &ih, &ihs, &sw, &PyTuple_Type, &ie, &es, &invalid, &diff_max, &PyTuple_Type,
+                          &cu, &cus, &mask, &PyTuple_Type, &names, &sep, &space, &crc, &ok))
+        return NULL;
+    if (PyTuple_GET_SIZE(heads) != 4 || PyTuple_GET_SIZE(sizes) != 4 || PyTuple_GET_SIZE(names) != 4) {
+        PyErr_SetString(PyExc_ValueError, "set_append_layout: four host kinds and four property names");
+        return NULL;
+    }
+    for (int k = 0; k < 4; k++) {
+        if (fields_of(PyTuple_GET_ITEM(heads, k), head_fields[k], F_COUNT) < 0)
+            return NULL;
+        head_size[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(sizes, k));
+        if (head_size[k] < 0)
+            return NULL;
+        for (int f = 0; f < F_COUNT; f++)
+            if (head_fields[k][f].pos + head_fields[k][f].width > head_size[k]) {
+                PyErr_SetString(PyExc_ValueError, "set_append_layout: a field past the head");
+                return NULL;
+            }
+    }
+    if (fields_of(ih, index_header, H_COUNT) < 0 || fields_of(ie, index_entry, E_COUNT) < 0 ||
+        fields_of(cu, cq_unit, U_COUNT) < 0)
+        return NULL;
+    if ((plw != 2 && plw != 4) || (sw != 4 && sw != 8)) {
+        PyErr_SetString(PyExc_ValueError, "set_append_layout: widths");
+        return NULL;
+    }
+    for (int i = 0; i < 4; i++)
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(names, i))) {
+            PyErr_SetString(PyExc_TypeError, "set_append_layout: property names are str");
+            return NULL;
+        }
+    prop_len_width = plw;
+    index_header_size = ihs;
+    slot_width = sw;
+    entry_size = es;
+    invalid_index = invalid;
+    time_diff_max = diff_max;
+    cq_unit_size = cus;
+    crc_mask = mask;
+    PyObject *olds[] = {name_delay, name_tags, name_keys, name_uniq, key_separator, key_space, fast_crc32, put_ok};
+    name_delay = Py_NewRef(PyTuple_GET_ITEM(names, 0));
+    name_tags = Py_NewRef(PyTuple_GET_ITEM(names, 1));
+    name_keys = Py_NewRef(PyTuple_GET_ITEM(names, 2));
+    name_uniq = Py_NewRef(PyTuple_GET_ITEM(names, 3));
+    key_separator = Py_NewRef(sep);
+    key_space = Py_NewRef(space);
+    fast_crc32 = Py_NewRef(crc);
+    put_ok = Py_NewRef(ok);
+    for (size_t i = 0; i < sizeof(olds) / sizeof(olds[0]); i++)
+        Py_XDECREF(olds[i]);
+    if (a_topic == NULL) {
+        if (intern_into(&a_topic, "topic") || intern_into(&a_body, "body") || intern_into(&a_flag, "flag") ||
+            intern_into(&a_properties, "properties") || intern_into(&a_properties_string, "properties_string") ||
+            intern_into(&a_born_timestamp, "born_timestamp") || intern_into(&a_born_host, "born_host") ||
+            intern_into(&a_store_host, "store_host") || intern_into(&a_reconsume_times, "reconsume_times") ||
+            intern_into(&a_sys_flag, "sys_flag") ||
+            intern_into(&a_prepared_transaction_offset, "prepared_transaction_offset") ||
+            intern_into(&a_store_timestamp, "store_timestamp") || intern_into(&a_prop_crc, "prop_crc") ||
+            intern_into(&a_last, "last") || intern_into(&a_mm, "mm") || intern_into(&a_index_count, "index_count") ||
+            intern_into(&a_index_num, "index_num") || intern_into(&a_hash_slot_num, "hash_slot_num") ||
+            intern_into(&a_begin_timestamp, "begin_timestamp") || intern_into(&a_end_timestamp, "end_timestamp") ||
+            intern_into(&a_begin_phy_offset, "begin_phy_offset") ||
+            intern_into(&a_end_phy_offset, "end_phy_offset") || intern_into(&a_hash_slot_count, "hash_slot_count") ||
+            intern_into(&a_entries_written, "entries_written"))
+            return NULL;
+    }
+    layout_set = 1;
+    Py_RETURN_NONE;
+}
+
+/* ---- String.hashCode ------------------------------------------------------------------------ */
+
+/* h continued over a str's UTF-16 code units (a code point past the BMP is two surrogates) */
+static uint32_t java_hash_more(uint32_t h, PyObject *s, Py_ssize_t start, Py_ssize_t end)
+{
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    for (Py_ssize_t i = start; i < end; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c >= 0x10000) {
+            c -= 0x10000;
+            h = h * 31u + (uint32_t)(0xD800 + (c >> 10));
+            h = h * 31u + (uint32_t)(0xDC00 + (c & 0x3FF));
+        } else {
+            h = h * 31u + (uint32_t)c;
+        }
+    }
+    return h;
+}
+
+/* IndexFile.indexKeyHashMethod: abs(hashCode), Integer.MIN_VALUE as 0 */
+static long long index_hash_of(uint32_t h)
+{
+    if (h & 0x80000000u) {
+        h = (uint32_t)(0u - h);
+        if (h == 0x80000000u)
+            return 0;
+    }
+    return (long long)h;
+}
+
+/* the index hashes of a record's keys (topic#UNIQ_KEY, then topic#key for each of KEYS split on
+ * the space, empty ones skipped) into out (at most cap); the count, or -1 when more than cap */
+static Py_ssize_t key_hashes(PyObject *topic, PyObject *uniq, PyObject *keys, long long *out, Py_ssize_t cap)
+{
+    uint32_t base = java_hash_more(0, topic, 0, PyUnicode_GET_LENGTH(topic));
+    base = java_hash_more(base, key_separator, 0, PyUnicode_GET_LENGTH(key_separator));
+    Py_ssize_t n = 0;
+    if (uniq != NULL) {
+        if (n >= cap)
+            return -1;
+        out[n++] = index_hash_of(java_hash_more(base, uniq, 0, PyUnicode_GET_LENGTH(uniq)));
+    }
+    if (keys != NULL) {
+        Py_UCS4 space = PyUnicode_READ_CHAR(key_space, 0);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(keys), start = 0;
+        int kind = PyUnicode_KIND(keys);
+        const void *data = PyUnicode_DATA(keys);
+        for (Py_ssize_t i = 0; i <= len; i++) {
+            if (i == len || PyUnicode_READ(kind, data, i) == space) {
+                if (i > start) {
+                    if (n >= cap)
+                        return -1;
+                    out[n++] = index_hash_of(java_hash_more(base, keys, start, i));
+                }
+                start = i + 1;
+            }
+        }
+    }
+    return n;
+}
+
+/* ---- reading a message ---------------------------------------------------------------------- */
+
+static int int_of(PyObject *v, long long lo, long long hi, long long *out)
+{
+    if (!PyLong_Check(v))
+        return 0;
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (x < lo || x > hi)
+        return 0;
+    *out = x;
+    return 1;
+}
+
+static int attr_int(PyObject *o, PyObject *name, long long lo, long long hi, long long *out)
+{
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int ok = int_of(v, lo, hi, out);
+    Py_DECREF(v);
+    return ok;
+}
+
+#define MAX_KEYS 64
+
+/* What one message needs, read and checked: everything the Python encoder would take from it in
+ * the common case (no delay, a stored properties string, no __CRC32# entry, a cached shape). */
+typedef struct {
+    PyObject *topic, *body, *props_obj, *text, *tags, *keys, *uniq, *shape; /* owned */
+    Py_buffer body_buf, prop_buf;
+    int has_body_buf, has_prop_buf;
+    const char *prop;
+    Py_ssize_t prop_len;
+    long long flag, born_ts, reconsume, prepared, store_ts, queue_id;
+    int has_store_ts;
+    long long code, magic, sys_flag, total;
+    int hosts_index;
+    const char *tpart, *hosts;
+    Py_ssize_t tpart_len, hosts_len;
+    PyObject *store_ip, *store_port;
+} message_t;
+
+static void message_clear(message_t *m)
+{
+    if (m->has_body_buf)
+        PyBuffer_Release(&m->body_buf);
+    if (m->has_prop_buf)
+        PyBuffer_Release(&m->prop_buf);
+    Py_XDECREF(m->topic);
+    Py_XDECREF(m->body);
+    Py_XDECREF(m->props_obj);
+    Py_XDECREF(m->text);
+    Py_XDECREF(m->tags);
+    Py_XDECREF(m->keys);
+    Py_XDECREF(m->uniq);
+    Py_XDECREF(m->shape);
+}
+
+static long long tags_code_of(PyObject *tags, PyObject *tags_codes)
+{
+    PyObject *known = PyDict_GetItemWithError(tags_codes, tags);
+    long long code;
+    if (known != NULL && int_of(known, INT32_MIN, INT32_MAX, &code))
+        return code;
+    PyErr_Clear();
+    return (long long)(int32_t)java_hash_more(0, tags, 0, PyUnicode_GET_LENGTH(tags));
+}
+
+/* 1: read; 0: declined (no error set); -1: an error */
+static int read_message(PyObject *msg, PyObject *queue_id, PyObject *shapes, PyObject *tags_codes,
+                        PyObject *append_prop_crc, long long max_body, long long max_record, long long max_props,
+                        message_t *m)
+{
+    memset(m, 0, sizeof(*m));
+    if (!int_of(queue_id, 0, INT32_MAX, &m->queue_id))
+        return 0;
+    m->topic = PyObject_GetAttr(msg, a_topic);
+    if (m->topic == NULL || !PyUnicode_CheckExact(m->topic))
+        goto declined;
+    m->body = PyObject_GetAttr(msg, a_body);
+    if (m->body == NULL)
+        goto declined;
+    if (m->body != Py_None) {
+        if (PyObject_GetBuffer(m->body, &m->body_buf, PyBUF_SIMPLE) < 0)
+            goto declined;
+        m->has_body_buf = 1;
+        if (m->body_buf.len > max_body)
+            goto declined;
+    }
+    m->props_obj = PyObject_GetAttr(msg, a_properties);
+    m->text = PyObject_GetAttr(msg, a_properties_string);
+    if (m->props_obj == NULL || m->text == NULL)
+        goto declined;
+    int has_props = PyObject_IsTrue(m->props_obj);
+    if (has_props < 0)
+        goto declined;
+    if (has_props) {
+        if (!PyDict_Check(m->props_obj) || m->text == Py_None)
+            goto declined; /* a string to make: the Python path makes it */
+        int delayed = PyDict_Contains(m->props_obj, name_delay);
+        if (delayed != 0)
+            goto declined;
+        m->tags = Py_XNewRef(PyDict_GetItemWithError(m->props_obj, name_tags));
+        m->keys = Py_XNewRef(PyDict_GetItemWithError(m->props_obj, name_keys));
+        m->uniq = Py_XNewRef(PyDict_GetItemWithError(m->props_obj, name_uniq));
+        if (PyErr_Occurred())
+            goto declined;
+        if ((m->keys != NULL && m->keys != Py_None && !PyUnicode_Check(m->keys)) ||
+            (m->uniq != NULL && m->uniq != Py_None && !PyUnicode_Check(m->uniq)))
+            goto declined;
+        if (m->keys == Py_None)
+            Py_CLEAR(m->keys);
+        if (m->uniq == Py_None)
+            Py_CLEAR(m->uniq);
+        if (m->keys != NULL && PyUnicode_GET_LENGTH(m->keys) == 0)
+            Py_CLEAR(m->keys);
+        int tagged = m->tags == NULL ? 0 : PyObject_IsTrue(m->tags);
+        if (tagged < 0)
+            goto declined;
+        if (tagged) {
+            if (!PyUnicode_Check(m->tags))
+                goto declined;
+            m->code = tags_code_of(m->tags, tags_codes);
+        }
+    }
+    if (m->text == Py_None) {
+        m->prop = "";
+        m->prop_len = 0;
+    } else if (PyUnicode_Check(m->text)) {
+        m->prop = PyUnicode_AsUTF8AndSize(m->text, &m->prop_len);
+        if (m->prop == NULL)
+            goto declined; /* lone surrogates: Java's encoding, in Python */
+    } else if (PyBytes_Check(m->text) || PyByteArray_Check(m->text)) {
+        if (PyObject_GetBuffer(m->text, &m->prop_buf, PyBUF_SIMPLE) < 0)
+            goto declined;
+        m->has_prop_buf = 1;
+        m->prop = m->prop_buf.buf;
+        m->prop_len = m->prop_buf.len;
+    } else {
+        goto declined;
+    }
+    int prop_crc;
+    if (append_prop_crc == Py_None) {
+        PyObject *v = PyObject_GetAttr(msg, a_prop_crc);
+        if (v == NULL)
+            goto declined;
+        prop_crc = PyObject_IsTrue(v);
+        Py_DECREF(v);
+    } else {
+        prop_crc = PyObject_IsTrue(append_prop_crc);
+    }
+    if (prop_crc != 0 || m->prop_len > max_props)
+        goto declined;
+    /* the shape: (magic, tpart, pack, fixed, sysFlag, storeTimestamp at, store ip, store port,
+     * gets a queue offset, host block), cached by the encoder under (topic, born, store, sysFlag) */
+    PyObject *born = PyObject_GetAttr(msg, a_born_host), *store = PyObject_GetAttr(msg, a_store_host),
+             *sys_flag = PyObject_GetAttr(msg, a_sys_flag);
+    PyObject *key = (born && store && sys_flag) ? PyTuple_Pack(4, m->topic, born, store, sys_flag) : NULL;
+    Py_XDECREF(born);
+    Py_XDECREF(store);
+    Py_XDECREF(sys_flag);
+    if (key == NULL)
+        goto declined;
+    /* held: the CRC call or the clock may let another thread clear the cache */
+    m->shape = Py_XNewRef(PyDict_GetItemWithError(shapes, key));
+    Py_DECREF(key);
+    if (m->shape == NULL || !PyTuple_Check(m->shape) || PyTuple_GET_SIZE(m->shape) != 10)
+        goto declined;
+    long long fixed, gets;
+    PyObject *tpart = PyTuple_GET_ITEM(m->shape, 1), *hosts = PyTuple_GET_ITEM(m->shape, 9);
+    if (!int_of(PyTuple_GET_ITEM(m->shape, 0), INT32_MIN, UINT32_MAX, &m->magic) ||
+        !int_of(PyTuple_GET_ITEM(m->shape, 3), 0, INT32_MAX, &fixed) ||
+        !int_of(PyTuple_GET_ITEM(m->shape, 4), INT32_MIN, INT32_MAX, &m->sys_flag) || !PyBytes_Check(tpart) ||
+        !PyBytes_Check(hosts))
+        goto declined;
+    gets = PyObject_IsTrue(PyTuple_GET_ITEM(m->shape, 8));
+    if (gets != 1)
+        goto declined; /* prepared and rollback records: queue offset 0, no unit */
+    m->hosts_index = (int)((m->sys_flag >> 4) & 3);
+    m->tpart = PyBytes_AS_STRING(tpart);
+    m->tpart_len = PyBytes_GET_SIZE(tpart);
+    m->hosts = PyBytes_AS_STRING(hosts);
+    m->hosts_len = PyBytes_GET_SIZE(hosts);
+    const field_t *F = head_fields[m->hosts_index];
+    if (F[F_HOSTS].pos + m->hosts_len > head_size[m->hosts_index] ||
+        fixed != head_size[m->hosts_index] + m->tpart_len + prop_len_width)
+        goto declined;
+    m->store_ip = PyTuple_GET_ITEM(m->shape, 6);
+    m->store_port = PyTuple_GET_ITEM(m->shape, 7);
+    m->total = fixed + (m->has_body_buf ? m->body_buf.len : 0) + m->prop_len;
+    if (m->total > max_record)
+        goto declined;
+    if (!attr_int(msg, a_flag, INT32_MIN, INT32_MAX, &m->flag) ||
+        !attr_int(msg, a_born_timestamp, INT64_MIN, INT64_MAX, &m->born_ts) ||
+        !attr_int(msg, a_reconsume_times, INT32_MIN, INT32_MAX, &m->reconsume) ||
+        !attr_int(msg, a_prepared_transaction_offset, INT64_MIN, INT64_MAX, &m->prepared))
+        goto declined;
+    PyObject *ts = PyObject_GetAttr(msg, a_store_timestamp);
+    if (ts == NULL)
+        goto declined;
+    if (ts != Py_None) {
+        int ok = int_of(ts, INT64_MIN, INT64_MAX, &m->store_ts);
+        Py_DECREF(ts);
+        if (!ok)
+            goto declined;
+        m->has_store_ts = 1;
+    } else {
+        Py_DECREF(ts);
+    }
+    return 1;
+declined:
+    PyErr_Clear();
+    message_clear(m);
+    memset(m, 0, sizeof(*m));
+    return 0;
+}
+
+/* the body CRC as the encoder takes it: store/crc.py's fast_crc32, masked; 0 for no body */
+static int body_crc_of(message_t *m, long long *crc)
+{
+    if (!m->has_body_buf || m->body_buf.len == 0) {
+        *crc = 0;
+        return 0;
+    }
+    PyObject *v = PyObject_CallOneArg(fast_crc32, m->body);
+    if (v == NULL)
+        return -1;
+    long long x = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    *crc = x & crc_mask;
+    return 0;
+}
+
+/* the record at dst (m->total bytes), all but totalSize and magic */
+static void encode_record(unsigned char *dst, const message_t *m, long long crc, long long queue_offset,
+                          long long physical_offset, long long store_ts)
+{
+    const field_t *F = head_fields[m->hosts_index];
+    Py_ssize_t body_len = m->has_body_buf ? m->body_buf.len : 0;
+    put_be(dst + F[F_CRC].pos, F[F_CRC].width, crc);
+    put_be(dst + F[F_QUEUE_ID].pos, F[F_QUEUE_ID].width, m->queue_id);
+    put_be(dst + F[F_FLAG].pos, F[F_FLAG].width, m->flag);
+    put_be(dst + F[F_QO].pos, F[F_QO].width, queue_offset);
+    put_be(dst + F[F_PO].pos, F[F_PO].width, physical_offset);
+    put_be(dst + F[F_SYSFLAG].pos, F[F_SYSFLAG].width, m->sys_flag);
+    put_be(dst + F[F_BORN_TS].pos, F[F_BORN_TS].width, m->born_ts);
+    memcpy(dst + F[F_HOSTS].pos, m->hosts, (size_t)m->hosts_len);
+    put_be(dst + F[F_STORE_TS].pos, F[F_STORE_TS].width, store_ts);
+    put_be(dst + F[F_RECONSUME].pos, F[F_RECONSUME].width, m->reconsume);
+    put_be(dst + F[F_PREPARED].pos, F[F_PREPARED].width, m->prepared);
+    put_be(dst + F[F_BODY_LEN].pos, F[F_BODY_LEN].width, body_len);
+    unsigned char *p = dst + head_size[m->hosts_index];
+    if (body_len) {
+        memcpy(p, m->body_buf.buf, (size_t)body_len);
+        p += body_len;
+    }
+    memcpy(p, m->tpart, (size_t)m->tpart_len);
+    p += m->tpart_len;
+    put_be(p, prop_len_width, m->prop_len);
+    p += prop_len_width;
+    if (m->prop_len)
+        memcpy(p, m->prop, (size_t)m->prop_len);
+}
+
+/* totalSize and magic, written last: a process killed before this leaves zeros where the
+ * record starts (the log ends there), never half a record */
+static void write_start(unsigned char *dst, const message_t *m)
+{
+    const field_t *F = head_fields[m->hosts_index];
+    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the compiler keeps the stores above before these */
+    put_be(dst + F[F_TOTAL].pos, F[F_TOTAL].width, m->total);
+    put_be(dst + F[F_MAGIC].pos, F[F_MAGIC].width, m->magic);
+}
+
+static int64_t wall_clock_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return ((int64_t)t.tv_sec * 1000000000 + t.tv_nsec) / 1000000;
+}
+
+/* ---- the index: IndexFile.putKey ------------------------------------------------------------ */
+
+typedef struct {
+    PyObject *file; /* IndexFileWriter */
+    Py_buffer mm;
+    int has_mm;
+    long long count, index_num, slots, begin_ts, end_ts, begin_phy, end_phy, slot_count;
+} index_t;
+
+static int attr_ll(PyObject *o, PyObject *name, long long *out)
+{
+    return attr_int(o, name, INT64_MIN, INT64_MAX, out);
+}
+
+/* the service's current file, read; 0 when it is not there, full, or not what we can write */
+static int index_open(PyObject *service, index_t *ix)
+{
+    memset(ix, 0, sizeof(*ix));
+    ix->file = PyObject_GetAttr(service, a_last);
+    if (ix->file == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (ix->file == Py_None)
+        goto no;
+    if (!attr_ll(ix->file, a_index_count, &ix->count) || !attr_ll(ix->file, a_index_num, &ix->index_num) ||
+        !attr_ll(ix->file, a_hash_slot_num, &ix->slots) || !attr_ll(ix->file, a_begin_timestamp, &ix->begin_ts) ||
+        !attr_ll(ix->file, a_end_timestamp, &ix->end_ts) || !attr_ll(ix->file, a_begin_phy_offset, &ix->begin_phy) ||
+        !attr_ll(ix->file, a_end_phy_offset, &ix->end_phy) ||
+        !attr_ll(ix->file, a_hash_slot_count, &ix->slot_count))
+        goto no;
+    if (ix->slots <= 0 || ix->count < 0 || ix->count >= ix->index_num || ix->index_num > INT32_MAX)
+        goto no;
+    PyObject *mm = PyObject_GetAttr(ix->file, a_mm);
+    if (mm == NULL)
+        goto no;
+    int got = PyObject_GetBuffer(mm, &ix->mm, PyBUF_WRITABLE);
+    Py_DECREF(mm);
+    if (got < 0)
+        goto no;
+    ix->has_mm = 1;
+    /* the slot table and every entry up to index_num lie in the map */
+    if (ix->slots > (PY_SSIZE_T_MAX - index_header_size) / 2 / slot_width ||
+        ix->index_num > (PY_SSIZE_T_MAX / 2) / entry_size ||
+        index_header_size + ix->slots * slot_width + ix->index_num * entry_size > ix->mm.len)
+        goto no;
+    return 1;
+no:
+    PyErr_Clear();
+    if (ix->has_mm)
+        PyBuffer_Release(&ix->mm);
+    Py_XDECREF(ix->file);
+    memset(ix, 0, sizeof(*ix));
+    return 0;
+}
+
+static void index_close(index_t *ix)
+{
+    if (ix->has_mm)
+        PyBuffer_Release(&ix->mm);
+    Py_XDECREF(ix->file);
+}
+
+/* putKey for each hash (the file has room for all), then the header; returns the slots newly used */
+static long long index_put(index_t *ix, const long long *hashes, Py_ssize_t n, long long offset, long long ts)
+{
+    unsigned char *mm = ix->mm.buf;
+    long long count = ix->count, begin = ix->begin_ts, new_slots = 0;
+    Py_ssize_t entry_at = index_header_size + (Py_ssize_t)ix->slots * slot_width + (Py_ssize_t)count * entry_size;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char *slot = mm + index_header_size + (Py_ssize_t)(hashes[i] % ix->slots) * slot_width;
+        long long slot_value = get_be(slot, slot_width);
+        if (slot_value <= invalid_index || slot_value > count) {
+            slot_value = invalid_index;
+            new_slots++;
+        }
+        long long diff = 0;
+        if (begin > 0) {
+            /* whole seconds; negative becomes 0 (overflow-free: both are int64 store times) */
+            if (ts > begin) {
+                uint64_t d = ((uint64_t)ts - (uint64_t)begin) / 1000u;
+                diff = d > (uint64_t)time_diff_max ? time_diff_max : (long long)d;
+            }
+        }
+        unsigned char *e = mm + entry_at;
+        put_be(e + index_entry[E_HASH].pos, index_entry[E_HASH].width, hashes[i]);
+        put_be(e + index_entry[E_PHY].pos, index_entry[E_PHY].width, offset);
+        put_be(e + index_entry[E_DIFF].pos, index_entry[E_DIFF].width, diff);
+        put_be(e + index_entry[E_PREV].pos, index_entry[E_PREV].width, slot_value);
+        put_be(slot, slot_width, count);
+        if (count <= 1) {
+            ix->begin_phy = offset;
+            begin = ts;
+        }
+        count++;
+        entry_at += entry_size;
+    }
+    ix->begin_ts = begin;
+    ix->slot_count += new_slots;
+    ix->count = count;
+    if (n) {
+        ix->end_phy = offset;
+        ix->end_ts = ts;
+    }
+    put_be(mm + index_header[H_BEGIN_TS].pos, index_header[H_BEGIN_TS].width, ix->begin_ts);
+    put_be(mm + index_header[H_END_TS].pos, index_header[H_END_TS].width, ix->end_ts);
+    put_be(mm + index_header[H_BEGIN_PHY].pos, index_header[H_BEGIN_PHY].width, ix->begin_phy);
+    put_be(mm + index_header[H_END_PHY].pos, index_header[H_END_PHY].width, ix->end_phy);
+    put_be(mm + index_header[H_SLOT_COUNT].pos, index_header[H_SLOT_COUNT].width, ix->slot_count);
+    put_be(mm + index_header[H_INDEX_COUNT].pos, index_header[H_INDEX_COUNT].width, ix->count);
+    return new_slots;
+}
+
+static int set_ll(PyObject *o, PyObject *name, long long v)
+{
+    PyObject *x = PyLong_FromLongLong(v);
+    if (x == NULL)
+        return -1;
+    int r = PyObject_SetAttr(o, name, x);
+    Py_DECREF(x);
+    return r;
+}
+
+/* the file's attributes as index_put left them, and the service's count of entries */
+static int index_store(index_t *ix, PyObject *service, Py_ssize_t n)
+{
+    if (set_ll(ix->file, a_index_count, ix->count) < 0 || set_ll(ix->file, a_hash_slot_count, ix->slot_count) < 0 ||
+        set_ll(ix->file, a_begin_timestamp, ix->begin_ts) < 0 || set_ll(ix->file, a_begin_phy_offset, ix->begin_phy) < 0 ||
+        set_ll(ix->file, a_end_phy_offset, ix->end_phy) < 0 || set_ll(ix->file, a_end_timestamp, ix->end_ts) < 0)
+        return -1;
+    if (n) {
+        long long written;
+        if (!attr_ll(service, a_entries_written, &written))
+            return PyErr_Occurred() ? -1 : 0;
+        return set_ll(service, a_entries_written, written + n);
+    }
+    return 0;
+}
+
+/* ---- append(): one message ------------------------------------------------------------------ */
+
+static int writable_buffer(PyObject *o, Py_buffer *b)
+{
+    if (PyObject_GetBuffer(o, b, PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *put_result(PyObject *result_type, message_t *m, long long offset, long long queue_offset,
+                            long long store_ts)
+{
+    PyTypeObject *t = (PyTypeObject *)result_type;
+    PyObject *r = t->tp_alloc(t, 12);
+    if (r == NULL)
+        return NULL;
+    PyObject *offsets = Py_BuildValue("(L)", offset);
+    PyObject *uniqs = PyTuple_Pack(1, m->uniq != NULL ? m->uniq : Py_None);
+    PyObject *items[12] = {
+        Py_NewRef(put_ok), PyLong_FromLongLong(offset), PyLong_FromLongLong(m->total),
+        PyLong_FromLongLong(queue_offset), PyLong_FromLongLong(store_ts), PyLong_FromLong(1), Py_NewRef(m->topic),
+        PyLong_FromLongLong(m->queue_id), offsets, uniqs, Py_NewRef(m->store_ip), Py_NewRef(m->store_port),
+    };
+    int failed = 0;
+    for (int i = 0; i < 12; i++) {
+        if (items[i] == NULL)
+            failed = 1;
+        PyTuple_SET_ITEM(r, i, items[i] != NULL ? items[i] : Py_NewRef(Py_None));
+    }
+    if (failed) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* put_one(msg, queue_id, queue_offset, offset, cl_mm, pos, room, cq_mm, cq_pos, index_service,
+ *         shapes, tags_codes, append_prop_crc, clock, max_body, max_record, max_props, result_type)
+ *
+ * doAppend and dispatch of one message in the common case: its record encoded at cl_mm[pos]
+ * (totalSize and magic last) when it takes at most ``room`` bytes, its consume queue unit at
+ * cq_mm[cq_pos], its index entries and the index header (index_service: the file's fields are
+ * updated; None: no index). The PutResult, or None (declined, nothing written, no clock read):
+ * the Python path then puts it. ``clock``: None for the wall clock, else called when the message
+ * has no store timestamp. */
+static PyObject *put_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 18) {
+        PyErr_SetString(PyExc_TypeError, "put_one takes 18 arguments");
+        return NULL;
+    }
+    if (!layout_set) {
+        PyErr_SetString(PyExc_RuntimeError, "set_append_layout was not called");
+        return NULL;
+    }
+    PyObject *msg = args[0], *queue_id = args[1], *cl = args[4], *cq = args[7], *service = args[9];
+    PyObject *shapes = args[10], *tags_codes = args[11], *append_prop_crc = args[12], *clock = args[13];
+    PyObject *result_type = args[17];
+    long long queue_offset, offset, pos, room, cq_pos, max_body, max_record, max_props;
+    if (!int_of(args[2], 0, INT64_MAX, &queue_offset) || !int_of(args[3], 0, INT64_MAX, &offset) ||
+        !int_of(args[5], 0, INT64_MAX, &pos) || !int_of(args[6], INT64_MIN, INT64_MAX, &room) ||
+        !int_of(args[8], 0, INT64_MAX, &cq_pos) || !int_of(args[14], 0, INT64_MAX, &max_body) ||
+        !int_of(args[15], 0, INT64_MAX, &max_record) || !int_of(args[16], 0, INT64_MAX, &max_props) ||
+        !PyDict_Check(shapes) || !PyDict_Check(tags_codes) || !PyType_Check(result_type) ||
+        !PyType_IsSubtype((PyTypeObject *)result_type, &PyTuple_Type))
+        Py_RETURN_NONE;
+    message_t m;
+    if (!read_message(msg, queue_id, shapes, tags_codes, append_prop_crc, max_body, max_record, max_props, &m))
+        Py_RETURN_NONE;
+    PyObject *out = NULL;
+    Py_buffer clb, cqb;
+    int has_cl = 0, has_cq = 0, has_ix = 0;
+    index_t ix;
+    long long hashes[MAX_KEYS];
+    Py_ssize_t nkeys = 0;
+    if (m.total > room)
+        goto declined; /* an end-of-file blank record and the next segment: Python */
+    if (!(has_cl = writable_buffer(cl, &clb)) || pos > clb.len || m.total > clb.len - pos)
+        goto declined;
+    if (!(has_cq = writable_buffer(cq, &cqb)) || cq_pos > cqb.len || cq_unit_size > cqb.len - cq_pos)
+        goto declined;
+    if (service != Py_None) {
+        if (!(has_ix = index_open(service, &ix)))
+            goto declined;
+        nkeys = key_hashes(m.topic, m.uniq, m.keys, hashes, MAX_KEYS);
+        if (nkeys < 0 || offset < ix.end_phy || ix.count + nkeys > ix.index_num)
+            goto declined; /* indexed already, or the file fills: Python rolls it */
+    }
+    long long crc;
+    if (body_crc_of(&m, &crc) < 0)
+        goto done;
+    long long store_ts;
+    if (m.has_store_ts) {
+        store_ts = m.store_ts;
+    } else if (clock == Py_None) {
+        store_ts = wall_clock_ms();
+    } else {
+        PyObject *now = PyObject_CallNoArgs(clock);
+        if (now == NULL)
+            goto done;
+        store_ts = PyLong_AsLongLong(now);
+        Py_DECREF(now);
+        if (store_ts == -1 && PyErr_Occurred())
+            goto done;
+    }
+    /* everything is known: write, in the broker's order (record, unit, index) */
+    unsigned char *rec = (unsigned char *)clb.buf + pos;
+    encode_record(rec, &m, crc, queue_offset, offset, store_ts);
+    write_start(rec, &m);
+    unsigned char *unit = (unsigned char *)cqb.buf + cq_pos;
+    put_be(unit + cq_unit[U_OFFSET].pos, cq_unit[U_OFFSET].width, offset);
+    put_be(unit + cq_unit[U_SIZE].pos, cq_unit[U_SIZE].width, m.total);
+    put_be(unit + cq_unit[U_CODE].pos, cq_unit[U_CODE].width, m.code);
+    if (has_ix) {
+        index_put(&ix, hashes, nkeys, offset, store_ts);
+        if (index_store(&ix, service, nkeys) < 0)
+            goto done;
+    }
+    out = put_result(result_type, &m, offset, queue_offset, store_ts);
+    goto done;
+declined:
+    PyErr_Clear();
+    out = Py_NewRef(Py_None);
+done:
+    if (has_ix)
+        index_close(&ix);
+    if (has_cq)
+        PyBuffer_Release(&cqb);
+    if (has_cl)
+        PyBuffer_Release(&clb);
+    message_clear(&m);
+    return out;
+}
+
 PyMethodDef rmq_append_methods[] = {
+    {"set_append_layout", set_append_layout, METH_VARARGS,
+     "set_append_layout(heads, head_sizes, prop_len_width, index_header, index_header_size, slot_width, "
+     "index_entry, entry_size, invalid_index, time_diff_max, cq_unit, cq_unit_size, crc_mask, property_names, "
+     "key_separator, key_space, fast_crc32, put_ok): the layouts the append functions write, from formats/."},
+    {"put_one", (PyCFunction)(void (*)(void))put_one, METH_FASTCALL,
+     "put_one(...): one message's record, consume queue unit and index entries (engine/append_kernel.py)."},
     {NULL, NULL, 0, NULL},
 };

@@ -48,23 +48,41 @@ static PyObject *a_topic, *a_body, *a_flag, *a_properties, *a_properties_string,
 static PyObject *a_last, *a_mm, *a_index_count, *a_index_num, *a_hash_slot_num, *a_begin_timestamp,
     *a_end_timestamp, *a_begin_phy_offset, *a_end_phy_offset, *a_hash_slot_count, *a_entries_written;
 
-static void put_be(unsigned char *p, int width, long long value)
+static inline void put_be(unsigned char *p, int width, long long value)
 {
     uint64_t v = (uint64_t)value;
-    for (int i = width - 1; i >= 0; i--) {
-        p[i] = (unsigned char)(v & 0xFF);
-        v >>= 8;
+    switch (width) {
+    case 8: {
+        uint64_t b = __builtin_bswap64(v);
+        memcpy(p, &b, 8);
+        return;
+    }
+    case 4: {
+        uint32_t b = __builtin_bswap32((uint32_t)v);
+        memcpy(p, &b, 4);
+        return;
+    }
+    case 2:
+        p[0] = (unsigned char)(v >> 8);
+        p[1] = (unsigned char)v;
+        return;
+    default:
+        p[0] = (unsigned char)v;
     }
 }
 
-static long long get_be(const unsigned char *p, int width)
+static inline long long get_be(const unsigned char *p, int width)
 {
-    uint64_t v = 0;
-    for (int i = 0; i < width; i++)
-        v = (v << 8) | p[i];
-    if (width < 8 && (v >> (8 * width - 1)) & 1) /* sign-extend */
-        v |= ~(uint64_t)0 << (8 * width);
-    return (long long)v;
+    switch (width) {
+    case 8:
+        return (long long)rmq_i64(p);
+    case 4:
+        return (long long)rmq_i32(p);
+    case 2:
+        return (long long)rmq_i16(p);
+    default:
+        return (long long)(signed char)p[0];
+    }
 }
 
 static int fields_of(PyObject *seq, field_t *out, int n)
@@ -204,10 +222,23 @@ static long long index_hash_of(uint32_t h)
 
 /* the index hashes of a record's keys (topic#UNIQ_KEY, then topic#key for each of KEYS split on
  * the space, empty ones skipped) into out (at most cap); the count, or -1 when more than cap */
-static Py_ssize_t key_hashes(PyObject *topic, PyObject *uniq, PyObject *keys, long long *out, Py_ssize_t cap)
+typedef struct {
+    PyObject *topic; /* borrowed: the messages' of one call */
+    uint32_t base;   /* hashCode of topic + separator */
+} topic_hash_t;
+
+static Py_ssize_t key_hashes(PyObject *topic, PyObject *uniq, PyObject *keys, long long *out, Py_ssize_t cap,
+                             topic_hash_t *cache)
 {
-    uint32_t base = java_hash_more(0, topic, 0, PyUnicode_GET_LENGTH(topic));
-    base = java_hash_more(base, key_separator, 0, PyUnicode_GET_LENGTH(key_separator));
+    uint32_t base;
+    if (cache->topic == topic) {
+        base = cache->base;
+    } else {
+        base = java_hash_more(0, topic, 0, PyUnicode_GET_LENGTH(topic));
+        base = java_hash_more(base, key_separator, 0, PyUnicode_GET_LENGTH(key_separator));
+        cache->topic = topic;
+        cache->base = base;
+    }
     Py_ssize_t n = 0;
     if (uniq != NULL) {
         if (n >= cap)
@@ -269,6 +300,7 @@ static int attr_int(PyObject *o, PyObject *name, long long lo, long long hi, lon
  * the common case (no delay, a stored properties string, no __CRC32# entry, a cached shape). */
 typedef struct {
     PyObject *topic, *body, *props_obj, *text, *tags, *keys, *uniq, *shape; /* owned */
+    PyObject *born, *store, *sys_flag_obj;                                  /* owned: the shape's key */
     Py_buffer body_buf, prop_buf;
     int has_body_buf, has_prop_buf;
     const char *prop;
@@ -296,6 +328,9 @@ static void message_clear(message_t *m)
     Py_XDECREF(m->keys);
     Py_XDECREF(m->uniq);
     Py_XDECREF(m->shape);
+    Py_XDECREF(m->born);
+    Py_XDECREF(m->store);
+    Py_XDECREF(m->sys_flag_obj);
 }
 
 static long long tags_code_of(PyObject *tags, PyObject *tags_codes)
@@ -309,9 +344,25 @@ static long long tags_code_of(PyObject *tags, PyObject *tags_codes)
 }
 
 /* 1: read; 0: declined (no error set); -1: an error */
+/* a == b as a dict key compares them (1), or not (0, also on an error) */
+static int same(PyObject *a, PyObject *b)
+{
+    if (a == b)
+        return 1;
+    if (Py_TYPE(a) != Py_TYPE(b))
+        return 0;
+    int eq = PyObject_RichCompareBool(a, b, Py_EQ);
+    if (eq < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return eq;
+}
+
+/* ``prev``: the message read before (its shape is taken again when the key is the same), or NULL */
 static int read_message(PyObject *msg, PyObject *queue_id, PyObject *shapes, PyObject *tags_codes,
                         PyObject *append_prop_crc, long long max_body, long long max_record, long long max_props,
-                        message_t *m)
+                        const message_t *prev, message_t *m)
 {
     memset(m, 0, sizeof(*m));
     if (!int_of(queue_id, 0, INT32_MAX, &m->queue_id))
@@ -395,17 +446,22 @@ static int read_message(PyObject *msg, PyObject *queue_id, PyObject *shapes, PyO
         goto declined;
     /* the shape: (magic, tpart, pack, fixed, sysFlag, storeTimestamp at, store ip, store port,
      * gets a queue offset, host block), cached by the encoder under (topic, born, store, sysFlag) */
-    PyObject *born = PyObject_GetAttr(msg, a_born_host), *store = PyObject_GetAttr(msg, a_store_host),
-             *sys_flag = PyObject_GetAttr(msg, a_sys_flag);
-    PyObject *key = (born && store && sys_flag) ? PyTuple_Pack(4, m->topic, born, store, sys_flag) : NULL;
-    Py_XDECREF(born);
-    Py_XDECREF(store);
-    Py_XDECREF(sys_flag);
-    if (key == NULL)
+    m->born = PyObject_GetAttr(msg, a_born_host);
+    m->store = PyObject_GetAttr(msg, a_store_host);
+    m->sys_flag_obj = PyObject_GetAttr(msg, a_sys_flag);
+    if (m->born == NULL || m->store == NULL || m->sys_flag_obj == NULL)
         goto declined;
-    /* held: the CRC call or the clock may let another thread clear the cache */
-    m->shape = Py_XNewRef(PyDict_GetItemWithError(shapes, key));
-    Py_DECREF(key);
+    if (prev != NULL && prev->shape != NULL && same(m->topic, prev->topic) && same(m->born, prev->born) &&
+        same(m->store, prev->store) && same(m->sys_flag_obj, prev->sys_flag_obj)) {
+        m->shape = Py_NewRef(prev->shape); /* the key the message before looked up */
+    } else {
+        PyObject *key = PyTuple_Pack(4, m->topic, m->born, m->store, m->sys_flag_obj);
+        if (key == NULL)
+            goto declined;
+        /* held: the CRC call or the clock may let another thread clear the cache */
+        m->shape = Py_XNewRef(PyDict_GetItemWithError(shapes, key));
+        Py_DECREF(key);
+    }
     if (m->shape == NULL || !PyTuple_Check(m->shape) || PyTuple_GET_SIZE(m->shape) != 10)
         goto declined;
     long long fixed, gets;
@@ -627,13 +683,19 @@ static long long index_put(index_t *ix, const long long *hashes, Py_ssize_t n, l
         ix->end_phy = offset;
         ix->end_ts = ts;
     }
+    return new_slots;
+}
+
+/* IndexHeader's fields into the file, as index_put left them */
+static void index_header_write(index_t *ix)
+{
+    unsigned char *mm = ix->mm.buf;
     put_be(mm + index_header[H_BEGIN_TS].pos, index_header[H_BEGIN_TS].width, ix->begin_ts);
     put_be(mm + index_header[H_END_TS].pos, index_header[H_END_TS].width, ix->end_ts);
     put_be(mm + index_header[H_BEGIN_PHY].pos, index_header[H_BEGIN_PHY].width, ix->begin_phy);
     put_be(mm + index_header[H_END_PHY].pos, index_header[H_END_PHY].width, ix->end_phy);
     put_be(mm + index_header[H_SLOT_COUNT].pos, index_header[H_SLOT_COUNT].width, ix->slot_count);
     put_be(mm + index_header[H_INDEX_COUNT].pos, index_header[H_INDEX_COUNT].width, ix->count);
-    return new_slots;
 }
 
 static int set_ll(PyObject *o, PyObject *name, long long v)
@@ -680,7 +742,11 @@ static PyObject *put_result(PyObject *result_type, message_t *m, long long offse
     PyObject *r = t->tp_alloc(t, 12);
     if (r == NULL)
         return NULL;
-    PyObject *offsets = Py_BuildValue("(L)", offset);
+    PyObject *offsets = PyTuple_New(1), *at = PyLong_FromLongLong(offset);
+    if (offsets != NULL && at != NULL)
+        PyTuple_SET_ITEM(offsets, 0, at);
+    else
+        Py_CLEAR(at);
     PyObject *uniqs = PyTuple_Pack(1, m->uniq != NULL ? m->uniq : Py_None);
     PyObject *items[12] = {
         Py_NewRef(put_ok), PyLong_FromLongLong(offset), PyLong_FromLongLong(m->total),
@@ -697,6 +763,10 @@ static PyObject *put_result(PyObject *result_type, message_t *m, long long offse
         Py_DECREF(r);
         return NULL;
     }
+    /* atoms and tuples of atoms only: no cycle to find, so the collector need not follow them */
+    PyObject_GC_UnTrack(offsets);
+    PyObject_GC_UnTrack(uniqs);
+    PyObject_GC_UnTrack(r);
     return r;
 }
 
@@ -731,7 +801,7 @@ static PyObject *put_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         !PyType_IsSubtype((PyTypeObject *)result_type, &PyTuple_Type))
         Py_RETURN_NONE;
     message_t m;
-    if (!read_message(msg, queue_id, shapes, tags_codes, append_prop_crc, max_body, max_record, max_props, &m))
+    if (!read_message(msg, queue_id, shapes, tags_codes, append_prop_crc, max_body, max_record, max_props, NULL, &m))
         Py_RETURN_NONE;
     PyObject *out = NULL;
     Py_buffer clb, cqb;
@@ -748,7 +818,8 @@ static PyObject *put_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     if (service != Py_None) {
         if (!(has_ix = index_open(service, &ix)))
             goto declined;
-        nkeys = key_hashes(m.topic, m.uniq, m.keys, hashes, MAX_KEYS);
+        topic_hash_t th = {NULL, 0};
+        nkeys = key_hashes(m.topic, m.uniq, m.keys, hashes, MAX_KEYS, &th);
         if (nkeys < 0 || offset < ix.end_phy || ix.count + nkeys > ix.index_num)
             goto declined; /* indexed already, or the file fills: Python rolls it */
     }
@@ -779,6 +850,7 @@ static PyObject *put_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     put_be(unit + cq_unit[U_CODE].pos, cq_unit[U_CODE].width, m.code);
     if (has_ix) {
         index_put(&ix, hashes, nkeys, offset, store_ts);
+        index_header_write(&ix);
         if (index_store(&ix, service, nkeys) < 0)
             goto done;
     }
@@ -798,6 +870,339 @@ done:
     return out;
 }
 
+/* ---- append_many(): messages in a row ------------------------------------------------------- */
+
+static PyObject *a_files, *a_wrote_position, *a_file_from_offset, *a_file_size, *a_first_create_in_queue,
+    *a_max_physic_offset, *a_bytes_written;
+
+/* one consume queue's writing state over a put_many call (its current file), written back at the end */
+typedef struct {
+    PyObject *key, *cq, *file; /* owned */
+    PyObject *topic;           /* the key's */
+    long long queue_id;
+    Py_buffer mm;
+    long long pos, base, file_size, max_phys, bytes_written, queue_offset, first_queue_offset;
+    int first_create, has_mm, touched;
+} queue_t;
+
+static void queue_release(queue_t *q)
+{
+    if (q->has_mm)
+        PyBuffer_Release(&q->mm);
+    Py_XDECREF(q->key);
+    Py_XDECREF(q->cq);
+    Py_XDECREF(q->file);
+}
+
+/* the queue of (topic, queue id) ready to take units at its end in its current file; 0: not so */
+static int queue_open(queue_t *q, PyObject *key, PyObject *queues, PyObject *table)
+{
+    memset(q, 0, sizeof(*q));
+    PyObject *cq = PyDict_GetItemWithError(queues, key);
+    if (cq == NULL)
+        goto no;
+    q->cq = Py_NewRef(cq);
+    q->key = Py_NewRef(key);
+    PyObject *files = PyObject_GetAttr(cq, a_files);
+    if (files == NULL)
+        goto no;
+    q->file = PyObject_GetAttr(files, a_last);
+    Py_DECREF(files);
+    if (q->file == NULL || q->file == Py_None)
+        goto no;
+    PyObject *fc = PyObject_GetAttr(q->file, a_first_create_in_queue);
+    if (fc == NULL)
+        goto no;
+    q->first_create = PyObject_IsTrue(fc);
+    Py_DECREF(fc);
+    if (q->first_create < 0 || !attr_ll(q->file, a_wrote_position, &q->pos) ||
+        !attr_ll(q->file, a_file_from_offset, &q->base) || !attr_ll(q->file, a_file_size, &q->file_size) ||
+        !attr_ll(cq, a_max_physic_offset, &q->max_phys) || !attr_ll(cq, a_bytes_written, &q->bytes_written))
+        goto no;
+    PyObject *next = PyDict_GetItemWithError(table, key);
+    if (next == NULL) {
+        if (PyErr_Occurred())
+            goto no;
+        q->queue_offset = 0;
+    } else if (!int_of(next, 0, INT64_MAX / 2, &q->queue_offset)) {
+        goto no;
+    }
+    q->first_queue_offset = q->queue_offset;
+    PyObject *mm = PyObject_GetAttr(q->file, a_mm);
+    if (mm == NULL)
+        goto no;
+    int got = PyObject_GetBuffer(mm, &q->mm, PyBUF_WRITABLE);
+    Py_DECREF(mm);
+    if (got < 0)
+        goto no;
+    q->has_mm = 1;
+    if (q->file_size > q->mm.len || q->pos < 0 || q->pos > q->file_size)
+        goto no;
+    return 1;
+no:
+    PyErr_Clear();
+    queue_release(q);
+    memset(q, 0, sizeof(*q));
+    return 0;
+}
+
+/* whether the queue's next unit goes at its end in its current file, as ConsumeQueue.put would put it
+ * there without a fill, a check or a new file */
+static int queue_takes(const queue_t *q, long long offset)
+{
+    return q->queue_offset <= (INT64_MAX - q->base) / cq_unit_size &&
+           q->queue_offset * cq_unit_size == q->base + q->pos && q->pos + cq_unit_size <= q->file_size &&
+           offset >= q->max_phys && !(q->pos == 0 && q->queue_offset != 0 && q->first_create);
+}
+
+static int queue_store(queue_t *q, PyObject *table)
+{
+    if (!q->touched)
+        return 0;
+    PyObject *next = PyLong_FromLongLong(q->queue_offset);
+    if (next == NULL)
+        return -1;
+    int r = PyDict_SetItem(table, q->key, next);
+    Py_DECREF(next);
+    if (r < 0 || set_ll(q->file, a_wrote_position, q->pos) < 0 || set_ll(q->cq, a_max_physic_offset, q->max_phys) < 0 ||
+        set_ll(q->cq, a_bytes_written, q->bytes_written) < 0)
+        return -1;
+    return 0;
+}
+
+#define MAX_QUEUES 64
+
+/* put_many(messages, start, queue_ids, stamps, cl_mm, pos, base, limit, queues, table, index_service,
+ *          shapes, tags_codes, append_prop_crc, max_body, max_record, max_props, result_type, results, clock)
+ *
+ * append()'s put_one for messages[start:] in a row, as long as each is the common case; every
+ * message from ``start`` is read and checked first, and when one is not what the kernel puts
+ * (delayed, a transaction half, a shape not cached, ...) nothing is written and None returned.
+ * Otherwise records go at cl_mm[pos:] (commit log offset base + pos) while they end by ``limit``,
+ * consume queue units at their queues' ends (``queues``: (topic, queue id) -> writer; ``table``: the
+ * next queue offsets), index entries in the index's current file while it has room; the PutResults
+ * are appended to ``results``. Stops before the first message that needs more (a new segment, queue
+ * file or index file, a queue not there yet). Returns (messages done, new pos, last store timestamp).
+ * ``stamps``: None (the wall clock, read as each is placed), or the store timestamp of each message
+ * (None for those with their own), or an empty list that the first call (start 0) fills from
+ * ``clock`` once every message is read and checked, for the calls after. */
+static PyObject *put_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 20) {
+        PyErr_SetString(PyExc_TypeError, "put_many takes 20 arguments");
+        return NULL;
+    }
+    if (!layout_set) {
+        PyErr_SetString(PyExc_RuntimeError, "set_append_layout was not called");
+        return NULL;
+    }
+    PyObject *messages = args[0], *queue_ids = args[2], *stamps = args[3], *cl = args[4], *queues = args[8];
+    PyObject *table = args[9], *service = args[10], *shapes = args[11], *tags_codes = args[12];
+    PyObject *append_prop_crc = args[13], *result_type = args[17], *results = args[18], *clock = args[19];
+    long long start, pos, base, limit, max_body, max_record, max_props;
+    if (!PyList_Check(messages) || !int_of(args[1], 0, PY_SSIZE_T_MAX, &start) ||
+        !int_of(args[5], 0, INT64_MAX, &pos) || !int_of(args[6], 0, INT64_MAX / 2, &base) ||
+        !int_of(args[7], INT64_MIN, INT64_MAX, &limit) || !int_of(args[14], 0, INT64_MAX, &max_body) ||
+        !int_of(args[15], 0, INT64_MAX, &max_record) || !int_of(args[16], 0, INT64_MAX, &max_props) ||
+        !PyDict_Check(queues) || !PyDict_Check(table) || !PyDict_Check(shapes) || !PyDict_Check(tags_codes) ||
+        !PyList_Check(results) || !PyType_Check(result_type) ||
+        !PyType_IsSubtype((PyTypeObject *)result_type, &PyTuple_Type) ||
+        (queue_ids != Py_None && (!PyList_Check(queue_ids) || PyList_GET_SIZE(queue_ids) != PyList_GET_SIZE(messages))) ||
+        (stamps != Py_None && (!PyList_Check(stamps) || (PyList_GET_SIZE(stamps) != PyList_GET_SIZE(messages) &&
+                                                          (PyList_GET_SIZE(stamps) != 0 || start != 0)))) ||
+        (stamps != Py_None && PyList_GET_SIZE(stamps) == 0 && !PyCallable_Check(clock)))
+        Py_RETURN_NONE;
+    if (a_files == NULL) {
+        if (intern_into(&a_files, "files") || intern_into(&a_wrote_position, "wrote_position") ||
+            intern_into(&a_file_from_offset, "file_from_offset") || intern_into(&a_file_size, "file_size") ||
+            intern_into(&a_first_create_in_queue, "first_create_in_queue") ||
+            intern_into(&a_max_physic_offset, "max_physic_offset") || intern_into(&a_bytes_written, "bytes_written"))
+            return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(messages);
+    if (start >= n)
+        Py_RETURN_NONE;
+    Py_ssize_t count = n - (Py_ssize_t)start;
+    /* the list is held (and its items) while messages are read: nothing else runs until the writes */
+    PyObject *held = PyList_GetSlice(messages, (Py_ssize_t)start, n);
+    PyObject *held_ids = queue_ids == Py_None ? NULL : PyList_GetSlice(queue_ids, (Py_ssize_t)start, n);
+    int fill = stamps != Py_None && PyList_GET_SIZE(stamps) == 0;
+    PyObject *held_stamps = stamps == Py_None || fill ? NULL : PyList_GetSlice(stamps, (Py_ssize_t)start, n);
+    message_t *ms = PyMem_Malloc((size_t)count * sizeof(message_t)); /* read_message clears each */
+    queue_t *qs = PyMem_Calloc(MAX_QUEUES, sizeof(queue_t));
+    PyObject *out = NULL, *queue_id_attr = NULL;
+    Py_ssize_t read = 0, done = 0, nq = 0;
+    Py_buffer clb;
+    int has_cl = 0, has_ix = 0, failed = 0;
+    index_t ix;
+    long long last_ts = 0;
+    Py_ssize_t entries = 0;
+    if (held == NULL || ms == NULL || qs == NULL || (queue_ids != Py_None && held_ids == NULL) ||
+        (stamps != Py_None && !fill && held_stamps == NULL)) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto fail;
+    }
+    queue_id_attr = PyUnicode_InternFromString("queue_id");
+    if (queue_id_attr == NULL)
+        goto fail;
+    for (; read < count; read++) {
+        PyObject *msg = PyList_GET_ITEM(held, read);
+        PyObject *qid = held_ids != NULL ? Py_NewRef(PyList_GET_ITEM(held_ids, read)) : PyObject_GetAttr(msg, queue_id_attr);
+        if (qid == NULL) {
+            PyErr_Clear();
+            goto declined;
+        }
+        int ok = read_message(msg, qid, shapes, tags_codes, append_prop_crc, max_body, max_record, max_props,
+                              read > 0 ? &ms[read - 1] : NULL, &ms[read]);
+        Py_DECREF(qid);
+        if (!ok)
+            goto declined;
+        if (held_stamps != NULL && !ms[read].has_store_ts) {
+            PyObject *ts = PyList_GET_ITEM(held_stamps, read);
+            if (!int_of(ts, INT64_MIN, INT64_MAX, &ms[read].store_ts))
+                goto declined;
+            ms[read].has_store_ts = 1;
+        }
+    }
+    if (!(has_cl = writable_buffer(cl, &clb)) || limit > clb.len)
+        goto declined;
+    if (fill) {
+        /* the store's clock, once for each message without a store timestamp, in order and before
+         * any is placed (as the Python put of many messages reads it); kept for the calls after */
+        for (Py_ssize_t k = 0; k < count; k++) {
+            PyObject *ts = Py_None;
+            if (!ms[k].has_store_ts) {
+                ts = PyObject_CallNoArgs(clock);
+                if (ts == NULL)
+                    goto fail;
+                if (!int_of(ts, INT64_MIN, INT64_MAX, &ms[k].store_ts)) {
+                    Py_DECREF(ts);
+                    PyErr_SetString(PyExc_TypeError, "the store's clock gave no int");
+                    goto fail;
+                }
+                ms[k].has_store_ts = 1;
+            } else {
+                Py_INCREF(ts);
+            }
+            int r = PyList_Append(stamps, ts);
+            Py_DECREF(ts);
+            if (r < 0)
+                goto fail;
+        }
+    }
+    if (service != Py_None && !(has_ix = index_open(service, &ix)))
+        goto stop;
+    long long hashes[MAX_KEYS];
+    topic_hash_t th = {NULL, 0};
+    for (; done < count; done++) {
+        message_t *m = &ms[done];
+        long long offset = base + pos;
+        if (pos + m->total > limit)
+            break; /* the next segment: Python */
+        queue_t *q = NULL;
+        for (Py_ssize_t k = 0; k < nq && q == NULL; k++)
+            if (qs[k].queue_id == m->queue_id &&
+                (qs[k].topic == m->topic || PyUnicode_Compare(qs[k].topic, m->topic) == 0))
+                q = &qs[k];
+        if (q == NULL) {
+            PyObject *qid = PyLong_FromLongLong(m->queue_id);
+            PyObject *key = qid == NULL ? NULL : PyTuple_Pack(2, m->topic, qid);
+            Py_XDECREF(qid);
+            if (key == NULL)
+                goto fail;
+            int opened = nq < MAX_QUEUES && queue_open(&qs[nq], key, queues, table);
+            Py_DECREF(key);
+            if (!opened)
+                break; /* a queue not there yet (or too many at once): Python */
+            q = &qs[nq++];
+            q->topic = m->topic; /* held by the key */
+            q->queue_id = m->queue_id;
+        }
+        if (!queue_takes(q, offset))
+            break;
+        Py_ssize_t nkeys = 0;
+        if (has_ix) {
+            nkeys = key_hashes(m->topic, m->uniq, m->keys, hashes, MAX_KEYS, &th);
+            if (nkeys < 0 || offset < ix.end_phy || ix.count + nkeys > ix.index_num)
+                break; /* the index file fills: Python rolls it */
+        }
+        long long crc;
+        if (body_crc_of(m, &crc) < 0)
+            goto fail;
+        long long store_ts = m->has_store_ts ? m->store_ts : wall_clock_ms();
+        unsigned char *rec = (unsigned char *)clb.buf + pos;
+        encode_record(rec, m, crc, q->queue_offset, offset, store_ts);
+        write_start(rec, m);
+        unsigned char *unit = (unsigned char *)q->mm.buf + q->pos;
+        put_be(unit + cq_unit[U_OFFSET].pos, cq_unit[U_OFFSET].width, offset);
+        put_be(unit + cq_unit[U_SIZE].pos, cq_unit[U_SIZE].width, m->total);
+        put_be(unit + cq_unit[U_CODE].pos, cq_unit[U_CODE].width, m->code);
+        if (has_ix) {
+            index_put(&ix, hashes, nkeys, offset, store_ts);
+            entries += nkeys;
+        }
+        PyObject *r = put_result(result_type, m, offset, q->queue_offset, store_ts);
+        if (r == NULL || PyList_Append(results, r) < 0) {
+            Py_XDECREF(r);
+            failed = 1;
+        } else {
+            Py_DECREF(r);
+        }
+        q->touched = 1;
+        q->queue_offset++;
+        q->pos += cq_unit_size;
+        q->max_phys = offset + m->total;
+        q->bytes_written += cq_unit_size;
+        pos += m->total;
+        last_ts = store_ts;
+        if (failed) {
+            done++;
+            break;
+        }
+    }
+stop:
+    /* what was written is accounted for, whatever comes next */
+    for (Py_ssize_t k = 0; k < nq; k++)
+        if (queue_store(&qs[k], table) < 0)
+            failed = 1;
+    if (has_ix && done > 0) {
+        index_header_write(&ix); /* once, after the entries (as the Python put of many does) */
+        if (index_store(&ix, service, entries) < 0)
+            failed = 1;
+    }
+    if (failed)
+        goto fail;
+    out = Py_BuildValue("(nLL)", done + (Py_ssize_t)start, pos, last_ts);
+    goto cleanup;
+declined:
+    PyErr_Clear();
+    out = Py_NewRef(Py_None);
+    goto cleanup;
+fail:
+    out = NULL;
+cleanup:
+    if (has_ix)
+        index_close(&ix);
+    if (has_cl)
+        PyBuffer_Release(&clb);
+    if (qs != NULL) {
+        for (Py_ssize_t k = 0; k < nq; k++)
+            queue_release(&qs[k]);
+        PyMem_Free(qs);
+    }
+    if (ms != NULL) {
+        for (Py_ssize_t k = 0; k < read && k < count; k++)
+            message_clear(&ms[k]);
+        PyMem_Free(ms);
+    }
+    Py_XDECREF(queue_id_attr);
+    Py_XDECREF(held);
+    Py_XDECREF(held_ids);
+    Py_XDECREF(held_stamps);
+    return out;
+}
+
 PyMethodDef rmq_append_methods[] = {
     {"set_append_layout", set_append_layout, METH_VARARGS,
      "set_append_layout(heads, head_sizes, prop_len_width, index_header, index_header_size, slot_width, "
@@ -805,5 +1210,7 @@ PyMethodDef rmq_append_methods[] = {
      "key_separator, key_space, fast_crc32, put_ok): the layouts the append functions write, from formats/."},
     {"put_one", (PyCFunction)(void (*)(void))put_one, METH_FASTCALL,
      "put_one(...): one message's record, consume queue unit and index entries (engine/append_kernel.py)."},
+    {"put_many", (PyCFunction)(void (*)(void))put_many, METH_FASTCALL,
+     "put_many(...): put_one for messages in a row (engine/store.py _put_many_native)."},
     {NULL, NULL, 0, NULL},
 };

@@ -8,6 +8,7 @@
 #include "kernel.h"
 
 #include <string.h>
+#include <structmember.h>
 #include <time.h>
 
 typedef struct {
@@ -44,7 +45,8 @@ static PyObject *fast_crc32;                                     /* store/crc.py
 static PyObject *put_ok;                                         /* PUT_OK */
 
 static PyObject *a_topic, *a_body, *a_flag, *a_properties, *a_properties_string, *a_born_timestamp, *a_born_host,
-    *a_store_host, *a_reconsume_times, *a_sys_flag, *a_prepared_transaction_offset, *a_store_timestamp, *a_prop_crc;
+    *a_store_host, *a_reconsume_times, *a_sys_flag, *a_prepared_transaction_offset, *a_store_timestamp, *a_prop_crc,
+    *a_queue_id;
 static PyObject *a_last, *a_mm, *a_index_count, *a_index_num, *a_hash_slot_num, *a_begin_timestamp,
     *a_end_timestamp, *a_begin_phy_offset, *a_end_phy_offset, *a_hash_slot_count, *a_entries_written;
 
@@ -182,7 +184,7 @@ static PyObject *set_append_layout(PyObject *self, PyObject *args)
             intern_into(&a_begin_timestamp, "begin_timestamp") || intern_into(&a_end_timestamp, "end_timestamp") ||
             intern_into(&a_begin_phy_offset, "begin_phy_offset") ||
             intern_into(&a_end_phy_offset, "end_phy_offset") || intern_into(&a_hash_slot_count, "hash_slot_count") ||
-            intern_into(&a_entries_written, "entries_written"))
+            intern_into(&a_entries_written, "entries_written") || intern_into(&a_queue_id, "queue_id"))
             return NULL;
     }
     layout_set = 1;
@@ -344,6 +346,52 @@ static long long tags_code_of(PyObject *tags, PyObject *tags_codes)
 }
 
 /* 1: read; 0: declined (no error set); -1: an error */
+/* A message's fields read straight from its slots when its class keeps them in plain slots
+ * (MessageInner is a slots dataclass): what the attribute lookup finds, without the lookup. */
+enum { M_TOPIC, M_BODY, M_FLAG, M_PROPERTIES, M_PROPERTIES_STRING, M_BORN_TS, M_BORN_HOST, M_STORE_HOST,
+       M_RECONSUME, M_SYS_FLAG, M_PREPARED, M_STORE_TS, M_PROP_CRC, M_QUEUE_ID, M_COUNT };
+static PyObject **const msg_names[M_COUNT] = {
+    &a_topic, &a_body, &a_flag, &a_properties, &a_properties_string, &a_born_timestamp, &a_born_host, &a_store_host,
+    &a_reconsume_times, &a_sys_flag, &a_prepared_transaction_offset, &a_store_timestamp, &a_prop_crc, &a_queue_id,
+};
+static PyTypeObject *slots_type, *slots_tried; /* compared only, with the version tag: never dereferenced stale */
+static unsigned int slots_version;
+static Py_ssize_t slots_at[M_COUNT];
+
+static void learn_slots(PyTypeObject *t)
+{
+    slots_type = NULL;
+    slots_tried = t;
+    if (t->tp_getattro != PyObject_GenericGetAttr)
+        return;
+    for (int i = 0; i < M_COUNT; i++) {
+        PyObject *d = _PyType_Lookup(t, *msg_names[i]);
+        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type))
+            return;
+        PyMemberDef *member = ((PyMemberDescrObject *)d)->d_member;
+        if (member->type != T_OBJECT_EX || member->offset <= 0)
+            return;
+        slots_at[i] = member->offset;
+    }
+    if (!(t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
+        return;
+    slots_version = t->tp_version_tag;
+    slots_type = t;
+}
+
+static PyObject *msg_get(PyObject *msg, int i)
+{
+    PyTypeObject *t = Py_TYPE(msg);
+    if (t != slots_tried || (t == slots_type && t->tp_version_tag != slots_version))
+        learn_slots(t);
+    if (t == slots_type && (t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) && t->tp_version_tag == slots_version) {
+        PyObject *v = *(PyObject **)((char *)msg + slots_at[i]);
+        if (v != NULL)
+            return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(msg, *msg_names[i]); /* (an unset slot: its AttributeError) */
+}
+
 /* a == b as a dict key compares them (1), or not (0, also on an error) */
 static int same(PyObject *a, PyObject *b)
 {
@@ -359,6 +407,18 @@ static int same(PyObject *a, PyObject *b)
     return eq;
 }
 
+static int msg_int(PyObject *msg, int i, long long lo, long long hi, long long *out)
+{
+    PyObject *v = msg_get(msg, i);
+    if (v == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int ok = int_of(v, lo, hi, out);
+    Py_DECREF(v);
+    return ok;
+}
+
 /* ``prev``: the message read before (its shape is taken again when the key is the same), or NULL */
 static int read_message(PyObject *msg, PyObject *queue_id, PyObject *shapes, PyObject *tags_codes,
                         PyObject *append_prop_crc, long long max_body, long long max_record, long long max_props,
@@ -367,10 +427,10 @@ static int read_message(PyObject *msg, PyObject *queue_id, PyObject *shapes, PyO
     memset(m, 0, sizeof(*m));
     if (!int_of(queue_id, 0, INT32_MAX, &m->queue_id))
         return 0;
-    m->topic = PyObject_GetAttr(msg, a_topic);
+    m->topic = msg_get(msg, M_TOPIC);
     if (m->topic == NULL || !PyUnicode_CheckExact(m->topic))
         goto declined;
-    m->body = PyObject_GetAttr(msg, a_body);
+    m->body = msg_get(msg, M_BODY);
     if (m->body == NULL)
         goto declined;
     if (m->body != Py_None) {
@@ -380,8 +440,8 @@ static int read_message(PyObject *msg, PyObject *queue_id, PyObject *shapes, PyO
         if (m->body_buf.len > max_body)
             goto declined;
     }
-    m->props_obj = PyObject_GetAttr(msg, a_properties);
-    m->text = PyObject_GetAttr(msg, a_properties_string);
+    m->props_obj = msg_get(msg, M_PROPERTIES);
+    m->text = msg_get(msg, M_PROPERTIES_STRING);
     if (m->props_obj == NULL || m->text == NULL)
         goto declined;
     int has_props = PyObject_IsTrue(m->props_obj);
@@ -434,7 +494,7 @@ static int read_message(PyObject *msg, PyObject *queue_id, PyObject *shapes, PyO
     }
     int prop_crc;
     if (append_prop_crc == Py_None) {
-        PyObject *v = PyObject_GetAttr(msg, a_prop_crc);
+        PyObject *v = msg_get(msg, M_PROP_CRC);
         if (v == NULL)
             goto declined;
         prop_crc = PyObject_IsTrue(v);
@@ -446,9 +506,9 @@ static int read_message(PyObject *msg, PyObject *queue_id, PyObject *shapes, PyO
         goto declined;
     /* the shape: (magic, tpart, pack, fixed, sysFlag, storeTimestamp at, store ip, store port,
      * gets a queue offset, host block), cached by the encoder under (topic, born, store, sysFlag) */
-    m->born = PyObject_GetAttr(msg, a_born_host);
-    m->store = PyObject_GetAttr(msg, a_store_host);
-    m->sys_flag_obj = PyObject_GetAttr(msg, a_sys_flag);
+    m->born = msg_get(msg, M_BORN_HOST);
+    m->store = msg_get(msg, M_STORE_HOST);
+    m->sys_flag_obj = msg_get(msg, M_SYS_FLAG);
     if (m->born == NULL || m->store == NULL || m->sys_flag_obj == NULL)
         goto declined;
     if (prev != NULL && prev->shape != NULL && same(m->topic, prev->topic) && same(m->born, prev->born) &&
@@ -488,12 +548,12 @@ static int read_message(PyObject *msg, PyObject *queue_id, PyObject *shapes, PyO
     m->total = fixed + (m->has_body_buf ? m->body_buf.len : 0) + m->prop_len;
     if (m->total > max_record)
         goto declined;
-    if (!attr_int(msg, a_flag, INT32_MIN, INT32_MAX, &m->flag) ||
-        !attr_int(msg, a_born_timestamp, INT64_MIN, INT64_MAX, &m->born_ts) ||
-        !attr_int(msg, a_reconsume_times, INT32_MIN, INT32_MAX, &m->reconsume) ||
-        !attr_int(msg, a_prepared_transaction_offset, INT64_MIN, INT64_MAX, &m->prepared))
+    if (!msg_int(msg, M_FLAG, INT32_MIN, INT32_MAX, &m->flag) ||
+        !msg_int(msg, M_BORN_TS, INT64_MIN, INT64_MAX, &m->born_ts) ||
+        !msg_int(msg, M_RECONSUME, INT32_MIN, INT32_MAX, &m->reconsume) ||
+        !msg_int(msg, M_PREPARED, INT64_MIN, INT64_MAX, &m->prepared))
         goto declined;
-    PyObject *ts = PyObject_GetAttr(msg, a_store_timestamp);
+    PyObject *ts = msg_get(msg, M_STORE_TS);
     if (ts == NULL)
         goto declined;
     if (ts != Py_None) {
@@ -1030,7 +1090,7 @@ static PyObject *put_many(PyObject *self, PyObject *const *args, Py_ssize_t narg
     PyObject *held_stamps = stamps == Py_None || fill ? NULL : PyList_GetSlice(stamps, (Py_ssize_t)start, n);
     message_t *ms = PyMem_Malloc((size_t)count * sizeof(message_t)); /* read_message clears each */
     queue_t *qs = PyMem_Calloc(MAX_QUEUES, sizeof(queue_t));
-    PyObject *out = NULL, *queue_id_attr = NULL;
+    PyObject *out = NULL;
     Py_ssize_t read = 0, done = 0, nq = 0;
     Py_buffer clb;
     int has_cl = 0, has_ix = 0, failed = 0;
@@ -1043,12 +1103,9 @@ static PyObject *put_many(PyObject *self, PyObject *const *args, Py_ssize_t narg
             PyErr_NoMemory();
         goto fail;
     }
-    queue_id_attr = PyUnicode_InternFromString("queue_id");
-    if (queue_id_attr == NULL)
-        goto fail;
     for (; read < count; read++) {
         PyObject *msg = PyList_GET_ITEM(held, read);
-        PyObject *qid = held_ids != NULL ? Py_NewRef(PyList_GET_ITEM(held_ids, read)) : PyObject_GetAttr(msg, queue_id_attr);
+        PyObject *qid = held_ids != NULL ? Py_NewRef(PyList_GET_ITEM(held_ids, read)) : msg_get(msg, M_QUEUE_ID);
         if (qid == NULL) {
             PyErr_Clear();
             goto declined;
@@ -1196,7 +1253,6 @@ cleanup:
             message_clear(&ms[k]);
         PyMem_Free(ms);
     }
-    Py_XDECREF(queue_id_attr);
     Py_XDECREF(held);
     Py_XDECREF(held_ids);
     Py_XDECREF(held_stamps);

@@ -176,3 +176,36 @@ def test_what_was_appended_reads_back(written):
         if m.properties and got.topic == m.topic:
             assert got.properties.get("KEYS") == m.properties.get("KEYS")
             assert got.properties.get("UNIQ_KEY") == m.properties.get("UNIQ_KEY")
+
+
+def _refusals(root) -> list:
+    """What each odd message does (its exception's type and text, or its result) in a store."""
+    uniq = UniqIdGenerator(ip=bytes([198, 51, 100, 7]), pid=1, loader_hash=2, clock=lambda: STAMP)
+
+    def message(**changes):
+        m = producer_message("Odd", b"body", keys="a b", tags="t", uniq_ids=uniq, born_timestamp=STAMP,
+                             compress=None)
+        for name, value in changes.items():
+            setattr(m, name, value)
+        return m
+    odd = [dict(flag=2**31), dict(queue_id=-1), dict(born_timestamp=2**63), dict(body=b"x" * (4 * 1024 * 1024 + 1)),
+           dict(properties_string="KEYS\x01a\ud800b\x02"), dict(topic=""), dict(reconsume_times="3")]
+    out = []
+    clock = itertools.count(STAMP, 5).__next__
+    with Store.open(root, writable=True, clock=clock, **SIZES) as store:
+        store.append(message())  # the queue and files exist: the kernel's common case from here
+        for changes in odd:
+            for put in (store.append, lambda m: store.append_many([message(), m])):
+                try:
+                    got = put(message(**changes))
+                    out.append(repr(got))
+                except Exception as exc:  # noqa: BLE001 - the same refusal either way is the point
+                    out.append(f"{type(exc).__name__}: {exc}")
+    return out
+
+
+def test_odd_messages_are_refused_or_put_as_the_python_path_does(tmp_path, monkeypatch):
+    fast = _refusals(tmp_path / "fast")
+    monkeypatch.setattr(native, "kernel", None)
+    assert _refusals(tmp_path / "pure") == fast
+    assert _tree(tmp_path / "fast") == _tree(tmp_path / "pure")

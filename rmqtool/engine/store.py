@@ -731,7 +731,8 @@ class Store:
 
     def _put_many_native(self, kernel, messages: list, queue_ids: list | None) -> list[PutResult] | None:
         """:meth:`_put_native` for messages in a row (native/append.c put_many): the kernel puts them
-        while they are the common case; a message that needs a new segment, queue file or index
+        while they are the common case (records placed in one buffer and written with pwrite, as
+        :meth:`_put_run` writes them, then their units and index entries); a message that needs a new segment, queue file or index
         file, or a queue not there yet, is put the Python way (:meth:`_put_locked`), and the kernel
         goes on after it. None when the kernel declines the messages (nothing written, no clock
         read): the Python paths put them all. Store timestamps come from the clock as the
@@ -747,7 +748,7 @@ class Store:
             mf = cl.last
             got = None
             if mf is not None and reput.reput_from_offset == mf.file_from_offset + mf.wrote_position:
-                got = put_many(messages, i, queue_ids, stamps, mf.mm, mf.wrote_position, mf.file_from_offset,
+                got = put_many(messages, i, queue_ids, stamps, mf.fd, mf.wrote_position, mf.file_from_offset,
                                mf.file_size - END_FILE_MIN_BLANK_LENGTH, self._queues, self.topic_queue_table,
                                self.index_service, encoder._shapes, TAGS_CODES, encoder.append_prop_crc,
                                encoder.max_body_size, encoder.max_record_size, MAX_PROPERTIES_LENGTH, PutResult,
@@ -758,10 +759,13 @@ class Store:
                 results += [self._put_locked(self._prepared_at(m, j, queue_ids, stamps))
                             for j, m in enumerate(messages[i:], i)]
                 break
-            done, pos, last_ts = got
+            done, pos, last_ts, error = got
+            if error:  # as _write_part says it; nothing of these was accounted or dispatched
+                raise StoreAccessError(f"write failed ({os.strerror(error)})", mf.path, pos)
             if done > i:
                 mf.wrote_position = pos
                 mf.store_timestamp = last_ts
+                self.warmer.written_to(mf.file_from_offset + pos)  # written with pwrite, as _put_run writes
                 reput.reput_from_offset = mf.file_from_offset + pos
                 if self.checkpoint is not None:
                     self.checkpoint.logics_msg_timestamp = last_ts

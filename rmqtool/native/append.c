@@ -7,9 +7,11 @@
  * them from formats/ and calls set_append_layout once). */
 #include "kernel.h"
 
+#include <errno.h>
 #include <string.h>
 #include <structmember.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct {
     Py_ssize_t pos;
@@ -1032,17 +1034,47 @@ static int queue_store(queue_t *q, PyObject *table)
 
 #define MAX_QUEUES 64
 
-/* put_many(messages, start, queue_ids, stamps, cl_mm, pos, base, limit, queues, table, index_service,
+/* where put_many placed a record: its queue, queue offset and unit, commit log offset, store
+ * time, and its index keys' hashes (in the call's array) */
+typedef struct {
+    queue_t *q;
+    long long queue_offset, unit_pos, offset, store_ts;
+    Py_ssize_t key_at, nkeys;
+} placed_t;
+
+/* pwrite every byte (0), or the errno */
+static int pwrite_all(int fd, const unsigned char *p, long long n, long long at)
+{
+    while (n > 0) {
+        ssize_t w = pwrite(fd, p, (size_t)n, (off_t)at);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        if (w == 0)
+            return EIO;
+        p += w;
+        n -= w;
+        at += w;
+    }
+    return 0;
+}
+
+/* put_many(messages, start, queue_ids, stamps, cl_fd, pos, base, limit, queues, table, index_service,
  *          shapes, tags_codes, append_prop_crc, max_body, max_record, max_props, result_type, results, clock)
  *
  * append()'s put_one for messages[start:] in a row, as long as each is the common case; every
  * message from ``start`` is read and checked first, and when one is not what the kernel puts
  * (delayed, a transaction half, a shape not cached, ...) nothing is written and None returned.
- * Otherwise records go at cl_mm[pos:] (commit log offset base + pos) while they end by ``limit``,
+ * Otherwise records are placed in one buffer from pos (commit log offset base + pos) while they end
+ * by ``limit`` and written into the segment's file (cl_fd) with pwrite (all but the first record's
+ * totalSize and magic, then those), then their
  * consume queue units at their queues' ends (``queues``: (topic, queue id) -> writer; ``table``: the
  * next queue offsets), index entries in the index's current file while it has room; the PutResults
  * are appended to ``results``. Stops before the first message that needs more (a new segment, queue
- * file or index file, a queue not there yet). Returns (messages done, new pos, last store timestamp).
+ * file or index file, a queue not there yet). Returns (messages done, new pos, last store timestamp,
+ * 0), or (start, pos, 0, errno) when the write failed (nothing accounted, nothing dispatched).
  * ``stamps``: None (the wall clock, read as each is placed), or the store timestamp of each message
  * (None for those with their own), or an empty list that the first call (start 0) fills from
  * ``clock`` once every message is read and checked, for the calls after. */
@@ -1056,11 +1088,12 @@ static PyObject *put_many(PyObject *self, PyObject *const *args, Py_ssize_t narg
         PyErr_SetString(PyExc_RuntimeError, "set_append_layout was not called");
         return NULL;
     }
-    PyObject *messages = args[0], *queue_ids = args[2], *stamps = args[3], *cl = args[4], *queues = args[8];
+    PyObject *messages = args[0], *queue_ids = args[2], *stamps = args[3], *queues = args[8];
     PyObject *table = args[9], *service = args[10], *shapes = args[11], *tags_codes = args[12];
     PyObject *append_prop_crc = args[13], *result_type = args[17], *results = args[18], *clock = args[19];
-    long long start, pos, base, limit, max_body, max_record, max_props;
+    long long start, pos, base, limit, max_body, max_record, max_props, fd_value;
     if (!PyList_Check(messages) || !int_of(args[1], 0, PY_SSIZE_T_MAX, &start) ||
+        !int_of(args[4], 0, INT32_MAX, &fd_value) ||
         !int_of(args[5], 0, INT64_MAX, &pos) || !int_of(args[6], 0, INT64_MAX / 2, &base) ||
         !int_of(args[7], INT64_MIN, INT64_MAX, &limit) || !int_of(args[14], 0, INT64_MAX, &max_body) ||
         !int_of(args[15], 0, INT64_MAX, &max_record) || !int_of(args[16], 0, INT64_MAX, &max_props) ||
@@ -1079,6 +1112,7 @@ static PyObject *put_many(PyObject *self, PyObject *const *args, Py_ssize_t narg
             intern_into(&a_max_physic_offset, "max_physic_offset") || intern_into(&a_bytes_written, "bytes_written"))
             return NULL;
     }
+    int fd = (int)fd_value;
     Py_ssize_t n = PyList_GET_SIZE(messages);
     if (start >= n)
         Py_RETURN_NONE;
@@ -1092,11 +1126,13 @@ static PyObject *put_many(PyObject *self, PyObject *const *args, Py_ssize_t narg
     queue_t *qs = PyMem_Calloc(MAX_QUEUES, sizeof(queue_t));
     PyObject *out = NULL;
     Py_ssize_t read = 0, done = 0, nq = 0;
-    Py_buffer clb;
-    int has_cl = 0, has_ix = 0, failed = 0;
+    int has_ix = 0, failed = 0;
     index_t ix;
     long long last_ts = 0;
     Py_ssize_t entries = 0;
+    unsigned char *rb = NULL;   /* the records, placed */
+    placed_t *plan = NULL;      /* where each went */
+    long long *keyhash = NULL;  /* their index keys' hashes, end to end */
     if (held == NULL || ms == NULL || qs == NULL || (queue_ids != Py_None && held_ids == NULL) ||
         (stamps != Py_None && !fill && held_stamps == NULL)) {
         if (!PyErr_Occurred())
@@ -1122,8 +1158,6 @@ static PyObject *put_many(PyObject *self, PyObject *const *args, Py_ssize_t narg
             ms[read].has_store_ts = 1;
         }
     }
-    if (!(has_cl = writable_buffer(cl, &clb)) || limit > clb.len)
-        goto declined;
     if (fill) {
         /* the store's clock, once for each message without a store timestamp, in order and before
          * any is placed (as the Python put of many messages reads it); kept for the calls after */
@@ -1150,12 +1184,30 @@ static PyObject *put_many(PyObject *self, PyObject *const *args, Py_ssize_t narg
     }
     if (service != Py_None && !(has_ix = index_open(service, &ix)))
         goto stop;
-    long long hashes[MAX_KEYS];
+    /* placed first: each record into one buffer while the segment, its queue's file and the index
+     * file take it (a window at a time); nothing of the store is touched yet */
+    Py_ssize_t window = count; /* the whole row, as the Python put of many lays out its buffer */
+    long long cap = 0;
+    for (Py_ssize_t k = 0; k < window; k++)
+        cap += ms[k].total;
+    if (cap > limit - pos)
+        cap = limit - pos > 0 ? limit - pos : 0;
+    rb = PyMem_Malloc((size_t)cap + 1);
+    plan = PyMem_Malloc((size_t)window * sizeof(placed_t) + 1);
+    keyhash = PyMem_Malloc((size_t)window * sizeof(long long) * 2 + 1);
+    Py_ssize_t keyhash_cap = window * 2, keyhash_len = 0;
+    if (rb == NULL || plan == NULL || keyhash == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    long long rpos = 0, ix_count = has_ix ? ix.count : 0;
     topic_hash_t th = {NULL, 0};
-    for (; done < count; done++) {
-        message_t *m = &ms[done];
-        long long offset = base + pos;
-        if (pos + m->total > limit)
+    long long hashes[MAX_KEYS];
+    Py_ssize_t planned = 0;
+    for (; planned < window; planned++) {
+        message_t *m = &ms[planned];
+        long long offset = base + pos + rpos;
+        if (rpos + m->total > cap)
             break; /* the next segment: Python */
         queue_t *q = NULL;
         for (Py_ssize_t k = 0; k < nq && q == NULL; k++)
@@ -1181,43 +1233,82 @@ static PyObject *put_many(PyObject *self, PyObject *const *args, Py_ssize_t narg
         Py_ssize_t nkeys = 0;
         if (has_ix) {
             nkeys = key_hashes(m->topic, m->uniq, m->keys, hashes, MAX_KEYS, &th);
-            if (nkeys < 0 || offset < ix.end_phy || ix.count + nkeys > ix.index_num)
+            if (nkeys < 0 || offset < ix.end_phy || ix_count + nkeys > ix.index_num)
                 break; /* the index file fills: Python rolls it */
+            if (keyhash_len + nkeys > keyhash_cap) {
+                Py_ssize_t grown = (keyhash_cap + nkeys) * 2;
+                long long *more = PyMem_Realloc(keyhash, (size_t)grown * sizeof(long long));
+                if (more == NULL) {
+                    PyErr_NoMemory();
+                    goto fail;
+                }
+                keyhash = more;
+                keyhash_cap = grown;
+            }
+            memcpy(keyhash + keyhash_len, hashes, (size_t)nkeys * sizeof(long long));
         }
         long long crc;
         if (body_crc_of(m, &crc) < 0)
             goto fail;
         long long store_ts = m->has_store_ts ? m->store_ts : wall_clock_ms();
-        unsigned char *rec = (unsigned char *)clb.buf + pos;
+        unsigned char *rec = rb + rpos;
         encode_record(rec, m, crc, q->queue_offset, offset, store_ts);
         write_start(rec, m);
-        unsigned char *unit = (unsigned char *)q->mm.buf + q->pos;
-        put_be(unit + cq_unit[U_OFFSET].pos, cq_unit[U_OFFSET].width, offset);
+        plan[planned] = (placed_t){q, q->queue_offset, q->pos, offset, store_ts, keyhash_len, nkeys};
+        keyhash_len += nkeys;
+        ix_count += nkeys;
+        q->queue_offset++;
+        q->pos += cq_unit_size;
+        q->max_phys = offset + m->total;
+        rpos += m->total;
+    }
+    if (planned > 0) {
+        /* into the segment with pwrite (no page fault a page): all but the first record's totalSize
+         * and magic, then those, so a process killed half way leaves zeros where the part starts */
+        const field_t *F = head_fields[ms[0].hosts_index];
+        long long head = F[F_MAGIC].pos + F[F_MAGIC].width;
+        if (F[F_TOTAL].pos + F[F_TOTAL].width > head)
+            head = F[F_TOTAL].pos + F[F_TOTAL].width;
+        int err = 0;
+        Py_BEGIN_ALLOW_THREADS
+        err = pwrite_all(fd, rb + head, rpos - head, pos + head);
+        if (!err)
+            err = pwrite_all(fd, rb, head, pos);
+        Py_END_ALLOW_THREADS
+        if (err) {
+            /* nothing is accounted: the queues' offsets and files stay as they were */
+            out = Py_BuildValue("(nLLi)", (Py_ssize_t)start, pos, (long long)0, err);
+            goto cleanup;
+        }
+    }
+    /* then dispatched, in order: each record's consume queue unit and index entries */
+    for (; done < planned; done++) {
+        message_t *m = &ms[done];
+        placed_t *p = &plan[done];
+        queue_t *q = p->q;
+        unsigned char *unit = (unsigned char *)q->mm.buf + p->unit_pos;
+        put_be(unit + cq_unit[U_OFFSET].pos, cq_unit[U_OFFSET].width, p->offset);
         put_be(unit + cq_unit[U_SIZE].pos, cq_unit[U_SIZE].width, m->total);
         put_be(unit + cq_unit[U_CODE].pos, cq_unit[U_CODE].width, m->code);
+        q->touched = 1;
+        q->bytes_written += cq_unit_size;
         if (has_ix) {
-            index_put(&ix, hashes, nkeys, offset, store_ts);
-            entries += nkeys;
+            index_put(&ix, keyhash + p->key_at, p->nkeys, p->offset, p->store_ts);
+            entries += p->nkeys;
         }
-        PyObject *r = put_result(result_type, m, offset, q->queue_offset, store_ts);
+        PyObject *r = put_result(result_type, m, p->offset, p->queue_offset, p->store_ts);
         if (r == NULL || PyList_Append(results, r) < 0) {
             Py_XDECREF(r);
             failed = 1;
         } else {
             Py_DECREF(r);
         }
-        q->touched = 1;
-        q->queue_offset++;
-        q->pos += cq_unit_size;
-        q->max_phys = offset + m->total;
-        q->bytes_written += cq_unit_size;
-        pos += m->total;
-        last_ts = store_ts;
-        if (failed) {
-            done++;
-            break;
-        }
+        last_ts = p->store_ts;
     }
+    pos += rpos;
+    for (Py_ssize_t k = 0; k < nq; k++)
+        if (!qs[k].touched) /* opened, not written: as it was */
+            qs[k].queue_offset = qs[k].first_queue_offset;
 stop:
     /* what was written is accounted for, whatever comes next */
     for (Py_ssize_t k = 0; k < nq; k++)
@@ -1230,7 +1321,7 @@ stop:
     }
     if (failed)
         goto fail;
-    out = Py_BuildValue("(nLL)", done + (Py_ssize_t)start, pos, last_ts);
+    out = Py_BuildValue("(nLLi)", done + (Py_ssize_t)start, pos, last_ts, 0);
     goto cleanup;
 declined:
     PyErr_Clear();
@@ -1239,10 +1330,11 @@ declined:
 fail:
     out = NULL;
 cleanup:
+    PyMem_Free(rb);
+    PyMem_Free(plan);
+    PyMem_Free(keyhash);
     if (has_ix)
         index_close(&ix);
-    if (has_cl)
-        PyBuffer_Release(&clb);
     if (qs != NULL) {
         for (Py_ssize_t k = 0; k < nq; k++)
             queue_release(&qs[k]);

@@ -104,7 +104,7 @@ def written(tmp_path_factory):
             with pytest.MonkeyPatch.context() as mp:
                 if use:
                     def counted(*args):
-                        r = kernel.put_one(*args)
+                        r = kernel.append_one(*args)
                         took.append(r is not None)
                         return r
 
@@ -113,7 +113,7 @@ def written(tmp_path_factory):
                         r = kernel.put_many(*args)
                         took.extend([True] * (len(args[-2]) - before) + ([False] if r is None else []))
                         return r
-                    mp.setattr(native, "kernel", _Spy(kernel, put_one=counted, put_many=counted_many))
+                    mp.setattr(native, "kernel", _Spy(kernel, append_one=counted, put_many=counted_many))
                 else:
                     mp.setattr(native, "kernel", None)
                 root = base / f"{name}-{use}"

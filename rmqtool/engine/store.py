@@ -594,6 +594,10 @@ class Store:
         self._native_put = self._columns_ok and not self.dispatcher.skip_topics
         self._queues = self.consume_queues.queues
         self._native_clock = None if self._wall_clock else self._clock
+        e = self.encoder
+        self._native_state = (self.commit_log, self._queues, self.topic_queue_table, self.reput, self.checkpoint,
+                              self.index_service, e._shapes, TAGS_CODES, e, self._native_clock, e.max_body_size,
+                              e.max_record_size, MAX_PROPERTIES_LENGTH, PutResult, END_FILE_MIN_BLANK_LENGTH)
         self._usable = True
 
     def _write_abort_marker(self) -> None:
@@ -615,8 +619,8 @@ class Store:
         if self._native_put and selector is None:
             kernel = kernel_for_append(PUT_OK)
             if kernel is not None:
-                with self._put_lock:
-                    result = self._put_native(kernel, msg)
+                with self._put_lock:  # _put_locked's common case, in C (native/append.c append_one)
+                    result = kernel.append_one(msg, self._native_state)
                 if result is not None:
                     if self._plain_async:
                         if result.wrote_offset >= self._wake_flusher_at:
@@ -687,50 +691,8 @@ class Store:
             results = [r.with_status(status) for r in results]
         return results
 
-    def _put_native(self, kernel, msg: MessageInner) -> PutResult | None:
-        """:meth:`_put_locked` of an unprepared message in the kernel (native/append.c: encode, record,
-        consume queue unit, index entries) when it is the common case: its queue exists and its
-        unit goes at the queue's end in its current file, the record fits in the current segment,
-        nothing waits for dispatch. None: nothing was written (the Python path puts it)."""
-        topic, queue_id = msg.topic, msg.queue_id
-        key = (topic, queue_id)
-        cq = self._queues.get(key)
-        mf = self.commit_log.last
-        if cq is None or mf is None:
-            return None
-        cmf = cq.files.last
-        if cmf is None:
-            return None
-        table = self.topic_queue_table
-        queue_offset = table.get(key, 0)
-        pos = mf.wrote_position
-        offset = mf.file_from_offset + pos
-        cpos = cmf.wrote_position
-        if (queue_offset * CQ_STORE_UNIT_SIZE != cmf.file_from_offset + cpos or cpos + CQ_STORE_UNIT_SIZE > cmf.file_size
-                or offset < cq.max_physic_offset or self.reput.reput_from_offset != offset
-                or (cpos == 0 and queue_offset and cmf.first_create_in_queue)):
-            return None
-        encoder = self.encoder
-        result = kernel.put_one(msg, queue_id, queue_offset, offset, mf.mm, pos,
-                                mf.file_size - END_FILE_MIN_BLANK_LENGTH - pos, cmf.mm, cpos, self.index_service,
-                                encoder._shapes, TAGS_CODES, encoder.append_prop_crc, self._native_clock,
-                                encoder.max_body_size, encoder.max_record_size, MAX_PROPERTIES_LENGTH, PutResult)
-        if result is None:
-            return None
-        size, store_ts = result[2], result[4]
-        table[key] = queue_offset + 1
-        mf.wrote_position = pos + size
-        mf.store_timestamp = store_ts
-        cmf.wrote_position = cpos + CQ_STORE_UNIT_SIZE
-        cq.max_physic_offset = offset + size
-        cq.bytes_written += CQ_STORE_UNIT_SIZE
-        if self.checkpoint is not None:
-            self.checkpoint.logics_msg_timestamp = store_ts
-        self.reput.reput_from_offset = offset + size
-        return result
-
     def _put_many_native(self, kernel, messages: list, queue_ids: list | None) -> list[PutResult] | None:
-        """:meth:`_put_native` for messages in a row (native/append.c put_many): the kernel puts them
+        """append()'s kernel put (append_one) for messages in a row (native/append.c put_many): the kernel puts them
         while they are the common case (records placed in one buffer and written with pwrite, as
         :meth:`_put_run` writes them, then their units and index entries); a message that needs a new segment, queue file or index
         file, or a queue not there yet, is put the Python way (:meth:`_put_locked`), and the kernel

@@ -832,110 +832,22 @@ static PyObject *put_result(PyObject *result_type, message_t *m, long long offse
     return r;
 }
 
-/* put_one(msg, queue_id, queue_offset, offset, cl_mm, pos, room, cq_mm, cq_pos, index_service,
- *         shapes, tags_codes, append_prop_crc, clock, max_body, max_record, max_props, result_type)
- *
- * doAppend and dispatch of one message in the common case: its record encoded at cl_mm[pos]
- * (totalSize and magic last) when it takes at most ``room`` bytes, its consume queue unit at
- * cq_mm[cq_pos], its index entries and the index header (index_service: the file's fields are
- * updated; None: no index). The PutResult, or None (declined, nothing written, no clock read):
- * the Python path then puts it. ``clock``: None for the wall clock, else called when the message
- * has no store timestamp. */
-static PyObject *put_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 18) {
-        PyErr_SetString(PyExc_TypeError, "put_one takes 18 arguments");
-        return NULL;
-    }
-    if (!layout_set) {
-        PyErr_SetString(PyExc_RuntimeError, "set_append_layout was not called");
-        return NULL;
-    }
-    PyObject *msg = args[0], *queue_id = args[1], *cl = args[4], *cq = args[7], *service = args[9];
-    PyObject *shapes = args[10], *tags_codes = args[11], *append_prop_crc = args[12], *clock = args[13];
-    PyObject *result_type = args[17];
-    long long queue_offset, offset, pos, room, cq_pos, max_body, max_record, max_props;
-    if (!int_of(args[2], 0, INT64_MAX, &queue_offset) || !int_of(args[3], 0, INT64_MAX, &offset) ||
-        !int_of(args[5], 0, INT64_MAX, &pos) || !int_of(args[6], INT64_MIN, INT64_MAX, &room) ||
-        !int_of(args[8], 0, INT64_MAX, &cq_pos) || !int_of(args[14], 0, INT64_MAX, &max_body) ||
-        !int_of(args[15], 0, INT64_MAX, &max_record) || !int_of(args[16], 0, INT64_MAX, &max_props) ||
-        !PyDict_Check(shapes) || !PyDict_Check(tags_codes) || !PyType_Check(result_type) ||
-        !PyType_IsSubtype((PyTypeObject *)result_type, &PyTuple_Type))
-        Py_RETURN_NONE;
-    message_t m;
-    if (!read_message(msg, queue_id, shapes, tags_codes, append_prop_crc, max_body, max_record, max_props, NULL, &m))
-        Py_RETURN_NONE;
-    PyObject *out = NULL;
-    Py_buffer clb, cqb;
-    int has_cl = 0, has_cq = 0, has_ix = 0;
-    index_t ix;
-    long long hashes[MAX_KEYS];
-    Py_ssize_t nkeys = 0;
-    if (m.total > room)
-        goto declined; /* an end-of-file blank record and the next segment: Python */
-    if (!(has_cl = writable_buffer(cl, &clb)) || pos > clb.len || m.total > clb.len - pos)
-        goto declined;
-    if (!(has_cq = writable_buffer(cq, &cqb)) || cq_pos > cqb.len || cq_unit_size > cqb.len - cq_pos)
-        goto declined;
-    if (service != Py_None) {
-        if (!(has_ix = index_open(service, &ix)))
-            goto declined;
-        topic_hash_t th = {NULL, 0};
-        nkeys = key_hashes(m.topic, m.uniq, m.keys, hashes, MAX_KEYS, &th);
-        if (nkeys < 0 || offset < ix.end_phy || ix.count + nkeys > ix.index_num)
-            goto declined; /* indexed already, or the file fills: Python rolls it */
-    }
-    long long crc;
-    if (body_crc_of(&m, &crc) < 0)
-        goto done;
-    long long store_ts;
-    if (m.has_store_ts) {
-        store_ts = m.store_ts;
-    } else if (clock == Py_None) {
-        store_ts = wall_clock_ms();
-    } else {
-        PyObject *now = PyObject_CallNoArgs(clock);
-        if (now == NULL)
-            goto done;
-        store_ts = PyLong_AsLongLong(now);
-        Py_DECREF(now);
-        if (store_ts == -1 && PyErr_Occurred())
-            goto done;
-    }
-    /* everything is known: write, in the broker's order (record, unit, index) */
-    unsigned char *rec = (unsigned char *)clb.buf + pos;
-    encode_record(rec, &m, crc, queue_offset, offset, store_ts);
-    write_start(rec, &m);
-    unsigned char *unit = (unsigned char *)cqb.buf + cq_pos;
-    put_be(unit + cq_unit[U_OFFSET].pos, cq_unit[U_OFFSET].width, offset);
-    put_be(unit + cq_unit[U_SIZE].pos, cq_unit[U_SIZE].width, m.total);
-    put_be(unit + cq_unit[U_CODE].pos, cq_unit[U_CODE].width, m.code);
-    if (has_ix) {
-        index_put(&ix, hashes, nkeys, offset, store_ts);
-        index_header_write(&ix);
-        if (index_store(&ix, service, nkeys) < 0)
-            goto done;
-    }
-    out = put_result(result_type, &m, offset, queue_offset, store_ts);
-    goto done;
-declined:
-    PyErr_Clear();
-    out = Py_NewRef(Py_None);
-done:
-    if (has_ix)
-        index_close(&ix);
-    if (has_cq)
-        PyBuffer_Release(&cqb);
-    if (has_cl)
-        PyBuffer_Release(&clb);
-    message_clear(&m);
-    return out;
-}
-
 /* ---- append_many(): messages in a row ------------------------------------------------------- */
 
 static PyObject *a_files, *a_wrote_position, *a_file_from_offset, *a_file_size, *a_first_create_in_queue,
     *a_max_physic_offset, *a_bytes_written;
+
+static int intern_queue_names(void)
+{
+    if (a_files != NULL)
+        return 0;
+    if (intern_into(&a_files, "files") || intern_into(&a_wrote_position, "wrote_position") ||
+        intern_into(&a_file_from_offset, "file_from_offset") || intern_into(&a_file_size, "file_size") ||
+        intern_into(&a_first_create_in_queue, "first_create_in_queue") ||
+        intern_into(&a_max_physic_offset, "max_physic_offset") || intern_into(&a_bytes_written, "bytes_written"))
+        return -1;
+    return 0;
+}
 
 /* one consume queue's writing state over a put_many call (its current file), written back at the end */
 typedef struct {
@@ -1064,7 +976,7 @@ static int pwrite_all(int fd, const unsigned char *p, long long n, long long at)
 /* put_many(messages, start, queue_ids, stamps, cl_fd, pos, base, limit, queues, table, index_service,
  *          shapes, tags_codes, append_prop_crc, max_body, max_record, max_props, result_type, results, clock)
  *
- * append()'s put_one for messages[start:] in a row, as long as each is the common case; every
+ * append_one for messages[start:] in a row, as long as each is the common case; every
  * message from ``start`` is read and checked first, and when one is not what the kernel puts
  * (delayed, a transaction half, a shape not cached, ...) nothing is written and None returned.
  * Otherwise records are placed in one buffer from pos (commit log offset base + pos) while they end
@@ -1105,13 +1017,8 @@ static PyObject *put_many(PyObject *self, PyObject *const *args, Py_ssize_t narg
                                                           (PyList_GET_SIZE(stamps) != 0 || start != 0)))) ||
         (stamps != Py_None && PyList_GET_SIZE(stamps) == 0 && !PyCallable_Check(clock)))
         Py_RETURN_NONE;
-    if (a_files == NULL) {
-        if (intern_into(&a_files, "files") || intern_into(&a_wrote_position, "wrote_position") ||
-            intern_into(&a_file_from_offset, "file_from_offset") || intern_into(&a_file_size, "file_size") ||
-            intern_into(&a_first_create_in_queue, "first_create_in_queue") ||
-            intern_into(&a_max_physic_offset, "max_physic_offset") || intern_into(&a_bytes_written, "bytes_written"))
-            return NULL;
-    }
+    if (intern_queue_names() < 0)
+        return NULL;
     int fd = (int)fd_value;
     Py_ssize_t n = PyList_GET_SIZE(messages);
     if (start >= n)
@@ -1351,14 +1258,163 @@ cleanup:
     return out;
 }
 
+/* ---- append(): one message, the store's state read and written here ------------------------- */
+
+static PyObject *a_reput_from_offset, *a_logics_msg_timestamp, *a_store_timestamp_attr;
+
+/* append_one(msg, state): append()'s doAppend and dispatch of one message in the common case: its
+ * record encoded where it goes in the commit log's map (totalSize and magic last), its consume queue
+ * unit, its index entries and the index header, the store's state read and written here:
+ * ``state`` is (commit_log, queues, table, reput, checkpoint, index_service, shapes, tags_codes,
+ * encoder, clock, max_body, max_record, max_props, result_type, end_blank_min), made once per open
+ * store. The message goes when its queue is there and takes its unit at its end in its current
+ * file, the record fits in the current segment, nothing waits for dispatch, and it is the common case;
+ * else None, nothing written, nothing read from the clock. */
+static PyObject *append_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != 15) {
+        PyErr_SetString(PyExc_TypeError, "append_one(msg, state)");
+        return NULL;
+    }
+    if (!layout_set) {
+        PyErr_SetString(PyExc_RuntimeError, "set_append_layout was not called");
+        return NULL;
+    }
+    if (a_reput_from_offset == NULL) {
+        if (intern_into(&a_reput_from_offset, "reput_from_offset") ||
+            intern_into(&a_logics_msg_timestamp, "logics_msg_timestamp") ||
+            intern_into(&a_store_timestamp_attr, "store_timestamp") || intern_queue_names() < 0)
+            return NULL;
+    }
+    PyObject *msg = args[0], *st = args[1];
+    PyObject *commit_log = PyTuple_GET_ITEM(st, 0), *queues = PyTuple_GET_ITEM(st, 1), *table = PyTuple_GET_ITEM(st, 2);
+    PyObject *reput = PyTuple_GET_ITEM(st, 3), *checkpoint = PyTuple_GET_ITEM(st, 4), *service = PyTuple_GET_ITEM(st, 5);
+    PyObject *shapes = PyTuple_GET_ITEM(st, 6), *tags_codes = PyTuple_GET_ITEM(st, 7), *encoder = PyTuple_GET_ITEM(st, 8);
+    PyObject *clock = PyTuple_GET_ITEM(st, 9), *result_type = PyTuple_GET_ITEM(st, 13);
+    long long max_body, max_record, max_props, end_blank;
+    if (!int_of(PyTuple_GET_ITEM(st, 10), 0, INT64_MAX, &max_body) ||
+        !int_of(PyTuple_GET_ITEM(st, 11), 0, INT64_MAX, &max_record) ||
+        !int_of(PyTuple_GET_ITEM(st, 12), 0, INT64_MAX, &max_props) ||
+        !int_of(PyTuple_GET_ITEM(st, 14), 0, INT64_MAX, &end_blank) || !PyDict_Check(queues) || !PyDict_Check(table) ||
+        !PyDict_Check(shapes) || !PyDict_Check(tags_codes) || !PyType_Check(result_type) ||
+        !PyType_IsSubtype((PyTypeObject *)result_type, &PyTuple_Type))
+        Py_RETURN_NONE;
+    PyObject *append_prop_crc = PyObject_GetAttrString(encoder, "append_prop_crc");
+    if (append_prop_crc == NULL)
+        return NULL;
+    PyObject *qid = msg_get(msg, M_QUEUE_ID);
+    message_t m;
+    int ok = qid != NULL &&
+             read_message(msg, qid, shapes, tags_codes, append_prop_crc, max_body, max_record, max_props, NULL, &m);
+    Py_XDECREF(qid);
+    Py_DECREF(append_prop_crc);
+    if (!ok) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyObject *out = NULL, *mf = NULL;
+    Py_buffer clb;
+    int has_cl = 0, has_ix = 0, has_q = 0;
+    index_t ix;
+    queue_t q;
+    long long hashes[MAX_KEYS], pos, base, file_size, reput_from;
+    Py_ssize_t nkeys = 0;
+    mf = PyObject_GetAttr(commit_log, a_last);
+    if (mf == NULL || mf == Py_None || !attr_ll(mf, a_wrote_position, &pos) || !attr_ll(mf, a_file_from_offset, &base) ||
+        !attr_ll(mf, a_file_size, &file_size) || !attr_ll(reput, a_reput_from_offset, &reput_from))
+        goto declined;
+    long long offset = base + pos;
+    if (reput_from != offset || pos + m.total + end_blank > file_size)
+        goto declined; /* something to dispatch first, or the next segment: Python */
+    PyObject *mm = PyObject_GetAttr(mf, a_mm);
+    if (mm == NULL)
+        goto declined;
+    has_cl = writable_buffer(mm, &clb);
+    Py_DECREF(mm);
+    if (!has_cl || pos > clb.len || m.total > clb.len - pos)
+        goto declined;
+    PyObject *qid_obj = PyLong_FromLongLong(m.queue_id);
+    PyObject *key = qid_obj == NULL ? NULL : PyTuple_Pack(2, m.topic, qid_obj);
+    Py_XDECREF(qid_obj);
+    if (key == NULL)
+        goto done;
+    has_q = queue_open(&q, key, queues, table);
+    Py_DECREF(key);
+    if (!has_q || !queue_takes(&q, offset))
+        goto declined;
+    if (service != Py_None) {
+        if (!(has_ix = index_open(service, &ix)))
+            goto declined;
+        topic_hash_t th = {NULL, 0};
+        nkeys = key_hashes(m.topic, m.uniq, m.keys, hashes, MAX_KEYS, &th);
+        if (nkeys < 0 || offset < ix.end_phy || ix.count + nkeys > ix.index_num)
+            goto declined;
+    }
+    long long crc;
+    if (body_crc_of(&m, &crc) < 0)
+        goto done;
+    long long store_ts;
+    if (m.has_store_ts) {
+        store_ts = m.store_ts;
+    } else if (clock == Py_None) {
+        store_ts = wall_clock_ms();
+    } else {
+        PyObject *now = PyObject_CallNoArgs(clock);
+        if (now == NULL)
+            goto done;
+        store_ts = PyLong_AsLongLong(now);
+        Py_DECREF(now);
+        if (store_ts == -1 && PyErr_Occurred())
+            goto done;
+    }
+    /* the broker's order: the record (its start last), its unit, its index entries */
+    unsigned char *rec = (unsigned char *)clb.buf + pos;
+    encode_record(rec, &m, crc, q.queue_offset, offset, store_ts);
+    write_start(rec, &m);
+    unsigned char *unit = (unsigned char *)q.mm.buf + q.pos;
+    put_be(unit + cq_unit[U_OFFSET].pos, cq_unit[U_OFFSET].width, offset);
+    put_be(unit + cq_unit[U_SIZE].pos, cq_unit[U_SIZE].width, m.total);
+    put_be(unit + cq_unit[U_CODE].pos, cq_unit[U_CODE].width, m.code);
+    if (has_ix) {
+        index_put(&ix, hashes, nkeys, offset, store_ts);
+        index_header_write(&ix);
+    }
+    long long queue_offset = q.queue_offset;
+    q.touched = 1;
+    q.queue_offset++;
+    q.pos += cq_unit_size;
+    q.max_phys = offset + m.total;
+    q.bytes_written += cq_unit_size;
+    if (set_ll(mf, a_wrote_position, pos + m.total) < 0 || set_ll(mf, a_store_timestamp_attr, store_ts) < 0 ||
+        queue_store(&q, table) < 0 || (has_ix && index_store(&ix, service, nkeys) < 0) ||
+        (checkpoint != Py_None && set_ll(checkpoint, a_logics_msg_timestamp, store_ts) < 0) ||
+        set_ll(reput, a_reput_from_offset, offset + m.total) < 0)
+        goto done;
+    out = put_result(result_type, &m, offset, queue_offset, store_ts);
+    goto done;
+declined:
+    PyErr_Clear();
+    out = Py_NewRef(Py_None);
+done:
+    if (has_ix)
+        index_close(&ix);
+    if (has_q)
+        queue_release(&q);
+    if (has_cl)
+        PyBuffer_Release(&clb);
+    Py_XDECREF(mf);
+    message_clear(&m);
+    return out;
+}
+
 PyMethodDef rmq_append_methods[] = {
     {"set_append_layout", set_append_layout, METH_VARARGS,
      "set_append_layout(heads, head_sizes, prop_len_width, index_header, index_header_size, slot_width, "
      "index_entry, entry_size, invalid_index, time_diff_max, cq_unit, cq_unit_size, crc_mask, property_names, "
      "key_separator, key_space, fast_crc32, put_ok): the layouts the append functions write, from formats/."},
-    {"put_one", (PyCFunction)(void (*)(void))put_one, METH_FASTCALL,
-     "put_one(...): one message's record, consume queue unit and index entries (engine/append_kernel.py)."},
+    {"append_one", (PyCFunction)(void (*)(void))append_one, METH_FASTCALL,
+     "append_one(msg, state): append()'s put of one message, state read and written here (engine/store.py)."},
     {"put_many", (PyCFunction)(void (*)(void))put_many, METH_FASTCALL,
-     "put_many(...): put_one for messages in a row (engine/store.py _put_many_native)."},
+     "put_many(...): append_one for messages in a row (engine/store.py _put_many_native)."},
     {NULL, NULL, 0, NULL},
 };

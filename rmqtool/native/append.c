@@ -648,6 +648,7 @@ typedef struct {
     Py_buffer mm;
     int has_mm;
     long long count, index_num, slots, begin_ts, end_ts, begin_phy, end_phy, slot_count;
+    long long slot_count_was, begin_ts_was, begin_phy_was; /* as read: only what changed is set again */
 } index_t;
 
 static int attr_ll(PyObject *o, PyObject *name, long long *out)
@@ -674,6 +675,9 @@ static int index_open(PyObject *service, index_t *ix)
         goto no;
     if (ix->slots <= 0 || ix->count < 0 || ix->count >= ix->index_num || ix->index_num > INT32_MAX)
         goto no;
+    ix->slot_count_was = ix->slot_count;
+    ix->begin_ts_was = ix->begin_ts;
+    ix->begin_phy_was = ix->begin_phy;
     PyObject *mm = PyObject_GetAttr(ix->file, a_mm);
     if (mm == NULL)
         goto no;
@@ -773,9 +777,15 @@ static int set_ll(PyObject *o, PyObject *name, long long v)
 /* the file's attributes as index_put left them, and the service's count of entries */
 static int index_store(index_t *ix, PyObject *service, Py_ssize_t n)
 {
-    if (set_ll(ix->file, a_index_count, ix->count) < 0 || set_ll(ix->file, a_hash_slot_count, ix->slot_count) < 0 ||
-        set_ll(ix->file, a_begin_timestamp, ix->begin_ts) < 0 || set_ll(ix->file, a_begin_phy_offset, ix->begin_phy) < 0 ||
-        set_ll(ix->file, a_end_phy_offset, ix->end_phy) < 0 || set_ll(ix->file, a_end_timestamp, ix->end_ts) < 0)
+    if (n == 0)
+        return 0; /* no entry: nothing changed but the header's bytes, which say the same */
+    if (set_ll(ix->file, a_index_count, ix->count) < 0 || set_ll(ix->file, a_end_phy_offset, ix->end_phy) < 0 ||
+        set_ll(ix->file, a_end_timestamp, ix->end_ts) < 0)
+        return -1;
+    if (ix->slot_count != ix->slot_count_was && set_ll(ix->file, a_hash_slot_count, ix->slot_count) < 0)
+        return -1;
+    if ((ix->begin_ts != ix->begin_ts_was || ix->begin_phy != ix->begin_phy_was) &&
+        (set_ll(ix->file, a_begin_timestamp, ix->begin_ts) < 0 || set_ll(ix->file, a_begin_phy_offset, ix->begin_phy) < 0))
         return -1;
     if (n) {
         long long written;

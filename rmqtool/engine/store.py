@@ -692,12 +692,12 @@ class Store:
         return results
 
     def _put_many_native(self, kernel, messages: list, queue_ids: list | None) -> list[PutResult] | None:
-        """append()'s kernel put (append_one) for messages in a row (native/append.c put_many): the kernel puts them
-        while they are the common case (records placed in one buffer and written with pwrite, as
-        :meth:`_put_run` writes them, then their units and index entries); a message that needs a new segment, queue file or index
-        file, or a queue not there yet, is put the Python way (:meth:`_put_locked`), and the kernel
-        goes on after it. None when the kernel declines the messages (nothing written, no clock
-        read): the Python paths put them all. Store timestamps come from the clock as the
+        """append()'s kernel put (append_one) for messages in a row (native/append.c put_many): the
+        kernel puts them while they are the common case (records placed in one buffer and written
+        with pwrite, as :meth:`_put_run` writes them, then their units and index entries); a message
+        that needs a new segment, queue file or index file, or a queue not there yet, is put the
+        Python way (:meth:`_put_locked`), and the kernel goes on after it. None when the kernel
+        declines the messages (nothing written, no clock read): the Python paths put them all. Store timestamps come from the clock as the
         Python put of many messages reads it: once each, in order, before any is placed."""
         n = len(messages)
         if not n:

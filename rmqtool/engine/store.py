@@ -697,8 +697,9 @@ class Store:
         with pwrite, as :meth:`_put_run` writes them, then their units and index entries); a message
         that needs a new segment, queue file or index file, or a queue not there yet, is put the
         Python way (:meth:`_put_locked`), and the kernel goes on after it. None when the kernel
-        declines the messages (nothing written, no clock read): the Python paths put them all. Store timestamps come from the clock as the
-        Python put of many messages reads it: once each, in order, before any is placed."""
+        declines the messages (nothing written, no clock read): the Python paths put them all.
+        Store timestamps come from the clock as the Python put of many messages reads it: once
+        each, in order, before any is placed."""
         n = len(messages)
         if not n:
             return None

@@ -1270,7 +1270,7 @@ cleanup:
 
 /* ---- append(): one message, the store's state read and written here ------------------------- */
 
-static PyObject *a_reput_from_offset, *a_logics_msg_timestamp, *a_store_timestamp_attr;
+static PyObject *a_reput_from_offset, *a_logics_msg_timestamp, *a_store_timestamp_attr, *a_append_prop_crc;
 
 /* append_one(msg, state): append()'s doAppend and dispatch of one message in the common case: its
  * record encoded where it goes in the commit log's map (totalSize and magic last), its consume queue
@@ -1293,7 +1293,8 @@ static PyObject *append_one(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (a_reput_from_offset == NULL) {
         if (intern_into(&a_reput_from_offset, "reput_from_offset") ||
             intern_into(&a_logics_msg_timestamp, "logics_msg_timestamp") ||
-            intern_into(&a_store_timestamp_attr, "store_timestamp") || intern_queue_names() < 0)
+            intern_into(&a_store_timestamp_attr, "store_timestamp") ||
+            intern_into(&a_append_prop_crc, "append_prop_crc") || intern_queue_names() < 0)
             return NULL;
     }
     PyObject *msg = args[0], *st = args[1];
@@ -1309,7 +1310,7 @@ static PyObject *append_one(PyObject *self, PyObject *const *args, Py_ssize_t na
         !PyDict_Check(shapes) || !PyDict_Check(tags_codes) || !PyType_Check(result_type) ||
         !PyType_IsSubtype((PyTypeObject *)result_type, &PyTuple_Type))
         Py_RETURN_NONE;
-    PyObject *append_prop_crc = PyObject_GetAttrString(encoder, "append_prop_crc");
+    PyObject *append_prop_crc = PyObject_GetAttr(encoder, a_append_prop_crc);
     if (append_prop_crc == NULL)
         return NULL;
     PyObject *qid = msg_get(msg, M_QUEUE_ID);

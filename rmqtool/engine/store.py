@@ -55,6 +55,9 @@ from rmqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
 from rmqtool.store.message import RECORD_START
 from rmqtool.engine.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from rmqtool.engine.index_writer import IndexServiceWriter, index_keys_of
+from rmqtool.engine.append_kernel import kernel_for_append
+from rmqtool.dispatch.rules import TAGS_CODES
+from rmqtool.formats.commitlog import MAX_PROPERTIES_LENGTH
 from rmqtool.engine.lock import StoreLock
 from rmqtool.recovery.apply import Applied, apply_plan, finish_apply
 from rmqtool.recovery.intent import step
@@ -587,6 +590,14 @@ class Store:
         # append_many as columns: dispatch is consume queue runs and index keys only
         self._columns_ok = (COLUMN_PUT and self._inline and self.batch_queues is None
                             and not self.consume_queues.ext_enabled)
+        # append() of a message in the kernel: the same dispatch (consume queue units and index only)
+        self._native_put = self._columns_ok and not self.dispatcher.skip_topics
+        self._queues = self.consume_queues.queues
+        self._native_clock = None if self._wall_clock else self._clock
+        e = self.encoder
+        self._native_state = (self.commit_log, self._queues, self.topic_queue_table, self.reput, self.checkpoint,
+                              self.index_service, e._shapes, TAGS_CODES, e, self._native_clock, e.max_body_size,
+                              e.max_record_size, MAX_PROPERTIES_LENGTH, PutResult, END_FILE_MIN_BLANK_LENGTH)
         self._usable = True
 
     def _write_abort_marker(self) -> None:
@@ -605,6 +616,18 @@ class Store:
         producer's MessageQueueSelector would) instead of ``msg.queue_id``."""
         if not self._usable:
             self._check_open()
+        if self._native_put and selector is None:
+            kernel = kernel_for_append(PUT_OK)
+            if kernel is not None:
+                with self._put_lock:  # _put_locked's common case, in C (native/append.c append_one)
+                    result = kernel.append_one(msg, self._native_state)
+                if result is not None:
+                    if self._plain_async:
+                        if result.wrote_offset >= self._wake_flusher_at:
+                            self.flusher.maybe_wakeup()
+                            self._wake_flusher_at = result.wrote_offset + OS_PAGE_SIZE
+                        return result
+                    return self._after_put(result)
         p = self._prepare(msg, None if selector is None else selector(msg))
         if p[TOTAL_SIZE] > self._max_fit:
             self._check_fits(p[TOTAL_SIZE])
@@ -627,6 +650,14 @@ class Store:
             messages = messages if isinstance(messages, list) else list(messages)
             if selector is not None:
                 queue_ids = list(map(selector, messages))
+            if self._native_put:
+                kernel = kernel_for_append(PUT_OK)
+                if kernel is not None:
+                    with self._put_lock:
+                        results = self._put_many_native(kernel, messages, queue_ids)
+                    if results is not None:
+                        status = self._after_put(results[-1]).status
+                        return results if status == PUT_OK else [r.with_status(status) for r in results]
             cols = self.encoder.prepare_columns(messages, queue_ids)
             if cols is not None:
                 if int(cols.sizes.max()) > self._max_fit:
@@ -659,6 +690,60 @@ class Store:
         if status != PUT_OK:
             results = [r.with_status(status) for r in results]
         return results
+
+    def _put_many_native(self, kernel, messages: list, queue_ids: list | None) -> list[PutResult] | None:
+        """append()'s kernel put (append_one) for messages in a row (native/append.c put_many): the
+        kernel puts them while they are the common case (records placed in one buffer and written
+        with pwrite, as :meth:`_put_run` writes them, then their units and index entries); a message
+        that needs a new segment, queue file or index file, or a queue not there yet, is put the
+        Python way (:meth:`_put_locked`), and the kernel goes on after it. None when the kernel
+        declines the messages (nothing written, no clock read): the Python paths put them all.
+        Store timestamps come from the clock as the Python put of many messages reads it: once
+        each, in order, before any is placed."""
+        n = len(messages)
+        if not n:
+            return None
+        stamps = None if self._wall_clock else []
+        results = []
+        encoder, cl, reput, put_many = self.encoder, self.commit_log, self.reput, kernel.put_many
+        i = 0
+        while i < n:
+            mf = cl.last
+            got = None
+            if mf is not None and reput.reput_from_offset == mf.file_from_offset + mf.wrote_position:
+                got = put_many(messages, i, queue_ids, stamps, mf.fd, mf.wrote_position, mf.file_from_offset,
+                               mf.file_size - END_FILE_MIN_BLANK_LENGTH, self._queues, self.topic_queue_table,
+                               self.index_service, encoder._shapes, TAGS_CODES, encoder.append_prop_crc,
+                               encoder.max_body_size, encoder.max_record_size, MAX_PROPERTIES_LENGTH, PutResult,
+                               results, self._clock)
+            if got is None:
+                if i == 0:
+                    return None
+                results += [self._put_locked(self._prepared_at(m, j, queue_ids, stamps))
+                            for j, m in enumerate(messages[i:], i)]
+                break
+            done, pos, last_ts, error = got
+            if error:  # as _write_part says it; nothing of these was accounted or dispatched
+                raise StoreAccessError(f"write failed ({os.strerror(error)})", mf.path, pos)
+            if done > i:
+                mf.wrote_position = pos
+                mf.store_timestamp = last_ts
+                self.warmer.written_to(mf.file_from_offset + pos)  # written with pwrite, as _put_run writes
+                reput.reput_from_offset = mf.file_from_offset + pos
+                if self.checkpoint is not None:
+                    self.checkpoint.logics_msg_timestamp = last_ts
+                i = done
+            if i < n:  # the next one the Python way: a new segment, queue file or index file
+                results.append(self._put_locked(self._prepared_at(messages[i], i, queue_ids, stamps)))
+                i += 1
+        return results
+
+    def _prepared_at(self, msg: MessageInner, i: int, queue_ids: list | None, stamps: list | None) -> tuple:
+        """prepare_fields of message ``i`` of a put of many, with the store timestamp read for it."""
+        p = self._prepare(msg, None if queue_ids is None else queue_ids[i])
+        if stamps and p[6] is None:  # PreparedRecord.store_timestamp
+            p = (*p[:6], stamps[i], *p[7:])
+        return p
 
     def _put_locked(self, p: PreparedRecord) -> PutResult:
         """doAppend for one record, in the put lock, then its inline dispatch."""

@@ -104,3 +104,11 @@ def store_copy(tmp_path):
             p.chmod(p.stat().st_mode | 0o200)
         return dst
     return _copy
+
+
+@pytest.fixture
+def native_built():
+    """tests/test_native_*.py hold the native kernel against the pure path: a missing build fails
+    them, it does not skip them (test_native_properties says whether a compiler was there)."""
+    from rmqtool import native
+    assert native.kernel is not None, "the native kernel is not built (make native; RMQTOOL_NATIVE=0 turns it off)"

@@ -22,7 +22,7 @@ from rmqtool.engine.uniq_key import UniqIdGenerator
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.message import Message
 
-pytestmark = pytest.mark.skipif(native.kernel is None, reason="the native kernel is not built")
+pytestmark = pytest.mark.usefixtures("native_built")
 
 SIZES = dict(commitlog_size=32 * 1024, cq_size=30 * 20, index_slots=64, index_entries=100)
 STAMP = 1_700_000_000_000

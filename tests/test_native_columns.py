@@ -33,7 +33,7 @@ from rmqtool.store.record_columns import RecordColumns, column_run
 from rmqtool.store.record_kernel import HEADER_DTYPE, clean_records
 from rmqtool.store.record_rule import FIELD_STRUCTS
 
-pytestmark = pytest.mark.skipif(native.kernel is None, reason="the native kernel is not built (RMQTOOL_NATIVE=0)")
+pytestmark = pytest.mark.usefixtures("native_built")
 
 FIELDS = ("position", "size", "queue_id", "queue_offset", "sys_flag", "store_timestamp", "topic", "tags_code",
           "crc_entry", "key_record", "key_hash")

@@ -32,12 +32,7 @@ from rmqtool.store.record_kernel import clean_records
 
 KERNEL = native.kernel
 
-
-@pytest.fixture(autouse=True)
-def _kernel_built():
-    """Not a skip: a missing build fails here (test_native_properties says why: no compiler)."""
-    assert KERNEL is not None, "the native kernel is not built (make native; RMQTOOL_NATIVE=0 turns it off)"
-
+pytestmark = pytest.mark.usefixtures("native_built")
 _SLOTS = operator.attrgetter(*Message.__slots__)
 
 

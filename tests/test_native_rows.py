@@ -34,7 +34,7 @@ from rmqtool.report import jsonl_rows
 from rmqtool.report.sink import EncodedRows, Sink
 from rmqtool.store.hosts import format_host
 
-pytestmark = pytest.mark.skipif(native.kernel is None, reason="the native kernel is not built")
+pytestmark = pytest.mark.usefixtures("native_built")
 DAMAGED = V4 / "crash" / "e1-corrupt-body-in-last-commitlog-file" / "input"
 
 

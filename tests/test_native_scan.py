@@ -22,6 +22,8 @@ from rmqtool.store.record_kernel import CRC_RUN_LAYOUT, clean_records, crc_verdi
 from rmqtool.store.record_rule import hop_chain
 
 from rmqtool.native import _kernel as KERNEL  # built by the install (make native): its absence fails here
+
+pytestmark = pytest.mark.usefixtures("native_built")
 SCENARIOS = ("4.9.8/basic", "4.9.8/batch", "5.3.3/v2-and-crc", "5.3.3/batchcq")
 
 

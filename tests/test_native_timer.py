@@ -29,6 +29,8 @@ from rmqtool.store.timer.chain import walk_chain_set
 from rmqtool.store.timer.timerlog import leading_units, read_file, scan_timer_log
 from rmqtool.store.timer.wheel import read_wheel
 
+pytestmark = pytest.mark.usefixtures("native_built")
+
 KERNEL = native.kernel
 CRASH = V5 / "timer-crash"
 CASES = {"timer": (V5 / "timer", "store")}

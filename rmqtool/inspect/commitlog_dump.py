@@ -24,6 +24,7 @@ from rmqtool.report.sink import EncodedRows, encode_lines
 from rmqtool.store import detect
 from rmqtool.store.commitlog import Blank, Corrupt, findings_of, scan_segment
 from rmqtool.store.commitlog_end import CommitLog, last_file_end, last_written, segment_ranges
+from rmqtool.store.heap import keep_freed_memory
 from rmqtool.store.message import Message
 from rmqtool.store.parallel import iter_parallel, jobs_of
 from rmqtool.store.paths import is_segment_name
@@ -338,6 +339,9 @@ class CommitLogDump:
         # memory pages are the last job's (a new file's pages are each allocated and cleared).
         slots = max(ahead, workers)
         self._slots = {(j.segment.base_offset, j.start): i % slots for i, j in enumerate(jobs)}
+        # made (numpy and the kernel's row layout loaded) before the workers fork: once, not in each
+        self._row_writer = self.row_run()
+        keep_freed_memory()  # each job's first windows do not fault the heap's pages in again
         with tempfile.TemporaryDirectory(prefix="rmqtool-dump-", dir=_SPOOL_DIR) as spool:
             self._spool = spool
             for path, size, count, findings, damaged, scanned in iter_parallel(
@@ -371,7 +375,7 @@ class CommitLogDump:
         # _row adds decompress failures to self: taken back out, as this may be a forked copy
         kept_findings, kept_damaged = len(self.findings), self.damaged
         stop = self.to_offset - job.segment.base_offset if self.to_offset is not None else None
-        rows = self.row_run()
+        rows = self._row_writer
 
         def results():
             for r in job.scan(findings, rows):

@@ -13,6 +13,7 @@ from conftest import CLEAN_SCENARIOS, V4
 from helpers import expand_store
 from rmqtool import native
 from rmqtool.inspect.commitlog_dump import CommitLogDump
+from rmqtool.inspect import commitlog_dumps as commitlog_dumps_module
 from rmqtool.inspect.commitlog_dumps import chained, commitlog_dumps, parallel_jsonl
 from rmqtool.inspect.selection import MessageSelection
 from rmqtool.report.sink import Sink
@@ -81,3 +82,21 @@ def test_the_row_writer_is_made_once_for_all_jobs(monkeypatch):
 def test_keeping_freed_memory_is_said_and_idempotent():
     kept = heap.keep_freed_memory()
     assert isinstance(kept, bool) and heap.keep_freed_memory() == kept
+
+
+def test_the_default_jobs(monkeypatch):
+    """By default a large dump runs in every core, but not one whose rows the kernel writes with
+    base64 bodies (their spool copies cost more than the second process gives); -j as given."""
+    monkeypatch.setattr(commitlog_dumps_module, "default_workers", lambda: 2)
+    monkeypatch.setattr(commitlog_dumps_module, "PARALLEL_FROM_BYTES", 1)
+    store = CLEAN_SCENARIOS["5.3.3/v2-and-crc"] / "store"
+
+    def dumps(body):
+        return commitlog_dumps([store], MessageSelection(), None, None, None, body=body)[0]
+    assert commitlog_dumps_module.in_parallel(None, dumps("none"), None)
+    assert commitlog_dumps_module.in_parallel(None, dumps("base64"), None) is (native.kernel is None)
+    assert commitlog_dumps_module.in_parallel(2, dumps("base64"), None)
+    assert not commitlog_dumps_module.in_parallel(1, dumps("none"), None)
+    assert not commitlog_dumps_module.in_parallel(None, dumps("none"), 10)  # a small --limit
+    monkeypatch.setattr(native, "kernel", None)  # the Python rows: every core
+    assert commitlog_dumps_module.in_parallel(None, dumps("base64"), None)

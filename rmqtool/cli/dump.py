@@ -127,7 +127,7 @@ def dump_commitlog(
                     sink.row(row)
         elif stats:
             sink.rows(commitlog_stats(dumps, bar))
-        elif fmt == OutputFormat.jsonl and in_parallel(jobs, sum(d.stored_bytes for d in dumps), limit):
+        elif fmt == OutputFormat.jsonl and in_parallel(jobs, dumps, limit):
             parallel_jsonl(sink, dumps, limit, jobs or default_workers(), bar)
         else:
             sink.rows(chained(dumps, limit, bar, encoded=fmt == OutputFormat.jsonl))

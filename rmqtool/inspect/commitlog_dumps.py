@@ -43,11 +43,14 @@ PARALLEL_FROM_BYTES = 64 << 20  # smaller dumps: forking costs more than it give
 PARALLEL_FROM_ROWS = 100_000  # a --limit below this is reached sooner in one process
 
 
-def in_parallel(jobs: int | None, stored: int, limit: int | None) -> bool:
-    """-j as given; by default every core for a dump of much data (on disk: not a sparse file's holes)."""
+def in_parallel(jobs: int | None, dumps: list, limit: int | None) -> bool:
+    """-j as given; by default every core for a dump of much data (on disk: not a sparse file's
+    holes), unless its rows are ones one process writes faster (:attr:`CommitLogDump.copy_bound`)."""
     if jobs is not None:
         return jobs > 1
-    return default_workers() > 1 and stored >= PARALLEL_FROM_BYTES and (limit is None or limit >= PARALLEL_FROM_ROWS)
+    stored = sum(d.stored_bytes for d in dumps)
+    return (default_workers() > 1 and stored >= PARALLEL_FROM_BYTES and (limit is None or limit >= PARALLEL_FROM_ROWS)
+            and not any(d.copy_bound for d in dumps))
 
 
 def parallel_jsonl(sink, dumps: list, limit: int | None, workers: int, bar) -> None:

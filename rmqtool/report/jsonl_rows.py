@@ -90,6 +90,7 @@ class RowRun:
         self.base64 = BODIES[body]
         self.check_crc = check_crc
         self._file_json: dict = {}
+        _kernel()  # its row layout set now: a dump's worker processes, forked after, inherit it
 
     def _file(self, path) -> bytes | None:
         text = self._file_json.get(path)

@@ -264,8 +264,10 @@ def clean_records(buf, i: int, stop: int, limit: int | None = None, hints: np.nd
     kernel = native.kernel
     if kernel is None or i < 0:
         return _clean_records(buf, i, stop, limit, hints)
-    run, j = _native_run(kernel, buf, i, stop, len(buf) if limit is None else limit)
-    if j >= stop or j > len(buf) - RECORD_START.size:  # stopped where the numpy path below would stop
+    limit = len(buf) if limit is None else limit
+    run, j = _native_run(kernel, buf, i, stop, limit)
+    if kernel.hop(buf, j, min(stop, j + 1), limit, MIN_MESSAGE_LENGTH, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2,
+                  None)[0] == 0:  # the hop takes nothing at j (a window's end, no record): nor would the numpy path
         rest = CleanRecords(*_EMPTY_RUN, stop=j)
     else:
         rest = _clean_records(buf, j, stop, limit, hints)  # from the first record C did not take

@@ -93,7 +93,9 @@ def test_clean_run_refuses_what_it_cannot_fill(buffers):
     columns, header = np.zeros((9, 4), np.int64), np.zeros(4 * 88, np.uint8)
     assert KERNEL.clean_run(raw, 0, len(raw), len(raw), RECORD_LAYOUT, columns, header)[0] == 4
     assert columns[0, 0] == 0 and columns[1, 0] == columns[0, 1]  # one record ends where the next starts
-    for bad in ((RECORD_LAYOUT[:-1], columns, header), (RECORD_LAYOUT, np.zeros(10, np.int64), header),
+    wild = (RECORD_LAYOUT[0], RECORD_LAYOUT[1], RECORD_LAYOUT[2], -1 << 62, *RECORD_LAYOUT[4:])  # bodyCRC's place
+    for bad in ((RECORD_LAYOUT[:-1], columns, header), (wild, columns, header),
+                (RECORD_LAYOUT, np.zeros(10, np.int64), header),
                 (RECORD_LAYOUT, columns, np.zeros(4, np.uint8))):
         with pytest.raises(ValueError):
             KERNEL.clean_run(raw, 0, len(raw), len(raw), *bad)

@@ -231,6 +231,10 @@ static int layout_of(PyObject *tuple, record_layout *lay, const char *who)
         L[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, k));
         if (L[k] == -1 && PyErr_Occurred())
             return -1;
+        if (L[k] < 0 || L[k] > UINT32_MAX) {  /* positions, sizes, 32-bit codes: the sums below cannot overflow */
+            PyErr_Format(PyExc_ValueError, "%s: a layout that is not a record's", who);
+            return -1;
+        }
     }
     char *hp;
     if (PyBytes_AsStringAndSize(PyTuple_GET_ITEM(tuple, L_ENTRY_HEAD), &hp, &lay->head_length) < 0)
@@ -413,7 +417,7 @@ static PyObject *scan_clean_run(PyObject *self, PyObject *args)
     if (PyObject_GetBuffer(headers_obj, &headers, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
         goto no_headers;
     const int64_t capacity = columns.len / 8 / C_COUNT, row = lay.L[L_HEADER_SIZE];
-    if (columns.len != capacity * 8 * C_COUNT || headers.len < capacity * row) {
+    if (columns.len != capacity * 8 * C_COUNT || capacity > headers.len / row) {  /* row >= 4: layout_of */
         PyErr_SetString(PyExc_ValueError, "clean_run: columns must be C_COUNT rows, headers a row a column");
         goto done;
     }

@@ -144,3 +144,15 @@ def test_scan_over_a_reused_window_both_ways(monkeypatch):
             m.setattr(native, "kernel", None)
             assert fast == scan(directory)
     assert len(reads) > 100
+
+
+def test_a_record_past_the_buffer_is_left_to_numpy(buffers, monkeypatch):
+    """A limit past the buffer's end (no caller passes one): C reads nothing past the buffer and
+    stops at the record that runs on; the numpy path decides it and the two runs are joined."""
+    raw = buffers[0][0]
+    whole = clean_records(raw, 0, len(raw))
+    k = len(whole) // 2
+    cut = int(whole.end[k]) - 1  # the k-th record's last property byte is gone
+    fast, pure = both(monkeypatch, raw[:cut], 0, len(raw), len(raw))
+    assert_same(fast, pure)
+    assert len(fast) == k + 1 and int(fast.end[-1]) == cut + 1  # taken by the numpy path, after C's k records

@@ -18,7 +18,7 @@ from rmqtool.formats.crc import JAVA_CRC_MASK
 from rmqtool.store import commitlog, crc
 from rmqtool.store.commitlog import Blank, CrcTally, header_hop
 from rmqtool.store.commitlog_end import CommitLog
-from rmqtool.store.record_kernel import CRC_RUN_LAYOUT, clean_records, crc_verdicts, good_crc_run
+from rmqtool.store.record_kernel import RECORD_LAYOUT, clean_records, crc_verdicts, good_crc_run
 from rmqtool.store.record_rule import hop_chain
 
 from rmqtool.native import _kernel as KERNEL  # built by the install (make native): its absence fails here
@@ -135,7 +135,7 @@ def test_good_crc_run_takes_every_record(name, segments):
         got = good_crc_run(raw, 0, len(raw))
         assert got == _good_run(raw, 0, len(raw)) == (len(_chain(raw)[0]), _chain(raw)[1])
     with pytest.raises(ValueError):
-        KERNEL.crc_run(raw, 0, len(raw), len(raw), CRC_RUN_LAYOUT[:-1])
+        KERNEL.crc_run(raw, 0, len(raw), len(raw), RECORD_LAYOUT[:-1])
 
 
 @pytest.mark.parametrize("name", ("4.9.8/batch", "5.3.3/v2-and-crc"))

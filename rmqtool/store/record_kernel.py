@@ -259,7 +259,90 @@ def clean_records(buf, i: int, stop: int, limit: int | None = None, hints: np.nd
     ``limit`` (the buffer's end): one walk of the totalSize chain (:func:`hop_chain`; with
     ``hints``, candidate record positions sorted and unique, :func:`hinted_chain`; with the
     native kernel, hop_chain's C loop, hints unused), then :func:`record_parts` over all of its
-    records at once."""
+    records at once. With the native kernel its run of records that rule takes comes first in
+    one pass (scan.c's clean_run), and the numpy path goes on from the first record it did not take."""
+    kernel = native.kernel
+    if kernel is None or i < 0:
+        return _clean_records(buf, i, stop, limit, hints)
+    limit = len(buf) if limit is None else limit
+    run, j = _native_run(kernel, buf, i, stop, limit)
+    if kernel.hop(buf, j, min(stop, j + 1), limit, MIN_MESSAGE_LENGTH, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2,
+                  None)[0] == 0:  # the hop takes nothing at j (a window's end, no record): nor would the numpy path
+        rest = CleanRecords(*_EMPTY_RUN, stop=j)
+    else:
+        rest = _clean_records(buf, j, stop, limit, hints)  # from the first record C did not take
+    if run is None:
+        return rest
+    if len(rest):
+        return CleanRecords(*(_joined([getattr(run, f), getattr(rest, f)]) for f in _ARRAYS),
+                            stop=rest.stop, refusal=rest.refusal)
+    run.stop, run.refusal = rest.stop, rest.refusal
+    return run
+
+
+# The native kernel's record runs (rmqtool/native/scan.c crc_run, clean_run): every position and size they read, in order
+RECORD_LAYOUT = (MIN_MESSAGE_LENGTH, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, HEADER_DTYPE.fields["body_crc"][1],
+                 HEADER_DTYPE.fields["sys_flag"][1], HOSTS_SHIFT, *HEADER_SIZE_BY_HOSTS, *BODY_LENGTH_AT_BY_HOSTS,
+                 *STORE_TIMESTAMP_AT, TOPIC_LENGTH_SIZE_V1, TOPIC_LENGTH_SIZE_V2, PROPERTIES_LENGTH_SIZE, JAVA_CRC_MASK,
+                 CRC32_RESERVED_LEN, CRC32_DIGITS, _CRC_DIGITS_FROM_END, _CRC_END_BYTE, CRC32_ENTRY_HEAD)
+# what they assume of them: big-endian signed fields of these sizes (as Java reads them)
+assert all(HEADER_DTYPE[f].str == ">i4" for f in ("total_size", "body_crc", "sys_flag", "body_length"))
+assert HEADER_DTYPE["store_timestamp"].str == ">i8" and _FIELD_DTYPES["store_timestamp"].str == ">i8"
+assert [_FIELD_DTYPES[f].itemsize for f in ("topic_length_v1", "topic_length_v2", "properties_length")] == \
+    [TOPIC_LENGTH_SIZE_V1, TOPIC_LENGTH_SIZE_V2, PROPERTIES_LENGTH_SIZE]
+assert all(_FIELD_DTYPES[f].str in ("|i1", ">i2", ">i4") for f in ("topic_length_v1", "topic_length_v2",
+                                                                    "properties_length"))
+# clean_run's int64 rows, in its order; the header rows it copies are HEADER_DTYPE's (IPv4 hosts') size
+_RUN_COLUMNS = ("position", "end", "hosts", "store_timestamp", "body_at", "body_end", "topic_at", "topic_end",
+                "properties_at")
+assert set(_RUN_COLUMNS) | {"header"} == set(_ARRAYS)
+_EMPTY_RUN = tuple(np.zeros(0, HEADER_DTYPE) if f == "header" else _EMPTY for f in _ARRAYS)
+_RUN_ROOM = 64  # records a first guess of a run's length leaves room for beyond the window at its first record's size
+_RUN_CHUNK = 1 << 15  # records a call of clean_run fills at most (a window of small records: several calls)
+
+
+def _native_run(kernel, buf, i: int, stop: int, limit: int) -> tuple[CleanRecords | None, int]:
+    """The kernel's run of clean records from ``i`` (None when it took none) and where it stopped;
+    its arrays sized by a guess (the window at its first record's size), called again while full."""
+    pieces = []
+    first = None
+    while True:
+        span = min(stop, len(buf)) - i
+        if span <= 0 or i > len(buf) - RECORD_START.size:
+            break
+        if first is None:
+            first = max(RECORD_START.unpack_from(buf, i)[0], MIN_MESSAGE_LENGTH)
+        room = min(span // MIN_MESSAGE_LENGTH + 1, span // first + _RUN_ROOM, _RUN_CHUNK)
+        columns = np.empty((len(_RUN_COLUMNS), room), np.int64)
+        header = np.empty(room, HEADER_DTYPE)
+        count, i = kernel.clean_run(buf, i, stop, limit, RECORD_LAYOUT, columns, header.view(np.uint8))
+        if count:
+            columns, header = columns[:, :count], header[:count]
+            if count < room // 4:  # records larger than the guess: keep no idle room
+                columns, header = columns.copy(), header.copy()
+            pieces.append((columns, header))
+        if count < room:
+            break
+    if not pieces:
+        return None, i
+    if len(pieces) == 1:
+        columns, header = pieces[0]
+    else:
+        columns = np.concatenate([c for c, _ in pieces], axis=1)
+        header = _joined([h for _, h in pieces])
+    arrays = dict(zip(_RUN_COLUMNS, columns), header=header)
+    return CleanRecords(*(arrays[f] for f in _ARRAYS), stop=i), i
+
+
+def _joined(arrays: list) -> np.ndarray:
+    """The arrays one after the other, header rows kept big-endian (numpy would join records in this machine's order)."""
+    if arrays[0].dtype == HEADER_DTYPE:
+        return np.concatenate([a.view(HEADER_ROW) for a in arrays]).view(HEADER_DTYPE)
+    return np.concatenate(arrays)
+
+
+def _clean_records(buf, i: int, stop: int, limit: int | None, hints: np.ndarray | None) -> CleanRecords:
+    """clean_records' numpy path: the chain, then :func:`record_parts` over all of it at once."""
     if native.kernel is not None:  # the hop in C outruns both of numpy's proofs below
         hopped, hopped_to = hop_chain(buf, i, stop, limit)
         pos = np.frombuffer(hopped, np.int64) if len(hopped) else _EMPTY
@@ -358,19 +441,6 @@ def body_crc_verdicts(buf, records: CleanRecords) -> np.ndarray:
     return np.where(records.body_end > records.body_at, (crcs & JAVA_CRC_MASK) == stored_body, stored_body == 0)
 
 
-# The native kernel's crc_run (rmqtool/native/scan.c): every position and size it reads, in its order
-CRC_RUN_LAYOUT = (MIN_MESSAGE_LENGTH, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, HEADER_DTYPE.fields["body_crc"][1],
-                  HEADER_DTYPE.fields["sys_flag"][1], HOSTS_SHIFT, *HEADER_SIZE_BY_HOSTS, *BODY_LENGTH_AT_BY_HOSTS,
-                  TOPIC_LENGTH_SIZE_V1, TOPIC_LENGTH_SIZE_V2, PROPERTIES_LENGTH_SIZE, JAVA_CRC_MASK,
-                  CRC32_RESERVED_LEN, CRC32_DIGITS, _CRC_DIGITS_FROM_END, _CRC_END_BYTE, CRC32_ENTRY_HEAD)
-# what it assumes of them: big-endian signed fields of these sizes (as Java reads them)
-assert all(HEADER_DTYPE[f].str == ">i4" for f in ("total_size", "body_crc", "sys_flag", "body_length"))
-assert [_FIELD_DTYPES[f].itemsize for f in ("topic_length_v1", "topic_length_v2", "properties_length")] == \
-    [TOPIC_LENGTH_SIZE_V1, TOPIC_LENGTH_SIZE_V2, PROPERTIES_LENGTH_SIZE]
-assert all(_FIELD_DTYPES[f].str in ("|i1", ">i2", ">i4") for f in ("topic_length_v1", "topic_length_v2",
-                                                                    "properties_length"))
-
-
 def good_crc_run(buf, i: int, stop: int) -> tuple[int, int] | None:
     """The records :func:`clean_records` takes from ``i`` whose :func:`crc_verdicts` say ok, up to the
     first that is not one of them, in one pass of the native kernel: (how many, where they end);
@@ -378,7 +448,7 @@ def good_crc_run(buf, i: int, stop: int) -> tuple[int, int] | None:
     kernel = crc_module.kernel_crcs()
     if kernel is None:
         return None
-    return kernel.crc_run(buf, i, stop, len(buf), CRC_RUN_LAYOUT)
+    return kernel.crc_run(buf, i, stop, len(buf), RECORD_LAYOUT)
 
 
 def crc_verdicts(buf, records: CleanRecords) -> CrcVerdicts:

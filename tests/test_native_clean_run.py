@@ -122,30 +122,6 @@ def test_damaged_windows_both_ways(buffers, data, monkeypatch):
     assert_same(*both(monkeypatch, buf, i, stop, limit, hints=hints))
 
 
-def test_scan_over_a_reused_window_both_ways(monkeypatch):
-    """With the kernel a scan reads its full-size windows into one reused buffer (every Message
-    is copied out of it): small windows, so every fixture log is read that way, give the pure
-    path's results, damaged logs' careful path included, all kept to the end."""
-    from helpers import canonical
-    from rmqtool.store import commitlog
-
-    monkeypatch.setattr(commitlog, "WINDOW", 16384)
-    monkeypatch.setattr(commitlog, "FIRST_WINDOW", 16384)
-    reads = []
-    real = commitlog.os.preadv
-    monkeypatch.setattr(commitlog.os, "preadv", lambda fd, buffers, pos: reads.append(pos) or real(fd, buffers, pos))
-
-    def scan(directory):
-        return [canonical(r) for r in CommitLog(directory).scan(check_crc=True)]
-
-    for directory in fixture_commitlogs():
-        fast = scan(directory)
-        with monkeypatch.context() as m:
-            m.setattr(native, "kernel", None)
-            assert fast == scan(directory)
-    assert len(reads) > 100
-
-
 def test_a_record_past_the_buffer_is_left_to_numpy(buffers, monkeypatch):
     """A limit past the buffer's end (no caller passes one): C reads nothing past the buffer and
     stops at the record that runs on; the numpy path decides it and the two runs are joined."""

@@ -153,7 +153,7 @@ def findings_of(result: ScanResult) -> list[Finding]:
 class _FileWindow:
     """A read-only window over one file, refilled with pread as the scan moves."""
 
-    def __init__(self, path: str, size: int, max_window: int = WINDOW, mapped: bool = False, reuse: bool = False):
+    def __init__(self, path: str, size: int, max_window: int = WINDOW, mapped: bool = False):
         self.path = path
         self.size = size
         self.max_window = max_window
@@ -170,11 +170,7 @@ class _FileWindow:
         # A column scan reads its big windows into one reused buffer: a fresh 16 MiB bytes
         # object a read costs page faults that take longer than the copy. Only reads without
         # a cap use it; a search (find_record) keeps reading bytes, which never change under it.
-        # ``reuse``: so do the full-size reads of a scan whose every result is copied out of the
-        # window (the native kernel's Messages and rows; build_messages copies a buffer that is
-        # not bytes): a fresh 1 MiB bytes a read faults its pages in again.
         self.spare = None  # made at the first read that can use it
-        self.reuse = reuse or max_window > WINDOW
         # ``mapped`` (with the native kernel: its loops read only what they need, where a copy
         # of every byte would cost more than the loops): reads without a cap map the window
         # instead (mmap, no populate). Only inside the size the file has now, so no page of
@@ -213,7 +209,7 @@ class _FileWindow:
             try:
                 if mapping is not None:
                     self.buf, pos_in = mapping
-                elif cap is None and self.reuse and want == self.max_window and pos + want <= self.size:
+                elif cap is None and want == self.max_window > WINDOW and pos + want <= self.size:
                     if self.spare is None:
                         self.spare = bytearray(want)
                     got = os.preadv(self.fd, [self.spare], pos)
@@ -489,7 +485,7 @@ def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, c
     # with the native kernel, the scans that keep nothing of a window (crc_scan, column_scan) read it mapped
     mapped = (tally is not None or columns is not None) and native.kernel is not None
     window = _FileWindow(path, segment.size, COLUMN_WINDOW if columns is not None else CRC_MAP if mapped else
-                         CRC_WINDOW if tally is not None else WINDOW, mapped=mapped, reuse=native.kernel is not None)
+                         CRC_WINDOW if tally is not None else WINDOW, mapped=mapped)
     scan = _Scan(window, path, segment.base_offset, check_crc, is_last, findings, tally, needle, zeros_end, columns,
                  rows)
     size = segment.size

@@ -657,6 +657,23 @@ static int attr_ll(PyObject *o, PyObject *name, long long *out)
 }
 
 /* the service's current file, read; 0 when it is not there, full, or not what we can write */
+/* the writable map of a mapped file (its ``mm``); 0, with no error set, when it has none */
+static int writable_map(PyObject *file, Py_buffer *b)
+{
+    PyObject *mm = PyObject_GetAttr(file, a_mm);
+    if (mm == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int got = PyObject_GetBuffer(mm, b, PyBUF_WRITABLE);
+    Py_DECREF(mm);
+    if (got < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
 static int index_open(PyObject *service, index_t *ix)
 {
     memset(ix, 0, sizeof(*ix));
@@ -678,12 +695,7 @@ static int index_open(PyObject *service, index_t *ix)
     ix->slot_count_was = ix->slot_count;
     ix->begin_ts_was = ix->begin_ts;
     ix->begin_phy_was = ix->begin_phy;
-    PyObject *mm = PyObject_GetAttr(ix->file, a_mm);
-    if (mm == NULL)
-        goto no;
-    int got = PyObject_GetBuffer(mm, &ix->mm, PyBUF_WRITABLE);
-    Py_DECREF(mm);
-    if (got < 0)
+    if (!writable_map(ix->file, &ix->mm))
         goto no;
     ix->has_mm = 1;
     /* the slot table and every entry up to index_num lie in the map */
@@ -798,15 +810,6 @@ static int index_store(index_t *ix, PyObject *service, Py_ssize_t n)
 
 /* ---- append(): one message ------------------------------------------------------------------ */
 
-static int writable_buffer(PyObject *o, Py_buffer *b)
-{
-    if (PyObject_GetBuffer(o, b, PyBUF_WRITABLE) < 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    return 1;
-}
-
 static PyObject *put_result(PyObject *result_type, message_t *m, long long offset, long long queue_offset,
                             long long store_ts)
 {
@@ -912,12 +915,7 @@ static int queue_open(queue_t *q, PyObject *key, PyObject *queues, PyObject *tab
         goto no;
     }
     q->first_queue_offset = q->queue_offset;
-    PyObject *mm = PyObject_GetAttr(q->file, a_mm);
-    if (mm == NULL)
-        goto no;
-    int got = PyObject_GetBuffer(mm, &q->mm, PyBUF_WRITABLE);
-    Py_DECREF(mm);
-    if (got < 0)
+    if (!writable_map(q->file, &q->mm))
         goto no;
     q->has_mm = 1;
     if (q->file_size > q->mm.len || q->pos < 0 || q->pos > q->file_size)
@@ -1337,11 +1335,7 @@ static PyObject *append_one(PyObject *self, PyObject *const *args, Py_ssize_t na
     long long offset = base + pos;
     if (reput_from != offset || pos + m.total + end_blank > file_size)
         goto declined; /* something to dispatch first, or the next segment: Python */
-    PyObject *mm = PyObject_GetAttr(mf, a_mm);
-    if (mm == NULL)
-        goto declined;
-    has_cl = writable_buffer(mm, &clb);
-    Py_DECREF(mm);
+    has_cl = writable_map(mf, &clb);
     if (!has_cl || pos > clb.len || m.total > clb.len - pos)
         goto declined;
     PyObject *qid_obj = PyLong_FromLongLong(m.queue_id);

@@ -482,8 +482,9 @@ def _scan_pieces(segment: Segment, is_last: bool, start: int, end: int | None, c
     takes nothing, the careful path (:func:`_careful_step`) reads one record or one damaged region.
     """
     path = str(segment.path)
-    # with the native kernel, the scans that keep nothing of a window (crc_scan, column_scan) read it mapped
-    mapped = (tally is not None or columns is not None) and native.kernel is not None
+    # with the native kernel, crc_scan (which keeps nothing of a window) reads it mapped; a column scan
+    # reads into its reused buffer: mapped, verify --jobs 2 peaked 12 MiB higher on 1 M messages, no faster
+    mapped = tally is not None and native.kernel is not None
     window = _FileWindow(path, segment.size, COLUMN_WINDOW if columns is not None else CRC_MAP if mapped else
                          CRC_WINDOW if tally is not None else WINDOW, mapped=mapped)
     scan = _Scan(window, path, segment.base_offset, check_crc, is_last, findings, tally, needle, zeros_end, columns,

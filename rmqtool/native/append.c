@@ -286,9 +286,9 @@ static int int_of(PyObject *v, long long lo, long long hi, long long *out)
     return 1;
 }
 
-static int attr_int(PyObject *o, PyObject *name, long long lo, long long hi, long long *out)
+/* int_of of a new reference, which it releases; NULL (a failed lookup) is 0 with no error set */
+static int owned_int(PyObject *v, long long lo, long long hi, long long *out)
 {
-    PyObject *v = PyObject_GetAttr(o, name);
     if (v == NULL) {
         PyErr_Clear();
         return 0;
@@ -296,6 +296,11 @@ static int attr_int(PyObject *o, PyObject *name, long long lo, long long hi, lon
     int ok = int_of(v, lo, hi, out);
     Py_DECREF(v);
     return ok;
+}
+
+static int attr_int(PyObject *o, PyObject *name, long long lo, long long hi, long long *out)
+{
+    return owned_int(PyObject_GetAttr(o, name), lo, hi, out);
 }
 
 #define MAX_KEYS 64
@@ -411,14 +416,7 @@ static int same(PyObject *a, PyObject *b)
 
 static int msg_int(PyObject *msg, int i, long long lo, long long hi, long long *out)
 {
-    PyObject *v = msg_get(msg, i);
-    if (v == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    int ok = int_of(v, lo, hi, out);
-    Py_DECREF(v);
-    return ok;
+    return owned_int(msg_get(msg, i), lo, hi, out);
 }
 
 /* ``prev``: the message read before (its shape is taken again when the key is the same), or NULL */
@@ -656,7 +654,6 @@ static int attr_ll(PyObject *o, PyObject *name, long long *out)
     return attr_int(o, name, INT64_MIN, INT64_MAX, out);
 }
 
-/* the service's current file, read; 0 when it is not there, full, or not what we can write */
 /* the writable map of a mapped file (its ``mm``); 0, with no error set, when it has none */
 static int writable_map(PyObject *file, Py_buffer *b)
 {
@@ -674,6 +671,7 @@ static int writable_map(PyObject *file, Py_buffer *b)
     return 1;
 }
 
+/* the service's current file, read; 0 when it is not there, full, or not what we can write */
 static int index_open(PyObject *service, index_t *ix)
 {
     memset(ix, 0, sizeof(*ix));

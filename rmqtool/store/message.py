@@ -136,12 +136,7 @@ class Message:
         # for what it declines: set after the class)
         p = self._properties
         if p is None:
-            kernel = native.kernel
-            # the common string read in C (ASCII, so valid UTF-8); None: declined, Python's reading
-            if kernel is not None and (p := kernel.properties_dict(self.properties_raw)) is not None:
-                self._properties_utf8_ok = True
-            else:
-                p, self._properties_utf8_ok = bytes_to_properties(self.properties_raw)
+            p, self._properties_utf8_ok = bytes_to_properties(self.properties_raw)
             self._properties = p
         return p
 

@@ -171,12 +171,12 @@ class _FileWindow:
         # object a read costs page faults that take longer than the copy. Only reads without
         # a cap use it; a search (find_record) keeps reading bytes, which never change under it.
         self.spare = None  # made at the first read that can use it
-        # ``mapped`` (with the native kernel: its loops read only what they need, where a copy
-        # of every byte would cost more than the loops): reads without a cap map the window
-        # instead (mmap, no populate). Only inside the size the file has now, so no page of
-        # the mapping lies past its end; a file cut shorter while mapped (nothing in a
+        # ``mapped`` (the caller's choice, with the native kernel: its loops read only what they
+        # need, where a copy of every byte would cost more than the loops): reads without a cap
+        # map the window instead (mmap, no populate). Only inside the size the file has now, so
+        # no page of the mapping lies past its end; a file cut shorter while mapped (nothing in a
         # stopped broker's store does that) would raise SIGBUS, which reads never risk.
-        self.mapped = mapped and native.kernel is not None and self._file_size() >= size
+        self.mapped = mapped and self._file_size() >= size
 
     def _file_size(self) -> int:
         try:

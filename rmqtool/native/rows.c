@@ -38,7 +38,7 @@ static struct {
     Py_ssize_t record_value_len;
     char tags[KEY_MAX], keys[KEY_MAX], uniq[KEY_MAX];
     Py_ssize_t tags_len, keys_len, uniq_len;
-    unsigned char key_separator, property_sep, name_value_sep;
+    unsigned char key_separator;
     uint32_t magic_v2;
     int64_t compressed_flag;
 } L;
@@ -563,7 +563,7 @@ done:
     return result;
 }
 
-/* set_row_layout(fields, keys, record_value, names, key_separator, separators, magic_v2, compressed_flag):
+/* set_row_layout(fields, keys, record_value, names, key_separator, magic_v2, compressed_flag):
  * fields: per hosts kind a tuple of N_FIELDS (offset, size) pairs and the header's size, as
  * (pairs, header_size); keys: N_KEYS JSON texts '"key":'; names: (TAGS, KEYS, UNIQ_KEY). */
 static PyObject *set_row_layout(PyObject *self, PyObject *args)
@@ -571,12 +571,12 @@ static PyObject *set_row_layout(PyObject *self, PyObject *args)
     PyObject *fields, *keys, *names;
     const char *record_value;
     Py_ssize_t record_value_len;
-    unsigned char key_separator, property_sep, name_value_sep;
+    unsigned char key_separator;
     unsigned long magic_v2;
     long long compressed_flag;
-    if (!PyArg_ParseTuple(args, "O!O!y#O!bbbkL", &PyTuple_Type, &fields, &PyTuple_Type, &keys, &record_value,
-                          &record_value_len, &PyTuple_Type, &names, &key_separator, &property_sep,
-                          &name_value_sep, &magic_v2, &compressed_flag))
+    if (!PyArg_ParseTuple(args, "O!O!y#O!bkL", &PyTuple_Type, &fields, &PyTuple_Type, &keys, &record_value,
+                          &record_value_len, &PyTuple_Type, &names, &key_separator, &magic_v2,
+                          &compressed_flag))
         return NULL;
     L.ready = 0;
     if (PyTuple_GET_SIZE(fields) != HOST_KINDS || PyTuple_GET_SIZE(keys) != N_KEYS || PyTuple_GET_SIZE(names) != 3
@@ -635,8 +635,6 @@ static PyObject *set_row_layout(PyObject *self, PyObject *args)
     memcpy(L.record_value, record_value, (size_t)record_value_len);
     L.record_value_len = record_value_len;
     L.key_separator = key_separator;
-    L.property_sep = property_sep;
-    L.name_value_sep = name_value_sep;
     L.magic_v2 = (uint32_t)magic_v2;
     L.compressed_flag = compressed_flag;
     for (int b = 0; b < 4096; b++) {
@@ -652,7 +650,7 @@ PyMethodDef rmq_rows_methods[] = {
      "jsonl_rows(buf, spans, verdicts, first, offset0, position0, file_json, body_base64) -> (bytes, rows): "
      "the JSON Lines rows of records first.. up to the first one declined; None before set_row_layout"},
     {"set_row_layout", set_row_layout, METH_VARARGS,
-     "set_row_layout(fields, keys, record_value, names, key_separator, property_sep, name_value_sep, magic_v2, "
+     "set_row_layout(fields, keys, record_value, names, key_separator, magic_v2, "
      "compressed_flag): the header layout, the row's keys and names, from Python once"},
     {NULL, NULL, 0, NULL},
 };

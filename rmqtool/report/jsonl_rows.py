@@ -71,7 +71,7 @@ def _kernel():
     kernel.set_row_layout(_layout(), tuple((b"," if n else b"") + orjson.dumps(k) + b":" for n, k in enumerate(keys)), orjson.dumps("message"),
                           tuple(n.encode("ascii") for n in (props.PROPERTY_TAGS, props.PROPERTY_KEYS,
                                                             props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)),
-                          ord(props.KEY_SEPARATOR), ord(props.PROPERTY_SEPARATOR), ord(props.NAME_VALUE_SEPARATOR),
+                          ord(props.KEY_SEPARATOR),  # (the properties' own separators are properties.c's)
                           MESSAGE_MAGIC_CODE_V2, COMPRESSED_FLAG)
     _ready_for = kernel
     return kernel

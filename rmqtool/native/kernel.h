@@ -46,5 +46,6 @@ extern PyMethodDef rmq_rows_methods[];
 extern PyMethodDef rmq_messages_methods[];
 extern PyMethodDef rmq_append_methods[];
 extern PyMethodDef rmq_timer_methods[];
+extern PyMethodDef rmq_table_methods[];
 
 #endif

@@ -4,7 +4,7 @@
 /* every part's table, in order; a part adds its table here */
 static PyMethodDef *parts[] = {
     rmq_properties_methods, rmq_scan_methods, rmq_columns_methods, rmq_rows_methods, rmq_messages_methods,
-    rmq_append_methods, rmq_timer_methods,
+    rmq_append_methods, rmq_timer_methods, rmq_table_methods,
 };
 
 static PyModuleDef kernel_module = {

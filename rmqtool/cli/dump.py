@@ -130,7 +130,7 @@ def dump_commitlog(
         elif fmt == OutputFormat.jsonl and in_parallel(jobs, dumps, limit):
             parallel_jsonl(sink, dumps, limit, jobs or default_workers(), bar)
         else:
-            sink.rows(chained(dumps, limit, bar, encoded=fmt == OutputFormat.jsonl))
+            sink.rows(chained(dumps, limit, bar, encoded=fmt.value))
     _finish(sink, settled_findings(dumps, lives), sum(d.damaged for d in dumps))
 
 

@@ -20,7 +20,7 @@ from rmqtool.findings import BODY_DECOMPRESS_FAILED, Finding
 from rmqtool.inspect.hints import wrong_kind
 from rmqtool.inspect.selection import MessageSelection
 from rmqtool.report.records import message_record
-from rmqtool.report.sink import EncodedRows, encode_lines
+from rmqtool.report.sink import EncodedRows, Run, encode_lines
 from rmqtool.store import detect
 from rmqtool.store.commitlog import Blank, Corrupt, findings_of, scan_segment
 from rmqtool.store.commitlog_end import CommitLog, last_file_end, last_written, segment_ranges
@@ -162,10 +162,10 @@ class CommitLogDump:
         1.7x the CPU of -j 1 and was slower on the wall in every run, so by default one process."""
         return self.body == "base64" and self.row_run() is not None
 
-    def _row(self, r) -> dict | EncodedRows | None:
-        """The row for a scanned record, or None when it is not asked for; rows encoded
-        already (:meth:`row_run`'s) as they are."""
-        if type(r) is EncodedRows:
+    def _row(self, r) -> dict | Run | None:
+        """The row for a scanned record, or None when it is not asked for; runs of rows
+        (:meth:`row_run`'s, :meth:`table_run`'s) as they are."""
+        if isinstance(r, Run):
             return r
         if type(r) is Message:
             if not self.selection.matches(r):
@@ -190,16 +190,27 @@ class CommitLogDump:
         (a selection, decompression, system decoding, a body mode it does not write, a
         DLedger log) or the native kernel is not there."""
         from rmqtool.report import jsonl_rows  # numpy
-        if (not self.selection.everything or self.decompress or self.decode_system or self.preview is not None
-                or self.dledger is not None or not jsonl_rows.wanted(self.body)):
+        if not self._native_rows(jsonl_rows):
             return None
         return jsonl_rows.RowRun(self.body, self.check_crc)
+
+    def table_run(self):
+        """What hands a table the runs of a window's clean records (report/table_rows.TableRun:
+        their lines written natively once its layout is fixed), or None as for :meth:`row_run`."""
+        from rmqtool.report import jsonl_rows, table_rows  # numpy
+        if not self._native_rows(jsonl_rows):
+            return None
+        return table_rows.TableRun(self.body, self.check_crc)
+
+    def _native_rows(self, jsonl_rows) -> bool:
+        return not (not self.selection.everything or self.decompress or self.decode_system
+                    or self.preview is not None or self.dledger is not None or not jsonl_rows.wanted(self.body))
 
     def results(self, progress=None, rows=None) -> Iterator:
         """Every scan result (Message, Blank, Corrupt) of the range, in commit log order,
         findings collected; ``progress.advance(bytes)`` every PROGRESS_STEP bytes scanned.
-        ``rows``: :meth:`row_run`'s, when the results may hold encoded rows (EncodedRows:
-        clean records, no findings)."""
+        ``rows``: :meth:`row_run`'s (or :meth:`table_run`'s), when the results may hold runs
+        of rows (EncodedRows, TableRows: clean records, no findings)."""
         check = findings_of
         if self.dledger is not None:
             yield from self._dledger_results(progress)
@@ -214,7 +225,7 @@ class CommitLogDump:
                                   check_crc=self.check_crc, findings=self.findings, rows=rows):
                 if stop is not None and r.position >= stop:
                     break  # damage from the end on belongs to the scan's range, not to what was asked
-                found = check(r) if type(r) is not EncodedRows else None
+                found = check(r) if not isinstance(r, Run) else None
                 if found:
                     self.damaged += 1
                     self.findings += found
@@ -279,15 +290,17 @@ class CommitLogDump:
                     limit -= 1
             end = now
 
-    def rows(self, progress=None, encoded: bool = False) -> Iterator[dict]:
+    def rows(self, progress=None, encoded: bool | str = False) -> Iterator[dict]:
         """The rows, in commit log order (see :meth:`results` for progress). ``encoded``: for a
-        JSON Lines sink, runs of rows may come encoded already (EncodedRows, :meth:`row_run`)."""
+        JSON Lines sink (True, "jsonl"), runs of rows may come encoded already (EncodedRows,
+        :meth:`row_run`); for a table ("table"), as runs of clean records (TableRows, :meth:`table_run`)."""
         limit = self.limit
         if limit is not None and limit <= 0:
             return
         emitted = 0
-        for row in self._rows_of(self.results(progress, self.row_run() if encoded else None)):
-            if type(row) is EncodedRows:
+        runs = self.table_run() if encoded == "table" else self.row_run() if encoded in (True, "jsonl") else None
+        for row in self._rows_of(self.results(progress, runs)):
+            if isinstance(row, Run):
                 if limit is not None and emitted + row.count >= limit:
                     yield row.first(limit - emitted)
                     return

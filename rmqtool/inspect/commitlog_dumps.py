@@ -7,7 +7,7 @@ import pathlib
 
 from rmqtool.errors import UsageError
 from rmqtool.inspect.commitlog_dump import CommitLogDump
-from rmqtool.report.sink import EncodedRows
+from rmqtool.report.sink import Run
 from rmqtool.store.live import store_root_of
 from rmqtool.store.parallel import default_workers
 from rmqtool.store.view import StoreView
@@ -66,9 +66,9 @@ def parallel_jsonl(sink, dumps: list, limit: int | None, workers: int, bar) -> N
                 limit -= count
 
 
-def chained(dumps: list, limit: int | None, bar, encoded: bool = False):
-    """The rows of several dumps in turn, ``limit`` rows in all; ``encoded``: for a JSON Lines
-    sink, runs of rows may come encoded already (EncodedRows)."""
+def chained(dumps: list, limit: int | None, bar, encoded: bool | str = False):
+    """The rows of several dumps in turn, ``limit`` rows in all; ``encoded``: the sink's format,
+    whose runs of rows may come whole (CommitLogDump.rows)."""
     for d in dumps:
         if limit is not None:
             if limit <= 0:
@@ -77,7 +77,7 @@ def chained(dumps: list, limit: int | None, bar, encoded: bool = False):
         for row in d.rows(bar, encoded):
             yield row
             if limit is not None:
-                limit -= row.count if type(row) is EncodedRows else 1
+                limit -= row.count if isinstance(row, Run) else 1
 
 
 def view_of(path) -> StoreView | None:

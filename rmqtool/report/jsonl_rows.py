@@ -24,8 +24,8 @@ from rmqtool.report.sink import EncodedRows
 from rmqtool.store.message import Message, build_messages
 from rmqtool.store.record_kernel import clean_records, crc_verdicts
 
-# the header fields rows.c reads, in its order (Message's names but the hosts' and the size's)
-_FIELDS = ("total_size", "magic_code", "body_crc", "queue_id", "flag", "queue_offset", "physical_offset",
+# the header fields rows.c (and table.c) read, in their order (Message's names but the hosts' and the size's)
+FIELDS = ("total_size", "magic_code", "body_crc", "queue_id", "flag", "queue_offset", "physical_offset",
            "sys_flag", "born_timestamp", "born_host", "born_port", "store_timestamp", "store_host", "store_port",
            "reconsume_times", "prepared_transaction_offset")
 # the row's keys in the order rows.c writes them (message_record's; property_crc_ok when it is there)
@@ -37,17 +37,17 @@ ROW_KEYS = ("record", "commit_log_offset", "store_size", "magic_code", "message_
 BODIES = {"none": False, "base64": True}  # the body modes the kernel writes: base64 or not
 
 
-def _layout() -> tuple:
+def header_layout() -> tuple:
     """Each hosts kind's (field (position, size) pairs, header size), from formats/commitlog.py."""
     out = []
     for at, hosts in zip(HEADER_FIELD_AT, MessageHosts):
         subcons = {s.name: s for s in (*MessagePrefix.subcons, *hosts.subcons)}
         size = cs.Struct(*MessagePrefix.subcons, *hosts.subcons).sizeof()
-        out.append((tuple((at[f], subcons[f].sizeof()) for f in _FIELDS), size))
+        out.append((tuple((at[f], subcons[f].sizeof()) for f in FIELDS), size))
     return tuple(out)
 
 
-def _probe_keys() -> tuple | None:
+def probe_keys() -> tuple | None:
     """The keys of a row message_record makes (with a __CRC32# verdict), or None when they are
     not the ones rows.c writes in its order: then the kernel is not used."""
     m = Message(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b"\0" * 4, 0, 0, b"\0" * 4, 0, 0, 0, b"", "", b"", {}, path="",
@@ -65,10 +65,10 @@ def _kernel():
     kernel = native.kernel
     if kernel is None or _ready_for is kernel:
         return kernel
-    keys = _probe_keys()
+    keys = probe_keys()
     if keys is None:
         return None
-    kernel.set_row_layout(_layout(), tuple((b"," if n else b"") + orjson.dumps(k) + b":" for n, k in enumerate(keys)), orjson.dumps("message"),
+    kernel.set_row_layout(header_layout(), tuple((b"," if n else b"") + orjson.dumps(k) + b":" for n, k in enumerate(keys)), orjson.dumps("message"),
                           tuple(n.encode("ascii") for n in (props.PROPERTY_TAGS, props.PROPERTY_KEYS,
                                                             props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)),
                           ord(props.KEY_SEPARATOR),  # (the properties' own separators are properties.c's)
@@ -80,6 +80,20 @@ def _kernel():
 def wanted(body: str) -> bool:
     """The kernel is there and writes rows of this body mode."""
     return body in BODIES and native.kernel is not None
+
+
+def record_spans(records) -> np.ndarray:
+    """The records' spans as the kernel's parts take them: int64 rows of (position, end, hosts kind,
+    body, topic, properties start)."""
+    return np.stack((records.position, records.end, records.hosts, records.body_at, records.body_end,
+                     records.topic_at, records.topic_end, records.properties_at), axis=1).astype(np.int64)
+
+
+def verdict_flags(verdicts) -> np.ndarray | None:
+    """CRC verdicts as the kernel's parts take them: uint8 rows of (body CRC holds, a __CRC32#
+    entry, it holds); None when the CRCs are not checked."""
+    return None if verdicts is None else np.stack(
+        (verdicts.body_ok, verdicts.has_entry, verdicts.entry_ok), axis=1).astype(np.uint8)
 
 
 class RowRun:
@@ -114,10 +128,7 @@ class RowRun:
         if kernel is None or file_json is None:
             return records.stop, build_messages(buf, records, offset0, position0, path, self.check_crc,
                                                 verdicts=verdicts)
-        spans = np.stack((records.position, records.end, records.hosts, records.body_at, records.body_end,
-                          records.topic_at, records.topic_end, records.properties_at), axis=1).astype(np.int64)
-        flags = None if verdicts is None else np.stack(
-            (verdicts.body_ok, verdicts.has_entry, verdicts.entry_ok), axis=1).astype(np.uint8)
+        spans, flags = record_spans(records), verdict_flags(verdicts)
         pieces: list = []
         k = 0
         while k < n:

@@ -49,7 +49,14 @@ def encode_row(obj, *, newline: bool = True) -> bytes:
         return text.encode("utf-8", "backslashreplace")
 
 
-class EncodedRows:
+class Run:
+    """Rows that come as one piece, a run of a window's clean records: ``count`` of them, the
+    first one's record at file position ``position``; ``first(n)`` is a run of its first n.
+    EncodedRows (JSON Lines written already), report/table_rows.TableRows (a table's)."""
+    __slots__ = ()
+
+
+class EncodedRows(Run):
     """Rows encoded already as JSON Lines (``count`` of them in ``data``), written as they are:
     a run of clean records the native kernel wrote (report/jsonl_rows.py). ``position``: the
     file position of the first one's record."""
@@ -191,10 +198,15 @@ class Sink:
     def rows(self, rows: Iterable) -> None:
         """Every row of ``rows``, as :meth:`row` writes them; JSON Lines in one tight loop
         (a dump's hot path: about a microsecond a row less than a call each), where rows
-        encoded already (EncodedRows) are written as they are."""
+        encoded already (EncodedRows) are written as they are; a table takes a run of rows
+        (a Run: TableRows) whole (:meth:`TextTable.run`)."""
         if self.fmt != "jsonl":
             for obj in rows:
-                self.row(obj)
+                if isinstance(obj, Run):
+                    self.count += obj.count
+                    self._table.run(obj)
+                else:
+                    self.row(obj)
             return
         if self._bytes is None:
             self._bytes = _ByteWriter(self.stream)

@@ -113,6 +113,35 @@ class TextTable:
         if len(self._lines) >= CHUNK_LINES:
             self._write()
 
+    def run(self, run) -> None:
+        """A run of rows that can write its own lines (report/table_rows.TableRows: a window's
+        clean records): once this table's layout is fixed, ``run.lines`` writes them (the native
+        kernel's copy of :meth:`_line`, byte for byte); the rows it declines, and every row while
+        the layout is sampled, come as dicts through :meth:`row`, the definition."""
+        kind = self._kind_of({"record": run.record})
+        k, n = 0, run.count
+        while k < n:
+            layout = self._layout
+            if self._sampling or layout is None or layout.kind != kind:
+                hi = min(n, k + (max(SAMPLE_ROWS - len(self._sample), 1) if self._sampling else 1))
+                for row in run.rows(k, hi):
+                    self.row(row)
+                k = hi
+                continue
+            text, taken = run.lines(layout.cells, self._front, self.wide, k)
+            if text is None:  # a layout the kernel does not write
+                for row in run.rows(k, n):
+                    self.row(row)
+                return
+            if taken:
+                self.count += taken
+                self._lines.append(text)
+                self._write()
+                k += taken
+            if k < n:  # declined: this record's line the Python way
+                self.row(run.rows(k, k + 1)[0])
+                k += 1
+
     def _flush_sample(self) -> None:
         rows, self._sample, self._sampling = self._sample, [], False
         kind = self._sample_kind

@@ -190,21 +190,22 @@ class CommitLogDump:
         (a selection, decompression, system decoding, a body mode it does not write, a
         DLedger log) or the native kernel is not there."""
         from rmqtool.report import jsonl_rows  # numpy
-        if not self._native_rows(jsonl_rows):
+        if not self._native_rows() or self.preview is not None or not jsonl_rows.wanted(self.body):
             return None
         return jsonl_rows.RowRun(self.body, self.check_crc)
 
     def table_run(self):
         """What hands a table the runs of a window's clean records (report/table_rows.TableRun:
-        their lines written natively once its layout is fixed), or None as for :meth:`row_run`."""
-        from rmqtool.report import jsonl_rows, table_rows  # numpy
-        if not self._native_rows(jsonl_rows):
+        their lines written natively once its layout is fixed), or None as for :meth:`row_run`
+        (a text body with its preview is one it takes)."""
+        from rmqtool.report import table_rows  # numpy
+        if not self._native_rows() or not table_rows.wanted(self.body):
             return None
-        return table_rows.TableRun(self.body, self.check_crc)
+        return table_rows.TableRun(self.body, self.check_crc, self.preview)
 
-    def _native_rows(self, jsonl_rows) -> bool:
-        return not (not self.selection.everything or self.decompress or self.decode_system
-                    or self.preview is not None or self.dledger is not None or not jsonl_rows.wanted(self.body))
+    def _native_rows(self) -> bool:
+        """No selection, decompression, system decoding, nor DLedger log: rows the kernel's parts may write."""
+        return self.selection.everything and not (self.decompress or self.decode_system or self.dledger is not None)
 
     def results(self, progress=None, rows=None) -> Iterator:
         """Every scan result (Message, Blank, Corrupt) of the range, in commit log order,

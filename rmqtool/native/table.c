@@ -50,10 +50,11 @@ static int64_t field(const unsigned char *rec, int kind, int f)
 /* where a cell's value comes from; table_sources() gives Python these names in this order */
 enum { SRC_CONST, SRC_OFFSET, SRC_POSITION, SRC_INT, SRC_TIME, SRC_MAGIC, SRC_VERSION, SRC_BODY_LENGTH,
        SRC_BODY_CRC_OK, SRC_PROPERTY_CRC_OK, SRC_BODY_BASE64, SRC_TOPIC, SRC_PROPERTIES, SRC_PROPERTIES_RAW,
-       SRC_TAGS, SRC_KEYS, SRC_UNIQ, SRC_FILE, N_SOURCES };
+       SRC_TAGS, SRC_KEYS, SRC_UNIQ, SRC_FILE, SRC_BODY_TEXT, N_SOURCES };
 static const char *SOURCE_NAMES[N_SOURCES] = {
     "const", "offset", "position", "int", "time", "magic", "version", "body_length", "body_crc_ok",
-    "property_crc_ok", "body_base64", "topic", "properties", "properties_raw", "tags", "keys", "uniq", "file"};
+    "property_crc_ok", "body_base64", "topic", "properties", "properties_raw", "tags", "keys", "uniq", "file",
+    "body_text"};
 
 /* spans: int64 rows of (position, end, hosts, body_at, body_end, topic_at, topic_end, properties_at) */
 enum { S_POS, S_END, S_HOSTS, S_BODY_AT, S_BODY_END, S_TOPIC_AT, S_TOPIC_END, S_PROPS_AT, N_SPANS };
@@ -266,11 +267,21 @@ static char *put_value(char *t, const record_t *r, int a)
     return a < 0 ? t : put_text(t, r->props + r->sp[a].value_at, r->sp[a].value_len);
 }
 
-/* The cell's text into t (room: cell_room), escaped; ``most``: the letters shown, -1 for all. */
+/* records.render_body's text of a body, cut to ``preview`` letters (-1: whole) when its letters
+ * up to there are ASCII (then they are its bytes); -1 when they are not (declined) */
+static Py_ssize_t body_text_bytes(const record_t *r, int preview)
+{
+    Py_ssize_t n = preview >= 0 && r->body_len > preview ? preview : r->body_len;
+    return all_ascii(r->body, n) ? n : -1;
+}
+
+/* The cell's text into t (room: cell_room), escaped; ``most``: the letters shown, -1 for all.
+ * *ellipsis: 1 when the text ends in an ellipsis (a body preview cut short), else 0. */
 static char *cell_text(char *t, const cell_t *c, const record_t *r, const unsigned char *v, const char *file,
-                       Py_ssize_t file_len, Py_ssize_t most)
+                       Py_ssize_t file_len, Py_ssize_t most, int *ellipsis)
 {
     const unsigned char *rec = r->rec;
+    *ellipsis = 0;
     switch (c->source) {
     case SRC_CONST: return put_text(t, (const unsigned char *)c->text, c->text_len);
     case SRC_OFFSET: return put_int(t, r->offset);
@@ -325,6 +336,13 @@ static char *cell_text(char *t, const cell_t *c, const record_t *r, const unsign
         }
         return t;
     case SRC_FILE: return put_text(t, (const unsigned char *)file, file_len);
+    case SRC_BODY_TEXT: {  /* ASCII up to the preview (table_lines checked it): its bytes, "…" when longer */
+        Py_ssize_t n = body_text_bytes(r, c->arg);
+        if (n < 0)
+            return t;
+        *ellipsis = n < r->body_len;
+        return put_text(t, r->body, most >= 0 && most < n ? most : n);
+    }
     default: return t;
     }
 }
@@ -347,20 +365,23 @@ static char *put_spaces(char *w, Py_ssize_t n)
     return w;
 }
 
-/* the cell's text t (n letters, ASCII) as TextTable._line writes it: cut (columns.cut, or
- * table.cut_front for a path) unless wide, padded to the width */
-static char *put_cell(char *w, const cell_t *c, const char *t, Py_ssize_t n, int wide)
+/* the cell's text t (n letters, ASCII, then an ellipsis when ``ellipsis``) as TextTable._line
+ * writes it: cut (columns.cut, or table.cut_front for a path) unless wide, padded to the width */
+static char *put_cell(char *w, const cell_t *c, const char *t, Py_ssize_t n, int ellipsis, int wide)
 {
-    Py_ssize_t width = c->width;
-    if (wide || n <= width) {
+    Py_ssize_t width = c->width, cells = n + ellipsis;
+    if (wide || cells <= width) {
         if (c->right)
-            w = put_spaces(w, width - n);
+            w = put_spaces(w, width - cells);
         memcpy(w, t, (size_t)n);
         w += n;
-        return c->right ? w : put_spaces(w, width - n);
+        if (ellipsis)
+            w = put(w, ELLIPSIS, 3);
+        return c->right ? w : put_spaces(w, width - cells);
     }
     /* longer than the width: width - 1 letters and the ellipsis (just the ellipsis at width 1 or
-     * less); the cut text is width cells wide, so no pad but at width 0 (where it is one cell over) */
+     * less; the letters kept are ASCII: an ellipsis of the text's own is its last letter); the cut
+     * text is width cells wide, so no pad but at width 0 (where it is one cell over) */
     Py_ssize_t keep = width > 1 ? width - 1 : 0;
     if (c->front) {
         w = put(w, ELLIPSIS, 3);
@@ -376,7 +397,7 @@ static char *put_cell(char *w, const cell_t *c, const char *t, Py_ssize_t n, int
  * the file's name alike, numbers and times in 32 */
 static Py_ssize_t cell_room(const record_t *r, Py_ssize_t file_len, const cell_t *cells, int n_cells)
 {
-    Py_ssize_t room = 64 + 4 * file_len + 4 * (Py_ssize_t)(r->props_len + r->topic_len) + 2 * r->body_len;
+    Py_ssize_t room = 64 + 4 * file_len + 4 * (Py_ssize_t)(r->props_len + r->topic_len + r->body_len);
     for (int c = 0; c < n_cells; c++)
         if (cells[c].source == SRC_CONST && 4 * cells[c].text_len + 64 > room)
             room = 4 * cells[c].text_len + 64;
@@ -507,9 +528,25 @@ static int get_cells(PyObject *cells_obj, cell_t *cells, int *n_cells)
     return 0;
 }
 
+/* 1 when the record's cells are ones this part writes (read_record's, and a body shown as text
+ * ASCII as far as it is shown) */
+static int covered(record_t *r, const window_t *win, Py_ssize_t k, int64_t offset0, int64_t position0,
+                   const cell_t *cells, int n_cells)
+{
+    const unsigned char *v = win->have_verdicts ? (const unsigned char *)win->verdicts.buf + k * N_VERDICTS : NULL;
+    if (!read_record(r, win->buf.buf, win->buf.len, (const int64_t *)win->spans.buf + k * N_SPANS, v, offset0,
+                     position0))
+        return 0;
+    for (int c = 0; c < n_cells; c++)
+        if (cells[c].source == SRC_BODY_TEXT && body_text_bytes(r, cells[c].arg) < 0)
+            return 0;
+    return 1;
+}
+
 /* table_lines(buf, spans, verdicts, first, offset0, position0, cells, file, gap, wide)
- * -> (text, lines): the lines (joined by newlines, none after the last) of the records from
- * first on up to the first one declined; file: the records' file name (ASCII), or None when
+ * -> (text, lines, declined): the lines (joined by newlines, none after the last) of the records
+ * from first on up to the first one declined, and how many records from there it declines in a
+ * row (their lines are the Python path's); file: the records' file name (ASCII), or None when
  * it is not. None when a cell needs what is not there (set_table_layout not called, the file). */
 static PyObject *table_lines(PyObject *self, PyObject *args)
 {
@@ -549,7 +586,6 @@ static PyObject *table_lines(PyObject *self, PyObject *args)
     window_t win;
     if (get_window(&win, buf_obj, spans_obj, verdicts_obj) < 0)
         return NULL;
-    const int64_t *s = win.spans.buf;
     const unsigned char *v = win.have_verdicts ? win.verdicts.buf : NULL;
     PyObject *result = NULL;
     Py_ssize_t widths = 0;
@@ -558,9 +594,9 @@ static PyObject *table_lines(PyObject *self, PyObject *args)
     Py_ssize_t len = 0, k = first;
     record_t r;
     for (; k < win.n; k++) {
-        const unsigned char *vk = v ? v + k * N_VERDICTS : NULL;
-        if (!read_record(&r, win.buf.buf, win.buf.len, s + k * N_SPANS, vk, offset0, position0))
+        if (!covered(&r, &win, k, offset0, position0, cells, n_cells))
             break;
+        const unsigned char *vk = v ? v + k * N_VERDICTS : NULL;
         Py_ssize_t room = cell_room(&r, file_len, cells, n_cells);
         /* a line: each cell at most its width and an ellipsis, or (wide) its whole text */
         Py_ssize_t line_room = widths + 1 + (wide ? n_cells * room : 0);
@@ -576,18 +612,22 @@ static PyObject *table_lines(PyObject *self, PyObject *args)
             const cell_t *cell = &cells[c];
             /* a cell cut at its end shows its first width letters at most: no need to make more */
             Py_ssize_t most = wide || cell->front ? -1 : cell->width + 1;
-            char *end = cell_text(text, cell, &r, vk, file, file_len, most);
+            int ellipsis;
+            char *end = cell_text(text, cell, &r, vk, file, file_len, most, &ellipsis);
             if (c)
                 w = put_spaces(w, gap);
-            w = put_cell(w, cell, text, end - text, wide);
+            w = put_cell(w, cell, text, end - text, ellipsis, wide);
         }
         while (w > line && w[-1] == ' ')  /* the line's end stripped, as str.rstrip (no other blank is left) */
             w--;
         len = w - lines;
     }
+    Py_ssize_t declined = k;
+    while (declined < win.n && !covered(&r, &win, declined, offset0, position0, cells, n_cells))
+        declined++;
     PyObject *out = PyUnicode_DecodeUTF8(lines, len, NULL);
     if (out != NULL)
-        result = Py_BuildValue("Nn", out, k - first);
+        result = Py_BuildValue("Nnn", out, k - first, declined - k);
 done:
     release(&win);
     return result;
@@ -675,8 +715,9 @@ PyMethodDef rmq_table_methods[] = {
      "table_records(buf, spans, verdicts, first, offset0, position0) -> the count of records from first on "
      "that table_lines writes (none with a finding)"},
     {"table_lines", table_lines, METH_VARARGS,
-     "table_lines(buf, spans, verdicts, first, offset0, position0, cells, file, gap, wide) -> (text, lines) "
-     "up to the first record declined; None when the cells cannot be written"},
+     "table_lines(buf, spans, verdicts, first, offset0, position0, cells, file, gap, wide) -> (text, lines, "
+     "declined): lines up to the first record declined, and the records declined from there; None when the cells "
+     "cannot be written"},
     {"set_table_layout", set_table_layout, METH_VARARGS,
      "set_table_layout(fields, names, key_separator, magic_v2, compressed_flag): the header layout and the "
      "property names, from Python once"},

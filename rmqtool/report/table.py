@@ -128,19 +128,18 @@ class TextTable:
                     self.row(row)
                 k = hi
                 continue
-            text, taken = run.lines(layout.cells, self._front, self.wide, k)
+            text, taken, declined = run.lines(layout.cells, self._front, self.wide, k)
             if text is None:  # a layout the kernel does not write
-                for row in run.rows(k, n):
-                    self.row(row)
-                return
-            if taken:
+                declined = n - k
+            elif taken:
                 self.count += taken
                 self._lines.append(text)
                 self._write()
                 k += taken
-            if k < n:  # declined: this record's line the Python way
-                self.row(run.rows(k, k + 1)[0])
-                k += 1
+            if declined:  # these records' lines the Python way
+                for row in run.rows(k, k + declined):
+                    self.row(row)
+                k += declined
 
     def _flush_sample(self) -> None:
         rows, self._sample, self._sampling = self._sample, [], False

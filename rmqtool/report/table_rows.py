@@ -17,7 +17,7 @@ from rmqtool.formats import properties as props
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V2
 from rmqtool.formats.sysflag import COMPRESSED_FLAG
 from rmqtool.report.columns import GAP
-from rmqtool.report.jsonl_rows import BODIES, FIELDS, ROW_KEYS, header_layout, probe_keys, record_spans, verdict_flags
+from rmqtool.report.jsonl_rows import FIELDS, ROW_KEYS, header_layout, probe_keys, record_spans, verdict_flags
 from rmqtool.report.records import message_record
 from rmqtool.report.sink import Run
 from rmqtool.store.message import build_messages
@@ -50,9 +50,16 @@ _READINGS = {
     "keys": ((["a", "b"], "a b"), ([], "")), "properties": (({"a": "1", "b": "2"}, "a=1 b=2"), ({}, "")),
 }
 _TEXT = (("a b", "a b"), ("", ""), (None, ""))  # strings as they are, None empty
+# the body modes the kernel writes a cell of: none (empty), base64, text (while ASCII)
+BODY_SOURCES = {"none": "const", "base64": "body_base64", "text": "body_text"}
 
 
-def cell_sources(cells, front: set, body: str) -> tuple | None:
+def wanted(body: str) -> bool:
+    """The kernel is there and writes body cells of this mode."""
+    return body in BODY_SOURCES and native.kernel is not None
+
+
+def cell_sources(cells, front: set, body: str, preview: int | None) -> tuple | None:
     """The layout's cells (TextTable's (field, width, right, formatter)) as table_lines takes them,
     or None when one is not a field the kernel writes the way the formatter reads it."""
     kernel = native.kernel
@@ -62,7 +69,7 @@ def cell_sources(cells, front: set, body: str) -> tuple | None:
     out = []
     for name, width, right, fmt in cells:
         if name == "body":
-            source, arg = ("body_base64", None) if BODIES[body] else ("const", "")
+            source, arg = BODY_SOURCES[body], ""
         elif name in _SOURCES:
             source, arg = _SOURCES[name]
         elif name not in ROW_KEYS and name not in _HEADER:
@@ -75,8 +82,8 @@ def cell_sources(cells, front: set, body: str) -> tuple | None:
         readings = _READINGS.get(source, ((text, text),) + _TEXT if source == "const" else _TEXT)
         if any(fmt(name, value) != shown for value, shown in readings):
             return None
-        out.append((codes[source], _HEADER[arg] if source in ("int", "time") else 0, width, right, name in front,
-                    text.encode("ascii")))
+        arg = _HEADER[arg] if source in ("int", "time") else -1 if preview is None else preview
+        out.append((codes[source], arg, width, right, name in front, text.encode("ascii")))
     return tuple(out)
 
 
@@ -103,16 +110,17 @@ class TableRun:
     runs of the records the kernel covers, Messages (with CRC verdicts as the scan gives them)
     for the others."""
 
-    def __init__(self, body: str, check_crc: bool):
+    def __init__(self, body: str, check_crc: bool, preview: int | None = None):
         self.body = body
         self.check_crc = check_crc
+        self.preview = preview  # a text body's letters shown (records.render_body)
         self._layout = None  # the layout cells last asked for, and their sources
         self._sources = None
         _kernel()
 
     def sources(self, cells, front: set):
         if cells is not self._layout:
-            self._layout, self._sources = cells, cell_sources(cells, front, self.body)
+            self._layout, self._sources = cells, cell_sources(cells, front, self.body, self.preview)
         return self._sources
 
     def __call__(self, buf, i: int, stop: int, offset0: int, position0: int, path) -> tuple[int, list]:
@@ -167,17 +175,18 @@ class TableRows(Run):
         """Records lo to hi's rows, the Python way (the definition)."""
         messages = build_messages(self.buf, self.records.rows(lo, hi), self.offset0, self.position0, self.path,
                                   self.run.check_crc, verdicts=None if self.verdicts is None else self.verdicts.rows(lo, hi))
-        body = self.run.body
-        return [message_record(m, body) for m in messages]
+        body, preview = self.run.body, self.run.preview
+        return [message_record(m, body, preview=preview) for m in messages]
 
-    def lines(self, cells, front: set, wide: bool, k: int) -> tuple[str | None, int]:
+    def lines(self, cells, front: set, wide: bool, k: int) -> tuple[str | None, int, int]:
         """(the lines of records k.. up to the first the kernel declines, joined by newlines; how
-        many), or (None, 0) when the kernel does not write this layout."""
+        many; how many records from there it declines), or (None, 0, 0) when the kernel does not
+        write this layout."""
         kernel = _kernel()
         sources = self.run.sources(cells, front) if kernel is not None else None
         if sources is None:
-            return None, 0
+            return None, 0, 0
         path = self.path
         got = kernel.table_lines(self.buf, self.spans, self.flags, k, self.offset0, self.position0, sources,
                                  path.encode("ascii") if path.isascii() else None, GAP, wide)
-        return (None, 0) if got is None else got
+        return (None, 0, 0) if got is None else got

@@ -154,7 +154,8 @@ def test_a_formatter_the_kernel_does_not_read_alike(monkeypatch):
 
 def test_text_bodies_cut_to_their_preview(monkeypatch):
     """The CLI's default table body: a text preview of 40 letters, the kernel's while ASCII (the
-    records with an emoji or Chinese in their properties: the Python way)."""
+    records whose shown keys or tags hold Chinese: the Python way, an emoji in a property not
+    shown: the kernel's)."""
     monkeypatch.setattr(table, "SAMPLE_ROWS", 10)
     store = CLEAN_SCENARIOS["4.9.8/basic"] / "store"
     text, written = _both(monkeypatch, [store], body="text", preview=40, limit=400, width=140)

@@ -4,12 +4,13 @@
  * The Python line (message_record, then TextTable._line: the cell's text, escaped, cut with an
  * ellipsis, padded, the line's end stripped) is the definition; this is a fast copy of its
  * common case. table_records picks, when the window is scanned, the records whose row has no
- * finding and whose strings are plain ASCII (the rest stay Messages, the Python way);
- * table_lines writes their lines given the layout's cells, and stops at a record it does not
- * cover (its line is then made in Python). Declined: a compressed body, a failed CRC, a
- * physicalOffset naming another place, a topic or properties that are not ASCII or not the
- * common string, a property name twice, a file name that is not ASCII, a cell source it does
- * not know (the caller then takes the Python path for the layout).
+ * finding (the rest stay Messages, the Python way); table_lines writes their lines given the
+ * layout's cells, and stops at a record it does not cover (its line is then made in Python).
+ * Declined: a compressed body, a failed CRC, a physicalOffset naming another place, a topic or
+ * properties that are not UTF-8, properties that are not the common string, a property name
+ * twice, a shown cell whose text is not ASCII (wide and combining characters, escapes past
+ * ASCII: the Python line's), a file name that is not ASCII, a cell source it does not know (the
+ * caller then takes the Python path for the layout).
  *
  * Header field positions (by hosts kind), the property names read and the flags come from
  * Python (set_table_layout), derived from formats/; the cells (which value, width, alignment,
@@ -73,7 +74,7 @@ typedef struct {
 typedef struct {
     const unsigned char *rec, *topic, *props, *body;
     Py_ssize_t topic_len, props_len, body_len;
-    int kind, np, tags, keys, uniq;
+    int kind, np, tags, keys, uniq, topic_ascii, props_ascii;
     int64_t offset, position;
     rmq_property_span sp[RMQ_MAX_PROPERTIES];
 } record_t;
@@ -86,14 +87,26 @@ static int all_ascii(const unsigned char *s, Py_ssize_t n)
     return 1;
 }
 
+/* valid UTF-8, as Python's strict decoding (store/message.py's reading of a topic and properties) says */
+static int utf8(const unsigned char *s, Py_ssize_t n)
+{
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)s, n, NULL);
+    if (text == NULL) {
+        PyErr_Clear();  /* not UTF-8 (or no memory): declined either way */
+        return 0;
+    }
+    Py_DECREF(text);
+    return 1;
+}
+
 static int same(const unsigned char *a, Py_ssize_t a_len, const char *b, Py_ssize_t b_len)
 {
     return a_len == b_len && memcmp(a, b, (size_t)a_len) == 0;
 }
 
-/* 1 when the record is one this part covers (its row has no finding, its strings are ASCII,
- * its properties the common string with each name once, its body not compressed), its parts
- * in r; 0 when declined. */
+/* 1 when the record is one this part covers (its row has no finding: its strings UTF-8; its
+ * properties the common string with each name once, its body not compressed), its parts in r;
+ * 0 when declined. A cell of text that is not ASCII is declined by covered(). */
 static int read_record(record_t *r, const unsigned char *buf, Py_ssize_t buf_len, const int64_t *s,
                        const unsigned char *v, int64_t offset0, int64_t position0)
 {
@@ -122,11 +135,11 @@ static int read_record(record_t *r, const unsigned char *buf, Py_ssize_t buf_len
     r->props_len = (Py_ssize_t)(end - props_at);
     r->body = buf + body_at;
     r->body_len = (Py_ssize_t)(body_end - body_at);
-    if (!all_ascii(r->topic, r->topic_len))
+    r->topic_ascii = all_ascii(r->topic, r->topic_len);
+    if (!r->topic_ascii && !utf8(r->topic, r->topic_len))
         return 0;
-    int ascii;
-    r->np = rmq_properties_spans(r->props, r->props_len, r->sp, RMQ_MAX_PROPERTIES, &ascii);
-    if (r->np < 0 || !ascii)
+    r->np = rmq_properties_spans(r->props, r->props_len, r->sp, RMQ_MAX_PROPERTIES, &r->props_ascii);
+    if (r->np < 0 || (!r->props_ascii && !utf8(r->props, r->props_len)))
         return 0;
     r->tags = r->keys = r->uniq = -1;
     for (int a = 0; a < r->np; a++) {
@@ -528,8 +541,13 @@ static int get_cells(PyObject *cells_obj, cell_t *cells, int *n_cells)
     return 0;
 }
 
-/* 1 when the record's cells are ones this part writes (read_record's, and a body shown as text
- * ASCII as far as it is shown) */
+static int value_ascii(const record_t *r, int a)
+{
+    return r->props_ascii || a < 0 || all_ascii(r->props + r->sp[a].value_at, r->sp[a].value_len);
+}
+
+/* 1 when the record's cells are ones this part writes (read_record's, and the text of each cell
+ * ASCII: a body shown as text as far as it is shown) */
 static int covered(record_t *r, const window_t *win, Py_ssize_t k, int64_t offset0, int64_t position0,
                    const cell_t *cells, int n_cells)
 {
@@ -537,9 +555,36 @@ static int covered(record_t *r, const window_t *win, Py_ssize_t k, int64_t offse
     if (!read_record(r, win->buf.buf, win->buf.len, (const int64_t *)win->spans.buf + k * N_SPANS, v, offset0,
                      position0))
         return 0;
-    for (int c = 0; c < n_cells; c++)
-        if (cells[c].source == SRC_BODY_TEXT && body_text_bytes(r, cells[c].arg) < 0)
-            return 0;
+    for (int c = 0; c < n_cells; c++) {
+        switch (cells[c].source) {
+        case SRC_BODY_TEXT:
+            if (body_text_bytes(r, cells[c].arg) < 0)
+                return 0;
+            break;
+        case SRC_TOPIC:
+            if (!r->topic_ascii)
+                return 0;
+            break;
+        case SRC_PROPERTIES:
+            if (!r->props_ascii)
+                return 0;
+            break;
+        case SRC_TAGS:
+            if (!value_ascii(r, r->tags))
+                return 0;
+            break;
+        case SRC_KEYS:
+            if (!value_ascii(r, r->keys))
+                return 0;
+            break;
+        case SRC_UNIQ:
+            if (!value_ascii(r, r->uniq))
+                return 0;
+            break;
+        default:
+            break;
+        }
+    }
     return 1;
 }
 

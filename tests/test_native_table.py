@@ -179,7 +179,8 @@ def test_cli_with_and_without_the_kernel():
 
 _AWKWARD = st.sampled_from(["", "a", " ", "  k ", "k1 k2", "\t", "\x00", "\x1b[2J", "\x7f", "é", "漢字", "\u0301",
                             "\u009b", "…", "x" * 30, "\u3000"])
-_TEXT = st.lists(st.one_of(_AWKWARD, st.text(max_size=5)), max_size=4).map("".join)
+_TEXT = st.lists(st.one_of(_AWKWARD, st.text(st.characters(max_codepoint=0x7F), max_size=8), st.text(max_size=5)),
+                max_size=4).map("".join)
 _TIMES = st.one_of(st.sampled_from([0, -1, 1, 999, 1000, 86399999, 253402300799999, 253402300800000,
                                     (1 << 63) - 1, -(1 << 63)]), st.integers(0, 1 << 45))
 
@@ -189,9 +190,11 @@ def _encoded(text: str) -> bytes:
 
 
 @st.composite
-def _properties(draw) -> bytes:
+def _properties(draw, tidy: bool) -> bytes:
     names = [props.PROPERTY_TAGS, props.PROPERTY_KEYS, props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "CLUSTER"]
-    entries = draw(st.lists(st.tuples(st.one_of(st.sampled_from(names), _TEXT), _TEXT), max_size=4))
+    value = _TEXT.filter(lambda v: v and "\x01" not in v and "\x02" not in v) if tidy else _TEXT
+    entries = draw(st.lists(st.tuples(st.sampled_from(names) if tidy else st.one_of(st.sampled_from(names), _TEXT),
+                                      value), max_size=4, unique_by=(lambda e: e[0]) if tidy else None))
     raw = b"".join(_encoded(n) + props.NAME_VALUE_SEPARATOR.encode() + _encoded(v) + props.PROPERTY_SEPARATOR.encode()
                    for n, v in entries)
     return raw[:-1] if draw(st.booleans()) else raw
@@ -199,23 +202,24 @@ def _properties(draw) -> bytes:
 
 @st.composite
 def _record(draw, position: int) -> bytes:
+    tidy = draw(st.booleans())  # a record the kernel may take (no finding): else anything
     magic = draw(st.sampled_from([MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2]))
-    sys_flag = draw(st.sampled_from([0, 0, 0, 4, COMPRESSED_FLAG]))
-    topic = draw(st.one_of(_TEXT.map(_encoded), st.binary(max_size=6)))[:100] or b"T"
-    properties = draw(_properties())
+    sys_flag = draw(st.sampled_from([0, 4] if tidy else [0, 0, 0, 4, COMPRESSED_FLAG]))
+    topic = draw(_TEXT.map(_encoded) if tidy else st.one_of(_TEXT.map(_encoded), st.binary(max_size=6)))[:100] or b"T"
+    properties = draw(_properties(tidy))
     if draw(st.booleans()):  # 5.x: a __CRC32# entry, filled in below
         properties += crc_rules.crc32_property(0)
     body = draw(st.one_of(st.binary(max_size=30), _TEXT.map(_encoded)))
     fields = dict(
         total_size=message_length(sys_flag, len(body), len(topic), len(properties), magic), magic_code=magic,
-        body_crc=crc_rules.body_crc(body) if draw(st.integers(0, 9)) else 12345, queue_id=draw(st.integers(0, 9)),
-        flag=draw(st.integers(-5, 5)), queue_offset=draw(st.integers(0, 1 << 40)),
-        physical_offset=position if draw(st.integers(0, 9)) else position + 1, sys_flag=sys_flag,
+        body_crc=crc_rules.body_crc(body) if tidy or draw(st.integers(0, 9)) else 12345,
+        queue_id=draw(st.integers(0, 9)), flag=draw(st.integers(-5, 5)), queue_offset=draw(st.integers(0, 1 << 40)),
+        physical_offset=position if tidy or draw(st.integers(0, 9)) else position + 1, sys_flag=sys_flag,
         born_timestamp=draw(_TIMES), born_host=b"\1\2\3\4", born_port=1, store_timestamp=draw(_TIMES),
         store_host=b"\5\6\7\x08", store_port=2, reconsume_times=draw(st.integers(0, 16)),
         prepared_transaction_offset=draw(st.integers(0, 1 << 40)), body=body, topic=topic, properties=properties)
     raw = MessageRecord.build(fields)
-    if crc_rules.stored_record_crc(properties) is not None and draw(st.integers(0, 5)):
+    if crc_rules.stored_record_crc(properties) is not None and (tidy or draw(st.integers(0, 5))):
         raw = raw[:-crc_rules.CRC32_RESERVED_LEN] + crc_rules.crc32_property(crc_rules.record_crc(raw))
     return raw
 

@@ -10,7 +10,8 @@
  * properties that are not UTF-8, properties that are not the common string, a property name
  * twice, a shown cell whose text is not ASCII (wide and combining characters, escapes past
  * ASCII: the Python line's), a file name that is not ASCII, a cell source it does not know (the
- * caller then takes the Python path for the layout).
+ * caller then takes the Python path for the layout). A host's text and the msgId's head are
+ * asked of Python (message_record's own), once for each host in a row of records.
  *
  * Header field positions (by hosts kind), the property names read and the flags come from
  * Python (set_table_layout), derived from formats/; the cells (which value, width, alignment,
@@ -51,11 +52,11 @@ static int64_t field(const unsigned char *rec, int kind, int f)
 /* where a cell's value comes from; table_sources() gives Python these names in this order */
 enum { SRC_CONST, SRC_OFFSET, SRC_POSITION, SRC_INT, SRC_TIME, SRC_MAGIC, SRC_VERSION, SRC_BODY_LENGTH,
        SRC_BODY_CRC_OK, SRC_PROPERTY_CRC_OK, SRC_BODY_BASE64, SRC_TOPIC, SRC_PROPERTIES, SRC_PROPERTIES_RAW,
-       SRC_TAGS, SRC_KEYS, SRC_UNIQ, SRC_FILE, SRC_BODY_TEXT, N_SOURCES };
+       SRC_TAGS, SRC_KEYS, SRC_UNIQ, SRC_FILE, SRC_BODY_TEXT, SRC_HOST, SRC_MSG_ID, N_SOURCES };
 static const char *SOURCE_NAMES[N_SOURCES] = {
     "const", "offset", "position", "int", "time", "magic", "version", "body_length", "body_crc_ok",
     "property_crc_ok", "body_base64", "topic", "properties", "properties_raw", "tags", "keys", "uniq", "file",
-    "body_text"};
+    "body_text", "host", "msg_id"};
 
 /* spans: int64 rows of (position, end, hosts, body_at, body_end, topic_at, topic_end, properties_at) */
 enum { S_POS, S_END, S_HOSTS, S_BODY_AT, S_BODY_END, S_TOPIC_AT, S_TOPIC_END, S_PROPS_AT, N_SPANS };
@@ -76,6 +77,7 @@ typedef struct {
     Py_ssize_t topic_len, props_len, body_len;
     int kind, np, tags, keys, uniq, topic_ascii, props_ascii;
     int64_t offset, position;
+    PyObject *hosts[2];  /* (host text, msgId head) of the born and the store host, as bytes (hosts_t's) */
     rmq_property_span sp[RMQ_MAX_PROPERTIES];
 } record_t;
 
@@ -156,6 +158,61 @@ static int read_record(record_t *r, const unsigned char *buf, Py_ssize_t buf_len
             r->uniq = a;
     }
     return 1;
+}
+
+/* --- hosts: their text from Python ----------------------------------------------------------- */
+/* A host's text and the msgId's head are message_record's own, asked of Python (a callable
+ * (ip, port) -> (host text, msgId head), ASCII bytes) once for each host in a row of records. */
+enum { HOST_BORN, HOST_STORE };
+typedef struct {
+    PyObject *texts;  /* the callable; NULL: a host cell is not written */
+    struct {
+        unsigned char ip[16];
+        Py_ssize_t ip_len;
+        int64_t port;
+        PyObject *value;  /* owned */
+    } slot[2];
+} hosts_t;
+
+static void hosts_release(hosts_t *h)
+{
+    for (int k = 0; k < 2; k++)
+        Py_CLEAR(h->slot[k].value);
+}
+
+/* the (host text, msgId head) of the record's born or store host (a reference the slot holds);
+ * NULL when the callable fails or gives what is not two ASCII bytes objects (declined) */
+static PyObject *host_texts(hosts_t *h, const record_t *r, int which)
+{
+    int ip_field = which == HOST_BORN ? F_BORN_IP : F_STORE_IP, port_field = which == HOST_BORN ? F_BORN_PORT : F_STORE_PORT;
+    const unsigned char *ip = r->rec + T.at[r->kind][ip_field];
+    Py_ssize_t ip_len = T.size[r->kind][ip_field];
+    int64_t port = field(r->rec, r->kind, port_field);
+    if (h->texts == NULL || ip_len > 16)
+        return NULL;
+    if (h->slot[which].value != NULL && h->slot[which].ip_len == ip_len && h->slot[which].port == port
+        && memcmp(h->slot[which].ip, ip, (size_t)ip_len) == 0)
+        return h->slot[which].value;
+    Py_CLEAR(h->slot[which].value);
+    PyObject *got = PyObject_CallFunction(h->texts, "y#L", (const char *)ip, ip_len, (long long)port);
+    if (got == NULL || !PyTuple_Check(got) || PyTuple_GET_SIZE(got) != 2) {
+        PyErr_Clear();
+        Py_XDECREF(got);
+        return NULL;
+    }
+    for (int k = 0; k < 2; k++) {
+        PyObject *text = PyTuple_GET_ITEM(got, k);
+        if (!PyBytes_Check(text) || !all_ascii((const unsigned char *)PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text))
+            || PyBytes_GET_SIZE(text) > 256) {
+            Py_DECREF(got);
+            return NULL;
+        }
+    }
+    memcpy(h->slot[which].ip, ip, (size_t)ip_len);
+    h->slot[which].ip_len = ip_len;
+    h->slot[which].port = port;
+    h->slot[which].value = got;
+    return got;
 }
 
 /* --- a cell's text (before cutting): escaped as columns.terminal_safe escapes ---------------- */
@@ -349,6 +406,17 @@ static char *cell_text(char *t, const cell_t *c, const record_t *r, const unsign
         }
         return t;
     case SRC_FILE: return put_text(t, (const unsigned char *)file, file_len);
+    case SRC_HOST: {  /* covered() asked for it */
+        PyObject *host = PyTuple_GET_ITEM(r->hosts[c->arg], 0);
+        return put_text(t, (const unsigned char *)PyBytes_AS_STRING(host), PyBytes_GET_SIZE(host));
+    }
+    case SRC_MSG_ID: {  /* the head, then the commit log offset in 16 hex digits (records.message_record) */
+        PyObject *head = PyTuple_GET_ITEM(r->hosts[HOST_STORE], 1);
+        t = put_text(t, (const unsigned char *)PyBytes_AS_STRING(head), PyBytes_GET_SIZE(head));
+        for (int k = 15; k >= 0; k--)
+            *t++ = HEX_UPPER[((uint64_t)r->offset >> (4 * k)) & 15];
+        return t;
+    }
     case SRC_BODY_TEXT: {  /* ASCII up to the preview (table_lines checked it): its bytes, "…" when longer */
         Py_ssize_t n = body_text_bytes(r, c->arg);
         if (n < 0)
@@ -407,10 +475,10 @@ static char *put_cell(char *w, const cell_t *c, const char *t, Py_ssize_t n, int
 }
 
 /* the room one cell's text may take: every string of a record at most 4 bytes a byte (escaped),
- * the file's name alike, numbers and times in 32 */
+ * the file's name alike, numbers and times in 32, a host's texts (256 bytes at most) alike */
 static Py_ssize_t cell_room(const record_t *r, Py_ssize_t file_len, const cell_t *cells, int n_cells)
 {
-    Py_ssize_t room = 64 + 4 * file_len + 4 * (Py_ssize_t)(r->props_len + r->topic_len + r->body_len);
+    Py_ssize_t room = 2200 + 4 * file_len + 4 * (Py_ssize_t)(r->props_len + r->topic_len + r->body_len);
     for (int c = 0; c < n_cells; c++)
         if (cells[c].source == SRC_CONST && 4 * cells[c].text_len + 64 > room)
             room = 4 * cells[c].text_len + 64;
@@ -532,7 +600,8 @@ static int get_cells(PyObject *cells_obj, cell_t *cells, int *n_cells)
             return -1;
         if (cell->source < 0 || cell->source >= N_SOURCES || cell->width < 0 || cell->width > 1 << 20
             || cell->text_len > 1 << 20
-            || ((cell->source == SRC_INT || cell->source == SRC_TIME) && (cell->arg < 0 || cell->arg >= N_FIELDS))) {
+            || ((cell->source == SRC_INT || cell->source == SRC_TIME) && (cell->arg < 0 || cell->arg >= N_FIELDS))
+            || (cell->source == SRC_HOST && cell->arg != HOST_BORN && cell->arg != HOST_STORE)) {
             PyErr_SetString(PyExc_ValueError, "table_lines: a cell out of range");
             return -1;
         }
@@ -549,7 +618,7 @@ static int value_ascii(const record_t *r, int a)
 /* 1 when the record's cells are ones this part writes (read_record's, and the text of each cell
  * ASCII: a body shown as text as far as it is shown) */
 static int covered(record_t *r, const window_t *win, Py_ssize_t k, int64_t offset0, int64_t position0,
-                   const cell_t *cells, int n_cells)
+                   const cell_t *cells, int n_cells, hosts_t *hosts)
 {
     const unsigned char *v = win->have_verdicts ? (const unsigned char *)win->verdicts.buf + k * N_VERDICTS : NULL;
     if (!read_record(r, win->buf.buf, win->buf.len, (const int64_t *)win->spans.buf + k * N_SPANS, v, offset0,
@@ -581,6 +650,13 @@ static int covered(record_t *r, const window_t *win, Py_ssize_t k, int64_t offse
             if (!value_ascii(r, r->uniq))
                 return 0;
             break;
+        case SRC_HOST:
+        case SRC_MSG_ID: {
+            int which = cells[c].source == SRC_HOST ? cells[c].arg : HOST_STORE;
+            if ((r->hosts[which] = host_texts(hosts, r, which)) == NULL)
+                return 0;
+            break;
+        }
         default:
             break;
         }
@@ -588,19 +664,20 @@ static int covered(record_t *r, const window_t *win, Py_ssize_t k, int64_t offse
     return 1;
 }
 
-/* table_lines(buf, spans, verdicts, first, offset0, position0, cells, file, gap, wide)
+/* table_lines(buf, spans, verdicts, first, offset0, position0, cells, file, gap, wide, hosts)
  * -> (text, lines, declined): the lines (joined by newlines, none after the last) of the records
  * from first on up to the first one declined, and how many records from there it declines in a
  * row (their lines are the Python path's); file: the records' file name (ASCII), or None when
- * it is not. None when a cell needs what is not there (set_table_layout not called, the file). */
+ * it is not; hosts: the callable host_texts asks (None: no host cell is written). None when a
+ * cell needs what is not there (set_table_layout not called, the file, hosts). */
 static PyObject *table_lines(PyObject *self, PyObject *args)
 {
-    PyObject *buf_obj, *spans_obj, *verdicts_obj, *cells_obj, *file_obj;
+    PyObject *buf_obj, *spans_obj, *verdicts_obj, *cells_obj, *file_obj, *texts_obj;
     Py_ssize_t first, gap;
     long long offset0, position0;
     int wide;
-    if (!PyArg_ParseTuple(args, "OOOnLLO!Onp", &buf_obj, &spans_obj, &verdicts_obj, &first, &offset0, &position0,
-                          &PyTuple_Type, &cells_obj, &file_obj, &gap, &wide))
+    if (!PyArg_ParseTuple(args, "OOOnLLO!OnpO", &buf_obj, &spans_obj, &verdicts_obj, &first, &offset0, &position0,
+                          &PyTuple_Type, &cells_obj, &file_obj, &gap, &wide, &texts_obj))
         return NULL;
     cell_t cells[MAX_CELLS];
     int n_cells;
@@ -623,8 +700,10 @@ static PyObject *table_lines(PyObject *self, PyObject *args)
         return NULL;
     }
     int usable = T.ready && first >= 0;
+    hosts_t hosts = {PyCallable_Check(texts_obj) ? texts_obj : NULL, {{{0}, 0, 0, NULL}, {{0}, 0, 0, NULL}}};
     for (int c = 0; c < n_cells; c++)
-        if (cells[c].source == SRC_FILE && file == NULL)
+        if ((cells[c].source == SRC_FILE && file == NULL)
+            || ((cells[c].source == SRC_HOST || cells[c].source == SRC_MSG_ID) && hosts.texts == NULL))
             usable = 0;
     if (!usable)
         Py_RETURN_NONE;
@@ -639,7 +718,7 @@ static PyObject *table_lines(PyObject *self, PyObject *args)
     Py_ssize_t len = 0, k = first;
     record_t r;
     for (; k < win.n; k++) {
-        if (!covered(&r, &win, k, offset0, position0, cells, n_cells))
+        if (!covered(&r, &win, k, offset0, position0, cells, n_cells, &hosts))
             break;
         const unsigned char *vk = v ? v + k * N_VERDICTS : NULL;
         Py_ssize_t room = cell_room(&r, file_len, cells, n_cells);
@@ -668,12 +747,13 @@ static PyObject *table_lines(PyObject *self, PyObject *args)
         len = w - lines;
     }
     Py_ssize_t declined = k;
-    while (declined < win.n && !covered(&r, &win, declined, offset0, position0, cells, n_cells))
+    while (declined < win.n && !covered(&r, &win, declined, offset0, position0, cells, n_cells, &hosts))
         declined++;
     PyObject *out = PyUnicode_DecodeUTF8(lines, len, NULL);
     if (out != NULL)
         result = Py_BuildValue("Nnn", out, k - first, declined - k);
 done:
+    hosts_release(&hosts);
     release(&win);
     return result;
 }
@@ -760,7 +840,7 @@ PyMethodDef rmq_table_methods[] = {
      "table_records(buf, spans, verdicts, first, offset0, position0) -> the count of records from first on "
      "that table_lines writes (none with a finding)"},
     {"table_lines", table_lines, METH_VARARGS,
-     "table_lines(buf, spans, verdicts, first, offset0, position0, cells, file, gap, wide) -> (text, lines, "
+     "table_lines(buf, spans, verdicts, first, offset0, position0, cells, file, gap, wide, hosts) -> (text, lines, "
      "declined): lines up to the first record declined, and the records declined from there; None when the cells "
      "cannot be written"},
     {"set_table_layout", set_table_layout, METH_VARARGS,

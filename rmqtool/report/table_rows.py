@@ -18,15 +18,15 @@ from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V2
 from rmqtool.formats.sysflag import COMPRESSED_FLAG
 from rmqtool.report.columns import GAP
 from rmqtool.report.jsonl_rows import FIELDS, ROW_KEYS, header_layout, probe_keys, record_spans, verdict_flags
-from rmqtool.report.records import message_record
+from rmqtool.report.records import _host, _msg_id_head, message_record
 from rmqtool.report.sink import Run
 from rmqtool.store.message import build_messages
 from rmqtool.store.record_kernel import clean_records, crc_verdicts
 
 _HEADER = {name: n for n, name in enumerate(FIELDS)}
 # Each field of a clean record's row (message_record's) and where its cell's text comes from in
-# table.c: a source, and the header field or the text it takes. A row's field missing here is
-# written the Python way (born_host, store_host, msg_id); a field not in the row is an empty cell.
+# table.c: a source, and the header field, the host or the text it takes. A field not in the row
+# is an empty cell.
 _SOURCES = {
     "record": ("const", "message"), "commit_log_offset": ("offset", None), "store_size": ("int", "total_size"),
     "magic_code": ("magic", None), "message_version": ("version", None), "body_crc": ("int", "body_crc"),
@@ -38,7 +38,8 @@ _SOURCES = {
     "body_compression": ("const", ""), "topic": ("topic", None), "properties": ("properties", None),
     "properties_raw": ("properties_raw", None), "tags": ("tags", None), "keys": ("keys", None),
     "uniq_key": ("uniq", None), "file": ("file", None), "file_position": ("position", None),
-    "property_crc_ok": ("property_crc_ok", None)}
+    "property_crc_ok": ("property_crc_ok", None), "born_host": ("host", 0), "store_host": ("host", 1),
+    "msg_id": ("msg_id", None)}
 # What the kernel writes for each kind of source, as (value, text) pairs the cell's formatter must
 # give too: a layout whose formatter reads a field otherwise is written the Python way.
 _INTS = ((12345, "12345"), (-7, "-7"), (0, "0"))
@@ -82,9 +83,15 @@ def cell_sources(cells, front: set, body: str, preview: int | None) -> tuple | N
         readings = _READINGS.get(source, ((text, text),) + _TEXT if source == "const" else _TEXT)
         if any(fmt(name, value) != shown for value, shown in readings):
             return None
-        arg = _HEADER[arg] if source in ("int", "time") else -1 if preview is None else preview
+        arg = (_HEADER[arg] if source in ("int", "time") else arg if source == "host"
+               else -1 if preview is None else preview)
         out.append((codes[source], arg, width, right, name in front, text.encode("ascii")))
     return tuple(out)
+
+
+def _host_texts(ip: bytes, port: int) -> tuple[bytes, bytes]:
+    """A host's text and the msgId's head as message_record writes them (its own functions), for table.c."""
+    return _host(ip, port).encode("ascii"), _msg_id_head(ip, port).encode("ascii")
 
 
 _ready_for = None  # the kernel module set_table_layout was called on
@@ -188,5 +195,5 @@ class TableRows(Run):
             return None, 0, 0
         path = self.path
         got = kernel.table_lines(self.buf, self.spans, self.flags, k, self.offset0, self.position0, sources,
-                                 path.encode("ascii") if path.isascii() else None, GAP, wide)
+                                 path.encode("ascii") if path.isascii() else None, GAP, wide, _host_texts)
         return (None, 0, 0) if got is None else got

@@ -242,7 +242,7 @@ def _segment(draw) -> bytes:
     return out
 
 
-@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=_segment(), body=st.sampled_from([("none", None), ("base64", None), ("text", None), ("text", 40),
                                               ("text", 3)]), check_crc=st.booleans(),
        width=st.sampled_from([1, 12, 40, 80, 120, 300]), wide=st.booleans(),
@@ -258,7 +258,7 @@ def test_made_records_lines_are_the_python_lines(monkeypatch, tmp_path_factory, 
               select=None if select is None else ",".join(select))
 
 
-@settings(max_examples=examples(30), deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(buf=st.binary(min_size=1, max_size=400), cuts=st.lists(st.integers(-8, 500), min_size=8, max_size=8),
        hosts=st.integers(-2, 5), flags=st.one_of(st.none(), st.binary(min_size=3, max_size=3)))
 def test_spans_anywhere_never_read_past_the_buffer(buf, cuts, hosts, flags):

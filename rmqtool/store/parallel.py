@@ -17,6 +17,7 @@ here with its file and offset.
 """
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
 import pickle
@@ -162,17 +163,22 @@ _TOKEN = struct.Struct("<i")
 _HEAD = struct.Struct("<qqq")  # a result's frame: bytes after the head, of them its pickle's, buffers
 _IN_FLIGHT = 4096  # jobs handed out at once without ``ahead``: 16 KiB of indices, a pipe holds 64
 _PIPE_SIZE = 1 << 20  # a result pipe's capacity where Linux allows it: a band's arrays in a few reads
-_unreaped: list = []  # children that were stopped and not yet waited for (reaped by the next call)
+_unreaped: list = []  # children that were stopped and not yet waited for (reaped by the next call, or at exit)
 
 
-def _reap() -> None:
+def _reap(block: bool = False) -> None:
+    """Wait for the stopped children that have exited (all of them if ``block``: at exit, so
+    that their CPU time and memory count in this process's, as a waiting parent sees them)."""
     for pid in list(_unreaped):
         try:
-            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+            if os.waitpid(pid, 0 if block else os.WNOHANG)[0] == 0:
                 continue
         except ChildProcessError:
             pass
         _unreaped.remove(pid)
+
+
+atexit.register(_reap, True)
 
 
 class _Children:

@@ -168,13 +168,17 @@ class QueueCheck:
                    else "where no message starts"),
                 queue_offset=int(item["queue_offset"]), commit_log_offset=offset, **self.here)))
 
-    def match(self, band: SegmentCheck, items: np.ndarray) -> np.ndarray:
-        """Units pointing into a band against its messages; the rows of its own messages they point at."""
-        rows, hit = band.locate(items["offset"])
+    def match(self, band: SegmentCheck, items: np.ndarray, likely: np.ndarray | None = None) -> np.ndarray:
+        """Units pointing into a band against its messages; the rows of its own messages they point at.
+        ``likely``: its topic-queue's dispatched rows, which a healthy queue's units point at, in order
+        (returned as they are when they are the rows)."""
+        rows, hit = band.locate(items["offset"], likely)
         if not hit.all():
             self.not_found(subset(items, ~hit))
             items, rows = subset(items, hit), rows[hit]
         self._mismatches(band, items, rows)
+        if rows is likely:  # its own messages, all of them
+            return rows
         return rows[band["tq"][rows] == (-1 if self.tq is None else self.tq)]
 
     def _mismatches(self, band: SegmentCheck, items: np.ndarray, rows: np.ndarray) -> None:
@@ -248,7 +252,7 @@ class ConsumeQueueCheck(BandConsumer):
 
     def band(self, band: SegmentCheck) -> None:
         tq = band["tq"]
-        order, bounds = _by_topic_queue(tq, len(self.log.topic_queues))
+        order, bounds = band.by_topic_queue(len(self.log.topic_queues))
         dispatched = band["batch"] > 0
         if self.log.recovered_end is not None:  # past it the next start drops them: recoveryCutsCommitLog counts them
             dispatched &= band["offset"] < self.log.recovered_end
@@ -256,14 +260,16 @@ class ConsumeQueueCheck(BandConsumer):
         for q in self.checks:
             if q.tq is None:  # its id, once a message of its topic-queue has been seen
                 q.tq = self.log.tq_id(q.queue.topic, q.queue.queue_id)
+            rows = None
+            if q.tq is not None:
+                rows = order[bounds[q.tq]:bounds[q.tq + 1]]
+                rows = rows[dispatched[rows]]
             items = q.lookups.take(band.lo, band.hi)
-            mine = q.match(band, items) if items is not None else None
+            mine = q.match(band, items, rows) if items is not None else None
             if q.tq is None:
                 continue
-            rows = order[bounds[q.tq]:bounds[q.tq + 1]]
-            if not len(rows):
+            if mine is rows or not len(rows):  # each of them pointed at (the common case), or none here
                 continue
-            rows = rows[dispatched[rows]]
             if mine is not None:
                 pointed[mine] = True
                 rows = rows[~pointed[rows]]

@@ -298,6 +298,7 @@ class _Inbox:
         self.head = bytearray()
         self.body: bytearray | None = None
         self.filled = 0
+        self.poll = None
 
     def read(self) -> list:
         """The (index, (ok, value)) of every result completed by what the pipe holds now."""
@@ -321,7 +322,15 @@ class _Inbox:
                         return got
                     self.filled += n
             except BlockingIOError:
-                return got
+                if self.body is None and not self.head:
+                    return got
+                # a frame begun: the child's thread is writing the rest, wait for it (else this
+                # process would take a job of its own with that result almost here)
+                if self.poll is None:
+                    self.poll = select.poll()
+                    self.poll.register(self.fd, select.POLLIN)
+                self.poll.poll(1000)
+                continue
             if self.filled == len(self.body):
                 _, size, buffers = _HEAD.unpack(self.head)
                 view = memoryview(self.body)

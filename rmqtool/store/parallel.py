@@ -17,10 +17,22 @@ here with its file and offset.
 """
 from __future__ import annotations
 
+import atexit
 import dataclasses
-import multiprocessing
+import os
+import pickle
 import queue
+import select
+import signal
+import struct
+import sys
+import threading
 from typing import Callable, Iterator, TypeVar
+
+try:
+    import fcntl
+except ImportError:  # not on a Unix
+    fcntl = None
 
 from rmqtool.errors import StoreAccessError, UsageError
 from rmqtool.store.cpus import default_workers
@@ -93,90 +105,314 @@ def iter_parallel(jobs: list[SegmentJob], fn: Callable[[SegmentJob], T], *,
     """``fn(job)`` for every job, in job order, over ``workers`` processes.
 
     This process is one of the workers: it forks ``workers - 1`` children, and all of them
-    take the next job from a shared counter until none are left (one fork and no pool
-    threads for two workers, which matters when a whole scan takes a tenth of a second).
-    With one worker, or one job, everything runs here. ``ahead``: at most that many jobs
-    taken and not yet given to the caller (a slow reader of the results holds the workers
-    back instead of letting results pile up). ``before``: work for this process once the
-    children have started (they scan meanwhile); it returns how many of the jobs, from the
-    first, to run after all.
+    take the next job handed out until none are left (one fork, no pool, no shared-memory
+    objects: what two workers cost beyond the work is what matters when a whole scan takes a
+    tenth of a second). With one worker, or one job, everything runs here. ``ahead``: at most
+    that many jobs taken and not yet given to the caller (a slow reader of the results holds
+    the workers back instead of letting results pile up). ``before``: work for this process
+    once the children have started (they scan meanwhile); it returns how many of the jobs,
+    from the first, to run after all.
     """
     if workers is None:
         workers = default_workers()
     if workers < 1:
         raise UsageError(f"workers must be 1 or more, not {workers}")
     workers = min(workers, len(jobs))
-    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+    if workers <= 1 or not hasattr(os, "fork"):
         for job in jobs[:before() if before is not None else len(jobs)]:
             yield fn(job)
         return
-    context = multiprocessing.get_context("fork")  # children inherit jobs, fn and the imports
-    counter = context.Value("i", 0)
-    limit = context.Value("i", len(jobs))  # jobs to run: before() may cut the list
-    done = context.Queue()
-    permits = context.Semaphore(max(ahead, workers)) if ahead else None
-    children = [context.Process(target=_work, args=(jobs, fn, counter, done, permits, limit), daemon=True)
-                for _ in range(workers - 1)]
-    for child in children:
-        child.start()
-    results: dict[int, tuple[bool, object]] = {}
+    crew = _Children(jobs, fn, workers - 1, max(ahead, workers) if ahead else _IN_FLIGHT)
+    done = False
     try:
         count = len(jobs)
         if before is not None:
-            count = before()
-            with limit.get_lock():
-                limit.value = count
+            count = crew.count = before()
+            crew.hand_out(0)
+        results: dict = {}
         next_out = 0
         while next_out < count:
             if next_out not in results:
-                i = _take(counter) if permits is None or permits.acquire(block=False) else None
+                results.update(crew.received(block=False))
+            if next_out not in results:
+                i = crew.take()
                 if i is not None and i < count:
                     results[i] = _run(fn, jobs[i])
-                else:  # nothing left to take (or no permit): wait for what the children are doing
-                    if i is not None and permits is not None:
-                        permits.release()
-                    i, ok, value = _wait(done, children)
-                    results[i] = (ok, value)
-            while True:
-                try:
-                    i, ok, value = done.get_nowait()
-                except queue.Empty:
-                    break
-                results[i] = (ok, value)
-            while next_out < count and next_out in results:
-                ok, value = results.pop(next_out)
-                if not ok:
-                    raise value
-                yield value
-                next_out += 1
-                if permits is not None:
-                    permits.release()
+                elif i is None:  # nothing left to take: wait for what the children are doing
+                    results.update(crew.received(block=True))
+                continue
+            ok, value = results.pop(next_out)
+            if not ok:
+                raise value
+            yield value
+            next_out += 1
+            crew.hand_out(next_out)
+        done = True
     finally:
-        for child in children:
-            if child.is_alive():
-                child.terminate()
-            child.join()
+        crew.close(done)
 
 
-def _take(counter) -> int:
-    with counter.get_lock():
-        i = counter.value
-        counter.value = i + 1
-    return i
+# Jobs are handed out as their indices through a pipe (the "tokens"): whoever reads one runs
+# that job, so the jobs spread by who is free, as from a shared counter, without a lock; and
+# the parent writes an index only while fewer than ``in_flight`` jobs are out and not given
+# back, which is ``ahead`` without a semaphore. Each child sends its results back on a pipe
+# of its own, pickled with their numpy arrays out of band (pickle protocol 5: the arrays'
+# bytes go to the pipe and into the parent's arrays without another copy), from a thread so
+# that it scans on while this process is busy.
+_TOKEN = struct.Struct("<i")
+_HEAD = struct.Struct("<qqq")  # a result's frame: bytes after the head, of them its pickle's, buffers
+_IN_FLIGHT = 4096  # jobs handed out at once without ``ahead``: 16 KiB of indices, a pipe holds 64
+_PIPE_SIZE = 1 << 20  # a result pipe's capacity where Linux allows it: a band's arrays in a few reads
+_unreaped: list = []  # children that were stopped and not yet waited for (reaped by the next call, or at exit)
 
 
-def _wait(done, children) -> tuple:
-    """The next result a child sends; an error instead of waiting forever if they all died."""
-    while True:
+def _reap(block: bool = False) -> None:
+    """Wait for the stopped children that have exited (all of them if ``block``: at exit, so
+    that their CPU time and memory count in this process's, as a waiting parent sees them)."""
+    for pid in list(_unreaped):
         try:
-            return done.get(timeout=1.0)
-        except queue.Empty:
-            if not any(child.is_alive() for child in children):
+            if os.waitpid(pid, 0 if block else os.WNOHANG)[0] == 0:
+                continue
+        except ChildProcessError:
+            pass
+        _unreaped.remove(pid)
+
+
+atexit.register(_reap, True)
+
+
+class _Children:
+    """The forked workers of one :func:`iter_parallel` call, seen from the parent."""
+
+    def __init__(self, jobs: list, fn: Callable, children: int, in_flight: int):
+        _reap()
+        self.count = len(jobs)  # jobs to run (before() may cut them)
+        self.in_flight = in_flight
+        self.handed = 0  # job indices written so far
+        self.tokens_r, self.tokens_w = os.pipe()
+        os.set_blocking(self.tokens_r, False)  # the parent never waits for a job: the children poll
+        self.hand_out(0)
+        self.pids: list = []
+        self.inboxes: list = []
+        self.poll = None
+        for stream in (sys.stdout, sys.stderr):  # nothing buffered here is written twice
+            try:
+                stream.flush()
+            except (AttributeError, ValueError, OSError):
+                pass
+        for _ in range(children):
+            results_r, results_w = os.pipe()
+            if fcntl is not None and hasattr(fcntl, "F_SETPIPE_SZ"):
                 try:
-                    return done.get(timeout=0.2)  # a child that exited has flushed what it sent
-                except queue.Empty:
-                    codes = [child.exitcode for child in children]
-                    raise StoreAccessError(f"a scan worker process died (exit codes {codes})") from None
+                    fcntl.fcntl(results_w, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
+                except OSError:  # above /proc/sys/fs/pipe-max-size: the default will do
+                    pass
+            pid = os.fork()
+            if pid == 0:  # the child: never returns to the caller's frames
+                code = 1
+                try:
+                    os.close(self.tokens_w)  # else the end of the jobs never comes
+                    for inbox in self.inboxes:
+                        os.close(inbox.fd)
+                    os.close(results_r)
+                    _child(jobs, fn, self.tokens_r, results_w)
+                    code = 0
+                finally:
+                    os._exit(code)
+            os.close(results_w)
+            os.set_blocking(results_r, False)
+            self.pids.append(pid)
+            self.inboxes.append(_Inbox(results_r))
+
+    def hand_out(self, given: int) -> None:
+        """Job indices up to ``in_flight`` beyond the ``given`` results (never past count)."""
+        stop = min(self.count, given + self.in_flight)
+        if self.handed < stop:
+            os.write(self.tokens_w, b"".join(_TOKEN.pack(i) for i in range(self.handed, stop)))
+            self.handed = stop
+
+    def take(self) -> int | None:
+        """The next job's index for this process, or None when none is handed out."""
+        try:
+            token = os.read(self.tokens_r, _TOKEN.size)
+        except BlockingIOError:
+            return None
+        return _TOKEN.unpack(token)[0] if len(token) == _TOKEN.size else None
+
+    def received(self, block: bool) -> dict:
+        """{job index: (ok, value)} of the results the children have sent; waits for one if ``block``."""
+        got: dict = {}
+        while True:
+            for inbox in self.inboxes:
+                if inbox.open:
+                    got.update(inbox.read())
+                    if not inbox.open:  # a child gone before the end of the jobs: it died
+                        self._died()
+            if got or not block:
+                return got
+            if self.poll is None:
+                self.poll = select.poll()
+                for inbox in self.inboxes:
+                    self.poll.register(inbox.fd, select.POLLIN)
+            self.poll.poll()
+
+    def _died(self):
+        """A child gone before the end of the jobs: an error, with the exit codes of those gone."""
+        codes = []
+        for pid, inbox in zip(self.pids, self.inboxes):
+            if not inbox.open:
+                try:
+                    codes.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+                except ChildProcessError:
+                    codes.append(None)
+        raise StoreAccessError(f"a scan worker process died (exit codes {codes})")
+
+    def close(self, done: bool) -> None:
+        """Stop the children: the end of the jobs, and SIGTERM for any still at one (a job past
+        the cut, or the caller stopped early); they are reaped when they have exited."""
+        os.close(self.tokens_w)
+        os.close(self.tokens_r)
+        for inbox in self.inboxes:
+            os.close(inbox.fd)
+        for pid in self.pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            if done:
+                _unreaped.append(pid)  # not waited for: its exit is the operating system's work, not ours
+            else:
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+        _reap()
+
+
+class _Inbox:
+    """What one child sends, read as it comes, a frame at a time, without waiting."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.open = True
+        self.head = bytearray()
+        self.body: bytearray | None = None
+        self.filled = 0
+        self.poll = None
+
+    def read(self) -> list:
+        """The (index, (ok, value)) of every result completed by what the pipe holds now."""
+        got = []
+        while True:
+            try:
+                if self.body is None:
+                    chunk = os.read(self.fd, _HEAD.size - len(self.head))
+                    if not chunk:
+                        self.open = False
+                        return got
+                    self.head += chunk
+                    if len(self.head) == _HEAD.size:
+                        self.body = bytearray(_HEAD.unpack(self.head)[0])
+                        self.filled = 0
+                    continue
+                if self.filled < len(self.body):
+                    n = os.readv(self.fd, [memoryview(self.body)[self.filled:]])
+                    if not n:
+                        self.open = False
+                        return got
+                    self.filled += n
+            except BlockingIOError:
+                if self.body is None and not self.head:
+                    return got
+                # a frame begun: the child's thread is writing the rest, wait for it (else this
+                # process would take a job of its own with that result almost here)
+                if self.poll is None:
+                    self.poll = select.poll()
+                    self.poll.register(self.fd, select.POLLIN)
+                self.poll.poll(1000)
+                continue
+            if self.filled == len(self.body):
+                _, size, buffers = _HEAD.unpack(self.head)
+                view = memoryview(self.body)
+                lengths = struct.unpack_from(f"<{buffers}q", self.body)
+                at = 8 * buffers + size
+                parts = []
+                for n in lengths:
+                    parts.append(view[at:at + n])
+                    at += n
+                i, ok, value = pickle.loads(view[8 * buffers:8 * buffers + size], buffers=parts)
+                got.append((i, (ok, value)))
+                self.head = bytearray()
+                self.body = None
+
+
+def _child(jobs: list, fn: Callable, tokens: int, results: int) -> None:
+    """A child: run the jobs whose indices it reads until there are none, sending each result."""
+    outbox = _Outbox(results)
+    poll = select.poll()
+    poll.register(tokens, select.POLLIN)
+    try:
+        while True:
+            try:
+                token = os.read(tokens, _TOKEN.size)
+            except BlockingIOError:  # the pipe is non-blocking for the parent's sake: wait here
+                poll.poll()
+                continue
+            if len(token) < _TOKEN.size:  # the parent closed the jobs: none left
+                break
+            i = _TOKEN.unpack(token)[0]
+            outbox.send((i, *_run(fn, jobs[i])))
+    finally:
+        outbox.close()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (AttributeError, ValueError, OSError):
+                pass
+
+
+class _Outbox:
+    """A child's results, pickled here and written by a thread (the pipe is drained only
+    when the parent has a moment)."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
+
+    def send(self, result: tuple) -> None:
+        buffers: list = []
+        data = pickle.dumps(result, protocol=5, buffer_callback=buffers.append)
+        raws = []
+        for b in buffers:
+            try:
+                raws.append(b.raw())
+            except BufferError:  # not contiguous: copied
+                raws.append(memoryview(bytes(b)))
+        lengths = [r.nbytes for r in raws]
+        head = _HEAD.pack(8 * len(raws) + len(data) + sum(lengths), len(data), len(raws))
+        self.queue.put([head + struct.pack(f"<{len(raws)}q", *lengths), data, *raws])
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._write, daemon=True)
+            self.thread.start()
+
+    def _write(self) -> None:
+        while True:
+            parts = self.queue.get()
+            if parts is None:
+                return
+            for part in parts:
+                view = memoryview(part).cast("B")
+                while len(view):
+                    try:
+                        view = view[os.write(self.fd, view):]
+                    except OSError:  # the parent stopped reading: nothing to send to
+                        return
+
+    def close(self) -> None:
+        if self.thread is not None:
+            self.queue.put(None)
+            self.thread.join()
 
 
 def _run(fn, job) -> tuple[bool, object]:
@@ -184,19 +420,6 @@ def _run(fn, job) -> tuple[bool, object]:
         return True, fn(job)
     except Exception as exc:  # sent back and raised in job order, with its file and offset
         return False, exc
-
-
-def _work(jobs, fn, counter, done, permits=None, limit=None) -> None:
-    """A child: take jobs until none are left, sending each result back."""
-    while True:
-        if permits is not None:
-            permits.acquire()
-        i = _take(counter)
-        if i >= (len(jobs) if limit is None else limit.value):
-            if permits is not None:
-                permits.release()
-            return
-        done.put((i, *_run(fn, jobs[i])))
 
 
 def parallel_scan(commitlog: CommitLog, fn: Callable[[SegmentJob], T], *, workers: int | None = None,

@@ -84,6 +84,16 @@ class SegmentCheck:
     lo: int = 0  # the commit log offsets whose records the band holds (CommitLogCheck.band_lo/hi)
     hi: int = 0
     band_index: int = 0  # its job's place in CommitLogCheck.jobs
+    _by_tq: tuple | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    def by_topic_queue(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """(order, bounds): the rows of topic-queue i, in their order, are order[bounds[i]:bounds[i + 1]]
+        (``count`` topic-queues); made once a band, for the checks that take it."""
+        if self._by_tq is None:
+            tq = self.columns["tq"]
+            order = tq_order(tq, count)
+            self._by_tq = (order, np.searchsorted(tq[order], np.arange(count + 1)))
+        return self._by_tq
 
     @property
     def messages(self) -> int:
@@ -92,9 +102,13 @@ class SegmentCheck:
     def __getitem__(self, name: str) -> np.ndarray:
         return self.columns[name]
 
-    def locate(self, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(row index, whether a message starts there) for each commit log offset."""
+    def locate(self, offsets: np.ndarray, likely: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(row index, whether a message starts there) for each commit log offset. ``likely``:
+        the rows they are expected to be, in order (a healthy queue's units are its
+        topic-queue's messages): proven with one gather, else searched."""
         starts = self.columns["offset"]
+        if likely is not None and len(likely) == len(offsets) and np.array_equal(starts[likely], offsets):
+            return likely, np.ones(len(offsets), bool)
         idx = np.searchsorted(starts, offsets)
         clipped = np.minimum(idx, max(len(starts) - 1, 0))
         found = (idx < len(starts)) & (starts[clipped] == offsets) if len(starts) else np.zeros(len(offsets), bool)
@@ -396,6 +410,7 @@ class CommitLogCheck:
         """Job k's check as a band: the offsets it holds, its topic-queue ids those of the
         whole log's table."""
         c.lo, c.hi, c.band_index = int(self.band_lo[k]), int(self.band_hi[k]), k
+        c._by_tq = None  # its tq column changes here
         ids = []
         for tq in c.topic_queues:
             i = self._tq_ids.get(tq)
@@ -442,7 +457,7 @@ class CommitLogCheck:
                 consumer.band(c)
             if self.on_segment is not None:
                 self.on_segment(c)
-            c.columns = c.key_rows = c.key_hashes = None  # let go of the band before the next
+            c.columns = c.key_rows = c.key_hashes = c._by_tq = None  # let go of the band before the next
         yield from self._cross.findings()
         yield from self._end_findings()
 
@@ -461,9 +476,10 @@ class CommitLogCheck:
         """The bands holding the offsets consumers could not match in order, checked again and
         given to them (damaged queues and index files: the others need none)."""
         late = [c.late_offsets() for c in consumers]
-        offsets = np.unique(np.concatenate(late)) if late else np.zeros(0, np.int64)
-        if not len(offsets):
+        offsets = np.concatenate(late) if late else np.zeros(0, np.int64)
+        if not len(offsets):  # (np.unique of nothing would load numpy.ma: 20 ms at the end of every run)
             return
+        offsets = np.unique(offsets)
         k = np.searchsorted(self.band_lo, offsets, side="right") - 1
         inside = (k >= 0) & (offsets < self.band_hi[np.maximum(k, 0)])
         wanted = sorted(set(k[inside].tolist()))
@@ -471,7 +487,7 @@ class CommitLogCheck:
             self._band(i, c)
             for consumer in consumers:
                 consumer.late_band(c)
-            c.columns = None
+            c.columns = c._by_tq = None
 
     def _scan(self, jobs: list[SegmentJob], before: Callable[[], int] | None = None) -> Iterator[SegmentCheck]:
         # at most four bands a worker taken and not yet matched: memory stays a few bands', and a worker
@@ -555,10 +571,11 @@ class _CrossRecords:
         """Per topic-queue, in commit log order, each record's queue offset must be the one
         before plus the queue offsets it took (1, or INNER_NUM for a 5.x inner batch);
         prepared and rollback records take none (queue offset 0, no unit)."""
-        rows = np.flatnonzero(c["batch"] > 0)
-        if not len(rows):
+        batch = c["batch"]
+        if not (batch > 0).any():
             return
-        order = rows[tq_order(c["tq"][rows], len(self.log.topic_queues))]
+        order = c.by_topic_queue(len(self.log.topic_queues))[0]  # by topic-queue, each's in commit log order
+        order = order[batch[order] > 0]
         tq = c["tq"][order].astype(np.int64)
         qo = c["queue_offset"][order]
         batch = c["batch"][order].astype(np.int64)

@@ -97,34 +97,36 @@ class QueueCheck:
         return self._classify(units, index, seq)
 
     def _classify(self, u: np.ndarray, index: np.ndarray, seq: np.ndarray) -> np.ndarray:
-        clo, size = u["commit_log_offset"], u["size"]
+        # the big-endian fields once in this machine's order: every test below reads them
+        clo, size, tags = (u[name].astype(np.int64) for name in ("commit_log_offset", "size", "tags_code"))
         if self.queue.is_batch:
             written = is_written_batch_unit(clo, size, u["msg_base_offset"], u["batch_size"])
             zero = (clo == 0) & (size == 0) & (u["msg_base_offset"] == 0) & (u["batch_size"] == 0)
             fill = np.zeros(len(u), bool)
         else:
             written = is_written_unit(clo, size)
-            zero = (clo == 0) & (size == 0) & (u["tags_code"] == 0)
-            fill = is_fill_unit(clo, size, u["tags_code"])
+            zero = (clo == 0) & (size == 0) & (tags == 0)
+            fill = is_fill_unit(clo, size, tags)
         for kind, mask in enumerate((~written & zero, ~written & ~zero, fill)):
             self._runs(kind, mask, index, seq)
         # units below the commit log's first file point at deleted data, as the broker's min offset says
         real = np.flatnonzero(written & ~fill & (clo >= self.log.min_offset))
-        items = np.empty(len(real), ITEM_DTYPE)
+        items = np.zeros(len(real), ITEM_DTYPE)  # batch size, store timestamp, ext offset: 0 unless set
         if len(real) == len(u):  # every unit (the common case): slices, not gathers
             real = slice(None)
         items["offset"] = clo[real]
         items["seq"], items["index"], items["file"] = seq[real], index[real], self._file
-        items["size"], items["tags_code"] = size[real], u["tags_code"][real]
+        items["size"], items["tags_code"] = size[real], tags[real]
         if self.queue.is_batch:
             items["queue_offset"], items["batch_size"] = u["msg_base_offset"][real], u["batch_size"][real]
             items["store_timestamp"] = u["store_timestamp"][real]
         else:
-            items["queue_offset"], items["batch_size"], items["store_timestamp"] = index[real], 0, 0
-        items["ext"], items["ext_offset"] = EXT_NONE, 0
+            items["queue_offset"] = index[real]
+        if EXT_NONE:
+            items["ext"] = EXT_NONE
         if self.ext is not None:
             self.ext.resolve(items, self.where)
-        past = items["offset"] >= self.log.written_end
+        past = clo[real] >= self.log.written_end
         if past.any():
             self.not_found(subset(items, past))
             items = subset(items, ~past)
@@ -168,29 +170,31 @@ class QueueCheck:
                    else "where no message starts"),
                 queue_offset=int(item["queue_offset"]), commit_log_offset=offset, **self.here)))
 
-    def match(self, band: SegmentCheck, items: np.ndarray) -> np.ndarray:
-        """Units pointing into a band against its messages; the rows of its own messages they point at."""
-        rows, hit = band.locate(items["offset"])
+    def match(self, band: SegmentCheck, items: np.ndarray, likely: np.ndarray | None = None) -> np.ndarray:
+        """Units pointing into a band against its messages; the rows of its own messages they point at.
+        ``likely``: its topic-queue's dispatched rows, which a healthy queue's units point at, in order
+        (returned as they are when they are the rows)."""
+        rows, hit = band.locate(items["offset"], likely)
         if not hit.all():
             self.not_found(subset(items, ~hit))
             items, rows = subset(items, hit), rows[hit]
         self._mismatches(band, items, rows)
+        if rows is likely:  # its own messages, all of them
+            return rows
         return rows[band["tq"][rows] == (-1 if self.tq is None else self.tq)]
 
     def _mismatches(self, band: SegmentCheck, items: np.ndarray, rows: np.ndarray) -> None:
         # units whose tags code went through the ext are checked there (and a dangling one is its own finding)
         followed = self.ext.check(band, items, rows) if self.ext is not None else np.zeros(len(items), bool)
-        checks = [("topic and queue", band["tq"][rows] != (-1 if self.tq is None else self.tq), None, None),
-                  ("queue offset", band["queue_offset"][rows] != items["queue_offset"], items["queue_offset"],
-                   band["queue_offset"][rows]),
-                  ("size", band["size"][rows] != items["size"], items["size"], band["size"][rows]),
-                  ("tags code", (band["tags_code"][rows] != items["tags_code"]) & ~followed, items["tags_code"],
-                   band["tags_code"][rows])]
+        checks = [("topic and queue", band["tq"][rows] != (-1 if self.tq is None else self.tq), None, None)]
+        fields = [("queue offset", "queue_offset", "queue_offset"), ("size", "size", "size"),
+                  ("tags code", "tags_code", "tags_code")]
         if self.queue.is_batch:
-            checks += [("batch size", band["batch"][rows] != items["batch_size"], items["batch_size"],
-                        band["batch"][rows]),
-                       ("store timestamp", band["store_timestamp"][rows] != items["store_timestamp"],
-                        items["store_timestamp"], band["store_timestamp"][rows])]
+            fields += [("batch size", "batch_size", "batch"), ("store timestamp", "store_timestamp", "store_timestamp")]
+        for name, unit_field, record_field in fields:  # each column gathered once
+            unit_value, record_value = items[unit_field], band[record_field][rows]
+            mask = record_value != unit_value
+            checks.append((name, mask & ~followed if name == "tags code" else mask, unit_value, record_value))
         bad = np.zeros(len(items), bool)
         for _, mask, _, _ in checks:
             bad |= mask
@@ -248,7 +252,7 @@ class ConsumeQueueCheck(BandConsumer):
 
     def band(self, band: SegmentCheck) -> None:
         tq = band["tq"]
-        order, bounds = _by_topic_queue(tq, len(self.log.topic_queues))
+        order, bounds = band.by_topic_queue(len(self.log.topic_queues))
         dispatched = band["batch"] > 0
         if self.log.recovered_end is not None:  # past it the next start drops them: recoveryCutsCommitLog counts them
             dispatched &= band["offset"] < self.log.recovered_end
@@ -256,14 +260,16 @@ class ConsumeQueueCheck(BandConsumer):
         for q in self.checks:
             if q.tq is None:  # its id, once a message of its topic-queue has been seen
                 q.tq = self.log.tq_id(q.queue.topic, q.queue.queue_id)
+            rows = None
+            if q.tq is not None:
+                rows = order[bounds[q.tq]:bounds[q.tq + 1]]
+                rows = rows[dispatched[rows]]
             items = q.lookups.take(band.lo, band.hi)
-            mine = q.match(band, items) if items is not None else None
+            mine = q.match(band, items, rows) if items is not None else None
             if q.tq is None:
                 continue
-            rows = order[bounds[q.tq]:bounds[q.tq + 1]]
-            if not len(rows):
+            if mine is rows or not len(rows):  # each of them pointed at (the common case), or none here
                 continue
-            rows = rows[dispatched[rows]]
             if mine is not None:
                 pointed[mine] = True
                 rows = rows[~pointed[rows]]

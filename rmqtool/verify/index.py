@@ -140,7 +140,9 @@ class IndexFileCheck:
     def match(self, band: SegmentCheck, items: np.ndarray, covered: np.ndarray) -> None:
         """Entries pointing into a band against the messages there: a message starts there,
         carries a key of that hash, and timeDiff is its store time."""
-        rows, hit = band.locate(items["offset"])
+        n = len(items)  # the common case: the entries are the band's last keys one for one
+        rows, hit = band.locate(items["offset"], band.key_rows[len(band.key_rows) - n:] if n <= len(band.key_rows)
+                                else None)
         if not hit.all():
             self.not_found(subset(items, ~hit))
             items, rows = subset(items, hit), rows[hit]

@@ -55,15 +55,23 @@ class OffsetLookups:
 
     def __init__(self, read: Callable[[int], np.ndarray | None]):
         self._read = read
-        self.items: np.ndarray | None = None
+        # the items read and not yet taken, as the reads gave them (a band takes its share
+        # of each: what is held ahead is never copied again), and whether each is in order
+        self.parts: list = []
+        self.ordered: list = []
         self.done = False
         self.chunk = FIRST_CHUNK
         self.late: list = []
 
+    @property
+    def items(self) -> np.ndarray | None:
+        """The items read and not yet taken, end to end (None: none)."""
+        return joined(self.parts) if self.parts else None
+
     def take(self, lo: int, hi: int) -> np.ndarray | None:
         """The items pointing into [lo, hi), in order (None when there are none); those
         pointing before ``lo`` go to the late ones."""
-        parts = [] if self.items is None or not len(self.items) else [self.items]
+        parts, ordered = self.parts, self.ordered
         reads = 0
         while not self.done and _tail_below(parts, hi):
             got = self._read(self.chunk)
@@ -73,33 +81,48 @@ class OffsetLookups:
             reads += 1
             if len(got):
                 parts.append(got)
+                ordered.append(None)  # not looked at yet
         if reads > 1:
             self.chunk = min(self.chunk * 2, MAX_CHUNK)
-        # joined once, after the reads (joining at each read copied the first chunks again and again)
-        if len(parts) > 1:
-            self.items = joined(parts)
-        elif parts:  # (only empty reads leave it empty, or None, as they did)
-            self.items = parts[0]
-        items = self.items
-        if items is None or not len(items):
+        taken: list = []
+        kept: list = []
+        kept_ordered: list = []
+        for items, in_order in zip(parts, ordered):
+            offset = items["offset"]
+            if offset[0] >= hi and in_order:  # all of it ahead
+                kept.append(items)
+                kept_ordered.append(True)
+                continue
+            if in_order is None:
+                in_order = bool((offset[1:] >= offset[:-1]).all())
+            if in_order and offset[0] >= lo:  # in order, as written: a leading run, no copy
+                cut = int(np.searchsorted(offset, hi))
+                if cut:
+                    taken.append(items[:cut])
+                if cut < len(items):
+                    kept.append(items[cut:])
+                    kept_ordered.append(True)
+                continue
+            ahead = offset >= hi
+            if ahead.all():
+                kept.append(items)
+                kept_ordered.append(in_order)
+                continue
+            behind = offset < lo
+            if behind.any():
+                self.late.append(subset(items, behind))
+            if not ahead.any() and not behind.any():
+                taken.append(items)
+                continue
+            taken.append(subset(items, ~ahead & ~behind))
+            if ahead.any():
+                kept.append(subset(items, ahead))
+                kept_ordered.append(in_order or None)
+        self.parts, self.ordered = kept, kept_ordered
+        taken = [t for t in taken if len(t)]
+        if not taken:
             return None
-        offset = items["offset"]
-        if offset[0] >= lo and (offset[1:] >= offset[:-1]).all():  # in order, as written: a leading run, no copy
-            cut = int(np.searchsorted(offset, hi))
-            self.items = items[cut:]
-            return items[:cut] if cut else None
-        ahead = offset >= hi
-        if ahead.all():
-            return None
-        behind = offset < lo
-        if behind.any():
-            self.late.append(subset(items, behind))
-        if not ahead.any() and not behind.any():
-            taken = items
-        else:
-            taken = subset(items, ~ahead & ~behind)
-        self.items = subset(items, ahead)
-        return taken if len(taken) else None
+        return taken[0] if len(taken) == 1 else joined(taken)
 
     def finish(self) -> None:
         """After the last band: whatever is left (read or not) is late."""
@@ -109,9 +132,8 @@ class OffsetLookups:
                 self.done = True
             elif len(got):
                 self.late.append(got)
-        if self.items is not None and len(self.items):
-            self.late.append(self.items)
-        self.items = None
+        self.late.extend(self.parts)
+        self.parts, self.ordered = [], []
         self.late = [joined(self.late)] if self.late else []
 
     def late_items(self) -> np.ndarray | None:

@@ -33,6 +33,7 @@ typedef struct {
 
 static PyTypeObject *message_type = NULL; /* NULL: not set up, every call declines */
 static PyObject *native_module = NULL;   /* rmqtool.native: its kernel attribute read at call time */
+static PyObject *native_dict = NULL;     /* ... from its namespace (a dict lookup, not a getattr a message) */
 static PyObject *read_properties = NULL; /* Message.properties' Python getter */
 static PyObject *kernel_name = NULL;     /* "kernel", interned */
 static Py_ssize_t fixed_slot[N_FIXED];
@@ -112,6 +113,7 @@ static PyObject *set_message_layout(PyObject *self, PyObject *args)
         header_size[h] = size;
     }
     Py_XSETREF(native_module, Py_NewRef(native));
+    Py_XSETREF(native_dict, Py_NewRef(PyModule_GetDict(native)));
     Py_XSETREF(read_properties, Py_NewRef(reader));
     Py_INCREF(type);
     message_type = type;
@@ -134,7 +136,11 @@ static PyObject *message_properties(PyObject *self, PyObject *msg)
     }
     if (*slot != Py_None)
         return Py_NewRef(*slot);
-    PyObject *kernel = PyObject_GetAttr(native_module, kernel_name);
+    PyObject *kernel = PyDict_GetItemWithError(native_dict, kernel_name); /* borrowed */
+    if (kernel == NULL && !PyErr_Occurred())
+        kernel = PyObject_GetAttr(native_module, kernel_name); /* not in its namespace: its getattr says */
+    else
+        Py_XINCREF(kernel);
     if (kernel == NULL)
         return NULL;
     int on = kernel != Py_None;
@@ -382,15 +388,30 @@ static PyObject *messages(PyObject *self, PyObject *args)
         }                                    \
         set_slot(m, (slot), v_);             \
     } while (0)
+        /* the commit log offset's int, shared by the position when the file starts at offset 0 and by
+         * an 8-byte field that holds the same value (physicalOffset, in a record where it should be) */
+        const int64_t offset = offset0 + pos;
+        PyObject *offset_obj = PyLong_FromLongLong(offset);
+        if (offset_obj == NULL) {
+            Py_DECREF(m);
+            goto done;
+        }
+        set_slot(m, fixed_slot[S_COMMIT_LOG_OFFSET], offset_obj);
         for (int f = 0; f < n_fields[hosts]; f++) {
             const field_t *field = &fields[hosts][f];
-            if (field->slot != 0)
+            if (field->slot == 0)
+                continue;
+            if (field->kind == K_SIGNED && field->size == 8 && rmq_i64(record + field->at) == offset)
+                set_slot(m, field->slot, Py_NewRef(offset_obj));
+            else
                 SET_NEW(field->slot, field_of(&fmemo, f, record + field->at, field));
         }
         SET_NEW(fixed_slot[S_BODY], PyBytes_FromStringAndSize((const char *)base + body_at, body_end - body_at));
         SET_NEW(fixed_slot[S_PROPERTIES_RAW], PyBytes_FromStringAndSize((const char *)base + props_at, end - props_at));
-        SET_NEW(fixed_slot[S_COMMIT_LOG_OFFSET], PyLong_FromLongLong(offset0 + pos));
-        SET_NEW(fixed_slot[S_POSITION], PyLong_FromLongLong(position0 + pos));
+        if (position0 == offset0)
+            set_slot(m, fixed_slot[S_POSITION], Py_NewRef(offset_obj));
+        else
+            SET_NEW(fixed_slot[S_POSITION], PyLong_FromLongLong(position0 + pos));
 #undef SET_NEW
         set_slot(m, fixed_slot[S_TOPIC], Py_NewRef(memo.topic[t]));
         set_slot(m, fixed_slot[S_TOPIC_UTF8_OK], Py_NewRef(memo.ok[t]));

@@ -159,26 +159,6 @@ static PyObject *message_properties(PyObject *self, PyObject *msg)
     return PyObject_CallOneArg(read_properties, msg); /* declined, or the kernel off: the Python reading */
 }
 
-static PyObject *header_value(const unsigned char *p, const field_t *field)
-{
-    if (field->kind == K_BYTES)
-        return PyBytes_FromStringAndSize((const char *)p, field->size);
-    if (field->kind == K_SIGNED) {
-        switch (field->size) {
-        case 1: return PyLong_FromLong((signed char)p[0]);
-        case 2: return PyLong_FromLong(rmq_i16(p));
-        case 4: return PyLong_FromLong(rmq_i32(p));
-        default: return PyLong_FromLongLong(rmq_i64(p));
-        }
-    }
-    switch (field->size) {
-    case 1: return PyLong_FromUnsignedLong(p[0]);
-    case 2: return PyLong_FromUnsignedLong((uint16_t)rmq_i16(p));
-    case 4: return PyLong_FromUnsignedLong((uint32_t)rmq_i32(p));
-    default: return PyLong_FromUnsignedLongLong((uint64_t)rmq_i64(p));
-    }
-}
-
 /* a 1-d contiguous column of int64 (want_bool 0) or bool (want_bool 1); 0 when it is not one */
 static int take_column(PyObject *obj, Py_buffer *view, int want_bool)
 {
@@ -271,43 +251,46 @@ static int topic_of(topic_memo_t *memo, const unsigned char *p, Py_ssize_t n, Py
 }
 
 /* A header field's value, or the previous record's object when its bytes are the same (ports,
- * hosts, flags and sizes repeat from record to record: no new object for them) */
+ * hosts, flags and sizes repeat from record to record: no new object for them); by hosts variant
+ * and field, so a remembered value is always of its field's kind and width */
 typedef struct {
-    PyObject *value[MAX_FIELDS]; /* strong references, or NULL */
-    int kind[MAX_FIELDS], size[MAX_FIELDS];
-    uint64_t key[MAX_FIELDS][2];
+    PyObject *value[N_HOSTS][MAX_FIELDS]; /* strong references, or NULL */
+    int64_t number[N_HOSTS][MAX_FIELDS];  /* an integer field's value (its bits, for an unsigned 8-byte one) */
 } field_memo_t;
 
-/* the field's bytes as a key (fixed-size copies, so no call); 0 for a width not remembered */
-static inline int field_key(const unsigned char *p, int size, uint64_t key[2])
+/* an integer field's value as int64 (an unsigned 8-byte one: its bits) */
+static inline int64_t field_number(const unsigned char *p, const field_t *field)
 {
-    key[0] = key[1] = 0;
-    switch (size) {
-    case 1: memcpy(key, p, 1); return 1;
-    case 2: memcpy(key, p, 2); return 1;
-    case 4: memcpy(key, p, 4); return 1;
-    case 8: memcpy(key, p, 8); return 1;
-    case 16: memcpy(key, p, 16); return 1;
-    default: return 0;
+    switch (field->size) {
+    case 1: return field->kind == K_SIGNED ? (int64_t)(signed char)p[0] : (int64_t)p[0];
+    case 2: return field->kind == K_SIGNED ? (int64_t)rmq_i16(p) : (int64_t)(uint16_t)rmq_i16(p);
+    case 4: return field->kind == K_SIGNED ? (int64_t)rmq_i32(p) : (int64_t)(uint32_t)rmq_i32(p);
+    default: return rmq_i64(p);
     }
 }
 
-static PyObject *field_of(field_memo_t *memo, int f, const unsigned char *p, const field_t *field)
+/* the field's object; offset_obj (the record's commit log offset's int) for a signed 8-byte field
+ * holding that offset */
+static PyObject *field_of(field_memo_t *memo, int h, int f, const unsigned char *p, const field_t *field,
+                          int64_t offset, PyObject *offset_obj)
 {
-    uint64_t key[2];
-    if (!field_key(p, field->size, key))
-        return header_value(p, field);
-    if (memo->value[f] != NULL && memo->kind[f] == field->kind && memo->size[f] == field->size
-        && memo->key[f][0] == key[0] && memo->key[f][1] == key[1])
-        return Py_NewRef(memo->value[f]);
-    PyObject *value = header_value(p, field);
-    if (value != NULL) {
-        Py_XSETREF(memo->value[f], Py_NewRef(value));
-        memo->kind[f] = field->kind;
-        memo->size[f] = field->size;
-        memo->key[f][0] = key[0];
-        memo->key[f][1] = key[1];
+    PyObject **kept = &memo->value[h][f], *value;
+    if (field->kind == K_BYTES) {
+        if (*kept != NULL && memcmp(PyBytes_AS_STRING(*kept), p, (size_t)field->size) == 0)
+            return Py_NewRef(*kept);
+        value = PyBytes_FromStringAndSize((const char *)p, field->size);
+    } else {
+        const int64_t number = field_number(p, field);
+        if (field->kind == K_SIGNED && field->size == 8 && number == offset)
+            return Py_NewRef(offset_obj);
+        if (*kept != NULL && memo->number[h][f] == number)
+            return Py_NewRef(*kept);
+        value = field->kind == K_UNSIGNED && field->size == 8 ? PyLong_FromUnsignedLongLong((uint64_t)number)
+                                                               : PyLong_FromLongLong(number);
+        memo->number[h][f] = number;
     }
+    if (value != NULL)
+        Py_XSETREF(*kept, Py_NewRef(value));
     return value;
 }
 
@@ -399,12 +382,8 @@ static PyObject *messages(PyObject *self, PyObject *args)
         set_slot(m, fixed_slot[S_COMMIT_LOG_OFFSET], offset_obj);
         for (int f = 0; f < n_fields[hosts]; f++) {
             const field_t *field = &fields[hosts][f];
-            if (field->slot == 0)
-                continue;
-            if (field->kind == K_SIGNED && field->size == 8 && rmq_i64(record + field->at) == offset)
-                set_slot(m, field->slot, Py_NewRef(offset_obj));
-            else
-                SET_NEW(field->slot, field_of(&fmemo, f, record + field->at, field));
+            if (field->slot != 0)
+                SET_NEW(field->slot, field_of(&fmemo, hosts, f, record + field->at, field, offset, offset_obj));
         }
         SET_NEW(fixed_slot[S_BODY], PyBytes_FromStringAndSize((const char *)base + body_at, body_end - body_at));
         SET_NEW(fixed_slot[S_PROPERTIES_RAW], PyBytes_FromStringAndSize((const char *)base + props_at, end - props_at));
@@ -438,8 +417,9 @@ declined:
     result = Py_NewRef(Py_None);
 done:
     topic_memo_clear(&memo);
-    for (int f = 0; f < MAX_FIELDS; f++)
-        Py_XDECREF(fmemo.value[f]);
+    for (int h = 0; h < N_HOSTS; h++)
+        for (int f = 0; f < MAX_FIELDS; f++)
+            Py_XDECREF(fmemo.value[h][f]);
     for (int c = 0; c < taken; c++)
         PyBuffer_Release(&col[c]);
     for (int c = 0; c < taken_crc; c++)

@@ -28,8 +28,15 @@ enum { K_SIGNED, K_UNSIGNED, K_BYTES };
 typedef struct {
     Py_ssize_t at;   /* from the record's start */
     int kind, size;  /* K_*; width in bytes (1, 2, 4, 8 for integers) */
-    Py_ssize_t slot; /* the slot's offset in the object; 0: a field Message does not keep */
+    int op;          /* how it is read: one of OP_* (kind and width joined) */
+    Py_ssize_t slot; /* the slot's offset in the object */
 } field_t;
+
+/* a field's reading: K_BYTES, or an integer's kind and width */
+#define OP(kind, size) ((kind) * 16 + (size))
+enum { OP_BYTES = OP(K_BYTES, 0), OP_S1 = OP(K_SIGNED, 1), OP_S2 = OP(K_SIGNED, 2), OP_S4 = OP(K_SIGNED, 4),
+       OP_S8 = OP(K_SIGNED, 8), OP_U1 = OP(K_UNSIGNED, 1), OP_U2 = OP(K_UNSIGNED, 2), OP_U4 = OP(K_UNSIGNED, 4),
+       OP_U8 = OP(K_UNSIGNED, 8) };
 
 static PyTypeObject *message_type = NULL; /* NULL: not set up, every call declines */
 static PyObject *native_module = NULL;   /* rmqtool.native: its kernel attribute read at call time */
@@ -37,7 +44,7 @@ static PyObject *native_dict = NULL;     /* ... from its namespace (a dict looku
 static PyObject *read_properties = NULL; /* Message.properties' Python getter */
 static PyObject *kernel_name = NULL;     /* "kernel", interned */
 static Py_ssize_t fixed_slot[N_FIXED];
-static field_t fields[N_HOSTS][MAX_FIELDS];
+static field_t fields[N_HOSTS][MAX_FIELDS]; /* the fields Message keeps (a slot each), by hosts variant */
 static int n_fields[N_HOSTS];
 static Py_ssize_t header_size[N_HOSTS];
 
@@ -93,8 +100,9 @@ static PyObject *set_message_layout(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "set_message_layout: header out of range");
             return NULL;
         }
+        int kept = 0;
         for (Py_ssize_t f = 0; f < n; f++) {
-            field_t *field = &fields[h][f];
+            field_t *field = &fields[h][kept];
             PyObject *descr;
             if (!PyArg_ParseTuple(PyTuple_GET_ITEM(specs, f), "niiO", &field->at, &field->kind, &field->size, &descr))
                 return NULL;
@@ -105,11 +113,14 @@ static PyObject *set_message_layout(PyObject *self, PyObject *args)
                 PyErr_SetString(PyExc_ValueError, "set_message_layout: a field out of range");
                 return NULL;
             }
-            field->slot = 0;
-            if (descr != Py_None && (field->slot = slot_offset(type, descr)) < 0)
+            if (descr == Py_None)
+                continue; /* a field Message does not keep (bodyLength) */
+            if ((field->slot = slot_offset(type, descr)) < 0)
                 return NULL;
+            field->op = field->kind == K_BYTES ? OP_BYTES : OP(field->kind, field->size);
+            kept++;
         }
-        n_fields[h] = (int)n;
+        n_fields[h] = kept;
         header_size[h] = size;
     }
     Py_XSETREF(native_module, Py_NewRef(native));
@@ -258,39 +269,41 @@ typedef struct {
     int64_t number[N_HOSTS][MAX_FIELDS];  /* an integer field's value (its bits, for an unsigned 8-byte one) */
 } field_memo_t;
 
-/* an integer field's value as int64 (an unsigned 8-byte one: its bits) */
-static inline int64_t field_number(const unsigned char *p, const field_t *field)
-{
-    switch (field->size) {
-    case 1: return field->kind == K_SIGNED ? (int64_t)(signed char)p[0] : (int64_t)p[0];
-    case 2: return field->kind == K_SIGNED ? (int64_t)rmq_i16(p) : (int64_t)(uint16_t)rmq_i16(p);
-    case 4: return field->kind == K_SIGNED ? (int64_t)rmq_i32(p) : (int64_t)(uint32_t)rmq_i32(p);
-    default: return rmq_i64(p);
-    }
-}
-
 /* the field's object; offset_obj (the record's commit log offset's int) for a signed 8-byte field
  * holding that offset */
-static PyObject *field_of(field_memo_t *memo, int h, int f, const unsigned char *p, const field_t *field,
-                          int64_t offset, PyObject *offset_obj)
+static inline PyObject *field_of(field_memo_t *memo, int h, int f, const unsigned char *p, const field_t *field,
+                                 int64_t offset, PyObject *offset_obj)
 {
     PyObject **kept = &memo->value[h][f], *value;
-    if (field->kind == K_BYTES) {
+    int64_t number;
+    switch (field->op) {
+    case OP_BYTES:
         if (*kept != NULL && memcmp(PyBytes_AS_STRING(*kept), p, (size_t)field->size) == 0)
             return Py_NewRef(*kept);
         value = PyBytes_FromStringAndSize((const char *)p, field->size);
-    } else {
-        const int64_t number = field_number(p, field);
-        if (field->kind == K_SIGNED && field->size == 8 && number == offset)
+        if (value != NULL)
+            Py_XSETREF(*kept, Py_NewRef(value));
+        return value;
+    case OP_S1: number = (signed char)p[0]; break;
+    case OP_U1: number = p[0]; break;
+    case OP_S2: number = rmq_i16(p); break;
+    case OP_U2: number = (uint16_t)rmq_i16(p); break;
+    case OP_S4: number = rmq_i32(p); break;
+    case OP_U4: number = (uint32_t)rmq_i32(p); break;
+    case OP_S8:
+        number = rmq_i64(p);
+        if (number == offset)
             return Py_NewRef(offset_obj);
-        if (*kept != NULL && memo->number[h][f] == number)
-            return Py_NewRef(*kept);
-        value = field->kind == K_UNSIGNED && field->size == 8 ? PyLong_FromUnsignedLongLong((uint64_t)number)
-                                                               : PyLong_FromLongLong(number);
+        break;
+    default: number = rmq_i64(p); break; /* OP_U8: its bits */
+    }
+    if (*kept != NULL && memo->number[h][f] == number)
+        return Py_NewRef(*kept);
+    value = field->op == OP_U8 ? PyLong_FromUnsignedLongLong((uint64_t)number) : PyLong_FromLongLong(number);
+    if (value != NULL) {
+        Py_XSETREF(*kept, Py_NewRef(value));
         memo->number[h][f] = number;
     }
-    if (value != NULL)
-        Py_XSETREF(*kept, Py_NewRef(value));
     return value;
 }
 
@@ -382,8 +395,7 @@ static PyObject *messages(PyObject *self, PyObject *args)
         set_slot(m, fixed_slot[S_COMMIT_LOG_OFFSET], offset_obj);
         for (int f = 0; f < n_fields[hosts]; f++) {
             const field_t *field = &fields[hosts][f];
-            if (field->slot != 0)
-                SET_NEW(field->slot, field_of(&fmemo, hosts, f, record + field->at, field, offset, offset_obj));
+            SET_NEW(field->slot, field_of(&fmemo, hosts, f, record + field->at, field, offset, offset_obj));
         }
         SET_NEW(fixed_slot[S_BODY], PyBytes_FromStringAndSize((const char *)base + body_at, body_end - body_at));
         SET_NEW(fixed_slot[S_PROPERTIES_RAW], PyBytes_FromStringAndSize((const char *)base + props_at, end - props_at));

@@ -89,11 +89,27 @@ int rmq_properties_spans(const unsigned char *p, Py_ssize_t n, rmq_property_span
  * ASCII strings only; the names interned (their hash kept, as Python's own literals). */
 static PyObject *cached_name[RMQ_MAX_PROPERTIES], *cached_value[RMQ_MAX_PROPERTIES];
 
+/* a[0:n] == b[0:n], 8 bytes a step: names and values are short, a call to memcmp costs more */
+static inline int same_bytes(const unsigned char *a, const unsigned char *b, Py_ssize_t n)
+{
+    uint64_t x, y;
+    for (; n >= 8; a += 8, b += 8, n -= 8) {
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        if (x != y)
+            return 0;
+    }
+    for (; n > 0; n--)
+        if (*a++ != *b++)
+            return 0;
+    return 1;
+}
+
 /* p[0:n] (ASCII) as a str: *cache when it holds these characters, else a new one put there */
 static PyObject *ascii_str(const unsigned char *p, Py_ssize_t n, PyObject **cache, int intern)
 {
     PyObject *s = *cache;
-    if (s != NULL && PyUnicode_GET_LENGTH(s) == n && memcmp(PyUnicode_1BYTE_DATA(s), p, (size_t)n) == 0)
+    if (s != NULL && PyUnicode_GET_LENGTH(s) == n && same_bytes(PyUnicode_1BYTE_DATA(s), p, n))
         return Py_NewRef(s);
     s = PyUnicode_New(n, 127);
     if (s == NULL)

@@ -106,7 +106,7 @@ static inline int same_bytes(const unsigned char *a, const unsigned char *b, Py_
 }
 
 /* p[0:n] (ASCII) as a str: *cache when it holds these characters, else a new one put there */
-static PyObject *ascii_str(const unsigned char *p, Py_ssize_t n, PyObject **cache, int intern)
+static inline PyObject *ascii_str(const unsigned char *p, Py_ssize_t n, PyObject **cache, int intern)
 {
     PyObject *s = *cache;
     if (s != NULL && PyUnicode_GET_LENGTH(s) == n && same_bytes(PyUnicode_1BYTE_DATA(s), p, n))

@@ -28,15 +28,23 @@ enum { K_SIGNED, K_UNSIGNED, K_BYTES };
 typedef struct {
     Py_ssize_t at;   /* from the record's start */
     int kind, size;  /* K_*; width in bytes (1, 2, 4, 8 for integers) */
-    Py_ssize_t slot; /* the slot's offset in the object; 0: a field Message does not keep */
+    int op;          /* how it is read: one of OP_* (kind and width joined) */
+    Py_ssize_t slot; /* the slot's offset in the object */
 } field_t;
+
+/* a field's reading: K_BYTES, or an integer's kind and width */
+#define OP(kind, size) ((kind) * 16 + (size))
+enum { OP_BYTES = OP(K_BYTES, 0), OP_S1 = OP(K_SIGNED, 1), OP_S2 = OP(K_SIGNED, 2), OP_S4 = OP(K_SIGNED, 4),
+       OP_S8 = OP(K_SIGNED, 8), OP_U1 = OP(K_UNSIGNED, 1), OP_U2 = OP(K_UNSIGNED, 2), OP_U4 = OP(K_UNSIGNED, 4),
+       OP_U8 = OP(K_UNSIGNED, 8) };
 
 static PyTypeObject *message_type = NULL; /* NULL: not set up, every call declines */
 static PyObject *native_module = NULL;   /* rmqtool.native: its kernel attribute read at call time */
+static PyObject *native_dict = NULL;     /* ... from its namespace (a dict lookup, not a getattr a message) */
 static PyObject *read_properties = NULL; /* Message.properties' Python getter */
 static PyObject *kernel_name = NULL;     /* "kernel", interned */
 static Py_ssize_t fixed_slot[N_FIXED];
-static field_t fields[N_HOSTS][MAX_FIELDS];
+static field_t fields[N_HOSTS][MAX_FIELDS]; /* the fields Message keeps (a slot each), by hosts variant */
 static int n_fields[N_HOSTS];
 static Py_ssize_t header_size[N_HOSTS];
 
@@ -92,8 +100,9 @@ static PyObject *set_message_layout(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "set_message_layout: header out of range");
             return NULL;
         }
+        int kept = 0;
         for (Py_ssize_t f = 0; f < n; f++) {
-            field_t *field = &fields[h][f];
+            field_t *field = &fields[h][kept];
             PyObject *descr;
             if (!PyArg_ParseTuple(PyTuple_GET_ITEM(specs, f), "niiO", &field->at, &field->kind, &field->size, &descr))
                 return NULL;
@@ -104,14 +113,18 @@ static PyObject *set_message_layout(PyObject *self, PyObject *args)
                 PyErr_SetString(PyExc_ValueError, "set_message_layout: a field out of range");
                 return NULL;
             }
-            field->slot = 0;
-            if (descr != Py_None && (field->slot = slot_offset(type, descr)) < 0)
+            if (descr == Py_None)
+                continue; /* a field Message does not keep (bodyLength) */
+            if ((field->slot = slot_offset(type, descr)) < 0)
                 return NULL;
+            field->op = field->kind == K_BYTES ? OP_BYTES : OP(field->kind, field->size);
+            kept++;
         }
-        n_fields[h] = (int)n;
+        n_fields[h] = kept;
         header_size[h] = size;
     }
     Py_XSETREF(native_module, Py_NewRef(native));
+    Py_XSETREF(native_dict, Py_NewRef(PyModule_GetDict(native)));
     Py_XSETREF(read_properties, Py_NewRef(reader));
     Py_INCREF(type);
     message_type = type;
@@ -134,7 +147,11 @@ static PyObject *message_properties(PyObject *self, PyObject *msg)
     }
     if (*slot != Py_None)
         return Py_NewRef(*slot);
-    PyObject *kernel = PyObject_GetAttr(native_module, kernel_name);
+    PyObject *kernel = PyDict_GetItemWithError(native_dict, kernel_name); /* borrowed */
+    if (kernel == NULL && !PyErr_Occurred())
+        kernel = PyObject_GetAttr(native_module, kernel_name); /* not in its namespace: its getattr says */
+    else
+        Py_XINCREF(kernel);
     if (kernel == NULL)
         return NULL;
     int on = kernel != Py_None;
@@ -151,26 +168,6 @@ static PyObject *message_properties(PyObject *self, PyObject *msg)
             return NULL;
     }
     return PyObject_CallOneArg(read_properties, msg); /* declined, or the kernel off: the Python reading */
-}
-
-static PyObject *header_value(const unsigned char *p, const field_t *field)
-{
-    if (field->kind == K_BYTES)
-        return PyBytes_FromStringAndSize((const char *)p, field->size);
-    if (field->kind == K_SIGNED) {
-        switch (field->size) {
-        case 1: return PyLong_FromLong((signed char)p[0]);
-        case 2: return PyLong_FromLong(rmq_i16(p));
-        case 4: return PyLong_FromLong(rmq_i32(p));
-        default: return PyLong_FromLongLong(rmq_i64(p));
-        }
-    }
-    switch (field->size) {
-    case 1: return PyLong_FromUnsignedLong(p[0]);
-    case 2: return PyLong_FromUnsignedLong((uint16_t)rmq_i16(p));
-    case 4: return PyLong_FromUnsignedLong((uint32_t)rmq_i32(p));
-    default: return PyLong_FromUnsignedLongLong((uint64_t)rmq_i64(p));
-    }
 }
 
 /* a 1-d contiguous column of int64 (want_bool 0) or bool (want_bool 1); 0 when it is not one */
@@ -265,42 +262,47 @@ static int topic_of(topic_memo_t *memo, const unsigned char *p, Py_ssize_t n, Py
 }
 
 /* A header field's value, or the previous record's object when its bytes are the same (ports,
- * hosts, flags and sizes repeat from record to record: no new object for them) */
+ * hosts, flags and sizes repeat from record to record: no new object for them); by hosts variant
+ * and field, so a remembered value is always of its field's kind and width */
 typedef struct {
-    PyObject *value[MAX_FIELDS]; /* strong references, or NULL */
-    int kind[MAX_FIELDS], size[MAX_FIELDS];
-    uint64_t key[MAX_FIELDS][2];
+    PyObject *value[N_HOSTS][MAX_FIELDS]; /* strong references, or NULL */
+    int64_t number[N_HOSTS][MAX_FIELDS];  /* an integer field's value (its bits, for an unsigned 8-byte one) */
 } field_memo_t;
 
-/* the field's bytes as a key (fixed-size copies, so no call); 0 for a width not remembered */
-static inline int field_key(const unsigned char *p, int size, uint64_t key[2])
+/* the field's object; offset_obj (the record's commit log offset's int) for a signed 8-byte field
+ * holding that offset */
+static inline PyObject *field_of(field_memo_t *memo, int h, int f, const unsigned char *p, const field_t *field,
+                                 int64_t offset, PyObject *offset_obj)
 {
-    key[0] = key[1] = 0;
-    switch (size) {
-    case 1: memcpy(key, p, 1); return 1;
-    case 2: memcpy(key, p, 2); return 1;
-    case 4: memcpy(key, p, 4); return 1;
-    case 8: memcpy(key, p, 8); return 1;
-    case 16: memcpy(key, p, 16); return 1;
-    default: return 0;
+    PyObject **kept = &memo->value[h][f], *value;
+    int64_t number;
+    switch (field->op) {
+    case OP_BYTES:
+        if (*kept != NULL && memcmp(PyBytes_AS_STRING(*kept), p, (size_t)field->size) == 0)
+            return Py_NewRef(*kept);
+        value = PyBytes_FromStringAndSize((const char *)p, field->size);
+        if (value != NULL)
+            Py_XSETREF(*kept, Py_NewRef(value));
+        return value;
+    case OP_S1: number = (signed char)p[0]; break;
+    case OP_U1: number = p[0]; break;
+    case OP_S2: number = rmq_i16(p); break;
+    case OP_U2: number = (uint16_t)rmq_i16(p); break;
+    case OP_S4: number = rmq_i32(p); break;
+    case OP_U4: number = (uint32_t)rmq_i32(p); break;
+    case OP_S8:
+        number = rmq_i64(p);
+        if (number == offset)
+            return Py_NewRef(offset_obj);
+        break;
+    default: number = rmq_i64(p); break; /* OP_U8: its bits */
     }
-}
-
-static PyObject *field_of(field_memo_t *memo, int f, const unsigned char *p, const field_t *field)
-{
-    uint64_t key[2];
-    if (!field_key(p, field->size, key))
-        return header_value(p, field);
-    if (memo->value[f] != NULL && memo->kind[f] == field->kind && memo->size[f] == field->size
-        && memo->key[f][0] == key[0] && memo->key[f][1] == key[1])
-        return Py_NewRef(memo->value[f]);
-    PyObject *value = header_value(p, field);
+    if (*kept != NULL && memo->number[h][f] == number)
+        return Py_NewRef(*kept);
+    value = field->op == OP_U8 ? PyLong_FromUnsignedLongLong((uint64_t)number) : PyLong_FromLongLong(number);
     if (value != NULL) {
-        Py_XSETREF(memo->value[f], Py_NewRef(value));
-        memo->kind[f] = field->kind;
-        memo->size[f] = field->size;
-        memo->key[f][0] = key[0];
-        memo->key[f][1] = key[1];
+        Py_XSETREF(*kept, Py_NewRef(value));
+        memo->number[h][f] = number;
     }
     return value;
 }
@@ -366,6 +368,12 @@ static PyObject *messages(PyObject *self, PyObject *args)
         int64_t topic_at = column_at(&col[C_TOPIC_AT], k), topic_end = column_at(&col[C_TOPIC_END], k);
         int64_t props_at = column_at(&col[C_PROPERTIES_AT], k);
         const unsigned char *record = base + pos;
+        if (k + 1 < n) { /* the next record's header, topic and properties on their way to the cache (its
+                          * body is read in order, which the hardware's own prefetch follows) */
+            __builtin_prefetch(base + column_at(&col[C_POSITION], k + 1));
+            __builtin_prefetch(base + column_at(&col[C_TOPIC_AT], k + 1));
+            __builtin_prefetch(base + column_at(&col[C_PROPERTIES_AT], k + 1));
+        }
         int t = topic_of(&memo, base + topic_at, topic_end - topic_at, topics, decode);
         if (t < 0)
             goto done;
@@ -382,15 +390,25 @@ static PyObject *messages(PyObject *self, PyObject *args)
         }                                    \
         set_slot(m, (slot), v_);             \
     } while (0)
+        /* the commit log offset's int, shared by the position when the file starts at offset 0 and by
+         * an 8-byte field that holds the same value (physicalOffset, in a record where it should be) */
+        const int64_t offset = offset0 + pos;
+        PyObject *offset_obj = PyLong_FromLongLong(offset);
+        if (offset_obj == NULL) {
+            Py_DECREF(m);
+            goto done;
+        }
+        set_slot(m, fixed_slot[S_COMMIT_LOG_OFFSET], offset_obj);
         for (int f = 0; f < n_fields[hosts]; f++) {
             const field_t *field = &fields[hosts][f];
-            if (field->slot != 0)
-                SET_NEW(field->slot, field_of(&fmemo, f, record + field->at, field));
+            SET_NEW(field->slot, field_of(&fmemo, hosts, f, record + field->at, field, offset, offset_obj));
         }
         SET_NEW(fixed_slot[S_BODY], PyBytes_FromStringAndSize((const char *)base + body_at, body_end - body_at));
         SET_NEW(fixed_slot[S_PROPERTIES_RAW], PyBytes_FromStringAndSize((const char *)base + props_at, end - props_at));
-        SET_NEW(fixed_slot[S_COMMIT_LOG_OFFSET], PyLong_FromLongLong(offset0 + pos));
-        SET_NEW(fixed_slot[S_POSITION], PyLong_FromLongLong(position0 + pos));
+        if (position0 == offset0)
+            set_slot(m, fixed_slot[S_POSITION], Py_NewRef(offset_obj));
+        else
+            SET_NEW(fixed_slot[S_POSITION], PyLong_FromLongLong(position0 + pos));
 #undef SET_NEW
         set_slot(m, fixed_slot[S_TOPIC], Py_NewRef(memo.topic[t]));
         set_slot(m, fixed_slot[S_TOPIC_UTF8_OK], Py_NewRef(memo.ok[t]));
@@ -417,8 +435,9 @@ declined:
     result = Py_NewRef(Py_None);
 done:
     topic_memo_clear(&memo);
-    for (int f = 0; f < MAX_FIELDS; f++)
-        Py_XDECREF(fmemo.value[f]);
+    for (int h = 0; h < N_HOSTS; h++)
+        for (int f = 0; f < MAX_FIELDS; f++)
+            Py_XDECREF(fmemo.value[h][f]);
     for (int c = 0; c < taken; c++)
         PyBuffer_Release(&col[c]);
     for (int c = 0; c < taken_crc; c++)

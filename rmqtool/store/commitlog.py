@@ -264,8 +264,11 @@ class _FileWindow:
             if data > pos:  # a header may begin in the zeros just before the data
                 pos = max(start, data - HOP.size)
             # at least 9 bytes: it moves on; a search reads small windows even in a column scan
-            buf, i = self.get(pos, min(WINDOW, self.data_end(data) - pos), WINDOW)
+            n = min(WINDOW, self.data_end(data) - pos)
+            buf, i = self.get(pos, n, WINDOW)
             base = self.base  # _proves_itself may move the window; buf stays this chunk
+            if type(buf) is mmap.mmap:  # its find reads a byte past its end (CPython 3.11's fastsearch):
+                buf, i, base = self.pread(pos, n), 0, pos  # at a mapping ending at the file's end, a SIGSEGV
             chunk_end = len(buf)
             best = None
             for pattern in _MAGIC_PATTERNS:

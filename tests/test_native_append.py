@@ -104,16 +104,20 @@ def written(tmp_path_factory):
             with pytest.MonkeyPatch.context() as mp:
                 if use:
                     def counted(*args):
-                        r = kernel.append_one(*args)
-                        took.append(r is not None)
-                        return r
+                        put_one = kernel.appender(*args)
+
+                        def counted_one(msg):
+                            r = put_one(msg)
+                            took.append(r is not None)
+                            return r
+                        return counted_one
 
                     def counted_many(*args):
                         before = len(args[-2])  # the results list
                         r = kernel.put_many(*args)
                         took.extend([True] * (len(args[-2]) - before) + ([False] if r is None else []))
                         return r
-                    mp.setattr(native, "kernel", _Spy(kernel, append_one=counted, put_many=counted_many))
+                    mp.setattr(native, "kernel", _Spy(kernel, appender=counted, put_many=counted_many))
                 else:
                     mp.setattr(native, "kernel", None)
                 root = base / f"{name}-{use}"

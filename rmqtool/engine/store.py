@@ -27,6 +27,7 @@ import time
 from itertools import repeat
 from typing import NamedTuple
 
+from rmqtool import native
 from rmqtool.errors import CorruptData, NotAStore, RecoveryNeeded, RepairUnfinished, StoreAccessError, UsageError
 from rmqtool.findings import COMMIT_LOG_FILE_DUPLICATED
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, BlankRecord
@@ -593,11 +594,7 @@ class Store:
         # append() of a message in the kernel: the same dispatch (consume queue units and index only)
         self._native_put = self._columns_ok and not self.dispatcher.skip_topics
         self._queues = self.consume_queues.queues
-        self._native_clock = None if self._wall_clock else self._clock
-        e = self.encoder
-        self._native_state = (self.commit_log, self._queues, self.topic_queue_table, self.reput, self.checkpoint,
-                              self.index_service, e._shapes, TAGS_CODES, e, self._native_clock, e.max_body_size,
-                              e.max_record_size, MAX_PROPERTIES_LENGTH, PutResult, END_FILE_MIN_BLANK_LENGTH)
+        self._put_one, self._put_one_kernel = None, None  # the kernel's appender, and the kernel it is of
         self._usable = True
 
     def _write_abort_marker(self) -> None:
@@ -616,11 +613,12 @@ class Store:
         producer's MessageQueueSelector would) instead of ``msg.queue_id``."""
         if not self._usable:
             self._check_open()
-        if self._native_put and selector is None:
-            kernel = kernel_for_append(PUT_OK)
-            if kernel is not None:
-                with self._put_lock:  # _put_locked's common case, in C (native/append.c append_one)
-                    result = kernel.append_one(msg, self._native_state)
+        kernel = native.kernel
+        if kernel is not None and selector is None and self._native_put:
+            put_one = self._put_one if kernel is self._put_one_kernel else self._appender()
+            if put_one is not None:
+                with self._put_lock:  # _put_locked's common case, in C (native/append.c appender)
+                    result = put_one(msg)
                 if result is not None:
                     if self._plain_async:
                         if result.wrote_offset >= self._wake_flusher_at:
@@ -639,6 +637,18 @@ class Store:
                 self._wake_flusher_at = result.wrote_offset + OS_PAGE_SIZE
             return result
         return self._after_put(result)
+
+    def _appender(self):
+        """The kernel's appender for this store (native/append.c: it keeps the files, queues and index
+        file it last wrote, and reads them again when another put changed them), or None."""
+        kernel = kernel_for_append(PUT_OK)
+        e = self.encoder
+        self._put_one = None if kernel is None else kernel.appender(
+            self.commit_log, self._queues, self.topic_queue_table, self.reput, self.checkpoint, self.index_service,
+            e._shapes, TAGS_CODES, e, None if self._wall_clock else self._clock, e.max_body_size, e.max_record_size,
+            MAX_PROPERTIES_LENGTH, PutResult, END_FILE_MIN_BLANK_LENGTH)
+        self._put_one_kernel = native.kernel
+        return self._put_one
 
     def append_many(self, messages, selector=None) -> list[PutResult]:
         """Many single puts: each exactly as :meth:`append` would put it, with one lock, one
@@ -692,7 +702,7 @@ class Store:
         return results
 
     def _put_many_native(self, kernel, messages: list, queue_ids: list | None) -> list[PutResult] | None:
-        """append()'s kernel put (append_one) for messages in a row (native/append.c put_many): the
+        """append()'s kernel put (the appender) for messages in a row (native/append.c put_many): the
         kernel puts them while they are the common case (records placed in one buffer and written
         with pwrite, as :meth:`_put_run` writes them, then their units and index entries); a message
         that needs a new segment, queue file or index file, or a queue not there yet, is put the
@@ -1184,6 +1194,7 @@ class Store:
         clean = True
         errors: list[BaseException] = []
         with self._put_lock:
+            self._put_one = None  # the appender holds the files' maps it last wrote
             for stop in (self.warmer.shutdown, self.reput.shutdown, self.reput.do_reput, self.flusher.shutdown,
                          self.cq_flusher.shutdown):
                 try:

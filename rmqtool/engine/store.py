@@ -261,6 +261,7 @@ class Store:
         self.config = config
         self._closed = False
         self._usable = False  # set once open for writing; cleared by close or a failing service
+        self._put_one, self._put_one_kernel = None, False  # the kernel's appender, the kernel it is of
 
     # ---- opening ------------------------------------------------------------------------
     @classmethod
@@ -594,7 +595,6 @@ class Store:
         # append() of a message in the kernel: the same dispatch (consume queue units and index only)
         self._native_put = self._columns_ok and not self.dispatcher.skip_topics
         self._queues = self.consume_queues.queues
-        self._put_one, self._put_one_kernel = None, None  # the kernel's appender, and the kernel it is of
         self._usable = True
 
     def _write_abort_marker(self) -> None:
@@ -611,14 +611,11 @@ class Store:
         """putMessage: one message; returns once it is written, dispatched (inline mode) and,
         with sync flush, flushed. ``selector(msg)``, when given, picks the queue id (as a
         producer's MessageQueueSelector would) instead of ``msg.queue_id``."""
-        if not self._usable:
-            self._check_open()
-        kernel = native.kernel
-        if kernel is not None and selector is None and self._native_put:
-            put_one = self._put_one if kernel is self._put_one_kernel else self._appender()
+        if selector is None:
+            kernel = native.kernel
+            put_one = self._put_one if kernel is self._put_one_kernel else self._appender(kernel)
             if put_one is not None:
-                with self._put_lock:  # _put_locked's common case, in C (native/append.c appender)
-                    result = put_one(msg)
+                result = put_one(msg)  # _put_locked's common case in C, in the put lock (native/append.c)
                 if result is not None:
                     if self._plain_async:
                         if result.wrote_offset >= self._wake_flusher_at:
@@ -626,6 +623,8 @@ class Store:
                             self._wake_flusher_at = result.wrote_offset + OS_PAGE_SIZE
                         return result
                     return self._after_put(result)
+        if not self._usable:
+            self._check_open()
         p = self._prepare(msg, None if selector is None else selector(msg))
         if p[TOTAL_SIZE] > self._max_fit:
             self._check_fits(p[TOTAL_SIZE])
@@ -638,16 +637,19 @@ class Store:
             return result
         return self._after_put(result)
 
-    def _appender(self):
-        """The kernel's appender for this store (native/append.c: it keeps the files, queues and index
-        file it last wrote, and reads them again when another put changed them), or None."""
-        kernel = kernel_for_append(PUT_OK)
-        e = self.encoder
-        self._put_one = None if kernel is None else kernel.appender(
-            self.commit_log, self._queues, self.topic_queue_table, self.reput, self.checkpoint, self.index_service,
-            e._shapes, TAGS_CODES, e, None if self._wall_clock else self._clock, e.max_body_size, e.max_record_size,
-            MAX_PROPERTIES_LENGTH, PutResult, END_FILE_MIN_BLANK_LENGTH)
-        self._put_one_kernel = native.kernel
+    def _appender(self, kernel):
+        """The appender of ``kernel`` (native.kernel as append() found it) for this store, or None: a
+        store not open for appending, or one whose dispatch is more than consume queue units and index
+        entries (native/append.c: it keeps the files, queues and index file it last wrote, and reads them
+        again when another put changed them)."""
+        self._put_one, self._put_one_kernel = None, kernel
+        if kernel is not None and self._usable and self._native_put and kernel_for_append(PUT_OK) is kernel:
+            e = self.encoder
+            self._put_one = kernel.appender(
+                self.commit_log, self._queues, self.topic_queue_table, self.reput, self.checkpoint,
+                self.index_service, e._shapes, TAGS_CODES, e, None if self._wall_clock else self._clock,
+                e.max_body_size, e.max_record_size, MAX_PROPERTIES_LENGTH, PutResult, END_FILE_MIN_BLANK_LENGTH,
+                self._put_lock)
         return self._put_one
 
     def append_many(self, messages, selector=None) -> list[PutResult]:
@@ -1019,6 +1021,8 @@ class Store:
 
     def _refresh_usable(self) -> None:
         self._usable = not self._unusable
+        if not self._usable:
+            self._put_one = None  # append() says why
 
     def _check_open(self) -> None:
         if not self.writable:

@@ -712,7 +712,7 @@ typedef struct {
     Py_buffer mm;
     int has_mm;
     long long count, index_num, slots, begin_ts, end_ts, begin_phy, end_phy, slot_count;
-    long long slot_count_was, begin_ts_was, begin_phy_was; /* as read: only what changed is set again */
+    long long slot_count_was, begin_ts_was, begin_phy_was, end_ts_was; /* as read: only what changed is set again */
 } index_t;
 
 static int attr_ll(PyObject *o, PyObject *name, long long *out)
@@ -765,6 +765,7 @@ static int index_open(PyObject *service, index_t *ix)
     ix->slot_count_was = ix->slot_count;
     ix->begin_ts_was = ix->begin_ts;
     ix->begin_phy_was = ix->begin_phy;
+    ix->end_ts_was = ix->end_ts;
     if (!writable_map(ix->file, &ix->mm))
         goto no;
     ix->has_mm = 1;
@@ -870,7 +871,8 @@ static int index_store(index_t *ix, PyObject *service, Py_ssize_t n, PyObject **
         Py_XSETREF(*count, c);
     else
         Py_DECREF(c);
-    if (r < 0 || set_ll(ix->file, a_end_phy_offset, ix->end_phy) < 0 || set_ll(ix->file, a_end_timestamp, ix->end_ts) < 0)
+    if (r < 0 || set_ll(ix->file, a_end_phy_offset, ix->end_phy) < 0 ||
+        (ix->end_ts != ix->end_ts_was && set_ll(ix->file, a_end_timestamp, ix->end_ts) < 0))
         return -1;
     if (ix->slot_count != ix->slot_count_was && set_ll(ix->file, a_hash_slot_count, ix->slot_count) < 0)
         return -1;
@@ -880,6 +882,7 @@ static int index_store(index_t *ix, PyObject *service, Py_ssize_t n, PyObject **
     ix->slot_count_was = ix->slot_count;
     ix->begin_ts_was = ix->begin_ts;
     ix->begin_phy_was = ix->begin_phy;
+    ix->end_ts_was = ix->end_ts;
     if (n) {
         long long written;
         if (!attr_ll(service, a_entries_written, &written))
@@ -891,23 +894,24 @@ static int index_store(index_t *ix, PyObject *service, Py_ssize_t n, PyObject **
 
 /* ---- append(): one message ------------------------------------------------------------------ */
 
-static PyObject *put_result(PyObject *result_type, message_t *m, long long offset, long long queue_offset,
-                            long long store_ts)
+/* the PutResult of a message put at ``offset`` (all four ints taken: new references, or NULL after an error) */
+static PyObject *put_result_of(PyObject *result_type, message_t *m, PyObject *offset, PyObject *queue_offset,
+                               PyObject *store_ts)
 {
     PyTypeObject *t = (PyTypeObject *)result_type;
-    PyObject *r = t->tp_alloc(t, 12);
-    if (r == NULL)
+    PyObject *r = offset == NULL || queue_offset == NULL || store_ts == NULL ? NULL : t->tp_alloc(t, 12);
+    if (r == NULL) {
+        Py_XDECREF(offset);
+        Py_XDECREF(queue_offset);
+        Py_XDECREF(store_ts);
         return NULL;
-    PyObject *offsets = PyTuple_New(1), *at = PyLong_FromLongLong(offset);
-    if (offsets != NULL && at != NULL)
-        PyTuple_SET_ITEM(offsets, 0, at);
-    else
-        Py_CLEAR(at);
+    }
+    PyObject *offsets = PyTuple_Pack(1, offset);
     PyObject *uniqs = PyTuple_Pack(1, m->uniq != NULL ? m->uniq : Py_None);
     PyObject *items[12] = {
-        Py_NewRef(put_ok), PyLong_FromLongLong(offset), PyLong_FromLongLong(m->total),
-        PyLong_FromLongLong(queue_offset), PyLong_FromLongLong(store_ts), PyLong_FromLong(1), Py_NewRef(m->topic),
-        PyLong_FromLongLong(m->queue_id), offsets, uniqs, Py_NewRef(m->store_ip), Py_NewRef(m->store_port),
+        Py_NewRef(put_ok), offset, PyLong_FromLongLong(m->total), queue_offset, store_ts, PyLong_FromLong(1),
+        Py_NewRef(m->topic), PyLong_FromLongLong(m->queue_id), offsets, uniqs, Py_NewRef(m->store_ip),
+        Py_NewRef(m->store_port),
     };
     int failed = 0;
     for (int i = 0; i < 12; i++) {
@@ -924,6 +928,13 @@ static PyObject *put_result(PyObject *result_type, message_t *m, long long offse
     PyObject_GC_UnTrack(uniqs);
     PyObject_GC_UnTrack(r);
     return r;
+}
+
+static PyObject *put_result(PyObject *result_type, message_t *m, long long offset, long long queue_offset,
+                            long long store_ts)
+{
+    return put_result_of(result_type, m, PyLong_FromLongLong(offset), PyLong_FromLongLong(queue_offset),
+                         PyLong_FromLongLong(store_ts));
 }
 
 /* ---- append_many(): messages in a row ------------------------------------------------------- */
@@ -1356,7 +1367,7 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *commit_log, *queues, *table, *reput, *checkpoint, *service, *shapes, *tags_codes, *encoder, *clock,
-        *result_type;
+        *result_type, *acquire, *release; /* acquire and release: the store's put lock's */
     long long max_body, max_record, max_props, end_blank;
     /* the commit log's current file as last seen: its place, and its wrote position as stored here */
     PyObject *mf, *mf_mm, *mf_pos_seen;
@@ -1428,6 +1439,8 @@ static int appender_clear(PyObject *self)
     Py_CLEAR(a->encoder);
     Py_CLEAR(a->clock);
     Py_CLEAR(a->result_type);
+    Py_CLEAR(a->acquire);
+    Py_CLEAR(a->release);
     return 0;
 }
 
@@ -1445,6 +1458,8 @@ static int appender_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(a->encoder);
     Py_VISIT(a->clock);
     Py_VISIT(a->result_type);
+    Py_VISIT(a->acquire);
+    Py_VISIT(a->release);
     Py_VISIT(a->mf);
     Py_VISIT(a->mf_mm);
     Py_VISIT(a->ix.file);
@@ -1626,14 +1641,8 @@ static int appender_index(appender_t *a, long long offset, Py_ssize_t nkeys)
  * there and takes its unit at its end in its current file, the record fits in the current segment,
  * nothing waits for dispatch, and it is the common case; else None, nothing written, nothing read
  * from the clock. */
-static PyObject *appender_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+static PyObject *appender_put(appender_t *a, PyObject *msg)
 {
-    appender_t *a = (appender_t *)self;
-    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
-        PyErr_SetString(PyExc_TypeError, "appender(msg)");
-        return NULL;
-    }
-    PyObject *msg = args[0];
     PyObject *append_prop_crc = PyObject_GetAttr(a->encoder, a_append_prop_crc);
     if (append_prop_crc == NULL)
         return NULL;
@@ -1704,13 +1713,20 @@ static PyObject *appender_call(PyObject *self, PyObject *const *args, size_t nar
     q->max_phys = offset + m.total;
     q->bytes_written += cq_unit_size;
     a->mf_pos = pos + m.total;
-    if (mf_set_ll(a->mf, MF_WROTE, a->mf_pos, &a->mf_pos_seen) < 0 || mf_set_ll(a->mf, MF_STORE_TS, store_ts, NULL) < 0 ||
-        queue_store(q, a->table, &e->next_seen, &e->pos_seen) < 0 ||
-        (a->service != Py_None && index_store(&a->ix, a->service, nkeys, &a->ix_count_seen) < 0) ||
-        (a->checkpoint != Py_None && set_ll(a->checkpoint, a_logics_msg_timestamp, store_ts) < 0) ||
-        set_ll(a->reput, a_reput_from_offset, offset + m.total) < 0)
+    /* the store time and the record's end are set in several places: one object each */
+    PyObject *ts_obj = PyLong_FromLongLong(store_ts), *end_obj = PyLong_FromLongLong(offset + m.total);
+    int stored = ts_obj != NULL && end_obj != NULL && mf_set_ll(a->mf, MF_WROTE, a->mf_pos, &a->mf_pos_seen) == 0 &&
+                 slot_set(&mf_slots, a->mf, MF_STORE_TS, ts_obj) == 0 &&
+                 queue_store(q, a->table, &e->next_seen, &e->pos_seen) == 0 &&
+                 (a->service == Py_None || index_store(&a->ix, a->service, nkeys, &a->ix_count_seen) == 0) &&
+                 (a->checkpoint == Py_None || PyObject_SetAttr(a->checkpoint, a_logics_msg_timestamp, ts_obj) == 0) &&
+                 PyObject_SetAttr(a->reput, a_reput_from_offset, end_obj) == 0;
+    Py_XDECREF(end_obj);
+    if (!stored) {
+        Py_XDECREF(ts_obj);
         goto fail;
-    out = put_result(a->result_type, &m, offset, queue_offset, store_ts);
+    }
+    out = put_result_of(a->result_type, &m, PyLong_FromLongLong(offset), PyLong_FromLongLong(queue_offset), ts_obj);
     if (out == NULL)
         goto fail;
     goto done;
@@ -1739,6 +1755,34 @@ done:
     return out;
 }
 
+/* appender(msg): appender_put in the store's put lock */
+static PyObject *appender_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    appender_t *a = (appender_t *)self;
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "appender(msg)");
+        return NULL;
+    }
+    PyObject *got = PyObject_CallNoArgs(a->acquire);
+    if (got == NULL)
+        return NULL;
+    Py_DECREF(got);
+    PyObject *out = appender_put(a, args[0]);
+    PyObject *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace); /* an error of the put stays the one raised */
+    got = PyObject_CallNoArgs(a->release);
+    if (got == NULL) {
+        Py_XDECREF(out);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(trace);
+        return NULL;
+    }
+    Py_DECREF(got);
+    PyErr_Restore(type, value, trace);
+    return out;
+}
+
 static PyTypeObject appender_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "rmqtool.native._kernel.Appender",
     .tp_basicsize = sizeof(appender_t),
@@ -1752,12 +1796,12 @@ static PyTypeObject appender_type = {
 };
 
 /* appender(commit_log, queues, table, reput, checkpoint, index_service, shapes, tags_codes, encoder,
- *          clock, max_body, max_record, max_props, result_type, end_blank): the Appender of an open
- * store (engine/store.py), or None when these are not what it takes */
+ *          clock, max_body, max_record, max_props, result_type, end_blank, put_lock): the Appender of an
+ * open store (engine/store.py), or None when these are not what it takes */
 static PyObject *appender_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 15) {
-        PyErr_SetString(PyExc_TypeError, "appender takes 15 arguments");
+    if (nargs != 16) {
+        PyErr_SetString(PyExc_TypeError, "appender takes 16 arguments");
         return NULL;
     }
     if (!layout_set) {
@@ -1787,6 +1831,12 @@ static PyObject *appender_new(PyObject *self, PyObject *const *args, Py_ssize_t 
     for (int i = 0; i < 10; i++)
         *slots[i] = Py_NewRef(args[i]);
     a->result_type = Py_NewRef(args[13]);
+    a->acquire = PyObject_GetAttrString(args[15], "acquire");
+    a->release = PyObject_GetAttrString(args[15], "release");
+    if (a->acquire == NULL || a->release == NULL) {
+        Py_DECREF(a);
+        return NULL;
+    }
     a->max_body = max_body;
     a->max_record = max_record;
     a->max_props = max_props;
@@ -1802,8 +1852,8 @@ PyMethodDef rmq_append_methods[] = {
      "key_separator, key_space, fast_crc32, put_ok): the layouts the append functions write, from formats/."},
     {"appender", (PyCFunction)(void (*)(void))appender_new, METH_FASTCALL,
      "appender(commit_log, queues, table, reput, checkpoint, index_service, shapes, tags_codes, encoder, clock, "
-     "max_body, max_record, max_props, result_type, end_blank): append()'s put of one message, for one open store "
-     "(engine/store.py); called with a message, its PutResult or None."},
+     "max_body, max_record, max_props, result_type, end_blank, put_lock): append()'s put of one message, for one "
+     "open store (engine/store.py); called with a message, in the put lock, its PutResult or None."},
     {"put_many", (PyCFunction)(void (*)(void))put_many, METH_FASTCALL,
      "put_many(...): the appender's put for messages in a row (engine/store.py _put_many_native)."},
     {NULL, NULL, 0, NULL},

@@ -81,13 +81,7 @@ def written(tmp_path_factory):
     took = []
 
     def appender(*args):
-        put_one = kernel.appender(*args)
-
-        def counted(msg):
-            r = put_one(msg)
-            took.append(r is not None)
-            return r
-        return counted
+        return _Counted(kernel.appender(*args), took)
 
     out = {}
     for use in (True, False):
@@ -97,6 +91,19 @@ def written(tmp_path_factory):
         out[use] = dict(tree=_tree(base / str(use)), results=results)
     out["took"] = took
     return out
+
+
+class _Counted:
+    """An appender whose one-message puts are counted in ``took`` (put: True, declined: False)."""
+
+    def __init__(self, appender, took):
+        self._appender, self._took = appender, took
+        self.put_many = appender.put_many
+
+    def __call__(self, msg):
+        r = self._appender(msg)
+        self._took.append(r is not None)
+        return r
 
 
 class _Spy:

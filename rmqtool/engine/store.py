@@ -662,11 +662,11 @@ class Store:
             messages = messages if isinstance(messages, list) else list(messages)
             if selector is not None:
                 queue_ids = list(map(selector, messages))
-            if self._native_put:
-                kernel = kernel_for_append(PUT_OK)
-                if kernel is not None:
-                    with self._put_lock:
-                        results = self._put_many_native(kernel, messages, queue_ids)
+            kernel = native.kernel
+            appender = self._put_one if kernel is self._put_one_kernel else self._appender(kernel)
+            if appender is not None:
+                with self._put_lock:
+                    results = self._put_many_native(appender, messages, queue_ids)
                     if results is not None:
                         status = self._after_put(results[-1]).status
                         return results if status == PUT_OK else [r.with_status(status) for r in results]
@@ -703,47 +703,37 @@ class Store:
             results = [r.with_status(status) for r in results]
         return results
 
-    def _put_many_native(self, kernel, messages: list, queue_ids: list | None) -> list[PutResult] | None:
+    def _put_many_native(self, appender, messages: list, queue_ids: list | None) -> list[PutResult] | None:
         """append()'s kernel put (the appender) for messages in a row (native/append.c put_many): the
         kernel puts them while they are the common case (records placed in one buffer and written
-        with pwrite, as :meth:`_put_run` writes them, then their units and index entries); a message
-        that needs a new segment, queue file or index file, or a queue not there yet, is put the
-        Python way (:meth:`_put_locked`), and the kernel goes on after it. None when the kernel
-        declines the messages (nothing written, no clock read): the Python paths put them all.
-        Store timestamps come from the clock as the Python put of many messages reads it: once
-        each, in order, before any is placed."""
+        with pwrite, as :meth:`_put_run` writes them, then their units and index entries, and the
+        file's, reput's and the checkpoint's bookkeeping as for one message); a message that needs a
+        new segment, queue file or index file, or a queue not there yet, is put the Python way
+        (:meth:`_put_locked`), and the kernel goes on after it. None when the kernel declines the
+        messages (nothing written, no clock read): the Python paths put them all. Store timestamps
+        come from the clock as the Python put of many messages reads it: once each, in order,
+        before any is placed."""
         n = len(messages)
         if not n:
             return None
         stamps = None if self._wall_clock else []
         results = []
-        encoder, cl, reput, put_many = self.encoder, self.commit_log, self.reput, kernel.put_many
+        put_many = appender.put_many
         i = 0
         while i < n:
-            mf = cl.last
-            got = None
-            if mf is not None and reput.reput_from_offset == mf.file_from_offset + mf.wrote_position:
-                got = put_many(messages, i, queue_ids, stamps, mf.fd, mf.wrote_position, mf.file_from_offset,
-                               mf.file_size - END_FILE_MIN_BLANK_LENGTH, self._queues, self.topic_queue_table,
-                               self.index_service, encoder._shapes, TAGS_CODES, encoder.append_prop_crc,
-                               encoder.max_body_size, encoder.max_record_size, MAX_PROPERTIES_LENGTH, PutResult,
-                               results, self._clock)
+            got = put_many(messages, i, queue_ids, stamps, results)
             if got is None:
                 if i == 0:
                     return None
                 results += [self._put_locked(self._prepared_at(m, j, queue_ids, stamps))
                             for j, m in enumerate(messages[i:], i)]
                 break
-            done, pos, last_ts, error = got
+            done, pos, error = got
+            mf = self.commit_log.last
             if error:  # as _write_part says it; nothing of these was accounted or dispatched
                 raise StoreAccessError(f"write failed ({os.strerror(error)})", mf.path, pos)
             if done > i:
-                mf.wrote_position = pos
-                mf.store_timestamp = last_ts
                 self.warmer.written_to(mf.file_from_offset + pos)  # written with pwrite, as _put_run writes
-                reput.reput_from_offset = mf.file_from_offset + pos
-                if self.checkpoint is not None:
-                    self.checkpoint.logics_msg_timestamp = last_ts
                 i = done
             if i < n:  # the next one the Python way: a new segment, queue file or index file
                 results.append(self._put_locked(self._prepared_at(messages[i], i, queue_ids, stamps)))

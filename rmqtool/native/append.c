@@ -52,7 +52,7 @@ static PyObject *a_topic, *a_body, *a_flag, *a_properties, *a_properties_string,
 static PyObject *a_last, *a_mm, *a_index_count, *a_index_num, *a_hash_slot_num, *a_begin_timestamp,
     *a_end_timestamp, *a_begin_phy_offset, *a_end_phy_offset, *a_hash_slot_count, *a_entries_written;
 static PyObject *a_files, *a_wrote_position, *a_file_from_offset, *a_file_size, *a_first_create_in_queue,
-    *a_max_physic_offset, *a_bytes_written, *a_reput_from_offset, *a_logics_msg_timestamp, *a_append_prop_crc;
+    *a_max_physic_offset, *a_bytes_written, *a_reput_from_offset, *a_logics_msg_timestamp, *a_append_prop_crc, *a_fd;
 
 static inline void put_be(unsigned char *p, int width, long long value)
 {
@@ -195,7 +195,7 @@ static PyObject *set_append_layout(PyObject *self, PyObject *args)
             intern_into(&a_max_physic_offset, "max_physic_offset") || intern_into(&a_bytes_written, "bytes_written") ||
             intern_into(&a_reput_from_offset, "reput_from_offset") ||
             intern_into(&a_logics_msg_timestamp, "logics_msg_timestamp") ||
-            intern_into(&a_append_prop_crc, "append_prop_crc"))
+            intern_into(&a_append_prop_crc, "append_prop_crc") || intern_into(&a_fd, "fd"))
             return NULL;
     }
     layout_set = 1;
@@ -440,9 +440,9 @@ static PyObject *msg_get(PyObject *msg, int i)
 }
 
 /* a mapped file's (engine/mapped_file.py WritableMappedFile, which has __slots__) */
-enum { MF_WROTE, MF_FROM, MF_SIZE, MF_MM, MF_STORE_TS, MF_FIRST_CREATE, MF_COUNT };
+enum { MF_WROTE, MF_FROM, MF_SIZE, MF_MM, MF_STORE_TS, MF_FIRST_CREATE, MF_FD, MF_COUNT };
 static PyObject **const mf_names[MF_COUNT] = {
-    &a_wrote_position, &a_file_from_offset, &a_file_size, &a_mm, &a_store_timestamp, &a_first_create_in_queue,
+    &a_wrote_position, &a_file_from_offset, &a_file_size, &a_mm, &a_store_timestamp, &a_first_create_in_queue, &a_fd,
 };
 static slot_map_t mf_slots = {mf_names, MF_COUNT, 1};
 
@@ -1064,10 +1064,11 @@ static int pwrite_all(int fd, const unsigned char *p, long long n, long long at)
     return 0;
 }
 
-/* put_many(messages, start, queue_ids, stamps, cl_fd, pos, base, limit, queues, table, index_service,
- *          shapes, tags_codes, append_prop_crc, max_body, max_record, max_props, result_type, results, clock)
+/* put_many_run(messages, start, queue_ids, stamps, cl_fd, pos, base, limit, queues, table, index_service,
+ *              shapes, tags_codes, append_prop_crc, max_body, max_record, max_props, result_type, results, clock)
+ * (the appender's put_many hands these over)
  *
- * append_one for messages[start:] in a row, as long as each is the common case; every
+ * the appender's put for messages[start:] in a row, as long as each is the common case; every
  * message from ``start`` is read and checked first, and when one is not what the kernel puts
  * (delayed, a transaction half, a shape not cached, ...) nothing is written and None returned.
  * Otherwise records are placed in one buffer from pos (commit log offset base + pos) while they end
@@ -1081,12 +1082,8 @@ static int pwrite_all(int fd, const unsigned char *p, long long n, long long at)
  * ``stamps``: None (the wall clock, read as each is placed), or the store timestamp of each message
  * (None for those with their own), or an empty list that the first call (start 0) fills from
  * ``clock`` once every message is read and checked, for the calls after. */
-static PyObject *put_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *put_many_run(PyObject *const *args)
 {
-    if (nargs != 20) {
-        PyErr_SetString(PyExc_TypeError, "put_many takes 20 arguments");
-        return NULL;
-    }
     if (!layout_set) {
         PyErr_SetString(PyExc_RuntimeError, "set_append_layout was not called");
         return NULL;
@@ -1525,6 +1522,21 @@ static int appender_file(appender_t *a, Py_buffer *b, long long *pos)
     return 1;
 }
 
+/* records placed in the current file up to ``pos``, the last stored at ``ts``: the file's wrote position
+ * and store time, reput's offset (what was written is dispatched), the checkpoint's logics time; as
+ * both puts leave them (the Python paths' _put_locked and _put_run with their dispatch) */
+static int appender_file_store(appender_t *a, long long pos, PyObject *ts)
+{
+    a->mf_pos = pos;
+    PyObject *end = PyLong_FromLongLong(a->mf_base + pos);
+    int r = end == NULL || mf_set_ll(a->mf, MF_WROTE, pos, &a->mf_pos_seen) < 0 ||
+            slot_set(&mf_slots, a->mf, MF_STORE_TS, ts) < 0 ||
+            (a->checkpoint != Py_None && PyObject_SetAttr(a->checkpoint, a_logics_msg_timestamp, ts) < 0) ||
+            PyObject_SetAttr(a->reput, a_reput_from_offset, end) < 0;
+    Py_XDECREF(end);
+    return r ? -1 : 0;
+}
+
 /* the consume queue of (topic, queue id) ready to take a unit at ``offset`` (its map taken); NULL when
  * not (a queue not there yet, a new file to make, a unit behind ...) */
 static kept_queue_t *appender_queue(appender_t *a, PyObject *topic, long long queue_id, long long offset)
@@ -1712,16 +1724,10 @@ static PyObject *appender_put(appender_t *a, PyObject *msg)
     q->pos += cq_unit_size;
     q->max_phys = offset + m.total;
     q->bytes_written += cq_unit_size;
-    a->mf_pos = pos + m.total;
-    /* the store time and the record's end are set in several places: one object each */
-    PyObject *ts_obj = PyLong_FromLongLong(store_ts), *end_obj = PyLong_FromLongLong(offset + m.total);
-    int stored = ts_obj != NULL && end_obj != NULL && mf_set_ll(a->mf, MF_WROTE, a->mf_pos, &a->mf_pos_seen) == 0 &&
-                 slot_set(&mf_slots, a->mf, MF_STORE_TS, ts_obj) == 0 &&
-                 queue_store(q, a->table, &e->next_seen, &e->pos_seen) == 0 &&
+    PyObject *ts_obj = PyLong_FromLongLong(store_ts);
+    int stored = ts_obj != NULL && queue_store(q, a->table, &e->next_seen, &e->pos_seen) == 0 &&
                  (a->service == Py_None || index_store(&a->ix, a->service, nkeys, &a->ix_count_seen) == 0) &&
-                 (a->checkpoint == Py_None || PyObject_SetAttr(a->checkpoint, a_logics_msg_timestamp, ts_obj) == 0) &&
-                 PyObject_SetAttr(a->reput, a_reput_from_offset, end_obj) == 0;
-    Py_XDECREF(end_obj);
+                 appender_file_store(a, pos + m.total, ts_obj) == 0;
     if (!stored) {
         Py_XDECREF(ts_obj);
         goto fail;
@@ -1783,6 +1789,81 @@ static PyObject *appender_call(PyObject *self, PyObject *const *args, size_t nar
     return out;
 }
 
+/* appender.put_many(messages, start, queue_ids, stamps, results): put_many_run from messages[start] into
+ * the commit log's current file (the put lock held by the caller), then the file's, reput's and the
+ * checkpoint's bookkeeping as for one message (appender_file_store). None when the store is not in
+ * the common case (no file, something to dispatch first) or put_many_run declined; else (messages done,
+ * the file's new wrote position, errno: 0, or the write's error with nothing written or accounted). */
+static PyObject *appender_put_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    appender_t *a = (appender_t *)self;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "put_many(messages, start, queue_ids, stamps, results)");
+        return NULL;
+    }
+    Py_buffer clb;
+    long long pos, fd;
+    if (!appender_file(a, &clb, &pos)) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyBuffer_Release(&clb); /* written with pwrite, not through the map */
+    if (!mf_ll(a->mf, MF_FD, &fd)) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyObject *append_prop_crc = PyObject_GetAttr(a->encoder, a_append_prop_crc);
+    if (append_prop_crc == NULL)
+        return NULL;
+    PyObject *fd_obj = PyLong_FromLongLong(fd), *pos_obj = PyLong_FromLongLong(pos);
+    PyObject *base_obj = PyLong_FromLongLong(a->mf_base), *limit_obj = PyLong_FromLongLong(a->mf_size - a->end_blank);
+    PyObject *max_body = PyLong_FromLongLong(a->max_body), *max_record = PyLong_FromLongLong(a->max_record);
+    PyObject *max_props = PyLong_FromLongLong(a->max_props);
+    PyObject *got = NULL;
+    if (fd_obj != NULL && pos_obj != NULL && base_obj != NULL && limit_obj != NULL && max_body != NULL &&
+        max_record != NULL && max_props != NULL) {
+        PyObject *run[20] = {args[0], args[1], args[2], args[3], fd_obj, pos_obj, base_obj, limit_obj, a->queues,
+                             a->table, a->service, a->shapes, a->tags_codes, append_prop_crc, max_body, max_record,
+                             max_props, a->result_type, args[4], a->clock};
+        got = put_many_run(run);
+    }
+    Py_DECREF(append_prop_crc);
+    Py_XDECREF(fd_obj);
+    Py_XDECREF(pos_obj);
+    Py_XDECREF(base_obj);
+    Py_XDECREF(limit_obj);
+    Py_XDECREF(max_body);
+    Py_XDECREF(max_record);
+    Py_XDECREF(max_props);
+    if (got == NULL || got == Py_None)
+        return got;
+    Py_ssize_t done;
+    long long start, new_pos, last_ts;
+    int err;
+    if (!PyArg_ParseTuple(got, "nLLi", &done, &new_pos, &last_ts, &err) || !int_of(args[1], 0, PY_SSIZE_T_MAX, &start)) {
+        Py_DECREF(got);
+        return NULL;
+    }
+    Py_DECREF(got);
+    if (!err && done > start) {
+        PyObject *ts = PyLong_FromLongLong(last_ts);
+        int r = ts == NULL ? -1 : appender_file_store(a, new_pos, ts);
+        Py_XDECREF(ts);
+        if (r < 0) {
+            appender_forget(a);
+            return NULL;
+        }
+    }
+    return Py_BuildValue("(nLi)", done, new_pos, err);
+}
+
+static PyMethodDef appender_methods[] = {
+    {"put_many", (PyCFunction)(void (*)(void))appender_put_many, METH_FASTCALL,
+     "put_many(messages, start, queue_ids, stamps, results): append_many's put of messages in a row "
+     "(engine/store.py _put_many_native), in the put lock the caller holds."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyTypeObject appender_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "rmqtool.native._kernel.Appender",
     .tp_basicsize = sizeof(appender_t),
@@ -1792,6 +1873,7 @@ static PyTypeObject appender_type = {
     .tp_dealloc = appender_dealloc,
     .tp_traverse = appender_traverse,
     .tp_clear = appender_clear,
+    .tp_methods = appender_methods,
     .tp_doc = "append()'s put of one message in C, for one open store (appender(commit_log, ...)).",
 };
 
@@ -1854,7 +1936,5 @@ PyMethodDef rmq_append_methods[] = {
      "appender(commit_log, queues, table, reput, checkpoint, index_service, shapes, tags_codes, encoder, clock, "
      "max_body, max_record, max_props, result_type, end_blank, put_lock): append()'s put of one message, for one "
      "open store (engine/store.py); called with a message, in the put lock, its PutResult or None."},
-    {"put_many", (PyCFunction)(void (*)(void))put_many, METH_FASTCALL,
-     "put_many(...): the appender's put for messages in a row (engine/store.py _put_many_native)."},
     {NULL, NULL, 0, NULL},
 };

@@ -104,16 +104,8 @@ def written(tmp_path_factory):
             with pytest.MonkeyPatch.context() as mp:
                 if use:
                     def counted(*args):
-                        r = kernel.append_one(*args)
-                        took.append(r is not None)
-                        return r
-
-                    def counted_many(*args):
-                        before = len(args[-2])  # the results list
-                        r = kernel.put_many(*args)
-                        took.extend([True] * (len(args[-2]) - before) + ([False] if r is None else []))
-                        return r
-                    mp.setattr(native, "kernel", _Spy(kernel, append_one=counted, put_many=counted_many))
+                        return _Counted(kernel.appender(*args), took)
+                    mp.setattr(native, "kernel", _Spy(kernel, appender=counted))
                 else:
                     mp.setattr(native, "kernel", None)
                 root = base / f"{name}-{use}"
@@ -127,6 +119,25 @@ def written(tmp_path_factory):
                                     existing=_tree(existing), existing_results=existing_results, root=root,
                                     took=took)
     return out
+
+
+class _Counted:
+    """An appender whose puts are counted in ``took``: each message it put (True) or declined (False)
+    one at a time, each it put in a row and each call of those it declined."""
+
+    def __init__(self, appender, took):
+        self._appender, self._took = appender, took
+
+    def __call__(self, msg):
+        r = self._appender(msg)
+        self._took.append(r is not None)
+        return r
+
+    def put_many(self, *args):
+        before = len(args[-1])  # the results list
+        r = self._appender.put_many(*args)
+        self._took.extend([True] * (len(args[-1]) - before) + ([False] if r is None else []))
+        return r
 
 
 class _Spy:

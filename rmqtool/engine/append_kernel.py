@@ -64,7 +64,7 @@ def kernel_for_append(put_ok: str):
     global _given_to
     kernel = native.kernel
     if kernel is not None and _given_to is not kernel:
-        if not hasattr(kernel, "put_many"):  # a build from before these functions: the Python paths
+        if not hasattr(kernel, "appender"):  # a build from before the appender: the Python paths
             return None
         kernel.set_append_layout(*_layout(), put_ok)
         _given_to = kernel

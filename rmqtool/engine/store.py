@@ -27,6 +27,7 @@ import time
 from itertools import repeat
 from typing import NamedTuple
 
+from rmqtool import native
 from rmqtool.errors import CorruptData, NotAStore, RecoveryNeeded, RepairUnfinished, StoreAccessError, UsageError
 from rmqtool.findings import COMMIT_LOG_FILE_DUPLICATED
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, BlankRecord
@@ -260,6 +261,7 @@ class Store:
         self.config = config
         self._closed = False
         self._usable = False  # set once open for writing; cleared by close or a failing service
+        self._put_one, self._put_one_kernel = None, False  # the kernel's appender, the kernel it is of
 
     # ---- opening ------------------------------------------------------------------------
     @classmethod
@@ -593,11 +595,6 @@ class Store:
         # append() of a message in the kernel: the same dispatch (consume queue units and index only)
         self._native_put = self._columns_ok and not self.dispatcher.skip_topics
         self._queues = self.consume_queues.queues
-        self._native_clock = None if self._wall_clock else self._clock
-        e = self.encoder
-        self._native_state = (self.commit_log, self._queues, self.topic_queue_table, self.reput, self.checkpoint,
-                              self.index_service, e._shapes, TAGS_CODES, e, self._native_clock, e.max_body_size,
-                              e.max_record_size, MAX_PROPERTIES_LENGTH, PutResult, END_FILE_MIN_BLANK_LENGTH)
         self._usable = True
 
     def _write_abort_marker(self) -> None:
@@ -614,13 +611,11 @@ class Store:
         """putMessage: one message; returns once it is written, dispatched (inline mode) and,
         with sync flush, flushed. ``selector(msg)``, when given, picks the queue id (as a
         producer's MessageQueueSelector would) instead of ``msg.queue_id``."""
-        if not self._usable:
-            self._check_open()
-        if self._native_put and selector is None:
-            kernel = kernel_for_append(PUT_OK)
-            if kernel is not None:
-                with self._put_lock:  # _put_locked's common case, in C (native/append.c append_one)
-                    result = kernel.append_one(msg, self._native_state)
+        if selector is None:
+            kernel = native.kernel
+            put_one = self._put_one if kernel is self._put_one_kernel else self._appender(kernel)
+            if put_one is not None:
+                result = put_one(msg)  # _put_locked's common case in C, in the put lock (native/append.c)
                 if result is not None:
                     if self._plain_async:
                         if result.wrote_offset >= self._wake_flusher_at:
@@ -628,6 +623,8 @@ class Store:
                             self._wake_flusher_at = result.wrote_offset + OS_PAGE_SIZE
                         return result
                     return self._after_put(result)
+        if not self._usable:
+            self._check_open()
         p = self._prepare(msg, None if selector is None else selector(msg))
         if p[TOTAL_SIZE] > self._max_fit:
             self._check_fits(p[TOTAL_SIZE])
@@ -640,6 +637,21 @@ class Store:
             return result
         return self._after_put(result)
 
+    def _appender(self, kernel):
+        """The appender of ``kernel`` (native.kernel as append() found it) for this store, or None: a
+        store not open for appending, or one whose dispatch is more than consume queue units and index
+        entries (native/append.c: it keeps the files, queues and index file it last wrote, and reads them
+        again when another put changed them)."""
+        self._put_one, self._put_one_kernel = None, kernel
+        if kernel is not None and self._usable and self._native_put and kernel_for_append(PUT_OK) is kernel:
+            e = self.encoder
+            self._put_one = kernel.appender(
+                self.commit_log, self._queues, self.topic_queue_table, self.reput, self.checkpoint,
+                self.index_service, e._shapes, TAGS_CODES, e, None if self._wall_clock else self._clock,
+                e.max_body_size, e.max_record_size, MAX_PROPERTIES_LENGTH, PutResult, END_FILE_MIN_BLANK_LENGTH,
+                self._put_lock)
+        return self._put_one
+
     def append_many(self, messages, selector=None) -> list[PutResult]:
         """Many single puts: each exactly as :meth:`append` would put it, with one lock, one
         dispatch pass and one flush wait for all of them (a bulk loader's path)."""
@@ -650,11 +662,11 @@ class Store:
             messages = messages if isinstance(messages, list) else list(messages)
             if selector is not None:
                 queue_ids = list(map(selector, messages))
-            if self._native_put:
-                kernel = kernel_for_append(PUT_OK)
-                if kernel is not None:
-                    with self._put_lock:
-                        results = self._put_many_native(kernel, messages, queue_ids)
+            kernel = native.kernel
+            appender = self._put_one if kernel is self._put_one_kernel else self._appender(kernel)
+            if appender is not None:
+                with self._put_lock:
+                    results = self._put_many_native(appender, messages, queue_ids)
                     if results is not None:
                         status = self._after_put(results[-1]).status
                         return results if status == PUT_OK else [r.with_status(status) for r in results]
@@ -691,47 +703,37 @@ class Store:
             results = [r.with_status(status) for r in results]
         return results
 
-    def _put_many_native(self, kernel, messages: list, queue_ids: list | None) -> list[PutResult] | None:
-        """append()'s kernel put (append_one) for messages in a row (native/append.c put_many): the
+    def _put_many_native(self, appender, messages: list, queue_ids: list | None) -> list[PutResult] | None:
+        """append()'s kernel put (the appender) for messages in a row (native/append.c put_many): the
         kernel puts them while they are the common case (records placed in one buffer and written
-        with pwrite, as :meth:`_put_run` writes them, then their units and index entries); a message
-        that needs a new segment, queue file or index file, or a queue not there yet, is put the
-        Python way (:meth:`_put_locked`), and the kernel goes on after it. None when the kernel
-        declines the messages (nothing written, no clock read): the Python paths put them all.
-        Store timestamps come from the clock as the Python put of many messages reads it: once
-        each, in order, before any is placed."""
+        with pwrite, as :meth:`_put_run` writes them, then their units and index entries, and the
+        file's, reput's and the checkpoint's bookkeeping as for one message); a message that needs a
+        new segment, queue file or index file, or a queue not there yet, is put the Python way
+        (:meth:`_put_locked`), and the kernel goes on after it. None when the kernel declines the
+        messages (nothing written, no clock read): the Python paths put them all. Store timestamps
+        come from the clock as the Python put of many messages reads it: once each, in order,
+        before any is placed."""
         n = len(messages)
         if not n:
             return None
         stamps = None if self._wall_clock else []
         results = []
-        encoder, cl, reput, put_many = self.encoder, self.commit_log, self.reput, kernel.put_many
+        put_many = appender.put_many
         i = 0
         while i < n:
-            mf = cl.last
-            got = None
-            if mf is not None and reput.reput_from_offset == mf.file_from_offset + mf.wrote_position:
-                got = put_many(messages, i, queue_ids, stamps, mf.fd, mf.wrote_position, mf.file_from_offset,
-                               mf.file_size - END_FILE_MIN_BLANK_LENGTH, self._queues, self.topic_queue_table,
-                               self.index_service, encoder._shapes, TAGS_CODES, encoder.append_prop_crc,
-                               encoder.max_body_size, encoder.max_record_size, MAX_PROPERTIES_LENGTH, PutResult,
-                               results, self._clock)
+            got = put_many(messages, i, queue_ids, stamps, results)
             if got is None:
                 if i == 0:
                     return None
                 results += [self._put_locked(self._prepared_at(m, j, queue_ids, stamps))
                             for j, m in enumerate(messages[i:], i)]
                 break
-            done, pos, last_ts, error = got
+            done, pos, error = got
+            mf = self.commit_log.last
             if error:  # as _write_part says it; nothing of these was accounted or dispatched
                 raise StoreAccessError(f"write failed ({os.strerror(error)})", mf.path, pos)
             if done > i:
-                mf.wrote_position = pos
-                mf.store_timestamp = last_ts
                 self.warmer.written_to(mf.file_from_offset + pos)  # written with pwrite, as _put_run writes
-                reput.reput_from_offset = mf.file_from_offset + pos
-                if self.checkpoint is not None:
-                    self.checkpoint.logics_msg_timestamp = last_ts
                 i = done
             if i < n:  # the next one the Python way: a new segment, queue file or index file
                 results.append(self._put_locked(self._prepared_at(messages[i], i, queue_ids, stamps)))
@@ -1009,6 +1011,8 @@ class Store:
 
     def _refresh_usable(self) -> None:
         self._usable = not self._unusable
+        if not self._usable:
+            self._put_one = None  # append() says why
 
     def _check_open(self) -> None:
         if not self.writable:
@@ -1184,6 +1188,7 @@ class Store:
         clean = True
         errors: list[BaseException] = []
         with self._put_lock:
+            self._put_one = None  # the appender holds the files' maps it last wrote
             for stop in (self.warmer.shutdown, self.reput.shutdown, self.reput.do_reput, self.flusher.shutdown,
                          self.cq_flusher.shutdown):
                 try:

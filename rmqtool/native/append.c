@@ -51,6 +51,8 @@ static PyObject *a_topic, *a_body, *a_flag, *a_properties, *a_properties_string,
     *a_queue_id;
 static PyObject *a_last, *a_mm, *a_index_count, *a_index_num, *a_hash_slot_num, *a_begin_timestamp,
     *a_end_timestamp, *a_begin_phy_offset, *a_end_phy_offset, *a_hash_slot_count, *a_entries_written;
+static PyObject *a_files, *a_wrote_position, *a_file_from_offset, *a_file_size, *a_first_create_in_queue,
+    *a_max_physic_offset, *a_bytes_written, *a_reput_from_offset, *a_logics_msg_timestamp, *a_append_prop_crc, *a_fd;
 
 static inline void put_be(unsigned char *p, int width, long long value)
 {
@@ -186,7 +188,14 @@ static PyObject *set_append_layout(PyObject *self, PyObject *args)
             intern_into(&a_begin_timestamp, "begin_timestamp") || intern_into(&a_end_timestamp, "end_timestamp") ||
             intern_into(&a_begin_phy_offset, "begin_phy_offset") ||
             intern_into(&a_end_phy_offset, "end_phy_offset") || intern_into(&a_hash_slot_count, "hash_slot_count") ||
-            intern_into(&a_entries_written, "entries_written") || intern_into(&a_queue_id, "queue_id"))
+            intern_into(&a_entries_written, "entries_written") || intern_into(&a_queue_id, "queue_id") ||
+            intern_into(&a_files, "files") || intern_into(&a_wrote_position, "wrote_position") ||
+            intern_into(&a_file_from_offset, "file_from_offset") || intern_into(&a_file_size, "file_size") ||
+            intern_into(&a_first_create_in_queue, "first_create_in_queue") ||
+            intern_into(&a_max_physic_offset, "max_physic_offset") || intern_into(&a_bytes_written, "bytes_written") ||
+            intern_into(&a_reput_from_offset, "reput_from_offset") ||
+            intern_into(&a_logics_msg_timestamp, "logics_msg_timestamp") ||
+            intern_into(&a_append_prop_crc, "append_prop_crc") || intern_into(&a_fd, "fd"))
             return NULL;
     }
     layout_set = 1;
@@ -352,51 +361,108 @@ static long long tags_code_of(PyObject *tags, PyObject *tags_codes)
     return (long long)(int32_t)java_hash_more(0, tags, 0, PyUnicode_GET_LENGTH(tags));
 }
 
+/* Fields read (and written) straight from an object's slots when its class keeps them in plain
+ * slots (MessageInner is a slots dataclass, WritableMappedFile has __slots__): what the attribute
+ * lookup finds, without the lookup. A class is learnt once and known by its version tag, which
+ * changes when the class does; a class that does not keep them so takes the attribute lookup. */
+typedef struct {
+    PyObject **const *names;
+    int n, writable;
+    PyTypeObject *type, *tried; /* compared only, with the version tag: never dereferenced stale */
+    unsigned int version;
+    Py_ssize_t at[16];
+} slot_map_t;
+
+static void slot_map_learn(slot_map_t *s, PyTypeObject *t)
+{
+    s->type = NULL;
+    s->tried = t;
+    if (t->tp_getattro != PyObject_GenericGetAttr || (s->writable && t->tp_setattro != PyObject_GenericSetAttr))
+        return;
+    for (int i = 0; i < s->n; i++) {
+        PyObject *d = _PyType_Lookup(t, *s->names[i]);
+        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type))
+            return;
+        PyMemberDef *member = ((PyMemberDescrObject *)d)->d_member;
+        if (member->type != T_OBJECT_EX || member->offset <= 0 || (s->writable && (member->flags & READONLY)))
+            return;
+        s->at[i] = member->offset;
+    }
+    if (!(t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
+        return;
+    s->version = t->tp_version_tag;
+    s->type = t;
+}
+
+/* the slot's address when o's class keeps the fields in slots, else NULL */
+static inline PyObject **slot_at(slot_map_t *s, PyObject *o, int i)
+{
+    PyTypeObject *t = Py_TYPE(o);
+    if (t != s->tried || (t == s->type && t->tp_version_tag != s->version))
+        slot_map_learn(s, t);
+    if (t == s->type && (t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) && t->tp_version_tag == s->version)
+        return (PyObject **)((char *)o + s->at[i]);
+    return NULL;
+}
+
+/* o.<name i>, a new reference (NULL with an error when it has none) */
+static PyObject *slot_get(slot_map_t *s, PyObject *o, int i)
+{
+    PyObject **at = slot_at(s, o, i);
+    if (at != NULL && *at != NULL)
+        return Py_NewRef(*at);
+    return PyObject_GetAttr(o, *s->names[i]); /* (an unset slot: its AttributeError) */
+}
+
+/* o.<name i> = v (a member descriptor's set, or setattr) */
+static int slot_set(slot_map_t *s, PyObject *o, int i, PyObject *v)
+{
+    PyObject **at = slot_at(s, o, i);
+    if (at == NULL)
+        return PyObject_SetAttr(o, *s->names[i], v);
+    Py_XSETREF(*at, Py_NewRef(v));
+    return 0;
+}
+
 /* 1: read; 0: declined (no error set); -1: an error */
-/* A message's fields read straight from its slots when its class keeps them in plain slots
- * (MessageInner is a slots dataclass): what the attribute lookup finds, without the lookup. */
+/* A message's fields, from its slots where it has them. */
 enum { M_TOPIC, M_BODY, M_FLAG, M_PROPERTIES, M_PROPERTIES_STRING, M_BORN_TS, M_BORN_HOST, M_STORE_HOST,
        M_RECONSUME, M_SYS_FLAG, M_PREPARED, M_STORE_TS, M_PROP_CRC, M_QUEUE_ID, M_COUNT };
 static PyObject **const msg_names[M_COUNT] = {
     &a_topic, &a_body, &a_flag, &a_properties, &a_properties_string, &a_born_timestamp, &a_born_host, &a_store_host,
     &a_reconsume_times, &a_sys_flag, &a_prepared_transaction_offset, &a_store_timestamp, &a_prop_crc, &a_queue_id,
 };
-static PyTypeObject *slots_type, *slots_tried; /* compared only, with the version tag: never dereferenced stale */
-static unsigned int slots_version;
-static Py_ssize_t slots_at[M_COUNT];
-
-static void learn_slots(PyTypeObject *t)
-{
-    slots_type = NULL;
-    slots_tried = t;
-    if (t->tp_getattro != PyObject_GenericGetAttr)
-        return;
-    for (int i = 0; i < M_COUNT; i++) {
-        PyObject *d = _PyType_Lookup(t, *msg_names[i]);
-        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type))
-            return;
-        PyMemberDef *member = ((PyMemberDescrObject *)d)->d_member;
-        if (member->type != T_OBJECT_EX || member->offset <= 0)
-            return;
-        slots_at[i] = member->offset;
-    }
-    if (!(t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
-        return;
-    slots_version = t->tp_version_tag;
-    slots_type = t;
-}
+static slot_map_t msg_slots = {msg_names, M_COUNT, 0};
 
 static PyObject *msg_get(PyObject *msg, int i)
 {
-    PyTypeObject *t = Py_TYPE(msg);
-    if (t != slots_tried || (t == slots_type && t->tp_version_tag != slots_version))
-        learn_slots(t);
-    if (t == slots_type && (t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) && t->tp_version_tag == slots_version) {
-        PyObject *v = *(PyObject **)((char *)msg + slots_at[i]);
-        if (v != NULL)
-            return Py_NewRef(v);
-    }
-    return PyObject_GetAttr(msg, *msg_names[i]); /* (an unset slot: its AttributeError) */
+    return slot_get(&msg_slots, msg, i);
+}
+
+/* a mapped file's (engine/mapped_file.py WritableMappedFile, which has __slots__) */
+enum { MF_WROTE, MF_FROM, MF_SIZE, MF_MM, MF_STORE_TS, MF_FIRST_CREATE, MF_FD, MF_COUNT };
+static PyObject **const mf_names[MF_COUNT] = {
+    &a_wrote_position, &a_file_from_offset, &a_file_size, &a_mm, &a_store_timestamp, &a_first_create_in_queue, &a_fd,
+};
+static slot_map_t mf_slots = {mf_names, MF_COUNT, 1};
+
+static int mf_ll(PyObject *file, int i, long long *out)
+{
+    return owned_int(slot_get(&mf_slots, file, i), INT64_MIN, INT64_MAX, out);
+}
+
+/* file.<name i> = v as an int */
+static int mf_set_ll(PyObject *file, int i, long long v, PyObject **kept)
+{
+    PyObject *x = PyLong_FromLongLong(v);
+    if (x == NULL)
+        return -1;
+    int r = slot_set(&mf_slots, file, i, x);
+    if (r == 0 && kept != NULL)
+        Py_XSETREF(*kept, x);
+    else
+        Py_DECREF(x);
+    return r;
 }
 
 /* a == b as a dict key compares them (1), or not (0, also on an error) */
@@ -646,12 +712,22 @@ typedef struct {
     Py_buffer mm;
     int has_mm;
     long long count, index_num, slots, begin_ts, end_ts, begin_phy, end_phy, slot_count;
-    long long slot_count_was, begin_ts_was, begin_phy_was; /* as read: only what changed is set again */
+    long long slot_count_was, begin_ts_was, begin_phy_was, end_ts_was; /* as read: only what changed is set again */
 } index_t;
 
 static int attr_ll(PyObject *o, PyObject *name, long long *out)
 {
     return attr_int(o, name, INT64_MIN, INT64_MAX, out);
+}
+
+/* the writable buffer of a map object (closed: 0, with no error set) */
+static int map_buffer(PyObject *mm, Py_buffer *b)
+{
+    if (PyObject_GetBuffer(mm, b, PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
 }
 
 /* the writable map of a mapped file (its ``mm``); 0, with no error set, when it has none */
@@ -662,13 +738,9 @@ static int writable_map(PyObject *file, Py_buffer *b)
         PyErr_Clear();
         return 0;
     }
-    int got = PyObject_GetBuffer(mm, b, PyBUF_WRITABLE);
+    int got = map_buffer(mm, b);
     Py_DECREF(mm);
-    if (got < 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    return 1;
+    return got;
 }
 
 /* the service's current file, read; 0 when it is not there, full, or not what we can write */
@@ -693,6 +765,7 @@ static int index_open(PyObject *service, index_t *ix)
     ix->slot_count_was = ix->slot_count;
     ix->begin_ts_was = ix->begin_ts;
     ix->begin_phy_was = ix->begin_phy;
+    ix->end_ts_was = ix->end_ts;
     if (!writable_map(ix->file, &ix->mm))
         goto no;
     ix->has_mm = 1;
@@ -784,19 +857,32 @@ static int set_ll(PyObject *o, PyObject *name, long long v)
     return r;
 }
 
-/* the file's attributes as index_put left them, and the service's count of entries */
-static int index_store(index_t *ix, PyObject *service, Py_ssize_t n)
+/* the file's attributes as index_put left them, and the service's count of entries; ``count``
+ * (when not NULL) gets the object stored as the file's index_count */
+static int index_store(index_t *ix, PyObject *service, Py_ssize_t n, PyObject **count)
 {
     if (n == 0)
         return 0; /* no entry: nothing changed but the header's bytes, which say the same */
-    if (set_ll(ix->file, a_index_count, ix->count) < 0 || set_ll(ix->file, a_end_phy_offset, ix->end_phy) < 0 ||
-        set_ll(ix->file, a_end_timestamp, ix->end_ts) < 0)
+    PyObject *c = PyLong_FromLongLong(ix->count);
+    if (c == NULL)
+        return -1;
+    int r = PyObject_SetAttr(ix->file, a_index_count, c);
+    if (r == 0 && count != NULL)
+        Py_XSETREF(*count, c);
+    else
+        Py_DECREF(c);
+    if (r < 0 || set_ll(ix->file, a_end_phy_offset, ix->end_phy) < 0 ||
+        (ix->end_ts != ix->end_ts_was && set_ll(ix->file, a_end_timestamp, ix->end_ts) < 0))
         return -1;
     if (ix->slot_count != ix->slot_count_was && set_ll(ix->file, a_hash_slot_count, ix->slot_count) < 0)
         return -1;
     if ((ix->begin_ts != ix->begin_ts_was || ix->begin_phy != ix->begin_phy_was) &&
         (set_ll(ix->file, a_begin_timestamp, ix->begin_ts) < 0 || set_ll(ix->file, a_begin_phy_offset, ix->begin_phy) < 0))
         return -1;
+    ix->slot_count_was = ix->slot_count;
+    ix->begin_ts_was = ix->begin_ts;
+    ix->begin_phy_was = ix->begin_phy;
+    ix->end_ts_was = ix->end_ts;
     if (n) {
         long long written;
         if (!attr_ll(service, a_entries_written, &written))
@@ -808,23 +894,24 @@ static int index_store(index_t *ix, PyObject *service, Py_ssize_t n)
 
 /* ---- append(): one message ------------------------------------------------------------------ */
 
-static PyObject *put_result(PyObject *result_type, message_t *m, long long offset, long long queue_offset,
-                            long long store_ts)
+/* the PutResult of a message put at ``offset`` (all four ints taken: new references, or NULL after an error) */
+static PyObject *put_result_of(PyObject *result_type, message_t *m, PyObject *offset, PyObject *queue_offset,
+                               PyObject *store_ts)
 {
     PyTypeObject *t = (PyTypeObject *)result_type;
-    PyObject *r = t->tp_alloc(t, 12);
-    if (r == NULL)
+    PyObject *r = offset == NULL || queue_offset == NULL || store_ts == NULL ? NULL : t->tp_alloc(t, 12);
+    if (r == NULL) {
+        Py_XDECREF(offset);
+        Py_XDECREF(queue_offset);
+        Py_XDECREF(store_ts);
         return NULL;
-    PyObject *offsets = PyTuple_New(1), *at = PyLong_FromLongLong(offset);
-    if (offsets != NULL && at != NULL)
-        PyTuple_SET_ITEM(offsets, 0, at);
-    else
-        Py_CLEAR(at);
+    }
+    PyObject *offsets = PyTuple_Pack(1, offset);
     PyObject *uniqs = PyTuple_Pack(1, m->uniq != NULL ? m->uniq : Py_None);
     PyObject *items[12] = {
-        Py_NewRef(put_ok), PyLong_FromLongLong(offset), PyLong_FromLongLong(m->total),
-        PyLong_FromLongLong(queue_offset), PyLong_FromLongLong(store_ts), PyLong_FromLong(1), Py_NewRef(m->topic),
-        PyLong_FromLongLong(m->queue_id), offsets, uniqs, Py_NewRef(m->store_ip), Py_NewRef(m->store_port),
+        Py_NewRef(put_ok), offset, PyLong_FromLongLong(m->total), queue_offset, store_ts, PyLong_FromLong(1),
+        Py_NewRef(m->topic), PyLong_FromLongLong(m->queue_id), offsets, uniqs, Py_NewRef(m->store_ip),
+        Py_NewRef(m->store_port),
     };
     int failed = 0;
     for (int i = 0; i < 12; i++) {
@@ -843,22 +930,14 @@ static PyObject *put_result(PyObject *result_type, message_t *m, long long offse
     return r;
 }
 
-/* ---- append_many(): messages in a row ------------------------------------------------------- */
-
-static PyObject *a_files, *a_wrote_position, *a_file_from_offset, *a_file_size, *a_first_create_in_queue,
-    *a_max_physic_offset, *a_bytes_written;
-
-static int intern_queue_names(void)
+static PyObject *put_result(PyObject *result_type, message_t *m, long long offset, long long queue_offset,
+                            long long store_ts)
 {
-    if (a_files != NULL)
-        return 0;
-    if (intern_into(&a_files, "files") || intern_into(&a_wrote_position, "wrote_position") ||
-        intern_into(&a_file_from_offset, "file_from_offset") || intern_into(&a_file_size, "file_size") ||
-        intern_into(&a_first_create_in_queue, "first_create_in_queue") ||
-        intern_into(&a_max_physic_offset, "max_physic_offset") || intern_into(&a_bytes_written, "bytes_written"))
-        return -1;
-    return 0;
+    return put_result_of(result_type, m, PyLong_FromLongLong(offset), PyLong_FromLongLong(queue_offset),
+                         PyLong_FromLongLong(store_ts));
 }
+
+/* ---- append_many(): messages in a row ------------------------------------------------------- */
 
 /* one consume queue's writing state over a put_many call (its current file), written back at the end */
 typedef struct {
@@ -895,13 +974,13 @@ static int queue_open(queue_t *q, PyObject *key, PyObject *queues, PyObject *tab
     Py_DECREF(files);
     if (q->file == NULL || q->file == Py_None)
         goto no;
-    PyObject *fc = PyObject_GetAttr(q->file, a_first_create_in_queue);
+    PyObject *fc = slot_get(&mf_slots, q->file, MF_FIRST_CREATE);
     if (fc == NULL)
         goto no;
     q->first_create = PyObject_IsTrue(fc);
     Py_DECREF(fc);
-    if (q->first_create < 0 || !attr_ll(q->file, a_wrote_position, &q->pos) ||
-        !attr_ll(q->file, a_file_from_offset, &q->base) || !attr_ll(q->file, a_file_size, &q->file_size) ||
+    if (q->first_create < 0 || !mf_ll(q->file, MF_WROTE, &q->pos) || !mf_ll(q->file, MF_FROM, &q->base) ||
+        !mf_ll(q->file, MF_SIZE, &q->file_size) ||
         !attr_ll(cq, a_max_physic_offset, &q->max_phys) || !attr_ll(cq, a_bytes_written, &q->bytes_written))
         goto no;
     PyObject *next = PyDict_GetItemWithError(table, key);
@@ -935,16 +1014,22 @@ static int queue_takes(const queue_t *q, long long offset)
            offset >= q->max_phys && !(q->pos == 0 && q->queue_offset != 0 && q->first_create);
 }
 
-static int queue_store(queue_t *q, PyObject *table)
+/* the queue's next offset into the table, its file's wrote position, its max physical offset and
+ * bytes written; ``next`` and ``pos`` (when not NULL) get the objects stored in the table and as the
+ * file's wrote_position */
+static int queue_store(queue_t *q, PyObject *table, PyObject **next, PyObject **pos)
 {
     if (!q->touched)
         return 0;
-    PyObject *next = PyLong_FromLongLong(q->queue_offset);
-    if (next == NULL)
+    PyObject *n = PyLong_FromLongLong(q->queue_offset);
+    if (n == NULL)
         return -1;
-    int r = PyDict_SetItem(table, q->key, next);
-    Py_DECREF(next);
-    if (r < 0 || set_ll(q->file, a_wrote_position, q->pos) < 0 || set_ll(q->cq, a_max_physic_offset, q->max_phys) < 0 ||
+    int r = PyDict_SetItem(table, q->key, n);
+    if (r == 0 && next != NULL)
+        Py_XSETREF(*next, n);
+    else
+        Py_DECREF(n);
+    if (r < 0 || mf_set_ll(q->file, MF_WROTE, q->pos, pos) < 0 || set_ll(q->cq, a_max_physic_offset, q->max_phys) < 0 ||
         set_ll(q->cq, a_bytes_written, q->bytes_written) < 0)
         return -1;
     return 0;
@@ -979,10 +1064,11 @@ static int pwrite_all(int fd, const unsigned char *p, long long n, long long at)
     return 0;
 }
 
-/* put_many(messages, start, queue_ids, stamps, cl_fd, pos, base, limit, queues, table, index_service,
- *          shapes, tags_codes, append_prop_crc, max_body, max_record, max_props, result_type, results, clock)
+/* put_many_run(messages, start, queue_ids, stamps, cl_fd, pos, base, limit, queues, table, index_service,
+ *              shapes, tags_codes, append_prop_crc, max_body, max_record, max_props, result_type, results, clock)
+ * (the appender's put_many hands these over)
  *
- * append_one for messages[start:] in a row, as long as each is the common case; every
+ * the appender's put for messages[start:] in a row, as long as each is the common case; every
  * message from ``start`` is read and checked first, and when one is not what the kernel puts
  * (delayed, a transaction half, a shape not cached, ...) nothing is written and None returned.
  * Otherwise records are placed in one buffer from pos (commit log offset base + pos) while they end
@@ -996,12 +1082,8 @@ static int pwrite_all(int fd, const unsigned char *p, long long n, long long at)
  * ``stamps``: None (the wall clock, read as each is placed), or the store timestamp of each message
  * (None for those with their own), or an empty list that the first call (start 0) fills from
  * ``clock`` once every message is read and checked, for the calls after. */
-static PyObject *put_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *put_many_run(PyObject *const *args)
 {
-    if (nargs != 20) {
-        PyErr_SetString(PyExc_TypeError, "put_many takes 20 arguments");
-        return NULL;
-    }
     if (!layout_set) {
         PyErr_SetString(PyExc_RuntimeError, "set_append_layout was not called");
         return NULL;
@@ -1023,8 +1105,6 @@ static PyObject *put_many(PyObject *self, PyObject *const *args, Py_ssize_t narg
                                                           (PyList_GET_SIZE(stamps) != 0 || start != 0)))) ||
         (stamps != Py_None && PyList_GET_SIZE(stamps) == 0 && !PyCallable_Check(clock)))
         Py_RETURN_NONE;
-    if (intern_queue_names() < 0)
-        return NULL;
     int fd = (int)fd_value;
     Py_ssize_t n = PyList_GET_SIZE(messages);
     if (start >= n)
@@ -1225,11 +1305,11 @@ static PyObject *put_many(PyObject *self, PyObject *const *args, Py_ssize_t narg
 stop:
     /* what was written is accounted for, whatever comes next */
     for (Py_ssize_t k = 0; k < nq; k++)
-        if (queue_store(&qs[k], table) < 0)
+        if (queue_store(&qs[k], table, NULL, NULL) < 0)
             failed = 1;
     if (has_ix && done > 0) {
         index_header_write(&ix); /* once, after the entries (as the Python put of many does) */
-        if (index_store(&ix, service, entries) < 0)
+        if (index_store(&ix, service, entries, NULL) < 0)
             failed = 1;
     }
     if (failed)
@@ -1264,150 +1344,587 @@ cleanup:
     return out;
 }
 
-/* ---- append(): one message, the store's state read and written here ------------------------- */
+/* ---- append(): one message a call, by an appender kept for the open store ------------------- */
 
-static PyObject *a_reput_from_offset, *a_logics_msg_timestamp, *a_store_timestamp_attr, *a_append_prop_crc;
+/* A consume queue as the appender left it. Its state is taken again without being read when the
+ * queue's writer, its current file, its entry in the topic queue table and the file's wrote
+ * position are the very objects the appender saw and stored: any other put into the queue (the
+ * Python paths, put_many) stores new ones, and then the queue is read again. */
+typedef struct {
+    PyObject *key;       /* (topic, queue id) */
+    queue_t q;           /* q.mm is taken for a call only */
+    PyObject *mm;        /* the file's map */
+    PyObject *next_seen; /* the table's entry, as stored here */
+    PyObject *pos_seen;  /* the file's wrote_position, as stored here */
+} kept_queue_t;
 
-/* append_one(msg, state): append()'s doAppend and dispatch of one message in the common case: its
- * record encoded where it goes in the commit log's map (totalSize and magic last), its consume queue
- * unit, its index entries and the index header, the store's state read and written here:
- * ``state`` is (commit_log, queues, table, reput, checkpoint, index_service, shapes, tags_codes,
- * encoder, clock, max_body, max_record, max_props, result_type, end_blank_min), made once per open
- * store. The message goes when its queue is there and takes its unit at its end in its current
- * file, the record fits in the current segment, nothing waits for dispatch, and it is the common case;
- * else None, nothing written, nothing read from the clock. */
-static PyObject *append_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 2 || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != 15) {
-        PyErr_SetString(PyExc_TypeError, "append_one(msg, state)");
-        return NULL;
-    }
-    if (!layout_set) {
-        PyErr_SetString(PyExc_RuntimeError, "set_append_layout was not called");
-        return NULL;
-    }
-    if (a_reput_from_offset == NULL) {
-        if (intern_into(&a_reput_from_offset, "reput_from_offset") ||
-            intern_into(&a_logics_msg_timestamp, "logics_msg_timestamp") ||
-            intern_into(&a_store_timestamp_attr, "store_timestamp") ||
-            intern_into(&a_append_prop_crc, "append_prop_crc") || intern_queue_names() < 0)
-            return NULL;
-    }
-    PyObject *msg = args[0], *st = args[1];
-    PyObject *commit_log = PyTuple_GET_ITEM(st, 0), *queues = PyTuple_GET_ITEM(st, 1), *table = PyTuple_GET_ITEM(st, 2);
-    PyObject *reput = PyTuple_GET_ITEM(st, 3), *checkpoint = PyTuple_GET_ITEM(st, 4), *service = PyTuple_GET_ITEM(st, 5);
-    PyObject *shapes = PyTuple_GET_ITEM(st, 6), *tags_codes = PyTuple_GET_ITEM(st, 7), *encoder = PyTuple_GET_ITEM(st, 8);
-    PyObject *clock = PyTuple_GET_ITEM(st, 9), *result_type = PyTuple_GET_ITEM(st, 13);
+#define MAX_KEPT_QUEUES 256
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *commit_log, *queues, *table, *reput, *checkpoint, *service, *shapes, *tags_codes, *encoder, *clock,
+        *result_type, *acquire, *release; /* acquire and release: the store's put lock's */
     long long max_body, max_record, max_props, end_blank;
-    if (!int_of(PyTuple_GET_ITEM(st, 10), 0, INT64_MAX, &max_body) ||
-        !int_of(PyTuple_GET_ITEM(st, 11), 0, INT64_MAX, &max_record) ||
-        !int_of(PyTuple_GET_ITEM(st, 12), 0, INT64_MAX, &max_props) ||
-        !int_of(PyTuple_GET_ITEM(st, 14), 0, INT64_MAX, &end_blank) || !PyDict_Check(queues) || !PyDict_Check(table) ||
-        !PyDict_Check(shapes) || !PyDict_Check(tags_codes) || !PyType_Check(result_type) ||
-        !PyType_IsSubtype((PyTypeObject *)result_type, &PyTuple_Type))
-        Py_RETURN_NONE;
-    PyObject *append_prop_crc = PyObject_GetAttr(encoder, a_append_prop_crc);
+    /* the commit log's current file as last seen: its place, and its wrote position as stored here */
+    PyObject *mf, *mf_mm, *mf_pos_seen;
+    long long mf_base, mf_size, mf_pos;
+    /* the index's current file as the appender left it (ix.mm taken for a call only); taken again
+     * when the file and its index_count are the objects seen and stored (every put of entries
+     * stores a new count) */
+    index_t ix;
+    int ix_kept;
+    PyObject *ix_mm, *ix_count_seen;
+    kept_queue_t *kept;
+    Py_ssize_t nkept;
+} appender_t;
+
+static void kept_queue_clear(kept_queue_t *e)
+{
+    if (e->q.has_mm)
+        PyBuffer_Release(&e->q.mm);
+    e->q.has_mm = 0;
+    queue_release(&e->q);
+    memset(&e->q, 0, sizeof(e->q));
+    Py_CLEAR(e->key);
+    Py_CLEAR(e->mm);
+    Py_CLEAR(e->next_seen);
+    Py_CLEAR(e->pos_seen);
+}
+
+static void appender_forget_index(appender_t *a)
+{
+    if (a->ix.has_mm)
+        PyBuffer_Release(&a->ix.mm);
+    a->ix.has_mm = 0;
+    Py_CLEAR(a->ix.file);
+    memset(&a->ix, 0, sizeof(a->ix));
+    a->ix_kept = 0;
+    Py_CLEAR(a->ix_mm);
+    Py_CLEAR(a->ix_count_seen);
+}
+
+static void appender_forget_file(appender_t *a)
+{
+    Py_CLEAR(a->mf);
+    Py_CLEAR(a->mf_mm);
+    Py_CLEAR(a->mf_pos_seen);
+}
+
+/* everything kept: read again at the next call */
+static void appender_forget(appender_t *a)
+{
+    appender_forget_file(a);
+    appender_forget_index(a);
+    for (Py_ssize_t k = 0; k < a->nkept; k++)
+        kept_queue_clear(&a->kept[k]);
+    a->nkept = 0;
+}
+
+static int appender_clear(PyObject *self)
+{
+    appender_t *a = (appender_t *)self;
+    appender_forget(a);
+    Py_CLEAR(a->commit_log);
+    Py_CLEAR(a->queues);
+    Py_CLEAR(a->table);
+    Py_CLEAR(a->reput);
+    Py_CLEAR(a->checkpoint);
+    Py_CLEAR(a->service);
+    Py_CLEAR(a->shapes);
+    Py_CLEAR(a->tags_codes);
+    Py_CLEAR(a->encoder);
+    Py_CLEAR(a->clock);
+    Py_CLEAR(a->result_type);
+    Py_CLEAR(a->acquire);
+    Py_CLEAR(a->release);
+    return 0;
+}
+
+static int appender_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    appender_t *a = (appender_t *)self;
+    Py_VISIT(a->commit_log);
+    Py_VISIT(a->queues);
+    Py_VISIT(a->table);
+    Py_VISIT(a->reput);
+    Py_VISIT(a->checkpoint);
+    Py_VISIT(a->service);
+    Py_VISIT(a->shapes);
+    Py_VISIT(a->tags_codes);
+    Py_VISIT(a->encoder);
+    Py_VISIT(a->clock);
+    Py_VISIT(a->result_type);
+    Py_VISIT(a->acquire);
+    Py_VISIT(a->release);
+    Py_VISIT(a->mf);
+    Py_VISIT(a->mf_mm);
+    Py_VISIT(a->ix.file);
+    Py_VISIT(a->ix_mm);
+    for (Py_ssize_t k = 0; k < a->nkept; k++) {
+        Py_VISIT(a->kept[k].key);
+        Py_VISIT(a->kept[k].q.key);
+        Py_VISIT(a->kept[k].q.cq);
+        Py_VISIT(a->kept[k].q.file);
+        Py_VISIT(a->kept[k].mm);
+    }
+    return 0;
+}
+
+static void appender_dealloc(PyObject *self)
+{
+    appender_t *a = (appender_t *)self;
+    PyObject_GC_UnTrack(self);
+    appender_clear(self);
+    PyMem_Free(a->kept);
+    Py_TYPE(self)->tp_free(self);
+}
+
+/* the commit log's current file and where the next record goes in it (its map taken into ``b``);
+ * 0: not the common case (no file, its map closed, something left to dispatch) */
+static int appender_file(appender_t *a, Py_buffer *b, long long *pos)
+{
+    PyObject *mf = PyObject_GetAttr(a->commit_log, a_last);
+    if (mf == NULL || mf == Py_None) {
+        Py_XDECREF(mf);
+        return 0;
+    }
+    if (mf != a->mf) {
+        appender_forget_file(a);
+        a->mf_mm = slot_get(&mf_slots, mf, MF_MM);
+        if (a->mf_mm == NULL || !mf_ll(mf, MF_FROM, &a->mf_base) || !mf_ll(mf, MF_SIZE, &a->mf_size)) {
+            Py_DECREF(mf);
+            Py_CLEAR(a->mf_mm);
+            return 0;
+        }
+        a->mf = mf; /* (a file's place and size never change) */
+    } else {
+        Py_DECREF(mf);
+    }
+    PyObject *seen = slot_get(&mf_slots, a->mf, MF_WROTE);
+    if (seen == NULL)
+        return 0;
+    if (seen != a->mf_pos_seen) {
+        if (!int_of(seen, 0, INT64_MAX / 2, &a->mf_pos)) {
+            Py_DECREF(seen);
+            return 0;
+        }
+        Py_XSETREF(a->mf_pos_seen, seen);
+    } else {
+        Py_DECREF(seen);
+    }
+    long long reput_from;
+    if (!attr_ll(a->reput, a_reput_from_offset, &reput_from) || reput_from != a->mf_base + a->mf_pos)
+        return 0; /* something to dispatch first: Python */
+    if (!map_buffer(a->mf_mm, b))
+        return 0;
+    *pos = a->mf_pos;
+    return 1;
+}
+
+/* records placed in the current file up to ``pos``, the last stored at ``ts``: the file's wrote position
+ * and store time, reput's offset (what was written is dispatched), the checkpoint's logics time; as
+ * both puts leave them (the Python paths' _put_locked and _put_run with their dispatch) */
+static int appender_file_store(appender_t *a, long long pos, PyObject *ts)
+{
+    a->mf_pos = pos;
+    PyObject *end = PyLong_FromLongLong(a->mf_base + pos);
+    int r = end == NULL || mf_set_ll(a->mf, MF_WROTE, pos, &a->mf_pos_seen) < 0 ||
+            slot_set(&mf_slots, a->mf, MF_STORE_TS, ts) < 0 ||
+            (a->checkpoint != Py_None && PyObject_SetAttr(a->checkpoint, a_logics_msg_timestamp, ts) < 0) ||
+            PyObject_SetAttr(a->reput, a_reput_from_offset, end) < 0;
+    Py_XDECREF(end);
+    return r ? -1 : 0;
+}
+
+/* the consume queue of (topic, queue id) ready to take a unit at ``offset`` (its map taken); NULL when
+ * not (a queue not there yet, a new file to make, a unit behind ...) */
+static kept_queue_t *appender_queue(appender_t *a, PyObject *topic, long long queue_id, long long offset)
+{
+    kept_queue_t *e = NULL;
+    for (Py_ssize_t k = 0; k < a->nkept && e == NULL; k++)
+        if (a->kept[k].q.queue_id == queue_id && (a->kept[k].q.topic == topic || same(a->kept[k].q.topic, topic)))
+            e = &a->kept[k];
+    if (e == NULL) {
+        if (a->nkept == MAX_KEPT_QUEUES) { /* many queues: kept again from the start */
+            for (Py_ssize_t k = 0; k < a->nkept; k++)
+                kept_queue_clear(&a->kept[k]);
+            a->nkept = 0;
+        }
+        PyObject *qid = PyLong_FromLongLong(queue_id);
+        PyObject *key = qid == NULL ? NULL : PyTuple_Pack(2, topic, qid);
+        Py_XDECREF(qid);
+        if (key == NULL)
+            return NULL;
+        e = &a->kept[a->nkept++];
+        memset(e, 0, sizeof(*e));
+        e->key = key;
+        e->q.topic = PyTuple_GET_ITEM(key, 0);
+        e->q.queue_id = queue_id;
+    }
+    PyObject *cq = PyDict_GetItemWithError(a->queues, e->key);
+    PyObject *next = cq == NULL ? NULL : PyDict_GetItemWithError(a->table, e->key);
+    if (cq == NULL || PyErr_Occurred())
+        return NULL;
+    PyObject *files = PyObject_GetAttr(cq, a_files);
+    PyObject *file = files == NULL ? NULL : PyObject_GetAttr(files, a_last);
+    Py_XDECREF(files);
+    if (file == NULL)
+        return NULL;
+    int kept = e->q.cq == cq && e->q.file == file && next != NULL && next == e->next_seen;
+    if (kept) {
+        PyObject **pos = slot_at(&mf_slots, file, MF_WROTE);
+        kept = pos != NULL && *pos == e->pos_seen;
+    }
+    Py_DECREF(file);
+    if (!kept) {
+        PyObject *key = e->key, *topic_of_key = e->q.topic;
+        long long qid = e->q.queue_id;
+        e->key = NULL;
+        kept_queue_clear(e);
+        e->key = key;
+        if (!queue_open(&e->q, key, a->queues, a->table)) {
+            e->q.topic = topic_of_key;
+            e->q.queue_id = qid;
+            return NULL;
+        }
+        e->q.topic = topic_of_key;
+        e->q.queue_id = qid;
+        e->mm = slot_get(&mf_slots, e->q.file, MF_MM); /* queue_open took the map: it is there */
+        if (e->mm == NULL) {
+            PyErr_Clear();
+            kept_queue_clear(e);
+            e->key = key;
+            e->q.topic = topic_of_key;
+            e->q.queue_id = qid;
+            return NULL;
+        }
+    } else {
+        if (!map_buffer(e->mm, &e->q.mm))
+            return NULL;
+        e->q.has_mm = 1;
+    }
+    if (e->q.file_size > e->q.mm.len || !queue_takes(&e->q, offset)) {
+        PyBuffer_Release(&e->q.mm);
+        e->q.has_mm = 0;
+        return NULL;
+    }
+    return e;
+}
+
+/* the index's current file with room for ``nkeys`` entries past ``offset`` (its map taken); 0: not so */
+static int appender_index(appender_t *a, long long offset, Py_ssize_t nkeys)
+{
+    PyObject *file = PyObject_GetAttr(a->service, a_last);
+    if (file == NULL)
+        return 0;
+    int kept = a->ix_kept && file == a->ix.file;
+    if (kept) {
+        PyObject *count = PyObject_GetAttr(file, a_index_count);
+        kept = count != NULL && count == a->ix_count_seen;
+        Py_XDECREF(count);
+        PyErr_Clear();
+    }
+    Py_DECREF(file);
+    if (kept) {
+        if (!map_buffer(a->ix_mm, &a->ix.mm))
+            return 0;
+        a->ix.has_mm = 1;
+        if (index_header_size + a->ix.slots * slot_width + a->ix.index_num * entry_size > a->ix.mm.len ||
+            a->ix.count >= a->ix.index_num)
+            return 0;
+    } else {
+        appender_forget_index(a);
+        if (!index_open(a->service, &a->ix))
+            return 0;
+        a->ix_mm = PyObject_GetAttr(a->ix.file, a_mm); /* index_open took the map: it is there */
+        if (a->ix_mm == NULL)
+            return 0;
+        a->ix_kept = 1;
+    }
+    return !(nkeys < 0 || offset < a->ix.end_phy || a->ix.count + nkeys > a->ix.index_num);
+}
+
+/* appender(msg): append()'s doAppend and dispatch of one message in the common case: its record
+ * encoded where it goes in the commit log's map (totalSize and magic last), its consume queue unit,
+ * its index entries and the index header, and the store's state (the file's wrote position and store
+ * time, the queue table, the queue's file and counts, the index file's header fields, reput's offset,
+ * the checkpoint's logics time) set as the Python path sets it. The message goes when its queue is
+ * there and takes its unit at its end in its current file, the record fits in the current segment,
+ * nothing waits for dispatch, and it is the common case; else None, nothing written, nothing read
+ * from the clock. */
+static PyObject *appender_put(appender_t *a, PyObject *msg)
+{
+    PyObject *append_prop_crc = PyObject_GetAttr(a->encoder, a_append_prop_crc);
     if (append_prop_crc == NULL)
         return NULL;
     PyObject *qid = msg_get(msg, M_QUEUE_ID);
     message_t m;
-    int ok = qid != NULL &&
-             read_message(msg, qid, shapes, tags_codes, append_prop_crc, max_body, max_record, max_props, NULL, &m);
+    int ok = qid != NULL && read_message(msg, qid, a->shapes, a->tags_codes, append_prop_crc, a->max_body,
+                                         a->max_record, a->max_props, NULL, &m);
     Py_XDECREF(qid);
     Py_DECREF(append_prop_crc);
     if (!ok) {
         PyErr_Clear();
         Py_RETURN_NONE;
     }
-    PyObject *out = NULL, *mf = NULL;
+    PyObject *out = NULL;
     Py_buffer clb;
-    int has_cl = 0, has_ix = 0, has_q = 0;
-    index_t ix;
-    queue_t q;
-    long long hashes[MAX_KEYS], pos, base, file_size, reput_from;
+    int has_cl = 0, written = 0;
+    kept_queue_t *e = NULL;
+    long long hashes[MAX_KEYS], pos;
     Py_ssize_t nkeys = 0;
-    mf = PyObject_GetAttr(commit_log, a_last);
-    if (mf == NULL || mf == Py_None || !attr_ll(mf, a_wrote_position, &pos) || !attr_ll(mf, a_file_from_offset, &base) ||
-        !attr_ll(mf, a_file_size, &file_size) || !attr_ll(reput, a_reput_from_offset, &reput_from))
+    if (!(has_cl = appender_file(a, &clb, &pos)))
         goto declined;
-    long long offset = base + pos;
-    if (reput_from != offset || pos + m.total + end_blank > file_size)
-        goto declined; /* something to dispatch first, or the next segment: Python */
-    has_cl = writable_map(mf, &clb);
-    if (!has_cl || pos > clb.len || m.total > clb.len - pos)
+    long long offset = a->mf_base + pos;
+    if (pos + m.total + a->end_blank > a->mf_size || pos > clb.len || m.total > clb.len - pos)
+        goto declined; /* the next segment: Python */
+    if ((e = appender_queue(a, m.topic, m.queue_id, offset)) == NULL)
         goto declined;
-    PyObject *qid_obj = PyLong_FromLongLong(m.queue_id);
-    PyObject *key = qid_obj == NULL ? NULL : PyTuple_Pack(2, m.topic, qid_obj);
-    Py_XDECREF(qid_obj);
-    if (key == NULL)
-        goto done;
-    has_q = queue_open(&q, key, queues, table);
-    Py_DECREF(key);
-    if (!has_q || !queue_takes(&q, offset))
-        goto declined;
-    if (service != Py_None) {
-        if (!(has_ix = index_open(service, &ix)))
-            goto declined;
+    if (a->service != Py_None) {
         topic_hash_t th = {NULL, 0};
         nkeys = key_hashes(m.topic, m.uniq, m.keys, hashes, MAX_KEYS, &th);
-        if (nkeys < 0 || offset < ix.end_phy || ix.count + nkeys > ix.index_num)
+        if (!appender_index(a, offset, nkeys))
             goto declined;
     }
     long long crc;
     if (body_crc_of(&m, &crc) < 0)
-        goto done;
+        goto fail;
     long long store_ts;
     if (m.has_store_ts) {
         store_ts = m.store_ts;
-    } else if (clock == Py_None) {
+    } else if (a->clock == Py_None) {
         store_ts = wall_clock_ms();
     } else {
-        PyObject *now = PyObject_CallNoArgs(clock);
+        PyObject *now = PyObject_CallNoArgs(a->clock);
         if (now == NULL)
-            goto done;
+            goto fail;
         store_ts = PyLong_AsLongLong(now);
         Py_DECREF(now);
         if (store_ts == -1 && PyErr_Occurred())
-            goto done;
+            goto fail;
     }
     /* the broker's order: the record (its start last), its unit, its index entries */
+    written = 1;
+    queue_t *q = &e->q;
     unsigned char *rec = (unsigned char *)clb.buf + pos;
-    encode_record(rec, &m, crc, q.queue_offset, offset, store_ts);
+    encode_record(rec, &m, crc, q->queue_offset, offset, store_ts);
     write_start(rec, &m);
-    unsigned char *unit = (unsigned char *)q.mm.buf + q.pos;
+    unsigned char *unit = (unsigned char *)q->mm.buf + q->pos;
     put_be(unit + cq_unit[U_OFFSET].pos, cq_unit[U_OFFSET].width, offset);
     put_be(unit + cq_unit[U_SIZE].pos, cq_unit[U_SIZE].width, m.total);
     put_be(unit + cq_unit[U_CODE].pos, cq_unit[U_CODE].width, m.code);
-    if (has_ix) {
-        index_put(&ix, hashes, nkeys, offset, store_ts);
-        index_header_write(&ix);
+    if (a->service != Py_None) {
+        index_put(&a->ix, hashes, nkeys, offset, store_ts);
+        index_header_write(&a->ix);
     }
-    long long queue_offset = q.queue_offset;
-    q.touched = 1;
-    q.queue_offset++;
-    q.pos += cq_unit_size;
-    q.max_phys = offset + m.total;
-    q.bytes_written += cq_unit_size;
-    if (set_ll(mf, a_wrote_position, pos + m.total) < 0 || set_ll(mf, a_store_timestamp_attr, store_ts) < 0 ||
-        queue_store(&q, table) < 0 || (has_ix && index_store(&ix, service, nkeys) < 0) ||
-        (checkpoint != Py_None && set_ll(checkpoint, a_logics_msg_timestamp, store_ts) < 0) ||
-        set_ll(reput, a_reput_from_offset, offset + m.total) < 0)
-        goto done;
-    out = put_result(result_type, &m, offset, queue_offset, store_ts);
+    long long queue_offset = q->queue_offset;
+    q->touched = 1;
+    q->queue_offset++;
+    q->pos += cq_unit_size;
+    q->max_phys = offset + m.total;
+    q->bytes_written += cq_unit_size;
+    PyObject *ts_obj = PyLong_FromLongLong(store_ts);
+    int stored = ts_obj != NULL && queue_store(q, a->table, &e->next_seen, &e->pos_seen) == 0 &&
+                 (a->service == Py_None || index_store(&a->ix, a->service, nkeys, &a->ix_count_seen) == 0) &&
+                 appender_file_store(a, pos + m.total, ts_obj) == 0;
+    if (!stored) {
+        Py_XDECREF(ts_obj);
+        goto fail;
+    }
+    out = put_result_of(a->result_type, &m, PyLong_FromLongLong(offset), PyLong_FromLongLong(queue_offset), ts_obj);
+    if (out == NULL)
+        goto fail;
     goto done;
 declined:
     PyErr_Clear();
     out = Py_NewRef(Py_None);
+    goto done;
+fail:
+    out = NULL;
+    if (written)
+        appender_forget(a); /* half stored: everything is read again */
 done:
-    if (has_ix)
-        index_close(&ix);
-    if (has_q)
-        queue_release(&q);
+    if (e != NULL && e->q.has_mm) {
+        PyBuffer_Release(&e->q.mm);
+        e->q.has_mm = 0;
+    }
+    if (e != NULL)
+        e->q.touched = 0;
+    if (a->ix.has_mm) {
+        PyBuffer_Release(&a->ix.mm);
+        a->ix.has_mm = 0;
+    }
     if (has_cl)
         PyBuffer_Release(&clb);
-    Py_XDECREF(mf);
     message_clear(&m);
     return out;
+}
+
+/* appender(msg): appender_put in the store's put lock */
+static PyObject *appender_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    appender_t *a = (appender_t *)self;
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "appender(msg)");
+        return NULL;
+    }
+    PyObject *got = PyObject_CallNoArgs(a->acquire);
+    if (got == NULL)
+        return NULL;
+    Py_DECREF(got);
+    PyObject *out = appender_put(a, args[0]);
+    PyObject *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace); /* an error of the put stays the one raised */
+    got = PyObject_CallNoArgs(a->release);
+    if (got == NULL) {
+        Py_XDECREF(out);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(trace);
+        return NULL;
+    }
+    Py_DECREF(got);
+    PyErr_Restore(type, value, trace);
+    return out;
+}
+
+/* appender.put_many(messages, start, queue_ids, stamps, results): put_many_run from messages[start] into
+ * the commit log's current file (the put lock held by the caller), then the file's, reput's and the
+ * checkpoint's bookkeeping as for one message (appender_file_store). None when the store is not in
+ * the common case (no file, something to dispatch first) or put_many_run declined; else (messages done,
+ * the file's new wrote position, errno: 0, or the write's error with nothing written or accounted). */
+static PyObject *appender_put_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    appender_t *a = (appender_t *)self;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "put_many(messages, start, queue_ids, stamps, results)");
+        return NULL;
+    }
+    Py_buffer clb;
+    long long pos, fd;
+    if (!appender_file(a, &clb, &pos)) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyBuffer_Release(&clb); /* written with pwrite, not through the map */
+    if (!mf_ll(a->mf, MF_FD, &fd)) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyObject *append_prop_crc = PyObject_GetAttr(a->encoder, a_append_prop_crc);
+    if (append_prop_crc == NULL)
+        return NULL;
+    PyObject *fd_obj = PyLong_FromLongLong(fd), *pos_obj = PyLong_FromLongLong(pos);
+    PyObject *base_obj = PyLong_FromLongLong(a->mf_base), *limit_obj = PyLong_FromLongLong(a->mf_size - a->end_blank);
+    PyObject *max_body = PyLong_FromLongLong(a->max_body), *max_record = PyLong_FromLongLong(a->max_record);
+    PyObject *max_props = PyLong_FromLongLong(a->max_props);
+    PyObject *got = NULL;
+    if (fd_obj != NULL && pos_obj != NULL && base_obj != NULL && limit_obj != NULL && max_body != NULL &&
+        max_record != NULL && max_props != NULL) {
+        PyObject *run[20] = {args[0], args[1], args[2], args[3], fd_obj, pos_obj, base_obj, limit_obj, a->queues,
+                             a->table, a->service, a->shapes, a->tags_codes, append_prop_crc, max_body, max_record,
+                             max_props, a->result_type, args[4], a->clock};
+        got = put_many_run(run);
+    }
+    Py_DECREF(append_prop_crc);
+    Py_XDECREF(fd_obj);
+    Py_XDECREF(pos_obj);
+    Py_XDECREF(base_obj);
+    Py_XDECREF(limit_obj);
+    Py_XDECREF(max_body);
+    Py_XDECREF(max_record);
+    Py_XDECREF(max_props);
+    if (got == NULL || got == Py_None)
+        return got;
+    Py_ssize_t done;
+    long long start, new_pos, last_ts;
+    int err;
+    if (!PyArg_ParseTuple(got, "nLLi", &done, &new_pos, &last_ts, &err) || !int_of(args[1], 0, PY_SSIZE_T_MAX, &start)) {
+        Py_DECREF(got);
+        return NULL;
+    }
+    Py_DECREF(got);
+    if (!err && done > start) {
+        PyObject *ts = PyLong_FromLongLong(last_ts);
+        int r = ts == NULL ? -1 : appender_file_store(a, new_pos, ts);
+        Py_XDECREF(ts);
+        if (r < 0) {
+            appender_forget(a);
+            return NULL;
+        }
+    }
+    return Py_BuildValue("(nLi)", done, new_pos, err);
+}
+
+static PyMethodDef appender_methods[] = {
+    {"put_many", (PyCFunction)(void (*)(void))appender_put_many, METH_FASTCALL,
+     "put_many(messages, start, queue_ids, stamps, results): append_many's put of messages in a row "
+     "(engine/store.py _put_many_native), in the put lock the caller holds."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject appender_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "rmqtool.native._kernel.Appender",
+    .tp_basicsize = sizeof(appender_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(appender_t, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_dealloc = appender_dealloc,
+    .tp_traverse = appender_traverse,
+    .tp_clear = appender_clear,
+    .tp_methods = appender_methods,
+    .tp_doc = "append()'s put of one message in C, for one open store (appender(commit_log, ...)).",
+};
+
+/* appender(commit_log, queues, table, reput, checkpoint, index_service, shapes, tags_codes, encoder,
+ *          clock, max_body, max_record, max_props, result_type, end_blank, put_lock): the Appender of an
+ * open store (engine/store.py), or None when these are not what it takes */
+static PyObject *appender_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 16) {
+        PyErr_SetString(PyExc_TypeError, "appender takes 16 arguments");
+        return NULL;
+    }
+    if (!layout_set) {
+        PyErr_SetString(PyExc_RuntimeError, "set_append_layout was not called");
+        return NULL;
+    }
+    long long max_body, max_record, max_props, end_blank;
+    if (!int_of(args[10], 0, INT64_MAX, &max_body) || !int_of(args[11], 0, INT64_MAX, &max_record) ||
+        !int_of(args[12], 0, INT64_MAX, &max_props) || !int_of(args[14], 0, INT64_MAX, &end_blank) ||
+        !PyDict_Check(args[1]) || !PyDict_Check(args[2]) || !PyDict_Check(args[6]) || !PyDict_Check(args[7]) ||
+        !PyType_Check(args[13]) || !PyType_IsSubtype((PyTypeObject *)args[13], &PyTuple_Type))
+        Py_RETURN_NONE;
+    if (!(appender_type.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&appender_type) < 0)
+        return NULL;
+    appender_t *a = PyObject_GC_New(appender_t, &appender_type);
+    if (a == NULL)
+        return NULL;
+    memset((char *)a + sizeof(PyObject), 0, sizeof(appender_t) - sizeof(PyObject));
+    a->vectorcall = appender_call;
+    a->kept = PyMem_Calloc(MAX_KEPT_QUEUES, sizeof(kept_queue_t));
+    if (a->kept == NULL) {
+        Py_DECREF(a);
+        return PyErr_NoMemory();
+    }
+    PyObject **slots[] = {&a->commit_log, &a->queues, &a->table, &a->reput, &a->checkpoint, &a->service,
+                          &a->shapes, &a->tags_codes, &a->encoder, &a->clock};
+    for (int i = 0; i < 10; i++)
+        *slots[i] = Py_NewRef(args[i]);
+    a->result_type = Py_NewRef(args[13]);
+    a->acquire = PyObject_GetAttrString(args[15], "acquire");
+    a->release = PyObject_GetAttrString(args[15], "release");
+    if (a->acquire == NULL || a->release == NULL) {
+        Py_DECREF(a);
+        return NULL;
+    }
+    a->max_body = max_body;
+    a->max_record = max_record;
+    a->max_props = max_props;
+    a->end_blank = end_blank;
+    PyObject_GC_Track(a);
+    return (PyObject *)a;
 }
 
 PyMethodDef rmq_append_methods[] = {
@@ -1415,9 +1932,9 @@ PyMethodDef rmq_append_methods[] = {
      "set_append_layout(heads, head_sizes, prop_len_width, index_header, index_header_size, slot_width, "
      "index_entry, entry_size, invalid_index, time_diff_max, cq_unit, cq_unit_size, crc_mask, property_names, "
      "key_separator, key_space, fast_crc32, put_ok): the layouts the append functions write, from formats/."},
-    {"append_one", (PyCFunction)(void (*)(void))append_one, METH_FASTCALL,
-     "append_one(msg, state): append()'s put of one message, state read and written here (engine/store.py)."},
-    {"put_many", (PyCFunction)(void (*)(void))put_many, METH_FASTCALL,
-     "put_many(...): append_one for messages in a row (engine/store.py _put_many_native)."},
+    {"appender", (PyCFunction)(void (*)(void))appender_new, METH_FASTCALL,
+     "appender(commit_log, queues, table, reput, checkpoint, index_service, shapes, tags_codes, encoder, clock, "
+     "max_body, max_record, max_props, result_type, end_blank, put_lock): append()'s put of one message, for one "
+     "open store (engine/store.py); called with a message, in the put lock, its PutResult or None."},
     {NULL, NULL, 0, NULL},
 };

@@ -432,7 +432,7 @@ static PyObject **const msg_names[M_COUNT] = {
     &a_topic, &a_body, &a_flag, &a_properties, &a_properties_string, &a_born_timestamp, &a_born_host, &a_store_host,
     &a_reconsume_times, &a_sys_flag, &a_prepared_transaction_offset, &a_store_timestamp, &a_prop_crc, &a_queue_id,
 };
-static slot_map_t msg_slots = {msg_names, M_COUNT, 0};
+static slot_map_t msg_slots = {.names = msg_names, .n = M_COUNT, .writable = 0};
 
 static PyObject *msg_get(PyObject *msg, int i)
 {
@@ -444,7 +444,7 @@ enum { MF_WROTE, MF_FROM, MF_SIZE, MF_MM, MF_STORE_TS, MF_FIRST_CREATE, MF_FD, M
 static PyObject **const mf_names[MF_COUNT] = {
     &a_wrote_position, &a_file_from_offset, &a_file_size, &a_mm, &a_store_timestamp, &a_first_create_in_queue, &a_fd,
 };
-static slot_map_t mf_slots = {mf_names, MF_COUNT, 1};
+static slot_map_t mf_slots = {.names = mf_names, .n = MF_COUNT, .writable = 1};
 
 static int mf_ll(PyObject *file, int i, long long *out)
 {

@@ -1,8 +1,8 @@
 """A run loads what it reads (issue 27, start-up): ``dump commitlog --format jsonl`` and
 ``verify`` of a plain store leave in ``sys.modules`` none of the readers of the kinds and side
-stores it does not have (compaction, consume queues and index for a dump, RocksDB, the parallel
-scan's multiprocessing in one process). Each name below is a module some file used to import
-eagerly; putting that import back fails here. The side stores' checks still load, and find,
+stores it does not have (compaction, consume queues and index for a dump, RocksDB, DLedger's
+reader without a dledger-* directory, the parallel scan's multiprocessing in one process).
+Each name below is a module some file used to import eagerly; putting that import back fails here. The side stores' checks still load, and find,
 for a store that has one.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ NOT_IN_DUMP = {
     "rmqtool.inspect.dledger", "rmqtool.inspect.stats", "rmqtool.inspect.rocksdb_dumps",
     "rmqtool.store.compaction", "rmqtool.store.consumequeue", "rmqtool.store.indexfile", "rmqtool.store.cqext",
     "rmqtool.store.checkpoint", "rmqtool.store.config", "rmqtool.store.rocksdb_cq", "rmqtool.formats.compaction",
-    "rmqtool.store.parallel", "multiprocessing", "queue",
+    "rmqtool.store.parallel", "multiprocessing", "queue", "rmqtool.store.dledger",
 }
 # what verify of a store without a compaction store or a RocksDB consume queue never reads
 NOT_IN_VERIFY = {"rmqtool.verify.compaction", "rmqtool.store.compaction", "rmqtool.verify.rocksdb_cq",

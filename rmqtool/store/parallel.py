@@ -27,6 +27,7 @@ from rmqtool.store.cpus import default_workers
 from rmqtool.findings import Finding
 from rmqtool.store.commitlog import Blank, ColumnMode, Corrupt, ScanResult, column_scan, scan_segment
 from rmqtool.store.commitlog_end import CommitLog, segment_ranges
+from rmqtool.store.crc import kernel_crcs
 from rmqtool.store.segments import Segment
 from rmqtool.store.message import Message
 
@@ -111,6 +112,8 @@ def iter_parallel(jobs: list[SegmentJob], fn: Callable[[SegmentJob], T], *,
             yield fn(job)
         return
     context = multiprocessing.get_context("fork")  # children inherit jobs, fn and the imports
+    if any(getattr(job, "check_crc", False) for job in jobs):
+        kernel_crcs()  # the kernel handed its CRC-32 function here, once, not again in every worker
     counter = context.Value("i", 0)
     limit = context.Value("i", len(jobs))  # jobs to run: before() may cut the list
     done = context.Queue()

@@ -17,12 +17,12 @@ from typing import Callable, Iterator
 
 from rmqtool.errors import NotAStore, StoreNotFound
 from rmqtool.findings import Finding
+from rmqtool.formats.compaction import COMPACTION_DIR
 from rmqtool.store.consumequeue import UnitFiles
+from rmqtool.store.rocksdb_cq import rocksdb_cq_dir
 from rmqtool.store.view import StoreView
 from rmqtool.verify.base import VerifyOptions, VerifyRun
 from rmqtool.verify.checkpoint import CheckpointWindows, check_checkpoint
-from rmqtool.formats.compaction import COMPACTION_DIR
-from rmqtool.store.rocksdb_cq import rocksdb_cq_dir
 from rmqtool.verify.commitlog import CommitLogCheck
 from rmqtool.verify.config import check_config
 from rmqtool.verify.controller import check_controller

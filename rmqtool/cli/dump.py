@@ -20,16 +20,14 @@ from rmqtool.cli.common import BodyMode, OutputFormat, boundary, until_interrupt
 from rmqtool.cli.params import (OFFSET_METAVAR, TABLE_BODY_PREVIEW, TIME_METAVAR, ColumnsOpt, WideOpt, check_range,
                                 complete_queue, complete_topic, examples, parse_time)
 from rmqtool.errors import UsageError
-from rmqtool.inspect import compaction_dumps, dump_sources
-from rmqtool.inspect.cqext_rows import cqext_rows
-from rmqtool.inspect.dledger import dledger_rows
 from rmqtool.inspect.commitlog_dumps import chained, commitlog_dumps, in_parallel, parallel_jsonl, settled_findings
 from rmqtool.inspect.selection import SYS_FLAG_NAMES, MessageSelection
-from rmqtool.inspect.stats import commitlog_stats
 from rmqtool.report.progress import Progress, progress_enabled
 from rmqtool.report.records import with_human_times
 from rmqtool.report.sink import Sink, render_document, report_findings, warn
-from rmqtool.store.parallel import default_workers
+from rmqtool.store.cpus import default_workers
+
+# A process dumps one kind: each kind's rows are imported by its command (issue 27, start-up).
 
 dump_app = typer.Typer(no_args_is_help=True, help="Dump store files as rows (table, JSON Lines or JSON).")
 
@@ -126,6 +124,7 @@ def dump_commitlog(
                 for row in dumps[0].follow(on_idle=sink.flush):  # a row at a time: flushed when idle
                     sink.row(row)
         elif stats:
+            from rmqtool.inspect.stats import commitlog_stats
             sink.rows(commitlog_stats(dumps, bar))
         elif fmt == OutputFormat.jsonl and in_parallel(jobs, dumps, limit):
             parallel_jsonl(sink, dumps, limit, jobs or default_workers(), bar)
@@ -159,6 +158,7 @@ def dump_consumequeue(
     columns: Optional[str] = ColumnsOpt,
 ):
     """Consume queue units (20 B; 46 B batch units in batchconsumequeue/), fill units included."""
+    from rmqtool.inspect import dump_sources
     check_range("--from-offset", from_offset, "--to-offset", to_offset)
     findings: list = []
     sink = Sink(fmt.value, kind="cq_unit", wide=wide, select=columns)
@@ -184,6 +184,7 @@ def dump_cqext(
     columns: Optional[str] = ColumnsOpt,
 ):
     """ConsumeQueueExt units (enableConsumeQueueExt): real tagsCode, store time, filter bit map."""
+    from rmqtool.inspect.cqext_rows import cqext_rows
     findings: list = []
     sink = Sink(fmt.value, kind="cq_ext_unit", wide=wide, select=columns)
     for n, row in enumerate(cqext_rows(path, topic, queue, findings)):
@@ -211,6 +212,7 @@ def dump_dledger(
 ):
     """DLedger entries (header: index, term, pos, size, magic, CRC fields) with the commit log
     record inside each, blank fills and damage; --index: the index units. Damage: exit 3."""
+    from rmqtool.inspect.dledger import dledger_rows
     check_range("--from-index", from_index, "--to-index", to_index)
     findings: list = []
     sink = Sink(fmt.value, kind="dledger_index_unit" if index else "dledger_entry", wide=wide, select=columns)
@@ -238,6 +240,7 @@ def dump_index(
     """Index file headers and entries (keyHash, phyOffset, timeDiff, prevIndex)."""
     if headers_only and slots:  # slots would be silently left out: say so instead
         raise UsageError("--headers-only and --slots do not go together (slots are not part of the header)")
+    from rmqtool.inspect import dump_sources
     findings: list = []
     sink = Sink(fmt.value, kind="index_header" if headers_only else "index_entry", wide=wide, select=columns)
     for n, row in enumerate(dump_sources.index_rows(path, entries=not headers_only, slots=slots, findings=findings)):
@@ -263,6 +266,7 @@ def dump_checkpoint(
     if qmq_root_of(path) is not None:
         _qmq_rows(path, "checkpoint", fmt, None, False, None)
         return
+    from rmqtool.inspect import dump_sources
     findings: list = []
     row = with_human_times(dump_sources.checkpoint_row(path, findings))
     render_document(row, fmt.value, title="checkpoint")
@@ -279,6 +283,7 @@ def dump_config(
     wide: bool = WideOpt,
 ):
     """config/*.json as parsed (fastjson's unquoted integer keys become strings); .bak used as the broker would."""
+    from rmqtool.inspect import dump_sources
     findings: list = []
     sink = Sink(fmt.value, kind="config", wide=wide)
     for row in dump_sources.config_rows(path, findings):
@@ -302,6 +307,7 @@ def dump_compactionlog(
     columns: Optional[str] = ColumnsOpt,
 ):
     """Compaction log records (5.x COMPACTION topics): queue offset, compaction log offset, key, tombstones."""
+    from rmqtool.inspect import compaction_dumps
     findings: list = []
     damaged: list = []
     sink = Sink(fmt.value, kind="compaction_record", wide=wide, select=columns)
@@ -323,6 +329,7 @@ def dump_compactioncq(
     columns: Optional[str] = ColumnsOpt,
 ):
     """Compaction queue units (46 B, as batch consume queue units), END_POSITION units included."""
+    from rmqtool.inspect import compaction_dumps
     findings: list = []
     sink = Sink(fmt.value, kind="compaction_unit", wide=wide, select=columns)
     sink.rows(itertools.islice(compaction_dumps.compaction_cq_rows(path, topic, queue, findings), limit))
@@ -338,6 +345,7 @@ def dump_positioncheckpoint(
     fmt: OutputFormat = FormatOpt,
 ):
     """compaction/position-checkpoint: each compacted queue's last compacted queue offset."""
+    from rmqtool.inspect import compaction_dumps
     findings: list = []
     sink = Sink(fmt.value, kind="position_checkpoint")
     sink.rows(compaction_dumps.position_checkpoint_rows(path, findings))

@@ -14,7 +14,6 @@ from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.dump import (ColumnsOpt, FormatOpt, FromQueueOffsetOpt, LimitOpt, QueueOpt, ToQueueOffsetOpt,
                               TopicOpt, WideOpt, _finish, dump_app)
 from rmqtool.cli.params import check_range, examples
-from rmqtool.inspect.rocksdb_dumps import RocksDump, rocksdb_config, rocksdb_cq_rows
 from rmqtool.report.sink import Sink, render_document, warn
 
 
@@ -39,6 +38,7 @@ def dump_rocksdbcq(
 ):
     """RocksDB consume queue units (storeType=defaultRocksDB or rocksdbCQDoubleWriteEnable), as dump
     consumequeue's rows with store_timestamp."""
+    from rmqtool.inspect.rocksdb_dumps import RocksDump, rocksdb_cq_rows  # a RocksDB store's reader: when asked for
     check_range("--from-offset", from_offset, "--to-offset", to_offset)
     findings: list = []
     dump = RocksDump()
@@ -62,6 +62,7 @@ def dump_rocksdbconfig(
                                               help="Only this config (rocksDBConfigToJson -t)."),
 ):
     """The RocksDB config store as mqadmin rocksDBConfigToJson prints it, read offline (no broker)."""
+    from rmqtool.inspect.rocksdb_dumps import RocksDump, rocksdb_config
     findings: list = []
     dump = RocksDump()
     doc = rocksdb_config(path, dump, config_type, findings)

@@ -26,7 +26,6 @@ from rmqtool.store.commitlog import Blank, Corrupt, findings_of, scan_segment
 from rmqtool.store.commitlog_end import CommitLog, last_file_end, last_written, segment_ranges
 from rmqtool.store.heap import keep_freed_memory
 from rmqtool.store.message import Message
-from rmqtool.store.parallel import iter_parallel, jobs_of
 from rmqtool.store.paths import is_segment_name
 from rmqtool.store.segments import Segment
 from rmqtool.store.system_topics import Transactions, describe, is_system_topic
@@ -351,6 +350,7 @@ class CommitLogDump:
         if self.dledger is not None:  # entries are walked in order: one spool file, built here
             yield from self._jsonl_in_one()
             return
+        from rmqtool.store.parallel import iter_parallel, jobs_of  # multiprocessing: a one-process dump loads none
         jobs = jobs_of(self.segments, self.from_offset, self.to_offset, check_crc=self.check_crc,
                        split_size=split_size or (PARALLEL_SPLIT if self.limit is None else LIMITED_SPLIT))
         left = self.limit

@@ -9,7 +9,7 @@ from rmqtool.errors import UsageError
 from rmqtool.inspect.commitlog_dump import CommitLogDump
 from rmqtool.report.sink import Run
 from rmqtool.store.live import store_root_of
-from rmqtool.store.parallel import default_workers
+from rmqtool.store.cpus import default_workers
 from rmqtool.store.view import StoreView
 
 

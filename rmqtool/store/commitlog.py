@@ -272,14 +272,17 @@ class _FileWindow:
             chunk_end = len(buf)
             best = None
             for pattern in _MAGIC_PATTERNS:
-                j = buf.find(pattern, i + 4)
+                # once a candidate proved itself, another magic code counts only before it: its
+                # search stops there (not at the chunk's end, a megabyte on for a range's start)
+                end = chunk_end if best is None else best - base + 3 + len(pattern)
+                j = buf.find(pattern, i + 4, end)
                 while j >= 0:
                     candidate = base + j - 4
                     if candidate >= start and self._proves_itself(candidate, base_offset):
                         if best is None or candidate < best:
                             best = candidate
                         break
-                    j = buf.find(pattern, j + 1)
+                    j = buf.find(pattern, j + 1, end)
             if best is not None:
                 return best
             if base + chunk_end >= self.size:

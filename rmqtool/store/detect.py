@@ -9,7 +9,6 @@ from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODES
 from rmqtool.store import paths
 from rmqtool.store.family import detect_family, require_rocketmq
 from rmqtool.store.message import RECORD_START
-from rmqtool.store.rocksdb_cq import is_rocksdb_dir, is_rocksdb_file
 
 COMMITLOG, CONSUMEQUEUE, BATCH_CONSUMEQUEUE, INDEX, CHECKPOINT, CONFIG, ABORT, LOCK = (
     "commitlog", "consumequeue", "batchconsumequeue", "index", "checkpoint", "config", "abort", "lock")
@@ -67,6 +66,7 @@ def require_store(path: str | os.PathLike) -> pathlib.Path:
 
 def kind_of_file(path: pathlib.Path) -> str:
     """The kind of a single store file, from its place, name and first bytes."""
+    from rmqtool.store.rocksdb_cq import is_rocksdb_dir, is_rocksdb_file  # a file named: its reader's module
     name = path.name
     parent = path.parent.name
     if is_rocksdb_file(name) and is_rocksdb_dir(path.parent):  # before LOCK and *.json: RocksDB has both

@@ -15,22 +15,25 @@ from __future__ import annotations
 import functools
 import os
 import pathlib
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from rmqtool.errors import StoreNotFound
-from rmqtool.store.checkpoint import StoreMarkers, read_markers
+from rmqtool.formats.dledger import DIR_PREFIX as DLEDGER_DIR_PREFIX
 from rmqtool.store.commitlog_end import CommitLog, CommitLogEnd, last_file_end, written_end
 from rmqtool.store.commitlog_paths import CommitLogPaths, commit_log_paths_of, list_commit_log
-from rmqtool.store.consumequeue import ConsumeQueues, open_consume_queues
 from rmqtool.store.detect import require_store
-from rmqtool.store.dledger import DLedgerLog, find_dledger, survey
 from rmqtool.store.family import ROCKETMQ, Family, detect_family, require_rocketmq
-from rmqtool.store.indexfile import IndexFiles, list_index_files
 from rmqtool.store.live import LiveStore
 from rmqtool.store.lock import is_locked
 from rmqtool.store.paths import StorePaths
 from rmqtool.store.segments import Segment, SegmentQueue, discover
 from rmqtool.store.unfinished import Unfinished, read_unfinished
+
+if TYPE_CHECKING:  # imported where asked for: a command that reads only the commit log loads none of them
+    from rmqtool.store.checkpoint import StoreMarkers
+    from rmqtool.store.consumequeue import ConsumeQueues
+    from rmqtool.store.dledger import DLedgerLog
+    from rmqtool.store.indexfile import IndexFiles
 
 
 class StoreView:
@@ -84,6 +87,12 @@ class StoreView:
     @functools.cached_property
     def dledger(self) -> DLedgerLog | None:
         """The DLedger commit log (``dledger-<selfId>/``) the root holds, or None."""
+        try:  # no dledger-* entry: none (find_dledger's answer), its reader not loaded
+            if not any(name.startswith(DLEDGER_DIR_PREFIX) for name in os.listdir(self.root)):
+                return None
+        except OSError:
+            return None
+        from rmqtool.store.dledger import find_dledger
         return find_dledger(self.root)
 
     @property
@@ -145,17 +154,20 @@ class StoreView:
         """Every (batch) consume queue, each cut where the broker's load cuts it at this commit log
         offset; opened once a cut (the same object to every caller asking for that cut)."""
         if commit_log_max_offset not in self._queues:
+            from rmqtool.store.consumequeue import open_consume_queues
             self._queues[commit_log_max_offset] = open_consume_queues(self.root, commit_log_max_offset)
         return self._queues[commit_log_max_offset]
 
     @functools.cached_property
     def index_files(self) -> IndexFiles:
+        from rmqtool.store.indexfile import list_index_files
         return list_index_files(self.root)
 
     # --- checkpoint, markers, the live store ----------------------------------------------------
     @functools.cached_property
     def markers(self) -> StoreMarkers:
         """abort, abort.bak and lock, and who holds the lock."""
+        from rmqtool.store.checkpoint import read_markers
         return read_markers(self.root)
 
     @property
@@ -179,6 +191,7 @@ class StoreView:
         if self.lock_holder is None:
             return None
         if self.records_in_dledger:  # one past the last entry DLedger's log holds now
+            from rmqtool.store.dledger import survey
             end = survey(self.dledger, recover_files=True).walked_end or 0
         else:
             end = self.commit_log_end.end if self.has_commit_log and self.segments else 0

@@ -475,11 +475,10 @@ class CommitLogCheck:
     def recheck(self, consumers: list[BandConsumer]) -> None:
         """The bands holding the offsets consumers could not match in order, checked again and
         given to them (damaged queues and index files: the others need none)."""
-        late = [c.late_offsets() for c in consumers]
-        offsets = np.concatenate(late) if late else np.zeros(0, np.int64)
-        if not len(offsets):  # (np.unique of nothing would load numpy.ma: 20 ms at the end of every run)
+        late = [offsets for offsets in (c.late_offsets() for c in consumers) if len(offsets)]
+        if not late:  # the common case: nothing to check again (np.unique would load numpy.ma for nothing)
             return
-        offsets = np.unique(offsets)
+        offsets = np.unique(np.concatenate(late))
         k = np.searchsorted(self.band_lo, offsets, side="right") - 1
         inside = (k >= 0) & (offsets < self.band_hi[np.maximum(k, 0)])
         wanted = sorted(set(k[inside].tolist()))

@@ -17,13 +17,13 @@ from typing import Callable, Iterator
 
 from rmqtool.errors import NotAStore, StoreNotFound
 from rmqtool.findings import Finding
+from rmqtool.formats.compaction import COMPACTION_DIR
 from rmqtool.store.consumequeue import UnitFiles
+from rmqtool.store.rocksdb_cq import rocksdb_cq_dir
 from rmqtool.store.view import StoreView
 from rmqtool.verify.base import VerifyOptions, VerifyRun
 from rmqtool.verify.checkpoint import CheckpointWindows, check_checkpoint
 from rmqtool.verify.commitlog import CommitLogCheck
-from rmqtool.verify.compaction import check_compaction
-from rmqtool.verify.rocksdb_cq import check_rocksdb_cq
 from rmqtool.verify.config import check_config
 from rmqtool.verify.controller import check_controller
 from rmqtool.verify.consumequeue import ConsumeQueueCheck
@@ -136,10 +136,13 @@ class Verify(VerifyRun):
             queues = parts["queues"] if "queues" in parts else self.view.consume_queues()
             for f in check_config(self.view, queues, log.min_offset if log else 0, self.options.delay_spec):
                 yield "config", f
-        if "compaction" in only:
+        # the side stores' checks load only for a store that has one (nothing is found without it)
+        if "compaction" in only and (self.root / COMPACTION_DIR).is_dir():  # CompactionStore.present
+            from rmqtool.verify.compaction import check_compaction
             for f in check_compaction(self.root):
                 yield "compaction", f
-        if "rocksdbcq" in only:  # nothing without a RocksDB consume queue in consumequeue/
+        if "rocksdbcq" in only and rocksdb_cq_dir(self.root) is not None:  # a RocksDB consume queue in consumequeue/
+            from rmqtool.verify.rocksdb_cq import check_rocksdb_cq
             for f in check_rocksdb_cq(self.view, log.queue_ends if log is not None else None):
                 yield "rocksdbcq", f
         if "timer" in only and self.live is None and find_timer_store(self.root).exists:

@@ -1,12 +1,15 @@
 """Shared test helpers."""
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
+import subprocess
+import sys
 
 import construct as cs
 
-from conftest import CLEAN_SCENARIOS, QUICK_EXAMPLES, V4, V5
+from conftest import CLEAN_SCENARIOS, QUICK_EXAMPLES, REPO, V4, V5
 from rmqtool.store.commitlog import Blank, Corrupt
 from rmqtool.store.message import HEADER_FIELDS, Message
 
@@ -192,3 +195,79 @@ def file_fingerprint(path: pathlib.Path) -> tuple:
 def tree_fingerprint(root: pathlib.Path) -> dict:
     """Every file (fingerprinted) and directory under ``root``."""
     return {str(p.relative_to(root)): file_fingerprint(p) if p.is_file() else "dir" for p in sorted(root.rglob("*"))}
+
+
+def both_ways(monkeypatch, dump, *args, **options) -> tuple:
+    """``dump(*args, **options)`` (giving its output, its findings and how much of it the native
+    kernel wrote) with the kernel and on the pure path: (the output, the kernel's share), the
+    outputs and findings asserted the same and the pure path's share none."""
+    from rmqtool import native
+
+    out, findings, written = dump(*args, **options)
+    with monkeypatch.context() as m:
+        m.setattr(native, "kernel", None)
+        pure, pure_findings, pure_written = dump(*args, **options)
+    assert pure_written == 0
+    assert out == pure
+    assert findings == pure_findings
+    return out, written
+
+
+def cli_both_ways(args: list[str], **env) -> bytes:
+    """The CLI's stdout with the native kernel (in this process) and with RMQTOOL_NATIVE=0 (a
+    process of its own, from the repo), asserted the same bytes and exit code 0 both ways."""
+    from rmqtool.cli.app import app
+
+    ours = cli_runner().invoke(app, args, env=env or None)
+    pure = subprocess.run([sys.executable, "-m", "rmqtool", *args], capture_output=True, cwd=REPO,
+                          env=dict(os.environ, RMQTOOL_NATIVE="0", PYTHONPATH=str(REPO), **env))
+    assert ours.exit_code == pure.returncode == 0
+    assert ours.stdout_bytes == pure.stdout
+    return ours.stdout_bytes
+
+
+def encoded(text: str) -> bytes:
+    """A made string's bytes as a broker would store them (lone surrogates kept: invalid UTF-8)."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def built_record(fields: dict, crc_holds) -> bytes:
+    """MessageRecord.build(fields), its __CRC32# entry (when its properties end in one) filled with
+    the record's CRC when ``crc_holds()`` says so (asked only then: it may draw an example)."""
+    from rmqtool.formats import crc as crc_rules
+    from rmqtool.formats.commitlog import MessageRecord
+
+    raw = MessageRecord.build(fields)
+    if crc_rules.stored_record_crc(fields["properties"]) is not None and crc_holds():
+        raw = raw[:-crc_rules.CRC32_RESERVED_LEN] + crc_rules.crc32_property(crc_rules.record_crc(raw))
+    return raw
+
+
+def made_segments(record, fewest: int, most: int):
+    """A hypothesis strategy of commit log bytes: fewest to most records one after another,
+    ``record(position)`` the strategy of the one made at each position."""
+    from hypothesis import strategies as st
+
+    @st.composite
+    def segment(draw) -> bytes:
+        out = b""
+        for _ in range(draw(st.integers(fewest, most))):
+            out += draw(record(len(out)))
+        return out
+    return segment()
+
+
+def made_windows(size: int):
+    """A hypothesis strategy of what a damaged caller might hand a native part that reads clean
+    records (report/native_records' shapes): (a buffer of 1 to ``size`` bytes, one record's spans
+    anywhere about it with any hosts kind, its CRC verdicts or None)."""
+    import numpy as np
+    from hypothesis import strategies as st
+
+    def window(buf, cuts, hosts, flags):
+        pos, end, body_at, body_end, topic_at, topic_end, props_at = cuts
+        spans = np.array([[pos, end, hosts, body_at, body_end, topic_at, topic_end, props_at]], np.int64)
+        return buf, spans, None if flags is None else np.frombuffer(flags, np.uint8).reshape(1, 3)
+    return st.builds(window, st.binary(min_size=1, max_size=size),
+                     st.lists(st.integers(-8, size + 100), min_size=7, max_size=7), st.integers(-2, 5),
+                     st.one_of(st.none(), st.binary(min_size=3, max_size=3)))

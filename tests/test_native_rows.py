@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import io
 import ipaddress
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import CLEAN_SCENARIOS, REPO, V4
-from helpers import cli_runner, examples, expand_store
+from conftest import CLEAN_SCENARIOS, V4
+from helpers import (both_ways, built_record, cli_both_ways, encoded, examples, expand_store, made_segments,
+                     made_windows)
 from rmqtool import native
-from rmqtool.cli.app import app
 from rmqtool.formats import crc as crc_rules
 from rmqtool.formats import properties as props
 from rmqtool.formats.commitlog import (MAX_TOPIC_LENGTH_V1, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2,
@@ -56,14 +53,7 @@ def _jsonl(paths, monkeypatch=None, *, limit=None, **options) -> tuple[bytes, li
 
 def _both(monkeypatch, paths, **options) -> tuple[bytes, int]:
     """(the dump's bytes, its encoded runs) with the kernel, the bytes asserted equal to the pure path's (findings too)."""
-    data, findings, runs = _jsonl(paths, **options)
-    with monkeypatch.context() as m:
-        m.setattr(native, "kernel", None)
-        pure, pure_findings, pure_runs = _jsonl(paths, **options)
-    assert pure_runs == 0
-    assert data == pure
-    assert findings == pure_findings
-    return data, runs
+    return both_ways(monkeypatch, _jsonl, paths, **options)
 
 
 @pytest.fixture(scope="module")
@@ -110,12 +100,8 @@ def test_worker_spool_files_hold_the_same_rows(monkeypatch, tmp_path):
 def test_cli_with_and_without_the_kernel():
     """The CLI's output with the kernel (in this process) and with RMQTOOL_NATIVE=0 (a process)."""
     store = str(CLEAN_SCENARIOS["4.9.8/txdelay"] / "store")
-    args = ["dump", "commitlog", store, "-f", "jsonl", "--body", "base64", "--no-progress"]
-    ours = cli_runner().invoke(app, args)
-    env = dict(os.environ, RMQTOOL_NATIVE="0", PYTHONPATH=str(REPO))
-    pure = subprocess.run([sys.executable, "-m", "rmqtool", *args], env=env, capture_output=True, cwd=REPO)
-    assert ours.exit_code == pure.returncode == 0
-    assert ours.stdout_bytes == pure.stdout and ours.stdout_bytes.count(b"\n") > 50
+    out = cli_both_ways(["dump", "commitlog", store, "-f", "jsonl", "--body", "base64", "--no-progress"])
+    assert out.count(b"\n") > 50
 
 
 # --- hypothesis-made records ----------------------------------------------------------------
@@ -125,15 +111,11 @@ _AWKWARD = st.sampled_from(["", "a", '"', "\\", "\t", "\n", "\x00", "\x1f", "\x7
 _TEXT = st.lists(st.one_of(_AWKWARD, st.text(max_size=6)), max_size=4).map("".join)
 
 
-def _encoded(text: str) -> bytes:
-    return text.encode("utf-8", "surrogatepass")
-
-
 @st.composite
 def _properties(draw) -> bytes:
     names = [props.PROPERTY_TAGS, props.PROPERTY_KEYS, props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "CLUSTER"]
     entries = draw(st.lists(st.tuples(st.one_of(st.sampled_from(names), _TEXT), _TEXT), max_size=5))
-    raw = b"".join(_encoded(n) + props.NAME_VALUE_SEPARATOR.encode() + _encoded(v) + props.PROPERTY_SEPARATOR.encode()
+    raw = b"".join(encoded(n) + props.NAME_VALUE_SEPARATOR.encode() + encoded(v) + props.PROPERTY_SEPARATOR.encode()
                    for n, v in entries)
     shape = draw(st.sampled_from(["trailing", "cut", "bytes"]))
     if shape == "cut":  # 4.x: no trailing separator
@@ -155,7 +137,7 @@ def _record(draw, position: int) -> bytes:
     born_v6, store_v6 = draw(st.booleans()), draw(st.booleans())
     sys_flag = draw(st.sampled_from([0, 0, 4, 8, COMPRESSED_FLAG])) | (BORNHOST_V6_FLAG if born_v6 else 0) | (
         STOREHOSTADDRESS_V6_FLAG if store_v6 else 0)
-    topic = draw(st.one_of(_TEXT.map(_encoded), st.binary(max_size=8)))[:MAX_TOPIC_LENGTH_V1]
+    topic = draw(st.one_of(_TEXT.map(encoded), st.binary(max_size=8)))[:MAX_TOPIC_LENGTH_V1]
     properties = draw(_properties())
     if draw(st.booleans()):  # 5.x: a __CRC32# entry, filled in below
         properties += crc_rules.crc32_property(0)
@@ -170,22 +152,13 @@ def _record(draw, position: int) -> bytes:
         store_host=draw(_HOST6 if store_v6 else st.binary(min_size=4, max_size=4)),
         store_port=draw(st.integers(0, 65535)), reconsume_times=draw(st.integers(0, 16)),
         prepared_transaction_offset=draw(st.integers(0, 1 << 40)), body=body, topic=topic, properties=properties)
-    raw = MessageRecord.build(fields)
-    if crc_rules.stored_record_crc(properties) is not None and draw(st.integers(0, 5)):
-        raw = raw[:-crc_rules.CRC32_RESERVED_LEN] + crc_rules.crc32_property(crc_rules.record_crc(raw))
-    return raw
+    return built_record(fields, lambda: draw(st.integers(0, 5)))
 
 
-@st.composite
-def _segment(draw) -> bytes:
-    out = b""
-    for _ in range(draw(st.integers(1, 6))):
-        out += draw(_record(len(out)))
-    return out
 
 
 @settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=_segment(), body=st.sampled_from(["none", "base64"]), check_crc=st.booleans())
+@given(data=made_segments(_record, 1, 6), body=st.sampled_from(["none", "base64"]), check_crc=st.booleans())
 def test_made_records_rows_are_the_python_rows(monkeypatch, tmp_path, data, body, check_crc):
     segment = tmp_path / "00000000000000000000"
     segment.write_bytes(data)
@@ -238,17 +211,13 @@ def test_base64_of_every_tail_length(monkeypatch, tmp_path):
 
 
 @settings(max_examples=examples(30), deadline=None)
-@given(buf=st.binary(min_size=1, max_size=600), cuts=st.lists(st.integers(-8, 700), min_size=8, max_size=8),
-       hosts=st.integers(-2, 5), flags=st.one_of(st.none(), st.binary(min_size=3, max_size=3)))
-def test_spans_anywhere_never_read_past_the_buffer(buf, cuts, hosts, flags):
+@given(window=made_windows(600))
+def test_spans_anywhere_never_read_past_the_buffer(window):
     """Spans a damaged caller might pass: the kernel writes rows that parse or declines, never crashes."""
-    import numpy as np
     import orjson
 
     kernel = jsonl_rows._kernel()
-    pos, end, body_at, body_end, topic_at, topic_end, props_at, _ = cuts
-    spans = np.array([[pos, end, hosts, body_at, body_end, topic_at, topic_end, props_at]], np.int64)
-    verdicts = None if flags is None else np.frombuffer(flags, np.uint8).reshape(1, 3)
+    buf, spans, verdicts = window
     data, taken = kernel.jsonl_rows(buf, spans, verdicts, 0, 0, 0, b'"f"', True)
     assert taken in (0, 1) and (taken == 1) == bool(data)
     if taken:

@@ -8,19 +8,14 @@ control characters and odd times, which the kernel writes or declines to the Pyt
 from __future__ import annotations
 
 import io
-import os
-import subprocess
-import sys
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import CLEAN_SCENARIOS, REPO, V4, load_truth
-from helpers import cli_runner, examples, expand_store
-from rmqtool import native
-from rmqtool.cli.app import app
+from conftest import CLEAN_SCENARIOS, V4, load_truth
+from helpers import (both_ways, built_record, cli_both_ways, encoded, examples, expand_store, made_segments,
+                     made_windows)
 from rmqtool.formats import crc as crc_rules
 from rmqtool.formats import properties as props
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, MessageRecord, message_length
@@ -59,14 +54,7 @@ def _table(paths, *, width=120, wide=False, select=None, limit=None, **options) 
 
 def _both(monkeypatch, paths, **options) -> tuple[str, int]:
     """(the table, the lines the kernel wrote), the table and findings asserted equal to the pure path's."""
-    text, findings, written = _table(paths, **options)
-    with monkeypatch.context() as m:
-        m.setattr(native, "kernel", None)
-        pure, pure_findings, pure_written = _table(paths, **options)
-    assert pure_written == 0
-    assert text == pure
-    assert findings == pure_findings
-    return text, written
+    return both_ways(monkeypatch, _table, paths, **options)
 
 
 @pytest.fixture(scope="module")
@@ -166,12 +154,8 @@ def test_text_bodies_cut_to_their_preview(monkeypatch):
 def test_cli_with_and_without_the_kernel():
     """The CLI's table with the kernel (in this process) and with RMQTOOL_NATIVE=0 (a process)."""
     store = str(CLEAN_SCENARIOS["4.9.8/batch"] / "store")
-    args = ["dump", "commitlog", store, "--no-progress"]
-    ours = cli_runner().invoke(app, args, env={"COLUMNS": "100"})
-    env = dict(os.environ, RMQTOOL_NATIVE="0", PYTHONPATH=str(REPO), COLUMNS="100")
-    pure = subprocess.run([sys.executable, "-m", "rmqtool", *args], env=env, capture_output=True, cwd=REPO)
-    assert ours.exit_code == pure.returncode == 0
-    assert ours.stdout_bytes == pure.stdout and ours.stdout_bytes.count(b"\n") > 900
+    out = cli_both_ways(["dump", "commitlog", store, "--no-progress"], COLUMNS="100")
+    assert out.count(b"\n") > 900
 
 
 # --- hypothesis-made records ----------------------------------------------------------------
@@ -184,17 +168,13 @@ _TIMES = st.one_of(st.sampled_from([0, -1, 1, 999, 1000, 86399999, 2534023007999
                                     (1 << 63) - 1, -(1 << 63)]), st.integers(0, 1 << 45))
 
 
-def _encoded(text: str) -> bytes:
-    return text.encode("utf-8", "surrogatepass")
-
-
 @st.composite
 def _properties(draw, tidy: bool) -> bytes:
     names = [props.PROPERTY_TAGS, props.PROPERTY_KEYS, props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "CLUSTER"]
     value = _TEXT.filter(lambda v: v and "\x01" not in v and "\x02" not in v) if tidy else _TEXT
     entries = draw(st.lists(st.tuples(st.sampled_from(names) if tidy else st.one_of(st.sampled_from(names), _TEXT),
                                       value), max_size=4, unique_by=(lambda e: e[0]) if tidy else None))
-    raw = b"".join(_encoded(n) + props.NAME_VALUE_SEPARATOR.encode() + _encoded(v) + props.PROPERTY_SEPARATOR.encode()
+    raw = b"".join(encoded(n) + props.NAME_VALUE_SEPARATOR.encode() + encoded(v) + props.PROPERTY_SEPARATOR.encode()
                    for n, v in entries)
     return raw[:-1] if draw(st.booleans()) else raw
 
@@ -214,11 +194,11 @@ def _record(draw, position: int) -> bytes:
     born_v6, store_v6 = draw(st.booleans()), draw(st.booleans())
     sys_flag = draw(st.sampled_from([0, 4] if tidy else [0, 0, 0, 4, COMPRESSED_FLAG])) | (
         BORNHOST_V6_FLAG if born_v6 else 0) | (STOREHOSTADDRESS_V6_FLAG if store_v6 else 0)
-    topic = draw(_TEXT.map(_encoded) if tidy else st.one_of(_TEXT.map(_encoded), st.binary(max_size=6)))[:100] or b"T"
+    topic = draw(_TEXT.map(encoded) if tidy else st.one_of(_TEXT.map(encoded), st.binary(max_size=6)))[:100] or b"T"
     properties = draw(_properties(tidy))
     if draw(st.booleans()):  # 5.x: a __CRC32# entry, filled in below
         properties += crc_rules.crc32_property(0)
-    body = draw(st.one_of(st.binary(max_size=30), _TEXT.map(_encoded)))
+    body = draw(st.one_of(st.binary(max_size=30), _TEXT.map(encoded)))
     fields = dict(
         total_size=message_length(sys_flag, len(body), len(topic), len(properties), magic), magic_code=magic,
         body_crc=crc_rules.body_crc(body) if tidy or draw(st.integers(0, 9)) else 12345,
@@ -228,22 +208,13 @@ def _record(draw, position: int) -> bytes:
         store_timestamp=draw(_TIMES), store_host=draw(_host(store_v6)), store_port=draw(st.integers(-1, 65535)),
         reconsume_times=draw(st.integers(0, 16)),
         prepared_transaction_offset=draw(st.integers(0, 1 << 40)), body=body, topic=topic, properties=properties)
-    raw = MessageRecord.build(fields)
-    if crc_rules.stored_record_crc(properties) is not None and (tidy or draw(st.integers(0, 5))):
-        raw = raw[:-crc_rules.CRC32_RESERVED_LEN] + crc_rules.crc32_property(crc_rules.record_crc(raw))
-    return raw
+    return built_record(fields, lambda: tidy or draw(st.integers(0, 5)))
 
 
-@st.composite
-def _segment(draw) -> bytes:
-    out = b""
-    for _ in range(draw(st.integers(2, 7))):
-        out += draw(_record(len(out)))
-    return out
 
 
 @settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=_segment(), body=st.sampled_from([("none", None), ("base64", None), ("text", None), ("text", 40),
+@given(data=made_segments(_record, 2, 7), body=st.sampled_from([("none", None), ("base64", None), ("text", None), ("text", 40),
                                               ("text", 3)]), check_crc=st.booleans(),
        width=st.sampled_from([1, 12, 40, 80, 120, 300]), wide=st.booleans(),
        select=st.one_of(st.none(), st.lists(st.sampled_from(MESSAGE_COLUMNS), min_size=1, max_size=8, unique=True)))
@@ -259,14 +230,11 @@ def test_made_records_lines_are_the_python_lines(monkeypatch, tmp_path_factory, 
 
 
 @settings(max_examples=examples(20), deadline=None)
-@given(buf=st.binary(min_size=1, max_size=400), cuts=st.lists(st.integers(-8, 500), min_size=8, max_size=8),
-       hosts=st.integers(-2, 5), flags=st.one_of(st.none(), st.binary(min_size=3, max_size=3)))
-def test_spans_anywhere_never_read_past_the_buffer(buf, cuts, hosts, flags):
+@given(window=made_windows(400))
+def test_spans_anywhere_never_read_past_the_buffer(window):
     """Spans a damaged caller might pass: the kernel takes the record or declines, never crashes."""
     kernel = table_rows._kernel()
-    pos, end, body_at, body_end, topic_at, topic_end, props_at, _ = cuts
-    spans = np.array([[pos, end, hosts, body_at, body_end, topic_at, topic_end, props_at]], np.int64)
-    verdicts = None if flags is None else np.frombuffer(flags, np.uint8).reshape(1, 3)
+    buf, spans, verdicts = window
     taken = kernel.table_records(buf, spans, verdicts, 0, 0, 0)
     codes = {n: i for i, n in enumerate(kernel.table_sources())}
     cells = tuple((code, 0, 5, False, name == "file", b"") for name, code in codes.items() if name not in ("int", "time"))

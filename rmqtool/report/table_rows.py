@@ -13,15 +13,12 @@ is a Message, as before.
 from __future__ import annotations
 
 from rmqtool import native
-from rmqtool.formats import properties as props
-from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V2
-from rmqtool.formats.sysflag import COMPRESSED_FLAG
+from rmqtool.report import native_records
 from rmqtool.report.columns import GAP
-from rmqtool.report.jsonl_rows import FIELDS, ROW_KEYS, header_layout, probe_keys, record_spans, verdict_flags
+from rmqtool.report.native_records import FIELDS, ROW_KEYS
 from rmqtool.report.records import _host, _msg_id_head, message_record
 from rmqtool.report.sink import Run
 from rmqtool.store.message import build_messages
-from rmqtool.store.record_kernel import clean_records, crc_verdicts
 
 _HEADER = {name: n for n, name in enumerate(FIELDS)}
 # Each field of a clean record's row (message_record's) and where its cell's text comes from in
@@ -94,22 +91,9 @@ def _host_texts(ip: bytes, port: int) -> tuple[bytes, bytes]:
     return _host(ip, port).encode("ascii"), _msg_id_head(ip, port).encode("ascii")
 
 
-_ready_for = None  # the kernel module set_table_layout was called on
-
-
 def _kernel():
-    """The kernel, its table layout set; None without it (or when message_record's keys changed)."""
-    global _ready_for
-    kernel = native.kernel
-    if kernel is None or _ready_for is kernel:
-        return kernel
-    if probe_keys() is None:
-        return None
-    kernel.set_table_layout(header_layout(), tuple(n.encode("ascii") for n in (
-        props.PROPERTY_TAGS, props.PROPERTY_KEYS, props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)),
-        ord(props.KEY_SEPARATOR), MESSAGE_MAGIC_CODE_V2, COMPRESSED_FLAG)
-    _ready_for = kernel
-    return kernel
+    """The kernel, its record layout set (native_records'); None without it."""
+    return native_records.kernel()
 
 
 class TableRun:
@@ -131,32 +115,18 @@ class TableRun:
         return self._sources
 
     def __call__(self, buf, i: int, stop: int, offset0: int, position0: int, path) -> tuple[int, list]:
-        """(index of the first record not taken, the pieces in order); as scan_segment's default
-        mode, ``i`` when no clean record starts there."""
-        records = clean_records(buf, i, stop)
-        n = len(records)
-        if not n:
-            return i, []
-        verdicts = crc_verdicts(buf, records) if self.check_crc else None
+        """(index of the first record not taken, the pieces in order): native_records.window_pieces'."""
         kernel = _kernel()
-        if kernel is None:
-            return records.stop, build_messages(buf, records, offset0, position0, path, self.check_crc,
-                                                verdicts=verdicts)
-        spans, flags = record_spans(records), verdict_flags(verdicts)
-        pieces: list = []
-        k = 0
-        while k < n:
-            taken = kernel.table_records(buf, spans, flags, k, offset0, position0)
-            if taken:
-                hi = k + taken
-                pieces.append(TableRows(self, buf, records.rows(k, hi), None if verdicts is None else verdicts.rows(k, hi),
-                                        spans[k:hi], None if flags is None else flags[k:hi], offset0, position0, path))
-                k = hi
-            if k < n:  # declined: this record is a Message, its findings reported
-                build_messages(buf, records.rows(k, k + 1), offset0, position0, path, self.check_crc, pieces,
-                               verdicts=None if verdicts is None else verdicts.rows(k, k + 1))
-                k += 1
-        return records.stop, pieces
+        take = None
+        if kernel is not None:
+            def take(records, verdicts, spans, flags, k: int, pieces: list) -> int:
+                taken = kernel.table_records(buf, spans, flags, k, offset0, position0)
+                if taken:
+                    hi = k + taken
+                    pieces.append(TableRows(self, buf, records.rows(k, hi), None if verdicts is None else verdicts.rows(k, hi),
+                                            spans[k:hi], None if flags is None else flags[k:hi], offset0, position0, path))
+                return taken
+        return native_records.window_pieces(buf, i, stop, offset0, position0, path, self.check_crc, take)
 
 
 class TableRows(Run):

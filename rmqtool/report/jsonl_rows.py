@@ -62,13 +62,13 @@ class RowRun:
         """(index of the first record not taken, the pieces in order): native_records.window_pieces'."""
         kernel = _kernel()
         file_json = self._file(path)
-        take = None
-        if kernel is not None and file_json is not None:
-            base64 = self.base64
+        if kernel is None or file_json is None:
+            return native_records.window_pieces(buf, i, stop, offset0, position0, path, self.check_crc, None)
+        base64 = self.base64
 
-            def take(records, verdicts, spans, flags, k: int, pieces: list) -> int:
-                data, taken = kernel.jsonl_rows(buf, spans, flags, k, offset0, position0, file_json, base64)
-                if taken:
-                    pieces.append(EncodedRows(data, taken, position0 + int(records.position[k])))
-                return taken
+        def take(records, verdicts, spans, flags, k: int, pieces: list) -> int:
+            data, taken = kernel.jsonl_rows(buf, spans, flags, k, offset0, position0, file_json, base64)
+            if taken:
+                pieces.append(EncodedRows(data, taken, position0 + int(records.position[k])))
+            return taken
         return native_records.window_pieces(buf, i, stop, offset0, position0, path, self.check_crc, take)

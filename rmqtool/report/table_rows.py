@@ -117,15 +117,16 @@ class TableRun:
     def __call__(self, buf, i: int, stop: int, offset0: int, position0: int, path) -> tuple[int, list]:
         """(index of the first record not taken, the pieces in order): native_records.window_pieces'."""
         kernel = _kernel()
-        take = None
-        if kernel is not None:
-            def take(records, verdicts, spans, flags, k: int, pieces: list) -> int:
-                taken = kernel.table_records(buf, spans, flags, k, offset0, position0)
-                if taken:
-                    hi = k + taken
-                    pieces.append(TableRows(self, buf, records.rows(k, hi), None if verdicts is None else verdicts.rows(k, hi),
-                                            spans[k:hi], None if flags is None else flags[k:hi], offset0, position0, path))
-                return taken
+        if kernel is None:
+            return native_records.window_pieces(buf, i, stop, offset0, position0, path, self.check_crc, None)
+
+        def take(records, verdicts, spans, flags, k: int, pieces: list) -> int:
+            taken = kernel.table_records(buf, spans, flags, k, offset0, position0)
+            if taken:
+                hi = k + taken
+                pieces.append(TableRows(self, buf, records.rows(k, hi), None if verdicts is None else verdicts.rows(k, hi),
+                                        spans[k:hi], None if flags is None else flags[k:hi], offset0, position0, path))
+            return taken
         return native_records.window_pieces(buf, i, stop, offset0, position0, path, self.check_crc, take)
 
 

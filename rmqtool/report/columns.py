@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import unicodedata
 
 from rmqtool.errors import UsageError
@@ -379,23 +380,34 @@ def cell_text(name: str, value) -> str:
     return str(value)
 
 
+@functools.lru_cache(maxsize=4096)
+def char_width(ch: str) -> int:
+    """Terminal cells one character takes: East Asian wide and full-width characters two,
+    combining characters none (kept once seen: a table asks for the same few again and again)."""
+    return 2 if unicodedata.east_asian_width(ch) in "WF" else 0 if unicodedata.combining(ch) else 1
+
+
 def display_width(s: str) -> int:
     """Terminal cells ``s`` takes: East Asian wide and full-width characters take two."""
     if s.isascii():
         return len(s)
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 0 if unicodedata.combining(ch) else 1
-               for ch in s)
+    return sum(map(char_width, s))
 
 
 def cut(s: str, width: int) -> str:
     """``s`` in at most ``width`` terminal cells, ending in an ellipsis when it was longer."""
     if s.isascii():
         return s if len(s) <= width else s[:max(width - 1, 0)] + "…"
-    if display_width(s) <= width:
+    used = 0
+    for ch in s:  # whether it fits, reading no further than ``width`` cells (a body's text is long)
+        used += char_width(ch)
+        if used > width:
+            break
+    else:
         return s
     out, used = [], 0
     for ch in s:
-        w = display_width(ch)
+        w = char_width(ch)
         if used + w > width - 1:
             break
         out.append(ch)

@@ -271,3 +271,14 @@ def made_windows(size: int):
     return st.builds(window, st.binary(min_size=1, max_size=size),
                      st.lists(st.integers(-8, size + 100), min_size=7, max_size=7), st.integers(-2, 5),
                      st.one_of(st.none(), st.binary(min_size=3, max_size=3)))
+
+
+class KernelSpy:
+    """The native kernel with some functions wrapped (a module's attributes cannot be set per
+    test): ``monkeypatch.setattr(native, "kernel", KernelSpy(kernel, appender=counted))``."""
+
+    def __init__(self, kernel, **wrapped):
+        self._kernel, self._wrapped = kernel, wrapped
+
+    def __getattr__(self, name):
+        return self._wrapped.get(name) or getattr(self._kernel, name)

@@ -14,6 +14,7 @@ import shutil
 import pytest
 
 from conftest import V4, load_truth
+from helpers import KernelSpy
 from rmqtool import native
 from rmqtool.engine.message_inner import MessageInner
 from rmqtool.engine.producer import producer_message
@@ -105,7 +106,7 @@ def written(tmp_path_factory):
                 if use:
                     def counted(*args):
                         return _Counted(kernel.appender(*args), took)
-                    mp.setattr(native, "kernel", _Spy(kernel, appender=counted))
+                    mp.setattr(native, "kernel", KernelSpy(kernel, appender=counted))
                 else:
                     mp.setattr(native, "kernel", None)
                 root = base / f"{name}-{use}"
@@ -140,14 +141,6 @@ class _Counted:
         return r
 
 
-class _Spy:
-    """The kernel with some functions wrapped (a module's attributes cannot be set per test)."""
-
-    def __init__(self, kernel, **wrapped):
-        self._kernel, self._wrapped = kernel, wrapped
-
-    def __getattr__(self, name):
-        return self._wrapped.get(name) or getattr(self._kernel, name)
 
 
 @pytest.mark.parametrize("name", ["one", "many"])

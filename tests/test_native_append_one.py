@@ -11,6 +11,7 @@ import itertools
 
 import pytest
 
+from helpers import KernelSpy
 from rmqtool import native
 from rmqtool.engine.batch_body import encode_batch_body
 from rmqtool.engine.message_inner import BatchItem, MessageBatch
@@ -86,7 +87,7 @@ def written(tmp_path_factory):
     out = {}
     for use in (True, False):
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(native, "kernel", _Spy(kernel, appender=appender) if use else None)
+            mp.setattr(native, "kernel", KernelSpy(kernel, appender=appender) if use else None)
             results = _write(base / str(use))
         out[use] = dict(tree=_tree(base / str(use)), results=results)
     out["took"] = took
@@ -106,12 +107,6 @@ class _Counted:
         return r
 
 
-class _Spy:
-    def __init__(self, kernel, **wrapped):
-        self._kernel, self._wrapped = kernel, wrapped
-
-    def __getattr__(self, name):
-        return self._wrapped.get(name) or getattr(self._kernel, name)
 
 
 def test_the_appender_between_the_other_puts_writes_the_python_paths_bytes(written):

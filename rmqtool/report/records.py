@@ -69,7 +69,8 @@ _MSG_ID_HEADS: dict = {}
 _MAGIC_TEXT: dict = {}
 
 
-def _host(ip: bytes, port: int) -> str:
+def host_text(ip: bytes, port: int) -> str:
+    """format_host's text of a host, kept once made (a dump asks for the same few hosts again and again)."""
     key = (ip, port)
     text = _HOSTS.get(key)
     if text is None:
@@ -79,7 +80,7 @@ def _host(ip: bytes, port: int) -> str:
     return text
 
 
-def _msg_id_head(ip: bytes, port: int) -> str:
+def msg_id_head(ip: bytes, port: int) -> str:
     """create_message_id's text but its last 16 hex digits (the commit log offset)."""
     key = (ip, port)
     head = _MSG_ID_HEADS.get(key)
@@ -131,10 +132,10 @@ def message_record(m: Message, body: str = "base64", *, decompress: bool = False
     keys = properties.get(_KEYS)
     store_ip, store_port, offset = m.store_ip, m.store_port, m.commit_log_offset
     store_key = (store_ip, store_port)
-    store_host = _HOSTS.get(store_key) or _host(store_ip, store_port)
+    store_host = _HOSTS.get(store_key) or host_text(store_ip, store_port)
     born_key = (m.born_ip, m.born_port)
-    born_host = _HOSTS.get(born_key) or _host(m.born_ip, m.born_port)
-    head = _MSG_ID_HEADS.get(store_key) or _msg_id_head(store_ip, store_port)
+    born_host = _HOSTS.get(born_key) or host_text(m.born_ip, m.born_port)
+    head = _MSG_ID_HEADS.get(store_key) or msg_id_head(store_ip, store_port)
     magic = m.magic_code
     row = {
         "record": "message",

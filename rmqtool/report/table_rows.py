@@ -16,7 +16,7 @@ from rmqtool import native
 from rmqtool.report import native_records
 from rmqtool.report.columns import GAP
 from rmqtool.report.native_records import FIELDS, ROW_KEYS
-from rmqtool.report.records import _host, _msg_id_head, message_record
+from rmqtool.report.records import host_text, message_record, msg_id_head
 from rmqtool.report.sink import Run
 from rmqtool.store.message import build_messages
 
@@ -88,7 +88,7 @@ def cell_sources(cells, front: set, body: str, preview: int | None) -> tuple | N
 
 def _host_texts(ip: bytes, port: int) -> tuple[bytes, bytes]:
     """A host's text and the msgId's head as message_record writes them (its own functions), for table.c."""
-    return _host(ip, port).encode("ascii"), _msg_id_head(ip, port).encode("ascii")
+    return host_text(ip, port).encode("ascii"), msg_id_head(ip, port).encode("ascii")
 
 
 def _kernel():

@@ -150,6 +150,11 @@ def findings_of(result: ScanResult) -> list[Finding]:
     return [result.finding()]
 
 
+# The column scan's reused buffers, given back when their window closes: a fresh 8 MiB bytearray
+# a band is zeroed (a memset of every byte, ~2 ms) only to be read over; kept one a size, per process
+_SPARES: dict = {}
+
+
 class _FileWindow:
     """A read-only window over one file, refilled with pread as the scan moves."""
 
@@ -196,6 +201,9 @@ class _FileWindow:
 
     def close(self):
         self.buf = b""  # a mapping is unmapped when the last reference to it goes, never under a reader
+        if self.spare is not None:  # for the next window of its size (results never hold it: copies)
+            _SPARES.setdefault(len(self.spare), self.spare)
+            self.spare = None
         os.close(self.fd)
 
     def get(self, pos: int, length: int, cap: int | None = None) -> tuple[bytes, int]:
@@ -211,7 +219,7 @@ class _FileWindow:
                     self.buf, pos_in = mapping
                 elif cap is None and want == self.max_window > WINDOW and pos + want <= self.size:
                     if self.spare is None:
-                        self.spare = bytearray(want)
+                        self.spare = _SPARES.pop(want, None) or bytearray(want)
                     got = os.preadv(self.fd, [self.spare], pos)
                     self.buf = self.spare if got == want else os.pread(self.fd, want, pos)  # short: a file cut under us
                     pos_in = pos

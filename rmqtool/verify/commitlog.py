@@ -52,6 +52,18 @@ def tq_order(tq: np.ndarray, count: int) -> np.ndarray:
     return np.argsort(tq.astype(np.int16) if count <= 1 << 15 else tq, kind="stable")
 
 
+def small_unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of int64 codes: counted, not sorted, where they span
+    few values (a band's topic-queues: a few queue ids of one topic)."""
+    if not len(values):
+        return np.unique(values, return_inverse=True)
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo >= 1 << 16:
+        return np.unique(values, return_inverse=True)
+    present = np.bincount(values - lo, minlength=hi - lo + 1) > 0
+    return np.flatnonzero(present) + lo, (np.cumsum(present) - 1)[values - lo]
+
+
 def crc_entry_state(raw: bytes) -> int:
     """Whether stored properties end with a __CRC32# entry for a record whose CRC the scan
     could not read: CRC_DAMAGED when they end in its 20-byte shape (NAME \\x01 ten digits
@@ -193,8 +205,11 @@ def check_segment(job: SegmentJob, delay_spec: str | None = None, hints: UnitFil
             key_rows = np.concatenate([b[1] + start for b, start in zip(blocks, starts.tolist())])
     topic_queues = list(tq_ids)
     if blocks and len(columns["tq"]):  # ids by first appearance in commit log order, as one by one gives
-        uniq, first = np.unique(columns["tq"], return_index=True)
-        order = uniq[np.argsort(first)]
+        tq = columns["tq"]  # ids below len(topic_queues): each one's first row without a stable sort (4 ms a band)
+        first = np.full(len(topic_queues), len(tq), np.int64)
+        np.minimum.at(first, tq, np.arange(len(tq)))
+        uniq = np.flatnonzero(first < len(tq))
+        order = uniq[np.argsort(first[uniq])]
         remap = np.empty(len(topic_queues), np.int64)
         remap[order] = np.arange(len(order))
         columns["tq"] = remap[columns["tq"]].astype(columns["tq"].dtype)
@@ -233,7 +248,7 @@ def _block_rows(block: RecordColumns, base_offset: int, tq_ids: dict) -> tuple[d
     n = len(block)
     # topic-queue ids: topics of the block by queue id, through the segment's table
     pair = topic_queue_codes(block.topic, block.queue_id)
-    uniq, inverse = np.unique(pair, return_inverse=True)
+    uniq, inverse = small_unique(pair)
     ids = []
     for code in uniq.tolist():
         key = topic_queue_of(code, block.topics)

@@ -1,10 +1,14 @@
 """Issue 27, fourth round: verify's cheaper band bookkeeping gives what the sorting version gave."""
 from __future__ import annotations
 
+import functools
+import os
+import time
+
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from rmqtool.store import commitlog
+from rmqtool.store import commitlog, parallel
 from rmqtool.verify.commitlog import small_unique
 
 from tests.helpers import examples
@@ -44,3 +48,23 @@ def test_column_window_buffer_is_reused(tmp_path):
     assert bytes(buf2[j:j + 2]) == bytes((1, 2))  # the open window's bytes untouched
     second.close()
     third.close()
+
+
+def _arrays_job(job: int, parent: int = 0) -> dict:
+    if os.getpid() == parent:
+        time.sleep(0.05)  # the child takes the next jobs meanwhile
+    return {"flag": np.arange(job + 3, dtype=np.int8), "offset": np.arange(job + 5, dtype=np.int64) * 1001,
+            "tq": np.arange(job + 1, dtype=np.int32) - 3, "pid": os.getpid()}
+
+
+def test_arrays_from_a_child_arrive_aligned_and_whole():
+    """The parent's arrays made on a frame's body are the child's, aligned whatever the sizes
+    before them (an int8 array of odd length, the pickle)."""
+    got = list(parallel.iter_parallel(list(range(6)), functools.partial(_arrays_job, parent=os.getpid()),
+                                      workers=2, ahead=2))
+    assert any(r["pid"] != os.getpid() for r in got)  # some came from the child
+    for job, r in enumerate(got):
+        want = _arrays_job(job)
+        for name in ("flag", "offset", "tq"):
+            assert r[name].flags.aligned and r[name].dtype == want[name].dtype
+            assert np.array_equal(r[name], want[name])

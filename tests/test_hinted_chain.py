@@ -107,12 +107,18 @@ def test_the_hints_are_the_units_commit_log_offsets(scenario):
     assert taken == sorted(m["physicalOffset"] for m in truth["messages"])
 
 
-def test_verify_gives_each_band_its_units_as_hints(monkeypatch):
-    """verify's column scan: every window's kernel call has the units' offsets of its bytes;
-    the messages it counts are truth's."""
+@pytest.mark.parametrize("kernel", [False, True])
+def test_verify_gives_each_band_its_units_as_hints(monkeypatch, kernel):
+    """verify's column scan: without the native kernel every window's numpy chain has the units'
+    offsets of its bytes; with it (whose C hop reads none) no band reads them; the messages it
+    counts are truth's either way."""
+    from rmqtool import native
     from rmqtool.store import record_columns
     from rmqtool.verify.run import Verify, VerifyOptions
 
+    if not kernel:
+        monkeypatch.setattr(native, "kernel", None)
+    kernel = native.kernel is not None  # (a tree without it built runs the numpy path both times)
     scenario = CLEAN_SCENARIOS["4.9.8/basic"]
     seen = []
     real = record_columns.column_run
@@ -123,6 +129,9 @@ def test_verify_gives_each_band_its_units_as_hints(monkeypatch):
 
     monkeypatch.setattr(record_columns, "column_run", spy)
     findings = list(Verify(scenario / "store", VerifyOptions(jobs=1)).findings())
-    assert seen and all(h is not None for h in seen) and len(seen[0])
+    if kernel:
+        assert seen and all(h is None for h in seen)
+    else:
+        assert seen and all(h is not None for h in seen) and len(seen[0])
     end = next(f for f in findings if f.id == COMMIT_LOG_END)
     assert end.details["messages"] == len(load_truth(scenario / "truth.json")["truth"]["messages"])

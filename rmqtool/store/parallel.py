@@ -164,6 +164,9 @@ def iter_parallel(jobs: list[SegmentJob], fn: Callable[[SegmentJob], T], *,
 # that it scans on while this process is busy.
 _TOKEN = struct.Struct("<i")
 _HEAD = struct.Struct("<qqq")  # a result's frame: bytes after the head, of them its pickle's, buffers
+# where each buffer starts in a frame's body: a multiple of this, so the parent's arrays made on the
+# body are aligned (unaligned, every numpy call on them took its slow path or copied them first)
+_ALIGN = 64
 _IN_FLIGHT = 4096  # jobs handed out at once without ``ahead``: 16 KiB of indices, a pipe holds 64
 _PIPE_SIZE = 1 << 20  # a result pipe's capacity where Linux allows it: a band's arrays in a few reads
 _unreaped: list = []  # children that were stopped and not yet waited for (reaped by the next call, or at exit)
@@ -315,7 +318,7 @@ class _Inbox:
                         return got
                     self.head += chunk
                     if len(self.head) == _HEAD.size:
-                        self.body = bytearray(_HEAD.unpack(self.head)[0])
+                        self.body = _body(_HEAD.unpack(self.head)[0])
                         self.filled = 0
                     continue
                 if self.filled < len(self.body):
@@ -341,12 +344,21 @@ class _Inbox:
                 at = 8 * buffers + size
                 parts = []
                 for n in lengths:
+                    at += -at % _ALIGN
                     parts.append(view[at:at + n])
                     at += n
                 i, ok, value = pickle.loads(view[8 * buffers:8 * buffers + size], buffers=parts)
                 got.append((i, (ok, value)))
                 self.head = bytearray()
                 self.body = None
+
+
+def _body(size: int):
+    """A frame's body to read into: where numpy is loaded (the results hold arrays), an array
+    left unzeroed (a bytearray's memset of a band's 3 MiB is work the read repeats); aligned,
+    as malloc's are."""
+    numpy = sys.modules.get("numpy")
+    return bytearray(size) if numpy is None else numpy.empty(size, numpy.uint8)
 
 
 def _child(jobs: list, fn: Callable, tokens: int, results: int) -> None:
@@ -393,8 +405,16 @@ class _Outbox:
             except BufferError:  # not contiguous: copied
                 raws.append(memoryview(bytes(b)))
         lengths = [r.nbytes for r in raws]
-        head = _HEAD.pack(8 * len(raws) + len(data) + sum(lengths), len(data), len(raws))
-        self.queue.put([head + struct.pack(f"<{len(raws)}q", *lengths), data, *raws])
+        parts: list = []
+        at = 8 * len(raws) + len(data)
+        for raw, n in zip(raws, lengths):  # each buffer at the next multiple of _ALIGN (zeros before it)
+            pad = -at % _ALIGN
+            if pad:
+                parts.append(bytes(pad))
+            parts.append(raw)
+            at += pad + n
+        head = _HEAD.pack(at, len(data), len(raws))
+        self.queue.put([head + struct.pack(f"<{len(raws)}q", *lengths), data, *parts])
         if self.thread is None:
             self.thread = threading.Thread(target=self._write, daemon=True)
             self.thread.start()

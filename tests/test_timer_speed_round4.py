@@ -1,0 +1,112 @@
+"""The fourth speed round of timer verify (benchmarks/bench_timer.py), each fast path against
+the path it speeds up and the brokers' truth:
+
+* the recovery walk's search for INNER_NUM's bytes (recovery/commitlog_walk.inner_hits): the
+  native kernel's find_all against the loop of ``bytes.find``, on made bytes and on the stores'
+  windows; where the walk ends, both ways, equals where the 5.3.3 broker ended the log;
+* the walk giving back the pages behind it (MappedSegment.release_before): the bytes read
+  after a release are the file's.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import V5, load_truth
+from helpers import examples
+from rmqtool import native
+from rmqtool.recovery import commitlog_walk
+from rmqtool.recovery.commitlog_walk import MappedSegment, inner_hits
+from rmqtool.recovery.plan import plan_recovery
+from rmqtool.store.segments import discover
+
+pytestmark = pytest.mark.usefixtures("native_built")
+KERNEL = native.kernel
+_INNER = commitlog_walk._INNER
+
+# 5.3.3 stores the broker recovered (truth: maxPhyOffset): a batch topic's records hold INNER_NUM
+WALKED = {"batchcq": V5 / "batchcq", **{v: V5 / "crash5" / v for v in (
+    "a-as-is", "b-garbled-last-message", "d-abort-removed-garbled-last-message")}}
+
+
+def _store(src):
+    return src / "store" if (src / "store").is_dir() else src / "input" / "store"
+
+
+def _finds(buf, needle: bytes, at: int, end: int) -> list:
+    hits = []
+    while (at := buf.find(needle, at, end)) >= 0:
+        hits.append(at)
+        at += 1
+    return hits
+
+
+@pytest.mark.parametrize("name", WALKED)
+def test_walk_ends_where_the_broker_did_both_ways(name, monkeypatch):
+    """Windows of 1000 bytes of record starts (many a file, their ends inside records, a page
+    given back after each), with the kernel and without it."""
+    src = WALKED[name]
+    truth = load_truth(src / "truth.json")
+    monkeypatch.setattr(commitlog_walk, "WINDOW", 1000)
+    plans = []
+    for kernel in (KERNEL, None):
+        monkeypatch.setattr(native, "kernel", kernel)
+        plans.append(plan_recovery(_store(src)))
+    assert plans[0].commit_log_end == plans[1].commit_log_end == truth["truth"]["commitlog"]["maxPhyOffset"]
+    assert plans[0].outcome.walk == plans[1].outcome.walk
+
+
+def test_inner_hits_both_ways_on_the_stores(monkeypatch):
+    """Every window's hits equal the loop of find's; on the batch store (INNER_NUM in its records'
+    properties), with a kernel output of 2 hits a call (called again from the last hit)."""
+    monkeypatch.setattr(commitlog_walk, "_HITS_ROOM", 2)
+    seen = 0
+    for src in WALKED.values():
+        for seg in discover(_store(src) / "commitlog").segments:
+            with MappedSegment(seg) as mapped:
+                buf = mapped.buf
+                for at in range(0, len(buf), 4096):
+                    end = min(len(buf), at + 5000)
+                    want = _finds(buf, _INNER, at, end)
+                    seen += len(want)
+                    assert inner_hits(buf, at, end).tolist() == want
+                    monkeypatch.setattr(native, "kernel", None)
+                    assert inner_hits(buf, at, end).tolist() == want
+                    monkeypatch.setattr(native, "kernel", KERNEL)
+    assert seen > 2
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(st.binary(max_size=300), st.sampled_from([_INNER, b"aa", b"a", b"aba"]),
+       st.lists(st.integers(0, 300), max_size=6), st.integers(-5, 320), st.integers(-5, 320),
+       st.integers(1, 4))
+def test_find_all_as_the_loop_of_find(data, needle, places, at, end, room):
+    """Made bytes with the needle put in (overlapping needles too), any range, outputs of any size."""
+    buf = bytearray(data)
+    for p in places:
+        buf[p:p] = needle
+    buf = bytes(buf)
+    lo = max(at, 0)
+    want = _finds(buf, needle, lo, end if end >= 0 else max(len(buf) + end, 0))
+    got, start = [], lo
+    stop = end if end >= 0 else max(len(buf) + end, 0)
+    while True:
+        out = np.empty(room, np.int64)
+        n = KERNEL.find_all(buf, needle, start, stop, out)
+        got += out[:n].tolist()
+        if n < room:
+            break
+        start = int(out[n - 1]) + 1
+    assert got == want
+
+
+def test_released_pages_read_again_as_the_file():
+    seg = discover(_store(WALKED["batchcq"]) / "commitlog").segments[0]
+    raw = seg.path.read_bytes()
+    with MappedSegment(seg) as mapped:
+        assert bytes(mapped.buf[:len(raw)]) == raw  # every page mapped
+        mapped.release_before(len(raw))
+        mapped.release_before(100)  # behind what is given back already: nothing
+        assert bytes(mapped.buf[:len(raw)]) == raw

@@ -5,7 +5,10 @@ the path it speeds up and the brokers' truth:
   native kernel's find_all against the loop of ``bytes.find``, on made bytes and on the stores'
   windows; where the walk ends, both ways, equals where the 5.3.3 broker ended the log;
 * the walk giving back the pages behind it (MappedSegment.release_before): the bytes read
-  after a release are the file's.
+  after a release are the file's;
+* the timer units' plain verdict (store/timer/records._plain_in): the kernel's plain_sure
+  finds plain only units the record rule and the properties' reading find plain, on the
+  timer fixture's records with bytes changed anywhere, and IPv6 hosts left to the rule.
 """
 from __future__ import annotations
 
@@ -15,12 +18,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import V5, load_truth
-from helpers import examples
+from helpers import examples, expand_store
 from rmqtool import native
 from rmqtool.recovery import commitlog_walk
 from rmqtool.recovery.commitlog_walk import MappedSegment, inner_hits
 from rmqtool.recovery.plan import plan_recovery
 from rmqtool.store.segments import discover
+from rmqtool.store.timer import records
+from rmqtool.store.timer.timerlog import scan_timer_log
 
 pytestmark = pytest.mark.usefixtures("native_built")
 KERNEL = native.kernel
@@ -110,3 +115,60 @@ def test_released_pages_read_again_as_the_file():
         mapped.release_before(len(raw))
         mapped.release_before(100)  # behind what is given back already: nothing
         assert bytes(mapped.buf[:len(raw)]) == raw
+
+
+@pytest.fixture(scope="module")
+def timer_window(tmp_path_factory):
+    """The timer fixture's commit log bytes its units point at, and the units' columns."""
+    store = expand_store(V5 / "timer" / "store", tmp_path_factory.mktemp("round4") / "timer")
+    cols = scan_timer_log(store / "timerlog").columns
+    seg = discover(store / "commitlog").segments[0]
+    end = int((cols["offset_py"] + cols["size_py"]).max())
+    return seg.path.read_bytes()[:end], cols
+
+
+def _verdicts(buf, cols):
+    pos, size = cols["offset_py"].astype(np.int64), cols["size_py"].astype(np.int64)
+    topic_hash = cols["hash_code_of_real_topic"]
+    fast = records._plain_in(buf, pos, size, topic_hash, {})
+    rule = records._plain_rule(buf, pos, size, topic_hash, {})
+    return fast, rule
+
+
+def test_plain_sure_finds_the_plain_units(timer_window):
+    raw, cols = timer_window
+    truth = load_truth(V5 / "timer" / "truth.json")["timer"]["timerLogUnits"]
+    want = [u["commitLogRecord"]["topic"] == "rmq_sys_wheel_timer" and u["commitLogRecord"]["sizeMatches"]
+            and u["commitLogRecord"]["realTopicHashMatches"] for u in truth]
+    out = np.zeros(len(cols), bool)
+    found = KERNEL.plain_sure(raw, cols["offset_py"].astype(np.int64), cols["size_py"].astype(np.int64),
+                              cols["hash_code_of_real_topic"].astype(np.int64), records._PLAIN_LAYOUT,
+                              records._TOPIC, records._REAL_TOPIC_ENTRY, 2, 1, out)
+    # (the separators: 2 between entries, 1 in one) plain ones only; the rest left to the rule
+    assert found == out.sum() > len(out) // 2 and not (out & ~np.array(want)).any()
+    fast, rule = _verdicts(raw, cols)
+    assert fast.tolist() == rule.tolist() == want
+    sure = out.copy()
+    buf = bytearray(raw)  # the first unit's record with IPv6 hosts: left to the rule, which reads it anew
+    at = int(cols["offset_py"][0]) + records.HEADER_DTYPE.fields["sys_flag"][1] + 3
+    buf[at] |= 1 << records.HOSTS_SHIFT
+    out[:] = False
+    KERNEL.plain_sure(bytes(buf), cols["offset_py"].astype(np.int64), cols["size_py"].astype(np.int64),
+                      cols["hash_code_of_real_topic"].astype(np.int64), records._PLAIN_LAYOUT,
+                      records._TOPIC, records._REAL_TOPIC_ENTRY, 2, 1, out)
+    assert not out[0] and out[1:].tolist() == sure[1:].tolist()
+    fast, rule = _verdicts(bytes(buf), cols)
+    assert fast.tolist() == rule.tolist()
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(st.data())
+def test_plain_verdict_both_ways_on_damaged_records(timer_window, data):
+    raw, cols = timer_window
+    buf = bytearray(raw)
+    for _ in range(data.draw(st.integers(1, 8))):
+        k = data.draw(st.integers(0, len(cols) - 1))  # a byte of a unit's record: its header, lengths, properties
+        at = int(cols["offset_py"][k]) + data.draw(st.integers(0, int(cols["size_py"][k]) - 1))
+        buf[at] = data.draw(st.integers(0, 255))
+    fast, rule = _verdicts(bytes(buf), cols)
+    assert fast.tolist() == rule.tolist()

@@ -172,3 +172,50 @@ def test_plain_verdict_both_ways_on_damaged_records(timer_window, data):
         buf[at] = data.draw(st.integers(0, 255))
     fast, rule = _verdicts(bytes(buf), cols)
     assert fast.tolist() == rule.tolist()
+
+
+# --- the timer log's columns (store/timer/timerlog) ------------------------------------------
+
+from rmqtool.formats.timerwheel import slot_index  # noqa: E402
+from rmqtool.store.timer import timerlog  # noqa: E402
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(st.lists(st.integers(-(1 << 63) + 1, (1 << 63) - 1), max_size=8), st.integers(1, 5000), st.booleans())
+def test_java_division_and_slots_as_java_has_them(values, precision, non_negative):
+    """The non-negative fast path and the general one against Java's rounding toward zero."""
+    a = np.array([abs(v) if non_negative else v for v in values], np.int64)
+    java = [abs(v) // precision * (1 if v >= 0 else -1) for v in a.tolist()]  # rounds toward zero
+    assert timerlog.java_div(a, precision).tolist() == java
+    assert timerlog.slot_indexes_of(a, precision).tolist() == [slot_index(v, precision) for v in a.tolist()]
+
+
+def test_deliver_times_past_a_long_as_python_ints():
+    cols = np.zeros(3, timerlog.COLUMNS_DTYPE)
+    cols["curr_write_time"] = [1 << 40, -(1 << 62) + 1, 5]
+    cols["delayed_time"] = [7, -3, (1 << 31) - 1]
+    assert timerlog.deliver_times(cols).dtype == np.int64
+    assert timerlog.deliver_times(cols).tolist() == [(1 << 40) + 7, -(1 << 62) - 2, 5 + (1 << 31) - 1]
+    for far in (1 << 62, -(1 << 62), -(1 << 63)):
+        cols["curr_write_time"][1] = far
+        assert timerlog.deliver_times(cols).dtype == object
+        assert timerlog.deliver_times(cols).tolist()[1] == far - 3
+
+
+def test_scan_into_one_array_and_a_file_that_grew(tmp_path):
+    """The units land in one array; a file read longer than it was listed (more units than its
+    size held) gets its own, joined after; both as leading_units reads each file."""
+    store = expand_store(V5 / "timer" / "store", tmp_path / "timer")
+    directory = store / "timerlog"
+    raw = {p: timerlog.read_file(p) for p in sorted(directory.iterdir())}
+    log = timerlog.scan_timer_log(directory)
+    assert len(log.columns) and log.columns.base is not None  # a view of the one array
+    first = next(iter(raw))
+    units = raw[first][:len(timerlog.leading_units(raw[first], 0)) * timerlog.UNIT_SIZE]
+    grown = {**raw, first: units * (len(raw[first]) // len(units) + 2)}
+    for read in (raw, grown):
+        got = timerlog.scan_timer_log(directory, read=lambda p: read[p])
+        want = np.concatenate([timerlog.leading_units(read[seg.path], seg.base_offset) for seg in
+                               discover(directory).segments])
+        assert got.columns.tolist() == want.tolist()
+    assert len(got.columns) > len(log.columns) == len(timerlog.scan_timer_log(directory, read=lambda p: raw[p]).columns)

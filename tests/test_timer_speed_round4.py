@@ -219,3 +219,39 @@ def test_scan_into_one_array_and_a_file_that_grew(tmp_path):
                                discover(directory).segments])
         assert got.columns.tolist() == want.tolist()
     assert len(got.columns) > len(log.columns) == len(timerlog.scan_timer_log(directory, read=lambda p: raw[p]).columns)
+
+
+# --- timermetrics against the units (verify/timer/check._metrics) -----------------------------
+
+import json  # noqa: E402
+
+from rmqtool.recovery.outcome import Settings, simulate  # noqa: E402
+from rmqtool.verify.timer import check  # noqa: E402
+
+
+def test_metrics_counted_by_topic_and_by_sort_alike(tmp_path, monkeypatch):
+    """timer-crash a-as-is at its clock, timermetrics as written and with one count off by 100
+    and a topic no unit has: the drift finding the same either way (each topic compared, or all
+    hashes sorted), naming what the damage changed."""
+    src = V5 / "timer-crash" / "a-as-is"
+    truth = load_truth(src / "truth.json")
+    clock = (truth["timerAfterLoad"]["state"] if "timerAfterLoad" in truth
+             else truth["reload"]["timerAfterLoad"])["fakeNowMs"]
+    store = expand_store(src / "input" / "store", tmp_path / "store")
+    outcome = simulate(store, Settings())
+    path = store / "config" / "timermetrics"
+    document = json.loads(path.read_text())
+    results = []
+    for damaged in (False, True):
+        if damaged:
+            topic = sorted(document["timingCount"])[0]
+            document["timingCount"][topic]["count"] += 100
+            document["timingCount"]["NoSuchTopic"] = {"count": 3, "timeStamp": 0}
+            path.write_text(json.dumps(document, separators=(",", ":")))
+        for few in (check._FEW_TOPICS, 0):
+            monkeypatch.setattr(check, "_FEW_TOPICS", few)
+            results.append([(f.id, f.message) for f in check.check_timer(store, outcome, clock)])
+    assert results[0] == results[1] and results[2] == results[3]
+    drift = [m for k, m in results[2] if k == "timerMetricsDrift"]
+    assert len(drift) == 1 and "NoSuchTopic 3 (units: 0)" in drift[0] and topic in drift[0]
+    assert not [m for k, m in results[0] if k == "timerMetricsDrift"]

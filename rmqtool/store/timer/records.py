@@ -189,7 +189,8 @@ def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np
                 end: int) -> np.ndarray:
     """A mask over units (their offsetPy, sizePy, hashCodeOfRealTopic columns): plain ones."""
     plain = np.zeros(len(offset_py), bool)
-    offset_py, size_py = offset_py.astype(np.int64), size_py.astype(np.int64)
+    offset_py = offset_py if offset_py.dtype == np.int64 else offset_py.astype(np.int64)  # (no copy of a column)
+    size_py = size_py.astype(np.int64)
     hashes: dict[str, int] = {}
     given = commit_log_paths_of(root)  # a commit log in several directories
     listing = list_commit_log(given, root) if given is not None else \
@@ -204,10 +205,14 @@ def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np
             continue
         # in commit log order and a window of records at a time, read into one reused buffer:
         # each window's regex pass covers its own records, and memory stays that of a window
-        if len(rows) > 1 and not (np.diff(offset_py[rows]) >= 0).all():  # units come in commit log order, mostly
-            rows = rows[np.argsort(offset_py[rows], kind="stable")]
-        at = offset_py[rows] - seg.base_offset
-        reach = np.maximum.accumulate(at + size_py[rows])  # how far the records up to each one reach
+        at = offset_py[rows]
+        if len(rows) > 1 and not (at[1:] >= at[:-1]).all():  # units come in commit log order, mostly
+            order = np.argsort(at, kind="stable")
+            rows, at = rows[order], at[order]
+        at -= seg.base_offset  # (in place: arrays of a million units are kept few)
+        reach = size_py[rows]
+        reach += at
+        np.maximum.accumulate(reach, out=reach)  # how far the records up to each one reach
         window = bytearray()
         with open(seg.path, "rb", buffering=0) as f:
             lo = 0

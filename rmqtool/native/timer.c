@@ -29,6 +29,31 @@ static Py_ssize_t find_inside(const unsigned char *p, Py_ssize_t from, Py_ssize_
     return -1;
 }
 
+/* real_topic_hashes' reading of one properties range [lo, hi) of p (len bytes): 1 and the
+ * value's String.hashCode in *code when it is sure, else 0 */
+static int range_hash(const unsigned char *p, Py_ssize_t len, int64_t lo, int64_t hi, const unsigned char *needle,
+                      Py_ssize_t m, unsigned char property, unsigned char name_value, int64_t *code)
+{
+    if (lo < 0 || hi > len || lo > hi)
+        return 0;  /* not a range of buf: not sure */
+    Py_ssize_t at = find_inside(p, lo, hi, needle, m);
+    if (at < 0 || find_inside(p, at + 1, hi, needle, m) >= 0)
+        return 0;  /* none, or more than one */
+    if (at > lo && p[at - 1] != property)
+        return 0;  /* inside another entry */
+    Py_ssize_t v = at + m, i = v;
+    uint32_t h = 0;
+    for (; i < hi && p[i] != property; i++) {
+        if (p[i] >= 0x80 || p[i] == name_value)
+            break;
+        h = 31u * h + p[i];
+    }
+    if (i == v || (i < hi && p[i] != property))
+        return 0;  /* empty, or a byte the sure reading does not take */
+    *code = h >= 0x80000000u ? (int64_t)h - ((int64_t)1 << 32) : (int64_t)h;  /* Java's int */
+    return 1;
+}
+
 /* a contiguous 1-d buffer of `count` items of `itemsize` bytes (writable when asked) */
 static int get_column(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, Py_ssize_t count, int writable,
                       const char *name)
@@ -86,24 +111,8 @@ static PyObject *real_topic_hashes(PyObject *self, PyObject *args)
     for (Py_ssize_t k = 0; k < n; k++) {
         code[k] = 0;
         ok[k] = 0;
-        int64_t lo = s[k], hi = e[k];
-        if (lo < 0 || hi > len || lo > hi)
-            continue;  /* not a range of buf: not sure */
-        Py_ssize_t at = find_inside(p, lo, hi, needle, m);
-        if (at < 0 || find_inside(p, at + 1, hi, needle, m) >= 0)
-            continue;  /* none, or more than one */
-        if (at > lo && p[at - 1] != property)
-            continue;  /* inside another entry */
-        Py_ssize_t v = at + m, i = v;
-        uint32_t h = 0;
-        for (; i < hi && p[i] != property; i++) {
-            if (p[i] >= 0x80 || p[i] == name_value)
-                break;
-            h = 31u * h + p[i];
-        }
-        if (i == v || (i < hi && p[i] != property))
-            continue;  /* empty, or a byte the sure reading does not take */
-        code[k] = h >= 0x80000000u ? (int64_t)h - ((int64_t)1 << 32) : (int64_t)h;  /* Java's int */
+        if (!range_hash(p, len, s[k], e[k], needle, m, property, name_value, &code[k]))
+            continue;
         ok[k] = 1;
         done++;
     }
@@ -399,7 +408,170 @@ release:
     Py_RETURN_NONE;
 }
 
+/* find_all(buf, needle, start, stop, out) -> occurrences written
+ * bytes.find's hits of `needle` fully inside [start, stop) of buf, in order, each search going
+ * on from the byte after the last hit (as commitlog_walk.sure_records' loop of buf.find), into
+ * the int64 array `out` until it is full: the caller calls again from its last hit + 1. */
+static PyObject *find_all(PyObject *self, PyObject *args)
+{
+    PyObject *buf_obj, *out_obj;
+    Py_buffer buf, needle, out;
+    Py_ssize_t start, stop;
+    if (!PyArg_ParseTuple(args, "Oy*nnO", &buf_obj, &needle, &start, &stop, &out_obj))
+        return NULL;
+    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&needle);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(out_obj, &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&buf);
+        PyBuffer_Release(&needle);
+        return NULL;
+    }
+    Py_ssize_t room = out.len / (Py_ssize_t)sizeof(int64_t), found = 0;
+    if (out.len % (Py_ssize_t)sizeof(int64_t) != 0 || needle.len <= 0) {
+        PyErr_SetString(PyExc_ValueError, "find_all: a non-empty needle and an int64 array");
+        goto release;
+    }
+    if (start < 0)
+        start = 0;
+    if (stop > buf.len)
+        stop = buf.len;
+    const unsigned char *p = buf.buf;
+    int64_t *hits = out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t at = start;
+    while (found < room && at <= stop - needle.len) {
+        const unsigned char *hit = memmem(p + at, (size_t)(stop - at), needle.buf, (size_t)needle.len);
+        if (hit == NULL)
+            break;
+        hits[found++] = (int64_t)(hit - p);
+        at = (hit - p) + 1;
+    }
+    Py_END_ALLOW_THREADS
+release:
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&needle);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyLong_FromSsize_t(found);
+}
+
+/* plain_sure(buf, positions, sizes, hashes, layout, topic, entry, property_separator, name_value_separator, out)
+ * -> units found plain. store/timer/records._plain_in's common case, a unit at a time: out[k] is
+ * set (1) where the record at positions[k] (IPv4 hosts) is whole by the record rule with a
+ * totalSize of sizes[k], a magic code of the two, the topic's bytes, and a REAL_TOPIC read as
+ * real_topic_hashes reads it whose hash is hashes[k]; every other unit is left 0, for the caller
+ * to decide. layout: (totalSize at, magic code at, sysFlag at, bodyLength at, the IPv4 header's
+ * size, the hosts bits' shift, magic code V1, V2, topic length size V1, V2, properties length
+ * size), big-endian fields; positions, sizes, hashes: int64; out: bool. None: a layout it
+ * does not read (lengths of other sizes than 1 or 2 bytes, fields outside the header). */
+static PyObject *plain_sure(PyObject *self, PyObject *args)
+{
+    PyObject *buf_obj, *objs[4];
+    Py_buffer buf, topic, entry, v[4];
+    Py_ssize_t total_at, magic_at, flag_at, body_length_at, header, shift, tl1, tl2, pls;
+    unsigned long long v1, v2;
+    unsigned char property, name_value;
+    if (!PyArg_ParseTuple(args, "OOOO(nnnnnnKKnnn)y*y*bbO", &buf_obj, &objs[0], &objs[1], &objs[2], &total_at,
+                          &magic_at, &flag_at, &body_length_at, &header, &shift, &v1, &v2, &tl1, &tl2, &pls,
+                          &topic, &entry, &property, &name_value, &objs[3]))
+        return NULL;
+    int got = 0;
+    Py_ssize_t n = -1, done = 0;
+    int readable = total_at >= 0 && magic_at >= 0 && flag_at >= 0 && body_length_at >= 0 && shift >= 0 &&
+                   shift < 30 && total_at + 4 <= header && magic_at + 4 <= header && flag_at + 4 <= header &&
+                   body_length_at + 4 <= header && (tl1 == 1 || tl1 == 2) && (tl2 == 1 || tl2 == 2) && pls == 2;
+    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_SIMPLE) < 0)
+        goto release;
+    got = 1;
+    if (PyObject_GetBuffer(objs[0], &v[0], PyBUF_C_CONTIGUOUS) < 0)
+        goto release;
+    got = 2;
+    n = v[0].len / 8;
+    if (v[0].len % 8) {
+        PyErr_SetString(PyExc_ValueError, "plain_sure: int64 positions");
+        goto release;
+    }
+    if (get_column(objs[1], &v[1], 8, n, 0, "sizes") < 0)
+        goto release;
+    got = 3;
+    if (get_column(objs[2], &v[2], 8, n, 0, "hashes") < 0)
+        goto release;
+    got = 4;
+    if (get_column(objs[3], &v[3], 1, n, 1, "out") < 0)
+        goto release;
+    got = 5;
+    if (!readable)
+        goto release;
+    const unsigned char *p = buf.buf, *want = topic.buf, *needle = entry.buf;
+    const int64_t *pos = v[0].buf, *size = v[1].buf, *hash = v[2].buf;
+    unsigned char *out = v[3].buf;
+    Py_ssize_t len = buf.len, topic_len = topic.len, m = entry.len;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++) {
+        out[k] = 0;
+        int64_t at = pos[k];
+        if (at < 0 || at > len - header)
+            continue;  /* no whole header here */
+        const unsigned char *r = p + at;
+        int64_t total = rmq_i32(r + total_at), end = at + total;
+        if (total <= 0 || total != size[k] || end > len)
+            continue;
+        uint32_t magic = (uint32_t)rmq_i32(r + magic_at);
+        if (magic != v1 && magic != v2)
+            continue;
+        if ((((uint32_t)rmq_i32(r + flag_at)) >> shift) & 3u)
+            continue;  /* IPv6 hosts move the fields: the caller's */
+        int64_t body_at = at + header, body_length = rmq_i32(r + body_length_at);
+        if (body_at > end || body_length < 0 || body_at + body_length > end)
+            continue;
+        int64_t body_end = body_at + body_length;
+        Py_ssize_t tls = magic == v2 ? tl2 : tl1;
+        int64_t topic_at = body_end + tls;
+        if (topic_at > end)
+            continue;
+        int64_t topic_length = tls == 1 ? (int64_t)p[body_end] - (p[body_end] >= 0x80 ? 0x100 : 0)
+                                        : (int64_t)rmq_i16(p + body_end);
+        if (topic_length < 0)
+            continue;
+        int64_t topic_end = topic_at + topic_length, properties_at = topic_end + pls;
+        if (properties_at > end)
+            continue;
+        int64_t properties_length = rmq_i16(p + topic_end);
+        if (properties_length < 0 || properties_at + properties_length != end)
+            continue;
+        if (topic_length != topic_len || memcmp(p + topic_at, want, (size_t)topic_len) != 0)
+            continue;
+        int64_t code;
+        if (!range_hash(p, len, properties_at, end, needle, m, property, name_value, &code) || code != hash[k])
+            continue;
+        out[k] = 1;
+        done++;
+    }
+    Py_END_ALLOW_THREADS
+release:
+    for (int i = got - 2; i >= 0 && got >= 2; i--)
+        PyBuffer_Release(&v[i]);
+    if (got >= 1)
+        PyBuffer_Release(&buf);
+    PyBuffer_Release(&topic);
+    PyBuffer_Release(&entry);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!readable)
+        Py_RETURN_NONE;
+    return PyLong_FromSsize_t(done);
+}
+
 PyMethodDef rmq_timer_methods[] = {
+    {"plain_sure", plain_sure, METH_VARARGS,
+     "plain_sure(buf, positions, sizes, hashes, layout, topic, entry, property_separator, name_value_separator, "
+     "out) -> units found plain (store/timer/records._plain_in's common case)"},
+    {"find_all", find_all, METH_VARARGS,
+     "find_all(buf, needle, start, stop, out) -> hits written: bytes.find's hits of needle in [start, stop), "
+     "in order, into an int64 array (recovery/commitlog_walk.sure_records)"},
     {"real_topic_hashes", real_topic_hashes, METH_VARARGS,
      "real_topic_hashes(buf, starts, ends, entry, property_separator, name_value_separator, codes, known) -> "
      "ranges known: the sure REAL_TOPIC hash of each properties range (store/timer/records.py)"},

@@ -25,6 +25,7 @@ from typing import Callable
 
 import numpy as np
 
+from rmqtool import native
 from rmqtool.dispatch.dispatcher import DispatchRequest, RecordUnreadable, check_message
 from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels
 from rmqtool.errors import StoreAccessError
@@ -165,14 +166,34 @@ def sure_records(buf, records, options: WalkOptions) -> np.ndarray:
         topics = at_every_byte(buf, np.dtype((np.void, len(_SCHEDULE))))[records.topic_at[maybe]]
         sure[maybe[topics == np.void(_SCHEDULE)]] = False
     if options.semantics == V5 and len(records):
+        hits = inner_hits(buf, int(records.position[0]), int(records.end[-1]))
+        if len(hits):  # the record each occurrence lies in
+            sure[np.searchsorted(records.position, hits, side="right") - 1] = False
+    return sure
+
+
+_HITS_ROOM = 256  # INNER_NUM occurrences a call of the kernel's find_all writes (a batch store's window: calls again)
+
+
+def inner_hits(buf, at: int, end: int) -> np.ndarray:
+    """Where INNER_NUM's bytes occur in ``buf[at:end]``, as a loop of ``buf.find`` finds them (in
+    the native kernel when it is there: one C search of the window, not a Python call a hit)."""
+    kernel = native.kernel
+    if kernel is None:
         hits = []
-        at, end = int(records.position[0]), int(records.end[-1])
         while (at := buf.find(_INNER, at, end)) >= 0:
             hits.append(at)
             at += 1
-        if hits:  # the record each occurrence lies in
-            sure[np.searchsorted(records.position, np.array(hits, np.int64), side="right") - 1] = False
-    return sure
+        return np.array(hits, np.int64)
+    pieces = []
+    while True:
+        out = np.empty(_HITS_ROOM, np.int64)
+        n = kernel.find_all(buf, _INNER, at, end, out)
+        pieces.append(out[:n])
+        if n < _HITS_ROOM:
+            break
+        at = int(out[n - 1]) + 1
+    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
 
 class MappedSegment:
@@ -184,6 +205,7 @@ class MappedSegment:
             fd = os.open(seg.path, os.O_RDONLY)
         except OSError as exc:
             raise StoreAccessError(f"cannot open ({exc.strerror})", seg.path) from None
+        self._released = 0  # pages before this were given back (release_before)
         try:
             size = os.fstat(fd).st_size
             self.buf = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else b""
@@ -191,6 +213,14 @@ class MappedSegment:
             raise StoreAccessError(f"cannot map ({exc.strerror})", seg.path) from None
         finally:
             os.close(fd)
+
+    def release_before(self, pos: int) -> None:
+        """Gives back the mapped pages before ``pos`` (the walk never reads behind itself; a page
+        read again is mapped again): the process holds a window of the file, not all it walked."""
+        upto = pos - pos % mmap.PAGESIZE
+        if isinstance(self.buf, mmap.mmap) and upto > self._released:
+            self.buf.madvise(mmap.MADV_DONTNEED, self._released, upto - self._released)
+            self._released = upto
 
     def close(self) -> None:
         if isinstance(self.buf, mmap.mmap):
@@ -261,6 +291,7 @@ def walk(segments: list[Segment], start_index: int, options: WalkOptions, delay_
                     records += len(starts)
                     last = int(starts[-1])
                     pos = run.stop
+                    mapped.release_before(pos)
                     if run.stop < stop:
                         break  # the run stopped short: check_message says what lies there
                 size, request, why, total = check_at(buf, pos, limit, base + pos, options, delay_levels)

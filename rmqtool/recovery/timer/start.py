@@ -82,9 +82,9 @@ class PlainUnits:
         if not len(self.disk_log.columns):
             return self._of(cols)
         rows = self.disk_log.rows_of(cols["position"])
-        disk = self.disk_log.columns[np.maximum(rows, 0)]
-        known = (rows >= 0) & (disk["offset_py"] == cols["offset_py"]) & (disk["size_py"] == cols["size_py"]) & (
-            disk["hash_code_of_real_topic"] == cols["hash_code_of_real_topic"])
+        at, disk = np.maximum(rows, 0), self.disk_log.columns  # the three fields gathered, not whole rows
+        known = (rows >= 0) & (disk["offset_py"][at] == cols["offset_py"]) & (disk["size_py"][at] == cols["size_py"]) & (
+            disk["hash_code_of_real_topic"][at] == cols["hash_code_of_real_topic"])
         out = np.zeros(len(cols), bool)
         out[known] = self.disk()[rows[known]]
         if not known.all():

@@ -14,6 +14,7 @@ import os
 import pathlib
 import re
 
+import construct as cs
 import numpy as np
 
 from rmqtool import native
@@ -23,10 +24,12 @@ from rmqtool.formats.indexfile import java_string_hash
 from rmqtool.formats.properties import (NAME_VALUE_SEPARATOR, PROPERTY_REAL_TOPIC, PROPERTY_SEPARATOR,
                                         bytes_to_properties)
 from rmqtool.formats.timerlog import TIMER_TOPIC
-from rmqtool.store.arrays import at_every_byte
+from rmqtool.store.arrays import at_every_byte, dtype_of
 from rmqtool.store.commitlog_paths import commit_log_paths_of, list_commit_log
 from rmqtool.store.paths import COMMITLOG_DIR
 from rmqtool.store.record_kernel import HEADER_DTYPE, records_at
+from rmqtool.store.record_rule import (FIELD_SCHEMAS, HEADER_SIZE_BY_HOSTS, HOSTS_SHIFT, PROPERTIES_LENGTH_SIZE,
+                                       TOPIC_LENGTH_SIZE_V1, TOPIC_LENGTH_SIZE_V2)
 from rmqtool.store.segments import discover
 
 _TOPIC = TIMER_TOPIC.encode("ascii")
@@ -186,7 +189,8 @@ def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np
                 end: int) -> np.ndarray:
     """A mask over units (their offsetPy, sizePy, hashCodeOfRealTopic columns): plain ones."""
     plain = np.zeros(len(offset_py), bool)
-    offset_py, size_py = offset_py.astype(np.int64), size_py.astype(np.int64)
+    offset_py = offset_py if offset_py.dtype == np.int64 else offset_py.astype(np.int64)  # (no copy of a column)
+    size_py = size_py.astype(np.int64)
     hashes: dict[str, int] = {}
     given = commit_log_paths_of(root)  # a commit log in several directories
     listing = list_commit_log(given, root) if given is not None else \
@@ -201,10 +205,14 @@ def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np
             continue
         # in commit log order and a window of records at a time, read into one reused buffer:
         # each window's regex pass covers its own records, and memory stays that of a window
-        if len(rows) > 1 and not (np.diff(offset_py[rows]) >= 0).all():  # units come in commit log order, mostly
-            rows = rows[np.argsort(offset_py[rows], kind="stable")]
-        at = offset_py[rows] - seg.base_offset
-        reach = np.maximum.accumulate(at + size_py[rows])  # how far the records up to each one reach
+        at = offset_py[rows]
+        if len(rows) > 1 and not (at[1:] >= at[:-1]).all():  # units come in commit log order, mostly
+            order = np.argsort(at, kind="stable")
+            rows, at = rows[order], at[order]
+        at -= seg.base_offset  # (in place: arrays of a million units are kept few)
+        reach = size_py[rows]
+        reach += at
+        np.maximum.accumulate(reach, out=reach)  # how far the records up to each one reach
         window = bytearray()
         with open(seg.path, "rb", buffering=0) as f:
             lo = 0
@@ -230,8 +238,40 @@ _BATCH = 1 << 13  # units matched at once: a window of a few MB, which the passe
 _WINDOW = 32 << 20  # bytes of commit log read at once (a window holds one record at least, however long)
 
 
+# the record rule's fields plain_sure reads (IPv4 hosts; the others are left to records_at)
+_PLAIN_LAYOUT = (HEADER_DTYPE.fields["total_size"][1], HEADER_DTYPE.fields["magic_code"][1],
+                 HEADER_DTYPE.fields["sys_flag"][1], HEADER_DTYPE.fields["body_length"][1], HEADER_SIZE_BY_HOSTS[0],
+                 HOSTS_SHIFT, *MESSAGE_MAGIC_CODES, TOPIC_LENGTH_SIZE_V1, TOPIC_LENGTH_SIZE_V2,
+                 PROPERTIES_LENGTH_SIZE)
+assert len(MESSAGE_MAGIC_CODES) == 2 and HEADER_DTYPE.itemsize == HEADER_SIZE_BY_HOSTS[0]
+assert [HEADER_DTYPE[f].str for f in ("total_size", "magic_code", "sys_flag", "body_length")] == \
+    [">i4", ">u4", ">i4", ">i4"]
+assert [dtype_of(cs.Struct(FIELD_SCHEMAS[f]))[0].str for f in ("topic_length_v1", "topic_length_v2",
+                                                                "properties_length")] == \
+    [f"|i{TOPIC_LENGTH_SIZE_V1}", f">i{TOPIC_LENGTH_SIZE_V2}", f">i{PROPERTIES_LENGTH_SIZE}"]
+
+
 def _plain_in(buf, pos: np.ndarray, size_py: np.ndarray, topic_hash: np.ndarray, hashes: dict) -> np.ndarray:
-    """plain_units' verdict on units whose records start at ``pos`` of ``buf`` (a window of a commit log file)."""
+    """plain_units' verdict on units whose records start at ``pos`` of ``buf`` (a window of a commit
+    log file): the native kernel's plain_sure first (the common case), :func:`_plain_rule` on the
+    units it did not find plain."""
+    kernel = native.kernel
+    if kernel is None:
+        return _plain_rule(buf, pos, size_py, topic_hash, hashes)
+    ok = np.zeros(len(pos), bool)
+    found = kernel.plain_sure(buf, np.ascontiguousarray(pos, np.int64), np.ascontiguousarray(size_py, np.int64),
+                              np.ascontiguousarray(topic_hash, np.int64), _PLAIN_LAYOUT, _TOPIC, _REAL_TOPIC_ENTRY,
+                              ord(PROPERTY_SEPARATOR), ord(NAME_VALUE_SEPARATOR), ok)
+    if found is None:  # a layout it does not read
+        return _plain_rule(buf, pos, size_py, topic_hash, hashes)
+    if found < len(pos):
+        rest = np.flatnonzero(~ok)
+        ok[rest] = _plain_rule(buf, pos[rest], size_py[rest], topic_hash[rest], hashes)
+    return ok
+
+
+def _plain_rule(buf, pos: np.ndarray, size_py: np.ndarray, topic_hash: np.ndarray, hashes: dict) -> np.ndarray:
+    """The verdict of the record rule (:func:`records_at`) and the properties' reading, all at once."""
     parts = records_at(buf, pos)
     ok = (parts["whole"] & (parts["total_size"] == size_py)
           & np.isin(parts["magic_code"], list(MESSAGE_MAGIC_CODES))

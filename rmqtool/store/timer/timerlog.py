@@ -202,14 +202,15 @@ class TimerLog:
 # recovery/timer's model of the log after load: ``columns`` (COLUMNS_DTYPE, by position) and
 # a ``_cache`` dict the owner clears when its units change
 
-def leading_units(data, base_offset: int, count: int | None = None) -> np.ndarray:
+def leading_units(data, base_offset: int, count: int | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """The readable units (size 52 and isMagicOK) from the start of ``data`` up to the first
-    one that is not, as COLUMNS_DTYPE rows at log positions from ``base_offset`` on."""
+    one that is not, as COLUMNS_DTYPE rows at log positions from ``base_offset`` on; written
+    into the first rows of ``out`` when it has room for them (its view is returned)."""
     n = len(data) // UNIT_SIZE if count is None else count
     raw = np.frombuffer(data, dtype=UNIT_DTYPE, count=n)
     bad = (raw["size"] != UNIT_SIZE) | ((raw["magic"] | 0xF) != 0xF)
     good = int(np.argmax(bad)) if bad.any() else n
-    cols = np.empty(good, COLUMNS_DTYPE)
+    cols = out[:good] if out is not None and len(out) >= good else np.empty(good, COLUMNS_DTYPE)
     kernel = native.kernel
     if kernel is not None and _UNPACK_FIELDS is not None:  # one pass over the units, not one a field
         kernel.unpack_be(data, good, UNIT_SIZE, cols, COLUMNS_DTYPE.itemsize, _UNPACK_FIELDS,
@@ -278,6 +279,8 @@ def unit_links(log) -> tuple[list[int], list[int], list[int]]:
 
 def java_div(a: np.ndarray, b: int) -> np.ndarray:
     """Java's long division (rounds toward zero) over an int64 array."""
+    if b > 0 and (not len(a) or a.min() >= 0):  # the common case: floor and Java's division agree
+        return a // b
     return np.sign(a) * (np.abs(a) // b)
 
 
@@ -286,6 +289,8 @@ def slot_indexes_of(deliver_ms: np.ndarray, precision_ms: int, slots: int = 2 * 
     if deliver_ms.dtype == object:  # times past a long (damage): Python's ints, as slot_index has them
         return np.array([slot_index(t, precision_ms, slots) for t in deliver_ms.tolist()], dtype=np.int64)
     steps = java_div(deliver_ms, precision_ms)
+    if slots > 0 and (not len(steps) or steps.min() >= 0):  # the common case: Java's remainder is numpy's
+        return steps % slots
     return steps - java_div(steps, slots) * slots
 
 
@@ -293,9 +298,9 @@ def deliver_times(columns: np.ndarray) -> np.ndarray:
     """currWriteTime + delayedTime of every unit: int64, or Python's ints (an object array)
     where a sum would not fit in a long (damage), as TimerLogUnit.deliver_time_ms has them."""
     write = columns["curr_write_time"]
-    if len(write) and np.abs(write).max(initial=0) >= 1 << 62 or (write == np.iinfo(np.int64).min).any():
+    if len(write) and (write.max() >= 1 << 62 or write.min() <= -(1 << 62)):  # |write| >= 2**62
         return np.array([w + d for w, d in zip(write.tolist(), columns["delayed_time"].tolist())], dtype=object)
-    return write + columns["delayed_time"].astype(np.int64)
+    return np.add(write, columns["delayed_time"], dtype=np.int64)
 
 
 def unit_slot_index_array(log, precision_ms: int, slots: int) -> np.ndarray:
@@ -343,9 +348,9 @@ def read_file(path: pathlib.Path) -> bytearray:
     return data + rest if rest else data
 
 
-def _scan_file(seg, data: bytes, first_unit: int):
-    """(columns, blank or None, TimerLogFile) of one file's bytes."""
-    cols = leading_units(data, seg.base_offset)
+def _scan_file(seg, data: bytes, first_unit: int, out: np.ndarray | None = None):
+    """(columns, blank or None, TimerLogFile) of one file's bytes (columns in ``out`` where it has room)."""
+    cols = leading_units(data, seg.base_offset, out=out)
     count = len(cols)
     at = count * UNIT_SIZE
     blank = None
@@ -369,13 +374,17 @@ def scan_timer_log(directory, read=None) -> TimerLog:
     units end. A missing directory is an empty log. ``read``: how a file's bytes are read
     (a caller that keeps them)."""
     queue = discover(directory, required=False)
+    # the files' units go into one array with room for all the files hold (rows never written
+    # are never touched); a file that grew since it was listed makes its own, joined after
+    room = np.empty(sum(max(seg.size, 0) // UNIT_SIZE for seg in queue.segments), COLUMNS_DTYPE)
     parts, blanks, files, first = [], [], [], 0
     for seg in queue.segments:
-        cols, blank, f = _scan_file(seg, (read or read_file)(seg.path), first)
+        cols, blank, f = _scan_file(seg, (read or read_file)(seg.path), first, room[first:])
         parts.append(cols)
         files.append(f)
         first += f.unit_count
         if blank is not None:
             blanks.append(blank)
-    columns = np.concatenate(parts) if parts else np.empty(0, COLUMNS_DTYPE)
+    in_room = all(p.base is room for p in parts)
+    columns = room[:first] if in_room else np.concatenate(parts) if parts else np.empty(0, COLUMNS_DTYPE)
     return TimerLog(pathlib.Path(directory), queue, files, columns, blanks)

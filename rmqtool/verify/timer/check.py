@@ -28,6 +28,9 @@ from rmqtool.store.timer.files import TIMERLOG_DIR, TIMERWHEEL_FILE
 from rmqtool.store.timer.timerlog import deliver_times, units_of
 
 
+_FEW_TOPICS = 64  # timermetrics topics up to which _metrics counts each one's units by a comparison
+
+
 def check_timer(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings = TimerSettings()) -> list[Finding]:
     """Every timer finding of a store (none when it has no timer files)."""
     root = pathlib.Path(root)
@@ -215,10 +218,16 @@ class TimerChecks:
         counted = (cols["position"] < load.cut_at) & np.asarray(deliver_times(cols) >= cp.last_read_time_ms, dtype=bool)
         magic = cols["magic"][counted]
         recalls = ((magic & MAGIC_DELETE) != 0) & ((magic & MAGIC_ROLL) == 0)
-        hashes, which = np.unique(cols["hash_code_of_real_topic"][counted], return_inverse=True)
-        counts = dict(zip(hashes.tolist(), np.bincount(which, np.where(recalls, -1, 1), len(hashes)).astype(np.int64).tolist()))
+        unit_hashes = cols["hash_code_of_real_topic"][counted]
+        topics = sorted(load.timing_count["timingCount"].items())
+        if len(topics) <= _FEW_TOPICS:  # each topic's units counted by a comparison: no sort of the hashes
+            weight = np.where(recalls, -1, 1)
+            counts = {h: int(weight[unit_hashes == h].sum()) for h in {topic_hash(t) for t, _ in topics}}
+        else:
+            hashes, which = np.unique(unit_hashes, return_inverse=True)
+            counts = dict(zip(hashes.tolist(), np.bincount(which, np.where(recalls, -1, 1), len(hashes)).astype(np.int64).tolist()))
         differ = []
-        for topic, m in sorted(load.timing_count["timingCount"].items()):
+        for topic, m in topics:
             have = counts.get(topic_hash(topic), 0)
             if have != m["count"]:
                 differ.append(f"{topic} {m['count']} (units: {have})")

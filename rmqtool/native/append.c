@@ -1377,6 +1377,10 @@ typedef struct {
     PyObject *ix_mm, *ix_count_seen;
     kept_queue_t *kept;
     Py_ssize_t nkept;
+    /* async flush: the store's wake of the flusher (wake(offset) -> the offset to call it again at), and
+     * that offset as it last said; called only from there on, so a call it skips is one that does nothing */
+    PyObject *wake;
+    long long wake_at;
 } appender_t;
 
 static void kept_queue_clear(kept_queue_t *e)
@@ -1438,6 +1442,7 @@ static int appender_clear(PyObject *self)
     Py_CLEAR(a->result_type);
     Py_CLEAR(a->acquire);
     Py_CLEAR(a->release);
+    Py_CLEAR(a->wake);
     return 0;
 }
 
@@ -1457,6 +1462,7 @@ static int appender_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(a->result_type);
     Py_VISIT(a->acquire);
     Py_VISIT(a->release);
+    Py_VISIT(a->wake);
     Py_VISIT(a->mf);
     Py_VISIT(a->mf_mm);
     Py_VISIT(a->ix.file);
@@ -1653,7 +1659,7 @@ static int appender_index(appender_t *a, long long offset, Py_ssize_t nkeys)
  * there and takes its unit at its end in its current file, the record fits in the current segment,
  * nothing waits for dispatch, and it is the common case; else None, nothing written, nothing read
  * from the clock. */
-static PyObject *appender_put(appender_t *a, PyObject *msg)
+static PyObject *appender_put(appender_t *a, PyObject *msg, long long *wrote)
 {
     PyObject *append_prop_crc = PyObject_GetAttr(a->encoder, a_append_prop_crc);
     if (append_prop_crc == NULL)
@@ -1735,6 +1741,7 @@ static PyObject *appender_put(appender_t *a, PyObject *msg)
     out = put_result_of(a->result_type, &m, PyLong_FromLongLong(offset), PyLong_FromLongLong(queue_offset), ts_obj);
     if (out == NULL)
         goto fail;
+    *wrote = offset;
     goto done;
 declined:
     PyErr_Clear();
@@ -1773,7 +1780,8 @@ static PyObject *appender_call(PyObject *self, PyObject *const *args, size_t nar
     if (got == NULL)
         return NULL;
     Py_DECREF(got);
-    PyObject *out = appender_put(a, args[0]);
+    long long wrote = 0;
+    PyObject *out = appender_put(a, args[0], &wrote);
     PyObject *type, *value, *trace;
     PyErr_Fetch(&type, &value, &trace); /* an error of the put stays the one raised */
     got = PyObject_CallNoArgs(a->release);
@@ -1786,6 +1794,20 @@ static PyObject *appender_call(PyObject *self, PyObject *const *args, size_t nar
     }
     Py_DECREF(got);
     PyErr_Restore(type, value, trace);
+    if (out != NULL && out != Py_None && a->wake != NULL && wrote >= a->wake_at) {
+        /* out of the lock, as append() wakes the flusher after a put */
+        PyObject *at = PyObject_CallOneArg(a->wake, PyTuple_GET_ITEM(out, 1));
+        long long next;
+        if (at == NULL || !int_of(at, INT64_MIN, INT64_MAX, &next)) {
+            if (at != NULL && !PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "the flusher's wake gave no int");
+            Py_XDECREF(at);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(at);
+        a->wake_at = next;
+    }
     return out;
 }
 
@@ -1878,12 +1900,13 @@ static PyTypeObject appender_type = {
 };
 
 /* appender(commit_log, queues, table, reput, checkpoint, index_service, shapes, tags_codes, encoder,
- *          clock, max_body, max_record, max_props, result_type, end_blank, put_lock): the Appender of an
- * open store (engine/store.py), or None when these are not what it takes */
+ *          clock, max_body, max_record, max_props, result_type, end_blank, put_lock, wake): the Appender of
+ * an open store (engine/store.py), or None when these are not what it takes; ``wake``: None, or (async
+ * flush) the store's wake of the flusher, called after a put once the offset reaches what it last gave */
 static PyObject *appender_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 16) {
-        PyErr_SetString(PyExc_TypeError, "appender takes 16 arguments");
+    if (nargs != 17) {
+        PyErr_SetString(PyExc_TypeError, "appender takes 17 arguments");
         return NULL;
     }
     if (!layout_set) {
@@ -1913,6 +1936,8 @@ static PyObject *appender_new(PyObject *self, PyObject *const *args, Py_ssize_t 
     for (int i = 0; i < 10; i++)
         *slots[i] = Py_NewRef(args[i]);
     a->result_type = Py_NewRef(args[13]);
+    a->wake = args[16] == Py_None ? NULL : Py_NewRef(args[16]);
+    a->wake_at = INT64_MIN; /* asked at the first put */
     a->acquire = PyObject_GetAttrString(args[15], "acquire");
     a->release = PyObject_GetAttrString(args[15], "release");
     if (a->acquire == NULL || a->release == NULL) {
@@ -1934,7 +1959,8 @@ PyMethodDef rmq_append_methods[] = {
      "key_separator, key_space, fast_crc32, put_ok): the layouts the append functions write, from formats/."},
     {"appender", (PyCFunction)(void (*)(void))appender_new, METH_FASTCALL,
      "appender(commit_log, queues, table, reput, checkpoint, index_service, shapes, tags_codes, encoder, clock, "
-     "max_body, max_record, max_props, result_type, end_blank, put_lock): append()'s put of one message, for one "
-     "open store (engine/store.py); called with a message, in the put lock, its PutResult or None."},
+     "max_body, max_record, max_props, result_type, end_blank, put_lock, wake): append()'s put of one message, "
+     "for one open store (engine/store.py); called with a message, in the put lock, its PutResult or None (then "
+     "wake(offset), when given, once the offset reaches what wake last returned)."},
     {NULL, NULL, 0, NULL},
 };

@@ -1406,6 +1406,8 @@ typedef struct {
     message_t prev;
     PyObject *prev_host;
     uintptr_t ix_at; /* where the index file's map was at the last put: only ever a prefetch's address */
+    topic_hash_t th;  /* the last topic's hash, th.topic held in th_topic */
+    PyObject *th_topic;
 } appender_t;
 
 static void kept_queue_clear(kept_queue_t *e)
@@ -1518,6 +1520,8 @@ static int appender_clear(PyObject *self)
     Py_CLEAR(a->release);
     Py_CLEAR(a->wake);
     appender_forget_shape(a);
+    a->th.topic = NULL;
+    Py_CLEAR(a->th_topic);
     return 0;
 }
 
@@ -1544,6 +1548,7 @@ static int appender_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(a->prev.sys_flag_obj);
     Py_VISIT(a->prev.shape);
     Py_VISIT(a->prev_host);
+    Py_VISIT(a->th_topic);
     Py_VISIT(a->mf);
     Py_VISIT(a->mf_mm);
     Py_VISIT(a->ix.file);
@@ -1772,8 +1777,9 @@ static PyObject *appender_put(appender_t *a, PyObject *msg, long long *wrote)
     long long hashes[MAX_KEYS], pos;
     Py_ssize_t nkeys = 0;
     if (a->service != Py_None) {
-        topic_hash_t th = {NULL, 0};
-        nkeys = key_hashes(m.topic, m.uniq, m.keys, hashes, MAX_KEYS, &th);
+        nkeys = key_hashes(m.topic, m.uniq, m.keys, hashes, MAX_KEYS, &a->th);
+        if (a->th.topic != a->th_topic) /* held, so that no other str takes its address */
+            Py_XSETREF(a->th_topic, Py_NewRef(a->th.topic));
         /* the hash slots are read far apart in the slot table: asked for now, they are in the cache by
          * the time index_put reads them (a hint: the address is never dereferenced here) */
         if (a->ix_kept && a->ix_at != 0 && a->ix.slots > 0)

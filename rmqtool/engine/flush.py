@@ -83,8 +83,9 @@ class FlushRealTimeService(_Service):
         self._wake_at = least_pages * _OS_PAGE
 
     def maybe_wakeup(self) -> None:
-        """After an append: wake the flusher once enough is waiting (cheap when not)."""
-        if self.commit_log.max_offset - self.commit_log.flushed_where >= self._wake_at and not self._event.is_set():
+        """After an append: wake the flusher once enough is waiting (cheap when not). Woken already
+        is asked first: an appender outruns the flusher, which waits for the GIL, so it mostly is."""
+        if not self._event.is_set() and self.commit_log.max_offset - self.commit_log.flushed_where >= self._wake_at:
             self._event.set()  # Event.set takes a lock and notifies: only when not set already
 
     def run(self) -> None:

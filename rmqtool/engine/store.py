@@ -615,14 +615,11 @@ class Store:
             kernel = native.kernel
             put_one = self._put_one if kernel is self._put_one_kernel else self._appender(kernel)
             if put_one is not None:
-                result = put_one(msg)  # _put_locked's common case in C, in the put lock (native/append.c)
+                # _put_locked's common case in C, in the put lock (native/append.c); async, it wakes the
+                # flusher after as _after_put does (_wake_flusher)
+                result = put_one(msg)
                 if result is not None:
-                    if self._plain_async:
-                        if result.wrote_offset >= self._wake_flusher_at:
-                            self.flusher.maybe_wakeup()
-                            self._wake_flusher_at = result.wrote_offset + OS_PAGE_SIZE
-                        return result
-                    return self._after_put(result)
+                    return result if self._plain_async else self._after_put(result)
         if not self._usable:
             self._check_open()
         p = self._prepare(msg, None if selector is None else selector(msg))
@@ -632,8 +629,7 @@ class Store:
             result = self._put_locked(p)
         if self._plain_async:  # _after_put's async, inline-dispatch case, without the call
             if result.wrote_offset >= self._wake_flusher_at:
-                self.flusher.maybe_wakeup()
-                self._wake_flusher_at = result.wrote_offset + OS_PAGE_SIZE
+                self._wake_flusher(result.wrote_offset)
             return result
         return self._after_put(result)
 
@@ -649,8 +645,17 @@ class Store:
                 self.commit_log, self._queues, self.topic_queue_table, self.reput, self.checkpoint,
                 self.index_service, e._shapes, TAGS_CODES, e, None if self._wall_clock else self._clock,
                 e.max_body_size, e.max_record_size, MAX_PROPERTIES_LENGTH, PutResult, END_FILE_MIN_BLANK_LENGTH,
-                self._put_lock)
+                self._put_lock, self._wake_flusher if self._plain_async else None)
         return self._put_one
+
+    def _wake_flusher(self, offset: int) -> int:
+        """Async flush, after a put at ``offset``: the flusher is looked at (maybe_wakeup: woken when
+        flushCommitLogLeastPages are dirty) once a page more is written since it last was. Returns the
+        offset from which to call again (the appender skips the calls before it, which do nothing)."""
+        if offset >= self._wake_flusher_at:
+            self.flusher.maybe_wakeup()
+            self._wake_flusher_at = offset + OS_PAGE_SIZE
+        return self._wake_flusher_at
 
     def append_many(self, messages, selector=None) -> list[PutResult]:
         """Many single puts: each exactly as :meth:`append` would put it, with one lock, one
@@ -1088,8 +1093,7 @@ class Store:
             if not self.flusher.wait_flushed(result.wrote_offset + result.wrote_bytes):
                 result = result.with_status(FLUSH_DISK_TIMEOUT)
         elif result.wrote_offset >= self._wake_flusher_at:
-            self.flusher.maybe_wakeup()
-            self._wake_flusher_at = result.wrote_offset + OS_PAGE_SIZE
+            self._wake_flusher(result.wrote_offset)
         if not self._inline:
             self.reput.wakeup()
         return result

@@ -52,7 +52,7 @@ static PyObject *a_topic, *a_body, *a_flag, *a_properties, *a_properties_string,
 static PyObject *a_last, *a_mm, *a_index_count, *a_index_num, *a_hash_slot_num, *a_begin_timestamp,
     *a_end_timestamp, *a_begin_phy_offset, *a_end_phy_offset, *a_hash_slot_count, *a_entries_written;
 static PyObject *a_files, *a_wrote_position, *a_file_from_offset, *a_file_size, *a_first_create_in_queue,
-    *a_max_physic_offset, *a_bytes_written, *a_reput_from_offset, *a_logics_msg_timestamp, *a_append_prop_crc, *a_fd;
+    *a_max_physic_offset, *a_bytes_written, *a_reput_from_offset, *a_logics_msg_timestamp, *a_append_prop_crc, *a_fd, *a_store_host_of_encoder;
 
 static inline void put_be(unsigned char *p, int width, long long value)
 {
@@ -195,7 +195,8 @@ static PyObject *set_append_layout(PyObject *self, PyObject *args)
             intern_into(&a_max_physic_offset, "max_physic_offset") || intern_into(&a_bytes_written, "bytes_written") ||
             intern_into(&a_reput_from_offset, "reput_from_offset") ||
             intern_into(&a_logics_msg_timestamp, "logics_msg_timestamp") ||
-            intern_into(&a_append_prop_crc, "append_prop_crc") || intern_into(&a_fd, "fd"))
+            intern_into(&a_append_prop_crc, "append_prop_crc") || intern_into(&a_fd, "fd") ||
+            intern_into(&a_store_host_of_encoder, "_store_host"))
             return NULL;
     }
     layout_set = 1;
@@ -465,13 +466,21 @@ static int mf_set_ll(PyObject *file, int i, long long v, PyObject **kept)
     return r;
 }
 
-/* a == b as a dict key compares them (1), or not (0, also on an error) */
+/* a == b as a dict key compares them (1), or not (0, also on an error); a host's (ip bytes, port)
+ * tuple compared item by item without the rich comparison */
 static int same(PyObject *a, PyObject *b)
 {
     if (a == b)
         return 1;
     if (Py_TYPE(a) != Py_TYPE(b))
         return 0;
+    if (PyBytes_CheckExact(a))
+        return PyBytes_GET_SIZE(a) == PyBytes_GET_SIZE(b) &&
+               memcmp(PyBytes_AS_STRING(a), PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(a)) == 0;
+    if (PyTuple_CheckExact(a) && PyTuple_GET_SIZE(a) == 2 && PyTuple_GET_SIZE(b) == 2 &&
+        PyBytes_CheckExact(PyTuple_GET_ITEM(a, 0)) && !PyTuple_Check(PyTuple_GET_ITEM(a, 1)))
+        return same(PyTuple_GET_ITEM(a, 0), PyTuple_GET_ITEM(b, 0)) &&
+               same(PyTuple_GET_ITEM(a, 1), PyTuple_GET_ITEM(b, 1));
     int eq = PyObject_RichCompareBool(a, b, Py_EQ);
     if (eq < 0) {
         PyErr_Clear();
@@ -857,9 +866,17 @@ static int set_ll(PyObject *o, PyObject *name, long long v)
     return r;
 }
 
+/* o.<name> = v, or a new int of x when v is NULL (v: an int object of that value made for another field) */
+static int set_obj(PyObject *o, PyObject *name, PyObject *v, long long x)
+{
+    return v != NULL ? PyObject_SetAttr(o, name, v) : set_ll(o, name, x);
+}
+
 /* the file's attributes as index_put left them, and the service's count of entries; ``count``
- * (when not NULL) gets the object stored as the file's index_count */
-static int index_store(index_t *ix, PyObject *service, Py_ssize_t n, PyObject **count)
+ * (when not NULL) gets the object stored as the file's index_count; ``end_phy`` and ``end_ts``: objects
+ * of those values to store (or NULL) */
+static int index_store(index_t *ix, PyObject *service, Py_ssize_t n, PyObject **count, PyObject *end_phy,
+                       PyObject *end_ts)
 {
     if (n == 0)
         return 0; /* no entry: nothing changed but the header's bytes, which say the same */
@@ -871,8 +888,8 @@ static int index_store(index_t *ix, PyObject *service, Py_ssize_t n, PyObject **
         Py_XSETREF(*count, c);
     else
         Py_DECREF(c);
-    if (r < 0 || set_ll(ix->file, a_end_phy_offset, ix->end_phy) < 0 ||
-        (ix->end_ts != ix->end_ts_was && set_ll(ix->file, a_end_timestamp, ix->end_ts) < 0))
+    if (r < 0 || set_obj(ix->file, a_end_phy_offset, end_phy, ix->end_phy) < 0 ||
+        (ix->end_ts != ix->end_ts_was && set_obj(ix->file, a_end_timestamp, end_ts, ix->end_ts) < 0))
         return -1;
     if (ix->slot_count != ix->slot_count_was && set_ll(ix->file, a_hash_slot_count, ix->slot_count) < 0)
         return -1;
@@ -1016,8 +1033,8 @@ static int queue_takes(const queue_t *q, long long offset)
 
 /* the queue's next offset into the table, its file's wrote position, its max physical offset and
  * bytes written; ``next`` and ``pos`` (when not NULL) get the objects stored in the table and as the
- * file's wrote_position */
-static int queue_store(queue_t *q, PyObject *table, PyObject **next, PyObject **pos)
+ * file's wrote_position; ``max_phys``: an object of that value to store (or NULL) */
+static int queue_store(queue_t *q, PyObject *table, PyObject **next, PyObject **pos, PyObject *max_phys)
 {
     if (!q->touched)
         return 0;
@@ -1029,7 +1046,8 @@ static int queue_store(queue_t *q, PyObject *table, PyObject **next, PyObject **
         Py_XSETREF(*next, n);
     else
         Py_DECREF(n);
-    if (r < 0 || mf_set_ll(q->file, MF_WROTE, q->pos, pos) < 0 || set_ll(q->cq, a_max_physic_offset, q->max_phys) < 0 ||
+    if (r < 0 || mf_set_ll(q->file, MF_WROTE, q->pos, pos) < 0 ||
+        set_obj(q->cq, a_max_physic_offset, max_phys, q->max_phys) < 0 ||
         set_ll(q->cq, a_bytes_written, q->bytes_written) < 0)
         return -1;
     return 0;
@@ -1305,11 +1323,11 @@ static PyObject *put_many_run(PyObject *const *args)
 stop:
     /* what was written is accounted for, whatever comes next */
     for (Py_ssize_t k = 0; k < nq; k++)
-        if (queue_store(&qs[k], table, NULL, NULL) < 0)
+        if (queue_store(&qs[k], table, NULL, NULL, NULL) < 0)
             failed = 1;
     if (has_ix && done > 0) {
         index_header_write(&ix); /* once, after the entries (as the Python put of many does) */
-        if (index_store(&ix, service, entries, NULL) < 0)
+        if (index_store(&ix, service, entries, NULL, NULL, NULL) < 0)
             failed = 1;
     }
     if (failed)
@@ -1377,6 +1395,19 @@ typedef struct {
     PyObject *ix_mm, *ix_count_seen;
     kept_queue_t *kept;
     Py_ssize_t nkept;
+    /* async flush: the store's wake of the flusher (wake(offset) -> the offset to call it again at), and
+     * that offset as it last said; called only from there on, so a call it skips is one that does nothing */
+    PyObject *wake;
+    long long wake_at;
+    /* the shape of the message put last (prev.topic, born, store, sys_flag_obj and shape held; the rest
+     * empty) and the encoder's own store host then: the next message of the same key takes it without
+     * the encoder's cache (a shape is a function of its key and, for a message without a store host of
+     * its own, of that host, whose change clears the cache) */
+    message_t prev;
+    PyObject *prev_host;
+    uintptr_t ix_at; /* where the index file's map was at the last put: only ever a prefetch's address */
+    topic_hash_t th;  /* the last topic's hash, th.topic held in th_topic */
+    PyObject *th_topic;
 } appender_t;
 
 static void kept_queue_clear(kept_queue_t *e)
@@ -1400,6 +1431,7 @@ static void appender_forget_index(appender_t *a)
     Py_CLEAR(a->ix.file);
     memset(&a->ix, 0, sizeof(a->ix));
     a->ix_kept = 0;
+    a->ix_at = 0;
     Py_CLEAR(a->ix_mm);
     Py_CLEAR(a->ix_count_seen);
 }
@@ -1409,6 +1441,54 @@ static void appender_forget_file(appender_t *a)
     Py_CLEAR(a->mf);
     Py_CLEAR(a->mf_mm);
     Py_CLEAR(a->mf_pos_seen);
+}
+
+static void appender_forget_shape(appender_t *a)
+{
+    message_clear(&a->prev);
+    memset(&a->prev, 0, sizeof(a->prev));
+    Py_CLEAR(a->prev_host);
+}
+
+/* the last message's shape as read_message's ``prev`` when it still holds (the encoder's store host
+ * the one it was made with), else NULL */
+static const message_t *appender_shape(appender_t *a)
+{
+    if (a->prev.shape == NULL)
+        return NULL;
+    if (a->prev.store != Py_None)
+        return &a->prev; /* the message's own store host: the key says it all */
+    PyObject *host = PyObject_GetAttr(a->encoder, a_store_host_of_encoder);
+    Py_XDECREF(host); /* compared by identity only: held by the encoder or a->prev_host */
+    if (host == NULL || host != a->prev_host) {
+        PyErr_Clear();
+        appender_forget_shape(a);
+        return NULL;
+    }
+    return &a->prev;
+}
+
+/* m's shape kept for the next message (m read and checked) */
+static void appender_keep_shape(appender_t *a, const message_t *m)
+{
+    if (m->shape == a->prev.shape && a->prev.shape != NULL)
+        return;
+    PyObject *host = NULL;
+    if (m->store == Py_None) {
+        host = PyObject_GetAttr(a->encoder, a_store_host_of_encoder);
+        if (host == NULL) {
+            PyErr_Clear();
+            appender_forget_shape(a);
+            return;
+        }
+    }
+    appender_forget_shape(a);
+    a->prev.topic = Py_NewRef(m->topic);
+    a->prev.born = Py_NewRef(m->born);
+    a->prev.store = Py_NewRef(m->store);
+    a->prev.sys_flag_obj = Py_NewRef(m->sys_flag_obj);
+    a->prev.shape = Py_NewRef(m->shape);
+    a->prev_host = host;
 }
 
 /* everything kept: read again at the next call */
@@ -1438,6 +1518,10 @@ static int appender_clear(PyObject *self)
     Py_CLEAR(a->result_type);
     Py_CLEAR(a->acquire);
     Py_CLEAR(a->release);
+    Py_CLEAR(a->wake);
+    appender_forget_shape(a);
+    a->th.topic = NULL;
+    Py_CLEAR(a->th_topic);
     return 0;
 }
 
@@ -1457,6 +1541,14 @@ static int appender_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(a->result_type);
     Py_VISIT(a->acquire);
     Py_VISIT(a->release);
+    Py_VISIT(a->wake);
+    Py_VISIT(a->prev.topic);
+    Py_VISIT(a->prev.born);
+    Py_VISIT(a->prev.store);
+    Py_VISIT(a->prev.sys_flag_obj);
+    Py_VISIT(a->prev.shape);
+    Py_VISIT(a->prev_host);
+    Py_VISIT(a->th_topic);
     Py_VISIT(a->mf);
     Py_VISIT(a->mf_mm);
     Py_VISIT(a->ix.file);
@@ -1524,11 +1616,12 @@ static int appender_file(appender_t *a, Py_buffer *b, long long *pos)
 
 /* records placed in the current file up to ``pos``, the last stored at ``ts``: the file's wrote position
  * and store time, reput's offset (what was written is dispatched), the checkpoint's logics time; as
- * both puts leave them (the Python paths' _put_locked and _put_run with their dispatch) */
-static int appender_file_store(appender_t *a, long long pos, PyObject *ts)
+ * both puts leave them (the Python paths' _put_locked and _put_run with their dispatch); ``end``: an
+ * object of the commit log offset of pos (or NULL) */
+static int appender_file_store(appender_t *a, long long pos, PyObject *ts, PyObject *end)
 {
     a->mf_pos = pos;
-    PyObject *end = PyLong_FromLongLong(a->mf_base + pos);
+    end = end != NULL ? Py_NewRef(end) : PyLong_FromLongLong(a->mf_base + pos);
     int r = end == NULL || mf_set_ll(a->mf, MF_WROTE, pos, &a->mf_pos_seen) < 0 ||
             slot_set(&mf_slots, a->mf, MF_STORE_TS, ts) < 0 ||
             (a->checkpoint != Py_None && PyObject_SetAttr(a->checkpoint, a_logics_msg_timestamp, ts) < 0) ||
@@ -1653,27 +1746,48 @@ static int appender_index(appender_t *a, long long offset, Py_ssize_t nkeys)
  * there and takes its unit at its end in its current file, the record fits in the current segment,
  * nothing waits for dispatch, and it is the common case; else None, nothing written, nothing read
  * from the clock. */
-static PyObject *appender_put(appender_t *a, PyObject *msg)
+static PyObject *appender_put(appender_t *a, PyObject *msg, long long *wrote)
 {
+    /* the message's own objects (its map, stored properties, born host) are asked for at once: their
+     * cache misses overlap instead of coming one after the other as read_message reaches them */
+    static const int own[] = {M_PROPERTIES, M_PROPERTIES_STRING, M_BORN_HOST};
+    for (size_t k = 0; k < sizeof(own) / sizeof(own[0]); k++) {
+        PyObject **at = slot_at(&msg_slots, msg, own[k]);
+        if (at != NULL && *at != NULL)
+            __builtin_prefetch(*at, 1, 3);
+    }
     PyObject *append_prop_crc = PyObject_GetAttr(a->encoder, a_append_prop_crc);
     if (append_prop_crc == NULL)
         return NULL;
     PyObject *qid = msg_get(msg, M_QUEUE_ID);
     message_t m;
     int ok = qid != NULL && read_message(msg, qid, a->shapes, a->tags_codes, append_prop_crc, a->max_body,
-                                         a->max_record, a->max_props, NULL, &m);
+                                         a->max_record, a->max_props, appender_shape(a), &m);
     Py_XDECREF(qid);
     Py_DECREF(append_prop_crc);
     if (!ok) {
         PyErr_Clear();
         Py_RETURN_NONE;
     }
+    appender_keep_shape(a, &m);
     PyObject *out = NULL;
     Py_buffer clb;
     int has_cl = 0, written = 0;
     kept_queue_t *e = NULL;
     long long hashes[MAX_KEYS], pos;
     Py_ssize_t nkeys = 0;
+    if (a->service != Py_None) {
+        nkeys = key_hashes(m.topic, m.uniq, m.keys, hashes, MAX_KEYS, &a->th);
+        if (a->th.topic != a->th_topic) /* held, so that no other str takes its address */
+            Py_XSETREF(a->th_topic, Py_NewRef(a->th.topic));
+        /* the hash slots are read far apart in the slot table: asked for now, they are in the cache by
+         * the time index_put reads them (a hint: the address is never dereferenced here) */
+        if (a->ix_kept && a->ix_at != 0 && a->ix.slots > 0)
+            for (Py_ssize_t k = 0; k < nkeys; k++)
+                __builtin_prefetch((const void *)(a->ix_at + (uintptr_t)index_header_size +
+                                                  (uintptr_t)(hashes[k] % a->ix.slots) * (uintptr_t)slot_width),
+                                   1, 1);
+    }
     if (!(has_cl = appender_file(a, &clb, &pos)))
         goto declined;
     long long offset = a->mf_base + pos;
@@ -1682,10 +1796,9 @@ static PyObject *appender_put(appender_t *a, PyObject *msg)
     if ((e = appender_queue(a, m.topic, m.queue_id, offset)) == NULL)
         goto declined;
     if (a->service != Py_None) {
-        topic_hash_t th = {NULL, 0};
-        nkeys = key_hashes(m.topic, m.uniq, m.keys, hashes, MAX_KEYS, &th);
         if (!appender_index(a, offset, nkeys))
             goto declined;
+        a->ix_at = (uintptr_t)a->ix.mm.buf;
     }
     long long crc;
     if (body_crc_of(&m, &crc) < 0)
@@ -1724,17 +1837,27 @@ static PyObject *appender_put(appender_t *a, PyObject *msg)
     q->pos += cq_unit_size;
     q->max_phys = offset + m.total;
     q->bytes_written += cq_unit_size;
-    PyObject *ts_obj = PyLong_FromLongLong(store_ts);
-    int stored = ts_obj != NULL && queue_store(q, a->table, &e->next_seen, &e->pos_seen) == 0 &&
-                 (a->service == Py_None || index_store(&a->ix, a->service, nkeys, &a->ix_count_seen) == 0) &&
-                 appender_file_store(a, pos + m.total, ts_obj) == 0;
+    /* one object a value: the record's offset (the result's, the index's end), its end (reput's, the
+     * queue's max physical offset), its store time; the queue offset is the table's entry as it was */
+    PyObject *ts_obj = PyLong_FromLongLong(store_ts), *offset_obj = PyLong_FromLongLong(offset);
+    PyObject *end_obj = PyLong_FromLongLong(offset + m.total);
+    PyObject *qo_obj = e->next_seen != NULL ? Py_NewRef(e->next_seen) : PyLong_FromLongLong(queue_offset);
+    int stored = ts_obj != NULL && offset_obj != NULL && end_obj != NULL && qo_obj != NULL &&
+                 queue_store(q, a->table, &e->next_seen, &e->pos_seen, end_obj) == 0 &&
+                 (a->service == Py_None ||
+                  index_store(&a->ix, a->service, nkeys, &a->ix_count_seen, offset_obj, ts_obj) == 0) &&
+                 appender_file_store(a, pos + m.total, ts_obj, end_obj) == 0;
+    Py_XDECREF(end_obj);
     if (!stored) {
         Py_XDECREF(ts_obj);
+        Py_XDECREF(offset_obj);
+        Py_XDECREF(qo_obj);
         goto fail;
     }
-    out = put_result_of(a->result_type, &m, PyLong_FromLongLong(offset), PyLong_FromLongLong(queue_offset), ts_obj);
+    out = put_result_of(a->result_type, &m, offset_obj, qo_obj, ts_obj);
     if (out == NULL)
         goto fail;
+    *wrote = offset;
     goto done;
 declined:
     PyErr_Clear();
@@ -1773,7 +1896,8 @@ static PyObject *appender_call(PyObject *self, PyObject *const *args, size_t nar
     if (got == NULL)
         return NULL;
     Py_DECREF(got);
-    PyObject *out = appender_put(a, args[0]);
+    long long wrote = 0;
+    PyObject *out = appender_put(a, args[0], &wrote);
     PyObject *type, *value, *trace;
     PyErr_Fetch(&type, &value, &trace); /* an error of the put stays the one raised */
     got = PyObject_CallNoArgs(a->release);
@@ -1786,6 +1910,20 @@ static PyObject *appender_call(PyObject *self, PyObject *const *args, size_t nar
     }
     Py_DECREF(got);
     PyErr_Restore(type, value, trace);
+    if (out != NULL && out != Py_None && a->wake != NULL && wrote >= a->wake_at) {
+        /* out of the lock, as append() wakes the flusher after a put */
+        PyObject *at = PyObject_CallOneArg(a->wake, PyTuple_GET_ITEM(out, 1));
+        long long next;
+        if (at == NULL || !int_of(at, INT64_MIN, INT64_MAX, &next)) {
+            if (at != NULL && !PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "the flusher's wake gave no int");
+            Py_XDECREF(at);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(at);
+        a->wake_at = next;
+    }
     return out;
 }
 
@@ -1847,7 +1985,7 @@ static PyObject *appender_put_many(PyObject *self, PyObject *const *args, Py_ssi
     Py_DECREF(got);
     if (!err && done > start) {
         PyObject *ts = PyLong_FromLongLong(last_ts);
-        int r = ts == NULL ? -1 : appender_file_store(a, new_pos, ts);
+        int r = ts == NULL ? -1 : appender_file_store(a, new_pos, ts, NULL);
         Py_XDECREF(ts);
         if (r < 0) {
             appender_forget(a);
@@ -1878,12 +2016,13 @@ static PyTypeObject appender_type = {
 };
 
 /* appender(commit_log, queues, table, reput, checkpoint, index_service, shapes, tags_codes, encoder,
- *          clock, max_body, max_record, max_props, result_type, end_blank, put_lock): the Appender of an
- * open store (engine/store.py), or None when these are not what it takes */
+ *          clock, max_body, max_record, max_props, result_type, end_blank, put_lock, wake): the Appender of
+ * an open store (engine/store.py), or None when these are not what it takes; ``wake``: None, or (async
+ * flush) the store's wake of the flusher, called after a put once the offset reaches what it last gave */
 static PyObject *appender_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 16) {
-        PyErr_SetString(PyExc_TypeError, "appender takes 16 arguments");
+    if (nargs != 17) {
+        PyErr_SetString(PyExc_TypeError, "appender takes 17 arguments");
         return NULL;
     }
     if (!layout_set) {
@@ -1913,6 +2052,8 @@ static PyObject *appender_new(PyObject *self, PyObject *const *args, Py_ssize_t 
     for (int i = 0; i < 10; i++)
         *slots[i] = Py_NewRef(args[i]);
     a->result_type = Py_NewRef(args[13]);
+    a->wake = args[16] == Py_None ? NULL : Py_NewRef(args[16]);
+    a->wake_at = INT64_MIN; /* asked at the first put */
     a->acquire = PyObject_GetAttrString(args[15], "acquire");
     a->release = PyObject_GetAttrString(args[15], "release");
     if (a->acquire == NULL || a->release == NULL) {
@@ -1934,7 +2075,8 @@ PyMethodDef rmq_append_methods[] = {
      "key_separator, key_space, fast_crc32, put_ok): the layouts the append functions write, from formats/."},
     {"appender", (PyCFunction)(void (*)(void))appender_new, METH_FASTCALL,
      "appender(commit_log, queues, table, reput, checkpoint, index_service, shapes, tags_codes, encoder, clock, "
-     "max_body, max_record, max_props, result_type, end_blank, put_lock): append()'s put of one message, for one "
-     "open store (engine/store.py); called with a message, in the put lock, its PutResult or None."},
+     "max_body, max_record, max_props, result_type, end_blank, put_lock, wake): append()'s put of one message, "
+     "for one open store (engine/store.py); called with a message, in the put lock, its PutResult or None (then "
+     "wake(offset), when given, once the offset reaches what wake last returned)."},
     {NULL, NULL, 0, NULL},
 };

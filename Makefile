@@ -46,11 +46,8 @@ fuzz: $(STAMP)
 # BENCH=read runs the modules whose name has "read"; AGAINST=REV runs REV's modules and these in
 # turns and prints the lines that regressed (output in .bench/last-against.txt)
 BENCH_LOG := $(if $(AGAINST),.bench/last-against.txt,.bench/last-run.txt)
-# The modules' bytecode is written first: where the environment sets PYTHONDONTWRITEBYTECODE, a
-# module changed since its last .pyc would be compiled again in every timed process.
 bench: $(STAMP)
 	mkdir -p .bench
-	PYTHONDONTWRITEBYTECODE= $(PY) -m compileall -q rmqtool formats benchmarks
 	bash -o pipefail -c '$(PY) -m benchmarks $(if $(AGAINST),--against $(AGAINST)) $(BENCH) | tee $(BENCH_LOG)'
 
 # README's performance section written again from the last whole `make bench` run

@@ -197,6 +197,17 @@ def tree_fingerprint(root: pathlib.Path) -> dict:
     return {str(p.relative_to(root)): file_fingerprint(p) if p.is_file() else "dir" for p in sorted(root.rglob("*"))}
 
 
+def kernel_and_pure(monkeypatch, fn) -> tuple:
+    """(fn() with native.kernel as it is, fn() with native.kernel None: the pure path)."""
+    from rmqtool import native
+
+    with_kernel = fn()
+    with monkeypatch.context() as m:
+        m.setattr(native, "kernel", None)
+        pure = fn()
+    return with_kernel, pure
+
+
 def both_ways(monkeypatch, dump, *args, **options) -> tuple:
     """``dump(*args, **options)`` (giving its output, its findings and how much of it the native
     kernel wrote) with the kernel and on the pure path: (the output, the kernel's share), the

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import CLEAN_SCENARIOS, load_truth
-from helpers import LONG_TOPIC, damage, examples, fixture_commitlogs
+from helpers import LONG_TOPIC, damage, examples, fixture_commitlogs, kernel_and_pure
 from rmqtool import native
 from rmqtool.store import record_kernel
 from rmqtool.store.commitlog_end import CommitLog
@@ -42,11 +42,7 @@ def kernel_on(monkeypatch):
 
 def both(monkeypatch, *args, **kwargs):
     """clean_records with the kernel and on the numpy path."""
-    fast = clean_records(*args, **kwargs)
-    with monkeypatch.context() as m:
-        m.setattr(native, "kernel", None)
-        pure = clean_records(*args, **kwargs)
-    return fast, pure
+    return kernel_and_pure(monkeypatch, lambda: clean_records(*args, **kwargs))
 
 
 def assert_same(fast, pure):

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import CLEAN_SCENARIOS, load_truth
-from helpers import canonical, examples
+from helpers import canonical, examples, kernel_and_pure
 from rmqtool import native
 from rmqtool.formats.properties import bytes_to_properties
 from rmqtool.store import commitlog
@@ -24,15 +24,6 @@ from rmqtool.store.record_kernel import clean_records
 KERNEL = native.kernel
 pytestmark = pytest.mark.usefixtures("native_built")
 V2 = CLEAN_SCENARIOS["5.3.3/v2-and-crc"]
-
-
-def both_ways(monkeypatch, fn):
-    """fn() with the kernel, then with native.kernel None (the pure path)."""
-    with_kernel = fn()
-    with monkeypatch.context() as m:
-        m.setattr(native, "kernel", None)
-        pure = fn()
-    return with_kernel, pure
 
 
 def scans(directory) -> list:
@@ -73,7 +64,7 @@ def test_a_segment_cut_at_a_page_scans_both_ways(cut_at_a_page, monkeypatch):
     directory, whole = cut_at_a_page
     monkeypatch.setattr(commitlog, "mmap", types.SimpleNamespace(
         mmap=_NoFind, ACCESS_READ=mmap.ACCESS_READ, ALLOCATIONGRANULARITY=mmap.ALLOCATIONGRANULARITY))
-    with_kernel, pure = both_ways(monkeypatch, lambda: scans(directory))
+    with_kernel, pure = kernel_and_pure(monkeypatch, lambda: scans(directory))
     assert with_kernel == pure
     decoded, _, crc_results, tally, _ = with_kernel
     assert sum(r[0] == "message" for r in decoded) == tally.messages == whole
@@ -131,7 +122,7 @@ def test_offsets_shared_only_where_equal(monkeypatch):
                     for m in build_messages(raw, records, offset0, position0, str(path), False)]
         return out
 
-    with_kernel, pure = both_ways(monkeypatch, built)
+    with_kernel, pure = kernel_and_pure(monkeypatch, built)
     assert with_kernel == pure
     n = len(records)
     assert [same for *_, same, _ in with_kernel[:n]] == [truth[base + p] == base + p for p in records.position.tolist()]

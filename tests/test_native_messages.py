@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from conftest import CLEAN_SCENARIOS, load_truth
-from helpers import canonical, damage, examples, fixture_commitlogs
+from helpers import canonical, damage, examples, fixture_commitlogs, kernel_and_pure
 from rmqtool import native
 from rmqtool.formats import crc as crc_rules
 from rmqtool.formats import properties as props
@@ -42,17 +42,6 @@ def snapshot(r) -> tuple:
     if type(r) is not Message:
         return canonical(r)
     return _SLOTS(r) + (r.properties, r.properties_utf8_ok, r._properties_utf8_ok)  # an unset slot raises
-
-
-def both_ways(monkeypatch, fn):
-    """fn() with the kernel, then with native.kernel None (the pure path)."""
-    with_kernel = fn()
-    monkeypatch.setattr(native, "kernel", None)
-    try:
-        pure = fn()
-    finally:
-        monkeypatch.setattr(native, "kernel", KERNEL)
-    return with_kernel, pure
 
 
 def scans(directory, unchecked: bool = True) -> list:
@@ -81,7 +70,7 @@ def test_fixtures_both_ways(monkeypatch):
     resyncs, CRC failures) with them."""
     clean = {CLEAN_SCENARIOS[name] / "store" / "commitlog" for name in CLEAN_SCENARIOS}
     for directory in distinct_commitlogs():
-        with_kernel, pure = both_ways(monkeypatch, lambda: scans(directory, unchecked=directory in clean))
+        with_kernel, pure = kernel_and_pure(monkeypatch, lambda: scans(directory, unchecked=directory in clean))
         assert with_kernel == pure, directory
 
 
@@ -173,7 +162,7 @@ def test_made_records_both_ways(monkeypatch, segment_dir, data):
         raw = damage(raw, data)
     log = write_segment(segment_dir, bytes(raw))
     message_module._TOPICS.clear()  # topics met for the first time, then from the cache
-    with_kernel, pure = both_ways(monkeypatch, lambda: scans(log))
+    with_kernel, pure = kernel_and_pure(monkeypatch, lambda: scans(log))
     assert with_kernel == pure
 
 
@@ -282,7 +271,7 @@ def test_properties_getter_in_c_is_the_python_one(monkeypatch):
             out.append((m.properties, m.properties_utf8_ok, m.properties is m.properties))
         return out
 
-    with_kernel, pure = both_ways(monkeypatch, built)
+    with_kernel, pure = kernel_and_pure(monkeypatch, built)
     assert with_kernel == pure
     assert [p for p, _, _ in pure] == [props.bytes_to_properties(bytes(r))[0] for r in raws]
     m = Message(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b"", 0, 0, b"", 0, 0, 0, b"", "T", b"A\x01b")
@@ -311,7 +300,7 @@ def test_build_messages_from_a_reused_buffer(monkeypatch):
         buf[:] = bytes(len(buf))  # the window reused: the Messages keep what they were built from
         return [snapshot(m) for m in out]
 
-    with_kernel, pure = both_ways(monkeypatch, built)
+    with_kernel, pure = kernel_and_pure(monkeypatch, built)
     assert with_kernel == pure
     assert {s[Message.__slots__.index("property_crc_ok")] for s in pure} == {True, False, None}
 

@@ -28,6 +28,7 @@ from rmqtool.formats import dledger as fmt
 from rmqtool.store.commitlog import Blank, Corrupt, ScanResult
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.message import Message, RecordError, decode_message
+from rmqtool.store.paths import dledger_home
 from rmqtool.store.segments import Segment, SegmentQueue, discover
 from rmqtool.store.small_file import read_head
 
@@ -166,14 +167,9 @@ def refuse_dledger(root: str | os.PathLike, command: str) -> None:
 
 
 def find_dledger(root: str | os.PathLike) -> DLedgerLog | None:
-    """The DLedger commit log a store root holds (``dledger-<selfId>/data``), or None. Several
-    (a root shared by nodes of a test group): the first by name."""
-    root = pathlib.Path(root)
-    try:
-        homes = sorted(p for p in root.glob(fmt.DIR_PREFIX + "*") if (p / fmt.DATA_DIR).is_dir())
-    except OSError:
-        return None
-    return DLedgerLog(homes[0]) if homes else None
+    """The DLedger commit log a store root holds (store/paths.dledger_home), or None."""
+    home = dledger_home(root)
+    return DLedgerLog(home) if home is not None else None
 
 
 class _Mapped:

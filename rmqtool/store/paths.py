@@ -1,7 +1,10 @@
 """Where each file of a store lives (the broker's StorePathConfigHelper), in one place."""
 from __future__ import annotations
 
+import os
 import pathlib
+
+from rmqtool.formats.dledger import DATA_DIR as DLEDGER_DATA_DIR, DIR_PREFIX as DLEDGER_DIR_PREFIX
 
 COMMITLOG_DIR = "commitlog"
 CONSUMEQUEUE_DIR = "consumequeue"
@@ -94,3 +97,13 @@ class StorePaths:
     @property
     def unfinished(self) -> pathlib.Path:
         return self.root / UNFINISHED_FILE
+
+
+def dledger_home(root: str | os.PathLike) -> pathlib.Path | None:
+    """The DLedger home a store root holds (``dledger-<selfId>/`` with its ``data/``), or None.
+    Several (a root shared by nodes of a test group): the first by name."""
+    try:
+        homes = sorted(p for p in pathlib.Path(root).glob(DLEDGER_DIR_PREFIX + "*") if (p / DLEDGER_DATA_DIR).is_dir())
+    except OSError:
+        return None
+    return homes[0] if homes else None

@@ -18,14 +18,13 @@ import pathlib
 from typing import TYPE_CHECKING, Any, Callable
 
 from rmqtool.errors import StoreNotFound
-from rmqtool.formats.dledger import DIR_PREFIX as DLEDGER_DIR_PREFIX
 from rmqtool.store.commitlog_end import CommitLog, CommitLogEnd, last_file_end, written_end
 from rmqtool.store.commitlog_paths import CommitLogPaths, commit_log_paths_of, list_commit_log
 from rmqtool.store.detect import require_store
 from rmqtool.store.family import ROCKETMQ, Family, detect_family, require_rocketmq
 from rmqtool.store.live import LiveStore
 from rmqtool.store.lock import is_locked
-from rmqtool.store.paths import StorePaths
+from rmqtool.store.paths import StorePaths, dledger_home
 from rmqtool.store.segments import Segment, SegmentQueue, discover
 from rmqtool.store.unfinished import Unfinished, read_unfinished
 
@@ -87,13 +86,11 @@ class StoreView:
     @functools.cached_property
     def dledger(self) -> DLedgerLog | None:
         """The DLedger commit log (``dledger-<selfId>/``) the root holds, or None."""
-        try:  # no dledger-* entry: none (find_dledger's answer), its reader not loaded
-            if not any(name.startswith(DLEDGER_DIR_PREFIX) for name in os.listdir(self.root)):
-                return None
-        except OSError:
+        home = dledger_home(self.root)
+        if home is None:  # the reader not loaded for a store without one
             return None
-        from rmqtool.store.dledger import find_dledger
-        return find_dledger(self.root)
+        from rmqtool.store.dledger import DLedgerLog
+        return DLedgerLog(home)
 
     @property
     def records_in_dledger(self) -> bool:

@@ -5,6 +5,8 @@ finds no error on it, the Java loop reads every unit, and the printed verdict is
 numbers give. (The ratio itself is timing on a tiny store: not asserted.)"""
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from benchmarks import bench_timer, timer_store
@@ -52,3 +54,24 @@ def test_bench_timer_runs_on_a_small_store(store, capsys):
     assert issue27.value == issue22.value == out["verify"].median / out["java"].median
     assert (issue27.target, issue22.target) == (bench_timer.TARGET_JAVA_RATIO, bench_timer.TARGET_ISSUE22)
     check_printed(out["verdicts"], printed)
+
+
+def test_the_java_loop_reads_each_units_message_and_checks_it(tmp_path):
+    """TimerValidate --dequeue-reads (the judged loop) reads every unit's message: a record whose
+    topic is changed fails it, while the loop without the reads still passes."""
+    from benchmarks.java_loop import compile_loop, run_loop
+    small = timer_store.ensure(tmp_path / "small", 200)
+    classes = compile_loop(tmp_path, bench_timer.SOURCE)
+    assert run_loop(classes, small, "TimerValidate", ("--dequeue-reads",)).messages == 200
+    unit = scan_timer_log(small / "timerlog").units[57]
+    m = CommitLogReader.of_store(small).read(unit.offset_py)
+    topic_at = unit.offset_py + m.store_size - len(m.properties_raw) - 2 - len(TIMER_TOPIC)  # topic, props length, props
+    segment = sorted((small / "commitlog").iterdir())[0]
+    with open(segment, "r+b") as f:
+        f.seek(topic_at)
+        assert f.read(len(TIMER_TOPIC)) == TIMER_TOPIC.encode()
+        f.seek(topic_at)
+        f.write(b"X")
+    assert run_loop(classes, small, "TimerValidate").messages == 200
+    with pytest.raises(subprocess.CalledProcessError):
+        run_loop(classes, small, "TimerValidate", ("--dequeue-reads",))

@@ -146,9 +146,13 @@ class Verify(VerifyRun):
             for f in check_rocksdb_cq(self.view, log.queue_ends if log is not None else None):
                 yield "rocksdbcq", f
         if "timer" in only and self.live is None and find_timer_store(self.root).exists:
+            from rmqtool.recovery.timer.start import plain_units_beside
             from rmqtool.verify.timer.check import check_timer  # its models load only for a store with a timer
             now = self.options.now_ms if self.options.now_ms is not None else int(time.time() * 1000)
-            for f in check_timer(self.root, self._next_start().outcome, now):
+            plain = None
+            if self.next_start is None:  # the recovery walk still to do: a worker reads the units' records meanwhile
+                plain = plain_units_beside(self.root, self._next_start, self.options.jobs)
+            for f in check_timer(self.root, self._next_start().outcome, now, plain=plain):
                 yield "timer", f
         if "controller" in only:
             for f in check_controller(self.view):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import pathlib
+from typing import Callable
 
 import numpy as np
 
@@ -22,7 +23,8 @@ from rmqtool.recovery.timer.next_run import TimerRun, predict_run
 from rmqtool.recovery.timer.wheel_model import WheelSlot
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.message import RecordError, decode_message
-from rmqtool.store.timer.records import plain_units
+from rmqtool.store.parallel import iter_parallel
+from rmqtool.store.timer.records import UNBOUNDED, plain_units, within
 from rmqtool.store.timer.files import TimerStore, find_timer_store
 from rmqtool.store.timer.timercheck import read_timercheck
 from rmqtool.store.timer.timerlog import TimerLog, read_file, scan_timer_log
@@ -69,6 +71,13 @@ class PlainUnits:
             self._disk = self._of(self.disk_log.columns)
         return self._disk
 
+    def take(self, read: "ReadBeside | None") -> None:
+        """The disk mask a worker read (:func:`plain_units_beside`), bounded here, if it read
+        these units (the same log as scanned here: else it is read again when asked)."""
+        cols = self.disk_log.columns
+        if read is not None and read.matches(cols):
+            self._disk = read.mask & within(cols["offset_py"], cols["size_py"], self.low, self.end)
+
     def _of(self, cols):
         return plain_units(self.root, cols["offset_py"], cols["size_py"], cols["hash_code_of_real_topic"],
                            self.low, self.end)
@@ -92,10 +101,64 @@ class PlainUnits:
         return out
 
 
+@dataclasses.dataclass
+class ReadBeside:
+    """What :func:`plain_units_beside`'s worker read: the unbounded plain mask over the disk
+    log's units, and what says they are the units scanned here too."""
+    mask: np.ndarray
+    count: int
+    offsets: int  # sum of the units' offsetPy
+    positions: int  # sum of their positions
+
+    @classmethod
+    def of(cls, cols, mask: np.ndarray) -> "ReadBeside":
+        return cls(mask, len(cols), int(cols["offset_py"].sum()), int(cols["position"].sum()))
+
+    def matches(self, cols) -> bool:
+        return (len(cols) == self.count == len(self.mask) and int(cols["offset_py"].sum()) == self.offsets
+                and int(cols["position"].sum()) == self.positions)
+
+
+def plain_units_beside(root, compute: Callable[[], object], workers: int) -> ReadBeside | None:
+    """``compute()`` here (verify's next start: the message store's recovery walk) while a
+    worker process scans the timer log on disk and reads every unit's record (plain_units,
+    unbounded: the recovered end is what ``compute`` finds); the two take about as long.
+    None with one worker or no timer log units: PlainUnits reads them itself when asked."""
+    directory = find_timer_store(root).timer_log_dir
+    if workers <= 1 or directory is None:
+        compute()
+        return None
+    scanned: list = []  # the worker's scan, once for both halves (each process its own)
+
+    def half(k: int) -> ReadBeside | None:
+        try:
+            if not scanned:
+                scanned.append(scan_timer_log(directory).columns)
+            cols = scanned[0]
+            part = cols[k * (len(cols) // 2):len(cols) if k else len(cols) // 2]
+            return ReadBeside.of(part, plain_units(root, part["offset_py"], part["size_py"],
+                                                   part["hash_code_of_real_topic"], *UNBOUNDED))
+        except (RmqError, OSError):  # read again, where it is asked for, and said there
+            return None
+
+    def here() -> int:
+        compute()
+        return 2
+    # two jobs so that a worker is forked (iter_parallel runs one job here); it takes both while
+    # compute() runs, and hands them back as one mask
+    halves = list(iter_parallel([0, 1], half, workers=2, before=here))
+    if None in halves:
+        return None
+    mask = np.concatenate([h.mask for h in halves])
+    return ReadBeside(mask, sum(h.count for h in halves), sum(h.offsets for h in halves),
+                      sum(h.positions for h in halves))
+
+
 def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings = TimerSettings(),
-                reader: CommitLogReader | None = None) -> TimerStart | None:
+                reader: CommitLogReader | None = None, plain: ReadBeside | None = None) -> TimerStart | None:
     """Load, recover and run of the timer store at the clock ``now_ms`` (the write time at
-    start is taken as the same clock)."""
+    start is taken as the same clock). ``plain``: the units' records as a worker read them
+    (:func:`plain_units_beside`)."""
     files = find_timer_store(root)
     if not files.exists:
         return None
@@ -132,7 +195,9 @@ def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
     reader = reader or CommitLogReader.of_store(root)
     try:
         store = message_store_at_load(outcome, reader)
-        store.plain = plain = PlainUnits(pathlib.Path(root), disk_log, store.commit_log_min, store.commit_log_max)
+        store.plain = plain_units_of = PlainUnits(pathlib.Path(root), disk_log, store.commit_log_min,
+                                                  store.commit_log_max)
+        plain_units_of.take(plain)
         load = simulate_timer_load(log_files, slots, checkpoint, store, now_ms, settings, metrics)
         if refusal:
             load.loadable, load.reason = False, refusal
@@ -142,7 +207,7 @@ def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
             reader.close()
     if not load.loadable and refused is None:
         refused = files.timer_log_dir or pathlib.Path(root) / "timerlog"
-    return TimerStart(files, disk_log, load, run, store, refused, slots, plain)
+    return TimerStart(files, disk_log, load, run, store, refused, slots, plain_units_of)
 
 
 def _checkpoint(files: TimerStore) -> TimerCheckpointData:

@@ -185,9 +185,15 @@ def _scan_real_topic_hashes(buf, starts: np.ndarray, ends: np.ndarray, hashes: d
     return codes, known
 
 
+UNBOUNDED = (0, (1 << 63) - 1)  # (low, end) of plain_units over every commit log file as it is
+
+
 def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np.ndarray, low: int,
                 end: int) -> np.ndarray:
-    """A mask over units (their offsetPy, sizePy, hashCodeOfRealTopic columns): plain ones."""
+    """A mask over units (their offsetPy, sizePy, hashCodeOfRealTopic columns): plain ones.
+
+    A unit's verdict reads only its own record's bytes: the mask over [low, end) is the
+    :data:`UNBOUNDED` one with :func:`within` (what lets it be read before the end is known)."""
     plain = np.zeros(len(offset_py), bool)
     offset_py = offset_py if offset_py.dtype == np.int64 else offset_py.astype(np.int64)  # (no copy of a column)
     size_py = size_py.astype(np.int64)
@@ -200,7 +206,7 @@ def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np
             continue
         last = min(end, seg.base_offset + seg.size)  # getData: inside this file, below the end
         rows = np.flatnonzero((offset_py >= max(low, seg.base_offset)) & (size_py >= HEADER_DTYPE.itemsize)
-                              & (offset_py + size_py <= last))
+                              & (offset_py <= last - size_py))  # (not offset + size: a damaged offset overflows)
         if not len(rows):
             continue
         # in commit log order and a window of records at a time, read into one reused buffer:
@@ -232,6 +238,11 @@ def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np
                                          topic_hash[batch], hashes)
                 lo = hi
     return plain
+
+
+def within(offset_py: np.ndarray, size_py: np.ndarray, low: int, end: int) -> np.ndarray:
+    """The units whose records lie in [low, end) of the commit log: plain_units' bounds."""
+    return (offset_py >= low) & (offset_py <= end - size_py.astype(np.int64))
 
 
 _BATCH = 1 << 13  # units matched at once: a window of a few MB, which the passes over it find in the cache

@@ -22,7 +22,7 @@ from rmqtool.formats.timerwheel import SLOT_SIZE
 from rmqtool.recovery.outcome import Outcome
 from rmqtool.recovery.timer.load import TIMER_TOPIC, TimerSettings
 from rmqtool.recovery.timer.next_run import REAL_TOPIC, topic_hash
-from rmqtool.recovery.timer.start import TimerStart, timer_start
+from rmqtool.recovery.timer.start import ReadBeside, TimerStart, timer_start
 from rmqtool.store.paths import CONFIG_DIR
 from rmqtool.store.timer.files import TIMERLOG_DIR, TIMERWHEEL_FILE
 from rmqtool.store.timer.timerlog import deliver_times, units_of
@@ -31,12 +31,14 @@ from rmqtool.store.timer.timerlog import deliver_times, units_of
 _FEW_TOPICS = 64  # timermetrics topics up to which _metrics counts each one's units by a comparison
 
 
-def check_timer(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings = TimerSettings()) -> list[Finding]:
-    """Every timer finding of a store (none when it has no timer files)."""
+def check_timer(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings = TimerSettings(),
+                plain: ReadBeside | None = None) -> list[Finding]:
+    """Every timer finding of a store (none when it has no timer files). ``plain``: the units'
+    records as a worker read them (recovery/timer/start.plain_units_beside)."""
     root = pathlib.Path(root)
     if outcome is None or not outcome.loadable:
         return []  # the message store's start not simulated (verify says why), or it does not load
-    start = timer_start(root, outcome, now_ms, settings)
+    start = timer_start(root, outcome, now_ms, settings, plain=plain)
     if start is None:
         return []
     return TimerChecks(root, start).findings()

@@ -7,10 +7,16 @@ worker's mask of other units is not taken.
 """
 from __future__ import annotations
 
+import os
+import pathlib
+import signal
+import time
+
 import pytest
 
 from conftest import V5, load_truth
 from helpers import expand_store
+from rmqtool.errors import StoreAccessError
 from rmqtool.recovery.outcome import Settings, simulate
 from rmqtool.recovery.timer import start as timer_start_module
 from rmqtool.recovery.timer.start import ReadBeside, plain_units_beside, timer_start
@@ -90,3 +96,43 @@ def test_a_mask_of_other_units_is_not_taken(stores):
     assert start.plain._disk is None or start.plain.disk().tolist() == plain_units(
         store, cols["offset_py"], cols["size_py"], cols["hash_code_of_real_topic"], start.plain.low,
         start.plain.end).tolist()
+
+
+def _children() -> list[int]:
+    pids = []
+    for task in pathlib.Path("/proc/self/task").iterdir():
+        pids += [int(p) for p in (task / "children").read_text().split()]
+    return pids
+
+
+def test_a_killed_worker_leaves_the_mask_to_this_process(stores, monkeypatch):
+    """kill -9 of the worker while the recovery walk runs: no error, no mask taken, and the
+    findings are the ones of one job (the mask read here when asked for)."""
+    store, clock = stores["a-as-is"]
+    parent = os.getpid()
+    real = timer_start_module.plain_units
+
+    def slow_in_the_worker(*args):
+        if os.getpid() != parent:
+            time.sleep(30)
+        return real(*args)
+    monkeypatch.setattr(timer_start_module, "plain_units", slow_in_the_worker)
+    killed = []
+
+    def compute():
+        time.sleep(0.2)  # the worker is in its first job
+        for pid in _children():
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+    assert plain_units_beside(store, compute, 2) is None and killed
+    monkeypatch.undo()
+    assert _findings(store, clock, 2) == _findings(store, clock, 1)
+
+
+def test_the_walks_own_error_is_raised(stores):
+    store, _ = stores["a-as-is"]
+
+    def compute():
+        raise StoreAccessError("cannot read", store / "commitlog", 0)
+    with pytest.raises(StoreAccessError, match="cannot read"):
+        plain_units_beside(store, compute, 2)

@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from rmqtool.errors import FormatError, RmqError, StoreNotFound
+from rmqtool.errors import FormatError, RmqError, StoreAccessError, StoreNotFound
 from rmqtool.formats.timerwheel import SLOTS_TOTAL, wheel_length
 from rmqtool.recovery.outcome import Outcome
 from rmqtool.recovery.timer.load import (TIMER_TOPIC, MessageStoreAtLoad, TimerCheckpointData, TimerLoad,
@@ -141,12 +141,20 @@ def plain_units_beside(root, compute: Callable[[], object], workers: int) -> Rea
         except (RmqError, OSError):  # read again, where it is asked for, and said there
             return None
 
+    computed = []
+
     def here() -> int:
         compute()
+        computed.append(True)
         return 2
     # two jobs so that a worker is forked (iter_parallel runs one job here); it takes both while
     # compute() runs, and hands them back as one mask
-    halves = list(iter_parallel([0, 1], half, workers=2, before=here))
+    try:
+        halves = list(iter_parallel([0, 1], half, workers=2, before=here))
+    except StoreAccessError:
+        if not computed:  # compute()'s own error
+            raise
+        return None  # the worker died (killed): the mask is read here when asked for
     if None in halves:
         return None
     mask = np.concatenate([h.mask for h in halves])

@@ -5,6 +5,7 @@
  * store/crc.py hands in once (set_crc32). crc_run and clean_run take the run of records the
  * rule (store/record_rule.record_parts) accepts, through one check of a record (clean_record):
  * crc_run those whose CRCs hold too, clean_run writing their parts (record_kernel.clean_records').
+ * find_all: where some bytes occur in a window (the recovery walk's INNER_NUM search).
  * All only read their buffer, inside its length. */
 #include "kernel.h"
 
@@ -453,7 +454,60 @@ no_columns:
     return result;
 }
 
+/* find_all(buf, needle, start, stop, out) -> occurrences written
+ * bytes.find's hits of `needle` fully inside [start, stop) of buf, in order, each search going
+ * on from the byte after the last hit (as commitlog_walk.sure_records' loop of buf.find), into
+ * the int64 array `out` until it is full: the caller calls again from its last hit + 1. */
+static PyObject *find_all(PyObject *self, PyObject *args)
+{
+    PyObject *buf_obj, *out_obj;
+    Py_buffer buf, needle, out;
+    Py_ssize_t start, stop;
+    if (!PyArg_ParseTuple(args, "Oy*nnO", &buf_obj, &needle, &start, &stop, &out_obj))
+        return NULL;
+    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&needle);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(out_obj, &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&buf);
+        PyBuffer_Release(&needle);
+        return NULL;
+    }
+    Py_ssize_t room = out.len / (Py_ssize_t)sizeof(int64_t), found = 0;
+    if (out.len % (Py_ssize_t)sizeof(int64_t) != 0 || needle.len <= 0) {
+        PyErr_SetString(PyExc_ValueError, "find_all: a non-empty needle and an int64 array");
+        goto release;
+    }
+    if (start < 0)
+        start = 0;
+    if (stop > buf.len)
+        stop = buf.len;
+    const unsigned char *p = buf.buf;
+    int64_t *hits = out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t at = start;
+    while (found < room && at <= stop - needle.len) {
+        const unsigned char *hit = memmem(p + at, (size_t)(stop - at), needle.buf, (size_t)needle.len);
+        if (hit == NULL)
+            break;
+        hits[found++] = (int64_t)(hit - p);
+        at = (hit - p) + 1;
+    }
+    Py_END_ALLOW_THREADS
+release:
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&needle);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyLong_FromSsize_t(found);
+}
+
 PyMethodDef rmq_scan_methods[] = {
+    {"find_all", find_all, METH_VARARGS,
+     "find_all(buf, needle, start, stop, out) -> hits written: bytes.find's hits of needle in [start, stop), "
+     "in order, into an int64 array (recovery/commitlog_walk.sure_records)"},
     {"clean_run", scan_clean_run, METH_VARARGS,
      "clean_run(buf, i, stop, limit, layout, columns, headers) -> (count, position): the clean records' parts"},
     {"crc_run", scan_crc_run, METH_VARARGS,

@@ -408,56 +408,6 @@ release:
     Py_RETURN_NONE;
 }
 
-/* find_all(buf, needle, start, stop, out) -> occurrences written
- * bytes.find's hits of `needle` fully inside [start, stop) of buf, in order, each search going
- * on from the byte after the last hit (as commitlog_walk.sure_records' loop of buf.find), into
- * the int64 array `out` until it is full: the caller calls again from its last hit + 1. */
-static PyObject *find_all(PyObject *self, PyObject *args)
-{
-    PyObject *buf_obj, *out_obj;
-    Py_buffer buf, needle, out;
-    Py_ssize_t start, stop;
-    if (!PyArg_ParseTuple(args, "Oy*nnO", &buf_obj, &needle, &start, &stop, &out_obj))
-        return NULL;
-    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&needle);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(out_obj, &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&buf);
-        PyBuffer_Release(&needle);
-        return NULL;
-    }
-    Py_ssize_t room = out.len / (Py_ssize_t)sizeof(int64_t), found = 0;
-    if (out.len % (Py_ssize_t)sizeof(int64_t) != 0 || needle.len <= 0) {
-        PyErr_SetString(PyExc_ValueError, "find_all: a non-empty needle and an int64 array");
-        goto release;
-    }
-    if (start < 0)
-        start = 0;
-    if (stop > buf.len)
-        stop = buf.len;
-    const unsigned char *p = buf.buf;
-    int64_t *hits = out.buf;
-    Py_BEGIN_ALLOW_THREADS
-    Py_ssize_t at = start;
-    while (found < room && at <= stop - needle.len) {
-        const unsigned char *hit = memmem(p + at, (size_t)(stop - at), needle.buf, (size_t)needle.len);
-        if (hit == NULL)
-            break;
-        hits[found++] = (int64_t)(hit - p);
-        at = (hit - p) + 1;
-    }
-    Py_END_ALLOW_THREADS
-release:
-    PyBuffer_Release(&out);
-    PyBuffer_Release(&buf);
-    PyBuffer_Release(&needle);
-    if (PyErr_Occurred())
-        return NULL;
-    return PyLong_FromSsize_t(found);
-}
-
 /* plain_sure(buf, positions, sizes, hashes, layout, topic, entry, property_separator, name_value_separator, out)
  * -> units found plain. store/timer/records._plain_in's common case, a unit at a time: out[k] is
  * set (1) where the record at positions[k] (IPv4 hosts) is whole by the record rule with a
@@ -569,9 +519,6 @@ PyMethodDef rmq_timer_methods[] = {
     {"plain_sure", plain_sure, METH_VARARGS,
      "plain_sure(buf, positions, sizes, hashes, layout, topic, entry, property_separator, name_value_separator, "
      "out) -> units found plain (store/timer/records._plain_in's common case)"},
-    {"find_all", find_all, METH_VARARGS,
-     "find_all(buf, needle, start, stop, out) -> hits written: bytes.find's hits of needle in [start, stop), "
-     "in order, into an int64 array (recovery/commitlog_walk.sure_records)"},
     {"real_topic_hashes", real_topic_hashes, METH_VARARGS,
      "real_topic_hashes(buf, starts, ends, entry, property_separator, name_value_separator, codes, known) -> "
      "ranges known: the sure REAL_TOPIC hash of each properties range (store/timer/records.py)"},

@@ -197,14 +197,17 @@ def tree_fingerprint(root: pathlib.Path) -> dict:
     return {str(p.relative_to(root)): file_fingerprint(p) if p.is_file() else "dir" for p in sorted(root.rglob("*"))}
 
 
-def kernel_and_pure(monkeypatch, fn) -> tuple:
-    """(fn() with native.kernel as it is, fn() with native.kernel None: the pure path)."""
+def kernel_and_pure(fn) -> tuple:
+    """(fn() with native.kernel as it is, fn() with native.kernel None: the pure path). No
+    monkeypatch fixture: hypothesis tests call it too."""
     from rmqtool import native
 
     with_kernel = fn()
-    with monkeypatch.context() as m:
-        m.setattr(native, "kernel", None)
+    kernel, native.kernel = native.kernel, None
+    try:
         pure = fn()
+    finally:
+        native.kernel = kernel
     return with_kernel, pure
 
 

@@ -42,7 +42,7 @@ def kernel_on(monkeypatch):
 
 def both(monkeypatch, *args, **kwargs):
     """clean_records with the kernel and on the numpy path."""
-    return kernel_and_pure(monkeypatch, lambda: clean_records(*args, **kwargs))
+    return kernel_and_pure(lambda: clean_records(*args, **kwargs))
 
 
 def assert_same(fast, pure):

@@ -64,7 +64,7 @@ def test_a_segment_cut_at_a_page_scans_both_ways(cut_at_a_page, monkeypatch):
     directory, whole = cut_at_a_page
     monkeypatch.setattr(commitlog, "mmap", types.SimpleNamespace(
         mmap=_NoFind, ACCESS_READ=mmap.ACCESS_READ, ALLOCATIONGRANULARITY=mmap.ALLOCATIONGRANULARITY))
-    with_kernel, pure = kernel_and_pure(monkeypatch, lambda: scans(directory))
+    with_kernel, pure = kernel_and_pure(lambda: scans(directory))
     assert with_kernel == pure
     decoded, _, crc_results, tally, _ = with_kernel
     assert sum(r[0] == "message" for r in decoded) == tally.messages == whole
@@ -122,7 +122,7 @@ def test_offsets_shared_only_where_equal(monkeypatch):
                     for m in build_messages(raw, records, offset0, position0, str(path), False)]
         return out
 
-    with_kernel, pure = kernel_and_pure(monkeypatch, built)
+    with_kernel, pure = kernel_and_pure(built)
     assert with_kernel == pure
     n = len(records)
     assert [same for *_, same, _ in with_kernel[:n]] == [truth[base + p] == base + p for p in records.position.tolist()]

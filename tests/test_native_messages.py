@@ -70,7 +70,7 @@ def test_fixtures_both_ways(monkeypatch):
     resyncs, CRC failures) with them."""
     clean = {CLEAN_SCENARIOS[name] / "store" / "commitlog" for name in CLEAN_SCENARIOS}
     for directory in distinct_commitlogs():
-        with_kernel, pure = kernel_and_pure(monkeypatch, lambda: scans(directory, unchecked=directory in clean))
+        with_kernel, pure = kernel_and_pure(lambda: scans(directory, unchecked=directory in clean))
         assert with_kernel == pure, directory
 
 
@@ -162,7 +162,7 @@ def test_made_records_both_ways(monkeypatch, segment_dir, data):
         raw = damage(raw, data)
     log = write_segment(segment_dir, bytes(raw))
     message_module._TOPICS.clear()  # topics met for the first time, then from the cache
-    with_kernel, pure = kernel_and_pure(monkeypatch, lambda: scans(log))
+    with_kernel, pure = kernel_and_pure(lambda: scans(log))
     assert with_kernel == pure
 
 
@@ -271,7 +271,7 @@ def test_properties_getter_in_c_is_the_python_one(monkeypatch):
             out.append((m.properties, m.properties_utf8_ok, m.properties is m.properties))
         return out
 
-    with_kernel, pure = kernel_and_pure(monkeypatch, built)
+    with_kernel, pure = kernel_and_pure(built)
     assert with_kernel == pure
     assert [p for p, _, _ in pure] == [props.bytes_to_properties(bytes(r))[0] for r in raws]
     m = Message(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b"", 0, 0, b"", 0, 0, 0, b"", "T", b"A\x01b")
@@ -300,7 +300,7 @@ def test_build_messages_from_a_reused_buffer(monkeypatch):
         buf[:] = bytes(len(buf))  # the window reused: the Messages keep what they were built from
         return [snapshot(m) for m in out]
 
-    with_kernel, pure = kernel_and_pure(monkeypatch, built)
+    with_kernel, pure = kernel_and_pure(built)
     assert with_kernel == pure
     assert {s[Message.__slots__.index("property_crc_ok")] for s in pure} == {True, False, None}
 

@@ -65,10 +65,10 @@ def test_hop_and_header_hop_count_the_broker_records(name, segments, monkeypatch
     truth = load_truth(CLEAN_SCENARIOS[name] / "truth.json")["truth"]
     counted = hopped = 0
     for path, raw in zip(_segments(name), segments[name]):
-        fast, pure = kernel_and_pure(monkeypatch, lambda: _chain(raw))
+        fast, pure = kernel_and_pure(lambda: _chain(raw))
         assert fast == pure
         counted += len(fast[0])
-        fast, pure = kernel_and_pure(monkeypatch, lambda: header_hop(str(path), len(raw)))
+        fast, pure = kernel_and_pure(lambda: header_hop(str(path), len(raw)))
         assert fast == pure
         hopped += fast[0]
     assert counted == hopped == truth["commitlog"]["messageCount"] == len(truth["messages"])
@@ -80,7 +80,7 @@ def test_hop_and_header_hop_count_the_broker_records(name, segments, monkeypatch
 def test_header_hop_over_map_seams(segments, monkeypatch):
     """A record header across the end of a mapped span is read from the next span."""
     path = _segments("4.9.8/basic")[0]
-    want = kernel_and_pure(monkeypatch, lambda: header_hop(str(path), path.stat().st_size))
+    want = kernel_and_pure(lambda: header_hop(str(path), path.stat().st_size))
     monkeypatch.setattr(commitlog, "HOP_MAP", 3 * 4096 + 5)
     assert want[0] == want[1] == header_hop(str(path), path.stat().st_size)
 
@@ -114,7 +114,7 @@ def test_crcs_of_bodies_match_truth(name, segments, monkeypatch):
     base = int(_segments(name)[0].name)
     raw = segments[name][0]
     records = clean_records(raw, 0, len(raw))
-    fast, pure = kernel_and_pure(monkeypatch, lambda: crc.crcs_of(raw, records.body_at, records.body_end))
+    fast, pure = kernel_and_pure(lambda: crc.crcs_of(raw, records.body_at, records.body_end))
     assert fast.dtype == pure.dtype == np.int64 and fast.tolist() == pure.tolist()
     assert [c & JAVA_CRC_MASK for c in fast.tolist()] == [body_crc[base + p] for p in records.position.tolist()]
 
@@ -139,7 +139,7 @@ def test_crc_scan_both_ways(name, monkeypatch):
         results = [r for r in log.crc_scan(tally=tally) if type(r) is not Blank]
         return results, tally
 
-    (fast, fast_tally), (pure, pure_tally) = kernel_and_pure(monkeypatch, run)
+    (fast, fast_tally), (pure, pure_tally) = kernel_and_pure(run)
     assert fast == pure == [] and fast_tally == pure_tally
     assert fast_tally.messages == load_truth(CLEAN_SCENARIOS[name] / "truth.json")["truth"]["commitlog"]["messageCount"]
 
@@ -169,7 +169,7 @@ def test_crc_ranges_declines_ranges_outside(segments, monkeypatch):
     out = np.zeros(1, np.int64)
     for a, b in ((-1, 4), (5, 4), (0, len(raw) + 1)):
         assert KERNEL.crc_ranges(raw, np.array([a]), np.array([b]), out) is None
-    fast, pure = kernel_and_pure(monkeypatch, lambda: crc.crcs_of(raw, np.array([3, 8]), np.array([len(raw) + 9, 2])).tolist())
+    fast, pure = kernel_and_pure(lambda: crc.crcs_of(raw, np.array([3, 8]), np.array([len(raw) + 9, 2])).tolist())
     assert fast == pure
     monkeypatch.setattr(crc, "fast_crc32", lambda data: zlib.crc32(data))  # replaced: the kernel is not used
     assert crc.kernel_crcs() is None
@@ -187,17 +187,17 @@ def test_damaged_windows_both_ways(data, segments, monkeypatch, tmp_path_factory
     i = data.draw(st.integers(0, len(raw) + 16))
     stop = data.draw(st.integers(0, len(raw) + 16))
     limit = data.draw(st.one_of(st.none(), st.integers(0, len(raw) + 2000)))
-    fast, pure = kernel_and_pure(monkeypatch, lambda: _chain(raw, i, stop, limit))
+    fast, pure = kernel_and_pure(lambda: _chain(raw, i, stop, limit))
     assert fast == pure
     path = tmp_path_factory.mktemp("hop") / "00000000000000000000"
     path.write_bytes(raw)
     size = len(raw)  # as the bench calls it (the pure window reads past a smaller size; the map does not)
-    fast, pure = kernel_and_pure(monkeypatch, lambda: header_hop(str(path), size))
+    fast, pure = kernel_and_pure(lambda: header_hop(str(path), size))
     assert fast == pure
     n = data.draw(st.integers(0, 6))
     start = np.array(data.draw(st.lists(st.integers(-4, len(raw) + 4), min_size=n, max_size=n)), np.int64)
     end = np.array(data.draw(st.lists(st.integers(-4, len(raw) + 4), min_size=n, max_size=n)), np.int64)
-    fast, pure = kernel_and_pure(monkeypatch, lambda: crc.crcs_of(raw, start, end).tolist())
+    fast, pure = kernel_and_pure(lambda: crc.crcs_of(raw, start, end).tolist())
     assert fast == pure
     assert good_crc_run(raw, i, stop) == _good_run(raw, i, stop)
     os.unlink(path)
@@ -221,7 +221,7 @@ def test_damaged_crc_scan_both_ways(data, segments, monkeypatch, tmp_path_factor
         results = [canonical(r) for r in log.crc_scan(tally=tally, findings=findings)]
         return results, findings, tally
 
-    fast, pure = kernel_and_pure(monkeypatch, run)
+    fast, pure = kernel_and_pure(run)
     assert fast == pure
 
 

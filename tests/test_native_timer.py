@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO, V5, load_truth
-from helpers import cli_runner, examples, expand_store
+from helpers import cli_runner, examples, expand_store, kernel_and_pure
 from rmqtool import native
 from rmqtool.formats.indexfile import java_string_hash
 from rmqtool.formats.properties import (NAME_VALUE_SEPARATOR, PROPERTY_REAL_TOPIC, PROPERTY_SEPARATOR,
@@ -41,17 +41,6 @@ PRECISION_MS = 1000  # the fixtures' timerPrecisionMs (the broker's default)
 def _clock(truth: dict) -> int:
     after = truth["timerAfterLoad"]["state"] if "timerAfterLoad" in truth else truth["reload"]["timerAfterLoad"]
     return after["fakeNowMs"]
-
-
-def both_ways(call):
-    """(with the kernel, without it) of call()."""
-    with_kernel = call()
-    native.kernel = None
-    try:
-        without = call()
-    finally:
-        native.kernel = KERNEL
-    return with_kernel, without
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +76,7 @@ def stores(tmp_path_factory):
 def test_units_and_chains_both_ways_equal_truth(stores):
     truth = load_truth(V5 / "timer" / "truth.json")["timer"]
     store, _ = stores["timer"]
-    logs = both_ways(lambda: scan_timer_log(store / "timerlog"))
+    logs = kernel_and_pure(lambda: scan_timer_log(store / "timerlog"))
     assert logs[0].columns.tobytes() == logs[1].columns.tobytes()
     cols = logs[0].columns
     want = truth["timerLogUnits"]
@@ -97,7 +86,7 @@ def test_units_and_chains_both_ways_equal_truth(stores):
                       ("hash_code_of_real_topic", "hashCodeOfRealTopic")):
         assert cols[name].tolist() == [u[key] for u in want], name
     used = read_wheel(store / "timerwheel", PRECISION_MS).used
-    walked = both_ways(lambda: list(walk_chain_set(logs[0], used["last_pos"], slot_indexes=used["index"],
+    walked = kernel_and_pure(lambda: list(walk_chain_set(logs[0], used["last_pos"], slot_indexes=used["index"],
                                                                 precision_ms=PRECISION_MS)))
     assert walked[0] == walked[1]
     by_index = {c["index"]: c for c in truth["chains"]}
@@ -109,7 +98,7 @@ def test_plain_units_both_ways_equal_truth(stores):
     for name in ("timer", "damaged"):
         store, _ = stores[name]
         cols = scan_timer_log(store / "timerlog").columns
-        plain = both_ways(lambda: records.plain_units(
+        plain = kernel_and_pure(lambda: records.plain_units(
             store, cols["offset_py"], cols["size_py"], cols["hash_code_of_real_topic"], 0, 1 << 40))
         assert plain[0].tolist() == plain[1].tolist()
         units = load_truth(V5 / "timer" / "truth.json")["timer"]["timerLogUnits"]
@@ -120,7 +109,7 @@ def test_plain_units_both_ways_equal_truth(stores):
         assert plain[0].tolist() == want
 
 
-def test_damaged_chain_both_ways(stores):
+def test_damaged_chain_kernel_and_pure(stores):
     store, _ = stores["damaged"]
     log = scan_timer_log(store / "timerlog")
     used = read_wheel(store / "timerwheel", PRECISION_MS).used
@@ -129,7 +118,7 @@ def test_damaged_chain_both_ways(stores):
         log._cache.clear()
         return list(walk_chain_set(log, used["last_pos"], slot_indexes=used["index"], read_end=log.log_end,
                                    precision_ms=PRECISION_MS))
-    walked = both_ways(walk)
+    walked = kernel_and_pure(walk)
     assert walked[0] == walked[1]
     assert any(c.end == "loop" for c in walked[0])  # the forward step makes its chain loop
 
@@ -143,7 +132,7 @@ def _verify_json(store, clock) -> tuple[int, str]:
 
 def test_verify_both_ways_and_cli_without_kernel(stores):
     for name, (store, clock) in stores.items():
-        both = both_ways(lambda: _verify_json(store, clock))
+        both = kernel_and_pure(lambda: _verify_json(store, clock))
         assert both[0] == both[1], name
         assert both[0][0] in (0, 3), name
         if name == "damaged":
@@ -196,7 +185,7 @@ def test_units_unpacked_both_ways_on_damaged_bytes(stores, data):
         at = data.draw(st.integers(0, len(raw) - 1))
         raw[at] = data.draw(st.integers(0, 255))
     count = data.draw(st.integers(0, len(raw) // UNIT_SIZE))
-    got = both_ways(lambda: leading_units(memoryview(raw)[:count * UNIT_SIZE], 4096, count))
+    got = kernel_and_pure(lambda: leading_units(memoryview(raw)[:count * UNIT_SIZE], 4096, count))
     assert got[0].tobytes() == got[1].tobytes()
 
 
@@ -219,5 +208,5 @@ def test_chains_both_ways_on_damaged_links(stores, data):
         log._cache.clear()
         return list(walk_chain_set(log, used["last_pos"], slot_indexes=used["index"], read_end=read_end,
                                    precision_ms=PRECISION_MS))
-    walked = both_ways(walk)
+    walked = kernel_and_pure(walk)
     assert walked[0] == walked[1]

@@ -27,10 +27,11 @@ import numpy as np
 
 from rmqtool import native
 from rmqtool.dispatch.dispatcher import DispatchRequest, RecordUnreadable, check_message
-from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels
+from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels, tags_code
 from rmqtool.errors import StoreAccessError
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODES
-from rmqtool.formats.properties import PROPERTY_INNER_BASE, PROPERTY_INNER_NUM
+from rmqtool.formats.properties import (PROPERTY_INNER_BASE, PROPERTY_INNER_NUM, PROPERTY_KEYS, PROPERTY_TAGS,
+                                        PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, bytes_to_properties)
 from rmqtool.store.arrays import at_every_byte
 from rmqtool.store.commitlog_end import first_bytes
 from rmqtool.store.message import HEADER_FIELDS, HEADERS, PREFIX, RECORD_START
@@ -172,6 +173,47 @@ def sure_records(buf, records, options: WalkOptions) -> np.ndarray:
     return sure
 
 
+def sure_requests(buf, records, sure: np.ndarray, base: int) -> list:
+    """check_message's DispatchRequest of each record :func:`sure_records` vouched for (``sure``),
+    built from the kernel's parts of it (``base``: the commit log offset of ``buf[0]``); None
+    for the others, and for a record with both INNER_* properties (4.9.8's walk does not
+    vouch them away; check_message reads them), which go through check_message itself. A
+    vouched record is no delay-topic record, so its tags code is its TAGS' hash."""
+    kernel = native.kernel
+    header = records.header
+    out = []
+    topics: dict = {}
+    for k, (ok, queue_id, queue_offset, sys_flag, store_ts, at, end, t_at, t_end, p_at) in enumerate(zip(
+            sure.tolist(), header["queue_id"].tolist(), header["queue_offset"].tolist(), header["sys_flag"].tolist(),
+            records.store_timestamp.tolist(), records.position.tolist(), records.end.tolist(),
+            records.topic_at.tolist(), records.topic_end.tolist(), records.properties_at.tolist())):
+        if not ok:
+            out.append(None)
+            continue
+        raw_topic = bytes(buf[t_at:t_end])
+        topic = topics.get(raw_topic)
+        if topic is None:
+            topic = topics[raw_topic] = raw_topic.decode("utf-8", "replace")
+        keys = uniq = None
+        code = 0
+        if end > p_at:
+            raw = bytes(buf[p_at:end])
+            properties = kernel.properties_dict(raw) if kernel is not None else None
+            if properties is None:  # not the common string: the broker's loop
+                properties = bytes_to_properties(raw)[0]
+            if PROPERTY_INNER_NUM in properties and PROPERTY_INNER_BASE in properties:
+                out.append(None)
+                continue
+            keys = properties.get(PROPERTY_KEYS)
+            uniq = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            tags = properties.get(PROPERTY_TAGS)
+            if tags:
+                code = tags_code(tags)
+        out.append(DispatchRequest(topic, queue_id, base + at, end - at, code, store_ts, queue_offset, keys, uniq,
+                                   sys_flag, queue_offset, 1, False))
+    return out
+
+
 _HITS_ROOM = 256  # INNER_NUM occurrences a call of the kernel's find_all writes (a batch store's window: calls again)
 
 
@@ -294,6 +336,32 @@ def walk(segments: list[Segment], start_index: int, options: WalkOptions, delay_
                     mapped.release_before(pos)
                     if run.stop < stop:
                         break  # the run stopped short: check_message says what lies there
+                # records past dispatch_from: the kernel's clean ones vouched for and their requests
+                # built from its parts (check_message's, one Python call a record otherwise)
+                while fast and quiet_to <= pos < limit:
+                    stop = min(limit, pos + WINDOW)
+                    run = clean_records(buf, pos, stop, limit, hints=file_hints)
+                    if not len(run):
+                        break
+                    starts = run.position
+                    for k, request in enumerate(sure_requests(buf, run, sure_records(buf, run, options), base)):
+                        if request is None:
+                            p = int(starts[k])
+                            size, request, why, total = check_at(buf, p, limit, base + p, options, delay_levels)
+                            if size <= 0:
+                                records += k
+                                if k:
+                                    last_record = (index, int(starts[k - 1]))
+                                elif last is not None:
+                                    last_record = (index, last)
+                                return WalkEnd(base + p, start_index, index, p, why, total, records, last_record)
+                        on_record(request)
+                    records += len(starts)
+                    last = int(starts[-1])
+                    pos = run.stop
+                    mapped.release_before(pos)
+                    if run.stop < stop:
+                        break
                 size, request, why, total = check_at(buf, pos, limit, base + pos, options, delay_levels)
                 if size > 0:
                     records += 1

@@ -138,12 +138,19 @@ for args in json.loads(sys.argv[1]):
         os.dup2(null, 2)
         sys.argv = ["rmqtool", *args]
         code = 0
+        end, me = os._exit, os.getpid()
+
+        def read_only_end(code):  # common.run's end of a read-only command: the modules are asked after it
+            if os.getpid() != me:  # a worker process the command forked ends as it does
+                end(code)
+            raise SystemExit(code)
+        os._exit = read_only_end
         try:
             main()
         except SystemExit as exc:
             code = exc.code
         os.write(write, json.dumps([code, sorted(sys.modules)]).encode())
-        os._exit(0)
+        end(0)
     os.close(write)
     with os.fdopen(read) as f:
         results.append(json.loads(f.read()))

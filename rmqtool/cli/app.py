@@ -124,5 +124,10 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     pass
 
 
+# Commands that write nothing but stdout and stderr (report writes --html, the others the store or
+# a copy of it): their process ends without the interpreter's teardown (common.run)
+READ_ONLY = frozenset({"info", "query", "verify", "check", "diff", "findings", "dump"})
+
+
 def main() -> None:
-    run(app)
+    run(app, READ_ONLY)

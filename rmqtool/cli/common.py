@@ -204,9 +204,12 @@ def _stdout_is_devnull() -> bool:
 _ABORTS = tuple({typer.Abort, getattr(click.exceptions, "Abort", typer.Abort)})
 
 
-def run(app) -> None:
+def run(app, read_only: frozenset = frozenset()) -> None:
     """The process boundary around the typer app: click's usage errors one line (usage_line),
-    Ctrl-C and a closed pipe as every command has them."""
+    Ctrl-C and a closed pipe as every command has them. A command of ``read_only`` (one that
+    writes nothing but stdout and stderr) that ends normally ends the process once its output
+    is flushed, without the interpreter's teardown (every module's objects freed: 30-60 ms
+    after a verify or a dump, which no reader sees)."""
     try:
         code = app(standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:
@@ -239,4 +242,8 @@ def run(app) -> None:
         sys.stdout.flush()
     except BrokenPipeError:  # the last of the output did not get out: the reader went away
         code = closed_pipe().exit_code
-    sys.exit(code if isinstance(code, int) else int(ExitCode.OK))
+    code = code if isinstance(code, int) else int(ExitCode.OK)
+    if sys.argv[1:2] and sys.argv[1] in read_only:
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

@@ -14,8 +14,9 @@ import time
 
 import pytest
 
-from conftest import V5, load_truth
+from conftest import load_truth
 from helpers import expand_store
+from test_timer_verify import CASES, _clock  # the timer stores and each one's clock
 from rmqtool.errors import StoreAccessError
 from rmqtool.recovery.outcome import Settings, simulate
 from rmqtool.recovery.timer import start as timer_start_module
@@ -23,15 +24,6 @@ from rmqtool.recovery.timer.start import ReadBeside, plain_units_beside, timer_s
 from rmqtool.store.timer.records import UNBOUNDED, plain_units, within
 from rmqtool.store.timer.timerlog import scan_timer_log
 from rmqtool.verify.run import Verify, VerifyOptions
-
-CRASH = V5 / "timer-crash"
-CASES = {"timer": (V5 / "timer", "store")}
-CASES.update({v.name: (v, "input/store") for v in sorted(CRASH.iterdir()) if (v / "truth.json").is_file()})
-
-
-def _clock(truth: dict) -> int:
-    after = truth["timerAfterLoad"]["state"] if "timerAfterLoad" in truth else truth["reload"]["timerAfterLoad"]
-    return after["fakeNowMs"]
 
 
 @pytest.fixture(scope="module")

@@ -312,22 +312,29 @@ def walk(segments: list[Segment], start_index: int, options: WalkOptions, delay_
             # records starting before here need no request: the kernel may vouch for them
             quiet_to = limit if on_record is None else min(limit, max(dispatch_from - base, 0))
             while True:
-                while fast and pos < quiet_to:  # a window of the kernel's clean records
-                    stop = min(quiet_to, pos + WINDOW)
+                while fast and pos < limit:  # a window of the kernel's clean records
+                    # past quiet_to each record is dispatched: its request built from the kernel's parts
+                    # where it vouches for the record (check_message's, one Python call a record otherwise)
+                    dispatching = pos >= quiet_to
+                    stop = min(limit if dispatching else quiet_to, pos + WINDOW)
                     run = clean_records(buf, pos, stop, limit, hints=file_hints)
                     if not len(run):
                         break
                     starts = run.position
-                    for k in np.flatnonzero(~sure_records(buf, run, options)).tolist():
+                    sure = sure_records(buf, run, options)
+                    rows = (enumerate(sure_requests(buf, run, sure, base)) if dispatching else
+                            ((k, None) for k in np.flatnonzero(~sure).tolist()))  # the rest need no request
+                    for k, request in rows:
                         p = int(starts[k])
-                        size, request, why, total = check_at(buf, p, limit, base + p, options, delay_levels)
-                        if size <= 0:  # a clean record is no blank: it fails here, the records before it stand
-                            records += k
-                            if k:
-                                last_record = (index, int(starts[k - 1]))
-                            elif last is not None:
-                                last_record = (index, last)
-                            return WalkEnd(base + p, start_index, index, p, why, total, records, last_record)
+                        if request is None:
+                            size, request, why, total = check_at(buf, p, limit, base + p, options, delay_levels)
+                            if size <= 0:  # a clean record is no blank: it fails here, the records before it stand
+                                records += k
+                                if k:
+                                    last_record = (index, int(starts[k - 1]))
+                                elif last is not None:
+                                    last_record = (index, last)
+                                return WalkEnd(base + p, start_index, index, p, why, total, records, last_record)
                         if on_record is not None and base + p >= dispatch_from:
                             on_record(request)
                     records += len(starts)
@@ -336,32 +343,6 @@ def walk(segments: list[Segment], start_index: int, options: WalkOptions, delay_
                     mapped.release_before(pos)
                     if run.stop < stop:
                         break  # the run stopped short: check_message says what lies there
-                # records past dispatch_from: the kernel's clean ones vouched for and their requests
-                # built from its parts (check_message's, one Python call a record otherwise)
-                while fast and quiet_to <= pos < limit:
-                    stop = min(limit, pos + WINDOW)
-                    run = clean_records(buf, pos, stop, limit, hints=file_hints)
-                    if not len(run):
-                        break
-                    starts = run.position
-                    for k, request in enumerate(sure_requests(buf, run, sure_records(buf, run, options), base)):
-                        if request is None:
-                            p = int(starts[k])
-                            size, request, why, total = check_at(buf, p, limit, base + p, options, delay_levels)
-                            if size <= 0:
-                                records += k
-                                if k:
-                                    last_record = (index, int(starts[k - 1]))
-                                elif last is not None:
-                                    last_record = (index, last)
-                                return WalkEnd(base + p, start_index, index, p, why, total, records, last_record)
-                        on_record(request)
-                    records += len(starts)
-                    last = int(starts[-1])
-                    pos = run.stop
-                    mapped.release_before(pos)
-                    if run.stop < stop:
-                        break
                 size, request, why, total = check_at(buf, pos, limit, base + pos, options, delay_levels)
                 if size > 0:
                     records += 1

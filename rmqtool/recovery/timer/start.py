@@ -107,16 +107,20 @@ class ReadBeside:
     log's units, and what says they are the units scanned here too."""
     mask: np.ndarray
     count: int
-    offsets: int  # sum of the units' offsetPy
-    positions: int  # sum of their positions
+    offsets: int  # the units' offsetPy xor-ed together (halves combine exactly, nothing overflows)
+    positions: int  # their positions, the same way
 
     @classmethod
     def of(cls, cols, mask: np.ndarray) -> "ReadBeside":
-        return cls(mask, len(cols), int(cols["offset_py"].sum()), int(cols["position"].sum()))
+        return cls(mask, len(cols), *_digest(cols))
 
     def matches(self, cols) -> bool:
-        return (len(cols) == self.count == len(self.mask) and int(cols["offset_py"].sum()) == self.offsets
-                and int(cols["position"].sum()) == self.positions)
+        return len(cols) == self.count == len(self.mask) and _digest(cols) == (self.offsets, self.positions)
+
+
+def _digest(cols) -> tuple[int, int]:
+    return tuple(int(np.bitwise_xor.reduce(cols[name].astype(np.int64, copy=False))) if len(cols) else 0
+                 for name in ("offset_py", "position"))
 
 
 def plain_units_beside(root, compute: Callable[[], object], workers: int) -> ReadBeside | None:
@@ -157,9 +161,9 @@ def plain_units_beside(root, compute: Callable[[], object], workers: int) -> Rea
         return None  # the worker died (killed): the mask is read here when asked for
     if None in halves:
         return None
-    mask = np.concatenate([h.mask for h in halves])
-    return ReadBeside(mask, sum(h.count for h in halves), sum(h.offsets for h in halves),
-                      sum(h.positions for h in halves))
+    first, second = halves
+    return ReadBeside(np.concatenate([first.mask, second.mask]), first.count + second.count,
+                      first.offsets ^ second.offsets, first.positions ^ second.positions)
 
 
 def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings = TimerSettings(),

@@ -22,7 +22,7 @@ def recover_qmq(view: QmqView, *, apply: bool = False, to: pathlib.Path | None =
     doc = plan.to_json()
     run = RecoverRun(doc, plan)
     unfinished = view.unfinished
-    loses = bool(plan.records_dropped) or not plan.broker.started
+    loses = bool(plan.records_dropped or plan.records_unserved) or not plan.broker.started
     if not apply:
         if plan.changes_anything or loses or unfinished is not None:
             run.exit_code = int(ExitCode.CORRUPT)
@@ -52,6 +52,6 @@ def recover_qmq(view: QmqView, *, apply: bool = False, to: pathlib.Path | None =
         run.refusal = exc
         return run
     doc["applied"] = {"store_path": str(target), **applied.to_json()["applied"]}
-    if plan.records_dropped:
-        run.exit_code = int(ExitCode.CORRUPT)  # what the cut dropped is lost: salvage it first
+    if plan.records_dropped or plan.records_unserved:
+        run.exit_code = int(ExitCode.CORRUPT)  # what the cut dropped is lost, what has no unit unserved: salvage
     return run

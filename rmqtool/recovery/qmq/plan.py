@@ -13,7 +13,10 @@ plan, computed from the files alone:
    the segments after it moved into the backup; the records dropped are listed: salvage
    them first), or where its validator would throw on a header past the written end;
 3. rewrite each subject's consumer log so that every record the kept log holds has its
-   unit, fill units stand only where no record is, and no unit points past the log;
+   unit, fill units stand only where no record is, and no unit points past the log; a record
+   whose sequence lies further from its subject's others than the unreadable bytes of the log
+   could hold records (its sequence field damaged: the payload CRC does not cover it) gets no
+   unit, and is listed (salvage keeps it): QMQ's replay would reset the consumer log there;
 4. write a message checkpoint at the kept log's end that lists every subject, moving any
    checkpoint of a later version aside (the load takes the highest version).
 
@@ -26,6 +29,7 @@ import os
 import pathlib
 
 from rmqtool.formats.qmq import actionlog as actionlog_format
+from rmqtool.formats.qmq import messagelog as messagelog_format
 from rmqtool.formats.qmq.checkpoint import MESSAGE_CHECKPOINT_PREFIX, MessageCheckpoint
 from rmqtool.formats.qmq.consumerlog import FILL_HEADER_SIZE, FILL_WROTE_BYTES, FILL_WROTE_OFFSET, SEGMENT_TOTAL_UNIT
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE as MESSAGE_SEGMENT_SIZE
@@ -72,6 +76,8 @@ class QmqPlan:
     consumer_logs: tuple[ConsumerLogRewrite, ...]
     checkpoint: MessageCheckpoint | None  # the message checkpoint the apply writes
     records_dropped: tuple[tuple[int, str, int], ...]  # (offset, subject, sequence) the cut drops
+    # (offset, subject, sequence) kept in the log with no unit: their sequences are damaged (_hanging_together)
+    records_unserved: tuple[tuple[int, str, int], ...] = ()
 
     @property
     def changes_anything(self) -> bool:
@@ -101,6 +107,8 @@ class QmqPlan:
             ],
             "records_dropped": [{"message_log_offset": o, "subject": s, "sequence": q}
                                 for o, s, q in self.records_dropped],
+            "records_unserved": [{"message_log_offset": o, "subject": s, "sequence": q}
+                                 for o, s, q in self.records_unserved],
         }
 
 
@@ -170,17 +178,24 @@ def plan_recovery(store: str | os.PathLike) -> QmqPlan:
     zero += a_zero
     moves += a_moves
 
-    rewrites, max_sequences = _consumer_logs(root, unit, kept, kept_end)
+    log_start = mlog.segments[0].base_offset if mlog.segments else 0
+    unreadable = max(kept_end - log_start - sum(r.size for r in kept), 0)  # bytes no kept record holds
+    rewrites, max_sequences, unserved = _consumer_logs(root, unit, kept, kept_end, unreadable)
     checkpoint, checkpoint_moves = _checkpoint(root, kept_end, max_sequences)
     moves += checkpoint_moves
-    return QmqPlan(str(root), broker, tuple(moves), tuple(zero), tuple(rewrites), checkpoint, dropped)
+    return QmqPlan(str(root), broker, tuple(moves), tuple(zero), tuple(rewrites), checkpoint, dropped,
+                   tuple((r.offset, r.subject, r.sequence) for r in unserved))
 
 
-def _consumer_logs(root: pathlib.Path, unit: int, kept: list,
-                   kept_end: int) -> tuple[list[ConsumerLogRewrite], dict[str, int]]:
+def _consumer_logs(root: pathlib.Path, unit: int, kept: list, kept_end: int,
+                   unreadable: int) -> tuple[list[ConsumerLogRewrite], dict[str, int], list]:
     by_subject: dict[str, dict[int, messagelog.MessageRecord]] = {}
     for r in kept:
         by_subject.setdefault(r.subject, {})[r.sequence] = r
+    unserved = []
+    for subject, records in by_subject.items():
+        by_subject[subject], apart = _hanging_together(records, unreadable)
+        unserved += apart
     rewrites, max_sequences = [], {}
     for subject in sorted(set(by_subject) | set(consumerlog.subjects(root))):
         directory, _ = consumerlog.open_consumer_log(root, subject, unit)
@@ -197,7 +212,9 @@ def _consumer_logs(root: pathlib.Path, unit: int, kept: list,
             continue
         first, last = min(records), max(records)
         below = [s for s in on_disk if s < first]
-        start = first if below else 0  # a log whose first units are gone starts from sequence 0 again
+        # a log whose first units are gone starts again where QMQ's writeUnit would start it: the
+        # first sequence's segment (allocOrResetSegments), fill units from its base (fillPreBlank)
+        start = first if below else max(first - first % SEGMENT_TOTAL_UNIT, 0)
         want = []
         for seq in range(start, last + 1):
             rec = records.get(seq)
@@ -216,7 +233,35 @@ def _consumer_logs(root: pathlib.Path, unit: int, kept: list,
             why = (f"units {min(past)}-{max(past)} point past the kept message log" if past else
                    "records of the kept message log have no unit, or units that do not point at them")
             rewrites.append(ConsumerLogRewrite(subject, str(directory.directory), unit, start, tuple(want), why))
-    return rewrites, max_sequences
+    return rewrites, max_sequences, sorted(unserved, key=lambda r: r.offset)
+
+
+def _hanging_together(records: dict, unreadable: int) -> tuple[dict, list]:
+    """A subject's records ({sequence: record}) whose sequences hang together, and the others.
+
+    Two sequences hang together when the sequences between them could be records lost in the
+    log's ``unreadable`` bytes (each at least a record of the subject with an empty payload) or
+    the subject's own records whose sequences are damaged: the fill units a rewrite writes stay
+    within what the log holds.
+    Of the runs that hang together the longest stands (on a tie: one not negative, the lowest); a record outside
+    it has a damaged sequence field (the payload CRC does not cover it), and a unit for it
+    would need the fill units of the whole gap (billions, for a high byte changed)."""
+    if len(records) < 2:
+        return records, []
+    subject = next(iter(records.values())).subject
+    slack = unreadable // messagelog_format.header_size(len(subject.encode("utf-8")),
+                                                        messagelog_format.MESSAGE_LOG_MAGIC_V1) + len(records)
+    runs = []
+    for s in sorted(records):
+        if runs and s - runs[-1][-1] - 1 <= slack:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    if len(runs) == 1:
+        return records, []
+    best = set(max(runs, key=lambda run: (len(run), run[0] >= 0)))  # on a tie: not negative, then the lowest
+    return ({s: r for s, r in records.items() if s in best},
+            [r for s, r in sorted(records.items()) if s not in best])
 
 
 def _unit_differs(old, want: UnitSpec) -> bool:

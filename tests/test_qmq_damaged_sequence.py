@@ -1,0 +1,61 @@
+"""A QMQ record whose sequence field is damaged (the payload CRC does not cover it): recover's
+plan gives it no consumer-log unit (a unit for it would need the fill units of the whole gap:
+billions for a high byte changed, which once ran a plan out of memory), lists it as unserved,
+and exits 3 (salvage keeps it); the subject's other records keep their units, and QMQ's start
+simulated still says the sequences are not served. A store without the damage lists none."""
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from conftest import FIXTURES
+from helpers import cli_runner, expand_store
+from rmqtool.cli.app import app
+from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE, RecordPrefix
+from rmqtool.recovery.qmq.plan import plan_recovery
+from rmqtool.store.qmq import messagelog
+from rmqtool.store.qmq.segments import list_log
+
+SEQUENCE_AT = RecordPrefix.sizeof()  # the sequence follows magic, attributes and timestamp
+
+
+def _records(store: pathlib.Path) -> list:
+    log = list_log(store / "messagelog", PER_SEGMENT_FILE_SIZE)
+    return [i for s in log.segments for i in messagelog.scan_segment(s) if isinstance(i, messagelog.MessageRecord)]
+
+
+@pytest.fixture()
+def store(tmp_path):
+    return expand_store(FIXTURES / "qmq" / "basic" / "store", tmp_path / "store")
+
+
+def _damage(record, sequence: int) -> None:
+    with open(record.path, "r+b") as f:
+        f.seek(record.offset % PER_SEGMENT_FILE_SIZE + SEQUENCE_AT)
+        assert int.from_bytes(f.read(8), "big", signed=True) == record.sequence
+        f.seek(record.offset % PER_SEGMENT_FILE_SIZE + SEQUENCE_AT)
+        f.write(sequence.to_bytes(8, "big", signed=True))
+
+
+def test_an_undamaged_store_has_none(store):
+    assert plan_recovery(store).records_unserved == ()
+
+
+@pytest.mark.parametrize("which", ["many", "two"])
+@pytest.mark.parametrize("sequence", [1 << 32, (1 << 62) + 5])
+def test_a_damaged_sequence_is_left_unserved(store, which, sequence):
+    records = _records(store)
+    counts = {}
+    for r in records:
+        counts[r.subject] = counts.get(r.subject, 0) + 1
+    subject = max(counts, key=counts.get) if which == "many" else min(counts, key=counts.get)
+    ours = [r for r in records if r.subject == subject]
+    damaged = ours[len(ours) // 2]
+    _damage(damaged, sequence)
+    plan = plan_recovery(store)
+    assert plan.records_unserved == ((damaged.offset, subject, sequence),)
+    for rewrite in plan.consumer_logs:  # no unit anywhere near the damaged sequence
+        assert all(u.sequence < len(records) for u in rewrite.units)
+    r = cli_runner().invoke(app, ["recover", str(store), "-f", "json"])
+    assert r.exit_code == 3 and '"records_unserved"' in r.stdout and str(sequence) in r.stdout

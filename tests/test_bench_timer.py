@@ -65,7 +65,8 @@ def test_the_java_loop_reads_each_units_message_and_checks_it(tmp_path):
     assert run_loop(classes, small, "TimerValidate", ("--dequeue-reads",)).messages == 200
     unit = scan_timer_log(small / "timerlog").units[57]
     m = CommitLogReader.of_store(small).read(unit.offset_py)
-    topic_at = unit.offset_py + m.store_size - len(m.properties_raw) - 2 - len(TIMER_TOPIC)  # topic, props length, props
+    # the record ends with its topic, the properties' length (2 bytes) and the properties
+    topic_at = unit.offset_py + m.store_size - len(m.properties_raw) - 2 - len(TIMER_TOPIC)
     segment = sorted((small / "commitlog").iterdir())[0]
     with open(segment, "r+b") as f:
         f.seek(topic_at)

@@ -87,7 +87,7 @@ def test_units_and_chains_both_ways_equal_truth(stores):
         assert cols[name].tolist() == [u[key] for u in want], name
     used = read_wheel(store / "timerwheel", PRECISION_MS).used
     walked = kernel_and_pure(lambda: list(walk_chain_set(logs[0], used["last_pos"], slot_indexes=used["index"],
-                                                                precision_ms=PRECISION_MS)))
+                                                         precision_ms=PRECISION_MS)))
     assert walked[0] == walked[1]
     by_index = {c["index"]: c for c in truth["chains"]}
     for index, chain in zip(used["index"].tolist(), walked[0]):
@@ -109,7 +109,7 @@ def test_plain_units_both_ways_equal_truth(stores):
         assert plain[0].tolist() == want
 
 
-def test_damaged_chain_kernel_and_pure(stores):
+def test_damaged_chain_both_ways(stores):
     store, _ = stores["damaged"]
     log = scan_timer_log(store / "timerlog")
     used = read_wheel(store / "timerwheel", PRECISION_MS).used

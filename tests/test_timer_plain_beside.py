@@ -97,22 +97,26 @@ def _children() -> list[int]:
     return pids
 
 
-def test_a_killed_worker_leaves_the_mask_to_this_process(stores, monkeypatch):
+def test_a_killed_worker_leaves_the_mask_to_this_process(stores, monkeypatch, tmp_path):
     """kill -9 of the worker while the recovery walk runs: no error, no mask taken, and the
     findings are the ones of one job (the mask read here when asked for)."""
     store, clock = stores["a-as-is"]
     parent = os.getpid()
     real = timer_start_module.plain_units
+    busy = tmp_path / "worker-busy"
 
     def slow_in_the_worker(*args):
         if os.getpid() != parent:
+            busy.touch()
             time.sleep(30)
         return real(*args)
     monkeypatch.setattr(timer_start_module, "plain_units", slow_in_the_worker)
     killed = []
 
     def compute():
-        time.sleep(0.2)  # the worker is in its first job
+        deadline = time.monotonic() + 30
+        while not busy.exists() and time.monotonic() < deadline:  # the worker is in its first job
+            time.sleep(0.01)
         for pid in _children():
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)

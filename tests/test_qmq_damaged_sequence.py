@@ -59,3 +59,5 @@ def test_a_damaged_sequence_is_left_unserved(store, which, sequence):
         assert all(u.sequence < len(records) for u in rewrite.units)
     r = cli_runner().invoke(app, ["recover", str(store), "-f", "json"])
     assert r.exit_code == 3 and '"records_unserved"' in r.stdout and str(sequence) in r.stdout
+    applied = cli_runner().invoke(app, ["recover", str(store), "--apply", "-f", "json"])
+    assert applied.exit_code == 3 and plan_recovery(store).records_unserved == plan.records_unserved

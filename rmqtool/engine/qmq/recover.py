@@ -44,6 +44,8 @@ def recover_qmq(view: QmqView, *, apply: bool = False, to: pathlib.Path | None =
     run.applied = True
     if not plan.changes_anything:
         doc["applied"] = {"store_path": str(target), "backup_dir": None, "manifest": None}
+        if plan.records_unserved:
+            run.exit_code = int(ExitCode.CORRUPT)  # nothing to write, and still records no unit serves
         return run
     command = shlex.join(["rmqtool", "recover", str(target), "--apply"])
     try:

@@ -242,10 +242,10 @@ def _hanging_together(records: dict, unreadable: int) -> tuple[dict, list]:
     Two sequences hang together when the sequences between them could be records lost in the
     log's ``unreadable`` bytes (each at least a record of the subject with an empty payload) or
     the subject's own records whose sequences are damaged: the fill units a rewrite writes stay
-    within what the log holds.
-    Of the runs that hang together the longest stands (on a tie: one not negative, the lowest); a record outside
-    it has a damaged sequence field (the payload CRC does not cover it), and a unit for it
-    would need the fill units of the whole gap (billions, for a high byte changed)."""
+    within what the log holds. Of the runs that hang together the longest stands (on a tie:
+    one not negative, then the lowest); a record outside it has a damaged sequence field (the
+    payload CRC does not cover it), and a unit for it would need the fill units of the whole
+    gap (billions, for a high byte changed)."""
     if len(records) < 2:
         return records, []
     subject = next(iter(records.values())).subject

@@ -108,11 +108,7 @@ def check_message(buf, pos: int, limit: int, offset: int, delay_levels: DelayLev
     properties = {}
     if end > p:
         properties, _ok = bytes_to_properties(bytes(buf[p:end]))
-        keys = properties.get(props.PROPERTY_KEYS)
-        uniq = properties.get(props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-        tags = properties.get(props.PROPERTY_TAGS)
-        if tags:
-            code = tags_code(tags)
+        keys, uniq, code = request_keys(properties)
         if topic == RMQ_SYS_SCHEDULE_TOPIC:
             level_text = properties.get(props.PROPERTY_DELAY_TIME_LEVEL)
             if level_text is not None:
@@ -141,6 +137,14 @@ def check_message(buf, pos: int, limit: int, offset: int, delay_levels: DelayLev
             base, batch = -1, -1
     return total, DispatchRequest(topic, queue_id, offset, total, code, store_ts, queue_offset, keys, uniq, sys_flag,
                                   base, batch, inner)
+
+
+def request_keys(properties: dict) -> tuple[str | None, str | None, int]:
+    """What a DispatchRequest takes from a record's properties: (KEYS, UNIQ_KEY, the tags code of
+    TAGS; a delay-topic record's code is its deliver time instead, check_message's own)."""
+    tags = properties.get(props.PROPERTY_TAGS)
+    return (properties.get(props.PROPERTY_KEYS), properties.get(props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+            tags_code(tags) if tags else 0)
 
 
 def inner_batch(properties: dict) -> tuple[int, int]:

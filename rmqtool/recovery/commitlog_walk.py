@@ -26,12 +26,11 @@ from typing import Callable
 import numpy as np
 
 from rmqtool import native
-from rmqtool.dispatch.dispatcher import DispatchRequest, RecordUnreadable, check_message
-from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels, tags_code
+from rmqtool.dispatch.dispatcher import DispatchRequest, RecordUnreadable, check_message, request_keys
+from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels
 from rmqtool.errors import StoreAccessError
 from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODES
-from rmqtool.formats.properties import (PROPERTY_INNER_BASE, PROPERTY_INNER_NUM, PROPERTY_KEYS, PROPERTY_TAGS,
-                                        PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, bytes_to_properties)
+from rmqtool.formats.properties import PROPERTY_INNER_BASE, PROPERTY_INNER_NUM, bytes_to_properties
 from rmqtool.store.arrays import at_every_byte
 from rmqtool.store.commitlog_end import first_bytes
 from rmqtool.store.message import HEADER_FIELDS, HEADERS, PREFIX, RECORD_START
@@ -178,7 +177,7 @@ def sure_requests(buf, records, sure: np.ndarray, base: int) -> list:
     built from the kernel's parts of it (``base``: the commit log offset of ``buf[0]``); None
     for the others, and for a record with both INNER_* properties (4.9.8's walk does not
     vouch them away; check_message reads them), which go through check_message itself. A
-    vouched record is no delay-topic record, so its tags code is its TAGS' hash."""
+    vouched record is no delay-topic record: its keys and tags code are dispatch's request_keys."""
     kernel = native.kernel
     header = records.header
     out = []
@@ -204,11 +203,7 @@ def sure_requests(buf, records, sure: np.ndarray, base: int) -> list:
             if PROPERTY_INNER_NUM in properties and PROPERTY_INNER_BASE in properties:
                 out.append(None)
                 continue
-            keys = properties.get(PROPERTY_KEYS)
-            uniq = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            tags = properties.get(PROPERTY_TAGS)
-            if tags:
-                code = tags_code(tags)
+            keys, uniq, code = request_keys(properties)
         out.append(DispatchRequest(topic, queue_id, base + at, end - at, code, store_ts, queue_offset, keys, uniq,
                                    sys_flag, queue_offset, 1, False))
     return out

@@ -205,8 +205,8 @@ def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np
         if seg.size < HEADER_DTYPE.itemsize:
             continue
         last = min(end, seg.base_offset + seg.size)  # getData: inside this file, below the end
-        rows = np.flatnonzero((offset_py >= max(low, seg.base_offset)) & (size_py >= HEADER_DTYPE.itemsize)
-                              & (offset_py <= last - size_py))  # (not offset + size: a damaged offset overflows)
+        rows = np.flatnonzero(within(offset_py, size_py, max(low, seg.base_offset), last)
+                              & (size_py >= HEADER_DTYPE.itemsize))
         if not len(rows):
             continue
         # in commit log order and a window of records at a time, read into one reused buffer:
@@ -241,8 +241,9 @@ def plain_units(root, offset_py: np.ndarray, size_py: np.ndarray, topic_hash: np
 
 
 def within(offset_py: np.ndarray, size_py: np.ndarray, low: int, end: int) -> np.ndarray:
-    """The units whose records lie in [low, end) of the commit log: plain_units' bounds."""
-    return (offset_py >= low) & (offset_py <= end - size_py.astype(np.int64))
+    """The units whose records lie in [low, end) of the commit log: plain_units' bounds (not
+    offset + size <= end: a damaged offset near 2**63 overflows the sum)."""
+    return (offset_py >= low) & (offset_py <= end - size_py.astype(np.int64, copy=False))
 
 
 _BATCH = 1 << 13  # units matched at once: a window of a few MB, which the passes over it find in the cache

@@ -56,12 +56,12 @@ def test_bench_timer_runs_on_a_small_store(store, capsys):
     check_printed(out["verdicts"], printed)
 
 
-def test_the_java_loop_reads_each_units_message_and_checks_it(tmp_path):
+def test_the_java_loop_reads_each_units_message_and_checks_it(store, tmp_path):
     """TimerValidate --dequeue-reads (the judged loop) reads every unit's message: a record whose
     topic is changed fails it, while the loop without the reads still passes."""
     from benchmarks.java_loop import compile_loop, run_loop
     small = timer_store.ensure(tmp_path / "small", 200)
-    classes = compile_loop(tmp_path, bench_timer.SOURCE)
+    classes = compile_loop(store.parent, bench_timer.SOURCE)  # the bench's classes (javac once a module)
     assert run_loop(classes, small, "TimerValidate", ("--dequeue-reads",)).messages == 200
     unit = scan_timer_log(small / "timerlog").units[57]
     m = CommitLogReader.of_store(small).read(unit.offset_py)

@@ -36,6 +36,7 @@ demo: $(STAMP)
 TEST_WORKERS ?= -n 2 --dist worksteal
 
 test: $(STAMP)
+	$(PY) -m compileall -q rmqtool formats benchmarks tests
 	$(PY) -m pytest -q $(TEST_WORKERS)
 
 # the property tests at the deep hypothesis profile (tests/conftest.py): 20x the examples

@@ -3,6 +3,9 @@ what the full scan reports but the good messages, on the broker's damaged stores
 properties fast path reads strings as the broker does."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import zlib
 
 import pytest
@@ -27,17 +30,24 @@ E_VARIANTS = ("e1-corrupt-body-in-last-commitlog-file", "e2-corrupt-body-in-firs
 
 # --- the CRC implementation ----------------------------------------------------------------
 
-def test_isal_is_chosen_when_installed():
-    from isal import isal_zlib  # a dev dependency: installed wherever the tests run
-    assert crc.fast_crc32 is isal_zlib.crc32 and crc.IMPLEMENTATION.startswith("ISA-L")
+def test_isal_is_chosen_without_the_kernel():
+    """Without the native kernel (RMQTOOL_NATIVE=0, or no compiler at install) ISA-L is the
+    choice; zlib's only when isal cannot be imported either."""
+    code = ("from rmqtool.store import crc; from isal import isal_zlib; "
+            "print(crc.fast_crc32 is isal_zlib.crc32, crc.IMPLEMENTATION.startswith('ISA-L'))")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "RMQTOOL_NATIVE": "0"},
+                         capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "True"]
 
 
 @settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=3000), st.integers(0, 40))
 def test_fast_crc_is_rocketmqs_crc(data, cut):
-    """ISA-L, zlib and crcmod agree, on bytes and on memoryview slices (what the hot loops pass)."""
+    """The choice (the kernel's), ISA-L, zlib and crcmod agree, on bytes and on memoryview slices
+    (what the hot loops pass)."""
+    from isal import isal_zlib  # a dev dependency: installed wherever the tests run
     expected = crc.crc32_reference(data)
-    assert crc.crc32(data) == expected == zlib.crc32(data) & crc.JAVA_CRC_MASK
+    assert crc.crc32(data) == expected == zlib.crc32(data) & crc.JAVA_CRC_MASK == isal_zlib.crc32(data) & crc.JAVA_CRC_MASK
     assert crc.fast_crc32(data) & crc.JAVA_CRC_MASK == expected
     view = memoryview(data)[cut:]
     assert crc.fast_crc32(view) & crc.JAVA_CRC_MASK == crc.crc32_reference(data[cut:])

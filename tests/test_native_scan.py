@@ -144,26 +144,6 @@ def test_crc_scan_both_ways(name, monkeypatch):
     assert fast_tally.messages == load_truth(CLEAN_SCENARIOS[name] / "truth.json")["truth"]["commitlog"]["messageCount"]
 
 
-def test_zlib_is_handed_when_isal_is_not(segments, monkeypatch):
-    """The kernel's CRC through zlib's crc32 (32-bit lengths) gives zlib.crc32's values too."""
-    raw = segments["5.3.3/v2-and-crc"][0]
-    start = np.array([0, 5, 100, 0], np.int64)
-    end = np.array([0, 900, 100, len(raw)], np.int64)
-    want = [zlib.crc32(raw[a:b]) for a, b in zip(start.tolist(), end.tolist())]
-    out = np.zeros(4, np.int64)
-    try:
-        monkeypatch.setattr(crc, "IMPLEMENTATION", "zlib")
-        assert crc._hand_crc32(KERNEL)
-        assert KERNEL.crc_ranges(raw, start, end, out) == 4 and out.tolist() == want
-    finally:
-        monkeypatch.undo()
-        assert crc._hand_crc32(KERNEL)  # back to the library crc.py chose
-    out[:] = 0
-    assert KERNEL.crc_ranges(raw, start, end, out) == 4 and out.tolist() == want
-    with pytest.raises(ValueError):
-        KERNEL.set_crc32(0, 1)
-
-
 def test_crc_ranges_declines_ranges_outside(segments, monkeypatch):
     raw = segments["5.3.3/v2-and-crc"][0]
     out = np.zeros(1, np.int64)

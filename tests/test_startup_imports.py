@@ -81,21 +81,3 @@ def test_a_compaction_store_is_still_checked(loaded):
     assert {"rmqtool.verify.compaction", "rmqtool.store.compaction"} <= modules
 
 
-def _handed_here(job) -> bool:
-    """In whichever process runs the job: whether the kernel held its CRC-32 function before any CRC was taken."""
-    from rmqtool import native
-    from rmqtool.store import crc
-    return bool(crc._handed.get(native.kernel))
-
-
-def test_workers_inherit_the_kernels_crc_function(native_built, monkeypatch):
-    """A parallel scan hands the kernel its CRC-32 function before it forks: the workers (the
-    parent is one) find it handed and do not look it up again (ctypes) each."""
-    from rmqtool.store import crc
-    from rmqtool.store.commitlog_end import CommitLog
-    from rmqtool.store.parallel import iter_parallel, segment_jobs
-
-    monkeypatch.setattr(crc, "_handed", {})  # as a fresh process starts
-    jobs = segment_jobs(CommitLog(V4 / "basic" / "store" / "commitlog"), split_size=4096)[:6]
-    assert len(jobs) == 6 and all(job.check_crc for job in jobs)
-    assert list(iter_parallel(jobs, _handed_here, workers=2)) == [True] * 6

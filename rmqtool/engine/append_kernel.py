@@ -14,7 +14,6 @@ from rmqtool.formats.consumequeue import CqUnit
 from rmqtool.formats.crc import JAVA_CRC_MASK
 from rmqtool.formats.indexfile import (HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE, INVALID_INDEX, IndexEntry,
                                        IndexHeader, build_key)
-from rmqtool.store import crc as _crc
 from rmqtool.store.message import PROPERTIES_LENGTH
 
 # the head fields append.c writes, in its order; born_host stands for the host block
@@ -53,7 +52,7 @@ def _layout() -> tuple:
             tuple(unit[n] for n in ("commit_log_offset", "size", "tags_code")), CqUnit.sizeof(), JAVA_CRC_MASK,
             (props.PROPERTY_DELAY_TIME_LEVEL, props.PROPERTY_TAGS, props.PROPERTY_KEYS,
              props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-            build_key("", ""), props.KEY_SEPARATOR, _crc.fast_crc32)
+            build_key("", ""), props.KEY_SEPARATOR)
 
 
 _given_to = None  # the kernel the layout was handed to

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 # ABI of the C source: a build of another one is not used
-ABI = 2
+ABI = 3
 
 
 def _load():

@@ -43,7 +43,6 @@ static long long crc_mask;
 static PyObject *name_delay, *name_tags, *name_keys, *name_uniq; /* property names */
 static PyObject *key_separator;                                  /* build_key's topic#key separator */
 static PyObject *key_space;                                      /* KEYS' separator */
-static PyObject *fast_crc32;                                     /* store/crc.py's one CRC choice */
 static PyObject *put_ok;                                         /* PUT_OK */
 
 static PyObject *a_topic, *a_body, *a_flag, *a_properties, *a_properties_string, *a_born_timestamp, *a_born_host,
@@ -123,10 +122,10 @@ static PyObject *set_append_layout(PyObject *self, PyObject *args)
     Py_ssize_t ihs, es, cus;
     long long invalid, diff_max, mask;
     int plw, sw;
-    PyObject *sep, *space, *crc, *ok;
-    if (!PyArg_ParseTuple(args, "O!O!iO!niO!nLLO!nLO!UUOU", &PyTuple_Type, &heads, &PyTuple_Type, &sizes, &plw,
+    PyObject *sep, *space, *ok;
+    if (!PyArg_ParseTuple(args, "O!O!iO!niO!nLLO!nLO!UUU", &PyTuple_Type, &heads, &PyTuple_Type, &sizes, &plw,
                           &PyTuple_Type, &ih, &ihs, &sw, &PyTuple_Type, &ie, &es, &invalid, &diff_max, &PyTuple_Type,
-                          &cu, &cus, &mask, &PyTuple_Type, &names, &sep, &space, &crc, &ok))
+                          &cu, &cus, &mask, &PyTuple_Type, &names, &sep, &space, &ok))
         return NULL;
     if (PyTuple_GET_SIZE(heads) != 4 || PyTuple_GET_SIZE(sizes) != 4 || PyTuple_GET_SIZE(names) != 4) {
         PyErr_SetString(PyExc_ValueError, "set_append_layout: four host kinds and four property names");
@@ -164,14 +163,13 @@ static PyObject *set_append_layout(PyObject *self, PyObject *args)
     time_diff_max = diff_max;
     cq_unit_size = cus;
     crc_mask = mask;
-    PyObject *olds[] = {name_delay, name_tags, name_keys, name_uniq, key_separator, key_space, fast_crc32, put_ok};
+    PyObject *olds[] = {name_delay, name_tags, name_keys, name_uniq, key_separator, key_space, put_ok};
     name_delay = Py_NewRef(PyTuple_GET_ITEM(names, 0));
     name_tags = Py_NewRef(PyTuple_GET_ITEM(names, 1));
     name_keys = Py_NewRef(PyTuple_GET_ITEM(names, 2));
     name_uniq = Py_NewRef(PyTuple_GET_ITEM(names, 3));
     key_separator = Py_NewRef(sep);
     key_space = Py_NewRef(space);
-    fast_crc32 = Py_NewRef(crc);
     put_ok = Py_NewRef(ok);
     for (size_t i = 0; i < sizeof(olds) / sizeof(olds[0]); i++)
         Py_XDECREF(olds[i]);
@@ -648,21 +646,15 @@ declined:
     return 0;
 }
 
-/* the body CRC as the encoder takes it: store/crc.py's fast_crc32, masked; 0 for no body */
+/* the body CRC as the encoder takes it: crc32.c's CRC-32 (store/crc.py's fast_crc32 with the
+ * kernel), masked; 0 for no body */
 static int body_crc_of(message_t *m, long long *crc)
 {
     if (!m->has_body_buf || m->body_buf.len == 0) {
         *crc = 0;
         return 0;
     }
-    PyObject *v = PyObject_CallOneArg(fast_crc32, m->body);
-    if (v == NULL)
-        return -1;
-    long long x = PyLong_AsLongLong(v);
-    Py_DECREF(v);
-    if (x == -1 && PyErr_Occurred())
-        return -1;
-    *crc = x & crc_mask;
+    *crc = (long long)rmq_crc32(0, m->body_buf.buf, (size_t)m->body_buf.len) & crc_mask;
     return 0;
 }
 
@@ -2072,7 +2064,7 @@ PyMethodDef rmq_append_methods[] = {
     {"set_append_layout", set_append_layout, METH_VARARGS,
      "set_append_layout(heads, head_sizes, prop_len_width, index_header, index_header_size, slot_width, "
      "index_entry, entry_size, invalid_index, time_diff_max, cq_unit, cq_unit_size, crc_mask, property_names, "
-     "key_separator, key_space, fast_crc32, put_ok): the layouts the append functions write, from formats/."},
+     "key_separator, key_space, put_ok): the layouts the append functions write, from formats/."},
     {"appender", (PyCFunction)(void (*)(void))appender_new, METH_FASTCALL,
      "appender(commit_log, queues, table, reput, checkpoint, index_service, shapes, tags_codes, encoder, clock, "
      "max_body, max_record, max_props, result_type, end_blank, put_lock, wake): append()'s put of one message, "

@@ -142,6 +142,11 @@ typedef struct {
 int rmq_read_record(rmq_record *r, const unsigned char *buf, Py_ssize_t buf_len, const int64_t *s,
                     const unsigned char *v, int64_t offset0, int64_t position0);
 
+/* crc32.c: CRC-32 as zlib.crc32(data, value) computes it (value 0 for a new one), by the
+ * fastest path the CPU has; rmq_crc32_init (module.c, once) builds the tables and picks it */
+void rmq_crc32_init(void);
+uint32_t rmq_crc32(uint32_t crc, const unsigned char *p, size_t n);
+
 /* each part's method table (module.c joins them); a part not written yet has an empty one */
 extern PyMethodDef rmq_properties_methods[];
 extern PyMethodDef rmq_scan_methods[];
@@ -152,5 +157,6 @@ extern PyMethodDef rmq_append_methods[];
 extern PyMethodDef rmq_timer_methods[];
 extern PyMethodDef rmq_table_methods[];
 extern PyMethodDef rmq_record_methods[];
+extern PyMethodDef rmq_crc32_methods[];
 
 #endif

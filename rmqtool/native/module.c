@@ -4,7 +4,7 @@
 /* every part's table, in order; a part adds its table here */
 static PyMethodDef *parts[] = {
     rmq_properties_methods, rmq_scan_methods, rmq_columns_methods, rmq_rows_methods, rmq_messages_methods,
-    rmq_append_methods, rmq_timer_methods, rmq_table_methods, rmq_record_methods,
+    rmq_append_methods, rmq_timer_methods, rmq_table_methods, rmq_record_methods, rmq_crc32_methods,
 };
 
 static PyModuleDef kernel_module = {
@@ -15,6 +15,7 @@ static PyModuleDef kernel_module = {
 PyMODINIT_FUNC PyInit__kernel(void)
 {
     rmq_text_init();
+    rmq_crc32_init();
     PyObject *module = PyModule_Create(&kernel_module);
     if (module == NULL)
         return NULL;
@@ -25,7 +26,7 @@ PyMODINIT_FUNC PyInit__kernel(void)
         }
     }
     /* bumped when a function's contract changes: a stale build is not used */
-    if (PyModule_AddIntConstant(module, "ABI", 2) < 0) {
+    if (PyModule_AddIntConstant(module, "ABI", 3) < 0) {
         Py_DECREF(module);
         return NULL;
     }

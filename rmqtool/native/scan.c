@@ -1,10 +1,10 @@
 /* the totalSize chain (hop), CRC-32 of many byte ranges, and the runs of clean records
  *
  * hop is store/record_rule.hop_chain's loop (and store/commitlog.header_hop's), the rule's
- * constants passed in; crc_ranges is store/crc.crcs_of's loop, over the CRC-32 function
- * store/crc.py hands in once (set_crc32). crc_run and clean_run take the run of records the
- * rule (store/record_rule.record_parts) accepts, through one check of a record (clean_record):
- * crc_run those whose CRCs hold too, clean_run writing their parts (record_kernel.clean_records').
+ * constants passed in; crc_ranges is store/crc.crcs_of's loop, over crc32.c's CRC-32. crc_run
+ * and clean_run take the run of records the rule (store/record_rule.record_parts) accepts,
+ * through one check of a record (clean_record): crc_run those whose CRCs hold too, clean_run
+ * writing their parts (record_kernel.clean_records').
  * find_all: where some bytes occur in a window (the recovery walk's INNER_NUM search).
  * All only read their buffer, inside its length. */
 #include "kernel.h"
@@ -81,56 +81,16 @@ static PyObject *scan_hop(PyObject *self, PyObject *args)
     return Py_BuildValue("LL", (long long)count, (long long)at);
 }
 
-/* the CRC-32 function store/crc.py hands in: ISA-L's crc32_gzip_refl (64-bit length) or
- * zlib's crc32 (32-bit length); both continue a CRC from the value given, as zlib.crc32 does */
-typedef uint32_t (*crc_u64_fn)(uint32_t, const unsigned char *, uint64_t);
-typedef unsigned long (*crc_uint_fn)(unsigned long, const unsigned char *, unsigned int);
-enum { CRC_NONE = 0, CRC_U64_LENGTH = 1, CRC_UINT_LENGTH = 2 };
-static int crc_kind = CRC_NONE;
-static crc_u64_fn crc_u64;
-static crc_uint_fn crc_uint;
-
-/* set_crc32(address, kind): kind 1, a crc32_gzip_refl(uint32, const unsigned char *, uint64);
- * kind 2, a zlib crc32(uLong, const Bytef *, uInt); 0 forgets it */
-static PyObject *scan_set_crc32(PyObject *self, PyObject *args)
+/* CRC-32 of a range, unmasked as zlib.crc32 gives it */
+static inline uint32_t crc_of(const unsigned char *p, int64_t length)
 {
-    unsigned long long address;
-    int kind;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "Ki", &address, &kind))
-        return NULL;
-    if (kind != CRC_NONE && (address == 0 || (kind != CRC_U64_LENGTH && kind != CRC_UINT_LENGTH))) {
-        PyErr_SetString(PyExc_ValueError, "set_crc32: a function address and kind 1 or 2");
-        return NULL;
-    }
-    crc_kind = CRC_NONE;
-    if (kind == CRC_U64_LENGTH)
-        crc_u64 = (crc_u64_fn)(uintptr_t)address;
-    else if (kind == CRC_UINT_LENGTH)
-        crc_uint = (crc_uint_fn)(uintptr_t)address;
-    crc_kind = kind;
-    Py_RETURN_NONE;
-}
-
-static uint32_t crc_of(const unsigned char *p, int64_t length)
-{
-    if (crc_kind == CRC_U64_LENGTH)
-        return crc_u64(0, p, (uint64_t)length);
-    unsigned long crc = 0;
-    while (length > 0) {  /* uInt lengths: a long range in pieces, the CRC carried on */
-        const unsigned int piece = length > (1 << 30) ? (1u << 30) : (unsigned int)length;
-        crc = crc_uint(crc, p, piece);
-        p += piece;
-        length -= piece;
-    }
-    return (uint32_t)crc;
+    return rmq_crc32(0, p, (size_t)length);
 }
 
 /* crc_ranges(buf, start, end, out) -> count, or None (declined)
  *
  * out[k] = CRC-32 (unmasked, as zlib.crc32) of buf[start[k]:end[k]], for every k of the int64
- * arrays start and end. Declines, writing nothing, when no CRC function was set or a range is
- * not inside buf (0 <= start <= end <= len(buf)): the caller takes its own path. */
+ * arrays start and end. Declines, writing nothing, when a range is not inside buf (0 <= start <= end <= len(buf)): the caller takes its own path. */
 static PyObject *scan_crc_ranges(PyObject *self, PyObject *args)
 {
     PyObject *buf_obj, *start_obj, *end_obj, *out_obj, *result = NULL;
@@ -154,7 +114,7 @@ static PyObject *scan_crc_ranges(PyObject *self, PyObject *args)
     const unsigned char *p = buf.buf, *s = start.buf, *e = end.buf;
     unsigned char *o = out.buf;
     const int64_t n = buf.len;
-    int inside = crc_kind != CRC_NONE;
+    int inside = 1;
     for (int64_t k = 0; k < count && inside; k++) {
         int64_t a, b;
         memcpy(&a, s + 8 * k, 8);
@@ -340,7 +300,7 @@ static int crcs_hold(const unsigned char *p, int64_t at, const record_parts *r, 
     return 1;
 }
 
-/* crc_run(buf, i, stop, limit, layout) -> (count, position), or None (declined: no CRC function)
+/* crc_run(buf, i, stop, limit, layout) -> (count, position)
  *
  * store/commitlog.crc_run's common case in one pass: from index i, the records of the totalSize
  * chain that are clean (clean_record) and whose body CRC and __CRC32# entry hold, up to the
@@ -360,10 +320,6 @@ static PyObject *scan_crc_run(PyObject *self, PyObject *args)
     if (i < 0) {
         PyErr_SetString(PyExc_ValueError, "crc_run: i must be >= 0");
         goto error;
-    }
-    if (crc_kind == CRC_NONE) {
-        PyBuffer_Release(&buf);
-        Py_RETURN_NONE;
     }
     const unsigned char *p = buf.buf;
     const int64_t n = buf.len;
@@ -511,11 +467,9 @@ PyMethodDef rmq_scan_methods[] = {
     {"clean_run", scan_clean_run, METH_VARARGS,
      "clean_run(buf, i, stop, limit, layout, columns, headers) -> (count, position): the clean records' parts"},
     {"crc_run", scan_crc_run, METH_VARARGS,
-     "crc_run(buf, i, stop, limit, layout) -> (count, position) or None: the clean records whose CRCs hold"},
+     "crc_run(buf, i, stop, limit, layout) -> (count, position): the clean records whose CRCs hold"},
     {"hop", scan_hop, METH_VARARGS,
      "hop(buf, i, stop, limit, min_length, magic_v1, magic_v2, out) -> (count, position): the totalSize chain"},
-    {"set_crc32", scan_set_crc32, METH_VARARGS,
-     "set_crc32(address, kind): the CRC-32 function crc_ranges calls (1: ISA-L crc32_gzip_refl, 2: zlib crc32)"},
     {"crc_ranges", scan_crc_ranges, METH_VARARGS,
      "crc_ranges(buf, start, end, out) -> count or None: CRC-32 of each range buf[start[k]:end[k]]"},
     {NULL, NULL, 0, NULL},

@@ -39,7 +39,6 @@ from rmqtool.store.cpus import default_workers
 from rmqtool.findings import Finding
 from rmqtool.store.commitlog import Blank, ColumnMode, Corrupt, ScanResult, column_scan, scan_segment
 from rmqtool.store.commitlog_end import CommitLog, segment_ranges
-from rmqtool.store.crc import kernel_crcs
 from rmqtool.store.segments import Segment
 from rmqtool.store.message import Message
 
@@ -123,8 +122,6 @@ def iter_parallel(jobs: list[SegmentJob], fn: Callable[[SegmentJob], T], *,
         for job in jobs[:before() if before is not None else len(jobs)]:
             yield fn(job)
         return
-    if any(getattr(job, "check_crc", False) for job in jobs):
-        kernel_crcs()  # the kernel handed its CRC-32 function here, once, not again in every worker
     crew = _Children(jobs, fn, workers - 1, max(ahead, workers) if ahead else _IN_FLIGHT)
     done = False
     try:

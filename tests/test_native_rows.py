@@ -184,6 +184,29 @@ def test_hosts_as_format_host_writes_them(monkeypatch, tmp_path):
         assert runs == 1 and f'"store_host":"{format_host(ip, 2)}"'.encode() in data
 
 
+def test_escapes_at_every_place_of_long_text(monkeypatch, tmp_path):
+    """Topics and property values of 40 ASCII bytes with a byte JSON escapes (or 0x7F, or a
+    16-byte run of plain bytes) at each place: the 16-bytes-at-a-time escaping's every cut."""
+    records, position = [], 0
+    for special in ('"', "\\", "\n", "\x01", "\x1f", "\x7f", "a"):
+        for at in range(40):
+            text = ("0123456789abcdefghijklmnopqrstuvwxyzABCD"[:at] + special + "x" * (39 - at)).encode()
+            properties = (props.PROPERTY_TAGS + props.NAME_VALUE_SEPARATOR).encode() + text + \
+                props.PROPERTY_SEPARATOR.encode()
+            raw = MessageRecord.build(dict(
+                total_size=message_length(0, 0, len(text), len(properties), MESSAGE_MAGIC_CODE_V2),
+                magic_code=MESSAGE_MAGIC_CODE_V2, body_crc=0, queue_id=0, flag=0, queue_offset=len(records),
+                physical_offset=position, sys_flag=0, born_timestamp=0, born_host=bytes(4), born_port=1,
+                store_timestamp=0, store_host=bytes(4), store_port=2, reconsume_times=0,
+                prepared_transaction_offset=0, body=b"", topic=text, properties=properties))
+            records.append(raw)
+            position += len(raw)
+    segment = tmp_path / f"{0:020d}"
+    segment.write_bytes(b"".join(records))
+    data, runs = _both(monkeypatch, [segment], body="none")
+    assert runs > 0 and data.count(b"\n") == len(records)
+
+
 def test_declines_without_the_layout_or_kernel(monkeypatch):
     """Without the kernel every record is a Message (the pure path); the body modes it writes are two."""
     assert jsonl_rows.wanted("none") and jsonl_rows.wanted("base64")

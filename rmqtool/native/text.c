@@ -6,6 +6,9 @@
  * caller made room for it first. */
 #include "kernel.h"
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 const char rmq_hex_upper[16] = "0123456789ABCDEF";
 const char rmq_hex_lower[16] = "0123456789abcdef";
@@ -15,27 +18,38 @@ static const char DIGIT_PAIRS[] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
+/* how many decimal digits u has (1 for 0) */
+static inline int decimal_digits(uint64_t u)
+{
+    static const uint64_t POW10[] = {1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL,
+                                     100000000ULL, 1000000000ULL, 10000000000ULL, 100000000000ULL,
+                                     1000000000000ULL, 10000000000000ULL, 100000000000000ULL,
+                                     1000000000000000ULL, 10000000000000000ULL, 100000000000000000ULL,
+                                     1000000000000000000ULL, 10000000000000000000ULL};
+    if (u < 10)
+        return 1;
+    const int guess = ((64 - __builtin_clzll(u)) * 1233) >> 12;  /* floor(log10(2^bits)) */
+    return guess + (u >= POW10[guess]);
+}
+
 char *rmq_put_int(char *w, int64_t v)
 {
-    char tmp[24];
-    int n = 24;
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    while (u >= 100) {
-        unsigned r = (unsigned)(u % 100);
-        u /= 100;
-        n -= 2;
-        memcpy(tmp + n, DIGIT_PAIRS + 2 * r, 2);
-    }
-    if (u >= 10) {
-        n -= 2;
-        memcpy(tmp + n, DIGIT_PAIRS + 2 * u, 2);
-    } else {
-        tmp[--n] = (char)('0' + u);
-    }
     if (v < 0)
         *w++ = '-';
-    memcpy(w, tmp + n, (size_t)(24 - n));
-    return w + (24 - n);
+    char *const end = w + decimal_digits(u);
+    char *p = end;  /* written from the last digit back, two at a time */
+    while (u >= 100) {
+        const unsigned r = (unsigned)(u % 100);
+        u /= 100;
+        p -= 2;
+        memcpy(p, DIGIT_PAIRS + 2 * r, 2);
+    }
+    if (u >= 10)
+        memcpy(p - 2, DIGIT_PAIRS + 2 * u, 2);
+    else
+        p[-1] = (char)('0' + u);
+    return end;
 }
 
 char *rmq_put_hex_upper(char *w, uint64_t v, int digits)
@@ -142,31 +156,58 @@ char *rmq_put_base64(char *w, const unsigned char *s, Py_ssize_t n)
     return w;
 }
 
+/* one byte as orjson writes it inside a string */
+static inline char *json_escaped_byte(char *w, unsigned char c)
+{
+    if (c >= 0x20 && c != '"' && c != '\\') {
+        *w++ = (char)c;
+        return w;
+    }
+    *w++ = '\\';
+    switch (c) {
+    case '"': *w++ = '"'; break;
+    case '\\': *w++ = '\\'; break;
+    case '\b': *w++ = 'b'; break;
+    case '\t': *w++ = 't'; break;
+    case '\n': *w++ = 'n'; break;
+    case '\f': *w++ = 'f'; break;
+    case '\r': *w++ = 'r'; break;
+    default:
+        *w++ = 'u';
+        *w++ = '0';
+        *w++ = '0';
+        *w++ = rmq_hex_lower[c >> 4];
+        *w++ = rmq_hex_lower[c & 15];
+    }
+    return w;
+}
+
 char *rmq_put_json_escaped(char *w, const unsigned char *s, Py_ssize_t n)
 {
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned char c = s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') {
-            *w++ = (char)c;
+    Py_ssize_t i = 0;
+#ifdef __SSE2__
+    /* 16 bytes at a time while none needs escaping (a byte of 0x80 or more goes the byte way
+     * too): the 16 are stored whole, the room for 6 bytes a byte leaving space for them */
+    const __m128i space = _mm_set1_epi8(0x20), quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+    while (i + 16 <= n) {
+        const __m128i x = _mm_loadu_si128((const __m128i *)(s + i));
+        const __m128i special = _mm_or_si128(_mm_cmplt_epi8(x, space),
+                                             _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)));
+        const int mask = _mm_movemask_epi8(special);
+        _mm_storeu_si128((__m128i *)w, x);
+        if (mask == 0) {
+            w += 16;
+            i += 16;
             continue;
         }
-        *w++ = '\\';
-        switch (c) {
-        case '"': *w++ = '"'; break;
-        case '\\': *w++ = '\\'; break;
-        case '\b': *w++ = 'b'; break;
-        case '\t': *w++ = 't'; break;
-        case '\n': *w++ = 'n'; break;
-        case '\f': *w++ = 'f'; break;
-        case '\r': *w++ = 'r'; break;
-        default:
-            *w++ = 'u';
-            *w++ = '0';
-            *w++ = '0';
-            *w++ = rmq_hex_lower[c >> 4];
-            *w++ = rmq_hex_lower[c & 15];
-        }
+        const int plain = __builtin_ctz((unsigned)mask);
+        w += plain;
+        i += plain;
+        w = json_escaped_byte(w, s[i++]);
     }
+#endif
+    for (; i < n; i++)
+        w = json_escaped_byte(w, s[i]);
     return w;
 }
 

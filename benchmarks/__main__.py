@@ -20,6 +20,10 @@ import sys
 import time
 import traceback
 
+# as rmqtool's command line does (cli/app.py): in-process measurements then run as its commands do,
+# without OpenBLAS's threads spinning while numpy is imported
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent
 DEFAULT_WORKDIR = REPO / ".bench"

@@ -169,15 +169,15 @@ class WritableMappedFile:
     def closed(self) -> bool:
         return self._closed
 
-    def populate(self, madvise, position: int, length: int) -> bool:
-        """MADV_POPULATE_READ over ``[position, position + length)`` of the map; False when
-        the map is closed or the kernel refused."""
+    def populate(self, madvise, position: int, length: int, advice: int) -> bool:
+        """MADV_POPULATE_READ or _WRITE over ``[position, position + length)`` of the map; False
+        when the map is closed or the kernel refused."""
         with self._warm_lock:
             if self._closed:
                 return False
             if self._address is None:
                 self._address = _address(self.mm)
-            return madvise(self._address + position, length, MADV_POPULATE_READ) == 0
+            return madvise(self._address + position, length, advice) == 0
 
     def close(self) -> None:
         if not self._closed:
@@ -436,6 +436,7 @@ class WritableFileQueue:
 # --- warming the pages ahead of the writer --------------------------------------------------
 
 MADV_POPULATE_READ = 22  # Linux 5.14+: fault pages in (page cache + page tables) without dirtying them
+MADV_POPULATE_WRITE = 23  # the same, writable: the file system's page_mkwrite done here, the page dirty
 WARM_AHEAD = 4 << 20  # bytes kept faulted in ahead of the write position
 WARM_CHUNK = 1 << 20
 
@@ -468,15 +469,20 @@ class WarmAheadService:
     A first write to a page of a new, sparse segment costs a page fault in the writing thread
     (page allocation, zeroing, the file system's block reservation): about a third of an
     append's time. The broker can warm a whole new segment (warmMapedFileEnable, by writing
-    zeros to it); here a window just ahead of the writer is faulted in with
-    MADV_POPULATE_READ, which reads the holes in as zeros and dirties nothing, so no byte and
-    no disk write changes; the writer then only takes the cheap write-enable fault. Where
-    the kernel does not support it, the service stops and appends fault as before.
+    zeros to it); here a window just ahead of the writer is faulted in. With ``dirty_ahead``
+    (async flush) by MADV_POPULATE_WRITE, as the broker's warming writes its zeros: the
+    file system's page_mkwrite (block reservation) is done here, and the window's zeros may
+    reach the disk at a flush before the writer's bytes replace them, as the broker's do.
+    Without it (sync flush, where every group commit's fdatasync would write those zeros
+    again) by MADV_POPULATE_READ, which reads the holes in as zeros and dirties nothing: the
+    writer then still takes the write-enable fault. Where the kernel does not support it, the
+    service stops and appends fault as before.
     """
 
-    def __init__(self, queue: "WritableFileQueue", ahead: int = WARM_AHEAD):
+    def __init__(self, queue: "WritableFileQueue", ahead: int = WARM_AHEAD, dirty_ahead: bool = False):
         self.queue = queue
         self.ahead = ahead
+        self.advice = MADV_POPULATE_WRITE if dirty_ahead else MADV_POPULATE_READ
         self.warmed_to = 0  # commit log offset up to which pages are faulted in
         self._madvise = _libc_madvise()
         self._cond = threading.Condition()
@@ -517,7 +523,7 @@ class WarmAheadService:
         busy = start < end
         while start < end and not self._stopped:
             n = min(WARM_CHUNK, end - start)
-            if not mf.populate(self._madvise, start - base, n):
+            if not mf.populate(self._madvise, start - base, n, self.advice):
                 if not mf.closed:
                     self._stopped = True  # not supported here
                 return False

@@ -577,7 +577,7 @@ class Store:
                                                    thorough_interval_ms=c.flush_consume_queue_thorough_interval)
         for service in (self.flusher, self.cq_flusher, self.reput):
             service.on_error = self._refresh_usable
-        self.warmer = WarmAheadService(self.commit_log)
+        self.warmer = WarmAheadService(self.commit_log, dirty_ahead=c.flush_disk_type != "sync")
         self.warmer.start()
         self.flusher.start()
         self.cq_flusher.start()

@@ -1,7 +1,7 @@
 /* CRC-32 (zlib's, Java's java.util.zip.CRC32: reflected polynomial 0x04C11DB7), the kernel's own
  *
- * RocketMQ's body CRC, the 5.x __CRC32# entry and QMQ's payload CRC are all this CRC-32; at
- * 1 KB a body it is most of a verify's arithmetic. Three paths, one picked at load by what the
+ * RocketMQ's body CRC, the 5.x __CRC32# entry and QMQ's payload CRC are all this CRC-32, the
+ * one computation every record's check makes over its whole body. Three paths, one picked at load by what the
  * CPU has: carry-less multiplication folding 32-byte lanes (VPCLMULQDQ with AVX2), or 16-byte
  * lanes (PCLMULQDQ), each folding 128 bytes (64 with PCLMULQDQ) a step and reducing the last
  * 16 bytes to 8 for one table step; else tables, 8 bytes a step. The fold constants are
@@ -55,7 +55,7 @@ static uint32_t crc_by_table(uint32_t crc, const unsigned char *p, size_t n)
 #define VPCLMUL_TARGET __attribute__((target("avx2,vpclmulqdq,pclmul,sse4.1")))
 /* inlined into each path, so the VPCLMULQDQ path keeps to VEX encoding (no SSE/AVX switch) */
 #define INLINE static inline __attribute__((always_inline))
-#define PREFETCH_AHEAD 1024
+#define PREFETCH_AHEAD 1024  /* a record's body read from the page cache, not a cache: ask ahead (never faults) */
 #define LOAD16(p) _mm_loadu_si128((const __m128i *)(p))
 #define LOAD32(p) _mm256_loadu_si256((const __m256i *)(p))
 

@@ -90,7 +90,8 @@ static inline uint32_t crc_of(const unsigned char *p, int64_t length)
 /* crc_ranges(buf, start, end, out) -> count, or None (declined)
  *
  * out[k] = CRC-32 (unmasked, as zlib.crc32) of buf[start[k]:end[k]], for every k of the int64
- * arrays start and end. Declines, writing nothing, when a range is not inside buf (0 <= start <= end <= len(buf)): the caller takes its own path. */
+ * arrays start and end. Declines, writing nothing, when a range is not inside buf
+ * (0 <= start <= end <= len(buf)): the caller takes its own path. */
 static PyObject *scan_crc_ranges(PyObject *self, PyObject *args)
 {
     PyObject *buf_obj, *start_obj, *end_obj, *out_obj, *result = NULL;

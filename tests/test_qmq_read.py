@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import FIXTURES, load_truth
+from rmqtool.formats.qmq.consumerlog import is_fill_unit
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.store.qmq import messagelog
 from rmqtool.store.qmq.segments import list_log
@@ -159,6 +160,11 @@ def test_info_on_the_basic_store():
     assert doc["checkpoints"]["action"]["offset"] == before["actionCheckpointOffset"]
     assert {s["subject"]: s["next_sequence"] for s in doc["subjects"]} == \
         {s: b[1] for s, b in before["consumerLogBounds"].items()}
+    logs = truth["readBack"]["consumerLogs"]
+    assert {s["subject"]: (s["first_sequence"], s["fill_units"]) for s in doc["subjects"]} == \
+        {s: (log["minSequence"], sum(u["type"] == "MESSAGE_LOG_INDEX" and
+                                     is_fill_unit(u["wroteOffset"], u["wroteBytes"], u["headerSize"])
+                                     for u in log["units"])) for s, log in logs.items()}
     assert doc["action_replay_from"] == truth["readBack"]["pullLogs"]["sortedPullLogTableActionReplayState"]
     assert "as a clean stop leaves it" in doc["last_shutdown"]
 

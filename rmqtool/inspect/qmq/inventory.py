@@ -15,8 +15,8 @@ from rmqtool.formats.qmq import actionlog as actionlog_format
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.recovery.qmq.javabuf import JavaException
 from rmqtool.recovery.qmq.tablets import load_tablets
-from rmqtool.store.qmq import actionlog, checkpoints, consumerlog, messagelog, tablets
-from rmqtool.store.qmq.segments import LogDirectory, list_log
+from rmqtool.store.qmq import actionlog, checkpoints, consumerlog, messagelog, record_kernel, tablets
+from rmqtool.store.qmq.segments import LogDirectory, ZeroExtended, list_log
 
 
 def _segments(log: LogDirectory) -> list[dict]:
@@ -28,13 +28,18 @@ def _message_log(root: pathlib.Path) -> tuple[dict, int]:
     log = list_log(root / "messagelog", PER_SEGMENT_FILE_SIZE)
     records = damaged = 0
     end = log.segments[0].base_offset if log.segments else 0
-    for seg in log.segments:
-        for item in messagelog.scan_segment(seg, check_crc=False):
-            if isinstance(item, messagelog.MessageRecord):
-                records += 1
-                end = item.offset + item.size
-            elif isinstance(item, messagelog.Damage):
-                damaged += 1
+    subjects = record_kernel.SubjectTable()
+    for seg in log.segments:  # the kernel's runs counted as columns: no object a record
+        with ZeroExtended(seg) as data:
+            for piece in messagelog.scan_pieces(data, subjects, check_crc=False):
+                if isinstance(piece, record_kernel.MessageRun):
+                    records += len(piece)
+                    end = seg.base_offset + int(piece.position[-1]) + int(piece.size[-1])
+                elif isinstance(piece, messagelog.MessageRecord):
+                    records += 1
+                    end = piece.offset + piece.size
+                elif isinstance(piece, messagelog.Damage):
+                    damaged += 1
     doc = {"segments": _segments(log), "written_end": end, "records": records, "damaged_regions": damaged,
            "skipped_files": [p.name for p in log.skipped], "unreadable_names": [p.name for p in log.unparsable]}
     return doc, end
@@ -80,11 +85,15 @@ def store_info(root: str | os.PathLike, live_pid: int | None = None) -> dict:
     subjects = []
     for subject in consumerlog.subjects(root):
         directory, unit = consumerlog.open_consumer_log(root, subject)
-        units = list(consumerlog.read_units(directory, unit, subject)) if unit else []
-        subjects.append({"subject": subject, "unit_bytes": unit,
-                         "first_sequence": units[0].sequence if units else None,
-                         "next_sequence": units[-1].sequence + 1 if units else None,
-                         "fill_units": sum(u.kind == "fill" for u in units),
+        first = following = None
+        fills = 0
+        for chunk in (consumerlog.unit_columns(directory, unit) if unit else ()):  # a chunk of units at a time
+            if first is None:
+                first = chunk.first_sequence
+            following = chunk.first_sequence + len(chunk)
+            fills += int((chunk.kind == consumerlog.FILL).sum())
+        subjects.append({"subject": subject, "unit_bytes": unit, "first_sequence": first,
+                         "next_sequence": following, "fill_units": fills,
                          "checkpoint_max_sequence": recorded.get(subject)})
     groups = []
     if action_cps.loaded:

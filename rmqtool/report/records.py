@@ -21,15 +21,35 @@ from rmqtool.store.msgid import create_message_id
 BODY_MODES = ("text", "hex", "base64", "none")
 
 
+_last_second: list = [None, ""]  # the second human_time wrote last, and its text: a log's times share seconds
+
+
 def human_time(ms: int | None) -> str | None:
-    """Epoch ms as UTC ISO 8601 with milliseconds; None stays None."""
+    """Epoch ms as UTC ISO 8601 with milliseconds; None stays None. In whole seconds and
+    milliseconds (ms / 1000 as a float rounded the milliseconds of times past the year 5000
+    down), as the native kernel's rmq_put_time writes it."""
     if ms is None:
         return None
-    try:
-        dt = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
-    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    second, milli = divmod(ms, 1000)
+    if second != _last_second[0]:
+        try:
+            dt = datetime.datetime.fromtimestamp(second, tz=datetime.timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            return str(ms)
+        _last_second[:] = second, dt.isoformat(timespec="seconds").replace("+00:00", "")
+    return f"{_last_second[1]}.{milli:03d}Z"
+
+
+_TWINS: dict = {}  # a key -> its ``*_time`` twin's name, or None: rows repeat the same few dozen keys
+
+
+def _twin(k) -> str | None:
+    twin = _TWINS.get(k, False)
+    if twin is False:
+        twin = k[:-len("_timestamp")] + "_time" if isinstance(k, str) and k.endswith("_timestamp") else None
+        if len(_TWINS) < 4096:
+            _TWINS[k] = twin
+    return twin
 
 
 def with_human_times(obj):
@@ -40,9 +60,10 @@ def with_human_times(obj):
         return obj
     out = {}
     for k, v in obj.items():
-        out[k] = with_human_times(v)
-        if isinstance(k, str) and k.endswith("_timestamp") and isinstance(v, int) and v > 0:
-            out[k[:-len("_timestamp")] + "_time"] = human_time(v)
+        out[k] = with_human_times(v) if isinstance(v, (dict, list)) else v  # no call a scalar: rows have ~30
+        twin = _twin(k)
+        if twin is not None and isinstance(v, int) and v > 0:
+            out[twin] = human_time(v)
     return out
 
 

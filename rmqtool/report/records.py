@@ -26,8 +26,8 @@ _last_second: list = [None, ""]  # the second human_time wrote last, and its tex
 
 def human_time(ms: int | None) -> str | None:
     """Epoch ms as UTC ISO 8601 with milliseconds; None stays None. In whole seconds and
-    milliseconds (ms / 1000 as a float rounded the milliseconds of times past the year 5000
-    down), as the native kernel's rmq_put_time writes it."""
+    milliseconds (ms / 1000 as a float gave the millisecond below for some times after about
+    2240 or before about 1700), as the native kernel's rmq_put_time writes it."""
     if ms is None:
         return None
     second, milli = divmod(ms, 1000)

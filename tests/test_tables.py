@@ -11,14 +11,18 @@ import subprocess
 import sys
 import tempfile
 import termios
+import datetime
 import fcntl
 import time
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from conftest import FIXTURES, REPO, V4, V5, load_truth
+from helpers import examples
 from rmqtool.cli.app import app
 from rmqtool.report.columns import VIEWS, cut, human_size, iso_ms
 from rmqtool.report.records import human_time
@@ -191,6 +195,22 @@ def test_times_sizes_and_ellipsis():
     assert cut("日本語テキスト", 5) == "日本…"  # wide characters take two cells
     r = run("info", STORE, columns="80")
     assert "256.0 KiB" in r.stdout  # the segments' size
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(ms=st.integers(-62135596800000, 253402300799999) | st.integers(-2**63, 2**63 - 1))
+def test_times_are_exact_to_the_millisecond(ms):
+    """Whole seconds and milliseconds, as the native kernel's rmq_put_time writes them: years
+    of four digits, the number itself where no date is (ms / 1000 as a float was a
+    millisecond off for some times after about 2240 or before about 1700)."""
+    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    try:
+        t = epoch + datetime.timedelta(milliseconds=ms)
+    except OverflowError:
+        want = str(ms)
+    else:
+        want = f"{t.year:04d}-{t:%m-%dT%H:%M:%S}.{t.microsecond // 1000:03d}Z"
+    assert human_time(ms) == iso_ms(ms) == want
 
 
 def test_info_reads_top_to_bottom():

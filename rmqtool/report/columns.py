@@ -335,11 +335,13 @@ _last_second: list = [None, ""]
 
 
 def iso_ms(ms: int) -> str:
-    """Epoch ms as ``2026-11-22T02:43:15.033Z``; the seconds' text is reused while it repeats."""
+    """Epoch ms as ``2026-11-22T02:43:15.033Z``, from whole seconds and milliseconds as the
+    native kernel's rmq_put_time writes it (years of four digits); the seconds' text is reused
+    while it repeats; the number itself where no date is (past the year 9999)."""
     sec, milli = divmod(ms, 1000)
     if _last_second[0] != sec:
         try:
-            head = datetime.datetime.fromtimestamp(sec, tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+            head = datetime.datetime.fromtimestamp(sec, tz=datetime.timezone.utc).isoformat(timespec="seconds")[:-6]
         except (OverflowError, OSError, ValueError):
             return str(ms)
         _last_second[0], _last_second[1] = sec, head

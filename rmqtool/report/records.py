@@ -7,13 +7,13 @@ to record (hosts, the msgId's host part, the magic code's text) taken from small
 from __future__ import annotations
 
 import base64
-import datetime
 from binascii import b2a_base64
 
 from rmqtool.errors import FormatError
 from rmqtool.formats import properties as props
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V2
 from rmqtool.formats.sysflag import COMPRESSED_FLAG
+from rmqtool.report.columns import iso_ms
 from rmqtool.store.hosts import format_host
 from rmqtool.store.message import Message
 from rmqtool.store.msgid import create_message_id
@@ -21,23 +21,9 @@ from rmqtool.store.msgid import create_message_id
 BODY_MODES = ("text", "hex", "base64", "none")
 
 
-_last_second: list = [None, ""]  # the second human_time wrote last, and its text: a log's times share seconds
-
-
 def human_time(ms: int | None) -> str | None:
-    """Epoch ms as UTC ISO 8601 with milliseconds; None stays None. In whole seconds and
-    milliseconds (ms / 1000 as a float gave the millisecond below for some times after about
-    2240 or before about 1700), as the native kernel's rmq_put_time writes it."""
-    if ms is None:
-        return None
-    second, milli = divmod(ms, 1000)
-    if second != _last_second[0]:
-        try:
-            dt = datetime.datetime.fromtimestamp(second, tz=datetime.timezone.utc)
-        except (OverflowError, OSError, ValueError):
-            return str(ms)
-        _last_second[:] = second, dt.isoformat(timespec="seconds").replace("+00:00", "")
-    return f"{_last_second[1]}.{milli:03d}Z"
+    """Epoch ms as UTC ISO 8601 with milliseconds (:func:`columns.iso_ms`); None stays None."""
+    return None if ms is None else iso_ms(ms)
 
 
 _TWINS: dict = {}  # a key -> its ``*_time`` twin's name, or None: rows repeat the same few dozen keys

@@ -161,7 +161,7 @@ def plan_recovery(store: str | os.PathLike) -> QmqPlan:
 
     # the message log, as QMQ's recovery cuts it
     mlog = list_log(root / "messagelog", MESSAGE_SEGMENT_SIZE)
-    items = [i for s in mlog.segments for i in messagelog.scan_segment(s)]
+    items = [i for s in mlog.segments for i in messagelog.scan_segment(s, payloads=False)]  # every record kept
     zero, cut_moves, cut_at = _cut(mlog, items, "message log")
     moves += cut_moves
     gone = {p for p, _ in cut_moves}

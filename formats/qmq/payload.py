@@ -74,10 +74,10 @@ def _short_string(raw: bytes, at: int) -> tuple[str, int]:
 def read_payload(raw: bytes) -> tuple[tuple, bytes, dict] | None:
     """What ``Payload.parse`` and ``Attributes.parse`` of its body give, read with plain
     struct reads: ((flag, created_time, expire_time, subject, message_id, tags or None,
-    body_length), body, the attributes as a dict of the schema's list). None when anything is not the clean case (a
-    negative length, a string past the end, bytes that are not UTF-8, attributes that do not
-    end with the body): the schema then reads it and says what it says (tests hold the two
-    together)."""
+    body_length), body, the attributes as a dict of the schema's list). None when anything
+    is not the clean case (a negative length, a string past the end, bytes that are not
+    UTF-8, attributes that do not end with the body): the schema then reads it and says what
+    it says (tests/test_qmq_payload_read.py holds the two together)."""
     try:
         flag, created, expire = _FIXED.unpack_from(raw, 0)
         subject, at = _short_string(raw, _FIXED.size)

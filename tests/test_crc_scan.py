@@ -47,7 +47,8 @@ def test_fast_crc_is_rocketmqs_crc(data, cut):
     (what the hot loops pass)."""
     from isal import isal_zlib  # a dev dependency: installed wherever the tests run
     expected = crc.crc32_reference(data)
-    assert crc.crc32(data) == expected == zlib.crc32(data) & crc.JAVA_CRC_MASK == isal_zlib.crc32(data) & crc.JAVA_CRC_MASK
+    assert crc.crc32(data) == expected == zlib.crc32(data) & crc.JAVA_CRC_MASK == \
+        isal_zlib.crc32(data) & crc.JAVA_CRC_MASK
     assert crc.fast_crc32(data) & crc.JAVA_CRC_MASK == expected
     view = memoryview(data)[cut:]
     assert crc.fast_crc32(view) & crc.JAVA_CRC_MASK == crc.crc32_reference(data[cut:])

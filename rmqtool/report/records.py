@@ -7,6 +7,7 @@ to record (hosts, the msgId's host part, the magic code's text) taken from small
 from __future__ import annotations
 
 import base64
+import functools
 from binascii import b2a_base64
 
 from rmqtool.errors import FormatError
@@ -26,16 +27,10 @@ def human_time(ms: int | None) -> str | None:
     return None if ms is None else iso_ms(ms)
 
 
-_TWINS: dict = {}  # a key -> its ``*_time`` twin's name, or None: rows repeat the same few dozen keys
-
-
+@functools.lru_cache(maxsize=4096)  # rows repeat the same few dozen keys
 def _twin(k) -> str | None:
-    twin = _TWINS.get(k, False)
-    if twin is False:
-        twin = k[:-len("_timestamp")] + "_time" if isinstance(k, str) and k.endswith("_timestamp") else None
-        if len(_TWINS) < 4096:
-            _TWINS[k] = twin
-    return twin
+    """A key's ``*_time`` twin's name, or None."""
+    return k[:-len("_timestamp")] + "_time" if isinstance(k, str) and k.endswith("_timestamp") else None
 
 
 def with_human_times(obj):

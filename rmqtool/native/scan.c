@@ -34,6 +34,8 @@ static int int64_buffer(PyObject *obj, Py_buffer *view, int writable, const char
  * magic codes is taken (its position written to out, an int64 buffer, unless out is None) and
  * the walk goes to its end; anything else stops it. Also stops when out is full. Returns the
  * records taken and where it stopped (past buf's end when the last record taken runs on). */
+#define HOP_AHEAD 16 /* records: about one memory latency of hops */
+
 static PyObject *scan_hop(PyObject *self, PyObject *args)
 {
     Py_buffer buf, out = {0};
@@ -71,6 +73,12 @@ static PyObject *scan_hop(PyObject *self, PyObject *args)
             break;
         if (positions != NULL)
             memcpy(positions + 8 * count, &at, 8);
+        /* the header HOP_AHEAD records on, were they all of this one's size (a log's records
+         * mostly are): on its way from memory while these are read, instead of each header's
+         * load waiting for the one before it. A wrong guess costs one wasted line. */
+        const int64_t guess = end + HOP_AHEAD * total;
+        if (guess <= n - 8)
+            __builtin_prefetch(p + guess);
         count++;
         at = end;
     }

@@ -7,7 +7,7 @@ Inputs, built once by ``benchmarks/gen.py`` under the work directory and reused:
   own, so each worker scans whole segments that end with a blank record, as a broker's do).
   Segments of the broker's default 1 GiB, not 4 x 256 MiB: on a machine where one process
   hops a GiB in 40 ms, what one call costs whatever the size (a fork, about 1 ms) and how
-  fast the page cache serves one 256 MiB file against another (up to 25% apart, measured)
+  fast the page cache serves one 256 MiB file against another (a third apart, measured)
   were the figure, not the scaling an operator's hundreds of gigabytes get.
 
 What each line measures:
@@ -30,11 +30,12 @@ lower them (the median run's wall time is shown too). Each is also given as a ra
 raw read: MB/s of record bytes processed over raw MB/s. Over the 4 segments, the header
 hop, the full decode and scan + CRC each run with 1 process and with 2
 (rmqtool.store.parallel.parallel_scan), taking turns, in wall time; a round's speed-up is
-its 1-process time over its 2-process time. A raw read of the 4 segments, timed the same way,
-shows beside them what two processes streaming memory at once get on the machine at all
-(no target: on a VM whose two cores share a narrow memory path it is below 1x, and the
-rows that move every byte, scan + CRC above all, cannot scale past it). The header hop's target holds in every round
-(its verdict is the lowest round's); the others' is the ratio of the medians.
+its 1-process time over its 2-process time. A raw read of the 4 segments, timed the same
+way, shows beside them what two processes streaming memory at once get on the machine at
+all (no target: on a VM whose two cores share a narrow memory path it was 1.2-1.4x, and
+the rows that move every byte, scan + CRC above all, cannot scale past it by much). The
+header hop's target holds in every round (its verdict is the lowest round's); the others'
+is the ratio of the medians.
 
 The measurements run in a freshly spawned interpreter, so its peak RSS (``VmHWM``,
 benchmarks/launch.py) is the scans' own and shows whether memory stays flat.

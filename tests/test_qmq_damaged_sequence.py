@@ -12,6 +12,7 @@ import pytest
 from conftest import FIXTURES
 from helpers import cli_runner, expand_store
 from rmqtool.cli.app import app
+from rmqtool.formats.qmq.consumerlog import FILL_WROTE_BYTES, FILL_WROTE_OFFSET
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE, RecordPrefix
 from rmqtool.recovery.qmq.plan import plan_recovery
 from rmqtool.store.qmq import messagelog
@@ -61,3 +62,26 @@ def test_a_damaged_sequence_is_left_unserved(store, which, sequence):
     assert r.exit_code == 3 and '"records_unserved"' in r.stdout and str(sequence) in r.stdout
     applied = cli_runner().invoke(app, ["recover", str(store), "--apply", "-f", "json"])
     assert applied.exit_code == 3 and plan_recovery(store).records_unserved == plan.records_unserved
+
+
+def test_a_sequence_written_twice_is_the_later_record_and_the_one_it_left_is_filled(store):
+    """A record whose sequence field now holds its predecessor's: of two records of one sequence
+    the later in the log stands for it (as QMQ's replay, which writes units in log order, would
+    leave it), and the sequence nobody holds any more gets a fill unit."""
+    records = _records(store)
+    counts = {}
+    for r in records:
+        counts[r.subject] = counts.get(r.subject, 0) + 1
+    subject = max(counts, key=counts.get)
+    ours = [r for r in records if r.subject == subject]
+    before, damaged = ours[len(ours) // 2 - 1], ours[len(ours) // 2]
+    _damage(damaged, before.sequence)
+    plan = plan_recovery(store)
+    assert plan.records_unserved == ()
+    (rewrite,) = [c for c in plan.consumer_logs if c.subject == subject]
+    units = {u.sequence: u for u in rewrite.units}
+    assert (units[before.sequence].wrote_offset, units[before.sequence].wrote_bytes) == (damaged.offset, damaged.size)
+    assert (units[damaged.sequence].wrote_offset, units[damaged.sequence].wrote_bytes) == (
+        FILL_WROTE_OFFSET, FILL_WROTE_BYTES)
+    others = [r for r in ours if r is not before and r is not damaged]
+    assert all(units[r.sequence].wrote_offset == r.offset for r in others if r.sequence in units)

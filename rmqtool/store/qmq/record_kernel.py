@@ -358,6 +358,7 @@ class LogColumns:
     sequence: np.ndarray
     subject_id: np.ndarray
     crc_ok: np.ndarray | None
+    timestamp: np.ndarray | None = None  # kept when the builder was asked (recover's plan writes units)
 
     def __len__(self) -> int:
         return len(self.offset)
@@ -409,13 +410,14 @@ _BUILT = (("segment", np.int32), ("offset", np.int64), ("size", np.int32),
 class LogColumnsBuilder:
     """Runs of the segments of one log, gathered into :class:`LogColumns`: each run is copied
     into the columns as it comes (kept no longer than its segment's window), into arrays
-    sized for ``expect`` records that double when more come."""
+    sized for ``expect`` records that double when more come. ``timestamps``: keep each
+    record's timestamp too."""
 
-    def __init__(self, subjects: SubjectTable, check_crc: bool = True, expect: int = 0):
+    def __init__(self, subjects: SubjectTable, check_crc: bool = True, expect: int = 0, timestamps: bool = False):
         self.subjects, self.check_crc = subjects, check_crc
         self.paths: list[str] = []
         self._bases: list[int] = []
-        self._fields = _BUILT if check_crc else _BUILT[:-1]
+        self._fields = (_BUILT if check_crc else _BUILT[:-1]) + ((("timestamp", np.int64),) if timestamps else ())
         self._columns = {name: np.empty(max(expect, 1024), dtype) for name, dtype in self._fields}
         self._count = 0
 
@@ -445,4 +447,5 @@ class LogColumnsBuilder:
         c = {name: column[:n] if len(column) == n or n > len(column) // 2 else column[:n].copy()
              for name, column in columns.items()}
         return LogColumns(self.subjects, self.paths, c["segment"], c["offset"], np.array(self._bases, np.int64),
-                          c["size"], c["header_size"], c["magic"], c["sequence"], c["subject_id"], c.get("crc_ok"))
+                          c["size"], c["header_size"], c["magic"], c["sequence"], c["subject_id"], c.get("crc_ok"),
+                          c.get("timestamp"))

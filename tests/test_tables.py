@@ -25,7 +25,7 @@ from conftest import FIXTURES, REPO, V4, V5, load_truth
 from helpers import examples
 from rmqtool.cli.app import app
 from rmqtool.report.columns import VIEWS, cut, human_size, iso_ms
-from rmqtool.report.records import human_time
+from rmqtool.report.records import human_time, with_human_times
 
 STORE = V4 / "basic" / "store"
 CRASH = V5 / "crash5" / "b-garbled-last-message" / "input" / "store"
@@ -211,6 +211,50 @@ def test_times_are_exact_to_the_millisecond(ms):
     else:
         want = f"{t.year:04d}-{t:%m-%dT%H:%M:%S}.{t.microsecond // 1000:03d}Z"
     assert human_time(ms) == iso_ms(ms) == want
+
+
+def test_times_stay_exact_past_the_seconds_kept():
+    """The seconds' text is kept by second, a bounded number of them: text made before the
+    store of them was cleared, and after, is the same."""
+    first = [iso_ms(s * 1000 + s % 1000) for s in range(3000)]
+    assert [iso_ms(s * 1000 + s % 1000) for s in range(3000)] == first
+    assert first[2999] == human_time(2999 * 1000 + 999) == "1970-01-01T00:49:59.999Z"
+
+
+_SCALARS = st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.text(max_size=5)
+_KEYS = st.sampled_from(["a", "store_timestamp", "store_time", "x_timestamp", "_timestamp", "born"]) | st.text(max_size=12)
+_DOCS = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=6),
+                     max_leaves=20)
+
+
+def _twins_ok(doc, out) -> None:
+    if isinstance(doc, list):
+        assert isinstance(out, list) and len(out) == len(doc)
+        for d, o in zip(doc, out):
+            _twins_ok(d, o)
+        return
+    if not isinstance(doc, dict):
+        assert out is doc
+        return
+    # each key in its place with its value, its twin just after it; a key the row has itself
+    # keeps its place and its own value
+    expected: dict = {}
+    for k, v in doc.items():
+        expected[k] = (v,)
+        if isinstance(k, str) and k.endswith("_timestamp") and isinstance(v, int) and v > 0:
+            expected[k[:-len("_timestamp")] + "_time"] = iso_ms(v)
+    assert list(out) == list(expected)
+    for k, want in expected.items():
+        if isinstance(want, tuple):
+            _twins_ok(want[0], out[k])
+        else:
+            assert out[k] == want
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(doc=_DOCS)
+def test_every_positive_timestamp_gains_its_twin_and_nothing_else_moves(doc):
+    _twins_ok(doc, with_human_times(doc))
 
 
 def test_info_reads_top_to_bottom():

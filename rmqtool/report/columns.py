@@ -331,7 +331,10 @@ def terminal_safe(text: str) -> str:
     """``text`` with every control character written as an escape (``\\x1b``, ``\\u009b``)."""
     return text.translate(_CONTROL_ESCAPES)
 
-_last_second: list = [None, ""]
+# The seconds' text by whole second: a row's times are a few distinct seconds (stored, created,
+# expires) that the next rows repeat; bounded, a dump of years of records asks for many.
+_SECONDS: dict = {}
+_SECONDS_MAX = 1024
 
 
 def iso_ms(ms: int) -> str:
@@ -339,13 +342,16 @@ def iso_ms(ms: int) -> str:
     native kernel's rmq_put_time writes it (years of four digits); the seconds' text is reused
     while it repeats; the number itself where no date is (past the year 9999)."""
     sec, milli = divmod(ms, 1000)
-    if _last_second[0] != sec:
+    head = _SECONDS.get(sec)
+    if head is None:
         try:
             head = datetime.datetime.fromtimestamp(sec, tz=datetime.timezone.utc).isoformat(timespec="seconds")[:-6]
         except (OverflowError, OSError, ValueError):
             return str(ms)
-        _last_second[0], _last_second[1] = sec, head
-    return f"{_last_second[1]}.{milli:03d}Z"
+        if len(_SECONDS) >= _SECONDS_MAX:
+            _SECONDS.clear()
+        _SECONDS[sec] = head
+    return f"{head}.{milli:03d}Z"
 
 
 def human_size(n: int) -> str:

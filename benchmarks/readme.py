@@ -60,6 +60,12 @@ class RunError(ValueError):
     """The run's output cannot make the section (partial, failed, or not a bench run)."""
 
 
+def _figure(x: float) -> str:
+    """A figure as its verdict line printed it: thousands grouped, never an exponent (``,g``
+    gave 1.12944e+06 for 1,129,437 rows/s)."""
+    return f"{x:,.0f}" if abs(x) >= 1e5 and x == round(x) else f"{x:,g}"
+
+
 def _cell(text: str) -> str:
     return text.strip().replace("|", "\\|")
 
@@ -93,9 +99,9 @@ def section(printed: str) -> str:
            f"each figure is the median of at least 3 runs, min and max beside it). Targets: {total}.", "",
            "| bench | figure | value | target | | runs |", "|---|---|---|---|---|---|"]
     for module, got in rows:
-        value = f"{got['value']:,g}{got['unit']}"
+        value = f"{_figure(got['value'])}{got['unit']}"
         out.append(f"| {_cell(module or '')} | {_cell(got['label'])} | {_cell(value)} | "
-                   f"{_cell(got['comparison'] + ' ' + format(got['target'], ',g') + got['unit'])} | "
+                   f"{_cell(got['comparison'] + ' ' + _figure(got['target']) + got['unit'])} | "
                    f"{_cell(got['word'])} | {_cell(got.get('spread', ''))} |")
     out += ["", END]
     return "\n".join(out)

@@ -15,7 +15,7 @@ README = f"# rmqtool\n\nintro\n\n## Performance\n\nwhy\n\n{readme.BEGIN}\nold nu
 def _fake_run(monkeypatch, capsys, tmp_path, modules: list[str], total: list[str], fail: bool = False) -> str:
     """benchmarks/__main__.py's real output, over fake modules printing known verdict lines."""
     import types
-    lines = {"bench_a": [verdict("a rate (issue 27)", 612_345.4, ">=", 500_000, " rows/s", digits=0,
+    lines = {"bench_a": [verdict("a rate (issue 27)", 1_612_345.4, ">=", 500_000, " rows/s", digits=0,
                                  spread="median of 3 runs; min 600,000 rows/s, max 630,000 rows/s; load 1.00 before, "
                                         "1.50 after")],
              "bench_b": [verdict("b | ratio", 1.234, "<=", 1.0, "x")]}
@@ -37,10 +37,10 @@ def test_the_section_is_the_runs_lines_and_the_rest_stays(monkeypatch, capsys, t
     assert text.startswith(before) and text.endswith(README.partition(readme.END)[2])
     section = text[len(before):len(text) - len(README.partition(readme.END)[2])]
     assert section.startswith(readme.BEGIN) and section.endswith(readme.END) and "old numbers" not in section
-    assert readme.machine_kind() in section and "1 of 2 PASS" in section
+    assert readme.machine_kind() in section and "1 of 2 PASS" in section  # a million or more: no exponent
     rows = [line for line in section.splitlines() if line.startswith("| bench_")]
     assert rows == [
-        "| bench_a | a rate (issue 27) | 612,345 rows/s | >= 500,000 rows/s | PASS | median of 3 runs; min 600,000 "
+        "| bench_a | a rate (issue 27) | 1,612,345 rows/s | >= 500,000 rows/s | PASS | median of 3 runs; min 600,000 "
         "rows/s, max 630,000 rows/s; load 1.00 before, 1.50 after |",
         "| bench_b | b \\| ratio | 1.23x | <= 1x | MISS |  |"]
     assert readme.rewrite(text, printed) == text  # the markers survive: run it again, the same

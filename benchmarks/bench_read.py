@@ -32,7 +32,7 @@ hop, the full decode and scan + CRC each run with 1 process and with 2
 (rmqtool.store.parallel.parallel_scan), taking turns, in wall time; a round's speed-up is
 its 1-process time over its 2-process time. A raw read of the 4 segments, timed the same
 way, shows beside them what two processes streaming memory at once get on the machine at
-all (no target: on a VM whose two cores share a narrow memory path it was 1.2-1.4x, and
+all (no target: on a VM whose two cores share a narrow memory path it was 1.1-1.7x, and
 the rows that move every byte, scan + CRC above all, cannot scale past it by much). The
 header hop's target holds in every round (its verdict is the lowest round's); the others'
 is the ratio of the medians.

@@ -27,6 +27,8 @@ static int int64_buffer(PyObject *obj, Py_buffer *view, int writable, const char
     return 0;
 }
 
+#define HOP_AHEAD 16 /* records the hop's prefetch looks ahead: about one memory latency of hops */
+
 /* hop(buf, i, stop, limit, min_length, magic_v1, magic_v2, out) -> (count, position)
  *
  * From index i, while i < stop and a header (totalSize, magicCode: 8 bytes) lies in buf:
@@ -34,8 +36,6 @@ static int int64_buffer(PyObject *obj, Py_buffer *view, int writable, const char
  * magic codes is taken (its position written to out, an int64 buffer, unless out is None) and
  * the walk goes to its end; anything else stops it. Also stops when out is full. Returns the
  * records taken and where it stopped (past buf's end when the last record taken runs on). */
-#define HOP_AHEAD 16 /* records: about one memory latency of hops */
-
 static PyObject *scan_hop(PyObject *self, PyObject *args)
 {
     Py_buffer buf, out = {0};

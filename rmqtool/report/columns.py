@@ -339,8 +339,8 @@ _SECONDS_MAX = 1024
 
 def iso_ms(ms: int) -> str:
     """Epoch ms as ``2026-11-22T02:43:15.033Z``, from whole seconds and milliseconds as the
-    native kernel's rmq_put_time writes it (years of four digits); the seconds' text is reused
-    while it repeats; the number itself where no date is (past the year 9999)."""
+    native kernel's rmq_put_time writes it (years of four digits); the seconds' text is kept
+    by second; the number itself where no date is (past the year 9999)."""
     sec, milli = divmod(ms, 1000)
     head = _SECONDS.get(sec)
     if head is None:

@@ -9,9 +9,12 @@ import pytest
 from conftest import FIXTURES, load_truth
 from helpers import expand_store, tree_fingerprint as tree
 from rmqtool.engine.qmq.apply import apply_qmq_plan
+from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.recovery.qmq.plan import plan_recovery
 from rmqtool.recovery.qmq.start import simulate_start
 from rmqtool.recovery.undo import undo
+from rmqtool.store.qmq import consumerlog, messagelog
+from rmqtool.store.qmq.segments import list_log
 
 QMQ = FIXTURES / "qmq"
 CRASH = QMQ / "crash"
@@ -62,3 +65,29 @@ def test_undo_gives_back_the_tree_byte_for_byte(repaired):
         return
     undo(applied.backup_dir)
     assert tree(store) == before
+
+
+@pytest.mark.parametrize("source", ["basic", "v2-consumerlog"])
+def test_a_deleted_consumer_log_is_written_again_as_qmq_wrote_it(source, tmp_path):
+    """Every file of one subject's consumer log deleted: the rewrite gives back the units QMQ
+    wrote (V1 or V2: the same offsets, sizes and header sizes), each with its record's
+    timestamp (QMQ's own is the time it wrote the unit, a few ms later: gone with the files)."""
+    store = expand_store(QMQ / source / "store", tmp_path / "store")
+    logs = sorted(p for p in (store / "consumerlog").iterdir() if p.is_dir())
+    victim = max(logs, key=lambda d: sum(f.stat().st_blocks for f in d.iterdir()))  # the subject with most units
+    directory, unit = consumerlog.open_consumer_log(store, victim.name)
+    before = list(consumerlog.read_units(directory, unit, victim.name))
+    for f in victim.iterdir():
+        f.unlink()
+    plan = plan_recovery(store)
+    (rewrite,) = plan.consumer_logs
+    assert rewrite.subject == victim.name
+    apply_qmq_plan(plan, tmp_path / "backup")
+    after = list(consumerlog.read_units(*consumerlog.open_consumer_log(store, victim.name), victim.name))
+    assert [(u.sequence, u.kind, u.wrote_offset, u.wrote_bytes, u.header_size) for u in after] == \
+        [(u.sequence, u.kind, u.wrote_offset, u.wrote_bytes, u.header_size) for u in before]
+    stored = {r.offset: r.timestamp for s in list_log(store / "messagelog", PER_SEGMENT_FILE_SIZE).segments
+              for r in messagelog.scan_segment(s, payloads=False) if isinstance(r, messagelog.MessageRecord)}
+    assert [u.timestamp for u in after] == [stored[u.wrote_offset] for u in after]
+    assert all(0 <= b.timestamp - a.timestamp < 1000 for a, b in zip(after, before))
+    assert not plan_recovery(store).changes_anything

@@ -1,6 +1,6 @@
 """Consumer-log segment files written as QMQ's appenders write them.
 
-Units are ``formats/qmq/consumerlog.py``'s, packed with the struct derived from the schema:
+Units are ``formats/qmq/consumerlog.py``'s, packed through the numpy rows derived from the schema:
 V1 (22 bytes) or V2 (32 bytes, magic 0xA3B2, type message-log index); a fill unit is a
 message-log index unit pointing nowhere (``fillPreBlank``). A segment file is written
 sparse: its units, then a hole up to the segment size (QMQ maps it at full size).
@@ -9,23 +9,24 @@ from __future__ import annotations
 
 import pathlib
 
-from rmqtool.formats.derive import struct_of
-from rmqtool.formats.qmq.consumerlog import (CONSUMER_LOG_MAGIC_V2, CONSUMER_LOG_UNIT_BYTES, SEGMENT_TOTAL_UNIT,
-                                             TYPE_MESSAGE_LOG_INDEX, MessageLogIndexV2, UnitV1)
-from rmqtool.recovery.qmq.plan import ConsumerLogRewrite, UnitSpec
+import numpy as np
+
+from rmqtool.formats.qmq.consumerlog import CONSUMER_LOG_MAGIC_V2, CONSUMER_LOG_UNIT_BYTES, SEGMENT_TOTAL_UNIT, \
+    TYPE_MESSAGE_LOG_INDEX
+from rmqtool.recovery.qmq.plan import ConsumerLogRewrite, UnitRows
+from rmqtool.store.qmq.consumerlog import V1_DTYPE, V2_DTYPE
 from rmqtool.store.qmq.segments import list_log, read_zero_extended
 
-_V1 = struct_of(UnitV1)
-_V2_INDEX = struct_of(MessageLogIndexV2)
-_V2_HEAD = CONSUMER_LOG_MAGIC_V2.to_bytes(2, "big") + TYPE_MESSAGE_LOG_INDEX.to_bytes(2, "big")
-_V2_RESERVED = bytes(6)
 
-
-def unit_bytes_of(unit: UnitSpec, size: int) -> bytes:
-    if size == CONSUMER_LOG_UNIT_BYTES:
-        return _V1.pack(unit.timestamp, unit.wrote_offset, unit.wrote_bytes, unit.header_size)
-    return _V2_HEAD + _V2_INDEX.pack(unit.timestamp, unit.wrote_offset, unit.wrote_bytes, unit.header_size,
-                                     _V2_RESERVED)
+def packed_units(units: UnitRows, size: int) -> bytes:
+    """The units' bytes, a unit of ``size`` bytes each, packed at once through the schemas'
+    numpy rows (a V2 unit a message-log index: its magic and type, reserved bytes zero)."""
+    rows = np.zeros(len(units), V1_DTYPE if size == CONSUMER_LOG_UNIT_BYTES else V2_DTYPE)
+    if size != CONSUMER_LOG_UNIT_BYTES:
+        rows["magic"], rows["type"] = CONSUMER_LOG_MAGIC_V2, TYPE_MESSAGE_LOG_INDEX
+    rows["timestamp"], rows["wrote_offset"] = units.timestamp, units.wrote_offset
+    rows["wrote_bytes"], rows["header_size"] = units.wrote_bytes, units.header_size
+    return rows.tobytes()
 
 
 def segment_files(rw: ConsumerLogRewrite) -> tuple[dict[pathlib.Path, bytes], list[pathlib.Path]]:
@@ -38,7 +39,7 @@ def segment_files(rw: ConsumerLogRewrite) -> tuple[dict[pathlib.Path, bytes], li
     existing = {s.base_offset: s for s in list_log(directory, seg_size).segments}
     bases = {b for b in existing if b + seg_size > first_pos}
     bases |= set(range(first_pos - first_pos % seg_size, end_pos, seg_size))
-    packed = b"".join(unit_bytes_of(u, rw.unit_bytes) for u in rw.units)
+    packed = packed_units(rw.units, rw.unit_bytes)
     writes, removes = {}, []
     for base in sorted(bases):
         path = directory / f"{base:020d}"

@@ -38,7 +38,8 @@ import numpy as np
 from rmqtool.formats.qmq import actionlog as actionlog_format
 from rmqtool.formats.qmq import messagelog as messagelog_format
 from rmqtool.formats.qmq.checkpoint import MESSAGE_CHECKPOINT_PREFIX, MessageCheckpoint
-from rmqtool.formats.qmq.consumerlog import FILL_HEADER_SIZE, FILL_WROTE_BYTES, FILL_WROTE_OFFSET, SEGMENT_TOTAL_UNIT
+from rmqtool.formats.qmq.consumerlog import (FILL_HEADER_SIZE, FILL_WROTE_BYTES, FILL_WROTE_OFFSET,
+                                             SEGMENT_TOTAL_UNIT, is_fill_unit)
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE as MESSAGE_SEGMENT_SIZE
 from rmqtool.formats.qmq.pulllog import PULL_LOG_SIZE
 from rmqtool.recovery.qmq.start import StartOutcome, simulate_start, store_unit_bytes
@@ -57,13 +58,52 @@ class UnitSpec:
     timestamp: int
 
 
+class UnitRows:
+    """The units a rewrite writes, one a sequence from ``first_sequence`` on, as columns (a
+    consumer log of millions of units is rewritten without an object a unit); iterated, they
+    are :class:`UnitSpec`s."""
+
+    __slots__ = ("first_sequence", "wrote_offset", "wrote_bytes", "header_size", "timestamp")
+    __hash__ = None  # compared by value, as the plan's other fields are
+
+    def __init__(self, first_sequence: int, wrote_offset: np.ndarray, wrote_bytes: np.ndarray,
+                 header_size: np.ndarray, timestamp: np.ndarray):
+        self.first_sequence = first_sequence
+        self.wrote_offset, self.wrote_bytes = wrote_offset, wrote_bytes
+        self.header_size, self.timestamp = header_size, timestamp
+
+    @classmethod
+    def none(cls, first_sequence: int) -> "UnitRows":
+        empty = np.empty(0, np.int64)
+        return cls(first_sequence, empty, empty, empty, empty)
+
+    def __len__(self) -> int:
+        return len(self.wrote_offset)
+
+    def __iter__(self):
+        columns = (self.wrote_offset.tolist(), self.wrote_bytes.tolist(), self.header_size.tolist(),
+                   self.timestamp.tolist())
+        for k, (offset, size, header, ts) in enumerate(zip(*columns)):
+            yield UnitSpec(self.first_sequence + k, offset, size, header, ts)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, UnitRows):
+            return NotImplemented
+        return self.first_sequence == other.first_sequence and all(
+            np.array_equal(getattr(self, c), getattr(other, c))
+            for c in ("wrote_offset", "wrote_bytes", "header_size", "timestamp"))
+
+    def fill_units(self) -> int:
+        return int(np.count_nonzero(is_fill_unit(self.wrote_offset, self.wrote_bytes, self.header_size)))
+
+
 @dataclasses.dataclass(frozen=True)
 class ConsumerLogRewrite:
     subject: str
     directory: str
     unit_bytes: int
     first_sequence: int  # units before it are kept as they are
-    units: tuple[UnitSpec, ...]  # first_sequence onwards; nothing after the last
+    units: UnitRows  # first_sequence onwards; nothing after the last
     reason: str
 
 
@@ -107,7 +147,7 @@ class QmqPlan:
                   for z in self.zero),
                 *({"action": "rewrite consumer log", "subject": c.subject, "directory": c.directory,
                    "first_sequence": c.first_sequence, "units": len(c.units),
-                   "fill_units": sum(u.wrote_bytes == FILL_WROTE_BYTES for u in c.units), "reason": c.reason}
+                   "fill_units": c.units.fill_units(), "reason": c.reason}
                   for c in self.consumer_logs),
                 *([{"action": "write checkpoint", "file": str(self.checkpoint_path()),
                     "message_log_offset": self.checkpoint.offset,
@@ -262,16 +302,17 @@ class _OnDisk:
     wrote_offset: np.ndarray
     wrote_bytes: np.ndarray
     header_size: np.ndarray
+    timestamp: np.ndarray
 
 
 def _on_disk(directory: LogDirectory, unit: int) -> _OnDisk:
-    chunks = list(consumerlog.unit_columns(directory, unit))
+    chunks = list(consumerlog.unit_columns(directory, unit, timestamps=True))
     if not chunks:
         empty = np.empty(0, np.int64)
-        return _OnDisk(empty, np.empty(0, np.int8), empty, empty, empty)
+        return _OnDisk(empty, np.empty(0, np.int8), empty, empty, empty, empty)
     seq = np.concatenate([c.sequence for c in chunks])
     fields = [np.concatenate([getattr(c, f) for c in chunks]) for f in
-              ("kind", "wrote_offset", "wrote_bytes", "header_size")]
+              ("kind", "wrote_offset", "wrote_bytes", "header_size", "timestamp")]
     order = np.argsort(seq, kind="stable")
     seq = seq[order]
     last = np.ones(len(seq), bool)
@@ -298,7 +339,8 @@ def _consumer_logs(root: pathlib.Path, unit: int, records: LogColumns, keep: np.
         if rows is None:  # units pointing into what the cut drops go; the rest stays
             past = on_disk.sequence[(on_disk.kind == consumerlog.MESSAGE) & (on_disk.wrote_offset >= kept_end)]
             if len(past):
-                rewrites.append(ConsumerLogRewrite(subject, str(directory.directory), unit, int(past[0]), (),
+                rewrites.append(ConsumerLogRewrite(subject, str(directory.directory), unit, int(past[0]),
+                                                   UnitRows.none(int(past[0])),
                                                    f"units {past[0]}-{past[-1]} point past the kept message log"))
             kept_units = on_disk.sequence if not len(past) else on_disk.sequence[on_disk.sequence < past[0]]
             if len(kept_units):
@@ -315,8 +357,7 @@ def _consumer_logs(root: pathlib.Path, unit: int, records: LogColumns, keep: np.
             why = (f"units {past.min()}-{past.max()} point past the kept message log" if len(past) else
                    "records of the kept message log have no unit, or units that do not point at them")
             rewrites.append(ConsumerLogRewrite(subject, str(directory.directory), unit, start,
-                                               _wanted_units(directory, unit, subject, records, rows, start, last),
-                                               why))
+                                               _wanted_units(on_disk, records, rows, start, last), why))
     unserved_rows = np.concatenate(unserved)
     return rewrites, max_sequences, unserved_rows[np.argsort(records.offset[unserved_rows], kind="stable")]
 
@@ -344,27 +385,27 @@ def _units_differ(on_disk: _OnDisk, records: LogColumns, rows: np.ndarray, start
                 or (on_disk.header_size[inside] != header).any())
 
 
-def _wanted_units(directory: LogDirectory, unit: int, subject: str, records: LogColumns, rows: np.ndarray,
-                  start: int, last: int) -> tuple[UnitSpec, ...]:
+def _wanted_units(on_disk: _OnDisk, records: LogColumns, rows: np.ndarray, start: int, last: int) -> UnitRows:
     """The units a rewrite writes from ``start`` to ``last``, each with the timestamp it keeps: a
     fill unit the old fill unit's (else 0), a record's unit the old unit's when it already points
     at the record, else the record's."""
-    on_disk = {u.sequence: u for u in consumerlog.read_units(directory, unit, subject)}  # their timestamps
     offset, size, header, at = _wanted(records, rows, start, last)
-    record_time = np.zeros(len(offset), np.int64)
-    is_record = np.zeros(len(offset), bool)
-    record_time[at], is_record[at] = records.timestamp[rows], True
-    want = []
-    for k, (off, wrote, head, rec, ts) in enumerate(zip(offset.tolist(), size.tolist(), header.tolist(),
-                                                        is_record.tolist(), record_time.tolist())):
-        old = on_disk.get(start + k)
-        if not rec:
-            ts = old.timestamp if old is not None and old.kind == "fill" else 0
-        elif old is not None and old.kind == "message" and \
-                (old.wrote_offset, old.wrote_bytes, old.header_size) == (off, wrote, head):
-            ts = old.timestamp
-        want.append(UnitSpec(start + k, off, wrote, head, ts))
-    return tuple(want)
+    n = len(offset)
+    inside = (on_disk.sequence >= start) & (on_disk.sequence <= last)
+    where = on_disk.sequence[inside] - start
+    old_kind = np.full(n, -1, np.int8)  # -1: no unit on disk at that sequence
+    old_offset, old_size, old_header, old_time = (np.zeros(n, np.int64) for _ in range(4))
+    old_kind[where] = on_disk.kind[inside]
+    old_offset[where], old_size[where] = on_disk.wrote_offset[inside], on_disk.wrote_bytes[inside]
+    old_header[where], old_time[where] = on_disk.header_size[inside], on_disk.timestamp[inside]
+    is_record = np.zeros(n, bool)
+    is_record[at] = True
+    timestamp = np.where(old_kind == consumerlog.FILL, old_time, 0)  # a fill unit's
+    record_time = np.zeros(n, np.int64)
+    record_time[at] = records.timestamp[rows]
+    same = (old_kind == consumerlog.MESSAGE) & (old_offset == offset) & (old_size == size) & (old_header == header)
+    timestamp = np.where(is_record, np.where(same, old_time, record_time), timestamp)
+    return UnitRows(start, offset, size, header, timestamp)
 
 
 def _hanging_together(records: LogColumns, rows: np.ndarray, subject: str,

@@ -125,6 +125,7 @@ class UnitColumns:
     wrote_offset: np.ndarray  # message and fill units; 0 elsewhere
     wrote_bytes: np.ndarray
     header_size: np.ndarray
+    timestamp: np.ndarray | None = None  # when asked for (unit_columns' timestamps); 0 for an invalid unit
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -138,7 +139,7 @@ class UnitColumns:
         return self.first_sequence + np.arange(len(self.kind), dtype=np.int64)
 
 
-def _unit_columns(seg, start: int, data: bytes, count: int, unit_bytes: int) -> UnitColumns:
+def _unit_columns(seg, start: int, data: bytes, count: int, unit_bytes: int, timestamps: bool = False) -> UnitColumns:
     if unit_bytes == CONSUMER_LOG_UNIT_BYTES:
         rows = np.frombuffer(data, V1_DTYPE, count)
         message = np.ones(count, bool)
@@ -152,10 +153,12 @@ def _unit_columns(seg, start: int, data: bytes, count: int, unit_bytes: int) -> 
     off, size, header = (rows[f].astype(np.int64) if every else np.where(message, rows[f].astype(np.int64), 0)
                          for f in ("wrote_offset", "wrote_bytes", "header_size"))
     kind = np.where(message & is_fill_unit(off, size, header), FILL, kind).astype(np.int8)
+    # an SMT unit's timestamp lies where a message-log index's does; an invalid unit has none
+    times = np.where(kind == INVALID, 0, rows["timestamp"].astype(np.int64)) if timestamps else None
     if seg is None:
-        return UnitColumns("", start, start // unit_bytes, unit_bytes, kind, off, size, header)
+        return UnitColumns("", start, start // unit_bytes, unit_bytes, kind, off, size, header, times)
     return UnitColumns(str(seg.path), start, (seg.base_offset + start) // unit_bytes, unit_bytes, kind, off, size,
-                       header)
+                       header, times)
 
 
 def unit_columns_of(data, position: int, count: int, unit_bytes: int) -> UnitColumns:
@@ -179,8 +182,9 @@ def _zero_units(data: bytes, count: int, unit_bytes: int) -> np.ndarray:
     return zero
 
 
-def unit_columns(directory: LogDirectory, unit_bytes: int) -> Iterator[UnitColumns]:
-    """``read_units`` as columns: the same units, a chunk of a segment at a time."""
+def unit_columns(directory: LogDirectory, unit_bytes: int, timestamps: bool = False) -> Iterator[UnitColumns]:
+    """``read_units`` as columns: the same units, a chunk of a segment at a time (their
+    timestamps too when asked)."""
     chunk = unit_bytes * 65536
     for seg in directory.segments:
         for start in range(0, seg.file_size, chunk):
@@ -189,7 +193,7 @@ def unit_columns(directory: LogDirectory, unit_bytes: int) -> Iterator[UnitColum
             zero = np.flatnonzero(_zero_units(data, count, unit_bytes))
             cut = int(zero[0]) if len(zero) else count
             if cut:
-                yield _unit_columns(seg, start, data, cut, unit_bytes)
+                yield _unit_columns(seg, start, data, cut, unit_bytes, timestamps)
             if cut < count:
                 break
 

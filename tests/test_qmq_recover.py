@@ -71,7 +71,7 @@ def test_undo_gives_back_the_tree_byte_for_byte(repaired):
 def test_a_deleted_consumer_log_is_written_again_as_qmq_wrote_it(source, tmp_path):
     """Every file of one subject's consumer log deleted: the rewrite gives back the units QMQ
     wrote (V1 or V2: the same offsets, sizes and header sizes), each with its record's
-    timestamp (QMQ's own is the time it wrote the unit, a few ms later: gone with the files)."""
+    timestamp (QMQ's own is the time it wrote the unit, 0-118 ms later here: gone with the files)."""
     store = expand_store(QMQ / source / "store", tmp_path / "store")
     logs = sorted(p for p in (store / "consumerlog").iterdir() if p.is_dir())
     victim = max(logs, key=lambda d: sum(f.stat().st_blocks for f in d.iterdir()))  # the subject with most units

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import os
 import pathlib
 import shlex
 import shutil
+from typing import Callable
 
 from rmqtool.engine.qmq.consumer_log_writer import segment_files
 from rmqtool.errors import CorruptData, StoreAccessError, StoreLocked
@@ -58,10 +60,10 @@ def _write_file(ready: pathlib.Path, data: bytes, size: int | None) -> None:
 
 def _changes(plan: QmqPlan) -> tuple[list, list]:
     """What the plan changes: (kind, path, start, end) for the manifest (a rewritten file is a
-    RESTORE entry: undo puts it back whole), and the files to build and swap in (path, bytes
-    before the hole, the size the file gets)."""
+    RESTORE entry: undo puts it back whole), and the files to build and swap in (path, what
+    makes its bytes before the hole, the size the file gets)."""
     changes: list[tuple[str, pathlib.Path, int, int]] = []
-    builds: list[tuple[pathlib.Path, bytes, int | None]] = []
+    builds: list[tuple[pathlib.Path, Callable[[], bytes], int | None]] = []
     for path, _why in plan.moves:
         changes.append((DELETE, pathlib.Path(path), 0, 0))
     for z in plan.zero:
@@ -77,7 +79,7 @@ def _changes(plan: QmqPlan) -> tuple[list, list]:
         path = plan.checkpoint_path()
         if path.exists():
             changes.append((RESTORE, path, 0, 0))
-        builds.append((path, build_message_checkpoint(plan.checkpoint), None))
+        builds.append((path, functools.partial(build_message_checkpoint, plan.checkpoint), None))
     return changes, builds
 
 
@@ -112,9 +114,9 @@ def apply_qmq_plan(plan: QmqPlan, backup_dir: str | os.PathLike | None = None, *
         entries.append(Entry(kind, str(path.resolve().relative_to(root.resolve())), start, end, digest, copy,
                              os.stat(path).st_mode & 0o7777))
     ready = []
-    for i, (path, data, size) in enumerate(builds):
+    for i, (path, build, size) in enumerate(builds):
         staged = staging / f"{i:06d}"
-        _write_file(staged, data, size)
+        _write_file(staged, build(), size)  # made here, one file's bytes at a time
         ready.append((staged, path))
     sync_dir(backup / COPIES_DIR)
     sync_dir(staging)

@@ -7,7 +7,9 @@ sparse: its units, then a hole up to the segment size (QMQ maps it at full size)
 """
 from __future__ import annotations
 
+import functools
 import pathlib
+from typing import Callable
 
 import numpy as np
 
@@ -29,9 +31,10 @@ def packed_units(units: UnitRows, size: int) -> bytes:
     return rows.tobytes()
 
 
-def segment_files(rw: ConsumerLogRewrite) -> tuple[dict[pathlib.Path, bytes], list[pathlib.Path]]:
-    """The segment files a rewrite writes (path -> its bytes before the hole) and the ones it
-    removes (wholly past the new last unit)."""
+def segment_files(rw: ConsumerLogRewrite) -> tuple[dict[pathlib.Path, Callable[[], bytes]], list[pathlib.Path]]:
+    """The segment files a rewrite writes (path -> what makes its bytes before the hole, called
+    when the file is staged: one segment's bytes in memory at a time) and the ones it removes
+    (wholly past the new last unit)."""
     directory = pathlib.Path(rw.directory)
     seg_size = rw.unit_bytes * SEGMENT_TOTAL_UNIT
     first_pos = rw.first_sequence * rw.unit_bytes
@@ -39,7 +42,6 @@ def segment_files(rw: ConsumerLogRewrite) -> tuple[dict[pathlib.Path, bytes], li
     existing = {s.base_offset: s for s in list_log(directory, seg_size).segments}
     bases = {b for b in existing if b + seg_size > first_pos}
     bases |= set(range(first_pos - first_pos % seg_size, end_pos, seg_size))
-    packed = packed_units(rw.units, rw.unit_bytes)
     writes, removes = {}, []
     for base in sorted(bases):
         path = directory / f"{base:020d}"
@@ -48,7 +50,14 @@ def segment_files(rw: ConsumerLogRewrite) -> tuple[dict[pathlib.Path, bytes], li
             if base in existing:
                 removes.append(path)
             continue
-        kept = read_zero_extended(existing[base], 0, max(0, min(first_pos, base + seg_size) - base)) \
-            if base in existing else bytes(max(0, min(first_pos, base + seg_size) - base))
-        writes[path] = kept + packed[lo - first_pos:hi - first_pos]
+        writes[path] = functools.partial(_segment_bytes, rw, existing.get(base), min(first_pos, base + seg_size) - base,
+                                         (lo - first_pos) // rw.unit_bytes, (hi - first_pos) // rw.unit_bytes)
     return writes, removes
+
+
+def _segment_bytes(rw: ConsumerLogRewrite, segment, kept: int, lo: int, hi: int) -> bytes:
+    """A segment's bytes before its hole: its first ``kept`` bytes as they are (zeros for a new
+    file), then the rewrite's units ``lo`` to ``hi``."""
+    kept = max(0, kept)
+    head = read_zero_extended(segment, 0, kept) if segment is not None else bytes(kept)
+    return head + packed_units(rw.units.part(lo, hi), rw.unit_bytes)

@@ -80,6 +80,12 @@ class UnitRows:
     def __len__(self) -> int:
         return len(self.wrote_offset)
 
+    def part(self, lo: int, hi: int) -> "UnitRows":
+        """The units ``lo`` to ``hi`` (indices, not sequences) of these (views, not copies)."""
+        lo, hi = max(lo, 0), max(hi, lo, 0)
+        return UnitRows(self.first_sequence + lo, self.wrote_offset[lo:hi], self.wrote_bytes[lo:hi],
+                        self.header_size[lo:hi], self.timestamp[lo:hi])
+
     def __iter__(self):
         columns = (self.wrote_offset.tolist(), self.wrote_bytes.tolist(), self.header_size.tolist(),
                    self.timestamp.tolist())

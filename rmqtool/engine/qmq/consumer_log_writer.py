@@ -13,8 +13,8 @@ from typing import Callable
 
 import numpy as np
 
-from rmqtool.formats.qmq.consumerlog import CONSUMER_LOG_MAGIC_V2, CONSUMER_LOG_UNIT_BYTES, SEGMENT_TOTAL_UNIT, \
-    TYPE_MESSAGE_LOG_INDEX
+from rmqtool.formats.qmq.consumerlog import (CONSUMER_LOG_MAGIC_V2, CONSUMER_LOG_UNIT_BYTES, SEGMENT_TOTAL_UNIT,
+                                             TYPE_MESSAGE_LOG_INDEX)
 from rmqtool.recovery.qmq.plan import ConsumerLogRewrite, UnitRows
 from rmqtool.store.qmq.consumerlog import V1_DTYPE, V2_DTYPE
 from rmqtool.store.qmq.segments import list_log, read_zero_extended

@@ -24,8 +24,8 @@ A second plan on the repaired store finds nothing to do.
 
 The plan reads the message log's records and each consumer log's units as columns (numpy
 arrays), not an object a record: on a 1 GB log of a million records it holds about 130 MB
-and takes 2 s, where it held 560 MB and took 11 s. Objects are made only for what a
-rewrite writes.
+and takes 2 s, where it held 560 MB and took 11 s. A rewrite's units stay columns too
+(:class:`UnitRows`), to the writer that packs them.
 """
 from __future__ import annotations
 

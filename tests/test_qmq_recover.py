@@ -8,6 +8,7 @@ import pytest
 
 from conftest import FIXTURES, load_truth
 from helpers import expand_store, tree_fingerprint as tree
+from rmqtool.engine.qmq import consumer_log_writer
 from rmqtool.engine.qmq.apply import apply_qmq_plan
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.recovery.qmq.plan import plan_recovery
@@ -67,11 +68,16 @@ def test_undo_gives_back_the_tree_byte_for_byte(repaired):
     assert tree(store) == before
 
 
+@pytest.mark.parametrize("parts", ["whole", "tiny"])
 @pytest.mark.parametrize("source", ["basic", "v2-consumerlog"])
-def test_a_deleted_consumer_log_is_written_again_as_qmq_wrote_it(source, tmp_path):
+def test_a_deleted_consumer_log_is_written_again_as_qmq_wrote_it(source, parts, tmp_path, monkeypatch):
     """Every file of one subject's consumer log deleted: the rewrite gives back the units QMQ
     wrote (V1 or V2: the same offsets, sizes and header sizes), each with its record's
-    timestamp (QMQ's own is the time it wrote the unit, 0-118 ms later here: gone with the files)."""
+    timestamp (QMQ's own is the time it wrote the unit, 0-118 ms later here: gone with the files).
+    A segment is written in parts (a few units, a few bytes at a time: "tiny") the same."""
+    if parts == "tiny":
+        monkeypatch.setattr(consumer_log_writer, "PART_UNITS", 7)
+        monkeypatch.setattr(consumer_log_writer, "PART_BYTES", 100)
     store = expand_store(QMQ / source / "store", tmp_path / "store")
     logs = sorted(p for p in (store / "consumerlog").iterdir() if p.is_dir())
     victim = max(logs, key=lambda d: sum(f.stat().st_blocks for f in d.iterdir()))  # the subject with most units

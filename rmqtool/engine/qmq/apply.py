@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import functools
 import os
 import pathlib
 import shlex
 import shutil
-from typing import Callable
+from typing import Callable, Iterable
 
 from rmqtool.engine.qmq.consumer_log_writer import segment_files
 from rmqtool.errors import CorruptData, StoreAccessError, StoreLocked
@@ -49,9 +48,10 @@ class QmqApplied:
                                                    "undo": undo_command(self.backup_dir)}}
 
 
-def _write_file(ready: pathlib.Path, data: bytes, size: int | None) -> None:
+def _write_file(ready: pathlib.Path, parts: Iterable[bytes], size: int | None) -> None:
     with open(ready, "wb") as f:
-        f.write(data)
+        for data in parts:
+            f.write(data)
         if size is not None:
             f.truncate(size)  # the hole QMQ's full-size mapping leaves
         f.flush()
@@ -61,9 +61,9 @@ def _write_file(ready: pathlib.Path, data: bytes, size: int | None) -> None:
 def _changes(plan: QmqPlan) -> tuple[list, list]:
     """What the plan changes: (kind, path, start, end) for the manifest (a rewritten file is a
     RESTORE entry: undo puts it back whole), and the files to build and swap in (path, what
-    makes its bytes before the hole, the size the file gets)."""
+    makes its bytes before the hole, in parts, the size the file gets)."""
     changes: list[tuple[str, pathlib.Path, int, int]] = []
-    builds: list[tuple[pathlib.Path, Callable[[], bytes], int | None]] = []
+    builds: list[tuple[pathlib.Path, Callable[[], Iterable[bytes]], int | None]] = []
     for path, _why in plan.moves:
         changes.append((DELETE, pathlib.Path(path), 0, 0))
     for z in plan.zero:
@@ -79,7 +79,7 @@ def _changes(plan: QmqPlan) -> tuple[list, list]:
         path = plan.checkpoint_path()
         if path.exists():
             changes.append((RESTORE, path, 0, 0))
-        builds.append((path, functools.partial(build_message_checkpoint, plan.checkpoint), None))
+        builds.append((path, lambda: (build_message_checkpoint(plan.checkpoint),), None))
     return changes, builds
 
 
@@ -116,7 +116,7 @@ def apply_qmq_plan(plan: QmqPlan, backup_dir: str | os.PathLike | None = None, *
     ready = []
     for i, (path, build, size) in enumerate(builds):
         staged = staging / f"{i:06d}"
-        _write_file(staged, build(), size)  # made here, one file's bytes at a time
+        _write_file(staged, build(), size)  # made here, a part of one file at a time
         ready.append((staged, path))
     sync_dir(backup / COPIES_DIR)
     sync_dir(staging)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import pathlib
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -31,9 +31,10 @@ def packed_units(units: UnitRows, size: int) -> bytes:
     return rows.tobytes()
 
 
-def segment_files(rw: ConsumerLogRewrite) -> tuple[dict[pathlib.Path, Callable[[], bytes]], list[pathlib.Path]]:
-    """The segment files a rewrite writes (path -> what makes its bytes before the hole, called
-    when the file is staged: one segment's bytes in memory at a time) and the ones it removes
+def segment_files(rw: ConsumerLogRewrite) -> tuple[dict[pathlib.Path, Callable[[], Iterator[bytes]]],
+                                                    list[pathlib.Path]]:
+    """The segment files a rewrite writes (path -> what makes its bytes before the hole, in
+    parts, when the file is staged: a few MB in memory at a time) and the ones it removes
     (wholly past the new last unit)."""
     directory = pathlib.Path(rw.directory)
     seg_size = rw.unit_bytes * SEGMENT_TOTAL_UNIT
@@ -50,14 +51,20 @@ def segment_files(rw: ConsumerLogRewrite) -> tuple[dict[pathlib.Path, Callable[[
             if base in existing:
                 removes.append(path)
             continue
-        writes[path] = functools.partial(_segment_bytes, rw, existing.get(base), min(first_pos, base + seg_size) - base,
+        writes[path] = functools.partial(_segment_parts, rw, existing.get(base), min(first_pos, base + seg_size) - base,
                                          (lo - first_pos) // rw.unit_bytes, (hi - first_pos) // rw.unit_bytes)
     return writes, removes
 
 
-def _segment_bytes(rw: ConsumerLogRewrite, segment, kept: int, lo: int, hi: int) -> bytes:
-    """A segment's bytes before its hole: its first ``kept`` bytes as they are (zeros for a new
-    file), then the rewrite's units ``lo`` to ``hi``."""
-    kept = max(0, kept)
-    head = read_zero_extended(segment, 0, kept) if segment is not None else bytes(kept)
-    return head + packed_units(rw.units.part(lo, hi), rw.unit_bytes)
+PART_UNITS = 1 << 18  # units packed at once: 8 MB of V2 units
+PART_BYTES = 8 << 20  # bytes of a segment's kept head read at once
+
+
+def _segment_parts(rw: ConsumerLogRewrite, segment, kept: int, lo: int, hi: int) -> Iterator[bytes]:
+    """A segment's bytes before its hole, in parts: its first ``kept`` bytes as they are (zeros
+    for a new file), then the rewrite's units ``lo`` to ``hi``."""
+    for at in range(0, max(0, kept), PART_BYTES):
+        n = min(PART_BYTES, kept - at)
+        yield read_zero_extended(segment, at, n) if segment is not None else bytes(n)
+    for at in range(lo, hi, PART_UNITS):
+        yield packed_units(rw.units.part(at, min(at + PART_UNITS, hi)), rw.unit_bytes)

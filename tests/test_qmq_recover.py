@@ -88,7 +88,7 @@ def test_a_deleted_consumer_log_is_written_again_as_qmq_wrote_it(source, parts, 
     plan = plan_recovery(store)
     (rewrite,) = plan.consumer_logs
     assert rewrite.subject == victim.name
-    apply_qmq_plan(plan, tmp_path / "backup")
+    applied = apply_qmq_plan(plan, tmp_path / "backup")
     after = list(consumerlog.read_units(*consumerlog.open_consumer_log(store, victim.name), victim.name))
     assert [(u.sequence, u.kind, u.wrote_offset, u.wrote_bytes, u.header_size) for u in after] == \
         [(u.sequence, u.kind, u.wrote_offset, u.wrote_bytes, u.header_size) for u in before]
@@ -97,3 +97,6 @@ def test_a_deleted_consumer_log_is_written_again_as_qmq_wrote_it(source, parts, 
     assert [u.timestamp for u in after] == [stored[u.wrote_offset] for u in after]
     assert all(0 <= b.timestamp - a.timestamp < 1000 for a, b in zip(after, before))
     assert not plan_recovery(store).changes_anything
+    made = sorted(f.name for f in victim.iterdir())
+    restored = undo(applied.backup_dir, store)  # the files the rewrite made go again, and undo says so
+    assert restored.files_removed == len(made) > 0 and not any(victim.iterdir())

@@ -37,10 +37,12 @@ class Restored:
     ranges_restored: int
     files_restored: int
     bytes_restored: int
+    files_removed: int = 0  # files the repair made (none was there before it), gone again
 
     def to_json(self) -> dict:
         return {"store_path": str(self.store), "ranges_restored": self.ranges_restored,
-                "files_restored": self.files_restored, "bytes_restored": self.bytes_restored}
+                "files_restored": self.files_restored, "bytes_restored": self.bytes_restored,
+                "files_removed": self.files_removed}
 
 
 def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = None, *,
@@ -56,8 +58,9 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
     repair = pending if pending and pending.get("operation") != "undo" else None  # an apply cut short: its command
     again = (repair or {}).get("finish") or _repair_command(manifest, root)
     intent.begin(backup, root, "undo", f"rmqtool undo {shlex.quote(str(backup))}", again)
+    removed = 0
     if manifest.listing is not None:  # files made since the apply go first
-        _remove_files_made_since(manifest, root)
+        removed = _remove_files_made_since(manifest, root)
     for name in manifest.directories or ():  # a directory the repair removed comes back
         (root / name).mkdir(parents=True, exist_ok=True)
     ranges = files = total = 0
@@ -76,7 +79,7 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
             and is_locked(lock) is None:  # the repair's writer made it
         os.unlink(lock)
     intent.end(backup, root)
-    return Restored(root, ranges, files, total)
+    return Restored(root, ranges, files, total, removed)
 
 
 def _check_undoable(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> None:
@@ -108,13 +111,16 @@ def _check_undoable(backup: pathlib.Path, manifest, root: pathlib.Path, force: b
                               backup / entry.copy)
 
 
-def _remove_files_made_since(manifest, root: pathlib.Path) -> None:
-    """The files the store holds that the manifest's listing (taken at the apply) does not."""
+def _remove_files_made_since(manifest, root: pathlib.Path) -> int:
+    """The files the store holds that the manifest's listing (taken at the apply) does not,
+    removed; how many."""
     before = set(manifest.listing)
     made, _dirs = store_listing(root, manifest.commit_log_directories)
+    removed = 0
     for name in reversed(made):
         if name not in before and name != LOCK_NAME:
             intent.step()
+            removed += 1
             p = root / name
             os.unlink(p)
             sync_dir(p.parent)
@@ -123,6 +129,7 @@ def _remove_files_made_since(manifest, root: pathlib.Path) -> None:
                 while parent != root and not any(parent.iterdir()):
                     parent.rmdir()
                     parent = parent.parent
+    return removed
 
 
 def _restore(backup: pathlib.Path, root: pathlib.Path, entry) -> None:

@@ -10,6 +10,7 @@ undone after its example, so a case costs its commands, not a copy.
 """
 from __future__ import annotations
 
+import contextlib
 import pathlib
 
 import pytest
@@ -96,6 +97,33 @@ class Damage:
             step()
 
 
+# Headroom a command gets over what the worker has mapped when it starts (the stores' 1 GiB
+# segments are mapped whole, several at once). A command that runs away on some damage then
+# fails here with a MemoryError naming the damage, instead of the kernel's OOM killer taking
+# the whole pytest worker (seen once: 22 GB, the example lost with it).
+COMMAND_HEADROOM = 10 << 30
+
+
+@contextlib.contextmanager
+def _address_space_cap():
+    try:
+        import resource
+        with open("/proc/self/status") as f:
+            size = next(int(line.split()[1]) << 10 for line in f if line.startswith("VmSize:"))
+    except (ImportError, OSError, StopIteration):  # not Linux: no cap, the command runs as it is
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = size + COMMAND_HEADROOM
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 damages = st.lists(st.tuples(st.sampled_from(("flip", "write", "zero", "cut", "delete", "stray")),
                              st.integers(0, 1 << 30), st.binary(min_size=1, max_size=64)), min_size=1, max_size=3)
 
@@ -128,7 +156,8 @@ def test_no_command_crashes_or_writes(store, plan):
                 d.add(path.parent / (path.name + ".bak"), data)
         damaged = tree_fingerprint(store)
         for command in COMMANDS:
-            r = cli_runner().invoke(app, [*command, str(store), "-f", "jsonl"])
+            with _address_space_cap():
+                r = cli_runner().invoke(app, [*command, str(store), "-f", "jsonl"])
             assert r.exit_code in EXIT_CODES, (command, plan, r.exception, r.stderr[-500:])
             assert not isinstance(r.exception, Exception) or isinstance(r.exception, SystemExit), \
                 (command, plan, repr(r.exception))

@@ -93,7 +93,7 @@ def test_a_deleted_consumer_log_is_written_again_as_qmq_wrote_it(source, parts, 
     assert [(u.sequence, u.kind, u.wrote_offset, u.wrote_bytes, u.header_size) for u in after] == \
         [(u.sequence, u.kind, u.wrote_offset, u.wrote_bytes, u.header_size) for u in before]
     stored = {r.offset: r.timestamp for s in list_log(store / "messagelog", PER_SEGMENT_FILE_SIZE).segments
-              for r in messagelog.scan_segment(s, payloads=False) if isinstance(r, messagelog.MessageRecord)}
+              for r in messagelog.scan_segment(s) if isinstance(r, messagelog.MessageRecord)}
     assert [u.timestamp for u in after] == [stored[u.wrote_offset] for u in after]
     assert all(0 <= b.timestamp - a.timestamp < 1000 for a, b in zip(after, before))
     assert not plan_recovery(store).changes_anything

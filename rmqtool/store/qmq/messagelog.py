@@ -44,7 +44,7 @@ class MessageRecord:
     payload_crc: int | None  # None for V1 (no CRC field)
     payload_size: int
     header_size: int
-    payload: bytes | None  # None from a scan that reads headers only (scan_segment's payloads=False)
+    payload: bytes
     payload_crc_ok: bool | None  # None for V1, and when not checked
 
     @property
@@ -155,16 +155,14 @@ def _resync(data: ZeroExtended, start: int) -> int:
     return best
 
 
-def scan_segment(segment: LogSegment, check_crc: bool = True, payloads: bool = True) -> Iterator[ScanItem]:
+def scan_segment(segment: LogSegment, check_crc: bool = True) -> Iterator[ScanItem]:
     """Every record of one segment in order, damage included; ends at the written end.
-    ``check_crc=False`` walks headers only (``payload_crc_ok`` None): the end, not the bodies.
-    ``payloads=False``: the kernel's records come without their payload bytes (``payload``
-    None), for a caller that keeps every record and reads none of them (recover's plan)."""
+    ``check_crc=False`` walks headers only (``payload_crc_ok`` None): the end, not the bodies."""
     subjects = record_kernel.SubjectTable()
     with ZeroExtended(segment) as data:
         for piece in scan_pieces(data, subjects, check_crc):
             if isinstance(piece, record_kernel.MessageRun):
-                yield from records_of(data, piece, subjects, payloads)
+                yield from records_of(data, piece, subjects)
             else:
                 yield piece
 
@@ -192,10 +190,9 @@ def log_pieces(segments, builder: record_kernel.LogColumnsBuilder, hints=None
                 yield data, piece
 
 
-def records_of(data: ZeroExtended, run: record_kernel.MessageRun, subjects: record_kernel.SubjectTable,
-               payloads: bool = True) -> Iterator[MessageRecord]:
-    """The kernel's run as the records ``parse_record`` gives (without payload bytes when
-    ``payloads`` is False)."""
+def records_of(data: ZeroExtended, run: record_kernel.MessageRun, subjects: record_kernel.SubjectTable
+               ) -> Iterator[MessageRecord]:
+    """The kernel's run as the records ``parse_record`` gives."""
     segment = data.segment
     path, base, names = str(segment.path), segment.base_offset, subjects.names
     crc_ok = run.crc_ok.tolist() if run.crc_ok is not None else None
@@ -204,7 +201,7 @@ def records_of(data: ZeroExtended, run: record_kernel.MessageRun, subjects: reco
             run.timestamp.tolist(), run.sequence.tolist(), run.subject_id.tolist(), run.payload_crc.tolist())):
         v1 = magic == MESSAGE_LOG_MAGIC_V1
         yield MessageRecord(base + pos, path, pos, magic, timestamp, sequence, names[sid], None if v1 else crc,
-                            size - head, head, data.take(pos + head, size - head) if payloads else None,
+                            size - head, head, data.take(pos + head, size - head),
                             None if v1 or crc_ok is None else crc_ok[k])
 
 

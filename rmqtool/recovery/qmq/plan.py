@@ -359,11 +359,12 @@ def _consumer_logs(root: pathlib.Path, unit: int, records: LogColumns, keep: np.
         start = first if (on_disk.sequence < first).any() else max(first - first % SEGMENT_TOTAL_UNIT, 0)
         max_sequences[subject] = last
         past = on_disk.sequence[on_disk.sequence > last]
-        if len(past) or _units_differ(on_disk, records, rows, start, last):
+        wanted = _wanted(records, rows, start, last)
+        if len(past) or _units_differ(on_disk, wanted, start, last):
             why = (f"units {past.min()}-{past.max()} point past the kept message log" if len(past) else
                    "records of the kept message log have no unit, or units that do not point at them")
             rewrites.append(ConsumerLogRewrite(subject, str(directory.directory), unit, start,
-                                               _wanted_units(on_disk, records, rows, start, last), why))
+                                               _wanted_units(on_disk, records, rows, wanted, start, last), why))
     unserved_rows = np.concatenate(unserved)
     return rewrites, max_sequences, unserved_rows[np.argsort(records.offset[unserved_rows], kind="stable")]
 
@@ -381,21 +382,23 @@ def _wanted(records: LogColumns, rows: np.ndarray, start: int, last: int) -> tup
     return offset, size, header, at
 
 
-def _units_differ(on_disk: _OnDisk, records: LogColumns, rows: np.ndarray, start: int, last: int) -> bool:
-    """Whether a unit from ``start`` to ``last`` is missing or points elsewhere than the rewrite's would."""
+def _units_differ(on_disk: _OnDisk, wanted: tuple[np.ndarray, ...], start: int, last: int) -> bool:
+    """Whether a unit from ``start`` to ``last`` is missing or points elsewhere than the rewrite's
+    (``wanted``: :func:`_wanted`'s) would."""
     inside = (on_disk.sequence >= start) & (on_disk.sequence <= last)
     if int(inside.sum()) != last - start + 1:  # sequences are unique: one missing at least
         return True
-    offset, size, header, _ = _wanted(records, rows, start, last)
+    offset, size, header, _ = wanted
     return bool((on_disk.wrote_offset[inside] != offset).any() or (on_disk.wrote_bytes[inside] != size).any()
                 or (on_disk.header_size[inside] != header).any())
 
 
-def _wanted_units(on_disk: _OnDisk, records: LogColumns, rows: np.ndarray, start: int, last: int) -> UnitRows:
-    """The units a rewrite writes from ``start`` to ``last``, each with the timestamp it keeps: a
-    fill unit the old fill unit's (else 0), a record's unit the old unit's when it already points
-    at the record, else the record's."""
-    offset, size, header, at = _wanted(records, rows, start, last)
+def _wanted_units(on_disk: _OnDisk, records: LogColumns, rows: np.ndarray, wanted: tuple[np.ndarray, ...],
+                  start: int, last: int) -> UnitRows:
+    """The units a rewrite writes from ``start`` to ``last`` (``wanted``: :func:`_wanted`'s), each
+    with the timestamp it keeps: a fill unit the old fill unit's (else 0), a record's unit the
+    old unit's when it already points at the record, else the record's."""
+    offset, size, header, at = wanted
     n = len(offset)
     inside = (on_disk.sequence >= start) & (on_disk.sequence <= last)
     where = on_disk.sequence[inside] - start

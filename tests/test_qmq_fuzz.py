@@ -11,7 +11,6 @@ undone after its example, so a case costs its commands, not a copy.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import pathlib
 
@@ -23,6 +22,7 @@ from conftest import FIXTURES
 from helpers import cli_runner, examples, expand_store, tree_fingerprint
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
+from rmqtool.store.qmq.segments import data_end
 
 QMQ = FIXTURES / "qmq"
 SOURCES = {"basic": QMQ / "basic" / "store", "crash-a": QMQ / "crash" / "a-as-is" / "input"}
@@ -51,16 +51,9 @@ def _written_bytes(path: pathlib.Path, start: int = 0) -> bytes:
     are kept while Hypothesis shrinks; holding whole segments in them once ran a worker out of
     memory (22 GB) and lost the example."""
     with open(path, "rb") as f:
-        fd, end, data_end, at = f.fileno(), os.fstat(f.fileno()).st_size, 0, 0
-        try:
-            while at < end:
-                at = os.lseek(fd, at, os.SEEK_DATA)
-                at = data_end = os.lseek(fd, at, os.SEEK_HOLE)
-        except OSError as exc:  # ENXIO: no data past ``at``; else no SEEK_DATA here: read to the end
-            if exc.errno != errno.ENXIO:
-                data_end = end
+        end = data_end(f.fileno(), os.fstat(f.fileno()).st_size)
         f.seek(start)
-        return f.read(max(0, data_end - start))
+        return f.read(max(0, end - start))
 
 
 class Damage:

@@ -26,16 +26,16 @@ def human_time(ms: int | None) -> str | None:
     return None if ms is None else iso_ms(ms)
 
 
-# A key's ``*_time`` twin's name, or "" for none: rows repeat the same few dozen keys. Bounded:
-# keys also come from what a store holds (a QMQ message's attributes).
+# A key's ``*_time`` twin's name, or "" for none: rows repeat the same few dozen keys. Bounded
+# as the caches below (_CACHE_MAX): keys also come from what a store holds (a QMQ message's
+# attributes).
 _TWINS: dict = {}
-_TWINS_MAX = 4096
 _CONTAINERS = (dict, list)
 
 
 def _twin(k) -> str:
     twin = k[:-len("_timestamp")] + "_time" if isinstance(k, str) and k.endswith("_timestamp") else ""
-    if len(_TWINS) >= _TWINS_MAX:
+    if len(_TWINS) >= _CACHE_MAX:
         _TWINS.clear()
     _TWINS[k] = twin
     return twin

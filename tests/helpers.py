@@ -167,21 +167,14 @@ def expand_store(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
 def file_fingerprint(path: pathlib.Path) -> tuple:
     """A file's size and the sha256 of its non-zero 64 KiB blocks with their positions: equal
     for equal bytes, and quick on a sparse file (its holes are skipped, not read)."""
-    import errno
     import hashlib
     import os
+    from rmqtool.store.extents import data_extents
     digest, block = hashlib.sha256(), 1 << 16
     with open(path, "rb") as f:
         fd, size = f.fileno(), os.fstat(f.fileno()).st_size
         pos = 0
-        while pos < size:
-            try:
-                data = os.lseek(fd, pos, os.SEEK_DATA)
-            except OSError as exc:
-                if exc.errno == errno.ENXIO:
-                    break
-                raise
-            hole = os.lseek(fd, data, os.SEEK_HOLE)
+        for data, hole in data_extents(fd, 0, size, path):
             at = max(pos, data - data % block)
             while at < hole:
                 chunk = os.pread(fd, min(block, size - at), at)

@@ -22,7 +22,7 @@ from conftest import FIXTURES
 from helpers import cli_runner, examples, expand_store, tree_fingerprint
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
-from rmqtool.store.qmq.segments import data_end
+from rmqtool.store.extents import data_end
 
 QMQ = FIXTURES / "qmq"
 SOURCES = {"basic": QMQ / "basic" / "store", "crash-a": QMQ / "crash" / "a-as-is" / "input"}

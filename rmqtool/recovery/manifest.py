@@ -36,13 +36,13 @@ forced.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import hashlib
 import json
 import os
 import pathlib
 
 from rmqtool.errors import CorruptData, FormatError, NotAStore, StoreAccessError, StoreNotFound
+from rmqtool.store.extents import data_extents
 
 MANIFEST_NAME = "manifest.json"
 COPIES_DIR = "copies"
@@ -186,32 +186,10 @@ DIGEST_PREFIX = "blocks-sha256:"
 DIGEST_BLOCK = 1 << 20
 
 
-def _data_extents(fd: int, start: int, end: int):
-    """The (from, to) ranges of [start, end) that are not holes (the whole range where the
-    file system cannot say)."""
-    if not hasattr(os, "SEEK_DATA"):
-        yield start, end
-        return
-    pos = start
-    while pos < end:
-        try:
-            data = os.lseek(fd, pos, os.SEEK_DATA)
-        except OSError as exc:
-            if exc.errno == errno.ENXIO:  # nothing but hole after pos
-                return
-            yield pos, end
-            return
-        if data >= end:
-            return
-        hole = min(os.lseek(fd, data, os.SEEK_HOLE), end)
-        yield data, hole
-        pos = hole
-
-
 def nonzero_blocks(fd: int, start: int, end: int, path: pathlib.Path):
     """(position, bytes) of each block of [start, end) holding a non-zero byte, in order."""
     done = start  # blocks before this are read
-    for lo, hi in _data_extents(fd, start, end):
+    for lo, hi in data_extents(fd, start, end, path):
         block = max(done, lo - (lo - start) % DIGEST_BLOCK)
         while block < hi:
             n = min(DIGEST_BLOCK, end - block)

@@ -28,7 +28,6 @@ yields only what is wrong (and blank records), through the same careful path.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import itertools
 import mmap
 import os
@@ -46,6 +45,7 @@ from rmqtool.findings import (BLANK_RECORD_INVALID, BLANK_RECORD_MISSING, BODY_C
 from rmqtool.formats.commitlog import (BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, MESSAGE_MAGIC_CODES,
                                        MIN_MESSAGE_LENGTH, PHYSICAL_OFFSET_AT, MessagePrefix)
 from rmqtool.formats.derive import field_names, struct_of
+from rmqtool.store.extents import next_extent
 from rmqtool.store.segments import Segment
 from rmqtool.store.message import RECORD_START, Message, RecordError, build_messages, decode_message
 
@@ -244,23 +244,15 @@ class _FileWindow:
         """The first position >= pos outside a hole of a sparse file; None when only a hole follows.
 
         A broker's segment is created full size and written from the front, so the unwritten
-        rest is often a hole: it is skipped, not read (SEEK_DATA).
+        rest is often a hole: it is skipped, not read (store/extents.py).
         """
-        try:
-            return os.lseek(self.fd, pos, os.SEEK_DATA)
-        except OSError as exc:
-            if exc.errno == errno.ENXIO:
-                return None
-            if exc.errno in (errno.EINVAL, errno.EOPNOTSUPP):
-                return pos  # no hole support here: everything counts as data
-            raise StoreAccessError(f"seek failed ({exc.strerror})", self.path, pos) from None
+        extent = next_extent(self.fd, pos, self.size, self.path)
+        return None if extent is None else extent[0]
 
     def data_end(self, pos: int) -> int:
         """Where the data that ``pos`` lies in ends: the next hole, or the file end."""
-        try:
-            return min(os.lseek(self.fd, pos, os.SEEK_HOLE), self.size)
-        except OSError:
-            return self.size
+        extent = next_extent(self.fd, pos, self.size, self.path)
+        return self.size if extent is None else extent[1]
 
     def find_record(self, start: int, base_offset: int) -> int | None:
         """The first position >= start where a record proves itself, else None. Holes are skipped."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import array
 import dataclasses
-import errno
 import os
 import pathlib
 import struct
@@ -30,6 +29,7 @@ from rmqtool.formats.indexfile import (ENTRY_PHY_OFFSET_POSITION, FILE_NAME_LENG
                                        hash_slot_num_for, hash_slot_num_placing, index_file_size, index_num_for,
                                        slot_of, slot_position)
 from rmqtool.store.segments import list_dir
+from rmqtool.store.extents import data_extents
 from rmqtool.store.paths import INDEX_DIR
 
 INDEX_HEADER = struct_of(IndexHeader)
@@ -86,22 +86,7 @@ class _Bytes:
 
     def data_ranges(self, start: int, stop: int) -> Iterator[tuple[int, int]]:
         """[start, stop) without the holes of a sparse file (all zeros: no pattern there)."""
-        position = start
-        while position < stop:
-            try:
-                data = os.lseek(self.fd, position, os.SEEK_DATA)
-                hole = os.lseek(self.fd, data, os.SEEK_HOLE)
-            except OSError as exc:
-                if exc.errno == errno.ENXIO:
-                    return  # a hole up to the end
-                if exc.errno in (errno.EINVAL, errno.EOPNOTSUPP):
-                    yield position, stop  # no hole reporting here: read it all
-                    return
-                raise StoreAccessError(f"cannot read ({exc.strerror})", self.path, position) from None
-            if data >= stop:
-                return
-            yield data, min(hole, stop)
-            position = hole
+        return data_extents(self.fd, start, stop, self.path)
 
     def find_all(self, pattern: bytes, start: int, stop: int, step: int, phase: int) -> Iterator[int]:
         """Positions p in [start, stop) with p % step == phase where ``pattern`` lies, in

@@ -9,12 +9,12 @@ segment is mapped at that size, so a shorter file reads as zero-extended.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import mmap
 import os
 import pathlib
 
 from rmqtool.formats.qmq.java import NumberFormatError, java_parse
+from rmqtool.store.extents import data_end
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -78,24 +78,6 @@ def read_zero_extended(segment: LogSegment, position: int = 0, length: int | Non
     return data + bytes(end - position - len(data))
 
 
-def data_end(fd: int, size: int) -> int:
-    """Where the last data extent of the file open as ``fd`` (``size`` bytes) ends: the holes
-    after it read as zeros without being read (QMQ's segments are sparse until written: it
-    maps them at full size). ``size`` where the file system cannot say."""
-    if not hasattr(os, "SEEK_DATA"):
-        return size
-    end = pos = 0
-    while pos < size:
-        try:
-            start = os.lseek(fd, pos, os.SEEK_DATA)
-        except OSError as exc:
-            if exc.errno == errno.ENXIO:  # no data after pos
-                break
-            return size  # the filesystem cannot say: read it all
-        pos = end = os.lseek(fd, start, os.SEEK_HOLE)
-    return end
-
-
 class ZeroExtended:
     """A segment's bytes as QMQ maps them, without reading the file into memory: the file's
     bytes (mapped), then zeros up to the segment's size. ``written`` is the length without
@@ -113,7 +95,7 @@ class ZeroExtended:
         self.written = self._written()
 
     def _written(self) -> int:
-        end = data_end(self._file.fileno(), self.file_size) if self.file_size else 0
+        end = data_end(self._file.fileno(), self.file_size, self.segment.path) if self.file_size else 0
         while end > 0:
             start = max(0, end - self.CHUNK)
             chunk = self._map[start:end].rstrip(b"\0")

@@ -7,13 +7,13 @@ delivery, so a used slot may be long past). The file is read a data region at a 
 from __future__ import annotations
 
 import dataclasses
-import errno
 import os
 import pathlib
 
 import numpy as np
 
 from rmqtool.errors import StoreAccessError, StoreNotFound
+from rmqtool.store.extents import data_extents
 from rmqtool.formats.timerwheel import (DEFAULT_TIMER_PRECISION_MS, SLOT_DTYPE, SLOT_SIZE, SLOTS_TOTAL, slot_count,
                                         slot_index, slot_time_ms, time_value, wheel_length)
 
@@ -88,24 +88,6 @@ class TimerWheel:
         return slot
 
 
-def _data_regions(fd: int, size: int):
-    """(start, end) of the file's data regions; the whole file when the OS cannot tell."""
-    pos = 0
-    while pos < size:
-        try:
-            start = os.lseek(fd, pos, os.SEEK_DATA)
-        except OSError as exc:
-            if exc.errno == errno.ENXIO:  # only a hole from here on
-                return
-            if pos == 0:  # no SEEK_DATA on this file system: read it all
-                yield 0, size
-                return
-            raise
-        end = os.lseek(fd, start, os.SEEK_HOLE)
-        yield start, min(end, size)
-        pos = end
-
-
 def read_wheel(path, precision_ms: int = DEFAULT_TIMER_PRECISION_MS) -> TimerWheel:
     """The wheel file's used slots. A trailing partial slot (a damaged size) is ignored."""
     path = pathlib.Path(path)
@@ -115,7 +97,7 @@ def read_wheel(path, precision_ms: int = DEFAULT_TIMER_PRECISION_MS) -> TimerWhe
             fd = f.fileno()
             size = os.fstat(fd).st_size
             whole = size - size % SLOT_SIZE
-            for start, end in _data_regions(fd, whole):
+            for start, end in data_extents(fd, 0, whole, path):
                 start -= start % SLOT_SIZE
                 end = min(whole, end + (-end) % SLOT_SIZE)
                 for at in range(start, end, _CHUNK):

@@ -187,20 +187,46 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
     # the batch topics chosen (a queue id chosen is applied to their records by _Filter)
     every_batch_topic = frozenset(batch_topics(paths.root))
     batch = frozenset(t for t in every_batch_topic if selection.wants(t, selection.queue_id or 0))
-    batch_table = None
-    if cq and batch:  # 5.x batch consume queues
-        batch_size = store.batch_consume_queue.value
-        batch_table = BatchConsumeQueueTable(staging / "batchconsumequeue", batch_size, batch)
-        if from_offset is not None:
-            for topic, queue_id, directory in queue_directories(paths.batch_consumequeue):
-                if topic in batch and selection.wants(topic, queue_id):  # keep the units before from_offset
-                    _stage_queue_prefix(directory, staging / "batchconsumequeue" / topic / str(queue_id), batch_size,
-                                        start, BATCH_CQ_LAYOUT)
-            batch_table.load()
+    batch_table = _batch_table(paths, staging, store.batch_consume_queue.value, batch, selection,
+                               start if from_offset is not None else None) if cq and batch else None
     dispatcher = CommitLogDispatcher(table if cq else ConsumeQueueTable(staging / ".discard", cq_size), index_service,
                                      skip_topics=every_batch_topic if batch_table is None
                                      else frozenset(), batch_queues=batch_table)
     chosen = _Filter(dispatcher, selection, start)
+    _dispatch(paths, log, start, end, chosen, progress)
+    table.close()
+    if batch_table is not None:
+        batch_table.close()
+    if index_service is not None:
+        index_service.flush()
+        index_service.close()
+    shutil.rmtree(staging / ".discard", ignore_errors=True)
+    built = sorted(table.queues) if cq else []
+    if cq and writing.enabled:  # enableConsumeQueueExt: each queue's ext units, their addresses in the units
+        rebuild_exts(paths.root, staging, built, log, cq_size, writing)
+    return Built(staging, start, end, chosen.records, built, cq_size, geometry,
+                 sorted(batch_table.queues) if batch_table is not None else [], store,
+                 store.unknown(consume_queue=cq, index=index, batch_consume_queue=batch_table is not None),
+                 cq and writing.enabled)
+
+
+def _batch_table(paths, staging: pathlib.Path, batch_size: int, batch: frozenset, selection: Selection,
+                 kept_before: int | None) -> BatchConsumeQueueTable:
+    """5.x batch consume queues of the ``batch`` topics, built into ``staging``; with
+    ``kept_before`` (--from-offset) each chosen queue's units before it staged first."""
+    batch_table = BatchConsumeQueueTable(staging / "batchconsumequeue", batch_size, batch)
+    if kept_before is not None:
+        for topic, queue_id, directory in queue_directories(paths.batch_consumequeue):
+            if topic in batch and selection.wants(topic, queue_id):  # keep the units before from_offset
+                _stage_queue_prefix(directory, staging / "batchconsumequeue" / topic / str(queue_id), batch_size,
+                                    kept_before, BATCH_CQ_LAYOUT)
+        batch_table.load()
+    return batch_table
+
+
+def _dispatch(paths, log, start: int, end: int, chosen, progress) -> None:
+    """The reput from ``start`` to ``end`` into ``chosen`` (bands in parallel where the log is
+    large enough: :func:`_reput_in_bands`), the progress bar advanced as it goes."""
     if progress is not None:
         progress.set_total(end - start)
     reader = CommitLogFiles(log, end, progress.advance if progress is not None else None)
@@ -218,20 +244,6 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
         reader.close()
     if progress is not None:
         progress.advance(end - start - progress.done)  # the last window, read to the end
-    table.close()
-    if batch_table is not None:
-        batch_table.close()
-    if index_service is not None:
-        index_service.flush()
-        index_service.close()
-    shutil.rmtree(staging / ".discard", ignore_errors=True)
-    built = sorted(table.queues) if cq else []
-    if cq and writing.enabled:  # enableConsumeQueueExt: each queue's ext units, their addresses in the units
-        rebuild_exts(paths.root, staging, built, log, cq_size, writing)
-    return Built(staging, start, end, chosen.records, built, cq_size, geometry,
-                 sorted(batch_table.queues) if batch_table is not None else [], store,
-                 store.unknown(consume_queue=cq, index=index, batch_consume_queue=batch_table is not None),
-                 cq and writing.enabled)
 
 
 # A long log is decoded in bands by two processes (store/parallel.iter_parallel: this one takes

@@ -138,6 +138,25 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
         named = {a.path for a in actions}
         actions += [Action(DELETE, p, 0, os.stat(p).st_size, SEGMENT_AFTER_END, "made ahead and never written")
                     for p in plan.made_ahead if p not in named and os.path.exists(p)]
+    entries += _backed_up(actions, root, backup, written)
+    if begun:  # the rewrites are on disk: the manifest now names the plan's changes too
+        manifest = write_manifest(backup, Manifest(str(root.resolve()), _now(), plan.to_json(), tuple(entries),
+                                                   listing, directories, commit_log_directories=outside))
+        if before_change is not None:
+            intent.step()
+            before_change()
+    else:
+        manifest = _begin(root, backup, plan, entries, listing, directories, command, before_change, outside)
+
+    zeroed, deleted, deleted_bytes = _carry_out(root, entries, written)
+    if finish:
+        finish_apply(backup, root)
+    return Applied(plan, backup, manifest, zeroed, deleted, deleted_bytes)
+
+
+def _backed_up(actions: list, root: pathlib.Path, backup: pathlib.Path, written) -> list:
+    """Each action's bytes copied into the backup (a deleted file's whole), synced; their entries."""
+    entries = []
     for i, action in enumerate(actions):
         path = pathlib.Path(action.path)
         copy = f"{COPIES_DIR}/{i:04d}.bin"
@@ -151,15 +170,12 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
         entries.append(Entry(action.kind, entry_name(path, root), action.start, end, digest, copy,
                              st.st_mode & 0o7777))
     sync_dir(backup / COPIES_DIR)
-    if begun:  # the rewrites are on disk: the manifest now names the plan's changes too
-        manifest = write_manifest(backup, Manifest(str(root.resolve()), _now(), plan.to_json(), tuple(entries),
-                                                   listing, directories, commit_log_directories=outside))
-        if before_change is not None:
-            intent.step()
-            before_change()
-    else:
-        manifest = _begin(root, backup, plan, entries, listing, directories, command, before_change, outside)
+    return entries
 
+
+def _carry_out(root: pathlib.Path, entries: list, written) -> tuple[int, int, int]:
+    """The zeros and deletions of the backed-up entries, each a journal step; (bytes zeroed,
+    files deleted, their bytes)."""
     zeroed = deleted = deleted_bytes = 0
     for entry in entries:
         path = root / entry.file  # an absolute name: a commit log file on another disk
@@ -174,9 +190,7 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
             delete_file(path)
             deleted += 1
             deleted_bytes += entry.end
-    if finish:
-        finish_apply(backup, root)
-    return Applied(plan, backup, manifest, zeroed, deleted, deleted_bytes)
+    return zeroed, deleted, deleted_bytes
 
 
 def _now() -> str:

@@ -189,6 +189,15 @@ def check_segment(job: SegmentJob, delay_spec: str | None = None, hints: UnitFil
         quarantined = quarantined_finding(r)
         if quarantined is not None:
             found.append(quarantined)
+    columns, key_rows, key_hashes = _merged(cols, keys, blocks)
+    topic_queues = _first_seen_order(columns, list(tq_ids), bool(blocks))
+    return SegmentCheck(str(seg.path), seg.base_offset, seg.size, found, topic_queues, columns,
+                        key_rows, key_hashes.astype(np.int32), end, full, first_ts, job.index)
+
+
+def _merged(cols: dict, keys: "_Keys", blocks: list) -> tuple[dict, np.ndarray, np.ndarray]:
+    """The rows of the messages checked one by one (``cols``, ``keys``) and of the column
+    blocks, in commit log order, as numpy columns; each index key's row, and its hash."""
     columns = {name: np.frombuffer(cols[name], dtype=np.dtype(cols[name].typecode)).astype(dtype)
                for name, dtype in COLUMNS}
     key_offsets, key_hashes = keys.arrays()
@@ -206,8 +215,15 @@ def check_segment(job: SegmentJob, delay_spec: str | None = None, hints: UnitFil
         else:  # blocks only, in order: a key's row is its row in its block after the blocks before
             starts = np.cumsum([0] + [len(b[0]["offset"]) for b in blocks[:-1]])
             key_rows = np.concatenate([b[1] + start for b, start in zip(blocks, starts.tolist())])
-    topic_queues = list(tq_ids)
-    if blocks and len(columns["tq"]):  # ids by first appearance in commit log order, as one by one gives
+    if key_rows is None:
+        key_rows = np.searchsorted(columns["offset"], key_offsets)
+    return columns, key_rows.astype(np.int32), key_hashes
+
+
+def _first_seen_order(columns: dict, topic_queues: list, had_blocks: bool) -> list:
+    """The topic queues renumbered by first appearance in commit log order, as checking one
+    by one numbers them (``columns["tq"]`` rewritten to match); the list in that order."""
+    if had_blocks and len(columns["tq"]):
         tq = columns["tq"]  # ids below len(topic_queues): each one's first row without a stable sort (4 ms a band)
         first = np.full(len(topic_queues), len(tq), np.int64)
         np.minimum.at(first, tq, np.arange(len(tq)))
@@ -217,11 +233,7 @@ def check_segment(job: SegmentJob, delay_spec: str | None = None, hints: UnitFil
         remap[order] = np.arange(len(order))
         columns["tq"] = remap[columns["tq"]].astype(columns["tq"].dtype)
         topic_queues = [topic_queues[k] for k in order.tolist()]
-    if key_rows is None:
-        key_rows = np.searchsorted(columns["offset"], key_offsets)
-    key_rows = key_rows.astype(np.int32)
-    return SegmentCheck(str(seg.path), seg.base_offset, seg.size, found, topic_queues, columns,
-                        key_rows, key_hashes.astype(np.int32), end, full, first_ts, job.index)
+    return topic_queues
 
 
 class _Keys:

@@ -272,29 +272,8 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
     action_from = state if state != 0 else acp.offset
 
     # start(): the message log replay into the consumer logs (BuildConsumerLogEventListener)
-    skipped, offset_files = {}, {}  # subject -> sequences replayed onto units already there
-    offsets = {subject: log.next_sequence() - 1 for subject, log in logs.items()}  # the listener's, at construction
     messages = replay_message_log(message_log, mcp["offset"])
-    refusal = None
-    for record in messages.events:
-        if record.wrote_offset == record.base_offset:
-            offset_files[str(message_log.directory / f".{record.base_offset:020d}.offset")] = \
-                tuple(sorted(offsets.items()))
-        offsets[record.subject] = max(offsets.get(record.subject, record.sequence), record.sequence)
-        log = logs.get(record.subject)
-        if log is None:
-            try:
-                log = logs[record.subject] = open_consumer_log(store / "consumerlog" / record.subject,
-                                                               record.subject, unit, None)
-            except JavaException as exc:  # thrown in the replay thread: it retries, forever
-                refusal = Refusal("hangs", exc.java_class, exc.message, exc.file, "start(): message log replay")
-                break
-        if log.write_message_log_index(record.sequence, record.wrote_offset, record.wrote_bytes,
-                                       record.header_size) == "skipped":
-            skipped.setdefault(record.subject, _Runs()).add(record.sequence, record.sequence)
-        seqs = mcp["max_sequences"]
-        seqs[record.subject] = max(seqs.get(record.subject, record.sequence), record.sequence)
-        mcp["offset"] = record.wrote_offset + record.wrote_bytes
+    skipped, offset_files, refusal = _replay_into_consumer_logs(store, messages, message_log, logs, mcp, unit)
     if refusal is None and messages.hangs_at is not None:
         refusal = _hang(messages, message_log, "start(): message log replay")
 
@@ -309,11 +288,7 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
     written_end = int(in_files.end.max()) if len(in_files) else 0
     end = message_log.max_offset()
     deleted = {str(s.path) for s in message_log.deleted}
-    gone = (in_files.offset >= end) | members(in_files.segment, np.array([i for i, p in enumerate(in_files.paths) if p in deleted], np.int32))
-    names = in_files.subjects.names
-    lost = tuple(LostRecord(o, names[s], q) for o, s, q in zip(in_files.offset[gone].tolist(),
-                                                                in_files.subject_id[gone].tolist(),
-                                                                in_files.sequence[gone].tolist()))
+    lost = _lost_records(in_files, end, deleted)
     known = _known_sequences(in_files)
     return outcome(
         started=refusal is None, refusal=refusal,
@@ -327,6 +302,48 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
         offset_files_written=tuple(sorted(offset_files.items())),
         consumer_progress=tuple(progress_rows(progress)),
     )
+
+
+def _replay_into_consumer_logs(store: pathlib.Path, messages: Replay, message_log: Log, logs: dict, mcp: dict,
+                               unit: int) -> tuple[dict, dict, Refusal | None]:
+    """The replay's records written into the consumer logs (``logs``, a subject's opened when
+    its first record comes) and the message checkpoint (``mcp``), as the listener does; the
+    sequences replayed onto units already there (by subject), the .offset files written at
+    each segment's first record, and the refusal of a consumer log that cannot be opened
+    (the replay thread retries it forever)."""
+    skipped, offset_files = {}, {}
+    offsets = {subject: log.next_sequence() - 1 for subject, log in logs.items()}  # the listener's, at construction
+    for record in messages.events:
+        if record.wrote_offset == record.base_offset:
+            offset_files[str(message_log.directory / f".{record.base_offset:020d}.offset")] = \
+                tuple(sorted(offsets.items()))
+        offsets[record.subject] = max(offsets.get(record.subject, record.sequence), record.sequence)
+        log = logs.get(record.subject)
+        if log is None:
+            try:
+                log = logs[record.subject] = open_consumer_log(store / "consumerlog" / record.subject,
+                                                               record.subject, unit, None)
+            except JavaException as exc:  # thrown in the replay thread: it retries, forever
+                return skipped, offset_files, Refusal("hangs", exc.java_class, exc.message, exc.file,
+                                                      "start(): message log replay")
+        if log.write_message_log_index(record.sequence, record.wrote_offset, record.wrote_bytes,
+                                       record.header_size) == "skipped":
+            skipped.setdefault(record.subject, _Runs()).add(record.sequence, record.sequence)
+        seqs = mcp["max_sequences"]
+        seqs[record.subject] = max(seqs.get(record.subject, record.sequence), record.sequence)
+        mcp["offset"] = record.wrote_offset + record.wrote_bytes
+    return skipped, offset_files, None
+
+
+def _lost_records(in_files: LogColumns, end: int, deleted: set[str]) -> tuple[LostRecord, ...]:
+    """The records the files hold that the started log does not: at or past its ``end``, or in
+    a segment it deleted."""
+    deleted_ids = np.array([i for i, p in enumerate(in_files.paths) if p in deleted], np.int32)
+    gone = (in_files.offset >= end) | members(in_files.segment, deleted_ids)
+    names = in_files.subjects.names
+    return tuple(LostRecord(o, names[s], q) for o, s, q in zip(in_files.offset[gone].tolist(),
+                                                                in_files.subject_id[gone].tolist(),
+                                                                in_files.sequence[gone].tolist()))
 
 
 def _hang(replay: Replay, log: Log, where: str) -> Refusal:

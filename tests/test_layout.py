@@ -124,3 +124,24 @@ def test_no_two_modules_import_each_other():
         if n not in state:
             visit(n, [n])
     assert not cycles, cycles
+
+
+LONG_FUNCTION = 80  # lines (issue 21): a longer function says why in a comment just above it
+LONG_REASON = "# Over 80 lines"
+
+
+def test_no_long_function_without_its_reason():
+    long = []
+    for path in sorted((ROOT / "rmqtool").rglob("*.py")) + sorted((ROOT / "formats").rglob("*.py")):
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if node.end_lineno - node.lineno + 1 <= LONG_FUNCTION:
+                continue
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            above = lines[max(0, first - 3):first - 1]  # the comment may run to two lines
+            if not any(line.strip().startswith(LONG_REASON) for line in above):
+                long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} "
+                            f"({node.end_lineno - node.lineno + 1} lines)")
+    assert not long, long

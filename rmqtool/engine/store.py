@@ -881,6 +881,8 @@ class Store:
             times += [ts] * len(found)
         return names, at, times, last
 
+    # Over 80 lines on purpose: append_many's loop a record, its names bound to locals once;
+    # split into calls, each record would pay a call and its state (buffer, position, runs) would travel
     def _put_run(self, prepared: list[PreparedRecord]) -> list[PutResult]:
         """doAppend for many records in a row, in the put lock, then their inline dispatch in one
         pass: the records placed in one buffer and written to their segment with one pwrite (no

@@ -270,6 +270,8 @@ class MappedSegment:
         self.close()
 
 
+# Over 80 lines on purpose: the walk's state (file, position, records, the last accepted) is
+# shared by its kernel window and its one-by-one step; split, each call would carry all of it
 def walk(segments: list[Segment], start_index: int, options: WalkOptions, delay_levels: DelayLevels,
          on_record=None, position: int = 0, dispatch_from: int = 0, hints: np.ndarray | None = None) -> WalkEnd:
     """The recovery walk from ``segments[start_index]`` (CommitLog.recoverNormally /

@@ -109,3 +109,16 @@ def test_served_sequences_a_block_at_a_time_equal_one_at_a_time(store, monkeypat
         assert any(a is not None and len(a) > 1 for a in answered)  # blocks were answered at once
     monkeypatch.setattr(consumer_logs.ConsumerLog, "plain_answers", lambda self, *a: None)
     assert simulate_start(store).to_json() == fast
+
+
+@pytest.mark.parametrize("length", [1, 27, record_kernel.ROW_BYTES - 1, 100])
+def test_a_segment_cut_shorter_than_a_row_reads_alike_with_candidates(tmp_path, length):
+    """A file cut to fewer bytes than the kernel's row of a record (QMQ maps it zero-extended):
+    the walk from candidates gives the plain walk's pieces (once an IndexError)."""
+    store = QMQ / "basic" / "store"
+    (seg,) = list_log(store / "messagelog", PER_SEGMENT_FILE_SIZE).segments
+    (tmp_path / "messagelog").mkdir()
+    (tmp_path / "messagelog" / seg.path.name).write_bytes(seg.path.read_bytes()[:length])
+    (cut,) = list_log(tmp_path / "messagelog", PER_SEGMENT_FILE_SIZE).segments
+    hints = pointed_offsets(store)
+    assert pieces(cut, hints[hints < PER_SEGMENT_FILE_SIZE]) == pieces(cut)

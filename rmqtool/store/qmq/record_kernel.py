@@ -159,7 +159,9 @@ class _Rows:
         self.buf, self.pos = buf, pos
         if raw is None:
             whole = pos + ROW_BYTES <= len(buf)
-            raw = at_every_byte(buf, _ROW)[np.where(whole, pos, 0)]
+            # a buffer shorter than a row (a segment cut short) has no whole row: all are read below
+            raw = at_every_byte(buf, _ROW)[np.where(whole, pos, 0)] if len(buf) >= ROW_BYTES \
+                else np.zeros(len(pos), _ROW)
             for k in np.flatnonzero(~whole).tolist():
                 raw[k] = np.void(bytes(buf[int(pos[k]):int(pos[k]) + ROW_BYTES]).ljust(ROW_BYTES, b"\0"))
         self.raw = raw

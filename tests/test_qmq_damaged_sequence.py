@@ -14,7 +14,7 @@ from helpers import cli_runner, expand_store
 from rmqtool.cli.app import app
 from rmqtool.formats.qmq.consumerlog import FILL_WROTE_BYTES, FILL_WROTE_OFFSET
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE, RecordPrefix
-from rmqtool.recovery.qmq.plan import plan_recovery
+from rmqtool.recovery.qmq.plan import SEQUENCE_DAMAGED, plan_recovery
 from rmqtool.store.qmq import messagelog
 from rmqtool.store.qmq.segments import list_log
 
@@ -55,7 +55,7 @@ def test_a_damaged_sequence_is_left_unserved(store, which, sequence):
     damaged = ours[len(ours) // 2]
     _damage(damaged, sequence)
     plan = plan_recovery(store)
-    assert plan.records_unserved == ((damaged.offset, subject, sequence),)
+    assert plan.records_unserved == ((damaged.offset, subject, sequence, SEQUENCE_DAMAGED),)
     for rewrite in plan.consumer_logs:  # no unit anywhere near the damaged sequence
         assert all(u.sequence < len(records) for u in rewrite.units)
     r = cli_runner().invoke(app, ["recover", str(store), "-f", "json"])

@@ -1,4 +1,4 @@
-"""QMQ's ``LogManager`` as a start builds it: load a log directory, then ``recover()``.
+"""QMQ's ``LogManager`` as a start builds it: check (or make) the directory, load it, then ``recover()``.
 
 ``loadLogs`` skips names starting with ``.``; every other name goes to ``Long.parseLong`` in
 the ``LogSegment`` constructor, and a name it refuses throws out of ``new DefaultStorage``
@@ -15,7 +15,7 @@ import pathlib
 from typing import Callable
 
 from rmqtool.recovery.qmq.javabuf import JavaException, int32, java_mod
-from rmqtool.store.qmq.segments import list_log
+from rmqtool.store.qmq.segments import directory_refusal, list_log
 
 
 @dataclasses.dataclass(slots=True)
@@ -111,6 +111,9 @@ class Log:
 def load_log(directory: pathlib.Path, segment_size: int, validator: Validator) -> Log:
     """``new LogManager(dir, fileSize, validator)``: load, then recover. Raises
     ``JavaException`` where the constructor throws."""
+    refusal = directory_refusal(directory)  # createAndValidateLogDir
+    if refusal is not None:
+        raise JavaException("java.lang.RuntimeException", refusal, str(directory))
     log = Log(directory, segment_size, {})
     listed = list_log(directory, segment_size)  # store/qmq's one reading of loadLogs' names
     if listed.unparsable:  # the first in name order (File.listFiles' order is the file system's)

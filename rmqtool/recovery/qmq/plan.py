@@ -17,6 +17,8 @@ plan, computed from the files alone:
    whose sequence lies further from its subject's others than the unreadable bytes of the log
    could hold records (its sequence field damaged: the payload CRC does not cover it) gets no
    unit, and is listed (salvage keeps it): QMQ's replay would reset the consumer log there;
+   so does a record whose subject (damaged) names a directory QMQ cannot make (a NUL in it,
+   a name too long: ``createAndValidateLogDir`` throws);
 4. write a message checkpoint at the kept log's end that lists every subject, moving any
    checkpoint of a later version aside (the load takes the highest version).
 
@@ -45,7 +47,7 @@ from rmqtool.formats.qmq.pulllog import PULL_LOG_SIZE
 from rmqtool.recovery.qmq.start import StartOutcome, simulate_start, store_unit_bytes
 from rmqtool.store.qmq import actionlog, checkpoints, consumerlog, messagelog
 from rmqtool.store.qmq.record_kernel import LogColumns, LogColumnsBuilder, SubjectTable
-from rmqtool.store.qmq.segments import LogDirectory, ZeroExtended, list_log
+from rmqtool.store.qmq.segments import LogDirectory, ZeroExtended, directory_refusal, list_log
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,8 +132,9 @@ class QmqPlan:
     consumer_logs: tuple[ConsumerLogRewrite, ...]
     checkpoint: MessageCheckpoint | None  # the message checkpoint the apply writes
     records_dropped: tuple[tuple[int, str, int], ...]  # (offset, subject, sequence) the cut drops
-    # (offset, subject, sequence) kept in the log with no unit: their sequences are damaged (_hanging_together)
-    records_unserved: tuple[tuple[int, str, int], ...] = ()
+    # (offset, subject, sequence, why) kept in the log with no unit: their sequences are damaged
+    # (_hanging_together), or their subjects name no directory QMQ can make
+    records_unserved: tuple[tuple[int, str, int, str], ...] = ()
 
     @property
     def changes_anything(self) -> bool:
@@ -161,8 +164,8 @@ class QmqPlan:
             ],
             "records_dropped": [{"message_log_offset": o, "subject": s, "sequence": q}
                                 for o, s, q in self.records_dropped],
-            "records_unserved": [{"message_log_offset": o, "subject": s, "sequence": q}
-                                 for o, s, q in self.records_unserved],
+            "records_unserved": [{"message_log_offset": o, "subject": s, "sequence": q, "reason": why}
+                                 for o, s, q, why in self.records_unserved],
         }
 
 
@@ -186,6 +189,9 @@ class _Bad:
 
 
 _CRC_FAILS = "its payload fails its CRC"
+# why a record kept in the log gets no unit (records_unserved)
+SEQUENCE_DAMAGED = "its sequence field is damaged: a unit for it would need the fill units of the whole gap"
+NO_DIRECTORY = "its subject names no directory QMQ can make for its consumer log"
 
 
 def _first_bad(items, last_two: set[str]) -> _Bad | None:
@@ -282,8 +288,9 @@ def plan_recovery(store: str | os.PathLike) -> QmqPlan:
     rewrites, max_sequences, unserved = _consumer_logs(root, unit, records, keep, kept_end, unreadable)
     checkpoint, checkpoint_moves = _checkpoint(root, kept_end, max_sequences)
     moves += checkpoint_moves
+    rows, reasons = unserved
     return QmqPlan(str(root), broker, tuple(moves), tuple(zero), tuple(rewrites), checkpoint, dropped,
-                   _triples(records, unserved))
+                   tuple((*t, why) for t, why in zip(_triples(records, rows), reasons)))
 
 
 def _by_subject(records: LogColumns, keep: np.ndarray) -> dict[int, np.ndarray]:
@@ -328,15 +335,23 @@ def _on_disk(directory: LogDirectory, unit: int) -> _OnDisk:
 
 
 def _consumer_logs(root: pathlib.Path, unit: int, records: LogColumns, keep: np.ndarray, kept_end: int,
-                   unreadable: int) -> tuple[list[ConsumerLogRewrite], dict[str, int], np.ndarray]:
+                   unreadable: int) -> tuple[list[ConsumerLogRewrite], dict[str, int], tuple[np.ndarray, list]]:
     """The consumer logs' rewrites, each subject's max sequence, and the rows of the records
-    left without a unit (their sequences damaged), in log order."""
+    left without a unit, in log order, with why each is."""
     names = records.subjects.names
     by_subject: dict[str, np.ndarray] = {}
-    unserved = [np.empty(0, np.int64)]
+    unserved, causes = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+    reasons = [SEQUENCE_DAMAGED]
     for sid, rows in _by_subject(records, keep).items():
+        refusal = directory_refusal(root / "consumerlog" / names[sid])
+        if refusal is not None:  # no consumer log QMQ can make: no unit for any of them
+            unserved.append(rows)
+            causes.append(np.full(len(rows), len(reasons)))
+            reasons.append(f"{NO_DIRECTORY}: {refusal}")
+            continue
         by_subject[names[sid]], apart = _hanging_together(records, rows, names[sid], unreadable)
         unserved.append(apart)
+        causes.append(np.zeros(len(apart), np.int64))
     rewrites, max_sequences = [], {}
     for subject in sorted(set(by_subject) | set(consumerlog.subjects(root))):
         directory, _ = consumerlog.open_consumer_log(root, subject, unit)
@@ -365,8 +380,9 @@ def _consumer_logs(root: pathlib.Path, unit: int, records: LogColumns, keep: np.
                    "records of the kept message log have no unit, or units that do not point at them")
             rewrites.append(ConsumerLogRewrite(subject, str(directory.directory), unit, start,
                                                _wanted_units(on_disk, records, rows, wanted, start, last), why))
-    unserved_rows = np.concatenate(unserved)
-    return rewrites, max_sequences, unserved_rows[np.argsort(records.offset[unserved_rows], kind="stable")]
+    unserved_rows, why_rows = np.concatenate(unserved), np.concatenate(causes)
+    order = np.argsort(records.offset[unserved_rows], kind="stable")
+    return rewrites, max_sequences, (unserved_rows[order], [reasons[k] for k in why_rows[order].tolist()])
 
 
 def _wanted(records: LogColumns, rows: np.ndarray, start: int, last: int) -> tuple[np.ndarray, ...]:

@@ -56,9 +56,12 @@ def show_qmq_plan(doc: dict, fmt: str, applied: bool = False, live=None) -> None
     elif doc["records_dropped"]:
         lines.append(f"{len(doc['records_dropped'])} record(s) past the cut are lost: rmqtool salvage keeps them "
                      f"first")
-    if doc.get("records_unserved"):
-        lines.append(f"{len(doc['records_unserved'])} record(s) whose sequence field is damaged: the repair writes "
-                     f"no consumer log unit for them (rmqtool salvage keeps them first)")
+    reasons: dict = {}
+    for record in doc.get("records_unserved", ()):
+        reasons[record["reason"]] = reasons.get(record["reason"], 0) + 1
+    for reason, n in reasons.items():
+        lines.append(f"{n} record(s) with no consumer log unit after the repair ({reason}): rmqtool salvage keeps "
+                     f"them first")
     out = sys.stdout
     numbered(lines, out, live_header(live))
     if applied:

@@ -9,9 +9,11 @@ segment is mapped at that size, so a shorter file reads as zero-extended.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import mmap
 import os
 import pathlib
+import stat
 
 from rmqtool.formats.qmq.java import NumberFormatError, java_parse
 from rmqtool.store.extents import data_end
@@ -65,6 +67,48 @@ def list_log(directory: str | os.PathLike, segment_size: int) -> LogDirectory:
                 skipped.append(path)
     segments.sort(key=lambda s: s.base_offset)
     return LogDirectory(directory, tuple(segments), tuple(skipped), tuple(unparsable))
+
+
+def directory_refusal(directory: str | os.PathLike) -> str | None:
+    """``LogManager.createAndValidateLogDir``: the message of the RuntimeException it throws for
+    this log directory, or None where QMQ goes on (the directory is there, or it makes it).
+
+    A subject names its consumer log's directory, so a damaged subject can name one no file
+    system takes: a NUL in it (``File.toPath`` throws InvalidPathException), a name longer
+    than the file system allows, or a path through a file. Whether the broker's user may
+    write there is not judged: this tool runs as another user."""
+    directory = pathlib.Path(directory)
+    shown = os.path.abspath(os.fspath(directory).replace("\0", "?"))
+    if "\0" in os.fspath(directory):  # File.exists() is false for it; toPath() throws
+        return f"Failed to create log directory {shown}"
+    try:
+        st = os.stat(directory)
+    except OSError as exc:  # File.exists() is false: createDirectories is tried
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG):
+            return None if _creatable(directory) else f"Failed to create log directory {shown}"
+        return f"{shown} is not a readable log directory"  # there, but cannot be looked at
+    if not stat.S_ISDIR(st.st_mode) or not os.access(directory, os.R_OK):
+        return f"{shown} is not a readable log directory"
+    return None
+
+
+def _creatable(directory: pathlib.Path) -> bool:
+    """Whether ``Files.createDirectories`` can make the missing names of ``directory``: each
+    fits the file system's name length, and the nearest one there is a directory."""
+    missing = []
+    there = directory
+    while not os.path.lexists(there):
+        missing.append(there.name)
+        if there.parent == there:
+            break
+        there = there.parent
+    if not there.is_dir():
+        return False
+    try:
+        longest = os.pathconf(there, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        longest = 255
+    return all(len(os.fsencode(name)) <= longest for name in missing)
 
 
 def read_zero_extended(segment: LogSegment, position: int = 0, length: int | None = None) -> bytes:

@@ -1,0 +1,79 @@
+"""A QMQ subject names its consumer log's directory, and a damaged subject can name one no file
+system takes (a NUL in it, a name too long). ``LogManager.createAndValidateLogDir`` then
+throws: QMQ's replay of such a record retries forever (the start simulated says it hangs), and
+recover's plan gives it no unit (its rewrite would make that directory: once a traceback), lists
+it as unserved with why, and exits 3; a second plan changes nothing, and undo gives every byte back."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from conftest import FIXTURES
+from helpers import cli_runner, expand_store, tree_fingerprint
+from rmqtool.cli.app import app
+from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE, RecordPrefix
+from rmqtool.recovery.qmq.plan import NO_DIRECTORY, plan_recovery
+from rmqtool.recovery.qmq.start import simulate_start
+from rmqtool.store.qmq import messagelog
+from rmqtool.store.qmq.segments import directory_refusal, list_log
+
+SUBJECT_AT = RecordPrefix.sizeof() + 8 + 2  # the subject follows the prefix, the sequence and its length
+
+
+def test_the_directories_qmq_cannot_make(tmp_path):
+    (tmp_path / "a-file").write_bytes(b"x")
+    (tmp_path / "there").mkdir()
+    assert directory_refusal(tmp_path / "there") is None
+    assert directory_refusal(tmp_path / "new" / "deeper") is None  # createDirectories makes both
+    for cannot in (tmp_path / "a\0b", tmp_path / ("x" * 300), tmp_path / "a-file" / "sub"):
+        assert directory_refusal(cannot).startswith("Failed to create log directory ")
+    assert directory_refusal(tmp_path / "a-file").endswith(" is not a readable log directory")
+
+
+def _records(store):
+    log = list_log(store / "messagelog", PER_SEGMENT_FILE_SIZE)
+    return [i for s in log.segments for i in messagelog.scan_segment(s) if isinstance(i, messagelog.MessageRecord)]
+
+
+@pytest.fixture()
+def damaged(tmp_path):
+    """The basic store with a NUL written into one record's subject; (store, that record as it was)."""
+    store = expand_store(FIXTURES / "qmq" / "basic" / "store", tmp_path / "store")
+    records = _records(store)
+    record = max(records, key=lambda r: (len(r.subject.encode()) >= 2, r.offset))
+    with open(record.path, "r+b") as f:
+        f.seek(record.position + SUBJECT_AT + 1)
+        f.write(b"\0")
+    return store, record
+
+
+def test_recover_leaves_it_unserved_and_makes_no_such_directory(damaged):
+    store, record = damaged
+    plan = plan_recovery(store)
+    (unserved,) = [u for u in plan.records_unserved if u[0] == record.offset]
+    assert "\0" in unserved[1] and unserved[3].startswith(NO_DIRECTORY)
+    assert all("\0" not in c.subject for c in plan.consumer_logs)
+    before = tree_fingerprint(store)
+    r = cli_runner().invoke(app, ["recover", str(store), "-f", "json"])
+    assert r.exit_code == 3, r.stderr
+    assert record.offset in [u["message_log_offset"] for u in json.loads(r.stdout)["records_unserved"]]
+    applied = cli_runner().invoke(app, ["recover", str(store), "--apply", "-f", "json"])
+    assert applied.exit_code == 3 and "Traceback" not in applied.stderr, applied.exception
+    assert not any("\0" in p.name for p in (store / "consumerlog").iterdir())
+    again = plan_recovery(store)
+    assert not again.changes_anything and again.records_unserved == plan.records_unserved
+    backup = json.loads(applied.stdout)["applied"]["backup_dir"]
+    assert cli_runner().invoke(app, ["undo", backup]).exit_code == 0
+    assert tree_fingerprint(store) == before
+
+
+def test_the_start_hangs_where_its_replay_reaches_it(damaged):
+    store, record = damaged
+    shutil.rmtree(store / "checkpoint")  # no checkpoint: the replay goes through the whole log
+    (store / "checkpoint").mkdir()
+    outcome = simulate_start(store)
+    assert not outcome.started
+    assert outcome.refusal.kind == "hangs" and outcome.refusal.exception == "java.lang.RuntimeException"
+    assert outcome.refusal.message.startswith("Failed to create log directory ")

@@ -9,8 +9,10 @@ Past the file's bytes (a short file) a mapping reads zeros up to the segment siz
 from __future__ import annotations
 
 import struct
+import zlib
 
 _I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
+_ZEROS = bytes(1 << 20)  # what get_crc32 feeds for the zeros past the data, a piece at a time
 
 
 class JavaException(Exception):
@@ -80,6 +82,23 @@ class JavaBuffer:
         piece = self.data[at:at + n]
         self.position += n
         return piece + bytes(n - len(piece))
+
+    def get_crc32(self, n: int) -> int:
+        """``get_bytes(n)``'s CRC-32 (``Crc32.crc32`` of the array), without the bytes: a damaged
+        size can claim most of a 1 GiB segment, and a copy of it once took 780 MB."""
+        new_array(n)
+        if n > self.remaining():
+            raise JavaException("java.nio.BufferUnderflowException", "")
+        at = self.start + self.position
+        self.position += n
+        end = min(at + n, len(self.data))
+        crc = 0
+        if end > at:
+            with memoryview(self.data) as view, view[at:end] as piece:  # released before the mapping closes
+                crc = zlib.crc32(piece)
+        for left in range(n - max(end - at, 0), 0, -len(_ZEROS)):  # past the data: zeros
+            crc = zlib.crc32(_ZEROS[:left] if left < len(_ZEROS) else _ZEROS, crc)
+        return crc
 
     def get_byte(self) -> int:
         return _I8.unpack(self.get_bytes(1))[0]

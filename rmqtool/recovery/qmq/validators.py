@@ -14,7 +14,6 @@
 """
 from __future__ import annotations
 
-import zlib
 
 from rmqtool.formats.qmq.actionlog import ACTION_HEADER_BYTES, ACTION_LOG_MAGIC_V1, FOREVER_OFFLINE, PULL, RANGE_ACK
 from rmqtool.formats.qmq.messagelog import (ATTR_BLANK_RECORD, ATTR_EMPTY_RECORD, ATTR_MESSAGE_RECORD,
@@ -70,8 +69,7 @@ def _consume_message(buf: JavaBuffer) -> int:
     buf.set_position(buf.position + subject_size)
     crc = buf.get_long()
     payload_size = buf.get_int()
-    payload = buf.get_bytes(payload_size)  # new byte[payloadSize] then get: may throw
-    if zlib.crc32(payload) != crc:
+    if buf.get_crc32(payload_size) != crc:  # new byte[payloadSize] then get (may throw), then its CRC
         return -1
     return _message_record_size(subject_size, payload_size)
 

@@ -44,7 +44,7 @@ class MessageRecord:
     payload_crc: int | None  # None for V1 (no CRC field)
     payload_size: int
     header_size: int
-    payload: bytes
+    payload: bytes | None  # None where the reader asked for none (records_of(payloads=False))
     payload_crc_ok: bool | None  # None for V1, and when not checked
 
     @property
@@ -190,9 +190,11 @@ def log_pieces(segments, builder: record_kernel.LogColumnsBuilder, hints=None
                 yield data, piece
 
 
-def records_of(data: ZeroExtended, run: record_kernel.MessageRun, subjects: record_kernel.SubjectTable
-               ) -> Iterator[MessageRecord]:
-    """The kernel's run as the records ``parse_record`` gives."""
+def records_of(data: ZeroExtended, run: record_kernel.MessageRun, subjects: record_kernel.SubjectTable,
+               payloads: bool = True) -> Iterator[MessageRecord]:
+    """The kernel's run as the records ``parse_record`` gives; ``payloads=False``: without their
+    payloads (None), for a reader of the header fields only. A damaged size can claim most of
+    a 1 GiB segment, zeros where the file is cut short: read for nothing, it once took 1.5 GB."""
     segment = data.segment
     path, base, names = str(segment.path), segment.base_offset, subjects.names
     crc_ok = run.crc_ok.tolist() if run.crc_ok is not None else None
@@ -201,7 +203,7 @@ def records_of(data: ZeroExtended, run: record_kernel.MessageRun, subjects: reco
             run.timestamp.tolist(), run.sequence.tolist(), run.subject_id.tolist(), run.payload_crc.tolist())):
         v1 = magic == MESSAGE_LOG_MAGIC_V1
         yield MessageRecord(base + pos, path, pos, magic, timestamp, sequence, names[sid], None if v1 else crc,
-                            size - head, head, data.take(pos + head, size - head),
+                            size - head, head, data.take(pos + head, size - head) if payloads else None,
                             None if v1 or crc_ok is None else crc_ok[k])
 
 

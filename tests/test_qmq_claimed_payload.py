@@ -1,0 +1,52 @@
+"""A QMQ record whose damaged payload size claims most of its 1 GiB segment (zeros, as QMQ maps
+a sparse or short file): the commands that need no payload bytes never hold them. verify and
+recover's plan once copied the claimed payload (780 MB) to take its CRC, and verify's findings
+took it again; a random-damage run was killed for memory."""
+from __future__ import annotations
+
+import tracemalloc
+import zlib
+
+from hypothesis import given, strategies as st
+
+from conftest import FIXTURES
+from helpers import cli_runner, expand_store
+from rmqtool.cli.app import app
+from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE, RecordPrefix
+from rmqtool.recovery.qmq.javabuf import JavaBuffer
+from rmqtool.store.qmq import messagelog
+from rmqtool.store.qmq.segments import list_log
+
+CLAIMED = 600 << 20  # a payload size inside the 1 GiB segment, far past what the file holds
+HELD = 64 << 20  # what a command may hold at its peak (Python's allocations, numpy's included)
+
+
+@given(data=st.binary(max_size=300), start=st.integers(0, 50), skip=st.integers(0, 50), n=st.integers(0, 3 << 20))
+def test_the_crc_without_the_bytes_is_the_crc_of_the_bytes(data, start, skip, n):
+    limit = start + skip + n + 7
+    ours, theirs = JavaBuffer(data, start, limit), JavaBuffer(data, start, limit)
+    ours.set_position(skip)
+    theirs.set_position(skip)
+    assert ours.get_crc32(n) == zlib.crc32(theirs.get_bytes(n))
+    assert ours.position == theirs.position
+
+
+def test_verify_and_recover_hold_no_claimed_payload(tmp_path):
+    store = expand_store(FIXTURES / "qmq" / "basic" / "store", tmp_path / "store")
+    (seg,) = list_log(store / "messagelog", PER_SEGMENT_FILE_SIZE).segments
+    record = next(i for i in messagelog.scan_segment(seg) if isinstance(i, messagelog.MessageRecord))
+    size_at = record.position + record.header_size - 4  # payload size: the header's last field
+    with open(record.path, "r+b") as f:
+        f.seek(size_at)
+        assert int.from_bytes(f.read(4), "big") == record.payload_size
+        f.seek(size_at)
+        f.write(CLAIMED.to_bytes(4, "big"))
+    for command in (["verify"], ["recover"]):
+        tracemalloc.start()
+        try:
+            r = cli_runner().invoke(app, [*command, str(store), "-f", "jsonl"])
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert r.exit_code == 3, (command, r.stderr[-500:])
+        assert peak < HELD, (command, peak)

@@ -6,8 +6,11 @@ simulated still says the sequences are not served. A store without the damage li
 from __future__ import annotations
 
 import pathlib
+import types
 
+import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 from conftest import FIXTURES
 from helpers import cli_runner, expand_store
@@ -85,3 +88,43 @@ def test_a_sequence_written_twice_is_the_later_record_and_the_one_it_left_is_fil
         FILL_WROTE_OFFSET, FILL_WROTE_BYTES)
     others = [r for r in ours if r is not before and r is not damaged]
     assert all(units[r.sequence].wrote_offset == r.offset for r in others if r.sequence in units)
+
+
+def test_gaps_that_each_hang_on_but_together_spread_too_far_fill_no_more_than_the_log_holds(store):
+    """Two damaged sequences, each within the slack of the one before (the log's unreadable
+    bytes, none here, and the subject's own records) but together further: the rewrite fills
+    no more sequences than that slack, and the record past it is left unserved."""
+    records = _records(store)
+    counts = {}
+    for r in records:
+        counts[r.subject] = counts.get(r.subject, 0) + 1
+    subject = max(counts, key=counts.get)
+    ours = sorted((r for r in records if r.subject == subject), key=lambda r: r.sequence)
+    slack, top = len(ours), ours[-1].sequence
+    near, far = ours[len(ours) // 2], ours[len(ours) // 2 + 1]
+    _damage(near, top + slack - 2)
+    _damage(far, top + 2 * slack - 4)  # each gap under the slack, the two gaps together over it
+    plan = plan_recovery(store)
+    assert [u[:3] for u in plan.records_unserved] == [(far.offset, subject, top + 2 * slack - 4)]
+    (rewrite,) = [c for c in plan.consumer_logs if c.subject == subject]
+    assert rewrite.units.fill_units() <= slack
+
+
+@given(sequences=st.lists(st.integers(-(1 << 63), (1 << 63) - 1), min_size=2, max_size=12, unique=True),
+       unreadable=st.integers(0, 400))
+def test_the_run_kept_is_the_longest_that_misses_no_more_than_the_slack(sequences, unreadable):
+    from rmqtool.formats.qmq import messagelog as messagelog_format
+    from rmqtool.recovery.qmq.plan import _hanging_together
+    seq = np.array(sorted(sequences), np.int64)
+    records = types.SimpleNamespace(sequence=seq)
+    kept, apart = _hanging_together(records, np.arange(len(seq)), "s", unreadable)
+    slack = unreadable // messagelog_format.header_size(1, messagelog_format.MESSAGE_LOG_MAGIC_V1) + len(seq)
+
+    def missing(lo, hi):  # sequences no record of seq[lo:hi] holds, between its ends (Python ints: no wrap)
+        return int(seq[hi - 1]) - int(seq[lo]) + 1 - (hi - lo)
+
+    runs = [(lo, hi) for lo in range(len(seq)) for hi in range(lo + 1, len(seq) + 1) if missing(lo, hi) <= slack]
+    best = max(hi - lo for lo, hi in runs)
+    lo, hi = int(kept[0]), int(kept[-1]) + 1
+    assert list(kept) == list(range(lo, hi)) and hi - lo == best and missing(lo, hi) <= slack
+    assert sorted([*kept.tolist(), *apart.tolist()]) == list(range(len(seq)))

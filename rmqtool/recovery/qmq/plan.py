@@ -438,23 +438,28 @@ def _hanging_together(records: LogColumns, rows: np.ndarray, subject: str,
     """Of a subject's records (``rows``, one a sequence, by sequence), those whose sequences
     hang together, and the others.
 
-    Two sequences hang together when the sequences between them could be records lost in the
-    log's ``unreadable`` bytes (each at least a record of the subject with an empty payload) or
-    the subject's own records whose sequences are damaged: the fill units a rewrite writes stay
-    within what the log holds. Of the runs that hang together the longest stands (on a tie:
-    one not negative, then the lowest); a record outside it has a damaged sequence field (the
-    payload CRC does not cover it), and a unit for it would need the fill units of the whole
-    gap (billions, for a high byte changed)."""
+    Sequences hang together when the sequences missing between them could be records lost in
+    the log's ``unreadable`` bytes (each at least a record of the subject with an empty payload)
+    or the subject's own records whose sequences are damaged: the fill units a rewrite writes,
+    all gaps counted, stay within what the log holds. Of the runs that hang together the
+    longest stands (on a tie: one not negative, then the lowest); a record outside it has a
+    damaged sequence field (the payload CRC does not cover it), and a unit for it would need
+    the fill units of the whole gap (billions, for a high byte changed)."""
     if len(rows) < 2:
         return rows, rows[:0]
     slack = unreadable // messagelog_format.header_size(len(subject.encode("utf-8")),
                                                         messagelog_format.MESSAGE_LOG_MAGIC_V1) + len(rows)
     sequences = records.sequence[rows]
-    bounds = (np.flatnonzero(np.diff(sequences) - 1 > slack) + 1).tolist()
-    if not bounds:
+    # missing sequences before each record; a run [i, j) misses missing[j - 1] - missing[i] of them
+    missing = sequences - np.arange(len(rows))
+    top = np.iinfo(np.int64).max
+    reach = np.where(missing > top - slack, top, missing + min(slack, top))  # no wrap past int64 (a damaged high byte)
+    ends = np.searchsorted(missing, reach, side="right")  # each start's longest run, its end
+    lengths = ends - np.arange(len(rows))
+    lo = int(np.argmax(2 * lengths + (sequences >= 0)))  # the longest, then not negative; the first: the lowest
+    hi = int(ends[lo])
+    if lo == 0 and hi == len(rows):
         return rows, rows[:0]
-    runs = list(zip([0, *bounds], [*bounds, len(rows)]))
-    lo, hi = max(runs, key=lambda run: (run[1] - run[0], bool(sequences[run[0]] >= 0)))  # on a tie: the lowest
     return rows[lo:hi], np.concatenate((rows[:lo], rows[hi:]))
 
 

@@ -162,10 +162,8 @@ def dump_consumequeue(
     check_range("--from-offset", from_offset, "--to-offset", to_offset)
     findings: list = []
     sink = Sink(fmt.value, kind="cq_unit", wide=wide, select=columns)
-    for n, row in enumerate(dump_sources.consume_queue_rows(path, topic, queue, from_offset, to_offset, findings)):
-        if limit is not None and n >= limit:
-            break
-        sink.row(row)
+    rows = dump_sources.consume_queue_rows(path, topic, queue, from_offset, to_offset, findings)
+    sink.rows(itertools.islice(rows, limit))
     _finish(sink, findings)
 
 
@@ -187,10 +185,7 @@ def dump_cqext(
     from rmqtool.inspect.cqext_rows import cqext_rows
     findings: list = []
     sink = Sink(fmt.value, kind="cq_ext_unit", wide=wide, select=columns)
-    for n, row in enumerate(cqext_rows(path, topic, queue, findings)):
-        if limit is not None and n >= limit:
-            break
-        sink.row(row)
+    sink.rows(itertools.islice(cqext_rows(path, topic, queue, findings), limit))
     _finish(sink, findings)
 
 
@@ -217,10 +212,7 @@ def dump_dledger(
     findings: list = []
     sink = Sink(fmt.value, kind="dledger_index_unit" if index else "dledger_entry", wide=wide, select=columns)
     rows = dledger_rows(path, findings, index=index, check_crc=not no_crc, from_index=from_index, to_index=to_index)
-    for n, row in enumerate(rows):
-        if limit is not None and n >= limit:
-            break
-        sink.row(row)
+    sink.rows(itertools.islice(rows, limit))
     _finish(sink, findings)
 
 
@@ -243,10 +235,8 @@ def dump_index(
     from rmqtool.inspect import dump_sources
     findings: list = []
     sink = Sink(fmt.value, kind="index_header" if headers_only else "index_entry", wide=wide, select=columns)
-    for n, row in enumerate(dump_sources.index_rows(path, entries=not headers_only, slots=slots, findings=findings)):
-        if limit is not None and n >= limit:
-            break
-        sink.row(with_human_times(row))
+    rows = dump_sources.index_rows(path, entries=not headers_only, slots=slots, findings=findings)
+    sink.rows(itertools.islice(map(with_human_times, rows), limit))
     _finish(sink, findings)
 
 
@@ -384,11 +374,15 @@ def _qmq_rows(path: pathlib.Path, kind: str, fmt: OutputFormat, limit: Optional[
     root = require_qmq_root(path, f"dump {kind}")
     sink = Sink(fmt.value, kind=QMQ_KINDS[kind], wide=wide, select=columns)
     damaged = 0
-    for n, row in enumerate(dump_rows(root, kind, body=body, subject=subject, only=None if path == root else path)):
-        if limit is not None and n >= limit:
-            break
-        damaged += row.get("record") == "corrupt" or row.get("payload_crc_ok") is False
-        sink.row(with_human_times(row))
+
+    def tallied(rows):
+        nonlocal damaged
+        for row in rows:
+            damaged += row.get("record") == "corrupt" or row.get("payload_crc_ok") is False
+            yield with_human_times(row)
+
+    rows = dump_rows(root, kind, body=body, subject=subject, only=None if path == root else path)
+    sink.rows(itertools.islice(tallied(rows), limit))
     _finish(sink, [], damaged)
 
 

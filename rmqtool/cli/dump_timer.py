@@ -5,6 +5,7 @@ timer log bytes that are no unit are a "corrupt" row and set exit code 3.
 """
 from __future__ import annotations
 
+import itertools
 import pathlib
 from typing import Optional
 
@@ -27,10 +28,7 @@ def register(app: typer.Typer) -> None:
 
 def _rows(rows, kind: str, fmt: OutputFormat, limit, wide: bool, columns, dump, findings=()) -> None:
     sink = Sink(fmt.value, kind=kind, wide=wide, select=columns)
-    for n, row in enumerate(rows):
-        if limit is not None and n >= limit:
-            break
-        sink.row(with_human_times(row))
+    sink.rows(itertools.islice(map(with_human_times, rows), limit))
     if dump.note:
         warn(f"rmqtool: {dump.note}")
     _finish(sink, list(findings), dump.damaged)

@@ -75,8 +75,8 @@ def directory_refusal(directory: str | os.PathLike) -> str | None:
 
     A subject names its consumer log's directory, so a damaged subject can name one no file
     system takes: a NUL in it (``File.toPath`` throws InvalidPathException), a name longer
-    than the file system allows, or a path through a file. Whether the broker's user may
-    write there is not judged: this tool runs as another user."""
+    than the file system allows, or a path through a file. Permissions are not judged: they
+    are the broker's user's, and this tool runs as another."""
     directory = pathlib.Path(directory)
     shown = os.path.abspath(os.fspath(directory).replace("\0", "?"))
     if "\0" in os.fspath(directory):  # File.exists() is false for it; toPath() throws
@@ -86,8 +86,8 @@ def directory_refusal(directory: str | os.PathLike) -> str | None:
     except OSError as exc:  # File.exists() is false: createDirectories is tried
         if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG):
             return None if _creatable(directory) else f"Failed to create log directory {shown}"
-        return f"{shown} is not a readable log directory"  # there, but cannot be looked at
-    if not stat.S_ISDIR(st.st_mode) or not os.access(directory, os.R_OK):
+        return None  # this tool may not look (a permission): the reads that follow say so
+    if not stat.S_ISDIR(st.st_mode):
         return f"{shown} is not a readable log directory"
     return None
 

@@ -390,3 +390,19 @@ def test_a_deleted_segment_and_a_short_garbage_one_far_past_the_end(src, tmp_pat
     if len(segments) > 1:  # another file shows the mapped file size: the short one is the one refused
         assert plan["loadable"] is False
         assert plan["reason"].startswith(f"{garbage}: 100 bytes, not the mapped file size {size}"), plan["reason"]
+
+
+def test_out_of_memory_is_one_line_and_the_operational_code(monkeypatch):
+    """A MemoryError (the machine's memory, or a ulimit -v cap) goes through the one error
+    boundary as any operational error: one line, exit 8, no traceback."""
+    from helpers import cli_runner
+    import rmqtool.verify.qmq.run as qmq_run
+
+    def out_of_memory(root):
+        raise MemoryError()
+        yield  # a generator, as check_store is
+
+    monkeypatch.setattr(qmq_run, "check_store", out_of_memory)
+    r = cli_runner().invoke(app, ["verify", str(QMQ_STORE), "-f", "jsonl"])
+    assert r.exit_code == ExitCode.OPERATIONAL, (r.exit_code, r.stderr)
+    assert one_clean_line(r.stderr) and "out of memory" in r.stderr and "Traceback" not in r.stderr

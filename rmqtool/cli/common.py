@@ -94,6 +94,11 @@ def boundary(fn=None, *, usage_hint: bool = True):
         except KeyboardInterrupt:
             sys.stderr.write("rmqtool: interrupted\n")
             raise typer.Exit(130) from None
+        except MemoryError:
+            # one line, not a traceback; a repair cut short by it is finished or undone as any
+            # interrupted one is (its journal)
+            sys.stderr.write("rmqtool: error: out of memory (the machine's, or a limit such as ulimit -v)\n")
+            raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
         except OSError as exc:
             where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
             sys.stderr.write(f"rmqtool: error: {where}{exc.strerror or exc}\n")

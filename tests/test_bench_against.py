@@ -72,3 +72,23 @@ def test_module_by_module_in_turns_against_a_checked_out_revision(tmp_path, caps
     assert "steady rate: 300 rows/s -> 300 rows/s (target >= 100 rows/s): ok" in out
     assert "gone rate: only in" in out and "new rate: only in the current tree" in out
     assert out.rstrip().endswith(f"# regressions against {short}: 1 of 2 lines both have")
+
+
+def test_revs_c_kernel_is_built_in_its_worktree_once(tmp_path, monkeypatch):
+    """Without its kernel REV's lines would time the pure-Python fallback (10x slower hops)."""
+    native = tmp_path / "rmqtool" / "native"
+    native.mkdir(parents=True)
+    calls = []
+
+    def build(argv, cwd, **kw):
+        calls.append((argv[-2:], cwd))
+        (native / "_kernel.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(against.subprocess, "run", build)
+    against.build_native(tmp_path)  # no C sources (a revision before the kernel): nothing to build
+    assert calls == []
+    (native / "scan.c").write_text("")
+    against.build_native(tmp_path)
+    against.build_native(tmp_path)  # built: not again
+    assert calls == [(["build_ext", "--inplace"], tmp_path)]

@@ -353,6 +353,8 @@ def _consumer_logs(root: pathlib.Path, unit: int, records: LogColumns, keep: np.
         unserved.append(apart)
         causes.append(np.zeros(len(apart), np.int64))
     rewrites, max_sequences = [], {}
+    kept = np.flatnonzero(keep)  # the kept records by offset, for the units that prove theirs
+    kept = kept[np.argsort(records.offset[kept], kind="stable")]
     for subject in sorted(set(by_subject) | set(consumerlog.subjects(root))):
         directory, _ = consumerlog.open_consumer_log(root, subject, unit)
         on_disk = _on_disk(directory, unit)
@@ -374,7 +376,7 @@ def _consumer_logs(root: pathlib.Path, unit: int, records: LogColumns, keep: np.
         start = first if (on_disk.sequence < first).any() else max(first - first % SEGMENT_TOTAL_UNIT, 0)
         max_sequences[subject] = last
         past = on_disk.sequence[on_disk.sequence > last]
-        wanted = _wanted(records, rows, start, last)
+        wanted = _wanted(records, rows, start, last, on_disk, kept)
         if len(past) or _units_differ(on_disk, wanted, start, last):
             why = (f"units {past.min()}-{past.max()} point past the kept message log" if len(past) else
                    "records of the kept message log have no unit, or units that do not point at them")
@@ -385,15 +387,33 @@ def _consumer_logs(root: pathlib.Path, unit: int, records: LogColumns, keep: np.
     return rewrites, max_sequences, (unserved_rows[order], [reasons[k] for k in why_rows[order].tolist()])
 
 
-def _wanted(records: LogColumns, rows: np.ndarray, start: int, last: int) -> tuple[np.ndarray, ...]:
+def _wanted(records: LogColumns, rows: np.ndarray, start: int, last: int, on_disk: _OnDisk | None = None,
+            kept: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """The (wrote_offset, wrote_bytes, header_size) of the units from ``start`` to ``last`` a
-    rewrite wants: a record's where the subject has one, a fill unit's elsewhere; and where
-    each record's unit lies among them."""
+    rewrite wants: a record's where the subject has one; where it has none, the unit on disk
+    when that unit proves its record (``kept``: the kept records' rows by offset), else a fill
+    unit's; and where each record's unit lies among them.
+
+    A unit proves its record when a kept record lies exactly where it points, of its size and
+    header size and at its sequence: the record is the subject's, read under another subject
+    because a subject byte is damaged (the CRC covers only the payload). QMQ serves it through
+    that unit (getMessage reads no subject); a fill unit there would lose it."""
     at = records.sequence[rows] - start
     n = last - start + 1
     offset = np.full(n, FILL_WROTE_OFFSET, np.int64)
     size = np.full(n, FILL_WROTE_BYTES, np.int64)
     header = np.full(n, FILL_HEADER_SIZE, np.int64)
+    if on_disk is not None and kept is not None and len(kept):
+        inside = np.flatnonzero((on_disk.kind == consumerlog.MESSAGE) & (on_disk.sequence >= start)
+                                & (on_disk.sequence <= last))
+        pointed = on_disk.wrote_offset[inside]
+        r = kept[np.minimum(np.searchsorted(records.offset[kept], pointed), len(kept) - 1)]
+        proven = inside[(records.offset[r] == pointed) & (records.size[r] == on_disk.wrote_bytes[inside])
+                        & (records.header_size[r] == on_disk.header_size[inside])
+                        & (records.sequence[r] == on_disk.sequence[inside])]
+        s = on_disk.sequence[proven] - start
+        offset[s], size[s], header[s] = on_disk.wrote_offset[proven], on_disk.wrote_bytes[proven], \
+            on_disk.header_size[proven]
     offset[at], size[at], header[at] = records.offset[rows], records.size[rows], records.header_size[rows]
     return offset, size, header, at
 
@@ -425,10 +445,10 @@ def _wanted_units(on_disk: _OnDisk, records: LogColumns, rows: np.ndarray, wante
     old_header[where], old_time[where] = on_disk.header_size[inside], on_disk.timestamp[inside]
     is_record = np.zeros(n, bool)
     is_record[at] = True
-    timestamp = np.where(old_kind == consumerlog.FILL, old_time, 0)  # a fill unit's
+    same = (old_kind == consumerlog.MESSAGE) & (old_offset == offset) & (old_size == size) & (old_header == header)
+    timestamp = np.where((old_kind == consumerlog.FILL) | same, old_time, 0)  # a fill unit's, a unit kept
     record_time = np.zeros(n, np.int64)
     record_time[at] = records.timestamp[rows]
-    same = (old_kind == consumerlog.MESSAGE) & (old_offset == offset) & (old_size == size) & (old_header == header)
     timestamp = np.where(is_record, np.where(same, old_time, record_time), timestamp)
     return UnitRows(start, offset, size, header, timestamp)
 

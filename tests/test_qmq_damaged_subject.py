@@ -1,0 +1,60 @@
+"""A QMQ record whose subject has a damaged byte (the CRC covers only the payload) reads as a
+record of another subject. Its own subject's consumer log unit still points exactly at it (its
+offset, size, header size and sequence), and QMQ serves it through that unit (getMessage reads
+no subject): recover's plan keeps that unit, where it once wrote a fill unit and lost the
+message for the subject's consumers."""
+from __future__ import annotations
+
+import json
+
+from conftest import FIXTURES
+from helpers import cli_runner, expand_store
+from rmqtool.cli.app import app
+from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE, RecordPrefix
+from rmqtool.recovery.qmq.plan import plan_recovery
+from rmqtool.store.qmq import consumerlog, messagelog
+from rmqtool.store.qmq.segments import list_log
+
+SUBJECT_AT = RecordPrefix.sizeof() + 8 + 2  # the subject follows the prefix, the sequence and its length
+
+
+def _records(store):
+    log = list_log(store / "messagelog", PER_SEGMENT_FILE_SIZE)
+    return [i for s in log.segments for i in messagelog.scan_segment(s) if isinstance(i, messagelog.MessageRecord)]
+
+
+def _unit_at(store, subject: str, sequence: int):
+    directory, unit = consumerlog.open_consumer_log(store, subject)
+    for block in consumerlog.unit_columns(directory, unit):
+        hit = (block.sequence == sequence).nonzero()[0]
+        if len(hit):
+            k = int(hit[0])
+            return int(block.kind[k]), int(block.wrote_offset[k]), int(block.wrote_bytes[k])
+    return None
+
+
+def test_the_unit_that_proves_its_record_is_kept(tmp_path):
+    store = expand_store(FIXTURES / "qmq" / "basic" / "store", tmp_path / "store")
+    records = _records(store)
+    counts = {}
+    for r in records:
+        counts[r.subject] = counts.get(r.subject, 0) + 1
+    subject = max(counts, key=counts.get)
+    ours = [r for r in records if r.subject == subject]
+    record = ours[len(ours) // 2]
+    before = _unit_at(store, subject, record.sequence)
+    assert before == (consumerlog.MESSAGE, record.offset, record.size)
+    with open(record.path, "r+b") as f:  # one subject byte changed: still UTF-8, no NUL, same length
+        f.seek(record.position + SUBJECT_AT)
+        first = f.read(1)
+        f.seek(record.position + SUBJECT_AT)
+        f.write(b"Z" if first != b"Z" else b"Y")
+    plan = plan_recovery(store)
+    for rewrite in plan.consumer_logs:
+        if rewrite.subject == subject:
+            kept = [u for u in rewrite.units if u.sequence == record.sequence]
+            assert not kept or (kept[0].wrote_offset, kept[0].wrote_bytes) == (record.offset, record.size)
+    applied = cli_runner().invoke(app, ["recover", str(store), "--apply", "-f", "json"])
+    assert applied.exit_code in (0, 3) and "Traceback" not in applied.stderr, applied.stderr
+    assert json.loads(applied.stdout)["records_unserved"] == []
+    assert _unit_at(store, subject, record.sequence) == before

@@ -289,3 +289,21 @@ class KernelSpy:
 
     def __getattr__(self, name):
         return self._wrapped.get(name) or getattr(self._kernel, name)
+
+
+def qmq_records(store: pathlib.Path) -> list:
+    """Every message record of a QMQ store's message log, in log order (the careful reader's)."""
+    from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
+    from rmqtool.store.qmq import messagelog
+    from rmqtool.store.qmq.segments import list_log
+    log = list_log(store / "messagelog", PER_SEGMENT_FILE_SIZE)
+    return [i for s in log.segments for i in messagelog.scan_segment(s) if isinstance(i, messagelog.MessageRecord)]
+
+
+def busiest_subject(records: list) -> tuple[str, list]:
+    """The subject with the most records, and its records in log order."""
+    counts: dict = {}
+    for r in records:
+        counts[r.subject] = counts.get(r.subject, 0) + 1
+    subject = max(counts, key=counts.get)
+    return subject, [r for r in records if r.subject == subject]

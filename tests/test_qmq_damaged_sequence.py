@@ -5,7 +5,6 @@ and exits 3 (salvage keeps it); the subject's other records keep their units, an
 simulated still says the sequences are not served. A store without the damage lists none."""
 from __future__ import annotations
 
-import pathlib
 import types
 
 import numpy as np
@@ -13,20 +12,14 @@ import pytest
 from hypothesis import given, strategies as st
 
 from conftest import FIXTURES
-from helpers import cli_runner, expand_store
+from helpers import busiest_subject, cli_runner, expand_store, qmq_records
 from rmqtool.cli.app import app
 from rmqtool.formats.qmq.consumerlog import FILL_WROTE_BYTES, FILL_WROTE_OFFSET
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE, RecordPrefix
 from rmqtool.recovery.qmq.plan import SEQUENCE_DAMAGED, plan_recovery
-from rmqtool.store.qmq import messagelog
-from rmqtool.store.qmq.segments import list_log
 
 SEQUENCE_AT = RecordPrefix.sizeof()  # the sequence follows magic, attributes and timestamp
 
-
-def _records(store: pathlib.Path) -> list:
-    log = list_log(store / "messagelog", PER_SEGMENT_FILE_SIZE)
-    return [i for s in log.segments for i in messagelog.scan_segment(s) if isinstance(i, messagelog.MessageRecord)]
 
 
 @pytest.fixture()
@@ -49,7 +42,7 @@ def test_an_undamaged_store_has_none(store):
 @pytest.mark.parametrize("which", ["many", "two"])
 @pytest.mark.parametrize("sequence", [1 << 32, (1 << 62) + 5])
 def test_a_damaged_sequence_is_left_unserved(store, which, sequence):
-    records = _records(store)
+    records = qmq_records(store)
     counts = {}
     for r in records:
         counts[r.subject] = counts.get(r.subject, 0) + 1
@@ -71,12 +64,8 @@ def test_a_sequence_written_twice_is_the_later_record_and_the_one_it_left_is_fil
     """A record whose sequence field now holds its predecessor's: of two records of one sequence
     the later in the log stands for it (as QMQ's replay, which writes units in log order, would
     leave it), and the sequence nobody holds any more gets a fill unit."""
-    records = _records(store)
-    counts = {}
-    for r in records:
-        counts[r.subject] = counts.get(r.subject, 0) + 1
-    subject = max(counts, key=counts.get)
-    ours = [r for r in records if r.subject == subject]
+    records = qmq_records(store)
+    subject, ours = busiest_subject(records)
     before, damaged = ours[len(ours) // 2 - 1], ours[len(ours) // 2]
     _damage(damaged, before.sequence)
     plan = plan_recovery(store)
@@ -94,12 +83,8 @@ def test_gaps_that_each_hang_on_but_together_spread_too_far_fill_no_more_than_th
     """Two damaged sequences, each within the slack of the one before (the log's unreadable
     bytes, none here, and the subject's own records) but together further: the rewrite fills
     no more sequences than that slack, and the record past it is left unserved."""
-    records = _records(store)
-    counts = {}
-    for r in records:
-        counts[r.subject] = counts.get(r.subject, 0) + 1
-    subject = max(counts, key=counts.get)
-    ours = sorted((r for r in records if r.subject == subject), key=lambda r: r.sequence)
+    subject, ours = busiest_subject(qmq_records(store))
+    ours = sorted(ours, key=lambda r: r.sequence)
     slack, top = len(ours), ours[-1].sequence
     near, far = ours[len(ours) // 2], ours[len(ours) // 2 + 1]
     _damage(near, top + slack - 2)

@@ -8,19 +8,14 @@ from __future__ import annotations
 import json
 
 from conftest import FIXTURES
-from helpers import cli_runner, expand_store
+from helpers import busiest_subject, cli_runner, expand_store, qmq_records
 from rmqtool.cli.app import app
-from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE, RecordPrefix
+from rmqtool.formats.qmq.messagelog import RecordPrefix
 from rmqtool.recovery.qmq.plan import plan_recovery
-from rmqtool.store.qmq import consumerlog, messagelog
-from rmqtool.store.qmq.segments import list_log
+from rmqtool.store.qmq import consumerlog
 
 SUBJECT_AT = RecordPrefix.sizeof() + 8 + 2  # the subject follows the prefix, the sequence and its length
 
-
-def _records(store):
-    log = list_log(store / "messagelog", PER_SEGMENT_FILE_SIZE)
-    return [i for s in log.segments for i in messagelog.scan_segment(s) if isinstance(i, messagelog.MessageRecord)]
 
 
 def _unit_at(store, subject: str, sequence: int):
@@ -35,12 +30,8 @@ def _unit_at(store, subject: str, sequence: int):
 
 def test_the_unit_that_proves_its_record_is_kept(tmp_path):
     store = expand_store(FIXTURES / "qmq" / "basic" / "store", tmp_path / "store")
-    records = _records(store)
-    counts = {}
-    for r in records:
-        counts[r.subject] = counts.get(r.subject, 0) + 1
-    subject = max(counts, key=counts.get)
-    ours = [r for r in records if r.subject == subject]
+    records = qmq_records(store)
+    subject, ours = busiest_subject(records)
     record = ours[len(ours) // 2]
     before = _unit_at(store, subject, record.sequence)
     assert before == (consumerlog.MESSAGE, record.offset, record.size)

@@ -11,13 +11,12 @@ import shutil
 import pytest
 
 from conftest import FIXTURES
-from helpers import cli_runner, expand_store, tree_fingerprint
+from helpers import cli_runner, expand_store, qmq_records, tree_fingerprint
 from rmqtool.cli.app import app
-from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE, RecordPrefix
+from rmqtool.formats.qmq.messagelog import RecordPrefix
 from rmqtool.recovery.qmq.plan import NO_DIRECTORY, plan_recovery
 from rmqtool.recovery.qmq.start import simulate_start
-from rmqtool.store.qmq import messagelog
-from rmqtool.store.qmq.segments import directory_refusal, list_log
+from rmqtool.store.qmq.segments import directory_refusal
 
 SUBJECT_AT = RecordPrefix.sizeof() + 8 + 2  # the subject follows the prefix, the sequence and its length
 
@@ -32,16 +31,12 @@ def test_the_directories_qmq_cannot_make(tmp_path):
     assert directory_refusal(tmp_path / "a-file").endswith(" is not a readable log directory")
 
 
-def _records(store):
-    log = list_log(store / "messagelog", PER_SEGMENT_FILE_SIZE)
-    return [i for s in log.segments for i in messagelog.scan_segment(s) if isinstance(i, messagelog.MessageRecord)]
-
 
 @pytest.fixture()
 def damaged(tmp_path):
     """The basic store with a NUL written into one record's subject; (store, that record as it was)."""
     store = expand_store(FIXTURES / "qmq" / "basic" / "store", tmp_path / "store")
-    records = _records(store)
+    records = qmq_records(store)
     record = max(records, key=lambda r: (len(r.subject.encode()) >= 2, r.offset))
     with open(record.path, "r+b") as f:
         f.seek(record.position + SUBJECT_AT + 1)

@@ -72,3 +72,35 @@ def test_the_start_hangs_where_its_replay_reaches_it(damaged):
     assert not outcome.started
     assert outcome.refusal.kind == "hangs" and outcome.refusal.exception == "java.lang.RuntimeException"
     assert outcome.refusal.message.startswith("Failed to create log directory ")
+
+
+def test_a_subject_names_its_directory_as_java_s_file_does(tmp_path):
+    from rmqtool.store.qmq.consumerlog import outside_its_own, subject_directory
+    base = tmp_path / "consumerlog"
+    assert subject_directory(tmp_path, "/x") == base / "x"  # not /x: Java joins it under its parent
+    assert subject_directory(tmp_path, "a//b/") == base / "a" / "b"
+    assert subject_directory(tmp_path, "") == subject_directory(tmp_path, "/") == base
+    for subject in ("", "/", ".", "..", "../x", "a/../../x"):
+        assert outside_its_own(tmp_path, subject_directory(tmp_path, subject)), subject
+    for subject in ("a", "a/b", "/x", "a/../b"):
+        assert not outside_its_own(tmp_path, subject_directory(tmp_path, subject)), subject
+
+
+@pytest.mark.parametrize("damage", [b"/", b"../"])
+def test_recover_writes_no_consumer_log_outside_the_store(tmp_path, damage):
+    """A damaged subject starting "/" is consumerlog/<rest> to QMQ (once: the filesystem's
+    root to rmqtool's plan); one starting "../" leaves consumerlog/: its records get no unit."""
+    store = expand_store(FIXTURES / "qmq" / "basic" / "store", tmp_path / "store")
+    record = max(qmq_records(store), key=lambda r: (len(r.subject.encode()) > len(damage) + 1, r.offset))
+    with open(record.path, "r+b") as f:
+        f.seek(record.position + SUBJECT_AT)
+        f.write(damage)
+    plan = plan_recovery(store)
+    base = str(store / "consumerlog") + "/"
+    assert all(c.directory.startswith(base) for c in plan.consumer_logs)
+    unserved = [u for u in plan.records_unserved if u[0] == record.offset]
+    assert bool(unserved) == (damage == b"../")
+    applied = cli_runner().invoke(app, ["recover", str(store), "--apply", "-f", "json"])
+    assert "Traceback" not in applied.stderr and applied.exit_code in (0, 3), applied.stderr
+    rest = record.subject[len(damage):]  # what the damaged subject names past its first bytes
+    assert not (store / rest).exists() or damage == b"/" and (store / "consumerlog" / rest).is_dir()

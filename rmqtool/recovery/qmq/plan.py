@@ -18,7 +18,7 @@ plan, computed from the files alone:
    could hold records (its sequence field damaged: the payload CRC does not cover it) gets no
    unit, and is listed (salvage keeps it): QMQ's replay would reset the consumer log there;
    so does a record whose subject (damaged) names a directory QMQ cannot make (a NUL in it,
-   a name too long: ``createAndValidateLogDir`` throws);
+   a name too long: ``createAndValidateLogDir`` throws) or one outside consumerlog/ (a "..");
 4. write a message checkpoint at the kept log's end that lists every subject, moving any
    checkpoint of a later version aside (the load takes the highest version).
 
@@ -172,7 +172,8 @@ class QmqPlan:
 def _log_dirs(root: pathlib.Path, unit_bytes: int) -> list[LogDirectory]:
     dirs = [list_log(root / "messagelog", MESSAGE_SEGMENT_SIZE),
             list_log(root / "actionlog", actionlog_format.PER_SEGMENT_FILE_SIZE)]
-    dirs += [list_log(root / "consumerlog" / s, unit_bytes * SEGMENT_TOTAL_UNIT) for s in consumerlog.subjects(root)]
+    dirs += [list_log(consumerlog.subject_directory(root, s), unit_bytes * SEGMENT_TOTAL_UNIT)
+             for s in consumerlog.subjects(root)]
     pulls = root / "pulllog"
     if pulls.is_dir():
         dirs += [list_log(gs, PULL_LOG_SIZE) for c in pulls.iterdir() if c.is_dir() for gs in c.iterdir() if gs.is_dir()]
@@ -191,7 +192,7 @@ class _Bad:
 _CRC_FAILS = "its payload fails its CRC"
 # why a record kept in the log gets no unit (records_unserved)
 SEQUENCE_DAMAGED = "its sequence field is damaged: a unit for it would need the fill units of the whole gap"
-NO_DIRECTORY = "its subject names no directory QMQ can make for its consumer log"
+NO_DIRECTORY = "its subject names no directory of its own for its consumer log"
 
 
 def _first_bad(items, last_two: set[str]) -> _Bad | None:
@@ -343,8 +344,11 @@ def _consumer_logs(root: pathlib.Path, unit: int, records: LogColumns, keep: np.
     unserved, causes = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
     reasons = [SEQUENCE_DAMAGED]
     for sid, rows in _by_subject(records, keep).items():
-        refusal = directory_refusal(root / "consumerlog" / names[sid])
-        if refusal is not None:  # no consumer log QMQ can make: no unit for any of them
+        directory = consumerlog.subject_directory(root, names[sid])
+        refusal = directory_refusal(directory)
+        if refusal is None and consumerlog.outside_its_own(root, directory):
+            refusal = f"{directory} is not a directory of its own under consumerlog/: rmqtool writes nothing there"
+        if refusal is not None:  # no consumer log QMQ can make, or none of its own: no unit for any of them
             unserved.append(rows)
             causes.append(np.full(len(rows), len(reasons)))
             reasons.append(f"{NO_DIRECTORY}: {refusal}")

@@ -45,7 +45,7 @@ from rmqtool.recovery.qmq.validators import (max_sequence_validator, message_seg
 from rmqtool.store.qmq import messagelog as message_scan
 from rmqtool.store.qmq.checkpoints import action_checkpoints, message_checkpoints
 from rmqtool.store.qmq.consumerlog import subjects as consumer_log_subjects
-from rmqtool.store.qmq.consumerlog import unit_bytes_of
+from rmqtool.store.qmq.consumerlog import subject_directory, unit_bytes_of
 from rmqtool.store.qmq.record_kernel import LogColumns, LogColumnsBuilder, SubjectTable, members
 from rmqtool.store.qmq.segments import list_log
 
@@ -146,7 +146,7 @@ class StartOutcome:
 def store_unit_bytes(store: pathlib.Path) -> int:
     """``consumerlog.v2.enable`` is a broker setting; the files show it (22 B units by default)."""
     for subject in consumer_log_subjects(store):
-        directory = list_log(store / "consumerlog" / subject, SEGMENT_SIZE_V1)
+        directory = list_log(subject_directory(store, subject), SEGMENT_SIZE_V1)
         unit = unit_bytes_of(directory)
         if unit:
             return unit
@@ -321,7 +321,7 @@ def _replay_into_consumer_logs(store: pathlib.Path, messages: Replay, message_lo
         log = logs.get(record.subject)
         if log is None:
             try:
-                log = logs[record.subject] = open_consumer_log(store / "consumerlog" / record.subject,
+                log = logs[record.subject] = open_consumer_log(subject_directory(store, record.subject),
                                                                record.subject, unit, None)
             except JavaException as exc:  # thrown in the replay thread: it retries, forever
                 return skipped, offset_files, Refusal("hangs", exc.java_class, exc.message, exc.file,

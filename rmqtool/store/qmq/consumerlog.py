@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
+import re
 from typing import Iterator
 
 import construct as cs
@@ -67,9 +68,27 @@ def unit_bytes_of(directory: LogDirectory) -> int | None:
     return None
 
 
+def subject_directory(store: str | os.PathLike, subject: str) -> pathlib.Path:
+    """A subject's consumer log directory as QMQ names it: ``new File(consumerLogDir, subject)``.
+    Java's File collapses repeated '/', drops a trailing one, and joins a subject that starts
+    with '/' without a second (pathlib would take it as an absolute path: a damaged subject
+    "/x" is consumerlog/x to QMQ, not /x). ".." stays as it is, as Java keeps it."""
+    child = re.sub("/+", "/", subject).strip("/")
+    base = pathlib.Path(store) / "consumerlog"
+    return base / child if child else base
+
+
+def outside_its_own(store: str | os.PathLike, directory: pathlib.Path) -> bool:
+    """Whether a subject's directory is not one of its own under consumerlog/: that directory
+    itself (a subject "", "/" or "."), or one a ".." takes elsewhere. rmqtool writes nothing
+    there; QMQ would load whatever that directory holds."""
+    base = os.path.normpath(pathlib.Path(store) / "consumerlog")
+    return not os.path.normpath(directory).startswith(base + os.sep)
+
+
 def open_consumer_log(store: str | os.PathLike, subject: str, unit_bytes: int | None = None) -> tuple[LogDirectory, int | None]:
     """A subject's consumer log directory and its unit size (given, else read from the files)."""
-    directory = pathlib.Path(store) / "consumerlog" / subject
+    directory = subject_directory(store, subject)
     probe = list_log(directory, SEGMENT_SIZE_V1)
     unit = unit_bytes or unit_bytes_of(probe)
     if unit is None or unit == CONSUMER_LOG_UNIT_BYTES:

@@ -247,7 +247,7 @@ class QmqChecks:
             by_subject.setdefault(sid, []).append(sequence)
         for sid, sequences in by_subject.items():
             subject = records.subjects.names[sid]
-            yield finding(ids.MESSAGE_NOT_IN_CONSUMER_LOG, self.root / "consumerlog" / subject, None,
+            yield finding(ids.MESSAGE_NOT_IN_CONSUMER_LOG, consumerlog.subject_directory(self.root, subject), None,
                           f"{subject}: sequences {_ranges_text(sequences)} are in the message log but no consumer-log "
                           f"unit points at them, and the next start's replay begins after them", subject=subject,
                           sequences=len(sequences))

@@ -12,6 +12,7 @@ from typing import Iterable, Iterator
 from rmqtool import findings as ids
 from rmqtool.findings import Finding, finding
 from rmqtool.recovery.qmq.start import StartOutcome
+from rmqtool.store.qmq.consumerlog import subject_directory
 
 
 def ranges_text(ranges: Iterable) -> str:
@@ -40,12 +41,12 @@ def next_start_findings(outcome: StartOutcome, actions_in_files: list) -> Iterat
                       message_log_offset=log.cut_at, records=len(log.records_lost))
     for s in outcome.subjects:
         if s.served_success_without_message:
-            yield finding(ids.MESSAGES_SERVED_EMPTY, root / "consumerlog" / s.subject, None,
+            yield finding(ids.MESSAGES_SERVED_EMPTY, subject_directory(root, s.subject), None,
                           f"{s.subject}: sequences {ranges_text(s.served_success_without_message)} are served as "
                           f"SUCCESS with no message after the next start", subject=s.subject,
                           sequences=_count(s.served_success_without_message))
         if s.not_served:
-            yield finding(ids.MESSAGES_NOT_SERVED, root / "consumerlog" / s.subject, None,
+            yield finding(ids.MESSAGES_NOT_SERVED, subject_directory(root, s.subject), None,
                           f"{s.subject}: sequences {ranges_text(s.not_served)} are in the message log but no "
                           f"sequence serves them after the next start", subject=s.subject,
                           sequences=_count(s.not_served))

@@ -113,3 +113,23 @@ def test_the_run_kept_is_the_longest_that_misses_no_more_than_the_slack(sequence
     lo, hi = int(kept[0]), int(kept[-1]) + 1
     assert list(kept) == list(range(lo, hi)) and hi - lo == best and missing(lo, hi) <= slack
     assert sorted([*kept.tolist(), *apart.tolist()]) == list(range(len(seq)))
+
+
+@given(have=st.sets(st.integers(-5, 40), max_size=20), first=st.integers(-5, 40), top=st.integers(-5, 45))
+def test_salvage_s_missing_runs_are_the_sequences_not_held(have, first, top):
+    from rmqtool.recovery.qmq.salvage import missing_runs
+    missing = [q for q in range(first, top + 1) if q not in have]
+    runs = missing_runs(have, first, top)
+    assert [q for lo, hi in runs for q in range(lo, hi + 1)] == missing
+    assert all(b[0] > a[1] + 1 for a, b in zip(runs, runs[1:]))  # runs apart, not touching
+
+
+def test_salvage_ends_on_a_damaged_sequence_billions_away(store):
+    """Salvage's missing sequences once walked every sequence up to the highest: a damaged one
+    (a high byte changed) made that a loop of billions."""
+    from rmqtool.recovery.qmq.salvage import salvage_qmq
+    subject, ours = busiest_subject(qmq_records(store))
+    damaged = ours[len(ours) // 2]
+    _damage(damaged, 1 << 40)
+    result = salvage_qmq(store)
+    assert result.missing[subject][-1] == [ours[-1].sequence + 1, (1 << 40) - 1]  # up to the damaged one, held

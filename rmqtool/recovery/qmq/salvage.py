@@ -65,13 +65,23 @@ def salvage_qmq(store: str | os.PathLike) -> QmqSalvage:
     for subject, top in sorted(highest.items()):
         directory, unit = consumerlog.open_consumer_log(root, subject)
         first = next((u.sequence for u in consumerlog.read_units(directory, unit, subject)), 0) if unit else 0
-        gaps: list[list[int]] = []
-        for seq in range(first, top + 1):
-            if seq not in kept.get(subject, ()):
-                if gaps and gaps[-1][1] == seq - 1:
-                    gaps[-1][1] = seq
-                else:
-                    gaps.append([seq, seq])
+        gaps = missing_runs(kept.get(subject, ()), first, top)
         if gaps:
             result.missing[subject] = gaps
     return result
+
+
+def missing_runs(have, first: int, top: int) -> list[list[int]]:
+    """The runs [from, to] of the sequences from ``first`` to ``top`` not in ``have``, in order.
+    Walked over the sequences held, not over the range: a damaged sequence field can make
+    ``top`` billions (a loop over the range once never ended)."""
+    runs: list[list[int]] = []
+    expect = first
+    for q in sorted(q for q in have if first <= q <= top):
+        if q > expect:
+            runs.append([expect, q - 1])
+        expect = q + 1
+    if expect <= top:
+        runs.append([expect, top])
+    return runs
+

@@ -380,80 +380,84 @@ def _consumer_logs(root: pathlib.Path, unit: int, records: LogColumns, keep: np.
         start = first if (on_disk.sequence < first).any() else max(first - first % SEGMENT_TOTAL_UNIT, 0)
         max_sequences[subject] = last
         past = on_disk.sequence[on_disk.sequence > last]
-        wanted = _wanted(records, rows, start, last, on_disk, kept)
-        if len(past) or _units_differ(on_disk, wanted, start, last):
+        old = _aligned(on_disk, start, last)
+        wanted = _wanted(records, rows, start, old, kept)
+        if len(past) or _units_differ(old, wanted):
             why = (f"units {past.min()}-{past.max()} point past the kept message log" if len(past) else
                    "records of the kept message log have no unit, or units that do not point at them")
             rewrites.append(ConsumerLogRewrite(subject, str(directory.directory), unit, start,
-                                               _wanted_units(on_disk, records, rows, wanted, start, last), why))
+                                               _wanted_units(old, records, rows, wanted, start), why))
     unserved_rows, why_rows = np.concatenate(unserved), np.concatenate(causes)
     order = np.argsort(records.offset[unserved_rows], kind="stable")
     return rewrites, max_sequences, (unserved_rows[order], [reasons[k] for k in why_rows[order].tolist()])
 
 
-def _wanted(records: LogColumns, rows: np.ndarray, start: int, last: int, on_disk: _OnDisk | None = None,
-            kept: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
-    """The (wrote_offset, wrote_bytes, header_size) of the units from ``start`` to ``last`` a
-    rewrite wants: a record's where the subject has one; where it has none, the unit on disk
-    when that unit proves its record (``kept``: the kept records' rows by offset), else a fill
-    unit's; and where each record's unit lies among them.
+def _aligned(on_disk: _OnDisk, start: int, last: int) -> _OnDisk:
+    """The units on disk from ``start`` to ``last``, one a sequence in order (``sequence`` is
+    ``start`` on; ``kind`` -1 where no unit is): what the rewrite's units are held against."""
+    n = last - start + 1
+    inside = (on_disk.sequence >= start) & (on_disk.sequence <= last)
+    where = on_disk.sequence[inside] - start
+    old = _OnDisk(np.arange(start, last + 1, dtype=np.int64), np.full(n, -1, np.int8),
+                  *(np.zeros(n, np.int64) for _ in range(4)))
+    for field in ("kind", "wrote_offset", "wrote_bytes", "header_size", "timestamp"):
+        getattr(old, field)[where] = getattr(on_disk, field)[inside]
+    return old
+
+
+def _wanted(records: LogColumns, rows: np.ndarray, start: int, old: _OnDisk,
+            kept: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The (wrote_offset, wrote_bytes, header_size) of the units from ``start`` on (``old``:
+    the units on disk there, :func:`_aligned`) a rewrite wants: a record's where the subject
+    has one; where it has none, the unit on disk when that unit proves its record (``kept``:
+    the kept records' rows by offset), else a fill unit's; and where each record's unit lies
+    among them.
 
     A unit proves its record when a kept record lies exactly where it points, of its size and
     header size and at its sequence: the record is the subject's, read under another subject
     because a subject byte is damaged (the CRC covers only the payload). QMQ serves it through
     that unit (getMessage reads no subject); a fill unit there would lose it."""
     at = records.sequence[rows] - start
-    n = last - start + 1
+    n = len(old.kind)
     offset = np.full(n, FILL_WROTE_OFFSET, np.int64)
     size = np.full(n, FILL_WROTE_BYTES, np.int64)
     header = np.full(n, FILL_HEADER_SIZE, np.int64)
-    if on_disk is not None and kept is not None and len(kept):
-        inside = np.flatnonzero((on_disk.kind == consumerlog.MESSAGE) & (on_disk.sequence >= start)
-                                & (on_disk.sequence <= last))
-        pointed = on_disk.wrote_offset[inside]
+    if len(kept):
+        units = np.flatnonzero(old.kind == consumerlog.MESSAGE)
+        pointed = old.wrote_offset[units]
         r = kept[np.minimum(np.searchsorted(records.offset[kept], pointed), len(kept) - 1)]
-        proven = inside[(records.offset[r] == pointed) & (records.size[r] == on_disk.wrote_bytes[inside])
-                        & (records.header_size[r] == on_disk.header_size[inside])
-                        & (records.sequence[r] == on_disk.sequence[inside])]
-        s = on_disk.sequence[proven] - start
-        offset[s], size[s], header[s] = on_disk.wrote_offset[proven], on_disk.wrote_bytes[proven], \
-            on_disk.header_size[proven]
+        proven = units[(records.offset[r] == pointed) & (records.size[r] == old.wrote_bytes[units])
+                       & (records.header_size[r] == old.header_size[units])
+                       & (records.sequence[r] == old.sequence[units])]
+        offset[proven], size[proven], header[proven] = (old.wrote_offset[proven], old.wrote_bytes[proven],
+                                                        old.header_size[proven])
     offset[at], size[at], header[at] = records.offset[rows], records.size[rows], records.header_size[rows]
     return offset, size, header, at
 
 
-def _units_differ(on_disk: _OnDisk, wanted: tuple[np.ndarray, ...], start: int, last: int) -> bool:
-    """Whether a unit from ``start`` to ``last`` is missing or points elsewhere than the rewrite's
-    (``wanted``: :func:`_wanted`'s) would."""
-    inside = (on_disk.sequence >= start) & (on_disk.sequence <= last)
-    if int(inside.sum()) != last - start + 1:  # sequences are unique: one missing at least
-        return True
+def _units_differ(old: _OnDisk, wanted: tuple[np.ndarray, ...]) -> bool:
+    """Whether a unit on disk (``old``, :func:`_aligned`) is missing or points elsewhere than
+    the rewrite's (``wanted``: :func:`_wanted`'s) would."""
     offset, size, header, _ = wanted
-    return bool((on_disk.wrote_offset[inside] != offset).any() or (on_disk.wrote_bytes[inside] != size).any()
-                or (on_disk.header_size[inside] != header).any())
+    return bool((old.kind == -1).any() or (old.wrote_offset != offset).any() or (old.wrote_bytes != size).any()
+                or (old.header_size != header).any())
 
 
-def _wanted_units(on_disk: _OnDisk, records: LogColumns, rows: np.ndarray, wanted: tuple[np.ndarray, ...],
-                  start: int, last: int) -> UnitRows:
-    """The units a rewrite writes from ``start`` to ``last`` (``wanted``: :func:`_wanted`'s), each
-    with the timestamp it keeps: a fill unit the old fill unit's (else 0), a record's unit the
-    old unit's when it already points at the record, else the record's."""
+def _wanted_units(old: _OnDisk, records: LogColumns, rows: np.ndarray, wanted: tuple[np.ndarray, ...],
+                  start: int) -> UnitRows:
+    """The units a rewrite writes from ``start`` on (``wanted``: :func:`_wanted`'s; ``old``: the
+    units on disk there), each with the timestamp it keeps: a fill unit the old fill unit's
+    (else 0), a unit kept or a record's unit the old unit's when it already points there,
+    else the record's."""
     offset, size, header, at = wanted
-    n = len(offset)
-    inside = (on_disk.sequence >= start) & (on_disk.sequence <= last)
-    where = on_disk.sequence[inside] - start
-    old_kind = np.full(n, -1, np.int8)  # -1: no unit on disk at that sequence
-    old_offset, old_size, old_header, old_time = (np.zeros(n, np.int64) for _ in range(4))
-    old_kind[where] = on_disk.kind[inside]
-    old_offset[where], old_size[where] = on_disk.wrote_offset[inside], on_disk.wrote_bytes[inside]
-    old_header[where], old_time[where] = on_disk.header_size[inside], on_disk.timestamp[inside]
-    is_record = np.zeros(n, bool)
+    is_record = np.zeros(len(offset), bool)
     is_record[at] = True
-    same = (old_kind == consumerlog.MESSAGE) & (old_offset == offset) & (old_size == size) & (old_header == header)
-    timestamp = np.where((old_kind == consumerlog.FILL) | same, old_time, 0)  # a fill unit's, a unit kept
-    record_time = np.zeros(n, np.int64)
+    same = (old.kind == consumerlog.MESSAGE) & (old.wrote_offset == offset) & (old.wrote_bytes == size) \
+        & (old.header_size == header)
+    timestamp = np.where((old.kind == consumerlog.FILL) | same, old.timestamp, 0)  # a fill unit's, a unit kept
+    record_time = np.zeros(len(offset), np.int64)
     record_time[at] = records.timestamp[rows]
-    timestamp = np.where(is_record, np.where(same, old_time, record_time), timestamp)
+    timestamp = np.where(is_record, np.where(same, old.timestamp, record_time), timestamp)
     return UnitRows(start, offset, size, header, timestamp)
 
 

@@ -74,23 +74,24 @@ class JavaBuffer:
                                 else f"newPosition < 0: ({position} < 0)")
         self.position = position
 
-    def get_bytes(self, n: int) -> bytes:
+    def _take(self, n: int) -> int:
+        """``get(new byte[n])``'s checks and move: where in ``data`` the n bytes begin."""
         new_array(n)
         if n > self.remaining():
             raise JavaException("java.nio.BufferUnderflowException", "")
         at = self.start + self.position
-        piece = self.data[at:at + n]
         self.position += n
+        return at
+
+    def get_bytes(self, n: int) -> bytes:
+        at = self._take(n)
+        piece = self.data[at:at + n]
         return piece + bytes(n - len(piece))
 
     def get_crc32(self, n: int) -> int:
         """``get_bytes(n)``'s CRC-32 (``Crc32.crc32`` of the array), without the bytes: a damaged
         size can claim most of a 1 GiB segment, and a copy of it once took 780 MB."""
-        new_array(n)
-        if n > self.remaining():
-            raise JavaException("java.nio.BufferUnderflowException", "")
-        at = self.start + self.position
-        self.position += n
+        at = self._take(n)
         end = min(at + n, len(self.data))
         crc = 0
         if end > at:

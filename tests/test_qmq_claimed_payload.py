@@ -10,12 +10,9 @@ import zlib
 from hypothesis import given, strategies as st
 
 from conftest import FIXTURES
-from helpers import cli_runner, expand_store
+from helpers import cli_runner, expand_store, qmq_records
 from rmqtool.cli.app import app
-from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE, RecordPrefix
 from rmqtool.recovery.qmq.javabuf import JavaBuffer
-from rmqtool.store.qmq import messagelog
-from rmqtool.store.qmq.segments import list_log
 
 CLAIMED = 600 << 20  # a payload size inside the 1 GiB segment, far past what the file holds
 HELD = 64 << 20  # what a command may hold at its peak (Python's allocations, numpy's included)
@@ -33,8 +30,7 @@ def test_the_crc_without_the_bytes_is_the_crc_of_the_bytes(data, start, skip, n)
 
 def test_verify_and_recover_hold_no_claimed_payload(tmp_path):
     store = expand_store(FIXTURES / "qmq" / "basic" / "store", tmp_path / "store")
-    (seg,) = list_log(store / "messagelog", PER_SEGMENT_FILE_SIZE).segments
-    record = next(i for i in messagelog.scan_segment(seg) if isinstance(i, messagelog.MessageRecord))
+    record = qmq_records(store)[0]
     size_at = record.position + record.header_size - 4  # payload size: the header's last field
     with open(record.path, "r+b") as f:
         f.seek(size_at)

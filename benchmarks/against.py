@@ -26,6 +26,7 @@ import pathlib
 import re
 import subprocess
 import sys
+from importlib.machinery import EXTENSION_SUFFIXES
 
 from benchmarks.verdict import parse
 
@@ -112,11 +113,15 @@ def build_native(tree: pathlib.Path) -> None:
     """REV's C kernel built in its worktree, as ``make native`` builds this tree's (the build is
     not in git): without it REV's modules time the pure-Python fallback, not REV."""
     native = tree / "rmqtool" / "native"
-    if not any(native.glob("*.c")) or any(native.glob("_kernel*.so")) or any(native.glob("_kernel*.pyd")):
+
+    def built() -> bool:
+        return any(p.name.endswith(suffix) for p in native.glob("_kernel*") for suffix in EXTENSION_SUFFIXES)
+
+    if not any(native.glob("*.c")) or built():
         return
     done = subprocess.run([sys.executable, "-c", "from setuptools import setup; setup()", "-q", "build_ext",
                            "--inplace"], cwd=tree, capture_output=True, text=True)
-    if done.returncode or not any(native.glob("_kernel*")):
+    if done.returncode or not built():
         print(f"# {tree.name}: its native kernel did not build; its lines are the pure-Python path's\n"
               f"{done.stderr[-500:]}", flush=True)
 

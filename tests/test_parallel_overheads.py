@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import pickle
 import shutil
 import struct
 import time
@@ -86,6 +87,59 @@ def test_arrays_go_out_of_band():
         at += array.nbytes
     assert total == at == len(body)
 
+
+
+def _frames(fd: int, count: int) -> list:
+    """``count`` frames read from ``fd`` as the parent reads them: their (index, ok, value)."""
+    got = []
+    with os.fdopen(fd, "rb", closefd=False) as pipe:
+        for _ in range(count):
+            head = pipe.read(24)
+            total, pickled, buffers = struct.unpack("<qqq", head)
+            body = pipe.read(total)
+            lengths = struct.unpack_from(f"<{buffers}q", body)
+            at = 8 * buffers + pickled
+            parts = []
+            for n in lengths:
+                at += -at % parallel._ALIGN
+                parts.append(body[at:at + n])
+                at += n
+            got.append(pickle.loads(body[8 * buffers:8 * buffers + pickled], buffers=parts))
+    return got
+
+
+@settings(max_examples=examples(10), deadline=None)
+@given(sizes=st.lists(st.sampled_from([0, 3, 20_000, BIG]), min_size=1, max_size=6))
+def test_frames_arrive_in_order_whoever_writes_them(sizes):
+    """Small results go straight into the pipe, what it has no room for goes by the thread:
+    whichever writes a frame, and a frame cut between them, the parent reads them whole and
+    in the order they were sent."""
+    import threading
+    read_fd, write_fd = os.pipe()
+    got: list = []
+
+    def read():
+        try:
+            got.extend(_frames(read_fd, len(sizes)))
+        except Exception as exc:  # a frame cut or out of order: seen below
+            got.append(exc)
+            while os.read(read_fd, 1 << 16):  # drained, so the writer is never left waiting
+                pass
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        out = parallel._Outbox(write_fd)
+        for i, n in enumerate(sizes):
+            out.send((i, True, np.arange(n, dtype=np.int64)))
+        out.close()
+    finally:
+        os.close(write_fd)  # the reader's end of the frames, whatever it read
+        reader.join()
+        os.close(read_fd)
+    assert [i for i, _, _ in got] == list(range(len(sizes)))
+    for (i, ok, value), n in zip(got, sizes):
+        assert ok and np.array_equal(value, np.arange(n, dtype=np.int64))
 
 def _pid_job(parent: int, marker: str, job: int) -> int:
     if os.getpid() == parent:  # held until a child has taken a job

@@ -9,6 +9,7 @@ import re
 
 import hashlib
 import json
+import os
 import pathlib
 
 import pytest
@@ -20,6 +21,7 @@ from rmqtool.cli.app import app
 from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
 from rmqtool.errors import RecoveryNeeded
+import rmqtool.recovery.apply as apply_module
 from rmqtool.recovery.apply import apply_plan
 from rmqtool.recovery.plan import plan_recovery
 from rmqtool.recovery.undo import undo
@@ -27,6 +29,7 @@ from rmqtool.recovery.manifest import read_manifest
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.consumequeue import find_queue_end, open_consume_queues
 from rmqtool.store.message import Message
+from rmqtool.store.lock import is_locked
 from rmqtool.store.segments import discover
 
 SMALL = dict(commitlog_size=32 * 1024, cq_size=400, index_slots=32, index_entries=120)
@@ -280,6 +283,51 @@ def test_the_undo_command_puts_back_what_append_recover_changed(tmp_path):
     # a backup that is not one is a clean error, not a traceback
     res = CliRunner().invoke(app, ["undo", str(tmp_path / "nothing-here")])
     assert res.exit_code in (4, 8) and "Traceback" not in res.output
+
+
+def _holder_seen_by_another_process(lock: pathlib.Path) -> int | None:
+    """Who holds the lock, asked by a forked child (which holds none of this process's locks)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write_fd, str(is_locked(lock)).encode())
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    answer = os.read(read_fd, 64).decode()
+    os.close(read_fd)
+    os.waitpid(pid, 0)
+    return None if answer == "None" else int(answer)
+
+
+@pytest.mark.parametrize("held", [b"junk and more", b"", b"lo", b"lock"], ids=["other", "empty", "short", "lock"])
+def test_undo_gives_back_the_lock_file_the_writer_marked(held, tmp_path, monkeypatch):
+    """recover --apply takes the store as the broker does, writing ``lock`` into the lock
+    file: a lock file that held other bytes (or fewer) is backed up first, and undo gives
+    every byte back, the lock file's too. One that held ``lock`` costs no backup copy."""
+    base, variant = DAMAGED[0]
+    root = writable_copy(base / variant / "input" / "store", tmp_path / "store")
+    (root / "lock").write_bytes(held)
+    before = _hashes(root)
+    backup = tmp_path / "backup"
+    holders = []
+    carry_out = apply_module._carry_out
+
+    def seen_from_outside(*args):  # the backup read the lock file through the descriptor that holds it
+        holders.append(_holder_seen_by_another_process(root / "lock"))
+        return carry_out(*args)
+
+    monkeypatch.setattr(apply_module, "_carry_out", seen_from_outside)
+    res = CliRunner().invoke(app, ["recover", str(root), "--apply", "--assume-defaults", "--backup-dir", str(backup)])
+    assert res.exit_code == 0, res.output
+    assert holders == [os.getpid()]  # still held when the store changes
+    assert (root / "lock").read_bytes()[:4] == b"lock"
+    kept = [e for e in read_manifest(backup).entries if e.file == "lock"]
+    assert len(kept) == (held != b"lock")
+    res = CliRunner().invoke(app, ["undo", str(backup)])
+    assert res.exit_code == 0, res.output
+    assert _hashes(root) == before
 
 
 def test_apply_prints_its_table_without_error(store_copy):

@@ -459,7 +459,6 @@ class Store:
         plan = self._plan(recover)  # nothing has changed yet: a refusal leaves every byte and mtime
         self._put_lock = threading.Lock()
         self.delay_levels = DelayLevels(self.config.message_delay_level)
-        self._lock.mark()
         plan = self._recover_and_create_temp_file(plan, backup_dir)
         self._load_commit_log(plan, store_host)
         self._load_consume_queues_and_index(plan)
@@ -472,15 +471,21 @@ class Store:
         # from here on files change: the marker goes first, so that a failure or a kill
         # before a clean close leaves the store marked as not cleanly shut down
         if not plan.is_empty or self._rewrites:  # backed up, the listing taken and the intent recorded first
-            self.recovery = apply_plan(plan, backup_dir, finish=False, before_change=self._write_abort_marker,
-                                       command=self._command,
+            self.recovery = apply_plan(plan, backup_dir, finish=False, before_change=self._mark_and_write_abort,
+                                       command=self._command, lock_marked=True,
                                        made_here=(paths.LOCK_FILE,) if self._made_lock else (),
                                        rewrites=self._rewrites, replan=lambda: self._plan(True),
                                        commit_log_directories=self._commit_log_directories(),
                                        on_written=self._on_written)
             return self.recovery.plan
-        self._write_abort_marker()
+        self._mark_and_write_abort()
         return plan
+
+    def _mark_and_write_abort(self) -> None:
+        """The lock file marked and the abort marker made: the first bytes a start changes (after
+        the backup of a recovery, which holds the lock file's bytes when the mark changes them)."""
+        self._lock.mark()
+        self._write_abort_marker()
 
     def _load_commit_log(self, plan: RecoveryPlan, store_host) -> None:
         """CommitLog.load at the plan's end: the files made ahead dropped, the encoder for the

@@ -24,8 +24,9 @@ from rmqtool.recovery.manifest import (RESTORE, REWRITE, COPIES_DIR, Entry, Mani
                                        outside_directories, record_after, store_listing, sync_dir, write_manifest)
 from rmqtool.recovery.plan import DELETE, ZERO, Action, RecoveryPlan
 from rmqtool.findings import SEGMENT_AFTER_END
-from rmqtool.store.lock import is_locked
-from rmqtool.store.paths import CONSUMEQUEUE_EXT_DIR, StorePaths
+from rmqtool.formats.markers import LOCK_CONTENT
+from rmqtool.store.lock import held_descriptor, is_locked, read_lock_file
+from rmqtool.store.paths import CONSUMEQUEUE_EXT_DIR, LOCK_FILE, StorePaths
 
 ZERO_CHUNK = 1 << 22
 
@@ -84,7 +85,7 @@ class Rewrite:
 def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, *, finish: bool = True,
                before_change=None, command: str | None = None, made_here: tuple[str, ...] = (),
                rewrites: tuple[Rewrite, ...] = (), replan=None, commit_log_directories=(),
-               on_written=None) -> Applied:
+               on_written=None, lock_marked: bool = False) -> Applied:
     """Back up, then carry out ``plan``. The caller holds the store lock (the engine does) or
     no one does; a store another process holds is refused. ``before_change`` is called once
     the backup and the intent record are on disk, before the first change (the engine
@@ -98,7 +99,8 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
     ``commit_log_directories``: where the commit log is when not in ROOT/commitlog (several
     disks): the backup names those files by their path on their disk, and lists those disks.
     ``on_written(n)``: told the bytes written as they are, backup copies, rewrites and zeros
-    (recover --apply's progress bar)."""
+    (recover --apply's progress bar). ``lock_marked``: ``before_change`` marks the lock file
+    (``lock`` at position 0, as the broker does), so a lock file holding other bytes is kept."""
     written = on_written or (lambda n: None)
     root = pathlib.Path(plan.store)
     if plan.refusal:
@@ -134,6 +136,8 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
         if replan is not None:  # before the caller's marker: the store as it was, but for the rewrites
             plan = replan()
     actions = list(plan.actions) + _appended_later(root, plan)
+    if lock_marked:
+        actions += _marked_later(root, made_here)
     if rewrites:  # the writer drops them (truncateDirtyFiles) even when the plan is otherwise empty
         named = {a.path for a in actions}
         actions += [Action(DELETE, p, 0, os.stat(p).st_size, SEGMENT_AFTER_END, "made ahead and never written")
@@ -165,7 +169,7 @@ def _backed_up(actions: list, root: pathlib.Path, backup: pathlib.Path, written)
         except OSError as exc:
             raise StoreAccessError(f"cannot back up ({exc.strerror})", path) from None
         end = st.st_size if action.kind == DELETE else action.end  # a deleted file is copied whole
-        digest = copy_range(path, action.start, end, backup / copy)
+        digest = copy_range(path, action.start, end, backup / copy, fd=held_descriptor(path))
         written(end - action.start)
         entries.append(Entry(action.kind, entry_name(path, root), action.start, end, digest, copy,
                              st.st_mode & 0o7777))
@@ -287,6 +291,18 @@ def _appended_later(root: pathlib.Path, plan: RecoveryPlan) -> list[Action]:
         if p.is_file():
             out.append(Action(RESTORE, str(p), 0, p.stat().st_size, "", "dispatch changes it after the plan"))
     return out
+
+
+def _marked_later(root: pathlib.Path, made_here: tuple[str, ...]) -> list[Action]:
+    """The lock file, when the writer's mark changes a byte of it (a file of other bytes, or
+    shorter): kept whole (RESTORE), so that undo gives back what it held."""
+    lock = StorePaths(root).lock
+    if LOCK_FILE in made_here:
+        return []  # undo removes it
+    held = read_lock_file(lock, len(LOCK_CONTENT))
+    if held is None or held == LOCK_CONTENT:
+        return []
+    return [Action(RESTORE, str(lock), 0, os.stat(lock).st_size, "", "the writer marks it as the broker does")]
 
 
 CREATE = "create"

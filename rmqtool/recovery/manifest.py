@@ -235,12 +235,13 @@ def digest_matches(path: pathlib.Path, recorded: str) -> bool:
     return file_sha256(path) == recorded
 
 
-def copy_range(path: pathlib.Path, start: int, end: int, copy: pathlib.Path) -> str:
+def copy_range(path: pathlib.Path, start: int, end: int, copy: pathlib.Path, fd: int | None = None) -> str:
     """Copy bytes [start, end) of ``path`` into a new file ``copy`` (its zeros left as holes),
-    forced to disk; their block digest."""
+    forced to disk; their block digest. ``fd``: a descriptor of ``path`` to read through, left
+    open (the lock file this process holds: closing any descriptor of it drops the lock)."""
     digest = hashlib.sha256((end - start).to_bytes(8, "big"))
     try:
-        src = os.open(path, os.O_RDONLY)
+        src = os.open(path, os.O_RDONLY) if fd is None else fd
     except OSError as exc:
         raise StoreAccessError(f"cannot open to back up ({exc.strerror})", path) from None
     try:
@@ -256,7 +257,8 @@ def copy_range(path: pathlib.Path, start: int, end: int, copy: pathlib.Path) -> 
     except OSError as exc:
         raise StoreAccessError(f"cannot back up ({exc.strerror})", copy) from None
     finally:
-        os.close(src)
+        if fd is None:
+            os.close(src)
     return DIGEST_PREFIX + digest.hexdigest()
 
 

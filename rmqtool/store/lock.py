@@ -95,6 +95,14 @@ def is_locked(path: str | os.PathLike) -> int | None:
             os.close(fd)  # safe: this process holds no lock on the file
 
 
+def held_descriptor(path: str | os.PathLike) -> int | None:
+    """The descriptor holding this process's lock on ``path`` (read through it, never close
+    it), or None: a file this process holds no lock on, safe to open and close."""
+    with guard:
+        key = file_key(path)
+        return None if key is None else _held.get(key)
+
+
 def read_lock_file(path: str | os.PathLike, limit: int = 4096) -> bytes | None:
     """Up to ``limit`` bytes of the lock file (None when absent): through the descriptor that
     holds this process's lock when there is one, else with a read under the guard."""

@@ -124,12 +124,24 @@ def test_salvage_s_missing_runs_are_the_sequences_not_held(have, first, top):
     assert all(b[0] > a[1] + 1 for a, b in zip(runs, runs[1:]))  # runs apart, not touching
 
 
-def test_salvage_ends_on_a_damaged_sequence_billions_away(store):
-    """Salvage's missing sequences once walked every sequence up to the highest: a damaged one
-    (a high byte changed) made that a loop of billions."""
+@pytest.mark.parametrize("sequence", [1 << 40, -(1 << 40)], ids=["high-byte", "negative"])
+def test_salvage_lists_a_damaged_sequence_apart(store, sequence, tmp_path):
+    """A record whose sequence field is damaged is kept (its payload proves it) and listed
+    apart, with recover's rule; the missing sequences end at the subject's others (once they
+    ran up to the damaged one, a trillion of them, and their walk never ended): its own is the
+    one missing."""
     from rmqtool.recovery.qmq.salvage import salvage_qmq
     subject, ours = busiest_subject(qmq_records(store))
     damaged = ours[len(ours) // 2]
-    _damage(damaged, 1 << 40)
+    _damage(damaged, sequence)
     result = salvage_qmq(store)
-    assert result.missing[subject][-1] == [ours[-1].sequence + 1, (1 << 40) - 1]  # up to the damaged one, held
+    assert [(r.subject, r.sequence, r.offset) for r in result.sequence_apart] == [(subject, sequence, damaged.offset)]
+    assert damaged.offset in {r.offset for r in result.kept}
+    assert result.missing[subject] == [[damaged.sequence, damaged.sequence]]
+    res = cli_runner().invoke(app, ["salvage", str(store), "--out", str(tmp_path / "out.jsonl"), "-f", "json"])
+    assert res.exit_code == 3, res.output
+    doc = __import__("json").loads(res.stdout)
+    assert [(a["subject"], a["sequence"], a["message_log_offset"]) for a in doc["sequences_apart"]] == \
+        [(subject, sequence, damaged.offset)]
+    table = cli_runner().invoke(app, ["salvage", str(store), "--out", str(tmp_path / "again.jsonl")])
+    assert f"sequence {sequence}" in table.stdout and "apart" in table.stdout

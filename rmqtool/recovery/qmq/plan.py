@@ -464,31 +464,42 @@ def _wanted_units(old: _OnDisk, records: LogColumns, rows: np.ndarray, wanted: t
 def _hanging_together(records: LogColumns, rows: np.ndarray, subject: str,
                       unreadable: int) -> tuple[np.ndarray, np.ndarray]:
     """Of a subject's records (``rows``, one a sequence, by sequence), those whose sequences
-    hang together, and the others.
-
-    Sequences hang together when the sequences missing between them could be records lost in
-    the log's ``unreadable`` bytes (each at least a record of the subject with an empty payload)
-    or the subject's own records whose sequences are damaged: the fill units a rewrite writes,
-    all gaps counted, stay within what the log holds. Of the runs that hang together the
-    longest stands (on a tie: one not negative, then the lowest); a record outside it has a
-    damaged sequence field (the payload CRC does not cover it), and a unit for it would need
-    the fill units of the whole gap (billions, for a high byte changed)."""
+    hang together (:func:`hanging_run`), and the others."""
     if len(rows) < 2:
         return rows, rows[:0]
-    slack = unreadable // messagelog_format.header_size(len(subject.encode("utf-8")),
-                                                        messagelog_format.MESSAGE_LOG_MAGIC_V1) + len(rows)
-    sequences = records.sequence[rows]
-    # missing sequences before each record; a run [i, j) misses missing[j - 1] - missing[i] of them
-    missing = sequences - np.arange(len(rows))
-    top = np.iinfo(np.int64).max
-    reach = np.where(missing > top - slack, top, missing + min(slack, top))  # no wrap past int64 (a damaged high byte)
-    ends = np.searchsorted(missing, reach, side="right")  # each start's longest run, its end
-    lengths = ends - np.arange(len(rows))
-    lo = int(np.argmax(2 * lengths + (sequences >= 0)))  # the longest, then not negative; the first: the lowest
-    hi = int(ends[lo])
+    lo, hi = hanging_run(records.sequence[rows], sequence_slack(subject, unreadable, len(rows)))
     if lo == 0 and hi == len(rows):
         return rows, rows[:0]
     return rows[lo:hi], np.concatenate((rows[:lo], rows[hi:]))
+
+
+def sequence_slack(subject: str, unreadable: int, records: int) -> int:
+    """How many of a subject's sequences may be missing between its records and still hang
+    together: records lost in the log's ``unreadable`` bytes (each at least a record of the
+    subject with an empty payload), or its own ``records`` whose sequences are damaged."""
+    return unreadable // messagelog_format.header_size(len(subject.encode("utf-8")),
+                                                       messagelog_format.MESSAGE_LOG_MAGIC_V1) + records
+
+
+def hanging_run(sequences: np.ndarray, slack: int) -> tuple[int, int]:
+    """Of a subject's sequences (sorted, unique), the run [lo, hi) that hangs together.
+
+    Sequences hang together when no more than ``slack`` (:func:`sequence_slack`) are missing
+    between them: the fill units a rewrite writes, all gaps counted, stay within what the log
+    holds. Of the runs that hang together the longest stands (on a tie: one not negative, then
+    the lowest); a record outside it has a damaged sequence field (the payload CRC does not
+    cover it), and a unit for it would need the fill units of the whole gap (billions, for a
+    high byte changed)."""
+    if len(sequences) < 2:
+        return 0, len(sequences)
+    # missing sequences before each record; a run [i, j) misses missing[j - 1] - missing[i] of them
+    missing = sequences - np.arange(len(sequences))
+    top = np.iinfo(np.int64).max
+    reach = np.where(missing > top - slack, top, missing + min(slack, top))  # no wrap past int64 (a damaged high byte)
+    ends = np.searchsorted(missing, reach, side="right")  # each start's longest run, its end
+    lengths = ends - np.arange(len(sequences))
+    lo = int(np.argmax(2 * lengths + (sequences >= 0)))  # the longest, then not negative; the first: the lowest
+    return lo, int(ends[lo])
 
 
 def _checkpoint(root: pathlib.Path, kept_end: int, max_sequences: dict[str, int]):

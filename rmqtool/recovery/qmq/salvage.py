@@ -3,9 +3,10 @@ QMQ's recovery cuts the message log, inside damaged segments), and what is lost 
 
 A record is kept when its header reads, its lengths fit, its subject is UTF-8 and its payload
 matches its CRC (a V1 record has none: kept as it reads). Reported: the regions no record
-could be read from, the records that fail their CRC, and per subject the sequences no kept
-record has, between 0 (or the first sequence its consumer log still holds) and the highest
-the files show.
+could be read from, the records that fail their CRC, the records whose sequence lies apart
+from their subject's others (the CRC does not cover it: recover's rule, ``plan.hanging_run``),
+and per subject the sequences no kept record has, between 0 (or the first sequence its
+consumer log still holds) and the highest of those that hang together.
 """
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ import dataclasses
 import os
 import pathlib
 
+import numpy as np
+
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
+from rmqtool.recovery.qmq.plan import hanging_run, sequence_slack
 from rmqtool.recovery.qmq.start import simulate_start
 from rmqtool.store.qmq import consumerlog, messagelog
 from rmqtool.store.qmq.segments import list_log
@@ -27,6 +31,7 @@ class QmqSalvage:
     damaged: list = dataclasses.field(default_factory=list)
     rejected: list = dataclasses.field(default_factory=list)
     missing: dict = dataclasses.field(default_factory=dict)  # subject -> [[first, last], ...]
+    sequence_apart: list = dataclasses.field(default_factory=list)  # MessageRecords, kept or rejected
 
     @property
     def lost_anything(self) -> bool:
@@ -42,7 +47,11 @@ class QmqSalvage:
             "messages_rejected": [{"subject": r.subject, "sequence": r.sequence, "message_log_offset": r.offset,
                                    "file": r.path, "file_position": r.position,
                                    "reason": "the payload does not match its CRC"} for r in self.rejected],
-            "missing_sequences": self.missing, "lost_anything": self.lost_anything,
+            "missing_sequences": self.missing,
+            "sequences_apart": [{"subject": r.subject, "sequence": r.sequence, "message_log_offset": r.offset,
+                                 "file": r.path, "file_position": r.position, "reason": SEQUENCE_APART}
+                                for r in self.sequence_apart],
+            "lost_anything": self.lost_anything,
         }
 
 
@@ -56,19 +65,31 @@ def salvage_qmq(store: str | os.PathLike) -> QmqSalvage:
                 result.damaged.append(item)
             elif isinstance(item, messagelog.MessageRecord):
                 (result.rejected if item.payload_crc_ok is False else result.kept).append(item)
-    kept: dict[str, set[int]] = {}
-    for r in result.kept:
-        kept.setdefault(r.subject, set()).add(r.sequence)
-    highest = {s: max(q) for s, q in kept.items()}
-    for r in result.rejected:
-        highest[r.subject] = max(highest.get(r.subject, -1), r.sequence)
-    for subject, top in sorted(highest.items()):
+    unreadable = sum(d.size for d in result.damaged) + sum(r.size for r in result.rejected)
+    for subject, records in sorted(_by_subject(result.kept + result.rejected).items()):
+        sequences = np.unique(np.fromiter((r.sequence for r in records), np.int64, len(records)))
+        lo, hi = hanging_run(sequences, sequence_slack(subject, unreadable, len(sequences)))
+        together = sequences[lo:hi]
+        result.sequence_apart += [r for r in records if not together[0] <= r.sequence <= together[-1]]
         directory, unit = consumerlog.open_consumer_log(root, subject)
         first = next((u.sequence for u in consumerlog.read_units(directory, unit, subject)), 0) if unit else 0
-        gaps = missing_runs(kept.get(subject, ()), first, top)
+        gaps = missing_runs({r.sequence for r in records if r.payload_crc_ok is not False}, first, int(together[-1]))
         if gaps:
             result.missing[subject] = gaps
+    result.sequence_apart.sort(key=lambda r: r.offset)
     return result
+
+
+# why a record is listed in ``sequences_apart``
+SEQUENCE_APART = ("its sequence lies further from its subject's others than the unreadable bytes of the log "
+                  "explain: its sequence field is damaged (the CRC covers only the payload)")
+
+
+def _by_subject(records: list) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for r in records:
+        out.setdefault(r.subject, []).append(r)
+    return out
 
 
 def missing_runs(have, first: int, top: int) -> list[list[int]]:

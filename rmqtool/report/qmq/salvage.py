@@ -1,5 +1,5 @@
 """salvage's report on a QMQ store, for people: what was kept, what is unreadable, rejected,
-missing."""
+kept with a damaged sequence, missing."""
 from __future__ import annotations
 
 from typing import TextIO
@@ -16,6 +16,9 @@ def qmq_salvage_table(doc: dict, stream: TextIO) -> None:
     for r in doc["messages_rejected"]:
         w(f"rejected: {r['subject']} sequence {r['sequence']} at {r['file']} position {r['file_position']} "
           f"({r['reason']})\n")
+    for r in doc["sequences_apart"]:
+        w(f"kept, its sequence apart: {r['subject']} sequence {r['sequence']} at {r['file']} position "
+          f"{r['file_position']} (its sequence field is damaged)\n")
     for subject, gaps in doc["missing_sequences"].items():
         w(f"missing from {subject}: sequences {', '.join(str(a) if a == b else f'{a}-{b}' for a, b in gaps)}\n")
     if not doc["lost_anything"]:

@@ -31,6 +31,7 @@ from rmqtool.store.consumequeue import find_queue_end, open_consume_queues
 from rmqtool.store.message import Message
 from rmqtool.store.lock import is_locked
 from rmqtool.store.segments import discover
+from rmqtool.store.unfinished import read_unfinished
 
 SMALL = dict(commitlog_size=32 * 1024, cq_size=400, index_slots=32, index_entries=120)
 
@@ -325,6 +326,39 @@ def test_undo_gives_back_the_lock_file_the_writer_marked(held, tmp_path, monkeyp
     assert (root / "lock").read_bytes()[:4] == b"lock"
     kept = [e for e in read_manifest(backup).entries if e.file == "lock"]
     assert len(kept) == (held != b"lock")
+    res = CliRunner().invoke(app, ["undo", str(backup)])
+    assert res.exit_code == 0, res.output
+    assert _hashes(root) == before
+
+
+def test_apply_loads_the_queues_from_where_the_broker_s_walk_started(tmp_path):
+    """ConsumeQueue.recover walks from the third-last file; when recovery deletes files after
+    a queue's end, the third-last of those left is an earlier file, whose zeroed units the
+    broker's walk never read. The writer loading the recovered store walks from where recovery
+    did: --apply once stopped there half done ("a consume queue file after the end")."""
+    base, variant = V5 / "crash5", "a-as-is"
+    root = writable_copy(base / variant / "input" / "store", tmp_path / "store")
+    queue = root / "consumequeue" / "CrashTopic" / "1"
+    files = sorted(queue.iterdir())
+    assert len(files) >= 4  # the walk starts past the first file
+    with open(files[0], "r+b") as f:  # three units zeroed in the first file: never walked
+        f.seek(11 * 20)
+        f.write(bytes(60))
+    with open(files[-2], "r+b") as f:  # a unit zeroed in the second-last: the queue ends there
+        f.seek(5 * 20)
+        f.write(bytes(20))
+    before = _hashes(root)
+    plan = plan_recovery(root)
+    assert str(files[-1]) in {a.path for a in plan.actions}  # the last file goes
+    want = plan.outcome.queues["CrashTopic/1"].max_offset
+    backup = tmp_path / "backup"
+    res = CliRunner().invoke(app, ["recover", str(root), "--apply", "--assume-defaults", "--backup-dir", str(backup)])
+    assert res.exit_code == 0, res.output
+    assert read_unfinished(root) is None  # finished, not stopped half done
+    size = files[0].stat().st_size
+    walked = find_queue_end(discover(queue, mapped_file_size=size).segments, size,
+                            walk_from=plan.outcome.queues_walked_from[("CrashTopic", 1)])
+    assert walked.end // 20 == want  # the units the plan said the queue holds after the start
     res = CliRunner().invoke(app, ["undo", str(backup)])
     assert res.exit_code == 0, res.output
     assert _hashes(root) == before

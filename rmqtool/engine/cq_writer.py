@@ -87,15 +87,17 @@ class ConsumeQueueWriter:
         self.ext_file_size = ext_file_size  # enableConsumeQueueExt: the ext's file size (None: no ext)
         self.ext: ConsumeQueueExtWriter | None = None
 
-    def load(self) -> None:
+    def load(self, walk_from: int | None = None) -> None:
         """Find where the queue ends (ConsumeQueue.recover, the read side's find_queue_end).
-        A store that needs recovery was recovered before this (rmqtool.recovery)."""
+        A store that needs recovery was recovered before this (rmqtool.recovery); ``walk_from``:
+        the file that recovery's walk started at (the third-last of the files it found): the
+        third-last of those it left may hold zeroed units the broker's walk never read."""
         queue = discover(self.directory, required=False, mapped_file_size=self.mapped_file_size)
         segments = queue.segments
         if not segments:
             self._load_ext()
             return
-        end = find_queue_end(segments, self.mapped_file_size)
+        end = find_queue_end(segments, self.mapped_file_size, walk_from=walk_from)
         if end.segments_after:
             raise CorruptData("a consume queue file after the end of the queue; recover the store first",
                               end.segments_after[0].path)
@@ -250,11 +252,12 @@ class ConsumeQueueTable:
     def ext_enabled(self) -> bool:
         return self.ext_file_size is not None
 
-    def load(self) -> None:
-        """loadConsumeQueue + recover: every consumequeue/<topic>/<queueId> directory."""
+    def load(self, walked_from: dict | None = None) -> None:
+        """loadConsumeQueue + recover: every consumequeue/<topic>/<queueId> directory;
+        ``walked_from``: (topic, queue id) -> where the recovery just applied walked from."""
         for topic, queue_id, _directory in queue_directories(self.root):
             cq = ConsumeQueueWriter(self.root, topic, queue_id, self.mapped_file_size, self.ext_file_size)
-            cq.load()
+            cq.load((walked_from or {}).get((topic, queue_id)))
             self.queues[(topic, queue_id)] = cq
             if cq.ext is not None and cq.ext.bit_map is not None:
                 self.topic_bit_maps.setdefault(topic, cq.ext.bit_map)

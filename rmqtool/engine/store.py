@@ -536,7 +536,8 @@ class Store:
         ext_size = c.mapped_file_size_consume_queue_ext or ext.file_size
         self.consume_queues = ConsumeQueueTable(self.paths.consumequeue, c.mapped_file_size_consume_queue,
                                                 self.batch_queues, ext_size if ext.enabled else None)
-        self.consume_queues.load()
+        applied = self.recovery is not None and plan.outcome is not None
+        self.consume_queues.load(plan.outcome.queues_walked_from if applied else None)
         self.index_service = None
         if c.message_index_enable:
             self.index_service = IndexServiceWriter(self.paths.index, c.max_hash_slot_num, c.max_index_num,

@@ -113,6 +113,10 @@ class Outcome:
     semantics_known: bool = True  # False: the store does not say which version wrote it ("could not tell")
     semantics_undecided: str | None = None  # could not tell, and the two versions' rules differ here: why apply waits
     queue_models: dict = dataclasses.field(default_factory=dict)  # (topic, queue id) -> the queue after the start
+    # (topic, queue id) -> the base offset of the file ConsumeQueue.recover walked from (the
+    # third-last as loaded): a load of the files recovery left walks from there again, not from
+    # the third-last of those left, which may hold zeroed units the broker's walk never read
+    queues_walked_from: dict = dataclasses.field(default_factory=dict)
     # consumequeue_ext (enableConsumeQueueExt): "TOPIC/Q" -> [(file name, write position)] after the start
     ext_files: dict = dataclasses.field(default_factory=dict)
     ext_files_deleted: list = dataclasses.field(default_factory=list)
@@ -359,6 +363,8 @@ def _recover_consume_queues(start: _Start) -> None:
     commit log recovery is given."""
     for q in start.queues:
         q.recover()
+        if not q.batch and q.loaded_bases:
+            start.out.queues_walked_from[(q.topic, q.queue_id)] = q.loaded_bases[max(len(q.loaded_bases) - 3, 0)]
         if (q.topic, q.queue_id) in start.exts.models:  # ConsumeQueue.recover's tail: the ext's recover and cut
             start.exts.models[(q.topic, q.queue_id)].recover(max_ext_address(q))
     for q in start.queues:

@@ -652,7 +652,8 @@ def batch_unit_before(segments: list[Segment], end: int) -> tuple | None:
 
 
 def find_queue_end(segments: list[Segment], mapped_file_size: int, commit_log_max_offset: int | None = None,
-                   *, layout: UnitLayout = CQ_LAYOUT, findings: list | None = None) -> QueueEnd:
+                   *, layout: UnitLayout = CQ_LAYOUT, findings: list | None = None,
+                   walk_from: int | None = None) -> QueueEnd:
     """Where a consume queue's valid units end, and where the broker's load cuts them.
 
     ConsumeQueue.recover: from the third-last file on, up to the first unit that is not
@@ -660,12 +661,16 @@ def find_queue_end(segments: list[Segment], mapped_file_size: int, commit_log_ma
     ends the data too. Then, given the commit log's max offset, truncateDirtyLogicFiles:
     the first unit pointing at or past it and everything after go (a file whose first unit
     does is dropped whole). Reads a window of units at a time. With ``findings`` (a
-    reader) a file the OS refuses becomes a finding; without, StoreAccessError.
+    reader) a file the OS refuses becomes a finding; without, StoreAccessError. ``walk_from``:
+    the base offset of the file to walk from instead of the third-last (the one a recovery
+    already applied walked from; the last file at or before it, once recovery deleted it).
     """
     size = layout.unit_size
     if not segments:
         return QueueEnd(0, 0, -1, None, (), None, size)
     first = max(len(segments) - 3, 0)
+    if walk_from is not None:
+        first = max((i for i, s in enumerate(segments) if s.base_offset <= walk_from), default=0)
     written_end = segments[first].base_offset
     stopped_at = None
     not_written = lambda fields: ~layout.is_written(fields)  # noqa: E731

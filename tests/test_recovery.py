@@ -364,6 +364,29 @@ def test_apply_loads_the_queues_from_where_the_broker_s_walk_started(tmp_path):
     assert _hashes(root) == before
 
 
+@pytest.mark.parametrize("queue_offset", [1 << 61, -100], ids=["wraps", "negative"])
+def test_apply_refuses_a_queue_offset_that_names_no_file(queue_offset, tmp_path):
+    """A damaged queueOffset (the body CRC does not cover it) sends a record to a new queue at
+    queue offset x 20 past a Java long, or below 0: the broker names that queue's first file by
+    a negative offset. rmqtool does not write such a name (it once wrote a 20-digit name past a
+    Java long, a store the broker then refused): the plan says why, and --apply changes nothing."""
+    base, variant = V5 / "crash5", "a-as-is"
+    root = writable_copy(base / variant / "input" / "store", tmp_path / "store")
+    first = min((root / "commitlog").iterdir())
+    with open(first, "r+b") as f:  # the first record: queueId (at 12) and queueOffset (at 20)
+        f.seek(12)
+        f.write((7777).to_bytes(4, "big"))
+        f.seek(20)
+        f.write(queue_offset.to_bytes(8, "big", signed=True))
+    before = _state(root)
+    plan = plan_recovery(root)
+    assert plan.refusal and f"queueOffset {queue_offset}" in plan.refusal and "/7777" in plan.refusal
+    res = CliRunner().invoke(app, ["recover", str(root), "--apply", "--assume-defaults",
+                                   "--backup-dir", str(tmp_path / "backup")])
+    assert res.exit_code == 3 and "Traceback" not in res.output
+    assert _state(root) == before
+
+
 def test_apply_prints_its_table_without_error(store_copy):
     """--apply's table (what a person sees) names the store and the backup."""
     from typer.testing import CliRunner

@@ -23,7 +23,7 @@ from rmqtool.formats.consumequeue import (BATCH_CQ_STORE_UNIT_SIZE, COMPACTED_OF
                                           CQ_STORE_UNIT_SIZE, BatchCqUnit, CqUnit)
 from rmqtool.formats.derive import struct_format, struct_of
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, batch_unit_before, find_queue_end, queue_directories
-from rmqtool.store.paths import queue_directory
+from rmqtool.store.paths import first_file_unnameable, queue_directory
 from rmqtool.store.segments import discover
 from rmqtool.engine.cqext_writer import ConsumeQueueExtWriter
 from rmqtool.engine.mapped_file import WritableFileQueue
@@ -131,6 +131,10 @@ class ConsumeQueueWriter:
             return True  # built already
         expect = cq_offset * CQ_STORE_UNIT_SIZE
         mf = self.files.last
+        if mf is None and first_file_unnameable(expect):  # the plan refuses such a store first
+            raise CorruptData(f"a record at commit log offset {offset} has queue offset {cq_offset} (damaged): the "
+                              f"broker would name this queue's first file by a negative offset; not written",
+                              self.directory)
         if mf is None or mf.wrote_position >= mf.file_size:
             mf = self.files.last_mapped_file(expect)
         if mf.first_create_in_queue and cq_offset != 0 and mf.wrote_position == 0:

@@ -293,6 +293,8 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
         reason = "an abnormal start changes nothing here: nothing is dispatched again"
     if rocksdb and refusal is None and _changes(findings):
         refusal = ROCKSDB_REFUSAL
+    if refusal is None:
+        refusal = _unnameable_queue_file(outcome)
     return RecoveryPlan(str(paths.root), outcome.abnormal, size, w.end, tuple(findings), tuple(actions), tuple(cuts),
                         redispatch, reason, tuple(made_ahead), end, outcome, refusal, timer, tuple(ext_cuts),
                         str(paths.consumequeue) if rocksdb else None)
@@ -358,6 +360,21 @@ def _opened(root) -> StoreView:
     if not pathlib.Path(root).is_dir():
         raise StoreNotFound("no such directory", root)
     return StoreView(root)
+
+
+def _unnameable_queue_file(outcome: Outcome) -> str | None:
+    """Why --apply refuses a start whose dispatch makes a consume queue's first file at a
+    negative offset (queue_model.first_file_unnameable), or None."""
+    for (topic, queue_id), q in sorted(outcome.queue_models.items()):
+        unnameable = getattr(q, "unnameable", None)
+        if unnameable is not None:
+            offset, cq_offset = unnameable
+            why = "below 0" if cq_offset < 0 else "past a Java long, which wraps"
+            return (f"the record at commit log offset {offset} has queueOffset {cq_offset}, a damaged field (the "
+                    f"body CRC does not cover it): the broker's dispatch makes the first file of consume queue "
+                    f"{topic}/{queue_id} at {cq_offset} x 20, {why}, and names it by a negative offset; rmqtool "
+                    f"does not write such a file (rmqtool salvage keeps the messages)")
+    return None
 
 
 def _missing_files(gaps: list[Finding], missing_file_ok: bool, findings: list[Finding]) -> str | None:

@@ -27,6 +27,7 @@ from rmqtool.formats.derive import field_names
 from rmqtool.recovery.commitlog_walk import V5
 from rmqtool.store.commitlog_end import last_nonzero_from
 from rmqtool.store.consumequeue import CQ_LAYOUT
+from rmqtool.store.paths import first_file_unnameable
 from rmqtool.store.segments import Segment
 
 UNIT = struct.Struct(">qiq")  # commitLogOffset, size, tagsCode
@@ -221,6 +222,9 @@ class QueueModel(QueueFiles):
         # queue offsets a put jumped over ('[BUG]logic queue order maybe wrong'): (first, end) queue
         # offsets and the commit log offsets [after, before) their records lie between
         self.skipped: list[tuple[int, int, int, int]] = []
+        # (commit log offset, queue offset) of a record whose queue offset makes the queue's first
+        # file at no offset rmqtool names as the broker does (first_file_unnameable)
+        self.unnameable: tuple[int, int] | None = None
 
     def _written(self, f: QueueFile) -> np.ndarray:
         offsets, sizes = f.columns()
@@ -255,6 +259,10 @@ class QueueModel(QueueFiles):
         if offset + size <= self.max_physic_offset:
             return False
         expect = cq_offset * CQ_STORE_UNIT_SIZE
+        if not self.files and first_file_unnameable(expect):
+            if self.unnameable is None:
+                self.unnameable = (offset, cq_offset)
+            return False
         f = self._last_file(expect)
         if f.first_create and cq_offset != 0 and f.wrote == 0:
             self.min_logic_offset = expect

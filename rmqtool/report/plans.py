@@ -195,7 +195,8 @@ def _plan_lines(doc: dict, plan, wide: bool = False) -> list[str]:
     if lost:
         counts = collections.Counter(m["reason"] for m in lost)
         why = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()))
-        lines.append(f"{len(lost)} messages lost: the broker will no longer serve them ({why}; rmqtool salvage "
+        lines.append(f"{len(lost)} message{'s' if len(lost) != 1 else ''} lost: the broker will no longer serve "
+                     f"{'them' if len(lost) != 1 else 'it'} ({why}; rmqtool salvage "
                      f"keeps those still readable, rmqtool redispatch rebuilds lost units from the commit log):")
         for m in lost[:50]:
             lines.append(f"lost ({m['reason']}): offset {m['commit_log_offset']} {m['topic']}/{m['queue_id']} queue "

@@ -36,6 +36,15 @@ def is_segment_name(name: str) -> bool:
     return len(name) == SEGMENT_NAME_DIGITS and name.isdigit() and int(name) <= LONG_MAX
 
 
+def first_file_unnameable(expect_logic_offset: int) -> bool:
+    """Whether a consume queue's first file, made for a unit at this byte offset, is one
+    rmqtool does not write: the broker's ``cqOffset * 20`` passes a Java long and wraps, or is
+    negative, and getLastMappedFile then names the file by a negative offset ("-000...", which
+    Long.parseLong reads back). A damaged queueOffset field (the body CRC does not cover it)
+    sends a record there."""
+    return not 0 <= expect_logic_offset <= LONG_MAX
+
+
 def names_a_directory(topic: str) -> bool:
     """Whether a topic can be the TOPIC of consumequeue/TOPIC/ (one path component)."""
     return bool(topic) and topic not in (".", "..") and "/" not in topic and "\0" not in topic

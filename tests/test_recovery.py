@@ -19,6 +19,7 @@ from conftest import V4, V5, load_truth
 from helpers import read_at, writable_copy
 from rmqtool.cli.app import app
 from rmqtool.engine.producer import producer_message
+from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE
 from rmqtool.engine.store import Store
 from rmqtool.errors import RecoveryNeeded
 import rmqtool.recovery.apply as apply_module
@@ -385,6 +386,28 @@ def test_apply_refuses_a_queue_offset_that_names_no_file(queue_offset, tmp_path)
                                    "--backup-dir", str(tmp_path / "backup")])
     assert res.exit_code == 3 and "Traceback" not in res.output
     assert _state(root) == before
+
+
+def test_undo_gives_back_a_batch_queue_file_dispatch_rewrote(tmp_path):
+    """A 5.x batch consume queue whose last file lost a unit: the plan cuts it there and the
+    start's dispatch writes the units after it again, over bytes the file held. The file is
+    kept whole before, as a consume queue's last file is, and undo gives every byte back."""
+    root = writable_copy(V5 / "batchcq" / "store", tmp_path / "store")
+    (root / "config").mkdir(exist_ok=True)
+    last = sorted((root / "batchconsumequeue" / "BatchCQTopic" / "1").iterdir())[-1]
+    unit = BATCH_CQ_STORE_UNIT_SIZE
+    with open(last, "r+b") as f:
+        f.seek(3 * unit)
+        f.write(bytes(unit))
+    before = _hashes(root)
+    backup = tmp_path / "backup"
+    res = CliRunner().invoke(app, ["recover", str(root), "--apply", "--assume-defaults", "--backup-dir", str(backup)])
+    assert res.exit_code == 0, res.output
+    assert _hashes(root) != before
+    assert any(e.file.endswith(last.name) and e.action == "restore" for e in read_manifest(backup).entries)
+    res = CliRunner().invoke(app, ["undo", str(backup)])
+    assert res.exit_code == 0, res.output
+    assert _hashes(root) == before
 
 
 def test_apply_prints_its_table_without_error(store_copy):

@@ -459,18 +459,21 @@ class Store:
         plan = self._plan(recover)  # nothing has changed yet: a refusal leaves every byte and mtime
         self._put_lock = threading.Lock()
         self.delay_levels = DelayLevels(self.config.message_delay_level)
-        plan = self._recover_and_create_temp_file(plan, backup_dir)
+        plan = self._recover_and_create_temp_file(plan, backup_dir, recover)
         self._load_commit_log(plan, store_host)
         self._load_consume_queues_and_index(plan)
         self._reput(plan)
         self._start_services()
 
-    def _recover_and_create_temp_file(self, plan: RecoveryPlan, backup_dir) -> RecoveryPlan:
+    def _recover_and_create_temp_file(self, plan: RecoveryPlan, backup_dir, recover: bool) -> RecoveryPlan:
         """The plan applied (backed up first) and the abort marker made (createTempFile); the
-        plan carried out is returned (with rewrites: the plan of the store they left)."""
+        plan carried out is returned (with rewrites: the plan of the store they left). A
+        recovery whose plan is empty but whose dispatch writes (a queue or the index behind the
+        log) is backed up too: what dispatch changes, undo gives back."""
         # from here on files change: the marker goes first, so that a failure or a kill
         # before a clean close leaves the store marked as not cleanly shut down
-        if not plan.is_empty or self._rewrites:  # backed up, the listing taken and the intent recorded first
+        if not plan.is_empty or self._rewrites or (recover and not plan.changes_nothing):
+            # backed up, the listing taken and the intent recorded first
             self.recovery = apply_plan(plan, backup_dir, finish=False, before_change=self._mark_and_write_abort,
                                        command=self._command, lock_marked=True,
                                        made_here=(paths.LOCK_FILE,) if self._made_lock else (),

@@ -410,6 +410,26 @@ def test_undo_gives_back_a_batch_queue_file_dispatch_rewrote(tmp_path):
     assert _hashes(root) == before
 
 
+def test_apply_refuses_a_topic_that_names_no_directory(tmp_path):
+    """A damaged topic (the body CRC does not cover it) with a NUL in it names no consume queue
+    directory: the plan refuses --apply before a byte is written (the engine's dispatch once
+    stopped on it half done, leaving an interrupted repair)."""
+    root = writable_copy(V5 / "crash5" / "a-as-is" / "input" / "store", tmp_path / "store")
+    first = min((root / "commitlog").iterdir())
+    with open(first, "r+b") as f:  # the first record (IPv4 hosts): its topic follows the body
+        f.seek(84)
+        body = int.from_bytes(f.read(4), "big")
+        f.seek(88 + body + 1 + 2)
+        f.write(b"\0")
+    before = _state(root)
+    plan = plan_recovery(root)
+    assert plan.refusal and "commit log offset 0 " in plan.refusal and "names no consume queue directory" in plan.refusal
+    res = CliRunner().invoke(app, ["recover", str(root), "--apply", "--assume-defaults",
+                                   "--backup-dir", str(tmp_path / "backup")])
+    assert res.exit_code == 3 and "Traceback" not in res.output
+    assert _state(root) == before and read_unfinished(root) is None
+
+
 def test_apply_prints_its_table_without_error(store_copy):
     """--apply's table (what a person sees) names the store and the backup."""
     from typer.testing import CliRunner

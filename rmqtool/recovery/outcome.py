@@ -56,7 +56,7 @@ from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, queue_directo
 from rmqtool.store.message import Message
 from rmqtool.store.record_columns import RecordColumns
 from rmqtool.store.record_kernel import candidate_starts
-from rmqtool.store.paths import LONG_MAX, StorePaths, is_segment_name
+from rmqtool.store.paths import LONG_MAX, StorePaths, is_segment_name, names_a_directory
 from rmqtool.store.segments import Segment, discover
 from rmqtool.store.view import StoreView, view_of_root
 from rmqtool.errors import CorruptData, FormatError, RmqError, StoreAccessError, StoreNotFound
@@ -117,6 +117,9 @@ class Outcome:
     # third-last as loaded): a load of the files recovery left walks from there again, not from
     # the third-last of those left, which may hold zeroed units the broker's walk never read
     queues_walked_from: dict = dataclasses.field(default_factory=dict)
+    # (commit log offset, topic) of the first record dispatch meets whose topic names no
+    # directory (a damaged topic: the CRC covers only the body)
+    topic_unnamed: tuple[int, str] | None = None
     # consumequeue_ext (enableConsumeQueueExt): "TOPIC/Q" -> [(file name, write position)] after the start
     ext_files: dict = dataclasses.field(default_factory=dict)
     ext_files_deleted: list = dataclasses.field(default_factory=list)
@@ -227,6 +230,10 @@ class _Start:
             self.inner_topics.add(request.topic)
         tran = request.sys_flag & TRANSACTION_MASK
         if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
+            if not names_a_directory(request.topic):  # a damaged topic: no queue the engine makes (plan refuses)
+                if self.out.topic_unnamed is None:
+                    self.out.topic_unnamed = (request.commit_log_offset, request.topic)
+                return
             q = self.queue(request.topic, request.queue_id)
             if q.batch:
                 base = request.consume_queue_offset if request.msg_base_offset is None else request.msg_base_offset

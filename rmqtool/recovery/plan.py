@@ -363,8 +363,14 @@ def _opened(root) -> StoreView:
 
 
 def _unnameable_queue_file(outcome: Outcome) -> str | None:
-    """Why --apply refuses a start whose dispatch makes a consume queue's first file at a
-    negative offset (queue_model.first_file_unnameable), or None."""
+    """Why --apply refuses a start whose dispatch makes a consume queue rmqtool does not
+    write: one whose first file is at a negative offset (paths.first_file_unnameable), or one
+    of a topic that names no directory; or None."""
+    if outcome.topic_unnamed is not None:
+        offset, topic = outcome.topic_unnamed
+        return (f"the record at commit log offset {offset} has topic {topic!r}, a damaged field (the body CRC does "
+                f"not cover it) that names no consume queue directory: the start's dispatch cannot make its queue; "
+                f"rmqtool does not write it (rmqtool salvage keeps the messages)")
     for (topic, queue_id), q in sorted(outcome.queue_models.items()):
         unnameable = getattr(q, "unnameable", None)
         if unnameable is not None:

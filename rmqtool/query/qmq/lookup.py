@@ -72,7 +72,7 @@ class QmqLookup:
         needle = message_id.encode("utf-8")
         for seg in self.log.segments:
             for item in messagelog.scan_segment(seg, check_crc=False):
-                if isinstance(item, messagelog.MessageRecord) and needle in item.payload:
+                if isinstance(item, messagelog.MessageRecord) and item.payload is not None and needle in item.payload:
                     try:
                         header = qpayload.PayloadHeader.parse(item.payload)
                     except (cs.ConstructError, UnicodeDecodeError):

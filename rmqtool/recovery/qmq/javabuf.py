@@ -9,10 +9,10 @@ Past the file's bytes (a short file) a mapping reads zeros up to the segment siz
 from __future__ import annotations
 
 import struct
-import zlib
+
+from rmqtool.store.qmq.segments import crc32_zero_extended
 
 _I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
-_ZEROS = bytes(1 << 20)  # what get_crc32 feeds for the zeros past the data, a piece at a time
 
 
 class JavaException(Exception):
@@ -59,10 +59,11 @@ class JavaBuffer:
     """A ByteBuffer over ``data`` (a file's bytes) seen from ``start``, with ``limit`` bytes
     readable; bytes past ``data`` read as zeros (QMQ maps every segment at its full size)."""
 
-    __slots__ = ("data", "start", "limit", "position")
+    __slots__ = ("data", "start", "limit", "position", "zeros_from")
 
-    def __init__(self, data: bytes, start: int, limit: int):
+    def __init__(self, data: bytes, start: int, limit: int, zeros_from: int | None = None):
         self.data, self.start, self.limit, self.position = data, start, limit, 0
+        self.zeros_from = zeros_from  # where ``data`` holds only zeros on (a trailing hole): get_crc32 skips them
 
     def remaining(self) -> int:
         return self.limit - self.position
@@ -89,17 +90,9 @@ class JavaBuffer:
         return piece + bytes(n - len(piece))
 
     def get_crc32(self, n: int) -> int:
-        """``get_bytes(n)``'s CRC-32 (``Crc32.crc32`` of the array), without the bytes: a damaged
-        size can claim most of a 1 GiB segment, and a copy of it once took 780 MB."""
+        """``get_bytes(n)``'s CRC-32 (``Crc32.crc32`` of the array), without the bytes."""
         at = self._take(n)
-        end = min(at + n, len(self.data))
-        crc = 0
-        if end > at:
-            with memoryview(self.data) as view, view[at:end] as piece:  # released before the mapping closes
-                crc = zlib.crc32(piece)
-        for left in range(n - max(end - at, 0), 0, -len(_ZEROS)):  # past the data: zeros
-            crc = zlib.crc32(_ZEROS[:left] if left < len(_ZEROS) else _ZEROS, crc)
-        return crc
+        return crc32_zero_extended(self.data, at, n, self.zeros_from)
 
     def get_byte(self) -> int:
         return _I8.unpack(self.get_bytes(1))[0]

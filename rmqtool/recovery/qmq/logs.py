@@ -15,6 +15,7 @@ import pathlib
 from typing import Callable
 
 from rmqtool.recovery.qmq.javabuf import JavaException, int32, java_mod
+from rmqtool.store.extents import data_end
 from rmqtool.store.qmq.segments import directory_refusal, list_log
 
 
@@ -26,6 +27,7 @@ class Segment:
     size: int
     data: bytes  # the file's bytes; the rest of the segment reads as zeros
     wrote: int
+    data_end: int | None = None  # where the file's last data extent ends: a hole (zeros) after it
 
     @property
     def file_size(self) -> int:
@@ -36,13 +38,14 @@ class Segment:
 Validator = Callable[[Segment], "tuple[bool, int]"]
 
 
-def file_bytes(path: pathlib.Path) -> bytes:
-    """A file's bytes without copying a large file (a read-only mapping)."""
+def file_bytes(path: pathlib.Path) -> tuple[bytes, int]:
+    """A file's bytes without copying a large file (a read-only mapping), and where its last
+    data extent ends (the hole after it reads as zeros)."""
     size = path.stat().st_size
     if size == 0:
-        return b""
+        return b"", 0
     with open(path, "rb") as f:
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), data_end(f.fileno(), size, path)
 
 
 @dataclasses.dataclass(slots=True)
@@ -121,8 +124,8 @@ def load_log(directory: pathlib.Path, segment_size: int, validator: Validator) -
         raise JavaException("java.lang.NumberFormatException", f'For input string: "{path.name}"', str(path))
     log.skipped.extend(p for p in listed.skipped if not p.name.startswith("."))  # directories: IOException, skipped
     for seg in listed.segments:
-        log.segments[seg.base_offset] = Segment(seg.path, seg.base_offset, segment_size, file_bytes(seg.path),
-                                                segment_size)
+        data, end = file_bytes(seg.path)
+        log.segments[seg.base_offset] = Segment(seg.path, seg.base_offset, segment_size, data, segment_size, end)
     _recover(log, validator)
     return log
 

@@ -31,7 +31,7 @@ def _walk(segment: Segment, consume, start: int = 0) -> tuple[bool, int]:
     end-of-segment record is met, PARTIAL at the position of the first invalid record.
     ``start``: the end of a run of records from position 0 already known to pass ``consume``
     one by one (the counted position and the buffer's are then both there)."""
-    buf = JavaBuffer(segment.data, 0, segment.size)
+    buf = JavaBuffer(segment.data, 0, segment.size, segment.data_end)
     buf.position = position = start
     try:
         while True:

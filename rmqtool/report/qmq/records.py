@@ -20,7 +20,10 @@ from rmqtool.store.qmq.messagelog import BlankRecord, Damage, EmptyRecord, Messa
 FAMILY = "qmq"
 
 
-def _payload_fields(raw: bytes, body: str) -> dict:
+def _payload_fields(raw: bytes | None, body: str) -> dict:
+    if raw is None:  # messagelog.parse_record: past the written bytes, no CRC says it is whole
+        return {"payload_error": "payload not read: it runs past the segment's written bytes and no CRC says it is "
+                                 "whole (a torn record, or a damaged size)", "body": None}
     read = qpayload.read_payload(raw)  # the clean case without construct's objects (200 us a record)
     if read is not None:
         (flag, created, expire, subject, message_id, tags, body_length), payload_body, attrs = read

@@ -44,7 +44,8 @@ class MessageRecord:
     payload_crc: int | None  # None for V1 (no CRC field)
     payload_size: int
     header_size: int
-    payload: bytes | None  # None where the reader asked for none (records_of(payloads=False))
+    payload: bytes | None  # None where the reader asked for none (records_of(payloads=False)), or where it
+    # runs past the segment's written bytes and no CRC says it is whole (parse_record: not read)
     payload_crc_ok: bool | None  # None for V1, and when not checked
 
     @property
@@ -132,8 +133,12 @@ def parse_record(data: ZeroExtended, pos: int, check_crc: bool = True) -> Messag
         subject = subject_raw.decode("utf-8")
     except UnicodeDecodeError:
         return "subject is not UTF-8"
-    payload = data.take(at, payload_size)
-    crc_ok = (zlib.crc32(payload) == payload_crc) if has_crc and check_crc else None
+    if at + payload_size <= data.written:
+        payload = data.take(at, payload_size)
+        crc_ok = (zlib.crc32(payload) == payload_crc) if has_crc and check_crc else None
+    else:  # past the written bytes: a torn record, or a damaged size claiming zeros (read only if its CRC says so)
+        crc_ok = (data.crc32(at, payload_size) == payload_crc) if has_crc and check_crc else None
+        payload = data.take(at, payload_size) if crc_ok else None
     return MessageRecord(offset, path, pos, magic, timestamp, sequence, subject, payload_crc, payload_size,
                          header_size(subject_length, magic), payload, crc_ok)
 
@@ -196,15 +201,16 @@ def records_of(data: ZeroExtended, run: record_kernel.MessageRun, subjects: reco
     payloads (None), for a reader of the header fields only. A damaged size can claim most of
     a 1 GiB segment, zeros where the file is cut short: read for nothing, it once took 1.5 GB."""
     segment = data.segment
-    path, base, names = str(segment.path), segment.base_offset, subjects.names
+    path, base, names, written = str(segment.path), segment.base_offset, subjects.names, data.written
     crc_ok = run.crc_ok.tolist() if run.crc_ok is not None else None
     for k, (pos, size, head, magic, timestamp, sequence, sid, crc) in enumerate(zip(
             run.position.tolist(), run.size.tolist(), run.header_size.tolist(), run.magic.tolist(),
             run.timestamp.tolist(), run.sequence.tolist(), run.subject_id.tolist(), run.payload_crc.tolist())):
         v1 = magic == MESSAGE_LOG_MAGIC_V1
+        ok = None if v1 or crc_ok is None else crc_ok[k]
+        read = payloads and (pos + size <= written or ok is True)  # parse_record's rule past the written bytes
         yield MessageRecord(base + pos, path, pos, magic, timestamp, sequence, names[sid], None if v1 else crc,
-                            size - head, head, data.take(pos + head, size - head) if payloads else None,
-                            None if v1 or crc_ok is None else crc_ok[k])
+                            size - head, head, data.take(pos + head, size - head) if read else None, ok)
 
 
 # Bytes of records one kernel run starts in: a segment is read a window at a time, so the
@@ -220,10 +226,13 @@ def scan_pieces(data: ZeroExtended, subjects: record_kernel.SubjectTable, check_
     (a run ends at the first record starting past a ``WINDOW`` of bytes; the next goes on
     from there), everything else (and a record the kernel leaves to it) one item at a time."""
     segment, written, pos = data.segment, data.written, 0
-    buf, mapped_end = data.mapped, data.mapped_end
+    buf = data.mapped
     while pos < written:
         data.release(pos)  # what is behind is read: its pages leave the resident set
-        run = record_kernel.clean_run(buf, pos, min(written, pos + WINDOW), mapped_end, subjects, check_crc, hints)
+        # the kernel's records end by the written end: one that runs on into the zeros (a payload
+        # ending in zero bytes, or a damaged size claiming 600 MB of a hole) is parse_record's,
+        # which does not read those zeros (the kernel's CRC read them: a hole's pages filled the cache)
+        run = record_kernel.clean_run(buf, pos, min(written, pos + WINDOW), written, subjects, check_crc, hints)
         if len(run):
             yield run
             pos = run.stop

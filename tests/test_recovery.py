@@ -381,7 +381,8 @@ def test_apply_refuses_a_queue_offset_that_names_no_file(queue_offset, tmp_path)
         f.write(queue_offset.to_bytes(8, "big", signed=True))
     before = _state(root)
     plan = plan_recovery(root)
-    assert plan.refusal and f"queueOffset {queue_offset}" in plan.refusal and "/7777" in plan.refusal
+    why = plan.dispatch_refusal
+    assert why and f"queueOffset {queue_offset}" in why and "/7777" in why and plan.to_json()["apply_refused"] == why
     res = CliRunner().invoke(app, ["recover", str(root), "--apply", "--assume-defaults",
                                    "--backup-dir", str(tmp_path / "backup")])
     assert res.exit_code == 3 and "Traceback" not in res.output
@@ -423,7 +424,8 @@ def test_apply_refuses_a_topic_that_names_no_directory(tmp_path):
         f.write(b"\0")
     before = _state(root)
     plan = plan_recovery(root)
-    assert plan.refusal and "commit log offset 0 " in plan.refusal and "names no consume queue directory" in plan.refusal
+    why = plan.dispatch_refusal
+    assert why and "commit log offset 0 " in why and "names no consume queue directory" in why
     res = CliRunner().invoke(app, ["recover", str(root), "--apply", "--assume-defaults",
                                    "--backup-dir", str(tmp_path / "backup")])
     assert res.exit_code == 3 and "Traceback" not in res.output

@@ -81,8 +81,8 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
     if to is not None and unfinished is not None:  # a copy of a half-changed store is no store to repair
         raise RepairUnfinished(f"not copied: an interrupted {unfinished.operation} left this store half changed: "
                                f"`{unfinished.finish}` finishes it, `{unfinished.undo}` undoes it", root)
-    if plan.refusal:
-        run.refusal = CorruptData(f"not recovered: {plan.refusal}", root)
+    if plan.refusal or plan.dispatch_refusal:
+        run.refusal = CorruptData(f"not recovered: {plan.refusal or plan.dispatch_refusal}", root)
         return run
     if to is not None and view.commit_log_paths is not None:  # the copy would be of the root, not the disks
         run.refusal = UsageError(f"not recovered: {multi_path_refusal(view.commit_log_paths)}", root)

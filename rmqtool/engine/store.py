@@ -423,8 +423,8 @@ class Store:
         if plan.semantics_undecided:  # which broker's recovery to follow is the operator's to say (even
             # whether it loads the store at all)
             raise UsageError(f"give the broker version's rules (--semantics): {plan.semantics_undecided}", self.root)
-        if plan.refusal:
-            raise CorruptData(plan.refusal, self.root)
+        if plan.refusal or plan.dispatch_refusal:
+            raise CorruptData(plan.refusal or plan.dispatch_refusal, self.root)
         if recover and not plan.is_empty:
             self._refuse_duplicated_files()
         if not plan.is_empty and not recover:

@@ -230,10 +230,8 @@ class _Start:
             self.inner_topics.add(request.topic)
         tran = request.sys_flag & TRANSACTION_MASK
         if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
-            if not names_a_directory(request.topic):  # a damaged topic: no queue the engine makes (plan refuses)
-                if self.out.topic_unnamed is None:
-                    self.out.topic_unnamed = (request.commit_log_offset, request.topic)
-                return
+            if not names_a_directory(request.topic) and self.out.topic_unnamed is None:
+                self.out.topic_unnamed = (request.commit_log_offset, request.topic)  # a damaged topic: apply refuses
             q = self.queue(request.topic, request.queue_id)
             if q.batch:
                 base = request.consume_queue_offset if request.msg_base_offset is None else request.msg_base_offset

@@ -146,6 +146,12 @@ class RecoveryPlan:
         return not self.findings
 
     @property
+    def dispatch_refusal(self) -> str | None:
+        """Why --apply refuses the start's dispatch (a queue rmqtool does not make), or None; the
+        log's end is settled all the same (redispatch's own build refuses the same record)."""
+        return None if self.outcome is None else _unnameable_queue_file(self.outcome)
+
+    @property
     def changes_nothing(self) -> bool:
         """Nothing to recover, and the start's dispatch writes nothing either: an apply has
         nothing to do (a queue or index behind the log is not recovery's, but dispatch fills it)."""
@@ -197,7 +203,7 @@ class RecoveryPlan:
                    "index_rebuild": {"rebuilt_as_is": o.index_rebuilt_as_is, "entries_put": o.index_entries_put,
                                      "entries_repeated": o.index_entries_repeated,
                                      "entries_lost": o.index_entries_lost, "appended_to": o.index_kept_appended},
-                   "apply_refused": self.refusal}
+                   "apply_refused": self.refusal or self.dispatch_refusal}
             if self.rocksdb_cq is not None:  # the simulated queues are file queues the broker does not keep
                 out["queues"] = {}
                 out["start_reason"] = (f"{o.start_reason} (as with file queues: the broker takes RocksDB's "
@@ -293,8 +299,6 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
         reason = "an abnormal start changes nothing here: nothing is dispatched again"
     if rocksdb and refusal is None and _changes(findings):
         refusal = ROCKSDB_REFUSAL
-    if refusal is None:
-        refusal = _unnameable_queue_file(outcome)
     return RecoveryPlan(str(paths.root), outcome.abnormal, size, w.end, tuple(findings), tuple(actions), tuple(cuts),
                         redispatch, reason, tuple(made_ahead), end, outcome, refusal, timer, tuple(ext_cuts),
                         str(paths.consumequeue) if rocksdb else None)

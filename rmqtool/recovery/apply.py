@@ -276,8 +276,8 @@ def write_zeros(path: pathlib.Path, start: int, end: int) -> None:
 def _appended_later(root: pathlib.Path, plan: RecoveryPlan) -> list[Action]:
     """Whole files that dispatching again after the plan appends to or rewrites: the
     checkpoint, the abort marker, each queue's last file (a 5.x batch consume queue's too, and
-    the ext's: the ext units dispatch puts) and the last index file the plan keeps. Kept (as RESTORE entries) so that undo gives
-    the store back exactly."""
+    the ext's: the ext units dispatch puts) and the last index file the plan keeps. Kept (as
+    RESTORE entries) so that undo gives the store back exactly."""
     paths = StorePaths(root)
     gone = {pathlib.Path(a.path).resolve() for a in plan.actions if a.kind == DELETE}
     keep = [paths.checkpoint, paths.abort]

@@ -149,7 +149,7 @@ class RecoveryPlan:
     def dispatch_refusal(self) -> str | None:
         """Why --apply refuses the start's dispatch (a queue rmqtool does not make), or None; the
         log's end is settled all the same (redispatch's own build refuses the same record)."""
-        return None if self.outcome is None else _unnameable_queue_file(self.outcome)
+        return None if self.outcome is None else _dispatch_refusal(self.outcome)
 
     @property
     def changes_nothing(self) -> bool:
@@ -366,7 +366,7 @@ def _opened(root) -> StoreView:
     return StoreView(root)
 
 
-def _unnameable_queue_file(outcome: Outcome) -> str | None:
+def _dispatch_refusal(outcome: Outcome) -> str | None:
     """Why --apply refuses a start whose dispatch makes a consume queue rmqtool does not
     write: one whose first file is at a negative offset (paths.first_file_unnameable), or one
     of a topic that names no directory; or None."""

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import pathlib
+import shutil
 
 import pytest
 from typer.testing import CliRunner
@@ -430,6 +431,38 @@ def test_apply_refuses_a_topic_that_names_no_directory(tmp_path):
                                    "--backup-dir", str(tmp_path / "backup")])
     assert res.exit_code == 3 and "Traceback" not in res.output
     assert _state(root) == before and read_unfinished(root) is None
+
+
+def test_a_dispatch_only_apply_killed_is_undone_or_finished(tmp_path):
+    """kill -9 inside recover --apply of a store whose plan is empty but whose dispatch writes
+    (and whose lock file held other bytes): undo gives every byte back, and the same command
+    again finishes it, after which undo still gives every byte back."""
+    import subprocess
+    import sys
+    root = writable_copy(V5 / "batchcq" / "store", tmp_path / "store")
+    last = sorted((root / "batchconsumequeue" / "BatchCQTopic" / "1").iterdir())[-1]
+    with open(last, "r+b") as f:
+        f.seek(3 * BATCH_CQ_STORE_UNIT_SIZE)
+        f.write(bytes(BATCH_CQ_STORE_UNIT_SIZE))
+    (root / "lock").write_bytes(b"other bytes")
+    before = _hashes(root)
+    backup = tmp_path / "backup"
+    env = dict(os.environ, RMQTOOL_KILL_AFTER="2", PYTHONPATH=str(pathlib.Path(__file__).parents[1]))
+    killed = subprocess.run([sys.executable, "-m", "rmqtool", "recover", str(root), "--apply", "--assume-defaults",
+                             "--backup-dir", str(backup)], env=env, capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -9, killed.stderr
+    assert read_unfinished(root) is not None
+    saved = tmp_path / "killed"
+    shutil.copytree(root, saved)
+    assert CliRunner().invoke(app, ["undo", str(backup)]).exit_code == 0
+    assert _hashes(root) == before
+    shutil.rmtree(root)
+    shutil.copytree(saved, root)
+    res = CliRunner().invoke(app, ["recover", str(root), "--apply", "--assume-defaults"])
+    assert res.exit_code == 0, res.output
+    assert read_unfinished(root) is None
+    assert CliRunner().invoke(app, ["undo", str(backup)]).exit_code == 0
+    assert _hashes(root) == before
 
 
 def test_apply_prints_its_table_without_error(store_copy):

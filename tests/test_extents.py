@@ -50,6 +50,25 @@ def test_extents_hold_every_written_byte(tmp_path_factory, writes, size, lo, spa
     assert end <= size and (not nonzero or end > nonzero[-1])
 
 
+@given(writes=writes, size=st.integers(0, 70 * BLOCK), lo=st.integers(0, 70 * BLOCK),
+       window=st.sampled_from([1, 7, BLOCK, 1 << 20]))
+def test_last_nonzero_is_the_plain_read_stripped(tmp_path_factory, writes, size, lo, window):
+    """Just past the last non-zero byte from ``lo`` on, whatever the window: the file read
+    whole and stripped of its zeros says the same; the holes are never read."""
+    path = tmp_path_factory.mktemp("lastnz") / "file"
+    contents = _sparse(path, size, writes)
+    reads = []
+    with open(path, "rb") as f:
+        def read(at, n):
+            reads.append((at, n))
+            return os.pread(f.fileno(), n, at)
+        found = extents.last_nonzero(f.fileno(), lo, size, read, window, path)
+        spans = list(data_extents(f.fileno(), lo, size, path))
+    stripped = len(contents[lo:].rstrip(b"\0")) if lo < size else 0
+    assert found == (lo + stripped if stripped else None)
+    assert all(any(a <= at and at + n <= b for a, b in spans) for at, n in reads)  # data only
+
+
 def test_a_hole_to_the_end_gives_nothing(tmp_path):
     path = tmp_path / "file"
     _sparse(path, 16 * BLOCK, [(0, b"x")])

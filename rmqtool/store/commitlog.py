@@ -45,6 +45,7 @@ from rmqtool.findings import (BLANK_RECORD_INVALID, BLANK_RECORD_MISSING, BODY_C
 from rmqtool.formats.commitlog import (BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, MESSAGE_MAGIC_CODES,
                                        MIN_MESSAGE_LENGTH, PHYSICAL_OFFSET_AT, MessagePrefix)
 from rmqtool.formats.derive import field_names, struct_of
+from rmqtool.store import extents
 from rmqtool.store.extents import next_extent
 from rmqtool.store.segments import Segment
 from rmqtool.store.message import RECORD_START, Message, RecordError, build_messages, decode_message
@@ -326,27 +327,9 @@ class _FileWindow:
         return None
 
     def last_nonzero(self, start: int) -> int | None:
-        """Position just past the last non-zero byte in [start, size), or None if all zero.
-
-        Holes are skipped unread; the data is compared with zeros a window at a time from
-        its end backwards (one memcmp per window), so a long zero tail costs no byte loop.
-        """
-        extents = []
-        pos = start
-        while pos < self.size:
-            data = self.data_from(pos)
-            if data is None:
-                break
-            pos = self.data_end(data)
-            extents.append((data, pos))
-        for lo, hi in reversed(extents):
-            while hi > lo:
-                n = min(WINDOW, hi - lo)
-                chunk = self.pread(hi - n, n)
-                if chunk != bytes(len(chunk)):
-                    return hi - n + len(chunk.rstrip(b"\x00"))  # only this window is stripped
-                hi -= n
-        return None
+        """Position just past the last non-zero byte in [start, size), or None if all zero
+        (store/extents.last_nonzero: holes unread, a window compared with zeros at a time)."""
+        return extents.last_nonzero(self.fd, start, self.size, self.pread, WINDOW, self.path)
 
 
 def find_record(segment: Segment, position: int) -> int | None:

@@ -5,7 +5,7 @@ log segments and index files, the timer wheel, QMQ's logs, which QMQ maps at 1 G
 unwritten rest is often a hole, and a hole reads as zeros. A reader that skips holes takes
 time that follows the written data, not the file size. Where the file system cannot tell
 holes (EINVAL, EOPNOTSUPP, or no SEEK_DATA on the platform), every byte counts as data:
-slower, never wrong. Nothing here reads a byte.
+slower, never wrong. Nothing here reads a byte but through a reader's own ``read``.
 """
 from __future__ import annotations
 
@@ -57,3 +57,18 @@ def data_end(fd: int, end: int, path=None) -> int:
     for _, last in data_extents(fd, 0, end, path):
         pass
     return last
+
+
+def last_nonzero(fd: int, start: int, end: int, read, window: int, path=None) -> int | None:
+    """Just past the last non-zero byte of ``[start, end)`` of the file open as ``fd``; None
+    when all of it is zero. Its data extents are read from the back ``window`` bytes at a time
+    through ``read(position, n)`` (a pread, a mapping's slice), holes unread, and a window is
+    compared with zeros whole (one memcmp) before it is stripped."""
+    for lo, hi in reversed(list(data_extents(fd, start, end, path))):
+        while hi > lo:
+            n = min(window, hi - lo)
+            chunk = read(hi - n, n)
+            if chunk != bytes(len(chunk)):
+                return hi - n + len(chunk.rstrip(b"\0"))  # only this window is stripped
+            hi -= n
+    return None

@@ -17,7 +17,7 @@ import stat
 import zlib
 
 from rmqtool.formats.qmq.java import NumberFormatError, java_parse
-from rmqtool.store.extents import data_end
+from rmqtool.store.extents import last_nonzero
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -159,14 +159,11 @@ class ZeroExtended:
         self.written = self._written()
 
     def _written(self) -> int:
-        end = data_end(self._file.fileno(), self.file_size, self.segment.path) if self.file_size else 0
-        while end > 0:
-            start = max(0, end - self.CHUNK)
-            chunk = self._map[start:end].rstrip(b"\0")
-            if chunk:
-                return start + len(chunk)
-            end = start
-        return 0
+        if not self.file_size:
+            return 0
+        last = last_nonzero(self._file.fileno(), 0, self.file_size, lambda at, n: self._map[at:at + n], self.CHUNK,
+                            self.segment.path)
+        return last or 0
 
     def take(self, position: int, length: int) -> bytes:
         """``length`` bytes at ``position`` (zeros past the file, none past the segment)."""

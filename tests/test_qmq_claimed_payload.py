@@ -89,3 +89,22 @@ def test_no_command_reads_the_claimed_zeros(tmp_path):
     row = json.loads(results[2][1].splitlines()[0])
     assert row["payload_length"] == CLAIMED and row["payload_crc_ok"] is False and row["body"] is None
     assert "not read" in row["payload_error"]
+
+
+def test_salvage_keeps_the_records_a_damaged_size_claims(tmp_path):
+    """The first record's size claims most of the segment, over every record after it: salvage
+    rejects it and keeps each of the others (their CRCs prove them), where it once kept none."""
+    import json
+    store = expand_store(FIXTURES / "qmq" / "basic" / "store", tmp_path / "store")
+    records = qmq_records(store)
+    first = records[0]
+    with open(first.path, "r+b") as f:
+        f.seek(first.position + first.header_size - 4)
+        f.write(CLAIMED.to_bytes(4, "big"))
+    r = cli_runner().invoke(app, ["salvage", str(store), "--out", str(tmp_path / "kept.jsonl"), "-f", "json"])
+    assert r.exit_code == 3, r.stderr[-500:]
+    doc = json.loads(r.stdout)
+    kept = [json.loads(line)["message_log_offset"] for line in (tmp_path / "kept.jsonl").read_text().splitlines()]
+    assert kept == [rec.offset for rec in records[1:]]
+    assert [x["message_log_offset"] for x in doc["messages_rejected"]] == [first.offset]
+    assert doc["missing_sequences"] == {first.subject: [[first.sequence, first.sequence]]}

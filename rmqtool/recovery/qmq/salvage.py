@@ -2,7 +2,8 @@
 QMQ's recovery cuts the message log, inside damaged segments), and what is lost for good.
 
 A record is kept when its header reads, its lengths fit, its subject is UTF-8 and its payload
-matches its CRC (a V1 record has none: kept as it reads). Reported: the regions no record
+matches its CRC (a V1 record has none: kept as it reads), also one that starts inside the
+bytes a record failing its CRC claims (its size may be the damage: ``records_within``). Reported: the regions no record
 could be read from, the records that fail their CRC, the records whose sequence lies apart
 from their subject's others (the CRC does not cover it: recover's rule, ``plan.hanging_run``),
 and per subject the sequences no kept record has, between 0 (or the first sequence its
@@ -60,7 +61,7 @@ def salvage_qmq(store: str | os.PathLike) -> QmqSalvage:
     start = simulate_start(root)
     result = QmqSalvage(str(root), cut_at=start.message_log.cut_at if start.message_log else None)
     for seg in list_log(root / "messagelog", PER_SEGMENT_FILE_SIZE).segments:
-        for item in messagelog.scan_segment(seg):
+        for item in messagelog.scan_segment(seg, look_inside=True):
             if isinstance(item, messagelog.Damage):
                 result.damaged.append(item)
             elif isinstance(item, messagelog.MessageRecord):

@@ -160,16 +160,37 @@ def _resync(data: ZeroExtended, start: int) -> int:
     return best
 
 
-def scan_segment(segment: LogSegment, check_crc: bool = True) -> Iterator[ScanItem]:
+def scan_segment(segment: LogSegment, check_crc: bool = True, look_inside: bool = False) -> Iterator[ScanItem]:
     """Every record of one segment in order, damage included; ends at the written end.
-    ``check_crc=False`` walks headers only (``payload_crc_ok`` None): the end, not the bodies."""
+    ``check_crc=False`` walks headers only (``payload_crc_ok`` None): the end, not the bodies.
+    ``look_inside``: after a record that fails its CRC, the CRC-proven records that start
+    inside the bytes its size claims (:func:`records_within`; salvage's)."""
     subjects = record_kernel.SubjectTable()
     with ZeroExtended(segment) as data:
         for piece in scan_pieces(data, subjects, check_crc):
-            if isinstance(piece, record_kernel.MessageRun):
-                yield from records_of(data, piece, subjects)
-            else:
-                yield piece
+            for item in records_of(data, piece, subjects) if isinstance(piece, record_kernel.MessageRun) else (piece,):
+                yield item
+                if look_inside and isinstance(item, MessageRecord) and item.payload_crc_ok is False:
+                    yield from records_within(data, item.position + 1, item.position + item.size)
+
+
+def records_within(data: ZeroExtended, lo: int, hi: int) -> Iterator[MessageRecord]:
+    """The message records whose CRC proves them that start in ``[lo, hi)`` of a segment (and
+    its written part), in order: inside a record that fails its CRC, whose damaged size can
+    claim the records after it (600 MB of them once). Only a CRC proves a record here: a V1
+    header (no CRC) inside a payload proves nothing."""
+    pos, hi = lo, min(hi, data.written)
+    while pos < hi:
+        found = [at for at in (data.find(needle, pos, hi) for needle in _MAGIC_BYTES) if at != -1]
+        if not found:
+            return
+        at = min(found)
+        item = parse_record(data, at)
+        if isinstance(item, MessageRecord) and item.payload_crc_ok is True:
+            yield item
+            pos = at + item.size
+        else:
+            pos = at + 1
 
 
 def log_pieces(segments, builder: record_kernel.LogColumnsBuilder, hints=None

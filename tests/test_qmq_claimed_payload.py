@@ -94,7 +94,7 @@ def test_no_command_reads_the_claimed_zeros(tmp_path):
 def test_salvage_keeps_the_records_a_damaged_size_claims(tmp_path):
     """The first record's size claims most of the segment, over every record after it: salvage
     rejects it and keeps each of the others (their CRCs prove them), where it once kept none,
-    and dump and query --msg-id show them."""
+    dump and query --msg-id show them, and verify says their units point at them."""
     import json
     store = expand_store(FIXTURES / "qmq" / "basic" / "store", tmp_path / "store")
     records = qmq_records(store)
@@ -107,6 +107,9 @@ def test_salvage_keeps_the_records_a_damaged_size_claims(tmp_path):
     dumped = cli_runner().invoke(app, ["dump", "messagelog", str(store / "messagelog"), "-f", "jsonl"])
     assert [json.loads(line)["message_log_offset"] for line in dumped.stdout.splitlines()] == \
         [rec.offset for rec in records]  # the damaged one, then each it claims
+    verified = cli_runner().invoke(app, ["verify", str(store), "-f", "jsonl"])
+    mismatched = [f for f in map(json.loads, verified.stdout.splitlines()) if f["finding"] == "consumerLogUnitMismatch"]
+    assert [(f["subject"], f["sequences"]) for f in mismatched] == [(first.subject, 1)]  # the others point at records
     found = cli_runner().invoke(app, ["query", "--msg-id", message_id, str(store), "-f", "jsonl"])
     assert found.exit_code == 0 and json.loads(found.stdout)["message_log_offset"] == records[1].offset
     r = cli_runner().invoke(app, ["salvage", str(store), "--out", str(tmp_path / "kept.jsonl"), "-f", "json"])

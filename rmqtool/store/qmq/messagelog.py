@@ -193,12 +193,15 @@ def records_within(data: ZeroExtended, lo: int, hi: int) -> Iterator[MessageReco
             pos = at + 1
 
 
-def log_pieces(segments, builder: record_kernel.LogColumnsBuilder, hints=None
+def log_pieces(segments, builder: record_kernel.LogColumnsBuilder, hints=None, look_inside: bool = False
                ) -> Iterator[tuple[ZeroExtended, object]]:
     """``scan_pieces`` over a log's segments, each segment open while its pieces are read; every
     message record (a run, or one the careful path read) is also gathered into ``builder``.
     ``hints``: message log offsets where records are said to start (sorted, unique; the
-    consumer logs' units), to prove the walk with (``record_kernel.clean_run``)."""
+    consumer logs' units), to prove the walk with (``record_kernel.clean_run``).
+    ``look_inside``: after a record that fails its CRC, the records :func:`records_within` finds
+    in the bytes it claims, gathered and given too (verify's: a unit that points at one points at
+    a record the data proves)."""
     for seg in segments:
         index = builder.segment(str(seg.path), seg.base_offset)
         mine = None
@@ -208,12 +211,23 @@ def log_pieces(segments, builder: record_kernel.LogColumnsBuilder, hints=None
         with ZeroExtended(seg) as data:
             data.will_read()
             for piece in scan_pieces(data, builder.subjects, builder.check_crc, mine):
+                failing = ()
                 if isinstance(piece, record_kernel.MessageRun):
                     builder.add(index, seg.base_offset, piece)
+                    if look_inside and piece.crc_ok is not None and not piece.crc_ok.all():
+                        run = piece.rows(~piece.crc_ok)
+                        failing = zip(run.position.tolist(), run.size.tolist())
                 elif isinstance(piece, MessageRecord):
                     builder.add(index, seg.base_offset, record_kernel.single_run(piece, builder.subjects,
                                                                                  builder.check_crc))
+                    if look_inside and piece.payload_crc_ok is False:
+                        failing = ((piece.position, piece.size),)
                 yield data, piece
+                for position, size in failing:
+                    for inner in records_within(data, position + 1, position + size):
+                        builder.add(index, seg.base_offset, record_kernel.single_run(inner, builder.subjects,
+                                                                                     builder.check_crc))
+                        yield data, inner
 
 
 def records_of(data: ZeroExtended, run: record_kernel.MessageRun, subjects: record_kernel.SubjectTable,

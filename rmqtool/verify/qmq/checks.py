@@ -152,7 +152,7 @@ class QmqChecks:
         yield from _listing(log)
         hints = self.read_consumer_logs()
         builder = LogColumnsBuilder(SubjectTable(), expect=len(hints))  # a record a unit, mostly
-        for data, piece in messagelog.log_pieces(log.segments, builder, hints):
+        for data, piece in messagelog.log_pieces(log.segments, builder, hints, look_inside=True):
             if isinstance(piece, MessageRun):
                 failing = piece.rows(~piece.crc_ok)
                 for record in messagelog.records_of(data, failing, builder.subjects, payloads=False):
@@ -162,8 +162,8 @@ class QmqChecks:
             yield from messagelog.findings_of(piece)
             if isinstance(piece, messagelog.Damage):
                 self.written_end = max(self.written_end, piece.offset + piece.size)
-            elif isinstance(piece, messagelog.MessageRecord):
-                self.written_end = piece.offset + piece.size
+            elif isinstance(piece, messagelog.MessageRecord):  # one inside a failing record's claim ends before it
+                self.written_end = max(self.written_end, piece.offset + piece.size)
         del hints  # the records are proven: the offsets are not needed
         self.records = records = builder.build()
         self._order = _subject_order(records.subject_id, len(records.subjects.names))

@@ -225,6 +225,36 @@ def test_recover_apply_killed_then_run_again_or_undone(after, tmp_path):
     assert _run("undo", backup).exit_code == 0 and tree(root) == before  # and no original byte lost
 
 
+def test_an_apply_killed_between_two_deletions_is_finished(tmp_path):
+    """kill -9 after the apply deleted a commit log file and before it deleted the (made ahead)
+    file after it: planned as it is, the half-changed store shows a missing middle file, and
+    the command that finishes the repair was refused ('a commit log file is missing before
+    it'). It gives the store back first and plans that, so it finishes; undo then gives every
+    original byte back."""
+    source = tmp_path / "source"
+    shutil.copytree(CRASH / "a-as-is" / "input" / "store", source)
+    segments = sorted((source / "commitlog").iterdir())
+    assert len(segments) >= 3
+    with open(segments[-3], "r+b") as f:  # recovery ends at this file's start: the two after it go
+        f.write(bytes(64))
+    for after in range(1, 20):  # the step at which one is gone and the last is not
+        root = tmp_path / f"store{after}"
+        shutil.copytree(source, root)
+        before = tree(root)
+        backup = tmp_path / f"backup{after}"
+        assert _killed("recover", root, "--apply", "--backup-dir", backup, after=after).returncode == -9
+        if segments[-2].name not in {p.name for p in (root / "commitlog").iterdir()} and \
+                (root / "commitlog" / segments[-1].name).exists():
+            break
+    else:
+        pytest.fail("no step left a gap")
+    r = _run("recover", root, "--apply", "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["applied"]["backup_dir"] == str(backup)  # the same backup, made again
+    assert not (root / UNFINISHED_FILE).exists()
+    assert _run("undo", backup).exit_code == 0 and tree(root) == before
+
+
 @pytest.mark.parametrize("after", [1, 3])
 def test_redispatch_apply_killed_then_run_again_or_undone(after, tmp_path):
     root = writable_copy(BASIC, tmp_path / "store")

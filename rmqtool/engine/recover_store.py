@@ -57,6 +57,14 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
     from rmqtool.store.rocksdb_cq import configured_store_type
 
     root = view.root
+    rolled_back = None
+    if apply and to is None and view.unfinished is not None and view.unfinished.operation == "recover":
+        # an --apply cut short: the store given back as it was first, then planned (planned half changed, a
+        # file deleted before the next one looked missing, and the command that finishes it was refused)
+        from rmqtool.recovery.undo import roll_back_unfinished
+        from rmqtool.store.view import StoreView
+        rolled_back = roll_back_unfinished(root, "recover")
+        view = StoreView(root, commit_log_paths=view.commit_log_paths)
     missing_file_ok = to is not None or force  # a new directory is the broker's load of the store, the input kept
     plan = plan_recovery(view, settings=settings, keep_index=keep_index, missing_file_ok=missing_file_ok,
                          store_type=configured_store_type(given))
@@ -97,7 +105,7 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
         run.sizes = None
         return run
     command = shlex.join(["rmqtool", "recover", str(target), *again, "--apply"])
-    applied = _apply(target, settings, keep_index, backup_dir, given, missing_file_ok, command,
+    applied = _apply(target, settings, keep_index, backup_dir or rolled_back, given, missing_file_ok, command,
                      _moved(rewrites, root, target), on_written)
     doc["applied"] = {"store_path": str(target), **(applied.to_json() if applied is not None else
                                                {"backup_dir": None, "manifest": None})}

@@ -465,8 +465,6 @@ def _hanging_together(records: LogColumns, rows: np.ndarray, subject: str,
                       unreadable: int) -> tuple[np.ndarray, np.ndarray]:
     """Of a subject's records (``rows``, one a sequence, by sequence), those whose sequences
     hang together (:func:`hanging_run`), and the others."""
-    if len(rows) < 2:
-        return rows, rows[:0]
     lo, hi = hanging_run(records.sequence[rows], sequence_slack(subject, unreadable, len(rows)))
     if lo == 0 and hi == len(rows):
         return rows, rows[:0]

@@ -3,11 +3,12 @@ QMQ's recovery cuts the message log, inside damaged segments), and what is lost 
 
 A record is kept when its header reads, its lengths fit, its subject is UTF-8 and its payload
 matches its CRC (a V1 record has none: kept as it reads), also one that starts inside the
-bytes a record failing its CRC claims (its size may be the damage: ``records_within``). Reported: the regions no record
-could be read from, the records that fail their CRC, the records whose sequence lies apart
-from their subject's others (the CRC does not cover it: recover's rule, ``plan.hanging_run``),
-and per subject the sequences no kept record has, between 0 (or the first sequence its
-consumer log still holds) and the highest of those that hang together.
+bytes a record failing its CRC claims (its size may be the damage: ``records_within``).
+Reported: the regions no record could be read from, the records that fail their CRC, the
+records whose sequence lies apart from their subject's others (the CRC does not cover it:
+recover's rule, ``plan.hanging_run``), and per subject the sequences no kept record has,
+between 0 (or the first sequence its consumer log still holds) and the highest of those
+that hang together.
 """
 from __future__ import annotations
 

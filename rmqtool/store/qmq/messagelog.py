@@ -147,17 +147,25 @@ def _is_clean(item) -> bool:
     return not isinstance(item, str) and not (isinstance(item, MessageRecord) and item.payload_crc_ok is False)
 
 
+def _next_record(data: ZeroExtended, start: int, end: int, accept) -> tuple[int, object] | None:
+    """The first position in ``[start, end)`` where a magic begins a record ``accept`` takes,
+    with that record (``parse_record``'s); None when there is none."""
+    found = None
+    for needle in _MAGIC_BYTES:  # each magic's first taken record, bounded by the best so far
+        at = data.find(needle, start, end)
+        while at != -1:
+            item = parse_record(data, at)
+            if accept(item):
+                found, end = (at, item), at
+                break
+            at = data.find(needle, at + 1, end)
+    return found
+
+
 def _resync(data: ZeroExtended, start: int) -> int:
     """The next position after ``start`` where a clean record begins, else the written end."""
-    best = data.written
-    for needle in _MAGIC_BYTES:
-        at = data.find(needle, start, best)
-        while at != -1:
-            if _is_clean(parse_record(data, at)):
-                best = at
-                break
-            at = data.find(needle, at + 1, best)
-    return best
+    found = _next_record(data, start, data.written, _is_clean)
+    return data.written if found is None else found[0]
 
 
 def scan_segment(segment: LogSegment, check_crc: bool = True, look_inside: bool = False) -> Iterator[ScanItem]:
@@ -181,16 +189,16 @@ def records_within(data: ZeroExtended, lo: int, hi: int) -> Iterator[MessageReco
     header (no CRC) inside a payload proves nothing."""
     pos, hi = lo, min(hi, data.written)
     while pos < hi:
-        found = [at for at in (data.find(needle, pos, hi) for needle in _MAGIC_BYTES) if at != -1]
-        if not found:
+        found = _next_record(data, pos, hi, _proven)
+        if found is None:
             return
-        at = min(found)
-        item = parse_record(data, at)
-        if isinstance(item, MessageRecord) and item.payload_crc_ok is True:
-            yield item
-            pos = at + item.size
-        else:
-            pos = at + 1
+        at, item = found
+        yield item
+        pos = at + item.size
+
+
+def _proven(item) -> bool:
+    return isinstance(item, MessageRecord) and item.payload_crc_ok is True
 
 
 def log_pieces(segments, builder: record_kernel.LogColumnsBuilder, hints=None, look_inside: bool = False

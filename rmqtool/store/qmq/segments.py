@@ -132,7 +132,8 @@ def crc32_zero_extended(data, at: int, n: int, zeros_from: int | None = None) ->
     claim most of a 1 GiB segment, and a copy of it once took 780 MB. ``zeros_from``: where
     ``data`` holds only zeros on (a file's trailing hole): those are not read either (read
     through the mapping, a hole's pages filled the page cache, 600 MB of them)."""
-    end = min(at + n, len(data), len(data) if zeros_from is None else max(zeros_from, 0))
+    held = len(data) if zeros_from is None else min(len(data), zeros_from)  # the bytes that are read
+    end = min(at + n, held)
     crc = 0
     if end > at:
         with memoryview(data) as view, view[at:end] as piece:  # released before the mapping closes

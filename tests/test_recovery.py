@@ -390,17 +390,22 @@ def test_apply_refuses_a_queue_offset_that_names_no_file(queue_offset, tmp_path)
     assert _state(root) == before
 
 
+def _batch_queue_unit_zeroed(tmp_path) -> tuple[pathlib.Path, pathlib.Path]:
+    """A copy of the 5.x batch queue store whose queue 1 lost a unit in its last file (the
+    plan is empty; the start's dispatch writes that file again); the store and that file."""
+    root = writable_copy(V5 / "batchcq" / "store", tmp_path / "store")
+    last = sorted((root / "batchconsumequeue" / "BatchCQTopic" / "1").iterdir())[-1]
+    with open(last, "r+b") as f:
+        f.seek(3 * BATCH_CQ_STORE_UNIT_SIZE)
+        f.write(bytes(BATCH_CQ_STORE_UNIT_SIZE))
+    return root, last
+
+
 def test_undo_gives_back_a_batch_queue_file_dispatch_rewrote(tmp_path):
     """A 5.x batch consume queue whose last file lost a unit: the plan cuts it there and the
     start's dispatch writes the units after it again, over bytes the file held. The file is
     kept whole before, as a consume queue's last file is, and undo gives every byte back."""
-    root = writable_copy(V5 / "batchcq" / "store", tmp_path / "store")
-    (root / "config").mkdir(exist_ok=True)
-    last = sorted((root / "batchconsumequeue" / "BatchCQTopic" / "1").iterdir())[-1]
-    unit = BATCH_CQ_STORE_UNIT_SIZE
-    with open(last, "r+b") as f:
-        f.seek(3 * unit)
-        f.write(bytes(unit))
+    root, last = _batch_queue_unit_zeroed(tmp_path)
     before = _hashes(root)
     backup = tmp_path / "backup"
     res = CliRunner().invoke(app, ["recover", str(root), "--apply", "--assume-defaults", "--backup-dir", str(backup)])
@@ -439,11 +444,7 @@ def test_a_dispatch_only_apply_killed_is_undone_or_finished(tmp_path):
     again finishes it, after which undo still gives every byte back."""
     import subprocess
     import sys
-    root = writable_copy(V5 / "batchcq" / "store", tmp_path / "store")
-    last = sorted((root / "batchconsumequeue" / "BatchCQTopic" / "1").iterdir())[-1]
-    with open(last, "r+b") as f:
-        f.seek(3 * BATCH_CQ_STORE_UNIT_SIZE)
-        f.write(bytes(BATCH_CQ_STORE_UNIT_SIZE))
+    root, _ = _batch_queue_unit_zeroed(tmp_path)
     (root / "lock").write_bytes(b"other bytes")
     before = _hashes(root)
     backup = tmp_path / "backup"

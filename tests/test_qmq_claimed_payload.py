@@ -119,3 +119,40 @@ def test_salvage_keeps_the_records_a_damaged_size_claims(tmp_path):
     assert kept == [rec.offset for rec in records[1:]]
     assert [x["message_log_offset"] for x in doc["messages_rejected"]] == [first.offset]
     assert doc["missing_sequences"] == {first.subject: [[first.sequence, first.sequence]]}
+
+
+def test_every_reader_ends_the_log_where_the_writing_ended_and_sees_every_record(tmp_path):
+    """The second-last record's size claims zeros past the last one: each reader reports the
+    written end the engine read back (not the claim's end) and counts the last record, which
+    the claim covers and its CRC proves. recover's plan once said "written end" for the
+    claim's end and one record dropped where verify said two; info and Spark's export missed
+    the covered record."""
+    import json
+
+    from conftest import load_truth
+    from rmqtool.spark.qmq.export import MessageLogTask, export_message_log_task
+    from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
+    from rmqtool.store.qmq.segments import list_log
+
+    truth = load_truth(FIXTURES / "qmq" / "basic" / "truth.json")["readBack"]["messageLog"]
+    store = expand_store(FIXTURES / "qmq" / "basic" / "store", tmp_path / "store")
+    records = qmq_records(store)
+    damaged, covered = records[-2], records[-1]
+    with open(damaged.path, "r+b") as f:
+        f.seek(damaged.position + damaged.header_size - 4)
+        f.write((damaged.payload_size + (1 << 20)).to_bytes(4, "big"))
+    expected = [(damaged.offset, damaged.subject, damaged.sequence), (covered.offset, covered.subject, covered.sequence)]
+
+    verified = [json.loads(line) for line in
+                cli_runner().invoke(app, ["verify", str(store), "-f", "jsonl"]).stdout.splitlines()]
+    cut = next(f for f in verified if f["finding"] == "recoveryCutsMessageLog")
+    assert f"before its written end {truth['maxOffset']}:" in cut["message"] and cut["records"] == len(expected)
+    plan = json.loads(cli_runner().invoke(app, ["recover", str(store), "-f", "json"]).stdout)
+    log = plan["broker_start"]["message_log"]
+    assert (log["written_end"], log["cut_at"]) == (truth["maxOffset"], damaged.offset)
+    assert [(r["message_log_offset"], r["subject"], r["sequence"]) for r in plan["records_dropped"]] == expected
+    info = json.loads(cli_runner().invoke(app, ["info", str(store), "-f", "json"]).stdout)["message_log"]
+    assert (info["written_end"], info["records"]) == (truth["maxOffset"], len(truth["records"]))
+    segment = list_log(store / "messagelog", PER_SEGMENT_FILE_SIZE).segments[-1]
+    summary = export_message_log_task(MessageLogTask("s", str(store), segment), str(tmp_path / "out"))
+    assert summary.messages == len(truth["records"])

@@ -27,7 +27,7 @@ def _wanted(path: pathlib.Path, only: pathlib.Path | None) -> bool:
 def message_log_rows(root: pathlib.Path, body: str = "base64", only: pathlib.Path | None = None) -> Iterator[dict]:
     for seg in list_log(root / "messagelog", PER_SEGMENT_FILE_SIZE).segments:
         if _wanted(seg.path, only):
-            for item in messagelog.scan_segment(seg, look_inside=True):  # a damaged size hides no record
+            for item in messagelog.scan_segment(seg):
                 yield message_log_row(item, body)
 
 

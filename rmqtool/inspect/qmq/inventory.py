@@ -34,12 +34,15 @@ def _message_log(root: pathlib.Path) -> tuple[dict, int]:
             for piece in messagelog.scan_pieces(data, subjects, check_crc=False):
                 if isinstance(piece, record_kernel.MessageRun):
                     records += len(piece)
-                    end = seg.base_offset + int(piece.position[-1]) + int(piece.size[-1])
                 elif isinstance(piece, messagelog.MessageRecord):
                     records += 1
-                    end = piece.offset + piece.size
+                    if piece.position + piece.size > data.written:  # a torn record or a damaged size:
+                        # the records its claim covers count where a CRC proves them (verify's rule)
+                        records += sum(1 for _ in messagelog.records_within(data, piece.position + 1,
+                                                                            piece.position + piece.size))
                 elif isinstance(piece, messagelog.Damage):
                     damaged += 1
+                end = max(end, messagelog.item_end(data, piece) or end)
     doc = {"segments": _segments(log), "written_end": end, "records": records, "damaged_regions": damaged,
            "skipped_files": [p.name for p in log.skipped], "unreadable_names": [p.name for p in log.unparsable]}
     return doc, end

@@ -71,7 +71,7 @@ class QmqLookup:
     def by_message_id(self, message_id: str) -> Iterator[messagelog.MessageRecord]:
         needle = message_id.encode("utf-8")
         for seg in self.log.segments:
-            for item in messagelog.scan_segment(seg, look_inside=True):  # a damaged size hides none
+            for item in messagelog.scan_segment(seg):
                 if isinstance(item, messagelog.MessageRecord) and item.payload is not None and needle in item.payload:
                     try:
                         header = qpayload.PayloadHeader.parse(item.payload)

@@ -62,7 +62,7 @@ def salvage_qmq(store: str | os.PathLike) -> QmqSalvage:
     start = simulate_start(root)
     result = QmqSalvage(str(root), cut_at=start.message_log.cut_at if start.message_log else None)
     for seg in list_log(root / "messagelog", PER_SEGMENT_FILE_SIZE).segments:
-        for item in messagelog.scan_segment(seg, look_inside=True):
+        for item in messagelog.scan_segment(seg):
             if isinstance(item, messagelog.Damage):
                 result.damaged.append(item)
             elif isinstance(item, messagelog.MessageRecord):

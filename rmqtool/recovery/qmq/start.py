@@ -285,7 +285,7 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
     if refusal is None and actions.hangs_at is not None:
         refusal = _hang(actions, action_log, "start(): action log replay")
 
-    written_end = int(in_files.end.max()) if len(in_files) else 0
+    written_end = in_files.written_end
     end = message_log.max_offset()
     deleted = {str(s.path) for s in message_log.deleted}
     lost = _lost_records(in_files, end, deleted)

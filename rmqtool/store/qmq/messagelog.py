@@ -168,17 +168,17 @@ def _resync(data: ZeroExtended, start: int) -> int:
     return data.written if found is None else found[0]
 
 
-def scan_segment(segment: LogSegment, check_crc: bool = True, look_inside: bool = False) -> Iterator[ScanItem]:
+def scan_segment(segment: LogSegment, check_crc: bool = True) -> Iterator[ScanItem]:
     """Every record of one segment in order, damage included; ends at the written end.
     ``check_crc=False`` walks headers only (``payload_crc_ok`` None): the end, not the bodies.
-    ``look_inside``: after a record that fails its CRC, the CRC-proven records that start
-    inside the bytes its size claims (:func:`records_within`; salvage's)."""
+    After a record that fails its CRC come the CRC-proven records that start inside the bytes
+    its size claims (:func:`records_within`): a damaged size hides no record from any reader."""
     subjects = record_kernel.SubjectTable()
     with ZeroExtended(segment) as data:
         for piece in scan_pieces(data, subjects, check_crc):
             for item in records_of(data, piece, subjects) if isinstance(piece, record_kernel.MessageRun) else (piece,):
                 yield item
-                if look_inside and isinstance(item, MessageRecord) and item.payload_crc_ok is False:
+                if isinstance(item, MessageRecord) and item.payload_crc_ok is False:
                     yield from records_within(data, item.position + 1, item.position + item.size)
 
 
@@ -201,15 +201,15 @@ def _proven(item) -> bool:
     return isinstance(item, MessageRecord) and item.payload_crc_ok is True
 
 
-def log_pieces(segments, builder: record_kernel.LogColumnsBuilder, hints=None, look_inside: bool = False
+def log_pieces(segments, builder: record_kernel.LogColumnsBuilder, hints=None
                ) -> Iterator[tuple[ZeroExtended, object]]:
     """``scan_pieces`` over a log's segments, each segment open while its pieces are read; every
     message record (a run, or one the careful path read) is also gathered into ``builder``.
     ``hints``: message log offsets where records are said to start (sorted, unique; the
     consumer logs' units), to prove the walk with (``record_kernel.clean_run``).
-    ``look_inside``: after a record that fails its CRC, the records :func:`records_within` finds
-    in the bytes it claims, gathered and given too (verify's: a unit that points at one points at
-    a record the data proves)."""
+    After a record that fails its CRC, the records :func:`records_within` finds in the bytes it
+    claims are gathered and given too (a unit that points at one points at a record the data
+    proves). The builder learns where each piece ends (:func:`item_end`): its columns' written end."""
     for seg in segments:
         index = builder.segment(str(seg.path), seg.base_offset)
         mine = None
@@ -222,19 +222,21 @@ def log_pieces(segments, builder: record_kernel.LogColumnsBuilder, hints=None, l
                 failing = ()
                 if isinstance(piece, record_kernel.MessageRun):
                     builder.add(index, seg.base_offset, piece)
-                    if look_inside and piece.crc_ok is not None and not piece.crc_ok.all():
+                    if piece.crc_ok is not None and not piece.crc_ok.all():
                         run = piece.rows(~piece.crc_ok)
                         failing = zip(run.position.tolist(), run.size.tolist())
                 elif isinstance(piece, MessageRecord):
                     builder.add(index, seg.base_offset, record_kernel.single_run(piece, builder.subjects,
                                                                                  builder.check_crc))
-                    if look_inside and piece.payload_crc_ok is False:
+                    if piece.payload_crc_ok is False:
                         failing = ((piece.position, piece.size),)
+                builder.reached(item_end(data, piece))
                 yield data, piece
                 for position, size in failing:
                     for inner in records_within(data, position + 1, position + size):
                         builder.add(index, seg.base_offset, record_kernel.single_run(inner, builder.subjects,
                                                                                      builder.check_crc))
+                        builder.reached(item_end(data, inner))
                         yield data, inner
 
 
@@ -312,12 +314,20 @@ def findings_of(item: ScanItem) -> list[Finding]:
     return []
 
 
-def written_end(segment: LogSegment) -> int:
-    """The message log offset after the segment's last record (its base when it holds none)."""
-    end = segment.base_offset
-    for item in scan_segment(segment, check_crc=False):
-        if isinstance(item, MessageRecord):
-            end = item.offset + item.size
-        elif isinstance(item, (BlankRecord, Damage)):
-            end = max(end, item.offset + (item.until - item.position if isinstance(item, BlankRecord) else item.size))
-    return end
+def item_end(data: ZeroExtended, item) -> int | None:
+    """The message log offset where a scanned item's bytes end, counted no further than the
+    segment's written bytes: a record whose size claims zeros past them, its payload proven
+    by no CRC (a torn record, or a damaged size), ends where the writing did. None for the
+    end-of-segment record (the log's records end before it)."""
+    base = data.segment.base_offset
+    if isinstance(item, record_kernel.MessageRun):  # the kernel's records end by the written end
+        return base + int(item.position[-1] + item.size[-1]) if len(item) else None
+    if isinstance(item, MessageRecord):
+        if item.position + item.size <= data.written or item.payload_crc_ok is True:
+            return item.offset + item.size
+        return base + max(data.written, item.position)
+    if isinstance(item, BlankRecord):
+        return base + item.until
+    if isinstance(item, Damage):
+        return item.offset + item.size
+    return None

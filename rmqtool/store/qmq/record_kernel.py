@@ -361,6 +361,9 @@ class LogColumns:
     subject_id: np.ndarray
     crc_ok: np.ndarray | None
     timestamp: np.ndarray | None = None  # kept when the builder was asked (recover's plan writes units)
+    # the message log offset where the written records (and damage) end: the first segment's
+    # base when there are none; never past a segment's written bytes (messagelog.item_end)
+    written_end: int = 0
 
     def __len__(self) -> int:
         return len(self.offset)
@@ -422,11 +425,19 @@ class LogColumnsBuilder:
         self._fields = (_BUILT if check_crc else _BUILT[:-1]) + ((("timestamp", np.int64),) if timestamps else ())
         self._columns = {name: np.empty(max(expect, 1024), dtype) for name, dtype in self._fields}
         self._count = 0
+        self.written_end: int | None = None
 
     def segment(self, path: str, base_offset: int) -> int:
         self.paths.append(path)
         self._bases.append(base_offset)
+        if self.written_end is None:
+            self.written_end = base_offset
         return len(self.paths) - 1
+
+    def reached(self, end: int | None) -> None:
+        """The log's bytes go on to ``end`` (a scanned item's :func:`messagelog.item_end`)."""
+        if end is not None and end > self.written_end:
+            self.written_end = end
 
     def add(self, segment_index: int, base_offset: int, run: MessageRun) -> None:
         lo, hi = self._count, self._count + len(run)
@@ -450,4 +461,4 @@ class LogColumnsBuilder:
              for name, column in columns.items()}
         return LogColumns(self.subjects, self.paths, c["segment"], c["offset"], np.array(self._bases, np.int64),
                           c["size"], c["header_size"], c["magic"], c["sequence"], c["subject_id"], c.get("crc_ok"),
-                          c.get("timestamp"))
+                          c.get("timestamp"), self.written_end or 0)

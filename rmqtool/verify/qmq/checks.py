@@ -152,20 +152,16 @@ class QmqChecks:
         yield from _listing(log)
         hints = self.read_consumer_logs()
         builder = LogColumnsBuilder(SubjectTable(), expect=len(hints))  # a record a unit, mostly
-        for data, piece in messagelog.log_pieces(log.segments, builder, hints, look_inside=True):
+        for data, piece in messagelog.log_pieces(log.segments, builder, hints):
             if isinstance(piece, MessageRun):
                 failing = piece.rows(~piece.crc_ok)
                 for record in messagelog.records_of(data, failing, builder.subjects, payloads=False):
                     yield from messagelog.findings_of(record)
-                self.written_end = data.segment.base_offset + int(piece.position[-1] + piece.size[-1])
                 continue
             yield from messagelog.findings_of(piece)
-            if isinstance(piece, messagelog.Damage):
-                self.written_end = max(self.written_end, piece.offset + piece.size)
-            elif isinstance(piece, messagelog.MessageRecord):  # one inside a failing record's claim ends before it
-                self.written_end = max(self.written_end, piece.offset + piece.size)
         del hints  # the records are proven: the offsets are not needed
         self.records = records = builder.build()
+        self.written_end = records.written_end
         self._order = _subject_order(records.subject_id, len(records.subjects.names))
         for sid, (count, first_before, first_after, at) in _sequence_gaps(records, self._order).items():
             subject = records.subjects.names[sid]

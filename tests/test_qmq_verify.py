@@ -9,6 +9,7 @@ from conftest import FIXTURES, load_truth
 from helpers import expand_store
 from rmqtool import findings as ids
 from rmqtool.findings import Severity
+from rmqtool.formats.qmq.consumerlog import is_fill_unit
 from rmqtool.verify.qmq.checks import check_store
 
 QMQ = FIXTURES / "qmq"
@@ -17,6 +18,17 @@ CRASH = QMQ / "crash"
 
 def verify(src, tmp_path):
     return list(check_store(expand_store(src, tmp_path / "store")))
+
+
+def runs_text(sequences) -> str:
+    """Sorted sequences as "a-b, c" runs."""
+    runs = []
+    for q in sequences:
+        if runs and runs[-1][1] == q - 1:
+            runs[-1][1] = q
+        else:
+            runs.append([q, q])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def by_id(found, finding_id):
@@ -121,6 +133,17 @@ def test_the_consequences_are_what_qmq_did(variant, tmp_path):
     empty = {f.details["subject"]: f.details["sequences"] for f in by_id(found, ids.MESSAGES_SERVED_EMPTY)}
     assert empty == {s: sum(b - a + 1 for a, b in p["servedSuccessWithoutMessage"])
                      for s, p in truth["perSubject"].items() if p["servedSuccessWithoutMessage"]}
+    # and why: the replay's fill units (as the restarted engine read its consumer logs back), or a unit of
+    # the sequence's own pointing past the kept log
+    for f in by_id(found, ids.MESSAGES_SERVED_EMPTY):
+        units = {u["sequence"]: u for u in truth["recovered"]["consumerLogs"][f.details["subject"]]["units"]}
+        empty = [q for a, b in truth["perSubject"][f.details["subject"]]["servedSuccessWithoutMessage"]
+                 for q in range(a, b + 1)]
+        filled = [q for q in empty if is_fill_unit(units[q]["wroteOffset"], units[q]["wroteBytes"], units[q]["headerSize"])]
+        why = [f"{what} {runs_text(qs)}" for what, qs in (
+            ("filled by the replay, their records not replayed:", filled),
+            ("units pointing past the kept message log:", sorted(set(empty) - set(filled)))) if qs]
+        assert f.message.endswith(f" ({'; '.join(why)})"), f.message
 
 
 @pytest.mark.parametrize("variant", ["a-as-is", "f-garbled-latest-message-checkpoint", "g-lost-message-checkpoints"])

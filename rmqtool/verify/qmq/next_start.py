@@ -23,6 +23,32 @@ def _count(ranges: Iterable) -> int:
     return sum(b - a + 1 for a, b in ranges)
 
 
+def _minus(ranges: Iterable, taken: Iterable) -> list[tuple[int, int]]:
+    """The inclusive runs of ``ranges`` that no run of ``taken`` covers (both in order)."""
+    out, taken = [], sorted(taken)
+    for first, last in ranges:
+        for a, b in taken:
+            if b < first or a > last:
+                continue
+            if a > first:
+                out.append((first, a - 1))
+            first = b + 1
+        if first <= last:
+            out.append((first, last))
+    return out
+
+
+def _why_empty(s) -> str:
+    """Which of the empty sequences the replay filled (``fillPreBlank``: their records were
+    not replayed), and which have a unit of their own pointing past the kept message log (its
+    record cut, or never written there). QMQ's fill units point past it too (offset 0,
+    2147483647 bytes)."""
+    why = [f"{what} {ranges_text(ranges)}" for what, ranges in (
+        ("filled by the replay, their records not replayed:", s.fill_units),
+        ("units pointing past the kept message log:", _minus(s.units_pointing_past_log_end, s.fill_units))) if ranges]
+    return f" ({'; '.join(why)})" if why else ""
+
+
 def next_start_findings(outcome: StartOutcome, actions_in_files: list) -> Iterator[Finding]:
     root = pathlib.Path(outcome.store)
     if outcome.refusal is not None:
@@ -43,7 +69,7 @@ def next_start_findings(outcome: StartOutcome, actions_in_files: list) -> Iterat
         if s.served_success_without_message:
             yield finding(ids.MESSAGES_SERVED_EMPTY, subject_directory(root, s.subject), None,
                           f"{s.subject}: sequences {ranges_text(s.served_success_without_message)} are served as "
-                          f"SUCCESS with no message after the next start", subject=s.subject,
+                          f"SUCCESS with no message after the next start{_why_empty(s)}", subject=s.subject,
                           sequences=_count(s.served_success_without_message))
         if s.not_served:
             yield finding(ids.MESSAGES_NOT_SERVED, subject_directory(root, s.subject), None,

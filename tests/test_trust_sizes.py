@@ -353,3 +353,50 @@ def test_an_int_the_broker_cannot_parse_leaves_its_default(tmp_path):
     conf.write_text("maxHashSlotNum=777 \n")  # a trailing blank: Integer.parseInt throws, the broker keeps 5000000
     value, why = read_broker_config(conf).int_setting("maxHashSlotNum", 5_000_000)
     assert value == 5_000_000 and "default" in why
+
+
+# --- a queue file cut short ----------------------------------------------------------------
+
+def _cut_to_one_file(store: pathlib.Path, keep: int) -> pathlib.Path:
+    """T0/0 left with its first file only, cut to ``keep`` bytes; that file."""
+    files = sorted((store / "consumequeue" / "T0" / "0").iterdir())
+    for later in files[1:]:
+        later.unlink()
+    with open(files[0], "r+b") as f:
+        f.truncate(keep)
+    return files[0]
+
+
+def test_a_queue_whose_only_file_was_cut_short_is_one_the_load_refuses(built, store):
+    """Every queue is loaded with the one mapped file size the store's full files show: the
+    queue left with one file cut short does not load (MappedFileQueue.load), where its own
+    size once passed for the setting and recover stopped on "queue files of different sizes"."""
+    size = _queue_files(built)["consumequeue/T0/0/00000000000000000000"]
+    cut = _cut_to_one_file(store, size // 3 + 9)  # mid-unit
+    r = _run("recover", store, "-f", "json")
+    assert r.exit_code == ExitCode.CORRUPT, r.output
+    doc = json.loads(r.stdout)
+    assert doc["loadable"] is False
+    assert doc["reason"].startswith(f"{cut}: {size // 3 + 9} bytes, not the mapped file size {size}:")
+    found = [json.loads(line) for line in _run("verify", store, "-f", "jsonl").stdout.splitlines()]
+    assert [f["message"] for f in found if f["finding"] == "storeNotLoadable"] == [doc["reason"]]
+    end = next(f for f in found if f["finding"] == "commitLogEnd")
+    assert "not simulated" not in end["message"] and "does not load the store" in end["message"]
+
+
+def test_queues_whose_only_files_disagree_ask_for_the_size(tmp_path):
+    """No queue has a file after its first and two first files of whole units disagree: the
+    store does not show the setting. recover says which option gives it, and given, plans
+    with it (the other file is the one the load refuses)."""
+    store = _build(tmp_path / "store", n=60)  # a file a queue
+    sizes = _queue_files(store)
+    assert len(set(sizes.values())) == 1 and all(len(list(d.iterdir())) == 1
+                                                 for _t, _q, d in queue_directories(store / "consumequeue"))
+    size = next(iter(sizes.values()))
+    cut = _cut_to_one_file(store, size // 2 // 20 * 20)
+    r = _run("recover", store)
+    assert r.exit_code == ExitCode.CORRUPT and "--cq-size" in r.stderr and "Traceback" not in r.stderr
+    r = _run("recover", store, "--cq-size", size, "-f", "json")
+    doc = json.loads(r.stdout)
+    assert doc["loadable"] is False and doc["reason"].startswith(f"{cut}: {size // 2 // 20 * 20} bytes, not the "
+                                                                 f"mapped file size {size}:"), r.output

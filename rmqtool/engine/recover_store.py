@@ -52,7 +52,7 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
     record of its size the walk accepts (recovery/quarantine.py), so the records after it stay.
     ``on_written(n)``: told the bytes the apply writes (backup, zeros, re-dispatch)."""
     from rmqtool.engine.store import multi_path_refusal, unknown_sizes
-    from rmqtool.engine.store_sizes import store_sizes
+    from rmqtool.engine.store_sizes import plan_queue_file_size, store_sizes
     from rmqtool.recovery.plan import plan_recovery
     from rmqtool.store.rocksdb_cq import configured_store_type
 
@@ -66,8 +66,8 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
         rolled_back = roll_back_unfinished(root, "recover")
         view = StoreView(root, commit_log_paths=view.commit_log_paths)
     missing_file_ok = to is not None or force  # a new directory is the broker's load of the store, the input kept
-    plan = plan_recovery(view, settings=settings, keep_index=keep_index, missing_file_ok=missing_file_ok,
-                         store_type=configured_store_type(given))
+    plan = plan_recovery(view, consume_queue_file_size=plan_queue_file_size(root, given), settings=settings,
+                         keep_index=keep_index, missing_file_ok=missing_file_ok, store_type=configured_store_type(given))
     doc = plan.to_json()
     rewrites = ()
     if keep_past_damage:

@@ -24,9 +24,9 @@ from rmqtool.formats.indexfile import (DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_IN
                                        hash_slot_num_for, index_file_size, index_num_for)
 from rmqtool.store import paths
 from rmqtool.store.broker_conf import BrokerConfig
-from rmqtool.store.consumequeue import queue_directories
+from rmqtool.store.consumequeue import first_queue_files, queue_file_size_shown
 from rmqtool.store.indexfile import index_file_paths, infer_index_geometry
-from rmqtool.store.segments import discover, list_dir
+from rmqtool.store.segments import discover
 from rmqtool.store.view import StoreView
 
 DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG = 1024 * 1024 * 1024
@@ -123,18 +123,15 @@ def store_sizes(root: str | pathlib.Path | StoreView, given: GivenSizes = GivenS
                               DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG),
                        DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG, p.commitlog)
 
-    found = _queue_files_show(p.consumequeue)
-    if found is not None and found.value % CQ_STORE_UNIT_SIZE:
-        raise CorruptData(f"consume queue file size {found.value} is not a multiple of {CQ_STORE_UNIT_SIZE}",
-                          found.shown_by)
-    consume_queue = _pick("consume queue file size", found,
-                          _given(given.consume_queue, "--cq-size", conf, MAPPED_FILE_SIZE_CONSUME_QUEUE,
-                                 DEFAULT_CQ_FILE_SIZE, consume_queue_file_size),
-                          DEFAULT_CQ_FILE_SIZE, p.consumequeue)
-    batch = _pick("batch consume queue file size", _queue_files_show(p.batch_consumequeue),
-                  _given(given.batch_consume_queue, "--batch-cq-size", conf, MAPPER_FILE_SIZE_BATCH_CONSUME_QUEUE,
-                         DEFAULT_BATCH_CQ_FILE_SIZE),
-                  DEFAULT_BATCH_CQ_FILE_SIZE, p.batch_consumequeue)
+    said = _given(given.consume_queue, "--cq-size", conf, MAPPED_FILE_SIZE_CONSUME_QUEUE, DEFAULT_CQ_FILE_SIZE,
+                  consume_queue_file_size)
+    consume_queue = _pick("consume queue file size", _queue_files_show(p.consumequeue, said, "--cq-size",
+                                                                       CQ_STORE_UNIT_SIZE),
+                          said, DEFAULT_CQ_FILE_SIZE, p.consumequeue)
+    said = _given(given.batch_consume_queue, "--batch-cq-size", conf, MAPPER_FILE_SIZE_BATCH_CONSUME_QUEUE,
+                  DEFAULT_BATCH_CQ_FILE_SIZE)
+    batch = _pick("batch consume queue file size", _queue_files_show(p.batch_consumequeue, said, "--batch-cq-size"),
+                  said, DEFAULT_BATCH_CQ_FILE_SIZE, p.batch_consumequeue)
     slots, entries = index_geometry(
         p.index, _given(given.index_slots, "--index-slots", conf, MAX_HASH_SLOT_NUM, DEFAULT_MAX_HASH_SLOT_NUM),
         _given(given.index_entries, "--index-entries", conf, MAX_INDEX_NUM, DEFAULT_MAX_INDEX_NUM))
@@ -144,6 +141,23 @@ def store_sizes(root: str | pathlib.Path | StoreView, given: GivenSizes = GivenS
         if size.value < least:
             raise UsageError(f"{what} {size.value} ({size.shown_by}): no broker writes a store with it")
     return StoreSizes(commit_log, consume_queue, batch, slots, entries, given.assume_defaults)
+
+
+def plan_queue_file_size(root: pathlib.Path, given: GivenSizes) -> int | None:
+    """The consume queue file size a recovery plan's load takes from the option or the broker
+    config: where the store's files do not show one (none left, or their first files
+    disagree with none after them); None where they show it (the plan reads it from them, and
+    :func:`store_sizes` holds what was given against them)."""
+    said = _given(given.consume_queue, "--cq-size", given.broker_config, MAPPED_FILE_SIZE_CONSUME_QUEUE,
+                  DEFAULT_CQ_FILE_SIZE, consume_queue_file_size)
+    if said is None:
+        return None
+    try:
+        if queue_file_size_shown(paths.StorePaths(root).consumequeue, CQ_STORE_UNIT_SIZE) is not None:
+            return None
+    except CorruptData:
+        pass
+    return said.value
 
 
 def _given(value: int | None, option: str, conf: BrokerConfig | None, key: str, default: int,
@@ -168,32 +182,24 @@ def _pick(name: str, found: Size | None, given: Size | None, default: int, where
     return found or given or Size(default, DEFAULT, f"nothing in the store shows the {name}")
 
 
-def _queue_files_show(root: pathlib.Path) -> Size | None:
-    """The file size the queues under ``root`` (consumequeue/ or batchconsumequeue/) were
-    written with, as their first files show it; CorruptData when two queues disagree."""
-    seen: dict[int, str] = {}
-    for size, path in _first_queue_files(root):
-        seen.setdefault(size, path)
-        if len(seen) > 1:
-            raise CorruptData(f"queue files of different sizes: "
-                              f"{', '.join(f'{n} bytes ({p})' for n, p in sorted(seen.items()))}", root)
-    return next((Size(size, FILES, path) for size, path in seen.items()), None)
-
-
-def _first_queue_files(root: pathlib.Path):
-    """(size, path) of each queue's first file under ``root`` that has a size: an empty file
-    shows none (4.9.8's load refuses it, 5.3.3's deletes it when it sorts last)."""
-    for _topic, _queue_id, directory in queue_directories(root):
-        for e in list_dir(directory):
-            if e.is_file() and paths.is_segment_name(e.name) and e.stat().st_size:
-                yield e.stat().st_size, e.path
-                break
+def _queue_files_show(root: pathlib.Path, said: Size | None, option: str, unit_size: int = 1) -> Size | None:
+    """The queue file size the files show (store/consumequeue.queue_file_size_shown). Where
+    they disagree, what the option or broker config says decides (the files of another size
+    are the damage the plan reports); with nothing said, CorruptData naming the option."""
+    try:
+        shown = queue_file_size_shown(root, unit_size)
+    except CorruptData as exc:
+        if said is not None:
+            return None
+        raise CorruptData(f"{exc.message}: {option} (or --broker-config) says which the broker uses", exc.path) \
+            from None
+    return Size(shown[0], FILES, shown[1]) if shown is not None else None
 
 
 def consume_queue_file_sizes(root: pathlib.Path) -> set[int]:
     """The file sizes the first files of the queues under ``root`` show (salvage compares them)."""
     sizes = set()
-    for size, _path in _first_queue_files(root):
+    for size, _path, _only in first_queue_files(root):
         sizes.add(size)
         if len(sizes) > 1:
             break

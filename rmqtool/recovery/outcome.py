@@ -52,7 +52,7 @@ from rmqtool.store.commitlog_end import CommitLog, first_bytes, last_nonzero_fro
 from rmqtool.store.arrays import read_records
 from rmqtool.store.config import configured_batch_topics
 from rmqtool.store.consumer_offsets import committed_queues
-from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, queue_directories
+from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, queue_directories, queue_file_size_shown
 from rmqtool.store.message import Message
 from rmqtool.store.record_columns import RecordColumns
 from rmqtool.store.record_kernel import candidate_starts
@@ -304,8 +304,11 @@ def _load(start: _Start) -> None:
         start.refuse(refusal, "restore the file from a backup or replica, or salvage its messages (rmqtool salvage) "
                               "and move it out of the store; a file that is not the broker's: move it out of "
                               "commitlog/")
+    # mappedFileSizeConsumeQueue: one setting for every queue, as the files show it (a queue's only
+    # file cut short is refused by it); where they disagree, each queue as its own files show
+    cq_size = start.consume_queue_file_size or _queue_file_size(paths.consumequeue, CQ_STORE_UNIT_SIZE)
     for topic, queue_id, directory in queue_directories(paths.consumequeue):
-        _load_queue(start, QueueModel, topic, queue_id, directory, start.consume_queue_file_size, 0)
+        _load_queue(start, QueueModel, topic, queue_id, directory, cq_size, 0)
     if start.semantics == V5:  # 4.9.8 never looks at batchconsumequeue/
         bcq_dirs = queue_directories(paths.batch_consumequeue)
         start.batch, refusal, out.batch_topics_reason = _queue_type_refusal(
@@ -314,8 +317,9 @@ def _load(start: _Start) -> None:
         if refusal:
             start.refuse(refusal, "give the topic its queue type in topics.json (attribute queue.type), or move the "
                                   "queue directory out of the store and rebuild it (rmqtool redispatch)")
-        for topic, queue_id, directory in bcq_dirs:  # mapperFileSizeBatchConsumeQueue: as the files show
-            start.bcq_size = _load_queue(start, BatchQueueModel, topic, queue_id, directory, None,
+        bcq_size = _queue_file_size(paths.batch_consumequeue)  # mapperFileSizeBatchConsumeQueue: as the files show
+        for topic, queue_id, directory in bcq_dirs:
+            start.bcq_size = _load_queue(start, BatchQueueModel, topic, queue_id, directory, bcq_size,
                                          DEFAULT_BATCH_CQ_FILE_SIZE)
     start.reader = _reader(start) if start.segments else None
     out.min_offset = start.segments[0].base_offset if start.segments else 0
@@ -616,6 +620,14 @@ def load_refusal(directory: "pathlib.Path | list[pathlib.Path]", size: int,
             return (f"{path}: its offsets pass the largest a Java long holds ({LONG_MAX}): the broker's offsets "
                     f"in it overflow (move the file out of the store)"), dropped
     return None, dropped
+
+
+def _queue_file_size(base: pathlib.Path, unit_size: int = 1) -> int | None:
+    try:
+        shown = queue_file_size_shown(base, unit_size)
+    except CorruptData:
+        return None
+    return shown[0] if shown is not None else None
 
 
 def _cq_file_size(queues: list[QueueModel]) -> int:

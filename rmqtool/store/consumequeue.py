@@ -30,7 +30,7 @@ import re
 import struct
 from typing import TYPE_CHECKING, Iterator, Union
 
-from rmqtool.errors import NotAStore, StoreAccessError, StoreNotFound
+from rmqtool.errors import CorruptData, NotAStore, StoreAccessError, StoreNotFound
 from rmqtool.findings import (BATCH_CONSUME_QUEUE_OFFSET_GAP, CONSUME_QUEUE_BEYOND_COMMIT_LOG,
                               CONSUME_QUEUE_FILE_MISALIGNED, CONSUME_QUEUE_HOLE, CONSUME_QUEUE_UNIT_INVALID,
                               QUEUE_DIR_INVALID, RECORD_TRUNCATED, SEGMENT_UNREADABLE, TRAILING_GARBAGE,
@@ -39,7 +39,7 @@ from rmqtool.formats.consumequeue import (BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNI
                                           CqUnit, is_fill_unit, is_written_batch_unit, is_written_unit)
 from rmqtool.formats.derive import struct_of
 from rmqtool.store.segments import Segment, discover, list_dir
-from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONSUMEQUEUE_DIR
+from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONSUMEQUEUE_DIR, is_segment_name
 from rmqtool.store.rocksdb_cq import is_rocksdb_dir, is_rocksdb_file
 
 if TYPE_CHECKING:  # numpy is loaded by the commands that walk the log, not at import
@@ -486,6 +486,39 @@ def queue_directories(base: pathlib.Path, findings: list[Finding] | None = None)
     return out
 
 
+def first_queue_files(base: pathlib.Path) -> Iterator[tuple[int, str, bool]]:
+    """(size, path, whether no file follows it) of each queue's first file under ``base`` that
+    has a size: an empty file shows none (4.9.8's load refuses it, 5.3.3's deletes it when it
+    sorts last)."""
+    for _topic, _queue_id, directory in queue_directories(base):
+        files = [e for e in list_dir(directory) if is_segment_name(e.name) and e.is_file()]
+        for i, e in enumerate(files):
+            if e.stat().st_size:
+                yield e.stat().st_size, e.path, i == len(files) - 1
+                break
+
+
+def queue_file_size_shown(base: pathlib.Path, unit_size: int = 1) -> tuple[int, str] | None:
+    """The one mapped file size every queue under ``base`` (consumequeue/ or batchconsumequeue/)
+    is loaded with, as the queues' first files show it: (size, a file that shows it); None
+    when no file shows one. The broker creates each file at that size and a file with a later
+    one after it is never written again, so such files speak for the size; a queue's only file
+    may have been cut short, and speaks only when no such file does. A size that is not a
+    multiple of ``unit_size`` (the broker rounds the consume queue's) is a cut file's, never
+    the setting. CorruptData when the files that speak disagree: the setting is not shown."""
+    shown: tuple[dict, dict] = ({}, {})  # by files with a later file after them, by a queue's only file
+    for size, path, only in first_queue_files(base):
+        if size % unit_size == 0:
+            shown[only].setdefault(size, path)
+    for sizes in shown:
+        if len(sizes) > 1:
+            raise CorruptData(f"queue files of different sizes: "
+                              f"{', '.join(f'{n} bytes ({p})' for n, p in sorted(sizes.items()))}", base)
+        if sizes:
+            return next(iter(sizes.items()))
+    return None
+
+
 def open_consume_queues(store_root: str | os.PathLike, commit_log_max_offset: int | None = None) -> ConsumeQueues:
     """Discover consumequeue/TOPIC/QUEUEID and batchconsumequeue/TOPIC/QUEUEID under a store root.
     With the commit log's max offset, each queue ends where the broker's load would cut it."""
@@ -496,9 +529,15 @@ def open_consume_queues(store_root: str | os.PathLike, commit_log_max_offset: in
         raise NotAStore("not a directory", root)
     queues: list[AnyConsumeQueue] = []
     findings: list[Finding] = []
-    for dir_name, cls in ((CONSUMEQUEUE_DIR, ConsumeQueue), (BATCH_CONSUMEQUEUE_DIR, BatchConsumeQueue)):
+    for dir_name, cls, unit in ((CONSUMEQUEUE_DIR, ConsumeQueue, CQ_STORE_UNIT_SIZE),
+                                (BATCH_CONSUMEQUEUE_DIR, BatchConsumeQueue, 1)):
+        try:  # one setting for every queue of a kind: a file of another size is one the load refuses
+            shown = queue_file_size_shown(root / dir_name, unit)
+        except CorruptData:  # the files disagree: each queue as its own files show
+            shown = None
         for topic, queue_id, directory in queue_directories(root / dir_name, findings):
-            queues.append(cls(directory, topic, queue_id, commit_log_max_offset=commit_log_max_offset))
+            queues.append(cls(directory, topic, queue_id, shown[0] if shown else None,
+                              commit_log_max_offset=commit_log_max_offset))
     return ConsumeQueues(queues, findings)
 
 

@@ -411,6 +411,7 @@ class CommitLogCheck:
         # where the broker's next start ends the log (recovery/outcome.py's simulation, given by
         # the run); None: not simulated (the store would not load, or the simulation failed)
         self.recovered_end: int | None = None
+        self.next_start_seen = None  # the broker's next start once simulated (verify/next_start.NextStart)
         # () -> verify/next_start.NextStart: the broker's next start, simulated on first call (given by the run)
         self.next_start = None
         self._cross = _CrossRecords(self)
@@ -549,7 +550,12 @@ class CommitLogCheck:
 
     def _end_findings(self) -> list[Finding]:
         last = self._last_written
-        if self.recovered_end is None:
+        seen = self.next_start_seen
+        if self.recovered_end is None and seen is not None and seen.outcome is None:
+            recovered = f"the broker's next start could not be simulated ({seen.error})"
+        elif self.recovered_end is None and seen is not None:
+            recovered = "the broker's next start does not load the store (storeNotLoadable)"
+        elif self.recovered_end is None:
             recovered = ("the broker's next start was not simulated (a clean shutdown, and no damage or message "
                          "past its queue's end found: rmqtool recover walks it)")
         elif self.recovered_end == self.written_end:

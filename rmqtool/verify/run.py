@@ -66,7 +66,8 @@ class Verify(VerifyRun):
         if self.next_start is None:
             self.next_start = NextStart.of(self.view)
             if self._log is not None:
-                self._log.recovered_end = self.next_start.recovered_end
+                ns = self._log.next_start_seen = self.next_start
+                self._log.recovered_end = ns.recovered_end
         return self.next_start
 
     @property
@@ -77,6 +78,16 @@ class Verify(VerifyRun):
     def _advance(self, n: int) -> None:
         if self.progress is not None:
             self.progress(n)
+
+    def _consume_queues(self, cut: int):
+        """The view's consume queues as the broker's load cuts them at ``cut``; one with a file
+        the load refuses (its size, say) makes the next start worth simulating: does the
+        broker start at all?"""
+        queues = self.view.consume_queues(cut)
+        if self.next_start is None and self.live is None and any(changes_the_start(f)
+                                                                  for f in queues.all_findings()):
+            self._next_start()
+        return queues
 
     def _raw(self) -> Iterator[tuple[str, Finding]]:
         """(area, finding) for every check asked for, in the documented order.
@@ -98,7 +109,7 @@ class Verify(VerifyRun):
                 parts["checkpoint"] = CheckpointWindows(self.root)
             if only & {"consumequeue", "config"}:  # the broker cuts them at the recovered end
                 cut = log.written_end if log.recovered_end is None else log.recovered_end
-                parts["queues"] = self.view.consume_queues(cut)
+                parts["queues"] = self._consume_queues(cut)
             if "consumequeue" in only:
                 parts["consumequeue"] = ConsumeQueueCheck(parts["queues"], log, on_bytes=self._advance,
                                                          root=self.root)

@@ -433,3 +433,20 @@ def test_where_apply_keeps_more_than_5_3_the_plan_says_so(tmp_path):
     assert _run("recover", MADE / name / "input" / "store", "--apply", "--to", out, *_batch_size(name)).exit_code == 0
     kept = simulate(out, Settings()).queues
     assert "BatchCQTopic/0" not in expected["queues"] and kept["BatchCQTopic/0"][1] > kept["BatchCQTopic/0"][0]
+
+
+def test_a_damaged_last_unit_is_its_message_not_one_more_lost(store_copy):
+    """The last unit of a queue of a cleanly closed store names a commit log offset far past
+    the end (damage): its message is lost as a unit lost (the start cuts the unit and does
+    not dispatch it again), once, with its record; the damaged unit once made a second lost
+    message at the damaged offset, unreadable ("log cut"), that the data does not show."""
+    store = store_copy(V5 / "v2-and-crc" / "store")
+    truth = load_truth(V5 / "v2-and-crc" / "truth.json")["truth"]["consumeQueues"]["PaymentTopic"]["1"]
+    queue_offset, commit_log_offset = truth["entries"][-1][:2]
+    path = store / "consumequeue" / "PaymentTopic" / "1" / "00000000000000000000"
+    with open(path, "r+b") as f:
+        f.seek(queue_offset * 20)
+        f.write((commit_log_offset + (1 << 40)).to_bytes(8, "big"))
+    doc = json.loads(_run("recover", store, "-f", "json").stdout)
+    assert [(m["commit_log_offset"], m["queue_offset"], m["reason"]) for m in doc["lost_messages"]] == \
+        [(commit_log_offset, queue_offset, "unit lost")]

@@ -527,9 +527,9 @@ def _finish(start: _Start, list_lost: bool) -> Outcome:
         lost = _lost(reader, paths, end, start.semantics)
         lost += _unreachable(reader, start.kept, queues, start.recovered_at, end, start.min_phy,
                              {m["commit_log_offset"] for m in lost})
-        out.lost_messages = sorted(lost + _not_reput(out, paths, reader, start.kept, queues, start.recovered_at,
-                                                     start.min_phy, {m["commit_log_offset"] for m in lost}),
-                                   key=lambda m: m["commit_log_offset"])
+        lost += _not_reput(out, paths, reader, start.kept, queues, start.recovered_at, start.min_phy,
+                           {m["commit_log_offset"] for m in lost})
+        out.lost_messages = sorted(_without_damaged_units(lost, out.queues), key=lambda m: m["commit_log_offset"])
     return out
 
 
@@ -722,6 +722,22 @@ def _lost(reader: CommitLog, paths: StorePaths, end: int, semantics: str) -> lis
         for topic, queue_id, directory in queue_directories(root):
             _lost_units(topic, queue_id, directory, batch, end, lost)
     return [lost[k] for k in sorted(lost)]
+
+
+def _without_damaged_units(lost: list[dict], queues: dict) -> list[dict]:
+    """The lost messages less the units that only look like more of them: a unit whose record
+    does not read, past the end, whose queue offset names a message the list holds as read
+    (its record is elsewhere: its unit's offset was damaged), or one its queue serves after
+    the start (dispatched again), is that message's unit. A unit the commit log never
+    received (flushed ahead of it before a crash) names a queue offset nothing else holds."""
+    held = {(m["topic"], m["queue_id"], m["queue_offset"]) for m in lost if m["readable"]}
+
+    def served(m: dict) -> bool:
+        r = queues.get(f"{m['topic']}/{m['queue_id']}")
+        return r is not None and r.min_offset <= m["queue_offset"] < r.max_offset
+
+    return [m for m in lost if m["readable"] or m["reason"] != LOG_CUT or not (
+        (m["topic"], m["queue_id"], m["queue_offset"]) in held or served(m))]
 
 
 def _unreachable(reader: CommitLog, segments: list[Segment], queues: list, recovered_at: dict, end: int,

@@ -152,12 +152,8 @@ def plan_queue_file_size(root: pathlib.Path, given: GivenSizes) -> int | None:
                   DEFAULT_CQ_FILE_SIZE, consume_queue_file_size)
     if said is None:
         return None
-    try:
-        if queue_file_size_shown(paths.StorePaths(root).consumequeue, CQ_STORE_UNIT_SIZE) is not None:
-            return None
-    except CorruptData:
-        pass
-    return said.value
+    shown = queue_file_size_shown(paths.StorePaths(root).consumequeue, CQ_STORE_UNIT_SIZE)
+    return said.value if shown.size is None else None
 
 
 def _given(value: int | None, option: str, conf: BrokerConfig | None, key: str, default: int,
@@ -186,14 +182,11 @@ def _queue_files_show(root: pathlib.Path, said: Size | None, option: str, unit_s
     """The queue file size the files show (store/consumequeue.queue_file_size_shown). Where
     they disagree, what the option or broker config says decides (the files of another size
     are the damage the plan reports); with nothing said, CorruptData naming the option."""
-    try:
-        shown = queue_file_size_shown(root, unit_size)
-    except CorruptData as exc:
-        if said is not None:
-            return None
-        raise CorruptData(f"{exc.message}: {option} (or --broker-config) says which the broker uses", exc.path) \
-            from None
-    return Size(shown[0], FILES, shown[1]) if shown is not None else None
+    shown = queue_file_size_shown(root, unit_size)
+    if shown.disagreement is not None and said is None:
+        raise CorruptData(f"queue files of different sizes: {shown.disagreement}: {option} (or --broker-config) "
+                          f"says which the broker uses", root)
+    return Size(shown.size, FILES, shown.path) if shown.size is not None else None
 
 
 def consume_queue_file_sizes(root: pathlib.Path) -> set[int]:

@@ -306,7 +306,7 @@ def _load(start: _Start) -> None:
                               "commitlog/")
     # mappedFileSizeConsumeQueue: one setting for every queue, as the files show it (a queue's only
     # file cut short is refused by it); where they disagree, each queue as its own files show
-    cq_size = start.consume_queue_file_size or _queue_file_size(paths.consumequeue, CQ_STORE_UNIT_SIZE)
+    cq_size = start.consume_queue_file_size or queue_file_size_shown(paths.consumequeue, CQ_STORE_UNIT_SIZE).size
     for topic, queue_id, directory in queue_directories(paths.consumequeue):
         _load_queue(start, QueueModel, topic, queue_id, directory, cq_size, 0)
     if start.semantics == V5:  # 4.9.8 never looks at batchconsumequeue/
@@ -317,7 +317,7 @@ def _load(start: _Start) -> None:
         if refusal:
             start.refuse(refusal, "give the topic its queue type in topics.json (attribute queue.type), or move the "
                                   "queue directory out of the store and rebuild it (rmqtool redispatch)")
-        bcq_size = _queue_file_size(paths.batch_consumequeue)  # mapperFileSizeBatchConsumeQueue: as the files show
+        bcq_size = queue_file_size_shown(paths.batch_consumequeue).size  # mapperFileSizeBatchConsumeQueue: as the files show
         for topic, queue_id, directory in bcq_dirs:
             start.bcq_size = _load_queue(start, BatchQueueModel, topic, queue_id, directory, bcq_size,
                                          DEFAULT_BATCH_CQ_FILE_SIZE)
@@ -620,14 +620,6 @@ def load_refusal(directory: "pathlib.Path | list[pathlib.Path]", size: int,
             return (f"{path}: its offsets pass the largest a Java long holds ({LONG_MAX}): the broker's offsets "
                     f"in it overflow (move the file out of the store)"), dropped
     return None, dropped
-
-
-def _queue_file_size(base: pathlib.Path, unit_size: int = 1) -> int | None:
-    try:
-        shown = queue_file_size_shown(base, unit_size)
-    except CorruptData:
-        return None
-    return shown[0] if shown is not None else None
 
 
 def _cq_file_size(queues: list[QueueModel]) -> int:

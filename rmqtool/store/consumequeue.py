@@ -30,7 +30,7 @@ import re
 import struct
 from typing import TYPE_CHECKING, Iterator, Union
 
-from rmqtool.errors import CorruptData, NotAStore, StoreAccessError, StoreNotFound
+from rmqtool.errors import NotAStore, StoreAccessError, StoreNotFound
 from rmqtool.findings import (BATCH_CONSUME_QUEUE_OFFSET_GAP, CONSUME_QUEUE_BEYOND_COMMIT_LOG,
                               CONSUME_QUEUE_FILE_MISALIGNED, CONSUME_QUEUE_HOLE, CONSUME_QUEUE_UNIT_INVALID,
                               QUEUE_DIR_INVALID, RECORD_TRUNCATED, SEGMENT_UNREADABLE, TRAILING_GARBAGE,
@@ -498,25 +498,32 @@ def first_queue_files(base: pathlib.Path) -> Iterator[tuple[int, str, bool]]:
                 break
 
 
-def queue_file_size_shown(base: pathlib.Path, unit_size: int = 1) -> tuple[int, str] | None:
+@dataclasses.dataclass(frozen=True)
+class QueueFileSize:
+    """The mapped file size a store's queues of one kind show (:func:`queue_file_size_shown`)."""
+    size: int | None  # None: no file shows one, or those that speak disagree
+    path: str | None = None  # a file that shows it
+    disagreement: str | None = None  # the sizes of the files that disagree, and a file of each
+
+
+def queue_file_size_shown(base: pathlib.Path, unit_size: int = 1) -> QueueFileSize:
     """The one mapped file size every queue under ``base`` (consumequeue/ or batchconsumequeue/)
-    is loaded with, as the queues' first files show it: (size, a file that shows it); None
-    when no file shows one. The broker creates each file at that size and a file with a later
-    one after it is never written again, so such files speak for the size; a queue's only file
-    may have been cut short, and speaks only when no such file does. A size that is not a
-    multiple of ``unit_size`` (the broker rounds the consume queue's) is a cut file's, never
-    the setting. CorruptData when the files that speak disagree: the setting is not shown."""
+    is loaded with, as the queues' first files show it. The broker creates each file at that
+    size and a file with a later one after it is never written again, so such files speak for
+    the size; a queue's only file may have been cut short, and speaks only when no such file
+    does. A size that is not a multiple of ``unit_size`` (the broker rounds the consume
+    queue's) is a cut file's, never the setting. Where the files that speak disagree, the
+    setting is not shown: a file of another size is one the load refuses."""
     shown: tuple[dict, dict] = ({}, {})  # by files with a later file after them, by a queue's only file
     for size, path, only in first_queue_files(base):
         if size % unit_size == 0:
             shown[only].setdefault(size, path)
     for sizes in shown:
         if len(sizes) > 1:
-            raise CorruptData(f"queue files of different sizes: "
-                              f"{', '.join(f'{n} bytes ({p})' for n, p in sorted(sizes.items()))}", base)
+            return QueueFileSize(None, disagreement=", ".join(f"{n} bytes ({p})" for n, p in sorted(sizes.items())))
         if sizes:
-            return next(iter(sizes.items()))
-    return None
+            return QueueFileSize(*next(iter(sizes.items())))
+    return QueueFileSize(None)
 
 
 def open_consume_queues(store_root: str | os.PathLike, commit_log_max_offset: int | None = None) -> ConsumeQueues:
@@ -531,13 +538,11 @@ def open_consume_queues(store_root: str | os.PathLike, commit_log_max_offset: in
     findings: list[Finding] = []
     for dir_name, cls, unit in ((CONSUMEQUEUE_DIR, ConsumeQueue, CQ_STORE_UNIT_SIZE),
                                 (BATCH_CONSUMEQUEUE_DIR, BatchConsumeQueue, 1)):
-        try:  # one setting for every queue of a kind: a file of another size is one the load refuses
-            shown = queue_file_size_shown(root / dir_name, unit)
-        except CorruptData:  # the files disagree: each queue as its own files show
-            shown = None
+        # one setting for every queue of a kind (a file of another size is one the load refuses);
+        # where the files do not show it, each queue as its own files show
+        size = queue_file_size_shown(root / dir_name, unit).size
         for topic, queue_id, directory in queue_directories(root / dir_name, findings):
-            queues.append(cls(directory, topic, queue_id, shown[0] if shown else None,
-                              commit_log_max_offset=commit_log_max_offset))
+            queues.append(cls(directory, topic, queue_id, size, commit_log_max_offset=commit_log_max_offset))
     return ConsumeQueues(queues, findings)
 
 

@@ -450,3 +450,28 @@ def test_a_damaged_last_unit_is_its_message_not_one_more_lost(store_copy):
     doc = json.loads(_run("recover", store, "-f", "json").stdout)
     assert [(m["commit_log_offset"], m["queue_offset"], m["reason"]) for m in doc["lost_messages"]] == \
         [(commit_log_offset, queue_offset, "unit lost")]
+
+
+@pytest.mark.parametrize("base, semantics", [(V4 / "basic", "4.9"), (V5 / "v2-and-crc", "5.3")], ids=_id)
+def test_a_damaged_middle_unit_cuts_the_queue_and_loses_the_messages_after_it(store_copy, base, semantics):
+    """A unit in the middle of a queue's last file names an offset past the end: the walk of
+    ConsumeQueue.recover passes it (it looks written); the queues reach the end (a clean
+    store's last message has its unit), so truncateDirtyLogicFiles reads each queue's last
+    file and cuts this one at that unit; dispatch
+    starts where the queues reached, past the messages the cut units named: each of them is
+    lost, as verify counts them. The plan once listed only the one the last unit named, and
+    the damaged unit as a message of its own."""
+    store = store_copy(base / "store")
+    entries = load_truth(base / "truth.json")["truth"]["consumeQueues"]["OrderTopic"]["1"]["entries"]
+    directory = store / "consumequeue" / "OrderTopic" / "1"
+    last = max(directory.iterdir(), key=lambda p: int(p.name))
+    first = int(last.name) // 20  # the queue offset of the last file's first unit
+    middle = (first + len(entries)) // 2
+    with open(last, "r+b") as f:
+        f.seek((middle - first) * 20)
+        f.write((1 << 41).to_bytes(8, "big"))
+    doc = json.loads(_run("recover", store, "--semantics", semantics, "-f", "json").stdout)
+    assert [(m["commit_log_offset"], m["queue_offset"], m["reason"]) for m in doc["lost_messages"]] == \
+        [(e[1], e[0], "unit lost") for e in entries[middle:]]
+    found = [json.loads(line) for line in _run("verify", store, "-f", "jsonl").stdout.splitlines()]
+    assert sum(f["messages"] for f in found if f["finding"] == "messageUnreachable") == len(entries) - middle

@@ -197,7 +197,7 @@ class _Start:
         self.reader: CommitLog | None = None
         self.index_model: IndexModel | None = None
         self.min_ts, self.checkpoint_source = 0, ""
-        self.recovered_at: dict = {}  # a queue's (write position, max physic offset) once recovered, before dispatch
+        self.recovered_at: dict = {}  # a queue's (write position, max physic offset) once recovered and truncated, before dispatch
         self.max_phy_cq = -1  # the largest max physic offset among the recovered queues
         self.inner_topics: set[str] = set()  # topics whose records carry INNER_BASE (only a BatchCQ writes it)
         self.kept: list[Segment] = []  # the commit log files truncateDirtyFiles leaves
@@ -467,6 +467,9 @@ def _truncate_dirty_files(start: _Start) -> None:
     if start.max_phy_cq >= end:
         for q in start.queues:
             q.truncate_dirty_logic_files(end)
+            if not q.batch:  # cut at a unit naming an offset past the end: a damaged middle unit cuts the
+                # units after it too, and the messages they named are lost unless dispatch reaches them
+                start.recovered_at[(q.topic, q.queue_id)] = (q.max_offset_bytes, q.max_physic_offset)
     for seg in start.segments:
         if seg.base_offset + start.size > end and end < seg.base_offset:
             out.commit_log_files_deleted.append(str(seg.path))

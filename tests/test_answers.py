@@ -168,6 +168,35 @@ def test_written_end_and_last_file_end_are_the_brokers_max_offset_of_a_clean_sto
         assert last_file_end(log.segments, log.mapped_file_size).end == expected == log.max_offset(), name
 
 
+def test_a_last_file_whose_first_record_is_torn_holds_no_record_for_the_written_end(store_copy):
+    """The last two files cut short, each inside a record, the last inside its first: the
+    written end is one past the last whole record (in the file before), for info, verify and
+    recover alike; the one answer once gave the last file's start, verify the record's end."""
+    import json
+    from typer.testing import CliRunner
+    from rmqtool.cli.app import app
+
+    store = store_copy(V5 / "v2-and-crc" / "store")
+    messages = load_truth(V5 / "v2-and-crc" / "truth.json")["truth"]["messages"]
+    files = sorted((store / "commitlog").iterdir())
+    size = files[0].stat().st_size
+    before, last = files[-2], files[-1]
+    inside = [m for m in messages if int(before.name) <= m["physicalOffset"] < int(last.name)]
+    torn = inside[len(inside) // 2]
+    with open(before, "r+b") as f:
+        f.truncate(torn["physicalOffset"] - int(before.name) + torn["storeSize"] // 2)
+    with open(last, "r+b") as f:
+        f.truncate(16)
+    expected = torn["physicalOffset"]  # where the record before the torn one ends
+    assert written_end(CommitLog(store / "commitlog", mapped_file_size=size).segments, size) == expected
+    runner = CliRunner()
+    info = json.loads(runner.invoke(app, ["info", str(store), "-f", "json"]).stdout)["commitlog"]
+    found = [json.loads(line) for line in runner.invoke(app, ["verify", str(store), "-f", "jsonl"]).stdout.splitlines()]
+    plan = json.loads(runner.invoke(app, ["recover", str(store), "-f", "json"]).stdout)
+    assert info["written_end"] == next(f["written_end"] for f in found if f["finding"] == "commitLogEnd") == \
+        plan["commit_log"]["written_end"] == expected
+
+
 def test_recovered_end_is_where_the_brokers_next_start_ended_the_log():
     checked = 0
     for root in (V4 / "crash", V4 / "crash-fast", V5 / "crash5"):

@@ -74,8 +74,8 @@ def commitlog_info(view: StoreView) -> tuple[dict, list]:
                "end_offset": seg.base_offset + seg.size}
         if i <= last:
             first_ts = _first_timestamp(seg)
-            if i == last:
-                row["written_to"] = min(written, seg.base_offset + seg.size)
+            if i == last:  # its records end there (at its start when its first record is torn)
+                row["written_to"] = max(min(written, seg.base_offset + seg.size), seg.base_offset)
         else:
             first_ts = None
             row["preallocated"] = True  # after the last written segment, all zero at its start

@@ -148,23 +148,26 @@ def segment_end(base_offset: int, end_position: int, full: bool, mapped_file_siz
 def written_end(segments: list[Segment], mapped_file_size: int | None = None, *,
                 resume_at: int | None = None) -> int:
     """The written end: one past the last record (a message, its CRC good or not, or a blank
-    record) the one scanner reads back in the last written segment, damaged regions skipped
-    by its resync; the first segment's start when no segment holds a record.
+    record) the one scanner reads back, damaged regions skipped by its resync: in the last
+    written segment, or where it holds no whole record (its first one torn), the one before
+    that holds one; the first segment's start when no segment holds a record.
 
     ``resume_at``: a record start in the last written segment before which every record was
     read already (the end is at least there)."""
     if not segments:
         return 0
     last = last_written(segments)
-    if last < 0:
-        return segments[0].base_offset
-    tail = segments[last]
-    end, full = resume_at or 0, False
-    for r in scan_segment(tail, is_last=True, check_crc=False, start=resume_at or 0):
-        if isinstance(r, (Message, Blank)):
-            end = r.position + (r.store_size if isinstance(r, Message) else r.size)
-            full = isinstance(r, Blank) and r.valid
-    return segment_end(tail.base_offset, end, full, mapped_file_size or tail.size)
+    for i in range(last, -1, -1):
+        seg = segments[i]
+        start = (resume_at or 0) if i == last else 0
+        end, full, found = start, False, start > 0
+        for r in scan_segment(seg, is_last=i == last, check_crc=False, start=start):
+            if isinstance(r, (Message, Blank)):
+                end = r.position + (r.store_size if isinstance(r, Message) else r.size)
+                full, found = isinstance(r, Blank) and r.valid, True
+        if found:
+            return segment_end(seg.base_offset, end, full, mapped_file_size or seg.size)
+    return segments[0].base_offset
 
 
 def last_file_end(segments: list[Segment], mapped_file_size: int | None = None, *,

@@ -141,7 +141,8 @@ def test_every_reader_ends_the_log_where_the_writing_ended_and_sees_every_record
     with open(damaged.path, "r+b") as f:
         f.seek(damaged.position + damaged.header_size - 4)
         f.write((damaged.payload_size + (1 << 20)).to_bytes(4, "big"))
-    expected = [(damaged.offset, damaged.subject, damaged.sequence), (covered.offset, covered.subject, covered.sequence)]
+    expected = [(damaged.offset, damaged.subject, damaged.sequence),
+                (covered.offset, covered.subject, covered.sequence)]
 
     verified = [json.loads(line) for line in
                 cli_runner().invoke(app, ["verify", str(store), "-f", "jsonl"]).stdout.splitlines()]

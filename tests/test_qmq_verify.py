@@ -139,7 +139,8 @@ def test_the_consequences_are_what_qmq_did(variant, tmp_path):
         units = {u["sequence"]: u for u in truth["recovered"]["consumerLogs"][f.details["subject"]]["units"]}
         empty = [q for a, b in truth["perSubject"][f.details["subject"]]["servedSuccessWithoutMessage"]
                  for q in range(a, b + 1)]
-        filled = [q for q in empty if is_fill_unit(units[q]["wroteOffset"], units[q]["wroteBytes"], units[q]["headerSize"])]
+        filled = [q for q in empty
+                  if is_fill_unit(units[q]["wroteOffset"], units[q]["wroteBytes"], units[q]["headerSize"])]
         why = [f"{what} {runs_text(qs)}" for what, qs in (
             ("filled by the replay, their records not replayed:", filled),
             ("units pointing past the kept message log:", sorted(set(empty) - set(filled)))) if qs]

@@ -67,7 +67,8 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
         view = StoreView(root, commit_log_paths=view.commit_log_paths)
     missing_file_ok = to is not None or force  # a new directory is the broker's load of the store, the input kept
     plan = plan_recovery(view, consume_queue_file_size=plan_queue_file_size(root, given), settings=settings,
-                         keep_index=keep_index, missing_file_ok=missing_file_ok, store_type=configured_store_type(given))
+                         keep_index=keep_index, missing_file_ok=missing_file_ok,
+                         store_type=configured_store_type(given))
     doc = plan.to_json()
     rewrites = ()
     if keep_past_damage:

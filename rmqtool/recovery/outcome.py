@@ -197,7 +197,8 @@ class _Start:
         self.reader: CommitLog | None = None
         self.index_model: IndexModel | None = None
         self.min_ts, self.checkpoint_source = 0, ""
-        self.recovered_at: dict = {}  # a queue's (write position, max physic offset) once recovered and truncated, before dispatch
+        # a queue's (write position, max physic offset) once recovered and truncated, before dispatch
+        self.recovered_at: dict = {}
         self.max_phy_cq = -1  # the largest max physic offset among the recovered queues
         self.inner_topics: set[str] = set()  # topics whose records carry INNER_BASE (only a BatchCQ writes it)
         self.kept: list[Segment] = []  # the commit log files truncateDirtyFiles leaves
@@ -317,7 +318,8 @@ def _load(start: _Start) -> None:
         if refusal:
             start.refuse(refusal, "give the topic its queue type in topics.json (attribute queue.type), or move the "
                                   "queue directory out of the store and rebuild it (rmqtool redispatch)")
-        bcq_size = queue_file_size_shown(paths.batch_consumequeue).size  # mapperFileSizeBatchConsumeQueue: as the files show
+        # mapperFileSizeBatchConsumeQueue: as the files show it
+        bcq_size = queue_file_size_shown(paths.batch_consumequeue).size
         for topic, queue_id, directory in bcq_dirs:
             start.bcq_size = _load_queue(start, BatchQueueModel, topic, queue_id, directory, bcq_size,
                                          DEFAULT_BATCH_CQ_FILE_SIZE)

@@ -361,20 +361,25 @@ class _Runs(list):
         else:
             self.append((first, last))
 
-    def minus(self, *others: "_Runs") -> Ranges:
-        taken = sorted(r for o in others for r in o)
-        out = _Runs()
-        for first, last in self:
-            at = first
-            for a, b in taken:
-                if b < at or a > last:
-                    continue
-                if a > at:
-                    out.add(at, a - 1)
-                at = max(at, b + 1)
-            if at <= last:
-                out.add(at, last)
-        return tuple(out)
+    def minus(self, *others: Ranges) -> Ranges:
+        return ranges_minus(self, *others)
+
+
+def ranges_minus(ranges: Ranges, *others: Ranges) -> Ranges:
+    """The inclusive runs of ``ranges`` that no run of ``others`` covers."""
+    taken = sorted(r for o in others for r in o)
+    out = _Runs()
+    for first, last in ranges:
+        at = first
+        for a, b in taken:
+            if b < at or a > last:
+                continue
+            if a > at:
+                out.add(at, a - 1)
+            at = max(at, b + 1)
+        if at <= last:
+            out.add(at, last)
+    return tuple(out)
 
 
 def _served(subject: str, log: ConsumerLog | None, message_log: Log, known: int, skipped) -> SubjectAfterStart:

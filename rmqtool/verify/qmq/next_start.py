@@ -11,7 +11,7 @@ from typing import Iterable, Iterator
 
 from rmqtool import findings as ids
 from rmqtool.findings import Finding, finding
-from rmqtool.recovery.qmq.start import StartOutcome
+from rmqtool.recovery.qmq.start import StartOutcome, ranges_minus
 from rmqtool.store.qmq.consumerlog import subject_directory
 
 
@@ -23,21 +23,6 @@ def _count(ranges: Iterable) -> int:
     return sum(b - a + 1 for a, b in ranges)
 
 
-def _minus(ranges: Iterable, taken: Iterable) -> list[tuple[int, int]]:
-    """The inclusive runs of ``ranges`` that no run of ``taken`` covers (both in order)."""
-    out, taken = [], sorted(taken)
-    for first, last in ranges:
-        for a, b in taken:
-            if b < first or a > last:
-                continue
-            if a > first:
-                out.append((first, a - 1))
-            first = b + 1
-        if first <= last:
-            out.append((first, last))
-    return out
-
-
 def _why_empty(s) -> str:
     """Which of the empty sequences the replay filled (``fillPreBlank``: their records were
     not replayed), and which have a unit of their own pointing past the kept message log (its
@@ -45,7 +30,7 @@ def _why_empty(s) -> str:
     2147483647 bytes)."""
     why = [f"{what} {ranges_text(ranges)}" for what, ranges in (
         ("filled by the replay, their records not replayed:", s.fill_units),
-        ("units pointing past the kept message log:", _minus(s.units_pointing_past_log_end, s.fill_units))) if ranges]
+        ("units pointing past the kept message log:", ranges_minus(s.units_pointing_past_log_end, s.fill_units))) if ranges]
     return f" ({'; '.join(why)})" if why else ""
 
 

@@ -475,3 +475,22 @@ def test_a_damaged_middle_unit_cuts_the_queue_and_loses_the_messages_after_it(st
         [(e[1], e[0], "unit lost") for e in entries[middle:]]
     found = [json.loads(line) for line in _run("verify", store, "-f", "jsonl").stdout.splitlines()]
     assert sum(f["messages"] for f in found if f["finding"] == "messageUnreachable") == len(entries) - middle
+
+
+def test_a_queue_file_missing_in_the_middle_loses_its_messages(store_copy):
+    """A queue's middle file deleted: the load takes the files it finds, the queue keeps its
+    range, and the messages the missing units named are served by no unit: each is lost, as
+    verify counts them. The plan once found only those its other spans happened to cover."""
+    store = store_copy(V4 / "basic" / "store")
+    entries = load_truth(V4 / "basic" / "truth.json")["truth"]["consumeQueues"]["AuditLogTopic"]["1"]["entries"]
+    directory = store / "consumequeue" / "AuditLogTopic" / "1"
+    files = sorted(directory.iterdir(), key=lambda p: int(p.name))
+    assert len(files) >= 3
+    gone = files[len(files) // 2]
+    lo, hi = int(gone.name) // 20, (int(gone.name) + gone.stat().st_size) // 20
+    gone.unlink()
+    doc = json.loads(_run("recover", store, "-f", "json").stdout)
+    assert [(m["commit_log_offset"], m["queue_offset"], m["reason"]) for m in doc["lost_messages"]] == \
+        [(e[1], e[0], "unit lost") for e in entries if lo <= e[0] < hi]
+    found = [json.loads(line) for line in _run("verify", store, "-f", "jsonl").stdout.splitlines()]
+    assert sum(f["messages"] for f in found if f["finding"] == "messageNotInConsumeQueue") == hi - lo

@@ -861,6 +861,8 @@ def _reput_spans(q: QueueModel, recovered_at: dict, min_phy: int, stop: int) -> 
     * its head, when its first served unit is not queue offset 0 (first files deleted, or
       the directory gone and the queue made again by dispatch): from the commit log's min
       offset to that unit's message (retention leaves this span short);
+    * its middle, where files are missing between two it holds (the load takes the files
+      it finds): from the last unit's message before the gap to the first one's after it;
     * its tail: from where its units reached before the start to ``stop`` (its last files
       deleted, or its last units zeroed to the file's end, leave no trace in the queue:
       only the commit log shows them; the column scan reads that span)."""
@@ -871,9 +873,22 @@ def _reput_spans(q: QueueModel, recovered_at: dict, min_phy: int, stop: int) -> 
     queue_offset, commit_log_offset = first
     if queue_offset > 0:
         spans.append((min_phy, commit_log_offset))
+    for a, b in zip(q.files, q.files[1:]):
+        if b.base > a.base + q.file_size:
+            before, after = _written_offsets(a), _written_offsets(b)
+            spans.append((int(before[-1]) if before.size else min_phy, int(after[0]) if after.size else stop))
     _position, reach = recovered_at.get((q.topic, q.queue_id), (None, -1))
     spans.append((max(reach, min_phy), stop))
     return spans
+
+
+def _written_offsets(f) -> np.ndarray:
+    """The commit log offsets a queue file's written units name (fill units left out)."""
+    offsets, sizes = f.columns()
+    n = min(f.wrote // CQ_STORE_UNIT_SIZE, len(offsets))
+    named = offsets[:n][is_written_unit(offsets[:n], sizes[:n]) & (sizes[:n] != FILL_SIZE)].astype(np.int64)
+    f.release()
+    return named
 
 
 def _first_served(q: QueueModel) -> tuple[int, int] | None:

@@ -556,8 +556,9 @@ class CommitLogCheck:
         elif self.recovered_end is None and seen is not None:
             recovered = "the broker's next start does not load the store (storeNotLoadable)"
         elif self.recovered_end is None:
-            recovered = ("the broker's next start was not simulated (a clean shutdown, and no damage or message "
-                         "past its queue's end found: rmqtool recover walks it)")
+            recovered = ("the broker's next start was not simulated (a clean shutdown, and nothing found that "
+                         "changes it, such as damage it reads or a message past its queue's end: rmqtool recover "
+                         "walks it)")
         elif self.recovered_end == self.written_end:
             recovered = "the broker's next start ends the log there too (recovered end)"
         else:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import FIXTURES
 from helpers import busiest_subject, cli_runner, expand_store, qmq_records
 from rmqtool.cli.app import app
@@ -28,19 +30,27 @@ def _unit_at(store, subject: str, sequence: int):
     return None
 
 
-def test_the_unit_that_proves_its_record_is_kept(tmp_path):
+@pytest.mark.parametrize("damage", [b"Z", b"\xff"], ids=["utf8", "not-utf8"])
+def test_the_unit_that_proves_its_record_is_kept(tmp_path, damage):
+    """Also for a byte that leaves the subject no UTF-8 (QMQ reads it with a replacement
+    character: its validator checks the payload's CRC only): the plan once took it for
+    damage and cut the message log there, the records after it and the record's unit lost."""
     store = expand_store(FIXTURES / "qmq" / "basic" / "store", tmp_path / "store")
     records = qmq_records(store)
     subject, ours = busiest_subject(records)
     record = ours[len(ours) // 2]
     before = _unit_at(store, subject, record.sequence)
     assert before == (consumerlog.MESSAGE, record.offset, record.size)
-    with open(record.path, "r+b") as f:  # one subject byte changed: still UTF-8, no NUL, same length
+    with open(record.path, "r+b") as f:  # one subject byte changed: no NUL, same length
         f.seek(record.position + SUBJECT_AT)
         first = f.read(1)
         f.seek(record.position + SUBJECT_AT)
-        f.write(b"Z" if first != b"Z" else b"Y")
+        f.write(damage if first != damage else b"Y")
     plan = plan_recovery(store)
+    assert not [z for z in plan.zero if "messagelog" in z.path] and not plan.records_dropped
+    rows = cli_runner().invoke(app, ["dump", "messagelog", str(store / "messagelog"), "-f", "jsonl"]).stdout
+    row = next(r for r in map(json.loads, rows.splitlines()) if r["message_log_offset"] == record.offset)
+    assert row.get("subject_utf8_ok", True) is (damage == b"Z")
     for rewrite in plan.consumer_logs:
         if rewrite.subject == subject:
             kept = [u for u in rewrite.units if u.sequence == record.sequence]

@@ -224,6 +224,21 @@ def _first_bad_record(records: LogColumns, damage: list, last_two: int) -> _Bad 
     return bad
 
 
+def _message_log_cut(broker, mlog: LogDirectory, records: LogColumns, damage: list) -> _Bad | None:
+    """Where the plan ends the message log: where the simulated start's segment validator ends
+    it when QMQ starts (bytes rmqtool's reader calls damage, such as a subject that is not
+    UTF-8, pass the validator and are kept); the first damage or CRC failure of the last two
+    segments when it does not start (the repair makes a store it starts with)."""
+    bad = _first_bad_record(records, damage, max(len(mlog.segments) - 2, 0))
+    if broker.refusal is not None or broker.message_log is None:
+        return bad
+    at = broker.message_log.cut_at
+    if at is None or (bad is not None and bad.offset == at):
+        return None if at is None else bad
+    seg = next(s for s in reversed(mlog.segments) if s.base_offset <= at)
+    return _Bad(at, str(seg.path), at - seg.base_offset, "QMQ's segment validator stops there")
+
+
 def _cut(log: LogDirectory, bad: _Bad | None, kind: str) -> tuple[list[ZeroRange], list[tuple[str, str]], int | None]:
     """Zeros and moves that end a log where QMQ's recovery ends it, at ``bad``; the kept end (None: whole)."""
     if bad is None:
@@ -266,8 +281,7 @@ def plan_recovery(store: str | os.PathLike) -> QmqPlan:
         moves += [(str(p), "a name Long.parseLong refuses: QMQ does not start with it there") for p in d.unparsable]
 
     # the message log, as QMQ's recovery cuts it
-    zero, cut_moves, cut_at = _cut(mlog, _first_bad_record(records, damage, max(len(mlog.segments) - 2, 0)),
-                                   "message log")
+    zero, cut_moves, cut_at = _cut(mlog, _message_log_cut(broker, mlog, records, damage), "message log")
     moves += cut_moves
     gone = {p for p, _ in cut_moves}
     keep = ~np.isin(records.segment, [i for i, p in enumerate(records.paths) if p in gone])

@@ -55,11 +55,14 @@ def _payload_fields(raw: bytes | None, body: str) -> dict:
 def message_log_row(item: MessageRecord | EmptyRecord | BlankRecord | Damage, body: str = "base64") -> dict:
     common = {"family": FAMILY, "message_log_offset": item.offset, "file": item.path, "file_position": item.position}
     if isinstance(item, MessageRecord):
-        return {"record": "message", "subject": item.subject, "sequence": item.sequence, **common,
-                "store_size": item.size, "header_size": item.header_size, "store_timestamp": item.timestamp,
-                "magic_code": f"0x{item.magic:08X}", "message_version": MESSAGE_LOG_MAGICS.index(item.magic) + 1,
-                "payload_crc": item.payload_crc, "payload_crc_ok": item.payload_crc_ok,
-                "payload_length": item.payload_size, **_payload_fields(item.payload, body)}
+        row = {"record": "message", "subject": item.subject, "sequence": item.sequence, **common,
+               "store_size": item.size, "header_size": item.header_size, "store_timestamp": item.timestamp,
+               "magic_code": f"0x{item.magic:08X}", "message_version": MESSAGE_LOG_MAGICS.index(item.magic) + 1,
+               "payload_crc": item.payload_crc, "payload_crc_ok": item.payload_crc_ok,
+               "payload_length": item.payload_size, **_payload_fields(item.payload, body)}
+        if not item.subject_utf8:
+            row["subject_utf8_ok"] = False  # the subject is QMQ's reading of its bytes (U+FFFD for the bad ones)
+        return row
     if isinstance(item, EmptyRecord):
         return {"record": "end_of_segment", **common, "store_timestamp": item.timestamp}
     if isinstance(item, BlankRecord):

@@ -2,7 +2,8 @@
 
 The record layout is ``formats/qmq/messagelog.py``. A record is clean when its magic is a
 message log magic, its attributes a message's, its subject and payload lie inside the
-segment, its subject is UTF-8 and (V2, V3) the payload's CRC-32 equals the stored one.
+segment and (V2, V3) the payload's CRC-32 equals the stored one; a subject that is not UTF-8
+is read as QMQ reads it (malformed bytes replaced), the record one of a subject so spelled.
 Reading follows ``MessageLogRecordVisitor``: an end-of-segment record ends the segment, a
 blank record jumps to the position it names. Where the bytes are neither a record nor the
 zeros after the written end, the scanner reports a damaged region and goes on at the next
@@ -47,6 +48,7 @@ class MessageRecord:
     payload: bytes | None  # None where the reader asked for none (records_of(payloads=False)), or where it
     # runs past the segment's written bytes and no CRC says it is whole (parse_record: not read)
     payload_crc_ok: bool | None  # None for V1, and when not checked
+    subject_utf8: bool = True  # False: its bytes are not UTF-8 (``subject`` holds QMQ's reading, U+FFFD for them)
 
     @property
     def size(self) -> int:
@@ -130,9 +132,9 @@ def parse_record(data: ZeroExtended, pos: int, check_crc: bool = True) -> Messag
     if at + payload_size > limit:
         return f"payload size {payload_size} runs past the segment's end"
     try:
-        subject = subject_raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return "subject is not UTF-8"
+        subject, subject_utf8 = subject_raw.decode("utf-8"), True
+    except UnicodeDecodeError:  # QMQ reads it all the same (new String(bytes, UTF_8): malformed bytes replaced)
+        subject, subject_utf8 = subject_raw.decode("utf-8", errors="replace"), False
     if at + payload_size <= data.written:
         payload = data.take(at, payload_size)
         crc_ok = (zlib.crc32(payload) == payload_crc) if has_crc and check_crc else None
@@ -140,11 +142,17 @@ def parse_record(data: ZeroExtended, pos: int, check_crc: bool = True) -> Messag
         crc_ok = (data.crc32(at, payload_size) == payload_crc) if has_crc and check_crc else None
         payload = data.take(at, payload_size) if crc_ok else None
     return MessageRecord(offset, path, pos, magic, timestamp, sequence, subject, payload_crc, payload_size,
-                         header_size(subject_length, magic), payload, crc_ok)
+                         header_size(subject_length, magic), payload, crc_ok, subject_utf8)
 
 
 def _is_clean(item) -> bool:
-    return not isinstance(item, str) and not (isinstance(item, MessageRecord) and item.payload_crc_ok is False)
+    """A place to go on from after damage: a record, its CRC not failing, and its subject UTF-8
+    unless a CRC proves it (bytes inside damage that merely look like a V1 header prove nothing)."""
+    if isinstance(item, str):
+        return False
+    if isinstance(item, MessageRecord):
+        return item.payload_crc_ok is not False and (item.subject_utf8 or item.payload_crc_ok is True)
+    return True
 
 
 def _next_record(data: ZeroExtended, start: int, end: int, accept) -> tuple[int, object] | None:

@@ -157,3 +157,23 @@ def test_every_reader_ends_the_log_where_the_writing_ended_and_sees_every_record
     segment = list_log(store / "messagelog", PER_SEGMENT_FILE_SIZE).segments[-1]
     summary = export_message_log_task(MessageLogTask("s", str(store), segment), str(tmp_path / "out"))
     assert summary.messages == len(truth["records"])
+
+
+def test_a_payload_its_crc_proves_past_the_written_bytes_ends_the_log_for_every_reader(tmp_path):
+    """The last record's payload grown into the zeros after it, its CRC field made that of the
+    grown payload (QMQ's validator passes it, its payload ending in zero bytes): info, which
+    reads headers only, took the written bytes' end for the log's end where verify and recover
+    took the record's; info now takes the CRC of such a record too."""
+    import json
+    import zlib
+
+    store = expand_store(FIXTURES / "qmq" / "basic" / "store", tmp_path / "store")
+    last = qmq_records(store)[-1]
+    grown = last.payload_size + 4096
+    with open(last.path, "r+b") as f:
+        f.seek(last.position + last.header_size - 12)  # payloadCrc int64, payloadSize int32: the header's end
+        f.write(zlib.crc32(last.payload + bytes(4096)).to_bytes(8, "big") + grown.to_bytes(4, "big"))
+    end = last.offset + last.header_size + grown
+    info = json.loads(cli_runner().invoke(app, ["info", str(store), "-f", "json"]).stdout)["message_log"]
+    plan = json.loads(cli_runner().invoke(app, ["recover", str(store), "-f", "json"]).stdout)
+    assert info["written_end"] == plan["broker_start"]["message_log"]["written_end"] == end

@@ -138,8 +138,9 @@ def parse_record(data: ZeroExtended, pos: int, check_crc: bool = True) -> Messag
     if at + payload_size <= data.written:
         payload = data.take(at, payload_size)
         crc_ok = (zlib.crc32(payload) == payload_crc) if has_crc and check_crc else None
-    else:  # past the written bytes: a torn record, or a damaged size claiming zeros (read only if its CRC says so)
-        crc_ok = (data.crc32(at, payload_size) == payload_crc) if has_crc and check_crc else None
+    else:  # past the written bytes: a torn record, or a damaged size claiming zeros (read only if its CRC says so);
+        # the CRC is taken even for a header-only read: whether the record ends there is the log's written end
+        crc_ok = (data.crc32(at, payload_size) == payload_crc) if has_crc else None
         payload = data.take(at, payload_size) if crc_ok else None
     return MessageRecord(offset, path, pos, magic, timestamp, sequence, subject, payload_crc, payload_size,
                          header_size(subject_length, magic), payload, crc_ok, subject_utf8)
@@ -178,7 +179,8 @@ def _resync(data: ZeroExtended, start: int) -> int:
 
 def scan_segment(segment: LogSegment, check_crc: bool = True) -> Iterator[ScanItem]:
     """Every record of one segment in order, damage included; ends at the written end.
-    ``check_crc=False`` walks headers only (``payload_crc_ok`` None): the end, not the bodies.
+    ``check_crc=False`` walks headers only (``payload_crc_ok`` None): the end, not the bodies
+    (a record whose payload runs past the written bytes has its CRC taken all the same).
     After a record that fails its CRC come the CRC-proven records that start inside the bytes
     its size claims (:func:`records_within`): a damaged size hides no record from any reader."""
     subjects = record_kernel.SubjectTable()

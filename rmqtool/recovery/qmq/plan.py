@@ -233,8 +233,10 @@ def _message_log_cut(broker, mlog: LogDirectory, records: LogColumns, damage: li
     if broker.refusal is not None or broker.message_log is None:
         return bad
     at = broker.message_log.cut_at
-    if at is None or (bad is not None and bad.offset == at):
-        return None if at is None else bad
+    if at is None:
+        return None
+    if bad is not None and bad.offset == at:
+        return bad
     seg = next(s for s in reversed(mlog.segments) if s.base_offset <= at)
     return _Bad(at, str(seg.path), at - seg.base_offset, "QMQ's segment validator stops there")
 

@@ -494,3 +494,25 @@ def test_a_queue_file_missing_in_the_middle_loses_its_messages(store_copy):
         [(e[1], e[0], "unit lost") for e in entries if lo <= e[0] < hi]
     found = [json.loads(line) for line in _run("verify", store, "-f", "jsonl").stdout.splitlines()]
     assert sum(f["messages"] for f in found if f["finding"] == "messageNotInConsumeQueue") == hi - lo
+
+
+def test_a_first_served_unit_naming_another_message_does_not_bound_the_head(store_copy):
+    """crash5/a-as-is (abnormal recovery from the first file): a queue's first file deleted and
+    the first unit of its next file garbled so the queue's recovery stops there. Dispatch from
+    the first file puts queue offset 0's message at the write position (a cqOffset of 0 is
+    not checked), where queue offset 50's unit belongs: the queue's first served unit names
+    message 0. The messages of queue offsets 1-50 are served by no unit; the plan took that
+    unit's message for the head's end and listed none of them, where verify counts them all."""
+    store = store_copy(V5 / "crash5" / "a-as-is" / "input" / "store")
+    directory = store / "consumequeue" / "CrashTopic" / "0"
+    first, second = sorted(directory.iterdir(), key=lambda p: int(p.name))[:2]
+    units = first.stat().st_size // 20
+    first.unlink()
+    with open(second, "r+b") as f:  # commitLogOffset far past the end, size negative: not written
+        f.write((1 << 40).to_bytes(8, "big") + (-1).to_bytes(4, "big", signed=True))
+    doc = json.loads(_run("recover", store, "-f", "json").stdout)
+    lost = [m for m in doc["lost_messages"] if (m["topic"], m["queue_id"]) == ("CrashTopic", 0)]
+    assert [m["queue_offset"] for m in lost] == list(range(1, units + 1))
+    found = [json.loads(line) for line in _run("verify", store, "-f", "jsonl").stdout.splitlines()]
+    assert sum(f["messages"] for f in found if f.get("consequence") == "unreachable"
+               and f["finding"] in ("messageUnreachable", "messageNotInConsumeQueue")) == len(lost)

@@ -799,16 +799,16 @@ def _not_reput(out: Outcome, paths: StorePaths, reader: CommitLog, segments: lis
     commit log spans where such messages can lie are read (:func:`_reput_spans`), with the
     column scan, so a healthy store's plan reads next to nothing more."""
     stop = min(out.reput_from, out.recovered_end)
-    spans = _merged([s for q in queues if not q.batch for s in _reput_spans(q, recovered_at, min_phy, stop)])
-    if any(key not in out.queue_models for key in committed_queues(paths.config)):
-        spans = [(min_phy, stop)]  # a queue consumers read from is gone (its directory deleted)
-    cols = _dispatched_columns(segments, spans)
-    if spans != [(min_phy, stop)] and any(key not in out.queue_models for key in cols):
-        # a topic-queue with no queue after the start: every message of it before stop is lost
-        cols = _dispatched_columns(segments, [(min_phy, stop)])
     found = []
     skip = np.fromiter(known, np.int64)
     with CommitLogReader(reader) as read:
+        spans = _merged([s for q in queues if not q.batch for s in _reput_spans(q, recovered_at, min_phy, stop, read)])
+        if any(key not in out.queue_models for key in committed_queues(paths.config)):
+            spans = [(min_phy, stop)]  # a queue consumers read from is gone (its directory deleted)
+        cols = _dispatched_columns(segments, spans)
+        if spans != [(min_phy, stop)] and any(key not in out.queue_models for key in cols):
+            # a topic-queue with no queue after the start: every message of it before stop is lost
+            cols = _dispatched_columns(segments, [(min_phy, stop)])
         for (topic, queue_id), parts in sorted(cols.items()):
             found += _unserved(out, read, topic, queue_id, parts, min_phy, stop, skip)
     return found
@@ -855,12 +855,14 @@ def _dispatched_columns(segments: list[Segment], spans: list[tuple[int, int]]) -
     return cols
 
 
-def _reput_spans(q: QueueModel, recovered_at: dict, min_phy: int, stop: int) -> list[tuple[int, int]]:
+def _reput_spans(q: QueueModel, recovered_at: dict, min_phy: int, stop: int,
+                 read: CommitLogReader) -> list[tuple[int, int]]:
     """Where messages of one queue the start no longer serves can lie before ``stop``:
 
     * its head, when its first served unit is not queue offset 0 (first files deleted, or
       the directory gone and the queue made again by dispatch): from the commit log's min
-      offset to that unit's message (retention leaves this span short);
+      offset to that unit's message (retention leaves this span short), or to ``stop`` when
+      that message is not the one of that queue offset;
     * its middle, where files are missing between two it holds (the load takes the files
       it finds): from the last unit's message before the gap to the first one's after it;
     * its tail: from where its units reached before the start to ``stop`` (its last files
@@ -872,7 +874,12 @@ def _reput_spans(q: QueueModel, recovered_at: dict, min_phy: int, stop: int) -> 
         return [(min_phy, stop)]
     queue_offset, commit_log_offset = first
     if queue_offset > 0:
-        spans.append((min_phy, commit_log_offset))
+        m = _read(read, commit_log_offset)
+        # the messages before it lie before its message, when the unit names its own: a damaged
+        # unit, or one a put at the write position wrote for another queue offset (a cqOffset of 0
+        # re-dispatched into a queue that starts later), bounds nothing
+        named = m is not None and (m.topic, m.queue_id, m.queue_offset) == (q.topic, q.queue_id, queue_offset)
+        spans.append((min_phy, commit_log_offset if named else stop))
     for a, b in zip(q.files, q.files[1:]):
         if b.base > a.base + q.file_size:
             before, after = _written_offsets(a), _written_offsets(b)

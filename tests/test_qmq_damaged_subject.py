@@ -34,7 +34,9 @@ def _unit_at(store, subject: str, sequence: int):
 def test_the_unit_that_proves_its_record_is_kept(tmp_path, damage):
     """Also for a byte that leaves the subject no UTF-8 (QMQ reads it with a replacement
     character: its validator checks the payload's CRC only): the plan once took it for
-    damage and cut the message log there, the records after it and the record's unit lost."""
+    damage and cut the message log there, the records after it and the record's unit lost.
+    The subject so spelled holds that record's sequence only: it was once said to hold every
+    sequence from 0 to it, none served (messagesNotServed)."""
     store = expand_store(FIXTURES / "qmq" / "basic" / "store", tmp_path / "store")
     records = qmq_records(store)
     subject, ours = busiest_subject(records)
@@ -48,6 +50,10 @@ def test_the_unit_that_proves_its_record_is_kept(tmp_path, damage):
         f.write(damage if first != damage else b"Y")
     plan = plan_recovery(store)
     assert not [z for z in plan.zero if "messagelog" in z.path] and not plan.records_dropped
+    # the record now of a subject so spelled holds one sequence of it: not the ones before it too
+    garbled = [g for g in plan.broker.subjects if g.subject not in {r.subject for r in records}]
+    assert [(g.not_served, g.sequences_in_files) for g in garbled] == \
+        [(((record.sequence, record.sequence),), record.sequence + 1)]
     rows = cli_runner().invoke(app, ["dump", "messagelog", str(store / "messagelog"), "-f", "jsonl"]).stdout
     row = next(r for r in map(json.loads, rows.splitlines()) if r["message_log_offset"] == record.offset)
     assert row.get("subject_utf8_ok", True) is (damage == b"Z")

@@ -102,7 +102,7 @@ class SubjectAfterStart:
     replay_skipped: Ranges  # records replayed whose sequence is below the log's next sequence: no unit written
     other_statuses: tuple[tuple[str, Ranges], ...]
     sequences_in_files: int  # 1 + the highest sequence of this subject's records in the message log files
-    not_served: Ranges  # sequences in the files served neither with nor without a message
+    not_served: Ranges  # sequences the files' records hold, served neither with nor without a message
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,6 +235,23 @@ def _known_sequences(in_files: LogColumns) -> dict[str, int]:
     return {in_files.subjects.names[sid]: int(highest[sid]) + 1 for sid in in_files.subject_ids_present()}
 
 
+def _present_sequences(in_files: LogColumns) -> dict[str, Ranges]:
+    """The runs of sequences each subject's records in the files hold (a subject's head gone
+    with deleted segments, or a damaged subject's lone record, holds no sequence before it)."""
+    if not len(in_files):
+        return {}
+    order = np.lexsort((in_files.sequence, in_files.subject_id))
+    sid, seq = in_files.subject_id[order], in_files.sequence[order]
+    new_run = np.ones(len(order), bool)
+    new_run[1:] = (sid[1:] != sid[:-1]) | (seq[1:] > seq[:-1] + 1)
+    starts = np.flatnonzero(new_run)
+    ends = np.append(starts[1:], len(order)) - 1
+    out: dict[str, list] = {}
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        out.setdefault(in_files.subjects.names[int(sid[a])], []).append((int(seq[a]), int(seq[b])))
+    return {name: tuple(runs) for name, runs in out.items()}
+
+
 def _checkpoints(store, mcp, acp, msnaps, asnaps) -> CheckpointsAfterStart:
     loaded_m, loaded_a = msnaps.loaded, asnaps.loaded
     skipped = tuple((str(s.path), s.error) for s in (*msnaps.skipped, *asnaps.skipped))
@@ -290,13 +307,15 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
     deleted = {str(s.path) for s in message_log.deleted}
     lost = _lost_records(in_files, end, deleted)
     known = _known_sequences(in_files)
+    present = _present_sequences(in_files)
     return outcome(
         started=refusal is None, refusal=refusal,
         message_log=MessageLogAfterStart(written_end, end, end if end < written_end else None, tuple(sorted(deleted)),
                                          lost, messages.start, len(messages.events)),
         action_log=ActionLogAfterStart(action_log.max_offset(), tuple(str(s.path) for s in action_log.deleted), state,
                                        tablet_load.valid, tablet_load.destroyed, actions.start, len(actions.events)),
-        subjects=tuple(_served(subject, logs.get(subject), message_log, known.get(subject, 0), skipped.get(subject, ()))
+        subjects=tuple(_served(subject, logs.get(subject), message_log, known.get(subject, 0), skipped.get(subject, ()),
+                               present.get(subject, ()))
                        for subject in sorted(set(logs) | set(known))),
         pull_logs=tuple(pull_logs),
         offset_files_written=tuple(sorted(offset_files.items())),
@@ -382,21 +401,24 @@ def ranges_minus(ranges: Ranges, *others: Ranges) -> Ranges:
     return tuple(out)
 
 
-def _served(subject: str, log: ConsumerLog | None, message_log: Log, known: int, skipped) -> SubjectAfterStart:
+def _served(subject: str, log: ConsumerLog | None, message_log: Log, known: int, skipped,
+            present: Ranges) -> SubjectAfterStart:
     """Every sequence 0..max as getMessage answers it, a run of identical units at a time; a
     subject with records but no consumer log after the start answers SUBJECT_NOT_FOUND.
-    ``known``: 1 + the highest sequence of the subject's records in the files."""
+    ``known``: 1 + the highest sequence of the subject's records in the files; ``present``:
+    the runs of sequences those records hold (what can be not served)."""
     if log is None:
         nothing = ((0, known - 1),) if known else ()
         return SubjectAfterStart(subject, (0, 0), (), (), (), (), (), tuple(skipped),
-                                 (("SUBJECT_NOT_FOUND", nothing),), known, nothing)
+                                 (("SUBJECT_NOT_FOUND", nothing),), known, tuple(present))
     try:
-        return _served_log(subject, log, message_log, known, skipped)
+        return _served_log(subject, log, message_log, known, skipped, present)
     finally:
         log.log.release()  # a subject at a time: its units' pages are not held while the next is read
 
 
-def _served_log(subject: str, log: ConsumerLog, message_log: Log, known: int, skipped) -> SubjectAfterStart:
+def _served_log(subject: str, log: ConsumerLog, message_log: Log, known: int, skipped,
+                present: Ranges) -> SubjectAfterStart:
     low, high = log.bound()
     with_message, without, past_end, statuses = _Runs(), _Runs(), _Runs(), {}
     sequence = 0
@@ -424,11 +446,8 @@ def _served_log(subject: str, log: ConsumerLog, message_log: Log, known: int, sk
     rebuilt = _Runs()
     for s in sorted(log.written):
         rebuilt.add(s, s)
-    written = _Runs()
-    if known:
-        written.add(0, known - 1)
     return SubjectAfterStart(
         subject, (low, high), tuple(with_message), tuple(without), tuple(past_end),
         tuple(tuple(r) for r in log.fills), tuple(rebuilt), tuple(skipped),
         tuple((k, tuple(v)) for k, v in sorted(statuses.items())),
-        known, written.minus(with_message, without))
+        known, ranges_minus(present, with_message, without))

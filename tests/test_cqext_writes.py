@@ -280,3 +280,27 @@ def test_random_ext_damage_never_breaks_the_plan_or_append(tmp_path_factory, dat
         return
     u, found = _units(store, topic, queue_id)[r.queue_offset]
     assert found is not None and found.ok and found.unit.msg_store_time == 1
+
+
+def test_an_ext_size_skipping_past_the_file_end_is_a_start_refused(tmp_path):
+    """A unit size in the ext's last file that skips past the file's end: recover's walk
+    (readBySkip) moves its buffer past the limit, which throws, so the broker does not
+    start; the plan says so and an append that recovers first refuses, where it once wrote
+    an ext unit the next walk could not reach (a random-damage example of the test above)."""
+    from rmqtool.errors import RmqError
+    from rmqtool.recovery.plan import plan_recovery
+    store = expand_store(CQEXT / "store", tmp_path / "store")
+    ext = max((store / "consumequeue_ext" / "TagOnlyTopic" / "0").iterdir(), key=lambda p: int(p.name))
+    raw = bytearray(ext.read_bytes().ljust(1024, b"\0"))
+    pos = last = 0
+    while pos + 2 <= len(raw) and int.from_bytes(raw[pos:pos + 2], "big", signed=True) > 0:
+        last, pos = pos, pos + int.from_bytes(raw[pos:pos + 2], "big", signed=True)
+    with open(ext, "r+b") as f:  # the last unit's size now reaches past the file's end
+        f.seek(last)
+        f.write((len(raw) - last + 20).to_bytes(2, "big"))
+    plan = plan_recovery(store)
+    assert not plan.loadable and f"offset {int(ext.name) + last} that skips past the file's end" in plan.refusal
+    with pytest.raises(RmqError):
+        with Store.open(store, writable=True, recover=True, backup_dir=tmp_path / "backup") as s:
+            s.append(dataclasses.replace(producer_message("TagOnlyTopic", b"x", tags="TagA", queue_id=0),
+                                         store_timestamp=1))

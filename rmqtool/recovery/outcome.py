@@ -377,7 +377,13 @@ def _recover_consume_queues(start: _Start) -> None:
         if not q.batch and q.loaded_bases:
             start.out.queues_walked_from[(q.topic, q.queue_id)] = q.loaded_bases[max(len(q.loaded_bases) - 3, 0)]
         if (q.topic, q.queue_id) in start.exts.models:  # ConsumeQueue.recover's tail: the ext's recover and cut
-            start.exts.models[(q.topic, q.queue_id)].recover(max_ext_address(q))
+            model = start.exts.models[(q.topic, q.queue_id)]
+            overrun = model.reader.skip_walk_overrun()
+            if overrun is not None:
+                start.refuse(f"{model.reader.directory}: ConsumeQueueExt.recover's walk meets a unit size at offset "
+                             f"{overrun} that skips past the file's end: ByteBuffer.position throws and the broker "
+                             f"does not start", "rebuild the queue and its ext (rmqtool redispatch)")
+            model.recover(max_ext_address(q))
     for q in start.queues:
         start.out.queues_before[f"{q.topic}/{q.queue_id}"] = QueueRange(q.min_offset, q.max_offset)
         if not q.batch:

@@ -152,6 +152,21 @@ class ConsumeQueueExt:
             units += 1
         return pos, units
 
+    def skip_walk_overrun(self) -> int | None:
+        """Where recover's walk of the last file meets a size that skips past the file's end
+        (a real offset; None: it does not): readBySkip's ``buffer.position`` past the limit
+        throws IllegalArgumentException out of the broker's load. Garbage a damaged size
+        skips into can hold such a size; the walk here stops there instead of throwing."""
+        last = self.segments[-1] if self.segments else None
+        if last is None:
+            return None
+        pos = self.skip_walk_end(last)
+        buf = self._bytes(last)
+        if pos + 2 <= self.mapped_file_size and pos + int.from_bytes(buf[pos:pos + 2], "big", signed=True) \
+                > self.mapped_file_size:
+            return last.base_offset + pos
+        return None
+
     @property
     def recovered_end(self) -> int:
         """recover's processOffset (a real offset): the last file's base plus its walk's end;

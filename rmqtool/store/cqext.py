@@ -160,7 +160,7 @@ class ConsumeQueueExt:
         last = self.segments[-1] if self.segments else None
         if last is None:
             return None
-        pos = self.skip_walk_end(last)
+        pos = self.recovered_end - last.base_offset  # where the walk stopped (walked once, kept)
         buf = self._bytes(last)
         if pos + 2 <= self.mapped_file_size and pos + int.from_bytes(buf[pos:pos + 2], "big", signed=True) \
                 > self.mapped_file_size:

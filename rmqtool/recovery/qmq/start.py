@@ -226,15 +226,6 @@ def _scan_records(directory: pathlib.Path) -> LogColumns:
     return builder.build()
 
 
-def _known_sequences(in_files: LogColumns) -> dict[str, int]:
-    """1 + the highest sequence of each subject's records in the files."""
-    if not len(in_files):
-        return {}
-    highest = np.full(len(in_files.subjects.names), np.iinfo(np.int64).min, np.int64)
-    np.maximum.at(highest, in_files.subject_id, in_files.sequence)
-    return {in_files.subjects.names[sid]: int(highest[sid]) + 1 for sid in in_files.subject_ids_present()}
-
-
 def _present_sequences(in_files: LogColumns) -> dict[str, Ranges]:
     """The runs of sequences each subject's records in the files hold (a subject's head gone
     with deleted segments, or a damaged subject's lone record, holds no sequence before it)."""
@@ -306,8 +297,8 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
     end = message_log.max_offset()
     deleted = {str(s.path) for s in message_log.deleted}
     lost = _lost_records(in_files, end, deleted)
-    known = _known_sequences(in_files)
     present = _present_sequences(in_files)
+    known = {subject: runs[-1][1] + 1 for subject, runs in present.items()}  # 1 + the highest sequence
     return outcome(
         started=refusal is None, refusal=refusal,
         message_log=MessageLogAfterStart(written_end, end, end if end < written_end else None, tuple(sorted(deleted)),

@@ -408,9 +408,6 @@ class CommitLogCheck:
         self._last_written: SegmentCheck | None = None  # the last band with a record (or a blank one)
         self._kept: dict = {}  # job index -> check made by prepare()
         self.written_end: int | None = None  # one past the last record written (prepare)
-        # where the broker's next start ends the log (recovery/outcome.py's simulation, given by
-        # the run); None: not simulated (the store would not load, or the simulation failed)
-        self.recovered_end: int | None = None
         self.next_start_seen = None  # the broker's next start once simulated (verify/next_start.NextStart)
         # () -> verify/next_start.NextStart: the broker's next start, simulated on first call (given by the run)
         self.next_start = None
@@ -432,6 +429,12 @@ class CommitLogCheck:
     def prepared_checks(self) -> list[SegmentCheck]:
         """The checks prepare() made (the last ranges, up to the last one holding a record)."""
         return list(self._kept.values())
+
+    @property
+    def recovered_end(self) -> int | None:
+        """Where the broker's next start ends the log (recovery/outcome.py's simulation, given by
+        the run); None: not simulated, the store would not load, or the simulation failed."""
+        return self.next_start_seen.recovered_end if self.next_start_seen is not None else None
 
     @property
     def end(self) -> int | None:

@@ -66,8 +66,7 @@ class Verify(VerifyRun):
         if self.next_start is None:
             self.next_start = NextStart.of(self.view)
             if self._log is not None:
-                ns = self._log.next_start_seen = self.next_start
-                self._log.recovered_end = ns.recovered_end
+                self._log.next_start_seen = self.next_start
         return self.next_start
 
     @property

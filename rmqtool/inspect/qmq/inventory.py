@@ -1,7 +1,8 @@
 """``rmqtool info`` on a QMQ store: its logs, subjects, groups, checkpoints and tablets.
 
-Read with headers only (no payload CRC): the message log's written end, each subject's
-consumer-log range beside the sequence the loaded message checkpoint records, each group's
+Read with headers only (no payload CRC, but for a record whose payload would run past the
+written bytes: whether it ends there is the written end): the message log's written end,
+each subject's consumer-log range beside the sequence the loaded message checkpoint records, each group's
 progress as the loaded action checkpoint records it, and whether the message checkpoint
 stands at the written end (as ``DefaultStorage.destroy`` leaves it) or behind it (the next
 start replays the rest).

@@ -67,7 +67,7 @@ def test_random_timer_damage_never_crashes_nor_writes(tmp_path_factory, target, 
             f.write(data)
     before = tree_fingerprint(store)
     runner = cli_runner()
-    for argv in (["verify", str(store), "--only", "timer", "--now", _clock("a-as-is")], ["recover", str(store)]):
+    for argv in (["verify", str(store), "--only", "timer", "--now", _clock("a-as-is")], ["recover", str(store), "--now", _clock("a-as-is")]):
         r = runner.invoke(app, argv)
         assert r.exit_code in (0, 2, 3, 4, 8), (argv, r.output, r.exception)
         assert "Traceback" not in r.output + r.stderr

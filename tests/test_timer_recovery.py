@@ -5,6 +5,7 @@ it shows what the engine then did (loops, stranded, dropped, enqueued again)."""
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -154,3 +155,35 @@ def test_reload_of_the_clean_store_equals_the_engine(tmp_path):
     assert [(c["index"], c["chain"], _truth_end(c)) for c in truth["chainsAfterLoad"]] == [
         (i, list(chains[i].chain.positions), (chains[i].chain.end, chains[i].chain.end_position))
         for i in (c["index"] for c in truth["chainsAfterLoad"])]
+
+
+@pytest.mark.parametrize("variant", ["a-as-is", "c-timercheck-deleted"])
+def test_recover_takes_the_clock_verify_takes(variant, tmp_path):
+    """recover --now: the plan's timer section is the start at that clock, as verify --now's.
+    At the truth's clock the state after load is the engine's; a week past the timercheck's
+    read time the engine's floor (now - 7 days + 60 s) is the read time, and the units the
+    plan leaves behind it are the ones verify says are stranded (none where the timercheck is
+    gone: the start enqueues the whole timer queue again)."""
+    from helpers import cli_runner
+    from rmqtool.cli.app import app
+    truth = load_truth(CRASH / variant / "truth.json")
+    store = expand_store(CRASH / variant / "input/store", tmp_path / "store")
+    runner = cli_runner()
+
+    def section(now: int) -> dict:
+        r = runner.invoke(app, ["recover", str(store), "--now", str(now), "-f", "json"])
+        assert r.exit_code in (0, 3), r.output
+        return json.loads(r.stdout)["timer"]
+
+    after = truth["timerAfterLoad"]["state"]
+    at_truth = section(after["fakeNowMs"])
+    assert at_truth["now_ms"] == after["fakeNowMs"]
+    assert at_truth["read_time_ms"] == after["currReadTimeMs"]
+    later = after["currReadTimeMs"] + 8 * 86_400_000
+    floor = section(later)
+    assert (floor["read_time_ms"], floor["read_time_reason"]) == (later - 7 * 86_400_000 + 60_000, "sevenDayFloor")
+    r = runner.invoke(app, ["verify", str(store), "--only", "timer", "-f", "jsonl", "--now", str(later)])
+    stranded = sum(f["units"] for f in map(json.loads, r.stdout.splitlines()) if f["finding"] == "timerUnitStranded")
+    assert len(floor["run"]["skipped_by_read_time"]) + len(floor["run"]["stranded"]) == stranded
+    # the crash left units pending past the read time; without a timercheck the start enqueues all again
+    assert (stranded > 0) == (variant == "a-as-is")

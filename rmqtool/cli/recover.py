@@ -15,7 +15,7 @@ import typer
 
 from rmqtool.cli.commitlog_paths import commit_log_paths_option
 from rmqtool.cli.common import OutputFormat, boundary
-from rmqtool.cli.params import Semantics, check_semantics, examples
+from rmqtool.cli.params import TIME_METAVAR, Semantics, check_semantics, examples, parse_time
 from rmqtool.cli.sizes import SizeOptions, size_options
 from rmqtool.errors import UsageError
 from rmqtool.report.sink import warn
@@ -29,6 +29,7 @@ def register(app: typer.Typer) -> None:
         "rmqtool recover /data/store --keep-past-damage --apply",
         "rmqtool recover /data/store --to /data/store-repaired --apply",
         "rmqtool recover /data/store --from-checkpoint --semantics 5.3",
+        "rmqtool recover /data/store --now 2026-11-27T08:00:00Z   # a 5.x timer store's start at that clock",
         "rmqtool recover /data/store --apply --broker-config /opt/rocketmq/conf/broker.conf"))(recover)
 
 
@@ -53,6 +54,9 @@ def recover(
     keep_past_damage: bool = typer.Option(False, "--keep-past-damage",
                                           help="Replace each damaged record where recovery cuts the log by a record "
                                                "of its size (its extent proven) so the records after it stay."),
+    now: Optional[str] = typer.Option(None, "--now", metavar=TIME_METAVAR,
+                                      help="When the broker starts next (the plan's timer section depends on "
+                                           "it, as verify's timer checks do); default: now."),
     sizes: SizeOptions = SizeOptions(),  # --cq-size ... --assume-defaults (cli/sizes.py)
     force: bool = typer.Option(False, "--force", help="--apply in place to a store with a missing middle commit log "
                                                       "file (the broker loads it; without --force only into --to)."),
@@ -88,6 +92,7 @@ def recover(
         warn(f"rmqtool: {view.live.root} is live: PID {view.live.pid} holds it (a running broker or writer); the "
              f"plan is of its files as they are now, and --apply refuses a live store: stop the broker first")
     given = sizes.given()
+    now_ms = parse_time(now, "--now")
     settings = Settings(semantics=semantics, from_checkpoint=from_checkpoint, check_crc=not no_check_crc,
                         verify_prop_crc=verify_prop_crc)
     flags = (["--semantics", semantics] if semantics else []) + [
@@ -95,12 +100,14 @@ def recover(
                               ("--no-check-crc", no_check_crc), ("--keep-index", keep_index),
                               ("--keep-past-damage", keep_past_damage)) if on]
     flags += size_words(given)
+    # the clock is not in ``again``: what --apply changes in the timer store does not depend on it
     again = flags + (["--force"] if to is not None or force else [])
     bar = progress_bar("recovering", None, progress) if apply else None
     request = RecoverRequest(apply=apply, to=to, force=force, backup_dir=backup_dir, settings=settings, given=given,
                              keep_index=keep_index, again=tuple(again), keep_past_damage=keep_past_damage,
                              rocketmq_flags=tuple(f for f in flags + (["--force"] if force else [])
                                                   if f.startswith("--")),
+                             now_ms=now_ms,
                              on_written=bar.advance if bar is not None else None)
     with bar or contextlib.nullcontext():  # erased (or its last line written) before the table
         run = tools.recover(view, request)

@@ -28,6 +28,7 @@ class RecoverRequest:
     keep_past_damage: bool = False
     rocketmq_flags: tuple[str, ...] = ()
     on_written: object = None  # --apply: told the bytes written (the command's progress bar)
+    now_ms: int | None = None  # when the broker starts next (the timer section's clock; None: the clock)
 
 
 @dataclasses.dataclass
@@ -44,13 +45,15 @@ class RecoverRun:
 
 def recover_store(view, settings, *, given, keep_index: bool = False, apply: bool = False,
                   to: pathlib.Path | None = None, force: bool = False, backup_dir: pathlib.Path | None = None,
-                  again: tuple[str, ...] = (), keep_past_damage: bool = False, on_written=None) -> RecoverRun:
+                  again: tuple[str, ...] = (), keep_past_damage: bool = False, on_written=None,
+                  now_ms: int | None = None) -> RecoverRun:
     """Plan the broker's restart recovery of the store ``view`` opened and, with ``apply``, carry it out in the
     sizes ``given`` where the files do not show them. ``again``: the options after the path
     that run this again (what finishes it when it is cut short). ``keep_past_damage``: each
     damaged record where the walk cuts the log, when its extent is proven, is replaced by a
     record of its size the walk accepts (recovery/quarantine.py), so the records after it stay.
-    ``on_written(n)``: told the bytes the apply writes (backup, zeros, re-dispatch)."""
+    ``on_written(n)``: told the bytes the apply writes (backup, zeros, re-dispatch). ``now_ms``:
+    when the broker starts next, for the plan's timer section (None: the clock)."""
     from rmqtool.engine.store import multi_path_refusal, unknown_sizes
     from rmqtool.engine.store_sizes import plan_queue_file_size, store_sizes
     from rmqtool.recovery.plan import plan_recovery
@@ -68,7 +71,7 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
     missing_file_ok = to is not None or force  # a new directory is the broker's load of the store, the input kept
     plan = plan_recovery(view, consume_queue_file_size=plan_queue_file_size(root, given), settings=settings,
                          keep_index=keep_index, missing_file_ok=missing_file_ok,
-                         store_type=configured_store_type(given))
+                         store_type=configured_store_type(given), now_ms=now_ms)
     doc = plan.to_json()
     rewrites = ()
     if keep_past_damage:

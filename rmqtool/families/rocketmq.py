@@ -52,7 +52,8 @@ class RocketMQTools:
         return recover_store(view, request.settings, given=request.given, keep_index=request.keep_index,
                              apply=request.apply, to=request.to, force=request.force,
                              backup_dir=request.backup_dir, again=request.again,
-                             keep_past_damage=request.keep_past_damage, on_written=request.on_written)
+                             keep_past_damage=request.keep_past_damage, on_written=request.on_written,
+                             now_ms=request.now_ms)
 
     def show_recover(self, run, fmt: str, *, wide: bool = False, live=None) -> None:
         if isinstance(run.doc, dict) and run.doc.get("dledger") is not None:

@@ -9,6 +9,7 @@ import shutil
 import sys
 from typing import TextIO
 
+from rmqtool.report.columns import iso_ms
 from rmqtool.report.progress import erase_bars
 from rmqtool.report.sink import Sink, render_document
 from rmqtool.report.wrap import wrap
@@ -246,18 +247,18 @@ def _timer_lines(t: dict) -> list[str]:
     lines = [f"timer log: rescanned from {t['rescan_from']}, ends at {t['cut_at']} ({t['cut_reason']})"
              + (f"; files destroyed: {', '.join(t['files_destroyed'])}" if t["files_destroyed"] else "")
              + (f"; slots past the end rescanned from {t['recheck_from']}" if t["recheck_from"] is not None else ""),
-             f"timer wheel: {len(t['slots_revised'])} slot(s) revised; read time {t['read_time_ms']} "
+             f"timer wheel: {len(t['slots_revised'])} slot(s) revised; read time {iso_ms(t['read_time_ms'])} "
              f"({t['read_time_reason']})",
              f"timer queue: rmq_sys_wheel_timer offsets [{t['enqueue_again']['from']}, {t['enqueue_again']['to']}) "
              f"enqueued ({t['queue_offset_reason']})"]
     run = t.get("run")
     if run:
         e = run["enqueued"]
-        lines.append(f"timer run at {run['write_time_ms']}: {e['units']} new unit(s), {e['delivered_at_once']} "
+        lines.append(f"timer run at {iso_ms(run['write_time_ms'])}: {e['units']} new unit(s), {e['delivered_at_once']} "
                      f"delivered at once, {run['units_walked_again']} unit(s) in slots already due walked again")
         if run["first_loop"]:
             lines.append(f"timer dequeue loops at slot {run['first_loop']['slot_index']} (fire time "
-                         f"{run['first_loop']['fire_time_ms']}): no timer message after it is delivered")
+                         f"{iso_ms(run['first_loop']['fire_time_ms'])}): no timer message after it is delivered")
         if run["stranded"] or run["skipped_by_read_time"]:
             lines.append(f"timer units never delivered: {len(run['stranded'])} no chain reaches, "
                          f"{len(run['skipped_by_read_time'])} behind the read time")

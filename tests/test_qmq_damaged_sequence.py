@@ -145,3 +145,47 @@ def test_salvage_lists_a_damaged_sequence_apart(store, sequence, tmp_path):
         [(subject, sequence, damaged.offset)]
     table = cli_runner().invoke(app, ["salvage", str(store), "--out", str(tmp_path / "again.jsonl")])
     assert f"sequence {sequence}" in table.stdout and "apart" in table.stdout
+
+REPLAYED = FIXTURES / "qmq" / "crash" / "g-lost-message-checkpoints" / "input"  # no checkpoint: all replayed
+
+
+@pytest.mark.parametrize("ahead", [1 << 40, (1 << 62) - 1], ids=["high-byte", "past-a-java-long"])
+def test_a_damaged_sequence_the_replay_reaches_is_where_the_start_never_finishes(tmp_path, ahead):
+    """A record the replay reaches whose sequence is a trillion or more past its subject's:
+    QMQ's writeUnit would fill every consumer log segment up to it with blank units (once the
+    simulation did, and verify, recover and report never ended). The start is said to never
+    finish there, naming the record; the repair's checkpoint puts the replay past it."""
+    store = expand_store(REPLAYED, tmp_path / "store")
+    subject, ours = busiest_subject(qmq_records(store))
+    damaged = ours[1]
+    _damage(damaged, damaged.sequence + ahead)  # past a Java long, sequence x unit size wraps
+    r = cli_runner().invoke(app, ["verify", str(store), "-f", "jsonl"])
+    rows = [__import__("json").loads(line) for line in r.stdout.splitlines()]
+    (stop,) = [f for f in rows if f["finding"] == "storeNotLoadable"]
+    # where sequence x unit size wraps below 0, writeUnit starts the log again at that negative
+    # offset (every segment deleted) and the subject's next record is the one it cannot reach
+    blocked = damaged if ahead == 1 << 40 else ours[2]
+    assert (stop["path"], stop["offset"]) == (str(blocked.path), blocked.offset % PER_SEGMENT_FILE_SIZE)
+    blocked_sequence = damaged.sequence + ahead if blocked is damaged else blocked.sequence
+    assert "never finishes starting" in stop["message"] and f"sequence {blocked_sequence}," in stop["message"]
+    plan = plan_recovery(store)
+    assert plan.broker.refusal.kind == "hangs"
+    copy = tmp_path / "copy"
+    assert cli_runner().invoke(app, ["recover", str(store), "--apply", "--to", str(copy)]).exit_code == 3
+    assert plan_recovery(copy).broker.started
+
+
+def test_a_sequence_a_few_segments_ahead_is_filled_as_qmq_fills_it(tmp_path):
+    """Two consumer log segments ahead the simulation still follows the replay: every sequence
+    from the subject's next one up to the record's is a fill unit, served as SUCCESS with no
+    message, and the record is served at its sequence."""
+    from rmqtool.formats.qmq.consumerlog import SEGMENT_TOTAL_UNIT
+    store = expand_store(REPLAYED, tmp_path / "store")
+    subject, ours = busiest_subject(qmq_records(store))
+    last = ours[-1]
+    sequence = last.sequence + 2 * SEGMENT_TOTAL_UNIT + 5
+    _damage(last, sequence)
+    broker = plan_recovery(store).broker
+    assert broker.started
+    (s,) = [s for s in broker.subjects if s.subject == subject]
+    assert s.fill_units == ((last.sequence, sequence - 1),)

@@ -5,7 +5,9 @@ breaking whitespace, each cut by ``MaxSequenceLogSegmentValidator`` to the messa
 checkpoint's max sequence of its subject (to nothing when the checkpoint lacks it). The
 replay writes a unit per record (``writeMessageLogIndex``): nothing when the sequence is
 below the log's next sequence, fill units (offset 0, size Integer.MAX_VALUE) up to it when
-it is ahead. Serving (``DefaultStorage.getMessage``): a unit's payload is read only when it
+it is ahead (segment after segment: a damaged sequence field, which the payload CRC does not
+cover, can put it billions of units ahead, and then the replay is followed no further:
+:class:`FillTooFar`). Serving (``DefaultStorage.getMessage``): a unit's payload is read only when it
 lies inside the message log's written part; otherwise the answer is SUCCESS with no message.
 """
 from __future__ import annotations
@@ -19,12 +21,16 @@ import numpy as np
 from rmqtool.formats.qmq.consumerlog import (CONSUMER_LOG_MAGIC_V2, FILL_HEADER_SIZE, FILL_WROTE_BYTES,
                                              FILL_WROTE_OFFSET, SEGMENT_TOTAL_UNIT)
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE as MESSAGE_SEGMENT_SIZE
-from rmqtool.recovery.qmq.javabuf import JavaException, int32, java_div, java_mod
+from rmqtool.recovery.qmq.javabuf import JavaException, int32, int64, java_div, java_mod
 from rmqtool.recovery.qmq.logs import Log, load_log
 from rmqtool.recovery.qmq.validators import max_sequence_validator
 from rmqtool.store.qmq.consumerlog import INVALID, SMT, decode_unit, unit_columns_of
 
 _BLOCK = 1 << 20  # units answered at once
+# segments of blank units the replay is followed through for one record: past them the broker's
+# fill makes over 10^12 appends (about K^2 x 5 million for K segments) and writes K segments
+# of 220 MB or more: its start does not finish
+MAX_FILL_SEGMENTS = 1024
 _PROBE = 16  # units tried first
 
 # Guava CharMatcher.breakingWhitespace(): whitespace but the non-breaking spaces
@@ -48,6 +54,24 @@ class Unit:
 FILL = Unit("message", FILL_WROTE_OFFSET, FILL_WROTE_BYTES, FILL_HEADER_SIZE, "fill")
 
 
+class FillTooFar(Exception):
+    """A record's sequence so far past its consumer log's next sequence that the replay's fill
+    up to it (``fillPreBlank``, a segment of blank units at a time) is not followed."""
+
+    def __init__(self, subject: str, sequence: int, next_sequence: int, segments: int, segment_size: int,
+                 appends: int):
+        super().__init__(subject, sequence)
+        self.subject, self.sequence, self.next_sequence = subject, sequence, next_sequence
+        self.segments, self.segment_size, self.appends = segments, segment_size, appends
+
+    def text(self, message_log_offset: int) -> str:
+        return (f"{self.subject}: the record at message log offset {message_log_offset} has sequence "
+                f"{self.sequence}, {self.segments:,} consumer log segments past the log's next sequence "
+                f"{self.next_sequence}: writeUnit fills them all with blank units first ({self.segments:,} files "
+                f"of {self.segment_size:,} bytes; fillPreBlank makes about {self.appends:.2g} appends, one "
+                f"writeUnit call deeper a segment)")
+
+
 @dataclasses.dataclass(slots=True)
 class ConsumerLog:
     subject: str
@@ -69,11 +93,13 @@ class ConsumerLog:
         return min(self.min_offset(), nxt), nxt
 
     def write_message_log_index(self, sequence: int, wrote_offset: int, wrote_bytes: int, header_size: int) -> str:
-        """``writeUnit``: "skipped" (below the next sequence), "written" or "failed"."""
+        """``writeUnit``: "skipped" (below the next sequence), "written" or "failed". Raises
+        :class:`FillTooFar` where the fill up to the sequence is more than rmqtool follows."""
+        first = True
         while True:
             if sequence < self.next_sequence():
                 return "skipped"
-            expected = sequence * self.unit_bytes
+            expected = int64(sequence * self.unit_bytes)  # Java's long: a damaged high byte wraps
             seg = self.log.locate(expected)
             if seg is None:
                 before = len(self.log.deleted)
@@ -81,6 +107,12 @@ class ConsumerLog:
                 if len(self.log.deleted) != before:
                     self.written.clear()  # every segment was deleted with what the replay wrote
                     self.fills.clear()
+            if first:
+                first = False
+                ahead = java_div(expected - seg.base_offset, seg.size)  # segments the fill allocates
+                if ahead > MAX_FILL_SEGMENTS:
+                    raise FillTooFar(self.subject, sequence, self.next_sequence(), ahead, seg.size,
+                                     self._appends(seg, expected, ahead))
             self._fill_pre_blank(seg, expected)
             if seg.wrote > seg.size:
                 return "failed"
@@ -91,6 +123,14 @@ class ConsumerLog:
             self.written[at] = Unit("message", wrote_offset, wrote_bytes, header_size, "rebuilt")
             seg.wrote += self.unit_bytes
             return "written"
+
+    def _appends(self, seg, expected: int, ahead: int) -> int:
+        """The blank-unit appends fillPreBlank makes on the way to ``expected``: at each
+        segment (one writeUnit call deeper each) it loops from that segment's write position
+        to ``expected``, a unit at a time, though the segment fills after its first units."""
+        distance = (expected - seg.base_offset) // self.unit_bytes  # from this segment's base, in units
+        per = seg.size // self.unit_bytes
+        return distance - seg.wrote // self.unit_bytes + ahead * distance - per * ahead * (ahead + 1) // 2
 
     def _fill_pre_blank(self, seg, until: int) -> None:
         start = seg.base_offset + seg.wrote

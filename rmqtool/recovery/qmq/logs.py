@@ -91,7 +91,8 @@ class Log:
         return self.segments[max(lower)] if lower else None
 
     def alloc(self, base: int) -> Segment:
-        seg = Segment(self.directory / f"{base:020d}", base, self.segment_size, b"", 0)
+        # offset2FileName: at least 20 digits, after the sign (a wrapped offset is negative)
+        seg = Segment(self.directory / f"{'-' if base < 0 else ''}{abs(base):020d}", base, self.segment_size, b"", 0)
         self.segments[base] = seg
         return seg
 

@@ -34,7 +34,7 @@ from rmqtool.formats.qmq.checkpoint import ActionCheckpoint, MessageCheckpoint
 from rmqtool.formats.qmq.consumerlog import CONSUMER_LOG_UNIT_BYTES, SEGMENT_SIZE_V1
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE as MESSAGE_SEGMENT_SIZE
 from rmqtool.formats.qmq.pulllog import PULL_LOG_SIZE, PULL_LOG_UNIT_BYTES
-from rmqtool.recovery.qmq.consumer_logs import ConsumerLog, has_breaking_whitespace, open_consumer_log
+from rmqtool.recovery.qmq.consumer_logs import ConsumerLog, FillTooFar, has_breaking_whitespace, open_consumer_log
 from rmqtool.recovery.qmq.javabuf import JavaException
 from rmqtool.recovery.qmq.logs import Log, load_log
 from rmqtool.recovery.qmq.progress import apply_action, progress_of, progress_rows
@@ -59,6 +59,7 @@ class Refusal:
     message: str
     file: str | None  # the file it was reading
     where: str  # "new DefaultStorage(...)", "start(): message log replay", "start(): action log replay"
+    offset: int | None = None  # where in ``file``, when one record is the cause
 
 
 @dataclasses.dataclass(frozen=True)
@@ -336,8 +337,15 @@ def _replay_into_consumer_logs(store: pathlib.Path, messages: Replay, message_lo
             except JavaException as exc:  # thrown in the replay thread: it retries, forever
                 return skipped, offset_files, Refusal("hangs", exc.java_class, exc.message, exc.file,
                                                       "start(): message log replay")
-        if log.write_message_log_index(record.sequence, record.wrote_offset, record.wrote_bytes,
-                                       record.header_size) == "skipped":
+        try:
+            wrote = log.write_message_log_index(record.sequence, record.wrote_offset, record.wrote_bytes,
+                                                record.header_size)
+        except FillTooFar as exc:
+            seg = message_log.locate(record.wrote_offset)
+            return skipped, offset_files, Refusal("hangs", "", exc.text(record.wrote_offset),
+                                                  str(seg.path) if seg else None, "start(): message log replay",
+                                                  record.wrote_offset - seg.base_offset if seg else None)
+        if wrote == "skipped":
             skipped.setdefault(record.subject, _Runs()).add(record.sequence, record.sequence)
         seqs = mcp["max_sequences"]
         seqs[record.subject] = max(seqs.get(record.subject, record.sequence), record.sequence)

@@ -39,7 +39,7 @@ def next_start_findings(outcome: StartOutcome, actions_in_files: list) -> Iterat
     if outcome.refusal is not None:
         r = outcome.refusal
         what = "refuses to start" if r.kind == "refused" else "never finishes starting"
-        yield finding(ids.STORE_NOT_LOADABLE, r.file or root, None,
+        yield finding(ids.STORE_NOT_LOADABLE, r.file or root, r.offset,
                       f"QMQ {what}: {r.exception or 'the replay stops'}: {r.message} (in {r.where})")
         if r.kind == "refused":
             return  # nothing after the load happens

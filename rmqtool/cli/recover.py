@@ -92,7 +92,6 @@ def recover(
         warn(f"rmqtool: {view.live.root} is live: PID {view.live.pid} holds it (a running broker or writer); the "
              f"plan is of its files as they are now, and --apply refuses a live store: stop the broker first")
     given = sizes.given()
-    now_ms = parse_time(now, "--now")
     settings = Settings(semantics=semantics, from_checkpoint=from_checkpoint, check_crc=not no_check_crc,
                         verify_prop_crc=verify_prop_crc)
     flags = (["--semantics", semantics] if semantics else []) + [
@@ -100,14 +99,13 @@ def recover(
                               ("--no-check-crc", no_check_crc), ("--keep-index", keep_index),
                               ("--keep-past-damage", keep_past_damage)) if on]
     flags += size_words(given)
-    # the clock is not in ``again``: what --apply changes in the timer store does not depend on it
     again = flags + (["--force"] if to is not None or force else [])
     bar = progress_bar("recovering", None, progress) if apply else None
     request = RecoverRequest(apply=apply, to=to, force=force, backup_dir=backup_dir, settings=settings, given=given,
                              keep_index=keep_index, again=tuple(again), keep_past_damage=keep_past_damage,
                              rocketmq_flags=tuple(f for f in flags + (["--force"] if force else [])
                                                   if f.startswith("--")),
-                             now_ms=now_ms,
+                             now_ms=parse_time(now, "--now"),  # not in ``again``: no change --apply makes needs it
                              on_written=bar.advance if bar is not None else None)
     with bar or contextlib.nullcontext():  # erased (or its last line written) before the table
         run = tools.recover(view, request)

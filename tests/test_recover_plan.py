@@ -516,3 +516,24 @@ def test_a_first_served_unit_naming_another_message_does_not_bound_the_head(stor
     found = [json.loads(line) for line in _run("verify", store, "-f", "jsonl").stdout.splitlines()]
     assert sum(f["messages"] for f in found if f.get("consequence") == "unreachable"
                and f["finding"] in ("messageUnreachable", "messageNotInConsumeQueue")) == len(lost)
+
+
+def test_a_unit_written_after_the_queue_s_end_is_no_lost_message(store_copy):
+    """Bytes written into the zeros after a queue's last unit (damage) make a unit there that
+    names a commit log offset past the end: the queue's recover stops at the first zero unit
+    and never reads it, and the plan zeroes it as trailing garbage. It once also stood in the
+    lost messages ("log cut", unreadable), a message the data does not show; verify counts none."""
+    store = store_copy(V5 / "v2-and-crc" / "store")
+    truth = load_truth(V5 / "v2-and-crc" / "truth.json")["truth"]["consumeQueues"]["PaymentTopic"]["1"]
+    end = truth["entries"][-1][0] + 1
+    path = store / "consumequeue" / "PaymentTopic" / "1" / "00000000000000000000"
+    unit = end + 10
+    assert (unit + 1) * 20 <= path.stat().st_size
+    with open(path, "r+b") as f:
+        f.seek(unit * 20)
+        f.write((1 << 62).to_bytes(8, "big") + (100).to_bytes(4, "big"))
+    doc = json.loads(_run("recover", store, "-f", "json").stdout)
+    assert doc["lost_messages"] == []
+    assert [(a["file"], a["start"]) for a in doc["actions"] if a["finding"] == "trailingGarbage"] == [(str(path), unit * 20)]
+    verify = [json.loads(line) for line in _run("verify", store, "-f", "jsonl").stdout.splitlines()]
+    assert sum(f.get("messages", 0) for f in verify if f["finding"] == "recoveryCutsCommitLog") == 0

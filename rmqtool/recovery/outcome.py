@@ -535,7 +535,7 @@ def _finish(start: _Start, list_lost: bool) -> Outcome:
     out.ext_files_deleted += [str(p) for m in start.exts.models.values() for p in m.deleted_files()]
     reader, end = start.reader, out.recovered_end
     if list_lost and reader is not None:
-        lost = _lost(reader, paths, end, start.semantics)
+        lost = _lost(reader, paths, end, start.semantics, out.queues_before)
         lost += _unreachable(reader, start.kept, queues, start.recovered_at, end, start.min_phy,
                              {m["commit_log_offset"] for m in lost})
         lost += _not_reput(out, paths, reader, start.kept, queues, start.recovered_at, start.min_phy,
@@ -708,10 +708,11 @@ FILE_MISSING = "file missing"  # its commit log file is gone: the broker skips t
 UNIT_LOST = "unit lost"  # its consume queue unit is gone and the start does not dispatch it again
 
 
-def _lost(reader: CommitLog, paths: StorePaths, end: int, semantics: str) -> list[dict]:
+def _lost(reader: CommitLog, paths: StorePaths, end: int, semantics: str, walked: dict) -> list[dict]:
     """Every message past the recovered end: records the read side still finds there, and
     consume queue units (5.3.3: batch consume queue units too) pointing there whose record
-    no longer reads."""
+    no longer reads, of those each queue's recover walked (``walked``: the queues' ranges
+    then; a unit after a queue's end is bytes its load drops, no message)."""
     lost: dict[int, dict] = {}
     for r in reader.scan(from_offset=end, check_crc=False):
         if isinstance(r, Message):
@@ -723,7 +724,7 @@ def _lost(reader: CommitLog, paths: StorePaths, end: int, semantics: str) -> lis
     kinds = [(paths.consumequeue, False)] + ([(paths.batch_consumequeue, True)] if semantics == V5 else [])
     for root, batch in kinds:
         for topic, queue_id, directory in queue_directories(root):
-            _lost_units(topic, queue_id, directory, batch, end, lost)
+            _lost_units(topic, queue_id, directory, batch, end, lost, walked.get(f"{topic}/{queue_id}"))
     return [lost[k] for k in sorted(lost)]
 
 
@@ -965,8 +966,10 @@ def _units_beyond(q: QueueModel, position: int) -> int | None:
     return best
 
 
-def _lost_units(topic: str, queue_id: int, directory, batch: bool, end: int, lost: dict) -> None:
-    """Units of one queue pointing at or past ``end`` whose record is not in ``lost`` yet."""
+def _lost_units(topic: str, queue_id: int, directory, batch: bool, end: int, lost: dict,
+                walked: QueueRange | None) -> None:
+    """Units of one queue pointing at or past ``end`` whose record is not in ``lost`` yet,
+    before the end of the queue its recover walked to (``walked``; None: every unit)."""
     # units only grow along a queue: read its files from the last back to one that starts before the end
     layout = BATCH_CQ_LAYOUT if batch else CQ_LAYOUT
     for seg in reversed(discover(directory, required=False).segments):
@@ -979,9 +982,9 @@ def _lost_units(topic: str, queue_id: int, directory, batch: bool, end: int, los
             real = is_written_unit(offsets, sizes) & (sizes != FILL_SIZE)  # fillPreBlank units point nowhere
         for i in np.flatnonzero(real & (offsets >= end)).tolist():
             offset = int(offsets[i])
-            if offset not in lost:
-                queue_offset = (int(units["msg_base_offset"][i]) if batch else
-                                seg.base_offset // CQ_STORE_UNIT_SIZE + i)
+            queue_offset = (int(units["msg_base_offset"][i]) if batch else
+                            seg.base_offset // CQ_STORE_UNIT_SIZE + i)
+            if offset not in lost and (walked is None or queue_offset < walked.max_offset):
                 lost[offset] = {"commit_log_offset": offset, "topic": topic, "queue_id": queue_id,
                                 "queue_offset": queue_offset, "keys": [], "store_timestamp": None,
                                 "readable": False, "reason": LOG_CUT}

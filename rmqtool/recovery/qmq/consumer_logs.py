@@ -27,11 +27,11 @@ from rmqtool.recovery.qmq.validators import max_sequence_validator
 from rmqtool.store.qmq.consumerlog import INVALID, SMT, decode_unit, unit_columns_of
 
 _BLOCK = 1 << 20  # units answered at once
+_PROBE = 16  # units tried first
 # segments of blank units the replay is followed through for one record: past them the broker's
 # fill makes over 10^12 appends (about K^2 x 5 million for K segments) and writes K segments
 # of 220 MB or more: its start does not finish
 MAX_FILL_SEGMENTS = 1024
-_PROBE = 16  # units tried first
 
 # Guava CharMatcher.breakingWhitespace(): whitespace but the non-breaking spaces
 _NON_BREAKING = {"\u00a0", "\u2007", "\u202f"}

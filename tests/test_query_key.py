@@ -306,3 +306,32 @@ def test_lookup_never_writes(store_copy):
         _query(store, q, use_index=False)
     after = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in store.rglob("*") if p.is_file()}
     assert before == after
+
+
+def test_a_scan_over_a_file_cut_inside_a_header_finds_the_keys_before_it(tmp_path):
+    """--no-index over a middle commit log file cut two bytes past a record's end: the key's
+    messages are found (its hop read the next header past the end of what was read, and the
+    command stopped with a traceback)."""
+    from helpers import cli_runner
+    from rmqtool.cli.app import app
+    truth = load_truth(TIMEKEY / "truth.json")["truth"]
+    store = tmp_path / "store"
+    shutil.copytree(TIMEKEY / "store", store)
+    files = sorted((store / "commitlog").iterdir())
+    middle = files[1]
+    base = int(middle.name)
+    ends = [m["physicalOffset"] + m["storeSize"] - base for m in truth["messages"]
+            if base <= m["physicalOffset"] and m["physicalOffset"] + m["storeSize"] - base + 2 <= middle.stat().st_size]
+    with open(middle, "r+b") as f:
+        f.truncate(ends[-1] + 2)
+    first = truth["messages"][0]
+    key = first["propertiesString"].split("KEYS\x01")[1].split("\x02")[0].split(" ")[0]
+    r = cli_runner().invoke(app, ["query", str(store), "--key", key, "--topic", first["topic"], "--no-index",
+                                  "-f", "jsonl", "--body", "none"])
+    assert r.exit_code == 0, r.output
+    found = {__import__("json").loads(line)["commit_log_offset"] for line in r.stdout.splitlines()}
+    gone = range(base + ends[-1], int(files[2].name))  # the records cut away, up to the next file
+    want = {m["physicalOffset"] for m in truth["messages"] if m["topic"] == first["topic"]
+            and key in m["propertiesString"].split("KEYS\x01")[-1].split("\x02")[0].split(" ")
+            and m["physicalOffset"] not in gone}
+    assert first["physicalOffset"] in found and found == want

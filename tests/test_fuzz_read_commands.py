@@ -95,6 +95,7 @@ def _commands(store: pathlib.Path, truth: dict, damaged: list[pathlib.Path], rng
         ["dump", "checkpoint", store, "-f", "json"],
         ["dump", "config", store, "-f", "json"],
         ["query", store, "--key", key.split(" ")[0], "-f", "jsonl"],
+        ["query", store, "--key", key.split(" ")[0], "--no-index", "-f", "jsonl"],  # the needle scan's own hop
         ["query", store, "--offset", message["physicalOffset"], "-f", "jsonl"],
     ]
     # and each damaged file that is still there, dumped as the kind its directory says

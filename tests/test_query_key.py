@@ -335,3 +335,35 @@ def test_a_scan_over_a_file_cut_inside_a_header_finds_the_keys_before_it(tmp_pat
             and key in m["propertiesString"].split("KEYS\x01")[-1].split("\x02")[0].split(" ")
             and m["physicalOffset"] not in gone}
     assert first["physicalOffset"] in found and found == want
+
+
+def test_fewer_than_max_because_the_index_s_newest_name_nothing_says_more_may_exist(tmp_path):
+    """The commit log's last file cut short: of the key's 64 newest index entries some name
+    offsets past the end. As the broker, the answer is the rest and older entries are not
+    read; the command says more may exist (it once said nothing, though --no-index finds them)."""
+    import json
+    from helpers import cli_runner
+    from rmqtool.cli.app import app
+    truth = load_truth(TIMEKEY / "truth.json")["truth"]
+    store = tmp_path / "store"
+    shutil.copytree(TIMEKEY / "store", store)
+    last = sorted((store / "commitlog").iterdir())[-1]
+    cut = int(last.name) + last.stat().st_size // 4
+    hot = [m for m in truth["messages"] if m["topic"] == "KeyTopic"
+           and "hot" in m["propertiesString"].split("KEYS\x01")[-1].split("\x02")[0].split(" ")]
+    assert len([m for m in hot if m["physicalOffset"] >= cut]) > 0 and len(hot) > 64
+    with open(last, "r+b") as f:
+        f.truncate(cut - int(last.name))
+    runner = cli_runner()
+
+    def offsets(*extra):
+        r = runner.invoke(app, ["query", str(store), "--key", "hot", "-t", "KeyTopic", "-f", "jsonl", "--body", "none",
+                                *extra])
+        assert r.exit_code == 0, r.output
+        return [json.loads(line)["commit_log_offset"] for line in r.stdout.splitlines()], r.stderr
+
+    indexed, said = offsets()
+    scanned, _ = offsets("--no-index")
+    whole = sorted(m["physicalOffset"] for m in hot if m["physicalOffset"] + m["storeSize"] <= cut)
+    assert scanned == whole[-64:] and len(indexed) < 64 and set(indexed) < set(scanned)
+    assert "fewer than --max 64" in said and "more may exist" in said

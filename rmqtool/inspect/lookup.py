@@ -57,6 +57,10 @@ def look_up(store, ask: Lookup, trace, note) -> list:
     if ask.mode in ("--key", "--uniq-key") and len(result.messages) >= limit and result.more is not False:
         note(f"rmqtool: {len(result.messages)} shown; more exist (--max {limit} kept the newest)" if result.more
              else f"rmqtool: {len(result.messages)} shown: --max {limit} reached, more may exist")
+    elif ask.mode in ("--key", "--uniq-key") and result.more is None:  # the index gave --max offsets, some no message
+        note(f"rmqtool: {len(result.messages)} shown, fewer than --max {limit}: of the {limit} newest index entries "
+             f"of the key some name no message of it (--explain says which), and older entries are not read, as "
+             f"the broker does not read them: more may exist (--no-index scans the commit log)")
     messages = result.messages
     if live is not None:
         messages = [m for m in messages if m.commit_log_offset < live.commit_log_end]

@@ -367,3 +367,34 @@ def test_fewer_than_max_because_the_index_s_newest_name_nothing_says_more_may_ex
     whole = sorted(m["physicalOffset"] for m in hot if m["physicalOffset"] + m["storeSize"] <= cut)
     assert scanned == whole[-64:] and len(indexed) < 64 and set(indexed) < set(scanned)
     assert "fewer than --max 64" in said and "more may exist" in said
+
+
+def test_a_chain_link_to_no_earlier_entry_makes_the_file_s_range_scanned(tmp_path):
+    """A damaged prevIndex (past indexCount) cuts a slot's chain: the broker's walk stops there
+    and never sees the older entries. rmqtool calls the file damaged and scans its range, so
+    a message whose entry lay past the cut is still found (it once answered "not found")."""
+    from rmqtool.store.indexfile import IndexFile
+    truth = load_truth(TIMEKEY / "truth.json")
+    store = tmp_path / "store"
+    shutil.copytree(TIMEKEY / "store", store)
+    for q in truth["queryMessage"]:
+        kept = _kept(q)
+        key_hash = index_key_hash(build_key(q["topic"], q["key"]))
+        for path in list_index_files(store).paths:
+            with IndexFile(path) as f:
+                chain = [(n, e.phy_offset, e.position) for n, e in f.lookup_chain(key_hash)]
+                count = f.header.index_count
+            behind = [o for _, o, _ in chain[1:] if o in kept]
+            if behind and len(kept) < q["maxNum"]:
+                break
+        else:
+            continue
+        break
+    else:
+        pytest.fail("no query whose message lies behind its chain's head")
+    with open(path, "r+b") as f:
+        f.seek(chain[0][2] + 16)  # the head entry's prevIndex
+        f.write(struct.pack(">i", count + 1000))
+    result = _query(store, q)
+    assert set(behind) <= {m.commit_log_offset for m in result.messages}
+    assert any(f"index file {path.name} is damaged" in n for n in result.notes)

@@ -265,8 +265,9 @@ def _in_covered(offset: int, covered: list[tuple[int, int]]) -> bool:
 @dataclasses.dataclass
 class _ScanStats:
     records: int = 0  # records read in the uncovered ranges
-    indexable: int = 0  # of them, records that carry KEYS or UNIQ_KEY
-    first: int | None = None
+    indexable: int = 0  # of them, records that carry KEYS or UNIQ_KEY, outside ``damaged``
+    damaged: list = dataclasses.field(default_factory=list)  # damaged index files' ranges: their own note says so
+    first: int | None = None  # the first and last of the ``indexable``
     last: int | None = None
 
 
@@ -285,11 +286,11 @@ def _scan_records(reader: CommitLogReader, start: int, stop: int | None, needle:
         if covered and _in_covered(offset, covered):
             continue
         stats.records += 1
-        if stats.first is None:
-            stats.first = offset
-        stats.last = offset
-        if any(mark in result.properties_raw for mark in _INDEXED_MARKS):
+        if any(mark in result.properties_raw for mark in _INDEXED_MARKS) and not _in_covered(offset, stats.damaged):
             stats.indexable += 1
+            if stats.first is None:
+                stats.first = offset
+            stats.last = offset
         yield result
 
 
@@ -414,7 +415,8 @@ def _indexed(reader, states, topics, key, topic, begin, end, max_num, uniq_key, 
         if trace.enabled:
             trace(f"the index covers commit log offsets {covered or 'nothing'}; scanning what it does not: "
                   f"{[(lo, 'end' if hi is None else hi) for lo, hi in gaps]}")
-        stats = _ScanStats()
+        stats = _ScanStats(damaged=[(s.file.header.begin_phy_offset, s.file.header.end_phy_offset)
+                                    for s in states if s.damaged])
         cutoffs = {t: min(c.phy_offset for c in found) for t, found in candidates.items() if len(found) >= max_num}
         for lo, hi in gaps:
             scanned.append((lo, hi))

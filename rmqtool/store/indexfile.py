@@ -368,7 +368,8 @@ class IndexFile:
         """Walk the slot of key_hash newest to oldest, as IndexFile.selectPhyOffset does:
         (entry number, entry) for every entry on the chain, whatever its own keyHash
         (callers compare it: different keys share slots). Stops at prevIndex 0, at a
-        number outside 1..indexCount, at a negative timeDiff, or where the chain loops."""
+        number outside 1..indexCount, at a negative timeDiff, or where the chain loops; a link
+        to no earlier entry is a finding (the broker follows one still inside the file)."""
         if self.hash_slot_num is None or self.header.index_count <= FIRST_INDEX:
             return
         count = self.header.index_count
@@ -385,11 +386,15 @@ class IndexFile:
                 return
             yield number, entry
             previous = entry.prev_index
-            if previous <= INVALID_INDEX or previous > count:
-                return
             if previous in seen:
                 self.findings.append(Finding(INDEX_CHAIN_BROKEN, str(self.path), entry.position,
                                              f"chain loops back from entry {number} to entry {previous}"))
+                return
+            if previous > count or previous >= number:  # an entry links only to one put before it
+                self.findings.append(Finding(INDEX_CHAIN_BROKEN, str(self.path), entry.position,
+                                             f"entry {number}'s prevIndex {previous} is no earlier entry "
+                                             f"(indexCount {count})"))
+            if previous <= INVALID_INDEX or previous > count:
                 return
             number = previous
 

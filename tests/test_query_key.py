@@ -15,7 +15,7 @@ import pytest
 
 from conftest import CLEAN_SCENARIOS, V4, V5, load_truth
 from rmqtool.errors import UsageError
-from rmqtool.formats.indexfile import build_key, entry_position, index_key_hash, slot_of
+from rmqtool.formats.indexfile import build_key, entry_position, index_key_hash, slot_of, slot_position
 from rmqtool.query.by_key import LONG_MAX, query_by_key, store_topics
 from rmqtool.query.explain import Trace
 from rmqtool.store.indexfile import list_index_files
@@ -398,3 +398,31 @@ def test_a_chain_link_to_no_earlier_entry_makes_the_file_s_range_scanned(tmp_pat
     result = _query(store, q)
     assert set(behind) <= {m.commit_log_offset for m in result.messages}
     assert any(f"index file {path.name} is damaged" in n for n in result.notes)
+
+
+def test_not_found_through_a_zeroed_slot_points_at_the_scan(tmp_path):
+    """The key's slot zeroed in the index file that holds it: the walk finds nothing, as the
+    broker's would, and "not found" says the index answered and --no-index scans; the scan
+    finds the broker's answer."""
+    import json
+    from helpers import cli_runner
+    from rmqtool.cli.app import app
+    from rmqtool.store.indexfile import IndexFile
+    truth = load_truth(TIMEKEY / "truth.json")
+    q = next(q for q in truth["queryMessage"] if q["topic"] == "TimeTopic" and len(_kept(q)) == 1)
+    store = tmp_path / "store"
+    shutil.copytree(TIMEKEY / "store", store)
+    key_hash = index_key_hash(build_key(q["topic"], q["key"]))
+    for path in list_index_files(store).paths:
+        with IndexFile(path) as f:
+            if any(e.phy_offset in _kept(q) for _, e in f.lookup_chain(key_hash)):
+                slot = slot_position(slot_of(key_hash, f.hash_slot_num))
+                break
+    with open(path, "r+b") as f:
+        f.seek(slot)
+        f.write(bytes(4))
+    runner = cli_runner()
+    r = runner.invoke(app, ["query", str(store), "--key", q["key"], "-t", q["topic"], "-f", "jsonl"])
+    assert r.exit_code == 1 and "--no-index scans the whole commit log" in r.stderr
+    r = runner.invoke(app, ["query", str(store), "--key", q["key"], "-t", q["topic"], "--no-index", "-f", "jsonl"])
+    assert [json.loads(line)["commit_log_offset"] for line in r.stdout.splitlines()] == _kept(q)

@@ -170,7 +170,10 @@ def query(
         raise typer.Exit(each.worst)
     if not found:
         if not each.said_not_found:
-            warn(f"rmqtool: not found: no {'timer ' if timer else ''}message matches")
+            # an index whose slot or entries were zeroed answers nothing, as the broker's does
+            hint = "; from the index: --no-index scans the whole commit log" if mode in ("--key", "--uniq-key") \
+                and not no_index else ""
+            warn(f"rmqtool: not found: no {'timer ' if timer else ''}message matches{hint}")
         raise typer.Exit(int(ExitCode.NOT_FOUND))
     if damaged:
         raise typer.Exit(int(ExitCode.CORRUPT))

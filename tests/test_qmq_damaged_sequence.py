@@ -154,7 +154,9 @@ def test_a_damaged_sequence_the_replay_reaches_is_where_the_start_never_finishes
     """A record the replay reaches whose sequence is a trillion or more past its subject's:
     QMQ's writeUnit would fill every consumer log segment up to it with blank units (once the
     simulation did, and verify, recover and report never ended). The start is said to never
-    finish there, naming the record; the repair's checkpoint puts the replay past it."""
+    finish there, naming the record (and the record, without a unit, is not one the replay
+    "begins after": with no checkpoint it begins at the first); the repair's checkpoint puts
+    the replay past it."""
     store = expand_store(REPLAYED, tmp_path / "store")
     subject, ours = busiest_subject(qmq_records(store))
     damaged = ours[1]
@@ -168,6 +170,8 @@ def test_a_damaged_sequence_the_replay_reaches_is_where_the_start_never_finishes
     assert (stop["path"], stop["offset"]) == (str(blocked.path), blocked.offset % PER_SEGMENT_FILE_SIZE)
     blocked_sequence = damaged.sequence + ahead if blocked is damaged else blocked.sequence
     assert "never finishes starting" in stop["message"] and f"sequence {blocked_sequence}," in stop["message"]
+    # no checkpoint: the replay starts at the log's first record, so no record is one it begins after
+    assert not [f for f in rows if f["finding"] == "messageNotInConsumerLog"]
     plan = plan_recovery(store)
     assert plan.broker.refusal.kind == "hangs"
     copy = tmp_path / "copy"

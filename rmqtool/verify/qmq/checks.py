@@ -234,9 +234,9 @@ class QmqChecks:
                               f"{subject}: units {_ranges_text([w[2] for w in invalid])} are of no known kind",
                               subject=subject, sequence=sequence, sequences=len(invalid))
         self.units = {}  # read by nothing after this
-        # records no unit reaches, that the next start's replay (from the loaded checkpoint) does not dispatch
-        if loaded_offset is not None:
-            missing &= offsets < loaded_offset  # replayed at the next start
+        # records no unit reaches, that the next start's replay (from the loaded checkpoint) does not dispatch;
+        # with no checkpoint offset (none loaded, or 0) it replays the whole log
+        missing &= offsets < (loaded_offset or 0)
         met = np.flatnonzero(missing) if first_met is None else first_met[missing[first_met]]  # as first met
         by_subject: dict[int, list[int]] = {}
         for sid, sequence in zip(record_sid[met].tolist(), record_seq[met].tolist()):

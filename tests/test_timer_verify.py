@@ -104,3 +104,29 @@ def test_e_units_past_the_commit_log_are_dropped(verified):
     lost = set(truth["summary"]["dueButNotDeliveredAtEnd"])
     assert lost <= {u["commitLogRecord"]["label"] for u in past}
     assert [x.id for x in found if x.severity is Severity.ERROR] == [TIMER_UNIT_PAST_COMMIT_LOG]
+
+
+def test_a_unit_across_a_timer_log_file_s_cut_end_is_dropped_and_said(tmp_path):
+    """A timer log file cut inside a unit: the broker reads the missing bytes as zeros, so the
+    unit is there with a record size of 0, its read fails when due and dequeue drops it.
+    recover's plan says so; verify said nothing (its own reading of the file has no unit
+    there), and now names the unit with the consequence the plan gives."""
+    import json
+    from helpers import cli_runner
+    from rmqtool.cli.app import app
+    from rmqtool.findings import TIMER_UNIT_RECORD_MISMATCH
+    truth = load_truth(CRASH / "a-as-is" / "truth.json")
+    store = expand_store(CRASH / "a-as-is" / "input/store", tmp_path / "store")
+    files = sorted((store / "timerlog").iterdir())
+    last = files[-1]
+    with open(last, "r+b") as f:
+        f.truncate(UNIT + 36)  # the second unit's fields up to offsetPy, sizePy and the rest gone
+    clock = str(_clock(truth))
+    plan = json.loads(cli_runner().invoke(app, ["recover", str(store), "--now", clock, "-f", "json"]).stdout)["timer"]
+    dropped = plan["run"]["dropped"]
+    assert dropped == [int(last.name) + UNIT]
+    found = list(Verify(store, VerifyOptions(only=("timer",), jobs=1, now_ms=int(clock))).findings())
+    said = [f for f in found if f.id in (TIMER_UNIT_RECORD_MISMATCH, TIMER_UNIT_PAST_COMMIT_LOG)
+            and f.consequence == Consequence.DROPS_MESSAGES]
+    assert [(f.details["timer_log_offset"], f.details["units"]) for f in said] == [(dropped[0], 1)]
+    assert (said[0].path, said[0].offset) == (str(last), UNIT)

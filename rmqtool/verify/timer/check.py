@@ -172,7 +172,9 @@ class TimerChecks:
     # -- the timer log against the commit log ---------------------------------------------------
     def _against_commit_log(self) -> list[Finding]:
         store, load = self.start.store, self.load
-        past, out = [], []
+        past, out, named = [], [], set()
+        dropped = self.run.dropped if self.run is not None else ()  # pending units the start's dequeue drops
+        dropping = {u.position for u in dropped}
         read_from = load.curr_read_time_ms
         cols = self.start.disk_log.columns
         offset_py, size_py = cols["offset_py"], cols["size_py"].astype(np.int64)
@@ -192,9 +194,12 @@ class TimerChecks:
                 why = (f"its REAL_TOPIC {rec.properties.get(REAL_TOPIC)!r} has hash "
                        f"{topic_hash(rec.properties.get(REAL_TOPIC))}, not the unit's {u.hash_code_of_real_topic}")
             if why:
+                named.add(u.position)
                 path, position = self._log_place(u.position)
                 out.append(finding(TIMER_UNIT_RECORD_MISMATCH, path, position,
-                                   f"unit at {u.position} points at commit log [{u.offset_py}, +{u.size_py}): {why}",
+                                   f"unit at {u.position} points at commit log [{u.offset_py}, +{u.size_py}): {why}"
+                                   + (": dropped when due" if u.position in dropping else ""),
+                                   consequence=Consequence.DROPS_MESSAGES if u.position in dropping else None,
                                    commit_log_offset=u.offset_py, timer_log_offset=u.position))
         if past:
             due = [u for u in past if u.deliver_time_ms >= read_from
@@ -208,6 +213,19 @@ class TimerChecks:
                 f"3 times when due and the unit is dropped silently; records written after the start reuse those "
                 f"offsets", consequence=None if due else Consequence.NONE, units=len(past), pending=len(due),
                 commit_log_offset=u.offset_py, timer_log_offset=u.position))
+        # units the start's dequeue drops that the files alone do not show as units: the broker reads
+        # a timer log file cut short as zeros past its end, and a unit across that end as one
+        named |= {u.position for u in past}
+        missed = [u for u in dropped if u.position not in named]
+        if missed:
+            u = missed[0]
+            path, position = self._log_place(u.position)
+            out.append(finding(
+                TIMER_UNIT_RECORD_MISMATCH, path, position,
+                f"{len(missed)} pending unit(s) from {u.position}, as the broker reads them (bytes a file does not "
+                f"hold read as zeros), point at commit log [{u.offset_py}, +{u.size_py}) where no record reads: each "
+                f"read fails 3 times when due and the unit is dropped silently", consequence=Consequence.DROPS_MESSAGES,
+                units=len(missed), commit_log_offset=u.offset_py, timer_log_offset=u.position))
         return out
 
     # -- timermetrics against the units ---------------------------------------------------------

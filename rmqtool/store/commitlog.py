@@ -639,8 +639,9 @@ def _hop_to_needle(buf: bytes, i: int, stop: int, needle: bytes) -> int:
     v1, v2 = MESSAGE_MAGIC_CODES
     min_length = MIN_MESSAGE_LENGTH
     limit = min(len(buf), k)  # a record reaching past the needle's first byte holds it, or may
-    last = len(buf) - HOP.size  # a header cut short by the buffer's end (a file cut short) is the careful path's
-    while i < stop and i <= last:
+    # a header cut short by the buffer's end (a file cut short) is the careful path's
+    stop = min(stop, len(buf) - HOP.size + 1)
+    while i < stop:
         total, magic = unpack(buf, i)
         end = i + total
         if total < min_length or end > limit or (magic != v1 and magic != v2):

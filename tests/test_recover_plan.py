@@ -537,3 +537,38 @@ def test_a_unit_written_after_the_queue_s_end_is_no_lost_message(store_copy):
     assert [(a["file"], a["start"]) for a in doc["actions"] if a["finding"] == "trailingGarbage"] == [(str(path), unit * 20)]
     verify = [json.loads(line) for line in _run("verify", store, "-f", "jsonl").stdout.splitlines()]
     assert sum(f.get("messages", 0) for f in verify if f["finding"] == "recoveryCutsCommitLog") == 0
+
+
+def test_a_queue_cut_at_a_damaged_unit_once_the_commit_log_is_cut_loses_as_many_for_verify(store_copy):
+    """A damaged unit in a queue's second-last file names an offset past the end; a body CRC
+    failure in the commit log's second-last file cuts the log, so truncateDirtyLogicFiles
+    deletes the queue's last file and cuts the one before at the damaged unit: the messages
+    its later units named are lost (recover: unit lost). verify found the CRC failure only
+    while scanning, after it had opened the queues at the written end, and counted 1 of them;
+    it now counts what recover lists."""
+    store = store_copy(V4 / "basic" / "store")
+    truth = load_truth(V4 / "basic" / "truth.json")["truth"]
+    files = sorted(int(p.name) for p in (store / "commitlog").iterdir())
+    cut = next(m for m in truth["messages"] if m["physicalOffset"] >= files[-2] + 1000)
+    path = store / "commitlog" / f"{files[-2]:020d}"
+    with open(path, "r+b") as f:
+        f.seek(cut["physicalOffset"] - files[-2] + 8)  # BODYCRC
+        f.write(((cut["bodyCRC"] ^ 0x5A5A5A5A) & 0xFFFFFFFF).to_bytes(4, "big"))
+    entries = truth["consumeQueues"]["OrderTopic"]["2"]["entries"]
+    queue_files = sorted((store / "consumequeue" / "OrderTopic" / "2").iterdir(), key=lambda p: int(p.name))
+    before_last = queue_files[-2]
+    first = int(before_last.name) // 20
+    damaged = first + 21
+    assert entries[damaged][1] < cut["physicalOffset"] and entries[int(queue_files[-1].name) // 20][1] >= \
+        cut["physicalOffset"]
+    with open(before_last, "r+b") as f:
+        f.seek((damaged - first) * 20)
+        f.write((1 << 39).to_bytes(8, "big"))
+    doc = json.loads(_run("recover", store, "-f", "json").stdout)
+    lost = [m for m in doc["lost_messages"] if (m["topic"], m["queue_id"], m["reason"]) == ("OrderTopic", 2, "unit lost")]
+    assert len(lost) > 1 and {m["queue_offset"] for m in lost} == {
+        e[0] for e in entries[damaged:] if e[1] < cut["physicalOffset"]}
+    found = [json.loads(line) for line in _run("verify", store, "-f", "jsonl").stdout.splitlines()]
+    assert sum(f.get("messages", 0) for f in found if f["finding"] in ("messageUnreachable", "messageNotInConsumeQueue")
+               and f.get("topic") == "OrderTopic" and f.get("queue_id") == 2
+               and f["consequence"] == "unreachable") == len(lost)

@@ -247,6 +247,7 @@ class ConsumeQueueCheck(BandConsumer):
         self.on_bytes = on_bytes
         self.checks = [QueueCheck(q, log) for q in queues.queues]
         self.keys = {(q.topic, q.queue_id) for q in queues.queues}
+        self.reported: list = []  # commit log offsets of the messages a finding of this check names
         self.queueless = np.zeros(0, bool)  # by tq id: the topic-queue has no queue directory
         self.no_queue: list = []  # (offset, tq, queue offset, batch) of messages of topic-queues without a queue
 
@@ -311,6 +312,11 @@ class ConsumeQueueCheck(BandConsumer):
                 yield from self._coverage(q.queue, q.tq, offset, qo, batch)
             if self.on_bytes is not None:
                 self.on_bytes(q.bytes_read)
+        yield from self._queueless()
+        yield from self._lost_at_the_start()
+
+    def _queueless(self) -> Iterator[Finding]:
+        """The messages of topic-queues that have no queue directory."""
         if not self.no_queue or (self.root is not None and rocksdb_only(self.root, self.queues.queues)):
             return  # storeType=defaultRocksDB: no file queue is written (verify's rocksdbcq area checks the queues)
         offset, tq, qo, batch = (np.concatenate(cols) for cols in zip(*self.no_queue))
@@ -321,6 +327,38 @@ class ConsumeQueueCheck(BandConsumer):
             topic, queue_id = self.log.topic_queues[i]
             yield from self._unless_served(i, topic, queue_id, offset[rows], qo[rows], batch[rows],
                                            CONSUME_QUEUE_MISSING, f"no consume queue directory {topic}/{queue_id}")
+
+    def _lost_at_the_start(self) -> list[Finding]:
+        """The messages the simulated start leaves no unit of their queue for and does not
+        dispatch again (recover's "unit lost"), where this check's own findings do not name
+        them: a queue the start cuts at a damaged unit of its last file once the commit log is
+        cut, found after the queues here were opened at the end known then. Only a start
+        already simulated is asked: a clean store's is not."""
+        next_start = self.log.next_start_seen  # only a start simulated already: a clean store is not
+        if next_start is None or not next_start.loadable:
+            return []
+        from rmqtool.recovery.outcome import UNIT_LOST
+        named = set(np.concatenate(self.reported).tolist()) if self.reported else set()
+        lost = [m for m in next_start.outcome.lost_messages if m["reason"] == UNIT_LOST
+                and m["commit_log_offset"] not in named]
+        by_queue: dict = {}
+        for m in lost:
+            by_queue.setdefault((m["topic"], m["queue_id"]), []).append(m)
+        found = []
+        for (topic, queue_id), ms in sorted(by_queue.items()):
+            try:
+                tq = self.log.topic_queues.index((topic, queue_id))
+            except ValueError:
+                continue
+            offset = np.array([m["commit_log_offset"] for m in ms], np.int64)
+            qo = np.array([m["queue_offset"] for m in ms], np.int64)
+            command = next_start.redispatch_command(topic, queue_id)
+            found += self._message_runs(tq, offset, qo, np.ones(len(ms), np.int64), MESSAGE_UNREACHABLE,
+                                        "the broker's next start leaves no unit of the queue pointing at them and "
+                                        "does not dispatch them again (rmqtool recover lists them, unit lost): no "
+                                        f"consumer reaches them; rebuild the queue: {command}",
+                                        redispatch_command=command)
+        return found
 
     def _coverage(self, queue: AnyConsumeQueue, tq: int, offset, qo, batch) -> list[Finding]:
         """Messages of this topic-queue that no unit points at, as runs of queue offsets."""
@@ -381,6 +419,7 @@ class ConsumeQueueCheck(BandConsumer):
         step = np.maximum(batch[:-1], 1)
         breaks = np.flatnonzero(qo[1:] != qo[:-1] + step) + 1
         topic, queue_id = self.log.topic_queues[tq]
+        self.reported.append(offset)
         found = []
         for first, stop in zip([0, *breaks.tolist()], [*breaks.tolist(), len(offset)]):
             start_offset = int(offset[first])

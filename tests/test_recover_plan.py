@@ -572,3 +572,20 @@ def test_a_queue_cut_at_a_damaged_unit_once_the_commit_log_is_cut_loses_as_many_
     assert sum(f.get("messages", 0) for f in found if f["finding"] in ("messageUnreachable", "messageNotInConsumeQueue")
                and f.get("topic") == "OrderTopic" and f.get("queue_id") == 2
                and f["consequence"] == "unreachable") == len(lost)
+
+
+def test_the_plan_does_not_say_no_message_is_lost_when_a_queue_already_hides_some(store_copy):
+    """Units zeroed in a queue's first file (a hole the start does not touch): the start loses
+    nothing, and verify finds the messages the hole hides. The plan's table once said "no
+    message is lost that the files show"; it now says what it looked at and sends to verify."""
+    store = store_copy(V4 / "basic" / "store")
+    entries = load_truth(V4 / "basic" / "truth.json")["truth"]["consumeQueues"]["PaymentTopic"]["0"]["entries"]
+    first = store / "consumequeue" / "PaymentTopic" / "0" / f"{0:020d}"
+    with open(first, "r+b") as f:
+        f.seek(10 * 20)
+        f.write(bytes(5 * 20))
+    found = [json.loads(line) for line in _run("verify", store, "-f", "jsonl").stdout.splitlines()]
+    hidden = sum(f.get("messages", 0) for f in found if f["finding"] == "messageNotInConsumeQueue")
+    assert hidden == len(entries[10:15])
+    table = " ".join(_run("recover", store).stdout.split())  # the lines as wrapped, joined
+    assert "no message is lost" not in table and "messages a damaged queue already hides are verify's" in table

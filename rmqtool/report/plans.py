@@ -206,8 +206,9 @@ def _plan_lines(doc: dict, plan, wide: bool = False) -> list[str]:
         if len(lost) > 50:
             lines.append(f"... and {len(lost) - 50} more (--format json lists them all)")
     else:
-        lines.append("no message is lost that the files show (rmqtool verify checks every message against its "
-                     "queue)")
+        # the plan reads only where the start's cuts can lose messages: a hole a queue already had is verify's
+        lines.append("the start loses no message (of what it cuts and drops); messages a damaged queue already "
+                     "hides are verify's to find: it checks every message against its queue")
     lines += [f"note: {n}" for n in doc.get("notes", ())]
     lines.append(f"dispatch to consume queues and index starts again at {doc['redispatch_from']}: "
                  f"{doc['redispatch_reason']}")

@@ -170,6 +170,9 @@ def test_a_damaged_sequence_the_replay_reaches_is_where_the_start_never_finishes
     assert (stop["path"], stop["offset"]) == (str(blocked.path), blocked.offset % PER_SEGMENT_FILE_SIZE)
     blocked_sequence = damaged.sequence + ahead if blocked is damaged else blocked.sequence
     assert "never finishes starting" in stop["message"] and f"sequence {blocked_sequence}," in stop["message"]
+    if blocked is not damaged:  # the record that wrapped is named beside the one the replay cannot reach
+        assert (f"the record at message log offset {damaged.offset} has sequence {damaged.sequence + ahead}, whose "
+                f"unit offset") in stop["message"]
     # no checkpoint: the replay starts at the log's first record, so no record is one it begins after
     assert not [f for f in rows if f["finding"] == "messageNotInConsumerLog"]
     plan = plan_recovery(store)

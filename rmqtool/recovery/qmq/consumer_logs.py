@@ -59,15 +59,20 @@ class FillTooFar(Exception):
     up to it (``fillPreBlank``, a segment of blank units at a time) is not followed."""
 
     def __init__(self, subject: str, sequence: int, next_sequence: int, segments: int, segment_size: int,
-                 appends: int):
+                 appends: int, wrapped_by: tuple[int, int] | None = None):
         super().__init__(subject, sequence)
         self.subject, self.sequence, self.next_sequence = subject, sequence, next_sequence
         self.segments, self.segment_size, self.appends = segments, segment_size, appends
+        self.wrapped_by = wrapped_by
 
     def text(self, message_log_offset: int) -> str:
+        why = "" if self.wrapped_by is None else (
+            f" (the next sequence is below 0: the record at message log offset {self.wrapped_by[1]} has sequence "
+            f"{self.wrapped_by[0]}, whose unit offset, sequence x unit size, wraps past a Java long, and writeUnit "
+            f"started the log there)")
         return (f"{self.subject}: the record at message log offset {message_log_offset} has sequence "
                 f"{self.sequence}, {self.segments:,} consumer log segments past the log's next sequence "
-                f"{self.next_sequence}: writeUnit fills them all with blank units first ({self.segments:,} files "
+                f"{self.next_sequence}{why}: writeUnit fills them all with blank units first ({self.segments:,} files "
                 f"of {self.segment_size:,} bytes; fillPreBlank makes about {self.appends:.2g} appends, one "
                 f"writeUnit call deeper a segment)")
 
@@ -80,6 +85,7 @@ class ConsumerLog:
     written: dict[int, Unit] = dataclasses.field(default_factory=dict)  # sequence -> unit the replay rebuilt
     fills: list[list[int]] = dataclasses.field(default_factory=list)  # [first, last] runs of fill units, in order
     min_sequence: int = 0  # ConsumerLog.minSequence (raised from the message log's .offset file)
+    wrapped_by: tuple[int, int] | None = None  # (sequence, message log offset) of a record whose unit offset wrapped
 
     def next_sequence(self) -> int:
         return java_div(self.log.max_offset(), self.unit_bytes)
@@ -112,7 +118,9 @@ class ConsumerLog:
                 ahead = java_div(expected - seg.base_offset, seg.size)  # segments the fill allocates
                 if ahead > MAX_FILL_SEGMENTS:
                     raise FillTooFar(self.subject, sequence, self.next_sequence(), ahead, seg.size,
-                                     self._appends(seg, expected, ahead))
+                                     self._appends(seg, expected, ahead), self.wrapped_by)
+                if expected < 0 <= sequence:  # the log starts again below 0: later records meet the fill
+                    self.wrapped_by = (sequence, wrote_offset)
             self._fill_pre_blank(seg, expected)
             if seg.wrote > seg.size:
                 return "failed"

@@ -5,6 +5,7 @@ and exits 3 (salvage keeps it); the subject's other records keep their units, an
 simulated still says the sequences are not served. A store without the damage lists none."""
 from __future__ import annotations
 
+import json
 import types
 
 import numpy as np
@@ -140,7 +141,7 @@ def test_salvage_lists_a_damaged_sequence_apart(store, sequence, tmp_path):
     assert result.missing[subject] == [[damaged.sequence, damaged.sequence]]
     res = cli_runner().invoke(app, ["salvage", str(store), "--out", str(tmp_path / "out.jsonl"), "-f", "json"])
     assert res.exit_code == 3, res.output
-    doc = __import__("json").loads(res.stdout)
+    doc = json.loads(res.stdout)
     assert [(a["subject"], a["sequence"], a["message_log_offset"]) for a in doc["sequences_apart"]] == \
         [(subject, sequence, damaged.offset)]
     table = cli_runner().invoke(app, ["salvage", str(store), "--out", str(tmp_path / "again.jsonl")])
@@ -162,7 +163,7 @@ def test_a_damaged_sequence_the_replay_reaches_is_where_the_start_never_finishes
     damaged = ours[1]
     _damage(damaged, damaged.sequence + ahead)  # past a Java long, sequence x unit size wraps
     r = cli_runner().invoke(app, ["verify", str(store), "-f", "jsonl"])
-    rows = [__import__("json").loads(line) for line in r.stdout.splitlines()]
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
     (stop,) = [f for f in rows if f["finding"] == "storeNotLoadable"]
     # where sequence x unit size wraps below 0, writeUnit starts the log again at that negative
     # offset (every segment deleted) and the subject's next record is the one it cannot reach

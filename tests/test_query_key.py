@@ -8,6 +8,7 @@ finds more, and only messages the broker could not see.
 """
 from __future__ import annotations
 
+import json
 import shutil
 import struct
 
@@ -329,7 +330,7 @@ def test_a_scan_over_a_file_cut_inside_a_header_finds_the_keys_before_it(tmp_pat
     r = cli_runner().invoke(app, ["query", str(store), "--key", key, "--topic", first["topic"], "--no-index",
                                   "-f", "jsonl", "--body", "none"])
     assert r.exit_code == 0, r.output
-    found = {__import__("json").loads(line)["commit_log_offset"] for line in r.stdout.splitlines()}
+    found = {json.loads(line)["commit_log_offset"] for line in r.stdout.splitlines()}
     gone = range(base + ends[-1], int(files[2].name))  # the records cut away, up to the next file
     want = {m["physicalOffset"] for m in truth["messages"] if m["topic"] == first["topic"]
             and key in m["propertiesString"].split("KEYS\x01")[-1].split("\x02")[0].split(" ")
@@ -341,7 +342,6 @@ def test_fewer_than_max_because_the_index_s_newest_name_nothing_says_more_may_ex
     """The commit log's last file cut short: of the key's 64 newest index entries some name
     offsets past the end. As the broker, the answer is the rest and older entries are not
     read; the command says more may exist (it once said nothing, though --no-index finds them)."""
-    import json
     from helpers import cli_runner
     from rmqtool.cli.app import app
     truth = load_truth(TIMEKEY / "truth.json")["truth"]
@@ -404,7 +404,6 @@ def test_not_found_through_a_zeroed_slot_points_at_the_scan(tmp_path):
     """The key's slot zeroed in the index file that holds it: the walk finds nothing, as the
     broker's would, and "not found" says the index answered and --no-index scans; the scan
     finds the broker's answer."""
-    import json
     from helpers import cli_runner
     from rmqtool.cli.app import app
     from rmqtool.store.indexfile import IndexFile

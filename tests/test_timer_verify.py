@@ -4,6 +4,8 @@ consequence the engine showed (truth.json ``summary``, ``onDiskAfterShutdown``);
 store and timer/ give no error, only the timer's state."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import V5, load_truth
@@ -111,7 +113,6 @@ def test_a_unit_across_a_timer_log_file_s_cut_end_is_dropped_and_said(tmp_path):
     unit is there with a record size of 0, its read fails when due and dequeue drops it.
     recover's plan says so; verify said nothing (its own reading of the file has no unit
     there), and now names the unit with the consequence the plan gives."""
-    import json
     from helpers import cli_runner
     from rmqtool.cli.app import app
     from rmqtool.findings import TIMER_UNIT_RECORD_MISMATCH

@@ -73,6 +73,11 @@ def is_written_unit(commit_log_offset: int, size: int) -> bool:
     return (commit_log_offset >= 0) & (size > 0)  # on ints or numpy columns
 
 
+def names_a_message(commit_log_offset: int, size: int) -> bool:
+    """A written unit that names a record: not a fill unit (fillPreBlank's point nowhere)."""
+    return is_written_unit(commit_log_offset, size) & (size != FILL_SIZE)  # on ints or numpy columns
+
+
 # --- batchconsumequeue (5.x) --------------------------------------------------------------
 
 COMPACTED_OFFSET_NONE = -1  # BatchConsumeQueue.INVALID_POS, what the broker writes

@@ -34,8 +34,8 @@ from typing import NamedTuple
 import numpy as np
 
 from rmqtool.dispatch.rules import DelayLevels
-from rmqtool.formats.consumequeue import (CQ_STORE_UNIT_SIZE, DEFAULT_BATCH_CQ_FILE_SIZE, DEFAULT_CQ_FILE_SIZE, FILL_SIZE,
-                                          is_written_batch_unit, is_written_unit)
+from rmqtool.formats.consumequeue import (CQ_STORE_UNIT_SIZE, DEFAULT_BATCH_CQ_FILE_SIZE, DEFAULT_CQ_FILE_SIZE,
+                                          is_written_batch_unit, names_a_message)
 from rmqtool.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
 from rmqtool.recovery.commitlog_walk import (V4, V5, WalkEnd, WalkOptions, abnormal_start, first_store_timestamp,
                                              normal_start, walk)
@@ -900,7 +900,7 @@ def _written_offsets(f) -> np.ndarray:
     """The commit log offsets a queue file's written units name (fill units left out)."""
     offsets, sizes = f.columns()
     n = min(f.wrote // CQ_STORE_UNIT_SIZE, len(offsets))
-    named = offsets[:n][is_written_unit(offsets[:n], sizes[:n]) & (sizes[:n] != FILL_SIZE)].astype(np.int64)
+    named = offsets[:n][names_a_message(offsets[:n], sizes[:n])].astype(np.int64)
     f.release()
     return named
 
@@ -913,13 +913,13 @@ def _first_served(q: QueueModel) -> tuple[int, int] | None:
         unit = np.frombuffer(first_bytes(head.segment.path, CQ_STORE_UNIT_SIZE).ljust(CQ_STORE_UNIT_SIZE, b"\0"),
                              CQ_LAYOUT.dtype)  # the usual case, one unit read: a queue served from offset 0
         offsets, sizes = unit["commit_log_offset"], unit["size"]
-        if bool((is_written_unit(offsets, sizes) & (sizes != FILL_SIZE))[0]):
+        if bool(names_a_message(offsets, sizes)[0]):
             return 0, int(offsets[0])
     for f in q.files:
         offsets, sizes = f.columns()
         n = min(f.wrote // CQ_STORE_UNIT_SIZE, len(offsets))
         first = max(q.min_logic_offset - f.base, 0) // CQ_STORE_UNIT_SIZE
-        real = np.flatnonzero(is_written_unit(offsets[first:n], sizes[first:n]) & (sizes[first:n] != FILL_SIZE))
+        real = np.flatnonzero(names_a_message(offsets[first:n], sizes[first:n]))
         f.release()
         if real.size:
             i = first + int(real[0])
@@ -959,7 +959,7 @@ def _units_beyond(q: QueueModel, position: int) -> int | None:
             continue
         units = read_records(seg.path, CQ_LAYOUT.dtype, start * CQ_STORE_UNIT_SIZE, count)
         offsets, sizes = units["commit_log_offset"], units["size"]
-        real = is_written_unit(offsets, sizes) & (sizes != FILL_SIZE)
+        real = names_a_message(offsets, sizes)
         if real.any():
             top = int(offsets[real].max())
             best = top if best is None else max(best, top)
@@ -979,7 +979,7 @@ def _lost_units(topic: str, queue_id: int, directory, batch: bool, end: int, los
         if batch:
             real = is_written_batch_unit(offsets, sizes, units["msg_base_offset"], units["batch_size"])
         else:
-            real = is_written_unit(offsets, sizes) & (sizes != FILL_SIZE)  # fillPreBlank units point nowhere
+            real = names_a_message(offsets, sizes)
         for i in np.flatnonzero(real & (offsets >= end)).tolist():
             offset = int(offsets[i])
             queue_offset = (int(units["msg_base_offset"][i]) if batch else

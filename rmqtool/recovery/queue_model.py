@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from rmqtool.errors import StoreAccessError
-from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, FILL_SIZE, CqUnit, is_written_unit
+from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, CqUnit, is_written_unit, names_a_message
 from rmqtool.formats.derive import field_names
 from rmqtool.recovery.commitlog_walk import V5
 from rmqtool.store.commitlog_end import last_nonzero_from
@@ -352,8 +352,7 @@ class QueueModel(QueueFiles):
             n = min(f.wrote // CQ_STORE_UNIT_SIZE, len(offsets))
             first = max(self.min_logic_offset - f.base, 0) // CQ_STORE_UNIT_SIZE
             if first < n:
-                real = np.flatnonzero(is_written_unit(offsets[first:n], sizes[first:n])
-                                      & (sizes[first:n] != FILL_SIZE)) + first
+                real = np.flatnonzero(names_a_message(offsets[first:n], sizes[first:n])) + first
                 qos.append(f.base // CQ_STORE_UNIT_SIZE + real)
                 parts.append(offsets[real].astype(np.int64))
             f.release()

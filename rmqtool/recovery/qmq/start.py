@@ -299,16 +299,15 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
     deleted = {str(s.path) for s in message_log.deleted}
     lost = _lost_records(in_files, end, deleted)
     present = _present_sequences(in_files)
-    known = {subject: runs[-1][1] + 1 for subject, runs in present.items()}  # 1 + the highest sequence
     return outcome(
         started=refusal is None, refusal=refusal,
         message_log=MessageLogAfterStart(written_end, end, end if end < written_end else None, tuple(sorted(deleted)),
                                          lost, messages.start, len(messages.events)),
         action_log=ActionLogAfterStart(action_log.max_offset(), tuple(str(s.path) for s in action_log.deleted), state,
                                        tablet_load.valid, tablet_load.destroyed, actions.start, len(actions.events)),
-        subjects=tuple(_served(subject, logs.get(subject), message_log, known.get(subject, 0), skipped.get(subject, ()),
+        subjects=tuple(_served(subject, logs.get(subject), message_log, skipped.get(subject, ()),
                                present.get(subject, ()))
-                       for subject in sorted(set(logs) | set(known))),
+                       for subject in sorted(set(logs) | set(present))),
         pull_logs=tuple(pull_logs),
         offset_files_written=tuple(sorted(offset_files.items())),
         consumer_progress=tuple(progress_rows(progress)),
@@ -379,9 +378,6 @@ class _Runs(list):
         else:
             self.append((first, last))
 
-    def minus(self, *others: Ranges) -> Ranges:
-        return ranges_minus(self, *others)
-
 
 def ranges_minus(ranges: Ranges, *others: Ranges) -> Ranges:
     """The inclusive runs of ``ranges`` that no run of ``others`` covers."""
@@ -400,12 +396,12 @@ def ranges_minus(ranges: Ranges, *others: Ranges) -> Ranges:
     return tuple(out)
 
 
-def _served(subject: str, log: ConsumerLog | None, message_log: Log, known: int, skipped,
-            present: Ranges) -> SubjectAfterStart:
+def _served(subject: str, log: ConsumerLog | None, message_log: Log, skipped, present: Ranges) -> SubjectAfterStart:
     """Every sequence 0..max as getMessage answers it, a run of identical units at a time; a
     subject with records but no consumer log after the start answers SUBJECT_NOT_FOUND.
-    ``known``: 1 + the highest sequence of the subject's records in the files; ``present``:
-    the runs of sequences those records hold (what can be not served)."""
+    ``present``: the runs of sequences the subject's records in the files hold (what can be
+    not served)."""
+    known = present[-1][1] + 1 if present else 0  # 1 + the highest sequence of its records in the files
     if log is None:
         nothing = ((0, known - 1),) if known else ()
         return SubjectAfterStart(subject, (0, 0), (), (), (), (), (), tuple(skipped),

@@ -346,9 +346,8 @@ class ConsumeQueueCheck(BandConsumer):
             by_queue.setdefault((m["topic"], m["queue_id"]), []).append(m)
         found = []
         for (topic, queue_id), ms in sorted(by_queue.items()):
-            try:
-                tq = self.log.topic_queues.index((topic, queue_id))
-            except ValueError:
+            tq = self.log.tq_id(topic, queue_id)
+            if tq is None:
                 continue
             offset = np.array([m["commit_log_offset"] for m in ms], np.int64)
             qo = np.array([m["queue_offset"] for m in ms], np.int64)

@@ -48,6 +48,15 @@ class RmqError(Exception):
         return self.one_line()
 
 
+def error_line(exc: RmqError | OSError) -> tuple[str, ExitCode]:
+    """The one line and the exit code an error is said with: an RmqError's own; an OSError
+    as the file it names and the OS's words (missing path, permission, I/O error, disk full)."""
+    if isinstance(exc, RmqError):
+        return exc.one_line(), ExitCode(exc.exit_code)
+    where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+    return f"{where}{exc.strerror or exc}", ExitCode.OPERATIONAL
+
+
 class CodecMissing(RmqError):
     """An optional codec (lz4, zstandard) that a compressed body needs is not installed."""
 

@@ -464,3 +464,75 @@ def test_spark_query_and_verify_of_a_qmq_store_agree_with_query_and_verify(qmq_e
         task = verify_store_task(StoreSpec("s", str(store)))
         assert task["exit_code"] == alone.exit_code and task["error"] is None
         assert [{k: v for k, v in r.items() if k != "store_name"} for r in task["rows"]] == _jsonl(alone.stdout)
+
+
+def test_an_export_task_that_stops_on_an_error_is_one_line_not_an_executor_traceback(tmp_path):
+    """A task that cannot write its Parquet part (here: a file size limit, as a full disk stops
+    it) ends the export with one line naming the part, exit 8; without the task's own catch
+    the executor's traceback came through Spark (and the driver's own after it)."""
+    import resource
+    import subprocess
+    import sys
+
+    # above what the driver writes (parallelize's file of the tasks), below the messages parts
+    # of a 1 MiB range (tens of KB a topic): tasks stop, the driver does not
+    limit = 64 << 10
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    out = tmp_path / "export"
+    p = subprocess.run([sys.executable, "-m", "rmqtool", "spark", "export", str(V4 / "basic" / "store"),
+                        "--out", str(out), "--split-size", str(1 << 20), "--no-progress", *SMALL],
+                       capture_output=True, text=True, preexec_fn=limited, timeout=300)
+    assert p.returncode == 8, p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+    errors = [line for line in p.stderr.splitlines() if line.startswith("rmqtool: error:")]
+    assert len(errors) == 1, p.stderr[-2000:]
+    assert ".parquet: cannot write the Parquet part" in errors[0] and "the export is incomplete" in errors[0]
+    assert str(out) in errors[0]
+
+
+def test_a_task_whose_store_is_gone_returns_its_error(tmp_path):
+    """Executor side without Spark: a store gone between the plan and its task is the task's
+    one line and exit code, returned (spark/export.py run_task), not raised."""
+    from rmqtool.spark.export import QUEUES_TASK, run_task
+
+    result = run_task(StoreSpec("gone", str(tmp_path / "gone")), str(tmp_path / "out"))
+    assert (result.store, result.task, result.exit_code) == ("gone", QUEUES_TASK, 8)
+    assert str(tmp_path / "gone") in result.error
+
+
+def test_spark_verify_says_an_os_error_as_verify_does(tmp_path, monkeypatch):
+    """A store verify cannot read (an I/O error the OS gives) is its summary's error and
+    exit 8, as ``verify`` exits on it, not an executor traceback."""
+    from rmqtool.spark import verify as spark_verify
+
+    def unreadable(path):
+        raise OSError(5, "Input/output error", str(tmp_path / "commitlog" / "00000000000000000000"))
+
+    monkeypatch.setattr(spark_verify, "_local_verify", unreadable)
+    result = spark_verify.verify_store_task(StoreSpec("eio", str(tmp_path)))
+    assert result["exit_code"] == 8
+    assert result["error"] == f"{tmp_path / 'commitlog' / '00000000000000000000'}: Input/output error"
+
+
+def test_stores_with_no_message_export_empty_tables_that_query_and_stats_read(spark, tmp_path):
+    """A store a broker started and never wrote to (its first segment all zeros): the export
+    has the three tables, empty, and query and stats read them (no message: exit 1; no
+    rows: exit 0). Spark found no schema in an absent table and stopped with a traceback."""
+    store = tmp_path / "idle" / "store"
+    (store / "commitlog").mkdir(parents=True)
+    with open(store / "commitlog" / f"{0:020d}", "wb") as f:
+        f.truncate(1 << 20)
+    out = tmp_path / "export"
+    r = spark_cmd("export", str(store), "--out", str(out), "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["messages"] == 0
+    assert sorted(p.name for p in out.iterdir()) == ["consume_queue", "findings", "messages"]
+    for source in ([str(store)], ["--table", str(out)]):
+        r = spark_cmd("query", *source, "--key", "any", "-f", "jsonl")
+        assert (r.exit_code, r.stdout) == (1, ""), r.output
+        assert "Traceback" not in r.output
+        r = spark_cmd("stats", *source, "-f", "jsonl")
+        assert (r.exit_code, r.stdout) == (0, ""), r.output

@@ -17,7 +17,7 @@ try:  # typer 0.2x vendors click as typer._click
 except ImportError:  # older typer depends on click
     import click
 
-from rmqtool.errors import ExitCode, RmqError, UsageError
+from rmqtool.errors import ExitCode, RmqError, UsageError, error_line
 
 
 class OutputFormat(str, enum.Enum):
@@ -100,9 +100,9 @@ def boundary(fn=None, *, usage_hint: bool = True):
             sys.stderr.write("rmqtool: error: out of memory (the machine's, or a limit such as ulimit -v)\n")
             raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
         except OSError as exc:
-            where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-            sys.stderr.write(f"rmqtool: error: {where}{exc.strerror or exc}\n")
-            raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
+            line, code = error_line(exc)
+            sys.stderr.write(f"rmqtool: error: {line}\n")
+            raise typer.Exit(int(code)) from None
     return wrapper
 
 

@@ -15,8 +15,8 @@ import os
 import pathlib
 import tempfile
 
-from rmqtool.errors import UsageError
-from rmqtool.spark.parts import CONSUME_QUEUE_DIR, TaskSummary, write_findings, write_message_parts, write_part
+from rmqtool.errors import RmqError, UsageError, error_line
+from rmqtool.spark.parts import CONSUME_QUEUE_DIR, TaskSummary, make_tables, write_findings, write_message_parts, write_part
 from rmqtool.spark.splits import DEFAULT_SPLIT_SIZE, SegmentTask, plan_tasks, scan_task
 from rmqtool.spark.stores import StoreSpec
 from rmqtool.store.commitlog import findings_of
@@ -236,6 +236,10 @@ def export(spark, specs: list[StoreSpec], out: str | os.PathLike, *, split_size:
     sc = spark.sparkContext
     results = run_job(sc, sc.parallelize(tasks, len(tasks)).map(lambda t: run_task(t, target)), len(tasks),
                       progress, "export")
+    failed = [r for r in results if r.error is not None]
+    if failed:
+        raise TasksFailed(failed, len(tasks))
+    make_tables(target)
     from rmqtool.spark.qmq.export import CONSUMER_LOGS_TASK
     queues = [r for r in results if r.task in (QUEUES_TASK, CONSUMER_LOGS_TASK)]
     ranges = [r for r in results if r.task not in (QUEUES_TASK, CONSUMER_LOGS_TASK)]
@@ -257,13 +261,34 @@ def store_tasks(specs: list[StoreSpec], split_size: int, views: dict | None = No
 
 
 def run_task(task, out: str) -> TaskSummary:
-    """Executor side: a RocketMQ store's queues, or one byte range of one segment; a QMQ task."""
-    if isinstance(task, StoreSpec):
-        return export_queues_task(task, out)
-    if isinstance(task, SegmentTask):
-        return export_segment_task(task, out)
-    from rmqtool.spark.qmq.export import run_qmq_task
-    return run_qmq_task(task, out)
+    """Executor side: a RocketMQ store's queues, or one byte range of one segment; a QMQ task.
+    A task that stops on an error (a file gone or unreadable, the disk of the tables full)
+    returns its one line: the driver says it, where a raise would print an executor's
+    traceback (and a cluster would run the task again, to the same end)."""
+    from rmqtool.spark.qmq.export import ConsumerLogsTask, run_qmq_task
+    try:
+        if isinstance(task, StoreSpec):
+            return export_queues_task(task, out)
+        if isinstance(task, SegmentTask):
+            return export_segment_task(task, out)
+        return run_qmq_task(task, out)
+    except (RmqError, OSError) as exc:
+        line, code = error_line(exc)
+        store, name = ((task.name, QUEUES_TASK) if isinstance(task, StoreSpec) else
+                       (task.spec.name, task.name) if isinstance(task, ConsumerLogsTask) else (task.store, task.name))
+        return TaskSummary(store, name, error=line, exit_code=int(code))
+
+
+class TasksFailed(RmqError):
+    """Export tasks that stopped on an error: the first one's line, how many, and that the
+    tables are not whole (what the other tasks wrote stays); the worst task's exit code."""
+
+    def __init__(self, failed: list[TaskSummary], total: int):
+        first = failed[0]
+        more = f"; {len(failed) - 1} more of the {total} tasks failed too" if len(failed) > 1 else ""
+        super().__init__(f"store {first.store}, task {first.task}: {first.error}{more}; "
+                         f"the export is incomplete")
+        self.exit_code = max(f.exit_code for f in failed)
 
 
 def run_job(sc, rdd, total: int, progress, label: str) -> list:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
+from rmqtool.errors import StoreAccessError
+
 MESSAGES_DIR, CONSUME_QUEUE_DIR, FINDINGS_DIR = "messages", "consume_queue", "findings"
 
 
@@ -17,6 +19,8 @@ class TaskSummary:
     findings: int = 0
     bytes_read: int = 0
     files: int = 0
+    error: str | None = None  # why the task stopped (spark/export.py run_task): its one line
+    exit_code: int = 0
 
 
 def write_part(table, out: str, *parts: str) -> None:
@@ -24,15 +28,33 @@ def write_part(table, out: str, *parts: str) -> None:
     import pyarrow.parquet as pq
 
     from rmqtool.spark import remote
-    if remote.is_uri(out):
-        fs, root = remote.filesystem(out)
-        directory = "/".join([root.rstrip("/"), *parts[:-1]])
-        fs.create_dir(directory, recursive=True)
-        pq.write_table(table, f"{directory}/{parts[-1]}", filesystem=fs)
-        return
-    directory = pathlib.Path(out, *parts[:-1])
-    directory.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, directory / parts[-1])
+    name = "/".join([out.rstrip("/"), *parts])
+    try:
+        if remote.is_uri(out):
+            fs, root = remote.filesystem(out)
+            directory = "/".join([root.rstrip("/"), *parts[:-1]])
+            fs.create_dir(directory, recursive=True)
+            pq.write_table(table, f"{directory}/{parts[-1]}", filesystem=fs)
+            return
+        directory = pathlib.Path(out, *parts[:-1])
+        directory.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, directory / parts[-1])
+    except OSError as exc:  # pyarrow's own (disk full, file too large) do not name the file
+        if getattr(exc, "filename", None):
+            raise
+        raise StoreAccessError(f"cannot write the Parquet part ({exc})", name) from None
+
+
+def make_tables(out: str) -> None:
+    """Every table's directory, made when no task wrote into it: an export of stores with no
+    message is still an export (``--table`` reads it back, as empty tables)."""
+    from rmqtool.spark import remote
+    for table in (MESSAGES_DIR, CONSUME_QUEUE_DIR, FINDINGS_DIR):
+        if remote.is_uri(out):
+            fs, root = remote.filesystem(out)
+            fs.create_dir(f"{root.rstrip('/')}/{table}", recursive=True)
+        else:
+            pathlib.Path(out, table).mkdir(parents=True, exist_ok=True)
 
 
 def write_findings(found: list, out: str, store: str, name: str, schema, family: str = "rocketmq") -> None:

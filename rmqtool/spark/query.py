@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from rmqtool.errors import UsageError
 from rmqtool.report.records import render_body
+from rmqtool.spark.parts import MESSAGES_DIR
+from rmqtool.spark.tables import read_table
 
 # dump rows carry these only when they are false
 _ONLY_WHEN_FALSE = ("properties_utf8_ok", "topic_utf8_ok")
@@ -41,7 +43,7 @@ def condition(key=None, uniq_key=None, msg_id=None, topic=None, begin=None, end=
 
 
 def find_messages(spark, table_dir: str, cond, *, body: str = "base64", limit: int | None = None) -> list[dict]:
-    df = (spark.read.parquet(f"{table_dir}/messages").where(cond)
+    df = (read_table(spark, table_dir, MESSAGES_DIR).where(cond)
           .orderBy("store_name", "commit_log_offset", "message_log_offset"))
     if limit is not None:
         df = df.limit(limit)

@@ -10,6 +10,8 @@ rolled-back transaction records.
 from __future__ import annotations
 
 from rmqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
+from rmqtool.spark.parts import MESSAGES_DIR
+from rmqtool.spark.tables import read_table
 
 SYSTEM_TOPIC_PREFIXES = ("RMQ_SYS_", "rmq_sys_", "SCHEDULE_TOPIC_XXXX", "%RETRY%", "%DLQ%")
 HOUR_MS = 3_600_000
@@ -18,7 +20,7 @@ HOUR_MS = 3_600_000
 def queue_stats(spark, table_dir: str) -> list[dict]:
     from pyspark.sql import functions as F
 
-    df = spark.read.parquet(f"{table_dir}/messages")
+    df = read_table(spark, table_dir, MESSAGES_DIR)
     grouped = (df.groupBy("store_name", "topic", "queue_id")
                .agg(F.count(F.lit(1)).alias("messages"), F.sum("store_size").alias("bytes"),
                     F.min("store_timestamp").alias("first_store_timestamp"),
@@ -37,7 +39,7 @@ def queue_stats(spark, table_dir: str) -> list[dict]:
 def duplicate_uniq_keys(spark, table_dir: str) -> list[dict]:
     from pyspark.sql import functions as F
 
-    df = spark.read.parquet(f"{table_dir}/messages").where(F.col("uniq_key").isNotNull())
+    df = read_table(spark, table_dir, MESSAGES_DIR).where(F.col("uniq_key").isNotNull())
     for prefix in SYSTEM_TOPIC_PREFIXES:
         df = df.where(~F.col("topic").startswith(prefix))
     tran = F.col("sys_flag").bitwiseAND(TRANSACTION_MASK)

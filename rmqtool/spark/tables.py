@@ -45,6 +45,8 @@ FINDINGS = pa.schema([
     ("message", pa.string()), ("commit_log_offset", pa.int64()), ("family", pa.string()),
 ])
 
+TABLES = {"messages": MESSAGES, "consume_queue": CONSUME_QUEUE, "findings": FINDINGS}
+
 # fields of a dump row a message row defaults when the row leaves them out (they appear only when false)
 _DEFAULT_TRUE = ("property_crc_ok", "properties_utf8_ok", "topic_utf8_ok")
 
@@ -65,6 +67,19 @@ def message_columns(rows: list[dict], store_path: str) -> pa.Table:
             else:
                 columns[name].append(row.get(name))
     return pa.table(columns, schema=MESSAGES)
+
+
+def read_table(spark, table_dir: str, name: str):
+    """An exported table as a DataFrame, read with its schema and the partition columns as
+    strings: a table no store gave a row (a directory with no part) reads as empty, where
+    Spark would find no schema to infer."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StringType, StructField
+
+    schema = from_arrow_schema(TABLES[name])
+    for column in PARTITIONS:
+        schema = schema.add(StructField(column, StringType()))
+    return spark.read.schema(schema).parquet(f"{table_dir}/{name}")
 
 
 def partition_dir(store: str, topic: str) -> str:

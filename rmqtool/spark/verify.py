@@ -16,7 +16,7 @@ def verify_store_task(spec: StoreSpec) -> dict:
     import dataclasses
     import tempfile
 
-    from rmqtool.errors import RmqError
+    from rmqtool.errors import RmqError, error_line
     from rmqtool.spark import remote
     from rmqtool.verify.run import Verify, VerifyOptions
 
@@ -32,9 +32,9 @@ def verify_store_task(spec: StoreSpec) -> dict:
         else:
             run = _local_verify(spec.path)
             rows = [{"store_name": spec.name, **f.to_json()} for f in run.findings()]
-    except RmqError as exc:  # a store that cannot be checked: the error's code, as verify gives it
-        return {"store_name": spec.name, "path": spec.path, "rows": [], "error": exc.one_line(),
-                "exit_code": int(exc.exit_code)}
+    except (RmqError, OSError) as exc:  # a store that cannot be checked: the error's code, as verify gives it
+        line, code = error_line(exc)
+        return {"store_name": spec.name, "path": spec.path, "rows": [], "error": line, "exit_code": int(code)}
     return {"store_name": spec.name, "path": spec.path, "rows": rows, "error": None, "exit_code": run.exit_code}
 
 

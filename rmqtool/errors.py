@@ -119,6 +119,13 @@ class StoreChangedSince(RmqError):
     exit_code = ExitCode.LOCKED
 
 
+class SparkFailed(RmqError):
+    """Spark itself stopped: no master answered, a setting it refused, a job the cluster
+    aborted (spark/session.py spark_errors): the first line of what it said."""
+
+    exit_code = ExitCode.OPERATIONAL
+
+
 class NothingFound(RmqError):
     """A lookup that found nothing."""
 

@@ -536,3 +536,22 @@ def test_stores_with_no_message_export_empty_tables_that_query_and_stats_read(sp
         assert "Traceback" not in r.output
         r = spark_cmd("stats", *source, "-f", "jsonl")
         assert (r.exit_code, r.stdout) == (0, ""), r.output
+
+
+def test_a_master_spark_refuses_is_one_line_exit_8_not_py4j_tracebacks(tmp_path):
+    """A master URL Spark cannot use stops the session: one rmqtool line, exit 8; Spark's own
+    log says it in two lines (its exception's first line, no Java stack). Py4J's traceback and
+    the Java stack came through before. A URL spark-submit's rule refuses is a usage error
+    before Spark starts."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "rmqtool", "spark", "verify", str(V4 / "basic" / "store"),
+                        "--master", "local[abc]", "-f", "jsonl", "--no-progress"],
+                       capture_output=True, text=True, timeout=300)
+    assert (p.returncode, p.stdout) == (8, ""), p.stderr[-2000:]
+    assert "Traceback" not in p.stderr and "\tat " not in p.stderr, p.stderr[-2000:]
+    assert p.stderr.splitlines()[-1] == ("rmqtool: error: Spark stopped: org.apache.spark.SparkException: "
+                                         "Could not parse Master URL: 'local[abc]'")
+    r = runner.invoke(app, ["spark", "verify", str(V4 / "basic" / "store"), "--master", "nosuch://x"])
+    assert r.exit_code == 2 and "--master must be yarn or start with spark, k8s or local" in r.stderr

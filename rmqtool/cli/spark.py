@@ -14,6 +14,7 @@ from rmqtool.cli.common import BodyMode, OutputFormat, boundary
 from rmqtool.cli.params import TIME_METAVAR, check_range, examples, parse_time
 from rmqtool.errors import ExitCode
 from rmqtool.report.sink import Sink, render_document, warn
+from rmqtool.spark.session import spark_errors
 from rmqtool.spark.sources import export_tables, opened, session, specs, task_progress
 
 spark_app = typer.Typer(no_args_is_help=True, help="The fleet pipeline on Spark: export, verify, query and stats "
@@ -39,6 +40,7 @@ def register(app: typer.Typer) -> None:
     "rmqtool spark export --stores-from stores.txt --out hdfs-mounted/fleet --master spark://head:7077",
     "rmqtool spark export a=/data/a/store b=/data/b/store --out /tmp/fleet --split-size 67108864"))
 @boundary
+@spark_errors
 def export(
     stores: Optional[List[str]] = StoresArg,
     out: str = typer.Option(..., "--out", metavar="DIR|URI", help="A new or empty directory for the tables (or a "
@@ -71,6 +73,7 @@ def export(
     "rmqtool spark verify /data/broker-a/store /data/broker-b/store",
     "rmqtool spark verify --stores-from stores.txt -f jsonl | jq -c 'select(.severity == \"error\")'"))
 @boundary
+@spark_errors
 def verify(
     stores: Optional[List[str]] = StoresArg,
     stores_from: Optional[pathlib.Path] = StoresFromOpt,
@@ -106,6 +109,7 @@ def verify(
     "rmqtool spark query --table /data/fleet --uniq-key 7F0000010A0C18B4AAC2... -f jsonl",
     "rmqtool spark query --table /data/fleet -t OrderTopic --begin-time 2026-11-22T02:00:00Z -n 100"))
 @boundary
+@spark_errors
 def query(
     stores: Optional[List[str]] = StoresArg,
     table: Optional[str] = TableOpt,
@@ -149,6 +153,7 @@ def query(
     "rmqtool spark stats /data/broker-a/store /data/broker-b/store",
     "rmqtool spark stats --table /data/fleet -f jsonl | jq -c 'select(.record == \"duplicate_uniq_key\")'"))
 @boundary
+@spark_errors
 def stats(
     stores: Optional[List[str]] = StoresArg,
     table: Optional[str] = TableOpt,

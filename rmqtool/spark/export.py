@@ -87,8 +87,12 @@ def staged(task: SegmentTask, margin: int):
 
 
 def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
-    """Executor side: every consume queue of one store (from its min to its max offset, as
-    the broker's load leaves them), a Parquet part per topic; plain queues read as arrays.
+    """Executor side: every consume queue of one store, a Parquet part per topic; plain queues
+    read as arrays. A queue's units run from its min offset (units below the first segment
+    left out, as the broker's correctMinOffset) to its max offset with the units at or past
+    the commit log's end dropped (truncateDirtyLogicFiles), that end being where the last
+    written file's good records end (a clean start's). After a crash the broker's recovery
+    may cut the log earlier: info's max offsets and recover say where, the table does not.
     A store behind a URI has its queues and last written segment staged first."""
     from rmqtool.spark import remote
     from rmqtool.store.view import StoreView

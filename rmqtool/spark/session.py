@@ -7,11 +7,13 @@ own logging is kept to errors so that stderr carries rmqtool's progress and find
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import os
+import re
 import sys
 
-from rmqtool.errors import ExtraMissing, UsageError
+from rmqtool.errors import ExtraMissing, SparkFailed, UsageError
 
 DEFAULT_MASTER = "local[*]"
 SPARK_EXTRA = "pip install 'rmqtool[spark]'"  # what a missing pyspark needs
@@ -46,8 +48,17 @@ def parse_conf(pairs: list[str]) -> dict[str, str]:
     return conf
 
 
+def check_master(master: str | None) -> None:
+    """spark-submit's own rule for a master URL, said before Spark starts (its JVM would
+    print a Java stack and exit)."""
+    if master is not None and not master.startswith(("spark", "yarn", "k8s", "local")):
+        raise UsageError(f"--master must be yarn or start with spark, k8s or local (as spark-submit "
+                         f"requires), not {master!r}")
+
+
 def spark_session(master: str | None = None, conf: dict[str, str] | None = None, app_name: str = "rmqtool"):
     """getOrCreate with rmqtool's defaults under the caller's settings."""
+    check_master(master)
     require_pyspark()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -69,3 +80,46 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None,
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def spark_errors(fn):
+    """A spark command whose Spark stops (Py4J's Java exceptions, PySpark's own errors) ends
+    with one line, exit 8, not Py4J's traceback: the line Spark's log gave just above says
+    why (for example "All masters are unresponsive")."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            failed = spark_failure(exc)
+            if failed is None:
+                raise
+            raise failed from None
+    return wrapper
+
+
+_PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b.*")
+
+
+def spark_failure(exc: BaseException) -> SparkFailed | None:
+    """``exc`` as SparkFailed when Spark raised it; None for anything else."""
+    if "py4j" not in sys.modules:
+        return None
+    from py4j.protocol import Py4JError, Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    if isinstance(exc, Py4JJavaError):
+        try:
+            text = str(exc.java_exception.toString())
+        except Exception:  # the JVM is gone: Py4J's own words
+            text = str(exc.errmsg or exc)
+    elif isinstance(exc, (Py4JError, PySparkException)):
+        text = str(exc)
+    else:
+        return None
+    lines = [line for line in text.splitlines() if line.strip()] or [type(exc).__name__]
+    first = lines[0]
+    if "Traceback (most recent call last)" in first:  # an executor's Python error: its last line
+        raised = [line for line in lines[1:] if _PYTHON_ERROR.match(line)]
+        first = first[:first.index("Traceback")].rstrip(": ") + (f": {raised[-1]}" if raised else "")
+    return SparkFailed(f"Spark stopped: {first.strip()}")

@@ -81,6 +81,9 @@ def verify(
     conf: List[str] = ConfOpt,
     fmt: OutputFormat = FormatOpt,
     progress: Optional[bool] = ProgressOpt,
+    now: Optional[str] = typer.Option(None, "--now", metavar=TIME_METAVAR,
+                                      help="When the brokers start next (a timer store's checks depend on it), "
+                                           "as verify's --now; default: now."),
 ):
     """verify of many stores, as one table with a summary per store.
 
@@ -89,7 +92,8 @@ def verify(
     from rmqtool.spark.verify import summary_row, verify_fleet
 
     found = specs(stores, stores_from, require=False)  # a store that is not there is a row of its own
-    results = verify_fleet(session(master, conf), found, progress=task_progress(progress))
+    now_ms = parse_time(now, "--now")
+    results = verify_fleet(session(master, conf), found, progress=task_progress(progress), now_ms=now_ms)
     with Sink(fmt.value, kind="finding") as sink:
         for result in results:
             for row in result["rows"]:

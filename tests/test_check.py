@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from conftest import V4
+from conftest import FIXTURES, V4
 from helpers import cli_runner, writable_copy
 from rmqtool.cli.app import app
 from rmqtool.inspect.check import run_check
@@ -31,7 +31,7 @@ def invoke(*args):
 
 def rows_of(result) -> dict:
     return {(r["measure"], r["topic"], r["queue_id"], r["group"]): r
-            for r in map(json.loads, result.stdout.splitlines())}
+            for r in map(json.loads, result.stdout.splitlines()) if r["record"] == "check_measure"}
 
 
 @pytest.fixture(scope="module")
@@ -190,3 +190,21 @@ def test_a_held_stores_moving_tail_is_not_damage_but_the_same_tail_at_rest_is(tm
     assert rows[("written_end", None, None, None)]["value"] == end
     at_rest = run_check([root], now=0)
     assert at_rest.exit_code == 2 and "CRITICAL tail_errors=1" in at_rest.status_line()
+
+
+def test_scripts_get_each_stores_state_and_why_one_could_not_be_read(tmp_path):
+    """jsonl ends with a check_state row a store (the exit code's parts); an unreadable store
+    has no measure, so its state row says why, and stderr says it too. A missing store and a
+    DLedger one (check reads plain commit logs) gave exit 3 and nothing at all."""
+    from helpers import expand_store
+    dledger = expand_store(FIXTURES / "rocketmq-5.3.3" / "dledger" / "store", tmp_path / "dledger")
+    r = invoke(BASIC / "store", tmp_path / "gone", dledger, "-f", "jsonl")
+    assert r.exit_code == 3
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    states = [row for row in rows if row["record"] == "check_state"]
+    assert [(s["store_path"], s["state"]) for s in states] == [
+        (str(BASIC / "store"), "OK"), (str(tmp_path / "gone"), "UNKNOWN"), (str(dledger), "UNKNOWN")]
+    assert states[0]["unknown"] is None and "no such file or directory" in states[1]["unknown"]
+    assert "DLedger commit log store" in states[2]["unknown"]
+    assert {row["store_path"] for row in rows if row["record"] == "check_measure"} == {str(BASIC / "store")}
+    assert r.stderr.splitlines() == [f"rmqtool: error: {states[1]['unknown']}", f"rmqtool: error: {states[2]['unknown']}"]

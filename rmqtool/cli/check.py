@@ -15,7 +15,7 @@ from rmqtool.cli.commitlog_paths import commit_log_paths_option
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.cli.params import examples, parse_time
 from rmqtool.inspect.check_defaults import RECOVERY_RATE, TAIL_BYTES
-from rmqtool.report.sink import Sink, write_line
+from rmqtool.report.sink import Sink, warn as say, write_line  # warn: the --warn option here
 
 
 def register(app: typer.Typer) -> None:
@@ -48,4 +48,6 @@ def check(
     else:
         with Sink(fmt.value, kind="check_measure") as sink:
             sink.rows(result.rows())
+        for line in result.unknown_lines():  # the table's status line names them; here stderr does
+            say(f"rmqtool: error: {line}")
     raise typer.Exit(result.exit_code)

@@ -115,6 +115,13 @@ class StoreCheck:
             return State.UNKNOWN
         return worst(m.state for m in self.measures)
 
+    @property
+    def why_unknown(self) -> str | None:
+        """Why the store could not be read, naming it (None: it was read)."""
+        if self.unknown is None:
+            return None
+        return self.unknown if self.store_path in self.unknown else f"{self.store_path}: {self.unknown}"
+
 
 @dataclasses.dataclass(slots=True)
 class CheckResult:
@@ -129,7 +136,16 @@ class CheckResult:
         return int(self.state)
 
     def rows(self) -> list[dict]:
-        return [m.record() for s in self.stores for m in s.measures]
+        """Every store's measures, then its state (the status line's and the exit code's part,
+        as ``rmqtool_check_state``): a store that could not be read has no measure, only
+        its UNKNOWN state and why."""
+        return [*(m.record() for s in self.stores for m in s.measures),
+                *({"record": "check_state", "store_path": s.store_path, "state": s.state.name, "unknown": s.unknown}
+                  for s in self.stores)]
+
+    def unknown_lines(self) -> list[str]:
+        """Why each store that could not be read was not."""
+        return [s.why_unknown for s in self.stores if s.unknown is not None]
 
     def status_line(self) -> str:
         return status_line(self)
@@ -397,7 +413,7 @@ def status_line(result: CheckResult) -> str:
     parts = []
     for s in result.stores:
         if s.unknown is not None:
-            parts.append(s.unknown if s.store_path in s.unknown else f"{s.store_path}: {s.unknown}")
+            parts.append(s.why_unknown)
             continue
         bad = [m for m in s.measures if m.state != State.OK]
         if bad:

@@ -302,6 +302,9 @@ def test_files_and_directories_are_told_apart(stores, truth, tmp_path):
     assert doc["dledger"]["entries"] == truth["truth"]["dledger"]["ledgerEndIndex"] + 1
     refused = _run("append", bare, "--create", "--topic", "T", "--body", "b", codes=(4,))
     assert "DLedger commit log store" in refused.stderr
+    # report draws a plain commit log: it showed a DLedger store empty and clean
+    refused = _run("report", stores["store"], "-f", "json", codes=(4,))
+    assert "report does not read it" in refused.stderr and not refused.stdout
     assert not (bare / "commitlog").exists()  # no second log beside DLedger's
 
 

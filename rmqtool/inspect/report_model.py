@@ -48,8 +48,12 @@ VerifyFn = Callable[[StoreView, int], list]
 
 def open_for_report(path: str | os.PathLike) -> StoreView:
     """The store opened once, with the broker's next start simulated as verify and recover
-    simulate it (another family's store: one line, exit 4)."""
-    return StoreView(require_store(path), simulate=lambda view: simulate(view, Settings()))
+    simulate it (another family's store, or one whose records DLedger's entry log holds: one
+    line, exit 4; the page draws a plain commit log, and would show that store empty)."""
+    from rmqtool.store.dledger import refuse_dledger
+    root = require_store(path)
+    refuse_dledger(root, "report")
+    return StoreView(root, simulate=lambda view: simulate(view, Settings()))
 
 
 @dataclasses.dataclass(frozen=True)

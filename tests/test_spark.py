@@ -517,7 +517,7 @@ def test_spark_verify_says_an_os_error_as_verify_does(tmp_path, monkeypatch):
     exit 8, as ``verify`` exits on it, not an executor traceback."""
     from rmqtool.spark import verify as spark_verify
 
-    def unreadable(path):
+    def unreadable(path, now_ms=None):
         raise OSError(5, "Input/output error", str(tmp_path / "commitlog" / "00000000000000000000"))
 
     monkeypatch.setattr(spark_verify, "_local_verify", unreadable)
@@ -564,3 +564,46 @@ def test_a_master_spark_refuses_is_one_line_exit_8_not_py4j_tracebacks(tmp_path)
                                          "Could not parse Master URL: 'local[abc]'")
     r = runner.invoke(app, ["spark", "verify", str(V4 / "basic" / "store"), "--master", "nosuch://x"])
     assert r.exit_code == 2 and "--master must be yarn or start with spark, k8s or local" in r.stderr
+
+
+def test_names_a_uri_must_escape_are_read_behind_a_uri(spark, tmp_path):
+    """A retry topic's %, a space, a topic in Chinese: the files behind a URI are named by
+    percent-encoded URIs (they did not parse: every store with consumers has %RETRY% queues),
+    and the export behind the URI holds what the local one holds. A QMQ store behind a URI is
+    verified (staged whole); its export, whose tasks read local files, is refused in one line."""
+    import urllib.parse
+
+    from helpers import expand_store
+    from rmqtool.engine.producer import producer_message
+    from rmqtool.engine.store import Store
+    from rmqtool.spark.export import export
+
+    topics = ["%RETRY%order_group", "%DLQ%pay|group", "订单 主题", "Plain#1"]
+    root = tmp_path / "broker" / "store"
+    with Store.open(root, writable=True, commitlog_size=1 << 20) as store:
+        for t in topics:
+            store.append(producer_message(t, b"x", keys=f"k-{t}"))
+    export(spark, [StoreSpec("local", str(root))], tmp_path / "local")
+    export(spark, [StoreSpec("remote", _uri(root))], tmp_path / "remote")
+    for table in ("messages", "consume_queue"):
+        local = [{**r, "store_name": None} for r in _table(tmp_path / "local", table)]
+        far = [{**r, "store_name": None, "file": urllib.parse.unquote(r["file"])}  # a URI, its names encoded
+               for r in _table(tmp_path / "remote", table)]
+        assert len(local) == len(topics)
+        assert _comparable(far, str(root), _uri(root)) == _comparable(local, str(root), _uri(root)), table
+    queue_files = {r["file"] for r in _table(tmp_path / "remote", "consume_queue")}
+    assert {urllib.parse.unquote(f) for f in queue_files} == {
+        f"{_uri(root)}/consumequeue/{t}/0/{0:020d}" for t in topics}
+
+    qmq = expand_store(FIXTURES / "qmq" / "basic" / "store", tmp_path / "qmq")
+    r = spark_cmd("verify", f"q={_uri(qmq)}", "-f", "jsonl")
+    alone = runner.invoke(app, ["verify", str(qmq), "-f", "jsonl", "--jobs", "1"])
+    summary = next(row for row in _jsonl(r.stdout) if row.get("record") == "verify_summary")
+    assert (summary["error"], summary["exit_code"], summary["finding_count"]) == (
+        None, alone.exit_code, len(_jsonl(alone.stdout)))
+    r = spark_cmd("export", _uri(qmq), "--out", str(tmp_path / "q-out"))
+    assert r.exit_code == 4 and "a QMQ store behind a URI" in r.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = spark_cmd("export", _uri(empty), "--out", str(tmp_path / "e-out"))
+    assert r.exit_code == 4 and "not a store: none of commitlog/" in r.stderr  # it exported nothing, exit 0

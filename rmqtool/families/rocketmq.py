@@ -30,11 +30,8 @@ class RocketMQTools:
         return open_store(path)
 
     def verify(self, view: StoreView, options=None, progress=None):
-        if view.records_in_dledger:  # enableDLegerCommitLog: the records are in DLedger's entry log
-            from rmqtool.verify.dledger import DLedgerVerify
-            return DLedgerVerify(view, options, progress)
-        from rmqtool.verify.run import Verify  # numpy: only when verifying
-        return Verify(view, options, progress)
+        from rmqtool.verify.run import verify_run  # numpy: only when verifying
+        return verify_run(view, options, progress)
 
     def info(self, view: StoreView) -> tuple[dict, list]:
         from rmqtool.inspect.inventory import store_info

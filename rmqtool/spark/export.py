@@ -111,8 +111,8 @@ def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
     with tempfile.TemporaryDirectory(prefix="rmqtool-stage-") as tmp:
         root = pathlib.Path(tmp)
         for name in (CONSUMEQUEUE_DIR, BATCH_CONSUMEQUEUE_DIR):
-            remote.stage_tree(f"{base}/{name}", root / name)
-        files = [f for f in remote.list_dir(f"{base}/{COMMITLOG_DIR}") if is_segment_name(f.name)]
+            remote.stage_tree(remote.child(base, name), root / name)
+        files = [f for f in remote.list_dir(remote.child(base, COMMITLOG_DIR)) if is_segment_name(f.name)]
         low = int(files[0].name) if files else 0
         last = remote.last_written(files)
         end = low

@@ -16,7 +16,7 @@ import os
 import pathlib
 import re
 
-from rmqtool.errors import StoreAccessError, StoreNotFound
+from rmqtool.errors import NotAStore, StoreAccessError, StoreNotFound
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 STAGE_MARGIN = 8 << 20  # past a range's end: a message over this stages again with more
@@ -27,6 +27,15 @@ _CHUNK = 8 << 20
 
 def is_uri(path: str) -> bool:
     return bool(_SCHEME.match(path))
+
+
+def child(uri: str, relative: str) -> str:
+    """The URI of ``relative`` (a name, or names joined by /) under a directory's URI: each
+    name percent-encoded (a retry topic's ``%RETRY%``, a space, a subject in Chinese would not
+    parse), a query string (``?region=``) kept at the end."""
+    import urllib.parse
+    base, sep, query = uri.partition("?")
+    return f"{base.rstrip('/')}/{urllib.parse.quote(relative, safe='/')}{sep}{query}"
 
 
 def filesystem(uri: str):
@@ -53,8 +62,7 @@ def list_dir(uri: str) -> list[RemoteFile]:
         infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
     except OSError as exc:
         raise StoreAccessError(f"cannot list ({exc})", uri) from None
-    base = uri.rstrip("/")
-    return sorted((RemoteFile(f"{base}/{i.base_name}", i.base_name, i.size or 0)
+    return sorted((RemoteFile(child(uri, i.base_name), i.base_name, i.size or 0)
                    for i in infos if i.type == pafs.FileType.File), key=lambda f: f.name)
 
 
@@ -66,20 +74,33 @@ def list_tree(uri: str) -> list[tuple[str, RemoteFile]]:
         infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
     except OSError as exc:
         raise StoreAccessError(f"cannot list ({exc})", uri) from None
-    base = uri.rstrip("/")
     out = []
     for i in infos:
         if i.type == pafs.FileType.File:
             relative = i.path[len(root.rstrip("/")) + 1:]
-            out.append((relative, RemoteFile(f"{base}/{relative}", i.base_name, i.size or 0)))
+            out.append((relative, RemoteFile(child(uri, relative), i.base_name, i.size or 0)))
     return sorted(out, key=lambda x: x[0])
 
 
-def require_store(uri: str) -> None:
+def require_store(uri: str):
+    """(the family of the store behind a URI, the names of its root's directories): the family
+    told from those names as store/family.detect_family tells a local store's (none: not a
+    store, exit 4)."""
     import pyarrow.fs as pafs
+
+    from rmqtool.store.family import family_of, marker_list
     fs, root = filesystem(uri)
     if fs.get_file_info(root).type != pafs.FileType.Directory:
         raise StoreNotFound("no such store directory", uri)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(root))
+    except OSError as exc:
+        raise StoreAccessError(f"cannot list ({exc})", uri) from None
+    dirs = {i.base_name for i in infos if i.type == pafs.FileType.Directory}
+    family = family_of(dirs)
+    if family is None:
+        raise NotAStore(f"not a store: none of {marker_list()} inside", uri)
+    return family, dirs
 
 
 def read_at(f: RemoteFile, start: int, length: int) -> bytes:
@@ -132,5 +153,7 @@ def stage_tree(uri: str, local: pathlib.Path) -> int:
 
 def local_name(local_root: str | os.PathLike, path: str, uri_root: str) -> str:
     """A staged path named as its URI (rows say where the data is, not the executor's copy)."""
-    root = str(local_root)
-    return uri_root.rstrip("/") + path[len(root):] if path.startswith(root) else path
+    root = str(local_root).rstrip("/")
+    if not path.startswith(root + "/"):
+        return path
+    return child(uri_root, path[len(root) + 1:])

@@ -62,7 +62,7 @@ def segment_tasks(spec: StoreSpec, split_size: int = DEFAULT_SPLIT_SIZE, view: S
 def _remote_tasks(spec: StoreSpec, split_size: int) -> list[SegmentTask]:
     """The same jobs for a store behind a URI, from its listing and each segment's first bytes."""
     remote.require_store(spec.path)
-    files = [f for f in remote.list_dir(f"{spec.path.rstrip('/')}/{COMMITLOG_DIR}") if is_segment_name(f.name)]
+    files = [f for f in remote.list_dir(remote.child(spec.path, COMMITLOG_DIR)) if is_segment_name(f.name)]
     by_name = {f.name: f for f in files}
     segments = [Segment(pathlib.Path(f.name), int(f.name), f.size) for f in files]
     jobs = jobs_of(segments, split_size=split_size, last=remote.last_written(files))

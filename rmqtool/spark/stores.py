@@ -76,10 +76,27 @@ def require_stores(specs: list[StoreSpec]) -> dict:
     views = {}
     for spec in specs:
         if remote.is_uri(spec.path):
-            remote.require_store(spec.path)
+            require_remote(spec.path)
         else:
             views[spec.name] = open_local(spec.path)
     return views
+
+
+def require_remote(uri: str) -> None:
+    """A store behind a URI the export's tasks read: a RocketMQ store with its own commit log
+    (the tasks stage its byte ranges). A QMQ store, or one whose records DLedger's entry log
+    holds, is refused in one line (exit 4), as its local path would not be: the tasks of
+    those read local files."""
+    from rmqtool.spark import remote
+    from rmqtool.store.dledger import dledger_refusal
+    from rmqtool.store.family import QMQ, UnsupportedFamily
+    from rmqtool.store.paths import COMMITLOG_DIR, DLEDGER_DIR_PREFIX
+    family, dirs = remote.require_store(uri)
+    if family is QMQ:
+        raise UnsupportedFamily("a QMQ store behind a URI: spark export, query and stats read a QMQ store "
+                                "from a local path (a shared or mounted filesystem); spark verify stages it", uri)
+    if COMMITLOG_DIR not in dirs and any(d.startswith(DLEDGER_DIR_PREFIX) for d in dirs):
+        raise dledger_refusal(uri, "spark export (which query and stats run first)")
 
 
 def open_local(path: str):

@@ -39,13 +39,18 @@ def verify_store_task(spec: StoreSpec, now_ms: int | None = None) -> dict:
 
 
 def _local_verify(path: str, now_ms: int | None = None):
-    """The one verify of the store's family, as ``verify`` runs it (the family's own checks:
-    QMQ's, a DLedger store's entry log), in one process."""
-    from rmqtool.families import tools_at
+    """The one verify of the store's family, as ``verify`` runs it (QMQ's; a DLedger store's
+    entry log checks; the plain commit log's), in one process."""
+    from rmqtool.store.family import QMQ, detect_family
     from rmqtool.verify.base import VerifyOptions
 
-    tools = tools_at(path)
-    return tools.verify(tools.open_view(path, purpose="verify"), VerifyOptions(jobs=1, now_ms=now_ms))
+    options = VerifyOptions(jobs=1, now_ms=now_ms)
+    if detect_family(path) is QMQ:
+        from rmqtool.store.qmq.view import open_qmq_store
+        from rmqtool.verify.qmq.run import QmqVerify
+        return QmqVerify(open_qmq_store(path), options)
+    from rmqtool.verify.run import open_verifiable, verify_run
+    return verify_run(open_verifiable(path), options)
 
 
 def summary_row(result: dict) -> dict:

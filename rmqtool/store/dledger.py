@@ -154,16 +154,22 @@ class DLedgerLog:
         return DLedgerCommitLog.of_queue(self.data)
 
 
-READ_BY = "info, verify, query, dump commitlog, dump dledger and recover (its plan)"
+READ_BY = "info, verify, spark verify, query, dump commitlog, dump dledger and recover (its plan)"
 
 
 def refuse_dledger(root: str | os.PathLike, command: str) -> None:
     """For a command that reads or writes a plain commit log only: a store whose records live in
     DLedger's entry log is refused in one line naming the commands that read it (exit 4)."""
-    from rmqtool.store.family import UnsupportedFamily
     if not (pathlib.Path(root) / "commitlog").is_dir() and find_dledger(root) is not None:
-        raise UnsupportedFamily(f"a DLedger commit log store (dledger-<selfId>/data, enableDLegerCommitLog): "
-                                f"{command} does not read it; {READ_BY} do", root)
+        raise dledger_refusal(root, command)
+
+
+def dledger_refusal(root, command: str):
+    """The one line (UnsupportedFamily, exit 4) a command that does not read a DLedger store
+    refuses it with: what the store is, and the commands that read it."""
+    from rmqtool.store.family import UnsupportedFamily
+    return UnsupportedFamily(f"a DLedger commit log store (dledger-<selfId>/data, enableDLegerCommitLog): "
+                             f"{command} does not read it; {READ_BY} do", root)
 
 
 def find_dledger(root: str | os.PathLike) -> DLedgerLog | None:

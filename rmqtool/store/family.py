@@ -27,7 +27,11 @@ class Family:
     commands: tuple[str, ...] = ()  # the commands that read it (beyond RocketMQ's, which read all)
 
     def holds(self, root: pathlib.Path) -> bool:
-        return any((root / d).is_dir() for d in self.marker_dirs)
+        return self.marked_by({d for d in self.marker_dirs if (root / d).is_dir()})
+
+    def marked_by(self, dirs: set[str]) -> bool:
+        """Whether a root whose directories are named ``dirs`` holds this family's store."""
+        return any(d in dirs for d in self.marker_dirs)
 
 
 ROCKETMQ = Family("rocketmq", "RocketMQ 4.x/5.x",
@@ -48,7 +52,18 @@ class UnsupportedFamily(NotAStore):
 def detect_family(root: str | pathlib.Path) -> Family | None:
     """The family whose directories a store root holds (the first, in FAMILIES' order), or None."""
     root = pathlib.Path(root)
-    return next((f for f in FAMILIES if f.holds(root)), None)
+    return family_of({d for f in FAMILIES for d in f.marker_dirs if (root / d).is_dir()})
+
+
+def family_of(dirs: set[str]) -> Family | None:
+    """The family a root whose directories are named ``dirs`` holds (a root behind a URI is
+    listed, not probed): the first in FAMILIES' order, or None."""
+    return next((f for f in FAMILIES if f.marked_by(dirs)), None)
+
+
+def marker_list() -> str:
+    """Every family's marker directories, for a line saying a root holds none of them."""
+    return ", ".join(f"{d}/" for f in FAMILIES for d in f.marker_dirs)
 
 
 def require_supported(family: Family, root: str | pathlib.Path) -> Family:

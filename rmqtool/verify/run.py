@@ -185,6 +185,15 @@ def open_verifiable(path: str | os.PathLike) -> StoreView:
     return view
 
 
+def verify_run(view: StoreView, options: VerifyOptions | None = None, progress=None) -> VerifyRun:
+    """The verify a RocketMQ store's view gets: DLedger's entry log checks when its records are
+    there (enableDLegerCommitLog), else the plain commit log's (families/rocketmq.py, spark)."""
+    if view.records_in_dledger:
+        from rmqtool.verify.dledger import DLedgerVerify
+        return DLedgerVerify(view, options, progress)
+    return Verify(view, options, progress)
+
+
 def verify_store(store: str | os.PathLike | StoreView, options: VerifyOptions | None = None) -> list[Finding]:
     """Every finding of a store, as a list (for scripts and tests)."""
     return list(Verify(store, options).findings())

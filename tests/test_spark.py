@@ -350,17 +350,22 @@ def test_spark_export_and_verify_of_a_store_behind_a_uri(spark, tmp_path):
     assert fleet.exit_code == alone.exit_code and mine == _jsonl(alone.stdout)
 
 
-def test_topic_names_round_trip_through_the_partitions(spark, tmp_path):
-    """Retry and dead-letter topics (%, |) come back from the partition directories whole,
-    through Spark and through pyarrow."""
+def _store_of_topics(root: pathlib.Path, topics: list[str]) -> pathlib.Path:
+    """A store the engine writes: one message a topic, its key named after it."""
     from rmqtool.engine.producer import producer_message
     from rmqtool.engine.store import Store
-    from rmqtool.spark.export import export
-    topics = ["%RETRY%order_group", "%DLQ%pay|group", "Plain-Topic_1", "123"]
-    root = tmp_path / "broker" / "store"
     with Store.open(root, writable=True, commitlog_size=1 << 20) as store:
         for t in topics:
             store.append(producer_message(t, b"x", keys=f"k-{t}"))
+    return root
+
+
+def test_topic_names_round_trip_through_the_partitions(spark, tmp_path):
+    """Retry and dead-letter topics (%, |) come back from the partition directories whole,
+    through Spark and through pyarrow."""
+    from rmqtool.spark.export import export
+    topics = ["%RETRY%order_group", "%DLQ%pay|group", "Plain-Topic_1", "123"]
+    root = _store_of_topics(tmp_path / "broker" / "store", topics)
     export(spark, [StoreSpec("broker", str(root))], tmp_path / "out")
     assert sorted(r["topic"] for r in _table(tmp_path / "out", "messages")) == sorted(topics)
     got = spark.read.parquet(str(tmp_path / "out" / "messages")).select("topic").collect()
@@ -574,15 +579,10 @@ def test_names_a_uri_must_escape_are_read_behind_a_uri(spark, tmp_path):
     import urllib.parse
 
     from helpers import expand_store
-    from rmqtool.engine.producer import producer_message
-    from rmqtool.engine.store import Store
     from rmqtool.spark.export import export
 
     topics = ["%RETRY%order_group", "%DLQ%pay|group", "订单 主题", "Plain#1"]
-    root = tmp_path / "broker" / "store"
-    with Store.open(root, writable=True, commitlog_size=1 << 20) as store:
-        for t in topics:
-            store.append(producer_message(t, b"x", keys=f"k-{t}"))
+    root = _store_of_topics(tmp_path / "broker" / "store", topics)
     export(spark, [StoreSpec("local", str(root))], tmp_path / "local")
     export(spark, [StoreSpec("remote", _uri(root))], tmp_path / "remote")
     for table in ("messages", "consume_queue"):

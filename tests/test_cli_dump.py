@@ -318,3 +318,20 @@ def test_table_cells_escape_control_characters(tmp_path):
     assert "\\x1b[2J" in r.stdout and "\\x07" in r.stdout and "\\u009b" in r.stdout and "[/" in r.stdout
     r = run("info", tmp_path / "s")  # the document tables too
     assert r.exit_code == 0 and "\x1b" not in r.stdout
+
+
+@pytest.mark.parametrize("kind,directory", [("cqext", "consumequeue_ext"), ("config", "config"),
+                                            ("compactionlog", "compaction"), ("compactioncq", "compaction"),
+                                            ("positioncheckpoint", "compaction")])
+def test_a_side_store_the_root_lacks_is_said_not_an_empty_list_alone(kind, directory):
+    """A 4.9.8 store has no ConsumeQueueExt, config/ or compaction store: the dump of one is
+    empty, exit 0, and says why on stderr (it said nothing, as the timer and epoch dumps did)."""
+    store = V4 / "basic" / "store"
+    assert not (store / directory).exists()
+    r = runner.invoke(app, ["dump", kind, str(store), "-f", "json"])
+    assert (r.exit_code, json.loads(r.stdout)) == (0, [])
+    assert r.stderr.startswith(f"rmqtool: no {directory}/ in {store}: ")
+    with_it = runner.invoke(app, ["dump", kind, str(V5 / ("cqext" if kind == "cqext" else "compaction") / "store"),
+                                  "-f", "json"]) if kind != "config" else None
+    if with_it is not None:  # a store with the side store: its rows, no such line
+        assert json.loads(with_it.stdout) and "rmqtool: no " not in with_it.stderr

@@ -133,9 +133,15 @@ def dump_commitlog(
     _finish(sink, settled_findings(dumps, lives), sum(d.damaged for d in dumps))
 
 
-def _finish(sink: Sink | None, findings: list, damaged: int = 0) -> None:
+def _finish(sink: Sink | None, findings: list, damaged: int = 0, *, side: tuple | None = None) -> None:
+    """Close the sink, say the findings; ``side`` (path, kind): a side store the root lacks is said."""
     if sink is not None:
         sink.close()
+    if side is not None:
+        from rmqtool.inspect.dump_sources import absent_note
+        note = absent_note(*side)
+        if note is not None:
+            warn(f"rmqtool: {note}")
     code = report_findings(findings, damaged)
     if code:
         raise typer.Exit(code)
@@ -186,7 +192,7 @@ def dump_cqext(
     findings: list = []
     sink = Sink(fmt.value, kind="cq_ext_unit", wide=wide, select=columns)
     sink.rows(itertools.islice(cqext_rows(path, topic, queue, findings), limit))
-    _finish(sink, findings)
+    _finish(sink, findings, side=(path, "cqext"))
 
 
 @dump_app.command("dledger", epilog=examples(
@@ -278,7 +284,7 @@ def dump_config(
     sink = Sink(fmt.value, kind="config", wide=wide)
     for row in dump_sources.config_rows(path, findings):
         sink.row(row)
-    _finish(sink, findings)
+    _finish(sink, findings, side=(path, "config"))
 
 
 # --- the 5.x compaction store (compaction/) ------------------------------------------------------
@@ -303,7 +309,7 @@ def dump_compactionlog(
     sink = Sink(fmt.value, kind="compaction_record", wide=wide, select=columns)
     rows = compaction_dumps.compaction_log_rows(path, topic, queue, findings, damaged)
     sink.rows(itertools.islice(rows, limit))
-    _finish(sink, findings, len(damaged))
+    _finish(sink, findings, len(damaged), side=(path, "compactionlog"))
 
 
 @dump_app.command("compactioncq", epilog=examples(
@@ -323,7 +329,7 @@ def dump_compactioncq(
     findings: list = []
     sink = Sink(fmt.value, kind="compaction_unit", wide=wide, select=columns)
     sink.rows(itertools.islice(compaction_dumps.compaction_cq_rows(path, topic, queue, findings), limit))
-    _finish(sink, findings)
+    _finish(sink, findings, side=(path, "compactioncq"))
 
 
 @dump_app.command("positioncheckpoint", epilog=examples(
@@ -339,7 +345,7 @@ def dump_positioncheckpoint(
     findings: list = []
     sink = Sink(fmt.value, kind="position_checkpoint")
     sink.rows(compaction_dumps.position_checkpoint_rows(path, findings))
-    _finish(sink, findings)
+    _finish(sink, findings, side=(path, "positioncheckpoint"))
 
 
 @dump_app.command("epochfile", epilog=examples(

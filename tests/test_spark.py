@@ -313,7 +313,9 @@ def _comparable(rows: list[dict], root: str, uri: str) -> list[tuple]:
 @pytest.mark.parametrize("margin", [1_000, 8 << 20])
 def test_tasks_behind_a_uri_stage_what_they_read_and_give_the_local_tables(tmp_path, monkeypatch, margin):
     """Each task stages its byte range and a margin (a small one: staged again with more)
-    and exports exactly what the same task on the local files does."""
+    and exports exactly what the same task on the local files does; the queues too, but for
+    the cut: the local task simulates the crashed store's next start and drops the units past
+    its recovery (info's max_commit_log_offset), the staged one cuts at the clean-start end."""
     from rmqtool.spark import remote
     from rmqtool.spark.export import export_queues_task, export_segment_task
     monkeypatch.setattr(remote, "STAGE_MARGIN", margin)
@@ -326,8 +328,15 @@ def test_tasks_behind_a_uri_stage_what_they_read_and_give_the_local_tables(tmp_p
         for t in tasks:
             export_segment_task(t, str(tmp_path / name))
         export_queues_task(spec, str(tmp_path / name))
+    cut = json.loads(runner.invoke(app, ["info", root, "-f", "json"]).stdout)["commitlog"]["max_commit_log_offset"]
     for table in ("messages", "consume_queue", "findings"):
         local, far = _table(tmp_path / "local", table), _table(tmp_path / "remote", table)
+        if table == "consume_queue":
+            assert any(r["commit_log_offset"] + r["size"] > cut for r in far)  # the case is one the cut shows
+            far = [r for r in far if r["commit_log_offset"] + r["size"] <= cut]
+        if table == "findings":  # the queues past the recovery's cut: said where they are cut
+            assert any(r["finding"] == "consumeQueueBeyondCommitLog" for r in local)
+            local, far = ([r for r in rows if r["finding"] != "consumeQueueBeyondCommitLog"] for rows in (local, far))
         assert local and _comparable(far, root, uri) == _comparable(local, root, root), table
         assert all(uri in (r.get("file") or r.get("path") or "") for r in far)
 
@@ -607,3 +616,22 @@ def test_names_a_uri_must_escape_are_read_behind_a_uri(spark, tmp_path):
     empty.mkdir()
     r = spark_cmd("export", _uri(empty), "--out", str(tmp_path / "e-out"))
     assert r.exit_code == 4 and "not a store: none of commitlog/" in r.stderr  # it exported nothing, exit 0
+
+
+@pytest.mark.parametrize("crash", [V4 / "crash" / "e1-corrupt-body-in-last-commitlog-file",
+                                   V5 / "crash5" / "b-garbled-last-message"])
+def test_a_crashed_stores_queues_export_as_the_broker_loads_them(spark, tmp_path, crash):
+    """The consume_queue table holds each queue as the engine's own load after the crash left
+    it (truth.json's consumeQueues): units past the recovery's cut are not there. The export
+    cut them where a clean start would end the log, keeping units the broker drops."""
+    from rmqtool.spark.export import export
+    truth = load_truth(crash / "truth.json")["truth"]["consumeQueues"]
+    export(spark, [StoreSpec("crashed", str((crash / "input" / "store").resolve()))], tmp_path / "out")
+    got: dict = {}
+    for r in _table(tmp_path / "out", "consume_queue"):
+        got.setdefault((r["topic"], str(r["queue_id"])), []).append(
+            [r["queue_offset"], r["commit_log_offset"], r["size"], r["tags_code"]])
+    # a queue the broker made and never wrote to has no unit to export; 5.x entries carry batchNum
+    want = {(topic, qid): [e[:4] for e in q["entries"]]
+            for topic, queues in truth.items() for qid, q in queues.items() if q["entries"]}
+    assert {k: sorted(v) for k, v in got.items()} == want

@@ -89,7 +89,7 @@ def commitlog_info(view: StoreView) -> tuple[dict, list]:
         "segment_count": len(segs),
         "min_commit_log_offset": segs[0].base_offset if segs else None,
         # getMaxPhyOffset once the broker has started: the recovered end (the written one when not simulated)
-        "max_commit_log_offset": (recovered if recovered is not None else written) if last >= 0 else None,
+        "max_commit_log_offset": loaded_end(view) if last >= 0 else None,
         "written_end": written if segs else None,
         "recovered_end": recovered,
         "segments": rows,
@@ -122,6 +122,14 @@ def _ends(view: StoreView) -> tuple[int, int | None]:
     if outcome is None:  # a view opened without the simulation: the recovered end is not known
         return written, None
     return outcome.written_end, outcome.recovered_end if outcome.loadable else None
+
+
+def loaded_end(view: StoreView) -> int:
+    """getMaxPhyOffset once the broker has started, where its load cuts the consume queues
+    (truncateDirtyLogicFiles): the recovered end when the next start is simulated (_ends says
+    when), else the written end. The view needs the simulation (open it as info does)."""
+    written, recovered = _ends(view)
+    return recovered if recovered is not None else written
 
 
 def simulate_for_info(view: StoreView):

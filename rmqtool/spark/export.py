@@ -89,18 +89,20 @@ def staged(task: SegmentTask, margin: int):
 def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
     """Executor side: every consume queue of one store, a Parquet part per topic; plain queues
     read as arrays. A queue's units run from its min offset (units below the first segment
-    left out, as the broker's correctMinOffset) to its max offset with the units at or past
-    the commit log's end dropped (truncateDirtyLogicFiles), that end being where the last
-    written file's good records end (a clean start's). After a crash the broker's recovery
-    may cut the log earlier: info's max offsets and recover say where, the table does not.
-    A store behind a URI has its queues and last written segment staged first."""
+    left out, as the broker's correctMinOffset) to its max offset as the broker's load leaves
+    it: units at or past the end its next start gives the log dropped (truncateDirtyLogicFiles;
+    info's max_commit_log_offset, the recovery's cut after a crash). A store behind a URI has
+    its queues and last written segment staged first, and is cut where that segment's good
+    records end (a clean start's end: its next start is not simulated there)."""
     from rmqtool.spark import remote
     from rmqtool.store.view import StoreView
 
     if not remote.is_uri(spec.path):
-        view = StoreView(spec.path)  # the store opened once in this task: its listing, its end, its queues
+        from rmqtool.inspect.inventory import loaded_end, simulate_for_info
+        # the store opened once in this task: its listing, its end, its queues
+        view = StoreView(spec.path, simulate=simulate_for_info)
         segments = view.segments if view.has_commit_log else []
-        end = view.commit_log_end.end if segments else None
+        end = loaded_end(view) if segments else None
         low = segments[0].base_offset if segments else 0
         return _export_queues(view, spec, out, low, end, None)
     from rmqtool.store.commitlog_end import last_file_end

@@ -3,8 +3,8 @@
 ``messages``: every field ``dump commitlog`` gives a message (report/records.py builds
 the row: one row builder), with the body and the properties string as binary, the
 properties as a map, and where it came from (``store_path``, ``file``, ``file_position``).
-``consume_queue``: a queue's units from its min to its max offset (fill units left out), cut at
-the end a clean start finds (spark/export.py export_queues_task: not a crash recovery's cut).
+``consume_queue``: a queue's units from its min to its max offset (fill units left out), as the
+broker's next start leaves them (spark/export.py export_queues_task).
 ``findings``: what the scans found, as ``verify`` rows. Every table has a ``family`` column
 (``rocketmq`` or ``qmq``); a QMQ store's rows fill QMQ's own columns (spark/qmq/export.py). Each table is partitioned by
 ``store_name`` and ``topic`` (hive style: ``store_name=NAME/topic=TOPIC/``); those two columns are

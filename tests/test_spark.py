@@ -635,3 +635,29 @@ def test_a_crashed_stores_queues_export_as_the_broker_loads_them(spark, tmp_path
     want = {(topic, qid): [e[:4] for e in q["entries"]]
             for topic, queues in truth.items() for qid, q in queues.items() if q["entries"]}
     assert {k: sorted(v) for k, v in got.items()} == want
+
+
+def test_an_executors_python_error_is_said_by_its_last_line():
+    """A job Spark aborts for an executor's Python error: its one line ends with the error the
+    executor's traceback ends with, not "Traceback (most recent call last):"."""
+    from py4j.protocol import Py4JJavaError
+
+    from rmqtool.spark.session import spark_failure
+
+    class JavaException:  # what Py4J hands over: toString() of the Java exception
+        _target_id = "o2"  # Py4J's name of the object in the JVM
+
+        def toString(self):
+            return ("org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 1.0 failed "
+                    "1 times, most recent failure: Lost task 0.0 in stage 1.0 (TID 1) (127.0.0.1 executor driver): "
+                    "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+                    '  File "/x/worker.py", line 1, in main\n    process()\nKeyError: \'k\'\n\n'
+                    "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)\n"
+                    "Driver stacktrace:\n")
+
+    failed = spark_failure(Py4JJavaError("An error occurred while calling o1.collect.\n", JavaException()))
+    assert failed.one_line() == (
+        "Spark stopped: org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 1.0 "
+        "failed 1 times, most recent failure: Lost task 0.0 in stage 1.0 (TID 1) (127.0.0.1 executor driver): "
+        "org.apache.spark.api.python.PythonException: KeyError: 'k'")
+    assert spark_failure(KeyError("not Spark's")) is None

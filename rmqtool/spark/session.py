@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-import re
 import sys
 
 from rmqtool.errors import ExtraMissing, SparkFailed, UsageError
@@ -98,9 +97,6 @@ def spark_errors(fn):
     return wrapper
 
 
-_PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b.*")
-
-
 def spark_failure(exc: BaseException) -> SparkFailed | None:
     """``exc`` as SparkFailed when Spark raised it; None for anything else."""
     if "py4j" not in sys.modules:
@@ -119,7 +115,7 @@ def spark_failure(exc: BaseException) -> SparkFailed | None:
         return None
     lines = [line for line in text.splitlines() if line.strip()] or [type(exc).__name__]
     first = lines[0]
-    if "Traceback (most recent call last)" in first:  # an executor's Python error: its last line
-        raised = [line for line in lines[1:] if _PYTHON_ERROR.match(line)]
-        first = first[:first.index("Traceback")].rstrip(": ") + (f": {raised[-1]}" if raised else "")
+    if "Traceback (most recent call last)" in first:  # an executor's Python error: the line it ends with
+        raised = next((line for line in lines[1:] if not line[:1].isspace()), None)  # after the indented frames
+        first = first[:first.index("Traceback")].rstrip(": ") + (f": {raised}" if raised else "")
     return SparkFailed(f"Spark stopped: {first.strip()}")

@@ -176,3 +176,20 @@ def test_a_report_opens_the_store_once_and_simulates_its_start_once(calls):
     assert calls["written_end"] <= 1 and calls["last_file_end"] <= 1
     queues = {k: v for k, v in calls.items() if k.startswith("queue ")}
     assert queues and max(queues.values()) <= calls["open_consume_queues"] <= 3
+
+
+def test_a_qmq_store_whose_start_refuses_still_shows_where_its_log_is_written_to(tmp_path):
+    """QMQ's engine refuses to start this store before it reads the log (a stray file in
+    messagelog/: summary.json). The log's bytes are all there: the report gives their written
+    end (the engine's own for the same log, a-as-is) in its store section and file strip, as
+    info does; it said null and a file written to 0."""
+    summary = {v["variant"]: v for v in load_truth(FIXTURES / "qmq" / "crash" / "summary.json")}
+    assert summary["b-stray-file-in-messagelog"]["started"] is False
+    end = summary["a-as-is"]["messageLogEnd"][0]
+    store = expand_store(FIXTURES / "qmq" / "crash" / "b-stray-file-in-messagelog" / "input", tmp_path / "store")
+    doc = json.loads(cli_runner().invoke(app, ["report", str(store), "--now", NOW, "-f", "json"]).stdout)
+    info = json.loads(cli_runner().invoke(app, ["info", str(store), "-f", "json"]).stdout)
+    assert doc["store"]["loadable"] is False and doc["store"]["recovered_end"] is None
+    assert doc["store"]["written_end"] == info["message_log"]["written_end"] == end
+    assert [s["written_to"] for s in doc["segments"]] == [min(max(end, s["base_offset"]), s["end_offset"])
+                                                          for s in doc["segments"]]

@@ -68,7 +68,7 @@ def _replay_file(segments, start: StartOutcome) -> LogSegment | None:
 
 def _segments(segments, start: StartOutcome, damaged: list[dict]) -> list[dict]:
     log = start.message_log
-    written = log.written_end if log is not None else 0
+    written = start.written_end
     cut = log.cut_at if log is not None else None
     first = _replay_file(segments, start)
     rows = []
@@ -87,7 +87,7 @@ def _store_section(view, segments, start: StartOutcome, findings: list[Finding],
     log = start.message_log
     refusal = start.refusal
     first = _replay_file(segments, start)
-    written = log.written_end if log is not None else None
+    written = start.written_end  # the data's, also when the start refuses before reading the log
     recovered = log.max_offset if log is not None and refusal is None else None
     return {
         "family": "qmq",

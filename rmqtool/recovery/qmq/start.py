@@ -132,6 +132,9 @@ class StartOutcome:
     refusal: Refusal | None
     checkpoints: CheckpointsAfterStart
     unit_bytes: int
+    # one past the message log's last record as the files hold it: the data's, whether or not
+    # the start gets to read the log (message_log is None when it refuses first)
+    written_end: int = 0
     message_log: MessageLogAfterStart | None = None
     action_log: ActionLogAfterStart | None = None
     subjects: tuple[SubjectAfterStart, ...] = ()
@@ -263,7 +266,8 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
     mcp = {"offset": loaded.offset, "max_sequences": dict(loaded.max_sequences)}
 
     def outcome(**kw) -> StartOutcome:
-        return StartOutcome(str(store), checkpoints=_checkpoints(store, mcp, acp, msnaps, asnaps), unit_bytes=unit, **kw)
+        return StartOutcome(str(store), checkpoints=_checkpoints(store, mcp, acp, msnaps, asnaps), unit_bytes=unit,
+                            written_end=in_files.written_end or 0, **kw)
 
     in_files = records if records is not None else _scan_records(store / "messagelog")
     try:

@@ -208,3 +208,18 @@ def test_scripts_get_each_stores_state_and_why_one_could_not_be_read(tmp_path):
     assert "DLedger commit log store" in states[2]["unknown"]
     assert {row["store_path"] for row in rows if row["record"] == "check_measure"} == {str(BASIC / "store")}
     assert r.stderr.splitlines() == [f"rmqtool: error: {states[1]['unknown']}", f"rmqtool: error: {states[2]['unknown']}"]
+
+
+def test_a_made_ahead_segment_with_garbage_at_its_start_does_not_move_the_written_end(tmp_path):
+    """A segment made ahead and never written, its first bytes overwritten: it holds no record,
+    so the written end is where the records before it end, as info (and every command) gives
+    it; check gave the garbage segment's base offset."""
+    store = writable_copy(FIXTURES / "rocketmq-5.3.3" / "crash5" / "a-as-is" / "input" / "store", tmp_path / "store")
+    last = sorted((store / "commitlog").iterdir())[-1]
+    before = json.loads(cli_runner().invoke(app, ["info", str(store), "-f", "json"]).stdout)["commitlog"]["written_end"]
+    assert before < int(last.name)  # made ahead: the records end in an earlier file
+    with open(last, "r+b") as f:
+        f.write(b"\x17\x2a\x00\x09")
+    info = json.loads(cli_runner().invoke(app, ["info", str(store), "-f", "json"]).stdout)["commitlog"]
+    r = invoke(store, "-f", "jsonl")
+    assert rows_of(r)[("written_end", None, None, None)]["value"] == info["written_end"] == before

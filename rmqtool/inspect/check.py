@@ -210,7 +210,7 @@ def _read_tail(view: StoreView, tail_bytes: int) -> _Tail:
     data_end = last_nonzero_from(seg.path, 0) or 0
     start = max(data_end - tail_bytes, 0)
     records, found = [], []
-    end, full, clean_end = start, False, start
+    end, full, clean_end, seen = start, False, start, False
     for r in scan_segment(seg, is_last=True, start=start, check_crc=True):
         bad = findings_of(r)
         found += bad
@@ -218,8 +218,12 @@ def _read_tail(view: StoreView, tail_bytes: int) -> _Tail:
             records.append((r.commit_log_offset, r.store_size, r.topic, r.queue_id, r.store_timestamp))
             end = r.position + r.store_size
             clean_end = end if not bad else clean_end
+            seen = True
         elif isinstance(r, Blank):
-            end, full = r.position + r.size, r.valid
+            end, full, seen = r.position + r.size, r.valid, True
+    if not seen:  # no record in the tail read (a segment whose first bytes are garbage): the end is
+        # where the records before it end, the one written end every command gives
+        return _Tail(view.written_end, records, found, seg.base_offset + start)
     if view.lock_holder is not None:
         # a running broker may be writing the bytes after its last whole record right now: what
         # follows the last clean record is judged on a later run, once more records follow it

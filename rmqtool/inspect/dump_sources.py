@@ -8,6 +8,7 @@ from typing import Iterator
 from rmqtool.errors import FormatError, NotAStore
 from rmqtool.findings import (CONFIG_UNPARSEABLE, CONSUME_QUEUE_HOLE, CONSUME_QUEUE_UNIT_INVALID, QUEUE_DIR_INVALID,
                               Finding)
+from rmqtool.formats.compaction import COMPACTION_DIR
 from rmqtool.formats.consumequeue import is_written_unit
 from rmqtool.inspect.hints import wrong_kind as _wrong_kind
 from rmqtool.report.sink import warn
@@ -17,7 +18,6 @@ from rmqtool.store.config import parse_config_bytes, read_config_bytes, read_con
 from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue, queue_id_of
 from rmqtool.store.cqext import DanglingRuns, queue_ext
 from rmqtool.store.indexfile import IndexFile
-from rmqtool.formats.compaction import COMPACTION_DIR
 from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, CONSUMEQUEUE_EXT_DIR, INDEX_DIR
 from rmqtool.store.rocksdb_cq import rocksdb_only
 from rmqtool.store.view import StoreView, open_store

@@ -49,9 +49,9 @@ def make_tables(out: str) -> None:
     """Every table's directory, made when no task wrote into it: an export of stores with no
     message is still an export (``--table`` reads it back, as empty tables)."""
     from rmqtool.spark import remote
+    fs, root = remote.filesystem(out) if remote.is_uri(out) else (None, out)
     for table in (MESSAGES_DIR, CONSUME_QUEUE_DIR, FINDINGS_DIR):
-        if remote.is_uri(out):
-            fs, root = remote.filesystem(out)
+        if fs is not None:
             fs.create_dir(f"{root.rstrip('/')}/{table}", recursive=True)
         else:
             pathlib.Path(out, table).mkdir(parents=True, exist_ok=True)

@@ -154,6 +154,8 @@ def stage_tree(uri: str, local: pathlib.Path) -> int:
 def local_name(local_root: str | os.PathLike, path: str, uri_root: str) -> str:
     """A staged path named as its URI (rows say where the data is, not the executor's copy)."""
     root = str(local_root).rstrip("/")
+    if path == root:
+        return uri_root
     if not path.startswith(root + "/"):
         return path
     return child(uri_root, path[len(root) + 1:])

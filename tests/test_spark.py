@@ -220,6 +220,9 @@ def test_spark_verify_agrees_with_verify(spark, tmp_path):
         summary = next(r for r in rows if r.get("record") == "verify_summary" and r["store_name"] == f"s{i}")
         assert summary["finding_count"] == len(mine) and summary["exit_code"] == alone.exit_code
     assert fleet.exit_code == worst
+    refused = spark_cmd("export", str(stores[3]), "--out", str(tmp_path / "out"))  # its tasks read plain segments
+    assert refused.exit_code == 4 and "spark export (which query and stats run first) does not read it" in \
+        refused.stderr and "spark verify" in refused.stderr
 
 
 def test_spark_stats_finds_a_uniq_key_planted_in_two_stores(spark, tmp_path):

@@ -107,5 +107,5 @@ def open_local(path: str):
         return open_qmq_store(path)
     from rmqtool.store.dledger import refuse_dledger
     from rmqtool.store.view import open_store
-    refuse_dledger(path, "spark")  # its tasks split plain commit log segments
+    refuse_dledger(path, "spark export (which query and stats run first)")  # its tasks split plain commit log segments
     return open_store(path)

@@ -664,3 +664,18 @@ def test_an_executors_python_error_is_said_by_its_last_line():
         "failed 1 times, most recent failure: Lost task 0.0 in stage 1.0 (TID 1) (127.0.0.1 executor driver): "
         "org.apache.spark.api.python.PythonException: KeyError: 'k'")
     assert spark_failure(KeyError("not Spark's")) is None
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/"),
+                        min_size=1, max_size=12).filter(lambda n: n not in (".", "..")), min_size=1, max_size=3))
+def test_a_child_uri_parses_back_to_its_names(names):
+    """Any file name (%, #, ?, a space, CJK) under a directory's URI parses to that name's path,
+    and a staged copy's path is named by the same URI."""
+    import pyarrow.fs as pafs
+
+    from rmqtool.spark.remote import child, local_name
+    relative = "/".join(names)
+    uri = child("file:///data/store", relative)
+    assert pafs.FileSystem.from_uri(uri)[1] == "/data/store/" + relative
+    assert local_name("/tmp/stage", "/tmp/stage/" + relative, "file:///data/store") == uri

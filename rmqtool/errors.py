@@ -119,6 +119,15 @@ class StoreChangedSince(RmqError):
     exit_code = ExitCode.LOCKED
 
 
+class TasksFailed(RmqError):
+    """Tasks of a cluster job that stopped on an error (spark export): the exit code is the
+    worst task's."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = ExitCode(exit_code)
+
+
 class SparkFailed(RmqError):
     """Spark itself stopped: no master answered, a setting it refused, a job the cluster
     aborted (spark/session.py spark_errors): the first line of what it said."""

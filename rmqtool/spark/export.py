@@ -15,7 +15,7 @@ import os
 import pathlib
 import tempfile
 
-from rmqtool.errors import RmqError, UsageError, error_line
+from rmqtool.errors import RmqError, TasksFailed, UsageError, error_line
 from rmqtool.spark.parts import CONSUME_QUEUE_DIR, TaskSummary, make_tables, write_findings, write_message_parts, write_part
 from rmqtool.spark.splits import DEFAULT_SPLIT_SIZE, SegmentTask, plan_tasks, scan_task
 from rmqtool.spark.stores import StoreSpec
@@ -244,7 +244,7 @@ def export(spark, specs: list[StoreSpec], out: str | os.PathLike, *, split_size:
                       progress, "export")
     failed = [r for r in results if r.error is not None]
     if failed:
-        raise TasksFailed(failed, len(tasks))
+        raise tasks_failed(failed, len(tasks))
     make_tables(target)
     from rmqtool.spark.qmq.export import CONSUMER_LOGS_TASK
     queues = [r for r in results if r.task in (QUEUES_TASK, CONSUMER_LOGS_TASK)]
@@ -285,16 +285,13 @@ def run_task(task, out: str) -> TaskSummary:
         return TaskSummary(store, name, error=line, exit_code=int(code))
 
 
-class TasksFailed(RmqError):
-    """Export tasks that stopped on an error: the first one's line, how many, and that the
-    tables are not whole (what the other tasks wrote stays); the worst task's exit code."""
-
-    def __init__(self, failed: list[TaskSummary], total: int):
-        first = failed[0]
-        more = f"; {len(failed) - 1} more of the {total} tasks failed too" if len(failed) > 1 else ""
-        super().__init__(f"store {first.store}, task {first.task}: {first.error}{more}; "
-                         f"the export is incomplete")
-        self.exit_code = max(f.exit_code for f in failed)
+def tasks_failed(failed: list[TaskSummary], total: int) -> TasksFailed:
+    """The first failed task's line, how many failed, and that the tables are not whole (what
+    the other tasks wrote stays); the worst task's exit code."""
+    first = failed[0]
+    more = f"; {len(failed) - 1} more of the {total} tasks failed too" if len(failed) > 1 else ""
+    return TasksFailed(f"store {first.store}, task {first.task}: {first.error}{more}; the export is incomplete",
+                       max(f.exit_code for f in failed))
 
 
 def run_job(sc, rdd, total: int, progress, label: str) -> list:

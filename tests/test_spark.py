@@ -679,3 +679,20 @@ def test_a_child_uri_parses_back_to_its_names(names):
     uri = child("file:///data/store", relative)
     assert pafs.FileSystem.from_uri(uri)[1] == "/data/store/" + relative
     assert local_name("/tmp/stage", "/tmp/stage/" + relative, "file:///data/store") == uri
+
+
+def test_an_ext_stores_queue_units_export_the_tags_codes_the_broker_hands_out(spark, tmp_path):
+    """enableConsumeQueueExt: a unit's tagsCode field is an ext address; the consume_queue
+    table holds the tagsCode ConsumeQueue's iterator hands getMessage (truth.json's
+    iteratorTagsCode, read back through the engine), as dump consumequeue shows it; the
+    export gave the raw address."""
+    from helpers import expand_store
+    from rmqtool.spark.export import export
+    truth = load_truth(V5 / "cqext" / "truth.json")["consumeQueues"]
+    store = expand_store(V5 / "cqext" / "store", tmp_path / "store")
+    export(spark, [StoreSpec("ext", str(store))], tmp_path / "out")
+    got = sorted((r["topic"], r["queue_id"], r["queue_offset"], r["tags_code"])
+                 for r in _table(tmp_path / "out", "consume_queue"))
+    want = sorted((q["topic"], q["queueId"], u["queueOffset"], u["iteratorTagsCode"]) for q in truth for u in q["units"])
+    assert any(u["isExtAddr"] for q in truth for u in q["units"])  # the case: units that point into the ext
+    assert got == want

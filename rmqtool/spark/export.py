@@ -160,6 +160,7 @@ def _queue_table(q, low: int, store_path: str, rename=None):
 
     from rmqtool.spark.tables import CONSUME_QUEUE
     from rmqtool.store.arrays import read_records
+    from rmqtool.store.cqext import queue_ext
 
     high = q.max_offset
     if q.is_batch:  # few and rich: unit by unit
@@ -173,6 +174,7 @@ def _queue_table(q, low: int, store_path: str, rename=None):
                         schema=CONSUME_QUEUE)
     parts = []
     layout = q.layout
+    ext = queue_ext(q)  # enableConsumeQueueExt: tags codes the ext holds, looked up as dump does
     for seg in q.segments:
         first = seg.base_offset // q.unit_size
         if first >= high:
@@ -183,15 +185,28 @@ def _queue_table(q, low: int, store_path: str, rename=None):
         keep = (index + first >= low) & layout.is_written(cols) & ~layout.is_fill(cols)
         index = index[keep]
         n = len(index)
+        tags = units["tags_code"][keep].astype(np.int64)
+        if ext.ext is not None:
+            _resolve_ext_tags(tags, ext)
         parts.append(pa.table({
             "queue_id": np.full(n, q.queue_id, dtype=np.int32), "queue_offset": index + first,
             "commit_log_offset": units["commit_log_offset"][keep].astype(np.int64),
-            "size": units["size"][keep].astype(np.int32), "tags_code": units["tags_code"][keep].astype(np.int64),
+            "size": units["size"][keep].astype(np.int32), "tags_code": tags,
             "batch_size": np.ones(n, dtype=np.int32), "store_path": pa.array([store_path] * n, pa.string()),
             "file": pa.array([rename(str(seg.path)) if rename else str(seg.path)] * n, pa.string()),
             "file_position": index * q.unit_size, **_rocketmq_columns(n)},
             schema=CONSUME_QUEUE))
     return pa.concat_tables(parts) if parts else CONSUME_QUEUE.empty_table()
+
+
+def _resolve_ext_tags(tags, ext) -> None:
+    """A unit whose tagsCode field is an ext address gets the tagsCode its ext unit holds, as
+    ConsumeQueue's iterator hands getMessage (and dump consumequeue shows); a lookup that
+    fails leaves the field."""
+    for i, field in enumerate(tags.tolist()):
+        found = ext.lookup(field)
+        if found is not None and found.ok:
+            tags[i] = found.unit.tags_code
 
 
 def _rocketmq_columns(n: int) -> dict:

@@ -4,7 +4,8 @@
 the row: one row builder), with the body and the properties string as binary, the
 properties as a map, and where it came from (``store_path``, ``file``, ``file_position``).
 ``consume_queue``: a queue's units from its min to its max offset (fill units left out), as the
-broker's next start leaves them (spark/export.py export_queues_task).
+broker's next start leaves them (spark/export.py export_queues_task), each tagsCode as the
+queue's iterator hands it out (an ext address looked up).
 ``findings``: what the scans found, as ``verify`` rows. Every table has a ``family`` column
 (``rocketmq`` or ``qmq``); a QMQ store's rows fill QMQ's own columns (spark/qmq/export.py). Each table is partitioned by
 ``store_name`` and ``topic`` (hive style: ``store_name=NAME/topic=TOPIC/``); those two columns are

@@ -138,7 +138,7 @@ def _finish(sink: Sink | None, findings: list, damaged: int = 0, *, side: tuple 
     if sink is not None:
         sink.close()
     if side is not None:
-        from rmqtool.inspect.dump_sources import absent_note
+        from rmqtool.inspect.side_stores import absent_note
         note = absent_note(*side)
         if note is not None:
             warn(f"rmqtool: {note}")

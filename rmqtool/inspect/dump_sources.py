@@ -8,7 +8,6 @@ from typing import Iterator
 from rmqtool.errors import FormatError, NotAStore
 from rmqtool.findings import (CONFIG_UNPARSEABLE, CONSUME_QUEUE_HOLE, CONSUME_QUEUE_UNIT_INVALID, QUEUE_DIR_INVALID,
                               Finding)
-from rmqtool.formats.compaction import COMPACTION_DIR
 from rmqtool.formats.consumequeue import is_written_unit
 from rmqtool.inspect.hints import wrong_kind as _wrong_kind
 from rmqtool.report.sink import warn
@@ -18,7 +17,7 @@ from rmqtool.store.config import parse_config_bytes, read_config_bytes, read_con
 from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue, queue_id_of
 from rmqtool.store.cqext import DanglingRuns, queue_ext
 from rmqtool.store.indexfile import IndexFile
-from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, CONSUMEQUEUE_EXT_DIR, INDEX_DIR
+from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR
 from rmqtool.store.rocksdb_cq import rocksdb_only
 from rmqtool.store.view import StoreView, open_store
 
@@ -212,25 +211,3 @@ def config_rows(path: pathlib.Path, findings: list | None = None) -> Iterator[di
         findings.extend(cd.all_findings())
     for name, c in cd.files.items():
         yield {"file": name, "path": c.path, "source": c.source, "document": _stringify_keys(c.document)}
-
-
-# the directory of a store root a dump kind reads, and what a store without it tells (the side
-# stores a broker makes only when configured for them: dump says so, not an empty list alone)
-_SIDE_DIRS = {
-    "cqext": (CONSUMEQUEUE_EXT_DIR, "the broker ran without enableConsumeQueueExt"),
-    "config": (CONFIG_DIR, "no config/*.json (the broker writes them there once it persists topics, "
-                           "subscriptions or offsets)"),
-    "compactionlog": (COMPACTION_DIR, "no compaction store (a 4.x broker, or no COMPACTION topic)"),
-    "compactioncq": (COMPACTION_DIR, "no compaction store (a 4.x broker, or no COMPACTION topic)"),
-    "positioncheckpoint": (COMPACTION_DIR, "no compaction store (a 4.x broker, or no COMPACTION topic)"),
-}
-
-
-def absent_note(path: str | pathlib.Path, kind: str) -> str | None:
-    """What ``dump KIND`` says of a store root without the directory it reads (None: the root
-    has it, or the path is not a store root)."""
-    path = pathlib.Path(path)
-    directory, why = _SIDE_DIRS[kind]
-    if detect.is_store_dir(path) and not (path / directory).exists():
-        return f"no {directory}/ in {path}: {why}"
-    return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pathlib
 
+from rmqtool.store import detect
 from rmqtool.store.rocksdb_cq import is_rocksdb_dir
 
 # (name in the store root, what it is, the command that reads it or None); a trailing "*"
@@ -50,3 +51,25 @@ def side_stores(root) -> list[dict]:
             found.append({"name": p.relative_to(root).as_posix(), "path": str(p), "description": what,
                           "read_by": f"rmqtool {command}" if command else None})
     return found
+
+
+# a dump kind of a side store (and config/, which a broker writes once it persists one): the
+# directory it reads in a store root, and what a root without it tells
+_DUMPED = {
+    "cqext": ("consumequeue_ext", "the broker ran without enableConsumeQueueExt"),
+    "config": ("config", "no config/*.json (the broker writes them there once it persists topics, "
+                         "subscriptions or offsets)"),
+    "compactionlog": ("compaction", "no compaction store (a 4.x broker, or no COMPACTION topic)"),
+    "compactioncq": ("compaction", "no compaction store (a 4.x broker, or no COMPACTION topic)"),
+    "positioncheckpoint": ("compaction", "no compaction store (a 4.x broker, or no COMPACTION topic)"),
+}
+
+
+def absent_note(path: str | pathlib.Path, kind: str) -> str | None:
+    """What ``dump KIND`` says of a store root without the directory it reads (None: the root
+    has it, or the path is not a store root): dump says so, not an empty list alone."""
+    path = pathlib.Path(path)
+    directory, why = _DUMPED[kind]
+    if detect.is_store_dir(path) and not (path / directory).exists():
+        return f"no {directory}/ in {path}: {why}"
+    return None

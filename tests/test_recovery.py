@@ -479,3 +479,27 @@ def test_apply_prints_its_table_without_error(store_copy):
     backup = next(store.parent.glob("store.recovery-*"))
     u = CliRunner().invoke(app, ["undo", str(backup)])
     assert u.exit_code == 0 and "ranges_restored" in u.stdout and store.name in u.stdout
+
+
+@pytest.mark.parametrize("size", [925, 4096 + 512])
+def test_a_checkpoint_of_the_wrong_size_gives_the_start_its_fields(tmp_path, size):
+    """StoreCheckpoint maps a checkpoint's first 4096 bytes (a shorter file extended with
+    zeros) and reads its fields: after a crash, a checkpoint cut short or grown keeps the
+    recovery's start file and what check measures of it, as the intact one gives them. The
+    simulation read such a file as zeros and walked from the first file."""
+    base = V4 / "crash" / "e1-corrupt-body-in-last-commitlog-file" / "input" / "store"
+    intact = writable_copy(base, tmp_path / "intact")
+    odd = writable_copy(base, tmp_path / "odd")
+    with open(odd / "checkpoint", "r+b") as f:
+        f.truncate(size)
+    plans = [json.loads(CliRunner().invoke(app, ["recover", str(s), "--now", "0", "-f", "json"]).stdout)
+             for s in (intact, odd)]
+    assert [pathlib.Path(p["start_file"]).name for p in plans] == [pathlib.Path(plans[0]["start_file"]).name] * 2
+    assert pathlib.Path(plans[0]["start_file"]).name != f"{0:020d}"  # the case: the checkpoint picks a later file
+    assert plans[1]["commit_log"]["recovered_end"] == plans[0]["commit_log"]["recovered_end"]
+    measures = []
+    for s in (intact, odd):
+        rows = map(json.loads, CliRunner().invoke(app, ["check", str(s), "--now", "0", "-f", "jsonl"]).stdout.splitlines())
+        measures.append({r["measure"]: r["value"] for r in rows if r["record"] == "check_measure" and r["topic"] is None
+                         and r["measure"] in ("recovery_bytes", "unflushed_ms", "written_end")})
+    assert measures[1] == measures[0] and set(measures[0]) == {"recovery_bytes", "unflushed_ms", "written_end"}

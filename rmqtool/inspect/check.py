@@ -26,7 +26,7 @@ from rmqtool.findings import Finding, Severity
 from rmqtool.recovery.commitlog_walk import V5, abnormal_start
 from rmqtool.recovery.semantics import detect_semantics
 from rmqtool.store.dledger import refuse_dledger
-from rmqtool.store.checkpoint import read_checkpoint
+from rmqtool.store.checkpoint import loaded_checkpoint
 from rmqtool.store.commitlog import Blank, findings_of, scan_segment
 from rmqtool.store.commitlog_end import last_nonzero_from, last_written, segment_end
 from rmqtool.store.commitlog_reader import CommitLogReader
@@ -346,7 +346,7 @@ def check_store(path, *, now: int, tail_bytes: int, recovery_rate: float) -> Sto
 def _flush_and_recovery(view: StoreView, tail: _Tail, reader: CommitLogReader, queues, rate: float) -> list[tuple]:
     if not view.paths.checkpoint.exists():
         return []
-    cp = read_checkpoint(view.paths.checkpoint)
+    cp = loaded_checkpoint(view.paths.checkpoint)  # the fields the broker's start reads, whatever its size
     out = []
     newest = tail.newest_timestamp
     flushed = cp.physic_msg_timestamp

@@ -29,7 +29,7 @@ import pathlib
 from rmqtool.findings import DLEDGER_INDEX_MISMATCH
 from rmqtool.formats import dledger as fmt
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V1
-from rmqtool.store.checkpoint import read_checkpoint
+from rmqtool.store.checkpoint import loaded_checkpoint
 from rmqtool.store.commitlog import Blank, Corrupt
 from rmqtool.store.dledger import Entry, Survey, surveyed
 from rmqtool.store.message import Message
@@ -184,7 +184,7 @@ def _abnormal_walk(plan: DLedgerPlan, view: StoreView, entries: list, walked: li
     """dledgerRecoverAbnormally: the start file (isMmapFileMatchedRecover), then records up to the first that fails."""
     segs = view.dledger.data.segments
     try:
-        min_ts = read_checkpoint(view.paths.checkpoint).min_timestamp if view.paths.checkpoint.exists() else 0
+        min_ts = loaded_checkpoint(view.paths.checkpoint).min_timestamp if view.paths.checkpoint.exists() else 0
     except Exception:  # noqa: BLE001 - a checkpoint the broker cannot read: it starts from zeros
         min_ts = 0
     start = 0

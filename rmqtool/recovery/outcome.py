@@ -45,7 +45,7 @@ from rmqtool.recovery.index_model import IndexModel
 from rmqtool.recovery.queue_model import QueueModel
 from rmqtool.recovery.semantics import detect_semantics
 from rmqtool.store.dledger import refuse_dledger
-from rmqtool.store.checkpoint import read_checkpoint
+from rmqtool.store.checkpoint import loaded_checkpoint
 from rmqtool.store.commitlog import ColumnMode, Corrupt, column_scan
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.commitlog_end import CommitLog, first_bytes, last_nonzero_from, last_written, segment_ranges, written_end
@@ -158,9 +158,10 @@ def _members(values: np.ndarray, units: np.ndarray) -> np.ndarray:
 
 
 def _checkpoint(paths: StorePaths) -> tuple[int, int, str]:
-    """(min timestamp, indexMsgTimestamp, where they come from)."""
+    """(min timestamp, indexMsgTimestamp, where they come from): the fields as StoreCheckpoint
+    loads them, a file of the wrong size too (store/checkpoint.loaded_checkpoint)."""
     try:
-        cp = read_checkpoint(paths.checkpoint)
+        cp = loaded_checkpoint(paths.checkpoint)
     except StoreNotFound:
         return 0, 0, "no checkpoint file (the broker makes a zeroed one)"
     except (FormatError, RmqError):

@@ -89,6 +89,17 @@ def read_checkpoint(path: str | os.PathLike) -> StoreCheckpoint:
     return parse_checkpoint(data, path)
 
 
+def loaded_checkpoint(path: str | os.PathLike) -> StoreCheckpoint:
+    """The checkpoint's fields as the broker's StoreCheckpoint loads them: it maps the file's
+    first 4096 bytes (a shorter file is extended with zeros, a longer one is read there only)
+    and reads its fields, so a file of the wrong size still gives them. A missing file:
+    StoreNotFound (the broker then makes a zeroed one). verify and info read it with
+    :func:`read_checkpoint`, which reports the wrong size."""
+    path = pathlib.Path(path)
+    data, _size = read_head(path, CHECKPOINT_FILE_SIZE)
+    return parse_checkpoint(data.ljust(CHECKPOINT_FILE_SIZE, b"\0"), path)
+
+
 @dataclasses.dataclass(slots=True, frozen=True)
 class MarkerFile:
     path: str

@@ -326,3 +326,14 @@ def test_a_live_dledger_store_is_read_up_to_its_entries(stores, truth):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_verify_store_checks_a_dledger_store_as_verify_does(stores):
+    """The library's verify_store takes the one choice verify makes (verify/run.verify_run): a
+    DLedger store gets its entry log's checks, the crashed one's findings the command gives
+    (it ran the plain commit log's checks: hundreds of recordMagicInvalid)."""
+    from rmqtool.verify.run import verify_store
+    for name in ("store", "input"):
+        command = [json.loads(x) for x in _run("verify", stores[name], "-f", "jsonl", "--jobs", "1",
+                                                codes=(0, 3)).stdout.splitlines()]
+        assert [f.to_json() for f in verify_store(stores[name])] == command

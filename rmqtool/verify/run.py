@@ -195,5 +195,7 @@ def verify_run(view: StoreView, options: VerifyOptions | None = None, progress=N
 
 
 def verify_store(store: str | os.PathLike | StoreView, options: VerifyOptions | None = None) -> list[Finding]:
-    """Every finding of a store, as a list (for scripts and tests)."""
-    return list(Verify(store, options).findings())
+    """Every finding of a RocketMQ store (a DLedger one's too: :func:`verify_run`), as a list
+    (for scripts and tests)."""
+    view = store if isinstance(store, StoreView) else open_verifiable(store)
+    return list(verify_run(view, options).findings())

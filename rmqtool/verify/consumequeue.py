@@ -334,7 +334,7 @@ class ConsumeQueueCheck(BandConsumer):
         them: a queue the start cuts at a damaged unit of its last file once the commit log is
         cut, found after the queues here were opened at the end known then. Only a start
         already simulated is asked: a clean store's is not."""
-        next_start = self.log.next_start_seen  # only a start simulated already: a clean store is not
+        next_start = self.log.next_start_seen
         if next_start is None or not next_start.loadable:
             return []
         from rmqtool.recovery.outcome import UNIT_LOST

@@ -223,3 +223,27 @@ def test_a_made_ahead_segment_with_garbage_at_its_start_does_not_move_the_writte
     info = json.loads(cli_runner().invoke(app, ["info", str(store), "-f", "json"]).stdout)["commitlog"]
     r = invoke(store, "-f", "jsonl")
     assert rows_of(r)[("written_end", None, None, None)]["value"] == info["written_end"] == before
+
+
+def test_queues_past_the_written_end_are_critical(tmp_path):
+    """Units a queue holds past the written end (the crash lost what they name; the broker's
+    next start drops them): check measured a lag of 0 and said OK, down to a store whose commit
+    log files were all gone."""
+    crash = V4 / "crash" / "b3-zeroed-last-3-messages"
+    truth = json.loads((crash / "truth.json").read_text())
+    lost = truth["diffVsPreCrash"]["lostFromCommitLog"]
+    r = invoke(crash / "input" / "store", "-f", "jsonl")
+    ahead = rows_of(r)[("dispatch_ahead_bytes", None, None, None)]
+    written = truth["afterLoadBeforeStart"]["maxPhyOffset"]
+    assert ahead["value"] == max(m["physicalOffset"] + m["storeSize"] for m in lost) - written
+    assert ahead["state"] == "CRITICAL" and r.exit_code == 2
+    store = writable_copy(BASIC / "store", tmp_path / "store")
+    for f in (store / "commitlog").iterdir():
+        f.unlink()
+    gone = invoke(store)
+    held = max(q["maxPhysicOffset"] for q in QUEUES.values())  # where the newest record a queue holds ends
+    assert f"CRITICAL dispatch_ahead_bytes={held} " in gone.stdout and gone.exit_code == 2
+    info = json.loads(cli_runner().invoke(app, ["info", str(store), "-f", "json"]).stdout)["commitlog"]
+    assert " written_end=0B " in gone.stdout and info["written_end"] == 0  # info said null: one answer now
+    clean_rows = rows_of(invoke(BASIC / "store", "-f", "jsonl"))
+    assert clean_rows[("dispatch_ahead_bytes", None, None, None)]["value"] == 0

@@ -243,7 +243,10 @@ def test_queues_past_the_written_end_are_critical(tmp_path):
     gone = invoke(store)
     held = max(q["maxPhysicOffset"] for q in QUEUES.values())  # where the newest record a queue holds ends
     assert f"CRITICAL dispatch_ahead_bytes={held} " in gone.stdout and gone.exit_code == 2
-    info = json.loads(cli_runner().invoke(app, ["info", str(store), "-f", "json"]).stdout)["commitlog"]
+    doc = json.loads(cli_runner().invoke(app, ["info", str(store), "-f", "json"]).stdout)
+    info = doc["commitlog"]
     assert " written_end=0B " in gone.stdout and info["written_end"] == 0  # info said null: one answer now
+    # getMaxPhyOffset after the start, which destroys every queue (info showed them whole)
+    assert info["max_commit_log_offset"] == 0 and all(q["messages"] == 0 for q in doc["consume_queues"])
     clean_rows = rows_of(invoke(BASIC / "store", "-f", "jsonl"))
     assert clean_rows[("dispatch_ahead_bytes", None, None, None)]["value"] == 0

@@ -145,6 +145,19 @@ def test_the_table_plan_is_numbered_and_fits_80_columns():
     assert any("messages lost" in line for line in lines)
 
 
+def test_a_store_without_commit_log_files_plans_every_queue_file_gone_in_plain_words(tmp_path):
+    """recoverNormally with no commit log file destroys every consume queue; the table said
+    "recovery starts in None"."""
+    store = writable_copy(V4 / "basic" / "store", tmp_path / "store")
+    for f in (store / "commitlog").iterdir():
+        f.unlink()
+    queue_files = sorted(str(p) for p in (store / "consumequeue").rglob("*") if p.is_file())
+    table = runner.invoke(app, ["recover", str(store)], env={"COLUMNS": "200"}).stdout
+    doc = json.loads(_run("recover", store, "-f", "json").stdout)
+    assert " 2. recovery starts in no file: " in table and "None" not in table
+    assert doc["start_file"] is None and sorted(doc["files_deleted"]) == queue_files
+
+
 @pytest.mark.parametrize("base,variant", [(V4 / "crash", "e3-corrupt-body-in-second-to-last-commitlog-file"),
                                           (V4 / "crash", "c1-delete-cq-queue-dir"),
                                           (V5 / "crash5", "b-garbled-last-message"),

@@ -193,3 +193,18 @@ def test_a_qmq_store_whose_start_refuses_still_shows_where_its_log_is_written_to
     assert doc["store"]["written_end"] == info["message_log"]["written_end"] == end
     assert [s["written_to"] for s in doc["segments"]] == [min(max(end, s["base_offset"]), s["end_offset"])
                                                           for s in doc["segments"]]
+
+
+def test_a_store_without_commit_log_files_shows_the_start_recover_plans(tmp_path):
+    """No commit log file: the broker's start destroys every consume queue, as recover plans;
+    the report showed no next start and every queue whole."""
+    from helpers import writable_copy
+    store = writable_copy(V4 / "basic" / "store", tmp_path / "store")
+    for f in (store / "commitlog").iterdir():
+        f.unlink()
+    doc = json.loads(cli_runner().invoke(app, ["report", str(store), "--now", NOW, "-f", "json"]).stdout)
+    plan = json.loads(cli_runner().invoke(app, ["recover", str(store), "-f", "json"]).stdout)
+    s = doc["store"]
+    assert (s["recovery"], s["start_reason"], s["recovered_end"]) == (plan["mode"], plan["start_reason"],
+                                                                      plan["commit_log"]["recovered_end"])
+    assert doc["consume_queues"] and all(q["messages"] == 0 for q in doc["consume_queues"])

@@ -696,3 +696,18 @@ def test_an_ext_stores_queue_units_export_the_tags_codes_the_broker_hands_out(sp
     want = sorted((q["topic"], q["queueId"], u["queueOffset"], u["iteratorTagsCode"]) for q in truth for u in q["units"])
     assert any(u["isExtAddr"] for q in truth for u in q["units"])  # the case: units that point into the ext
     assert got == want
+
+
+def test_queues_of_a_store_without_commit_log_files_export_as_the_start_leaves_them(tmp_path):
+    """No commit log file: the broker's start destroys every queue, info shows them empty; the
+    local task exported them whole (the staged one, behind a URI, already cut them at 0)."""
+    from helpers import writable_copy
+    from rmqtool.spark.export import export_queues_task
+    store = writable_copy(V4 / "basic" / "store", tmp_path / "store")
+    for f in (store / "commitlog").iterdir():
+        f.unlink()
+    info = json.loads(runner.invoke(app, ["info", str(store), "-f", "json"]).stdout)
+    assert info["consume_queues"] and all(q["messages"] == 0 for q in info["consume_queues"])
+    for name, path in (("local", str(store)), ("remote", _uri(store))):
+        export_queues_task(StoreSpec("s", path), str(tmp_path / name))
+        assert _table(tmp_path / name, "consume_queue") == [], name

@@ -89,7 +89,8 @@ def commitlog_info(view: StoreView) -> tuple[dict, list]:
         "segment_count": len(segs),
         "min_commit_log_offset": segs[0].base_offset if segs else None,
         # getMaxPhyOffset once the broker has started: the recovered end (the written one when not simulated)
-        "max_commit_log_offset": loaded_end(view) if last >= 0 else None,
+        # (0 with no file: the start destroys every consume queue, recoverNormally's else branch)
+        "max_commit_log_offset": loaded_end(view) if last >= 0 else (None if segs else 0),
         "written_end": written,  # no file: 0, the offset the first record would take (getMaxPhyOffset)
         "recovered_end": recovered,
         "segments": rows,

@@ -78,7 +78,9 @@ def build_report(store: str | os.PathLike | StoreView, *, now: int | None, verif
     live = view.live  # first: a running broker's store is read up to its written end now
     findings = list(verify(view, now))
     segments = view.segments if view.has_commit_log else []
-    outcome = _outcome(view) if segments and live is None else None  # a live store's next start: not predicted
+    # a live store's next start is not predicted; one without commit log files is (the broker
+    # destroys every consume queue: recoverNormally's else branch)
+    outcome = _outcome(view) if live is None else None
     measures = _measures(view, now) if segments else {}
     written = (view.written_end if live is None else min(view.written_end, live.commit_log_end)) if segments else 0
     recovered = outcome.recovered_end if outcome is not None and outcome.loadable else None
@@ -86,8 +88,9 @@ def build_report(store: str | os.PathLike | StoreView, *, now: int | None, verif
     unflushed_from = measures["written_end"] - unflushed if unflushed else None  # check's tail end minus its window
     damaged = damaged_ranges(view, findings)
     cut = recovered if recovered is not None else written  # the queues and the lag as the next start leaves them
-    queues, _f = consume_queue_info(view, segments[0].base_offset if segments else None, cut if segments else None)
-    offsets = consumer_offsets(view, commit_log_max_offset=cut if segments else None)
+    cut_at = cut if segments or outcome is not None else None
+    queues, _f = consume_queue_info(view, segments[0].base_offset if segments else None, cut_at)
+    offsets = consumer_offsets(view, commit_log_max_offset=cut_at)
     index, _f = index_info(view)
     doc = {
         "store": _store_section(view, outcome, written, recovered, unflushed_from, measures, findings, now),

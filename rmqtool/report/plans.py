@@ -159,7 +159,8 @@ def _plan_lines(doc: dict, plan, wide: bool = False) -> list[str]:
         if doc.get("advice"):
             lines.append(f"what to do: {doc['advice']}")
         return lines
-    lines.append(f"recovery starts in {doc['start_file']}: {doc['start_reason']}")
+    lines.append(f"recovery starts in {doc['start_file']}: {doc['start_reason']}" if doc["start_file"] is not None
+                 else f"recovery starts in no file: {doc['start_reason']}")
     if doc.get("rocksdb_consume_queue"):
         lines.append(doc["rocksdb_consume_queue"]["what_the_broker_does"])
     if doc.get("apply_refused"):

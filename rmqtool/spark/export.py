@@ -102,7 +102,7 @@ def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
         # the store opened once in this task: its listing, its end, its queues
         view = StoreView(spec.path, simulate=simulate_for_info)
         segments = view.segments if view.has_commit_log else []
-        end = loaded_end(view) if segments else None
+        end = loaded_end(view) if segments else 0  # no file: the start destroys every queue
         low = segments[0].base_offset if segments else 0
         return _export_queues(view, spec, out, low, end, None)
     from rmqtool.store.commitlog_end import last_file_end

@@ -232,10 +232,10 @@ def test_load_takes_every_path_sorted_by_name(tmp_path):
     for i, d in enumerate((a, b, a)):
         with open(d / f"{i * SIZE:020d}", "wb") as f:
             f.truncate(SIZE)
-    assert load_refusal([a, b], SIZE, V5) == (None, [])
+    assert load_refusal([a, b], SIZE, V5) == (None, None, [])
     (b / f"{3 * SIZE:020d}").touch()  # empty and last: deleted
-    assert load_refusal([a, b], SIZE, V5) == (None, [b / f"{3 * SIZE:020d}"])
+    assert load_refusal([a, b], SIZE, V5) == (None, None, [b / f"{3 * SIZE:020d}"])
     with open(b / f"{SIZE:020d}", "r+b") as f:
         f.truncate(SIZE - 1)
-    refusal, _ = load_refusal([a, b], SIZE, V5)
-    assert refusal.startswith(f"{b / f'{SIZE:020d}'}: {SIZE - 1} bytes")
+    refusal, refused, _ = load_refusal([a, b], SIZE, V5)
+    assert refusal.startswith(f"{b / f'{SIZE:020d}'}: {SIZE - 1} bytes") and refused == b / f"{SIZE:020d}"

@@ -379,7 +379,14 @@ def test_a_queue_whose_only_file_was_cut_short_is_one_the_load_refuses(built, st
     assert doc["loadable"] is False
     assert doc["reason"].startswith(f"{cut}: {size // 3 + 9} bytes, not the mapped file size {size}:")
     found = [json.loads(line) for line in _run("verify", store, "-f", "jsonl").stdout.splitlines()]
-    assert [f["message"] for f in found if f["finding"] == "storeNotLoadable"] == [doc["reason"]]
+    (refused,) = [f for f in found if f["finding"] == "storeNotLoadable"]
+    # the file the load fails on is the finding's path (it was the recovery's start file)
+    assert refused["message"] == doc["reason"] and refused["path"] == str(cut)
+    (store / "commitlog" / "README").write_text("not the broker's")
+    refused = [json.loads(line) for line in _run("verify", store, "-f", "jsonl").stdout.splitlines()
+               if '"storeNotLoadable"' in line]
+    assert [f["path"] for f in refused] == [str(store / "commitlog" / "README")]
+    (store / "commitlog" / "README").unlink()
     end = next(f for f in found if f["finding"] == "commitLogEnd")
     assert "not simulated" not in end["message"] and "does not load the store" in end["message"]
 

@@ -86,6 +86,7 @@ class Outcome:
     loadable: bool = True
     reason: str | None = None
     advice: str | None = None
+    refused_path: str | None = None  # the file or directory the load fails on, when one does
     start_index: int = 0
     start_file: str | None = None
     start_reason: str = ""
@@ -206,10 +207,11 @@ class _Start:
         self.min_phy = 0  # the first kept file's offset: getMinPhyOffset
         self.exts = StoreExts(self.paths.root)  # the plain queues' ConsumeQueueExt, when the store has them
 
-    def refuse(self, reason: str, advice: str) -> None:
-        """The first reason the load fails is the one the broker logs."""
+    def refuse(self, reason: str, advice: str, path: "pathlib.Path | str | None" = None) -> None:
+        """The first reason the load fails is the one the broker logs; ``path``: what it fails on."""
         if self.out.loadable:
             self.out.loadable, self.out.reason, self.out.advice = False, reason, advice
+            self.out.refused_path = None if path is None else str(path)
 
     def queue(self, topic: str, queue_id: int) -> QueueModel | BatchQueueModel:
         """findOrCreateConsumeQueue: the topic's queue type decides what a new queue is."""
@@ -298,14 +300,14 @@ def _load(start: _Start) -> None:
     after an abnormal exit destroys every index file whose endTimestamp is past the
     checkpoint's indexMsgTimestamp (``index_model``)."""
     out, paths = start.out, start.paths
-    refusal, dropped = load_refusal(start.view.commit_log_directories, start.size, start.semantics)
+    refusal, refused, dropped = load_refusal(start.view.commit_log_directories, start.size, start.semantics)
     if dropped:
         out.commit_log_files_deleted += [str(d) for d in dropped]
         start.segments = [s for s in start.segments if s.path not in dropped]
     if refusal:
         start.refuse(refusal, "restore the file from a backup or replica, or salvage its messages (rmqtool salvage) "
                               "and move it out of the store; a file that is not the broker's: move it out of "
-                              "commitlog/")
+                              "commitlog/", refused)
     # mappedFileSizeConsumeQueue: one setting for every queue, as the files show it (a queue's only
     # file cut short is refused by it); where they disagree, each queue as its own files show
     cq_size = start.consume_queue_file_size or queue_file_size_shown(paths.consumequeue, CQ_STORE_UNIT_SIZE).size
@@ -313,12 +315,12 @@ def _load(start: _Start) -> None:
         _load_queue(start, QueueModel, topic, queue_id, directory, cq_size, 0)
     if start.semantics == V5:  # 4.9.8 never looks at batchconsumequeue/
         bcq_dirs = queue_directories(paths.batch_consumequeue)
-        start.batch, refusal, out.batch_topics_reason = _queue_type_refusal(
+        start.batch, refusal, refused, out.batch_topics_reason = _queue_type_refusal(
             paths, {q.topic for q in start.queues}, {t for t, _q, _d in bcq_dirs} | start.batch_learned)
         out.batch_topics = sorted(start.batch)
         if refusal:
             start.refuse(refusal, "give the topic its queue type in topics.json (attribute queue.type), or move the "
-                                  "queue directory out of the store and rebuild it (rmqtool redispatch)")
+                                  "queue directory out of the store and rebuild it (rmqtool redispatch)", refused)
         # mapperFileSizeBatchConsumeQueue: as the files show it
         bcq_size = queue_file_size_shown(paths.batch_consumequeue).size
         for topic, queue_id, directory in bcq_dirs:
@@ -350,20 +352,21 @@ def _load_queue(start: _Start, model, topic: str, queue_id: int, directory: path
     Returns the queue's mapped file size."""
     q = discover(directory, required=False, mapped_file_size=given_size)
     file_size = given_size or q.mapped_file_size or default_size
-    refusal, dropped = load_refusal(directory, file_size, start.semantics)
+    refusal, refused, dropped = load_refusal(directory, file_size, start.semantics)
     if dropped:
         start.out.queue_files_deleted += [str(d) for d in dropped]
         q.segments = [s for s in q.segments if s.path not in dropped]
     if refusal:
         start.refuse(refusal, "remove the queue's damaged file, or a file that is not the broker's (rmqtool "
-                              "redispatch rebuilds the queue from the commit log)")
+                              "redispatch rebuilds the queue from the commit log)", refused)
     queue = model(topic, queue_id, q.segments, file_size or 1)
     if start.exts.enabled and not queue.batch:  # ConsumeQueue.load: the ext's load too (the same refusals)
         ext = start.exts.load(topic, queue_id)
-        refusal, dropped = load_refusal(ext.reader.directory, ext.file_size, start.semantics)
+        refusal, refused, dropped = load_refusal(ext.reader.directory, ext.file_size, start.semantics)
         start.out.ext_files_deleted += [str(d) for d in dropped]
         if refusal:
-            start.refuse(refusal, "remove the ext's damaged file (rmqtool redispatch rebuilds the queue and its ext)")
+            start.refuse(refusal, "remove the ext's damaged file (rmqtool redispatch rebuilds the queue and its ext)",
+                         refused)
     start.queues.append(queue)
     start.by_key[(topic, queue_id)] = queue
     return file_size
@@ -383,7 +386,8 @@ def _recover_consume_queues(start: _Start) -> None:
             if overrun is not None:
                 start.refuse(f"{model.reader.directory}: ConsumeQueueExt.recover's walk meets a unit size at offset "
                              f"{overrun} that skips past the file's end: ByteBuffer.position throws and the broker "
-                             f"does not start", "rebuild the queue and its ext (rmqtool redispatch)")
+                             f"does not start", "rebuild the queue and its ext (rmqtool redispatch)",
+                             model.reader.directory)
             model.recover(max_ext_address(q))
     for q in start.queues:
         start.out.queues_before[f"{q.topic}/{q.queue_id}"] = QueueRange(q.min_offset, q.max_offset)
@@ -594,9 +598,9 @@ def _written_end(segments: list[Segment], size: int, w: WalkEnd) -> int:
 
 
 def load_refusal(directory: "pathlib.Path | list[pathlib.Path]", size: int,
-                 semantics: str) -> tuple[str | None, list[pathlib.Path]]:
+                 semantics: str) -> tuple[str | None, pathlib.Path | None, list[pathlib.Path]]:
     """MappedFileQueue.load (doLoad) over a directory: why it refuses the store (None: it
-    loads), and the files it deletes. Every entry counts, in name order: a file whose
+    loads), the file it refuses, and the files it deletes. Every entry counts, in name order: a file whose
     length is not the mapped file size stops the load, and so does a name that is not an
     offset (4.9.8 counts a directory too, by its length; 5.3.3 skips directories and deletes
     an empty file that sorts last). A commit log over several paths (a list): the entries of
@@ -621,17 +625,17 @@ def load_refusal(directory: "pathlib.Path | list[pathlib.Path]", size: int,
             continue
         if st.st_size == 0 and not stat.S_ISDIR(st.st_mode):
             return (f"{path}: an empty file (0 bytes is never the mapped file size): MappedFileQueue.load refuses "
-                    f"it and the broker does not start"), dropped
+                    f"it and the broker does not start"), path, dropped
         if size and st.st_size != size:
             return (f"{path}: {st.st_size} bytes, not the mapped file size {size}: MappedFileQueue.load refuses it "
-                    f"and the broker does not start"), dropped
+                    f"and the broker does not start"), path, dropped
         if not is_segment_name(name):  # Long.parseLong fails: also 20 digits past a Java long
             return (f"{path}: its name is not an offset: MappedFileQueue.load fails on it and the broker does not "
-                    f"start"), dropped
+                    f"start"), path, dropped
         if int(name) + st.st_size > LONG_MAX:
             return (f"{path}: its offsets pass the largest a Java long holds ({LONG_MAX}): the broker's offsets "
-                    f"in it overflow (move the file out of the store)"), dropped
-    return None, dropped
+                    f"in it overflow (move the file out of the store)"), path, dropped
+    return None, None, dropped
 
 
 def _cq_file_size(queues: list[QueueModel]) -> int:
@@ -639,9 +643,9 @@ def _cq_file_size(queues: list[QueueModel]) -> int:
 
 
 def _queue_type_refusal(paths: StorePaths, cq_topics: set[str],
-                        bcq_topics: set[str]) -> tuple[set[str], str | None, str]:
+                        bcq_topics: set[str]) -> tuple[set[str], str | None, pathlib.Path | None, str]:
     """5.3.3 loadConsumeQueues' queueTypeShouldBe: the batch topics, why the load fails
-    (None: it does not), and where the queue types come from. topics.json gives them;
+    (None: it does not) and on which queue directory, and where the queue types come from. topics.json gives them;
     without one to read, the batch topics are those of batchconsumequeue/ and those whose
     records carry INNER_BASE (``bcq_topics``), as the broker must have been told."""
     configured = configured_batch_topics(paths.config)
@@ -655,12 +659,12 @@ def _queue_type_refusal(paths: StorePaths, cq_topics: set[str],
     for topic in sorted(cq_topics & batch):
         return batch, (f"{paths.consumequeue / topic}: topic {topic} is a BatchCQ topic ({why}): the 5.3.3 broker's "
                        f"load fails ('The queue type of topic: {topic} should be SimpleCQ, but is BatchCQ') and it "
-                       f"does not start"), why
+                       f"does not start"), paths.consumequeue / topic, why
     for topic in sorted(bcq_topics - batch):
         return batch, (f"{paths.batch_consumequeue / topic}: topic {topic} is not a BatchCQ topic in topics.json: "
                        f"the 5.3.3 broker's load fails ('The queue type of topic: {topic} should be BatchCQ, but is "
-                       f"SimpleCQ') and it does not start"), why
-    return batch, None, why
+                       f"SimpleCQ') and it does not start"), paths.batch_consumequeue / topic, why
+    return batch, None, None, why
 
 
 def _queue_paths(paths: StorePaths, q: QueueModel | BatchQueueModel) -> list[pathlib.Path]:

@@ -144,7 +144,7 @@ class NextStart:
         if o is None:
             return []
         if not o.loadable:
-            return [finding(STORE_NOT_LOADABLE, o.start_file or None, None, o.reason,
+            return [finding(STORE_NOT_LOADABLE, o.refused_path or o.start_file or None, None, o.reason,
                             advice=o.advice)]
         return self._missing_file() + self._cut()
 

@@ -158,6 +158,19 @@ def test_a_store_without_commit_log_files_plans_every_queue_file_gone_in_plain_w
     assert doc["start_file"] is None and sorted(doc["files_deleted"]) == queue_files
 
 
+@pytest.mark.parametrize("marker", ["lock", "checkpoint"])
+def test_a_directory_where_the_lock_or_checkpoint_goes_is_a_store_the_broker_does_not_start(marker, tmp_path):
+    """RandomAccessFile cannot open a directory: the store's constructor (lock) or load()
+    (StoreCheckpoint) throws. The plan said a normal start with nothing to do."""
+    store = writable_copy(V4 / "basic" / "store", tmp_path / "store")
+    (store / marker).unlink(missing_ok=True)
+    (store / marker).mkdir()
+    r = _run("recover", store, "-f", "json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 3 and doc["loadable"] is False
+    assert doc["reason"].startswith(f"{store / marker}: a directory where ")
+
+
 @pytest.mark.parametrize("base,variant", [(V4 / "crash", "e3-corrupt-body-in-second-to-last-commitlog-file"),
                                           (V4 / "crash", "c1-delete-cq-queue-dir"),
                                           (V5 / "crash5", "b-garbled-last-message"),

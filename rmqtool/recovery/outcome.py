@@ -300,6 +300,10 @@ def _load(start: _Start) -> None:
     after an abnormal exit destroys every index file whose endTimestamp is past the
     checkpoint's indexMsgTimestamp (``index_model``)."""
     out, paths = start.out, start.paths
+    if paths.lock.is_dir():  # the constructor's, before load(): new RandomAccessFile(lock, "rw") throws
+        start.refuse(f"{paths.lock}: a directory where the broker's lock file goes: the store's constructor cannot "
+                     f"open it (RandomAccessFile) and the broker does not start",
+                     "move the directory out of the store (the broker makes its lock file)", paths.lock)
     refusal, refused, dropped = load_refusal(start.view.commit_log_directories, start.size, start.semantics)
     if dropped:
         out.commit_log_files_deleted += [str(d) for d in dropped]
@@ -326,6 +330,10 @@ def _load(start: _Start) -> None:
         for topic, queue_id, directory in bcq_dirs:
             start.bcq_size = _load_queue(start, BatchQueueModel, topic, queue_id, directory, bcq_size,
                                          DEFAULT_BATCH_CQ_FILE_SIZE)
+    if paths.checkpoint.is_dir():  # load() makes its StoreCheckpoint once the queues are loaded
+        start.refuse(f"{paths.checkpoint}: a directory where the checkpoint file goes: StoreCheckpoint cannot open "
+                     f"it (RandomAccessFile), load() fails and the broker does not start",
+                     "move the directory out of the store (the broker makes a zeroed checkpoint)", paths.checkpoint)
     start.reader = _reader(start) if start.segments else None
     out.min_offset = start.segments[0].base_offset if start.segments else 0
     start.min_ts, out.index_msg_timestamp, start.checkpoint_source = _checkpoint(paths)

@@ -407,3 +407,29 @@ def test_queues_whose_only_files_disagree_ask_for_the_size(tmp_path):
     doc = json.loads(r.stdout)
     assert doc["loadable"] is False and doc["reason"].startswith(f"{cut}: {size // 2 // 20 * 20} bytes, not the "
                                                                  f"mapped file size {size}:"), r.output
+
+
+def test_an_index_file_cut_short_is_planned_with_the_geometry_given_and_grows_as_the_broker_maps_it(tmp_path):
+    """Index files of different sizes: recover said only so (no option named, and the options
+    given did not help); given, the plan is made, and the apply grew the newest file cut short
+    to the geometry's size, as the broker's MappedFile maps it (it stopped half way instead)."""
+    store = _build(tmp_path / "store", 2000)  # two index files: 4,000 keys and client ids
+    assert len(index_file_paths(store / "index")) == 2
+    newest = index_file_paths(store / "index")[-1]
+    full = newest.stat().st_size
+    with open(newest, "r+b") as f:
+        f.truncate(full // 2)
+    (store / "abort").touch()  # an abnormal start: it dispatches again, into the newest index file
+    before = _tree(store)
+    bare = _run("recover", store)
+    assert bare.exit_code == ExitCode.CORRUPT and "--index-slots and --index-entries" in bare.stderr
+    wrong = _run("recover", store, "--index-slots", SLOTS, "--index-entries", ENTRIES + 1)
+    assert wrong.exit_code == ExitCode.USAGE and str(full // 2) in wrong.stderr
+    given = ("--index-slots", SLOTS, "--index-entries", ENTRIES)
+    plan = _run("recover", store, *given, "-f", "json")
+    assert json.loads(plan.stdout)["loadable"] is True
+    backup = store.parent / "backup"
+    applied = _run("recover", store, *given, "--apply", "--backup-dir", backup)
+    assert applied.exit_code == 0, applied.output
+    assert newest.stat().st_size == full and not (store / ".rmqtool-unfinished").exists()
+    assert _run("undo", backup).exit_code == 0 and _tree(store) == before

@@ -83,6 +83,9 @@ class IndexFileWriter:
         try:
             self.fd = os.open(self.path, os.O_RDWR)
             actual = os.fstat(self.fd).st_size
+            if actual < self.size and not create:  # the broker's MappedFile maps it whole: a file cut short grows
+                os.ftruncate(self.fd, self.size)
+                actual = self.size
             if actual != self.size:
                 os.close(self.fd)
                 raise StoreAccessError(f"index file is {actual} bytes, {hash_slot_num} slots and "

@@ -215,9 +215,17 @@ def index_geometry(directory: pathlib.Path, slots: Size | None, entries: Size | 
         return (slots or Size(DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT, f"{why} the index slot count"),
                 entries or Size(DEFAULT_MAX_INDEX_NUM, DEFAULT, f"{why} the index entry count"))
     sizes = {size for _, size in files}
-    if len(sizes) > 1 and not newest:
-        raise CorruptData(f"index files of different sizes: {sorted(sizes)}", directory)
     last_path, size = files[-1]
+    if len(sizes) > 1 and not newest:
+        # the broker maps every index file at the size its settings give (a shorter file grows
+        # to it): with both settings said, the files of another size are damage, as for queues
+        if slots is None or entries is None:
+            raise CorruptData(f"index files of different sizes: {sorted(sizes)}: --index-slots and --index-entries "
+                              f"(or --broker-config) say which the broker uses", directory)
+        size = index_file_size(slots.value, entries.value)
+        if size not in sizes:
+            raise UsageError(f"{slots.shown_by} and {entries.shown_by} give index files of {size} bytes: the "
+                             f"store's are {sorted(sizes)}", directory)
     files = [(path, file_size) for path, file_size in files if file_size == size]
     for path, _ in reversed(files):
         found = infer_index_geometry(path)

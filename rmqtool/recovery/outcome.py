@@ -608,11 +608,12 @@ def _written_end(segments: list[Segment], size: int, w: WalkEnd) -> int:
 def load_refusal(directory: "pathlib.Path | list[pathlib.Path]", size: int,
                  semantics: str) -> tuple[str | None, pathlib.Path | None, list[pathlib.Path]]:
     """MappedFileQueue.load (doLoad) over a directory: why it refuses the store (None: it
-    loads), the file it refuses, and the files it deletes. Every entry counts, in name order: a file whose
-    length is not the mapped file size stops the load, and so does a name that is not an
-    offset (4.9.8 counts a directory too, by its length; 5.3.3 skips directories and deletes
-    an empty file that sorts last). A commit log over several paths (a list): the entries of
-    every path, sorted by name alone, as MultiPathMappedFileQueue.load hands them to doLoad."""
+    loads), the file it refuses, and the files it deletes. Every entry counts, in name order:
+    a file whose length is not the mapped file size stops the load, and so does a name that
+    is not an offset (4.9.8 counts a directory too, by its length; 5.3.3 skips directories
+    and deletes an empty file that sorts last). A commit log over several paths (a list):
+    the entries of every path, sorted by name alone, as MultiPathMappedFileQueue.load hands
+    them to doLoad."""
     entries = []
     for d in directory if isinstance(directory, list) else [directory]:
         try:
@@ -653,9 +654,10 @@ def _cq_file_size(queues: list[QueueModel]) -> int:
 def _queue_type_refusal(paths: StorePaths, cq_topics: set[str],
                         bcq_topics: set[str]) -> tuple[set[str], str | None, pathlib.Path | None, str]:
     """5.3.3 loadConsumeQueues' queueTypeShouldBe: the batch topics, why the load fails
-    (None: it does not) and on which queue directory, and where the queue types come from. topics.json gives them;
-    without one to read, the batch topics are those of batchconsumequeue/ and those whose
-    records carry INNER_BASE (``bcq_topics``), as the broker must have been told."""
+    (None: it does not) and on which queue directory, and where the queue types come from.
+    topics.json gives them; without one to read, the batch topics are those of
+    batchconsumequeue/ and those whose records carry INNER_BASE (``bcq_topics``), as the
+    broker must have been told."""
     configured = configured_batch_topics(paths.config)
     if configured is None:
         batch = set(bcq_topics)

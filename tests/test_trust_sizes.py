@@ -433,3 +433,25 @@ def test_an_index_file_cut_short_is_planned_with_the_geometry_given_and_grows_as
     assert applied.exit_code == 0, applied.output
     assert newest.stat().st_size == full and not (store / ".rmqtool-unfinished").exists()
     assert _run("undo", backup).exit_code == 0 and _tree(store) == before
+
+
+def test_a_store_whose_only_index_file_was_cut_short_plans_with_the_geometry_given(store):
+    """Its size shows no geometry: recover asked for both settings, and refused them when given
+    ("cannot hold 777 slots and 3333 entries: give both"); a geometry larger than the file is
+    one the file was cut from."""
+    (only,) = index_file_paths(store / "index")
+    full = only.stat().st_size
+    with open(only, "r+b") as f:
+        f.truncate(full // 2)
+    (store / "abort").touch()
+    before = _tree(store)
+    bare = _run("recover", store)
+    assert bare.exit_code == ExitCode.USAGE and "give both" in bare.stderr
+    given = ("--index-slots", SLOTS, "--index-entries", ENTRIES)
+    assert json.loads(_run("recover", store, *given, "-f", "json").stdout)["loadable"] is True
+    smaller = _run("recover", store, "--index-slots", SLOTS, "--index-entries", 100)  # smaller than the file
+    assert smaller.exit_code == ExitCode.USAGE
+    backup = store.parent / "backup"
+    assert _run("recover", store, *given, "--apply", "--backup-dir", backup).exit_code == 0
+    assert only.stat().st_size == full
+    assert _run("undo", backup).exit_code == 0 and _tree(store) == before

@@ -20,12 +20,14 @@ from rmqtool.errors import CorruptData, UsageError
 from rmqtool.formats.broker_conf import (MAPPED_FILE_SIZE_COMMIT_LOG, MAPPED_FILE_SIZE_CONSUME_QUEUE,
                                          MAPPER_FILE_SIZE_BATCH_CONSUME_QUEUE, MAX_HASH_SLOT_NUM, MAX_INDEX_NUM)
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, DEFAULT_BATCH_CQ_FILE_SIZE, DEFAULT_CQ_FILE_SIZE
-from rmqtool.formats.indexfile import (DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, default_geometry,
-                                       hash_slot_num_for, index_file_size, index_num_for)
+from rmqtool.formats.indexfile import (DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, FIRST_INDEX,
+                                       INDEX_HEADER_SIZE, default_geometry, hash_slot_num_for, index_file_size,
+                                       index_num_for)
 from rmqtool.store import paths
 from rmqtool.store.broker_conf import BrokerConfig
 from rmqtool.store.consumequeue import first_queue_files, queue_file_size_shown
-from rmqtool.store.indexfile import index_file_paths, infer_index_geometry
+from rmqtool.store.indexfile import INDEX_HEADER, IndexFileHeader, index_file_paths, infer_index_geometry
+from rmqtool.store.small_file import read_head
 from rmqtool.store.segments import discover
 from rmqtool.store.view import StoreView
 
@@ -233,6 +235,9 @@ def index_geometry(directory: pathlib.Path, slots: Size | None, entries: Size | 
             found_slots, found_entries = found
             return (_pick("index slot count", Size(found_slots, FILES, str(path)), slots, 0, directory),
                     _pick("index entry count", Size(found_entries, FILES, str(path)), entries, 0, directory))
+    if (slots is not None and entries is not None and index_file_size(slots.value, entries.value) > size
+            and _header_counts_entries(last_path)):
+        return slots, entries  # entries written, none left to show the geometry: cut short, it grows back
     shown_by = f"the size of {last_path} ({size} bytes, no entries)"
     if slots is not None:
         count = entries.value if entries is not None else index_num_for(size, slots.value)
@@ -250,6 +255,12 @@ def index_geometry(directory: pathlib.Path, slots: Size | None, entries: Size | 
         raise UsageError(f"index files of {size} bytes, none with entries to tell their slot and entry "
                          f"counts, cannot hold {what}: give both", directory)
     return guess
+
+
+def _header_counts_entries(path: pathlib.Path) -> bool:
+    """Whether an index file's header says entries were put in it (indexCount past the first)."""
+    raw, _size = read_head(path, INDEX_HEADER_SIZE)
+    return len(raw) == INDEX_HEADER_SIZE and IndexFileHeader(*INDEX_HEADER.unpack(raw)).index_count > FIRST_INDEX
 
 
 def index_sizes(directory: pathlib.Path, given_slots: int | None, given_entries: int | None,

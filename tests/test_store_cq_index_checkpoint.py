@@ -6,6 +6,7 @@ truth once cut where the broker's load cuts them (afterLoadBeforeStart.maxPhyOff
 """
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import random
@@ -496,6 +497,21 @@ def test_unexpected_marker_contents(tmp_path):
     markers = read_markers(tmp_path)
     assert not markers.clean_shutdown and markers.abort.pid is None and not markers.abort_bak.exists
     assert [f.id for f in markers.findings] == ["abortFilePresent", "abortFileUnexpected", "lockFileUnexpected"]
+
+
+def test_an_abort_directory_is_an_abort_the_broker_sees(tmp_path):
+    """File.exists() holds for a directory: the broker recovers abnormally, as recover plans;
+    info, verify and report stopped on it ("a directory where a file should be", exit 4)."""
+    from helpers import cli_runner, writable_copy
+    from rmqtool.cli.app import app
+    store = writable_copy(V4 / "basic" / "store", tmp_path / "store")
+    (store / "abort").mkdir()
+    markers = read_markers(store)
+    assert markers.abort.exists and not markers.clean_shutdown and markers.abort.pid is None
+    assert [f.id for f in markers.findings] == ["abortFilePresent", "abortFileUnexpected"]
+    info = json.loads(cli_runner().invoke(app, ["info", str(store), "-f", "json"]).stdout)
+    plan = json.loads(cli_runner().invoke(app, ["recover", str(store), "-f", "json"]).stdout)
+    assert info["store"]["abort_file"] is True and plan["mode"] == "abnormal"
 
 
 # --- config -----------------------------------------------------------------------------

@@ -129,6 +129,8 @@ class StoreMarkers:
 def _marker(path: pathlib.Path) -> MarkerFile:
     if not path.exists():
         return MarkerFile(str(path), False, None)
+    if path.is_dir():  # File.exists() holds for a directory too: the broker sees the marker
+        return MarkerFile(str(path), True, b"")
     return MarkerFile(str(path), True, _read_file(path))
 
 
@@ -145,7 +147,10 @@ def read_markers(store_root: str | os.PathLike) -> StoreMarkers:
         findings.append(Finding(ABORT_FILE_PRESENT, abort.path, None,
                                 "the last broker did not shut down cleanly; it will recover abnormally"))
     for marker in (abort, abort_bak):
-        if marker.content and marker.pid is None:
+        if pathlib.Path(marker.path).is_dir():
+            findings.append(Finding(ABORT_FILE_UNEXPECTED, marker.path, None,
+                                    "a directory, not a file: the broker's File.exists() sees it all the same"))
+        elif marker.content and marker.pid is None:
             findings.append(Finding(ABORT_FILE_UNEXPECTED, marker.path, 0,
                                     f"content {marker.content[:32]!r} is not a PID"))
     if lock.exists and not lock.content.startswith(LOCK_CONTENT):

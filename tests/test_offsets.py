@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -343,3 +344,50 @@ def test_offsets_rows_name_the_queue_range_as_info_does():
         assert (r["min_offset"], r["max_offset"]) == (r["min_queue_offset"], r["max_queue_offset"])  # old names kept
         if (r["topic"], r["queue_id"]) in ranges:
             assert (r["min_queue_offset"], r["max_queue_offset"]) == ranges[(r["topic"], r["queue_id"])]
+
+
+def test_offsets_and_a_reset_take_the_queues_as_the_next_start_cuts_them(tmp_path):
+    """A body CRC that fails after the recovery's start file: the broker's recovery cuts the
+    log there and its load cuts the queues (info shows them so). offsets showed them uncut, and
+    `offsets reset --to-latest` set offsets past what the broker would hold."""
+    from helpers import writable_copy
+    store = writable_copy(store_of("consumers"), tmp_path / "store")  # the links followed: files of its own
+    messages = sorted(truth()["truth"]["messages"], key=lambda m: m["physicalOffset"])
+    victim = messages[-30]  # in the last file: the recovery walks it
+    base = max(int(p.name) for p in (store / "commitlog").iterdir() if int(p.name) <= victim["physicalOffset"])
+    with open(store / "commitlog" / f"{base:020d}", "r+b") as f:
+        f.seek(victim["physicalOffset"] - base + 8)  # totalSize, magicCode, then bodyCRC
+        crc = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([crc[0] ^ 0xFF]))
+    (store / "abort").touch()  # a crash: the start is simulated (info's reason), its walk checks CRCs
+    cut = victim["physicalOffset"]
+    expected = {}
+    for m in messages:
+        key = (m["topic"], m["queueId"])
+        if m["physicalOffset"] >= cut and key not in expected:
+            expected[key] = m["queueOffset"]
+    info = {(q["topic"], q["queue_id"]): q["max_queue_offset"]
+            for q in json.loads(run("info", store, "-f", "json").stdout)["consume_queues"]}
+    rows = [r for r in jsonl(run("offsets", store, "-f", "jsonl").stdout) if r["max_queue_offset"] is not None]
+    assert rows and any((r["topic"], r["queue_id"]) in expected for r in rows)
+    for r in rows:
+        key = (r["topic"], r["queue_id"])
+        assert r["max_queue_offset"] == info[key] == expected.get(key, info[key]), key
+    group, topic = next((r["group"], r["topic"]) for r in rows if (r["topic"], r["queue_id"]) in expected)
+    plan = jsonl(run("offsets", "reset", store, "-g", group, "-t", topic, "--to-latest", "-f", "jsonl").stdout)
+    assert plan and all(p["new_offset"] == expected.get((p["topic"], p["queue_id"]), info[(p["topic"], p["queue_id"])])
+                        for p in plan)
+
+
+def test_a_partial_copy_without_commitlog_gives_its_queues_uncut(tmp_path):
+    """No commitlog/ at all (config and queues copied for a look): the queues as their files
+    give them, where a commitlog/ holding no file is one the start destroys them in."""
+    from helpers import writable_copy
+    store = writable_copy(store_of("consumers"), tmp_path / "store")
+    shutil.rmtree(store / "commitlog")
+    rows = [r for r in jsonl(run("offsets", store, "-f", "jsonl").stdout) if r["max_queue_offset"] is not None]
+    assert rows and all(r["max_queue_offset"] == truth_queue(r["topic"], r["queue_id"])["maxOffset"] for r in rows)
+    (store / "commitlog").mkdir()
+    rows = [r for r in jsonl(run("offsets", store, "-f", "jsonl").stdout) if r["max_queue_offset"] is not None]
+    assert rows and all(r["max_queue_offset"] == r["min_queue_offset"] for r in rows)  # every queue empty

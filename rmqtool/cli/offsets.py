@@ -22,7 +22,7 @@ from rmqtool.cli.commitlog_paths import commit_log_paths_option
 from rmqtool.cli.common import OutputFormat, boundary
 from rmqtool.errors import ExitCode
 from rmqtool.findings import Severity
-from rmqtool.store.consumer_offsets import consumer_offsets
+from rmqtool.inspect.offsets import loaded_offsets
 from rmqtool.report.records import with_human_times
 from rmqtool.report.sink import Sink, warn
 from typer.core import TyperCommand, TyperGroup
@@ -67,7 +67,7 @@ def offsets(
 
     To set a group's offsets on a stopped broker: rmqtool offsets reset --help.
     """
-    result = consumer_offsets(store, group=group, topic=topic)
+    result = loaded_offsets(store, group=group, topic=topic)
     table = fmt == OutputFormat.table
     with Sink(fmt.value, kind="offset", wide=wide, select=columns) as sink:
         for row in result.rows:

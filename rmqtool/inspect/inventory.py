@@ -26,6 +26,7 @@ from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import Blank, findings_of, scan_segment
 from rmqtool.store.config import read_config_dir
 from rmqtool.store.message import Message
+from rmqtool.recovery.loaded_end import next_start_ends, queue_cut, simulate_for_info
 from rmqtool.store.view import StoreView
 
 
@@ -57,13 +58,13 @@ def commit_log_path_rows(view: StoreView, segs: list) -> list[dict]:
 def commitlog_info(view: StoreView) -> tuple[dict, list]:
     """Segments and the commit log's two ends: the written end (one past the last record
     written) and the recovered end (where the broker's next start ends the log, from
-    recovery/'s simulation; None when not simulated, see _ends); damage
+    recovery/'s simulation; None when not simulated, see recovery/loaded_end.py); damage
     that ended the last file's walk is a finding. A live store's end is the one taken when the
     read began."""
     cl = view.commit_log
     segs = cl.segments
     end = view.commit_log_end
-    written, recovered = _ends(view)
+    written, recovered = next_start_ends(view)
     last = end.last_written
     findings = list(cl.findings)
     if end.stopped_by is not None:
@@ -88,9 +89,8 @@ def commitlog_info(view: StoreView) -> tuple[dict, list]:
         "mapped_file_size": cl.mapped_file_size,
         "segment_count": len(segs),
         "min_commit_log_offset": segs[0].base_offset if segs else None,
-        # getMaxPhyOffset once the broker has started: the recovered end (the written one when not simulated)
-        # (0 with no file: the start destroys every consume queue, recoverNormally's else branch)
-        "max_commit_log_offset": loaded_end(view) if last >= 0 else (None if segs else 0),
+        # getMaxPhyOffset once the broker has started, where its load cuts the queues
+        "max_commit_log_offset": queue_cut(view),
         "written_end": written,  # no file: 0, the offset the first record would take (getMaxPhyOffset)
         "recovered_end": recovered,
         "segments": rows,
@@ -100,44 +100,6 @@ def commitlog_info(view: StoreView) -> tuple[dict, list]:
     # the names before 0.2 (queues' min/max_offset count messages, these are bytes): one release more
     info["min_offset"], info["max_offset"] = info["min_commit_log_offset"], info["max_commit_log_offset"]
     return info, findings
-
-
-def _ends(view: StoreView) -> tuple[int, int | None]:
-    """(written end, recovered end) as every command names them (docs/vocabulary.md). The
-    recovered end needs the broker's next start simulated, which is cheap after a crash (it
-    walks from the checkpoint's file) but on a clean store walks its last three files: it is
-    simulated when the store gives a reason (the abort file, a segment finding, damage in the
-    last file, a last file ending with its blank record and none after it), else left null."""
-    end, live = view.commit_log_end, view.live
-    written = view.written_end
-    if live is not None:  # a running broker's store: no next start to predict, the end read up to
-        return min(written, live.commit_log_end), None
-    full_last = end.segment_base is None and end.last_written >= 0
-    if not (view.has_abort or view.commit_log.findings or end.stopped_by is not None
-            or end.damaged_at is not None or full_last):
-        return written, None
-    try:
-        outcome = view.outcome
-    except Exception:  # noqa: BLE001 - info shows the rest; the end stays unknown (null), never a traceback
-        return written, None
-    if outcome is None:  # a view opened without the simulation: the recovered end is not known
-        return written, None
-    return outcome.written_end, outcome.recovered_end if outcome.loadable else None
-
-
-def loaded_end(view: StoreView) -> int:
-    """getMaxPhyOffset once the broker has started, where its load cuts the consume queues
-    (truncateDirtyLogicFiles): the recovered end when the next start is simulated (_ends says
-    when), else the written end. The view needs the simulation (open it as info does)."""
-    written, recovered = _ends(view)
-    return recovered if recovered is not None else written
-
-
-def simulate_for_info(view: StoreView):
-    """The next start as info needs it: its ends, without listing the messages it loses."""
-    from rmqtool.recovery.outcome import Settings, simulate  # numpy: not at the CLI's start
-
-    return simulate(view, Settings(), list_lost=False)
 
 
 def consume_queue_info(view: StoreView, commit_log_min: int | None, commit_log_max: int | None):

@@ -35,6 +35,7 @@ from rmqtool.findings import (BLANK_RECORD_INVALID, BLANK_RECORD_MISSING, BODY_C
 from rmqtool.inspect.check import check_store
 from rmqtool.inspect.check_defaults import RECOVERY_RATE, TAIL_BYTES
 from rmqtool.inspect.inventory import consume_queue_info, index_info
+from rmqtool.recovery.loaded_end import queue_cut
 from rmqtool.recovery.outcome import Settings, simulate
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.consumer_offsets import consumer_offsets
@@ -88,7 +89,7 @@ def build_report(store: str | os.PathLike | StoreView, *, now: int | None, verif
     unflushed_from = measures["written_end"] - unflushed if unflushed else None  # check's tail end minus its window
     damaged = damaged_ranges(view, findings)
     cut = recovered if recovered is not None else written  # the queues and the lag as the next start leaves them
-    cut_at = cut if segments or outcome is not None else None
+    cut_at = cut if segments else queue_cut(view)  # no file: 0 (every queue destroyed); no commitlog/: uncut
     queues, _f = consume_queue_info(view, segments[0].base_offset if segments else None, cut_at)
     offsets = consumer_offsets(view, commit_log_max_offset=cut_at)
     index, _f = index_info(view)

@@ -39,6 +39,7 @@ from rmqtool.formats.config import BAK_SUFFIX, dumps_fastjson, split_topic_group
 from rmqtool.store.config import read_config_bytes
 from rmqtool.store.consumer_offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets, consumer_offsets
 from rmqtool.store.paths import CONFIG_DIR
+from rmqtool.recovery.loaded_end import queue_cut, simulate_for_info
 from rmqtool.store.view import StoreView, as_view
 
 EARLIEST, LATEST, OFFSET, TIME = "earliest", "latest", "offset", "time"
@@ -154,7 +155,7 @@ def plan_offset_reset(store: str | os.PathLike | StoreView, group: str, topic: s
     has no committed offset for the topic (or that queue); CorruptData when the broker could
     load no offsets from the file."""
     view = as_view(store)
-    progress: ConsumerOffsets = consumer_offsets(view, group=group, topic=topic)
+    progress: ConsumerOffsets = consumer_offsets(view, group=group, topic=topic, commit_log_max_offset=queue_cut(view))
     path = view.root / CONFIG_DIR / CONSUMER_OFFSET_FILE
     if progress.config is None or any(f.id == CONSUMER_OFFSET_TABLE_INVALID for f in progress.findings) \
             and not progress.rows:
@@ -250,7 +251,7 @@ def reset_offsets(store: str | os.PathLike, group: str, topic: str, target: Rese
 
     if backup_dir is not None and not apply:
         raise UsageError("--backup-dir goes with --apply")
-    view = open_store(store)
+    view = open_store(store, simulate=simulate_for_info)  # the queues as the next start loads them
     again = roll_back_unfinished(view.root, OPERATION) if apply else None
     plan = plan_offset_reset(view, group, topic, target, queue=queue, offset_by_time=offset_by_time)
     if not apply:

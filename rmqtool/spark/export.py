@@ -98,13 +98,12 @@ def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
     from rmqtool.store.view import StoreView
 
     if not remote.is_uri(spec.path):
-        from rmqtool.inspect.inventory import loaded_end, simulate_for_info
+        from rmqtool.inspect.inventory import queue_cut, simulate_for_info
         # the store opened once in this task: its listing, its end, its queues
         view = StoreView(spec.path, simulate=simulate_for_info)
         segments = view.segments if view.has_commit_log else []
-        end = loaded_end(view) if segments else 0  # no file: the start destroys every queue
         low = segments[0].base_offset if segments else 0
-        return _export_queues(view, spec, out, low, end, None)
+        return _export_queues(view, spec, out, low, queue_cut(view), None)
     from rmqtool.store.commitlog_end import last_file_end
     from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, COMMITLOG_DIR, CONSUMEQUEUE_DIR, is_segment_name
     from rmqtool.store.segments import Segment

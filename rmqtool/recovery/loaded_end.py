@@ -1,0 +1,56 @@
+"""Where the broker's next start leaves the commit log and its consume queues, as info,
+report, offsets, `offsets reset` and the Spark export say it: the two ends every command
+names (docs/vocabulary.md) and getMaxPhyOffset after the load, where truncateDirtyLogicFiles
+cuts the queues. The view is opened with :func:`simulate_for_info`; the start is simulated
+only when the store gives a reason (:func:`next_start_ends`)."""
+from __future__ import annotations
+
+from rmqtool.store.view import StoreView
+
+
+def simulate_for_info(view: StoreView):
+    """The next start as info needs it: its ends, without listing the messages it loses."""
+    from rmqtool.recovery.outcome import Settings, simulate  # numpy: not at the CLI's start
+
+    return simulate(view, Settings(), list_lost=False)
+
+
+def next_start_ends(view: StoreView) -> tuple[int, int | None]:
+    """(written end, recovered end). The recovered end needs the broker's next start
+    simulated, which is cheap after a crash (it walks from the checkpoint's file) but on a
+    clean store walks its last three files: it is simulated when the store gives a reason
+    (the abort file, a segment finding, damage in the last file, a last file ending with its
+    blank record and none after it), else left null."""
+    end, live = view.commit_log_end, view.live
+    written = view.written_end
+    if live is not None:  # a running broker's store: no next start to predict, the end read up to
+        return min(written, live.commit_log_end), None
+    full_last = end.segment_base is None and end.last_written >= 0
+    if not (view.has_abort or view.commit_log.findings or end.stopped_by is not None
+            or end.damaged_at is not None or full_last):
+        return written, None
+    try:
+        outcome = view.outcome
+    except Exception:  # noqa: BLE001 - info shows the rest; the end stays unknown (null), never a traceback
+        return written, None
+    if outcome is None:  # a view opened without the simulation: the recovered end is not known
+        return written, None
+    return outcome.written_end, outcome.recovered_end if outcome.loadable else None
+
+
+def loaded_end(view: StoreView) -> int:
+    """getMaxPhyOffset once the broker has started: the recovered end when the next start is
+    simulated (:func:`next_start_ends` says when), else the written end."""
+    written, recovered = next_start_ends(view)
+    return recovered if recovered is not None else written
+
+
+def queue_cut(view: StoreView) -> int | None:
+    """Where the next start's load cuts the consume queues (info's max_commit_log_offset):
+    :func:`loaded_end` once a commit log file holds a record; 0 when commitlog/ holds no
+    file (recoverNormally's else branch destroys every queue); None, the queues uncut, when
+    the files hold no record yet or there is no commitlog/ (a partial copy: the queues as
+    their own files give them)."""
+    if view.has_commit_log and view.segments:
+        return loaded_end(view) if view.commit_log_end.last_written >= 0 else None
+    return 0 if view.has_commit_log else None

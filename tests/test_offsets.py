@@ -374,6 +374,10 @@ def test_offsets_and_a_reset_take_the_queues_as_the_next_start_cuts_them(tmp_pat
     for r in rows:
         key = (r["topic"], r["queue_id"])
         assert r["max_queue_offset"] == info[key] == expected.get(key, info[key]), key
+    # verify says of the committed offsets what offsets says (it read them against uncut queues)
+    said = [line for line in run("offsets", store).stderr.splitlines() if "consumerOffsetAboveMax" in line]
+    found = [f for f in jsonl(run("verify", store, "-f", "jsonl").stdout) if f["finding"] == "consumerOffsetAboveMax"]
+    assert said and len(said) == len(found) and all(any(f["message"] in line for line in said) for f in found)
     group, topic = next((r["group"], r["topic"]) for r in rows if (r["topic"], r["queue_id"]) in expected)
     plan = jsonl(run("offsets", "reset", store, "-g", group, "-t", topic, "--to-latest", "-f", "jsonl").stdout)
     assert plan and all(p["new_offset"] == expected.get((p["topic"], p["queue_id"]), info[(p["topic"], p["queue_id"])])

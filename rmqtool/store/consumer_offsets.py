@@ -39,7 +39,7 @@ from rmqtool.formats import config as config_format
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.config import ConfigFile, known_topics, read_config_file
-from rmqtool.store.consumequeue import AnyConsumeQueue, BatchConsumeQueueUnit
+from rmqtool.store.consumequeue import AnyConsumeQueue, BatchConsumeQueueUnit, ConsumeQueues
 from rmqtool.store.paths import CONFIG_DIR
 from rmqtool.store.view import StoreView, as_view
 
@@ -194,11 +194,13 @@ _AT_APPEND_POSITION = object()
 
 def consumer_offsets(store: str | os.PathLike | StoreView, group: str | None = None,
                      topic: str | None = None, *,
-                     commit_log_max_offset: "int | None | object" = _AT_APPEND_POSITION) -> ConsumerOffsets:
+                     commit_log_max_offset: "int | None | object" = _AT_APPEND_POSITION,
+                     queues: ConsumeQueues | None = None) -> ConsumerOffsets:
     """Every committed offset of ``config/consumerOffset.json`` (or the .bak the broker would
     load), optionally one group's or one topic's, against the store's consume queues, cut
     where the broker's load cuts them at the commit log's append position (or at
-    ``commit_log_max_offset``; None: uncut, as a probe of a live store reads them)."""
+    ``commit_log_max_offset``; None: uncut, as a probe of a live store reads them), or
+    ``queues`` as the caller opened them (verify: cut where it checks them)."""
     view = as_view(store)
     root = view.root
     config_dir = root / CONFIG_DIR
@@ -218,9 +220,10 @@ def consumer_offsets(store: str | os.PathLike | StoreView, group: str | None = N
 
     # Without commitlog/ (a partial copy) the queues give their own ranges, uncut; no store timestamps.
     commit_log = view.commit_log if view.has_commit_log else None
-    if commit_log_max_offset is _AT_APPEND_POSITION:
-        commit_log_max_offset = view.commit_log_end.end if commit_log is not None and view.segments else None
-    queues = view.consume_queues(commit_log_max_offset)
+    if queues is None:
+        if commit_log_max_offset is _AT_APPEND_POSITION:
+            commit_log_max_offset = view.commit_log_end.end if commit_log is not None and view.segments else None
+        queues = view.consume_queues(commit_log_max_offset)
     topics = known_topics(config_dir)
     rows = []
     with _Timestamps(commit_log) as timestamps:

@@ -75,7 +75,7 @@ def check_config(store: str | os.PathLike | StoreView, queues: ConsumeQueues | N
         return
     # committed offsets against the queues: the one reading rmqtool offsets shows (its config
     # findings were reported above, with the directory's)
-    progress = consumer_offsets(store)  # a view: its queues, when cut where these are, not opened again
+    progress = consumer_offsets(store, queues=queues)  # the queues checked, cut where the next start cuts them
     yield from (f for f in progress.findings if f.id in _OFFSET_FINDINGS)
     if topics is not None and progress.config is not None:
         for group, topic in sorted({(r.group, r.topic) for r in progress.rows if r.topic not in topics}):

@@ -54,14 +54,21 @@ class RemoteFile:
     size: int
 
 
-def list_dir(uri: str) -> list[RemoteFile]:
-    """The files directly in a directory behind a URI, by name (an absent directory: none)."""
+def _listing(uri: str, recursive: bool = False):
+    """(the directory's path in its filesystem, the entries a listing of it gives; an absent
+    directory: none), a listing that fails said in one line naming the URI."""
     import pyarrow.fs as pafs
     fs, root = filesystem(uri)
     try:
-        infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+        return root, fs.get_file_info(pafs.FileSelector(root, recursive=recursive, allow_not_found=True))
     except OSError as exc:
         raise StoreAccessError(f"cannot list ({exc})", uri) from None
+
+
+def list_dir(uri: str) -> list[RemoteFile]:
+    """The files directly in a directory behind a URI, by name (an absent directory: none)."""
+    import pyarrow.fs as pafs
+    _root, infos = _listing(uri)
     return sorted((RemoteFile(child(uri, i.base_name), i.base_name, i.size or 0)
                    for i in infos if i.type == pafs.FileType.File), key=lambda f: f.name)
 
@@ -69,11 +76,7 @@ def list_dir(uri: str) -> list[RemoteFile]:
 def list_tree(uri: str) -> list[tuple[str, RemoteFile]]:
     """Every file under a directory behind a URI: (path relative to it, file)."""
     import pyarrow.fs as pafs
-    fs, root = filesystem(uri)
-    try:
-        infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
-    except OSError as exc:
-        raise StoreAccessError(f"cannot list ({exc})", uri) from None
+    root, infos = _listing(uri, recursive=True)
     out = []
     for i in infos:
         if i.type == pafs.FileType.File:
@@ -92,11 +95,7 @@ def require_store(uri: str):
     fs, root = filesystem(uri)
     if fs.get_file_info(root).type != pafs.FileType.Directory:
         raise StoreNotFound("no such store directory", uri)
-    try:
-        infos = fs.get_file_info(pafs.FileSelector(root))
-    except OSError as exc:
-        raise StoreAccessError(f"cannot list ({exc})", uri) from None
-    dirs = {i.base_name for i in infos if i.type == pafs.FileType.Directory}
+    dirs = {i.base_name for i in _listing(uri)[1] if i.type == pafs.FileType.Directory}
     family = family_of(dirs)
     if family is None:
         raise NotAStore(f"not a store: none of {marker_list()} inside", uri)

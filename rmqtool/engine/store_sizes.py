@@ -21,13 +21,11 @@ from rmqtool.formats.broker_conf import (MAPPED_FILE_SIZE_COMMIT_LOG, MAPPED_FIL
                                          MAPPER_FILE_SIZE_BATCH_CONSUME_QUEUE, MAX_HASH_SLOT_NUM, MAX_INDEX_NUM)
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, DEFAULT_BATCH_CQ_FILE_SIZE, DEFAULT_CQ_FILE_SIZE
 from rmqtool.formats.indexfile import (DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, FIRST_INDEX,
-                                       INDEX_HEADER_SIZE, default_geometry, hash_slot_num_for, index_file_size,
-                                       index_num_for)
+                                       default_geometry, hash_slot_num_for, index_file_size, index_num_for)
 from rmqtool.store import paths
 from rmqtool.store.broker_conf import BrokerConfig
 from rmqtool.store.consumequeue import first_queue_files, queue_file_size_shown
-from rmqtool.store.indexfile import INDEX_HEADER, IndexFileHeader, index_file_paths, infer_index_geometry
-from rmqtool.store.small_file import read_head
+from rmqtool.store.indexfile import index_file_paths, infer_index_geometry, read_index_header
 from rmqtool.store.segments import discover
 from rmqtool.store.view import StoreView
 
@@ -259,8 +257,8 @@ def index_geometry(directory: pathlib.Path, slots: Size | None, entries: Size | 
 
 def _header_counts_entries(path: pathlib.Path) -> bool:
     """Whether an index file's header says entries were put in it (indexCount past the first)."""
-    raw, _size = read_head(path, INDEX_HEADER_SIZE)
-    return len(raw) == INDEX_HEADER_SIZE and IndexFileHeader(*INDEX_HEADER.unpack(raw)).index_count > FIRST_INDEX
+    header = read_index_header(path)
+    return header is not None and header.index_count > FIRST_INDEX
 
 
 def index_sizes(directory: pathlib.Path, given_slots: int | None, given_entries: int | None,

@@ -31,11 +31,9 @@ from rmqtool.store.commitlog import Blank, findings_of, scan_segment
 from rmqtool.store.commitlog_end import last_nonzero_from, last_written, segment_end
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.consumer_offsets import consumer_offsets
-from rmqtool.store.indexfile import INDEX_HEADER, IndexFileHeader
+from rmqtool.store.indexfile import read_index_header
 from rmqtool.store.message import Message
-from rmqtool.store.small_file import read_head
 from rmqtool.store.view import StoreView, as_view
-from rmqtool.formats.indexfile import INDEX_HEADER_SIZE
 from rmqtool.inspect.check_defaults import RECOVERY_RATE, TAIL_BYTES
 from rmqtool.report.text_file import write_text_atomically
 
@@ -253,11 +251,8 @@ def _index_end(view: StoreView) -> int | None:
     paths = view.index_files.paths
     if not paths:
         return None
-    raw, _size = read_head(paths[-1], INDEX_HEADER_SIZE)
-    if len(raw) < INDEX_HEADER_SIZE:
-        return None
-    header = IndexFileHeader(*INDEX_HEADER.unpack(raw))
-    return header.end_phy_offset if header.index_count > 1 else None
+    header = read_index_header(paths[-1])
+    return header.end_phy_offset if header is not None and header.index_count > 1 else None
 
 
 def _lag(tail: _Tail, reader: CommitLogReader, dispatched_end: int) -> tuple[int, int | None]:

@@ -29,6 +29,7 @@ from rmqtool.formats.indexfile import (ENTRY_PHY_OFFSET_POSITION, FILE_NAME_LENG
                                        hash_slot_num_for, hash_slot_num_placing, index_file_size, index_num_for,
                                        slot_of, slot_position)
 from rmqtool.store.segments import list_dir
+from rmqtool.store.small_file import read_head
 from rmqtool.store.extents import data_extents
 from rmqtool.store.paths import INDEX_DIR
 
@@ -214,6 +215,12 @@ def infer_geometry(data: _Bytes, header: IndexFileHeader) -> tuple[int, int] | s
             return f"{len(fitting)} slot/entry splits fit its entries"
     raise FormatError(f"not an index file: header indexCount {count} and size {size} fit no slot count "
                       f"whose entries match the header", data.path)
+
+
+def read_index_header(path: str | os.PathLike) -> IndexFileHeader | None:
+    """An index file's header alone, its first 40 bytes read (None: the file is shorter)."""
+    raw, _size = read_head(pathlib.Path(path), INDEX_HEADER_SIZE)
+    return IndexFileHeader(*INDEX_HEADER.unpack(raw)) if len(raw) == INDEX_HEADER_SIZE else None
 
 
 def infer_index_geometry(path: str | os.PathLike) -> tuple[int, int] | None:

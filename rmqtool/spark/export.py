@@ -16,7 +16,8 @@ import pathlib
 import tempfile
 
 from rmqtool.errors import RmqError, TasksFailed, UsageError, error_line
-from rmqtool.spark.parts import CONSUME_QUEUE_DIR, TaskSummary, make_tables, write_findings, write_message_parts, write_part
+from rmqtool.spark.parts import (CONSUME_QUEUE_DIR, TaskSummary, make_tables, write_findings, write_message_parts,
+                                 write_part)
 from rmqtool.spark.splits import DEFAULT_SPLIT_SIZE, SegmentTask, plan_tasks, scan_task
 from rmqtool.spark.stores import StoreSpec
 from rmqtool.store.commitlog import findings_of

@@ -1,8 +1,9 @@
 """``rmqtool spark verify``: ``verify`` of many stores, a store a task, as one table.
 
 Each executor runs the one verify of its store's family (families/: RocketMQ's, a DLedger
-store's, QMQ's) on its store, in one process (the cluster gives the parallelism), and returns its findings as ``verify`` rows with the
-store's name; the driver adds a summary per store.
+store's, QMQ's) on its store, in one process (the cluster gives the parallelism), and
+returns its findings as ``verify`` rows with the store's name; the driver adds a summary
+per store.
 """
 from __future__ import annotations
 

@@ -93,7 +93,7 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "checkpointInvalid": (Severity.ERROR, "a checkpoint file that cannot be read (wrong size)"),
     "abortFilePresent": (Severity.WARNING, "the abort file exists: the last broker did not shut down cleanly"),
     "abortFileUnexpected": (Severity.WARNING, "an abort file that is neither empty nor a PID"),
-    "lockFileUnexpected": (Severity.WARNING, "a lock file that does not start with the bytes 'lock'"),
+    "lockFileUnexpected": (Severity.WARNING, "a lock file that does not start with the bytes 'lock', or a directory"),
     "checkpointMissing": (Severity.WARNING, "no checkpoint file: the broker starts from a zeroed one"),
     "checkpointZeroed": (Severity.WARNING, "a checkpoint whose timestamps are all zero"),
     "checkpointAheadOfData": (Severity.WARNING, "a checkpoint timestamp after the last stored message: flushed data is gone"),
@@ -549,7 +549,8 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "checkpointInvalid": "Recreate it: stop the broker, remove it; the broker rescans the whole commit log.",
     "abortFilePresent": "Expect an abnormal recovery at the next start; keep a copy of the store first.",
     "abortFileUnexpected": "Look at its content; the broker only needs it to exist.",
-    "lockFileUnexpected": "Harmless to the broker; someone wrote into the lock file.",
+    "lockFileUnexpected": "A file: harmless to the broker, someone wrote into it. A directory: move it out of the "
+                          "store, the broker cannot start on it (it makes its lock file).",
     "checkpointMissing": "The broker recreates it; an abnormal recovery then rescans from the first file.",
     "checkpointZeroed": "An abnormal recovery will rescan from the first file: slow but safe.",
     "checkpointAheadOfData": "Messages the broker had flushed are gone: restore the commit log or salvage a replica.",

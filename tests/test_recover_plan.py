@@ -161,7 +161,8 @@ def test_a_store_without_commit_log_files_plans_every_queue_file_gone_in_plain_w
 @pytest.mark.parametrize("marker", ["lock", "checkpoint"])
 def test_a_directory_where_the_lock_or_checkpoint_goes_is_a_store_the_broker_does_not_start(marker, tmp_path):
     """RandomAccessFile cannot open a directory: the store's constructor (lock) or load()
-    (StoreCheckpoint) throws. The plan said a normal start with nothing to do."""
+    (StoreCheckpoint) throws. The plan said a normal start with nothing to do; with the lock a
+    directory, info and report stopped on it (exit 8), verify said nothing and check said OK."""
     store = writable_copy(V4 / "basic" / "store", tmp_path / "store")
     (store / marker).unlink(missing_ok=True)
     (store / marker).mkdir()
@@ -169,6 +170,18 @@ def test_a_directory_where_the_lock_or_checkpoint_goes_is_a_store_the_broker_doe
     doc = json.loads(r.stdout)
     assert r.exit_code == 3 and doc["loadable"] is False
     assert doc["reason"].startswith(f"{store / marker}: a directory where ")
+    verify = _run("verify", store, "-f", "json", "--no-progress")
+    refused = [f for f in json.loads(verify.stdout) if f["finding"] == "storeNotLoadable"]
+    assert verify.exit_code == 3 and [(f["path"], f["message"]) for f in refused] == [(str(store / marker),
+                                                                                      doc["reason"])]
+    report = _run("report", store, "-f", "json", "--now", "0")
+    assert report.exit_code == 3 and json.loads(report.stdout)["store"]["loadable"] is False
+    check = _run("check", store, "--now", "0")
+    assert check.exit_code == 3 and check.stdout.startswith(f"RMQTOOL CHECK UNKNOWN - {store / marker}: ")
+    if marker == "lock":  # what is there: the markers read it as the broker's File.exists() would
+        info = json.loads(_run("info", store, "-f", "json").stdout)
+        assert info["store"]["lock_file"] is True and info["store"]["locked_by_pid"] is None
+        assert "lockFileUnexpected" in [f["finding"] for f in info["findings"]]
 
 
 @pytest.mark.parametrize("base,variant", [(V4 / "crash", "e3-corrupt-body-in-second-to-last-commitlog-file"),

@@ -21,7 +21,7 @@ import os
 import time
 from typing import Iterable
 
-from rmqtool.errors import RmqError, UsageError
+from rmqtool.errors import FormatError, RmqError, UsageError
 from rmqtool.findings import Finding, Severity
 from rmqtool.recovery.commitlog_walk import V5, abnormal_start
 from rmqtool.recovery.semantics import detect_semantics
@@ -308,6 +308,9 @@ def _disk(view: StoreView) -> tuple[float, int, int]:
 def check_store(path, *, now: int, tail_bytes: int, recovery_rate: float) -> StoreCheck:
     view = as_view(path)  # a store path, or the view a caller opened (report)
     refuse_dledger(view.root, "check")
+    if view.paths.lock.is_dir():  # as the checkpoint's: no broker runs on it, none starts (recover says why)
+        raise FormatError("a directory where the lock file should be: the broker cannot start on this store",
+                          view.paths.lock)
     root = str(view.root)
     values: list[tuple] = []  # (measure, value, topic, queue_id, group)
     queues = _queue_ends(view)

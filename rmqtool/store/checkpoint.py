@@ -140,7 +140,8 @@ def read_markers(store_root: str | os.PathLike) -> StoreMarkers:
     if not paths.root.is_dir():
         raise StoreNotFound("no such directory", paths.root)
     abort, abort_bak = _marker(paths.abort), _marker(paths.abort_bak)
-    lock_content = read_lock_file(paths.lock)
+    # a directory: the broker's RandomAccessFile cannot open it, and recover says it does not start
+    lock_content = b"" if paths.lock.is_dir() else read_lock_file(paths.lock)
     lock = MarkerFile(str(paths.lock), lock_content is not None, lock_content)
     findings = []
     if abort.exists:
@@ -153,7 +154,11 @@ def read_markers(store_root: str | os.PathLike) -> StoreMarkers:
         elif marker.content and marker.pid is None:
             findings.append(Finding(ABORT_FILE_UNEXPECTED, marker.path, 0,
                                     f"content {marker.content[:32]!r} is not a PID"))
-    if lock.exists and not lock.content.startswith(LOCK_CONTENT):
+    if paths.lock.is_dir():
+        findings.append(Finding(LOCK_FILE_UNEXPECTED, lock.path, None,
+                                "a directory, not a file: the broker cannot open it (RandomAccessFile) and "
+                                "does not start on this store"))
+    elif lock.exists and not lock.content.startswith(LOCK_CONTENT):
         findings.append(Finding(LOCK_FILE_UNEXPECTED, lock.path, 0,
                                 f"content {lock.content[:32]!r} does not start with {LOCK_CONTENT!r}"))
     return StoreMarkers(abort, abort_bak, lock, tuple(findings), is_locked(paths.lock))

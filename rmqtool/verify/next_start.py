@@ -51,10 +51,13 @@ def worth_simulating_now(view: StoreView, segment_findings: list, tail_checks: l
     the commit log's bands are checked: the abort file (abnormal recovery re-checks from the
     checkpoint's file and dispatches again), a segment finding (what the load refuses or
     skips), damage in the last ranges, a last file ending with its blank record and no file
-    after it (the end stays at the blank). Otherwise the simulation waits for a reason
-    (damage met on the way, messages past a queue's end): a clean store's normal recovery
-    walks its last three files, and on a store of 1 GiB files that is most of the store."""
+    after it (the end stays at the blank), a directory where the lock or the checkpoint
+    goes. Otherwise the simulation waits for a reason (damage met on the way, messages past
+    a queue's end): a clean store's normal recovery walks its last three files, and on a
+    store of 1 GiB files that is most of the store."""
     if view.has_abort or any(f.id in _LOAD for f in segment_findings):
+        return True
+    if view.paths.lock.is_dir() or view.paths.checkpoint.is_dir():  # the broker cannot open either: no start
         return True
     for c in tail_checks:
         if any(f.consequence in _CHANGES for f in c.findings):

@@ -224,6 +224,39 @@ def test_a_stray_name_in_any_log_directory_refuses_the_start_as_in_the_message_l
     assert pathlib.Path(got.refusal.file) == store / directory / stray
 
 
+def test_the_first_segments_offset_file_is_read_as_checkpoint_store_reads_it(store_copy):
+    """adjustConsumerLogMinOffset reads messagelog/.<base>.offset through CheckpointStore:
+    a file it cannot read (here a directory) gives way to its .backup, and with no backup
+    the storage's constructor throws. A directory stopped verify, report and recover
+    (exit 8, "Is a directory")."""
+    truth = load_truth(CRASH / "a-as-is" / "truth.json")
+    subject, (low, high) = max(((s, tuple(v["consumerLogAfterRestart"])) for s, v in truth["perSubject"].items()),
+                               key=lambda item: item[1][1])
+    raised = {subject: high // 2}  # the max sequence before the segment: the min becomes one past it
+    name = ".00000000000000000000.offset"
+
+    def bounds(store):
+        got = simulate_start(store)
+        assert got.started, got.refusal
+        return {s.subject: s.consumer_log for s in got.subjects}
+
+    as_file = store_copy(CRASH / "a-as-is" / "input")
+    (as_file / "messagelog" / name).write_text(json.dumps(raised), encoding="utf-8")
+    expected = bounds(as_file)
+    assert expected[subject] == (high // 2 + 1, high) and low < high // 2 + 1
+    shutil.rmtree(as_file)
+    as_backup = store_copy(CRASH / "a-as-is" / "input")
+    (as_backup / "messagelog" / name).unlink(missing_ok=True)
+    (as_backup / "messagelog" / name).mkdir()
+    (as_backup / "messagelog" / (name + ".backup")).write_text(json.dumps(raised), encoding="utf-8")
+    assert bounds(as_backup) == expected
+    (as_backup / "messagelog" / (name + ".backup")).unlink()
+    got = simulate_start(as_backup)
+    assert not got.started and got.refusal.kind == "refused"
+    assert (got.refusal.exception, got.refusal.message) == ("java.lang.RuntimeException",
+                                                           f"Load checkpoint failed. filename={name}")
+
+
 def test_a_header_of_length_minus_one_after_the_action_log_tail_is_caught(store_copy):
     """The message log's validator lets NegativeArraySizeException out (variant c); the action
     log's reads the action behind the size (zeros: no subject, an invalid action) and catches

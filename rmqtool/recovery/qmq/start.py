@@ -199,26 +199,48 @@ def _load_pull_logs(store: pathlib.Path, progress: dict) -> list[PullLogAfterSta
 
 def _adjust_min_sequences(message_log: Log, logs: dict[str, ConsumerLog]) -> None:
     """``adjustConsumerLogMinOffset``: the first segment's ``.offset`` file, {subject: max
-    sequence before the segment}; an unreadable one throws out of the constructor."""
+    sequence before the segment}, read as CheckpointStore.loadCheckpoint reads it."""
     first = message_log.first()
     if first is None:
         return
-    path = message_log.directory / f".{first.base_offset:020d}.offset"
-    if not path.exists():
-        return
-    data = path.read_bytes()
-    if not data:
-        return
+    offsets = _load_offset_checkpoint(message_log.directory / f".{first.base_offset:020d}.offset")
+    for subject, value in (offsets or {}).items():
+        log = logs.get(subject)
+        if log is not None and log.min_offset() < value + 1:
+            log.min_sequence = value + 1
+
+
+def _load_offset_checkpoint(path: pathlib.Path) -> dict | None:
+    """CheckpointStore.loadCheckpoint: None when neither the file nor its ``.backup`` exists
+    (File.exists(): a directory counts) or the file is empty; the backup when the file
+    cannot be read (gone, a directory, no permission); a content that is no {subject:
+    sequence} map, or neither file readable, throws out of the storage's constructor."""
+    backup = path.with_name(path.name + ".backup")
+    if not path.exists() and not backup.exists():
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError:  # Files.toByteArray's IOException: "Try load backup checkpoint file instead"
+        try:
+            data = backup.read_bytes()
+        except OSError:
+            raise JavaException("java.lang.RuntimeException", f"Load checkpoint failed. filename={path.name}",
+                                str(path)) from None
+        return _offsets_of(data, backup)
+    return _offsets_of(data, path) if data else None
+
+
+def _offsets_of(data: bytes, path: pathlib.Path) -> dict:
+    """ConsumerLogMinOffsetSerde.fromBytes (an empty backup fails it too)."""
     try:
         offsets = json.loads(data)
+        if offsets is None:  # Jackson reads the JSON null as no map: nothing to adjust
+            return {}
         if not isinstance(offsets, dict) or not all(isinstance(v, int) for v in offsets.values()):
             raise ValueError
     except ValueError:
         raise JavaException("java.lang.RuntimeException", "deserialize offset checkpoint failed.", str(path)) from None
-    for subject, value in offsets.items():
-        log = logs.get(subject)
-        if log is not None and log.min_offset() < value + 1:
-            log.min_sequence = value + 1
+    return offsets
 
 
 def _scan_records(directory: pathlib.Path) -> LogColumns:

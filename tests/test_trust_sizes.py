@@ -426,8 +426,9 @@ def test_an_index_file_cut_short_is_planned_with_the_geometry_given_and_grows_as
     wrong = _run("recover", store, "--index-slots", SLOTS, "--index-entries", ENTRIES + 1)
     assert wrong.exit_code == ExitCode.USAGE and str(full // 2) in wrong.stderr
     given = ("--index-slots", SLOTS, "--index-entries", ENTRIES)
-    plan = _run("recover", store, *given, "-f", "json")
-    assert json.loads(plan.stdout)["loadable"] is True
+    plan = json.loads(_run("recover", store, *given, "-f", "json").stdout)
+    assert plan["loadable"] is True
+    assert plan["index_files_cut_short"] == [{"file": str(newest), "size": full // 2, "mapped_size": full}]
     backup = store.parent / "backup"
     applied = _run("recover", store, *given, "--apply", "--backup-dir", backup)
     assert applied.exit_code == 0, applied.output
@@ -446,9 +447,16 @@ def test_a_store_whose_only_index_file_was_cut_short_plans_with_the_geometry_giv
     (store / "abort").touch()
     before = _tree(store)
     bare = _run("recover", store)
-    assert bare.exit_code == ExitCode.USAGE and "give both" in bare.stderr
+    # the header counts more entries than the half holds: damage, and the options that size it (it asked
+    # "give both", exit 2, as for an empty file of no geometry's size)
+    assert bare.exit_code == ExitCode.CORRUPT and "cut short" in bare.stderr
+    assert "--index-slots and --index-entries" in bare.stderr
     given = ("--index-slots", SLOTS, "--index-entries", ENTRIES)
-    assert json.loads(_run("recover", store, *given, "-f", "json").stdout)["loadable"] is True
+    planned = _run("recover", store, *given, "-f", "json")
+    doc = json.loads(planned.stdout)
+    assert doc["loadable"] is True and planned.exit_code == ExitCode.CORRUPT
+    # the plan says the file is cut short (it said nothing of it)
+    assert doc["index_files_cut_short"] == [{"file": str(only), "size": full // 2, "mapped_size": full}]
     smaller = _run("recover", store, "--index-slots", SLOTS, "--index-entries", 100)  # smaller than the file
     assert smaller.exit_code == ExitCode.USAGE
     backup = store.parent / "backup"

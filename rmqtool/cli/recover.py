@@ -1,9 +1,9 @@
 """rmqtool recover STORE: what the broker's next start does to the store, as a numbered plan;
 with --apply, done offline with a backup of every byte it changes (rmqtool undo puts them back).
 
-Exit codes: 0 nothing to recover (or applied); 3 the plan changes or drops data, or the
-broker would not load the store (nothing is written then); 5 a running process holds the
-store's lock (--apply).
+Exit codes: 0 nothing to recover (or applied); 3 the plan changes or drops data, messages
+or index entries are lost already, or the broker would not load the store (nothing is
+written then); 5 a running process holds the store's lock (--apply).
 """
 from __future__ import annotations
 

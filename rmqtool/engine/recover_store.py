@@ -83,11 +83,13 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
         sizes = store_sizes(view, given)  # the view's listing: the commit log is not listed again
         unknown = unknown_sizes(view, sizes, plan)
         doc["sizes"], doc["sizes_unknown"] = sizes.to_json(), unknown
+    doc["index_files_cut_short"] = _index_files_cut_short(view, sizes)
     unfinished = view.unfinished
     run = RecoverRun(doc, plan, sizes)
     if not apply:
         # messages the broker no longer serves are damage found, even when the start changes nothing
-        if not plan.loadable or not plan.is_empty or doc["lost_messages"] or unfinished is not None:
+        if (not plan.loadable or not plan.is_empty or doc["lost_messages"] or unfinished is not None
+                or doc["index_files_cut_short"]):
             run.exit_code = int(ExitCode.CORRUPT)
         return run
     if to is not None and unfinished is not None:  # a copy of a half-changed store is no store to repair
@@ -116,6 +118,21 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
     if rewrites and applied is not None:  # the plan carried out is the one made after the replacement
         doc["applied"]["recovered_end"] = applied.plan.commit_log_end
     return run
+
+
+def _index_files_cut_short(view, sizes) -> list[dict]:
+    """The index files shorter than the size the broker maps them at (its settings' geometry):
+    the start keeps and grows them, and the keys of the entries cut off are not found by key."""
+    from rmqtool.formats.indexfile import index_file_size
+    if sizes is None or not view.paths.index.is_dir():
+        return []
+    mapped = index_file_size(sizes.index_slots.value, sizes.index_entries.value)
+    cut = []
+    for path in view.index_files.paths:
+        size = os.stat(path).st_size
+        if size < mapped:
+            cut.append({"file": str(path), "size": size, "mapped_size": mapped})
+    return cut
 
 
 def _apply(target: pathlib.Path, settings, keep_index: bool, backup_dir, given, missing_file_ok: bool,

@@ -21,7 +21,8 @@ from rmqtool.formats.broker_conf import (MAPPED_FILE_SIZE_COMMIT_LOG, MAPPED_FIL
                                          MAPPER_FILE_SIZE_BATCH_CONSUME_QUEUE, MAX_HASH_SLOT_NUM, MAX_INDEX_NUM)
 from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE, DEFAULT_BATCH_CQ_FILE_SIZE, DEFAULT_CQ_FILE_SIZE
 from rmqtool.formats.indexfile import (DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, FIRST_INDEX,
-                                       default_geometry, hash_slot_num_for, index_file_size, index_num_for)
+                                       default_geometry, entry_position, hash_slot_num_for, index_file_size,
+                                       index_num_for)
 from rmqtool.store import paths
 from rmqtool.store.broker_conf import BrokerConfig
 from rmqtool.store.consumequeue import first_queue_files, queue_file_size_shown
@@ -236,6 +237,12 @@ def index_geometry(directory: pathlib.Path, slots: Size | None, entries: Size | 
     if (slots is not None and entries is not None and index_file_size(slots.value, entries.value) > size
             and _header_counts_entries(last_path)):
         return slots, entries  # entries written, none left to show the geometry: cut short, it grows back
+    counted = _entries_counted(last_path)
+    if entry_position(1, counted) > size and (slots is None or entries is None):
+        # its size is no geometry's: the broker maps it at its settings' size, as for files of different sizes
+        raise CorruptData(f"index file {last_path.name} is cut short: its header counts {counted} entries, more than "
+                          f"{size} bytes hold: --index-slots and --index-entries (or --broker-config) say the size "
+                          f"the broker maps it at", last_path)
     shown_by = f"the size of {last_path} ({size} bytes, no entries)"
     if slots is not None:
         count = entries.value if entries is not None else index_num_for(size, slots.value)
@@ -257,8 +264,13 @@ def index_geometry(directory: pathlib.Path, slots: Size | None, entries: Size | 
 
 def _header_counts_entries(path: pathlib.Path) -> bool:
     """Whether an index file's header says entries were put in it (indexCount past the first)."""
+    return _entries_counted(path) > FIRST_INDEX
+
+
+def _entries_counted(path: pathlib.Path) -> int:
+    """The indexCount an index file's header holds (0 when it has no whole header)."""
     header = read_index_header(path)
-    return header is not None and header.index_count > FIRST_INDEX
+    return header.index_count if header is not None else 0
 
 
 def index_sizes(directory: pathlib.Path, given_slots: int | None, given_entries: int | None,

@@ -211,6 +211,8 @@ def _plan_lines(doc: dict, plan, wide: bool = False) -> list[str]:
         lines.append("the start loses no message (of what it cuts and drops); messages a damaged queue already "
                      "hides are verify's to find: it checks every message against its queue")
     lines += [f"note: {n}" for n in doc.get("notes", ())]
+    cut = doc.get("index_files_cut_short") or []
+    lines += [_cut_index_line(f) for f in cut]
     lines.append(f"dispatch to consume queues and index starts again at {doc['redispatch_from']}: "
                  f"{doc['redispatch_reason']}")
     if doc.get("timer"):
@@ -218,9 +220,18 @@ def _plan_lines(doc: dict, plan, wide: bool = False) -> list[str]:
     if plan.is_empty and lost:  # what the queues lost is lost already: the start changes nothing about it
         lines.append(f"nothing to recover: the start changes no file, but the {len(lost)} messages above stay "
                      f"lost until their queues are rebuilt (rmqtool redispatch)")
+    elif plan.is_empty and cut:
+        lines.append(f"nothing to recover: the start changes no file, but the {len(cut)} index "
+                     f"file{'s' if len(cut) != 1 else ''} above stay{'' if len(cut) != 1 else 's'} cut short")
     elif plan.is_empty:
         lines.append("nothing to recover: the store is as a clean shutdown leaves it")
     return lines
+
+
+def _cut_index_line(f: dict) -> str:
+    return (f"index file {f['file']} is cut short: {f['size']} bytes of the {f['mapped_size']} the broker maps it "
+            f"at; the start keeps it and grows it, and keys of the entries cut off are not found by key (rmqtool "
+            f"redispatch --index --apply rebuilds the index)")
 
 
 def _timer_plan_lines(t: dict) -> list[str]:

@@ -110,18 +110,12 @@ def kind_of_file(path: pathlib.Path) -> str:
     raise NotAStore("cannot tell what kind of store file this is", path)
 
 
-def _is_dledger_home(d: pathlib.Path) -> bool:
-    """``dledger-<selfId>/`` (data/ inside), not a store root that happens to be named so."""
-    return (d.name.startswith("dledger-") and (d / "data").is_dir()
-            and not any((d / n).is_dir() for n in (paths.COMMITLOG_DIR, paths.CONSUMEQUEUE_DIR)))
-
-
 def _in_dledger(path: pathlib.Path) -> bool:
     """A file of DLedger's entry log or index (``dledger-<selfId>/data/`` or ``index/``, named by
     an offset); its checkpoint and currterm are refused here with the command that shows them."""
-    if path.parent.name in ("data", "index") and _is_dledger_home(path.parent.parent):
+    if path.parent.name in ("data", "index") and paths.is_dledger_home(path.parent.parent):
         return paths.is_segment_name(path.name)
-    if _is_dledger_home(path.parent):
+    if paths.is_dledger_home(path.parent):
         raise NotAStore(f"DLedger's {path.name} file: rmqtool info {path.parent.parent} shows it (its dledger "
                         f"section)", path)
     return False
@@ -130,7 +124,7 @@ def _in_dledger(path: pathlib.Path) -> bool:
 def kind_of(path: str | os.PathLike) -> str:
     p = require_path(path)
     if p.is_dir():
-        if _is_dledger_home(p):
+        if paths.is_dledger_home(p):
             return DLEDGER
         if is_store_dir(p):
             return STORE

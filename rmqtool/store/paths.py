@@ -108,11 +108,17 @@ class StorePaths:
         return self.root / UNFINISHED_FILE
 
 
+def is_dledger_home(d: pathlib.Path) -> bool:
+    """``dledger-<selfId>/`` (data/ inside), not a store root that happens to be named so."""
+    return (d.name.startswith(DLEDGER_DIR_PREFIX) and (d / DLEDGER_DATA_DIR).is_dir()
+            and not any((d / n).is_dir() for n in (COMMITLOG_DIR, CONSUMEQUEUE_DIR)))
+
+
 def dledger_home(root: str | os.PathLike) -> pathlib.Path | None:
-    """The DLedger home a store root holds (``dledger-<selfId>/`` with its ``data/``), or None.
-    Several (a root shared by nodes of a test group): the first by name."""
+    """The DLedger home a store root holds (:func:`is_dledger_home`), or None. Several (a
+    root shared by nodes of a test group): the first by name."""
     try:
-        homes = sorted(p for p in pathlib.Path(root).glob(DLEDGER_DIR_PREFIX + "*") if (p / DLEDGER_DATA_DIR).is_dir())
+        homes = sorted(p for p in pathlib.Path(root).glob(DLEDGER_DIR_PREFIX + "*") if is_dledger_home(p))
     except OSError:
         return None
     return homes[0] if homes else None

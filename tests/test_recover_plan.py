@@ -178,6 +178,10 @@ def test_a_directory_where_the_lock_or_checkpoint_goes_is_a_store_the_broker_doe
     assert report.exit_code == 3 and json.loads(report.stdout)["store"]["loadable"] is False
     check = _run("check", store, "--now", "0")
     assert check.exit_code == 3 and check.stdout.startswith(f"RMQTOOL CHECK UNKNOWN - {store / marker}: ")
+    # a writer says what helps (it said "run rmqtool recover", which refuses the store)
+    redispatch = _run("redispatch", store, "--index", "--apply")
+    assert redispatch.exit_code == 3 and doc["advice"] in redispatch.stderr and "run rmqtool recover" not in \
+        redispatch.stderr
     if marker == "lock":  # what is there: the markers read it as the broker's File.exists() would
         info = json.loads(_run("info", store, "-f", "json").stdout)
         assert info["store"]["lock_file"] is True and info["store"]["locked_by_pid"] is None

@@ -143,6 +143,9 @@ def _require_settled_end(view: StoreView, semantics: str | None) -> None:
     cut = [f for f in recovery.findings if f.path and pathlib.Path(f.path).parent in log_dirs]
     if recovery.semantics_undecided:
         raise UsageError(f"the store's end depends on the broker version: {recovery.semantics_undecided}", root)
+    outcome = recovery.outcome
+    if outcome is not None and not outcome.loadable and outcome.advice:  # recover cannot help: say what does
+        raise RecoveryNeeded(f"the broker would not load this store: {outcome.reason}; {outcome.advice}", root)
     if recovery.refusal or cut:
         why = recovery.refusal or f"{cut[0].id}: {cut[0].message}"
         # the code append gives the same store (RecoveryNeeded, 3): not a usage error

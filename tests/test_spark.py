@@ -313,35 +313,64 @@ def _comparable(rows: list[dict], root: str, uri: str) -> list[tuple]:
     return sorted(out)
 
 
+CRASHED = [V4 / "crash" / v / "input" / "store" for v in (
+    "e3-corrupt-body-in-second-to-last-commitlog-file", "e1-corrupt-body-in-last-commitlog-file",
+    "e2-corrupt-body-in-first-commitlog-file", "b3-zeroed-last-3-messages", "c2-delete-last-cq-file")] + \
+    [V5 / "crash5" / v / "input" / "store" for v in ("b-garbled-last-message", "c-checkpoint-zeroed")] + \
+    [FIXTURES / "crash-made" / v / "input" / "store" for v in (
+        "torn-middle-normal", "missing-middle-abnormal", "missing-middle-no-queues", "roll-kill-last-missing")]
+
+
 @pytest.mark.parametrize("margin", [1_000, 8 << 20])
-def test_tasks_behind_a_uri_stage_what_they_read_and_give_the_local_tables(tmp_path, monkeypatch, margin):
+@pytest.mark.parametrize("store", CRASHED[:1], ids=lambda p: p.parent.parent.name)
+def test_tasks_behind_a_uri_stage_what_they_read_and_give_the_local_tables(tmp_path, monkeypatch, margin, store):
     """Each task stages its byte range and a margin (a small one: staged again with more)
-    and exports exactly what the same task on the local files does; the queues too, but for
-    the cut: the local task simulates the crashed store's next start and drops the units past
-    its recovery (info's max_commit_log_offset), the staged one cuts at the clean-start end."""
+    and exports exactly what the same task on the local files does."""
+    _export_both(tmp_path, monkeypatch, store, margin)
+
+
+@pytest.mark.parametrize("store", CRASHED, ids=lambda p: p.parent.parent.name)
+def test_the_queues_behind_a_uri_are_cut_where_the_next_start_cuts_them(tmp_path, monkeypatch, store):
+    """After a crash the queues task stages what the simulated next start reads (each file's
+    first records, the files from its start file on) and cuts the queues where the local
+    task does, at info's max_commit_log_offset. It cut them at the clean-start end (the last
+    file's good records), keeping units the broker's load drops."""
+    local, far, cut = _export_both(tmp_path, monkeypatch, store, 8 << 20, tables=("consume_queue", "findings"))
+    assert all(r["commit_log_offset"] + r["size"] <= cut for r in far["consume_queue"])
+
+
+def test_a_staged_head_holds_what_the_start_reads_of_a_file_it_does_not_walk():
+    """remote.HEAD_BYTES: the first records the rules that wrote the store are told from, and
+    the header that gives the abnormal start a file's first store time."""
+    from rmqtool.store.message import HEADERS
+    from rmqtool.recovery.semantics import SAMPLE_BYTES
+    from rmqtool.spark import remote
+    assert remote.HEAD_BYTES >= max(SAMPLE_BYTES, HEADERS[-1].size)
+
+
+def _export_both(tmp_path, monkeypatch, store, margin, tables=("messages", "consume_queue", "findings")):
+    """The store exported by the tasks from its local path and from its file:// URI: the
+    tables read back, each side's (local, remote), and info's max_commit_log_offset."""
     from rmqtool.spark import remote
     from rmqtool.spark.export import export_queues_task, export_segment_task
     monkeypatch.setattr(remote, "STAGE_MARGIN", margin)
     monkeypatch.setattr(remote, "STAGE_GUARD", 16)
-    store = V4 / "crash" / "e3-corrupt-body-in-second-to-last-commitlog-file" / "input" / "store"
     root, uri = str(store.resolve()), _uri(store)
     for name, spec in (("local", StoreSpec("s", root)), ("remote", StoreSpec("s", uri))):
         tasks = plan_tasks([spec], 30_000)
         assert all((t.remote is not None) == (name == "remote") for t in tasks)
-        for t in tasks:
-            export_segment_task(t, str(tmp_path / name))
+        if "messages" in tables:
+            for t in tasks:
+                export_segment_task(t, str(tmp_path / name))
         export_queues_task(spec, str(tmp_path / name))
     cut = json.loads(runner.invoke(app, ["info", root, "-f", "json"]).stdout)["commitlog"]["max_commit_log_offset"]
-    for table in ("messages", "consume_queue", "findings"):
-        local, far = _table(tmp_path / "local", table), _table(tmp_path / "remote", table)
-        if table == "consume_queue":
-            assert any(r["commit_log_offset"] + r["size"] > cut for r in far)  # the case is one the cut shows
-            far = [r for r in far if r["commit_log_offset"] + r["size"] <= cut]
-        if table == "findings":  # the queues past the recovery's cut: said where they are cut
-            assert any(r["finding"] == "consumeQueueBeyondCommitLog" for r in local)
-            local, far = ([r for r in rows if r["finding"] != "consumeQueueBeyondCommitLog"] for rows in (local, far))
-        assert local and _comparable(far, root, uri) == _comparable(local, root, root), table
-        assert all(uri in (r.get("file") or r.get("path") or "") for r in far)
+    local, far = ({t: _table(tmp_path / side, t) if (tmp_path / side / t).exists() else [] for t in tables}
+                  for side in ("local", "remote"))
+    for table in tables:
+        assert local[table] or table != "messages"  # a store may have no queue, or none showing damage
+        assert _comparable(far[table], root, uri) == _comparable(local[table], root, root), table
+        assert all(uri in (r.get("file") or r.get("path") or "") for r in far[table])
+    return local, far, cut
 
 
 def test_spark_export_and_verify_of_a_store_behind_a_uri(spark, tmp_path):

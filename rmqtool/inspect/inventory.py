@@ -26,7 +26,7 @@ from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import Blank, findings_of, scan_segment
 from rmqtool.store.config import read_config_dir
 from rmqtool.store.message import Message
-from rmqtool.recovery.loaded_end import next_start_ends, queue_cut, simulate_for_info
+from rmqtool.recovery.loaded_end import next_start_ends, queue_cut, simulate_for_info, start_simulated
 from rmqtool.store.view import StoreView
 
 
@@ -203,6 +203,27 @@ def open_for_info(path: str | os.PathLike) -> StoreView:
     if given.is_file():  # name the command that reads it
         raise wrong_kind(given, detect.kind_of_file(given), "a store directory")
     return StoreView(detect.require_store(given), simulate=simulate_for_info)
+
+
+def first_file_read(view: StoreView) -> int | None:
+    """The base offset of the first commit log file info's simulated next start reads past
+    its first records (recovery/loaded_end.start_simulated says when there is one): its
+    recovery's start file, or an earlier one 4.9.8's reput dispatches from. None when the
+    start is not simulated or its load fails before a start file is chosen. A store behind
+    a URI stages the files from this one on (spark/export.py)."""
+    if view.live is not None or not start_simulated(view):
+        return None
+    try:
+        outcome = view.outcome
+    except Exception:  # noqa: BLE001 - as next_start_ends: the end is then the written end
+        return None
+    if outcome is None or outcome.start_file is None:
+        return None
+    first = int(pathlib.Path(outcome.start_file).name)
+    if outcome.loadable and outcome.reput_from < outcome.recovered_end:
+        first = min(first, max((s.base_offset for s in view.segments if s.base_offset <= outcome.reput_from),
+                               default=0))
+    return first
 
 
 def store_info(store: str | os.PathLike | StoreView) -> tuple[dict, list[Finding]]:

@@ -21,13 +21,10 @@ def next_start_ends(view: StoreView) -> tuple[int, int | None]:
     clean store walks its last three files: it is simulated when the store gives a reason
     (the abort file, a segment finding, damage in the last file, a last file ending with its
     blank record and none after it), else left null."""
-    end, live = view.commit_log_end, view.live
-    written = view.written_end
+    live, written = view.live, view.written_end
     if live is not None:  # a running broker's store: no next start to predict, the end read up to
         return min(written, live.commit_log_end), None
-    full_last = end.segment_base is None and end.last_written >= 0
-    if not (view.has_abort or view.commit_log.findings or end.stopped_by is not None
-            or end.damaged_at is not None or full_last):
+    if not start_simulated(view):
         return written, None
     try:
         outcome = view.outcome
@@ -36,6 +33,15 @@ def next_start_ends(view: StoreView) -> tuple[int, int | None]:
     if outcome is None:  # a view opened without the simulation: the recovered end is not known
         return written, None
     return outcome.written_end, outcome.recovered_end if outcome.loadable else None
+
+
+def start_simulated(view: StoreView) -> bool:
+    """Whether :func:`next_start_ends` simulates the next start of a store at rest: the
+    store gives a reason (read from its listing, its last file and the abort marker)."""
+    end = view.commit_log_end
+    full_last = end.segment_base is None and end.last_written >= 0
+    return bool(view.has_abort or view.commit_log.findings or end.stopped_by is not None
+                or end.damaged_at is not None or full_last)
 
 
 def loaded_end(view: StoreView) -> int:

@@ -92,38 +92,75 @@ def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
     read as arrays. A queue's units run from its min offset (units below the first segment
     left out, as the broker's correctMinOffset) to its max offset as the broker's load leaves
     it: units at or past the end its next start gives the log dropped (truncateDirtyLogicFiles;
-    info's max_commit_log_offset, the recovery's cut after a crash). A store behind a URI has
-    its queues and last written segment staged first, and is cut where that segment's good
-    records end (a clean start's end: its next start is not simulated there)."""
+    info's max_commit_log_offset, the recovery's cut after a crash). A store behind a URI is
+    staged first (:func:`_staged_store`), and cut the same way."""
+    from rmqtool.inspect.inventory import queue_cut, simulate_for_info
     from rmqtool.spark import remote
     from rmqtool.store.view import StoreView
 
     if not remote.is_uri(spec.path):
-        from rmqtool.inspect.inventory import queue_cut, simulate_for_info
         # the store opened once in this task: its listing, its end, its queues
         view = StoreView(spec.path, simulate=simulate_for_info)
         segments = view.segments if view.has_commit_log else []
         low = segments[0].base_offset if segments else 0
         return _export_queues(view, spec, out, low, queue_cut(view), None)
-    from rmqtool.store.commitlog_end import last_file_end
-    from rmqtool.store.paths import BATCH_CONSUMEQUEUE_DIR, COMMITLOG_DIR, CONSUMEQUEUE_DIR, is_segment_name
-    from rmqtool.store.segments import Segment
-
-    base = spec.path.rstrip("/")
     with tempfile.TemporaryDirectory(prefix="rmqtool-stage-") as tmp:
         root = pathlib.Path(tmp)
-        for name in (CONSUMEQUEUE_DIR, BATCH_CONSUMEQUEUE_DIR):
-            remote.stage_tree(remote.child(base, name), root / name)
-        files = [f for f in remote.list_dir(remote.child(base, COMMITLOG_DIR)) if is_segment_name(f.name)]
-        low = int(files[0].name) if files else 0
-        last = remote.last_written(files)
-        end = low
-        if last >= 0:  # where the log ends: its last written segment, staged whole
-            tail = root / COMMITLOG_DIR / files[last].name
-            remote.stage(files[last], tail)
-            end = last_file_end([Segment(tail, int(files[last].name), files[last].size)]).end
-        return _export_queues(StoreView(root), spec, out, low, end,
+        view, low = _staged_store(spec.path, root)
+        return _export_queues(view, spec, out, low, queue_cut(view),
                               lambda path: remote.local_name(root, path, spec.path))
+
+
+def _staged_store(uri: str, root: pathlib.Path):
+    """(a view of what was staged of the store behind ``uri`` into ``root``, its commit log's
+    first offset): its queues, checkpoint, abort markers and config/*.json whole, every commit
+    log file at its size with its last written one whole. When the next start is simulated
+    (inspect/inventory.first_file_read), also each file's first records and the files it
+    reads from its first on, in as many rounds as a round's start shows a file before them."""
+    from rmqtool.inspect.inventory import first_file_read, simulate_for_info
+    from rmqtool.spark import remote
+    from rmqtool.store.paths import (ABORT_BAK_FILE, ABORT_FILE, BATCH_CONSUMEQUEUE_DIR, CHECKPOINT_FILE,
+                                     COMMITLOG_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, LOCK_FILE, is_segment_name)
+    from rmqtool.store.view import StoreView
+
+    base = uri.rstrip("/")
+    _family, dirs = remote.require_store(base)
+    for name in dirs:  # each there as the store has it (an empty commitlog/ is not a missing one)
+        (root / name).mkdir(exist_ok=True)
+    for name in (CONSUMEQUEUE_DIR, BATCH_CONSUMEQUEUE_DIR):
+        remote.stage_tree(remote.child(base, name), root / name)
+    for f in remote.list_dir(base):  # the start's own files whole; others there, empty (the 5.x ones say 5.x)
+        if f.name in (CHECKPOINT_FILE, ABORT_FILE, ABORT_BAK_FILE):
+            remote.stage(f, root / f.name)
+        elif f.name != LOCK_FILE:
+            (root / f.name).touch()
+    for f in remote.list_dir(remote.child(base, CONFIG_DIR)):  # topics' queue types, committed queues
+        if f.name.endswith((".json", ".json.bak")):  # not broker.properties: its paths are the broker's disks
+            remote.stage(f, root / CONFIG_DIR / f.name)
+    files = [f for f in remote.list_dir(remote.child(base, COMMITLOG_DIR)) if is_segment_name(f.name)]
+    local = [root / COMMITLOG_DIR / f.name for f in files]
+    whole = len(files)  # files staged whole from this index on
+    last = remote.last_written(files)
+    for f, path in zip(files, local):  # each at its size, holding nothing yet
+        remote.stage(f, path, 0, 0)
+    if last >= 0:  # where the log ends: its last written file
+        remote.stage(files[last], local[last])
+        whole = last
+    view = StoreView(root, simulate=simulate_for_info)
+    if first_file_read(view) is not None:  # simulated: what it reads, the files' first records first
+        for f, path in zip(files[:whole], local[:whole]):
+            remote.stage_head(f, path)
+        while True:
+            view = StoreView(root, simulate=simulate_for_info)
+            first = first_file_read(view)
+            needed = next((i for i, f in enumerate(files) if int(f.name) >= first), whole) if first is not None \
+                else whole
+            if needed >= whole:
+                break
+            for f, path in zip(files[needed:whole], local[needed:whole]):
+                remote.stage(f, path)
+            whole = needed
+    return view, (int(files[0].name) if files else 0)
 
 
 def _export_queues(view, spec: StoreSpec, out: str, low: int, end: int | None, rename) -> TaskSummary:

@@ -7,7 +7,9 @@ end and the one that proves the next range's start, into a local sparse file of 
 segment's size at the same positions. A result that reaches past what was staged stages a
 larger margin and scans again, so a task never reads zeros where the store has data. A
 store's consume queues are staged whole (they are small beside the commit log), with the
-commit log's last written segment to find where the log ends.
+commit log's last written segment to find where the log ends, and when the next start is
+simulated (a crash, damage at the end), what it reads: each file's first records and the
+files it walks (spark/export.py).
 """
 from __future__ import annotations
 
@@ -23,6 +25,9 @@ STAGE_MARGIN = 8 << 20  # past a range's end: a message over this stages again w
 STAGE_GUARD = 64 << 10  # a scan reaching this near the staged end may have met unstaged zeros
 _HEADER = 8  # totalSize and magicCode: zero in a segment made ahead and never written
 _CHUNK = 8 << 20
+# what the next start reads of a commit log file it does not walk: the first records, for the rules
+# that wrote the store (recovery/semantics.SAMPLE_BYTES) and the abnormal start's first store time
+HEAD_BYTES = 16 << 10
 
 
 def is_uri(path: str) -> bool:
@@ -139,6 +144,17 @@ def stage(f: RemoteFile, local: pathlib.Path, start: int = 0, end: int | None = 
     except OSError as exc:
         raise StoreAccessError(f"cannot stage ({exc})", f.uri, start) from None
     return end
+
+
+def stage_head(f: RemoteFile, local: pathlib.Path, length: int = HEAD_BYTES) -> None:
+    """A commit log file's first ``length`` bytes into ``local`` (a sparse file of ``f``'s
+    size), and the record that runs past them whole: what the next start reads of a file it
+    does not walk (its first records: the rules that wrote it, the abnormal start's time)."""
+    from rmqtool.store.commitlog import header_hop
+    stage(f, local, 0, length)
+    _count, end = header_hop(str(local), f.size)  # the hop stops at the zeros past what is staged
+    if length < end <= f.size:
+        stage(f, local, length, end)
 
 
 def stage_tree(uri: str, local: pathlib.Path) -> int:

@@ -740,3 +740,17 @@ def test_queues_of_a_store_without_commit_log_files_export_as_the_start_leaves_t
     for name, path in (("local", str(store)), ("remote", _uri(store))):
         export_queues_task(StoreSpec("s", path), str(tmp_path / name))
         assert _table(tmp_path / name, "consume_queue") == [], name
+
+
+def test_a_part_that_cannot_be_written_is_named_with_the_uri_query_at_its_end(tmp_path):
+    """The one line names the part's URI: the query string (``?region=``) after the part's
+    names, where it read ``...?x=1/messages/...``."""
+    import pyarrow as pa
+
+    from rmqtool.errors import StoreAccessError
+    from rmqtool.spark.parts import write_part
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    with pytest.raises(StoreAccessError) as err:
+        write_part(pa.table({"a": [1]}), f"{_uri(blocker)}?x=1", "messages", "p.parquet")
+    assert str(err.value).startswith(f"{_uri(blocker)}/messages/p.parquet?x=1: cannot write the Parquet part")

@@ -28,7 +28,9 @@ def write_part(table, out: str, *parts: str) -> None:
     import pyarrow.parquet as pq
 
     from rmqtool.spark import remote
-    name = "/".join([out.rstrip("/"), *parts])
+    # a URI's query string (?region=...) stays at its end; a local path may hold a "?"
+    base, sep, query = out.partition("?") if remote.is_uri(out) else (out, "", "")
+    name = "/".join([base.rstrip("/"), *parts]) + sep + query
     try:
         if remote.is_uri(out):
             fs, root = remote.filesystem(out)

@@ -257,6 +257,26 @@ def test_the_first_segments_offset_file_is_read_as_checkpoint_store_reads_it(sto
                                                            f"Load checkpoint failed. filename={name}")
 
 
+@pytest.mark.parametrize("value,thrown", [
+    (True, "java.lang.RuntimeException"),  # no Long: Jackson fails the map
+    (1 << 63, "java.lang.RuntimeException"),  # past a long: Jackson fails the map
+    (None, "java.lang.NullPointerException"),  # a null Long, unboxed for + 1
+    ((1 << 63) - 1, None)])  # + 1 wraps to Long.MIN_VALUE: no min sequence is raised
+def test_an_offset_file_value_the_broker_cannot_take(store_copy, value, thrown):
+    """Values of the first segment's .offset file as Map<String, Long> and adjustConsumerLogMinOffset
+    take them (Python's json reads true as 1 and keeps a number past a long)."""
+    truth = load_truth(CRASH / "a-as-is" / "truth.json")
+    subject = max(truth["perSubject"])
+    store = store_copy(CRASH / "a-as-is" / "input")
+    (store / "messagelog" / ".00000000000000000000.offset").write_text(json.dumps({subject: value}), encoding="utf-8")
+    got = simulate_start(store)
+    if thrown is None:
+        assert got.started and {s.subject: s.consumer_log for s in got.subjects}[subject] == \
+            tuple(truth["perSubject"][subject]["consumerLogAfterRestart"])
+    else:
+        assert not got.started and got.refusal.exception == thrown
+
+
 def test_a_header_of_length_minus_one_after_the_action_log_tail_is_caught(store_copy):
     """The message log's validator lets NegativeArraySizeException out (variant c); the action
     log's reads the action behind the size (zeros: no subject, an invalid action) and catches

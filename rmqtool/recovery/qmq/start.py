@@ -35,7 +35,7 @@ from rmqtool.formats.qmq.consumerlog import CONSUMER_LOG_UNIT_BYTES, SEGMENT_SIZ
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE as MESSAGE_SEGMENT_SIZE
 from rmqtool.formats.qmq.pulllog import PULL_LOG_SIZE, PULL_LOG_UNIT_BYTES
 from rmqtool.recovery.qmq.consumer_logs import ConsumerLog, FillTooFar, has_breaking_whitespace, open_consumer_log
-from rmqtool.recovery.qmq.javabuf import JavaException
+from rmqtool.recovery.qmq.javabuf import JavaException, int64
 from rmqtool.recovery.qmq.logs import Log, load_log
 from rmqtool.recovery.qmq.progress import apply_action, progress_of, progress_rows
 from rmqtool.recovery.qmq.replay import Replay, replay_action_log, replay_message_log
@@ -203,11 +203,16 @@ def _adjust_min_sequences(message_log: Log, logs: dict[str, ConsumerLog]) -> Non
     first = message_log.first()
     if first is None:
         return
-    offsets = _load_offset_checkpoint(message_log.directory / f".{first.base_offset:020d}.offset")
-    for subject, value in (offsets or {}).items():
+    path = message_log.directory / f".{first.base_offset:020d}.offset"
+    for subject, value in (_load_offset_checkpoint(path) or {}).items():
         log = logs.get(subject)
-        if log is not None and log.min_offset() < value + 1:
-            log.min_sequence = value + 1
+        if log is None:  # "cannot find consumer log ... while adjust min offset"
+            continue
+        if value is None:  # Map<String, Long> holds the JSON null: unboxed for + 1, it throws
+            raise JavaException("java.lang.NullPointerException", f"the sequence of {subject} is null", str(path))
+        adjusted = int64(value + 1)  # a Java long's + 1
+        if log.min_offset() < adjusted:
+            log.min_sequence = adjusted
 
 
 def _load_offset_checkpoint(path: pathlib.Path) -> dict | None:
@@ -236,7 +241,9 @@ def _offsets_of(data: bytes, path: pathlib.Path) -> dict:
         offsets = json.loads(data)
         if offsets is None:  # Jackson reads the JSON null as no map: nothing to adjust
             return {}
-        if not isinstance(offsets, dict) or not all(isinstance(v, int) for v in offsets.values()):
+        # a Long each (JSON null too); true, or a number past a long, fails Jackson's read
+        if not isinstance(offsets, dict) or not all(v is None or (type(v) is int and int64(v) == v)
+                                                    for v in offsets.values()):
             raise ValueError
     except ValueError:
         raise JavaException("java.lang.RuntimeException", "deserialize offset checkpoint failed.", str(path)) from None

@@ -463,3 +463,21 @@ def test_a_store_whose_only_index_file_was_cut_short_plans_with_the_geometry_giv
     assert _run("recover", store, *given, "--apply", "--backup-dir", backup).exit_code == 0
     assert only.stat().st_size == full
     assert _run("undo", backup).exit_code == 0 and _tree(store) == before
+
+
+def test_an_index_file_with_entries_whose_size_fits_no_geometry_is_damage_naming_the_settings(tmp_path):
+    """A few bytes cut off the only index file, its entries all still inside: no slot and entry
+    counts read it, so recover asked for both as for an empty file ("none with entries to
+    tell", exit 2); its header counts the entries put in it, so it is damage (exit 3) naming
+    the settings, and given, the plan lists the file cut short."""
+    store = _build(tmp_path / "store", 300)  # 600 keys and client ids: one index file, part full
+    (only,) = index_file_paths(store / "index")
+    full = only.stat().st_size
+    with open(only, "r+b") as f:
+        f.truncate(full - 7)
+    bare = _run("recover", store)
+    assert bare.exit_code == ExitCode.CORRUPT and "cut short or damaged" in bare.stderr
+    assert "--index-slots and --index-entries" in bare.stderr
+    doc = json.loads(_run("recover", store, "--index-slots", SLOTS, "--index-entries", ENTRIES, "-f", "json").stdout)
+    assert doc["index_files_cut_short"] == [{"file": str(only), "size": full - 7, "mapped_size": full}]
+

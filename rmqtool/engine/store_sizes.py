@@ -238,11 +238,14 @@ def index_geometry(directory: pathlib.Path, slots: Size | None, entries: Size | 
             and _header_counts_entries(last_path)):
         return slots, entries  # entries written, none left to show the geometry: cut short, it grows back
     counted = _entries_counted(last_path)
-    if entry_position(1, counted) > size and (slots is None or entries is None):
-        # its size is no geometry's: the broker maps it at its settings' size, as for files of different sizes
-        raise CorruptData(f"index file {last_path.name} is cut short: its header counts {counted} entries, more than "
-                          f"{size} bytes hold: --index-slots and --index-entries (or --broker-config) say the size "
-                          f"the broker maps it at", last_path)
+    if counted > FIRST_INDEX and (slots is None or entries is None):
+        # entries put in it, and none shows the geometry: cut short or damaged, its size is no geometry's to
+        # go by; the broker maps it at its settings' size, as for files of different sizes
+        what = (f"more than {size} bytes hold: it is cut short" if entry_position(1, counted) > size else
+                f"and no slot and entry counts read its {size} bytes as the broker writes them: cut short or damaged")
+        raise CorruptData(f"index file {last_path.name}: its header counts {counted} entries, {what}; "
+                          f"--index-slots and --index-entries (or --broker-config) say the size the broker maps it at",
+                          last_path)
     shown_by = f"the size of {last_path} ({size} bytes, no entries)"
     if slots is not None:
         count = entries.value if entries is not None else index_num_for(size, slots.value)

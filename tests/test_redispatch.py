@@ -220,3 +220,26 @@ def test_a_damaged_topic_never_names_a_directory_outside_the_store(store_copy, n
     assert sorted(p for p in store.parent.iterdir() if p.name != "backup") == outside
     assert not (store / "consumequeue").exists() and _state(store) == {k: v for k, v in before.items()
                                                                         if not k.startswith("consumequeue")}
+
+
+def test_a_queue_file_the_load_refuses_is_one_cq_rebuilds(tmp_path):
+    """A queue file of another size (bytes appended) and a stray file in a queue directory
+    make the broker's load fail. redispatch refused the store ("needs recovery first; run
+    rmqtool recover", and recover refuses such a store): --cq rebuilds the queue instead,
+    both files go into the backup, and the store is the broker's again. A selection without
+    that queue still refuses, saying what helps."""
+    original = _copy(V4 / "basic" / "store", tmp_path / "original")
+    root = _copy(V4 / "basic" / "store", tmp_path / "s")
+    queue = root / "consumequeue" / "OrderTopic" / "1"
+    first = sorted(queue.iterdir())[0]
+    first.write_bytes(first.read_bytes() + b"garbage")
+    (queue / "README").write_text("not the broker's")
+    before = _state(root)
+    other = _run("redispatch", root, "--cq", "--topic", "PaymentTopic", "--apply", "--backup-dir", tmp_path / "b0")
+    assert other.exit_code == ExitCode.CORRUPT and "the broker would not load this store" in other.stderr
+    assert _state(root) == before
+    r = _run("redispatch", root, "--cq", "--apply", "--backup-dir", tmp_path / "b")
+    assert r.exit_code == 0, r.output
+    assert _state(root) == _state(original)  # the rebuilt queue is the broker's, byte for byte
+    assert json.loads(_run("recover", root, "-f", "json").stdout)["loadable"] is True
+    assert _run("undo", tmp_path / "b").exit_code == 0 and _state(root) == before

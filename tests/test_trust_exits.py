@@ -307,24 +307,29 @@ def only_file_empty(src: pathlib.Path, tmp_path: pathlib.Path, topic: str, queue
 
 def test_a_queue_whose_only_file_is_empty_on_4_9_8(tmp_path):
     """MappedFileQueue.load (4.9.8) refuses a file whose length is not mappedFileSizeConsumeQueue,
-    and 0 bytes never is: the broker does not start. recover says so naming the file; redispatch
-    and append refuse in one line (3, as for any store that needs recovery); readers go on."""
+    and 0 bytes never is: the broker does not start. recover says so naming the file; append
+    refuses in one line (3, as for any store that needs recovery); redispatch --cq rebuilds the
+    queue, replacing the file (it refused, as append does); readers go on."""
     store, empty = only_file_empty(V4 / "basic" / "store", tmp_path, "AuditLogTopic", 1)
     # a cleanly shut down 4.9.8 store shows no version (nothing 5.x-only, no abort file), and
-    # here the versions' rules differ: the writers ask for it
-    undecided = run_commands(store, ["redispatch", "append"], tmp_path)
-    for name, r in undecided.items():
-        assert r["code"] == ExitCode.USAGE and "--semantics" in r["stderr"], r["stderr"]
+    # here the versions' rules differ: append asks for it
+    undecided = run_commands(store, ["append"], tmp_path)["append"]
+    assert undecided["code"] == ExitCode.USAGE and "--semantics" in undecided["stderr"], undecided["stderr"]
     rules = ("--semantics", "4.9")
     results = run_commands(store, ["recover", "redispatch", "append", "salvage", *READERS], tmp_path,
                            more={"recover": rules, "redispatch": rules, "append": rules})
     plan = json.loads(results["recover"]["stdout"])
     assert results["recover"]["code"] == ExitCode.CORRUPT
     assert plan["loadable"] is False and str(empty) in plan["reason"] and plan["actions"] == []
-    for name in ("redispatch", "append"):
-        assert results[name]["code"] == ExitCode.CORRUPT, results[name]["stderr"]
-        assert one_clean_line(results[name]["stderr"]), results[name]["stderr"]
-    assert str(empty) in results["redispatch"]["stderr"]
+    assert results["append"]["code"] == ExitCode.CORRUPT, results["append"]["stderr"]
+    assert one_clean_line(results["append"]["stderr"]), results["append"]["stderr"]
+    messages = load_truth(V4 / "basic" / "truth.json")["truth"]["messages"]
+    units = sum(1 for m in messages if (m["topic"], m["queueId"]) == ("AuditLogTopic", 1))
+    rebuilt = json.loads(results["redispatch"]["stdout"])
+    assert results["redispatch"]["code"] == ExitCode.CORRUPT  # the rebuilt queue differs from the store's
+    assert ("replace", str(empty)) in {(c["kind"], c["file"]) for c in rebuilt["changes"]}
+    assert sum(c["units"] for c in rebuilt["changes"] if c["kind"] != "same" and "/AuditLogTopic/1/" in c["file"]) \
+        == units
 
 
 def test_a_queue_whose_only_file_is_empty_on_5_3_3(tmp_path):

@@ -108,13 +108,13 @@ def redispatch_store(view: StoreView, *, cq: bool, index: bool, topics: tuple[st
                          "index alone; rmqtool dump rocksdbcq reads the queues)", root)
     # a run cut short: rolled back before the view reads a file (it reads each on first use)
     again = roll_back_unfinished(root, "redispatch") if apply else None
-    _require_settled_end(view, semantics)
     known = None
     if skip_unknown_topics:
         known = known_topics(view.paths.config)
         if known is None:
             raise UsageError("--skip-unknown-topics: config/topics.json (or its .bak) cannot be read", root)
     selection = Selection(tuple(topics), queue, frozenset(known) if known is not None else None)
+    _require_settled_end(view, semantics, selection if cq else None)
     with _staging(root, apply, backup_dir or again) as stage:
         with stage.discarded_on_error():
             built = build(view, stage.path / "built", cq=cq, index=index, selection=selection,
@@ -132,13 +132,22 @@ def redispatch_store(view: StoreView, *, cq: bool, index: bool, topics: tuple[st
         return stage.swap_in(run, changes, refused, command)
 
 
-def _require_settled_end(view: StoreView, semantics: str | None) -> None:
-    """Dispatching would build on what recovery cuts: the log's end must be settled first."""
+def _require_settled_end(view: StoreView, semantics: str | None, rebuilt=None) -> None:
+    """Dispatching would build on what recovery cuts: the log's end must be settled first.
+    ``rebuilt``: the Selection of queues --cq rebuilds; a file of theirs the broker's load
+    refuses is one the rebuild replaces, so the end is settled as if their directories
+    were moved out of the store."""
     from rmqtool.recovery.outcome import Settings
     from rmqtool.recovery.plan import plan_recovery
 
     root = view.root
-    recovery = plan_recovery(view, settings=Settings(semantics=semantics))
+    without: set[str] = set()
+    while True:
+        recovery = plan_recovery(view, settings=Settings(semantics=semantics, without_queue_dirs=frozenset(without)))
+        refused = _rebuilt_queue_refused(view, recovery.outcome, rebuilt)
+        if refused is None or refused in without:
+            break
+        without.add(refused)
     log_dirs = set(view.commit_log_directories)  # several with a multi-path commit log
     cut = [f for f in recovery.findings if f.path and pathlib.Path(f.path).parent in log_dirs]
     if recovery.semantics_undecided:
@@ -150,6 +159,25 @@ def _require_settled_end(view: StoreView, semantics: str | None) -> None:
         why = recovery.refusal or f"{cut[0].id}: {cut[0].message}"
         # the code append gives the same store (RecoveryNeeded, 3): not a usage error
         raise RecoveryNeeded(f"the store needs recovery first ({why}); run rmqtool recover", root)
+
+
+def _rebuilt_queue_refused(view: StoreView, outcome, rebuilt) -> str | None:
+    """The queue directory (of those ``rebuilt``) holding the file the load refuses, or None."""
+    if rebuilt is None or outcome is None or outcome.loadable or not outcome.refused_path:
+        return None
+    from rmqtool.store.paths import CONSUMEQUEUE_EXT_DIR
+    refused = pathlib.Path(outcome.refused_path)
+    paths = view.paths
+    # (where the refused file lies, the queue directory its queue is loaded from): an ext file's queue too
+    for base, queues in ((paths.consumequeue, paths.consumequeue), (paths.batch_consumequeue, paths.batch_consumequeue),
+                         (paths.root / CONSUMEQUEUE_EXT_DIR, paths.consumequeue)):
+        try:
+            topic, queue_id, _name = refused.relative_to(base).parts
+        except ValueError:  # not a file two levels down: a queue directory's own refusal (its type) stands
+            continue
+        if queue_id.isdigit() and rebuilt.wants(topic, int(queue_id)):
+            return str(queues / topic / queue_id)
+    return None
 
 
 def redispatch_timer(view: StoreView, *, given=None, semantics: str | None = None, apply: bool = False,

@@ -69,6 +69,9 @@ class Settings:
     from_checkpoint: bool = False  # abnormal recovery even without the abort file
     check_crc: bool = True  # checkCRCOnRecover
     verify_prop_crc: bool = False  # 5.3.3 forceVerifyPropCRC
+    # queue directories the start is simulated without, as if moved out of the store (redispatch --cq
+    # rebuilds them: a file of theirs the load refuses is replaced, not a reason to stop)
+    without_queue_dirs: frozenset = frozenset()
 
 
 class QueueRange(NamedTuple):
@@ -191,6 +194,7 @@ class _Start:
         self.size = commit_log_file_size or log.mapped_file_size or 0  # the commit log's mapped file size
         self.consume_queue_file_size = consume_queue_file_size
         self.options = WalkOptions(self.semantics, settings.check_crc, settings.verify_prop_crc)
+        self.without_queue_dirs = settings.without_queue_dirs
         self.batch_learned = batch_learned
         self.queues: list[QueueModel | BatchQueueModel] = []
         self.by_key: dict[tuple[str, int], QueueModel | BatchQueueModel] = {}
@@ -316,7 +320,8 @@ def _load(start: _Start) -> None:
     # file cut short is refused by it); where they disagree, each queue as its own files show
     cq_size = start.consume_queue_file_size or queue_file_size_shown(paths.consumequeue, CQ_STORE_UNIT_SIZE).size
     for topic, queue_id, directory in queue_directories(paths.consumequeue):
-        _load_queue(start, QueueModel, topic, queue_id, directory, cq_size, 0)
+        if str(directory) not in start.without_queue_dirs:
+            _load_queue(start, QueueModel, topic, queue_id, directory, cq_size, 0)
     if start.semantics == V5:  # 4.9.8 never looks at batchconsumequeue/
         bcq_dirs = queue_directories(paths.batch_consumequeue)
         start.batch, refusal, refused, out.batch_topics_reason = _queue_type_refusal(
@@ -328,8 +333,9 @@ def _load(start: _Start) -> None:
         # mapperFileSizeBatchConsumeQueue: as the files show it
         bcq_size = queue_file_size_shown(paths.batch_consumequeue).size
         for topic, queue_id, directory in bcq_dirs:
-            start.bcq_size = _load_queue(start, BatchQueueModel, topic, queue_id, directory, bcq_size,
-                                         DEFAULT_BATCH_CQ_FILE_SIZE)
+            if str(directory) not in start.without_queue_dirs:
+                start.bcq_size = _load_queue(start, BatchQueueModel, topic, queue_id, directory, bcq_size,
+                                             DEFAULT_BATCH_CQ_FILE_SIZE)
     if paths.checkpoint.is_dir():  # load() makes its StoreCheckpoint once the queues are loaded
         start.refuse(f"{paths.checkpoint}: a directory where the checkpoint file goes: StoreCheckpoint cannot open "
                      f"it (RandomAccessFile), load() fails and the broker does not start",
@@ -365,16 +371,16 @@ def _load_queue(start: _Start, model, topic: str, queue_id: int, directory: path
         start.out.queue_files_deleted += [str(d) for d in dropped]
         q.segments = [s for s in q.segments if s.path not in dropped]
     if refusal:
-        start.refuse(refusal, "remove the queue's damaged file, or a file that is not the broker's (rmqtool "
-                              "redispatch rebuilds the queue from the commit log)", refused)
+        start.refuse(refusal, "rebuild the queue from the commit log (rmqtool redispatch --cq --apply: the file "
+                              "goes into its backup), or move the file out of the store", refused)
     queue = model(topic, queue_id, q.segments, file_size or 1)
     if start.exts.enabled and not queue.batch:  # ConsumeQueue.load: the ext's load too (the same refusals)
         ext = start.exts.load(topic, queue_id)
         refusal, refused, dropped = load_refusal(ext.reader.directory, ext.file_size, start.semantics)
         start.out.ext_files_deleted += [str(d) for d in dropped]
         if refusal:
-            start.refuse(refusal, "remove the ext's damaged file (rmqtool redispatch rebuilds the queue and its ext)",
-                         refused)
+            start.refuse(refusal, "rebuild the queue and its ext from the commit log (rmqtool redispatch --cq "
+                                  "--apply: the file goes into its backup), or move the file out of the store", refused)
     start.queues.append(queue)
     start.by_key[(topic, queue_id)] = queue
     return file_size

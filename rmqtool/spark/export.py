@@ -153,8 +153,7 @@ def _staged_store(uri: str, root: pathlib.Path):
         while True:
             view = StoreView(root, simulate=simulate_for_info)
             first = first_file_read(view)
-            needed = next((i for i, f in enumerate(files) if int(f.name) >= first), whole) if first is not None \
-                else whole
+            needed = whole if first is None else next((i for i, f in enumerate(files) if int(f.name) >= first), whole)
             if needed >= whole:
                 break
             for f, path in zip(files[needed:whole], local[needed:whole]):

@@ -250,3 +250,29 @@ def test_queues_past_the_written_end_are_critical(tmp_path):
     assert info["max_commit_log_offset"] == 0 and all(q["messages"] == 0 for q in doc["consume_queues"])
     clean_rows = rows_of(invoke(BASIC / "store", "-f", "jsonl"))
     assert clean_rows[("dispatch_ahead_bytes", None, None, None)]["value"] == 0
+
+
+@pytest.mark.parametrize("damage", ["queue file grown", "stray file in commitlog/", "queue file emptied"])
+def test_a_store_the_load_refuses_is_critical(damage, tmp_path):
+    """Files the next start's load refuses (recovery/outcome.load_only: another size, a name
+    that is no offset): the broker does not start, and check said OK (it reads tails). The
+    measure agrees with recover's loadable."""
+    store = writable_copy(BASIC / "store", tmp_path / "store")
+    queue = store / "consumequeue" / "OrderTopic" / "1"
+    first = sorted(queue.iterdir())[0]
+    if damage == "queue file grown":
+        first.write_bytes(first.read_bytes() + b"garbage")
+    elif damage == "queue file emptied":
+        first.write_bytes(b"")
+    else:
+        (store / "commitlog" / "README").write_text("not the broker's")
+    r = invoke(store, "-f", "jsonl")
+    plan = json.loads(cli_runner().invoke(app, ["recover", str(store), "-f", "json", "--semantics", "4.9"]).stdout)
+    assert plan["loadable"] is False
+    assert rows_of(r)[("load_refused", None, None, None)]["value"] == 1 and r.exit_code == 2
+    assert "CRITICAL load_refused=1" in invoke(store).stdout
+
+
+def test_a_store_the_load_takes_is_not_refused(clean):
+    (store,) = clean.stores
+    assert {r.measure: r.value for r in store.measures}["load_refused"] == 0

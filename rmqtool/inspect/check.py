@@ -5,6 +5,7 @@ its last dispatched record (or from ``tail_bytes`` before its last data, whichev
 with the one scanner, each consume queue's end (``find_queue_end``: its last files' units),
 the last index file's header, the checkpoint, the first record of each commit log file (the
 abnormal-recovery start rule), ``config/consumerOffset.json`` with the queue units it names,
+the names and sizes of the commit log and queue files (what the next start's load refuses),
 and the file system's counters. Each measure is judged against thresholds (``--warn`` /
 ``--crit``, defaults in :data:`DEFAULT_WARN` / :data:`DEFAULT_CRIT`) into a Nagios state;
 the worst state is the exit code.
@@ -23,7 +24,7 @@ from typing import Iterable
 
 from rmqtool.errors import FormatError, RmqError, UsageError
 from rmqtool.findings import Finding, Severity
-from rmqtool.recovery.commitlog_walk import V5, abnormal_start
+from rmqtool.recovery.commitlog_walk import V4, V5, abnormal_start
 from rmqtool.recovery.semantics import detect_semantics
 from rmqtool.store.dledger import refuse_dledger
 from rmqtool.store.checkpoint import loaded_checkpoint
@@ -69,6 +70,7 @@ MEASURES = {
     "lag_messages": ("messages", "a group's lag in a queue (max queue offset - committed offset)"),
     "lag_ms": ("ms", "a group's lag in a queue: newest store time minus that of the next unconsumed message"),
     "newest_age_ms": ("ms", "the clock (--now) minus the newest record's store time"),
+    "load_refused": ("stores", "1 when the next start's load refuses the store (a file of another size or name)"),
     "tail_errors": ("findings", "error findings in the commit log tail"),
     "tail_warnings": ("findings", "warning findings in the commit log tail"),
 }
@@ -80,7 +82,8 @@ DEFAULT_WARN = {"dispatch_lag_ms": 5000, "index_lag_ms": 5000,
 DEFAULT_CRIT = {"dispatch_lag_ms": 60000, "index_lag_ms": 60000,
                 "unflushed_ms": 60000, "recovery_seconds": 600, "disk_used_ratio": 0.90, "tail_errors": 1,
                 # queue units past the log: the broker's next start drops them, and their messages are gone
-                "dispatch_ahead_bytes": 1}
+                "dispatch_ahead_bytes": 1,
+                "load_refused": 1}  # the broker does not start on it
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -334,10 +337,12 @@ def check_store(path, *, now: int, tail_bytes: int, recovery_rate: float) -> Sto
         if index_end is not None:
             b, ms = _lag(tail, reader, index_end)
             values += [("index_lag_bytes", b, None, None, None), ("index_lag_ms", ms, None, None, None)]
-        values += _flush_and_recovery(view, tail, reader, queues, recovery_rate)
+        found = detect_semantics(view.paths, view.segments).semantics  # the rules that wrote it; None: not shown
+        values += _flush_and_recovery(view, tail, reader, queues, recovery_rate, found or V5)
     if tail.newest_timestamp is not None:
         values.append(("newest_age_ms", now - tail.newest_timestamp, None, None, None))
     values += _consumers(view)
+    values.append(("load_refused", _load_refused(view, found), None, None, None))
     ratio, free, allocated = _disk(view)
     values += [("disk_used_ratio", ratio, None, None, None), ("disk_free_bytes", free, None, None, None),
                ("store_allocated_bytes", allocated, None, None, None),
@@ -346,7 +351,8 @@ def check_store(path, *, now: int, tail_bytes: int, recovery_rate: float) -> Sto
     return StoreCheck(root, [Measure(root, *v) for v in values], findings)
 
 
-def _flush_and_recovery(view: StoreView, tail: _Tail, reader: CommitLogReader, queues, rate: float) -> list[tuple]:
+def _flush_and_recovery(view: StoreView, tail: _Tail, reader: CommitLogReader, queues, rate: float,
+                        semantics: str) -> list[tuple]:
     if not view.paths.checkpoint.exists():
         return []
     cp = loaded_checkpoint(view.paths.checkpoint)  # the fields the broker's start reads, whatever its size
@@ -365,13 +371,21 @@ def _flush_and_recovery(view: StoreView, tail: _Tail, reader: CommitLogReader, q
         flushed_to = max((end for end, ts in known if ts <= flushed), default=None)
         if flushed_to is not None:
             out.append(("unflushed_bytes", tail.end - flushed_to, None, None, None))
-    semantics = detect_semantics(view.paths, view.segments).semantics or V5  # V5 accepts both magic codes
+    # ``semantics``: V5 where the store does not show them, which accepts both magic codes
     start = abnormal_start(view.segments, semantics, cp.min_timestamp) if view.segments else -1
     base = view.segments[max(start, 0)].base_offset if view.segments else 0
     walked = max(tail.end - base, 0)
     out += [("recovery_bytes", walked, None, None, None),
             ("recovery_seconds", round(walked / rate, 3), None, None, None)]
     return out
+
+
+def _load_refused(view: StoreView, found: str | None) -> int:
+    """1 when the next start's load (recovery/outcome.load_only: file names and sizes, the
+    queues' types) refuses the store under the rules that wrote it (``found``); under both
+    rules when the store does not show which."""
+    from rmqtool.recovery.outcome import load_only
+    return int(all(not load_only(view, rules).loadable for rules in ((found,) if found else (V4, V5))))
 
 
 def _consumers(view: StoreView) -> list[tuple]:

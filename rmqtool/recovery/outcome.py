@@ -297,12 +297,39 @@ def simulate(store, settings: Settings, commit_log_file_size: int | None = None,
     return _finish(start, list_lost)
 
 
+def load_only(view: StoreView, semantics: str) -> Outcome:
+    """Phase 1 alone (DefaultMessageStore.load) under ``semantics``' rules: the outcome says
+    whether the load refuses the store, why and on which file; nothing is walked, so a probe
+    (rmqtool check) may ask it every run."""
+    start = _Start(view, Settings(semantics=semantics), None, None, None, frozenset())
+    _load_files(start)
+    return start.out
+
+
 def _load(start: _Start) -> None:
-    """1. DefaultMessageStore.load: CommitLog.load and loadConsumeQueue (5.3.3: the batch
-    queues too, with queueTypeShouldBe), each a MappedFileQueue.load that refuses a file
-    of the wrong size or name; the checkpoint read; IndexService.load(lastExitOK), which
+    """1. DefaultMessageStore.load: its files loaded (:func:`_load_files`), then the commit log
+    reader the phases share, the checkpoint read, and IndexService.load(lastExitOK), which
     after an abnormal exit destroys every index file whose endTimestamp is past the
     checkpoint's indexMsgTimestamp (``index_model``)."""
+    _load_files(start)
+    paths, out = start.paths, start.out
+    start.reader = _reader(start) if start.segments else None
+    out.min_offset = start.segments[0].base_offset if start.segments else 0
+    start.min_ts, out.index_msg_timestamp, start.checkpoint_source = _checkpoint(paths)
+    try:
+        index_files = start.view.index_files.paths if paths.index.is_dir() else []  # the view's listing
+        start.index_model = IndexModel(index_files, out.index_msg_timestamp, out.abnormal)
+    except (RmqError, OSError):
+        start.index_model = None
+    if start.index_model is not None:
+        out.index_files_destroyed = list(start.index_model.destroyed)
+
+
+def _load_files(start: _Start) -> None:
+    """What of DefaultMessageStore.load may refuse the store (nothing here reads a record):
+    the lock file's open, CommitLog.load and loadConsumeQueue (5.3.3: the batch queues too,
+    with queueTypeShouldBe), each a MappedFileQueue.load that refuses a file of the wrong
+    size or name, and the checkpoint's open."""
     out, paths = start.out, start.paths
     if paths.lock.is_dir():  # the constructor's, before load(): new RandomAccessFile(lock, "rw") throws
         start.refuse(f"{paths.lock}: a directory where the broker's lock file goes: the store's constructor cannot "
@@ -340,16 +367,6 @@ def _load(start: _Start) -> None:
         start.refuse(f"{paths.checkpoint}: a directory where the checkpoint file goes: StoreCheckpoint cannot open "
                      f"it (RandomAccessFile), load() fails and the broker does not start",
                      "move the directory out of the store (the broker makes a zeroed checkpoint)", paths.checkpoint)
-    start.reader = _reader(start) if start.segments else None
-    out.min_offset = start.segments[0].base_offset if start.segments else 0
-    start.min_ts, out.index_msg_timestamp, start.checkpoint_source = _checkpoint(paths)
-    try:
-        index_files = start.view.index_files.paths if paths.index.is_dir() else []  # the view's listing
-        start.index_model = IndexModel(index_files, out.index_msg_timestamp, out.abnormal)
-    except (RmqError, OSError):
-        start.index_model = None
-    if start.index_model is not None:
-        out.index_files_destroyed = list(start.index_model.destroyed)
 
 
 def _reader(start: _Start) -> CommitLog:

@@ -298,9 +298,9 @@ def simulate(store, settings: Settings, commit_log_file_size: int | None = None,
 
 
 def load_only(view: StoreView, semantics: str) -> Outcome:
-    """Phase 1 alone (DefaultMessageStore.load) under ``semantics``' rules: the outcome says
-    whether the load refuses the store, why and on which file; nothing is walked, so a probe
-    (rmqtool check) may ask it every run."""
+    """What of phase 1 may refuse the store (:func:`_load_files`), under ``semantics``' rules:
+    the outcome says whether the load refuses it, why and on which file. Nothing is read but
+    names, sizes and topics.json, so a probe (rmqtool check) may ask it every run."""
     start = _Start(view, Settings(semantics=semantics), None, None, None, frozenset())
     _load_files(start)
     return start.out

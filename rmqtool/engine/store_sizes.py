@@ -234,10 +234,10 @@ def index_geometry(directory: pathlib.Path, slots: Size | None, entries: Size | 
             found_slots, found_entries = found
             return (_pick("index slot count", Size(found_slots, FILES, str(path)), slots, 0, directory),
                     _pick("index entry count", Size(found_entries, FILES, str(path)), entries, 0, directory))
+    counted = _entries_counted(last_path)  # past FIRST_INDEX: its header says entries were put in it
     if (slots is not None and entries is not None and index_file_size(slots.value, entries.value) > size
-            and _header_counts_entries(last_path)):
+            and counted > FIRST_INDEX):
         return slots, entries  # entries written, none left to show the geometry: cut short, it grows back
-    counted = _entries_counted(last_path)
     if counted > FIRST_INDEX and (slots is None or entries is None):
         # entries put in it, and none shows the geometry: cut short or damaged, its size is no geometry's to
         # go by; the broker maps it at its settings' size, as for files of different sizes
@@ -263,11 +263,6 @@ def index_geometry(directory: pathlib.Path, slots: Size | None, entries: Size | 
         raise UsageError(f"index files of {size} bytes, none with entries to tell their slot and entry "
                          f"counts, cannot hold {what}: give both", directory)
     return guess
-
-
-def _header_counts_entries(path: pathlib.Path) -> bool:
-    """Whether an index file's header says entries were put in it (indexCount past the first)."""
-    return _entries_counted(path) > FIRST_INDEX
 
 
 def _entries_counted(path: pathlib.Path) -> int:

@@ -26,7 +26,7 @@ from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import Blank, findings_of, scan_segment
 from rmqtool.store.config import read_config_dir
 from rmqtool.store.message import Message
-from rmqtool.recovery.loaded_end import next_start_ends, queue_cut, simulate_for_info, start_simulated
+from rmqtool.recovery.loaded_end import next_start_ends, queue_cut, simulate_for_info, simulated_outcome
 from rmqtool.store.view import StoreView
 
 
@@ -207,16 +207,11 @@ def open_for_info(path: str | os.PathLike) -> StoreView:
 
 def first_file_read(view: StoreView) -> int | None:
     """The base offset of the first commit log file info's simulated next start reads past
-    its first records (recovery/loaded_end.start_simulated says when there is one): its
-    recovery's start file, or an earlier one 4.9.8's reput dispatches from. None when the
-    start is not simulated or its load fails before a start file is chosen. A store behind
-    a URI stages the files from this one on (spark/export.py)."""
-    if view.live is not None or not start_simulated(view):
-        return None
-    try:
-        outcome = view.outcome
-    except Exception:  # noqa: BLE001 - as next_start_ends: the end is then the written end
-        return None
+    its first records (recovery/loaded_end.simulated_outcome): its recovery's start file, or
+    an earlier one 4.9.8's reput dispatches from. None when the start is not simulated or its
+    load fails before a start file is chosen. A store behind a URI stages the files from
+    this one on (spark/export.py)."""
+    outcome = simulated_outcome(view)
     if outcome is None or outcome.start_file is None:
         return None
     first = int(pathlib.Path(outcome.start_file).name)

@@ -24,15 +24,22 @@ def next_start_ends(view: StoreView) -> tuple[int, int | None]:
     live, written = view.live, view.written_end
     if live is not None:  # a running broker's store: no next start to predict, the end read up to
         return min(written, live.commit_log_end), None
-    if not start_simulated(view):
-        return written, None
-    try:
-        outcome = view.outcome
-    except Exception:  # noqa: BLE001 - info shows the rest; the end stays unknown (null), never a traceback
-        return written, None
-    if outcome is None:  # a view opened without the simulation: the recovered end is not known
+    outcome = simulated_outcome(view)
+    if outcome is None:
         return written, None
     return outcome.written_end, outcome.recovered_end if outcome.loadable else None
+
+
+def simulated_outcome(view: StoreView):
+    """The next start :func:`next_start_ends` simulates: None for a running broker's store,
+    one that gives no reason (:func:`start_simulated`), a view opened without the simulation,
+    or a simulation that fails (the commands show the rest, never a traceback)."""
+    if view.live is not None or not start_simulated(view):
+        return None
+    try:
+        return view.outcome
+    except Exception:  # noqa: BLE001 - the end then stays the written one (info: recovered_end null)
+        return None
 
 
 def start_simulated(view: StoreView) -> bool:

@@ -83,25 +83,31 @@ def boundary(fn=None, *, usage_hint: bool = True):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        before = {}
         try:
-            say_unfinished(kwargs)
+            before = say_unfinished(kwargs)
             return fn(*args, **kwargs)
         except RmqError as exc:
-            raise fail(exc, usage_hint) from None
+            exit_ = fail(exc, usage_hint)
+            say_left_unfinished(kwargs, before)
+            raise exit_ from None
         except BrokenPipeError:
             # downstream closed the pipe (head, less): not an error of ours
             raise closed_pipe() from None
         except KeyboardInterrupt:
             sys.stderr.write("rmqtool: interrupted\n")
+            say_left_unfinished(kwargs, before)
             raise typer.Exit(130) from None
         except MemoryError:
             # one line, not a traceback; a repair cut short by it is finished or undone as any
             # interrupted one is (its journal)
             sys.stderr.write("rmqtool: error: out of memory (the machine's, or a limit such as ulimit -v)\n")
+            say_left_unfinished(kwargs, before)
             raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
         except OSError as exc:
             line, code = error_line(exc)
             sys.stderr.write(f"rmqtool: error: {line}\n")
+            say_left_unfinished(kwargs, before)
             raise typer.Exit(int(code)) from None
     return wrapper
 
@@ -172,9 +178,26 @@ class Stores:
             self.worst = max(self.worst, int(exc.exit_code))
 
 
-def say_unfinished(kwargs) -> None:
+def say_unfinished(kwargs) -> dict:
     """Every command on a store an interrupted repair left half changed says so, one line on
-    stderr, with the command that finishes it and the one that undoes it."""
+    stderr, with the command that finishes it and the one that undoes it; what each store's
+    marker said (None: none)."""
+    found = _unfinished_of(kwargs)
+    for marker in found.values():
+        if marker is not None:
+            sys.stderr.write(marker.notice() + "\n")
+    return found
+
+
+def say_left_unfinished(kwargs, before: dict) -> None:
+    """A repair that stopped on an error (a full disk) with the store half changed says so at
+    once, with both ways out, as the next command would."""
+    for path, marker in _unfinished_of(kwargs).items():
+        if marker is not None and marker != before.get(path):
+            sys.stderr.write(marker.notice() + "\n")
+
+
+def _unfinished_of(kwargs) -> dict:
     import pathlib
 
     from rmqtool.store.unfinished import read_unfinished
@@ -182,11 +205,7 @@ def say_unfinished(kwargs) -> None:
     for name in ("store", "stores", "path", "paths"):
         value = kwargs.get(name)
         given += value if isinstance(value, (list, tuple)) else [value]
-    for p in given:
-        if isinstance(p, pathlib.Path) and p.is_dir():
-            found = read_unfinished(p)
-            if found is not None:
-                sys.stderr.write(found.notice() + "\n")
+    return {p: read_unfinished(p) for p in given if isinstance(p, pathlib.Path) and p.is_dir()}
 
 
 def usage_line(exc: "click.exceptions.UsageError") -> str:

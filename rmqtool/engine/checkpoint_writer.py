@@ -12,6 +12,7 @@ import os
 import pathlib
 import threading
 
+from rmqtool.engine.mapped_file import allocate
 from rmqtool.errors import StoreAccessError
 from rmqtool.formats.checkpoint import CHECKPOINT_FILE_SIZE, Checkpoint4, min_timestamp, min_timestamp_index
 from rmqtool.formats.derive import struct_of
@@ -30,9 +31,13 @@ class CheckpointWriter:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             if os.fstat(self.fd).st_size < CHECKPOINT_FILE_SIZE:
                 os.ftruncate(self.fd, CHECKPOINT_FILE_SIZE)  # FileChannel.map extends it the same way
+            allocate(self.fd, self.path, 0, CHECKPOINT_FILE_SIZE)  # no SIGBUS at a flush on a full disk
             self.mm = mmap.mmap(self.fd, CHECKPOINT_FILE_SIZE)
         except OSError as exc:
             raise StoreAccessError(f"cannot open the checkpoint ({exc.strerror})", self.path) from None
+        except StoreAccessError:
+            os.close(self.fd)
+            raise
         if existed:
             (self.physic_msg_timestamp, self.logics_msg_timestamp,
              self.index_msg_timestamp) = _TIMESTAMPS.unpack_from(self.mm, 0)

@@ -154,6 +154,8 @@ class ConsumeQueueWriter:
             address = self.ext.put(tags_code, store_timestamp)
             if is_ext_addr(address):
                 tags_code = address
+        if pos + CQ_STORE_UNIT_SIZE > mf.backed:
+            mf.back(pos + CQ_STORE_UNIT_SIZE)
         CQ_UNIT.pack_into(mf.mm, pos, offset, size, tags_code)
         mf.wrote_position = pos + CQ_STORE_UNIT_SIZE
         self.bytes_written += CQ_STORE_UNIT_SIZE
@@ -179,6 +181,7 @@ class ConsumeQueueWriter:
                 and mf.wrote_position + n * CQ_STORE_UNIT_SIZE <= mf.file_size
                 and not (mf.first_create_in_queue and mf.wrote_position == 0 and first_cq_offset != 0)):
             pos = mf.wrote_position
+            mf.back(pos + n * CQ_STORE_UNIT_SIZE)
             _cq_units(n).pack_into(mf.mm, pos, *units)
             mf.wrote_position = pos + n * CQ_STORE_UNIT_SIZE
             self.max_physic_offset = units[-3] + units[-2]
@@ -208,6 +211,7 @@ class ConsumeQueueWriter:
                 k = min(n - i, (mf.file_size - mf.wrote_position) // CQ_STORE_UNIT_SIZE)
                 if k > 0:  # offsets only grow along a run: every unit after the first is past the end too
                     pos = mf.wrote_position
+                    mf.back(pos + k * CQ_STORE_UNIT_SIZE)
                     mf.mm[pos:pos + k * CQ_STORE_UNIT_SIZE] = _cq_unit_array(offsets[i:i + k], sizes[i:i + k],
                                                                             tags_codes[i:i + k])
                     mf.wrote_position = pos + k * CQ_STORE_UNIT_SIZE

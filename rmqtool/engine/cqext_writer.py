@@ -84,9 +84,11 @@ class ConsumeQueueExtWriter:
             mf = self.files.last_mapped_file(0)
             wrote = mf.wrote_position
             if size > self.file_size - wrote - END_BLANK_DATA_LENGTH:  # fullFillToEnd
+                mf.back(wrote + 2)
                 mf.mm[wrote:wrote + 2] = CQ_EXT_END_MARK.to_bytes(2, "big", signed=True)
                 mf.wrote_position = self.file_size
                 continue
+            mf.back(wrote + size)
             EXT_HEADER.pack_into(mf.mm, wrote, size, tags_code, store_timestamp, len(body))
             mf.mm[wrote + CQ_EXT_MIN_UNIT_SIZE:wrote + size] = body
             mf.wrote_position = wrote + size

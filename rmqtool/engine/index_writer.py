@@ -24,7 +24,7 @@ from rmqtool.formats.indexfile import (FIRST_INDEX, HASH_SLOT_SIZE, INDEX_HEADER
 from rmqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
 from rmqtool.store.indexfile import (INDEX_ENTRY, INDEX_HEADER, INDEX_SLOT, index_file_paths,
                                      infer_index_geometry)
-from rmqtool.engine.mapped_file import create_segment_file
+from rmqtool.engine.mapped_file import OS_PAGE_SIZE, allocate, allocated_to, create_segment_file
 
 # the read side's structs, derived from formats/indexfile.py once
 HEADER, ENTRY, SLOT = INDEX_HEADER, INDEX_ENTRY, INDEX_SLOT
@@ -93,6 +93,18 @@ class IndexFileWriter:
             self.mm = mmap.mmap(self.fd, self.size)
         except OSError as exc:
             raise StoreAccessError(f"cannot map ({exc.strerror})", self.path) from None
+        # blocks allocated before the map writes them (mapped_file.allocate): the header and the
+        # hash slots page by page as they are written (all at once would make the file dense),
+        # the entries, one after another, ahead of them
+        slots_end = slot_position(hash_slot_num)
+        self.slot_pages = bytearray(-(-slots_end // OS_PAGE_SIZE))
+        self.backed = entry_position(hash_slot_num, 0)
+        try:
+            self.back_slot_pages((0,))
+        except StoreAccessError:
+            self.mm.close()
+            os.close(self.fd)
+            raise
         (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
          self.hash_slot_count, self.index_count) = HEADER.unpack_from(self.mm, 0)
         if self.index_count <= 0:
@@ -110,6 +122,18 @@ class IndexFileWriter:
     def name(self) -> str:
         return self.path.name
 
+    def back(self, end: int) -> None:
+        if end > self.backed:
+            self.backed = allocated_to(self.fd, self.path, self.backed, end, self.size)
+
+    def back_slot_pages(self, pages) -> None:
+        """The pages (of the header and hash slots) about to be written, allocated once each."""
+        done = self.slot_pages
+        for page in pages:
+            if not done[page]:
+                allocate(self.fd, self.path, page * OS_PAGE_SIZE, min((page + 1) * OS_PAGE_SIZE, self.size))
+                done[page] = 1
+
     def is_write_full(self) -> bool:
         return self.index_count >= self.index_num
 
@@ -123,8 +147,11 @@ class IndexFileWriter:
             return start
         mm = self.mm
         slots = self.hash_slot_num
-        entry_at = entry_position(slots, count)
+        self.back(entry_position(slots, stop - start + count))
         slot_table = slot_position(0)
+        self.back_slot_pages({(slot_table + entries[i][0] % slots * HASH_SLOT_SIZE) // OS_PAGE_SIZE
+                               for i in range(start, stop)})
+        entry_at = entry_position(slots, count)
         begin = self.begin_timestamp
         new_slots = 0
         unpack_slot = _SLOT_UNPACK
@@ -179,6 +206,8 @@ class IndexFileWriter:
                 time_diff = _INT_MAX
             elif time_diff < 0:
                 time_diff = 0
+        self.back(entry_position(self.hash_slot_num, count + 1))
+        self.back_slot_pages((abs_slot // OS_PAGE_SIZE,))
         _ENTRY_PACK(mm, entry_position(self.hash_slot_num, count), h, offset, time_diff, slot_value)
         _SLOT_PACK(mm, abs_slot, count)
         if count <= 1:
@@ -230,10 +259,13 @@ class IndexFileWriter:
         entries["key_hash"], entries["phy_offset"] = h, off
         entries["time_diff"], entries["prev_index"] = time_diff, prev
         at = entry_position(slots, count)
+        self.back(at + k * INDEX_SIZE)
         self.mm[at:at + k * INDEX_SIZE] = entries.tobytes()
         last = np.ones(k, bool)
         last[:-1] = s_sorted[1:] != s_sorted[:-1]
-        table[s_sorted[last]] = numbers[order[last]]
+        written = s_sorted[last]
+        self.back_slot_pages(np.unique((slot_position(0) + written * HASH_SLOT_SIZE) // OS_PAGE_SIZE).tolist())
+        table[written] = numbers[order[last]]
         self.hash_slot_count += int(np.count_nonzero(~valid))
         self.index_count = count + k
         self.end_phy_offset = int(off[-1])

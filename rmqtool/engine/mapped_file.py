@@ -2,7 +2,9 @@
 
 A segment is created at its full size (sparse, as FileChannel.map extends it) and mapped
 read-write; appends copy into the map and move the wrote position, flushes msync what was
-written since the last flush. The commit log asks for its next segment ahead of time, and a
+written since the last flush. The file's blocks are allocated a few MiB ahead of the writes
+(:func:`allocate`): a write through a map into a hole the file system has no room for kills
+the process (SIGBUS), where the allocation says ENOSPC. The commit log asks for its next segment ahead of time, and a
 background thread creates it, as the broker's AllocateMappedFileService does; segments made
 ahead and never used are deleted on a clean close, as the broker's shutdown does.
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import mmap
 import os
 import pathlib
@@ -23,10 +26,34 @@ from rmqtool.store.segments import discover
 from rmqtool.store.paths import segment_name
 
 OS_PAGE_SIZE = 1024 * 4  # MappedFile.OS_PAGE_SIZE: the unit of flushLeastPages
+ALLOCATE_AHEAD = 1 << 20  # blocks allocated past a write at a time (a syscall each: 10 ms a GiB on ext4)
 
 
 def _os_error(exc: OSError, what: str, path, offset: int | None = None) -> StoreAccessError:
     return StoreAccessError(f"{what} failed ({exc.strerror})", path, offset)
+
+
+def allocate(fd: int, path, start: int, end: int) -> None:
+    """The file's blocks under ``[start, end)`` allocated (their bytes kept; holes read as zeros
+    still), so that a full file system is an error here and not a SIGBUS at a write through the
+    map. A file system that cannot allocate ahead (EOPNOTSUPP, where glibc does not emulate it)
+    is written as before."""
+    if end <= start:
+        return
+    try:
+        os.posix_fallocate(fd, start, end - start)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            return
+        raise StoreAccessError(f"no room to write ({exc.strerror})", path, start) from None
+
+
+def allocated_to(fd: int, path, backed: int, end: int, size: int) -> int:
+    """:func:`allocate` from ``backed`` past ``end`` (ALLOCATE_AHEAD more, within ``size``);
+    the new end of what is allocated."""
+    upto = min(size, max(end, backed + ALLOCATE_AHEAD))
+    allocate(fd, path, backed, upto)
+    return upto
 
 
 def create_segment_file(path: pathlib.Path, size: int) -> None:
@@ -93,7 +120,7 @@ class WritableMappedFile:
     """One segment mapped read-write (MappedFile)."""
 
     __slots__ = ("path", "file_from_offset", "file_size", "fd", "mm", "wrote_position", "flushed_position",
-                 "store_timestamp", "first_create_in_queue", "_closed", "_address", "_warm_lock")
+                 "store_timestamp", "first_create_in_queue", "backed", "_closed", "_address", "_warm_lock")
 
     def __init__(self, path: pathlib.Path, file_from_offset: int, file_size: int, wrote_position: int = 0,
                  *, first_create_in_queue: bool = False):
@@ -119,6 +146,7 @@ class WritableMappedFile:
         self.flushed_position = wrote_position  # what was there at load time is on disk already
         self.store_timestamp = 0  # store time of the last message appended (MappedFile.storeTimestamp)
         self.first_create_in_queue = first_create_in_queue
+        self.backed = wrote_position - wrote_position % OS_PAGE_SIZE  # allocated up to here (written before)
         self._closed = False
         self._address = None  # of the map, for madvise from another thread (WarmAheadService)
         self._warm_lock = threading.Lock()  # close waits for a madvise in progress
@@ -130,12 +158,19 @@ class WritableMappedFile:
     def is_full(self) -> bool:
         return self.wrote_position >= self.file_size
 
+    def back(self, end: int) -> None:
+        """The file's blocks allocated up to ``end`` at least, before the map writes there."""
+        if end > self.backed:
+            self.backed = allocated_to(self.fd, self.path, self.backed, end, self.file_size)
+
     def append(self, data) -> bool:
         """MappedFile.appendMessage(byte[]): all of it, or nothing when it does not fit."""
         pos = self.wrote_position
         end = pos + len(data)
         if end > self.file_size:
             return False
+        if end > self.backed:
+            self.back(end)
         self.mm[pos:end] = data
         self.wrote_position = end
         return True

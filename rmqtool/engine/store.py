@@ -779,6 +779,8 @@ class Store:
             mf = self._room_for(size, store_ts)
         pos = mf.wrote_position
         offset = mf.file_from_offset + pos
+        if pos + size > mf.backed:
+            mf.back(pos + size)
         write_record(mf.mm, pos, record, magic, store_ts_at, queue_offset, offset, store_ts, prop_crc)
         mf.wrote_position = pos + size
         mf.store_timestamp = store_ts
@@ -1049,6 +1051,7 @@ class Store:
     def _write_blank(self, mf, pos: int, store_ts: int) -> None:
         """END_OF_FILE: totalSize = the bytes left, the blank magic; nothing else is written."""
         if mf.file_size - pos >= END_FILE_MIN_BLANK_LENGTH:  # the broker always leaves room for it
+            mf.back(pos + BLANK.size)
             BLANK.pack_into(mf.mm, pos, mf.file_size - pos, BLANK_MAGIC_CODE)
         mf.wrote_position = mf.file_size
         mf.store_timestamp = store_ts
@@ -1061,6 +1064,7 @@ class Store:
         mf = self._room_for(total, store_ts)
         pos = mf.wrote_position
         base = mf.file_from_offset
+        mf.back(pos + total)
         offsets = []
         requests = []
         for i, p in enumerate(prepared):

@@ -52,6 +52,7 @@ static PyObject *a_last, *a_mm, *a_index_count, *a_index_num, *a_hash_slot_num, 
     *a_end_timestamp, *a_begin_phy_offset, *a_end_phy_offset, *a_hash_slot_count, *a_entries_written;
 static PyObject *a_files, *a_wrote_position, *a_file_from_offset, *a_file_size, *a_first_create_in_queue,
     *a_max_physic_offset, *a_bytes_written, *a_reput_from_offset, *a_logics_msg_timestamp, *a_append_prop_crc, *a_fd, *a_store_host_of_encoder;
+static PyObject *a_backed, *a_back, *a_back_slot_pages, *a_slot_pages;
 
 static inline void put_be(unsigned char *p, int width, long long value)
 {
@@ -194,7 +195,9 @@ static PyObject *set_append_layout(PyObject *self, PyObject *args)
             intern_into(&a_reput_from_offset, "reput_from_offset") ||
             intern_into(&a_logics_msg_timestamp, "logics_msg_timestamp") ||
             intern_into(&a_append_prop_crc, "append_prop_crc") || intern_into(&a_fd, "fd") ||
-            intern_into(&a_store_host_of_encoder, "_store_host"))
+            intern_into(&a_store_host_of_encoder, "_store_host") || intern_into(&a_backed, "backed") ||
+            intern_into(&a_back, "back") || intern_into(&a_back_slot_pages, "back_slot_pages") ||
+            intern_into(&a_slot_pages, "slot_pages"))
             return NULL;
     }
     layout_set = 1;
@@ -439,9 +442,10 @@ static PyObject *msg_get(PyObject *msg, int i)
 }
 
 /* a mapped file's (engine/mapped_file.py WritableMappedFile, which has __slots__) */
-enum { MF_WROTE, MF_FROM, MF_SIZE, MF_MM, MF_STORE_TS, MF_FIRST_CREATE, MF_FD, MF_COUNT };
+enum { MF_WROTE, MF_FROM, MF_SIZE, MF_MM, MF_STORE_TS, MF_FIRST_CREATE, MF_FD, MF_BACKED, MF_COUNT };
 static PyObject **const mf_names[MF_COUNT] = {
     &a_wrote_position, &a_file_from_offset, &a_file_size, &a_mm, &a_store_timestamp, &a_first_create_in_queue, &a_fd,
+    &a_backed,
 };
 static slot_map_t mf_slots = {.names = mf_names, .n = MF_COUNT, .writable = 1};
 
@@ -712,6 +716,8 @@ typedef struct {
     PyObject *file; /* IndexFileWriter */
     Py_buffer mm;
     int has_mm;
+    PyObject *pages;  /* its slot_pages: a byte a page of the header and hash slots, 1 once allocated */
+    long long backed; /* its entries are allocated up to here, as last read */
     long long count, index_num, slots, begin_ts, end_ts, begin_phy, end_phy, slot_count;
     long long slot_count_was, begin_ts_was, begin_phy_was, end_ts_was; /* as read: only what changed is set again */
 } index_t;
@@ -770,6 +776,9 @@ static int index_open(PyObject *service, index_t *ix)
     if (!writable_map(ix->file, &ix->mm))
         goto no;
     ix->has_mm = 1;
+    ix->pages = PyObject_GetAttr(ix->file, a_slot_pages);
+    if (ix->pages == NULL || !PyByteArray_Check(ix->pages) || !attr_ll(ix->file, a_backed, &ix->backed))
+        goto no;
     /* the slot table and every entry up to index_num lie in the map */
     if (ix->slots > (PY_SSIZE_T_MAX - index_header_size) / 2 / slot_width ||
         ix->index_num > (PY_SSIZE_T_MAX / 2) / entry_size ||
@@ -781,6 +790,7 @@ no:
     if (ix->has_mm)
         PyBuffer_Release(&ix->mm);
     Py_XDECREF(ix->file);
+    Py_XDECREF(ix->pages);
     memset(ix, 0, sizeof(*ix));
     return 0;
 }
@@ -790,6 +800,51 @@ static void index_close(index_t *ix)
     if (ix->has_mm)
         PyBuffer_Release(&ix->mm);
     Py_XDECREF(ix->file);
+    Py_XDECREF(ix->pages);
+}
+
+/* ---- blocks allocated before a map writes them ---------------------------------------------- */
+
+/* A write through a map into a hole the file system has no room for is a SIGBUS that kills the
+ * process: the Python side allocates a file's blocks before its writes (engine/mapped_file.allocate)
+ * and keeps how far in ``backed``. Bytes up to ``end`` of ``file`` (a WritableMappedFile or an
+ * IndexFileWriter) allocated: its back(end) when ``backed`` (as last read) is short, a MiB at a time;
+ * -1 with its error (a full disk: StoreAccessError) before anything is written. */
+static int backed_to(PyObject *file, long long end, long long *backed)
+{
+    if (end <= *backed)
+        return 0;
+    PyObject *e = PyLong_FromLongLong(end);
+    PyObject *r = e == NULL ? NULL : PyObject_CallMethodOneArg(file, a_back, e);
+    Py_XDECREF(e);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    if (!attr_ll(file, a_backed, backed) || end > *backed) {
+        PyErr_SetString(PyExc_RuntimeError, "back() left the bytes to write unallocated");
+        return -1;
+    }
+    return 0;
+}
+
+/* the index's entries after its count and the hash slot pages of ``hashes`` allocated (backed_to) */
+static int index_backed(index_t *ix, const long long *hashes, Py_ssize_t n)
+{
+    Py_ssize_t entries_at = index_header_size + (Py_ssize_t)ix->slots * slot_width;
+    if (backed_to(ix->file, entries_at + (ix->count + n) * entry_size, &ix->backed) < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t page = (index_header_size + (Py_ssize_t)(hashes[i] % ix->slots) * slot_width) / 4096;
+        if (page < PyByteArray_GET_SIZE(ix->pages) && PyByteArray_AS_STRING(ix->pages)[page])
+            continue;
+        PyObject *p = Py_BuildValue("(n)", page);
+        PyObject *r = p == NULL ? NULL : PyObject_CallMethodOneArg(ix->file, a_back_slot_pages, p);
+        Py_XDECREF(p);
+        if (r == NULL)
+            return -1;
+        Py_DECREF(r);
+    }
+    return 0;
 }
 
 /* putKey for each hash (the file has room for all), then the header; returns the slots newly used */
@@ -955,6 +1010,7 @@ typedef struct {
     long long queue_id;
     Py_buffer mm;
     long long pos, base, file_size, max_phys, bytes_written, queue_offset, first_queue_offset;
+    long long backed; /* its file is allocated up to here, as last read (backed_to) */
     int first_create, has_mm, touched;
 } queue_t;
 
@@ -989,7 +1045,7 @@ static int queue_open(queue_t *q, PyObject *key, PyObject *queues, PyObject *tab
     q->first_create = PyObject_IsTrue(fc);
     Py_DECREF(fc);
     if (q->first_create < 0 || !mf_ll(q->file, MF_WROTE, &q->pos) || !mf_ll(q->file, MF_FROM, &q->base) ||
-        !mf_ll(q->file, MF_SIZE, &q->file_size) ||
+        !mf_ll(q->file, MF_SIZE, &q->file_size) || !mf_ll(q->file, MF_BACKED, &q->backed) ||
         !attr_ll(cq, a_max_physic_offset, &q->max_phys) || !attr_ll(cq, a_bytes_written, &q->bytes_written))
         goto no;
     PyObject *next = PyDict_GetItemWithError(table, key);
@@ -1233,11 +1289,19 @@ static PyObject *put_many_run(PyObject *const *args)
         }
         if (!queue_takes(q, offset))
             break;
+        if (backed_to(q->file, q->pos + cq_unit_size, &q->backed) < 0)
+            goto fail; /* nothing written yet */
         Py_ssize_t nkeys = 0;
         if (has_ix) {
             nkeys = key_hashes(m->topic, m->uniq, m->keys, hashes, MAX_KEYS, &th);
             if (nkeys < 0 || offset < ix.end_phy || ix_count + nkeys > ix.index_num)
                 break; /* the index file fills: Python rolls it */
+            long long count_was = ix.count;
+            ix.count = ix_count; /* the entries placed before this message's */
+            int backed = index_backed(&ix, hashes, nkeys);
+            ix.count = count_was;
+            if (backed < 0)
+                goto fail;
             if (keyhash_len + nkeys > keyhash_cap) {
                 Py_ssize_t grown = (keyhash_cap + nkeys) * 2;
                 long long *more = PyMem_Realloc(keyhash, (size_t)grown * sizeof(long long));
@@ -1378,7 +1442,7 @@ typedef struct {
     long long max_body, max_record, max_props, end_blank;
     /* the commit log's current file as last seen: its place, and its wrote position as stored here */
     PyObject *mf, *mf_mm, *mf_pos_seen;
-    long long mf_base, mf_size, mf_pos;
+    long long mf_base, mf_size, mf_pos, mf_backed;
     /* the index's current file as the appender left it (ix.mm taken for a call only); taken again
      * when the file and its index_count are the objects seen and stored (every put of entries
      * stores a new count) */
@@ -1421,6 +1485,7 @@ static void appender_forget_index(appender_t *a)
         PyBuffer_Release(&a->ix.mm);
     a->ix.has_mm = 0;
     Py_CLEAR(a->ix.file);
+    Py_CLEAR(a->ix.pages);
     memset(&a->ix, 0, sizeof(a->ix));
     a->ix_kept = 0;
     a->ix_at = 0;
@@ -1430,6 +1495,7 @@ static void appender_forget_index(appender_t *a)
 
 static void appender_forget_file(appender_t *a)
 {
+    a->mf_backed = 0;
     Py_CLEAR(a->mf);
     Py_CLEAR(a->mf_mm);
     Py_CLEAR(a->mf_pos_seen);
@@ -1792,6 +1858,11 @@ static PyObject *appender_put(appender_t *a, PyObject *msg, long long *wrote)
             goto declined;
         a->ix_at = (uintptr_t)a->ix.mm.buf;
     }
+    /* every byte the put writes through a map allocated first; a full disk stops it here */
+    if (backed_to(a->mf, pos + m.total, &a->mf_backed) < 0 ||
+        backed_to(e->q.file, e->q.pos + cq_unit_size, &e->q.backed) < 0 ||
+        (a->service != Py_None && index_backed(&a->ix, hashes, nkeys) < 0))
+        goto fail;
     long long crc;
     if (body_crc_of(&m, &crc) < 0)
         goto fail;

@@ -10,6 +10,7 @@ the engine's job: it asks for ``finish=False`` and calls :func:`finish_apply` af
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import errno
@@ -18,10 +19,11 @@ import pathlib
 import shlex
 import shutil
 
-from rmqtool.errors import CorruptData, StoreAccessError, StoreLocked, UsageError
+from rmqtool.errors import CorruptData, RmqError, StoreAccessError, StoreLocked, UsageError
 import rmqtool.recovery.intent as intent
 from rmqtool.recovery.manifest import (RESTORE, REWRITE, COPIES_DIR, Entry, Manifest, copy_range, entry_name,
-                                       outside_directories, record_after, store_listing, sync_dir, write_manifest)
+                                       copy_into, outside_directories, record_after, store_listing, sync_dir,
+                                       write_manifest)
 from rmqtool.recovery.plan import DELETE, ZERO, Action, RecoveryPlan
 from rmqtool.findings import SEGMENT_AFTER_END
 from rmqtool.formats.markers import LOCK_CONTENT
@@ -110,8 +112,15 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
         who = f"process {holder}" if holder else "another process"
         raise StoreLocked(f"the store is locked by {who}: not recovering it under a running writer",
                           StorePaths(root).lock)
-    backup = create_backup_dir(root, backup_dir)
+    backup, made = create_backup_dir(root, backup_dir)
+    with removed_unless_begun(backup, root, made):
+        return _back_up_and_carry_out(plan, root, backup, finish, before_change, command, made_here, rewrites,
+                                      replan, commit_log_directories, written, lock_marked)
 
+
+def _back_up_and_carry_out(plan, root, backup, finish, before_change, command, made_here, rewrites, replan,
+                           commit_log_directories, written, lock_marked) -> Applied:
+    """:func:`apply_plan`'s work, into the backup directory made for it."""
     entries = []
     outside = outside_directories(root, commit_log_directories)
     listing, directories = store_listing(root, outside)
@@ -215,19 +224,44 @@ def _begin(root, backup, plan, entries, listing, directories, command, before_ch
 
 
 def create_backup_dir(root: pathlib.Path, backup_dir: str | os.PathLike | None, *,
-                      staged: bool = False) -> pathlib.Path:
+                      staged: bool = False) -> tuple[pathlib.Path, bool]:
     """The backup directory (the one given, or one beside the store named by the time), made
-    with its ``copies/``; refused when it holds anything (``staged``: anything but the
-    ``staging/`` a redispatch built its files in)."""
+    with its ``copies/``, and whether it was made here; refused when it holds anything
+    (``staged``: anything but the ``staging/`` a redispatch built its files in)."""
     backup = pathlib.Path(backup_dir) if backup_dir is not None else default_backup_dir(root)
     if backup.exists() and (not backup.is_dir() or any(not (staged and p.name == STAGING_DIR)
                                                        for p in backup.iterdir())):
         raise UsageError("the backup directory exists and is not empty", backup)
+    made = not backup.exists()
     try:
         (backup / COPIES_DIR).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        if made:
+            shutil.rmtree(backup, ignore_errors=True)
         raise StoreAccessError(f"cannot create the backup directory ({exc.strerror})", backup) from None
-    return backup
+    return backup, made
+
+
+@contextlib.contextmanager
+def removed_unless_begun(backup: pathlib.Path, root: pathlib.Path, made: bool):
+    """Until the store's marker names the backup (``intent.begin``), nothing in the store has
+    changed: a run stopped before that (a full disk, a file it cannot read) takes back what it
+    put into the backup, which would fill the disk and block the next run, and says the store
+    is as it was. After it, the backup is what undo and a re-run need, and stays."""
+    try:
+        yield
+    except BaseException as exc:
+        held = intent.unfinished(root)
+        if held is not None and pathlib.Path(held.backup_dir).resolve() == backup.resolve():
+            raise
+        if made:
+            shutil.rmtree(backup, ignore_errors=True)
+        else:  # it was empty (or held only a redispatch's staging, built again by a new run)
+            for child in list(backup.iterdir()) if backup.is_dir() else ():
+                shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
+        if isinstance(exc, RmqError):
+            exc.message += " (nothing in the store was changed)"
+        raise
 
 
 def delete_file(path: pathlib.Path) -> None:
@@ -323,7 +357,14 @@ def apply_file_changes(root: str | os.PathLike, changes, backup_dir: str | os.Pa
         who = f"process {holder}" if holder else "another process"
         raise StoreLocked(f"the store is locked by {who}: not changing it under a running writer",
                           StorePaths(root).lock)
-    backup = create_backup_dir(root, backup_dir, staged=True)
+    backup, made = create_backup_dir(root, backup_dir, staged=True)
+    with removed_unless_begun(backup, root, made):
+        return _swap_in(root, changes, backup, plan_doc, command, operation)
+
+
+def _swap_in(root: pathlib.Path, changes, backup: pathlib.Path, plan_doc: dict, command: str | None,
+             operation: str) -> Applied:
+    """:func:`apply_file_changes`' work, into the backup directory made for it."""
     listing, directories = store_listing(root)
     entries = []
     for i, (kind, target, _staged) in enumerate(changes):
@@ -388,6 +429,13 @@ def move_in(ready: pathlib.Path, target: pathlib.Path) -> None:
     except OSError as exc:
         if exc.errno != errno.EXDEV:
             raise
-        shutil.copyfile(ready, target)
-        with open(target, "rb+") as f:
-            os.fsync(f.fileno())
+        _copy_sparse(ready, target)
+
+
+def _copy_sparse(source: pathlib.Path, target: pathlib.Path) -> None:
+    """``source``'s bytes over ``target``, forced, its zeros left as holes: a rebuilt queue or
+    index file is mostly zeros, and a whole copy of it would take its full size on the disk
+    (a QMQ consumer log: 220 MB for a few units)."""
+    with open(target, "wb") as out:
+        copy_into(source, out.fileno(), 0)
+        os.fsync(out.fileno())

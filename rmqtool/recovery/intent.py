@@ -13,6 +13,7 @@ change step (:func:`step`), to prove that every point of a repair is finishable.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pathlib
@@ -44,7 +45,15 @@ def begin(backup_dir: str | os.PathLike, root: str | os.PathLike, operation: str
     doc = {"operation": operation, "store": str(root.resolve()), "backup_dir": str(backup), "finish": finish,
            "undo": undo}
     _write(backup / INTENT_NAME, doc)
-    _write(StorePaths(root).unfinished, doc)
+    marker = StorePaths(root).unfinished
+    try:
+        _write(marker, doc, keep_full=True)
+    except OSError as exc:
+        # a full disk (what a repair stopped on): the store's marker of this backup's repair stays,
+        # and says the truth still: its finish rolls back to this backup first, its undo is this one
+        held = read_unfinished(root)
+        if held is None or pathlib.Path(held.backup_dir).resolve() != backup:
+            raise StoreAccessError(f"cannot write the intent record ({exc.strerror})", marker) from None
 
 
 def end(backup_dir: str | os.PathLike, root: str | os.PathLike) -> None:
@@ -73,7 +82,9 @@ def unfinished(root: str | os.PathLike) -> Unfinished | None:
     return read_unfinished(root)
 
 
-def _write(path: pathlib.Path, doc: dict) -> None:
+def _write(path: pathlib.Path, doc: dict, keep_full: bool = False) -> None:
+    """``doc`` as ``path``, whole or not at all. ``keep_full``: a full disk (ENOSPC, EDQUOT) is
+    raised as the OSError, for the caller to judge."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as f:
@@ -83,4 +94,10 @@ def _write(path: pathlib.Path, doc: dict) -> None:
         os.replace(tmp, path)
         sync_dir(path.parent)
     except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if keep_full and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise
         raise StoreAccessError(f"cannot write the intent record ({exc.strerror})", path) from None

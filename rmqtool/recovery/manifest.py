@@ -202,6 +202,31 @@ def nonzero_blocks(fd: int, start: int, end: int, path: pathlib.Path):
         done = max(done, block)
 
 
+SPARSE_PAGE = 4096  # the unit a copy leaves as a hole when it is all zeros
+
+
+def pwrite_nonzero(fd: int, chunk: bytes, position: int) -> None:
+    """``chunk`` written at ``position``, but for its all-zero pages: a copy of a mostly-zero
+    file (a rebuilt queue, a QMQ segment) stays sparse, where a whole copy takes its full size
+    on the disk. The caller's file holds zeros there already (new, truncated, or zeroed)."""
+    for at in range(0, len(chunk), SPARSE_PAGE):
+        page = chunk[at:at + SPARSE_PAGE]
+        if page.count(0) != len(page):
+            os.pwrite(fd, page, position + at)
+
+
+def copy_into(source: pathlib.Path, fd: int, position: int) -> None:
+    """``source``'s bytes into ``fd`` at ``position``, its zeros skipped (the target holds zeros
+    there: a zeroed range, or a new or truncated file extended over them), so that a sparse
+    file stays sparse and its holes are not read."""
+    with open(source, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        for at, chunk in nonzero_blocks(f.fileno(), 0, size, source):
+            pwrite_nonzero(fd, chunk, position + at)
+    if os.fstat(fd).st_size < position + size:
+        os.ftruncate(fd, position + size)
+
+
 def _digest_update(digest, position: int, chunk: bytes) -> None:
     digest.update(position.to_bytes(8, "big"))
     digest.update(chunk)
@@ -250,7 +275,7 @@ def copy_range(path: pathlib.Path, start: int, end: int, copy: pathlib.Path, fd:
         with open(copy, "xb") as out:
             for position, chunk in nonzero_blocks(src, start, end, path):
                 _digest_update(digest, position - start, chunk)
-                os.pwrite(out.fileno(), chunk, position - start)
+                pwrite_nonzero(out.fileno(), chunk, position - start)
             out.truncate(end - start)
             out.flush()
             os.fsync(out.fileno())

@@ -21,7 +21,7 @@ import shlex
 from rmqtool.errors import (CorruptData, RepairUnfinished, StoreAccessError, StoreChangedSince, StoreLocked,
                             StoreNotFound)
 import rmqtool.recovery.intent as intent
-from rmqtool.recovery.manifest import (LOCK_NAME, REWRITE, digest_matches, first_change_since, nonzero_blocks,
+from rmqtool.recovery.manifest import (LOCK_NAME, REWRITE, copy_into, digest_matches, first_change_since,
                                        read_manifest, store_listing, sync_dir)
 from rmqtool.recovery.plan import ZERO
 from rmqtool.store.lock import is_locked
@@ -146,7 +146,7 @@ def _restore(backup: pathlib.Path, root: pathlib.Path, entry) -> None:
     except OSError as exc:
         raise StoreAccessError(f"cannot open to restore ({exc.strerror})", path) from None
     try:
-        _copy_back(backup / entry.copy, fd, entry.start)
+        copy_into(backup / entry.copy, fd, entry.start)
         if entry.action not in _RANGES:
             os.fchmod(fd, entry.mode)
         os.fsync(fd)
@@ -172,18 +172,6 @@ def _repair_command(manifest, root: pathlib.Path) -> str:
     """The command that makes the repair again, once an undo has finished."""
     verb = "redispatch" if "consume_queues" in manifest.plan else "recover"
     return f"rmqtool {verb} {shlex.quote(str(root))} --apply"
-
-
-def _copy_back(copy: pathlib.Path, fd: int, position: int) -> None:
-    """The copy's bytes at ``position``; zeros are skipped (a zeroed range holds them already, a
-    file made again is extended over them), so a sparse copy stays sparse and its holes are
-    not read."""
-    with open(copy, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        for at, chunk in nonzero_blocks(f.fileno(), 0, size, copy):
-            os.pwrite(fd, chunk, position + at)
-    if os.fstat(fd).st_size < position + size:
-        os.ftruncate(fd, position + size)
 
 
 def roll_back_unfinished(root: str | os.PathLike, operation: str) -> pathlib.Path | None:

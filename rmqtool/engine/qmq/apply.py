@@ -23,8 +23,8 @@ from rmqtool.errors import CorruptData, StoreAccessError, StoreLocked
 from rmqtool.formats.qmq.checkpoint import build_message_checkpoint
 from rmqtool.formats.qmq.consumerlog import SEGMENT_TOTAL_UNIT
 from rmqtool.recovery import intent
-from rmqtool.recovery.apply import (STAGING_DIR, create_backup_dir, delete_file, finish_apply, move_in, undo_command,
-                                   write_zeros)
+from rmqtool.recovery.apply import (STAGING_DIR, create_backup_dir, delete_file, finish_apply, move_in,
+                                    removed_unless_begun, undo_command, write_zeros)
 from rmqtool.recovery.manifest import (COPIES_DIR, RESTORE, Entry, Manifest, copy_range, store_listing, sync_dir,
                                        write_manifest)
 from rmqtool.recovery.plan import DELETE, ZERO
@@ -92,7 +92,13 @@ def apply_qmq_plan(plan: QmqPlan, backup_dir: str | os.PathLike | None = None, *
                           root)
     if not plan.changes_anything:
         raise CorruptData("nothing to apply: the plan changes nothing", root)
-    backup = create_backup_dir(root, backup_dir)
+    backup, made = create_backup_dir(root, backup_dir)
+    with removed_unless_begun(backup, root, made):
+        return _back_up_and_carry_out(plan, root, backup, command)
+
+
+def _back_up_and_carry_out(plan: QmqPlan, root: pathlib.Path, backup: pathlib.Path, command: str | None) -> QmqApplied:
+    """:func:`apply_qmq_plan`'s work, into the backup directory made for it."""
     staging = backup / STAGING_DIR / "incoming"
     try:
         staging.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,197 @@
+"""A full disk under a repair: the engine's writes through its maps are allocated first, so a
+full file system is one error line (not a SIGBUS that kills the process without a word); a
+repair stopped there says the store is half changed and both ways out; undo gets the store
+back on a disk still full; a backup that fails before the first change is taken back; a file
+moved in across file systems keeps its holes."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import pathlib
+import shutil
+
+import pytest
+
+from conftest import V4, load_truth
+from helpers import cli_runner, tree_fingerprint, writable_copy
+from rmqtool.cli.app import app
+from rmqtool.engine.store import Store
+from rmqtool.errors import ExitCode
+import rmqtool.recovery.apply as apply_module
+import rmqtool.recovery.intent as intent
+from rmqtool.store.paths import UNFINISHED_FILE
+from rmqtool.engine.producer import producer_message
+
+BASIC = V4 / "basic"
+runner = cli_runner()
+
+
+def _run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def _sizes() -> list[str]:
+    """The sizes the broker that wrote the basic store ran with (its truth file)."""
+    config = load_truth(BASIC / "truth.json")["messageStoreConfig"]["effectiveGetterValues"]
+    return ["--cq-size", config["mappedFileSizeConsumeQueue"], "--index-slots", config["maxHashSlotNum"],
+            "--index-entries", config["maxIndexNum"]]
+
+
+def _store_to_dispatch(tmp_path) -> pathlib.Path:
+    """The basic store without its consume queues and index: recover --apply writes them all again."""
+    root = writable_copy(BASIC / "store", tmp_path / "store")
+    shutil.rmtree(root / "consumequeue")
+    shutil.rmtree(root / "index")
+    return root
+
+
+def _full_after(monkeypatch, allowed: int) -> None:
+    """The file system fills after ``allowed`` allocations."""
+    real = os.posix_fallocate
+    calls = [0]
+
+    def allocate(fd, offset, length):
+        calls[0] += 1
+        if calls[0] > allowed:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, offset, length)
+    monkeypatch.setattr(os, "posix_fallocate", allocate)
+
+
+@pytest.mark.parametrize("allowed", [0, 5, 40])
+def test_recover_stopped_by_a_full_disk_says_so_then_is_undone_or_finished(tmp_path, monkeypatch, allowed):
+    root = _store_to_dispatch(tmp_path)
+    before = tree_fingerprint(root)
+    backup = tmp_path / "backup"
+    _full_after(monkeypatch, allowed)
+    r = _run("recover", root, "--apply", "--backup-dir", backup, *_sizes())
+    assert r.exit_code == ExitCode.OPERATIONAL, r.output
+    lines = r.stderr.splitlines()
+    assert "Traceback" not in r.output and len(lines) == 2, r.stderr
+    assert lines[0].startswith(f"rmqtool: error: {root}/") and "No space left on device" in lines[0]
+    assert "half changed" in lines[1] and f"rmqtool undo {backup}" in lines[1]
+    assert (root / UNFINISHED_FILE).exists()
+    saved = tmp_path / "saved"
+    shutil.copytree(root, saved)
+    monkeypatch.undo()  # room again
+    u = _run("undo", backup)
+    assert u.exit_code == 0, u.output
+    assert tree_fingerprint(root) == before
+    shutil.rmtree(root)
+    shutil.copytree(saved, root)
+    again = _run("recover", root, "--apply", *_sizes())
+    assert again.exit_code == 0, again.output
+    assert _run("recover", root, *_sizes()).exit_code == 0  # nothing left to do
+    assert _run("undo", backup).exit_code == 0 and tree_fingerprint(root) == before
+
+
+class _FullForTheMarker:
+    """json as intent.py uses it, on a disk with no room for the store's marker."""
+    loads = staticmethod(json.loads)
+
+    @staticmethod
+    def dump(doc, f, **kw):
+        if pathlib.Path(f.name).name.startswith(UNFINISHED_FILE):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        json.dump(doc, f, **kw)
+
+
+def test_undo_on_a_disk_still_full_keeps_the_repairs_marker(tmp_path, monkeypatch):
+    """The undo cannot write its own marker: the repair's (of the same backup) stays, and the
+    undo goes on, freeing the room the repair took."""
+    root = _store_to_dispatch(tmp_path)
+    before = tree_fingerprint(root)
+    backup = tmp_path / "backup"
+    _full_after(monkeypatch, 5)
+    assert _run("recover", root, "--apply", "--backup-dir", backup, *_sizes()).exit_code == ExitCode.OPERATIONAL
+    monkeypatch.undo()
+    monkeypatch.setattr(intent, "json", _FullForTheMarker)
+    u = _run("undo", backup)
+    assert u.exit_code == 0, u.output
+    assert tree_fingerprint(root) == before  # the marker and its temporary file gone too
+
+
+def test_a_backup_that_fails_before_the_first_change_is_taken_back(tmp_path, monkeypatch):
+    from rmqtool.recovery.manifest import copy_range
+    root = writable_copy(V4 / "crash" / "e1-corrupt-body-in-last-commitlog-file" / "input" / "store",
+                         tmp_path / "store")
+    before = tree_fingerprint(root)
+    copies = [0]
+
+    def full(*args, **kwargs):
+        copies[0] += 1
+        if copies[0] > 2:
+            raise apply_module.StoreAccessError("cannot back up (No space left on device)", args[3])
+        return copy_range(*args, **kwargs)
+    monkeypatch.setattr(apply_module, "copy_range", full)
+    for backup, made in ((tmp_path / "new-backup", True), (tmp_path / "empty-backup", False)):
+        if not made:
+            backup.mkdir()
+        r = _run("recover", root, "--apply", "--backup-dir", backup)
+        assert r.exit_code == ExitCode.OPERATIONAL, r.output
+        assert "nothing in the store was changed" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+        assert tree_fingerprint(root) == before
+        assert (not backup.exists()) if made else not any(backup.iterdir())
+
+
+def test_a_file_moved_in_across_file_systems_keeps_its_holes(tmp_path, monkeypatch):
+    source, target = tmp_path / "ready", tmp_path / "target"
+    size, at, data = 64 << 20, (5 << 20) + 3, b"units"
+    with open(source, "wb") as f:
+        f.truncate(size)
+        f.seek(at)
+        f.write(data)
+    target.write_bytes(b"\x07" * (1 << 20))  # the file it replaces
+
+    def cross_device(src, dst):
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+    monkeypatch.setattr(os, "replace", cross_device)
+    apply_module.move_in(source, target)
+    monkeypatch.undo()
+    assert target.stat().st_size == size
+    with open(target, "rb") as f:
+        assert f.read(at) == bytes(at) and f.read(len(data)) == data and f.read() == bytes(size - at - len(data))
+    assert target.stat().st_blocks * 512 < 1 << 20  # 64 MiB, almost all of it holes
+
+
+@pytest.mark.parametrize("kernel", ["native", "pure"])
+@pytest.mark.parametrize("many", [False, True])
+def test_every_byte_the_engine_writes_through_a_map_was_allocated_first(tmp_path, monkeypatch, kernel, many):
+    """Appends one at a time (the record through the commit log's map) or many at once (pwrite),
+    dispatched to consume queues and the index, then closed (the checkpoint), by the native
+    kernel and by the Python paths: each file's non-zero bytes lie in ranges allocated before
+    (a write into a hole of a full disk is a SIGBUS)."""
+    from rmqtool import native
+    if kernel == "pure":
+        monkeypatch.setattr(native, "kernel", None)
+    real = os.posix_fallocate
+    allocated: dict[tuple[int, int], list] = {}
+
+    def allocate(fd, offset, length):
+        st = os.fstat(fd)
+        # the blocks (of 4 KiB here) that hold any byte of the range
+        allocated.setdefault((st.st_dev, st.st_ino), []).append((offset - offset % 4096, offset + length))
+        return real(fd, offset, length)
+    monkeypatch.setattr(os, "posix_fallocate", allocate)
+    root = tmp_path / "store"
+    with Store.open(root, writable=True, commitlog_size=1 << 20, cq_size=6000) as store:
+        messages = [producer_message(f"T{i % 3}", b"x" * (i % 700), keys=f"k{i}") for i in range(3000)]
+        if many:
+            store.append_many(messages)
+        else:
+            for m in messages:
+                store.append(m)
+    files = [p for p in root.rglob("*") if p.is_file() and p.name not in ("lock", "abort")]
+    tops = [p.relative_to(root).parts[0] for p in files]
+    assert set(tops) >= {"commitlog", "consumequeue", "index", "checkpoint"} and tops.count("consumequeue") >= 3
+    for path in files:
+        if many and path.parent.name == "commitlog":
+            continue  # its records written with pwrite, which allocates as it writes
+        st = path.stat()
+        ranges = allocated.get((st.st_dev, st.st_ino), [])
+        data = path.read_bytes()
+        for page in range(0, len(data), 4096):
+            if data[page:page + 4096].count(0) != len(data[page:page + 4096]):
+                assert any(lo <= page and page + min(4096, len(data) - page) <= hi for lo, hi in ranges), \
+                    (path, page)

@@ -24,11 +24,12 @@ from rmqtool.formats.indexfile import (FIRST_INDEX, HASH_SLOT_SIZE, INDEX_HEADER
 from rmqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
 from rmqtool.store.indexfile import (INDEX_ENTRY, INDEX_HEADER, INDEX_SLOT, index_file_paths,
                                      infer_index_geometry)
-from rmqtool.engine.mapped_file import OS_PAGE_SIZE, allocate, allocated_to, create_segment_file
+from rmqtool.engine.mapped_file import allocate, allocated_to, create_segment_file
 
 # the read side's structs, derived from formats/indexfile.py once
 HEADER, ENTRY, SLOT = INDEX_HEADER, INDEX_ENTRY, INDEX_SLOT
 assert (HEADER.size, ENTRY.size, SLOT.size) == (INDEX_HEADER_SIZE, INDEX_SIZE, HASH_SLOT_SIZE)
+SLOT_SPAN = 64 * 1024  # the hash slots' bytes allocated at a time (IndexFileWriter.back_slot_pages)
 _SLOT_UNPACK, _SLOT_PACK, _ENTRY_PACK = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
 _INT_MAX = 2**31 - 1
 # the same layouts as numpy dtypes, for put_entry_arrays (numpy is imported only when used)
@@ -94,10 +95,12 @@ class IndexFileWriter:
         except OSError as exc:
             raise StoreAccessError(f"cannot map ({exc.strerror})", self.path) from None
         # blocks allocated before the map writes them (mapped_file.allocate): the header and the
-        # hash slots page by page as they are written (all at once would make the file dense),
+        # hash slots a SLOT_SPAN at a time as they are written (all at once would make the file
+        # dense; a page at a time costs a syscall each, 6 us apiece in a fragmented extent tree),
         # the entries, one after another, ahead of them
         slots_end = slot_position(hash_slot_num)
-        self.slot_pages = bytearray(-(-slots_end // OS_PAGE_SIZE))
+        self.slot_span = SLOT_SPAN
+        self.slot_pages = bytearray(-(-slots_end // SLOT_SPAN))  # a byte a span: 1 once allocated
         self.backed = entry_position(hash_slot_num, 0)
         try:
             self.back_slot_pages((0,))
@@ -127,11 +130,12 @@ class IndexFileWriter:
             self.backed = allocated_to(self.fd, self.path, self.backed, end, self.size)
 
     def back_slot_pages(self, pages) -> None:
-        """The pages (of the header and hash slots) about to be written, allocated once each."""
+        """The spans (SLOT_SPAN bytes of the header and hash slots) about to be written, allocated
+        once each."""
         done = self.slot_pages
         for page in pages:
             if not done[page]:
-                allocate(self.fd, self.path, page * OS_PAGE_SIZE, min((page + 1) * OS_PAGE_SIZE, self.size))
+                allocate(self.fd, self.path, page * SLOT_SPAN, min((page + 1) * SLOT_SPAN, self.size))
                 done[page] = 1
 
     def is_write_full(self) -> bool:
@@ -149,7 +153,7 @@ class IndexFileWriter:
         slots = self.hash_slot_num
         self.back(entry_position(slots, stop - start + count))
         slot_table = slot_position(0)
-        self.back_slot_pages({(slot_table + entries[i][0] % slots * HASH_SLOT_SIZE) // OS_PAGE_SIZE
+        self.back_slot_pages({(slot_table + entries[i][0] % slots * HASH_SLOT_SIZE) // SLOT_SPAN
                                for i in range(start, stop)})
         entry_at = entry_position(slots, count)
         begin = self.begin_timestamp
@@ -207,7 +211,7 @@ class IndexFileWriter:
             elif time_diff < 0:
                 time_diff = 0
         self.back(entry_position(self.hash_slot_num, count + 1))
-        self.back_slot_pages((abs_slot // OS_PAGE_SIZE,))
+        self.back_slot_pages((abs_slot // SLOT_SPAN,))
         _ENTRY_PACK(mm, entry_position(self.hash_slot_num, count), h, offset, time_diff, slot_value)
         _SLOT_PACK(mm, abs_slot, count)
         if count <= 1:
@@ -264,7 +268,7 @@ class IndexFileWriter:
         last = np.ones(k, bool)
         last[:-1] = s_sorted[1:] != s_sorted[:-1]
         written = s_sorted[last]
-        self.back_slot_pages(np.unique((slot_position(0) + written * HASH_SLOT_SIZE) // OS_PAGE_SIZE).tolist())
+        self.back_slot_pages(np.unique((slot_position(0) + written * HASH_SLOT_SIZE) // SLOT_SPAN).tolist())
         table[written] = numbers[order[last]]
         self.hash_slot_count += int(np.count_nonzero(~valid))
         self.index_count = count + k

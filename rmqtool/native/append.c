@@ -52,7 +52,7 @@ static PyObject *a_last, *a_mm, *a_index_count, *a_index_num, *a_hash_slot_num, 
     *a_end_timestamp, *a_begin_phy_offset, *a_end_phy_offset, *a_hash_slot_count, *a_entries_written;
 static PyObject *a_files, *a_wrote_position, *a_file_from_offset, *a_file_size, *a_first_create_in_queue,
     *a_max_physic_offset, *a_bytes_written, *a_reput_from_offset, *a_logics_msg_timestamp, *a_append_prop_crc, *a_fd, *a_store_host_of_encoder;
-static PyObject *a_backed, *a_back, *a_back_slot_pages, *a_slot_pages;
+static PyObject *a_backed, *a_back, *a_back_slot_pages, *a_slot_pages, *a_slot_span;
 
 static inline void put_be(unsigned char *p, int width, long long value)
 {
@@ -197,7 +197,7 @@ static PyObject *set_append_layout(PyObject *self, PyObject *args)
             intern_into(&a_append_prop_crc, "append_prop_crc") || intern_into(&a_fd, "fd") ||
             intern_into(&a_store_host_of_encoder, "_store_host") || intern_into(&a_backed, "backed") ||
             intern_into(&a_back, "back") || intern_into(&a_back_slot_pages, "back_slot_pages") ||
-            intern_into(&a_slot_pages, "slot_pages"))
+            intern_into(&a_slot_pages, "slot_pages") || intern_into(&a_slot_span, "slot_span"))
             return NULL;
     }
     layout_set = 1;
@@ -716,7 +716,8 @@ typedef struct {
     PyObject *file; /* IndexFileWriter */
     Py_buffer mm;
     int has_mm;
-    PyObject *pages;  /* its slot_pages: a byte a page of the header and hash slots, 1 once allocated */
+    PyObject *pages;  /* its slot_pages: a byte a span of the header and hash slots, 1 once allocated */
+    long long span;   /* its slot_span: the bytes a byte of pages stands for */
     long long backed; /* its entries are allocated up to here, as last read */
     long long count, index_num, slots, begin_ts, end_ts, begin_phy, end_phy, slot_count;
     long long slot_count_was, begin_ts_was, begin_phy_was, end_ts_was; /* as read: only what changed is set again */
@@ -777,7 +778,8 @@ static int index_open(PyObject *service, index_t *ix)
         goto no;
     ix->has_mm = 1;
     ix->pages = PyObject_GetAttr(ix->file, a_slot_pages);
-    if (ix->pages == NULL || !PyByteArray_Check(ix->pages) || !attr_ll(ix->file, a_backed, &ix->backed))
+    if (ix->pages == NULL || !PyByteArray_Check(ix->pages) || !attr_ll(ix->file, a_backed, &ix->backed) ||
+        !attr_ll(ix->file, a_slot_span, &ix->span) || ix->span <= 0)
         goto no;
     /* the slot table and every entry up to index_num lie in the map */
     if (ix->slots > (PY_SSIZE_T_MAX - index_header_size) / 2 / slot_width ||
@@ -827,14 +829,14 @@ static int backed_to(PyObject *file, long long end, long long *backed)
     return 0;
 }
 
-/* the index's entries after its count and the hash slot pages of ``hashes`` allocated (backed_to) */
+/* the index's entries after its count and the hash slot spans of ``hashes`` allocated (backed_to) */
 static int index_backed(index_t *ix, const long long *hashes, Py_ssize_t n)
 {
     Py_ssize_t entries_at = index_header_size + (Py_ssize_t)ix->slots * slot_width;
     if (backed_to(ix->file, entries_at + (ix->count + n) * entry_size, &ix->backed) < 0)
         return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t page = (index_header_size + (Py_ssize_t)(hashes[i] % ix->slots) * slot_width) / 4096;
+        Py_ssize_t page = (index_header_size + (Py_ssize_t)(hashes[i] % ix->slots) * slot_width) / ix->span;
         if (page < PyByteArray_GET_SIZE(ix->pages) && PyByteArray_AS_STRING(ix->pages)[page])
             continue;
         PyObject *p = Py_BuildValue("(n)", page);

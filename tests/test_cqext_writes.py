@@ -258,7 +258,10 @@ def test_broker_config_says_whether_dispatch_writes_ext_units(tmp_path):
 @given(data=st.data())
 def test_random_ext_damage_never_breaks_the_plan_or_append(tmp_path_factory, data):
     """Random bytes over an ext file: the recovery plan still comes out, and append either
-    writes (its new unit's ext unit found at its address) or refuses with a clear error."""
+    writes (its new unit's ext unit found at its address) or refuses with a clear error. A
+    damaged size that the next start's walk follows into the new unit ends the ext file's
+    read position inside it, so that start no longer finds it (the broker's own append does
+    the same): then verify says so."""
     from rmqtool.errors import RmqError
     from rmqtool.recovery.plan import plan_recovery
     store = expand_store(CQEXT / "store", tmp_path_factory.mktemp("fuzz") / "store")
@@ -279,7 +282,48 @@ def test_random_ext_damage_never_breaks_the_plan_or_append(tmp_path_factory, dat
     except RmqError:
         return
     u, found = _units(store, topic, queue_id)[r.queue_offset]
-    assert found is not None and found.ok and found.unit.msg_store_time == 1
+    assert found is not None
+    if not found.ok:  # the next start's read position cuts it: written all the same, and said
+        queue = ConsumeQueue(store / "consumequeue" / topic / str(queue_id), topic, queue_id)
+        written = queue_ext(queue).ext.get(u.tags_code, 1 << 62)  # read against the whole file
+        assert written.ok and written.unit.msg_store_time == 1
+        _said_dangling(store, topic, queue_id, r.queue_offset)
+        return
+    assert found.unit.msg_store_time == 1
+
+
+def _said_dangling(store: pathlib.Path, topic: str, queue_id: int, queue_offset: int) -> None:
+    """verify names the queue offset among those whose ext address finds no unit."""
+    v = _cli("verify", store, "-f", "json")
+    runs = [f["message"].split()[2] for f in json.loads(v.stdout) if f["finding"] == "cqExtAddressDangling"
+            and f" of {topic}/{queue_id} " in f["message"]]
+    assert any(int(a) <= queue_offset <= int(b) for a, b in (run.split("..") for run in runs)), runs
+
+
+def test_a_damaged_ext_size_that_skips_into_the_next_unit_is_said(tmp_path):
+    """The first unit of a queue's last ext file claims a size that skips past the units into
+    where the next one goes: the broker starts (the walk stops at the zeros there) and append
+    writes the next ext unit where truncateByMaxAddress leaves the file, but the next start's
+    walk follows the bad size into it, stops on its bit map and ends the read position inside
+    it: that start no longer finds the unit, and verify says so (a random-damage example of
+    the test above)."""
+    store = expand_store(CQEXT / "store", tmp_path / "store")
+    topic, queue_id = "OrderFilterTopic", 1
+    ext = max((store / "consumequeue_ext" / topic / str(queue_id)).iterdir(), key=lambda p: int(p.name))
+    raw = bytearray(ext.read_bytes())
+    end = 0
+    while int.from_bytes(raw[end:end + 2], "big", signed=True) > 0:
+        end += int.from_bytes(raw[end:end + 2], "big", signed=True)
+    raw[0:2] = (end + 18).to_bytes(2, "big")  # into the middle of the unit append puts at ``end``
+    ext.write_bytes(bytes(raw))
+    with Store.open(store, writable=True, recover=True, backup_dir=tmp_path / "backup") as s:
+        r = s.append(dataclasses.replace(producer_message(topic, b"x", tags="TagA", queue_id=queue_id),
+                                         store_timestamp=1))
+    u, found = _units(store, topic, queue_id)[r.queue_offset]
+    assert ext_addr_to_offset(u.tags_code) == int(ext.name) + end and not found.ok
+    queue = ConsumeQueue(store / "consumequeue" / topic / str(queue_id), topic, queue_id)
+    assert queue_ext(queue).ext.get(u.tags_code, 1 << 62).unit.msg_store_time == 1  # written whole
+    _said_dangling(store, topic, queue_id, r.queue_offset)
 
 
 def test_an_ext_size_skipping_past_the_file_end_is_a_start_refused(tmp_path):

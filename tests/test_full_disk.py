@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from conftest import V4, load_truth
+from conftest import FIXTURES, V4, load_truth
 from helpers import cli_runner, tree_fingerprint, writable_copy
 from rmqtool.cli.app import app
 from rmqtool.engine.store import Store
@@ -195,3 +195,64 @@ def test_every_byte_the_engine_writes_through_a_map_was_allocated_first(tmp_path
             if data[page:page + 4096].count(0) != len(data[page:page + 4096]):
                 assert any(lo <= page and page + min(4096, len(data) - page) <= hi for lo, hi in ranges), \
                     (path, page)
+
+
+def test_append_many_stopped_by_a_full_disk_lists_what_it_appended(tmp_path, monkeypatch):
+    """The run's first group goes in; the disk fills in the second (a new index file). One
+    line says so and how many were appended, and every one of them was listed (the rows are
+    flushed, and the store's close, failing on the same full disk, does not hide the error)."""
+    messages = tmp_path / "messages.jsonl"
+    messages.write_text("".join(json.dumps({"topic": "T", "body": "x" * 100, "keys": f"k{i}"}) + "\n"
+                                for i in range(3000)))
+    calls = [0]
+    real_many = Store.append_many
+
+    def counted(self, *args, **kwargs):
+        calls[0] += 1
+        return real_many(self, *args, **kwargs)
+    real = os.posix_fallocate
+
+    def allocate(fd, offset, length):
+        if calls[0] >= 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, offset, length)
+    monkeypatch.setattr(Store, "append_many", counted)
+    monkeypatch.setattr(os, "posix_fallocate", allocate)
+    root = tmp_path / "store"
+    r = _run("append", root, "--create", "--from-jsonl", messages, "--index-slots", 100, "--index-entries", 1500)
+    monkeypatch.undo()
+    assert r.exit_code == ExitCode.OPERATIONAL, r.output
+    assert len(r.stderr.splitlines()) == 1 and "No space left on device" in r.stderr, r.stderr
+    listed = [json.loads(line) for line in r.stdout.splitlines()]
+    assert f"; {len(listed)} message(s) were appended and listed before it" in r.stderr
+    assert len(listed) == 1000  # the first group: its rows all out
+    dumped = _run("dump", "commitlog", root, "--body", "none", "-f", "jsonl")
+    in_log = {json.loads(line)["commit_log_offset"] for line in dumped.stdout.splitlines()}
+    assert {row["commit_log_offset"] for row in listed} <= in_log
+
+
+def test_recover_to_a_new_directory_keeps_holes_and_a_failed_copy_leaves_nothing(tmp_path, monkeypatch):
+    """QMQ's segments are 1 GiB files mostly of holes: the copy --to repairs keeps them holes.
+    A copy that fails half way (its disk full) leaves neither TO nor its partial copy."""
+    from helpers import expand_store
+    import rmqtool.recovery.manifest as manifest
+    store = expand_store(FIXTURES / "qmq" / "crash" / "e-deleted-consumerlog-file" / "input", tmp_path / "store")
+    apparent = sum(p.stat().st_size for p in store.rglob("*") if p.is_file())
+    to = tmp_path / "repaired"
+    r = _run("recover", store, "--apply", "--to", to)
+    assert r.exit_code == 0, r.output
+    on_disk = sum(p.stat().st_blocks * 512 for p in to.rglob("*") if p.is_file())
+    assert apparent > 1 << 30 and on_disk < apparent // 1000, (on_disk, apparent)
+    real, copies = manifest.copy_sparse, [0]
+
+    def full(source, target):
+        copies[0] += 1
+        if copies[0] > 3:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(source, target)
+    monkeypatch.setattr(manifest, "copy_sparse", full)
+    failed = tmp_path / "full"
+    r = _run("recover", store, "--apply", "--to", failed)
+    assert r.exit_code == ExitCode.OPERATIONAL, r.output
+    assert len(r.stderr.splitlines()) == 1 and "No space left on device" in r.stderr, r.stderr
+    assert not failed.exists() and not list(tmp_path.glob("full*"))

@@ -16,7 +16,7 @@ import typer
 from rmqtool.cli.params import Semantics, check_semantics, complete_queue, complete_topic, examples
 
 from rmqtool.cli.commitlog_paths import commit_log_paths_option
-from rmqtool.cli.common import OutputFormat, boundary
+from rmqtool.cli.common import OutputFormat, boundary, closed_on_error
 from rmqtool.cli.sizes import SizeOptions, size_options
 from rmqtool.errors import NotAStore, StoreNotFound, UsageError
 from rmqtool.store.family import detect_family, require_rocketmq
@@ -96,10 +96,11 @@ def append(
                          recovery=Settings(semantics=semantics),
                          enabled_append_prop_crc=None if prop_crc is None else prop_crc == "on") as s, \
             Sink(fmt.value, kind="appended", single=from_jsonl is None) as sink, bar or contextlib.nullcontext():
-        for results in append_in_chunks(s, source, bar.advance if bar else None):
-            for r in results:
-                sink.row({"topic": r.topic, "queue_id": r.queue_id, "commit_log_offset": r.wrote_offset,
-                          "queue_offset": r.queue_offset, "msg_id": r.msg_id, "uniq_key": r.uniq_key})
+        with closed_on_error(sink):  # the rows of what was appended are out, whatever stops the run
+            for results in append_in_chunks(s, source, bar.advance if bar else None, many=from_jsonl is not None):
+                for r in results:
+                    sink.row({"topic": r.topic, "queue_id": r.queue_id, "commit_log_offset": r.wrote_offset,
+                              "queue_offset": r.queue_offset, "msg_id": r.msg_id, "uniq_key": r.uniq_key})
     if from_jsonl is not None:
         skipped = source.skipped_text()
         if skipped:

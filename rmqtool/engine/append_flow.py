@@ -10,7 +10,7 @@ from rmqtool.store.dledger import refuse_dledger
 from rmqtool.engine.message_inner import MessageInner
 from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
-from rmqtool.errors import RecoveryNeeded, UsageError
+from rmqtool.errors import RecoveryNeeded, StoreAccessError, UsageError
 from rmqtool.formats import properties as props
 
 CHUNK = 1000  # messages handed to the engine at once
@@ -41,23 +41,48 @@ def open_for_append(store: pathlib.Path, recover: bool, note, **options) -> Stor
     return s
 
 
-def append_in_chunks(store: Store, source: Iterator[MessageInner], advance=None):
+def append_in_chunks(store: Store, source: Iterator[MessageInner], advance=None, many: bool = False):
     """Append ``source`` CHUNK messages at a time; yields each chunk's results (``advance``:
-    told how many bytes the chunk wrote into the commit log, for a progress bar)."""
+    told how many bytes the chunk wrote into the commit log, for a progress bar). ``many``: a
+    write that fails (a full disk) says how far the run got, each chunk yielded being listed
+    by the caller before it asks for the next."""
+    listed = [0, None]  # messages yielded, and the commit log offset after the last of them
     chunk = []
-    for msg in source:
-        chunk.append(msg)
-        if len(chunk) >= CHUNK:
-            results = store.append_many(chunk)
-            yield results
-            if advance:
-                advance(sum(r.wrote_bytes for r in results))
-            chunk = []
-    if chunk:
-        results = store.append_many(chunk)
-        yield results
-        if advance:
-            advance(sum(r.wrote_bytes for r in results))
+    try:
+        for msg in source:
+            chunk.append(msg)
+            if len(chunk) >= CHUNK:
+                yield from _appended(store, chunk, advance, listed)
+                chunk = []
+        if chunk:
+            yield from _appended(store, chunk, advance, listed)
+    except StoreAccessError as exc:
+        if many:
+            exc.message += _stopped_after(listed, store.root)
+        raise
+
+
+def _appended(store: Store, chunk: list, advance, listed: list):
+    results = store.append_many(chunk)
+    yield results
+    if results:
+        listed[0] += len(results)
+        listed[1] = results[-1].wrote_offset + results[-1].wrote_bytes
+    if advance:
+        advance(sum(r.wrote_bytes for r in results))
+
+
+def _stopped_after(listed: list, root) -> str:
+    """What a run of many that a failed write stopped can say: the messages listed are in the
+    store; of the chunk being written, none is listed, though the log may hold some of them
+    (which ones the broker keeps, its next start decides: recover's plan says)."""
+    rows, end = listed
+    quoted = shlex.quote(str(root))
+    after = f" --from-offset {end}" if end is not None else ""
+    return (f"; {rows} message(s) were appended and listed before it; of the next (up to {CHUNK}) none is "
+            f"listed, though the log may hold some of them: `rmqtool recover {quoted}` says where the broker's "
+            f"next start ends the commit log, `rmqtool dump commitlog {quoted}{after}` lists what lies after "
+            f"the last one listed")
 
 
 def one_message(topic, body, body_file, tags, keys, prop, queue, delay_level) -> MessageInner:

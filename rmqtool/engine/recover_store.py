@@ -9,7 +9,7 @@ import pathlib
 import shlex
 import shutil
 
-from rmqtool.errors import CorruptData, ExitCode, RepairUnfinished, UsageError
+from rmqtool.errors import CorruptData, ExitCode, RepairUnfinished, StoreAccessError, UsageError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,12 +173,32 @@ def _moved(rewrites, root: pathlib.Path, target: pathlib.Path) -> tuple:
 
 
 def copy_store(root: pathlib.Path, to: pathlib.Path) -> pathlib.Path:
-    """recover --to: a copy of the store (not its lock) to repair, writable by us."""
+    """recover --to: a copy of the store (not its lock) to repair, writable by us, its files'
+    holes kept (a 1 GiB segment made ahead, a QMQ segment: a whole copy would take their full
+    size). Made as TO.copy-partial and renamed, so that a copy cut short (a kill, a full disk)
+    is never a store at TO; one that fails is removed, and says why in one line."""
+    from rmqtool.recovery.manifest import copy_sparse
     if to.exists() and (not to.is_dir() or any(to.iterdir())):
         raise UsageError("--to: the directory exists and is not empty", to)
-    if to.exists():
-        to.rmdir()
-    shutil.copytree(root, to, ignore=shutil.ignore_patterns("lock"))
-    for p in [to, *to.rglob("*")]:
-        os.chmod(p, os.stat(p).st_mode | 0o200)  # the copy is ours to repair
+    partial = to.with_name(to.name + ".copy-partial")
+    shutil.rmtree(partial, ignore_errors=True)  # a copy an earlier run left cut short
+    try:
+        shutil.copytree(root, partial, ignore=shutil.ignore_patterns("lock"), copy_function=copy_sparse)
+        for p in [partial, *partial.rglob("*")]:
+            os.chmod(p, os.stat(p).st_mode | 0o200)  # the copy is ours to repair
+        if to.exists():
+            to.rmdir()
+        os.replace(partial, to)
+    except (OSError, shutil.Error) as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise StoreAccessError(f"--to: the store could not be copied ({_copy_failure(exc)}); nothing was "
+                               f"written there", to) from None
     return to
+
+
+def _copy_failure(exc: OSError) -> str:
+    """The first reason of a failed copy (shutil.Error holds one (source, target, why) a file)."""
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list) and exc.args[0]:
+        source, _target, why = exc.args[0][0]
+        return f"{source}: {why.split(':')[0] if why.startswith('[Errno') else why}"
+    return exc.strerror or str(exc)

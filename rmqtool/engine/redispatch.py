@@ -28,6 +28,7 @@ from rmqtool.store.cqext import ext_writing
 from rmqtool.engine.index_writer import IndexServiceWriter
 from rmqtool.engine.store_sizes import GivenSizes, StoreSizes, store_sizes
 from rmqtool.errors import RmqError, UsageError
+from rmqtool.recovery.manifest import copy_sparse
 from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
 from rmqtool.store.dledger import refuse_dledger
 from rmqtool.store.commitlog import find_record
@@ -181,7 +182,7 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
     index_service = None
     if index:
         if from_offset is not None and paths.index.is_dir():
-            shutil.copytree(paths.index, staging / "index")
+            shutil.copytree(paths.index, staging / "index", copy_function=copy_sparse)  # holes kept
         index_service = IndexServiceWriter(staging / "index", *geometry, clock=clock)
         index_service.load()
     # the batch topics chosen (a queue id chosen is applied to their records by _Filter)

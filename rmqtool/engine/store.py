@@ -1273,4 +1273,10 @@ class Store:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.close()
+        try:
+            self.close()
+        except Exception:
+            if exc[1] is None:
+                raise
+            # the error that stopped the block is the one to tell (a full disk): the close's,
+            # which follows from it, would hide it; the store stays marked unclean (abort)

@@ -22,7 +22,7 @@ import shutil
 from rmqtool.errors import CorruptData, RmqError, StoreAccessError, StoreLocked, UsageError
 import rmqtool.recovery.intent as intent
 from rmqtool.recovery.manifest import (RESTORE, REWRITE, COPIES_DIR, Entry, Manifest, copy_range, entry_name,
-                                       copy_into, outside_directories, record_after, store_listing, sync_dir,
+                                       copy_sparse, outside_directories, record_after, store_listing, sync_dir,
                                        write_manifest)
 from rmqtool.recovery.plan import DELETE, ZERO, Action, RecoveryPlan
 from rmqtool.findings import SEGMENT_AFTER_END
@@ -429,13 +429,5 @@ def move_in(ready: pathlib.Path, target: pathlib.Path) -> None:
     except OSError as exc:
         if exc.errno != errno.EXDEV:
             raise
-        _copy_sparse(ready, target)
+        copy_sparse(ready, target)
 
-
-def _copy_sparse(source: pathlib.Path, target: pathlib.Path) -> None:
-    """``source``'s bytes over ``target``, forced, its zeros left as holes: a rebuilt queue or
-    index file is mostly zeros, and a whole copy of it would take its full size on the disk
-    (a QMQ consumer log: 220 MB for a few units)."""
-    with open(target, "wb") as out:
-        copy_into(source, out.fileno(), 0)
-        os.fsync(out.fileno())

@@ -39,6 +39,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import pathlib
 
 from rmqtool.errors import CorruptData, FormatError, NotAStore, StoreAccessError, StoreNotFound
@@ -225,6 +226,17 @@ def copy_into(source: pathlib.Path, fd: int, position: int) -> None:
             pwrite_nonzero(fd, chunk, position + at)
     if os.fstat(fd).st_size < position + size:
         os.ftruncate(fd, position + size)
+
+
+def copy_sparse(source, target) -> None:
+    """``source``'s bytes as the file ``target`` (made or truncated), forced, its zeros left as
+    holes, its times and mode as ``source``'s (a ``copy_function`` for shutil.copytree): a store's
+    files are mostly zeros (a 1 GiB segment made ahead, a QMQ segment, an index file), and a
+    whole copy takes their full size on the disk."""
+    with open(target, "wb") as out:
+        copy_into(pathlib.Path(source), out.fileno(), 0)
+        os.fsync(out.fileno())
+    shutil.copystat(source, target)
 
 
 def _digest_update(digest, position: int, chunk: bytes) -> None:

@@ -256,3 +256,18 @@ def test_recover_to_a_new_directory_keeps_holes_and_a_failed_copy_leaves_nothing
     assert r.exit_code == ExitCode.OPERATIONAL, r.output
     assert len(r.stderr.splitlines()) == 1 and "No space left on device" in r.stderr, r.stderr
     assert not failed.exists() and not list(tmp_path.glob("full*"))
+
+
+def test_salvage_to_a_new_store_stopped_by_a_full_disk_leaves_nothing(tmp_path, monkeypatch):
+    store = writable_copy(V4 / "crash" / "e1-corrupt-body-in-last-commitlog-file" / "input" / "store",
+                          tmp_path / "store")
+    _full_after(monkeypatch, 3)
+    to = tmp_path / "salvaged"
+    r = _run("salvage", store, "--to-store", to)
+    assert r.exit_code == ExitCode.OPERATIONAL, r.output
+    assert len(r.stderr.splitlines()) == 1 and "No space left on device" in r.stderr, r.stderr
+    assert not list(tmp_path.glob("salvaged*"))
+    monkeypatch.undo()
+    again, whole = _run("salvage", store, "--to-store", to), _run("salvage", store, "--to-store", tmp_path / "whole")
+    assert again.exit_code == whole.exit_code != ExitCode.OPERATIONAL, again.output
+    assert tree_fingerprint(to / "commitlog") == tree_fingerprint(tmp_path / "whole" / "commitlog")

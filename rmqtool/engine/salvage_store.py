@@ -52,22 +52,37 @@ def write_store(messages, target: pathlib.Path, sizes: dict, row_of) -> None:
     """Through the engine, as append --from-jsonl --keep-store-timestamp --keep-store-host does,
     with the source store's file sizes; ``row_of``: a message as the dump row append reads
     (report/records.message_record: the one row builder)."""
+    from rmqtool.recovery.intent import step
+
+    # written beside NEWDIR and renamed to it once closed: a run cut short leaves no NEWDIR,
+    # only the partial directory, which the next run removes and writes again; a run that
+    # stops on an error (a full disk) removes it itself
+    partial = target.with_name(target.name + PARTIAL_SUFFIX)
+    if partial.exists():
+        shutil.rmtree(partial)
+    try:
+        _append_all(messages, partial, target, sizes, row_of)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    step()
+    if target.exists():
+        target.rmdir()  # checked empty before the salvage began
+    os.rename(partial, target)
+
+
+def _append_all(messages, partial: pathlib.Path, target: pathlib.Path, sizes: dict, row_of) -> None:
     from rmqtool.engine.rows import message_from_row
     from rmqtool.engine.store import Store
     from rmqtool.recovery.intent import step
     from rmqtool.recovery.salvage import is_inner_batch
 
-    # written beside NEWDIR and renamed to it once closed: a run cut short leaves no NEWDIR,
-    # only the partial directory, which the next run removes and writes again
-    partial = target.with_name(target.name + PARTIAL_SUFFIX)
-    if partial.exists():
-        shutil.rmtree(partial)
     with Store.open(partial, writable=True, **sizes) as s:
         batch = []
         for m in messages:
             if is_inner_batch(m):  # one the store's batch topics did not name
                 raise UsageError(f"--to-store cannot write 5.x inner batch records yet ({m.topic}/{m.queue_id}); "
-                                 f"{target} holds the messages before it: use --out FILE.jsonl", m.path, m.position)
+                                 f"{target} is not written: use --out FILE.jsonl", m.path, m.position)
             batch.append(message_from_row(row_of(m), keep_store_timestamp=True, keep_store_host=True))
             if len(batch) >= 1024:
                 step()
@@ -76,10 +91,5 @@ def write_store(messages, target: pathlib.Path, sizes: dict, row_of) -> None:
         if batch:
             step()
             s.append_many(batch)
-    step()
-    if target.exists():
-        target.rmdir()  # checked empty before the salvage began
-    os.rename(partial, target)
-
 
 PARTIAL_SUFFIX = ".salvage-partial"

@@ -133,6 +133,12 @@ def test_a_backup_that_fails_before_the_first_change_is_taken_back(tmp_path, mon
         assert "nothing in the store was changed" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
         assert tree_fingerprint(root) == before
         assert (not backup.exists()) if made else not any(backup.iterdir())
+    (root / "lock").unlink()  # the engine makes one: gone again with the rest
+    before = tree_fingerprint(root)
+    copies[0] = 0
+    r = _run("recover", root, "--apply", "--backup-dir", tmp_path / "third-backup")
+    assert r.exit_code == ExitCode.OPERATIONAL and "nothing in the store was changed" in r.stderr, r.output
+    assert tree_fingerprint(root) == before
 
 
 def test_a_file_moved_in_across_file_systems_keeps_its_holes(tmp_path, monkeypatch):

@@ -113,7 +113,7 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
         raise StoreLocked(f"the store is locked by {who}: not recovering it under a running writer",
                           StorePaths(root).lock)
     backup, made = create_backup_dir(root, backup_dir)
-    with removed_unless_begun(backup, root, made):
+    with removed_unless_begun(backup, root, made, made_here):
         return _back_up_and_carry_out(plan, root, backup, finish, before_change, command, made_here, rewrites,
                                       replan, commit_log_directories, written, lock_marked)
 
@@ -243,11 +243,13 @@ def create_backup_dir(root: pathlib.Path, backup_dir: str | os.PathLike | None, 
 
 
 @contextlib.contextmanager
-def removed_unless_begun(backup: pathlib.Path, root: pathlib.Path, made: bool):
+def removed_unless_begun(backup: pathlib.Path, root: pathlib.Path, made: bool, made_here: tuple[str, ...] = ()):
     """Until the store's marker names the backup (``intent.begin``), nothing in the store has
-    changed: a run stopped before that (a full disk, a file it cannot read) takes back what it
-    put into the backup, which would fill the disk and block the next run, and says the store
-    is as it was. After it, the backup is what undo and a re-run need, and stays."""
+    changed but the names the caller made just before (``made_here``: the engine's lock file
+    on a store that had none): a run stopped before that (a full disk, a file it cannot read)
+    removes those and takes back what it put into the backup, which would fill the disk and
+    block the next run, and says the store is as it was. After it, the backup is what undo
+    and a re-run need, and stays."""
     try:
         yield
     except BaseException as exc:
@@ -259,6 +261,8 @@ def removed_unless_begun(backup: pathlib.Path, root: pathlib.Path, made: bool):
         else:  # it was empty (or held only a redispatch's staging, built again by a new run)
             for child in list(backup.iterdir()) if backup.is_dir() else ():
                 shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
+        for name in made_here:
+            (root / name).unlink(missing_ok=True)
         if isinstance(exc, RmqError):
             exc.message += " (nothing in the store was changed)"
         raise

@@ -277,3 +277,19 @@ def test_salvage_to_a_new_store_stopped_by_a_full_disk_leaves_nothing(tmp_path, 
     again, whole = _run("salvage", store, "--to-store", to), _run("salvage", store, "--to-store", tmp_path / "whole")
     assert again.exit_code == whole.exit_code != ExitCode.OPERATIONAL, again.output
     assert tree_fingerprint(to / "commitlog") == tree_fingerprint(tmp_path / "whole" / "commitlog")
+
+
+def test_a_qmq_backup_that_fails_before_the_first_change_is_taken_back(tmp_path, monkeypatch):
+    from helpers import expand_store
+    import rmqtool.engine.qmq.apply as qmq_apply
+    store = expand_store(FIXTURES / "qmq" / "crash" / "e-deleted-consumerlog-file" / "input", tmp_path / "store")
+    before = tree_fingerprint(store)
+
+    def full(ready, parts, size):  # the rebuilt consumer log, staged in the backup
+        raise apply_module.StoreAccessError("cannot stage (No space left on device)", ready)
+    monkeypatch.setattr(qmq_apply, "_write_file", full)
+    backup = tmp_path / "backup"
+    r = _run("recover", store, "--apply", "--backup-dir", backup)
+    assert r.exit_code == ExitCode.OPERATIONAL, r.output
+    assert "nothing in the store was changed" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+    assert tree_fingerprint(store) == before and not backup.exists()

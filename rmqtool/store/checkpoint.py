@@ -141,7 +141,8 @@ def read_markers(store_root: str | os.PathLike) -> StoreMarkers:
         raise StoreNotFound("no such directory", paths.root)
     abort, abort_bak = _marker(paths.abort), _marker(paths.abort_bak)
     # a directory: the broker's RandomAccessFile cannot open it, and recover says it does not start
-    lock_content = b"" if paths.lock.is_dir() else read_lock_file(paths.lock)
+    lock_is_dir = paths.lock.is_dir()
+    lock_content = b"" if lock_is_dir else read_lock_file(paths.lock)
     lock = MarkerFile(str(paths.lock), lock_content is not None, lock_content)
     findings = []
     if abort.exists:
@@ -154,7 +155,7 @@ def read_markers(store_root: str | os.PathLike) -> StoreMarkers:
         elif marker.content and marker.pid is None:
             findings.append(Finding(ABORT_FILE_UNEXPECTED, marker.path, 0,
                                     f"content {marker.content[:32]!r} is not a PID"))
-    if paths.lock.is_dir():
+    if lock_is_dir:
         findings.append(Finding(LOCK_FILE_UNEXPECTED, lock.path, None,
                                 "a directory, not a file: the broker cannot open it (RandomAccessFile) and "
                                 "does not start on this store"))

@@ -34,6 +34,7 @@ from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.consumer_offsets import consumer_offsets
 from rmqtool.store.indexfile import read_index_header
 from rmqtool.store.message import Message
+from rmqtool.store.tree import walk
 from rmqtool.store.view import StoreView, as_view
 from rmqtool.inspect.check_defaults import RECOVERY_RATE, TAIL_BYTES
 from rmqtool.report.text_file import write_text_atomically
@@ -297,13 +298,17 @@ def _disk(view: StoreView) -> tuple[float, int, int]:
         if worst_fs is None or ratio > worst_fs[0]:
             worst_fs = (ratio, free)
     allocated = 0
+    counted = set()  # (device, inode): a file reached by two names (a symlink, a disk listed twice) counts once
     outside = [d for d in view.commit_log_directories if not d.resolve().is_relative_to(view.root.resolve())]
-    for top, _dirs, files in (walked for d in (view.root, *outside) for walked in os.walk(d)):
+    for top, _dirs, files in (walked for d in (view.root, *outside) for walked in walk(d)):
         for name in files:
             try:
-                allocated += os.lstat(os.path.join(top, name)).st_blocks * 512
+                st = os.stat(os.path.join(top, name))
             except OSError:
-                continue  # a file the broker deleted meanwhile
+                continue  # a file the broker deleted meanwhile, or a broken link
+            if (st.st_dev, st.st_ino) not in counted:
+                counted.add((st.st_dev, st.st_ino))
+                allocated += st.st_blocks * 512
     ratio, free = worst_fs or (0.0, 0)
     return round(ratio, 4), free, allocated
 

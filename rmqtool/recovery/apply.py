@@ -378,7 +378,7 @@ def _swap_in(root: pathlib.Path, changes, backup: pathlib.Path, plan_doc: dict, 
         st = os.stat(path)
         copy = f"{COPIES_DIR}/{i:04d}.bin"
         digest = copy_range(path, 0, st.st_size, backup / copy)
-        entries.append(Entry(DELETE if kind == DELETE else RESTORE, str(path.resolve().relative_to(root.resolve())),
+        entries.append(Entry(DELETE if kind == DELETE else RESTORE, entry_name(path, root),
                              0, st.st_size, digest, copy, st.st_mode & 0o7777))
     # every staged file forced, in the backup, before the intent: a re-run or undo never needs them
     incoming = backup / STAGING_DIR / "incoming"

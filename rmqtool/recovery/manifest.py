@@ -14,7 +14,9 @@ apply cut short can always be undone::
      "directories": ["commitlog", "consumequeue", "consumequeue/T", ...],
      "commit_log_directories": ["/disk-a/commitlog", ...] (only when the commit log is kept
                   outside the store: storePathCommitLog with several disks),
-     "after": {"listing": [...], "directories": [...], "files": {"commitlog/...": [size, "blocks-sha256:<hex>"], ...}}}
+     "after": {"listing": [...], "directories": [...], "files": {"commitlog/...": [size, "blocks-sha256:<hex>"], ...}},
+     "listing_through_links": true (the listings went through symlinked directories,
+                  store/tree.py; a backup without it is undone listing the store as it did)}
 
 Besides the plan's own actions, entries with the action ``restore`` hold whole files that
 re-dispatching after the plan appends to (the checkpoint, the abort marker, the last file of
@@ -44,6 +46,7 @@ import pathlib
 
 from rmqtool.errors import CorruptData, FormatError, NotAStore, StoreAccessError, StoreNotFound
 from rmqtool.store.extents import data_extents
+from rmqtool.store.tree import files_and_directories
 
 MANIFEST_NAME = "manifest.json"
 COPIES_DIR = "copies"
@@ -78,6 +81,9 @@ class Manifest:
     directories: tuple[str, ...] | None = None  # every directory of the store before (None: an older backup)
     after: dict | None = None  # the state the repair left (None: not finished, or an older backup)
     commit_log_directories: tuple[str, ...] | None = None  # the commit log's disks outside the root (None: none)
+    # the listings were taken through symlinked directories (False: a backup from before they
+    # were; its undo lists the store as it did then, or files it never listed would go as made since)
+    through_links: bool = True
 
     def to_json(self) -> dict:
         doc = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "store": self.store, "created": self.created,
@@ -90,6 +96,8 @@ class Manifest:
             doc["commit_log_directories"] = list(self.commit_log_directories)
         if self.after is not None:
             doc["after"] = self.after
+        if self.through_links:
+            doc["listing_through_links"] = True
         return doc
 
 
@@ -97,19 +105,16 @@ class Manifest:
 _OWN = (".rmqtool-unfinished",)
 
 
-def store_listing(root: pathlib.Path, outside: tuple[str, ...] | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def store_listing(root: pathlib.Path, outside: tuple[str, ...] | None = None,
+                  through_links: bool = True) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Every file and every directory of the store (relative names, sorted), without the
-    unfinished-repair marker; with ``outside`` (the commit log's disks outside the root) their
-    files too, by absolute path (the disks themselves are not the repair's to make or remove)."""
-    files, dirs = [], []
-    for p in root.rglob("*"):
-        name = str(p.relative_to(root))
-        if name.startswith(_OWN):
-            continue
-        if p.is_dir() and not p.is_symlink():
-            dirs.append(name)
-        elif p.is_file():
-            files.append(name)
+    unfinished-repair marker, through symlinked directories as the broker lists them (not
+    ``through_links``: as a backup from before that listed); with ``outside`` (the commit log's
+    disks outside the root) their files too, by absolute path (the disks themselves are not the
+    repair's to make or remove)."""
+    files, dirs = files_and_directories(root, through_links)
+    files = [n for n in files if not n.startswith(_OWN)]
+    dirs = [n for n in dirs if not n.startswith(_OWN)]
     for directory in outside or ():
         d = pathlib.Path(directory)
         if d.is_dir():
@@ -145,7 +150,7 @@ LOCK_NAME = "lock"
 def record_after(backup_dir: pathlib.Path, root: pathlib.Path) -> Manifest:
     """Write into the manifest the state the repair left (its last change is on disk)."""
     manifest = read_manifest(backup_dir)
-    files, dirs = store_listing(root, manifest.commit_log_directories)
+    files, dirs = store_listing(root, manifest.commit_log_directories, manifest.through_links)
     state = {}
     for name in _covered(manifest, files):
         path = root / name
@@ -163,7 +168,7 @@ def first_change_since(manifest: Manifest, root: pathlib.Path) -> str | None:
     after = manifest.after
     if after is None:
         return None
-    files, dirs = store_listing(root, manifest.commit_log_directories)
+    files, dirs = store_listing(root, manifest.commit_log_directories, manifest.through_links)
     now, then = set(files) - {LOCK_NAME}, set(after["listing"])
     for name in sorted(now ^ then):
         return f"{name} was {'made' if name in now else 'removed'} since"
@@ -350,7 +355,8 @@ def read_manifest(backup_dir: pathlib.Path) -> Manifest:
         outside = doc.get("commit_log_directories")
         return Manifest(doc["store"], doc["created"], doc["plan"], entries,
                         tuple(listing) if listing is not None else None, tuple(dirs) if dirs is not None else None,
-                        doc.get("after"), tuple(outside) if outside is not None else None)
+                        doc.get("after"), tuple(outside) if outside is not None else None,
+                        doc.get("listing_through_links") is True)
     except (KeyError, TypeError) as exc:
         raise FormatError(f"a manifest field is missing or wrong ({exc})", path) from None
 

@@ -115,7 +115,7 @@ def _remove_files_made_since(manifest, root: pathlib.Path) -> int:
     """The files the store holds that the manifest's listing (taken at the apply) does not,
     removed; how many."""
     before = set(manifest.listing)
-    made, _dirs = store_listing(root, manifest.commit_log_directories)
+    made, _dirs = store_listing(root, manifest.commit_log_directories, manifest.through_links)
     removed = 0
     for name in reversed(made):
         if name not in before and name != LOCK_NAME:
@@ -161,7 +161,7 @@ def _restore(backup: pathlib.Path, root: pathlib.Path, entry) -> None:
 def _remove_directories_made_since(manifest, root: pathlib.Path) -> None:
     """Empty directories the store holds that it did not at the apply, deepest first."""
     before_dirs = set(manifest.directories)
-    _files, dirs = store_listing(root)
+    _files, dirs = store_listing(root, through_links=manifest.through_links)
     for name in sorted(dirs, key=lambda n: n.count("/"), reverse=True):
         if name not in before_dirs and not any((root / name).iterdir()):
             (root / name).rmdir()

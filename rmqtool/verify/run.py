@@ -29,6 +29,7 @@ from rmqtool.verify.controller import check_controller
 from rmqtool.verify.consumequeue import ConsumeQueueCheck
 from rmqtool.verify.index import IndexCheck
 from rmqtool.store.timer.files import find_timer_store
+from rmqtool.store.tree import walk
 from rmqtool.verify.next_start import NextStart, changes_the_start, simulate_next_start, worth_simulating_now
 
 NEEDS_COMMIT_LOG = {"commitlog", "consumequeue", "index", "checkpoint", "rocksdbcq"}
@@ -53,7 +54,7 @@ class Verify(VerifyRun):
         paths = self.view.paths
         for directory in (*self.view.commit_log_directories, paths.consumequeue, paths.batch_consumequeue, paths.index):
             if directory.is_dir():
-                for dirpath, _dirs, files in os.walk(directory):
+                for dirpath, _dirs, files in walk(directory):
                     for name in files:
                         try:
                             total += os.stat(os.path.join(dirpath, name)).st_size

@@ -25,8 +25,8 @@ from rmqtool.formats.qmq.consumerlog import SEGMENT_TOTAL_UNIT
 from rmqtool.recovery import intent
 from rmqtool.recovery.apply import (STAGING_DIR, create_backup_dir, delete_file, finish_apply, move_in,
                                     removed_unless_begun, undo_command, write_zeros)
-from rmqtool.recovery.manifest import (COPIES_DIR, RESTORE, Entry, Manifest, copy_range, store_listing, sync_dir,
-                                       write_manifest)
+from rmqtool.recovery.manifest import (COPIES_DIR, RESTORE, Entry, Manifest, copy_range, entry_name, store_listing,
+                                       sync_dir, write_manifest)
 from rmqtool.recovery.plan import DELETE, ZERO
 from rmqtool.recovery.qmq.plan import QmqPlan
 from rmqtool.store.qmq.live import holder_pid
@@ -117,7 +117,7 @@ def _back_up_and_carry_out(plan: QmqPlan, root: pathlib.Path, backup: pathlib.Pa
             start, end = 0, size  # a moved or rewritten file is kept whole
         copy = f"{COPIES_DIR}/{i:04d}.bin"
         digest = copy_range(path, start, end, backup / copy)
-        entries.append(Entry(kind, str(path.resolve().relative_to(root.resolve())), start, end, digest, copy,
+        entries.append(Entry(kind, entry_name(path, root), start, end, digest, copy,
                              os.stat(path).st_mode & 0o7777))
     ready = []
     for i, (path, build, size) in enumerate(builds):

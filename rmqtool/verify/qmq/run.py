@@ -8,6 +8,7 @@ from typing import Callable, Iterator
 from rmqtool.errors import UsageError
 from rmqtool.findings import Finding
 from rmqtool.store.qmq.view import QmqView
+from rmqtool.store.tree import walk
 from rmqtool.verify import AREAS
 from rmqtool.verify.qmq.checks import check_store
 from rmqtool.verify.base import VerifyOptions, VerifyRun
@@ -29,7 +30,7 @@ class QmqVerify(VerifyRun):
     @property
     def total_bytes(self) -> int:
         total = 0
-        for dirpath, _dirs, files in os.walk(self.root):
+        for dirpath, _dirs, files in walk(self.root):
             for name in files:
                 try:
                     total += os.stat(os.path.join(dirpath, name)).st_blocks * 512  # what is read, not the holes

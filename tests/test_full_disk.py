@@ -203,6 +203,39 @@ def test_every_byte_the_engine_writes_through_a_map_was_allocated_first(tmp_path
                     (path, page)
 
 
+@pytest.mark.parametrize("kernel", ["native", "pure"])
+def test_what_is_allocated_ahead_stays_in_proportion_to_what_is_written(tmp_path, monkeypatch, kernel):
+    """Many queues of a few units each, and one of many: each file's allocated ranges end
+    within twice its written bytes, ALLOCATE_AHEAD past them at most, in whole pages. A MiB ahead of every queue file made a store of 8,000 small queues take 8 GB, and
+    every reader read each file's MiB of zeros."""
+    from rmqtool import native
+    from rmqtool.engine.mapped_file import ALLOCATE_AHEAD, OS_PAGE_SIZE
+    if kernel == "pure":
+        monkeypatch.setattr(native, "kernel", None)
+    real = os.posix_fallocate
+    furthest: dict[tuple[int, int], int] = {}
+
+    def allocate(fd, offset, length):
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino)
+        furthest[key] = max(furthest.get(key, 0), offset + length)
+        return real(fd, offset, length)
+    monkeypatch.setattr(os, "posix_fallocate", allocate)
+    root = tmp_path / "store"
+    cq_size = 300_000 * 20  # the broker's default consume queue file
+    with Store.open(root, writable=True, commitlog_size=64 << 20, cq_size=cq_size) as store:
+        store.append_many([producer_message(f"Small{i}", b"x" * 100, queue_id=0) for i in range(40)])
+        store.append_many([producer_message("Big", b"y" * 100, queue_id=0) for _ in range(55_000)])  # 1.1 MB of units: past the cap
+    queues = sorted((root / "consumequeue").rglob("0" * 20))
+    assert len(queues) == 41
+    for path in queues:
+        st = path.stat()
+        written = len(path.read_bytes().rstrip(b"\0"))
+        limit = min(cq_size, -(-min(2 * written, written + ALLOCATE_AHEAD) // OS_PAGE_SIZE) * OS_PAGE_SIZE)
+        assert 0 < furthest[(st.st_dev, st.st_ino)] <= limit, (path, written)
+        assert st.st_blocks * 512 <= limit
+
+
 def test_append_many_stopped_by_a_full_disk_lists_what_it_appended(tmp_path, monkeypatch):
     """The run's first group goes in; the disk fills in the second (a new index file). One
     line says so and how many were appended, and every one of them was listed (the rows are

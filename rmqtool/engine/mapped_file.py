@@ -26,7 +26,9 @@ from rmqtool.store.segments import discover
 from rmqtool.store.paths import segment_name
 
 OS_PAGE_SIZE = 1024 * 4  # MappedFile.OS_PAGE_SIZE: the unit of flushLeastPages
-ALLOCATE_AHEAD = 1 << 20  # blocks allocated past a write at a time (a syscall each: 10 ms a GiB on ext4)
+# blocks allocated past a write at most (a syscall each: 10 ms a GiB on ext4); a file's first
+# allocations double as it grows, so a store of many small queues is not a MiB each
+ALLOCATE_AHEAD = 1 << 20
 
 
 def _os_error(exc: OSError, what: str, path, offset: int | None = None) -> StoreAccessError:
@@ -49,11 +51,17 @@ def allocate(fd: int, path, start: int, end: int) -> None:
 
 
 def allocated_to(fd: int, path, backed: int, end: int, size: int) -> int:
-    """:func:`allocate` from ``backed`` past ``end`` (ALLOCATE_AHEAD more, within ``size``);
-    the new end of what is allocated."""
-    upto = min(size, max(end, backed + ALLOCATE_AHEAD))
+    """:func:`allocate` from ``backed`` past ``end``, within ``size``: to twice ``end`` (at most
+    ALLOCATE_AHEAD past it), in whole pages; the new end of what is allocated. What is allocated
+    and not yet written stays within the written bytes and a page (8,000 queues of a few units
+    took 8 GB at a MiB each, and every reader read their MiB of zeros)."""
+    upto = min(size, _pages(max(end, min(2 * end, end + ALLOCATE_AHEAD))))
     allocate(fd, path, backed, upto)
     return upto
+
+
+def _pages(n: int) -> int:
+    return -(-n // OS_PAGE_SIZE) * OS_PAGE_SIZE
 
 
 def create_segment_file(path: pathlib.Path, size: int) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import enum
+import errno
 import functools
 import os
 import sys
@@ -71,7 +72,24 @@ def fail(error: RmqError, usage_hint: bool = True) -> "typer.Exit":
         sys.stderr.write(f"{command}: error: {error.one_line()} (try {command} --help)\n")
     else:
         sys.stderr.write(f"rmqtool: error: {error.one_line()}\n")
+        say_open_files_limit(error.one_line())
     return typer.Exit(int(error.exit_code))
+
+
+def say_open_files_limit(line: str) -> None:
+    """After an error of the open files limit, the limit and what to do (the engine keeps the
+    last file of each queue it writes to open, as the broker does, and raises its limit to the
+    hard one as the broker's JVM does: what is left to raise is the hard limit)."""
+    if os.strerror(errno.EMFILE) not in line:
+        return
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError):
+        return
+    sys.stderr.write(f"rmqtool: this process may have {soft} files open (hard limit {hard}); a store "
+                     f"written to keeps two open for each queue, as the broker keeps each mapped: raise "
+                     f"the limit (ulimit -Hn, as for the broker) and run the command again\n")
 
 
 def boundary(fn=None, *, usage_hint: bool = True):
@@ -107,6 +125,7 @@ def boundary(fn=None, *, usage_hint: bool = True):
         except OSError as exc:
             line, code = error_line(exc)
             sys.stderr.write(f"rmqtool: error: {line}\n")
+            say_open_files_limit(line)
             say_left_unfinished(kwargs, before)
             raise typer.Exit(int(code)) from None
     return wrapper

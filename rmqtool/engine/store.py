@@ -49,6 +49,7 @@ from rmqtool.dispatch.rules import DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevels
 from rmqtool.engine.encoder import DEFAULT_MAX_MESSAGE_SIZE, Encoder
 from rmqtool.engine.message_inner import MessageBatch, MessageInner, as_host
 from rmqtool.engine.prepared_columns import records_of
+from rmqtool.engine.open_files import raise_open_files_limit
 from rmqtool.engine.prepared_record import TOTAL_SIZE, PreparedRecord, write_record
 from rmqtool.engine.record_structs import RECORD_PLACE, RECORD_TIME
 from rmqtool.formats.commitlog import QUEUE_OFFSET_AT
@@ -339,6 +340,8 @@ class Store:
             raise UsageError(f"unknown store settings: {', '.join(sorted(unknown))}")
         config = StoreConfig(flush_disk_type=flush, dispatch=dispatch, **settings)
         root = pathlib.Path(path)
+        if writable:
+            raise_open_files_limit()  # a queue's file open at a time, as the broker's JVM allows
         said = {"commit_log": commitlog_size, "consume_queue": cq_size, "index_slots": index_slots,
                 "index_entries": index_entries}
         given = dataclasses.replace(sizes or GivenSizes(), **{k: v for k, v in said.items() if v is not None})

@@ -73,6 +73,7 @@ class QueueFile:
         self.size = size
         self.segment = segment  # None: made by a put in the model
         self._data: bytearray | None = None if segment is not None else bytearray()
+        self._held = None  # how many bytes of the file are read when it is (found once: it is only read)
         self.dirty = segment is None  # written by the model: its bytes are the model's only copy
         self.wrote = size if segment is not None else 0  # load sets every position to the file size
         self.first_create = False
@@ -80,9 +81,11 @@ class QueueFile:
     @property
     def data(self) -> bytearray:
         if self._data is None:
-            us = self.unit_size
-            end = last_nonzero_from(self.segment.path) or 0
-            end = min(self.size, -(-end // us) * us + us)  # and one zero unit: where the loops stop
+            end = self._held
+            if end is None:
+                us = self.unit_size
+                end = last_nonzero_from(self.segment.path) or 0
+                end = self._held = min(self.size, -(-end // us) * us + us)  # and one zero unit: where the loops stop
             try:
                 with open(self.segment.path, "rb") as f:
                     raw = f.read(end)

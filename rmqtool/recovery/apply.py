@@ -22,13 +22,14 @@ import shutil
 from rmqtool.errors import CorruptData, RmqError, StoreAccessError, StoreLocked, UsageError
 import rmqtool.recovery.intent as intent
 from rmqtool.recovery.manifest import (RESTORE, REWRITE, COPIES_DIR, Entry, Manifest, copy_range, entry_name,
-                                       copy_sparse, outside_directories, record_after, store_listing, sync_dir,
-                                       write_manifest)
+                                       copy_sparse, outside_directories, read_manifest, record_after, store_listing,
+                                       sync_dir, write_manifest)
+from rmqtool.recovery.dispatch_reach import dispatched_topics, file_state, first_written, queue_last_files
 from rmqtool.recovery.plan import DELETE, ZERO, Action, RecoveryPlan
 from rmqtool.findings import SEGMENT_AFTER_END
 from rmqtool.formats.markers import LOCK_CONTENT
 from rmqtool.store.lock import held_descriptor, is_locked, read_lock_file
-from rmqtool.store.paths import CONSUMEQUEUE_EXT_DIR, LOCK_FILE, StorePaths
+from rmqtool.store.paths import LOCK_FILE, StorePaths
 
 ZERO_CHUNK = 1 << 22
 
@@ -69,7 +70,12 @@ def undo_command(backup: pathlib.Path) -> str:
 
 
 def finish_apply(backup: pathlib.Path, root: pathlib.Path) -> None:
-    """The repair's last change is on disk: record the state it left, clear the intent."""
+    """The repair's last change is on disk: record the state it left, clear the intent. A
+    queue file the backup does not hold that was written all the same is an error here (the
+    intent stays: undo refuses it too), never a repair called done that undo cannot take back."""
+    written = first_written(read_manifest(backup).left_alone)
+    if written is not None:
+        raise StoreAccessError(f"the repair is not finished: {written}; undo cannot take that write back", root)
     record_after(backup, root)
     intent.end(backup, root)
 
@@ -144,7 +150,8 @@ def _back_up_and_carry_out(plan, root, backup, finish, before_change, command, m
             written(len(rewrite.data))
         if replan is not None:  # before the caller's marker: the store as it was, but for the rewrites
             plan = replan()
-    actions = list(plan.actions) + _appended_later(root, plan)
+    appended, left_alone = _appended_later(root, plan, commit_log_directories)
+    actions = list(plan.actions) + appended
     if lock_marked:
         actions += _marked_later(root, made_here)
     if rewrites:  # the writer drops them (truncateDirtyFiles) even when the plan is otherwise empty
@@ -154,12 +161,14 @@ def _back_up_and_carry_out(plan, root, backup, finish, before_change, command, m
     entries += _backed_up(actions, root, backup, written)
     if begun:  # the rewrites are on disk: the manifest now names the plan's changes too
         manifest = write_manifest(backup, Manifest(str(root.resolve()), _now(), plan.to_json(), tuple(entries),
-                                                   listing, directories, commit_log_directories=outside))
+                                                   listing, directories, commit_log_directories=outside,
+                                                   left_alone=left_alone))
         if before_change is not None:
             intent.step()
             before_change()
     else:
-        manifest = _begin(root, backup, plan, entries, listing, directories, command, before_change, outside)
+        manifest = _begin(root, backup, plan, entries, listing, directories, command, before_change, outside,
+                          left_alone)
 
     zeroed, deleted, deleted_bytes = _carry_out(root, entries, written)
     if finish:
@@ -210,11 +219,13 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _begin(root, backup, plan, entries, listing, directories, command, before_change, outside) -> pathlib.Path:
+def _begin(root, backup, plan, entries, listing, directories, command, before_change, outside,
+           left_alone=None) -> pathlib.Path:
     """The manifest written and forced, the intent recorded, and the caller's step before the
     first change (the engine's abort marker): nothing in the store has changed yet."""
     manifest = write_manifest(backup, Manifest(str(root.resolve()), _now(), plan.to_json(), tuple(entries),
-                                               listing, directories, commit_log_directories=outside))
+                                               listing, directories, commit_log_directories=outside,
+                                               left_alone=left_alone))
     intent.begin(backup, root, "recover", command or f"rmqtool recover {shlex.quote(str(root))} --apply",
                  undo_command(backup))
     if before_change is not None:
@@ -311,24 +322,38 @@ def write_zeros(path: pathlib.Path, start: int, end: int) -> None:
         os.close(fd)
 
 
-def _appended_later(root: pathlib.Path, plan: RecoveryPlan) -> list[Action]:
+def _appended_later(root: pathlib.Path, plan: RecoveryPlan, commit_log_directories=()) -> tuple[list, dict | None]:
     """Whole files that dispatching again after the plan appends to or rewrites: the
-    checkpoint, the abort marker, each queue's last file (a 5.x batch consume queue's too, and
-    the ext's: the ext units dispatch puts) and the last index file the plan keeps. Kept (as
-    RESTORE entries) so that undo gives the store back exactly."""
+    checkpoint, the abort marker, the last index file the plan keeps, and the last file of
+    each queue (a 5.x batch consume queue's too, and the ext's: the ext units dispatch puts)
+    of a topic dispatch reads a record of (every queue's when that is not known) or that the
+    plan itself changes. Kept (as
+    RESTORE entries) so that undo gives the store back exactly. With them, the state of the
+    other queues' last files, which nothing writes ({path: [size, written end]}; None when
+    every queue's is kept)."""
     paths = StorePaths(root)
     gone = {pathlib.Path(a.path).resolve() for a in plan.actions if a.kind == DELETE}
+    acted = {pathlib.Path(a.path).resolve() for a in plan.actions}  # the plan's own ranges change these
+    topics = dispatched_topics(plan, commit_log_directories)
     keep = [paths.checkpoint, paths.abort]
-    for directory in [*paths.consumequeue.glob("*/*"), *paths.batch_consumequeue.glob("*/*"),
-                      *(paths.root / CONSUMEQUEUE_EXT_DIR).glob("*/*"), paths.index]:
-        if directory.is_dir():
-            files = sorted(p for p in directory.iterdir() if p.is_file() and p.resolve() not in gone)
-            keep += files[-1:]
+    if paths.index.is_dir():
+        keep += sorted(p for p in paths.index.iterdir() if p.is_file() and p.resolve() not in gone)[-1:]
+    left_alone = None if topics is None else {}
+    for topic, last in queue_last_files(root):
+        if last.resolve() in gone:  # the plan deletes it: the file before it is the queue's last
+            files = sorted(p for p in last.parent.iterdir() if p.is_file() and p.resolve() not in gone)
+            last = files[-1] if files else None
+        if last is None:
+            continue
+        if topics is None or topic in topics or last.resolve() in acted:
+            keep.append(last)
+        else:
+            left_alone[str(last.resolve())] = file_state(last)
     out = []
     for p in keep:
         if p.is_file():
             out.append(Action(RESTORE, str(p), 0, p.stat().st_size, "", "dispatch changes it after the plan"))
-    return out
+    return out, left_alone
 
 
 def _marked_later(root: pathlib.Path, made_here: tuple[str, ...]) -> list[Action]:

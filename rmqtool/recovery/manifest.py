@@ -16,7 +16,9 @@ apply cut short can always be undone::
                   outside the store: storePathCommitLog with several disks),
      "after": {"listing": [...], "directories": [...], "files": {"commitlog/...": [size, "blocks-sha256:<hex>"], ...}},
      "listing_through_links": true (the listings went through symlinked directories,
-                  store/tree.py; a backup without it is undone listing the store as it did)}
+                  store/tree.py; a backup without it is undone listing the store as it did),
+     "left_alone": {"/abs/store/consumequeue/T/0/...": [size, written end], ...} (queue files
+                  dispatch after the plan does not write, not copied: recovery/dispatch_reach.py)}
 
 Besides the plan's own actions, entries with the action ``restore`` hold whole files that
 re-dispatching after the plan appends to (the checkpoint, the abort marker, the last file of
@@ -84,6 +86,9 @@ class Manifest:
     # the listings were taken through symlinked directories (False: a backup from before they
     # were; its undo lists the store as it did then, or files it never listed would go as made since)
     through_links: bool = True
+    # queue files dispatch after the plan does not write, not copied: {absolute path: [size, written end]}
+    # as they were (recovery/dispatch_reach.py); None: every queue's last file is copied
+    left_alone: dict | None = None
 
     def to_json(self) -> dict:
         doc = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "store": self.store, "created": self.created,
@@ -98,6 +103,8 @@ class Manifest:
             doc["after"] = self.after
         if self.through_links:
             doc["listing_through_links"] = True
+        if self.left_alone is not None:
+            doc["left_alone"] = self.left_alone
         return doc
 
 
@@ -356,7 +363,7 @@ def read_manifest(backup_dir: pathlib.Path) -> Manifest:
         return Manifest(doc["store"], doc["created"], doc["plan"], entries,
                         tuple(listing) if listing is not None else None, tuple(dirs) if dirs is not None else None,
                         doc.get("after"), tuple(outside) if outside is not None else None,
-                        doc.get("listing_through_links") is True)
+                        doc.get("listing_through_links") is True, doc.get("left_alone"))
     except (KeyError, TypeError) as exc:
         raise FormatError(f"a manifest field is missing or wrong ({exc})", path) from None
 

@@ -21,6 +21,7 @@ import shlex
 from rmqtool.errors import (CorruptData, RepairUnfinished, StoreAccessError, StoreChangedSince, StoreLocked,
                             StoreNotFound)
 import rmqtool.recovery.intent as intent
+from rmqtool.recovery.dispatch_reach import first_written
 from rmqtool.recovery.manifest import (LOCK_NAME, REWRITE, copy_into, digest_matches, first_change_since,
                                        read_manifest, store_listing, sync_dir)
 from rmqtool.recovery.plan import ZERO
@@ -105,6 +106,10 @@ def _check_undoable(backup: pathlib.Path, manifest, root: pathlib.Path, force: b
         if change is not None:
             raise StoreChangedSince(f"not undone: {change}, after the repair; undoing would destroy what was "
                                     f"written (--force undoes all the same)", root)
+    written = None if force else first_written(manifest.left_alone)  # a write the backup cannot take back
+    if written is not None:
+        raise StoreChangedSince(f"not undone: {written}; undo would leave it as it is now (--force undoes "
+                                f"the rest all the same)", root)
     for entry in manifest.entries:  # every copy whole before the first byte is written
         if not digest_matches(backup / entry.copy, entry.sha256):
             raise CorruptData(f"the backup copy of {entry.file} does not match the manifest's digest",

@@ -326,11 +326,10 @@ def _appended_later(root: pathlib.Path, plan: RecoveryPlan, commit_log_directori
     """Whole files that dispatching again after the plan appends to or rewrites: the
     checkpoint, the abort marker, the last index file the plan keeps, and the last file of
     each queue (a 5.x batch consume queue's too, and the ext's: the ext units dispatch puts)
-    of a topic dispatch reads a record of (every queue's when that is not known) or that the
-    plan itself changes. Kept (as
-    RESTORE entries) so that undo gives the store back exactly. With them, the state of the
-    other queues' last files, which nothing writes ({path: [size, written end]}; None when
-    every queue's is kept)."""
+    whose topic dispatch reads a record of (every queue's when that is not known) or that the
+    plan itself changes. Kept (as RESTORE entries) so that undo gives the store back exactly.
+    With them, the state of the other queues' last files, which nothing writes ({path: [size,
+    written end]}; None when every queue's is kept)."""
     paths = StorePaths(root)
     gone = {pathlib.Path(a.path).resolve() for a in plan.actions if a.kind == DELETE}
     acted = {pathlib.Path(a.path).resolve() for a in plan.actions}  # the plan's own ranges change these

@@ -33,10 +33,12 @@ def dispatched_topics(plan, commit_log_directories=()) -> frozenset | None:
     if not paths.commitlog.is_dir():
         return None
     topics = set()
-    multi = PROPERTY_INNER_MULTI_DISPATCH.encode()  # looked for in the raw properties: a value naming it only
+    # looked for in the raw properties, none parsed (a GiB of records in 0.8 s, not 1.2); a value
+    # naming it only keeps every queue, as the property would
+    multi = PROPERTY_INNER_MULTI_DISPATCH.encode()
     for r in CommitLog(paths.commitlog).scan(plan.redispatch_from, plan.commit_log_end, check_crc=False):
-        if type(r) is Message:  # keeps every queue (none parsed: 1 GiB read in 0.8 s, not 1.2)
-            if multi in r.properties_raw:
+        if type(r) is Message:
+            if multi in r.properties_raw:  # dispatched to other queues too
                 return None
             topics.add(r.topic)
         elif not isinstance(r, Blank):

@@ -22,7 +22,8 @@ apply cut short can always be undone::
 
 Besides the plan's own actions, entries with the action ``restore`` hold whole files that
 re-dispatching after the plan appends to (the checkpoint, the abort marker, the last file of
-each consume queue, the last index file), and ``listing`` names every file of the store
+each consume queue dispatch reaches, the last index file; ``left_alone`` records the other
+queues' last files, which undo checks), and ``listing`` names every file of the store
 before the apply: undo puts the restore entries back whole and removes files made since
 (new consume queue and index files), so the store is again what it was; ``directories``
 names every directory before, so that undo removes only directories made since.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import random
 import shutil
 
 import pytest
@@ -223,3 +224,30 @@ def test_a_record_too_small_for_its_replacement_is_refused():
     data = quarantine_record(roomy)
     assert len(data) == 400 and int.from_bytes(data[:4], "big") == 400
     assert QUARANTINE_PROPERTY.encode() in data and b"KEYS\x01k-1" in data
+
+
+def test_undo_puts_back_the_zeros_of_a_torn_record_it_replaced(tmp_path):
+    """A torn record whose body holds whole pages of zeros (what reached the disk of a large
+    message): its replacement fills them, and undo writes the zeros back too, not only the
+    original's non-zero pages (a restore that kept holes left the replacement's bytes there)."""
+    from rmqtool.engine.producer import producer_message
+    from rmqtool.engine.store import Store
+
+    root = tmp_path / "store"
+    with Store.open(root, writable=True, commitlog_size=1 << 20, cq_size=6000, index_slots=1000,
+                    index_entries=4000) as store:
+        # bodies that do not compress (the producer compresses a body over 4 KiB)
+        puts = [store.append(producer_message("BigTopic", random.Random(i).randbytes(20_000), keys=f"k{i}"))
+                for i in range(3)]
+    torn = puts[1]
+    segment = root / "commitlog" / f"{0:020d}"
+    with open(segment, "r+b") as f:  # two whole pages of its body never reached the disk
+        f.seek(torn.wrote_offset + 4096)
+        f.write(bytes(8192))
+    before = tree_fingerprint(root)
+    code, _ = _run("recover", root, "--apply", "--keep-past-damage", "--backup-dir", tmp_path / "backup")
+    assert code == 0
+    assert tree_fingerprint(root) != before
+    code, _ = _run("undo", tmp_path / "backup")
+    assert code == 0
+    assert tree_fingerprint(root) == before

@@ -241,6 +241,20 @@ def copy_into(source: pathlib.Path, fd: int, position: int) -> None:
         os.ftruncate(fd, position + size)
 
 
+def restore_range(source: pathlib.Path, fd: int, position: int, path: pathlib.Path) -> None:
+    """``source``'s bytes over ``fd`` (open for reading and writing) at ``position``, exactly:
+    the non-zero pages the target holds there zeroed first (what was written since: a record
+    --keep-past-damage put over a torn one's zero pages, messages appended after the repair),
+    then :func:`copy_into`, so that holes stay holes."""
+    end = min(position + os.path.getsize(source), os.fstat(fd).st_size)
+    for at, chunk in nonzero_blocks(fd, position, end, path):
+        for p in range(0, len(chunk), SPARSE_PAGE):
+            page = chunk[p:p + SPARSE_PAGE]
+            if page.count(0) != len(page):
+                os.pwrite(fd, bytes(len(page)), at + p)
+    copy_into(source, fd, position)
+
+
 def copy_sparse(source, target) -> None:
     """``source``'s bytes as the file ``target`` (made or truncated), forced, its zeros left as
     holes, its times and mode as ``source``'s (a ``copy_function`` for shutil.copytree): a store's

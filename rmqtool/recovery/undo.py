@@ -23,7 +23,7 @@ from rmqtool.errors import (CorruptData, RepairUnfinished, StoreAccessError, Sto
 import rmqtool.recovery.intent as intent
 from rmqtool.recovery.dispatch_reach import first_written
 from rmqtool.recovery.manifest import (LOCK_NAME, REWRITE, copy_into, digest_matches, first_change_since,
-                                       read_manifest, store_listing, sync_dir)
+                                       read_manifest, restore_range, store_listing, sync_dir)
 from rmqtool.recovery.plan import ZERO
 from rmqtool.store.lock import is_locked
 from rmqtool.store.paths import StorePaths
@@ -142,7 +142,7 @@ def _restore(backup: pathlib.Path, root: pathlib.Path, entry) -> None:
     file made again (with its mode)."""
     path = root / entry.file  # an absolute name (a commit log file on another disk) stays as it is
     if entry.action in _RANGES:
-        flags = os.O_WRONLY
+        flags = os.O_RDWR  # read too: the range's pages written since are found and zeroed
     else:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -151,7 +151,10 @@ def _restore(backup: pathlib.Path, root: pathlib.Path, entry) -> None:
     except OSError as exc:
         raise StoreAccessError(f"cannot open to restore ({exc.strerror})", path) from None
     try:
-        copy_into(backup / entry.copy, fd, entry.start)
+        if entry.action in _RANGES:  # what the range holds now goes, whatever it is
+            restore_range(backup / entry.copy, fd, entry.start, path)
+        else:
+            copy_into(backup / entry.copy, fd, entry.start)
         if entry.action not in _RANGES:
             os.fchmod(fd, entry.mode)
         os.fsync(fd)

@@ -114,3 +114,34 @@ def test_a_record_dispatched_to_other_queues_too_keeps_every_queue(tmp_path, pro
         assert topics is not None and "Topic0" in topics
     else:
         assert topics is None
+
+
+def test_a_queue_dispatch_reaches_is_kept_as_the_zeros_after_its_last_unit(tmp_path):
+    """An abnormal start dispatches the whole file again: every queue is reached. Each consume
+    queue's last file is kept as a "tail" entry, the range after its last non-zero byte (the
+    units dispatch appends go there), not whole: its copy holds no data. Undo zeroes the units
+    written there and gives back every byte."""
+    root = _torn(tmp_path / "store")
+    (root / "abort").write_bytes(b"")
+    behind = max((root / "consumequeue" / "Topic4" / "0").iterdir())
+    end = -(-len(behind.read_bytes().rstrip(b"\0")) // 20) * 20
+    with open(behind, "r+b") as f:  # its last unit lost: dispatch appends it again, into the tail
+        f.seek(end - 20)
+        f.write(bytes(20))
+    ends = {str(p.relative_to(root)): len(p.read_bytes().rstrip(b"\0")) for p in (root / "consumequeue").rglob("0" * 20)}
+    before = tree_fingerprint(root)
+    plan = json.loads(_run("recover", root, "-f", "json", code=3).stdout)
+    acted = {a["file"] for a in plan["actions"]}
+    _run("recover", root, "--apply", "--backup-dir", tmp_path / "backup")
+    manifest = json.loads((tmp_path / "backup" / "manifest.json").read_text())
+    assert manifest["version"] == 2 and manifest["left_alone"] == {}
+    tails = {e["file"]: e for e in manifest["entries"] if e["action"] == "tail"}
+    assert set(tails) == {name for name in ends if str(root / name) not in acted}
+    for name, e in tails.items():
+        assert e["start"] == ends[name]
+        assert (tmp_path / "backup" / e["copy"]).stat().st_blocks == 0
+    assert str(behind.relative_to(root)) in tails
+    assert len(behind.read_bytes().rstrip(b"\0")) > ends[str(behind.relative_to(root))]  # the unit is back
+    assert tree_fingerprint(root) != before
+    _run("undo", tmp_path / "backup")
+    assert tree_fingerprint(root) == before

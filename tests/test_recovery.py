@@ -97,7 +97,7 @@ def test_apply_then_undo_gives_every_byte_back(base, variant, tmp_path):
     applied = apply_plan(plan, tmp_path / "backup")
     assert _hashes(root) != before
     manifest = read_manifest(applied.backup_dir)
-    changed = [e for e in manifest.entries if e.action != "restore"]  # restore: kept whole for dispatch
+    changed = [e for e in manifest.entries if e.action not in ("restore", "tail")]  # kept for dispatch
     assert len(changed) == len(plan.actions) and manifest.plan == plan.to_json()
     restored = undo(applied.backup_dir)
     assert _hashes(root) == before

@@ -21,7 +21,7 @@ import shutil
 
 from rmqtool.errors import CorruptData, RmqError, StoreAccessError, StoreLocked, UsageError
 import rmqtool.recovery.intent as intent
-from rmqtool.recovery.manifest import (RESTORE, REWRITE, COPIES_DIR, Entry, Manifest, copy_range, entry_name,
+from rmqtool.recovery.manifest import (RESTORE, REWRITE, TAIL, COPIES_DIR, Entry, Manifest, copy_range, entry_name,
                                        copy_sparse, outside_directories, read_manifest, record_after, store_listing,
                                        sync_dir, write_manifest)
 from rmqtool.recovery.dispatch_reach import dispatched_topics, file_state, first_written, queue_last_files
@@ -201,7 +201,7 @@ def _carry_out(root: pathlib.Path, entries: list, written) -> tuple[int, int, in
     zeroed = deleted = deleted_bytes = 0
     for entry in entries:
         path = root / entry.file  # an absolute name: a commit log file on another disk
-        if entry.action in (RESTORE, REWRITE):
+        if entry.action in (RESTORE, REWRITE, TAIL):
             continue  # only kept: dispatch changes it later
         intent.step()
         if entry.action == ZERO:
@@ -338,17 +338,25 @@ def _appended_later(root: pathlib.Path, plan: RecoveryPlan, commit_log_directori
     if paths.index.is_dir():
         keep += sorted(p for p in paths.index.iterdir() if p.is_file() and p.resolve() not in gone)[-1:]
     left_alone = None if topics is None else {}
-    for topic, last in queue_last_files(root):
+    out = []
+    for plain, topic, last in queue_last_files(root):
         if last.resolve() in gone:  # the plan deletes it: the file before it is the queue's last
             files = sorted(p for p in last.parent.iterdir() if p.is_file() and p.resolve() not in gone)
             last = files[-1] if files else None
         if last is None:
             continue
-        if topics is None or topic in topics or last.resolve() in acted:
-            keep.append(last)
+        if last.resolve() in acted or not plain:
+            if topics is None or topic in topics or last.resolve() in acted:
+                keep.append(last)
+            else:
+                left_alone[str(last.resolve())] = file_state(last)
+        elif topics is None or topic in topics:
+            # units are appended where the walk ended, which is the last non-zero byte's unit here
+            # (anything after it is the plan's to zero, and the file then whole above)
+            size, end = file_state(last)
+            out.append(Action(TAIL, str(last), end, size, "", "dispatch appends units after the last"))
         else:
             left_alone[str(last.resolve())] = file_state(last)
-    out = []
     for p in keep:
         if p.is_file():
             out.append(Action(RESTORE, str(p), 0, p.stat().st_size, "", "dispatch changes it after the plan"))

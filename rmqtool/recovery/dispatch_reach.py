@@ -46,8 +46,9 @@ def dispatched_topics(plan, commit_log_directories=()) -> frozenset | None:
     return frozenset(topics)
 
 
-def queue_last_files(root: pathlib.Path) -> list[tuple[str, pathlib.Path]]:
-    """(topic, last file) of every queue directory of every kind dispatch appends to."""
+def queue_last_files(root: pathlib.Path) -> list[tuple[bool, str, pathlib.Path]]:
+    """(a consume queue's: not a batch consume queue's or an ext's, topic, last file) of every
+    queue directory of every kind dispatch appends to."""
     paths = StorePaths(root)
     out = []
     for kind in (paths.consumequeue, paths.batch_consumequeue, paths.root / CONSUMEQUEUE_EXT_DIR):
@@ -55,7 +56,7 @@ def queue_last_files(root: pathlib.Path) -> list[tuple[str, pathlib.Path]]:
             if directory.is_dir():
                 files = sorted(p for p in directory.iterdir() if p.is_file())
                 if files:
-                    out.append((directory.parent.name, files[-1]))
+                    out.append((kind == paths.consumequeue, directory.parent.name, files[-1]))
     return out
 
 

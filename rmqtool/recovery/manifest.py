@@ -4,9 +4,9 @@ A backup directory holds ``manifest.json`` and one copy per action (``copies/NNN
 The manifest is written and forced to disk before the store is first changed, so an
 apply cut short can always be undone::
 
-    {"format": "rmqtool-recovery-backup", "version": 1, "store": "/abs/store/root",
+    {"format": "rmqtool-recovery-backup", "version": 2, "store": "/abs/store/root",
      "created": "2026-11-22T02:47:42.136+00:00", "plan": {...RecoveryPlan.to_json()},
-     "entries": [{"action": "zero" | "delete", "file": "commitlog/00000000000000262144"
+     "entries": [{"action": "zero" | "delete" | "rewrite" | "restore" | "tail", "file": "commitlog/00000000000000262144"
                   (relative to the store), "start": 33066, "end": 33391 (the byte range the
                   action changes; a deleted file: 0 .. its size), "sha256": "blocks-sha256:<hex>"
                   (the original bytes' block digest, below), "copy": "copies/0000.bin", "mode": 420}],
@@ -22,8 +22,10 @@ apply cut short can always be undone::
 
 Besides the plan's own actions, entries with the action ``restore`` hold whole files that
 re-dispatching after the plan appends to (the checkpoint, the abort marker, the last file of
-each consume queue dispatch reaches, the last index file; ``left_alone`` records the other
-queues' last files, which undo checks), and ``listing`` names every file of the store
+each batch consume queue and ext dispatch reaches, the last index file), entries with the
+action ``tail`` the zeros after the last unit of each consume queue file it reaches (where
+it appends; undo zeroes what was written there); ``left_alone`` records the other queues'
+last files, which undo checks; and ``listing`` names every file of the store
 before the apply: undo puts the restore entries back whole and removes files made since
 (new consume queue and index files), so the store is again what it was; ``directories``
 names every directory before, so that undo removes only directories made since.
@@ -54,10 +56,13 @@ from rmqtool.store.tree import files_and_directories
 MANIFEST_NAME = "manifest.json"
 COPIES_DIR = "copies"
 FORMAT_NAME = "rmqtool-recovery-backup"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: "tail" entries (a rmqtool that reads only 1 would restore one as a whole file)
+READ_VERSIONS = (1, 2)
 COPY_CHUNK = 1 << 22
 REWRITE = "rewrite"  # a range written over (a record --keep-past-damage replaced): put back as a zeroed one
 RESTORE = "restore"  # a whole file re-dispatching changes after the plan: put back whole
+# the zeros after a consume queue file's last unit, where re-dispatching appends: put back as a range
+TAIL = "tail"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -369,8 +374,8 @@ def read_manifest(backup_dir: pathlib.Path) -> Manifest:
         raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
     except ValueError as exc:
         raise CorruptData(f"the manifest is not JSON ({exc})", path) from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME or doc.get("version") != FORMAT_VERSION:
-        raise FormatError(f"not a {FORMAT_NAME} manifest of version {FORMAT_VERSION}", path)
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME or doc.get("version") not in READ_VERSIONS:
+        raise FormatError(f"not a {FORMAT_NAME} manifest of version {' or '.join(map(str, READ_VERSIONS))}", path)
     try:
         entries = tuple(Entry(**e) for e in doc["entries"])
         listing, dirs = doc.get("listing"), doc.get("directories")

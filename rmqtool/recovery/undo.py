@@ -22,14 +22,14 @@ from rmqtool.errors import (CorruptData, RepairUnfinished, StoreAccessError, Sto
                             StoreNotFound)
 import rmqtool.recovery.intent as intent
 from rmqtool.recovery.dispatch_reach import first_written
-from rmqtool.recovery.manifest import (LOCK_NAME, REWRITE, copy_into, digest_matches, first_change_since,
+from rmqtool.recovery.manifest import (LOCK_NAME, REWRITE, TAIL, copy_into, digest_matches, first_change_since,
                                        read_manifest, restore_range, store_listing, sync_dir)
 from rmqtool.recovery.plan import ZERO
 from rmqtool.store.lock import is_locked
 from rmqtool.store.paths import StorePaths
 from rmqtool.store.unfinished import read_unfinished
 
-_RANGES = (ZERO, REWRITE)  # a range of a file put back (the others: whole files)
+_RANGES = (ZERO, REWRITE, TAIL)  # a range of a file put back (the others: whole files)
 
 
 @dataclasses.dataclass(frozen=True)

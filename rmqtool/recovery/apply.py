@@ -327,7 +327,8 @@ def _appended_later(root: pathlib.Path, plan: RecoveryPlan, commit_log_directori
     checkpoint, the abort marker, the last index file the plan keeps, and the last file of
     each queue (a 5.x batch consume queue's too, and the ext's: the ext units dispatch puts)
     whose topic dispatch reads a record of (every queue's when that is not known) or that the
-    plan itself changes. Kept (as RESTORE entries) so that undo gives the store back exactly.
+    plan itself changes. Kept (as RESTORE entries; a consume queue's file the plan does not
+    change as the TAIL range after its last unit) so that undo gives the store back exactly.
     With them, the state of the other queues' last files, which nothing writes ({path: [size,
     written end]}; None when every queue's is kept)."""
     paths = StorePaths(root)
@@ -345,18 +346,17 @@ def _appended_later(root: pathlib.Path, plan: RecoveryPlan, commit_log_directori
             last = files[-1] if files else None
         if last is None:
             continue
-        if last.resolve() in acted or not plain:
-            if topics is None or topic in topics or last.resolve() in acted:
-                keep.append(last)
-            else:
-                left_alone[str(last.resolve())] = file_state(last)
-        elif topics is None or topic in topics:
+        if last.resolve() in acted:
+            keep.append(last)
+        elif topics is not None and topic not in topics:
+            left_alone[str(last.resolve())] = file_state(last)
+        elif plain:
             # units are appended where the walk ended, which is the last non-zero byte's unit here
-            # (anything after it is the plan's to zero, and the file then whole above)
+            # (anything after it would be the plan's to zero, and the file kept whole above)
             size, end = file_state(last)
             out.append(Action(TAIL, str(last), end, size, "", "dispatch appends units after the last"))
         else:
-            left_alone[str(last.resolve())] = file_state(last)
+            keep.append(last)
     for p in keep:
         if p.is_file():
             out.append(Action(RESTORE, str(p), 0, p.stat().st_size, "", "dispatch changes it after the plan"))

@@ -87,9 +87,9 @@ def say_open_files_limit(line: str) -> None:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     except (ImportError, OSError):
         return
-    sys.stderr.write(f"rmqtool: this process may have {soft} files open (hard limit {hard}); a store "
-                     f"written to keeps two open for each queue, as the broker keeps each mapped: raise "
-                     f"the limit (ulimit -Hn, as for the broker) and run the command again\n")
+    sys.stderr.write(f"rmqtool: this process may have {soft} files open (hard limit {hard}): raise the "
+                     f"limit (ulimit -Hn, as for the broker) and run the command again; a repair keeps two "
+                     f"open for each queue it writes to, as the broker keeps each mapped\n")
 
 
 def boundary(fn=None, *, usage_hint: bool = True):

@@ -161,13 +161,10 @@ def test_a_file_moved_in_across_file_systems_keeps_its_holes(tmp_path, monkeypat
     assert target.stat().st_blocks * 512 < 1 << 20  # 64 MiB, almost all of it holes
 
 
-@pytest.mark.parametrize("kernel", ["native", "pure"])
-@pytest.mark.parametrize("many", [False, True])
-def test_every_byte_the_engine_writes_through_a_map_was_allocated_first(tmp_path, monkeypatch, kernel, many):
-    """Appends one at a time (the record through the commit log's map) or many at once (pwrite),
-    dispatched to consume queues and the index, then closed (the checkpoint), by the native
-    kernel and by the Python paths: each file's non-zero bytes lie in ranges allocated before
-    (a write into a hole of a full disk is a SIGBUS)."""
+def _allocations(monkeypatch, kernel: str) -> dict:
+    """Every posix_fallocate the engine calls from here on, recorded as it passes through:
+    {(device, inode): [(offset, end), ...]}; with the native kernel or the Python paths
+    (``kernel``: "native" or "pure")."""
     from rmqtool import native
     if kernel == "pure":
         monkeypatch.setattr(native, "kernel", None)
@@ -176,10 +173,20 @@ def test_every_byte_the_engine_writes_through_a_map_was_allocated_first(tmp_path
 
     def allocate(fd, offset, length):
         st = os.fstat(fd)
-        # the blocks (of 4 KiB here) that hold any byte of the range
-        allocated.setdefault((st.st_dev, st.st_ino), []).append((offset - offset % 4096, offset + length))
+        allocated.setdefault((st.st_dev, st.st_ino), []).append((offset, offset + length))
         return real(fd, offset, length)
     monkeypatch.setattr(os, "posix_fallocate", allocate)
+    return allocated
+
+
+@pytest.mark.parametrize("kernel", ["native", "pure"])
+@pytest.mark.parametrize("many", [False, True])
+def test_every_byte_the_engine_writes_through_a_map_was_allocated_first(tmp_path, monkeypatch, kernel, many):
+    """Appends one at a time (the record through the commit log's map) or many at once (pwrite),
+    dispatched to consume queues and the index, then closed (the checkpoint), by the native
+    kernel and by the Python paths: each file's non-zero bytes lie in ranges allocated before
+    (a write into a hole of a full disk is a SIGBUS)."""
+    allocated = _allocations(monkeypatch, kernel)
     root = tmp_path / "store"
     with Store.open(root, writable=True, commitlog_size=1 << 20, cq_size=6000) as store:
         messages = [producer_message(f"T{i % 3}", b"x" * (i % 700), keys=f"k{i}") for i in range(3000)]
@@ -195,7 +202,8 @@ def test_every_byte_the_engine_writes_through_a_map_was_allocated_first(tmp_path
         if many and path.parent.name == "commitlog":
             continue  # its records written with pwrite, which allocates as it writes
         st = path.stat()
-        ranges = allocated.get((st.st_dev, st.st_ino), [])
+        # the blocks (of 4 KiB here) that hold any byte of each range
+        ranges = [(lo - lo % 4096, hi) for lo, hi in allocated.get((st.st_dev, st.st_ino), [])]
         data = path.read_bytes()
         for page in range(0, len(data), 4096):
             if data[page:page + 4096].count(0) != len(data[page:page + 4096]):
@@ -206,33 +214,24 @@ def test_every_byte_the_engine_writes_through_a_map_was_allocated_first(tmp_path
 @pytest.mark.parametrize("kernel", ["native", "pure"])
 def test_what_is_allocated_ahead_stays_in_proportion_to_what_is_written(tmp_path, monkeypatch, kernel):
     """Many queues of a few units each, and one of many: each file's allocated ranges end
-    within twice its written bytes, ALLOCATE_AHEAD past them at most, in whole pages. A MiB ahead of every queue file made a store of 8,000 small queues take 8 GB, and
-    every reader read each file's MiB of zeros."""
-    from rmqtool import native
+    within twice its written bytes, ALLOCATE_AHEAD past them at most, in whole pages. A MiB
+    ahead of every queue file made a store of 8,000 small queues take 8 GB, and every reader
+    read each file's MiB of zeros."""
     from rmqtool.engine.mapped_file import ALLOCATE_AHEAD, OS_PAGE_SIZE
-    if kernel == "pure":
-        monkeypatch.setattr(native, "kernel", None)
-    real = os.posix_fallocate
-    furthest: dict[tuple[int, int], int] = {}
-
-    def allocate(fd, offset, length):
-        st = os.fstat(fd)
-        key = (st.st_dev, st.st_ino)
-        furthest[key] = max(furthest.get(key, 0), offset + length)
-        return real(fd, offset, length)
-    monkeypatch.setattr(os, "posix_fallocate", allocate)
+    allocated = _allocations(monkeypatch, kernel)
     root = tmp_path / "store"
     cq_size = 300_000 * 20  # the broker's default consume queue file
     with Store.open(root, writable=True, commitlog_size=64 << 20, cq_size=cq_size) as store:
         store.append_many([producer_message(f"Small{i}", b"x" * 100, queue_id=0) for i in range(40)])
-        store.append_many([producer_message("Big", b"y" * 100, queue_id=0) for _ in range(55_000)])  # 1.1 MB of units: past the cap
+        # 1.1 MB of units: past the cap
+        store.append_many([producer_message("Big", b"y" * 100, queue_id=0) for _ in range(55_000)])
     queues = sorted((root / "consumequeue").rglob("0" * 20))
     assert len(queues) == 41
     for path in queues:
         st = path.stat()
         written = len(path.read_bytes().rstrip(b"\0"))
         limit = min(cq_size, -(-min(2 * written, written + ALLOCATE_AHEAD) // OS_PAGE_SIZE) * OS_PAGE_SIZE)
-        assert 0 < furthest[(st.st_dev, st.st_ino)] <= limit, (path, written)
+        assert 0 < max(hi for _lo, hi in allocated[(st.st_dev, st.st_ino)]) <= limit, (path, written)
         assert st.st_blocks * 512 <= limit
 
 

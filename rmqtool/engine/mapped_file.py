@@ -2,11 +2,12 @@
 
 A segment is created at its full size (sparse, as FileChannel.map extends it) and mapped
 read-write; appends copy into the map and move the wrote position, flushes msync what was
-written since the last flush. The file's blocks are allocated a MiB ahead of the writes
-(:func:`allocate`): a write through a map into a hole the file system has no room for kills
-the process (SIGBUS), where the allocation says ENOSPC. The commit log asks for its next
-segment ahead of time, and a background thread creates it, as the broker's AllocateMappedFileService does; segments made
-ahead and never used are deleted on a clean close, as the broker's shutdown does.
+written since the last flush. The file's blocks are allocated ahead of the writes, as far
+again as the file holds and a MiB at most (:func:`allocated_to`): a write through a map into
+a hole the file system has no room for kills the process (SIGBUS), where the allocation says
+ENOSPC. The commit log asks for its next segment ahead of time, and a background thread
+creates it, as the broker's AllocateMappedFileService does; segments made ahead and never
+used are deleted on a clean close, as the broker's shutdown does.
 
 Only segments still being written or not yet flushed stay mapped, so memory does not grow
 with the store; older data is read with pread.

@@ -810,7 +810,7 @@ static void index_close(index_t *ix)
 /* A write through a map into a hole the file system has no room for is a SIGBUS that kills the
  * process: the Python side allocates a file's blocks before its writes (engine/mapped_file.allocate)
  * and keeps how far in ``backed``. Bytes up to ``end`` of ``file`` (a WritableMappedFile or an
- * IndexFileWriter) allocated: its back(end) when ``backed`` (as last read) is short, a MiB at a time;
+ * IndexFileWriter) allocated: its back(end) when ``backed`` (as last read) is short (ahead as it decides);
  * -1 with its error (a full disk: StoreAccessError) before anything is written. */
 static int backed_to(PyObject *file, long long end, long long *backed)
 {

@@ -346,10 +346,11 @@ def _appended_later(root: pathlib.Path, plan: RecoveryPlan, commit_log_directori
             last = files[-1] if files else None
         if last is None:
             continue
-        if last.resolve() in acted:
+        real = last.resolve()
+        if real in acted:
             keep.append(last)
         elif topics is not None and topic not in topics:
-            left_alone[str(last.resolve())] = file_state(last)
+            left_alone[str(real)] = file_state(last)
         elif plain:
             # units are appended where the walk ended, which is the last non-zero byte's unit here
             # (anything after it would be the plan's to zero, and the file kept whole above)

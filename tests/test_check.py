@@ -103,6 +103,10 @@ def test_cut_queues_lag_and_go_critical(cut):
     assert rows[("dispatch_lag_ms", None, None, None)]["value"] == NEWEST - MESSAGES[reput]["storeTimestamp"]
     for (topic, qid), end in ends.items():
         assert rows[("queue_dispatch_lag_bytes", topic, qid, None)]["value"] == COMMIT_LOG["maxPhyOffset"] - end
+        # the time of the oldest record not dispatched to the queue: the first one from its dispatched
+        # end on (past an end-of-file blank: the next file's first)
+        after = MESSAGES[min(o for o in MESSAGES if o >= end)]["storeTimestamp"]
+        assert rows[("queue_dispatch_lag_ms", topic, qid, None)]["value"] == NEWEST - after
     assert rows[("index_lag_bytes", None, None, None)]["value"] == 0  # the index is whole
     assert all(set(row) == {"record", "store_path", "measure", "topic", "queue_id", "group", "value", "unit", "state"}
                and row["record"] == "check_measure" for row in rows.values())

@@ -15,6 +15,7 @@ the operator names (a temporary file in the same directory, then renamed over it
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import enum
 import math
@@ -200,7 +201,9 @@ class _Tail:
         return self.records[-1][4] if self.records else None
 
     def first_at_or_after(self, offset: int) -> tuple | None:
-        return next((r for r in self.records if r[0] >= offset), None)
+        # records are in scan order, so by offset: a search, not a walk (it runs once a queue)
+        i = bisect.bisect_left(self.records, offset, key=lambda r: r[0])
+        return self.records[i] if i < len(self.records) else None
 
 
 def _read_tail(view: StoreView, tail_bytes: int) -> _Tail:
@@ -269,8 +272,8 @@ def _lag(tail: _Tail, reader: CommitLogReader, dispatched_end: int) -> tuple[int
     if first is not None:
         ts = first[4]
     else:
-        try:
-            ts = reader.read(dispatched_end, check_crc=False).store_timestamp
+        try:  # a queue whose last record ended a file: the next record opens the next file
+            ts = reader.read(reader.past_blank(dispatched_end), check_crc=False).store_timestamp
         except RmqError:  # no record starts there: the bytes still count, the time is not known
             ts = None
     return tail.end - dispatched_end, (newest - ts if newest is not None and ts is not None else None)

@@ -87,6 +87,17 @@ class CommitLogReader:
         length = min(length, seg.size - position, length if end is None else end - offset)
         return self.pread(seg, position, length) if length > 0 else b""
 
+    def past_blank(self, offset: int) -> int:
+        """Where the reput reads next from ``offset``: there, or where an end-of-file blank
+        lies there, the next file's first byte (its rollNextFile)."""
+        seg = self.commit_log.queue.find(offset) if offset >= 0 else None
+        if seg is None:
+            return offset
+        head = self.pread(seg, offset - seg.base_offset, _HOP.size)
+        if len(head) == _HOP.size and _HOP.unpack_from(head, 0)[1] == BLANK_MAGIC_CODE:
+            return seg.base_offset + max(seg.size, self.commit_log.queue.mapped_file_size or 0)
+        return offset
+
     def read(self, offset: int, *, check_crc: bool = True) -> Message:
         """The message whose record starts at ``offset``.
 

@@ -35,6 +35,7 @@ from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.consumer_offsets import consumer_offsets
 from rmqtool.store.indexfile import read_index_header
 from rmqtool.store.message import Message
+from rmqtool.store.segments import one_listing
 from rmqtool.store.tree import walk
 from rmqtool.store.view import StoreView, as_view
 from rmqtool.inspect.check_defaults import RECOVERY_RATE, TAIL_BYTES
@@ -316,6 +317,7 @@ def _disk(view: StoreView) -> tuple[float, int, int]:
     return round(ratio, 4), free, allocated
 
 
+@one_listing()
 def check_store(path, *, now: int, tail_bytes: int, recovery_rate: float) -> StoreCheck:
     view = as_view(path)  # a store path, or the view a caller opened (report)
     refuse_dledger(view.root, "check")

@@ -27,6 +27,7 @@ from rmqtool.store.commitlog import Blank, findings_of, scan_segment
 from rmqtool.store.config import read_config_dir
 from rmqtool.store.message import Message
 from rmqtool.recovery.loaded_end import next_start_ends, queue_cut, simulate_for_info, simulated_outcome
+from rmqtool.store.segments import one_listing
 from rmqtool.store.view import StoreView
 
 
@@ -221,6 +222,7 @@ def first_file_read(view: StoreView) -> int | None:
     return first
 
 
+@one_listing()
 def store_info(store: str | os.PathLike | StoreView) -> tuple[dict, list[Finding]]:
     """Everything ``rmqtool info`` shows, as one JSON-ready document (findings included as
     JSON), and the findings themselves."""

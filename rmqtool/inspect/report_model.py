@@ -40,7 +40,7 @@ from rmqtool.recovery.outcome import Settings, simulate
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.consumer_offsets import consumer_offsets
 from rmqtool.store.detect import require_store
-from rmqtool.store.segments import missing_bases
+from rmqtool.store.segments import missing_bases, one_listing
 from rmqtool.store.view import StoreView
 
 # verify as report runs it: (view, now_ms) -> every finding (the family's tools hand verify/'s run in)
@@ -70,6 +70,7 @@ class Report:
         return sum(f.severity == Severity.ERROR for f in self.findings)
 
 
+@one_listing()
 def build_report(store: str | os.PathLike | StoreView, *, now: int | None, verify: VerifyFn,
                  html: str | os.PathLike | None = None) -> Report:
     """The report's model of a store; ``now``: the clock (epoch ms) check and verify read;

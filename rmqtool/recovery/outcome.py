@@ -57,7 +57,7 @@ from rmqtool.store.message import Message
 from rmqtool.store.record_columns import RecordColumns
 from rmqtool.store.record_kernel import candidate_starts
 from rmqtool.store.paths import LONG_MAX, StorePaths, is_segment_name, names_a_directory
-from rmqtool.store.segments import Segment, discover
+from rmqtool.store.segments import Segment, discover, one_listing
 from rmqtool.store.view import StoreView, view_of_root
 from rmqtool.errors import CorruptData, FormatError, RmqError, StoreAccessError, StoreNotFound
 
@@ -267,6 +267,7 @@ class _Start:
             self.index_model.close()
 
 
+@one_listing()
 def simulate(store, settings: Settings, commit_log_file_size: int | None = None,
              consume_queue_file_size: int | None = None, delay_levels: DelayLevels | None = None,
              *, list_lost: bool = True, batch_learned: frozenset = frozenset()) -> Outcome:

@@ -53,7 +53,7 @@ from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, batch_unit_be
 from rmqtool.store.message import HEADER_FIELDS, PREFIX, Message
 from rmqtool.store.paths import StorePaths
 from rmqtool.store.rocksdb_cq import rocksdb_only
-from rmqtool.store.segments import Segment, discover
+from rmqtool.store.segments import Segment, discover, one_listing
 from rmqtool.store.timer.files import find_timer_store
 from rmqtool.store.view import StoreView
 
@@ -229,6 +229,7 @@ class RecoveryPlan:
                 "files_deleted_count": self.files_deleted} | out | ({"timer": self.timer} if self.timer else {})
 
 
+@one_listing()
 def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size: int | None = None,
                   consume_queue_file_size: int | None = None, settings: Settings = Settings(),
                   keep_index: bool = False, missing_file_ok: bool = False, now_ms: int | None = None,

@@ -35,7 +35,7 @@ from rmqtool.errors import StoreAccessError
 from rmqtool.findings import Finding
 from rmqtool.store.commitlog import Blank, CrcTally, ScanResult, _FileWindow, crc_scan, scan_segment
 from rmqtool.store.message import RECORD_START, Message
-from rmqtool.store.segments import Segment, SegmentQueue, discover
+from rmqtool.store.segments import Segment, SegmentQueue, discover, seen_once
 
 _HEADER = 8  # totalSize and magicCode: a segment whose first 8 bytes are zero holds no record
 
@@ -80,6 +80,11 @@ def last_nonzero_from(path: pathlib.Path, position: int = 0) -> int | None:
 
 
 def _zero_check(path: pathlib.Path, position: int, check) -> int | None:
+    # a pass that writes nothing asks a queue file's end from several sides: found once there
+    return seen_once((check.__name__, os.fspath(path), position), lambda: _look(path, position, check))
+
+
+def _look(path: pathlib.Path, position: int, check) -> int | None:
     try:
         size = os.stat(path).st_size
     except OSError as exc:

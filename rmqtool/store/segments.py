@@ -7,9 +7,11 @@ else the largest file), because stores run with many sizes. Discovery never writ
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import os
 import pathlib
+import threading
 
 from rmqtool.errors import NotAStore, StoreAccessError, StoreNotFound
 from rmqtool.findings import (SEGMENT_EMPTY, SEGMENT_GAP, SEGMENT_NAME_INVALID, SEGMENT_OVERLAP,
@@ -82,8 +84,50 @@ def infer_mapped_file_size(segments: list[Segment]) -> int | None:
     return max(s.size for s in segments) or None
 
 
+class _Listings(threading.local):
+    """What :func:`one_listing` keeps: what each directory and file was first seen to hold."""
+    depth = 0
+    kept: dict | None = None
+
+
+_listings = _Listings()
+
+
+@contextlib.contextmanager
+def one_listing():
+    """Within the block, each directory is listed once, and each file's data end found once
+    (:func:`seen_once`): a pass that looks at every queue from several sides (a start's
+    simulation, check, report) lists a store of thousands of queue directories once instead
+    of eight times, and sees one listing throughout. Only around work that writes nothing: a
+    listing kept across a write would miss what it made. Blocks nest; what was kept goes
+    when the outermost ends."""
+    if _listings.depth == 0:
+        _listings.kept = {}
+    _listings.depth += 1
+    try:
+        yield
+    finally:
+        _listings.depth -= 1
+        if _listings.depth == 0:
+            _listings.kept = None
+
+
+def seen_once(key: tuple, look):
+    """``look()``, once for ``key`` within :func:`one_listing`; outside one, every call."""
+    kept = _listings.kept
+    if kept is None:
+        return look()
+    if key not in kept:
+        kept[key] = look()
+    return kept[key]
+
+
 def list_dir(directory: str | os.PathLike) -> list[os.DirEntry]:
     """A directory's entries sorted by name; the OS refusing becomes a one-line StoreAccessError."""
+    return list(seen_once(("entries", os.fspath(directory)), lambda: _scan_dir(directory)))
+
+
+def _scan_dir(directory: str | os.PathLike) -> list[os.DirEntry]:
     try:
         return sorted(os.scandir(directory), key=lambda e: e.name)
     except PermissionError:
@@ -111,6 +155,13 @@ def discover(directory: str | os.PathLike, *, required: bool = True,
 
 def list_segments(directory: pathlib.Path, findings: list[Finding]) -> list[Segment]:
     """The segment files of one directory, sorted by offset; what is no segment a finding."""
+    segments, found = seen_once(("segments", os.fspath(directory)), lambda: _list_segments(directory))
+    findings += found
+    return list(segments)
+
+
+def _list_segments(directory: pathlib.Path) -> tuple[list[Segment], list[Finding]]:
+    findings: list[Finding] = []
     segments = []
     for entry in list_dir(directory):
         if not is_segment_name(entry.name) or not entry.is_file(follow_symlinks=True):
@@ -130,7 +181,7 @@ def list_segments(directory: pathlib.Path, findings: list[Finding]) -> list[Segm
             continue
         segments.append(Segment(pathlib.Path(entry.path), int(entry.name), size))
     segments.sort(key=lambda s: s.base_offset)
-    return segments
+    return segments, findings
 
 
 def check_sequence(segments: list[Segment], size: int | None, findings: list[Finding], where=None) -> None:

@@ -20,6 +20,7 @@ from rmqtool.findings import Finding
 from rmqtool.formats.compaction import COMPACTION_DIR
 from rmqtool.store.consumequeue import UnitFiles
 from rmqtool.store.rocksdb_cq import rocksdb_cq_dir
+from rmqtool.store.segments import one_listing
 from rmqtool.store.view import StoreView
 from rmqtool.verify.base import VerifyOptions, VerifyRun
 from rmqtool.verify.checkpoint import CheckpointWindows, check_checkpoint
@@ -195,6 +196,7 @@ def verify_run(view: StoreView, options: VerifyOptions | None = None, progress=N
     return Verify(view, options, progress)
 
 
+@one_listing()
 def verify_store(store: str | os.PathLike | StoreView, options: VerifyOptions | None = None) -> list[Finding]:
     """Every finding of a RocketMQ store (a DLedger one's too: :func:`verify_run`), as a list
     (for scripts and tests)."""

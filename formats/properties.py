@@ -33,6 +33,13 @@ PROPERTY_CLUSTER = "CLUSTER"
 PROPERTY_INNER_NUM = "INNER_NUM"
 PROPERTY_INNER_BASE = "INNER_BASE"
 PROPERTY_CRC32 = "__CRC32#"
+# multi-dispatch (light message queues): the queues a record is dispatched to besides its own,
+# and its queue offset in each, at the same index (MessageConst.java; split at MixAll's ",")
+PROPERTY_INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
+PROPERTY_INNER_MULTI_QUEUE_OFFSET = "INNER_MULTI_QUEUE_OFFSET"
+MULTI_DISPATCH_SEPARATOR = ","
+LMQ_PREFIX = "%LMQ%"  # MixAll.LMQ_PREFIX: a light message queue, queue id 0 under enableLmq
+LMQ_QUEUE_ID = 0
 # not RocketMQ's: the property rmqtool recover --keep-past-damage gives a record it puts in place of a damaged one
 PROPERTY_QUARANTINED = "RMQTOOL_QUARANTINED"
 KEY_SEPARATOR = " "

@@ -110,15 +110,6 @@ assert OffsetValue.sizeof() == OFFSET_VALUE_SIZE
 
 CheckpointValue = Struct("commit_log_offset" / Int64sb)
 
-# light message queues: RocksDBConsumeQueueStore.dispatchLMQ (lines 301-329) writes a unit for
-# each name of INNER_MULTI_DISPATCH at the queue offset of INNER_MULTI_QUEUE_OFFSET at the same
-# index (MessageConst.java:66-67), split at "," (MixAll.LMQ_DISPATCH_SEPARATOR), queue id 0 for
-# a name starting "%LMQ%" (MixAll.java:103-105), the record's own queue id otherwise
-PROPERTY_INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
-PROPERTY_INNER_MULTI_QUEUE_OFFSET = "INNER_MULTI_QUEUE_OFFSET"
-LMQ_PREFIX = "%LMQ%"
-LMQ_QUEUE_ID = 0
-LMQ_DISPATCH_SEPARATOR = ","
 
 # the config store (ConfigRocksDBStorage, RocksDBConfigToJsonCommand)
 CONFIG_TYPES = ("topics", "subscriptionGroups", "consumerOffsets")  # ExportRocksDBConfigToJsonRequestHeader.ConfigType

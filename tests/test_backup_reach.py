@@ -16,7 +16,7 @@ from helpers import cli_runner, tree_fingerprint
 from rmqtool.cli.app import app
 from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
-from rmqtool.formats.rocksdb_cq import PROPERTY_INNER_MULTI_DISPATCH
+from rmqtool.formats.properties import PROPERTY_INNER_MULTI_DISPATCH
 from rmqtool.recovery.dispatch_reach import dispatched_topics
 from rmqtool.recovery.plan import plan_recovery
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pathlib
 
-from rmqtool.formats.rocksdb_cq import PROPERTY_INNER_MULTI_DISPATCH
+from rmqtool.formats.properties import PROPERTY_INNER_MULTI_DISPATCH
 from rmqtool.store.commitlog import Blank
 from rmqtool.store.commitlog_end import CommitLog, last_nonzero_from
 from rmqtool.store.message import Message

@@ -15,12 +15,15 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from rmqtool.dispatch.multi_dispatch import is_target
+from rmqtool.errors import RmqError
 from rmqtool.findings import (Consequence, CONSUME_QUEUE_FILL_UNITS, CONSUME_QUEUE_HOLE, CONSUME_QUEUE_MISSING,
                               CONSUME_QUEUE_UNIT_INVALID, CONSUME_QUEUE_UNIT_MISMATCH,
                               CONSUME_QUEUE_UNIT_NO_RECORD, MESSAGE_NOT_DISPATCHED, MESSAGE_UNREACHABLE,
                               MESSAGE_NOT_IN_CONSUME_QUEUE, Finding, finding)
 from rmqtool.formats.consumequeue import is_fill_unit, is_written_batch_unit, is_written_unit
 from rmqtool.store.arrays import read_records, runs
+from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.consumequeue import BATCH_CQ_LAYOUT, CQ_LAYOUT, AnyConsumeQueue, ConsumeQueues
 from rmqtool.store.rocksdb_cq import rocksdb_only
 from rmqtool.verify.commitlog import BandConsumer, CommitLogCheck, SegmentCheck, tq_order
@@ -196,8 +199,11 @@ class QueueCheck:
             mask = record_value != unit_value
             checks.append((name, mask & ~followed if name == "tags code" else mask, unit_value, record_value))
         bad = np.zeros(len(items), bool)
-        for _, mask, _, _ in checks:
+        for _, mask, _, _ in checks[2:]:  # size, tags code (and a batch unit's fields)
             bad |= mask
+        elsewhere = (checks[0][1] | checks[1][1]) & ~bad  # the record is another queue's, or at another offset
+        if elsewhere.any():
+            bad |= self._not_multi_dispatched(items, rows, elsewhere)
         for j in np.flatnonzero(bad).tolist():
             row = int(rows[j])
             what = []
@@ -215,6 +221,25 @@ class QueueCheck:
                 f"{_label(self.queue)}: unit {int(item['index'])} disagrees with the record at commit log "
                 f"offset {int(band['offset'][row])}: " + "; ".join(what),
                 queue_offset=int(item["queue_offset"]), commit_log_offset=int(band["offset"][row]), **self.here)))
+
+    def _not_multi_dispatched(self, items: np.ndarray, rows: np.ndarray, which: np.ndarray) -> np.ndarray:
+        """Of the units at ``which`` (a record of another queue, or at another queue offset, whose
+        size and tags code agree), those the record's multi-dispatch does not put here: a
+        light message queue's unit is another queue's record at the queue offset its
+        INNER_MULTI_QUEUE_OFFSET names (dispatch/multi_dispatch.py). Each such record is read."""
+        out = which.copy()
+        if self.queue.is_batch:  # multi-dispatch writes plain consume queues only
+            return out
+        with CommitLogReader(self.log.commit_log) as reader:
+            for j in np.flatnonzero(which).tolist():
+                try:
+                    record = reader.read(int(items["offset"][j]), check_crc=False)
+                except RmqError:
+                    continue
+                if is_target(self.queue.topic, self.queue.queue_id, int(items["queue_offset"][j]), record.queue_id,
+                             record.properties):
+                    out[j] = False
+        return out
 
     def unit_findings(self) -> list[Finding]:
         """Runs, then units pointing at no record, then units disagreeing with theirs (each in unit order)."""

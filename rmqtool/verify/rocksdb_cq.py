@@ -17,11 +17,11 @@ from __future__ import annotations
 import itertools
 from typing import Callable, Iterator
 
+from rmqtool.dispatch.multi_dispatch import is_target
 from rmqtool.errors import CorruptData, NothingFound
 from rmqtool.findings import (ROCKSDB_CQ_FILE_QUEUE_DIFFERS, ROCKSDB_CQ_OFFSET_MISMATCH, ROCKSDB_CQ_UNIT_MISMATCH,
                               ROCKSDB_CQ_UNIT_MISSING, Consequence, Finding, finding)
-from rmqtool.formats.rocksdb_cq import (LMQ_DISPATCH_SEPARATOR, LMQ_PREFIX, LMQ_QUEUE_ID, MAX_MARKER, MIN_MARKER,
-                                        PROPERTY_INNER_MULTI_DISPATCH, PROPERTY_INNER_MULTI_QUEUE_OFFSET)
+from rmqtool.formats.rocksdb_cq import MAX_MARKER, MIN_MARKER
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.rocksdb_cq import RocksDBConsumeQueue, RocksUnit, rocksdb_cq_dir
 from rmqtool.store.view import StoreView
@@ -163,23 +163,9 @@ def _against_commit_log(reader: CommitLogReader, where: str, u: RocksUnit) -> It
         return
     if (m.topic, m.queue_id, m.queue_offset, m.store_size) == (u.topic, u.queue_id, u.queue_offset, u.size):
         return
-    if m.store_size != u.size or (u.queue_id, u.queue_offset) not in _lmq_dispatches(m, u.topic):
+    if m.store_size != u.size or not is_target(u.topic, u.queue_id, u.queue_offset, m.queue_id, m.properties):
         yield _mismatch(where, u, f"commit log offset {u.commit_log_offset} holds {m.topic}/{m.queue_id} "
                         f"queue offset {m.queue_offset}, {m.store_size} bytes")
-
-
-def _lmq_dispatches(m, topic: str) -> set[tuple[int, int]]:
-    """(queue id, queue offset) the record is dispatched at in ``topic`` as one of the light
-    message queues its properties name (dispatchLMQ)."""
-    out = set()
-    props = m.properties or {}
-    names = props.get(PROPERTY_INNER_MULTI_DISPATCH)
-    offsets = props.get(PROPERTY_INNER_MULTI_QUEUE_OFFSET)
-    if names and offsets:
-        for name, offset in zip(names.split(LMQ_DISPATCH_SEPARATOR), offsets.split(LMQ_DISPATCH_SEPARATOR)):
-            if name == topic and offset.strip().lstrip("-").isdigit():
-                out.add((LMQ_QUEUE_ID if name.startswith(LMQ_PREFIX) else m.queue_id, int(offset)))
-    return out
 
 
 def _coverage(rq: RocksDBConsumeQueue, where: str, queue_ends: dict, last_units: dict) -> Iterator[Finding]:

@@ -103,3 +103,26 @@ def test_verify_still_finds_a_unit_the_records_multi_dispatch_does_not_name(tmp_
     rows, code = _verify(tmp_path / "store")
     bad = [r for r in rows if r.get("finding") == "consumeQueueUnitMismatch"]
     assert code == 3 and len(bad) == 1 and bad[0]["topic"] == "%LMQ%one" and bad[0]["queue_offset"] == 0
+
+
+def test_redispatch_keeps_the_queues_records_multi_dispatch_to(tmp_path):
+    root = tmp_path / "store"
+    _lmq_store(root, _as_the_broker)
+    lmq = {p: p.read_bytes() for p in (root / "consumequeue").glob("%LMQ%*/0/*")}
+    plan = cli_runner().invoke(app, ["redispatch", str(root), "--cq", "-f", "json"])
+    doc = json.loads(plan.stdout)
+    assert doc["multi_dispatch_queues_kept"] == ["%LMQ%one", "%LMQ%two"]
+    assert not [c for c in doc["changes"] if "%LMQ%" in c["file"]]  # neither rebuilt without their units nor deleted
+    applied = cli_runner().invoke(app, ["redispatch", str(root), "--cq", "--apply", "--backup-dir",
+                                        str(tmp_path / "backup")])
+    assert applied.exit_code == 0, applied.stderr
+    assert {p: p.read_bytes() for p in (root / "consumequeue").glob("%LMQ%*/0/*")} == lmq
+
+
+def test_recover_says_the_queues_dispatch_will_not_fill_again(tmp_path):
+    root = tmp_path / "store"
+    _lmq_store(root, _as_the_broker)
+    (root / "abort").touch()  # an abnormal start dispatches again from the checkpoint's file
+    doc = json.loads(cli_runner().invoke(app, ["recover", str(root), "-f", "json"]).stdout)
+    notes = [n for n in doc["notes"] if "multi-dispatch" in n]
+    assert len(notes) == 1 and "%LMQ%one, %LMQ%two" in notes[0]

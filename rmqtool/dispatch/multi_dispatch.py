@@ -75,3 +75,16 @@ def _java_long(text: str) -> int | None:
         return None
     value = int(text)
     return value if -(1 << 63) <= value < 1 << 63 else None
+
+
+def named_queues(commit_log, from_offset: int, to_offset: int) -> frozenset[str]:
+    """The queue names (topics) the records of ``commit_log`` (store/commitlog_end.CommitLog) in
+    [from_offset, to_offset) multi-dispatch to: only records holding the property are decoded."""
+    from rmqtool.store.message import Message
+
+    names = set()
+    needle = props.PROPERTY_INNER_MULTI_DISPATCH.encode()
+    for r in commit_log.scan(from_offset, to_offset, check_crc=False, needle=needle):
+        if type(r) is Message and needle in r.properties_raw:
+            names.update(t.topic for lmq in (True, False) for t in targets(r.queue_id, r.properties, lmq=lmq))
+    return frozenset(names)

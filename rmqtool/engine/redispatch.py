@@ -370,8 +370,11 @@ class Change:
     units: int | None = None  # consume queue units written in the staged file
 
 
-def compare(store, built: Built, *, cq: bool, index: bool, selection: Selection) -> list[Change]:
-    """What swapping the staged files in changes in the store (a view, or a store root)."""
+def compare(store, built: Built, *, cq: bool, index: bool, selection: Selection,
+            kept: frozenset = frozenset()) -> list[Change]:
+    """What swapping the staged files in changes in the store (a view, or a store root).
+    ``kept``: topics whose queue files stay as they are (queues records multi-dispatch to,
+    which the rebuild does not write: neither built nor deleted)."""
     paths = view_of_root(store).paths
     changes = []
     batch = {t for t, _q in built.batch_queues}  # their queues are in batchconsumequeue/, not consumequeue/
@@ -384,8 +387,11 @@ def compare(store, built: Built, *, cq: bool, index: bool, selection: Selection)
         staged_root = built.staging / name
         staged = {p.relative_to(staged_root): p for p in staged_root.rglob("*") if p.is_file()} \
             if staged_root.is_dir() else {}
+        staged = {rel: p for rel, p in staged.items() if rel.parts[0] not in kept}
         current = {}
         for topic, queue_id, directory in queue_directories(store_dir):
+            if topic in kept:
+                continue
             if selection.wants(topic, queue_id) and (name == "batchconsumequeue") == (topic in batch):
                 for p in directory.iterdir():
                     if p.is_file():

@@ -33,6 +33,7 @@ import os
 import pathlib
 import time
 
+from rmqtool.dispatch.multi_dispatch import named_queues
 from rmqtool.errors import StoreNotFound
 from rmqtool.findings import (ABORT_FILE_PRESENT, CONSUME_QUEUE_BEYOND_COMMIT_LOG, CQ_EXT_GARBAGE_AFTER_END,
                               CONSUME_QUEUE_FILE_AFTER_END, INDEX_FILE_NEWER_THAN_CHECKPOINT, RECORD_TORN,
@@ -300,9 +301,22 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
         reason = "an abnormal start changes nothing here: nothing is dispatched again"
     if rocksdb and refusal is None and _changes(findings):
         refusal = ROCKSDB_REFUSAL
+    _multi_dispatch_note(view, outcome, redispatch, w.end)
     return RecoveryPlan(str(paths.root), outcome.abnormal, size, w.end, tuple(findings), tuple(actions), tuple(cuts),
                         redispatch, reason, tuple(made_ahead), end, outcome, refusal, timer, tuple(ext_cuts),
                         str(paths.consumequeue) if rocksdb else None)
+
+
+def _multi_dispatch_note(view: StoreView, outcome: Outcome, redispatch: int, end: int) -> None:
+    """Records dispatched again that name other queues (enableMultiDispatch, light message
+    queues): the broker's dispatch puts their units there too, rmqtool's does not."""
+    named = named_queues(view.commit_log, redispatch, end) if redispatch < end else frozenset()
+    if named:
+        shown = ", ".join(sorted(named)[:3]) + (" and more" if len(named) > 3 else "")
+        outcome.notes.append(f"records from commit log offset {redispatch} on multi-dispatch to {len(named)} "
+                             f"queue(s) ({shown}): the broker's dispatch (enableMultiDispatch) puts their units "
+                             f"there again, rmqtool's does not, so after --apply those queues lack the units they "
+                             f"do not hold now")
 
 
 def _ext_files_after(cuts: list, actions: list[Action], findings: list[Finding]) -> None:

@@ -294,6 +294,11 @@ def show_redispatch_plan(doc: dict, fmt: str, sizes, *, wide: bool = False) -> N
         what = " and ".join(w for w, on in (("consume queues", doc["consume_queues"]), ("index", doc["index"])) if on)
         lines = [f"rebuild {what} from commit log offsets [{doc['from_offset']}, {doc['to_offset']}): "
                  f"{doc['records_dispatched']} records dispatched"]
+        kept = doc.get("multi_dispatch_queues_kept") or []
+        if kept:
+            lines.append(f"keep as they are the queues of {len(kept)} topic(s) the records multi-dispatch to "
+                         f"({', '.join(kept[:3])}{' and more' if len(kept) > 3 else ''}): rmqtool does not "
+                         f"rebuild multi-dispatch (light message queue) units")
     for c in doc["changes"]:
         if c["kind"] != "same" or wide:
             units = f" ({c['units']} units)" if c["units"] is not None else ""

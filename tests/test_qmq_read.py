@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import FIXTURES, load_truth
+from helpers import expand_store
 from rmqtool.formats.qmq.consumerlog import is_fill_unit
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.store.qmq import messagelog, record_kernel
@@ -182,6 +183,17 @@ def test_info_on_a_halted_store_says_the_checkpoint_is_behind():
     truth = load_truth(CRASH / "a-as-is" / "truth.json")
     assert doc["message_log"]["written_end"] == truth["messageLog"]["writtenEndBeforeCrash"]
     assert "not clean" in doc["last_shutdown"]
+
+
+def test_info_on_a_store_whose_log_lost_its_tail_says_the_checkpoint_is_past_the_end(tmp_path):
+    """A segment cut short: the checkpoint the start loads (truth) lies past the bytes left, so
+    nothing is replayed from it, and info says so rather than a negative replay."""
+    from rmqtool.inspect.qmq.inventory import store_info
+    variant = CRASH / "i-short-messagelog-segment"
+    doc = store_info(expand_store(variant / "input", tmp_path / "store"))
+    checkpoint = load_truth(variant / "truth.json")["checkpointsAfterStart"]["messageCheckpointOffset"]
+    assert doc["checkpoints"]["message"]["offset"] == checkpoint > doc["message_log"]["written_end"]
+    assert "past the written end" in doc["last_shutdown"] and "replays" not in doc["last_shutdown"]
 
 
 def test_every_dump_kind_gives_truth_rows_on_the_basic_store():

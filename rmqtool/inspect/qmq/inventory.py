@@ -113,6 +113,10 @@ def store_info(root: str | os.PathLike, live_pid: int | None = None) -> dict:
         shutdown = "no message checkpoint: the next start replays the whole message log"
     elif checkpoint_offset == written_end:
         shutdown = "the message checkpoint is at the written end, as a clean stop leaves it"
+    elif checkpoint_offset > written_end:  # a segment cut short or gone: nothing to replay, bytes missing
+        shutdown = (f"the message checkpoint ({checkpoint_offset}) is past the written end ({written_end}): the "
+                    f"message log lost bytes the checkpoint says were written (a file cut short or deleted); "
+                    f"rmqtool recover shows where the next start ends it")
     else:
         shutdown = (f"the message checkpoint ({checkpoint_offset}) is behind the written end ({written_end}): "
                     f"the last stop was not clean, the next start replays {written_end - checkpoint_offset} bytes")

@@ -123,6 +123,20 @@ def test_a_qmq_store_has_its_message_log_cut_where_the_truth_flipped_a_byte(tmp_
     assert seg["cut_at"] == record["offset"] and seg["damaged"] == 1
     page = render_page(doc)
     assert "<h2>Message log</h2>" in page and 'id="queues"' not in page and 'class="strip zoom"' in page
+    # the checkpoint the start loads lies past the cut: the replay begins at the cut, and replays nothing
+    checkpoint = load_truth(variant / "truth.json")["checkpointsAfterStart"]["messageCheckpointOffset"]
+    assert checkpoint > record["offset"]
+    assert doc["store"]["start_reason"].startswith(f"the message log replay starts at {record['offset']}, its end")
+
+
+def test_a_qmq_store_without_a_message_checkpoint_replays_from_the_first_offset(tmp_path):
+    variant = FIXTURES / "qmq" / "crash" / "g-lost-message-checkpoints"
+    assert "every message checkpoint deleted" in load_truth(variant / "truth.json")["mutation"]["what"]
+    store = expand_store(variant / "input", tmp_path / "store")
+    doc = json.loads(cli_runner().invoke(app, ["report", str(store), "--now", NOW, "-f", "json"]).stdout)
+    first = min(int(p.name) for p in (store / "messagelog").iterdir() if p.name.isdigit())
+    assert doc["store"]["start_reason"] == f"no message checkpoint loads: the message log replay starts at its " \
+                                           f"first offset {first}"
 
 
 def test_a_live_store_is_read_to_its_written_end_and_its_start_not_predicted(tmp_path):

@@ -11,6 +11,7 @@ where it ends the log and which files it deletes from ``recovery/qmq/start.simul
 from __future__ import annotations
 
 import os
+import pathlib
 import time
 from typing import Callable
 
@@ -83,6 +84,21 @@ def _segments(segments, start: StartOutcome, damaged: list[dict]) -> list[dict]:
     return rows
 
 
+def _replay_reason(start: StartOutcome) -> str | None:
+    """Where the start's message log replay begins, and why (DefaultStorage's iterate: the loaded
+    checkpoint's offset; the log's first offset without one; its end when the checkpoint lies past it)."""
+    log = start.message_log
+    if log is None:
+        return None
+    loaded = start.checkpoints.message_checkpoint_file
+    if loaded is None:
+        return f"no message checkpoint loads: the message log replay starts at its first offset {log.replay_from}"
+    if log.records_replayed == 0 and log.replay_from == log.max_offset:
+        return (f"the message log replay starts at {log.replay_from}, its end after the start: the loaded message "
+                f"checkpoint ({pathlib.Path(loaded).name}) is at or past it, so nothing is replayed")
+    return f"the message log replay starts at the loaded message checkpoint's offset {log.replay_from}"
+
+
 def _store_section(view, segments, start: StartOutcome, findings: list[Finding], now: int) -> dict:
     log = start.message_log
     refusal = start.refusal
@@ -104,8 +120,7 @@ def _store_section(view, segments, start: StartOutcome, findings: list[Finding],
                    if refusal is not None else None),
         "advice": None,
         "start_file": first.path.name if first is not None else None,
-        "start_reason": (f"the message log replay starts at the loaded message checkpoint's offset {log.replay_from}"
-                         if log is not None else None),
+        "start_reason": _replay_reason(start),
         "mapped_file_size": PER_SEGMENT_FILE_SIZE,
         "written_end": written,
         "recovered_end": recovered,

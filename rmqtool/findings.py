@@ -167,7 +167,7 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "payloadCrcMismatch": (Severity.ERROR, "QMQ: a message log record whose payload does not match its CRC"),
     "messageSequenceGap": (Severity.WARNING, "QMQ: a subject's sequences in the message log are not consecutive"),
     "consumerLogUnitPastEnd": (Severity.ERROR, "QMQ: consumer-log units pointing past the message log's end: "
-                               "served as SUCCESS with no message"),
+                               "those the next start keeps are served as SUCCESS with no message"),
     "consumerLogUnitMismatch": (Severity.ERROR, "QMQ: a consumer-log unit that does not point at its subject's "
                                 "record of that sequence"),
     "consumerLogUnitInvalid": (Severity.ERROR, "QMQ: a consumer-log unit of no known kind"),
@@ -606,7 +606,7 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "messageRecordInvalid": "Damaged bytes: the next start cuts the message log there; salvage the records after it first.",
     "payloadCrcMismatch": "The payload is damaged: the next start cuts the message log there; salvage what follows first.",
     "messageSequenceGap": "Records of the subject are missing (or were written elsewhere): compare with its consumer log.",
-    "consumerLogUnitPastEnd": "Consumers get SUCCESS with no message for these sequences: rmqtool recover --apply cuts them.",
+    "consumerLogUnitPastEnd": "Consumers get SUCCESS with no message for those of these sequences the next start keeps: rmqtool recover --apply cuts them.",
     "consumerLogUnitMismatch": "Rebuild the subject's consumer log from the message log (rmqtool recover --apply).",
     "consumerLogUnitInvalid": "Rebuild the subject's consumer log from the message log (rmqtool recover --apply).",
     "messageNotInConsumerLog": "Consumers cannot reach these messages: rebuild the consumer log (rmqtool recover --apply).",

@@ -220,7 +220,9 @@ class QmqChecks:
                 path, position, _, _, _ = past[0]
                 yield finding(ids.CONSUMER_LOG_UNIT_PAST_END, path, position,
                               f"{subject}: sequences {_ranges_text([p[2] for p in past])} point past the "
-                              f"message log's end ({self.written_end}): served as SUCCESS with no message",
+                              f"message log's end ({self.written_end}): no record behind them (those the next "
+                              f"start's consumer log keeps are served as SUCCESS with no message: "
+                              f"messagesServedEmpty names them)",
                               subject=subject, sequences=len(past))
             if wrong:
                 path, position, sequence, wrote_offset, wrote_bytes = wrong[0]

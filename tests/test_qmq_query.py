@@ -1,7 +1,11 @@
 """Lookups in QMQ stores (rmqtool/query/qmq/) against what DefaultStorage served (truth.json)."""
 from __future__ import annotations
 
+import pytest
+
 from conftest import FIXTURES, load_truth
+from helpers import cli_runner
+from rmqtool.cli.app import app
 from rmqtool.query.qmq.lookup import QmqLookup
 
 QMQ = FIXTURES / "qmq"
@@ -37,3 +41,16 @@ def test_by_time_gives_the_first_record_appended_at_or_after():
         assert look.by_time(subject, r["timestamp"]).record.offset == \
             next(x["offset"] for x in mine if x["timestamp"] >= r["timestamp"])
     assert look.by_time(subject, mine[-1]["timestamp"] + 1) is None
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--subject", "../messagelog", "--sequence", "0"], "outside consumerlog/"),
+    (["--subject", "{subject}", "--sequence", "0", "--msg-id", "x"], "--msg-id and --sequence"),
+    (["--subject", "{subject}", "--sequence", "0", "--time", "1"], "--sequence and --time"),
+    (["--subject", "{subject}", "--msg-id", "{id}"], "not with --subject"),
+])
+def test_a_query_that_asks_two_questions_or_leaves_consumerlog_is_refused(args, said):
+    record = load_truth(QMQ / "basic" / "truth.json")["readBack"]["messageLog"]["records"][0]
+    args = [a.format(subject=record["subject"], id=record["payload"]["messageId"]) for a in args]
+    r = cli_runner().invoke(app, ["query", str(QMQ / "basic" / "store"), *args])
+    assert r.exit_code == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1

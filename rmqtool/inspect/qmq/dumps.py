@@ -117,6 +117,15 @@ def query_rows(root: str | os.PathLike, *, subject: str | None = None, sequence:
     from rmqtool.errors import NothingFound, UsageError
     from rmqtool.query.qmq.lookup import QmqLookup
     root = pathlib.Path(root)
+    given = [name for name, value in (("--msg-id", message_id), ("--sequence", sequence), ("--time", time_ms))
+             if value is not None]
+    if len(given) > 1:  # one question a query: the others would be left unanswered without a word
+        raise UsageError(f"{' and '.join(given)} ask different questions: give one of them")
+    if subject is not None and message_id is not None:
+        raise UsageError("--msg-id finds a message in every subject: not with --subject")
+    if subject is not None and not consumerlog.subject_directory(root, subject).resolve().is_relative_to(
+            (root / "consumerlog").resolve()):
+        raise UsageError(f"{subject!r} names a directory outside consumerlog/: not a subject")
     look = QmqLookup(root)
     if message_id is not None:
         records = list(look.by_message_id(message_id))

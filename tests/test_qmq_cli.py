@@ -182,3 +182,15 @@ def test_a_repair_killed_is_finished_by_running_it_again_or_undone(tmp_path, ste
         else:
             assert run("undo", backup).exit_code == 0
             assert tree_fingerprint(store) == before
+
+
+@pytest.mark.parametrize("kind, where, extra, said", [
+    ("consumerlog", "messagelog/00000000000000000000", [], "is not in consumerlog/"),
+    ("pulllog", "pulllog_smt", [], "is not in pulllog/"),
+    ("checkpoint", "messagelog", [], "is not in checkpoint/"),
+    ("messagelog", "", ["-s", "any"], "--subject narrows dump consumerlog only"),
+])
+def test_dump_refuses_another_kinds_files_and_options_it_would_ignore(kind, where, extra, said):
+    """Rows of nothing and exit 0 would read as an empty log: the command says what it reads."""
+    r = cli_runner().invoke(app, ["dump", kind, str(QMQ / "basic" / "store" / where), *extra])
+    assert r.exit_code == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1

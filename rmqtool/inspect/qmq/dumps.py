@@ -93,8 +93,14 @@ def checkpoint_rows(root: pathlib.Path, only: pathlib.Path | None = None) -> Ite
 
 def dump_rows(root: str | os.PathLike, kind: str, *, body: str = "base64", only: str | os.PathLike | None = None,
               subject: str | None = None) -> Iterator[dict]:
+    from rmqtool.errors import UsageError
     root = pathlib.Path(root)
     only = pathlib.Path(only) if only is not None else None
+    if subject is not None and kind != "consumerlog":
+        raise UsageError(f"--subject narrows dump consumerlog only, not dump {kind}")
+    home = root / kind  # each kind's files are in the directory of its name
+    if only is not None and not _wanted(only, home):  # another kind's file: it would give no row and no word
+        raise UsageError(f"{only} is not in {home.name}/: dump {kind} reads {home.name}/'s files")
     if kind == "messagelog":
         return message_log_rows(root, body, only)
     if kind == "consumerlog":

@@ -90,9 +90,13 @@ def _has_key(band: SegmentCheck, rows: np.ndarray, hashes: np.ndarray, covered: 
 class IndexFileCheck:
     """One index file: its entries read in order and matched band by band."""
 
-    def __init__(self, f: IndexFile, log: CommitLogCheck):
+    def __init__(self, f: IndexFile, log: CommitLogCheck, inherited: int | None = None):
         self.f = f
         self.log = log
+        # the begin time the file had when its first entry was put: the file before it's end time
+        # (IndexFile's constructor takes it; putKey sets the entry's own time only after that
+        # entry); None when no file before it is left, and that entry's timeDiff is not known
+        self.inherited = inherited
         self.path = str(f.path)
         self.count, self.count_findings = entry_count(f) if f.hash_slot_num is not None else (0, [])
         self.first_at = entry_position(f.hash_slot_num, FIRST_INDEX) if f.hash_slot_num is not None else 0
@@ -148,6 +152,12 @@ class IndexFileCheck:
             items, rows = subset(items, hit), rows[hit]
         has_key = _has_key(band, rows, items["key_hash"], covered)
         want = expected_time_diff(band["store_timestamp"][rows], self.f.header.begin_timestamp)
+        first = items["entry"] == FIRST_INDEX
+        if first.any():
+            if self.inherited is None:
+                want[first] = items["time_diff"][first]
+            else:
+                want[first] = expected_time_diff(band["store_timestamp"][rows][first], self.inherited)
         time_ok = items["time_diff"] == want
         for j in np.flatnonzero(~has_key | ~time_ok).tolist():
             entry, phy = int(items["entry"][j]), int(items["offset"][j])
@@ -371,7 +381,8 @@ class IndexCheck(BandConsumer):
         self.on_bytes = on_bytes
         self.listing = list_index_files(store_root)
         self.files = self.listing.open_all()
-        self.checks = [IndexFileCheck(f, log) for f in self.files]
+        self.checks = [IndexFileCheck(f, log, self.files[k - 1].header.end_timestamp if k else None)
+                       for k, f in enumerate(self.files)]
         claimed = [(f.header.begin_phy_offset, f.header.end_phy_offset) for f in self.files
                    if f.header.index_count > FIRST_INDEX]
         self.claimed = (min(c[0] for c in claimed), max(c[1] for c in claimed)) if claimed else None

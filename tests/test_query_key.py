@@ -425,3 +425,41 @@ def test_not_found_through_a_zeroed_slot_points_at_the_scan(tmp_path):
     assert r.exit_code == 1 and "--no-index scans the whole commit log" in r.stderr
     r = runner.invoke(app, ["query", str(store), "--key", q["key"], "-t", q["topic"], "--no-index", "-f", "jsonl"])
     assert [json.loads(line)["commit_log_offset"] for line in r.stdout.splitlines()] == _kept(q)
+
+
+CRASH_INPUTS = [(f"{base.name}/{d.name}", d / "input" / "store", d / "truth.json")
+                for base in CRASH_BASES for d in sorted(p for p in base.iterdir() if p.is_dir())
+                if (d / "input" / "store").is_dir() and "queryMessage" in load_truth(d / "truth.json")
+                and load_truth(d / "truth.json").get("loadOk", True)]
+
+
+@pytest.mark.parametrize("name, store, truth_path", CRASH_INPUTS, ids=[s[0] for s in CRASH_INPUTS])
+def test_served_only_on_a_crashed_store_answers_as_the_broker_after_its_start(name, store, truth_path, tmp_path):
+    """--served-only on the store as the crash left it: the index the broker answers from after its
+    start (the files it destroys gone, the log cut where it cuts it), --max counted over that:
+    the messages its queryMessage returned once started (truth, asked of the started broker).
+    Where the crash took index files the start does not make again, rmqtool scans for their
+    messages (as a plain query does): more, but only messages the started broker serves."""
+    from helpers import expand_store
+    from rmqtool.inspect.lookup import Lookup, look_up
+
+    root = expand_store(store, tmp_path / "store")
+    truth = load_truth(truth_path)
+    index_whole = (store / "index").is_dir()
+    served = {(m["topic"], k): set() for m in truth["truth"]["messages"] for k in (m.get("keys") or "").split()}
+    for m in truth["truth"]["messages"]:
+        for k in (m.get("keys") or "").split():
+            served[(m["topic"], k)].add(m["physicalOffset"])
+    for q in truth["queryMessage"]:
+        ask = Lookup("--key", key=q["key"], topic=q["topic"], begin=q["begin"], end=q["end"], max_num=q["maxNum"],
+                     served_only=True)
+        try:
+            found = look_up(root, ask, None, lambda _line: None)
+        except Exception as exc:  # noqa: BLE001 - NothingFound is an answer: none
+            assert type(exc).__name__ == "NothingFound", exc
+            found = []
+        offsets = {m.commit_log_offset for m in found}
+        if index_whole:
+            assert sorted(offsets) == sorted(_kept(q)), (name, q["key"])
+        else:
+            assert set(_kept(q)) <= offsets <= served.get((q["topic"], q["key"]), set()), (name, q["key"])

@@ -4,6 +4,7 @@ recovery cuts (the notes said through ``note``, a line for people on stderr, in 
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 
 from rmqtool.errors import NothingFound
 from rmqtool.query.by_key import DEFAULT_MAX_NUM, LONG_MAX, query_by_key
@@ -39,12 +40,9 @@ def look_up(store, ask: Lookup, trace, note) -> list:
         if ask.mode == "--offset" and ask.offset >= live.commit_log_end:
             raise NothingFound(f"commit log offset {ask.offset} is not written yet (the written end is "
                                f"{live.commit_log_end})", store)
+    start = _served_start(view) if ask.served_only else None
     if ask.mode in ("--key", "--uniq-key"):
-        result = query_by_key(view, ask.key if ask.mode == "--key" else ask.uniq_key, topic=ask.topic,
-                              begin=0 if ask.begin is None else ask.begin, end=LONG_MAX if ask.end is None else ask.end,
-                              max_num=DEFAULT_MAX_NUM if ask.max_num is None else ask.max_num,
-                              uniq_key=ask.mode == "--uniq-key", use_index=not ask.no_index,
-                              index_only=ask.index_only, trace=trace)
+        result = _by_key(view, ask, start, trace, note)
     elif ask.mode == "--msg-id":
         result = message_by_msg_id(view, ask.msg_id, trace=trace)
     elif ask.mode == "--offset":
@@ -64,20 +62,47 @@ def look_up(store, ask: Lookup, trace, note) -> list:
     messages = result.messages
     if live is not None:
         messages = [m for m in messages if m.commit_log_offset < live.commit_log_end]
-    if ask.served_only:
-        messages = _served(store, messages, note)
+    if start is not None:
+        messages = _served(start, messages, note)
     return messages
 
 
-def _served(store, messages: list, note) -> list:
-    """--served-only: what lies past where the broker's recovery cuts the log is left out, and said."""
-    from rmqtool.recovery.outcome import served_range
+def _by_key(view, ask: Lookup, start, trace, note):
+    """--key/--uniq-key. ``start`` (--served-only): the index the broker answers from after its
+    start (the files it destroys gone, the log cut where its recovery cuts it), so that --max
+    counts what it collects there; what the files hold past the cut is said, not shown."""
+    key = ask.key if ask.mode == "--key" else ask.uniq_key
+    options = dict(topic=ask.topic, begin=0 if ask.begin is None else ask.begin,
+                   end=LONG_MAX if ask.end is None else ask.end,
+                   max_num=DEFAULT_MAX_NUM if ask.max_num is None else ask.max_num,
+                   uniq_key=ask.mode == "--uniq-key", use_index=not ask.no_index, index_only=ask.index_only)
+    if start is None:
+        return query_by_key(view, key, trace=trace, **options)
+    gone = frozenset(pathlib.Path(p).name for p, _ts in start.index_files_destroyed)
+    result = query_by_key(view, key, trace=trace, commit_log_end=start.recovered_end, index_files_gone=gone, **options)
+    _served(start, query_by_key(view, key, **options).messages, note)  # the files as they are: the cut said
+    return result
 
-    low, high = served_range(store)
-    for m in messages:
-        if not low <= m.commit_log_offset < high:
-            note(f"rmqtool: left out (--served-only): the message at commit log offset {m.commit_log_offset} "
-                 f"lies past {high}, where the broker's recovery cuts the log")
+
+def _served_start(view):
+    from rmqtool.recovery.outcome import served_start  # numpy and the simulation: when asked for
+
+    return served_start(view)
+
+
+def _served(start, messages: list, note) -> list:
+    """--served-only: what lies past where the broker's recovery cuts the log (or before its
+    first file) is left out, and said: a message by its offset, many in one line."""
+    low, high = start.min_offset, start.recovered_end
+    for offsets, where in (([m.commit_log_offset for m in messages if m.commit_log_offset >= high],
+                            f"past {high}, where the broker's recovery cuts the log"),
+                           ([m.commit_log_offset for m in messages if m.commit_log_offset < low],
+                            f"before {low}, the commit log's first offset")):
+        if len(offsets) == 1:
+            note(f"rmqtool: left out (--served-only): the message at commit log offset {offsets[0]} lies {where}")
+        elif offsets:
+            note(f"rmqtool: left out (--served-only): {len(offsets)} messages at commit log offsets "
+                 f"{min(offsets)}..{max(offsets)} lie {where}")
     return [m for m in messages if low <= m.commit_log_offset < high]
 
 

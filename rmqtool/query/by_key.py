@@ -308,14 +308,16 @@ def _check_arguments(key: str, max_num: int, begin: int, end: int) -> None:
 def query_by_key(store: str | os.PathLike | StoreView, key: str, *, topic: str | None = None, begin: int = 0,
                  end: int = LONG_MAX, max_num: int = DEFAULT_MAX_NUM, uniq_key: bool = False,
                  use_index: bool = True, index_only: bool = False, commit_log_end: int | None = None,
-                 trace: Trace | None = None) -> KeyQueryResult:
+                 index_files_gone: frozenset = frozenset(), trace: Trace | None = None) -> KeyQueryResult:
     """Messages of ``topic`` (every topic when None) whose KEYS or UNIQ_KEY is ``key``
     (``uniq_key``: whose UNIQ_KEY is), stored in [begin, end], at most ``max_num``, the
     newest ones, in commit log order.
 
     ``use_index=False`` scans the whole commit log. ``index_only`` answers from the index
     alone, as the broker does. ``commit_log_end`` treats the commit log as ending there,
-    as a broker does after a recovery truncated it (the bytes after stay on disk)."""
+    as a broker does after a recovery truncated it (the bytes after stay on disk), and
+    ``index_files_gone`` (names) as gone, as its start destroys them: what they covered is
+    scanned, as its dispatch indexes those messages again (none, index only)."""
     _check_arguments(key, max_num, begin, end)
     trace = trace_or_none(trace)
     view = as_view(store)
@@ -327,7 +329,8 @@ def query_by_key(store: str | os.PathLike | StoreView, key: str, *, topic: str |
               f"{'topic ' + repr(topic) if topic is not None else f'{len(topics)} topic(s)'}; "
               f"time [{begin}, {end}], max {max_num}")
     with CommitLogReader(view.commit_log) as reader:
-        states = open_index(root, notes, trace) if use_index else []
+        states = [s for s in open_index(root, notes, trace) if s.file.name not in index_files_gone] \
+            if use_index else []
         try:
             if not use_index:
                 notes.add("--no-index: scanning the whole commit log", trace)

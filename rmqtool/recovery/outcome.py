@@ -1036,8 +1036,15 @@ def served_range(store) -> tuple[int, int]:
     """[min, max) of the commit log offsets the broker serves after its next start's
     recovery (the abort file and the detected version's rules decide). ``store``: a view, or a
     store root."""
+    out = served_start(store)
+    return out.min_offset, out.recovered_end
+
+
+def served_start(store) -> Outcome:
+    """The next start the broker serves from (:func:`served_range`'s), its messages not listed;
+    CorruptData when the broker would not load the store."""
     view = view_of_root(store)
     out = simulate(view, Settings(), list_lost=False)
     if not out.loadable:
         raise CorruptData(f"the broker would not load this store, so it serves nothing: {out.reason}", view.root)
-    return out.min_offset, out.recovered_end
+    return out

@@ -246,3 +246,20 @@ def test_verify_calls_zeroed_units_unreachable_and_gives_the_redispatch_command(
     assert r.exit_code == 0, r.stderr
     after, _ = verify_rows(store)
     assert not [x for x in after if x["finding"] in ("messageUnreachable", "messageNotDispatched")]
+
+
+def test_info_on_a_clean_store_whose_last_file_fails_a_crc_gives_the_brokers_ends(tmp_path):
+    """The stores the real broker left after a start that cut the log at a body CRC failure and
+    a clean shutdown (e1, e3: expected/): the damaged record stays on disk, and the next start's
+    normal recovery cuts there again. info says the ends and queue maxima the broker had (truth)."""
+    from helpers import expand_store
+    for variant in ("e1-corrupt-body-in-last-commitlog-file", "e3-corrupt-body-in-second-to-last-commitlog-file"):
+        root = V4 / "crash" / variant
+        truth = load_truth(root / "truth.json")["truth"]
+        store = expand_store(root / "expected" / "store", tmp_path / variant)
+        assert not (store / "abort").exists()
+        doc = document("info", store)
+        assert doc["commitlog"]["max_commit_log_offset"] == doc["commitlog"]["recovered_end"] == \
+            truth["commitlog"]["maxPhyOffset"] < doc["commitlog"]["written_end"]
+        assert {(q["topic"], str(q["queue_id"])): q["max_offset"] for q in doc["consume_queues"]} == \
+            {(t, q): v["maxOffset"] for t, qs in truth["consumeQueues"].items() for q, v in qs.items() if v["maxOffset"]}

@@ -44,11 +44,25 @@ def simulated_outcome(view: StoreView):
 
 def start_simulated(view: StoreView) -> bool:
     """Whether :func:`next_start_ends` simulates the next start of a store at rest: the
-    store gives a reason (read from its listing, its last file and the abort marker)."""
+    store gives a reason (read from its listing, its last file and the abort marker). A
+    record of the last file whose body fails its CRC is one: recovery checks it (checkCRCOnRecover)
+    and cuts the log there, after a clean stop too (a store left so by a recovery that cut it
+    and wrote nothing after: the bytes stay on disk, and the next start cuts there again)."""
     end = view.commit_log_end
     full_last = end.segment_base is None and end.last_written >= 0
     return bool(view.has_abort or view.commit_log.findings or end.stopped_by is not None
-                or end.damaged_at is not None or full_last)
+                or end.damaged_at is not None or full_last or _last_file_fails_crc(view))
+
+
+def _last_file_fails_crc(view: StoreView) -> bool:
+    """Whether a record of the last written commit log file fails its CRC (the file is the one
+    the written end was read from: its pages are in memory)."""
+    from rmqtool.store.commitlog import Blank, crc_scan
+
+    last = view.commit_log_end.last_written
+    if last < 0:
+        return False
+    return any(type(r) is not Blank for r in crc_scan(view.segments[last], is_last=True))
 
 
 def loaded_end(view: StoreView) -> int:

@@ -8,7 +8,7 @@ import pytest
 from conftest import FIXTURES, load_truth
 from helpers import expand_store
 from rmqtool import findings as ids
-from rmqtool.findings import Severity
+from rmqtool.findings import Consequence, Severity
 from rmqtool.formats.qmq.consumerlog import is_fill_unit
 from rmqtool.verify.qmq.checks import check_store
 
@@ -56,9 +56,16 @@ def test_a_stray_name_in_the_message_log(tmp_path):
 
 
 def test_a_header_of_payload_size_minus_one(tmp_path):
-    truth = load_truth(CRASH / "c-header-len-minus1-after-tail" / "truth.json")["mutation"]
-    found = by_id(verify(CRASH / "c-header-len-minus1-after-tail" / "input", tmp_path), ids.MESSAGE_RECORD_INVALID)
+    variant = load_truth(CRASH / "c-header-len-minus1-after-tail" / "truth.json")
+    truth = variant["mutation"]
+    every = verify(CRASH / "c-header-len-minus1-after-tail" / "input", tmp_path)
+    found = by_id(every, ids.MESSAGE_RECORD_INVALID)
     assert [(f.path.endswith(truth["file"]), f.offset) for f in found] == [(True, truth["offset"])]
+    # QMQ's load throws there (truth: the exception, no start): the record drops nothing, the store does not start
+    assert not variant["started"] and variant["exception"]["class"] == "java.lang.NegativeArraySizeException"
+    (refused,) = by_id(every, ids.STORE_NOT_LOADABLE)
+    assert (refused.path, refused.offset) == (found[0].path, truth["offset"])
+    assert found[0].consequence == refused.consequence == Consequence.WONT_START
 
 
 def test_a_flipped_payload_byte(tmp_path):

@@ -18,11 +18,12 @@ _I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(
 class JavaException(Exception):
     """An exception the broker's Java code throws; ``file`` is the file it was reading."""
 
-    def __init__(self, java_class: str, message: str, file: str | None = None):
+    def __init__(self, java_class: str, message: str, file: str | None = None, offset: int | None = None):
         super().__init__(f"{java_class}: {message}")
         self.java_class = java_class
         self.message = message
         self.file = file
+        self.offset = offset  # where in ``file`` the record being read starts, when one is
 
 
 def int32(value: int) -> int:

@@ -309,7 +309,7 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
         tablet_load = load_tablets(store)
     except JavaException as exc:
         return outcome(started=False, refusal=Refusal("refused", exc.java_class, exc.message, exc.file,
-                                                      "new DefaultStorage(...)"))
+                                                      "new DefaultStorage(...)", exc.offset))
     state = tablet_load.replay_state
     action_from = state if state != 0 else acp.offset
 

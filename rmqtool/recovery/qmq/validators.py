@@ -44,7 +44,8 @@ def _walk(segment: Segment, consume, start: int = 0) -> tuple[bool, int]:
                 return True, segment.size
             position = int32(position + result)
     except JavaException as exc:
-        exc.file = exc.file or str(segment.path)
+        if exc.file is None:
+            exc.file, exc.offset = str(segment.path), position
         raise
 
 

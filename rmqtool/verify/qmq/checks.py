@@ -15,7 +15,7 @@ from typing import Iterator
 import numpy as np
 
 from rmqtool import findings as ids
-from rmqtool.findings import Finding, finding
+from rmqtool.findings import Consequence, Finding, finding
 from rmqtool.formats.qmq import actionlog as actionlog_format
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.formats.qmq.pulllog import PULL_LOG_SIZE
@@ -299,13 +299,22 @@ class QmqChecks:
 def check_store(root: str | os.PathLike) -> Iterator[Finding]:
     """Every finding of a QMQ store, area by area, then what its next start does about them."""
     checks = QmqChecks(pathlib.Path(root))
-    yield from checks.message_log()
+    log_findings = list(checks.message_log())
+    start = simulate_start(checks.root, records=checks.records)
+    yield from (_as_the_start_takes(f, start.refusal) for f in log_findings)
     checkpoint_findings, loaded_offset = checks.checkpoints()
     yield from checks.consumer_logs(loaded_offset)
     yield from checkpoint_findings
     yield from checks.action_log()
     yield from checks.pull_logs()
-    yield from next_start_findings(simulate_start(checks.root, records=checks.records), checks.actions)
+    yield from next_start_findings(start, checks.actions)
+
+
+def _as_the_start_takes(f: Finding, refusal) -> Finding:
+    """A damaged record the start's load throws at does not cut the log: QMQ does not start."""
+    if refusal is not None and refusal.kind == "refused" and (f.path, f.offset) == (refusal.file, refusal.offset):
+        return dataclasses.replace(f, consequence=Consequence.WONT_START)
+    return f
 
 
 def _picked(chunks) -> list[tuple[str, int, int, int, int]]:

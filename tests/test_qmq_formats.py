@@ -175,8 +175,9 @@ def test_crash_inputs_checkpoints_parse_or_fail_as_the_serdes_did(variant):
         action = f["file"].startswith(checkpoint.ACTION_CHECKPOINT_PREFIX)
         parse = checkpoint.parse_action_checkpoint if action else checkpoint.parse_message_checkpoint
         if "parseError" in f:
-            with pytest.raises(checkpoint.CheckpointSyntaxError):
+            with pytest.raises(checkpoint.CheckpointSyntaxError) as refused:
                 parse(data)
+            assert str(refused.value) == f["parseError"]  # the exception as the engine reported it
             continue
         cp = parse(data)
         assert cp.offset == f["parsedOffset"]

@@ -41,8 +41,8 @@ class CheckpointSyntaxError(ValueError):
 def _number(text: str | None, kind: str = "long") -> int:
     try:
         return java_parse(text, kind)
-    except NumberFormatError as exc:
-        raise CheckpointSyntaxError(str(exc)) from None
+    except NumberFormatError as exc:  # the exception as the engine reports it: its class and message
+        raise CheckpointSyntaxError(f"java.lang.NumberFormatException: {exc}") from None
 
 
 def snapshot_version(file_name: str, prefix: str) -> int:

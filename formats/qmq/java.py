@@ -15,9 +15,14 @@ def java_parse(text: str | None, kind: str = "long") -> int:
         raise NumberFormatError("null")
     body = text[1:] if text[:1] in "+-" else text
     if not body or not all(c.isdecimal() for c in body):
-        raise NumberFormatError(f"For input string: {text!r}")
+        raise NumberFormatError(_for_input_string(text))
     value = int(text)
     bits = _BITS[kind]
-    if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
-        raise NumberFormatError(f"For input string: {text!r} (out of range for a {kind})")
+    if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):  # out of the type's range: the same words
+        raise NumberFormatError(_for_input_string(text))
     return value
+
+
+def _for_input_string(text: str) -> str:
+    """NumberFormatException.forInputString's message, as the engine logs and reports it."""
+    return f'For input string: "{text}"'

@@ -8,6 +8,7 @@ units written by the test as multiDispatchLmqQueue writes them."""
 from __future__ import annotations
 
 import json
+import shutil
 import struct
 
 import pytest
@@ -48,13 +49,13 @@ def test_a_unit_is_a_target_with_enable_lmq_or_without():
     assert not is_target("%LMQ%a", 0, 4, 2, None)
 
 
-def _lmq_store(root, lmq_units):
-    """Six records of TopicTest/0, each naming %LMQ%one and every other one %LMQ%two too, with
+def _lmq_store(root, lmq_units, count: int = 6):
+    """``count`` records of TopicTest/0, each naming %LMQ%one and every other one %LMQ%two too, with
     their queue offsets there; the LMQ queues' files written from ``lmq_units(record, name,
     queue offset)`` (a unit's bytes, or None for none)."""
     placed, next_offset = [], {}
     with Store.open(root, writable=True) as store:
-        for i in range(6):
+        for i in range(count):
             names = ["%LMQ%one"] + (["%LMQ%two"] if i % 2 else [])
             offsets = [next_offset.get(n, 0) for n in names]
             next_offset.update({n: o + 1 for n, o in zip(names, offsets)})
@@ -105,24 +106,91 @@ def test_verify_still_finds_a_unit_the_records_multi_dispatch_does_not_name(tmp_
     assert code == 3 and len(bad) == 1 and bad[0]["topic"] == "%LMQ%one" and bad[0]["queue_offset"] == 0
 
 
-def test_redispatch_keeps_the_queues_records_multi_dispatch_to(tmp_path):
-    root = tmp_path / "store"
-    _lmq_store(root, _as_the_broker)
-    lmq = {p: p.read_bytes() for p in (root / "consumequeue").glob("%LMQ%*/0/*")}
-    plan = cli_runner().invoke(app, ["redispatch", str(root), "--cq", "-f", "json"])
-    doc = json.loads(plan.stdout)
-    assert doc["multi_dispatch_queues_kept"] == ["%LMQ%one", "%LMQ%two"]
-    assert not [c for c in doc["changes"] if "%LMQ%" in c["file"]]  # neither rebuilt without their units nor deleted
-    applied = cli_runner().invoke(app, ["redispatch", str(root), "--cq", "--apply", "--backup-dir",
-                                        str(tmp_path / "backup")])
-    assert applied.exit_code == 0, applied.stderr
-    assert {p: p.read_bytes() for p in (root / "consumequeue").glob("%LMQ%*/0/*")} == lmq
+def _lmq_files(root) -> dict:
+    return {p.relative_to(root): p.read_bytes() for p in (root / "consumequeue").glob("%LMQ%*/0/*")}
 
 
-def test_recover_says_the_queues_dispatch_will_not_fill_again(tmp_path):
+def test_redispatch_builds_the_light_message_queues_as_the_broker_wrote_them(tmp_path):
     root = tmp_path / "store"
     _lmq_store(root, _as_the_broker)
+    written = _lmq_files(root)
+    doc = json.loads(cli_runner().invoke(app, ["redispatch", str(root), "--cq", "-f", "json"]).stdout)
+    assert doc["multi_dispatch_queues_built"] == ["%LMQ%one", "%LMQ%two"] and doc["multi_dispatch_queues_kept"] == []
+    assert [c for c in doc["changes"] if c["kind"] != "same"] == []  # every LMQ file as the broker's
+    shutil.rmtree(root / "consumequeue" / "%LMQ%two")  # one queue lost: %LMQ%one shows the broker multi-dispatched
+    r = cli_runner().invoke(app, ["redispatch", str(root), "--cq", "--apply", "--backup-dir", str(tmp_path / "bk")])
+    assert r.exit_code == 0, r.stderr
+    assert _lmq_files(root) == written
+
+
+def test_bands_decoded_by_two_processes_build_them_too(tmp_path, monkeypatch):
+    from rmqtool.engine import redispatch
+
+    monkeypatch.setattr(redispatch, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(redispatch, "BAND_BYTES", 48 << 10)  # a few hundred records a band
+    monkeypatch.setattr("rmqtool.store.parallel.default_workers", lambda: 2)
+    used = []
+    real_bands = redispatch._bands
+    monkeypatch.setattr(redispatch, "_bands", lambda *a: used.append(real_bands(*a)) or used[-1])
+    root = tmp_path / "store"
+    _lmq_store(root, _as_the_broker, count=1500)
+    doc = json.loads(cli_runner().invoke(app, ["redispatch", str(root), "--cq", "-f", "json"]).stdout)
+    assert len(used[-1]) > 2  # the bands were used
+    assert doc["multi_dispatch_queues_built"] == ["%LMQ%one", "%LMQ%two"]
+    assert [c for c in doc["changes"] if c["kind"] != "same"] == []
+
+
+def test_a_light_message_queue_starting_past_zero_gets_the_brokers_fill(tmp_path):
+    """INNER_MULTI_QUEUE_OFFSET from 5 (the queue's earlier messages expired with their file): the
+    queue's first file takes fill units before its first unit (putMessagePositionInfo's
+    fillPreBlank: offset 0, size Integer.MAX_VALUE, tags code 0), as for any queue."""
+    root = tmp_path / "store"
+    with Store.open(root, writable=True) as store:
+        for i in range(3):
+            store.append_many([producer_message("TopicTest", b"x", tags="TagA", queue_id=1,
+                                                user_properties={NAMES: "%LMQ%late", OFFSETS: str(5 + i)},
+                                                born_timestamp=1_717_200_000_000 + i)])
+    records = [r for r in as_view(root).commit_log.scan(check_crc=False) if isinstance(r, Message)]
+    fill = UNIT.pack(0, 0x7FFFFFFF, 0)
+    units = fill * 5 + b"".join(_as_the_broker(r, None, None) for r in records)
+    directory = root / "consumequeue" / "%LMQ%late" / "0"
+    directory.mkdir(parents=True)
+    (directory / f"{0:020d}").write_bytes(units.ljust(6_000_000, b"\0"))
+    doc = json.loads(cli_runner().invoke(app, ["redispatch", str(root), "--cq", "-f", "json"]).stdout)
+    assert doc["multi_dispatch_queues_built"] == ["%LMQ%late"]
+    assert [c for c in doc["changes"] if c["kind"] != "same"] == []
+
+
+def test_a_selection_keeps_the_queues_records_multi_dispatch_to(tmp_path):
+    root = tmp_path / "store"
+    _lmq_store(root, _as_the_broker)
+    written = _lmq_files(root)
+    doc = json.loads(cli_runner().invoke(app, ["redispatch", str(root), "--cq", "-t", "TopicTest", "-f", "json"]).stdout)
+    assert doc["multi_dispatch_queues_kept"] == ["%LMQ%one", "%LMQ%two"] and doc["multi_dispatch_queues_built"] == []
+    assert not [c for c in doc["changes"] if "%LMQ%" in c["file"]]
+    r = cli_runner().invoke(app, ["redispatch", str(root), "--cq", "-t", "TopicTest", "--apply", "--backup-dir",
+                                  str(tmp_path / "bk")])
+    assert r.exit_code == 0, r.stderr
+    assert _lmq_files(root) == written
+
+
+def test_recover_puts_back_the_light_message_queue_units_a_crash_lost(tmp_path):
+    """A crash before the queues' last units were flushed: the abnormal start dispatches the
+    records again, each one's units in its own queue and in the queues it names: the LMQ
+    files come back as they were (the broker's multiDispatchLmqQueue after its reput)."""
+    root = tmp_path / "store"
+    _lmq_store(root, _as_the_broker)
+    written = _lmq_files(root)
+    for directory in (root / "consumequeue" / "%LMQ%one" / "0", root / "consumequeue" / "TopicTest" / "0"):
+        path = next(directory.iterdir())
+        data = bytearray(path.read_bytes())
+        end = len(data.rstrip(b"\0")) + (-len(data.rstrip(b"\0")) % 20)
+        data[end - 40:end] = bytes(40)  # the last two units never reached the disk
+        path.write_bytes(bytes(data))
     (root / "abort").touch()  # an abnormal start dispatches again from the checkpoint's file
     doc = json.loads(cli_runner().invoke(app, ["recover", str(root), "-f", "json"]).stdout)
     notes = [n for n in doc["notes"] if "multi-dispatch" in n]
-    assert len(notes) == 1 and "%LMQ%one, %LMQ%two" in notes[0]
+    assert len(notes) == 1 and "%LMQ%one, %LMQ%two" in notes[0] and "as the broker's does" in notes[0]
+    r = cli_runner().invoke(app, ["recover", str(root), "--apply", "--backup-dir", str(tmp_path / "bk")])
+    assert r.exit_code == 0, r.stderr
+    assert _lmq_files(root) == written

@@ -140,7 +140,15 @@ def test_every_decoder_reads_back_what_the_schema_builds(tmp_path, x):
     assert size == len(raw)
     assert request == (x["topic"].decode(), x["queue_id"], BASE, len(raw), tags_code(parsed.get(props.PROPERTY_TAGS)),
                        x["store_timestamp"], x["queue_offset"], parsed.get(props.PROPERTY_KEYS),
-                       parsed.get(props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), x["sys_flag"]) + _batch_unit(parsed, x)
+                       parsed.get(props.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), x["sys_flag"]) + _batch_unit(parsed, x) \
+        + (_multi_dispatch(parsed),)
+
+
+def _multi_dispatch(parsed: dict) -> tuple | None:
+    """The two multi-dispatch properties' values, when the record names queues to dispatch to."""
+    if props.PROPERTY_INNER_MULTI_DISPATCH not in parsed:
+        return None
+    return parsed[props.PROPERTY_INNER_MULTI_DISPATCH], parsed.get(props.PROPERTY_INNER_MULTI_QUEUE_OFFSET)
 
 
 def _batch_unit(parsed: dict, x: dict) -> tuple:

@@ -21,6 +21,7 @@ from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODES, MIN
 from rmqtool.formats.properties import bytes_to_properties
 from rmqtool.formats.sysflag import (TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_NOT_TYPE,
                                      TRANSACTION_ROLLBACK_TYPE)
+from rmqtool.dispatch.multi_dispatch import MultiDispatch, named
 from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels, tags_code
 from rmqtool.store.crc import crc32
 from rmqtool.store.message import HOSTS, PREFIX, PREFIX_SIZE, RECORD_START, RecordError, read_tail
@@ -29,6 +30,7 @@ READ_WINDOW = 1 << 20  # bytes read from the commit log at once
 _JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")  # what Long.parseLong and Short.parseShort take (then their range)
 _SPECIAL_TOPICS = frozenset({RMQ_SYS_SCHEDULE_TOPIC})  # a delayed message's tags code is its delivery time
 COLUMN_REPUT = True  # False: every record through check_message (tests compare the two)
+_MULTI = props.PROPERTY_INNER_MULTI_DISPATCH.encode()
 COLUMN_READ_WINDOW = 8 << 20  # once a window's records came as columns: numpy's per-call cost over ~7k records
 
 
@@ -48,6 +50,8 @@ class DispatchRequest(NamedTuple):
     msg_base_offset: int | None = None  # None: the queue offset
     batch_size: int = 1
     inner_batch: bool = False  # INNER_BASE and INNER_NUM are there (only a 5.x BatchCQ topic's records)
+    # (INNER_MULTI_DISPATCH, INNER_MULTI_QUEUE_OFFSET) when the record names queues to multi-dispatch to
+    multi_dispatch: tuple | None = None
 
 
 def index_keys(request: DispatchRequest) -> list[str]:
@@ -135,8 +139,9 @@ def check_message(buf, pos: int, limit: int, offset: int, delay_levels: DelayLev
                 raise RecordUnreadable(str(exc)) from None
             # 5.3.3 fails the whole record here (4.9.8 never reads them): left out of any batch queue instead
             base, batch = -1, -1
+    multi = named(properties) if props.PROPERTY_INNER_MULTI_DISPATCH in properties else None
     return total, DispatchRequest(topic, queue_id, offset, total, code, store_ts, queue_offset, keys, uniq, sys_flag,
-                                  base, batch, inner)
+                                  base, batch, inner, multi)
 
 
 def request_keys(properties: dict) -> tuple[str | None, str | None, int]:
@@ -256,8 +261,12 @@ class CommitLogDispatcher:
     """doDispatch: a consume queue unit (normal and commit records), then index entries."""
 
     def __init__(self, consume_queues, index_service=None, checkpoint=None, skip_topics: frozenset = frozenset(),
-                 batch_queues=None):
+                 batch_queues=None, multi_dispatch: MultiDispatch | None = None):
         self.consume_queues = consume_queues
+        # enableMultiDispatch (None: off, the broker's default): a record's units in the queues it
+        # names too, after its own (ConsumeQueue.multiDispatchLmqQueue); the reput then hands the
+        # records that name any as requests, not columns
+        self.multi_dispatch = multi_dispatch
         # 5.x batch topics: their units go to ``batch_queues`` (batchconsumequeue/) when given, else nowhere
         self.batch_queues = batch_queues
         self.skip_topics = skip_topics | (batch_queues.topics if batch_queues is not None else frozenset())
@@ -275,7 +284,8 @@ class CommitLogDispatcher:
         last_offset = -1
         skip = self.skip_topics
         ext = getattr(self.consume_queues, "ext_enabled", False)  # ext units need each record's store time
-        for topic, queue_id, offset, size, code, ts, queue_offset, _keys, _uniq, sys_flag, *_ in requests:
+        multi, elsewhere = self.multi_dispatch, {}
+        for topic, queue_id, offset, size, code, ts, queue_offset, _keys, _uniq, sys_flag, *rest in requests:
             tran = sys_flag & TRANSACTION_MASK
             if (tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE) and topic not in skip:
                 run = runs.get((topic, queue_id))
@@ -288,11 +298,26 @@ class CommitLogDispatcher:
                 if ext:
                     run[5].append(ts)
                 last_ts, last_offset = ts, offset
+                if multi is not None and len(rest) > 3 and rest[3] is not None:
+                    for t in multi.targets(topic, queue_id, *rest[3]):  # the same unit, at its offset there
+                        elsewhere.setdefault((t.topic, t.queue_id), []).append((t.queue_offset, offset, size, code))
         if self.batch_queues is not None:
             ts, offset = self._put_batch(r for r in requests if r[0] in self.batch_queues.topics)
             if offset > last_offset:  # the checkpoint takes the later record's time
                 last_ts = ts
         self.dispatch_runs(requests, order, last_ts)
+        self._put_elsewhere(elsewhere)
+
+    def _put_elsewhere(self, units: dict) -> None:
+        """Multi-dispatched units, each queue's in commit log order: putMessagePositionInfo
+        (no ext unit, the record's tags code as it is: doDispatchLmqQueue)."""
+        find = self.consume_queues.find
+        for (topic, queue_id), entries in units.items():
+            cq = self._queues.get((topic, queue_id)) or find(topic, queue_id)
+            for queue_offset, offset, size, code in entries:
+                if not cq.put(offset, size, code, queue_offset, with_ext=False):
+                    raise StoreAccessError(f"consume queue {topic}/{queue_id} refused offset {queue_offset}",
+                                           cq.directory)
 
     def _put_batch(self, requests) -> tuple[int, int]:
         """A batch consume queue unit for each normal or commit record given (in commit log order);
@@ -426,6 +451,7 @@ class ReputMessageService:
         self.on_error = None  # called (in the service's thread) after a failure
         # clean records read as columns (store/record_columns.py), when the dispatcher takes them
         self.columns = COLUMN_REPUT and hasattr(dispatcher, "dispatch_columns")
+        self.multi = getattr(dispatcher, "multi_dispatch", None) is not None
         self._topic_hashes: dict = {}
 
     def behind(self) -> int:
@@ -450,8 +476,10 @@ class ReputMessageService:
                 pos = 0
                 rolled = False
                 columns = False
+                # records naming queues to multi-dispatch to go as requests (columns do not carry them)
+                columns_here = self.columns and not (self.multi and _MULTI in data)
                 while pos < len(data):
-                    if self.columns:
+                    if columns_here:
                         from rmqtool.store.record_columns import column_run  # numpy: loaded when dispatching
                         hints = self.hints
                         if hints is not None:  # as indices in data

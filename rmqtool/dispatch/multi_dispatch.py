@@ -10,13 +10,16 @@ empty names dropped); lists of different lengths dispatch nothing. 5.3.3's file 
 name holding a path separator, and records of retry, ``rmq_sys_`` and the delay topic.
 
 Nothing in a store says whether the broker had enableMultiDispatch or enableLmq: a unit found
-in a named queue shows it did (verify), and the queue directories a store holds show which.
+in a named queue shows it did (verify), and a store's ``%LMQ%`` queue directories show which
+(:func:`shown_by`): a store whose queue directories were all lost shows nothing.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 from rmqtool.formats import properties as props
+from rmqtool.formats.system_topics import SCHEDULE_TOPIC
 
 
 class Target(NamedTuple):
@@ -29,8 +32,17 @@ class Target(NamedTuple):
 def targets(queue_id: int, properties: dict | None, *, lmq: bool = True) -> list[Target]:
     """The queues a record of queue id ``queue_id`` with ``properties`` is dispatched to besides
     its own, as a broker with enableMultiDispatch (and with ``lmq``, enableLmq) dispatches it."""
-    names, offsets = (properties or {}).get(props.PROPERTY_INNER_MULTI_DISPATCH), \
-        (properties or {}).get(props.PROPERTY_INNER_MULTI_QUEUE_OFFSET)
+    return targets_of(queue_id, *named(properties), lmq=lmq)
+
+
+def named(properties: dict | None) -> tuple[str | None, str | None]:
+    """(INNER_MULTI_DISPATCH, INNER_MULTI_QUEUE_OFFSET) of a record's properties."""
+    return ((properties or {}).get(props.PROPERTY_INNER_MULTI_DISPATCH),
+            (properties or {}).get(props.PROPERTY_INNER_MULTI_QUEUE_OFFSET))
+
+
+def targets_of(queue_id: int, names: str | None, offsets: str | None, *, lmq: bool = True) -> list[Target]:
+    """:func:`targets` from the two properties' values."""
     if _blank(names) or _blank(offsets):
         return []
     names, offsets = _java_split(names), _java_split(offsets)
@@ -44,6 +56,24 @@ def targets(queue_id: int, properties: dict | None, *, lmq: bool = True) -> list
         out.append(Target(name, props.LMQ_QUEUE_ID if lmq and name.startswith(props.LMQ_PREFIX) else queue_id,
                           queue_offset))
     return out
+
+
+_RETRY_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX
+_SYSTEM_PREFIX = "rmq_sys_"  # TopicValidator.SYSTEM_TOPIC_PREFIX
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiDispatch:
+    """A broker's multi-dispatch as dispatch does it: enableLmq (``lmq``), and 5.3.3's topics
+    left out (``v5``: retry, ``rmq_sys_`` and the delay topic's records are not multi-dispatched)."""
+    lmq: bool = True
+    v5: bool = False
+
+    def targets(self, topic: str, queue_id: int, names: str | None, offsets: str | None) -> list[Target]:
+        if self.v5 and (topic.startswith(_RETRY_PREFIX) or topic.startswith(_SYSTEM_PREFIX)
+                        or topic == SCHEDULE_TOPIC):
+            return []
+        return targets_of(queue_id, names, offsets, lmq=self.lmq)
 
 
 def is_target(unit_topic: str, unit_queue_id: int, unit_queue_offset: int, record_queue_id: int,
@@ -88,3 +118,19 @@ def named_queues(commit_log, from_offset: int, to_offset: int) -> frozenset[str]
         if type(r) is Message and needle in r.properties_raw:
             names.update(t.topic for lmq in (True, False) for t in targets(r.queue_id, r.properties, lmq=lmq))
     return frozenset(names)
+
+
+def shown_by(view, from_offset: int, to_offset: int, v5: bool) -> tuple[frozenset, MultiDispatch | None]:
+    """(the queues the records in [from_offset, to_offset) multi-dispatch to, how the broker
+    dispatched them: None when it did not). The store shows whether it did: a light message
+    queue's directory (``%LMQ%...``, enableMultiDispatch); with enableLmq those are queue id 0
+    (without, each record's own id). Only then is the range read for the names (a log without
+    them is not read again). ``view``: the store's (store/view.StoreView); ``v5``: 5.3 rules
+    (the topics it leaves out)."""
+    from rmqtool.store.consumequeue import queue_directories
+
+    lmq_ids = [q for t, q, _d in queue_directories(view.paths.consumequeue) if t.startswith(props.LMQ_PREFIX)]
+    if not lmq_ids:
+        return frozenset(), None  # no light message queue: the broker multi-dispatched nothing here
+    names = named_queues(view.commit_log, from_offset, to_offset)
+    return names, MultiDispatch(lmq=all(q == props.LMQ_QUEUE_ID for q in lmq_ids), v5=v5)

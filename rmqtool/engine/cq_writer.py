@@ -124,9 +124,11 @@ class ConsumeQueueWriter:
     def max_offset_in_queue(self) -> int:
         return self.files.max_offset // CQ_STORE_UNIT_SIZE
 
-    def put(self, offset: int, size: int, tags_code: int, cq_offset: int, store_timestamp: int = 0) -> bool:
+    def put(self, offset: int, size: int, tags_code: int, cq_offset: int, store_timestamp: int = 0, *,
+            with_ext: bool = True) -> bool:
         """putMessagePositionInfoWrapper: True when written, or when already there (a re-dispatch).
-        ``store_timestamp``: the record's, for its ext unit (a store with the ext)."""
+        ``store_timestamp``: the record's, for its ext unit (a store with the ext); ``with_ext``
+        False: putMessagePositionInfo alone (a multi-dispatched unit: no ext unit)."""
         if offset + size <= self.max_physic_offset:
             return True  # built already
         expect = cq_offset * CQ_STORE_UNIT_SIZE
@@ -150,7 +152,7 @@ class ConsumeQueueWriter:
         pos = mf.wrote_position
         if pos + CQ_STORE_UNIT_SIZE > mf.file_size:
             return False
-        if self.ext is not None:  # the ext unit first; a failed put leaves the tags hash in the unit
+        if self.ext is not None and with_ext:  # the ext unit first; a failed put leaves the tags hash in the unit
             address = self.ext.put(tags_code, store_timestamp)
             if is_ext_addr(address):
                 tags_code = address

@@ -21,6 +21,7 @@ import shutil
 import numpy as np
 
 from rmqtool.dispatch.dispatcher import CommitLogDispatcher, ReputMessageService
+from rmqtool.dispatch.multi_dispatch import shown_by
 from rmqtool.dispatch.rules import DelayLevels
 from rmqtool.engine.cq_writer import BatchConsumeQueueTable, ConsumeQueueTable
 from rmqtool.engine.cqext_rebuild import rebuild_exts, refuse_from_offset
@@ -30,6 +31,8 @@ from rmqtool.engine.store_sizes import GivenSizes, StoreSizes, store_sizes
 from rmqtool.errors import RmqError, UsageError
 from rmqtool.recovery.manifest import copy_sparse
 from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
+from rmqtool.recovery.commitlog_walk import V5
+from rmqtool.recovery.semantics import detect_semantics
 from rmqtool.store.dledger import refuse_dledger
 from rmqtool.store.commitlog import find_record
 from rmqtool.store.config import batch_topics
@@ -100,6 +103,7 @@ class _Filter:
         self.selection = selection
         self.from_offset = from_offset
         self.records = 0
+        self.multi_dispatch = inner.multi_dispatch  # the reput hands such records as requests
 
     def dispatch(self, requests) -> None:
         wants = self.selection.wants
@@ -142,6 +146,11 @@ class Built:
     sizes: StoreSizes | None = None  # the sizes built with, and where each came from
     unknown_sizes: list = dataclasses.field(default_factory=list)  # those nothing shows (StoreSizes.unknown)
     ext_units: bool = False  # the queues were built with ext units (enableConsumeQueueExt)
+    # multi-dispatch (light message queues): the queues the range's records name, and whether
+    # they were built (the store shows the broker wrote them, and every queue is rebuilt) or are
+    # kept as they are (a selection, or the ext, which rmqtool does not rebuild them with)
+    multi_dispatch_queues: frozenset = frozenset()
+    multi_dispatch_built: bool = False
 
 
 def build(store, staging, *, cq: bool = True, index: bool = True, selection: Selection = Selection(),
@@ -190,9 +199,13 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
     batch = frozenset(t for t in every_batch_topic if selection.wants(t, selection.queue_id or 0))
     batch_table = _batch_table(paths, staging, store.batch_consume_queue.value, batch, selection,
                                start if from_offset is not None else None) if cq and batch else None
+    named, multi = shown_by(view, start, end, detect_semantics(paths, log.segments).semantics == V5) if cq \
+        else (frozenset(), None)
+    if multi is not None and (not selection.everything or writing.enabled):
+        multi = None  # kept as they are: not rebuilt for a selection, nor with ext units
     dispatcher = CommitLogDispatcher(table if cq else ConsumeQueueTable(staging / ".discard", cq_size), index_service,
                                      skip_topics=every_batch_topic if batch_table is None
-                                     else frozenset(), batch_queues=batch_table)
+                                     else frozenset(), batch_queues=batch_table, multi_dispatch=multi)
     chosen = _Filter(dispatcher, selection, start)
     _dispatch(paths, log, start, end, chosen, progress)
     table.close()
@@ -208,7 +221,7 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
     return Built(staging, start, end, chosen.records, built, cq_size, geometry,
                  sorted(batch_table.queues) if batch_table is not None else [], store,
                  store.unknown(consume_queue=cq, index=index, batch_consume_queue=batch_table is not None),
-                 cq and writing.enabled)
+                 cq and writing.enabled, named, multi is not None)
 
 
 def _batch_table(paths, staging: pathlib.Path, batch_size: int, batch: frozenset, selection: Selection,
@@ -264,13 +277,15 @@ class _Band:
     end: int
     # the whole log's hints when they are held, else the UnitFiles the band reads its share from
     hints: object = dataclasses.field(repr=False, compare=False)
+    multi_dispatch: object = None  # the dispatcher's: records naming queues come as requests
 
 
 class _Collect:
     """A band's dispatcher: keeps what the reput gives it, for the main process to dispatch in order."""
 
-    def __init__(self):
+    def __init__(self, multi_dispatch=None):
         self.pieces: list = []
+        self.multi_dispatch = multi_dispatch
 
     def dispatch(self, requests) -> None:
         self.pieces.append(list(requests))
@@ -296,7 +311,7 @@ def _bands(log: SegmentQueue, start: int, end: int) -> list[_Band]:
 def _decode_band(band: _Band) -> tuple[list, int, Exception | None]:
     """A band's reput, collected: (its pieces, where it stopped, the error that stopped it)."""
     reader = CommitLogFiles(band.log, band.end)
-    collect = _Collect()
+    collect = _Collect(band.multi_dispatch)
     hints = band.hints.between(band.start, band.end) if isinstance(band.hints, UnitFiles) else band.hints
     service = ReputMessageService(reader, collect, DelayLevels(), band.start, hints=hints)
     error = None
@@ -315,7 +330,8 @@ def _reput_in_bands(service: ReputMessageService, log: SegmentQueue, bands: list
     goes through it); from the first that does not, ``service`` goes on alone."""
     from rmqtool.store.parallel import iter_parallel
 
-    jobs = [dataclasses.replace(b, hints=hints) for b in bands]
+    jobs = [dataclasses.replace(b, hints=hints, multi_dispatch=getattr(service.dispatcher, "multi_dispatch", None))
+            for b in bands]
     decoded = iter_parallel(jobs, _decode_band, workers=2, ahead=AHEAD)
     try:
         for band, (pieces, stopped, error) in zip(jobs, decoded):

@@ -97,7 +97,6 @@ def redispatch_store(view: StoreView, *, cq: bool, index: bool, topics: tuple[st
                              "--from-offset or --skip-unknown-topics")
         return redispatch_timer(view, given=given, semantics=semantics, apply=apply, backup_dir=backup_dir,
                                 command=command)
-    from rmqtool.dispatch.multi_dispatch import named_queues
     from rmqtool.engine.redispatch import Selection, build, compare
     from rmqtool.recovery.undo import roll_back_unfinished
     from rmqtool.store.config import known_topics
@@ -120,12 +119,12 @@ def redispatch_store(view: StoreView, *, cq: bool, index: bool, topics: tuple[st
         with stage.discarded_on_error():
             built = build(view, stage.path / "built", cq=cq, index=index, selection=selection,
                           from_offset=from_offset, sizes=given, progress=progress)
-        # rmqtool's dispatch does not multi-dispatch (enableMultiDispatch, light message queues): the
-        # queues the range's records name keep their files rather than lose the broker's units
-        kept = named_queues(view.commit_log, built.from_offset, built.to_offset) if cq else frozenset()
+        # multi-dispatch queues not built here (a selection, the ext) keep their files as they are
+        kept = frozenset() if built.multi_dispatch_built else built.multi_dispatch_queues
         changes = compare(view, built, cq=cq, index=index, selection=selection, kept=kept)
         doc = {"store_path": str(root), "from_offset": built.from_offset, "to_offset": built.to_offset,
                "multi_dispatch_queues_kept": sorted(kept),
+               "multi_dispatch_queues_built": sorted(built.multi_dispatch_queues) if built.multi_dispatch_built else [],
                "records_dispatched": built.records, "consume_queue_file_size": built.cq_size,
                "index_geometry": list(built.index_geometry) if built.index_geometry else None,
                "consume_queues": cq, "index": index,

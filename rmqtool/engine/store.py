@@ -556,10 +556,17 @@ class Store:
         """ReputMessageService from the plan's start: what the queues and index are behind."""
         # from the plan's start (abnormal recovery: a segment back; a queue's max physical
         # offset and the index's end offset make a second dispatch a no-op)
+        # the recovery's dispatch multi-dispatches as the store shows the broker did; appends after it
+        # dispatch as a 4.9.x broker with its default settings does (no multi-dispatch)
+        self.dispatcher.multi_dispatch = plan.multi_dispatch
         self.reput = ReputMessageService(self.commit_log, self.dispatcher, self.delay_levels,
                                          max(plan.redispatch_from, self.commit_log.min_offset))
         before = self._dispatched_bytes() if self._on_written is not None else 0
-        self.reput.do_reput()
+        try:
+            self.reput.do_reput()
+        finally:
+            self.dispatcher.multi_dispatch = None
+            self.reput.multi = False
         if self._on_written is not None:
             self._on_written(self._dispatched_bytes() - before)
         if self.recovery is not None:

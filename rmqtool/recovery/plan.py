@@ -33,7 +33,7 @@ import os
 import pathlib
 import time
 
-from rmqtool.dispatch.multi_dispatch import named_queues
+from rmqtool.dispatch.multi_dispatch import shown_by
 from rmqtool.errors import StoreNotFound
 from rmqtool.findings import (ABORT_FILE_PRESENT, CONSUME_QUEUE_BEYOND_COMMIT_LOG, CQ_EXT_GARBAGE_AFTER_END,
                               CONSUME_QUEUE_FILE_AFTER_END, INDEX_FILE_NEWER_THAN_CHECKPOINT, RECORD_TORN,
@@ -131,6 +131,9 @@ class RecoveryPlan:
     timer: dict | None = None  # a 5.x timer store: what its load, recover and run do (recovery/timer/plan.py)
     ext_cuts: tuple = ()  # ConsumeQueueExt: where --apply ends each queue's ext (recovery/ext_model.ExtCut)
     rocksdb_cq: str | None = None  # storeType=defaultRocksDB: the queues' database (no file queue is planned)
+    # enableMultiDispatch as the store shows it (None: off): --apply's dispatch puts the units of the
+    # records it dispatches again in the queues they name too (dispatch/multi_dispatch.py)
+    multi_dispatch: object = None
 
     @property
     def loadable(self) -> bool:
@@ -301,22 +304,25 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
         reason = "an abnormal start changes nothing here: nothing is dispatched again"
     if rocksdb and refusal is None and _changes(findings):
         refusal = ROCKSDB_REFUSAL
-    _multi_dispatch_note(view, outcome, redispatch, w.end)
+    multi = _multi_dispatch(view, outcome, redispatch, w.end)
     return RecoveryPlan(str(paths.root), outcome.abnormal, size, w.end, tuple(findings), tuple(actions), tuple(cuts),
                         redispatch, reason, tuple(made_ahead), end, outcome, refusal, timer, tuple(ext_cuts),
-                        str(paths.consumequeue) if rocksdb else None)
+                        str(paths.consumequeue) if rocksdb else None, multi)
 
 
-def _multi_dispatch_note(view: StoreView, outcome: Outcome, redispatch: int, end: int) -> None:
-    """Records dispatched again that name other queues (enableMultiDispatch, light message
-    queues): the broker's dispatch puts their units there too, rmqtool's does not."""
-    named = named_queues(view.commit_log, redispatch, end) if redispatch < end else frozenset()
+def _multi_dispatch(view: StoreView, outcome: Outcome, redispatch: int, end: int):
+    """How dispatch after the plan multi-dispatches the records it reads (light message
+    queues), as the store shows the broker did; said in a note when they name any queue."""
+    if redispatch >= end:
+        return None
+    named, multi = shown_by(view, redispatch, end, outcome.semantics == V5)
     if named:
         shown = ", ".join(sorted(named)[:3]) + (" and more" if len(named) > 3 else "")
-        outcome.notes.append(f"records from commit log offset {redispatch} on multi-dispatch to {len(named)} "
-                             f"queue(s) ({shown}): the broker's dispatch (enableMultiDispatch) puts their units "
-                             f"there again, rmqtool's does not, so after --apply those queues lack the units they "
-                             f"do not hold now")
+        outcome.notes.append(
+            f"records from commit log offset {redispatch} on multi-dispatch to {len(named)} queue(s) ({shown}): "
+            f"dispatch puts their units there too, as the broker's does (enableMultiDispatch: the store holds "
+            f"light message queues)")
+    return multi
 
 
 def _ext_files_after(cuts: list, actions: list[Action], findings: list[Finding]) -> None:

@@ -294,11 +294,16 @@ def show_redispatch_plan(doc: dict, fmt: str, sizes, *, wide: bool = False) -> N
         what = " and ".join(w for w, on in (("consume queues", doc["consume_queues"]), ("index", doc["index"])) if on)
         lines = [f"rebuild {what} from commit log offsets [{doc['from_offset']}, {doc['to_offset']}): "
                  f"{doc['records_dispatched']} records dispatched"]
-        kept = doc.get("multi_dispatch_queues_kept") or []
-        if kept:
-            lines.append(f"keep as they are the queues of {len(kept)} topic(s) the records multi-dispatch to "
-                         f"({', '.join(kept[:3])}{' and more' if len(kept) > 3 else ''}): rmqtool does not "
-                         f"rebuild multi-dispatch (light message queue) units")
+        for key, said in (("multi_dispatch_queues_built", "rebuild too the queues of {n} topic(s) the records "
+                                                         "multi-dispatch to ({names}), as the broker's dispatch "
+                                                         "(enableMultiDispatch) writes them"),
+                          ("multi_dispatch_queues_kept", "keep as they are the queues of {n} topic(s) the records "
+                                                        "multi-dispatch to ({names}): rmqtool rebuilds them only "
+                                                        "with every queue and without the ext")):
+            names = doc.get(key) or []
+            if names:
+                lines.append(said.format(n=len(names), names=", ".join(names[:3]) + (" and more" if len(names) > 3
+                                                                                      else "")))
     for c in doc["changes"]:
         if c["kind"] != "same" or wide:
             units = f" ({c['units']} units)" if c["units"] is not None else ""

@@ -189,6 +189,7 @@ def test_a_repair_killed_is_finished_by_running_it_again_or_undone(tmp_path, ste
     ("pulllog", "pulllog_smt", [], "is not in pulllog/"),
     ("checkpoint", "messagelog", [], "is not in checkpoint/"),
     ("messagelog", "", ["-s", "any"], "--subject narrows dump consumerlog only"),
+    ("consumerlog", "", ["-s", "no.such.subject"], "no consumer log for subject 'no.such.subject'"),
 ])
 def test_dump_refuses_another_kinds_files_and_options_it_would_ignore(kind, where, extra, said):
     """Rows of nothing and exit 0 would read as an empty log: the command says what it reads."""

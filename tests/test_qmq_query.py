@@ -48,6 +48,7 @@ def test_by_time_gives_the_first_record_appended_at_or_after():
     (["--subject", "{subject}", "--sequence", "0", "--msg-id", "x"], "--msg-id and --sequence"),
     (["--subject", "{subject}", "--sequence", "0", "--time", "1"], "--sequence and --time"),
     (["--subject", "{subject}", "--msg-id", "{id}"], "not with --subject"),
+    (["--subject", "{subject}", "--sequence", "0", "--served-only"], "--served-only is not modelled for QMQ"),
 ])
 def test_a_query_that_asks_two_questions_or_leaves_consumerlog_is_refused(args, said):
     record = load_truth(QMQ / "basic" / "truth.json")["readBack"]["messageLog"]["records"][0]

@@ -138,6 +138,9 @@ def query(
     false positives. Exit 0: found; 1: nothing found; 3: a message found is damaged (bad CRC).
     On a QMQ store: --subject with --sequence or --time, or --msg-id (QMQ's message id)."""
     if subject is not None or sequence is not None or _qmq_stores(stores):
+        if served_only:  # asked, and not answered, it would read as "served"
+            raise UsageError("--served-only is not modelled for QMQ stores: rmqtool recover STORE -f json says, "
+                             "subject by subject, which sequences the next start serves (broker_start.subjects)")
         return _qmq_query(stores, subject, sequence, msg_id, time, fmt, body, wide, columns)
     mode = _mode(key, uniq_key, msg_id, offset, queue_offset, time)
     _check_options(mode, topic, queue, exact, begin_time, end_time, max_num, no_index, index_only, timer)

@@ -138,10 +138,7 @@ def query(
     false positives. Exit 0: found; 1: nothing found; 3: a message found is damaged (bad CRC).
     On a QMQ store: --subject with --sequence or --time, or --msg-id (QMQ's message id)."""
     if subject is not None or sequence is not None or _qmq_stores(stores):
-        if served_only:  # asked, and not answered, it would read as "served"
-            raise UsageError("--served-only is not modelled for QMQ stores: rmqtool recover STORE -f json says, "
-                             "subject by subject, which sequences the next start serves (broker_start.subjects)")
-        return _qmq_query(stores, subject, sequence, msg_id, time, fmt, body, wide, columns)
+        return _qmq_query(stores, subject, sequence, msg_id, time, fmt, body, wide, columns, served_only)
     mode = _mode(key, uniq_key, msg_id, offset, queue_offset, time)
     _check_options(mode, topic, queue, exact, begin_time, end_time, max_num, no_index, index_only, timer)
     begin, end = parse_time(begin_time), parse_time(end_time)
@@ -200,7 +197,8 @@ def _qmq_stores(stores) -> bool:
     return any(detect_family(s) is QMQ for s in stores)
 
 
-def _qmq_query(stores, subject, sequence, msg_id, time, fmt: OutputFormat, body, wide, columns) -> None:
+def _qmq_query(stores, subject, sequence, msg_id, time, fmt: OutputFormat, body, wide, columns,
+               served_only: bool = False) -> None:
     """query on QMQ stores (inspect/qmq/dumps.query_rows): a row a message, the store named
     when there are several; exit 1 when none matches, 3 when one found fails its CRC."""
     from rmqtool.inspect.qmq.dumps import query_rows
@@ -212,7 +210,8 @@ def _qmq_query(stores, subject, sequence, msg_id, time, fmt: OutputFormat, body,
         for store in stores:
             with each.each(not_found=NothingFound):
                 found = query_rows(open_qmq_store(store).root, subject=subject, sequence=sequence,
-                                   message_id=msg_id, time_ms=parse_time(time), body=body_mode)
+                                   message_id=msg_id, time_ms=parse_time(time), body=body_mode,
+                                   served_only=served_only)
                 for row in found:
                     sink.row(with_human_times(row if not each.several else {"store_path": str(store), **row}))
                 rows += found

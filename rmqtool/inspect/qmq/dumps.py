@@ -118,8 +118,29 @@ def dump_rows(root: str | os.PathLike, kind: str, *, body: str = "base64", only:
     raise ValueError(f"no dump kind {kind!r} for a QMQ store: {', '.join(DUMP_KINDS)}")
 
 
+def _served_record(root: pathlib.Path, look, subject: str, sequence: int):
+    """The record the started store's getMessage gives for a subject's sequence (the start
+    simulated: recovery/qmq/start.served_answers); NothingFound saying what it answers instead."""
+    from rmqtool.errors import NothingFound
+    from rmqtool.recovery.qmq.start import served_answers
+
+    start, answers = served_answers(root, subject, [sequence])
+    if start.refusal is not None:
+        what = "refuses to start" if start.refusal.kind == "refused" else "never finishes starting"
+        raise NothingFound(f"QMQ {what} on this store: it serves nothing ({start.refusal.message})", root)
+    status, unit, has_message = answers[sequence]
+    if status != "SUCCESS" or not has_message:
+        said = "SUCCESS with no message" if status == "SUCCESS" else status
+        raise NothingFound(f"{subject} sequence {sequence}: the next start's getMessage answers {said}", root)
+    record = look.record_at(unit.wrote_offset)
+    if isinstance(record, str):
+        raise NothingFound(f"{subject} sequence {sequence}: {record}", root)
+    return record
+
+
 def query_rows(root: str | os.PathLike, *, subject: str | None = None, sequence: int | None = None,
-               message_id: str | None = None, time_ms: int | None = None, body: str = "base64") -> list[dict]:
+               message_id: str | None = None, time_ms: int | None = None, body: str = "base64",
+               served_only: bool = False) -> list[dict]:
     """``rmqtool query`` on a QMQ store: the rows of the message a subject's sequence names
     (DefaultStorage.getMessage's walk), of every record with a message id, or of each
     subject's first record appended at or after a time (``subject`` None: every subject).
@@ -137,7 +158,11 @@ def query_rows(root: str | os.PathLike, *, subject: str | None = None, sequence:
             (root / "consumerlog").resolve()):
         raise UsageError(f"{subject!r} names a directory outside consumerlog/: not a subject")
     look = QmqLookup(root)
-    if message_id is not None:
+    if served_only:
+        if subject is None or sequence is None:
+            raise UsageError("--served-only on a QMQ store: with --subject and --sequence")
+        records = [_served_record(root, look, subject, sequence)]
+    elif message_id is not None:
         records = list(look.by_message_id(message_id))
     elif sequence is not None:
         if subject is None:

@@ -284,9 +284,11 @@ def _checkpoints(store, mcp, acp, msnaps, asnaps) -> CheckpointsAfterStart:
 
 
 def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
-                   records: LogColumns | None = None) -> StartOutcome:
+                   records: LogColumns | None = None, ask=None) -> StartOutcome:
     """``records``: the message log's records as the files hold them, when the caller has read
-    them already (verify's checks): the log is then not read again for them."""
+    them already (verify's checks): the log is then not read again for them. ``ask``: called
+    with the started store's consumer logs (by subject) and message log, before they are let
+    go: what the caller wants to ask the started store (:func:`served_answers`)."""
     store = pathlib.Path(store)
     unit = unit_bytes or store_unit_bytes(store)
     msnaps, asnaps = message_checkpoints(store), action_checkpoints(store)
@@ -332,6 +334,8 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
     deleted = {str(s.path) for s in message_log.deleted}
     lost = _lost_records(in_files, end, deleted)
     present = _present_sequences(in_files)
+    if ask is not None:
+        ask(logs, message_log)
     return outcome(
         started=refusal is None, refusal=refusal,
         message_log=MessageLogAfterStart(written_end, end, end if end < written_end else None, tuple(sorted(deleted)),
@@ -345,6 +349,24 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
         offset_files_written=tuple(sorted(offset_files.items())),
         consumer_progress=tuple(progress_rows(progress)),
     )
+
+
+def served_answers(store: str | os.PathLike, subject: str, sequences) -> tuple[StartOutcome, dict]:
+    """getMessage of a subject's ``sequences`` on the started store: (the start, sequence ->
+    (status, the unit read or None, whether a message came with it)). A subject without a
+    consumer log after the start answers SUBJECT_NOT_FOUND; a start that is refused, nothing."""
+    answers = {}
+
+    def ask(logs: dict, message_log: Log) -> None:
+        log = logs.get(subject)
+        for sequence in sequences:
+            if log is None:
+                answers[sequence] = ("SUBJECT_NOT_FOUND", None, False)
+            else:
+                status, unit, has_message, _last = log.get_message(sequence, message_log)
+                answers[sequence] = (status, unit, has_message)
+
+    return simulate_start(store, ask=ask), answers
 
 
 def _replay_into_consumer_logs(store: pathlib.Path, messages: Replay, message_log: Log, logs: dict, mcp: dict,

@@ -261,5 +261,6 @@ def test_info_on_a_clean_store_whose_last_file_fails_a_crc_gives_the_brokers_end
         doc = document("info", store)
         assert doc["commitlog"]["max_commit_log_offset"] == doc["commitlog"]["recovered_end"] == \
             truth["commitlog"]["maxPhyOffset"] < doc["commitlog"]["written_end"]
+        assert "CRC" in doc["commitlog"]["recovery_cut_reason"]  # why the start cuts there
         assert {(q["topic"], str(q["queue_id"])): q["max_offset"] for q in doc["consume_queues"]} == \
             {(t, q): v["maxOffset"] for t, qs in truth["consumeQueues"].items() for q, v in qs.items() if v["maxOffset"]}

@@ -56,6 +56,15 @@ def commit_log_path_rows(view: StoreView, segs: list) -> list[dict]:
     return rows
 
 
+def _cut_reason(view: StoreView, written: int, recovered: int | None) -> str | None:
+    """Why the next start ends the log before its written end (its recovery walk's reason);
+    None when it does not (verify's recoveryCutsCommitLog and recover say more)."""
+    if recovered is None or recovered >= written:
+        return None
+    outcome = simulated_outcome(view)
+    return outcome.walk.reason if outcome is not None and outcome.walk is not None else None
+
+
 def commitlog_info(view: StoreView) -> tuple[dict, list]:
     """Segments and the commit log's two ends: the written end (one past the last record
     written) and the recovered end (where the broker's next start ends the log, from
@@ -94,6 +103,7 @@ def commitlog_info(view: StoreView) -> tuple[dict, list]:
         "max_commit_log_offset": queue_cut(view),
         "written_end": written,  # no file: 0, the offset the first record would take (getMaxPhyOffset)
         "recovered_end": recovered,
+        "recovery_cut_reason": _cut_reason(view, written, recovered),
         "segments": rows,
     }
     if view.commit_log_paths is not None:

@@ -151,6 +151,8 @@ class TimerLoad:
             "timerDistInMemory": {str(k): v for k, v in self.timer_dist.items()},
             "commitLogMaxOffset": self.commit_log_range[1], "commitLogMinOffset": self.commit_log_range[0],
             "enqueuePutQueueSize": 0, "dequeueGetQueueSize": 0, "dequeuePutQueueSize": 0,
+            # TimerMetrics.load: the timermetrics file as it reads it (left out when none is read)
+            **({"timingCountInMemory": self.timing_count} if self.timing_count is not None else {}),
         }
 
 

@@ -236,3 +236,13 @@ def test_a_process_with_a_segment_open_holds_the_store(tmp_path):
         holder.stdin.close()
         holder.wait(timeout=10)
     assert holder_pid(store) is None
+
+
+@pytest.mark.parametrize("variant", [v.name for v in sorted(CRASH.iterdir()) if v.is_dir()
+                                     and load_truth(v / "truth.json").get("started")])
+def test_info_gives_the_consumer_progress_the_restarted_engine_had(variant):
+    """The action checkpoint's progress and the action log's actions after it, as the engine's
+    start replays them (truth: consumerProgressAfterRestart); without an action checkpoint too."""
+    from rmqtool.inspect.qmq.inventory import store_info
+    doc = store_info(CRASH / variant / "input")
+    assert doc["consumer_progress"] == load_truth(CRASH / variant / "truth.json")["consumerProgressAfterRestart"]

@@ -16,6 +16,7 @@ from rmqtool.formats.qmq import actionlog as actionlog_format
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.recovery.qmq.javabuf import JavaException
 from rmqtool.recovery.qmq.tablets import load_tablets
+from rmqtool.recovery.qmq.start import consumer_progress
 from rmqtool.store.qmq import actionlog, checkpoints, consumerlog, messagelog, record_kernel, tablets
 from rmqtool.store.qmq.segments import LogDirectory, ZeroExtended, list_log
 
@@ -125,7 +126,9 @@ def store_info(root: str | os.PathLike, live_pid: int | None = None) -> dict:
         "message_log": message_log,
         "action_log": _action_log(root),
         "subjects": subjects,
-        "groups": groups,
+        "groups": groups,  # as the action checkpoint holds them
+        # the progress the next start has: the checkpoint's, then the action log's actions after it
+        "consumer_progress": consumer_progress(root),
         "checkpoints": {"message": _snapshot_doc(message_cps), "action": _snapshot_doc(action_cps)},
         "pull_log_tablets": [{"file": t.path.name, "tablet_id": t.tablet_id, "valid": t.valid, "reason": t.error,
                               "begin_offset": t.header.begin_offset if t.header else None,

@@ -313,7 +313,6 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
         return outcome(started=False, refusal=Refusal("refused", exc.java_class, exc.message, exc.file,
                                                       "new DefaultStorage(...)", exc.offset))
     state = tablet_load.replay_state
-    action_from = state if state != 0 else acp.offset
 
     # start(): the message log replay into the consumer logs (BuildConsumerLogEventListener)
     messages = replay_message_log(message_log, mcp["offset"])
@@ -321,11 +320,7 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
     if refusal is None and messages.hangs_at is not None:
         refusal = _hang(messages, message_log, "start(): message log replay")
 
-    # the action log replay into consumer progress (MaxSequencesUpdater)
-    progress = progress_of(acp)
-    actions = replay_action_log(action_log, action_from)
-    for event in actions.events:
-        apply_action(progress, event.action)
+    progress, actions = _action_replay(acp, action_log, state)
     if refusal is None and actions.hangs_at is not None:
         refusal = _hang(actions, action_log, "start(): action log replay")
 
@@ -349,6 +344,31 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
         offset_files_written=tuple(sorted(offset_files.items())),
         consumer_progress=tuple(progress_rows(progress)),
     )
+
+
+def _action_replay(acp: ActionCheckpoint, action_log: Log, replay_state: int) -> tuple[dict, Replay]:
+    """start()'s action log replay into consumer progress (MaxSequencesUpdater): the action
+    checkpoint's progress, then the actions from where the start replays them (its tablets'
+    replay state, else the checkpoint's offset)."""
+    progress = progress_of(acp)
+    actions = replay_action_log(action_log, replay_state if replay_state != 0 else acp.offset)
+    for event in actions.events:
+        apply_action(progress, event.action)
+    return progress, actions
+
+
+def consumer_progress(store: str | os.PathLike) -> list[dict] | None:
+    """The consumer progress the next start has (progress_rows), read from the action checkpoint
+    and the action log alone; None where their load throws (recover says why)."""
+    store = pathlib.Path(store)
+    asnaps = action_checkpoints(store)
+    acp = asnaps.loaded.value if asnaps.loaded else ActionCheckpoint(-1, ())
+    try:
+        action_log = load_log(store / "actionlog", ACTION_SEGMENT_SIZE, validate_action_segment)
+        replay_state = load_tablets(store).replay_state
+    except JavaException:
+        return None
+    return progress_rows(_action_replay(acp, action_log, replay_state)[0])
 
 
 def served_answers(store: str | os.PathLike, subject: str, sequences) -> tuple[StartOutcome, dict]:

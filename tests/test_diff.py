@@ -239,3 +239,27 @@ def test_zero_and_sparse_tails_read_alike(base, tmp_path):
         r, rows = diff(base, b)
         assert r.exit_code == ExitCode.OK, (name, r.stdout, r.stderr)
         assert rows[-1]["equal"] is True and rows[-1]["written_end_b"] == end
+
+
+@pytest.mark.parametrize("variant", ["crash/e1-corrupt-body-in-last-commitlog-file",
+                                     "crash/e3-corrupt-body-in-second-to-last-commitlog-file",
+                                     "crash-fast/e2-corrupt-body-in-first-commitlog-file"])
+def test_queue_ranges_are_the_ones_the_next_start_leaves(variant, tmp_path):
+    """The real broker's store after a recovery that cut the log at a body CRC failure (expected/):
+    its queues' units past the cut stay on disk, and the next start cuts them again. diff's
+    queue ranges are those the broker had (truth), as offsets and info give them; and the
+    crashed store before that recovery (input/) has the same."""
+    from helpers import expand_store
+
+    root = FIXTURES / "rocketmq-4.9.8" / variant
+    truth = load_truth(root / "truth.json")["truth"]["consumeQueues"]
+    maxima = {(t, int(q)): v["maxOffset"] for t, qs in truth.items() for q, v in qs.items() if v["maxOffset"]}
+    stores = [expand_store(root / side / "store", tmp_path / side) for side in ("input", "expected")]
+    r = cli_runner().invoke(app, ["diff", *map(str, stores), "-f", "jsonl"])
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert not [row for row in rows if row["record"] == "queue_range" and row["field"] == "max_queue_offset"]
+    from rmqtool.inspect.diff import queue_ranges
+    from rmqtool.recovery.loaded_end import simulate_for_info
+    from rmqtool.store.view import open_store
+    ranges = queue_ranges(open_store(stores[1], simulate=simulate_for_info))
+    assert {k: hi for k, (_lo, hi) in ranges.items() if hi} == maxima

@@ -194,3 +194,26 @@ def test_a_typo_in_columns_fails_before_apply_writes(tmp_path):
                "--backup-dir", tmp_path / "backup", "--columns", "queue_id,no_such_column")
     assert done.exit_code == 2 and "no_such_column" in done.stderr
     assert tree_fingerprint(root) == before and not (tmp_path / "backup").exists()
+
+
+def test_to_time_searches_the_queue_the_next_start_leaves(tmp_path):
+    """The real broker's store after a recovery that cut the log at a body CRC failure (crash/e1,
+    expected/): the queues' units past the cut stay on disk. --to-time past every message gives
+    the last unit the broker's search reaches in the cut queue (truth's last queue offset), not a
+    stale unit past the queue's max."""
+    from helpers import expand_store
+    from conftest import V4
+
+    variant = V4 / "crash" / "e1-corrupt-body-in-last-commitlog-file"
+    truth = load_truth(variant / "truth.json")["truth"]
+    store = expand_store(variant / "expected" / "store", tmp_path / "store")
+    config = store / "config"
+    config.mkdir(exist_ok=True)
+    (config / "consumerOffset.json").write_text(dumps_fastjson(
+        {"offsetTable": {f"{TOPIC}@g1": {0: 0, 1: 0}}}), encoding="utf-8")
+    newest = max(m["storeTimestamp"] for m in truth["messages"])
+    r = run("offsets", "reset", store, "-g", "g1", "-t", TOPIC, "--to-time", newest + 10_000, "-f", "jsonl")
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    maxima = {int(q): v["maxOffset"] for q, v in truth["consumeQueues"][TOPIC].items()}
+    assert rows and all(row["new_offset"] == maxima[row["queue_id"]] - 1 for row in rows), (r.stderr, rows)
+    assert all(row["max_queue_offset"] == maxima[row["queue_id"]] for row in rows)

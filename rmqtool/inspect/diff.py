@@ -10,7 +10,8 @@ differing ranges, and in what only one side holds (a head or a tail), are matche
 log offset, then by UNIQ_KEY (a slave that re-synced from another offset holds the same
 messages elsewhere); those left are on one side only.
 
-Then the queues whose ranges differ (min/max queue offset, as the view opens them), the
+Then the queues whose ranges differ (min/max queue offset, as the next start's load leaves
+them: as ``offsets`` gives them), the
 checkpoint's fields and config/*.json (topics, subscription groups, consumer offsets per
 group/topic/queue, any other file key by key). Rows are of one kind (``diff``), each with a
 ``record``: ``commit_log_divergence``, ``message_differs``, ``message_only_in``,
@@ -31,6 +32,7 @@ from typing import Iterator
 
 from rmqtool.errors import FormatError, RmqError, StoreNotFound
 from rmqtool.formats import config as config_format
+from rmqtool.recovery.loaded_end import queue_cut, simulate_for_info
 from rmqtool.report.records import message_record
 from rmqtool.store.dledger import refuse_dledger
 from rmqtool.store.checkpoint import read_checkpoint
@@ -325,10 +327,11 @@ def compare_commit_logs(a: _Log, b: _Log, summary: dict) -> Iterator[dict]:
 
 # --- queues, checkpoint, config ---------------------------------------------------------------
 def queue_ranges(view: StoreView) -> dict[tuple[str, int], tuple[int, int]]:
-    """(topic, queue id) -> (min, max queue offset), each queue cut where the view cuts it for
-    its commit log end (as ``offsets`` opens them)."""
+    """(topic, queue id) -> (min, max queue offset), each queue cut where the next start's load
+    cuts it (recovery/loaded_end.queue_cut, as ``offsets`` and ``info`` open them: units a
+    recovery left past its cut are not the queue's)."""
     has_log = view.has_commit_log and bool(view.segments)
-    queues = view.consume_queues(view.commit_log_end.end if has_log else None)
+    queues = view.consume_queues(queue_cut(view))
     low = view.segments[0].base_offset if has_log else 0
     return {(q.topic, q.queue_id): (q.min_offset(low), q.max_offset) for q in queues.queues}
 
@@ -499,7 +502,8 @@ def diff_stores(path_a: str | os.PathLike, path_b: str | os.PathLike, *,
     does (its config/broker.properties), so a multi-path store diffs as the one log it is."""
     for path in (path_a, path_b):
         refuse_dledger(path, "diff")
-    return StoreDiff(open_store(path_a, commit_log_paths=paths_a), open_store(path_b, commit_log_paths=paths_b))
+    return StoreDiff(open_store(path_a, commit_log_paths=paths_a, simulate=simulate_for_info),
+                     open_store(path_b, commit_log_paths=paths_b, simulate=simulate_for_info))
 
 
 def _diff_rows(result: StoreDiff) -> Iterator[dict]:

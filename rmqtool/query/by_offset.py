@@ -77,15 +77,17 @@ def message_by_msg_id(store: str | os.PathLike | StoreView, msg_id: str, *, trac
     return OffsetLookup([message], Notes())
 
 
-def open_queue(store: str | os.PathLike, topic: str, queue_id: int) -> ConsumeQueue | BatchConsumeQueue | None:
-    """The consume queue of topic/queueId (a 5.x batch queue when only that exists), or None."""
+def open_queue(store: str | os.PathLike, topic: str, queue_id: int,
+               commit_log_max_offset: int | None = None) -> ConsumeQueue | BatchConsumeQueue | None:
+    """The consume queue of topic/queueId (a 5.x batch queue when only that exists), or None;
+    cut where the broker's load cuts it at ``commit_log_max_offset`` when given."""
     paths = StorePaths(store)
     plain = paths.consumequeue / topic / str(queue_id)
     if plain.is_dir():
-        return ConsumeQueue(plain, topic, queue_id)
+        return ConsumeQueue(plain, topic, queue_id, commit_log_max_offset=commit_log_max_offset)
     batch = paths.batch_consumequeue / topic / str(queue_id)
     if batch.is_dir():
-        return BatchConsumeQueue(batch, topic, queue_id)
+        return BatchConsumeQueue(batch, topic, queue_id, commit_log_max_offset=commit_log_max_offset)
     return None
 
 

@@ -107,13 +107,16 @@ class _QueueTimes:
 
 
 def offset_by_time(store: str | os.PathLike | StoreView, topic: str, queue_id: int, timestamp: int, *,
-                   exact: bool = False, trace: Trace | None = None) -> TimeLookup:
-    """The queue offset of topic/queue_id for a store timestamp (see the module doc)."""
+                   exact: bool = False, trace: Trace | None = None,
+                   commit_log_max_offset: int | None = None) -> TimeLookup:
+    """The queue offset of topic/queue_id for a store timestamp (see the module doc); over the
+    queue as the broker's load cuts it at ``commit_log_max_offset`` when given (what the broker
+    searches after its next start), else as its files hold it."""
     trace = trace_or_none(trace)
     view = as_view(store)
     root = view.root
     notes = Notes()
-    queue = open_queue(root, topic, queue_id)
+    queue = open_queue(root, topic, queue_id, commit_log_max_offset)
     if queue is None:
         notes.add(f"no consume queue for topic {topic!r} queue {queue_id}; the broker answers 0", trace)
         return TimeLookup(topic, queue_id, timestamp, 0, None, False, exact, notes)

@@ -193,7 +193,9 @@ def _new_offset(view: StoreView, topic: str, queue_id: int, low: int, high: int,
         if target.value > high:
             return high, f"--to-offset {target.value} is past max offset {high}: clamped to it"
         return target.value, "as given"
-    lookup = offset_by_time(view, topic, queue_id, target.value)
+    # the queue the broker searches after its next start: cut where its load cuts it (units past
+    # a recovery's cut stay on disk and would answer an offset past the queue's max)
+    lookup = offset_by_time(view, topic, queue_id, target.value, commit_log_max_offset=queue_cut(view))
     note = f"getOffsetInQueueByTime({target.value})"
     if lookup.notes:
         note += "; " + "; ".join(str(n) for n in lookup.notes)

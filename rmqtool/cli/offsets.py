@@ -94,7 +94,7 @@ def reset(
     to_time: Optional[str] = typer.Option(None, "--to-time", metavar=TIME_METAVAR,
                                           help="The queue offset the broker finds for this store time."),
     to_offset: Optional[int] = typer.Option(None, "--to-offset", metavar="N",
-                                            help="This queue offset (clamped to each queue's [min, max])."),
+                                            help="This queue offset (clamped to each queue's min..max)."),
     to_earliest: bool = typer.Option(False, "--to-earliest", help="Each queue's min offset."),
     to_latest: bool = typer.Option(False, "--to-latest", help="Each queue's max offset (skip everything)."),
     queue: Optional[int] = typer.Option(None, "--queue", "-q", autocompletion=complete_queue, min=0,

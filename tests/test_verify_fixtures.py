@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from conftest import CLEAN_SCENARIOS, V4, V5, load_truth
+from conftest import CLEAN_SCENARIOS, FIXTURES, V4, V5, load_truth
 from rmqtool.findings import Severity
 from rmqtool.verify.run import Verify, VerifyOptions
 
@@ -221,3 +221,22 @@ def test_checkpoint_windows_count_messages_after_each_timestamp():
         after = sorted((x["physicalOffset"] for x in messages if x["storeTimestamp"] > value))
         assert windows[name].details["messages"] == len(after)
         assert windows[name].details["commit_log_offset"] == after[0]
+
+
+def test_messages_below_a_queues_min_offset_are_said_to_be_below_it(tmp_path):
+    """config/consumers: CrashTopic/0 starts at queue offset 50 (truth's minOffset) while the
+    commit log still holds the messages before it: verify says they lie below the queue's min
+    offset, not inside its range."""
+    import json as _json
+
+    from helpers import cli_runner, expand_store
+    from rmqtool.cli.app import app
+
+    root = FIXTURES / "config" / "consumers"
+    low = load_truth(root / "truth.json")["truth"]["consumeQueues"]["CrashTopic"]["0"]["minOffset"]
+    store = expand_store(root / "store", tmp_path / "store")
+    rows = [_json.loads(line) for line in
+            cli_runner().invoke(app, ["verify", str(store), "-f", "jsonl"]).stdout.splitlines()]
+    (below,) = [r for r in rows if r["finding"] == "messageNotInConsumeQueue" and r.get("topic") == "CrashTopic"]
+    assert f"queue offsets 0..{low - 1} " in below["message"]
+    assert f"below the queue's min offset {low}" in below["message"] and "inside the queue's range" not in below["message"]

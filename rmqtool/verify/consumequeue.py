@@ -390,9 +390,16 @@ class ConsumeQueueCheck(BandConsumer):
             return []
         queue_max = queue.max_offset
         ahead = qo >= queue_max
-        found = self._unless_served(tq, queue.topic, queue.queue_id, offset[~ahead], qo[~ahead], batch[~ahead],
+        queue_min = queue.min_offset(self.log.min_offset)
+        below = ~ahead & (qo < queue_min)  # before the queue's first unit: its earlier files are gone
+        found = self._unless_served(tq, queue.topic, queue.queue_id, offset[below], qo[below], batch[below],
                                     MESSAGE_NOT_IN_CONSUME_QUEUE,
-                                    "inside the queue's range, but no unit points at them: lost from the queue")
+                                    f"below the queue's min offset {queue_min} (it holds no unit before it), so no "
+                                    f"unit points at them: lost from the queue")
+        inside = ~ahead & ~below
+        found += self._unless_served(tq, queue.topic, queue.queue_id, offset[inside], qo[inside], batch[inside],
+                                     MESSAGE_NOT_IN_CONSUME_QUEUE,
+                                     "inside the queue's range, but no unit points at them: lost from the queue")
         if not ahead.any():
             return found
         offset, qo, batch = offset[ahead], qo[ahead], batch[ahead]

@@ -116,7 +116,7 @@ def named_queues(commit_log, from_offset: int, to_offset: int) -> frozenset[str]
     needle = props.PROPERTY_INNER_MULTI_DISPATCH.encode()
     for r in commit_log.scan(from_offset, to_offset, check_crc=False, needle=needle):
         if type(r) is Message and needle in r.properties_raw:
-            names.update(t.topic for lmq in (True, False) for t in targets(r.queue_id, r.properties, lmq=lmq))
+            names.update(t.topic for t in targets(r.queue_id, r.properties))  # enableLmq moves the queue id only
     return frozenset(names)
 
 

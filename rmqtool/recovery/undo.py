@@ -155,7 +155,6 @@ def _restore(backup: pathlib.Path, root: pathlib.Path, entry) -> None:
             restore_range(backup / entry.copy, fd, entry.start, path)
         else:
             copy_into(backup / entry.copy, fd, entry.start)
-        if entry.action not in _RANGES:
             os.fchmod(fd, entry.mode)
         os.fsync(fd)
     except OSError as exc:

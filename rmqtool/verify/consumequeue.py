@@ -203,7 +203,7 @@ class QueueCheck:
             bad |= mask
         elsewhere = (checks[0][1] | checks[1][1]) & ~bad  # the record is another queue's, or at another offset
         if elsewhere.any():
-            bad |= self._not_multi_dispatched(items, rows, elsewhere)
+            bad |= self._not_multi_dispatched(items, elsewhere)
         for j in np.flatnonzero(bad).tolist():
             row = int(rows[j])
             what = []
@@ -222,7 +222,7 @@ class QueueCheck:
                 f"offset {int(band['offset'][row])}: " + "; ".join(what),
                 queue_offset=int(item["queue_offset"]), commit_log_offset=int(band["offset"][row]), **self.here)))
 
-    def _not_multi_dispatched(self, items: np.ndarray, rows: np.ndarray, which: np.ndarray) -> np.ndarray:
+    def _not_multi_dispatched(self, items: np.ndarray, which: np.ndarray) -> np.ndarray:
         """Of the units at ``which`` (a record of another queue, or at another queue offset, whose
         size and tags code agree), those the record's multi-dispatch does not put here: a
         light message queue's unit is another queue's record at the queue offset its
@@ -391,7 +391,7 @@ class ConsumeQueueCheck(BandConsumer):
         queue_max = queue.max_offset
         ahead = qo >= queue_max
         queue_min = queue.min_offset(self.log.min_offset)
-        below = ~ahead & (qo < queue_min)  # before the queue's first unit: its earlier files are gone
+        below = ~ahead & (qo < queue_min)  # before the queue's first unit: no range of its holds them
         found = self._unless_served(tq, queue.topic, queue.queue_id, offset[below], qo[below], batch[below],
                                     MESSAGE_NOT_IN_CONSUME_QUEUE,
                                     f"below the queue's min offset {queue_min} (it holds no unit before it), so no "

@@ -184,6 +184,17 @@ def test_dump_dledger_and_dump_commitlog(stores, truth):
     msgs = [json.loads(x) for x in _run("dump", "commitlog", stores["store"], "-f", "jsonl").stdout.splitlines()]
     assert [(m["commit_log_offset"], m["topic"], m["queue_offset"]) for m in msgs] == [
         (t["recordOffset"], t["record"]["topic"], t["record"]["queueOffset"]) for t in want]
+    # --show-blank shows DLedger's blank fills where the reput scan met them, and only with it
+    shown = [json.loads(x) for x in _run("dump", "commitlog", stores["store"], "-f", "jsonl",
+                                         "--show-blank").stdout.splitlines()]
+    assert [(b["commit_log_offset"], b["store_size"], b["valid"]) for b in shown if b["record"] == "blank"] == [
+        (m["offset"], m["sizeField"], m["sizeField"] == m["bytesToFileEnd"])
+        for m in truth["truth"]["commitlog"]["blankMarkers"]]
+    assert [m for m in shown if m["record"] != "blank"] == msgs
+    second = truth["truth"]["commitlog"]["blankMarkers"][1]["offset"]
+    after = [json.loads(x) for x in _run("dump", "commitlog", stores["store"], "-f", "jsonl", "--show-blank",
+                                         "--from-offset", second).stdout.splitlines()]
+    assert [b["commit_log_offset"] for b in after if b["record"] == "blank"] == [second]
 
 
 def test_verify_clean_store(stores):

@@ -328,8 +328,8 @@ class DLedgerCommitLog(CommitLog):
                               to_offset=to_offset):
             if isinstance(r, Entry):
                 yield r.record
-            elif isinstance(r, Corrupt):
-                yield r
+            elif isinstance(r, Corrupt) or from_offset is None or r.offset >= from_offset:
+                yield r  # a blank fill (magic -1) ends a file as the plain log's blank record does
 
     def crc_scan(self, from_offset: int | None = None, to_offset: int | None = None, *,
                  findings: list | None = None, tally=None) -> Iterator[ScanResult]:

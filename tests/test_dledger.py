@@ -15,9 +15,9 @@ import struct
 import pytest
 
 from conftest import V5, load_truth
-from helpers import cli_runner, expand_store
+from helpers import cli_runner, expand_store, tree_fingerprint
 from rmqtool.findings import (BODY_CRC_MISMATCH, CONSUME_QUEUE_UNIT_NO_RECORD, DLEDGER_ENTRY_INVALID,
-                              DLEDGER_INDEX_MISMATCH, DLEDGER_RECORD_INVALID)
+                              DLEDGER_INDEX_MISMATCH, DLEDGER_RECORD_INVALID, SEGMENT_SIZE_ODD)
 from rmqtool.formats import dledger as fmt
 from rmqtool.query.by_key import query_by_key
 from rmqtool.query.by_offset import message_by_msg_id
@@ -136,9 +136,18 @@ def test_every_index_unit_field_by_field(stores, truth):
         assert fmt.IndexUnit.parse(raw).term == t["term"]
 
 
+def _refused_index_files(store: pathlib.Path, truth: dict) -> list[tuple[str, str]]:
+    """The README's one deviation: entry index files of truth's indexFileSize, not the
+    DLedger default a 5.3.3 broker cannot change, so MmapFileList.load refuses each one."""
+    size = truth["truth"]["dledger"]["indexFileSize"]
+    assert size != 32 * 5 * 1024 * 1024
+    return [(SEGMENT_SIZE_ODD, str(f)) for f in sorted((store / "dledger-n0" / "index").iterdir())
+            if f.stat().st_size == size]
+
+
 def test_info_and_detection(stores, truth):
     """No flag: the store is found to be a DLedger one; info shows the engine's DLedger state."""
-    doc = json.loads(_run("info", stores["store"], "-f", "json").stdout)
+    doc = json.loads(_run("info", stores["store"], "-f", "json", codes=(3,)).stdout)
     d, t = doc["dledger"], truth["truth"]["dledger"]
     assert (d["self_id"], d["ledger_begin_index"], d["ledger_end_index"], d["ledger_end_term"]) == (
         t["selfId"], t["ledgerBeginIndex"], t["ledgerEndIndex"], t["ledgerEndTerm"])
@@ -151,7 +160,7 @@ def test_info_and_detection(stores, truth):
     cl = truth["truth"]["commitlog"]
     assert (doc["commitlog"]["min_commit_log_offset"], doc["commitlog"]["max_commit_log_offset"]) == (
         cl["minPhyOffset"], cl["maxPhyOffset"])
-    assert doc["findings"] == []
+    assert [(f["finding"], f["path"]) for f in doc["findings"]] == _refused_index_files(stores["store"], truth)
     assert [s["read_by"] for s in doc["side_stores"] if s["name"] == "dledger-n0"] == ["rmqtool dump dledger"]
 
 
@@ -197,8 +206,23 @@ def test_dump_dledger_and_dump_commitlog(stores, truth):
     assert [b["commit_log_offset"] for b in after if b["record"] == "blank"] == [second]
 
 
-def test_verify_clean_store(stores):
-    assert _run("verify", stores["store"], "-f", "jsonl").stdout == ""
+def test_verify_clean_store(stores, truth, tmp_path):
+    """Nothing but what the broker refuses at load (README: the index files' size); recover's
+    plan says it refuses and --apply writes nothing. The crashed store keeps DLedger's default
+    index size: none of its files is refused."""
+    found = [json.loads(x) for x in _run("verify", stores["store"], "-f", "jsonl", codes=(3,)).stdout.splitlines()]
+    assert [(f["finding"], f["path"]) for f in found] == _refused_index_files(stores["store"], truth)
+    plan = json.loads(_run("recover", stores["store"], "-f", "json", codes=(3,)).stdout)
+    assert plan["loadable"] is False and str(_refused_index_files(stores["store"], truth)[0][1]) in plan["refusal"]
+    copy = shutil.copytree(stores["store"], tmp_path / "copy", symlinks=True)
+    before = tree_fingerprint(copy)
+    refused = _run("recover", copy, "--apply", codes=(3,))
+    assert "not recovered: the broker does not load this store" in refused.stderr
+    assert tree_fingerprint(copy) == before
+    for name in ("input", "expected"):
+        crashed = [json.loads(x) for x in _run("verify", stores[name], "-f", "jsonl", codes=(0, 3)).stdout.splitlines()]
+        assert SEGMENT_SIZE_ODD not in {f["finding"] for f in crashed}
+        assert json.loads(_run("recover", stores[name], "-f", "json", codes=(0, 3)).stdout)["loadable"] is True
 
 
 def test_verify_finds_the_torn_entry_where_the_engine_met_it(stores, crash_truth):
@@ -309,7 +333,7 @@ def test_files_and_directories_are_told_apart(stores, truth, tmp_path):
         "rmqtool info") == 1
     bare = tmp_path / "bare"
     shutil.copytree(stores["store"] / "dledger-n0", bare / "dledger-n0", dirs_exist_ok=True)
-    doc = json.loads(_run("info", bare, "-f", "json").stdout)
+    doc = json.loads(_run("info", bare, "-f", "json", codes=(3,)).stdout)  # its index files' size refused
     assert doc["dledger"]["entries"] == truth["truth"]["dledger"]["ledgerEndIndex"] + 1
     refused = _run("append", bare, "--create", "--topic", "T", "--body", "b", codes=(4,))
     assert "DLedger commit log store" in refused.stderr

@@ -84,12 +84,15 @@ def _dledger_recover(view: StoreView, request):
     if request.apply and request.to is not None:
         return RecoverRun(doc, plan, refusal=UsageError("--to does not copy a DLedger store: apply in place "
                                                           "(the backup keeps what changes)", view.root))
+    if request.apply and plan.refusal is not None:  # as a plain store the broker does not load: nothing written
+        from rmqtool.errors import CorruptData
+        return RecoverRun(doc, plan, refusal=CorruptData(f"not recovered: {plan.refusal}", view.root))
     if request.apply:
         from rmqtool.engine.dledger_repair import apply_dledger_plan
         doc["applied"] = apply_dledger_plan(view, plan, request.backup_dir,
                                             command=f"rmqtool recover {view.root} --apply")
         return RecoverRun(doc, plan, applied=True)
-    return RecoverRun(doc, plan, exit_code=int(ExitCode.CORRUPT) if plan.changes else int(ExitCode.OK))
+    return RecoverRun(doc, plan, exit_code=int(ExitCode.CORRUPT) if plan.changes or plan.refused else int(ExitCode.OK))
 
 
 ROCKETMQ_TOOLS = RocketMQTools()

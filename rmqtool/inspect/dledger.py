@@ -64,7 +64,7 @@ def dledger_info(view: StoreView) -> tuple[dict | None, dict | None, list]:
         "data_files": _files(segs, ends),
         "entry_index_files": _files(log.index.segments),
     }
-    findings = list(log.data.findings) + list(log.index.findings) + s.findings
+    findings = list(log.data.findings) + list(log.index.findings) + log.load_refusals + s.findings
     commitlog = None
     if not view.has_commit_log:
         first = segs[0].base_offset if segs else None

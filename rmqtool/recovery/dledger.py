@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
-from rmqtool.findings import DLEDGER_INDEX_MISMATCH
+from rmqtool.findings import DLEDGER_INDEX_MISMATCH, SEGMENT_SIZE_ODD
 from rmqtool.formats import dledger as fmt
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V1
 from rmqtool.store.checkpoint import loaded_checkpoint
@@ -79,6 +79,17 @@ class DLedgerPlan:
     max_phy_offset_of_consume_queue: int = -1
     reput_from: int | None = None
     queues: list = dataclasses.field(default_factory=list)
+    # MmapFileList.load refuses a data or index file of another length than the configured one:
+    # the broker exits before any recovery (the steps after it are what a start would do once mended)
+    refused: list = dataclasses.field(default_factory=list)
+
+    @property
+    def refusal(self) -> str | None:
+        if not self.refused:
+            return None
+        f = self.refused[0]
+        more = f" (and {len(self.refused) - 1} more file(s))" if len(self.refused) > 1 else ""
+        return f"the broker does not load this store: {f.path}: {f.message}{more}"
 
     @property
     def changes(self) -> bool:
@@ -94,6 +105,7 @@ class DLedgerPlan:
         return {
             "store": str(self.root),
             "mode": "abnormal" if self.abnormal else "normal",
+            "loadable": not self.refused, "refusal": self.refusal,
             "dledger": {"recover_end": s.recover_end, "ledger_end_index": s.ledger_end_index,
                         "ledger_end_term": s.ledger_end_term, "committed_index": self.committed_index,
                         "data_files_deleted": self.data_files_deleted,
@@ -104,11 +116,13 @@ class DLedgerPlan:
                           "reput_from": self.reput_from},
             "queues": [q.to_json() for q in self.queues],
             "lost_messages": self.lost,
-            "findings": [f.to_json() for f in s.findings],
+            "findings": [f.to_json() for f in [*self.refused, *s.findings]],
         }
 
     def steps(self) -> list[str]:
         s, out = self.survey, []
+        if self.refused:
+            out.append(f"{self.refusal}; the broker exits, and none of what follows runs until the file is mended")
         out.append(f"{'abnormal' if self.abnormal else 'normal'} recovery "
                    f"({'the abort file is there' if self.abnormal else 'no abort file'}) of a DLedger commit log")
         out.append(f"DLedger recover: the data ends at {s.recover_end} after entry {s.ledger_end_index} "
@@ -156,7 +170,9 @@ def plan_dledger_recovery(view: StoreView, *, check_crc: bool = True) -> DLedger
     cp = log.checkpoint
     committed = cp.committed_index if cp.committed_index is not None else -1
     plan = DLedgerPlan(view.root, view.has_abort, s, committed, deleted, rewrite,
-                       (s.ledger_end_index + 1) * fmt.INDEX_UNIT_SIZE)
+                       (s.ledger_end_index + 1) * fmt.INDEX_UNIT_SIZE,
+                       refused=[f for f in (*log.data.findings, *log.index.findings, *log.load_refusals)
+                                if f.id == SEGMENT_SIZE_ODD])
     queues = view.consume_queues()
     units = {(q.topic, q.queue_id): [u for u in q.iter_units() if not u.is_fill] for q in queues.queues}
     ends = [u.commit_log_offset + u.size for us in units.values() for u in us[-1:]]

@@ -23,7 +23,7 @@ import pathlib
 from typing import Iterator
 
 from rmqtool.errors import StoreAccessError
-from rmqtool.findings import DLEDGER_ENTRY_INVALID, DLEDGER_RECORD_INVALID
+from rmqtool.findings import DLEDGER_ENTRY_INVALID, DLEDGER_RECORD_INVALID, SEGMENT_SIZE_ODD, Finding
 from rmqtool.formats import dledger as fmt
 from rmqtool.store.commitlog import Blank, Corrupt, ScanResult
 from rmqtool.store.commitlog_end import CommitLog
@@ -134,6 +134,13 @@ class DLedgerLog:
         return DLedgerCheckpoint(_int((cp or {}).get(fmt.COMMITTED_INDEX_KEY)), _int((cp or {}).get(fmt.END_INDEX_KEY)),
                                  _int(term.get(fmt.CURR_TERM_KEY)), term.get(fmt.VOTE_LEADER_KEY), cp is not None)
 
+    @property
+    def load_refusals(self) -> list[Finding]:
+        """What MmapFileList.load refuses in the data and index directories beyond what their
+        listings found (files of odd sizes among their neighbours): entry index files of a size
+        the broker's DLedger cannot have."""
+        return _index_sizes_refused(self.index)
+
     def entries(self, *, records: bool = False, check_crc: bool = True,
                 from_offset: int | None = None, to_offset: int | None = None) -> Iterator[Entry | Blank | Corrupt]:
         return walk_entries(self.data.segments, records=records, check_crc=check_crc,
@@ -152,6 +159,19 @@ class DLedgerLog:
 
     def commit_log(self) -> "DLedgerCommitLog":
         return DLedgerCommitLog.of_queue(self.data)
+
+
+def _index_sizes_refused(index: SegmentQueue) -> list[Finding]:
+    """Entry index files of a size the broker's DLedger cannot load: DLedgerCommitLog sets
+    DLedger's data file size from mappedFileSizeCommitLog but never its index file size, so
+    DLedger's default is the only one, and MmapFileList.load refuses a file of any other length
+    (the broker then exits). Files that differ from their neighbours are found already."""
+    flagged = {f.path for f in index.findings if f.finding_id == SEGMENT_SIZE_ODD}
+    return [Finding(SEGMENT_SIZE_ODD, str(seg.path), None,
+                    f"DLedger entry index file of {seg.size} bytes: the broker's DLedgerCommitLog leaves "
+                    f"DLedger's index file size at its default ({fmt.DEFAULT_INDEX_FILE_SIZE}), and "
+                    f"MmapFileList.load refuses a file of another length (the broker exits at load)")
+            for seg in index.segments if seg.size not in (0, fmt.DEFAULT_INDEX_FILE_SIZE) and str(seg.path) not in flagged]
 
 
 READ_BY = "info, verify, spark verify, query, dump commitlog, dump dledger and recover (its plan)"

@@ -46,7 +46,7 @@ class DLedgerVerify(VerifyRun):
         records: dict[int, tuple[str, int, int, int]] = {}
         damaged: set[int] = set()
         s = self.survey = Survey()
-        for f in list(log.data.findings) + list(log.index.findings):
+        for f in list(log.data.findings) + list(log.index.findings) + log.load_refusals:
             yield "commitlog", f
         for r in surveyed(log, s, records=True):
             if isinstance(r, Entry):

@@ -264,6 +264,11 @@ def test_recover_plans_what_the_engine_did(stores, crash_truth):
     again = json.loads(_run("recover", stores["expected"], "-f", "json").stdout)  # the second restart
     assert {f"{q['topic']}/{q['queue_id']}": q["max_queue_offset_after"] for q in again["queues"]} == {
         k: v[1] for k, v in summary["reloadOfExpected"]["queues"].items()}
+    # info shows the queues as that start leaves them, as it does a plain store's
+    for name, want in (("input", recovered), ("expected", summary["reloadOfExpected"])):
+        shown = json.loads(_run("info", stores[name], "-f", "json", codes=(0, 3)).stdout)["consume_queues"]
+        assert {f"{q['topic']}/{q['queue_id']}": [q["min_queue_offset"], q["max_queue_offset"]] for q in shown} == {
+            k: v[:2] for k, v in want["queues"].items()}
 
 
 def test_recover_apply_zeroes_the_unit_the_engine_dropped_in_memory_only(tmp_path):

@@ -127,6 +127,20 @@ def consume_queue_info(view: StoreView, commit_log_min: int | None, commit_log_m
     return rows, cqs.all_findings()
 
 
+def _dledger_queue_cuts(view: StoreView, rows: list[dict]) -> None:
+    """A DLedger store's queues as its next start leaves them: DLedgerCommitLog's recovery
+    truncates units past its processOffset and the reput writes back those whose record passes
+    (recovery/dledger.py), as a plain store's rows are cut where its start cuts the log."""
+    from rmqtool.recovery.dledger import plan_dledger_recovery
+    after = {(q.topic, q.queue_id): q.max_offset_after for q in plan_dledger_recovery(view).queues
+             if q.cut_from is not None}
+    for row in rows:
+        high = after.get((row["topic"], row["queue_id"]))
+        if high is not None and high < row["max_queue_offset"]:
+            row["max_queue_offset"] = row["max_offset"] = high
+            row["messages"] = max(high - row["min_queue_offset"], 0)
+
+
 def index_info(view: StoreView):
     listing = view.index_files
     rows = []
@@ -246,6 +260,8 @@ def store_info(store: str | os.PathLike | StoreView) -> tuple[dict, list[Finding
     findings += f
     queues, f = consume_queue_info(view, commitlog["min_commit_log_offset"], commitlog["max_commit_log_offset"])
     findings += f
+    if dledger_commitlog is not None:
+        _dledger_queue_cuts(view, queues)
     index, f = index_info(view)
     findings += f
     checkpoint, f = checkpoint_info(view)

@@ -40,3 +40,20 @@ def test_a_topic_that_is_no_directory_name_is_refused(tmp_path):
     r = invoke("append", store, "--topic", "../x", "--body", "y")
     assert r.exit_code == int(ExitCode.USAGE) and "cannot name a consume queue directory" in r.stderr
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_json_output_is_one_document(tmp_path):
+    """-f json: one object for one message, an array for --from-jsonl (empty too), each one JSON
+    document (the sink was closed twice: the object printed twice, a second ']')."""
+    import json
+    store = tmp_path / "s"
+    r = invoke("append", store, "--create", "--topic", "T", "--body", "x", "--commitlog-size", 65536, "-f", "json")
+    assert r.exit_code == 0, r.stderr
+    one = json.loads(r.stdout)
+    assert (one["topic"], one["queue_offset"]) == ("T", 0)
+    lines = '{"topic":"T","body":"eA=="}\n{"topic":"T","body":"eQ=="}\n'
+    many = CliRunner().invoke(app, ["append", str(store), "--from-jsonl", "-", "-f", "json"], input=lines)
+    assert many.exit_code == 0, many.stderr
+    assert [m["queue_offset"] for m in json.loads(many.stdout)] == [1, 2]
+    none = CliRunner().invoke(app, ["append", str(store), "--from-jsonl", "-", "-f", "json"], input="")
+    assert none.exit_code == 0 and json.loads(none.stdout) == []

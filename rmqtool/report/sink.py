@@ -165,6 +165,7 @@ class Sink:
         self.single = single  # json: print one object rather than an array
         self.count = 0
         self._held = None  # json single: the one row
+        self._closed = False
         selected = select_columns(kind, select) if kind is not None else None
         if select is not None and kind is None:
             from rmqtool.errors import UsageError
@@ -275,6 +276,11 @@ class Sink:
         self.stream.flush()
 
     def close(self) -> None:
+        """The end of the output (a JSON array's bracket, a table's last lines), once: a second
+        call (the with block's, after closed_on_error's) writes nothing."""
+        if self._closed:
+            return
+        self._closed = True
         if self._table is not None:
             self._table.close()
             if self.count == 0:

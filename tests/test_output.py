@@ -124,8 +124,8 @@ def test_stats_per_topic_and_queue_match_the_truth():
         assert (x["messages"], x["bytes"]) == (len(ms), sum(m["storeSize"] for m in ms))
         assert (x["first_store_timestamp"], x["last_store_timestamp"]) == (
             min(m["storeTimestamp"] for m in ms), max(m["storeTimestamp"] for m in ms))
-        assert (x["min_queue_offset"], x["max_queue_offset"]) == (
-            min(m["queueOffset"] for m in ms), max(m["queueOffset"] for m in ms))
+        assert (x["min_queue_offset"], x["max_queue_offset"]) == (  # [min, max), as info's and the broker's
+            min(m["queueOffset"] for m in ms), max(m["queueOffset"] for m in ms) + 1)
 
 
 def test_stats_count_damage_by_finding_id():

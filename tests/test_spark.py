@@ -248,6 +248,11 @@ def test_spark_stats_finds_a_uniq_key_planted_in_two_stores(spark, tmp_path):
     per_queue = [x for x in rows if x["record"] == "queue_stats" and x["store_name"] == "a"]
     assert sum(x["messages"] for x in per_queue) == len(truth)
     assert sum(x["bytes"] for x in per_queue) == sum(t["storeSize"] for t in truth)
+    ranges = {(t["topic"], t["queueId"]): [] for t in truth}
+    for t in truth:
+        ranges[(t["topic"], t["queueId"])].append(t["queueOffset"])
+    assert {(x["topic"], x["queue_id"]): (x["min_queue_offset"], x["max_queue_offset"]) for x in per_queue} == {
+        k: (min(v), max(v) + 1) for k, v in ranges.items()}  # [min, max): max one past, as everywhere
 
 
 def test_spark_usage_errors_say_so_before_spark_starts(tmp_path):

@@ -22,7 +22,7 @@ class QueueStats:
     first_store_timestamp: int | None = None
     last_store_timestamp: int | None = None
     min_queue_offset: int | None = None
-    max_queue_offset: int | None = None
+    last_queue_offset: int | None = None
 
     def add(self, m: Message) -> None:
         self.messages += 1
@@ -34,14 +34,15 @@ class QueueStats:
             self.last_store_timestamp = ts
         if self.min_queue_offset is None or qo < self.min_queue_offset:
             self.min_queue_offset = qo
-        if self.max_queue_offset is None or qo > self.max_queue_offset:
-            self.max_queue_offset = qo
+        if self.last_queue_offset is None or qo > self.last_queue_offset:
+            self.last_queue_offset = qo
 
     def record(self) -> dict:
         return {"record": "queue_stats", "topic": self.topic, "queue_id": self.queue_id, "messages": self.messages,
                 "bytes": self.bytes, "first_store_timestamp": self.first_store_timestamp,
                 "last_store_timestamp": self.last_store_timestamp, "min_queue_offset": self.min_queue_offset,
-                "max_queue_offset": self.max_queue_offset}
+                # one past the last seen, as the broker's maxOffset and every other max_queue_offset
+                "max_queue_offset": None if self.last_queue_offset is None else self.last_queue_offset + 1}
 
 
 def commitlog_stats(dumps: CommitLogDump | list[CommitLogDump], progress=None) -> Iterator[dict]:

@@ -25,7 +25,7 @@ def queue_stats(spark, table_dir: str) -> list[dict]:
                .agg(F.count(F.lit(1)).alias("messages"), F.sum("store_size").alias("bytes"),
                     F.min("store_timestamp").alias("first_store_timestamp"),
                     F.max("store_timestamp").alias("last_store_timestamp"),
-                    F.min("queue_offset").alias("min_queue_offset"), F.max("queue_offset").alias("max_queue_offset"))
+                    F.min("queue_offset").alias("min_queue_offset"), (F.max("queue_offset") + 1).alias("max_queue_offset"))  # one past: as dump --stats, info
                .orderBy("store_name", "topic", "queue_id"))
     rows = []
     for r in grouped.toLocalIterator():

@@ -58,7 +58,9 @@ def test_a_damaged_sequence_is_left_unserved(store, which, sequence):
     r = cli_runner().invoke(app, ["recover", str(store), "-f", "json"])
     assert r.exit_code == 3 and '"records_unserved"' in r.stdout and str(sequence) in r.stdout
     applied = cli_runner().invoke(app, ["recover", str(store), "--apply", "-f", "json"])
-    assert applied.exit_code == 3 and plan_recovery(store).records_unserved == plan.records_unserved
+    # applied: 0, as a RocketMQ store's; the sequence still unserved is in the output
+    assert applied.exit_code == 0 and plan_recovery(store).records_unserved == plan.records_unserved
+    assert str(sequence) in json.dumps(json.loads(applied.stdout)["records_unserved"])
 
 
 def test_a_sequence_written_twice_is_the_later_record_and_the_one_it_left_is_filled(store):
@@ -179,7 +181,7 @@ def test_a_damaged_sequence_the_replay_reaches_is_where_the_start_never_finishes
     plan = plan_recovery(store)
     assert plan.broker.refusal.kind == "hangs"
     copy = tmp_path / "copy"
-    assert cli_runner().invoke(app, ["recover", str(store), "--apply", "--to", str(copy)]).exit_code == 3
+    assert cli_runner().invoke(app, ["recover", str(store), "--apply", "--to", str(copy)]).exit_code == 0
     assert plan_recovery(copy).broker.started
 
 

@@ -55,7 +55,7 @@ def test_recover_leaves_it_unserved_and_makes_no_such_directory(damaged):
     assert r.exit_code == 3, r.stderr
     assert record.offset in [u["message_log_offset"] for u in json.loads(r.stdout)["records_unserved"]]
     applied = cli_runner().invoke(app, ["recover", str(store), "--apply", "-f", "json"])
-    assert applied.exit_code == 3 and "Traceback" not in applied.stderr, applied.exception
+    assert applied.exit_code == 0 and "Traceback" not in applied.stderr, applied.exception
     assert not any("\0" in p.name for p in (store / "consumerlog").iterdir())
     again = plan_recovery(store)
     assert not again.changes_anything and again.records_unserved == plan.records_unserved

@@ -44,8 +44,6 @@ def recover_qmq(view: QmqView, *, apply: bool = False, to: pathlib.Path | None =
     run.applied = True
     if not plan.changes_anything:
         doc["applied"] = {"store_path": str(target), "backup_dir": None, "manifest": None}
-        if plan.records_unserved:
-            run.exit_code = int(ExitCode.CORRUPT)  # nothing to write, and still records no unit serves
         return run
     command = shlex.join(["rmqtool", "recover", str(target), "--apply"])
     try:
@@ -53,7 +51,7 @@ def recover_qmq(view: QmqView, *, apply: bool = False, to: pathlib.Path | None =
     except CorruptData as exc:
         run.refusal = exc
         return run
+    # applied: 0, as a RocketMQ store's recover --apply; what the cut dropped or leaves unserved is in
+    # the output (records_dropped, records_unserved: salvage reads them), and the plan said it with 3
     doc["applied"] = {"store_path": str(target), **applied.to_json()["applied"]}
-    if plan.records_dropped or plan.records_unserved:
-        run.exit_code = int(ExitCode.CORRUPT)  # what the cut dropped is lost, what has no unit unserved: salvage
     return run

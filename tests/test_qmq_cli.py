@@ -196,3 +196,23 @@ def test_dump_refuses_another_kinds_files_and_options_it_would_ignore(kind, wher
     """Rows of nothing and exit 0 would read as an empty log: the command says what it reads."""
     r = cli_runner().invoke(app, ["dump", kind, str(QMQ / "basic" / "store" / where), *extra])
     assert r.exit_code == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_info_table_shows_values_not_data_structures(basic):
+    """At 80 columns: each group's consumers as words (not a Python dict's repr), one `store`
+    section (the document's own lines are in it), long lines wrapped whole, lists a name a line."""
+    doc = json.loads(run("info", basic, "-f", "json").stdout)
+    r = cli_runner().invoke(app, ["info", str(basic)], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.stderr
+    text = r.stdout
+    assert "{'" not in text and '["' not in text
+    assert [line for line in text.splitlines() if line == "store"] == ["store"]
+    assert all(len(line) <= 80 for line in text.splitlines() if not line.startswith(("-", " ")))
+    words = " ".join(text.split())
+    assert doc["last_shutdown"] in words  # wrapped, never cut
+    for name in doc["message_log"].get("skipped_files", []):
+        assert f"    {name}" in text.splitlines()
+    wide = run("info", basic, "--wide").stdout
+    for group in doc["groups"]:
+        for c in group["consumers"]:
+            assert f"consumer_id={c['consumer_id']} pull={c['pull']} ack={c['ack']}" in wide

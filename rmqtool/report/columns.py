@@ -205,6 +205,13 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         num("min_offset", None), num("max_offset", None), num("lag_ms", 7, 10),
         fixed("next_store_timestamp", 10, TIME), fixed("newest_store_timestamp", 11, TIME),
         text("status", 5, 80, 16), fixed("pull_status", None, 21), num("next_pull_offset", None)),
+    # QMQ info: the action checkpoint's groups, and the progress the next start has (inspect/qmq/inventory.py)
+    "qmq_group": (
+        text("subject", 1, 40, 12), text("group", 2, 30, 12), num("max_pulled_sequence", 3), fixed("broadcast", 5),
+        text("consumers", 4, 100, 16)),
+    "qmq_consumer_progress": (
+        text("subject", 1, 40, 12), text("group", 2, 30, 12), num("pull", 3), fixed("broadcast", 5),
+        text("consumers", 4, 100, 16)),
     "offset_reset": (  # rmqtool offsets reset's plan (recovery/offset_reset.py)
         text("group", 1, 30, 10), text("topic", 2, 30, 10), num("queue_id", 3), num("committed_offset", 4, 12),
         num("new_offset", 5, 12), fixed("changed", 6, 7), num("min_queue_offset", 8, 12),
@@ -381,10 +388,10 @@ def cell_text(name: str, value) -> str:
         return str(value)
     if isinstance(value, str):
         return value
-    if isinstance(value, list):
-        return " ".join(x if isinstance(x, str) else str(x) for x in value)
+    if isinstance(value, list):  # a list of records (QMQ's consumers of a group): one "; " apart
+        return ("; " if any(isinstance(x, dict) for x in value) else " ").join(cell_text(name, x) for x in value)
     if isinstance(value, dict):
-        return " ".join(f"{k}={v}" for k, v in value.items())
+        return " ".join(f"{k}={cell_text(k, v)}" for k, v in value.items())
     return str(value)
 
 

@@ -370,7 +370,8 @@ SECTION_KINDS = {"segments": "segment", "consume_queues": "consume_queue", "inde
                  "compaction_queues": "compaction_queue",
                  # info's timer section and side stores (inspect/timer/state.py, inspect/side_stores.py)
                  "timer_files": "timer_file", "pending_by_fire_time": "timer_pending_slot",
-                 "congestion": "timer_pending_slot", "timer_metrics": "timer_topic_count", "side_stores": "side_store"}
+                 "congestion": "timer_pending_slot", "timer_metrics": "timer_topic_count", "side_stores": "side_store",
+                 "groups": "qmq_group", "consumer_progress": "qmq_consumer_progress"}
 
 
 def render_documents_json(docs: list, stream: TextIO | None = None) -> None:
@@ -392,15 +393,17 @@ def render_document(doc: dict, fmt: str, stream: TextIO | None = None, title: st
         _write_json(stream, dumps(doc) + "\n")
         stream.flush()
         return
-    from rmqtool.report.columns import cell_text, cut
-    from rmqtool.report.table import PATH_FIELDS, output_width
+    from rmqtool.report.columns import cell_text, display_width
+    from rmqtool.report.table import output_width
 
     width = output_width(stream) if width is None else width
     # in a document of sections (info), a top-level None is a section of its own ("timer: none"), not a line
     sectioned = any(isinstance(v, (dict, list)) for v in doc.values())
     scalars = {k: v for k, v in doc.items() if not isinstance(v, (dict, list)) and not (sectioned and v is None)}
-    sections = [(title or "", scalars)] if scalars else []
-    sections += [(k, v) for k, v in doc.items() if isinstance(v, (dict, list)) or v is None and k != title]
+    merged = scalars and isinstance(doc.get(title), dict)  # the title names a section too: one section
+    sections = [(title or "", {**doc[title], **scalars} if merged else scalars)] if scalars else []
+    sections += [(k, v) for k, v in doc.items() if (isinstance(v, (dict, list)) or v is None and k != title)
+                 and not (merged and k == title)]
     first = True
     for name, value in sections:
         if not first:
@@ -420,13 +423,13 @@ def render_document(doc: dict, fmt: str, stream: TextIO | None = None, title: st
         for k, v in pairs:
             text = terminal_safe(cell_text(k, v))
             room = max(width - label - 4, 8)
-            if k in PATH_FIELDS and len(text) > room:  # a path shown whole, broken only after a "/"
+            if display_width(text) > room:  # shown whole, wrapped (a path broken only after a "/")
                 from rmqtool.report.wrap import wrap
 
                 lead = f"  {k:<{label}}  "
                 stream.write("\n".join(line.rstrip() for line in wrap(text, width, lead, " " * len(lead))) + "\n")
                 continue
-            stream.write(cut(f"  {k:<{label}}  {text}", width).rstrip() + "\n")
+            stream.write(f"  {k:<{label}}  {text}".rstrip() + "\n")
         for k, v in value.items():
             if isinstance(v, list):
                 stream.write(f"  {k} ({len(v)})\n" if v else f"  {k}: none\n")
@@ -450,8 +453,9 @@ def _twin(key: str, section: dict) -> bool:
 def _section_table(stream: TextIO, name: str, rows: list, width: int, wide: bool) -> None:
     if not rows:
         return
-    if not all(isinstance(r, dict) for r in rows):
-        stream.write(terminal_safe(dumps(rows)) + "\n")
+    if not all(isinstance(r, dict) for r in rows):  # names, numbers: one a line, as a person reads a list
+        from rmqtool.report.columns import cell_text
+        stream.write("".join(f"    {terminal_safe(cell_text(name, r))}\n" for r in rows))
         return
     table = _table(stream, SECTION_KINDS.get(name), width=width, wide=wide)
     for r in rows:

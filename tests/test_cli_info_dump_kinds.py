@@ -223,3 +223,15 @@ def test_dump_consumequeue_queue_dir_not_an_integer(store_copy):
     assert r.exit_code == 0
     assert {x["queue_id"] for x in jsonl(r.stdout)} == {1, 2, 3}
     assert f"warning: queueDirInvalid: {topic / 'zero'}: " in r.stderr
+
+
+@pytest.mark.parametrize("kind", ["timercheck", "rocksdbconfig"])
+def test_a_document_kind_the_store_lacks_is_null_in_json(kind):
+    """4.9.8 basic has neither config/timercheck nor a RocksDB config store: -f json is one
+    JSON value (null), not an empty stream; the stderr line says what is missing."""
+    store = V4 / "basic" / "store"
+    assert not (store / "config" / "timercheck").exists()
+    r = run("dump", kind, store, "-f", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout) is None
+    assert r.stderr.startswith("rmqtool: no ")
+    assert run("dump", kind, store, "-f", "jsonl").stdout == ""

@@ -66,8 +66,7 @@ def dump_rocksdbconfig(
     findings: list = []
     dump = RocksDump()
     doc = rocksdb_config(path, dump, config_type, findings)
-    if doc is not None:
-        render_document(doc, fmt.value, title="rocksdbconfig")
+    render_document(doc, fmt.value, title="rocksdbconfig")  # None: null in JSON
     if dump.note:
         warn(f"rmqtool: {dump.note}")
     _finish(None, findings)

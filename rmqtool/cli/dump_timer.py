@@ -85,8 +85,7 @@ def dump_timercheck(
     row = dumps.timercheck_row(path)
     if row is None:
         warn(f"rmqtool: no config/timercheck in {path}: the broker would start the read time 7 days back")
-        return
-    render_document(with_human_times(row), fmt.value, title="timercheck")
+    render_document(with_human_times(row) if row is not None else None, fmt.value, title="timercheck")
 
 
 @dump_app.command("timermetrics", epilog=examples("rmqtool dump timermetrics /data/store"))

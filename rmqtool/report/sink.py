@@ -379,12 +379,18 @@ def render_documents_json(docs: list, stream: TextIO | None = None) -> None:
     _write_json(stream or sys.stdout, json.dumps(docs, ensure_ascii=False, default=_json_default, indent=2) + "\n")
 
 
-def render_document(doc: dict, fmt: str, stream: TextIO | None = None, title: str | None = None,
+def render_document(doc: dict | None, fmt: str, stream: TextIO | None = None, title: str | None = None,
                     *, width: int | None = None, wide: bool = False) -> None:
     """One document (``info``, a checkpoint): JSON as it is; for people, short sections read
-    top to bottom: a title line, ``name  value`` lines, then a table for each list."""
+    top to bottom: a title line, ``name  value`` lines, then a table for each list. None (no
+    such file: the caller says so on stderr) is ``null`` in JSON, no line otherwise."""
     stream = stream if stream is not None else sys.stdout
     erase_bars()  # a document comes once the work is done: its bar is gone before it
+    if doc is None:
+        if fmt == "json":  # a script's json.load gets a value, not an empty stream
+            _write_json(stream, "null\n")
+            stream.flush()
+        return
     if fmt == "json":
         _write_json(stream, json.dumps(doc, ensure_ascii=False, default=_json_default, indent=2) + "\n")
         stream.flush()

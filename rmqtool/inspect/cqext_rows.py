@@ -37,7 +37,7 @@ def _exts_for(path: pathlib.Path, findings: list) -> tuple[list[ConsumeQueueExt]
         return [_ext_of(q) for q in sorted(path.iterdir()) if q.is_dir() and queue_id_of(q.name) is not None], None
     if path.parent.parent.name == CONSUMEQUEUE_EXT_DIR:
         return [_ext_of(path)], None
-    raise NotAStore("not a store, consumequeue_ext directory or ext file", path)
+    raise detect.not_a_store("not a store, consumequeue_ext directory or ext file", path)
 
 
 def write_end(ext: ConsumeQueueExt) -> int:

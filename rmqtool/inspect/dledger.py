@@ -12,7 +12,6 @@ from __future__ import annotations
 import pathlib
 from typing import Iterator
 
-from rmqtool.errors import NotAStore
 from rmqtool.formats import dledger as fmt
 from rmqtool.store import detect
 from rmqtool.store.commitlog import Blank, Corrupt, findings_of
@@ -98,7 +97,7 @@ def _log_of(path: pathlib.Path) -> tuple[DLedgerLog, pathlib.Path | None]:
         return DLedgerLog(path), None
     log = find_dledger(path)
     if log is None:
-        raise NotAStore("no DLedger commit log here (dledger-<selfId>/data: a store run with "
+        raise detect.not_a_store("no DLedger commit log here (dledger-<selfId>/data: a store run with "
                         "enableDLegerCommitLog)", path)
     return log, None
 

@@ -64,7 +64,7 @@ def _queues_for(path: pathlib.Path, topic: str | None, queue_id: int | None):
             if name == CONSUMEQUEUE_DIR:
                 _rocksdb_hint(path.parent, cqs.queues)
             return [q for q in cqs.queues if q.is_batch == (name == BATCH_CONSUMEQUEUE_DIR)], None, cqs.findings
-    raise NotAStore("not a store, consume queue directory or consume queue file", path)
+    raise detect.not_a_store("not a store, consume queue directory or consume queue file", path)
 
 
 def _rocksdb_hint(root: pathlib.Path, queues) -> None:
@@ -133,7 +133,7 @@ def index_rows(path: pathlib.Path, entries: bool = True, slots: bool = False,
         files = [IndexFile(path)]
     else:
         if path.name != INDEX_DIR and not detect.is_store_dir(path):
-            raise NotAStore("not a store, index directory or index file", path)
+            raise detect.not_a_store("not a store, index directory or index file", path)
         root = path.parent if path.name == INDEX_DIR else path
         listing = StoreView(root).index_files  # the store opened once: its index/ as the view lists it
         files = listing.open_all()

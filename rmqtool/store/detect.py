@@ -64,6 +64,13 @@ def require_store(path: str | os.PathLike) -> pathlib.Path:
     return p
 
 
+def not_a_store(what: str, path: pathlib.Path) -> NotAStore:
+    """The error for a directory that is none of ``what`` (a dump kind's inputs): another
+    family's store is said in its one line (naming the commands that read it), as require_store says it."""
+    require_rocketmq(detect_family(path), path)
+    return NotAStore(what, path)
+
+
 def kind_of_file(path: pathlib.Path) -> str:
     """The kind of a single store file, from its place, name and first bytes."""
     from rmqtool.store.rocksdb_cq import is_rocksdb_dir, is_rocksdb_file  # a file named: its reader's module

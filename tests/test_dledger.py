@@ -340,8 +340,9 @@ def test_files_and_directories_are_told_apart(stores, truth, tmp_path):
     shutil.copytree(stores["store"] / "dledger-n0", bare / "dledger-n0", dirs_exist_ok=True)
     doc = json.loads(_run("info", bare, "-f", "json", codes=(3,)).stdout)  # its index files' size refused
     assert doc["dledger"]["entries"] == truth["truth"]["dledger"]["ledgerEndIndex"] + 1
-    refused = _run("append", bare, "--create", "--topic", "T", "--body", "b", codes=(4,))
-    assert "DLedger commit log store" in refused.stderr
+    for create in (("--create",), ()):  # without --create too: said as a DLedger store, not as no store
+        refused = _run("append", bare, *create, "--topic", "T", "--body", "b", codes=(4,))
+        assert "DLedger commit log store" in refused.stderr and "--create" not in refused.stderr
     # report draws a plain commit log: it showed a DLedger store empty and clean
     refused = _run("report", stores["store"], "-f", "json", codes=(4,))
     assert "report does not read it" in refused.stderr and not refused.stdout

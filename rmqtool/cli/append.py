@@ -20,6 +20,7 @@ from rmqtool.cli.common import OutputFormat, boundary, closed_on_error
 from rmqtool.cli.sizes import SizeOptions, size_options
 from rmqtool.errors import NotAStore, StoreNotFound, UsageError
 from rmqtool.store.family import detect_family, require_rocketmq
+from rmqtool.store.dledger import refuse_dledger
 from rmqtool.store.commitlog_paths import commit_log_paths_of
 from rmqtool.store.paths import COMMITLOG_DIR
 from rmqtool.report.progress import progress_bar
@@ -75,6 +76,7 @@ def append(
 ):
     """Append messages to a store (a new one with --create), as the 4.9.x broker writes them."""
     require_rocketmq(detect_family(store), store)  # never --create a RocketMQ store inside another family's
+    refuse_dledger(store, "append")  # a DLedger store has no commitlog/: said as one, not as no store
     if not create and not (store / COMMITLOG_DIR).is_dir() and commit_log_paths_of(store) is None:  # (given: refused below)
         # a missing path is exit 8, a path that holds no store exit 4, as in every command
         error = StoreNotFound if not store.exists() else NotAStore

@@ -191,3 +191,18 @@ def test_query_on_a_held_store_reads_to_its_written_end(held_store):
     p = _rmqtool("query", str(root), "--key", "k3", "-f", "jsonl", "--no-index")
     assert p.returncode == 0 and "is live" in p.stderr
     assert [r["commit_log_offset"] for r in _jsonl(p.stdout)] == [results[3].wrote_offset]
+
+
+@pytest.mark.parametrize("what", [(), ("--timer",)])
+def test_a_writer_refuses_a_held_store_for_the_lock_before_its_tail(held_store, what):
+    """A running broker's store with a record half copied at its end: redispatch --apply is
+    refused for the lock (exit 5), not told to recover first (3), and nothing is written."""
+    root, _store, _results, _end = held_store
+
+    def files():  # not the lock file: closing a descriptor of it would drop the lock this process holds
+        return {(p.relative_to(root.parent), p.read_bytes() if p.is_file() else None)
+                for p in sorted(root.parent.rglob("*")) if p.name != "lock"}
+    before = files()
+    r = _rmqtool("redispatch", str(root), *what, "--apply")
+    assert r.returncode == 5 and "locked by" in r.stderr and "recovery" not in r.stderr, r.stderr
+    assert files() == before  # no backup or staging directory beside the store either

@@ -24,6 +24,16 @@ from rmqtool.formats.markers import LOCK_CONTENT, LOCK_REGION_LENGTH, LOCK_REGIO
 from rmqtool.store import lock as registry
 
 
+def refuse_held(view) -> None:
+    """A writer's first question, before it reads what the store needs: a store a running broker
+    (or another writer) holds is refused as :meth:`StoreLock.acquire` refuses it (exit 5), not
+    for what its half-written end shows (taken again, for real, when the writer writes)."""
+    pid = view.lock_holder
+    if pid is not None:
+        who = f"process {pid}" if pid else "another process"
+        raise StoreLocked(f"the store is locked by {who} (a running broker or another writer)", view.paths.lock)
+
+
 class StoreLock:
     """An exclusive lock on a store's ``lock`` file, released by :meth:`release` or exit."""
 

@@ -11,6 +11,7 @@ import shutil
 import tempfile
 
 from rmqtool.errors import RecoveryNeeded, UsageError
+from rmqtool.engine.lock import refuse_held
 from rmqtool.store.view import StoreView
 from rmqtool.store.rocksdb_cq import configured_store_type, rocksdb_only
 
@@ -106,6 +107,8 @@ def redispatch_store(view: StoreView, *, cq: bool, index: bool, topics: tuple[st
         raise UsageError("not redispatched: its consume queues are in RocksDB only (storeType=defaultRocksDB): "
                          "--cq would write file consume queues the broker never reads (--index rebuilds the "
                          "index alone; rmqtool dump rocksdbcq reads the queues)", root)
+    if apply:
+        refuse_held(view)
     # a run cut short: rolled back before the view reads a file (it reads each on first use)
     again = roll_back_unfinished(root, "redispatch") if apply else None
     known = None
@@ -194,6 +197,8 @@ def redispatch_timer(view: StoreView, *, given=None, semantics: str | None = Non
     from rmqtool.recovery.undo import roll_back_unfinished
 
     root = view.root
+    if apply:
+        refuse_held(view)
     again = roll_back_unfinished(root, "redispatch") if apply else None
     _require_settled_end(view, semantics)
     settings = timer_settings(root, given.broker_config if given is not None else None)

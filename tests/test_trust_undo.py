@@ -421,3 +421,63 @@ def test_every_command_says_a_repair_is_unfinished(command, tmp_path):
     notes = [line for line in r.stderr.splitlines() if "interrupted recover" in line]
     assert len(notes) == 1 and f"rmqtool recover {root} --apply" in notes[0], r.stderr
     assert f"rmqtool undo {tmp_path / 'b'}" in notes[0]
+
+
+def _named(files: dict) -> dict:
+    """A tree with index files named by their place (their names are the clock's when made)."""
+    index = sorted(k for k in files if k.startswith("index/"))
+    return {(f"index/#{index.index(k)}" if k in index else k): v for k, v in files.items()}
+
+
+@pytest.mark.parametrize("after", [None, *_kill_points()])
+def test_recover_to_killed_is_finished_by_the_same_command(after, tmp_path):
+    """recover --apply --to NEW cut short (after=None: between the copy's rename and its repair's
+    first write, the copy as copy_store leaves it): readers of NEW say it is unfinished and name
+    the same command, which finishes it (NEW made again from the store, left as it was), and no
+    backup of the cut-short run is left; a directory that is no copy of the store is never taken."""
+    from rmqtool.engine.recover_store import copy_store
+    root = writable_copy(E1, tmp_path / "store")
+    before = tree(root)
+    new = tmp_path / "new"
+    command = ["recover", root, "--apply", "--to", new]
+    reference = tmp_path / "reference"
+    assert _run("recover", root, "--apply", "--to", reference).exit_code == 0
+    if after is None:
+        copy_store(root, new, f"rmqtool recover {root} --apply --to {new}")
+    else:
+        assert _killed(*command, after=after).returncode == -9
+    assert tree(root) == before  # the store given is never written
+    notes = [line for line in _run("info", new).stderr.splitlines() if "interrupted" in line]
+    # before the repair's first write the copy's mark names the same command; after it, the repair's
+    # own marker names the repair of the copy in place (which rolls back and runs again): both finish it
+    said = f"rmqtool recover {root} --apply --to {new}" if after is None else f"rmqtool recover {new} "
+    assert len(notes) == 1 and said in notes[0], notes
+    r = _run(*command, "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert _named(tree(new)) == _named(tree(reference)) and tree(root) == before
+    assert _run("recover", new).exit_code == 0
+    # the finishing run's backup alone (as the reference run's), no partial copy
+    assert len(list(tmp_path.glob("new.*"))) == len(list(tmp_path.glob("reference.*"))) == 1
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep").write_text("not a copy")
+    refused = _run("recover", root, "--apply", "--to", other)
+    assert refused.exit_code == 2 and (other / "keep").read_text() == "not a copy"
+
+
+def test_recover_to_refuses_a_store_a_running_broker_holds(tmp_path):
+    """--to copies: a store a broker writes is no store to copy; refused for the lock (exit 5),
+    nothing made at NEW (the lock is held by another process, as a broker's)."""
+    root = writable_copy(E1, tmp_path / "store")
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               f"fd = os.open({str(root / 'lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+                               "fcntl.lockf(fd, fcntl.LOCK_EX, 1, 0)\nprint('held', flush=True)\ntime.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        r = _run("recover", root, "--apply", "--to", tmp_path / "new")
+        assert r.exit_code == 5 and "locked by" in r.stderr, r.output
+        assert not list(tmp_path.glob("new*"))
+    finally:
+        holder.kill()
+        holder.wait()

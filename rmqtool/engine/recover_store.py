@@ -10,6 +10,7 @@ import shlex
 import shutil
 
 from rmqtool.errors import CorruptData, ExitCode, RepairUnfinished, StoreAccessError, UsageError
+from rmqtool.store.paths import COPY_OF_FILE, UNFINISHED_FILE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +62,9 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
 
     root = view.root
     rolled_back = None
+    if apply:  # a running broker's store: refused before anything is read for it, copied or rolled back
+        from rmqtool.engine.lock import refuse_held
+        refuse_held(view)
     if apply and to is None and view.unfinished is not None and view.unfinished.operation == "recover":
         # an --apply cut short: the store given back as it was first, then planned (planned half changed, a
         # file deleted before the next one looked missing, and the command that finishes it was refused)
@@ -104,20 +108,30 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
     if sizes is not None and sizes.refusal(unknown):
         run.refusal = UsageError(f"not recovered: {sizes.refusal(unknown)}", root)
         return run
-    target = copy_store(root, to) if to is not None else root
+    target = root
+    if to is not None:  # the same command finishes a copy's repair cut short: it makes the copy again
+        target = copy_store(root, to, shlex.join(["rmqtool", "recover", str(root), *again, "--apply", "--to", str(to)]))
     run.applied = True
     if plan.changes_nothing and unfinished is None and not rewrites:  # not even the lock, the abort marker or the checkpoint
         doc["applied"] = {"store_path": str(target), "backup_dir": None, "manifest": None}
         run.sizes = None
+        _copy_done(target, to)
         return run
     command = shlex.join(["rmqtool", "recover", str(target), *again, "--apply"])
     applied = _apply(target, settings, keep_index, backup_dir or rolled_back, given, missing_file_ok, command,
                      _moved(rewrites, root, target), on_written)
+    _copy_done(target, to)
     doc["applied"] = {"store_path": str(target), **(applied.to_json() if applied is not None else
                                                {"backup_dir": None, "manifest": None})}
     if rewrites and applied is not None:  # the plan carried out is the one made after the replacement
         doc["applied"]["recovered_end"] = applied.plan.commit_log_end
     return run
+
+
+def _copy_done(target: pathlib.Path, to: pathlib.Path | None) -> None:
+    if to is not None:
+        from rmqtool.recovery import intent
+        intent.end_copy(target)
 
 
 def _index_files_cut_short(view, sizes) -> list[dict]:
@@ -172,20 +186,26 @@ def _moved(rewrites, root: pathlib.Path, target: pathlib.Path) -> tuple:
     return tuple(dataclasses.replace(r, path=str(target / pathlib.Path(r.path).relative_to(root))) for r in rewrites)
 
 
-def copy_store(root: pathlib.Path, to: pathlib.Path) -> pathlib.Path:
+def copy_store(root: pathlib.Path, to: pathlib.Path, finish: str) -> pathlib.Path:
     """recover --to: a copy of the store (not its lock) to repair, writable by us, its files'
     holes kept (a 1 GiB segment made ahead, a QMQ segment: a whole copy would take their full
-    size). Made as TO.copy-partial and renamed, so that a copy cut short (a kill, a full disk)
-    is never a store at TO; one that fails is removed, and says why in one line."""
+    size). Made as TO.copy-partial, marked as an unrepaired copy of the store (``finish``: the
+    command, run again, that finishes it) and renamed, so that a copy cut short (a kill, a
+    full disk) is never a store at TO, and a repair of TO cut short is made again from the
+    start by the same command; one that fails is removed, and says why in one line."""
+    from rmqtool.recovery import intent
     from rmqtool.recovery.manifest import copy_sparse
     if to.exists() and (not to.is_dir() or any(to.iterdir())):
-        raise UsageError("--to: the directory exists and is not empty", to)
+        if not _own_copy(root, to):
+            raise UsageError("--to: the directory exists and is not empty", to)
     partial = to.with_name(to.name + ".copy-partial")
     shutil.rmtree(partial, ignore_errors=True)  # a copy an earlier run left cut short
     try:
-        shutil.copytree(root, partial, ignore=shutil.ignore_patterns("lock"), copy_function=copy_sparse)
+        shutil.copytree(root, partial, ignore=shutil.ignore_patterns("lock", *_OWN_MARKS),
+                        copy_function=copy_sparse)
         for p in [partial, *partial.rglob("*")]:
             os.chmod(p, os.stat(p).st_mode | 0o200)  # the copy is ours to repair
+        intent.mark_copy(partial, to, root, finish)
         if to.exists():
             to.rmdir()
         os.replace(partial, to)
@@ -194,6 +214,25 @@ def copy_store(root: pathlib.Path, to: pathlib.Path) -> pathlib.Path:
         raise StoreAccessError(f"--to: the store could not be copied ({_copy_failure(exc)}); nothing was "
                                f"written there", to) from None
     return to
+
+
+_OWN_MARKS = (UNFINISHED_FILE, COPY_OF_FILE)  # a store's marks, never its copy's
+
+
+def _own_copy(root: pathlib.Path, to: pathlib.Path) -> bool:
+    """Whether ``to`` is a copy of ``root`` an earlier recover --to left unrepaired (cut short):
+    then it and the backup its repair was writing are removed, to be made again. Nothing in
+    them is anybody else's: every byte came from ``root``, which is as it was."""
+    from rmqtool.recovery import intent
+    from rmqtool.store.unfinished import read_unfinished
+    source = intent.copy_source(to)
+    if source is None or pathlib.Path(source) != root.resolve():
+        return False
+    marker = read_unfinished(to)
+    if marker is not None and marker.backup_dir and pathlib.Path(marker.backup_dir).is_dir():
+        shutil.rmtree(marker.backup_dir)
+    shutil.rmtree(to)
+    return True
 
 
 def _copy_failure(exc: OSError) -> str:

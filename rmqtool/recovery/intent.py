@@ -56,6 +56,38 @@ def begin(backup_dir: str | os.PathLike, root: str | os.PathLike, operation: str
             raise StoreAccessError(f"cannot write the intent record ({exc.strerror})", marker) from None
 
 
+def mark_copy(copy: pathlib.Path, to: pathlib.Path, source: pathlib.Path, finish: str) -> None:
+    """recover --to: the copy (still at its temporary name) marked, before it is renamed ``to``,
+    as a copy of ``source`` whose repair has not begun: readers of ``to`` say so, the repair
+    takes the marker over (:func:`roll_back_unfinished` finds nothing to roll back), and
+    ``finish`` (the same command) finds its own copy and makes it again. The copy's provenance
+    stays until the repair is done (:func:`end_copy`)."""
+    _write(StorePaths(copy).copy_of, {"source": str(source.resolve())})
+    _write(StorePaths(copy).unfinished, {"operation": "recover", "store": str(to), "backup_dir": "", "finish": finish,
+                                          "undo": f"rm -r {to} (a copy of {source}, which is as it was)"})
+
+
+def copy_source(root: str | os.PathLike) -> str | None:
+    """The store ``root`` is an unfinished recover --to copy of (:func:`mark_copy`), or None."""
+    try:
+        return str(json.loads(StorePaths(root).copy_of.read_text(encoding="utf-8"))["source"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def end_copy(root: str | os.PathLike) -> None:
+    """A recover --to copy repaired: its marks go (the repair's own marker is gone already
+    when it changed anything; when it changed nothing, the copy's is removed here)."""
+    for path in (StorePaths(root).unfinished, StorePaths(root).copy_of):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StoreAccessError(f"cannot remove rmqtool's mark ({exc.strerror})", path) from None
+        sync_dir(path.parent)
+
+
 def end(backup_dir: str | os.PathLike, root: str | os.PathLike) -> None:
     """The last change is on disk: clear the marker, then the record."""
     for path in (StorePaths(root).unfinished, pathlib.Path(backup_dir) / INTENT_NAME):

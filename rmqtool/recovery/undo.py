@@ -196,6 +196,9 @@ def roll_back_unfinished(root: str | os.PathLike, operation: str) -> pathlib.Pat
         raise RepairUnfinished(f"an interrupted {marker.operation} left this store half changed (intent record in "
                                f"{marker.backup_dir}): `{marker.finish}` finishes it, `{marker.undo}` undoes it",
                                root)
+    if not marker.backup_dir:  # a recover --to copy not yet changed (intent.mark_copy): nothing to roll back
+        os.unlink(StorePaths(root).unfinished)
+        return None
     backup = pathlib.Path(marker.backup_dir)
     undo(backup, root)
     gone = backup.with_name(backup.name + ".rolled-back")

@@ -18,6 +18,8 @@ ABORT_BAK_FILE = "abort.bak"
 LOCK_FILE = "lock"
 # rmqtool's own: present only while a repair (or its undo) is under way; names its backup
 UNFINISHED_FILE = ".rmqtool-unfinished"
+# rmqtool's own: in a recover --to copy until its repair is done; names the store it is a copy of
+COPY_OF_FILE = ".rmqtool-copy-of"
 
 # Segment files are named by the offset of their first byte, zero-padded to 20 digits.
 SEGMENT_NAME_DIGITS = 20
@@ -106,6 +108,10 @@ class StorePaths:
     @property
     def unfinished(self) -> pathlib.Path:
         return self.root / UNFINISHED_FILE
+
+    @property
+    def copy_of(self) -> pathlib.Path:
+        return self.root / COPY_OF_FILE
 
 
 def is_dledger_home(d: pathlib.Path) -> bool:

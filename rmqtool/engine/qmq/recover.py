@@ -10,6 +10,7 @@ import shlex
 from rmqtool.engine.qmq.apply import apply_qmq_plan
 from rmqtool.engine.recover_store import RecoverRun, copy_store
 from rmqtool.errors import CorruptData, ExitCode, RepairUnfinished, StoreLocked
+from rmqtool.recovery.intent import end_copy
 from rmqtool.recovery.qmq.plan import plan_recovery
 from rmqtool.recovery.undo import roll_back_unfinished
 from rmqtool.store.qmq.view import QmqView
@@ -34,8 +35,8 @@ def recover_qmq(view: QmqView, *, apply: bool = False, to: pathlib.Path | None =
         raise RepairUnfinished(f"not copied: an interrupted {unfinished.operation} left this store half changed: "
                                f"`{unfinished.finish}` finishes it, `{unfinished.undo}` undoes it", root)
     target = root
-    if to is not None:
-        target = copy_store(root, to)
+    if to is not None:  # the same command finishes a copy's repair cut short: it makes the copy again
+        target = copy_store(root, to, shlex.join(["rmqtool", "recover", str(root), "--apply", "--to", str(to)]))
     again = roll_back_unfinished(target, "recover")
     if to is not None or again is not None:
         plan = plan_recovery(target)  # the copy, or the store as it was before the cut-short apply
@@ -44,6 +45,8 @@ def recover_qmq(view: QmqView, *, apply: bool = False, to: pathlib.Path | None =
     run.applied = True
     if not plan.changes_anything:
         doc["applied"] = {"store_path": str(target), "backup_dir": None, "manifest": None}
+        if to is not None:
+            end_copy(target)
         return run
     command = shlex.join(["rmqtool", "recover", str(target), "--apply"])
     try:
@@ -54,4 +57,6 @@ def recover_qmq(view: QmqView, *, apply: bool = False, to: pathlib.Path | None =
     # applied: 0, as a RocketMQ store's recover --apply; what the cut dropped or leaves unserved is in
     # the output (records_dropped, records_unserved: salvage reads them), and the plan said it with 3
     doc["applied"] = {"store_path": str(target), **applied.to_json()["applied"]}
+    if to is not None:
+        end_copy(target)
     return run

@@ -481,3 +481,21 @@ def test_recover_to_refuses_a_store_a_running_broker_holds(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_an_undo_killed_names_what_finishes_it_and_what_makes_the_repair_again(tmp_path):
+    """An undo of a recover cut short: every command names `rmqtool undo B` as what finishes it
+    and the recover that was undone (not a redispatch, not as a way to undo the undo) as what
+    then makes the repair again; both commands, run in that order, work."""
+    root = writable_copy(E1, tmp_path / "store")
+    before = tree(root)
+    backup = tmp_path / "backup"
+    assert _run("recover", root, "--apply", "--backup-dir", backup, "--semantics", "4.9").exit_code == 0
+    assert _killed("undo", backup, after=1).returncode == -9
+    notes = [line for line in _run("info", root).stderr.splitlines() if "interrupted" in line]
+    again = f"rmqtool recover {root} --semantics 4.9 --apply"
+    assert len(notes) == 1 and f"`rmqtool undo {backup}` finishes it; `{again}` then makes the repair again" \
+        in notes[0], notes
+    assert _run("undo", backup).exit_code == 0 and tree(root) == before
+    assert _run(*again.split()[1:]).exit_code == 0
+    assert _run("recover", root).exit_code == 0

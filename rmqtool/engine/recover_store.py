@@ -98,7 +98,7 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
         return run
     if to is not None and unfinished is not None:  # a copy of a half-changed store is no store to repair
         raise RepairUnfinished(f"not copied: an interrupted {unfinished.operation} left this store half changed: "
-                               f"`{unfinished.finish}` finishes it, `{unfinished.undo}` undoes it", root)
+                               f"{unfinished.ways_out()}", root)
     if plan.refusal or plan.dispatch_refusal:
         run.refusal = CorruptData(f"not recovered: {plan.refusal or plan.dispatch_refusal}", root)
         return run

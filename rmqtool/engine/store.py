@@ -402,8 +402,7 @@ class Store:
         unfinished = read_unfinished(root)
         if unfinished is not None:
             raise RepairUnfinished(f"not written: an interrupted {unfinished.operation} left this store half changed "
-                                   f"(intent record in {unfinished.backup_dir}): `{unfinished.finish}` finishes it, "
-                                   f"`{unfinished.undo}` undoes it", root)
+                                   f"(intent record in {unfinished.backup_dir}): {unfinished.ways_out()}", root)
         self._lock = StoreLock(self.paths.lock)
         self._made_lock = not self.paths.lock.exists()  # undo of a recovery removes a lock file made here
         if not self.paths.lock.exists():

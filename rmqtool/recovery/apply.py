@@ -162,7 +162,7 @@ def _back_up_and_carry_out(plan, root, backup, finish, before_change, command, m
     if begun:  # the rewrites are on disk: the manifest now names the plan's changes too
         manifest = write_manifest(backup, Manifest(str(root.resolve()), _now(), plan.to_json(), tuple(entries),
                                                    listing, directories, commit_log_directories=outside,
-                                                   left_alone=left_alone))
+                                                   left_alone=left_alone, command=_command(command, root)))
         if before_change is not None:
             intent.step()
             before_change()
@@ -219,15 +219,19 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
+def _command(command: str | None, root: pathlib.Path, operation: str = "recover") -> str:
+    """The command that makes (and finishes) the repair: the caller's, else the bare one."""
+    return command or f"rmqtool {operation} {shlex.quote(str(root))} --apply"
+
+
 def _begin(root, backup, plan, entries, listing, directories, command, before_change, outside,
            left_alone=None) -> pathlib.Path:
     """The manifest written and forced, the intent recorded, and the caller's step before the
     first change (the engine's abort marker): nothing in the store has changed yet."""
     manifest = write_manifest(backup, Manifest(str(root.resolve()), _now(), plan.to_json(), tuple(entries),
                                                listing, directories, commit_log_directories=outside,
-                                               left_alone=left_alone))
-    intent.begin(backup, root, "recover", command or f"rmqtool recover {shlex.quote(str(root))} --apply",
-                 undo_command(backup))
+                                               left_alone=left_alone, command=_command(command, root)))
+    intent.begin(backup, root, "recover", _command(command, root), undo_command(backup))
     if before_change is not None:
         intent.step()
         before_change()
@@ -435,10 +439,10 @@ def _swap_in(root: pathlib.Path, changes, backup: pathlib.Path, plan_doc: dict, 
     sync_dir(incoming)
     sync_dir(backup / COPIES_DIR)
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+    command = _command(command, root, operation)
     manifest = write_manifest(backup, Manifest(str(root.resolve()), created, plan_doc, tuple(entries), listing,
-                                               directories))
-    intent.begin(backup, root, operation, command or f"rmqtool {operation} {shlex.quote(str(root))} --apply",
-                 undo_command(backup))
+                                               directories, command=command))
+    intent.begin(backup, root, operation, command, undo_command(backup))
     deleted = deleted_bytes = 0
     for kind, path, ready in moves:
         intent.step()

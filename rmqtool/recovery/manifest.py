@@ -95,6 +95,8 @@ class Manifest:
     # queue files dispatch after the plan does not write, not copied: {absolute path: [size, written end]}
     # as they were (recovery/dispatch_reach.py); None: every queue's last file is copied
     left_alone: dict | None = None
+    # the command that made the repair: what makes it again once it is undone (None: an older backup)
+    command: str | None = None
 
     def to_json(self) -> dict:
         doc = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "store": self.store, "created": self.created,
@@ -107,6 +109,8 @@ class Manifest:
             doc["commit_log_directories"] = list(self.commit_log_directories)
         if self.after is not None:
             doc["after"] = self.after
+        if self.command is not None:
+            doc["command"] = self.command
         if self.through_links:
             doc["listing_through_links"] = True
         if self.left_alone is not None:
@@ -383,7 +387,7 @@ def read_manifest(backup_dir: pathlib.Path) -> Manifest:
         return Manifest(doc["store"], doc["created"], doc["plan"], entries,
                         tuple(listing) if listing is not None else None, tuple(dirs) if dirs is not None else None,
                         doc.get("after"), tuple(outside) if outside is not None else None,
-                        doc.get("listing_through_links") is True, doc.get("left_alone"))
+                        doc.get("listing_through_links") is True, doc.get("left_alone"), doc.get("command"))
     except (KeyError, TypeError) as exc:
         raise FormatError(f"a manifest field is missing or wrong ({exc})", path) from None
 

@@ -57,7 +57,7 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
     _check_undoable(backup, manifest, root, force)
     pending = intent.pending(backup)
     repair = pending if pending and pending.get("operation") != "undo" else None  # an apply cut short: its command
-    again = (repair or {}).get("finish") or _repair_command(manifest, root)
+    again = (repair or {}).get("finish") or manifest.command or _repair_command(manifest, root)
     intent.begin(backup, root, "undo", f"rmqtool undo {shlex.quote(str(backup))}", again)
     removed = 0
     if manifest.listing is not None:  # files made since the apply go first
@@ -95,7 +95,7 @@ def _check_undoable(backup: pathlib.Path, manifest, root: pathlib.Path, force: b
     other = read_unfinished(root)
     if other is not None and pathlib.Path(other.backup_dir).resolve() != backup.resolve():
         raise RepairUnfinished(f"another interrupted {other.operation} is under way (intent record in "
-                               f"{other.backup_dir}): `{other.finish}` finishes it, `{other.undo}` undoes it", root)
+                               f"{other.backup_dir}): {other.ways_out()}", root)
     for directory in manifest.commit_log_directories or ():
         if not os.path.isdir(directory):
             raise StoreNotFound(f"not undone: the commit log path {directory} this repair changed files in "
@@ -176,8 +176,9 @@ def _remove_directories_made_since(manifest, root: pathlib.Path) -> None:
 
 
 def _repair_command(manifest, root: pathlib.Path) -> str:
-    """The command that makes the repair again, once an undo has finished."""
-    verb = "redispatch" if "consume_queues" in manifest.plan else "recover"
+    """The command that makes the repair again, once an undo has finished, for a backup from
+    before manifests named it: a redispatch's plan has its changes, a recovery's none."""
+    verb = "redispatch" if "changes" in manifest.plan and "actions" not in manifest.plan else "recover"
     return f"rmqtool {verb} {shlex.quote(str(root))} --apply"
 
 
@@ -194,7 +195,7 @@ def roll_back_unfinished(root: str | os.PathLike, operation: str) -> pathlib.Pat
         return None
     if marker.operation != operation:
         raise RepairUnfinished(f"an interrupted {marker.operation} left this store half changed (intent record in "
-                               f"{marker.backup_dir}): `{marker.finish}` finishes it, `{marker.undo}` undoes it",
+                               f"{marker.backup_dir}): {marker.ways_out()}",
                                root)
     if not marker.backup_dir:  # a recover --to copy not yet changed (intent.mark_copy): nothing to roll back
         os.unlink(StorePaths(root).unfinished)

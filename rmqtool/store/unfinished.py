@@ -22,10 +22,17 @@ class Unfinished:
     finish: str  # the command that finishes it (the same command again)
     undo: str  # the command that gives the store back as it was before
 
+    def ways_out(self) -> str:
+        """The commands that end it: an undo cut short is finished by running it again, and
+        then the repair it undid can be made again (nothing gives an undo's bytes back)."""
+        if self.operation == "undo":
+            return f"`{self.finish}` finishes it; `{self.undo}` then makes the repair again"
+        return f"`{self.finish}` finishes it, `{self.undo}` undoes it"
+
     def notice(self) -> str:
         """One line for stderr."""
         return (f"rmqtool: warning: {self.store}: an interrupted {self.operation} left this store half changed "
-                f"(intent record in {self.backup_dir}): `{self.finish}` finishes it, `{self.undo}` undoes it")
+                f"(intent record in {self.backup_dir}): {self.ways_out()}")
 
 
 def read_unfinished(root: str | os.PathLike) -> Unfinished | None:

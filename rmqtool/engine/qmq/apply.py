@@ -127,10 +127,10 @@ def _back_up_and_carry_out(plan: QmqPlan, root: pathlib.Path, backup: pathlib.Pa
     sync_dir(backup / COPIES_DIR)
     sync_dir(staging)
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+    command = command or f"rmqtool recover {shlex.quote(str(root))} --apply"
     manifest = write_manifest(backup, Manifest(str(root.resolve()), created, plan.to_json(), tuple(entries),
-                                               listing, directories))
-    intent.begin(backup, root, "recover", command or f"rmqtool recover {shlex.quote(str(root))} --apply",
-                 undo_command(backup))
+                                               listing, directories, command=command))
+    intent.begin(backup, root, "recover", command, undo_command(backup))
     zeroed = moved = 0
     for kind, path, start, end in changes:
         if kind == ZERO:

@@ -33,7 +33,7 @@ def recover_qmq(view: QmqView, *, apply: bool = False, to: pathlib.Path | None =
                           f"not recovering it", root)
     if to is not None and unfinished is not None:
         raise RepairUnfinished(f"not copied: an interrupted {unfinished.operation} left this store half changed: "
-                               f"`{unfinished.finish}` finishes it, `{unfinished.undo}` undoes it", root)
+                               f"{unfinished.ways_out()}", root)
     target = root
     if to is not None:  # the same command finishes a copy's repair cut short: it makes the copy again
         target = copy_store(root, to, shlex.join(["rmqtool", "recover", str(root), "--apply", "--to", str(to)]))

@@ -18,10 +18,12 @@ import errno
 import fcntl
 import os
 import pathlib
+import stat
 
-from rmqtool.errors import StoreAccessError, StoreLocked
+from rmqtool.errors import FormatError, StoreAccessError, StoreLocked
 from rmqtool.formats.markers import LOCK_CONTENT, LOCK_REGION_LENGTH, LOCK_REGION_START
 from rmqtool.store import lock as registry
+from rmqtool.store.small_file import not_regular
 
 
 def refuse_held(view) -> None:
@@ -55,6 +57,9 @@ class StoreLock:
             except OSError as exc:
                 raise StoreAccessError(f"cannot open the lock file ({exc.strerror})", self.path) from None
             st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):  # nothing holds a lock there, and nothing can be written
+                os.close(fd)
+                raise FormatError(f"{not_regular(st.st_mode) or 'a directory'} where the lock file should be", self.path)
             key = (st.st_dev, st.st_ino)
             if registry.held_fd(key) is not None:
                 # the path was swapped for a link to a file held here since the stat: leave this

@@ -34,7 +34,7 @@ MARKER_READ_LIMIT = 4096
 
 def _read_file(path: pathlib.Path, limit: int = MARKER_READ_LIMIT) -> bytes:
     """The file's bytes, at most the first ``limit`` of them."""
-    return read_head(path, limit)[0]
+    return read_head(path, limit, what=f"{path.name} file")[0]
 
 
 @dataclasses.dataclass(slots=True, frozen=True)

@@ -9,6 +9,7 @@ from rmqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODES
 from rmqtool.store import paths
 from rmqtool.store.family import detect_family, require_rocketmq
 from rmqtool.store.message import RECORD_START
+from rmqtool.store.small_file import not_regular, open_regular
 
 COMMITLOG, CONSUMEQUEUE, BATCH_CONSUMEQUEUE, INDEX, CHECKPOINT, CONFIG, ABORT, LOCK = (
     "commitlog", "consumequeue", "batchconsumequeue", "index", "checkpoint", "config", "abort", "lock")
@@ -32,11 +33,13 @@ INDEX_NAME_DIGITS = 17  # yyyyMMddHHmmssSSS
 def require_path(path: str | os.PathLike) -> pathlib.Path:
     p = pathlib.Path(path)
     try:
-        p.stat()
+        kind = not_regular(p.stat().st_mode)
     except FileNotFoundError:
         raise StoreNotFound("no such file or directory", p) from None
     except PermissionError:
         raise StoreAccessError("permission denied", p) from None
+    if kind is not None:  # a FIFO would be waited on for ever, a device read for ever
+        raise NotAStore(f"{kind}, not a file or directory: rmqtool reads regular files and directories only", p)
     if p.is_dir() and not os.access(p, os.R_OK | os.X_OK):
         raise StoreAccessError("permission denied", p)
     if p.is_file() and not os.access(p, os.R_OK):
@@ -106,7 +109,7 @@ def kind_of_file(path: pathlib.Path) -> str:
     if grand == paths.CONSUMEQUEUE_EXT_DIR:
         return CONSUMEQUEUE_EXT
     try:
-        with open(path, "rb") as f:
+        with open(open_regular(path, "store file"), "rb") as f:
             head = f.read(8)
     except OSError as exc:
         raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import struct
 import threading
 
@@ -84,12 +85,14 @@ def is_locked(path: str | os.PathLike) -> int | None:
         if key in _held:
             return os.getpid()
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO in its place: not waited on
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise StoreAccessError(f"cannot open the lock file ({exc.strerror})", path) from None
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None  # nobody holds a lock on it: a writer's lockf on it is refused, and says so
             return holder_pid(fd)
         finally:
             os.close(fd)  # safe: this process holds no lock on the file
@@ -114,8 +117,10 @@ def read_lock_file(path: str | os.PathLike, limit: int = 4096) -> bytes | None:
             fd = _held.get(key)
             if fd is not None:
                 return os.pread(fd, limit, 0)
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
             try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    return None
                 return os.pread(fd, limit, 0)
             finally:
                 os.close(fd)

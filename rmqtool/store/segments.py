@@ -11,12 +11,14 @@ import contextlib
 import dataclasses
 import os
 import pathlib
+import stat
 import threading
 
 from rmqtool.errors import NotAStore, StoreAccessError, StoreNotFound
 from rmqtool.findings import (SEGMENT_EMPTY, SEGMENT_GAP, SEGMENT_NAME_INVALID, SEGMENT_OVERLAP,
                               SEGMENT_SIZE_ODD, SEGMENT_UNREADABLE, Finding)
 from rmqtool.store.paths import LONG_MAX, is_segment_name
+from rmqtool.store.small_file import not_regular
 
 
 @dataclasses.dataclass(slots=True, frozen=True)
@@ -160,14 +162,27 @@ def list_segments(directory: pathlib.Path, findings: list[Finding]) -> list[Segm
     return list(segments)
 
 
+def _what_is(entry: os.DirEntry) -> str:
+    """What a directory entry that is no regular file is, in a few words."""
+    try:
+        mode = os.stat(entry.path).st_mode
+    except OSError:
+        return "a symbolic link to nothing" if entry.is_symlink() else "an entry that cannot be read"
+    return "a directory" if stat.S_ISDIR(mode) else not_regular(mode) or "no regular file"
+
+
 def _list_segments(directory: pathlib.Path) -> tuple[list[Segment], list[Finding]]:
     findings: list[Finding] = []
     segments = []
     for entry in list_dir(directory):
-        if not is_segment_name(entry.name) or not entry.is_file(follow_symlinks=True):
+        if not is_segment_name(entry.name):
             findings.append(Finding(SEGMENT_NAME_INVALID, entry.path, None,
                                     "not a segment file (its name is not 20 digits of an offset a Java long "
                                     "holds); ignored"))
+            continue
+        if not entry.is_file(follow_symlinks=True):  # a segment's name on no file of bytes
+            findings.append(Finding(SEGMENT_NAME_INVALID, entry.path, None,
+                                    f"{_what_is(entry)} under a segment's name, not a segment file; ignored"))
             continue
         try:
             size = entry.stat().st_size

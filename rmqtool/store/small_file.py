@@ -10,11 +10,36 @@ from __future__ import annotations
 
 import os
 import pathlib
+import stat
 from typing import Callable
 
 from rmqtool.errors import FormatError, StoreAccessError, StoreNotFound
 
 READ_WINDOW = 1 << 20  # bytes asked of one read: a large limit is read a window at a time
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"))
+
+
+def not_regular(mode: int) -> str | None:
+    """What a file of ``mode`` is when it is neither a regular file nor a directory, else None."""
+    return next((name for test, name in _KINDS if test(mode)), None)
+
+
+def open_regular(path: str | os.PathLike, what: str = "file") -> int:
+    """A descriptor of ``path`` open for reading, refused (FormatError) unless a regular file:
+    opened without blocking, so a FIFO in a file's place is said, not waited on for ever (an
+    open for reading blocks until a writer comes). The caller closes it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    kind = "a directory" if stat.S_ISDIR(mode) else not_regular(mode)
+    if kind is not None:
+        os.close(fd)
+        raise FormatError(f"{kind} where a {what} should be (rmqtool reads regular files only)", path)
+    return fd
 
 
 def read_head(path: str | os.PathLike, limit: int, *, what: str = "file",
@@ -24,7 +49,7 @@ def read_head(path: str | os.PathLike, limit: int, *, what: str = "file",
     refuses the file unread (FormatError)."""
     path = pathlib.Path(path)
     try:
-        with open(path, "rb", buffering=0) as f:
+        with open(open_regular(path, what), "rb", buffering=0) as f:
             size = os.fstat(f.fileno()).st_size
             why = refuse(size) if refuse is not None else None
             if why is not None:
@@ -39,7 +64,5 @@ def read_head(path: str | os.PathLike, limit: int, *, what: str = "file",
             return b"".join(chunks), size
     except FileNotFoundError:
         raise StoreNotFound("no such file", path) from None
-    except IsADirectoryError:
-        raise FormatError(f"a directory where a {what} should be", path) from None
     except OSError as exc:
         raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None

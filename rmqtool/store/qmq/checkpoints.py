@@ -14,7 +14,9 @@ from typing import Callable, Generic, TypeVar
 from rmqtool.formats.qmq.checkpoint import (ACTION_CHECKPOINT_PREFIX, MESSAGE_CHECKPOINT_PREFIX, ActionCheckpoint,
                                             CheckpointSyntaxError, MessageCheckpoint, parse_action_checkpoint,
                                             parse_message_checkpoint)
+from rmqtool.errors import FormatError
 from rmqtool.formats.qmq.java import NumberFormatError, java_parse
+from rmqtool.store.small_file import open_regular
 
 T = TypeVar("T")
 
@@ -42,6 +44,12 @@ class Snapshots(Generic[T]):
         return tuple(s for s in self.all if s.error is not None)
 
 
+def _read(path: pathlib.Path) -> bytes:
+    """A checkpoint file's bytes (a FIFO or a directory in its place: FormatError, never waited on)."""
+    with open(open_regular(path, "checkpoint file"), "rb") as f:
+        return f.read()
+
+
 def _load(directory: pathlib.Path, prefix: str, parse: Callable[[bytes], T]) -> Snapshots[T]:
     found = []
     if directory.is_dir():
@@ -54,8 +62,8 @@ def _load(directory: pathlib.Path, prefix: str, parse: Callable[[bytes], T]) -> 
                 found.append(Snapshot(path, None, None, str(exc)))
                 continue
             try:
-                found.append(Snapshot(path, version, parse(path.read_bytes()), None))
-            except (CheckpointSyntaxError, OSError) as exc:
+                found.append(Snapshot(path, version, parse(_read(path)), None))
+            except (CheckpointSyntaxError, OSError, FormatError) as exc:
                 found.append(Snapshot(path, version, None, str(exc)))
     return Snapshots(tuple(found))
 

@@ -243,3 +243,17 @@ def test_a_queue_file_the_load_refuses_is_one_cq_rebuilds(tmp_path):
     assert _state(root) == _state(original)  # the rebuilt queue is the broker's, byte for byte
     assert json.loads(_run("recover", root, "-f", "json").stdout)["loadable"] is True
     assert _run("undo", tmp_path / "b").exit_code == 0 and _state(root) == before
+
+
+@pytest.mark.parametrize("scenario", ["batchcq", "cqext"])
+def test_a_store_whose_only_commit_log_file_is_empty_is_planned_without_a_traceback(tmp_path, scenario):
+    """No file shows the mapped file size (the only one is empty): the dispatch reads each
+    file by its own name and size (a TypeError went out of the parallel reput and segment_of)."""
+    from helpers import expand_store
+    store = expand_store(V5 / scenario / "store", tmp_path / "store")
+    segments = sorted((store / "commitlog").iterdir())
+    assert len(segments) == 1
+    segments[0].write_bytes(b"")
+    r = _run("redispatch", store, "-f", "json")
+    assert r.exit_code in (0, 3) and r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    assert json.loads(r.stdout)["records_dispatched"] == 0

@@ -59,7 +59,9 @@ class CommitLogFiles:
         self._at = None  # where the last read began: the reput asks again from where it got to
 
     def segment_of(self, offset: int):
-        base = offset - offset % self.mapped_file_size
+        """The file holding ``offset`` (None: no file there; no size shown, as when the only file
+        is empty: only a file named by the offset itself)."""
+        base = offset - offset % self.mapped_file_size if self.mapped_file_size else offset
         for b, path in self.segments:
             if b == base:
                 return b, path
@@ -349,11 +351,12 @@ def _reput_in_bands(service: ReputMessageService, log: SegmentQueue, bands: list
         decoded.close()  # the worker stops
 
 
-def _record_at_or_after(segments: list[Segment], size: int, offset: int, end: int) -> int:
+def _record_at_or_after(segments: list[Segment], size: int | None, offset: int, end: int) -> int:
     """The first record start at or after ``offset`` (an offset inside a record moves on to
-    the next one that proves itself), or the next segment's start, or ``end``."""
+    the next one that proves itself), or the next segment's start, or ``end``. ``size``: the
+    mapped file size (None when no file shows one: each file's own then)."""
     for seg in segments:
-        if seg.base_offset + size <= offset:
+        if seg.base_offset + max(seg.size, size or 0) <= offset:
             continue
         position = find_record(seg, max(offset - seg.base_offset, 0))
         if position is not None:

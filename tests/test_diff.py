@@ -263,3 +263,15 @@ def test_queue_ranges_are_the_ones_the_next_start_leaves(variant, tmp_path):
     from rmqtool.store.view import open_store
     ranges = queue_ranges(open_store(stores[1], simulate=simulate_for_info))
     assert {k: hi for k, (_lo, hi) in ranges.items() if hi} == maxima
+
+
+@pytest.mark.parametrize("table", ['{"offsetTable": 5}', '{"offsetTable": {"T@g": "x"}}', "[]",
+                                   '{"offsetTable": {"T@g": {"0": 1, "1": {"2": 3}}}}'])
+def test_a_config_of_odd_shapes_is_shown_in_a_table(tmp_path, table):
+    """consumerOffset.json whose offsetTable is no map of maps (or whose keys are fastjson's bare
+    integers, read as ints): the table shows each differing entry (an AttributeError went out)."""
+    a = writable_copy(STORE, tmp_path / "a")
+    (a / "config" / "consumerOffset.json").write_text(table)
+    r = cli_runner().invoke(app, ["diff", str(a), str(STORE)], env={"COLUMNS": "120"})
+    assert r.exit_code == ExitCode.CORRUPT and r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    assert "config_entry" in r.stdout

@@ -373,7 +373,9 @@ def human_size(n: int) -> str:
 
 
 def cell_text(name: str, value) -> str:
-    """What a table shows for field ``name``'s value (before escaping and cutting)."""
+    """What a table shows for field ``name``'s value (before escaping and cutting). ``name`` may
+    be a key of the data (fastjson writes a map's integer keys bare, JSON then reads them as ints)."""
+    name = str(name)
     if value is None:
         return ""
     if value is True:

@@ -216,3 +216,27 @@ def test_info_table_shows_values_not_data_structures(basic):
     for group in doc["groups"]:
         for c in group["consumers"]:
             assert f"consumer_id={c['consumer_id']} pull={c['pull']} ack={c['ack']}" in wide
+
+
+def test_salvage_counts_what_the_consumer_logs_name_and_the_log_lost(tmp_path):
+    """crash/i: the message log cut short; its records past the cut are gone from the file but
+    the consumer logs still name them: they are the missing sequences, as truth's recordsLost
+    (salvage counted only gaps below the highest record left, 1 of 81). A segment emptied: every
+    message the consumer logs name is missing, and salvage says something is lost (exit 3)."""
+    variant = CRASH / "i-short-messagelog-segment"
+    truth = load_truth(variant / "truth.json")
+    store = expand_store(variant / "input", tmp_path / "store")
+    r = run("salvage", store, "--out", tmp_path / "kept.jsonl", "-f", "json")
+    assert r.exit_code == ExitCode.CORRUPT, r.stderr
+    missing = {(s, q) for s, runs in json.loads(r.stdout)["missing_sequences"].items()
+               for a, b in runs for q in range(a, b + 1)}
+    assert missing == {(x["subject"], x["sequence"]) for x in truth["messageLog"]["recordsLost"]}
+    empty = expand_store(QMQ / "basic" / "store", tmp_path / "empty")
+    for segment in (empty / "messagelog").iterdir():
+        segment.write_bytes(b"")
+    r = run("salvage", empty, "--out", tmp_path / "none.jsonl", "-f", "json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == ExitCode.CORRUPT and doc["messages_kept"] == 0 and doc["lost_anything"] is True
+    named = load_truth(QMQ / "basic" / "truth.json")["readBack"]["consumerLogs"]
+    assert sum(b - a + 1 for runs in doc["missing_sequences"].values() for a, b in runs) == sum(
+        1 for c in named.values() for u in c["units"] if u.get("kind", "message") == "message")

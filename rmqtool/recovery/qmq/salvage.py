@@ -68,14 +68,21 @@ def salvage_qmq(store: str | os.PathLike) -> QmqSalvage:
             elif isinstance(item, messagelog.MessageRecord):
                 (result.rejected if item.payload_crc_ok is False else result.kept).append(item)
     unreadable = sum(d.size for d in result.damaged) + sum(r.size for r in result.rejected)
-    for subject, records in sorted(_by_subject(result.kept + result.rejected).items()):
-        sequences = np.unique(np.fromiter((r.sequence for r in records), np.int64, len(records)))
-        lo, hi = hanging_run(sequences, sequence_slack(subject, unreadable, len(sequences)))
-        together = sequences[lo:hi]
-        result.sequence_apart += [r for r in records if not together[0] <= r.sequence <= together[-1]]
-        directory, unit = consumerlog.open_consumer_log(root, subject)
-        first = next((u.sequence for u in consumerlog.read_units(directory, unit, subject)), 0) if unit else 0
-        gaps = missing_runs({r.sequence for r in records if r.payload_crc_ok is not False}, first, int(together[-1]))
+    by_subject = _by_subject(result.kept + result.rejected)
+    for subject in sorted(set(by_subject) | set(consumerlog.subjects(root))):
+        records = by_subject.get(subject, [])
+        top = -1
+        if records:
+            sequences = np.unique(np.fromiter((r.sequence for r in records), np.int64, len(records)))
+            lo, hi = hanging_run(sequences, sequence_slack(subject, unreadable, len(sequences)))
+            together = sequences[lo:hi]
+            result.sequence_apart += [r for r in records if not together[0] <= r.sequence <= together[-1]]
+            top = int(together[-1])
+        first, named = _consumer_log_sequences(root, subject)
+        # the consumer log names messages past the last the log holds (their bytes gone: a segment
+        # cut short or emptied): lost too, up to the last it names
+        top = max([top, *named[-1:]])
+        gaps = missing_runs({r.sequence for r in records if r.payload_crc_ok is not False}, first, top)
         if gaps:
             result.missing[subject] = gaps
     result.sequence_apart.sort(key=lambda r: r.offset)
@@ -85,6 +92,16 @@ def salvage_qmq(store: str | os.PathLike) -> QmqSalvage:
 # why a record is listed in ``sequences_apart``
 SEQUENCE_APART = ("its sequence lies further from its subject's others than the unreadable bytes of the log "
                   "explain: its sequence field is damaged (the CRC covers only the payload)")
+
+
+def _consumer_log_sequences(root: pathlib.Path, subject: str) -> tuple[int, list[int]]:
+    """(the subject's first sequence in its consumer log, 0 without one; the sequences of its
+    units that name a message, not a fill)."""
+    directory, unit = consumerlog.open_consumer_log(root, subject)
+    if not unit:
+        return 0, []
+    units = list(consumerlog.read_units(directory, unit, subject))
+    return (units[0].sequence if units else 0), [u.sequence for u in units if u.kind == "message"]
 
 
 def _by_subject(records: list) -> dict[str, list]:

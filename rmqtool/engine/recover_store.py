@@ -61,17 +61,7 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
     from rmqtool.store.rocksdb_cq import configured_store_type
 
     root = view.root
-    rolled_back = None
-    if apply:  # a running broker's store: refused before anything is read for it, copied or rolled back
-        from rmqtool.engine.lock import refuse_held
-        refuse_held(view)
-    if apply and to is None and view.unfinished is not None and view.unfinished.operation == "recover":
-        # an --apply cut short: the store given back as it was first, then planned (planned half changed, a
-        # file deleted before the next one looked missing, and the command that finishes it was refused)
-        from rmqtool.recovery.undo import roll_back_unfinished
-        from rmqtool.store.view import StoreView
-        rolled_back = roll_back_unfinished(root, "recover")
-        view = StoreView(root, commit_log_paths=view.commit_log_paths)
+    view, rolled_back = _ready_to_apply(view, to) if apply else (view, None)
     missing_file_ok = to is not None or force  # a new directory is the broker's load of the store, the input kept
     plan = plan_recovery(view, consume_queue_file_size=plan_queue_file_size(root, given), settings=settings,
                          keep_index=keep_index, missing_file_ok=missing_file_ok,
@@ -126,6 +116,22 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
     if rewrites and applied is not None:  # the plan carried out is the one made after the replacement
         doc["applied"]["recovered_end"] = applied.plan.commit_log_end
     return run
+
+
+def _ready_to_apply(view, to: pathlib.Path | None):
+    """(the view to plan, the backup of an --apply cut short it was rolled back from, or None).
+    A running broker's store is refused before anything is read for it, copied or rolled back;
+    an --apply cut short gives the store back as it was first, then it is planned (planned half
+    changed, a file deleted before the next one looked missing, and the command that finishes
+    it was refused)."""
+    from rmqtool.engine.lock import refuse_held
+    refuse_held(view)
+    if to is not None or view.unfinished is None or view.unfinished.operation != "recover":
+        return view, None
+    from rmqtool.recovery.undo import roll_back_unfinished
+    from rmqtool.store.view import StoreView
+    rolled_back = roll_back_unfinished(view.root, "recover")
+    return StoreView(view.root, commit_log_paths=view.commit_log_paths), rolled_back
 
 
 def _copy_done(target: pathlib.Path, to: pathlib.Path | None) -> None:

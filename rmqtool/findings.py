@@ -212,6 +212,8 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
                                 "record of its real topic's hash"),
     "timercheckMissing": (Severity.ERROR, "config/timercheck missing or zeroed while the timer log holds units: the "
                           "next start enqueues the whole timer queue again and re-reads a week of slots"),
+    "timerLogDamaged": (Severity.WARNING, "timer log bytes that are no unit in a file before the one the next "
+                                          "start's recovery walks from: nothing reads them again"),
     "timerMetricsDrift": (Severity.INFO, "config/timermetrics counts that differ from the pending units by topic"),
     # controller mode (epochFileCheckpoint and its .bak, brokerIdentity)
     "epochFileInvalid": (Severity.ERROR, "an epoch file whose count, CRC or entry is not a number Java parses (an "
@@ -301,7 +303,7 @@ CONSEQUENCES: dict[str, Consequence] = {
     # timer: what the next start's TimerMessageStore does (recovery/timer)
     "timerState": _N, "timerStoreNotLoadable": _W, "timerLogCut": Consequence.REDELIVERS,
     "timerChainLoops": Consequence.LOOPS, "timerUnitStranded": Consequence.STRANDS, "timerUnitPastCommitLog": _D,
-    "timerUnitRecordMismatch": _N, "timercheckMissing": Consequence.REDELIVERS, "timerMetricsDrift": _R,
+    "timerUnitRecordMismatch": _N, "timerLogDamaged": _N, "timercheckMissing": Consequence.REDELIVERS, "timerMetricsDrift": _R,
     # controller mode: a start that throws on the epoch file; the rest changes what a sync truncates, not the start
     "epochFileInvalid": _W, "epochFileChecksum": _N, "epochBakDiffers": _N, "epochOrderInvalid": _N,
     "epochPastCommitLog": _N, "epochStartNotRecord": _N, "epochRangeEmpty": _R, "brokerIdentityInvalid": _N,
@@ -444,6 +446,7 @@ TIMER_UNIT_PAST_COMMIT_LOG = "timerUnitPastCommitLog"
 TIMER_UNIT_RECORD_MISMATCH = "timerUnitRecordMismatch"
 TIMERCHECK_MISSING = "timercheckMissing"
 TIMER_METRICS_DRIFT = "timerMetricsDrift"
+TIMER_LOG_DAMAGED = "timerLogDamaged"
 # controller mode
 EPOCH_FILE_INVALID = "epochFileInvalid"
 EPOCH_FILE_CHECKSUM = "epochFileChecksum"
@@ -649,6 +652,7 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "timerUnitPastCommitLog": "The records are gone with the commit log's tail: resend those timer messages; recover --apply cuts the units.",
     "timerUnitRecordMismatch": "The timer log or the commit log is damaged: compare with rmqtool dump timerlog; resend what is lost.",
     "timercheckMissing": "Restore config/timercheck from a backup before the start, or expect consumers to receive a week of timer messages again.",
+    "timerLogDamaged": "Nothing for the broker: look at them with rmqtool dump timerlog (a pending unit among them is timerUnitStranded).",
     "timerMetricsDrift": "Nothing: the broker revises the counts itself (checkAndReviseMetrics).",
     "epochFileInvalid": ("Before the start: restore the file from its .bak if that one reads (rmqtool dump epochfile "
                          "STORE/epochFileCheckpoint.bak), or move the damaged file aside."),

@@ -203,6 +203,7 @@ SCENARIOS: dict[str, Scenario] = {
     "timer-check": Scenario(TIMER_CRASH / "a-as-is", expand=True, clock=True),
     "timer-units": Scenario(TIMER_CRASH / "a-as-is", expand=True, clock=True),
     "timer-refused": Scenario(TIMER_CRASH / "a-as-is", expand=True, clock=True),
+    "timer-behind": Scenario(TIMER_CRASH / "a-as-is", expand=True, clock=True),
     # a 5.3.3 DLedger commit log store (dledger-n0/data and index): one damage an entry or unit
     "dledger": Scenario(DLEDGER, expand=True),
     # 4.9.8's twelve commit log files split over two disks as MultiPathMappedFileQueue puts them
@@ -1304,6 +1305,16 @@ def timer_unit_past_commit_log(d: Damage) -> At:
     return _timer_log_at(d, first)
 
 
+def timer_log_damaged(d: Damage) -> At:
+    """The first unit of the first timer log file garbled: that file lies before the one the
+    next start's recovery walks from (the fixture's timercheck flush position is past it)."""
+    files = d.truth["timerAfterLoad"]["timerLog"]["files"]
+    first = d.store / "timerlog" / f"{0:020d}"
+    assert len(files) > 1 and first.exists()
+    d.patch(first, 0, b"\xee" * TIMER_UNIT)
+    return At(first, 0)
+
+
 def timer_metrics_drift(d: Damage) -> At:
     path = d.store / "config" / "timermetrics"
     document = json.loads(path.read_text())
@@ -1533,6 +1544,7 @@ PRODUCERS: dict[str, Producer] = {
     f.TIMER_UNIT_RECORD_MISMATCH: Producer("timer-units", timer_unit_record_mismatch),
     f.TIMER_UNIT_PAST_COMMIT_LOG: Producer("timer-units", timer_unit_past_commit_log),
     f.TIMER_METRICS_DRIFT: Producer("timer-units", timer_metrics_drift),
+    f.TIMER_LOG_DAMAGED: Producer("timer-behind", timer_log_damaged),
     f.TIMER_STORE_NOT_LOADABLE: Producer("timer-refused", timer_store_not_loadable),
     # controller mode
     f.EPOCH_RANGE_EMPTY: Producer("controller", epoch_range_empty),

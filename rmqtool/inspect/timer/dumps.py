@@ -22,12 +22,11 @@ from rmqtool.store.config import parse_config_bytes, read_config_bytes
 from rmqtool.store.paths import COMMITLOG_DIR, CONFIG_DIR
 from rmqtool.store.timer.files import TIMERLOG_DIR, find_timer_store
 from rmqtool.store.timer.timercheck import TimerCheck, read_timercheck
-from rmqtool.store.timer.timerlog import END_BAD_UNIT, END_BLANK, END_PARTIAL_UNIT, TimerLog, scan_timer_log
+from rmqtool.store.timer.timerlog import END_BAD_UNIT, END_PARTIAL_UNIT, TimerLog, scan_timer_log
 from rmqtool.store.timer.timermetrics import read_timermetrics
 from rmqtool.store.timer.wheel import read_wheel
 
 # the ends of a file's units that are damage (a zero unit or the file's end is where writing stopped)
-DAMAGED_ENDS = (END_BAD_UNIT, END_PARTIAL_UNIT)
 
 
 @dataclasses.dataclass
@@ -101,6 +100,7 @@ def timer_log_rows(path, dump: TimerDump, precision_ms: int = DEFAULT_TIMER_PREC
     log = scan_timer_log(directory)
     reader = _reader_beside(directory) if records else None
     blanks = {b.position: b for b in log.blanks}
+    damaged = log.damaged_files()
     for f in log.files:
         if only is not None and f.path.name != only.name:
             continue
@@ -114,10 +114,7 @@ def timer_log_rows(path, dump: TimerDump, precision_ms: int = DEFAULT_TIMER_PREC
             yield {"record": "blank", "timer_log_offset": blank.position, "prev_timer_log_offset": blank.prev_pos,
                    "magic": blank.magic, "unit_size": blank.size, "file": str(f.path),
                    "file_position": blank.position - f.base_offset}
-        # a file before the last always ends with a blank (TimerLog.append writes one when a unit
-        # and a blank's header no longer fit): anything else there is where the log was cut short
-        early = f is not log.files[-1] and f.end_reason != END_BLANK
-        if f.end_reason in DAMAGED_ENDS or early:
+        if f in damaged:
             dump.damaged += 1
             what = {END_PARTIAL_UNIT: "fewer than 52 bytes left and no blank",
                     END_BAD_UNIT: "size is not 52 or the magic is not a timer magic"}.get(

@@ -35,6 +35,7 @@ END_ZERO_UNIT = "zeroUnit"  # 52 zero bytes: nothing written from here (or zeroe
 END_BAD_UNIT = "badUnit"  # size != 52 or a bad magic: recover cuts the log here
 END_PARTIAL_UNIT = "partialUnit"  # fewer than 52 bytes left and no blank
 END_FILE_END = "fileEnd"  # units to the file's last byte
+DAMAGED_ENDS = (END_BAD_UNIT, END_PARTIAL_UNIT)  # the units end on bytes that are no unit
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -116,6 +117,14 @@ class TimerLog:
         if "units" not in self._cache:
             self._cache["units"] = tuple(TimerLogUnit(*row) for row in self.columns.tolist())
         return self._cache["units"]
+
+    def damaged_files(self) -> list:
+        """The files whose units end on bytes that are no unit, or stop before a later file
+        without a blank: a file before the last always ends with one (TimerLog.append writes it
+        when a unit and a blank's header no longer fit), anything else there is where the log
+        was cut short."""
+        last = self.files[-1] if self.files else None
+        return [f for f in self.files if f.end_reason in DAMAGED_ENDS or (f is not last and f.end_reason != END_BLANK)]
 
     @property
     def readable_end(self) -> int:

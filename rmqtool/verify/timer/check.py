@@ -13,7 +13,7 @@ import pathlib
 
 import numpy as np
 
-from rmqtool.findings import (TIMER_CHAIN_LOOPS, TIMER_LOG_CUT, TIMER_METRICS_DRIFT, TIMER_STATE,
+from rmqtool.findings import (TIMER_CHAIN_LOOPS, TIMER_LOG_CUT, TIMER_LOG_DAMAGED, TIMER_METRICS_DRIFT, TIMER_STATE,
                               TIMER_STORE_NOT_LOADABLE, TIMER_UNIT_PAST_COMMIT_LOG, TIMER_UNIT_RECORD_MISMATCH,
                               TIMER_UNIT_STRANDED, TIMERCHECK_MISSING, Consequence, Finding, finding)
 from rmqtool.formats.timercheck import TIMERCHECK_FILE
@@ -72,6 +72,7 @@ class TimerChecks:
         out = []
         out += self._timercheck()
         out += self._cut()
+        out += self._behind()
         out += self._loops()
         out += self._stranded()
         out += self._against_commit_log()
@@ -121,6 +122,22 @@ class TimerChecks:
                         f"{lo}..{hi - 1} are enqueued again ({load.queue_offset_reason})" + what,
                         consequence=consequence, cut_at=load.cut_at, flushed_position=written,
                         enqueued_again=hi - lo, redelivered=len(again))]
+
+    def _behind(self) -> list[Finding]:
+        """Damage in files before the one recovery walks from (the cut says what it meets itself)."""
+        start = self.load.rescan_from
+        out = []
+        for f in self.start.disk_log.damaged_files():
+            if f.base_offset >= start:
+                continue
+            path, position = self._log_place(f.end)
+            out.append(finding(TIMER_LOG_DAMAGED, path, position,
+                               f"the units of {f.path.name} end at {f.end} on bytes that are no unit ({f.end_reason})"
+                               + (", non-zero bytes after them" if f.non_zero_after_end else "")
+                               + f"; the next start's recovery walks from {start} and never reads them (a pending "
+                               f"unit among them only as wheel chains reach it: timerUnitStranded says if one is lost)",
+                               end_reason=f.end_reason, recovery_from=start))
+        return out
 
     # -- the wheel against the timer log --------------------------------------------------------
     def _loops(self) -> list[Finding]:

@@ -17,7 +17,7 @@ from rmqtool.findings import (TIMER_CHAIN_LOOPS, TIMER_LOG_CUT, TIMER_LOG_DAMAGE
                               TIMER_STORE_NOT_LOADABLE, TIMER_UNIT_PAST_COMMIT_LOG, TIMER_UNIT_RECORD_MISMATCH,
                               TIMER_UNIT_STRANDED, TIMERCHECK_MISSING, Consequence, Finding, finding)
 from rmqtool.formats.timercheck import TIMERCHECK_FILE
-from rmqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, need_delete, need_roll
+from rmqtool.formats.timerlog import MAGIC_DELETE, need_delete, need_roll
 from rmqtool.formats.timerwheel import SLOT_SIZE
 from rmqtool.recovery.outcome import Outcome
 from rmqtool.recovery.timer.load import TIMER_TOPIC, TimerSettings
@@ -254,7 +254,9 @@ class TimerChecks:
         cols = self.start.disk_log.columns
         counted = (cols["position"] < load.cut_at) & np.asarray(deliver_times(cols) >= cp.last_read_time_ms, dtype=bool)
         magic = cols["magic"][counted]
-        recalls = ((magic & MAGIC_DELETE) != 0) & ((magic & MAGIC_ROLL) == 0)
+        # a delete unit counts -1 rolled or not (TimerMetrics: -1 per delete unit; a recall whose delete
+        # unit rolled nets out with the unit it recalls: the timer fixture's TimerPayTopic, 6 as the engine's)
+        recalls = (magic & MAGIC_DELETE) != 0
         unit_hashes = cols["hash_code_of_real_topic"][counted]
         topics = sorted(load.timing_count["timingCount"].items())
         if len(topics) <= _FEW_TOPICS:  # each topic's units counted by a comparison: no sort of the hashes
@@ -263,16 +265,17 @@ class TimerChecks:
         else:
             hashes, which = np.unique(unit_hashes, return_inverse=True)
             counts = dict(zip(hashes.tolist(), np.bincount(which, np.where(recalls, -1, 1), len(hashes)).astype(np.int64).tolist()))
-        differ = []
+        differ = {}
         for topic, m in topics:
             have = counts.get(topic_hash(topic), 0)
             if have != m["count"]:
-                differ.append(f"{topic} {m['count']} (units: {have})")
+                differ[topic] = {"timing_count": m["count"], "pending_units": have}
         if not differ:
             return []
+        said = ", ".join(f"{t} {d['timing_count']} (units: {d['pending_units']})" for t, d in differ.items())
         return [finding(TIMER_METRICS_DRIFT, self.root / CONFIG_DIR / "timermetrics", None,
-                        f"timingCount differs from the pending units: {', '.join(differ)}; the broker revises it "
-                        f"itself (checkAndReviseMetrics)")]
+                        f"timingCount differs from the pending units: {said}; the broker revises it "
+                        f"itself (checkAndReviseMetrics)", topics=differ)]
 
     # -- the state ------------------------------------------------------------------------------
     def _state(self) -> Finding:

@@ -189,3 +189,20 @@ def test_recover_takes_the_clock_verify_takes(variant, tmp_path):
     assert len(floor["run"]["skipped_by_read_time"]) + len(floor["run"]["stranded"]) == stranded
     # the crash left units pending past the read time; without a timercheck the start enqueues all again
     assert (stranded > 0) == (variant == "a-as-is")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_info_shows_the_queue_offset_and_lag_the_load_leaves(started, variant):
+    """info's timer section: the queue offset the next start enqueues from and the enqueue lag
+    are the engine's after its load (b: revised to 85, 12 behind; c: 0, the whole queue; e:
+    clamped to 84), where the timercheck's offset was shown (97, and a lag of -13 for e); the
+    timer log's end is where the load's recovery ends it."""
+    from helpers import cli_runner
+    from rmqtool.cli.app import app
+    truth, start = started[variant]
+    state = truth["timerAfterLoad"]["state"]
+    r = cli_runner().invoke(app, ["info", str(start.files.root), "-f", "json"])
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    timer = json.loads(r.stdout)["timer"]
+    assert (timer["timer_queue_offset_at_start"], timer["enqueue_behind_messages"], timer["timer_log_recovered_end"]) == (
+        state["currQueueOffset"], state["enqueueBehindMessages"], state["timerLogMaxOffset"])

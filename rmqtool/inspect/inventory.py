@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import time
 
 from rmqtool.errors import FormatError
 from rmqtool.findings import CHECKPOINT_INVALID, CONFIG_TABLE_INVALID, Finding
@@ -141,6 +142,24 @@ def _dledger_queue_cuts(view: StoreView, rows: list[dict]) -> None:
             row["messages"] = max(high - row["min_queue_offset"], 0)
 
 
+def _timer_load(view: StoreView):
+    """The next start's load of the timer store (recovery/timer/load.py), on the message store
+    as its own start leaves it; None without a timer store, on a running broker's store, or
+    when the simulation fails (info shows the files as they are then)."""
+    from rmqtool.store.timer.files import find_timer_store
+    if view.live is not None or not find_timer_store(view.root).exists:
+        return None
+    try:
+        outcome = view.outcome if view.outcome is not None else simulate_for_info(view)
+        if outcome is None or not outcome.loadable:
+            return None
+        from rmqtool.recovery.timer.start import timer_start  # numpy: only for a timer store
+        start = timer_start(view.root, outcome, int(time.time() * 1000), run=False)
+    except Exception:  # noqa: BLE001 - info goes on with what the files show
+        return None
+    return start.load if start is not None else None
+
+
 def index_info(view: StoreView):
     listing = view.index_files
     rows = []
@@ -270,7 +289,7 @@ def store_info(store: str | os.PathLike | StoreView) -> tuple[dict, list[Finding
     findings += f
     compaction, f = compaction_info(root)  # None: no compaction/ (5.x COMPACTION topics' side store)
     timer, f = timer_info(root, next((q["max_queue_offset"] for q in queues
-                                      if (q["topic"], q["queue_id"]) == (TIMER_TOPIC, 0)), None))
+                                      if (q["topic"], q["queue_id"]) == (TIMER_TOPIC, 0)), None), _timer_load(view))
     findings += f
     controller, f = controller_info(root)  # None: no epochFileCheckpoint or brokerIdentity (not controller mode)
     findings += f

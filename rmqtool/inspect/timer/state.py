@@ -1,10 +1,12 @@
-"""``info``'s timer section: the timer store's state as its files show it.
+"""``info``'s timer section: the timer store's state as its files show it, and where the
+next start's load leaves it.
 
 The read time is timercheck's lastReadTimeMs (where dequeue resumes); pending messages are
 what ``TimerWheel.getAllNum`` counts from it (the broker's dequeueBehindMessages after a
-load); the enqueue lag is the ``rmq_sys_wheel_timer`` queue's end less timercheck's
-lastTimerQueueOffset (the broker's enqueueBehindMessages). The write time is not stored:
-the newest currWriteTime of a unit stands for it.
+load). The queue offset the next start enqueues from is the load's (recovery/timer: revised
+from the last unit's record after a crash, capped by the queue's range), and the enqueue lag
+the ``rmq_sys_wheel_timer`` queue's end less it (the broker's enqueueBehindMessages after the
+load). The write time is not stored: the newest currWriteTime of a unit stands for it.
 """
 from __future__ import annotations
 
@@ -22,8 +24,9 @@ PENDING_SHOWN = 100  # fire times listed; the rest counted
 CONGESTION_SHOWN = 5
 
 
-def timer_info(root, timer_queue_max_offset: int | None) -> tuple[dict | None, list[Finding]]:
-    """The timer section (None: no timer file in the store) and the findings reading it gave."""
+def timer_info(root, timer_queue_max_offset: int | None, load=None) -> tuple[dict | None, list[Finding]]:
+    """The timer section (None: no timer file in the store) and the findings reading it gave.
+    ``load``: the next start's TimerLoad (recovery/timer/load.py), None when it was not simulated."""
     timer = find_timer_store(pathlib.Path(root))
     if not timer.exists:
         return None, []
@@ -40,6 +43,7 @@ def timer_info(root, timer_queue_max_offset: int | None) -> tuple[dict | None, l
         counts = None
         findings.append(Finding(CONFIG_UNPARSEABLE, exc.path, exc.offset, exc.message))
     read_time = check.last_read_time_ms if check is not None else None
+    at_start = load.curr_queue_offset if load is not None and load.loadable else None
     doc = {
         "timer_files": [{"name": name, "present": there} for name, there in timer.present().items()],
         "read_timestamp": read_time,
@@ -47,14 +51,19 @@ def timer_info(root, timer_queue_max_offset: int | None) -> tuple[dict | None, l
         else None,
         "timer_queue_offset": check.last_timer_queue_offset if check is not None else None,
         "timer_queue_max_offset": timer_queue_max_offset,
-        "enqueue_behind_messages": timer_queue_max_offset - check.last_timer_queue_offset
-        if check is not None and timer_queue_max_offset is not None else None,
+        # where the next start enqueues from: timercheck's offset as the load revises it
+        "timer_queue_offset_at_start": at_start,
+        "enqueue_behind_messages": timer_queue_max_offset - at_start
+        if at_start is not None and timer_queue_max_offset is not None else None,
         "timer_log_flush_offset": check.last_timer_log_flush_pos if check is not None else None,
         "timer_log_files": len(log.files) if log is not None else 0,
         "timer_log_file_size": log.file_size if log is not None else None,
         "timer_log_units": len(log.columns) if log is not None else 0,
         "timer_log_readable_end": log.readable_end if log is not None else None,
         "timer_log_end_reason": log.end_reason if log is not None else None,
+        # where the next start's recovery (from the file of timercheck's flush position) ends it, and why
+        "timer_log_recovered_end": load.cut_at if load is not None and load.loadable else None,
+        "timer_log_recovered_end_reason": load.cut_reason if load is not None and load.loadable else None,
         "wheel_file_size": wheel.file_size if wheel is not None else None,
         "wheel_used_slots": len(wheel.used) if wheel is not None else 0,
     }

@@ -167,10 +167,11 @@ def plain_units_beside(root, compute: Callable[[], object], workers: int) -> Rea
 
 
 def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings = TimerSettings(),
-                reader: CommitLogReader | None = None, plain: ReadBeside | None = None) -> TimerStart | None:
-    """Load, recover and run of the timer store at the clock ``now_ms`` (the write time at
-    start is taken as the same clock). ``plain``: the units' records as a worker read them
-    (:func:`plain_units_beside`)."""
+                reader: CommitLogReader | None = None, plain: ReadBeside | None = None,
+                run: bool = True) -> TimerStart | None:
+    """Load, recover and (``run``) run of the timer store at the clock ``now_ms`` (the write
+    time at start is taken as the same clock). ``plain``: the units' records as a worker read
+    them (:func:`plain_units_beside`)."""
     files = find_timer_store(root)
     if not files.exists:
         return None
@@ -213,13 +214,13 @@ def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSetti
         load = simulate_timer_load(log_files, slots, checkpoint, store, now_ms, settings, metrics)
         if refusal:
             load.loadable, load.reason = False, refusal
-        run = predict_run(load, store, now_ms) if load.loadable else None
+        ran = predict_run(load, store, now_ms) if load.loadable and run else None
     finally:
         if own:
             reader.close()
     if not load.loadable and refused is None:
         refused = files.timer_log_dir or pathlib.Path(root) / "timerlog"
-    return TimerStart(files, disk_log, load, run, store, refused, slots, plain_units_of)
+    return TimerStart(files, disk_log, load, ran, store, refused, slots, plain_units_of)
 
 
 def _checkpoint(files: TimerStore) -> TimerCheckpointData:

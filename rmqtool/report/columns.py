@@ -270,7 +270,7 @@ VIEWS["message_system"] = tuple(
 SIZE_FIELDS = frozenset({"size", "mapped_file_size", "bytes", "bytes_skipped"})
 # Fields that are epoch ms: shown as UTC ISO 8601 with milliseconds (0 means "none").
 _TIME_SUFFIX = "_timestamp"
-_TIME_FIELDS = frozenset({"timestamp"})
+_TIME_FIELDS = frozenset({"timestamp", "time"})  # time: query --time's, the time asked for
 
 
 def valid_columns(kind: str) -> tuple[str, ...]:

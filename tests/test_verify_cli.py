@@ -72,7 +72,9 @@ def test_unknown_id_or_level_is_a_usage_error():
     for args in (["--skip", "noSuchFinding"], ["--severity", "bodyCrcMismatch=fatal"], ["--only", "everything"]):
         result = invoke(CLEAN, *args)
         assert result.exit_code == 2 and result.stdout == ""
-        assert result.stderr.startswith("rmqtool: error:")
+        # one line naming the command and where to look, as every command's usage errors
+        assert result.stderr.startswith("rmqtool verify: error:") and result.stderr.count("\n") == 1
+        assert result.stderr.rstrip().endswith("(try rmqtool verify --help)")
 
 
 def test_only_reports_the_areas_asked_for():

@@ -65,8 +65,8 @@ def is_closed_pipe(exc: BaseException | None) -> bool:
     return False
 
 
-def fail(error: RmqError, usage_hint: bool = True) -> "typer.Exit":
-    if error.exit_code == ExitCode.USAGE and usage_hint:
+def fail(error: RmqError) -> "typer.Exit":
+    if error.exit_code == ExitCode.USAGE:
         # same one line as click's own usage errors (app.usage_line): command, message, hint
         command = command_path(click.globals.get_current_context(silent=True))
         sys.stderr.write(f"{command}: error: {error.one_line()} (try {command} --help)\n")
@@ -92,12 +92,10 @@ def say_open_files_limit(line: str) -> None:
                      f"open for each queue it writes to, as the broker keeps each mapped\n")
 
 
-def boundary(fn=None, *, usage_hint: bool = True):
+def boundary(fn):
     """Turn library errors into one stderr line and the documented exit code; no tracebacks.
-    ``usage_hint=False``: a usage error the library finds in an option's value is the plain
-    ``rmqtool: error:`` line (verify's, as it always was) rather than click's with its hint."""
-    if fn is None:
-        return functools.partial(boundary, usage_hint=usage_hint)
+    A usage error the library finds in an option's value is said as click's own are: the
+    command, the message, the hint."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -106,7 +104,7 @@ def boundary(fn=None, *, usage_hint: bool = True):
             before = say_unfinished(kwargs)
             return fn(*args, **kwargs)
         except RmqError as exc:
-            exit_ = fail(exc, usage_hint)
+            exit_ = fail(exc)
             say_left_unfinished(kwargs, before)
             raise exit_ from None
         except BrokenPipeError:

@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
         "rmqtool verify /data/store --only consumequeue --only index --summary"))(verify)
 
 
-@boundary(usage_hint=False)  # an option's bad value: the plain error line, as verify always said it
+@boundary
 @commit_log_paths_option("store")
 def verify(
     store: pathlib.Path = typer.Argument(..., help="The store root directory."),

@@ -27,7 +27,7 @@ def parse_overrides(skip: Iterable[str] = (), severity: Iterable[str] = ()) -> d
         out[finding_id] = IGNORE
     unknown = sorted(set(out) - set(REGISTRY))
     if unknown:
-        raise UsageError(f"unknown finding id(s): {', '.join(unknown)} (see the README's findings table)")
+        raise UsageError(f"unknown finding id(s): {', '.join(unknown)} (rmqtool findings lists them)")
     return out
 
 

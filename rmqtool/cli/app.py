@@ -95,7 +95,7 @@ class _LazyGroup(TyperGroup):
         return TyperGroup.format_help(listing, ctx, formatter)
 
 
-SETTINGS = dict(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
+SETTINGS = dict(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                 help="Forensic and recovery tool for Apache RocketMQ broker stores. Read-only unless a "
                      "command says otherwise.")
 app = typer.Typer(cls=_LazyGroup, **SETTINGS)

@@ -13,7 +13,7 @@ import typer
 
 from rmqtool.cli.commitlog_paths import commit_log_paths_option
 from rmqtool.cli.common import OutputFormat, boundary
-from rmqtool.cli.params import examples, parse_time
+from rmqtool.cli.params import NAGIOS_CODES, examples, parse_time
 from rmqtool.inspect.check_defaults import RECOVERY_RATE, TAIL_BYTES
 from rmqtool.report.sink import Sink, warn as say, write_line  # warn: the --warn option here
 
@@ -21,7 +21,8 @@ from rmqtool.report.sink import Sink, warn as say, write_line  # warn: the --war
 def register(app: typer.Typer) -> None:
     app.command("check", epilog=examples(
         "rmqtool check /data/store", "rmqtool check /data/store --warn lag_ms=5000 --crit lag_ms=60000",
-        "rmqtool check /data/store --prometheus /var/lib/node_exporter/rmqtool.prom -f jsonl"))(check)
+        "rmqtool check /data/store --prometheus /var/lib/node_exporter/rmqtool.prom -f jsonl",
+        exit_codes=NAGIOS_CODES))(check)
 
 
 @boundary

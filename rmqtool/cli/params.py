@@ -56,10 +56,17 @@ def check_range(low_option: str, low: int | None, high_option: str, high: int | 
         raise UsageError(f"{low_option} {low} is after {high_option} {high}")
 
 
-def examples(*commands: str) -> str:
-    """A command's help epilog: a few runnable examples, one a line (typer's help joins lines
-    separated by one newline, so each example is its own paragraph)."""
-    return "\n\n".join(["Examples:"] + [f"  $ {c}" for c in commands])
+EXIT_CODES = ("Exit codes: 0 done, nothing wrong seen; 1 a lookup found nothing; 2 usage; 3 damage found "
+              "(diff: the stores differ); 4 not a store, or not of the kind asked for; 5 a writer refused (a "
+              "running broker's lock, an interrupted repair); 8 operational (a missing path, permission, I/O). "
+              "README: Exit codes.")
+NAGIOS_CODES = "Exit codes (Nagios's): 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. README: check."
+
+
+def examples(*commands: str, exit_codes: str = EXIT_CODES) -> str:
+    """A command's help epilog: a few runnable examples, one a line and never rewrapped (click's
+    \\b), then the exit codes."""
+    return "\n\n".join(["Examples:", "\b\n" + "\n".join(f"  $ {c}" for c in commands), exit_codes])
 
 
 def _store_root_given(ctx: typer.Context) -> pathlib.Path | None:

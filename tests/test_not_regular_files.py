@@ -64,3 +64,25 @@ def test_a_fifo_given_as_the_path(tmp_path, kind):
     os.mkfifo(fifo)
     r = _rmqtool("dump", kind, fifo)
     assert r.returncode == 4 and r.stderr.count("\n") == 1 and "a FIFO" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("directory", ["index", "consumequeue"])
+def test_a_file_where_a_store_directory_belongs(tmp_path, directory):
+    """index/ or consumequeue/ a regular file: the commands read the store without it (an index
+    lookup scans the commit log, a key lookup without queue directories names the topic it
+    needs), as the broker loads nothing from it; never 'not a directory' for the whole store."""
+    import json
+    from conftest import load_truth
+    store = writable_copy(V4 / "basic" / "store", tmp_path / "store")
+    import shutil
+    shutil.rmtree(store / directory)
+    (store / directory).write_text("x")
+    keyed = next(m for m in load_truth(V4 / "basic" / "truth.json")["truth"]["messages"] if m.get("keys"))
+    key = keyed["keys"].split()[0] if isinstance(keyed["keys"], str) else keyed["keys"][0]
+    for command in (("info",), ("verify",), ("dump", "index"), ("query", "--key", key, "-t", keyed["topic"], "-f", "jsonl")):
+        r = _rmqtool(*command, store)
+        assert r.returncode in (0, 3) and "not a directory" not in r.stderr, (command, r.stderr)
+    found = _rmqtool("query", store, "--key", key, "-t", keyed["topic"], "-f", "jsonl")
+    assert keyed["physicalOffset"] in [json.loads(x)["commit_log_offset"] for x in found.stdout.splitlines()]
+    scanned = _rmqtool("query", store, "--key", key, "--no-index", "-f", "jsonl")
+    assert scanned.returncode == 0, scanned.stderr

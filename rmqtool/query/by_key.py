@@ -92,7 +92,7 @@ def store_topics(store: str | os.PathLike) -> list[str]:
     for base in (paths.consumequeue, paths.batch_consumequeue):
         try:
             topics.update(e.name for e in os.scandir(base) if e.is_dir())
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # no queue directories: the topics are config's
             pass
         except OSError as exc:
             raise StoreAccessError(f"cannot list directory ({exc.strerror})", base) from None
@@ -324,6 +324,9 @@ def query_by_key(store: str | os.PathLike | StoreView, key: str, *, topic: str |
     root = view.root
     notes = Notes()
     topics = [topic] if topic is not None else store_topics(root)
+    if not topics and use_index:  # the index's keys are topic#key: without a topic no slot can be asked
+        notes.add("no topic known (no consume queue directory nor config/topics.json): the index is asked "
+                  "by topic#key, give the topic with -t", trace)
     if trace.enabled:
         trace(f"query {'UNIQ_KEY' if uniq_key else 'key'} {key!r} in "
               f"{'topic ' + repr(topic) if topic is not None else f'{len(topics)} topic(s)'}; "

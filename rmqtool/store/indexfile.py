@@ -18,7 +18,7 @@ import struct
 import sys
 from typing import Iterator
 
-from rmqtool.errors import FormatError, NotAStore, StoreAccessError, StoreNotFound
+from rmqtool.errors import FormatError, StoreAccessError, StoreNotFound
 from rmqtool.findings import (INDEX_CHAIN_BROKEN, INDEX_FILE_NAME_INVALID, INDEX_FILE_UNREADABLE,
                               INDEX_GEOMETRY_UNKNOWN, INDEX_HEADER_INVALID, RECORD_TRUNCATED,
                               SEGMENT_SIZE_ODD, Finding)
@@ -453,8 +453,10 @@ def list_index_files(store_root: str | os.PathLike) -> IndexFiles:
     findings: list[Finding] = []
     if not directory.exists():
         return IndexFiles([], findings)
-    if not directory.is_dir():
-        raise NotAStore("not a directory", directory)
+    if not directory.is_dir():  # IndexService.load lists nothing in it, and its dispatch cannot make a file there
+        return IndexFiles([], [Finding(INDEX_FILE_NAME_INVALID, str(directory), None,
+                                       "a file where the index directory belongs: the broker loads no index file "
+                                       "from it and cannot make one there; read as no index")])
     paths = []
     for entry in list_dir(directory):
         if is_index_file_name(entry.name) and entry.is_file():

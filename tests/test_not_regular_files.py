@@ -86,3 +86,18 @@ def test_a_file_where_a_store_directory_belongs(tmp_path, directory):
     assert keyed["physicalOffset"] in [json.loads(x)["commit_log_offset"] for x in found.stdout.splitlines()]
     scanned = _rmqtool("query", store, "--key", key, "--no-index", "-f", "jsonl")
     assert scanned.returncode == 0, scanned.stderr
+
+
+def test_a_store_with_nothing_to_read_is_not_a_usage_error(tmp_path):
+    """An empty commitlog/ given to redispatch, a directory holding only a lock file given to
+    dump commitlog --served-only: data conditions, exit 4 as for every command, not 2."""
+    empty = tmp_path / "empty"
+    (empty / "commitlog").mkdir(parents=True)
+    (empty / "consumequeue").mkdir()
+    r = _rmqtool("redispatch", empty)
+    assert r.returncode == 4 and "no commit log file" in r.stderr, r.stderr
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "lock").write_bytes(b"")
+    r = _rmqtool("dump", "commitlog", bare, "--served-only")
+    assert r.returncode == 4 and "not a RocketMQ store" in r.stderr, r.stderr

@@ -28,7 +28,7 @@ from rmqtool.engine.cqext_rebuild import rebuild_exts, refuse_from_offset
 from rmqtool.store.cqext import ext_writing
 from rmqtool.engine.index_writer import IndexServiceWriter
 from rmqtool.engine.store_sizes import GivenSizes, StoreSizes, store_sizes
-from rmqtool.errors import RmqError, UsageError
+from rmqtool.errors import NotAStore, RmqError, UsageError
 from rmqtool.recovery.manifest import copy_sparse
 from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
 from rmqtool.recovery.commitlog_walk import V5
@@ -171,7 +171,7 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
     refuse_from_offset(paths.root, from_offset if cq else None, (sizes or GivenSizes()).broker_config)
     log = view.commit_log.queue  # the listing the view made: not listed again
     if not log.segments:
-        raise UsageError("the store has no commit log to dispatch from", paths.commitlog)
+        raise NotAStore("no commit log file to dispatch from (commitlog/ holds none)", paths.commitlog)
     size = log.mapped_file_size
     end = view.commit_log_end.end
     start = log.segments[0].base_offset if from_offset is None else max(from_offset, log.segments[0].base_offset)

@@ -91,8 +91,10 @@ def served(path: pathlib.Path, view: StoreView | None, from_offset: int | None,
            to_offset: int | None) -> tuple[int, int]:
     """--served-only: the offsets asked for, within what the broker serves after recovery."""
     from rmqtool.recovery.outcome import served_range
-    from rmqtool.store.detect import is_store_dir
+    from rmqtool.store.detect import is_store_dir, require_store
 
+    if path.is_dir():
+        require_store(path)  # a directory that is no store: said as for every command (exit 4)
     if not is_store_dir(path):
         raise UsageError("--served-only takes a store directory (recovery is a whole-store matter)", path)
     low, high = served_range(view)

@@ -1,5 +1,7 @@
-"""A FIFO (or a socket, a device) where a store file belongs: every command says so or reads
-past it, never waits on it for ever (an open for reading of a FIFO blocks until a writer comes).
+"""Entries of a store that are not what belongs there: a FIFO (a socket, a device) where a file
+belongs (every command says so or reads past it, never waits on it for ever: an open for
+reading of a FIFO blocks until a writer comes), a file where a directory belongs, a store
+directory with nothing in it to read.
 
 Each case runs the command in its own process with a timeout: a hang fails the test."""
 from __future__ import annotations

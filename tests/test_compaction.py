@@ -166,6 +166,14 @@ def test_verify_and_info_on_the_clean_store(store):
         assert (q["min_queue_offset"], q["max_queue_offset"], q["messages"], q["checkpoint_offset"]) == \
             (read["calls"][0][4], read["calls"][0][5], len(read["messages"]), t["positionMgrOffset"])
         assert q["tombstones"] == sum(r["kind"] == "MESSAGE_EMPTY_BODY" for r in t["compactionLog"]["records"])
+    # the topic's consume_queues rows: what getMinOffsetInQueue and a consumer get, not consumequeue/'s 0
+    rows = {(q["topic"], q["queue_id"]): q for q in info["consume_queues"]}
+    for t in TRUTH["compactionTopics"]:
+        row, read = rows[(t["topic"], t["queueId"])], t["consumerRead"]
+        assert (row["min_queue_offset"], row["max_queue_offset"], row["messages"], row["served_by"]) == \
+            (read["calls"][0][4], read["calls"][0][5], len(read["messages"]), "compaction")
+    assert all("served_by" not in q for q in info["consume_queues"]
+               if q["topic"] not in {t["topic"] for t in TRUTH["compactionTopics"]})
 
 
 def test_verify_finds_a_missing_twin_and_a_damaged_record(store, tmp_path):

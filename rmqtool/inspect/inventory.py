@@ -142,6 +142,20 @@ def _dledger_queue_cuts(view: StoreView, rows: list[dict]) -> None:
             row["messages"] = max(high - row["min_queue_offset"], 0)
 
 
+def _served_by_compaction(rows: list[dict], compaction: list[dict] | None) -> None:
+    """A COMPACTION topic's queue as the broker serves it: getMessage and getMinOffsetInQueue go
+    to the compaction store (its first kept offset; what was compacted away is skipped), while
+    consumequeue/ is still written and not read. The row says so (``served_by``)."""
+    served = {(c["topic"], c["queue_id"]): c for c in compaction or ()}
+    for row in rows:
+        c = served.get((row["topic"], row["queue_id"]))
+        if c is not None:
+            row["min_queue_offset"] = row["min_offset"] = c["min_queue_offset"]
+            row["max_queue_offset"] = row["max_offset"] = c["max_queue_offset"]
+            row["messages"] = c["messages"]
+            row["served_by"] = "compaction"
+
+
 def _timer_load(view: StoreView):
     """The next start's load of the timer store (recovery/timer/load.py), on the message store
     as its own start leaves it; None without a timer store, on a running broker's store, or
@@ -288,6 +302,8 @@ def store_info(store: str | os.PathLike | StoreView) -> tuple[dict, list[Finding
     config, f = config_info(root)
     findings += f
     compaction, f = compaction_info(root)  # None: no compaction/ (5.x COMPACTION topics' side store)
+    findings += f
+    _served_by_compaction(queues, compaction)
     timer, f = timer_info(root, next((q["max_queue_offset"] for q in queues
                                       if (q["topic"], q["queue_id"]) == (TIMER_TOPIC, 0)), None), _timer_load(view))
     findings += f

@@ -250,7 +250,7 @@ VIEWS: dict[str, tuple[Column, ...]] = {
     "consume_queue": (
         text("topic", 1, 40, 10), num("queue_id", 2), num("min_queue_offset", 3), num("max_queue_offset", 4),
         num("messages", 5, 10), fixed("type", 6, 8), num("files", 7, 5), num("mapped_file_size", None, 9),
-        num("min_offset", None), num("max_offset", None)),
+        num("min_offset", None), num("max_offset", None), fixed("served_by", None, 10)),
     "index_file": (
         text("file", 1, 17, 17), fixed("begin_timestamp", 2, TIME), fixed("end_timestamp", 3, TIME),
         num("index_count", 4, 9), num("begin_commit_log_offset", None), num("end_commit_log_offset", 5),

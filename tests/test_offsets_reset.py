@@ -115,7 +115,7 @@ def test_apply_writes_the_brokers_file_and_undo_puts_it_back(tmp_path):
 
 
 def test_a_held_store_is_refused(tmp_path):
-    from rmqtool.engine.lock import StoreLock
+    from rmqtool.recovery.store_lock import StoreLock
 
     root = writable_copy(CONSUMERS / "store", tmp_path / "store")
     config_before = {p.name: p.read_bytes() for p in (root / "config").iterdir()}

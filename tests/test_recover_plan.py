@@ -253,7 +253,7 @@ def test_a_missing_middle_file_is_planned_but_not_applied(tmp_path):
 def test_a_store_a_running_process_holds_is_refused(tmp_path):
     src = writable_copy(V4 / "crash" / "b2-garbage-tail-of-last-message" / "input" / "store", tmp_path / "s")
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from rmqtool.engine.lock import StoreLock; l = StoreLock(sys.argv[1]); l.acquire(); "
+        "import sys, time; from rmqtool.recovery.store_lock import StoreLock; l = StoreLock(sys.argv[1]); l.acquire(); "
         "print('held', flush=True); time.sleep(60)"), str(src / "lock")], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"

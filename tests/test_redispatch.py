@@ -123,7 +123,7 @@ def test_a_locked_store_is_refused(tmp_path):
     root = _copy(V4 / "basic" / "store", tmp_path / "s")
     shutil.rmtree(root / "consumequeue" / "OrderTopic" / "0")
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from rmqtool.engine.lock import StoreLock; l = StoreLock(sys.argv[1]); l.acquire(); "
+        "import sys, time; from rmqtool.recovery.store_lock import StoreLock; l = StoreLock(sys.argv[1]); l.acquire(); "
         "print('held', flush=True); time.sleep(60)"), str(root / "lock")], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"

@@ -499,3 +499,59 @@ def test_an_undo_killed_names_what_finishes_it_and_what_makes_the_repair_again(t
     assert _run("undo", backup).exit_code == 0 and tree(root) == before
     assert _run(*again.split()[1:]).exit_code == 0
     assert _run("recover", root).exit_code == 0
+
+
+@pytest.mark.parametrize("after", _kill_points())
+def test_recover_to_killed_and_finished_in_place_is_the_operators_store(after, tmp_path):
+    """recover --apply --to NEW cut short, then finished by the command NEW's marker names (the
+    repair of NEW in place): NEW is what an uninterrupted run makes, marks and all gone, and the
+    --to command run again later never takes it for its own unfinished copy (it held the
+    operator's writes since)."""
+    from rmqtool.store.unfinished import read_unfinished
+    root = writable_copy(E1, tmp_path / "store")
+    new = tmp_path / "new"
+    reference = tmp_path / "reference"
+    assert _run("recover", root, "--apply", "--to", reference).exit_code == 0
+    assert _killed("recover", root, "--apply", "--to", new, after=after).returncode == -9
+    finish = read_unfinished(new).finish
+    assert finish.startswith(f"rmqtool recover {new} "), finish
+    r = _run(*finish.split()[1:])
+    assert r.exit_code == 0, r.output
+    assert _named(tree(new)) == _named(tree(reference))
+    assert _run("append", new, "--topic", "CrashTopic", "--body", "written since").exit_code == 0
+    since = tree(new)
+    refused = _run("recover", root, "--apply", "--to", new)
+    assert refused.exit_code == 2 and tree(new) == since
+
+
+def test_a_repair_clears_its_marker_before_it_lets_the_lock_go(tmp_path, monkeypatch):
+    """recover --apply: the marker and the intent record go while the lock is still held (a
+    writer waiting on the lock found the marker of a repair still running, and 'finished' it);
+    redispatch's swap and undo hold the lock while they work (they only asked who held it)."""
+    import rmqtool.recovery.apply as apply_module
+    import rmqtool.recovery.undo as undo_module
+    from rmqtool.store.lock import is_locked
+    root = writable_copy(E1, tmp_path / "store")
+    held = []
+    for module in (apply_module, undo_module):
+        real = module.intent
+
+        class Watched:
+            def __getattr__(self, name, real=real):
+                return getattr(real, name)
+
+            def end(self, backup, store, real=real):
+                held.append(("end", is_locked(pathlib.Path(store) / "lock")))
+                return real.end(backup, store)
+
+            def begin(self, backup, store, *args, real=real):
+                held.append(("begin", is_locked(pathlib.Path(store) / "lock")))
+                return real.begin(backup, store, *args)
+        monkeypatch.setattr(module, "intent", Watched())
+    backup = tmp_path / "backup"
+    assert _run("recover", root, "--apply", "--backup-dir", backup).exit_code == 0
+    assert _run("undo", backup).exit_code == 0
+    clean = writable_copy(CRASH.parent / "basic" / "store", tmp_path / "clean")
+    shutil.rmtree(next(clean.glob("consumequeue/*")))  # something for redispatch to swap in
+    assert _run("redispatch", clean, "--cq", "--apply", "--semantics", "4.9", "--backup-dir", tmp_path / "b2").exit_code == 0
+    assert held and all(pid == os.getpid() for _step, pid in held), held

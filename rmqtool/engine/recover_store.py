@@ -124,7 +124,7 @@ def _ready_to_apply(view, to: pathlib.Path | None):
     an --apply cut short gives the store back as it was first, then it is planned (planned half
     changed, a file deleted before the next one looked missing, and the command that finishes
     it was refused)."""
-    from rmqtool.engine.lock import refuse_held
+    from rmqtool.recovery.store_lock import refuse_held
     refuse_held(view)
     if to is not None or view.unfinished is None or view.unfinished.operation != "recover":
         return view, None
@@ -135,8 +135,10 @@ def _ready_to_apply(view, to: pathlib.Path | None):
 
 
 def _copy_done(target: pathlib.Path, to: pathlib.Path | None) -> None:
-    if to is not None:
-        from rmqtool.recovery import intent
+    """A recover --to copy repaired (by the --to command, or in place by the command its marker
+    names): its marks go, so that it is no longer taken for an unfinished copy."""
+    from rmqtool.recovery import intent
+    if to is not None or intent.copy_source(target) is not None:
         intent.end_copy(target)
 
 
@@ -232,9 +234,9 @@ def _own_copy(root: pathlib.Path, to: pathlib.Path) -> bool:
     from rmqtool.recovery import intent
     from rmqtool.store.unfinished import read_unfinished
     source = intent.copy_source(to)
-    if source is None or pathlib.Path(source) != root.resolve():
-        return False
     marker = read_unfinished(to)
+    if source is None or pathlib.Path(source) != root.resolve() or marker is None:
+        return False  # a repaired copy (its marker gone) is the operator's store now
     if marker is not None and marker.backup_dir and pathlib.Path(marker.backup_dir).is_dir():
         shutil.rmtree(marker.backup_dir)
     shutil.rmtree(to)

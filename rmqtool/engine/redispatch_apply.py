@@ -11,7 +11,7 @@ import shutil
 import tempfile
 
 from rmqtool.errors import RecoveryNeeded, UsageError
-from rmqtool.engine.lock import refuse_held
+from rmqtool.recovery.store_lock import refuse_held
 from rmqtool.store.view import StoreView
 from rmqtool.store.rocksdb_cq import configured_store_type, rocksdb_only
 

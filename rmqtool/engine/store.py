@@ -25,7 +25,7 @@ import pathlib
 import threading
 import time
 from itertools import repeat
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from rmqtool import native
 from rmqtool.errors import CorruptData, NotAStore, RecoveryNeeded, RepairUnfinished, StoreAccessError, UsageError
@@ -60,7 +60,7 @@ from rmqtool.engine.index_writer import IndexServiceWriter, index_keys_of
 from rmqtool.engine.append_kernel import kernel_for_append
 from rmqtool.dispatch.rules import TAGS_CODES
 from rmqtool.formats.commitlog import MAX_PROPERTIES_LENGTH
-from rmqtool.engine.lock import StoreLock
+from rmqtool.recovery.store_lock import StoreLock
 from rmqtool.recovery.apply import Applied, apply_plan, finish_apply
 from rmqtool.recovery.intent import step
 from rmqtool.recovery.outcome import Settings as RecoverySettings
@@ -281,8 +281,7 @@ class Store:
         applied = store.recovery
         if applied is None:
             return store
-        store.close()
-        finish_apply(applied.backup_dir, store.root)
+        store.close(before_unlock=lambda: finish_apply(applied.backup_dir, store.root))
         options.pop("backup_dir", None)
         options.pop("command", None)
         store = cls._open(path, writable, flush, **options)
@@ -297,9 +296,9 @@ class Store:
         consume queue units and index entries the re-dispatch writes): the command's bar."""
         store = cls._open(path, True, recover=True, **options)
         applied = store.recovery
-        store.close()
-        if applied is not None:
-            finish_apply(applied.backup_dir, store.root)
+        # the repair's end (its marker cleared) before the lock goes: a writer waiting for it never
+        # finds a marker of a repair still running and "finishes" it
+        store.close(before_unlock=None if applied is None else lambda: finish_apply(applied.backup_dir, store.root))
         return applied
 
     @classmethod
@@ -1205,9 +1204,11 @@ class Store:
         return lambda offset: given.rule_directory(offset, size)
 
     # ---- closing -------------------------------------------------------------------------------
-    def close(self) -> None:
+    def close(self, before_unlock: Callable[[], None] | None = None) -> None:
         """Flush everything, finish dispatch, write the checkpoint; then remove the abort marker
-        (only if all of that worked) and release the lock."""
+        (only if all of that worked) and release the lock. ``before_unlock``: what must be done
+        while the lock is still held once all that worked (a repair's end: its marker cleared
+        before another writer can take the store and find it)."""
         if self._closed or not self.writable:
             self._closed = True
             return
@@ -1249,7 +1250,13 @@ class Store:
                     os.unlink(self.paths.abort)
                 except FileNotFoundError:
                     pass
-            self._lock.release()
+            try:
+                if before_unlock is not None and not errors:
+                    before_unlock()
+            except BaseException as exc:
+                errors.append(exc)
+            finally:
+                self._lock.release()
         if errors:
             err = errors[0]
             raise err if isinstance(err, (CorruptData, StoreAccessError)) else StoreAccessError(

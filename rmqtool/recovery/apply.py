@@ -26,6 +26,7 @@ from rmqtool.recovery.manifest import (RESTORE, REWRITE, TAIL, COPIES_DIR, Entry
                                        sync_dir, write_manifest)
 from rmqtool.recovery.dispatch_reach import dispatched_topics, file_state, first_written, queue_last_files
 from rmqtool.recovery.plan import DELETE, ZERO, Action, RecoveryPlan
+from rmqtool.recovery.store_lock import held_for
 from rmqtool.findings import SEGMENT_AFTER_END
 from rmqtool.formats.markers import LOCK_CONTENT
 from rmqtool.store.lock import held_descriptor, is_locked, read_lock_file
@@ -393,14 +394,10 @@ def apply_file_changes(root: str | os.PathLike, changes, backup_dir: str | os.Pa
     in a directory the broker loads); others are copied beside the backup, then moved.
     ``operation``: the intent record's name for it (``offsets reset`` swaps config files too)."""
     root = pathlib.Path(root)
-    holder = is_locked(StorePaths(root).lock)
-    if holder is not None:
-        who = f"process {holder}" if holder else "another process"
-        raise StoreLocked(f"the store is locked by {who}: not changing it under a running writer",
-                          StorePaths(root).lock)
-    backup, made = create_backup_dir(root, backup_dir, staged=True)
-    with removed_unless_begun(backup, root, made):
-        return _swap_in(root, changes, backup, plan_doc, command, operation)
+    with held_for(root):  # taken, not only asked: no writer starts between the listing and the swap
+        backup, made = create_backup_dir(root, backup_dir, staged=True)
+        with removed_unless_begun(backup, root, made):
+            return _swap_in(root, changes, backup, plan_doc, command, operation)
 
 
 def _swap_in(root: pathlib.Path, changes, backup: pathlib.Path, plan_doc: dict, command: str | None,

@@ -25,6 +25,7 @@ from rmqtool.recovery.dispatch_reach import first_written
 from rmqtool.recovery.manifest import (LOCK_NAME, REWRITE, TAIL, copy_into, digest_matches, first_change_since,
                                        read_manifest, restore_range, store_listing, sync_dir)
 from rmqtool.recovery.plan import ZERO
+from rmqtool.recovery.store_lock import held_for
 from rmqtool.store.lock import is_locked
 from rmqtool.store.paths import StorePaths
 from rmqtool.store.unfinished import read_unfinished
@@ -54,6 +55,11 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
     backup = pathlib.Path(backup_dir)
     manifest = read_manifest(backup)
     root = pathlib.Path(store_root) if store_root is not None else pathlib.Path(manifest.store)
+    with held_for(root):  # taken, not only asked: no writer starts while the bytes go back
+        return _undo(backup, manifest, root, force)
+
+
+def _undo(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> Restored:
     _check_undoable(backup, manifest, root, force)
     pending = intent.pending(backup)
     repair = pending if pending and pending.get("operation") != "undo" else None  # an apply cut short: its command
@@ -77,7 +83,7 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
         _remove_directories_made_since(manifest, root)
     lock = StorePaths(root).lock
     if manifest.listing is not None and LOCK_NAME not in manifest.listing and lock.exists() \
-            and is_locked(lock) is None:  # the repair's writer made it
+            and is_locked(lock) in (None, os.getpid()):  # the repair's writer made it (held here: by this undo)
         os.unlink(lock)
     intent.end(backup, root)
     return Restored(root, ranges, files, total, removed)
@@ -88,10 +94,9 @@ def _check_undoable(backup: pathlib.Path, manifest, root: pathlib.Path, force: b
     store written since the repair (unless ``force``), a backup copy that is not whole, a commit
     log disk the repair changed files on that is not there (its files have nowhere to go back to)."""
     holder = is_locked(StorePaths(root).lock)
-    if holder is not None:
-        who = "this process" if holder == os.getpid() else (f"process {holder}" if holder else "another process")
-        raise StoreLocked(f"the store is open for writing by {who}: close it before undoing a recovery",
-                          StorePaths(root).lock)
+    if holder is not None and holder != os.getpid():  # held here: by this undo (held_for)
+        raise StoreLocked(f"the store is open for writing by {f'process {holder}' if holder else 'another process'}: "
+                          f"close it before undoing a recovery", StorePaths(root).lock)
     other = read_unfinished(root)
     if other is not None and pathlib.Path(other.backup_dir).resolve() != backup.resolve():
         raise RepairUnfinished(f"another interrupted {other.operation} is under way (intent record in "

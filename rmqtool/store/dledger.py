@@ -23,7 +23,7 @@ import pathlib
 from typing import Iterator
 
 from rmqtool.errors import StoreAccessError
-from rmqtool.findings import DLEDGER_ENTRY_INVALID, DLEDGER_RECORD_INVALID, SEGMENT_SIZE_ODD, Finding
+from rmqtool.findings import DLEDGER_ENTRY_INVALID, DLEDGER_RECORD_INVALID, SEGMENT_EMPTY, SEGMENT_SIZE_ODD, Finding
 from rmqtool.formats import dledger as fmt
 from rmqtool.store.commitlog import Blank, Corrupt, ScanResult
 from rmqtool.store.commitlog_end import CommitLog
@@ -166,12 +166,12 @@ def _index_sizes_refused(index: SegmentQueue) -> list[Finding]:
     DLedger's data file size from mappedFileSizeCommitLog but never its index file size, so
     DLedger's default is the only one, and MmapFileList.load refuses a file of any other length
     (the broker then exits). Files that differ from their neighbours are found already."""
-    flagged = {f.path for f in index.findings if f.finding_id == SEGMENT_SIZE_ODD}
+    flagged = {f.path for f in index.findings if f.id in (SEGMENT_SIZE_ODD, SEGMENT_EMPTY)}
     return [Finding(SEGMENT_SIZE_ODD, str(seg.path), None,
                     f"DLedger entry index file of {seg.size} bytes: the broker's DLedgerCommitLog leaves "
                     f"DLedger's index file size at its default ({fmt.DEFAULT_INDEX_FILE_SIZE}), and "
                     f"MmapFileList.load refuses a file of another length (the broker exits at load)")
-            for seg in index.segments if seg.size not in (0, fmt.DEFAULT_INDEX_FILE_SIZE) and str(seg.path) not in flagged]
+            for seg in index.segments if seg.size != fmt.DEFAULT_INDEX_FILE_SIZE and str(seg.path) not in flagged]
 
 
 READ_BY = "info, verify, spark verify, query, dump commitlog, dump dledger and recover (its plan)"

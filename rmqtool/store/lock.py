@@ -2,7 +2,7 @@
 
 The broker holds ``FileChannel.tryLock(0, 1, false)`` on ``<store>/lock`` for as long as it
 runs; on Linux the JDK takes that with ``fcntl(F_SETLK)``, a POSIX record lock (the write
-side, ``engine/lock.py``, takes the same kind).
+side, ``recovery/store_lock.py``, takes the same kind).
 
 POSIX record locks belong to a process, and closing *any* descriptor of the file drops
 every lock the process holds on it. So the locks this process holds are kept in a

@@ -10,7 +10,7 @@ import shlex
 from rmqtool.engine.qmq.apply import apply_qmq_plan
 from rmqtool.engine.recover_store import RecoverRun, copy_store
 from rmqtool.errors import CorruptData, ExitCode, RepairUnfinished, StoreLocked
-from rmqtool.recovery.intent import end_copy
+from rmqtool.recovery.intent import copy_source, end_copy
 from rmqtool.recovery.qmq.plan import plan_recovery
 from rmqtool.recovery.undo import roll_back_unfinished
 from rmqtool.store.qmq.view import QmqView
@@ -45,7 +45,7 @@ def recover_qmq(view: QmqView, *, apply: bool = False, to: pathlib.Path | None =
     run.applied = True
     if not plan.changes_anything:
         doc["applied"] = {"store_path": str(target), "backup_dir": None, "manifest": None}
-        if to is not None:
+        if to is not None or copy_source(target) is not None:
             end_copy(target)
         return run
     command = shlex.join(["rmqtool", "recover", str(target), "--apply"])
@@ -57,6 +57,6 @@ def recover_qmq(view: QmqView, *, apply: bool = False, to: pathlib.Path | None =
     # applied: 0, as a RocketMQ store's recover --apply; what the cut dropped or leaves unserved is in
     # the output (records_dropped, records_unserved: salvage reads them), and the plan said it with 3
     doc["applied"] = {"store_path": str(target), **applied.to_json()["applied"]}
-    if to is not None:
+    if to is not None or copy_source(target) is not None:  # a --to copy repaired in place too
         end_copy(target)
     return run

@@ -14,6 +14,7 @@ holds the lock without opening the file.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -22,8 +23,27 @@ import stat
 
 from rmqtool.errors import FormatError, StoreAccessError, StoreLocked
 from rmqtool.formats.markers import LOCK_CONTENT, LOCK_REGION_LENGTH, LOCK_REGION_START
+from rmqtool.store.paths import LOCK_FILE
 from rmqtool.store import lock as registry
 from rmqtool.store.small_file import not_regular
+
+
+@contextlib.contextmanager
+def held_for(root: str | os.PathLike):
+    """The store's lock held while a writer that writes no lock bytes of its own works (a swap
+    of whole files, an undo): another holder refuses it (StoreLocked) before anything is read
+    for it, and nobody gets in while it works. A store without a lock file (a QMQ store, a
+    RocketMQ one never started) is not given one: no name is made that a kill would leave."""
+    path = pathlib.Path(root) / LOCK_FILE
+    if not path.exists():
+        yield None
+        return
+    lock = StoreLock(path)
+    lock.acquire()
+    try:
+        yield lock
+    finally:
+        lock.release()
 
 
 def refuse_held(view) -> None:

@@ -378,3 +378,27 @@ def test_verify_store_checks_a_dledger_store_as_verify_does(stores):
         command = [json.loads(x) for x in _run("verify", stores[name], "-f", "jsonl", "--jobs", "1",
                                                 codes=(0, 3)).stdout.splitlines()]
         assert [f.to_json() for f in verify_store(stores[name])] == command
+
+
+@pytest.mark.parametrize("odd", ["empty", "name", "directory"])
+def test_an_odd_entry_in_the_index_directory(stores, crash_truth, tmp_path, odd):
+    """An empty index file after the one written, a file of no offset's name, a directory under
+    an offset's name: info, verify and recover read on (a traceback went out of the index size
+    check); the empty file is one MmapFileList.load refuses; dump --index lists the written
+    units only (it listed every zero unit of the 160 MiB file before the empty one)."""
+    store = shutil.copytree(stores["input"], tmp_path / "store", symlinks=True)
+    index = store / "dledger-n0" / "index"
+    size = crash_truth["recovery"]["truth"]["dledger"]["indexFileSize"]
+    if odd == "empty":
+        (index / f"{size:020d}").write_bytes(b"")
+    elif odd == "name":
+        (index / "junk name").write_text("x")
+    else:
+        (index / f"{size:020d}").mkdir()
+    for command in ("info", "verify", "recover"):
+        r = _run(command, store, "-f", "json" if command != "verify" else "jsonl", codes=(0, 3))
+        assert r.exception is None or isinstance(r.exception, SystemExit), (command, r.exception)
+    plan = json.loads(_run("recover", store, "-f", "json", codes=(0, 3)).stdout)
+    assert plan["loadable"] is (odd != "empty")
+    units = _run("dump", "dledger", store, "--index", "-f", "jsonl", codes=(0, 3)).stdout.splitlines()
+    assert len(units) == len(crash_truth["recovery"]["truth"]["indexUnits"])

@@ -26,7 +26,7 @@ from rmqtool.errors import StoreAccessError
 from rmqtool.findings import DLEDGER_ENTRY_INVALID, DLEDGER_RECORD_INVALID, SEGMENT_EMPTY, SEGMENT_SIZE_ODD, Finding
 from rmqtool.formats import dledger as fmt
 from rmqtool.store.commitlog import Blank, Corrupt, ScanResult
-from rmqtool.store.commitlog_end import CommitLog
+from rmqtool.store.commitlog_end import CommitLog, last_nonzero_from
 from rmqtool.store.message import Message, RecordError, decode_message
 from rmqtool.store.paths import dledger_home
 from rmqtool.store.segments import Segment, SegmentQueue, discover
@@ -320,14 +320,19 @@ def walk_entries(segments: list[Segment], *, records: bool = False, check_crc: b
 
 def read_index_units(segments: list[Segment], file_size: int | None) -> Iterator[IndexUnit]:
     """Every unit of the entry index files up to the first all-zero unit of the last file
-    (an unwritten tail); the unit number from the file's name (unit i at byte i x 32)."""
+    (an unwritten tail), and of the others up to their last non-zero byte (a file's unwritten
+    tail, a made-ahead file of 160 MiB of zeros, is read past its holes, never unit by unit);
+    the unit number from the file's name (unit i at byte i x 32)."""
     unit = fmt.INDEX_UNIT_SIZE
     zero = bytes(unit)
     for n, seg in enumerate(segments):
+        written = last_nonzero_from(seg.path) if seg.size else None
+        if written is None:
+            continue
         m = _Mapped(seg)
         try:
             path = str(seg.path)
-            for p in range(0, seg.size - unit + 1, unit):
+            for p in range(0, min(seg.size, written + unit - 1) // unit * unit, unit):
                 raw = m.buf[p:p + unit]
                 if raw == zero and n == len(segments) - 1:
                     break

@@ -103,3 +103,17 @@ def test_a_store_with_nothing_to_read_is_not_a_usage_error(tmp_path):
     (bare / "lock").write_bytes(b"")
     r = _rmqtool("dump", "commitlog", bare, "--served-only")
     assert r.returncode == 4 and "not a RocketMQ store" in r.stderr, r.stderr
+
+
+def test_a_symlink_loop_is_unknown_to_check_and_one_line_to_the_rest(tmp_path):
+    """Two segment names linked to each other: check (a Nagios probe) says UNKNOWN (3), never
+    rmqtool's 8; the other commands give one line, exit 8 (an I/O error)."""
+    store = writable_copy(V4 / "basic" / "store", tmp_path / "store")
+    a, b = store / "commitlog" / f"{99999998:020d}", store / "commitlog" / f"{99999999:020d}"
+    a.symlink_to(b.name)
+    b.symlink_to(a.name)
+    r = _rmqtool("check", store)
+    assert r.returncode == 3 and r.stdout.startswith("RMQTOOL CHECK UNKNOWN"), (r.stdout, r.stderr)
+    for command in ("info", "verify"):
+        r = _rmqtool(command, store)
+        assert r.returncode in DOCUMENTED and "Traceback" not in r.stderr, (command, r.stderr)

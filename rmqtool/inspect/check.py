@@ -429,6 +429,9 @@ def run_check(stores: list, *, warn: Iterable[str] | None = None, crit: Iterable
         except RmqError as exc:  # Nagios: a store that cannot be read is UNKNOWN, not an rmqtool exit
             checks.append(StoreCheck(str(path), [], [], exc.one_line()))
             continue
+        except OSError as exc:  # what the OS refuses that no reader named (a symlink loop): UNKNOWN too
+            checks.append(StoreCheck(str(path), [], [], f"{exc.filename or path}: {exc.strerror or exc}"))
+            continue
         c.measures = [dataclasses.replace(m, state=judge(m.value, m.measure, warns, crits)) for m in c.measures]
         checks.append(c)
     result = CheckResult(checks)

@@ -48,7 +48,9 @@ def next_start_findings(outcome: StartOutcome, actions_in_files: list) -> Iterat
         subjects = sorted({r.subject for r in log.records_lost})
         yield finding(ids.RECOVERY_CUTS_MESSAGE_LOG, root / "messagelog", None,
                       f"the next start ends the message log at {log.cut_at}, before its written end "
-                      f"{log.written_end}: {len(log.records_lost)} record(s) of {', '.join(subjects)} are dropped",
+                      f"{log.written_end}: " + (f"{len(log.records_lost)} record(s) of {', '.join(subjects)} are "
+                                                f"dropped" if subjects else "no whole record lies past it, "
+                                                f"{log.written_end - log.cut_at} bytes are dropped"),
                       message_log_offset=log.cut_at, records=len(log.records_lost))
     for s in outcome.subjects:
         if s.served_success_without_message:

@@ -297,3 +297,22 @@ def test_random_damage_to_ext_files_never_breaks_the_readers(tmp_path_factory, d
     findings: list = []
     rows = list(cqext_rows(store / "consumequeue_ext", findings=findings))
     assert all(r["file_position"] < 1024 for r in rows)
+
+
+def test_one_ext_file_cut_short_is_the_odd_one(stores, tmp_path):
+    """The ext file size is what every queue's ext files show together: one file cut short (the
+    first queue's) is the one MappedFileQueue.load refuses, in verify, recover's plan and check;
+    a healthy file of another queue was named (its size taken from the cut one)."""
+    from rmqtool.cli.app import app
+    store = writable_copy(stores["clean"], tmp_path / "store")
+    files = sorted((store / "consumequeue_ext").rglob("0000*"))
+    sizes = {f.stat().st_size for f in files}
+    assert len(files) > 2 and len(sizes) == 1
+    cut = files[0]
+    with open(cut, "r+b") as f:
+        f.truncate(93)
+    found = [json.loads(x) for x in cli_runner().invoke(
+        app, ["verify", str(store), "-f", "jsonl"]).stdout.splitlines()]
+    assert [f["path"] for f in found if f["finding"] == "segmentSizeOdd"] == [str(cut)]
+    plan = json.loads(cli_runner().invoke(app, ["recover", str(store), "-f", "json"]).stdout)
+    assert str(cut) in json.dumps(plan) and not any(str(f) in json.dumps(plan) for f in files[1:])

@@ -137,9 +137,12 @@ class StoreExts:
         from rmqtool.store.cqext import ext_writing
         from rmqtool.store.paths import CONSUMEQUEUE_EXT_DIR
         self.base = pathlib.Path(root) / CONSUMEQUEUE_EXT_DIR
-        self.enabled = ext_writing(root).enabled  # the one answer the writers take too
+        writing = ext_writing(root)  # the one answer the writers take too
+        self.enabled = writing.enabled
         self.models: dict[tuple[str, int], ExtModel] = {}
-        self.file_size: int | None = None
+        # mappedFileSizeConsumeQueueExt as every queue's ext files show it together: the first
+        # queue loaded set it, and one file of it cut short made every other file the odd one
+        self.file_size: int | None = writing.file_size if writing.enabled else None
         self.topic_bit_map: dict[str, int] = {}
 
     def load(self, topic: str, queue_id: int) -> ExtModel:

@@ -8,6 +8,7 @@ and every unit a file holds up to its read position, in order (``walk``). Layout
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 import pathlib
@@ -302,7 +303,8 @@ def ext_beside(cq_directory: str | os.PathLike, topic: str, queue_id: int) -> Co
 def open_exts(store_root: str | os.PathLike, findings: list[Finding] | None = None) -> list[ConsumeQueueExt]:
     """Every ``consumequeue_ext/TOPIC/QUEUEID/`` of a store, sorted as the broker walks them."""
     base = pathlib.Path(store_root) / CONSUMEQUEUE_EXT_DIR
-    return [ConsumeQueueExt(d, topic, qid) for topic, qid, d in queue_directories(base, findings)]
+    size = _shown_file_size(pathlib.Path(store_root))  # every queue's files together: one cut short is the odd one
+    return [ConsumeQueueExt(d, topic, qid, size) for topic, qid, d in queue_directories(base, findings)]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -336,12 +338,15 @@ def ext_writing(store_root: str | os.PathLike, broker_config=None) -> ExtWriting
 
 
 def _shown_file_size(root: pathlib.Path) -> int:
-    """mappedFileSizeConsumeQueueExt as the first queue with ext files shows it, else the default."""
+    """mappedFileSizeConsumeQueueExt as the ext files of every queue show it together (one
+    queue's single file cut short must not set it for all), else the default."""
+    sizes = collections.Counter()
     for _topic, _queue_id, directory in queue_directories(root / CONSUMEQUEUE_EXT_DIR):
-        listing = discover(directory, required=False)
-        if listing.segments and listing.mapped_file_size:
-            return listing.mapped_file_size
-    return DEFAULT_CQ_EXT_FILE_SIZE
+        sizes.update(seg.size for seg in discover(directory, required=False).segments if seg.size > 0)
+    if not sizes:
+        return DEFAULT_CQ_EXT_FILE_SIZE
+    size, count = sizes.most_common(1)[0]
+    return size if count >= 2 else max(sizes)
 
 
 def queue_max_ext_address(queue) -> int:

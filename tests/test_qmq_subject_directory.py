@@ -104,3 +104,21 @@ def test_recover_writes_no_consumer_log_outside_the_store(tmp_path, damage):
     assert "Traceback" not in applied.stderr and applied.exit_code in (0, 3), applied.stderr
     rest = record.subject[len(damage):]  # what the damaged subject names past its first bytes
     assert not (store / rest).exists() or damage == b"/" and (store / "consumerlog" / rest).is_dir()
+
+
+def test_a_subject_directory_whose_name_is_not_utf8_is_written_as_java_reads_it(tmp_path):
+    """A consumer log directory named with bytes that are not UTF-8: recover --apply writes the
+    message checkpoint (a UnicodeEncodeError went out), its subject as Java's File.list decodes
+    the name (U+FFFD in place of each bad byte)."""
+    import os
+    store = expand_store(FIXTURES / "qmq" / "crash" / "a-as-is" / "input", tmp_path / "store")
+    name = b"bad\xff\xfename"
+    odd = os.path.join(os.fsencode(store / "consumerlog"), name)
+    os.mkdir(odd)
+    first = sorted((store / "consumerlog" / "crash.order").iterdir())[0]
+    with open(os.path.join(odd, os.fsencode(first.name)), "wb") as f:
+        f.write(first.read_bytes())
+    r = cli_runner().invoke(app, ["recover", str(store), "--apply", "--backup-dir", str(tmp_path / "b")])
+    assert r.exit_code == 0 and r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    newest = sorted(p for p in (store / "checkpoint").iterdir() if p.name.startswith("message-checkpoint"))[-1]
+    assert "bad\ufffd\ufffdname/" in newest.read_bytes().decode("utf-8")

@@ -99,7 +99,9 @@ def parse_message_checkpoint(data: bytes) -> MessageCheckpoint:
 def build_message_checkpoint(cp: MessageCheckpoint) -> bytes:
     text = f"{MESSAGE_CHECKPOINT_VERSION}\n{cp.offset}\n"
     text += "".join(f"{subject}/{seq}\n" for subject, seq in cp.max_sequences.items())
-    return text.encode("utf-8")
+    # a subject read from a directory name that is not UTF-8 (Python keeps its bytes as lone
+    # surrogates): Java's File.list decoded it with U+FFFD in their place, and writes that
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode("utf-8")
 
 
 @dataclass(frozen=True)

@@ -117,3 +117,17 @@ def test_a_symlink_loop_is_unknown_to_check_and_one_line_to_the_rest(tmp_path):
     for command in ("info", "verify"):
         r = _rmqtool(command, store)
         assert r.returncode in DOCUMENTED and "Traceback" not in r.stderr, (command, r.stderr)
+
+
+def test_a_file_where_qmqs_message_log_directory_belongs(tmp_path):
+    """QMQ's start throws on it (LogManager.createAndValidateLogDir): info says so as verify
+    does (it showed an empty log, exit 0)."""
+    import json
+    import shutil
+    store = expand_store(FIXTURES / "qmq" / "basic" / "store", tmp_path / "store")
+    shutil.rmtree(store / "messagelog")
+    (store / "messagelog").write_bytes(b"\xee" * 100)
+    r = _rmqtool("info", store, "-f", "json")
+    assert r.returncode == 3, r.stderr
+    assert [f["finding"] for f in json.loads(r.stdout)["findings"]] == ["storeNotLoadable"]
+    assert _rmqtool("verify", store).returncode == 3

@@ -555,3 +555,17 @@ def test_a_repair_clears_its_marker_before_it_lets_the_lock_go(tmp_path, monkeyp
     shutil.rmtree(next(clean.glob("consumequeue/*")))  # something for redispatch to swap in
     assert _run("redispatch", clean, "--cq", "--apply", "--semantics", "4.9", "--backup-dir", tmp_path / "b2").exit_code == 0
     assert held and all(pid == os.getpid() for _step, pid in held), held
+
+
+def test_recover_refuses_a_store_an_undo_cut_short_left(tmp_path):
+    """An undo killed half way: recover --apply in place refuses for the marker (exit 5, naming
+    the undo that finishes it), where it planned the half-restored store and refused it as
+    damaged (exit 3); nothing is written."""
+    root = writable_copy(E1, tmp_path / "store")
+    backup = tmp_path / "backup"
+    assert _run("recover", root, "--apply", "--backup-dir", backup).exit_code == 0
+    assert _killed("undo", backup, after=2).returncode == -9
+    before = tree(root)
+    r = _run("recover", root, "--apply")
+    assert r.exit_code == 5 and f"rmqtool undo {backup}" in r.stderr, r.output
+    assert tree(root) == before

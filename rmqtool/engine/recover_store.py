@@ -126,7 +126,12 @@ def _ready_to_apply(view, to: pathlib.Path | None):
     it was refused)."""
     from rmqtool.recovery.store_lock import refuse_held
     refuse_held(view)
-    if to is not None or view.unfinished is None or view.unfinished.operation != "recover":
+    other = view.unfinished
+    if to is None and other is not None and other.operation != "recover":  # an undo cut short, a redispatch:
+        # its own command finishes it; planned half changed, this store only looked damaged (exit 3)
+        raise RepairUnfinished(f"not recovered: an interrupted {other.operation} left this store half changed "
+                               f"(intent record in {other.backup_dir}): {other.ways_out()}", view.root)
+    if to is not None or other is None or other.operation != "recover":
         return view, None
     from rmqtool.recovery.undo import roll_back_unfinished
     from rmqtool.store.view import StoreView

@@ -1,6 +1,7 @@
 """Shared test helpers."""
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import shutil
@@ -307,3 +308,19 @@ def busiest_subject(records: list) -> tuple[str, list]:
         counts[r.subject] = counts.get(r.subject, 0) + 1
     subject = max(counts, key=counts.get)
     return subject, [r for r in records if r.subject == subject]
+
+
+@contextlib.contextmanager
+def lock_held_elsewhere(lock: pathlib.Path, seconds: int = 60):
+    """``lock`` held by another process as a running broker holds it (fcntl.lockf on its first
+    byte, FileChannel.tryLock's kind), for the block; the holder is killed after."""
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, time\n"
+                               f"fd = os.open({str(lock)!r}, os.O_RDWR | os.O_CREAT)\n"
+                               f"fcntl.lockf(fd, fcntl.LOCK_EX, 1, 0)\nprint('held', flush=True)\ntime.sleep({seconds})"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait()

@@ -352,21 +352,12 @@ def test_files_and_directories_are_told_apart(stores, truth, tmp_path):
 def test_a_live_dledger_store_is_read_up_to_its_entries(stores, truth):
     """A running broker holds the lock: lookups read up to the end of the entries written
     (not the plain log's end, which a DLedger store does not have)."""
-    import subprocess
-    import sys
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
-                               f"fd = os.open({str(stores['store'] / 'lock')!r}, os.O_RDWR)\n"
-                               "fcntl.lockf(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(30)"],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    from helpers import lock_held_elsewhere
+    with lock_held_elsewhere(stores["store"] / "lock", 30):
         last = truth["viewMessageById"][-1]
         r = _run("query", stores["store"], "--msg-id", last["msgId"], "-f", "jsonl")
         assert json.loads(r.stdout)["commit_log_offset"] == last["physicalOffset"]
         assert f"reading up to commit log offset {truth['truth']['dledger']['committedPos']}" in r.stderr
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_verify_store_checks_a_dledger_store_as_verify_does(stores):

@@ -468,19 +468,12 @@ def test_recover_to_killed_is_finished_by_the_same_command(after, tmp_path):
 def test_recover_to_refuses_a_store_a_running_broker_holds(tmp_path):
     """--to copies: a store a broker writes is no store to copy; refused for the lock (exit 5),
     nothing made at NEW (the lock is held by another process, as a broker's)."""
+    from helpers import lock_held_elsewhere
     root = writable_copy(E1, tmp_path / "store")
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
-                               f"fd = os.open({str(root / 'lock')!r}, os.O_RDWR | os.O_CREAT)\n"
-                               "fcntl.lockf(fd, fcntl.LOCK_EX, 1, 0)\nprint('held', flush=True)\ntime.sleep(60)"],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_held_elsewhere(root / "lock"):
         r = _run("recover", root, "--apply", "--to", tmp_path / "new")
         assert r.exit_code == 5 and "locked by" in r.stderr, r.output
         assert not list(tmp_path.glob("new*"))
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_an_undo_killed_names_what_finishes_it_and_what_makes_the_repair_again(tmp_path):

@@ -23,7 +23,7 @@ from rmqtool.errors import CorruptData, RmqError, StoreAccessError, StoreLocked,
 import rmqtool.recovery.intent as intent
 from rmqtool.recovery.manifest import (RESTORE, REWRITE, TAIL, COPIES_DIR, Entry, Manifest, copy_range, entry_name,
                                        copy_sparse, outside_directories, read_manifest, record_after, store_listing,
-                                       sync_dir, write_manifest)
+                                       remove_forced, sync_dir, write_manifest)
 from rmqtool.recovery.dispatch_reach import dispatched_topics, file_state, first_written, queue_last_files
 from rmqtool.recovery.plan import DELETE, ZERO, Action, RecoveryPlan
 from rmqtool.recovery.store_lock import held_for
@@ -286,13 +286,7 @@ def removed_unless_begun(backup: pathlib.Path, root: pathlib.Path, made: bool, m
 
 def delete_file(path: pathlib.Path) -> None:
     """Remove a file a repair backed up (gone already: a re-run), its directory forced."""
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise StoreAccessError(f"cannot delete ({exc.strerror})", path) from None
-    sync_dir(path.parent)
+    remove_forced(path)
 
 
 def write_bytes(path: pathlib.Path, start: int, data: bytes) -> None:

@@ -20,7 +20,7 @@ import pathlib
 import signal
 
 from rmqtool.errors import StoreAccessError
-from rmqtool.recovery.manifest import sync_dir
+from rmqtool.recovery.manifest import remove_forced, sync_dir
 from rmqtool.store.paths import StorePaths
 from rmqtool.store.unfinished import Unfinished, read_unfinished
 
@@ -79,25 +79,13 @@ def end_copy(root: str | os.PathLike) -> None:
     """A recover --to copy repaired: its marks go (the repair's own marker is gone already
     when it changed anything; when it changed nothing, the copy's is removed here)."""
     for path in (StorePaths(root).unfinished, StorePaths(root).copy_of):
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            raise StoreAccessError(f"cannot remove rmqtool's mark ({exc.strerror})", path) from None
-        sync_dir(path.parent)
+        remove_forced(path, "remove rmqtool's mark")
 
 
 def end(backup_dir: str | os.PathLike, root: str | os.PathLike) -> None:
     """The last change is on disk: clear the marker, then the record."""
     for path in (StorePaths(root).unfinished, pathlib.Path(backup_dir) / INTENT_NAME):
-        try:
-            os.unlink(path)
-            sync_dir(path.parent)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise StoreAccessError(f"cannot remove the intent record ({exc.strerror})", path) from None
+        remove_forced(path, "remove the intent record")
 
 
 def pending(backup_dir: str | os.PathLike) -> dict | None:

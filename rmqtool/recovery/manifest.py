@@ -392,6 +392,18 @@ def read_manifest(backup_dir: pathlib.Path) -> Manifest:
         raise FormatError(f"a manifest field is missing or wrong ({exc})", path) from None
 
 
+def remove_forced(path: pathlib.Path, what: str = "delete") -> None:
+    """Remove a file (gone already: a re-run's), its directory's entry forced to disk; what the
+    OS refuses is one line naming it."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreAccessError(f"cannot {what} ({exc.strerror})", path) from None
+    sync_dir(path.parent)
+
+
 def sync_dir(directory: pathlib.Path) -> None:
     """Force a directory's entries (a file made, renamed or deleted) to disk."""
     fd = os.open(directory, os.O_RDONLY)

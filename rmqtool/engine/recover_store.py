@@ -242,7 +242,7 @@ def _own_copy(root: pathlib.Path, to: pathlib.Path) -> bool:
     marker = read_unfinished(to)
     if source is None or pathlib.Path(source) != root.resolve() or marker is None:
         return False  # a repaired copy (its marker gone) is the operator's store now
-    if marker is not None and marker.backup_dir and pathlib.Path(marker.backup_dir).is_dir():
+    if marker.backup_dir and pathlib.Path(marker.backup_dir).is_dir():
         shutil.rmtree(marker.backup_dir)
     shutil.rmtree(to)
     return True

@@ -17,6 +17,7 @@ import errno
 import json
 import os
 import pathlib
+import shlex
 import signal
 
 from rmqtool.errors import StoreAccessError
@@ -64,7 +65,7 @@ def mark_copy(copy: pathlib.Path, to: pathlib.Path, source: pathlib.Path, finish
     stays until the repair is done (:func:`end_copy`)."""
     _write(StorePaths(copy).copy_of, {"source": str(source.resolve())})
     _write(StorePaths(copy).unfinished, {"operation": "recover", "store": str(to), "backup_dir": "", "finish": finish,
-                                          "undo": f"rm -r {to} (a copy of {source}, which is as it was)"})
+                                          "undo": shlex.join(["rm", "-r", str(to)])})  # the store copied is as it was
 
 
 def copy_source(root: str | os.PathLike) -> str | None:

@@ -3,6 +3,8 @@ record as the engine read it back, and on the crash variants the damage where th
 recovery found it (truth.json)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import FIXTURES, load_truth
@@ -246,3 +248,30 @@ def test_info_gives_the_consumer_progress_the_restarted_engine_had(variant):
     from rmqtool.inspect.qmq.inventory import store_info
     doc = store_info(CRASH / variant / "input")
     assert doc["consumer_progress"] == load_truth(CRASH / variant / "truth.json")["consumerProgressAfterRestart"]
+
+
+def test_a_stray_byte_far_into_a_sparse_segment_costs_no_hole_read(tmp_path):
+    """One 0xEE byte 600 MB into a 1 GiB segment of holes: the scan's search for the next record
+    skips the holes (their data extents only), where it read them through the map and took
+    about 600 MB of resident set; what it reports is unchanged (a damaged region to the byte)."""
+    import subprocess
+    import sys
+    from conftest import REPO
+    store = expand_store(FIXTURES / "qmq" / "crash" / "a-as-is" / "input", tmp_path / "store")
+    segment = store / "messagelog" / f"{0:020d}"
+    far = 600_000_000
+    assert segment.stat().st_size > far and segment.stat().st_blocks * 512 < far // 100  # sparse
+    with open(segment, "r+b") as f:
+        f.seek(far)
+        f.write(b"\xee")
+    # a launcher whose one child is the command: its peak RSS is the command's own
+    code = ("import json, resource, subprocess, sys\n"
+            f"r = subprocess.run([sys.executable, '-m', 'rmqtool', 'verify', {str(store)!r}, '-f', 'jsonl'], "
+            "capture_output=True, text=True)\n"
+            "print(json.dumps({'kib': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, "
+            "'ids': sorted({json.loads(x)['finding'] for x in r.stdout.splitlines()})}))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert "messageRecordInvalid" in out["ids"]
+    assert out["kib"] < 300 * 1024, out  # the interpreter and the store's data, not the hole

@@ -17,7 +17,7 @@ import stat
 import zlib
 
 from rmqtool.formats.qmq.java import NumberFormatError, java_parse
-from rmqtool.store.extents import last_nonzero
+from rmqtool.store.extents import data_extents, last_nonzero
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -198,7 +198,18 @@ class ZeroExtended:
             self._released = end
 
     def find(self, needle: bytes, start: int, end: int | None = None) -> int:
-        return self._map.find(needle, start, self.written if end is None else end) if self.file_size else -1
+        """Where ``needle`` first begins in ``[start, end)`` of the written bytes, -1 if nowhere.
+        Only the file's data extents are searched (a needle may run on into the zeros after one):
+        a hole of hundreds of MB before a stray byte is skipped unread, where a search through the
+        map filled a page-cache page for every page of it (600 MB of resident set)."""
+        if not self.file_size:
+            return -1
+        end = self.written if end is None else end
+        for lo, hi in data_extents(self._file.fileno(), start, end, self.segment.path):
+            at = self._map.find(needle, lo, min(hi + len(needle) - 1, end))
+            if at != -1:
+                return at
+        return -1
 
     def close(self) -> None:
         if self.file_size:

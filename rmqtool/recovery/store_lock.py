@@ -19,13 +19,12 @@ import errno
 import fcntl
 import os
 import pathlib
-import stat
 
 from rmqtool.errors import FormatError, StoreAccessError, StoreLocked
 from rmqtool.formats.markers import LOCK_CONTENT, LOCK_REGION_LENGTH, LOCK_REGION_START
 from rmqtool.store.paths import LOCK_FILE
 from rmqtool.store import lock as registry
-from rmqtool.store.small_file import not_regular
+from rmqtool.store.small_file import not_a_file
 
 
 @contextlib.contextmanager
@@ -77,9 +76,10 @@ class StoreLock:
             except OSError as exc:
                 raise StoreAccessError(f"cannot open the lock file ({exc.strerror})", self.path) from None
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):  # nothing holds a lock there, and nothing can be written
+            kind = not_a_file(st.st_mode)
+            if kind is not None:  # nothing holds a lock there, and nothing can be written
                 os.close(fd)
-                raise FormatError(f"{not_regular(st.st_mode) or 'a directory'} where the lock file should be", self.path)
+                raise FormatError(f"{kind} where the lock file should be", self.path)
             key = (st.st_dev, st.st_ino)
             if registry.held_fd(key) is not None:
                 # the path was swapped for a link to a file held here since the stat: leave this

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import fcntl
 import os
-import stat
 import struct
 import threading
 
-from rmqtool.errors import StoreAccessError
+from rmqtool.errors import FormatError, StoreAccessError
 from rmqtool.formats.markers import LOCK_REGION_LENGTH, LOCK_REGION_START
+from rmqtool.store.small_file import open_regular
 
 # (st_dev, st_ino) -> the descriptor holding this process's lock on that file
 _held: dict[tuple[int, int], int] = {}
@@ -85,14 +85,12 @@ def is_locked(path: str | os.PathLike) -> int | None:
         if key in _held:
             return os.getpid()
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO in its place: not waited on
-        except FileNotFoundError:
+            fd = open_regular(path, "lock file")  # a FIFO in its place: not waited on
+        except (FileNotFoundError, FormatError):  # none, or no file: nobody holds a lock on it
             return None
         except OSError as exc:
             raise StoreAccessError(f"cannot open the lock file ({exc.strerror})", path) from None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None  # nobody holds a lock on it: a writer's lockf on it is refused, and says so
             return holder_pid(fd)
         finally:
             os.close(fd)  # safe: this process holds no lock on the file
@@ -117,14 +115,12 @@ def read_lock_file(path: str | os.PathLike, limit: int = 4096) -> bytes | None:
             fd = _held.get(key)
             if fd is not None:
                 return os.pread(fd, limit, 0)
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            fd = open_regular(path, "lock file")
             try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    return None
                 return os.pread(fd, limit, 0)
             finally:
                 os.close(fd)
-        except FileNotFoundError:
+        except (FileNotFoundError, FormatError):
             return None
         except OSError as exc:
             raise StoreAccessError(f"cannot read the lock file ({exc.strerror})", path) from None

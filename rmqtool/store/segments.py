@@ -11,14 +11,13 @@ import contextlib
 import dataclasses
 import os
 import pathlib
-import stat
 import threading
 
 from rmqtool.errors import NotAStore, StoreAccessError, StoreNotFound
 from rmqtool.findings import (SEGMENT_EMPTY, SEGMENT_GAP, SEGMENT_NAME_INVALID, SEGMENT_OVERLAP,
                               SEGMENT_SIZE_ODD, SEGMENT_UNREADABLE, Finding)
 from rmqtool.store.paths import LONG_MAX, is_segment_name
-from rmqtool.store.small_file import not_regular
+from rmqtool.store.small_file import not_a_file
 
 
 @dataclasses.dataclass(slots=True, frozen=True)
@@ -168,7 +167,7 @@ def _what_is(entry: os.DirEntry) -> str:
         mode = os.stat(entry.path).st_mode
     except OSError:
         return "a symbolic link to nothing" if entry.is_symlink() else "an entry that cannot be read"
-    return "a directory" if stat.S_ISDIR(mode) else not_regular(mode) or "no regular file"
+    return not_a_file(mode) or "no regular file"
 
 
 def _list_segments(directory: pathlib.Path) -> tuple[list[Segment], list[Finding]]:

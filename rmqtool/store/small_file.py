@@ -25,6 +25,11 @@ def not_regular(mode: int) -> str | None:
     return next((name for test, name in _KINDS if test(mode)), None)
 
 
+def not_a_file(mode: int) -> str | None:
+    """What a file of ``mode`` is when it is no regular file (a directory too), else None."""
+    return "a directory" if stat.S_ISDIR(mode) else not_regular(mode)
+
+
 def open_regular(path: str | os.PathLike, what: str = "file") -> int:
     """A descriptor of ``path`` open for reading, refused (FormatError) unless a regular file:
     opened without blocking, so a FIFO in a file's place is said, not waited on for ever (an
@@ -35,7 +40,7 @@ def open_regular(path: str | os.PathLike, what: str = "file") -> int:
     except OSError:
         os.close(fd)
         raise
-    kind = "a directory" if stat.S_ISDIR(mode) else not_regular(mode)
+    kind = not_a_file(mode)
     if kind is not None:
         os.close(fd)
         raise FormatError(f"{kind} where a {what} should be (rmqtool reads regular files only)", path)

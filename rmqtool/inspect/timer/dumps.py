@@ -26,8 +26,6 @@ from rmqtool.store.timer.timerlog import END_BAD_UNIT, END_PARTIAL_UNIT, TimerLo
 from rmqtool.store.timer.timermetrics import read_timermetrics
 from rmqtool.store.timer.wheel import read_wheel
 
-# the ends of a file's units that are damage (a zero unit or the file's end is where writing stopped)
-
 
 @dataclasses.dataclass
 class TimerDump:

@@ -451,8 +451,13 @@ class ReputMessageService:
         self.on_error = None  # called (in the service's thread) after a failure
         # clean records read as columns (store/record_columns.py), when the dispatcher takes them
         self.columns = COLUMN_REPUT and hasattr(dispatcher, "dispatch_columns")
-        self.multi = getattr(dispatcher, "multi_dispatch", None) is not None
         self._topic_hashes: dict = {}
+
+    @property
+    def _multi_dispatching(self) -> bool:
+        """Whether the dispatcher multi-dispatches now (asked a window at a time: the engine turns
+        it on for a recovery's dispatch only)."""
+        return getattr(self.dispatcher, "multi_dispatch", None) is not None
 
     def behind(self) -> int:
         """dispatchBehindBytes."""
@@ -477,7 +482,7 @@ class ReputMessageService:
                 rolled = False
                 columns = False
                 # records naming queues to multi-dispatch to go as requests (columns do not carry them)
-                columns_here = self.columns and not (self.multi and _MULTI in data)
+                columns_here = self.columns and not (self._multi_dispatching and _MULTI in data)
                 while pos < len(data):
                     if columns_here:
                         from rmqtool.store.record_columns import column_run  # numpy: loaded when dispatching

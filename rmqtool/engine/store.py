@@ -564,7 +564,6 @@ class Store:
             self.reput.do_reput()
         finally:
             self.dispatcher.multi_dispatch = None
-            self.reput.multi = False
         if self._on_written is not None:
             self._on_written(self._dispatched_bytes() - before)
         if self.recovery is not None:

@@ -191,6 +191,20 @@ def tree_fingerprint(root: pathlib.Path) -> dict:
     return {str(p.relative_to(root)): file_fingerprint(p) if p.is_file() else "dir" for p in sorted(root.rglob("*"))}
 
 
+def file_mtimes(root: pathlib.Path) -> dict:
+    """Every file under ``root`` by name: its mtime in nanoseconds."""
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def aged_files(root: pathlib.Path) -> dict:
+    """Every file under ``root`` given an mtime of its own in 2023, as a stopped broker's are old
+    (a change made now shows, however fast); :func:`file_mtimes` after."""
+    import os
+    for i, p in enumerate(sorted(p for p in root.rglob("*") if p.is_file())):
+        os.utime(p, ns=(1_700_000_000_000_000_000 + i * 10**9,) * 2)
+    return file_mtimes(root)
+
+
 def kernel_and_pure(fn) -> tuple:
     """(fn() with native.kernel as it is, fn() with native.kernel None: the pure path). No
     monkeypatch fixture: hypothesis tests call it too."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import FIXTURES, load_truth
-from helpers import expand_store, tree_fingerprint as tree
+from helpers import aged_files, expand_store, file_mtimes, tree_fingerprint as tree
 from rmqtool.engine.qmq import consumer_log_writer
 from rmqtool.engine.qmq.apply import apply_qmq_plan
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
@@ -27,7 +27,7 @@ def repaired(request, tmp_path_factory):
     variant = request.param
     work = tmp_path_factory.mktemp(variant)
     store = expand_store(CRASH / variant / "input", work / "store")
-    before = tree(store)
+    before = tree(store), aged_files(store)
     plan = plan_recovery(store)
     applied = apply_qmq_plan(plan, work / "backup") if plan.changes_anything else None
     return variant, store, before, plan, applied
@@ -62,10 +62,10 @@ def test_a_second_plan_finds_nothing(repaired):
 def test_undo_gives_back_the_tree_byte_for_byte(repaired):
     _, store, before, _, applied = repaired
     if applied is None:
-        assert tree(store) == before
+        assert (tree(store), file_mtimes(store)) == before
         return
     undo(applied.backup_dir)
-    assert tree(store) == before
+    assert (tree(store), file_mtimes(store)) == before  # the mtimes too: logs are aged out by them
 
 
 @pytest.mark.parametrize("parts", ["whole", "tiny"])

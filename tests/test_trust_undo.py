@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import REPO, V4, V5, load_truth
-from helpers import writable_copy
+from helpers import aged_files, file_mtimes, writable_copy
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode, StoreChangedSince
 from rmqtool.recovery.manifest import read_manifest
@@ -103,13 +103,35 @@ def test_undo_of_a_crash_without_abort_gives_back_the_whole_tree(variant, tmp_pa
     backup = tmp_path / "backup"
     # the broker's index geometry: d-remove-index-dir has no index file left to show it
     config = load_truth(CRASH / variant / "truth.json")["messageStoreConfig"]["effectiveGetterValues"]
+    aged = aged_files(root)
     r = _run("recover", root, "--apply", "--from-checkpoint", "--backup-dir", backup,
              "--index-slots", config["maxHashSlotNum"], "--index-entries", config["maxIndexNum"])
     assert r.exit_code == 0, r.output
+    changed = {e.file for e in read_manifest(backup).entries}
+    assert changed and any(file_mtimes(root).get(n) != aged[n] for n in changed)  # the repair wrote them
     u = _run("undo", backup)
     assert u.exit_code == 0, u.output
     assert not (root / "abort").exists()
     assert tree(root) == before
+    # the broker ages commit log files out by their mtime; the lock's is the writer's, which
+    # marks it as a broker's start does
+    assert file_mtimes(root) == {n: t if n != "lock" else file_mtimes(root)[n] for n, t in aged.items()}
+
+
+
+def test_a_repair_warms_no_page_ahead_an_append_does(tmp_path, monkeypatch):
+    """The warmer populates the zeros after the last file's write position (dirtying pages of a
+    file the repair did not back up, and bumping its mtime, which undo could not give back): a
+    repair's open appends nothing and starts none; an open for appending does."""
+    from rmqtool.engine import store as engine_store
+    started = []
+    monkeypatch.setattr(engine_store.WarmAheadService, "start", lambda self: started.append(self))
+    root = writable_copy(E1, tmp_path / "store")
+    r = _run("recover", root, "--apply", "--backup-dir", tmp_path / "b")
+    assert r.exit_code == 0 and (tmp_path / "b").is_dir(), r.output
+    assert started == []
+    engine_store.Store.open(root, writable=True).close()
+    assert len(started) == 1
 
 
 # --- item 15: an empty plan changes nothing; undo keeps directories that were there -----------
@@ -159,6 +181,7 @@ def test_redispatch_index_settles_in_one_run(tmp_path):
     first = sorted((root / "index").iterdir())[0]
     with open(first, "r+b") as f:
         f.write(bytes(first.stat().st_size))
+    aged = aged_files(root)
     r = _run("redispatch", root, "--index", "--apply", "--backup-dir", tmp_path / "b1", "-f", "json")
     assert r.exit_code == 0, r.output
     settled = tree(root)
@@ -167,6 +190,9 @@ def test_redispatch_index_settles_in_one_run(tmp_path):
     assert {c["kind"] for c in json.loads(again.stdout)["changes"]} == {"same"}
     assert _run("redispatch", root, "--index", "--apply", "--backup-dir", tmp_path / "b2").exit_code == 0
     assert tree(root) == settled
+    assert not (tmp_path / "b2").exists()  # nothing to change: no backup
+    assert _run("undo", tmp_path / "b1").exit_code == 0  # undone, the index files get their mtimes back
+    assert file_mtimes(root) == aged
 
 
 # --- item 14: kill -9 at a few points of a repair or an undo ------------------------------------

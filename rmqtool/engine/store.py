@@ -594,7 +594,8 @@ class Store:
         for service in (self.flusher, self.cq_flusher, self.reput):
             service.on_error = self._refresh_usable
         self.warmer = WarmAheadService(self.commit_log, dirty_ahead=c.flush_disk_type != "sync")
-        self.warmer.start()
+        if self.recovery is None:  # a repair's open is closed before any append: it warms no page
+            self.warmer.start()  # (populating the last file's zeros would change a file it did not back up)
         self.flusher.start()
         self.cq_flusher.start()
         if c.dispatch == "background":

@@ -138,10 +138,11 @@ def _back_up_and_carry_out(plan, root, backup, finish, before_change, command, m
             path = pathlib.Path(rewrite.path)
             copy = f"{COPIES_DIR}/r{i:04d}.bin"
             end = rewrite.start + len(rewrite.data)
+            st = os.stat(path)
             digest = copy_range(path, rewrite.start, end, backup / copy)
             written(end - rewrite.start)
             entries.append(Entry(REWRITE, entry_name(path, root), rewrite.start, end,
-                                 digest, copy, os.stat(path).st_mode & 0o7777))
+                                 digest, copy, st.st_mode & 0o7777, st.st_mtime_ns))
         sync_dir(backup / COPIES_DIR)
         _begin(root, backup, plan, entries, listing, directories, command, None, outside)
         begun = True
@@ -191,7 +192,7 @@ def _backed_up(actions: list, root: pathlib.Path, backup: pathlib.Path, written)
         digest = copy_range(path, action.start, end, backup / copy, fd=held_descriptor(path))
         written(end - action.start)
         entries.append(Entry(action.kind, entry_name(path, root), action.start, end, digest, copy,
-                             st.st_mode & 0o7777))
+                             st.st_mode & 0o7777, st.st_mtime_ns))
     sync_dir(backup / COPIES_DIR)
     return entries
 
@@ -407,7 +408,7 @@ def _swap_in(root: pathlib.Path, changes, backup: pathlib.Path, plan_doc: dict, 
         copy = f"{COPIES_DIR}/{i:04d}.bin"
         digest = copy_range(path, 0, st.st_size, backup / copy)
         entries.append(Entry(DELETE if kind == DELETE else RESTORE, entry_name(path, root),
-                             0, st.st_size, digest, copy, st.st_mode & 0o7777))
+                             0, st.st_size, digest, copy, st.st_mode & 0o7777, st.st_mtime_ns))
     # every staged file forced, in the backup, before the intent: a re-run or undo never needs them
     incoming = backup / STAGING_DIR / "incoming"
     incoming.mkdir(parents=True, exist_ok=True)

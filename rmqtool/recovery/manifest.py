@@ -9,7 +9,8 @@ apply cut short can always be undone::
      "entries": [{"action": "zero" | "delete" | "rewrite" | "restore" | "tail", "file": "commitlog/00000000000000262144"
                   (relative to the store), "start": 33066, "end": 33391 (the byte range the
                   action changes; a deleted file: 0 .. its size), "sha256": "blocks-sha256:<hex>"
-                  (the original bytes' block digest, below), "copy": "copies/0000.bin", "mode": 420}],
+                  (the original bytes' block digest, below), "copy": "copies/0000.bin", "mode": 420,
+                  "mtime_ns": 1764297600000000000 (the file's mtime before the repair)}],
      "listing": ["checkpoint", "commitlog/...", "consumequeue/T/0/...", "index/...", ...],
      "directories": ["commitlog", "consumequeue", "consumequeue/T", ...],
      "commit_log_directories": ["/disk-a/commitlog", ...] (only when the commit log is kept
@@ -56,8 +57,10 @@ from rmqtool.store.tree import files_and_directories
 MANIFEST_NAME = "manifest.json"
 COPIES_DIR = "copies"
 FORMAT_NAME = "rmqtool-recovery-backup"
-FORMAT_VERSION = 2  # 2: "tail" entries (a rmqtool that reads only 1 would restore one as a whole file)
-READ_VERSIONS = (1, 2)
+# 2: "tail" entries (a rmqtool that reads only 1 would restore one as a whole file); 3: entries'
+# "mtime_ns" (one that reads only 2 would refuse the field in one line, not by its version)
+FORMAT_VERSION = 3
+READ_VERSIONS = (1, 2, 3)
 COPY_CHUNK = 1 << 22
 REWRITE = "rewrite"  # a range written over (a record --keep-past-damage replaced): put back as a zeroed one
 RESTORE = "restore"  # a whole file re-dispatching changes after the plan: put back whole
@@ -74,6 +77,10 @@ class Entry:
     sha256: str
     copy: str  # relative to the backup directory
     mode: int  # the file's permission bits
+    # the file's mtime before the repair (None: an older backup). Undo puts it back: the broker
+    # deletes a commit log file by its mtime (deleteExpiredFileByTime), so a file given back
+    # with a new one would be kept past its time
+    mtime_ns: int | None = None
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

@@ -7,7 +7,7 @@ written since would be destroyed (e2undo refuses the same way); ``force`` overri
 is checked against the digest the manifest recorded before anything is written. Then, under an
 intent record (``intent.py``: a kill is finished by running undo again): files made since the
 repair go, ranges that were zeroed get their bytes back, files deleted or rewritten come back
-whole with their permission bits, directories made since go and those removed come back.
+whole with their permission bits (and every file its mtime), directories made since go and those removed come back.
 A commit log file on another disk (several commit log paths) comes back at the path on its
 disk the manifest names; a disk that is no longer there is refused before anything is written.
 """
@@ -79,6 +79,7 @@ def _undo(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> Re
         else:
             files += 1
         total += entry.end - entry.start
+    _put_back_mtimes(manifest, root)
     if manifest.directories is not None:  # directories made since go (deepest first); those before stay
         _remove_directories_made_since(manifest, root)
     lock = StorePaths(root).lock
@@ -168,6 +169,24 @@ def _restore(backup: pathlib.Path, root: pathlib.Path, entry) -> None:
         os.close(fd)
     if entry.action not in _RANGES:
         sync_dir(path.parent)
+
+
+def _put_back_mtimes(manifest, root: pathlib.Path) -> None:
+    """Each file the repair wrote or removed, given back its mtime from before the repair (the
+    broker ages commit log files out by it). A file's first entry holds it: entries are taken
+    before the change they back up, the first before any change to that file."""
+    seen = set()
+    for entry in manifest.entries:
+        if entry.mtime_ns is None or entry.file in seen:
+            continue
+        seen.add(entry.file)
+        path = root / entry.file
+        try:
+            os.utime(path, ns=(os.stat(path).st_atime_ns, entry.mtime_ns))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StoreAccessError(f"cannot set its modification time back ({exc.strerror})", path) from None
 
 
 def _remove_directories_made_since(manifest, root: pathlib.Path) -> None:

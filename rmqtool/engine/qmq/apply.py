@@ -110,15 +110,15 @@ def _back_up_and_carry_out(plan: QmqPlan, root: pathlib.Path, backup: pathlib.Pa
     entries = []
     for i, (kind, path, start, end) in enumerate(changes):
         try:
-            size = os.stat(path).st_size
+            st = os.stat(path)
         except OSError as exc:
             raise StoreAccessError(f"cannot back up ({exc.strerror})", path) from None
         if kind != ZERO:
-            start, end = 0, size  # a moved or rewritten file is kept whole
+            start, end = 0, st.st_size  # a moved or rewritten file is kept whole
         copy = f"{COPIES_DIR}/{i:04d}.bin"
         digest = copy_range(path, start, end, backup / copy)
         entries.append(Entry(kind, entry_name(path, root), start, end, digest, copy,
-                             os.stat(path).st_mode & 0o7777))
+                             st.st_mode & 0o7777, st.st_mtime_ns))
     ready = []
     for i, (path, build, size) in enumerate(builds):
         staged = staging / f"{i:06d}"

@@ -82,7 +82,9 @@ def test_dump_then_append_copies_every_record_exactly(tmp_path, name):
     became the run's one, 5.x properties lost their trailing separator (and __CRC32# matched no more)."""
     scenario = CLEAN_SCENARIOS[name]
     truth = load_truth(scenario / "truth.json")
-    dumped, out, dst = _copy(scenario / "store", tmp_path, truth)
+    # a 5.x store's copy is a 5.x store (its long topics' V2 records, refused in a 4.9 one)
+    dumped, out, dst = _copy(scenario / "store", tmp_path, truth,
+                             *(("--semantics", "5.3") if name.startswith("5.3.3/") else ()))
     assert dumped.exit_code == 0 and out.exit_code == 0, out.output
     src, copy = _records(scenario / "store"), _records(dst)
     assert len(src) == len(copy) == len(truth["truth"]["messages"])

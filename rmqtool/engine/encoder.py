@@ -80,6 +80,11 @@ class Encoder:
         # filled by the writer once the record is placed: write_record's prop_crc). None:
         # as each message says (MessageInner.prop_crc: a moved record that carried one)
         self.append_prop_crc: bool | None = False
+        # a topic longer than V1's length field holds goes into a V2 record, which only a 5.x
+        # store writes (CommitLog.asyncPutMessage); 4.9.8's checkMessage refuses it
+        # (MESSAGE_ILLEGAL), and a V2 record ends the log at its next start. None: allowed;
+        # else why not (the store said 4.9, or nothing)
+        self.v2_refused: str | None = None
 
     @property
     def store_host(self) -> Host:
@@ -103,6 +108,11 @@ class Encoder:
             if not names_a_directory(topic):  # it names consumequeue/TOPIC/
                 raise UsageError(f"topic {topic!r} cannot name a consume queue directory")
             v2 = utf16_length(topic) > MAX_TOPIC_LENGTH_V1 or len(raw) > MAX_TOPIC_LENGTH_V1
+            if v2 and self.v2_refused is not None:
+                raise UsageError(f"topic is {utf16_length(topic)} characters ({len(raw)} bytes) long, more than "
+                                 f"{MAX_TOPIC_LENGTH_V1}: a 4.9 broker refuses it (MESSAGE_ILLEGAL) and a V2 record "
+                                 f"ends its log at the next start; only a 5.x store writes one, and "
+                                 f"{self.v2_refused} (--semantics 5.3 says it is one)")
             magic = MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE_V1
             part = (magic, MessageTopic[magic].build(dict(topic=raw)))
             if len(self._topics) < 65536:

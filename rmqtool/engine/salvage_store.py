@@ -35,8 +35,12 @@ def refuse_inner_batches(source: StoreView) -> None:
 def source_sizes(source: StoreView, index_slots: int | None, index_entries: int | None) -> dict:
     """The source store's file sizes, for the new one (index files of two sizes: the newest);
     a source whose broker runs with enableConsumeQueueExt gives the new store ext units too
-    (its ext file size), as that broker's dispatch would write them."""
+    (its ext file size), as that broker's dispatch would write them; a source a 5.x broker
+    wrote makes the new one a 5.x store (its long topics' V2 records are written again)."""
     from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes
+    from rmqtool.recovery.commitlog_walk import V5
+    from rmqtool.recovery.outcome import Settings
+    from rmqtool.recovery.semantics import detect_semantics
     from rmqtool.store.cqext import ext_writing
 
     paths = source.paths
@@ -45,7 +49,9 @@ def source_sizes(source: StoreView, index_slots: int | None, index_entries: int 
     ext = ext_writing(source.root)
     return dict(commitlog_size=source.mapped_file_size,
                 cq_size=max(cq_sizes) if cq_sizes else None, index_slots=slots, index_entries=entries) | (
-        dict(enable_consume_queue_ext=True, mapped_file_size_consume_queue_ext=ext.file_size) if ext.enabled else {})
+        dict(enable_consume_queue_ext=True, mapped_file_size_consume_queue_ext=ext.file_size) if ext.enabled else {}) | (
+        dict(recovery=Settings(semantics=V5))
+        if detect_semantics(paths, source.commit_log_listing().segments).semantics == V5 else {})
 
 
 def write_store(messages, target: pathlib.Path, sizes: dict, row_of) -> None:

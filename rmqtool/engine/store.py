@@ -62,6 +62,7 @@ from rmqtool.dispatch.rules import TAGS_CODES
 from rmqtool.formats.commitlog import MAX_PROPERTIES_LENGTH
 from rmqtool.recovery.store_lock import StoreLock
 from rmqtool.recovery.apply import Applied, apply_plan, finish_apply
+from rmqtool.recovery.commitlog_walk import V5
 from rmqtool.recovery.intent import step
 from rmqtool.recovery.outcome import Settings as RecoverySettings
 from rmqtool.recovery.plan import RecoveryPlan, plan_recovery
@@ -505,6 +506,10 @@ class Store:
         host = store_host if store_host is not None else (end.store_host or DEFAULT_STORE_HOST)
         self.store_host = as_host(host)
         self.encoder = Encoder(self.store_host, self.delay_levels, c.max_message_size)
+        o = plan.outcome
+        if o is None or o.semantics != V5:
+            self.encoder.v2_refused = ("this store is a 4.9 one" if o is not None and o.semantics_known else
+                                       "this store shows no 5.x mark")
         self.prop_crc, self.prop_crc_reason = _prop_crc(c.enabled_append_prop_crc, end.last_message)
         # not asked and the store shows none: a message that carried an entry (a moved
         # record: salvage --to-store, append --from-jsonl) gets one over its new place

@@ -57,3 +57,33 @@ def test_json_output_is_one_document(tmp_path):
     assert [m["queue_offset"] for m in json.loads(many.stdout)] == [1, 2]
     none = CliRunner().invoke(app, ["append", str(store), "--from-jsonl", "-", "-f", "json"], input="")
     assert none.exit_code == 0 and json.loads(none.stdout) == []
+
+
+def test_a_store_made_with_nothing_appended_is_a_store(tmp_path):
+    """``dump -t X | append --create`` where X matched nothing: the store made is one every
+    command opens (it had a checkpoint and a lock and no commitlog/: "not a store")."""
+    store, empty = tmp_path / "s", tmp_path / "empty.jsonl"
+    empty.write_text("")
+    r = invoke("append", store, "--create", "--from-jsonl", empty, "--commitlog-size", 65536)
+    assert r.exit_code == 0, r.stderr
+    assert invoke("info", store).exit_code == 0
+    assert invoke("append", store, "--topic", "T", "--body", "x").exit_code == 0
+
+
+def test_a_topic_a_4_9_broker_refuses_is_refused_unless_the_store_is_a_5x_one(tmp_path):
+    """More than 127 characters: 4.9.8's checkMessage refuses it (MESSAGE_ILLEGAL), and the V2
+    record a 5.x store writes for it would end a 4.9 log at its next start."""
+    from rmqtool.formats.commitlog import MAX_TOPIC_LENGTH_V1, MESSAGE_MAGIC_CODE_V2
+    from rmqtool.store.commitlog_end import CommitLog
+    from rmqtool.store.message import Message
+
+    long_topic = "T" * (MAX_TOPIC_LENGTH_V1 + 1)
+    store = tmp_path / "s"
+    assert invoke("append", store, "--create", "--topic", "T", "--body", "x", "--commitlog-size", 65536).exit_code == 0
+    before = {p: p.read_bytes() for p in store.rglob("*") if p.is_file() and p.name != "lock"}
+    r = invoke("append", store, "--topic", long_topic, "--body", "y")
+    assert r.exit_code == int(ExitCode.USAGE) and "MESSAGE_ILLEGAL" in r.stderr and "--semantics 5.3" in r.stderr
+    assert {p: p.read_bytes() for p in store.rglob("*") if p.is_file() and p.name != "lock"} == before
+    assert invoke("append", store, "--topic", long_topic, "--body", "y", "--semantics", "5.3").exit_code == 0
+    last = [m for m in CommitLog(store / "commitlog").scan() if type(m) is Message][-1]
+    assert (last.topic, last.magic_code) == (long_topic, MESSAGE_MAGIC_CODE_V2)

@@ -395,8 +395,11 @@ class Store:
                 (root / n).exists() for n in (paths.COMMITLOG_DIR, paths.CONSUMEQUEUE_DIR, paths.INDEX_DIR,
                                               paths.CHECKPOINT_FILE, paths.LOCK_FILE)):
             raise NotAStore("not a RocketMQ store, and not empty: refusing to write here", root)
+        new = not root.exists() or not any(root.iterdir())
         try:
             root.mkdir(parents=True, exist_ok=True)
+            if new and self.commit_log_paths is None:  # a store, though nothing be appended (every
+                self.paths.commitlog.mkdir(exist_ok=True)  # reader knows a store by its commitlog/)
         except OSError as exc:
             raise StoreAccessError(f"cannot create the store directory ({exc.strerror})", root) from None
         unfinished = read_unfinished(root)

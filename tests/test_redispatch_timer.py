@@ -215,6 +215,29 @@ def test_units_roll_as_do_enqueue_with_the_brokers_window(plans, tmp_path):
     assert _run("redispatch", store, "--timer", "--broker-config", conf).exit_code == ExitCode.USAGE
 
 
+def test_a_wheel_of_another_precision_is_read_with_the_broker_config_given(tmp_path):
+    """The wheel holds fire times divided by timerPrecisionMs, which no file shows: rebuilt for a
+    broker of 500 ms, info, verify and recover given its config read it as that broker does
+    (they read it at 1000: no message pending, and every slot "revised" by a clean start)."""
+    config = load_truth(V5 / "timer" / "truth.json")["messageStoreConfig"]["effectiveGetterValues"]
+    precision = config["timerPrecisionMs"] // 2
+    store = expand_store(V5 / "timer" / "store", tmp_path / "store")
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"timerPrecisionMs={precision}\ntimerRollWindowSlot={config['timerRollWindowSlot']}\n"
+                    f"mappedFileSizeTimerLog={config['mappedFileSizeTimerLog']}\n")
+    r = _run("redispatch", store, "--timer", "--apply", "--broker-config", conf, "--backup-dir", tmp_path / "b",
+             "-f", "json")
+    assert r.exit_code == 0, r.output
+    pending = len(_expected(None)["pending"])
+    info = json.loads(_run("info", store, "--broker-config", conf, "-f", "json").stdout)["timer"]
+    assert info["pending_messages"] == pending and info["next_fire_timestamp"] % precision == 0
+    verify = _run("verify", store, "--broker-config", conf, "-f", "jsonl")
+    state = [json.loads(line) for line in verify.stdout.splitlines() if '"timerState"' in line]
+    assert len(state) == 1 and state[0]["message"].startswith(f"{pending} pending timer message(s)")
+    plan = json.loads(_run("recover", store, "--broker-config", conf, "-f", "json").stdout)
+    assert plan["timer"]["slots_revised"] == []
+
+
 def test_every_plan_field_is_documented(plans):
     from test_vocabulary import documented, keys_of
 

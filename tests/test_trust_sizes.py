@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pathlib
 import shutil
 
@@ -391,6 +392,27 @@ def test_a_queue_whose_only_file_was_cut_short_is_one_the_load_refuses(built, st
     assert "not simulated" not in end["message"] and "does not load the store" in end["message"]
 
 
+@pytest.mark.parametrize("units", [3, 2, 1])  # 3: cut to no divisor of the size; 2, 1: to divisors of it
+def test_a_first_file_cut_short_with_files_after_it_keeps_the_stores_size(built, store, units):
+    """The file names show the size (each is the queue offset in bytes it starts at): a queue's
+    first file cut to a few whole units, with full files after it, once passed for the
+    setting: every other queue's files were called odd, the plan's reason named a file that
+    is whole, and redispatch --cq --apply rewrote every queue in the cut file's size."""
+    files = sorted((store / "consumequeue" / "T0" / "0").iterdir())
+    size = _queue_files(built)[str(files[0].relative_to(store))]
+    assert len(files) >= 2 and int(files[1].name) - int(files[0].name) == size
+    os.truncate(files[0], units * 20)
+    r = _run("recover", store, "-f", "json")
+    doc = json.loads(r.stdout)
+    assert doc["loadable"] is False and doc["reason"].startswith(
+        f"{files[0]}: {units * 20} bytes, not the mapped file size {size}:"), r.output
+    odd = [json.loads(line)["path"] for line in _run("verify", store, "-f", "jsonl").stdout.splitlines()
+           if '"segmentSizeOdd"' in line]
+    assert odd == [str(files[0])]
+    plan = json.loads(_run("redispatch", store, "--cq", "-f", "json").stdout)
+    assert [c["file"] for c in plan["changes"] if c["kind"] != "same"] == [str(files[0])]
+
+
 def test_queues_whose_only_files_disagree_ask_for_the_size(tmp_path):
     """No queue has a file after its first and two first files of whole units disagree: the
     store does not show the setting. recover says which option gives it, and given, plans
@@ -481,3 +503,24 @@ def test_an_index_file_with_entries_whose_size_fits_no_geometry_is_damage_naming
     doc = json.loads(_run("recover", store, "--index-slots", SLOTS, "--index-entries", ENTRIES, "-f", "json").stdout)
     assert doc["index_files_cut_short"] == [{"file": str(only), "size": full - 7, "mapped_size": full}]
 
+
+
+def test_a_queue_whose_first_file_points_only_at_removed_commit_log_files_starts_at_its_first_message(store):
+    """Commit log files removed before the broker's consume queue cleanup ran (a disk-full
+    emergency): a queue's first file points only below the log's min offset. Its min is the
+    first unit at or past it (where the broker's cleanup corrects it, and where a pull skips
+    to); it was taken as the max, the queue as empty, and offsets reset --to-earliest would
+    have skipped every message left."""
+    segments = sorted((store / "commitlog").iterdir())
+    for seg in segments[:-1]:  # the last file holds what the queues' second files point at
+        seg.unlink()
+    rows = [json.loads(line) for line in _run("dump", "commitlog", store, "-f", "jsonl", "--body", "none").stdout.splitlines()]
+    first = {}
+    for row in rows:
+        first.setdefault((row["topic"], row["queue_id"]), row["queue_offset"])
+    log_min = int(segments[-1].name)
+    behind = [d for _t, _q, d in queue_directories(store / "consumequeue")
+              if int.from_bytes(sorted(d.iterdir())[0].read_bytes()[CQ_FILE - 20:CQ_FILE - 12], "big") < log_min]
+    assert behind  # the case: a first file wholly below the log's min offset
+    info = json.loads(_run("info", store, "-f", "json").stdout)
+    assert {(q["topic"], q["queue_id"]): q["min_queue_offset"] for q in info["consume_queues"]} == first

@@ -28,13 +28,14 @@ ReadOnlyCommitLogPath = Annotated[List[str], typer.Option(
 BrokerConfigPaths = Annotated[Optional[pathlib.Path], typer.Option(
     "--broker-config", metavar="FILE",
     help="The broker's own config file: its storePathCommitLog and readOnlyCommitLogStorePaths say where the "
-         "commit log is.")]
+         "commit log is, its timerPrecisionMs and timerRollWindowSlot how the timer store is read.")]
 
 
 def paths_of_options(commitlog_path, readonly_commitlog_path, broker_config, root):
     """The CommitLogPaths the options give for ``root`` (None: ROOT/commitlog); also for a
-    command of two stores that takes them per side (``diff``'s ``--commitlog-path-a``)."""
-    from rmqtool.store.broker_conf import read_broker_config
+    command of two stores that takes them per side (``diff``'s ``--commitlog-path-a``).
+    ``broker_config``: a path, or the BrokerConfig read from it."""
+    from rmqtool.store.broker_conf import BrokerConfig, read_broker_config
     from rmqtool.store.commitlog_paths import from_broker_config, from_option
 
     given = from_option(commitlog_path, readonly_commitlog_path)
@@ -42,7 +43,7 @@ def paths_of_options(commitlog_path, readonly_commitlog_path, broker_config, roo
         raise UsageError("--readonly-commitlog-path goes with --commitlog-path (the broker reads read-only "
                          "paths only with several commit log paths)")
     if given is None and broker_config is not None:
-        conf = read_broker_config(broker_config)
+        conf = broker_config if isinstance(broker_config, BrokerConfig) else read_broker_config(broker_config)
         given = from_broker_config(conf.settings, conf.path, root)
     return given
 
@@ -66,6 +67,7 @@ def commit_log_paths_option(store: str):
 
         @functools.wraps(fn)
         def command(*args, **kwargs):
+            from rmqtool.store.broker_conf import given_config, read_broker_config
             from rmqtool.store.commitlog_paths import given_paths
             cl, ro = kwargs.pop("commitlog_path", []), kwargs.pop("readonly_commitlog_path", [])
             config = kwargs.pop("broker_config", None) if owns_config else kwargs.get("broker_config")
@@ -76,7 +78,9 @@ def commit_log_paths_option(store: str):
                     if len(roots) != 1:
                         raise UsageError("--commitlog-path and --broker-config name one store's commit log: "
                                          "give one store")
-                    stack.enter_context(given_paths(roots[0], paths_of_options(cl, ro, config, roots[0])))
+                    conf = read_broker_config(config) if config is not None else None
+                    stack.enter_context(given_config(roots[0], conf))  # its settings no file shows (the timer's)
+                    stack.enter_context(given_paths(roots[0], paths_of_options(cl, ro, conf, roots[0])))
                 return fn(*args, **kwargs)
 
         command.__signature__ = inspect.Signature(keyword + added)

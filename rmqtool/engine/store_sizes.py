@@ -193,7 +193,7 @@ def _queue_files_show(root: pathlib.Path, said: Size | None, option: str, unit_s
 def consume_queue_file_sizes(root: pathlib.Path) -> set[int]:
     """The file sizes the first files of the queues under ``root`` show (salvage compares them)."""
     sizes = set()
-    for size, _path, _only in first_queue_files(root):
+    for size, _path, _step in first_queue_files(root):
         sizes.add(size)
         if len(sizes) > 1:
             break

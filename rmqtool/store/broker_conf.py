@@ -10,6 +10,7 @@ import pathlib
 
 from rmqtool.errors import FormatError, NotAStore, StoreAccessError, StoreNotFound
 from rmqtool.formats.broker_conf import java_parse_int, parse_properties
+from rmqtool.store.given import PerStore
 
 MAX_BROKER_CONFIG_SIZE = 16 << 20  # a broker.conf is a page of settings; anything this big is not one
 
@@ -62,3 +63,19 @@ def read_broker_config(path: str | os.PathLike) -> BrokerConfig:
     except FormatError as exc:
         raise FormatError(exc.message, p) from None
     return BrokerConfig(str(p), settings)
+
+
+# The broker config a command was given for its STORE (``--broker-config``): readers of that
+# store that depend on a setting no file of the store shows (the timer wheel's precision) take
+# it from here while the command runs.
+_GIVEN: PerStore[BrokerConfig] = PerStore("rmqtool_broker_config")
+
+
+def given_config(root: str | os.PathLike, conf: BrokerConfig | None):
+    """While the block runs, readers of ``root`` see ``conf``."""
+    return _GIVEN.given(root, conf)
+
+
+def config_given(root: str | os.PathLike) -> BrokerConfig | None:
+    """The broker config given for ``root`` (None: none)."""
+    return _GIVEN.get(root)

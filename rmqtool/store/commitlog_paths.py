@@ -23,8 +23,6 @@ Nothing here writes; the engine appends to such a log by the rule above with no 
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
 import os
 import pathlib
@@ -33,6 +31,7 @@ from rmqtool.errors import NotAStore
 from rmqtool.findings import (COMMIT_LOG_FILE_DUPLICATED, COMMIT_LOG_FILE_MISPLACED, COMMIT_LOG_FILES_NOT_LOADED,
                               COMMIT_LOG_PATH_MISSING, Finding)
 from rmqtool.store.paths import COMMITLOG_DIR, is_segment_name
+from rmqtool.store.given import PerStore
 from rmqtool.store.segments import Segment, SegmentQueue, check_sequence, infer_mapped_file_size, list_segments
 
 MULTI_PATH_SPLITTER = ","  # MixAll.MULTI_PATH_SPLITTER's default (-Drocketmq.broker.multiPathSplitter)
@@ -240,33 +239,18 @@ def _check_root_left_out(root: pathlib.Path, paths: CommitLogPaths, findings: li
 
 # --- the paths a command was given for its store --------------------------------------------------
 # A command's option (``--commitlog-path``, ``--broker-config``) names where its STORE's commit log
-# is; every view of that root opened while the command runs takes it (store/view.py), so each
-# command reads across paths without code of its own. Keyed by the resolved root: a --to copy or
-# a second store keeps its own commitlog/.
-_GIVEN: contextvars.ContextVar[dict] = contextvars.ContextVar("rmqtool_commit_log_paths", default={})
+# is; every view of that root opened while the command runs takes it (store/view.py).
+_GIVEN: PerStore[CommitLogPaths] = PerStore("rmqtool_commit_log_paths")
 
 
-def _key(root: str | os.PathLike) -> str:
-    return os.path.realpath(root)
-
-
-@contextlib.contextmanager
 def given_paths(root: str | os.PathLike, paths: CommitLogPaths | None):
     """While the block runs, views of ``root`` read their commit log from ``paths``."""
-    if paths is None:
-        yield
-        return
-    token = _GIVEN.set({**_GIVEN.get(), _key(root): paths})
-    try:
-        yield
-    finally:
-        _GIVEN.reset(token)
+    return _GIVEN.given(root, paths)
 
 
 def paths_given(root: str | os.PathLike) -> CommitLogPaths | None:
     """The commit log paths given for ``root`` (None: ROOT/commitlog)."""
-    given = _GIVEN.get()
-    return given.get(_key(root)) if given else None
+    return _GIVEN.get(root)
 
 
 # A broker started without -c persists its config (on an admin's updateBrokerConfig) to

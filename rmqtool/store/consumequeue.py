@@ -12,9 +12,11 @@ the written data and the queue's min and max offsets follow the broker:
   After a recovery that shortened the commit log, such units stay on disk.
 * min (``ConsumeQueue.correctMinOffset``): the first unit of the first file whose
   commitLogOffset >= the commit log's min offset. Fill units (commitLogOffset 0) count,
-  as in the broker: a rebuilt queue's min is where its fill starts. The batch queue's
-  min is the first unit's msgBaseOffset. Where no unit qualifies (the broker then
-  keeps 0), min = max: the queue holds nothing readable.
+  as in the broker: a rebuilt queue's min is where its fill starts. Where the first file
+  has none, the first unit of a later file that qualifies (the broker's load keeps 0,
+  and its first consume queue cleanup corrects the min to that unit). The batch queue's
+  min is the first unit's msgBaseOffset. Where no unit qualifies, min = max: the queue
+  holds nothing readable.
 
 Readers never write and never raise for damage: what is not as the broker writes it
 becomes a Finding. Only a missing or unreadable queue directory raises.
@@ -291,15 +293,17 @@ class ConsumeQueue(_UnitQueue):
 
     def min_offset(self, commit_log_min_offset: int = 0) -> int:
         """correctMinOffset: the first unit of the first file whose commitLogOffset is at or
-        past the commit log's min offset. When none is (the broker then keeps 0), max_offset."""
+        past the commit log's min offset. When the first file has none (its messages are all
+        gone: commit log files removed before the queue's cleanup ran), the first such unit
+        of a later file: the broker's load keeps 0 then, and its first CleanConsumeQueueService
+        run deletes the files before it and corrects the min to it (deleteExpiredFile), and
+        a pull of an offset below skips to it. None anywhere: max_offset, nothing readable."""
         if commit_log_min_offset == 0 and self._min_offset is not None:
             return self._min_offset
         result = self.max_offset
         if self.segments:
             first = self.segments[0]
-            for seg, lo, data in self._chunks(first.base_offset, self._first_file_limit()):
-                if seg is not first:
-                    break  # only the first file counts
+            for seg, lo, data in self._chunks(first.base_offset, self.end):
                 found = next((i for i, fields in enumerate(CQ_UNIT.iter_unpack(data))
                               if fields[0] >= commit_log_min_offset), None)
                 if found is not None:
@@ -486,15 +490,16 @@ def queue_directories(base: pathlib.Path, findings: list[Finding] | None = None)
     return out
 
 
-def first_queue_files(base: pathlib.Path) -> Iterator[tuple[int, str, bool]]:
-    """(size, path, whether no file follows it) of each queue's first file under ``base`` that
-    has a size: an empty file shows none (4.9.8's load refuses it, 5.3.3's deletes it when it
-    sorts last)."""
+def first_queue_files(base: pathlib.Path) -> Iterator[tuple[int, str, int | None]]:
+    """(size, path, the distance from its name to the next file's, None when no file follows
+    it) of each queue's first file under ``base`` that has a size: an empty file shows none
+    (4.9.8's load refuses it, 5.3.3's deletes it when it sorts last)."""
     for _topic, _queue_id, directory in queue_directories(base):
         files = [e for e in list_dir(directory) if is_segment_name(e.name) and e.is_file()]
         for i, e in enumerate(files):
             if e.stat().st_size:
-                yield e.stat().st_size, e.path, i == len(files) - 1
+                step = int(files[i + 1].name) - int(e.name) if i + 1 < len(files) else None
+                yield e.stat().st_size, e.path, step
                 break
 
 
@@ -508,21 +513,46 @@ class QueueFileSize:
 
 def queue_file_size_shown(base: pathlib.Path, unit_size: int = 1) -> QueueFileSize:
     """The one mapped file size every queue under ``base`` (consumequeue/ or batchconsumequeue/)
-    is loaded with, as the queues' first files show it. The broker creates each file at that
-    size and a file with a later one after it is never written again, so such files speak for
-    the size; a queue's only file may have been cut short, and speaks only when no such file
-    does. A size that is not a multiple of ``unit_size`` (the broker rounds the consume
-    queue's) is a cut file's, never the setting. Where the files that speak disagree, the
-    setting is not shown: a file of another size is one the load refuses."""
-    shown: tuple[dict, dict] = ({}, {})  # by files with a later file after them, by a queue's only file
-    for size, path, only in first_queue_files(base):
-        if size % unit_size == 0:
-            shown[only].setdefault(size, path)
-    for sizes in shown:
-        if len(sizes) > 1:
-            return QueueFileSize(None, disagreement=", ".join(f"{n} bytes ({p})" for n, p in sorted(sizes.items())))
-        if sizes:
-            return QueueFileSize(*next(iter(sizes.items())))
+    is loaded with, as the queues' first files show it. A file is named by the queue offset
+    in bytes it starts at (fileFromOffset), so a first file with a later one after it shows
+    the size twice: by its own size, and by the distance to the next name (the size, or a
+    multiple of it with files missing between). Where the two agree they decide; where the
+    file is shorter and the distance no multiple of its size, it was cut, and the names
+    speak; only a distance that is a multiple of the file's size is ambiguous (files missing,
+    or the file cut to a divisor), and its size speaks only when nothing above does. A
+    queue's only file may have been cut short too, and speaks last. A size that is not a
+    multiple of ``unit_size`` (the broker rounds the consume queue's) is a cut file's, never
+    the setting. Where the files that speak disagree, the setting is not shown: a file of
+    another size is one the load refuses."""
+    agreed: dict = {}  # size == distance
+    named: dict = {}  # the distance, where the file was cut
+    ambiguous: dict = {}  # the file's size, where the distance is a multiple of it
+    only: dict = {}  # a queue's only file's size
+    for size, path, step in first_queue_files(base):
+        if size % unit_size:
+            if step is not None:
+                named.setdefault(step, path)
+        elif step is None:
+            only.setdefault(size, path)
+        elif step == size:
+            agreed.setdefault(size, path)
+        elif step % size:
+            named.setdefault(step, path)
+        else:
+            ambiguous.setdefault(size, path)
+    if agreed:
+        return _one_size(agreed)
+    if named:  # distances spanning missing files are multiples of the one that spans none
+        least = min(named)
+        return _one_size({least: named[least]} if all(n % least == 0 for n in named) else named)
+    return _one_size(ambiguous or only)
+
+
+def _one_size(sizes: dict) -> QueueFileSize:
+    if len(sizes) > 1:
+        return QueueFileSize(None, disagreement=", ".join(f"{n} bytes ({p})" for n, p in sorted(sizes.items())))
+    if sizes:
+        return QueueFileSize(*next(iter(sizes.items())))
     return QueueFileSize(None)
 
 

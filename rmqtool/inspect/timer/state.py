@@ -19,6 +19,7 @@ from rmqtool.store.timer.timercheck import read_timercheck
 from rmqtool.store.timer.timerlog import scan_timer_log
 from rmqtool.store.timer.timermetrics import read_timermetrics
 from rmqtool.store.timer.wheel import read_wheel
+from rmqtool.recovery.timer.load import TimerSettings
 
 PENDING_SHOWN = 100  # fire times listed; the rest counted
 CONGESTION_SHOWN = 5
@@ -33,7 +34,9 @@ def timer_info(root, timer_queue_max_offset: int | None, load=None) -> tuple[dic
     findings: list[Finding] = []
     check = read_timercheck(timer.timercheck) if timer.timercheck is not None else None
     log = scan_timer_log(timer.timer_log_dir) if timer.timer_log_dir is not None else None
-    wheel = read_wheel(timer.wheel) if timer.wheel is not None else None
+    # the wheel holds times divided by timerPrecisionMs: the broker config's, as the start reads it
+    precision = load.settings.precision_ms if load is not None else TimerSettings.of(root).precision_ms
+    wheel = read_wheel(timer.wheel, precision) if timer.wheel is not None else None
     try:
         metrics = read_timermetrics(timer.config_dir)
         findings += metrics.config.findings

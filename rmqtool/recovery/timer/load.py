@@ -29,9 +29,11 @@ from typing import Callable
 
 import numpy as np
 
+from rmqtool.formats.broker_conf import TIMER_PRECISION_MS, TIMER_ROLL_WINDOW_SLOT
 from rmqtool.formats.timerlog import BLANK_MAGIC_CODE, UNIT_SIZE, UNIT_PRE_SIZE_FOR_MSG, is_magic_ok
 from rmqtool.recovery.timer.log_model import TimerLogFile, TimerLogModel
 from rmqtool.formats.timerwheel import SLOTS_TOTAL
+from rmqtool.store.broker_conf import config_given
 from rmqtool.store.timer.timerlog import UNIT_DTYPE, slot_indexes_of
 from rmqtool.recovery.timer.wheel_model import IGNORE, TIMER_BLANK_SLOTS, WheelModel, WheelSlot
 
@@ -49,6 +51,20 @@ class TimerSettings:
     precision_ms: int = 1000  # timerPrecisionMs
     roll_window_slots: int = 3600 * 24 * 2  # timerRollWindowSlot
     max_message_size: int = MAX_MESSAGE_SIZE
+
+    @classmethod
+    def of(cls, root) -> "TimerSettings":
+        """The settings of the broker config given for the store at ``root`` (``--broker-config``:
+        the wheel holds times divided by timerPrecisionMs, which no file shows), else the defaults."""
+        conf = config_given(root)
+        if conf is None:
+            return cls()
+
+        def setting(name: str, default: int) -> int:
+            said = conf.int_setting(name, default)
+            return default if said is None else said[0]
+
+        return cls(setting(TIMER_PRECISION_MS, cls.precision_ms), setting(TIMER_ROLL_WINDOW_SLOT, cls.roll_window_slots))
 
     @property
     def roll_window(self) -> int:

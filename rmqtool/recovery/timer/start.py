@@ -166,12 +166,14 @@ def plain_units_beside(root, compute: Callable[[], object], workers: int) -> Rea
                       first.offsets ^ second.offsets, first.positions ^ second.positions)
 
 
-def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings = TimerSettings(),
+def timer_start(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings | None = None,
                 reader: CommitLogReader | None = None, plain: ReadBeside | None = None,
                 run: bool = True) -> TimerStart | None:
     """Load, recover and (``run``) run of the timer store at the clock ``now_ms`` (the write
     time at start is taken as the same clock). ``plain``: the units' records as a worker read
-    them (:func:`plain_units_beside`)."""
+    them (:func:`plain_units_beside`). ``settings``: the broker config's given for the store,
+    else the defaults (:meth:`TimerSettings.of`)."""
+    settings = settings or TimerSettings.of(root)
     files = find_timer_store(root)
     if not files.exists:
         return None

@@ -31,7 +31,7 @@ from rmqtool.store.timer.timerlog import deliver_times, units_of
 _FEW_TOPICS = 64  # timermetrics topics up to which _metrics counts each one's units by a comparison
 
 
-def check_timer(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings = TimerSettings(),
+def check_timer(root, outcome: Outcome | None, now_ms: int, settings: TimerSettings | None = None,
                 plain: ReadBeside | None = None) -> list[Finding]:
     """Every timer finding of a store (none when it has no timer files). ``plain``: the units'
     records as a worker read them (recovery/timer/start.plain_units_beside)."""

@@ -71,6 +71,19 @@ def test_nothing_found_exit_code_and_empty_output():
     no_traceback(r)
 
 
+def test_an_offset_in_an_earlier_files_unused_end_is_not_called_past_the_data():
+    """The first file's end-of-file blank: the log goes on in the next file (it was "past the
+    end of the written data")."""
+    doc = load_truth(V4 / "basic" / "truth.json")
+    truth, size = doc["truth"], doc["messageStoreConfig"]["effectiveGetterValues"]["mappedFileSizeCommitLog"]
+    first = next(m for m in truth["messages"] if m["physicalOffset"] > 0 and m["physicalOffset"] % size == 0)
+    last_before = max(m["physicalOffset"] + m["storeSize"] for m in truth["messages"]
+                      if m["physicalOffset"] < first["physicalOffset"])
+    r = run("query", V4 / "basic" / "store", "--offset", last_before + 10, "-f", "jsonl")
+    assert r.exit_code == 1 and "past the end" not in r.stderr, r.stderr
+    assert f"the log goes on in {first['physicalOffset']:020d}" in r.stderr
+
+
 def test_msg_id_offset_and_queue_offset():
     truth = load_truth(TIMEKEY / "truth.json")
     tm = truth["truth"]["messages"][42]

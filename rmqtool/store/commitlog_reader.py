@@ -115,8 +115,11 @@ class CommitLogReader:
             raise NothingFound("an end-of-file blank record lies here, not a message", seg.path, position)
         if magic not in MESSAGE_MAGIC_CODES:
             if total == 0 and magic == 0:
-                raise NothingFound("unwritten (all-zero) bytes: past the end of the written data",
-                                   seg.path, position)
+                later = self.commit_log.queue.find(seg.base_offset + seg.size)  # the file after it
+                where = ("past the end of the written data" if later is None else
+                         f"in this file's unused end (inside its end-of-file blank, or after it); the log goes "
+                         f"on in {later.path.name}")
+                raise NothingFound(f"unwritten (all-zero) bytes: {where}", seg.path, position)
             raise NothingFound(f"no message record starts here (magic 0x{magic:08X}); "
                                f"the offset may point inside a record", seg.path, position)
         if total < MIN_MESSAGE_LENGTH or position + total > seg.size:

@@ -134,6 +134,22 @@ def test_a_repair_warms_no_page_ahead_an_append_does(tmp_path, monkeypatch):
     assert len(started) == 1
 
 
+def test_the_undo_command_an_apply_prints_runs_as_printed(tmp_path):
+    """A store path with spaces: the printed undo command was not quoted for a shell."""
+    import shlex
+    root = writable_copy(E1, tmp_path / "a store")
+    before = tree(root)
+    r = _run("recover", root, "--apply", "--no-progress")
+    assert r.exit_code == 0, r.output
+    text = ""  # as wrapped for the terminal, joined again: a break after a "/" took no space
+    for line in r.stdout.splitlines():
+        text += ("" if not text or text.endswith("/") else " ") + line.strip()
+    (backup,) = tmp_path.glob("a store.recovery-*")
+    assert f"rmqtool undo {shlex.quote(str(backup))} puts it back" in text, text
+    assert _run(*shlex.split(text.split("(rmqtool ")[-1].split(" puts it back")[0])).exit_code == 0
+    assert tree(root) == before
+
+
 # --- item 15: an empty plan changes nothing; undo keeps directories that were there -----------
 
 BASIC = V4 / "basic" / "store"

@@ -31,6 +31,7 @@ from rmqtool.findings import SEGMENT_AFTER_END
 from rmqtool.formats.markers import LOCK_CONTENT
 from rmqtool.store.lock import held_descriptor, is_locked, read_lock_file
 from rmqtool.store.paths import LOCK_FILE, StorePaths
+from rmqtool.store.unfinished import undo_command
 
 ZERO_CHUNK = 1 << 22
 
@@ -65,9 +66,6 @@ def default_backup_dir(store_root: str | os.PathLike, now: datetime.datetime | N
 
 STAGING_DIR = "staging"  # inside the backup: where redispatch builds files before they are swapped in
 
-
-def undo_command(backup: pathlib.Path) -> str:
-    return f"rmqtool undo {shlex.quote(str(backup))}"
 
 
 def finish_apply(backup: pathlib.Path, root: pathlib.Path) -> None:

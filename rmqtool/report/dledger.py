@@ -5,6 +5,7 @@ import sys
 
 from rmqtool.report.plans import numbered
 from rmqtool.report.sink import render_document
+from rmqtool.store.unfinished import undo_command
 
 
 def show_dledger_plan(doc: dict, steps: list[str], fmt: str, applied: bool = False) -> None:
@@ -16,4 +17,4 @@ def show_dledger_plan(doc: dict, steps: list[str], fmt: str, applied: bool = Fal
         a = doc["applied"]
         sys.stdout.write(f"nothing to change: nothing written to {a['store_path']}\n" if not a["units_zeroed"] else
                          f"applied to {a['store_path']}: {a['units_zeroed']} consume queue unit(s) zeroed; backup in "
-                         f"{a['backup_dir']} (rmqtool undo {a['backup_dir']} puts it back)\n")
+                         f"{a['backup_dir']} ({undo_command(a['backup_dir'])} puts it back)\n")

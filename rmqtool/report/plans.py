@@ -13,6 +13,7 @@ from rmqtool.report.columns import iso_ms
 from rmqtool.report.progress import erase_bars
 from rmqtool.report.sink import Sink, render_document
 from rmqtool.report.wrap import wrap
+from rmqtool.store.unfinished import undo_command
 
 MOST_WIDTH = 100  # a plan's lines are read, not scanned: no wider than this on a wide terminal
 
@@ -87,8 +88,8 @@ def show_recovery_plan(doc: dict, plan, fmt: str, applied: bool = False, sizes=N
             said(f"nothing to change: nothing written to {a['store_path']}" +
                  (" (a copy of the store as it is)" if a["store_path"] != doc["store_path"] else ""), out)
             return
-        said(f"applied to {a['store_path']}" + (f"; backup in {a['backup_dir']} (rmqtool undo "
-                                               f"{a['backup_dir']} puts it back)" if a.get("backup_dir") else "")
+        said(f"applied to {a['store_path']}" + (f"; backup in {a['backup_dir']} ({undo_command(a['backup_dir'])} "
+                                               f"puts it back)" if a.get("backup_dir") else "")
              + (f"; after the replacement the commit log ends at {a['recovered_end']}"
                 if "recovered_end" in a else ""), out)
 

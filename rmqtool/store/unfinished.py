@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 
 from rmqtool.store.paths import StorePaths
 
@@ -33,6 +34,11 @@ class Unfinished:
         """One line for stderr."""
         return (f"rmqtool: warning: {self.store}: an interrupted {self.operation} left this store half changed "
                 f"(intent record in {self.backup_dir}): {self.ways_out()}")
+
+
+def undo_command(backup: str | os.PathLike) -> str:
+    """The command that undoes the repair backed up in ``backup``, quoted for a shell."""
+    return f"rmqtool undo {shlex.quote(str(backup))}"
 
 
 def read_unfinished(root: str | os.PathLike) -> Unfinished | None:

@@ -12,7 +12,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from conftest import REPO, V4, load_truth
+from conftest import REPO, V4, V5, load_truth
 from rmqtool.cli.app import app
 from rmqtool.findings import OPERATOR_ACTIONS, REGISTRY
 from rmqtool.inspect import commitlog_dump
@@ -126,6 +126,20 @@ def test_stats_per_topic_and_queue_match_the_truth():
             min(m["storeTimestamp"] for m in ms), max(m["storeTimestamp"] for m in ms))
         assert (x["min_queue_offset"], x["max_queue_offset"]) == (  # [min, max), as info's and the broker's
             min(m["queueOffset"] for m in ms), max(m["queueOffset"] for m in ms) + 1)
+
+
+def test_stats_count_an_inner_batchs_messages_and_offsets():
+    """A 5.x BatchCQ topic's record holds INNER_NUM messages with as many queue offsets: the
+    range and count are the queue's, as info and the broker give them (it was one a record)."""
+    batchcq = V5 / "batchcq"
+    queues = load_truth(batchcq / "truth.json")["truth"]["consumeQueues"]
+    rows = jsonl(run("dump", "commitlog", batchcq / "store", "--stats", "-f", "jsonl").stdout)
+    got = {(x["topic"], str(x["queue_id"])): (x["min_queue_offset"], x["max_queue_offset"], x["messages"])
+           for x in rows if x["record"] == "queue_stats"}
+    want = {(t, q): (v["minOffset"], v["maxOffset"], v["messageTotalInQueue"]) for t, qs in queues.items()
+            for q, v in qs.items() if v["maxOffset"] > v["minOffset"]}
+    assert any(v["cqType"] == "BatchCQ" for qs in queues.values() for v in qs.values())
+    assert got == want
 
 
 def test_stats_count_damage_by_finding_id():

@@ -10,6 +10,7 @@ import dataclasses
 from typing import Iterator
 
 from rmqtool.inspect.commitlog_dump import CommitLogDump
+from rmqtool.recovery.salvage import queue_offsets_of
 from rmqtool.store.message import Message
 
 
@@ -25,17 +26,18 @@ class QueueStats:
     last_queue_offset: int | None = None
 
     def add(self, m: Message) -> None:
-        self.messages += 1
+        offsets = queue_offsets_of(m)  # a 5.x inner batch record: INNER_NUM messages, their offsets
+        self.messages += len(offsets)
         self.bytes += m.store_size
-        ts, qo = m.store_timestamp, m.queue_offset
+        ts = m.store_timestamp
         if self.first_store_timestamp is None or ts < self.first_store_timestamp:
             self.first_store_timestamp = ts
         if self.last_store_timestamp is None or ts > self.last_store_timestamp:
             self.last_store_timestamp = ts
-        if self.min_queue_offset is None or qo < self.min_queue_offset:
-            self.min_queue_offset = qo
-        if self.last_queue_offset is None or qo > self.last_queue_offset:
-            self.last_queue_offset = qo
+        if self.min_queue_offset is None or offsets.start < self.min_queue_offset:
+            self.min_queue_offset = offsets.start
+        if self.last_queue_offset is None or offsets[-1] > self.last_queue_offset:
+            self.last_queue_offset = offsets[-1]
 
     def record(self) -> dict:
         return {"record": "queue_stats", "topic": self.topic, "queue_id": self.queue_id, "messages": self.messages,

@@ -237,7 +237,8 @@ def test_spark_stats_finds_a_uniq_key_planted_in_two_stores(spark, tmp_path):
         store.append(producer_message("OtherTopic", b"unrelated"))
         result = store.append(producer_message(planted["topic"], base64.b64decode(planted["body"]),
                                                    uniq_key=planted["uniqKey"]))
-    r = spark_cmd("stats", f"a={V5 / 'v2-and-crc' / 'store'}", f"b={other}", "-f", "jsonl")
+    r = spark_cmd("stats", f"a={V5 / 'v2-and-crc' / 'store'}", f"b={other}", f"c={V5 / 'batchcq' / 'store'}",
+                  "-f", "jsonl")
     assert r.exit_code == 0, r.stderr
     rows = _jsonl(r.stdout)
     dups = [x for x in rows if x["record"] == "duplicate_uniq_key"]
@@ -253,6 +254,12 @@ def test_spark_stats_finds_a_uniq_key_planted_in_two_stores(spark, tmp_path):
         ranges[(t["topic"], t["queueId"])].append(t["queueOffset"])
     assert {(x["topic"], x["queue_id"]): (x["min_queue_offset"], x["max_queue_offset"]) for x in per_queue} == {
         k: (min(v), max(v) + 1) for k, v in ranges.items()}  # [min, max): max one past, as everywhere
+    # a 5.x inner batch record counts its INNER_NUM messages and offsets, as the broker's queue does
+    queues = load_truth(V5 / "batchcq" / "truth.json")["truth"]["consumeQueues"]
+    assert {(x["topic"], str(x["queue_id"])): (x["min_queue_offset"], x["max_queue_offset"], x["messages"])
+            for x in rows if x["record"] == "queue_stats" and x["store_name"] == "c"} == {
+        (t, q): (v["minOffset"], v["maxOffset"], v["messageTotalInQueue"])
+        for t, qs in queues.items() for q, v in qs.items() if v["maxOffset"] > v["minOffset"]}
 
 
 def test_spark_usage_errors_say_so_before_spark_starts(tmp_path):

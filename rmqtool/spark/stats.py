@@ -9,6 +9,7 @@ rolled-back transaction records.
 """
 from __future__ import annotations
 
+from rmqtool.formats.properties import PROPERTY_INNER_BASE, PROPERTY_INNER_NUM
 from rmqtool.formats.sysflag import TRANSACTION_MASK, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from rmqtool.spark.parts import MESSAGES_DIR
 from rmqtool.spark.tables import read_table
@@ -21,11 +22,17 @@ def queue_stats(spark, table_dir: str) -> list[dict]:
     from pyspark.sql import functions as F
 
     df = read_table(spark, table_dir, MESSAGES_DIR)
+    # a 5.x inner batch record (INNER_NUM and INNER_BASE) holds INNER_NUM messages from its queue
+    # offset on, as dump --stats counts them (recovery/salvage.queue_offsets_of)
+    inner = F.col("properties").getItem(PROPERTY_INNER_NUM).cast("long")
+    df = df.withColumn("_num", F.when(F.col("properties").getItem(PROPERTY_INNER_BASE).isNotNull() & (inner > 0),
+                                      inner).otherwise(F.lit(1)))
     grouped = (df.groupBy("store_name", "topic", "queue_id")
-               .agg(F.count(F.lit(1)).alias("messages"), F.sum("store_size").alias("bytes"),
+               .agg(F.sum("_num").alias("messages"), F.sum("store_size").alias("bytes"),
                     F.min("store_timestamp").alias("first_store_timestamp"),
                     F.max("store_timestamp").alias("last_store_timestamp"),
-                    F.min("queue_offset").alias("min_queue_offset"), (F.max("queue_offset") + 1).alias("max_queue_offset"))  # one past: as dump --stats, info
+                    F.min("queue_offset").alias("min_queue_offset"),
+                    F.max(F.col("queue_offset") + F.col("_num")).alias("max_queue_offset"))  # one past: as dump --stats, info
                .orderBy("store_name", "topic", "queue_id"))
     rows = []
     for r in grouped.toLocalIterator():

@@ -3,6 +3,7 @@ docs/vocabulary.md, and every table column of a command is a field of its JSON."
 from __future__ import annotations
 
 import json
+import pathlib
 import re
 import shutil
 
@@ -10,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import FIXTURES, REPO, V4, V5
+from helpers import expand_store
 from rmqtool.cli.app import app
 from rmqtool.report.columns import VIEWS
 
@@ -19,7 +21,10 @@ CRASH = V5 / "crash5" / "b-garbled-last-message" / "input" / "store"
 OFFSETS_STORE = FIXTURES / "config" / "out-of-range" / "store"
 # objects whose keys are data, not field names
 DATA_OBJECTS = ("properties", "document", "queues", "counts", "missing_queue_offsets", "queue_offsets_kept",
-                "a", "b")  # diff: a value on each side (a config object's own keys)
+                "a", "b",  # diff: a value on each side (a config object's own keys)
+                "state_after_load",  # recover's timer: the engine's own field names, as the truth files hold them
+                "files", "units_put",  # recover's consume_queue_ext: by TOPIC/QUEUE
+                "topics")  # verify timerMetricsDrift's details: by topic
 
 
 def documented() -> tuple[set[str], list[str]]:
@@ -107,16 +112,28 @@ COMMANDS = {
     "dump timermetrics": ("dump", "timermetrics", V5 / "timer" / "store"),
     "diff": ("diff", FIXTURES / "config" / "consumers" / "store", OFFSETS_STORE),
     "report": ("report", CRASH, "--now", "1795315400000"),
+    "recover timer": ("recover", V5 / "timer-crash" / "d-wheel-slot-zeroed-outside-rescan" / "input" / "store",
+                      "--now", "1796256600000"),
+    "recover dledger": ("recover", V5 / "dledger" / "store"),
+    "recover cqext": ("recover", V5 / "cqext-damaged" / "input" / "store"),
+    "verify timer": ("verify", V5 / "timer" / "store", "--now", "1796256600000"),
     "query several stores": ("query", STORE, V5 / "v2-and-crc" / "store", "--key", "order-0"),
 }
 
 
 def _args(name: str, tmp_path) -> tuple:
-    return tuple(str(a).replace("{tmp}", str(tmp_path)) for a in COMMANDS[name])
+    """The command's arguments; a fixture store kept trimmed written out as its engine left it."""
+    out = []
+    for i, a in enumerate(COMMANDS[name]):
+        if isinstance(a, pathlib.Path) and (a / "sizes.json").is_file():
+            a = expand_store(a, tmp_path / f"store{i}")
+        out.append(str(a).replace("{tmp}", str(tmp_path)))
+    return tuple(out)
 
 
 # documents of numbered plans and reports: printed as text for people, no table columns
-PLANS = ("dump checkpoint", "dump timercheck", "recover", "redispatch", "salvage", "check")  # check: a status line
+PLANS = ("dump checkpoint", "dump timercheck", "recover", "recover timer", "recover dledger", "recover cqext",
+         "redispatch", "salvage", "check")  # check: a status line
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

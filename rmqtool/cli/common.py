@@ -19,6 +19,7 @@ except ImportError:  # older typer depends on click
     import click
 
 from rmqtool.errors import ExitCode, RmqError, UsageError, error_line
+from rmqtool.report.columns import terminal_safe
 
 
 class OutputFormat(str, enum.Enum):
@@ -66,13 +67,14 @@ def is_closed_pipe(exc: BaseException | None) -> bool:
 
 
 def fail(error: RmqError) -> "typer.Exit":
+    line = terminal_safe(error.one_line())  # it may quote the store: a topic, a file name
     if error.exit_code == ExitCode.USAGE:
         # same one line as click's own usage errors (app.usage_line): command, message, hint
         command = command_path(click.globals.get_current_context(silent=True))
-        sys.stderr.write(f"{command}: error: {error.one_line()} (try {command} --help)\n")
+        sys.stderr.write(f"{command}: error: {line} (try {command} --help)\n")
     else:
-        sys.stderr.write(f"rmqtool: error: {error.one_line()}\n")
-        say_open_files_limit(error.one_line())
+        sys.stderr.write(f"rmqtool: error: {line}\n")
+        say_open_files_limit(line)
     return typer.Exit(int(error.exit_code))
 
 
@@ -122,6 +124,7 @@ def boundary(fn):
             raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
         except OSError as exc:
             line, code = error_line(exc)
+            line = terminal_safe(line)  # the file name is the store's
             sys.stderr.write(f"rmqtool: error: {line}\n")
             say_open_files_limit(line)
             say_left_unfinished(kwargs, before)

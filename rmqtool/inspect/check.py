@@ -39,6 +39,7 @@ from rmqtool.store.segments import one_listing
 from rmqtool.store.tree import walk
 from rmqtool.store.view import StoreView, as_view
 from rmqtool.inspect.check_defaults import RECOVERY_RATE, TAIL_BYTES
+from rmqtool.report.columns import terminal_safe
 from rmqtool.report.text_file import write_text_atomically
 
 
@@ -463,7 +464,10 @@ def status_line(result: CheckResult) -> str:
                          f"recovery {_fmt(by.get('recovery_seconds'))} s, disk {_fmt(by.get('disk_used_ratio'))}")
     many = len(result.stores) > 1
     perf = " ".join(_perfdata(s, f"{n}_" if many else "") for n, s in enumerate(result.stores) if s.unknown is None)
-    return f"RMQTOOL CHECK {result.state.name} - {'; '.join(parts)}" + (f" | {perf}" if perf else "")
+    # names come from the store (groups, topics, file names): no control character may reach the
+    # terminal or start a line of its own, and no "|" may pass for the start of the perfdata
+    detail = terminal_safe("; ".join(parts)).replace("|", "\\x7c")
+    return f"RMQTOOL CHECK {result.state.name} - {detail}" + (f" | {perf}" if perf else "")
 
 
 _PERF_UNITS = {"bytes": "B", "ms": "ms", "seconds": "s"}

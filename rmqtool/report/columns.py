@@ -332,6 +332,9 @@ _CONTROL_ESCAPES = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]}
 _CONTROL_ESCAPES.update({c: f"\\u{c:04x}" for c in range(0x80, 0xA0)})
 # Lone UTF-16 surrogates (a config string's "\\ud800") cannot be written as UTF-8: escaped too.
 _CONTROL_ESCAPES.update({c: f"\\u{c:04x}" for c in range(0xD800, 0xE000)})
+# Bidirectional controls: a key "abc<U+202E>fdp.exe" would show as "abcexe.pdf" (Trojan Source).
+_CONTROL_ESCAPES.update({c: f"\\u{c:04x}" for c in (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F),
+                                                     *range(0x2066, 0x206A))})
 
 
 def terminal_safe(text: str) -> str:

@@ -14,7 +14,7 @@ import os
 import pathlib
 
 from rmqtool.findings import CONSEQUENCE_MEANINGS, Consequence
-from rmqtool.report.columns import human_size
+from rmqtool.report.columns import human_size, terminal_safe
 from rmqtool.report.finding_table import finding_groups
 from rmqtool.report.html_style import CSS
 from rmqtool.report.records import human_time
@@ -26,7 +26,10 @@ ZOOM_BELOW = 0.1  # a file written less than this far, with marks in it, gets an
 
 
 def esc(value) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    """Text for the page: markup escaped, and control characters and lone surrogates of the
+    store's names shown as escapes (invisible ones would make two names look alike; a
+    surrogate cannot be written as UTF-8)."""
+    return html.escape("" if value is None else terminal_safe(str(value)), quote=True)
 
 
 def render_page(doc: dict) -> str:

@@ -19,7 +19,7 @@ def write_text_atomically(path: str | os.PathLike, text: str, what: str) -> path
     except OSError as exc:
         raise StoreAccessError(f"cannot write {what} ({exc.strerror})", path) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:  # a lone surrogate: shown
             f.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)

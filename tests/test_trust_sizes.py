@@ -15,6 +15,7 @@ import json
 import os
 import pathlib
 import shutil
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -29,7 +30,8 @@ from rmqtool.formats.consumequeue import DEFAULT_CQ_FILE_SIZE
 from rmqtool.formats.indexfile import index_file_size
 from rmqtool.query.by_key import query_by_key
 from rmqtool.store.consumequeue import queue_directories
-from rmqtool.store.indexfile import IndexFile, index_file_paths
+from rmqtool.engine.index_writer import index_file_name
+from rmqtool.store.indexfile import IndexFile, index_file_paths, read_index_header
 
 CQ_FILE = 3000  # 150 units
 SLOTS, ENTRIES = 777, 3333
@@ -187,6 +189,32 @@ def test_geometry_comes_from_a_surviving_index_file(tmp_path):
     assert r.exit_code == 0, r.output
     assert _index_geometry(root) == {(SLOTS, ENTRIES)}
     assert index_file_paths(root / "index")[-1].read_bytes() == original
+
+
+def test_an_index_file_added_back_sorts_after_the_files_kept(tmp_path):
+    """The newest index file lost, written by a broker whose clock (or zone) is ahead of the host
+    rebuilding it: the rebuilt file was named by this host's clock and sorted first, and
+    IndexService.load, which orders the files by name, read the index out of order."""
+    ahead = [4_102_444_800_000]  # 2100: names after any clock the suite runs under
+
+    def clock():
+        ahead[0] += 1
+        return ahead[0]
+
+    root = tmp_path / "store"
+    with Store.open(root, writable=True, clock=clock, **SIZES) as s:
+        s.append_many([producer_message("T0", b"x" * 40, keys=f"k{i}", born_timestamp=CLOCK) for i in range(1800)])
+    files = index_file_paths(root / "index")
+    assert len(files) == 2 and files[0].name > index_file_name(int(time.time() * 1000))
+    files[-1].unlink()
+    r = _run("redispatch", root, "--index", "--apply", "--backup-dir", tmp_path / "b")
+    assert r.exit_code == 0, r.output
+    after = index_file_paths(root / "index")
+    assert after[0] == files[0] and len(after) == 2
+    headers = [read_index_header(p) for p in after]
+    assert headers[0].end_phy_offset < headers[1].begin_phy_offset  # in name order, in log order
+    again = json.loads(_run("redispatch", root, "--index", "-f", "json").stdout)
+    assert {c["kind"] for c in again["changes"]} == {"same"}
 
 
 def test_given_sizes_must_agree_with_the_files(store, tmp_path):

@@ -62,6 +62,22 @@ def index_file_name(now_ms: int) -> str:
     return time.strftime("%Y%m%d%H%M%S", time.localtime(now_ms / 1000)) + f"{now_ms % 1000:03d}"
 
 
+def index_file_name_after(now_ms: int, newest: str | None, taken=lambda name: False) -> str:
+    """A new index file's name at the clock ``now_ms`` that sorts after ``newest`` (the newest
+    file's name; None: none) and is not ``taken``: IndexService.load orders the files by name,
+    so a clock behind the newest name (moved back, or another host's, in a zone ahead) names
+    the file just after it, and two files of one millisecond would be one to the broker."""
+    name = index_file_name(now_ms)
+    if newest is not None and name <= newest:
+        after = index_name_time(newest)
+        now_ms = max(now_ms, after + 1) if after is not None else now_ms
+        name = index_file_name(now_ms)
+    while taken(name) or (newest is not None and name <= newest):
+        now_ms += 1
+        name = index_file_name(now_ms)
+    return name
+
+
 def index_name_time(name: str) -> int | None:
     """The epoch ms an index file's name says (local time, as it was written), None if it says none."""
     try:
@@ -343,17 +359,8 @@ class IndexServiceWriter:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreAccessError(f"cannot create ({exc.strerror})", self.directory) from None
-        now = self.clock()
-        name = index_file_name(now)
-        if self.names and name <= self.names[-1]:
-            # the clock is behind the newest file's name (moved back, or the store was written under a
-            # clock ahead): the new file is named just after it, so the files still sort in write order
-            after = index_name_time(self.names[-1])
-            now = max(now, after + 1) if after is not None else now
-            name = index_file_name(now)
-        while (self.directory / name).exists() or (self.names and name <= self.names[-1]):
-            now += 1  # two files in one millisecond would be one file to the broker
-            name = index_file_name(now)
+        name = index_file_name_after(self.clock(), self.names[-1] if self.names else None,
+                                     lambda n: (self.directory / n).exists())
         f = IndexFileWriter(self.directory / name, self.hash_slot_num, self.index_num,
                             end_phy_offset=end_phy, end_timestamp=end_ts)
         self.names.append(name)

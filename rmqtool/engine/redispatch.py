@@ -26,7 +26,7 @@ from rmqtool.dispatch.rules import DelayLevels
 from rmqtool.engine.cq_writer import BatchConsumeQueueTable, ConsumeQueueTable
 from rmqtool.engine.cqext_rebuild import rebuild_exts, refuse_from_offset
 from rmqtool.store.cqext import ext_writing
-from rmqtool.engine.index_writer import IndexServiceWriter
+from rmqtool.engine.index_writer import IndexServiceWriter, index_file_name_after, index_name_time
 from rmqtool.engine.store_sizes import GivenSizes, StoreSizes, store_sizes
 from rmqtool.errors import NotAStore, RmqError, UsageError
 from rmqtool.recovery.manifest import copy_sparse
@@ -434,15 +434,23 @@ def compare(store, built: Built, *, cq: bool, index: bool, selection: Selection,
         # names are creation times, and only their order counts (IndexService.load sorts them):
         # files pair up in order, and a rebuilt file takes the name of the one it replaces, so
         # the order stays and a second run finds every file as built
+        # the order stays and a second run finds every file as built; a file added after the
+        # kept ones is named after the last of them (its staged name is this host's clock, which
+        # may be behind the names the broker's host gave)
         olds, news = [current[n] for n in sorted(current)], [staged[n] for n in sorted(staged)]
+        last = None  # the name the file before ends up with
         for i in range(max(len(olds), len(news))):
             old = olds[i] if i < len(olds) else None
             new = news[i] if i < len(news) else None
             if old is not None and new is not None:
                 changes.append(Change("same" if _same_file(old, new) else "replace", str(old), str(new)))
+                last = old.name
                 continue
             if new is not None:
-                changes.append(Change("create", str(paths.index / new.name), str(new)))
+                name = new.name if last is None or new.name > last else index_file_name_after(
+                    index_name_time(new.name) or 0, last, lambda n: n in current)
+                changes.append(Change("create", str(paths.index / name), str(new)))
+                last = name
             if old is not None:
                 changes.append(Change("delete", str(old), None))
     return changes

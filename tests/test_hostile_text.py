@@ -66,3 +66,16 @@ def test_the_html_report_shows_control_characters_and_odd_file_names_as_escapes(
     assert r.exit_code in (0, 3) and "Traceback" not in r.output, r.output
     text = page.read_text(encoding="utf-8")
     assert "\x1b" not in text and "\x07" not in text and terminal_safe(TITLE) in text
+
+
+def test_a_locale_whose_codec_lacks_a_character_gets_an_escape_not_a_traceback():
+    """LC_ALL=C without Python's UTF-8 mode: stdout is ASCII, and a table's "…" (or a key's
+    characters) raised UnicodeEncodeError, exit 1 ("not found" to a script)."""
+    import subprocess
+    import sys
+    from conftest import REPO
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONIOENCODING", "LANG", "LC_CTYPE")}
+    env.update(LC_ALL="C", PYTHONUTF8="0", PYTHONPATH=str(REPO), COLUMNS="80")
+    r = subprocess.run([sys.executable, "-m", "rmqtool", "findings"], env=env, capture_output=True, timeout=120)
+    assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr
+    assert b"\\u2026" in r.stdout  # the table's ellipsis, as an escape

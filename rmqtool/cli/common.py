@@ -254,6 +254,11 @@ def run(app, read_only: frozenset = frozenset()) -> None:
     writes nothing but stdout and stderr) that ends normally ends the process once its output
     is flushed, without the interpreter's teardown (every module's objects freed: 30-60 ms
     after a verify or a dump, which no reader sees)."""
+    for stream in (sys.stdout, sys.stderr):  # a locale whose codec lacks a character (Latin-1, ASCII
+        try:                                  # without UTF-8 mode) shows it as an escape, never a traceback
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError):  # not a text stream of its own (a test's capture)
+            pass
     try:
         code = app(standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:

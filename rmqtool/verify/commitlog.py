@@ -653,7 +653,7 @@ class _CrossRecords:
             path, position = self.log.where(here["commit_log_offset"])
             self.found.append((here["commit_log_offset"], 1, finding(
                 STORE_TIMESTAMP_BACKWARDS, path, position,
-                f"store timestamp {int(ts[k])} is {int(before[k] - ts[k])} ms before the record before it",
+                f"store timestamp {int(ts[k])} is {int(before[k]) - int(ts[k])} ms before the record before it",
                 store_timestamp=int(ts[k]), previous_store_timestamp=int(before[k]), **here)))
         self.last_ts = int(ts[-1])
 

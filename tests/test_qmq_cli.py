@@ -190,12 +190,25 @@ def test_a_repair_killed_is_finished_by_running_it_again_or_undone(tmp_path, ste
     ("pulllog", "pulllog_smt", [], "is not in pulllog/"),
     ("checkpoint", "messagelog", [], "is not in checkpoint/"),
     ("messagelog", "", ["-s", "any"], "--subject narrows dump consumerlog only"),
-    ("consumerlog", "", ["-s", "no.such.subject"], "no consumer log for subject 'no.such.subject'"),
 ])
 def test_dump_refuses_another_kinds_files_and_options_it_would_ignore(kind, where, extra, said):
     """Rows of nothing and exit 0 would read as an empty log: the command says what it reads."""
     r = cli_runner().invoke(app, ["dump", kind, str(QMQ / "basic" / "store" / where), *extra])
     assert r.exit_code == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("fmt, empty", [("json", []), ("jsonl", None), ("table", None)])
+def test_a_subject_with_no_consumer_log_dumps_no_rows(fmt, empty):
+    """As `dump consumequeue -t Nope` on a RocketMQ store: a filter that matches nothing is an
+    empty result (`[]` in JSON), exit 0; stderr names the subjects the store has."""
+    subjects = load_truth(QMQ / "basic" / "truth.json")["readBack"]["consumerLogs"]
+    r = run("dump", "consumerlog", QMQ / "basic" / "store", "-s", "no.such.subject", "-f", fmt)
+    assert r.exit_code == 0, r.stderr
+    if empty is not None:
+        assert json.loads(r.stdout) == empty
+    elif fmt == "jsonl":
+        assert r.stdout == ""
+    assert "no consumer log for subject 'no.such.subject'" in r.stderr and sorted(subjects)[0] in r.stderr
 
 
 def test_info_table_shows_values_not_data_structures(basic):

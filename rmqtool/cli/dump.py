@@ -387,7 +387,10 @@ def _qmq_rows(path: pathlib.Path, kind: str, fmt: OutputFormat, limit: Optional[
             damaged += row.get("record") == "corrupt" or row.get("payload_crc_ok") is False
             yield with_human_times(row)
 
-    rows = dump_rows(root, kind, body=body, subject=subject, only=None if path == root else path)
+    notes: list = []
+    rows = dump_rows(root, kind, body=body, subject=subject, only=None if path == root else path, notes=notes)
+    for note in notes:
+        warn(f"rmqtool: {note}")
     sink.rows(itertools.islice(tallied(rows), limit))
     _finish(sink, [], damaged)
 

@@ -92,17 +92,19 @@ def checkpoint_rows(root: pathlib.Path, only: pathlib.Path | None = None) -> Ite
 
 
 def dump_rows(root: str | os.PathLike, kind: str, *, body: str = "base64", only: str | os.PathLike | None = None,
-              subject: str | None = None) -> Iterator[dict]:
+              subject: str | None = None, notes: list | None = None) -> Iterator[dict]:
+    """The rows of a dump kind; ``notes``: lines for people (a subject the store has no consumer
+    log for: no rows, as a RocketMQ dump's topic that matches nothing, and the subjects it has)."""
     from rmqtool.errors import UsageError
     root = pathlib.Path(root)
     only = pathlib.Path(only) if only is not None else None
     if subject is not None and kind != "consumerlog":
         raise UsageError(f"--subject narrows dump consumerlog only, not dump {kind}")
     home = root / kind  # each kind's files are in the directory of its name
-    if subject is not None and subject not in (known := consumerlog.subjects(root)):
+    if subject is not None and notes is not None and subject not in (known := consumerlog.subjects(root)):
         shown = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
-        raise UsageError(f"no consumer log for subject {subject!r} in {home}" + (f" (subjects: {shown})" if known
-                                                                                 else ": it holds none"))
+        notes.append(f"no consumer log for subject {subject!r} in {home}" + (f" (subjects: {shown})" if known
+                                                                             else ": it holds none"))
     if only is not None and not _wanted(only, home):  # another kind's file: it would give no row and no word
         raise UsageError(f"{only} is not in {home.name}/: dump {kind} reads {home.name}/'s files")
     if kind == "messagelog":

@@ -253,3 +253,33 @@ def test_salvage_counts_what_the_consumer_logs_name_and_the_log_lost(tmp_path):
     named = load_truth(QMQ / "basic" / "truth.json")["readBack"]["consumerLogs"]
     assert sum(b - a + 1 for runs in doc["missing_sequences"].values() for a, b in runs) == sum(
         1 for c in named.values() for u in c["units"] if u.get("kind", "message") == "message")
+
+
+@pytest.fixture(scope="module")
+def crash_stores(tmp_path_factory):
+    """Every crash variant's input, expanded once for this module."""
+    base = tmp_path_factory.mktemp("crash")
+    return {v.name: expand_store(v / "input", base / v.name) for v in sorted(CRASH.iterdir()) if v.is_dir()}
+
+
+def test_verify_columns_are_the_fields_of_the_familys_rows(basic, crash_stores):
+    """--columns takes every field a QMQ store's verify rows carry (subject, sequence, ...), and
+    not spark verify's store_name, which verify never gives (nor on a RocketMQ store)."""
+    fields = set()
+    for store in (basic, *crash_stores.values()):
+        fields |= {k for line in run("verify", store, "-f", "jsonl").stdout.splitlines() for k in json.loads(line)}
+    assert {"subject", "sequence", "message_log_offset"} <= fields
+    store = crash_stores["d-flipped-payload-byte-mid-log"]
+    r = cli_runner().invoke(app, ["verify", str(store), "--columns", ",".join(sorted(fields))],
+                            env={"COLUMNS": "400"})
+    assert r.exit_code == ExitCode.CORRUPT, r.stderr
+    flipped = load_truth(CRASH / "d-flipped-payload-byte-mid-log" / "truth.json")["mutation"]["record"]
+    r = cli_runner().invoke(app, ["verify", str(store), "--columns", "finding,subject,sequence"],
+                            env={"COLUMNS": "120"})
+    assert r.exit_code == ExitCode.CORRUPT, r.stderr
+    assert r.stdout.splitlines()[0].split() == ["finding", "subject", "sequence"]
+    assert ["payloadCrcMismatch", flipped["subject"], str(flipped["sequence"])] in \
+        [line.split() for line in r.stdout.splitlines()]
+    for other in (store, FIXTURES / "rocketmq-4.9.8" / "basic" / "store"):
+        r = run("verify", other, "--columns", "finding,store_name")
+        assert r.exit_code == ExitCode.USAGE and "unknown column store_name" in r.stderr

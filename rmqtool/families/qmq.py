@@ -14,6 +14,7 @@ from rmqtool.store.qmq.view import QmqView, open_qmq_store
 class QmqTools:
     family: Family = QMQ
     dump_kinds: tuple[str, ...] = ("messagelog", "consumerlog", "actionlog", "pulllog", "checkpoint")
+    finding_kind: str = "qmq_finding"
 
     def open_view(self, path, *, purpose: str = "store") -> QmqView:
         return open_qmq_store(path)

@@ -283,3 +283,33 @@ def test_verify_columns_are_the_fields_of_the_familys_rows(basic, crash_stores):
     for other in (store, FIXTURES / "rocketmq-4.9.8" / "basic" / "store"):
         r = run("verify", other, "--columns", "finding,store_name")
         assert r.exit_code == ExitCode.USAGE and "unknown column store_name" in r.stderr
+
+
+@pytest.mark.parametrize("variant", ["d-flipped-payload-byte-mid-log", "j-torn-last-record"])
+def test_a_damaged_record_dumped_or_found_is_named_on_stderr(crash_stores, variant):
+    """As on a RocketMQ store (dump commitlog's findings, query's note): the damaged record's
+    file and position on stderr, exit 3 (it said only "1 damaged record(s)", or nothing)."""
+    damaged = load_truth(CRASH / variant / "truth.json")["mutation"]
+    record = damaged.get("record") or damaged["records"][0]
+    store = crash_stores[variant]
+    segment = store / damaged["file"]
+    position = record["offset"] - int(segment.name)
+    r = run("dump", "messagelog", store, "-f", "jsonl")
+    assert r.exit_code == ExitCode.CORRUPT
+    assert f"payloadCrcMismatch: {segment} at offset {position}:" in r.stderr, r.stderr
+    r = run("query", store, "--subject", record["subject"], "--sequence", record["sequence"], "-f", "jsonl")
+    assert r.exit_code == ExitCode.CORRUPT and json.loads(r.stdout)["message_log_offset"] == record["offset"]
+    assert f"rmqtool: {segment}: offset {position}: payload CRC mismatch: the message at message log offset " \
+           f"{record['offset']} is damaged" in r.stderr.splitlines(), r.stderr
+
+
+def test_damaged_actions_dumped_are_named_on_stderr(tmp_path):
+    records = load_truth(QMQ / "basic" / "truth.json")["readBack"]["actionLog"]["records"]
+    store = expand_store(QMQ / "basic" / "store", tmp_path / "store")
+    segment = next(p for p in (store / "actionlog").iterdir() if p.name.isdigit())
+    with open(segment, "r+b") as f:  # the second action's magic overwritten
+        f.seek(records[1]["offset"] - int(segment.name))
+        f.write(b"\xee" * 4)
+    r = run("dump", "actionlog", store, "-f", "jsonl")
+    assert r.exit_code == ExitCode.CORRUPT
+    assert f"actionRecordInvalid: {segment} at offset {records[1]['offset'] - int(segment.name)}:" in r.stderr

@@ -276,9 +276,7 @@ class QmqChecks:
         for seg in log.segments:
             for item in actionlog.scan_segment(seg):
                 if isinstance(item, actionlog.ActionDamage):
-                    yield finding(ids.ACTION_RECORD_INVALID, item.path, item.position,
-                                  f"{item.size} bytes at action log offset {item.offset} are not an action: "
-                                  f"{item.reason}", action_log_offset=item.offset)
+                    yield from actionlog.findings_of(item)
                 else:
                     actions.append(item)
         for t in tablets.tablets(self.root):

@@ -313,3 +313,60 @@ def test_damaged_actions_dumped_are_named_on_stderr(tmp_path):
     r = run("dump", "actionlog", store, "-f", "jsonl")
     assert r.exit_code == ExitCode.CORRUPT
     assert f"actionRecordInvalid: {segment} at offset {records[1]['offset'] - int(segment.name)}:" in r.stderr
+
+
+VARIANTS = sorted(v.name for v in CRASH.iterdir() if v.is_dir())
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_info_says_what_the_next_start_does(crash_stores, variant):
+    """info gives the message log's recovered end beside its written end, as RocketMQ's info
+    gives the commit log's, and says what QMQ's start does as verify says it: a damaged record
+    it stops at, named by its file and position, the records it drops, the sequences it serves
+    empty, a start refused; exit 3 when it loses anything (truth.json: the restarted engine)."""
+    truth = load_truth(CRASH / variant / "truth.json")
+    store = crash_stores[variant]
+    r = run("info", store, "-f", "json")
+    doc = json.loads(r.stdout)
+    log, found = doc["message_log"], doc["findings"]
+    verified = [json.loads(x) for x in run("verify", store, "-f", "jsonl").stdout.splitlines()]
+    assert [f for f in found if f not in verified] == []  # what info says of the start, verify says alike
+    if not truth["started"]:
+        assert r.exit_code == ExitCode.CORRUPT and log["recovered_end"] is None
+        assert "storeNotLoadable" in {f["finding"] for f in found}
+        return
+    summary = truth["summary"]
+    loses = summary["recordsLost"] or any(summary["servedSuccessWithoutMessage"].values())
+    assert r.exit_code == (ExitCode.CORRUPT if loses else ExitCode.OK), r.stderr
+    assert log["recovered_end"] == truth["messageLog"]["maxOffsetAfterRestart"]
+    cut = truth["messageLog"].get("cutAt")
+    cuts = [f for f in found if f["finding"] == "recoveryCutsMessageLog"]
+    if cut is None:
+        assert log["recovery_cut_reason"] is None and not cuts
+        return
+    assert [f["message_log_offset"] for f in cuts] == [cut] and log["recovery_cut_reason"]
+    segment = max((p for p in (store / "messagelog").iterdir() if p.name.isdigit() and int(p.name) <= cut),
+                  key=lambda p: int(p.name))
+    assert {"finding": "payloadCrcMismatch", "path": str(segment), "offset": cut - int(segment.name)}.items() <= \
+        next(f for f in found if f["finding"] == "payloadCrcMismatch").items()
+    in_files = [x for x in truth["messageLog"]["recordsLost"] if x["offset"] < log["written_end"]]
+    assert cuts[0]["records"] == len(in_files)
+
+
+def test_info_of_a_store_a_process_holds_does_not_simulate_its_start(crash_stores):
+    """A running broker's store starts again only once it stops: recovered_end null, as on a
+    live RocketMQ store, and nothing said of that start."""
+    import subprocess
+    import sys
+    store = crash_stores["j-torn-last-record"]
+    segment = store / "messagelog" / f"{0:020d}"
+    holder = subprocess.Popen([sys.executable, "-c", f"f = open({str(segment)!r}, 'rb'); print('open', flush=True); "
+                               "import sys; sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        r = run("info", store, "-f", "json")
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=10)
+    doc = json.loads(r.stdout)
+    assert doc["store"]["live"] and doc["message_log"]["recovered_end"] is None and doc["findings"] == []

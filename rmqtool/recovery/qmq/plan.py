@@ -181,7 +181,7 @@ def _log_dirs(root: pathlib.Path, unit_bytes: int) -> list[LogDirectory]:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Bad:
+class LogStop:
     """Where QMQ's recovery stops a log: the first damage, or payload failing its CRC, it validates."""
     offset: int
     path: str
@@ -195,7 +195,7 @@ SEQUENCE_DAMAGED = "its sequence field is damaged: a unit for it would need the 
 NO_DIRECTORY = "its subject names no directory of its own for its consumer log"
 
 
-def _first_bad(items, last_two: set[str]) -> _Bad | None:
+def _first_bad(items, last_two: set[str]) -> LogStop | None:
     """The first item QMQ's recovery stops at: damage, or a payload failing its CRC, in one
     of the last two segments (``LogManager.recover`` validates no other)."""
     for item in items:
@@ -203,11 +203,11 @@ def _first_bad(items, last_two: set[str]) -> _Bad | None:
             continue
         if isinstance(item, (messagelog.Damage, actionlog.ActionDamage)) or \
                 (isinstance(item, messagelog.MessageRecord) and item.payload_crc_ok is False):
-            return _Bad(item.offset, item.path, item.position, getattr(item, "reason", _CRC_FAILS))
+            return LogStop(item.offset, item.path, item.position, getattr(item, "reason", _CRC_FAILS))
     return None
 
 
-def _first_bad_record(records: LogColumns, damage: list, last_two: int) -> _Bad | None:
+def _first_bad_record(records: LogColumns, damage: list, last_two: int) -> LogStop | None:
     """:func:`_first_bad` of the message log, from its columns and its damage: the segments
     from index ``last_two`` on are the last two."""
     failing = np.flatnonzero(~records.crc_ok & (records.segment >= last_two))
@@ -216,15 +216,15 @@ def _first_bad_record(records: LogColumns, damage: list, last_two: int) -> _Bad 
         row = int(failing[0])
         seg = int(records.segment[row])
         offset = int(records.offset[row])
-        bad = _Bad(offset, records.paths[seg], offset - int(records.bases[seg]), _CRC_FAILS)
+        bad = LogStop(offset, records.paths[seg], offset - int(records.bases[seg]), _CRC_FAILS)
     last_paths = set(records.paths[last_two:])
     d = next((d for d in damage if d.path in last_paths), None)  # damage comes in log order
     if d is not None and (bad is None or d.offset < bad.offset):
-        return _Bad(d.offset, d.path, d.position, d.reason)
+        return LogStop(d.offset, d.path, d.position, d.reason)
     return bad
 
 
-def _message_log_cut(broker, mlog: LogDirectory, records: LogColumns, damage: list) -> _Bad | None:
+def message_log_cut(broker, mlog: LogDirectory, records: LogColumns, damage: list) -> LogStop | None:
     """Where the plan ends the message log: where the simulated start's segment validator ends
     it when QMQ starts (bytes rmqtool's reader calls damage, such as a subject that is not
     UTF-8, pass the validator and are kept); the first damage or CRC failure of the last two
@@ -238,10 +238,10 @@ def _message_log_cut(broker, mlog: LogDirectory, records: LogColumns, damage: li
     if bad is not None and bad.offset == at:
         return bad
     seg = next(s for s in reversed(mlog.segments) if s.base_offset <= at)
-    return _Bad(at, str(seg.path), at - seg.base_offset, "QMQ's segment validator stops there")
+    return LogStop(at, str(seg.path), at - seg.base_offset, "QMQ's segment validator stops there")
 
 
-def _cut(log: LogDirectory, bad: _Bad | None, kind: str) -> tuple[list[ZeroRange], list[tuple[str, str]], int | None]:
+def _cut(log: LogDirectory, bad: LogStop | None, kind: str) -> tuple[list[ZeroRange], list[tuple[str, str]], int | None]:
     """Zeros and moves that end a log where QMQ's recovery ends it, at ``bad``; the kept end (None: whole)."""
     if bad is None:
         return [], [], None
@@ -283,7 +283,7 @@ def plan_recovery(store: str | os.PathLike) -> QmqPlan:
         moves += [(str(p), "a name Long.parseLong refuses: QMQ does not start with it there") for p in d.unparsable]
 
     # the message log, as QMQ's recovery cuts it
-    zero, cut_moves, cut_at = _cut(mlog, _message_log_cut(broker, mlog, records, damage), "message log")
+    zero, cut_moves, cut_at = _cut(mlog, message_log_cut(broker, mlog, records, damage), "message log")
     moves += cut_moves
     gone = {p for p, _ in cut_moves}
     keep = ~np.isin(records.segment, [i for i, p in enumerate(records.paths) if p in gone])

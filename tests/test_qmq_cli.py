@@ -370,3 +370,41 @@ def test_info_of_a_store_a_process_holds_does_not_simulate_its_start(crash_store
         holder.wait(timeout=10)
     doc = json.loads(r.stdout)
     assert doc["store"]["live"] and doc["message_log"]["recovered_end"] is None and doc["findings"] == []
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_recover_json_has_a_rocketmq_plans_keys_meaning_the_same(crash_stores, variant):
+    """The README's crash triage, `jq '{loadable, reason, lost: (.lost_messages | length)}'`,
+    reads a QMQ plan as a RocketMQ one: whether QMQ starts on the store as it is (and why not),
+    every record the repair loses (truth.json: the records QMQ's start drops); store_path names
+    the store (store, its old name, kept one release) and each action has its kind."""
+    truth = load_truth(CRASH / variant / "truth.json")
+    store = crash_stores[variant]
+    r = run("recover", store, "-f", "json")
+    doc = json.loads(r.stdout)
+    assert doc["store_path"] == doc["store"] == str(store)
+    assert doc["loadable"] is truth["started"] and (doc["reason"] is None) is truth["started"]
+    if not truth["started"]:
+        assert truth["summary"]["exception"] in doc["reason"] and doc["advice"]
+    assert all(a["kind"] == a["action"] for a in doc["actions"])
+    lost = doc["lost_messages"]
+    assert [(m["message_log_offset"], m["subject"], m["sequence"]) for m in lost] == sorted(
+        [(x["message_log_offset"], x["subject"], x["sequence"]) for x in doc["records_dropped"] + doc["records_unserved"]])
+    assert all(m["reason"] == "log cut" for m in lost if m["message_log_offset"] in
+               {x["message_log_offset"] for x in doc["records_dropped"]})
+    if truth["started"]:
+        in_files = [(x["offset"], x["subject"], x["sequence"]) for x in truth["messageLog"]["recordsLost"]
+                    if x["offset"] < doc["broker_start"]["written_end"]]
+        assert [(m["message_log_offset"], m["subject"], m["sequence"]) for m in lost] == in_files
+    damaged = truth["mutation"]  # where it names the records it damaged, those alone salvage cannot keep
+    flipped = [x["offset"] for x in [damaged.get("record"), *damaged.get("records", [])] if x]
+    if flipped:
+        assert [m["message_log_offset"] for m in lost if not m["readable"]] == flipped
+
+
+def test_the_readmes_crash_triage_on_a_qmq_store(crash_stores):
+    variant = "d-flipped-payload-byte-mid-log"
+    summary = load_truth(CRASH / variant / "truth.json")["summary"]
+    doc = json.loads(run("recover", crash_stores[variant], "-f", "json").stdout)
+    assert {"loadable": doc["loadable"], "reason": doc["reason"], "lost": len(doc["lost_messages"])} == \
+        {"loadable": summary["started"], "reason": None, "lost": summary["recordsLost"]}

@@ -44,6 +44,7 @@ from rmqtool.formats.qmq.consumerlog import (FILL_HEADER_SIZE, FILL_WROTE_BYTES,
                                              SEGMENT_TOTAL_UNIT, is_fill_unit)
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE as MESSAGE_SEGMENT_SIZE
 from rmqtool.formats.qmq.pulllog import PULL_LOG_SIZE
+from rmqtool.recovery.lost import LOG_CUT, UNIT_LOST
 from rmqtool.recovery.qmq.start import StartOutcome, simulate_start, store_unit_bytes
 from rmqtool.store.qmq import actionlog, checkpoints, consumerlog, messagelog
 from rmqtool.store.qmq.record_kernel import LogColumns, LogColumnsBuilder, SubjectTable
@@ -124,6 +125,22 @@ class ZeroRange:
 
 
 @dataclasses.dataclass(frozen=True)
+class LostMessage:
+    """A record the repaired store no longer serves (recover's ``lost_messages``, as a RocketMQ
+    plan lists them): cut from the log, or kept with no consumer-log unit."""
+    offset: int
+    subject: str
+    sequence: int
+    timestamp: int
+    readable: bool  # its payload matches its CRC: salvage keeps it
+    reason: str  # recovery/lost.py: LOG_CUT or UNIT_LOST
+
+    def to_json(self) -> dict:
+        return {"message_log_offset": self.offset, "subject": self.subject, "sequence": self.sequence,
+                "store_timestamp": self.timestamp, "readable": self.readable, "reason": self.reason}
+
+
+@dataclasses.dataclass(frozen=True)
 class QmqPlan:
     store: str
     broker: StartOutcome  # what QMQ's next start does to the store as it is
@@ -135,6 +152,7 @@ class QmqPlan:
     # (offset, subject, sequence, why) kept in the log with no unit: their sequences are damaged
     # (_hanging_together), or their subjects name no directory QMQ can make
     records_unserved: tuple[tuple[int, str, int, str], ...] = ()
+    lost_messages: tuple[LostMessage, ...] = ()  # both of the above, in log order, as a RocketMQ plan lists them
 
     @property
     def changes_anything(self) -> bool:
@@ -146,11 +164,18 @@ class QmqPlan:
         return pathlib.Path(self.store) / "checkpoint" / f"{MESSAGE_CHECKPOINT_PREFIX}{self.checkpoint.offset:020d}"
 
     def to_json(self) -> dict:
+        # the keys a RocketMQ plan has mean the same here (store_path, loadable, reason, advice,
+        # lost_messages, an action's kind); QMQ's own beside them; the old names one release more
         return {
             "family": "qmq",
-            "store": self.store,
+            "store_path": self.store,
+            "store": self.store,  # store_path's old name (docs/vocabulary.md: renamed fields)
+            # QMQ's own start on the store as it is, as a RocketMQ plan says its broker's
+            "loadable": self.broker.loadable,
+            "reason": self.broker.reason,
+            "advice": self.broker.advice,
             "broker_start": self.broker.to_json(),
-            "actions": [
+            "actions": [_action(a) for a in (
                 *({"action": "move", "file": f, "reason": why} for f, why in self.moves),
                 *({"action": "zero", "file": z.path, "start": z.start, "end": z.end, "reason": z.reason}
                   for z in self.zero),
@@ -160,13 +185,18 @@ class QmqPlan:
                   for c in self.consumer_logs),
                 *([{"action": "write checkpoint", "file": str(self.checkpoint_path()),
                     "message_log_offset": self.checkpoint.offset,
-                    "subjects": len(self.checkpoint.max_sequences)}] if self.checkpoint else []),
-            ],
+                    "subjects": len(self.checkpoint.max_sequences)}] if self.checkpoint else []))],
             "records_dropped": [{"message_log_offset": o, "subject": s, "sequence": q}
                                 for o, s, q in self.records_dropped],
             "records_unserved": [{"message_log_offset": o, "subject": s, "sequence": q, "reason": why}
                                  for o, s, q, why in self.records_unserved],
+            "lost_messages": [m.to_json() for m in self.lost_messages],
         }
+
+
+def _action(a: dict) -> dict:
+    """A plan action under the name a RocketMQ plan's has (``kind``), and its old one (``action``)."""
+    return {"kind": a["action"], **a}
 
 
 def _log_dirs(root: pathlib.Path, unit_bytes: int) -> list[LogDirectory]:
@@ -307,7 +337,20 @@ def plan_recovery(store: str | os.PathLike) -> QmqPlan:
     moves += checkpoint_moves
     rows, reasons = unserved
     return QmqPlan(str(root), broker, tuple(moves), tuple(zero), tuple(rewrites), checkpoint, dropped,
-                   tuple((*t, why) for t, why in zip(_triples(records, rows), reasons)))
+                   tuple((*t, why) for t, why in zip(_triples(records, rows), reasons)),
+                   _lost_messages(records, np.flatnonzero(~keep), rows))
+
+
+def _lost_messages(records: LogColumns, dropped: np.ndarray, unserved: np.ndarray) -> tuple[LostMessage, ...]:
+    """The records at rows ``dropped`` (the cut's) and ``unserved`` (kept with no unit), by offset."""
+    rows = np.concatenate((dropped, unserved))
+    why = np.concatenate((np.zeros(len(dropped), np.int8), np.ones(len(unserved), np.int8)))
+    order = np.argsort(records.offset[rows], kind="stable")
+    rows, why = rows[order], why[order]
+    names = records.subjects.names
+    return tuple(LostMessage(o, names[s], q, t, ok, UNIT_LOST if w else LOG_CUT) for o, s, q, t, ok, w in zip(
+        records.offset[rows].tolist(), records.subject_id[rows].tolist(), records.sequence[rows].tolist(),
+        records.timestamp[rows].tolist(), records.crc_ok[rows].tolist(), why.tolist()))
 
 
 def _by_subject(records: LogColumns, keep: np.ndarray) -> dict[int, np.ndarray]:

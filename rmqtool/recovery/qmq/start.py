@@ -162,8 +162,12 @@ class StartOutcome:
 
     @property
     def reason(self) -> str | None:
-        """Why QMQ does not load the store or never finishes starting (None: it does)."""
-        return None if self.refusal is None else self.refusal.text
+        """Why QMQ does not load the store or never finishes starting, naming the file (None: it does)."""
+        r = self.refusal
+        if r is None:
+            return None
+        where = "" if r.file is None else r.file if r.offset is None else f"{r.file} at offset {r.offset}"
+        return f"{where}: {r.text}" if where else r.text
 
     @property
     def advice(self) -> str | None:

@@ -190,12 +190,25 @@ def test_a_repair_killed_is_finished_by_running_it_again_or_undone(tmp_path, ste
     ("pulllog", "pulllog_smt", [], "is not in pulllog/"),
     ("checkpoint", "messagelog", [], "is not in checkpoint/"),
     ("messagelog", "", ["-s", "any"], "--subject narrows dump consumerlog only"),
-    ("consumerlog", "", ["-s", "no.such.subject"], "no consumer log for subject 'no.such.subject'"),
 ])
 def test_dump_refuses_another_kinds_files_and_options_it_would_ignore(kind, where, extra, said):
     """Rows of nothing and exit 0 would read as an empty log: the command says what it reads."""
     r = cli_runner().invoke(app, ["dump", kind, str(QMQ / "basic" / "store" / where), *extra])
     assert r.exit_code == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("fmt, empty", [("json", []), ("jsonl", None), ("table", None)])
+def test_a_subject_with_no_consumer_log_dumps_no_rows(fmt, empty):
+    """As `dump consumequeue -t Nope` on a RocketMQ store: a filter that matches nothing is an
+    empty result (`[]` in JSON), exit 0; stderr names the subjects the store has."""
+    subjects = load_truth(QMQ / "basic" / "truth.json")["readBack"]["consumerLogs"]
+    r = run("dump", "consumerlog", QMQ / "basic" / "store", "-s", "no.such.subject", "-f", fmt)
+    assert r.exit_code == 0, r.stderr
+    if empty is not None:
+        assert json.loads(r.stdout) == empty
+    elif fmt == "jsonl":
+        assert r.stdout == ""
+    assert "no consumer log for subject 'no.such.subject'" in r.stderr and sorted(subjects)[0] in r.stderr
 
 
 def test_info_table_shows_values_not_data_structures(basic):
@@ -240,3 +253,158 @@ def test_salvage_counts_what_the_consumer_logs_name_and_the_log_lost(tmp_path):
     named = load_truth(QMQ / "basic" / "truth.json")["readBack"]["consumerLogs"]
     assert sum(b - a + 1 for runs in doc["missing_sequences"].values() for a, b in runs) == sum(
         1 for c in named.values() for u in c["units"] if u.get("kind", "message") == "message")
+
+
+@pytest.fixture(scope="module")
+def crash_stores(tmp_path_factory):
+    """Every crash variant's input, expanded once for this module."""
+    base = tmp_path_factory.mktemp("crash")
+    return {v.name: expand_store(v / "input", base / v.name) for v in sorted(CRASH.iterdir()) if v.is_dir()}
+
+
+def test_verify_columns_are_the_fields_of_the_familys_rows(basic, crash_stores):
+    """--columns takes every field a QMQ store's verify rows carry (subject, sequence, ...), and
+    not spark verify's store_name, which verify never gives (nor on a RocketMQ store)."""
+    fields = set()
+    for store in (basic, *crash_stores.values()):
+        fields |= {k for line in run("verify", store, "-f", "jsonl").stdout.splitlines() for k in json.loads(line)}
+    assert {"subject", "sequence", "message_log_offset"} <= fields
+    store = crash_stores["d-flipped-payload-byte-mid-log"]
+    r = cli_runner().invoke(app, ["verify", str(store), "--columns", ",".join(sorted(fields))],
+                            env={"COLUMNS": "400"})
+    assert r.exit_code == ExitCode.CORRUPT, r.stderr
+    flipped = load_truth(CRASH / "d-flipped-payload-byte-mid-log" / "truth.json")["mutation"]["record"]
+    r = cli_runner().invoke(app, ["verify", str(store), "--columns", "finding,subject,sequence"],
+                            env={"COLUMNS": "120"})
+    assert r.exit_code == ExitCode.CORRUPT, r.stderr
+    assert r.stdout.splitlines()[0].split() == ["finding", "subject", "sequence"]
+    assert ["payloadCrcMismatch", flipped["subject"], str(flipped["sequence"])] in \
+        [line.split() for line in r.stdout.splitlines()]
+    for other in (store, FIXTURES / "rocketmq-4.9.8" / "basic" / "store"):
+        r = run("verify", other, "--columns", "finding,store_name")
+        assert r.exit_code == ExitCode.USAGE and "unknown column store_name" in r.stderr
+
+
+@pytest.mark.parametrize("variant", ["d-flipped-payload-byte-mid-log", "j-torn-last-record"])
+def test_a_damaged_record_dumped_or_found_is_named_on_stderr(crash_stores, variant):
+    """As on a RocketMQ store (dump commitlog's findings, query's note): the damaged record's
+    file and position on stderr, exit 3 (it said only "1 damaged record(s)", or nothing)."""
+    damaged = load_truth(CRASH / variant / "truth.json")["mutation"]
+    record = damaged.get("record") or damaged["records"][0]
+    store = crash_stores[variant]
+    segment = store / damaged["file"]
+    position = record["offset"] - int(segment.name)
+    r = run("dump", "messagelog", store, "-f", "jsonl")
+    assert r.exit_code == ExitCode.CORRUPT
+    assert f"payloadCrcMismatch: {segment} at offset {position}:" in r.stderr, r.stderr
+    r = run("query", store, "--subject", record["subject"], "--sequence", record["sequence"], "-f", "jsonl")
+    assert r.exit_code == ExitCode.CORRUPT and json.loads(r.stdout)["message_log_offset"] == record["offset"]
+    assert f"rmqtool: {segment}: offset {position}: payload CRC mismatch: the message at message log offset " \
+           f"{record['offset']} is damaged" in r.stderr.splitlines(), r.stderr
+
+
+def test_damaged_actions_dumped_are_named_on_stderr(tmp_path):
+    records = load_truth(QMQ / "basic" / "truth.json")["readBack"]["actionLog"]["records"]
+    store = expand_store(QMQ / "basic" / "store", tmp_path / "store")
+    segment = next(p for p in (store / "actionlog").iterdir() if p.name.isdigit())
+    with open(segment, "r+b") as f:  # the second action's magic overwritten
+        f.seek(records[1]["offset"] - int(segment.name))
+        f.write(b"\xee" * 4)
+    r = run("dump", "actionlog", store, "-f", "jsonl")
+    assert r.exit_code == ExitCode.CORRUPT
+    assert f"actionRecordInvalid: {segment} at offset {records[1]['offset'] - int(segment.name)}:" in r.stderr
+
+
+VARIANTS = sorted(v.name for v in CRASH.iterdir() if v.is_dir())
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_info_says_what_the_next_start_does(crash_stores, variant):
+    """info gives the message log's recovered end beside its written end, as RocketMQ's info
+    gives the commit log's, and says what QMQ's start does as verify says it: a damaged record
+    it stops at, named by its file and position, the records it drops, the sequences it serves
+    empty, a start refused; exit 3 when it loses anything (truth.json: the restarted engine)."""
+    truth = load_truth(CRASH / variant / "truth.json")
+    store = crash_stores[variant]
+    r = run("info", store, "-f", "json")
+    doc = json.loads(r.stdout)
+    log, found = doc["message_log"], doc["findings"]
+    verified = [json.loads(x) for x in run("verify", store, "-f", "jsonl").stdout.splitlines()]
+    assert [f for f in found if f not in verified] == []  # what info says of the start, verify says alike
+    if not truth["started"]:
+        assert r.exit_code == ExitCode.CORRUPT and log["recovered_end"] is None
+        assert "storeNotLoadable" in {f["finding"] for f in found}
+        return
+    summary = truth["summary"]
+    loses = summary["recordsLost"] or any(summary["servedSuccessWithoutMessage"].values())
+    assert r.exit_code == (ExitCode.CORRUPT if loses else ExitCode.OK), r.stderr
+    assert log["recovered_end"] == truth["messageLog"]["maxOffsetAfterRestart"]
+    cut = truth["messageLog"].get("cutAt")
+    cuts = [f for f in found if f["finding"] == "recoveryCutsMessageLog"]
+    if cut is None:
+        assert log["recovery_cut_reason"] is None and not cuts
+        return
+    assert [f["message_log_offset"] for f in cuts] == [cut] and log["recovery_cut_reason"]
+    segment = max((p for p in (store / "messagelog").iterdir() if p.name.isdigit() and int(p.name) <= cut),
+                  key=lambda p: int(p.name))
+    assert {"finding": "payloadCrcMismatch", "path": str(segment), "offset": cut - int(segment.name)}.items() <= \
+        next(f for f in found if f["finding"] == "payloadCrcMismatch").items()
+    in_files = [x for x in truth["messageLog"]["recordsLost"] if x["offset"] < log["written_end"]]
+    assert cuts[0]["records"] == len(in_files)
+
+
+def test_info_of_a_store_a_process_holds_does_not_simulate_its_start(crash_stores):
+    """A running broker's store starts again only once it stops: recovered_end null, as on a
+    live RocketMQ store, and nothing said of that start."""
+    import subprocess
+    import sys
+    store = crash_stores["j-torn-last-record"]
+    segment = store / "messagelog" / f"{0:020d}"
+    holder = subprocess.Popen([sys.executable, "-c", f"f = open({str(segment)!r}, 'rb'); print('open', flush=True); "
+                               "import sys; sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        r = run("info", store, "-f", "json")
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=10)
+    doc = json.loads(r.stdout)
+    assert doc["store"]["live"] and doc["message_log"]["recovered_end"] is None and doc["findings"] == []
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_recover_json_has_a_rocketmq_plans_keys_meaning_the_same(crash_stores, variant):
+    """The README's crash triage, `jq '{loadable, reason, lost: (.lost_messages | length)}'`,
+    reads a QMQ plan as a RocketMQ one: whether QMQ starts on the store as it is (and why not),
+    every record the repair loses (truth.json: the records QMQ's start drops); store_path names
+    the store (store, its old name, kept one release) and each action has its kind."""
+    truth = load_truth(CRASH / variant / "truth.json")
+    store = crash_stores[variant]
+    r = run("recover", store, "-f", "json")
+    doc = json.loads(r.stdout)
+    assert doc["store_path"] == doc["store"] == str(store)
+    assert doc["loadable"] is truth["started"] and (doc["reason"] is None) is truth["started"]
+    if not truth["started"]:
+        assert truth["summary"]["exception"] in doc["reason"] and doc["advice"]
+    assert all(a["kind"] == a["action"] for a in doc["actions"])
+    lost = doc["lost_messages"]
+    assert [(m["message_log_offset"], m["subject"], m["sequence"]) for m in lost] == sorted(
+        [(x["message_log_offset"], x["subject"], x["sequence"]) for x in doc["records_dropped"] + doc["records_unserved"]])
+    assert all(m["reason"] == "log cut" for m in lost if m["message_log_offset"] in
+               {x["message_log_offset"] for x in doc["records_dropped"]})
+    if truth["started"]:
+        in_files = [(x["offset"], x["subject"], x["sequence"]) for x in truth["messageLog"]["recordsLost"]
+                    if x["offset"] < doc["broker_start"]["written_end"]]
+        assert [(m["message_log_offset"], m["subject"], m["sequence"]) for m in lost] == in_files
+    damaged = truth["mutation"]  # where it names the records it damaged, those alone salvage cannot keep
+    flipped = [x["offset"] for x in [damaged.get("record"), *damaged.get("records", [])] if x]
+    if flipped:
+        assert [m["message_log_offset"] for m in lost if not m["readable"]] == flipped
+
+
+def test_the_readmes_crash_triage_on_a_qmq_store(crash_stores):
+    variant = "d-flipped-payload-byte-mid-log"
+    summary = load_truth(CRASH / variant / "truth.json")["summary"]
+    doc = json.loads(run("recover", crash_stores[variant], "-f", "json").stdout)
+    assert {"loadable": doc["loadable"], "reason": doc["reason"], "lost": len(doc["lost_messages"])} == \
+        {"loadable": summary["started"], "reason": None, "lost": summary["recordsLost"]}

@@ -387,9 +387,14 @@ def _qmq_rows(path: pathlib.Path, kind: str, fmt: OutputFormat, limit: Optional[
             damaged += row.get("record") == "corrupt" or row.get("payload_crc_ok") is False
             yield with_human_times(row)
 
-    rows = dump_rows(root, kind, body=body, subject=subject, only=None if path == root else path)
+    notes: list = []
+    findings: list = []  # each damaged record's, naming its file and position
+    rows = dump_rows(root, kind, body=body, subject=subject, only=None if path == root else path, notes=notes,
+                     findings=findings)
+    for note in notes:
+        warn(f"rmqtool: {note}")
     sink.rows(itertools.islice(tallied(rows), limit))
-    _finish(sink, [], damaged)
+    _finish(sink, findings, damaged)
 
 
 def _qmq_command(kind: str, what: str, *examples_: str):

@@ -205,19 +205,21 @@ def _qmq_query(stores, subject, sequence, msg_id, time, fmt: OutputFormat, body,
     from rmqtool.store.qmq.view import open_qmq_store
     each = Stores(several=len(stores) > 1)
     body_mode = body.value if body else ("text" if fmt == OutputFormat.table else "base64")
-    rows = []
+    rows, damaged = [], []
     with Sink(fmt.value, kind="qmq_message", wide=wide, select=columns) as sink:
         for store in stores:
             with each.each(not_found=NothingFound):
                 found = query_rows(open_qmq_store(store).root, subject=subject, sequence=sequence,
                                    message_id=msg_id, time_ms=parse_time(time), body=body_mode,
-                                   served_only=served_only)
+                                   served_only=served_only, notes=damaged)
                 for row in found:
                     sink.row(with_human_times(row if not each.several else {"store_path": str(store), **row}))
                 rows += found
+    for line in damaged:  # after the rows, as on a RocketMQ store
+        warn(line)
     if each.worst:
         raise typer.Exit(each.worst)
     if not rows:
         raise typer.Exit(int(ExitCode.NOT_FOUND))
-    if any(r.get("payload_crc_ok") is False for r in rows):
+    if damaged:
         raise typer.Exit(int(ExitCode.CORRUPT))

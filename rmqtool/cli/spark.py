@@ -94,7 +94,7 @@ def verify(
     found = specs(stores, stores_from, require=False)  # a store that is not there is a row of its own
     now_ms = parse_time(now, "--now")
     results = verify_fleet(session(master, conf), found, progress=task_progress(progress), now_ms=now_ms)
-    with Sink(fmt.value, kind="finding") as sink:
+    with Sink(fmt.value, kind="fleet_finding") as sink:
         for result in results:
             for row in result["rows"]:
                 sink.row(row)

@@ -53,8 +53,8 @@ def verify(
 
     options = VerifyOptions(only=tuple(only) or AREAS, overrides=parse_overrides(skip, severity),
                             max_errors=max_errors, jobs=jobs or default_workers(), now_ms=parse_time(now, "--now"))
-    sink = Sink(fmt.value, kind="finding", wide=wide, select=columns)
-    tools = tools_at(store)  # the store's family brings its checks
+    tools = tools_at(store)  # the store's family brings its checks, and the fields its rows have
+    sink = Sink(fmt.value, kind=tools.finding_kind, wide=wide, select=columns)
     # not a store that can be checked: nothing on stdout
     run = tools.verify(tools.open_view(store, purpose="verify"), options)
     if run.live is not None:

@@ -24,6 +24,7 @@ class FamilyTools(Protocol):
 
     family: Family
     dump_kinds: tuple[str, ...]  # the `rmqtool dump` kinds that read this family's files
+    finding_kind: str  # the kind of its finding rows (report/columns.VIEWS): the fields --columns takes
 
     def open_view(self, path, *, purpose: str = "store") -> StoreView:
         """The store at ``path`` opened once (``purpose``: "verify" and "info" check the root as they document)."""

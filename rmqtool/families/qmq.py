@@ -14,6 +14,7 @@ from rmqtool.store.qmq.view import QmqView, open_qmq_store
 class QmqTools:
     family: Family = QMQ
     dump_kinds: tuple[str, ...] = ("messagelog", "consumerlog", "actionlog", "pulllog", "checkpoint")
+    finding_kind: str = "qmq_finding"
 
     def open_view(self, path, *, purpose: str = "store") -> QmqView:
         return open_qmq_store(path)
@@ -23,17 +24,9 @@ class QmqTools:
         return QmqVerify(view, options, progress)
 
     def info(self, view: QmqView) -> tuple[dict, list]:
-        from rmqtool.inspect.qmq.inventory import store_info
-        from rmqtool.findings import STORE_NOT_LOADABLE, Finding
-        from rmqtool.store.qmq.segments import directory_refusal
+        from rmqtool.inspect.qmq.inventory import qmq_info
         live = view.live
-        # a log directory QMQ's start throws on (a file in its place): info says it, as verify does
-        refused = [Finding(STORE_NOT_LOADABLE, str(view.root / name), None,
-                           f"QMQ refuses to start: RuntimeException: {why} (LogManager.createAndValidateLogDir)")
-                   for name in ("messagelog", "actionlog") if (why := directory_refusal(view.root / name))]
-        doc = store_info(view.root, live.pid if live is not None else None)
-        doc["findings"] = [f.to_json() for f in refused]  # as a RocketMQ store's info: the table shows them
-        return doc, refused
+        return qmq_info(view.root, live.pid if live is not None else None)
 
     def plan_recovery(self, view: QmqView, **options):
         from rmqtool.recovery.qmq.plan import plan_recovery

@@ -16,6 +16,7 @@ class RocketMQTools:
     family: Family = ROCKETMQ
     dump_kinds: tuple[str, ...] = ("commitlog", "consumequeue", "cqext", "dledger", "index", "checkpoint", "config",
                                    "epochfile")
+    finding_kind: str = "finding"
 
     def open_view(self, path, *, purpose: str = "store") -> StoreView:
         if purpose == "verify":

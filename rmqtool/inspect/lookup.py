@@ -114,6 +114,11 @@ def crc_mismatch_notes(messages) -> list[str]:
         what = " and ".join(w for w, ok in (("body CRC", m.body_crc_ok), ("__CRC32# property CRC", m.property_crc_ok))
                             if ok is False)
         if what:
-            notes.append(f"rmqtool: {m.path}: offset {m.position}: {what} mismatch: the message at commit log "
-                         f"offset {m.commit_log_offset} is damaged")
+            notes.append(damaged_message_note(m.path, m.position, what, f"commit log offset {m.commit_log_offset}"))
     return notes
+
+
+def damaged_message_note(path, position: int, what: str, where: str) -> str:
+    """query's line for a damaged message it found, in either family: its file and position,
+    which check fails, and where the message lies in its log."""
+    return f"rmqtool: {path}: offset {position}: {what} mismatch: the message at {where} is damaged"

@@ -42,6 +42,7 @@ from rmqtool.recovery.commitlog_walk import (V4, V5, WalkEnd, WalkOptions, abnor
 from rmqtool.recovery.batch_queue_model import BatchQueueModel
 from rmqtool.recovery.ext_model import StoreExts, max_ext_address
 from rmqtool.recovery.index_model import IndexModel
+from rmqtool.recovery.lost import FILE_MISSING, LOG_CUT, UNIT_LOST  # why a lost message is lost
 from rmqtool.recovery.queue_model import QueueModel
 from rmqtool.recovery.semantics import detect_semantics
 from rmqtool.store.dledger import refuse_dledger
@@ -739,12 +740,6 @@ def _redispatch(segments, start: int, end: int, file_size: int, options: WalkOpt
             return nxt
         seg = segments[index]
         pos = 0
-
-
-# why the broker no longer serves a message (a lost message's ``reason``)
-LOG_CUT = "log cut"  # recovery ends the commit log before it
-FILE_MISSING = "file missing"  # its commit log file is gone: the broker skips the gap
-UNIT_LOST = "unit lost"  # its consume queue unit is gone and the start does not dispatch it again
 
 
 def _lost(reader: CommitLog, paths: StorePaths, end: int, semantics: str, walked: dict) -> list[dict]:

@@ -44,6 +44,16 @@ def fixed(name: str, rank: int | None, width: int = 0) -> Column:
 
 TIME = 24  # 2026-11-22T02:43:15.033Z
 
+# What every finding row has, and what locates one in each family's terms (the details
+# its checks give: rmqtool.findings.finding's keyword fields)
+_FINDING = (text("finding", 1, 30, 30), fixed("severity", 2, 8), text("path", 4, 60, 24), num("offset", 5, 10),
+            text("message", 3, 120, 36), fixed("consequence", None, 13))
+_ROCKETMQ_FINDING = (text("topic", None, 40), num("queue_id", None), num("queue_offset", None),
+                     num("commit_log_offset", None))
+_QMQ_FINDING = (text("subject", None, 40), num("sequence", None), num("message_log_offset", None),
+                num("action_log_offset", None), num("store_size", None), num("records", None), num("sequences", None),
+                num("actions", None))
+
 # Kinds of rows and their columns, in display order. A kind's full list names every field a
 # row of that kind has in JSON (docs/vocabulary.md), so --columns can ask for any of them.
 VIEWS: dict[str, tuple[Column, ...]] = {
@@ -182,10 +192,12 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         text("file", 1, 80, 20), num("version", 2, 12), fixed("loaded", 3), num("message_log_offset", 4),
         num("action_log_offset", 5), text("reason", 6, 60, 12), text("max_sequences", None, 80),
         text("groups", None, 80), fixed("record", None), fixed("family", None)),
-    "finding": (
-        text("store_name", 0, 24, 10), text("finding", 1, 30, 30), fixed("severity", 2, 8), text("path", 4, 60, 24), num("offset", 5, 10),
-        text("message", 3, 120, 36), fixed("consequence", None, 13), text("topic", None, 40), num("queue_id", None),
-        num("queue_offset", None), num("commit_log_offset", None)),
+    # findings: every family's rows share the first fields and locate the damage in their own
+    # engine's terms (verify and info: the store's family's kind, FamilyTools.finding_kind)
+    "finding": (*_FINDING, *_ROCKETMQ_FINDING),
+    "qmq_finding": (*_FINDING, *_QMQ_FINDING),
+    # spark verify: stores of both families, each row naming its store
+    "fleet_finding": (text("store_name", 0, 24, 10), *_FINDING, *_ROCKETMQ_FINDING, *_QMQ_FINDING),
     # rmqtool diff (inspect/diff.py): one kind, a ``record`` a difference, then the summary
     "diff": (
         fixed("record", 1, 21), fixed("side", 2, 4), num("commit_log_offset", 3), text("reason", 4, 60, 12),

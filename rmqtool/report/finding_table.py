@@ -35,7 +35,8 @@ SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 INDENT = "    "
 # the short columns of a row's first line, in order; consequence and store_name only when they fit / exist
 HEAD = ("store_name", "severity", "finding", "consequence", "offset")  # every header a JSON field
-RIGHT = frozenset(c.name for c in VIEWS["finding"] if c.right)
+FINDING_KINDS = ("finding", "qmq_finding", "fleet_finding")  # columns.VIEWS' kinds of finding rows
+RIGHT = frozenset(c.name for kind in FINDING_KINDS for c in VIEWS[kind] if c.right)
 UNDER = ("path", "message")  # the long fields: wrapped under the row's first line, never cut
 _DIGITS = re.compile(r"\d+")
 
@@ -88,8 +89,9 @@ class FindingTable:
     """Collects finding rows (memory: one entry per finding ID and file, or per finding with
     ``wide``) and prints them sorted at :meth:`close`."""
 
-    def __init__(self, stream: TextIO, width: int, *, wide: bool = False, select: tuple[str, ...] | None = None):
-        self.stream, self.width, self.wide = stream, width, wide
+    def __init__(self, stream: TextIO, width: int, *, wide: bool = False, select: tuple[str, ...] | None = None,
+                 kind: str = "finding"):
+        self.stream, self.width, self.wide, self.kind = stream, width, wide, kind
         self.select = select  # --columns: exactly these fields (None: the default columns)
         self.count = 0
         self._groups: dict[tuple, _Group] = {}
@@ -175,7 +177,7 @@ class FindingTable:
             names = list(self.select)
         else:
             present = set().union(*rows)
-            names = [c.name for c in VIEWS["finding"] if c.name in present]
+            names = [c.name for c in VIEWS[self.kind] if c.name in present]
             names += [k for k in dict.fromkeys(k for r in rows for k in r) if k not in names]
         cells = [{n: terminal_safe(cell_text(n, r.get(n))) for n in names} for r in rows]
         widths = {n: max(len(n), *(display_width(c[n]) for c in cells)) for n in names}

@@ -16,7 +16,7 @@ import orjson
 
 from rmqtool.errors import ExitCode
 from rmqtool.report.columns import select_columns, terminal_safe
-from rmqtool.report.finding_table import SEVERITY_ORDER, FindingTable
+from rmqtool.report.finding_table import FINDING_KINDS, SEVERITY_ORDER, FindingTable
 from rmqtool.report.progress import erase_bars
 from rmqtool.report.table import TextTable, output_width
 
@@ -318,9 +318,9 @@ def _table(stream: TextIO, kind: str | None, *, width: int | None = None, wide: 
            columns=None):
     """The table for rows of ``kind``: findings sorted, grouped and wrapped (``--columns``: those
     fields, grouped and sorted alike), anything else streamed as aligned columns."""
-    if kind == "finding":
+    if kind in FINDING_KINDS:
         return FindingTable(stream, output_width(stream) if width is None else width, wide=wide,
-                            select=None if select is None else tuple(c.name for c in select))
+                            select=None if select is None else tuple(c.name for c in select), kind=kind)
     return TextTable(stream, kind, width=width, wide=wide, select=select, columns=columns)
 
 

@@ -362,7 +362,7 @@ class ConsumeQueueCheck(BandConsumer):
         next_start = self.log.next_start_seen
         if next_start is None or not next_start.loadable:
             return []
-        from rmqtool.recovery.outcome import UNIT_LOST
+        from rmqtool.recovery.lost import UNIT_LOST
         named = set(np.concatenate(self.reported).tolist()) if self.reported else set()
         lost = [m for m in next_start.outcome.lost_messages if m["reason"] == UNIT_LOST
                 and m["commit_log_offset"] not in named]

@@ -120,7 +120,7 @@ class NextStart:
     @property
     def dropped(self) -> list[dict]:
         """The messages the log cut drops (the plan's lost messages of that reason)."""
-        from rmqtool.recovery.outcome import LOG_CUT
+        from rmqtool.recovery.lost import LOG_CUT
         return [m for m in self.outcome.lost_messages if m["reason"] == LOG_CUT] if self.loadable else []
 
     def note(self, f: Finding) -> Finding:
@@ -154,7 +154,7 @@ class NextStart:
     def _missing_file(self) -> list[Finding]:
         """The messages of commit log files gone from the middle: the broker loads the store and
         skips them, while their queues' units still name them."""
-        from rmqtool.recovery.outcome import FILE_MISSING
+        from rmqtool.recovery.lost import FILE_MISSING
         missing = [m for m in self.outcome.lost_messages if m["reason"] == FILE_MISSING]
         if not missing:
             return []

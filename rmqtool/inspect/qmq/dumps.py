@@ -24,10 +24,15 @@ def _wanted(path: pathlib.Path, only: pathlib.Path | None) -> bool:
     return only is None or path.resolve() == only.resolve() or only.resolve() in path.resolve().parents
 
 
-def message_log_rows(root: pathlib.Path, body: str = "base64", only: pathlib.Path | None = None) -> Iterator[dict]:
+def message_log_rows(root: pathlib.Path, body: str = "base64", only: pathlib.Path | None = None,
+                     findings: list | None = None) -> Iterator[dict]:
+    """Every item of the message log as a row; ``findings``: what each damaged one says is
+    wrong, naming its file and position (as dump commitlog's)."""
     for seg in list_log(root / "messagelog", PER_SEGMENT_FILE_SIZE).segments:
         if _wanted(seg.path, only):
             for item in messagelog.scan_segment(seg):
+                if findings is not None:
+                    findings += messagelog.findings_of(item)
                 yield message_log_row(item, body)
 
 
@@ -43,10 +48,13 @@ def consumer_log_rows(root: pathlib.Path, subject: str | None = None, only: path
                 yield consumer_log_row(u)
 
 
-def action_log_rows(root: pathlib.Path, only: pathlib.Path | None = None) -> Iterator[dict]:
+def action_log_rows(root: pathlib.Path, only: pathlib.Path | None = None,
+                    findings: list | None = None) -> Iterator[dict]:
     for seg in list_log(root / "actionlog", actionlog_format.PER_SEGMENT_FILE_SIZE).segments:
         if _wanted(seg.path, only):
             for item in actionlog.scan_segment(seg):
+                if findings is not None:
+                    findings += actionlog.findings_of(item)
                 yield action_row(item)
 
 
@@ -92,25 +100,28 @@ def checkpoint_rows(root: pathlib.Path, only: pathlib.Path | None = None) -> Ite
 
 
 def dump_rows(root: str | os.PathLike, kind: str, *, body: str = "base64", only: str | os.PathLike | None = None,
-              subject: str | None = None) -> Iterator[dict]:
+              subject: str | None = None, notes: list | None = None, findings: list | None = None) -> Iterator[dict]:
+    """The rows of a dump kind; ``notes``: lines for people (a subject the store has no consumer
+    log for: no rows, as a RocketMQ dump's topic that matches nothing, and the subjects it has);
+    ``findings``: each damaged record or action the rows show, as it is read."""
     from rmqtool.errors import UsageError
     root = pathlib.Path(root)
     only = pathlib.Path(only) if only is not None else None
     if subject is not None and kind != "consumerlog":
         raise UsageError(f"--subject narrows dump consumerlog only, not dump {kind}")
     home = root / kind  # each kind's files are in the directory of its name
-    if subject is not None and subject not in (known := consumerlog.subjects(root)):
+    if subject is not None and notes is not None and subject not in (known := consumerlog.subjects(root)):
         shown = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
-        raise UsageError(f"no consumer log for subject {subject!r} in {home}" + (f" (subjects: {shown})" if known
-                                                                                 else ": it holds none"))
+        notes.append(f"no consumer log for subject {subject!r} in {home}" + (f" (subjects: {shown})" if known
+                                                                             else ": it holds none"))
     if only is not None and not _wanted(only, home):  # another kind's file: it would give no row and no word
         raise UsageError(f"{only} is not in {home.name}/: dump {kind} reads {home.name}/'s files")
     if kind == "messagelog":
-        return message_log_rows(root, body, only)
+        return message_log_rows(root, body, only, findings)
     if kind == "consumerlog":
         return consumer_log_rows(root, subject, only)
     if kind == "actionlog":
-        return action_log_rows(root, only)
+        return action_log_rows(root, only, findings)
     if kind == "pulllog":
         return pull_log_rows(root, only)
     if kind == "checkpoint":
@@ -140,11 +151,13 @@ def _served_record(root: pathlib.Path, look, subject: str, sequence: int):
 
 def query_rows(root: str | os.PathLike, *, subject: str | None = None, sequence: int | None = None,
                message_id: str | None = None, time_ms: int | None = None, body: str = "base64",
-               served_only: bool = False) -> list[dict]:
+               served_only: bool = False, notes: list | None = None) -> list[dict]:
     """``rmqtool query`` on a QMQ store: the rows of the message a subject's sequence names
     (DefaultStorage.getMessage's walk), of every record with a message id, or of each
     subject's first record appended at or after a time (``subject`` None: every subject).
-    NothingFound when none is there; a unit that points nowhere is said in the error."""
+    NothingFound when none is there; a unit that points nowhere is said in the error.
+    ``notes``: a line for each message found whose payload fails its CRC, as RocketMQ's query
+    names a damaged one (printed, since its bytes are all there is)."""
     from rmqtool.errors import NothingFound, UsageError
     from rmqtool.query.qmq.lookup import QmqLookup
     root = pathlib.Path(root)
@@ -179,4 +192,8 @@ def query_rows(root: str | os.PathLike, *, subject: str | None = None, sequence:
         raise UsageError("on a QMQ store give --subject with --sequence or --time, or --msg-id")
     if not records:
         raise NothingFound("no message matches", root)
+    if notes is not None:
+        from rmqtool.inspect.lookup import damaged_message_note
+        notes += [damaged_message_note(r.path, r.position, "payload CRC", f"message log offset {r.offset}")
+                  for r in records if r.payload_crc_ok is False]
     return [message_log_row(r, body) for r in records]

@@ -1,24 +1,32 @@
-"""``rmqtool info`` on a QMQ store: its logs, subjects, groups, checkpoints and tablets.
+"""``rmqtool info`` on a QMQ store: its logs, subjects, groups, checkpoints and tablets, and
+what its next start does to them.
 
-Read with headers only (no payload CRC, but for a record whose payload would run past the
-written bytes: whether it ends there is the written end): the message log's written end,
-each subject's consumer-log range beside the sequence the loaded message checkpoint records, each group's
-progress as the loaded action checkpoint records it, and whether the message checkpoint
-stands at the written end (as ``DefaultStorage.destroy`` leaves it) or behind it (the next
-start replays the rest).
+Read in one pass over the message log (its records as columns, payload CRCs taken: QMQ's
+start validates them), then QMQ's start simulated on those columns (``recovery/qmq/start.py``,
+as ``recover`` plans it): the message log's written end and where the start's recovery ends
+it (``recovered_end``, and why: ``recovery_cut_reason``), each subject's consumer-log range
+beside the sequence the loaded message checkpoint records, each group's progress as the loaded
+action checkpoint records it, and whether the message checkpoint stands at the written end (as
+``DefaultStorage.destroy`` leaves it) or behind it (the next start replays the rest). What the
+start does is said as findings, as verify says it: the damaged record it stops at (its file and
+position), a start refused, records dropped, sequences served empty or not served. A store a
+running broker holds is not simulated (its next start comes after the broker stops).
 """
 from __future__ import annotations
 
 import os
 import pathlib
 
+from rmqtool.findings import Finding
 from rmqtool.formats.qmq import actionlog as actionlog_format
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.recovery.qmq.javabuf import JavaException
+from rmqtool.recovery.qmq.next_start import as_the_start_takes, next_start_findings
+from rmqtool.recovery.qmq.plan import message_log_cut
 from rmqtool.recovery.qmq.tablets import load_tablets
-from rmqtool.recovery.qmq.start import consumer_progress
+from rmqtool.recovery.qmq.start import StartOutcome, consumer_progress, simulate_start
 from rmqtool.store.qmq import actionlog, checkpoints, consumerlog, messagelog, record_kernel, tablets
-from rmqtool.store.qmq.segments import LogDirectory, ZeroExtended, list_log
+from rmqtool.store.qmq.segments import LogDirectory, list_log
 
 
 def _segments(log: LogDirectory) -> list[dict]:
@@ -26,44 +34,60 @@ def _segments(log: LogDirectory) -> list[dict]:
             for seg in log.segments]
 
 
-def _message_log(root: pathlib.Path) -> tuple[dict, int]:
-    log = list_log(root / "messagelog", PER_SEGMENT_FILE_SIZE)
-    records = damaged = 0
-    end = log.segments[0].base_offset if log.segments else 0
-    subjects = record_kernel.SubjectTable()
-    for seg in log.segments:  # the kernel's runs counted as columns: no object a record
-        with ZeroExtended(seg) as data:
-            for piece in messagelog.scan_pieces(data, subjects, check_crc=False):
-                if isinstance(piece, record_kernel.MessageRun):
-                    records += len(piece)
-                elif isinstance(piece, messagelog.MessageRecord):
-                    records += 1
-                    if piece.payload_crc_ok is False:  # its size may be the damage (a header-only read
-                        # takes the CRC of a record past the written bytes): the records its claim covers
-                        # count where a CRC proves them, as every reader's scan gives them
-                        records += sum(1 for _ in messagelog.records_within(data, piece.position + 1,
-                                                                            piece.position + piece.size))
-                elif isinstance(piece, messagelog.Damage):
-                    damaged += 1
-                end = max(end, messagelog.item_end(data, piece) or end)
-    doc = {"segments": _segments(log), "written_end": end, "records": records, "damaged_regions": damaged,
-           "skipped_files": [p.name for p in log.skipped], "unreadable_names": [p.name for p in log.unparsable]}
-    return doc, end
+class _MessageLog:
+    """The message log read once: its records as columns (the kernel's runs: no object a
+    record), its damaged regions, and what each damaged item says (findings_of)."""
+
+    def __init__(self, root: pathlib.Path):
+        self.log = list_log(root / "messagelog", PER_SEGMENT_FILE_SIZE)
+        builder = record_kernel.LogColumnsBuilder(record_kernel.SubjectTable())
+        self.damage: list = []  # messagelog.Damage, in log order
+        self.findings: list[Finding] = []
+        for data, piece in messagelog.log_pieces(self.log.segments, builder):
+            self.findings += messagelog.piece_findings(data, piece, builder.subjects)
+            if isinstance(piece, messagelog.Damage):
+                self.damage.append(piece)
+        self.records = builder.build()
+
+    def doc(self) -> dict:
+        log = self.log
+        return {"segments": _segments(log), "written_end": self.records.written_end, "records": len(self.records),
+                "damaged_regions": len(self.damage), "skipped_files": [p.name for p in log.skipped],
+                "unreadable_names": [p.name for p in log.unparsable]}
+
+    def at_the_stop(self, start: StartOutcome) -> list[Finding]:
+        """The damage findings where the start stops: the record its load throws at (it does not
+        start), else the one where its recovery cuts the log (as RocketMQ's info names the damage
+        that ends its walk)."""
+        refusal, log = start.refusal, start.message_log
+        if refusal is not None and refusal.kind == "refused":
+            return [as_the_start_takes(f, refusal) for f in self.findings if (f.path, f.offset) ==
+                    (refusal.file, refusal.offset)]
+        cut = log.cut_at if log is not None else None
+        return [f for f in self.findings if cut is not None and (f.details or {}).get("message_log_offset") == cut]
+
+    def cut_reason(self, start: StartOutcome) -> str | None:
+        """Why the start's recovery ends the log before its written end (recover's plan's reason)."""
+        if start.recovered_end is None or start.message_log.cut_at is None:
+            return None
+        stop = message_log_cut(start, self.log, self.records, self.damage)
+        return stop.reason if stop is not None else None
 
 
-def _action_log(root: pathlib.Path) -> dict:
+def _action_log(root: pathlib.Path) -> tuple[dict, list]:
+    """The action log's section, and its actions (the next start's replay skips some)."""
     log = list_log(root / "actionlog", actionlog_format.PER_SEGMENT_FILE_SIZE)
-    actions = damaged = 0
+    actions, damaged = [], 0
     end = log.segments[0].base_offset if log.segments else 0
     for seg in log.segments:
         for item in actionlog.scan_segment(seg):
             if isinstance(item, actionlog.ActionRecord):
-                actions += 1
+                actions.append(item)
                 end = item.end_offset
             else:
                 damaged += 1
-    return {"segments": _segments(log), "written_end": end, "actions": actions, "damaged_regions": damaged,
-            "unreadable_names": [p.name for p in log.unparsable]}
+    return {"segments": _segments(log), "written_end": end, "actions": len(actions), "damaged_regions": damaged,
+            "unreadable_names": [p.name for p in log.unparsable]}, actions
 
 
 def _snapshot_doc(snaps) -> dict:
@@ -83,8 +107,24 @@ def _action_replay_from(root: pathlib.Path, action_cps) -> int | None:
 
 
 def store_info(root: str | os.PathLike, live_pid: int | None = None) -> dict:
+    """The document ``rmqtool info`` prints (its findings, as rows, in ``findings``)."""
+    return qmq_info(root, live_pid)[0]
+
+
+def qmq_info(root: str | os.PathLike, live_pid: int | None = None) -> tuple[dict, list[Finding]]:
+    """What ``rmqtool info`` shows of a QMQ store: the document, and the findings in it."""
     root = pathlib.Path(root)
-    message_log, written_end = _message_log(root)
+    mlog = _MessageLog(root)
+    message_log = mlog.doc()
+    written_end = message_log["written_end"]
+    action_log, actions = _action_log(root)
+    findings: list[Finding] = []
+    message_log["recovered_end"] = message_log["recovery_cut_reason"] = None
+    if live_pid is None:  # a running broker's store starts again only after it stops: not simulated
+        start = simulate_start(root, records=mlog.records)
+        message_log["recovered_end"] = start.recovered_end
+        message_log["recovery_cut_reason"] = mlog.cut_reason(start)
+        findings = mlog.at_the_stop(start) + list(next_start_findings(start, actions))
     message_cps = checkpoints.message_checkpoints(root)
     action_cps = checkpoints.action_checkpoints(root)
     recorded = message_cps.loaded.value.max_sequences if message_cps.loaded else {}
@@ -124,7 +164,7 @@ def store_info(root: str | os.PathLike, live_pid: int | None = None) -> dict:
     return {
         "store": {"path": str(root), "family": "qmq", "live": live_pid is not None, "locked_by_pid": live_pid},
         "message_log": message_log,
-        "action_log": _action_log(root),
+        "action_log": action_log,
         "subjects": subjects,
         "groups": groups,  # as the action checkpoint holds them
         # the progress the next start has: the checkpoint's, then the action log's actions after it
@@ -135,4 +175,5 @@ def store_info(root: str | os.PathLike, live_pid: int | None = None) -> dict:
                               "end_offset": t.header.end_offset if t.header else None} for t in loaded_tablets],
         "action_replay_from": _action_replay_from(root, action_cps),
         "last_shutdown": shutdown,
-    }
+        "findings": [f.to_json() for f in findings],  # as a RocketMQ store's info: the table shows them
+    }, findings

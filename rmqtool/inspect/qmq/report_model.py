@@ -100,11 +100,9 @@ def _replay_reason(start: StartOutcome) -> str | None:
 
 
 def _store_section(view, segments, start: StartOutcome, findings: list[Finding], now: int) -> dict:
-    log = start.message_log
-    refusal = start.refusal
     first = _replay_file(segments, start)
     written = start.written_end  # the data's, also when the start refuses before reading the log
-    recovered = log.max_offset if log is not None and refusal is None else None
+    recovered = start.recovered_end
     return {
         "family": "qmq",
         "path": str(view.root),
@@ -115,10 +113,9 @@ def _store_section(view, segments, start: StartOutcome, findings: list[Finding],
         "semantics": None,
         "recovery": "replay",
         "mode_reason": None,
-        "loadable": refusal is None,
-        "reason": (f"{refusal.exception or 'the replay stops'}: {refusal.message} (in {refusal.where})"
-                   if refusal is not None else None),
-        "advice": None,
+        "loadable": start.loadable,
+        "reason": start.reason,
+        "advice": start.advice,
         "start_file": first.path.name if first is not None else None,
         "start_reason": _replay_reason(start),
         "mapped_file_size": PER_SEGMENT_FILE_SIZE,

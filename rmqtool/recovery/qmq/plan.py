@@ -44,6 +44,7 @@ from rmqtool.formats.qmq.consumerlog import (FILL_HEADER_SIZE, FILL_WROTE_BYTES,
                                              SEGMENT_TOTAL_UNIT, is_fill_unit)
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE as MESSAGE_SEGMENT_SIZE
 from rmqtool.formats.qmq.pulllog import PULL_LOG_SIZE
+from rmqtool.recovery.lost import LOG_CUT, UNIT_LOST
 from rmqtool.recovery.qmq.start import StartOutcome, simulate_start, store_unit_bytes
 from rmqtool.store.qmq import actionlog, checkpoints, consumerlog, messagelog
 from rmqtool.store.qmq.record_kernel import LogColumns, LogColumnsBuilder, SubjectTable
@@ -124,6 +125,22 @@ class ZeroRange:
 
 
 @dataclasses.dataclass(frozen=True)
+class LostMessage:
+    """A record the repaired store no longer serves (recover's ``lost_messages``, as a RocketMQ
+    plan lists them): cut from the log, or kept with no consumer-log unit."""
+    offset: int
+    subject: str
+    sequence: int
+    timestamp: int
+    readable: bool  # its payload matches its CRC: salvage keeps it
+    reason: str  # recovery/lost.py: LOG_CUT or UNIT_LOST
+
+    def to_json(self) -> dict:
+        return {"message_log_offset": self.offset, "subject": self.subject, "sequence": self.sequence,
+                "store_timestamp": self.timestamp, "readable": self.readable, "reason": self.reason}
+
+
+@dataclasses.dataclass(frozen=True)
 class QmqPlan:
     store: str
     broker: StartOutcome  # what QMQ's next start does to the store as it is
@@ -135,6 +152,7 @@ class QmqPlan:
     # (offset, subject, sequence, why) kept in the log with no unit: their sequences are damaged
     # (_hanging_together), or their subjects name no directory QMQ can make
     records_unserved: tuple[tuple[int, str, int, str], ...] = ()
+    lost_messages: tuple[LostMessage, ...] = ()  # both of the above, in log order, as a RocketMQ plan lists them
 
     @property
     def changes_anything(self) -> bool:
@@ -146,11 +164,18 @@ class QmqPlan:
         return pathlib.Path(self.store) / "checkpoint" / f"{MESSAGE_CHECKPOINT_PREFIX}{self.checkpoint.offset:020d}"
 
     def to_json(self) -> dict:
+        # the keys a RocketMQ plan has mean the same here (store_path, loadable, reason, advice,
+        # lost_messages, an action's kind); QMQ's own beside them; the old names one release more
         return {
             "family": "qmq",
-            "store": self.store,
+            "store_path": self.store,
+            "store": self.store,  # store_path's old name (docs/vocabulary.md: renamed fields)
+            # QMQ's own start on the store as it is, as a RocketMQ plan says its broker's
+            "loadable": self.broker.loadable,
+            "reason": self.broker.reason,
+            "advice": self.broker.advice,
             "broker_start": self.broker.to_json(),
-            "actions": [
+            "actions": [_action(a) for a in (
                 *({"action": "move", "file": f, "reason": why} for f, why in self.moves),
                 *({"action": "zero", "file": z.path, "start": z.start, "end": z.end, "reason": z.reason}
                   for z in self.zero),
@@ -160,13 +185,18 @@ class QmqPlan:
                   for c in self.consumer_logs),
                 *([{"action": "write checkpoint", "file": str(self.checkpoint_path()),
                     "message_log_offset": self.checkpoint.offset,
-                    "subjects": len(self.checkpoint.max_sequences)}] if self.checkpoint else []),
-            ],
+                    "subjects": len(self.checkpoint.max_sequences)}] if self.checkpoint else []))],
             "records_dropped": [{"message_log_offset": o, "subject": s, "sequence": q}
                                 for o, s, q in self.records_dropped],
             "records_unserved": [{"message_log_offset": o, "subject": s, "sequence": q, "reason": why}
                                  for o, s, q, why in self.records_unserved],
+            "lost_messages": [m.to_json() for m in self.lost_messages],
         }
+
+
+def _action(a: dict) -> dict:
+    """A plan action under the name a RocketMQ plan's has (``kind``), and its old one (``action``)."""
+    return {"kind": a["action"], **a}
 
 
 def _log_dirs(root: pathlib.Path, unit_bytes: int) -> list[LogDirectory]:
@@ -181,7 +211,7 @@ def _log_dirs(root: pathlib.Path, unit_bytes: int) -> list[LogDirectory]:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Bad:
+class LogStop:
     """Where QMQ's recovery stops a log: the first damage, or payload failing its CRC, it validates."""
     offset: int
     path: str
@@ -195,7 +225,7 @@ SEQUENCE_DAMAGED = "its sequence field is damaged: a unit for it would need the 
 NO_DIRECTORY = "its subject names no directory of its own for its consumer log"
 
 
-def _first_bad(items, last_two: set[str]) -> _Bad | None:
+def _first_bad(items, last_two: set[str]) -> LogStop | None:
     """The first item QMQ's recovery stops at: damage, or a payload failing its CRC, in one
     of the last two segments (``LogManager.recover`` validates no other)."""
     for item in items:
@@ -203,11 +233,11 @@ def _first_bad(items, last_two: set[str]) -> _Bad | None:
             continue
         if isinstance(item, (messagelog.Damage, actionlog.ActionDamage)) or \
                 (isinstance(item, messagelog.MessageRecord) and item.payload_crc_ok is False):
-            return _Bad(item.offset, item.path, item.position, getattr(item, "reason", _CRC_FAILS))
+            return LogStop(item.offset, item.path, item.position, getattr(item, "reason", _CRC_FAILS))
     return None
 
 
-def _first_bad_record(records: LogColumns, damage: list, last_two: int) -> _Bad | None:
+def _first_bad_record(records: LogColumns, damage: list, last_two: int) -> LogStop | None:
     """:func:`_first_bad` of the message log, from its columns and its damage: the segments
     from index ``last_two`` on are the last two."""
     failing = np.flatnonzero(~records.crc_ok & (records.segment >= last_two))
@@ -216,15 +246,15 @@ def _first_bad_record(records: LogColumns, damage: list, last_two: int) -> _Bad 
         row = int(failing[0])
         seg = int(records.segment[row])
         offset = int(records.offset[row])
-        bad = _Bad(offset, records.paths[seg], offset - int(records.bases[seg]), _CRC_FAILS)
+        bad = LogStop(offset, records.paths[seg], offset - int(records.bases[seg]), _CRC_FAILS)
     last_paths = set(records.paths[last_two:])
     d = next((d for d in damage if d.path in last_paths), None)  # damage comes in log order
     if d is not None and (bad is None or d.offset < bad.offset):
-        return _Bad(d.offset, d.path, d.position, d.reason)
+        return LogStop(d.offset, d.path, d.position, d.reason)
     return bad
 
 
-def _message_log_cut(broker, mlog: LogDirectory, records: LogColumns, damage: list) -> _Bad | None:
+def message_log_cut(broker, mlog: LogDirectory, records: LogColumns, damage: list) -> LogStop | None:
     """Where the plan ends the message log: where the simulated start's segment validator ends
     it when QMQ starts (bytes rmqtool's reader calls damage, such as a subject that is not
     UTF-8, pass the validator and are kept); the first damage or CRC failure of the last two
@@ -238,10 +268,10 @@ def _message_log_cut(broker, mlog: LogDirectory, records: LogColumns, damage: li
     if bad is not None and bad.offset == at:
         return bad
     seg = next(s for s in reversed(mlog.segments) if s.base_offset <= at)
-    return _Bad(at, str(seg.path), at - seg.base_offset, "QMQ's segment validator stops there")
+    return LogStop(at, str(seg.path), at - seg.base_offset, "QMQ's segment validator stops there")
 
 
-def _cut(log: LogDirectory, bad: _Bad | None, kind: str) -> tuple[list[ZeroRange], list[tuple[str, str]], int | None]:
+def _cut(log: LogDirectory, bad: LogStop | None, kind: str) -> tuple[list[ZeroRange], list[tuple[str, str]], int | None]:
     """Zeros and moves that end a log where QMQ's recovery ends it, at ``bad``; the kept end (None: whole)."""
     if bad is None:
         return [], [], None
@@ -283,7 +313,7 @@ def plan_recovery(store: str | os.PathLike) -> QmqPlan:
         moves += [(str(p), "a name Long.parseLong refuses: QMQ does not start with it there") for p in d.unparsable]
 
     # the message log, as QMQ's recovery cuts it
-    zero, cut_moves, cut_at = _cut(mlog, _message_log_cut(broker, mlog, records, damage), "message log")
+    zero, cut_moves, cut_at = _cut(mlog, message_log_cut(broker, mlog, records, damage), "message log")
     moves += cut_moves
     gone = {p for p, _ in cut_moves}
     keep = ~np.isin(records.segment, [i for i, p in enumerate(records.paths) if p in gone])
@@ -307,7 +337,20 @@ def plan_recovery(store: str | os.PathLike) -> QmqPlan:
     moves += checkpoint_moves
     rows, reasons = unserved
     return QmqPlan(str(root), broker, tuple(moves), tuple(zero), tuple(rewrites), checkpoint, dropped,
-                   tuple((*t, why) for t, why in zip(_triples(records, rows), reasons)))
+                   tuple((*t, why) for t, why in zip(_triples(records, rows), reasons)),
+                   _lost_messages(records, np.flatnonzero(~keep), rows))
+
+
+def _lost_messages(records: LogColumns, dropped: np.ndarray, unserved: np.ndarray) -> tuple[LostMessage, ...]:
+    """The records at rows ``dropped`` (the cut's) and ``unserved`` (kept with no unit), by offset."""
+    rows = np.concatenate((dropped, unserved))
+    why = np.concatenate((np.zeros(len(dropped), np.int8), np.ones(len(unserved), np.int8)))
+    order = np.argsort(records.offset[rows], kind="stable")
+    rows, why = rows[order], why[order]
+    names = records.subjects.names
+    return tuple(LostMessage(o, names[s], q, t, ok, UNIT_LOST if w else LOG_CUT) for o, s, q, t, ok, w in zip(
+        records.offset[rows].tolist(), records.subject_id[rows].tolist(), records.sequence[rows].tolist(),
+        records.timestamp[rows].tolist(), records.crc_ok[rows].tolist(), why.tolist()))
 
 
 def _by_subject(records: LogColumns, keep: np.ndarray) -> dict[int, np.ndarray]:

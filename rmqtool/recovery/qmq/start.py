@@ -29,6 +29,7 @@ import pathlib
 
 import numpy as np
 
+from rmqtool.findings import OPERATOR_ACTIONS, STORE_NOT_LOADABLE
 from rmqtool.formats.qmq.actionlog import PER_SEGMENT_FILE_SIZE as ACTION_SEGMENT_SIZE
 from rmqtool.formats.qmq.checkpoint import ActionCheckpoint, MessageCheckpoint
 from rmqtool.formats.qmq.consumerlog import CONSUMER_LOG_UNIT_BYTES, SEGMENT_SIZE_V1
@@ -60,6 +61,11 @@ class Refusal:
     file: str | None  # the file it was reading
     where: str  # "new DefaultStorage(...)", "start(): message log replay", "start(): action log replay"
     offset: int | None = None  # where in ``file``, when one record is the cause
+
+    @property
+    def text(self) -> str:
+        """What stops the start, as one line (the exception, its message, where)."""
+        return f"{self.exception or 'the replay stops'}: {self.message} (in {self.where})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +151,32 @@ class StartOutcome:
 
     def to_json(self) -> dict:
         return json.loads(json.dumps(dataclasses.asdict(self)))
+
+    # what every family's plan, info and report say of a start (docs/vocabulary.md: loadable,
+    # reason, advice, recovered_end), from this one's outcome
+
+    @property
+    def loadable(self) -> bool:
+        """Whether QMQ loads the store and finishes starting on it."""
+        return self.refusal is None
+
+    @property
+    def reason(self) -> str | None:
+        """Why QMQ does not load the store or never finishes starting, naming the file (None: it does)."""
+        r = self.refusal
+        if r is None:
+            return None
+        where = "" if r.file is None else r.file if r.offset is None else f"{r.file} at offset {r.offset}"
+        return f"{where}: {r.text}" if where else r.text
+
+    @property
+    def advice(self) -> str | None:
+        return None if self.refusal is None else OPERATOR_ACTIONS[STORE_NOT_LOADABLE]
+
+    @property
+    def recovered_end(self) -> int | None:
+        """Where the start's recovery ends the message log (None: the start is refused or never finishes)."""
+        return self.message_log.max_offset if self.message_log is not None and self.refusal is None else None
 
 
 def store_unit_bytes(store: pathlib.Path) -> int:

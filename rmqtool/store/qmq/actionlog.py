@@ -17,6 +17,8 @@ import construct as cs
 from rmqtool.formats.qmq.actionlog import (ACTION_HEADER_BYTES, ACTION_LOG_MAGIC_V1, ACTION_PAYLOADS, ACTION_TYPES,
                                            MIN_RECORD_BYTES, PER_SEGMENT_FILE_SIZE, RECORD_ACTION, RECORD_BLANK,
                                            RECORD_EMPTY)
+from rmqtool import findings as ids
+from rmqtool.findings import Finding, finding
 from rmqtool.store.qmq.segments import LogSegment, ZeroExtended
 
 _HEAD = struct.Struct(">Ibbi")  # magic, record type, action type, payload size
@@ -87,6 +89,15 @@ def parse_action(data: ZeroExtended, pos: int) -> ActionRecord | str | int | Non
     fields = {k: v for k, v in parsed.items() if not k.startswith("_")}
     return ActionRecord(segment.base_offset + pos, str(segment.path), pos, ACTION_TYPES[action_type],
                         payload_size, fields)
+
+
+def findings_of(item: ActionRecord | ActionDamage) -> list[Finding]:
+    """What a scanned item says is wrong: bytes before the written end that are not an action."""
+    if isinstance(item, ActionDamage):
+        return [finding(ids.ACTION_RECORD_INVALID, item.path, item.position,
+                        f"{item.size} bytes at action log offset {item.offset} are not an action: {item.reason}",
+                        action_log_offset=item.offset)]
+    return []
 
 
 def scan_segment(segment: LogSegment) -> Iterator[ActionRecord | ActionDamage]:

@@ -324,6 +324,17 @@ def findings_of(item: ScanItem) -> list[Finding]:
     return []
 
 
+def piece_findings(data: ZeroExtended, piece, subjects: record_kernel.SubjectTable) -> list[Finding]:
+    """:func:`findings_of` every item a :func:`log_pieces` piece holds: a run's records whose
+    payload fails its CRC (read without their payloads), or the one item."""
+    if not isinstance(piece, record_kernel.MessageRun):
+        return findings_of(piece)
+    if piece.crc_ok is None or piece.crc_ok.all():
+        return []
+    return [f for record in records_of(data, piece.rows(~piece.crc_ok), subjects, payloads=False)
+            for f in findings_of(record)]
+
+
 def item_end(data: ZeroExtended, item) -> int | None:
     """The message log offset where a scanned item's bytes end, counted no further than the
     segment's written bytes: a record whose size claims zeros past them, its payload proven

@@ -15,16 +15,15 @@ from typing import Iterator
 import numpy as np
 
 from rmqtool import findings as ids
-from rmqtool.findings import Consequence, Finding, finding
+from rmqtool.findings import Finding, finding
 from rmqtool.formats.qmq import actionlog as actionlog_format
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.formats.qmq.pulllog import PULL_LOG_SIZE
+from rmqtool.recovery.qmq.next_start import as_the_start_takes, next_start_findings, ranges_text
 from rmqtool.recovery.qmq.start import simulate_start
 from rmqtool.store.qmq import actionlog, checkpoints, consumerlog, messagelog, tablets
-from rmqtool.store.qmq.record_kernel import (LogColumns, LogColumnsBuilder, MessageRun, SubjectTable, members,
-                                            sorted_unique)
+from rmqtool.store.qmq.record_kernel import LogColumns, LogColumnsBuilder, SubjectTable, members, sorted_unique
 from rmqtool.store.qmq.segments import LogDirectory, list_log
-from rmqtool.verify.qmq.next_start import next_start_findings, ranges_text
 
 
 def _ranges_text(numbers: list[int]) -> str:
@@ -153,12 +152,7 @@ class QmqChecks:
         hints = self.read_consumer_logs()
         builder = LogColumnsBuilder(SubjectTable(), expect=len(hints))  # a record a unit, mostly
         for data, piece in messagelog.log_pieces(log.segments, builder, hints):
-            if isinstance(piece, MessageRun):
-                failing = piece.rows(~piece.crc_ok)
-                for record in messagelog.records_of(data, failing, builder.subjects, payloads=False):
-                    yield from messagelog.findings_of(record)
-                continue
-            yield from messagelog.findings_of(piece)
+            yield from messagelog.piece_findings(data, piece, builder.subjects)
         del hints  # the records are proven: the offsets are not needed
         self.records = records = builder.build()
         self.written_end = records.written_end
@@ -276,9 +270,7 @@ class QmqChecks:
         for seg in log.segments:
             for item in actionlog.scan_segment(seg):
                 if isinstance(item, actionlog.ActionDamage):
-                    yield finding(ids.ACTION_RECORD_INVALID, item.path, item.position,
-                                  f"{item.size} bytes at action log offset {item.offset} are not an action: "
-                                  f"{item.reason}", action_log_offset=item.offset)
+                    yield from actionlog.findings_of(item)
                 else:
                     actions.append(item)
         for t in tablets.tablets(self.root):
@@ -301,20 +293,13 @@ def check_store(root: str | os.PathLike) -> Iterator[Finding]:
     checks = QmqChecks(pathlib.Path(root))
     log_findings = list(checks.message_log())
     start = simulate_start(checks.root, records=checks.records)
-    yield from (_as_the_start_takes(f, start.refusal) for f in log_findings)
+    yield from (as_the_start_takes(f, start.refusal) for f in log_findings)
     checkpoint_findings, loaded_offset = checks.checkpoints()
     yield from checks.consumer_logs(loaded_offset)
     yield from checkpoint_findings
     yield from checks.action_log()
     yield from checks.pull_logs()
     yield from next_start_findings(start, checks.actions)
-
-
-def _as_the_start_takes(f: Finding, refusal) -> Finding:
-    """A damaged record the start's load throws at does not cut the log: QMQ does not start."""
-    if refusal is not None and refusal.kind == "refused" and (f.path, f.offset) == (refusal.file, refusal.offset):
-        return dataclasses.replace(f, consequence=Consequence.WONT_START)
-    return f
 
 
 def _picked(chunks) -> list[tuple[str, int, int, int, int]]:

@@ -1,4 +1,4 @@
-"""What QMQ's next start does to a store, as findings: verify's consequences.
+"""What QMQ's next start does to a store, as findings: verify's consequences, and what info says.
 
 From ``recovery/qmq/start.py``'s simulation, run once: a start that is refused or never
 finishes, the records a cut of the message log drops, the sequences served as SUCCESS with
@@ -6,11 +6,12 @@ no message or not served at all, and the actions the replay skips.
 """
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 from typing import Iterable, Iterator
 
 from rmqtool import findings as ids
-from rmqtool.findings import Finding, finding
+from rmqtool.findings import Consequence, Finding, finding
 from rmqtool.recovery.qmq.start import StartOutcome, ranges_minus
 from rmqtool.store.qmq.consumerlog import subject_directory
 
@@ -39,8 +40,7 @@ def next_start_findings(outcome: StartOutcome, actions_in_files: list) -> Iterat
     if outcome.refusal is not None:
         r = outcome.refusal
         what = "refuses to start" if r.kind == "refused" else "never finishes starting"
-        yield finding(ids.STORE_NOT_LOADABLE, r.file or root, r.offset,
-                      f"QMQ {what}: {r.exception or 'the replay stops'}: {r.message} (in {r.where})")
+        yield finding(ids.STORE_NOT_LOADABLE, r.file or root, r.offset, f"QMQ {what}: {r.text}")
         if r.kind == "refused":
             return  # nothing after the load happens
     log = outcome.message_log
@@ -72,3 +72,10 @@ def next_start_findings(outcome: StartOutcome, actions_in_files: list) -> Iterat
                           f"tablet's end: {len(skipped)} action(s) after it (from offset {skipped[0].offset}) are "
                           f"not replayed, and consumer progress falls back to the action checkpoint",
                           actions=len(skipped))
+
+
+def as_the_start_takes(f: Finding, refusal) -> Finding:
+    """A damaged record the start's load throws at does not cut the log: QMQ does not start."""
+    if refusal is not None and refusal.kind == "refused" and (f.path, f.offset) == (refusal.file, refusal.offset):
+        return dataclasses.replace(f, consequence=Consequence.WONT_START)
+    return f

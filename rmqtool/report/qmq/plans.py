@@ -6,6 +6,7 @@ import sys
 
 from rmqtool.report.plans import live_header, numbered, said
 from rmqtool.report.sink import render_document
+from rmqtool.store.unfinished import undo_command
 
 
 def _ranges(ranges) -> str:
@@ -69,5 +70,5 @@ def show_qmq_plan(doc: dict, fmt: str, applied: bool = False, live=None) -> None
         if not a.get("backup_dir"):
             said(f"nothing to change: nothing written to {a['store_path']}", out)
         else:
-            said(f"applied to {a['store_path']}; backup in {a['backup_dir']} (rmqtool undo {a['backup_dir']} "
+            said(f"applied to {a['store_path']}; backup in {a['backup_dir']} ({undo_command(a['backup_dir'])} "
                  f"puts it back)", out)

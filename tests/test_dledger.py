@@ -214,6 +214,7 @@ def test_verify_clean_store(stores, truth, tmp_path):
     assert [(f["finding"], f["path"]) for f in found] == _refused_index_files(stores["store"], truth)
     plan = json.loads(_run("recover", stores["store"], "-f", "json", codes=(3,)).stdout)
     assert plan["loadable"] is False and str(_refused_index_files(stores["store"], truth)[0][1]) in plan["refusal"]
+    assert plan["store_path"] == plan["store"] == str(stores["store"])  # a plan's name for it, and the old one
     copy = shutil.copytree(stores["store"], tmp_path / "copy", symlinks=True)
     before = tree_fingerprint(copy)
     refused = _run("recover", copy, "--apply", codes=(3,))

@@ -103,7 +103,7 @@ class DLedgerPlan:
     def to_json(self) -> dict:
         s = self.survey
         return {
-            "store": str(self.root),
+            "store_path": str(self.root), "store": str(self.root),  # store: the old name, as QMQ's plan has it
             "mode": "abnormal" if self.abnormal else "normal",
             "loadable": not self.refused, "refusal": self.refusal,
             "dledger": {"recover_end": s.recover_end, "ledger_end_index": s.ledger_end_index,

@@ -152,6 +152,8 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
                                            "or more slots in use than entries"),
     "indexHeaderMismatch": (Severity.ERROR, "an index header whose count or offsets disagree with its entries"),
     "indexTimestampBackwards": (Severity.INFO, "index header times that go back because the store clock did"),
+    "indexFileOutOfOrder": (Severity.WARNING, "an index file whose name sorts it after a file its entries come "
+                                              "before"),
     "indexEntryNoRecord": (Severity.ERROR, "an index entry whose phyOffset is not the start of a message"),
     "indexEntryMismatch": (Severity.ERROR, "an index entry whose record has no key of that hash, or another store time"),
     "indexKeyNotIndexed": (Severity.ERROR, "messages with keys inside the index's range that no entry covers"),
@@ -287,7 +289,8 @@ CONSEQUENCES: dict[str, Consequence] = {
     "dledgerEntryInvalid": _D, "dledgerRecordInvalid": _U, "dledgerIndexMismatch": _R,
     # index files: key lookups only; messages stay reachable through their queues
     "indexFileNameInvalid": _N, "indexFileUnreadable": _N, "indexGeometryUnknown": _N, "indexChainBroken": _N,
-    "indexHeaderInvalid": _N, "indexHeaderMismatch": _N, "indexTimestampBackwards": _N, "indexEntryNoRecord": _N,
+    "indexHeaderInvalid": _N, "indexHeaderMismatch": _N, "indexTimestampBackwards": _N, "indexFileOutOfOrder": _N,
+    "indexEntryNoRecord": _N,
     "indexEntryMismatch": _N, "indexKeyNotIndexed": _N, "indexMissing": _N, "indexFileNewerThanCheckpoint": _R,
     # QMQ: LogManager.loadLogs throws on a name; DefaultStorage serves units past the log as SUCCESS
     "logSegmentNameInvalid": _W, "logSegmentShort": _N, "messageRecordInvalid": _D, "payloadCrcMismatch": _D,
@@ -408,6 +411,7 @@ INDEX_CHAIN_BROKEN = "indexChainBroken"
 INDEX_HEADER_INVALID = "indexHeaderInvalid"
 INDEX_HEADER_MISMATCH = "indexHeaderMismatch"
 INDEX_TIMESTAMP_BACKWARDS = "indexTimestampBackwards"
+INDEX_FILE_OUT_OF_ORDER = "indexFileOutOfOrder"
 INDEX_ENTRY_NO_RECORD = "indexEntryNoRecord"
 INDEX_ENTRY_MISMATCH = "indexEntryMismatch"
 INDEX_KEY_NOT_INDEXED = "indexKeyNotIndexed"
@@ -586,6 +590,9 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "indexChainBroken": "Remove the index file; key queries for its keys fall back to a scan.",
     "indexHeaderMismatch": "Remove the index file; key queries for its range fall back to a scan.",
     "indexTimestampBackwards": "Nothing; time-bounded key queries may miss messages stored across the clock step.",
+    "indexFileOutOfOrder": ("Rename the files so their names sort as their offsets do (redispatch --index --apply names "
+                            "a file it adds after those kept): IndexService.load orders them by name, a key query "
+                            "bounded in time stops short, and the oldest files are not aged out."),
     "indexEntryNoRecord": "The index or the commit log is damaged: query by scanning (--no-index).",
     "indexEntryMismatch": "The index is damaged: query by scanning (--no-index).",
     "indexKeyNotIndexed": "Key queries miss these messages: query with --no-index.",

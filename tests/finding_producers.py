@@ -178,6 +178,7 @@ SCENARIOS: dict[str, Scenario] = {
     "records": Scenario(BASIC),  # 4.9.8 records, one damage a record, in the first files
     "queues": Scenario(BASIC),  # consume queue and file listing damage, one queue each
     "index": Scenario(BASIC),  # index file damage, one file each
+    "index-order": Scenario(BASIC, only="index"),  # an index file renamed (the others' names are the truth's)
     "crc": Scenario(CRC),  # 5.3.3 records with __CRC32# (and its queues written to RocksDB, damaged a queue each)
     "batchcq": Scenario(BATCHCQ),  # 5.3.3 inner batches and their batch consume queue
     "config": Scenario(CONFIG / "removed-topic"),  # config/*.json beside a 4.9.8 store
@@ -510,6 +511,16 @@ def store_timestamp_backwards(d: Damage) -> At:
 
 def index_timestamp_backwards(d: Damage) -> At:
     return At(d.once(_clock_stepped_back)[0], 0)
+
+
+def index_file_out_of_order(d: Damage) -> At:
+    """The oldest index file renamed after the newest (added back under a clock ahead, or renamed
+    by hand): its entries come before those of the file it now sorts after."""
+    files = d.truth["onDiskAfterShutdown"]["indexFiles"]
+    (first, _), (last, _) = d.index_file(0), d.index_file(len(files) - 1)
+    moved = first.with_name(f"{int(last.name) + 1:017d}")
+    first.rename(moved)
+    return At(moved, 0)
 
 
 def index_file_name_invalid(d: Damage) -> At:
@@ -1494,6 +1505,7 @@ PRODUCERS: dict[str, Producer] = {
     f.INDEX_HEADER_INVALID: Producer("records", index_header_invalid),
     f.INDEX_HEADER_MISMATCH: Producer("index", index_header_mismatch),
     f.INDEX_TIMESTAMP_BACKWARDS: Producer("index", index_timestamp_backwards),
+    f.INDEX_FILE_OUT_OF_ORDER: Producer("index-order", index_file_out_of_order),
     f.INDEX_ENTRY_NO_RECORD: Producer("index", index_entry_no_record),
     f.INDEX_ENTRY_MISMATCH: Producer("index", index_entry_mismatch),
     f.INDEX_KEY_NOT_INDEXED: Producer("queues", index_key_not_indexed),

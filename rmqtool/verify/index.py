@@ -22,7 +22,7 @@ import numpy as np
 
 from rmqtool.findings import (INDEX_CHAIN_BROKEN, INDEX_ENTRY_MISMATCH, INDEX_ENTRY_NO_RECORD,
                               INDEX_HEADER_MISMATCH, INDEX_KEY_NOT_INDEXED, INDEX_MISSING,
-                              INDEX_TIMESTAMP_BACKWARDS, RECORD_TRUNCATED, Finding, finding)
+                              INDEX_TIMESTAMP_BACKWARDS, INDEX_FILE_OUT_OF_ORDER, RECORD_TRUNCATED, Finding, finding)
 from rmqtool.formats.indexfile import FIRST_INDEX, INDEX_HEADER_SIZE, IndexEntry, entry_position
 from rmqtool.store.indexfile import IndexFile, list_index_files
 from rmqtool.store.arrays import dtype_of, read_records
@@ -443,6 +443,7 @@ class IndexCheck(BandConsumer):
     def findings(self) -> Iterator[Finding]:
         """Every index file, then the keys of the messages inside the range they claim."""
         yield from self.listing.findings
+        yield from self._out_of_order()
         for c in self.checks:
             items = c.lookups.leftover()
             if items is not None:  # late entries in no band point where no message starts
@@ -460,6 +461,18 @@ class IndexCheck(BandConsumer):
             return
         if self.claimed is not None and self.uncovered:
             yield from self._not_indexed()
+
+    def _out_of_order(self) -> Iterator[Finding]:
+        """IndexService.load orders the files by name (their creation times), and queryOffset
+        walks them from the last, stopping at the first that begins before the time asked: a
+        file whose entries begin before those of the file it sorts after is out of place (one
+        that only overlaps its end is a re-dispatch's, after a recovery kept the older file)."""
+        used = [f for f in self.files if f.header.index_count > FIRST_INDEX]
+        for a, b in zip(used, used[1:]):
+            if b.header.begin_phy_offset < a.header.begin_phy_offset:
+                yield finding(INDEX_FILE_OUT_OF_ORDER, b.path, 0,
+                              f"{b.path.name} sorts after {a.path.name}, but its entries begin at commit log offset "
+                              f"{b.header.begin_phy_offset}, before {a.path.name}'s at {a.header.begin_phy_offset}")
 
     def _not_indexed(self) -> Iterator[Finding]:
         """Messages in the claimed range with a key that has no entry, as runs of consecutive keyed messages."""

@@ -157,6 +157,14 @@ def test_without_columns_a_pipe_gets_80(monkeypatch):
     assert p.stdout.splitlines()[0].split()[:2] == ["commit_log_offset", "topic"]
 
 
+def test_a_terminal_of_no_width_gets_80():
+    """A terminal that reports 0 columns (stty cols 0) gets the table a pipe gets, not one column."""
+    args = ["dump", "commitlog", str(STORE), "--limit", "3", "--no-progress"]
+    piped = run(*args, columns="80").stdout.splitlines()
+    assert _in_pty(args, 0) == piped
+
+
+
 # ---- --wide and --columns ----
 
 def test_wide_shows_every_field_and_columns_exactly_those():

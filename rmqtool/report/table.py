@@ -31,13 +31,14 @@ PATH_FIELDS = frozenset({"file", "path", "directory", "store_path", "start_file"
 
 def output_width(stream: TextIO) -> int:
     """How wide a table may be: ``COLUMNS`` when set (as GNU ls, psql's wrapped format and
-    Python's shutil read it), else the terminal's width, else 80."""
+    Python's shutil read it), else the terminal's width, else 80. A terminal that reports 0
+    columns (a serial console, ``stty cols 0``) says nothing of its width: 80, as shutil's."""
     env = os.environ.get("COLUMNS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
     try:
         if stream.isatty():
-            return os.get_terminal_size(stream.fileno()).columns
+            return os.get_terminal_size(stream.fileno()).columns or DEFAULT_WIDTH
     except (AttributeError, OSError, ValueError):
         pass
     return DEFAULT_WIDTH

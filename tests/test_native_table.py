@@ -7,6 +7,7 @@ control characters and odd times, which the kernel writes or declines to the Pyt
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import pytest
@@ -22,7 +23,7 @@ from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_
 from rmqtool.formats.sysflag import BORNHOST_V6_FLAG, COMPRESSED_FLAG, STOREHOSTADDRESS_V6_FLAG
 from rmqtool.inspect.commitlog_dumps import chained, commitlog_dumps
 from rmqtool.inspect.selection import MessageSelection
-from rmqtool.report import columns, table, table_rows
+from rmqtool.report import table, table_rows
 from rmqtool.report.columns import VIEWS
 from rmqtool.report.sink import Sink
 
@@ -133,8 +134,8 @@ def _plain_record(i: int, position: int) -> bytes:
 def test_a_formatter_the_kernel_does_not_read_alike(monkeypatch):
     """store_size read as a size (KiB) would not be the kernel's number: that layout is the Python way's."""
     monkeypatch.setattr(table, "SAMPLE_ROWS", 5)
-    monkeypatch.setattr(table, "SIZE_FIELDS", table.SIZE_FIELDS | {"store_size"})
-    monkeypatch.setattr(columns, "SIZE_FIELDS", columns.SIZE_FIELDS | {"store_size"})
+    monkeypatch.setitem(VIEWS, "message", tuple(dataclasses.replace(c, file_size=c.name == "store_size")
+                                                for c in VIEWS["message"]))
     text, written = _both(monkeypatch, [CLEAN_SCENARIOS["4.9.8/txdelay"] / "store"], body="none")
     assert written == 0 and " B " in text
 

@@ -2,8 +2,9 @@
 
 Every column is a JSON field of the row (docs/vocabulary.md): a table shows the same
 values as JSON, only written for people: ``*_timestamp`` fields as UTC ISO 8601 with
-milliseconds, file sizes in KiB/MiB/GiB, lists joined by spaces, long text cut with an
-ellipsis. Each kind lists its columns in display order with a rank: at a given width the
+milliseconds, a file's size in KiB/MiB/GiB (a column made by :func:`file_size`; every other
+byte count, a record's or a region's, stays exact: offsets add up with it), lists joined by
+spaces, long text cut with an ellipsis. Each kind lists its columns in display order with a rank: at a given width the
 lowest ranks that fit are shown (the narrowest set at 80 columns, more at 120); rank None
 is a ``--wide`` column. ``--columns a,b,c`` shows exactly those, and any JSON field of
 the kind is valid there.
@@ -28,10 +29,17 @@ class Column:
     width: int = 0  # fixed cell width (0: the header's); text columns: the most they grow to
     flex: int = 0  # > 0: a text column that can shrink to this many characters, with an ellipsis
     right: bool = False  # numbers align right
+    file_size: bool = False  # a file's size in bytes, shown in KiB/MiB/GiB
 
 
 def num(name: str, rank: int | None, width: int = 0) -> Column:
     return Column(name, rank, max(width, len(name)), right=True)
+
+
+def file_size(name: str, rank: int | None, width: int = 0) -> Column:
+    """A file's size (a segment's, an index file's): read in KiB/MiB/GiB. A record's length or
+    any other count of bytes is a :func:`num`, exact."""
+    return Column(name, rank, max(width, len(name)), right=True, file_size=True)
 
 
 def text(name: str, rank: int | None, most: int, least: int = 8) -> Column:
@@ -244,18 +252,18 @@ VIEWS: dict[str, tuple[Column, ...]] = {
                    text("meaning", 4, 90, 40), text("action", 3, 120, 16)),
     # info's sections
     "segment": (
-        text("file", 1, 20, 20), num("base_offset", 2, 12), num("end_offset", 3, 12), num("size", 4, 9),
+        text("file", 1, 20, 20), num("base_offset", 2, 12), num("end_offset", 3, 12), file_size("size", 4, 9),
         num("written_to", 5, 12), fixed("first_store_timestamp", 6, TIME), fixed("preallocated", 7),
         fixed("first_store_time", None, TIME)),
     "consume_queue": (
         text("topic", 1, 40, 10), num("queue_id", 2), num("min_queue_offset", 3), num("max_queue_offset", 4),
-        num("messages", 5, 10), fixed("type", 6, 8), num("files", 7, 5), num("mapped_file_size", None, 9),
+        num("messages", 5, 10), fixed("type", 6, 8), num("files", 7, 5), file_size("mapped_file_size", None, 9),
         num("min_offset", None), num("max_offset", None), fixed("served_by", None, 10)),
     "index_file": (
         text("file", 1, 17, 17), fixed("begin_timestamp", 2, TIME), fixed("end_timestamp", 3, TIME),
         num("index_count", 4, 9), num("begin_commit_log_offset", None), num("end_commit_log_offset", 5),
         num("hash_slot_count", None), num("max_hash_slot_num", None), num("max_index_num", None),
-        fixed("write_full", 6), num("size", 7, 9), fixed("begin_time", None, TIME), fixed("end_time", None, TIME),
+        fixed("write_full", 6), file_size("size", 7, 9), fixed("begin_time", None, TIME), fixed("end_time", None, TIME),
         num("begin_phy_offset", None), num("end_phy_offset", None)),
     "config_file": (text("file", 1, 24, 18), fixed("source", 2, 6), num("topics", 3, 6), num("groups", 4, 6),
                     num("topic_groups", 5), num("queues", 6, 6), num("delay_levels", 7), text("error", 8, 80, 16),
@@ -265,9 +273,11 @@ VIEWS: dict[str, tuple[Column, ...]] = {
 VIEWS["message_system"] = tuple(
     c for col in VIEWS["message"] for c in ((col, text("system", 2, 80, 24)) if col.name == "queue_offset" else (col,)))
 
-# Fields whose value is a number of bytes a person reads better in KiB/MiB/GiB (a file's
-# or a range's size; a record's store_size stays exact: offsets add up with it).
-SIZE_FIELDS = frozenset({"size", "mapped_file_size", "bytes", "bytes_skipped"})
+# Fields that are a file's size wherever they are (a document's ``name  value`` lines, a table of
+# no kind read them by name): those no kind shows otherwise. ``size`` is a file's in info's
+# segments but a record's length in a DLedger entry or a timer unit: a column says which.
+FILE_SIZE_FIELDS = frozenset({c.name for cols in VIEWS.values() for c in cols if c.file_size}
+                             - {c.name for cols in VIEWS.values() for c in cols if not c.file_size})
 # Fields that are epoch ms: shown as UTC ISO 8601 with milliseconds (0 means "none").
 _TIME_SUFFIX = "_timestamp"
 _TIME_FIELDS = frozenset({"timestamp", "time"})  # time: query --time's, the time asked for
@@ -385,7 +395,7 @@ def cell_text(name: str, value) -> str:
     if isinstance(value, int):
         if value > 0 and (name.endswith(_TIME_SUFFIX) or name in _TIME_FIELDS):
             return iso_ms(value)
-        if name in SIZE_FIELDS:
+        if name in FILE_SIZE_FIELDS:
             return human_size(value)
         return str(value)
     if isinstance(value, str):

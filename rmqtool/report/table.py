@@ -13,8 +13,8 @@ import dataclasses
 import os
 from typing import TextIO
 
-from rmqtool.report.columns import (DEFAULT_WIDTH, GAP, SIZE_FIELDS, VIEWS, Column, cell_text, cut,
-                                    display_width, fit, terminal_safe)
+from rmqtool.report.columns import (DEFAULT_WIDTH, FILE_SIZE_FIELDS, GAP, VIEWS, Column, cell_text, cut,
+                                    display_width, fit, human_size, terminal_safe)
 from rmqtool.report.progress import erase_bars
 
 SAMPLE_ROWS = 200  # rows that set the text columns' widths before the first line is printed
@@ -173,12 +173,13 @@ class TextTable:
         sized = []
         for c in columns:
             if c.flex:
-                seen = max((display_width(cell_text(c.name, r.get(c.name))) for r in sample), default=0)
+                fmt = _formatter(c)
+                seen = max((display_width(fmt(c.name, r.get(c.name))) for r in sample), default=0)
                 most = max(len(c.name), seen if self.wide else min(c.width, seen))  # --wide: never cut
                 c = dataclasses.replace(c, width=most, flex=min(c.flex, most))
             sized.append(c)
         shown = fit(tuple(sized), self.width, wide=self.wide, given=given)
-        cells = [(c.name, w, c.right, _formatter(c.name)) for c, w in shown]
+        cells = [(c.name, w, c.right, _formatter(c)) for c, w in shown]
         self._front = {c.name for c, _ in shown if c.name in PATH_FIELDS}
         header = "  ".join(_pad(cut(name, w), w, right) for name, w, right, _ in cells).rstrip()
         rule = "  ".join("-" * w for _, w, _, _ in cells)
@@ -234,9 +235,16 @@ def _plain(name: str, value) -> str:
     return cell_text(name, value)
 
 
-def _formatter(name: str):
-    """The cell function for a field: plain text, or cell_text's time and size readings."""
-    if name.endswith("_timestamp") or name == "timestamp" or name in SIZE_FIELDS:
+def _file_size(name: str, value) -> str:
+    return human_size(value) if type(value) is int else cell_text(name, value)
+
+
+def _formatter(column: Column):
+    """The cell function for a column: plain text, cell_text's time reading, or a file's size."""
+    if column.file_size:
+        return _file_size
+    name = column.name
+    if name.endswith("_timestamp") or name == "timestamp" or name in FILE_SIZE_FIELDS:
         return cell_text
     return _plain
 

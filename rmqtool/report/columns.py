@@ -215,10 +215,10 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         fixed("consumer_id", 1, 30), text("group", 2, 30, 10, cut=NAME), text("subject", 3, 40, 10, cut=NAME),
         num("pull_sequence", 4), num("sequence", 5), fixed("record", None), fixed("family", None),
         text("file", None, 100, cut=PATH), num("file_position", None)),
-    "qmq_checkpoint": (
-        text("file", 1, 80, 20, cut=PATH), num("version", 2, 12), fixed("loaded", 3), num("message_log_offset", 4),
-        num("action_log_offset", 5), text("reason", 6, 60, 12, cut=HEAD), text("max_sequences", None, 80),
-        text("groups", None, 80), fixed("record", None), fixed("family", None)),
+    "qmq_checkpoint": (  # a message checkpoint and an action checkpoint: the record says which
+        fixed("record", 1), text("file", 2, 80, 20, cut=PATH), num("version", 3, 12), fixed("loaded", 4),
+        num("message_log_offset", 5), num("action_log_offset", 6), text("reason", 7, 60, 12, cut=HEAD),
+        text("max_sequences", None, 80), text("groups", None, 80), fixed("family", None)),
     "finding": (
         fixed("store_name", 0, 24), fixed("finding", 1, 30), fixed("severity", 2, 8), text("path", 4, 60, 24, cut=PATH),
         num("offset", 5, 10),

@@ -33,6 +33,8 @@ from rmqtool.store.commitlog import Blank, Corrupt
 from rmqtool.store.commitlog_end import CommitLog
 from rmqtool.store.consumequeue import open_consume_queues
 from rmqtool.engine.store import Store
+from rmqtool.recovery.commitlog_walk import V5 as RULES_5_3
+from rmqtool.recovery.outcome import Settings as RecoverySettings
 from rmqtool.store.indexfile import list_index_files
 from rmqtool.store.message import Message
 from rmqtool.store.msgid import decode_uniq_key
@@ -74,7 +76,9 @@ def written(tmp_path):
     root = tmp_path / "store"
     pairs = []
     batches = []
-    with Store.open(root, writable=True, store_host="192.0.2.10:10911", **SMALL) as store:
+    # a 5.x store: the varied messages have a topic of 200 characters (a V2 record)
+    with Store.open(root, writable=True, store_host="192.0.2.10:10911", recovery=RecoverySettings(semantics=RULES_5_3),
+                    **SMALL) as store:
         for i, msg in enumerate(_varied_messages()):
             before = Encoder(store.store_host).prepare(MessageInner(**{
                 f: getattr(msg, f) for f in MessageInner.__dataclass_fields__}))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -338,3 +339,22 @@ def lock_held_elsewhere(lock: pathlib.Path, seconds: int = 60):
     finally:
         holder.kill()
         holder.wait()
+
+
+def table_sections(text: str) -> list[tuple[list[str], list[dict]]]:
+    """A text table's sections (a new one under each header: another kind, or a column widened):
+    each its column names and its rows as {column: the cell's text, stripped}, the cells found by
+    the rule under the header (each column a run of dashes). Lines that are no row of a section
+    (a note) are left out."""
+    lines = text.splitlines()
+    sections = []
+    for i, line in enumerate(lines):
+        if i and line and set(line) <= {"-", " "}:
+            spans = [(m.start(), m.end()) for m in re.finditer(r"-+", line)]
+            names = [lines[i - 1][a:b].strip() for a, b in spans]
+            sections.append((names, []))
+        elif sections and line and i + 1 < len(lines) and set(lines[i + 1] or "x") <= {"-", " "}:
+            continue  # the next section's header
+        elif sections and line:
+            sections[-1][1].append({n: line[a:b].strip() for n, (a, b) in zip(names, spans)})
+    return sections

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from conftest import FIXTURES, load_truth
-from helpers import cli_runner, tree_fingerprint, writable_copy
+from conftest import FIXTURES, V4, load_truth
+from helpers import cli_runner, expand_store, table_sections, tree_fingerprint, writable_copy
 from rmqtool.cli.app import app
 from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
@@ -275,3 +275,29 @@ def test_a_config_of_odd_shapes_is_shown_in_a_table(tmp_path, table):
     r = cli_runner().invoke(app, ["diff", str(a), str(STORE)], env={"COLUMNS": "120"})
     assert r.exit_code == ExitCode.CORRUPT and r.exception is None or isinstance(r.exception, SystemExit), r.exception
     assert "config_entry" in r.stdout
+
+
+@pytest.fixture(scope="module")
+def crashed_pair(tmp_path_factory) -> tuple:
+    """A store and a copy of it crashed mid-write: rows whose a and b (epoch ms) differ only in
+    their last digits, after some thousand rows where a and b are null."""
+    crashed = expand_store(V4 / "crash" / "a-as-is" / "input", tmp_path_factory.mktemp("crashed") / "input")
+    return V4 / "basic" / "store", crashed / "store"
+
+
+@pytest.mark.parametrize("columns", [80, 100, 120, 160])
+def test_a_table_shows_each_value_whole_or_not_at_all(crashed_pair, columns):
+    """The table at any width: a checkpoint field's a and b (which differ) each whole or its column
+    left out, never cut so that both print alike, though the first rows set the widths before them;
+    the field's and the file's names whole. At 120 columns and more a and b both show."""
+    rows = diff(*crashed_pair)[1]
+    want = of(rows, "checkpoint_field")
+    assert len(want) == 3 and rows.index(want[0]) > 200
+    text = cli_runner().invoke(app, ["diff", *map(str, crashed_pair)], env={"COLUMNS": str(columns)}).stdout
+    shown = [cells for _, section in table_sections(text) for cells in section if cells["record"] == "checkpoint_field"]
+    assert len(shown) == len(want)
+    for cells, row in zip(shown, want):
+        assert {name: cells[name] for name in ("field", "a", "b", "file") if name in cells} == {
+            name: str(row[name]) for name in ("field", "a", "b", "file") if name in cells}
+        assert columns < 120 or {"a", "b"} <= set(cells)
+    assert max(map(len, text.splitlines())) <= columns

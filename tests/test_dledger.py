@@ -206,6 +206,18 @@ def test_dump_dledger_and_dump_commitlog(stores, truth):
     assert [b["commit_log_offset"] for b in after if b["record"] == "blank"] == [second]
 
 
+def test_entry_sizes_in_a_table_are_exact(stores, truth):
+    """An entry's size is its length in bytes, as its pos is a position: the table shows the number
+    (1149, not 1.1 KiB), so each pos + size is the next pos; an index unit's alike."""
+    want = [(t["pos"], t["size"]) for t in truth["truth"]["entries"][:5]]
+    assert any(size >= 1024 for _, size in want)
+    table = _run("dump", "dledger", stores["store"], "-n", 5, "--columns", "pos,size").stdout.splitlines()
+    assert [tuple(map(int, line.split())) for line in table[2:]] == want
+    table = _run("dump", "dledger", stores["store"] / "dledger-n0", "--index", "--to-index", 5,
+                 "--columns", "pos,size").stdout.splitlines()
+    assert [tuple(map(int, line.split())) for line in table[2:]] == want
+
+
 def test_verify_clean_store(stores, truth, tmp_path):
     """Nothing but what the broker refuses at load (README: the index files' size); recover's
     plan says it refuses and --apply writes nothing. The crashed store keeps DLedger's default

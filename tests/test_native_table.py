@@ -7,6 +7,7 @@ control characters and odd times, which the kernel writes or declines to the Pyt
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import pytest
@@ -15,14 +16,14 @@ from hypothesis import strategies as st
 
 from conftest import CLEAN_SCENARIOS, V4, load_truth
 from helpers import (both_ways, built_record, cli_both_ways, encoded, examples, expand_store, made_segments,
-                     made_windows)
+                     made_windows, table_sections)
 from rmqtool.formats import crc as crc_rules
 from rmqtool.formats import properties as props
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, MessageRecord, message_length
 from rmqtool.formats.sysflag import BORNHOST_V6_FLAG, COMPRESSED_FLAG, STOREHOSTADDRESS_V6_FLAG
 from rmqtool.inspect.commitlog_dumps import chained, commitlog_dumps
 from rmqtool.inspect.selection import MessageSelection
-from rmqtool.report import columns, table, table_rows
+from rmqtool.report import table, table_rows
 from rmqtool.report.columns import VIEWS
 from rmqtool.report.sink import Sink
 
@@ -52,6 +53,14 @@ def _table(paths, *, width=120, wide=False, select=None, limit=None, **options) 
     return out.getvalue(), [f for d in dumps for f in d.findings], written[0]
 
 
+def _rows(text: str) -> list[str]:
+    """A table's lines of rows: no header, rule or blank line (a column widened by a later row
+    goes on under a new header)."""
+    lines = text.splitlines()
+    rules = {i for i, line in enumerate(lines) if line and set(line) <= {"-", " "}}
+    return [line for i, line in enumerate(lines) if line and i not in rules and i + 1 not in rules]
+
+
 def _both(monkeypatch, paths, **options) -> tuple[str, int]:
     """(the table, the lines the kernel wrote), the table and findings asserted equal to the pure path's."""
     return both_ways(monkeypatch, _table, paths, **options)
@@ -71,11 +80,10 @@ def test_fixture_tables_are_the_python_tables(monkeypatch):
         store = CLEAN_SCENARIOS[scenario] / "store"
         messages = load_truth(CLEAN_SCENARIOS[scenario] / "truth.json")["truth"]["messages"]
         text, written = _both(monkeypatch, [store], body="none")
-        lines = text.splitlines()
-        assert len(lines) == 2 + len(messages)
+        assert len(_rows(text)) == len(messages)
         assert written > 0
         whole, _ = _both(monkeypatch, [store], body="none", wide=True, select="commit_log_offset,topic")
-        cells = [line.split() for line in whole.splitlines()[2:]]
+        cells = [line.split() for line in _rows(whole)]
         assert [(int(offset), topic) for offset, topic in cells] == [(m["physicalOffset"], m["topic"]) for m in messages]
 
 
@@ -93,10 +101,10 @@ def test_widths_wide_columns_and_limit(monkeypatch, width):
     assert written > 0 and text.count("…") > len(messages)
     text, written = _both(monkeypatch, [store], width=width, body="none", check_crc=False, limit=100,
                           select="file,body_crc_ok,property_crc_ok,store_timestamp,keys")
-    assert written > 0 and len(text.splitlines()) == 102
+    assert written > 0 and len(_rows(text)) == 100
     if width == 80:
         text, written = _both(monkeypatch, [store], width=width, body="none", wide=True)
-        assert written > 0 and len(text.splitlines()) == 2 + len(messages)
+        assert written > 0 and len(_rows(text)) == len(messages)
 
 
 def test_damaged_store_and_notes_between_runs(monkeypatch, damaged_store, tmp_path):
@@ -118,23 +126,48 @@ def test_damaged_store_and_notes_between_runs(monkeypatch, damaged_store, tmp_pa
     assert written == 39 - 5 and text.count("corrupt:") == 1
 
 
-def _plain_record(i: int, position: int) -> bytes:
+def _plain_record(i: int, position: int, topic: bytes = b"Topic") -> bytes:
     """The i-th of a run of clean records at ``position`` (ASCII topic and properties, each 100 bytes of body)."""
     body = bytes(range(i, i + 100))
     properties = f"{props.PROPERTY_KEYS}\x01k{i} shared\x02{props.PROPERTY_TAGS}\x01t{i % 3}".encode()
-    size = message_length(0, len(body), 5, len(properties), MESSAGE_MAGIC_CODE_V1)
+    size = message_length(0, len(body), len(topic), len(properties), MESSAGE_MAGIC_CODE_V1)
     return MessageRecord.build(dict(
         total_size=size, magic_code=MESSAGE_MAGIC_CODE_V1, body_crc=crc_rules.body_crc(body), queue_id=i % 4, flag=0,
         queue_offset=i // 4, physical_offset=position, sys_flag=0, born_timestamp=1700000000000 + i, born_host=b"\1\2\3\4",
         born_port=1, store_timestamp=1700000000000 + 7 * i, store_host=b"\1\2\3\4", store_port=2, reconsume_times=0,
-        prepared_transaction_offset=0, body=body, topic=b"Topic", properties=properties))
+        prepared_transaction_offset=0, body=body, topic=topic, properties=properties))
+
+
+def test_an_offset_wider_than_the_first_rows_widens_its_column(monkeypatch, tmp_path):
+    """Offsets that gain a digit after the row that set the widths: each shown whole (the kernel
+    declines the first that does not fit, the column widens under a new header, the kernel writes
+    on), the same both ways; and so a topic whose cut would print as another's cut."""
+    monkeypatch.setattr(table, "SAMPLE_ROWS", 1)
+    base = 10 ** 18 - 3 * len(_plain_record(0, 0))  # the first records' offsets 18 digits, the later ones 19
+    records: list = []
+    for i in range(12):
+        records.append(_plain_record(i, base + sum(map(len, records)),
+                                     topic=b"TopicWithALongName" + (b"A" if i < 6 else b"B")))
+    segment = tmp_path / f"{base:020d}"
+    segment.write_bytes(b"".join(records))
+    offsets = [base + sum(map(len, records[:i])) for i in range(len(records))]
+    assert len(str(offsets[0])) < len(str(offsets[-1]))
+    text, written = _both(monkeypatch, [segment], body="none", width=80)
+    sections = table_sections(text)
+    assert written > 0 and len(sections) > 1
+    rows = [cells for _, section in sections for cells in section]
+    assert [cells["commit_log_offset"] for cells in rows] == [str(o) for o in offsets]
+    meant: dict = {}  # each text shown: the topics it stood for
+    for i, cells in enumerate(rows):
+        meant.setdefault(cells["topic"], set()).add(i < 6)
+    assert all(len(topics) == 1 for topics in meant.values()) and "TopicWithALongNameB" in meant, meant
 
 
 def test_a_formatter_the_kernel_does_not_read_alike(monkeypatch):
     """store_size read as a size (KiB) would not be the kernel's number: that layout is the Python way's."""
     monkeypatch.setattr(table, "SAMPLE_ROWS", 5)
-    monkeypatch.setattr(table, "SIZE_FIELDS", table.SIZE_FIELDS | {"store_size"})
-    monkeypatch.setattr(columns, "SIZE_FIELDS", columns.SIZE_FIELDS | {"store_size"})
+    monkeypatch.setitem(VIEWS, "message", tuple(dataclasses.replace(c, file_size=c.name == "store_size")
+                                                for c in VIEWS["message"]))
     text, written = _both(monkeypatch, [CLEAN_SCENARIOS["4.9.8/txdelay"] / "store"], body="none")
     assert written == 0 and " B " in text
 
@@ -237,7 +270,8 @@ def test_spans_anywhere_never_read_past_the_buffer(window):
     buf, spans, verdicts = window
     taken = kernel.table_records(buf, spans, verdicts, 0, 0, 0)
     codes = {n: i for i, n in enumerate(kernel.table_sources())}
-    cells = tuple((code, 0, 5, False, name == "file", b"") for name, code in codes.items() if name not in ("int", "time"))
+    cells = tuple((code, 0, 5, False, 3 if name == "file" else 1, b"", frozenset({b"/a/file"}))
+                  for name, code in codes.items() if name not in ("int", "time"))
     text, lines, declined = kernel.table_lines(buf, spans, verdicts, 0, 0, 0, cells, b"/a/file", 2, False,
                                                table_rows._host_texts)
     assert taken == lines and lines + declined == 1 and (lines == 1) == bool(text)

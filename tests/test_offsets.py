@@ -309,6 +309,23 @@ def test_cli_json_table_and_filters():
     assert "consumerOffsetAboveMax" in r.stderr and "consumerOffsetAboveMax" not in r.stdout
 
 
+@pytest.mark.parametrize("columns", ["80", "120"])
+def test_the_status_column_keeps_each_pull_status_whole(columns):
+    """The table's status (README: at 80 columns too) cuts only the words after the
+    GetMessageStatus: OFFSET_OVERFLOW_ONE (caught up) and OFFSET_OVERFLOW_BADLY (an error) never
+    print alike, nor NO_MESSAGE_IN_QUEUE and OFFSET_TOO_SMALL cut."""
+    store = store_of("out-of-range")
+    rows = jsonl(run("offsets", store, "--format", "jsonl").stdout)
+    assert {OFFSET_OVERFLOW_ONE, OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL, NO_MESSAGE_IN_QUEUE} <= {
+        r["pull_status"] for r in rows}
+    lines = CliRunner().invoke(app, ["offsets", str(store)], env={"COLUMNS": columns}).stdout.splitlines()
+    shown = [line[lines[0].index("status"):] for line in lines[2:]]  # the last column, left-aligned
+    assert len(shown) == len(rows)
+    for row, cell in zip(rows, shown):
+        assert cell == row["status"] or cell[:len(row["pull_status"]) + 1] in (row["pull_status"] + ":",
+                                                                               row["pull_status"] + "…"), cell
+
+
 def test_cli_errors():
     r = run("offsets", FIXTURES / "rocketmq-4.9.8" / "basic" / "store", "--format", "jsonl")
     assert r.exit_code == 0 and r.stdout == "" and "no consumerOffset.json" in r.stderr

@@ -4,11 +4,12 @@ DefaultStorage wrote (expanded to the sizes the engine left)."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from conftest import FIXTURES, load_truth
-from helpers import cli_runner, expand_store, tree_fingerprint
+from helpers import cli_runner, expand_store, table_sections, tree_fingerprint
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
 
@@ -44,6 +45,18 @@ def test_dump_kinds_give_a_row_per_record(basic, kind, count):
     assert r.exit_code == 0, r.stderr
     rows = [json.loads(line) for line in r.stdout.splitlines()]
     assert len(rows) == count(load_truth(QMQ / "basic" / "truth.json")) and all(x["family"] == "qmq" for x in rows)
+
+
+def test_checkpoint_table_tells_message_and_action_checkpoints_apart(basic):
+    """At 80 columns each checkpoint's record (message_checkpoint or action_checkpoint) is shown, and
+    its file never cut into its name: the two kinds of checkpoint file never look alike."""
+    rows = [json.loads(line) for line in run("dump", "checkpoint", basic, "-f", "jsonl").stdout.splitlines()]
+    assert {r["record"] for r in rows} == {"message_checkpoint", "action_checkpoint"}
+    text = cli_runner().invoke(app, ["dump", "checkpoint", str(basic)], env={"COLUMNS": "80"}).stdout
+    (names, cells), = table_sections(text)
+    assert [c["record"] for c in cells] == [r["record"] for r in rows]
+    assert all(c["file"].endswith("/" + os.path.basename(r["file"])) for c, r in zip(cells, rows))
+    assert max(map(len, text.splitlines())) <= 80
 
 
 def test_dump_of_one_consumer_log_file(basic):

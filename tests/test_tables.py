@@ -13,6 +13,7 @@ import tempfile
 import termios
 import datetime
 import fcntl
+import json
 import time
 import uuid
 
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from conftest import FIXTURES, REPO, V4, V5, load_truth
-from helpers import examples
+from helpers import examples, table_sections
 from rmqtool.cli.app import app
 from rmqtool.report.columns import VIEWS, cut, human_size, iso_ms
 from rmqtool.report.records import human_time, with_human_times
@@ -155,6 +156,25 @@ def test_without_columns_a_pipe_gets_80(monkeypatch):
     assert p.returncode == 0
     assert max(len(line) for line in p.stdout.splitlines()) <= 80
     assert p.stdout.splitlines()[0].split()[:2] == ["commit_log_offset", "topic"]
+
+
+def test_a_terminal_of_no_width_gets_80():
+    """A terminal that reports 0 columns (stty cols 0) gets the table a pipe gets, not one column."""
+    args = ["dump", "commitlog", str(STORE), "--limit", "3", "--no-progress"]
+    piped = run(*args, columns="80").stdout.splitlines()
+    assert _in_pty(args, 0) == piped
+
+
+
+def test_an_offset_is_never_cut(tmp_path):
+    """A commit log file named for an offset near 2**63: its records' offsets (19 digits) shown
+    whole at 80 columns, the JSON's, where the header is 17 wide."""
+    segment = tmp_path / "09223372036854513664"
+    shutil.copyfile(STORE / "commitlog" / f"{0:020d}", segment)
+    rows = [json.loads(line) for line in run("dump", "commitlog", segment, "-n", 3, "-f", "jsonl").stdout.splitlines()]
+    assert len(str(rows[0]["commit_log_offset"])) > len("commit_log_offset")
+    (names, cells), = table_sections(run("dump", "commitlog", segment, "-n", 3, columns="80").stdout)
+    assert [c["commit_log_offset"] for c in cells] == [str(r["commit_log_offset"]) for r in rows]
 
 
 # ---- --wide and --columns ----

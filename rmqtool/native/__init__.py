@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 # ABI of the C source: a build of another one is not used
-ABI = 3
+ABI = 4
 
 
 def _load():

@@ -26,7 +26,7 @@ PyMODINIT_FUNC PyInit__kernel(void)
         }
     }
     /* bumped when a function's contract changes: a stale build is not used */
-    if (PyModule_AddIntConstant(module, "ABI", 3) < 0) {
+    if (PyModule_AddIntConstant(module, "ABI", 4) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -14,8 +14,10 @@
  * asked of Python (message_record's own), once for each host in a row of records.
  *
  * The record's reading is record.c's (its layout set from Python, set_record_layout), its text's
- * writing text.c's; the cells (which value, width, alignment, cut at the front or not) come
- * from the table's layout, each call. */
+ * writing text.c's; the cells (which value, width, alignment, how it may be cut) come from the
+ * table's layout, each call. A cell longer than its width that may not be cut here (a number,
+ * an ID, a name not yet shown cut: report/shorten.py's rules, which may widen the column) ends
+ * the lines at its record, which is declined: TextTable makes its line, then asks again. */
 #include "kernel.h"
 #include <string.h>
 
@@ -29,11 +31,14 @@ static const char *SOURCE_NAMES[N_SOURCES] = {
     "body_text", "host", "msg_id"};
 
 #define MAX_CELLS 64
+/* how a cell longer than its width may be cut (report/table_rows.py's _KERNEL_CUTS) */
+enum { CUT_NONE, CUT_END, CUT_END_SHOWN, CUT_FRONT_SHOWN, N_CUTS };
 typedef struct {
-    int source, arg, right, front;
+    int source, arg, right, cut;
     Py_ssize_t width;
     const char *text;  /* SRC_CONST's */
     Py_ssize_t text_len;
+    PyObject *shown;  /* CUT_*_SHOWN: the texts (bytes) the table shows cut, a frozenset (borrowed) */
 } cell_t;
 
 /* --- hosts: their text from Python ----------------------------------------------------------- */
@@ -197,8 +202,24 @@ static char *put_spaces(char *w, Py_ssize_t n)
     return w;
 }
 
+/* 1 when the cell's text t (n letters) may be cut to the cell's width: free text, or a name or
+ * file the table shows cut already (its cut then tells it from every other one shown) */
+static int may_cut(const cell_t *c, const char *t, Py_ssize_t n)
+{
+    if (c->cut == CUT_END)
+        return 1;
+    if (c->cut == CUT_NONE || c->shown == NULL)
+        return 0;
+    PyObject *key = PyBytes_FromStringAndSize(t, n);
+    int in = key == NULL ? -1 : PySet_Contains(c->shown, key);
+    Py_XDECREF(key);
+    if (in < 0)
+        PyErr_Clear();
+    return in == 1;
+}
+
 /* the cell's text t (n letters, ASCII, then an ellipsis when ``ellipsis``) as TextTable._line
- * writes it: cut (columns.cut, or table.cut_front for a path) unless wide, padded to the width */
+ * writes it: cut (columns.cut, or shorten.cut_front for a path) unless wide, padded to the width */
 static char *put_cell(char *w, const cell_t *c, const char *t, Py_ssize_t n, int ellipsis, int wide)
 {
     Py_ssize_t width = c->width, cells = n + ellipsis;
@@ -215,7 +236,7 @@ static char *put_cell(char *w, const cell_t *c, const char *t, Py_ssize_t n, int
      * less; the letters kept are ASCII: an ellipsis of the text's own is its last letter); the cut
      * text is width cells wide, so no pad but at width 0 (where it is one cell over) */
     Py_ssize_t keep = width > 1 ? width - 1 : 0;
-    if (c->front) {
+    if (c->cut == CUT_FRONT_SHOWN) {
         w = rmq_put(w, ELLIPSIS, 3);
         memcpy(w, t + n - keep, (size_t)keep);
         return w + keep;
@@ -285,7 +306,7 @@ static PyObject *table_records(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(taken);
 }
 
-/* the cells: a tuple of (source, arg, width, right, front, text) from Python (report/table_rows.py) */
+/* the cells: a tuple of (source, arg, width, right, cut, text, shown) from Python (report/table_rows.py) */
 static int get_cells(PyObject *cells_obj, cell_t *cells, int *n_cells)
 {
     Py_ssize_t n = PyTuple_GET_SIZE(cells_obj);
@@ -295,10 +316,13 @@ static int get_cells(PyObject *cells_obj, cell_t *cells, int *n_cells)
     }
     for (Py_ssize_t c = 0; c < n; c++) {
         cell_t *cell = &cells[c];
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(cells_obj, c), "iinppy#", &cell->source, &cell->arg, &cell->width,
-                              &cell->right, &cell->front, &cell->text, &cell->text_len))
+        PyObject *shown;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(cells_obj, c), "iinpiy#O", &cell->source, &cell->arg, &cell->width,
+                              &cell->right, &cell->cut, &cell->text, &cell->text_len, &shown))
             return -1;
+        cell->shown = PyFrozenSet_Check(shown) ? shown : NULL;
         if (cell->source < 0 || cell->source >= N_SOURCES || cell->width < 0 || cell->width > 1 << 20
+            || cell->cut < 0 || cell->cut >= N_CUTS
             || cell->text_len > 1 << 20
             || ((cell->source == SRC_INT || cell->source == SRC_TIME) && (cell->arg < 0 || cell->arg >= RMQ_N_FIELDS))
             || (cell->source == SRC_HOST && cell->arg != HOST_BORN && cell->arg != HOST_STORE)) {
@@ -416,6 +440,7 @@ static PyObject *table_lines(PyObject *self, PyObject *args)
     for (int c = 0; c < n_cells; c++)
         widths += cells[c].width + 3 + gap;  /* a cut cell: its ellipsis takes 3 bytes */
     Py_ssize_t len = 0, k = first;
+    int stopped = 0;  /* a cell of record k may not be cut here: it is declined */
     rmq_record r;
     for (; k < win.n; k++) {
         if (!covered(&r, &win, k, offset0, position0, cells, n_cells, &hosts))
@@ -432,22 +457,28 @@ static PyObject *table_lines(PyObject *self, PyObject *args)
         if (k > first)
             *w++ = '\n';
         char *line = w;
-        for (int c = 0; c < n_cells; c++) {
+        for (int c = 0; c < n_cells && !stopped; c++) {
             const cell_t *cell = &cells[c];
             /* a cell cut at its end shows its first width letters at most: no need to make more */
-            Py_ssize_t most = wide || cell->front ? -1 : cell->width + 1;
+            Py_ssize_t most = wide || cell->cut != CUT_END ? -1 : cell->width + 1;
             int ellipsis;
             char *end = cell_text(text, cell, &r, vk, &hosts, file, file_len, most, &ellipsis);
+            if (!wide && end - text + ellipsis > cell->width && !may_cut(cell, text, end - text)) {
+                stopped = 1;  /* the line so far is dropped: len still ends the last one */
+                break;
+            }
             if (c)
                 w = put_spaces(w, gap);
             w = put_cell(w, cell, text, end - text, ellipsis, wide);
         }
+        if (stopped)
+            break;
         while (w > line && w[-1] == ' ')  /* the line's end stripped, as str.rstrip (no other blank is left) */
             w--;
         len = w - lines;
     }
-    Py_ssize_t declined = k;
-    while (declined < win.n && !covered(&r, &win, declined, offset0, position0, cells, n_cells, &hosts))
+    Py_ssize_t declined = stopped ? k + 1 : k;
+    while (!stopped && declined < win.n && !covered(&r, &win, declined, offset0, position0, cells, n_cells, &hosts))
         declined++;
     PyObject *out = PyUnicode_DecodeUTF8(lines, len, NULL);
     if (out != NULL)

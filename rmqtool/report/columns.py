@@ -2,11 +2,12 @@
 
 Every column is a JSON field of the row (docs/vocabulary.md): a table shows the same
 values as JSON, only written for people: ``*_timestamp`` fields as UTC ISO 8601 with
-milliseconds, file sizes in KiB/MiB/GiB, lists joined by spaces, long text cut with an
-ellipsis. Each kind lists its columns in display order with a rank: at a given width the
-lowest ranks that fit are shown (the narrowest set at 80 columns, more at 120); rank None
-is a ``--wide`` column. ``--columns a,b,c`` shows exactly those, and any JSON field of
-the kind is valid there.
+milliseconds, a file's size in KiB/MiB/GiB (a column made by :func:`file_size`; every other
+byte count, a record's or a region's, stays exact: offsets add up with it), lists joined by
+spaces, free text cut with an ellipsis (and only free text: see ``Column.cut``). Each kind
+lists its columns in display order with a rank: at a given width the lowest ranks that fit
+are shown (the narrowest set at 80 columns, more at 120); rank None is a ``--wide`` column.
+``--columns a,b,c`` shows exactly those, and any JSON field of the kind is valid there.
 """
 from __future__ import annotations
 
@@ -21,24 +22,46 @@ GAP = 2  # spaces between columns
 DEFAULT_WIDTH = 80  # stdout not a terminal and COLUMNS unset, as Python's shutil and GNU ls
 
 
+# How a column's values may be shortened to fit its width (report/shorten.py does it). A table
+# leaves out whole columns before it cuts anything else than free text, and never cuts a value
+# so far that two different values print alike.
+NEVER = "never"  # numbers, offsets, times, flags, IDs (msgId, UNIQ_KEY, a finding): whole, always
+TEXT = "text"  # free text (a body, properties, a message): cut at its end
+ITEMS = "items"  # a list (keys, offsets): cut between its items, never inside one
+HEAD = "head"  # an identifier, then words (OFFSET_TOO_SMALL: PULL_OFFSET_MOVED, ...): only the words cut
+NAME = "name"  # a topic, group or subject: cut at its end while the names shown stay distinct
+PATH = "path"  # a file: cut at its start, never into its file name, while the files shown stay distinct
+VALUE = "value"  # diff's values: a number or a string whole, an object or a list as TEXT
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Column:
     name: str  # the JSON field
     rank: int | None  # lower shows first as width allows; None: only with --wide or --columns
-    width: int = 0  # fixed cell width (0: the header's); text columns: the most they grow to
-    flex: int = 0  # > 0: a text column that can shrink to this many characters, with an ellipsis
+    width: int = 0  # the width kept for it when there is room (0: the header's); text: the most it grows to
+    flex: int = 0  # > 0: a column that can be cut, to as few as this many cells (with an ellipsis)
     right: bool = False  # numbers align right
+    file_size: bool = False  # a file's size in bytes, shown in KiB/MiB/GiB
+    cut: str = NEVER  # how its values may be shortened (above); a number never is, in any column
 
 
 def num(name: str, rank: int | None, width: int = 0) -> Column:
     return Column(name, rank, max(width, len(name)), right=True)
 
 
-def text(name: str, rank: int | None, most: int, least: int = 8) -> Column:
-    return Column(name, rank, max(most, len(name)), flex=max(least, len(name)))
+def file_size(name: str, rank: int | None, width: int = 0) -> Column:
+    """A file's size (a segment's, an index file's): read in KiB/MiB/GiB. A record's length or
+    any other count of bytes is a :func:`num`, exact."""
+    return Column(name, rank, max(width, len(name)), right=True, file_size=True)
+
+
+def text(name: str, rank: int | None, most: int, least: int = 8, cut: str = TEXT) -> Column:
+    """A column that can be cut (free text unless ``cut`` says otherwise), from ``most`` cells to ``least``."""
+    return Column(name, rank, max(most, len(name)), flex=max(least, len(name)), cut=cut)
 
 
 def fixed(name: str, rank: int | None, width: int = 0) -> Column:
+    """Text never cut (a flag, a time, an ID): as wide as its values."""
     return Column(name, rank, max(width, len(name)))
 
 
@@ -46,11 +69,11 @@ TIME = 24  # 2026-11-22T02:43:15.033Z
 
 # What every finding row has, and what locates one in each family's terms (the details
 # its checks give: rmqtool.findings.finding's keyword fields)
-_FINDING = (text("finding", 1, 30, 30), fixed("severity", 2, 8), text("path", 4, 60, 24), num("offset", 5, 10),
+_FINDING = (fixed("finding", 1, 30), fixed("severity", 2, 8), text("path", 4, 60, 24, cut=PATH), num("offset", 5, 10),
             text("message", 3, 120, 36), fixed("consequence", None, 13))
-_ROCKETMQ_FINDING = (text("topic", None, 40), num("queue_id", None), num("queue_offset", None),
+_ROCKETMQ_FINDING = (text("topic", None, 40, cut=NAME), num("queue_id", None), num("queue_offset", None),
                      num("commit_log_offset", None))
-_QMQ_FINDING = (text("subject", None, 40), num("sequence", None), num("message_log_offset", None),
+_QMQ_FINDING = (text("subject", None, 40, cut=NAME), num("sequence", None), num("message_log_offset", None),
                 num("action_log_offset", None), num("store_size", None), num("records", None), num("sequences", None),
                 num("actions", None))
 
@@ -58,59 +81,66 @@ _QMQ_FINDING = (text("subject", None, 40), num("sequence", None), num("message_l
 # row of that kind has in JSON (docs/vocabulary.md), so --columns can ask for any of them.
 VIEWS: dict[str, tuple[Column, ...]] = {
     "message": (
-        text("store_path", 0, 40, 12), num("commit_log_offset", 1), num("store_size", 6, 5), text("topic", 2, 40, 10), num("queue_id", 3),
-        num("queue_offset", 4), fixed("store_timestamp", 5, TIME), text("tags", 8, 24),
-        text("keys", 7, 40), fixed("body_crc_ok", 10), text("body", 9, 60, 10),
+        text("store_path", 0, 40, 12, cut=PATH), num("commit_log_offset", 1), num("store_size", 6, 5),
+        text("topic", 2, 40, 10, cut=NAME), num("queue_id", 3),
+        num("queue_offset", 4), fixed("store_timestamp", 5, TIME), text("tags", 8, 24, cut=NAME),
+        text("keys", 7, 40, cut=ITEMS), fixed("body_crc_ok", 10), text("body", 9, 60, 10),
         fixed("record", None), fixed("magic_code", None, 10), num("message_version", None), num("body_crc", None),
         num("flag", None), num("physical_offset", None), num("sys_flag", None), fixed("born_timestamp", None, TIME),
-        text("born_host", None, 47), text("store_host", None, 47), num("reconsume_times", None),
+        fixed("born_host", None, 47), fixed("store_host", None, 47), num("reconsume_times", None),
         num("prepared_transaction_offset", None), num("body_length", None), fixed("body_compression", None),
-        text("properties", None, 80), text("properties_raw", None, 80), text("uniq_key", None, 32),
-        text("msg_id", None, 56), text("file", None, 80), num("file_position", None),
+        text("properties", None, 80), text("properties_raw", None, 80), fixed("uniq_key", None, 32),
+        fixed("msg_id", None, 56), text("file", None, 80, cut=PATH), num("file_position", None),
         fixed("property_crc_ok", None), fixed("properties_utf8_ok", None), fixed("topic_utf8_ok", None),
         fixed("body_decompressed", None), text("body_decompress_error", None, 60)),
     "cq_unit": (
-        text("topic", 1, 40, 10), num("queue_id", 2), num("queue_offset", 3), num("commit_log_offset", 4),
+        text("topic", 1, 40, 10, cut=NAME), num("queue_id", 2), num("queue_offset", 3), num("commit_log_offset", 4),
         num("store_size", 5), num("tags_code", 6, 20), fixed("valid", 7), fixed("is_fill", 8),
         fixed("store_timestamp", 9, TIME), num("msg_base_offset", 10), num("batch_size", 11),
-        num("compacted_offset", None), text("file", None, 100), num("file_position", None), num("size", None),
-        num("ext_address", None, 20), fixed("ext_lookup", None, 19), text("filter_bit_map", None, 28)),
+        num("compacted_offset", None), text("file", None, 100, cut=PATH), num("file_position", None), num("size", None),
+        num("ext_address", None, 20), fixed("ext_lookup", None, 19), fixed("filter_bit_map", None, 28)),
     "compaction_record": (
-        text("topic", 1, 40, 10), num("queue_id", 2), num("queue_offset", 3), num("compaction_log_offset", 4),
-        num("store_size", 5, 5), text("compaction_key", 6, 40), fixed("tombstone", 7), fixed("store_timestamp", 8, TIME),
-        text("tags", 9, 24), fixed("body_crc_ok", None), fixed("record", None), text("keys", None, 40),
-        text("uniq_key", None, 32), num("body_length", None), num("physical_offset", None), text("finding", None, 24),
-        text("reason", None, 60), text("file", None, 100), num("file_position", None)),
+        text("topic", 1, 40, 10, cut=NAME), num("queue_id", 2), num("queue_offset", 3), num("compaction_log_offset", 4),
+        num("store_size", 5, 5), fixed("compaction_key", 6, 40), fixed("tombstone", 7),
+        fixed("store_timestamp", 8, TIME),
+        text("tags", 9, 24, cut=NAME), fixed("body_crc_ok", None), fixed("record", None),
+        text("keys", None, 40, cut=ITEMS),
+        fixed("uniq_key", None, 32), num("body_length", None), num("physical_offset", None), fixed("finding", None, 24),
+        text("reason", None, 60, cut=HEAD), text("file", None, 100, cut=PATH), num("file_position", None)),
     "compaction_unit": (
-        text("topic", 1, 40, 10), num("queue_id", 2), num("queue_offset", 3), num("compaction_log_offset", 4),
+        text("topic", 1, 40, 10, cut=NAME), num("queue_id", 2), num("queue_offset", 3), num("compaction_log_offset", 4),
         num("store_size", 5), fixed("end_position", 6), num("tags_code", 7, 20), fixed("store_timestamp", 8, TIME),
-        num("batch_size", None), num("compacted_offset", None), text("file", None, 100), num("file_position", None)),
+        num("batch_size", None), num("compacted_offset", None), text("file", None, 100, cut=PATH),
+        num("file_position", None)),
     "position_checkpoint": (
-        text("topic", 1, 40, 10), num("queue_id", 2), num("checkpoint_offset", 3), text("path", 4, 100, 20)),
+        text("topic", 1, 40, 10, cut=NAME), num("queue_id", 2), num("checkpoint_offset", 3),
+        text("path", 4, 100, 20, cut=PATH)),
     "epoch_entry": (
-        num("epoch", 1), num("start_offset", 2), num("end_offset", 3), num("line", 4), text("file", 5, 100, 20)),
+        num("epoch", 1), num("start_offset", 2), num("end_offset", 3), num("line", 4),
+        text("file", 5, 100, 20, cut=PATH)),
     "compaction_queue": (
-        text("topic", 1, 40, 10), num("queue_id", 2), num("min_queue_offset", 3), num("max_queue_offset", 4),
+        text("topic", 1, 40, 10, cut=NAME), num("queue_id", 2), num("min_queue_offset", 3), num("max_queue_offset", 4),
         num("messages", 5, 8), num("records", 6, 7), num("tombstones", 7), num("live_keys", 8),
         num("checkpoint_offset", 9), num("files", 10, 5)),
     "dledger_entry": (
         fixed("record", 1, 13), num("entry_index", 2), num("term", 3), num("pos", 4, 12), num("size", 5, 10),
-        num("commit_log_offset", 6, 12), text("topic", 7, 40, 10), num("queue_id", 8), num("queue_offset", 9),
+        num("commit_log_offset", 6, 12), text("topic", 7, 40, 10, cut=NAME), num("queue_id", 8), num("queue_offset", 9),
         fixed("body_crc_ok", 10), num("magic", None), num("channel", None), num("chain_crc", None),
         num("entry_body_crc", None), num("body_length", None), num("store_size", None),
-        num("physical_offset", None), fixed("store_timestamp", None, TIME), text("msg_id", None, 32),
-        num("valid", None), text("finding", None, 24), text("reason", None, 60), text("file", None, 100),
+        num("physical_offset", None), fixed("store_timestamp", None, TIME), fixed("msg_id", None, 32),
+        num("valid", None), fixed("finding", None, 24), text("reason", None, 60, cut=HEAD),
+        text("file", None, 100, cut=PATH),
         num("file_position", None)),
     "dledger_index_unit": (
         num("slot", 1), num("entry_index", 2), num("term", 3), num("pos", 4, 12), num("size", 5, 10), num("magic", 6),
-        text("file", None, 100), num("file_position", None)),
+        text("file", None, 100, cut=PATH), num("file_position", None)),
     "cq_ext_unit": (
-        text("topic", 1, 40, 10), num("queue_id", 2), fixed("record", 3, 4), num("real_offset", 4),
+        text("topic", 1, 40, 10, cut=NAME), num("queue_id", 2), fixed("record", 3, 4), num("real_offset", 4),
         num("tags_code", 5, 20), fixed("store_timestamp", 6, TIME), num("bit_map_size", 7),
-        text("filter_bit_map", 8, 28), fixed("stop", 9, 18), num("address", None, 20), num("size", None),
-        num("size_field", None), text("file", None, 100), num("file_position", None)),
+        fixed("filter_bit_map", 8, 28), fixed("stop", 9, 18), num("address", None, 20), num("size", None),
+        num("size_field", None), text("file", None, 100, cut=PATH), num("file_position", None)),
     "index_header": (
-        text("file", 1, 100, 20), fixed("begin_timestamp", 2, TIME), fixed("end_timestamp", 3, TIME),
+        text("file", 1, 100, 20, cut=PATH), fixed("begin_timestamp", 2, TIME), fixed("end_timestamp", 3, TIME),
         num("index_count", 4), num("begin_commit_log_offset", 5), num("end_commit_log_offset", 6),
         num("hash_slot_count", 7), fixed("write_full", 8), num("max_hash_slot_num", None),
         num("max_index_num", None), fixed("record", None), fixed("begin_time", None, TIME),
@@ -118,168 +148,189 @@ VIEWS: dict[str, tuple[Column, ...]] = {
     "index_entry": (
         num("index", 1, 9), num("key_hash", 2, 11), num("commit_log_offset", 3), fixed("timestamp", 4, TIME),
         num("time_diff", 5, 10), num("prev_index", 6, 10), num("file_position", 7, 10),
-        text("file", None, 100), fixed("record", None), fixed("time", None, TIME), num("phy_offset", None)),
-    "index_slot": (num("slot", 1, 10), num("index", 2, 10), text("file", 3, 100, 20), fixed("record", None)),
+        text("file", None, 100, cut=PATH), fixed("record", None), fixed("time", None, TIME), num("phy_offset", None)),
+    "index_slot": (num("slot", 1, 10), num("index", 2, 10), text("file", 3, 100, 20, cut=PATH), fixed("record", None)),
     "checkpoint": (
         fixed("physic_msg_timestamp", 1, TIME), fixed("logics_msg_timestamp", 2, TIME),
         fixed("index_msg_timestamp", 3, TIME), fixed("min_timestamp", None, TIME),
         num("master_flushed_offset", None), num("confirm_phy_offset", None), fixed("has_5x_fields", None),
-        text("file", None, 100)),
-    "config": (text("file", 1, 24), fixed("source", 2, 6), text("document", 3, 200, 20), text("path", None, 100)),
+        text("file", None, 100, cut=PATH)),
+    "config": (text("file", 1, 24, cut=PATH), fixed("source", 2, 6), text("document", 3, 200, 20),
+               text("path", None, 100, cut=PATH)),
     # the 5.x timer store (inspect/timer/dumps.py)
     "timer_slot": (
         num("slot_index", 1, 8), fixed("slot_timestamp", 2, TIME), num("first_timer_log_offset", 4),
         num("last_timer_log_offset", 3), num("num", 5, 5), fixed("index_matches_time", 6), num("magic", None),
-        num("time_value", None), text("file", None, 100), num("file_position", None), fixed("slot_time", None, TIME)),
+        num("time_value", None), text("file", None, 100, cut=PATH), num("file_position", None),
+        fixed("slot_time", None, TIME)),
     "timer_unit": (
         fixed("record", 7, 7), num("timer_log_offset", 1), num("prev_timer_log_offset", 5), num("magic", None, 5),
-        text("magic_flags", 6, 40, 13), num("commit_log_offset", 3), num("size", 8, 5),
+        text("magic_flags", 6, 40, 13, cut=ITEMS), num("commit_log_offset", 3), num("size", 8, 5),
         fixed("write_timestamp", 9, TIME), fixed("deliver_timestamp", 2, TIME), num("slot_index", 4, 8),
         num("real_topic_hash", None, 11), num("delay_ms", None), num("unit_size", None), num("reserved", None),
-        text("reason", 10, 60, 12), fixed("non_zero_after", None), text("file", None, 100),
+        text("reason", 10, 60, 12, cut=HEAD), fixed("non_zero_after", None), text("file", None, 100, cut=PATH),
         num("file_position", None), fixed("write_time", None, TIME), fixed("deliver_time", None, TIME),
-        text("real_topic", 4, 30, 10), text("keys", 5, 24, 8), text("record_topic", None, 30),
-        text("uniq_key", None, 32), text("record_error", None, 60)),
-    "timer_file": (text("name", 1, 24), fixed("present", 2)),
+        text("real_topic", 4, 30, 10, cut=NAME), text("keys", 5, 24, 8, cut=ITEMS),
+        text("record_topic", None, 30, cut=NAME),
+        fixed("uniq_key", None, 32), text("record_error", None, 60)),
+    "timer_file": (fixed("name", 1, 24), fixed("present", 2)),
     "timer_pending_slot": (
         num("slot_index", 1, 8), fixed("slot_timestamp", 2, TIME), num("num", 3, 5), num("last_timer_log_offset", 4),
         fixed("slot_time", None, TIME)),
-    "timer_topic_count": (text("topic", 1, 40, 10), num("count", 2), fixed("metric_timestamp", 3, TIME),
+    "timer_topic_count": (text("topic", 1, 40, 10, cut=NAME), num("count", 2), fixed("metric_timestamp", 3, TIME),
                           fixed("metric_time", None, TIME)),
-    "side_store": (text("name", 1, 20, 10), text("read_by", 2, 28, 12), text("description", 3, 70, 20),
-                   text("path", None, 100)),
+    "side_store": (fixed("name", 1, 20), text("read_by", 2, 28, 12), text("description", 3, 70, 20),
+                   text("path", None, 100, cut=PATH)),
     "timer_message": (
-        text("keys", 1, 24, 8), fixed("timer_state", 2, 12), text("real_topic", 3, 30, 10), num("real_queue_id", None),
+        text("keys", 1, 24, 8, cut=ITEMS), fixed("timer_state", 2, 12), text("real_topic", 3, 30, 10, cut=NAME),
+        num("real_queue_id", None),
         fixed("fire_timestamp", 4, TIME), fixed("delivered_timestamp", 5, TIME), num("roll_times", 7, 5),
-        text("timer_log_offsets", 6, 30, 10), text("uniq_key", 8, 32, 12), num("slot_index", None, 8),
-        text("timer_record_offsets", None, 40), text("timer_queue_offsets", None, 30),
-        text("delivered_offsets", None, 40), text("recall_offsets", None, 40), fixed("read_timestamp", None, TIME),
-        text("store_path", None, 40), fixed("fire_time", None, TIME), fixed("delivered_time", None, TIME),
+        text("timer_log_offsets", 6, 30, 10, cut=ITEMS), fixed("uniq_key", 8, 32), num("slot_index", None, 8),
+        text("timer_record_offsets", None, 40, cut=ITEMS), text("timer_queue_offsets", None, 30, cut=ITEMS),
+        text("delivered_offsets", None, 40, cut=ITEMS), text("recall_offsets", None, 40, cut=ITEMS),
+        fixed("read_timestamp", None, TIME),
+        text("store_path", None, 40, cut=PATH), fixed("fire_time", None, TIME), fixed("delivered_time", None, TIME),
         fixed("read_time", None, TIME)),
     "timer_metric": (
-        text("topic", 1, 40, 10), num("count", 2), fixed("metric_timestamp", 3, TIME), fixed("source", 4, 6),
+        text("topic", 1, 40, 10, cut=NAME), num("count", 2), fixed("metric_timestamp", 3, TIME), fixed("source", 4, 6),
         num("data_version_counter", 5), fixed("data_version_timestamp", None, TIME),
-        num("data_version_state_version", None), text("file", None, 100), fixed("metric_time", None, TIME),
+        num("data_version_state_version", None), text("file", None, 100, cut=PATH), fixed("metric_time", None, TIME),
         fixed("data_version_time", None, TIME)),
     # QMQ's store (report/qmq/records.py)
     "qmq_message": (
-        num("message_log_offset", 1), text("subject", 2, 40, 10), num("sequence", 3), num("store_size", 6, 5),
-        fixed("store_timestamp", 5, TIME), text("message_id", 4, 40, 12), text("tags", 8, 24),
+        num("message_log_offset", 1), text("subject", 2, 40, 10, cut=NAME), num("sequence", 3), num("store_size", 6, 5),
+        fixed("store_timestamp", 5, TIME), fixed("message_id", 4, 40), text("tags", 8, 24, cut=NAME),
         fixed("payload_crc_ok", 7), text("body", 9, 60, 10), fixed("record", None), fixed("family", None),
         num("header_size", None), fixed("magic_code", None, 10), num("message_version", None),
-        num("payload_crc", None), num("payload_length", None), text("payload_subject", None, 60),
+        num("payload_crc", None), num("payload_length", None), text("payload_subject", None, 60, cut=NAME),
         num("flag", None), fixed("delay", None), fixed("low_reliability", None),
         fixed("created_timestamp", None, TIME), fixed("expire_timestamp", None, TIME), text("attrs", None, 80),
-        num("body_length", None), text("payload_error", None, 60), text("reason", None, 60),
-        text("file", None, 100), num("file_position", None)),
+        num("body_length", None), text("payload_error", None, 60), text("reason", None, 60, cut=HEAD),
+        text("file", None, 100, cut=PATH), num("file_position", None)),
     "qmq_unit": (
-        text("subject", 1, 40, 10), num("sequence", 2), fixed("kind", 3, 7), num("message_log_offset", 4),
+        text("subject", 1, 40, 10, cut=NAME), num("sequence", 2), fixed("kind", 3, 7), num("message_log_offset", 4),
         num("store_size", 5), num("header_size", 6), fixed("store_timestamp", 7, TIME), fixed("record", None),
-        fixed("family", None), num("tablet_id", None), num("tablet_position", None), text("file", None, 100),
+        fixed("family", None), num("tablet_id", None), num("tablet_position", None), text("file", None, 100, cut=PATH),
         num("file_position", None)),
     "qmq_action": (
-        num("action_log_offset", 1), fixed("action", 2, 15), text("subject", 3, 40, 10), text("group", 4, 30, 10),
-        text("consumer_id", 5, 30, 10), num("first_sequence", 6), num("last_sequence", 7),
+        num("action_log_offset", 1), fixed("action", 2, 15), text("subject", 3, 40, 10, cut=NAME),
+        text("group", 4, 30, 10, cut=NAME),
+        fixed("consumer_id", 5, 30), num("first_sequence", 6), num("last_sequence", 7),
         fixed("store_timestamp", 8, TIME), num("first_pull_sequence", None), num("last_pull_sequence", None),
         fixed("broadcast", None), num("action_log_end_offset", None), num("store_size", None),
-        fixed("record", None), fixed("family", None), text("reason", None, 60), text("file", None, 100),
+        fixed("record", None), fixed("family", None), text("reason", None, 60, cut=HEAD),
+        text("file", None, 100, cut=PATH),
         num("file_position", None)),
     "qmq_pull": (
-        text("consumer_id", 1, 30, 10), text("group", 2, 30, 10), text("subject", 3, 40, 10),
+        fixed("consumer_id", 1, 30), text("group", 2, 30, 10, cut=NAME), text("subject", 3, 40, 10, cut=NAME),
         num("pull_sequence", 4), num("sequence", 5), fixed("record", None), fixed("family", None),
-        text("file", None, 100), num("file_position", None)),
-    "qmq_checkpoint": (
-        text("file", 1, 80, 20), num("version", 2, 12), fixed("loaded", 3), num("message_log_offset", 4),
-        num("action_log_offset", 5), text("reason", 6, 60, 12), text("max_sequences", None, 80),
-        text("groups", None, 80), fixed("record", None), fixed("family", None)),
+        text("file", None, 100, cut=PATH), num("file_position", None)),
+    "qmq_checkpoint": (  # a message checkpoint and an action checkpoint: the record says which
+        fixed("record", 1), text("file", 2, 80, 20, cut=PATH), num("version", 3, 12), fixed("loaded", 4),
+        num("message_log_offset", 5), num("action_log_offset", 6), text("reason", 7, 60, 12, cut=HEAD),
+        text("max_sequences", None, 80), text("groups", None, 80), fixed("family", None)),
     # findings: every family's rows share the first fields and locate the damage in their own
     # engine's terms (verify and info: the store's family's kind, FamilyTools.finding_kind)
     "finding": (*_FINDING, *_ROCKETMQ_FINDING),
     "qmq_finding": (*_FINDING, *_QMQ_FINDING),
     # spark verify: stores of both families, each row naming its store
-    "fleet_finding": (text("store_name", 0, 24, 10), *_FINDING, *_ROCKETMQ_FINDING, *_QMQ_FINDING),
+    "fleet_finding": (fixed("store_name", 0, 24), *_FINDING, *_ROCKETMQ_FINDING, *_QMQ_FINDING),
     # rmqtool diff (inspect/diff.py): one kind, a ``record`` a difference, then the summary
     "diff": (
-        fixed("record", 1, 21), fixed("side", 2, 4), num("commit_log_offset", 3), text("reason", 4, 60, 12),
-        text("topic", 8, 30, 10), num("queue_id", 9), text("field", 5, 40, 16), text("a", 6, 30, 8),
-        text("b", 7, 30, 8), text("group", 10, 30, 10), text("file", 11, 40, 12), num("queue_offset", None),
-        text("uniq_key", None, 32), num("store_size", None), fixed("store_timestamp", None, TIME),
+        fixed("record", 1, 21), fixed("side", 2, 4), num("commit_log_offset", 3), text("reason", 4, 60, 12, cut=HEAD),
+        text("topic", 8, 30, 10, cut=NAME), num("queue_id", 9), text("field", 5, 40, 16, cut=ITEMS),
+        text("a", 6, 30, 8, cut=VALUE),
+        text("b", 7, 30, 8, cut=VALUE), text("group", 10, 30, 10, cut=NAME), text("file", 11, 40, 12, cut=PATH),
+        num("queue_offset", None),
+        fixed("uniq_key", None, 32), num("store_size", None), fixed("store_timestamp", None, TIME),
         num("first_different_byte", None), num("bytes_past", None), num("messages_past", None),
-        text("fields", None, 60), fixed("equal", None), num("differences", None), text("counts", None, 80),
-        text("store_a", None, 100), text("store_b", None, 100), num("written_end_a", None),
+        text("fields", None, 60, cut=ITEMS), fixed("equal", None), num("differences", None), text("counts", None, 80),
+        text("store_a", None, 100, cut=PATH), text("store_b", None, 100, cut=PATH), num("written_end_a", None),
         num("written_end_b", None), num("messages_only_in_a", None), num("messages_only_in_b", None),
         num("messages_matched_by_uniq_key", None), fixed("store_time", None, TIME), num("epoch", None),
         fixed("sync", None, 19), num("consistent_point", None), num("max_offset_a", None), num("max_offset_b", None)),
     "offset": (
         # the lag first after where it is: what an operator opens offsets for, at 80 columns too
-        text("group", 1, 30, 10), text("topic", 2, 30, 10), num("queue_id", 3), num("committed_offset", 6, 12),
+        text("group", 1, 30, 10, cut=NAME), text("topic", 2, 30, 10, cut=NAME), num("queue_id", 3),
+        num("committed_offset", 6, 12),
         num("lag_messages", 4, 12), num("min_queue_offset", 9, 12), num("max_queue_offset", 8, 12),
         num("min_offset", None), num("max_offset", None), num("lag_ms", 7, 10),
         fixed("next_store_timestamp", 10, TIME), fixed("newest_store_timestamp", 11, TIME),
-        text("status", 5, 80, 16), fixed("pull_status", None, 21), num("next_pull_offset", None)),
+        text("status", 5, 80, 16, cut=HEAD), fixed("pull_status", None, 21), num("next_pull_offset", None)),
     # QMQ info: the action checkpoint's groups, and the progress the next start has (inspect/qmq/inventory.py)
     "qmq_group": (
-        text("subject", 1, 40, 12), text("group", 2, 30, 12), num("max_pulled_sequence", 3), fixed("broadcast", 5),
+        text("subject", 1, 40, 12, cut=NAME), text("group", 2, 30, 12, cut=NAME), num("max_pulled_sequence", 3),
+        fixed("broadcast", 5),
         text("consumers", 4, 100, 16)),
     "qmq_consumer_progress": (
-        text("subject", 1, 40, 12), text("group", 2, 30, 12), num("pull", 3), fixed("broadcast", 5),
+        text("subject", 1, 40, 12, cut=NAME), text("group", 2, 30, 12, cut=NAME), num("pull", 3), fixed("broadcast", 5),
         text("consumers", 4, 100, 16)),
     "offset_reset": (  # rmqtool offsets reset's plan (recovery/offset_reset.py)
-        text("group", 1, 30, 10), text("topic", 2, 30, 10), num("queue_id", 3), num("committed_offset", 4, 12),
+        text("group", 1, 30, 10, cut=NAME), text("topic", 2, 30, 10, cut=NAME), num("queue_id", 3),
+        num("committed_offset", 4, 12),
         num("new_offset", 5, 12), fixed("changed", 6, 7), num("min_queue_offset", 8, 12),
         num("max_queue_offset", 7, 12), text("note", 9, 80, 16)),
     "check_measure": (
-        text("store_path", 1, 40, 12), text("measure", 2, 26, 12), text("topic", 4, 30, 10), num("queue_id", 5),
-        text("group", 6, 30, 10), num("value", 3, 14), fixed("unit", 7, 8), fixed("state", 0, 8), fixed("record", None)),
+        text("store_path", 1, 40, 12, cut=PATH), fixed("measure", 2, 26), text("topic", 4, 30, 10, cut=NAME),
+        num("queue_id", 5),
+        text("group", 6, 30, 10, cut=NAME), num("value", 3, 14), fixed("unit", 7, 8), fixed("state", 0, 8),
+        fixed("record", None)),
     "appended": (
-        text("topic", 1, 40, 10), num("queue_id", 2), num("queue_offset", 3), num("commit_log_offset", 4),
-        text("msg_id", 5, 32, 32), text("uniq_key", 6, 32, 32)),
+        text("topic", 1, 40, 10, cut=NAME), num("queue_id", 2), num("queue_offset", 3), num("commit_log_offset", 4),
+        fixed("msg_id", 5, 32), fixed("uniq_key", 6, 32)),
     "queue_time": (
-        text("store_path", 0, 40, 12), text("topic", 1, 40, 10), num("queue_id", 2), fixed("time", 3, TIME), num("queue_offset", 4),
+        text("store_path", 0, 40, 12, cut=PATH), text("topic", 1, 40, 10, cut=NAME), num("queue_id", 2),
+        fixed("time", 3, TIME), num("queue_offset", 4),
         fixed("store_timestamp", 5, TIME)),
     "stats_queue": (
-        text("store_name", 0, 24, 10), text("topic", 1, 40, 10), num("queue_id", 2), num("messages", 3, 10),
+        fixed("store_name", 0, 24), text("topic", 1, 40, 10, cut=NAME), num("queue_id", 2), num("messages", 3, 10),
         num("bytes", 4, 10), num("messages_per_hour", 7, 10),
         fixed("first_store_timestamp", 5, TIME), fixed("last_store_timestamp", 6, TIME),
         num("min_queue_offset", None), num("max_queue_offset", None), fixed("record", None)),
-    "stats_finding": (text("finding", 1, 30, 14), fixed("severity", 2, 8), num("count", 3, 8),
+    "stats_finding": (fixed("finding", 1, 30), fixed("severity", 2, 8), num("count", 3, 8),
                       num("bytes_skipped", 4), fixed("record", None)),
     # the fleet (rmqtool spark ...)
     "duplicate_uniq_key": (
-        text("uniq_key", 1, 32, 32), num("copy_count", 2), num("store_count", 3), text("copies", 4, 200, 30),
+        fixed("uniq_key", 1, 32), num("copy_count", 2), num("store_count", 3), text("copies", 4, 200, 30),
         fixed("record", None)),
     "verify_summary": (
-        text("store_name", 1, 24, 10), num("finding_count", 2), num("error_count", 3), num("warning_count", 4),
-        num("info_count", 5), num("exit_code", 6), text("error", 7, 80, 20), text("store_path", None, 100),
+        fixed("store_name", 1, 24), num("finding_count", 2), num("error_count", 3), num("warning_count", 4),
+        num("info_count", 5), num("exit_code", 6), text("error", 7, 80, 20), text("store_path", None, 100, cut=PATH),
         fixed("record", None)),
-    "finding_id": (text("finding", 1, 30, 14), fixed("severity", 2, 8), fixed("consequence", 5, 13),
+    "finding_id": (fixed("finding", 1, 30), fixed("severity", 2, 8), fixed("consequence", 5, 13),
                    text("meaning", 4, 90, 40), text("action", 3, 120, 16)),
     # info's sections
     "segment": (
-        text("file", 1, 20, 20), num("base_offset", 2, 12), num("end_offset", 3, 12), num("size", 4, 9),
+        text("file", 1, 20, 20, cut=PATH), num("base_offset", 2, 12), num("end_offset", 3, 12), file_size("size", 4, 9),
         num("written_to", 5, 12), fixed("first_store_timestamp", 6, TIME), fixed("preallocated", 7),
         fixed("first_store_time", None, TIME)),
     "consume_queue": (
-        text("topic", 1, 40, 10), num("queue_id", 2), num("min_queue_offset", 3), num("max_queue_offset", 4),
-        num("messages", 5, 10), fixed("type", 6, 8), num("files", 7, 5), num("mapped_file_size", None, 9),
+        text("topic", 1, 40, 10, cut=NAME), num("queue_id", 2), num("min_queue_offset", 3), num("max_queue_offset", 4),
+        num("messages", 5, 10), fixed("type", 6, 8), num("files", 7, 5), file_size("mapped_file_size", None, 9),
         num("min_offset", None), num("max_offset", None), fixed("served_by", None, 10)),
     "index_file": (
-        text("file", 1, 17, 17), fixed("begin_timestamp", 2, TIME), fixed("end_timestamp", 3, TIME),
+        text("file", 1, 17, 17, cut=PATH), fixed("begin_timestamp", 2, TIME), fixed("end_timestamp", 3, TIME),
         num("index_count", 4, 9), num("begin_commit_log_offset", None), num("end_commit_log_offset", 5),
         num("hash_slot_count", None), num("max_hash_slot_num", None), num("max_index_num", None),
-        fixed("write_full", 6), num("size", 7, 9), fixed("begin_time", None, TIME), fixed("end_time", None, TIME),
+        fixed("write_full", 6), file_size("size", 7, 9), fixed("begin_time", None, TIME), fixed("end_time", None, TIME),
         num("begin_phy_offset", None), num("end_phy_offset", None)),
-    "config_file": (text("file", 1, 24, 18), fixed("source", 2, 6), num("topics", 3, 6), num("groups", 4, 6),
+    "config_file": (text("file", 1, 24, 18, cut=PATH), fixed("source", 2, 6), num("topics", 3, 6), num("groups", 4, 6),
                     num("topic_groups", 5), num("queues", 6, 6), num("delay_levels", 7), text("error", 8, 80, 16),
-                    text("keys", None, 60), text("path", None, 100)),
+                    text("keys", None, 60, cut=ITEMS), text("path", None, 100, cut=PATH)),
 }
 # dump commitlog --decode-system: what a system topic's record means, shown early (its text is long)
 VIEWS["message_system"] = tuple(
     c for col in VIEWS["message"] for c in ((col, text("system", 2, 80, 24)) if col.name == "queue_offset" else (col,)))
 
-# Fields whose value is a number of bytes a person reads better in KiB/MiB/GiB (a file's
-# or a range's size; a record's store_size stays exact: offsets add up with it).
-SIZE_FIELDS = frozenset({"size", "mapped_file_size", "bytes", "bytes_skipped"})
+# How each field's values may be cut, one way for a field in every kind (a table of no kind,
+# a document's section, takes it from here)
+FIELD_CUTS = {c.name: c.cut for cols in VIEWS.values() for c in cols}
+
+# Fields that are a file's size wherever they are (a document's ``name  value`` lines, a table of
+# no kind read them by name): those no kind shows otherwise. ``size`` is a file's in info's
+# segments but a record's length in a DLedger entry or a timer unit: a column says which.
+FILE_SIZE_FIELDS = frozenset({c.name for cols in VIEWS.values() for c in cols if c.file_size}
+                             - {c.name for cols in VIEWS.values() for c in cols if not c.file_size})
 # Fields that are epoch ms: shown as UTC ISO 8601 with milliseconds (0 means "none").
 _TIME_SUFFIX = "_timestamp"
 _TIME_FIELDS = frozenset({"timestamp", "time"})  # time: query --time's, the time asked for
@@ -304,36 +355,37 @@ def select_columns(kind: str, names: str | list[str] | None) -> tuple[Column, ..
     return tuple(by_name[n] for n in names)
 
 
-def fit(columns: tuple[Column, ...], width: int, *, wide: bool = False,
-        given: bool = False) -> list[tuple[Column, int]]:
+def fit(sized, width: int, *, wide: bool = False, given: bool = False) -> list[tuple[Column, int]]:
     """(column, cell width) of the columns shown at ``width`` terminal columns, in display order.
 
-    By rank, columns are taken while they fit at their narrowest; the room left widens the
-    text columns up to their most. ``wide``: every column of the kind, at its most width.
-    ``given`` (``--columns``): every column asked for, text cut to fit where it can.
+    ``sized``: (column, least, most) of each column that may be shown, the cells its values need
+    at least (what may not be cut of them) and at most. By rank, columns are taken while they fit
+    at their least; the room left widens the columns that cut their values, then gives numbers
+    the room kept for the rows to come. ``wide``: every column, at its most. ``given``
+    (``--columns``): every column asked for, at its least and more as room allows.
     """
     if wide:
-        return [(c, c.width) for c in columns]
+        return [(c, most) for c, _, most in sized]
     if given:
-        shown = list(columns)
+        shown = list(sized)
     else:
         chosen: set[str] = set()
         used = -GAP
-        for c in sorted((c for c in columns if c.rank is not None), key=lambda c: c.rank):
-            need = (c.flex or c.width) + GAP
-            if used + need <= width or not chosen:
+        for c, least, _ in sorted((s for s in sized if s[0].rank is not None), key=lambda s: s[0].rank):
+            if used + least + GAP <= width or not chosen:
                 chosen.add(c.name)
-                used += need
-        shown = [c for c in columns if c.name in chosen]
-    widths = {c.name: (c.flex or c.width) for c in shown}
+                used += least + GAP
+        shown = [s for s in sized if s[0].name in chosen]
+    widths = {c.name: least for c, least, _ in shown}
     room = width - (sum(widths.values()) + GAP * (len(shown) - 1))
-    for c in sorted((c for c in shown if c.flex), key=lambda c: c.rank or 0):
+    for c, _, most in sorted(shown, key=lambda s: (not s[0].flex, s[0].rank or 0)):
         if room <= 0:
             break
-        grow = min(room, c.width - widths[c.name])
-        widths[c.name] += grow
-        room -= grow
-    return [(c, widths[c.name]) for c in shown]
+        grow = min(room, most - widths[c.name])
+        if grow > 0:
+            widths[c.name] += grow
+            room -= grow
+    return [(c, widths[c.name]) for c, _, _ in shown]
 
 
 # --- cells ---
@@ -400,7 +452,7 @@ def cell_text(name: str, value) -> str:
     if isinstance(value, int):
         if value > 0 and (name.endswith(_TIME_SUFFIX) or name in _TIME_FIELDS):
             return iso_ms(value)
-        if name in SIZE_FIELDS:
+        if name in FILE_SIZE_FIELDS:
             return human_size(value)
         return str(value)
     if isinstance(value, str):

@@ -371,7 +371,9 @@ SECTION_KINDS = {"segments": "segment", "consume_queues": "consume_queue", "inde
                  # info's timer section and side stores (inspect/timer/state.py, inspect/side_stores.py)
                  "timer_files": "timer_file", "pending_by_fire_time": "timer_pending_slot",
                  "congestion": "timer_pending_slot", "timer_metrics": "timer_topic_count", "side_stores": "side_store",
-                 "groups": "qmq_group", "consumer_progress": "qmq_consumer_progress"}
+                 "groups": "qmq_group", "consumer_progress": "qmq_consumer_progress",
+                 # a DLedger store's data and index files (inspect/dledger.py): files, as the segments
+                 "data_files": "segment", "entry_index_files": "segment"}
 
 
 def render_documents_json(docs: list, stream: TextIO | None = None) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from rmqtool import native
 from rmqtool.report import native_records
-from rmqtool.report.columns import GAP
+from rmqtool.report.columns import GAP, NAME, PATH, TEXT
 from rmqtool.report.native_records import FIELDS, ROW_KEYS
 from rmqtool.report.records import host_text, message_record, msg_id_head
 from rmqtool.report.sink import Run
@@ -50,6 +50,11 @@ _READINGS = {
 _TEXT = (("a b", "a b"), ("", ""), (None, ""))  # strings as they are, None empty
 # the body modes the kernel writes a cell of: none (empty), base64, text (while ASCII)
 BODY_SOURCES = {"none": "const", "base64": "body_base64", "text": "body_text"}
+# how table.c may cut a cell longer than its width (columns' cut): 0 not at all (it declines the
+# record, whose line TextTable then makes, widening the column), 1 at its end, 2 at its end and
+# 3 at its start when the text is one of the layout's names shown cut (else declined)
+_KERNEL_CUTS = {TEXT: 1, NAME: 2, PATH: 3}
+_NUMBERS = frozenset({"int", "offset", "position", "version", "body_length", "time", "magic"})  # never cut
 
 
 def wanted(body: str) -> bool:
@@ -57,15 +62,15 @@ def wanted(body: str) -> bool:
     return body in BODY_SOURCES and native.kernel is not None
 
 
-def cell_sources(cells, front: set, body: str, preview: int | None) -> tuple | None:
-    """The layout's cells (TextTable's (field, width, right, formatter)) as table_lines takes them,
-    or None when one is not a field the kernel writes the way the formatter reads it."""
+def cell_sources(layout, body: str, preview: int | None) -> tuple | None:
+    """The layout's cells (TextTable's (field, width, right, formatter, cut)) as table_lines takes
+    them, or None when one is not a field the kernel writes the way the formatter reads it."""
     kernel = native.kernel
     if kernel is None:
         return None
     codes = {name: n for n, name in enumerate(kernel.table_sources())}
     out = []
-    for name, width, right, fmt in cells:
+    for name, width, right, fmt, how in layout.cells:
         if name == "body":
             source, arg = BODY_SOURCES[body], ""
         elif name in _SOURCES:
@@ -82,7 +87,9 @@ def cell_sources(cells, front: set, body: str, preview: int | None) -> tuple | N
             return None
         arg = (_HEADER[arg] if source in ("int", "time") else arg if source == "host"
                else -1 if preview is None else preview)
-        out.append((codes[source], arg, width, right, name in front, text.encode("ascii")))
+        cuts = 0 if source in _NUMBERS else _KERNEL_CUTS.get(how, 0)
+        out.append((codes[source], arg, width, right, cuts, text.encode("ascii"),
+                    layout.cut_names(name) if cuts >= 2 else None))
     return tuple(out)
 
 
@@ -105,13 +112,15 @@ class TableRun:
         self.body = body
         self.check_crc = check_crc
         self.preview = preview  # a text body's letters shown (records.render_body)
-        self._layout = None  # the layout cells last asked for, and their sources
+        self._layout = None  # the layout last asked for, its generation, and its cells' sources
+        self._generation = -1
         self._sources = None
         _kernel()
 
-    def sources(self, cells, front: set):
-        if cells is not self._layout:
-            self._layout, self._sources = cells, cell_sources(cells, front, self.body, self.preview)
+    def sources(self, layout):
+        if layout is not self._layout or layout.generation != self._generation:
+            self._layout, self._generation = layout, layout.generation
+            self._sources = cell_sources(layout, self.body, self.preview)
         return self._sources
 
     def __call__(self, buf, i: int, stop: int, offset0: int, position0: int, path) -> tuple[int, list]:
@@ -156,12 +165,12 @@ class TableRows(Run):
         body, preview = self.run.body, self.run.preview
         return [message_record(m, body, preview=preview) for m in messages]
 
-    def lines(self, cells, front: set, wide: bool, k: int) -> tuple[str | None, int, int]:
+    def lines(self, layout, wide: bool, k: int) -> tuple[str | None, int, int]:
         """(the lines of records k.. up to the first the kernel declines, joined by newlines; how
         many; how many records from there it declines), or (None, 0, 0) when the kernel does not
-        write this layout."""
+        write this layout (TextTable's)."""
         kernel = _kernel()
-        sources = self.run.sources(cells, front) if kernel is not None else None
+        sources = self.run.sources(layout) if kernel is not None else None
         if sources is None:
             return None, 0, 0
         path = self.path

@@ -39,7 +39,9 @@ def _shared_job(parent: int, marker: str, job: int) -> dict:
     if os.getpid() == parent:
         _wait_for(pathlib.Path(marker))
     else:
-        pathlib.Path(marker).write_text(str(os.getpid()))
+        part = pathlib.Path(f"{marker}.{os.getpid()}")
+        part.write_text(str(os.getpid()))
+        part.rename(marker)  # whole when it appears: the parent reads it as soon as it is there
     return {"job": job, "pid": os.getpid(), "big": np.arange(BIG + job, dtype=np.int64),
             "strided": np.arange(40, dtype=np.int32)[::3], "bools": np.ones(7, bool), "text": f"job {job}"}
 
@@ -145,7 +147,9 @@ def _pid_job(parent: int, marker: str, job: int) -> int:
     if os.getpid() == parent:  # held until a child has taken a job
         _wait_for(pathlib.Path(marker))
     else:
-        pathlib.Path(marker).write_text(str(os.getpid()))
+        part = pathlib.Path(f"{marker}.{os.getpid()}")
+        part.write_text(str(os.getpid()))
+        part.rename(marker)  # whole when it appears: the parent reads it as soon as it is there
         time.sleep(0.05)  # may still be at it when the caller stops
     return os.getpid()
 

@@ -202,6 +202,23 @@ def test_renamed_fields_keep_their_old_names():
     assert q["messages"] == q["max_queue_offset"] - q["min_queue_offset"]
 
 
+def test_wide_tables_show_the_new_names_and_columns_may_ask_for_the_old():
+    """The renamed fields' old names ride along in the rows until the renaming's release; a table
+    shows the new ones, --wide too ("tables show the new ones")."""
+    text = DOC.read_text(encoding="utf-8").split("## Renamed fields", 1)[1]
+    olds = {n for line in text.splitlines() if line.startswith("| `")
+            for n in re.findall(r"`([^`]+)`", line.split("|")[1])}
+    assert {"min_offset", "phy_offset", "begin_phy_offset", "size"} <= olds
+    for args in (("offsets", OFFSETS_STORE), ("dump", "index", STORE, "--limit", "3"),
+                 ("dump", "index", STORE, "--headers-only"), ("dump", "consumequeue", STORE, "--limit", "3")):
+        r = invoke(*args, "--wide", columns=400)
+        assert r.exit_code in (0, 3), r.stderr
+        shown = {name for header in table_headers(r.stdout) for name in header}
+        assert shown and not shown & olds, (args, shown & olds)
+    r = invoke("offsets", OFFSETS_STORE, "--columns", "group,min_offset")
+    assert table_headers(r.stdout) == [["group", "min_offset"]]
+
+
 def test_offset_names_mean_one_thing_in_info():
     """Commit log offsets are bytes and queue offsets count messages: in info they differ
     in name, and the message counts agree with the consume queue units dumped."""

@@ -43,10 +43,16 @@ class Column:
     right: bool = False  # numbers align right
     file_size: bool = False  # a file's size in bytes, shown in KiB/MiB/GiB
     cut: str = NEVER  # how its values may be shortened (above); a number never is, in any column
+    old: bool = False  # a renamed field's old name (docs/vocabulary.md): --columns may ask for it, --wide shows the new
 
 
 def num(name: str, rank: int | None, width: int = 0) -> Column:
     return Column(name, rank, max(width, len(name)), right=True)
+
+
+def old_num(name: str) -> Column:
+    """A number's old name, which rows carry until the renaming's release: not a --wide column."""
+    return dataclasses.replace(num(name, None), old=True)
 
 
 def file_size(name: str, rank: int | None, width: int = 0) -> Column:
@@ -97,7 +103,7 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         text("topic", 1, 40, 10, cut=NAME), num("queue_id", 2), num("queue_offset", 3), num("commit_log_offset", 4),
         num("store_size", 5), num("tags_code", 6, 20), fixed("valid", 7), fixed("is_fill", 8),
         fixed("store_timestamp", 9, TIME), num("msg_base_offset", 10), num("batch_size", 11),
-        num("compacted_offset", None), text("file", None, 100, cut=PATH), num("file_position", None), num("size", None),
+        num("compacted_offset", None), text("file", None, 100, cut=PATH), num("file_position", None), old_num("size"),
         num("ext_address", None, 20), fixed("ext_lookup", None, 19), fixed("filter_bit_map", None, 28)),
     "compaction_record": (
         text("topic", 1, 40, 10, cut=NAME), num("queue_id", 2), num("queue_offset", 3), num("compaction_log_offset", 4),
@@ -144,11 +150,11 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         num("index_count", 4), num("begin_commit_log_offset", 5), num("end_commit_log_offset", 6),
         num("hash_slot_count", 7), fixed("write_full", 8), num("max_hash_slot_num", None),
         num("max_index_num", None), fixed("record", None), fixed("begin_time", None, TIME),
-        fixed("end_time", None, TIME), num("begin_phy_offset", None), num("end_phy_offset", None)),
+        fixed("end_time", None, TIME), old_num("begin_phy_offset"), old_num("end_phy_offset")),
     "index_entry": (
         num("index", 1, 9), num("key_hash", 2, 11), num("commit_log_offset", 3), fixed("timestamp", 4, TIME),
         num("time_diff", 5, 10), num("prev_index", 6, 10), num("file_position", 7, 10),
-        text("file", None, 100, cut=PATH), fixed("record", None), fixed("time", None, TIME), num("phy_offset", None)),
+        text("file", None, 100, cut=PATH), fixed("record", None), fixed("time", None, TIME), old_num("phy_offset")),
     "index_slot": (num("slot", 1, 10), num("index", 2, 10), text("file", 3, 100, 20, cut=PATH), fixed("record", None)),
     "checkpoint": (
         fixed("physic_msg_timestamp", 1, TIME), fixed("logics_msg_timestamp", 2, TIME),
@@ -254,7 +260,7 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         text("group", 1, 30, 10, cut=NAME), text("topic", 2, 30, 10, cut=NAME), num("queue_id", 3),
         num("committed_offset", 6, 12),
         num("lag_messages", 4, 12), num("min_queue_offset", 9, 12), num("max_queue_offset", 8, 12),
-        num("min_offset", None), num("max_offset", None), num("lag_ms", 7, 10),
+        old_num("min_offset"), old_num("max_offset"), num("lag_ms", 7, 10),
         fixed("next_store_timestamp", 10, TIME), fixed("newest_store_timestamp", 11, TIME),
         text("status", 5, 80, 16, cut=HEAD), fixed("pull_status", None, 21), num("next_pull_offset", None)),
     # QMQ info: the action checkpoint's groups, and the progress the next start has (inspect/qmq/inventory.py)
@@ -307,13 +313,13 @@ VIEWS: dict[str, tuple[Column, ...]] = {
     "consume_queue": (
         text("topic", 1, 40, 10, cut=NAME), num("queue_id", 2), num("min_queue_offset", 3), num("max_queue_offset", 4),
         num("messages", 5, 10), fixed("type", 6, 8), num("files", 7, 5), file_size("mapped_file_size", None, 9),
-        num("min_offset", None), num("max_offset", None), fixed("served_by", None, 10)),
+        old_num("min_offset"), old_num("max_offset"), fixed("served_by", None, 10)),
     "index_file": (
         text("file", 1, 17, 17, cut=PATH), fixed("begin_timestamp", 2, TIME), fixed("end_timestamp", 3, TIME),
         num("index_count", 4, 9), num("begin_commit_log_offset", None), num("end_commit_log_offset", 5),
         num("hash_slot_count", None), num("max_hash_slot_num", None), num("max_index_num", None),
         fixed("write_full", 6), file_size("size", 7, 9), fixed("begin_time", None, TIME), fixed("end_time", None, TIME),
-        num("begin_phy_offset", None), num("end_phy_offset", None)),
+        old_num("begin_phy_offset"), old_num("end_phy_offset")),
     "config_file": (text("file", 1, 24, 18, cut=PATH), fixed("source", 2, 6), num("topics", 3, 6), num("groups", 4, 6),
                     num("topic_groups", 5), num("queues", 6, 6), num("delay_levels", 7), text("error", 8, 80, 16),
                     text("keys", None, 60, cut=ITEMS), text("path", None, 100, cut=PATH)),
@@ -365,7 +371,7 @@ def fit(sized, width: int, *, wide: bool = False, given: bool = False) -> list[t
     (``--columns``): every column asked for, at its least and more as room allows.
     """
     if wide:
-        return [(c, most) for c, _, most in sized]
+        return [(c, most) for c, _, most in sized if not c.old]
     if given:
         shown = list(sized)
     else:

@@ -681,6 +681,27 @@ def test_a_crashed_stores_queues_export_as_the_broker_loads_them(spark, tmp_path
     assert {k: sorted(v) for k, v in got.items()} == want
 
 
+@pytest.mark.parametrize("args, cause", [
+    (["--master", "yarn"], "org.apache.spark.SparkException: When running with master 'yarn' either HADOOP_CONF_DIR "
+                           "or YARN_CONF_DIR must be set in the environment."),
+    (["--conf", "spark.driver.memory=abc"], "Invalid maximum heap size: -Xmxabc")])
+def test_a_jvm_that_does_not_start_is_said_by_its_first_line_without_its_java_stack(args, cause):
+    """A JVM that exits before it serves (yarn without HADOOP_CONF_DIR, a heap size it refuses):
+    the last line carries the first line it gave, and its Java stack stays off the terminal.
+    The JVM's stack came through, then "Spark stopped: [JAVA_GATEWAY_EXITED] Java gateway
+    process exited before sending its port number"."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("HADOOP_CONF_DIR", "YARN_CONF_DIR")}
+    p = subprocess.run([sys.executable, "-m", "rmqtool", "spark", "verify", str(V4 / "basic" / "store"), *args,
+                        "--no-progress"], capture_output=True, text=True, timeout=300, env=env)
+    assert (p.returncode, p.stdout) == (8, ""), p.stderr[-2000:]
+    assert "\tat " not in p.stderr and "Exception in thread" not in p.stderr, p.stderr[-2000:]
+    assert p.stderr.splitlines()[-1] == f"rmqtool: error: Spark stopped: {cause}"
+
+
 def test_an_executors_python_error_is_said_by_its_last_line():
     """A job Spark aborts for an executor's Python error: its one line ends with the error the
     executor's traceback ends with, not "Traceback (most recent call last):"."""

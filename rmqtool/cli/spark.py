@@ -56,7 +56,8 @@ def export(
     """Every message and consume queue unit of many stores into Parquet tables.
 
     Tables messages, consume_queue and findings, partitioned by store_name and topic. Exit 3
-    when the stores hold damage (exported all the same; the findings table lists it)."""
+    when the export meets damage (exported all the same; the findings table lists what dump
+    commitlog reports and what the consume queues' reading met)."""
     from rmqtool.spark.export import check_out_dir, export as run_export
 
     found, views = opened(stores, stores_from)  # each store opened once: the tasks are planned from these views

@@ -89,11 +89,12 @@ def staged(task: SegmentTask, margin: int):
 
 def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
     """Executor side: every consume queue of one store, a Parquet part per topic; plain queues
-    read as arrays. A queue's units run from its min offset (units below the first segment
-    left out, as the broker's correctMinOffset) to its max offset as the broker's load leaves
-    it: units at or past the end its next start gives the log dropped (truncateDirtyLogicFiles;
-    info's max_commit_log_offset, the recovery's cut after a crash). A store behind a URI is
-    staged first (:func:`_staged_store`), and cut the same way."""
+    read as arrays; and the findings of its commit log's listing with the queues' own. A
+    queue's units run from its min offset (units below the first segment left out, as the
+    broker's correctMinOffset) to its max offset as the broker's load leaves it: units at or
+    past the end its next start gives the log dropped (truncateDirtyLogicFiles; info's
+    max_commit_log_offset, the recovery's cut after a crash). A store behind a URI is staged
+    first (:func:`_staged_store`), and cut the same way."""
     from rmqtool.inspect.inventory import queue_cut, simulate_for_info
     from rmqtool.spark import remote
     from rmqtool.store.view import StoreView
@@ -163,7 +164,8 @@ def _staged_store(uri: str, root: pathlib.Path):
 
 
 def _export_queues(view, spec: StoreSpec, out: str, low: int, end: int | None, rename) -> TaskSummary:
-    """A store's queues (``view``: the store, or what was staged of it), cut at ``end``."""
+    """A store's queues (``view``: the store, or what was staged of it), cut at ``end``, and
+    the findings of its commit log's listing."""
     import pyarrow as pa
 
     from rmqtool.spark.tables import FINDINGS, partition_dir, store_dir
@@ -180,7 +182,9 @@ def _export_queues(view, spec: StoreSpec, out: str, low: int, end: int | None, r
         write_part(table, out, CONSUME_QUEUE_DIR, partition_dir(spec.name, topic), "part-queues.parquet")
         summary.messages += table.num_rows
         summary.files += 1
-    found = queues.all_findings()
+    # what dump commitlog says of the log's files before its first record (a file cut short, a
+    # gap, a stray name): the files, listed here once a store; the range tasks say the records'
+    found = (list(view.commit_log.findings) if view.has_commit_log else []) + queues.all_findings()
     if rename is not None:
         found = [dataclasses.replace(f, path=rename(f.path)) if f.path else f for f in found]
     if found:

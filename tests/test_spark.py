@@ -264,6 +264,21 @@ def test_spark_stats_finds_a_uniq_key_planted_in_two_stores(spark, tmp_path):
         for t, qs in queues.items() for q, v in qs.items() if v["maxOffset"] > v["minOffset"]}
 
 
+def test_json_of_verify_and_stats_is_one_document_of_the_jsonl_rows(exported, tmp_path):
+    """-f json: one array holding every row -f jsonl gives (findings and summaries; queue stats
+    and duplicate UNIQ_KEYs), as dump commitlog --stats gives its two kinds. It printed two
+    arrays one after the other, which no JSON parser reads."""
+    out, _ = exported
+    for args in (["verify", f"b={V4 / 'basic' / 'store'}", f"gone={tmp_path / 'gone'}"],
+                 ["stats", "--table", str(out)]):
+        lines, document = (spark_cmd(*args, "-f", fmt) for fmt in ("jsonl", "json"))
+        assert document.exit_code == lines.exit_code, document.output
+        rows = _jsonl(lines.stdout)
+        assert {r.get("record") for r in rows} >= ({"verify_summary"} if args[0] == "verify" else
+                                                   {"queue_stats"})
+        assert json.loads(document.stdout) == rows
+
+
 def test_spark_usage_errors_say_so_before_spark_starts(tmp_path):
     r = runner.invoke(app, ["spark", "query", "--table", str(tmp_path), "--key", "a", "--uniq-key", "b"])
     assert r.exit_code == 2

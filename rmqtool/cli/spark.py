@@ -35,6 +35,19 @@ def register(app: typer.Typer) -> None:
     app.add_typer(spark_app, name="spark")
 
 
+def _print(fmt: OutputFormat, sections) -> None:
+    """Rows of several kinds (``sections``: (kind, rows) pairs): a table each for people; for
+    scripts one output (json: one array, as dump commitlog --stats gives its two kinds)."""
+    if fmt != OutputFormat.table:
+        with Sink(fmt.value) as sink:
+            for _kind, rows in sections:
+                sink.rows(rows)
+        return
+    for kind, rows in sections:
+        with Sink(fmt.value, kind=kind) as sink:
+            sink.rows(rows)
+
+
 @spark_app.command("export", epilog=examples(
     "rmqtool spark export /data/broker-a/store /data/broker-b/store --out /data/fleet",
     "rmqtool spark export --stores-from stores.txt --out hdfs-mounted/fleet --master spark://head:7077",
@@ -95,15 +108,11 @@ def verify(
     found = specs(stores, stores_from, require=False)  # a store that is not there is a row of its own
     now_ms = parse_time(now, "--now")
     results = verify_fleet(session(master, conf), found, progress=task_progress(progress), now_ms=now_ms)
-    with Sink(fmt.value, kind="finding") as sink:
-        for result in results:
-            for row in result["rows"]:
-                sink.row(row)
-    with Sink(fmt.value, kind="verify_summary") as sink:
-        for result in results:
-            sink.row(summary_row(result))
-            if result["error"]:
-                warn(f"rmqtool: error: {result['store_name']}: {result['error']}")
+    _print(fmt, [("finding", [row for result in results for row in result["rows"]]),
+                 ("verify_summary", [summary_row(result) for result in results])])
+    for result in results:
+        if result["error"]:
+            warn(f"rmqtool: error: {result['store_name']}: {result['error']}")
     worst = max((r["exit_code"] for r in results), default=0)
     if worst:
         raise typer.Exit(worst)
@@ -177,9 +186,4 @@ def stats(
     with export_tables(stores, stores_from, table, master, conf, progress) as (spark, directory):
         queues = queue_stats(spark, directory)
         duplicates = duplicate_uniq_keys(spark, directory)
-    with Sink(fmt.value, kind="stats_queue") as sink:
-        for row in queues:
-            sink.row(row)
-    with Sink(fmt.value, kind="duplicate_uniq_key") as sink:
-        for row in duplicates:
-            sink.row(row)
+    _print(fmt, [("stats_queue", queues), ("duplicate_uniq_key", duplicates)])

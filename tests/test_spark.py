@@ -279,6 +279,26 @@ def test_json_of_verify_and_stats_is_one_document_of_the_jsonl_rows(exported, tm
         assert json.loads(document.stdout) == rows
 
 
+def test_a_table_or_a_list_of_stores_that_is_not_there_is_8_and_the_wrong_kind_4(tmp_path):
+    """--table: a missing path exit 8 (no such directory), a file or a store directory exit 4;
+    --stores-from: a missing file exit 8. They were 8 with "not an export directory" for all
+    three, and 2 for the list."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for table, code, words in ((tmp_path / "gone", 8, "no such directory"), (afile, 4, "not an export directory"),
+                               (V4 / "basic" / "store", 4, "not an export directory")):
+        for command in ("query", "stats"):
+            r = runner.invoke(app, ["spark", command, "--table", str(table), *(["--uniq-key", "x"] if command == "query"
+                                                                               else [])])
+            assert (r.exit_code, r.stdout) == (code, ""), (table, r.output)
+            assert r.stderr == f"rmqtool: error: {table}: {words}" + (" (no messages/ inside)\n" if code == 4 else "\n")
+    for command in ("verify", "export", "query", "stats"):
+        r = runner.invoke(app, ["spark", command, "--stores-from", str(tmp_path / "none.txt"), "--out", "x"]
+                          if command == "export" else ["spark", command, "--stores-from", str(tmp_path / "none.txt"),
+                                                       *(["--key", "x"] if command == "query" else [])])
+        assert r.exit_code == 8 and "no such file" in r.stderr, (command, r.output)
+
+
 def test_spark_usage_errors_say_so_before_spark_starts(tmp_path):
     r = runner.invoke(app, ["spark", "query", "--table", str(tmp_path), "--key", "a", "--uniq-key", "b"])
     assert r.exit_code == 2

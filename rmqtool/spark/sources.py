@@ -49,6 +49,22 @@ def task_progress(flag):
     return show
 
 
+def check_table(table: str) -> None:
+    """``--table``: an export's directory (a URI is read as it is): a missing path exit 8, a
+    file or a directory that holds no export exit 4, as a store is checked."""
+    from rmqtool.spark import remote
+    from rmqtool.spark.parts import MESSAGES_DIR
+    if remote.is_uri(table):
+        return
+    path = pathlib.Path(table)
+    if not path.exists():
+        from rmqtool.errors import StoreNotFound
+        raise StoreNotFound("no such directory", table)
+    if not (path / MESSAGES_DIR).is_dir():
+        from rmqtool.errors import NotAStore
+        raise NotAStore(f"not an export directory (no {MESSAGES_DIR}/ inside)", table)
+
+
 @contextlib.contextmanager
 def export_tables(stores, stores_from, table, master, conf, progress):
     """(session, the export directory to read): ``table`` as given, or the stores exported
@@ -57,10 +73,7 @@ def export_tables(stores, stores_from, table, master, conf, progress):
         if stores or stores_from:
             from rmqtool.errors import UsageError
             raise UsageError("give stores or --table, not both")
-        from rmqtool.spark import remote
-        if not remote.is_uri(table) and not (pathlib.Path(table) / "messages").is_dir():
-            from rmqtool.errors import StoreNotFound
-            raise StoreNotFound("not an export directory (no messages/ inside)", table)
+        check_table(table)
         yield session(master, conf), table
         return
     from rmqtool.spark.export import export as run_export

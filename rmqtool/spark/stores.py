@@ -11,7 +11,7 @@ import os
 import pathlib
 import re
 
-from rmqtool.errors import UsageError
+from rmqtool.errors import NotAStore, StoreAccessError, StoreNotFound, UsageError
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")  # a partition directory name: no '=', '/', spaces
 
@@ -48,8 +48,12 @@ def read_store_list(path: str | os.PathLike) -> list[str]:
     """The lines of a --stores-from file: a store a line, blank lines and # comments skipped."""
     try:
         text = pathlib.Path(path).read_text(encoding="utf-8")
+    except IsADirectoryError:  # the wrong kind of input, as a file given for a store
+        raise NotAStore("--stores-from: a directory, not a file of stores", path) from None
+    except FileNotFoundError:
+        raise StoreNotFound("--stores-from: no such file", path) from None
     except OSError as exc:
-        raise UsageError(f"--stores-from: cannot read ({exc.strerror})", path) from None
+        raise StoreAccessError(f"--stores-from: cannot read ({exc.strerror})", path) from None
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 

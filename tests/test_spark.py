@@ -308,6 +308,30 @@ def test_spark_usage_errors_say_so_before_spark_starts(tmp_path):
     assert r.exit_code == 8 and "no such file or directory" in r.stderr and not (tmp_path / "o").exists()
 
 
+def test_one_bad_store_of_several_is_named_and_the_others_answer(spark, tmp_path):
+    """A missing path, a file and a FIFO among stores: export and query answer for the good
+    store, name each bad one in a line, and exit with the worst code, as query and spark verify
+    do; they stopped before any work."""
+    good = (V4 / "basic" / "store").resolve()
+    afile, fifo = tmp_path / "afile", tmp_path / "fifo"
+    afile.write_text("")
+    os.mkfifo(fifo)
+    bad = [tmp_path / "gone", afile, fifo]
+    codes = [runner.invoke(app, ["info", str(b)]).exit_code for b in bad]  # each one's own code, as every command's
+    truth = load_truth(V4 / "basic" / "truth.json")["truth"]["messages"]
+    r = spark_cmd("export", f"basic={good}", *map(str, bad), "--out", str(tmp_path / "out"), "-f", "json")
+    assert r.exit_code == max(codes), r.output
+    assert json.loads(r.stdout)["messages"] == len(truth) and json.loads(r.stdout)["store_names"] == ["basic"]
+    errors = [line for line in r.stderr.splitlines() if line.startswith("rmqtool: error:")]
+    assert [any(str(b) in line for line in errors) for b in bad] == [True] * len(bad) and len(errors) == len(bad)
+    alone = runner.invoke(app, ["query", str(good), *map(str, bad), "--msg-id", truth[5]["msgId"], "-f", "jsonl"])
+    fleet = spark_cmd("query", f"basic={good}", *map(str, bad), "--msg-id", truth[5]["msgId"], "-f", "jsonl")
+    assert fleet.exit_code == alone.exit_code == max(codes), fleet.output
+    offsets = [[r["commit_log_offset"] for r in _jsonl(x.stdout)] for x in (fleet, alone)]
+    assert offsets == [[truth[5]["physicalOffset"]]] * 2
+    assert len([line for line in fleet.stderr.splitlines() if line.startswith("rmqtool: error:")]) == len(bad)
+
+
 def test_a_damaged_store_exports_what_dump_reads_and_its_findings(spark, tmp_path):
     """Damage never stops an export: the messages are those dump commitlog reads, and the
     findings table holds the findings dump reports, ranges cut anywhere: those of the records,

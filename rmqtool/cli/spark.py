@@ -10,12 +10,12 @@ from typing import List, Optional
 
 import typer
 
-from rmqtool.cli.common import BodyMode, OutputFormat, boundary
+from rmqtool.cli.common import BodyMode, OutputFormat, Stores, boundary
 from rmqtool.cli.params import TIME_METAVAR, check_range, examples, parse_time
-from rmqtool.errors import ExitCode
+from rmqtool.errors import ExitCode, UsageError
 from rmqtool.report.sink import Sink, render_document, warn
 from rmqtool.spark.session import spark_errors
-from rmqtool.spark.sources import export_tables, opened, session, specs, task_progress
+from rmqtool.spark.sources import check_table, export_tables, opened, session, specs, task_progress
 
 spark_app = typer.Typer(no_args_is_help=True, help="The fleet pipeline on Spark: export, verify, query and stats "
                         "across many stores (needs the spark extra of rmqtool).")
@@ -33,6 +33,23 @@ TableOpt = typer.Option(None, "--table", metavar="DIR|URI", help="An export's di
 
 def register(app: typer.Typer) -> None:
     app.add_typer(spark_app, name="spark")
+
+
+def _readable(stores, stores_from, table=None) -> tuple[list, dict, Stores]:
+    """(the stores to read that can be read, their views, what was said of the others): of
+    several, one that cannot be read is named on stderr and left out, its code kept as the
+    worst (as query and spark verify answer for the rest); a single one's error ends the
+    command. With ``table`` (an export's directory, checked) none."""
+    if table is not None:
+        if stores or stores_from:
+            raise UsageError("give stores or --table, not both")
+        check_table(table)
+        return [], {}, Stores(several=False)
+    found, views, bad = opened(stores, stores_from)
+    each = Stores(several=len(found) + len(bad) > 1)
+    for exc in bad:
+        each.failed(exc)
+    return found, views, each
 
 
 def _print(fmt: OutputFormat, sections) -> None:
@@ -73,14 +90,18 @@ def export(
     commitlog reports and what the consume queues' reading met)."""
     from rmqtool.spark.export import check_out_dir, export as run_export
 
-    found, views = opened(stores, stores_from)  # each store opened once: the tasks are planned from these views
+    found, views, each = _readable(stores, stores_from)  # each opened once: the tasks are planned from these views
+    if not found:  # none of several could be read: each was named
+        raise typer.Exit(each.worst)
     check_out_dir(out)  # refused before Spark starts
     result = run_export(session(master, conf), found, out, views=views, split_size=split_size,
                         progress=task_progress(progress))
     render_document(result.to_json(), fmt.value, title="export")
     if result.finding_count:  # damage is exported, and said, as dump says it
         warn(f"rmqtool: {result.finding_count} finding(s) in the stores: the findings table of {out} lists them")
-        raise typer.Exit(int(ExitCode.CORRUPT))
+    worst = max(each.worst, int(ExitCode.CORRUPT) if result.finding_count else 0)
+    if worst:
+        raise typer.Exit(worst)
 
 
 @spark_app.command("verify", epilog=examples(
@@ -105,7 +126,7 @@ def verify(
     store. Exit: the worst store's code."""
     from rmqtool.spark.verify import summary_row, verify_fleet
 
-    found = specs(stores, stores_from, require=False)  # a store that is not there is a row of its own
+    found = specs(stores, stores_from)  # a store that is not there is a row of its own
     now_ms = parse_time(now, "--now")
     results = verify_fleet(session(master, conf), found, progress=task_progress(progress), now_ms=now_ms)
     _print(fmt, [("finding", [row for result in results for row in result["rows"]]),
@@ -151,13 +172,17 @@ def query(
     begin, end = parse_time(begin_time, "--begin-time"), parse_time(end_time, "--end-time")
     check_range("--begin-time", begin, "--end-time", end)
     condition(key, uniq_key, msg_id, topic, begin, end, check_only=True)  # a usage error before Spark starts
-    with export_tables(stores, stores_from, table, master, conf, progress) as (spark, directory):
-        cond = condition(key, uniq_key, msg_id, topic, begin, end)
-        mode = body.value if body else ("text" if fmt == OutputFormat.table else "base64")
-        rows = find_messages(spark, directory, cond, body=mode, limit=limit)
+    found, views, each = _readable(stores, stores_from, table)
+    rows = []
+    if found or table is not None:
+        with export_tables(found, views, table, master, conf, progress) as (spark, directory):
+            cond = condition(key, uniq_key, msg_id, topic, begin, end)
+            mode = body.value if body else ("text" if fmt == OutputFormat.table else "base64")
+            rows = find_messages(spark, directory, cond, body=mode, limit=limit)
     with Sink(fmt.value, kind="message") as sink:
-        for row in rows:
-            sink.row(row)
+        sink.rows(rows)
+    if each.worst:
+        raise typer.Exit(each.worst)
     if not rows:
         warn("rmqtool: not found: no message matches")
         raise typer.Exit(int(ExitCode.NOT_FOUND))
@@ -183,7 +208,12 @@ def stats(
     UNIQ_KEY stored more than once, with where each copy is."""
     from rmqtool.spark.stats import duplicate_uniq_keys, queue_stats
 
-    with export_tables(stores, stores_from, table, master, conf, progress) as (spark, directory):
-        queues = queue_stats(spark, directory)
-        duplicates = duplicate_uniq_keys(spark, directory)
+    found, views, each = _readable(stores, stores_from, table)
+    queues, duplicates = [], []
+    if found or table is not None:
+        with export_tables(found, views, table, master, conf, progress) as (spark, directory):
+            queues = queue_stats(spark, directory)
+            duplicates = duplicate_uniq_keys(spark, directory)
     _print(fmt, [("stats_queue", queues), ("duplicate_uniq_key", duplicates)])
+    if each.worst:
+        raise typer.Exit(each.worst)

@@ -308,6 +308,28 @@ def test_spark_usage_errors_say_so_before_spark_starts(tmp_path):
     assert r.exit_code == 8 and "no such file or directory" in r.stderr and not (tmp_path / "o").exists()
 
 
+def test_an_export_into_a_store_it_reads_is_refused_before_anything_is_written(tmp_path):
+    """--out inside a store given (its commit log directory, its root, a disk its broker.properties
+    names for its commit log, the same by a file:// URI) is a usage error in one line, exit 2, and
+    nothing is written: the export wrote its tables into commitlog/ and a broker's load
+    (MappedFileQueue.doLoad) then refused the directory there and did not start."""
+    from helpers import split_commit_log, tree_fingerprint, writable_copy
+    store = writable_copy(V4 / "basic" / "store", tmp_path / "broker" / "store")
+    size = load_truth(V4 / "basic" / "truth.json")["messageStoreConfig"]["effectiveGetterValues"][
+        "mappedFileSizeCommitLog"]
+    split, disks = split_commit_log(V4 / "basic" / "store", tmp_path / "split", size)
+    (split / "config").mkdir(exist_ok=True)
+    (split / "config" / "broker.properties").write_text(f"storePathCommitLog={disks[0]},{disks[1]}\n")
+    before = {root: tree_fingerprint(root) for root in (store, *disks)}
+    for out in (store / "commitlog" / "fleet-export", store / "fleet", _uri(store / "commitlog" / "x"),
+                disks[1] / "fleet-export"):
+        r = spark_cmd("export", f"b={store}", f"s={split}", "--out", str(out))
+        assert r.exit_code == 2, r.output
+        assert len(r.stderr.splitlines()) == 1 and "--out lies inside the store" in r.stderr, r.stderr
+    assert {root: tree_fingerprint(root) for root in before} == before
+    assert not (tmp_path / "broker" / "fleet").exists()
+
+
 def test_one_bad_store_of_several_is_named_and_the_others_answer(spark, tmp_path):
     """A missing path, a file and a FIFO among stores: export and query answer for the good
     store, name each bad one in a line, and exit with the worst code, as query and spark verify

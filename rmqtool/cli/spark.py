@@ -73,8 +73,8 @@ def _print(fmt: OutputFormat, sections) -> None:
 @spark_errors
 def export(
     stores: Optional[List[str]] = StoresArg,
-    out: str = typer.Option(..., "--out", metavar="DIR|URI", help="A new or empty directory for the tables (or a "
-                            "URI pyarrow opens: hdfs://, s3://)."),
+    out: str = typer.Option(..., "--out", metavar="DIR|URI", help="A new or empty directory for the tables, outside "
+                            "the stores (or a URI pyarrow opens: hdfs://, s3://)."),
     stores_from: Optional[pathlib.Path] = StoresFromOpt,
     split_size: int = typer.Option(256 << 20, "--split-size", min=1 << 16, metavar="BYTES",
                                    help="Bytes of a segment one task reads (default 256 MiB)."),
@@ -88,12 +88,12 @@ def export(
     Tables messages, consume_queue and findings, partitioned by store_name and topic. Exit 3
     when the export meets damage (exported all the same; the findings table lists what dump
     commitlog reports and what the consume queues' reading met)."""
-    from rmqtool.spark.export import check_out_dir, export as run_export
+    from rmqtool.spark.export import check_out_dir, export as run_export, store_directories
 
     found, views, each = _readable(stores, stores_from)  # each opened once: the tasks are planned from these views
     if not found:  # none of several could be read: each was named
         raise typer.Exit(each.worst)
-    check_out_dir(out)  # refused before Spark starts
+    check_out_dir(out, store_directories(found, views))  # refused before Spark starts
     result = run_export(session(master, conf), found, out, views=views, split_size=split_size,
                         progress=task_progress(progress))
     render_document(result.to_json(), fmt.value, title="export")

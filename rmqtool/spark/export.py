@@ -14,6 +14,7 @@ import dataclasses
 import os
 import pathlib
 import tempfile
+import urllib.parse
 
 from rmqtool.errors import RmqError, TasksFailed, UsageError, error_line
 from rmqtool.spark.parts import (CONSUME_QUEUE_DIR, TaskSummary, make_tables, write_findings, write_message_parts,
@@ -256,10 +257,17 @@ def _rocketmq_columns(n: int) -> dict:
             "message_log_offset": pa.nulls(n, pa.int64())}
 
 
-def check_out_dir(out: str | os.PathLike) -> str:
+def check_out_dir(out: str | os.PathLike, stores: dict[str, list[str]] | None = None) -> str:
     """The export's directory, made: new, or empty (an export never overwrites); a local
-    path (absolute), or a URI pyarrow opens."""
+    path (absolute), or a URI pyarrow opens. Never inside a store it reads (``stores``: {name:
+    its directories}, :func:`store_directories`): a broker takes every entry of its commit log
+    directory for a file of its log, and does not start on a directory of parts there."""
     from rmqtool.spark import remote
+    for name, directories in (stores or {}).items():
+        inside = next((d for d in directories if _inside(str(out), d)), None)
+        if inside is not None:
+            raise UsageError(f"--out lies inside the store {name} ({inside}): give a directory outside every "
+                             f"store (a broker does not start with an export's parts among its files)", out)
     if remote.is_uri(str(out)):
         import pyarrow.fs as pafs
         fs, root = remote.filesystem(str(out))
@@ -273,6 +281,39 @@ def check_out_dir(out: str | os.PathLike) -> str:
         raise UsageError("--out must be a new or empty directory (an export never overwrites)", path)
     path.mkdir(parents=True, exist_ok=True)
     return str(path.resolve())
+
+
+def store_directories(specs: list[StoreSpec], views: dict | None = None) -> dict[str, list[str]]:
+    """{name: the directories of each store}: its root, and the commit log directories its
+    broker loads elsewhere (storePathCommitLog); a store behind a URI, its URI."""
+    views = views or {}
+    found = {}
+    for spec in specs:
+        view = views.get(spec.name)
+        directories = [spec.path] if view is None else [str(view.root), *map(str, getattr(
+            view, "commit_log_directories", ()))]
+        found[spec.name] = list(dict.fromkeys(directories))
+    return found
+
+
+def _inside(out: str, directory: str) -> bool:
+    """``out`` is ``directory`` or lies under it: local paths (a file:// URI's too) resolved,
+    other URIs by their names."""
+    from rmqtool.spark import remote
+
+    def local(path: str) -> pathlib.Path | None:
+        if not remote.is_uri(path):
+            return pathlib.Path(path).resolve()
+        return pathlib.Path(urllib.parse.unquote(urllib.parse.urlsplit(path).path)).resolve() \
+            if path.lower().startswith("file://") else None
+    here, there = local(out), local(directory)
+    if here is not None and there is not None:
+        return here.is_relative_to(there)
+    if here is not None or there is not None:  # a local path and a URI of another filesystem
+        return False
+    base, child = (urllib.parse.urlsplit(u) for u in (directory, out))
+    return (base.scheme, base.netloc) == (child.scheme, child.netloc) and \
+        pathlib.PurePosixPath(child.path).is_relative_to(pathlib.PurePosixPath(base.path))
 
 
 @dataclasses.dataclass
@@ -292,7 +333,7 @@ def export(spark, specs: list[StoreSpec], out: str | os.PathLike, *, split_size:
            progress=None, views: dict | None = None) -> ExportResult:
     """Driver side: plan (from ``views``, {name: StoreView}, the stores opened on the driver),
     run every task on the cluster, sum the summaries."""
-    target = check_out_dir(out)
+    target = check_out_dir(out, store_directories(specs, views))
     tasks = store_tasks(specs, split_size, views)
     sc = spark.sparkContext
     results = run_job(sc, sc.parallelize(tasks, len(tasks)).map(lambda t: run_task(t, target)), len(tasks),

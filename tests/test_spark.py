@@ -197,6 +197,30 @@ def test_spark_query_gives_query_rows(exported):
     assert none.exit_code == 1
 
 
+def test_spark_query_says_a_damaged_message_and_exits_3_as_query_does(spark, tmp_path):
+    """A message found whose body CRC fails (crash e2: a body byte flipped) is printed, named on
+    stderr by its file and offset, and the exit code is 3, from an export and from stores, as
+    query gives it. spark query printed it with exit 0 and nothing on stderr."""
+    from rmqtool.spark.export import export
+    crash = V4 / "crash" / "e2-corrupt-body-in-first-commitlog-file"
+    store = (crash / "input" / "store").resolve()
+    flipped = load_truth(crash / "truth.json")["mutation"]["messagePhysicalOffset"]
+    msg_id = next(t["msgId"] for t in load_truth(crash / "truth.json")["truth"]["messages"]
+                  if t["physicalOffset"] == flipped)
+    alone = runner.invoke(app, ["query", str(store), "--msg-id", msg_id, "-f", "jsonl"])
+    assert alone.exit_code == 3 and [r["body_crc_ok"] for r in _jsonl(alone.stdout)] == [False]
+    damaged = [line for line in alone.stderr.splitlines() if line.endswith("is damaged")]
+    assert len(damaged) == 1 and str(flipped) in damaged[0]
+    export(spark, [StoreSpec("e2", str(store))], tmp_path / "out")
+    for source in (["--table", str(tmp_path / "out")], [f"e2={store}"]):
+        fleet = spark_cmd("query", *source, "--msg-id", msg_id, "-f", "jsonl")
+        assert fleet.exit_code == 3, fleet.output
+        rows = _jsonl(fleet.stdout)
+        assert [{k: v for k, v in r.items() if k not in ("store_name", "store_path")} for r in rows] == \
+            _jsonl(alone.stdout)
+        assert [line for line in fleet.stderr.splitlines() if line.endswith("is damaged")] == damaged
+
+
 def test_spark_verify_agrees_with_verify(spark, tmp_path):
     """Every family verify reads, each through its own checks: spark verify ran RocketMQ's plain
     verify on a DLedger store (hundreds of findings of records it read as commit log ones);
@@ -621,6 +645,23 @@ def test_spark_query_and_verify_of_a_qmq_store_agree_with_query_and_verify(qmq_e
         task = verify_store_task(StoreSpec("s", str(store)))
         assert task["exit_code"] == alone.exit_code and task["error"] is None
         assert [{k: v for k, v in r.items() if k != "store_name"} for r in task["rows"]] == _jsonl(alone.stdout)
+
+
+def test_spark_query_of_a_qmq_message_whose_payload_crc_fails_exits_3_as_query_does(qmq_exported):
+    """A QMQ message found whose payload CRC fails (a payload byte flipped): exit 3, as query
+    exits on it; spark query exited 0."""
+    out, _ = qmq_exported
+    flipped = load_truth(QMQ_DAMAGED.parent / "truth.json")["mutation"]["record"]
+    found = runner.invoke(app, ["query", str(QMQ_DAMAGED), "--subject", flipped["subject"], "--sequence",
+                                str(flipped["sequence"]), "-f", "jsonl"])
+    message_id = _jsonl(found.stdout)[0]["message_id"]
+    alone = runner.invoke(app, ["query", str(QMQ_DAMAGED), "--msg-id", message_id, "-f", "jsonl"])
+    assert alone.exit_code == 3 and [r["payload_crc_ok"] for r in _jsonl(alone.stdout)] == [False]
+    fleet = spark_cmd("query", "--table", str(out), "--msg-id", message_id, "-f", "jsonl")
+    assert fleet.exit_code == 3, fleet.output
+    assert [(r["store_name"], r["sequence"], r["payload_crc_ok"]) for r in _jsonl(fleet.stdout)] == \
+        [("qdamaged", flipped["sequence"], False)]
+
 
 
 def test_an_export_task_that_stops_on_an_error_is_one_line_not_an_executor_traceback(tmp_path):

@@ -166,8 +166,8 @@ def query(
 ):
     """Messages across a fleet, as query's rows with store_name and store_path.
 
-    Exit 1 when none matches."""
-    from rmqtool.spark.query import condition, find_messages
+    Exit 1 when none matches; 3 when a message found is damaged (bad CRC), as query."""
+    from rmqtool.spark.query import condition, damage_notes, find_messages
 
     begin, end = parse_time(begin_time, "--begin-time"), parse_time(end_time, "--end-time")
     check_range("--begin-time", begin, "--end-time", end)
@@ -181,11 +181,16 @@ def query(
             rows = find_messages(spark, directory, cond, body=mode, limit=limit)
     with Sink(fmt.value, kind="message") as sink:
         sink.rows(rows)
+    notes, damaged = damage_notes(rows)
+    for line in notes:  # a damaged message is printed, as query prints it, and never passed off as sound
+        warn(line)
     if each.worst:
         raise typer.Exit(each.worst)
     if not rows:
         warn("rmqtool: not found: no message matches")
         raise typer.Exit(int(ExitCode.NOT_FOUND))
+    if damaged:
+        raise typer.Exit(int(ExitCode.CORRUPT))
 
 
 @spark_app.command("stats", epilog=examples(

@@ -109,11 +109,16 @@ def _served(start, messages: list, note) -> list:
 def crc_mismatch_notes(messages) -> list[str]:
     """A line for each message found with a bad body or ``__CRC32#`` CRC: printed, since its
     bytes are all there is, but never passed off as sound."""
-    notes = []
-    for m in messages:
-        what = " and ".join(w for w, ok in (("body CRC", m.body_crc_ok), ("__CRC32# property CRC", m.property_crc_ok))
-                            if ok is False)
-        if what:
-            notes.append(f"rmqtool: {m.path}: offset {m.position}: {what} mismatch: the message at commit log "
-                         f"offset {m.commit_log_offset} is damaged")
-    return notes
+    return [line for m in messages if (line := crc_mismatch_note(m.path, m.position, m.commit_log_offset,
+                                                                   m.body_crc_ok, m.property_crc_ok))]
+
+
+def crc_mismatch_note(path: str, position: int, commit_log_offset: int, body_crc_ok, property_crc_ok) -> str | None:
+    """The line for one message found (a Message's fields, or a row's: spark query) whose body
+    or ``__CRC32#`` CRC fails; None when neither does."""
+    what = " and ".join(w for w, ok in (("body CRC", body_crc_ok), ("__CRC32# property CRC", property_crc_ok))
+                        if ok is False)
+    if not what:
+        return None
+    return (f"rmqtool: {path}: offset {position}: {what} mismatch: the message at commit log offset "
+            f"{commit_log_offset} is damaged")

@@ -8,6 +8,7 @@ offset msgId, or a topic, each within an optional store-time window. Rows come b
 from __future__ import annotations
 
 from rmqtool.errors import UsageError
+from rmqtool.inspect.lookup import crc_mismatch_note
 from rmqtool.report.records import render_body
 from rmqtool.spark.parts import MESSAGES_DIR
 from rmqtool.spark.tables import read_table
@@ -48,6 +49,14 @@ def find_messages(spark, table_dir: str, cond, *, body: str = "base64", limit: i
     if limit is not None:
         df = df.limit(limit)
     return [as_row(r.asDict(recursive=True), body) for r in df.toLocalIterator()]
+
+
+def damage_notes(rows: list[dict]) -> tuple[list[str], bool]:
+    """(query's line for each row found whose body or ``__CRC32#`` CRC fails, whether a row
+    found is damaged: a QMQ row's payload CRC too, which query says by its exit code alone)."""
+    notes = [line for r in rows if r.get("family") != "qmq" and (line := crc_mismatch_note(
+        r["file"], r["file_position"], r["commit_log_offset"], r.get("body_crc_ok"), r.get("property_crc_ok")))]
+    return notes, bool(notes) or any(r.get("payload_crc_ok") is False for r in rows)
 
 
 # the messages table's QMQ columns (spark/qmq/export.py), and how a QMQ row names what it shares

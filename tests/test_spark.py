@@ -197,6 +197,24 @@ def test_spark_query_gives_query_rows(exported):
     assert none.exit_code == 1
 
 
+def test_spark_query_keeps_the_newest_of_each_store_and_says_more_exist_as_query_does(exported):
+    """-n N: a store's newest N messages (its highest offsets), in commit log order, and a line
+    on stderr that more exist, as query -n N gives them. It kept the oldest N, silently."""
+    out, _ = exported
+    store = (EXPORTED["basic"] / "store").resolve()
+    truth = load_truth(EXPORTED["basic"] / "truth.json")["truth"]["messages"]
+    key, count = collections.Counter(k for t in truth for k in (t["keys"] or "").split()).most_common(1)[0]
+    limit = 3
+    assert count > limit  # the case: more match than -n keeps
+    fleet = spark_cmd("query", "--table", str(out), "--key", key, "-n", str(limit), "-f", "jsonl")
+    alone = runner.invoke(app, ["query", str(store), "--key", key, "-n", str(limit), "-f", "jsonl"])
+    assert fleet.exit_code == alone.exit_code == 0, fleet.stderr
+    mine = [r for r in _jsonl(fleet.stdout) if r.pop("store_name") == "basic" and r.pop("store_path")]
+    assert mine == _jsonl(alone.stdout)
+    assert "more exist" in alone.stderr and f"basic: {limit} shown; more exist (--limit {limit} kept the newest)" \
+        in fleet.stderr
+
+
 def test_spark_query_says_a_damaged_message_and_exits_3_as_query_does(spark, tmp_path):
     """A message found whose body CRC fails (crash e2: a body byte flipped) is printed, named on
     stderr by its file and offset, and the exit code is 3, from an export and from stores, as

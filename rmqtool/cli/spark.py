@@ -157,7 +157,8 @@ def query(
                                              help="Stored from (epoch ms or ISO 8601, UTC)."),
     end_time: Optional[str] = typer.Option(None, "--end-time", metavar=TIME_METAVAR,
                                            help="Stored up to (epoch ms or ISO 8601, UTC)."),
-    limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, help="At most this many rows."),
+    limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, help="At most this many messages a store, "
+                                        "its newest (as query -n keeps them; more said on stderr)."),
     body: Optional[BodyMode] = typer.Option(None, "--body", help="Body as text, hex, base64 or none."),
     master: Optional[str] = MasterOpt,
     conf: List[str] = ConfOpt,
@@ -167,20 +168,23 @@ def query(
     """Messages across a fleet, as query's rows with store_name and store_path.
 
     Exit 1 when none matches; 3 when a message found is damaged (bad CRC), as query."""
+    from rmqtool.inspect.lookup import more_exist_note
     from rmqtool.spark.query import condition, damage_notes, find_messages
 
     begin, end = parse_time(begin_time, "--begin-time"), parse_time(end_time, "--end-time")
     check_range("--begin-time", begin, "--end-time", end)
     condition(key, uniq_key, msg_id, topic, begin, end, check_only=True)  # a usage error before Spark starts
     found, views, each = _readable(stores, stores_from, table)
-    rows = []
+    rows, more = [], {}
     if found or table is not None:
         with export_tables(found, views, table, master, conf, progress) as (spark, directory):
             cond = condition(key, uniq_key, msg_id, topic, begin, end)
             mode = body.value if body else ("text" if fmt == OutputFormat.table else "base64")
-            rows = find_messages(spark, directory, cond, body=mode, limit=limit)
+            rows, more = find_messages(spark, directory, cond, body=mode, limit=limit)
     with Sink(fmt.value, kind="message") as sink:
         sink.rows(rows)
+    for store in more:  # query's line, a store's: its newest kept
+        warn(more_exist_note(limit, f"--limit {limit}", f"{store}: "))
     notes, damaged = damage_notes(rows)
     for line in notes:  # a damaged message is printed, as query prints it, and never passed off as sound
         warn(line)

@@ -53,7 +53,7 @@ def look_up(store, ask: Lookup, trace, note) -> list:
         note(f"rmqtool: {text}")
     limit = DEFAULT_MAX_NUM if ask.max_num is None else ask.max_num
     if ask.mode in ("--key", "--uniq-key") and len(result.messages) >= limit and result.more is not False:
-        note(f"rmqtool: {len(result.messages)} shown; more exist (--max {limit} kept the newest)" if result.more
+        note(more_exist_note(len(result.messages), f"--max {limit}") if result.more
              else f"rmqtool: {len(result.messages)} shown: --max {limit} reached, more may exist")
     elif ask.mode in ("--key", "--uniq-key") and result.more is None:  # the index gave --max offsets, some no message
         note(f"rmqtool: {len(result.messages)} shown, fewer than --max {limit}: of the {limit} newest index entries "
@@ -104,6 +104,12 @@ def _served(start, messages: list, note) -> list:
             note(f"rmqtool: left out (--served-only): {len(offsets)} messages at commit log offsets "
                  f"{min(offsets)}..{max(offsets)} lie {where}")
     return [m for m in messages if low <= m.commit_log_offset < high]
+
+
+def more_exist_note(shown: int, cap: str, where: str = "") -> str:
+    """The line for a lookup that kept the newest ``shown`` of the messages matching (``cap``:
+    the option that capped it, as given; ``where``: the store, when several answer)."""
+    return f"rmqtool: {where}{shown} shown; more exist ({cap} kept the newest)"
 
 
 def crc_mismatch_notes(messages) -> list[str]:

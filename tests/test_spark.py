@@ -6,8 +6,10 @@ is shared by every test here (starting one takes seconds)."""
 from __future__ import annotations
 
 import base64
+import collections
 import importlib
 import json
+import os
 import pathlib
 
 import pytest
@@ -195,6 +197,48 @@ def test_spark_query_gives_query_rows(exported):
     assert none.exit_code == 1
 
 
+def test_spark_query_keeps_the_newest_of_each_store_and_says_more_exist_as_query_does(exported):
+    """-n N: a store's newest N messages (its highest offsets), in commit log order, and a line
+    on stderr that more exist, as query -n N gives them. It kept the oldest N, silently."""
+    out, _ = exported
+    store = (EXPORTED["basic"] / "store").resolve()
+    truth = load_truth(EXPORTED["basic"] / "truth.json")["truth"]["messages"]
+    key, count = collections.Counter(k for t in truth for k in (t["keys"] or "").split()).most_common(1)[0]
+    limit = 3
+    assert count > limit  # the case: more match than -n keeps
+    fleet = spark_cmd("query", "--table", str(out), "--key", key, "-n", str(limit), "-f", "jsonl")
+    alone = runner.invoke(app, ["query", str(store), "--key", key, "-n", str(limit), "-f", "jsonl"])
+    assert fleet.exit_code == alone.exit_code == 0, fleet.stderr
+    mine = [r for r in _jsonl(fleet.stdout) if r.pop("store_name") == "basic" and r.pop("store_path")]
+    assert mine == _jsonl(alone.stdout)
+    assert "more exist" in alone.stderr and f"basic: {limit} shown; more exist (--limit {limit} kept the newest)" \
+        in fleet.stderr
+
+
+def test_spark_query_says_a_damaged_message_and_exits_3_as_query_does(spark, tmp_path):
+    """A message found whose body CRC fails (crash e2: a body byte flipped) is printed, named on
+    stderr by its file and offset, and the exit code is 3, from an export and from stores, as
+    query gives it. spark query printed it with exit 0 and nothing on stderr."""
+    from rmqtool.spark.export import export
+    crash = V4 / "crash" / "e2-corrupt-body-in-first-commitlog-file"
+    store = (crash / "input" / "store").resolve()
+    flipped = load_truth(crash / "truth.json")["mutation"]["messagePhysicalOffset"]
+    msg_id = next(t["msgId"] for t in load_truth(crash / "truth.json")["truth"]["messages"]
+                  if t["physicalOffset"] == flipped)
+    alone = runner.invoke(app, ["query", str(store), "--msg-id", msg_id, "-f", "jsonl"])
+    assert alone.exit_code == 3 and [r["body_crc_ok"] for r in _jsonl(alone.stdout)] == [False]
+    damaged = [line for line in alone.stderr.splitlines() if line.endswith("is damaged")]
+    assert len(damaged) == 1 and str(flipped) in damaged[0]
+    export(spark, [StoreSpec("e2", str(store))], tmp_path / "out")
+    for source in (["--table", str(tmp_path / "out")], [f"e2={store}"]):
+        fleet = spark_cmd("query", *source, "--msg-id", msg_id, "-f", "jsonl")
+        assert fleet.exit_code == 3, fleet.output
+        rows = _jsonl(fleet.stdout)
+        assert [{k: v for k, v in r.items() if k not in ("store_name", "store_path")} for r in rows] == \
+            _jsonl(alone.stdout)
+        assert [line for line in fleet.stderr.splitlines() if line.endswith("is damaged")] == damaged
+
+
 def test_spark_verify_agrees_with_verify(spark, tmp_path):
     """Every family verify reads, each through its own checks: spark verify ran RocketMQ's plain
     verify on a DLedger store (hundreds of findings of records it read as commit log ones);
@@ -262,6 +306,41 @@ def test_spark_stats_finds_a_uniq_key_planted_in_two_stores(spark, tmp_path):
         for t, qs in queues.items() for q, v in qs.items() if v["maxOffset"] > v["minOffset"]}
 
 
+def test_json_of_verify_and_stats_is_one_document_of_the_jsonl_rows(exported, tmp_path):
+    """-f json: one array holding every row -f jsonl gives (findings and summaries; queue stats
+    and duplicate UNIQ_KEYs), as dump commitlog --stats gives its two kinds. It printed two
+    arrays one after the other, which no JSON parser reads."""
+    out, _ = exported
+    for args in (["verify", f"b={V4 / 'basic' / 'store'}", f"gone={tmp_path / 'gone'}"],
+                 ["stats", "--table", str(out)]):
+        lines, document = (spark_cmd(*args, "-f", fmt) for fmt in ("jsonl", "json"))
+        assert document.exit_code == lines.exit_code, document.output
+        rows = _jsonl(lines.stdout)
+        assert {r.get("record") for r in rows} >= ({"verify_summary"} if args[0] == "verify" else
+                                                   {"queue_stats"})
+        assert json.loads(document.stdout) == rows
+
+
+def test_a_table_or_a_list_of_stores_that_is_not_there_is_8_and_the_wrong_kind_4(tmp_path):
+    """--table: a missing path exit 8 (no such directory), a file or a store directory exit 4;
+    --stores-from: a missing file exit 8. They were 8 with "not an export directory" for all
+    three, and 2 for the list."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for table, code, words in ((tmp_path / "gone", 8, "no such directory"), (afile, 4, "not an export directory"),
+                               (V4 / "basic" / "store", 4, "not an export directory")):
+        for command in ("query", "stats"):
+            r = runner.invoke(app, ["spark", command, "--table", str(table), *(["--uniq-key", "x"] if command == "query"
+                                                                               else [])])
+            assert (r.exit_code, r.stdout) == (code, ""), (table, r.output)
+            assert r.stderr == f"rmqtool: error: {table}: {words}" + (" (no messages/ inside)\n" if code == 4 else "\n")
+    for command in ("verify", "export", "query", "stats"):
+        r = runner.invoke(app, ["spark", command, "--stores-from", str(tmp_path / "none.txt"), "--out", "x"]
+                          if command == "export" else ["spark", command, "--stores-from", str(tmp_path / "none.txt"),
+                                                       *(["--key", "x"] if command == "query" else [])])
+        assert r.exit_code == 8 and "no such file" in r.stderr, (command, r.output)
+
+
 def test_spark_usage_errors_say_so_before_spark_starts(tmp_path):
     r = runner.invoke(app, ["spark", "query", "--table", str(tmp_path), "--key", "a", "--uniq-key", "b"])
     assert r.exit_code == 2
@@ -271,15 +350,67 @@ def test_spark_usage_errors_say_so_before_spark_starts(tmp_path):
     assert r.exit_code == 8 and "no such file or directory" in r.stderr and not (tmp_path / "o").exists()
 
 
+def test_an_export_into_a_store_it_reads_is_refused_before_anything_is_written(tmp_path):
+    """--out inside a store given (its commit log directory, its root, a disk its broker.properties
+    names for its commit log, the same by a file:// URI) is a usage error in one line, exit 2, and
+    nothing is written: the export wrote its tables into commitlog/ and a broker's load
+    (MappedFileQueue.doLoad) then refused the directory there and did not start."""
+    from helpers import split_commit_log, tree_fingerprint, writable_copy
+    store = writable_copy(V4 / "basic" / "store", tmp_path / "broker" / "store")
+    size = load_truth(V4 / "basic" / "truth.json")["messageStoreConfig"]["effectiveGetterValues"][
+        "mappedFileSizeCommitLog"]
+    split, disks = split_commit_log(V4 / "basic" / "store", tmp_path / "split", size)
+    (split / "config").mkdir(exist_ok=True)
+    (split / "config" / "broker.properties").write_text(f"storePathCommitLog={disks[0]},{disks[1]}\n")
+    before = {root: tree_fingerprint(root) for root in (store, *disks)}
+    for out in (store / "commitlog" / "fleet-export", store / "fleet", _uri(store / "commitlog" / "x"),
+                disks[1] / "fleet-export"):
+        r = spark_cmd("export", f"b={store}", f"s={split}", "--out", str(out))
+        assert r.exit_code == 2, r.output
+        assert len(r.stderr.splitlines()) == 1 and "--out lies inside the store" in r.stderr, r.stderr
+    assert {root: tree_fingerprint(root) for root in before} == before
+    assert not (tmp_path / "broker" / "fleet").exists()
+
+
+def test_one_bad_store_of_several_is_named_and_the_others_answer(spark, tmp_path):
+    """A missing path, a file and a FIFO among stores: export and query answer for the good
+    store, name each bad one in a line, and exit with the worst code, as query and spark verify
+    do; they stopped before any work."""
+    good = (V4 / "basic" / "store").resolve()
+    afile, fifo = tmp_path / "afile", tmp_path / "fifo"
+    afile.write_text("")
+    os.mkfifo(fifo)
+    bad = [tmp_path / "gone", afile, fifo]
+    codes = [runner.invoke(app, ["info", str(b)]).exit_code for b in bad]  # each one's own code, as every command's
+    truth = load_truth(V4 / "basic" / "truth.json")["truth"]["messages"]
+    r = spark_cmd("export", f"basic={good}", *map(str, bad), "--out", str(tmp_path / "out"), "-f", "json")
+    assert r.exit_code == max(codes), r.output
+    assert json.loads(r.stdout)["messages"] == len(truth) and json.loads(r.stdout)["store_names"] == ["basic"]
+    errors = [line for line in r.stderr.splitlines() if line.startswith("rmqtool: error:")]
+    assert [any(str(b) in line for line in errors) for b in bad] == [True] * len(bad) and len(errors) == len(bad)
+    alone = runner.invoke(app, ["query", str(good), *map(str, bad), "--msg-id", truth[5]["msgId"], "-f", "jsonl"])
+    fleet = spark_cmd("query", f"basic={good}", *map(str, bad), "--msg-id", truth[5]["msgId"], "-f", "jsonl")
+    assert fleet.exit_code == alone.exit_code == max(codes), fleet.output
+    offsets = [[r["commit_log_offset"] for r in _jsonl(x.stdout)] for x in (fleet, alone)]
+    assert offsets == [[truth[5]["physicalOffset"]]] * 2
+    assert len([line for line in fleet.stderr.splitlines() if line.startswith("rmqtool: error:")]) == len(bad)
+
+
 def test_a_damaged_store_exports_what_dump_reads_and_its_findings(spark, tmp_path):
     """Damage never stops an export: the messages are those dump commitlog reads, and the
-    findings table holds the findings dump reports, ranges cut anywhere."""
-    import collections
-
+    findings table holds the findings dump reports, ranges cut anywhere: those of the records,
+    and those of the log's files (a segment cut short: segmentSizeOdd, which the export left
+    out, as no task looked at the listing)."""
+    from helpers import writable_copy
     from rmqtool.inspect.commitlog_dump import CommitLogDump
     from rmqtool.spark.export import export
     stores = {name: V4 / "crash" / name / "input" / "store" for name in (
-        "b2-garbage-tail-of-last-message", "e3-corrupt-body-in-second-to-last-commitlog-file")}
+        "b2-garbage-tail-of-last-message", "e3-corrupt-body-in-second-to-last-commitlog-file",
+        "b1-truncate-last-commitlog-mid-message")}
+    cut = writable_copy(V5 / "v2-and-crc" / "store", tmp_path / "cut" / "store")  # a middle segment cut short
+    middle = sorted((cut / "commitlog").iterdir())[1]
+    os.truncate(middle, middle.stat().st_size // 2)
+    stores["m-middle-segment-cut-short"] = cut
     result = export(spark, [StoreSpec(n.split("-")[0], str(p)) for n, p in stores.items()], tmp_path / "out",
                     split_size=30_000)
     messages, findings = _table(tmp_path / "out", "messages"), _table(tmp_path / "out", "findings")
@@ -289,9 +420,9 @@ def test_a_damaged_store_exports_what_dump_reads_and_its_findings(spark, tmp_pat
         short = name.split("-")[0]
         assert sorted(r["commit_log_offset"] for r in messages if r["store_name"] == short) == \
             [r["commit_log_offset"] for r in rows if r["record"] == "message"]
-        assert collections.Counter(f["finding"] for f in findings
+        assert collections.Counter((f["finding"], f["path"], f["offset"]) for f in findings
                                    if f["store_name"] == short and "/commitlog/" in f["path"]) == \
-            collections.Counter(f.id for f in dump.findings)
+            collections.Counter((f.id, f.path, f.offset) for f in dump.findings)
         assert dump.findings  # the fixture is damaged: there is something to compare
     assert result.finding_count == len(findings)
     r = spark_cmd("export", *[f"{n.split('-')[0]}={p}" for n, p in stores.items()],
@@ -330,7 +461,8 @@ CRASHED = [V4 / "crash" / v / "input" / "store" for v in (
     "e2-corrupt-body-in-first-commitlog-file", "b3-zeroed-last-3-messages", "c2-delete-last-cq-file")] + \
     [V5 / "crash5" / v / "input" / "store" for v in ("b-garbled-last-message", "c-checkpoint-zeroed")] + \
     [FIXTURES / "crash-made" / v / "input" / "store" for v in (
-        "torn-middle-normal", "missing-middle-abnormal", "missing-middle-no-queues", "roll-kill-last-missing")]
+        "torn-middle-normal", "missing-middle-abnormal", "missing-middle-no-queues", "roll-kill-last-missing")] + \
+    [V4 / "crash" / "b1-truncate-last-commitlog-mid-message" / "input" / "store"]  # a segment cut short
 
 
 @pytest.mark.parametrize("margin", [1_000, 8 << 20])
@@ -533,6 +665,23 @@ def test_spark_query_and_verify_of_a_qmq_store_agree_with_query_and_verify(qmq_e
         assert [{k: v for k, v in r.items() if k != "store_name"} for r in task["rows"]] == _jsonl(alone.stdout)
 
 
+def test_spark_query_of_a_qmq_message_whose_payload_crc_fails_exits_3_as_query_does(qmq_exported):
+    """A QMQ message found whose payload CRC fails (a payload byte flipped): exit 3, as query
+    exits on it; spark query exited 0."""
+    out, _ = qmq_exported
+    flipped = load_truth(QMQ_DAMAGED.parent / "truth.json")["mutation"]["record"]
+    found = runner.invoke(app, ["query", str(QMQ_DAMAGED), "--subject", flipped["subject"], "--sequence",
+                                str(flipped["sequence"]), "-f", "jsonl"])
+    message_id = _jsonl(found.stdout)[0]["message_id"]
+    alone = runner.invoke(app, ["query", str(QMQ_DAMAGED), "--msg-id", message_id, "-f", "jsonl"])
+    assert alone.exit_code == 3 and [r["payload_crc_ok"] for r in _jsonl(alone.stdout)] == [False]
+    fleet = spark_cmd("query", "--table", str(out), "--msg-id", message_id, "-f", "jsonl")
+    assert fleet.exit_code == 3, fleet.output
+    assert [(r["store_name"], r["sequence"], r["payload_crc_ok"]) for r in _jsonl(fleet.stdout)] == \
+        [("qdamaged", flipped["sequence"], False)]
+
+
+
 def test_an_export_task_that_stops_on_an_error_is_one_line_not_an_executor_traceback(tmp_path):
     """A task that cannot write its Parquet part (here: a file size limit, as a full disk stops
     it) ends the export with one line naming the part, exit 8; without the task's own catch
@@ -679,6 +828,27 @@ def test_a_crashed_stores_queues_export_as_the_broker_loads_them(spark, tmp_path
     want = {(topic, qid): [e[:4] for e in q["entries"]]
             for topic, queues in truth.items() for qid, q in queues.items() if q["entries"]}
     assert {k: sorted(v) for k, v in got.items()} == want
+
+
+@pytest.mark.parametrize("args, cause", [
+    (["--master", "yarn"], "org.apache.spark.SparkException: When running with master 'yarn' either HADOOP_CONF_DIR "
+                           "or YARN_CONF_DIR must be set in the environment."),
+    (["--conf", "spark.driver.memory=abc"], "Invalid maximum heap size: -Xmxabc")])
+def test_a_jvm_that_does_not_start_is_said_by_its_first_line_without_its_java_stack(args, cause):
+    """A JVM that exits before it serves (yarn without HADOOP_CONF_DIR, a heap size it refuses):
+    the last line carries the first line it gave, and its Java stack stays off the terminal.
+    The JVM's stack came through, then "Spark stopped: [JAVA_GATEWAY_EXITED] Java gateway
+    process exited before sending its port number"."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("HADOOP_CONF_DIR", "YARN_CONF_DIR")}
+    p = subprocess.run([sys.executable, "-m", "rmqtool", "spark", "verify", str(V4 / "basic" / "store"), *args,
+                        "--no-progress"], capture_output=True, text=True, timeout=300, env=env)
+    assert (p.returncode, p.stdout) == (8, ""), p.stderr[-2000:]
+    assert "\tat " not in p.stderr and "Exception in thread" not in p.stderr, p.stderr[-2000:]
+    assert p.stderr.splitlines()[-1] == f"rmqtool: error: Spark stopped: {cause}"
 
 
 def test_an_executors_python_error_is_said_by_its_last_line():

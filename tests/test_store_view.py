@@ -243,7 +243,7 @@ def test_a_spark_export_opens_each_store_once(calls, tmp_path):
     from rmqtool.spark.sources import opened
     torn = load_truth(TORN.parent.parent / "truth.json")
     queues_before = load_truth(FIXTURES / pathlib.Path(torn["base"]).parent.parent / "truth.json")["truth"]["consumeQueues"]
-    specs, views = opened([f"torn={TORN}"], None)
+    specs, views, _bad = opened([f"torn={TORN}"], None)
     tasks = plan_tasks(specs, 1 << 16, views)
     assert calls["StoreView"] == 1 and calls["commit log listed"] == 1 and len(tasks) == len(views["torn"].segments)
     out = str(tmp_path / "export")

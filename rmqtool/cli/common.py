@@ -192,10 +192,18 @@ class Stores:
                 warn(f"rmqtool: not found: {exc.one_line()}")
                 self.said_not_found = True
                 return
-            if not self.several:
-                raise
-            warn(f"rmqtool: error: {exc.one_line()}")
-            self.worst = max(self.worst, int(exc.exit_code))
+            self.failed(exc)
+
+    def failed(self, exc: RmqError) -> None:
+        """A store that cannot be read (its error met here, or before: spark's stores are all
+        opened before its job): of several named and left out, the worst code kept; a single
+        store's error raised."""
+        from rmqtool.report.sink import warn
+
+        if not self.several:
+            raise exc
+        warn(f"rmqtool: error: {exc.one_line()}")
+        self.worst = max(self.worst, int(exc.exit_code))
 
 
 def say_unfinished(kwargs) -> dict:

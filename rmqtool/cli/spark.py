@@ -10,12 +10,12 @@ from typing import List, Optional
 
 import typer
 
-from rmqtool.cli.common import BodyMode, OutputFormat, boundary
+from rmqtool.cli.common import BodyMode, OutputFormat, Stores, boundary
 from rmqtool.cli.params import TIME_METAVAR, check_range, examples, parse_time
-from rmqtool.errors import ExitCode
+from rmqtool.errors import ExitCode, UsageError
 from rmqtool.report.sink import Sink, render_document, warn
 from rmqtool.spark.session import spark_errors
-from rmqtool.spark.sources import export_tables, opened, session, specs, task_progress
+from rmqtool.spark.sources import check_table, export_tables, opened, session, specs, task_progress
 
 spark_app = typer.Typer(no_args_is_help=True, help="The fleet pipeline on Spark: export, verify, query and stats "
                         "across many stores (needs the spark extra of rmqtool).")
@@ -35,6 +35,36 @@ def register(app: typer.Typer) -> None:
     app.add_typer(spark_app, name="spark")
 
 
+def _readable(stores, stores_from, table=None) -> tuple[list, dict, Stores]:
+    """(the stores to read that can be read, their views, what was said of the others): of
+    several, one that cannot be read is named on stderr and left out, its code kept as the
+    worst (as query and spark verify answer for the rest); a single one's error ends the
+    command. With ``table`` (an export's directory, checked) none."""
+    if table is not None:
+        if stores or stores_from:
+            raise UsageError("give stores or --table, not both")
+        check_table(table)
+        return [], {}, Stores(several=False)
+    found, views, bad = opened(stores, stores_from)
+    each = Stores(several=len(found) + len(bad) > 1)
+    for exc in bad:
+        each.failed(exc)
+    return found, views, each
+
+
+def _print(fmt: OutputFormat, sections) -> None:
+    """Rows of several kinds (``sections``: (kind, rows) pairs): a table each for people; for
+    scripts one output (json: one array, as dump commitlog --stats gives its two kinds)."""
+    if fmt != OutputFormat.table:
+        with Sink(fmt.value) as sink:
+            for _kind, rows in sections:
+                sink.rows(rows)
+        return
+    for kind, rows in sections:
+        with Sink(fmt.value, kind=kind) as sink:
+            sink.rows(rows)
+
+
 @spark_app.command("export", epilog=examples(
     "rmqtool spark export /data/broker-a/store /data/broker-b/store --out /data/fleet",
     "rmqtool spark export --stores-from stores.txt --out hdfs-mounted/fleet --master spark://head:7077",
@@ -43,8 +73,8 @@ def register(app: typer.Typer) -> None:
 @spark_errors
 def export(
     stores: Optional[List[str]] = StoresArg,
-    out: str = typer.Option(..., "--out", metavar="DIR|URI", help="A new or empty directory for the tables (or a "
-                            "URI pyarrow opens: hdfs://, s3://)."),
+    out: str = typer.Option(..., "--out", metavar="DIR|URI", help="A new or empty directory for the tables, outside "
+                            "the stores (or a URI pyarrow opens: hdfs://, s3://)."),
     stores_from: Optional[pathlib.Path] = StoresFromOpt,
     split_size: int = typer.Option(256 << 20, "--split-size", min=1 << 16, metavar="BYTES",
                                    help="Bytes of a segment one task reads (default 256 MiB)."),
@@ -56,17 +86,22 @@ def export(
     """Every message and consume queue unit of many stores into Parquet tables.
 
     Tables messages, consume_queue and findings, partitioned by store_name and topic. Exit 3
-    when the stores hold damage (exported all the same; the findings table lists it)."""
-    from rmqtool.spark.export import check_out_dir, export as run_export
+    when the export meets damage (exported all the same; the findings table lists what dump
+    commitlog reports and what the consume queues' reading met)."""
+    from rmqtool.spark.export import check_out_dir, export as run_export, store_directories
 
-    found, views = opened(stores, stores_from)  # each store opened once: the tasks are planned from these views
-    check_out_dir(out)  # refused before Spark starts
+    found, views, each = _readable(stores, stores_from)  # each opened once: the tasks are planned from these views
+    if not found:  # none of several could be read: each was named
+        raise typer.Exit(each.worst)
+    check_out_dir(out, store_directories(found, views))  # refused before Spark starts
     result = run_export(session(master, conf), found, out, views=views, split_size=split_size,
                         progress=task_progress(progress))
     render_document(result.to_json(), fmt.value, title="export")
     if result.finding_count:  # damage is exported, and said, as dump says it
         warn(f"rmqtool: {result.finding_count} finding(s) in the stores: the findings table of {out} lists them")
-        raise typer.Exit(int(ExitCode.CORRUPT))
+    worst = max(each.worst, int(ExitCode.CORRUPT) if result.finding_count else 0)
+    if worst:
+        raise typer.Exit(worst)
 
 
 @spark_app.command("verify", epilog=examples(
@@ -91,18 +126,14 @@ def verify(
     store. Exit: the worst store's code."""
     from rmqtool.spark.verify import summary_row, verify_fleet
 
-    found = specs(stores, stores_from, require=False)  # a store that is not there is a row of its own
+    found = specs(stores, stores_from)  # a store that is not there is a row of its own
     now_ms = parse_time(now, "--now")
     results = verify_fleet(session(master, conf), found, progress=task_progress(progress), now_ms=now_ms)
-    with Sink(fmt.value, kind="fleet_finding") as sink:
-        for result in results:
-            for row in result["rows"]:
-                sink.row(row)
-    with Sink(fmt.value, kind="verify_summary") as sink:
-        for result in results:
-            sink.row(summary_row(result))
-            if result["error"]:
-                warn(f"rmqtool: error: {result['store_name']}: {result['error']}")
+    _print(fmt, [("fleet_finding", [row for result in results for row in result["rows"]]),
+                 ("verify_summary", [summary_row(result) for result in results])])
+    for result in results:
+        if result["error"]:
+            warn(f"rmqtool: error: {result['store_name']}: {result['error']}")
     worst = max((r["exit_code"] for r in results), default=0)
     if worst:
         raise typer.Exit(worst)
@@ -126,7 +157,8 @@ def query(
                                              help="Stored from (epoch ms or ISO 8601, UTC)."),
     end_time: Optional[str] = typer.Option(None, "--end-time", metavar=TIME_METAVAR,
                                            help="Stored up to (epoch ms or ISO 8601, UTC)."),
-    limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, help="At most this many rows."),
+    limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1, help="At most this many messages a store, "
+                                        "its newest (as query -n keeps them; more said on stderr)."),
     body: Optional[BodyMode] = typer.Option(None, "--body", help="Body as text, hex, base64 or none."),
     master: Optional[str] = MasterOpt,
     conf: List[str] = ConfOpt,
@@ -135,22 +167,34 @@ def query(
 ):
     """Messages across a fleet, as query's rows with store_name and store_path.
 
-    Exit 1 when none matches."""
-    from rmqtool.spark.query import condition, find_messages
+    Exit 1 when none matches; 3 when a message found is damaged (bad CRC), as query."""
+    from rmqtool.inspect.lookup import more_exist_note
+    from rmqtool.spark.query import condition, damage_notes, find_messages
 
     begin, end = parse_time(begin_time, "--begin-time"), parse_time(end_time, "--end-time")
     check_range("--begin-time", begin, "--end-time", end)
     condition(key, uniq_key, msg_id, topic, begin, end, check_only=True)  # a usage error before Spark starts
-    with export_tables(stores, stores_from, table, master, conf, progress) as (spark, directory):
-        cond = condition(key, uniq_key, msg_id, topic, begin, end)
-        mode = body.value if body else ("text" if fmt == OutputFormat.table else "base64")
-        rows = find_messages(spark, directory, cond, body=mode, limit=limit)
+    found, views, each = _readable(stores, stores_from, table)
+    rows, more = [], {}
+    if found or table is not None:
+        with export_tables(found, views, table, master, conf, progress) as (spark, directory):
+            cond = condition(key, uniq_key, msg_id, topic, begin, end)
+            mode = body.value if body else ("text" if fmt == OutputFormat.table else "base64")
+            rows, more = find_messages(spark, directory, cond, body=mode, limit=limit)
     with Sink(fmt.value, kind="message") as sink:
-        for row in rows:
-            sink.row(row)
+        sink.rows(rows)
+    for store in more:  # query's line, a store's: its newest kept
+        warn(more_exist_note(limit, f"--limit {limit}", f"{store}: "))
+    notes, damaged = damage_notes(rows)
+    for line in notes:  # a damaged message is printed, as query prints it, and never passed off as sound
+        warn(line)
+    if each.worst:
+        raise typer.Exit(each.worst)
     if not rows:
         warn("rmqtool: not found: no message matches")
         raise typer.Exit(int(ExitCode.NOT_FOUND))
+    if damaged:
+        raise typer.Exit(int(ExitCode.CORRUPT))
 
 
 @spark_app.command("stats", epilog=examples(
@@ -173,12 +217,12 @@ def stats(
     UNIQ_KEY stored more than once, with where each copy is."""
     from rmqtool.spark.stats import duplicate_uniq_keys, queue_stats
 
-    with export_tables(stores, stores_from, table, master, conf, progress) as (spark, directory):
-        queues = queue_stats(spark, directory)
-        duplicates = duplicate_uniq_keys(spark, directory)
-    with Sink(fmt.value, kind="stats_queue") as sink:
-        for row in queues:
-            sink.row(row)
-    with Sink(fmt.value, kind="duplicate_uniq_key") as sink:
-        for row in duplicates:
-            sink.row(row)
+    found, views, each = _readable(stores, stores_from, table)
+    queues, duplicates = [], []
+    if found or table is not None:
+        with export_tables(found, views, table, master, conf, progress) as (spark, directory):
+            queues = queue_stats(spark, directory)
+            duplicates = duplicate_uniq_keys(spark, directory)
+    _print(fmt, [("stats_queue", queues), ("duplicate_uniq_key", duplicates)])
+    if each.worst:
+        raise typer.Exit(each.worst)

@@ -53,7 +53,7 @@ def look_up(store, ask: Lookup, trace, note) -> list:
         note(f"rmqtool: {text}")
     limit = DEFAULT_MAX_NUM if ask.max_num is None else ask.max_num
     if ask.mode in ("--key", "--uniq-key") and len(result.messages) >= limit and result.more is not False:
-        note(f"rmqtool: {len(result.messages)} shown; more exist (--max {limit} kept the newest)" if result.more
+        note(more_exist_note(len(result.messages), f"--max {limit}") if result.more
              else f"rmqtool: {len(result.messages)} shown: --max {limit} reached, more may exist")
     elif ask.mode in ("--key", "--uniq-key") and result.more is None:  # the index gave --max offsets, some no message
         note(f"rmqtool: {len(result.messages)} shown, fewer than --max {limit}: of the {limit} newest index entries "
@@ -106,16 +106,27 @@ def _served(start, messages: list, note) -> list:
     return [m for m in messages if low <= m.commit_log_offset < high]
 
 
+def more_exist_note(shown: int, cap: str, where: str = "") -> str:
+    """The line for a lookup that kept the newest ``shown`` of the messages matching (``cap``:
+    the option that capped it, as given; ``where``: the store, when several answer)."""
+    return f"rmqtool: {where}{shown} shown; more exist ({cap} kept the newest)"
+
+
 def crc_mismatch_notes(messages) -> list[str]:
     """A line for each message found with a bad body or ``__CRC32#`` CRC: printed, since its
     bytes are all there is, but never passed off as sound."""
-    notes = []
-    for m in messages:
-        what = " and ".join(w for w, ok in (("body CRC", m.body_crc_ok), ("__CRC32# property CRC", m.property_crc_ok))
-                            if ok is False)
-        if what:
-            notes.append(damaged_message_note(m.path, m.position, what, f"commit log offset {m.commit_log_offset}"))
-    return notes
+    return [line for m in messages if (line := crc_mismatch_note(m.path, m.position, m.commit_log_offset,
+                                                                   m.body_crc_ok, m.property_crc_ok))]
+
+
+def crc_mismatch_note(path: str, position: int, commit_log_offset: int, body_crc_ok, property_crc_ok) -> str | None:
+    """The line for one message found (a Message's fields, or a row's: spark query) whose body
+    or ``__CRC32#`` CRC fails; None when neither does."""
+    what = " and ".join(w for w, ok in (("body CRC", body_crc_ok), ("__CRC32# property CRC", property_crc_ok))
+                        if ok is False)
+    if not what:
+        return None
+    return damaged_message_note(path, position, what, f"commit log offset {commit_log_offset}")
 
 
 def damaged_message_note(path, position: int, what: str, where: str) -> str:

@@ -14,6 +14,7 @@ import dataclasses
 import os
 import pathlib
 import tempfile
+import urllib.parse
 
 from rmqtool.errors import RmqError, TasksFailed, UsageError, error_line
 from rmqtool.spark.parts import (CONSUME_QUEUE_DIR, TaskSummary, make_tables, write_findings, write_message_parts,
@@ -89,11 +90,12 @@ def staged(task: SegmentTask, margin: int):
 
 def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
     """Executor side: every consume queue of one store, a Parquet part per topic; plain queues
-    read as arrays. A queue's units run from its min offset (units below the first segment
-    left out, as the broker's correctMinOffset) to its max offset as the broker's load leaves
-    it: units at or past the end its next start gives the log dropped (truncateDirtyLogicFiles;
-    info's max_commit_log_offset, the recovery's cut after a crash). A store behind a URI is
-    staged first (:func:`_staged_store`), and cut the same way."""
+    read as arrays; and the findings of its commit log's listing with the queues' own. A
+    queue's units run from its min offset (units below the first segment left out, as the
+    broker's correctMinOffset) to its max offset as the broker's load leaves it: units at or
+    past the end its next start gives the log dropped (truncateDirtyLogicFiles; info's
+    max_commit_log_offset, the recovery's cut after a crash). A store behind a URI is staged
+    first (:func:`_staged_store`), and cut the same way."""
     from rmqtool.inspect.inventory import queue_cut, simulate_for_info
     from rmqtool.spark import remote
     from rmqtool.store.view import StoreView
@@ -163,7 +165,8 @@ def _staged_store(uri: str, root: pathlib.Path):
 
 
 def _export_queues(view, spec: StoreSpec, out: str, low: int, end: int | None, rename) -> TaskSummary:
-    """A store's queues (``view``: the store, or what was staged of it), cut at ``end``."""
+    """A store's queues (``view``: the store, or what was staged of it), cut at ``end``, and
+    the findings of its commit log's listing."""
     import pyarrow as pa
 
     from rmqtool.spark.tables import FINDINGS, partition_dir, store_dir
@@ -180,7 +183,9 @@ def _export_queues(view, spec: StoreSpec, out: str, low: int, end: int | None, r
         write_part(table, out, CONSUME_QUEUE_DIR, partition_dir(spec.name, topic), "part-queues.parquet")
         summary.messages += table.num_rows
         summary.files += 1
-    found = queues.all_findings()
+    # what dump commitlog says of the log's files before its first record (a file cut short, a
+    # gap, a stray name): the files, listed here once a store; the range tasks say the records'
+    found = (list(view.commit_log.findings) if view.has_commit_log else []) + queues.all_findings()
     if rename is not None:
         found = [dataclasses.replace(f, path=rename(f.path)) if f.path else f for f in found]
     if found:
@@ -252,10 +257,17 @@ def _rocketmq_columns(n: int) -> dict:
             "message_log_offset": pa.nulls(n, pa.int64())}
 
 
-def check_out_dir(out: str | os.PathLike) -> str:
+def check_out_dir(out: str | os.PathLike, stores: dict[str, list[str]] | None = None) -> str:
     """The export's directory, made: new, or empty (an export never overwrites); a local
-    path (absolute), or a URI pyarrow opens."""
+    path (absolute), or a URI pyarrow opens. Never inside a store it reads (``stores``: {name:
+    its directories}, :func:`store_directories`): a broker takes every entry of its commit log
+    directory for a file of its log, and does not start on a directory of parts there."""
     from rmqtool.spark import remote
+    for name, directories in (stores or {}).items():
+        inside = next((d for d in directories if _inside(str(out), d)), None)
+        if inside is not None:
+            raise UsageError(f"--out lies inside the store {name} ({inside}): give a directory outside every "
+                             f"store (a broker does not start with an export's parts among its files)", out)
     if remote.is_uri(str(out)):
         import pyarrow.fs as pafs
         fs, root = remote.filesystem(str(out))
@@ -269,6 +281,39 @@ def check_out_dir(out: str | os.PathLike) -> str:
         raise UsageError("--out must be a new or empty directory (an export never overwrites)", path)
     path.mkdir(parents=True, exist_ok=True)
     return str(path.resolve())
+
+
+def store_directories(specs: list[StoreSpec], views: dict | None = None) -> dict[str, list[str]]:
+    """{name: the directories of each store}: its root, and the commit log directories its
+    broker loads elsewhere (storePathCommitLog); a store behind a URI, its URI."""
+    views = views or {}
+    found = {}
+    for spec in specs:
+        view = views.get(spec.name)
+        directories = [spec.path] if view is None else [str(view.root), *map(str, getattr(
+            view, "commit_log_directories", ()))]
+        found[spec.name] = list(dict.fromkeys(directories))
+    return found
+
+
+def _inside(out: str, directory: str) -> bool:
+    """``out`` is ``directory`` or lies under it: local paths (a file:// URI's too) resolved,
+    other URIs by their names."""
+    from rmqtool.spark import remote
+
+    def local(path: str) -> pathlib.Path | None:
+        if not remote.is_uri(path):
+            return pathlib.Path(path).resolve()
+        return pathlib.Path(urllib.parse.unquote(urllib.parse.urlsplit(path).path)).resolve() \
+            if path.lower().startswith("file://") else None
+    here, there = local(out), local(directory)
+    if here is not None and there is not None:
+        return here.is_relative_to(there)
+    if here is not None or there is not None:  # a local path and a URI of another filesystem
+        return False
+    base, child = (urllib.parse.urlsplit(u) for u in (directory, out))
+    return (base.scheme, base.netloc) == (child.scheme, child.netloc) and \
+        pathlib.PurePosixPath(child.path).is_relative_to(pathlib.PurePosixPath(base.path))
 
 
 @dataclasses.dataclass
@@ -288,7 +333,7 @@ def export(spark, specs: list[StoreSpec], out: str | os.PathLike, *, split_size:
            progress=None, views: dict | None = None) -> ExportResult:
     """Driver side: plan (from ``views``, {name: StoreView}, the stores opened on the driver),
     run every task on the cluster, sum the summaries."""
-    target = check_out_dir(out)
+    target = check_out_dir(out, store_directories(specs, views))
     tasks = store_tasks(specs, split_size, views)
     sc = spark.sparkContext
     results = run_job(sc, sc.parallelize(tasks, len(tasks)).map(lambda t: run_task(t, target)), len(tasks),

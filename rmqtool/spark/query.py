@@ -8,6 +8,7 @@ offset msgId, or a topic, each within an optional store-time window. Rows come b
 from __future__ import annotations
 
 from rmqtool.errors import UsageError
+from rmqtool.inspect.lookup import crc_mismatch_note
 from rmqtool.report.records import render_body
 from rmqtool.spark.parts import MESSAGES_DIR
 from rmqtool.spark.tables import read_table
@@ -42,12 +43,40 @@ def condition(key=None, uniq_key=None, msg_id=None, topic=None, begin=None, end=
     return cond
 
 
-def find_messages(spark, table_dir: str, cond, *, body: str = "base64", limit: int | None = None) -> list[dict]:
-    df = (read_table(spark, table_dir, MESSAGES_DIR).where(cond)
-          .orderBy("store_name", "commit_log_offset", "message_log_offset"))
+def find_messages(spark, table_dir: str, cond, *, body: str = "base64",
+                  limit: int | None = None) -> tuple[list[dict], dict[str, int]]:
+    """(the rows matching ``cond``, in store and commit log order; {store_name: messages
+    matching} of each store that held more than ``limit``). ``limit``: at most that many a
+    store, its newest (the highest offsets), as query's --max keeps them from each store."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    df = read_table(spark, table_dir, MESSAGES_DIR).where(cond)
     if limit is not None:
-        df = df.limit(limit)
-    return [as_row(r.asDict(recursive=True), body) for r in df.toLocalIterator()]
+        store = Window.partitionBy("store_name")
+        newest_first = store.orderBy(F.col("commit_log_offset").desc(), F.col("message_log_offset").desc())
+        df = (df.withColumn(_RANK, F.row_number().over(newest_first))
+              .withColumn(_MATCHED, F.count(F.lit(1)).over(store)).where(F.col(_RANK) <= limit))
+    rows, more = [], {}
+    for r in df.orderBy("store_name", "commit_log_offset", "message_log_offset").toLocalIterator():
+        raw = r.asDict(recursive=True)
+        raw.pop(_RANK, None)
+        matched = raw.pop(_MATCHED, None)
+        if matched is not None and matched > limit:
+            more[raw["store_name"]] = matched
+        rows.append(as_row(raw, body))
+    return rows, more
+
+
+_RANK, _MATCHED = "_newest_rank", "_matched"  # columns of the limit's window, not of a row
+
+
+def damage_notes(rows: list[dict]) -> tuple[list[str], bool]:
+    """(query's line for each row found whose body or ``__CRC32#`` CRC fails, whether a row
+    found is damaged: a QMQ row's payload CRC too, which query says by its exit code alone)."""
+    notes = [line for r in rows if r.get("family") != "qmq" and (line := crc_mismatch_note(
+        r["file"], r["file_position"], r["commit_log_offset"], r.get("body_crc_ok"), r.get("property_crc_ok")))]
+    return notes, bool(notes) or any(r.get("payload_crc_ok") is False for r in rows)
 
 
 # the messages table's QMQ columns (spark/qmq/export.py), and how a QMQ row names what it shares

@@ -65,16 +65,21 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None,
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
+    from rmqtool.spark.jvm import start_jvm
+
     settings = dict(_DEFAULTS)
     if (master or DEFAULT_MASTER).startswith("local"):
         # Local mode: the tasks are Python processes and the JVM mostly waits, but its JIT
         # compiler threads and a parallel GC take CPU from them (with 2 cores, local[2] ran at
         # 1.6x local[1]; C1 only, one compiler thread and the serial GC give it 1.9x).
         settings["spark.driver.extraJavaOptions"] += " " + LOCAL_JVM_OPTIONS
-    builder = SparkSession.builder.appName(app_name)
+    options = {"spark.app.name": app_name}
     if master or not os.environ.get("SPARK_ENV_LOADED"):  # spark-submit's master wins unless one is given
-        builder = builder.master(master or DEFAULT_MASTER)
-    for key, value in {**settings, **(conf or {})}.items():
+        options["spark.master"] = master or DEFAULT_MASTER
+    options.update({**settings, **(conf or {})})
+    start_jvm(options)  # its stderr relayed: a JVM that does not start says why in the last line
+    builder = SparkSession.builder
+    for key, value in options.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
@@ -93,6 +98,8 @@ def spark_errors(fn):
             failed = spark_failure(exc)
             if failed is None:
                 raise
+            from rmqtool.spark.jvm import settle
+            settle()  # Spark's log line that says why goes out before the line that ends the command
             raise failed from None
     return wrapper
 

@@ -9,23 +9,19 @@ import shutil
 import tempfile
 
 
-def specs(stores, stores_from, *, require: bool = True):
-    """The stores asked for, each checked to be there (before Spark starts) unless a
-    missing one is to be reported with the others (verify)."""
-    return opened(stores, stores_from)[0] if require else _asked(stores, stores_from)
+def specs(stores, stores_from):
+    """The stores asked for, none of them opened (verify: a store that is not there is a row
+    of its own)."""
+    from rmqtool.spark.stores import store_specs
+    return store_specs(list(stores or []), stores_from)
 
 
 def opened(stores, stores_from):
-    """(the stores asked for, {name: StoreView} of the local ones): each checked and opened
-    once before Spark starts; the export plans its tasks from these views."""
-    from rmqtool.spark.stores import require_stores
-    found = _asked(stores, stores_from)
-    return found, require_stores(found)
-
-
-def _asked(stores, stores_from):
-    from rmqtool.spark.stores import store_specs
-    return store_specs(list(stores or []), stores_from)
+    """(the stores asked for that can be read, {name: StoreView} of the local ones, the error
+    of each other): each checked and opened once before Spark starts; the export plans its
+    tasks from these views."""
+    from rmqtool.spark.stores import open_stores
+    return open_stores(specs(stores, stores_from))
 
 
 def session(master, conf):
@@ -49,23 +45,32 @@ def task_progress(flag):
     return show
 
 
+def check_table(table: str) -> None:
+    """``--table``: an export's directory (a URI is read as it is): a missing path exit 8, a
+    file or a directory that holds no export exit 4, as a store is checked."""
+    from rmqtool.spark import remote
+    from rmqtool.spark.parts import MESSAGES_DIR
+    if remote.is_uri(table):
+        return
+    path = pathlib.Path(table)
+    if not path.exists():
+        from rmqtool.errors import StoreNotFound
+        raise StoreNotFound("no such directory", table)
+    if not (path / MESSAGES_DIR).is_dir():
+        from rmqtool.errors import NotAStore
+        raise NotAStore(f"not an export directory (no {MESSAGES_DIR}/ inside)", table)
+
+
 @contextlib.contextmanager
-def export_tables(stores, stores_from, table, master, conf, progress):
-    """(session, the export directory to read): ``table`` as given, or the stores exported
-    into a temporary directory that goes when the block ends."""
+def export_tables(found, views, table, master, conf, progress):
+    """(session, the export directory to read): ``table`` as given (:func:`check_table`), or the
+    stores ``found`` (opened: ``views``, :func:`opened`) exported into a temporary directory that
+    goes when the block ends."""
     if table is not None:
-        if stores or stores_from:
-            from rmqtool.errors import UsageError
-            raise UsageError("give stores or --table, not both")
-        from rmqtool.spark import remote
-        if not remote.is_uri(table) and not (pathlib.Path(table) / "messages").is_dir():
-            from rmqtool.errors import StoreNotFound
-            raise StoreNotFound("not an export directory (no messages/ inside)", table)
         yield session(master, conf), table
         return
     from rmqtool.spark.export import export as run_export
 
-    found, views = opened(stores, stores_from)
     spark = session(master, conf)
     temp = tempfile.mkdtemp(prefix="rmqtool-spark-")
     try:

@@ -11,7 +11,7 @@ import os
 import pathlib
 import re
 
-from rmqtool.errors import UsageError
+from rmqtool.errors import NotAStore, RmqError, StoreAccessError, StoreNotFound, UsageError
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")  # a partition directory name: no '=', '/', spaces
 
@@ -48,8 +48,12 @@ def read_store_list(path: str | os.PathLike) -> list[str]:
     """The lines of a --stores-from file: a store a line, blank lines and # comments skipped."""
     try:
         text = pathlib.Path(path).read_text(encoding="utf-8")
+    except IsADirectoryError:  # the wrong kind of input, as a file given for a store
+        raise NotAStore("--stores-from: a directory, not a file of stores", path) from None
+    except FileNotFoundError:
+        raise StoreNotFound("--stores-from: no such file", path) from None
     except OSError as exc:
-        raise UsageError(f"--stores-from: cannot read ({exc.strerror})", path) from None
+        raise StoreAccessError(f"--stores-from: cannot read ({exc.strerror})", path) from None
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
@@ -68,18 +72,33 @@ def store_specs(stores: list[str], stores_from: str | os.PathLike | None = None)
 
 
 def require_stores(specs: list[StoreSpec]) -> dict:
-    """Every store there (before a Spark session is started for them): a missing path exit 8, a
-    file or a directory holding no store (or a family rmqtool does not read yet) exit 4, as in
-    every command. Returns {name: StoreView} of the local stores, each opened once (a store
-    behind a URI is checked where it lies and opened by the tasks that stage it)."""
-    from rmqtool.spark import remote
-    views = {}
-    for spec in specs:
-        if remote.is_uri(spec.path):
-            require_remote(spec.path)
-        else:
-            views[spec.name] = open_local(spec.path)
+    """{name: StoreView} of the local stores (:func:`open_stores`); the first store that cannot
+    be read raises its error."""
+    _found, views, bad = open_stores(specs)
+    if bad:
+        raise bad[0]
     return views
+
+
+def open_stores(specs: list[StoreSpec]) -> tuple[list[StoreSpec], dict, list[RmqError]]:
+    """(the stores that can be read, {name: StoreView} of the local ones, the error of each
+    other): each checked before a Spark session is started for them, a missing path exit 8, a
+    file or a directory holding no store (or a family rmqtool does not read yet) exit 4, as in
+    every command. A local store is opened once; a store behind a URI is checked where it lies
+    and opened by the tasks that stage it."""
+    from rmqtool.spark import remote
+    found, views, bad = [], {}, []
+    for spec in specs:
+        try:
+            if remote.is_uri(spec.path):
+                require_remote(spec.path)
+            else:
+                views[spec.name] = open_local(spec.path)
+        except RmqError as exc:
+            bad.append(exc)
+            continue
+        found.append(spec)
+    return found, views, bad
 
 
 def require_remote(uri: str) -> None:

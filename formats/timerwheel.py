@@ -36,6 +36,7 @@ TIMER_WHEEL_TTL_DAY = 7  # TimerMessageStore
 DAY_SECS = 24 * 3600
 SLOTS_TOTAL = TIMER_WHEEL_TTL_DAY * DAY_SECS  # TimerMessageStore.slotsTotal: 604,800
 DEFAULT_TIMER_PRECISION_MS = 1000  # MessageStoreConfig.timerPrecisionMs
+DEFAULT_TIMER_ROLL_WINDOW_SLOT = 3600 * 24 * 2  # MessageStoreConfig.timerRollWindowSlot
 # TimerWheel.BLANK: getSlot's answer for a slot that does not hold the time asked for
 BLANK = -1
 

@@ -215,6 +215,24 @@ def test_units_roll_as_do_enqueue_with_the_brokers_window(plans, tmp_path):
     assert _run("redispatch", store, "--timer", "--broker-config", conf).exit_code == ExitCode.USAGE
 
 
+def test_a_plan_without_settings_takes_the_broker_config_given_for_the_store(tmp_path):
+    """plan_timer(view) reads the timer settings as the read side does: from the broker config
+    given for the store (``--broker-config``), not the defaults, when none are passed."""
+    from rmqtool.engine.timer_rebuild import plan_timer
+    from rmqtool.store.broker_conf import given_config, read_broker_config
+
+    config = load_truth(V5 / "timer" / "truth.json")["messageStoreConfig"]["effectiveGetterValues"]
+    store = expand_store(V5 / "timer" / "store", tmp_path / "store")
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"timerPrecisionMs={config['timerPrecisionMs'] // 2}\n"
+                    f"timerRollWindowSlot={config['timerRollWindowSlot']}\n")
+    with given_config(store, read_broker_config(conf)):
+        settings = plan_timer(open_store(store)).settings
+    assert settings.precision_ms.value == config["timerPrecisionMs"] // 2
+    assert settings.roll_window.value == config["timerRollWindowSlot"]
+    assert settings.roll_window.shown_by.startswith(str(conf))
+
+
 def test_a_wheel_of_another_precision_is_read_with_the_broker_config_given(tmp_path):
     """The wheel holds fire times divided by timerPrecisionMs, which no file shows: rebuilt for a
     broker of 500 ms, info, verify and recover given its config read it as that broker does

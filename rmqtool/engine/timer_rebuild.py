@@ -7,9 +7,9 @@ timer record or delivery in the log), so no unit lands in a slot dequeue has pas
 
 * a unit each: size 52, prevPos = its slot's lastPos (-1 first), magic MAGIC_DEFAULT, or
   MAGIC_ROLL with the deliver time moved to write + window (window/2 when the excess is below
-  window/3) when deliver - write >= timerRollWindowSlot steps (the broker's default window:
-  the store does not show it); a deliver time already past goes to the write time's slot
-  (due at once, as putMessageToTimerWheel hands it on at once);
+  window/3) when deliver - write >= timerRollWindowSlot steps (``--broker-config``'s window,
+  else the broker's default: the store does not show it); a deliver time already past goes to
+  the write time's slot (due at once, as putMessageToTimerWheel hands it on at once);
 * a blank when a unit + 16 B no longer fits a file (TimerLog.append), files in the size the
   store's timer log files show (else the broker's 100 MB default: ``--apply`` refuses it
   unless ``--assume-defaults``);
@@ -36,8 +36,10 @@ from rmqtool.formats.indexfile import java_string_hash
 from rmqtool.formats.timercheck import TIMERCHECK_FILE, TIMERCHECK_FILE_SIZE, TIMERCHECK_STRUCT
 from rmqtool.formats.timerlog import (BLANK_MAGIC_CODE, MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL, MIN_BLANK_LEN,
                                       UNIT_SIZE, UNIT_STRUCT, TimerLogBlank)
-from rmqtool.formats.timerwheel import (DEFAULT_TIMER_PRECISION_MS, SLOT_SIZE, SLOT_STRUCT, SLOTS_TOTAL, slot_index,
-                                        time_value, wheel_length)
+from rmqtool.formats.timerwheel import (DEFAULT_TIMER_PRECISION_MS, DEFAULT_TIMER_ROLL_WINDOW_SLOT, SLOT_SIZE,
+                                        SLOT_STRUCT, SLOTS_TOTAL, slot_index, time_value, wheel_length)
+from rmqtool.recovery.timer.load import roll_window_bounded, timer_settings_said
+from rmqtool.store.broker_conf import config_given
 from rmqtool.store.paths import CONFIG_DIR, segment_name
 from rmqtool.store.timer.files import TIMERLOG_DIR, TIMERWHEEL_FILE, find_timer_store
 from rmqtool.store.timer.pending import TimerMessages, TimerRecord, timer_messages
@@ -45,8 +47,6 @@ from rmqtool.store.timer.timercheck import read_timercheck
 from rmqtool.store.timer.timerlog import scan_timer_log
 
 DEFAULT_MAPPED_FILE_SIZE_TIMER_LOG = 100 * 1024 * 1024  # MessageStoreConfig.mappedFileSizeTimerLog
-DEFAULT_TIMER_ROLL_WINDOW_SLOT = 3600 * 24 * 2  # MessageStoreConfig.timerRollWindowSlot
-TIMER_BLANK_SLOTS = 60  # TimerMessageStore
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -68,7 +68,7 @@ class PlannedUnit:
 class TimerLayout:
     write_time_ms: int
     write_time_from: str  # "timercheck" or "commitlog"
-    settings: TimerSettings
+    settings: RebuildSettings
     units: list[PlannedUnit]
     blanks: list[tuple[int, int]]  # (position, size)
     slots: dict  # slot index -> [time value, firstPos, lastPos, num]
@@ -77,13 +77,8 @@ class TimerLayout:
     messages: TimerMessages
 
 
-def roll_window_slots(window: int = DEFAULT_TIMER_ROLL_WINDOW_SLOT) -> int:
-    """TimerMessageStore's constructor: a window outside [2, slotsTotal - 60] is that bound."""
-    return SLOTS_TOTAL - TIMER_BLANK_SLOTS if window > SLOTS_TOTAL - TIMER_BLANK_SLOTS or window < 2 else window
-
-
 @dataclasses.dataclass(frozen=True)
-class TimerSettings:
+class RebuildSettings:
     """The MessageStoreConfig settings a rebuild writes with, and where each came from."""
     file_size: Size  # mappedFileSizeTimerLog
     roll_window: Size  # timerRollWindowSlot
@@ -94,13 +89,20 @@ class TimerSettings:
                 "timer_roll_window_slot": self.roll_window.to_json(), "timer_precision_ms": self.precision_ms.to_json()}
 
 
-def timer_settings(root, conf=None) -> TimerSettings:
-    """mappedFileSizeTimerLog from the store's timer log files (the broker config ``conf``
-    must agree), else the config, else the broker's default; the roll window and precision
-    from the config, else the defaults (the store shows neither)."""
+def timer_settings(root, conf=None) -> RebuildSettings:
+    """mappedFileSizeTimerLog from the store's timer log files (the broker config must
+    agree), else the config, else the broker's default; the roll window and precision from
+    the config, else the defaults (the store shows neither). ``conf``: the broker config,
+    else the one given for the store (``--broker-config``)."""
+    conf = conf if conf is not None else config_given(root)
+    said = timer_settings_said(conf)
+    if conf is not None:
+        size_said = conf.int_setting(MAPPED_FILE_SIZE_TIMER_LOG, DEFAULT_MAPPED_FILE_SIZE_TIMER_LOG)
+        if size_said is not None:
+            said[MAPPED_FILE_SIZE_TIMER_LOG] = size_said
+
     def setting(key: str, default: int) -> Size:
-        said = conf.int_setting(key, default) if conf is not None else None
-        return Size(said[0], BROKER_CONFIG, said[1]) if said is not None else \
+        return Size(said[key][0], BROKER_CONFIG, said[key][1]) if key in said else \
             Size(default, DEFAULT, f"the broker's default {key}: the store does not show it")
 
     timer = find_timer_store(root)
@@ -113,11 +115,11 @@ def timer_settings(root, conf=None) -> TimerSettings:
                 raise UsageError(f"the store's timer log file size is {found.value} ({found.shown_by}), not "
                                  f"{size.value} ({size.shown_by})", timer.timer_log_dir)
             size = found
-    return TimerSettings(size, setting(TIMER_ROLL_WINDOW_SLOT, DEFAULT_TIMER_ROLL_WINDOW_SLOT),
+    return RebuildSettings(size, setting(TIMER_ROLL_WINDOW_SLOT, DEFAULT_TIMER_ROLL_WINDOW_SLOT),
                          setting(TIMER_PRECISION_MS, DEFAULT_TIMER_PRECISION_MS))
 
 
-def plan_timer(view, settings: TimerSettings | None = None, *, file_size: Size | None = None) -> TimerLayout:
+def plan_timer(view, settings: RebuildSettings | None = None, *, file_size: Size | None = None) -> TimerLayout:
     """The units, blanks and slots doEnqueue writes for the store's pending timer messages
     (``settings``: :func:`timer_settings` when not given; ``file_size`` replaces its file size)."""
     settings = settings or timer_settings(view.root)
@@ -136,7 +138,7 @@ def plan_timer(view, settings: TimerSettings | None = None, *, file_size: Size |
         write, write_from = messages.newest_timestamp or 0, "commitlog"
     write = write // precision_ms * precision_ms  # formatTimeMs
     size = settings.file_size
-    window = roll_window_slots(settings.roll_window.value)
+    window = roll_window_bounded(settings.roll_window.value)
     slots: dict[int, list[int]] = {}
     units, blanks = [], []
     pos = 0

@@ -32,7 +32,7 @@ import numpy as np
 from rmqtool.formats.broker_conf import TIMER_PRECISION_MS, TIMER_ROLL_WINDOW_SLOT
 from rmqtool.formats.timerlog import BLANK_MAGIC_CODE, UNIT_SIZE, UNIT_PRE_SIZE_FOR_MSG, is_magic_ok
 from rmqtool.recovery.timer.log_model import TimerLogFile, TimerLogModel
-from rmqtool.formats.timerwheel import SLOTS_TOTAL
+from rmqtool.formats.timerwheel import DEFAULT_TIMER_PRECISION_MS, DEFAULT_TIMER_ROLL_WINDOW_SLOT, SLOTS_TOTAL
 from rmqtool.store.broker_conf import config_given
 from rmqtool.store.timer.timerlog import UNIT_DTYPE, slot_indexes_of
 from rmqtool.recovery.timer.wheel_model import IGNORE, TIMER_BLANK_SLOTS, WheelModel, WheelSlot
@@ -45,32 +45,45 @@ _SCAN = struct.Struct(">iqiqi")  # size, prevPos, magic, currWriteTime, delayedT
 _PY = struct.Struct(">qi")
 
 
+def timer_settings_said(conf) -> dict[str, tuple[int, str]]:
+    """The timer settings the broker config ``conf`` names (None: no config given), each as
+    (the value the broker runs with, what says so): the one reading of them, for the read
+    side (:meth:`TimerSettings.of`) and for ``redispatch --timer``'s rebuild."""
+    if conf is None:
+        return {}
+    said = {}
+    for name, default in ((TIMER_PRECISION_MS, DEFAULT_TIMER_PRECISION_MS),
+                          (TIMER_ROLL_WINDOW_SLOT, DEFAULT_TIMER_ROLL_WINDOW_SLOT)):
+        value = conf.int_setting(name, default)
+        if value is not None:
+            said[name] = value
+    return said
+
+
+def roll_window_bounded(window: int) -> int:
+    """TimerMessageStore's constructor: a timerRollWindowSlot outside [2, slotsTotal - 60] is that bound."""
+    return SLOTS_TOTAL - TIMER_BLANK_SLOTS if window > SLOTS_TOTAL - TIMER_BLANK_SLOTS or window < 2 else window
+
+
 @dataclasses.dataclass(frozen=True)
 class TimerSettings:
     """The MessageStoreConfig values the timer store's load and run depend on."""
-    precision_ms: int = 1000  # timerPrecisionMs
-    roll_window_slots: int = 3600 * 24 * 2  # timerRollWindowSlot
+    precision_ms: int = DEFAULT_TIMER_PRECISION_MS  # timerPrecisionMs
+    roll_window_slots: int = DEFAULT_TIMER_ROLL_WINDOW_SLOT  # timerRollWindowSlot
     max_message_size: int = MAX_MESSAGE_SIZE
 
     @classmethod
     def of(cls, root) -> "TimerSettings":
         """The settings of the broker config given for the store at ``root`` (``--broker-config``:
         the wheel holds times divided by timerPrecisionMs, which no file shows), else the defaults."""
-        conf = config_given(root)
-        if conf is None:
-            return cls()
-
-        def setting(name: str, default: int) -> int:
-            said = conf.int_setting(name, default)
-            return default if said is None else said[0]
-
-        return cls(setting(TIMER_PRECISION_MS, cls.precision_ms), setting(TIMER_ROLL_WINDOW_SLOT, cls.roll_window_slots))
+        said = timer_settings_said(config_given(root))
+        return cls(said.get(TIMER_PRECISION_MS, (cls.precision_ms,))[0],
+                   said.get(TIMER_ROLL_WINDOW_SLOT, (cls.roll_window_slots,))[0])
 
     @property
     def roll_window(self) -> int:
         """timerRollWindowSlots as the constructor bounds it."""
-        w = self.roll_window_slots
-        return SLOTS_TOTAL - TIMER_BLANK_SLOTS if w > SLOTS_TOTAL - TIMER_BLANK_SLOTS or w < 2 else w
+        return roll_window_bounded(self.roll_window_slots)
 
 
 @dataclasses.dataclass(frozen=True)

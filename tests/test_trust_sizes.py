@@ -175,6 +175,23 @@ def test_a_broker_config_gives_the_index_geometry(store, tmp_path):
     _keys_answer(store)
 
 
+def test_a_writer_reads_its_broker_config_once(store, tmp_path, monkeypatch):
+    """The sizes and the commit log paths a writer takes from --broker-config come from one
+    reading of the file (two readings could see two files while an operator edits it)."""
+    import rmqtool.store.broker_conf as broker_conf
+
+    reads = []
+    read = broker_conf.read_broker_config
+    monkeypatch.setattr(broker_conf, "read_broker_config", lambda path: reads.append(path) or read(path))
+    shutil.rmtree(store / "index")
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"maxHashSlotNum = {SLOTS}\nmaxIndexNum = {ENTRIES}\n")
+    r = _run("redispatch", store, "--index", "--broker-config", conf, "-f", "json")
+    assert r.exit_code in (0, ExitCode.CORRUPT), r.output
+    assert json.loads(r.stdout)["sizes"]["max_index_num"]["taken_from"] == "broker-config"
+    assert reads == [conf]
+
+
 def test_geometry_comes_from_a_surviving_index_file(tmp_path):
     root = _build(tmp_path / "store", n=1800)  # two entries a message: a second index file
     files = index_file_paths(root / "index")

@@ -79,6 +79,8 @@ def commit_log_paths_option(store: str):
                         raise UsageError("--commitlog-path and --broker-config name one store's commit log: "
                                          "give one store")
                     conf = read_broker_config(config) if config is not None else None
+                    if conf is not None and not owns_config:
+                        kwargs["broker_config"] = conf  # the writer's sizes read this one reading
                     stack.enter_context(given_config(roots[0], conf))  # its settings no file shows (the timer's)
                     stack.enter_context(given_paths(roots[0], paths_of_options(cl, ro, conf, roots[0])))
                 return fn(*args, **kwargs)

@@ -51,11 +51,12 @@ class SizeOptions:
     batch_cq_size: int | None = None
     index_slots: int | None = None
     index_entries: int | None = None
-    broker_config: pathlib.Path | None = None
+    broker_config: pathlib.Path | None = None  # or the BrokerConfig read from it
     assume_defaults: bool = False
 
     def given(self, commitlog_size: int | None = None):
-        return given_sizes(commitlog_size=commitlog_size, **dataclasses.asdict(self))
+        return given_sizes(commitlog_size=commitlog_size,  # shallow: a BrokerConfig stays one
+                           **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
 
 
 # each size option's parameter, in the order --help lists them
@@ -92,12 +93,13 @@ def size_options(fn):
 def given_sizes(*, cq_size: int | None = None, batch_cq_size: int | None = None, index_slots: int | None = None,
                 index_entries: int | None = None, broker_config: pathlib.Path | None = None,
                 assume_defaults: bool = False, commitlog_size: int | None = None):
-    """The options as the engine's GivenSizes (the broker config file read here: a bad one
-    is refused before anything else)."""
+    """The options as the engine's GivenSizes (the broker config file read here, unless
+    ``@commit_log_paths_option`` read it already: a bad one is refused before anything else)."""
     from rmqtool.engine.store_sizes import GivenSizes  # the engine loads only for a command that writes
-    from rmqtool.store.broker_conf import read_broker_config
+    from rmqtool.store.broker_conf import BrokerConfig, read_broker_config
 
-    conf = read_broker_config(broker_config) if broker_config is not None else None
+    conf = broker_config if isinstance(broker_config, BrokerConfig) or broker_config is None \
+        else read_broker_config(broker_config)
     return GivenSizes(commit_log=commitlog_size, consume_queue=cq_size, batch_consume_queue=batch_cq_size,
                       index_slots=index_slots, index_entries=index_entries, broker_config=conf,
                       assume_defaults=assume_defaults)

@@ -42,6 +42,28 @@ def test_a_topic_that_is_no_directory_name_is_refused(tmp_path):
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
 
+def test_a_topic_no_store_can_take_is_refused_before_a_store_is_made(tmp_path):
+    """A topic whose directory name is longer than a file system takes: the record would be
+    written and never dispatched. A lone surrogate (a byte that is not UTF-8 in the shell's
+    argument): Java writes it as '?', so the record would name another topic than its directory."""
+    from rmqtool.store.paths import NAME_MAX
+
+    store = tmp_path / "s"
+    long_topic = "订" * (NAME_MAX // 3 + 1)  # fewer characters than a 5.x record takes, more bytes than a name
+    for topic, said in ((long_topic, f"{NAME_MAX} bytes"), ("a\udced", "not Unicode text")):
+        r = invoke("append", store, "--create", "--semantics", "5.3", "--topic", topic, "--body", "x")
+        assert r.exit_code == int(ExitCode.USAGE) and said in r.stderr, r.stderr
+        assert not store.exists()
+    fits = "订" * (NAME_MAX // 3)
+    r = invoke("append", store, "--create", "--semantics", "5.3", "--topic", fits, "--body", "x",
+               "--commitlog-size", 65536)
+    assert r.exit_code == 0, r.stderr
+    assert (store / "consumequeue" / fits / "0").is_dir()
+    r = CliRunner().invoke(app, ["append", str(store), "--from-jsonl", "-"],
+                           input='{"topic":"%s","body":"eA=="}\n' % long_topic)
+    assert r.exit_code == int(ExitCode.USAGE) and f"{NAME_MAX} bytes" in r.stderr
+
+
 def test_json_output_is_one_document(tmp_path):
     """-f json: one object for one message, an array for --from-jsonl (empty too), each one JSON
     document (the sink was closed twice: the object printed twice, a second ']')."""

@@ -7,6 +7,7 @@ import shlex
 from typing import Iterator
 
 from rmqtool.store.dledger import refuse_dledger
+from rmqtool.engine.encoder import topic_bytes
 from rmqtool.engine.message_inner import MessageInner
 from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
@@ -86,7 +87,9 @@ def _stopped_after(listed: list, root) -> str:
 
 
 def one_message(topic, body, body_file, tags, keys, prop, queue, delay_level) -> MessageInner:
-    """A message with a producer's defaults: UNIQ_KEY, WAIT, CLUSTER, compression over 4 KB."""
+    """A message with a producer's defaults: UNIQ_KEY, WAIT, CLUSTER, compression over 4 KB.
+    Its topic is checked here, before a store is opened (or made with --create)."""
+    topic_bytes(topic)
     if body_file is not None:
         try:
             payload = body_file.read_bytes()

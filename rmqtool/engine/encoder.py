@@ -26,7 +26,7 @@ from rmqtool.formats.commitlog import (MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH_V
 from rmqtool.formats.crc import CRC32_RESERVED_LEN, body_crc, reserve_crc32_entry
 from rmqtool.store import crc as _crc
 from rmqtool.store.message import PROPERTIES_LENGTH
-from rmqtool.store.paths import names_a_directory
+from rmqtool.store.paths import NAME_MAX, names_a_directory
 
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # MessageStoreConfig.maxMessageSize (the body limit)
 MAX_MESSAGE_SIZE_RESERVE = 64 * 1024  # MessageExtEncoder: room for everything but the body
@@ -58,6 +58,26 @@ def _prop_len_field(length: int) -> bytes:
     """The propertiesLength field (at most MAX_PROPERTIES_LENGTH + 1 of them: lengths are checked first)."""
     field = _PROP_LEN_FIELDS[length] = PROPERTIES_LENGTH.pack(length)
     return field
+
+
+def topic_bytes(topic: str) -> bytes:
+    """The topic as a record holds it (String.getBytes(UTF_8)), or UsageError when it is none a
+    store can take whatever its version: empty, too long for any length field or for a directory
+    name, no directory name, or not Unicode text."""
+    raw = java_utf8(topic)
+    if not raw:
+        raise UsageError("topic is empty")
+    if raw != topic.encode("utf-8", "surrogatepass"):  # Java writes '?' for each: another topic
+        raise UsageError(f"topic {topic!r} is not Unicode text (a lone surrogate, such as a byte that is "
+                         f"not UTF-8 in an argument): a broker would write {raw.decode()!r}")
+    if len(raw) > MAX_TOPIC_LENGTH_V2:  # the broker would read the length field negative
+        raise UsageError(f"topic is {len(raw)} bytes long, more than {MAX_TOPIC_LENGTH_V2}")
+    if not names_a_directory(topic):  # it names consumequeue/TOPIC/
+        raise UsageError(f"topic {topic!r} cannot name a consume queue directory")
+    if len(raw) > NAME_MAX:  # written, then never dispatched: its directory cannot be made
+        raise UsageError(f"topic is {len(raw)} bytes long: its consume queue directory's name would be "
+                         f"more than the {NAME_MAX} bytes a file system takes")
+    return raw
 
 
 class Encoder:
@@ -100,13 +120,7 @@ class Encoder:
         field holds (127, as 5.x chooses by its length in chars), or when its UTF-8 form is."""
         part = self._topics.get(topic)
         if part is None:
-            raw = java_utf8(topic)
-            if not raw:
-                raise UsageError("topic is empty")
-            if len(raw) > MAX_TOPIC_LENGTH_V2:  # the broker would read the length field negative
-                raise UsageError(f"topic is {len(raw)} bytes long, more than {MAX_TOPIC_LENGTH_V2}")
-            if not names_a_directory(topic):  # it names consumequeue/TOPIC/
-                raise UsageError(f"topic {topic!r} cannot name a consume queue directory")
+            raw = topic_bytes(topic)
             v2 = utf16_length(topic) > MAX_TOPIC_LENGTH_V1 or len(raw) > MAX_TOPIC_LENGTH_V1
             if v2 and self.v2_refused is not None:
                 raise UsageError(f"topic is {utf16_length(topic)} characters ({len(raw)} bytes) long, more than "

@@ -52,6 +52,10 @@ def names_a_directory(topic: str) -> bool:
     return bool(topic) and topic not in (".", "..") and "/" not in topic and "\0" not in topic
 
 
+# the longest name a Linux file system takes for one path component, in bytes (NAME_MAX)
+NAME_MAX = 255
+
+
 def queue_directory(root: str | pathlib.Path, topic: str, queue_id: int) -> pathlib.Path:
     """ROOT/TOPIC/QUEUEID, the directory of a (batch) consume queue. A topic read from a
     damaged record may be no file name at all ("../x", a NUL byte): a writer must refuse it

@@ -149,6 +149,19 @@ def test_salvage_report_wraps_a_deep_path_only_after_slashes_and_its_bar_counts_
     assert json.loads(asked.stdout) == doc | {"out_path": str(tmp_path / "c.jsonl")}  # the bar: stderr only
 
 
+def test_a_path_with_spaces_is_shown_as_it_is(tmp_path):
+    """A store under "x  y/my store": plans, findings and salvage's report show its paths with
+    every space (the wrapper collapsed a run of them into one, naming a path that is not
+    there) and never break a line at a space of theirs."""
+    store = writable_copy(E2 / "input" / "store", tmp_path / "x  y" / "my store")
+    for args in (("recover", store), ("verify", store), ("salvage", store, "--out")):
+        out = ((tmp_path / "kept.jsonl",), (tmp_path / "again.jsonl",)) if args[0] == "salvage" else ((), ())
+        doc = json.loads(_run(*args, *out[0], "-f", "json").stdout)
+        text = _run(*args, *out[1], width=60).stdout
+        assert f"{store}/" in _joined(text), args
+        _paths_whole(text, doc)
+
+
 def test_wrap_measures_each_piece_for_its_own_line():
     path = "/srv/rocketmq/store-of-the-broker-a/commitlog/00000000000000000000"
     for width, first, rest in ((40, "    ", "      "), (30, " 1. ", "    "), (26, "", "  ")):

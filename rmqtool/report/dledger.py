@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from rmqtool.report.plans import numbered
+from rmqtool.report.plans import numbered, paths_in
 from rmqtool.report.sink import render_document
 from rmqtool.store.unfinished import undo_command
 
@@ -12,7 +12,7 @@ def show_dledger_plan(doc: dict, steps: list[str], fmt: str, applied: bool = Fal
     if fmt != "table":
         render_document(doc, fmt, title="recovery plan")
         return
-    numbered(steps, sys.stdout)
+    numbered(steps, sys.stdout, keep=paths_in(doc))
     if applied:
         a = doc["applied"]
         sys.stdout.write(f"nothing to change: nothing written to {a['store_path']}\n" if not a["units_zeroed"] else

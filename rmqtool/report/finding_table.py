@@ -159,10 +159,10 @@ class FindingTable:
             counted = f"[{g.count} findings like it; -f jsonl lists each]" if g.count > 1 else ""
             for n in under:
                 if n == "path" and g.path_text():
-                    lines += wrap(g.path_text(), self.width, indent, indent + "  ")
+                    lines += wrap(g.path_text(), self.width, indent, indent + "  ", g.paths)
                 elif n == "message":
                     lines += wrap(" ".join(t for t in (g.first.get("message") or "", counted) if t), self.width,
-                                  indent, INDENT)
+                                  indent, INDENT, g.paths)
                     counted = ""
                 indent = indent or INDENT
             if counted:  # the message is not asked for: the count still says what a row stands for

@@ -22,19 +22,35 @@ def _width() -> int:
     return min(shutil.get_terminal_size((80, 24)).columns, MOST_WIDTH)
 
 
-def numbered(lines: list[str], out: TextIO, header: list[str] = ()) -> None:
-    """The plan's steps numbered under its ``header`` lines, each wrapped to the width."""
+def paths_in(doc) -> set[str]:
+    """The paths a plan's document names (a ``*path``, ``*_dir`` or ``file`` field, at any
+    depth): its text never breaks at a space of theirs."""
+    found, todo = set(), [doc]
+    while todo:
+        d = todo.pop()
+        items = d.items() if isinstance(d, dict) else enumerate(d) if isinstance(d, list) else ()
+        for k, v in items:
+            if isinstance(v, (dict, list)):
+                todo.append(v)
+            elif isinstance(v, str) and isinstance(k, str) and (k.endswith(("path", "_dir")) or k == "file"):
+                found.add(v)
+    return found
+
+
+def numbered(lines: list[str], out: TextIO, header: list[str] = (), keep=()) -> None:
+    """The plan's steps numbered under its ``header`` lines, each wrapped to the width;
+    ``keep``: the paths they name (:func:`paths_in`)."""
     width = _width()
     erase_bars()
     for line in header:
-        out.write("\n".join(wrap(line, width, "", "    ")) + "\n")
+        out.write("\n".join(wrap(line, width, "", "    ", keep)) + "\n")
     for n, line in enumerate(lines, 1):  # a path breaks after a "/", never inside a file's name
-        out.write("\n".join(wrap(line, width, f"{n:>2}. ", "    ")) + "\n")
+        out.write("\n".join(wrap(line, width, f"{n:>2}. ", "    ", keep)) + "\n")
 
 
-def said(text: str, out: TextIO) -> None:
+def said(text: str, out: TextIO, keep=()) -> None:
     """One line of a plan's text after its steps (what was applied), wrapped as they are."""
-    out.write("\n".join(wrap(text, _width(), "", "    ")) + "\n")
+    out.write("\n".join(wrap(text, _width(), "", "    ", keep)) + "\n")
 
 
 def unchanged(count: int, what: str = "queue") -> str:
@@ -80,18 +96,18 @@ def show_recovery_plan(doc: dict, plan, fmt: str, applied: bool = False, sizes=N
     lines = _plan_lines(doc, plan, wide)
     if sizes is not None:
         lines += size_lines(sizes, doc["sizes_unknown"])
-    out = sys.stdout
-    numbered(lines, out, live_header(live, doc.get("recovery") == "abnormal"))
+    out, keep = sys.stdout, paths_in(doc)
+    numbered(lines, out, live_header(live, doc.get("recovery") == "abnormal"), keep)
     if applied:
         a = doc["applied"]
         if not a.get("backup_dir") and plan.changes_nothing:
             said(f"nothing to change: nothing written to {a['store_path']}" +
-                 (" (a copy of the store as it is)" if a["store_path"] != doc["store_path"] else ""), out)
+                 (" (a copy of the store as it is)" if a["store_path"] != doc["store_path"] else ""), out, keep)
             return
         said(f"applied to {a['store_path']}" + (f"; backup in {a['backup_dir']} ({undo_command(a['backup_dir'])} "
                                                f"puts it back)" if a.get("backup_dir") else "")
              + (f"; after the replacement the commit log ends at {a['recovered_end']}"
-                if "recovered_end" in a else ""), out)
+                if "recovered_end" in a else ""), out, keep)
 
 
 def _keep_lines(k: dict | None) -> list[str]:
@@ -319,7 +335,7 @@ def show_redispatch_plan(doc: dict, fmt: str, sizes, *, wide: bool = False) -> N
                   for name, s in doc["sizes"].items() if name in doc["sizes_unknown"]]
     if "applied" in doc:
         lines.append(f"applied; backup in {doc['applied']['backup_dir']} (rmqtool undo puts it back)")
-    numbered(lines, sys.stdout)
+    numbered(lines, sys.stdout, keep=paths_in(doc))
 
 
 def show_reset_plan(run, fmt: str, *, wide: bool = False, columns: str | None = None) -> list[str]:

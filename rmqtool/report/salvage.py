@@ -5,7 +5,7 @@ import io
 import sys
 from typing import TextIO
 
-from rmqtool.report.plans import said
+from rmqtool.report.plans import paths_in, said
 from rmqtool.report.progress import erase_bars
 from rmqtool.report.sink import render_document
 
@@ -18,8 +18,9 @@ def show_salvage(doc: dict, fmt: str, on_stderr: bool = False, table=None) -> No
     if fmt == "table":  # each line wrapped as a plan's are: a path broken only after a "/"
         text = io.StringIO()
         (table or salvage_table)(doc, text)
+        keep = paths_in(doc)
         for line in text.getvalue().splitlines():
-            said(line, stream)
+            said(line, stream, keep)
     else:
         render_document(doc, fmt, stream, title="salvage")
 

@@ -435,7 +435,8 @@ def render_document(doc: dict | None, fmt: str, stream: TextIO | None = None, ti
                 from rmqtool.report.wrap import wrap
 
                 lead = f"  {k:<{label}}  "
-                stream.write("\n".join(line.rstrip() for line in wrap(text, width, lead, " " * len(lead))) + "\n")
+                keep = (text,) if k.endswith(("path", "_dir", "file")) else ()  # a path's spaces are its own
+                stream.write("\n".join(line.rstrip() for line in wrap(text, width, lead, " " * len(lead), keep)) + "\n")
                 continue
             stream.write(f"  {k:<{label}}  {text}".rstrip() + "\n")
         for k, v in value.items():

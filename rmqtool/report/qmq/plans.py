@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from rmqtool.report.plans import live_header, numbered, said
+from rmqtool.report.plans import live_header, numbered, paths_in, said
 from rmqtool.report.sink import render_document
 from rmqtool.store.unfinished import undo_command
 
@@ -63,12 +63,12 @@ def show_qmq_plan(doc: dict, fmt: str, applied: bool = False, live=None) -> None
     for reason, n in reasons.items():
         lines.append(f"{n} record(s) with no consumer log unit after the repair ({reason}): rmqtool salvage keeps "
                      f"them first")
-    out = sys.stdout
-    numbered(lines, out, live_header(live))
+    out, keep = sys.stdout, paths_in(doc)
+    numbered(lines, out, live_header(live), keep)
     if applied:
         a = doc["applied"]
         if not a.get("backup_dir"):
-            said(f"nothing to change: nothing written to {a['store_path']}", out)
+            said(f"nothing to change: nothing written to {a['store_path']}", out, keep)
         else:
             said(f"applied to {a['store_path']}; backup in {a['backup_dir']} ({undo_command(a['backup_dir'])} "
-                 f"puts it back)", out)
+                 f"puts it back)", out, keep)

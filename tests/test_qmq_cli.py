@@ -198,16 +198,19 @@ def test_a_repair_killed_is_finished_by_running_it_again_or_undone(tmp_path, ste
             assert tree_fingerprint(store) == before
 
 
-@pytest.mark.parametrize("kind, where, extra, said", [
-    ("consumerlog", "messagelog/00000000000000000000", [], "is not in consumerlog/"),
-    ("pulllog", "pulllog_smt", [], "is not in pulllog/"),
-    ("checkpoint", "messagelog", [], "is not in checkpoint/"),
-    ("messagelog", "", ["-s", "any"], "--subject narrows dump consumerlog only"),
+@pytest.mark.parametrize("kind, where, extra, said, code", [
+    ("consumerlog", "messagelog/00000000000000000000", [], "not in consumerlog/", ExitCode.BAD_INPUT),
+    ("pulllog", "pulllog_smt", [], "not in pulllog/", ExitCode.BAD_INPUT),
+    ("checkpoint", "messagelog", [], "not in checkpoint/", ExitCode.BAD_INPUT),
+    ("messagelog", "", ["-s", "any"], "--subject narrows dump consumerlog only", ExitCode.USAGE),
 ])
-def test_dump_refuses_another_kinds_files_and_options_it_would_ignore(kind, where, extra, said):
-    """Rows of nothing and exit 0 would read as an empty log: the command says what it reads."""
-    r = cli_runner().invoke(app, ["dump", kind, str(QMQ / "basic" / "store" / where), *extra])
-    assert r.exit_code == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1
+def test_dump_refuses_another_kinds_files_and_options_it_would_ignore(kind, where, extra, said, code):
+    """Rows of nothing and exit 0 would read as an empty log: the command says what it reads.
+    A file of another kind is exit 4 (not a file of the kind asked for), as RocketMQ's dumps."""
+    path = QMQ / "basic" / "store" / where
+    r = cli_runner().invoke(app, ["dump", kind, str(path), *extra])
+    assert r.exit_code == code and said in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert code == ExitCode.USAGE or str(path) in r.stderr
 
 
 @pytest.mark.parametrize("fmt, empty", [("json", []), ("jsonl", None), ("table", None)])

@@ -115,7 +115,8 @@ def dump_rows(root: str | os.PathLike, kind: str, *, body: str = "base64", only:
         notes.append(f"no consumer log for subject {subject!r} in {home}" + (f" (subjects: {shown})" if known
                                                                              else ": it holds none"))
     if only is not None and not _wanted(only, home):  # another kind's file: it would give no row and no word
-        raise UsageError(f"{only} is not in {home.name}/: dump {kind} reads {home.name}/'s files")
+        from rmqtool.errors import NotAStore  # not a file of the kind asked for (exit 4, as RocketMQ's dumps)
+        raise NotAStore(f"not in {home.name}/: dump {kind} reads {home.name}/'s files", only)
     if kind == "messagelog":
         return message_log_rows(root, body, only, findings)
     if kind == "consumerlog":

@@ -9,6 +9,7 @@ import pathlib
 from typer.testing import CliRunner
 
 from conftest import V4, V5, load_truth
+from helpers import expand_store
 from rmqtool.cli.app import app
 from rmqtool.engine.store import Store
 from rmqtool.store.commitlog_end import CommitLog
@@ -93,6 +94,33 @@ def test_a_5x_store_with_crc_properties_salvages_whole(tmp_path):
     got = _messages(tmp_path / "n")
     assert len(got) == len(truth["truth"]["messages"])
     assert all(m.body_crc_ok is not False and m.property_crc_ok is not False for m in got)
+
+
+def test_to_store_rejects_a_message_whose_damaged_topic_names_no_directory_and_keeps_the_rest(tmp_path):
+    """The body CRC does not cover the topic: a flipped byte can make it "a/b", which names no
+    queue directory. --to-store leaves that message out and says so (it stopped whole); --out
+    keeps it, bytes as they are."""
+    truth = load_truth(V4 / "basic" / "truth.json")["truth"]["messages"]
+    store = expand_store(V4 / "basic" / "store", tmp_path / "store")
+    first = _messages(store)[0]
+    topic_at = first.position + first.store_size - len(first.properties_raw) - 2 - len(first.topic.encode())
+    # topic length byte, then the topic, then the properties' length and bytes: put a "/" in its middle
+    segment = pathlib.Path(first.path)
+    data = bytearray(segment.read_bytes())
+    assert data[topic_at - 1] == len(first.topic.encode())
+    data[topic_at + 1] = ord("/")
+    segment.write_bytes(bytes(data))
+    damaged = _messages(store)[0].topic
+    assert "/" in damaged
+    r = _run("salvage", store, "--to-store", tmp_path / "new", "-f", "json")
+    assert r.exit_code == 3, r.output
+    doc = json.loads(r.stdout)
+    assert [(x["commit_log_offset"], x["topic"]) for x in doc["messages_rejected"]] == [(first.commit_log_offset,
+                                                                                         damaged)]
+    assert doc["messages_kept"] == len(truth) - 1 == len(_messages(tmp_path / "new"))
+    assert damaged not in doc["queue_offsets_kept"]
+    kept = _run("salvage", store, "--out", tmp_path / "k.jsonl", "-f", "json")
+    assert json.loads(kept.stdout)["messages_kept"] == len(truth)
 
 
 def test_usage(tmp_path):

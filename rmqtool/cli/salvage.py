@@ -67,7 +67,7 @@ def salvage(
     bar = progress_bar("salvaging", None, progress)
     messages = counted(messages, bar, lambda m: m.store_size)  # the kept records' bytes, as written
     with bar or contextlib.nullcontext():
-        _write(messages, out, to_stdout, to_store, sizes if to_store is not None else None)
+        _write(messages, out, to_stdout, to_store, sizes if to_store is not None else None, report.reject)
     doc = report.to_json()
     doc["out_path"] = "<stdout>" if to_stdout else str(out or to_store)
     show_salvage(doc, fmt.value, on_stderr=to_stdout)  # stdout holds the messages
@@ -75,7 +75,8 @@ def salvage(
         raise typer.Exit(int(ExitCode.CORRUPT))
 
 
-def _write(messages, out: Optional[pathlib.Path], to_stdout: bool, to_store: Optional[pathlib.Path], sizes) -> None:
+def _write(messages, out: Optional[pathlib.Path], to_stdout: bool, to_store: Optional[pathlib.Path], sizes,
+           reject) -> None:
     """The salvaged messages as dump rows into --out (stdout for -), or appended into --to-store."""
     from rmqtool.engine.salvage_store import write_store
     from rmqtool.report.records import message_record
@@ -87,7 +88,7 @@ def _write(messages, out: Optional[pathlib.Path], to_stdout: bool, to_store: Opt
             with closed_on_error(sink):  # the rows written before an error stay in the file
                 sink.rows(message_record(m) for m in messages)
     else:
-        write_store(messages, to_store, sizes, row_of=message_record)
+        write_store(messages, to_store, sizes, row_of=message_record, reject=reject)
 
 
 def _is_qmq(store: pathlib.Path) -> bool:

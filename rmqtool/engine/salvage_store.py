@@ -54,10 +54,11 @@ def source_sizes(source: StoreView, index_slots: int | None, index_entries: int 
         if detect_semantics(paths, source.commit_log_listing().segments).semantics == V5 else {})
 
 
-def write_store(messages, target: pathlib.Path, sizes: dict, row_of) -> None:
+def write_store(messages, target: pathlib.Path, sizes: dict, row_of, reject) -> None:
     """Through the engine, as append --from-jsonl --keep-store-timestamp --keep-store-host does,
     with the source store's file sizes; ``row_of``: a message as the dump row append reads
-    (report/records.message_record: the one row builder)."""
+    (report/records.message_record: the one row builder); ``reject(message, reason)``: one
+    the new store cannot take (a damaged topic that names no directory), left out and said."""
     from rmqtool.recovery.intent import step
 
     # written beside NEWDIR and renamed to it once closed: a run cut short leaves no NEWDIR,
@@ -67,7 +68,7 @@ def write_store(messages, target: pathlib.Path, sizes: dict, row_of) -> None:
     if partial.exists():
         shutil.rmtree(partial)
     try:
-        _append_all(messages, partial, target, sizes, row_of)
+        _append_all(messages, partial, target, sizes, row_of, reject)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
@@ -77,15 +78,25 @@ def write_store(messages, target: pathlib.Path, sizes: dict, row_of) -> None:
     os.rename(partial, target)
 
 
-def _append_all(messages, partial: pathlib.Path, target: pathlib.Path, sizes: dict, row_of) -> None:
+def _append_all(messages, partial: pathlib.Path, target: pathlib.Path, sizes: dict, row_of, reject) -> None:
+    from rmqtool.engine.encoder import topic_bytes
     from rmqtool.engine.rows import message_from_row
     from rmqtool.engine.store import Store
     from rmqtool.recovery.intent import step
     from rmqtool.recovery.salvage import is_inner_batch
 
     with Store.open(partial, writable=True, **sizes) as s:
-        batch = []
+        batch, refused = [], {}  # topic -> why the new store cannot take it (None: it can)
         for m in messages:
+            if m.topic not in refused:
+                refused[m.topic] = None
+                try:
+                    topic_bytes(m.topic)
+                except UsageError as exc:
+                    refused[m.topic] = f"the topic cannot be written to a store: {exc.message}"
+            if refused[m.topic] is not None:
+                reject(m, refused[m.topic])
+                continue
             if is_inner_batch(m):  # one the store's batch topics did not name
                 raise UsageError(f"--to-store cannot write 5.x inner batch records yet ({m.topic}/{m.queue_id}); "
                                  f"{target} is not written: use --out FILE.jsonl", m.path, m.position)

@@ -68,6 +68,20 @@ class SalvageReport:
     def lost_anything(self) -> bool:
         return bool(self.damaged_regions or self.rejected or self.missing)
 
+    def reject(self, m: Message, reason: str) -> None:
+        """A message the scan kept that the writer cannot take (``--to-store``: a topic no
+        store can name): counted as rejected instead. Called as the messages are read, before
+        the queues' missing offsets are worked out at their end."""
+        self.kept -= 1
+        self.kept_bytes -= m.store_size
+        if self.recovered_end is not None and m.commit_log_offset >= self.recovered_end:
+            self.kept_past_recovered_end -= 1
+        key = f"{m.topic}/{m.queue_id}"
+        self.queue_offsets.get(key, set()).difference_update(queue_offsets_of(m))
+        if not self.queue_offsets.get(key, True):
+            del self.queue_offsets[key]
+        self.rejected.append(_rejected_row(m, reason))
+
     def to_json(self) -> dict:
         return {"store_path": self.store, "messages_kept": self.kept, "bytes_kept": self.kept_bytes,
                 "recovered_end": self.recovered_end, "kept_past_recovered_end": self.kept_past_recovered_end,
@@ -100,10 +114,7 @@ def salvage(store, recovered_end: int | None = None) -> tuple[Iterator[Message],
                                              r.physical_offset != r.commit_log_offset),
                                             ("body CRC", r.body_crc_ok is False),
                                             ("__CRC32# property", r.property_crc_ok is False)) if bad]
-                    report.rejected.append({"commit_log_offset": r.commit_log_offset, "file": r.path,
-                                            "file_position": r.position, "size": r.store_size, "topic": r.topic,
-                                            "queue_id": r.queue_id, "queue_offset": r.queue_offset,
-                                            "reason": ", ".join(why)})
+                    report.rejected.append(_rejected_row(r, ", ".join(why)))
             elif isinstance(r, Corrupt):
                 report.damaged_regions.append({"commit_log_offset": r.offset, "file": r.path, "file_position": r.position,
                                                "bytes": r.size, "finding": r.finding_id, "reason": r.reason})
@@ -112,6 +123,12 @@ def salvage(store, recovered_end: int | None = None) -> tuple[Iterator[Message],
         _missing(view, report)
 
     return messages(), report
+
+
+def _rejected_row(m: Message, reason: str) -> dict:
+    return {"commit_log_offset": m.commit_log_offset, "file": m.path, "file_position": m.position,
+            "size": m.store_size, "topic": m.topic, "queue_id": m.queue_id, "queue_offset": m.queue_offset,
+            "reason": reason}
 
 
 def _gaps(log: CommitLog, report: SalvageReport, last_record: int) -> None:

@@ -208,3 +208,29 @@ def test_killed_after_cutting_both_disks_is_undone(recovered, tmp_path):
     assert len([p for d in disks for p in d.iterdir()]) == V4["maxPhyOffset"] // SIZE + 1  # both disks cut
     _run("undo", tmp_path / "backup")
     assert _tree(store, *disks) == before
+
+
+def test_the_finish_of_a_repair_given_commitlog_paths_names_them(recovered, tmp_path):
+    """A split store whose disks only --commitlog-path names, its repair killed: the command
+    that finishes it names the disks too (without them it would plan ROOT/commitlog, which is
+    not there), and running it finishes the repair."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    from rmqtool.store.unfinished import read_unfinished
+
+    store, disks = split_commit_log(TORN / "input" / "store", tmp_path, SIZE)
+    paths = ",".join(str(d) for d in (disks[1], disks[0]))
+    env = dict(os.environ, RMQTOOL_KILL_AFTER="2", PYTHONPATH=str(pathlib.Path(__file__).parents[1]))
+    k = subprocess.run([sys.executable, "-m", "rmqtool", "recover", str(store), *SEMANTICS, "--commitlog-path", paths,
+                        "--apply", "--backup-dir", str(tmp_path / "backup")], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert k.returncode == -9, k.stderr
+    finish = shlex.split(read_unfinished(store).finish)
+    assert finish[finish.index("--commitlog-path") + 1] == paths
+    _run(*finish[1:])
+    assert read_unfinished(store) is None
+    again = json.loads(_run("recover", store, *SEMANTICS, "--commitlog-path", paths, "-f", "json").stdout)
+    assert again["actions"] == []

@@ -267,6 +267,43 @@ def test_recover_apply_killed_then_run_again_or_undone(after, tmp_path):
     assert _run("undo", backup).exit_code == 0 and tree(root) == before  # and no original byte lost
 
 
+@pytest.mark.parametrize("command", ["recover", "redispatch"])
+def test_the_ways_out_of_a_repair_given_relative_paths_run_from_anywhere(command, tmp_path):
+    """A repair started with paths relative to its directory and killed: the command that
+    finishes it and the one that undoes it name the store and the backup by absolute paths
+    (they were the killed process's relative ones, which name nothing, or another store, from
+    where the next command runs); each, run from another directory, does what it says."""
+    import shlex
+
+    from rmqtool.store.unfinished import read_unfinished
+
+    work = tmp_path / "work"
+    root = writable_copy(E1 if command == "recover" else BASIC, work / "store")
+    if command == "redispatch":
+        for d in sorted((root / "consumequeue").glob("*/*"))[:2]:
+            shutil.rmtree(d)
+    before = tree(root)
+    env = dict(os.environ, RMQTOOL_KILL_AFTER="1", PYTHONPATH=str(REPO))
+    args = ["store", "--apply", "--backup-dir", "bk"] + (["--cq"] if command == "redispatch" else [])
+    k = subprocess.run([sys.executable, "-m", "rmqtool", command, *args], env=env, cwd=work, capture_output=True,
+                       text=True, timeout=120)
+    assert k.returncode == -9, k.stderr
+    marker = read_unfinished(root)
+    assert shlex.split(marker.finish)[:3] == ["rmqtool", command, str(root)]
+    assert marker.undo == f"rmqtool undo {work / 'bk'}"
+    saved = tmp_path / "killed"
+    shutil.copytree(work, saved)  # the store and its backup as the kill left them
+    elsewhere = {k: v for k, v in env.items() if k != "RMQTOOL_KILL_AFTER"}
+    for way in (marker.finish, marker.undo):
+        shutil.rmtree(work)
+        shutil.copytree(saved, work)
+        run = subprocess.run([sys.executable, "-m", "rmqtool", *shlex.split(way)[1:]], env=elsewhere, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        assert not (root / UNFINISHED_FILE).exists()
+    assert tree(root) == before  # undone
+
+
 def test_an_apply_killed_between_two_deletions_is_finished(tmp_path):
     """kill -9 after the apply deleted a commit log file and before it deleted the (made ahead)
     file after it: planned as it is, the half-changed store shows a missing middle file, and

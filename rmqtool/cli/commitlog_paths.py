@@ -48,6 +48,23 @@ def paths_of_options(commitlog_path, readonly_commitlog_path, broker_config, roo
     return given
 
 
+def commit_log_path_words(root) -> list[str]:
+    """``--commitlog-path`` and ``--readonly-commitlog-path`` as given for ``root``, as the words
+    of a command run again (an interrupted repair's finish), each directory absolute; a broker
+    config's paths go with the writers' own ``--broker-config`` (cli/sizes.size_words)."""
+    import os
+
+    from rmqtool.store.commitlog_paths import paths_given
+
+    paths = paths_given(root)
+    if paths is None or paths.source != "--commitlog-path":
+        return []
+    words = ["--commitlog-path", ",".join(os.path.abspath(d) for d in paths.writable)]
+    if paths.readonly:
+        words += ["--readonly-commitlog-path", ",".join(os.path.abspath(d) for d in paths.readonly)]
+    return words
+
+
 def commit_log_paths_option(store: str):
     """Decorate a command whose STORE parameter is ``store`` (a path or a list of them): it takes
     ``--commitlog-path``, ``--readonly-commitlog-path`` and (unless it has it already, as the

@@ -74,6 +74,7 @@ def recover(
     written with when the store's files do not show them (--apply refuses a size that can
     only be the broker's default until it is given, or --assume-defaults).
     """
+    from rmqtool.cli.commitlog_paths import commit_log_path_words
     from rmqtool.cli.sizes import size_words
     from rmqtool.engine.recover_store import RecoverRequest
     from rmqtool.families import tools_at
@@ -98,7 +99,7 @@ def recover(
         flag for flag, on in (("--from-checkpoint", from_checkpoint), ("--verify-prop-crc", verify_prop_crc),
                               ("--no-check-crc", no_check_crc), ("--keep-index", keep_index),
                               ("--keep-past-damage", keep_past_damage)) if on]
-    flags += size_words(given)
+    flags += size_words(given) + commit_log_path_words(store)
     again = flags + (["--force"] if to is not None or force else [])
     bar = progress_bar("recovering", None, progress) if apply else None
     request = RecoverRequest(apply=apply, to=to, force=force, backup_dir=backup_dir, settings=settings, given=given,

@@ -8,6 +8,7 @@ plan lists how); 5 a running process holds the store (--apply).
 from __future__ import annotations
 
 import contextlib
+import os
 import pathlib
 import shlex
 from typing import List, Optional
@@ -91,9 +92,10 @@ def redispatch(
 
 def _command(root, topic, queue, from_offset, cq, index, skip_unknown_topics, given, semantics, timer=False) -> str:
     """This command line again (what finishes it when it is cut short)."""
+    from rmqtool.cli.commitlog_paths import commit_log_path_words
     from rmqtool.cli.sizes import size_words
 
-    words = ["rmqtool", "redispatch", str(root)]
+    words = ["rmqtool", "redispatch", os.path.abspath(root), *commit_log_path_words(root)]  # run from anywhere
     for t in topic:
         words += ["-t", t]
     for flag, value in (("-q", queue), ("--from-offset", from_offset), ("--semantics", semantics)):

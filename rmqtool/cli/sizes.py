@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import os
 import pathlib
 import typing
 from typing import Annotated, Optional
@@ -107,11 +108,12 @@ def given_sizes(*, cq_size: int | None = None, batch_cq_size: int | None = None,
 
 def size_words(given) -> list[str]:
     """The size options of ``given`` (GivenSizes) as command-line words: what a command that
-    finishes an interrupted repair must be run with again."""
+    finishes an interrupted repair must be run with again (from anywhere: paths absolute)."""
     words = []
     for flag, value in (("--cq-size", given.consume_queue), ("--batch-cq-size", given.batch_consume_queue),
                         ("--index-slots", given.index_slots), ("--index-entries", given.index_entries),
-                        ("--broker-config", given.broker_config.path if given.broker_config else None)):
+                        ("--broker-config", os.path.abspath(given.broker_config.path) if given.broker_config
+                         else None)):
         if value is not None:
             words += [flag, str(value)]
     return words + (["--assume-defaults"] if given.assume_defaults else [])

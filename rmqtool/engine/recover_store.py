@@ -100,14 +100,15 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
         return run
     target = root
     if to is not None:  # the same command finishes a copy's repair cut short: it makes the copy again
-        target = copy_store(root, to, shlex.join(["rmqtool", "recover", str(root), *again, "--apply", "--to", str(to)]))
+        target = copy_store(root, to, shlex.join(["rmqtool", "recover", os.path.abspath(root), *again, "--apply", "--to",
+                                                 os.path.abspath(to)]))
     run.applied = True
     if plan.changes_nothing and unfinished is None and not rewrites:  # not even the lock, the abort marker or the checkpoint
         doc["applied"] = {"store_path": str(target), "backup_dir": None, "manifest": None}
         run.sizes = None
         _copy_done(target, to)
         return run
-    command = shlex.join(["rmqtool", "recover", str(target), *again, "--apply"])
+    command = shlex.join(["rmqtool", "recover", os.path.abspath(target), *again, "--apply"])
     applied = _apply(target, settings, keep_index, backup_dir or rolled_back, given, missing_file_ok, command,
                      _moved(rewrites, root, target), on_written)
     _copy_done(target, to)

@@ -6,6 +6,8 @@ Which broker version's rules a store follows (4.9 or 5.3) is a question inside t
 from __future__ import annotations
 
 import dataclasses
+import os
+import shlex
 
 from rmqtool.store.family import ROCKETMQ, Family
 from rmqtool.store.view import StoreView, open_store
@@ -91,7 +93,7 @@ def _dledger_recover(view: StoreView, request):
     if request.apply:
         from rmqtool.engine.dledger_repair import apply_dledger_plan
         doc["applied"] = apply_dledger_plan(view, plan, request.backup_dir,
-                                            command=f"rmqtool recover {view.root} --apply")
+                                            command=shlex.join(["rmqtool", "recover", os.path.abspath(view.root), "--apply"]))
         return RecoverRun(doc, plan, applied=True)
     return RecoverRun(doc, plan, exit_code=int(ExitCode.CORRUPT) if plan.changes or plan.refused else int(ExitCode.OK))
 

@@ -221,7 +221,7 @@ def _now() -> str:
 
 def _command(command: str | None, root: pathlib.Path, operation: str = "recover") -> str:
     """The command that makes (and finishes) the repair: the caller's, else the bare one."""
-    return command or f"rmqtool {operation} {shlex.quote(str(root))} --apply"
+    return command or f"rmqtool {operation} {shlex.quote(os.path.abspath(root))} --apply"
 
 
 def _begin(root, backup, plan, entries, listing, directories, command, before_change, outside,

@@ -65,7 +65,7 @@ def mark_copy(copy: pathlib.Path, to: pathlib.Path, source: pathlib.Path, finish
     stays until the repair is done (:func:`end_copy`)."""
     _write(StorePaths(copy).copy_of, {"source": str(source.resolve())})
     _write(StorePaths(copy).unfinished, {"operation": "recover", "store": str(to), "backup_dir": "", "finish": finish,
-                                          "undo": shlex.join(["rm", "-r", str(to)])})  # the store copied is as it was
+                                          "undo": shlex.join(["rm", "-r", os.path.abspath(to)])})  # the store copied is as it was
 
 
 def copy_source(root: str | os.PathLike) -> str | None:

@@ -37,8 +37,9 @@ class Unfinished:
 
 
 def undo_command(backup: str | os.PathLike) -> str:
-    """The command that undoes the repair backed up in ``backup``, quoted for a shell."""
-    return f"rmqtool undo {shlex.quote(str(backup))}"
+    """The command that undoes the repair backed up in ``backup``, quoted for a shell, its path
+    absolute (the operator runs it from wherever the next command found the store)."""
+    return f"rmqtool undo {shlex.quote(os.path.abspath(backup))}"
 
 
 def read_unfinished(root: str | os.PathLike) -> Unfinished | None:

@@ -4,6 +4,7 @@ the store is left as it is). An earlier apply cut short is rolled back first, so
 command again finishes it."""
 from __future__ import annotations
 
+import os
 import pathlib
 import shlex
 
@@ -36,7 +37,8 @@ def recover_qmq(view: QmqView, *, apply: bool = False, to: pathlib.Path | None =
                                f"{unfinished.ways_out()}", root)
     target = root
     if to is not None:  # the same command finishes a copy's repair cut short: it makes the copy again
-        target = copy_store(root, to, shlex.join(["rmqtool", "recover", str(root), "--apply", "--to", str(to)]))
+        target = copy_store(root, to, shlex.join(["rmqtool", "recover", os.path.abspath(root), "--apply", "--to",
+                                                 os.path.abspath(to)]))
     again = roll_back_unfinished(target, "recover")
     if to is not None or again is not None:
         plan = plan_recovery(target)  # the copy, or the store as it was before the cut-short apply
@@ -48,7 +50,7 @@ def recover_qmq(view: QmqView, *, apply: bool = False, to: pathlib.Path | None =
         if to is not None or copy_source(target) is not None:
             end_copy(target)
         return run
-    command = shlex.join(["rmqtool", "recover", str(target), "--apply"])
+    command = shlex.join(["rmqtool", "recover", os.path.abspath(target), "--apply"])
     try:
         applied = apply_qmq_plan(plan, backup_dir if backup_dir is not None else again, command=command)
     except CorruptData as exc:

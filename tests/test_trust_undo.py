@@ -641,3 +641,25 @@ def test_recover_refuses_a_store_an_undo_cut_short_left(tmp_path):
     r = _run("recover", root, "--apply")
     assert r.exit_code == 5 and f"rmqtool undo {backup}" in r.stderr, r.output
     assert tree(root) == before
+
+
+def test_a_second_undo_of_one_backup_says_the_store_is_as_before(tmp_path):
+    """The first undo gave every byte back: a second finds the store as it was before the repair
+    and says so (exit 0, nothing written). It said the abort file "was made since, after the
+    repair" and exited 5, though nothing had written to the store. A store written after the
+    undo is still refused."""
+    root = writable_copy(E1, tmp_path / "store")
+    before = tree(root)
+    backup = tmp_path / "backup"
+    assert _run("recover", root, "--apply", "--backup-dir", backup).exit_code == 0
+    first = json.loads(_run("undo", backup, "-f", "json").stdout)
+    assert first["bytes_restored"] > 0 and first["already_as_before"] is False
+    mtimes = file_mtimes(root)
+    again = _run("undo", backup, "-f", "json")
+    assert again.exit_code == 0, again.output
+    doc = json.loads(again.stdout)
+    assert doc["already_as_before"] is True and doc["bytes_restored"] == doc["files_restored"] == 0
+    assert tree(root) == before and file_mtimes(root) == mtimes
+    (root / "config").mkdir(exist_ok=True)
+    (root / "config" / "written-after-the-undo.json").write_text("{}")
+    assert _run("undo", backup).exit_code == ExitCode.LOCKED

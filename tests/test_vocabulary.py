@@ -47,7 +47,7 @@ def keys_of(obj, out: set[str]) -> set[str]:
     if isinstance(obj, dict):
         for k, v in obj.items():
             out.add(k)
-            if k not in DATA_OBJECTS:
+            if k not in DATA_OBJECTS or isinstance(v, list):  # a list of rows under such a name has fields
                 keys_of(v, out)
     elif isinstance(obj, list):
         for x in obj:

@@ -22,13 +22,14 @@ from rmqtool.errors import (CorruptData, RepairUnfinished, StoreAccessError, Sto
                             StoreNotFound)
 import rmqtool.recovery.intent as intent
 from rmqtool.recovery.dispatch_reach import first_written
-from rmqtool.recovery.manifest import (LOCK_NAME, REWRITE, TAIL, copy_into, digest_matches, first_change_since,
-                                       read_manifest, restore_range, store_listing, sync_dir)
+from rmqtool.recovery.manifest import (DIGEST_PREFIX, LOCK_NAME, REWRITE, TAIL, content_digest, copy_into,
+                                       digest_matches, first_change_since, read_manifest, restore_range,
+                                       store_listing, sync_dir)
 from rmqtool.recovery.plan import ZERO
 from rmqtool.recovery.store_lock import held_for
 from rmqtool.store.lock import is_locked
 from rmqtool.store.paths import StorePaths
-from rmqtool.store.unfinished import read_unfinished
+from rmqtool.store.unfinished import read_unfinished, undo_command
 
 _RANGES = (ZERO, REWRITE, TAIL)  # a range of a file put back (the others: whole files)
 
@@ -40,11 +41,12 @@ class Restored:
     files_restored: int
     bytes_restored: int
     files_removed: int = 0  # files the repair made (none was there before it), gone again
+    already_as_before: bool = False  # nothing to put back: an undo of this backup ran already
 
     def to_json(self) -> dict:
         return {"store_path": str(self.store), "ranges_restored": self.ranges_restored,
                 "files_restored": self.files_restored, "bytes_restored": self.bytes_restored,
-                "files_removed": self.files_removed}
+                "files_removed": self.files_removed, "already_as_before": self.already_as_before}
 
 
 def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = None, *,
@@ -60,11 +62,13 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
 
 
 def _undo(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> Restored:
-    _check_undoable(backup, manifest, root, force)
     pending = intent.pending(backup)
+    if pending is None and read_unfinished(root) is None and as_before(manifest, root):
+        return Restored(root, 0, 0, 0, already_as_before=True)  # undone already: its bytes are all back
+    _check_undoable(backup, manifest, root, force)
     repair = pending if pending and pending.get("operation") != "undo" else None  # an apply cut short: its command
     again = (repair or {}).get("finish") or manifest.command or _repair_command(manifest, root)
-    intent.begin(backup, root, "undo", f"rmqtool undo {shlex.quote(str(backup))}", again)
+    intent.begin(backup, root, "undo", undo_command(backup), again)
     removed = 0
     if manifest.listing is not None:  # files made since the apply go first
         removed = _remove_files_made_since(manifest, root)
@@ -88,6 +92,30 @@ def _undo(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> Re
         os.unlink(lock)
     intent.end(backup, root)
     return Restored(root, ranges, files, total, removed)
+
+
+def as_before(manifest, root: pathlib.Path) -> bool:
+    """Whether the store is as it was before the repair: the same files and directories, and
+    each range the backup holds the bytes it holds (a second undo of one backup finds it so).
+    False when the manifest cannot tell (an older backup)."""
+    if manifest.listing is None or manifest.directories is None:
+        return False
+    files, dirs = store_listing(root, manifest.commit_log_directories, manifest.through_links)
+    if set(files) - {LOCK_NAME} != set(manifest.listing) - {LOCK_NAME} or set(dirs) != set(manifest.directories):
+        return False
+    for entry in manifest.entries:
+        if not entry.sha256.startswith(DIGEST_PREFIX):
+            return False
+        path = root / entry.file
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return False
+        whole = entry.action not in _RANGES
+        if size < entry.end or (whole and size != entry.end) or \
+                content_digest(path, entry.start, entry.end) != entry.sha256:
+            return False
+    return True
 
 
 def _check_undoable(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> None:
@@ -203,7 +231,7 @@ def _repair_command(manifest, root: pathlib.Path) -> str:
     """The command that makes the repair again, once an undo has finished, for a backup from
     before manifests named it: a redispatch's plan has its changes, a recovery's none."""
     verb = "redispatch" if "changes" in manifest.plan and "actions" not in manifest.plan else "recover"
-    return f"rmqtool {verb} {shlex.quote(str(root))} --apply"
+    return f"rmqtool {verb} {shlex.quote(os.path.abspath(root))} --apply"
 
 
 def roll_back_unfinished(root: str | os.PathLike, operation: str) -> pathlib.Path | None:

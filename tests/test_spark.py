@@ -546,15 +546,19 @@ def _store_of_topics(root: pathlib.Path, topics: list[str]) -> pathlib.Path:
 
 
 def test_topic_names_round_trip_through_the_partitions(spark, tmp_path):
-    """Retry and dead-letter topics (%, |) come back from the partition directories whole,
-    through Spark and through pyarrow."""
+    """Retry and dead-letter topics (%, |) and topics in Chinese come back from the partition
+    directories whole, through Spark and through pyarrow, and spark query finds each."""
     from rmqtool.spark.export import export
-    topics = ["%RETRY%order_group", "%DLQ%pay|group", "Plain-Topic_1", "123"]
+    topics = ["%RETRY%order_group", "%DLQ%pay|group", "Plain-Topic_1", "123", "订单 主题", "café.événement"]
     root = _store_of_topics(tmp_path / "broker" / "store", topics)
     export(spark, [StoreSpec("broker", str(root))], tmp_path / "out")
     assert sorted(r["topic"] for r in _table(tmp_path / "out", "messages")) == sorted(topics)
     got = spark.read.parquet(str(tmp_path / "out" / "messages")).select("topic").collect()
     assert sorted(r["topic"] for r in got) == sorted(topics)
+    from rmqtool.spark.query import condition, find_messages
+    for topic in topics[-2:]:
+        rows, _more = find_messages(spark, str(tmp_path / "out"), condition(topic=topic))
+        assert [r["topic"] for r in rows] == [topic], topic
 
 
 def test_under_spark_submit(tmp_path):

@@ -13,7 +13,6 @@ the directory names, not in the files.
 """
 from __future__ import annotations
 
-import urllib.parse
 
 import pyarrow as pa
 
@@ -95,4 +94,8 @@ def store_dir(store: str) -> str:
 
 
 def _escape(value: str) -> str:
-    return urllib.parse.quote(value, safe="")
+    """Every ASCII character but letters, digits, "-", "_" and "." as %XX, which Spark's
+    unescapePathName and pyarrow's hive partitioning both read back; any other character as
+    it is. Spark reads a %XX back as one character, so a UTF-8 byte escaped so came back
+    alone: "订单" read as six Latin-1 characters, and a query for it found nothing."""
+    return "".join(c if not c.isascii() or c.isalnum() or c in "-_." else f"%{ord(c):02X}" for c in value)

@@ -206,3 +206,44 @@ def test_info_shows_the_queue_offset_and_lag_the_load_leaves(started, variant):
     timer = json.loads(r.stdout)["timer"]
     assert (timer["timer_queue_offset_at_start"], timer["enqueue_behind_messages"], timer["timer_log_recovered_end"]) == (
         state["currQueueOffset"], state["enqueueBehindMessages"], state["timerLogMaxOffset"])
+
+
+def test_a_cut_of_written_units_is_left_to_the_start_and_said_until_redispatch_rebuilds(tmp_path):
+    """A unit written before the end of the timer log damaged (its size 0): the start cuts the
+    log there and enqueues the records of the units after it again. --apply mends the wheel's
+    slots past the cut and leaves the cut to the start; the plan after it still says so (exit
+    3, a timerLogCut finding, as verify's) where it said "nothing to recover" and exited 0, and
+    applying it again writes nothing. redispatch --timer rebuilds the log: then both are clean."""
+    from helpers import cli_runner
+    from rmqtool.cli.app import app
+    from rmqtool.store.timer.timerlog import scan_timer_log
+
+    runner = cli_runner()
+    store = expand_store(V5 / "timer" / "store", tmp_path / "store")
+    log = scan_timer_log(store / "timerlog")
+    unit = log.units[-3]  # two written units after it
+    base = unit.position - unit.position % log.file_size
+    with open(store / "timerlog" / f"{base:020d}", "r+b") as f:
+        f.seek(unit.position - base)
+        f.write(bytes(4))  # its size field
+
+    def plan() -> tuple[int, dict]:
+        r = runner.invoke(app, ["recover", str(store), "-f", "json"])
+        return r.exit_code, json.loads(r.stdout)
+
+    assert plan()[0] == 3
+    assert runner.invoke(app, ["recover", str(store), "--apply", "--backup-dir", str(tmp_path / "b1")]).exit_code == 0
+    code, doc = plan()
+    assert code == 3 and not doc["actions"] and doc["timer"]["cut_at"] == unit.position
+    assert [f["finding"] for f in doc["findings"]] == ["timerLogCut"]
+    assert doc["timer"]["written_end"] == log.files[-1].end
+    verify = runner.invoke(app, ["verify", str(store), "--only", "timer", "-f", "jsonl"])
+    assert "timerLogCut" in {json.loads(x)["finding"] for x in verify.stdout.splitlines()}
+    text = runner.invoke(app, ["recover", str(store)]).stdout
+    assert "left to the start (timerLogCut)" in text and "nothing to recover" not in text
+    again = runner.invoke(app, ["recover", str(store), "--apply", "--backup-dir", str(tmp_path / "b2")])
+    assert again.exit_code == 0 and not (tmp_path / "b2").exists()
+    assert runner.invoke(app, ["redispatch", str(store), "--timer", "--apply", "--backup-dir",
+                               str(tmp_path / "b3")]).exit_code == 0
+    assert plan()[0] == 0
+    assert runner.invoke(app, ["verify", str(store), "--only", "timer"]).exit_code == 0

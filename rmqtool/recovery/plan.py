@@ -134,6 +134,9 @@ class RecoveryPlan:
     # enableMultiDispatch as the store shows it (None: off): --apply's dispatch puts the units of the
     # records it dispatches again in the queues they name too (dispatch/multi_dispatch.py)
     multi_dispatch: object = None
+    # what the next start does that loses or repeats data and --apply leaves to it (the timer log's
+    # cut: the broker cuts it as rmqtool would; redispatch --timer rebuilds the log instead)
+    left: tuple[Finding, ...] = ()
 
     @property
     def loadable(self) -> bool:
@@ -147,7 +150,7 @@ class RecoveryPlan:
     @property
     def is_empty(self) -> bool:
         """Nothing to recover: the store is as a clean close leaves it."""
-        return not self.findings
+        return not self.findings and not self.left
 
     @property
     def dispatch_refusal(self) -> str | None:
@@ -176,9 +179,10 @@ class RecoveryPlan:
         """One line: why, and what would change."""
         if self.is_empty:
             return "nothing to recover"
-        first = self.findings[0]
+        every = self.findings + self.left
+        first = every[0]
         where = first.path + (f" at offset {first.offset}" if first.offset is not None else "")
-        more = f" (and {len(self.findings) - 1} more)" if len(self.findings) > 1 else ""
+        more = f" (and {len(every) - 1} more)" if len(every) > 1 else ""
         return (f"{first.id}: {where}: {first.message}{more}; recovery zeroes {self.bytes_zeroed} bytes, "
                 f"deletes {self.files_deleted} files, and dispatches again from commit log offset "
                 f"{self.redispatch_from}")
@@ -226,7 +230,8 @@ class RecoveryPlan:
                                                           if k in o.queues and o.queues[k].max_offset > before.get(k, 0)}}
         return {"store_path": self.store, "recovery": "abnormal" if self.abnormal else "normal",
                 "needs_recovery": not self.is_empty, "commit_log_end": self.commit_log_end,
-                "findings": [f.to_json() for f in self.findings], "actions": [a.to_json() for a in self.actions],
+                "findings": [f.to_json() for f in self.findings + self.left],
+                "actions": [a.to_json() for a in self.actions],
                 "consume_queues": [q.to_json() for q in self.queue_cuts],
                 "redispatch_from": self.redispatch_from, "redispatch_reason": self.redispatch_reason,
                 "made_ahead": list(self.made_ahead), "bytes_zeroed": self.bytes_zeroed,
@@ -273,7 +278,8 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
     _ext_files_after(ext_cuts, actions, findings)
 
     # the timer store: what its start does (the plan's timer section), and what --apply mends beyond it
-    timer = _timer(paths.root, outcome, now_ms, findings, actions)
+    left: list[Finding] = []
+    timer = _timer(paths.root, outcome, now_ms, findings, actions, left)
 
     # where dispatch starts again
     min_offset = segments[0].base_offset if segments else 0
@@ -307,7 +313,7 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
     multi = _multi_dispatch(view, outcome, redispatch, w.end)
     return RecoveryPlan(str(paths.root), outcome.abnormal, size, w.end, tuple(findings), tuple(actions), tuple(cuts),
                         redispatch, reason, tuple(made_ahead), end, outcome, refusal, timer, tuple(ext_cuts),
-                        str(paths.consumequeue) if rocksdb else None, multi)
+                        str(paths.consumequeue) if rocksdb else None, multi, tuple(left))
 
 
 def _multi_dispatch(view: StoreView, outcome: Outcome, redispatch: int, end: int):
@@ -351,9 +357,11 @@ def _ext_garbage(cuts: list, actions: list[Action], findings: list[Finding]) -> 
             actions.append(Action(ZERO, str(cut.file), cut.zero_from, cut.zero_to, CQ_EXT_GARBAGE_AFTER_END, why))
 
 
-def _timer(root: pathlib.Path, outcome: Outcome, now_ms: int | None, findings: list, actions: list) -> dict | None:
+def _timer(root: pathlib.Path, outcome: Outcome, now_ms: int | None, findings: list, actions: list,
+           left: list) -> dict | None:
     """The timer section (None when the store has no timer files); the repairs beyond the
-    broker (recovery/timer/repair.py) added to the findings and actions."""
+    broker (recovery/timer/repair.py) added to the findings and actions, and to ``left`` the
+    cut of units written, which the start makes itself (it enqueues their records again)."""
     if not find_timer_store(root).exists:
         return None
     start = timer_start(root, outcome, int(time.time() * 1000) if now_ms is None else now_ms)
@@ -374,6 +382,17 @@ def _timer(root: pathlib.Path, outcome: Outcome, now_ms: int | None, findings: l
         lo, hi = slot_range(index)
         findings.append(Finding(finding_id, str(wheel), lo, why))
         actions.append(Action(ZERO, str(wheel), lo, hi, finding_id, why))
+    written = start.written_past_cut() if start.load.loadable else None
+    section["written_end"] = written
+    if written is not None:
+        lo, hi = start.load.enqueue_again
+        path, position = start.log_place(start.load.cut_at)
+        left.append(Finding(TIMER_LOG_CUT, str(path), position,
+                            f"the next start cuts the timer log at {start.load.cut_at} ({start.load.cut_reason}), "
+                            f"before {written} that was written, and enqueues rmq_sys_wheel_timer queue offsets "
+                            f"{lo}..{hi - 1} again (rmqtool verify says which are delivered again): --apply leaves "
+                            f"the cut to the start; rmqtool redispatch --timer rebuilds the timer log from the "
+                            f"commit log instead"))
     section["repair"] = {"cut_at": repair.cut_at, "units_zeroed": sum(r[4] for r in repair.unit_ranges),
                          "slots_zeroed": [i for i, _ in repair.slots],
                          "left": [{"slot_index": i, "why": why} for i, why in repair.left]}

@@ -234,6 +234,7 @@ def _plan_lines(doc: dict, plan, wide: bool = False) -> list[str]:
                  f"{doc['redispatch_reason']}")
     if doc.get("timer"):
         lines += _timer_lines(doc["timer"])
+    lines += [f"left to the start ({f.id}): {f.message}" for f in plan.left]
     if plan.is_empty and lost:  # what the queues lost is lost already: the start changes nothing about it
         lines.append(f"nothing to recover: the start changes no file, but the {len(lost)} messages above stay "
                      f"lost until their queues are rebuilt (rmqtool redispatch)")

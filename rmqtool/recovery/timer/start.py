@@ -25,7 +25,7 @@ from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.message import RecordError, decode_message
 from rmqtool.store.parallel import iter_parallel
 from rmqtool.store.timer.records import UNBOUNDED, plain_units, within
-from rmqtool.store.timer.files import TimerStore, find_timer_store
+from rmqtool.store.timer.files import TIMERLOG_DIR, TimerStore, find_timer_store
 from rmqtool.store.timer.timercheck import read_timercheck
 from rmqtool.store.timer.timerlog import TimerLog, read_file, scan_timer_log
 from rmqtool.store.timer.timermetrics import read_timermetrics
@@ -45,6 +45,21 @@ class TimerStart:
     refused: pathlib.Path | None = None  # the file the load fails on
     disk_wheel: np.ndarray | None = None  # store/timer/wheel's USED_DTYPE rows: the used slots on disk
     plain: "PlainUnits | None" = None  # which units point at their own record (verify asks it of the disk log)
+
+    def written_past_cut(self) -> int | None:
+        """How far the timer log was written (timercheck's lastTimerLogFlushPos, or the files'
+        end past it) when the start's recovery cuts it before that, or leaves non-zero bytes
+        after the cut (verify's timerLogCut); None when the cut loses nothing written."""
+        load = self.load
+        written = max(load.checkpoint.last_timer_log_flush_pos, max((f.end for f in self.disk_log.files), default=0))
+        after = any(f.non_zero_after_end for f in self.disk_log.files if f.end >= load.cut_at)
+        return written if load.cut_at < written or after else None
+
+    def log_place(self, position: int) -> tuple[pathlib.Path, int]:
+        """(the timer log file, the position in it) of a timer log offset."""
+        size = self.load.log.file_size or 1
+        base = position - position % size
+        return self.files.root / TIMERLOG_DIR / f"{base:020d}", position - base
 
     @property
     def disk_wheel_slots(self) -> list[WheelSlot]:

@@ -24,7 +24,7 @@ from rmqtool.recovery.timer.load import TIMER_TOPIC, TimerSettings
 from rmqtool.recovery.timer.next_run import REAL_TOPIC, topic_hash
 from rmqtool.recovery.timer.start import ReadBeside, TimerStart, timer_start
 from rmqtool.store.paths import CONFIG_DIR
-from rmqtool.store.timer.files import TIMERLOG_DIR, TIMERWHEEL_FILE
+from rmqtool.store.timer.files import TIMERWHEEL_FILE
 from rmqtool.store.timer.timerlog import deliver_times, units_of
 
 
@@ -57,9 +57,7 @@ class TimerChecks:
         self.root, self.start, self.load, self.run = root, start, start.load, start.run
 
     def _log_place(self, position: int) -> tuple[pathlib.Path, int]:
-        size = self.load.log.file_size or 1
-        base = position - position % size
-        return self.root / TIMERLOG_DIR / f"{base:020d}", position - base
+        return self.start.log_place(position)
 
     def _wheel_place(self, index: int) -> tuple[pathlib.Path, int]:
         return self.root / TIMERWHEEL_FILE, index * SLOT_SIZE
@@ -102,9 +100,8 @@ class TimerChecks:
     def _cut(self) -> list[Finding]:
         load, run = self.load, self.run
         cp = load.checkpoint
-        written = max(cp.last_timer_log_flush_pos, max((f.end for f in self.start.disk_log.files), default=0))
-        after = any(f.non_zero_after_end for f in self.start.disk_log.files if f.end >= load.cut_at)
-        if load.cut_at >= written and not after:
+        written = self.start.written_past_cut()
+        if written is None:
             return []
         lo, hi = load.enqueue_again
         path, position = self._log_place(load.cut_at)

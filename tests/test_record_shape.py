@@ -245,7 +245,11 @@ def _minimal() -> dict:
 
 def test_the_encoder_writes_up_to_the_limits_and_refuses_past_them():
     """Fixed: topic_part wrote V2 topics of up to 65535 bytes, whose length field the broker
-    reads negative (this test failed before: a 32768-byte topic was encoded)."""
+    reads negative (this test failed before: a 32768-byte topic was encoded). A topic also
+    names its consume queue directory: past a file name's NAME_MAX bytes the record would be
+    written and never dispatched, so the encoder refuses it too."""
+    from rmqtool.store.paths import NAME_MAX
+
     encoder = Encoder((b"\x7f\x00\x00\x01", 10911))
 
     def encoded(topic: str, properties: str) -> Message:
@@ -253,11 +257,13 @@ def test_the_encoder_writes_up_to_the_limits_and_refuses_past_them():
         raw = p.to_bytes(0, BASE, 1)
         return decode_message(raw, 0, BASE, len(raw))
 
-    at_limits = encoded("t" * MAX_TOPIC_LENGTH_V2, "p" * MAX_PROPERTIES_LENGTH)
-    assert at_limits.message_version == 2 and len(at_limits.topic) == MAX_TOPIC_LENGTH_V2
+    at_limits = encoded("t" * NAME_MAX, "p" * MAX_PROPERTIES_LENGTH)
+    assert at_limits.message_version == 2 and len(at_limits.topic) == NAME_MAX
     assert len(at_limits.properties_raw) == MAX_PROPERTIES_LENGTH
     assert encoded("t" * MAX_TOPIC_LENGTH_V1, "").message_version == 1
     assert encoded("t" * (MAX_TOPIC_LENGTH_V1 + 1), "").message_version == 2
+    with pytest.raises(UsageError, match=f"more than the {NAME_MAX} bytes"):
+        encoded("t" * (NAME_MAX + 1), "")
     with pytest.raises(UsageError, match=f"more than {MAX_TOPIC_LENGTH_V2}"):
         encoded("t" * (MAX_TOPIC_LENGTH_V2 + 1), "")
     with pytest.raises(UsageError, match=f"more than {MAX_PROPERTIES_LENGTH}"):

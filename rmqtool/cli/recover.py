@@ -74,8 +74,6 @@ def recover(
     written with when the store's files do not show them (--apply refuses a size that can
     only be the broker's default until it is given, or --assume-defaults).
     """
-    from rmqtool.cli.commitlog_paths import commit_log_path_words
-    from rmqtool.cli.sizes import size_words
     from rmqtool.engine.recover_store import RecoverRequest
     from rmqtool.families import tools_at
     from rmqtool.recovery.commitlog_walk import V5
@@ -95,11 +93,8 @@ def recover(
     given = sizes.given()
     settings = Settings(semantics=semantics, from_checkpoint=from_checkpoint, check_crc=not no_check_crc,
                         verify_prop_crc=verify_prop_crc)
-    flags = (["--semantics", semantics] if semantics else []) + [
-        flag for flag, on in (("--from-checkpoint", from_checkpoint), ("--verify-prop-crc", verify_prop_crc),
-                              ("--no-check-crc", no_check_crc), ("--keep-index", keep_index),
-                              ("--keep-past-damage", keep_past_damage)) if on]
-    flags += size_words(given) + commit_log_path_words(store)
+    flags = _flags(store, semantics, given, from_checkpoint=from_checkpoint, verify_prop_crc=verify_prop_crc,
+                   no_check_crc=no_check_crc, keep_index=keep_index, keep_past_damage=keep_past_damage)
     again = flags + (["--force"] if to is not None or force else [])
     bar = progress_bar("recovering", None, progress) if apply else None
     request = RecoverRequest(apply=apply, to=to, force=force, backup_dir=backup_dir, settings=settings, given=given,
@@ -115,3 +110,14 @@ def recover(
         raise run.refusal
     if run.exit_code:
         raise typer.Exit(run.exit_code)
+
+
+def _flags(store, semantics, given, **on) -> list[str]:
+    """The options the command was given, as the words of the command that finishes it when it
+    is cut short (``on``: each flag's parameter name and whether it was given)."""
+    from rmqtool.cli.commitlog_paths import commit_log_path_words
+    from rmqtool.cli.sizes import size_words
+
+    flags = (["--semantics", semantics] if semantics else []) + [
+        "--" + name.replace("_", "-") for name, given_flag in on.items() if given_flag]
+    return flags + size_words(given) + commit_log_path_words(store)

@@ -130,20 +130,38 @@ def stage(f: RemoteFile, local: pathlib.Path, start: int = 0, end: int | None = 
     end = f.size if end is None else min(end, f.size)
     local.parent.mkdir(parents=True, exist_ok=True)
     fs, path = filesystem(f.uri)
+    new = not local.exists()  # all hole once truncated: a chunk of zeros need not be written
     try:
-        with fs.open_input_file(path) as handle, open(local, "r+b" if local.exists() else "wb") as out:
+        with fs.open_input_file(path) as handle, open(local, "wb" if new else "r+b") as out:
             out.truncate(f.size)
-            position = start
-            while position < end:
-                data = handle.read_at(min(_CHUNK, end - position), position)
-                if not data:
-                    break
-                out.seek(position)
-                out.write(data)
-                position += len(data)
+            for lo, hi in _extents(fs, path, start, end):
+                position = lo
+                while position < hi:
+                    data = handle.read_at(min(_CHUNK, hi - position), position)
+                    if not data:
+                        break
+                    if not new or data.count(0) != len(data):  # a 1 GiB QMQ segment is mostly zeros
+                        out.seek(position)
+                        out.write(data)
+                    position += len(data)
     except OSError as exc:
         raise StoreAccessError(f"cannot stage ({exc})", f.uri, start) from None
     return end
+
+
+def _extents(fs, path: str, start: int, end: int):
+    """The ranges of [start, end) that may hold data: a file:// URI's data extents (its holes,
+    which read as zeros, need not be read: a QMQ segment is 1 GiB of mostly hole), else the
+    whole range (a remote file system says nothing of holes)."""
+    import pyarrow.fs as pafs
+    if not isinstance(fs, pafs.LocalFileSystem):
+        return [(start, end)]
+    from rmqtool.store.extents import data_extents
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return list(data_extents(fd, start, end, path))
+    finally:
+        os.close(fd)
 
 
 def stage_head(f: RemoteFile, local: pathlib.Path, length: int = HEAD_BYTES) -> None:

@@ -7,6 +7,7 @@ functions too.
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 
 import pytest
@@ -56,6 +57,12 @@ def _imported(tree: ast.AST) -> set[str]:
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def _tree(path: pathlib.Path) -> ast.AST:
+    """A module's syntax tree, parsed once a worker (each test walks every module)."""
+    return ast.parse(path.read_text(), str(path))
+
+
 def _modules():
     files = sorted((ROOT / "rmqtool").rglob("*.py")) + sorted((ROOT / "formats").rglob("*.py"))
     return [f for f in files if _package(f) in ALLOWED]
@@ -64,14 +71,14 @@ def _modules():
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_imports_follow_the_layout(path):
     package = _package(path)
-    imported = _imported(ast.parse(path.read_text(), str(path)))
+    imported = _imported(_tree(path))
     assert imported <= ALLOWED[package], (
         f"{path.relative_to(ROOT)} ({package}/) imports {sorted(imported - ALLOWED[package])}")
 
 
 def test_no_relative_imports_hide_a_dependency():
     for path in _modules():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.ImportFrom) and node.level and _package(path) != "formats":
                 pytest.fail(f"{path.relative_to(ROOT)} uses a relative import")
 
@@ -81,7 +88,7 @@ def test_nothing_outside_the_cli_imports_it():
         rel = path.relative_to(ROOT / "rmqtool")
         if rel.parts[0] in ("cli", "__main__.py"):
             continue
-        assert "cli" not in _imported(ast.parse(path.read_text())), f"{rel} imports the CLI"
+        assert "cli" not in _imported(_tree(path)), f"{rel} imports the CLI"
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -101,7 +108,7 @@ def test_no_two_modules_import_each_other():
     graph = {}
     for name, path in modules.items():
         deps = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 deps.add(node.module)
                 deps.update(f"{node.module}.{a.name}" for a in node.names)
@@ -134,7 +141,7 @@ def test_no_long_function_without_its_reason():
     long = []
     for path in sorted((ROOT / "rmqtool").rglob("*.py")) + sorted((ROOT / "formats").rglob("*.py")):
         lines = path.read_text().splitlines()
-        for node in ast.walk(ast.parse("\n".join(lines))):
+        for node in ast.walk(_tree(path)):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             if node.end_lineno - node.lineno + 1 <= LONG_FUNCTION:

@@ -100,8 +100,8 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
         return run
     target = root
     if to is not None:  # the same command finishes a copy's repair cut short: it makes the copy again
-        target = copy_store(root, to, shlex.join(["rmqtool", "recover", os.path.abspath(root), *again, "--apply", "--to",
-                                                 os.path.abspath(to)]))
+        finish = ["rmqtool", "recover", os.path.abspath(root), *again, "--apply", "--to", os.path.abspath(to)]
+        target = copy_store(root, to, shlex.join(finish))
     run.applied = True
     if plan.changes_nothing and unfinished is None and not rewrites:  # not even the lock, the abort marker or the checkpoint
         doc["applied"] = {"store_path": str(target), "backup_dir": None, "manifest": None}

@@ -64,8 +64,9 @@ def mark_copy(copy: pathlib.Path, to: pathlib.Path, source: pathlib.Path, finish
     ``finish`` (the same command) finds its own copy and makes it again. The copy's provenance
     stays until the repair is done (:func:`end_copy`)."""
     _write(StorePaths(copy).copy_of, {"source": str(source.resolve())})
+    undo = shlex.join(["rm", "-r", os.path.abspath(to)])  # the store copied is as it was
     _write(StorePaths(copy).unfinished, {"operation": "recover", "store": str(to), "backup_dir": "", "finish": finish,
-                                          "undo": shlex.join(["rm", "-r", os.path.abspath(to)])})  # the store copied is as it was
+                                          "undo": undo})
 
 
 def copy_source(root: str | os.PathLike) -> str | None:

@@ -236,9 +236,9 @@ def apply_offset_reset(plan: ResetPlan, backup_dir: str | os.PathLike | None = N
     if previous is not None:  # string2File: the previous content, whatever it holds, becomes the .bak
         changes.append((REPLACE if bak.exists() else CREATE, str(bak), str(staging / "bak")))
     changes.append((REPLACE if main.exists() else CREATE, str(main), str(staging / "new")))
+    queue = ["--queue", str(plan.queue)] if plan.queue is not None else []
     command = shlex.join(["rmqtool", "offsets", "reset", os.path.abspath(root), "--group", plan.group,
-                          "--topic", plan.topic, *plan.target.words(), *(["--queue", str(plan.queue)] if plan.queue is not None else []),
-                          "--apply"])
+                          "--topic", plan.topic, *plan.target.words(), *queue, "--apply"])
     apply_file_changes(root, changes, backup, plan.to_json(), command=command, operation=OPERATION)
     return ResetRun(plan, backup, main)
 

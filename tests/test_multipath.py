@@ -220,6 +220,28 @@ def test_found_without_flags_from_the_stores_broker_properties(split):
             props.parent.rmdir()
 
 
+def test_a_root_without_its_commit_log_is_no_store_to_repair_or_diff(split, tmp_path):
+    """The disks not named (no option, no broker.properties) or a commitlog link to a disk not
+    mounted: recover says how to point at them (exit 8) and writes nothing, where it planned,
+    and applied, the start of a store with no commit log: every consume queue deleted, nothing
+    said lost. diff says so for its side, where it called every message missing from it."""
+    import hashlib
+    store, disks, _conf = split
+    tree = {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(store.rglob("*")) if p.is_file()}
+    for args in (("recover", store), ("recover", store, "--apply", "--backup-dir", tmp_path / "bk")):
+        r = _run(*args, code=int(ExitCode.OPERATIONAL))
+        assert "--commitlog-path" in r.stderr and "--broker-config" in r.stderr and not r.stdout
+    assert {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(store.rglob("*")) if p.is_file()} \
+        == tree and not (tmp_path / "bk").exists()
+    r = _run("diff", BASIC / "store", store, code=int(ExitCode.OPERATIONAL))
+    assert "--commitlog-path-b" in r.stderr and "message_only_in" not in r.stdout
+    _run("diff", BASIC / "store", store, *["--commitlog-path-b", f"{disks[0]},{disks[1]}"])
+    unmounted = writable_copy(BASIC / "store", tmp_path / "linked")
+    shutil.rmtree(unmounted / "commitlog")
+    (unmounted / "commitlog").symlink_to(tmp_path / "not-mounted" / "commitlog")
+    _run("recover", unmounted, code=int(ExitCode.OPERATIONAL))
+
+
 def test_load_takes_every_path_sorted_by_name(tmp_path):
     """MultiPathMappedFileQueue.load hands doLoad the files of every path, sorted by name alone:
     a file of the wrong size on either disk stops the load there, and 5.3.3 deletes an empty

@@ -502,8 +502,11 @@ def diff_stores(path_a: str | os.PathLike, path_b: str | os.PathLike, *,
     does (its config/broker.properties), so a multi-path store diffs as the one log it is."""
     for path in (path_a, path_b):
         refuse_dledger(path, "diff")
-    return StoreDiff(open_store(path_a, commit_log_paths=paths_a, simulate=simulate_for_info),
-                     open_store(path_b, commit_log_paths=paths_b, simulate=simulate_for_info))
+    a = open_store(path_a, commit_log_paths=paths_a, simulate=simulate_for_info)
+    b = open_store(path_b, commit_log_paths=paths_b, simulate=simulate_for_info)
+    a.require_commit_log_directory("-a")  # not there: every message would read as missing from that side
+    b.require_commit_log_directory("-b")
+    return StoreDiff(a, b)
 
 
 def _diff_rows(result: StoreDiff) -> Iterator[dict]:

@@ -253,6 +253,7 @@ def plan_recovery(store: str | os.PathLike | StoreView, *, commit_log_file_size:
     the next start happens (a timer store's read time depends on it; None: the clock).
     ``store_type``: broker.conf's storeType, when given (``rocksdb_only``)."""
     view = store if isinstance(store, StoreView) else _opened(store)
+    view.require_commit_log_directory()  # not there: the plan would drop every queue, as if the log were lost
     paths = view.paths
     findings: list[Finding] = []
     actions: list[Action] = []

@@ -67,10 +67,20 @@ class StoreView:
             return CommitLog.of_queue(list_commit_log(self.commit_log_paths, self.root))
         if self.records_in_dledger:
             return self.dledger.commit_log()  # enableDLegerCommitLog: the records lie in the entry log
-        if not self.paths.commitlog.exists() and self.root.is_dir():  # a broker may keep it elsewhere: say how to point there
-            raise StoreNotFound("no such directory (a broker whose storePathCommitLog is elsewhere: give "
-                                "--commitlog-path DIR[,DIR...] or --broker-config FILE)", self.paths.commitlog)
+        self.require_commit_log_directory()
         return CommitLog(self.paths.commitlog)
+
+    def require_commit_log_directory(self, options: str = "") -> None:
+        """StoreNotFound, saying how to point at it, when ROOT/commitlog is not there (nor given
+        elsewhere): a broker whose storePathCommitLog is on other disks, or a commitlog link to a
+        disk not mounted, is far likelier than a store that lost its whole log, and a plan of it
+        would drop every consume queue. ``options``: the suffix of the options that point there
+        (diff's ``-a``, ``-b``)."""
+        if self.commit_log_paths is None and not self.records_in_dledger and not self.paths.commitlog.exists() \
+                and self.root.is_dir():
+            raise StoreNotFound(f"no such directory (a broker whose storePathCommitLog is elsewhere: give "
+                                f"--commitlog-path{options} DIR[,DIR...] or --broker-config{options} FILE)",
+                                self.paths.commitlog)
 
     @property
     def commit_log_directories(self) -> list[pathlib.Path]:

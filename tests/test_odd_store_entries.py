@@ -160,3 +160,20 @@ def test_a_file_where_qmqs_message_log_directory_belongs(tmp_path):
     assert r.returncode == 3, r.stderr
     assert [f["finding"] for f in json.loads(r.stdout)["findings"]] == ["storeNotLoadable"]
     assert _rmqtool("verify", store).returncode == 3
+
+
+@pytest.mark.parametrize("where", ["commitlog", "consumequeue"])
+def test_a_link_to_a_disk_not_mounted_among_the_files_stops_the_load(tmp_path, where):
+    """MappedFileQueue.load takes File.length() of each entry: 0 for a link whose target is not
+    there, which is never the mapped file size, so the broker does not start. check said OK and
+    recover said loadable (the entry was skipped)."""
+    import json
+    store = writable_copy(V4 / "basic" / "store", tmp_path / "store")
+    directory = store / where if where == "commitlog" else next((store / where).glob("*/*"))
+    middle = sorted(directory.iterdir())[len(list(directory.iterdir())) // 2]
+    middle.unlink()
+    middle.symlink_to(tmp_path / "not-mounted" / middle.name)
+    plan = json.loads(_rmqtool("recover", store, "-f", "json").stdout)
+    assert plan["loadable"] is False and str(middle) in plan["reason"]
+    check = _rmqtool("check", store)
+    assert check.returncode == 2 and "load_refused=1" in check.stdout

@@ -648,25 +648,27 @@ def load_refusal(directory: "pathlib.Path | list[pathlib.Path]", size: int,
     entries.sort(key=lambda e: e[0])  # File::getName; a stable sort keeps the paths' order for one name
     dropped = []
     for i, (name, path) in enumerate(entries):
+        why = "an empty file"
         try:
             st = os.stat(path)
-        except OSError:
+            length, is_dir = st.st_size, stat.S_ISDIR(st.st_mode)
+        except OSError as exc:  # File.length() is 0 for what it cannot stat: a link to a disk not mounted, a loop
+            length, is_dir, why = 0, False, f"not readable ({exc.strerror}), which File.length() takes as 0 bytes"
+        if is_dir and semantics == V5:
             continue
-        if stat.S_ISDIR(st.st_mode) and semantics == V5:
-            continue
-        if semantics == V5 and st.st_size == 0 and i == len(entries) - 1:
+        if semantics == V5 and length == 0 and i == len(entries) - 1:
             dropped.append(path)  # 'size is 0, auto delete'
             continue
-        if st.st_size == 0 and not stat.S_ISDIR(st.st_mode):
-            return (f"{path}: an empty file (0 bytes is never the mapped file size): MappedFileQueue.load refuses "
+        if length == 0 and not is_dir:
+            return (f"{path}: {why} (0 bytes is never the mapped file size): MappedFileQueue.load refuses "
                     f"it and the broker does not start"), path, dropped
-        if size and st.st_size != size:
-            return (f"{path}: {st.st_size} bytes, not the mapped file size {size}: MappedFileQueue.load refuses it "
+        if size and length != size:
+            return (f"{path}: {length} bytes, not the mapped file size {size}: MappedFileQueue.load refuses it "
                     f"and the broker does not start"), path, dropped
         if not is_segment_name(name):  # Long.parseLong fails: also 20 digits past a Java long
             return (f"{path}: its name is not an offset: MappedFileQueue.load fails on it and the broker does not "
                     f"start"), path, dropped
-        if int(name) + st.st_size > LONG_MAX:
+        if int(name) + length > LONG_MAX:
             return (f"{path}: its offsets pass the largest a Java long holds ({LONG_MAX}): the broker's offsets "
                     f"in it overflow (move the file out of the store)"), path, dropped
     return None, None, dropped

@@ -663,3 +663,33 @@ def test_a_second_undo_of_one_backup_says_the_store_is_as_before(tmp_path):
     (root / "config").mkdir(exist_ok=True)
     (root / "config" / "written-after-the-undo.json").write_text("{}")
     assert _run("undo", backup).exit_code == ExitCode.LOCKED
+
+
+def test_a_repair_that_would_delete_or_replace_a_linked_file_is_refused_before_it_writes(tmp_path):
+    """A commit log file (recover deletes it) or a consume queue file (redispatch replaces it)
+    that is a symbolic link to another disk: deleting or renaming over the name drops the link
+    (recover removed the target too), and undo put back a file where the link was, or the
+    target only, leaving a gap. Refused (exit 4) before anything is written, naming the link."""
+    root = writable_copy(E1, tmp_path / "recover")
+    plan = json.loads(_run("recover", root, "-f", "json").stdout)
+    deleted = next(a["file"] for a in plan["actions"] if a["kind"] == "delete")
+    other = tmp_path / "disk2"
+    other.mkdir()
+    shutil.move(deleted, other / pathlib.Path(deleted).name)
+    os.symlink(other / pathlib.Path(deleted).name, deleted)
+    before = tree(root) | {"link": os.readlink(deleted)}
+    r = _run("recover", root, "--apply", "--backup-dir", tmp_path / "b1")
+    assert r.exit_code == ExitCode.BAD_INPUT and deleted in r.stderr and "symbolic link" in r.stderr
+    assert tree(root) | {"link": os.readlink(deleted)} == before and (other / pathlib.Path(deleted).name).exists()
+
+    root = writable_copy(BASIC, tmp_path / "redispatch")
+    queue_file = sorted((root / "consumequeue").glob("*/0/*"))[0]
+    with open(queue_file, "r+b") as f:  # a unit zeroed: redispatch replaces the file
+        f.seek(20)
+        f.write(bytes(20))
+    shutil.move(queue_file, other / "cq")
+    os.symlink(other / "cq", queue_file)
+    before = tree(root)
+    r = _run("redispatch", root, "--cq", "--apply", "--backup-dir", tmp_path / "b2")
+    assert r.exit_code == ExitCode.BAD_INPUT and str(queue_file) in r.stderr, r.output
+    assert tree(root) == before and queue_file.is_symlink()

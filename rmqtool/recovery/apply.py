@@ -19,7 +19,7 @@ import pathlib
 import shlex
 import shutil
 
-from rmqtool.errors import CorruptData, RmqError, StoreAccessError, StoreLocked, UsageError
+from rmqtool.errors import CorruptData, NotAStore, RmqError, StoreAccessError, StoreLocked, UsageError
 import rmqtool.recovery.intent as intent
 from rmqtool.recovery.manifest import (RESTORE, REWRITE, TAIL, COPIES_DIR, Entry, Manifest, copy_range, entry_name,
                                        copy_sparse, outside_directories, read_manifest, record_after, store_listing,
@@ -119,6 +119,7 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
                           StorePaths(root).lock)
     backup, made = create_backup_dir(root, backup_dir)
     with removed_unless_begun(backup, root, made, made_here):
+        refuse_links([a.path for a in plan.actions if a.kind == DELETE])
         return _back_up_and_carry_out(plan, root, backup, finish, before_change, command, made_here, rewrites,
                                       replan, commit_log_directories, written, lock_marked)
 
@@ -236,6 +237,18 @@ def _begin(root, backup, plan, entries, listing, directories, command, before_ch
         intent.step()
         before_change()
     return manifest
+
+
+def refuse_links(paths) -> None:
+    """NotAStore (a layout rmqtool does not write), before anything is written, for a file to
+    delete or replace that is a symbolic link: a delete or a rename over its name drops the
+    link, and undo would put a file back where the link was (a file written through a link, in
+    place, keeps it)."""
+    for path in paths:
+        if os.path.islink(path):
+            raise NotAStore(f"not written: a symbolic link (to {os.readlink(path)}), which this repair would "
+                             f"delete or replace and undo could not put back as it was: move the file it points "
+                             f"to in place of the link first", path)
 
 
 def create_backup_dir(root: pathlib.Path, backup_dir: str | os.PathLike | None, *,
@@ -390,6 +403,7 @@ def apply_file_changes(root: str | os.PathLike, changes, backup_dir: str | os.Pa
     with held_for(root):  # taken, not only asked: no writer starts between the listing and the swap
         backup, made = create_backup_dir(root, backup_dir, staged=True)
         with removed_unless_begun(backup, root, made):
+            refuse_links([target for kind, target, _staged in changes if kind != CREATE])
             return _swap_in(root, changes, backup, plan_doc, command, operation)
 
 

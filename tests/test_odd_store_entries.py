@@ -177,3 +177,20 @@ def test_a_link_to_a_disk_not_mounted_among_the_files_stops_the_load(tmp_path, w
     assert plan["loadable"] is False and str(middle) in plan["reason"]
     check = _rmqtool("check", store)
     assert check.returncode == 2 and "load_refused=1" in check.stdout
+
+
+def test_a_commit_log_file_cut_while_it_is_read_is_one_error_naming_it(tmp_path):
+    """A file listed at one size and cut shorter before the scan reads it (a writer truncating
+    it under a reader): StoreAccessError naming the file and the offset, where the short read
+    reached struct.unpack_from and came out as a traceback (exit 1)."""
+    from rmqtool.errors import StoreAccessError
+    from rmqtool.store.commitlog_end import CommitLog
+
+    store = writable_copy(V4 / "basic" / "store", tmp_path / "store")
+    log = CommitLog(store / "commitlog")
+    last = log.segments[-1]
+    os.truncate(last.path, 100)
+    with pytest.raises(StoreAccessError) as raised:
+        for _record in log.scan():
+            pass
+    assert str(last.path) in raised.value.one_line() and "cut it while it was read" in raised.value.one_line()

@@ -232,6 +232,10 @@ class _FileWindow:
             except OSError as exc:
                 raise StoreAccessError(f"read failed ({exc.strerror})", self.path, pos) from None
             self.base = pos_in
+            if len(self.buf) - (pos - pos_in) < length:  # the file was cut shorter while it was read
+                raise StoreAccessError(f"the file is now {max(self._file_size(), 0)} bytes, shorter than the "
+                                       f"{self.size} it had when listed: something cut it while it was read "
+                                       f"(read it again once its writer has stopped)", self.path, pos)
         return self.buf, pos - self.base
 
     def pread(self, pos: int, length: int) -> bytes:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
+from helpers import file_fingerprint
+
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
 
@@ -102,10 +104,10 @@ def test_a_topic_a_4_9_broker_refuses_is_refused_unless_the_store_is_a_5x_one(tm
     long_topic = "T" * (MAX_TOPIC_LENGTH_V1 + 1)
     store = tmp_path / "s"
     assert invoke("append", store, "--create", "--topic", "T", "--body", "x", "--commitlog-size", 65536).exit_code == 0
-    before = {p: p.read_bytes() for p in store.rglob("*") if p.is_file() and p.name != "lock"}
+    before = {p: file_fingerprint(p) for p in store.rglob("*") if p.is_file() and p.name != "lock"}
     r = invoke("append", store, "--topic", long_topic, "--body", "y")
     assert r.exit_code == int(ExitCode.USAGE) and "MESSAGE_ILLEGAL" in r.stderr and "--semantics 5.3" in r.stderr
-    assert {p: p.read_bytes() for p in store.rglob("*") if p.is_file() and p.name != "lock"} == before
+    assert {p: file_fingerprint(p) for p in store.rglob("*") if p.is_file() and p.name != "lock"} == before
     assert invoke("append", store, "--topic", long_topic, "--body", "y", "--semantics", "5.3").exit_code == 0
     last = [m for m in CommitLog(store / "commitlog").scan() if type(m) is Message][-1]
     assert (last.topic, last.magic_code) == (long_topic, MESSAGE_MAGIC_CODE_V2)

@@ -693,3 +693,36 @@ def test_a_repair_that_would_delete_or_replace_a_linked_file_is_refused_before_i
     r = _run("redispatch", root, "--cq", "--apply", "--backup-dir", tmp_path / "b2")
     assert r.exit_code == ExitCode.BAD_INPUT and str(queue_file) in r.stderr, r.output
     assert tree(root) == before and queue_file.is_symlink()
+
+
+def test_undo_gives_a_read_only_file_its_mode_after_all_its_bytes(tmp_path, monkeypatch):
+    """A read-only consume queue file (0444) that the repair cut (a range) and dispatched into
+    (put back whole): undo gave it 0444 with its whole copy, then could not open it to put the
+    range back (EACCES for anyone but root) and stopped half done. The mode now comes back
+    last. The suite may run as root, which no mode stops: an open for writing of a file
+    without its owner's write bit is refused here as the kernel refuses it to its owner."""
+    import stat as st_mode
+
+    root = writable_copy(E1, tmp_path / "store")
+    plan = json.loads(_run("recover", root, "-f", "json").stdout)
+    cut = next(a["file"] for a in plan["actions"] if a["kind"] == "zero" and "/consumequeue/" in a["file"])
+    os.chmod(cut, 0o444)
+    before = tree(root)
+    backup = tmp_path / "backup"
+    assert _run("recover", root, "--apply", "--backup-dir", backup).exit_code == 0
+    entries = [e for e in read_manifest(backup).entries if str(root / e.file) == cut or e.file == cut]
+    assert {e.action for e in entries} >= {"zero", "restore"}  # the case: a range and the whole file
+    os.chmod(cut, 0o644)  # the operator makes it writable to undo
+    real_open = os.open
+
+    def owner_open(path, flags, mode=0o777, *args, **kwargs):
+        if flags & (os.O_WRONLY | os.O_RDWR) and os.path.exists(path) and \
+                not os.stat(path).st_mode & st_mode.S_IWUSR:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", owner_open)
+    u = _run("undo", backup)
+    monkeypatch.undo()
+    assert u.exit_code == 0, u.output
+    assert tree(root) == before and os.stat(cut).st_mode & 0o777 == 0o444

@@ -17,6 +17,7 @@ import dataclasses
 import os
 import pathlib
 import shlex
+import stat
 
 from rmqtool.errors import (CorruptData, RepairUnfinished, StoreAccessError, StoreChangedSince, StoreLocked,
                             StoreNotFound)
@@ -83,6 +84,7 @@ def _undo(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> Re
         else:
             files += 1
         total += entry.end - entry.start
+    _put_back_modes(manifest, root)
     _put_back_mtimes(manifest, root)
     if manifest.directories is not None:  # directories made since go (deepest first); those before stay
         _remove_directories_made_since(manifest, root)
@@ -180,8 +182,8 @@ def _restore(backup: pathlib.Path, root: pathlib.Path, entry) -> None:
     else:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
         path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, flags, entry.mode)
+    try:  # writable by its owner until every entry is back (_put_back_modes: a read-only file's own)
+        fd = os.open(path, flags, entry.mode | stat.S_IWUSR)
     except OSError as exc:
         raise StoreAccessError(f"cannot open to restore ({exc.strerror})", path) from None
     try:
@@ -189,7 +191,7 @@ def _restore(backup: pathlib.Path, root: pathlib.Path, entry) -> None:
             restore_range(backup / entry.copy, fd, entry.start, path)
         else:
             copy_into(backup / entry.copy, fd, entry.start)
-            os.fchmod(fd, entry.mode)
+            os.fchmod(fd, entry.mode | stat.S_IWUSR)
         os.fsync(fd)
     except OSError as exc:
         raise StoreAccessError(f"cannot restore ({exc.strerror})", path, entry.start) from None
@@ -197,6 +199,22 @@ def _restore(backup: pathlib.Path, root: pathlib.Path, entry) -> None:
         os.close(fd)
     if entry.action not in _RANGES:
         sync_dir(path.parent)
+
+
+def _put_back_modes(manifest, root: pathlib.Path) -> None:
+    """Each file put back whole given its mode from before the repair, once every entry is
+    back: a read-only file (0444) with a range entry after its whole one was given 0444 first,
+    and the range could then not be written (EACCES for all but root)."""
+    for entry in manifest.entries:
+        if entry.action in _RANGES:
+            continue
+        path = root / entry.file
+        try:
+            os.chmod(path, entry.mode)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StoreAccessError(f"cannot set its mode back ({exc.strerror})", path) from None
 
 
 def _put_back_mtimes(manifest, root: pathlib.Path) -> None:

@@ -726,3 +726,61 @@ def test_undo_gives_a_read_only_file_its_mode_after_all_its_bytes(tmp_path, monk
     monkeypatch.undo()
     assert u.exit_code == 0, u.output
     assert tree(root) == before and os.stat(cut).st_mode & 0o777 == 0o444
+
+
+def test_an_undo_killed_after_its_last_byte_is_finished_by_running_it_again(tmp_path):
+    """Killed between its last restore and clearing its records: the store is as before, the
+    intent record and the store's marker are left. Run again it said "abort was made since,
+    after the repair" (exit 5); it clears them and says the store is as before (exit 0)."""
+    from rmqtool.recovery import intent
+    from rmqtool.store.unfinished import undo_command
+
+    root = writable_copy(E1, tmp_path / "store")
+    before = tree(root)
+    backup = tmp_path / "backup"
+    assert _run("recover", root, "--apply", "--backup-dir", backup).exit_code == 0
+    assert _run("undo", backup).exit_code == 0
+    intent.begin(backup, root, "undo", undo_command(backup), f"rmqtool recover {root} --apply")  # as the kill left it
+    again = _run("undo", backup, "-f", "json")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["already_as_before"] is True
+    assert tree(root) == before and not (backup / "intent.json").exists()
+
+
+def test_a_manifest_field_of_the_wrong_type_is_refused_before_undo_writes(tmp_path):
+    """An entry's start as a string: a TypeError traceback half way through the undo (the
+    entries after it in reverse order already written back). One line, exit 4, nothing written."""
+    root = writable_copy(E1, tmp_path / "store")
+    backup = tmp_path / "backup"
+    assert _run("recover", root, "--apply", "--backup-dir", backup).exit_code == 0
+    repaired = tree(root)
+    doc = json.loads((backup / "manifest.json").read_text())
+    doc["entries"][0]["start"] = str(doc["entries"][0]["start"])
+    (backup / "manifest.json").write_text(json.dumps(doc))
+    u = _run("undo", backup)
+    assert u.exit_code == ExitCode.BAD_INPUT and "manifest" in u.stderr, u.output
+    assert tree(root) == repaired
+
+
+def test_undo_refuses_a_qmq_store_a_process_holds(tmp_path):
+    """A QMQ store has no lock file: a broker holds it by its files open. recover --apply saw
+    that and refused; undo wrote its bytes back under the running broker and exited 0."""
+    from conftest import FIXTURES
+    from helpers import expand_store
+
+    root = expand_store(FIXTURES / "qmq" / "crash" / "d-flipped-payload-byte-mid-log" / "input", tmp_path / "q")
+    backup = tmp_path / "backup"
+    assert _run("recover", root, "--apply", "--backup-dir", backup).exit_code in (0, 3)
+    repaired = tree(root)
+    holder = subprocess.Popen([sys.executable, "-c", "import mmap,sys,time; f=open(sys.argv[1],'r+b'); "
+                               "m=mmap.mmap(f.fileno(), 4096); print('held', flush=True); time.sleep(60)",
+                               str(next((root / "messagelog").glob("0*")))], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        u = _run("undo", backup)
+        assert u.exit_code == ExitCode.LOCKED and str(holder.pid) in u.stderr, u.output
+        assert tree(root) == repaired
+    finally:
+        holder.kill()
+        holder.wait()
+    assert _run("undo", backup).exit_code == 0

@@ -389,6 +389,10 @@ def read_manifest(backup_dir: pathlib.Path) -> Manifest:
         raise FormatError(f"not a {FORMAT_NAME} manifest of version {' or '.join(map(str, READ_VERSIONS))}", path)
     try:
         entries = tuple(Entry(**e) for e in doc["entries"])
+        for e in entries:  # checked before undo writes a byte: a wrong type stops it half way
+            if not (all(type(v) is int for v in (e.start, e.end, e.mode)) and type(e.mtime_ns) in (int, type(None))
+                    and all(type(v) is str for v in (e.action, e.file, e.sha256, e.copy)) and 0 <= e.start <= e.end):
+                raise TypeError(f"entry {e.file!r}: a field of the wrong type or range")
         listing, dirs = doc.get("listing"), doc.get("directories")
         outside = doc.get("commit_log_directories")
         return Manifest(doc["store"], doc["created"], doc["plan"], entries,

@@ -64,7 +64,12 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
 
 def _undo(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> Restored:
     pending = intent.pending(backup)
-    if pending is None and read_unfinished(root) is None and as_before(manifest, root):
+    marker = read_unfinished(root)
+    cut_short = pending is not None and pending.get("operation") == "undo" and (
+        marker is None or pathlib.Path(marker.backup_dir).resolve() == backup.resolve())
+    if (pending is None and marker is None or cut_short) and as_before(manifest, root):
+        if cut_short:  # an undo killed after its last byte: only its records are left to clear
+            intent.end(backup, root)
         return Restored(root, 0, 0, 0, already_as_before=True)  # undone already: its bytes are all back
     _check_undoable(backup, manifest, root, force)
     repair = pending if pending and pending.get("operation") != "undo" else None  # an apply cut short: its command
@@ -125,6 +130,9 @@ def _check_undoable(backup: pathlib.Path, manifest, root: pathlib.Path, force: b
     store written since the repair (unless ``force``), a backup copy that is not whole, a commit
     log disk the repair changed files on that is not there (its files have nowhere to go back to)."""
     holder = is_locked(StorePaths(root).lock)
+    if holder is None and not StorePaths(root).lock.exists():  # a QMQ store has no lock file: its files open
+        from rmqtool.store.qmq.live import holder_pid
+        holder = holder_pid(root)
     if holder is not None and holder != os.getpid():  # held here: by this undo (held_for)
         raise StoreLocked(f"the store is open for writing by {f'process {holder}' if holder else 'another process'}: "
                           f"close it before undoing a recovery", StorePaths(root).lock)

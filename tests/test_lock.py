@@ -68,3 +68,35 @@ def test_a_refused_second_writer_in_the_process_does_not_drop_the_lock(tmp_path)
         with pytest.raises(StoreLocked):
             Store.open(root, writable=True)
         _child_cannot_lock(root)
+
+
+def test_a_store_without_a_lock_file_has_one_rmqtool_writer_at_a_time(tmp_path):
+    """A store with no lock file yet (never started; QMQ takes none): a writer that would make
+    one is refused while another rmqtool writer works on the store, and makes no lock file;
+    in one process the hold is taken again (a repair rolling back one cut short), not refused."""
+    import subprocess
+    import sys
+    from rmqtool.recovery.store_lock import StoreLock, held_for
+    root = tmp_path / "store"
+    root.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from rmqtool.recovery.store_lock import held_for\n"
+                               "with held_for(sys.argv[1]):\n print('held', flush=True); sys.stdin.read()", str(root)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(StoreLocked, match=f"process {holder.pid}"):
+            StoreLock(root / "lock").acquire()
+        with pytest.raises(StoreLocked):
+            with held_for(root):
+                pass
+        assert not (root / "lock").exists()
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=10)
+    with held_for(root):
+        with held_for(root):
+            lock = StoreLock(root / "lock")
+            lock.acquire()
+            lock.release()
+    with held_for(root):  # every hold given back: taken again
+        pass

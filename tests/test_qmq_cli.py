@@ -108,6 +108,45 @@ def test_recover_apply_plan_again_and_undo(tmp_path):
     assert tree_fingerprint(store) == before
 
 
+def _writer_holding(store):
+    """Another process in the middle of an rmqtool repair of ``store``: it holds what every
+    rmqtool writer holds while it works (QMQ takes no lock file) until its stdin closes."""
+    import subprocess
+    import sys
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from rmqtool.recovery.store_lock import held_for\n"
+                               "with held_for(sys.argv[1]):\n print('held', flush=True); sys.stdin.read()", str(store)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_a_second_writer_is_refused_while_one_works(tmp_path):
+    """Two rmqtool writers on one QMQ store: while one works, a recover --apply or an undo of
+    the store is refused (exit 5, naming the writer) before it writes; once it is done they run."""
+    variant = CRASH / "d-flipped-payload-byte-mid-log"
+    store = expand_store(variant / "input", tmp_path / "store")
+    before = tree_fingerprint(store)
+    holder = _writer_holding(store)
+    try:
+        second = run("recover", store, "--apply", "--backup-dir", tmp_path / "backup")
+        assert second.exit_code == ExitCode.LOCKED, second.output
+        assert f"another rmqtool writer (process {holder.pid})" in second.stderr
+        assert tree_fingerprint(store) == before and not (tmp_path / "backup").exists()
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=10)
+    assert run("recover", store, "--apply", "--backup-dir", tmp_path / "backup").exit_code == 0
+    repaired = tree_fingerprint(store)
+    holder = _writer_holding(store)
+    try:
+        undone = run("undo", tmp_path / "backup")
+        assert undone.exit_code == ExitCode.LOCKED and tree_fingerprint(store) == repaired, undone.output
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=10)
+    assert run("undo", tmp_path / "backup").exit_code == 0 and tree_fingerprint(store) == before
+
+
 def test_a_store_qmq_refuses_is_repaired_so_that_it_starts(tmp_path):
     """crash/b: a stray name stops QMQ's start; --apply moves it into the backup."""
     store = expand_store(CRASH / "b-stray-file-in-messagelog" / "input", tmp_path / "store")

@@ -11,6 +11,12 @@ A process never conflicts with its own POSIX locks, and closing any descriptor o
 drops them: so every lock taken here is entered in the read side's registry
 (``store/lock.py``), which keeps writers in this process apart and lets readers ask who
 holds the lock without opening the file.
+
+A store without a ``lock`` file (every QMQ store: QMQ takes none; a RocketMQ store never
+started) still has one writer at a time: every rmqtool writer also holds ``flock`` on the
+store root directory. That makes no name a kill would leave, goes with the process, and is
+not a lock any broker takes (a running QMQ broker is seen by its open files instead,
+``store/qmq/live.py``).
 """
 from __future__ import annotations
 
@@ -32,10 +38,12 @@ def held_for(root: str | os.PathLike):
     """The store's lock held while a writer that writes no lock bytes of its own works (a swap
     of whole files, an undo): another holder refuses it (StoreLocked) before anything is read
     for it, and nobody gets in while it works. A store without a lock file (a QMQ store, a
-    RocketMQ one never started) is not given one: no name is made that a kill would leave."""
+    RocketMQ one never started) is not given one: no name is made that a kill would leave; the
+    root's flock (:func:`root_held`) keeps other rmqtool writers out."""
     path = pathlib.Path(root) / LOCK_FILE
     if not path.exists():
-        yield None
+        with root_held(root):
+            yield None
         return
     lock = StoreLock(path)
     lock.acquire()
@@ -43,6 +51,58 @@ def held_for(root: str | os.PathLike):
         yield lock
     finally:
         lock.release()
+
+
+# (st_dev, st_ino) of a store root -> [descriptor holding flock on it, how many holds in this process]
+_roots: dict[tuple[int, int], list[int]] = {}
+
+
+@contextlib.contextmanager
+def root_held(root: str | os.PathLike):
+    """``flock`` on the store root directory, for as long as a writer works: another rmqtool
+    writer (which takes it too) is refused (StoreLocked, exit 5). Taken again in this process
+    (a repair that first rolls back one cut short), it is already held. A filesystem that has
+    no flock leaves the writer's other checks to stand."""
+    root = pathlib.Path(root)
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot open the store directory ({exc.strerror})", root) from None
+    st = os.fstat(fd)
+    key = (st.st_dev, st.st_ino)
+    with registry.guard:
+        held = _roots.get(key)
+        if held is not None:
+            os.close(fd)
+            held[1] += 1
+        else:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    pid = registry.root_writer_pid(root)
+                    who = f" (process {pid})" if pid else ""
+                    raise StoreLocked(f"another rmqtool writer{who} is changing the store", root) from None
+                fd = -1  # no flock on this filesystem
+            _roots[key] = [fd, 1]
+    try:
+        yield
+    finally:
+        with registry.guard:
+            held = _roots[key]
+            held[1] -= 1
+            if not held[1]:
+                del _roots[key]
+                if held[0] >= 0:
+                    os.close(held[0])  # the flock goes with its last descriptor
+
+
+def _forget_roots_in_child() -> None:
+    _roots.clear()  # a forked child holds a descriptor of the parent's, not a hold of its own
+
+
+os.register_at_fork(after_in_child=_forget_roots_in_child)
 
 
 def refuse_held(view) -> None:
@@ -62,10 +122,23 @@ class StoreLock:
         self.path = pathlib.Path(path)
         self.fd: int | None = None
         self._key: tuple[int, int] | None = None
+        self._root = None  # the store root's flock, held with the lock
 
     def acquire(self) -> None:
         """Take the lock (creating the file when absent) or raise StoreLocked, naming the
-        holder's PID when the OS says it. Writes nothing into the file."""
+        holder's PID when the OS says it. Writes nothing into the file. The store root's flock
+        is taken first (:func:`root_held`): a writer on the store before it had a lock file
+        keeps it."""
+        root = root_held(self.path.parent)
+        root.__enter__()
+        try:
+            self._take()
+        except BaseException:
+            root.__exit__(None, None, None)
+            raise
+        self._root = root
+
+    def _take(self) -> None:
         with registry.guard:  # the check, the open and the lock: no other thread between them
             key = registry.file_key(self.path)
             if key is not None and registry.held_fd(key) is not None:
@@ -119,6 +192,8 @@ class StoreLock:
             finally:
                 os.close(self.fd)
                 self.fd = None
+                root, self._root = self._root, None
+                root.__exit__(None, None, None)
 
     @property
     def held(self) -> bool:

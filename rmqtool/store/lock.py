@@ -124,3 +124,23 @@ def read_lock_file(path: str | os.PathLike, limit: int = 4096) -> bytes | None:
             return None
         except OSError as exc:
             raise StoreAccessError(f"cannot read the lock file ({exc.strerror})", path) from None
+
+
+def root_writer_pid(root: str | os.PathLike) -> int | None:
+    """The rmqtool writer holding ``flock`` on the store root directory (every writer takes it,
+    ``recovery/store_lock.root_held``), as /proc/locks says (``N: FLOCK ADVISORY WRITE pid
+    maj:min:inode start end``); None when none does or the OS does not say."""
+    try:
+        st = os.stat(root)
+    except OSError:
+        return None
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == dev and parts[4].isdigit():
+                    return int(parts[4])
+    except OSError:
+        pass
+    return None

@@ -29,6 +29,7 @@ from rmqtool.recovery.manifest import (COPIES_DIR, RESTORE, Entry, Manifest, cop
                                        sync_dir, write_manifest)
 from rmqtool.recovery.plan import DELETE, ZERO
 from rmqtool.recovery.qmq.plan import QmqPlan
+from rmqtool.recovery.store_lock import held_for
 from rmqtool.store.qmq.live import holder_pid
 
 
@@ -86,15 +87,16 @@ def _changes(plan: QmqPlan) -> tuple[list, list]:
 def apply_qmq_plan(plan: QmqPlan, backup_dir: str | os.PathLike | None = None, *,
                    command: str | None = None) -> QmqApplied:
     root = pathlib.Path(plan.store)
-    holder = holder_pid(root)
-    if holder is not None:
-        raise StoreLocked(f"process {holder} has the store's files open (a running QMQ broker?): not changing it",
-                          root)
-    if not plan.changes_anything:
-        raise CorruptData("nothing to apply: the plan changes nothing", root)
-    backup, made = create_backup_dir(root, backup_dir)
-    with removed_unless_begun(backup, root, made):
-        return _back_up_and_carry_out(plan, root, backup, command)
+    with held_for(root):  # another rmqtool writer is refused; none starts while this one works
+        holder = holder_pid(root)
+        if holder is not None:
+            raise StoreLocked(f"process {holder} has the store's files open (a running QMQ broker?): "
+                              f"not changing it", root)
+        if not plan.changes_anything:
+            raise CorruptData("nothing to apply: the plan changes nothing", root)
+        backup, made = create_backup_dir(root, backup_dir)
+        with removed_unless_begun(backup, root, made):
+            return _back_up_and_carry_out(plan, root, backup, command)
 
 
 def _back_up_and_carry_out(plan: QmqPlan, root: pathlib.Path, backup: pathlib.Path, command: str | None) -> QmqApplied:

@@ -13,12 +13,20 @@ from rmqtool.engine.recover_store import RecoverRun, copy_store
 from rmqtool.errors import CorruptData, ExitCode, RepairUnfinished, StoreLocked
 from rmqtool.recovery.intent import copy_source, end_copy
 from rmqtool.recovery.qmq.plan import plan_recovery
+from rmqtool.recovery.store_lock import held_for
 from rmqtool.recovery.undo import roll_back_unfinished
 from rmqtool.store.qmq.view import QmqView
 
 
 def recover_qmq(view: QmqView, *, apply: bool = False, to: pathlib.Path | None = None,
                 backup_dir: pathlib.Path | None = None) -> RecoverRun:
+    if not apply:
+        return _recover(view, False, to, backup_dir)
+    with held_for(view.root):  # planned and carried out (or copied) with no other rmqtool writer between
+        return _recover(view, True, to, backup_dir)
+
+
+def _recover(view: QmqView, apply: bool, to: pathlib.Path | None, backup_dir: pathlib.Path | None) -> RecoverRun:
     root = view.root
     plan = plan_recovery(root)
     doc = plan.to_json()
@@ -30,8 +38,7 @@ def recover_qmq(view: QmqView, *, apply: bool = False, to: pathlib.Path | None =
             run.exit_code = int(ExitCode.CORRUPT)
         return run
     if view.live is not None:
-        raise StoreLocked(f"process {view.live.pid} has the store's files open (a running QMQ broker?): "
-                          f"not recovering it", root)
+        raise StoreLocked(f"{view.live.holder} has the store's files open: not recovering it", root)
     if to is not None and unfinished is not None:
         raise RepairUnfinished(f"not copied: an interrupted {unfinished.operation} left this store half changed: "
                                f"{unfinished.ways_out()}", root)
@@ -39,6 +46,15 @@ def recover_qmq(view: QmqView, *, apply: bool = False, to: pathlib.Path | None =
     if to is not None:  # the same command finishes a copy's repair cut short: it makes the copy again
         target = copy_store(root, to, shlex.join(["rmqtool", "recover", os.path.abspath(root), "--apply", "--to",
                                                  os.path.abspath(to)]))
+    with held_for(target):  # the copy too, from its roll back to its last byte
+        return _carry_out(run, plan, target, to, backup_dir)
+
+
+def _carry_out(run: RecoverRun, plan, target: pathlib.Path, to: pathlib.Path | None,
+               backup_dir: pathlib.Path | None) -> RecoverRun:
+    """:func:`recover_qmq` with ``apply``, the store (or its copy) held: an earlier apply cut
+    short rolled back, the plan made again when it was, and carried out."""
+    doc = run.doc
     again = roll_back_unfinished(target, "recover")
     if to is not None or again is not None:
         plan = plan_recovery(target)  # the copy, or the store as it was before the cut-short apply

@@ -10,6 +10,7 @@ import pathlib
 
 from rmqtool.errors import NotAStore, StoreNotFound
 from rmqtool.store.family import QMQ, Family
+from rmqtool.store.lock import root_writer_pid
 from rmqtool.store.qmq.live import holder_pid
 from rmqtool.store.unfinished import Unfinished, read_unfinished
 
@@ -18,9 +19,14 @@ from rmqtool.store.unfinished import Unfinished, read_unfinished
 class LiveQmqStore:
     root: pathlib.Path
     pid: int
+    writer: bool = False  # the holder is an rmqtool writer (its flock on the root), not a broker
+
+    @property
+    def holder(self) -> str:
+        return f"an rmqtool writer (PID {self.pid})" if self.writer else f"PID {self.pid} (a running QMQ broker?)"
 
     def note(self) -> str:
-        return (f"rmqtool: {self.root} is live: PID {self.pid} has its files open (a running QMQ broker); "
+        return (f"rmqtool: {self.root} is live: {self.holder} has its files open; "
                 f"what it writes while rmqtool reads may show as damage at the logs' ends")
 
     def is_moving(self, finding) -> bool:
@@ -40,6 +46,9 @@ class QmqView:
 
     @functools.cached_property
     def live(self) -> LiveQmqStore | None:
+        writer = root_writer_pid(self.root)
+        if writer is not None and writer != os.getpid():
+            return LiveQmqStore(self.root, writer, writer=True)
         pid = holder_pid(self.root)
         return LiveQmqStore(self.root, pid) if pid is not None else None
 

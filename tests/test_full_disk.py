@@ -86,30 +86,36 @@ def test_recover_stopped_by_a_full_disk_says_so_then_is_undone_or_finished(tmp_p
     assert _run("undo", backup).exit_code == 0 and tree_fingerprint(root) == before
 
 
-class _FullForTheMarker:
-    """json as intent.py uses it, on a disk with no room for the store's marker."""
-    loads = staticmethod(json.loads)
+def _full_for(*names):
+    """json as intent.py uses it, on a disk with no room for records named ``names``."""
+    class Full:
+        loads = staticmethod(json.loads)
 
-    @staticmethod
-    def dump(doc, f, **kw):
-        if pathlib.Path(f.name).name.startswith(UNFINISHED_FILE):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        json.dump(doc, f, **kw)
+        @staticmethod
+        def dump(doc, f, **kw):
+            if pathlib.Path(f.name).name.startswith(names):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            json.dump(doc, f, **kw)
+    return Full
 
 
-def test_undo_on_a_disk_still_full_keeps_the_repairs_marker(tmp_path, monkeypatch):
-    """The undo cannot write its own marker: the repair's (of the same backup) stays, and the
-    undo goes on, freeing the room the repair took."""
+@pytest.mark.parametrize("full", [(UNFINISHED_FILE,), (UNFINISHED_FILE, intent.INTENT_NAME)],
+                         ids=["store", "store-and-backup"])
+def test_undo_on_a_disk_still_full_keeps_the_repairs_marker(tmp_path, monkeypatch, full):
+    """The undo cannot write its own marker (nor, with the backup on the same disk, its own
+    record in the backup): the repair's (of the same backup) stay, and the undo goes on,
+    freeing the room the repair took."""
     root = _store_to_dispatch(tmp_path)
     before = tree_fingerprint(root)
     backup = tmp_path / "backup"
     _full_after(monkeypatch, 5)
     assert _run("recover", root, "--apply", "--backup-dir", backup, *_sizes()).exit_code == ExitCode.OPERATIONAL
     monkeypatch.undo()
-    monkeypatch.setattr(intent, "json", _FullForTheMarker)
+    monkeypatch.setattr(intent, "json", _full_for(*full))
     u = _run("undo", backup)
     assert u.exit_code == 0, u.output
     assert tree_fingerprint(root) == before  # the marker and its temporary file gone too
+    assert sorted(p.name for p in backup.iterdir()) == ["copies", "manifest.json"]  # the record gone, no .tmp
 
 
 def test_a_backup_that_fails_before_the_first_change_is_taken_back(tmp_path, monkeypatch):

@@ -45,7 +45,14 @@ def begin(backup_dir: str | os.PathLike, root: str | os.PathLike, operation: str
     backup, root = pathlib.Path(backup_dir).resolve(), pathlib.Path(root)
     doc = {"operation": operation, "store": str(root.resolve()), "backup_dir": str(backup), "finish": finish,
            "undo": undo}
-    _write(backup / INTENT_NAME, doc)
+    try:
+        _write(backup / INTENT_NAME, doc, keep_full=True)
+    except OSError as exc:
+        # a full disk under an undo of a repair it stopped: that repair's record stays, and says a
+        # truth still (its undo is this one, which puts back the same bytes if run again; its
+        # finish rolls back to this backup first)
+        if operation != "undo" or pending(backup) is None:
+            raise StoreAccessError(f"cannot write the intent record ({exc.strerror})", backup / INTENT_NAME) from None
     marker = StorePaths(root).unfinished
     try:
         _write(marker, doc, keep_full=True)

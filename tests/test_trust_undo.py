@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import REPO, V4, V5, load_truth
-from helpers import aged_files, file_mtimes, writable_copy
+from helpers import aged_files, expand_store, file_mtimes, tree_fingerprint, writable_copy
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode, StoreChangedSince
 from rmqtool.recovery.manifest import read_manifest
@@ -766,7 +766,6 @@ def test_undo_refuses_a_qmq_store_a_process_holds(tmp_path):
     """A QMQ store has no lock file: a broker holds it by its files open. recover --apply saw
     that and refused; undo wrote its bytes back under the running broker and exited 0."""
     from conftest import FIXTURES
-    from helpers import expand_store
 
     root = expand_store(FIXTURES / "qmq" / "crash" / "d-flipped-payload-byte-mid-log" / "input", tmp_path / "q")
     backup = tmp_path / "backup"
@@ -784,3 +783,53 @@ def test_undo_refuses_a_qmq_store_a_process_holds(tmp_path):
         holder.kill()
         holder.wait()
     assert _run("undo", backup).exit_code == 0
+
+
+_KILLED_WHILE_COPYING = """
+import os, signal, sys
+import rmqtool.recovery.manifest as manifest
+real = manifest.copy_range
+def copy_then_die(*args, **kwargs):
+    real(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)  # the first copy whole on disk, the rest never made
+for name in ("rmqtool.recovery.apply", "rmqtool.engine.qmq.apply"):
+    __import__(name)
+    sys.modules[name].copy_range = copy_then_die
+from rmqtool.cli.app import app
+app(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("command, store", [("recover", "rocketmq"), ("recover", "qmq"), ("redispatch", "rocketmq")])
+def test_a_repair_killed_while_it_fills_its_backup_is_run_again_as_it_was(tmp_path, command, store):
+    """Killed after its first backup copy, before its manifest: the store is as it was, and the
+    same command (the same --backup-dir) runs again, over what the killed run left there."""
+    if store == "qmq":
+        root = expand_store(V4.parent / "qmq" / "crash" / "d-flipped-payload-byte-mid-log" / "input", tmp_path / "q")
+    else:
+        root = writable_copy(E1 if command == "recover" else CRASH / "c3-truncate-cq-file" / "input" / "store",
+                             tmp_path / "store")
+    before = tree_fingerprint(root)
+    backup = tmp_path / "backup"
+    args = [command, str(root), "--apply", "--backup-dir", str(backup)]
+    killed = subprocess.run([sys.executable, "-c", _KILLED_WHILE_COPYING, *args], capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr
+    assert tree_fingerprint(root) == before and list((backup / "copies").iterdir())  # a copy made, nothing changed
+    again = _run(*args)
+    assert again.exit_code == 0, again.output
+    assert _run("undo", backup).exit_code == 0 and tree_fingerprint(root) == before
+
+
+@pytest.mark.parametrize("held", [["notes.txt"], ["copies/0000.bin", "manifest.json"], ["copies/mine.txt"]])
+def test_a_backup_directory_holding_anything_else_is_refused_and_kept(tmp_path, held):
+    """A directory with anything but what a run killed before its manifest leaves (a file of
+    the operator's, a backup with its manifest) is refused as it is, exit 2."""
+    root = writable_copy(E1, tmp_path / "store")
+    backup = tmp_path / "backup"
+    for name in held:
+        (backup / name).parent.mkdir(parents=True, exist_ok=True)
+        (backup / name).write_text("kept")
+    before = tree_fingerprint(backup), tree_fingerprint(root)
+    r = _run("recover", root, "--apply", "--backup-dir", backup)
+    assert r.exit_code == ExitCode.USAGE and "not empty" in r.stderr, r.output
+    assert (tree_fingerprint(backup), tree_fingerprint(root)) == before

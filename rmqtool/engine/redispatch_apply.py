@@ -70,15 +70,14 @@ class _Stage:
 def _staging(root: pathlib.Path, apply: bool, backup_dir: pathlib.Path | None):
     """The stage of a run: inside ``backup_dir`` (or the default backup directory, which must be
     new or empty) to apply; a temporary directory, removed after, for a plan."""
-    from rmqtool.recovery.apply import STAGING_DIR, default_backup_dir
+    from rmqtool.recovery.apply import STAGING_DIR, claim_backup_dir, default_backup_dir
     if not apply:
         with tempfile.TemporaryDirectory(prefix="rmqtool-redispatch-") as tmp:
             yield _Stage(root, pathlib.Path(tmp))
         return
     backup = backup_dir or default_backup_dir(root)
     made = not backup.exists()
-    if backup.exists() and (not backup.is_dir() or any(backup.iterdir())):
-        raise UsageError("the backup directory exists and is not empty", backup)
+    claim_backup_dir(backup)
     yield _Stage(root, backup / STAGING_DIR, backup, made)
 
 

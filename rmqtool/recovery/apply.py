@@ -21,9 +21,9 @@ import shutil
 
 from rmqtool.errors import CorruptData, NotAStore, RmqError, StoreAccessError, StoreLocked, UsageError
 import rmqtool.recovery.intent as intent
-from rmqtool.recovery.manifest import (RESTORE, REWRITE, TAIL, COPIES_DIR, Entry, Manifest, copy_range, entry_name,
-                                       copy_sparse, outside_directories, read_manifest, record_after, store_listing,
-                                       remove_forced, sync_dir, write_manifest)
+from rmqtool.recovery.manifest import (MANIFEST_NAME, RESTORE, REWRITE, TAIL, COPIES_DIR, Entry, Manifest, copy_range,
+                                       entry_name, copy_sparse, outside_directories, read_manifest, record_after,
+                                       store_listing, remove_forced, sync_dir, write_manifest)
 from rmqtool.recovery.dispatch_reach import dispatched_topics, file_state, first_written, queue_last_files
 from rmqtool.recovery.plan import DELETE, ZERO, Action, RecoveryPlan
 from rmqtool.recovery.store_lock import held_for
@@ -257,9 +257,7 @@ def create_backup_dir(root: pathlib.Path, backup_dir: str | os.PathLike | None, 
     with its ``copies/``, and whether it was made here; refused when it holds anything
     (``staged``: anything but the ``staging/`` a redispatch built its files in)."""
     backup = pathlib.Path(backup_dir) if backup_dir is not None else default_backup_dir(root)
-    if backup.exists() and (not backup.is_dir() or any(not (staged and p.name == STAGING_DIR)
-                                                       for p in backup.iterdir())):
-        raise UsageError("the backup directory exists and is not empty", backup)
+    claim_backup_dir(backup, staged=staged)
     made = not backup.exists()
     try:
         (backup / COPIES_DIR).mkdir(parents=True, exist_ok=True)
@@ -268,6 +266,37 @@ def create_backup_dir(root: pathlib.Path, backup_dir: str | os.PathLike | None, 
             shutil.rmtree(backup, ignore_errors=True)
         raise StoreAccessError(f"cannot create the backup directory ({exc.strerror})", backup) from None
     return backup, made
+
+
+def claim_backup_dir(backup: pathlib.Path, *, staged: bool = False) -> None:
+    """A repair's backup directory must be new or empty (``staged``: but for the ``staging/``
+    this run built its files in), or hold only what a run of a repair killed before its
+    manifest left there, which is cleared: that run changed nothing in the store."""
+    if not backup.exists():
+        return
+    if backup.is_dir() and not any(not (staged and p.name == STAGING_DIR) for p in backup.iterdir()):
+        return
+    if not _left_before_its_manifest(backup):
+        raise UsageError("the backup directory exists and is not empty", backup)
+    for child in backup.iterdir():
+        if not (staged and child.name == STAGING_DIR):
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+
+
+def _left_before_its_manifest(backup: pathlib.Path) -> bool:
+    """What a repair killed while it filled its backup directory leaves there: its copies
+    (``copies/NNNN.bin``), its staging, a manifest not yet renamed in; no manifest, so no intent
+    record, so no change to the store (:func:`removed_unless_begun` takes such a directory back
+    itself when it is stopped by an error, not a kill)."""
+    try:
+        names = {p.name for p in backup.iterdir()}
+        copies = backup / COPIES_DIR
+        return bool(names) and names <= {COPIES_DIR, STAGING_DIR, MANIFEST_NAME + ".tmp"} and \
+            (STAGING_DIR not in names or (backup / STAGING_DIR).is_dir()) and \
+            (COPIES_DIR not in names or all(p.is_file() and p.name.endswith(".bin") and p.name[:-4].isdigit()
+                                            for p in copies.iterdir()))
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager

@@ -205,7 +205,8 @@ def _new_offset(view: StoreView, topic: str, queue_id: int, low: int, high: int,
 def apply_offset_reset(plan: ResetPlan, backup_dir: str | os.PathLike | None = None) -> ResetRun:
     """Write the new consumerOffset.json (previous main file as .bak) with a backup undo reads;
     nothing is written when nothing changes."""
-    from rmqtool.recovery.apply import CREATE, REPLACE, STAGING_DIR, apply_file_changes, default_backup_dir
+    from rmqtool.recovery.apply import (CREATE, REPLACE, STAGING_DIR, apply_file_changes, claim_backup_dir,
+                                       default_backup_dir)
     from rmqtool.store.lock import is_locked
     from rmqtool.store.paths import StorePaths
 
@@ -220,8 +221,7 @@ def apply_offset_reset(plan: ResetPlan, backup_dir: str | os.PathLike | None = N
     main = root / CONFIG_DIR / CONSUMER_OFFSET_FILE
     bak = main.with_name(main.name + BAK_SUFFIX)
     backup = pathlib.Path(backup_dir) if backup_dir is not None else default_backup_dir(root)
-    if backup.exists() and (not backup.is_dir() or any(backup.iterdir())):
-        raise UsageError("the backup directory exists and is not empty", backup)
+    claim_backup_dir(backup)
     staging = backup / STAGING_DIR
     text = dumps_fastjson(plan.new_document(), pretty=True)  # string2File writes the string: no newline at the end
     previous = read_config_bytes(main) if main.is_file() else None

@@ -66,6 +66,30 @@ def test_dump_of_one_consumer_log_file(basic):
     assert [json.loads(x)["sequence"] for x in r.stdout.splitlines()] == [u["sequence"] for u in units]
 
 
+def test_zero_units_inside_a_consumer_log_hide_none_after_them(tmp_path):
+    """A run of zero units before written ones (a page lost in a crash): QMQ's start keeps the
+    units to the checkpoint's max sequence, so those after the run are still served. dump and
+    query give them (truth's units); verify names the zeroed ones only; --served-only says what
+    a zero unit serves (0 bytes at offset 0), never the record of another subject there."""
+    truth = load_truth(QMQ / "basic" / "truth.json")["readBack"]["consumerLogs"]["order.created"]
+    units, width = truth["units"], truth["unitBytes"]
+    store = expand_store(QMQ / "basic" / "store", tmp_path / "store")
+    first, last = 10, 20
+    with open(store / "consumerlog" / "order.created" / f"{0:020d}", "r+b") as f:
+        f.seek(first * width)
+        f.write(bytes((last - first + 1) * width))
+    rows = [json.loads(x) for x in run("dump", "consumerlog", store, "-s", "order.created", "-f", "jsonl").stdout.splitlines()]
+    assert [r["sequence"] for r in rows] == [u["sequence"] for u in units]
+    after = units[last + 1]
+    found = run("query", store, "--subject", "order.created", "--sequence", after["sequence"], "-f", "json")
+    assert found.exit_code == 0 and json.loads(found.stdout)[0]["message_log_offset"] == after["wroteOffset"]
+    findings = [json.loads(x) for x in run("verify", store, "-f", "jsonl").stdout.splitlines()]
+    missing = next(f for f in findings if f["finding"] == "messageNotInConsumerLog")
+    assert f"sequences {first}-{last} " in missing["message"] and missing["sequences"] == last - first + 1, missing
+    served = run("query", store, "--subject", "order.created", "--sequence", first + 1, "--served-only")
+    assert served.exit_code == ExitCode.NOT_FOUND and "SUCCESS with 0 bytes at message log offset 0" in served.stderr
+
+
 def test_verify_a_clean_store_exits_0(basic):
     r = run("verify", basic, "-f", "jsonl")
     assert r.exit_code == 0, r.stdout + r.stderr

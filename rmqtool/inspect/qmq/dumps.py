@@ -147,6 +147,15 @@ def _served_record(root: pathlib.Path, look, subject: str, sequence: int):
     record = look.record_at(unit.wrote_offset)
     if isinstance(record, str):
         raise NothingFound(f"{subject} sequence {sequence}: {record}", root)
+    if (record.size, record.header_size) != (unit.wrote_bytes, unit.header_size):
+        # getMessage serves the unit's bytes, [wrote_offset + header_size, wrote_offset + wrote_bytes):
+        # not the payload of the record that starts there
+        payload = unit.wrote_bytes - unit.header_size
+        raise NothingFound(f"{subject} sequence {sequence}: the next start's getMessage answers SUCCESS with "
+                           f"{payload} bytes at message log offset {unit.wrote_offset + unit.header_size}, not a "
+                           f"record's payload (the unit: offset {unit.wrote_offset}, {unit.wrote_bytes} bytes, "
+                           f"header {unit.header_size}; the record there: {record.subject} sequence "
+                           f"{record.sequence}, {record.size} bytes, header {record.header_size})", root)
     return record
 
 

@@ -5,7 +5,11 @@ Layouts in ``formats/qmq/consumerlog.py``. Which unit a store writes is a broker
 segment's size (220,000,000 bytes for V1 units, 320,000,000 for V2) when the file is whole,
 else the V2 magic 0xA3B2 at the start of its first written unit (a V1 unit starts with a
 millisecond timestamp, whose top bytes are zero for thousands of years).
-The units end at the first all-zero unit (``MaxSequenceLogSegmentValidator``'s reading).
+A segment's units end with its last unit that is not all zeros: QMQ's start keeps a consumer
+log up to the checkpoint's max sequence (``MaxSequenceLogSegmentValidator`` reads no byte), so
+a run of zero units before written ones (a page lost in a crash) is units still, each read as
+its bytes say (a V1 one as a message-log index of offset 0 and 0 bytes, a V2 one as of no
+kind), and the units after it are served.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from rmqtool.formats.qmq.consumerlog import (CONSUMER_LOG_MAGIC_V2, CONSUMER_LOG
                                              SEGMENT_TOTAL_UNIT, TYPE_MESSAGE_LOG_INDEX, TYPE_SMT_INDEX,
                                              MessageLogIndexV2, SmtIndexV2, UnitV1, is_fill_unit)
 from rmqtool.store.arrays import dtype_of
+from rmqtool.store.commitlog_end import last_nonzero_from
 from rmqtool.store.qmq.segments import LogDirectory, list_log, read_zero_extended
 
 _V1 = struct_of(UnitV1)
@@ -113,23 +118,25 @@ def decode_unit(subject: str, sequence: int, path: str, position: int, raw: byte
     return ConsumerLogUnit(subject, sequence, path, position, "invalid", 0)
 
 
+def written_units_end(seg, unit_bytes: int) -> int:
+    """Where a segment's units end: just past its last unit that is not all zeros (0 for none);
+    holes are not read."""
+    end = last_nonzero_from(seg.path) if seg.file_size else None
+    return 0 if end is None else min(-(-end // unit_bytes) * unit_bytes, seg.size - seg.size % unit_bytes)
+
+
 def read_units(directory: LogDirectory, unit_bytes: int, subject: str) -> Iterator[ConsumerLogUnit]:
-    """Every written unit of a consumer log, in sequence order, up to each segment's first
-    all-zero unit."""
-    zero = bytes(unit_bytes)
+    """Every written unit of a consumer log, in sequence order: each segment's up to its last
+    unit that is not all zeros."""
     chunk = unit_bytes * 65536  # units are read a chunk at a time: a segment holds 10,000,000
     for seg in directory.segments:
-        for start in range(0, seg.file_size, chunk):
-            data = read_zero_extended(seg, start, chunk)
+        end = written_units_end(seg, unit_bytes)
+        for start in range(0, end, chunk):
+            data = read_zero_extended(seg, start, min(chunk, end - start))
             for at in range(0, len(data) - unit_bytes + 1, unit_bytes):
-                raw = data[at:at + unit_bytes]
-                if raw == zero:
-                    break
                 position = start + at
-                yield decode_unit(subject, (seg.base_offset + position) // unit_bytes, str(seg.path), position, raw)
-            else:
-                continue
-            break
+                yield decode_unit(subject, (seg.base_offset + position) // unit_bytes, str(seg.path), position,
+                                  data[at:at + unit_bytes])
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -187,34 +194,15 @@ def unit_columns_of(data, position: int, count: int, unit_bytes: int) -> UnitCol
                          unit_bytes)
 
 
-def _zero_units(data: bytes, count: int, unit_bytes: int) -> np.ndarray:
-    """Whether each of the first ``count`` units is all zeros: each unit's bytes read in place
-    as a few integers (numpy's ``any`` along a 22-byte row is several times slower)."""
-    zero = np.ones(count, bool)
-    if not count:
-        return zero
-    at = 0
-    for width in (8, 4, 2, 1):
-        while unit_bytes - at >= width:
-            zero &= np.ndarray((count,), f"u{width}", data, at, (unit_bytes,)) == 0
-            at += width
-    return zero
-
-
 def unit_columns(directory: LogDirectory, unit_bytes: int, timestamps: bool = False) -> Iterator[UnitColumns]:
     """``read_units`` as columns: the same units, a chunk of a segment at a time (their
     timestamps too when asked)."""
     chunk = unit_bytes * 65536
     for seg in directory.segments:
-        for start in range(0, seg.file_size, chunk):
-            data = read_zero_extended(seg, start, chunk)
-            count = len(data) // unit_bytes
-            zero = np.flatnonzero(_zero_units(data, count, unit_bytes))
-            cut = int(zero[0]) if len(zero) else count
-            if cut:
-                yield _unit_columns(seg, start, data, cut, unit_bytes, timestamps)
-            if cut < count:
-                break
+        end = written_units_end(seg, unit_bytes)
+        for start in range(0, end, chunk):
+            data = read_zero_extended(seg, start, min(chunk, end - start))
+            yield _unit_columns(seg, start, data, len(data) // unit_bytes, unit_bytes, timestamps)
 
 
 def subjects(store: str | os.PathLike) -> list[str]:

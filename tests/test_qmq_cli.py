@@ -90,6 +90,31 @@ def test_zero_units_inside_a_consumer_log_hide_none_after_them(tmp_path):
     assert served.exit_code == ExitCode.NOT_FOUND and "SUCCESS with 0 bytes at message log offset 0" in served.stderr
 
 
+def _flip(path, at, count=1):
+    with open(path, "r+b") as f:
+        f.seek(at)
+        old = f.read(count)
+        f.seek(at)
+        f.write(bytes(b ^ 0xFF for b in old))
+
+
+@pytest.mark.parametrize("damage, kind", [(lambda s: _flip(next((s / "actionlog").iterdir()), 1988, 44),
+                                           "actionRecordInvalid"),
+                                          (lambda s: _flip(next((s / "pulllog_smt").iterdir()), 40),
+                                           "pullLogTabletInvalid")], ids=["action", "tablet"])
+def test_info_says_the_damage_the_start_stops_at_in_the_action_log_and_tablets(tmp_path, damage, kind):
+    """A damaged action (the start cuts the action log there) or tablet (the load destroys it):
+    info says it as verify does (the same finding, file and offset), exit 3, as it does for the
+    message log's damage."""
+    store = expand_store(QMQ / "basic" / "store", tmp_path / "store")
+    damage(store)
+    said = [json.loads(x) for x in run("verify", store, "-f", "jsonl").stdout.splitlines()]
+    info = run("info", store, "-f", "json")
+    assert info.exit_code == ExitCode.CORRUPT, info.output
+    shown = [f for f in json.loads(info.stdout)["findings"] if f["finding"] == kind]
+    assert shown and shown == [f for f in said if f["finding"] == kind][:1]
+
+
 def test_verify_a_clean_store_exits_0(basic):
     r = run("verify", basic, "-f", "jsonl")
     assert r.exit_code == 0, r.stdout + r.stderr

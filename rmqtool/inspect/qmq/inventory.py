@@ -74,10 +74,11 @@ class _MessageLog:
         return stop.reason if stop is not None else None
 
 
-def _action_log(root: pathlib.Path) -> tuple[dict, list]:
-    """The action log's section, and its actions (the next start's replay skips some)."""
+def _action_log(root: pathlib.Path) -> tuple[dict, list, list[Finding]]:
+    """The action log's section, its actions (the next start's replay skips some), and the
+    finding of the damaged action its start stops at (the first: the log is cut there)."""
     log = list_log(root / "actionlog", actionlog_format.PER_SEGMENT_FILE_SIZE)
-    actions, damaged = [], 0
+    actions, damaged, stop = [], 0, []
     end = log.segments[0].base_offset if log.segments else 0
     for seg in log.segments:
         for item in actionlog.scan_segment(seg):
@@ -86,8 +87,9 @@ def _action_log(root: pathlib.Path) -> tuple[dict, list]:
                 end = item.end_offset
             else:
                 damaged += 1
+                stop = stop or actionlog.findings_of(item)
     return {"segments": _segments(log), "written_end": end, "actions": len(actions), "damaged_regions": damaged,
-            "unreadable_names": [p.name for p in log.unparsable]}, actions
+            "unreadable_names": [p.name for p in log.unparsable]}, actions, stop
 
 
 def _snapshot_doc(snaps) -> dict:
@@ -117,14 +119,15 @@ def qmq_info(root: str | os.PathLike, live_pid: int | None = None) -> tuple[dict
     mlog = _MessageLog(root)
     message_log = mlog.doc()
     written_end = message_log["written_end"]
-    action_log, actions = _action_log(root)
+    action_log, actions, action_stop = _action_log(root)
     findings: list[Finding] = []
     message_log["recovered_end"] = message_log["recovery_cut_reason"] = None
     if live_pid is None:  # a running broker's store starts again only after it stops: not simulated
         start = simulate_start(root, records=mlog.records)
         message_log["recovered_end"] = start.recovered_end
         message_log["recovery_cut_reason"] = mlog.cut_reason(start)
-        findings = mlog.at_the_stop(start) + list(next_start_findings(start, actions))
+        findings = mlog.at_the_stop(start) + action_stop + tablets.tablet_findings(root) + \
+            list(next_start_findings(start, actions))
     message_cps = checkpoints.message_checkpoints(root)
     action_cps = checkpoints.action_checkpoints(root)
     recorded = message_cps.loaded.value.max_sequences if message_cps.loaded else {}

@@ -13,6 +13,9 @@ import zlib
 
 import construct as cs
 
+import rmqtool.findings as ids
+from rmqtool.findings import Finding, finding
+
 from rmqtool.formats.qmq.java import NumberFormatError, java_parse
 from rmqtool.formats.qmq.tablet import (SORTED_MESSAGES_TABLE_MAGIC_V1, TABLET_CRC_SIZE, TABLET_HEADER_SIZE,
                                         TabletCrc, TabletHeader, TabletIndex)
@@ -65,3 +68,13 @@ def tablets(store: str | os.PathLike) -> list[Tablet]:
             except NumberFormatError:
                 continue
     return [read_tablet(path, tid) for tid, path in sorted(found)]
+
+
+def tablet_findings(store: str | os.PathLike) -> list[Finding]:
+    """The first tablet that is not valid: SortedPullLogTable's load stops there and destroys
+    it and every later one (verify and info say it alike)."""
+    for t in tablets(store):
+        if not t.valid:
+            return [finding(ids.PULL_LOG_TABLET_INVALID, t.path, None,
+                            f"tablet {t.tablet_id}: {t.error}: the load stops here and destroys it and later ones")]
+    return []

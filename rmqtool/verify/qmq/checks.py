@@ -273,11 +273,7 @@ class QmqChecks:
                     yield from actionlog.findings_of(item)
                 else:
                     actions.append(item)
-        for t in tablets.tablets(self.root):
-            if not t.valid:
-                yield finding(ids.PULL_LOG_TABLET_INVALID, t.path, None,
-                              f"tablet {t.tablet_id}: {t.error}: the load stops here and destroys it and later ones")
-                break
+        yield from tablets.tablet_findings(self.root)
         self.actions = actions
 
     def pull_logs(self) -> Iterator[Finding]:

@@ -163,6 +163,9 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     # QMQ's store (messagelog/, consumerlog/, actionlog/, pulllog_smt/, checkpoint/)
     "logSegmentNameInvalid": (Severity.ERROR, "QMQ: a file in a log directory whose name is not a number: "
                               "Long.parseLong fails and the broker does not start"),
+    "logSegmentNameMisaligned": (Severity.ERROR, "QMQ: a segment whose name is not a multiple of its log's segment "
+                                 "size: QMQ never names one so, and reads its bytes at offset % size, not where the "
+                                 "name places them"),
     "logSegmentShort": (Severity.WARNING, "QMQ: a segment file shorter than its log's segment size (QMQ maps it "
                         "at full size: the rest reads as zeros)"),
     "messageRecordInvalid": (Severity.ERROR, "QMQ: bytes before the message log's written end that are not a record"),
@@ -293,7 +296,7 @@ CONSEQUENCES: dict[str, Consequence] = {
     "indexEntryNoRecord": _N,
     "indexEntryMismatch": _N, "indexKeyNotIndexed": _N, "indexMissing": _N, "indexFileNewerThanCheckpoint": _R,
     # QMQ: LogManager.loadLogs throws on a name; DefaultStorage serves units past the log as SUCCESS
-    "logSegmentNameInvalid": _W, "logSegmentShort": _N, "messageRecordInvalid": _D, "payloadCrcMismatch": _D,
+    "logSegmentNameInvalid": _W, "logSegmentNameMisaligned": _W, "logSegmentShort": _N, "messageRecordInvalid": _D, "payloadCrcMismatch": _D,
     "messageSequenceGap": _N, "consumerLogUnitPastEnd": Consequence.SERVED_EMPTY,
     "consumerLogUnitMismatch": Consequence.SERVED_EMPTY, "consumerLogUnitInvalid": Consequence.SERVED_EMPTY,
     "messageNotInConsumerLog": _U, "checkpointUnreadable": _N,
@@ -419,6 +422,7 @@ INDEX_MISSING = "indexMissing"
 INDEX_FILE_NEWER_THAN_CHECKPOINT = "indexFileNewerThanCheckpoint"
 # QMQ
 LOG_SEGMENT_NAME_INVALID = "logSegmentNameInvalid"
+LOG_SEGMENT_NAME_MISALIGNED = "logSegmentNameMisaligned"
 LOG_SEGMENT_SHORT = "logSegmentShort"
 MESSAGE_RECORD_INVALID = "messageRecordInvalid"
 PAYLOAD_CRC_MISMATCH = "payloadCrcMismatch"
@@ -612,6 +616,7 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "consumerOffsetAboveMax": "The queue lost consumed messages or the file is from another store: the next pull moves the group back.",
     "consumerOffsetForMissingQueue": "The queue is gone (deleted topic or lost directory): redispatch or clean the group's offsets.",
     "logSegmentNameInvalid": "Move the file out of the log directory before the broker starts (it refuses to start).",
+    "logSegmentNameMisaligned": "Rename it to the multiple of the segment size its bytes belong at (its consumer-log units' offsets say which) before anything else; rmqtool recover refuses until then.",
     "logSegmentShort": "Nothing by itself (QMQ reads zeros past it); a record crossing the file's end is damaged.",
     "messageRecordInvalid": "Damaged bytes: the next start cuts the message log there; salvage the records after it first.",
     "payloadCrcMismatch": "The payload is damaged: the next start cuts the message log there; salvage what follows first.",

@@ -1076,6 +1076,14 @@ def log_segment_name_invalid(d: Damage) -> At:
     return At(path, None)
 
 
+def log_segment_name_misaligned(d: Damage) -> At:
+    """A second file in a legacy pull log, named 100 bytes on: not a name QMQ gives."""
+    legacy = d.truth["readBack"]["pullLogs"]["legacyPullLogs"][-1]
+    path = d.store / "pulllog" / legacy["consumerId"] / legacy["groupAndSubject"] / f"{100:020d}"
+    path.write_bytes(bytes(64))
+    return At(path, None)
+
+
 def pull_log_tablet_invalid(d: Damage) -> At:
     path = d.store / d.truth["readBack"]["pullLogTablets"][0]["file"]
     d.patch(path, 40, bytes([d.read(path, 40, 1)[0] ^ 0xFF]))  # a payload byte: the CRC fails
@@ -1526,6 +1534,7 @@ PRODUCERS: dict[str, Producer] = {
     f.ACTION_RECORD_INVALID: Producer("qmq", action_record_invalid),
     f.ACTION_REPLAY_SKIPS_ACTIONS: Producer("qmq", action_replay_skips_actions, as_made=True),
     f.LOG_SEGMENT_SHORT: Producer("qmq", log_segment_short),
+    f.LOG_SEGMENT_NAME_MISALIGNED: Producer("qmq", log_segment_name_misaligned),
     f.LOG_SEGMENT_NAME_INVALID: Producer("qmq-refused", log_segment_name_invalid),
     f.PULL_LOG_TABLET_INVALID: Producer("qmq-refused", pull_log_tablet_invalid),
     f.CONSUMER_LOG_UNIT_INVALID: Producer("qmq-v2", consumer_log_unit_invalid),

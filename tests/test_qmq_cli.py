@@ -115,6 +115,23 @@ def test_info_says_the_damage_the_start_stops_at_in_the_action_log_and_tablets(t
     assert shown and shown == [f for f in said if f["finding"] == kind][:1]
 
 
+def test_a_segment_named_off_its_place_is_named_and_nothing_is_rewritten_on_it(tmp_path):
+    """A message-log segment renamed 100 bytes on: QMQ never names one so and places its bytes
+    at offset % size, rmqtool's readers by its name, so every unit would look wrong to them.
+    verify names the file; recover shows its plan but carries nothing out (exit 3), even
+    with --apply: the consumer logs are not rewritten to offsets of a guess."""
+    store = expand_store(CRASH / "a-as-is" / "input", tmp_path / "store")
+    first = store / "messagelog" / f"{0:020d}"
+    first.rename(first.with_name(f"{100:020d}"))
+    before = tree_fingerprint(store)
+    said = [json.loads(x) for x in run("verify", store, "-f", "jsonl").stdout.splitlines()]
+    assert [f["path"] for f in said if f["finding"] == "logSegmentNameMisaligned"] == [str(first.with_name(f"{100:020d}"))]
+    for args in ([], ["--apply", "--backup-dir", tmp_path / "backup"]):
+        r = run("recover", store, *args)
+        assert r.exit_code == ExitCode.CORRUPT and "not a multiple of its log's segment size" in r.stderr, r.output
+    assert tree_fingerprint(store) == before and not (tmp_path / "backup").exists()
+
+
 def test_verify_a_clean_store_exits_0(basic):
     r = run("verify", basic, "-f", "jsonl")
     assert r.exit_code == 0, r.stdout + r.stderr

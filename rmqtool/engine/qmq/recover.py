@@ -33,6 +33,9 @@ def _recover(view: QmqView, apply: bool, to: pathlib.Path | None, backup_dir: pa
     run = RecoverRun(doc, plan)
     unfinished = view.unfinished
     loses = bool(plan.records_dropped or plan.records_unserved) or not plan.broker.started
+    if plan.refusal is not None:  # shown, never carried out
+        run.refusal = CorruptData(f"not recovered: {plan.refusal}", root)
+        return run
     if not apply:
         if plan.changes_anything or loses or unfinished is not None:
             run.exit_code = int(ExitCode.CORRUPT)

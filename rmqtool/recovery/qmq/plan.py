@@ -48,7 +48,7 @@ from rmqtool.recovery.lost import LOG_CUT, UNIT_LOST
 from rmqtool.recovery.qmq.start import StartOutcome, simulate_start, store_unit_bytes
 from rmqtool.store.qmq import actionlog, checkpoints, consumerlog, messagelog
 from rmqtool.store.qmq.record_kernel import LogColumns, LogColumnsBuilder, SubjectTable
-from rmqtool.store.qmq.segments import LogDirectory, ZeroExtended, directory_refusal, list_log
+from rmqtool.store.qmq.segments import LogDirectory, ZeroExtended, directory_refusal, list_log, misaligned
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +153,7 @@ class QmqPlan:
     # (_hanging_together), or their subjects name no directory QMQ can make
     records_unserved: tuple[tuple[int, str, int, str], ...] = ()
     lost_messages: tuple[LostMessage, ...] = ()  # both of the above, in log order, as a RocketMQ plan lists them
+    refusal: str | None = None  # why rmqtool does not carry the plan out (a segment it cannot place)
 
     @property
     def changes_anything(self) -> bool:
@@ -309,8 +310,10 @@ def plan_recovery(store: str | os.PathLike) -> QmqPlan:
     broker = simulate_start(root, records=records)
     unit = broker.unit_bytes or store_unit_bytes(root)
     moves: list[tuple[str, str]] = []
+    misnamed = []
     for d in _log_dirs(root, unit):
         moves += [(str(p), "a name Long.parseLong refuses: QMQ does not start with it there") for p in d.unparsable]
+        misnamed += misaligned(d)
 
     # the message log, as QMQ's recovery cuts it
     zero, cut_moves, cut_at = _cut(mlog, message_log_cut(broker, mlog, records, damage), "message log")
@@ -336,9 +339,14 @@ def plan_recovery(store: str | os.PathLike) -> QmqPlan:
     checkpoint, checkpoint_moves = _checkpoint(root, kept_end, max_sequences)
     moves += checkpoint_moves
     rows, reasons = unserved
+    refusal = None
+    if misnamed:  # every offset in it is the reader's guess: nothing is rewritten on that
+        refusal = (f"{misnamed[0].path} is named {misnamed[0].base_offset}, not a multiple of its log's segment size "
+                   f"({misnamed[0].size}): QMQ never names a segment so; rename it to where its bytes belong first"
+                   + (f" ({len(misnamed) - 1} more such)" if len(misnamed) > 1 else ""))
     return QmqPlan(str(root), broker, tuple(moves), tuple(zero), tuple(rewrites), checkpoint, dropped,
                    tuple((*t, why) for t, why in zip(_triples(records, rows), reasons)),
-                   _lost_messages(records, np.flatnonzero(~keep), rows))
+                   _lost_messages(records, np.flatnonzero(~keep), rows), refusal)
 
 
 def _lost_messages(records: LogColumns, dropped: np.ndarray, unserved: np.ndarray) -> tuple[LostMessage, ...]:

@@ -47,6 +47,13 @@ class LogDirectory:
         return None
 
 
+def misaligned(log: LogDirectory) -> list[LogSegment]:
+    """Segments whose name is not a multiple of the log's segment size. QMQ never names one so
+    (``LogManager.computeBaseOffset``: offset - offset % fileSize), and it finds a byte's place
+    in one at ``offset % fileSize``, where rmqtool's readers place it by the name."""
+    return [seg for seg in log.segments if seg.base_offset % seg.size]
+
+
 def list_log(directory: str | os.PathLike, segment_size: int) -> LogDirectory:
     """The segments of one log directory, as ``LogManager.loadLogs`` sees them."""
     directory = pathlib.Path(directory)

@@ -23,7 +23,7 @@ from rmqtool.recovery.qmq.next_start import as_the_start_takes, next_start_findi
 from rmqtool.recovery.qmq.start import simulate_start
 from rmqtool.store.qmq import actionlog, checkpoints, consumerlog, messagelog, tablets
 from rmqtool.store.qmq.record_kernel import LogColumns, LogColumnsBuilder, SubjectTable, members, sorted_unique
-from rmqtool.store.qmq.segments import LogDirectory, list_log
+from rmqtool.store.qmq.segments import LogDirectory, list_log, misaligned
 
 
 def _ranges_text(numbers: list[int]) -> str:
@@ -41,6 +41,11 @@ def _listing(log: LogDirectory) -> Iterator[Finding]:
         yield finding(ids.LOG_SEGMENT_NAME_INVALID, path, None,
                       f"{path.name!r} is not a number: LogManager.loadLogs fails (Long.parseLong) and the broker "
                       f"does not start")
+    for seg in misaligned(log):
+        yield finding(ids.LOG_SEGMENT_NAME_MISALIGNED, seg.path, None,
+                      f"{seg.path.name} is not a multiple of the log's segment size ({seg.size}): QMQ never names a "
+                      f"segment so, and reads its bytes at offset % {seg.size}; what rmqtool says of the offsets "
+                      f"in it is by its name")
     for seg in log.segments:
         if seg.file_size < seg.size:
             yield finding(ids.LOG_SEGMENT_SHORT, seg.path, seg.file_size,

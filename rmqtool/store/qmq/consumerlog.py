@@ -28,7 +28,8 @@ from rmqtool.formats.qmq.consumerlog import (CONSUMER_LOG_MAGIC_V2, CONSUMER_LOG
                                              SEGMENT_TOTAL_UNIT, TYPE_MESSAGE_LOG_INDEX, TYPE_SMT_INDEX,
                                              MessageLogIndexV2, SmtIndexV2, UnitV1, is_fill_unit)
 from rmqtool.store.arrays import dtype_of
-from rmqtool.store.commitlog_end import last_nonzero_from
+from rmqtool.errors import StoreAccessError
+from rmqtool.store import extents
 from rmqtool.store.qmq.segments import LogDirectory, list_log, read_zero_extended
 
 _V1 = struct_of(UnitV1)
@@ -121,7 +122,17 @@ def decode_unit(subject: str, sequence: int, path: str, position: int, raw: byte
 def written_units_end(seg, unit_bytes: int) -> int:
     """Where a segment's units end: just past its last unit that is not all zeros (0 for none);
     holes are not read."""
-    end = last_nonzero_from(seg.path) if seg.file_size else None
+    if not seg.file_size:
+        return 0
+    try:
+        fd = os.open(seg.path, os.O_RDONLY)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot open ({exc.strerror})", seg.path) from None
+    try:
+        end = extents.last_nonzero(fd, 0, min(seg.file_size, seg.size), lambda at, n: os.pread(fd, n, at),
+                                   1 << 20, seg.path)
+    finally:
+        os.close(fd)
     return 0 if end is None else min(-(-end // unit_bytes) * unit_bytes, seg.size - seg.size % unit_bytes)
 
 

@@ -460,8 +460,9 @@ def test_a_first_file_cut_short_with_files_after_it_keeps_the_stores_size(built,
 
 def test_queues_whose_only_files_disagree_ask_for_the_size(tmp_path):
     """No queue has a file after its first and two first files of whole units disagree: the
-    store does not show the setting. recover says which option gives it, and given, plans
-    with it (the other file is the one the load refuses)."""
+    store does not show the setting, and the broker does not start whatever it is. recover
+    says which option gives it, and given, plans with it (the other file is the one the load
+    refuses)."""
     store = _build(tmp_path / "store", n=60)  # a file a queue
     sizes = _queue_files(store)
     assert len(set(sizes.values())) == 1 and all(len(list(d.iterdir())) == 1
@@ -469,7 +470,14 @@ def test_queues_whose_only_files_disagree_ask_for_the_size(tmp_path):
     size = next(iter(sizes.values()))
     cut = _cut_to_one_file(store, size // 2 // 20 * 20)
     r = _run("recover", store)
-    assert r.exit_code == ExitCode.CORRUPT and "--cq-size" in r.stderr and "Traceback" not in r.stderr
+    assert r.exit_code == ExitCode.CORRUPT and "--cq-size" in r.output and "Traceback" not in r.output
+    # whatever the setting, the load refuses the files of the other size: verify, check and
+    # report say the broker does not start (they called the store loadable)
+    found = [json.loads(line) for line in _run("verify", store, "-f", "jsonl").stdout.splitlines()]
+    (refused,) = [f for f in found if f["finding"] == "storeNotLoadable"]
+    assert f"{size // 2 // 20 * 20} bytes ({cut})" in refused["message"] and f"{size} bytes" in refused["message"]
+    assert "load_refused=1" in _run("check", store).stdout
+    assert json.loads(_run("report", store, "-f", "json").stdout)["store"]["loadable"] is False
     r = _run("recover", store, "--cq-size", size, "-f", "json")
     doc = json.loads(r.stdout)
     assert doc["loadable"] is False and doc["reason"].startswith(f"{cut}: {size // 2 // 20 * 20} bytes, not the "

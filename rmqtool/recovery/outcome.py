@@ -346,8 +346,12 @@ def _load_files(start: _Start) -> None:
                               "and move it out of the store; a file that is not the broker's: move it out of "
                               "commitlog/", refused)
     # mappedFileSizeConsumeQueue: one setting for every queue, as the files show it (a queue's only
-    # file cut short is refused by it); where they disagree, each queue as its own files show
-    cq_size = start.consume_queue_file_size or queue_file_size_shown(paths.consumequeue, CQ_STORE_UNIT_SIZE).size
+    # file cut short is refused by it); where they disagree, each queue as its own files show, and
+    # the load refused: a file of another size than the setting, whatever it is, fails it
+    shown = queue_file_size_shown(paths.consumequeue, CQ_STORE_UNIT_SIZE)
+    cq_size = start.consume_queue_file_size or shown.size
+    if cq_size is None:
+        _refuse_sizes(start, shown, "mappedFileSizeConsumeQueue", "--cq-size", paths.consumequeue)
     for topic, queue_id, directory in queue_directories(paths.consumequeue):
         if str(directory) not in start.without_queue_dirs:
             _load_queue(start, QueueModel, topic, queue_id, directory, cq_size, 0)
@@ -360,7 +364,10 @@ def _load_files(start: _Start) -> None:
             start.refuse(refusal, "give the topic its queue type in topics.json (attribute queue.type), or move the "
                                   "queue directory out of the store and rebuild it (rmqtool redispatch)", refused)
         # mapperFileSizeBatchConsumeQueue: as the files show it
-        bcq_size = queue_file_size_shown(paths.batch_consumequeue).size
+        shown = queue_file_size_shown(paths.batch_consumequeue)
+        bcq_size = shown.size
+        if bcq_size is None:
+            _refuse_sizes(start, shown, "mapperFileSizeBatchConsumeQueue", None, paths.batch_consumequeue)
         for topic, queue_id, directory in bcq_dirs:
             if str(directory) not in start.without_queue_dirs:
                 start.bcq_size = _load_queue(start, BatchQueueModel, topic, queue_id, directory, bcq_size,
@@ -369,6 +376,20 @@ def _load_files(start: _Start) -> None:
         start.refuse(f"{paths.checkpoint}: a directory where the checkpoint file goes: StoreCheckpoint cannot open "
                      f"it (RandomAccessFile), load() fails and the broker does not start",
                      "move the directory out of the store (the broker makes a zeroed checkpoint)", paths.checkpoint)
+
+
+def _refuse_sizes(start: _Start, shown, setting: str, option: str | None, directory: pathlib.Path) -> None:
+    """Queue files whose sizes disagree (``shown``: queue_file_size_shown's): the broker loads
+    every queue with one ``setting``, so whatever it is, MappedFileQueue.load refuses a file of
+    another size and the broker does not start; which file, only the setting says."""
+    if shown.disagreement is None:
+        return
+    given = f"{option} or --broker-config" if option else "--broker-config"
+    start.refuse(f"queue files of different sizes: {shown.disagreement}: the broker loads every queue with one "
+                 f"{setting}, so MappedFileQueue.load refuses the files of the other size, whatever it is, and the "
+                 f"broker does not start",
+                 f"give the broker's size ({given}) to see which files; rebuild those queues from the commit log "
+                 f"(rmqtool redispatch --cq --apply) or restore their files", directory)
 
 
 def _reader(start: _Start) -> CommitLog:

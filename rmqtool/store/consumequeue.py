@@ -548,6 +548,13 @@ def queue_file_size_shown(base: pathlib.Path, unit_size: int = 1) -> QueueFileSi
     return _one_size(ambiguous or only)
 
 
+def queue_sizes_disagree(paths) -> bool:
+    """Whether the queue files of a kind show different sizes (``paths``: a StorePaths): the
+    broker loads every queue of a kind with one setting, so its load refuses some of them."""
+    return any(queue_file_size_shown(base, unit).disagreement is not None
+               for base, unit in ((paths.consumequeue, CQ_STORE_UNIT_SIZE), (paths.batch_consumequeue, 1)))
+
+
 def _one_size(sizes: dict) -> QueueFileSize:
     if len(sizes) > 1:
         return QueueFileSize(None, disagreement=", ".join(f"{n} bytes ({p})" for n, p in sorted(sizes.items())))

@@ -30,6 +30,7 @@ import numpy as np
 from rmqtool.findings import (MESSAGE_UNREACHABLE, RECOVERY_CUTS_COMMIT_LOG, SEGMENT_EMPTY, SEGMENT_GAP,
                               SEGMENT_NAME_INVALID, SEGMENT_OVERLAP, SEGMENT_SIZE_ODD, SEGMENT_UNREADABLE,
                               STORE_NOT_LOADABLE, Consequence, Finding, finding)
+from rmqtool.store.consumequeue import queue_sizes_disagree
 from rmqtool.store.view import StoreView
 
 if TYPE_CHECKING:  # recovery/'s models load when a start is simulated, not with every verify
@@ -58,6 +59,8 @@ def worth_simulating_now(view: StoreView, segment_findings: list, tail_checks: l
     if view.has_abort or any(f.id in _LOAD for f in segment_findings):
         return True
     if view.paths.lock.is_dir() or view.paths.checkpoint.is_dir():  # the broker cannot open either: no start
+        return True
+    if queue_sizes_disagree(view.paths):  # one setting for every queue: the load refuses some of them
         return True
     for c in tail_checks:
         if any(f.consequence in _CHANGES for f in c.findings):

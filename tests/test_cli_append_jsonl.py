@@ -134,3 +134,23 @@ def test_rows_without_a_body_are_refused_not_written_empty(tmp_path):
         jsonl.write_text(dumped.stdout)
         out = runner.invoke(app, ["append", str(tmp_path / mode), "--create", "--from-jsonl", str(jsonl)])
         assert out.exit_code == 2 and "body_length" in out.stderr and "line 1" in out.stderr
+
+
+@pytest.mark.parametrize("count", [1, 3])  # one message (one by one) and a run of one shape (the batch path)
+def test_an_empty_uniq_key_is_not_indexed(tmp_path, count):
+    """A UNIQ_KEY of "" is dropped by the broker's decoder (string2messageProperties keeps a
+    pair only with a value): its dispatch indexes the KEYS only, so the index rmqtool writes
+    holds one entry a message and verify finds nothing to say."""
+    from rmqtool.formats.indexfile import index_key_hash
+    rows = "".join(json.dumps({"topic": "P", "queue_id": 0, "body": "", "properties": {"KEYS": f"k{i}", "UNIQ_KEY": ""}})
+                   + "\n" for i in range(count))
+    (tmp_path / "in.jsonl").write_text(rows)
+    store = tmp_path / "store"
+    r = runner.invoke(app, ["append", str(store), "--create", "--commitlog-size", "65536", "--cq-size", "200",
+                            "--index-slots", "10", "--index-entries", "40", "--from-jsonl", str(tmp_path / "in.jsonl")])
+    assert r.exit_code == 0, r.output
+    entries = [json.loads(x) for x in runner.invoke(app, ["dump", "index", str(store), "-f", "jsonl"]).stdout.splitlines()
+               if '"entry"' in x]
+    assert sorted(e["key_hash"] for e in entries) == sorted(index_key_hash(f"P#k{i}") for i in range(count))
+    assert runner.invoke(app, ["verify", str(store)]).exit_code == 0
+

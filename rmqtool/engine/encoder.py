@@ -166,7 +166,7 @@ class Encoder:
             get = properties.get
             tags = get(_TAGS)
             keys = get(_KEYS)
-            uniq = get(_UNIQ_KEY)
+            uniq = get(_UNIQ_KEY) or None  # an empty value: string2messageProperties drops the pair, dispatch sees none
             if tags and not delay_level:  # delayed: the deliver time, set at append
                 code = TAGS_CODES.get(tags)
                 if code is None:
@@ -235,7 +235,7 @@ class Encoder:
                 return None
             tags = list(map(dict.get, maps, repeat(_TAGS)))
             keys = list(map(dict.get, maps, repeat(_KEYS)))
-            uniqs = list(map(dict.get, maps, repeat(_UNIQ_KEY)))
+            uniqs = [u or None for u in map(dict.get, maps, repeat(_UNIQ_KEY))]  # an empty one: none (above)
             props = list(map(str.encode, texts))  # TypeError: a string to make, or stored bytes
             body_lengths = list(map(len, bodies))  # TypeError: a body of None
         except (TypeError, AttributeError, UnicodeEncodeError):

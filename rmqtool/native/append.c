@@ -544,6 +544,8 @@ static int read_message(PyObject *msg, PyObject *queue_id, PyObject *shapes, PyO
             Py_CLEAR(m->uniq);
         if (m->keys != NULL && PyUnicode_GET_LENGTH(m->keys) == 0)
             Py_CLEAR(m->keys);
+        if (m->uniq != NULL && PyUnicode_GET_LENGTH(m->uniq) == 0) /* the decoder drops an empty value */
+            Py_CLEAR(m->uniq);
         int tagged = m->tags == NULL ? 0 : PyObject_IsTrue(m->tags);
         if (tagged < 0)
             goto declined;

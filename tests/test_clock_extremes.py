@@ -40,3 +40,17 @@ def test_a_checkpoint_time_never_written_is_not_ahead_of_a_store_before_1970(tmp
     cp.write_bytes(bytes(cp.stat().st_size))  # every time 0: nothing recorded
     v = _run("verify", store, "-f", "jsonl")
     assert '"checkpointAheadOfData"' not in v.stdout, v.stdout
+
+
+def test_query_by_time_answers_a_message_stored_before_1970_as_readable(tmp_path):
+    """A negative store timestamp is a readable message's (the broker answers queue offset 0 for
+    a time below 0): query gave the offset with "holds no readable message" and exit 1."""
+    stored = -5000
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"topic": "R", "queue_id": 0, "body": "eA==", "store_timestamp": stored}) + "\n")
+    store = tmp_path / "s"
+    assert _run("append", store, "--create", "--commitlog-size", 65536, "--cq-size", 200, "--index-slots", 10,
+                "--index-entries", 40, "--from-jsonl", rows, "--keep-store-timestamp").exit_code == 0
+    q = _run("query", store, "-t", "R", "-q", 0, f"--time={stored}", "-f", "json")
+    assert q.exit_code == 0 and "no readable message" not in q.stderr, q.output
+    assert json.loads(q.stdout)["store_timestamp"] == stored

@@ -142,8 +142,8 @@ def offset_by_time(store: str | os.PathLike | StoreView, topic: str, queue_id: i
             offset = _broker_search(times, seg, timestamp, trace)
         stored = None
         if queue.min_offset(times.min_physic_offset) <= offset < queue.max_offset:
-            ts, _, _ = times.time_of(offset)
-            stored = ts if ts >= 0 else None
+            ts, why, _ = times.time_of(offset)
+            stored = ts if why is None else None  # a readable record's, negative ones too
         if stored is None:
             notes.add(f"queue offset {offset} of {topic}/{queue_id} holds no readable message", trace)
         elif trace.enabled:

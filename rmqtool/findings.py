@@ -90,7 +90,8 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "queueOffsetRepeat": (Severity.ERROR, "a topic-queue's queue offset repeats or goes back"),
     "storeTimestampBackwards": (Severity.INFO, "a record stored earlier than the record before it (the clock stepped back)"),
     # checkpoint and markers
-    "checkpointInvalid": (Severity.ERROR, "a checkpoint file that cannot be read (wrong size)"),
+    "checkpointInvalid": (Severity.WARNING, "a checkpoint file of another size than the broker's 4096 bytes (the "
+                                            "broker reads its fields in its first 4096, a shorter file zero-extended)"),
     "abortFilePresent": (Severity.WARNING, "the abort file exists: the last broker did not shut down cleanly"),
     "abortFileUnexpected": (Severity.WARNING, "an abort file that is neither empty nor a PID"),
     "lockFileUnexpected": (Severity.WARNING, "a lock file that does not start with the bytes 'lock', or a directory"),
@@ -557,7 +558,7 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "queueOffsetGap": "Records are missing from the commit log (or were never written): compare with the queue.",
     "queueOffsetRepeat": "Two records share queue offsets: a copy or a replay; consumers may see duplicates.",
     "storeTimestampBackwards": "Nothing, unless time lookups matter: check the broker host's clock (NTP).",
-    "checkpointInvalid": "Recreate it: stop the broker, remove it; the broker rescans the whole commit log.",
+    "checkpointInvalid": "The broker reads it as it is (the fields shown); not a file it wrote: find what cut or grew it.",
     "abortFilePresent": "Expect an abnormal recovery at the next start; keep a copy of the store first.",
     "abortFileUnexpected": "Look at its content; the broker only needs it to exist.",
     "lockFileUnexpected": "A file: harmless to the broker, someone wrote into it. A directory: move it out of the "

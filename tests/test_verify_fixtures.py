@@ -240,3 +240,22 @@ def test_messages_below_a_queues_min_offset_are_said_to_be_below_it(tmp_path):
     (below,) = [r for r in rows if r["finding"] == "messageNotInConsumeQueue" and r.get("topic") == "CrashTopic"]
     assert f"queue offsets 0..{low - 1} " in below["message"]
     assert f"below the queue's min offset {low}" in below["message"] and "inside the queue's range" not in below["message"]
+
+
+def test_a_checkpoint_cut_to_its_fields_is_read_as_the_broker_maps_it(tmp_path):
+    """StoreCheckpoint maps 4096 bytes and reads its fields at 0, 8 and 16: a file cut to those
+    24 bytes gives the broker the same crash start. verify said it was unreadable (an error)
+    and predicted a start from file 0; now the start is the intact file's, and the size a
+    warning."""
+    import shutil
+    store, _ = variant("4.9.8/crash", "e3-corrupt-body-in-second-to-last-commitlog-file")
+    (intact,) = of(store, "recoveryStartFile")
+    cut = pathlib.Path(shutil.copytree(store, tmp_path / "store"))
+    (cut / "checkpoint").chmod(0o644)
+    with open(cut / "checkpoint", "r+b") as f:
+        f.truncate(24)
+    found = list(Verify(cut, VerifyOptions(jobs=1)).findings())
+    (start,) = [f for f in found if f.id == "recoveryStartFile"]
+    assert (pathlib.Path(start.path).name, start.details) == (pathlib.Path(intact.path).name, intact.details)
+    (size,) = [f for f in found if f.id == "checkpointInvalid"]
+    assert size.severity == Severity.WARNING and "24 bytes" in size.message

@@ -23,7 +23,7 @@ from rmqtool.inspect.timer.state import timer_info
 from rmqtool.formats.config import consumer_offsets, delay_offsets
 from rmqtool.formats.timerlog import TIMER_TOPIC
 from rmqtool.store import detect
-from rmqtool.store.checkpoint import read_checkpoint
+from rmqtool.store.checkpoint import checkpoint_as_loaded
 from rmqtool.store.commitlog import Blank, findings_of, scan_segment
 from rmqtool.store.config import read_config_dir
 from rmqtool.store.message import Message
@@ -201,7 +201,7 @@ def checkpoint_info(view: StoreView):
     if not path.exists():
         return None, []
     try:
-        cp = read_checkpoint(path)
+        cp = checkpoint_as_loaded(path)
     except FormatError as exc:
         return {"error": exc.one_line()}, [Finding(CHECKPOINT_INVALID, str(path), exc.offset, exc.message)]
     return {

@@ -14,7 +14,7 @@ import os
 import pathlib
 
 from rmqtool.errors import FormatError, StoreNotFound
-from rmqtool.findings import (ABORT_FILE_PRESENT, ABORT_FILE_UNEXPECTED, LOCK_FILE_UNEXPECTED,
+from rmqtool.findings import (ABORT_FILE_PRESENT, ABORT_FILE_UNEXPECTED, CHECKPOINT_INVALID, LOCK_FILE_UNEXPECTED,
                               TRAILING_GARBAGE, Finding)
 from rmqtool.formats.checkpoint import (CHECKPOINT_FILE_SIZE, Checkpoint4, Checkpoint5, min_timestamp,
                                         min_timestamp_index)
@@ -94,10 +94,26 @@ def loaded_checkpoint(path: str | os.PathLike) -> StoreCheckpoint:
     first 4096 bytes (a shorter file is extended with zeros, a longer one is read there only)
     and reads its fields, so a file of the wrong size still gives them. A missing file:
     StoreNotFound (the broker then makes a zeroed one). verify and info read it with
-    :func:`read_checkpoint`, which reports the wrong size."""
+    :func:`checkpoint_as_loaded`, which also says the wrong size."""
     path = pathlib.Path(path)
     data, _size = read_head(path, CHECKPOINT_FILE_SIZE)
     return parse_checkpoint(data.ljust(CHECKPOINT_FILE_SIZE, b"\0"), path)
+
+
+def checkpoint_as_loaded(path: str | os.PathLike) -> StoreCheckpoint:
+    """verify's and info's reading: the fields as the broker's load takes them
+    (:func:`loaded_checkpoint`), and among its findings ``checkpointInvalid`` when the file is
+    not the 4096 bytes the broker writes (what it says after a crash follows those fields, as
+    the broker's does)."""
+    path = pathlib.Path(path)
+    cp = loaded_checkpoint(path)
+    size = os.stat(path).st_size
+    if size == CHECKPOINT_FILE_SIZE:
+        return cp
+    note = Finding(CHECKPOINT_INVALID, str(path), None,
+                   f"checkpoint is {size} bytes, not {CHECKPOINT_FILE_SIZE}: the broker maps its first "
+                   f"{CHECKPOINT_FILE_SIZE} bytes (a shorter file read as zero-extended) and reads its fields there")
+    return dataclasses.replace(cp, findings=(*cp.findings, note))
 
 
 @dataclasses.dataclass(slots=True, frozen=True)

@@ -18,14 +18,14 @@ from rmqtool.errors import FormatError, StoreNotFound
 from rmqtool.findings import (CHECKPOINT_AHEAD_OF_DATA, CHECKPOINT_INVALID, CHECKPOINT_MISSING,
                               CHECKPOINT_WINDOW, CHECKPOINT_ZEROED, RECOVERY_START_FILE, Finding, finding)
 from rmqtool.recovery.commitlog_walk import V4, abnormal_start, normal_start
-from rmqtool.store.checkpoint import StoreCheckpoint, read_checkpoint, read_markers
+from rmqtool.store.checkpoint import StoreCheckpoint, checkpoint_as_loaded, read_markers
 from rmqtool.store.paths import StorePaths
 from rmqtool.verify.commitlog import BandConsumer, CommitLogCheck
 
 def _checkpoint(root) -> tuple[StoreCheckpoint | None, list[Finding]]:
     path = StorePaths(root).checkpoint
     try:
-        cp = read_checkpoint(path)
+        cp = checkpoint_as_loaded(path)
     except StoreNotFound:
         return None, [finding(CHECKPOINT_MISSING, path, None,
                               "no checkpoint file: the broker creates a zeroed one, and an abnormal recovery "

@@ -91,7 +91,13 @@ def test_a_store_made_with_nothing_appended_is_a_store(tmp_path):
     r = invoke("append", store, "--create", "--from-jsonl", empty, "--commitlog-size", 65536)
     assert r.exit_code == 0, r.stderr
     assert invoke("info", store).exit_code == 0
-    assert invoke("append", store, "--topic", "T", "--body", "x").exit_code == 0
+    # no file of it shows its sizes yet: an append must be told them again, as into a store a
+    # broker made and never wrote (rmqtool once wrote 1 GiB segments into either)
+    refused = invoke("append", store, "--topic", "T", "--body", "x")
+    assert refused.exit_code == 2 and "--commitlog-size" in refused.stderr and not any((store / "commitlog").iterdir())
+    r = invoke("append", store, "--topic", "T", "--body", "x", "--commitlog-size", 65536, "--assume-defaults")
+    assert r.exit_code == 0, r.stderr
+    assert [p.stat().st_size for p in (store / "commitlog").iterdir()] == [65536]
 
 
 def test_a_topic_a_4_9_broker_refuses_is_refused_unless_the_store_is_a_5x_one(tmp_path):
@@ -111,3 +117,27 @@ def test_a_topic_a_4_9_broker_refuses_is_refused_unless_the_store_is_a_5x_one(tm
     assert invoke("append", store, "--topic", long_topic, "--body", "y", "--semantics", "5.3").exit_code == 0
     last = [m for m in CommitLog(store / "commitlog").scan() if type(m) is Message][-1]
     assert (last.topic, last.magic_code) == (long_topic, MESSAGE_MAGIC_CODE_V2)
+
+
+def test_a_store_a_broker_made_and_never_wrote_asks_for_its_sizes(tmp_path):
+    """What a broker leaves when it starts once with no message (DefaultMessageStore makes
+    commitlog/ and consumequeue/; the lock and checkpoint files): nothing shows its sizes, so
+    append without --create is refused (exit 2, nothing written), where it wrote 1 GiB
+    segments that a broker configured otherwise refuses; with the broker's config it writes
+    files of its sizes."""
+    from helpers import tree_fingerprint
+    store = tmp_path / "s"
+    for d in ("commitlog", "consumequeue", "config"):
+        (store / d).mkdir(parents=True)
+    (store / "lock").touch()
+    (store / "checkpoint").write_bytes(bytes(4096))
+    before = tree_fingerprint(store)
+    r = invoke("append", store, "-t", "OrderTopic", "--body", "hello")
+    assert r.exit_code == 2 and "mapped_file_size_commit_log" in r.stderr, r.output
+    assert tree_fingerprint(store) == before
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=200\nmaxHashSlotNum=10\nmaxIndexNum=40\n")
+    r = invoke("append", store, "-t", "OrderTopic", "--body", "hello", "--broker-config", conf)
+    assert r.exit_code == 0, r.stderr
+    assert [p.stat().st_size for p in (store / "commitlog").iterdir()] == [65536]
+    assert invoke("recover", store, "--broker-config", conf).exit_code == 0

@@ -202,19 +202,22 @@ def plan_batch_topics(root: pathlib.Path, plan: RecoveryPlan) -> frozenset:
 
 
 def unknown_sizes(root: pathlib.Path | StoreView, sizes: StoreSizes, plan: RecoveryPlan,
-                  index: bool = True) -> list[str]:
+                  index: bool = True, made_here: bool = True) -> list[str]:
     """The sizes a writable open of an existing store (one with commit log files) would
     write files with that nothing shows (StoreSizes.unknown): consume queues, the index
-    (``index``: messageIndexEnable) and, for batch topics, batch consume queues. A new store
-    takes what is given or the defaults. ``root``: a store root, or the view a command opened
+    (``index``: messageIndexEnable) and, for batch topics, batch consume queues. A store
+    with no commit log file takes what is given or the defaults when it is made now
+    (``made_here``); one found so (a broker started once and never written to) shows none of
+    its sizes, the commit log's too. ``root``: a store root, or the view a command opened
     (its commit log listing is taken)."""
     if isinstance(root, StoreView):
         listing, root = root.commit_log_listing(), root.root
     else:
         listing = discover(paths.StorePaths(root).commitlog, required=False)
-    if not listing.segments:
+    if not listing.segments and made_here:
         return []
-    return sizes.unknown(consume_queue=True, index=index, batch_consume_queue=bool(plan_batch_topics(root, plan)))
+    return sizes.unknown(commit_log=not listing.segments, consume_queue=True, index=index,
+                         batch_consume_queue=bool(plan_batch_topics(root, plan)))
 
 
 def _prop_crc(asked: bool | None, last) -> tuple[bool, str]:
@@ -396,6 +399,7 @@ class Store:
                                               paths.CHECKPOINT_FILE, paths.LOCK_FILE)):
             raise NotAStore("not a RocketMQ store, and not empty: refusing to write here", root)
         new = not root.exists() or not any(root.iterdir())
+        self._made_here = new  # a store made now takes the sizes given or the defaults; one found empty does not
         try:
             root.mkdir(parents=True, exist_ok=True)
             if new and self.commit_log_paths is None:  # a store, though nothing be appended (every
@@ -438,7 +442,8 @@ class Store:
             raise RecoveryNeeded(f"{first.id}: {first.message}{more}; the store needs recovery before it is "
                                  f"written: open it with recover (append --recover), which backs up every byte "
                                  f"it changes first", first.path, first.offset, plan=plan)
-        self.sizes.require(unknown_sizes(self._sized(), self.sizes, plan, self.config.message_index_enable), self.root)
+        self.sizes.require(unknown_sizes(self._sized(), self.sizes, plan, self.config.message_index_enable,
+                                         made_here=getattr(self, "_made_here", True)), self.root)
         return plan
 
     def _refuse_duplicated_files(self) -> None:

@@ -81,9 +81,10 @@ class StoreSizes:
     def to_json(self) -> dict:
         return {name: getattr(self, field).to_json() for field, name, _ in FIELDS}
 
-    def unknown(self, *, consume_queue: bool, index: bool, batch_consume_queue: bool) -> list[str]:
+    def unknown(self, *, consume_queue: bool, index: bool, batch_consume_queue: bool,
+                commit_log: bool = False) -> list[str]:
         """The JSON names of the sizes a write of these kinds would use that nothing shows."""
-        wanted = {"consume_queue": consume_queue, "batch_consume_queue": batch_consume_queue,
+        wanted = {"commit_log": commit_log, "consume_queue": consume_queue, "batch_consume_queue": batch_consume_queue,
                   "index_slots": index, "index_entries": index}
         return [name for field, name, _ in FIELDS if wanted.get(field) and getattr(self, field).taken_from == DEFAULT]
 

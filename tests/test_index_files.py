@@ -20,7 +20,7 @@ from rmqtool.cli.app import app
 from rmqtool.engine.producer import producer_message
 from rmqtool.engine.index_writer import IndexServiceWriter
 from rmqtool.engine.store import Store
-from rmqtool.engine.store_sizes import index_sizes
+from rmqtool.engine.store_sizes import OPTION, Size, index_geometry
 from rmqtool.errors import FormatError, UsageError
 from rmqtool.formats.indexfile import (DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, HEADER_INDEX_COUNT_POSITION,
                                        build_key, entry_position, index_file_size, index_key_hash, slot_position)
@@ -30,6 +30,13 @@ from rmqtool.store.indexfile import IndexFile, infer_index_geometry, list_index_
 
 DEFAULT = (DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM)
 T0 = 1_700_000_000_000
+
+
+def index_sizes(directory, slots, entries) -> tuple[int, int]:
+    """index_geometry's values for plain numbers given (or None)."""
+    found = index_geometry(directory, Size(slots, OPTION, f"--index-slots {slots}") if slots is not None else None,
+                           Size(entries, OPTION, f"--index-entries {entries}") if entries is not None else None)
+    return found[0].value, found[1].value
 
 
 def _store_with_keys(root, n: int = 20, **sizes) -> list[tuple[int, str]]:

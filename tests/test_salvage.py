@@ -129,3 +129,30 @@ def test_usage(tmp_path):
     assert _run("salvage", V4 / "basic" / "store").exit_code == 2
     r = _run("salvage", V4 / "basic" / "store", "--out", existing)
     assert r.exit_code == 2 and existing.read_text() == ""
+
+
+def test_to_store_asks_for_the_sizes_its_source_does_not_show(tmp_path):
+    """A source without index/ (or whose index files have no entry left) or without
+    consumequeue/: the new store's sizes there can only be guessed, and a broker configured
+    otherwise reads files of the guessed size at the wrong places. --to-store is refused (exit
+    2, naming the options, nothing made) until they are given, by option or --broker-config;
+    then the new store's files are of those sizes (the source's own, read before the damage)."""
+    import shutil
+    source = expand_store(V4 / "basic" / "store", tmp_path / "basic")
+    info = json.loads(_run("info", source, "-f", "json").stdout)
+    slots, entries = info["index_files"][0]["max_hash_slot_num"], info["index_files"][0]["max_index_num"]
+    cq = load_truth(V4 / "basic" / "truth.json")["messageStoreConfig"]["effectiveGetterValues"][
+        "mappedFileSizeConsumeQueue"]
+    shutil.rmtree(source / "index")
+    shutil.rmtree(source / "consumequeue")
+    r = _run("salvage", source, "--to-store", tmp_path / "new")
+    assert r.exit_code == 2 and "--cq-size and --index-slots and --index-entries" in r.stderr, r.output
+    assert not (tmp_path / "new").exists()
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"mappedFileSizeConsumeQueue={cq}\nmaxHashSlotNum={slots}\nmaxIndexNum={entries}\n")
+    r = _run("salvage", source, "--to-store", tmp_path / "new", "--broker-config", conf)
+    assert r.exit_code == 0, r.output
+    made = json.loads(_run("info", tmp_path / "new", "-f", "json").stdout)
+    assert {(f["max_hash_slot_num"], f["max_index_num"]) for f in made["index_files"]} == {(slots, entries)}
+    assert {p.stat().st_size for p in (tmp_path / "new" / "consumequeue").rglob("0*") if p.is_file()} == {cq}, \
+        [(p, p.stat().st_size) for p in (tmp_path / "new" / "consumequeue").rglob("0*")][:5]

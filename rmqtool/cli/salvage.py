@@ -6,6 +6,7 @@ Exit codes: 0 nothing is lost; 3 something is lost for good (the report says wha
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import pathlib
 from typing import Optional
 
@@ -14,7 +15,7 @@ import typer
 from rmqtool.cli.commitlog_paths import commit_log_paths_option
 from rmqtool.cli.common import OutputFormat, boundary, closed_on_error
 from rmqtool.cli.params import examples
-from rmqtool.cli.sizes import SalvageIndexEntries, SalvageIndexSlots
+from rmqtool.cli.sizes import SizeOptions, size_options
 from rmqtool.errors import ExitCode, UsageError
 
 
@@ -27,6 +28,7 @@ def register(app: typer.Typer) -> None:
 
 @boundary
 @commit_log_paths_option("store")
+@size_options
 def salvage(
     store: pathlib.Path = typer.Argument(..., help="The store root directory (only read)."),
     out: Optional[pathlib.Path] = typer.Option(None, "--out", metavar="FILE.jsonl",
@@ -35,8 +37,7 @@ def salvage(
     to_store: Optional[pathlib.Path] = typer.Option(None, "--to-store", metavar="NEWDIR",
                                                     help="Append the messages into a new store (original topics, "
                                                          "queues, keys, properties, store times and hosts)."),
-    index_slots: SalvageIndexSlots = None,
-    index_entries: SalvageIndexEntries = None,
+    sizes: SizeOptions = SizeOptions(),  # --to-store: where the source shows no size (cli/sizes.py)
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="The report: table, jsonl or json."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="A bar of the bytes of messages "
                                             "written, on stderr (default: when stderr is a terminal)."),
@@ -52,8 +53,8 @@ def salvage(
 
     if (out is None) == (to_store is None):
         raise UsageError("give --out FILE.jsonl or --to-store NEWDIR")
-    if to_store is None and (index_slots or index_entries):
-        raise UsageError("--index-slots and --index-entries size the store --to-store makes")
+    if to_store is None and dataclasses.replace(sizes, broker_config=None) != SizeOptions():  # (its paths: any time)
+        raise UsageError("the size options size the store --to-store makes")
     view = open_store(store)  # the store opened once: the sizes, the simulation and the scan read this view
     to_stdout = out is not None and str(out) == "-"
     if out is not None and not to_stdout and out.exists():
@@ -62,12 +63,12 @@ def salvage(
         raise UsageError("--to-store: the directory exists and is not empty", to_store)
     if to_store is not None:
         refuse_inner_batches(view)
-        sizes = source_sizes(view, index_slots, index_entries)  # before anything is written
+        written = source_sizes(view, sizes.given())  # before anything is written
     messages, report = salvage_messages(view)
     bar = progress_bar("salvaging", None, progress)
     messages = counted(messages, bar, lambda m: m.store_size)  # the kept records' bytes, as written
     with bar or contextlib.nullcontext():
-        _write(messages, out, to_stdout, to_store, sizes if to_store is not None else None, report.reject)
+        _write(messages, out, to_stdout, to_store, written if to_store is not None else None, report.reject)
     doc = report.to_json()
     doc["out_path"] = "<stdout>" if to_stdout else str(out or to_store)
     show_salvage(doc, fmt.value, on_stderr=to_stdout)  # stdout holds the messages

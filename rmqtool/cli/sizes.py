@@ -29,11 +29,6 @@ IndexSlots = Annotated[Optional[int], typer.Option(
     "--index-slots", min=1, help=f"Hash slots per index file (maxHashSlotNum). {_WHEN}, else 5000000.")]
 IndexEntries = Annotated[Optional[int], typer.Option(
     "--index-entries", min=2, help=f"Entries per index file (maxIndexNum). {_WHEN}, else 20000000.")]
-# salvage --to-store: the new store's index files, where the source's cannot tell
-SalvageIndexSlots = Annotated[Optional[int], typer.Option(
-    "--index-slots", min=1, help="--to-store: hash slots per index file, when the source's index files cannot tell.")]
-SalvageIndexEntries = Annotated[Optional[int], typer.Option(
-    "--index-entries", min=2, help="--to-store: entries per index file, when the source's index files cannot tell.")]
 BrokerConfigFile = Annotated[Optional[pathlib.Path], typer.Option(
     "--broker-config", metavar="FILE",
     help="The broker's own config file (broker.conf, as given to mqbroker -c): the sizes it sets "

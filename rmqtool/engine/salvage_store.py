@@ -32,23 +32,42 @@ def refuse_inner_batches(source: StoreView) -> None:
                          "use --out FILE.jsonl", source.root)
 
 
-def source_sizes(source: StoreView, index_slots: int | None, index_entries: int | None) -> dict:
+def source_sizes(source: StoreView, given) -> dict:
     """The source store's file sizes, for the new one (index files of two sizes: the newest);
     a source whose broker runs with enableConsumeQueueExt gives the new store ext units too
     (its ext file size), as that broker's dispatch would write them; a source a 5.x broker
-    wrote makes the new one a 5.x store (its long topics' V2 records are written again)."""
-    from rmqtool.engine.store_sizes import consume_queue_file_sizes, index_sizes
+    wrote makes the new one a 5.x store (its long topics' V2 records are written again). A
+    size the source does not show (no queue file; no index file, or none with an entry to
+    tell its geometry) is taken from what is ``given`` (GivenSizes: the options, the broker
+    config), else refused (UsageError) unless it assumes defaults: files of a size the broker
+    was not configured for are read at the wrong places."""
+    from rmqtool.engine.store_sizes import DEFAULT, consume_queue_file_sizes, index_geometry, said_sizes
+    from rmqtool.formats.consumequeue import DEFAULT_CQ_FILE_SIZE
     from rmqtool.recovery.commitlog_walk import V5
     from rmqtool.recovery.outcome import Settings
     from rmqtool.recovery.semantics import detect_semantics
     from rmqtool.store.cqext import ext_writing
 
     paths = source.paths
+    cq_said, slots_said, entries_said = said_sizes(given)
     cq_sizes = consume_queue_file_sizes(paths.consumequeue)
-    slots, entries = index_sizes(paths.index, index_slots, index_entries, newest=True)
+    if cq_said is not None and cq_sizes and cq_said.value not in cq_sizes:
+        raise UsageError(f"{cq_said.shown_by}: the source's queue files are {sorted(cq_sizes)} bytes", source.root)
+    slots, entries = index_geometry(paths.index, slots_said, entries_said, newest=True)
+    unknown = [(f"mapped_file_size_consume_queue ({DEFAULT_CQ_FILE_SIZE}, the broker's default)", "--cq-size")
+               ] if not cq_sizes and cq_said is None else []
+    unknown += [(f"{name} ({size.value}: {size.shown_by})", option) for name, size, option in (
+        ("max_hash_slot_num", slots, "--index-slots"), ("max_index_num", entries, "--index-entries"))
+        if size.taken_from == DEFAULT]
+    if unknown and not given.assume_defaults:
+        raise UsageError(f"--to-store: nothing in the source store shows {', '.join(w for w, _ in unknown)}: files "
+                         f"written with a size the broker was not configured for are read at the wrong places. Give "
+                         f"{' and '.join(o for _, o in unknown)}, or --broker-config FILE (the broker's broker.conf), "
+                         f"or --assume-defaults if the broker runs with its defaults", source.root)
     ext = ext_writing(source.root)
-    return dict(commitlog_size=source.mapped_file_size,
-                cq_size=max(cq_sizes) if cq_sizes else None, index_slots=slots, index_entries=entries) | (
+    cq = cq_said.value if cq_said is not None else (max(cq_sizes) if cq_sizes else None)
+    return dict(commitlog_size=source.mapped_file_size, cq_size=cq, index_slots=slots.value,
+                index_entries=entries.value) | (
         dict(enable_consume_queue_ext=True, mapped_file_size_consume_queue_ext=ext.file_size) if ext.enabled else {}) | (
         dict(recovery=Settings(semantics=V5))
         if detect_semantics(paths, source.commit_log_listing().segments).semantics == V5 else {})

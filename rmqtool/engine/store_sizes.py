@@ -145,6 +145,17 @@ def store_sizes(root: str | pathlib.Path | StoreView, given: GivenSizes = GivenS
     return StoreSizes(commit_log, consume_queue, batch, slots, entries, given.assume_defaults)
 
 
+def said_sizes(given: GivenSizes) -> tuple[Size | None, Size | None, Size | None]:
+    """The consume queue file size, index slot and entry counts the options or the broker
+    config say (None where neither does), as :func:`store_sizes` takes them: salvage
+    --to-store holds them against its source's files."""
+    conf = given.broker_config
+    return (_given(given.consume_queue, "--cq-size", conf, MAPPED_FILE_SIZE_CONSUME_QUEUE, DEFAULT_CQ_FILE_SIZE,
+                   consume_queue_file_size),
+            _given(given.index_slots, "--index-slots", conf, MAX_HASH_SLOT_NUM, DEFAULT_MAX_HASH_SLOT_NUM),
+            _given(given.index_entries, "--index-entries", conf, MAX_INDEX_NUM, DEFAULT_MAX_INDEX_NUM))
+
+
 def plan_queue_file_size(root: pathlib.Path, given: GivenSizes) -> int | None:
     """The consume queue file size a recovery plan's load takes from the option or the broker
     config: where the store's files do not show one (none left, or their first files
@@ -270,13 +281,3 @@ def _entries_counted(path: pathlib.Path) -> int:
     """The indexCount an index file's header holds (0 when it has no whole header)."""
     header = read_index_header(path)
     return header.index_count if header is not None else 0
-
-
-def index_sizes(directory: pathlib.Path, given_slots: int | None, given_entries: int | None,
-                newest: bool = False) -> tuple[int, int]:
-    """:func:`index_geometry`'s values, for settings given as plain numbers (or None)."""
-    slots, entries = index_geometry(
-        directory, Size(given_slots, OPTION, f"--index-slots {given_slots}") if given_slots is not None else None,
-        Size(given_entries, OPTION, f"--index-entries {given_entries}") if given_entries is not None else None,
-        newest)
-    return slots.value, entries.value

@@ -713,6 +713,31 @@ def test_an_export_task_that_stops_on_an_error_is_one_line_not_an_executor_trace
     assert str(out) in errors[0]
 
 
+def test_an_export_whose_task_failed_is_refused_by_table_not_read_as_whole(spark, tmp_path):
+    """A segment gone between the plan and its task: the export stops (exit 8, the export is
+    incomplete) with what the other tasks wrote left in place, and no completion record;
+    --table refuses it in one line (exit 4). It was read as a whole export: stats exit 0 with
+    the messages of the gone file missing, and no word of it."""
+    from helpers import writable_copy
+    from rmqtool.errors import TasksFailed
+    from rmqtool.spark.export import export
+    from rmqtool.spark.stores import open_stores
+    store = writable_copy(V4 / "basic" / "store", tmp_path / "b" / "store")
+    specs = [StoreSpec("b", str(store))]
+    _found, views, _bad = open_stores(specs)
+    planned = views["b"].commit_log.segments  # listed: the gone file is planned for
+    planned[-2].path.unlink()
+    out = tmp_path / "out"
+    with pytest.raises(TasksFailed) as failed:
+        export(spark, specs, out, views=views)
+    assert failed.value.exit_code == 8 and "the export is incomplete" in str(failed.value)
+    assert (out / "messages").is_dir() and _table(out, "messages")  # what the other tasks wrote stays
+    for command in (["stats"], ["query", "--key", "x"]):
+        r = spark_cmd(*command, "--table", str(out))
+        assert (r.exit_code, r.stdout) == (4, ""), r.output
+        assert r.stderr.startswith(f"rmqtool: error: {out}: an incomplete export") and r.stderr.count("\n") == 1
+
+
 def test_a_task_whose_store_is_gone_returns_its_error(tmp_path):
     """Executor side without Spark: a store gone between the plan and its task is the task's
     one line and exit code, returned (spark/export.py run_task), not raised."""
@@ -749,7 +774,8 @@ def test_stores_with_no_message_export_empty_tables_that_query_and_stats_read(sp
     r = spark_cmd("export", str(store), "--out", str(out), "-f", "json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["messages"] == 0
-    assert sorted(p.name for p in out.iterdir()) == ["consume_queue", "findings", "messages"]
+    from rmqtool.spark.parts import COMPLETE_FILE
+    assert sorted(p.name for p in out.iterdir()) == sorted([COMPLETE_FILE, "consume_queue", "findings", "messages"])
     for source in ([str(store)], ["--table", str(out)]):
         r = spark_cmd("query", *source, "--key", "any", "-f", "jsonl")
         assert (r.exit_code, r.stdout) == (1, ""), r.output

@@ -17,8 +17,8 @@ import tempfile
 import urllib.parse
 
 from rmqtool.errors import RmqError, TasksFailed, UsageError, error_line
-from rmqtool.spark.parts import (CONSUME_QUEUE_DIR, TaskSummary, make_tables, write_findings, write_message_parts,
-                                 write_part)
+from rmqtool.spark.parts import (CONSUME_QUEUE_DIR, TaskSummary, make_tables, mark_complete, write_findings,
+                                 write_message_parts, write_part)
 from rmqtool.spark.splits import DEFAULT_SPLIT_SIZE, SegmentTask, plan_tasks, scan_task
 from rmqtool.spark.stores import StoreSpec
 from rmqtool.store.commitlog import findings_of
@@ -345,8 +345,10 @@ def export(spark, specs: list[StoreSpec], out: str | os.PathLike, *, split_size:
     from rmqtool.spark.qmq.export import CONSUMER_LOGS_TASK
     queues = [r for r in results if r.task in (QUEUES_TASK, CONSUMER_LOGS_TASK)]
     ranges = [r for r in results if r.task not in (QUEUES_TASK, CONSUMER_LOGS_TASK)]
-    return ExportResult(target, [s.name for s in specs], len(tasks), sum(r.messages for r in ranges),
-                        sum(r.messages for r in queues), sum(r.findings for r in results))
+    result = ExportResult(target, [s.name for s in specs], len(tasks), sum(r.messages for r in ranges),
+                          sum(r.messages for r in queues), sum(r.findings for r in results))
+    mark_complete(target, result.to_json())  # last: an export stopped before here is not read as whole
+    return result
 
 
 def store_tasks(specs: list[StoreSpec], split_size: int, views: dict | None = None) -> list:

@@ -483,6 +483,26 @@ def test_the_queues_behind_a_uri_are_cut_where_the_next_start_cuts_them(tmp_path
     assert all(r["commit_log_offset"] + r["size"] <= cut for r in far["consume_queue"])
 
 
+SIDE_STORES = [V5 / "cqext" / "store", V5 / "cqext-damaged" / "input" / "store", V5 / "compaction" / "store",
+               V5 / "timer" / "store"]
+
+
+@pytest.mark.parametrize("store", SIDE_STORES, ids=lambda p: "/".join(p.relative_to(V5).parts[:-1]))
+def test_the_queues_of_a_store_with_side_stores_behind_a_uri_export_as_its_local_path_does(tmp_path, monkeypatch,
+                                                                                           store):
+    """The queues task stages what reading the queues needs: ConsumeQueueExt too, so a unit's
+    tags_code is the tagsCode its ext unit holds (truth.json's iteratorTagsCode, as the local
+    export gives it) and an ext lookup that fails is the same finding. consumequeue_ext/ was
+    not staged: the raw ext address (-9223372036854775808...) came out as the tags code."""
+    from helpers import expand_store
+    local, far, _cut = _export_both(tmp_path, monkeypatch, expand_store(store, tmp_path / "store"), 8 << 20,
+                                    tables=("consume_queue", "findings"))
+    if store.parent.name == "cqext":  # every unit's tags code as the broker's iterator hands it out
+        truth = load_truth(store.parent / "truth.json")["consumeQueues"]
+        assert sorted((r["topic"], r["queue_id"], r["queue_offset"], r["tags_code"]) for r in far["consume_queue"]) == \
+            sorted((q["topic"], q["queueId"], u["queueOffset"], u["iteratorTagsCode"]) for q in truth for u in q["units"])
+
+
 def test_a_staged_head_holds_what_the_start_reads_of_a_file_it_does_not_walk():
     """remote.HEAD_BYTES: the first records the rules that wrote the store are told from, and
     the header that gives the abnormal start a file's first store time."""

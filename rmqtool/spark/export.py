@@ -115,21 +115,23 @@ def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
 
 def _staged_store(uri: str, root: pathlib.Path):
     """(a view of what was staged of the store behind ``uri`` into ``root``, its commit log's
-    first offset): its queues, checkpoint, abort markers and config/*.json whole, every commit
-    log file at its size with its last written one whole. When the next start is simulated
-    (inspect/inventory.first_file_read), also each file's first records and the files it
-    reads from its first on, in as many rounds as a round's start shows a file before them."""
+    first offset): its queues and their ConsumeQueueExt, checkpoint, abort markers and
+    config/*.json whole, every commit log file at its size with its last written one whole.
+    When the next start is simulated (inspect/inventory.first_file_read), also each file's
+    first records and the files it reads from its first on, in as many rounds as a round's
+    start shows a file before them."""
     from rmqtool.inspect.inventory import first_file_read, simulate_for_info
     from rmqtool.spark import remote
     from rmqtool.store.paths import (ABORT_BAK_FILE, ABORT_FILE, BATCH_CONSUMEQUEUE_DIR, CHECKPOINT_FILE,
-                                     COMMITLOG_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, LOCK_FILE, is_segment_name)
+                                     COMMITLOG_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, CONSUMEQUEUE_EXT_DIR, LOCK_FILE,
+                                     is_segment_name)
     from rmqtool.store.view import StoreView
 
     base = uri.rstrip("/")
     _family, dirs = remote.require_store(base)
     for name in dirs:  # each there as the store has it (an empty commitlog/ is not a missing one)
         (root / name).mkdir(exist_ok=True)
-    for name in (CONSUMEQUEUE_DIR, BATCH_CONSUMEQUEUE_DIR):
+    for name in (CONSUMEQUEUE_DIR, BATCH_CONSUMEQUEUE_DIR, CONSUMEQUEUE_EXT_DIR):  # ext: the tags codes units point at
         remote.stage_tree(remote.child(base, name), root / name)
     for f in remote.list_dir(base):  # the start's own files whole; others there, empty (the 5.x ones say 5.x)
         if f.name in (CHECKPOINT_FILE, ABORT_FILE, ABORT_BAK_FILE):

@@ -758,12 +758,41 @@ def test_an_export_whose_task_failed_is_refused_by_table_not_read_as_whole(spark
         assert r.stderr.startswith(f"rmqtool: error: {out}: an incomplete export") and r.stderr.count("\n") == 1
 
 
+def test_an_export_of_a_live_store_reads_to_its_written_end_and_says_so_as_dump_does(spark, tmp_path):
+    """A store a running broker holds (its lock held by another process), a record half copied
+    at its written end with a queue unit pointing at it: export says the store is live, as dump
+    commitlog does, and reads to the written end (messages: dump's rows; the moving tail no
+    finding; exit as dump's). It reported the half record as damage (exit 3) without a word of
+    the lock."""
+    from helpers import lock_held_elsewhere
+    from rmqtool.engine.producer import producer_message
+    from rmqtool.engine.store import Store
+    from test_live import SMALL as LIVE_SIZES, _tear_tail
+    root = tmp_path / "store"
+    store = Store.open(root, writable=True, **LIVE_SIZES)
+    results = [store.append(producer_message("LiveTopic", b"m%03d" % i * 20, keys=f"k{i}")) for i in range(30)]
+    store.close()
+    end = _tear_tail(root, results)
+    (root / "abort").write_bytes(b"")  # a running broker keeps it
+    out = tmp_path / "out"
+    with lock_held_elsewhere(root / "lock") as pid:
+        dump = runner.invoke(app, ["dump", "commitlog", str(root), "-f", "jsonl"])
+        r = spark_cmd("export", f"live={root}", "--out", str(out), "-f", "json")
+    assert f"PID {pid} holds its lock" in dump.stderr and f"commit log offset {end}" in dump.stderr
+    assert r.exit_code == dump.exit_code == 0, r.output
+    assert f"PID {pid} holds its lock" in r.stderr and f"commit log offset {end}" in r.stderr
+    assert sorted(m["commit_log_offset"] for m in _table(out, "messages")) == \
+        [d["commit_log_offset"] for d in _jsonl(dump.stdout) if d["record"] == "message"]
+    assert _table(out, "findings") == []
+    assert all(u["commit_log_offset"] < end for u in _table(out, "consume_queue"))
+
+
 def test_a_task_whose_store_is_gone_returns_its_error(tmp_path):
     """Executor side without Spark: a store gone between the plan and its task is the task's
     one line and exit code, returned (spark/export.py run_task), not raised."""
-    from rmqtool.spark.export import QUEUES_TASK, run_task
+    from rmqtool.spark.export import QUEUES_TASK, QueuesTask, run_task
 
-    result = run_task(StoreSpec("gone", str(tmp_path / "gone")), str(tmp_path / "out"))
+    result = run_task(QueuesTask(StoreSpec("gone", str(tmp_path / "gone"))), str(tmp_path / "out"))
     assert (result.store, result.task, result.exit_code) == ("gone", QUEUES_TASK, 8)
     assert str(tmp_path / "gone") in result.error
 

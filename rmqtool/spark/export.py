@@ -22,9 +22,18 @@ from rmqtool.spark.parts import (CONSUME_QUEUE_DIR, TaskSummary, make_tables, ma
 from rmqtool.spark.splits import DEFAULT_SPLIT_SIZE, SegmentTask, plan_tasks, scan_task
 from rmqtool.spark.stores import StoreSpec
 from rmqtool.store.commitlog import findings_of
+from rmqtool.store.live import LiveStore
 from rmqtool.store.message import Message
 
 QUEUES_TASK = "consume-queues"
+
+
+@dataclasses.dataclass(frozen=True)
+class QueuesTask:
+    """A RocketMQ store's queues task; ``live``: a running broker's store as the driver found
+    it when the export began (store/live.py), read up to its written end then."""
+    spec: StoreSpec
+    live: LiveStore | None = None
 
 
 def export_segment_task(task: SegmentTask, out: str) -> TaskSummary:
@@ -61,6 +70,8 @@ def _rows_by_topic(task: SegmentTask, rename) -> tuple[dict[str, list[dict]], li
         if rename is not None:
             row["file"] = rename(row["file"])
         by_topic.setdefault(r.topic, []).append(row)
+    if task.live is not None:  # the record being written at the end is not damage, as dump says
+        found = task.live.settled(found)
     if rename is not None:
         found = [dataclasses.replace(f, path=rename(f.path)) if f.path else f for f in found]
     return by_topic, found, reach
@@ -88,14 +99,15 @@ def staged(task: SegmentTask, margin: int):
         yield here, (lambda path: f.uri if path == str(local) else path), staged_to
 
 
-def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
+def export_queues_task(spec: StoreSpec, out: str, live: LiveStore | None = None) -> TaskSummary:
     """Executor side: every consume queue of one store, a Parquet part per topic; plain queues
     read as arrays; and the findings of its commit log's listing with the queues' own. A
     queue's units run from its min offset (units below the first segment left out, as the
     broker's correctMinOffset) to its max offset as the broker's load leaves it: units at or
     past the end its next start gives the log dropped (truncateDirtyLogicFiles; info's
     max_commit_log_offset, the recovery's cut after a crash). A store behind a URI is staged
-    first (:func:`_staged_store`), and cut the same way."""
+    first (:func:`_staged_store`), and cut the same way. A live store's (``live``) are cut at
+    its written end too, and the moving tail is no finding, as dump reads such a store."""
     from rmqtool.inspect.inventory import queue_cut, simulate_for_info
     from rmqtool.spark import remote
     from rmqtool.store.view import StoreView
@@ -105,7 +117,10 @@ def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
         view = StoreView(spec.path, simulate=simulate_for_info)
         segments = view.segments if view.has_commit_log else []
         low = segments[0].base_offset if segments else 0
-        return _export_queues(view, spec, out, low, queue_cut(view), None)
+        cut = queue_cut(view)
+        if live is not None:  # units dispatched past the end the export reads to are the moving tail
+            cut = live.commit_log_end if cut is None else min(cut, live.commit_log_end)
+        return _export_queues(view, spec, out, low, cut, None, live)
     with tempfile.TemporaryDirectory(prefix="rmqtool-stage-") as tmp:
         root = pathlib.Path(tmp)
         view, low = _staged_store(spec.path, root)
@@ -166,7 +181,8 @@ def _staged_store(uri: str, root: pathlib.Path):
     return view, (int(files[0].name) if files else 0)
 
 
-def _export_queues(view, spec: StoreSpec, out: str, low: int, end: int | None, rename) -> TaskSummary:
+def _export_queues(view, spec: StoreSpec, out: str, low: int, end: int | None, rename,
+                   live: LiveStore | None = None) -> TaskSummary:
     """A store's queues (``view``: the store, or what was staged of it), cut at ``end``, and
     the findings of its commit log's listing."""
     import pyarrow as pa
@@ -188,6 +204,8 @@ def _export_queues(view, spec: StoreSpec, out: str, low: int, end: int | None, r
     # what dump commitlog says of the log's files before its first record (a file cut short, a
     # gap, a stray name): the files, listed here once a store; the range tasks say the records'
     found = (list(view.commit_log.findings) if view.has_commit_log else []) + queues.all_findings()
+    if live is not None:
+        found = live.settled(found)
     if rename is not None:
         found = [dataclasses.replace(f, path=rename(f.path)) if f.path else f for f in found]
     if found:
@@ -360,10 +378,16 @@ def store_tasks(specs: list[StoreSpec], split_size: int, views: dict | None = No
     from rmqtool.spark.qmq.export import qmq_tasks
     from rmqtool.store.family import QMQ, detect_family
 
+    from rmqtool.store.view import StoreView
+
     qmq = {s.name for s in specs if not remote.is_uri(s.path) and detect_family(s.path) is QMQ}
     rocketmq = [s for s in specs if s.name not in qmq]
-    return rocketmq + [t for s in specs if s.name in qmq for t in qmq_tasks(s)] + \
-        plan_tasks(rocketmq, split_size, views)
+    views = dict(views or {})
+    for s in rocketmq:  # each local store opened once: its ranges and queues are read to one live end
+        if s.name not in views and not remote.is_uri(s.path) and pathlib.Path(s.path).is_dir():
+            views[s.name] = StoreView(s.path)
+    queues = [QueuesTask(s, views[s.name].live if s.name in views else None) for s in rocketmq]
+    return queues + [t for s in specs if s.name in qmq for t in qmq_tasks(s)] + plan_tasks(rocketmq, split_size, views)
 
 
 def run_task(task, out: str) -> TaskSummary:
@@ -373,14 +397,14 @@ def run_task(task, out: str) -> TaskSummary:
     traceback (and a cluster would run the task again, to the same end)."""
     from rmqtool.spark.qmq.export import ConsumerLogsTask, run_qmq_task
     try:
-        if isinstance(task, StoreSpec):
-            return export_queues_task(task, out)
+        if isinstance(task, QueuesTask):
+            return export_queues_task(task.spec, out, task.live)
         if isinstance(task, SegmentTask):
             return export_segment_task(task, out)
         return run_qmq_task(task, out)
     except (RmqError, OSError) as exc:
         line, code = error_line(exc)
-        store, name = ((task.name, QUEUES_TASK) if isinstance(task, StoreSpec) else
+        store, name = ((task.spec.name, QUEUES_TASK) if isinstance(task, QueuesTask) else
                        (task.spec.name, task.name) if isinstance(task, ConsumerLogsTask) else (task.store, task.name))
         return TaskSummary(store, name, error=line, exit_code=int(code))
 

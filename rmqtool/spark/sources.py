@@ -19,9 +19,14 @@ def specs(stores, stores_from):
 def opened(stores, stores_from):
     """(the stores asked for that can be read, {name: StoreView} of the local ones, the error
     of each other): each checked and opened once before Spark starts; the export plans its
-    tasks from these views."""
+    tasks from these views. A store a running broker holds is said on stderr, as dump says it."""
+    from rmqtool.report.sink import warn
     from rmqtool.spark.stores import open_stores
-    return open_stores(specs(stores, stores_from))
+    found, views, bad = open_stores(specs(stores, stores_from))
+    for view in views.values():
+        if view.live is not None:
+            warn(view.live.note())
+    return found, views, bad
 
 
 def session(master, conf):

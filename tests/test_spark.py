@@ -341,6 +341,20 @@ def test_a_table_or_a_list_of_stores_that_is_not_there_is_8_and_the_wrong_kind_4
         assert r.exit_code == 8 and "no such file" in r.stderr, (command, r.output)
 
 
+def test_a_list_of_stores_that_is_not_utf8_is_one_line_naming_it_exit_4(tmp_path):
+    """--stores-from with a byte that is not UTF-8: one line naming the file and the byte's
+    offset, exit 4 (not a file of the kind asked for), for every spark command, before Spark
+    starts. It was a UnicodeDecodeError traceback, exit 1."""
+    listing = tmp_path / "stores.txt"
+    listing.write_bytes(b"x # broker-a \xe9\n")
+    for command in ("verify", "export", "query", "stats"):
+        r = runner.invoke(app, ["spark", command, "--stores-from", str(listing),
+                                *({"export": ["--out", str(tmp_path / "out")], "query": ["--key", "x"]}.get(command, []))])
+        assert (r.exit_code, r.stdout) == (4, ""), (command, r.output)
+        assert r.stderr.startswith(f"rmqtool: error: {listing} at offset 13: --stores-from: not UTF-8 text") and \
+            r.stderr.count("\n") == 1, (command, r.stderr)
+
+
 def test_spark_usage_errors_say_so_before_spark_starts(tmp_path):
     r = runner.invoke(app, ["spark", "query", "--table", str(tmp_path), "--key", "a", "--uniq-key", "b"])
     assert r.exit_code == 2

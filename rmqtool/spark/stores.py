@@ -54,6 +54,9 @@ def read_store_list(path: str | os.PathLike) -> list[str]:
         raise StoreNotFound("--stores-from: no such file", path) from None
     except OSError as exc:
         raise StoreAccessError(f"--stores-from: cannot read ({exc.strerror})", path) from None
+    except UnicodeDecodeError as exc:  # not a list of stores: say where, as a store file's damage is said
+        raise NotAStore(f"--stores-from: not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); a list of stores "
+                        f"is UTF-8, a store a line", path, exc.start) from None
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 

@@ -591,6 +591,22 @@ def test_spark_export_and_verify_of_a_store_behind_a_uri(spark, tmp_path):
     assert fleet.exit_code == alone.exit_code and mine == _jsonl(alone.stdout)
 
 
+def test_spark_verify_rows_of_a_store_behind_a_uri_name_the_uri_in_every_field():
+    """Every field of a finding row names the URI, not the staged copy (gone once the task
+    ends): the message and the redispatch_command too, as verify of the local path names it.
+    Only ``path`` was renamed: a queue directory gone gave "rmqtool redispatch
+    /tmp/rmqtool-stage-.../ --cq"."""
+    from rmqtool.spark.verify import verify_store_task
+    store = V4 / "crash" / "c1-delete-cq-queue-dir" / "input" / "store"
+    root, uri = str(store.resolve()), _uri(store)
+    alone = _jsonl(runner.invoke(app, ["verify", root, "-f", "jsonl", "--jobs", "1"]).stdout)
+    assert any("redispatch_command" in r for r in alone)  # the case: a row that names a command to run
+    fleet = verify_store_task(StoreSpec("u", uri))["rows"]
+    assert not [r for r in fleet if "rmqtool-stage-" in json.dumps(r)]
+    assert [json.loads(json.dumps({k: v for k, v in r.items() if k != "store_name"}).replace(uri, root))
+            for r in fleet] == alone
+
+
 def _store_of_topics(root: pathlib.Path, topics: list[str]) -> pathlib.Path:
     """A store the engine writes: one message a topic, its key named after it."""
     from rmqtool.engine.producer import producer_message

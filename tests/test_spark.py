@@ -758,6 +758,29 @@ def test_spark_query_of_a_qmq_message_whose_payload_crc_fails_exits_3_as_query_d
 
 
 
+def test_spark_query_of_a_damaged_qmq_message_names_it_and_shows_it_as_query_does(qmq_exported):
+    """The damaged QMQ message found is named on stderr by its file and offset in query's
+    words, and its table shows query's QMQ columns (subject, sequence, message id, message log
+    offset) with query's values. spark query said nothing of it and showed RocketMQ's columns,
+    empty."""
+    from helpers import table_sections
+    out, _ = qmq_exported
+    flipped = load_truth(QMQ_DAMAGED.parent / "truth.json")["mutation"]["record"]
+    store = str(QMQ_DAMAGED.resolve())
+    found = runner.invoke(app, ["query", store, "--subject", flipped["subject"], "--sequence",
+                                str(flipped["sequence"]), "-f", "jsonl"])
+    message_id = _jsonl(found.stdout)[0]["message_id"]
+    alone = runner.invoke(app, ["query", store, "--msg-id", message_id])
+    fleet = spark_cmd("query", "--table", str(out), "--msg-id", message_id)
+    assert fleet.exit_code == alone.exit_code == 3, fleet.output
+    said = [line for line in alone.stderr.splitlines() if "is damaged" in line]
+    assert said and said == [line for line in fleet.stderr.splitlines() if "is damaged" in line]
+    (names, rows), = table_sections(alone.stdout)
+    (fleet_names, fleet_rows), = table_sections(fleet.stdout)
+    assert {"subject", "sequence", "message_id", "message_log_offset"} <= set(names) <= set(fleet_names)
+    assert [{n: r[n] for n in names} for r in fleet_rows] == rows
+
+
 def test_an_export_task_that_stops_on_an_error_is_one_line_not_an_executor_traceback(tmp_path):
     """A task that cannot write its Parquet part (here: a file size limit, as a full disk stops
     it) ends the export with one line naming the part, exit 8; without the task's own catch

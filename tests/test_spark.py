@@ -341,6 +341,42 @@ def test_a_table_or_a_list_of_stores_that_is_not_there_is_8_and_the_wrong_kind_4
         assert r.exit_code == 8 and "no such file" in r.stderr, (command, r.output)
 
 
+def test_a_list_of_stores_that_is_not_utf8_is_one_line_naming_it_exit_4(tmp_path):
+    """--stores-from with a byte that is not UTF-8: one line naming the file and the byte's
+    offset, exit 4 (not a file of the kind asked for), for every spark command, before Spark
+    starts. It was a UnicodeDecodeError traceback, exit 1."""
+    listing = tmp_path / "stores.txt"
+    listing.write_bytes(b"x # broker-a \xe9\n")
+    for command in ("verify", "export", "query", "stats"):
+        r = runner.invoke(app, ["spark", command, "--stores-from", str(listing),
+                                *({"export": ["--out", str(tmp_path / "out")], "query": ["--key", "x"]}.get(command, []))])
+        assert (r.exit_code, r.stdout) == (4, ""), (command, r.output)
+        assert r.stderr.startswith(f"rmqtool: error: {listing} at offset 13: --stores-from: not UTF-8 text") and \
+            r.stderr.count("\n") == 1, (command, r.stderr)
+
+
+def test_a_store_path_that_is_not_utf8_is_refused_in_one_line_before_spark_starts(tmp_path):
+    """The tables name each file by its path, as UTF-8 text: a store under a directory whose
+    name has a byte that is not UTF-8 is refused in one line naming it (exit 2), and nothing is
+    written, for every command that exports; spark verify (no tables) reads it as verify does.
+    The export stopped in an executor with a Java and Python stack (UnicodeEncodeError), exit 8,
+    naming no file."""
+    from helpers import writable_copy
+    bad = pathlib.Path(os.fsdecode(bytes(tmp_path) + b"/bad\xffdir"))
+    store = writable_copy(V4 / "basic" / "store", bad / "store")
+    out = tmp_path / "out"
+    said = str(store).encode("utf-8", "backslashreplace").decode()  # as every command prints such a path
+    for command in ("export", "query", "stats"):
+        r = runner.invoke(app, ["spark", command, f"b={store}",
+                                *({"export": ["--out", str(out)], "query": ["--key", "x"]}.get(command, []))])
+        assert (r.exit_code, r.stdout) == (2, ""), (command, r.output)
+        assert r.stderr.count("\n") == 1 and f"{said}: a path that is not UTF-8 (byte 0xff)" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr and not out.exists()
+    alone = runner.invoke(app, ["verify", str(store), "-f", "jsonl", "--jobs", "1"])
+    fleet = spark_cmd("verify", f"b={store}", "-f", "jsonl")
+    assert fleet.exit_code == alone.exit_code == 0 and "Traceback" not in fleet.stderr
+
+
 def test_spark_usage_errors_say_so_before_spark_starts(tmp_path):
     r = runner.invoke(app, ["spark", "query", "--table", str(tmp_path), "--key", "a", "--uniq-key", "b"])
     assert r.exit_code == 2
@@ -483,6 +519,26 @@ def test_the_queues_behind_a_uri_are_cut_where_the_next_start_cuts_them(tmp_path
     assert all(r["commit_log_offset"] + r["size"] <= cut for r in far["consume_queue"])
 
 
+SIDE_STORES = [V5 / "cqext" / "store", V5 / "cqext-damaged" / "input" / "store", V5 / "compaction" / "store",
+               V5 / "timer" / "store"]
+
+
+@pytest.mark.parametrize("store", SIDE_STORES, ids=lambda p: "/".join(p.relative_to(V5).parts[:-1]))
+def test_the_queues_of_a_store_with_side_stores_behind_a_uri_export_as_its_local_path_does(tmp_path, monkeypatch,
+                                                                                           store):
+    """The queues task stages what reading the queues needs: ConsumeQueueExt too, so a unit's
+    tags_code is the tagsCode its ext unit holds (truth.json's iteratorTagsCode, as the local
+    export gives it) and an ext lookup that fails is the same finding. consumequeue_ext/ was
+    not staged: the raw ext address (-9223372036854775808...) came out as the tags code."""
+    from helpers import expand_store
+    local, far, _cut = _export_both(tmp_path, monkeypatch, expand_store(store, tmp_path / "store"), 8 << 20,
+                                    tables=("consume_queue", "findings"))
+    if store.parent.name == "cqext":  # every unit's tags code as the broker's iterator hands it out
+        truth = load_truth(store.parent / "truth.json")["consumeQueues"]
+        assert sorted((r["topic"], r["queue_id"], r["queue_offset"], r["tags_code"]) for r in far["consume_queue"]) == \
+            sorted((q["topic"], q["queueId"], u["queueOffset"], u["iteratorTagsCode"]) for q in truth for u in q["units"])
+
+
 def test_a_staged_head_holds_what_the_start_reads_of_a_file_it_does_not_walk():
     """remote.HEAD_BYTES: the first records the rules that wrote the store are told from, and
     the header that gives the abnormal start a file's first store time."""
@@ -533,6 +589,22 @@ def test_spark_export_and_verify_of_a_store_behind_a_uri(spark, tmp_path):
         r.pop("store_name")
         r["path"] = r["path"].replace(_uri(d / "store"), str(d / "store"))
     assert fleet.exit_code == alone.exit_code and mine == _jsonl(alone.stdout)
+
+
+def test_spark_verify_rows_of_a_store_behind_a_uri_name_the_uri_in_every_field():
+    """Every field of a finding row names the URI, not the staged copy (gone once the task
+    ends): the message and the redispatch_command too, as verify of the local path names it.
+    Only ``path`` was renamed: a queue directory gone gave "rmqtool redispatch
+    /tmp/rmqtool-stage-.../ --cq"."""
+    from rmqtool.spark.verify import verify_store_task
+    store = V4 / "crash" / "c1-delete-cq-queue-dir" / "input" / "store"
+    root, uri = str(store.resolve()), _uri(store)
+    alone = _jsonl(runner.invoke(app, ["verify", root, "-f", "jsonl", "--jobs", "1"]).stdout)
+    assert any("redispatch_command" in r for r in alone)  # the case: a row that names a command to run
+    fleet = verify_store_task(StoreSpec("u", uri))["rows"]
+    assert not [r for r in fleet if "rmqtool-stage-" in json.dumps(r)]
+    assert [json.loads(json.dumps({k: v for k, v in r.items() if k != "store_name"}).replace(uri, root))
+            for r in fleet] == alone
 
 
 def _store_of_topics(root: pathlib.Path, topics: list[str]) -> pathlib.Path:
@@ -686,6 +758,29 @@ def test_spark_query_of_a_qmq_message_whose_payload_crc_fails_exits_3_as_query_d
 
 
 
+def test_spark_query_of_a_damaged_qmq_message_names_it_and_shows_it_as_query_does(qmq_exported):
+    """The damaged QMQ message found is named on stderr by its file and offset in query's
+    words, and its table shows query's QMQ columns (subject, sequence, message id, message log
+    offset) with query's values. spark query said nothing of it and showed RocketMQ's columns,
+    empty."""
+    from helpers import table_sections
+    out, _ = qmq_exported
+    flipped = load_truth(QMQ_DAMAGED.parent / "truth.json")["mutation"]["record"]
+    store = str(QMQ_DAMAGED.resolve())
+    found = runner.invoke(app, ["query", store, "--subject", flipped["subject"], "--sequence",
+                                str(flipped["sequence"]), "-f", "jsonl"])
+    message_id = _jsonl(found.stdout)[0]["message_id"]
+    alone = runner.invoke(app, ["query", store, "--msg-id", message_id])
+    fleet = spark_cmd("query", "--table", str(out), "--msg-id", message_id)
+    assert fleet.exit_code == alone.exit_code == 3, fleet.output
+    said = [line for line in alone.stderr.splitlines() if "is damaged" in line]
+    assert said and said == [line for line in fleet.stderr.splitlines() if "is damaged" in line]
+    (names, rows), = table_sections(alone.stdout)
+    (fleet_names, fleet_rows), = table_sections(fleet.stdout)
+    assert {"subject", "sequence", "message_id", "message_log_offset"} <= set(names) <= set(fleet_names)
+    assert [{n: r[n] for n in names} for r in fleet_rows] == rows
+
+
 def test_an_export_task_that_stops_on_an_error_is_one_line_not_an_executor_traceback(tmp_path):
     """A task that cannot write its Parquet part (here: a file size limit, as a full disk stops
     it) ends the export with one line naming the part, exit 8; without the task's own catch
@@ -713,12 +808,66 @@ def test_an_export_task_that_stops_on_an_error_is_one_line_not_an_executor_trace
     assert str(out) in errors[0]
 
 
+def test_an_export_whose_task_failed_is_refused_by_table_not_read_as_whole(spark, tmp_path):
+    """A segment gone between the plan and its task: the export stops (exit 8, the export is
+    incomplete) with what the other tasks wrote left in place, and no completion record;
+    --table refuses it in one line (exit 4). It was read as a whole export: stats exit 0 with
+    the messages of the gone file missing, and no word of it."""
+    from helpers import writable_copy
+    from rmqtool.errors import TasksFailed
+    from rmqtool.spark.export import export
+    from rmqtool.spark.stores import open_stores
+    store = writable_copy(V4 / "basic" / "store", tmp_path / "b" / "store")
+    specs = [StoreSpec("b", str(store))]
+    _found, views, _bad = open_stores(specs)
+    planned = views["b"].commit_log.segments  # listed: the gone file is planned for
+    planned[-2].path.unlink()
+    out = tmp_path / "out"
+    with pytest.raises(TasksFailed) as failed:
+        export(spark, specs, out, views=views)
+    assert failed.value.exit_code == 8 and "the export is incomplete" in str(failed.value)
+    assert (out / "messages").is_dir() and _table(out, "messages")  # what the other tasks wrote stays
+    for command in (["stats"], ["query", "--key", "x"]):
+        r = spark_cmd(*command, "--table", str(out))
+        assert (r.exit_code, r.stdout) == (4, ""), r.output
+        assert r.stderr.startswith(f"rmqtool: error: {out}: an incomplete export") and r.stderr.count("\n") == 1
+
+
+def test_an_export_of_a_live_store_reads_to_its_written_end_and_says_so_as_dump_does(spark, tmp_path):
+    """A store a running broker holds (its lock held by another process), a record half copied
+    at its written end with a queue unit pointing at it: export says the store is live, as dump
+    commitlog does, and reads to the written end (messages: dump's rows; the moving tail no
+    finding; exit as dump's). It reported the half record as damage (exit 3) without a word of
+    the lock."""
+    from helpers import lock_held_elsewhere
+    from rmqtool.engine.producer import producer_message
+    from rmqtool.engine.store import Store
+    from test_live import SMALL as LIVE_SIZES, _tear_tail
+    root = tmp_path / "store"
+    store = Store.open(root, writable=True, **LIVE_SIZES)
+    results = [store.append(producer_message("LiveTopic", b"m%03d" % i * 20, keys=f"k{i}")) for i in range(30)]
+    store.close()
+    end = _tear_tail(root, results)
+    (root / "abort").write_bytes(b"")  # a running broker keeps it
+    out = tmp_path / "out"
+    with lock_held_elsewhere(root / "lock") as pid:
+        dump = runner.invoke(app, ["dump", "commitlog", str(root), "-f", "jsonl"])
+        r = spark_cmd("export", f"live={root}", "--out", str(out), "-f", "json")
+    assert f"PID {pid} holds its lock" in dump.stderr and f"commit log offset {end}" in dump.stderr
+    assert r.exit_code == dump.exit_code == 0, r.output
+    assert f"PID {pid} holds its lock" in r.stderr and f"commit log offset {end}" in r.stderr
+    assert sorted(m["commit_log_offset"] for m in _table(out, "messages")) == \
+        [d["commit_log_offset"] for d in _jsonl(dump.stdout) if d["record"] == "message"]
+    assert _table(out, "findings") == []
+    assert all(u["commit_log_offset"] < end for u in _table(out, "consume_queue"))
+
+
 def test_a_task_whose_store_is_gone_returns_its_error(tmp_path):
     """Executor side without Spark: a store gone between the plan and its task is the task's
     one line and exit code, returned (spark/export.py run_task), not raised."""
-    from rmqtool.spark.export import QUEUES_TASK, run_task
+    from rmqtool.spark.export import QUEUES_TASK, QueuesTask, run_task
 
-    result = run_task(StoreSpec("gone", str(tmp_path / "gone")), str(tmp_path / "out"))
+    result = run_task(QueuesTask(StoreSpec("gone", str(tmp_path / "gone"))), str(tmp_path / "out"))
     assert (result.store, result.task, result.exit_code) == ("gone", QUEUES_TASK, 8)
     assert str(tmp_path / "gone") in result.error
 
@@ -749,7 +898,8 @@ def test_stores_with_no_message_export_empty_tables_that_query_and_stats_read(sp
     r = spark_cmd("export", str(store), "--out", str(out), "-f", "json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["messages"] == 0
-    assert sorted(p.name for p in out.iterdir()) == ["consume_queue", "findings", "messages"]
+    from rmqtool.spark.parts import COMPLETE_FILE
+    assert sorted(p.name for p in out.iterdir()) == sorted([COMPLETE_FILE, "consume_queue", "findings", "messages"])
     for source in ([str(store)], ["--table", str(out)]):
         r = spark_cmd("query", *source, "--key", "any", "-f", "jsonl")
         assert (r.exit_code, r.stdout) == (1, ""), r.output

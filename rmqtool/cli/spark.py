@@ -169,7 +169,7 @@ def query(
 
     Exit 1 when none matches; 3 when a message found is damaged (bad CRC), as query."""
     from rmqtool.inspect.lookup import more_exist_note
-    from rmqtool.spark.query import condition, damage_notes, find_messages
+    from rmqtool.spark.query import condition, damage_notes, find_messages, message_sections
 
     begin, end = parse_time(begin_time, "--begin-time"), parse_time(end_time, "--end-time")
     check_range("--begin-time", begin, "--end-time", end)
@@ -181,8 +181,7 @@ def query(
             cond = condition(key, uniq_key, msg_id, topic, begin, end)
             mode = body.value if body else ("text" if fmt == OutputFormat.table else "base64")
             rows, more = find_messages(spark, directory, cond, body=mode, limit=limit)
-    with Sink(fmt.value, kind="message") as sink:
-        sink.rows(rows)
+    _print(fmt, message_sections(rows) if fmt == OutputFormat.table else [("message", rows)])
     for store in more:  # query's line, a store's: its newest kept
         warn(more_exist_note(limit, f"--limit {limit}", f"{store}: "))
     notes, damaged = damage_notes(rows)

@@ -17,14 +17,23 @@ import tempfile
 import urllib.parse
 
 from rmqtool.errors import RmqError, TasksFailed, UsageError, error_line
-from rmqtool.spark.parts import (CONSUME_QUEUE_DIR, TaskSummary, make_tables, write_findings, write_message_parts,
-                                 write_part)
+from rmqtool.spark.parts import (CONSUME_QUEUE_DIR, TaskSummary, make_tables, mark_complete, write_findings,
+                                 write_message_parts, write_part)
 from rmqtool.spark.splits import DEFAULT_SPLIT_SIZE, SegmentTask, plan_tasks, scan_task
 from rmqtool.spark.stores import StoreSpec
 from rmqtool.store.commitlog import findings_of
+from rmqtool.store.live import LiveStore
 from rmqtool.store.message import Message
 
 QUEUES_TASK = "consume-queues"
+
+
+@dataclasses.dataclass(frozen=True)
+class QueuesTask:
+    """A RocketMQ store's queues task; ``live``: a running broker's store as the driver found
+    it when the export began (store/live.py), read up to its written end then."""
+    spec: StoreSpec
+    live: LiveStore | None = None
 
 
 def export_segment_task(task: SegmentTask, out: str) -> TaskSummary:
@@ -61,6 +70,8 @@ def _rows_by_topic(task: SegmentTask, rename) -> tuple[dict[str, list[dict]], li
         if rename is not None:
             row["file"] = rename(row["file"])
         by_topic.setdefault(r.topic, []).append(row)
+    if task.live is not None:  # the record being written at the end is not damage, as dump says
+        found = task.live.settled(found)
     if rename is not None:
         found = [dataclasses.replace(f, path=rename(f.path)) if f.path else f for f in found]
     return by_topic, found, reach
@@ -88,14 +99,15 @@ def staged(task: SegmentTask, margin: int):
         yield here, (lambda path: f.uri if path == str(local) else path), staged_to
 
 
-def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
+def export_queues_task(spec: StoreSpec, out: str, live: LiveStore | None = None) -> TaskSummary:
     """Executor side: every consume queue of one store, a Parquet part per topic; plain queues
     read as arrays; and the findings of its commit log's listing with the queues' own. A
     queue's units run from its min offset (units below the first segment left out, as the
     broker's correctMinOffset) to its max offset as the broker's load leaves it: units at or
     past the end its next start gives the log dropped (truncateDirtyLogicFiles; info's
     max_commit_log_offset, the recovery's cut after a crash). A store behind a URI is staged
-    first (:func:`_staged_store`), and cut the same way."""
+    first (:func:`_staged_store`), and cut the same way. A live store's (``live``) are cut at
+    its written end too, and the moving tail is no finding, as dump reads such a store."""
     from rmqtool.inspect.inventory import queue_cut, simulate_for_info
     from rmqtool.spark import remote
     from rmqtool.store.view import StoreView
@@ -105,7 +117,10 @@ def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
         view = StoreView(spec.path, simulate=simulate_for_info)
         segments = view.segments if view.has_commit_log else []
         low = segments[0].base_offset if segments else 0
-        return _export_queues(view, spec, out, low, queue_cut(view), None)
+        cut = queue_cut(view)
+        if live is not None:  # units dispatched past the end the export reads to are the moving tail
+            cut = live.commit_log_end if cut is None else min(cut, live.commit_log_end)
+        return _export_queues(view, spec, out, low, cut, None, live)
     with tempfile.TemporaryDirectory(prefix="rmqtool-stage-") as tmp:
         root = pathlib.Path(tmp)
         view, low = _staged_store(spec.path, root)
@@ -115,21 +130,23 @@ def export_queues_task(spec: StoreSpec, out: str) -> TaskSummary:
 
 def _staged_store(uri: str, root: pathlib.Path):
     """(a view of what was staged of the store behind ``uri`` into ``root``, its commit log's
-    first offset): its queues, checkpoint, abort markers and config/*.json whole, every commit
-    log file at its size with its last written one whole. When the next start is simulated
-    (inspect/inventory.first_file_read), also each file's first records and the files it
-    reads from its first on, in as many rounds as a round's start shows a file before them."""
+    first offset): its queues and their ConsumeQueueExt, checkpoint, abort markers and
+    config/*.json whole, every commit log file at its size with its last written one whole.
+    When the next start is simulated (inspect/inventory.first_file_read), also each file's
+    first records and the files it reads from its first on, in as many rounds as a round's
+    start shows a file before them."""
     from rmqtool.inspect.inventory import first_file_read, simulate_for_info
     from rmqtool.spark import remote
     from rmqtool.store.paths import (ABORT_BAK_FILE, ABORT_FILE, BATCH_CONSUMEQUEUE_DIR, CHECKPOINT_FILE,
-                                     COMMITLOG_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, LOCK_FILE, is_segment_name)
+                                     COMMITLOG_DIR, CONFIG_DIR, CONSUMEQUEUE_DIR, CONSUMEQUEUE_EXT_DIR, LOCK_FILE,
+                                     is_segment_name)
     from rmqtool.store.view import StoreView
 
     base = uri.rstrip("/")
     _family, dirs = remote.require_store(base)
     for name in dirs:  # each there as the store has it (an empty commitlog/ is not a missing one)
         (root / name).mkdir(exist_ok=True)
-    for name in (CONSUMEQUEUE_DIR, BATCH_CONSUMEQUEUE_DIR):
+    for name in (CONSUMEQUEUE_DIR, BATCH_CONSUMEQUEUE_DIR, CONSUMEQUEUE_EXT_DIR):  # ext: the tags codes units point at
         remote.stage_tree(remote.child(base, name), root / name)
     for f in remote.list_dir(base):  # the start's own files whole; others there, empty (the 5.x ones say 5.x)
         if f.name in (CHECKPOINT_FILE, ABORT_FILE, ABORT_BAK_FILE):
@@ -164,7 +181,8 @@ def _staged_store(uri: str, root: pathlib.Path):
     return view, (int(files[0].name) if files else 0)
 
 
-def _export_queues(view, spec: StoreSpec, out: str, low: int, end: int | None, rename) -> TaskSummary:
+def _export_queues(view, spec: StoreSpec, out: str, low: int, end: int | None, rename,
+                   live: LiveStore | None = None) -> TaskSummary:
     """A store's queues (``view``: the store, or what was staged of it), cut at ``end``, and
     the findings of its commit log's listing."""
     import pyarrow as pa
@@ -186,6 +204,8 @@ def _export_queues(view, spec: StoreSpec, out: str, low: int, end: int | None, r
     # what dump commitlog says of the log's files before its first record (a file cut short, a
     # gap, a stray name): the files, listed here once a store; the range tasks say the records'
     found = (list(view.commit_log.findings) if view.has_commit_log else []) + queues.all_findings()
+    if live is not None:
+        found = live.settled(found)
     if rename is not None:
         found = [dataclasses.replace(f, path=rename(f.path)) if f.path else f for f in found]
     if found:
@@ -345,8 +365,10 @@ def export(spark, specs: list[StoreSpec], out: str | os.PathLike, *, split_size:
     from rmqtool.spark.qmq.export import CONSUMER_LOGS_TASK
     queues = [r for r in results if r.task in (QUEUES_TASK, CONSUMER_LOGS_TASK)]
     ranges = [r for r in results if r.task not in (QUEUES_TASK, CONSUMER_LOGS_TASK)]
-    return ExportResult(target, [s.name for s in specs], len(tasks), sum(r.messages for r in ranges),
-                        sum(r.messages for r in queues), sum(r.findings for r in results))
+    result = ExportResult(target, [s.name for s in specs], len(tasks), sum(r.messages for r in ranges),
+                          sum(r.messages for r in queues), sum(r.findings for r in results))
+    mark_complete(target, result.to_json())  # last: an export stopped before here is not read as whole
+    return result
 
 
 def store_tasks(specs: list[StoreSpec], split_size: int, views: dict | None = None) -> list:
@@ -356,10 +378,16 @@ def store_tasks(specs: list[StoreSpec], split_size: int, views: dict | None = No
     from rmqtool.spark.qmq.export import qmq_tasks
     from rmqtool.store.family import QMQ, detect_family
 
+    from rmqtool.store.view import StoreView
+
     qmq = {s.name for s in specs if not remote.is_uri(s.path) and detect_family(s.path) is QMQ}
     rocketmq = [s for s in specs if s.name not in qmq]
-    return rocketmq + [t for s in specs if s.name in qmq for t in qmq_tasks(s)] + \
-        plan_tasks(rocketmq, split_size, views)
+    views = dict(views or {})
+    for s in rocketmq:  # each local store opened once: its ranges and queues are read to one live end
+        if s.name not in views and not remote.is_uri(s.path) and pathlib.Path(s.path).is_dir():
+            views[s.name] = StoreView(s.path)
+    queues = [QueuesTask(s, views[s.name].live if s.name in views else None) for s in rocketmq]
+    return queues + [t for s in specs if s.name in qmq for t in qmq_tasks(s)] + plan_tasks(rocketmq, split_size, views)
 
 
 def run_task(task, out: str) -> TaskSummary:
@@ -369,14 +397,14 @@ def run_task(task, out: str) -> TaskSummary:
     traceback (and a cluster would run the task again, to the same end)."""
     from rmqtool.spark.qmq.export import ConsumerLogsTask, run_qmq_task
     try:
-        if isinstance(task, StoreSpec):
-            return export_queues_task(task, out)
+        if isinstance(task, QueuesTask):
+            return export_queues_task(task.spec, out, task.live)
         if isinstance(task, SegmentTask):
             return export_segment_task(task, out)
         return run_qmq_task(task, out)
     except (RmqError, OSError) as exc:
         line, code = error_line(exc)
-        store, name = ((task.name, QUEUES_TASK) if isinstance(task, StoreSpec) else
+        store, name = ((task.spec.name, QUEUES_TASK) if isinstance(task, QueuesTask) else
                        (task.spec.name, task.name) if isinstance(task, ConsumerLogsTask) else (task.store, task.name))
         return TaskSummary(store, name, error=line, exit_code=int(code))
 

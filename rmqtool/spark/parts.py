@@ -9,6 +9,9 @@ import pathlib
 from rmqtool.errors import StoreAccessError
 
 MESSAGES_DIR, CONSUME_QUEUE_DIR, FINDINGS_DIR = "messages", "consume_queue", "findings"
+# written last, once every task finished: an export without it stopped part way (a task failed,
+# Ctrl-C, a killed driver), and its tables lack what the tasks that did not finish read
+COMPLETE_FILE = "_SUCCESS"
 
 
 @dataclasses.dataclass
@@ -57,6 +60,31 @@ def make_tables(out: str) -> None:
             fs.create_dir(f"{root.rstrip('/')}/{table}", recursive=True)
         else:
             pathlib.Path(out, table).mkdir(parents=True, exist_ok=True)
+
+
+def mark_complete(out: str, summary: dict) -> None:
+    """The export's completion record (:data:`COMPLETE_FILE`, what the export printed as JSON),
+    written after every table is whole: ``--table`` reads only an export that has it."""
+    import json
+
+    from rmqtool.spark import remote
+    data = json.dumps(summary, sort_keys=True).encode() + b"\n"
+    if remote.is_uri(out):
+        fs, root = remote.filesystem(out)
+        with fs.open_output_stream(f"{root.rstrip('/')}/{COMPLETE_FILE}") as f:
+            f.write(data)
+    else:
+        pathlib.Path(out, COMPLETE_FILE).write_bytes(data)
+
+
+def is_complete(out: str) -> bool:
+    """The export at ``out`` has its completion record (:func:`mark_complete`)."""
+    from rmqtool.spark import remote
+    if remote.is_uri(out):
+        import pyarrow.fs as pafs
+        fs, root = remote.filesystem(out)
+        return fs.get_file_info(f"{root.rstrip('/')}/{COMPLETE_FILE}").type == pafs.FileType.File
+    return pathlib.Path(out, COMPLETE_FILE).is_file()
 
 
 def write_findings(found: list, out: str, store: str, name: str, schema, family: str = "rocketmq") -> None:

@@ -8,7 +8,7 @@ offset msgId, or a topic, each within an optional store-time window. Rows come b
 from __future__ import annotations
 
 from rmqtool.errors import UsageError
-from rmqtool.inspect.lookup import crc_mismatch_note
+from rmqtool.inspect.lookup import crc_mismatch_note, damaged_message_note
 from rmqtool.report.records import render_body
 from rmqtool.spark.parts import MESSAGES_DIR
 from rmqtool.spark.tables import read_table
@@ -72,11 +72,27 @@ _RANK, _MATCHED = "_newest_rank", "_matched"  # columns of the limit's window, n
 
 
 def damage_notes(rows: list[dict]) -> tuple[list[str], bool]:
-    """(query's line for each row found whose body or ``__CRC32#`` CRC fails, whether a row
-    found is damaged: a QMQ row's payload CRC too, which query says by its exit code alone)."""
-    notes = [line for r in rows if r.get("family") != "qmq" and (line := crc_mismatch_note(
-        r["file"], r["file_position"], r["commit_log_offset"], r.get("body_crc_ok"), r.get("property_crc_ok")))]
-    return notes, bool(notes) or any(r.get("payload_crc_ok") is False for r in rows)
+    """(query's line for each row found whose body or ``__CRC32#`` CRC fails, a QMQ row's
+    payload CRC, as query says it; whether a row found is damaged)."""
+    notes = [line for r in rows if (line := _damage_note(r))]
+    return notes, bool(notes)
+
+
+def _damage_note(r: dict) -> str | None:
+    if r.get("family") == "qmq":
+        return damaged_message_note(r["file"], r["file_position"], "payload CRC",
+                                    f"message log offset {r['message_log_offset']}") \
+            if r.get("payload_crc_ok") is False else None
+    return crc_mismatch_note(r["file"], r["file_position"], r["commit_log_offset"], r.get("body_crc_ok"),
+                             r.get("property_crc_ok"))
+
+
+def message_sections(rows: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The rows found as tables for people, each family's with query's view of it (a QMQ
+    row's subject, sequence, message id and message log offset): (kind, rows) pairs."""
+    qmq = [r for r in rows if r.get("family") == "qmq"]
+    rocketmq = [r for r in rows if r.get("family") != "qmq"]
+    return [("message", rocketmq)] * bool(rocketmq or not qmq) + [("qmq_message", qmq)] * bool(qmq)
 
 
 # the messages table's QMQ columns (spark/qmq/export.py), and how a QMQ row names what it shares

@@ -192,3 +192,20 @@ def local_name(local_root: str | os.PathLike, path: str, uri_root: str) -> str:
     if not path.startswith(root + "/"):
         return path
     return child(uri_root, path[len(root) + 1:])
+
+
+def named_as_uris(value, local_root: str | os.PathLike, uri_root: str):
+    """``value`` (a row: dicts, lists, text) with every staged path in it named as its URI, in
+    free text too (a finding's message, its redispatch_command): rows never name a copy that
+    is gone once the task ends. A path in text runs to a space, a quote or punctuation."""
+    root = str(local_root).rstrip("/")
+    if isinstance(value, dict):
+        return {k: named_as_uris(v, root, uri_root) for k, v in value.items()}
+    if isinstance(value, list):
+        return [named_as_uris(v, root, uri_root) for v in value]
+    if not isinstance(value, str) or root not in value:
+        return value
+    if value == root or value.startswith(root + "/") and not re.search(r"\s", value):
+        return local_name(root, value, uri_root)
+    return re.sub(re.escape(root) + r"(?:/[^\s'\",;:()]*[^\s'\",;:().])?",
+                  lambda m: local_name(root, m.group(0), uri_root), value)

@@ -19,9 +19,14 @@ def specs(stores, stores_from):
 def opened(stores, stores_from):
     """(the stores asked for that can be read, {name: StoreView} of the local ones, the error
     of each other): each checked and opened once before Spark starts; the export plans its
-    tasks from these views."""
+    tasks from these views. A store a running broker holds is said on stderr, as dump says it."""
+    from rmqtool.report.sink import warn
     from rmqtool.spark.stores import open_stores
-    return open_stores(specs(stores, stores_from))
+    found, views, bad = open_stores(specs(stores, stores_from))
+    for view in views.values():
+        if view.live is not None:
+            warn(view.live.note())
+    return found, views, bad
 
 
 def session(master, conf):
@@ -46,19 +51,30 @@ def task_progress(flag):
 
 
 def check_table(table: str) -> None:
-    """``--table``: an export's directory (a URI is read as it is): a missing path exit 8, a
-    file or a directory that holds no export exit 4, as a store is checked."""
+    """``--table``: an export's directory, whole: a missing path exit 8; a file, a directory
+    that holds no export (a store), or an export that never finished (no completion record:
+    a task failed, or it was stopped; its tables lack what was not read) exit 4, as a store
+    is checked."""
+    from rmqtool.errors import NotAStore, StoreNotFound
     from rmqtool.spark import remote
-    from rmqtool.spark.parts import MESSAGES_DIR
+    from rmqtool.spark.parts import COMPLETE_FILE, MESSAGES_DIR, is_complete
     if remote.is_uri(table):
-        return
-    path = pathlib.Path(table)
-    if not path.exists():
-        from rmqtool.errors import StoreNotFound
+        import pyarrow.fs as pafs
+        fs, root = remote.filesystem(table)
+        kind = fs.get_file_info(root.rstrip("/")).type
+        there = kind == pafs.FileType.Directory and \
+            fs.get_file_info(f"{root.rstrip('/')}/{MESSAGES_DIR}").type == pafs.FileType.Directory
+        missing = kind == pafs.FileType.NotFound
+    else:
+        path = pathlib.Path(table)
+        there, missing = (path / MESSAGES_DIR).is_dir(), not path.exists()
+    if missing:
         raise StoreNotFound("no such directory", table)
-    if not (path / MESSAGES_DIR).is_dir():
-        from rmqtool.errors import NotAStore
+    if not there:
         raise NotAStore(f"not an export directory (no {MESSAGES_DIR}/ inside)", table)
+    if not is_complete(table):
+        raise NotAStore(f"an incomplete export (no {COMPLETE_FILE}: the export that wrote it stopped before every "
+                        f"task finished, so its tables lack messages): export again", table)
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ from rmqtool.errors import StoreNotFound
 from rmqtool.spark import remote
 from rmqtool.spark.stores import StoreSpec
 from rmqtool.store.commitlog import ScanResult
+from rmqtool.store.live import LiveStore
 from rmqtool.store.parallel import SegmentJob, jobs_of, segment_jobs
 from rmqtool.store.paths import COMMITLOG_DIR, is_segment_name
 from rmqtool.store.segments import Segment
@@ -31,6 +32,7 @@ class SegmentTask:
     store_path: str
     job: SegmentJob  # behind a URI: its segment's path is only the file name until staged
     remote: remote.RemoteFile | None = None  # the segment behind a URI
+    live: LiveStore | None = None  # a running broker's store: the job ends at its written end, the tail moves
 
     @property
     def name(self) -> str:
@@ -56,7 +58,9 @@ def segment_tasks(spec: StoreSpec, split_size: int = DEFAULT_SPLIT_SIZE, view: S
         view = StoreView(spec.path)
     if not view.has_commit_log:
         return []
-    return [SegmentTask(spec.name, str(view.root), job) for job in segment_jobs(view.commit_log, split_size=split_size)]
+    live = view.live  # a running broker's store: read to its written end now, as dump reads it
+    return [SegmentTask(spec.name, str(view.root), job, live=live) for job in segment_jobs(
+        view.commit_log, to_offset=None if live is None else live.commit_log_end, split_size=split_size)]
 
 
 def _remote_tasks(spec: StoreSpec, split_size: int) -> list[SegmentTask]:

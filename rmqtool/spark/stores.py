@@ -54,6 +54,9 @@ def read_store_list(path: str | os.PathLike) -> list[str]:
         raise StoreNotFound("--stores-from: no such file", path) from None
     except OSError as exc:
         raise StoreAccessError(f"--stores-from: cannot read ({exc.strerror})", path) from None
+    except UnicodeDecodeError as exc:  # not a list of stores: say where, as a store file's damage is said
+        raise NotAStore(f"--stores-from: not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); a list of stores "
+                        f"is UTF-8, a store a line", path, exc.start) from None
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
@@ -93,12 +96,27 @@ def open_stores(specs: list[StoreSpec]) -> tuple[list[StoreSpec], dict, list[Rmq
             if remote.is_uri(spec.path):
                 require_remote(spec.path)
             else:
-                views[spec.name] = open_local(spec.path)
+                view = open_local(spec.path)
+                for directory in (spec.path, *map(str, getattr(view, "commit_log_directories", ()))):
+                    require_utf8_path(directory)
+                views[spec.name] = view
         except RmqError as exc:
             bad.append(exc)
             continue
         found.append(spec)
     return found, views, bad
+
+
+def require_utf8_path(path: str) -> None:
+    """A store's directory names its rows (``store_path``, ``file``), and Parquet's string
+    columns hold UTF-8 only: a name with a byte that is not UTF-8 is refused in one line
+    (exit 2) before Spark starts, where an executor stopped on it with a traceback."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        byte = ord(path[exc.start]) - 0xDC00  # os.fsdecode keeps such a byte as U+DC80..U+DCFF
+        raise UsageError(f"a path that is not UTF-8 (byte 0x{byte:02x}): the tables name each file by its path, "
+                         f"as UTF-8 text; give the store by a UTF-8 path (a symbolic link to it)", path) from None
 
 
 def require_remote(uri: str) -> None:

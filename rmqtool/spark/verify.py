@@ -15,7 +15,6 @@ from rmqtool.spark.stores import StoreSpec
 def verify_store_task(spec: StoreSpec, now_ms: int | None = None) -> dict:
     """Executor side: the findings of one store (or why it could not be checked); ``now_ms``:
     verify's --now."""
-    import dataclasses
     import tempfile
 
     from rmqtool.errors import RmqError, error_line
@@ -27,8 +26,7 @@ def verify_store_task(spec: StoreSpec, now_ms: int | None = None) -> dict:
                 remote.require_store(spec.path)
                 remote.stage_tree(spec.path, pathlib.Path(tmp))
                 run = _local_verify(tmp, now_ms)
-                rename = lambda p: remote.local_name(tmp, p, spec.path) if p else p  # noqa: E731
-                rows = [{"store_name": spec.name, **dataclasses.replace(f, path=rename(f.path)).to_json()}
+                rows = [{"store_name": spec.name, **remote.named_as_uris(f.to_json(), tmp, spec.path)}
                         for f in run.findings()]
         else:
             run = _local_verify(spec.path, now_ms)

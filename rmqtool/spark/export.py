@@ -377,7 +377,6 @@ def store_tasks(specs: list[StoreSpec], split_size: int, views: dict | None = No
     from rmqtool.spark import remote
     from rmqtool.spark.qmq.export import qmq_tasks
     from rmqtool.store.family import QMQ, detect_family
-
     from rmqtool.store.view import StoreView
 
     qmq = {s.name for s in specs if not remote.is_uri(s.path) and detect_family(s.path) is QMQ}

@@ -1090,3 +1090,21 @@ def test_a_part_that_cannot_be_written_is_named_with_the_uri_query_at_its_end(tm
     with pytest.raises(StoreAccessError) as err:
         write_part(pa.table({"a": [1]}), f"{_uri(blocker)}?x=1", "messages", "p.parquet")
     assert str(err.value).startswith(f"{_uri(blocker)}/messages/p.parquet?x=1: cannot write the Parquet part")
+
+
+def test_an_export_whose_findings_are_warnings_only_exits_0_as_dump_does(spark, tmp_path):
+    """An empty file after the last segment and a stray name in commitlog/: warnings that dump
+    commitlog says and exits 0 on. The export listed them and exited 3 (damage); now it lists
+    them, counts them apart from errors, and exits as dump does."""
+    from helpers import writable_copy
+    store = writable_copy(V5 / "v2-and-crc" / "store", tmp_path / "s")
+    segments = sorted((store / "commitlog").iterdir())
+    (store / "commitlog" / f"{int(segments[-1].name) + segments[0].stat().st_size:020d}").touch()
+    (store / "commitlog" / "README.txt").write_text("notes")
+    dump = runner.invoke(app, ["dump", "commitlog", str(store), "-f", "jsonl"])
+    said = [line for line in dump.stderr.splitlines() if line.startswith("warning:")]
+    assert dump.exit_code == 0 and said, dump.stderr
+    r = runner.invoke(app, ["spark", "export", str(store), "--out", str(tmp_path / "o"), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["error_count"] == 0 and doc["finding_count"] == len(said)

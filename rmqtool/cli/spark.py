@@ -99,7 +99,7 @@ def export(
     render_document(result.to_json(), fmt.value, title="export")
     if result.finding_count:  # damage is exported, and said, as dump says it
         warn(f"rmqtool: {result.finding_count} finding(s) in the stores: the findings table of {out} lists them")
-    worst = max(each.worst, int(ExitCode.CORRUPT) if result.finding_count else 0)
+    worst = max(each.worst, int(ExitCode.CORRUPT) if result.error_count else 0)  # warnings alone: 0, as dump
     if worst:
         raise typer.Exit(worst)
 

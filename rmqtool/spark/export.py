@@ -17,8 +17,8 @@ import tempfile
 import urllib.parse
 
 from rmqtool.errors import RmqError, TasksFailed, UsageError, error_line
-from rmqtool.spark.parts import (CONSUME_QUEUE_DIR, TaskSummary, make_tables, mark_complete, write_findings,
-                                 write_message_parts, write_part)
+from rmqtool.spark.parts import (CONSUME_QUEUE_DIR, TaskSummary, errors_of, make_tables, mark_complete,
+                                 write_findings, write_message_parts, write_part)
 from rmqtool.spark.splits import DEFAULT_SPLIT_SIZE, SegmentTask, plan_tasks, scan_task
 from rmqtool.spark.stores import StoreSpec
 from rmqtool.store.commitlog import findings_of
@@ -210,7 +210,7 @@ def _export_queues(view, spec: StoreSpec, out: str, low: int, end: int | None, r
         found = [dataclasses.replace(f, path=rename(f.path)) if f.path else f for f in found]
     if found:
         write_findings(found, out, store_dir(spec.name), "part-queues.parquet", FINDINGS)
-        summary.findings = len(found)
+        summary.findings, summary.errors = len(found), errors_of(found)
     return summary
 
 
@@ -344,6 +344,7 @@ class ExportResult:
     messages: int
     consume_queue_units: int
     finding_count: int
+    error_count: int  # of them errors: the export exits 3 for these, as dump does
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -366,7 +367,8 @@ def export(spark, specs: list[StoreSpec], out: str | os.PathLike, *, split_size:
     queues = [r for r in results if r.task in (QUEUES_TASK, CONSUMER_LOGS_TASK)]
     ranges = [r for r in results if r.task not in (QUEUES_TASK, CONSUMER_LOGS_TASK)]
     result = ExportResult(target, [s.name for s in specs], len(tasks), sum(r.messages for r in ranges),
-                          sum(r.messages for r in queues), sum(r.findings for r in results))
+                          sum(r.messages for r in queues), sum(r.findings for r in results),
+                          sum(r.errors for r in results))
     mark_complete(target, result.to_json())  # last: an export stopped before here is not read as whole
     return result
 

@@ -20,6 +20,7 @@ class TaskSummary:
     task: str
     messages: int = 0
     findings: int = 0
+    errors: int = 0  # of the findings, those of severity error (what makes dump exit 3)
     bytes_read: int = 0
     files: int = 0
     error: str | None = None  # why the task stopped (spark/export.py run_task): its one line
@@ -87,6 +88,11 @@ def is_complete(out: str) -> bool:
     return pathlib.Path(out, COMPLETE_FILE).is_file()
 
 
+def errors_of(found: list) -> int:
+    """How many findings are errors: a task's damage, where warnings alone leave dump's exit 0."""
+    return sum(f.severity.value == "error" for f in found)
+
+
 def write_findings(found: list, out: str, store: str, name: str, schema, family: str = "rocketmq") -> None:
     import pyarrow as pa
 
@@ -108,5 +114,5 @@ def write_message_parts(summary: TaskSummary, by_topic: dict[str, list[dict]], f
         summary.files += 1
     if found:
         write_findings(found, out, store_dir(summary.store), name, FINDINGS, family)
-        summary.findings = len(found)
+        summary.findings, summary.errors = len(found), errors_of(found)
     return summary

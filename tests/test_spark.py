@@ -1108,3 +1108,22 @@ def test_an_export_whose_findings_are_warnings_only_exits_0_as_dump_does(spark, 
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["error_count"] == 0 and doc["finding_count"] == len(said)
+
+
+def test_spark_stats_says_the_damage_it_read_as_dump_stats_does(spark, tmp_path):
+    """A zeroed record in the middle of a segment: dump commitlog --stats names it and exits 3;
+    spark stats counted around it, said nothing and exited 0."""
+    from helpers import writable_copy
+    store = writable_copy(V4 / "basic" / "store", tmp_path / "s")
+    rows = [json.loads(x) for x in runner.invoke(app, ["dump", "commitlog", str(store), "-f", "jsonl", "--body",
+                                                       "none"]).stdout.splitlines()]
+    victim = rows[len(rows) // 2]
+    with open(victim["file"], "r+b") as f:
+        f.seek(victim["file_position"])
+        f.write(bytes(victim["store_size"]))
+    dump = runner.invoke(app, ["dump", "commitlog", str(store), "--stats", "-f", "json"])
+    said = {line.split(": ")[1] for line in dump.stderr.splitlines() if line.startswith("error:")}
+    assert dump.exit_code == 3 and said, dump.stderr
+    r = runner.invoke(app, ["spark", "stats", str(store), "-f", "json"])
+    assert r.exit_code == 3, r.output
+    assert {line.split(": ")[1] for line in r.stderr.splitlines() if line.startswith("error:")} == said

@@ -214,14 +214,17 @@ def stats(
 
     Per store, topic and queue: messages, bytes, time range, messages per hour; then every
     UNIQ_KEY stored more than once, with where each copy is."""
-    from rmqtool.spark.stats import duplicate_uniq_keys, queue_stats
+    from rmqtool.report.sink import report_findings
+    from rmqtool.spark.stats import duplicate_uniq_keys, export_findings, queue_stats
 
     found, views, each = _readable(stores, stores_from, table)
-    queues, duplicates = [], []
+    queues, duplicates, findings = [], [], []
     if found or table is not None:
         with export_tables(found, views, table, master, conf, progress) as (spark, directory):
             queues = queue_stats(spark, directory)
             duplicates = duplicate_uniq_keys(spark, directory)
+            findings = export_findings(spark, directory)
     _print(fmt, [("stats_queue", queues), ("duplicate_uniq_key", duplicates)])
-    if each.worst:
-        raise typer.Exit(each.worst)
+    worst = max(each.worst, report_findings(findings))  # the damage read, as dump commitlog --stats says it
+    if worst:
+        raise typer.Exit(worst)

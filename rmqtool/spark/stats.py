@@ -63,3 +63,13 @@ def duplicate_uniq_keys(spark, table_dir: str) -> list[dict]:
         rows.append({"record": "duplicate_uniq_key", "uniq_key": d["uniq_key"], "copy_count": d["copy_count"],
                      "store_count": d["store_count"], "copies": copies})
     return rows
+
+
+def export_findings(spark, table_dir: str) -> list:
+    """The findings table's rows as findings: what stats says of the stores' damage, as
+    ``dump commitlog --stats`` says it (their lines on stderr, exit 3 for an error)."""
+    from rmqtool.findings import Finding
+    from rmqtool.spark.parts import FINDINGS_DIR
+    return [Finding(r["finding"], r["path"], r["offset"], r["message"])
+            for r in read_table(spark, table_dir, FINDINGS_DIR).select("finding", "path", "offset", "message")
+            .collect()]

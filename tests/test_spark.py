@@ -1127,3 +1127,17 @@ def test_spark_stats_says_the_damage_it_read_as_dump_stats_does(spark, tmp_path)
     r = runner.invoke(app, ["spark", "stats", str(store), "-f", "json"])
     assert r.exit_code == 3, r.output
     assert {line.split(": ")[1] for line in r.stderr.splitlines() if line.startswith("error:")} == said
+
+
+def test_a_name_inside_a_store_that_is_not_utf8_ends_its_task_in_one_line(spark, tmp_path):
+    """A topic directory whose name is not UTF-8 (dump shows it escaped): Parquet's text holds
+    UTF-8 only, so the task stops, naming the file, exit 4, where an executor's traceback
+    ended the job (exit 8, no file named)."""
+    from helpers import writable_copy
+    store = writable_copy(V4 / "basic" / "store", tmp_path / "s")
+    topic = sorted((store / "consumequeue").iterdir())[0]
+    bad = topic.with_name(os.fsdecode(b"bad\xff" + os.fsencode(topic.name)))
+    topic.rename(bad)
+    r = runner.invoke(app, ["spark", "export", str(store), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 4, r.output
+    assert "its name is not UTF-8" in r.stderr and os.fsencode(bad.name).decode("utf-8", "backslashreplace") in r.stderr

@@ -16,7 +16,7 @@ import pathlib
 import tempfile
 import urllib.parse
 
-from rmqtool.errors import RmqError, TasksFailed, UsageError, error_line
+from rmqtool.errors import FormatError, RmqError, TasksFailed, UsageError, error_line
 from rmqtool.spark.parts import (CONSUME_QUEUE_DIR, TaskSummary, errors_of, make_tables, mark_complete,
                                  write_findings, write_message_parts, write_part)
 from rmqtool.spark.splits import DEFAULT_SPLIT_SIZE, SegmentTask, plan_tasks, scan_task
@@ -398,11 +398,17 @@ def run_task(task, out: str) -> TaskSummary:
     traceback (and a cluster would run the task again, to the same end)."""
     from rmqtool.spark.qmq.export import ConsumerLogsTask, run_qmq_task
     try:
-        if isinstance(task, QueuesTask):
-            return export_queues_task(task.spec, out, task.live)
-        if isinstance(task, SegmentTask):
-            return export_segment_task(task, out)
-        return run_qmq_task(task, out)
+        try:
+            if isinstance(task, QueuesTask):
+                return export_queues_task(task.spec, out, task.live)
+            if isinstance(task, SegmentTask):
+                return export_segment_task(task, out)
+            return run_qmq_task(task, out)
+        except UnicodeEncodeError as exc:  # a file or directory name of the store that is not UTF-8
+            name = exc.object.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") \
+                if isinstance(exc.object, str) else repr(exc.object)
+            raise FormatError("its name is not UTF-8, which a Parquet text column cannot hold (give it a UTF-8 "
+                              "name, or read the store with verify and dump)", name) from None
     except (RmqError, OSError) as exc:
         line, code = error_line(exc)
         store, name = ((task.spec.name, QUEUES_TASK) if isinstance(task, QueuesTask) else

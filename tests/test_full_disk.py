@@ -17,7 +17,7 @@ from conftest import FIXTURES, V4, load_truth
 from helpers import cli_runner, tree_fingerprint, writable_copy
 from rmqtool.cli.app import app
 from rmqtool.engine.store import Store
-from rmqtool.errors import ExitCode
+from rmqtool.errors import ExitCode, StoreAccessError
 import rmqtool.recovery.apply as apply_module
 import rmqtool.recovery.intent as intent
 from rmqtool.store.paths import UNFINISHED_FILE
@@ -331,3 +331,24 @@ def test_a_qmq_backup_that_fails_before_the_first_change_is_taken_back(tmp_path,
     assert r.exit_code == ExitCode.OPERATIONAL, r.output
     assert "nothing in the store was changed" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
     assert tree_fingerprint(store) == before and not backup.exists()
+
+
+def test_a_manifest_that_cannot_be_written_leaves_no_temporary_file(tmp_path, monkeypatch):
+    """A full disk at the manifest (the repair's last record, after every change): its
+    temporary file stayed, holding the room an undo or a finish on that disk needs."""
+    import rmqtool.recovery.manifest as manifest
+
+    class Full:
+        @staticmethod
+        def dump(doc, f, **kw):
+            f.write("{")  # the room taken, then no more
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    root = _store_to_dispatch(tmp_path)
+    backup = tmp_path / "backup"
+    r = _run("recover", root, "--apply", "--backup-dir", backup, *_sizes())
+    assert r.exit_code == 0, r.output
+    written = manifest.read_manifest(backup)
+    monkeypatch.setattr(manifest, "json", Full)
+    with pytest.raises(StoreAccessError, match="cannot write the manifest"):
+        manifest.write_manifest(backup, written)
+    assert not (backup / "manifest.json.tmp").exists()

@@ -367,6 +367,10 @@ def write_manifest(backup_dir: pathlib.Path, manifest: Manifest) -> pathlib.Path
         os.replace(tmp, final)
         sync_dir(backup_dir)
     except OSError as exc:
+        try:
+            os.unlink(tmp)  # on a full disk it holds the room an undo or a finish needs
+        except OSError:
+            pass
         raise StoreAccessError(f"cannot write the manifest ({exc.strerror})", final) from None
     return final
 

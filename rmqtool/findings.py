@@ -297,7 +297,7 @@ CONSEQUENCES: dict[str, Consequence] = {
     "indexEntryNoRecord": _N,
     "indexEntryMismatch": _N, "indexKeyNotIndexed": _N, "indexMissing": _N, "indexFileNewerThanCheckpoint": _R,
     # QMQ: LogManager.loadLogs throws on a name; DefaultStorage serves units past the log as SUCCESS
-    "logSegmentNameInvalid": _W, "logSegmentNameMisaligned": _W, "logSegmentShort": _N, "messageRecordInvalid": _D, "payloadCrcMismatch": _D,
+    "logSegmentNameInvalid": _W, "logSegmentNameMisaligned": _N, "logSegmentShort": _N, "messageRecordInvalid": _D, "payloadCrcMismatch": _D,
     "messageSequenceGap": _N, "consumerLogUnitPastEnd": Consequence.SERVED_EMPTY,
     "consumerLogUnitMismatch": Consequence.SERVED_EMPTY, "consumerLogUnitInvalid": Consequence.SERVED_EMPTY,
     "messageNotInConsumerLog": _U, "checkpointUnreadable": _N,

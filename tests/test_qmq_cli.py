@@ -125,11 +125,24 @@ def test_a_segment_named_off_its_place_is_named_and_nothing_is_rewritten_on_it(t
     first.rename(first.with_name(f"{100:020d}"))
     before = tree_fingerprint(store)
     said = [json.loads(x) for x in run("verify", store, "-f", "jsonl").stdout.splitlines()]
-    assert [f["path"] for f in said if f["finding"] == "logSegmentNameMisaligned"] == [str(first.with_name(f"{100:020d}"))]
+    (misaligned,) = [f for f in said if f["finding"] == "logSegmentNameMisaligned"]
+    assert misaligned["path"] == str(first.with_name(f"{100:020d}"))
     for args in ([], ["--apply", "--backup-dir", tmp_path / "backup"]):
         r = run("recover", store, *args)
         assert r.exit_code == ExitCode.CORRUPT and "not a multiple of its log's segment size" in r.stderr, r.output
     assert tree_fingerprint(store) == before and not (tmp_path / "backup").exists()
+
+
+def test_a_consumer_log_segment_named_off_its_place_does_not_stop_qmq(tmp_path):
+    """LogManager.loadLogs takes any name it parses: QMQ starts with a consumer log segment
+    renamed a unit on (recover's own start says so), so the finding says no start refused."""
+    store = expand_store(QMQ / "basic" / "store", tmp_path / "store")
+    first = next(p for p in sorted((store / "consumerlog").iterdir())[0].iterdir() if p.name.isdigit())
+    first.rename(first.with_name(f"{int(first.name) + 22:020d}"))
+    said = [json.loads(x) for x in run("verify", store, "-f", "jsonl").stdout.splitlines()]
+    (misaligned,) = [f for f in said if f["finding"] == "logSegmentNameMisaligned"]
+    assert json.loads(run("recover", store, "-f", "json").stdout)["broker_start"]["started"]
+    assert misaligned["consequence"] != "wontStart"
 
 
 def test_verify_a_clean_store_exits_0(basic):

@@ -833,3 +833,49 @@ def test_a_backup_directory_holding_anything_else_is_refused_and_kept(tmp_path, 
     r = _run("recover", root, "--apply", "--backup-dir", backup)
     assert r.exit_code == ExitCode.USAGE and "not empty" in r.stderr, r.output
     assert (tree_fingerprint(backup), tree_fingerprint(root)) == before
+
+
+def test_a_backup_directory_a_live_repair_fills_is_not_taken_by_another(tmp_path):
+    """Two repairs given one --backup-dir: while the first fills it (copies made, no manifest
+    yet) the second, of another store, is refused (exit 5) and the first's copies stay; it
+    took them for a killed run's leftovers, deleted them, and the first's clean-up then
+    deleted the second's finished backup. Once the first is gone, its leftovers are cleared."""
+    backup = tmp_path / "backup"
+    (backup / "copies").mkdir(parents=True)
+    (backup / "copies" / "0000.bin").write_bytes(b"the first repair's copy")
+    first = subprocess.Popen([sys.executable, "-c", "import pathlib, sys\n"
+                              "from rmqtool.recovery.store_lock import hold_until_exit\n"
+                              "hold_until_exit(pathlib.Path(sys.argv[1]), 'backup directory')\n"
+                              "print('held', flush=True); sys.stdin.read()", str(backup)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    root = writable_copy(E1, tmp_path / "store")
+    before = tree_fingerprint(root)
+    try:
+        assert first.stdout.readline().strip() == "held"
+        r = _run("recover", root, "--apply", "--backup-dir", backup)
+        assert r.exit_code == 5 and f"process {first.pid}" in r.stderr, r.output
+        assert (backup / "copies" / "0000.bin").read_bytes() == b"the first repair's copy"
+        assert tree_fingerprint(root) == before
+    finally:
+        first.stdin.close()
+        first.wait(timeout=10)
+    assert _run("recover", root, "--apply", "--backup-dir", backup).exit_code == 0
+    assert _run("undo", backup).exit_code == 0 and tree_fingerprint(root) == before
+
+
+def test_redispatch_holds_the_store_from_its_build_to_its_swap(tmp_path, monkeypatch):
+    """An append between redispatch's build and its swap was overwritten by the files built
+    before it (its unit lost); now the append is refused while redispatch works (exit 5)."""
+    import rmqtool.engine.redispatch as redispatch
+    root = writable_copy(CRASH / "c3-truncate-cq-file" / "input" / "store", tmp_path / "store")
+    real, tried = redispatch.build, []
+
+    def build_then_append(*args, **kwargs):
+        built = real(*args, **kwargs)
+        tried.append(subprocess.run([sys.executable, "-m", "rmqtool", "append", str(root), "-t", "CrashTopic",
+                                     "--body", "probe", "--assume-defaults"], capture_output=True, text=True))
+        return built
+    monkeypatch.setattr(redispatch, "build", build_then_append)
+    r = _run("redispatch", root, "--cq", "--apply", "--backup-dir", tmp_path / "backup")
+    assert r.exit_code == 0, r.output
+    assert tried and tried[0].returncode == 5, tried[0].stderr

@@ -11,7 +11,7 @@ import shutil
 import tempfile
 
 from rmqtool.errors import RecoveryNeeded, UsageError
-from rmqtool.recovery.store_lock import refuse_held
+from rmqtool.recovery.store_lock import held_for, refuse_held
 from rmqtool.store.view import StoreView
 from rmqtool.store.rocksdb_cq import configured_store_type, rocksdb_only
 
@@ -76,9 +76,9 @@ def _staging(root: pathlib.Path, apply: bool, backup_dir: pathlib.Path | None):
             yield _Stage(root, pathlib.Path(tmp))
         return
     backup = backup_dir or default_backup_dir(root)
-    made = not backup.exists()
-    claim_backup_dir(backup)
-    yield _Stage(root, backup / STAGING_DIR, backup, made)
+    with held_for(root):  # from the build to the swap: no other writer changes what is compared
+        made = claim_backup_dir(backup)
+        yield _Stage(root, backup / STAGING_DIR, backup, made)
 
 
 def redispatch_store(view: StoreView, *, cq: bool, index: bool, topics: tuple[str, ...] = (),

@@ -26,7 +26,7 @@ from rmqtool.recovery.manifest import (MANIFEST_NAME, RESTORE, REWRITE, TAIL, CO
                                        store_listing, remove_forced, sync_dir, write_manifest)
 from rmqtool.recovery.dispatch_reach import dispatched_topics, file_state, first_written, queue_last_files
 from rmqtool.recovery.plan import DELETE, ZERO, Action, RecoveryPlan
-from rmqtool.recovery.store_lock import held_for
+from rmqtool.recovery.store_lock import held_for, hold_until_exit
 from rmqtool.findings import SEGMENT_AFTER_END
 from rmqtool.formats.markers import LOCK_CONTENT
 from rmqtool.store.lock import held_descriptor, is_locked, read_lock_file
@@ -257,8 +257,7 @@ def create_backup_dir(root: pathlib.Path, backup_dir: str | os.PathLike | None, 
     with its ``copies/``, and whether it was made here; refused when it holds anything
     (``staged``: anything but the ``staging/`` a redispatch built its files in)."""
     backup = pathlib.Path(backup_dir) if backup_dir is not None else default_backup_dir(root)
-    claim_backup_dir(backup, staged=staged)
-    made = not backup.exists()
+    made = claim_backup_dir(backup, staged=staged)
     try:
         (backup / COPIES_DIR).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -268,19 +267,28 @@ def create_backup_dir(root: pathlib.Path, backup_dir: str | os.PathLike | None, 
     return backup, made
 
 
-def claim_backup_dir(backup: pathlib.Path, *, staged: bool = False) -> None:
-    """A repair's backup directory must be new or empty (``staged``: but for the ``staging/``
-    this run built its files in), or hold only what a run of a repair killed before its
-    manifest left there, which is cleared: that run changed nothing in the store."""
-    if not backup.exists():
-        return
-    if backup.is_dir() and not any(not (staged and p.name == STAGING_DIR) for p in backup.iterdir()):
-        return
+def claim_backup_dir(backup: pathlib.Path, *, staged: bool = False) -> bool:
+    """Make or take a repair's backup directory; whether it was made here. It is held (flock)
+    for the rest of the run, so that two writers never share one. It must be new or empty
+    (``staged``: but for the ``staging/`` this run built its files in), or hold only what a
+    run of a repair killed before its manifest left there (no live writer holds it), which is
+    cleared: that run changed nothing in the store."""
+    made = not backup.exists()
+    if not made and not backup.is_dir():
+        raise UsageError("the backup directory exists and is not empty", backup)
+    try:
+        backup.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot create the backup directory ({exc.strerror})", backup) from None
+    hold_until_exit(backup, "backup directory")
+    if not any(not (staged and p.name == STAGING_DIR) for p in backup.iterdir()):
+        return made
     if not _left_before_its_manifest(backup):
         raise UsageError("the backup directory exists and is not empty", backup)
     for child in backup.iterdir():
         if not (staged and child.name == STAGING_DIR):
-            shutil.rmtree(child) if child.is_dir() else child.unlink()
+            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+    return made
 
 
 def _left_before_its_manifest(backup: pathlib.Path) -> bool:

@@ -45,12 +45,53 @@ def held_for(root: str | os.PathLike):
         with root_held(root):
             yield None
         return
+    key = registry.file_key(path)
+    held = _stores.get(key)
+    if held is not None:  # taken again by the writer holding it (a redispatch's swap, a roll back)
+        held[1] += 1
+        try:
+            yield held[0]
+        finally:
+            held[1] -= 1
+        return
     lock = StoreLock(path)
     lock.acquire()
+    _stores[key] = [lock, 1]
     try:
         yield lock
     finally:
+        del _stores[key]
         lock.release()
+
+
+# (st_dev, st_ino) of a lock file -> [the StoreLock held_for took, its holds in this process]
+_stores: dict[tuple[int, int], list] = {}
+
+
+def hold_until_exit(directory: pathlib.Path, what: str) -> None:
+    """``flock`` on ``directory`` (a backup directory a repair fills) for the rest of this
+    process: another rmqtool writer that would take the same directory is refused (StoreLocked)
+    instead of taking what this one is writing there for its own. Taken again here, it is held."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot open the {what} ({exc.strerror})", directory) from None
+    st = os.fstat(fd)
+    key = (st.st_dev, st.st_ino)
+    with registry.guard:
+        if key in _roots:
+            os.close(fd)
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                pid = registry.root_writer_pid(directory)
+                who = f" (process {pid})" if pid else ""
+                raise StoreLocked(f"another rmqtool writer{who} is writing into this {what}", directory) from None
+            return  # no flock on this filesystem
+        _roots[key] = [fd, 1]  # never given back: the descriptor closes with the process
 
 
 # (st_dev, st_ino) of a store root -> [descriptor holding flock on it, how many holds in this process]

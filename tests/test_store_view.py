@@ -239,7 +239,7 @@ def test_a_spark_export_opens_each_store_once(calls, tmp_path):
     The tasks run here as an executor runs them (no Spark session: the counts are the point)."""
     import pyarrow.parquet as pq
 
-    from rmqtool.spark.export import plan_tasks, run_task
+    from rmqtool.spark.export import QueuesTask, plan_tasks, run_task
     from rmqtool.spark.sources import opened
     torn = load_truth(TORN.parent.parent / "truth.json")
     queues_before = load_truth(FIXTURES / pathlib.Path(torn["base"]).parent.parent / "truth.json")["truth"]["consumeQueues"]
@@ -249,7 +249,7 @@ def test_a_spark_export_opens_each_store_once(calls, tmp_path):
     out = str(tmp_path / "export")
     summaries = [run_task(t, out) for t in tasks]
     assert calls["StoreView"] == 1 and calls["commit log listed"] == 1  # no range task opened or listed anything
-    queues = run_task(specs[0], out)
+    queues = run_task(QueuesTask(specs[0]), out)
     assert calls["StoreView"] == 2 and calls["commit log listed"] == 2 and calls["CommitLog"] == 2
     assert set(_queues_opened(calls).values()) == {1} and len(_queues_opened(calls)) == _queue_dirs(TORN)
     # the queues as they are on disk (the damage is a flipped body byte: no unit is cut)

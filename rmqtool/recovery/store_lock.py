@@ -72,29 +72,11 @@ def hold_until_exit(directory: pathlib.Path, what: str) -> None:
     """``flock`` on ``directory`` (a backup directory a repair fills) for the rest of this
     process: another rmqtool writer that would take the same directory is refused (StoreLocked)
     instead of taking what this one is writing there for its own. Taken again here, it is held."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError as exc:
-        raise StoreAccessError(f"cannot open the {what} ({exc.strerror})", directory) from None
-    st = os.fstat(fd)
-    key = (st.st_dev, st.st_ino)
-    with registry.guard:
-        if key in _roots:
-            os.close(fd)
-            return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                pid = registry.root_writer_pid(directory)
-                who = f" (process {pid})" if pid else ""
-                raise StoreLocked(f"another rmqtool writer{who} is writing into this {what}", directory) from None
-            return  # no flock on this filesystem
-        _roots[key] = [fd, 1]  # never given back: the descriptor closes with the process
+    _hold_directory(directory, what, f"is writing into this {what}")  # never given back: it goes with the process
 
 
-# (st_dev, st_ino) of a store root -> [descriptor holding flock on it, how many holds in this process]
+# (st_dev, st_ino) of a directory held (a store root, a backup) -> [descriptor holding flock on it,
+# how many holds in this process]
 _roots: dict[tuple[int, int], list[int]] = {}
 
 
@@ -104,29 +86,7 @@ def root_held(root: str | os.PathLike):
     writer (which takes it too) is refused (StoreLocked, exit 5). Taken again in this process
     (a repair that first rolls back one cut short), it is already held. A filesystem that has
     no flock leaves the writer's other checks to stand."""
-    root = pathlib.Path(root)
-    try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError as exc:
-        raise StoreAccessError(f"cannot open the store directory ({exc.strerror})", root) from None
-    st = os.fstat(fd)
-    key = (st.st_dev, st.st_ino)
-    with registry.guard:
-        held = _roots.get(key)
-        if held is not None:
-            os.close(fd)
-            held[1] += 1
-        else:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                os.close(fd)
-                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                    pid = registry.root_writer_pid(root)
-                    who = f" (process {pid})" if pid else ""
-                    raise StoreLocked(f"another rmqtool writer{who} is changing the store", root) from None
-                fd = -1  # no flock on this filesystem
-            _roots[key] = [fd, 1]
+    key = _hold_directory(pathlib.Path(root), "store directory", "is changing the store")
     try:
         yield
     finally:
@@ -137,6 +97,34 @@ def root_held(root: str | os.PathLike):
                 del _roots[key]
                 if held[0] >= 0:
                     os.close(held[0])  # the flock goes with its last descriptor
+
+
+def _hold_directory(directory: pathlib.Path, what: str, busy: str) -> tuple[int, int]:
+    """``flock`` on a directory, entered in ``_roots`` (a hold this process has already counts
+    once more); StoreLocked saying the other writer ``busy`` when another process holds it."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise StoreAccessError(f"cannot open the {what} ({exc.strerror})", directory) from None
+    st = os.fstat(fd)
+    key = (st.st_dev, st.st_ino)
+    with registry.guard:
+        held = _roots.get(key)
+        if held is not None:
+            os.close(fd)
+            held[1] += 1
+            return key
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                pid = registry.root_writer_pid(directory)
+                who = f" (process {pid})" if pid else ""
+                raise StoreLocked(f"another rmqtool writer{who} {busy}", directory) from None
+            fd = -1  # no flock on this filesystem
+        _roots[key] = [fd, 1]
+    return key
 
 
 def _forget_roots_in_child() -> None:

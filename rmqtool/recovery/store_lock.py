@@ -16,7 +16,8 @@ A store without a ``lock`` file (every QMQ store: QMQ takes none; a RocketMQ sto
 started) still has one writer at a time: every rmqtool writer also holds ``flock`` on the
 store root directory. That makes no name a kill would leave, goes with the process, and is
 not a lock any broker takes (a running QMQ broker is seen by its open files instead,
-``store/qmq/live.py``).
+``store/qmq/live.py``). A writer holds its backup directory the same way, for the rest of
+its process: two repairs never fill one.
 """
 from __future__ import annotations
 

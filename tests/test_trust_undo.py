@@ -879,3 +879,28 @@ def test_redispatch_holds_the_store_from_its_build_to_its_swap(tmp_path, monkeyp
     r = _run("redispatch", root, "--cq", "--apply", "--backup-dir", tmp_path / "backup")
     assert r.exit_code == 0, r.output
     assert tried and tried[0].returncode == 5, tried[0].stderr
+
+
+def test_undo_keeps_the_store_locked_while_it_puts_the_lock_file_back(tmp_path, monkeypatch):
+    """A lock file that held other bytes is restored whole by undo: it was opened and closed by
+    path, which dropped the POSIX lock undo holds (any close does), so a broker could start on
+    the half-restored store. A process asking for the lock while undo works is refused."""
+    import rmqtool.recovery.undo as undo_module
+    root = writable_copy(CRASH / "b2-garbage-tail-of-last-message" / "input" / "store", tmp_path / "store")
+    (root / "lock").write_bytes(b"")
+    before = tree_fingerprint(root)
+    backup = tmp_path / "backup"
+    assert _run("recover", root, "--apply", "--backup-dir", backup).exit_code == 0
+    assert any(e.file == "lock" for e in read_manifest(backup).entries)
+    real, asked = undo_module._put_back_modes, []
+
+    def ask_then_put_back(*args):
+        asked.append(subprocess.run([sys.executable, "-c", "import fcntl, os, sys\n"
+                                     "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+                                     "fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)", str(root / "lock")],
+                                    capture_output=True, text=True).returncode)
+        return real(*args)
+    monkeypatch.setattr(undo_module, "_put_back_modes", ask_then_put_back)
+    assert _run("undo", backup).exit_code == 0
+    assert asked and asked[0] != 0  # the lock was still held
+    assert tree_fingerprint(root) == before

@@ -52,6 +52,7 @@ import pathlib
 
 from rmqtool.errors import CorruptData, FormatError, NotAStore, StoreAccessError, StoreNotFound
 from rmqtool.store.extents import data_extents
+from rmqtool.store.lock import held_descriptor
 from rmqtool.store.tree import files_and_directories
 
 MANIFEST_NAME = "manifest.json"
@@ -288,9 +289,12 @@ def _digest_update(digest, position: int, chunk: bytes) -> None:
 
 
 def content_digest(path: pathlib.Path, start: int = 0, end: int | None = None) -> str:
-    """The block digest (DIGEST_PREFIX) of bytes [start, end) of a file (end: its size)."""
+    """The block digest (DIGEST_PREFIX) of bytes [start, end) of a file (end: its size); the
+    lock file this process holds is read through the descriptor holding it (closing another
+    would drop the lock)."""
+    held = held_descriptor(path)
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY) if held is None else held
     except FileNotFoundError:
         raise StoreNotFound("a backup copy is missing", path) from None
     except OSError as exc:
@@ -303,7 +307,8 @@ def content_digest(path: pathlib.Path, start: int = 0, end: int | None = None) -
     except OSError as exc:
         raise StoreAccessError(f"cannot read ({exc.strerror})", path) from None
     finally:
-        os.close(fd)
+        if held is None:
+            os.close(fd)
     return DIGEST_PREFIX + digest.hexdigest()
 
 

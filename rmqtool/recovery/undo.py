@@ -28,7 +28,7 @@ from rmqtool.recovery.manifest import (DIGEST_PREFIX, LOCK_NAME, REWRITE, TAIL, 
                                        store_listing, sync_dir)
 from rmqtool.recovery.plan import ZERO
 from rmqtool.recovery.store_lock import held_for
-from rmqtool.store.lock import is_locked
+from rmqtool.store.lock import held_descriptor, is_locked
 from rmqtool.store.paths import StorePaths
 from rmqtool.store.unfinished import read_unfinished, undo_command
 
@@ -190,21 +190,25 @@ def _restore(backup: pathlib.Path, root: pathlib.Path, entry) -> None:
     else:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
         path.parent.mkdir(parents=True, exist_ok=True)
+    held = held_descriptor(path)  # the lock file this undo holds: closing a descriptor of it drops the lock
     try:  # writable by its owner until every entry is back (_put_back_modes: a read-only file's own)
-        fd = os.open(path, flags, entry.mode | stat.S_IWUSR)
+        fd = os.open(path, flags, entry.mode | stat.S_IWUSR) if held is None else held
     except OSError as exc:
         raise StoreAccessError(f"cannot open to restore ({exc.strerror})", path) from None
     try:
         if entry.action in _RANGES:  # what the range holds now goes, whatever it is
             restore_range(backup / entry.copy, fd, entry.start, path)
         else:
+            if held is not None:
+                os.ftruncate(fd, 0)  # as O_TRUNC would
             copy_into(backup / entry.copy, fd, entry.start)
             os.fchmod(fd, entry.mode | stat.S_IWUSR)
         os.fsync(fd)
     except OSError as exc:
         raise StoreAccessError(f"cannot restore ({exc.strerror})", path, entry.start) from None
     finally:
-        os.close(fd)
+        if held is None:
+            os.close(fd)
     if entry.action not in _RANGES:
         sync_dir(path.parent)
 

@@ -830,7 +830,7 @@ def test_an_export_whose_task_failed_is_refused_by_table_not_read_as_whole(spark
     for command in (["stats"], ["query", "--key", "x"]):
         r = spark_cmd(*command, "--table", str(out))
         assert (r.exit_code, r.stdout) == (4, ""), r.output
-        assert r.stderr.startswith(f"rmqtool: error: {out}: an incomplete export") and r.stderr.count("\n") == 1
+        assert r.stderr.startswith(f"rmqtool: error: {out}: no _SUCCESS, the record an export writes") and r.stderr.count("\n") == 1
 
 
 def test_an_export_of_a_live_store_reads_to_its_written_end_and_says_so_as_dump_does(spark, tmp_path):

@@ -844,9 +844,9 @@ def test_a_backup_directory_a_live_repair_fills_is_not_taken_by_another(tmp_path
     (backup / "copies").mkdir(parents=True)
     (backup / "copies" / "0000.bin").write_bytes(b"the first repair's copy")
     first = subprocess.Popen([sys.executable, "-c", "import pathlib, sys\n"
-                              "from rmqtool.recovery.store_lock import hold_until_exit\n"
-                              "hold_until_exit(pathlib.Path(sys.argv[1]), 'backup directory')\n"
-                              "print('held', flush=True); sys.stdin.read()", str(backup)],
+                              "from rmqtool.recovery.store_lock import directory_held\n"
+                              "with directory_held(pathlib.Path(sys.argv[1]), 'backup directory', 'fills it'):\n"
+                              " print('held', flush=True); sys.stdin.read()", str(backup)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     root = writable_copy(E1, tmp_path / "store")
     before = tree_fingerprint(root)
@@ -904,3 +904,47 @@ def test_undo_keeps_the_store_locked_while_it_puts_the_lock_file_back(tmp_path, 
     assert _run("undo", backup).exit_code == 0
     assert asked and asked[0] != 0  # the lock was still held
     assert tree_fingerprint(root) == before
+
+
+def test_a_backup_directory_inside_the_store_is_refused(tmp_path):
+    """Inside the store, the backup's own files were in the listing the repair took: undo
+    --force deleted its copies as files the repair made, then failed half done."""
+    root = writable_copy(E1, tmp_path / "store")
+    before = tree_fingerprint(root)
+    r = _run("recover", root, "--apply", "--backup-dir", root / "bk")
+    assert r.exit_code == ExitCode.USAGE and "inside the store" in r.stderr, r.output
+    assert tree_fingerprint(root) == before
+
+
+def test_undo_of_a_backup_a_repair_is_filling_names_the_repair(tmp_path):
+    """While a repair fills its backup (no manifest yet), undo of it said "not a recovery
+    backup" (exit 4), which reads as a lost backup; now it names the writer (exit 5)."""
+    backup = tmp_path / "backup"
+    (backup / "copies").mkdir(parents=True)
+    first = subprocess.Popen([sys.executable, "-c", "import pathlib, sys\n"
+                              "from rmqtool.recovery.store_lock import directory_held\n"
+                              "with directory_held(pathlib.Path(sys.argv[1]), 'backup directory', 'fills it'):\n"
+                              " print('held', flush=True); sys.stdin.read()", str(backup)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline().strip() == "held"
+        r = _run("undo", backup)
+        assert r.exit_code == 5 and f"process {first.pid}" in r.stderr, r.output
+    finally:
+        first.stdin.close()
+        first.wait(timeout=10)
+
+
+def test_a_refused_repair_leaves_no_lock_file_it_made(tmp_path):
+    """A store with no lock file, a --backup-dir that is not empty: the repair is refused (exit
+    2) and the lock file the engine made for it goes again (it stayed, a 0-byte file undo
+    later put back whole, and whose restore dropped undo's own lock)."""
+    root = writable_copy(E1, tmp_path / "store")
+    (root / "lock").unlink()
+    before = tree_fingerprint(root)
+    backup = tmp_path / "backup"
+    backup.mkdir()
+    (backup / "notes.txt").write_text("kept")
+    r = _run("recover", root, "--apply", "--backup-dir", backup)
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert tree_fingerprint(root) == before and not (root / "lock").exists()

@@ -70,14 +70,14 @@ class _Stage:
 def _staging(root: pathlib.Path, apply: bool, backup_dir: pathlib.Path | None):
     """The stage of a run: inside ``backup_dir`` (or the default backup directory, which must be
     new or empty) to apply; a temporary directory, removed after, for a plan."""
-    from rmqtool.recovery.apply import STAGING_DIR, claim_backup_dir, default_backup_dir
+    from rmqtool.recovery.apply import STAGING_DIR, claimed_backup_dir, default_backup_dir
     if not apply:
         with tempfile.TemporaryDirectory(prefix="rmqtool-redispatch-") as tmp:
             yield _Stage(root, pathlib.Path(tmp))
         return
     backup = backup_dir or default_backup_dir(root)
-    with held_for(root):  # from the build to the swap: no other writer changes what is compared
-        made = claim_backup_dir(backup)
+    # from the build to the swap: no other writer changes what is compared, or fills the backup
+    with held_for(root), claimed_backup_dir(backup, root) as made:
         yield _Stage(root, backup / STAGING_DIR, backup, made)
 
 

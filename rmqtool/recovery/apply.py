@@ -26,7 +26,7 @@ from rmqtool.recovery.manifest import (MANIFEST_NAME, RESTORE, REWRITE, TAIL, CO
                                        store_listing, remove_forced, sync_dir, write_manifest)
 from rmqtool.recovery.dispatch_reach import dispatched_topics, file_state, first_written, queue_last_files
 from rmqtool.recovery.plan import DELETE, ZERO, Action, RecoveryPlan
-from rmqtool.recovery.store_lock import held_for, hold_until_exit
+from rmqtool.recovery.store_lock import directory_held, held_for
 from rmqtool.findings import SEGMENT_AFTER_END
 from rmqtool.formats.markers import LOCK_CONTENT
 from rmqtool.store.lock import held_descriptor, is_locked, read_lock_file
@@ -117,8 +117,14 @@ def apply_plan(plan: RecoveryPlan, backup_dir: str | os.PathLike | None = None, 
         who = f"process {holder}" if holder else "another process"
         raise StoreLocked(f"the store is locked by {who}: not recovering it under a running writer",
                           StorePaths(root).lock)
-    backup, made = create_backup_dir(root, backup_dir)
-    with removed_unless_begun(backup, root, made, made_here):
+    with contextlib.ExitStack() as stack:
+        try:
+            backup, made = stack.enter_context(create_backup_dir(root, backup_dir))
+        except BaseException:  # refused (another writer's, or not empty): the names made for this run go
+            for name in made_here:
+                (root / name).unlink(missing_ok=True)
+            raise
+        stack.enter_context(removed_unless_begun(backup, root, made, made_here))
         refuse_links([a.path for a in plan.actions if a.kind == DELETE])
         return _back_up_and_carry_out(plan, root, backup, finish, before_change, command, made_here, rewrites,
                                       replan, commit_log_directories, written, lock_marked)
@@ -251,28 +257,32 @@ def refuse_links(paths) -> None:
                              f"to in place of the link first", path)
 
 
-def create_backup_dir(root: pathlib.Path, backup_dir: str | os.PathLike | None, *,
-                      staged: bool = False) -> tuple[pathlib.Path, bool]:
-    """The backup directory (the one given, or one beside the store named by the time), made
-    with its ``copies/``, and whether it was made here; refused when it holds anything
-    (``staged``: anything but the ``staging/`` a redispatch built its files in)."""
+@contextlib.contextmanager
+def create_backup_dir(root: pathlib.Path, backup_dir: str | os.PathLike | None, *, staged: bool = False):
+    """(the backup directory, whether it was made here) for the block: the one given, or one
+    beside the store named by the time, with its ``copies/`` (:func:`claimed_backup_dir`)."""
     backup = pathlib.Path(backup_dir) if backup_dir is not None else default_backup_dir(root)
-    made = claim_backup_dir(backup, staged=staged)
-    try:
-        (backup / COPIES_DIR).mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        if made:
-            shutil.rmtree(backup, ignore_errors=True)
-        raise StoreAccessError(f"cannot create the backup directory ({exc.strerror})", backup) from None
-    return backup, made
+    with claimed_backup_dir(backup, root, staged=staged) as made:
+        try:
+            (backup / COPIES_DIR).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            if made:
+                shutil.rmtree(backup, ignore_errors=True)
+            raise StoreAccessError(f"cannot create the backup directory ({exc.strerror})", backup) from None
+        yield backup, made
 
 
-def claim_backup_dir(backup: pathlib.Path, *, staged: bool = False) -> bool:
-    """Make or take a repair's backup directory; whether it was made here. It is held (flock)
-    for the rest of the run, so that two writers never share one. It must be new or empty
-    (``staged``: but for the ``staging/`` this run built its files in), or hold only what a
-    run of a repair killed before its manifest left there (no live writer holds it), which is
-    cleared: that run changed nothing in the store."""
+@contextlib.contextmanager
+def claimed_backup_dir(backup: pathlib.Path, root, *, staged: bool = False):
+    """A repair's backup directory made or taken, outside the store at ``root`` (inside it, undo
+    would take the backup's own files for files the repair made), and held (flock) while the
+    block runs, so that two writers never share one; whether it was made here. It must be new
+    or empty (``staged``: but for the ``staging/`` this run built its files in), or hold only
+    what a run of a repair killed before its manifest left there (no live writer holds it),
+    which is cleared: that run changed nothing in the store."""
+    if pathlib.Path(os.path.realpath(backup)).is_relative_to(os.path.realpath(root)):
+        raise UsageError("the backup directory is inside the store (undo would take its files for files the repair "
+                         "made): give one outside it", backup)
     made = not backup.exists()
     if not made and not backup.is_dir():
         raise UsageError("the backup directory exists and is not empty", backup)
@@ -280,15 +290,16 @@ def claim_backup_dir(backup: pathlib.Path, *, staged: bool = False) -> bool:
         backup.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StoreAccessError(f"cannot create the backup directory ({exc.strerror})", backup) from None
-    hold_until_exit(backup, "backup directory")
-    if not any(not (staged and p.name == STAGING_DIR) for p in backup.iterdir()):
-        return made
-    if not _left_before_its_manifest(backup):
-        raise UsageError("the backup directory exists and is not empty", backup)
-    for child in backup.iterdir():
-        if not (staged and child.name == STAGING_DIR):
-            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
-    return made
+    with directory_held(backup, "backup directory", "is writing into this backup directory"):
+        if any(not (staged and p.name == STAGING_DIR) for p in backup.iterdir()):
+            if not _left_before_its_manifest(backup):
+                if made:
+                    backup.rmdir()
+                raise UsageError("the backup directory exists and is not empty", backup)
+            for child in backup.iterdir():
+                if not (staged and child.name == STAGING_DIR):
+                    shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        yield made
 
 
 def _left_before_its_manifest(backup: pathlib.Path) -> bool:
@@ -438,8 +449,8 @@ def apply_file_changes(root: str | os.PathLike, changes, backup_dir: str | os.Pa
     ``operation``: the intent record's name for it (``offsets reset`` swaps config files too)."""
     root = pathlib.Path(root)
     with held_for(root):  # taken, not only asked: no writer starts between the listing and the swap
-        backup, made = create_backup_dir(root, backup_dir, staged=True)
-        with removed_unless_begun(backup, root, made):
+        with create_backup_dir(root, backup_dir, staged=True) as (backup, made), \
+                removed_unless_begun(backup, root, made):
             refuse_links([target for kind, target, _staged in changes if kind != CREATE])
             return _swap_in(root, changes, backup, plan_doc, command, operation)
 

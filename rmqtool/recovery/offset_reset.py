@@ -205,8 +205,8 @@ def _new_offset(view: StoreView, topic: str, queue_id: int, low: int, high: int,
 def apply_offset_reset(plan: ResetPlan, backup_dir: str | os.PathLike | None = None) -> ResetRun:
     """Write the new consumerOffset.json (previous main file as .bak) with a backup undo reads;
     nothing is written when nothing changes."""
-    from rmqtool.recovery.apply import (CREATE, REPLACE, STAGING_DIR, apply_file_changes, claim_backup_dir,
-                                       default_backup_dir)
+    from rmqtool.recovery.apply import claimed_backup_dir, default_backup_dir, removed_unless_begun
+    from rmqtool.recovery.store_lock import held_for
     from rmqtool.store.lock import is_locked
     from rmqtool.store.paths import StorePaths
 
@@ -221,7 +221,16 @@ def apply_offset_reset(plan: ResetPlan, backup_dir: str | os.PathLike | None = N
     main = root / CONFIG_DIR / CONSUMER_OFFSET_FILE
     bak = main.with_name(main.name + BAK_SUFFIX)
     backup = pathlib.Path(backup_dir) if backup_dir is not None else default_backup_dir(root)
-    claim_backup_dir(backup)
+    # the store, then the backup, held from the staging to the swap (a writer refused stages nothing)
+    with held_for(root), claimed_backup_dir(backup, root) as made, removed_unless_begun(backup, root, made):
+        _stage_and_swap(plan, root, backup, main, bak)
+    return ResetRun(plan, backup, main)
+
+
+def _stage_and_swap(plan: ResetPlan, root, backup: pathlib.Path, main: pathlib.Path, bak: pathlib.Path) -> None:
+    """:func:`apply_offset_reset`'s work: the new file (and the .bak) staged in the backup,
+    then swapped in with it."""
+    from rmqtool.recovery.apply import CREATE, REPLACE, STAGING_DIR, apply_file_changes
     staging = backup / STAGING_DIR
     text = dumps_fastjson(plan.new_document(), pretty=True)  # string2File writes the string: no newline at the end
     previous = read_config_bytes(main) if main.is_file() else None
@@ -240,7 +249,6 @@ def apply_offset_reset(plan: ResetPlan, backup_dir: str | os.PathLike | None = N
     command = shlex.join(["rmqtool", "offsets", "reset", os.path.abspath(root), "--group", plan.group,
                           "--topic", plan.topic, *plan.target.words(), *queue, "--apply"])
     apply_file_changes(root, changes, backup, plan.to_json(), command=command, operation=OPERATION)
-    return ResetRun(plan, backup, main)
 
 
 def reset_offsets(store: str | os.PathLike, group: str, topic: str, target: ResetTarget, *, queue: int | None = None,

@@ -16,8 +16,8 @@ A store without a ``lock`` file (every QMQ store: QMQ takes none; a RocketMQ sto
 started) still has one writer at a time: every rmqtool writer also holds ``flock`` on the
 store root directory. That makes no name a kill would leave, goes with the process, and is
 not a lock any broker takes (a running QMQ broker is seen by its open files instead,
-``store/qmq/live.py``). A writer holds its backup directory the same way, for the rest of
-its process: two repairs never fill one.
+``store/qmq/live.py``). A writer holds its backup directory the same way while it works:
+two repairs never fill one.
 """
 from __future__ import annotations
 
@@ -69,25 +69,25 @@ def held_for(root: str | os.PathLike):
 _stores: dict[tuple[int, int], list] = {}
 
 
-def hold_until_exit(directory: pathlib.Path, what: str) -> None:
-    """``flock`` on ``directory`` (a backup directory a repair fills) for the rest of this
-    process: another rmqtool writer that would take the same directory is refused (StoreLocked)
-    instead of taking what this one is writing there for its own. Taken again here, it is held."""
-    _hold_directory(directory, what, f"is writing into this {what}")  # never given back: it goes with the process
-
-
 # (st_dev, st_ino) of a directory held (a store root, a backup) -> [descriptor holding flock on it,
 # how many holds in this process]
 _roots: dict[tuple[int, int], list[int]] = {}
 
 
-@contextlib.contextmanager
 def root_held(root: str | os.PathLike):
     """``flock`` on the store root directory, for as long as a writer works: another rmqtool
     writer (which takes it too) is refused (StoreLocked, exit 5). Taken again in this process
     (a repair that first rolls back one cut short), it is already held. A filesystem that has
     no flock leaves the writer's other checks to stand."""
-    key = _hold_directory(pathlib.Path(root), "store directory", "is changing the store")
+    return directory_held(pathlib.Path(root), "store directory", "is changing the store")
+
+
+@contextlib.contextmanager
+def directory_held(directory: pathlib.Path, what: str, busy: str):
+    """``flock`` on ``directory`` (a store root, a backup directory a repair fills) while the
+    block runs: another rmqtool writer is refused (StoreLocked, saying the holder ``busy``);
+    a hold this process has already counts once more."""
+    key = _hold_directory(directory, what, busy)
     try:
         yield
     finally:

@@ -13,6 +13,7 @@ disk the manifest names; a disk that is no longer there is refused before anythi
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import pathlib
@@ -27,7 +28,7 @@ from rmqtool.recovery.manifest import (DIGEST_PREFIX, LOCK_NAME, REWRITE, TAIL, 
                                        digest_matches, first_change_since, read_manifest, restore_range,
                                        store_listing, sync_dir)
 from rmqtool.recovery.plan import ZERO
-from rmqtool.recovery.store_lock import held_for
+from rmqtool.recovery.store_lock import directory_held, held_for
 from rmqtool.store.lock import held_descriptor, is_locked
 from rmqtool.store.paths import StorePaths
 from rmqtool.store.unfinished import read_unfinished, undo_command
@@ -56,10 +57,13 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
     the manifest names, or ``store_root`` when it has moved). The store must not be open for
     writing; one written since the repair is refused unless ``force``."""
     backup = pathlib.Path(backup_dir)
-    manifest = read_manifest(backup)
-    root = pathlib.Path(store_root) if store_root is not None else pathlib.Path(manifest.store)
-    with held_for(root):  # taken, not only asked: no writer starts while the bytes go back
-        return _undo(backup, manifest, root, force)
+    # a repair filling it (no manifest yet) is said as such, not as no backup
+    with directory_held(backup, "backup directory", "is writing into this backup directory") \
+            if backup.is_dir() else contextlib.nullcontext():
+        manifest = read_manifest(backup)
+        root = pathlib.Path(store_root) if store_root is not None else pathlib.Path(manifest.store)
+        with held_for(root):  # taken, not only asked: no writer starts while the bytes go back
+            return _undo(backup, manifest, root, force)
 
 
 def _undo(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> Restored:

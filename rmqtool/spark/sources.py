@@ -73,8 +73,9 @@ def check_table(table: str) -> None:
     if not there:
         raise NotAStore(f"not an export directory (no {MESSAGES_DIR}/ inside)", table)
     if not is_complete(table):
-        raise NotAStore(f"an incomplete export (no {COMPLETE_FILE}: the export that wrote it stopped before every "
-                        f"task finished, so its tables lack messages): export again", table)
+        raise NotAStore(f"no {COMPLETE_FILE}, the record an export writes once every task finished: one that "
+                        f"stopped part way (its tables may lack messages), or one made before rmqtool wrote it; "
+                        f"export again", table)
 
 
 @contextlib.contextmanager

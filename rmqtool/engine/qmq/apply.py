@@ -94,8 +94,7 @@ def apply_qmq_plan(plan: QmqPlan, backup_dir: str | os.PathLike | None = None, *
                               f"not changing it", root)
         if not plan.changes_anything:
             raise CorruptData("nothing to apply: the plan changes nothing", root)
-        backup, made = create_backup_dir(root, backup_dir)
-        with removed_unless_begun(backup, root, made):
+        with create_backup_dir(root, backup_dir) as (backup, made), removed_unless_begun(backup, root, made):
             return _back_up_and_carry_out(plan, root, backup, command)
 
 

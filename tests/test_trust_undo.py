@@ -948,3 +948,19 @@ def test_a_refused_repair_leaves_no_lock_file_it_made(tmp_path):
     r = _run("recover", root, "--apply", "--backup-dir", backup)
     assert r.exit_code == ExitCode.USAGE, r.output
     assert tree_fingerprint(root) == before and not (root / "lock").exists()
+
+
+def test_undo_never_removes_its_own_backup_kept_inside_the_store(tmp_path):
+    """A backup moved into the store (or made there before repairs refused it): its files are
+    not in the listing the repair took, and undo --force removed them as files made since,
+    then failed with its copies gone."""
+    root = writable_copy(E1, tmp_path / "store")
+    before = tree_fingerprint(root)
+    assert _run("recover", root, "--apply", "--backup-dir", tmp_path / "backup").exit_code == 0
+    inside = root / "bk"
+    shutil.move(tmp_path / "backup", inside)
+    r = _run("undo", inside, "--force")
+    assert r.exit_code == 0, r.output
+    assert (inside / "manifest.json").is_file()
+    shutil.rmtree(inside)
+    assert tree_fingerprint(root) == before

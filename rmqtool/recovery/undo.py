@@ -81,7 +81,7 @@ def _undo(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> Re
     intent.begin(backup, root, "undo", undo_command(backup), again)
     removed = 0
     if manifest.listing is not None:  # files made since the apply go first
-        removed = _remove_files_made_since(manifest, root)
+        removed = _remove_files_made_since(manifest, root, backup)
     for name in manifest.directories or ():  # a directory the repair removed comes back
         (root / name).mkdir(parents=True, exist_ok=True)
     ranges = files = total = 0
@@ -164,14 +164,17 @@ def _check_undoable(backup: pathlib.Path, manifest, root: pathlib.Path, force: b
                               backup / entry.copy)
 
 
-def _remove_files_made_since(manifest, root: pathlib.Path) -> int:
+def _remove_files_made_since(manifest, root: pathlib.Path, backup: pathlib.Path) -> int:
     """The files the store holds that the manifest's listing (taken at the apply) does not,
-    removed; how many."""
+    removed; how many. A backup kept inside the store (repairs refuse one now) is never among
+    them: its copies are what the undo puts back."""
     before = set(manifest.listing)
     made, _dirs = store_listing(root, manifest.commit_log_directories, manifest.through_links)
+    own = os.path.realpath(backup)
     removed = 0
     for name in reversed(made):
-        if name not in before and name != LOCK_NAME:
+        if name not in before and name != LOCK_NAME and not pathlib.Path(
+                os.path.realpath(root / name)).is_relative_to(own):
             intent.step()
             removed += 1
             p = root / name

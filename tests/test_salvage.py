@@ -147,6 +147,8 @@ def test_to_store_asks_for_the_sizes_its_source_does_not_show(tmp_path):
     shutil.rmtree(source / "consumequeue")
     r = _run("salvage", source, "--to-store", tmp_path / "new")
     assert r.exit_code == 2 and "--cq-size and --index-slots and --index-entries" in r.stderr, r.output
+    ignored = _run("salvage", source, "--to-store", tmp_path / "new", "--batch-cq-size", 460, "--assume-defaults")
+    assert ignored.exit_code == 2 and "--batch-cq-size" in ignored.stderr, ignored.output  # never taken silently
     assert not (tmp_path / "new").exists()
     conf = tmp_path / "broker.conf"
     conf.write_text(f"mappedFileSizeConsumeQueue={cq}\nmaxHashSlotNum={slots}\nmaxIndexNum={entries}\n")

@@ -49,6 +49,8 @@ def source_sizes(source: StoreView, given) -> dict:
     from rmqtool.store.cqext import ext_writing
 
     paths = source.paths
+    if given.batch_consume_queue is not None:  # an option it would ignore: said, not dropped
+        raise UsageError("--batch-cq-size: --to-store writes no batch consume queue (it refuses BatchCQ topics)")
     cq_said, slots_said, entries_said = said_sizes(given)
     cq_sizes = consume_queue_file_sizes(paths.consumequeue)
     if cq_said is not None and cq_sizes and cq_said.value not in cq_sizes:

@@ -1141,3 +1141,27 @@ def test_a_name_inside_a_store_that_is_not_utf8_ends_its_task_in_one_line(spark,
     r = runner.invoke(app, ["spark", "export", str(store), "--out", str(tmp_path / "o")])
     assert r.exit_code == 4, r.output
     assert "its name is not UTF-8" in r.stderr and os.fsencode(bad.name).decode("utf-8", "backslashreplace") in r.stderr
+
+
+def test_py4j_tracebacks_on_ctrl_c_are_not_printed(spark):
+    """Ctrl-C during a Spark job: py4j logged two tracebacks through the root logger (a
+    KeyboardInterrupt while sending a command, a reentrant read of its socket) before rmqtool's
+    own "interrupted". Those records are dropped once rmqtool's session exists; others pass."""
+    import logging
+    from rmqtool.spark.session import spark_session
+    spark_session("local[1]")  # the session the commands take (getOrCreate)
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.pathname)
+    keep = Keep()
+    root = logging.getLogger()
+    root.addHandler(keep)
+    try:
+        for where in ("/v/site-packages/py4j/java_gateway.py", "/v/site-packages/rmqtool/x.py"):
+            root.handle(logging.LogRecord("root", logging.ERROR, where, 1, "Exception while sending command.",
+                                          None, None))
+    finally:
+        root.removeHandler(keep)
+    assert seen == ["/v/site-packages/rmqtool/x.py"]

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import functools
 import importlib
+import logging
 import os
+import pathlib
 import sys
 
 from rmqtool.errors import ExtraMissing, SparkFailed, UsageError
@@ -83,7 +85,23 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None,
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    _quiet_py4j()
     return session
+
+
+class _Py4jRecords(logging.Filter):
+    """py4j logs through the root logger, with a traceback, when Ctrl-C interrupts a call into
+    the JVM (its KeyboardInterrupt, a reentrant read of the gateway's socket): the command says
+    "rmqtool: interrupted" itself, in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "py4j" not in pathlib.PurePath(record.pathname).parts
+
+
+def _quiet_py4j() -> None:
+    root = logging.getLogger()
+    if not any(isinstance(f, _Py4jRecords) for f in root.filters):
+        root.addFilter(_Py4jRecords())
 
 
 def spark_errors(fn):

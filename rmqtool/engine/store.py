@@ -443,7 +443,7 @@ class Store:
                                  f"written: open it with recover (append --recover), which backs up every byte "
                                  f"it changes first", first.path, first.offset, plan=plan)
         self.sizes.require(unknown_sizes(self._sized(), self.sizes, plan, self.config.message_index_enable,
-                                         made_here=getattr(self, "_made_here", True)), self.root)
+                                         made_here=self._made_here), self.root)
         return plan
 
     def _refuse_duplicated_files(self) -> None:

@@ -159,14 +159,10 @@ class StoreLock:
         holder's PID when the OS says it. Writes nothing into the file. The store root's flock
         is taken first (:func:`root_held`): a writer on the store before it had a lock file
         keeps it."""
-        root = root_held(self.path.parent)
-        root.__enter__()
-        try:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(root_held(self.path.parent))
             self._take()
-        except BaseException:
-            root.__exit__(None, None, None)
-            raise
-        self._root = root
+            self._root = stack.pop_all()  # given back by release
 
     def _take(self) -> None:
         with registry.guard:  # the check, the open and the lock: no other thread between them
@@ -223,7 +219,7 @@ class StoreLock:
                 os.close(self.fd)
                 self.fd = None
                 root, self._root = self._root, None
-                root.__exit__(None, None, None)
+                root.close()
 
     @property
     def held(self) -> bool:

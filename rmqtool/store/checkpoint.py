@@ -95,9 +95,13 @@ def loaded_checkpoint(path: str | os.PathLike) -> StoreCheckpoint:
     and reads its fields, so a file of the wrong size still gives them. A missing file:
     StoreNotFound (the broker then makes a zeroed one). verify and info read it with
     :func:`checkpoint_as_loaded`, which also says the wrong size."""
-    path = pathlib.Path(path)
-    data, _size = read_head(path, CHECKPOINT_FILE_SIZE)
-    return parse_checkpoint(data.ljust(CHECKPOINT_FILE_SIZE, b"\0"), path)
+    return _loaded(pathlib.Path(path))[0]
+
+
+def _loaded(path: pathlib.Path) -> tuple[StoreCheckpoint, int]:
+    """:func:`loaded_checkpoint`'s fields, and the file's size on disk."""
+    data, size = read_head(path, CHECKPOINT_FILE_SIZE)
+    return parse_checkpoint(data.ljust(CHECKPOINT_FILE_SIZE, b"\0"), path), size
 
 
 def checkpoint_as_loaded(path: str | os.PathLike) -> StoreCheckpoint:
@@ -106,8 +110,7 @@ def checkpoint_as_loaded(path: str | os.PathLike) -> StoreCheckpoint:
     not the 4096 bytes the broker writes (what it says after a crash follows those fields, as
     the broker's does)."""
     path = pathlib.Path(path)
-    cp = loaded_checkpoint(path)
-    size = os.stat(path).st_size
+    cp, size = _loaded(path)
     if size == CHECKPOINT_FILE_SIZE:
         return cp
     note = Finding(CHECKPOINT_INVALID, str(path), None,

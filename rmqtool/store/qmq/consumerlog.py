@@ -22,14 +22,14 @@ from typing import Iterator
 import construct as cs
 import numpy as np
 
+from rmqtool.errors import StoreAccessError
 from rmqtool.formats.derive import struct_of
 from rmqtool.formats.qmq.consumerlog import (CONSUMER_LOG_MAGIC_V2, CONSUMER_LOG_UNIT_BYTES,
                                              CONSUMER_LOG_V2_UNIT_BYTES, SEGMENT_SIZE_V1, SEGMENT_SIZE_V2,
                                              SEGMENT_TOTAL_UNIT, TYPE_MESSAGE_LOG_INDEX, TYPE_SMT_INDEX,
                                              MessageLogIndexV2, SmtIndexV2, UnitV1, is_fill_unit)
-from rmqtool.store.arrays import dtype_of
-from rmqtool.errors import StoreAccessError
 from rmqtool.store import extents
+from rmqtool.store.arrays import dtype_of
 from rmqtool.store.qmq.segments import LogDirectory, list_log, read_zero_extended
 
 _V1 = struct_of(UnitV1)

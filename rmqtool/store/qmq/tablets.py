@@ -15,7 +15,6 @@ import construct as cs
 
 import rmqtool.findings as ids
 from rmqtool.findings import Finding, finding
-
 from rmqtool.formats.qmq.java import NumberFormatError, java_parse
 from rmqtool.formats.qmq.tablet import (SORTED_MESSAGES_TABLE_MAGIC_V1, TABLET_CRC_SIZE, TABLET_HEADER_SIZE,
                                         TabletCrc, TabletHeader, TabletIndex)

@@ -30,6 +30,7 @@ not parse, ``<name>.bak`` (ConfigManager.load / loadBak).
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from rmqtool.errors import FormatError
 
@@ -389,31 +390,114 @@ def dumps_fastjson(obj, pretty: bool = True) -> str:
 
 # --- reading the known tables ------------------------------------------------------------
 
-def split_topic_group(key: str) -> tuple[str, str]:
-    """A consumerOffset.json key: ConsumerOffsetManager splits "topic@group" on '@'."""
+def topic_group(key) -> tuple[str, str] | None:
+    """A consumerOffset.json key as ConsumerOffsetManager splits "topic@group"; None for a key
+    without '@' (fastjson loads it, and no lookup by topic and group ever finds it)."""
+    if not isinstance(key, str):
+        return None
     topic, sep, group = key.partition(TOPIC_GROUP_SEPARATOR)
-    if not sep:
-        raise FormatError(f"offsetTable key {key!r} is not topic@group")
-    return topic, group
+    return (topic, group) if sep else None
 
 
-def _table(doc, name: str) -> dict:
-    table = doc.get(name) if isinstance(doc, dict) else None
+_INT_BITS = 32
+_LONG_BITS = 64
+_JAVA_DIGITS = re.compile(r"[+-]?\d+\Z")
+
+
+def fastjson_number(value, bits: int = _LONG_BITS) -> int | None:
+    """``value`` as fastjson 1.2.69 casts it into a map's Integer (32 bits) or Long (64) key or
+    value; None where the cast throws, and with it the manager's whole decode.
+
+    A JSON number, a float cut toward zero, or a string of decimal digits (an optional sign,
+    ',' ignored) inside the type's range. A boolean throws (1.2.83, on 5.x brokers, reads it as
+    1 or 0: a broker never writes one); null, objects and lists throw.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return None
+        value = int(value)
+    elif isinstance(value, str):
+        text = value.replace(",", "")
+        if not _JAVA_DIGITS.match(text):
+            return None
+        value = int(text)
+    elif not isinstance(value, int):
+        return None
+    limit = 1 << (bits - 1)
+    return value if -limit <= value < limit else None
+
+
+def _number_map(table: dict, where: str) -> dict[int, int]:
+    """A Map<Integer, Long> as fastjson loads it; FormatError (why it throws) otherwise."""
+    loaded = {}
+    for raw_key, raw_value in table.items():
+        key, value = fastjson_number(raw_key, _INT_BITS), fastjson_number(raw_value)
+        if key is None:
+            raise FormatError(f"{where}: key {raw_key!r} is not an Integer")
+        if value is None:
+            raise FormatError(f"{where}: {raw_key!r}: {raw_value!r} is not a Long")
+        loaded[key] = value
+    return loaded
+
+
+def _wrapper(doc, name: str):
+    """The document's ``name`` field as fastjson binds a wrapper class: None when fastjson
+    gives no object (a list or null document) or the field is absent; FormatError where it
+    throws (a number, string or boolean where an object goes)."""
+    if doc is None or isinstance(doc, list):
+        return None
+    if not isinstance(doc, dict):
+        raise FormatError("the document is not an object")
+    return doc.get(name)
+
+
+def consumer_offsets(doc) -> dict[str, dict[int, int]] | None:
+    """consumerOffset.json as ConsumerOffsetManager.decode loads it: "topic@group" -> {queueId:
+    offset}, fastjson's casts applied (:func:`fastjson_number`). None when it loads no table (a
+    null or absent offsetTable); FormatError (why) where the decode throws: ConfigManager.load
+    then loads the .bak."""
+    table = _wrapper(doc, "offsetTable")
+    if table is None:
+        return None
     if not isinstance(table, dict):
-        raise FormatError(f"no {name!r} object")
-    return table
-
-
-def consumer_offsets(doc) -> dict[tuple[str, str], dict[int, int]]:
-    """consumerOffset.json: (topic, group) -> {queueId: offset}."""
+        raise FormatError("offsetTable is not an object")
     result = {}
-    for key, offsets in _table(doc, "offsetTable").items():
-        if not isinstance(offsets, dict):
+    for key, queues in table.items():
+        if not isinstance(key, str):  # fastjson: "illegal identifier" for a bare number as a String key
+            raise FormatError(f"offsetTable key {key!r} is not a string")
+        if not isinstance(queues, dict):
             raise FormatError(f"offsetTable[{key!r}] is not an object")
-        result[split_topic_group(key)] = offsets
+        result[key] = _number_map(queues, f"offsetTable[{key!r}]")
     return result
 
 
 def delay_offsets(doc) -> dict[int, int]:
-    """delayOffset.json: delayLevel -> offset."""
-    return _table(doc, "offsetTable")
+    """delayOffset.json as ScheduleMessageService.decode loads it: delayLevel -> offset. An
+    absent offsetTable is the wrapper's empty one; FormatError (why) where the decode throws
+    (a null one too: putAll(null))."""
+    if _wrapper(doc, "offsetTable") is None and not (isinstance(doc, dict) and "offsetTable" in doc):
+        return {}
+    table = doc["offsetTable"]
+    if not isinstance(table, dict):
+        raise FormatError("offsetTable is null" if table is None else "offsetTable is not an object")
+    return _number_map(table, "offsetTable")
+
+
+# the managers whose decode rmqtool follows: a document they throw on is broken, as one that
+# does not parse is (ConfigManager.load catches both and loads the .bak)
+_DECODERS = {"consumerOffset.json": consumer_offsets, "delayOffset.json": delay_offsets}
+
+
+def decode_refusal(name: str, doc) -> str | None:
+    """Why the broker's decode of config file ``name`` throws on ``doc``; None when it loads it
+    (or rmqtool does not follow that file's decode)."""
+    decoder = _DECODERS.get(name)
+    if decoder is None:
+        return None
+    try:
+        decoder(doc)
+    except FormatError as exc:
+        return exc.message
+    return None

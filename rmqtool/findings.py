@@ -23,7 +23,7 @@ class Consequence(str, enum.Enum):
     REBUILT = "rebuilt"  # the broker repairs it by itself
     NONE = "none"  # the broker does not care (it may matter to an operator or a client)
     SERVED_EMPTY = "servedEmpty"  # QMQ: sequences served as SUCCESS without their message
-    PROGRESS_LOST = "progressLost"  # QMQ: consumer progress goes back or is forgotten
+    PROGRESS_LOST = "progressLost"  # consumer progress goes back or is forgotten (QMQ; RocketMQ offset files)
     REDELIVERS = "redelivers"  # timer: messages already delivered are delivered again
     STRANDS = "strands"  # timer: messages stay in the timer log but are never delivered
     LOOPS = "loops"  # timer: dequeue walks a slot's chain forever: no timer message is delivered after it
@@ -35,7 +35,7 @@ CONSEQUENCE_MEANINGS: dict[Consequence, str] = {
     Consequence.DROPS_MESSAGES: "the next start's recovery cuts the commit log: messages are gone for good",
     Consequence.UNREACHABLE: "messages stay on disk but no consumer or lookup reaches them",
     Consequence.SERVED_EMPTY: "QMQ: sequences served as SUCCESS without their message",
-    Consequence.PROGRESS_LOST: "QMQ: consumer progress goes back or is forgotten",
+    Consequence.PROGRESS_LOST: "consumer progress goes back or is forgotten",
     Consequence.REDELIVERS: "timer: messages already delivered are delivered again",
     Consequence.STRANDS: "timer: messages stay in the timer log but are never delivered",
     Consequence.LOOPS: "timer: dequeue walks a slot's chain forever: no timer message is delivered after it",
@@ -101,7 +101,7 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "checkpointWindow": (Severity.INFO, "messages stored after a checkpoint timestamp: what may not have been flushed"),
     "recoveryStartFile": (Severity.INFO, "the commit log file the broker's next recovery starts from, and why"),
     # config/*.json
-    "configUnparseable": (Severity.ERROR, "a config file that is not fastjson text"),
+    "configUnparseable": (Severity.ERROR, "a config file that is not fastjson text, or (consumerOffset.json, delayOffset.json) one the broker's decode throws on"),
     "configBakUsed": (Severity.WARNING, "a config file missing, empty or broken: the broker loads its .bak"),
     "configTmpLeftover": (Severity.WARNING, "a .tmp config file left by an interrupted persist"),
     "configTableInvalid": (Severity.ERROR, "a config file that parses but whose tables are not as the broker writes them"),
@@ -110,7 +110,8 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
     "delayOffsetOutOfRange": (Severity.WARNING, "a delayOffset.json offset outside its SCHEDULE_TOPIC_XXXX queue's [min, max]"),
     "consumerOffsetTopicMissing": (Severity.WARNING, "consumer offsets for a topic that topics.json no longer has"),
     "topicQueueCountMismatch": (Severity.WARNING, "consume queue directories that topics.json's queue counts do not cover"),
-    "consumerOffsetTableInvalid": (Severity.ERROR, "a consumerOffset.json offsetTable (or entry) the broker cannot load"),
+    "consumerOffsetTableInvalid": (Severity.ERROR, "a consumerOffset.json that loads no offsetTable: the broker has no committed offsets"),
+    "consumerOffsetKeyInvalid": (Severity.WARNING, "a consumerOffset.json key that is not topic@group: the broker keeps it and no lookup finds it"),
     "consumerOffsetBelowMin": (Severity.WARNING, "a committed offset below its queue's min offset: messages deleted unconsumed"),
     "consumerOffsetAboveMax": (Severity.ERROR, "a committed offset past its queue's max offset: the queue lost consumed messages"),
     "consumerOffsetForMissingQueue": (Severity.WARNING, "a committed offset above 0 for a queue with no consume queue"),
@@ -279,7 +280,8 @@ CONSEQUENCES: dict[str, Consequence] = {
     # config/*.json: the broker falls back to the .bak; a table it cannot read fails its start
     "configUnparseable": _W, "configBakUsed": _R, "configTmpLeftover": _N, "configTableInvalid": _W,
     "configTooLarge": _R, "configBakStale": _N, "delayOffsetOutOfRange": _N, "consumerOffsetTopicMissing": _N,
-    "topicQueueCountMismatch": _N, "consumerOffsetTableInvalid": _N, "consumerOffsetBelowMin": _N,
+    "topicQueueCountMismatch": _N, "consumerOffsetTableInvalid": _N, "consumerOffsetKeyInvalid": _N,
+    "consumerOffsetBelowMin": _N,
     "consumerOffsetAboveMax": _N, "consumerOffsetForMissingQueue": _N,
     # consume queues
     "queueDirInvalid": _N, "consumeQueueFileMisaligned": _N, "consumeQueueHole": _U, "consumeQueueUnitInvalid": _U,
@@ -381,6 +383,7 @@ DELAY_OFFSET_OUT_OF_RANGE = "delayOffsetOutOfRange"
 CONSUMER_OFFSET_TOPIC_MISSING = "consumerOffsetTopicMissing"
 TOPIC_QUEUE_COUNT_MISMATCH = "topicQueueCountMismatch"
 CONSUMER_OFFSET_TABLE_INVALID = "consumerOffsetTableInvalid"
+CONSUMER_OFFSET_KEY_INVALID = "consumerOffsetKeyInvalid"
 CONSUMER_OFFSET_BELOW_MIN = "consumerOffsetBelowMin"
 CONSUMER_OFFSET_ABOVE_MAX = "consumerOffsetAboveMax"
 CONSUMER_OFFSET_FOR_MISSING_QUEUE = "consumerOffsetForMissingQueue"
@@ -568,7 +571,7 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "checkpointAheadOfData": "Messages the broker had flushed are gone: restore the commit log or salvage a replica.",
     "checkpointWindow": "Nothing; these messages may be lost if the host (not only the broker) crashed.",
     "recoveryStartFile": "Nothing; it says how long the next start will take and what it rescans.",
-    "configUnparseable": "Restore the file from its .bak or a backup before the broker starts.",
+    "configUnparseable": "Restore the file from its .bak or a backup before the broker starts (wontStart when the .bak fails too; rebuilt when the .bak stands in; with no .bak the broker starts with the table empty: progressLost for the offset files, none for the others).",
     "configBakUsed": "Check the .bak holds what you expect; persist it as the main file.",
     "configTmpLeftover": "Remove the .tmp after checking the main file is complete.",
     "configTableInvalid": "Fix or restore the file: the broker will fail to load it.",
@@ -613,6 +616,7 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "consumeQueueFileAfterEnd": "The broker deletes it at the next start; redispatch rebuilds what the commit log holds.",
     "indexHeaderInvalid": "The broker reads the file as empty: its keys are not found; rebuild the index (redispatch).",
     "consumerOffsetTableInvalid": "The broker loads no offsets from it: consumers restart from ConsumeFromWhere; restore the .bak or fix the file.",
+    "consumerOffsetKeyInvalid": "Nothing for the broker (no consumer's offset is there); remove the entry when the broker is stopped.",
     "consumerOffsetBelowMin": "Messages expired unconsumed: the next pull moves the group to the min offset (rmqtool offsets shows the lag).",
     "consumerOffsetAboveMax": "The queue lost consumed messages or the file is from another store: the next pull moves the group back.",
     "consumerOffsetForMissingQueue": "The queue is gone (deleted topic or lost directory): redispatch or clean the group's offsets.",

@@ -695,6 +695,16 @@ def topic_queue_count_mismatch(d: Damage) -> At:
     return At(directory, None)
 
 
+def consumer_offset_key_invalid(d: Damage) -> At:
+    """An offsetTable key without '@' first, the others as they were: fastjson loads it."""
+    path = _config(d, "consumerOffset.json")
+    text = path.read_text()
+    patched = text.replace('"offsetTable":{', '"offsetTable":{\n\t\t"noSeparator":{0:3\n\t\t},', 1)
+    assert patched != text
+    path.write_text(patched)
+    return At(path, None)
+
+
 def consumer_offset_table_invalid(d: Damage) -> At:
     """The fixture as made (config/null-table): an offsetTable the broker loads as null."""
     path = _config(d, "consumerOffset.json")
@@ -1488,6 +1498,7 @@ PRODUCERS: dict[str, Producer] = {
     f.CONSUMER_OFFSET_TOPIC_MISSING: Producer("config", consumer_offset_topic_missing, as_made=True),
     f.TOPIC_QUEUE_COUNT_MISMATCH: Producer("config", topic_queue_count_mismatch),
     f.CONSUMER_OFFSET_TABLE_INVALID: Producer("config-tables", consumer_offset_table_invalid, as_made=True),
+    f.CONSUMER_OFFSET_KEY_INVALID: Producer("config", consumer_offset_key_invalid),
     f.CONSUMER_OFFSET_BELOW_MIN: Producer("config", consumer_offset_below_min),
     f.CONSUMER_OFFSET_ABOVE_MAX: Producer("config", consumer_offset_above_max),
     f.CONSUMER_OFFSET_FOR_MISSING_QUEUE: Producer("config", consumer_offset_for_missing_queue, as_made=True),

@@ -160,8 +160,6 @@ def test_dump_kind_mismatch():
 @pytest.mark.parametrize("name,text", [
     ("consumerOffset.json", '{"offsetTable": null}'),
     ("consumerOffset.json", '[1, 2]'),
-    ("consumerOffset.json", '{"offsetTable": {"no-at-sign": {0: 1}}}'),
-    ("delayOffset.json", '{"offsetTable": null}'),
     ("delayOffset.json", '[]'),
     ("subscriptionGroup.json", '{"subscriptionGroupTable": [1]}'),
 ])
@@ -184,6 +182,23 @@ def test_info_one_bad_config_file_is_a_finding(store_copy, name, text):
     assert line.startswith("error: configTableInvalid: " + str(store / "config" / name))
     r = run("info", store)  # the table shows it once, in the findings section, and not again on stderr
     assert r.exit_code == 3 and "configTableInvalid" in r.stdout and "configTableInvalid" not in r.stderr
+
+
+def test_info_reads_config_files_as_the_brokers_decode_does(store_copy):
+    """fastjson loads a key without '@' (no lookup finds it); ScheduleMessageService's decode
+    throws on a null table (putAll(null)), and with no .bak the broker starts without it."""
+    store = store_copy(V4 / "txdelay" / "store")
+    (store / "config").mkdir()
+    (store / "config" / "consumerOffset.json").write_text('{"offsetTable": {"no-at-sign": {0: 1}}}')
+    (store / "config" / "delayOffset.json").write_text('{"offsetTable": null}')
+    r = run("info", store, "-f", "json")
+    doc = json.loads(r.stdout)
+    config = {c["file"]: c for c in doc["config"]}
+    assert config["consumerOffset.json"]["topic_groups"] == 1 and "error" not in config["consumerOffset.json"]
+    assert config["delayOffset.json"]["source"] is None
+    [found] = [f for f in doc["findings"] if f["path"] == str(store / "config" / "delayOffset.json")]
+    assert (found["finding"], found["consequence"]) == ("configUnparseable", "progressLost"), found
+    assert r.exit_code == 3 and "offsetTable is null" in found["message"]
 
 
 def test_dump_consumequeue_shows_invalid_units_with_a_finding_each(store_copy):

@@ -12,8 +12,8 @@ from helpers import roundtrip
 from rmqtool.errors import FormatError, RmqError
 from rmqtool.formats.checkpoint import (CHECKPOINT_FILE_SIZE, Checkpoint4, Checkpoint5, CheckpointFile,
                                         min_timestamp, min_timestamp_index)
-from rmqtool.formats.config import (KNOWN_CONFIG_FILES, consumer_offsets, delay_offsets, dumps_fastjson,
-                                    loads_fastjson, split_topic_group)
+from rmqtool.formats.config import (KNOWN_CONFIG_FILES, consumer_offsets, decode_refusal, delay_offsets,
+                                    dumps_fastjson, loads_fastjson, topic_group)
 from rmqtool.formats.consumequeue import (BATCH_CQ_STORE_UNIT_SIZE, COMPACTED_OFFSET_NONE, CQ_BLANK_UNIT_BYTES,
                                           CQ_FILL_UNIT_BYTES, CQ_STORE_UNIT_SIZE, FILL_SIZE, BatchCqUnit, CqUnit,
                                           is_fill_unit, is_written_unit)
@@ -253,7 +253,7 @@ def test_fastjson_unquoted_integer_keys_roundtrip():
     table = doc["offsetTable"]["TopicTest@please_rename_unique_group_name_4"]
     assert table == {0: 250, 1: 250, 2: 250, 3: 250} and all(type(k) is int for k in table)
     assert dumps_fastjson(doc) == CONSUMER_OFFSET_JSON
-    assert consumer_offsets(doc)[("TopicTest", "please_rename_unique_group_name_4")][3] == 250
+    assert consumer_offsets(doc)["TopicTest@please_rename_unique_group_name_4"][3] == 250
 
 
 def test_fastjson_bean_format_roundtrip():
@@ -312,8 +312,53 @@ def test_known_config_files_and_keys():
     assert {"topics.json", "consumerOffset.json", "delayOffset.json", "subscriptionGroup.json"} <= set(
         KNOWN_CONFIG_FILES)
     assert KNOWN_CONFIG_FILES["consumerOffset.json"].tables == ("offsetTable",)
-    assert split_topic_group("%RETRY%g@g") == ("%RETRY%g", "g")
-    with pytest.raises(FormatError):
-        split_topic_group("no-separator")
+    assert topic_group("%RETRY%g@g") == ("%RETRY%g", "g")
+    assert topic_group("no-separator") is None  # fastjson loads it; no lookup finds it
     with pytest.raises(FormatError):
         consumer_offsets({"offsetTable": {"t@g": 5}})
+
+
+# What fastjson 1.2.69 (4.9.8's) did with each consumerOffset.json text, read back by
+# JSON.parseObject into ConsumerOffsetManager's Map<String, Map<Integer, Long>>: the loaded
+# {queueId: offset} of "t@g", or None where it threw (ConfigManager.load then reads the .bak).
+FASTJSON_OFFSET_CASTS = [
+    ("{0:100}", {0: 100}), ("{0:9223372036854775807}", {0: 9223372036854775807}),
+    ("{0:99999999999999999999}", None), ("{0:-9223372036854775809}", None),
+    ('{0:"123"}', {0: 123}), ('{0:"1,000"}', {0: 1000}), ('{0:"+5"}', {0: 5}), ('{0:"abc"}', None),
+    ('{0:""}', None), ('{0:"1.5"}', None), ('{0:" 12"}', None), ('{0:"1e3"}', None),
+    ("{0:1.5}", {0: 1}), ("{0:-1.7}", {0: -1}), ("{0:1e3}", {0: 1000}),
+    ("{0:true}", None), ("{0:null}", None), ("{0:{}}", None), ("{0:[1]}", None),
+    ('{"3":5}', {3: 5}), ('{"+3":5}', {3: 5}), ('{"-3":5}', {-3: 5}), ("{-2147483648:5}", {-2147483648: 5}),
+    ("{2147483648:5}", None), ("{-2147483649:5}", None), ('{"x":5}', None), ('{"":5}', None),
+    ('{"1.5":5}', None), ('{" 3":5}', None),
+]
+
+
+@pytest.mark.parametrize("queues, loaded", FASTJSON_OFFSET_CASTS)
+def test_consumer_offsets_cast_as_fastjson_does(queues, loaded):
+    doc = loads_fastjson('{"offsetTable":{"t@g":' + queues + "}}")
+    assert (decode_refusal("consumerOffset.json", doc) is None) == (loaded is not None)
+    if loaded is not None:
+        assert consumer_offsets(doc) == {"t@g": loaded}
+
+
+@pytest.mark.parametrize("text, loads", [
+    ("[]", True), ("null", True), ("{}", True), ('{"offsetTable":null}', True), ("5", False), ('"x"', False),
+    ("true", False), ('{"offsetTable":[]}', False), ('{"offsetTable":5}', False), ('{"offsetTable":{"t@g":null}}',
+                                                                                   False),
+    ('{"offsetTable":{"t@g":[]}}', False), ('{"offsetTable":{"t@g":"x"}}', False), ('{"offsetTable":{5:{0:1}}}', False),
+    ('{"offsetTable":{"legacy":{0:3},"t@g":{0:1}}}', True), ('{"offsetTable":{abc:{0:1}}}', True),
+])
+def test_consumer_offset_documents_load_or_throw_as_fastjson_did(text, loads):
+    assert (decode_refusal("consumerOffset.json", loads_fastjson(text)) is None) == loads
+
+
+@pytest.mark.parametrize("text, loaded", [  # ScheduleMessageService.decode: putAll of the wrapper's table
+    ('{"offsetTable":{1:5,"2":"7",3:1.5}}', {1: 5, 2: 7, 3: 1}), ("{}", {}), ("[]", {}),
+    ('{"offsetTable":null}', None), ('{"offsetTable":{1:"x"}}', None), ("5", None),
+])
+def test_delay_offsets_load_or_throw_as_fastjson_did(text, loaded):
+    doc = loads_fastjson(text)
+    assert (decode_refusal("delayOffset.json", doc) is None) == (loaded is not None)
+    if loaded is not None:
+        assert delay_offsets(doc) == loaded

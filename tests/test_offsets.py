@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from conftest import FIXTURES, load_truth
 from rmqtool.cli.app import app
 from rmqtool.findings import Severity
-from rmqtool.formats.config import consumer_offsets as parse_offset_table
+from rmqtool.formats.config import consumer_offsets as parse_offset_table, topic_group
 from rmqtool.formats.config import dumps_fastjson, loads_fastjson
 from rmqtool.store.consumer_offsets import (FOUND, NO_MESSAGE_IN_QUEUE, OFFSET_OVERFLOW_BADLY, OFFSET_OVERFLOW_ONE,
                                      OFFSET_TOO_SMALL, consumer_offsets, pull_outcome)
@@ -52,8 +52,8 @@ def truth_store_timestamp(topic: str, queue_id: int, queue_offset: int) -> int:
 def committed_in(path: pathlib.Path) -> dict[tuple[str, str, int], int]:
     """(group, topic, queue id) -> committed offset, straight from a config file."""
     doc = loads_fastjson(path.read_text(encoding="utf-8"))
-    return {(group, topic, qid): offset for (topic, group), queues in parse_offset_table(doc).items()
-            for qid, offset in queues.items()}
+    return {(group, topic, qid): offset for key, queues in parse_offset_table(doc).items()
+            for topic, group in [topic_group(key)] for qid, offset in queues.items()}
 
 
 def run(*args):
@@ -243,15 +243,32 @@ def _store_with_config(tmp_path, files: dict[str, str]) -> pathlib.Path:
     return store
 
 
-def test_bad_entries_are_reported_and_the_rest_kept(tmp_path):
-    text = dumps_fastjson({"offsetTable": {"CrashTopic@g": {0: 300, 1: "x"}, "OtherTopic@g": {"0": "12"},
-                                           "OtherTopic@h": {0: -1}}})
-    result = consumer_offsets(_store_with_config(tmp_path, {"consumerOffset.json": text}))
+def test_an_entry_the_broker_cannot_cast_makes_it_load_the_bak(tmp_path):
+    """fastjson casts each entry into Map<Integer, Long>: one it cannot cast ("x", a number past
+    a Long) throws, the whole decode with it, and ConfigManager.load reads the .bak. Keys
+    without '@' load (no lookup finds them); quoted numbers and floats are cast."""
+    main = dumps_fastjson({"offsetTable": {"CrashTopic@g": {0: 300, 1: "x"}}})
+    bak = dumps_fastjson({"offsetTable": {"CrashTopic@g": {0: 250}, "OtherTopic@g": {"0": "12"},
+                                          "OtherTopic@h": {0: -1}, "noSeparator": {0: 3}}})
+    store = _store_with_config(tmp_path, {"consumerOffset.json": main, "consumerOffset.json.bak": bak})
+    result = consumer_offsets(store)
+    assert result.config.source == "bak"
     assert [(r.topic, r.group, r.queue_id, r.committed_offset) for r in result.rows] == [
-        ("CrashTopic", "g", 0, 300), ("OtherTopic", "g", 0, 12), ("OtherTopic", "h", 0, -1)]
-    assert [f.id for f in result.findings] == ["consumerOffsetTableInvalid"]
+        ("CrashTopic", "g", 0, 250), ("OtherTopic", "g", 0, 12), ("OtherTopic", "h", 0, -1)]
+    assert [(f.id, f.consequence) for f in result.findings] == [
+        ("configUnparseable", "rebuilt"), ("configBakUsed", "rebuilt"), ("consumerOffsetKeyInvalid", "none")]
     none = result.rows[-1]
     assert none.pull_status is None and none.lag_messages is None and "ConsumeFromWhere" in none.status
+
+    # past a Long, with no .bak: loadBak finds nothing, and the broker starts with no offsets
+    (store / "config" / "consumerOffset.json.bak").unlink()
+    (store / "config" / "consumerOffset.json").write_text('{"offsetTable":{"CrashTopic@g":{0:9223372036854775808}}}')
+    result = consumer_offsets(store)
+    assert result.rows == [] and result.config.source is None
+    assert [(f.id, f.consequence) for f in result.findings] == [("configUnparseable", "progressLost")]
+    assert "is not a Long" in result.findings[0].message
+    r = run("offsets", store)
+    assert r.exit_code == 3 and "configUnparseable" in r.stderr
 
 
 def test_main_and_bak_both_broken_is_a_finding_not_a_crash(tmp_path):

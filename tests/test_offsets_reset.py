@@ -22,6 +22,7 @@ from rmqtool.store.config import MAIN, read_config_file
 
 CONSUMERS = FIXTURES / "config" / "consumers"
 GROUP, TOPIC = "order_group", "CrashTopic"
+KEY = f"{TOPIC}@{GROUP}"  # the offsetTable key
 runner = cli_runner()
 
 
@@ -30,7 +31,7 @@ def truth_queues() -> dict[int, dict]:
 
 
 def committed(path) -> dict:
-    """(topic, group) -> {queue id: offset} of a consumerOffset.json file."""
+    """"topic@group" -> {queue id: offset} of a consumerOffset.json file."""
     return offset_table(loads_fastjson(path.read_text(encoding="utf-8")))
 
 
@@ -46,7 +47,7 @@ def store(tmp_path_factory):
 
 def test_plans_give_each_queue_the_offset_truth_says(store):
     queues = truth_queues()
-    old = committed(CONSUMERS / "store" / "config" / "consumerOffset.json")[(TOPIC, GROUP)]
+    old = committed(CONSUMERS / "store" / "config" / "consumerOffset.json")[KEY]
 
     earliest = plan_offset_reset(store, GROUP, TOPIC, ResetTarget.of(to_earliest=True))
     latest = plan_offset_reset(store, GROUP, TOPIC, ResetTarget.of(to_latest=True))
@@ -96,9 +97,9 @@ def test_apply_writes_the_brokers_file_and_undo_puts_it_back(tmp_path):
     assert loaded.source == MAIN and not loaded.findings
     table = offset_table(loaded.document)
     old = offset_table(loads_fastjson(before_bytes.decode()))
-    assert table[(TOPIC, GROUP)] == {r["queue_id"]: r["new_offset"] for r in rows}
-    assert {k: v for k, v in table.items() if k != (TOPIC, GROUP)} == {k: v for k, v in old.items()
-                                                                        if k != (TOPIC, GROUP)}
+    assert table[KEY] == {r["queue_id"]: r["new_offset"] for r in rows}
+    assert {k: v for k, v in table.items() if k != KEY} == {k: v for k, v in old.items()
+                                                                        if k != KEY}
     # fastjson's pretty form, entries in the order the broker wrote them; the old file is the .bak
     assert (config / "consumerOffset.json").read_bytes() == dumps_fastjson(loaded.document).encode()
     assert list(table) == list(old)
@@ -154,7 +155,7 @@ def test_offsets_store_still_shows_the_offsets(store):
     rows = [json.loads(line) for line in shown.stdout.splitlines()]
     old = committed(CONSUMERS / "store" / "config" / "consumerOffset.json")
     assert {(r["topic"], r["queue_id"]): r["committed_offset"] for r in rows} == {
-        (t, q): o for (t, g), queues in old.items() if g == GROUP for q, o in queues.items()}
+        (t, q): o for key, queues in old.items() for t, g in [key.split("@")] if g == GROUP for q, o in queues.items()}
     assert "offsets reset" in run("offsets", "--help").stdout
     assert "--to-time" in run("offsets", "reset", "--help").stdout
 
@@ -180,7 +181,7 @@ def test_an_apply_killed_half_way_is_finished_by_running_it_again(tmp_path):
     done = run(*args)
     assert done.exit_code == 0, done.stderr
     table = committed(root / "config" / "consumerOffset.json")
-    assert table[(TOPIC, GROUP)] == {q: v["maxOffset"] for q, v in truth_queues().items()}
+    assert table[KEY] == {q: v["maxOffset"] for q, v in truth_queues().items()}
     assert (root / "config" / "consumerOffset.json.bak").read_bytes() == before_bytes
     assert not (root / ".rmqtool-unfinished").exists()
     assert run("undo", tmp_path / "backup").exit_code == 0
@@ -217,3 +218,66 @@ def test_to_time_searches_the_queue_the_next_start_leaves(tmp_path):
     maxima = {int(q): v["maxOffset"] for q, v in truth["consumeQueues"][TOPIC].items()}
     assert rows and all(row["new_offset"] == maxima[row["queue_id"]] - 1 for row in rows), (r.stderr, rows)
     assert all(row["max_queue_offset"] == maxima[row["queue_id"]] for row in rows)
+
+
+def test_a_main_file_the_brokers_decode_throws_on_is_reset_from_its_bak(tmp_path):
+    """A committed offset past a Long in consumerOffset.json: fastjson throws, and the broker
+    runs on the .bak. The reset starts from the .bak's offsets and writes a main file the
+    broker loads; the broken bytes become the .bak, as string2File keeps the previous file."""
+    root = writable_copy(CONSUMERS / "store", tmp_path / "store")
+    main = root / "config" / "consumerOffset.json"
+    doc = loads_fastjson(main.read_text(encoding="utf-8"))
+    doc["offsetTable"][KEY] = {q: o + 1 for q, o in doc["offsetTable"][KEY].items()}  # the broker's, on the .bak
+    main.with_name(main.name + ".bak").write_text(dumps_fastjson(doc), encoding="utf-8")
+    broken = main.read_text(encoding="utf-8").replace(f'"{KEY}":{{0:', f'"{KEY}":{{0:99999999999999999999,9:', 1)
+    assert broken != main.read_text(encoding="utf-8")
+    main.write_text(broken, encoding="utf-8")
+
+    shown = run("offsets", root, "-g", GROUP, "-t", TOPIC, "-f", "jsonl")
+    assert "configBakUsed" in shown.stderr and "is not a Long" in shown.stderr
+    assert {r["queue_id"]: r["committed_offset"] for r in map(json.loads, shown.stdout.splitlines())} == \
+        doc["offsetTable"][KEY]
+    done = run("offsets", "reset", root, "-g", GROUP, "-t", TOPIC, "--to-earliest", "--apply", "--backup-dir",
+               tmp_path / "backup", "-f", "jsonl")
+    assert done.exit_code == 0, done.output
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert {r["queue_id"]: r["committed_offset"] for r in rows} == doc["offsetTable"][KEY]
+    loaded = read_config_file(root / "config", "consumerOffset.json")  # what the broker loads now
+    assert loaded.source == MAIN and not loaded.findings
+    assert offset_table(loaded.document)[KEY] == {q: v["minOffset"] for q, v in truth_queues().items()}
+    assert main.with_name(main.name + ".bak").read_text(encoding="utf-8") == broken
+
+
+def test_a_reset_of_a_store_with_only_the_bak_says_so(tmp_path):
+    """No consumerOffset.json, only its .bak: the apply makes the main file and leaves the .bak."""
+    root = writable_copy(CONSUMERS / "store", tmp_path / "store")
+    main = root / "config" / "consumerOffset.json"
+    bak = main.with_name(main.name + ".bak")
+    main.rename(bak)
+    before = bak.read_bytes()
+    done = run("offsets", "reset", root, "-g", GROUP, "-t", TOPIC, "--to-earliest", "--apply", "--backup-dir",
+               tmp_path / "backup")
+    assert done.exit_code == 0, done.output
+    assert "made from its .bak, which stays as it was" in done.stderr and "previous file kept" not in done.stderr
+    assert bak.read_bytes() == before and main.is_file()
+
+
+def test_a_store_whose_offsets_live_in_rocksdb_is_not_reset_in_json(tmp_path):
+    """config/consumerOffsets as a RocksDB config store: a 5.x broker with storeType
+    defaultRocksDB loads its offsets from it (RocksDBConsumerOffsetManager), so a reset of
+    consumerOffset.json would be said applied and never seen. The plan says so; --apply
+    refuses (exit 4) with nothing written; offsets says its rows are the JSON's."""
+    from rocksdb_store import write_rocksdb_config
+
+    root = writable_copy(CONSUMERS / "store", tmp_path / "store")
+    database = write_rocksdb_config(root, "consumerOffsets", {KEY: b'{"offsetTable":{0:50,1:40}}'},
+                                    {"counter": 10, "stateVersion": 0, "timestamp": 1})
+    before = tree_fingerprint(root)
+    shown = run("offsets", root)
+    assert shown.exit_code == 0 and f"{database} is a RocksDB config store" in shown.stderr
+    plan = run("offsets", "reset", root, "-g", GROUP, "-t", TOPIC, "--to-earliest")
+    assert plan.exit_code == 0 and "which --apply does not write" in plan.stderr
+    applied = run("offsets", "reset", root, "-g", GROUP, "-t", TOPIC, "--to-earliest", "--apply", "--backup-dir",
+                  tmp_path / "backup")
+    assert applied.exit_code == ExitCode.BAD_INPUT and "nothing written" in applied.stderr, applied.output
+    assert tree_fingerprint(root) == before and not (tmp_path / "backup").exists()

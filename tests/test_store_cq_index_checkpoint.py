@@ -556,25 +556,28 @@ def test_config_nothing_to_load(tmp_path):
 def test_config_garbage_raises_one_line_error(tmp_path):
     path = tmp_path / "consumerOffset.json"
     path.write_bytes(random.Random(5).randbytes(300))
-    with pytest.raises(FormatError) as info:
-        read_config_file(tmp_path, "consumerOffset.json")
-    _assert_one_line_naming(info.value, path)
+    # no .bak: loadBak finds nothing and returns true; the broker starts with no offsets
+    loaded = read_config_file(tmp_path, "consumerOffset.json")
+    [found] = loaded.findings
+    assert (loaded.source, loaded.document, found.id, found.consequence) == (None, None, "configUnparseable",
+                                                                             "progressLost")
+    assert "\n" not in found.one_line() and str(path) in found.one_line()
     path.write_text('{"offsetTable":{"城@g":{0:1,}}}x', encoding="utf-8")
-    with pytest.raises(FormatError) as info:
-        read_config_file(tmp_path, "consumerOffset.json")
-    # the error's offset is in bytes (城 is 3 in UTF-8); the message counts characters
-    assert info.value.offset == 32 and "text after the end of the document at character 30" in str(info.value)
+    [found] = read_config_file(tmp_path, "consumerOffset.json").findings
+    # the finding's offset is in bytes (城 is 3 in UTF-8); the message counts characters
+    assert found.offset == 32 and "text after the end of the document at character 30" in found.message
     (tmp_path / "consumerOffset.json.bak").write_text("[")
     with pytest.raises(FormatError) as info:
         read_config_file(tmp_path, "consumerOffset.json")
     assert ".bak" in info.value.one_line()
-    # inside a directory read, the broken file becomes a finding and the others still load
+    # inside a directory read, a load that fails becomes a finding and the others still load
     (tmp_path / "config").mkdir()
-    shutil.copy(path, tmp_path / "config" / path.name)
+    for name in (path.name, path.name + ".bak"):
+        shutil.copy(tmp_path / name, tmp_path / "config" / name)
     (tmp_path / "config" / "delayOffset.json").write_text('{"offsetTable":{3:1}}')
     config = read_config_dir(tmp_path)
     assert list(config.files) == ["delayOffset.json"]
-    assert [f.id for f in config.findings] == ["configUnparseable"]
+    assert [(f.id, f.consequence) for f in config.findings] == [("configUnparseable", "wontStart")]
 
 
 def test_fixture_stores_have_no_config():

@@ -74,6 +74,8 @@ def offsets(
             sink.row(with_human_times(row.record()) if table else row.record())
     if result.config is not None and result.config.source is None:
         warn("note: no consumerOffset.json (nor .bak) in config/: no committed offsets")
+    if result.rocksdb_note():
+        warn(result.rocksdb_note())
     for finding in result.findings:
         warn(finding.one_line())
     if any(f.severity == Severity.ERROR for f in result.findings):

@@ -386,8 +386,10 @@ def _consumer_offsets(doc) -> dict[tuple[str, str, int], int] | None:
         table = config_format.consumer_offsets(doc)
     except FormatError:
         return None
-    return {(topic, group, int(q)): off for (topic, group), queues in table.items() for q, off in queues.items()
-            if str(q).lstrip("-").isdigit()}
+    if table is None:
+        return None
+    return {(*pair, q): off for key, queues in table.items() if (pair := config_format.topic_group(key)) is not None
+            for q, off in queues.items()}
 
 
 def compare_config(a: StoreView, b: StoreView) -> list[dict]:

@@ -224,6 +224,8 @@ def _config_summary(doc, name: str) -> dict:
         return {"topics": len(_table(doc, "topicConfigTable"))}
     if name == "consumerOffset.json":
         offsets = consumer_offsets(doc)
+        if offsets is None:
+            raise FormatError("no offsetTable: the broker loads no committed offsets from this file")
         return {"topic_groups": len(offsets), "queues": sum(len(v) for v in offsets.values())}
     if name == "delayOffset.json":
         return {"delay_levels": len(delay_offsets(doc))}

@@ -35,7 +35,7 @@ from typing import Callable
 
 from rmqtool.errors import CorruptData, NothingFound, StoreAccessError, StoreLocked, UsageError
 from rmqtool.findings import CONSUMER_OFFSET_TABLE_INVALID, Finding
-from rmqtool.formats.config import BAK_SUFFIX, dumps_fastjson, split_topic_group
+from rmqtool.formats.config import BAK_SUFFIX, dumps_fastjson, fastjson_number, topic_group
 from rmqtool.store.config import read_config_bytes
 from rmqtool.store.consumer_offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets, consumer_offsets
 from rmqtool.store.paths import CONFIG_DIR
@@ -103,6 +103,7 @@ class ResetPlan:
     source: pathlib.Path  # the file the broker loads the offsets from (main or .bak)
     document: object  # that file's fastjson document, as loaded
     findings: list[Finding]
+    rocksdb: pathlib.Path | None = None  # config/consumerOffsets as a RocksDB config store: not written here
 
     @property
     def changes(self) -> list[QueueReset]:
@@ -115,13 +116,14 @@ class ResetPlan:
     def new_document(self) -> object:
         """The loaded document with the new offsets, every other entry and field as it was."""
         doc = copy.deepcopy(self.document)
+        new = {row.queue_id: row.new_offset for row in self.rows}
         for key, queues in doc["offsetTable"].items():
-            if split_topic_group(key) != (self.topic, self.group):
+            if topic_group(key) != (self.topic, self.group):
                 continue
-            for raw_queue_id in queues:
-                for row in self.rows:
-                    if str(row.queue_id) == str(raw_queue_id):
-                        queues[raw_queue_id] = row.new_offset
+            for raw_queue_id in queues:  # the key as written, the queue id as fastjson casts it
+                queue_id = fastjson_number(raw_queue_id, 32)
+                if queue_id in new:
+                    queues[raw_queue_id] = new[queue_id]
         return doc
 
 
@@ -131,11 +133,16 @@ class ResetRun:
     plan: ResetPlan
     backup_dir: pathlib.Path | None
     written: pathlib.Path | None
+    bak_written: bool = False  # the previous main file's bytes kept as the .bak (none: it was missing)
 
     def notices(self) -> list[str]:
         """The lines for people after the rows."""
         plan = self.plan
         lines = [f.one_line() for f in plan.findings]
+        if plan.rocksdb is not None:
+            lines.append(f"note: {plan.rocksdb} is a RocksDB config store: a broker with storeType defaultRocksDB "
+                         f"loads its offsets from it, which --apply does not write (it refuses; use mqadmin "
+                         f"resetOffsetByTime on the running broker)")
         changed = len(plan.changes)
         if not changed:
             lines.append(f"nothing to change: every queue of {plan.topic}@{plan.group} is at its new offset")
@@ -143,9 +150,10 @@ class ResetRun:
             lines.append(f"plan only: {changed} of {len(plan.rows)} queue offsets change; --apply writes "
                          f"{plan.store / CONFIG_DIR / CONSUMER_OFFSET_FILE} (the broker must be stopped)")
         else:
-            lines.append(f"applied: {changed} queue offsets reset in {self.written} (the previous file kept as "
-                         f"{self.written.name}{BAK_SUFFIX}); backup in {self.backup_dir}; "
-                         f"undo: rmqtool undo {shlex.quote(str(self.backup_dir))}")
+            kept = (f" (the previous file kept as {self.written.name}{BAK_SUFFIX})" if self.bak_written else
+                    f" (made from its {BAK_SUFFIX}, which stays as it was)")
+            lines.append(f"applied: {changed} queue offsets reset in {self.written}{kept}; backup in "
+                         f"{self.backup_dir}; undo: rmqtool undo {shlex.quote(str(self.backup_dir))}")
         return lines
 
 
@@ -178,7 +186,7 @@ def plan_offset_reset(store: str | os.PathLike | StoreView, group: str, topic: s
         resets.append(QueueReset(p.group, p.topic, p.queue_id, p.committed_offset, new, p.min_offset, p.max_offset,
                                  note))
     return ResetPlan(view.root, group, topic, target, queue, resets, pathlib.Path(progress.config.path),
-                     progress.config.document, list(progress.findings))
+                     progress.config.document, list(progress.findings), progress.rocksdb)
 
 
 def _new_offset(view: StoreView, topic: str, queue_id: int, low: int, high: int, target: ResetTarget,
@@ -213,6 +221,10 @@ def apply_offset_reset(plan: ResetPlan, backup_dir: str | os.PathLike | None = N
     if not plan.changes:
         return ResetRun(plan, None, None)
     root = plan.store
+    if plan.rocksdb is not None:  # the broker would load its offsets from there and never see the JSON's
+        from rmqtool.store.family import UnsupportedFamily
+        raise UnsupportedFamily("a RocksDB config store (RocksDBConsumerOffsetManager): offsets reset writes "
+                                "consumerOffset.json only; nothing written", plan.rocksdb)
     holder = is_locked(StorePaths(root).lock)
     if holder is not None:  # before anything is staged: a running broker persists this file every 5 s
         who = f"process {holder}" if holder else "another process"
@@ -223,13 +235,13 @@ def apply_offset_reset(plan: ResetPlan, backup_dir: str | os.PathLike | None = N
     backup = pathlib.Path(backup_dir) if backup_dir is not None else default_backup_dir(root)
     # the store, then the backup, held from the staging to the swap (a writer refused stages nothing)
     with held_for(root), claimed_backup_dir(backup, root) as made, removed_unless_begun(backup, root, made):
-        _stage_and_swap(plan, root, backup, main, bak)
-    return ResetRun(plan, backup, main)
+        bak_written = _stage_and_swap(plan, root, backup, main, bak)
+    return ResetRun(plan, backup, main, bak_written)
 
 
-def _stage_and_swap(plan: ResetPlan, root, backup: pathlib.Path, main: pathlib.Path, bak: pathlib.Path) -> None:
+def _stage_and_swap(plan: ResetPlan, root, backup: pathlib.Path, main: pathlib.Path, bak: pathlib.Path) -> bool:
     """:func:`apply_offset_reset`'s work: the new file (and the .bak) staged in the backup,
-    then swapped in with it."""
+    then swapped in with it; whether the previous main file became the .bak."""
     from rmqtool.recovery.apply import CREATE, REPLACE, STAGING_DIR, apply_file_changes
     staging = backup / STAGING_DIR
     text = dumps_fastjson(plan.new_document(), pretty=True)  # string2File writes the string: no newline at the end
@@ -249,6 +261,7 @@ def _stage_and_swap(plan: ResetPlan, root, backup: pathlib.Path, main: pathlib.P
     command = shlex.join(["rmqtool", "offsets", "reset", os.path.abspath(root), "--group", plan.group,
                           "--topic", plan.topic, *plan.target.words(), *queue, "--apply"])
     apply_file_changes(root, changes, backup, plan.to_json(), command=command, operation=OPERATION)
+    return previous is not None
 
 
 def reset_offsets(store: str | os.PathLike, group: str, topic: str, target: ResetTarget, *, queue: int | None = None,

@@ -1,7 +1,8 @@
 """Reading the broker's ``config/*.json`` files, with the broker's ``.bak`` fallback.
 
-``ConfigManager.load`` reads ``<name>``; when it is missing or empty, or does not parse,
-it reads ``<name>.bak`` instead (a missing or empty .bak leaves the tables empty). This
+``ConfigManager.load`` reads ``<name>``; when it is missing or empty, or does not parse, or
+its manager's decode throws on it (formats.config.decode_refusal), it reads ``<name>.bak``
+instead (a missing or empty .bak leaves the tables empty; a broken one fails the load). This
 reader does the same and says which file it used. A leftover ``<name>.tmp`` means a
 4.x broker stopped in the middle of persisting. Read-only; the text is parsed by
 rmqtool.formats.config.
@@ -14,14 +15,18 @@ import pathlib
 
 from rmqtool.errors import FormatError, StoreAccessError, StoreNotFound
 from rmqtool.findings import (CONFIG_BAK_USED, CONFIG_TMP_LEFTOVER, CONFIG_TOO_LARGE, CONFIG_UNPARSEABLE,
-                              Finding)
-from rmqtool.formats.config import BAK_SUFFIX, KNOWN_CONFIG_FILES, TMP_SUFFIX, ConfigFileSpec, loads_fastjson
+                              Consequence, Finding, finding)
+from rmqtool.formats.config import (BAK_SUFFIX, KNOWN_CONFIG_FILES, TMP_SUFFIX, ConfigFileSpec, decode_refusal,
+                                    loads_fastjson)
 from rmqtool.store.paths import CONFIG_DIR
 from rmqtool.store.small_file import read_head
 
 # The broker's config files hold tables of topics, groups and offsets: tens of MB on the
 # largest clusters. A file past this is damage (a sparse or garbage file), refused unread.
 MAX_CONFIG_FILE_SIZE = 256 << 20
+
+# the files whose loss forgets where consumers (and the schedule service) were
+OFFSET_TABLE_FILES = ("consumerOffset.json", "delayOffset.json")
 
 MAIN = "main"
 BAK = "bak"
@@ -87,10 +92,21 @@ def _read_optional(path: pathlib.Path, findings: list[Finding]) -> bytes | None:
         return None
 
 
+def _decoded(data: bytes, path: pathlib.Path, name: str):
+    """The document the broker's load gets from ``data``; FormatError where its parse or its
+    manager's decode throws (ConfigManager.load catches either and tries the .bak)."""
+    document = parse_config_bytes(data, path)
+    why = decode_refusal(name, document)
+    if why is not None:
+        raise FormatError(f"the broker's decode of it throws: {why}", path)
+    return document
+
+
 def read_config_file(config_dir: str | os.PathLike, name: str) -> ConfigFile:
-    """Load ``config_dir/name`` the way ConfigManager.load does. Raises FormatError when
-    the file does not parse and no .bak can stand in for it. A file too large to read is
-    a finding and counts as absent (source None: nothing loaded when no .bak stands in)."""
+    """Load ``config_dir/name`` the way ConfigManager.load does. Raises FormatError when the
+    broker's load fails (the .bak it falls back to broken too: loadBak returns false and the
+    broker exits). A broken main file with no .bak is a finding: the broker starts with the
+    table empty. A file too large to read is a finding and counts as absent."""
     main_path = pathlib.Path(config_dir) / name
     bak_path = main_path.with_name(name + BAK_SUFFIX)
     tmp_path = main_path.with_name(name + TMP_SUFFIX)
@@ -104,28 +120,33 @@ def read_config_file(config_dir: str | os.PathLike, name: str) -> ConfigFile:
     main_error: FormatError | None = None
     if main:  # ConfigManager.load: null or empty -> loadBak
         try:
-            return ConfigFile(name, str(main_path), MAIN, parse_config_bytes(main, main_path), tuple(findings))
+            return ConfigFile(name, str(main_path), MAIN, _decoded(main, main_path, name), tuple(findings))
         except FormatError as exc:
             main_error = exc
-            findings.append(Finding(CONFIG_UNPARSEABLE, str(main_path), exc.offset, exc.message))
     bak = _read_optional(bak_path, findings)
     if bak:
         try:
-            document = parse_config_bytes(bak, bak_path)
+            document = _decoded(bak, bak_path, name)
         except FormatError as exc:
             if main_error is not None:
                 raise FormatError(f"{main_error.message}; and its .bak: {exc.message}", main_path,
                                   main_error.offset) from None
             raise
+        if main_error is not None:  # the .bak stands in: the next persist writes the main file again
+            findings.append(finding(CONFIG_UNPARSEABLE, main_path, main_error.offset, main_error.message,
+                                    consequence=Consequence.REBUILT))
         if main_too_large:
             text = f"{name} is too large to read; this is its .bak (the broker loads it if {name} fails)"
         else:
-            why = "does not parse" if main_error else ("is empty" if main is not None else "is missing")
+            why = "does not load" if main_error else ("is empty" if main is not None else "is missing")
             text = f"{name} {why}; the broker loads this .bak"
         findings.append(Finding(CONFIG_BAK_USED, str(bak_path), None, text))
         return ConfigFile(name, str(bak_path), BAK, document, tuple(findings))
-    if main_error is not None:
-        raise main_error
+    if main_error is not None:  # loadBak finds nothing and returns true: the table starts empty
+        forgotten = Consequence.PROGRESS_LOST if name in OFFSET_TABLE_FILES else Consequence.NONE
+        findings.append(finding(CONFIG_UNPARSEABLE, main_path, main_error.offset,
+                                f"{main_error.message}; no .bak stands in: the broker starts with its table "
+                                f"empty and writes that over this file at its next persist", consequence=forgotten))
     return ConfigFile(name, str(main_path), None, None, tuple(findings))
 
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
+import pathlib
 
-from rmqtool.findings import CONFIG_UNPARSEABLE, CONSUMER_OFFSET_TABLE_INVALID
+from rmqtool.findings import CONFIG_UNPARSEABLE, CONSUMER_OFFSET_KEY_INVALID, CONSUMER_OFFSET_TABLE_INVALID
 from rmqtool.errors import FormatError
 from rmqtool.findings import (CONSUMER_OFFSET_ABOVE_MAX, CONSUMER_OFFSET_BELOW_MIN,
                               CONSUMER_OFFSET_FOR_MISSING_QUEUE, Finding, finding)
@@ -41,9 +41,11 @@ from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.config import ConfigFile, known_topics, read_config_file
 from rmqtool.store.consumequeue import AnyConsumeQueue, BatchConsumeQueueUnit, ConsumeQueues
 from rmqtool.store.paths import CONFIG_DIR
+from rmqtool.store.rocksdb_cq import rocksdb_config_dirs
 from rmqtool.store.view import StoreView, as_view
 
 CONSUMER_OFFSET_FILE = "consumerOffset.json"
+ROCKSDB_CONSUMER_OFFSETS = "consumerOffsets"  # config/consumerOffsets: RocksDBConsumerOffsetManager's database
 
 # GetMessageStatus names, as the broker logs them
 NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
@@ -54,8 +56,6 @@ FOUND = "FOUND"
 
 COLUMNS = ("group", "topic", "queue_id", "committed_offset", "min_offset", "max_offset", "lag_messages",
            "lag_ms", "next_store_timestamp", "newest_store_timestamp", "status")
-
-_JAVA_LONG = re.compile(r"-?\d{1,19}\Z")
 
 
 @dataclasses.dataclass(slots=True, frozen=True)
@@ -87,22 +87,20 @@ class ConsumerOffsets:
     rows: list[QueueProgress]
     findings: list[Finding]
     config: ConfigFile | None  # the consumerOffset.json read; None when it could not be read at all
+    rocksdb: pathlib.Path | None = None  # config/consumerOffsets, when it is a RocksDB config store
+
+    def rocksdb_note(self) -> str | None:
+        """What the rows do not show when the offsets may live in RocksDB instead."""
+        if self.rocksdb is None:
+            return None
+        return (f"note: {self.rocksdb} is a RocksDB config store: a 5.x broker with storeType defaultRocksDB "
+                f"loads its offsets from it (consumerOffset.json only when its dataVersion counter is higher); "
+                f"these rows are the JSON file's (rmqtool dump rocksdbconfig shows the database's)")
 
     @property
     def source_path(self) -> str | None:
         """The file the offsets came from (main or .bak), None when there was none."""
         return self.config.path if self.config is not None and self.config.source else None
-
-
-def _as_long(value) -> int | None:
-    """A queue id or offset as fastjson turns it into an Integer or Long (a quoted number too)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and _JAVA_LONG.match(value):
-        return int(value)
-    return None
 
 
 def pull_outcome(committed: int, min_offset: int, max_offset: int) -> tuple[str, int, str]:
@@ -152,25 +150,24 @@ class _Timestamps:
 
 
 def _offset_table(config: ConfigFile, findings: list[Finding]) -> list[tuple[str, str, int, int]]:
-    """(topic, group, queue id, committed offset) of each entry the broker would load."""
-    try:
-        table = config_format.consumer_offsets(config.document)
-    except FormatError as exc:
+    """(topic, group, queue id, committed offset) of each entry the broker would load (its
+    decode held: read_config_file falls back to the .bak where it throws)."""
+    table = config_format.consumer_offsets(config.document)
+    if table is None:
         doc = config.document
-        why = ("offsetTable is null: the broker loads no committed offsets from this file"
-               if isinstance(doc, dict) and "offsetTable" in doc and doc["offsetTable"] is None else exc.message)
-        findings.append(Finding(CONSUMER_OFFSET_TABLE_INVALID, config.path, None, why))
+        why = ("offsetTable is null" if isinstance(doc, dict) and "offsetTable" in doc else "no offsetTable")
+        findings.append(Finding(CONSUMER_OFFSET_TABLE_INVALID, config.path, None,
+                                f"{why}: the broker loads no committed offsets from this file"))
         return []
     entries = []
-    for (topic, group), queues in table.items():
-        for raw_queue_id, raw_offset in queues.items():
-            queue_id, offset = _as_long(raw_queue_id), _as_long(raw_offset)
-            if queue_id is None or offset is None:
-                findings.append(Finding(CONSUMER_OFFSET_TABLE_INVALID, config.path, None,
-                                        f"{topic}@{group}: entry {raw_queue_id!r}: {raw_offset!r} is not "
-                                        f"queueId: offset; the broker cannot load it"))
-                continue
-            entries.append((topic, group, queue_id, offset))
+    for key, queues in table.items():
+        pair = config_format.topic_group(key)
+        if pair is None:
+            findings.append(Finding(CONSUMER_OFFSET_KEY_INVALID, config.path, None,
+                                    f"offsetTable key {key!r} is not topic@group: the broker keeps its "
+                                    f"{len(queues)} offsets and no consumer's lookup finds them"))
+            continue
+        entries.extend((*pair, queue_id, offset) for queue_id, offset in queues.items())
     return entries
 
 
@@ -205,18 +202,19 @@ def consumer_offsets(store: str | os.PathLike | StoreView, group: str | None = N
     root = view.root
     config_dir = root / CONFIG_DIR
     findings: list[Finding] = []
+    rocksdb = rocksdb_config_dirs(root).get(ROCKSDB_CONSUMER_OFFSETS)
     try:
         config = read_config_file(config_dir, CONSUMER_OFFSET_FILE)
     except FormatError as exc:  # the main file and its .bak both broken
         findings.append(Finding(CONFIG_UNPARSEABLE, exc.path, exc.offset, exc.message))
-        return ConsumerOffsets([], findings, None)
+        return ConsumerOffsets([], findings, None, rocksdb)
     findings += config.findings
     if config.source is None:
-        return ConsumerOffsets([], findings, config)
+        return ConsumerOffsets([], findings, config, rocksdb)
     entries = [e for e in _offset_table(config, findings)
                if (group is None or e[1] == group) and (topic is None or e[0] == topic)]
     if not entries:
-        return ConsumerOffsets([], findings, config)
+        return ConsumerOffsets([], findings, config, rocksdb)
 
     # Without commitlog/ (a partial copy) the queues give their own ranges, uncut; no store timestamps.
     commit_log = view.commit_log if view.has_commit_log else None
@@ -235,7 +233,7 @@ def consumer_offsets(store: str | os.PathLike | StoreView, group: str | None = N
             if finding is not None:
                 findings.append(finding)
             rows.append(row)
-    return ConsumerOffsets(rows, findings, config)
+    return ConsumerOffsets(rows, findings, config, rocksdb)
 
 
 def _progress(group: str, topic: str, queue_id: int, committed: int, queue: AnyConsumeQueue | None,

@@ -16,7 +16,7 @@ from typing import Iterator
 from rmqtool.errors import FormatError
 from rmqtool.findings import (CONFIG_BAK_STALE, CONFIG_TABLE_INVALID, CONSUMER_OFFSET_ABOVE_MAX,
                               CONSUMER_OFFSET_BELOW_MIN, CONSUMER_OFFSET_FOR_MISSING_QUEUE,
-                              CONSUMER_OFFSET_TABLE_INVALID, CONSUMER_OFFSET_TOPIC_MISSING,
+                              CONSUMER_OFFSET_KEY_INVALID, CONSUMER_OFFSET_TABLE_INVALID, CONSUMER_OFFSET_TOPIC_MISSING,
                               DELAY_OFFSET_OUT_OF_RANGE, TOPIC_QUEUE_COUNT_MISMATCH, Finding, finding)
 from rmqtool.formats.config import BAK_SUFFIX, delay_offsets
 from rmqtool.dispatch.rules import RMQ_SYS_SCHEDULE_TOPIC, DelayLevels
@@ -98,7 +98,7 @@ def check_config(store: str | os.PathLike | StoreView, queues: ConsumeQueues | N
                                             _int(offset), commit_log_min, f"delay level {level}")
 
 
-_OFFSET_FINDINGS = {CONSUMER_OFFSET_TABLE_INVALID, CONSUMER_OFFSET_BELOW_MIN, CONSUMER_OFFSET_ABOVE_MAX,
+_OFFSET_FINDINGS = {CONSUMER_OFFSET_TABLE_INVALID, CONSUMER_OFFSET_KEY_INVALID, CONSUMER_OFFSET_BELOW_MIN, CONSUMER_OFFSET_ABOVE_MAX,
                     CONSUMER_OFFSET_FOR_MISSING_QUEUE}
 
 

@@ -241,3 +241,18 @@ def test_random_damage_never_crashes_the_readers(store, tmp_path_factory):
         assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
         shutil.rmtree(root)
     run()
+
+
+def test_append_refuses_a_compaction_topic_and_writes_nothing(tmp_path):
+    """A COMPACTION topic is served from the compaction log, which only the broker's dispatch
+    feeds: an appended message would be stored and never served, so append refuses it (exit
+    4) with nothing written; a plain topic of the same store is appended as before."""
+    from helpers import tree_fingerprint
+    root = expand_store(FIXTURE / "store", tmp_path / "store")
+    before = tree_fingerprint(root)
+    for topic in sorted({t["topic"] for t in TRUTH["compactionTopics"]}):
+        r = _run("append", root, "--topic", topic, "--keys", "k", "--body", "v")
+        assert r.exit_code == 4 and "COMPACTION topic" in r.stderr, r.output
+        assert tree_fingerprint(root) == before
+    plain = _run("append", root, "--topic", TRUTH["spec"]["compaction.plainTopic"], "--body", "v")
+    assert plain.exit_code == 0, plain.output

@@ -6,6 +6,7 @@ import pathlib
 import shlex
 from typing import Iterator
 
+from rmqtool.store.compaction import compaction_served
 from rmqtool.store.dledger import refuse_dledger
 from rmqtool.engine.encoder import topic_bytes
 from rmqtool.engine.message_inner import MessageInner
@@ -48,9 +49,14 @@ def append_in_chunks(store: Store, source: Iterator[MessageInner], advance=None,
     write that fails (a full disk) says how far the run got, each chunk yielded being listed
     by the caller before it asks for the next."""
     listed = [0, None]  # messages yielded, and the commit log offset after the last of them
+    compacted = {topic for topic, _queue in compaction_served(store.root)}
     chunk = []
     try:
         for msg in source:
+            if compacted and msg.topic in compacted:  # those before it go in first, as a stop anywhere leaves them
+                if chunk:
+                    yield from _appended(store, chunk, advance, listed)
+                _refuse_compacted(store.root, msg.topic, listed)
             chunk.append(msg)
             if len(chunk) >= CHUNK:
                 yield from _appended(store, chunk, advance, listed)
@@ -61,6 +67,16 @@ def append_in_chunks(store: Store, source: Iterator[MessageInner], advance=None,
         if many:
             exc.message += _stopped_after(listed, store.root)
         raise
+
+
+def _refuse_compacted(root: pathlib.Path, topic: str, listed: list):
+    """A COMPACTION topic's consumers read the compaction log, fed only by the broker's own
+    dispatch: a message appended here would be stored and never served (exit 4)."""
+    from rmqtool.store.family import UnsupportedFamily
+    done = f" ({listed[0]} messages before it were appended)" if listed[0] else ""
+    raise UnsupportedFamily(f"{topic} is a COMPACTION topic (compaction/compactionLog/{topic}): its consumers read "
+                            f"the compaction log, which append does not write, so the message would never be "
+                            f"served; nothing of it written{done}", root)
 
 
 def _appended(store: Store, chunk: list, advance, listed: list):

@@ -149,6 +149,12 @@ def _queue_dirs(base: pathlib.Path) -> dict[tuple[str, int], pathlib.Path]:
     return found
 
 
+def compaction_served(store_root: str | os.PathLike) -> frozenset[tuple[str, int]]:
+    """(topic, queue id) of the queues the compaction store serves: getMessage of a COMPACTION
+    topic reads compaction/, not consumequeue/ (what info shows as ``served_by``)."""
+    return frozenset(_queue_dirs(pathlib.Path(store_root) / COMPACTION_DIR / COMPACTION_LOG_DIR))
+
+
 def read_position_checkpoint(compaction_root: str | os.PathLike) -> tuple[dict[str, int], str | None, list[Finding]]:
     """``position-checkpoint`` as CompactionPositionMgr loads it (a ConfigManager: its .bak when
     the file is missing, empty or broken): (queueOffsetMap, the file read or None, findings).

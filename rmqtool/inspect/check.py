@@ -23,7 +23,7 @@ import os
 import time
 from typing import Iterable
 
-from rmqtool.errors import FormatError, RmqError, UsageError
+from rmqtool.errors import FormatError, RmqError, UsageError, error_line
 from rmqtool.findings import Finding, Severity
 from rmqtool.recovery.commitlog_walk import V4, V5, abnormal_start
 from rmqtool.recovery.semantics import detect_semantics
@@ -134,10 +134,13 @@ class StoreCheck:
 @dataclasses.dataclass(slots=True)
 class CheckResult:
     stores: list[StoreCheck]
+    not_written: str | None = None  # why the --prometheus file was not written (None: written, or not asked)
 
     @property
     def state(self) -> State:
-        return worst(s.state for s in self.stores)
+        """The worst store's; UNKNOWN at least when the Prometheus file was not written (the
+        probe did not do all it was asked, and the collector's file is stale)."""
+        return worst([*(s.state for s in self.stores), *([State.UNKNOWN] if self.not_written else [])])
 
     @property
     def exit_code(self) -> int:
@@ -417,7 +420,8 @@ def run_check(stores: list, *, warn: Iterable[str] | None = None, crit: Iterable
               prometheus: str | os.PathLike | None = None) -> CheckResult:
     """Check each store; judge each measure against the thresholds (the defaults, then
     ``NAME=VALUE`` items overriding them); a store that cannot be read is UNKNOWN.
-    With ``prometheus``, the textfile-collector file is written (atomically)."""
+    With ``prometheus``, the textfile-collector file is written (atomically); when it is not
+    written, ``not_written`` says why and the state is UNKNOWN at least."""
     now = now if now is not None else int(time.time() * 1000)  # the one wall-clock read; tests pass theirs
     warns = {**DEFAULT_WARN, **parse_thresholds(warn, "--warn")}
     crits = {**DEFAULT_CRIT, **parse_thresholds(crit, "--crit")}
@@ -437,7 +441,10 @@ def run_check(stores: list, *, warn: Iterable[str] | None = None, crit: Iterable
         checks.append(c)
     result = CheckResult(checks)
     if prometheus is not None:
-        write_prometheus(result, prometheus)
+        try:  # a file that cannot be written still leaves the status said
+            write_prometheus(result, prometheus)
+        except (RmqError, OSError) as exc:
+            result.not_written = error_line(exc)[0]
     return result
 
 
@@ -462,6 +469,8 @@ def status_line(result: CheckResult) -> str:
             parts.append(f"{s.store_path}: dispatch lag {_fmt(by.get('dispatch_lag_ms'))} ms, "
                          f"unflushed {_fmt(by.get('unflushed_ms'))} ms, "
                          f"recovery {_fmt(by.get('recovery_seconds'))} s, disk {_fmt(by.get('disk_used_ratio'))}")
+    if result.not_written is not None:
+        parts.append(result.not_written)
     many = len(result.stores) > 1
     perf = " ".join(_perfdata(s, f"{n}_" if many else "") for n, s in enumerate(result.stores) if s.unknown is None)
     # names come from the store (groups, topics, file names): no control character may reach the

@@ -11,7 +11,8 @@ and the file system's counters. Each measure is judged against thresholds (``--w
 the worst state is the exit code.
 
 Nothing here writes but :func:`write_prometheus`, which writes the textfile-collector file
-the operator names (a temporary file in the same directory, then renamed over it).
+the operator names (a temporary file in the same directory, then renamed over it), never
+inside a store it reads.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.consumer_offsets import consumer_offsets
 from rmqtool.store.indexfile import read_index_header
 from rmqtool.store.message import Message
+from rmqtool.store.output_path import refuse_output_in_store
 from rmqtool.store.segments import one_listing
 from rmqtool.store.tree import walk
 from rmqtool.store.view import StoreView, as_view
@@ -420,8 +422,9 @@ def run_check(stores: list, *, warn: Iterable[str] | None = None, crit: Iterable
               prometheus: str | os.PathLike | None = None) -> CheckResult:
     """Check each store; judge each measure against the thresholds (the defaults, then
     ``NAME=VALUE`` items overriding them); a store that cannot be read is UNKNOWN.
-    With ``prometheus``, the textfile-collector file is written (atomically); when it is not
-    written, ``not_written`` says why and the state is UNKNOWN at least."""
+    With ``prometheus``, the textfile-collector file is written (atomically), unless the path
+    lies inside a store read; when it is not written, ``not_written`` says why and the state
+    is UNKNOWN at least."""
     now = now if now is not None else int(time.time() * 1000)  # the one wall-clock read; tests pass theirs
     warns = {**DEFAULT_WARN, **parse_thresholds(warn, "--warn")}
     crits = {**DEFAULT_CRIT, **parse_thresholds(crit, "--crit")}
@@ -441,7 +444,8 @@ def run_check(stores: list, *, warn: Iterable[str] | None = None, crit: Iterable
         checks.append(c)
     result = CheckResult(checks)
     if prometheus is not None:
-        try:  # a file that cannot be written still leaves the status said
+        try:  # never among a store's files; a file that cannot be written still leaves the status said
+            refuse_output_in_store(prometheus, "--prometheus", stores)
             write_prometheus(result, prometheus)
         except (RmqError, OSError) as exc:
             result.not_written = error_line(exc)[0]

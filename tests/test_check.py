@@ -299,3 +299,13 @@ def test_a_prometheus_file_that_cannot_be_written_still_gives_the_status(tmp_pat
         assert crit.stderr == r.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["a-directory"] and not any((tmp_path / "a-directory").iterdir())
 
+
+@pytest.mark.parametrize("option", [("--recovery-rate", "nan"), ("--recovery-rate", "inf"),
+                                    ("--warn", "unflushed_ms=nan"), ("--crit", "recovery_seconds=nan"),
+                                    ("--crit", "unflushed_ms=inf"), ("--warn", "disk_used_ratio=-inf")])
+def test_nan_and_inf_are_bad_values_not_a_threshold_turned_off(option):
+    """nan compares false with every value, inf is never reached (a rate of inf estimates 0 s):
+    each would turn a threshold off without a word; each is a usage error in one line."""
+    r = invoke(BASIC / "store", *option, "--crit", "recovery_seconds=0.001")
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    assert len(r.stderr.splitlines()) == 1 and option[0] in r.stderr, r.stderr

@@ -169,7 +169,9 @@ def worst(states: Iterable[State]) -> State:
 
 
 def parse_thresholds(items: Iterable[str] | None, option: str) -> dict[str, float]:
-    """``NAME=VALUE`` items (a measure name, a number) as a dict; a bad one is a usage error."""
+    """``NAME=VALUE`` items (a measure name, a finite number) as a dict; a bad one is a usage
+    error (nan compares false with every value and inf is never reached: either would turn
+    the threshold off without a word)."""
     out = {}
     for item in items or ():
         name, sep, value = item.partition("=")
@@ -179,6 +181,8 @@ def parse_thresholds(items: Iterable[str] | None, option: str) -> dict[str, floa
             out[name] = float(value)
         except ValueError:
             raise UsageError(f"{option} {item!r}: {value!r} is not a number") from None
+        if not math.isfinite(out[name]):
+            raise UsageError(f"{option} {item!r}: give a finite number")
     return out
 
 
@@ -428,8 +432,8 @@ def run_check(stores: list, *, warn: Iterable[str] | None = None, crit: Iterable
     now = now if now is not None else int(time.time() * 1000)  # the one wall-clock read; tests pass theirs
     warns = {**DEFAULT_WARN, **parse_thresholds(warn, "--warn")}
     crits = {**DEFAULT_CRIT, **parse_thresholds(crit, "--crit")}
-    if recovery_rate <= 0:
-        raise UsageError(f"--recovery-rate {recovery_rate}: give bytes per second above 0")
+    if not (math.isfinite(recovery_rate) and recovery_rate > 0):  # nan and inf: an estimate of nan or 0 s
+        raise UsageError(f"--recovery-rate {recovery_rate}: give a finite number of bytes per second above 0")
     checks = []
     for path in stores:
         try:

@@ -280,3 +280,32 @@ def test_a_store_the_load_refuses_is_critical(damage, tmp_path):
 def test_a_store_the_load_takes_is_not_refused(clean):
     (store,) = clean.stores
     assert {r.measure: r.value for r in store.measures}["load_refused"] == 0
+
+
+def test_a_prometheus_file_that_cannot_be_written_still_gives_the_status(tmp_path):
+    """A directory that is not there, or a directory at the path: the status line is still
+    printed, stderr says the failure in one line naming the path given (not the temporary
+    file), and the exit is Nagios's: UNKNOWN, unless a store is CRITICAL (which outranks it)."""
+    unflushed = NEWEST - CHECKPOINT["physicMsgTimestamp"]
+    (tmp_path / "a-directory").mkdir()
+    for prom, why in ((tmp_path / "no-dir" / "x.prom", "No such file or directory"),
+                      (tmp_path / "a-directory", "Is a directory")):
+        r = invoke(BASIC / "store", "--prometheus", prom)
+        assert r.exit_code == 3, r.output
+        assert r.stdout.startswith("RMQTOOL CHECK UNKNOWN - ") and len(r.stdout.splitlines()) == 1, r.stdout
+        assert r.stderr == f"rmqtool: error: {prom}: cannot write the Prometheus file ({why})\n"
+        crit = invoke(BASIC / "store", "--prometheus", prom, "--crit", f"unflushed_ms={unflushed}", "-f", "jsonl")
+        assert crit.exit_code == 2 and rows_of(crit)[("unflushed_ms", None, None, None)]["state"] == "CRITICAL"
+        assert crit.stderr == r.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["a-directory"] and not any((tmp_path / "a-directory").iterdir())
+
+
+@pytest.mark.parametrize("option", [("--recovery-rate", "nan"), ("--recovery-rate", "inf"),
+                                    ("--warn", "unflushed_ms=nan"), ("--crit", "recovery_seconds=nan"),
+                                    ("--crit", "unflushed_ms=inf"), ("--warn", "disk_used_ratio=-inf")])
+def test_nan_and_inf_are_bad_values_not_a_threshold_turned_off(option):
+    """nan compares false with every value, inf is never reached (a rate of inf estimates 0 s):
+    each would turn a threshold off without a word; each is a usage error in one line."""
+    r = invoke(BASIC / "store", *option, "--crit", "recovery_seconds=0.001")
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    assert len(r.stderr.splitlines()) == 1 and option[0] in r.stderr, r.stderr

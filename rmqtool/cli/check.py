@@ -2,7 +2,8 @@
 
 Prints one status line (``RMQTOOL CHECK OK - ... | perfdata``), or with ``-f jsonl``/``json``
 the measures as ``check_measure`` rows; exits with the Nagios state: 0 OK, 1 WARNING,
-2 CRITICAL, 3 UNKNOWN (a store that is missing or cannot be read).
+2 CRITICAL, 3 UNKNOWN (a store that is missing or cannot be read, or the ``--prometheus``
+file not written: the status line is still printed, and the reason on stderr).
 """
 from __future__ import annotations
 
@@ -51,4 +52,6 @@ def check(
             sink.rows(result.rows())
         for line in result.unknown_lines():  # the table's status line names them; here stderr does
             say(f"rmqtool: error: {line}")
+    if result.not_written is not None:  # the status is still said (and exits 0-3); the failure too
+        say(f"rmqtool: error: {result.not_written}")
     raise typer.Exit(result.exit_code)

@@ -49,6 +49,7 @@ def salvage(
     from rmqtool.engine.salvage_store import refuse_inner_batches, salvage_messages, source_sizes
     from rmqtool.report.progress import counted, progress_bar
     from rmqtool.report.salvage import show_salvage
+    from rmqtool.store.output_path import refuse_output_in_store
     from rmqtool.store.view import open_store
 
     if (out is None) == (to_store is None):
@@ -57,6 +58,8 @@ def salvage(
         raise UsageError("the size options size the store --to-store makes")
     view = open_store(store)  # the store opened once: the sizes, the simulation and the scan read this view
     to_stdout = out is not None and str(out) == "-"
+    if not to_stdout:  # never among the files salvage reads (a broker may hold them)
+        refuse_output_in_store(out or to_store, "--out" if out is not None else "--to-store", [view])
     if out is not None and not to_stdout and out.exists():
         raise UsageError("--out: the file exists (salvage never overwrites)", out)
     if to_store is not None and to_store.exists() and any(to_store.iterdir()):
@@ -105,12 +108,15 @@ def _qmq_salvage(store: pathlib.Path, out: Optional[pathlib.Path], to_store, fmt
     from rmqtool.report.qmq.salvage import qmq_salvage_table
     from rmqtool.report.salvage import show_salvage
     from rmqtool.report.sink import Sink
+    from rmqtool.store.output_path import refuse_output_in_store
     from rmqtool.store.qmq.view import open_qmq_store
 
     if to_store is not None or out is None:
         raise UsageError("on a QMQ store salvage writes --out FILE.jsonl (--to-store makes RocketMQ stores)")
     root = open_qmq_store(store).root
     to_stdout = str(out) == "-"
+    if not to_stdout:
+        refuse_output_in_store(out, "--out", [root])
     if not to_stdout and out.exists():
         raise UsageError("--out: the file exists (salvage never overwrites)", out)
     result = salvage_qmq(root)

@@ -209,6 +209,8 @@ def copy_store(root: pathlib.Path, to: pathlib.Path, finish: str) -> pathlib.Pat
     start by the same command; one that fails is removed, and says why in one line."""
     from rmqtool.recovery import intent
     from rmqtool.recovery.manifest import copy_sparse
+    from rmqtool.store.output_path import refuse_output_in_store
+    refuse_output_in_store(to, "--to", [root])  # a copy inside its source copies itself, among the store's files
     if to.exists() and (not to.is_dir() or any(to.iterdir())):
         if not _own_copy(root, to):
             raise UsageError("--to: the directory exists and is not empty", to)

@@ -11,7 +11,8 @@ and the file system's counters. Each measure is judged against thresholds (``--w
 the worst state is the exit code.
 
 Nothing here writes but :func:`write_prometheus`, which writes the textfile-collector file
-the operator names (a temporary file in the same directory, then renamed over it).
+the operator names (a temporary file in the same directory, then renamed over it), never
+inside a store it reads.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import os
 import time
 from typing import Iterable
 
-from rmqtool.errors import FormatError, RmqError, UsageError
+from rmqtool.errors import FormatError, RmqError, UsageError, error_line
 from rmqtool.findings import Finding, Severity
 from rmqtool.recovery.commitlog_walk import V4, V5, abnormal_start
 from rmqtool.recovery.semantics import detect_semantics
@@ -35,6 +36,7 @@ from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.consumer_offsets import consumer_offsets
 from rmqtool.store.indexfile import read_index_header
 from rmqtool.store.message import Message
+from rmqtool.store.output_path import refuse_output_in_store
 from rmqtool.store.segments import one_listing
 from rmqtool.store.tree import walk
 from rmqtool.store.view import StoreView, as_view
@@ -134,10 +136,13 @@ class StoreCheck:
 @dataclasses.dataclass(slots=True)
 class CheckResult:
     stores: list[StoreCheck]
+    not_written: str | None = None  # why the --prometheus file was not written (None: written, or not asked)
 
     @property
     def state(self) -> State:
-        return worst(s.state for s in self.stores)
+        """The worst store's; UNKNOWN at least when the Prometheus file was not written (the
+        probe did not do all it was asked, and the collector's file is stale)."""
+        return worst([*(s.state for s in self.stores), *([State.UNKNOWN] if self.not_written else [])])
 
     @property
     def exit_code(self) -> int:
@@ -164,7 +169,9 @@ def worst(states: Iterable[State]) -> State:
 
 
 def parse_thresholds(items: Iterable[str] | None, option: str) -> dict[str, float]:
-    """``NAME=VALUE`` items (a measure name, a number) as a dict; a bad one is a usage error."""
+    """``NAME=VALUE`` items (a measure name, a finite number) as a dict; a bad one is a usage
+    error (nan compares false with every value and inf is never reached: either would turn
+    the threshold off without a word)."""
     out = {}
     for item in items or ():
         name, sep, value = item.partition("=")
@@ -174,6 +181,8 @@ def parse_thresholds(items: Iterable[str] | None, option: str) -> dict[str, floa
             out[name] = float(value)
         except ValueError:
             raise UsageError(f"{option} {item!r}: {value!r} is not a number") from None
+        if not math.isfinite(out[name]):
+            raise UsageError(f"{option} {item!r}: give a finite number")
     return out
 
 
@@ -417,12 +426,14 @@ def run_check(stores: list, *, warn: Iterable[str] | None = None, crit: Iterable
               prometheus: str | os.PathLike | None = None) -> CheckResult:
     """Check each store; judge each measure against the thresholds (the defaults, then
     ``NAME=VALUE`` items overriding them); a store that cannot be read is UNKNOWN.
-    With ``prometheus``, the textfile-collector file is written (atomically)."""
+    With ``prometheus``, the textfile-collector file is written (atomically), unless the path
+    lies inside a store read; when it is not written, ``not_written`` says why and the state
+    is UNKNOWN at least."""
     now = now if now is not None else int(time.time() * 1000)  # the one wall-clock read; tests pass theirs
     warns = {**DEFAULT_WARN, **parse_thresholds(warn, "--warn")}
     crits = {**DEFAULT_CRIT, **parse_thresholds(crit, "--crit")}
-    if recovery_rate <= 0:
-        raise UsageError(f"--recovery-rate {recovery_rate}: give bytes per second above 0")
+    if not (math.isfinite(recovery_rate) and recovery_rate > 0):  # nan and inf: an estimate of nan or 0 s
+        raise UsageError(f"--recovery-rate {recovery_rate}: give a finite number of bytes per second above 0")
     checks = []
     for path in stores:
         try:
@@ -437,7 +448,11 @@ def run_check(stores: list, *, warn: Iterable[str] | None = None, crit: Iterable
         checks.append(c)
     result = CheckResult(checks)
     if prometheus is not None:
-        write_prometheus(result, prometheus)
+        try:  # never among a store's files; a file that cannot be written still leaves the status said
+            refuse_output_in_store(prometheus, "--prometheus", stores)
+            write_prometheus(result, prometheus)
+        except (RmqError, OSError) as exc:
+            result.not_written = error_line(exc)[0]
     return result
 
 
@@ -462,6 +477,8 @@ def status_line(result: CheckResult) -> str:
             parts.append(f"{s.store_path}: dispatch lag {_fmt(by.get('dispatch_lag_ms'))} ms, "
                          f"unflushed {_fmt(by.get('unflushed_ms'))} ms, "
                          f"recovery {_fmt(by.get('recovery_seconds'))} s, disk {_fmt(by.get('disk_used_ratio'))}")
+    if result.not_written is not None:
+        parts.append(result.not_written)
     many = len(result.stores) > 1
     perf = " ".join(_perfdata(s, f"{n}_" if many else "") for n, s in enumerate(result.stores) if s.unknown is None)
     # names come from the store (groups, topics, file names): no control character may reach the

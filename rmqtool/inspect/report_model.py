@@ -40,6 +40,7 @@ from rmqtool.recovery.outcome import Settings, simulate
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.consumer_offsets import consumer_offsets
 from rmqtool.store.detect import require_store
+from rmqtool.store.output_path import refuse_output_in_store
 from rmqtool.store.segments import missing_bases, one_listing
 from rmqtool.store.view import StoreView
 
@@ -76,6 +77,8 @@ def build_report(store: str | os.PathLike | StoreView, *, now: int | None, verif
     """The report's model of a store; ``now``: the clock (epoch ms) check and verify read;
     ``html``: also write the page there (report/html_page.py, written whole or not at all)."""
     view = store if isinstance(store, StoreView) else open_for_report(store)
+    if html is not None:  # before verify's run: a page among the store's files would replace one
+        refuse_output_in_store(html, "--html", [view])
     now = now if now is not None else int(time.time() * 1000)
     live = view.live  # first: a running broker's store is read up to its written end now
     findings = list(verify(view, now))

@@ -23,6 +23,9 @@ def write_text_atomically(path: str | os.PathLike, text: str, what: str) -> path
             f.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
+    except OSError as exc:  # said of the path given, not of the temporary file (a directory there, a full disk)
+        pathlib.Path(tmp).unlink(missing_ok=True)
+        raise StoreAccessError(f"cannot write {what} ({exc.strerror or exc})", path) from None
     except BaseException:
         pathlib.Path(tmp).unlink(missing_ok=True)
         raise

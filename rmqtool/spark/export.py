@@ -24,6 +24,7 @@ from rmqtool.spark.stores import StoreSpec
 from rmqtool.store.commitlog import findings_of
 from rmqtool.store.live import LiveStore
 from rmqtool.store.message import Message
+from rmqtool.store.output_path import lies_in, store_places
 
 QUEUES_TASK = "consume-queues"
 
@@ -304,14 +305,14 @@ def check_out_dir(out: str | os.PathLike, stores: dict[str, list[str]] | None = 
 
 
 def store_directories(specs: list[StoreSpec], views: dict | None = None) -> dict[str, list[str]]:
-    """{name: the directories of each store}: its root, and the commit log directories its
-    broker loads elsewhere (storePathCommitLog); a store behind a URI, its URI."""
+    """{name: the places of each store}: its root, the root's entries and the commit log
+    directories its broker loads elsewhere (store/output_path.store_places); a store behind a
+    URI, its URI."""
     views = views or {}
     found = {}
     for spec in specs:
         view = views.get(spec.name)
-        directories = [spec.path] if view is None else [str(view.root), *map(str, getattr(
-            view, "commit_log_directories", ()))]
+        directories = [spec.path] if view is None else [str(p) for p in store_places(view)]
         found[spec.name] = list(dict.fromkeys(directories))
     return found
 
@@ -321,14 +322,13 @@ def _inside(out: str, directory: str) -> bool:
     other URIs by their names."""
     from rmqtool.spark import remote
 
-    def local(path: str) -> pathlib.Path | None:
+    def local(path: str) -> str | None:
         if not remote.is_uri(path):
-            return pathlib.Path(path).resolve()
-        return pathlib.Path(urllib.parse.unquote(urllib.parse.urlsplit(path).path)).resolve() \
-            if path.lower().startswith("file://") else None
+            return path
+        return urllib.parse.unquote(urllib.parse.urlsplit(path).path) if path.lower().startswith("file://") else None
     here, there = local(out), local(directory)
     if here is not None and there is not None:
-        return here.is_relative_to(there)
+        return lies_in(here, there)
     if here is not None or there is not None:  # a local path and a URI of another filesystem
         return False
     base, child = (urllib.parse.urlsplit(u) for u in (directory, out))

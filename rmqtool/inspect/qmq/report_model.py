@@ -19,6 +19,7 @@ from rmqtool.findings import MESSAGE_RECORD_INVALID, PAYLOAD_CRC_MISMATCH, Findi
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.inspect.report_model import Report, finding_row
 from rmqtool.recovery.qmq.start import StartOutcome, simulate_start
+from rmqtool.store.output_path import refuse_output_in_store
 from rmqtool.store.qmq.segments import LogSegment, list_log
 
 DAMAGE = frozenset({MESSAGE_RECORD_INVALID, PAYLOAD_CRC_MISMATCH})  # the message log's bytes not as written
@@ -26,6 +27,8 @@ DAMAGE = frozenset({MESSAGE_RECORD_INVALID, PAYLOAD_CRC_MISMATCH})  # the messag
 
 def build_qmq_report(view, *, now: int | None, verify: Callable, html: str | os.PathLike | None = None) -> Report:
     """The report's model of a QMQ store (``view``: a QmqView; ``verify``: (view, now) -> findings)."""
+    if html is not None:  # before verify's run: a page among the store's files would replace one
+        refuse_output_in_store(html, "--html", [view])
     now = now if now is not None else int(time.time() * 1000)
     live = view.live
     findings = list(verify(view, now))

@@ -7,7 +7,10 @@ to ``MixAll.properties2Object``, which calls each setter whose name matches a ke
 ``Integer.parseInt(value)``; a value that does not parse is skipped without a word
 (``catch (Throwable ignored)``), so the setting keeps its default. Properties.load keeps a
 value's trailing blanks, and parseInt refuses them: ``maxIndexNum=3333 `` leaves the
-broker on 20000000.
+broker on 20000000. Boolean.parseBoolean takes ``true `` as false. A String setting
+(storePathCommitLog, storePathRootDir, storeType) is where the versions part: 5.3.3's
+properties2Object hands the setter ``property.trim()``, 4.9.8's the value as written, blanks
+and all (``storePathCommitLog=/data/cl `` is ``/data/cl`` to one, ``/data/cl `` to the other).
 
 Properties.load, line by line: ISO-8859-1 text; a line whose first non-blank character is
 ``#`` or ``!`` is a comment; a line ending in an odd number of backslashes goes on in the

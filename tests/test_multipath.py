@@ -19,6 +19,7 @@ from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
 from rmqtool.findings import (COMMIT_LOG_FILE_DUPLICATED, COMMIT_LOG_FILE_MISPLACED, COMMIT_LOG_FILES_NOT_LOADED,
                               COMMIT_LOG_PATH_MISSING, SEGMENT_GAP)
+from rmqtool.store.broker_conf import FIVE_X, BrokerConfig
 from rmqtool.store.commitlog_paths import (CommitLogPaths, from_broker_config, from_option, java_sorted,
                                            list_commit_log, split_paths)
 
@@ -71,15 +72,67 @@ def test_broker_config_settings(tmp_path):
     """storePathCommitLog without the splitter is one directory and the read-only paths are never
     read (CommitLog takes a plain MappedFileQueue); unset or ROOT/commitlog is the plain store."""
     root = tmp_path / "store"
-    multi = from_broker_config({"storePathCommitLog": "/a,/b", "readOnlyCommitLogStorePaths": "/c"}, "bc", root)
+
+    def paths(**settings):
+        return from_broker_config(BrokerConfig("bc", settings), root, FIVE_X)
+
+    multi = paths(storePathCommitLog="/a,/b", readOnlyCommitLogStorePaths="/c")
     assert (multi.multi, multi.directories, multi.source) == (True, ["/a", "/b", "/c"], "bc: storePathCommitLog")
-    single = from_broker_config({"storePathCommitLog": "/a", "readOnlyCommitLogStorePaths": "/c"}, "bc", root)
+    single = paths(storePathCommitLog="/a", readOnlyCommitLogStorePaths="/c")
     assert (single.multi, single.directories, single.ignored_readonly) == (False, ["/a"], ["/c"])
-    assert from_broker_config({}, "bc", root) is None
+    assert paths() is None
     (root / "commitlog").mkdir(parents=True)  # a copy with its own commitlog/: read there, not at the config's one path
-    assert from_broker_config({"storePathCommitLog": "/a"}, "bc", root) is None
-    assert from_broker_config({"storePathCommitLog": "/a,/b"}, "bc", root).directories == ["/a", "/b"]
+    assert paths(storePathCommitLog="/a") is None
+    assert paths(storePathCommitLog="/a,/b").directories == ["/a", "/b"]
     assert from_option(["/a", "/b,/c"]).directories == ["/a", "/b", "/c"] and from_option([]) is None
+
+
+def _moved_log(src: pathlib.Path, base: pathlib.Path, directory: str) -> tuple[pathlib.Path, pathlib.Path]:
+    """A copy of the store ``src`` at base/store whose commitlog/ is base/``directory``."""
+    store = writable_copy(src, base / "store")
+    shutil.move(store / "commitlog", base / directory)
+    return store, base / directory
+
+
+def _read_at(store, conf, *options) -> dict:
+    return json.loads(_run("info", store, "--broker-config", conf, *options, "-f", "json").stdout)["commitlog"]
+
+
+def test_a_blank_after_storePathCommitLog_is_read_as_the_stores_broker_reads_it(tmp_path):
+    """5.3.3's properties2Object trims a String setting (``property.trim()``), 4.9.8's hands it
+    on as written: ``storePathCommitLog=DIR `` is DIR to a 5.x broker and ``DIR `` to a 4.9 one.
+    The store says which (abort.bak: 5.x; an empty abort file and no abort.bak: 4.9); one that
+    does not is read where the directory is; the path's source says how it was read."""
+    v5_truth = load_truth(V5 / "v2-and-crc" / "truth.json")
+    sizes = {k: v5_truth["messageStoreConfig"]["effectiveGetterValues"][k] for k in (
+        "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum")}
+    store, log = _moved_log(V5 / "v2-and-crc" / "store", tmp_path / "v5", "cl")
+    conf = tmp_path / "v5.conf"
+    conf.write_text(f"storePathCommitLog={log} \n" + "".join(f"{k}={v}\n" for k, v in sizes.items()))
+    cl = _read_at(store, conf)
+    assert cl["segment_count"] == 3 and cl["max_commit_log_offset"] == v5_truth["truth"]["commitlog"]["maxPhyOffset"]
+    assert "trimmed as 5.x" in cl["commit_log_paths"][0]["source"] and "abort.bak" in cl["commit_log_paths"][0]["source"]
+    plan = json.loads(_run("recover", store, "--broker-config", conf, "-f", "json").stdout)
+    assert plan["actions"] == [] and plan["files_deleted"] == []  # every queue kept, as the 5.3.3 broker keeps them
+
+    e1 = V4 / "crash" / "e1-corrupt-body-in-last-commitlog-file" / "input" / "store"
+    store, log = _moved_log(e1, tmp_path / "v4", "cl ")  # 4.9.8 looks in the directory named with the blank
+    conf = tmp_path / "v4.conf"
+    conf.write_text(f"storePathCommitLog={log}\n")
+    cl = _read_at(store, conf)
+    assert cl["segment_count"] == len(list(log.iterdir())) > 0
+    assert "untrimmed as 4.9" in cl["commit_log_paths"][0]["source"]
+    plan = json.loads(_run("recover", store, "--broker-config", conf, "--semantics", "5.3", "-f", "json",
+                           code=int(ExitCode.CORRUPT)).stdout)  # told 5.3: trimmed, a path that is not there
+    assert plan["commit_log"]["written_end"] == 0 and plan["files_deleted"], plan["commit_log"]
+
+    store, log = _moved_log(BASIC / "store", tmp_path / "unknown", "cl ")  # no mark of either version
+    conf = tmp_path / "unknown.conf"
+    conf.write_text(f"storePathCommitLog={log}\n")
+    cl = _read_at(store, conf)
+    source = cl["commit_log_paths"][0]["source"]
+    assert cl["segment_count"] == len(list(log.iterdir())) > 0
+    assert "does not say which broker version" in source and "untrimmed as 4.9" in source and "is a directory" in source
 
 
 def test_info_lists_each_path_and_its_files(split):

@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from conftest import FIXTURES, load_truth
-from helpers import cli_runner, split_commit_log, writable_copy
+from helpers import cli_runner, split_commit_log, tree_fingerprint, writable_copy
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
 from rmqtool.recovery.manifest import read_manifest
@@ -149,6 +149,23 @@ def test_undo_refuses_when_a_disk_is_gone(recovered, tmp_path):
     r = _run("undo", backup, code=int(ExitCode.OPERATIONAL))
     assert len(r.stderr.strip().splitlines()) == 1 and str(disks[1].resolve()) in r.stderr
     assert _tree(store) == after
+
+
+def test_undo_goes_on_over_a_path_the_repair_wrote_nothing_in(tmp_path):
+    """A commit log path that does not exist (the log moved away): the repair deletes the queues
+    in the root and nothing on that path, so undo need not find it: every file back, exit 0."""
+    store = writable_copy(TORN / "input" / "store", tmp_path / "store")
+    shutil.move(store / "commitlog", tmp_path / "moved")
+    before = tree_fingerprint(store)
+    backup, gone, conf = tmp_path / "backup", tmp_path / "no-such-disk", tmp_path / "broker.conf"
+    conf.write_text(f"storePathCommitLog={gone}\nmappedFileSizeCommitLog={SIZE}\nmappedFileSizeConsumeQueue="
+                    f"{TRUTH['sizes'][1]}\nmaxHashSlotNum={TRUTH['sizes'][2]}\nmaxIndexNum={TRUTH['sizes'][3]}\n")
+    applied = json.loads(_run("recover", store, *SEMANTICS, "--broker-config", conf, "--apply", "--backup-dir",
+                              backup, "-f", "json").stdout)["applied"]
+    assert applied["files_deleted"] > 0 and tree_fingerprint(store) != before
+    assert read_manifest(backup).commit_log_directories == (str(gone),)
+    _run("undo", backup)
+    assert tree_fingerprint(store) == before and not gone.exists()
 
 
 def test_recover_to_a_copy_is_refused(tmp_path):

@@ -135,3 +135,7 @@ def test_broker_conf_store_type_decides_over_the_files(truth, tmp_path):
     assert sorted(doc["queues"]) == sorted(f"{t}/{q}" for t, qs in truth["truth"]["consumeQueues"].items() for q in qs)
     refused = _cli("redispatch", root, "--cq", "--broker-config", rocksdb)
     assert refused.exit_code == ExitCode.USAGE and "RocksDB only" in refused.stderr
+    blank = tmp_path / "blank.conf"  # only 5.x has storeType, and its properties2Object trims a String setting
+    blank.write_text("storeType=defaultRocksDB \n")
+    doc = json.loads(_cli("recover", root, "--broker-config", blank, "-f", "json").stdout)
+    assert doc["rocksdb_consume_queue"]["path"] == str(root / "consumequeue") and doc["queues"] == {}

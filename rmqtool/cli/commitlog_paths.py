@@ -31,10 +31,12 @@ BrokerConfigPaths = Annotated[Optional[pathlib.Path], typer.Option(
          "commit log is, its timerPrecisionMs and timerRollWindowSlot how the timer store is read.")]
 
 
-def paths_of_options(commitlog_path, readonly_commitlog_path, broker_config, root):
+def paths_of_options(commitlog_path, readonly_commitlog_path, broker_config, root, semantics=None):
     """The CommitLogPaths the options give for ``root`` (None: ROOT/commitlog); also for a
     command of two stores that takes them per side (``diff``'s ``--commitlog-path-a``).
-    ``broker_config``: a path, or the BrokerConfig read from it."""
+    ``broker_config``: a path, or the BrokerConfig read from it, its String settings read as the
+    store's broker version reads them (``semantics``: the command's --semantics)."""
+    from rmqtool.recovery.semantics import config_reading
     from rmqtool.store.broker_conf import BrokerConfig, read_broker_config
     from rmqtool.store.commitlog_paths import from_broker_config, from_option
 
@@ -44,7 +46,7 @@ def paths_of_options(commitlog_path, readonly_commitlog_path, broker_config, roo
                          "paths only with several commit log paths)")
     if given is None and broker_config is not None:
         conf = broker_config if isinstance(broker_config, BrokerConfig) else read_broker_config(broker_config)
-        given = from_broker_config(conf.settings, conf.path, root)
+        given = from_broker_config(conf, root, config_reading(root, conf, semantics))
     return given
 
 
@@ -84,6 +86,7 @@ def commit_log_paths_option(store: str):
 
         @functools.wraps(fn)
         def command(*args, **kwargs):
+            from rmqtool.cli.params import check_semantics
             from rmqtool.store.broker_conf import given_config, read_broker_config
             from rmqtool.store.commitlog_paths import given_paths
             cl, ro = kwargs.pop("commitlog_path", []), kwargs.pop("readonly_commitlog_path", [])
@@ -99,7 +102,8 @@ def commit_log_paths_option(store: str):
                     if conf is not None and not owns_config:
                         kwargs["broker_config"] = conf  # the writer's sizes read this one reading
                     stack.enter_context(given_config(roots[0], conf))  # its settings no file shows (the timer's)
-                    stack.enter_context(given_paths(roots[0], paths_of_options(cl, ro, conf, roots[0])))
+                    semantics = check_semantics(kwargs.get("semantics"))  # recover's, append's, redispatch's
+                    stack.enter_context(given_paths(roots[0], paths_of_options(cl, ro, conf, roots[0], semantics)))
                 return fn(*args, **kwargs)
 
         command.__signature__ = inspect.Signature(keyword + added)

@@ -22,18 +22,21 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pathlib
 
 from rmqtool.errors import RmqError
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V2, MESSAGE_MAGIC_CODES, MIN_MESSAGE_LENGTH
 from rmqtool.formats.crc import CRC32_RESERVED_LEN, ends_with_crc32_entry
 from rmqtool.formats.sysflag import INNER_BATCH_FLAG
 from rmqtool.recovery.commitlog_walk import V4, V5
+from rmqtool.store.broker_conf import BrokerConfig, StringReading, java_trim
 from rmqtool.store.checkpoint import StoreMarkers, read_checkpoint, read_markers
+from rmqtool.store.commitlog_paths import STORE_PATH_COMMIT_LOG, reading_by_directories, reading_matters
 from rmqtool.store.commitlog_end import first_bytes
 from rmqtool.store.config import configured_batch_topics
 from rmqtool.store.message import HEADER_FIELDS, PREFIX
 from rmqtool.store.paths import StorePaths
-from rmqtool.store.segments import Segment
+from rmqtool.store.segments import Segment, list_segments
 
 # The first bytes of each segment read for records: a few records, whatever the store's size.
 SAMPLE_BYTES = 16 << 10
@@ -71,6 +74,29 @@ def detect_semantics(paths: StorePaths, segments: list[Segment]) -> Detection:
                            "among each segment's first records, no batchconsumequeue/, timerwheel, timerlog/, "
                            "compaction/, 5.x config file, 5.x checkpoint field or abort.bak), and nothing says 4.9 "
                            "(an empty abort file without abort.bak)")
+
+
+def config_reading(root: str | os.PathLike, conf: BrokerConfig, semantics: str | None = None) -> StringReading:
+    """How the broker that owns the store at ``root`` reads ``conf``'s String settings (5.x's
+    properties2Object trims them, 4.9's does not), where that changes where its commit log is:
+    as ``semantics`` (--semantics) says; else as the store shows (its root, and the files of the
+    commit log as either version would find it); else by which of the two is a directory."""
+    if not reading_matters(conf):
+        return StringReading(True, "")
+    if semantics is not None:
+        return StringReading(semantics == V5, f"read as {semantics} does, as --semantics says")
+    as_written = conf.settings[STORE_PATH_COMMIT_LOG]
+    segments = []
+    paths = StorePaths(root)
+    for d in dict.fromkeys((str(paths.commitlog), as_written, java_trim(as_written))):
+        if os.path.isdir(d):
+            segments += list_segments(pathlib.Path(d), [])
+    found = detect_semantics(paths, segments)
+    if found.semantics == V5:
+        return StringReading(True, f"trimmed as 5.x's properties2Object trims a String setting; {found.reason}")
+    if found.semantics == V4:
+        return StringReading(False, f"untrimmed as 4.9's properties2Object keeps a String setting; {found.reason}")
+    return reading_by_directories(conf, f"the store does not say which broker version reads it ({found.reason})")
 
 
 def _mark_of_4_9(markers: StoreMarkers | None) -> str | None:

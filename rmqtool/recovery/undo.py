@@ -9,7 +9,8 @@ intent record (``intent.py``: a kill is finished by running undo again): files m
 repair go, ranges that were zeroed get their bytes back, files deleted or rewritten come back
 whole with their permission bits (and every file its mtime), directories made since go and those removed come back.
 A commit log file on another disk (several commit log paths) comes back at the path on its
-disk the manifest names; a disk that is no longer there is refused before anything is written.
+disk the manifest names; a disk that is no longer there is refused before anything is written
+when the repair changed, made or removed a file on it (else nothing of it is to put back).
 """
 from __future__ import annotations
 
@@ -144,7 +145,7 @@ def _check_undoable(backup: pathlib.Path, manifest, root: pathlib.Path, force: b
     if other is not None and pathlib.Path(other.backup_dir).resolve() != backup.resolve():
         raise RepairUnfinished(f"another interrupted {other.operation} is under way (intent record in "
                                f"{other.backup_dir}): {other.ways_out()}", root)
-    for directory in manifest.commit_log_directories or ():
+    for directory in _disks_written(manifest):
         if not os.path.isdir(directory):
             raise StoreNotFound(f"not undone: the commit log path {directory} this repair changed files in "
                                    f"is not there (mount it where it was)", directory)
@@ -162,6 +163,18 @@ def _check_undoable(backup: pathlib.Path, manifest, root: pathlib.Path, force: b
         if not digest_matches(backup / entry.copy, entry.sha256):
             raise CorruptData(f"the backup copy of {entry.file} does not match the manifest's digest",
                               backup / entry.copy)
+
+
+def _disks_written(manifest) -> list[str]:
+    """The commit log's disks outside the root that hold a file undo puts back or takes away:
+    one the repair changed or removed (an entry's) or made (in the listing after, not before).
+    A disk it wrote nothing on need not be there (a path the broker config names but no disk
+    holds). A repair cut short (no ``after``) may have made files on any of them: every one."""
+    disks = manifest.commit_log_directories or ()
+    if manifest.after is None:
+        return list(disks)
+    names = {e.file for e in manifest.entries} | (set(manifest.listing or ()) ^ set(manifest.after["listing"]))
+    return [d for d in disks if any(pathlib.Path(n).is_relative_to(d) for n in names)]
 
 
 def _remove_files_made_since(manifest, root: pathlib.Path, backup: pathlib.Path) -> int:

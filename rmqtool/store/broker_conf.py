@@ -15,6 +15,22 @@ from rmqtool.store.given import PerStore
 MAX_BROKER_CONFIG_SIZE = 16 << 20  # a broker.conf is a page of settings; anything this big is not one
 
 
+def java_trim(text: str) -> str:
+    """String.trim: every char up to U+0020 off both ends."""
+    return text.strip("".join(chr(c) for c in range(0x21)))
+
+
+@dataclasses.dataclass(frozen=True)
+class StringReading:
+    """How a broker reads the file's String settings: 5.x's properties2Object trims them, 4.9's
+    keeps their blanks (formats/broker_conf.py); and what says which broker that is."""
+    trims: bool
+    reason: str
+
+
+FIVE_X = StringReading(True, "trimmed as 5.x's properties2Object trims a String setting")
+
+
 @dataclasses.dataclass(frozen=True)
 class BrokerConfig:
     path: str
@@ -32,6 +48,12 @@ class BrokerConfig:
             return default, (f"{self.path}: {name}={raw!r} is no int to Integer.parseInt, which the broker "
                              f"skips without a word: it keeps its default {default}")
         return value, f"{self.path}: {name}={value}"
+
+    def string_setting(self, name: str, reading: StringReading) -> str | None:
+        """A String setting as properties2Object hands it to the setter under ``reading``;
+        None when the file does not name it."""
+        raw = self.settings.get(name)
+        return java_trim(raw) if raw is not None and reading.trims else raw
 
     def bool_setting(self, name: str) -> tuple[bool, str] | None:
         """(the value the broker runs with, what says so) of a boolean setting the file names;

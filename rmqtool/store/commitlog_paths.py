@@ -30,19 +30,15 @@ import pathlib
 from rmqtool.errors import NotAStore
 from rmqtool.findings import (COMMIT_LOG_FILE_DUPLICATED, COMMIT_LOG_FILE_MISPLACED, COMMIT_LOG_FILES_NOT_LOADED,
                               COMMIT_LOG_PATH_MISSING, Finding)
-from rmqtool.store.paths import COMMITLOG_DIR, is_segment_name
+from rmqtool.store.broker_conf import FIVE_X, BrokerConfig, StringReading, java_trim
 from rmqtool.store.given import PerStore
+from rmqtool.store.paths import COMMITLOG_DIR, is_segment_name
 from rmqtool.store.segments import Segment, SegmentQueue, check_sequence, infer_mapped_file_size, list_segments
 
 MULTI_PATH_SPLITTER = ","  # MixAll.MULTI_PATH_SPLITTER's default (-Drocketmq.broker.multiPathSplitter)
 STORE_PATH_COMMIT_LOG = "storePathCommitLog"
 READ_ONLY_COMMIT_LOG_STORE_PATHS = "readOnlyCommitLogStorePaths"
 STORE_PATH_ROOT_DIR = "storePathRootDir"
-
-
-def java_trim(text: str) -> str:
-    """String.trim: every char up to U+0020 off both ends."""
-    return text.strip("".join(chr(c) for c in range(0x21)))
 
 
 def split_paths(text: str | None, splitter: str = MULTI_PATH_SPLITTER) -> tuple[str, ...]:
@@ -107,22 +103,50 @@ def from_option(values: list[str] | tuple[str, ...], readonly: list[str] | tuple
     return CommitLogPaths(writable, ro, "--commitlog-path", multi=len(writable) > 1 or bool(ro))
 
 
-def from_broker_config(settings: dict[str, str], config_path: str, root: str | os.PathLike) -> CommitLogPaths | None:
-    """The commit log paths a broker config file sets (None: it sets no storePathCommitLog, so the
-    commit log is ROOT/commitlog as the broker's getter makes it of storePathRootDir). One
-    directory elsewhere moves the commit log only when ROOT has no commitlog/ of its own: a
-    copied store is read where it was copied, not at the live broker's path its config names."""
-    setting = settings.get(STORE_PATH_COMMIT_LOG)
+def from_broker_config(conf: BrokerConfig, root: str | os.PathLike, reading: StringReading) -> CommitLogPaths | None:
+    """The commit log paths a broker config file sets, its String settings read as ``reading``
+    says (None: it sets no storePathCommitLog, so the commit log is ROOT/commitlog as the
+    broker's getter makes it of storePathRootDir). One directory elsewhere moves the commit log
+    only when ROOT has no commitlog/ of its own: a copied store is read where it was copied,
+    not at the live broker's path its config names."""
+    setting = conf.string_setting(STORE_PATH_COMMIT_LOG, reading)
     if setting is None:
         return None
     multi = MULTI_PATH_SPLITTER in setting
     writable = split_paths(setting) if multi else (setting,)
-    readonly = split_paths(settings.get(READ_ONLY_COMMIT_LOG_STORE_PATHS))
+    readonly = split_paths(conf.string_setting(READ_ONLY_COMMIT_LOG_STORE_PATHS, reading))
     if not writable:
         return None
     if not multi and (pathlib.Path(root) / COMMITLOG_DIR).is_dir():
         return None  # ROOT/commitlog spelled out, or the store's own commitlog/ (a copy): the plain store
-    return CommitLogPaths(writable, readonly, f"{config_path}: {STORE_PATH_COMMIT_LOG}", multi)
+    source = f"{conf.path}: {STORE_PATH_COMMIT_LOG}"
+    if reading_matters(conf):  # the versions read it apart: say which was taken and why
+        source += f" ({reading.reason})"
+    return CommitLogPaths(writable, readonly, source, multi)
+
+
+def reading_matters(conf: BrokerConfig) -> bool:
+    """Whether 4.9 and 5.x find the commit log in different places: a storePathCommitLog of one
+    directory with blanks around it (the several-directory setting is trimmed by getPaths in both)."""
+    setting = conf.settings.get(STORE_PATH_COMMIT_LOG)
+    return setting is not None and MULTI_PATH_SPLITTER not in setting and java_trim(setting) != setting
+
+
+def reading_by_directories(conf: BrokerConfig, unknown: str) -> StringReading:
+    """When which broker version reads ``conf`` is not known (``unknown`` says why): the reading
+    whose storePathCommitLog is a directory, the other's not; else 5.x's."""
+    as_written = conf.settings[STORE_PATH_COMMIT_LOG]
+    trimmed = java_trim(as_written)
+    there = os.path.isdir(as_written), os.path.isdir(trimmed)
+    if there == (True, False):
+        return StringReading(False, f"{unknown}; read untrimmed as 4.9 does: {as_written!r} is a directory, "
+                                    f"{trimmed!r} is not")
+    if there == (False, True):
+        return StringReading(True, f"{unknown}; read trimmed as 5.x does: {trimmed!r} is a directory, "
+                                   f"{as_written!r} is not")
+    both = "both are directories" if there[0] else "neither is a directory"
+    return StringReading(True, f"{unknown}; read trimmed as 5.x does ({both}: {as_written!r} and {trimmed!r}): "
+                               f"give --semantics 4.9 where a 4.9 broker reads it")
 
 
 def list_commit_log(paths: CommitLogPaths, root: str | os.PathLike | None = None,
@@ -272,7 +296,10 @@ def found_in_store(root: str | os.PathLike) -> CommitLogPaths | None:
         conf = read_broker_config(conf_path)
     except RmqError:
         return None  # not readable as the broker reads it: the plain store's error says what is missing
-    found = from_broker_config(conf.settings, conf.path, root)
+    reading = reading_by_directories(conf, "which broker version reads config/broker.properties is not "
+                                            "known before the commit log it names is found") \
+        if reading_matters(conf) else FIVE_X
+    found = from_broker_config(conf, root, reading)
     if found is None or not any(os.path.isdir(d) for d in found.directories):
         return None
     return found

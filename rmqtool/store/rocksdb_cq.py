@@ -27,6 +27,7 @@ from rmqtool.formats.rocksdb_cq import (CHECKPOINT_TOPIC, CHECKPOINT_VALUE_SIZE,
                                         OFFSET_COLUMN_FAMILY, OFFSET_KEY_LENGTH_WITHOUT_TOPIC, OFFSET_VALUE_SIZE,
                                         CqKey, CqValue, OffsetKey, OffsetValue, cq_queue_prefix,
                                         topic_prefix)
+from rmqtool.store.broker_conf import FIVE_X
 from rmqtool.store.paths import CONFIG_DIR, CONSUMEQUEUE_DIR
 
 ROCKSDB_EXTRA = "pip install 'rmqtool[rocksdb]'"  # what a missing rocksdict needs
@@ -72,9 +73,10 @@ def rocksdb_only(store_root: str | os.PathLike, queues=None, store_type: str | N
 
 
 def configured_store_type(given) -> str | None:
-    """storeType from the --broker-config in ``given`` (GivenSizes), when one was given and sets it."""
+    """storeType from the --broker-config in ``given`` (GivenSizes), when one was given and sets it
+    (trimmed: only a 5.x broker has the setting, and its properties2Object trims it)."""
     conf = getattr(given, "broker_config", None)
-    return None if conf is None else conf.settings.get("storeType")
+    return None if conf is None else conf.string_setting("storeType", FIVE_X)
 
 
 def rocksdb_config_dirs(store_root: str | os.PathLike) -> dict[str, pathlib.Path]:

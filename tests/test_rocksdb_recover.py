@@ -136,6 +136,7 @@ def test_broker_conf_store_type_decides_over_the_files(truth, tmp_path):
     refused = _cli("redispatch", root, "--cq", "--broker-config", rocksdb)
     assert refused.exit_code == ExitCode.USAGE and "RocksDB only" in refused.stderr
     blank = tmp_path / "blank.conf"  # only 5.x has storeType, and its properties2Object trims a String setting
-    blank.write_text("storeType=defaultRocksDB \n")
-    doc = json.loads(_cli("recover", root, "--broker-config", blank, "-f", "json").stdout)
-    assert doc["rocksdb_consume_queue"]["path"] == str(root / "consumequeue") and doc["queues"] == {}
+    for text in ("storeType=defaultRocksDB \n", "storeType=DEFAULTROCKSDB\n"):  # isEnableRocksDBStore: any case
+        blank.write_text(text)
+        doc = json.loads(_cli("recover", root, "--broker-config", blank, "-f", "json").stdout)
+        assert doc["rocksdb_consume_queue"]["path"] == str(root / "consumequeue") and doc["queues"] == {}, text

@@ -66,7 +66,8 @@ def rocksdb_only(store_root: str | os.PathLike, queues=None, store_type: str | N
     another type reads its file queues)."""
     cq = rocksdb_cq_dir(store_root)
     if cq is None or store_type is not None:
-        return cq is not None and store_type == ROCKSDB_STORE_TYPE
+        # isEnableRocksDBStore: equalsIgnoreCase
+        return cq is not None and store_type is not None and store_type.lower() == ROCKSDB_STORE_TYPE.lower()
     if queues is not None:
         return not any(not q.is_batch for q in queues)
     return not any(entry.is_dir() for entry in os.scandir(cq))

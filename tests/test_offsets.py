@@ -17,8 +17,9 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import FIXTURES, load_truth
+from helpers import REDISPATCHED, crash_store_with_offsets
 from rmqtool.cli.app import app
-from rmqtool.findings import Severity
+from rmqtool.findings import CONSUMER_OFFSET_ABOVE_MAX, CONSUMER_OFFSET_FOR_MISSING_QUEUE, Severity
 from rmqtool.formats.config import consumer_offsets as parse_offset_table, topic_group
 from rmqtool.formats.config import dumps_fastjson, loads_fastjson
 from rmqtool.store.consumer_offsets import (FOUND, NO_MESSAGE_IN_QUEUE, OFFSET_OVERFLOW_BADLY, OFFSET_OVERFLOW_ONE,
@@ -429,3 +430,21 @@ def test_a_partial_copy_without_commitlog_gives_its_queues_uncut(tmp_path):
     (store / "commitlog").mkdir()
     rows = [r for r in jsonl(run("offsets", store, "-f", "jsonl").stdout) if r["max_queue_offset"] is not None]
     assert rows and all(r["max_queue_offset"] == r["min_queue_offset"] for r in rows)  # every queue empty
+
+
+@pytest.mark.parametrize("scenario, queue_id", REDISPATCHED)
+def test_verify_judges_committed_offsets_against_the_queue_the_next_start_leaves(tmp_path, scenario, queue_id):
+    """The crash fixtures whose next start dispatches a lost queue file (c2) or directory (c1)
+    back, with an offset inside what the engine's start serves again: verify gave
+    consumerOffsetAboveMax (an error, exit 3) for c2 and consumerOffsetForMissingQueue for c1."""
+    high = crash_queue(scenario, queue_id)["apiMaxOffsetInQueue"]
+    store = crash_store_with_offsets(tmp_path, scenario, queue_id, high - 5)
+    found = jsonl(run("verify", store, "-f", "jsonl").stdout)
+    assert found and not [f for f in found if f["finding"] in (CONSUMER_OFFSET_ABOVE_MAX,
+                                                               CONSUMER_OFFSET_FOR_MISSING_QUEUE)]
+
+
+def crash_queue(scenario: str, queue_id: int) -> dict:
+    """CrashTopic's queue as the engine's start left it (its API's min and max, its units)."""
+    truth = load_truth(FIXTURES / "rocketmq-4.9.8" / "crash" / scenario / "truth.json")["truth"]
+    return truth["consumeQueues"]["CrashTopic"][str(queue_id)]

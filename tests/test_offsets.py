@@ -448,3 +448,22 @@ def crash_queue(scenario: str, queue_id: int) -> dict:
     """CrashTopic's queue as the engine's start left it (its API's min and max, its units)."""
     truth = load_truth(FIXTURES / "rocketmq-4.9.8" / "crash" / scenario / "truth.json")["truth"]
     return truth["consumeQueues"]["CrashTopic"][str(queue_id)]
+
+
+@pytest.mark.parametrize("scenario, queue_id", REDISPATCHED)
+def test_offsets_show_the_queue_the_next_start_leaves(tmp_path, scenario, queue_id):
+    """The same stores: offsets shows the queue's range as recover plans it and the engine's
+    API answered, the lag to it and a pull that finds messages (it showed c2's queue ending at
+    300, OFFSET_OVERFLOW_BADLY and exit 3, and c1's as none); `offsets reset --to-latest`
+    moves to the engine's max (it moved c2's group to 300 and c1's to 0, as on an empty queue)."""
+    q = crash_queue(scenario, queue_id)
+    low, high = q["apiMinOffsetInQueue"], q["apiMaxOffsetInQueue"]
+    store = crash_store_with_offsets(tmp_path, scenario, queue_id, high - 5)
+    r = run("offsets", store, "-f", "jsonl")
+    (row,) = jsonl(r.stdout)
+    planned = json.loads(run("recover", store, "-f", "json").stdout)["queues"][f"CrashTopic/{queue_id}"]
+    assert (row["min_queue_offset"], row["max_queue_offset"]) == (planned["min_offset"], planned["max_offset"]) \
+        == (low, high)
+    assert (r.exit_code, row["lag_messages"], row["pull_status"]) == (0, 5, FOUND)
+    (reset,) = jsonl(run("offsets", "reset", store, "-g", "g1", "-t", "CrashTopic", "--to-latest", "-f", "jsonl").stdout)
+    assert (reset["new_offset"], reset["max_queue_offset"]) == (high, high)

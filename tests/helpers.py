@@ -358,3 +358,18 @@ def table_sections(text: str) -> list[tuple[list[str], list[dict]]]:
         elif sections and line:
             sections[-1][1].append({n: line[a:b].strip() for n, (a, b) in zip(names, spans)})
     return sections
+
+
+# The crash fixtures whose queue files the engine's next start puts back by dispatching again:
+# c2 lost CrashTopic/0's last file, c1 the whole CrashTopic/1 directory
+REDISPATCHED = [("c2-delete-last-cq-file", 0), ("c1-delete-cq-queue-dir", 1)]
+
+
+def crash_store_with_offsets(tmp_path: pathlib.Path, scenario: str, queue_id: int, committed: int) -> pathlib.Path:
+    """A copy of a 4.9.8 crash fixture's input store with group g1's committed offset on CrashTopic's queue."""
+    import json
+    store = writable_copy(V4 / "crash" / scenario / "input" / "store", tmp_path / "store")
+    (store / "config").mkdir()
+    (store / "config" / "consumerOffset.json").write_text(
+        json.dumps({"offsetTable": {"CrashTopic@g1": {str(queue_id): committed}}}), encoding="utf-8")
+    return store

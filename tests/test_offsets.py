@@ -17,8 +17,9 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import FIXTURES, load_truth
+from helpers import REDISPATCHED, crash_store_with_offsets
 from rmqtool.cli.app import app
-from rmqtool.findings import Severity
+from rmqtool.findings import CONSUMER_OFFSET_ABOVE_MAX, CONSUMER_OFFSET_FOR_MISSING_QUEUE, Severity
 from rmqtool.formats.config import consumer_offsets as parse_offset_table, topic_group
 from rmqtool.formats.config import dumps_fastjson, loads_fastjson
 from rmqtool.store.consumer_offsets import (FOUND, NO_MESSAGE_IN_QUEUE, OFFSET_OVERFLOW_BADLY, OFFSET_OVERFLOW_ONE,
@@ -429,3 +430,40 @@ def test_a_partial_copy_without_commitlog_gives_its_queues_uncut(tmp_path):
     (store / "commitlog").mkdir()
     rows = [r for r in jsonl(run("offsets", store, "-f", "jsonl").stdout) if r["max_queue_offset"] is not None]
     assert rows and all(r["max_queue_offset"] == r["min_queue_offset"] for r in rows)  # every queue empty
+
+
+@pytest.mark.parametrize("scenario, queue_id", REDISPATCHED)
+def test_verify_judges_committed_offsets_against_the_queue_the_next_start_leaves(tmp_path, scenario, queue_id):
+    """The crash fixtures whose next start dispatches a lost queue file (c2) or directory (c1)
+    back, with an offset inside what the engine's start serves again: verify gave
+    consumerOffsetAboveMax (an error, exit 3) for c2 and consumerOffsetForMissingQueue for c1."""
+    high = crash_queue(scenario, queue_id)["apiMaxOffsetInQueue"]
+    store = crash_store_with_offsets(tmp_path, scenario, queue_id, high - 5)
+    found = jsonl(run("verify", store, "-f", "jsonl").stdout)
+    assert found and not [f for f in found if f["finding"] in (CONSUMER_OFFSET_ABOVE_MAX,
+                                                               CONSUMER_OFFSET_FOR_MISSING_QUEUE)]
+
+
+def crash_queue(scenario: str, queue_id: int) -> dict:
+    """CrashTopic's queue as the engine's start left it (its API's min and max, its units)."""
+    truth = load_truth(FIXTURES / "rocketmq-4.9.8" / "crash" / scenario / "truth.json")["truth"]
+    return truth["consumeQueues"]["CrashTopic"][str(queue_id)]
+
+
+@pytest.mark.parametrize("scenario, queue_id", REDISPATCHED)
+def test_offsets_show_the_queue_the_next_start_leaves(tmp_path, scenario, queue_id):
+    """The same stores: offsets shows the queue's range as recover plans it and the engine's
+    API answered, the lag to it and a pull that finds messages (it showed c2's queue ending at
+    300, OFFSET_OVERFLOW_BADLY and exit 3, and c1's as none); `offsets reset --to-latest`
+    moves to the engine's max (it moved c2's group to 300 and c1's to 0, as on an empty queue)."""
+    q = crash_queue(scenario, queue_id)
+    low, high = q["apiMinOffsetInQueue"], q["apiMaxOffsetInQueue"]
+    store = crash_store_with_offsets(tmp_path, scenario, queue_id, high - 5)
+    r = run("offsets", store, "-f", "jsonl")
+    (row,) = jsonl(r.stdout)
+    planned = json.loads(run("recover", store, "-f", "json").stdout)["queues"][f"CrashTopic/{queue_id}"]
+    assert (row["min_queue_offset"], row["max_queue_offset"]) == (planned["min_offset"], planned["max_offset"]) \
+        == (low, high)
+    assert (r.exit_code, row["lag_messages"], row["pull_status"]) == (0, 5, FOUND)
+    (reset,) = jsonl(run("offsets", "reset", store, "-g", "g1", "-t", "CrashTopic", "--to-latest", "-f", "jsonl").stdout)
+    assert (reset["new_offset"], reset["max_queue_offset"]) == (high, high)

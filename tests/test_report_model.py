@@ -11,11 +11,13 @@ import stat
 import pytest
 
 from conftest import FIXTURES, V4, load_truth
-from helpers import cli_runner, expand_store
+from helpers import REDISPATCHED, cli_runner, crash_store_with_offsets, expand_store
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
-from rmqtool.findings import CHECKPOINT_WINDOW, OPERATOR_ACTIONS
+from rmqtool.findings import (CHECKPOINT_WINDOW, CONSUMER_OFFSET_ABOVE_MAX, CONSUMER_OFFSET_BELOW_MIN,
+                              CONSUMER_OFFSET_FOR_MISSING_QUEUE, OPERATOR_ACTIONS)
 from rmqtool.report.html_page import render_page, write_page
+from rmqtool.store.consumer_offsets import FOUND
 import rmqtool.families.rocketmq, rmqtool.inspect.report_model, rmqtool.verify.run  # noqa: F401 - before `calls` wraps
 from test_store_view import calls  # noqa: F401 - the counters of store/view.py's one-of-each
 
@@ -222,3 +224,36 @@ def test_a_store_without_commit_log_files_shows_the_start_recover_plans(tmp_path
     assert (s["recovery"], s["start_reason"], s["recovered_end"]) == (plan["mode"], plan["start_reason"],
                                                                       plan["commit_log"]["recovered_end"])
     assert doc["consume_queues"] and all(q["messages"] == 0 for q in doc["consume_queues"])
+
+
+
+@pytest.mark.parametrize("scenario, queue_id", REDISPATCHED)
+def test_queues_and_lag_are_as_the_next_start_leaves_them(tmp_path, scenario, queue_id):
+    """A committed offset past what the queue's files hold but inside what the engine's start
+    dispatches back: the report's queues are recover's and the truth's (the files cut at the
+    recovered end showed c2's queue ending at 300 and c1's not at all), the lag and the next
+    pull are the engine's, and no finding says the offset is past the queue or its queue gone."""
+    truth = load_truth(V4 / "crash" / scenario / "truth.json")["truth"]
+    queues = truth["consumeQueues"]["CrashTopic"]
+    q = queues[str(queue_id)]
+    low, high = q["apiMinOffsetInQueue"], q["apiMaxOffsetInQueue"]
+    committed = high - 5
+    store = crash_store_with_offsets(tmp_path, scenario, queue_id, committed)
+    doc = json.loads(cli_runner().invoke(app, ["report", str(store), "--now", NOW, "-f", "json"]).stdout)
+    plan = json.loads(cli_runner().invoke(app, ["recover", str(store), "-f", "json"]).stdout)
+    shown = {f"{r['topic']}/{r['queue_id']}": (r["min_queue_offset"], r["max_queue_offset"])
+             for r in doc["consume_queues"]}
+    assert shown == {name: (r["min_offset"], r["max_offset"]) for name, r in plan["queues"].items()}
+    engine = {f"{t}/{i}": (v["apiMinOffsetInQueue"], v["apiMaxOffsetInQueue"])
+              for t, qs in truth["consumeQueues"].items() for i, v in qs.items()}
+    assert all(shown[name] == engine[name] for name in shown)
+    assert shown[f"CrashTopic/{queue_id}"] == (low, high)
+    (row,) = doc["consumer_offsets"]
+    at = {e[0]: e[1] for e in q["entries"]}
+    stored = {m["physicalOffset"]: m["storeTimestamp"] for m in truth["messages"]}
+    assert (row["min_queue_offset"], row["max_queue_offset"], row["lag_messages"]) == (low, high, high - committed)
+    assert [committed, at[committed]] in q["getMessageReadable"] and row["pull_status"] == FOUND
+    assert (row["next_store_timestamp"], row["newest_store_timestamp"]) == (stored[at[committed]], stored[at[high - 1]])
+    assert row["lag_ms"] == stored[at[high - 1]] - stored[at[committed]]
+    offset_findings = {CONSUMER_OFFSET_ABOVE_MAX, CONSUMER_OFFSET_BELOW_MIN, CONSUMER_OFFSET_FOR_MISSING_QUEUE}
+    assert not [f for f in doc["findings"] if f["finding"] in offset_findings]

@@ -26,6 +26,7 @@ from rmqtool.store import detect
 from rmqtool.store.checkpoint import checkpoint_as_loaded
 from rmqtool.store.commitlog import Blank, findings_of, scan_segment
 from rmqtool.store.config import read_config_dir
+from rmqtool.store.consumequeue import ConsumeQueues
 from rmqtool.store.message import Message
 from rmqtool.recovery.loaded_end import next_start_ends, queue_cut, simulate_for_info, simulated_outcome
 from rmqtool.store.segments import one_listing
@@ -114,8 +115,8 @@ def commitlog_info(view: StoreView) -> tuple[dict, list]:
     return info, findings
 
 
-def consume_queue_info(view: StoreView, commit_log_min: int | None, commit_log_max: int | None):
-    cqs = view.consume_queues(commit_log_max)
+def consume_queue_info(cqs: ConsumeQueues, commit_log_min: int | None):
+    """A row a queue (info's files cut at the next start's end; report's as the start leaves them)."""
     rows = []
     for q in cqs.queues:
         low = q.min_offset(commit_log_min or 0)
@@ -293,7 +294,8 @@ def store_info(store: str | os.PathLike | StoreView) -> tuple[dict, list[Finding
     findings += f
     commitlog, f = (dledger_commitlog, []) if dledger_commitlog is not None else commitlog_info(view)
     findings += f
-    queues, f = consume_queue_info(view, commitlog["min_commit_log_offset"], commitlog["max_commit_log_offset"])
+    queues, f = consume_queue_info(view.consume_queues(commitlog["max_commit_log_offset"]),
+                                   commitlog["min_commit_log_offset"])
     findings += f
     if dledger_commitlog is not None:
         _dledger_queue_cuts(view, queues)

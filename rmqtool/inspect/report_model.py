@@ -11,8 +11,10 @@ once, the broker's next start simulated once and shared with verify):
   physicMsgTimestamp against the tail's store times);
 * damaged ranges: verify's findings that name a commit log file and a position in it (the
   verify run is handed in, as inspect/ may not import verify/);
-* queue ranges: info's (``inventory.consume_queue_info``, cut where the next start cuts them),
-  committed offsets and lag: offsets' (``store/consumer_offsets.consumer_offsets``);
+* queue ranges: the queues as the next start leaves them (``recovery/loaded_end.loaded_queues``:
+  the simulation's, the ranges recover plans with), in info's rows
+  (``inventory.consume_queue_info``); committed offsets and lag against the same queues:
+  offsets' (``store/consumer_offsets.consumer_offsets``);
 * index coverage: info's index headers (``inventory.index_info``);
 * findings with their consequence, what they mean and what to do (``rmqtool/findings.py``).
 """
@@ -35,7 +37,7 @@ from rmqtool.findings import (BLANK_RECORD_INVALID, BLANK_RECORD_MISSING, BODY_C
 from rmqtool.inspect.check import check_store
 from rmqtool.inspect.check_defaults import RECOVERY_RATE, TAIL_BYTES
 from rmqtool.inspect.inventory import consume_queue_info, index_info
-from rmqtool.recovery.loaded_end import queue_cut
+from rmqtool.recovery.loaded_end import loaded_queues
 from rmqtool.recovery.outcome import Settings, simulate
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.consumer_offsets import consumer_offsets
@@ -92,10 +94,11 @@ def build_report(store: str | os.PathLike | StoreView, *, now: int | None, verif
     unflushed = measures.get("unflushed_bytes")
     unflushed_from = measures["written_end"] - unflushed if unflushed else None  # check's tail end minus its window
     damaged = damaged_ranges(view, findings)
-    cut = recovered if recovered is not None else written  # the queues and the lag as the next start leaves them
-    cut_at = cut if segments else queue_cut(view)  # no file: 0 (every queue destroyed); no commitlog/: uncut
-    queues, _f = consume_queue_info(view, segments[0].base_offset if segments else None, cut_at)
-    offsets = consumer_offsets(view, commit_log_max_offset=cut_at)
+    # the queues and the lag as the next start leaves them: recover's ranges, what its dispatch
+    # puts back included (no start predicted: the files cut where info cuts them)
+    loaded = loaded_queues(view, outcome)
+    queues, _f = consume_queue_info(loaded, segments[0].base_offset if segments else None)
+    offsets = consumer_offsets(view, queues=loaded)
     index, _f = index_info(view)
     doc = {
         "store": _store_section(view, outcome, written, recovered, unflushed_from, measures, findings, now),

@@ -1,8 +1,9 @@
 """Where the broker's next start leaves the commit log and its consume queues, as info,
 report, offsets, `offsets reset` and the Spark export say it: the two ends every command
 names (docs/vocabulary.md) and getMaxPhyOffset after the load, where truncateDirtyLogicFiles
-cuts the queues. The view is opened with :func:`simulate_for_info`; the start is simulated
-only when the store gives a reason (:func:`next_start_ends`)."""
+cuts the queues, and the queues themselves (:func:`loaded_queues`). The view is opened with
+:func:`simulate_for_info`; the start is simulated only when the store gives a reason
+(:func:`next_start_ends`)."""
 from __future__ import annotations
 
 from rmqtool.store.view import StoreView
@@ -81,3 +82,20 @@ def queue_cut(view: StoreView) -> int | None:
     if view.has_commit_log and view.segments:
         return loaded_end(view) if view.commit_log_end.last_written >= 0 else None
     return 0 if view.has_commit_log else None
+
+
+_SIMULATED = object()
+
+
+def loaded_queues(view: StoreView, outcome=_SIMULATED):
+    """The consume queues once the broker has started: the simulated start's
+    (``recovery/started_queues.py``: recover's ranges, what its dispatch puts back included)
+    when ``outcome`` (the caller's, None for none; by default :func:`simulated_outcome`'s) is
+    one the broker finishes, else the files cut at :func:`queue_cut` (a live store, a store
+    at rest that gives no reason to simulate, one the broker would not load)."""
+    from rmqtool.recovery.started_queues import started_queues
+
+    if outcome is _SIMULATED:  # no commitlog/ (a partial copy): nothing to simulate, the files uncut
+        outcome = simulated_outcome(view) if view.has_commit_log else None
+    started = started_queues(view, outcome)
+    return started if started is not None else view.consume_queues(queue_cut(view))

@@ -39,7 +39,7 @@ from rmqtool.formats.config import BAK_SUFFIX, dumps_fastjson, fastjson_number, 
 from rmqtool.store.config import read_config_bytes
 from rmqtool.store.consumer_offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets, consumer_offsets
 from rmqtool.store.paths import CONFIG_DIR
-from rmqtool.recovery.loaded_end import queue_cut, simulate_for_info
+from rmqtool.recovery.loaded_end import loaded_queues, queue_cut, simulate_for_info
 from rmqtool.store.view import StoreView, as_view
 
 EARLIEST, LATEST, OFFSET, TIME = "earliest", "latest", "offset", "time"
@@ -163,7 +163,7 @@ def plan_offset_reset(store: str | os.PathLike | StoreView, group: str, topic: s
     has no committed offset for the topic (or that queue); CorruptData when the broker could
     load no offsets from the file."""
     view = as_view(store)
-    progress: ConsumerOffsets = consumer_offsets(view, group=group, topic=topic, commit_log_max_offset=queue_cut(view))
+    progress: ConsumerOffsets = consumer_offsets(view, group=group, topic=topic, queues=loaded_queues(view))
     path = view.root / CONFIG_DIR / CONSUMER_OFFSET_FILE
     if progress.config is None or any(f.id == CONSUMER_OFFSET_TABLE_INVALID for f in progress.findings) \
             and not progress.rows:

@@ -197,7 +197,8 @@ def consumer_offsets(store: str | os.PathLike | StoreView, group: str | None = N
     load), optionally one group's or one topic's, against the store's consume queues, cut
     where the broker's load cuts them at the commit log's append position (or at
     ``commit_log_max_offset``; None: uncut, as a probe of a live store reads them), or
-    ``queues`` as the caller opened them (verify: cut where it checks them)."""
+    ``queues`` as the caller gives them (the queues as the simulated next start leaves them:
+    recovery/loaded_end.loaded_queues, which store/ may not import)."""
     view = as_view(store)
     root = view.root
     config_dir = root / CONFIG_DIR

@@ -53,7 +53,10 @@ def _int(value) -> int | None:
 
 
 def check_config(store: str | os.PathLike | StoreView, queues: ConsumeQueues | None, commit_log_min: int = 0,
-                 delay_spec: str | None = None) -> Iterator[Finding]:
+                 delay_spec: str | None = None, started: ConsumeQueues | None = None) -> Iterator[Finding]:
+    """``queues``: the files checked; ``started``: the queues as the simulated next start leaves
+    them (recovery/started_queues.py), which the committed and delay offsets are judged against
+    when given (the start's dispatch puts back what a file lost)."""
     store_root = store.root if isinstance(store, StoreView) else store
     cd = read_config_dir(store_root)
     yield from cd.all_findings()
@@ -73,9 +76,10 @@ def check_config(store: str | os.PathLike | StoreView, queues: ConsumeQueues | N
         yield from _queue_counts(topics_file.path, topics, queues)
     if queues is None:
         return
+    queues = started if started is not None else queues
     # committed offsets against the queues: the one reading rmqtool offsets shows (its config
     # findings were reported above, with the directory's)
-    progress = consumer_offsets(store, queues=queues)  # the queues checked, cut where the next start cuts them
+    progress = consumer_offsets(store, queues=queues)  # as the next start leaves them (else cut where it cuts them)
     yield from (f for f in progress.findings if f.id in _OFFSET_FINDINGS)
     if topics is not None and progress.config is not None:
         for group, topic in sorted({(r.group, r.topic) for r in progress.rows if r.topic not in topics}):

@@ -35,6 +35,7 @@ from rmqtool.store.view import StoreView
 
 if TYPE_CHECKING:  # recovery/'s models load when a start is simulated, not with every verify
     from rmqtool.recovery.outcome import Outcome
+    from rmqtool.store.consumequeue import ConsumeQueues
 
 
 _LOAD = (SEGMENT_GAP, SEGMENT_SIZE_ODD, SEGMENT_OVERLAP, SEGMENT_NAME_INVALID, SEGMENT_EMPTY, SEGMENT_UNREADABLE)
@@ -98,6 +99,14 @@ class NextStart:
     def served(self, topic: str, queue_id: int, offsets) -> "np.ndarray | None":
         """Whether the queue serves each message after the start (None: not known)."""
         return self.outcome.served(topic, queue_id, offsets) if self.loadable else None
+
+    def queues(self) -> "ConsumeQueues | None":
+        """The consume queues as the start leaves them, what its dispatch puts back included
+        (recovery/started_queues.py: the ranges recover plans with); None when not known."""
+        if not self.loadable:
+            return None
+        from rmqtool.recovery.started_queues import started_queues
+        return started_queues(self.view, self.outcome)
 
     def redispatch_command(self, topic: str, queue_id: int) -> str:
         """The command line that rebuilds one queue from the commit log."""

@@ -90,6 +90,11 @@ class Verify(VerifyRun):
             self._next_start()
         return queues
 
+    def _started_queues(self):
+        """The queues as the simulated start leaves them (committed offsets are judged against
+        them: its dispatch puts back what a file lost); None when the start was not simulated."""
+        return self.next_start.queues() if self.next_start is not None else None
+
     def _raw(self) -> Iterator[tuple[str, Finding]]:
         """(area, finding) for every check asked for, in the documented order.
 
@@ -146,7 +151,8 @@ class Verify(VerifyRun):
                 parts["index"].close()
         if "config" in only:
             queues = parts["queues"] if "queues" in parts else self.view.consume_queues()
-            for f in check_config(self.view, queues, log.min_offset if log else 0, self.options.delay_spec):
+            for f in check_config(self.view, queues, log.min_offset if log else 0, self.options.delay_spec,
+                                  started=self._started_queues()):
                 yield "config", f
         # the side stores' checks load only for a store that has one (nothing is found without it)
         if "compaction" in only and (self.root / COMPACTION_DIR).is_dir():  # CompactionStore.present

@@ -61,7 +61,7 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
     from rmqtool.store.rocksdb_cq import configured_store_type
 
     root = view.root
-    view, rolled_back = _ready_to_apply(view, to) if apply else (view, None)
+    view, rolled_back = ready_to_apply(view, to) if apply else (view, None)
     missing_file_ok = to is not None or force  # a new directory is the broker's load of the store, the input kept
     plan = plan_recovery(view, consume_queue_file_size=plan_queue_file_size(root, given), settings=settings,
                          keep_index=keep_index, missing_file_ok=missing_file_ok,
@@ -119,12 +119,12 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
     return run
 
 
-def _ready_to_apply(view, to: pathlib.Path | None):
+def ready_to_apply(view, to: pathlib.Path | None):
     """(the view to plan, the backup of an --apply cut short it was rolled back from, or None).
     A running broker's store is refused before anything is read for it, copied or rolled back;
     an --apply cut short gives the store back as it was first, then it is planned (planned half
     changed, a file deleted before the next one looked missing, and the command that finishes
-    it was refused)."""
+    it was refused). A DLedger store's --apply asks it too (families/rocketmq.py)."""
     from rmqtool.recovery.store_lock import refuse_held
     refuse_held(view)
     other = view.unfinished

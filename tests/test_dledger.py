@@ -354,6 +354,15 @@ def test_recover_apply_killed_between_two_files_is_finished_as_a_plain_store_is(
     assert tree_fingerprint(store) == before
 
 
+def test_what_finishes_a_killed_dledger_apply_keeps_its_options(crash_truth, tmp_path):
+    """The marker's finish is the command as given (--no-check-crc: the walk the plan was made
+    with); it dropped the options, and the run that finished it planned another walk."""
+    from rmqtool.store.unfinished import read_unfinished
+    store = _two_units_to_zero(crash_truth, tmp_path / "store")
+    assert _killed("recover", store, "--no-check-crc", "--apply", "--backup-dir", tmp_path / "b", after=2) == -9
+    assert read_unfinished(store).finish == f"rmqtool recover {store} --no-check-crc --apply"
+
+
 def test_recover_apply_refuses_a_dledger_store_an_undo_cut_short_left(crash_truth, tmp_path):
     """An undo killed between its two files: recover --apply refuses for the marker (exit 5, naming
     the undo that finishes it) and writes nothing, as on a plain store; it planned the half-undone

@@ -95,7 +95,7 @@ def _dledger_recover(view: StoreView, request):
         return RecoverRun(doc, plan, refusal=CorruptData(f"not recovered: {plan.refusal}", view.root))
     if request.apply:
         from rmqtool.engine.dledger_repair import apply_dledger_plan
-        again = shlex.join(["rmqtool", "recover", os.path.abspath(view.root), "--apply"])
+        again = shlex.join(["rmqtool", "recover", os.path.abspath(view.root), *request.again, "--apply"])
         doc["applied"] = apply_dledger_plan(view, plan, request.backup_dir or rolled_back, command=again)
         return RecoverRun(doc, plan, applied=True)
     return RecoverRun(doc, plan, exit_code=int(ExitCode.CORRUPT) if plan.changes or plan.refused else int(ExitCode.OK))

@@ -302,6 +302,86 @@ def test_recover_apply_zeroes_the_unit_the_engine_dropped_in_memory_only(tmp_pat
     assert tree_fingerprint(store) == before
 
 
+def _two_units_to_zero(crash_truth, dst: pathlib.Path) -> pathlib.Path:
+    """The crashed store with entry 151's record (DlgOrderTopic/1 #28) failing the reput too (its
+    bodyLength 10 short), so --apply zeroes a unit in two queue files: a kill can fall between them."""
+    store = expand_store(CRASH / "input" / "store", dst)
+    entry = next(e for e in crash_truth["recovery"]["truth"]["entries"] if e["index"] == 151)
+    at = entry["positionInDataFile"] + BODY_AT + BODY_AT_V4 - 4  # the record's bodyLength
+    with open(store / "dledger-n0" / "data" / entry["dataFile"], "r+b") as f:
+        f.seek(at)
+        length = struct.unpack(">i", f.read(4))[0]
+        f.seek(at)
+        f.write(struct.pack(">i", length - 10))
+    return store
+
+
+def _killed(*args, after: int) -> int:
+    """rmqtool run in a process that SIGKILLs itself at its ``after``-th change step; its return code."""
+    import os
+    import subprocess
+    import sys
+    from conftest import REPO
+    env = dict(os.environ, RMQTOOL_KILL_AFTER=str(after), PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "rmqtool", *map(str, args)], env=env, capture_output=True,
+                          timeout=120).returncode
+
+
+@pytest.mark.parametrize("same_backup_dir", [False, True])
+def test_recover_apply_killed_between_two_files_is_finished_as_a_plain_store_is(crash_truth, tmp_path,
+                                                                                 same_backup_dir):
+    """--apply killed after the first of two queue files is swapped in: the same command (with the
+    same --backup-dir or none) rolls the store back from that backup and repairs it afresh into it,
+    as an uninterrupted run does, and undo of that backup gives back the original. It planned the
+    half-changed store (one unit zeroed, not two), backed those bytes up in a new backup that undid
+    to the half-changed store, and refused the same --backup-dir as not empty (exit 2)."""
+    from rmqtool.store.paths import UNFINISHED_FILE
+    reference = _two_units_to_zero(crash_truth, tmp_path / "reference")
+    before = tree_fingerprint(reference)
+    done = json.loads(_run("recover", reference, "--apply", "--backup-dir", tmp_path / "b0", "-f", "json").stdout)
+    assert done["applied"]["units_zeroed"] == 2
+    repaired = tree_fingerprint(reference)
+    store = _two_units_to_zero(crash_truth, tmp_path / "store")
+    backup = tmp_path / "backup"
+    assert _killed("recover", store, "--apply", "--backup-dir", backup, after=2) == -9
+    assert tree_fingerprint(store) not in (before, repaired)  # one file swapped in of two
+    given = ["--backup-dir", backup] if same_backup_dir else []
+    doc = json.loads(_run("recover", store, "--apply", *given, "-f", "json").stdout)
+    assert doc["applied"]["units_zeroed"] == 2
+    assert pathlib.Path(doc["applied"]["backup_dir"]).resolve() == backup.resolve()
+    assert not (store / UNFINISHED_FILE).exists() and tree_fingerprint(store) == repaired
+    _run("undo", backup)
+    assert tree_fingerprint(store) == before
+
+
+def test_what_finishes_a_killed_dledger_apply_keeps_its_options(crash_truth, tmp_path):
+    """The marker's finish is the command as given (--no-check-crc: the walk the plan was made
+    with); it dropped the options, and the run that finished it planned another walk."""
+    from rmqtool.store.unfinished import read_unfinished
+    store = _two_units_to_zero(crash_truth, tmp_path / "store")
+    assert _killed("recover", store, "--no-check-crc", "--apply", "--backup-dir", tmp_path / "b", after=2) == -9
+    assert read_unfinished(store).finish == f"rmqtool recover {store} --no-check-crc --apply"
+
+
+def test_recover_apply_refuses_a_dledger_store_an_undo_cut_short_left(crash_truth, tmp_path):
+    """An undo killed between its two files: recover --apply refuses for the marker (exit 5, naming
+    the undo that finishes it) and writes nothing, as on a plain store; it planned the half-undone
+    store and applied over it. The undo run again gives back the original."""
+    store = _two_units_to_zero(crash_truth, tmp_path / "store")
+    before = tree_fingerprint(store)
+    backup = tmp_path / "backup"
+    _run("recover", store, "--apply", "--backup-dir", backup)
+    repaired = tree_fingerprint(store)
+    assert _killed("undo", backup, after=2) == -9
+    half = tree_fingerprint(store)
+    assert half not in (before, repaired)
+    refused = _run("recover", store, "--apply", codes=(5,))
+    assert f"rmqtool undo {backup}" in refused.stderr and "interrupted undo" in refused.stderr, refused.stderr
+    assert tree_fingerprint(store) == half and not list(tmp_path.glob("store.recovery-*"))
+    _run("undo", backup)
+    assert tree_fingerprint(store) == before
+
+
 def test_damage_in_headers_index_and_records(stores, truth, tmp_path):
     """A pos field, an index unit's term and a body byte changed: each found at its place;
     the walk reads on past the bad header (the next header names its own place)."""

@@ -522,7 +522,8 @@ def test_recover_to_killed_is_finished_by_the_same_command(after, tmp_path):
     reference = tmp_path / "reference"
     assert _run("recover", root, "--apply", "--to", reference).exit_code == 0
     if after is None:
-        copy_store(root, new, f"rmqtool recover {root} --apply --to {new}")
+        with copy_store(root, new, f"rmqtool recover {root} --apply --to {new}"):
+            pass
     else:
         assert _killed(*command, after=after).returncode == -9
     assert tree(root) == before  # the store given is never written
@@ -553,6 +554,70 @@ def test_recover_to_refuses_a_store_a_running_broker_holds(tmp_path):
         r = _run("recover", root, "--apply", "--to", tmp_path / "new")
         assert r.exit_code == 5 and "locked by" in r.stderr, r.output
         assert not list(tmp_path.glob("new*"))
+
+
+@pytest.mark.parametrize("held", ["copy", "backup", "partial"])
+def test_recover_to_refuses_a_copy_another_run_holds_and_removes_nothing(held, tmp_path):
+    """Two recover --apply --to NEW at once: while the first holds NEW (repairing it), the backup
+    its repair fills, or NEW.copy-partial (copying the store there), the second is refused (exit
+    5, naming that process) and removes nothing. It removed the first's copy and backup (the
+    first then failed, exit 8, and NEW was the second's), or emptied the partial copy the first
+    was making. Once the first is gone, the same command finishes NEW."""
+    root = writable_copy(E1, tmp_path / "store")
+    new, backup, partial = tmp_path / "new", tmp_path / "bkA", tmp_path / "new.copy-partial"
+    assert _killed("recover", root, "--apply", "--to", new, "--backup-dir", backup, after=1).returncode == -9
+    if held == "partial":
+        partial.mkdir()
+        (partial / "checkpoint").write_bytes(b"the first run's copy")
+    target = {"copy": new, "backup": backup, "partial": partial}[held]
+    first = subprocess.Popen([sys.executable, "-c", "import pathlib, sys\n"
+                              "from rmqtool.recovery.store_lock import directory_held\n"
+                              "with directory_held(pathlib.Path(sys.argv[1]), 'directory', 'holds it'):\n"
+                              " print('held', flush=True); sys.stdin.read()", str(target)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline().strip() == "held"
+        before = tree_fingerprint(tmp_path)
+        r = _run("recover", root, "--apply", "--to", new, "--backup-dir", tmp_path / "bkB")
+        assert r.exit_code == 5 and f"process {first.pid}" in r.stderr, r.output
+        assert tree_fingerprint(tmp_path) == before
+    finally:
+        first.stdin.close()
+        first.wait(timeout=10)
+    assert _run("recover", root, "--apply", "--to", new, "--backup-dir", tmp_path / "bkB").exit_code == 0
+    assert _run("recover", new).exit_code == 0 and not partial.exists() and not backup.exists()
+
+
+def test_recover_to_never_copies_through_a_link_at_its_partial_name(tmp_path):
+    """NEW.copy-partial a link to a directory: refused (exit 2), what it points to kept (the copy
+    now takes over a partial directory a run cut short left, emptying it first)."""
+    root = writable_copy(E1, tmp_path / "store")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep").write_text("not a copy")
+    (tmp_path / "new.copy-partial").symlink_to(elsewhere)
+    r = _run("recover", root, "--apply", "--to", tmp_path / "new")
+    assert r.exit_code == 2 and "in the way of the copy" in r.stderr, r.output
+    assert [p.name for p in elsewhere.iterdir()] == ["keep"] and not (tmp_path / "new").exists()
+
+
+def test_recover_to_holds_the_copy_from_its_making_to_its_repair(tmp_path, monkeypatch):
+    """The copy is held (flock) from before it is renamed NEW until its repair is done: between
+    the rename and the engine's lock nobody held it, and another --to run took it for one cut
+    short and removed it under the repair."""
+    import rmqtool.engine.recover_store as recover_store
+    from rmqtool.store.lock import root_writer_pid
+    root = writable_copy(E1, tmp_path / "store")
+    new = tmp_path / "new"
+    holders = []
+    real = recover_store._apply
+
+    def watched(target, *args, **kwargs):
+        holders.append(root_writer_pid(target))
+        return real(target, *args, **kwargs)
+    monkeypatch.setattr(recover_store, "_apply", watched)
+    assert _run("recover", root, "--apply", "--to", new).exit_code == 0
+    assert holders == [os.getpid()]
 
 
 def test_an_undo_killed_names_what_finishes_it_and_what_makes_the_repair_again(tmp_path):

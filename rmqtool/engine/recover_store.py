@@ -3,6 +3,7 @@
 a copy (``--to``: the store is left as it is)."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import pathlib
@@ -61,7 +62,7 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
     from rmqtool.store.rocksdb_cq import configured_store_type
 
     root = view.root
-    view, rolled_back = _ready_to_apply(view, to) if apply else (view, None)
+    view, rolled_back = ready_to_apply(view, to) if apply else (view, None)
     missing_file_ok = to is not None or force  # a new directory is the broker's load of the store, the input kept
     plan = plan_recovery(view, consume_queue_file_size=plan_queue_file_size(root, given), settings=settings,
                          keep_index=keep_index, missing_file_ok=missing_file_ok,
@@ -98,20 +99,21 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
     if sizes is not None and sizes.refusal(unknown):
         run.refusal = UsageError(f"not recovered: {sizes.refusal(unknown)}", root)
         return run
-    target = root
-    if to is not None:  # the same command finishes a copy's repair cut short: it makes the copy again
-        finish = ["rmqtool", "recover", os.path.abspath(root), *again, "--apply", "--to", os.path.abspath(to)]
-        target = copy_store(root, to, shlex.join(finish))
-    run.applied = True
-    if plan.changes_nothing and unfinished is None and not rewrites:  # not even the lock, the abort marker or the checkpoint
-        doc["applied"] = {"store_path": str(target), "backup_dir": None, "manifest": None}
-        run.sizes = None
+    with contextlib.ExitStack() as held:
+        target = root
+        if to is not None:  # the same command finishes a copy's repair cut short: it makes the copy again
+            finish = ["rmqtool", "recover", os.path.abspath(root), *again, "--apply", "--to", os.path.abspath(to)]
+            target = held.enter_context(copy_store(root, to, shlex.join(finish)))  # held until it is repaired
+        run.applied = True
+        if plan.changes_nothing and unfinished is None and not rewrites:  # not even the lock, the abort marker or the checkpoint
+            doc["applied"] = {"store_path": str(target), "backup_dir": None, "manifest": None}
+            run.sizes = None
+            _copy_done(target, to)
+            return run
+        command = shlex.join(["rmqtool", "recover", os.path.abspath(target), *again, "--apply"])
+        applied = _apply(target, settings, keep_index, backup_dir or rolled_back, given, missing_file_ok, command,
+                         _moved(rewrites, root, target), on_written)
         _copy_done(target, to)
-        return run
-    command = shlex.join(["rmqtool", "recover", os.path.abspath(target), *again, "--apply"])
-    applied = _apply(target, settings, keep_index, backup_dir or rolled_back, given, missing_file_ok, command,
-                     _moved(rewrites, root, target), on_written)
-    _copy_done(target, to)
     doc["applied"] = {"store_path": str(target), **(applied.to_json() if applied is not None else
                                                {"backup_dir": None, "manifest": None})}
     if rewrites and applied is not None:  # the plan carried out is the one made after the replacement
@@ -119,12 +121,12 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
     return run
 
 
-def _ready_to_apply(view, to: pathlib.Path | None):
+def ready_to_apply(view, to: pathlib.Path | None):
     """(the view to plan, the backup of an --apply cut short it was rolled back from, or None).
     A running broker's store is refused before anything is read for it, copied or rolled back;
     an --apply cut short gives the store back as it was first, then it is planned (planned half
     changed, a file deleted before the next one looked missing, and the command that finishes
-    it was refused)."""
+    it was refused). A DLedger store's --apply asks it too (families/rocketmq.py)."""
     from rmqtool.recovery.store_lock import refuse_held
     refuse_held(view)
     other = view.unfinished
@@ -200,55 +202,100 @@ def _moved(rewrites, root: pathlib.Path, target: pathlib.Path) -> tuple:
     return tuple(dataclasses.replace(r, path=str(target / pathlib.Path(r.path).relative_to(root))) for r in rewrites)
 
 
-def copy_store(root: pathlib.Path, to: pathlib.Path, finish: str) -> pathlib.Path:
+@contextlib.contextmanager
+def copy_store(root: pathlib.Path, to: pathlib.Path, finish: str):
     """recover --to: a copy of the store (not its lock) to repair, writable by us, its files'
     holes kept (a 1 GiB segment made ahead, a QMQ segment: a whole copy would take their full
     size). Made as TO.copy-partial, marked as an unrepaired copy of the store (``finish``: the
     command, run again, that finishes it) and renamed, so that a copy cut short (a kill, a
     full disk) is never a store at TO, and a repair of TO cut short is made again from the
-    start by the same command; one that fails is removed, and says why in one line."""
+    start by the same command; one that fails is removed, and says why in one line. TO is
+    yielded held (flock, as a writer holds a store root) from the copy's first byte until the
+    block ends: the hold of TO.copy-partial is TO's once renamed (one directory), so another
+    run making or repairing TO is refused (exit 5), never given the copy to remove."""
     from rmqtool.recovery import intent
     from rmqtool.recovery.manifest import copy_sparse
+    from rmqtool.recovery.store_lock import root_held
     from rmqtool.store.output_path import refuse_output_in_store
     refuse_output_in_store(to, "--to", [root])  # a copy inside its source copies itself, among the store's files
-    if to.exists() and (not to.is_dir() or any(to.iterdir())):
-        if not _own_copy(root, to):
-            raise UsageError("--to: the directory exists and is not empty", to)
     partial = to.with_name(to.name + ".copy-partial")
-    shutil.rmtree(partial, ignore_errors=True)  # a copy an earlier run left cut short
-    try:
-        shutil.copytree(root, partial, ignore=shutil.ignore_patterns("lock", *_OWN_MARKS),
-                        copy_function=copy_sparse)
-        for p in [partial, *partial.rglob("*")]:
-            os.chmod(p, os.stat(p).st_mode | 0o200)  # the copy is ours to repair
-        intent.mark_copy(partial, to, root, finish)
-        if to.exists():
-            to.rmdir()
-        os.replace(partial, to)
-    except (OSError, shutil.Error) as exc:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise StoreAccessError(f"--to: the store could not be copied ({_copy_failure(exc)}); nothing was "
-                               f"written there", to) from None
-    return to
+    with _held_partial(partial):
+        try:
+            if to.exists() and (not to.is_dir() or any(to.iterdir())) and not _own_copy(root, to):
+                raise UsageError("--to: the directory exists and is not empty", to)
+            for child in list(partial.iterdir()):  # a copy an earlier run left cut short
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+            shutil.copytree(root, partial, ignore=shutil.ignore_patterns("lock", *_OWN_MARKS),
+                            copy_function=copy_sparse, dirs_exist_ok=True)
+            for p in [partial, *partial.rglob("*")]:
+                os.chmod(p, os.stat(p).st_mode | 0o200)  # the copy is ours to repair
+            intent.mark_copy(partial, to, root, finish)
+            if to.exists():
+                with root_held(to):  # an empty TO another run has made its own is not taken
+                    to.rmdir()
+            os.replace(partial, to)
+        except BaseException as exc:
+            shutil.rmtree(partial, ignore_errors=True)  # held here: nobody else's (refused: it was made for nothing)
+            if not isinstance(exc, (OSError, shutil.Error)):
+                raise
+            raise StoreAccessError(f"--to: the store could not be copied ({_copy_failure(exc)}); nothing was "
+                                   f"written there", to) from None
+        yield to
 
 
 _OWN_MARKS = (UNFINISHED_FILE, COPY_OF_FILE)  # a store's marks, never its copy's
 
 
+@contextlib.contextmanager
+def _held_partial(partial: pathlib.Path):
+    """TO.copy-partial made (or the one a run cut short left, taken over) and held (flock) while
+    the block runs. Another run making it is refused (exit 5), as is a name there that is no
+    directory (a link's target would be emptied)."""
+    from rmqtool.recovery.store_lock import directory_held
+    try:
+        partial.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        pass  # not a directory: said below
+    except OSError as exc:
+        raise StoreAccessError(f"--to: the copy cannot be made ({exc.strerror}); nothing was written", partial) \
+            from None
+    if partial.is_symlink() or not partial.is_dir():
+        raise UsageError("--to: in the way of the copy, and not one an earlier run began: move it", partial)
+    with directory_held(partial, "copy", "is copying the store there"):
+        yield
+
+
 def _own_copy(root: pathlib.Path, to: pathlib.Path) -> bool:
     """Whether ``to`` is a copy of ``root`` an earlier recover --to left unrepaired (cut short):
     then it and the backup its repair was writing are removed, to be made again. Nothing in
-    them is anybody else's: every byte came from ``root``, which is as it was."""
+    them is anybody else's: every byte came from ``root``, which is as it was. Both are held
+    first: a run still repairing it (or filling that backup) is refused (exit 5), and asked
+    again once held (it may have finished, and be the operator's store now)."""
+    from rmqtool.recovery.store_lock import directory_held, held_for
+    if _unrepaired_copy(root, to) is None:
+        return False
+    with held_for(to):
+        marker = _unrepaired_copy(root, to)
+        if marker is None:
+            return False
+        backup = pathlib.Path(marker.backup_dir) if marker.backup_dir else None
+        if backup is not None and backup.is_dir():
+            with directory_held(backup, "backup directory", "is writing into this backup directory"):
+                shutil.rmtree(backup)
+        shutil.rmtree(to)
+    return True
+
+
+def _unrepaired_copy(root: pathlib.Path, to: pathlib.Path):
+    """The marker of ``to`` when it is a copy of ``root`` whose repair is not done, else None (a
+    repaired copy, its marker gone, is the operator's store now)."""
     from rmqtool.recovery import intent
     from rmqtool.store.unfinished import read_unfinished
     source = intent.copy_source(to)
     marker = read_unfinished(to)
     if source is None or pathlib.Path(source) != root.resolve() or marker is None:
-        return False  # a repaired copy (its marker gone) is the operator's store now
-    if marker.backup_dir and pathlib.Path(marker.backup_dir).is_dir():
-        shutil.rmtree(marker.backup_dir)
-    shutil.rmtree(to)
-    return True
+        return None
+    return marker
 
 
 def _copy_failure(exc: OSError) -> str:

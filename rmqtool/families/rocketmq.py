@@ -78,10 +78,13 @@ def _dledger_recover(view: StoreView, request):
     """recover on a DLedger store: the plan of both recoveries; with ``apply``, the consume queue
     units the broker's recovery drops only in memory zeroed in the files, with a backup
     (engine/dledger_repair.py). DLedger's own files are left as its recover leaves them."""
-    from rmqtool.engine.recover_store import RecoverRun
+    from rmqtool.engine.recover_store import RecoverRun, ready_to_apply
     from rmqtool.errors import ExitCode, UsageError
     from rmqtool.recovery.dledger import plan_dledger_recovery
     settings = request.settings
+    rolled_back = None
+    if request.apply and request.to is None:  # an --apply cut short rolled back (an undo's refused) before the plan
+        view, rolled_back = ready_to_apply(view, None)
     plan = plan_dledger_recovery(view, check_crc=getattr(settings, "check_crc", True))
     doc = plan.to_json()
     if request.apply and request.to is not None:
@@ -92,8 +95,8 @@ def _dledger_recover(view: StoreView, request):
         return RecoverRun(doc, plan, refusal=CorruptData(f"not recovered: {plan.refusal}", view.root))
     if request.apply:
         from rmqtool.engine.dledger_repair import apply_dledger_plan
-        again = shlex.join(["rmqtool", "recover", os.path.abspath(view.root), "--apply"])
-        doc["applied"] = apply_dledger_plan(view, plan, request.backup_dir, command=again)
+        again = shlex.join(["rmqtool", "recover", os.path.abspath(view.root), *request.again, "--apply"])
+        doc["applied"] = apply_dledger_plan(view, plan, request.backup_dir or rolled_back, command=again)
         return RecoverRun(doc, plan, applied=True)
     return RecoverRun(doc, plan, exit_code=int(ExitCode.CORRUPT) if plan.changes or plan.refused else int(ExitCode.OK))
 

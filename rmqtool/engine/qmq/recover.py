@@ -4,6 +4,7 @@ the store is left as it is). An earlier apply cut short is rolled back first, so
 command again finishes it."""
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import shlex
@@ -45,11 +46,12 @@ def _recover(view: QmqView, apply: bool, to: pathlib.Path | None, backup_dir: pa
     if to is not None and unfinished is not None:
         raise RepairUnfinished(f"not copied: an interrupted {unfinished.operation} left this store half changed: "
                                f"{unfinished.ways_out()}", root)
-    target = root
-    if to is not None:  # the same command finishes a copy's repair cut short: it makes the copy again
-        target = copy_store(root, to, shlex.join(["rmqtool", "recover", os.path.abspath(root), "--apply", "--to",
-                                                 os.path.abspath(to)]))
-    with held_for(target):  # the copy too, from its roll back to its last byte
+    with contextlib.ExitStack() as held:
+        target = root
+        if to is not None:  # the same command finishes a copy's repair cut short: it makes the copy again
+            target = held.enter_context(copy_store(root, to, shlex.join(
+                ["rmqtool", "recover", os.path.abspath(root), "--apply", "--to", os.path.abspath(to)])))
+        held.enter_context(held_for(target))  # the copy too, from its roll back to its last byte
         return _carry_out(run, plan, target, to, backup_dir)
 
 

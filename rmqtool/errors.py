@@ -81,6 +81,13 @@ class StoreAccessError(RmqError):
     exit_code = ExitCode.OPERATIONAL
 
 
+class OutputFailed(RmqError):
+    """A writer's stdout failed (its reader went away, a full disk) once it had begun: said with
+    what the command had changed by then, never as a success."""
+
+    exit_code = ExitCode.OPERATIONAL
+
+
 class NotAStore(RmqError):
     """The path exists but holds nothing rmqtool recognises."""
 

@@ -16,7 +16,7 @@ import typer
 from rmqtool.cli.params import Semantics, check_semantics, complete_queue, complete_topic, examples
 
 from rmqtool.cli.commitlog_paths import commit_log_paths_option
-from rmqtool.cli.common import OutputFormat, boundary, closed_on_error
+from rmqtool.cli.common import OutputFormat, Written, boundary, closed_on_error, writer_output
 from rmqtool.cli.sizes import SizeOptions, size_options
 from rmqtool.errors import NotAStore, StoreNotFound, UsageError
 from rmqtool.store.family import detect_family, require_rocketmq
@@ -94,12 +94,16 @@ def append(
 
     given = sizes.given(commitlog_size)
     bar = progress_bar("appending", None, progress) if from_jsonl is not None else None  # bytes written
-    with open_for_append(store, recover, warn, flush=flush, sizes=given, store_host=store_host,
-                         recovery=Settings(semantics=semantics),
-                         enabled_append_prop_crc=None if prop_crc is None else prop_crc == "on") as s, \
+    written, appended = Written("nothing was appended"), 0  # the rows are the record of what was written
+    with writer_output(written), \
+            open_for_append(store, recover, warn, flush=flush, sizes=given, store_host=store_host,
+                            recovery=Settings(semantics=semantics),
+                            enabled_append_prop_crc=None if prop_crc is None else prop_crc == "on") as s, \
             Sink(fmt.value, kind="appended", single=from_jsonl is None) as sink, bar or contextlib.nullcontext():
         with closed_on_error(sink):  # the rows of what was appended are out, whatever stops the run
             for results in append_in_chunks(s, source, bar.advance if bar else None, many=from_jsonl is not None):
+                appended += len(results)
+                written.words = f"stopped after {appended} messages, each of them appended to {store}"
                 for r in results:
                     sink.row({"topic": r.topic, "queue_id": r.queue_id, "commit_log_offset": r.wrote_offset,
                               "queue_offset": r.queue_offset, "msg_id": r.msg_id, "uniq_key": r.uniq_key})

@@ -18,8 +18,9 @@ try:  # typer 0.2x vendors click as typer._click
 except ImportError:  # older typer depends on click
     import click
 
-from rmqtool.errors import ExitCode, RmqError, UsageError, error_line
+from rmqtool.errors import ExitCode, OutputFailed, RmqError, UsageError, error_line
 from rmqtool.report.columns import terminal_safe
+from rmqtool.report.sink import STDOUT, name_stdout
 
 
 class OutputFormat(str, enum.Enum):
@@ -45,16 +46,20 @@ def command_path(ctx) -> str:
 
 
 def closed_pipe() -> "typer.Exit":
-    """The reader of stdout went away (``| head``): not a failure, exit 0 with nothing on stderr.
-    stdout then points at /dev/null, so the interpreter's last flush cannot print
-    "Exception ignored ... BrokenPipeError"."""
+    """The reader of stdout went away (``| head``): not a failure, exit 0 with nothing on stderr."""
+    _stdout_to_devnull()
+    return typer.Exit(int(ExitCode.OK))
+
+
+def _stdout_to_devnull() -> None:
+    """stdout points at /dev/null once it failed, so the interpreter's last flush of what it
+    holds cannot print "Exception ignored ... BrokenPipeError" (or a full disk's traceback)."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     except (OSError, ValueError, AttributeError):
         pass
-    return typer.Exit(int(ExitCode.OK))
 
 
 def is_closed_pipe(exc: BaseException | None) -> bool:
@@ -123,6 +128,8 @@ def boundary(fn):
             say_left_unfinished(kwargs, before)
             raise typer.Exit(int(ExitCode.OPERATIONAL)) from None
         except OSError as exc:
+            if exc.filename == STDOUT:  # what it still holds must not fail a second time at exit
+                _stdout_to_devnull()
             line, code = error_line(exc)
             line = terminal_safe(line)  # the file name is the store's
             sys.stderr.write(f"rmqtool: error: {line}\n")
@@ -145,6 +152,44 @@ def closed_on_error(*closers):
         _close_all(closers)
         raise
     _close_all(closers)
+
+
+class Written:
+    """What a writing command has changed so far, in words (``words``, kept up to date by the
+    command), for the line said when its output fails (:func:`writer_output`)."""
+
+    def __init__(self, words: str):
+        self.words = words
+
+
+def change_made(what: str, applied: dict | None) -> str:
+    """The words for a change a writer made (``applied``: its document's ``applied`` section,
+    ``store_path`` and ``backup_dir``; None: nothing was changed)."""
+    if not applied:
+        return "nothing was changed"
+    where, backup = applied.get("store_path"), applied.get("backup_dir")
+    return (what + (f" in {where}" if where else "")
+            + (f"; its backup is {backup} (rmqtool undo puts it back)" if backup else ""))
+
+
+@contextlib.contextmanager
+def writer_output(written: "Written | None"):
+    """The block in which a writer (``written`` not None) writes its output: stdout failing
+    there (a reader gone, a full disk) is no success as a reader's closed pipe is (exit 0):
+    the one line names <stdout>, its error and what was changed (``written.words``), exit 8.
+    stdout is flushed inside, so that its last bytes fail here rather than after the command."""
+    if written is None:
+        yield
+        return
+    try:
+        yield
+        sys.stdout.flush()
+    except OSError as exc:
+        if exc.filename != STDOUT:  # a file's error: the boundary says it with the file's name
+            raise
+        _stdout_to_devnull()
+        reason = "closed by its reader" if isinstance(exc, BrokenPipeError) else exc.strerror
+        raise OutputFailed(f"{reason}: {written.words}", STDOUT) from None
 
 
 def _close_all(closers) -> None:
@@ -256,17 +301,50 @@ def _stdout_is_devnull() -> bool:
 _ABORTS = tuple({typer.Abort, getattr(click.exceptions, "Abort", typer.Abort)})
 
 
+def _standard_streams() -> bool:
+    """A standard stream the shell closed (``<&-``, ``2>&-``) reads or takes nothing: /dev/null
+    on its descriptor, which a store file opened later would otherwise get (and then be
+    written as stdout or stderr). False when stdout was closed: a command's output has nowhere
+    to go, and that is an I/O error (exit 8), not a silent success."""
+    closed_stdout = sys.stdout is None
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is not None:
+            continue
+        null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        setattr(sys, name, open(fd, "r" if fd == 0 else "w", encoding="utf-8", errors="backslashreplace",
+                                closefd=False))
+    return not closed_stdout
+
+
+def _failed_output(exc: OSError) -> int:
+    """An OSError met outside every command's boundary (click's help, --version, the last
+    flush): stdout's, said in one line; the exit code."""
+    if isinstance(exc, BrokenPipeError):
+        return closed_pipe().exit_code
+    _stdout_to_devnull()
+    line, code = error_line(exc)
+    sys.stderr.write(f"rmqtool: error: {terminal_safe(line)}\n")
+    return int(code)
+
+
 def run(app, read_only: frozenset = frozenset()) -> None:
     """The process boundary around the typer app: click's usage errors one line (usage_line),
     Ctrl-C and a closed pipe as every command has them. A command of ``read_only`` (one that
     writes nothing but stdout and stderr) that ends normally ends the process once its output
     is flushed, without the interpreter's teardown (every module's objects freed: 30-60 ms
     after a verify or a dump, which no reader sees)."""
+    if not _standard_streams():
+        sys.stderr.write(f"rmqtool: error: {STDOUT}: closed (>&-): nothing was run; give it a file or /dev/null\n")
+        sys.exit(int(ExitCode.OPERATIONAL))
     for stream in (sys.stdout, sys.stderr):  # a locale whose codec lacks a character (Latin-1, ASCII
         try:                                  # without UTF-8 mode) shows it as an escape, never a traceback
             stream.reconfigure(errors="backslashreplace")
         except (AttributeError, ValueError):  # not a text stream of its own (a test's capture)
             pass
+    name_stdout()
     try:
         code = app(standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:
@@ -275,10 +353,7 @@ def run(app, read_only: frozenset = frozenset()) -> None:
     except click.exceptions.UsageError as exc:
         sys.stderr.write(usage_line(exc) + "\n")
         sys.exit(int(ExitCode.USAGE))
-    except _ABORTS:
-        sys.stderr.write("rmqtool: interrupted\n")
-        sys.exit(130)
-    except KeyboardInterrupt:
+    except (*_ABORTS, KeyboardInterrupt):
         sys.stderr.write("rmqtool: interrupted\n")
         sys.exit(130)
     except BrokenPipeError:
@@ -295,10 +370,14 @@ def run(app, read_only: frozenset = frozenset()) -> None:
     except click.exceptions.ClickException as exc:
         sys.stderr.write(f"rmqtool: error: {exc.format_message()}\n")
         sys.exit(exc.exit_code)
+    except OSError as exc:  # stdout failing outside a command (--help, --version into a full disk)
+        sys.exit(_failed_output(exc))
     try:
         sys.stdout.flush()
     except BrokenPipeError:  # the last of the output did not get out: the reader went away
         code = closed_pipe().exit_code
+    except OSError as exc:
+        code = _failed_output(exc)
     code = code if isinstance(code, int) else int(ExitCode.OK)
     if sys.argv[1:2] and sys.argv[1] in read_only:
         sys.stderr.flush()

@@ -19,7 +19,7 @@ import typer
 from rmqtool.cli.params import TIME_METAVAR, complete_queue, complete_topic, examples, parse_time
 
 from rmqtool.cli.commitlog_paths import commit_log_paths_option
-from rmqtool.cli.common import OutputFormat, boundary
+from rmqtool.cli.common import OutputFormat, Written, boundary, change_made, writer_output
 from rmqtool.errors import ExitCode
 from rmqtool.findings import Severity
 from rmqtool.inspect.offsets import loaded_offsets
@@ -125,8 +125,10 @@ def reset(
                             to_latest=to_latest)
     run = reset_offsets(store, group, topic, target, queue=queue, apply=apply, backup_dir=backup_dir,
                         offset_by_time=offset_by_time)
-    for line in show_reset_plan(run, fmt.value, wide=wide, columns=columns):
-        warn(line)
+    applied = {"store_path": str(run.written), "backup_dir": str(run.backup_dir)} if run.written else None
+    with writer_output(Written(change_made("the offsets were reset", applied)) if apply else None):
+        for line in show_reset_plan(run, fmt.value, wide=wide, columns=columns):
+            warn(line)
 
 
 # the default command, then reset (registered once, at import, as dump's kinds are)

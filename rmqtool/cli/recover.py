@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 
 from rmqtool.cli.commitlog_paths import commit_log_paths_option
-from rmqtool.cli.common import OutputFormat, boundary
+from rmqtool.cli.common import OutputFormat, Written, boundary, change_made, writer_output
 from rmqtool.cli.params import TIME_METAVAR, Semantics, check_semantics, examples, parse_time
 from rmqtool.cli.sizes import SizeOptions, size_options
 from rmqtool.errors import UsageError
@@ -105,11 +105,20 @@ def recover(
                              on_written=bar.advance if bar is not None else None)
     with bar or contextlib.nullcontext():  # erased (or its last line written) before the table
         run = tools.recover(view, request)
-    tools.show_recover(run, fmt.value, wide=wide, live=view.live)
+    with writer_output(_written(run, to) if apply else None):
+        tools.show_recover(run, fmt.value, wide=wide, live=view.live)
     if run.refusal is not None:
         raise run.refusal
     if run.exit_code:
         raise typer.Exit(run.exit_code)
+
+
+def _written(run, to) -> Written:
+    """What --apply changed, for the line said when the plan's output fails."""
+    applied = run.doc.get("applied") if run.applied else None
+    if applied is not None and applied.get("backup_dir") is None and to is None:
+        applied = None  # nothing needed changing: not even a backup was made
+    return Written(change_made("the repair was made", applied))
 
 
 def _flags(store, semantics, given, **on) -> list[str]:

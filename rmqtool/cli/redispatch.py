@@ -16,7 +16,7 @@ from typing import List, Optional
 import typer
 
 from rmqtool.cli.commitlog_paths import commit_log_paths_option
-from rmqtool.cli.common import OutputFormat, boundary
+from rmqtool.cli.common import OutputFormat, Written, boundary, change_made, writer_output
 from rmqtool.cli.params import OFFSET_METAVAR, Semantics, check_semantics, complete_queue, complete_topic, examples
 from rmqtool.cli.sizes import SizeOptions, size_options
 from rmqtool.errors import ExitCode, UsageError
@@ -83,7 +83,9 @@ def redispatch(
                                skip_unknown_topics=skip_unknown_topics, from_offset=from_offset, given=given,
                                semantics=check_semantics(semantics), apply=apply, backup_dir=backup_dir,
                                command=again_command, timer=timer, progress=bar)
-    show_redispatch_plan(run.doc, fmt.value, run.sizes, wide=wide)
+    written = Written(change_made("the rebuilt files were swapped in", run.doc.get("applied"))) if apply else None
+    with writer_output(written):
+        show_redispatch_plan(run.doc, fmt.value, run.sizes, wide=wide)
     if run.refusal is not None:
         raise run.refusal
     if run.differs and not apply:

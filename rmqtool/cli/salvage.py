@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from rmqtool.cli.commitlog_paths import commit_log_paths_option
-from rmqtool.cli.common import OutputFormat, boundary, closed_on_error
+from rmqtool.cli.common import OutputFormat, Written, boundary, closed_on_error, writer_output
 from rmqtool.cli.params import examples
 from rmqtool.cli.sizes import SizeOptions, size_options
 from rmqtool.errors import ExitCode, UsageError
@@ -74,7 +74,10 @@ def salvage(
         _write(messages, out, to_stdout, to_store, written if to_store is not None else None, report.reject)
     doc = report.to_json()
     doc["out_path"] = "<stdout>" if to_stdout else str(out or to_store)
-    show_salvage(doc, fmt.value, on_stderr=to_stdout)  # stdout holds the messages
+    # the messages on stdout (--out -) are a reader's output; the report after a file or a store is made a writer's
+    written = None if to_stdout else Written(f"the salvaged messages were written to {doc['out_path']}")
+    with writer_output(written):
+        show_salvage(doc, fmt.value, on_stderr=to_stdout)  # stdout holds the messages
     if report.lost_anything:
         raise typer.Exit(int(ExitCode.CORRUPT))
 
@@ -126,6 +129,7 @@ def _qmq_salvage(store: pathlib.Path, out: Optional[pathlib.Path], to_store, fmt
             sink.rows(message_log_row(r) for r in result.kept)
     doc = result.to_json()
     doc["out_path"] = "<stdout>" if to_stdout else str(out)
-    show_salvage(doc, fmt.value, on_stderr=to_stdout, table=qmq_salvage_table)
+    with writer_output(None if to_stdout else Written(f"the salvaged messages were written to {out}")):
+        show_salvage(doc, fmt.value, on_stderr=to_stdout, table=qmq_salvage_table)
     if result.lost_anything:
         raise typer.Exit(int(ExitCode.CORRUPT))

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from rmqtool.cli.common import OutputFormat, boundary
+from rmqtool.cli.common import OutputFormat, Written, boundary, change_made, writer_output
 from rmqtool.cli.params import examples
 from rmqtool.report.sink import render_document
 
@@ -35,4 +35,6 @@ def undo(
     from rmqtool.recovery.undo import undo as undo_recovery  # recovery loads numpy: only when asked
 
     restored = undo_recovery(backup_dir, store, force=force)
-    render_document(restored.to_json(), fmt.value, title="restored")
+    doc = restored.to_json()
+    with writer_output(Written(change_made("the backup was put back", {"store_path": doc["store_path"]}))):
+        render_document(doc, fmt.value, title="restored")

@@ -332,6 +332,34 @@ def summary_table(rows) -> None:
     table.close()
 
 
+STDOUT = "<stdout>"  # how an error of standard output names it, as a file's names the file
+
+
+class _StdoutFile(io.FileIO):
+    """Descriptor 1, whose errors name it: a full disk or a closed pipe on stdout is said as
+    ``<stdout>: No space left on device``, not as an error of no file (a store's, for all one knows)."""
+
+    def write(self, data):
+        try:
+            return super().write(data)
+        except OSError as exc:  # EPIPE stays a BrokenPipeError (OSError picks the subclass by errno)
+            raise OSError(exc.errno, exc.strerror, STDOUT) from None
+
+
+def name_stdout() -> None:
+    """Make sys.stdout's errors name it (the CLI's entry point, once); a stdout that is no
+    descriptor 1 (a test's capture) is left as it is."""
+    out = sys.stdout
+    try:
+        if out.fileno() != 1:
+            return
+        out.flush()
+    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+        return
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(_StdoutFile(1, "wb", closefd=False)), encoding=out.encoding,
+                                  errors="backslashreplace", line_buffering=out.line_buffering)
+
+
 def write_line(text: str, stream: TextIO | None = None) -> None:
     """One line of a command's own text output (a version, a path) on stdout."""
     (stream if stream is not None else sys.stdout).write(text + "\n")

@@ -72,3 +72,33 @@ def test_done_counts_the_bytes_backup_and_apply_wrote(tmp_path, case):
     entries_put = applied.plan.to_json()["index_rebuild"]["entries_put"]
     assert entries_put > 0 and (units_written > 0) == case.startswith("c1")  # c1: a queue dispatched again
     assert bar.done == copied + zeroed + units_written * U + entries_put * INDEX_SIZE
+
+
+def test_ctrl_c_erases_the_bars_before_its_line(monkeypatch):
+    """A terminal's bar still live at Ctrl-C was drawn again after "rmqtool: interrupted" (in
+    colour, with no newline): the boundary erases every bar before its line."""
+    import io
+
+    import typer
+
+    from rmqtool.cli.common import boundary
+    from rmqtool.report import progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    err = Terminal()
+    monkeypatch.setattr("sys.stderr", err)
+    bar = progress.Progress("verify", total=100)
+    bar.advance(10)
+
+    @boundary
+    def command():
+        raise KeyboardInterrupt
+
+    with pytest.raises(typer.Exit) as stopped:
+        command()
+    assert stopped.value.exit_code == 130
+    assert progress._LIVE == [] and bar._bar is None  # stopped: nothing draws it again
+    assert err.getvalue().endswith("rmqtool: interrupted\n")

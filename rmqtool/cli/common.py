@@ -118,7 +118,7 @@ def boundary(fn):
             # downstream closed the pipe (head, less): not an error of ours
             raise closed_pipe() from None
         except KeyboardInterrupt:
-            sys.stderr.write("rmqtool: interrupted\n")
+            interrupted()
             say_left_unfinished(kwargs, before)
             raise typer.Exit(130) from None
         except MemoryError:
@@ -137,6 +137,14 @@ def boundary(fn):
             say_left_unfinished(kwargs, before)
             raise typer.Exit(int(code)) from None
     return wrapper
+
+
+def interrupted() -> None:
+    """Ctrl-C's one line, the progress bars erased first: a bar left live would be drawn again
+    after it (the bars are transient: nothing of them stays once the command ends)."""
+    from rmqtool.report.progress import erase_bars
+    erase_bars()
+    sys.stderr.write("rmqtool: interrupted\n")
 
 
 @contextlib.contextmanager
@@ -354,7 +362,7 @@ def run(app, read_only: frozenset = frozenset()) -> None:
         sys.stderr.write(usage_line(exc) + "\n")
         sys.exit(int(ExitCode.USAGE))
     except (*_ABORTS, KeyboardInterrupt):
-        sys.stderr.write("rmqtool: interrupted\n")
+        interrupted()
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(closed_pipe().exit_code)

@@ -258,9 +258,9 @@ VIEWS: dict[str, tuple[Column, ...]] = {
     "offset": (
         # the lag first after where it is: what an operator opens offsets for, at 80 columns too
         text("group", 1, 30, 10, cut=NAME), text("topic", 2, 30, 10, cut=NAME), num("queue_id", 3),
-        num("committed_offset", 6, 12),
+        num("committed_offset", 7, 12),
         num("lag_messages", 4, 12), num("min_queue_offset", 9, 12), num("max_queue_offset", 8, 12),
-        old_num("min_offset"), old_num("max_offset"), num("lag_ms", 7, 10),
+        old_num("min_offset"), old_num("max_offset"), num("lag_ms", 6, 10),
         fixed("next_store_timestamp", 10, TIME), fixed("newest_store_timestamp", 11, TIME),
         text("status", 5, 80, 16, cut=HEAD), fixed("pull_status", None, 21), num("next_pull_offset", None)),
     # QMQ info: the action checkpoint's groups, and the progress the next start has (inspect/qmq/inventory.py)
@@ -366,7 +366,8 @@ def fit(sized, width: int, *, wide: bool = False, given: bool = False) -> list[t
 
     ``sized``: (column, least, most) of each column that may be shown, the cells its values need
     at least (what may not be cut of them) and at most. By rank, columns are taken while they fit
-    at their least; the room left widens the columns that cut their values, then gives numbers
+    at their least (none after the first that does not: a less important one never stands in
+    for it); the room left widens the columns that cut their values, then gives numbers
     the room kept for the rows to come. ``wide``: every column, at its most. ``given``
     (``--columns``): every column asked for, at its least and more as room allows.
     """
@@ -378,9 +379,10 @@ def fit(sized, width: int, *, wide: bool = False, given: bool = False) -> list[t
         chosen: set[str] = set()
         used = -GAP
         for c, least, _ in sorted((s for s in sized if s[0].rank is not None), key=lambda s: s[0].rank):
-            if used + least + GAP <= width or not chosen:
-                chosen.add(c.name)
-                used += least + GAP
+            if chosen and used + least + GAP > width:
+                break  # the least important first: no column after one that does not fit
+            chosen.add(c.name)
+            used += least + GAP
         shown = [s for s in sized if s[0].name in chosen]
     widths = {c.name: least for c, least, _ in shown}
     room = width - (sum(widths.values()) + GAP * (len(shown) - 1))

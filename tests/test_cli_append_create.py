@@ -141,3 +141,25 @@ def test_a_store_a_broker_made_and_never_wrote_asks_for_its_sizes(tmp_path):
     assert r.exit_code == 0, r.stderr
     assert [p.stat().st_size for p in (store / "commitlog").iterdir()] == [65536]
     assert invoke("recover", store, "--broker-config", conf).exit_code == 0
+
+
+def test_a_create_that_fails_before_its_first_message_leaves_no_store(tmp_path):
+    """A row that is no message (its body not base64): refused (exit 2) before anything is
+    appended; the store --create made for it is taken away again (a missing path) or emptied
+    (an empty directory given), so a later run without --create is still refused. A store
+    that holds messages is kept whatever stops the run."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"topic":"T","body":"!!"}\n')
+    made, empty = tmp_path / "new", tmp_path / "empty"
+    empty.mkdir()
+    for store in (made, empty):
+        r = invoke("append", store, "--create", "--from-jsonl", bad, "--assume-defaults")
+        assert r.exit_code == int(ExitCode.USAGE) and "base64" in r.stderr, r.output
+        assert invoke("append", store, "--topic", "T", "--body", "x").exit_code in (ExitCode.OPERATIONAL,
+                                                                                   ExitCode.BAD_INPUT)
+    assert not made.exists() and empty.is_dir() and not any(empty.iterdir())
+    kept = tmp_path / "kept"
+    assert invoke("append", kept, "--create", "--topic", "T", "--body", "x", "--commitlog-size", 65536).exit_code == 0
+    before = {p.name: file_fingerprint(p) for p in (kept / "commitlog").iterdir()}
+    assert invoke("append", kept, "--from-jsonl", bad).exit_code == int(ExitCode.USAGE)
+    assert {p.name: file_fingerprint(p) for p in (kept / "commitlog").iterdir()} == before

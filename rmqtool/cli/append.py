@@ -90,12 +90,12 @@ def append(
     check_semantics(semantics)
     source = _source(from_jsonl, keep_store_timestamp, keep_store_host, topic, body, body_file, tags, keys, prop,
                      queue, delay_level)
-    from rmqtool.engine.append_flow import append_in_chunks, open_for_append
+    from rmqtool.engine.append_flow import append_in_chunks, open_for_append, unmade_on_failure
 
     given = sizes.given(commitlog_size)
     bar = progress_bar("appending", None, progress) if from_jsonl is not None else None  # bytes written
     written, appended = Written("nothing was appended"), 0  # the rows are the record of what was written
-    with writer_output(written), \
+    with unmade_on_failure(store) if create else contextlib.nullcontext(), writer_output(written), \
             open_for_append(store, recover, warn, flush=flush, sizes=given, store_host=store_host,
                             recovery=Settings(semantics=semantics),
                             enabled_append_prop_crc=None if prop_crc is None else prop_crc == "on") as s, \

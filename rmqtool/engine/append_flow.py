@@ -2,17 +2,22 @@
 messages handed to the engine a chunk at a time, one message from a producer's options."""
 from __future__ import annotations
 
+import contextlib
+import os
 import pathlib
 import shlex
+import shutil
 from typing import Iterator
 
+from rmqtool.store.commitlog_end import first_bytes
 from rmqtool.store.compaction import compaction_served
+from rmqtool.store.paths import COMMITLOG_DIR
 from rmqtool.store.dledger import refuse_dledger
 from rmqtool.engine.encoder import topic_bytes
 from rmqtool.engine.message_inner import MessageInner
 from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
-from rmqtool.errors import RecoveryNeeded, StoreAccessError, UsageError
+from rmqtool.errors import RecoveryNeeded, RmqError, StoreAccessError, UsageError
 from rmqtool.formats import properties as props
 
 CHUNK = 1000  # messages handed to the engine at once
@@ -41,6 +46,37 @@ def open_for_append(store: pathlib.Path, recover: bool, note, **options) -> Stor
     if s.prop_crc:
         note(f"rmqtool: each record ends with a __CRC32# entry: {s.prop_crc_reason} (--prop-crc off leaves it out)")
     return s
+
+
+@contextlib.contextmanager
+def unmade_on_failure(store: pathlib.Path):
+    """A store --create makes (STORE missing or an empty directory) that a failure stops before
+    its first message is taken away again: left there, a later run without --create would take
+    it for a store (and info call it clean). Only what was not there before goes."""
+    made = not store.exists()
+    emptied = not made and store.is_dir() and not any(store.iterdir())
+    try:
+        yield
+    except BaseException:
+        if (made or emptied) and store.is_dir() and not _holds_a_record(store / COMMITLOG_DIR):
+            if made:
+                shutil.rmtree(store, ignore_errors=True)
+            else:
+                for entry in list(store.iterdir()):
+                    shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+        raise
+
+
+def _holds_a_record(commitlog: pathlib.Path) -> bool:
+    """Whether any commit log file begins with a record (a record always starts a file)."""
+    try:
+        files = [e.path for e in os.scandir(commitlog) if e.is_file()]
+    except OSError:
+        return False
+    try:
+        return any(first_bytes(path, 8).strip(b"\0") for path in files)
+    except RmqError:  # unreadable: kept, as one holding a record would be
+        return True
 
 
 def append_in_chunks(store: Store, source: Iterator[MessageInner], advance=None, many: bool = False):

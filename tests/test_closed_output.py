@@ -89,3 +89,27 @@ def test_a_closed_stderr_or_stdin_is_dev_null(tmp_path):
     assert p.returncode == 0 and len(p.stdout.splitlines()) == 4  # header, rule, two rows
     p = shell(f"R append {tmp_path / 'ap7'} --create --from-jsonl - --assume-defaults <&-")
     assert p.returncode == 0 and p.stdout == "" and "Traceback" not in p.stderr, p.stderr
+
+
+def test_ctrl_c_in_an_append_lists_every_message_it_appended(tmp_path):
+    """Ctrl-C part way through an append --from-jsonl: each chunk appended has its rows out
+    (Ctrl-C is held while a chunk is appended and listed), so the rows are the store's
+    messages, one each; they were ~1,000 short (a chunk's rows, and the sink's buffer, lost)."""
+    import signal
+    import time
+
+    source, store, out = tmp_path / "m.jsonl", tmp_path / "store", tmp_path / "rows.jsonl"
+    messages(source, 60_000)
+    with open(out, "wb") as rows:
+        p = subprocess.Popen([sys.executable, "-m", "rmqtool", "append", str(store), "--create", "--from-jsonl",
+                              str(source), "--commitlog-size", str(16 << 20), "--assume-defaults", "--no-progress"],
+                             stdout=rows, stderr=subprocess.PIPE, env=env())
+        deadline = time.monotonic() + 60
+        while out.stat().st_size == 0 and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)  # the first chunk's rows are out: the run is under way
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=120)
+    listed = out.read_text().splitlines()
+    assert p.returncode in (0, 130), err
+    assert all(json.loads(line)["topic"] == "T0" for line in listed)
+    assert len(listed) == stored(store) > 0, err

@@ -107,6 +107,7 @@ def append(
                 for r in results:
                     sink.row({"topic": r.topic, "queue_id": r.queue_id, "commit_log_offset": r.wrote_offset,
                               "queue_offset": r.queue_offset, "msg_id": r.msg_id, "uniq_key": r.uniq_key})
+                sink.flush()  # out before the next chunk: Ctrl-C (held while a chunk is appended) ends it there
     if from_jsonl is not None:
         skipped = source.skipped_text()
         if skipped:

@@ -7,6 +7,8 @@ import os
 import pathlib
 import shlex
 import shutil
+import signal
+import threading
 from typing import Iterator
 
 from rmqtool.store.commitlog_end import first_bytes
@@ -116,13 +118,32 @@ def _refuse_compacted(root: pathlib.Path, topic: str, listed: list):
 
 
 def _appended(store: Store, chunk: list, advance, listed: list):
-    results = store.append_many(chunk)
-    yield results
+    with _interrupts_held():  # a chunk appended is listed (its rows out) before Ctrl-C ends the run
+        results = store.append_many(chunk)
+        yield results
     if results:
         listed[0] += len(results)
         listed[1] = results[-1].wrote_offset + results[-1].wrote_bytes
     if advance:
         advance(sum(r.wrote_bytes for r in results))
+
+
+@contextlib.contextmanager
+def _interrupts_held():
+    """Ctrl-C held until the block ends, then raised. A handler, not a signal mask: a mask
+    holds the signal off this thread only, and another (a progress bar's) would take it.
+    Off the main thread (a library caller's) there is no handler to set: nothing held."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
 
 
 def _stopped_after(listed: list, root) -> str:

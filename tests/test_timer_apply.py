@@ -72,3 +72,28 @@ def test_random_timer_damage_never_crashes_nor_writes(tmp_path_factory, target, 
         assert r.exit_code in (0, 2, 3, 4, 8), (argv, r.output, r.exception)
         assert "Traceback" not in r.output + r.stderr
     assert tree_fingerprint(store) == before
+
+
+_LOST_OR_AGAIN = {"strands", "loops", "redelivers"}
+
+
+@pytest.mark.parametrize("variant", sorted(p.name for p in CRASH.iterdir() if p.is_dir()))
+def test_recover_says_what_the_timer_run_loses_as_verify_does(tmp_path, variant):
+    """The start's timer run loses deliveries or makes them again (a chain missing units, a
+    loop, timercheck gone) though no file needs a change: recover said "nothing to recover:
+    the store is as a clean shutdown leaves it" and exited 0 while verify reported the error.
+    Now its plan says it in words (timer.run.losses) and exits 3, before and after --apply,
+    exactly where verify's timer findings say so at the same clock."""
+    runner = cli_runner()
+    store = expand_store(CRASH / variant / "input/store", tmp_path / "store")
+    now = _clock(variant)
+    for applied in (False, True):
+        if applied:
+            runner.invoke(app, ["recover", str(store), "--apply", "--backup-dir", str(tmp_path / "bk"), "--now", now])
+        r = runner.invoke(app, ["recover", str(store), "--now", now, "-f", "json"])
+        losses = json.loads(r.stdout)["timer"]["run"]["losses"]
+        said = {f["finding"] for f in _timer_findings(runner, store, now)
+                if f["consequence"] in _LOST_OR_AGAIN and f["finding"] != "timerLogCut"}  # the cut: plan.left
+        assert bool(losses) == bool(said), (applied, losses, said)
+        if said:
+            assert r.exit_code == 3, (applied, r.output)

@@ -84,7 +84,7 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
     if not apply:
         # messages the broker no longer serves are damage found, even when the start changes nothing
         if (not plan.loadable or not plan.is_empty or doc["lost_messages"] or unfinished is not None
-                or doc["index_files_cut_short"]):
+                or doc["index_files_cut_short"] or (doc.get("timer") or {}).get("run", {}).get("losses")):
             run.exit_code = int(ExitCode.CORRUPT)
         return run
     if to is not None and unfinished is not None:  # a copy of a half-changed store is no store to repair

@@ -238,6 +238,10 @@ def _plan_lines(doc: dict, plan, wide: bool = False) -> list[str]:
     if plan.is_empty and lost:  # what the queues lost is lost already: the start changes nothing about it
         lines.append(f"nothing to recover: the start changes no file, but the {len(lost)} messages above stay "
                      f"lost until their queues are rebuilt (rmqtool redispatch)")
+    elif plan.is_empty and (doc.get("timer") or {}).get("run", {}).get("losses"):
+        lines.append(f"nothing to recover in the files, but the start's timer run above: "
+                     f"{doc['timer']['run']['losses']} (rmqtool verify says which; rmqtool redispatch --timer "
+                     f"rebuilds the timer store from the commit log)")
     elif plan.is_empty and cut:
         lines.append(f"nothing to recover: the start changes no file, but the {len(cut)} index "
                      f"file{'s' if len(cut) != 1 else ''} above stay{'' if len(cut) != 1 else 's'} cut short")

@@ -40,7 +40,26 @@ def timer_section(start: TimerStart) -> dict:
             "skipped_by_read_time": [u.position for u in run.skipped],
             "dropped": [u.position for u in run.dropped],
         }
+        out["run"]["losses"] = timer_run_losses(out)
     return out
+
+
+def timer_run_losses(section: dict) -> str | None:
+    """What the next start's timer run (the section's ``run``) does that loses a delivery or
+    makes one again, in words; None when it does neither. The files may need no change and
+    still say this (a wheel slot zeroed, timercheck gone): then there is something to recover."""
+    run = section.get("run")
+    if not run:
+        return None
+    said = []
+    if run["stranded"] or run["skipped_by_read_time"]:
+        said.append(f"{len(run['stranded']) + len(run['skipped_by_read_time'])} timer unit(s) never delivered")
+    if run["first_loop"]:
+        said.append(f"dequeue loops at slot {run['first_loop']['slot_index']}: no timer message after it delivered")
+    if run["units_walked_again"]:
+        said.append(f"{run['units_walked_again']} unit(s) in slots already due walked again: their messages "
+                    f"delivered again")
+    return "; ".join(said) or None
 
 
 def _slot(t: tuple) -> dict:

@@ -235,19 +235,24 @@ def _plan_lines(doc: dict, plan, wide: bool = False) -> list[str]:
     if doc.get("timer"):
         lines += _timer_lines(doc["timer"])
     lines += [f"left to the start ({f.id}): {f.message}" for f in plan.left]
-    if plan.is_empty and lost:  # what the queues lost is lost already: the start changes nothing about it
-        lines.append(f"nothing to recover: the start changes no file, but the {len(lost)} messages above stay "
-                     f"lost until their queues are rebuilt (rmqtool redispatch)")
-    elif plan.is_empty and (doc.get("timer") or {}).get("run", {}).get("losses"):
-        lines.append(f"nothing to recover in the files, but the start's timer run above: "
-                     f"{doc['timer']['run']['losses']} (rmqtool verify says which; rmqtool redispatch --timer "
-                     f"rebuilds the timer store from the commit log)")
-    elif plan.is_empty and cut:
-        lines.append(f"nothing to recover: the start changes no file, but the {len(cut)} index "
-                     f"file{'s' if len(cut) != 1 else ''} above stay{'' if len(cut) != 1 else 's'} cut short")
-    elif plan.is_empty:
-        lines.append("nothing to recover: the store is as a clean shutdown leaves it")
+    if plan.is_empty:
+        lines.append(_nothing_to_recover(doc, lost, cut))
     return lines
+
+
+def _nothing_to_recover(doc: dict, lost: list, cut: list) -> str:
+    """The last line of a plan that changes no file: what is wrong all the same, if anything."""
+    if lost:  # what the queues lost is lost already: the start changes nothing about it
+        return (f"nothing to recover: the start changes no file, but the {len(lost)} messages above stay "
+                f"lost until their queues are rebuilt (rmqtool redispatch)")
+    losses = (doc.get("timer") or {}).get("run", {}).get("losses")
+    if losses:
+        return (f"nothing to recover in the files, but the start's timer run above: {losses} (rmqtool verify "
+                f"says which; rmqtool redispatch --timer rebuilds the timer store from the commit log)")
+    if cut:
+        return (f"nothing to recover: the start changes no file, but the {len(cut)} index "
+                f"file{'s' if len(cut) != 1 else ''} above stay{'' if len(cut) != 1 else 's'} cut short")
+    return "nothing to recover: the store is as a clean shutdown leaves it"
 
 
 def _cut_index_line(f: dict) -> str:

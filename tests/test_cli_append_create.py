@@ -163,3 +163,18 @@ def test_a_create_that_fails_before_its_first_message_leaves_no_store(tmp_path):
     before = {p.name: file_fingerprint(p) for p in (kept / "commitlog").iterdir()}
     assert invoke("append", kept, "--from-jsonl", bad).exit_code == int(ExitCode.USAGE)
     assert {p.name: file_fingerprint(p) for p in (kept / "commitlog").iterdir()} == before
+
+
+def test_a_create_whose_commit_log_lies_elsewhere_keeps_the_store_once_a_message_is_in(tmp_path):
+    """--commitlog-path: the messages lie outside STORE/commitlog; a failure after the first
+    chunk (1,000 appended, then a row that is no message) keeps the store around them."""
+    source = tmp_path / "m.jsonl"
+    good = '{"topic":"T","body":"aGk="}\n'
+    source.write_text(good * 1000 + '{"topic":"T","body":"!!"}\n')
+    store, log = tmp_path / "store", tmp_path / "disk2" / "commitlog"
+    r = invoke("append", store, "--create", "--commitlog-path", log, "--from-jsonl", source,
+               "--commitlog-size", 1 << 20, "--assume-defaults")
+    assert r.exit_code == int(ExitCode.USAGE) and len(r.stdout.splitlines()) == 1000, r.output
+    assert store.is_dir() and any(p.stat().st_size for p in log.iterdir())
+    again = invoke("append", store, "--commitlog-path", log, "--topic", "T", "--body", "x")
+    assert again.exit_code == 0, again.output

@@ -113,3 +113,23 @@ def test_ctrl_c_in_an_append_lists_every_message_it_appended(tmp_path):
     assert p.returncode in (0, 130), err
     assert all(json.loads(line)["topic"] == "T0" for line in listed)
     assert len(listed) == stored(store) > 0, err
+
+
+def test_ctrl_c_stops_an_append_whose_stdout_is_blocked(tmp_path):
+    """Its reader stopped (a paused pager): the rows cannot go out, and Ctrl-C still ends the
+    run (exit 130). Holding Ctrl-C while a chunk's rows were written hung it for good."""
+    import signal
+    import time
+
+    source = tmp_path / "m.jsonl"
+    messages(source, 20_000)
+    p = subprocess.Popen([sys.executable, "-m", "rmqtool", "append", str(tmp_path / "store"), "--create",
+                          "--from-jsonl", str(source), "--commitlog-size", str(16 << 20), "--assume-defaults",
+                          "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env())
+    time.sleep(3)  # far more rows than a pipe holds: its writes block, nobody reads
+    p.send_signal(signal.SIGINT)
+    try:
+        code = p.wait(timeout=20)
+    finally:
+        p.kill()
+    assert code == 130

@@ -16,7 +16,7 @@ import typer
 from rmqtool.cli.params import Semantics, check_semantics, complete_queue, complete_topic, examples
 
 from rmqtool.cli.commitlog_paths import commit_log_paths_option
-from rmqtool.cli.common import OutputFormat, Written, boundary, closed_on_error, writer_output
+from rmqtool.cli.common import OutputFormat, Written, boundary, closed_on_error, listed_on_interrupt, writer_output
 from rmqtool.cli.sizes import SizeOptions, size_options
 from rmqtool.errors import NotAStore, StoreNotFound, UsageError
 from rmqtool.store.family import detect_family, require_rocketmq
@@ -100,18 +100,25 @@ def append(
                             recovery=Settings(semantics=semantics),
                             enabled_append_prop_crc=None if prop_crc is None else prop_crc == "on") as s, \
             Sink(fmt.value, kind="appended", single=from_jsonl is None) as sink, bar or contextlib.nullcontext():
-        with closed_on_error(sink):  # the rows of what was appended are out, whatever stops the run
-            for results in append_in_chunks(s, source, bar.advance if bar else None, many=from_jsonl is not None):
+        with closed_on_error(sink), listed_on_interrupt(sink, _row) as pending:  # the rows of what was
+            for results in append_in_chunks(s, source, bar.advance if bar else None,  # appended are out,
+                                            many=from_jsonl is not None):  # whatever stops the run
                 appended += len(results)
                 written.words = f"stopped after {appended} messages, each of them appended to {store}"
-                for r in results:
-                    sink.row({"topic": r.topic, "queue_id": r.queue_id, "commit_log_offset": r.wrote_offset,
-                              "queue_offset": r.queue_offset, "msg_id": r.msg_id, "uniq_key": r.uniq_key})
-                sink.flush()  # out before the next chunk: Ctrl-C (held while a chunk is appended) ends it there
+                pending.extend(results)
+                while pending:
+                    sink.row(_row(pending[0]))
+                    pending.popleft()
+                sink.flush()  # out before the next chunk
     if from_jsonl is not None:
         skipped = source.skipped_text()
         if skipped:
             warn(f"rmqtool: {skipped}")
+
+
+def _row(r) -> dict:
+    return {"topic": r.topic, "queue_id": r.queue_id, "commit_log_offset": r.wrote_offset,
+            "queue_offset": r.queue_offset, "msg_id": r.msg_id, "uniq_key": r.uniq_key}
 
 
 def _source(from_jsonl, keep_store_timestamp, keep_store_host, topic, body, body_file, tags, keys, prop, queue,

@@ -3,11 +3,13 @@ Ctrl-C become one stderr line and the documented exit code; the only try/except 
 output options, the sink."""
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime
 import enum
 import errno
 import functools
+import io
 import os
 import sys
 
@@ -204,6 +206,41 @@ def _close_all(closers) -> None:
     for c in closers:
         if c is not None:
             c.close()
+
+
+@contextlib.contextmanager
+def listed_on_interrupt(sink, to_row):
+    """A writer's rows of what it has done, listed even when Ctrl-C stops it while it lists
+    them: the deque yielded holds what is not listed yet, and Ctrl-C lists it (``to_row``) and
+    closes the sink before the run ends. A second Ctrl-C (its stdout blocked) gives that up."""
+    pending: collections.deque = collections.deque()
+    try:
+        yield pending
+    except KeyboardInterrupt:
+        with contextlib.suppress(KeyboardInterrupt, OSError), _without_waiting():
+            while pending:
+                sink.row(to_row(pending.popleft()))
+            sink.close()
+            sys.stdout.flush()
+        _stdout_to_devnull()  # what could not go out without waiting never will (nor block the exit)
+        raise
+
+
+@contextlib.contextmanager
+def _without_waiting():
+    """stdout's descriptor non-blocking in the block: a reader that stopped reading (a paused
+    pager) makes a write fail at once instead of holding Ctrl-C's exit."""
+    try:
+        fd = sys.stdout.fileno()
+        was = os.get_blocking(fd)
+    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+        yield
+        return
+    os.set_blocking(fd, False)
+    try:
+        yield
+    finally:
+        os.set_blocking(fd, was)
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ import threading
 from typing import Iterator
 
 from rmqtool.store.commitlog_end import first_bytes
+from rmqtool.store.commitlog_paths import commit_log_paths_of
 from rmqtool.store.compaction import compaction_served
 from rmqtool.store.paths import COMMITLOG_DIR
 from rmqtool.store.dledger import refuse_dledger
@@ -60,7 +61,7 @@ def unmade_on_failure(store: pathlib.Path):
     try:
         yield
     except BaseException:
-        if (made or emptied) and store.is_dir() and not _holds_a_record(store / COMMITLOG_DIR):
+        if (made or emptied) and store.is_dir() and not any(map(_holds_a_record, _commit_log_dirs(store))):
             if made:
                 shutil.rmtree(store, ignore_errors=True)
             else:
@@ -69,7 +70,14 @@ def unmade_on_failure(store: pathlib.Path):
         raise
 
 
-def _holds_a_record(commitlog: pathlib.Path) -> bool:
+def _commit_log_dirs(store: pathlib.Path) -> list:
+    """Where the store's commit log files lie: ROOT/commitlog, and the paths it was given
+    (--commitlog-path, a broker config's storePathCommitLog)."""
+    given = commit_log_paths_of(store)
+    return [store / COMMITLOG_DIR, *(given.directories if given is not None else ())]
+
+
+def _holds_a_record(commitlog) -> bool:
     """Whether any commit log file begins with a record (a record always starts a file)."""
     try:
         files = [e.path for e in os.scandir(commitlog) if e.is_file()]
@@ -118,9 +126,11 @@ def _refuse_compacted(root: pathlib.Path, topic: str, listed: list):
 
 
 def _appended(store: Store, chunk: list, advance, listed: list):
-    with _interrupts_held():  # a chunk appended is listed (its rows out) before Ctrl-C ends the run
+    with _interrupts_held() as caught:  # a chunk is appended whole, and handed on, before Ctrl-C ends the run
         results = store.append_many(chunk)
-        yield results
+    yield results  # not held: the caller's writing (a blocked stdout) stays Ctrl-C's to stop
+    if caught:
+        raise KeyboardInterrupt
     if results:
         listed[0] += len(results)
         listed[1] = results[-1].wrote_offset + results[-1].wrote_bytes
@@ -130,20 +140,19 @@ def _appended(store: Store, chunk: list, advance, listed: list):
 
 @contextlib.contextmanager
 def _interrupts_held():
-    """Ctrl-C held until the block ends, then raised. A handler, not a signal mask: a mask
-    holds the signal off this thread only, and another (a progress bar's) would take it.
-    Off the main thread (a library caller's) there is no handler to set: nothing held."""
+    """Ctrl-C held in the block: the list it yields says whether one came (the caller raises it
+    once what it holds is handed on). A handler, not a signal mask: a mask holds the signal off
+    this thread only, and another (a progress bar's) would take it. Off the main thread (a
+    library caller's) there is no handler to set: nothing held."""
+    caught: list = []
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield caught
         return
-    caught = []
     previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
     try:
-        yield
+        yield caught
     finally:
         signal.signal(signal.SIGINT, previous)
-    if caught:
-        raise KeyboardInterrupt
 
 
 def _stopped_after(listed: list, root) -> str:

@@ -302,3 +302,20 @@ def test_a_table_shows_each_value_whole_or_not_at_all(crashed_pair, columns):
             name: str(row[name]) for name in ("field", "a", "b", "file") if name in cells}
         assert columns < 120 or {"a", "b"} <= set(cells)
     assert max(map(len, text.splitlines())) <= columns
+
+
+@pytest.mark.parametrize("variant", ["c1-delete-cq-queue-dir", "c2-delete-last-cq-file"])
+def test_queue_ranges_are_those_the_next_start_leaves(variant):
+    """A queue file or directory deleted: the start's dispatch puts the units back, so each
+    side's range is the engine's after its start (truth.json), as offsets and report read them;
+    diff cut the files and said the queue differed from an intact store's."""
+    crash = V4 / "crash"
+    ranges = {}
+    for name in ("a-as-is", variant):
+        queues = load_truth(crash / name / "truth.json")["truth"]["consumeQueues"]
+        ranges[name] = {(t, int(q)): (v["apiMinOffsetInQueue"], v["apiMaxOffsetInQueue"])
+                        for t, qs in queues.items() for q, v in qs.items()}
+    r, rows = diff(crash / "a-as-is" / "input" / "store", crash / variant / "input" / "store")
+    shown = {(x["topic"], x["queue_id"]) for x in of(rows, "queue_range")}
+    a, b = ranges["a-as-is"], ranges[variant]
+    assert shown == {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}, rows

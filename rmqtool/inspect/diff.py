@@ -32,7 +32,7 @@ from typing import Iterator
 
 from rmqtool.errors import FormatError, RmqError, StoreNotFound
 from rmqtool.formats import config as config_format
-from rmqtool.recovery.loaded_end import queue_cut, simulate_for_info
+from rmqtool.recovery.loaded_end import loaded_queues, simulate_for_info
 from rmqtool.report.records import message_record
 from rmqtool.store.dledger import refuse_dledger
 from rmqtool.store.checkpoint import read_checkpoint
@@ -327,11 +327,11 @@ def compare_commit_logs(a: _Log, b: _Log, summary: dict) -> Iterator[dict]:
 
 # --- queues, checkpoint, config ---------------------------------------------------------------
 def queue_ranges(view: StoreView) -> dict[tuple[str, int], tuple[int, int]]:
-    """(topic, queue id) -> (min, max queue offset), each queue cut where the next start's load
-    cuts it (recovery/loaded_end.queue_cut, as ``offsets`` and ``info`` open them: units a
-    recovery left past its cut are not the queue's)."""
+    """(topic, queue id) -> (min, max queue offset), each queue as the next start leaves it
+    (recovery/loaded_end.loaded_queues, as ``offsets``, ``report`` and ``verify`` read them:
+    units a recovery left past its cut are not the queue's, what its dispatch puts back is)."""
     has_log = view.has_commit_log and bool(view.segments)
-    queues = view.consume_queues(queue_cut(view))
+    queues = loaded_queues(view)
     low = view.segments[0].base_offset if has_log else 0
     return {(q.topic, q.queue_id): (q.min_offset(low), q.max_offset) for q in queues.queues}
 

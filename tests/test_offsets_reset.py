@@ -281,3 +281,20 @@ def test_a_store_whose_offsets_live_in_rocksdb_is_not_reset_in_json(tmp_path):
                   tmp_path / "backup")
     assert applied.exit_code == ExitCode.BAD_INPUT and "nothing written" in applied.stderr, applied.output
     assert tree_fingerprint(root) == before and not (tmp_path / "backup").exists()
+
+
+def test_a_broker_config_not_on_rocksdb_resets_the_json_beside_a_database(tmp_path):
+    """storeType=default in the --broker-config: the broker loads consumerOffset.json
+    (RocksDBConsumerOffsetManager only when isEnableRocksDBStore), a database left in
+    config/consumerOffsets from before the switch notwithstanding: the reset is applied."""
+    from rocksdb_store import write_rocksdb_config
+
+    root = writable_copy(CONSUMERS / "store", tmp_path / "store")
+    write_rocksdb_config(root, "consumerOffsets", {KEY: b'{"offsetTable":{0:50,1:40}}'}, None)
+    conf = tmp_path / "broker.conf"
+    conf.write_text("storeType=default\n")
+    done = run("offsets", "reset", root, "-g", GROUP, "-t", TOPIC, "--to-earliest", "--apply", "--broker-config",
+               conf, "--backup-dir", tmp_path / "backup", "-f", "jsonl")
+    assert done.exit_code == 0 and "RocksDB" not in done.stderr, done.output
+    loaded = read_config_file(root / "config", "consumerOffset.json")
+    assert offset_table(loaded.document)[KEY] == {q: v["minOffset"] for q, v in truth_queues().items()}

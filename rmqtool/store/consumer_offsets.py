@@ -41,7 +41,8 @@ from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.config import ConfigFile, known_topics, read_config_file
 from rmqtool.store.consumequeue import AnyConsumeQueue, BatchConsumeQueueUnit, ConsumeQueues
 from rmqtool.store.paths import CONFIG_DIR
-from rmqtool.store.rocksdb_cq import rocksdb_config_dirs
+from rmqtool.store.broker_conf import FIVE_X, config_given
+from rmqtool.store.rocksdb_cq import is_rocksdb_store_type, rocksdb_config_dirs
 from rmqtool.store.view import StoreView, as_view
 
 CONSUMER_OFFSET_FILE = "consumerOffset.json"
@@ -171,6 +172,18 @@ def _offset_table(config: ConfigFile, findings: list[Finding]) -> list[tuple[str
     return entries
 
 
+def _rocksdb_offsets(root) -> "pathlib.Path | None":
+    """config/consumerOffsets when it holds a database the broker may load its offsets from: a
+    --broker-config whose storeType is not defaultRocksDB says the broker reads the JSON
+    (BrokerController: RocksDBConsumerOffsetManager only when isEnableRocksDBStore)."""
+    found = rocksdb_config_dirs(root).get(ROCKSDB_CONSUMER_OFFSETS)
+    conf = config_given(root)
+    store_type = conf.string_setting("storeType", FIVE_X) if conf is not None else None
+    if found is None or (store_type is not None and not is_rocksdb_store_type(store_type)):
+        return None
+    return found
+
+
 def committed_queues(config_dir) -> set[tuple[str, int]]:
     """(topic, queue id) of every queue a group committed an offset above 0 in (the
     consumerOffset.json the broker would load), for a topic topics.json still has when there
@@ -203,7 +216,7 @@ def consumer_offsets(store: str | os.PathLike | StoreView, group: str | None = N
     root = view.root
     config_dir = root / CONFIG_DIR
     findings: list[Finding] = []
-    rocksdb = rocksdb_config_dirs(root).get(ROCKSDB_CONSUMER_OFFSETS)
+    rocksdb = _rocksdb_offsets(root)
     try:
         config = read_config_file(config_dir, CONSUMER_OFFSET_FILE)
     except FormatError as exc:  # the main file and its .bak both broken

@@ -66,11 +66,15 @@ def rocksdb_only(store_root: str | os.PathLike, queues=None, store_type: str | N
     another type reads its file queues)."""
     cq = rocksdb_cq_dir(store_root)
     if cq is None or store_type is not None:
-        # isEnableRocksDBStore: equalsIgnoreCase
-        return cq is not None and store_type is not None and store_type.lower() == ROCKSDB_STORE_TYPE.lower()
+        return cq is not None and is_rocksdb_store_type(store_type)
     if queues is not None:
         return not any(not q.is_batch for q in queues)
     return not any(entry.is_dir() for entry in os.scandir(cq))
+
+
+def is_rocksdb_store_type(store_type: str | None) -> bool:
+    """MessageStoreConfig.isEnableRocksDBStore: storeType equalsIgnoreCase defaultRocksDB."""
+    return store_type is not None and store_type.lower() == ROCKSDB_STORE_TYPE.lower()
 
 
 def configured_store_type(given) -> str | None:

@@ -16,7 +16,7 @@ import typer
 from rmqtool.cli.params import Semantics, check_semantics, complete_queue, complete_topic, examples
 
 from rmqtool.cli.commitlog_paths import commit_log_paths_option
-from rmqtool.cli.common import OutputFormat, Written, boundary, closed_on_error, listed_on_interrupt, writer_output
+from rmqtool.cli.common import OutputFormat, Written, boundary, closed_on_error, interrupts_deferred, writer_output
 from rmqtool.cli.sizes import SizeOptions, size_options
 from rmqtool.errors import NotAStore, StoreNotFound, UsageError
 from rmqtool.store.family import detect_family, require_rocketmq
@@ -100,16 +100,15 @@ def append(
                             recovery=Settings(semantics=semantics),
                             enabled_append_prop_crc=None if prop_crc is None else prop_crc == "on") as s, \
             Sink(fmt.value, kind="appended", single=from_jsonl is None) as sink, bar or contextlib.nullcontext():
-        with closed_on_error(sink), listed_on_interrupt(sink, _row) as pending:  # the rows of what was
-            for results in append_in_chunks(s, source, bar.advance if bar else None,  # appended are out,
-                                            many=from_jsonl is not None):  # whatever stops the run
-                appended += len(results)
-                written.words = f"stopped after {appended} messages, each of them appended to {store}"
-                pending.extend(results)
-                while pending:
-                    sink.row(_row(pending[0]))
-                    pending.popleft()
-                sink.flush()  # out before the next chunk
+        with closed_on_error(sink):  # the rows of what was appended are out, whatever stops the run
+            for results in append_in_chunks(s, source, bar.advance if bar else None, many=from_jsonl is not None):
+                # a chunk's rows whole: Ctrl-C (held while the chunk was appended, too) waits for them
+                with interrupts_deferred(results.interrupted):
+                    appended += len(results)
+                    written.words = f"stopped after {appended} messages, each of them appended to {store}"
+                    for r in results:
+                        sink.row(_row(r))
+                    sink.flush()
     if from_jsonl is not None:
         skipped = source.skipped_text()
         if skipped:

@@ -3,7 +3,6 @@ Ctrl-C become one stderr line and the documented exit code; the only try/except 
 output options, the sink."""
 from __future__ import annotations
 
-import collections
 import contextlib
 import datetime
 import enum
@@ -11,6 +10,7 @@ import errno
 import functools
 import io
 import os
+import signal
 import sys
 
 import typer
@@ -209,38 +209,61 @@ def _close_all(closers) -> None:
 
 
 @contextlib.contextmanager
-def listed_on_interrupt(sink, to_row):
-    """A writer's rows of what it has done, listed even when Ctrl-C stops it while it lists
-    them: the deque yielded holds what is not listed yet, and Ctrl-C lists it (``to_row``) and
-    closes the sink before the run ends. A second Ctrl-C (its stdout blocked) gives that up."""
-    pending: collections.deque = collections.deque()
-    try:
-        yield pending
-    except KeyboardInterrupt:
-        with contextlib.suppress(KeyboardInterrupt, OSError), _without_waiting():
-            while pending:
-                sink.row(to_row(pending.popleft()))
-            sink.close()
-            sys.stdout.flush()
-        _stdout_to_devnull()  # what could not go out without waiting never will (nor block the exit)
-        raise
+def interrupts_deferred(already: bool = False):
+    """A writer's listing of what it has done, whole before Ctrl-C ends the run: Ctrl-C is held
+    until the block ends, then raised. It also makes stdout non-blocking for the rest of the
+    block, so a reader that stopped reading (a paused pager) fails the write at once instead
+    of holding the exit; a second Ctrl-C raises at once. What stdout cannot take then is
+    dropped (the exit's last flush must not wait for it either). ``already``: a Ctrl-C came
+    before the block, held by the work whose output it lists."""
+    caught: list = []
+    stdout = _Descriptor()
+    if already:  # a Ctrl-C the work before the block held for it
+        caught.append(signal.SIGINT)
+        stdout.without_waiting()
 
+    def on_interrupt(signum, frame):
+        caught.append(signum)
+        if len(caught) > 1:
+            raise KeyboardInterrupt
+        stdout.without_waiting()
 
-@contextlib.contextmanager
-def _without_waiting():
-    """stdout's descriptor non-blocking in the block: a reader that stopped reading (a paused
-    pager) makes a write fail at once instead of holding Ctrl-C's exit."""
-    try:
-        fd = sys.stdout.fileno()
-        was = os.get_blocking(fd)
-    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
-        yield
-        return
-    os.set_blocking(fd, False)
+    previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         yield
+    except OSError:
+        if not caught:
+            raise
     finally:
-        os.set_blocking(fd, was)
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            try:
+                sys.stdout.flush()
+            except OSError:
+                _stdout_to_devnull()
+        stdout.restore()
+    if caught:
+        raise KeyboardInterrupt
+
+
+class _Descriptor:
+    """stdout's descriptor, made non-blocking on demand and given back as it was."""
+
+    def __init__(self):
+        self.fd = self.was = None
+
+    def without_waiting(self) -> None:
+        try:
+            self.fd = sys.stdout.fileno()
+            self.was = os.get_blocking(self.fd)
+            os.set_blocking(self.fd, False)
+        except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+            self.fd = None
+
+    def restore(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.set_blocking(self.fd, self.was)
 
 
 @contextlib.contextmanager

@@ -127,7 +127,8 @@ def _refuse_compacted(root: pathlib.Path, topic: str, listed: list):
 
 def _appended(store: Store, chunk: list, advance, listed: list):
     with _interrupts_held() as caught:  # a chunk is appended whole, and handed on, before Ctrl-C ends the run
-        results = store.append_many(chunk)
+        results = Chunk(store.append_many(chunk))
+    results.interrupted = bool(caught)  # the caller lists it, then ends the run (cli/append)
     yield results  # not held: the caller's writing (a blocked stdout) stays Ctrl-C's to stop
     if caught:
         raise KeyboardInterrupt
@@ -136,6 +137,11 @@ def _appended(store: Store, chunk: list, advance, listed: list):
         listed[1] = results[-1].wrote_offset + results[-1].wrote_bytes
     if advance:
         advance(sum(r.wrote_bytes for r in results))
+
+
+class Chunk(list):
+    """A chunk's PutResults, and whether Ctrl-C came while it was appended (held till then)."""
+    interrupted = False
 
 
 @contextlib.contextmanager

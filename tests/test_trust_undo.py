@@ -570,11 +570,7 @@ def test_recover_to_refuses_a_copy_another_run_holds_and_removes_nothing(held, t
         partial.mkdir()
         (partial / "checkpoint").write_bytes(b"the first run's copy")
     target = {"copy": new, "backup": backup, "partial": partial}[held]
-    first = subprocess.Popen([sys.executable, "-c", "import pathlib, sys\n"
-                              "from rmqtool.recovery.store_lock import directory_held\n"
-                              "with directory_held(pathlib.Path(sys.argv[1]), 'directory', 'holds it'):\n"
-                              " print('held', flush=True); sys.stdin.read()", str(target)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    first = _holder(target, "directory", "holds it")
     try:
         assert first.stdout.readline().strip() == "held"
         before = tree_fingerprint(tmp_path)
@@ -850,6 +846,16 @@ def test_undo_refuses_a_qmq_store_a_process_holds(tmp_path):
     assert _run("undo", backup).exit_code == 0
 
 
+def _holder(path, what: str, doing: str) -> subprocess.Popen:
+    """A process holding ``path`` as a live rmqtool writer holds it (directory_held) until its
+    stdin closes; it prints "held" once it does."""
+    return subprocess.Popen([sys.executable, "-c", "import pathlib, sys\n"
+                             "from rmqtool.recovery.store_lock import directory_held\n"
+                             "with directory_held(pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]):\n"
+                             " print('held', flush=True); sys.stdin.read()", str(path), what, doing],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
 _KILLED_WHILE_COPYING = """
 import os, signal, sys
 import rmqtool.recovery.manifest as manifest
@@ -908,11 +914,7 @@ def test_a_backup_directory_a_live_repair_fills_is_not_taken_by_another(tmp_path
     backup = tmp_path / "backup"
     (backup / "copies").mkdir(parents=True)
     (backup / "copies" / "0000.bin").write_bytes(b"the first repair's copy")
-    first = subprocess.Popen([sys.executable, "-c", "import pathlib, sys\n"
-                              "from rmqtool.recovery.store_lock import directory_held\n"
-                              "with directory_held(pathlib.Path(sys.argv[1]), 'backup directory', 'fills it'):\n"
-                              " print('held', flush=True); sys.stdin.read()", str(backup)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    first = _holder(backup, "backup directory", "fills it")
     root = writable_copy(E1, tmp_path / "store")
     before = tree_fingerprint(root)
     try:
@@ -986,11 +988,7 @@ def test_undo_of_a_backup_a_repair_is_filling_names_the_repair(tmp_path):
     backup" (exit 4), which reads as a lost backup; now it names the writer (exit 5)."""
     backup = tmp_path / "backup"
     (backup / "copies").mkdir(parents=True)
-    first = subprocess.Popen([sys.executable, "-c", "import pathlib, sys\n"
-                              "from rmqtool.recovery.store_lock import directory_held\n"
-                              "with directory_held(pathlib.Path(sys.argv[1]), 'backup directory', 'fills it'):\n"
-                              " print('held', flush=True); sys.stdin.read()", str(backup)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    first = _holder(backup, "backup directory", "fills it")
     try:
         assert first.stdout.readline().strip() == "held"
         r = _run("undo", backup)

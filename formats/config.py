@@ -399,7 +399,7 @@ def topic_group(key) -> tuple[str, str] | None:
     return (topic, group) if sep else None
 
 
-_INT_BITS = 32
+INTEGER_BITS = 32  # a Java Integer's (a queue id's)
 _LONG_BITS = 64
 _JAVA_DIGITS = re.compile(r"[+-]?\d+\Z")
 
@@ -433,7 +433,7 @@ def _number_map(table: dict, where: str) -> dict[int, int]:
     """A Map<Integer, Long> as fastjson loads it; FormatError (why it throws) otherwise."""
     loaded = {}
     for raw_key, raw_value in table.items():
-        key, value = fastjson_number(raw_key, _INT_BITS), fastjson_number(raw_value)
+        key, value = fastjson_number(raw_key, INTEGER_BITS), fastjson_number(raw_value)
         if key is None:
             raise FormatError(f"{where}: key {raw_key!r} is not an Integer")
         if value is None:
@@ -477,9 +477,9 @@ def delay_offsets(doc) -> dict[int, int]:
     """delayOffset.json as ScheduleMessageService.decode loads it: delayLevel -> offset. An
     absent offsetTable is the wrapper's empty one; FormatError (why) where the decode throws
     (a null one too: putAll(null))."""
-    if _wrapper(doc, "offsetTable") is None and not (isinstance(doc, dict) and "offsetTable" in doc):
-        return {}
-    table = doc["offsetTable"]
+    table = _wrapper(doc, "offsetTable")
+    if table is None and not (isinstance(doc, dict) and "offsetTable" in doc):
+        return {}  # no object bound, or the field absent: the wrapper's own empty table
     if not isinstance(table, dict):
         raise FormatError("offsetTable is null" if table is None else "offsetTable is not an object")
     return _number_map(table, "offsetTable")

@@ -11,16 +11,17 @@ import signal
 import threading
 from typing import Iterator
 
-from rmqtool.store.commitlog_end import first_bytes
+from rmqtool.store.commitlog_end import last_written
 from rmqtool.store.commitlog_paths import commit_log_paths_of
 from rmqtool.store.compaction import compaction_served
 from rmqtool.store.paths import COMMITLOG_DIR
+from rmqtool.store.segments import Segment
 from rmqtool.store.dledger import refuse_dledger
 from rmqtool.engine.encoder import topic_bytes
 from rmqtool.engine.message_inner import MessageInner
 from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
-from rmqtool.errors import RecoveryNeeded, RmqError, StoreAccessError, UsageError
+from rmqtool.errors import RecoveryNeeded, StoreAccessError, UsageError
 from rmqtool.formats import properties as props
 
 CHUNK = 1000  # messages handed to the engine at once
@@ -78,15 +79,14 @@ def _commit_log_dirs(store: pathlib.Path) -> list:
 
 
 def _holds_a_record(commitlog) -> bool:
-    """Whether any commit log file begins with a record (a record always starts a file)."""
+    """Whether any file of a commit log directory holds a record, as last_written tells a
+    written segment (an unreadable one counts as written: kept). Listed afresh: a cached
+    listing predates this run's files."""
     try:
-        files = [e.path for e in os.scandir(commitlog) if e.is_file()]
+        files = [Segment(pathlib.Path(e.path), 0, e.stat().st_size) for e in os.scandir(commitlog) if e.is_file()]
     except OSError:
         return False
-    try:
-        return any(first_bytes(path, 8).strip(b"\0") for path in files)
-    except RmqError:  # unreadable: kept, as one holding a record would be
-        return True
+    return last_written(files) >= 0
 
 
 def append_in_chunks(store: Store, source: Iterator[MessageInner], advance=None, many: bool = False):

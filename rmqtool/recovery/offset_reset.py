@@ -35,7 +35,7 @@ from typing import Callable
 
 from rmqtool.errors import CorruptData, NothingFound, StoreAccessError, StoreLocked, UsageError
 from rmqtool.findings import CONSUMER_OFFSET_TABLE_INVALID, Finding
-from rmqtool.formats.config import BAK_SUFFIX, dumps_fastjson, fastjson_number, topic_group
+from rmqtool.formats.config import BAK_SUFFIX, INTEGER_BITS, dumps_fastjson, fastjson_number, topic_group
 from rmqtool.store.config import read_config_bytes
 from rmqtool.store.consumer_offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets, consumer_offsets
 from rmqtool.store.paths import CONFIG_DIR
@@ -121,7 +121,7 @@ class ResetPlan:
             if topic_group(key) != (self.topic, self.group):
                 continue
             for raw_queue_id in queues:  # the key as written, the queue id as fastjson casts it
-                queue_id = fastjson_number(raw_queue_id, 32)
+                queue_id = fastjson_number(raw_queue_id, INTEGER_BITS)
                 if queue_id in new:
                     queues[raw_queue_id] = new[queue_id]
         return doc

@@ -41,8 +41,8 @@ from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.config import ConfigFile, known_topics, read_config_file
 from rmqtool.store.consumequeue import AnyConsumeQueue, BatchConsumeQueueUnit, ConsumeQueues
 from rmqtool.store.paths import CONFIG_DIR
-from rmqtool.store.broker_conf import FIVE_X, config_given
-from rmqtool.store.rocksdb_cq import is_rocksdb_store_type, rocksdb_config_dirs
+from rmqtool.store.broker_conf import config_given
+from rmqtool.store.rocksdb_cq import is_rocksdb_store_type, rocksdb_config_dirs, store_type_of
 from rmqtool.store.view import StoreView, as_view
 
 CONSUMER_OFFSET_FILE = "consumerOffset.json"
@@ -177,8 +177,7 @@ def _rocksdb_offsets(root) -> "pathlib.Path | None":
     --broker-config whose storeType is not defaultRocksDB says the broker reads the JSON
     (BrokerController: RocksDBConsumerOffsetManager only when isEnableRocksDBStore)."""
     found = rocksdb_config_dirs(root).get(ROCKSDB_CONSUMER_OFFSETS)
-    conf = config_given(root)
-    store_type = conf.string_setting("storeType", FIVE_X) if conf is not None else None
+    store_type = store_type_of(config_given(root))
     if found is None or (store_type is not None and not is_rocksdb_store_type(store_type)):
         return None
     return found

@@ -78,9 +78,13 @@ def is_rocksdb_store_type(store_type: str | None) -> bool:
 
 
 def configured_store_type(given) -> str | None:
-    """storeType from the --broker-config in ``given`` (GivenSizes), when one was given and sets it
-    (trimmed: only a 5.x broker has the setting, and its properties2Object trims it)."""
-    conf = getattr(given, "broker_config", None)
+    """storeType from the --broker-config in ``given`` (GivenSizes), when one was given and sets it."""
+    return store_type_of(getattr(given, "broker_config", None))
+
+
+def store_type_of(conf) -> str | None:
+    """storeType as a broker config (a BrokerConfig, or None) gives it (trimmed: only a 5.x
+    broker has the setting, and its properties2Object trims it)."""
     return None if conf is None else conf.string_setting("storeType", FIVE_X)
 
 

@@ -102,8 +102,8 @@ def check_config(store: str | os.PathLike | StoreView, queues: ConsumeQueues | N
                                             _int(offset), commit_log_min, f"delay level {level}")
 
 
-_OFFSET_FINDINGS = {CONSUMER_OFFSET_TABLE_INVALID, CONSUMER_OFFSET_KEY_INVALID, CONSUMER_OFFSET_BELOW_MIN, CONSUMER_OFFSET_ABOVE_MAX,
-                    CONSUMER_OFFSET_FOR_MISSING_QUEUE}
+_OFFSET_FINDINGS = {CONSUMER_OFFSET_TABLE_INVALID, CONSUMER_OFFSET_KEY_INVALID, CONSUMER_OFFSET_BELOW_MIN,
+                    CONSUMER_OFFSET_ABOVE_MAX, CONSUMER_OFFSET_FOR_MISSING_QUEUE}
 
 
 def _offset_in_range(path: str, queues: ConsumeQueues, topic: str, queue_id: int | None, offset: int | None,

@@ -12,7 +12,7 @@ import dataclasses
 
 from rmqtool.errors import StoreAccessError
 from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE, is_fill_unit, is_written_unit
-from rmqtool.store.consumequeue import BatchConsumeQueueUnit, ConsumeQueues, ConsumeQueueUnit
+from rmqtool.store.consumequeue import BatchConsumeQueueUnit, ConsumeQueues, ConsumeQueueUnit, batch_holding
 from rmqtool.store.rocksdb_cq import rocksdb_only
 from rmqtool.store.segments import Segment
 from rmqtool.store.view import StoreView
@@ -76,15 +76,8 @@ class StartedQueue:
                 held = f
         if held is None:
             return None
-        lo, hi, found = 0, held.wrote // unit - 1, None
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            u = _unit_at(held, mid * unit)
-            if u.msg_base_offset <= queue_offset:
-                found, lo = (mid, u), mid + 1
-            else:
-                hi = mid - 1
-        if found is None or queue_offset >= found[1].msg_base_offset + found[1].batch_size:
+        found = batch_holding(queue_offset, 0, held.wrote // unit - 1, lambda i: _unit_at(held, i * unit))
+        if found is None:
             return None
         i, u = found
         return BatchConsumeQueueUnit(self.topic, self.queue_id, u.msg_base_offset, u.commit_log_offset, u.size,

@@ -421,19 +421,29 @@ class BatchConsumeQueue(_UnitQueue):
         if not self.segments or not 0 <= queue_offset < self.max_offset:
             return None
         lo, hi = self.segments[0].base_offset // self.unit_size, self.end // self.unit_size - 1
-        found = None
-        while lo <= hi:  # last unit whose msgBaseOffset <= queue_offset
-            mid = (lo + hi) // 2
-            unit = next(self._units_between(mid * self.unit_size, (mid + 1) * self.unit_size), None)
-            if unit is None:
-                return None  # a hole: the offsets are not sorted here
-            if unit.msg_base_offset <= queue_offset:
-                found, lo = unit, mid + 1
-            else:
-                hi = mid - 1
-        if found and queue_offset < found.msg_base_offset + found.batch_size:
-            return found
-        return None
+        found = batch_holding(queue_offset, lo, hi,
+                              lambda i: next(self._units_between(i * self.unit_size, (i + 1) * self.unit_size), None))
+        return found[1] if found is not None else None
+
+
+def batch_holding(queue_offset: int, lo: int, hi: int, unit_at) -> tuple[int, object] | None:
+    """(index, unit) of the batch unit among indices [lo, hi] whose batch holds ``queue_offset``:
+    the last whose msgBaseOffset is at or before it (a binary search, as BatchConsumeQueue.get
+    does), if its batchSize reaches the offset. ``unit_at(index)``: the unit, or None for a hole
+    (the offsets are not sorted there: not found)."""
+    found = None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        unit = unit_at(mid)
+        if unit is None:
+            return None
+        if unit.msg_base_offset <= queue_offset:
+            found, lo = (mid, unit), mid + 1
+        else:
+            hi = mid - 1
+    if found is not None and queue_offset < found[1].msg_base_offset + found[1].batch_size:
+        return found
+    return None
 
 
 AnyConsumeQueue = Union[ConsumeQueue, BatchConsumeQueue]

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import shutil
 import sys
 
 import pytest
@@ -98,8 +97,9 @@ def recovery_scan_classes(tmp_path_factory):
 def store_copy(tmp_path):
     """Copy a fixture store into tmp_path so a test may damage it."""
     def _copy(src: pathlib.Path) -> pathlib.Path:
+        from helpers import copy_tree
         dst = tmp_path / "store"
-        shutil.copytree(src, dst)
+        copy_tree(src, dst)
         for p in [dst, *dst.rglob("*")]:  # fixture files may be read-only on disk
             p.chmod(p.stat().st_mode | 0o200)
         return dst

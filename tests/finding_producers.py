@@ -23,7 +23,7 @@ import shutil
 from typing import Callable
 
 from conftest import FIXTURES, V4, V5, load_truth
-from helpers import cli_runner, expand_store, writable_copy
+from helpers import cli_runner, copy_tree, expand_store, writable_copy
 from rmqtool import findings as f
 
 BASIC = V4 / "basic"
@@ -1230,9 +1230,8 @@ def cq_ext_garbage_after_end(d: Damage) -> At:
 
 def cq_ext_dir_orphaned(d: Damage) -> At:
     """An ext directory left by a deleted topic (apache/rocketmq #6343): TagOnlyTopic's ext files under another name."""
-    import shutil
     gone = d.store / "consumequeue_ext" / "DeletedTopic" / "0"
-    shutil.copytree(d.store / "consumequeue_ext" / "TagOnlyTopic" / "0", gone)
+    copy_tree(d.store / "consumequeue_ext" / "TagOnlyTopic" / "0", gone)
     return At(gone, None)
 # ---- DLedger (fixtures/rocketmq-5.3.3/README.md: an entry header is magic 4, size 4, index 8, term 8,
 # pos 8 @24, channel, chainCrc, bodyCrc, bodyLength (48 B), then the record; an index unit is magic 4,

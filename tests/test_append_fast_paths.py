@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import itertools
 import random
-import shutil
 
 import pytest
 
 from conftest import V4, load_truth
+from helpers import copy_tree
 from rmqtool.engine import store as engine_store
 from rmqtool.engine.message_inner import MessageInner
 from rmqtool.engine.producer import producer_message
@@ -101,7 +101,7 @@ def written(tmp_path_factory):
             _write(base / f"plain-{name}", no_selector, name, SIZES)
             got["plain"] = _tree(base / f"plain-{name}")
             existing = base / f"v4-{name}"
-            shutil.copytree(V4 / "basic" / "store", existing)
+            copy_tree(V4 / "basic" / "store", existing)
             for p in [existing, *existing.rglob("*")]:  # fixture files may be read-only on disk
                 p.chmod(p.stat().st_mode | 0o200)
             got["existing_results"] = _write(existing, no_selector[:5], name)

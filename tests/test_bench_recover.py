@@ -3,14 +3,14 @@ store whole, redispatch dispatches every message, both stand beside the Java loo
 printed target lines say what the run measured."""
 from __future__ import annotations
 
-import shutil
 
 from benchmarks import bench_recover
 from benchmarks.verdict import check_printed
+from helpers import copy_tree
 
 
 def test_bench_recover_runs_on_a_small_store(tmp_path, capsys, recovery_scan_classes):
-    shutil.copytree(recovery_scan_classes, tmp_path / "java")  # compiled once a worker: no javac here
+    copy_tree(recovery_scan_classes, tmp_path / "java")  # compiled once a worker: no javac here
     out = bench_recover.run(tmp_path, messages=2000, commitlog_size=1 << 20, rounds=1)
     printed = capsys.readouterr().out
     assert out["plan"].median > 0 and out["redispatch"].median > 0 and out["java"].median > 0

@@ -3,14 +3,14 @@ time and memory, finds the store clean, and the Java loop reads the same message
 printed target lines say what the run measured."""
 from __future__ import annotations
 
-import shutil
 
 from benchmarks import bench_verify, big_store
 from benchmarks.verdict import check_printed
+from helpers import copy_tree
 
 
 def test_bench_verify_runs_on_a_small_store(tmp_path, capsys, recovery_scan_classes):
-    shutil.copytree(recovery_scan_classes, tmp_path / "java")  # compiled once a worker: no javac here
+    copy_tree(recovery_scan_classes, tmp_path / "java")  # compiled once a worker: no javac here
     out = bench_verify.run(tmp_path, messages=2000, commitlog_size=1 << 20, quarter=500, rounds=1)
     printed = capsys.readouterr().out
     kept = out["runs"]

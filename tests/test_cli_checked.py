@@ -3,11 +3,11 @@
 that contradict each other or a range given backwards are usage errors (2), not empty output."""
 from __future__ import annotations
 
-import shutil
 
 from typer.testing import CliRunner
 
 from conftest import V4, load_truth
+from helpers import copy_tree
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
 
@@ -16,7 +16,7 @@ def test_query_offset_on_a_record_with_a_bad_body_crc(tmp_path):
     truth = load_truth(V4 / "basic" / "truth.json")["truth"]
     m = next(m for m in truth["messages"] if m["bodyLength"] > 0)
     store = tmp_path / "store"
-    shutil.copytree(V4 / "basic" / "store", store)
+    copy_tree(V4 / "basic" / "store", store)
     segment = sorted((store / "commitlog").iterdir())[0]
     # the body's last byte: after it come topicLength (1 byte, V1), the topic, propertiesLength (2) and the properties
     last_body_byte = (m["physicalOffset"] + m["storeSize"] - 2 - m["propertiesLength"]
@@ -49,7 +49,7 @@ def test_a_consume_queue_unit_pointing_into_a_record_is_damage(tmp_path):
     truth = load_truth(V4 / "basic" / "truth.json")["truth"]
     queue_offset, phy, size, _ = truth["consumeQueues"]["OrderTopic"]["0"]["entries"][2]
     store = tmp_path / "store"
-    shutil.copytree(V4 / "basic" / "store", store)
+    copy_tree(V4 / "basic" / "store", store)
     cq = sorted((store / "consumequeue" / "OrderTopic" / "0").iterdir())[0]
     raw = bytearray(cq.read_bytes())
     struct.pack_into(">q", raw, queue_offset * 20, phy + 10)  # 10 bytes into its record

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from conftest import V5, load_truth
-from helpers import cli_runner, expand_store
+from helpers import cli_runner, copy_tree, expand_store
 from rmqtool.store.commitlog import Blank
 from rmqtool.store.compaction import consumer_view, is_tombstone, open_compaction_store, record_keys
 from rmqtool.store.message import Message
@@ -181,7 +181,7 @@ def test_verify_finds_a_missing_twin_and_a_damaged_record(store, tmp_path):
     position-checkpoint cut short: the twin check (the broker's load fails), the record's CRC and
     the checkpoint, each at its file and offset."""
     copy = tmp_path / "damaged"
-    shutil.copytree(store, copy)
+    copy_tree(store, copy)
     t0, t1 = TRUTH["compactionTopics"][0], TRUTH["compactionTopics"][1]
     name = t0["compactionCq"]["files"][-1]["name"]
     (copy / t0["compactionCq"]["dir"] / name).unlink()
@@ -223,7 +223,7 @@ def test_random_damage_never_crashes_the_readers(store, tmp_path_factory):
     @given(data=strategies.data())
     def run(data):
         root = tmp_path_factory.mktemp("fuzz")
-        shutil.copytree(store / "compaction", root / "compaction")
+        copy_tree(store / "compaction", root / "compaction")
         target = root / data.draw(strategies.sampled_from(files))
         raw = bytearray(target.read_bytes())
         raw = damage(raw, data, kinds=("flip", "zero", "garbage", "int", "truncate")) if raw else raw

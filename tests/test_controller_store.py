@@ -35,7 +35,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
 
-from helpers import cli_runner, examples
+from helpers import cli_runner, copy_tree, examples
 from rmqtool.cli.app import app
 from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
@@ -75,7 +75,7 @@ def failover(tmp_path_factory):
     a, b = base / "a", base / "b"
     with Store.open(a, writable=True, **SMALL) as store:
         first = [store.append(_message("OrderTopic", i)) for i in range(6)]
-    shutil.copytree(a, b)  # what B copied of A
+    copy_tree(a, b)  # what B copied of A
     with Store.open(a, writable=True, **SMALL) as store:
         lost = [store.append(_message("OrderTopic", i)) for i in range(6, 10)]
     with Store.open(b, writable=True, **SMALL) as store:
@@ -224,7 +224,7 @@ def test_diff_of_equal_controller_stores_stays_equal_and_a_misplaced_point_is_re
     [sync] = [row for row in jsonl(r) if row["record"] == "epoch_sync"]
     assert sync["sync"] == NOTHING_TO_TRUNCATE and sync["commit_log_offset"] is None
     odd = tmp_path / "odd"
-    shutil.copytree(b, odd)
+    copy_tree(b, odd)
     write_epoch_file(odd / "epochFileCheckpoint", [(1, 0), (2, failover["x"] + 8)])
     [sync] = [row for row in jsonl(run("diff", odd, failover["a"], "-f", "jsonl")) if row["record"] == "epoch_sync"]
     assert (sync["sync"], sync["consistent_point"], sync["commit_log_offset"]) == \
@@ -270,7 +270,7 @@ def test_verify_finds_damage(failover, tmp_path):
     """A bad CRC (the .bak loads), an epoch past the commit log, a start inside a record, epochs out of
     order, a .bak no single write explains, an empty file (the start fails), a broken identity."""
     store = tmp_path / "s"
-    shutil.copytree(failover["b"], store)
+    copy_tree(failover["b"], store)
     main, x, end = store / "epochFileCheckpoint", failover["x"], failover["end_b"]
     write_epoch_file(main, [(1, 0), (2, x), (3, end + 100)], crc=12345)
     found = _ids(store)
@@ -303,7 +303,7 @@ def test_an_epoch_before_the_first_file(failover, tmp_path):
     """The first commit log file deleted as retention does: epoch 1 ends at or before the new first
     offset; the broker drops it at its next deletion (truncatePrefixByOffset) when it ends before."""
     store = tmp_path / "s"
-    shutil.copytree(failover["a"], store)
+    copy_tree(failover["a"], store)
     line = _line_position(write_epoch_file(store / "epochFileCheckpoint", [(1, 0), (2, 10), (3, 20)]))
     found = _ids(store)
     assert "epochRangeEmpty" not in found  # the first file is there

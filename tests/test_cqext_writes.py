@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import V5, load_truth
-from helpers import cli_runner, examples, expand_store, tree_fingerprint
+from helpers import cli_runner, copy_tree, examples, expand_store, tree_fingerprint
 from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
 from rmqtool.formats.cqext import END_BLANK_DATA_LENGTH, ext_addr_to_offset, is_ext_addr
@@ -165,8 +165,7 @@ def test_recover_apply_cuts_the_ext_and_dispatch_writes_ext_units(damaged, tmp_p
     clean = {(q["topic"], q["queueId"]): q["units"] for q in load_truth(CQEXT / "truth.json")["consumeQueues"]}
     _base, source = damaged
     store = tmp_path / "store"
-    import shutil
-    shutil.copytree(source, store)
+    copy_tree(source, store)
     (store / "abort").touch()
     before = tree_fingerprint(store)
     plan = json.loads(_cli("recover", store, "-f", "json").stdout)

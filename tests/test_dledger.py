@@ -9,13 +9,12 @@ from __future__ import annotations
 import base64
 import json
 import pathlib
-import shutil
 import struct
 
 import pytest
 
 from conftest import V5, load_truth
-from helpers import cli_runner, expand_store, tree_fingerprint
+from helpers import cli_runner, copy_tree, expand_store, tree_fingerprint
 from rmqtool.findings import (BODY_CRC_MISMATCH, CONSUME_QUEUE_UNIT_NO_RECORD, DLEDGER_ENTRY_INVALID,
                               DLEDGER_INDEX_MISMATCH, DLEDGER_RECORD_INVALID, SEGMENT_SIZE_ODD)
 from rmqtool.formats import dledger as fmt
@@ -227,7 +226,7 @@ def test_verify_clean_store(stores, truth, tmp_path):
     plan = json.loads(_run("recover", stores["store"], "-f", "json", codes=(3,)).stdout)
     assert plan["loadable"] is False and str(_refused_index_files(stores["store"], truth)[0][1]) in plan["refusal"]
     assert plan["store_path"] == plan["store"] == str(stores["store"])  # a plan's name for it, and the old one
-    copy = shutil.copytree(stores["store"], tmp_path / "copy", symlinks=True)
+    copy = copy_tree(stores["store"], tmp_path / "copy", symlinks=True)
     before = tree_fingerprint(copy)
     refused = _run("recover", copy, "--apply", codes=(3,))
     assert "not recovered: the broker does not load this store" in refused.stderr
@@ -430,7 +429,7 @@ def test_files_and_directories_are_told_apart(stores, truth, tmp_path):
     assert _run("dump", "checkpoint", stores["store"] / "dledger-n0" / "checkpoint", codes=(4,)).stderr.count(
         "rmqtool info") == 1
     bare = tmp_path / "bare"
-    shutil.copytree(stores["store"] / "dledger-n0", bare / "dledger-n0", dirs_exist_ok=True)
+    copy_tree(stores["store"] / "dledger-n0", bare / "dledger-n0", dirs_exist_ok=True)
     doc = json.loads(_run("info", bare, "-f", "json", codes=(3,)).stdout)  # its index files' size refused
     assert doc["dledger"]["entries"] == truth["truth"]["dledger"]["ledgerEndIndex"] + 1
     for create in (("--create",), ()):  # without --create too: said as a DLedger store, not as no store
@@ -470,7 +469,7 @@ def test_an_odd_entry_in_the_index_directory(stores, crash_truth, tmp_path, odd)
     an offset's name: info, verify and recover read on (a traceback went out of the index size
     check); the empty file is one MmapFileList.load refuses; dump --index lists the written
     units only (it listed every zero unit of the 160 MiB file before the empty one)."""
-    store = shutil.copytree(stores["input"], tmp_path / "store", symlinks=True)
+    store = copy_tree(stores["input"], tmp_path / "store", symlinks=True)
     index = store / "dledger-n0" / "index"
     size = crash_truth["recovery"]["truth"]["dledger"]["indexFileSize"]
     if odd == "empty":

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import time
 import pytest
 
 from conftest import V4
-from helpers import read_at
+from helpers import copy_tree, read_at
 from rmqtool.query.by_key import query_by_key
 from rmqtool.store.commitlog import Corrupt
 from rmqtool.store.commitlog_end import CommitLog
@@ -130,7 +129,7 @@ def test_recover_gives_what_the_brokers_recovery_gave(kind, variant, tmp_path):
     (it only moves its write positions back) is zero here."""
     base = V4 / kind / variant
     root = tmp_path / "store"
-    shutil.copytree(base / "input" / "store", root)
+    copy_tree(base / "input" / "store", root)
     for p in root.rglob("*"):
         p.chmod(0o755 if p.is_dir() else 0o644)
     config = json.loads((base / "truth.json").read_text())["messageStoreConfig"]["effectiveGetterValues"]

@@ -8,13 +8,12 @@ import hashlib
 import ipaddress
 import os
 import pathlib
-import shutil
 import time
 
 import pytest
 
 from conftest import V4, V5, load_truth
-from helpers import read_at
+from helpers import copy_tree, read_at
 from rmqtool.errors import CorruptData, StoreLocked, UsageError
 from rmqtool.formats import properties as props
 from rmqtool.formats import sysflag
@@ -190,7 +189,7 @@ def _snapshot(root: pathlib.Path) -> dict:
 def test_append_to_a_fixture_copy_continues_it(tmp_path):
     truth = load_truth(V4 / "basic" / "truth.json")
     root = tmp_path / "store"
-    shutil.copytree(V4 / "basic" / "store", root)
+    copy_tree(V4 / "basic" / "store", root)
     old = {p: p.read_bytes() for p in (root / "commitlog").iterdir()}
     old_max = truth["truth"]["commitlog"]["maxPhyOffset"]
     cq_truth = truth["truth"]["consumeQueues"]
@@ -248,7 +247,7 @@ def test_append_to_a_batch_topic_continues_its_batch_consume_queue(tmp_path):
     5.3.3 engine read such a store back with the unit where it was written: tools/real-broker)."""
     truth = load_truth(V5 / "batchcq" / "truth.json")["truth"]["consumeQueues"]
     root = tmp_path / "store"
-    shutil.copytree(V5 / "batchcq" / "store", root)
+    copy_tree(V5 / "batchcq" / "store", root)
     (root / "lock").unlink()
     with Store.open(root, writable=True) as store:
         results = [store.append(producer_message("BatchCQTopic", b"after %d" % i, keys=f"after-{i}",
@@ -271,7 +270,7 @@ def test_append_to_a_batch_topic_continues_its_batch_consume_queue(tmp_path):
 
 def test_read_only_open_takes_no_lock(tmp_path):
     root = tmp_path / "store"
-    shutil.copytree(V4 / "txdelay" / "store", root)
+    copy_tree(V4 / "txdelay" / "store", root)
     ro = Store.open(root)
     assert ro.max_offset == load_truth(V4 / "txdelay" / "truth.json")["truth"]["commitlog"]["maxPhyOffset"]
     assert ro.queue_offsets()[("TxTopic", 0)] == 11
@@ -289,7 +288,7 @@ def test_read_only_open_takes_no_lock(tmp_path):
 
 def test_read_only_open_changes_no_byte(tmp_path):
     root = tmp_path / "store"
-    shutil.copytree(V4 / "batch" / "store", root)
+    copy_tree(V4 / "batch" / "store", root)
     before = _snapshot(root)
     s = Store.open(root)
     s.max_offset, s.min_offset, s.queue_offsets(), s.locked_by(), list(s.reader().scan(to_offset=5000))

@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from conftest import FIXTURES, V4, load_truth
-from helpers import cli_runner, tree_fingerprint, writable_copy
+from helpers import cli_runner, copy_tree, tree_fingerprint, writable_copy
 from rmqtool.cli.app import app
 from rmqtool.engine.store import Store
 from rmqtool.errors import ExitCode, StoreAccessError
@@ -73,13 +73,13 @@ def test_recover_stopped_by_a_full_disk_says_so_then_is_undone_or_finished(tmp_p
     assert "half changed" in lines[1] and f"rmqtool undo {backup}" in lines[1]
     assert (root / UNFINISHED_FILE).exists()
     saved = tmp_path / "saved"
-    shutil.copytree(root, saved)
+    copy_tree(root, saved)
     monkeypatch.undo()  # room again
     u = _run("undo", backup)
     assert u.exit_code == 0, u.output
     assert tree_fingerprint(root) == before
     shutil.rmtree(root)
-    shutil.copytree(saved, root)
+    copy_tree(saved, root)
     again = _run("recover", root, "--apply", *_sizes())
     assert again.exit_code == 0, again.output
     assert _run("recover", root, *_sizes()).exit_code == 0  # nothing left to do

@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import V4, V5, load_truth
-from helpers import examples
+from helpers import copy_tree, examples
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
 from rmqtool.formats.config import dumps_fastjson
@@ -126,7 +126,7 @@ def test_every_read_command_survives_damage(tmp_path):
         truth = load_truth(truth_path)
         rng = random.Random(case_seed)
         store = tmp_path / f"{cases:03d}" / "store"
-        shutil.copytree(source, store)
+        copy_tree(source, store)
         for p in store.rglob("*"):
             p.chmod(p.stat().st_mode | 0o200)
         _write_config(store, truth)
@@ -161,7 +161,7 @@ def test_undamaged_copies_read_clean(tmp_path, name):
     source, truth_path = SOURCES[name]
     truth = load_truth(truth_path)
     store = tmp_path / "store"
-    shutil.copytree(source, store)
+    copy_tree(source, store)
     _write_config(store, truth)
     r = runner.invoke(app, ["dump", "config", str(store), "-f", "json"])
     assert r.exit_code == 0, r.stderr

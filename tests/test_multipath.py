@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from conftest import V4, V5, load_truth
-from helpers import cli_runner, split_commit_log, writable_copy
+from helpers import cli_runner, copy_tree, split_commit_log, writable_copy
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
 from rmqtool.findings import (COMMIT_LOG_FILE_DUPLICATED, COMMIT_LOG_FILE_MISPLACED, COMMIT_LOG_FILES_NOT_LOADED,
@@ -193,7 +193,7 @@ def test_damage_found_at_its_file(split, tmp_path):
     store, disks, _ = split
     copy = [tmp_path / f"disk-{c}" / "commitlog" for c in "ab"]
     for src, dst in zip(disks, copy):
-        shutil.copytree(src, dst)
+        copy_tree(src, dst)
     (copy[1] / f"{3 * SIZE:020d}").unlink()  # disk-b's file 3 lost
     shutil.move(copy[1] / f"{5 * SIZE:020d}", copy[0] / f"{5 * SIZE:020d}")  # file 5 on the wrong disk
     shutil.copyfile(copy[0] / f"{4 * SIZE:020d}", copy[1] / f"{4 * SIZE:020d}")  # file 4 on both

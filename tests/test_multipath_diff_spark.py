@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import pathlib
-import shutil
 
 import pytest
 
 from conftest import V4, load_truth
-from helpers import cli_runner, split_commit_log
+from helpers import cli_runner, copy_tree, split_commit_log
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
 
@@ -50,7 +49,7 @@ def test_diff_reads_each_side_across_its_disks(found, tmp_path):
     lost = 3 * SIZE  # file 3: disk-b's (3 mod 2)
     other = [tmp_path / f"copy-{c}" for c in "ab"]
     for src, dst in zip(disks, other):
-        shutil.copytree(src, dst)
+        copy_tree(src, dst)
     (other[1] / f"{lost:020d}").unlink()
     conf = tmp_path / "broker-a.conf"
     conf.write_text(f"storePathCommitLog={disks[0]},{disks[1]}\n")

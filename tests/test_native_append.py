@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import itertools
 import random
-import shutil
 
 import pytest
 
 from conftest import V4, load_truth
-from helpers import KernelSpy
+from helpers import KernelSpy, copy_tree
 from rmqtool import native
 from rmqtool.engine.message_inner import MessageInner
 from rmqtool.engine.producer import producer_message
@@ -112,7 +111,7 @@ def written(tmp_path_factory):
                 root = base / f"{name}-{use}"
                 results = _write(root, _batches(), many, SIZES)
                 existing = base / f"v4-{name}-{use}"
-                shutil.copytree(V4 / "basic" / "store", existing)
+                copy_tree(V4 / "basic" / "store", existing)
                 for p in [existing, *existing.rglob("*")]:
                     p.chmod(p.stat().st_mode | 0o200)
                 existing_results = _write(existing, _batches()[:6], many)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import functools
 import pathlib
-import shutil
 
 import pytest
 
@@ -15,7 +14,7 @@ from rmqtool.store.message import Message
 from rmqtool.store.parallel import (SegmentJob, SegmentSummary, iter_parallel, parallel_scan, segment_jobs,
                                     summarize_segment)
 from benchmarks.gen import GenSpec, build_commitlog
-from helpers import canonical
+from helpers import canonical, copy_tree
 
 
 def all_results(job: SegmentJob) -> tuple[list, list]:
@@ -123,7 +122,7 @@ def test_per_segment_function_with_arguments(store):
 
 def test_worker_errors_come_back_with_file(tmp_path, store):
     copy = tmp_path / "commitlog"
-    shutil.copytree(store.commitlog, copy)
+    copy_tree(store.commitlog, copy)
     log = CommitLog(copy)
     gone = log.segments[2].path
     gone.unlink()  # vanished between listing and reading

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import pathlib
 import pickle
-import shutil
 import struct
 import time
 
@@ -16,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import V4
-from helpers import examples
+from helpers import copy_tree, examples
 from rmqtool.store import parallel
 from rmqtool.store.indexfile import list_index_files
 from rmqtool.store.parallel import iter_parallel
@@ -263,7 +262,7 @@ def _damage(store: pathlib.Path) -> None:
 @pytest.fixture(scope="module")
 def damaged(tmp_path_factory):
     store = tmp_path_factory.mktemp("overheads") / "store"
-    shutil.copytree(V4 / "basic" / "store", store)
+    copy_tree(V4 / "basic" / "store", store)
     _damage(store)
     return store
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from conftest import FIXTURES, load_truth
-from helpers import expand_store
+from helpers import copy_tree, expand_store
 from rmqtool.formats.qmq.consumerlog import is_fill_unit
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.store.qmq import messagelog, record_kernel
@@ -221,12 +221,11 @@ def test_every_dump_kind_gives_truth_rows_on_the_basic_store():
 
 def test_a_process_with_a_segment_open_holds_the_store(tmp_path):
     """QMQ takes no lock file: a broker holds its segments open (LogSegment's channel)."""
-    import shutil
     import subprocess
     import sys
     from rmqtool.store.qmq.live import holder_pid
     store = tmp_path / "store"
-    shutil.copytree(QMQ / "basic" / "store", store)
+    copy_tree(QMQ / "basic" / "store", store)
     assert holder_pid(store) is None
     segment = store / "messagelog" / "00000000000000000000"
     holder = subprocess.Popen([sys.executable, "-c", f"f = open({str(segment)!r}, 'rb'); print('open', flush=True); "

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES, load_truth
-from helpers import examples
+from helpers import copy_tree, examples
 from rmqtool.recovery.qmq import simulate_start
 
 QMQ = FIXTURES / "qmq"
@@ -348,7 +348,7 @@ _DAMAGEABLE = ["messagelog/00000000000000000000", "actionlog/0000000000000000000
 @settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_random_damage_gives_an_outcome_never_a_traceback(tmp_path_factory, damages):
     store = tmp_path_factory.mktemp("qmq") / "store"
-    shutil.copytree(CRASH / "a-as-is" / "input", store)
+    copy_tree(CRASH / "a-as-is" / "input", store)
     for name, where, data in damages:
         path = store / name
         raw = bytearray(path.read_bytes())

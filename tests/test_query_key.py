@@ -15,6 +15,7 @@ import struct
 import pytest
 
 from conftest import CLEAN_SCENARIOS, V4, V5, load_truth
+from helpers import copy_tree
 from rmqtool.errors import UsageError
 from rmqtool.formats.indexfile import build_key, entry_position, index_key_hash, slot_of, slot_position
 from rmqtool.query.by_key import LONG_MAX, query_by_key, store_topics
@@ -317,7 +318,7 @@ def test_a_scan_over_a_file_cut_inside_a_header_finds_the_keys_before_it(tmp_pat
     from rmqtool.cli.app import app
     truth = load_truth(TIMEKEY / "truth.json")["truth"]
     store = tmp_path / "store"
-    shutil.copytree(TIMEKEY / "store", store)
+    copy_tree(TIMEKEY / "store", store)
     files = sorted((store / "commitlog").iterdir())
     middle = files[1]
     base = int(middle.name)
@@ -346,7 +347,7 @@ def test_fewer_than_max_because_the_index_s_newest_name_nothing_says_more_may_ex
     from rmqtool.cli.app import app
     truth = load_truth(TIMEKEY / "truth.json")["truth"]
     store = tmp_path / "store"
-    shutil.copytree(TIMEKEY / "store", store)
+    copy_tree(TIMEKEY / "store", store)
     last = sorted((store / "commitlog").iterdir())[-1]
     cut = int(last.name) + last.stat().st_size // 4
     hot = [m for m in truth["messages"] if m["topic"] == "KeyTopic"
@@ -376,7 +377,7 @@ def test_a_chain_link_to_no_earlier_entry_makes_the_file_s_range_scanned(tmp_pat
     from rmqtool.store.indexfile import IndexFile
     truth = load_truth(TIMEKEY / "truth.json")
     store = tmp_path / "store"
-    shutil.copytree(TIMEKEY / "store", store)
+    copy_tree(TIMEKEY / "store", store)
     for q in truth["queryMessage"]:
         kept = _kept(q)
         key_hash = index_key_hash(build_key(q["topic"], q["key"]))
@@ -410,7 +411,7 @@ def test_not_found_through_a_zeroed_slot_points_at_the_scan(tmp_path):
     truth = load_truth(TIMEKEY / "truth.json")
     q = next(q for q in truth["queryMessage"] if q["topic"] == "TimeTopic" and len(_kept(q)) == 1)
     store = tmp_path / "store"
-    shutil.copytree(TIMEKEY / "store", store)
+    copy_tree(TIMEKEY / "store", store)
     key_hash = index_key_hash(build_key(q["topic"], q["key"]))
     for path in list_index_files(store).paths:
         with IndexFile(path) as f:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import pathlib
-import shutil
 
 import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from conftest import V4, V5
-from helpers import damage, examples, writable_copy
+from helpers import copy_tree, damage, examples, writable_copy
 from rmqtool.errors import RmqError
 from rmqtool.recovery.apply import apply_plan
 from rmqtool.recovery.plan import plan_recovery
@@ -34,7 +33,7 @@ def pristine(tmp_path_factory):
 def _damaged_copy(pristine: pathlib.Path, tmp_path_factory, data, keep: tuple) -> pathlib.Path:
     """A copy of the store with one or two files damaged and perhaps one deleted (``keep``: names left alone)."""
     root = tmp_path_factory.mktemp("case") / "store"
-    shutil.copytree(pristine, root)
+    copy_tree(pristine, root)
     files = sorted(p for p in root.rglob("*") if p.is_file() and p.stat().st_size and p.name not in keep)
     for _ in range(data.draw(st.integers(1, 2))):
         target = data.draw(st.sampled_from(files))

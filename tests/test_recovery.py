@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import V4, V5, load_truth
-from helpers import read_at, writable_copy
+from helpers import copy_tree, read_at, writable_copy
 from rmqtool.cli.app import app
 from rmqtool.engine.producer import producer_message
 from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE
@@ -453,11 +453,11 @@ def test_a_dispatch_only_apply_killed_is_undone_or_finished(tmp_path):
     assert killed.returncode == -9, killed.stderr
     assert read_unfinished(root) is not None
     saved = tmp_path / "killed"
-    shutil.copytree(root, saved)
+    copy_tree(root, saved)
     assert CliRunner().invoke(app, ["undo", str(backup)]).exit_code == 0
     assert _hashes(root) == before
     shutil.rmtree(root)
-    shutil.copytree(saved, root)
+    copy_tree(saved, root)
     res = CliRunner().invoke(app, ["recover", str(root), "--apply", "--assume-defaults"])
     assert res.exit_code == 0, res.output
     assert read_unfinished(root) is None

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import V4, V5, load_truth
+from helpers import copy_tree
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
 from rmqtool.engine.redispatch import Selection, build, compare
@@ -27,7 +28,7 @@ def _run(*args):
 
 
 def _copy(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
-    shutil.copytree(src, dst, symlinks=False)
+    copy_tree(src, dst, symlinks=False)
     for p in [dst, *dst.rglob("*")]:
         p.chmod(p.stat().st_mode | 0o200)
     (dst / "lock").unlink(missing_ok=True)

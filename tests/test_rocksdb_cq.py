@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from conftest import V5, load_truth
-from helpers import cli_runner, writable_copy
+from helpers import cli_runner, copy_tree, writable_copy
 from rmqtool.errors import ExitCode
 from rmqtool.formats import rocksdb_cq as layout
 from rocksdb_store import (edit_rocksdb, offset_key, offset_value, snapshot, truth_units, unit_key, unit_value,
@@ -209,7 +209,7 @@ def test_a_rocksdb_only_store_has_its_queues_checked_against_the_commit_log(trut
 
 def test_a_database_rocksdb_refuses_is_one_line_naming_it(store, tmp_path):
     broken = tmp_path / "broken" / "consumequeue"
-    shutil.copytree(store / "consumequeue", broken, ignore=shutil.ignore_patterns("*Topic*"))
+    copy_tree(store / "consumequeue", broken, ignore=shutil.ignore_patterns("*Topic*"))
     (broken / "CURRENT").write_text("MANIFEST-999999\n")  # names a manifest that is not there
     before = snapshot(broken)
     result = _cli("dump", "rocksdbcq", broken)
@@ -219,7 +219,7 @@ def test_a_database_rocksdb_refuses_is_one_line_naming_it(store, tmp_path):
     assert snapshot(broken) == before
     # a damaged block met while reading: rocksdict's own items() would end there quietly
     damaged = tmp_path / "damaged" / "consumequeue"
-    shutil.copytree(store / "consumequeue", damaged, ignore=shutil.ignore_patterns("*Topic*"))
+    copy_tree(store / "consumequeue", damaged, ignore=shutil.ignore_patterns("*Topic*"))
     for sst in damaged.glob("*.sst"):
         data = bytearray(sst.read_bytes())
         data[100:200] = bytes(b ^ 0xFF for b in data[100:200])

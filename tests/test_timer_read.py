@@ -12,7 +12,7 @@ import pathlib
 import pytest
 
 from conftest import V5, load_truth
-from helpers import expand_store
+from helpers import copy_tree, expand_store
 from rmqtool.formats.timerlog import BLANK_MAGIC_CODE, MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL, is_magic_ok
 from rmqtool.formats.timerwheel import SLOT_SIZE, SLOTS_TOTAL, slot_index, wheel_length
 from rmqtool.store.timer.chain import walk_chain, walk_chains
@@ -150,9 +150,8 @@ def test_after_recover_chains_end_beyond_the_read_position(stores):
 
 
 def test_bak_stands_in_for_a_missing_timermetrics(stores, tmp_path):
-    import shutil
     config = tmp_path / "config"
-    shutil.copytree(stores["timer"] / "config", config)
+    copy_tree(stores["timer"] / "config", config)
     (config / "timermetrics").unlink()
     loaded = read_timermetrics(config)
     assert loaded.config.source == "bak" and loaded.metrics is not None

@@ -12,12 +12,12 @@ import base64
 import hashlib
 import json
 import pathlib
-import shutil
 
 import pytest
 from typer.testing import CliRunner
 
 from conftest import FIXTURES, V4, V5, load_truth
+from helpers import copy_tree
 from rmqtool.cli.app import app
 from rmqtool.engine.encoder import Encoder
 from rmqtool.engine.message_inner import MessageInner
@@ -319,7 +319,7 @@ def test_prop_crc_overrides_what_the_store_shows(store_copy):
 
 def test_prop_crc_on_into_a_4_9_8_store(tmp_path):
     store = tmp_path / "store"
-    shutil.copytree(V4 / "basic" / "store", store)
+    copy_tree(V4 / "basic" / "store", store)
     for p in [store, *store.rglob("*")]:
         p.chmod(p.stat().st_mode | 0o200)
     end = load_truth(V4 / "basic" / "truth.json")["truth"]["commitlog"]["maxPhyOffset"]

@@ -21,6 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import V4, V5, load_truth
+from helpers import copy_tree
 from rmqtool.cli.app import app
 from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
@@ -66,7 +67,7 @@ def built(tmp_path_factory) -> pathlib.Path:
 
 @pytest.fixture
 def store(built, tmp_path) -> pathlib.Path:
-    return pathlib.Path(shutil.copytree(built, tmp_path / "store"))
+    return pathlib.Path(copy_tree(built, tmp_path / "store"))
 
 
 def _tree(root: pathlib.Path, under: str = "") -> dict:

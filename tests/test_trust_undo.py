@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import REPO, V4, V5, load_truth
-from helpers import aged_files, expand_store, file_mtimes, tree_fingerprint, writable_copy
+from helpers import aged_files, copy_tree, expand_store, file_mtimes, tree_fingerprint, writable_copy
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode, StoreChangedSince
 from rmqtool.recovery.manifest import read_manifest
@@ -251,14 +251,14 @@ def test_recover_apply_killed_then_run_again_or_undone(after, tmp_path):
     _says_unfinished(root, backup, f"rmqtool recover {root} --apply")
     assert _run("recover", root).exit_code == 3  # a half-changed store is not called clean
     saved = tmp_path / "killed"
-    shutil.copytree(root, saved)
+    copy_tree(root, saved)
     # either way out: undo gives back every original byte...
     u = _run("undo", backup)
     assert u.exit_code == 0, u.output
     assert tree(root) == before and not (backup / "intent.json").exists()
     # ...or the same command again finishes it (from the killed state)
     shutil.rmtree(root)
-    shutil.copytree(saved, root)
+    copy_tree(saved, root)
     r = _run("recover", root, "--apply", "-f", "json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["applied"]["backup_dir"] == str(backup)  # the same backup, made again
@@ -292,11 +292,11 @@ def test_the_ways_out_of_a_repair_given_relative_paths_run_from_anywhere(command
     assert shlex.split(marker.finish)[:3] == ["rmqtool", command, str(root)]
     assert marker.undo == f"rmqtool undo {work / 'bk'}"
     saved = tmp_path / "killed"
-    shutil.copytree(work, saved)  # the store and its backup as the kill left them
+    copy_tree(work, saved)  # the store and its backup as the kill left them
     elsewhere = {k: v for k, v in env.items() if k != "RMQTOOL_KILL_AFTER"}
     for way in (marker.finish, marker.undo):
         shutil.rmtree(work)
-        shutil.copytree(saved, work)
+        copy_tree(saved, work)
         run = subprocess.run([sys.executable, "-m", "rmqtool", *shlex.split(way)[1:]], env=elsewhere, cwd=tmp_path,
                              capture_output=True, text=True, timeout=120)
         assert run.returncode == 0, run.stderr
@@ -311,14 +311,14 @@ def test_an_apply_killed_between_two_deletions_is_finished(tmp_path):
     it'). It gives the store back first and plans that, so it finishes; undo then gives every
     original byte back."""
     source = tmp_path / "source"
-    shutil.copytree(CRASH / "a-as-is" / "input" / "store", source)
+    copy_tree(CRASH / "a-as-is" / "input" / "store", source)
     segments = sorted((source / "commitlog").iterdir())
     assert len(segments) >= 3
     with open(segments[-3], "r+b") as f:  # recovery ends at this file's start: the two after it go
         f.write(bytes(64))
     for after in range(1, 20):  # the step at which one is gone and the last is not
         root = tmp_path / f"store{after}"
-        shutil.copytree(source, root)
+        copy_tree(source, root)
         before = tree(root)
         backup = tmp_path / f"backup{after}"
         assert _killed("recover", root, "--apply", "--backup-dir", backup, after=after).returncode == -9
@@ -346,10 +346,10 @@ def test_redispatch_apply_killed_then_run_again_or_undone(after, tmp_path):
     assert not list(root.rglob("*rmqtool-tmp*")) and not list(tmp_path.glob(".rmqtool-*"))
     _says_unfinished(root, backup, f"rmqtool redispatch {root} --cq --apply")
     saved = tmp_path / "killed"
-    shutil.copytree(root, saved)
+    copy_tree(root, saved)
     assert _run("undo", backup).exit_code == 0 and tree(root) == before
     shutil.rmtree(root)
-    shutil.copytree(saved, root)
+    copy_tree(saved, root)
     r = _run("redispatch", root, "--cq", "--apply")
     assert r.exit_code == 0, r.output
     assert _run("redispatch", root, "--cq").exit_code == 0  # finished: the files are as built
@@ -379,10 +379,10 @@ def test_append_recover_killed_is_finished_by_recover_or_undone(tmp_path):
     (backup,) = tmp_path.glob("store.recovery-*")
     _says_unfinished(root, backup, f"rmqtool recover {root} --apply")
     saved = tmp_path / "killed"
-    shutil.copytree(root, saved)
+    copy_tree(root, saved)
     assert _run("undo", backup).exit_code == 0 and tree(root) == before
     shutil.rmtree(root)
-    shutil.copytree(saved, root)
+    copy_tree(saved, root)
     assert _run("recover", root, "--apply").exit_code == 0
     assert _run("append", root, "--topic", "CrashTopic", "--body", "x").exit_code == 0
 
@@ -435,7 +435,7 @@ def test_repair_appends_and_undo_refuse_or_give_back_the_whole_tree(pristines, t
     from rmqtool.recovery.undo import undo
 
     root = tmp_path_factory.mktemp("case") / "store"
-    shutil.copytree(data.draw(st.sampled_from(pristines)), root)
+    copy_tree(data.draw(st.sampled_from(pristines)), root)
     files = sorted(p for p in root.rglob("*") if p.is_file() and p.stat().st_size and p.name != "lock")
     target = data.draw(st.sampled_from(files))
     target.write_bytes(bytes(damage(bytearray(target.read_bytes()), data, kinds=("flip", "zero", "garbage", "int"))))

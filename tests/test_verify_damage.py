@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import pathlib
-import shutil
 
 import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from conftest import V4, V5, load_truth
-from helpers import damage, examples
+from helpers import copy_tree, damage, examples
 from rmqtool.errors import RmqError
 from rmqtool.findings import Severity
 from rmqtool.verify.run import Verify, VerifyOptions
@@ -280,7 +279,7 @@ def _digest(root: pathlib.Path) -> dict:
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory):
     root = tmp_path_factory.mktemp("verify-random") / "store"
-    shutil.copytree(SMALL, root)
+    copy_tree(SMALL, root)
     for p in [root, *root.rglob("*")]:
         p.chmod(p.stat().st_mode | 0o200)
     return root

@@ -8,6 +8,7 @@ import pathlib
 import pytest
 
 from conftest import CLEAN_SCENARIOS, FIXTURES, V4, V5, load_truth
+from helpers import copy_tree
 from rmqtool.findings import Severity
 from rmqtool.verify.run import Verify, VerifyOptions
 
@@ -247,10 +248,9 @@ def test_a_checkpoint_cut_to_its_fields_is_read_as_the_broker_maps_it(tmp_path):
     24 bytes gives the broker the same crash start. verify said it was unreadable (an error)
     and predicted a start from file 0; now the start is the intact file's, and the size a
     warning."""
-    import shutil
     store, _ = variant("4.9.8/crash", "e3-corrupt-body-in-second-to-last-commitlog-file")
     (intact,) = of(store, "recoveryStartFile")
-    cut = pathlib.Path(shutil.copytree(store, tmp_path / "store"))
+    cut = pathlib.Path(copy_tree(store, tmp_path / "store"))
     (cut / "checkpoint").chmod(0o644)
     with open(cut / "checkpoint", "r+b") as f:
         f.truncate(24)

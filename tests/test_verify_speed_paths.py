@@ -6,12 +6,12 @@ instead of every unit of the store being read and held before the scan.
 """
 from __future__ import annotations
 
-import shutil
 
 import numpy as np
 import pytest
 
 from conftest import CLEAN_SCENARIOS, load_truth
+from helpers import copy_tree
 from rmqtool.findings import COMMIT_LOG_END
 from rmqtool.store.consumequeue import UnitFiles
 from rmqtool.store.paths import StorePaths
@@ -37,7 +37,7 @@ def test_units_out_of_order_give_only_the_range(tmp_path):
     """A queue file whose units are not in commit log order (damage) gives fewer hints, never
     one outside the range asked for (a hint costs only speed; one outside would be misread)."""
     scenario = "4.9.8/basic"
-    store = shutil.copytree(CLEAN_SCENARIOS[scenario] / "store", tmp_path / "store")
+    store = copy_tree(CLEAN_SCENARIOS[scenario] / "store", tmp_path / "store")
     units = _truth_units(scenario)
     files = UnitFiles.of(StorePaths(store))
     path, unit_size, count = files.files[0]

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import pathlib
 import re
-import shutil
 
 import pytest
 from typer.testing import CliRunner
 
 from conftest import FIXTURES, REPO, V4, V5
-from helpers import expand_store
+from helpers import copy_tree, expand_store
 from rmqtool.cli.app import app
 from rmqtool.report.columns import VIEWS
 
@@ -149,7 +148,7 @@ def test_every_json_field_is_documented(name, tmp_path):
 def test_undo_output_is_documented(tmp_path):
     names, _ = documented()
     store = tmp_path / "s"
-    shutil.copytree(V4 / "crash" / "b2-garbage-tail-of-last-message" / "input" / "store", store)
+    copy_tree(V4 / "crash" / "b2-garbage-tail-of-last-message" / "input" / "store", store)
     r = invoke("append", store, "--recover", "--topic", "T", "--body", "b")
     assert r.exit_code == 0, r.stderr
     backup = next(tmp_path.glob("s.recovery-*"))

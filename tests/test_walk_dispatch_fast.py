@@ -9,14 +9,13 @@ Records changed anywhere (hypothesis) give the same requests both ways too.
 """
 from __future__ import annotations
 
-import shutil
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES, V5, load_truth
-from helpers import examples, expand_store, kernel_and_pure
+from helpers import copy_tree, examples, expand_store, kernel_and_pure
 from rmqtool.recovery import commitlog_walk, outcome
 from rmqtool.recovery.plan import plan_recovery
 
@@ -92,7 +91,7 @@ def test_changed_bytes_give_the_same_requests(stores, tmp_path_factory, data):
     dispatches the same requests, ends at the same place, and plans the same, both ways."""
     src = stores["crash/a-as-is"]
     store = tmp_path_factory.mktemp("changed") / "store"
-    shutil.copytree(src, store)
+    copy_tree(src, store)
     segment = sorted((store / "commitlog").iterdir())[-1]
     raw = bytearray(segment.read_bytes())
     used = len(raw.rstrip(b"\0")) or 1

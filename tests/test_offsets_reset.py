@@ -7,6 +7,8 @@ lookup is query/by_time's (the one implementation of getOffsetInQueueByTime).
 from __future__ import annotations
 
 import json
+import pathlib
+import shutil
 
 import pytest
 
@@ -220,6 +222,33 @@ def test_to_time_searches_the_queue_the_next_start_leaves(tmp_path):
     assert all(row["max_queue_offset"] == maxima[row["queue_id"]] for row in rows)
 
 
+def test_to_time_finds_a_message_only_the_next_starts_dispatch_puts_back(tmp_path):
+    """crash/c2: the last consume queue file of CrashTopic/0 removed, the commit log whole. The
+    broker's start dispatches the lost units again (truth: the queue after its recovery), so a
+    time of a message they point to is found at its queue offset. The search read the files
+    alone and answered the last unit they hold, before it."""
+    from helpers import expand_store
+    from conftest import V4
+
+    variant = V4 / "crash" / "c2-delete-last-cq-file"
+    truth = load_truth(variant / "truth.json")["truth"]
+    store = expand_store(variant / "input" / "store", tmp_path / "store")
+    (store / "config").mkdir(exist_ok=True)
+    (store / "config" / "consumerOffset.json").write_text(dumps_fastjson(
+        {"offsetTable": {f"{TOPIC}@g1": {0: 0}}}), encoding="utf-8")
+    entries = truth["consumeQueues"][TOPIC]["0"]["entries"]
+    stored = {m["physicalOffset"]: m["storeTimestamp"] for m in truth["messages"]}
+    times = [stored[e[1]] for e in entries]
+    removed = int(pathlib.PurePath(load_truth(variant / "truth.json")["mutation"]["removed"]).name) // 20
+    # a unit of the removed file whose message alone has its store time: an exact hit
+    queue_offset = next(e[0] for e in entries[removed:] if times.count(stored[e[1]]) == 1)
+    when = stored[entries[queue_offset][1]]
+    r = run("offsets", "reset", store, "-g", "g1", "-t", TOPIC, "--to-time", when, "-f", "jsonl")
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [(row["queue_id"], row["new_offset"], row["max_queue_offset"]) for row in rows] == \
+        [(0, queue_offset, truth["consumeQueues"][TOPIC]["0"]["maxOffset"])], (r.stderr, rows)
+
+
 def test_a_main_file_the_brokers_decode_throws_on_is_reset_from_its_bak(tmp_path):
     """A committed offset past a Long in consumerOffset.json: fastjson throws, and the broker
     runs on the .bak. The reset starts from the .bak's offsets and writes a main file the
@@ -298,3 +327,32 @@ def test_a_broker_config_not_on_rocksdb_resets_the_json_beside_a_database(tmp_pa
     assert done.exit_code == 0 and "RocksDB" not in done.stderr, done.output
     loaded = read_config_file(root / "config", "consumerOffset.json")
     assert offset_table(loaded.document)[KEY] == {q: v["minOffset"] for q, v in truth_queues().items()}
+
+
+def test_a_time_in_a_batch_queue_the_next_start_rebuilds_is_found_in_its_units(tmp_path):
+    """A 5.3.3 batch store after a crash (its abort file back), one batch queue's directory gone:
+    the 5.3 start dispatches its batches again (from the commit log's first file), and the
+    time lookup searches those units: a batch's store time gives its msgBaseOffset (truth)."""
+    from helpers import expand_store
+    from conftest import V5
+    from rmqtool.recovery.loaded_end import loaded_queues
+    from rmqtool.recovery.outcome import Settings, simulate
+    from rmqtool.recovery.started_queues import StartedQueue
+    from rmqtool.store.view import StoreView
+
+    truth = load_truth(V5 / "batchcq" / "truth.json")["truth"]
+    store = expand_store(V5 / "batchcq" / "store", tmp_path / "store")
+    (store / "abort.bak").rename(store / "abort")
+    topic = "BatchCQTopic"
+    shutil.rmtree(store / "batchconsumequeue" / topic / "0")
+    view = StoreView(store)
+    started = loaded_queues(view, simulate(view, Settings(semantics="5.3"), list_lost=False))
+    queue = started.find(topic, 0)
+    assert isinstance(queue, StartedQueue) and queue.is_batch
+    assert queue.max_offset == truth["consumeQueues"][topic]["0"]["maxOffset"]
+    stored = {m["physicalOffset"]: m["storeTimestamp"] for m in truth["messages"]}
+    entries = truth["consumeQueues"][topic]["0"]["entries"]
+    for base, commit_log_offset in [e[:2] for e in entries]:
+        when = stored[commit_log_offset]
+        if [stored[e[1]] for e in entries].count(when) == 1:
+            assert offset_by_time(view, topic, 0, when, queues=started).queue_offset == base

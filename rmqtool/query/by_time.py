@@ -32,7 +32,7 @@ from rmqtool.formats.consumequeue import CQ_STORE_UNIT_SIZE
 from rmqtool.query.by_offset import open_queue
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.query.explain import Notes, Trace, trace_or_none
-from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue
+from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue, ConsumeQueues
 from rmqtool.store.segments import Segment
 from rmqtool.store.view import StoreView, as_view
 
@@ -108,20 +108,21 @@ class _QueueTimes:
 
 def offset_by_time(store: str | os.PathLike | StoreView, topic: str, queue_id: int, timestamp: int, *,
                    exact: bool = False, trace: Trace | None = None,
-                   commit_log_max_offset: int | None = None) -> TimeLookup:
+                   queues: ConsumeQueues | None = None) -> TimeLookup:
     """The queue offset of topic/queue_id for a store timestamp (see the module doc); over the
-    queue as the broker's load cuts it at ``commit_log_max_offset`` when given (what the broker
-    searches after its next start), else as its files hold it."""
+    queue of ``queues`` when given (offsets reset: the queues the broker's next start leaves,
+    recovery/loaded_end.loaded_queues), else as its files hold it."""
     trace = trace_or_none(trace)
     view = as_view(store)
     root = view.root
     notes = Notes()
-    queue = open_queue(root, topic, queue_id, commit_log_max_offset)
+    queue = open_queue(root, topic, queue_id) if queues is None else \
+        queues.find(topic, queue_id, batch=False) or queues.find(topic, queue_id, batch=True)
     if queue is None:
         notes.add(f"no consume queue for topic {topic!r} queue {queue_id}; the broker answers 0", trace)
         return TimeLookup(topic, queue_id, timestamp, 0, None, False, exact, notes)
     with CommitLogReader(view.commit_log) as reader:
-        if isinstance(queue, BatchConsumeQueue):
+        if queue.is_batch:
             return _batch_lookup(queue, timestamp, exact, notes, trace)
         times = _QueueTimes(queue, reader, trace)
         if trace.enabled:

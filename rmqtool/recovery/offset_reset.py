@@ -39,7 +39,7 @@ from rmqtool.formats.config import BAK_SUFFIX, INTEGER_BITS, dumps_fastjson, fas
 from rmqtool.store.config import read_config_bytes
 from rmqtool.store.consumer_offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets, consumer_offsets
 from rmqtool.store.paths import CONFIG_DIR
-from rmqtool.recovery.loaded_end import loaded_queues, queue_cut, simulate_for_info
+from rmqtool.recovery.loaded_end import loaded_queues, simulate_for_info
 from rmqtool.store.view import StoreView, as_view
 
 EARLIEST, LATEST, OFFSET, TIME = "earliest", "latest", "offset", "time"
@@ -163,7 +163,8 @@ def plan_offset_reset(store: str | os.PathLike | StoreView, group: str, topic: s
     has no committed offset for the topic (or that queue); CorruptData when the broker could
     load no offsets from the file."""
     view = as_view(store)
-    progress: ConsumerOffsets = consumer_offsets(view, group=group, topic=topic, queues=loaded_queues(view))
+    queues = loaded_queues(view)
+    progress: ConsumerOffsets = consumer_offsets(view, group=group, topic=topic, queues=queues)
     path = view.root / CONFIG_DIR / CONSUMER_OFFSET_FILE
     if progress.config is None or any(f.id == CONSUMER_OFFSET_TABLE_INVALID for f in progress.findings) \
             and not progress.rows:
@@ -180,7 +181,7 @@ def plan_offset_reset(store: str | os.PathLike | StoreView, group: str, topic: s
     resets = []
     for p in rows:
         low, high = (p.min_offset, p.max_offset) if p.min_offset is not None else (0, 0)
-        new, note = _new_offset(view, p.topic, p.queue_id, low, high, target, offset_by_time)
+        new, note = _new_offset(view, queues, p.topic, p.queue_id, low, high, target, offset_by_time)
         if p.min_offset is None:
             note = f"no consume queue: the broker's queue is empty; {note}"
         resets.append(QueueReset(p.group, p.topic, p.queue_id, p.committed_offset, new, p.min_offset, p.max_offset,
@@ -189,7 +190,7 @@ def plan_offset_reset(store: str | os.PathLike | StoreView, group: str, topic: s
                      progress.config.document, list(progress.findings), progress.rocksdb)
 
 
-def _new_offset(view: StoreView, topic: str, queue_id: int, low: int, high: int, target: ResetTarget,
+def _new_offset(view: StoreView, queues, topic: str, queue_id: int, low: int, high: int, target: ResetTarget,
                 offset_by_time: Callable | None) -> tuple[int, str]:
     if target.kind == EARLIEST:
         return low, "min offset (earliest)"
@@ -201,9 +202,9 @@ def _new_offset(view: StoreView, topic: str, queue_id: int, low: int, high: int,
         if target.value > high:
             return high, f"--to-offset {target.value} is past max offset {high}: clamped to it"
         return target.value, "as given"
-    # the queue the broker searches after its next start: cut where its load cuts it (units past
-    # a recovery's cut stay on disk and would answer an offset past the queue's max)
-    lookup = offset_by_time(view, topic, queue_id, target.value, commit_log_max_offset=queue_cut(view))
+    # the queue the broker searches after its next start (its files cut where its load cuts them
+    # and what its dispatch puts back): the files alone would answer past its max, or short of it
+    lookup = offset_by_time(view, topic, queue_id, target.value, queues=queues)
     note = f"getOffsetInQueueByTime({target.value})"
     if lookup.notes:
         note += "; " + "; ".join(str(n) for n in lookup.notes)

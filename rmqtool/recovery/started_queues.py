@@ -9,6 +9,7 @@ cut at the recovered end, which miss what the start's dispatch puts back.
 from __future__ import annotations
 
 import dataclasses
+from typing import Iterator
 
 from rmqtool.errors import StoreAccessError
 from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE, is_fill_unit, is_written_unit
@@ -42,6 +43,27 @@ class StartedQueue:
             return []
         return [f.segment if f.segment is not None else
                 Segment(_path(self.directory, f.base), f.base, f.size) for f in self.model.files]
+
+    @property
+    def end(self) -> int:
+        """A plain queue's byte offset one past its units (queue offset x 20): where
+        query/by_time's search of its files stops."""
+        return self.max_offset * CQ_STORE_UNIT_SIZE
+
+    def iter_units(self) -> Iterator[BatchConsumeQueueUnit]:
+        """A batch queue's units within [min, max), in order (query/by_time's batch lookup)."""
+        if self.model is None:
+            return
+        unit = BATCH_CQ_STORE_UNIT_SIZE
+        for f in self.model.files:
+            for i in range(f.wrote // unit):
+                u = f.unit(i * unit)
+                if u.size > 0 and self.low <= u.msg_base_offset < self.max_offset:
+                    yield BatchConsumeQueueUnit(self.topic, self.queue_id, u.msg_base_offset, u.commit_log_offset,
+                                                u.size, u.tags_code, u.store_timestamp, u.msg_base_offset,
+                                                u.batch_size, u.compacted_offset, _path(self.directory, f.base),
+                                                i * unit)
+            f.release()
 
     def min_offset(self, commit_log_min_offset: int = 0) -> int:
         """getMinOffsetInQueue after the start (correctMinOffset ran in the simulation, at the

@@ -44,6 +44,11 @@ def test_apply_mends_the_timer_and_undo_gives_it_back(tmp_path, variant, finding
     apply_plan(plan, tmp_path / "backup")
     after = _timer_findings(runner, store, now)
     assert not [f for f in after if f["consequence"] in ("loops", "dropsMessages", "strands")], after
+    # a cut left to the start enqueues units again; one over the zeros the apply wrote, enqueueing
+    # nothing, changes nothing and is not said (e: it was, as "queue offsets 84..83 enqueued again")
+    cuts = [f for f in after if f["finding"] == "timerLogCut"]
+    assert all(f["enqueued_again"] > 0 for f in cuts), cuts
+    assert [f.id for f in plan_recovery(store, now_ms=int(now)).left] == ["timerLogCut"] * len(cuts)
     undo(tmp_path / "backup", store)
     assert tree_fingerprint(store) == before
 

@@ -390,8 +390,10 @@ def _timer(root: pathlib.Path, outcome: Outcome, now_ms: int | None, findings: l
         path, position = start.log_place(start.load.cut_at)
         left.append(Finding(TIMER_LOG_CUT, str(path), position,
                             f"the next start cuts the timer log at {start.load.cut_at} ({start.load.cut_reason}), "
-                            f"before {written} that was written, and enqueues rmq_sys_wheel_timer queue offsets "
-                            f"{lo}..{hi - 1} again (rmqtool verify says which are delivered again): --apply leaves "
+                            f"before {written} that was written, and enqueues "
+                            + (f"rmq_sys_wheel_timer queue offsets {lo}..{hi - 1} again (rmqtool verify says which are "
+                               f"delivered again)" if hi > lo else "nothing again")
+                            + ": --apply leaves "
                             f"the cut to the start; rmqtool redispatch --timer rebuilds the timer log from the "
                             f"commit log instead"))
     section["repair"] = {"cut_at": repair.cut_at, "units_zeroed": sum(r[4] for r in repair.unit_ranges),

@@ -49,10 +49,14 @@ class TimerStart:
     def written_past_cut(self) -> int | None:
         """How far the timer log was written (timercheck's lastTimerLogFlushPos, or the files'
         end past it) when the start's recovery cuts it before that, or leaves non-zero bytes
-        after the cut (verify's timerLogCut); None when the cut loses nothing written."""
+        after the cut (verify's timerLogCut); None when the cut loses nothing written, or meets
+        only zeros and enqueues nothing again."""
         load = self.load
         written = max(load.checkpoint.last_timer_log_flush_pos, max((f.end for f in self.disk_log.files), default=0))
         after = any(f.non_zero_after_end for f in self.disk_log.files if f.end >= load.cut_at)
+        lo, hi = load.enqueue_again
+        if not after and hi <= lo:  # zeros after the cut (recover --apply zeroed its units), nothing enqueued again:
+            return None             # the start's cut changes nothing, though timercheck's flush position is past it
         return written if load.cut_at < written or after else None
 
     def log_place(self, position: int) -> tuple[pathlib.Path, int]:

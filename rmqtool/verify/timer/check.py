@@ -110,13 +110,15 @@ class TimerChecks:
         again = [e for e in run.enqueued if e.deliver_ms is not None and cp.present
                  and e.deliver_ms < cp.last_read_time_ms]
         consequence = Consequence.LOOPS if loops else Consequence.REDELIVERS if again else Consequence.NONE
-        what = ("; their new units land where wheel slots still point: chains loop (timerChainLoops)" if loops else
+        what = ("" if hi <= lo else
+                "; their new units land where wheel slots still point: chains loop (timerChainLoops)" if loops else
                 f"; {len(again)} of them fired before timercheck's read time: delivered again" if again else
                 "; none had fired yet: each is delivered once")
         return [finding(TIMER_LOG_CUT, path, position,
                         f"the next start cuts the timer log at {load.cut_at} ({load.cut_reason}), before "
-                        f"{written} that timercheck says was flushed; rmq_sys_wheel_timer queue offsets "
-                        f"{lo}..{hi - 1} are enqueued again ({load.queue_offset_reason})" + what,
+                        f"{written} that timercheck says was flushed; "
+                        + (f"rmq_sys_wheel_timer queue offsets {lo}..{hi - 1} are enqueued again" if hi > lo else
+                           "nothing is enqueued again") + f" ({load.queue_offset_reason})" + what,
                         consequence=consequence, cut_at=load.cut_at, flushed_position=written,
                         enqueued_again=hi - lo, redelivered=len(again))]
 

@@ -392,10 +392,9 @@ def _timer(root: pathlib.Path, outcome: Outcome, now_ms: int | None, findings: l
                             f"the next start cuts the timer log at {start.load.cut_at} ({start.load.cut_reason}), "
                             f"before {written} that was written, and enqueues "
                             + (f"rmq_sys_wheel_timer queue offsets {lo}..{hi - 1} again (rmqtool verify says which are "
-                               f"delivered again)" if hi > lo else "nothing again")
-                            + ": --apply leaves "
-                            f"the cut to the start; rmqtool redispatch --timer rebuilds the timer log from the "
-                            f"commit log instead"))
+                               "delivered again)" if hi > lo else "nothing again")
+                            + ": --apply leaves the cut to the start; rmqtool redispatch --timer rebuilds the "
+                              "timer log from the commit log instead"))
     section["repair"] = {"cut_at": repair.cut_at, "units_zeroed": sum(r[4] for r in repair.unit_ranges),
                          "slots_zeroed": [i for i, _ in repair.slots],
                          "left": [{"slot_index": i, "why": why} for i, why in repair.left]}

@@ -28,7 +28,8 @@ from rmqtool.store.commitlog import Blank, findings_of, scan_segment
 from rmqtool.store.config import read_config_dir
 from rmqtool.store.consumequeue import ConsumeQueues
 from rmqtool.store.message import Message
-from rmqtool.recovery.loaded_end import next_start_ends, queue_cut, simulate_for_info, simulated_outcome
+from rmqtool.recovery.loaded_end import (loaded_queues, next_start_ends, queue_cut, simulate_for_info,
+                                         simulated_outcome)
 from rmqtool.store.segments import one_listing
 from rmqtool.store.view import StoreView
 
@@ -116,7 +117,7 @@ def commitlog_info(view: StoreView) -> tuple[dict, list]:
 
 
 def consume_queue_info(cqs: ConsumeQueues, commit_log_min: int | None):
-    """A row a queue (info's files cut at the next start's end; report's as the start leaves them)."""
+    """A row a queue (info and report: the queues as the next start leaves them)."""
     rows = []
     for q in cqs.queues:
         low = q.min_offset(commit_log_min or 0)
@@ -294,11 +295,13 @@ def store_info(store: str | os.PathLike | StoreView) -> tuple[dict, list[Finding
     findings += f
     commitlog, f = (dledger_commitlog, []) if dledger_commitlog is not None else commitlog_info(view)
     findings += f
-    queues, f = consume_queue_info(view.consume_queues(commitlog["max_commit_log_offset"]),
-                                   commitlog["min_commit_log_offset"])
-    findings += f
+    files = view.consume_queues(commitlog["max_commit_log_offset"])  # their findings are the files'
     if dledger_commitlog is not None:
+        queues, _ = consume_queue_info(files, commitlog["min_commit_log_offset"])
         _dledger_queue_cuts(view, queues)
+    else:  # as the next start leaves them (what its dispatch puts back too), as report and offsets show them
+        queues, _ = consume_queue_info(loaded_queues(view), commitlog["min_commit_log_offset"])
+    findings += files.all_findings()
     index, f = index_info(view)
     findings += f
     checkpoint, f = checkpoint_info(view)

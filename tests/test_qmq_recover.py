@@ -12,6 +12,7 @@ from rmqtool.engine.qmq import consumer_log_writer
 from rmqtool.engine.qmq.apply import apply_qmq_plan
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.recovery.qmq.plan import plan_recovery
+from rmqtool.recovery.qmq.next_start import served_empty
 from rmqtool.recovery.qmq.start import simulate_start
 from rmqtool.recovery.undo import undo
 from rmqtool.store.qmq import consumerlog, messagelog
@@ -47,11 +48,35 @@ def test_after_the_apply_qmq_starts_and_serves_every_record_the_files_held(repai
     assert after.started and after.message_log.cut_at is None
     kept = {(s, q) for _, s, q in plan.records_dropped}
     for subject in after.subjects:
-        assert not subject.served_success_without_message, (subject.subject, subject.served_success_without_message)
+        assert not served_empty(subject), (subject.subject, served_empty(subject))
         assert not subject.not_served, (subject.subject, subject.not_served)
     dropped_truth = load_truth(CRASH / variant / "truth.json").get("messageLog") or {}
     # what the apply drops is what QMQ's own start drops, as far as the files show it
     assert {(r["subject"], r["sequence"]) for r in dropped_truth.get("recordsLost", [])} >= kept
+
+
+STARTED = [v for v in VARIANTS if load_truth(CRASH / v / "truth.json")["started"]]
+
+
+@pytest.mark.parametrize("variant", STARTED)
+def test_after_the_apply_each_subjects_next_sequence_is_where_qmqs_start_and_its_groups_have_it(variant, tmp_path):
+    """Units past the kept log become fill units, not nothing: a next sequence below the one
+    QMQ's own start keeps (truth: its consumer log after the restart) gives new messages the
+    sequences a group has already pulled past (it resumes at pull + 1), and they are skipped.
+    crash/d: crash.order went back to 32 where QMQ's start keeps 57 and a group pulled to 39."""
+    truth = load_truth(CRASH / variant / "truth.json")
+    store = expand_store(CRASH / variant / "input", tmp_path / "store")
+    plan = plan_recovery(store)
+    if plan.changes_anything:
+        apply_qmq_plan(plan, tmp_path / "backup")
+    after = {s.subject: s.consumer_log[1] for s in simulate_start(store).subjects}
+    for subject, rows in truth["perSubject"].items():
+        kept = rows["consumerLogAfterRestart"][1]
+        assert after.get(subject, 0) >= kept, (subject, after.get(subject), kept)
+    for row in truth["consumerProgressAfterRestart"]:
+        # a group's pull is a consumer log sequence; a consumer's is its pull log's, but for a broadcast group's
+        pulled = max([row["pull"], *(c[0] for c in row["consumers"].values() if row["broadcast"])])
+        assert after.get(row["subject"], 0) > pulled, row
 
 
 def test_a_second_plan_finds_nothing(repaired):

@@ -47,11 +47,12 @@ class Unit:
     wrote_offset: int = 0
     wrote_bytes: int = 0
     header_size: int = 0
-    origin: str = "file"  # "file", "rebuilt" (the replay wrote it), "fill" (fillPreBlank)
+    origin: str = "file"  # "file", "rebuilt" (the replay wrote it), "fill" (fillPreBlank), FILL_IN_FILE
     error: str | None = None  # invalid: what readUnit throws
 
 
 FILL = Unit("message", FILL_WROTE_OFFSET, FILL_WROTE_BYTES, FILL_HEADER_SIZE, "fill")
+FILL_IN_FILE = "fill in file"  # a fill unit the files hold (an earlier replay's, or recover --apply's)
 
 
 class FillTooFar(Exception):
@@ -182,7 +183,8 @@ class ConsumerLog:
         raw += bytes(self.unit_bytes - len(raw))
         unit = decode_unit(self.subject, sequence, "", position, raw)  # store/qmq's one unit decoder
         if unit.kind in ("message", "fill"):  # readUnit makes no difference: a fill is a unit too
-            return Unit("message", unit.wrote_offset, unit.wrote_bytes, unit.header_size)
+            return Unit("message", unit.wrote_offset, unit.wrote_bytes, unit.header_size,
+                        FILL_IN_FILE if unit.kind == "fill" else "file")
         if unit.kind == "smt":
             return Unit("smt")
         magic, unit_type = int.from_bytes(raw[:2], "big", signed=True), int.from_bytes(raw[2:4], "big")

@@ -31,8 +31,17 @@ def _why_empty(s) -> str:
     2147483647 bytes)."""
     why = [f"{what} {ranges_text(ranges)}" for what, ranges in (
         ("filled by the replay, their records not replayed:", s.fill_units),
-        ("units pointing past the kept message log:", ranges_minus(s.units_pointing_past_log_end, s.fill_units))) if ranges]
+        ("units pointing past the kept message log:",
+         ranges_minus(s.units_pointing_past_log_end, s.fill_units, s.fills_without_record))) if ranges]
     return f" ({'; '.join(why)})" if why else ""
+
+
+def served_empty(s) -> tuple:
+    """The sequences a subject serves as SUCCESS with no message that had a message to serve: not
+    those of fill units in the files where no record of the files is (a message lost before;
+    recover --apply writes them so that the subject's next sequence stays where QMQ's start and
+    its groups have it)."""
+    return ranges_minus(s.served_success_without_message, s.fills_without_record)
 
 
 def next_start_findings(outcome: StartOutcome, actions_in_files: list) -> Iterator[Finding]:
@@ -53,11 +62,12 @@ def next_start_findings(outcome: StartOutcome, actions_in_files: list) -> Iterat
                                                 f"{log.written_end - log.cut_at} bytes are dropped"),
                       message_log_offset=log.cut_at, records=len(log.records_lost))
     for s in outcome.subjects:
-        if s.served_success_without_message:
+        empty = served_empty(s)
+        if empty:
             yield finding(ids.MESSAGES_SERVED_EMPTY, subject_directory(root, s.subject), None,
-                          f"{s.subject}: sequences {ranges_text(s.served_success_without_message)} are served as "
+                          f"{s.subject}: sequences {ranges_text(empty)} are served as "
                           f"SUCCESS with no message after the next start{_why_empty(s)}", subject=s.subject,
-                          sequences=_count(s.served_success_without_message))
+                          sequences=_count(empty))
         if s.not_served:
             yield finding(ids.MESSAGES_NOT_SERVED, subject_directory(root, s.subject), None,
                           f"{s.subject}: sequences {ranges_text(s.not_served)} are in the message log but no "

@@ -13,7 +13,10 @@ plan, computed from the files alone:
    the segments after it moved into the backup; the records dropped are listed: salvage
    them first), or where its validator would throw on a header past the written end;
 3. rewrite each subject's consumer log so that every record the kept log holds has its
-   unit, fill units stand only where no record is, and no unit points past the log; a record
+   unit, fill units stand only where no record is, and no unit points past the log; past its
+   records, fill units up to where QMQ's own start and its groups' pulls have the subject's
+   next sequence (:func:`_sequence_floors`: lower, new messages would take sequences a group
+   has pulled past, and be skipped), within the units the log held; a record
    whose sequence lies further from its subject's others than the unreadable bytes of the log
    could hold records (its sequence field damaged: the payload CRC does not cover it) gets no
    unit, and is listed (salvage keeps it): QMQ's replay would reset the consumer log there;
@@ -335,7 +338,8 @@ def plan_recovery(store: str | os.PathLike) -> QmqPlan:
 
     log_start = mlog.segments[0].base_offset if mlog.segments else 0
     unreadable = max(kept_end - log_start - int(records.size[keep].sum(dtype=np.int64)), 0)  # bytes no kept record holds
-    rewrites, max_sequences, unserved = _consumer_logs(root, unit, records, keep, kept_end, unreadable)
+    rewrites, max_sequences, unserved = _consumer_logs(root, unit, records, keep, kept_end, unreadable,
+                                                       _sequence_floors(broker))
     checkpoint, checkpoint_moves = _checkpoint(root, kept_end, max_sequences)
     moves += checkpoint_moves
     rows, reasons = unserved
@@ -402,10 +406,38 @@ def _on_disk(directory: LogDirectory, unit: int) -> _OnDisk:
     return _OnDisk(seq[last], *(f[pick] for f in fields))
 
 
+def _sequence_floors(broker: StartOutcome) -> dict[str, tuple[int, int]]:
+    """Each subject's (next sequence QMQ's own start leaves it, one past the highest sequence a
+    group or consumer has pulled). A rewrite keeps the next sequence at both: below them, new
+    messages would take sequences QMQ's start never gives again, and a group resumes past them
+    (pull + 1) and skips those messages."""
+    floors = {s.subject: (s.consumer_log[1], 0) for s in broker.subjects}
+    for row in broker.consumer_progress:
+        # a group's pull is a consumer log sequence; its consumers' are their pull logs', but a broadcast group's
+        pulled = max([row["pull"], *(c[0] for c in row["consumers"].values() if row["broadcast"])]) + 1
+        start, before = floors.get(row["subject"], (0, 0))
+        floors[row["subject"]] = (start, max(before, pulled))
+    return floors
+
+
+def _fills(first: int, last: int) -> UnitRows:
+    """Fill units for sequences ``first`` to ``last`` (QMQ serves each as SUCCESS with no message)."""
+    n = max(last - first + 1, 0)
+    return UnitRows(first, np.full(n, FILL_WROTE_OFFSET, np.int64), np.full(n, FILL_WROTE_BYTES, np.int64),
+                    np.full(n, FILL_HEADER_SIZE, np.int64), np.zeros(n, np.int64))
+
+
+def _kept_next(subject: str, floors: dict[str, tuple[int, int]]) -> str:
+    started, pulled = floors.get(subject, (0, 0))
+    return f"QMQ's own start leaves it at {started}" + (f", its groups pulled to {pulled - 1}" if pulled else "")
+
+
 def _consumer_logs(root: pathlib.Path, unit: int, records: LogColumns, keep: np.ndarray, kept_end: int,
-                   unreadable: int) -> tuple[list[ConsumerLogRewrite], dict[str, int], tuple[np.ndarray, list]]:
+                   unreadable: int, floors: dict[str, tuple[int, int]]
+                   ) -> tuple[list[ConsumerLogRewrite], dict[str, int], tuple[np.ndarray, list]]:
     """The consumer logs' rewrites, each subject's max sequence, and the rows of the records
-    left without a unit, in log order, with why each is."""
+    left without a unit, in log order, with why each is. Units past the kept log become fill
+    units up to the subject's floor (:func:`_sequence_floors`, within the units on disk)."""
     names = records.subjects.names
     by_subject: dict[str, np.ndarray] = {}
     unserved, causes = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
@@ -429,29 +461,44 @@ def _consumer_logs(root: pathlib.Path, unit: int, records: LogColumns, keep: np.
     for subject in sorted(set(by_subject) | set(consumerlog.subjects(root))):
         directory, _ = consumerlog.open_consumer_log(root, subject, unit)
         on_disk = _on_disk(directory, unit)
+        # the highest sequence the rewrite keeps a unit for, past its records: the floor, within the units on disk
+        floor = min(max(floors.get(subject, (0, 0))) - 1, int(on_disk.sequence.max()) if len(on_disk.sequence) else -1)
         rows = by_subject.get(subject)
-        if rows is None:  # units pointing into what the cut drops go; the rest stays
+        if rows is None:  # units pointing into what the cut drops become fill units up to the floor; the rest stays
             past = on_disk.sequence[(on_disk.kind == consumerlog.MESSAGE) & (on_disk.wrote_offset >= kept_end)]
             if len(past):
+                kept_to = f"; fill units to {floor} keep its next sequence at {floor + 1} ({_kept_next(subject, floors)})" \
+                    if floor >= past[0] else ""
                 rewrites.append(ConsumerLogRewrite(subject, str(directory.directory), unit, int(past[0]),
-                                                   UnitRows.none(int(past[0])),
-                                                   f"units {past[0]}-{past[-1]} point past the kept message log"))
+                                                   _fills(int(past[0]), floor),
+                                                   f"units {past[0]}-{past[-1]} point past the kept message log"
+                                                   + kept_to))
             kept_units = on_disk.sequence if not len(past) else on_disk.sequence[on_disk.sequence < past[0]]
-            if len(kept_units):
+            if len(past) and floor >= past[0]:
+                max_sequences[subject] = floor
+            elif len(kept_units):
                 max_sequences[subject] = int(kept_units.max())
             continue
         sequences = records.sequence[rows]
         first, last = int(sequences[0]), int(sequences[-1])
+        top = max(last, floor)
         # a log whose first units are gone starts again where QMQ's writeUnit would start it: the
         # first sequence's segment (allocOrResetSegments), fill units from its base (fillPreBlank)
         start = first if (on_disk.sequence < first).any() else max(first - first % SEGMENT_TOTAL_UNIT, 0)
-        max_sequences[subject] = last
-        past = on_disk.sequence[on_disk.sequence > last]
-        old = _aligned(on_disk, start, last)
+        max_sequences[subject] = top
+        old = _aligned(on_disk, start, top)
         wanted = _wanted(records, rows, start, old, kept)
+        beyond = old.sequence > last  # past the subject's records: fill units only (none proves a record there)
+        wanted[0][beyond], wanted[1][beyond], wanted[2][beyond] = FILL_WROTE_OFFSET, FILL_WROTE_BYTES, FILL_HEADER_SIZE
+        # units past the records that go: after the floor, and before it those a fill unit replaces
+        filled = (old.sequence > last) & (old.kind == consumerlog.MESSAGE) & (wanted[0] == FILL_WROTE_OFFSET) \
+            & (wanted[1] == FILL_WROTE_BYTES)
+        past = np.concatenate((old.sequence[filled], on_disk.sequence[on_disk.sequence > top]))
         if len(past) or _units_differ(old, wanted):
             why = (f"units {past.min()}-{past.max()} point past the kept message log" if len(past) else
                    "records of the kept message log have no unit, or units that do not point at them")
+            if top > last:
+                why += f"; fill units to {top} keep its next sequence at {top + 1} ({_kept_next(subject, floors)})"
             rewrites.append(ConsumerLogRewrite(subject, str(directory.directory), unit, start,
                                                _wanted_units(old, records, rows, wanted, start), why))
     unserved_rows, why_rows = np.concatenate(unserved), np.concatenate(causes)

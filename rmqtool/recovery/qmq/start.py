@@ -35,7 +35,8 @@ from rmqtool.formats.qmq.checkpoint import ActionCheckpoint, MessageCheckpoint
 from rmqtool.formats.qmq.consumerlog import CONSUMER_LOG_UNIT_BYTES, SEGMENT_SIZE_V1
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE as MESSAGE_SEGMENT_SIZE
 from rmqtool.formats.qmq.pulllog import PULL_LOG_SIZE, PULL_LOG_UNIT_BYTES
-from rmqtool.recovery.qmq.consumer_logs import ConsumerLog, FillTooFar, has_breaking_whitespace, open_consumer_log
+from rmqtool.recovery.qmq.consumer_logs import (FILL_IN_FILE, ConsumerLog, FillTooFar, has_breaking_whitespace,
+                                                open_consumer_log)
 from rmqtool.recovery.qmq.javabuf import JavaException, int64
 from rmqtool.recovery.qmq.logs import Log, load_log
 from rmqtool.recovery.qmq.progress import apply_action, progress_of, progress_rows
@@ -110,6 +111,9 @@ class SubjectAfterStart:
     other_statuses: tuple[tuple[str, Ranges], ...]
     sequences_in_files: int  # 1 + the highest sequence of this subject's records in the message log files
     not_served: Ranges  # sequences the files' records hold, served neither with nor without a message
+    # served with no message through a fill unit of the files where no record of the files is: a
+    # message lost before (recover --apply writes them to keep the next sequence), none to serve
+    fills_without_record: Ranges = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -522,7 +526,7 @@ def _served(subject: str, log: ConsumerLog | None, message_log: Log, skipped, pr
 def _served_log(subject: str, log: ConsumerLog, message_log: Log, known: int, skipped,
                 present: Ranges) -> SubjectAfterStart:
     low, high = log.bound()
-    with_message, without, past_end, statuses = _Runs(), _Runs(), _Runs(), {}
+    with_message, without, past_end, filled, statuses = _Runs(), _Runs(), _Runs(), _Runs(), {}
     sequence = 0
     while sequence <= high:
         plain = log.plain_answers(sequence, high, message_log)
@@ -541,7 +545,9 @@ def _served_log(subject: str, log: ConsumerLog, message_log: Log, known: int, sk
         if status == "SUCCESS":
             (with_message if has_message else without).add(sequence, last)
             if unit.kind == "message" and not has_message:
-                past_end.add(sequence, last)
+                past_end.add(sequence, last)  # QMQ's fill units point past the log too (offset 0, 2^31-1 bytes)
+                if unit.origin == FILL_IN_FILE:
+                    filled.add(sequence, last)
         else:
             statuses.setdefault(status, _Runs()).add(sequence, last)
         sequence = last + 1
@@ -552,4 +558,4 @@ def _served_log(subject: str, log: ConsumerLog, message_log: Log, known: int, sk
         subject, (low, high), tuple(with_message), tuple(without), tuple(past_end),
         tuple(tuple(r) for r in log.fills), tuple(rebuilt), tuple(skipped),
         tuple((k, tuple(v)) for k, v in sorted(statuses.items())),
-        known, ranges_minus(present, with_message, without))
+        known, ranges_minus(present, with_message, without), ranges_minus(tuple(filled), present))

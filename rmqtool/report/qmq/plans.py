@@ -29,8 +29,10 @@ def _broker_lines(start: dict) -> list[str]:
                      f"{log['replay_from']}")
     for s in start["subjects"]:
         if s["served_success_without_message"]:
+            fills = s.get("fills_without_record")
             lines.append(f"{s['subject']}: sequences {_ranges(s['served_success_without_message'])} served as "
-                         f"SUCCESS with no message")
+                         f"SUCCESS with no message" + (f" ({_ranges(fills)}: fill units where no record is, their "
+                                                       f"messages lost before)" if fills else ""))
         if s["not_served"]:
             lines.append(f"{s['subject']}: sequences {_ranges(s['not_served'])} in the message log, not served")
     return lines

@@ -16,7 +16,10 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURES, load_truth
 from helpers import copy_tree, examples
+from rmqtool.engine.qmq.apply import apply_qmq_plan
 from rmqtool.recovery.qmq import simulate_start
+from rmqtool.recovery.qmq.plan import plan_recovery
+from rmqtool.verify.qmq.checks import check_store
 
 QMQ = FIXTURES / "qmq"
 CRASH = QMQ / "crash"
@@ -222,6 +225,10 @@ def test_a_stray_name_in_any_log_directory_refuses_the_start_as_in_the_message_l
     assert not got.started and got.refusal.where == b["failedIn"]
     assert (got.refusal.exception, got.refusal.message) == (b["exception"]["class"], b["exception"]["message"])
     assert pathlib.Path(got.refusal.file) == store / directory / stray
+    # verify names it, and recover --apply moves it out so that QMQ starts (pulllog_smt/: neither did)
+    assert [f.path for f in check_store(store) if f.id == "logSegmentNameInvalid"] == [str(store / directory / stray)]
+    apply_qmq_plan(plan_recovery(store), store.parent / "backup")
+    assert not (store / directory / stray).exists() and simulate_start(store).started
 
 
 def test_the_first_segments_offset_file_is_read_as_checkpoint_store_reads_it(store_copy):

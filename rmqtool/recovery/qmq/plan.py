@@ -49,7 +49,7 @@ from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE as MESSAGE_SEGM
 from rmqtool.formats.qmq.pulllog import PULL_LOG_SIZE
 from rmqtool.recovery.lost import LOG_CUT, UNIT_LOST
 from rmqtool.recovery.qmq.start import StartOutcome, simulate_start, store_unit_bytes
-from rmqtool.store.qmq import actionlog, checkpoints, consumerlog, messagelog
+from rmqtool.store.qmq import actionlog, checkpoints, consumerlog, messagelog, tablets
 from rmqtool.store.qmq.record_kernel import LogColumns, LogColumnsBuilder, SubjectTable
 from rmqtool.store.qmq.segments import LogDirectory, ZeroExtended, directory_refusal, list_log, misaligned
 
@@ -317,6 +317,8 @@ def plan_recovery(store: str | os.PathLike) -> QmqPlan:
     for d in _log_dirs(root, unit):
         moves += [(str(p), "a name Long.parseLong refuses: QMQ does not start with it there") for p in d.unparsable]
         misnamed += misaligned(d)
+    moves += [(str(p), "a name Long.parseLong refuses: QMQ does not start with it in pulllog_smt/")
+              for p in tablets.unparsable_tablet_names(root)]
 
     # the message log, as QMQ's recovery cuts it
     zero, cut_moves, cut_at = _cut(mlog, message_log_cut(broker, mlog, records, damage), "message log")

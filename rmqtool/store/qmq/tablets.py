@@ -69,6 +69,22 @@ def tablets(store: str | os.PathLike) -> list[Tablet]:
     return [read_tablet(path, tid) for tid, path in sorted(found)]
 
 
+def unparsable_tablet_names(store: str | os.PathLike) -> list[pathlib.Path]:
+    """Names in ``pulllog_smt/`` that SortedPullLogTable's load fails on: every name not
+    starting with "." becomes a VarLogSegment, whose Long.parseLong throws (QMQ does not start)."""
+    directory = pathlib.Path(store) / "pulllog_smt"
+    out = []
+    if directory.is_dir():
+        for path in sorted(directory.iterdir()):
+            if path.name.startswith("."):
+                continue
+            try:
+                java_parse(path.name)
+            except NumberFormatError:
+                out.append(path)
+    return out
+
+
 def tablet_findings(store: str | os.PathLike) -> list[Finding]:
     """The first tablet that is not valid: SortedPullLogTable's load stops there and destroys
     it and every later one (verify and info say it alike)."""

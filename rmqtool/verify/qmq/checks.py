@@ -278,6 +278,10 @@ class QmqChecks:
                     yield from actionlog.findings_of(item)
                 else:
                     actions.append(item)
+        for path in tablets.unparsable_tablet_names(self.root):
+            yield finding(ids.LOG_SEGMENT_NAME_INVALID, path, None,
+                          f"{path.name!r} is not a number: SortedPullLogTable's load fails (Long.parseLong) and the "
+                          f"broker does not start")
         yield from tablets.tablet_findings(self.root)
         self.actions = actions
 

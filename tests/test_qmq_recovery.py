@@ -19,6 +19,7 @@ from helpers import copy_tree, examples
 from rmqtool.engine.qmq.apply import apply_qmq_plan
 from rmqtool.recovery.qmq import simulate_start
 from rmqtool.recovery.qmq.plan import plan_recovery
+from rmqtool.store.qmq.consumerlog import subjects as consumerlog_subjects
 from rmqtool.verify.qmq.checks import check_store
 
 QMQ = FIXTURES / "qmq"
@@ -367,3 +368,15 @@ def test_random_damage_gives_an_outcome_never_a_traceback(tmp_path_factory, dama
     assert got.to_json()["started"] == got.started
     assert got.started == (got.refusal is None)
     assert _digest(store) == digest
+
+
+def test_a_consumer_log_directory_whose_name_qmq_skips_is_neither_judged_nor_written(store_copy):
+    """ConsumerLogManager.loadConsumerLogs skips a directory whose name has breaking whitespace:
+    QMQ neither truncates nor serves it. verify said the load truncates it (checkpointSubjectMissing)
+    and served it empty, and recover wrote it into a new message checkpoint."""
+    store = store_copy(QMQ / "basic" / "store")
+    before, plan, started = check_store(store), plan_recovery(store), simulate_start(store)
+    copy_tree(store / "consumerlog" / consumerlog_subjects(store)[0], store / "consumerlog" / "ghost subject")
+    assert [(f.id, f.path) for f in check_store(store)] == [(f.id, f.path) for f in before]
+    assert plan_recovery(store).changes_anything == plan.changes_anything
+    assert [s.subject for s in simulate_start(store).subjects] == [s.subject for s in started.subjects]

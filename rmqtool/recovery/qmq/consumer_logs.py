@@ -33,14 +33,6 @@ _PROBE = 16  # units tried first
 # of 220 MB or more: its start does not finish
 MAX_FILL_SEGMENTS = 1024
 
-# Guava CharMatcher.breakingWhitespace(): whitespace but the non-breaking spaces
-_NON_BREAKING = {"\u00a0", "\u2007", "\u202f"}
-
-
-def has_breaking_whitespace(name: str) -> bool:
-    return any((c.isspace() or c in "\u180e\u200b") and c not in _NON_BREAKING for c in name)
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class Unit:
     kind: str  # "message" (a message-log index), "smt", "invalid"

@@ -207,7 +207,7 @@ def _log_dirs(root: pathlib.Path, unit_bytes: int) -> list[LogDirectory]:
     dirs = [list_log(root / "messagelog", MESSAGE_SEGMENT_SIZE),
             list_log(root / "actionlog", actionlog_format.PER_SEGMENT_FILE_SIZE)]
     dirs += [list_log(consumerlog.subject_directory(root, s), unit_bytes * SEGMENT_TOTAL_UNIT)
-             for s in consumerlog.subjects(root)]
+             for s in consumerlog.loaded_subjects(root)]
     pulls = root / "pulllog"
     if pulls.is_dir():
         dirs += [list_log(gs, PULL_LOG_SIZE) for c in pulls.iterdir() if c.is_dir() for gs in c.iterdir() if gs.is_dir()]
@@ -460,7 +460,7 @@ def _consumer_logs(root: pathlib.Path, unit: int, records: LogColumns, keep: np.
     rewrites, max_sequences = [], {}
     kept = np.flatnonzero(keep)  # the kept records by offset, for the units that prove theirs
     kept = kept[np.argsort(records.offset[kept], kind="stable")]
-    for subject in sorted(set(by_subject) | set(consumerlog.subjects(root))):
+    for subject in sorted(set(by_subject) | set(consumerlog.loaded_subjects(root))):
         directory, _ = consumerlog.open_consumer_log(root, subject, unit)
         on_disk = _on_disk(directory, unit)
         # the highest sequence the rewrite keeps a unit for, past its records: the floor, within the units on disk

@@ -35,8 +35,7 @@ from rmqtool.formats.qmq.checkpoint import ActionCheckpoint, MessageCheckpoint
 from rmqtool.formats.qmq.consumerlog import CONSUMER_LOG_UNIT_BYTES, SEGMENT_SIZE_V1
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE as MESSAGE_SEGMENT_SIZE
 from rmqtool.formats.qmq.pulllog import PULL_LOG_SIZE, PULL_LOG_UNIT_BYTES
-from rmqtool.recovery.qmq.consumer_logs import (FILL_IN_FILE, ConsumerLog, FillTooFar, has_breaking_whitespace,
-                                                open_consumer_log)
+from rmqtool.recovery.qmq.consumer_logs import FILL_IN_FILE, ConsumerLog, FillTooFar, open_consumer_log
 from rmqtool.recovery.qmq.javabuf import JavaException, int64
 from rmqtool.recovery.qmq.logs import Log, load_log
 from rmqtool.recovery.qmq.progress import apply_action, progress_of, progress_rows
@@ -47,7 +46,7 @@ from rmqtool.recovery.qmq.validators import (max_sequence_validator, message_seg
 from rmqtool.store.qmq import messagelog as message_scan
 from rmqtool.store.qmq.checkpoints import action_checkpoints, message_checkpoints
 from rmqtool.store.qmq.consumerlog import subjects as consumer_log_subjects
-from rmqtool.store.qmq.consumerlog import subject_directory, unit_bytes_of
+from rmqtool.store.qmq.consumerlog import has_breaking_whitespace, subject_directory, unit_bytes_of
 from rmqtool.store.qmq.record_kernel import LogColumns, LogColumnsBuilder, SubjectTable, members
 from rmqtool.store.qmq.segments import list_log
 

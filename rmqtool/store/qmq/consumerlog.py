@@ -217,5 +217,21 @@ def unit_columns(directory: LogDirectory, unit_bytes: int, timestamps: bool = Fa
 
 
 def subjects(store: str | os.PathLike) -> list[str]:
+    """Every directory under consumerlog/ (what the files hold; :func:`loaded_subjects`: what QMQ loads)."""
     root = pathlib.Path(store) / "consumerlog"
     return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+# Guava CharMatcher.breakingWhitespace(): whitespace but the non-breaking spaces
+_NON_BREAKING = {"\u00a0", "\u2007", "\u202f"}
+
+
+def has_breaking_whitespace(name: str) -> bool:
+    return any((c.isspace() or c in "\u180e\u200b") and c not in _NON_BREAKING for c in name)
+
+
+def loaded_subjects(store: str | os.PathLike) -> list[str]:
+    """The consumer log directories QMQ loads: ConsumerLogManager.loadConsumerLogs skips a name
+    with breaking whitespace ("consumer log directory name is invalid, skip"), which it then
+    neither truncates nor serves."""
+    return [s for s in subjects(store) if not has_breaking_whitespace(s)]

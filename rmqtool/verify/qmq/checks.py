@@ -141,7 +141,7 @@ class QmqChecks:
         """Every subject's units, read once; the message log offsets they point at (sorted,
         unique): where records should start, for the message-log kernel to prove."""
         pointed = []
-        for subject in consumerlog.subjects(self.root):
+        for subject in consumerlog.loaded_subjects(self.root):
             directory, unit = consumerlog.open_consumer_log(self.root, subject)
             # kept until the units are checked: sizes in the files' own widths (int32, int16), not int64
             columns = [dataclasses.replace(u, wrote_bytes=u.wrote_bytes.astype(np.int32),
@@ -259,7 +259,7 @@ class QmqChecks:
         loaded = message_cps.loaded
         if loaded is not None:
             listed = loaded.value.max_sequences
-            for subject in consumerlog.subjects(self.root):
+            for subject in consumerlog.loaded_subjects(self.root):
                 directory, unit = consumerlog.open_consumer_log(self.root, subject)
                 has_units = unit is not None and next(consumerlog.read_units(directory, unit, subject), None)
                 if has_units and subject not in listed:

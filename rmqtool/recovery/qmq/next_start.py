@@ -68,11 +68,11 @@ def next_start_findings(outcome: StartOutcome, actions_in_files: list) -> Iterat
                           f"{s.subject}: sequences {ranges_text(empty)} are served as "
                           f"SUCCESS with no message after the next start{_why_empty(s)}", subject=s.subject,
                           sequences=_count(empty))
-        if s.not_served:
+        if s.not_served_kept:  # those past the cut are the cut's (recoveryCutsMessageLog)
             yield finding(ids.MESSAGES_NOT_SERVED, subject_directory(root, s.subject), None,
-                          f"{s.subject}: sequences {ranges_text(s.not_served)} are in the message log but no "
+                          f"{s.subject}: sequences {ranges_text(s.not_served_kept)} are in the message log but no "
                           f"sequence serves them after the next start", subject=s.subject,
-                          sequences=_count(s.not_served))
+                          sequences=_count(s.not_served_kept))
     actions = outcome.action_log
     if actions is not None and actions.replay_state:
         skipped = [a for a in actions_in_files if a.end_offset > actions.replay_state - 1]

@@ -113,6 +113,8 @@ class SubjectAfterStart:
     # served with no message through a fill unit of the files where no record of the files is: a
     # message lost before (recover --apply writes them to keep the next sequence), none to serve
     fills_without_record: Ranges = ()
+    # of not_served, those whose records the start keeps (the ones past its cut it drops: recoveryCutsMessageLog's)
+    not_served_kept: Ranges = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -372,8 +374,8 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
                                          lost, messages.start, len(messages.events)),
         action_log=ActionLogAfterStart(action_log.max_offset(), tuple(str(s.path) for s in action_log.deleted), state,
                                        tablet_load.valid, tablet_load.destroyed, actions.start, len(actions.events)),
-        subjects=tuple(_served(subject, logs.get(subject), message_log, skipped.get(subject, ()),
-                               present.get(subject, ()))
+        subjects=tuple(_kept(_served(subject, logs.get(subject), message_log, skipped.get(subject, ()),
+                                     present.get(subject, ())), lost)
                        for subject in sorted(set(logs) | set(present))),
         pull_logs=tuple(pull_logs),
         offset_files_written=tuple(sorted(offset_files.items())),
@@ -471,6 +473,16 @@ def _lost_records(in_files: LogColumns, end: int, deleted: set[str]) -> tuple[Lo
     return tuple(LostRecord(o, names[s], q) for o, s, q in zip(in_files.offset[gone].tolist(),
                                                                 in_files.subject_id[gone].tolist(),
                                                                 in_files.sequence[gone].tolist()))
+
+
+def _kept(served: SubjectAfterStart, lost: tuple[LostRecord, ...]) -> SubjectAfterStart:
+    """``served`` with its ``not_served_kept``: not_served without the records the start drops."""
+    if not served.not_served:
+        return served
+    dropped = _Runs()
+    for q in sorted({r.sequence for r in lost if r.subject == served.subject}):
+        dropped.add(q, q)
+    return dataclasses.replace(served, not_served_kept=ranges_minus(served.not_served, tuple(dropped)))
 
 
 def _hang(replay: Replay, log: Log, where: str) -> Refusal:

@@ -33,8 +33,8 @@ def _broker_lines(start: dict) -> list[str]:
             lines.append(f"{s['subject']}: sequences {_ranges(s['served_success_without_message'])} served as "
                          f"SUCCESS with no message" + (f" ({_ranges(fills)}: fill units where no record is, their "
                                                        f"messages lost before)" if fills else ""))
-        if s["not_served"]:
-            lines.append(f"{s['subject']}: sequences {_ranges(s['not_served'])} in the message log, not served")
+        if s["not_served_kept"]:  # those past the cut are in its line
+            lines.append(f"{s['subject']}: sequences {_ranges(s['not_served_kept'])} in the message log, not served")
     return lines
 
 

@@ -58,6 +58,12 @@ def transaction_type(sys_flag: int) -> int:
     return (sys_flag & TRANSACTION_MASK) >> 2
 
 
+def enters_consume_queue(sys_flag: int) -> bool:
+    """Whether a record gets a queue offset and a consume queue unit: not a transaction's
+    PREPARED or ROLLBACK half (doAppend gives those queue offset 0; dispatch writes no unit)."""
+    return sys_flag & TRANSACTION_MASK in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
+
+
 def compression_type(sys_flag: int) -> int:
     return (sys_flag & COMPRESSION_TYPE_MASK) >> 8
 

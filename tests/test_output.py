@@ -128,6 +128,17 @@ def test_stats_per_topic_and_queue_match_the_truth():
             min(m["queueOffset"] for m in ms), max(m["queueOffset"] for m in ms) + 1)
 
 
+def test_stats_leave_out_the_transaction_records_no_queue_holds():
+    """txdelay: a transaction's PREPARED and ROLLBACK records get queue offset 0 and no unit; the
+    stats' messages and offsets of each queue are its consume queue's (truth), as info's. They
+    counted TxTopic/0 as 19 messages over [0, 11)."""
+    truth = load_truth(V4 / "txdelay" / "truth.json")["truth"]["consumeQueues"]
+    rows = jsonl(run("dump", "commitlog", V4 / "txdelay" / "store", "--stats", "-f", "jsonl").stdout)
+    assert {(x["topic"], x["queue_id"]): (x["messages"], x["min_queue_offset"], x["max_queue_offset"]) for x in rows} \
+        == {(t, int(i)): (len(q["entries"]), q["minOffset"], q["maxOffset"]) for t, qs in truth.items()
+            for i, q in qs.items() if q["entries"]}
+
+
 def test_stats_count_an_inner_batchs_messages_and_offsets():
     """A 5.x BatchCQ topic's record holds INNER_NUM messages with as many queue offsets: the
     range and count are the queue's, as info and the broker give them (it was one a record)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterator
 
+from rmqtool.formats.sysflag import enters_consume_queue
 from rmqtool.inspect.commitlog_dump import CommitLogDump
 from rmqtool.recovery.salvage import queue_offsets_of
 from rmqtool.store.message import Message
@@ -62,6 +63,8 @@ def commitlog_stats(dumps: CommitLogDump | list[CommitLogDump], progress=None) -
         selection = None if dump.selection.everything else dump.selection
         for r in dump.results(progress):
             if type(r) is not Message or (selection is not None and not selection.matches(r)):
+                continue
+            if not enters_consume_queue(r.sys_flag):  # no queue offset, no unit: not a queue's message
                 continue
             q = queues.get((r.topic, r.queue_id))
             if q is None:

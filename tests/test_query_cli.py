@@ -118,6 +118,16 @@ def test_time_lookup_prints_one_object():
     assert r.exit_code == 1 and jsonl(r.stdout)[0]["queue_offset"] == 0 and "broker answers 0" in r.stderr
 
 
+@pytest.mark.parametrize("time", [str(1 << 63), str(-(1 << 63) - 1), "99999999999999999999"])
+def test_a_time_past_a_java_long_is_a_usage_error_naming_its_option(time):
+    """Every store time is a Java long: one past it names nothing stored (it was answered, exit 0)."""
+    for args in (["query", STORE, "--topic", "TimeTopic", "--queue", 0, "--time", time],
+                 ["dump", "commitlog", STORE, "--begin-time", time]):
+        r = run(*args)
+        option = "--time" if args[0] == "query" else "--begin-time"
+        assert r.exit_code == 2 and f"{option}: {time!r}" in r.stderr, (args, r.stderr)
+
+
 def test_table_output():
     r = run("query", STORE, "--key", "hot", "--topic", "OtherTopic")
     assert r.exit_code == 0

@@ -105,8 +105,8 @@ def dump_commitlog(
     if follow and (to_offset is not None or stats):
         raise UsageError(f"--follow does not go with {'--to-offset' if to_offset is not None else '--stats'} "
                          f"(it has no end)")
-    selection = MessageSelection(topic, queue, parse_time(begin_time), parse_time(end_time), tag, key,
-                                 tuple(sys_flag), msg_id)
+    selection = MessageSelection(topic, queue, parse_time(begin_time, "--begin-time"),
+                                 parse_time(end_time, "--end-time"), tag, key, tuple(sys_flag), msg_id)
     dumps, lives = commitlog_dumps(paths, selection, from_offset, to_offset, limit, served_only=served_only,
                                    body=body.value if body else ("text" if table else "base64"),
                                    preview=TABLE_BODY_PREVIEW if table and body is None else None,

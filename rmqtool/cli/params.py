@@ -32,6 +32,9 @@ TABLE_BODY_PREVIEW = 40  # bytes of a body a table shows when --body is not give
 _SECONDS_DIGITS = 10
 
 
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def parse_time(text: str | None, option: str = "time") -> int | None:
     """Epoch milliseconds, or an ISO 8601 time (UTC unless it names an offset)."""
     if text is None:
@@ -41,6 +44,8 @@ def parse_time(text: str | None, option: str = "time") -> int | None:
         if len(t.lstrip("-")) == _SECONDS_DIGITS:
             raise UsageError(f"{option}: {text!r} looks like epoch seconds; give milliseconds "
                              f"({t}000) or ISO 8601")
+        if not _LONG_MIN <= int(t) <= _LONG_MAX:  # the broker's times are Java longs: none is stored there
+            raise UsageError(f"{option}: {text!r} is past what a Java long holds (epoch ms)")
         return int(t)
     from rmqtool.cli.common import iso_time  # the one place cli/ catches an exception
 

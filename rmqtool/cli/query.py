@@ -141,13 +141,13 @@ def query(
         return _qmq_query(stores, subject, sequence, msg_id, time, fmt, body, wide, columns, served_only)
     mode = _mode(key, uniq_key, msg_id, offset, queue_offset, time)
     _check_options(mode, topic, queue, exact, begin_time, end_time, max_num, no_index, index_only, timer)
-    begin, end = parse_time(begin_time), parse_time(end_time)
+    begin, end = parse_time(begin_time, "--begin-time"), parse_time(end_time, "--end-time")
     check_range("--begin-time", begin, "--end-time", end)
     trace = Trace(warn, keep=False) if explain else None
     each = Stores(several=len(stores) > 1)  # of several, one that cannot be read is named and skipped
     if mode == "--time":
         with Sink(fmt.value, single=not each.several, kind="queue_time", wide=wide, select=columns) as sink:
-            found = _time_rows(sink, stores, each, topic, queue, parse_time(time), exact, trace)
+            found = _time_rows(sink, stores, each, topic, queue, parse_time(time, "--time"), exact, trace)
         if each.worst:
             raise typer.Exit(each.worst)
         if not found:
@@ -210,7 +210,7 @@ def _qmq_query(stores, subject, sequence, msg_id, time, fmt: OutputFormat, body,
         for store in stores:
             with each.each(not_found=NothingFound):
                 found = query_rows(open_qmq_store(store).root, subject=subject, sequence=sequence,
-                                   message_id=msg_id, time_ms=parse_time(time), body=body_mode,
+                                   message_id=msg_id, time_ms=parse_time(time, "--time"), body=body_mode,
                                    served_only=served_only, notes=damaged)
                 for row in found:
                     sink.row(with_human_times(row if not each.several else {"store_path": str(store), **row}))

@@ -256,3 +256,15 @@ def test_append_refuses_a_compaction_topic_and_writes_nothing(tmp_path):
         assert tree_fingerprint(root) == before
     plain = _run("append", root, "--topic", TRUTH["spec"]["compaction.plainTopic"], "--body", "v")
     assert plain.exit_code == 0, plain.output
+
+
+def test_a_lookup_by_queue_offset_of_a_compaction_topic_says_where_the_broker_serves_it(store):
+    """query --queue-offset reads consumequeue/, which a COMPACTION topic's broker still writes but
+    does not serve from: the row is what that queue holds, and stderr says the broker serves the
+    queue from the compaction store (it said nothing); a plain topic's lookup says no such thing."""
+    for t in TRUTH["compactionTopics"]:
+        r = _run("query", store, "-t", t["topic"], "-q", t["queueId"], "--queue-offset", 0, "-f", "jsonl")
+        assert r.exit_code == 0 and "COMPACTION topic's queue" in r.stderr and "dump compactioncq" in r.stderr
+    plain = _run("query", store, "-t", TRUTH["spec"]["compaction.plainTopic"], "-q", 0, "--queue-offset", 0,
+                 "-f", "jsonl")
+    assert plain.exit_code == 0 and "COMPACTION" not in plain.stderr

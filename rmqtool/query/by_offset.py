@@ -19,6 +19,7 @@ import os
 from rmqtool.errors import CorruptData, NothingFound
 from rmqtool.query.explain import Notes, Trace, trace_or_none
 from rmqtool.store.commitlog_reader import CommitLogReader
+from rmqtool.store.compaction import compaction_served
 from rmqtool.store.consumequeue import BatchConsumeQueue, ConsumeQueue
 from rmqtool.store.message import Message
 from rmqtool.store.msgid import decode_message_id
@@ -102,6 +103,9 @@ def message_by_queue_offset(store: str | os.PathLike | StoreView, topic: str, qu
     if queue is None:
         raise NothingFound(f"no consume queue for topic {topic!r} queue {queue_id}",
                            StorePaths(root).consumequeue / topic / str(queue_id))
+    if (topic, queue_id) in compaction_served(root):  # getMessage reads compaction/, not this consume queue
+        notes.add(f"{topic}/{queue_id} is a COMPACTION topic's queue: the broker serves it from the compaction "
+                  f"store (rmqtool dump compactioncq), not from this consume queue, which it still writes", trace)
     with CommitLogReader(view.commit_log) as reader:
         low, high = queue.min_offset(reader.min_offset), queue.max_offset
         if trace.enabled:

@@ -1027,3 +1027,45 @@ def test_undo_never_removes_its_own_backup_kept_inside_the_store(tmp_path):
     assert (inside / "manifest.json").is_file()
     shutil.rmtree(inside)
     assert tree_fingerprint(root) == before
+
+
+def _exits_at(args: list[str], patch: str) -> int:
+    """``rmqtool ARGS`` in a child that ``patch`` (Python run before it) makes exit as a kill
+    does (os._exit: no cleanup runs) at a chosen step; its exit code."""
+    code = f"{patch}\nfrom rmqtool.cli.app import app\napp({[str(a) for a in args]!r})"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120).returncode
+
+
+def test_a_repair_killed_before_its_marker_runs_again_and_its_backup_undoes_nothing(tmp_path):
+    """Killed after its manifest and intent record, before the store's marker: the repair
+    changed nothing. The same command with the same --backup-dir ran into "exists and is not
+    empty" (exit 2); an undo of that backup put its old bytes back over what was written since
+    (another repair, an append), unasked."""
+    store = writable_copy(CRASH / "b2-garbage-tail-of-last-message" / "input" / "store", tmp_path / "store")
+    before, backup = tree_fingerprint(store), tmp_path / "backup"
+    patch = (f"import os, rmqtool.recovery.intent as i\nw = i._write\n"
+             f"i._write = lambda p, d, keep_full=False: os._exit(137) if p.name == {UNFINISHED_FILE!r} else "
+             f"w(p, d, keep_full)")
+    assert _exits_at(["recover", store, "--apply", "--backup-dir", backup], patch) == 137
+    assert (backup / "manifest.json").is_file() and tree_fingerprint(store) == before
+    undone = runner.invoke(app, ["undo", str(backup)])
+    assert undone.exit_code == ExitCode.LOCKED and "stopped before it changed the store" in undone.stderr
+    assert tree_fingerprint(store) == before
+    again = runner.invoke(app, ["recover", str(store), "--apply", "--backup-dir", str(backup)])
+    assert again.exit_code == 0, again.stderr
+    assert runner.invoke(app, ["undo", str(backup)]).exit_code == 0 and tree_fingerprint(store) == before
+
+
+def test_an_undo_killed_after_its_bytes_is_finished_with_modes_and_times(tmp_path):
+    """An undo killed at its first mtime put back: run again, it found every byte back and
+    stopped there ("already as before"), leaving the repair's mtimes and modes on the files."""
+    store = writable_copy(CRASH / "b2-garbage-tail-of-last-message" / "input" / "store", tmp_path / "store")
+    aged_files(store)
+    before, times, backup = tree_fingerprint(store), file_mtimes(store), tmp_path / "backup"
+    assert runner.invoke(app, ["recover", str(store), "--apply", "--backup-dir", str(backup)]).exit_code == 0
+    patch = "import os\nos.utime = lambda *a, **k: os._exit(137)"
+    assert _exits_at(["undo", backup], patch) == 137
+    assert runner.invoke(app, ["undo", str(backup)]).exit_code == 0
+    assert tree_fingerprint(store) == before
+    assert {k: v for k, v in file_mtimes(store).items() if k != "lock"} == {k: v for k, v in times.items()
+                                                                            if k != "lock"}

@@ -292,7 +292,7 @@ def claimed_backup_dir(backup: pathlib.Path, root, *, staged: bool = False):
         raise StoreAccessError(f"cannot create the backup directory ({exc.strerror})", backup) from None
     with directory_held(backup, "backup directory", "is writing into this backup directory"):
         if any(not (staged and p.name == STAGING_DIR) for p in backup.iterdir()):
-            if not _left_before_its_manifest(backup):
+            if not _left_before_its_manifest(backup) and not _left_before_its_marker(backup, root):
                 if made:
                     backup.rmdir()
                 raise UsageError("the backup directory exists and is not empty", backup)
@@ -300,6 +300,21 @@ def claimed_backup_dir(backup: pathlib.Path, root, *, staged: bool = False):
                 if not (staged and child.name == STAGING_DIR):
                     shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
         yield made
+
+
+def _left_before_its_marker(backup: pathlib.Path, root) -> bool:
+    """What a repair of this store killed after its manifest and intent record, before the
+    store's marker, leaves (intent.never_began): it changed nothing in the store, and the same
+    command runs again over it."""
+    names = {p.name for p in backup.iterdir()}
+    if not names <= {COPIES_DIR, STAGING_DIR, MANIFEST_NAME, MANIFEST_NAME + ".tmp", intent.INTENT_NAME,
+                     intent.INTENT_NAME + ".tmp"} or MANIFEST_NAME not in names:
+        return False
+    try:
+        manifest = read_manifest(backup)
+    except RmqError:
+        return False
+    return intent.never_began(backup, root, manifest)
 
 
 def _left_before_its_manifest(backup: pathlib.Path) -> bool:

@@ -97,6 +97,25 @@ def end(backup_dir: str | os.PathLike, root: str | os.PathLike) -> None:
         remove_forced(path, "remove the intent record")
 
 
+def never_began(backup_dir: str | os.PathLike, root: str | os.PathLike, manifest) -> bool:
+    """Whether the repair this backup was made for was stopped between its intent record and
+    the store's marker (:func:`begin`): it never changed the store. Its intent record (or the
+    one being written) is a repair's, of this store, the store holds no marker of it, and the
+    manifest records no state the repair left (``after``: written once its last change is on
+    disk)."""
+    record = pending(backup_dir)
+    if record is None and not (pathlib.Path(backup_dir) / (INTENT_NAME + ".tmp")).exists():
+        return False  # no intent begun (nor is a finished repair's: it is cleared at its end)
+    if manifest.after is not None or (record is not None and record.get("operation") in ("undo", "repair")):
+        return False
+    root = pathlib.Path(root)
+    if pathlib.Path(manifest.store).resolve() != root.resolve() or \
+            record is not None and pathlib.Path(record.get("store", "")).resolve() != root.resolve():
+        return False
+    marker = read_unfinished(root)
+    return marker is None or pathlib.Path(marker.backup_dir).resolve() != pathlib.Path(backup_dir).resolve()
+
+
 def pending(backup_dir: str | os.PathLike) -> dict | None:
     """The intent record a backup holds (a repair or undo that did not finish), or None."""
     try:

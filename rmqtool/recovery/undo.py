@@ -68,12 +68,18 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
 
 
 def _undo(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> Restored:
+    if intent.never_began(backup, root, manifest):
+        raise StoreChangedSince("not undone: the repair this backup was made for was stopped before it changed the "
+                                "store (the store was never marked): there is nothing of it to take back, and what "
+                                "the store holds now is not its to put back; the same command with this backup "
+                                "directory runs the repair again", backup)
     pending = intent.pending(backup)
     marker = read_unfinished(root)
     cut_short = pending is not None and pending.get("operation") == "undo" and (
         marker is None or pathlib.Path(marker.backup_dir).resolve() == backup.resolve())
     if (pending is None and marker is None or cut_short) and as_before(manifest, root):
-        if cut_short:  # an undo killed after its last byte: only its records are left to clear
+        if cut_short:  # an undo killed after its last byte: its modes, times and lock, then its records
+            _put_back_metadata(manifest, root)
             intent.end(backup, root)
         return Restored(root, 0, 0, 0, already_as_before=True)  # undone already: its bytes are all back
     _check_undoable(backup, manifest, root, force)
@@ -94,6 +100,14 @@ def _undo(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> Re
         else:
             files += 1
         total += entry.end - entry.start
+    _put_back_metadata(manifest, root)
+    intent.end(backup, root)
+    return Restored(root, ranges, files, total, removed)
+
+
+def _put_back_metadata(manifest, root: pathlib.Path) -> None:
+    """After the bytes: modes, modification times, the directories made since gone, and a lock
+    file the repair's writer made removed."""
     _put_back_modes(manifest, root)
     _put_back_mtimes(manifest, root)
     if manifest.directories is not None:  # directories made since go (deepest first); those before stay
@@ -102,8 +116,6 @@ def _undo(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> Re
     if manifest.listing is not None and LOCK_NAME not in manifest.listing and lock.exists() \
             and is_locked(lock) in (None, os.getpid()):  # the repair's writer made it (held here: by this undo)
         os.unlink(lock)
-    intent.end(backup, root)
-    return Restored(root, ranges, files, total, removed)
 
 
 def as_before(manifest, root: pathlib.Path) -> bool:

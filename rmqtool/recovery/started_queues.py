@@ -59,10 +59,7 @@ class StartedQueue:
             for i in range(f.wrote // unit):
                 u = f.unit(i * unit)
                 if u.size > 0 and self.low <= u.msg_base_offset < self.max_offset:
-                    yield BatchConsumeQueueUnit(self.topic, self.queue_id, u.msg_base_offset, u.commit_log_offset,
-                                                u.size, u.tags_code, u.store_timestamp, u.msg_base_offset,
-                                                u.batch_size, u.compacted_offset, _path(self.directory, f.base),
-                                                i * unit)
+                    yield self._batch_row(f, i * unit, u)
             f.release()
 
     def min_offset(self, commit_log_min_offset: int = 0) -> int:
@@ -102,9 +99,13 @@ class StartedQueue:
         if found is None:
             return None
         i, u = found
+        return self._batch_row(held, i * unit, u)
+
+    def _batch_row(self, f, position: int, u) -> BatchConsumeQueueUnit:
+        """The read side's unit for a model file's batch unit ``u`` at ``position``."""
         return BatchConsumeQueueUnit(self.topic, self.queue_id, u.msg_base_offset, u.commit_log_offset, u.size,
                                      u.tags_code, u.store_timestamp, u.msg_base_offset, u.batch_size,
-                                     u.compacted_offset, _path(self.directory, held.base), i * unit)
+                                     u.compacted_offset, _path(self.directory, f.base), position)
 
 
 def _unit_at(f, position: int):

@@ -366,6 +366,9 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
     deleted = {str(s.path) for s in message_log.deleted}
     lost = _lost_records(in_files, end, deleted)
     present = _present_sequences(in_files)
+    dropped: dict[str, set[int]] = {}  # the lost records' sequences by subject
+    for r in lost:
+        dropped.setdefault(r.subject, set()).add(r.sequence)
     if ask is not None:
         ask(logs, message_log)
     return outcome(
@@ -375,7 +378,7 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
         action_log=ActionLogAfterStart(action_log.max_offset(), tuple(str(s.path) for s in action_log.deleted), state,
                                        tablet_load.valid, tablet_load.destroyed, actions.start, len(actions.events)),
         subjects=tuple(_kept(_served(subject, logs.get(subject), message_log, skipped.get(subject, ()),
-                                     present.get(subject, ())), lost)
+                                     present.get(subject, ())), dropped.get(subject, ()))
                        for subject in sorted(set(logs) | set(present))),
         pull_logs=tuple(pull_logs),
         offset_files_written=tuple(sorted(offset_files.items())),
@@ -475,14 +478,15 @@ def _lost_records(in_files: LogColumns, end: int, deleted: set[str]) -> tuple[Lo
                                                                 in_files.sequence[gone].tolist()))
 
 
-def _kept(served: SubjectAfterStart, lost: tuple[LostRecord, ...]) -> SubjectAfterStart:
-    """``served`` with its ``not_served_kept``: not_served without the records the start drops."""
+def _kept(served: SubjectAfterStart, dropped) -> SubjectAfterStart:
+    """``served`` with its ``not_served_kept``: not_served without the sequences of the records
+    the start drops (``dropped``, the subject's)."""
     if not served.not_served:
         return served
-    dropped = _Runs()
-    for q in sorted({r.sequence for r in lost if r.subject == served.subject}):
-        dropped.add(q, q)
-    return dataclasses.replace(served, not_served_kept=ranges_minus(served.not_served, tuple(dropped)))
+    runs = _Runs()
+    for q in sorted(dropped):
+        runs.add(q, q)
+    return dataclasses.replace(served, not_served_kept=ranges_minus(served.not_served, tuple(runs)))
 
 
 def _hang(replay: Replay, log: Log, where: str) -> Refusal:

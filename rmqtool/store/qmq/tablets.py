@@ -56,33 +56,30 @@ def read_tablet(path: pathlib.Path, tablet_id: int) -> Tablet:
     return Tablet(path, tablet_id, header, index, True, None)
 
 
-def tablets(store: str | os.PathLike) -> list[Tablet]:
-    """Every tablet in id order (``VarLogSegment`` names are decimal ids)."""
+def _listing(store: str | os.PathLike) -> tuple[list[tuple[int, pathlib.Path]], list[pathlib.Path]]:
+    """``pulllog_smt/``'s names: (id, path) of those ``VarLogSegment`` parses (decimal ids), and
+    those not starting with "." whose Long.parseLong throws, by name."""
     directory = pathlib.Path(store) / "pulllog_smt"
-    found = []
+    found, refused = [], []
     if directory.is_dir():
-        for path in directory.iterdir():
+        for path in sorted(directory.iterdir()):
             try:
                 found.append((java_parse(path.name), path))
             except NumberFormatError:
-                continue
-    return [read_tablet(path, tid) for tid, path in sorted(found)]
+                if not path.name.startswith("."):
+                    refused.append(path)
+    return found, refused
+
+
+def tablets(store: str | os.PathLike) -> list[Tablet]:
+    """Every tablet in id order (``VarLogSegment`` names are decimal ids)."""
+    return [read_tablet(path, tid) for tid, path in sorted(_listing(store)[0])]
 
 
 def unparsable_tablet_names(store: str | os.PathLike) -> list[pathlib.Path]:
     """Names in ``pulllog_smt/`` that SortedPullLogTable's load fails on: every name not
     starting with "." becomes a VarLogSegment, whose Long.parseLong throws (QMQ does not start)."""
-    directory = pathlib.Path(store) / "pulllog_smt"
-    out = []
-    if directory.is_dir():
-        for path in sorted(directory.iterdir()):
-            if path.name.startswith("."):
-                continue
-            try:
-                java_parse(path.name)
-            except NumberFormatError:
-                out.append(path)
-    return out
+    return _listing(store)[1]
 
 
 def tablet_findings(store: str | os.PathLike) -> list[Finding]:

@@ -14,7 +14,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from conftest import REPO, V4, V5, load_truth
+from conftest import FIXTURES, REPO, V4, V5, load_truth
 from helpers import aged_files, copy_tree, expand_store, file_mtimes, tree_fingerprint, writable_copy
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode, StoreChangedSince
@@ -614,6 +614,39 @@ def test_recover_to_holds_the_copy_from_its_making_to_its_repair(tmp_path, monke
     monkeypatch.setattr(recover_store, "_apply", watched)
     assert _run("recover", root, "--apply", "--to", new).exit_code == 0
     assert holders == [os.getpid()]
+
+
+# a process that SIGKILLs itself where the repair would mark the store (intent.begin): its backup made
+_KILLED_BEFORE_MARKING = ("import os, signal, sys; from rmqtool.recovery import intent; "
+                          "intent.begin = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL); "
+                          "from rmqtool.cli.app import app; app(sys.argv[1:])")
+
+
+@pytest.mark.parametrize("family", ["rocketmq", "qmq"])
+def test_recover_to_killed_before_its_repair_marks_the_copy_is_finished_by_the_same_command(family, tmp_path):
+    """The copy's own marker (it names the command that makes it again) stays until the repair's
+    replaces it. It was removed first, and a kill before the repair's marker left NEW
+    unmarked, half a repair's backup beside it: nothing named it unfinished, and the same
+    command refused NEW as a directory not empty (exit 2). The copy it finishes is the one an
+    uninterrupted run makes."""
+    source = (writable_copy(E1, tmp_path / "store") if family == "rocketmq" else
+              expand_store(FIXTURES / "qmq" / "crash" / "d-flipped-payload-byte-mid-log" / "input", tmp_path / "store"))
+    reference, new = tmp_path / "reference", tmp_path / "new"
+    assert _run("recover", source, "--apply", "--to", reference).exit_code == 0
+    killed = subprocess.run([sys.executable, "-c", _KILLED_BEFORE_MARKING, "recover", str(source), "--apply",
+                             "--to", str(new)], env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True,
+                            text=True, timeout=120)
+    assert killed.returncode == -9, killed.stderr
+    info = _run("info", new)
+    notes = [line for line in info.stderr.splitlines() if "interrupted recover" in line]
+    finish = f"--apply --to {new}"
+    assert len(notes) == 1 and finish in notes[0], info.stderr
+    again = _run("recover", source, "--apply", "--to", new)
+    assert again.exit_code == 0, again.output
+    made = ("lock", "index/")  # the lock's holder, and index files named for the clock when they were made
+    assert ({n: h for n, h in tree(new).items() if not n.startswith(made)} ==
+            {n: h for n, h in tree(reference).items() if not n.startswith(made)})
+    assert _run("info", new).stderr == _run("info", reference).stderr == ""
 
 
 def test_an_undo_killed_names_what_finishes_it_and_what_makes_the_repair_again(tmp_path):

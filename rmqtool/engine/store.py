@@ -298,7 +298,7 @@ class Store:
         closed cleanly, the state left recorded; None when there was nothing to do.
         ``on_written(n)``: told the bytes written (backup copies, rewrites, zeros, then the
         consume queue units and index entries the re-dispatch writes): the command's bar."""
-        store = cls._open(path, True, recover=True, **options)
+        store = cls._open(path, True, recover=True, copy_taken_over=True, **options)
         applied = store.recovery
         # the repair's end (its marker cleared) before the lock goes: a writer waiting for it never
         # finds a marker of a repair still running and "finishes" it
@@ -312,7 +312,7 @@ class Store:
               recover: bool = False, backup_dir: str | os.PathLike | None = None, clock=None,
               recovery: RecoverySettings | None = None, keep_index: bool = False, missing_file_ok: bool = False,
               sizes: GivenSizes | None = None, command: str | None = None, rewrites: tuple = (),
-              on_written=None, **settings) -> "Store":
+              on_written=None, copy_taken_over: bool = False, **settings) -> "Store":
         """Open a store. ``writable=False`` never writes and takes no lock.
 
         Sizes (commit log file size, consume queue file size, index slots and entries) are
@@ -332,7 +332,9 @@ class Store:
         store with a missing middle commit log file (as the broker loads it) instead of refusing
         it. ``rewrites`` (recover --keep-past-damage: damaged records replaced by records of
         their size, ``recovery/apply.Rewrite``) are written first, in the same backup, and the
-        plan of the store they leave is carried out. Other ``settings`` are StoreConfig fields.
+        plan of the store they leave is carried out. ``copy_taken_over`` (recover's repair): a
+        recover --to copy's marker, which names no backup, is no interrupted repair to refuse.
+        Other ``settings`` are StoreConfig fields.
         """
         if flush not in ("async", "sync"):
             raise UsageError(f"flush must be async or sync, not {flush!r}")
@@ -365,6 +367,7 @@ class Store:
         store._command = command
         store._rewrites = tuple(rewrites)
         store._on_written = on_written
+        store._copy_taken_over = copy_taken_over
         store._clock = clock or _wall_clock_ms
         store._wall_clock = clock is None  # _put_run then reads the clock inline
         store._open_writable(given, store_host, recover, backup_dir)
@@ -407,7 +410,8 @@ class Store:
         except OSError as exc:
             raise StoreAccessError(f"cannot create the store directory ({exc.strerror})", root) from None
         unfinished = read_unfinished(root)
-        if unfinished is not None:
+        # a recover --to copy not yet repaired: recover's repair takes its marker over (intent.begin)
+        if unfinished is not None and not (self._copy_taken_over and unfinished.unchanged_copy):
             raise RepairUnfinished(f"not written: an interrupted {unfinished.operation} left this store half changed "
                                    f"(intent record in {unfinished.backup_dir}): {unfinished.ways_out()}", root)
         self._lock = StoreLock(self.paths.lock)

@@ -311,9 +311,8 @@ def roll_back_unfinished(root: str | os.PathLike, operation: str) -> pathlib.Pat
         raise RepairUnfinished(f"an interrupted {marker.operation} left this store half changed (intent record in "
                                f"{marker.backup_dir}): {marker.ways_out()}",
                                root)
-    if not marker.backup_dir:  # a recover --to copy not yet changed (intent.mark_copy): nothing to roll back
-        os.unlink(StorePaths(root).unfinished)
-        return None
+    if marker.unchanged_copy:  # a recover --to copy (intent.mark_copy): nothing to roll back. Its marker
+        return None  # stays until the repair's own replaces it (intent.begin): a kill between leaves it marked
     backup = pathlib.Path(marker.backup_dir)
     undo(backup, root)
     gone = backup.with_name(backup.name + ".rolled-back")

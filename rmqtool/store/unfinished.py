@@ -23,6 +23,11 @@ class Unfinished:
     finish: str  # the command that finishes it (the same command again)
     undo: str  # the command that gives the store back as it was before
 
+    @property
+    def unchanged_copy(self) -> bool:
+        """A recover --to copy whose repair has changed nothing yet (its marker names no backup)."""
+        return self.operation == "recover" and not self.backup_dir
+
     def ways_out(self) -> str:
         """The commands that end it: an undo cut short is finished by running it again, and
         then the repair it undid can be made again (nothing gives an undo's bytes back)."""

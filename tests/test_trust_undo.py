@@ -1089,6 +1089,31 @@ def test_a_repair_killed_before_its_marker_runs_again_and_its_backup_undoes_noth
     assert runner.invoke(app, ["undo", str(backup)]).exit_code == 0 and tree_fingerprint(store) == before
 
 
+@pytest.mark.parametrize("left", ["killed before its intent record", "cut short, then undone"])
+def test_an_undo_of_a_backup_no_repair_holds_refuses_a_store_written_since(left, tmp_path):
+    """A backup whose repair left no state (``after``), no intent record and no store marker:
+    killed between its manifest and its intent record (it changed nothing), or cut short and
+    undone already. Undo put its old bytes back over what another repair and an append wrote
+    since, removing the appended file. Refused (exit 5), the store as it is; --force undoes."""
+    store = writable_copy(CRASH / "b2-garbage-tail-of-last-message" / "input" / "store", tmp_path / "store")
+    before, backup = tree_fingerprint(store), tmp_path / "backup"
+    if left == "killed before its intent record":
+        patch = "import os, rmqtool.recovery.intent as i\ni.begin = lambda *a, **k: os._exit(137)"
+        assert _exits_at(["recover", store, "--apply", "--backup-dir", backup], patch) == 137
+    else:
+        assert _killed("recover", store, "--apply", "--backup-dir", backup, after=2).returncode == -9
+        assert runner.invoke(app, ["undo", str(backup)]).exit_code == 0
+    assert read_manifest(backup).after is None and tree_fingerprint(store) == before
+    assert runner.invoke(app, ["recover", str(store), "--apply", "--backup-dir", str(tmp_path / "b2")]).exit_code == 0
+    _append(store, "written-since")
+    since = tree_fingerprint(store)
+    undone = runner.invoke(app, ["undo", str(backup)])
+    assert undone.exit_code == ExitCode.LOCKED and "neither finished nor under way" in undone.stderr, undone.output
+    assert tree_fingerprint(store) == since
+    assert runner.invoke(app, ["undo", str(backup), "--force"]).exit_code == 0
+    assert tree_fingerprint(store) == before
+
+
 def test_an_undo_killed_after_its_bytes_is_finished_with_modes_and_times(tmp_path):
     """An undo killed at its first mtime put back: run again, it found every byte back and
     stopped there ("already as before"), leaving the repair's mtimes and modes on the files."""

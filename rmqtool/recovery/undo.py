@@ -82,6 +82,13 @@ def _undo(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> Re
             _put_back_metadata(manifest, root)
             intent.end(backup, root)
         return Restored(root, 0, 0, 0, already_as_before=True)  # undone already: its bytes are all back
+    if manifest.after is None and pending is None and marker is None and not force:
+        # no state it left, no record of it under way: stopped before its intent record (it changed
+        # nothing), or undone already; either way the store's bytes now are another's
+        raise StoreChangedSince("not undone: the repair this backup was made for is neither finished nor under way "
+                                "(stopped before it changed the store, or undone already), and the store is not as "
+                                "it found it: what the store holds now is not its to put back (--force undoes all "
+                                "the same)", backup)
     _check_undoable(backup, manifest, root, force)
     repair = pending if pending and pending.get("operation") != "undo" else None  # an apply cut short: its command
     again = (repair or {}).get("finish") or manifest.command or _repair_command(manifest, root)

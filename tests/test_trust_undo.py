@@ -889,6 +889,29 @@ def _holder(path, what: str, doing: str) -> subprocess.Popen:
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
+def test_a_repair_still_running_is_said_to_be_under_way_not_interrupted(tmp_path):
+    """The marker is there from a repair's first change to its last. While its process holds the
+    store (here: a holder of the root, as every rmqtool writer holds it, over a marker a killed
+    run left), every command called it "an interrupted recover" and told the operator to finish
+    or undo what was still running. Said as under way, naming the process; interrupted once
+    nobody holds it."""
+    store = writable_copy(E1, tmp_path / "store")
+    assert _killed("recover", store, "--apply", "--backup-dir", tmp_path / "backup", after=2).returncode == -9
+    holder = _holder(store, "store", "is repairing it")
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for args in (("info", store), ("append", store, "--topic", "CrashTopic", "--body", "x")):
+            r = _run(*args)
+            said = [line for line in r.stderr.splitlines() if "half changed" in line]
+            assert said and all(f"a recover under way (process {holder.pid})" in line and "interrupted" not in line
+                                for line in said), r.stderr
+        assert r.exit_code == ExitCode.LOCKED
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=10)
+    assert "an interrupted recover left this store half changed" in _run("info", store).stderr
+
+
 _KILLED_WHILE_COPYING = """
 import os, signal, sys
 import rmqtool.recovery.manifest as manifest

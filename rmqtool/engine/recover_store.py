@@ -88,7 +88,7 @@ def recover_store(view, settings, *, given, keep_index: bool = False, apply: boo
             run.exit_code = int(ExitCode.CORRUPT)
         return run
     if to is not None and unfinished is not None:  # a copy of a half-changed store is no store to repair
-        raise RepairUnfinished(f"not copied: an interrupted {unfinished.operation} left this store half changed: "
+        raise RepairUnfinished(f"not copied: {unfinished.says()}: "
                                f"{unfinished.ways_out()}", root)
     if plan.refusal or plan.dispatch_refusal:
         run.refusal = CorruptData(f"not recovered: {plan.refusal or plan.dispatch_refusal}", root)
@@ -132,7 +132,7 @@ def ready_to_apply(view, to: pathlib.Path | None):
     other = view.unfinished
     if to is None and other is not None and other.operation != "recover":  # an undo cut short, a redispatch:
         # its own command finishes it; planned half changed, this store only looked damaged (exit 3)
-        raise RepairUnfinished(f"not recovered: an interrupted {other.operation} left this store half changed "
+        raise RepairUnfinished(f"not recovered: {other.says()} "
                                f"(intent record in {other.backup_dir}): {other.ways_out()}", view.root)
     if to is not None or other is None or other.operation != "recover":
         return view, None

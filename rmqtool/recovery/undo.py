@@ -162,8 +162,8 @@ def _check_undoable(backup: pathlib.Path, manifest, root: pathlib.Path, force: b
                           f"close it before undoing a recovery", StorePaths(root).lock)
     other = read_unfinished(root)
     if other is not None and pathlib.Path(other.backup_dir).resolve() != backup.resolve():
-        raise RepairUnfinished(f"another interrupted {other.operation} is under way (intent record in "
-                               f"{other.backup_dir}): {other.ways_out()}", root)
+        raise RepairUnfinished(f"another repair's marker: {other.says()} (intent record in {other.backup_dir}): "
+                               f"{other.ways_out()}", root)
     for directory in _disks_written(manifest):
         if not os.path.isdir(directory):
             raise StoreNotFound(f"not undone: the commit log path {directory} this repair changed files in "
@@ -315,7 +315,7 @@ def roll_back_unfinished(root: str | os.PathLike, operation: str) -> pathlib.Pat
     if marker is None:
         return None
     if marker.operation != operation:
-        raise RepairUnfinished(f"an interrupted {marker.operation} left this store half changed (intent record in "
+        raise RepairUnfinished(f"{marker.says()} (intent record in "
                                f"{marker.backup_dir}): {marker.ways_out()}",
                                root)
     if marker.unchanged_copy:  # a recover --to copy (intent.mark_copy): nothing to roll back. Its marker

@@ -44,7 +44,7 @@ def _recover(view: QmqView, apply: bool, to: pathlib.Path | None, backup_dir: pa
     if view.live is not None:
         raise StoreLocked(f"{view.live.holder} has the store's files open: not recovering it", root)
     if to is not None and unfinished is not None:
-        raise RepairUnfinished(f"not copied: an interrupted {unfinished.operation} left this store half changed: "
+        raise RepairUnfinished(f"not copied: {unfinished.says()}: "
                                f"{unfinished.ways_out()}", root)
     with contextlib.ExitStack() as held:
         target = root

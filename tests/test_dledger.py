@@ -362,6 +362,23 @@ def test_what_finishes_a_killed_dledger_apply_keeps_its_options(crash_truth, tmp
     assert read_unfinished(store).finish == f"rmqtool recover {store} --no-check-crc --apply"
 
 
+def test_the_plan_of_a_dledger_store_a_repair_marked_is_not_called_clean(tmp_path):
+    """A repair killed right after it marked the store (intent.begin, before its first change) on
+    a store whose plan is empty: the plan exited 0, calling clean a store every command calls
+    half changed. Exit 3, as a plain store's plan: the marker alone makes the difference."""
+    from rmqtool.recovery import intent
+    from rmqtool.store.paths import UNFINISHED_FILE
+    store = expand_store(CRASH / "expected" / "store", tmp_path / "store")  # the broker's start after the crash
+    clean = _run("recover", store, "-f", "json")
+    backup = tmp_path / "backup"
+    backup.mkdir()
+    intent.begin(backup, store, "recover", f"rmqtool recover {store} --apply", f"rmqtool undo {backup}")
+    planned = _run("recover", store, "-f", "json", codes=(3,))
+    assert "interrupted recover" in planned.stderr and json.loads(planned.stdout) == json.loads(clean.stdout)
+    (store / UNFINISHED_FILE).unlink()
+    _run("recover", store)
+
+
 def test_recover_apply_refuses_a_dledger_store_an_undo_cut_short_left(crash_truth, tmp_path):
     """An undo killed between its two files: recover --apply refuses for the marker (exit 5, naming
     the undo that finishes it) and writes nothing, as on a plain store; it planned the half-undone

@@ -98,7 +98,9 @@ def _dledger_recover(view: StoreView, request):
         again = shlex.join(["rmqtool", "recover", os.path.abspath(view.root), *request.again, "--apply"])
         doc["applied"] = apply_dledger_plan(view, plan, request.backup_dir or rolled_back, command=again)
         return RecoverRun(doc, plan, applied=True)
-    return RecoverRun(doc, plan, exit_code=int(ExitCode.CORRUPT) if plan.changes or plan.refused else int(ExitCode.OK))
+    # a marker of a repair cut short: the store is half changed, not clean (as a plain store's plan says)
+    damaged = plan.changes or plan.refused or view.unfinished is not None
+    return RecoverRun(doc, plan, exit_code=int(ExitCode.CORRUPT) if damaged else int(ExitCode.OK))
 
 
 ROCKETMQ_TOOLS = RocketMQTools()

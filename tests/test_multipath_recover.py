@@ -168,6 +168,18 @@ def test_undo_goes_on_over_a_path_the_repair_wrote_nothing_in(tmp_path):
     assert tree_fingerprint(store) == before and not gone.exists()
 
 
+@pytest.mark.parametrize("disk", [0, 1])
+def test_a_backup_directory_on_a_commit_log_disk_is_refused(tmp_path, disk):
+    """A --backup-dir inside a commit log directory the broker loads elsewhere: the repair went
+    on (only the root was compared), and left a directory among the files the broker's load
+    takes for segments (it refuses a file of another size). Refused (exit 2), nothing written."""
+    store, disks = _split(tmp_path)
+    before = _tree(store, *disks)
+    r = _run("recover", store, *SEMANTICS, "--apply", "--backup-dir", disks[disk] / "bk", code=int(ExitCode.USAGE))
+    assert "backup directory is inside the store" in r.stderr and str(disks[disk]) in r.stderr, r.stderr
+    assert _tree(store, *disks) == before and not (disks[disk] / "bk").exists()
+
+
 def test_recover_to_a_copy_is_refused(tmp_path):
     """--to copies the root, not the disks: refused after the plan, nothing written."""
     store, disks = _split(tmp_path)

@@ -1037,6 +1037,14 @@ def test_a_backup_directory_inside_the_store_is_refused(tmp_path):
     r = _run("recover", root, "--apply", "--backup-dir", root / "bk")
     assert r.exit_code == ExitCode.USAGE and "inside the store" in r.stderr, r.output
     assert tree_fingerprint(root) == before
+    # nor inside a directory of it linked from another disk (its real path is not under the root)
+    elsewhere = tmp_path / "other-disk" / "index"
+    shutil.move(root / "index", elsewhere)
+    (root / "index").symlink_to(elsewhere)
+    before = tree_fingerprint(tmp_path)
+    r = _run("recover", root, "--apply", "--backup-dir", elsewhere / "bk")
+    assert r.exit_code == ExitCode.USAGE and "inside the store" in r.stderr, r.output
+    assert tree_fingerprint(tmp_path) == before
 
 
 def test_undo_of_a_backup_a_repair_is_filling_names_the_repair(tmp_path):

@@ -280,9 +280,12 @@ def claimed_backup_dir(backup: pathlib.Path, root, *, staged: bool = False):
     or empty (``staged``: but for the ``staging/`` this run built its files in), or hold only
     what a run of a repair killed before its manifest left there (no live writer holds it),
     which is cleared: that run changed nothing in the store."""
-    if pathlib.Path(os.path.realpath(backup)).is_relative_to(os.path.realpath(root)):
-        raise UsageError("the backup directory is inside the store (undo would take its files for files the repair "
-                         "made): give one outside it", backup)
+    from rmqtool.store.output_path import store_holding
+    held = store_holding(backup, [root])  # the root, an entry linked from another disk, a commit log path elsewhere
+    if held is not None:
+        raise UsageError(f"the backup directory is inside the store ({held[1]}: undo would take its files for files "
+                         f"the repair made, and the broker's load would take it for one of the store's): give one "
+                         f"outside it", backup)
     made = not backup.exists()
     if not made and not backup.is_dir():
         raise UsageError("the backup directory exists and is not empty", backup)

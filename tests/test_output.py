@@ -209,6 +209,39 @@ def test_progress_moves_by_bytes_within_a_segment(monkeypatch):
     assert max(bar.moves) < dump.segments[0].size
 
 
+@pytest.mark.parametrize("term", ["xterm", "dumb"])
+def test_a_bar_on_a_terminal_leaves_no_line_behind(term):
+    """stderr a terminal: a bar, erased before the table. A dumb terminal (TERM=dumb) cannot erase
+    it: rich left a blank line there, above the table; it gets the plain lines instead."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))  # a terminal's size, as a shell's
+    try:
+        p = subprocess.run([sys.executable, "-m", "rmqtool", "dump", "commitlog", str(STORE), "-n", "2"],
+                           stdin=slave, stdout=slave, stderr=slave, env={**subprocess_env(), "TERM": term},
+                           timeout=60)
+        os.close(slave)
+        said = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the terminal's other end closed: all read
+                break
+            if not chunk:
+                break
+            said += chunk
+    finally:
+        os.close(master)
+    assert p.returncode == 0 and b"commit_log_offset" in said, said  # the table came
+    lines = said.decode().replace("\r", "").split("\n")[:-1]  # after the last newline: nothing
+    assert [line for line in lines if line.strip() == ""] == [], said
+    if term == "dumb":
+        assert b"\x1b" not in said, said  # no cursor movement sent to a terminal that has none
+
+
 def test_progress_forced_onto_redirected_stderr():
     p = subprocess.run([sys.executable, "-m", "rmqtool", "dump", "commitlog", str(STORE), "-f", "jsonl",
                         "--body", "none", "--progress"], capture_output=True, text=True, env=subprocess_env(),

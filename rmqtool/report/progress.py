@@ -7,8 +7,8 @@ Commands make one only when asked (``--progress``) or when stderr is a terminal
 On a terminal it is a rich bar, sizes in binary units (MiB, GiB, as segments are sized),
 transient: erased before a table's first line, a plan, a report or JSON on the terminal
 (:func:`erase_bars`), and at its end. When ``--progress`` forces it onto a file or a pipe,
-it is a plain line every few seconds (``scanning: 1.2 GiB of 2.0 GiB (60%)``), which a log
-keeps readable.
+or the terminal is a dumb one, it is a plain line every few seconds (``scanning: 1.2 GiB of
+2.0 GiB (60%)``), which a log keeps readable.
 """
 from __future__ import annotations
 
@@ -53,6 +53,13 @@ def counted(items, bar: "Progress | None", size_of, step: int = 1 << 20):
     return through()
 
 
+def _redraws() -> bool:
+    """stderr a terminal that moves its cursor: a dumb one (TERM=dumb, an editor's shell) cannot
+    erase a bar, and was left a blank line where it stood; it gets the plain lines."""
+    import os
+    return sys.stderr.isatty() and os.environ.get("TERM", "").lower() not in ("dumb", "unknown")
+
+
 _LIVE: list = []  # bars on the terminal now
 
 
@@ -72,7 +79,7 @@ class Progress:
         self.total = total
         self.done = 0
         self._bar = None
-        if sys.stderr.isatty():
+        if _redraws():
             from rich.console import Console
             from rich import progress as rp
 

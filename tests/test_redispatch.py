@@ -76,6 +76,24 @@ def test_a_deleted_queue_comes_back_as_it_was_and_undo_removes_it_again(tmp_path
     assert not (root / "consumequeue" / "OrderTopic" / "2").exists()
 
 
+@pytest.mark.parametrize("chosen", [["-t", "OrderTopic"], ["-q", "1"], ["-t", "NoSuchTopic"]])
+def test_a_selection_rebuilds_queues_only_and_never_an_index_of_it(chosen, tmp_path):
+    """-t/-q choose queues. By default (queues and index) the index was rebuilt from the chosen
+    records alone, the other index files deleted: every other topic's keys gone from the one
+    index the broker keeps for the store (a topic that is not there: the whole index). Now a
+    selection rebuilds the queues only, and --index with one is refused (exit 2)."""
+    src = V4 / "basic" / "store"
+    root = _copy(src, tmp_path / "s")
+    r = _run("redispatch", root, *chosen, "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert not [c for c in json.loads(r.stdout)["changes"] if "/index/" in c["file"]]
+    assert _run("redispatch", root, *chosen, "--apply", "--backup-dir", tmp_path / "b").exit_code == 0
+    assert _state(root) == _state(src)
+    refused = _run("redispatch", root, *chosen, "--index", "--apply", "--backup-dir", tmp_path / "b2")
+    assert refused.exit_code == ExitCode.USAGE and "the index holds every topic's keys" in refused.stderr
+    assert _state(root) == _state(src) and not (tmp_path / "b2").exists()
+
+
 def test_from_offset_keeps_what_lies_before_and_rebuilds_the_rest(tmp_path):
     src = V4 / "basic" / "store"
     root = _copy(src, tmp_path / "s")

@@ -44,7 +44,7 @@ def redispatch(
                                         help="Only this queue id."),
     from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, metavar=OFFSET_METAVAR,
                                               help="Keep what lies before this commit log offset; rebuild the rest."),
-    cq: bool = typer.Option(False, "--cq", help="Consume queues (default: consume queues and index)."),
+    cq: bool = typer.Option(False, "--cq", help="Consume queues (default: consume queues and index; with -t or -q, the queues)."),
     index: bool = typer.Option(False, "--index", help="Index files (default: consume queues and index)."),
     timer: bool = typer.Option(False, "--timer", help="The timer log, wheel and timercheck, for the pending "
                                                       "timer messages (alone)."),
@@ -76,8 +76,8 @@ def redispatch(
     given = sizes.given()
     again_command = _command(view.root, topic, queue, from_offset, cq, index, skip_unknown_topics, given, semantics,
                              timer)
-    if not cq and not index and not timer:
-        cq = index = True
+    if not cq and not index and not timer:  # both; a selection (-t, -q) only chooses queues: the index is whole
+        cq, index = True, not (topic or queue is not None or skip_unknown_topics)
     with (progress_bar("dispatching", 0, progress) if not timer else None) or contextlib.nullcontext() as bar:
         run = redispatch_store(view, cq=cq, index=index, topics=tuple(topic), queue=queue,
                                skip_unknown_topics=skip_unknown_topics, from_offset=from_offset, given=given,

@@ -102,6 +102,11 @@ def redispatch_store(view: StoreView, *, cq: bool, index: bool, topics: tuple[st
     from rmqtool.store.config import known_topics
 
     root = view.root
+    if index and (topics or queue is not None or skip_unknown_topics):
+        # the broker's index is one for the store (IndexService.buildIndex takes every record dispatched):
+        # built from a selection, it lost every other topic's keys
+        raise UsageError("-t, -q and --skip-unknown-topics choose consume queues; the index holds every topic's "
+                         "keys and is rebuilt whole: give --cq with them, --index alone", root)
     if cq and rocksdb_only(root, store_type=configured_store_type(given)):
         raise UsageError("not redispatched: its consume queues are in RocksDB only (storeType=defaultRocksDB): "
                          "--cq would write file consume queues the broker never reads (--index rebuilds the "

@@ -70,10 +70,11 @@ MUST_DIFFER = {
     # which records were one batch, so the copy puts them one by one and rolls where single puts
     # roll: from the first such roll on, records lie at other commit log offsets.
     "4.9.8/batch": ((PHYSICAL_OFFSET,), "a batch that did not fit rolled to the next file whole"),
-    # 5.x inner batches (sysFlag INNER_BATCH, a BatchCQ topic) take INNER_NUM queue offsets each;
-    # the 4.9.x engine gives every record one, so BatchCQ topics' later records get other offsets.
-    "5.3.3/batchcq": ((QUEUE_OFFSET,), "a 5.x inner batch takes INNER_NUM queue offsets"),
 }
+# 5.x inner batches (sysFlag INNER_BATCH, a BatchCQ topic) take INNER_NUM queue offsets each, their
+# INNER_BASE numbered by the broker's put: the engine does not write them. Copied as one message
+# each, they overlapped their queue's next offsets (a rebuilt batch queue ended at a lower max).
+REFUSED = {"5.3.3/batchcq"}
 
 
 @pytest.mark.parametrize("name", sorted(CLEAN_SCENARIOS))
@@ -85,6 +86,11 @@ def test_dump_then_append_copies_every_record_exactly(tmp_path, name):
     # a 5.x store's copy is a 5.x store (its long topics' V2 records, refused in a 4.9 one)
     dumped, out, dst = _copy(scenario / "store", tmp_path, truth,
                              *(("--semantics", "5.3") if name.startswith("5.3.3/") else ()))
+    if name in REFUSED:
+        first = next(i for i, line in enumerate(dumped.stdout.splitlines(), 1)
+                     if {"INNER_BASE", "INNER_NUM"} <= set(json.loads(line).get("properties") or {}))
+        assert out.exit_code == 2 and f"line {first}: a 5.x inner batch record" in out.stderr, out.output
+        return
     assert dumped.exit_code == 0 and out.exit_code == 0, out.output
     src, copy = _records(scenario / "store"), _records(dst)
     assert len(src) == len(copy) == len(truth["truth"]["messages"])
@@ -97,6 +103,26 @@ def test_dump_then_append_copies_every_record_exactly(tmp_path, name):
         assert c.body_crc_ok and c.property_crc_ok in (None, True)
     if not fields:
         assert [c.commit_log_offset for c, _ in copy] == [m["physicalOffset"] for m in truth["truth"]["messages"]]
+
+
+def test_the_rows_before_a_refused_one_are_appended_and_counted(tmp_path):
+    """A row refused mid-stream: the rows before it were written or not by where a chunk of 1000
+    ended. Now they are all in the store, and the line says how many; the rest is not."""
+    from conftest import V5
+    rows = runner.invoke(app, ["dump", "commitlog", str(V5 / "batchcq" / "store"), "-f", "jsonl"]).stdout.splitlines()
+    inner = [r for r in rows if {"INNER_BASE", "INNER_NUM"} <= set(json.loads(r).get("properties") or {})]
+    plain = [r for r in rows if r not in inner]
+    jsonl = tmp_path / "rows.jsonl"
+    jsonl.write_text("\n".join([*plain[:2], inner[0], plain[2]]) + "\n", encoding="utf-8")
+    dst = tmp_path / "copy"
+    out = runner.invoke(app, ["append", str(dst), "--create", "--semantics", "5.3", "--from-jsonl", str(jsonl),
+                              "--commitlog-size", "65536", "--cq-size", "2000", "--index-slots", "100",
+                              "--index-entries", "400", "-f", "jsonl"])
+    assert out.exit_code == 2 and "line 3: a 5.x inner batch record" in out.stderr, out.output
+    assert "(2 message(s) before it were appended)" in out.stderr
+    copied = [json.loads(r)["uniq_key"] for r in runner.invoke(app, ["dump", "commitlog", str(dst), "-f",
+                                                                       "jsonl"]).stdout.splitlines()]
+    assert copied == [json.loads(r)["uniq_key"] for r in plain[:2]]
 
 
 def test_copy_skips_rows_that_are_not_messages_and_keeps_bytes_that_are_not_utf8(store_copy, tmp_path):

@@ -98,7 +98,7 @@ def append_in_chunks(store: Store, source: Iterator[MessageInner], advance=None,
     compacted = {topic for topic, _queue in compaction_served(store.root)}
     chunk = []
     try:
-        for msg in source:
+        for msg in _rows_before_a_bad_one(source):
             if compacted and msg.topic in compacted:  # those before it go in first, as a stop anywhere leaves them
                 if chunk:
                     yield from _appended(store, chunk, advance, listed)
@@ -109,10 +109,37 @@ def append_in_chunks(store: Store, source: Iterator[MessageInner], advance=None,
                 chunk = []
         if chunk:
             yield from _appended(store, chunk, advance, listed)
+    except _BadRow as bad:  # the rows before it go in first, as a stop anywhere leaves them
+        if chunk:
+            yield from _appended(store, chunk, advance, listed)
+        if listed[0]:
+            bad.error.message += f" ({listed[0]} message(s) before it were appended)"
+        raise bad.error from None
     except StoreAccessError as exc:
         if many:
             exc.message += _stopped_after(listed, store.root)
         raise
+
+
+class _BadRow(Exception):
+    """A row the source refused, carried past the chunk written before it."""
+
+    def __init__(self, error: UsageError):
+        self.error = error
+
+
+def _rows_before_a_bad_one(source: Iterator[MessageInner]) -> Iterator[MessageInner]:
+    """``source``'s messages; a row it refuses (UsageError) ends them as a _BadRow, told apart
+    from a refusal raised while appending."""
+    rows = iter(source)
+    while True:
+        try:
+            msg = next(rows)
+        except StopIteration:
+            return
+        except UsageError as exc:
+            raise _BadRow(exc) from None
+        yield msg
 
 
 def _refuse_compacted(root: pathlib.Path, topic: str, listed: list):

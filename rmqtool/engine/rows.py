@@ -116,6 +116,11 @@ def message_from_row(row: dict, keep_store_timestamp: bool = False, keep_store_h
             pm = dict(properties)
             prop_crc = pm.pop(props.PROPERTY_CRC32, None) is not None
             text = props.properties_to_string(pm)
+        if sys_flag & sysflag.INNER_BATCH_FLAG or props.PROPERTY_INNER_NUM in pm and props.PROPERTY_INNER_BASE in pm:
+            # the broker's put numbers a batch's INNER_BASE from its queue and dispatch takes INNER_NUM
+            # offsets: written as one message, it overlapped the queue's next offsets
+            raise UsageError("a 5.x inner batch record (a BatchCQ topic's: INNER_BASE, INNER_NUM): the engine does "
+                             "not write inner batches")
         if topic != RMQ_SYS_SCHEDULE_TOPIC:
             pm.pop(props.PROPERTY_DELAY_TIME_LEVEL, None)  # delivered already: no second redirect
         if common["born_timestamp"] is None:

@@ -4,6 +4,8 @@ after the apply QMQ's start (simulated) loses nothing the files held, a second p
 nothing, and undo gives back the whole tree byte for byte."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import FIXTURES, load_truth
@@ -125,3 +127,44 @@ def test_a_deleted_consumer_log_is_written_again_as_qmq_wrote_it(source, parts, 
     made = sorted(f.name for f in victim.iterdir())
     restored = undo(applied.backup_dir, store)  # the files the rewrite made go again, and undo says so
     assert restored.files_removed == len(made) > 0 and not any(victim.iterdir())
+
+
+def test_consumer_logs_nothing_shows_the_unit_of_are_written_as_the_broker_config_says(tmp_path):
+    """Every consumer log of a V2 store gone: nothing shows consumerlog.v2.enable. --apply wrote
+    V1's 22-byte units, silently, which QMQ run with V2 throws on ("illegal consumer log magic
+    code"). The plan says the unit is QMQ's default and --apply refuses (exit 2, nothing
+    written); with the broker's config (consumerlog.v2.enable=true) the units are V2's, those
+    QMQ wrote; --assume-defaults takes V1's."""
+    from helpers import cli_runner
+    from rmqtool.cli.app import app
+    store = expand_store(QMQ / "v2-consumerlog" / "store", tmp_path / "store")
+    subjects = sorted(p.name for p in (store / "consumerlog").iterdir() if p.is_dir())
+    before = {s: list(consumerlog.read_units(*consumerlog.open_consumer_log(store, s), s)) for s in subjects}
+    assert {consumerlog.open_consumer_log(store, s)[1] for s in subjects} == {consumerlog.CONSUMER_LOG_V2_UNIT_BYTES}
+    for s in subjects:
+        for f in (store / "consumerlog" / s).iterdir():
+            f.unlink()
+    emptied = tree(store)
+    run = cli_runner()
+    planned = run.invoke(app, ["recover", str(store), "-f", "json"])
+    assert json.loads(planned.stdout)["consumer_log_unit_bytes"] == {
+        "value": consumerlog.CONSUMER_LOG_UNIT_BYTES, "taken_from": "default"}
+    refused = run.invoke(app, ["recover", str(store), "--apply", "--backup-dir", str(tmp_path / "b0")])
+    assert refused.exit_code == 2 and "consumerlog.v2.enable" in refused.stderr, refused.output
+    assert tree(store) == emptied
+    conf = tmp_path / "broker.properties"
+    conf.write_text("consumerlog.v2.enable=true\n", encoding="utf-8")
+    done = run.invoke(app, ["recover", str(store), "--apply", "--backup-dir", str(tmp_path / "b1"),
+                            "--broker-config", str(conf)])
+    assert done.exit_code == 0, done.output
+    for s in subjects:
+        directory, unit = consumerlog.open_consumer_log(store, s)
+        after = list(consumerlog.read_units(directory, unit, s))
+        assert unit == consumerlog.CONSUMER_LOG_V2_UNIT_BYTES
+        assert [(u.sequence, u.kind, u.wrote_offset, u.wrote_bytes, u.header_size) for u in after] == \
+            [(u.sequence, u.kind, u.wrote_offset, u.wrote_bytes, u.header_size) for u in before[s]]
+    assert run.invoke(app, ["undo", str(tmp_path / "b1")]).exit_code == 0 and tree(store) == emptied
+    assumed = run.invoke(app, ["recover", str(store), "--apply", "--backup-dir", str(tmp_path / "b2"),
+                               "--assume-defaults", "-f", "json"])
+    assert assumed.exit_code == 0, assumed.output
+    assert {consumerlog.open_consumer_log(store, s)[1] for s in subjects} == {consumerlog.CONSUMER_LOG_UNIT_BYTES}

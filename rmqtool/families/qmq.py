@@ -5,6 +5,7 @@ kinds ``inspect/qmq/``; this binds them to :class:`FamilyTools`."""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from rmqtool.store.family import QMQ, Family
 from rmqtool.store.qmq.view import QmqView, open_qmq_store
@@ -34,12 +35,19 @@ class QmqTools:
 
     def recover(self, view: QmqView, request):
         """recover: QMQ's next start simulated, the plan, and with ``request.apply`` the repair."""
-        from rmqtool.engine.qmq.recover import recover_qmq
+        from rmqtool.engine.qmq.recover import QmqGiven, recover_qmq
         from rmqtool.errors import UsageError
-        if request.rocketmq_flags:
-            raise UsageError(f"{', '.join(request.rocketmq_flags)}: RocketMQ options; a QMQ store takes none",
-                             view.root)
-        return recover_qmq(view, apply=request.apply, to=request.to, backup_dir=request.backup_dir)
+        from rmqtool.store.qmq.consumerlog import unit_bytes_configured
+        taken = ("--broker-config", "--assume-defaults")  # consumerlog.v2.enable, or QMQ's default for it
+        others = [f for f in request.rocketmq_flags if f not in taken]
+        if others:
+            raise UsageError(f"{', '.join(others)}: RocketMQ options; a QMQ store takes none of them", view.root)
+        conf = getattr(request.given, "broker_config", None)
+        assume = bool(getattr(request.given, "assume_defaults", False))
+        again = (*(("--broker-config", os.path.abspath(conf.path)) if conf is not None else ()),
+                 *(("--assume-defaults",) if assume else ()))
+        return recover_qmq(view, apply=request.apply, to=request.to, backup_dir=request.backup_dir,
+                           given=QmqGiven(unit_bytes_configured(conf), assume, again))
 
     def show_recover(self, run, fmt: str, *, wide: bool = False, live=None) -> None:
         from rmqtool.report.qmq.plans import show_qmq_plan

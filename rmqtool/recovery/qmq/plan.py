@@ -43,12 +43,12 @@ import numpy as np
 from rmqtool.formats.qmq import actionlog as actionlog_format
 from rmqtool.formats.qmq import messagelog as messagelog_format
 from rmqtool.formats.qmq.checkpoint import MESSAGE_CHECKPOINT_PREFIX, MessageCheckpoint
-from rmqtool.formats.qmq.consumerlog import (FILL_HEADER_SIZE, FILL_WROTE_BYTES, FILL_WROTE_OFFSET,
-                                             SEGMENT_TOTAL_UNIT, is_fill_unit)
+from rmqtool.formats.qmq.consumerlog import (CONSUMER_LOG_UNIT_BYTES, FILL_HEADER_SIZE, FILL_WROTE_BYTES,
+                                             FILL_WROTE_OFFSET, SEGMENT_TOTAL_UNIT, is_fill_unit)
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE as MESSAGE_SEGMENT_SIZE
 from rmqtool.formats.qmq.pulllog import PULL_LOG_SIZE
 from rmqtool.recovery.lost import LOG_CUT, UNIT_LOST
-from rmqtool.recovery.qmq.start import StartOutcome, simulate_start, store_unit_bytes
+from rmqtool.recovery.qmq.start import StartOutcome, shown_unit_bytes, simulate_start
 from rmqtool.store.qmq import actionlog, checkpoints, consumerlog, messagelog, tablets
 from rmqtool.store.qmq.record_kernel import LogColumns, LogColumnsBuilder, SubjectTable
 from rmqtool.store.qmq.segments import LogDirectory, ZeroExtended, directory_refusal, list_log, misaligned
@@ -157,6 +157,16 @@ class QmqPlan:
     records_unserved: tuple[tuple[int, str, int, str], ...] = ()
     lost_messages: tuple[LostMessage, ...] = ()  # both of the above, in log order, as a RocketMQ plan lists them
     refusal: str | None = None  # why rmqtool does not carry the plan out (a segment it cannot place)
+    # the consumer log unit the rewrites are written in (consumerlog.v2.enable), and what says so:
+    # "files", what the operator gave (a broker config), or "default" (nothing does)
+    unit_bytes: int = CONSUMER_LOG_UNIT_BYTES
+    unit_bytes_from: str = "files"
+
+    @property
+    def unit_assumed(self) -> bool:
+        """Consumer log units to write in a format nothing showed: QMQ with the other setting
+        throws on every unit ("illegal consumer log magic code")."""
+        return bool(self.consumer_logs) and self.unit_bytes_from == "default"
 
     @property
     def changes_anything(self) -> bool:
@@ -195,6 +205,7 @@ class QmqPlan:
             "records_unserved": [{"message_log_offset": o, "subject": s, "sequence": q, "reason": why}
                                  for o, s, q, why in self.records_unserved],
             "lost_messages": [m.to_json() for m in self.lost_messages],
+            "consumer_log_unit_bytes": {"value": self.unit_bytes, "taken_from": self.unit_bytes_from},
         }
 
 
@@ -306,12 +317,16 @@ def _triples(records: LogColumns, rows: np.ndarray) -> tuple[tuple[int, str, int
                                                      records.sequence[rows].tolist()))
 
 
-def plan_recovery(store: str | os.PathLike) -> QmqPlan:
+def plan_recovery(store: str | os.PathLike, given_unit: tuple[int, str] | None = None) -> QmqPlan:
+    """``given_unit``: (consumer log unit bytes, what says so) the operator gave (the broker's
+    ``consumerlog.v2.enable``), for a store whose files show none."""
     root = pathlib.Path(store)
     mlog = list_log(root / "messagelog", MESSAGE_SEGMENT_SIZE)
     records, damage = _scan_message_log(mlog)
-    broker = simulate_start(root, records=records)
-    unit = broker.unit_bytes or store_unit_bytes(root)
+    shown = shown_unit_bytes(root)
+    unit, unit_from = ((shown, "files") if shown else given_unit if given_unit is not None
+                       else (CONSUMER_LOG_UNIT_BYTES, "default"))
+    broker = simulate_start(root, unit_bytes=unit, records=records)
     moves: list[tuple[str, str]] = []
     misnamed = []
     for d in _log_dirs(root, unit):
@@ -352,7 +367,7 @@ def plan_recovery(store: str | os.PathLike) -> QmqPlan:
                    + (f" ({len(misnamed) - 1} more such)" if len(misnamed) > 1 else ""))
     return QmqPlan(str(root), broker, tuple(moves), tuple(zero), tuple(rewrites), checkpoint, dropped,
                    tuple((*t, why) for t, why in zip(_triples(records, rows), reasons)),
-                   _lost_messages(records, np.flatnonzero(~keep), rows), refusal)
+                   _lost_messages(records, np.flatnonzero(~keep), rows), refusal, unit, unit_from)
 
 
 def _lost_messages(records: LogColumns, dropped: np.ndarray, unserved: np.ndarray) -> tuple[LostMessage, ...]:

@@ -186,12 +186,17 @@ class StartOutcome:
 
 def store_unit_bytes(store: pathlib.Path) -> int:
     """``consumerlog.v2.enable`` is a broker setting; the files show it (22 B units by default)."""
+    return shown_unit_bytes(store) or CONSUMER_LOG_UNIT_BYTES
+
+
+def shown_unit_bytes(store: pathlib.Path) -> int | None:
+    """The consumer log unit size the store's consumer log files show, None when none does."""
     for subject in consumer_log_subjects(store):
         directory = list_log(subject_directory(store, subject), SEGMENT_SIZE_V1)
         unit = unit_bytes_of(directory)
         if unit:
             return unit
-    return CONSUMER_LOG_UNIT_BYTES
+    return None
 
 
 def _load_consumer_logs(store: pathlib.Path, max_sequences: dict, unit_bytes: int) -> dict[str, ConsumerLog]:

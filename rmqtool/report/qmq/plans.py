@@ -65,6 +65,12 @@ def show_qmq_plan(doc: dict, fmt: str, applied: bool = False, live=None) -> None
     for reason, n in reasons.items():
         lines.append(f"{n} record(s) with no consumer log unit after the repair ({reason}): rmqtool salvage keeps "
                      f"them first")
+    unit = doc.get("consumer_log_unit_bytes") or {}
+    if any(a["kind"] == "rewrite consumer log" for a in doc["actions"]) and unit.get("taken_from") != "files":
+        said_by = ("QMQ's default: no consumer log in the store shows consumerlog.v2.enable, so --apply refuses "
+                   "until --broker-config or --assume-defaults" if unit.get("taken_from") == "default"
+                   else unit.get("taken_from"))
+        lines.append(f"consumer logs are written in {unit.get('value')}-byte units ({said_by})")
     out, keep = sys.stdout, paths_in(doc)
     numbered(lines, out, live_header(live), keep)
     if applied:

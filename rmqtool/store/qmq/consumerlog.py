@@ -235,3 +235,20 @@ def loaded_subjects(store: str | os.PathLike) -> list[str]:
     with breaking whitespace ("consumer log directory name is invalid, skip"), which it then
     neither truncates nor serves."""
     return [s for s in subjects(store) if not has_breaking_whitespace(s)]
+
+
+CONSUMER_LOG_V2_ENABLE = "consumerlog.v2.enable"  # BrokerConstants.CONSUMER_LOG_V2_ENABLE
+
+
+def unit_bytes_configured(conf) -> tuple[int, str] | None:
+    """(consumer log unit bytes, what says so) as a QMQ broker run with the config file ``conf``
+    (a BrokerConfig, or None: not given) writes them: StorageConfigImpl.isConsumerLogV2Enable
+    reads ``consumerlog.v2.enable`` through LocalDynamicConfig.getBoolean (the value trimmed,
+    blank or absent the default false, else Boolean.valueOf)."""
+    from rmqtool.store.broker_conf import java_trim
+    if conf is None:
+        return None
+    value = java_trim(conf.settings.get(CONSUMER_LOG_V2_ENABLE) or "")
+    v2 = value.lower() == "true"
+    said = f"{CONSUMER_LOG_V2_ENABLE}={value}" if value else f"no {CONSUMER_LOG_V2_ENABLE} (false)"
+    return (CONSUMER_LOG_V2_UNIT_BYTES if v2 else CONSUMER_LOG_UNIT_BYTES), f"{conf.path}: {said}"

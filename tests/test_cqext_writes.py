@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from conftest import V5, load_truth
 from helpers import cli_runner, copy_tree, examples, expand_store, tree_fingerprint
+from rmqtool.cli.app import app
 from rmqtool.engine.producer import producer_message
 from rmqtool.engine.store import Store
-from rmqtool.formats.cqext import END_BLANK_DATA_LENGTH, ext_addr_to_offset, is_ext_addr
+from rmqtool.formats.cqext import DEFAULT_CQ_EXT_FILE_SIZE, END_BLANK_DATA_LENGTH, ext_addr_to_offset, is_ext_addr
 from rmqtool.store.consumequeue import ConsumeQueue
 from rmqtool.store.cqext import queue_ext
 
@@ -251,6 +252,32 @@ def test_broker_config_says_whether_dispatch_writes_ext_units(tmp_path):
             assert (store / "consumequeue_ext" / "TagOnlyTopic" / "0" / "00000000000000000000").stat().st_size == 2048
         else:
             assert (u.tags_code, found) == (code_of["TagA"], None)
+
+
+def test_ext_files_nothing_shows_the_size_of_are_not_written_at_the_default(tmp_path):
+    """Every ext file gone (their directories kept: the store still writes ext units): redispatch
+    --cq wrote them at the default 48 MiB, the plan silent, where the broker runs with another
+    size and refuses a file of another length at load. The plan says the size is the default,
+    --apply refuses (exit 2, nothing written); --broker-config gives it."""
+    truth = load_truth(CQEXT / "truth.json")
+    size = int(truth["messageStoreConfig"]["effectiveGetterValues"]["mappedFileSizeConsumeQueueExt"])
+    store = expand_store(CQEXT / "store", tmp_path / "store")
+    for f in [p for p in (store / "consumequeue_ext").rglob("*") if p.is_file()]:
+        f.unlink()
+    emptied = tree_fingerprint(store)
+    run = cli_runner()
+    doc = json.loads(run.invoke(app, ["redispatch", str(store), "--cq", "-f", "json"]).stdout)
+    assert doc["consume_queue_ext_file_size"] == {"value": DEFAULT_CQ_EXT_FILE_SIZE, "taken_from": "default"}
+    refused = run.invoke(app, ["redispatch", str(store), "--cq", "--apply", "--backup-dir", str(tmp_path / "b0")])
+    assert refused.exit_code == 2 and "mappedFileSizeConsumeQueueExt" in refused.stderr, refused.output
+    assert tree_fingerprint(store) == emptied
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"mappedFileSizeConsumeQueueExt={size}\n")
+    done = run.invoke(app, ["redispatch", str(store), "--cq", "--apply", "--backup-dir", str(tmp_path / "b1"),
+                            "--broker-config", str(conf)])
+    assert done.exit_code == 0, done.output
+    written = [p for p in (store / "consumequeue_ext").rglob("*") if p.is_file()]
+    assert written and {p.stat().st_size for p in written} == {size}
 
 
 @settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

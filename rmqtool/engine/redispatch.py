@@ -153,6 +153,7 @@ class Built:
     # kept as they are (a selection, or the ext, which rmqtool does not rebuild them with)
     multi_dispatch_queues: frozenset = frozenset()
     multi_dispatch_built: bool = False
+    ext_file_size: tuple[int, str] | None = None  # with ext units: the ext files' size and what says it
 
 
 def build(store, staging, *, cq: bool = True, index: bool = True, selection: Selection = Selection(),
@@ -223,7 +224,8 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
     return Built(staging, start, end, chosen.records, built, cq_size, geometry,
                  sorted(batch_table.queues) if batch_table is not None else [], store,
                  store.unknown(consume_queue=cq, index=index, batch_consume_queue=batch_table is not None),
-                 cq and writing.enabled, named, multi is not None)
+                 cq and writing.enabled, named, multi is not None,
+                 (writing.file_size, writing.size_from) if cq and writing.enabled else None)
 
 
 def _batch_table(paths, staging: pathlib.Path, batch_size: int, batch: frozenset, selection: Selection,

@@ -136,11 +136,30 @@ def redispatch_store(view: StoreView, *, cq: bool, index: bool, topics: tuple[st
                "index_geometry": list(built.index_geometry) if built.index_geometry else None,
                "consume_queues": cq, "index": index,
                "sizes": built.sizes.to_json(), "sizes_unknown": built.unknown_sizes,
+               "consume_queue_ext_file_size": {"value": built.ext_file_size[0], "taken_from": built.ext_file_size[1]}
+               if built.ext_file_size else None,
                "changes": [{"kind": c.kind, "file": c.path, "units": c.units} for c in changes],
                "counts": {k: sum(1 for c in changes if c.kind == k) for k in ("create", "replace", "delete", "same")}}
         run = RedispatchRun(doc, built.sizes, any(c.kind != "same" for c in changes))
-        refused = built.sizes.refusal(built.unknown_sizes) if apply and run.differs else None
+        refused = (built.sizes.refusal(built.unknown_sizes) or _ext_size_refusal(built, changes, given)) \
+            if apply and run.differs else None
         return stage.swap_in(run, changes, refused, command)
+
+
+def _ext_size_refusal(built, changes, given) -> str | None:
+    """Ext files to write in a size nothing shows (their files gone, no config naming it):
+    the broker's load refuses a file of another length than it runs with
+    (MappedFileQueue.load), and so the whole store (ConsumeQueue.load ands the ext's in)."""
+    from rmqtool.store.paths import CONSUMEQUEUE_EXT_DIR
+    if built.ext_file_size is None or built.ext_file_size[1] != "default" or \
+            (given is not None and given.assume_defaults):
+        return None
+    written = [c for c in changes if c.kind in ("create", "replace") and f"/{CONSUMEQUEUE_EXT_DIR}/" in c.path]
+    if not written:
+        return None
+    return (f"nothing in the store shows mappedFileSizeConsumeQueueExt ({built.ext_file_size[0]}, the broker's "
+            f"default) for the {len(written)} ext file(s) to write: a broker run with another size refuses "
+            f"them at load. Give --broker-config FILE (the broker's broker.conf), or --assume-defaults")
 
 
 def _require_settled_end(view: StoreView, semantics: str | None, rebuilt=None) -> None:

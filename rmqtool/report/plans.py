@@ -340,6 +340,10 @@ def show_redispatch_plan(doc: dict, fmt: str, sizes, *, wide: bool = False) -> N
                  f"{n['same']} already as built")
     if sizes is not None:
         lines += size_lines(sizes, doc["sizes_unknown"])
+        ext = doc.get("consume_queue_ext_file_size")
+        if ext is not None and ext["taken_from"] == "default":
+            lines.append(f"ext files are written with mappedFileSizeConsumeQueueExt {ext['value']}, the broker's "
+                         f"default: nothing in the store shows it (--broker-config gives it)")
     else:  # the timer log's file size
         lines += [f"{name} {s['value']}: the broker's default, {s['shown_by']}"
                   for name, s in doc["sizes"].items() if name in doc["sizes_unknown"]]

@@ -315,6 +315,7 @@ class ExtWriting:
     enabled: bool
     file_size: int
     reason: str
+    size_from: str = "default"  # what says file_size: "config" (--broker-config), "files", or "default"
 
 
 def ext_writing(store_root: str | os.PathLike, broker_config=None) -> ExtWriting:
@@ -333,18 +334,20 @@ def ext_writing(store_root: str | os.PathLike, broker_config=None) -> ExtWriting
                   else f"no {CONSUMEQUEUE_EXT_DIR}/")
     size = broker_config.int_setting("mappedFileSizeConsumeQueueExt", DEFAULT_CQ_EXT_FILE_SIZE) \
         if broker_config is not None else None
-    return ExtWriting(enabled, size[0] if size is not None else _shown_file_size(root) if enabled
-                      else DEFAULT_CQ_EXT_FILE_SIZE, reason)
+    if size is not None:
+        return ExtWriting(enabled, size[0], reason, "config")
+    shown = _shown_file_size(root) if enabled else None
+    return ExtWriting(enabled, shown or DEFAULT_CQ_EXT_FILE_SIZE, reason, "files" if shown else "default")
 
 
-def _shown_file_size(root: pathlib.Path) -> int:
+def _shown_file_size(root: pathlib.Path) -> int | None:
     """mappedFileSizeConsumeQueueExt as the ext files of every queue show it together (one
-    queue's single file cut short must not set it for all), else the default."""
+    queue's single file cut short must not set it for all), else None."""
     sizes = collections.Counter()
     for _topic, _queue_id, directory in queue_directories(root / CONSUMEQUEUE_EXT_DIR):
         sizes.update(seg.size for seg in discover(directory, required=False).segments if seg.size > 0)
     if not sizes:
-        return DEFAULT_CQ_EXT_FILE_SIZE
+        return None
     size, count = sizes.most_common(1)[0]
     return size if count >= 2 else max(sizes)
 

@@ -94,6 +94,27 @@ def test_a_selection_rebuilds_queues_only_and_never_an_index_of_it(chosen, tmp_p
     assert _state(root) == _state(src) and not (tmp_path / "b2").exists()
 
 
+def test_a_batch_topic_nothing_names_is_rebuilt_as_the_batch_queue_its_records_say(tmp_path):
+    """A 5.x store with no topics.json and no batchconsumequeue/ left: redispatch built plain
+    queues for the BatchCQ topic (its records carry INNER_BASE), which recover then called a
+    store the 5.3.3 broker does not load, advising redispatch: a loop. Its records say it is a
+    batch topic, as recover takes them: the batch queues are the broker's, byte for byte."""
+    from helpers import expand_store
+    src = expand_store(V5 / "batchcq" / "store", tmp_path / "src")
+    root = expand_store(V5 / "batchcq" / "store", tmp_path / "s")
+    assert not (root / "config" / "topics.json").exists()
+    for name in ("batchconsumequeue", "consumequeue", "index"):
+        shutil.rmtree(root / name)
+    config = load_truth(V5 / "batchcq" / "truth.json")["messageStoreConfig"]["effectiveGetterValues"]
+    r = _run("redispatch", root, "--cq", "--cq-size", config["mappedFileSizeConsumeQueue"], "--batch-cq-size",
+             config["mapperFileSizeBatchConsumeQueue"], "--apply", "--backup-dir", tmp_path / "b")
+    assert r.exit_code == 0, r.output
+    queues = {n: h for n, h in _state(src).items() if n.startswith(("consumequeue/", "batchconsumequeue/"))}
+    assert queues and {n: h for n, h in _state(root).items() if n.startswith(("consumequeue/", "batchconsumequeue/"))} \
+        == queues
+    assert json.loads(_run("recover", root, "--from-checkpoint", "-f", "json").stdout)["loadable"] is True
+
+
 def test_from_offset_keeps_what_lies_before_and_rebuilds_the_rest(tmp_path):
     src = V4 / "basic" / "store"
     root = _copy(src, tmp_path / "s")

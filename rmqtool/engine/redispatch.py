@@ -35,7 +35,8 @@ from rmqtool.recovery.commitlog_walk import V5
 from rmqtool.recovery.semantics import detect_semantics
 from rmqtool.store.dledger import refuse_dledger
 from rmqtool.store.commitlog import find_record
-from rmqtool.store.config import batch_topics
+from rmqtool.formats import properties as props
+from rmqtool.store.config import batch_topics, configured_batch_topics
 from rmqtool.store.commitlog_end import CommitLog, last_nonzero_from
 from rmqtool.store.commitlog_reader import CommitLogReader
 from rmqtool.store.consumequeue import (BATCH_CQ_LAYOUT, CQ_LAYOUT, UnitLayout, find_queue_end,
@@ -198,12 +199,14 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
         index_service = IndexServiceWriter(staging / "index", *geometry, clock=clock)
         index_service.load()
     # the batch topics chosen (a queue id chosen is applied to their records by _Filter)
-    every_batch_topic = frozenset(batch_topics(paths.root))
+    v5 = detect_semantics(paths, log.segments).semantics == V5
+    every_batch_topic = frozenset(batch_topics(paths.root)) | (
+        inner_batch_topics(view.commit_log, log.segments[0].base_offset, end)
+        if v5 and configured_batch_topics(paths.config) is None else frozenset())
     batch = frozenset(t for t in every_batch_topic if selection.wants(t, selection.queue_id or 0))
     batch_table = _batch_table(paths, staging, store.batch_consume_queue.value, batch, selection,
                                start if from_offset is not None else None) if cq and batch else None
-    named, multi = shown_by(view, start, end, detect_semantics(paths, log.segments).semantics == V5) if cq \
-        else (frozenset(), None)
+    named, multi = shown_by(view, start, end, v5) if cq else (frozenset(), None)
     if multi is not None and (not selection.everything or writing.enabled):
         multi = None  # kept as they are: not rebuilt for a selection, nor with ext units
     dispatcher = CommitLogDispatcher(table if cq else ConsumeQueueTable(staging / ".discard", cq_size), index_service,
@@ -226,6 +229,18 @@ def build(store, staging, *, cq: bool = True, index: bool = True, selection: Sel
                  store.unknown(consume_queue=cq, index=index, batch_consume_queue=batch_table is not None),
                  cq and writing.enabled, named, multi is not None,
                  (writing.file_size, writing.size_from) if cq and writing.enabled else None)
+
+
+def inner_batch_topics(commit_log, from_offset: int, to_offset: int) -> frozenset[str]:
+    """The topics whose records in [from_offset, to_offset) carry INNER_BASE and INNER_NUM: only a
+    5.x BatchCQ topic's put writes them. With no topics.json to name the queue types, these are
+    batch topics, as recover takes them (the broker that wrote them was told so): built as plain
+    queues, the 5.3.3 broker's load refuses them. Only records holding the property are decoded."""
+    from rmqtool.store.message import Message
+    needle = props.PROPERTY_INNER_BASE.encode()
+    return frozenset(r.topic for r in commit_log.scan(from_offset, to_offset, check_crc=False, needle=needle)
+                     if type(r) is Message and needle in r.properties_raw
+                     and props.PROPERTY_INNER_NUM in r.properties and props.PROPERTY_INNER_BASE in r.properties)
 
 
 def _batch_table(paths, staging: pathlib.Path, batch_size: int, batch: frozenset, selection: Selection,

@@ -1120,6 +1120,28 @@ def test_a_repair_killed_before_its_marker_runs_again_and_its_backup_undoes_noth
     assert runner.invoke(app, ["undo", str(backup)]).exit_code == 0 and tree_fingerprint(store) == before
 
 
+@pytest.mark.parametrize("command", ["recover", "redispatch"])
+def test_a_repair_killed_before_its_intent_record_runs_again_into_the_same_backup(command, tmp_path):
+    """Killed between its manifest and its intent record: the store unchanged, the backup holding
+    copies and a manifest but no intent record. The same command with the same --backup-dir was
+    refused for good ("exists and is not empty", exit 2, after an undo too); it runs again over
+    it, and its undo gives back the original."""
+    store = writable_copy(CRASH / "b2-garbage-tail-of-last-message" / "input" / "store", tmp_path / "store")
+    if command == "redispatch":
+        assert _run("recover", store, "--apply", "--backup-dir", tmp_path / "settled").exit_code == 0
+        shutil.rmtree(next(p for p in (store / "consumequeue").iterdir() if p.is_dir()))
+    before, backup = tree_fingerprint(store), tmp_path / "backup"
+    args = [command, store, "--apply", "--backup-dir", backup, *(("--semantics", "4.9") if command == "redispatch"
+                                                                 else ())]  # b2 is 4.9.8's
+    patch = "import os, rmqtool.recovery.intent as i\ni.begin = lambda *a, **k: os._exit(137)"
+    assert _exits_at(args, patch) == 137
+    assert (backup / "manifest.json").is_file() and not (backup / "intent.json").exists()
+    assert tree_fingerprint(store) == before
+    again = runner.invoke(app, [str(a) for a in args])
+    assert again.exit_code == 0, again.output
+    assert runner.invoke(app, ["undo", str(backup)]).exit_code == 0 and tree_fingerprint(store) == before
+
+
 @pytest.mark.parametrize("left", ["killed before its intent record", "cut short, then undone"])
 def test_an_undo_of_a_backup_no_repair_holds_refuses_a_store_written_since(left, tmp_path):
     """A backup whose repair left no state (``after``), no intent record and no store marker:

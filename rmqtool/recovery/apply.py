@@ -306,9 +306,10 @@ def claimed_backup_dir(backup: pathlib.Path, root, *, staged: bool = False):
 
 
 def _left_before_its_marker(backup: pathlib.Path, root) -> bool:
-    """What a repair of this store killed after its manifest and intent record, before the
-    store's marker, leaves (intent.never_began): it changed nothing in the store, and the same
-    command runs again over it."""
+    """What a repair of this store killed after its manifest, before the store's marker, leaves:
+    its intent record (intent.never_began), or not yet one (no record, no state after, no
+    marker naming it, and the store as the backup found it). It changed nothing in the store,
+    and the same command runs again over it."""
     names = {p.name for p in backup.iterdir()}
     if not names <= {COPIES_DIR, STAGING_DIR, MANIFEST_NAME, MANIFEST_NAME + ".tmp", intent.INTENT_NAME,
                      intent.INTENT_NAME + ".tmp"} or MANIFEST_NAME not in names:
@@ -317,7 +318,14 @@ def _left_before_its_marker(backup: pathlib.Path, root) -> bool:
         manifest = read_manifest(backup)
     except RmqError:
         return False
-    return intent.never_began(backup, root, manifest)
+    if intent.never_began(backup, root, manifest):
+        return True
+    from rmqtool.recovery.undo import as_before
+    marker = intent.unfinished(root)
+    return (not names & {intent.INTENT_NAME, intent.INTENT_NAME + ".tmp"} and manifest.after is None
+            and pathlib.Path(manifest.store).resolve() == pathlib.Path(root).resolve()
+            and (marker is None or pathlib.Path(marker.backup_dir).resolve() != backup.resolve())
+            and as_before(manifest, root))
 
 
 def _left_before_its_manifest(backup: pathlib.Path) -> bool:

@@ -1115,6 +1115,11 @@ def test_a_repair_killed_before_its_marker_runs_again_and_its_backup_undoes_noth
     undone = runner.invoke(app, ["undo", str(backup)])
     assert undone.exit_code == ExitCode.LOCKED and "stopped before it changed the store" in undone.stderr
     assert tree_fingerprint(store) == before
+    # killed at the marker's rename: its .tmp is the one name the run left in the store, which undo
+    # left there too (saying the store was not changed); it goes
+    (store / (UNFINISHED_FILE + ".tmp")).write_text('{"operation": "recover"')
+    undone = runner.invoke(app, ["undo", str(backup)])
+    assert undone.exit_code == ExitCode.LOCKED and tree_fingerprint(store) == before
     again = runner.invoke(app, ["recover", str(store), "--apply", "--backup-dir", str(backup)])
     assert again.exit_code == 0, again.stderr
     assert runner.invoke(app, ["undo", str(backup)]).exit_code == 0 and tree_fingerprint(store) == before

@@ -31,7 +31,7 @@ from rmqtool.recovery.manifest import (DIGEST_PREFIX, LOCK_NAME, REWRITE, TAIL, 
 from rmqtool.recovery.plan import ZERO
 from rmqtool.recovery.store_lock import directory_held, held_for
 from rmqtool.store.lock import held_descriptor, is_locked
-from rmqtool.store.paths import StorePaths
+from rmqtool.store.paths import UNFINISHED_FILE, StorePaths
 from rmqtool.store.unfinished import read_unfinished, undo_command
 
 _RANGES = (ZERO, REWRITE, TAIL)  # a range of a file put back (the others: whole files)
@@ -69,6 +69,8 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
 
 def _undo(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> Restored:
     if intent.never_began(backup, root, manifest):
+        # the one name it may have left in the store: its marker, half written (held here: no writer's now)
+        StorePaths(root).unfinished.with_name(UNFINISHED_FILE + ".tmp").unlink(missing_ok=True)
         raise StoreChangedSince("not undone: the repair this backup was made for was stopped before it changed the "
                                 "store (the store was never marked): there is nothing of it to take back, and what "
                                 "the store holds now is not its to put back; the same command with this backup "

@@ -465,6 +465,33 @@ def test_a_dispatch_only_apply_killed_is_undone_or_finished(tmp_path):
     assert _hashes(root) == before
 
 
+@pytest.mark.parametrize("step", [1, 2, 3])
+def test_an_append_recover_killed_in_its_recovery_is_finished_by_the_same_command(step, tmp_path):
+    """append --recover killed while its recovery changes the store: the same command again was
+    refused (exit 5, "an interrupted recover"), though the README says running it again finishes
+    it. It gives the store back from the backup, recovers it afresh into the same backup, and
+    appends: the messages after are those of a run never killed, and undo gives back the original."""
+    import subprocess
+    import sys
+    source = V4 / "crash" / "b2-garbage-tail-of-last-message" / "input" / "store"
+    root, reference = writable_copy(source, tmp_path / "store"), writable_copy(source, tmp_path / "reference")
+    before = _hashes(root)
+    args = ["append", "--recover", "-t", "CrashTopic", "--body", "after the kill", "--keys", "k1", "-f", "json"]
+    env = dict(os.environ, RMQTOOL_KILL_AFTER=str(step), PYTHONPATH=str(pathlib.Path(__file__).parents[1]))
+    killed = subprocess.run([sys.executable, "-m", "rmqtool", args[0], str(root), *args[1:]], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -9 and read_unfinished(root) is not None, killed.stderr
+    backup = pathlib.Path(read_unfinished(root).backup_dir)
+    again = CliRunner().invoke(app, [args[0], str(root), *args[1:]])
+    assert again.exit_code == 0, again.output
+    assert read_unfinished(root) is None and f"the backup is in {backup}" in again.stderr
+    done = CliRunner().invoke(app, [args[0], str(reference), *args[1:]])
+    assert {k: v for k, v in json.loads(again.stdout).items() if k not in ("msg_id", "uniq_key")} == \
+        {k: v for k, v in json.loads(done.stdout).items() if k not in ("msg_id", "uniq_key")}
+    assert CliRunner().invoke(app, ["undo", str(backup), "--force"]).exit_code == 0
+    assert _hashes(root) == before
+
+
 def test_apply_prints_its_table_without_error(store_copy):
     """--apply's table (what a person sees) names the store and the backup."""
     from typer.testing import CliRunner

@@ -32,6 +32,8 @@ def open_for_append(store: pathlib.Path, recover: bool, note, **options) -> Stor
     that recovers it (and, with ``recover``, recovered: where the backup went is said through
     ``note``, a line for people on stderr)."""
     refuse_dledger(store, "append")  # a commitlog/ beside DLedger's log would be a second log
+    if recover:
+        options = _recovery_cut_short_rolled_back(store, options)
     try:
         s = Store.open(store, writable=True, recover=recover, **options)
     except RecoveryNeeded as exc:
@@ -50,6 +52,21 @@ def open_for_append(store: pathlib.Path, recover: bool, note, **options) -> Stor
     if s.prop_crc:
         note(f"rmqtool: each record ends with a __CRC32# entry: {s.prop_crc_reason} (--prop-crc off leaves it out)")
     return s
+
+
+def _recovery_cut_short_rolled_back(store: pathlib.Path, options: dict) -> dict:
+    """append --recover, run again after its recovery (or a recover --apply) was cut short: the
+    store given back as it was first (the backup holds every byte), as recover --apply does, to
+    be recovered afresh into the same backup directory; ``options`` with that backup."""
+    from rmqtool.recovery.store_lock import held_for
+    from rmqtool.recovery.undo import roll_back_unfinished
+    from rmqtool.store.unfinished import read_unfinished
+    marker = read_unfinished(store) if store.is_dir() else None
+    if marker is None or marker.operation != "recover" or marker.unchanged_copy or marker.running is not None:
+        return options  # nothing cut short, or another's: the open refuses it, saying which
+    with held_for(store):
+        again = roll_back_unfinished(store, "recover")
+    return {**options, "backup_dir": options.get("backup_dir") or again}
 
 
 @contextlib.contextmanager

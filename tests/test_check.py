@@ -282,6 +282,27 @@ def test_a_store_the_load_takes_is_not_refused(clean):
     assert {r.measure: r.value for r in store.measures}["load_refused"] == 0
 
 
+def test_a_store_a_repair_left_half_changed_is_critical(clean, tmp_path):
+    """recover --apply killed half way: check said OK (exit 0), the "interrupted" line only on
+    stderr, which a Nagios probe does not read; recover and verify exit 3 there. CRITICAL
+    repair_unfinished=1 until the repair is finished."""
+    import subprocess
+    import sys
+    from conftest import REPO
+    (store,) = clean.stores
+    assert {r.measure: r.value for r in store.measures}["repair_unfinished"] == 0
+    root = writable_copy(V4 / "crash" / "b2-garbage-tail-of-last-message" / "input" / "store", tmp_path / "store")
+    killed = subprocess.run([sys.executable, "-m", "rmqtool", "recover", str(root), "--apply"], capture_output=True,
+                            env={**os.environ, "RMQTOOL_KILL_AFTER": "2", "PYTHONPATH": str(REPO)}, timeout=120)
+    assert killed.returncode == -9
+    r = invoke(root, "-f", "jsonl")
+    assert rows_of(r)[("repair_unfinished", None, None, None)]["value"] == 1 and r.exit_code == 2
+    assert rows_of(r)[("repair_unfinished", None, None, None)]["state"] == "CRITICAL"
+    assert "CRITICAL" in invoke(root).stdout and "repair_unfinished=1" in invoke(root).stdout
+    assert cli_runner().invoke(app, ["recover", str(root), "--apply"]).exit_code == 0
+    assert rows_of(invoke(root, "-f", "jsonl"))[("repair_unfinished", None, None, None)]["value"] == 0
+
+
 def test_a_prometheus_file_that_cannot_be_written_still_gives_the_status(tmp_path):
     """A directory that is not there, or a directory at the path: the status line is still
     printed, stderr says the failure in one line naming the path given (not the temporary

@@ -77,6 +77,8 @@ MEASURES = {
     "lag_ms": ("ms", "a group's lag in a queue: newest store time minus that of the next unconsumed message"),
     "newest_age_ms": ("ms", "the clock (--now) minus the newest record's store time"),
     "load_refused": ("stores", "1 when the next start's load refuses the store (a file of another size or name)"),
+    "repair_unfinished": ("stores", "1 while an rmqtool repair or undo has the store half changed (cut short, "
+                                    "or still running)"),
     "tail_errors": ("findings", "error findings in the commit log tail"),
     "tail_warnings": ("findings", "warning findings in the commit log tail"),
 }
@@ -89,7 +91,8 @@ DEFAULT_CRIT = {"dispatch_lag_ms": 60000, "index_lag_ms": 60000,
                 "unflushed_ms": 60000, "recovery_seconds": 600, "disk_used_ratio": 0.90, "tail_errors": 1,
                 # queue units past the log: the broker's next start drops them, and their messages are gone
                 "dispatch_ahead_bytes": 1,
-                "load_refused": 1}  # the broker does not start on it
+                "load_refused": 1,  # the broker does not start on it
+                "repair_unfinished": 1}  # half changed: neither what it was nor what the repair makes
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -363,6 +366,7 @@ def check_store(path, *, now: int, tail_bytes: int, recovery_rate: float) -> Sto
         values.append(("newest_age_ms", now - tail.newest_timestamp, None, None, None))
     values += _consumers(view)
     values.append(("load_refused", _load_refused(view, found), None, None, None))
+    values.append(("repair_unfinished", int(view.unfinished is not None), None, None, None))
     ratio, free, allocated = _disk(view)
     values += [("disk_used_ratio", ratio, None, None, None), ("disk_free_bytes", free, None, None, None),
                ("store_allocated_bytes", allocated, None, None, None),

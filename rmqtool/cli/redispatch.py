@@ -44,7 +44,8 @@ def redispatch(
                                         help="Only this queue id."),
     from_offset: Optional[int] = typer.Option(None, "--from-offset", min=0, metavar=OFFSET_METAVAR,
                                               help="Keep what lies before this commit log offset; rebuild the rest."),
-    cq: bool = typer.Option(False, "--cq", help="Consume queues (default: consume queues and index; with -t or -q, the queues)."),
+    cq: bool = typer.Option(False, "--cq", help="Consume queues (default: consume queues and index; with "
+                                                "-t or -q, the queues)."),
     index: bool = typer.Option(False, "--index", help="Index files (default: consume queues and index)."),
     timer: bool = typer.Option(False, "--timer", help="The timer log, wheel and timercheck, for the pending "
                                                       "timer messages (alone)."),

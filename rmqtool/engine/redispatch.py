@@ -30,12 +30,12 @@ from rmqtool.engine.index_writer import IndexServiceWriter, index_file_name_afte
 from rmqtool.engine.store_sizes import GivenSizes, StoreSizes, store_sizes
 from rmqtool.errors import NotAStore, RmqError, UsageError
 from rmqtool.recovery.manifest import copy_sparse
+from rmqtool.formats import properties as props
 from rmqtool.formats.consumequeue import BATCH_CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
 from rmqtool.recovery.commitlog_walk import V5
 from rmqtool.recovery.semantics import detect_semantics
 from rmqtool.store.dledger import refuse_dledger
 from rmqtool.store.commitlog import find_record
-from rmqtool.formats import properties as props
 from rmqtool.store.config import batch_topics, configured_batch_topics
 from rmqtool.store.commitlog_end import CommitLog, last_nonzero_from
 from rmqtool.store.commitlog_reader import CommitLogReader

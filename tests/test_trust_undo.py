@@ -527,7 +527,8 @@ def test_recover_to_killed_is_finished_by_the_same_command(after, tmp_path):
     else:
         assert _killed(*command, after=after).returncode == -9
     assert tree(root) == before  # the store given is never written
-    notes = [line for line in _run("info", new).stderr.splitlines() if "interrupted" in line]
+    notes = [line for line in _run("info", new).stderr.splitlines()
+             if "interrupted" in line or "a recover --to copy of another store, not repaired yet" in line]
     # before the repair's first write the copy's mark names the same command; after it, the repair's
     # own marker names the repair of the copy in place (which rolls back and runs again): both finish it
     said = f"rmqtool recover {root} --apply --to {new}" if after is None else f"rmqtool recover {new} "
@@ -638,14 +639,14 @@ def test_recover_to_killed_before_its_repair_marks_the_copy_is_finished_by_the_s
                             text=True, timeout=120)
     assert killed.returncode == -9, killed.stderr
     info = _run("info", new)
-    notes = [line for line in info.stderr.splitlines() if "interrupted recover" in line]
+    notes = [line for line in info.stderr.splitlines() if "a recover --to copy of another store, not repaired" in line]
     finish = f"--apply --to {new}"
     assert len(notes) == 1 and finish in notes[0], info.stderr
     again = _run("recover", source, "--apply", "--to", new)
     assert again.exit_code == 0, again.output
     made = ("lock", "index/")  # the lock's holder, and index files named for the clock when they were made
-    assert ({n: h for n, h in tree(new).items() if not n.startswith(made)} ==
-            {n: h for n, h in tree(reference).items() if not n.startswith(made)})
+    assert ({n: h for n, h in tree_fingerprint(new).items() if not n.startswith(made)} ==
+            {n: h for n, h in tree_fingerprint(reference).items() if not n.startswith(made)})
     assert _run("info", new).stderr == _run("info", reference).stderr == ""
 
 
@@ -1170,6 +1171,47 @@ def test_an_undo_of_a_backup_no_repair_holds_refuses_a_store_written_since(left,
     assert tree_fingerprint(store) == since
     assert runner.invoke(app, ["undo", str(backup), "--force"]).exit_code == 0
     assert tree_fingerprint(store) == before
+
+
+def test_an_undo_killed_writing_its_marker_leaves_no_name_once_run_again(tmp_path):
+    """A repair killed after its marker, before its first change; its undo killed writing its own
+    marker (the .tmp on disk, not renamed). Run again, the undo found every byte back ("already
+    as before", exit 0) and left .rmqtool-unfinished.tmp in the store root."""
+    store = writable_copy(CRASH / "b2-garbage-tail-of-last-message" / "input" / "store", tmp_path / "store")
+    before, backup = tree_fingerprint(store), tmp_path / "backup"
+    assert _killed("recover", store, "--apply", "--backup-dir", backup, after=1).returncode == -9
+    patch = ("import json, os, rmqtool.recovery.intent as i\nw = i._write\n"
+             "def k(p, d, keep_full=False):\n"
+             f"    if p.name == {UNFINISHED_FILE!r} and d.get('operation') == 'undo':\n"
+             "        p.with_name(p.name + '.tmp').write_text(json.dumps(d)); os._exit(137)\n"
+             "    return w(p, d, keep_full)\n"
+             "i._write = k")
+    assert _exits_at(["undo", backup], patch) == 137
+    assert (store / (UNFINISHED_FILE + ".tmp")).exists()
+    again = runner.invoke(app, ["undo", str(backup), "-f", "json"])
+    assert again.exit_code == 0 and json.loads(again.stdout)["already_as_before"] is True, again.output
+    assert tree_fingerprint(store) == before
+
+
+@pytest.mark.parametrize("family", ["rocketmq", "qmq"])
+def test_recover_to_killed_clearing_its_marks_is_finished_by_the_same_command(family, tmp_path):
+    """Killed after the copy's repair, before its provenance mark went (.rmqtool-copy-of): the
+    same command refused the copy as a directory not empty (exit 2), the mark there for good.
+    It plans the repaired copy again in place (nothing to change) and clears the mark; the copy
+    is the one an uninterrupted run makes, and is never removed."""
+    source = (writable_copy(E1, tmp_path / "store") if family == "rocketmq" else
+              expand_store(FIXTURES / "qmq" / "crash" / "d-flipped-payload-byte-mid-log" / "input", tmp_path / "store"))
+    reference, new = tmp_path / "reference", tmp_path / "new"
+    assert _run("recover", source, "--apply", "--to", reference).exit_code == 0
+    patch = "import os, rmqtool.recovery.intent as i\ni.end_copy = lambda root: os._exit(137)"
+    assert _exits_at(["recover", source, "--apply", "--to", new], patch) == 137
+    assert (new / ".rmqtool-copy-of").exists() and not (new / UNFINISHED_FILE).exists()
+    again = _run("recover", source, "--apply", "--to", new)
+    assert again.exit_code == 0, again.output
+    assert not (new / ".rmqtool-copy-of").exists()
+    made = ("lock", "index/")  # the lock's holder, and index files named for the clock when they were made
+    assert ({n: h for n, h in tree_fingerprint(new).items() if not n.startswith(made)} ==
+            {n: h for n, h in tree_fingerprint(reference).items() if not n.startswith(made)})
 
 
 def test_an_undo_killed_after_its_bytes_is_finished_with_modes_and_times(tmp_path):

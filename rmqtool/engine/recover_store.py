@@ -132,8 +132,7 @@ def ready_to_apply(view, to: pathlib.Path | None):
     other = view.unfinished
     if to is None and other is not None and other.operation != "recover":  # an undo cut short, a redispatch:
         # its own command finishes it; planned half changed, this store only looked damaged (exit 3)
-        raise RepairUnfinished(f"not recovered: {other.says()} "
-                               f"(intent record in {other.backup_dir}): {other.ways_out()}", view.root)
+        raise RepairUnfinished(f"not recovered: {other.says()}: {other.ways_out()}", view.root)
     if to is not None or other is None or other.operation != "recover":
         return view, None
     from rmqtool.recovery.undo import roll_back_unfinished
@@ -218,6 +217,10 @@ def copy_store(root: pathlib.Path, to: pathlib.Path, finish: str):
     from rmqtool.recovery.store_lock import root_held
     from rmqtool.store.output_path import refuse_output_in_store
     refuse_output_in_store(to, "--to", [root])  # a copy inside its source copies itself, among the store's files
+    if _repaired_copy(root, to):  # killed clearing its marks: the repair is done; it is planned again in place
+        with root_held(to):
+            yield to
+        return
     partial = to.with_name(to.name + ".copy-partial")
     with _held_partial(partial):
         try:
@@ -284,6 +287,17 @@ def _own_copy(root: pathlib.Path, to: pathlib.Path) -> bool:
                 shutil.rmtree(backup)
         shutil.rmtree(to)
     return True
+
+
+def _repaired_copy(root: pathlib.Path, to: pathlib.Path) -> bool:
+    """Whether ``to`` is a copy of ``root`` whose repair is done but whose provenance mark a
+    kill left (intent.end_copy: the repair's marker gone, ``.rmqtool-copy-of`` not yet):
+    finished by planning it again in place, which changes nothing, and clearing the mark.
+    Never removed: it is the operator's store now."""
+    from rmqtool.recovery import intent
+    from rmqtool.store.unfinished import read_unfinished
+    source = intent.copy_source(to)
+    return source is not None and pathlib.Path(source) == root.resolve() and read_unfinished(to) is None
 
 
 def _unrepaired_copy(root: pathlib.Path, to: pathlib.Path):

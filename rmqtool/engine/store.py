@@ -412,8 +412,7 @@ class Store:
         unfinished = read_unfinished(root)
         # a recover --to copy not yet repaired: recover's repair takes its marker over (intent.begin)
         if unfinished is not None and not (self._copy_taken_over and unfinished.unchanged_copy):
-            raise RepairUnfinished(f"not written: {unfinished.says()} "
-                                   f"(intent record in {unfinished.backup_dir}): {unfinished.ways_out()}", root)
+            raise RepairUnfinished(f"not written: {unfinished.says()}: {unfinished.ways_out()}", root)
         self._lock = StoreLock(self.paths.lock)
         self._made_lock = not self.paths.lock.exists()  # undo of a recovery removes a lock file made here
         if not self.paths.lock.exists():

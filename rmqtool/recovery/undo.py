@@ -69,8 +69,7 @@ def undo(backup_dir: str | os.PathLike, store_root: str | os.PathLike | None = N
 
 def _undo(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> Restored:
     if intent.never_began(backup, root, manifest):
-        # the one name it may have left in the store: its marker, half written (held here: no writer's now)
-        StorePaths(root).unfinished.with_name(UNFINISHED_FILE + ".tmp").unlink(missing_ok=True)
+        _stray_marker_removed(root)  # the one name it may have left in the store
         raise StoreChangedSince("not undone: the repair this backup was made for was stopped before it changed the "
                                 "store (the store was never marked): there is nothing of it to take back, and what "
                                 "the store holds now is not its to put back; the same command with this backup "
@@ -83,6 +82,7 @@ def _undo(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> Re
         if cut_short:  # an undo killed after its last byte: its modes, times and lock, then its records
             _put_back_metadata(manifest, root)
             intent.end(backup, root)
+        _stray_marker_removed(root)  # an undo (or roll back) killed writing its marker: that name too
         return Restored(root, 0, 0, 0, already_as_before=True)  # undone already: its bytes are all back
     if manifest.after is None and pending is None and marker is None and not force:
         # no state it left, no record of it under way: stopped before its intent record (it changed
@@ -112,6 +112,12 @@ def _undo(backup: pathlib.Path, manifest, root: pathlib.Path, force: bool) -> Re
     _put_back_metadata(manifest, root)
     intent.end(backup, root)
     return Restored(root, ranges, files, total, removed)
+
+
+def _stray_marker_removed(root: pathlib.Path) -> None:
+    """A marker half written (``.rmqtool-unfinished.tmp``: a run killed before its rename) goes;
+    held here, it is no writer's now, and no store file has its name."""
+    StorePaths(root).unfinished.with_name(UNFINISHED_FILE + ".tmp").unlink(missing_ok=True)
 
 
 def _put_back_metadata(manifest, root: pathlib.Path) -> None:
@@ -164,8 +170,7 @@ def _check_undoable(backup: pathlib.Path, manifest, root: pathlib.Path, force: b
                           f"close it before undoing a recovery", StorePaths(root).lock)
     other = read_unfinished(root)
     if other is not None and pathlib.Path(other.backup_dir).resolve() != backup.resolve():
-        raise RepairUnfinished(f"another repair's marker: {other.says()} (intent record in {other.backup_dir}): "
-                               f"{other.ways_out()}", root)
+        raise RepairUnfinished(f"another repair's marker: {other.says()}: {other.ways_out()}", root)
     for directory in _disks_written(manifest):
         if not os.path.isdir(directory):
             raise StoreNotFound(f"not undone: the commit log path {directory} this repair changed files in "
@@ -317,9 +322,7 @@ def roll_back_unfinished(root: str | os.PathLike, operation: str) -> pathlib.Pat
     if marker is None:
         return None
     if marker.operation != operation:
-        raise RepairUnfinished(f"{marker.says()} (intent record in "
-                               f"{marker.backup_dir}): {marker.ways_out()}",
-                               root)
+        raise RepairUnfinished(f"{marker.says()}: {marker.ways_out()}", root)
     if marker.unchanged_copy:  # a recover --to copy (intent.mark_copy): nothing to roll back. Its marker
         return None  # stays until the repair's own replaces it (intent.begin): a kill between leaves it marked
     backup = pathlib.Path(marker.backup_dir)

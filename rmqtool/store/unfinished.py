@@ -32,10 +32,17 @@ class Unfinished:
 
     def says(self) -> str:
         """Whether the repair was cut short or is still running: its marker is there from its
-        first change to its last either way."""
+        first change to its last either way; with its backup (the intent record's place). A
+        recover --to copy's own marker names none: the copy is whole, its repair not done."""
+        if self.unchanged_copy:
+            state = f"being repaired (process {self.running})" if self.running is not None else "not repaired yet"
+            return f"a recover --to copy of another store, {state}"
         if self.running is not None:
-            return f"a {self.operation} under way (process {self.running}) has this store half changed"
-        return f"an interrupted {self.operation} left this store half changed"
+            return f"a {self.operation} under way (process {self.running}) has this store half changed{self._record()}"
+        return f"an interrupted {self.operation} left this store half changed{self._record()}"
+
+    def _record(self) -> str:
+        return f" (intent record in {self.backup_dir})"
 
     def ways_out(self) -> str:
         """The commands that end it: an undo cut short is finished by running it again, and
@@ -47,7 +54,7 @@ class Unfinished:
 
     def notice(self) -> str:
         """One line for stderr."""
-        return f"rmqtool: warning: {self.store}: {self.says()} (intent record in {self.backup_dir}): {self.ways_out()}"
+        return f"rmqtool: warning: {self.store}: {self.says()}: {self.ways_out()}"
 
 
 def undo_command(backup: str | os.PathLike) -> str:

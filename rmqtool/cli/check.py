@@ -42,9 +42,11 @@ def check(
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table (the status line), jsonl or json."),
 ):
     """A monitoring probe: dispatch lag, unflushed window, recovery time, disk, consumer lag, tail damage."""
+    from rmqtool.families import tools_at
     from rmqtool.inspect.check import run_check
     result = run_check(stores, warn=warn, crit=crit, now=parse_time(now, "--now"), tail_bytes=tail_bytes,
-                       recovery_rate=recovery_rate, prometheus=prometheus)
+                       recovery_rate=recovery_rate, prometheus=prometheus,
+                       check_one=lambda path, **kw: tools_at(path).check(path, **kw))  # each store its family's
     if fmt == OutputFormat.table:
         write_line(result.status_line())
     else:

@@ -2,7 +2,7 @@
 
 Detection (``store/family.py``) names a store's family from its directories; the family's
 :class:`FamilyTools` are what verify, info, dump, recover and spark call for it: open a view,
-run the checks, compute info, the dump kinds it has, plan its recovery, and (RocketMQ) which
+run the checks and the probe, compute info, the dump kinds it has, plan its recovery, and (RocketMQ) which
 broker version's rules it follows. A command gets them with :func:`tools_of` from the view it
 opened, so a new family plugs in by adding its tools here and its code in each layer's
 ``<family>/`` subfolder (ARCHITECTURE.md, "Store families"), never by a branch in a command.
@@ -48,6 +48,9 @@ class FamilyTools(Protocol):
 
     def report(self, view: StoreView, *, now: int | None, html: Any = None) -> Any:
         """``rmqtool report``'s model of the store (verify run once), and its page written at ``html``."""
+
+    def check(self, path, *, now: int, tail_bytes: int, recovery_rate: float) -> Any:
+        """``rmqtool check``'s measures of the store at ``path`` (inspect/check.StoreCheck)."""
 
     def semantics(self, view: StoreView) -> Any:
         """Which version's rules the store follows, and why (a family with one set of rules: None)."""

@@ -59,6 +59,10 @@ class QmqTools:
         return build_qmq_report(view, now=now, html=html,
                                 verify=lambda v, at: list(self.verify(v, VerifyOptions(now_ms=at)).findings()))
 
+    def check(self, path, *, now: int, tail_bytes: int, recovery_rate: float):
+        from rmqtool.inspect.qmq.check import check_qmq_store
+        return check_qmq_store(self.open_view(path), now=now, tail_bytes=tail_bytes, recovery_rate=recovery_rate)
+
     def semantics(self, view: QmqView):
         return None  # one set of rules
 

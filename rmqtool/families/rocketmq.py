@@ -69,6 +69,10 @@ class RocketMQTools:
         return build_report(view, now=now, html=html,
                             verify=lambda v, at: list(self.verify(v, VerifyOptions(now_ms=at)).findings()))
 
+    def check(self, path, *, now: int, tail_bytes: int, recovery_rate: float):
+        from rmqtool.inspect.check import check_store
+        return check_store(path, now=now, tail_bytes=tail_bytes, recovery_rate=recovery_rate)
+
     def semantics(self, view: StoreView):
         from rmqtool.recovery.semantics import detect_semantics
         return detect_semantics(view.paths, view.segments if view.has_commit_log else [])

@@ -64,16 +64,21 @@ MEASURES = {
     "dispatch_ahead_bytes": ("bytes", "how far the newest record a consume queue holds runs past the written end"),
     "queue_dispatch_lag_bytes": ("bytes", "commit log bytes written after the queue's last record (idle queues too)"),
     "queue_dispatch_lag_ms": ("ms", "newest store time minus that of the record after the queue's last one"),
+    "subject_dispatch_lag_bytes": ("bytes", "QMQ: message log bytes written after the record a subject's "
+                                            "consumer log last names"),
+    "subject_dispatch_lag_ms": ("ms", "QMQ: newest store time minus that of the record after it"),
     "index_lag_bytes": ("bytes", "commit log bytes written after the last indexed record"),
     "index_lag_ms": ("ms", "newest store time minus that of the first record after the last indexed one"),
     "unflushed_ms": ("ms", "newest store time minus the checkpoint's physicMsgTimestamp"),
     "unflushed_bytes": ("bytes", "commit log bytes after the newest record known stored at or before physicMsgTimestamp"),
-    "recovery_bytes": ("bytes", "bytes an abnormal recovery walks: from the start file the checkpoint implies"),
+    "recovery_bytes": ("bytes", "bytes an abnormal recovery walks: from the start file the checkpoint implies "
+                                "(QMQ: the bytes its start replays after its checkpoints)"),
     "recovery_seconds": ("seconds", "recovery_bytes at the recovery rate"),
     "disk_used_ratio": ("ratio", "the fullest file system holding a store path (used / size)"),
     "disk_free_bytes": ("bytes", "free bytes on that file system"),
     "store_allocated_bytes": ("bytes", "bytes the store's files take on disk (sparse holes not counted)"),
-    "lag_messages": ("messages", "a group's lag in a queue (max queue offset - committed offset)"),
+    "lag_messages": ("messages", "a group's lag in a queue (max queue offset - committed offset; QMQ: in a "
+                                 "subject, its last sequence - the group's max pulled sequence)"),
     "lag_ms": ("ms", "a group's lag in a queue: newest store time minus that of the next unconsumed message"),
     "newest_age_ms": ("ms", "the clock (--now) minus the newest record's store time"),
     "load_refused": ("stores", "1 when the next start's load refuses the store (a file of another size or name)"),
@@ -104,15 +109,22 @@ class Measure:
     queue_id: int | None = None
     group: str | None = None
     state: State = State.OK
+    subject: str | None = None  # QMQ's
+    family: str = "rocketmq"  # the store's: a QMQ row names a subject, not a topic and queue
 
     @property
     def unit(self) -> str:
         return MEASURES[self.measure][0]
 
     def record(self) -> dict:
+        where = {"subject": self.subject} if self.family == "qmq" else {"topic": self.topic, "queue_id": self.queue_id}
         return {"record": "check_measure", "store_path": self.store_path, "measure": self.measure,
-                "topic": self.topic, "queue_id": self.queue_id, "group": self.group, "value": self.value,
-                "unit": self.unit, "state": self.state.name}
+                **where, "group": self.group, "value": self.value, "unit": self.unit, "state": self.state.name}
+
+
+# The status line's summary of a RocketMQ store that is OK: (words, measure, unit)
+SUMMARY = (("dispatch lag", "dispatch_lag_ms", " ms"), ("unflushed", "unflushed_ms", " ms"),
+           ("recovery", "recovery_seconds", " s"), ("disk", "disk_used_ratio", ""))
 
 
 @dataclasses.dataclass(slots=True)
@@ -121,6 +133,7 @@ class StoreCheck:
     measures: list[Measure]
     findings: list[Finding]  # the tail's, newest last
     unknown: str | None = None  # why the store could not be read
+    summary: tuple = SUMMARY  # what the status line says of it when it is OK (its family's)
 
     @property
     def state(self) -> State:
@@ -303,9 +316,15 @@ def _record_end(reader: CommitLogReader, offset: int) -> int:
 
 
 def _disk(view: StoreView) -> tuple[float, int, int]:
-    """(used ratio of the fullest file system, its free bytes, bytes the store's files take)."""
     dirs = [p for p in (view.root, *view.commit_log_directories, view.paths.consumequeue,
                         view.paths.batch_consumequeue, view.paths.index) if p.is_dir()]  # each commit log disk too
+    outside = [d for d in view.commit_log_directories if not d.resolve().is_relative_to(view.root.resolve())]
+    return disk_use(dirs, [view.root, *outside])
+
+
+def disk_use(dirs: list, trees: list) -> tuple[float, int, int]:
+    """(used ratio of the fullest file system holding one of ``dirs``, its free bytes, bytes
+    the files under ``trees`` take on disk)."""
     worst_fs = None
     for d in dirs:
         st = os.statvfs(d)
@@ -316,8 +335,7 @@ def _disk(view: StoreView) -> tuple[float, int, int]:
             worst_fs = (ratio, free)
     allocated = 0
     counted = set()  # (device, inode): a file reached by two names (a symlink, a disk listed twice) counts once
-    outside = [d for d in view.commit_log_directories if not d.resolve().is_relative_to(view.root.resolve())]
-    for top, _dirs, files in (walked for d in (view.root, *outside) for walked in walk(d)):
+    for top, _dirs, files in (walked for d in trees for walked in walk(d)):
         for name in files:
             try:
                 st = os.stat(os.path.join(top, name))
@@ -427,12 +445,14 @@ def _consumers(view: StoreView) -> list[tuple]:
 
 def run_check(stores: list, *, warn: Iterable[str] | None = None, crit: Iterable[str] | None = None,
               now: int | None = None, tail_bytes: int = TAIL_BYTES, recovery_rate: float = RECOVERY_RATE,
-              prometheus: str | os.PathLike | None = None) -> CheckResult:
+              prometheus: str | os.PathLike | None = None, check_one=None) -> CheckResult:
     """Check each store; judge each measure against the thresholds (the defaults, then
     ``NAME=VALUE`` items overriding them); a store that cannot be read is UNKNOWN.
     With ``prometheus``, the textfile-collector file is written (atomically), unless the path
     lies inside a store read; when it is not written, ``not_written`` says why and the state
-    is UNKNOWN at least."""
+    is UNKNOWN at least. ``check_one(path, now=, tail_bytes=, recovery_rate=)`` checks one store
+    (the command passes its family's: ``FamilyTools.check``); by default :func:`check_store`."""
+    check_one = check_one or check_store
     now = now if now is not None else int(time.time() * 1000)  # the one wall-clock read; tests pass theirs
     warns = {**DEFAULT_WARN, **parse_thresholds(warn, "--warn")}
     crits = {**DEFAULT_CRIT, **parse_thresholds(crit, "--crit")}
@@ -441,7 +461,7 @@ def run_check(stores: list, *, warn: Iterable[str] | None = None, crit: Iterable
     checks = []
     for path in stores:
         try:
-            c = check_store(path, now=now, tail_bytes=tail_bytes, recovery_rate=recovery_rate)
+            c = check_one(path, now=now, tail_bytes=tail_bytes, recovery_rate=recovery_rate)
         except RmqError as exc:  # Nagios: a store that cannot be read is UNKNOWN, not an rmqtool exit
             checks.append(StoreCheck(str(path), [], [], exc.one_line()))
             continue
@@ -477,10 +497,9 @@ def status_line(result: CheckResult) -> str:
             if newest is not None and any(m.measure.startswith("tail_") for m in bad):
                 parts.append(f"newest tail finding: {newest.id} at {newest.path}:{newest.offset}")
         else:
-            by = {m.measure: m.value for m in s.measures if m.topic is None}
-            parts.append(f"{s.store_path}: dispatch lag {_fmt(by.get('dispatch_lag_ms'))} ms, "
-                         f"unflushed {_fmt(by.get('unflushed_ms'))} ms, "
-                         f"recovery {_fmt(by.get('recovery_seconds'))} s, disk {_fmt(by.get('disk_used_ratio'))}")
+            by = {m.measure: m.value for m in s.measures if m.topic is None and m.subject is None}
+            parts.append(f"{s.store_path}: " + ", ".join(f"{words} {_fmt(by.get(name))}{unit}"
+                                                         for words, name, unit in s.summary))
     if result.not_written is not None:
         parts.append(result.not_written)
     many = len(result.stores) > 1
@@ -505,7 +524,7 @@ def _perfdata(s: StoreCheck, prefix: str) -> str:
 
 
 def _where(m: Measure) -> str:
-    bits = [b for b in (m.group, m.topic, None if m.queue_id is None else str(m.queue_id)) if b is not None]
+    bits = [b for b in (m.group, m.subject, m.topic, None if m.queue_id is None else str(m.queue_id)) if b is not None]
     return f"[{' '.join(bits)}]" if bits else ""
 
 
@@ -533,7 +552,8 @@ def prometheus_text(result: CheckResult) -> str:
         metric = f"rmqtool_check_{name}"
         lines += [f"# HELP {metric} {MEASURES[name][1]} ({MEASURES[name][0]})", f"# TYPE {metric} gauge"]
         for m in ms:
-            labels = {"store": m.store_path, "topic": m.topic, "queue": m.queue_id, "group": m.group}
+            labels = {"store": m.store_path, "subject": m.subject, "topic": m.topic, "queue": m.queue_id,
+                      "group": m.group}
             text = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items() if v is not None)
             lines.append(f"{metric}{{{text}}} {_fmt(m.value) if not isinstance(m.value, float) else repr(m.value)}")
     metric = "rmqtool_check_state"

@@ -40,7 +40,7 @@ from rmqtool.recovery.qmq.javabuf import JavaException, int64
 from rmqtool.recovery.qmq.logs import Log, load_log
 from rmqtool.recovery.qmq.progress import apply_action, progress_of, progress_rows
 from rmqtool.recovery.qmq.replay import Replay, replay_action_log, replay_message_log
-from rmqtool.recovery.qmq.tablets import load_tablets
+from rmqtool.recovery.qmq.tablets import TabletLoad, load_tablets
 from rmqtool.recovery.qmq.validators import (max_sequence_validator, message_segment_validator,
                                              validate_action_segment)
 from rmqtool.store.qmq import messagelog as message_scan
@@ -325,6 +325,61 @@ def _checkpoints(store, mcp, acp, msnaps, asnaps) -> CheckpointsAfterStart:
                                  skipped, mcp["offset"], tuple(sorted(mcp["max_sequences"].items())), acp.offset)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Constructed:
+    """What ``new DefaultStorage(...)`` holds once its constructor returns."""
+    logs: dict[str, ConsumerLog]
+    message_log: Log
+    pull_logs: list[PullLogAfterStart]
+    action_log: Log
+    tablets: TabletLoad
+
+
+def _construct(store: pathlib.Path, max_sequences: dict, acp: ActionCheckpoint, unit: int,
+               message_validator) -> _Constructed:
+    """The constructor's loads in its order (steps 2 to 4); JavaException where it throws."""
+    logs = _load_consumer_logs(store, max_sequences, unit)
+    message_log = load_log(store / "messagelog", MESSAGE_SEGMENT_SIZE, message_validator)
+    _adjust_min_sequences(message_log, logs)
+    pull_logs = _load_pull_logs(store, progress_of(acp))
+    action_log = load_log(store / "actionlog", ACTION_SEGMENT_SIZE, validate_action_segment)
+    return _Constructed(logs, message_log, pull_logs, action_log, load_tablets(store))
+
+
+def _refused(exc: JavaException) -> Refusal:
+    return Refusal("refused", exc.java_class, exc.message, exc.file, "new DefaultStorage(...)", exc.offset)
+
+
+@dataclasses.dataclass(frozen=True)
+class StartProbe:
+    """The next start as far as a probe reads it (:func:`probe_start`)."""
+    refusal: Refusal | None  # what the constructor throws, or where the action replay hangs; None: neither
+    consumer_progress: tuple[dict, ...]  # progress_rows after the action replay (empty when refused)
+    action_replay: tuple[int, int] | None  # (from, to) of the action log replay (None when refused)
+
+
+def _whole(segment) -> tuple[bool, int]:
+    return True, segment.size
+
+
+def probe_start(store: str | os.PathLike, unit_bytes: int | None = None) -> StartProbe:
+    """The constructor's loads but for the message log's record walk (its segments taken whole:
+    what damage its tail holds is ``check``'s tail scan), then the action replay: whether the
+    start refuses the store from its names, directories, checkpoints, consumer, pull and action
+    logs and tablets, and the consumer progress it starts with. No message log record is read."""
+    store = pathlib.Path(store)
+    msnaps, asnaps = message_checkpoints(store), action_checkpoints(store)
+    loaded = msnaps.loaded.value if msnaps.loaded else MessageCheckpoint(-1, {})
+    acp = asnaps.loaded.value if asnaps.loaded else ActionCheckpoint(-1, ())
+    try:
+        built = _construct(store, dict(loaded.max_sequences), acp, unit_bytes or store_unit_bytes(store), _whole)
+    except JavaException as exc:
+        return StartProbe(_refused(exc), (), None)
+    progress, actions = _action_replay(acp, built.action_log, built.tablets.replay_state)
+    hang = _hang(actions, built.action_log, "start(): action log replay") if actions.hangs_at is not None else None
+    return StartProbe(hang, tuple(progress_rows(progress)), (actions.start, built.action_log.max_offset()))
+
+
 def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
                    records: LogColumns | None = None, ask=None) -> StartOutcome:
     """``records``: the message log's records as the files hold them, when the caller has read
@@ -344,16 +399,12 @@ def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,
 
     in_files = records if records is not None else _scan_records(store / "messagelog")
     try:
-        logs = _load_consumer_logs(store, mcp["max_sequences"], unit)
-        message_log = load_log(store / "messagelog", MESSAGE_SEGMENT_SIZE,
-                               message_segment_validator(in_files.validated_prefixes()))
-        _adjust_min_sequences(message_log, logs)
-        pull_logs = _load_pull_logs(store, progress_of(acp))
-        action_log = load_log(store / "actionlog", ACTION_SEGMENT_SIZE, validate_action_segment)
-        tablet_load = load_tablets(store)
+        built = _construct(store, mcp["max_sequences"], acp, unit,
+                           message_segment_validator(in_files.validated_prefixes()))
     except JavaException as exc:
-        return outcome(started=False, refusal=Refusal("refused", exc.java_class, exc.message, exc.file,
-                                                      "new DefaultStorage(...)", exc.offset))
+        return outcome(started=False, refusal=_refused(exc))
+    logs, message_log, pull_logs, action_log, tablet_load = \
+        built.logs, built.message_log, built.pull_logs, built.action_log, built.tablets
     state = tablet_load.replay_state
 
     # start(): the message log replay into the consumer logs (BuildConsumerLogEventListener)

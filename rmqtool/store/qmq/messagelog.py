@@ -275,12 +275,15 @@ def records_of(data: ZeroExtended, run: record_kernel.MessageRun, subjects: reco
 WINDOW = 8 << 20
 
 
-def scan_pieces(data: ZeroExtended, subjects: record_kernel.SubjectTable, check_crc: bool = True, hints=None
-                ) -> Iterator[record_kernel.MessageRun | ScanItem]:
+def scan_pieces(data: ZeroExtended, subjects: record_kernel.SubjectTable, check_crc: bool = True, hints=None,
+                start: int = 0) -> Iterator[record_kernel.MessageRun | ScanItem]:
     """The segment's items in order: runs of clean message records as the kernel's columns
     (a run ends at the first record starting past a ``WINDOW`` of bytes; the next goes on
-    from there), everything else (and a record the kernel leaves to it) one item at a time."""
-    segment, written, pos = data.segment, data.written, 0
+    from there), everything else (and a record the kernel leaves to it) one item at a time.
+    ``start``: a position to begin near (a tail): the items from the first clean record at or
+    after it (the bytes before that may be the middle of a record: not damage)."""
+    segment, written = data.segment, data.written
+    pos = _resync(data, start) if start else 0
     buf = data.mapped
     while pos < written:
         data.release(pos)  # what is behind is read: its pages leave the resident set

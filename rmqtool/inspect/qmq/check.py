@@ -1,0 +1,249 @@
+"""`rmqtool check` on a QMQ store: the probe's measures from tails and heads, as on RocketMQ's.
+
+It reads the last ``tail_bytes`` of the last message log segment holding data (the one
+scanner, from the first clean record in that window), each subject's consumer log from its
+last written unit back to its last message unit, the checkpoints, and what the next start's
+constructor loads but the message log's records (``recovery/qmq/start.probe_start``: names,
+directories, consumer and pull logs against the checkpoints, the action log's last segments,
+the tablets, then the action replay that gives each group's progress). Where a record's store
+time is needed (a lag in ms), its header is read at the offset a unit names.
+
+A QMQ store keeps no flush time, so it has no ``unflushed_*`` measure; its recovery is the
+start's replays (the message log after the message checkpoint, the action log after its
+replay state), not a walk of the log.
+"""
+from __future__ import annotations
+
+import bisect
+import dataclasses
+
+from rmqtool.findings import Finding, Severity
+from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
+from rmqtool.inspect.check import Measure, StoreCheck, disk_use
+from rmqtool.recovery.qmq.start import probe_start
+from rmqtool.store.qmq import consumerlog, messagelog, record_kernel
+from rmqtool.store.qmq.checkpoints import message_checkpoints
+from rmqtool.store.qmq.segments import LogDirectory, ZeroExtended, list_log, read_zero_extended
+from rmqtool.store.qmq.view import QmqView
+
+# Units read back at a time from a consumer log's end, looking for its last message unit
+_UNITS_BACK = 1024
+
+# The status line's summary of a QMQ store that is OK: (words, measure, unit)
+SUMMARY = (("dispatch lag", "dispatch_lag_ms", " ms"), ("recovery", "recovery_seconds", " s"),
+           ("disk", "disk_used_ratio", ""))
+
+
+@dataclasses.dataclass(slots=True)
+class _Tail:
+    """The message log's tail as the scanner read it."""
+    end: int  # the written end (message log offset)
+    records: list[tuple[int, int]]  # (message log offset, store timestamp), in log order
+    findings: list[Finding]
+    start: int  # the message log offset the records begin at
+
+    @property
+    def newest_timestamp(self) -> int | None:
+        return self.records[-1][1] if self.records else None
+
+    def first_at_or_after(self, offset: int) -> tuple[int, int] | None:
+        i = bisect.bisect_left(self.records, offset, key=lambda r: r[0])
+        return self.records[i] if i < len(self.records) else None
+
+
+def _read_tail(log: LogDirectory, tail_bytes: int, live: bool) -> _Tail:
+    for seg in reversed(log.segments):
+        with ZeroExtended(seg) as data:
+            if not data.written:
+                continue  # a segment made, nothing written yet: the end is in the one before
+            start = max(data.written - tail_bytes, 0)
+            tail = _segment_tail(data, start, live)
+            if start and (tail is None or not tail.records):  # no whole record in the window: the segment's
+                tail = _segment_tail(data, 0, live)
+        if tail is not None:
+            return tail
+        break
+    return _whole_log(log)
+
+
+def _segment_tail(data: ZeroExtended, start: int, live: bool) -> _Tail | None:
+    """The tail from ``start`` of one segment; None when no item ends in it (an end-of-segment
+    record alone, or a window all damage whose end the log before it says)."""
+    subjects = record_kernel.SubjectTable()
+    records, found = [], []
+    end = clean_end = None
+    base = data.segment.base_offset
+    for piece in messagelog.scan_pieces(data, subjects, True, None, start):
+        bad = messagelog.piece_findings(data, piece, subjects)
+        found += bad
+        if isinstance(piece, record_kernel.MessageRun):
+            records += zip((base + piece.position).tolist(), piece.timestamp.tolist())
+        elif isinstance(piece, messagelog.MessageRecord):
+            records.append((piece.offset, piece.timestamp))
+        at = messagelog.item_end(data, piece)
+        if at is not None:
+            end = at
+            clean_end = at if not bad else clean_end
+    if end is None:
+        return None
+    if live:  # a running broker may be writing the bytes after its last whole record right now
+        found = [f for f in found if clean_end is not None and f.offset is not None and f.offset < clean_end - base]
+    return _Tail(end, records, found, records[0][0] if records else end)
+
+
+def _whole_log(log: LogDirectory) -> _Tail:
+    """The written end as info reads it, from every segment: for a tail that shows none."""
+    builder = record_kernel.LogColumnsBuilder(record_kernel.SubjectTable())
+    for _data, _piece in messagelog.log_pieces(log.segments, builder):
+        pass
+    end = builder.written_end if builder.written_end is not None else 0
+    return _Tail(end, [], [], end)
+
+
+class _Heads:
+    """Record headers read at message log offsets (one segment open at a time)."""
+
+    def __init__(self, log: LogDirectory):
+        self.log = log
+
+    def timestamp_at(self, offset: int) -> int | None:
+        """The store time of the message record at ``offset``, or of the first after the
+        segment's end or a blank record there; None when no record starts there."""
+        for _hop in range(3):
+            seg = self.log.locate(offset)
+            if seg is None:
+                return None
+            with ZeroExtended(seg) as data:
+                item = messagelog.parse_record(data, offset - seg.base_offset, check_crc=False)
+            if isinstance(item, messagelog.MessageRecord):
+                return item.timestamp
+            if isinstance(item, messagelog.EmptyRecord):
+                offset = seg.end_offset
+            elif isinstance(item, messagelog.BlankRecord):
+                offset = seg.base_offset + item.until
+            else:
+                return None
+        return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _SubjectEnd:
+    subject: str
+    next_sequence: int  # one past the last written unit
+    dispatched_end: int | None  # one past the record the last message unit names (None: no message unit)
+    directory: LogDirectory
+    unit_bytes: int
+
+
+def _subject_end(root, subject: str) -> _SubjectEnd | None:
+    directory, unit = consumerlog.open_consumer_log(root, subject)
+    if unit is None:
+        return None
+    following = None
+    for seg in reversed(directory.segments):
+        end = consumerlog.written_units_end(seg, unit)
+        while end > 0:
+            if following is None:
+                following = (seg.base_offset + end) // unit
+            start = max(end - _UNITS_BACK * unit, 0)
+            cols = consumerlog.unit_columns_of(read_zero_extended(seg, start, end - start), 0, (end - start) // unit,
+                                               unit)
+            messages = (cols.kind == consumerlog.MESSAGE).nonzero()[0]
+            if len(messages):
+                k = int(messages[-1])
+                return _SubjectEnd(subject, following, int(cols.wrote_offset[k] + cols.wrote_bytes[k]), directory,
+                                   unit)
+            end = start
+    return None if following is None else _SubjectEnd(subject, following, None, directory, unit)
+
+
+def _unit_record(end: _SubjectEnd, sequence: int) -> int | None:
+    """The message log offset the unit at ``sequence`` names (None: no message unit there)."""
+    at = sequence * end.unit_bytes
+    seg = next((s for s in end.directory.segments if s.base_offset <= at < s.end_offset), None)
+    if seg is None:
+        return None
+    unit = consumerlog.decode_unit(end.subject, sequence, str(seg.path), at - seg.base_offset,
+                                   read_zero_extended(seg, at - seg.base_offset, end.unit_bytes))
+    return unit.wrote_offset if unit.kind == "message" else None
+
+
+def _lag(tail: _Tail, heads: _Heads, dispatched_end: int) -> tuple[int, int | None]:
+    """(bytes, ms) from a dispatched end to the written end (check's rule on RocketMQ)."""
+    if dispatched_end >= tail.end:
+        return 0, 0
+    newest = tail.newest_timestamp
+    first = tail.first_at_or_after(dispatched_end) if dispatched_end >= tail.start else None
+    ts = first[1] if first is not None else heads.timestamp_at(dispatched_end)
+    return tail.end - dispatched_end, (newest - ts if newest is not None and ts is not None else None)
+
+
+def check_qmq_store(view: QmqView, *, now: int, tail_bytes: int, recovery_rate: float) -> StoreCheck:
+    root = view.root
+    log = list_log(root / "messagelog", PER_SEGMENT_FILE_SIZE)
+    tail = _read_tail(log, tail_bytes, view.live is not None)
+    heads = _Heads(log)
+    values: list[tuple] = [("written_end", tail.end, None, None)]  # (measure, value, subject, group)
+    ends = {s: e for s in consumerlog.loaded_subjects(root) if (e := _subject_end(root, s)) is not None}
+    dispatched = [e.dispatched_end for e in ends.values() if e.dispatched_end is not None]
+    if dispatched:
+        b, ms = _lag(tail, heads, max(dispatched))
+        values += [("dispatch_lag_bytes", b, None, None), ("dispatch_lag_ms", ms, None, None)]
+        if view.live is None:  # a running broker may be writing the record a unit names
+            values.append(("dispatch_ahead_bytes", max(max(dispatched) - tail.end, 0), None, None))
+    for subject, e in ends.items():
+        if e.dispatched_end is not None:
+            b, ms = _lag(tail, heads, e.dispatched_end)
+            values += [("subject_dispatch_lag_bytes", b, subject, None), ("subject_dispatch_lag_ms", ms, subject, None)]
+    probe = probe_start(root)
+    values += _recovery(root, log, tail, probe, recovery_rate)
+    if tail.newest_timestamp is not None:
+        values.append(("newest_age_ms", now - tail.newest_timestamp, None, None))
+    values += _consumers(probe, ends, tail, heads)
+    values.append(("load_refused", int(probe.refusal is not None), None, None))
+    values.append(("repair_unfinished", int(view.unfinished is not None), None, None))
+    dirs = [root, *(root / d for d in ("messagelog", "consumerlog", "actionlog", "pulllog", "pulllog_smt",
+                                       "checkpoint"))]
+    ratio, free, allocated = disk_use([d for d in dirs if d.is_dir()], [root])
+    values += [("disk_used_ratio", ratio, None, None), ("disk_free_bytes", free, None, None),
+               ("store_allocated_bytes", allocated, None, None),
+               ("tail_errors", sum(f.severity == Severity.ERROR for f in tail.findings), None, None),
+               ("tail_warnings", sum(f.severity == Severity.WARNING for f in tail.findings), None, None)]
+    path = str(root)
+    return StoreCheck(path, [Measure(path, m, v, subject=s, group=g, family="qmq") for m, v, s, g in values],
+                      tail.findings, summary=SUMMARY)
+
+
+def _recovery(root, log: LogDirectory, tail: _Tail, probe, rate: float) -> list[tuple]:
+    """The bytes the next start replays: the message log after the loaded message checkpoint's
+    offset (all of it without one), and the action log after its replay state."""
+    loaded = message_checkpoints(root).loaded
+    first = log.segments[0].base_offset if log.segments else 0
+    start = loaded.value.offset if loaded is not None and loaded.value.offset > 0 else first
+    replayed = max(tail.end - max(start, first), 0)
+    if probe.action_replay is not None:
+        begin, end = probe.action_replay
+        replayed += max(end - begin, 0)
+    return [("recovery_bytes", replayed, None, None), ("recovery_seconds", round(replayed / rate, 3), None, None)]
+
+
+def _consumers(probe, ends: dict[str, _SubjectEnd], tail: _Tail, heads: _Heads) -> list[tuple]:
+    """Each group's lag in its subject: the consumer log's last sequence minus the group's max
+    pulled message sequence (the progress the next start has). A broadcast group's consumers
+    each keep their own progress: no lag is said for it."""
+    out = []
+    for row in probe.consumer_progress:
+        end = ends.get(row["subject"])
+        if row["broadcast"] or end is None:
+            continue
+        lag = end.next_sequence - 1 - row["pull"]
+        out.append(("lag_messages", lag, row["subject"], row["group"]))
+        if lag <= 0:
+            out.append(("lag_ms", 0, row["subject"], row["group"]))
+            continue
+        offset = _unit_record(end, row["pull"] + 1)
+        ts = heads.timestamp_at(offset) if offset is not None else None
+        newest = tail.newest_timestamp
+        if ts is not None and newest is not None:
+            out.append(("lag_ms", max(newest - ts, 0), row["subject"], row["group"]))
+    return out

@@ -1,0 +1,152 @@
+"""rmqtool check on QMQ stores: the measures against what QMQ's own read-back says, the stores
+QMQ does not start on CRITICAL, a moving tail under a running broker left alone."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, load_truth
+from helpers import cli_runner, expand_store
+from rmqtool.cli.app import app
+from rmqtool.families import tools_at
+from rmqtool.inspect.check import State, prometheus_text
+from rmqtool.inspect.check import run_check as run_check_of
+
+QMQ = FIXTURES / "qmq"
+CRASH = QMQ / "crash"
+CLEAN = ("basic", "v2-consumerlog")
+NOW = 1_900_000_000_000  # the probe's clock, passed in
+
+
+def run_check(stores, **options):
+    """run_check as the command runs it: each store checked by its family's tools."""
+    return run_check_of(stores, check_one=lambda path, **kw: tools_at(path).check(path, **kw), **options)
+
+
+@pytest.fixture(scope="module", params=CLEAN)
+def clean(request, tmp_path_factory):
+    store = expand_store(QMQ / request.param / "store", tmp_path_factory.mktemp(request.param) / "store")
+    return store, load_truth(QMQ / request.param / "truth.json")["readBack"]
+
+
+def _by(result) -> dict:
+    (store,) = result.stores
+    return {(m.measure, m.subject, m.group): m.value for m in store.measures}
+
+
+def _expected(rb: dict) -> dict:
+    """What the probe must say, from QMQ's read-back of the store after its start."""
+    records = rb["messageLog"]["records"]
+    written = rb["messageLog"]["maxOffset"]
+    stamp = {r["offset"]: r["timestamp"] for r in records}
+    newest = max(r["timestamp"] for r in records)
+    out = {("written_end", None, None): written, ("newest_age_ms", None, None): NOW - newest}
+    ends = {}
+    for subject, log in rb["consumerLogs"].items():
+        units = [u for u in log["units"] if u["type"] == "MESSAGE_LOG_INDEX"]
+        ends[subject] = units[-1]["wroteOffset"] + units[-1]["wroteBytes"]
+        out["subject_dispatch_lag_bytes", subject, None] = written - ends[subject]
+    out["dispatch_lag_bytes", None, None] = written - max(ends.values())
+    for p in rb["consumerProgressAfterStart"]:
+        if p["broadcast"]:
+            continue
+        log = rb["consumerLogs"][p["subject"]]
+        lag = log["maxSequence"] - 1 - p["pull"]  # maxSequence: ConsumerLog.nextSequence, one past the last
+        out["lag_messages", p["subject"], p["group"]] = lag
+        if lag > 0:
+            unit = next(u for u in log["units"] if u["sequence"] == p["pull"] + 1)
+            out["lag_ms", p["subject"], p["group"]] = newest - stamp[unit["wroteOffset"]]
+    replay_from = rb["pullLogs"]["sortedPullLogTableActionReplayState"] or rb["checkpointsBeforeStop"]["actionCheckpointOffset"]
+    out["recovery_bytes", None, None] = (written - rb["checkpointsBeforeStop"]["messageCheckpointOffset"]) + \
+        (rb["actionLog"]["maxOffset"] - replay_from)
+    return out
+
+
+def test_a_clean_qmq_store_measures_as_its_truth(clean):
+    store, rb = clean
+    result = run_check([store], now=NOW)
+    got = _by(result)
+    for key, value in _expected(rb).items():
+        assert got.get(key) == value, key
+    broadcast = {(p["subject"], p["group"]) for p in rb["consumerProgressAfterStart"] if p["broadcast"]}
+    assert broadcast and not any((s, g) in broadcast for _m, s, g in got)  # their progress is each consumer's
+    assert got["load_refused", None, None] == 0 and got["tail_errors", None, None] == 0
+    assert result.state == State.OK and result.exit_code == 0
+
+
+def test_a_tail_window_of_any_size_finds_the_same_end(clean):
+    """The window starts where it falls, mid-record most often: the scan begins at the first
+    clean record in it, and the bytes before that are not damage."""
+    store, rb = clean
+    whole = _by(run_check([store], now=NOW))
+    for tail in (1, 7, 333, 5000):
+        got = _by(run_check([store], now=NOW, tail_bytes=tail))
+        assert got["written_end", None, None] == rb["messageLog"]["maxOffset"], tail
+        assert got["tail_errors", None, None] == got["tail_warnings", None, None] == 0, tail
+        assert {k: v for k, v in got.items() if k[0] != "disk_free_bytes"} == \
+            {k: v for k, v in whole.items() if k[0] != "disk_free_bytes"}, tail
+
+
+VARIANTS = sorted(p.name for p in CRASH.iterdir() if p.is_dir())
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_store_qmq_does_not_start_on_is_critical(variant, tmp_path):
+    truth = load_truth(CRASH / variant / "truth.json")
+    store = expand_store(CRASH / variant / "input", tmp_path / "store")
+    result = run_check([store], now=NOW)
+    (checked,) = result.stores
+    bad = {m.measure for m in checked.measures if m.state == State.CRITICAL}
+    if truth["started"] is False:
+        assert result.state == State.CRITICAL and bad & {"load_refused", "tail_errors"}, bad
+        mutation = truth["mutation"]
+        if "offset" in mutation:  # the damage the start throws at is the newest finding the line names
+            assert f"{mutation['file'].split('/')[-1]}:{mutation['offset']}" in result.status_line()
+    if truth["summary"].get("recordsLost"):  # records the start cuts are damage the tail shows
+        assert "tail_errors" in bad
+
+
+def test_a_refused_start_is_load_refused_and_its_groups_have_no_lag(tmp_path):
+    """b: a stray name in messagelog/ stops the constructor: no progress is loaded to lag behind."""
+    variant = "b-stray-file-in-messagelog"
+    store = expand_store(CRASH / variant / "input", tmp_path / "store")
+    got = _by(run_check([store], now=NOW))
+    assert got["load_refused", None, None] == 1
+    assert not [k for k in got if k[0] == "lag_messages"]
+
+
+def test_rows_name_subjects_and_prometheus_labels_them(clean, tmp_path):
+    store, rb = clean
+    out = cli_runner().invoke(app, ["check", str(store), "--now", str(NOW), "-f", "jsonl"])
+    assert out.exit_code == 0, out.stderr
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    measures = [r for r in rows if r["record"] == "check_measure"]
+    assert all("subject" in r and "topic" not in r and "queue_id" not in r for r in measures)
+    assert {r["subject"] for r in measures if r["measure"] == "subject_dispatch_lag_bytes"} == set(rb["consumerLogs"])
+    assert rows[-1] == {"record": "check_state", "store_path": str(store), "state": "OK", "unknown": None}
+    text = prometheus_text(run_check([store], now=NOW))
+    subject = next(iter(rb["consumerLogs"]))
+    assert f'rmqtool_check_subject_dispatch_lag_bytes{{store="{store}",subject="{subject}"}}' in text
+
+
+def test_a_held_stores_moving_tail_is_not_damage_but_the_same_tail_at_rest_is(tmp_path):
+    """j: the last record torn. At rest that is damage (the start cuts it); with a process
+    holding the segment (QMQ takes no lock: a broker holds its segments open) the record may be
+    being written now, and units may name it before its bytes are there."""
+    store = expand_store(CRASH / "j-torn-last-record" / "input", tmp_path / "store")
+    at_rest = _by(run_check([store], now=NOW))
+    assert at_rest["tail_errors", None, None] >= 1 and at_rest["dispatch_ahead_bytes", None, None] > 0
+    segment = sorted((store / "messagelog").iterdir())[0]
+    holder = subprocess.Popen([sys.executable, "-c", f"f = open({str(segment)!r}, 'rb'); print('open', flush=True); "
+                               "import sys; sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        held = _by(run_check([store], now=NOW))
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=10)
+    assert held["tail_errors", None, None] == 0 and ("dispatch_ahead_bytes", None, None) not in held
+    assert held["written_end", None, None] == at_rest["written_end", None, None]

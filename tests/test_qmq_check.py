@@ -54,11 +54,12 @@ def _expected(rb: dict) -> dict:
         if p["broadcast"]:
             continue
         log = rb["consumerLogs"][p["subject"]]
-        lag = log["maxSequence"] - 1 - p["pull"]  # maxSequence: ConsumerLog.nextSequence, one past the last
+        lag = max(log["maxSequence"] - 1 - p["pull"], 0)  # maxSequence: ConsumerLog.nextSequence, one past the last
         out["lag_messages", p["subject"], p["group"]] = lag
-        if lag > 0:
-            unit = next(u for u in log["units"] if u["sequence"] == p["pull"] + 1)
-            out["lag_ms", p["subject"], p["group"]] = newest - stamp[unit["wroteOffset"]]
+        units = {u["sequence"]: u for u in log["units"] if u["type"] == "MESSAGE_LOG_INDEX"}
+        # as offsets says it: the subject's newest message's store time minus that of the first not pulled
+        out["lag_ms", p["subject"], p["group"]] = \
+            stamp[units[max(units)]["wroteOffset"]] - stamp[units[p["pull"] + 1]["wroteOffset"]] if lag else 0
     replay_from = rb["pullLogs"]["sortedPullLogTableActionReplayState"] or rb["checkpointsBeforeStop"]["actionCheckpointOffset"]
     out["recovery_bytes", None, None] = (written - rb["checkpointsBeforeStop"]["messageCheckpointOffset"]) + \
         (rb["actionLog"]["maxOffset"] - replay_from)

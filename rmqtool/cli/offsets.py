@@ -22,7 +22,6 @@ from rmqtool.cli.commitlog_paths import commit_log_paths_option
 from rmqtool.cli.common import OutputFormat, Written, boundary, change_made, writer_output
 from rmqtool.errors import ExitCode
 from rmqtool.findings import Severity
-from rmqtool.inspect.offsets import loaded_offsets
 from rmqtool.report.records import with_human_times
 from rmqtool.report.sink import Sink, warn
 from typer.core import TyperCommand, TyperGroup
@@ -59,31 +58,33 @@ def offsets(
     store: pathlib.Path = typer.Argument(..., help="The store root directory (holding config/)."),
     group: Optional[str] = typer.Option(None, "--group", "-g", help="Only this consumer group."),
     topic: Optional[str] = typer.Option(None, "--topic", "-t", autocompletion=complete_topic, help="Only this topic."),
+    subject: Optional[str] = typer.Option(None, "--subject", "-s", help="A QMQ store: only this subject."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, jsonl or json."),
     wide: bool = typer.Option(False, "--wide", help="Table: every column, not only those that fit the width."),
     columns: Optional[str] = typer.Option(None, "--columns", metavar="A,B,C", help="Table: exactly these columns."),
 ):
     """Committed offsets of config/consumerOffset.json: lag per queue, and what the broker does at the next pull.
 
-    To set a group's offsets on a stopped broker: rmqtool offsets reset --help.
+    On a QMQ store: each group's progress in each subject (the action checkpoint and the
+    actions after it) and its lag. To set a group's offsets on a stopped broker: rmqtool
+    offsets reset --help.
     """
-    result = loaded_offsets(store, group=group, topic=topic)
+    from rmqtool.families import tools_at
+    result = tools_at(store).offsets(store, group=group, topic=topic, subject=subject)
     table = fmt == OutputFormat.table
-    with Sink(fmt.value, kind="offset", wide=wide, select=columns) as sink:
+    with Sink(fmt.value, kind=result.kind, wide=wide, select=columns) as sink:
         for row in result.rows:
             sink.row(with_human_times(row.record()) if table else row.record())
-    if result.config is not None and result.config.source is None:
-        warn("note: no consumerOffset.json (nor .bak) in config/: no committed offsets")
-    if result.rocksdb_note():
-        warn(result.rocksdb_note())
+    for line in result.notes():
+        warn(line)
     for finding in result.findings:
         warn(finding.one_line())
     if any(f.severity == Severity.ERROR for f in result.findings):
         raise typer.Exit(int(ExitCode.CORRUPT))
-    if not result.rows and (group is not None or topic is not None):  # a lookup that found nothing
-        asked = " and ".join(f"{name} {value!r}" for name, value in (("group", group), ("topic", topic))
-                             if value is not None)
-        warn(f"rmqtool: not found: no committed offset for {asked}")
+    asked = " and ".join(f"{name} {value!r}" for name, value in (("group", group), ("topic", topic),
+                                                                 ("subject", subject)) if value is not None)
+    if not result.rows and asked:  # a lookup that found nothing
+        warn(f"rmqtool: not found: no {result.nothing} for {asked}")
         raise typer.Exit(int(ExitCode.NOT_FOUND))
 
 

@@ -49,6 +49,10 @@ class FamilyTools(Protocol):
     def report(self, view: StoreView, *, now: int | None, html: Any = None) -> Any:
         """``rmqtool report``'s model of the store (verify run once), and its page written at ``html``."""
 
+    def offsets(self, path, *, group: str | None, topic: str | None, subject: str | None) -> Any:
+        """``rmqtool offsets``' consumer progress: ``rows`` (each ``record()``), their ``kind``,
+        ``notes()`` for stderr, ``findings``, and ``nothing``: what a lookup matching no row lacks."""
+
     def check(self, path, *, now: int, tail_bytes: int, recovery_rate: float) -> Any:
         """``rmqtool check``'s measures of the store at ``path`` (inspect/check.StoreCheck)."""
 

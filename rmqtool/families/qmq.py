@@ -59,6 +59,13 @@ class QmqTools:
         return build_qmq_report(view, now=now, html=html,
                                 verify=lambda v, at: list(self.verify(v, VerifyOptions(now_ms=at)).findings()))
 
+    def offsets(self, path, *, group=None, topic=None, subject=None):
+        from rmqtool.errors import UsageError
+        from rmqtool.inspect.qmq.offsets import group_progress
+        if topic is not None:
+            raise UsageError("--topic: a QMQ store has subjects: give --subject", path)
+        return group_progress(self.open_view(path).root, group=group, subject=subject)
+
     def check(self, path, *, now: int, tail_bytes: int, recovery_rate: float):
         from rmqtool.inspect.qmq.check import check_qmq_store
         return check_qmq_store(self.open_view(path), now=now, tail_bytes=tail_bytes, recovery_rate=recovery_rate)

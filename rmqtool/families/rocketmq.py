@@ -69,6 +69,13 @@ class RocketMQTools:
         return build_report(view, now=now, html=html,
                             verify=lambda v, at: list(self.verify(v, VerifyOptions(now_ms=at)).findings()))
 
+    def offsets(self, path, *, group=None, topic=None, subject=None):
+        from rmqtool.errors import UsageError
+        from rmqtool.inspect.offsets import loaded_offsets
+        if subject is not None:
+            raise UsageError("--subject: a QMQ store's; a RocketMQ store has topics: give --topic", path)
+        return loaded_offsets(path, group=group, topic=topic)
+
     def check(self, path, *, now: int, tail_bytes: int, recovery_rate: float):
         from rmqtool.inspect.check import check_store
         return check_store(path, now=now, tail_bytes=tail_bytes, recovery_rate=recovery_rate)

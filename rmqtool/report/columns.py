@@ -271,6 +271,12 @@ VIEWS: dict[str, tuple[Column, ...]] = {
     "qmq_consumer_progress": (
         text("subject", 1, 40, 12, cut=NAME), text("group", 2, 30, 12, cut=NAME), num("pull", 3), fixed("broadcast", 5),
         text("consumers", 4, 100, 16)),
+    # QMQ offsets: a group's progress in a subject and its lag (inspect/qmq/offsets.py)
+    "qmq_offset": (
+        text("subject", 1, 40, 12, cut=NAME), text("group", 2, 30, 12, cut=NAME), num("lag_messages", 3, 12),
+        num("lag_ms", 4, 10), num("pull", 5), num("next_sequence", 6), num("first_sequence", 8), fixed("broadcast", 7),
+        fixed("next_store_timestamp", 9, TIME), fixed("newest_store_timestamp", 10, TIME),
+        text("consumers", 11, 100, 16)),
     "offset_reset": (  # rmqtool offsets reset's plan (recovery/offset_reset.py)
         text("group", 1, 30, 10, cut=NAME), text("topic", 2, 30, 10, cut=NAME), num("queue_id", 3),
         num("committed_offset", 4, 12),

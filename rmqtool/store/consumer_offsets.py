@@ -90,6 +90,15 @@ class ConsumerOffsets:
     config: ConfigFile | None  # the consumerOffset.json read; None when it could not be read at all
     rocksdb: pathlib.Path | None = None  # config/consumerOffsets, when it is a RocksDB config store
 
+    kind = "offset"  # its rows' kind (report/columns.VIEWS)
+    nothing = "committed offset"  # what a lookup that matches no row finds none of
+
+    def notes(self) -> list[str]:
+        """What the rows do not show (stderr lines)."""
+        none = ["note: no consumerOffset.json (nor .bak) in config/: no committed offsets"] \
+            if self.config is not None and self.config.source is None else []
+        return none + ([self.rocksdb_note()] if self.rocksdb is not None else [])
+
     def rocksdb_note(self) -> str | None:
         """What the rows do not show when the offsets may live in RocksDB instead."""
         if self.rocksdb is None:

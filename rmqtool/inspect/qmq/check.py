@@ -21,13 +21,11 @@ from rmqtool.findings import Finding, Severity
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.inspect.check import Measure, StoreCheck, disk_use
 from rmqtool.recovery.qmq.start import probe_start
-from rmqtool.store.qmq import consumerlog, messagelog, record_kernel
+from rmqtool.inspect.qmq.offsets import RecordHeads, group_progress, subject_ends
+from rmqtool.store.qmq import messagelog, record_kernel
 from rmqtool.store.qmq.checkpoints import message_checkpoints
-from rmqtool.store.qmq.segments import LogDirectory, ZeroExtended, list_log, read_zero_extended
+from rmqtool.store.qmq.segments import LogDirectory, ZeroExtended, list_log
 from rmqtool.store.qmq.view import QmqView
-
-# Units read back at a time from a consumer log's end, looking for its last message unit
-_UNITS_BACK = 1024
 
 # The status line's summary of a QMQ store that is OK: (words, measure, unit)
 SUMMARY = (("dispatch lag", "dispatch_lag_ms", " ms"), ("recovery", "recovery_seconds", " s"),
@@ -100,75 +98,7 @@ def _whole_log(log: LogDirectory) -> _Tail:
     return _Tail(end, [], [], end)
 
 
-class _Heads:
-    """Record headers read at message log offsets (one segment open at a time)."""
-
-    def __init__(self, log: LogDirectory):
-        self.log = log
-
-    def timestamp_at(self, offset: int) -> int | None:
-        """The store time of the message record at ``offset``, or of the first after the
-        segment's end or a blank record there; None when no record starts there."""
-        for _hop in range(3):
-            seg = self.log.locate(offset)
-            if seg is None:
-                return None
-            with ZeroExtended(seg) as data:
-                item = messagelog.parse_record(data, offset - seg.base_offset, check_crc=False)
-            if isinstance(item, messagelog.MessageRecord):
-                return item.timestamp
-            if isinstance(item, messagelog.EmptyRecord):
-                offset = seg.end_offset
-            elif isinstance(item, messagelog.BlankRecord):
-                offset = seg.base_offset + item.until
-            else:
-                return None
-        return None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _SubjectEnd:
-    subject: str
-    next_sequence: int  # one past the last written unit
-    dispatched_end: int | None  # one past the record the last message unit names (None: no message unit)
-    directory: LogDirectory
-    unit_bytes: int
-
-
-def _subject_end(root, subject: str) -> _SubjectEnd | None:
-    directory, unit = consumerlog.open_consumer_log(root, subject)
-    if unit is None:
-        return None
-    following = None
-    for seg in reversed(directory.segments):
-        end = consumerlog.written_units_end(seg, unit)
-        while end > 0:
-            if following is None:
-                following = (seg.base_offset + end) // unit
-            start = max(end - _UNITS_BACK * unit, 0)
-            cols = consumerlog.unit_columns_of(read_zero_extended(seg, start, end - start), 0, (end - start) // unit,
-                                               unit)
-            messages = (cols.kind == consumerlog.MESSAGE).nonzero()[0]
-            if len(messages):
-                k = int(messages[-1])
-                return _SubjectEnd(subject, following, int(cols.wrote_offset[k] + cols.wrote_bytes[k]), directory,
-                                   unit)
-            end = start
-    return None if following is None else _SubjectEnd(subject, following, None, directory, unit)
-
-
-def _unit_record(end: _SubjectEnd, sequence: int) -> int | None:
-    """The message log offset the unit at ``sequence`` names (None: no message unit there)."""
-    at = sequence * end.unit_bytes
-    seg = next((s for s in end.directory.segments if s.base_offset <= at < s.end_offset), None)
-    if seg is None:
-        return None
-    unit = consumerlog.decode_unit(end.subject, sequence, str(seg.path), at - seg.base_offset,
-                                   read_zero_extended(seg, at - seg.base_offset, end.unit_bytes))
-    return unit.wrote_offset if unit.kind == "message" else None
-
-
-def _lag(tail: _Tail, heads: _Heads, dispatched_end: int) -> tuple[int, int | None]:
+def _lag(tail: _Tail, heads: RecordHeads, dispatched_end: int) -> tuple[int, int | None]:
     """(bytes, ms) from a dispatched end to the written end (check's rule on RocketMQ)."""
     if dispatched_end >= tail.end:
         return 0, 0
@@ -182,9 +112,9 @@ def check_qmq_store(view: QmqView, *, now: int, tail_bytes: int, recovery_rate: 
     root = view.root
     log = list_log(root / "messagelog", PER_SEGMENT_FILE_SIZE)
     tail = _read_tail(log, tail_bytes, view.live is not None)
-    heads = _Heads(log)
+    heads = RecordHeads(root)
     values: list[tuple] = [("written_end", tail.end, None, None)]  # (measure, value, subject, group)
-    ends = {s: e for s in consumerlog.loaded_subjects(root) if (e := _subject_end(root, s)) is not None}
+    ends = subject_ends(root)
     dispatched = [e.dispatched_end for e in ends.values() if e.dispatched_end is not None]
     if dispatched:
         b, ms = _lag(tail, heads, max(dispatched))
@@ -199,7 +129,11 @@ def check_qmq_store(view: QmqView, *, now: int, tail_bytes: int, recovery_rate: 
     values += _recovery(root, log, tail, probe, recovery_rate)
     if tail.newest_timestamp is not None:
         values.append(("newest_age_ms", now - tail.newest_timestamp, None, None))
-    values += _consumers(probe, ends, tail, heads)
+    for g in group_progress(root, probe=probe, ends=ends, heads=heads).rows:  # offsets' rows
+        if g.lag_messages is not None:
+            values.append(("lag_messages", g.lag_messages, g.subject, g.group))
+        if g.lag_ms is not None:
+            values.append(("lag_ms", g.lag_ms, g.subject, g.group))
     values.append(("load_refused", int(probe.refusal is not None), None, None))
     values.append(("repair_unfinished", int(view.unfinished is not None), None, None))
     dirs = [root, *(root / d for d in ("messagelog", "consumerlog", "actionlog", "pulllog", "pulllog_smt",
@@ -225,25 +159,3 @@ def _recovery(root, log: LogDirectory, tail: _Tail, probe, rate: float) -> list[
         begin, end = probe.action_replay
         replayed += max(end - begin, 0)
     return [("recovery_bytes", replayed, None, None), ("recovery_seconds", round(replayed / rate, 3), None, None)]
-
-
-def _consumers(probe, ends: dict[str, _SubjectEnd], tail: _Tail, heads: _Heads) -> list[tuple]:
-    """Each group's lag in its subject: the consumer log's last sequence minus the group's max
-    pulled message sequence (the progress the next start has). A broadcast group's consumers
-    each keep their own progress: no lag is said for it."""
-    out = []
-    for row in probe.consumer_progress:
-        end = ends.get(row["subject"])
-        if row["broadcast"] or end is None:
-            continue
-        lag = end.next_sequence - 1 - row["pull"]
-        out.append(("lag_messages", lag, row["subject"], row["group"]))
-        if lag <= 0:
-            out.append(("lag_ms", 0, row["subject"], row["group"]))
-            continue
-        offset = _unit_record(end, row["pull"] + 1)
-        ts = heads.timestamp_at(offset) if offset is not None else None
-        newest = tail.newest_timestamp
-        if ts is not None and newest is not None:
-            out.append(("lag_ms", max(newest - ts, 0), row["subject"], row["group"]))
-    return out

@@ -44,12 +44,17 @@ def served_empty(s) -> tuple:
     return ranges_minus(s.served_success_without_message, s.fills_without_record)
 
 
+def refusal_finding(root, refusal) -> Finding:
+    """``storeNotLoadable``: the start refused (its constructor throws) or never finishing (a replay hangs)."""
+    what = "refuses to start" if refusal.kind == "refused" else "never finishes starting"
+    return finding(ids.STORE_NOT_LOADABLE, refusal.file or root, refusal.offset, f"QMQ {what}: {refusal.text}")
+
+
 def next_start_findings(outcome: StartOutcome, actions_in_files: list) -> Iterator[Finding]:
     root = pathlib.Path(outcome.store)
     if outcome.refusal is not None:
         r = outcome.refusal
-        what = "refuses to start" if r.kind == "refused" else "never finishes starting"
-        yield finding(ids.STORE_NOT_LOADABLE, r.file or root, r.offset, f"QMQ {what}: {r.text}")
+        yield refusal_finding(root, r)
         if r.kind == "refused":
             return  # nothing after the load happens
     log = outcome.message_log

@@ -320,7 +320,7 @@ def test_detection_tells_the_families_apart(tmp_path):
         open_store(_qmq_store(tmp_path / "again"))
 
 
-@pytest.mark.parametrize("command", [("offsets",), ("dump", "commitlog"), ("dump", "consumequeue"), ("dump", "index"),
+@pytest.mark.parametrize("command", [("offsets", "reset", "-g", "G", "-t", "T", "--to-earliest"), ("dump", "commitlog"), ("dump", "consumequeue"), ("dump", "index"),
                                      ("dump", "cqext"), ("dump", "dledger"),
                                      ("redispatch",), ("append", "-t", "T", "--body", "b", "--create")])
 def test_a_qmq_store_is_named_and_refused_in_one_line_by_a_rocketmq_command(tmp_path, command):

@@ -1,8 +1,9 @@
 """rmqtool diff STORE_A STORE_B: two stores side by side (a master and its slave, a store and its copy).
 
 Rows (stdout), one kind with a ``record`` each: commit_log_divergence, message_differs,
-message_only_in, queue_range, checkpoint_field, config_entry, then a summary. Exit 0 when
-the stores are equal, 3 when they differ.
+message_only_in, queue_range, checkpoint_field, config_entry, then a summary (two QMQ stores:
+message_log_divergence, action_log_divergence, subject_range, group_progress and the message and
+checkpoint rows, through their family's tools). Exit 0 when the stores are equal, 3 when they differ.
 """
 from __future__ import annotations
 
@@ -45,14 +46,21 @@ def diff(
     broker_config_b: Optional[pathlib.Path] = typer.Option(None, "--broker-config-b", metavar="FILE",
                                                            help="STORE_B's, as --broker-config-a."),
 ):
-    """Where two stores differ: the first commit log divergence, messages on one side only, queue ranges, checkpoint and config."""
-    from rmqtool.inspect.diff import diff_stores  # the scanner (numpy): not at the CLI's start
+    """Where two stores differ: the first commit log divergence, messages on one side only, queue ranges, checkpoint and config.
 
-    result = diff_stores(store_a, store_b,
-                         paths_a=paths_of_options(commitlog_path_a, [], broker_config_a, store_a),
-                         paths_b=paths_of_options(commitlog_path_b, [], broker_config_b, store_b))
+    On two QMQ stores: the message and action logs, messages on one side only, subjects'
+    consumer log ranges, groups' progress and the checkpoints.
+    """
+    from rmqtool.families import tools_at
+
+    given = [name for name, value in (("--commitlog-path-a", commitlog_path_a), ("--commitlog-path-b", commitlog_path_b),
+                                      ("--broker-config-a", broker_config_a), ("--broker-config-b", broker_config_b))
+             if value]
+    result = tools_at(store_a).diff(store_a, store_b, flags=given, paths=lambda: (
+        paths_of_options(commitlog_path_a, [], broker_config_a, store_a),
+        paths_of_options(commitlog_path_b, [], broker_config_b, store_b)))
     table = fmt == OutputFormat.table
-    with Sink(fmt.value, kind="diff", wide=wide, select=columns) as sink:
+    with Sink(fmt.value, kind=result.kind, wide=wide, select=columns) as sink:
         for row in result.rows:
             sink.row(with_human_times(row) if table else row)
     if not result.equal:

@@ -53,6 +53,10 @@ class FamilyTools(Protocol):
         """``rmqtool offsets``' consumer progress: ``rows`` (each ``record()``), their ``kind``,
         ``notes()`` for stderr, ``findings``, and ``nothing``: what a lookup matching no row lacks."""
 
+    def diff(self, path_a, path_b, *, flags: list[str], paths: Callable[[], tuple]) -> Any:
+        """``rmqtool diff``'s rows (``rows``, then ``equal``; their ``kind``) of two stores of this
+        family; ``flags``: the RocketMQ options given, ``paths()``: the commit log paths they say."""
+
     def check(self, path, *, now: int, tail_bytes: int, recovery_rate: float) -> Any:
         """``rmqtool check``'s measures of the store at ``path`` (inspect/check.StoreCheck)."""
 

@@ -66,6 +66,13 @@ class QmqTools:
             raise UsageError("--topic: a QMQ store has subjects: give --subject", path)
         return group_progress(self.open_view(path).root, group=group, subject=subject)
 
+    def diff(self, path_a, path_b, *, flags=(), paths=None):
+        from rmqtool.errors import UsageError
+        from rmqtool.inspect.qmq.diff import diff_qmq_stores
+        if flags:
+            raise UsageError(f"{', '.join(flags)}: RocketMQ options; a QMQ store takes none of them", path_a)
+        return diff_qmq_stores(self.open_view(path_a).root, self.open_view(path_b).root)
+
     def check(self, path, *, now: int, tail_bytes: int, recovery_rate: float):
         from rmqtool.inspect.qmq.check import check_qmq_store
         return check_qmq_store(self.open_view(path), now=now, tail_bytes=tail_bytes, recovery_rate=recovery_rate)

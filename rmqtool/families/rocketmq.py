@@ -76,6 +76,11 @@ class RocketMQTools:
             raise UsageError("--subject: a QMQ store's; a RocketMQ store has topics: give --topic", path)
         return loaded_offsets(path, group=group, topic=topic)
 
+    def diff(self, path_a, path_b, *, flags=(), paths=None):
+        from rmqtool.inspect.diff import diff_stores  # the scanner (numpy): not at the CLI's start
+        paths_a, paths_b = paths() if paths is not None else (None, None)
+        return diff_stores(path_a, path_b, paths_a=paths_a, paths_b=paths_b)
+
     def check(self, path, *, now: int, tail_bytes: int, recovery_rate: float):
         from rmqtool.inspect.check import check_store
         return check_store(path, now=now, tail_bytes=tail_bytes, recovery_rate=recovery_rate)

@@ -65,6 +65,8 @@ class StoreDiff:
     """Two stores' differences: ``rows`` made as they are read (the summary last); ``equal``
     is known once they are out."""
 
+    kind = "diff"  # its rows' kind (report/columns.VIEWS)
+
     def __init__(self, a: StoreView, b: StoreView):
         self.a, self.b = a, b
         self.equal: bool | None = None
@@ -100,6 +102,12 @@ class _Log:
         """Up to ``length`` bytes from ``offset``, not past a file's end (b"": no file holds it)."""
         return self.reader.get_data(offset, length, self.end) if self.reader is not None else b""
 
+    def next_file_after(self, offset: int) -> int | None:
+        """The base offset of the first file past ``offset`` (None: none)."""
+        if self.reader is None:
+            return None
+        return min((s.base_offset for s in self.view.segments if s.base_offset > offset), default=None)
+
     def close(self) -> None:
         if self.reader is not None:
             self.reader.close()
@@ -111,9 +119,10 @@ def _span(r) -> tuple[int, int]:
     return r.offset, r.size
 
 
-def differing_ranges(a: _Log, b: _Log, lo: int, hi: int) -> list[tuple[int, int]]:
+def differing_ranges(a, b, lo: int, hi: int) -> list[tuple[int, int]]:
     """[start, end) byte ranges of [lo, hi) where the two logs differ (a range one side has no
-    file for counts as differing), merged where they touch."""
+    file for counts as differing), merged where they touch. ``a`` and ``b``: a log of any
+    family (``read(offset, length)``, ``next_file_after(offset)``)."""
     import numpy as np  # numpy only when a block differs: not at the CLI's start
 
     out: list[tuple[int, int]] = []
@@ -125,8 +134,7 @@ def differing_ranges(a: _Log, b: _Log, lo: int, hi: int) -> list[tuple[int, int]
         if n == 0:  # one side (or both) has no file here: what the other holds differs
             n = max(len(x), len(y))
             if n == 0:  # neither: on to the next file either side has
-                nxt = [s.base_offset for log in (a, b) if log.reader is not None for s in log.view.segments
-                       if s.base_offset > pos]
+                nxt = [n for log in (a, b) if (n := log.next_file_after(pos)) is not None]
                 pos = min(nxt + [hi])
                 continue
             first, last = pos, pos + n

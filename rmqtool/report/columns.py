@@ -271,6 +271,18 @@ VIEWS: dict[str, tuple[Column, ...]] = {
     "qmq_consumer_progress": (
         text("subject", 1, 40, 12, cut=NAME), text("group", 2, 30, 12, cut=NAME), num("pull", 3), fixed("broadcast", 5),
         text("consumers", 4, 100, 16)),
+    # QMQ diff (inspect/qmq/diff.py): the rows of two QMQ stores' differences
+    "qmq_diff": (
+        # subject and group early: a subject's range and a group's progress say nothing without them
+        fixed("record", 1, 22), fixed("side", 2, 4), num("message_log_offset", 4), text("reason", 3, 60, 12, cut=HEAD),
+        text("subject", 5, 30, 10, cut=NAME), num("sequence", 10), text("field", 7, 40, 9, cut=ITEMS),
+        text("a", 8, 30, 8, cut=VALUE), text("b", 9, 30, 8, cut=VALUE), text("group", 6, 30, 10, cut=NAME),
+        num("action_log_offset", 11), fixed("message_id", None, 40), num("store_size", None),
+        fixed("store_timestamp", None, TIME), num("first_different_byte", None), num("bytes_past", None),
+        num("messages_past", None), text("fields", None, 60, cut=ITEMS), fixed("equal", None),
+        num("differences", None), text("counts", None, 80), text("store_a", None, 100, cut=PATH),
+        text("store_b", None, 100, cut=PATH), num("written_end_a", None), num("written_end_b", None),
+        num("messages_only_in_a", None), num("messages_only_in_b", None), num("messages_matched_by_message_id", None)),
     # QMQ offsets: a group's progress in a subject and its lag (inspect/qmq/offsets.py)
     "qmq_offset": (
         text("subject", 1, 40, 12, cut=NAME), text("group", 2, 30, 12, cut=NAME), num("lag_messages", 3, 12),

@@ -39,7 +39,7 @@ ROCKETMQ = Family("rocketmq", "RocketMQ 4.x/5.x",
 # QMQ's StorageConfig: messagelog/ (the message log), consumerlog/ (a subject's queue),
 # actionlog/ (pulls and acks)
 QMQ = Family("qmq", "QMQ", ("messagelog", "consumerlog", "actionlog"), True,
-             ("info", "verify", "query", "recover", "undo", "salvage --out", "report", "check", "offsets (not reset)",
+             ("info", "verify", "query", "recover", "undo", "salvage --out", "report", "check", "offsets (not reset)", "diff",
               "dump messagelog|consumerlog|actionlog|pulllog|checkpoint", "spark export|verify|query|stats"))
 
 FAMILIES = (ROCKETMQ, QMQ)

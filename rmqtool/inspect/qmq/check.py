@@ -49,7 +49,11 @@ class _Tail:
         return self.records[i] if i < len(self.records) else None
 
 
-def _read_tail(log: LogDirectory, tail_bytes: int, live: bool) -> _Tail:
+def read_tail(log: LogDirectory, tail_bytes: int, live: bool) -> _Tail:
+    """The message log's tail: the last ``tail_bytes`` of its last segment holding data, read
+    by the scanner from the first clean record in them (the segment's whole when they hold
+    none); its written end, records and findings. ``live``: findings past the last clean
+    record are left out (a running broker may be writing there)."""
     for seg in reversed(log.segments):
         with ZeroExtended(seg) as data:
             if not data.written:
@@ -111,7 +115,7 @@ def _lag(tail: _Tail, heads: RecordHeads, dispatched_end: int) -> tuple[int, int
 def check_qmq_store(view: QmqView, *, now: int, tail_bytes: int, recovery_rate: float) -> StoreCheck:
     root = view.root
     log = list_log(root / "messagelog", PER_SEGMENT_FILE_SIZE)
-    tail = _read_tail(log, tail_bytes, view.live is not None)
+    tail = read_tail(log, tail_bytes, view.live is not None)
     heads = RecordHeads(root)
     values: list[tuple] = [("written_end", tail.end, None, None)]  # (measure, value, subject, group)
     ends = subject_ends(root)

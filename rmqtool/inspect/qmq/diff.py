@@ -1,0 +1,333 @@
+"""``rmqtool diff`` on two QMQ stores: a master and its slave, or a store and its copy.
+
+A QMQ slave copies the master's message log and action log byte for byte, at the same
+offsets, and builds its own consumer logs and progress from them: so the logs are compared
+as bytes (``inspect/diff.differing_ranges``, the one block compare), records decoded only
+around a difference; then each subject's consumer log range, each group's progress as each
+side's next start has it, and the loaded checkpoints. Read-only.
+"""
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import Iterator
+
+from rmqtool.formats.qmq import actionlog as actionlog_format
+from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
+from rmqtool.inspect.check_defaults import TAIL_BYTES
+from rmqtool.inspect.diff import BACK, SIDES, differing_ranges
+from rmqtool.inspect.qmq.check import read_tail
+from rmqtool.inspect.qmq.offsets import group_progress, subject_ends
+from rmqtool.report.qmq.records import message_log_row
+from rmqtool.store.qmq import messagelog, record_kernel
+from rmqtool.store.qmq.checkpoints import action_checkpoints, message_checkpoints
+from rmqtool.store.qmq.segments import LogDirectory, ZeroExtended, list_log
+
+ROW_FIELDS = ("record", "side", "message_log_offset", "subject", "sequence", "group", "field", "a", "b", "reason")
+_WHERE = ("file", "file_position")
+
+
+def _row(record: str, **fields) -> dict:
+    row = dict.fromkeys(ROW_FIELDS)
+    row["record"] = record
+    row.update(fields)
+    return row
+
+
+class _Log:
+    """One side's log as bytes: its segments read as QMQ maps them, up to its written end."""
+
+    def __init__(self, log: LogDirectory, end: int):
+        self.log, self.end = log, end
+        self.start = log.segments[0].base_offset if log.segments else 0
+        self._open: dict[int, ZeroExtended] = {}
+
+    def _data(self, seg) -> ZeroExtended:
+        if seg.base_offset not in self._open:
+            self._open[seg.base_offset] = ZeroExtended(seg)
+        return self._open[seg.base_offset]
+
+    def read(self, offset: int, length: int) -> bytes:
+        seg = self.log.locate(offset)
+        if seg is None or offset >= self.end:
+            return b""
+        return self._data(seg).take(offset - seg.base_offset, min(length, seg.end_offset - offset, self.end - offset))
+
+    def next_file_after(self, offset: int) -> int | None:
+        return min((s.base_offset for s in self.log.segments if s.base_offset > offset), default=None)
+
+    def close(self) -> None:
+        for data in self._open.values():
+            data.close()
+
+
+def _data_end(log: LogDirectory) -> int:
+    """Where a log's written bytes end: its last segment holding data, to its last byte."""
+    for seg in reversed(log.segments):
+        with ZeroExtended(seg) as data:
+            if data.written:
+                return seg.base_offset + data.written
+    return log.segments[0].base_offset if log.segments else 0
+
+
+def _span(item) -> tuple[int, int]:
+    if isinstance(item, messagelog.BlankRecord):
+        return item.offset, item.until - item.position
+    if isinstance(item, messagelog.EmptyRecord):
+        return item.offset, 1
+    return item.offset, item.size
+
+
+def _scan_from(data: ZeroExtended, start: int, stop: int) -> list:
+    """The scanner's items of one segment from the first clean record at or after ``start``
+    (from its first byte when ``start`` is 0), those that begin before ``stop``."""
+    subjects = record_kernel.SubjectTable()
+    out = []
+    for piece in messagelog.scan_pieces(data, subjects, True, None, start):
+        items = messagelog.records_of(data, piece, subjects) if isinstance(piece, record_kernel.MessageRun) \
+            else (piece,)
+        for item in items:
+            if item.position >= stop:
+                return out
+            out.append(item)
+    return out
+
+
+def items_over(log: _Log, begin: int, end: int) -> Iterator:
+    """One side's message log items (records, blanks, damage) that overlap [begin, end): each
+    segment's scan starts a little before ``begin``, and further back until it holds the item
+    ``begin`` lies in."""
+    for seg in log.log.segments:
+        if seg.end_offset <= begin or seg.base_offset >= end:
+            continue
+        s, e = max(begin, seg.base_offset) - seg.base_offset, min(end, seg.end_offset) - seg.base_offset
+        with ZeroExtended(seg) as data:
+            back = BACK
+            while True:
+                start = max(0, s - back)
+                items = _scan_from(data, start, e)
+                if start == 0 or (items and items[0].position <= s):
+                    break
+                back *= 8
+        for item in items:
+            off, size = _span(item)
+            if off + max(size, 1) > begin and off < end:
+                yield item
+
+
+def _item_at(log: _Log, offset: int):
+    for item in items_over(log, offset, offset + 1):
+        off, size = _span(item)
+        if off <= offset < off + max(size, 1):
+            return item
+    return None
+
+
+def _fields(item) -> dict:
+    if item is None:
+        return {"record": None}
+    row = message_log_row(item, "none")
+    for k in _WHERE:
+        row.pop(k, None)
+    return row
+
+
+def differing_fields(x, y) -> tuple[list[str], dict, dict]:
+    fx, fy = _fields(x), _fields(y)
+    names = [k for k in dict.fromkeys([*fx, *fy]) if fx.get(k) != fy.get(k)]
+    return names, {k: fx.get(k) for k in names}, {k: fy.get(k) for k in names}
+
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class _Msg:
+    offset: int
+    subject: str
+    sequence: int
+    message_id: str | None
+    store_size: int
+    store_timestamp: int
+
+
+def _messages(log: _Log, ranges) -> dict[int, _Msg]:
+    out: dict[int, _Msg] = {}
+    for begin, end in ranges:
+        for item in items_over(log, begin, end):
+            if isinstance(item, messagelog.MessageRecord) and item.offset not in out:
+                out[item.offset] = _Msg(item.offset, item.subject, item.sequence,
+                                        message_log_row(item, "none").get("message_id"), item.size, item.timestamp)
+    return out
+
+
+def _alone(a: _Log, b: _Log) -> dict[str, list[tuple[int, int]]]:
+    alone: dict[str, list[tuple[int, int]]] = {side: [] for side in SIDES}
+    for side, log, other in (("a", a, b), ("b", b, a)):
+        if log.end <= log.start:
+            continue
+        if other.end <= other.start:
+            alone[side].append((log.start, log.end))
+            continue
+        if log.start < other.start:
+            alone[side].append((log.start, min(log.end, other.start)))
+        if log.end > other.end:
+            alone[side].append((max(log.start, other.end), log.end))
+    return alone
+
+
+def compare_message_logs(a: _Log, b: _Log, summary: dict) -> Iterator[dict]:
+    logs = {"a": a, "b": b}
+    lo, hi = max(a.start, b.start), min(a.end, b.end)
+    ranges = differing_ranges(a, b, lo, hi) if lo < hi else []
+    alone = _alone(a, b)
+    found = {side: _messages(logs[side], ranges + alone[side]) for side in SIDES}
+    divergences = []
+    for side in SIDES:
+        for begin, end in alone[side]:
+            head = begin < max(a.start, b.start) and end <= max(a.start, b.start)
+            item = _item_at(logs[side], begin) if not head else None
+            at = _span(item)[0] if item is not None else begin
+            divergences.append(_row("message_log_divergence", side=side, message_log_offset=at,
+                                    reason="missing_head" if head else "missing_tail", first_different_byte=begin,
+                                    bytes_past=end - at,
+                                    messages_past=sum(1 for o in found[side] if at <= o < end)))
+    first_record = None
+    if ranges:
+        first = ranges[0][0]
+        x, y = _item_at(a, first), _item_at(b, first)
+        names, va, vb = differing_fields(x, y)
+        first_record = min((_span(i)[0] for i in (x, y) if i is not None), default=first)
+        divergences.append(_row("message_log_divergence", message_log_offset=first_record, reason="different_record",
+                                first_different_byte=first, fields=names, field=", ".join(names), a=va, b=vb))
+    divergences.sort(key=lambda r: (r["message_log_offset"], r["first_different_byte"]))
+    summary["message_log_offset"] = divergences[0]["message_log_offset"] if divergences else None
+    summary["written_end_a"], summary["written_end_b"] = a.end, b.end
+    yield from divergences
+
+    left_a, left_b = found["a"], found["b"]
+    for offset in sorted(left_a.keys() & left_b.keys()):
+        ma, mb = left_a[offset], left_b[offset]
+        if (ma.subject, ma.sequence) != (mb.subject, mb.sequence):
+            continue
+        del left_a[offset], left_b[offset]
+        if offset == first_record:  # the divergence row names its fields already
+            continue
+        names, va, vb = differing_fields(_item_at(a, offset), _item_at(b, offset))
+        if names:
+            yield _row("message_differs", message_log_offset=offset, subject=ma.subject, sequence=ma.sequence,
+                       message_id=ma.message_id, fields=names, field=", ".join(names), a=va, b=vb)
+    ids_b: dict[str, list[int]] = {}
+    for offset, m in left_b.items():
+        if m.message_id is not None:
+            ids_b.setdefault(m.message_id, []).append(offset)
+    matched = 0
+    for offset in sorted(left_a):
+        key = left_a[offset].message_id
+        if key is not None and ids_b.get(key):
+            del left_b[ids_b[key].pop(0)], left_a[offset]
+            matched += 1
+    summary["messages_only_in_a"], summary["messages_only_in_b"] = len(left_a), len(left_b)
+    summary["messages_matched_by_message_id"] = matched
+    for side, left in (("a", left_a), ("b", left_b)):
+        for offset in sorted(left):
+            m = left[offset]
+            yield _row("message_only_in", side=side, message_log_offset=m.offset, subject=m.subject,
+                       sequence=m.sequence, message_id=m.message_id, store_size=m.store_size,
+                       store_timestamp=m.store_timestamp)
+
+
+def compare_action_logs(a: _Log, b: _Log) -> list[dict]:
+    """Where the action logs' bytes first differ, or one ends before the other."""
+    lo, hi = max(a.start, b.start), min(a.end, b.end)
+    ranges = differing_ranges(a, b, lo, hi) if lo < hi else []
+    rows = []
+    for side, log, other in (("a", a, b), ("b", b, a)):
+        if log.end > other.end:
+            rows.append(_row("action_log_divergence", side=side, action_log_offset=max(other.end, log.start),
+                             reason="missing_tail", bytes_past=log.end - max(other.end, log.start)))
+    if ranges:
+        rows.append(_row("action_log_divergence", action_log_offset=ranges[0][0], reason="different_bytes"))
+    return sorted(rows, key=lambda r: r["action_log_offset"])
+
+
+def compare_subjects(a: pathlib.Path, b: pathlib.Path) -> list[dict]:
+    ends = {"a": subject_ends(a), "b": subject_ends(b)}
+    rows = []
+    for subject in sorted(ends["a"].keys() | ends["b"].keys()):
+        x, y = ends["a"].get(subject), ends["b"].get(subject)
+        for field in ("first_sequence", "next_sequence"):
+            va, vb = (getattr(e, field) if e is not None else None for e in (x, y))
+            if va != vb:
+                rows.append(_row("subject_range", subject=subject, field=field, a=va, b=vb))
+    return rows
+
+
+def compare_progress(a: pathlib.Path, b: pathlib.Path) -> list[dict]:
+    """Each group's progress as each side's next start has it."""
+    sides = {}
+    for side, root in (("a", a), ("b", b)):
+        sides[side] = {(g.subject, g.group): g for g in group_progress(root).rows}
+    rows = []
+    for key in sorted(sides["a"].keys() | sides["b"].keys()):
+        x, y = sides["a"].get(key), sides["b"].get(key)
+        for field in ("pull", "consumers"):
+            va, vb = (getattr(g, field) if g is not None else None for g in (x, y))
+            if field == "consumers":
+                va, vb = ({c: [v["pull"], v["ack"]] for c, v in d.items()} if d is not None else None for d in (va, vb))
+            if va != vb:
+                rows.append(_row("group_progress", subject=key[0], group=key[1], field=field, a=va, b=vb))
+    return rows
+
+
+def compare_checkpoints(a: pathlib.Path, b: pathlib.Path) -> list[dict]:
+    rows = []
+    for field, snapshots in (("message_checkpoint_offset", message_checkpoints),
+                             ("action_checkpoint_offset", action_checkpoints)):
+        va, vb = ((s.loaded.value.offset if s.loaded else None) for s in (snapshots(a), snapshots(b)))
+        if va != vb:
+            rows.append(_row("checkpoint_field", field=field, a=va, b=vb))
+    return rows
+
+
+class QmqDiff:
+    """Two QMQ stores' differences: ``rows`` as they are made (the summary last); ``equal``
+    once they are out."""
+
+    kind = "qmq_diff"
+
+    def __init__(self, a: pathlib.Path, b: pathlib.Path):
+        self.a, self.b = a, b
+        self.equal: bool | None = None
+
+    @property
+    def rows(self) -> Iterator[dict]:
+        counts: dict[str, int] = {}
+        summary: dict = {}
+
+        def counted(rows):
+            for row in rows:
+                counts[row["record"]] = counts.get(row["record"], 0) + 1
+                yield row
+
+        logs = {}
+        for side, root in (("a", self.a), ("b", self.b)):
+            log = list_log(root / "messagelog", PER_SEGMENT_FILE_SIZE)
+            actions = list_log(root / "actionlog", actionlog_format.PER_SEGMENT_FILE_SIZE)
+            logs[side] = (_Log(log, read_tail(log, TAIL_BYTES, False).end), _Log(actions, _data_end(actions)))
+        try:
+            yield from counted(compare_message_logs(logs["a"][0], logs["b"][0], summary))
+            yield from counted(compare_action_logs(logs["a"][1], logs["b"][1]))
+        finally:
+            for pair in logs.values():
+                for log in pair:
+                    log.close()
+        yield from counted(compare_subjects(self.a, self.b))
+        yield from counted(compare_progress(self.a, self.b))
+        yield from counted(compare_checkpoints(self.a, self.b))
+        differences = sum(counts.values())
+        self.equal = differences == 0
+        what = ", ".join(f"{n} {k}" for k, n in counts.items())
+        yield _row("summary", reason="equal" if self.equal else f"differ: {what}", equal=self.equal,
+                   differences=differences, counts=counts, store_a=str(self.a), store_b=str(self.b), **summary)
+
+
+def diff_qmq_stores(a: pathlib.Path, b: pathlib.Path) -> QmqDiff:
+    return QmqDiff(pathlib.Path(a), pathlib.Path(b))

@@ -1,0 +1,132 @@
+"""rmqtool diff on two QMQ stores: equal copies, a slave behind (its logs cut where a record
+starts), a flipped payload byte, the crash fixtures' short segment and zeroed action log tail
+against the store they were made from, each against what QMQ's own read-back says."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import FIXTURES, load_truth
+from helpers import cli_runner, copy_tree, expand_store
+from rmqtool.cli.app import app
+
+QMQ = FIXTURES / "qmq"
+CRASH = QMQ / "crash"
+
+
+def _diff(a, b, *more):
+    out = cli_runner().invoke(app, ["diff", str(a), str(b), *map(str, more), "-f", "jsonl"])
+    return [json.loads(line) for line in out.stdout.splitlines()], out
+
+
+@pytest.fixture(scope="module", params=("basic", "v2-consumerlog"))
+def clean(request, tmp_path_factory):
+    work = tmp_path_factory.mktemp(request.param)
+    return expand_store(QMQ / request.param / "store", work / "store"), load_truth(QMQ / request.param / "truth.json")
+
+
+def _copy(store, dst):
+    return copy_tree(store, dst)
+
+
+def _zero_from(path, offset: int) -> None:
+    """The file's bytes from ``offset`` on made zeros, its size kept (a slave's segment, mapped full size)."""
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.truncate(offset)
+        f.truncate(size)
+
+
+def test_a_store_and_its_copy_are_equal(clean, tmp_path):
+    store, _ = clean
+    rows, out = _diff(store, _copy(store, tmp_path / "copy"))
+    assert out.exit_code == 0, out.stderr
+    assert [r["record"] for r in rows] == ["summary"] and rows[0]["equal"] is True
+
+
+def test_a_slave_behind_lacks_the_records_after_its_end(clean, tmp_path):
+    store, truth = clean
+    records = truth["readBack"]["messageLog"]["records"]
+    actions = truth["readBack"]["actionLog"]["records"]
+    cut, action_cut = records[len(records) * 2 // 3], actions[len(actions) // 2]
+    slave = _copy(store, tmp_path / "slave")
+    _zero_from(slave / "messagelog" / f"{0:020d}", cut["offset"])
+    _zero_from(slave / "actionlog" / f"{0:020d}", action_cut["offset"])
+    rows, out = _diff(store, slave)
+    assert out.exit_code == 3, out.stderr
+    (tail,) = [r for r in rows if r["record"] == "message_log_divergence"]
+    assert (tail["side"], tail["reason"], tail["message_log_offset"]) == ("a", "missing_tail", cut["offset"])
+    past = [r for r in records if r["offset"] >= cut["offset"]]
+    assert tail["messages_past"] == len(past)
+    only = [r for r in rows if r["record"] == "message_only_in"]
+    assert [(r["side"], r["message_log_offset"], r["subject"], r["sequence"]) for r in only] == \
+        [("a", r["offset"], r["subject"], r["sequence"]) for r in past]
+    ids = {p["wroteOffset"]: p["messageId"] for p in truth["generation"]["puts"]}
+    assert all(r["message_id"] == ids[r["message_log_offset"]] for r in only)
+    (acts,) = [r for r in rows if r["record"] == "action_log_divergence"]
+    assert (acts["side"], acts["reason"], acts["action_log_offset"]) == ("a", "missing_tail", action_cut["offset"])
+    summary = rows[-1]
+    assert summary["messages_only_in_a"] == len(past) and summary["messages_only_in_b"] == 0
+    assert summary["written_end_b"] == cut["offset"] and summary["message_log_offset"] == cut["offset"]
+
+
+def test_a_flipped_payload_byte_is_a_different_record(clean, tmp_path):
+    store, truth = clean
+    put = next(p for p in truth["generation"]["puts"] if p["payloadSize"] > 100)
+    copy = _copy(store, tmp_path / "copy")
+    with open(copy / "messagelog" / f"{0:020d}", "r+b") as f:
+        f.seek(put["wroteOffset"] + put["payloadOffset"] + 50)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    rows, out = _diff(store, copy)
+    assert out.exit_code == 3
+    (d,) = [r for r in rows if r["record"] == "message_log_divergence"]
+    assert (d["reason"], d["message_log_offset"]) == ("different_record", put["wroteOffset"])
+    assert d["first_different_byte"] == put["wroteOffset"] + put["payloadOffset"] + 50
+    assert d["a"]["payload_crc_ok"] is True and d["b"]["payload_crc_ok"] is False
+    assert not [r for r in rows if r["record"] == "message_only_in"]
+
+
+def test_a_short_segment_lacks_what_qmqs_start_loses(tmp_path):
+    """i against the store it was made from (a): the records only a holds are those QMQ's start
+    on i loses."""
+    a = expand_store(CRASH / "a-as-is" / "input", tmp_path / "a")
+    i = expand_store(CRASH / "i-short-messagelog-segment" / "input", tmp_path / "i")
+    lost = load_truth(CRASH / "i-short-messagelog-segment" / "truth.json")["messageLog"]["recordsLost"]
+    rows, out = _diff(a, i)
+    assert out.exit_code == 3
+    only = {(r["message_log_offset"], r["subject"], r["sequence"]) for r in rows if r["record"] == "message_only_in"}
+    assert only == {(r["offset"], r["subject"], r["sequence"]) for r in lost}
+    assert all(r["side"] == "a" for r in rows if r["record"] == "message_only_in")
+
+
+def test_an_action_log_cut_short_shows_the_progress_each_start_has(tmp_path):
+    """l (the action log's last records zeroed) against a: where the action logs part, and the
+    groups whose progress after each store's start differs, as QMQ's read-back says."""
+    a_truth = load_truth(CRASH / "a-as-is" / "truth.json")
+    l_truth = load_truth(CRASH / "l-zeroed-actionlog-tail" / "truth.json")
+    a = expand_store(CRASH / "a-as-is" / "input", tmp_path / "a")
+    l_store = expand_store(CRASH / "l-zeroed-actionlog-tail" / "input", tmp_path / "l")
+    rows, out = _diff(a, l_store)
+    assert out.exit_code == 3
+    (acts,) = [r for r in rows if r["record"] == "action_log_divergence"]
+    assert (acts["side"], acts["action_log_offset"]) == ("a", l_truth["mutation"]["zeroedFrom"])
+    before = {(p["subject"], p["group"]): p for p in a_truth["consumerProgressAfterRestart"]}
+    after = {(p["subject"], p["group"]): p for p in l_truth["consumerProgressAfterRestart"]}
+    differ = {k for k in before.keys() | after.keys()
+              if (before.get(k) or {}).get("pull") != (after.get(k) or {}).get("pull")
+              or (before.get(k) or {}).get("consumers") != (after.get(k) or {}).get("consumers")}
+    assert differ and {(r["subject"], r["group"]) for r in rows if r["record"] == "group_progress"} == differ
+    assert not [r for r in rows if r["record"].startswith("message")]
+
+
+def test_stores_of_two_families_and_rocketmq_options(clean, tmp_path):
+    store, _ = clean
+    rocketmq = expand_store(FIXTURES / "rocketmq-4.9.8" / "basic" / "store", tmp_path / "r")
+    assert _diff(store, rocketmq)[1].exit_code == 4
+    assert _diff(rocketmq, store)[1].exit_code == 4
+    _, out = _diff(store, store, "--commitlog-path-a", tmp_path)
+    assert out.exit_code == 2 and "--commitlog-path-a" in out.stderr

@@ -130,3 +130,15 @@ def test_stores_of_two_families_and_rocketmq_options(clean, tmp_path):
     assert _diff(rocketmq, store)[1].exit_code == 4
     _, out = _diff(store, store, "--commitlog-path-a", tmp_path)
     assert out.exit_code == 2 and "--commitlog-path-a" in out.stderr
+
+
+def test_a_side_whose_start_stops_is_one_row_not_every_group(tmp_path):
+    """b (a stray name in messagelog/) loads no progress: one group_progress row says why,
+    not a row for every group the other side has."""
+    truth = load_truth(CRASH / "b-stray-file-in-messagelog" / "truth.json")
+    a = expand_store(CRASH / "a-as-is" / "input", tmp_path / "a")
+    b = expand_store(CRASH / "b-stray-file-in-messagelog" / "input", tmp_path / "b")
+    rows, out = _diff(a, b)
+    assert out.exit_code == 3
+    (progress,) = [r for r in rows if r["record"] == "group_progress"]
+    assert progress["side"] == "b" and truth["exception"]["class"] in progress["reason"]

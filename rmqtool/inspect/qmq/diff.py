@@ -261,10 +261,17 @@ def compare_subjects(a: pathlib.Path, b: pathlib.Path) -> list[dict]:
 
 
 def compare_progress(a: pathlib.Path, b: pathlib.Path) -> list[dict]:
-    """Each group's progress as each side's next start has it."""
-    sides = {}
+    """Each group's progress as each side's next start has it; where a side's start stops
+    before it loads any, one row says so (not one a group)."""
+    sides, refused = {}, []
     for side, root in (("a", a), ("b", b)):
-        sides[side] = {(g.subject, g.group): g for g in group_progress(root).rows}
+        progress = group_progress(root)
+        sides[side] = {(g.subject, g.group): g for g in progress.rows}
+        if progress.probe.refusal is not None:
+            refused.append(_row("group_progress", side=side, reason=f"no progress loaded: QMQ's start stops "
+                                                                     f"({progress.probe.refusal.text})"))
+    if refused:
+        return refused
     rows = []
     for key in sorted(sides["a"].keys() | sides["b"].keys()):
         x, y = sides["a"].get(key), sides["b"].get(key)

@@ -151,3 +151,14 @@ def test_a_held_stores_moving_tail_is_not_damage_but_the_same_tail_at_rest_is(tm
         holder.wait(timeout=10)
     assert held["tail_errors", None, None] == 0 and ("dispatch_ahead_bytes", None, None) not in held
     assert held["written_end", None, None] == at_rest["written_end", None, None]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_probes_written_end_is_infos_from_any_window(variant, tmp_path):
+    """One written end: the probe's, read from a tail window of any size, is the one info reads
+    from the whole log (a torn record, a short segment, a header after the tail included)."""
+    from rmqtool.inspect.qmq.inventory import store_info
+    store = expand_store(CRASH / variant / "input", tmp_path / "store")
+    whole = store_info(store)["message_log"]["written_end"]
+    for tail in (64, 4096, 1 << 22):
+        assert _by(run_check([store], now=NOW, tail_bytes=tail))["written_end", None, None] == whole, tail

@@ -117,7 +117,8 @@ def test_a_qmq_store_has_its_message_log_cut_where_the_truth_flipped_a_byte(tmp_
     assert r.exit_code == ExitCode.CORRUPT, r.stderr
     doc = json.loads(r.stdout)
     record = mutation["record"]
-    assert doc["store"]["family"] == "qmq" and set(doc) == {"store", "segments", "damaged_ranges", "findings"}
+    assert doc["store"]["family"] == "qmq" and set(doc) == {"store", "segments", "damaged_ranges", "consumer_logs",
+                                                            "group_progress", "findings"}
     (d,) = doc["damaged_ranges"]
     assert d["file"] == mutation["file"].split("/")[-1] and d["commit_log_offset"] == record["offset"]
     assert doc["store"]["recovered_end"] == record["offset"] < doc["store"]["written_end"]
@@ -257,3 +258,25 @@ def test_queues_and_lag_are_as_the_next_start_leaves_them(tmp_path, scenario, qu
     assert row["lag_ms"] == stored[at[high - 1]] - stored[at[committed]]
     offset_findings = {CONSUMER_OFFSET_ABOVE_MAX, CONSUMER_OFFSET_BELOW_MIN, CONSUMER_OFFSET_FOR_MISSING_QUEUE}
     assert not [f for f in doc["findings"] if f["finding"] in offset_findings]
+
+
+def test_a_qmq_reports_consumer_logs_and_groups_are_qmqs_own(tmp_path):
+    """QMQ basic: each subject's consumer log range and each group's progress as QMQ's read-back
+    after its start says, drawn a row a subject: a lag bar for each group that lags, a mark
+    for each group's max pulled sequence (not a broadcast group's: its consumers each have theirs)."""
+    from test_report_html import Dom
+    truth = load_truth(FIXTURES / "qmq" / "basic" / "truth.json")["readBack"]
+    store = expand_store(FIXTURES / "qmq" / "basic" / "store", tmp_path / "store")
+    r = cli_runner().invoke(app, ["report", str(store), "--now", NOW, "-f", "json"])
+    doc = json.loads(r.stdout)
+    assert {c["subject"]: (c["first_sequence"], c["next_sequence"]) for c in doc["consumer_logs"]} == \
+        {s: (log["minSequence"], log["maxSequence"]) for s, log in truth["consumerLogs"].items()}
+    assert [(g["subject"], g["group"], g["pull"]) for g in doc["group_progress"]] == \
+        [(p["subject"], p["group"], p["pull"]) for p in truth["consumerProgressAfterStart"]]
+    dom = Dom(render_page(doc))
+    assert {a["data-subject"] for _t, a, _x in dom.having("tr", **{"class": "consumer-log"})} == \
+        set(truth["consumerLogs"])
+    plain = [p for p in truth["consumerProgressAfterStart"] if not p["broadcast"]]
+    lagging = [p for p in plain if truth["consumerLogs"][p["subject"]]["maxSequence"] - 1 > p["pull"]]
+    assert lagging and len(dom.having("rect", **{"class": "lag"})) == len(lagging)
+    assert len(dom.having("line", **{"class": "consumed"})) == len(plain)

@@ -271,6 +271,8 @@ VIEWS: dict[str, tuple[Column, ...]] = {
     "qmq_consumer_progress": (
         text("subject", 1, 40, 12, cut=NAME), text("group", 2, 30, 12, cut=NAME), num("pull", 3), fixed("broadcast", 5),
         text("consumers", 4, 100, 16)),
+    # QMQ report: a subject's consumer log range (inspect/qmq/report_model.py)
+    "qmq_consumer_log": (text("subject", 1, 60, 12, cut=NAME), num("first_sequence", 2), num("next_sequence", 3)),
     # QMQ diff (inspect/qmq/diff.py): the rows of two QMQ stores' differences
     "qmq_diff": (
         # subject and group early: a subject's range and a group's progress say nothing without them

@@ -35,7 +35,7 @@ def esc(value) -> str:
 def render_page(doc: dict) -> str:
     """The page for a report document."""
     store = doc["store"]
-    body = "\n".join([_header(doc), _commit_log(doc), _queues(doc), _index(doc), _findings(doc),
+    body = "\n".join([_header(doc), _commit_log(doc), _queues(doc), _consumer_logs(doc), _index(doc), _findings(doc),
                       f'<footer>rmqtool report of <span class="path">{esc(store["path"])}</span>, '
                       f'{esc(human_time(store["report_timestamp"]))}. Offsets are {_log_name(store)} offsets (bytes) '
                       'unless a column says queue offset (messages). <code>rmqtool report STORE -f json</code> '
@@ -311,6 +311,57 @@ def _queues(doc: dict) -> str:
             'each bar scaled to its queue.</p>' + _legend(LEGEND_QUEUES)
             + '<div class="table-wrap"><table><thead><tr><th>topic</th><th class="num">queue</th>'
               '<th class="num">min</th><th class="num">max</th><th>offsets</th><th>groups: committed, lag</th>'
+              '</tr></thead><tbody>' + "".join(rows) + "</tbody></table></div></section>")
+
+
+# --- QMQ: consumer logs and their groups ---------------------------------------------------------
+
+LEGEND_CONSUMER_LOGS = [("gone", "deleted (before the first sequence)"), ("written", "units written"),
+                        ("lag", "not pulled yet (lag)"), ("consumed", "a group's max pulled sequence")]
+
+
+def _consumer_logs(doc: dict) -> str:
+    if "consumer_logs" not in doc:  # a RocketMQ store: consume queues (_queues)
+        return ""
+    logs = doc["consumer_logs"]
+    if not logs:
+        return '<section id="consumer-logs"><h2>Consumer logs</h2><p>No consumer logs.</p></section>'
+    groups: dict = {}
+    for g in doc["group_progress"]:
+        groups.setdefault(g["subject"], []).append(g)
+    rows = []
+    for c in logs:
+        mine = groups.get(c["subject"], [])
+        low, high = c["first_sequence"], c["next_sequence"]
+        s = STRIP / max([high, 1] + [g["pull"] + 1 for g in mine])
+        bar = []
+        if low > 0:
+            bar.append(_rect("gone", 0, low * s, f"sequences 0 to {low - 1}: deleted"))
+        if high > low:
+            bar.append(_rect("present", low * s, high * s, f"sequences {low} to {high - 1}"))
+        for g in mine:
+            if g["broadcast"] or g["pull"] < 0:
+                continue
+            if g["lag_messages"]:
+                bar.append(_rect("lag", (g["pull"] + 1) * s, high * s, f"{g['group']}: {g['lag_messages']} not pulled"))
+            bar.append(_line("consumed", (g["pull"] + 1) * s, f"{g['group']} pulled up to {g['pull']}"))
+        text = "<br>".join(
+            f'<span class="mono">{esc(g["group"])}</span>: '
+            + (f'broadcast, pulled up to {esc(g["pull"])} <span class="muted">(each consumer its own)</span>'
+               if g["broadcast"] else f'pulled up to {esc(g["pull"])}, lag {esc(g["lag_messages"])}'
+               + (f' ({esc(g["lag_ms"])} ms)' if g["lag_ms"] else ""))
+            for g in mine) or '<span class="muted">no group</span>'
+        rows.append(f'<tr class="consumer-log" data-subject="{esc(c["subject"])}">'
+                    f'<td class="path">{esc(c["subject"])}</td>'
+                    f'<td class="num">{esc(low)}</td><td class="num">{esc(high)}</td>'
+                    f'<td class="bar"><svg viewBox="0 0 {STRIP} 20" preserveAspectRatio="none" role="img" '
+                    f'aria-label="consumer log {esc(c["subject"])}">{"".join(bar)}</svg></td>'
+                    f'<td>{text}</td></tr>')
+    return ('<section id="consumer-logs"><h2>Consumer logs and groups</h2>'
+            f'<p class="muted">{len(logs)} subjects as their files end; each group\'s progress as the next start has '
+            'it; sequences count messages, each bar scaled to its subject.</p>' + _legend(LEGEND_CONSUMER_LOGS)
+            + '<div class="table-wrap"><table><thead><tr><th>subject</th><th class="num">first</th>'
+              '<th class="num">next</th><th>sequences</th><th>groups: pulled, lag</th>'
               '</tr></thead><tbody>' + "".join(rows) + "</tbody></table></div></section>")
 
 

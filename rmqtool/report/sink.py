@@ -400,6 +400,7 @@ SECTION_KINDS = {"segments": "segment", "consume_queues": "consume_queue", "inde
                  "timer_files": "timer_file", "pending_by_fire_time": "timer_pending_slot",
                  "congestion": "timer_pending_slot", "timer_metrics": "timer_topic_count", "side_stores": "side_store",
                  "groups": "qmq_group", "consumer_progress": "qmq_consumer_progress",
+                 "group_progress": "qmq_offset", "consumer_logs": "qmq_consumer_log",
                  # a DLedger store's data and index files (inspect/dledger.py): files, as the segments
                  "data_files": "segment", "entry_index_files": "segment"}
 

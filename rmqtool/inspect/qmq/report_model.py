@@ -1,7 +1,8 @@
 """``rmqtool report`` on a QMQ store: the message log's files and what its next start does,
 with verify's findings, as the same document RocketMQ's report makes (inspect/report_model.py)
 and the same page draws: ``family`` "qmq"; no consume queue, consumer offset or index
-sections (QMQ keeps consumer logs, pull logs and tablets: ``rmqtool info`` shows them).
+sections: each subject's consumer log range (``consumer_logs``, as its files end) and each
+group's progress and lag (``group_progress``: ``offsets``' rows) in their place.
 
 The answers come from the code that gives them: the files from ``store/qmq/segments.list_log``;
 the written end, where the start's replay begins (the loaded message checkpoint's offset),
@@ -17,6 +18,7 @@ from typing import Callable
 
 from rmqtool.findings import MESSAGE_RECORD_INVALID, PAYLOAD_CRC_MISMATCH, Finding, Severity
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
+from rmqtool.inspect.qmq.offsets import group_progress, subject_ends
 from rmqtool.inspect.report_model import Report, finding_row
 from rmqtool.recovery.qmq.start import StartOutcome, simulate_start
 from rmqtool.store.output_path import refuse_output_in_store
@@ -35,9 +37,13 @@ def build_qmq_report(view, *, now: int | None, verify: Callable, html: str | os.
     log = list_log(view.root / "messagelog", PER_SEGMENT_FILE_SIZE)
     start = simulate_start(view.root)
     damaged = damaged_ranges(log.segments, findings)
+    ends = subject_ends(view.root)
     doc = {"store": _store_section(view, log.segments, start, findings, now),
            "segments": _segments(log.segments, start, damaged),
            "damaged_ranges": damaged,
+           "consumer_logs": [{"subject": e.subject, "first_sequence": e.first_sequence,
+                              "next_sequence": e.next_sequence} for e in ends.values()],
+           "group_progress": [g.record() for g in group_progress(view.root, ends=ends).rows],
            "findings": [finding_row(f) for f in findings]}
     if html is not None:
         from rmqtool.report.html_page import write_page

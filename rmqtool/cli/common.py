@@ -343,7 +343,7 @@ def _unfinished_of(kwargs) -> dict:
 
     from rmqtool.store.unfinished import read_unfinished
     given = []
-    for name in ("store", "stores", "path", "paths"):
+    for name in ("store", "stores", "path", "paths", "store_a", "store_b"):  # store_a, store_b: diff's
         value = kwargs.get(name)
         given += value if isinstance(value, (list, tuple)) else [value]
     return {p: read_unfinished(p) for p in given if isinstance(p, pathlib.Path) and p.is_dir()}

@@ -2,7 +2,8 @@
 changes backed up first, with the same manifest, intent record and ``undo`` as RocketMQ's
 (``recovery/manifest.py``, ``recovery/intent.py``).
 
-Order: refuse a store a process holds (QMQ keeps its segments open: ``store/qmq/live.py``);
+Order: refuse a store a process holds (QMQ keeps its segments open: ``store/qmq/live.py``),
+and a file to move or rewrite that is a symbolic link (undo could not put the link back);
 copy every range to be zeroed and every file to be moved or rewritten into the backup;
 build the rewritten files in the backup's staging directory; write and force the manifest;
 write the intent record; then change the store (zeros, moves, rewritten files renamed in,
@@ -24,7 +25,7 @@ from rmqtool.formats.qmq.checkpoint import build_message_checkpoint
 from rmqtool.formats.qmq.consumerlog import SEGMENT_TOTAL_UNIT
 from rmqtool.recovery import intent
 from rmqtool.recovery.apply import (STAGING_DIR, create_backup_dir, delete_file, finish_apply, move_in,
-                                    removed_unless_begun, undo_command, write_zeros)
+                                    refuse_links, removed_unless_begun, undo_command, write_zeros)
 from rmqtool.recovery.manifest import (COPIES_DIR, RESTORE, Entry, Manifest, copy_range, entry_name, store_listing,
                                        sync_dir, write_manifest)
 from rmqtool.recovery.plan import DELETE, ZERO
@@ -107,6 +108,9 @@ def _back_up_and_carry_out(plan: QmqPlan, root: pathlib.Path, backup: pathlib.Pa
         raise StoreAccessError(f"cannot create the backup directory ({exc.strerror})", backup) from None
 
     changes, builds = _changes(plan)
+    # a file moved out or renamed over that is a link: the link would go, and undo put its bytes
+    # back at its target (a zeroed range is written through it, in place: the link stays)
+    refuse_links([path for kind, path, _, _ in changes if kind != ZERO] + [path for path, _, _ in builds])
     listing, directories = store_listing(root)
     entries = []
     for i, (kind, path, start, end) in enumerate(changes):

@@ -3,6 +3,7 @@ QMQ does not start on CRITICAL, a moving tail under a running broker left alone.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -162,3 +163,70 @@ def test_the_probes_written_end_is_infos_from_any_window(variant, tmp_path):
     whole = store_info(store)["message_log"]["written_end"]
     for tail in (64, 4096, 1 << 22):
         assert _by(run_check([store], now=NOW, tail_bytes=tail))["written_end", None, None] == whole, tail
+
+
+def test_a_consumer_log_whose_last_unit_names_no_record_lags_from_the_unit_before(clean, tmp_path):
+    """A last unit cut short (read as offset 0, 0 bytes) or garbled to a negative offset names no
+    record: the subject's dispatch lag is from the record its last unit naming one ends at, never
+    more bytes than the log holds, and its ms never negative."""
+    from helpers import copy_tree
+    from rmqtool.store.qmq.consumerlog import subject_directory
+    store, rb = clean
+    written = rb["messageLog"]["maxOffset"]
+    subject, log = max(rb["consumerLogs"].items(), key=lambda s: s[1]["maxSequence"])
+    units = [u for u in log["units"] if u["type"] == "MESSAGE_LOG_INDEX" and u["sequence"] < log["maxSequence"] - 1]
+    expected = written - (units[-1]["wroteOffset"] + units[-1]["wroteBytes"])
+    for name, tear in (("cut", lambda f: os.truncate(f, (log["maxSequence"] - 1) * log["unitBytes"] + 7)),
+                       ("garbled", lambda f: _overwrite(f, (log["maxSequence"] - 1) * log["unitBytes"],
+                                                        log["unitBytes"]))):
+        copy = copy_tree(store, tmp_path / name)
+        (segment,) = sorted(subject_directory(copy, subject).iterdir())
+        tear(segment)
+        got = _by(run_check([copy], now=NOW))
+        assert got["subject_dispatch_lag_bytes", subject, None] == expected, name
+        assert got["subject_dispatch_lag_ms", subject, None] >= 0, name
+
+
+def _overwrite(path, at: int, unit_bytes: int) -> None:
+    """The unit at ``at`` made all 0xff bytes (V1: offset -1, -1 bytes; V2: of no kind)."""
+    with open(path, "r+b") as f:
+        f.seek(at)
+        f.write(b"\xff" * unit_bytes)
+
+
+def _exposition_errors(text: str) -> list[str]:
+    """What the Prometheus text parser (prometheus/common expfmt, node_exporter's textfile
+    collector) refuses in label values: an escape other than \\\\, \\" and \\n, which drops
+    the whole file."""
+    errors = []
+    for line in text.splitlines():
+        if line.startswith("#") or "{" not in line:
+            continue
+        labels = line[line.index("{") + 1:line.rindex("}")]
+        i, quoted = 0, False
+        while i < len(labels):
+            c = labels[i]
+            if quoted and c == "\\":
+                if labels[i + 1:i + 2] not in ("\\", '"', "n"):
+                    errors.append(line)
+                    break
+                i += 2
+                continue
+            quoted = not quoted if c == '"' else quoted
+            i += 1
+    return errors
+
+
+def test_a_subject_name_that_is_not_utf8_keeps_the_prometheus_file_readable(clean, tmp_path):
+    """A consumer log directory whose name holds bytes that are not UTF-8: its label says them
+    as text the collector parses, not an escape it refuses (which would drop every gauge)."""
+    from helpers import copy_tree
+    store, rb = clean
+    store = copy_tree(store, tmp_path / "store")
+    subject = next(iter(rb["consumerLogs"]))
+    os.rename(store / "consumerlog" / subject, os.fsencode(store / "consumerlog") + b"/odd\xff\xfename")
+    prom = tmp_path / "check.prom"
+    out = cli_runner().invoke(app, ["check", str(store), "--now", str(NOW), "--prometheus", str(prom)])
+    assert out.exit_code == 0, out.stderr
+    text = prom.read_bytes().decode("utf-8")  # strict: the collector takes UTF-8 only
+    assert 'subject="odd' in text and not _exposition_errors(text)

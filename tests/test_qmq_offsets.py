@@ -4,6 +4,7 @@ that stops."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -92,3 +93,30 @@ def test_a_store_qmq_does_not_load_says_so_and_exits_3(tmp_path):
     rows, out = _rows(expand_store(CRASH / variant / "input", tmp_path / "store"))
     assert out.exit_code == 3 and rows == []
     assert "storeNotLoadable" in out.stderr and truth["exception"]["class"] in out.stderr
+
+
+def test_a_torn_last_unit_names_no_record_and_the_lag_is_the_units_before_it(clean, tmp_path):
+    """A consumer log cut inside its last unit (a crash while the unit was written): QMQ maps
+    the segment at full size, so the unit reads as a message-log index of offset 0 and 0 bytes,
+    which names no record. The subject's newest message is the one its last whole unit names;
+    the lag in ms is never from another subject's record at offset 0 (a negative lag)."""
+    from helpers import copy_tree
+    from rmqtool.store.qmq.consumerlog import subject_directory
+    store, rb = clean
+    store = copy_tree(store, tmp_path / "store")
+    stamp = {r["offset"]: r["timestamp"] for r in rb["messageLog"]["records"]}
+    p = next(p for p in rb["consumerProgressAfterStart"] if not p["broadcast"] and p["subject"] in rb["consumerLogs"]
+             and rb["consumerLogs"][p["subject"]]["maxSequence"] - 1 - p["pull"] > 1)
+    log = rb["consumerLogs"][p["subject"]]
+    (segment,) = sorted(subject_directory(store, p["subject"]).iterdir())
+    os.truncate(segment, (log["maxSequence"] - 1) * log["unitBytes"] + 7)
+    rows, out = _rows(store, "-g", p["group"], "-s", p["subject"])
+    assert out.exit_code == 0, out.stderr
+    (row,) = rows
+    whole = {u["sequence"]: u for u in log["units"] if u["type"] == "MESSAGE_LOG_INDEX"
+             and u["sequence"] < log["maxSequence"] - 1}
+    newest = stamp[whole[max(whole)]["wroteOffset"]]
+    following = stamp[whole[p["pull"] + 1]["wroteOffset"]]
+    assert row["next_sequence"] == log["maxSequence"] and row["lag_messages"] == log["maxSequence"] - 1 - p["pull"]
+    assert (row["newest_store_timestamp"], row["next_store_timestamp"], row["lag_ms"]) == \
+        (newest, following, newest - following)

@@ -51,12 +51,12 @@ def diff(
     On two QMQ stores: the message and action logs, messages on one side only, subjects'
     consumer log ranges, groups' progress and the checkpoints.
     """
-    from rmqtool.families import tools_at
+    from rmqtool.families import tools_at_both
 
     given = [name for name, value in (("--commitlog-path-a", commitlog_path_a), ("--commitlog-path-b", commitlog_path_b),
                                       ("--broker-config-a", broker_config_a), ("--broker-config-b", broker_config_b))
              if value]
-    result = tools_at(store_a).diff(store_a, store_b, flags=given, paths=lambda: (
+    result = tools_at_both(store_a, store_b).diff(store_a, store_b, flags=given, paths=lambda: (
         paths_of_options(commitlog_path_a, [], broker_config_a, store_a),
         paths_of_options(commitlog_path_b, [], broker_config_b, store_b)))
     table = fmt == OutputFormat.table

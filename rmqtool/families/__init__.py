@@ -13,7 +13,7 @@ import importlib
 import os
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from rmqtool.store.family import ROCKETMQ, Family, detect_family, require_supported
+from rmqtool.store.family import ROCKETMQ, Family, UnsupportedFamily, detect_family, require_supported
 
 if TYPE_CHECKING:
     from rmqtool.store.view import StoreView
@@ -80,6 +80,16 @@ def tools_at(path: str | os.PathLike) -> FamilyTools:
     family = detect_family(path) or ROCKETMQ
     require_supported(family, path)
     return _tools(family)
+
+
+def tools_at_both(path_a: str | os.PathLike, path_b: str | os.PathLike) -> FamilyTools:
+    """The tools of the family two store paths hold, for a command that compares them (diff):
+    two stores of different families are refused in one line that names both (exit 4)."""
+    family_a, family_b = detect_family(path_a), detect_family(path_b)
+    if family_a is not None and family_b is not None and family_a is not family_b:
+        raise UnsupportedFamily(f"a {family_b.title} store, and {os.fspath(path_a)} a {family_a.title} one: "
+                                f"diff compares two stores of one family", path_b)
+    return tools_at(path_a)
 
 
 def tools_of(view: StoreView) -> FamilyTools:

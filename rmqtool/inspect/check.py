@@ -537,7 +537,11 @@ def _fmt(value) -> str:
 
 
 def _label(value) -> str:
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    r"""A label value as the exposition format quotes it (\\, \" and \n its only escapes: the
+    collector drops a file with any other). A lone surrogate (a name's byte that is not UTF-8)
+    cannot be written as UTF-8: it is its text, \\udcff, as the JSON rows show it."""
+    text = str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 def prometheus_text(result: CheckResult) -> str:

@@ -33,29 +33,37 @@ class SubjectEnd:
     subject: str
     first_sequence: int  # the first segment's first unit (ConsumerLog's min sequence)
     next_sequence: int  # one past the last written unit
-    last_message: tuple[int, int] | None  # (message log offset, size) the last message unit names
+    last_message: tuple[int, int] | None  # (message log offset, size) the last unit naming a record names
     directory: LogDirectory
     unit_bytes: int
 
     @property
     def dispatched_end(self) -> int | None:
-        """One past the record the last message unit names (None: no message unit)."""
+        """One past the record the last unit naming one names (None: no unit names one)."""
         return None if self.last_message is None else sum(self.last_message)
 
     def record_at(self, sequence: int) -> int | None:
-        """The message log offset the unit at ``sequence`` names (None: no message unit there)."""
+        """The message log offset the unit at ``sequence`` names (None: no unit there names a record)."""
         at = sequence * self.unit_bytes
         seg = next((s for s in self.directory.segments if s.base_offset <= at < s.end_offset), None)
         if seg is None:
             return None
         unit = consumerlog.decode_unit(self.subject, sequence, str(seg.path), at - seg.base_offset,
                                        read_zero_extended(seg, at - seg.base_offset, self.unit_bytes))
-        return unit.wrote_offset if unit.kind == "message" else None
+        named = unit.kind == "message" and names_record(unit.wrote_offset, unit.wrote_bytes)
+        return unit.wrote_offset if named else None
+
+
+def names_record(wrote_offset, wrote_bytes):
+    """Whether a message unit names a record: bytes at an offset in the log. A unit cut short
+    (a crash while it was written; QMQ maps the segment at full size, so the rest reads as zeros),
+    zeroed, or garbled to a negative offset or size names none (on ints or numpy columns)."""
+    return (wrote_offset >= 0) & (wrote_bytes > 0)
 
 
 def subject_end(root: str | os.PathLike, subject: str) -> SubjectEnd | None:
     """The subject's consumer log end, read back from its last written unit to its last message
-    unit (None: no unit written)."""
+    unit naming a record (None: no unit written)."""
     directory, unit = consumerlog.open_consumer_log(root, subject)
     if unit is None or not directory.segments:
         return None
@@ -69,7 +77,8 @@ def subject_end(root: str | os.PathLike, subject: str) -> SubjectEnd | None:
             start = max(end - _UNITS_BACK * unit, 0)
             cols = consumerlog.unit_columns_of(read_zero_extended(seg, start, end - start), 0, (end - start) // unit,
                                                unit)
-            messages = (cols.kind == consumerlog.MESSAGE).nonzero()[0]
+            named = (cols.kind == consumerlog.MESSAGE) & names_record(cols.wrote_offset, cols.wrote_bytes)
+            messages = named.nonzero()[0]
             if len(messages):
                 k = int(messages[-1])
                 return SubjectEnd(subject, first, following, (int(cols.wrote_offset[k]), int(cols.wrote_bytes[k])),

@@ -182,10 +182,16 @@ def records_over(log: _Log, begin: int, end: int, *, check_crc: bool = True) -> 
 
 def record_at(log: _Log, offset: int):
     """The scanner's result that holds ``offset`` on one side, or None."""
-    for r in records_over(log, offset, offset + 1):
-        off, size = _span(r)
+    return item_holding(records_over(log, offset, offset + 1), offset, _span)
+
+
+def item_holding(items, offset: int, span):
+    """The first of ``items`` whose bytes (``span(item)``: offset, size) hold ``offset``, or None;
+    any family's scanner results."""
+    for item in items:
+        off, size = span(item)
         if off <= offset < off + max(size, 1):
-            return r
+            return item
     return None
 
 
@@ -252,8 +258,9 @@ def _only_in_row(side: str, m: _Msg) -> dict:
                 store_timestamp=m.store_timestamp)
 
 
-def _alone(a: _Log, b: _Log) -> dict[str, list[tuple[int, int]]]:
-    """What one side holds alone: a head before the other's first file, a tail past the other's end."""
+def alone_ranges(a, b) -> dict[str, list[tuple[int, int]]]:
+    """What one side holds alone: a head before the other's first file, a tail past the other's
+    end (any family's log: ``start``, ``end``)."""
     alone: dict[str, list[tuple[int, int]]] = {side: [] for side in SIDES}
     for side, log, other in (("a", a, b), ("b", b, a)):
         if log.end <= log.start:
@@ -268,33 +275,45 @@ def _alone(a: _Log, b: _Log) -> dict[str, list[tuple[int, int]]]:
     return alone
 
 
+def divergence_rows(logs: dict, ranges, alone: dict, found: dict, item_at, span, differing, row,
+                    where: str) -> list[dict]:
+    """Where two logs part (any family's): a row a range one side holds alone (``missing_head``
+    before the other's first file, ``missing_tail`` past its end: from the record that holds
+    its first byte, with the bytes and messages past it), and one for the first range that
+    differs (``different_record``: the fields that differ). ``item_at(log, offset)`` and
+    ``span(item)`` read a side's records, ``differing(x, y)`` compares two, ``row(**fields)``
+    makes a row, ``where`` names the offset field."""
+    a, b = logs["a"], logs["b"]
+    out = []
+    for side in SIDES:
+        for begin, end in alone[side]:
+            head = begin < max(a.start, b.start) and end <= max(a.start, b.start)
+            item = item_at(logs[side], begin) if not head else None
+            at = span(item)[0] if item is not None else begin
+            out.append(row(side=side, **{where: at}, reason="missing_head" if head else "missing_tail",
+                           first_different_byte=begin, bytes_past=end - at,
+                           messages_past=sum(1 for offset in found[side] if at <= offset < end)))
+    if ranges:
+        first = ranges[0][0]
+        x, y = item_at(a, first), item_at(b, first)
+        names, va, vb = differing(x, y)
+        at = min((span(i)[0] for i in (x, y) if i is not None), default=first)
+        out.append(row(**{where: at}, reason="different_record", first_different_byte=first, fields=names,
+                       field=", ".join(names), a=va, b=vb))
+    return out
+
+
 def compare_commit_logs(a: _Log, b: _Log, summary: dict) -> Iterator[dict]:
     """The divergence rows, then the message rows, as they are found; the summary's commit
     log part goes into ``summary`` once the last row is out."""
     logs = {"a": a, "b": b}
     lo, hi = max(a.start, b.start), min(a.end, b.end)
     ranges = differing_ranges(a, b, lo, hi) if lo < hi else []
-    alone = _alone(a, b)
+    alone = alone_ranges(a, b)
     # every message of a differing or one-sided range, decoded once
     found = {side: _messages(logs[side], ranges + alone[side]) for side in SIDES}
-    divergences = []
-    for side in SIDES:
-        for begin, end in alone[side]:
-            log = logs[side]
-            head = begin < max(a.start, b.start) and end <= max(a.start, b.start)
-            r = record_at(log, begin) if not head else None
-            at = _span(r)[0] if r is not None else begin
-            count = sum(1 for offset in found[side] if at <= offset < end)
-            divergences.append(_row("commit_log_divergence", side=side, commit_log_offset=at,
-                                    reason="missing_head" if head else "missing_tail", first_different_byte=begin,
-                                    bytes_past=end - at, messages_past=count))
-    if ranges:
-        first = ranges[0][0]
-        x, y = record_at(a, first), record_at(b, first)
-        names, va, vb = differing_fields(x, y)
-        at = min(_span(r)[0] for r in (x, y) if r is not None) if (x or y) is not None else first
-        divergences.append(_row("commit_log_divergence", commit_log_offset=at, reason="different_record",
-                                first_different_byte=first, fields=names, field=", ".join(names), a=va, b=vb))
+    divergences = divergence_rows(logs, ranges, alone, found, record_at, _span, differing_fields,
+                                  lambda **f: _row("commit_log_divergence", **f), "commit_log_offset")
     first_record = next((d["commit_log_offset"] for d in divergences if d["reason"] == "different_record"), None)
     divergences.sort(key=lambda r: (r["commit_log_offset"], r["first_different_byte"]))
     summary["commit_log_offset"] = divergences[0]["commit_log_offset"] if divergences else None
@@ -315,22 +334,29 @@ def compare_commit_logs(a: _Log, b: _Log, summary: dict) -> Iterator[dict]:
             yield _row("message_differs", commit_log_offset=offset, topic=ma.topic, queue_id=ma.queue_id,
                        queue_offset=ma.queue_offset, uniq_key=ma.uniq_key, fields=names, field=", ".join(names),
                        a=va, b=vb)
-    keys_b: dict[str, list[int]] = {}
-    for offset, m in left_b.items():
-        if m.uniq_key is not None:
-            keys_b.setdefault(m.uniq_key, []).append(offset)
-    matched = 0
-    for offset in sorted(left_a):
-        key = left_a[offset].uniq_key
-        if key is not None and keys_b.get(key):
-            del left_b[keys_b[key].pop(0)], left_a[offset]
-            matched += 1
-    del keys_b
+    matched = match_by_key(left_a, left_b, lambda m: m.uniq_key)
     summary["messages_only_in_a"], summary["messages_only_in_b"] = len(left_a), len(left_b)
     summary["messages_matched_by_uniq_key"] = matched
     for side, left in (("a", left_a), ("b", left_b)):
         for offset in sorted(left):
             yield _only_in_row(side, left[offset])
+
+
+def match_by_key(left_a: dict, left_b: dict, key) -> int:
+    """Messages left on both sides (offset -> message) that one ``key`` (UNIQ_KEY, a QMQ message
+    id; None: none) names, each taken off both sides, A's in offset order matched with B's
+    first; how many were matched."""
+    by_key: dict = {}
+    for offset, m in left_b.items():
+        if key(m) is not None:
+            by_key.setdefault(key(m), []).append(offset)
+    matched = 0
+    for offset in sorted(left_a):
+        k = key(left_a[offset])
+        if k is not None and by_key.get(k):
+            del left_b[by_key[k].pop(0)], left_a[offset]
+            matched += 1
+    return matched
 
 
 # --- queues, checkpoint, config ---------------------------------------------------------------

@@ -15,7 +15,8 @@ from typing import Iterator
 from rmqtool.formats.qmq import actionlog as actionlog_format
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.inspect.check_defaults import TAIL_BYTES
-from rmqtool.inspect.diff import BACK, SIDES, differing_ranges
+from rmqtool.inspect.diff import (BACK, SIDES, alone_ranges, differing_ranges, divergence_rows, item_holding,
+                                  match_by_key)
 from rmqtool.inspect.qmq.check import read_tail
 from rmqtool.inspect.qmq.offsets import group_progress, subject_ends
 from rmqtool.report.qmq.records import message_log_row
@@ -116,11 +117,7 @@ def items_over(log: _Log, begin: int, end: int) -> Iterator:
 
 
 def _item_at(log: _Log, offset: int):
-    for item in items_over(log, offset, offset + 1):
-        off, size = _span(item)
-        if off <= offset < off + max(size, 1):
-            return item
-    return None
+    return item_holding(items_over(log, offset, offset + 1), offset, _span)
 
 
 def _fields(item) -> dict:
@@ -158,45 +155,15 @@ def _messages(log: _Log, ranges) -> dict[int, _Msg]:
     return out
 
 
-def _alone(a: _Log, b: _Log) -> dict[str, list[tuple[int, int]]]:
-    alone: dict[str, list[tuple[int, int]]] = {side: [] for side in SIDES}
-    for side, log, other in (("a", a, b), ("b", b, a)):
-        if log.end <= log.start:
-            continue
-        if other.end <= other.start:
-            alone[side].append((log.start, log.end))
-            continue
-        if log.start < other.start:
-            alone[side].append((log.start, min(log.end, other.start)))
-        if log.end > other.end:
-            alone[side].append((max(log.start, other.end), log.end))
-    return alone
-
-
 def compare_message_logs(a: _Log, b: _Log, summary: dict) -> Iterator[dict]:
     logs = {"a": a, "b": b}
     lo, hi = max(a.start, b.start), min(a.end, b.end)
     ranges = differing_ranges(a, b, lo, hi) if lo < hi else []
-    alone = _alone(a, b)
+    alone = alone_ranges(a, b)
     found = {side: _messages(logs[side], ranges + alone[side]) for side in SIDES}
-    divergences = []
-    for side in SIDES:
-        for begin, end in alone[side]:
-            head = begin < max(a.start, b.start) and end <= max(a.start, b.start)
-            item = _item_at(logs[side], begin) if not head else None
-            at = _span(item)[0] if item is not None else begin
-            divergences.append(_row("message_log_divergence", side=side, message_log_offset=at,
-                                    reason="missing_head" if head else "missing_tail", first_different_byte=begin,
-                                    bytes_past=end - at,
-                                    messages_past=sum(1 for o in found[side] if at <= o < end)))
-    first_record = None
-    if ranges:
-        first = ranges[0][0]
-        x, y = _item_at(a, first), _item_at(b, first)
-        names, va, vb = differing_fields(x, y)
-        first_record = min((_span(i)[0] for i in (x, y) if i is not None), default=first)
-        divergences.append(_row("message_log_divergence", message_log_offset=first_record, reason="different_record",
-                                first_different_byte=first, fields=names, field=", ".join(names), a=va, b=vb))
+    divergences = divergence_rows(logs, ranges, alone, found, _item_at, _span, differing_fields,
+                                  lambda **f: _row("message_log_divergence", **f), "message_log_offset")
+    first_record = next((d["message_log_offset"] for d in divergences if d["reason"] == "different_record"), None)
     divergences.sort(key=lambda r: (r["message_log_offset"], r["first_different_byte"]))
     summary["message_log_offset"] = divergences[0]["message_log_offset"] if divergences else None
     summary["written_end_a"], summary["written_end_b"] = a.end, b.end
@@ -214,16 +181,7 @@ def compare_message_logs(a: _Log, b: _Log, summary: dict) -> Iterator[dict]:
         if names:
             yield _row("message_differs", message_log_offset=offset, subject=ma.subject, sequence=ma.sequence,
                        message_id=ma.message_id, fields=names, field=", ".join(names), a=va, b=vb)
-    ids_b: dict[str, list[int]] = {}
-    for offset, m in left_b.items():
-        if m.message_id is not None:
-            ids_b.setdefault(m.message_id, []).append(offset)
-    matched = 0
-    for offset in sorted(left_a):
-        key = left_a[offset].message_id
-        if key is not None and ids_b.get(key):
-            del left_b[ids_b[key].pop(0)], left_a[offset]
-            matched += 1
+    matched = match_by_key(left_a, left_b, lambda m: m.message_id)
     summary["messages_only_in_a"], summary["messages_only_in_b"] = len(left_a), len(left_b)
     summary["messages_matched_by_message_id"] = matched
     for side, left in (("a", left_a), ("b", left_b)):

@@ -227,10 +227,11 @@ class _Tail:
     def newest_timestamp(self) -> int | None:
         return self.records[-1][4] if self.records else None
 
-    def first_at_or_after(self, offset: int) -> tuple | None:
+    def timestamp_from(self, offset: int) -> int | None:
+        """The store time of the first tail record at or after ``offset`` (None: none)."""
         # records are in scan order, so by offset: a search, not a walk (it runs once a queue)
         i = bisect.bisect_left(self.records, offset, key=lambda r: r[0])
-        return self.records[i] if i < len(self.records) else None
+        return self.records[i][4] if i < len(self.records) else None
 
 
 def _read_tail(view: StoreView, tail_bytes: int) -> _Tail:
@@ -289,21 +290,30 @@ def _index_end(view: StoreView) -> int | None:
     return header.end_phy_offset if header is not None and header.index_count > 1 else None
 
 
-def _lag(tail: _Tail, reader: CommitLogReader, dispatched_end: int) -> tuple[int, int | None]:
+def dispatch_lag(tail, dispatched_end: int, timestamp_at) -> tuple[int, int | None]:
     """(bytes, ms) from a dispatched end to the written end: the bytes written after it, and
-    the newest store time minus that of the record at it (the oldest not dispatched there)."""
+    the newest store time minus that of the record at it (the oldest not dispatched there).
+    Any family's tail (``end``, ``start``, ``newest_timestamp``, ``timestamp_from``);
+    ``timestamp_at(offset)``: the store time of the record at an offset the tail does not
+    hold, or the first after a file's end there (None: no record starts there; the bytes
+    still count, the time is not known)."""
     if dispatched_end >= tail.end:
         return 0, 0
     newest = tail.newest_timestamp
-    first = tail.first_at_or_after(dispatched_end) if dispatched_end >= tail.start else None
-    if first is not None:
-        ts = first[4]
-    else:
-        try:  # a queue whose last record ended a file: the next record opens the next file
-            ts = reader.read(reader.past_blank(dispatched_end), check_crc=False).store_timestamp
-        except RmqError:  # no record starts there: the bytes still count, the time is not known
-            ts = None
+    ts = tail.timestamp_from(dispatched_end) if dispatched_end >= tail.start else None
+    if ts is None:
+        ts = timestamp_at(dispatched_end)
     return tail.end - dispatched_end, (newest - ts if newest is not None and ts is not None else None)
+
+
+def _timestamps(reader: CommitLogReader):
+    """The commit log's ``timestamp_at`` for :func:`dispatch_lag`."""
+    def at(offset: int) -> int | None:
+        try:  # a queue whose last record ended a file: the next record opens the next file
+            return reader.read(reader.past_blank(offset), check_crc=False).store_timestamp
+        except RmqError:
+            return None
+    return at
 
 
 def _record_end(reader: CommitLogReader, offset: int) -> int:
@@ -364,19 +374,20 @@ def check_store(path, *, now: int, tail_bytes: int, recovery_rate: float) -> Sto
         index_end = _record_end(reader, index_at) if index_at is not None else None
         queue_end = max((e for _q, e, _l in queues), default=None)  # the reput's position, as the queues show it
         tail = _read_tail(view, tail_bytes)
+        timestamp_at = _timestamps(reader)
         findings = tail.findings
         values.append(("written_end", tail.end, None, None, None))
         if queue_end is not None:
-            b, ms = _lag(tail, reader, queue_end)
+            b, ms = dispatch_lag(tail, queue_end, timestamp_at)
             values += [("dispatch_lag_bytes", b, None, None, None), ("dispatch_lag_ms", ms, None, None, None)]
             if view.lock_holder is None:  # a running broker may be copying the record a unit names
                 values.append(("dispatch_ahead_bytes", max(queue_end - tail.end, 0), None, None, None))
         for q, end, _last in queues:
-            b, ms = _lag(tail, reader, end)
+            b, ms = dispatch_lag(tail, end, timestamp_at)
             values += [("queue_dispatch_lag_bytes", b, q.topic, q.queue_id, None),
                        ("queue_dispatch_lag_ms", ms, q.topic, q.queue_id, None)]
         if index_end is not None:
-            b, ms = _lag(tail, reader, index_end)
+            b, ms = dispatch_lag(tail, index_end, timestamp_at)
             values += [("index_lag_bytes", b, None, None, None), ("index_lag_ms", ms, None, None, None)]
         found = detect_semantics(view.paths, view.segments).semantics  # the rules that wrote it; None: not shown
         values += _flush_and_recovery(view, tail, reader, queues, recovery_rate, found or V5)

@@ -275,15 +275,24 @@ def alone_ranges(a, b) -> dict[str, list[tuple[int, int]]]:
     return alone
 
 
-def divergence_rows(logs: dict, ranges, alone: dict, found: dict, item_at, span, differing, row,
-                    where: str) -> list[dict]:
-    """Where two logs part (any family's): a row a range one side holds alone (``missing_head``
-    before the other's first file, ``missing_tail`` past its end: from the record that holds
-    its first byte, with the bytes and messages past it), and one for the first range that
-    differs (``different_record``: the fields that differ). ``item_at(log, offset)`` and
-    ``span(item)`` read a side's records, ``differing(x, y)`` compares two, ``row(**fields)``
-    makes a row, ``where`` names the offset field."""
-    a, b = logs["a"], logs["b"]
+def log_parting(a, b, messages_of, item_at, span, differing, row, where: str,
+                summary: dict) -> tuple[dict, list[dict], int | None]:
+    """Where two logs part (any family's: ``start``, ``end``, ``read``, ``next_file_after``):
+    (each side's messages of the ranges that differ or that it holds alone, offset -> message,
+    ``messages_of(log, ranges)``; the divergence rows in offset order; the offset of the first
+    different record, None: none). A row a range one side holds alone (``missing_head`` before
+    the other's first file, ``missing_tail`` past its end: from the record that holds its first
+    byte, with the bytes and messages past it), and one for the first range that differs
+    (``different_record``: the fields that differ). ``item_at(log, offset)`` and ``span(item)``
+    read a side's records, ``differing(x, y)`` compares two, ``row(**fields)`` makes a row,
+    ``where`` names the offset field; ``summary`` gets the first divergence's offset and each
+    side's written end."""
+    logs = {"a": a, "b": b}
+    lo, hi = max(a.start, b.start), min(a.end, b.end)
+    ranges = differing_ranges(a, b, lo, hi) if lo < hi else []
+    alone = alone_ranges(a, b)
+    # every message of a differing or one-sided range, decoded once
+    found = {side: messages_of(logs[side], ranges + alone[side]) for side in SIDES}
     out = []
     for side in SIDES:
         for begin, end in alone[side]:
@@ -300,33 +309,24 @@ def divergence_rows(logs: dict, ranges, alone: dict, found: dict, item_at, span,
         at = min((span(i)[0] for i in (x, y) if i is not None), default=first)
         out.append(row(**{where: at}, reason="different_record", first_different_byte=first, fields=names,
                        field=", ".join(names), a=va, b=vb))
-    return out
+    first_record = next((d[where] for d in out if d["reason"] == "different_record"), None)
+    out.sort(key=lambda r: (r[where], r["first_different_byte"]))
+    summary[where] = out[0][where] if out else None
+    summary["written_end_a"], summary["written_end_b"] = a.end, b.end
+    return found, out, first_record
 
 
 def compare_commit_logs(a: _Log, b: _Log, summary: dict) -> Iterator[dict]:
     """The divergence rows, then the message rows, as they are found; the summary's commit
     log part goes into ``summary`` once the last row is out."""
-    logs = {"a": a, "b": b}
-    lo, hi = max(a.start, b.start), min(a.end, b.end)
-    ranges = differing_ranges(a, b, lo, hi) if lo < hi else []
-    alone = alone_ranges(a, b)
-    # every message of a differing or one-sided range, decoded once
-    found = {side: _messages(logs[side], ranges + alone[side]) for side in SIDES}
-    divergences = divergence_rows(logs, ranges, alone, found, record_at, _span, differing_fields,
-                                  lambda **f: _row("commit_log_divergence", **f), "commit_log_offset")
-    first_record = next((d["commit_log_offset"] for d in divergences if d["reason"] == "different_record"), None)
-    divergences.sort(key=lambda r: (r["commit_log_offset"], r["first_different_byte"]))
-    summary["commit_log_offset"] = divergences[0]["commit_log_offset"] if divergences else None
-    summary["written_end_a"], summary["written_end_b"] = a.end, b.end
+    found, divergences, first_record = log_parting(a, b, _messages, record_at, _span, differing_fields,
+                                                   lambda **f: _row("commit_log_divergence", **f),
+                                                   "commit_log_offset", summary)
     yield from divergences
 
     # the messages found, matched by offset, then by UNIQ_KEY
     left_a, left_b = found["a"], found["b"]
-    for offset in sorted(left_a.keys() & left_b.keys()):
-        ma, mb = left_a[offset], left_b[offset]
-        if not _same_message(ma, mb):
-            continue
-        del left_a[offset], left_b[offset]
+    for offset, ma in match_by_offset(left_a, left_b, _same_message):
         if offset == first_record:  # the divergence row names its fields already
             continue
         names, va, vb = differing_fields(a.reader.read(offset), b.reader.read(offset))
@@ -340,6 +340,17 @@ def compare_commit_logs(a: _Log, b: _Log, summary: dict) -> Iterator[dict]:
     for side, left in (("a", left_a), ("b", left_b)):
         for offset in sorted(left):
             yield _only_in_row(side, left[offset])
+
+
+def match_by_offset(left_a: dict, left_b: dict, same) -> list[tuple[int, object]]:
+    """Messages left on both sides (offset -> message) at one offset that ``same(a, b)`` says
+    are one message (changed or not), each taken off both sides; (offset, A's), in offset order."""
+    out = []
+    for offset in sorted(left_a.keys() & left_b.keys()):
+        if same(left_a[offset], left_b[offset]):
+            out.append((offset, left_a.pop(offset)))
+            del left_b[offset]
+    return out
 
 
 def match_by_key(left_a: dict, left_b: dict, key) -> int:

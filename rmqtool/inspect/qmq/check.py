@@ -19,11 +19,10 @@ import dataclasses
 
 from rmqtool.findings import Finding, Severity
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
-from rmqtool.inspect.check import Measure, StoreCheck, disk_use
-from rmqtool.recovery.qmq.start import probe_start
+from rmqtool.inspect.check import Measure, StoreCheck, disk_use, dispatch_lag
 from rmqtool.inspect.qmq.offsets import RecordHeads, group_progress, subject_ends
+from rmqtool.recovery.qmq.start import probe_start
 from rmqtool.store.qmq import messagelog, record_kernel
-from rmqtool.store.qmq.checkpoints import message_checkpoints
 from rmqtool.store.qmq.segments import LogDirectory, ZeroExtended, list_log
 from rmqtool.store.qmq.view import QmqView
 
@@ -44,9 +43,10 @@ class _Tail:
     def newest_timestamp(self) -> int | None:
         return self.records[-1][1] if self.records else None
 
-    def first_at_or_after(self, offset: int) -> tuple[int, int] | None:
+    def timestamp_from(self, offset: int) -> int | None:
+        """The store time of the first tail record at or after ``offset`` (None: none)."""
         i = bisect.bisect_left(self.records, offset, key=lambda r: r[0])
-        return self.records[i] if i < len(self.records) else None
+        return self.records[i][1] if i < len(self.records) else None
 
 
 def read_tail(log: LogDirectory, tail_bytes: int, live: bool) -> _Tail:
@@ -102,16 +102,6 @@ def _whole_log(log: LogDirectory) -> _Tail:
     return _Tail(end, [], [], end)
 
 
-def _lag(tail: _Tail, heads: RecordHeads, dispatched_end: int) -> tuple[int, int | None]:
-    """(bytes, ms) from a dispatched end to the written end (check's rule on RocketMQ)."""
-    if dispatched_end >= tail.end:
-        return 0, 0
-    newest = tail.newest_timestamp
-    first = tail.first_at_or_after(dispatched_end) if dispatched_end >= tail.start else None
-    ts = first[1] if first is not None else heads.timestamp_at(dispatched_end)
-    return tail.end - dispatched_end, (newest - ts if newest is not None and ts is not None else None)
-
-
 def check_qmq_store(view: QmqView, *, now: int, tail_bytes: int, recovery_rate: float) -> StoreCheck:
     root = view.root
     log = list_log(root / "messagelog", PER_SEGMENT_FILE_SIZE)
@@ -121,16 +111,16 @@ def check_qmq_store(view: QmqView, *, now: int, tail_bytes: int, recovery_rate: 
     ends = subject_ends(root)
     dispatched = [e.dispatched_end for e in ends.values() if e.dispatched_end is not None]
     if dispatched:
-        b, ms = _lag(tail, heads, max(dispatched))
+        b, ms = dispatch_lag(tail, max(dispatched), heads.timestamp_at)
         values += [("dispatch_lag_bytes", b, None, None), ("dispatch_lag_ms", ms, None, None)]
         if view.live is None:  # a running broker may be writing the record a unit names
             values.append(("dispatch_ahead_bytes", max(max(dispatched) - tail.end, 0), None, None))
     for subject, e in ends.items():
         if e.dispatched_end is not None:
-            b, ms = _lag(tail, heads, e.dispatched_end)
+            b, ms = dispatch_lag(tail, e.dispatched_end, heads.timestamp_at)
             values += [("subject_dispatch_lag_bytes", b, subject, None), ("subject_dispatch_lag_ms", ms, subject, None)]
     probe = probe_start(root)
-    values += _recovery(root, log, tail, probe, recovery_rate)
+    values += _recovery(log, tail, probe, recovery_rate)
     if tail.newest_timestamp is not None:
         values.append(("newest_age_ms", now - tail.newest_timestamp, None, None))
     for g in group_progress(root, probe=probe, ends=ends, heads=heads).rows:  # offsets' rows
@@ -152,12 +142,12 @@ def check_qmq_store(view: QmqView, *, now: int, tail_bytes: int, recovery_rate: 
                       tail.findings, summary=SUMMARY)
 
 
-def _recovery(root, log: LogDirectory, tail: _Tail, probe, rate: float) -> list[tuple]:
+def _recovery(log: LogDirectory, tail: _Tail, probe, rate: float) -> list[tuple]:
     """The bytes the next start replays: the message log after the loaded message checkpoint's
     offset (all of it without one), and the action log after its replay state."""
-    loaded = message_checkpoints(root).loaded
     first = log.segments[0].base_offset if log.segments else 0
-    start = loaded.value.offset if loaded is not None and loaded.value.offset > 0 else first
+    loaded = probe.message_checkpoint
+    start = loaded if loaded is not None and loaded > 0 else first
     replayed = max(tail.end - max(start, first), 0)
     if probe.action_replay is not None:
         begin, end = probe.action_replay

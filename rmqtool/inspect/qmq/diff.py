@@ -15,13 +15,13 @@ from typing import Iterator
 from rmqtool.formats.qmq import actionlog as actionlog_format
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.inspect.check_defaults import TAIL_BYTES
-from rmqtool.inspect.diff import (BACK, SIDES, alone_ranges, differing_ranges, divergence_rows, item_holding,
-                                  match_by_key)
+from rmqtool.inspect.diff import (BACK, SIDES, differing_ranges, item_holding, log_parting, match_by_key,
+                                  match_by_offset)
 from rmqtool.inspect.qmq.check import read_tail
 from rmqtool.inspect.qmq.offsets import group_progress, subject_ends
+from rmqtool.recovery.qmq.start import probe_start
 from rmqtool.report.qmq.records import message_log_row
 from rmqtool.store.qmq import messagelog, record_kernel
-from rmqtool.store.qmq.checkpoints import action_checkpoints, message_checkpoints
 from rmqtool.store.qmq.segments import LogDirectory, ZeroExtended, list_log
 
 ROW_FIELDS = ("record", "side", "message_log_offset", "subject", "sequence", "group", "field", "a", "b", "reason")
@@ -145,6 +145,11 @@ class _Msg:
     store_timestamp: int
 
 
+def _same_message(x: _Msg, y: _Msg) -> bool:
+    """Two records at one offset are one message (changed) when they hold one subject's sequence."""
+    return (x.subject, x.sequence) == (y.subject, y.sequence)
+
+
 def _messages(log: _Log, ranges) -> dict[int, _Msg]:
     out: dict[int, _Msg] = {}
     for begin, end in ranges:
@@ -156,25 +161,13 @@ def _messages(log: _Log, ranges) -> dict[int, _Msg]:
 
 
 def compare_message_logs(a: _Log, b: _Log, summary: dict) -> Iterator[dict]:
-    logs = {"a": a, "b": b}
-    lo, hi = max(a.start, b.start), min(a.end, b.end)
-    ranges = differing_ranges(a, b, lo, hi) if lo < hi else []
-    alone = alone_ranges(a, b)
-    found = {side: _messages(logs[side], ranges + alone[side]) for side in SIDES}
-    divergences = divergence_rows(logs, ranges, alone, found, _item_at, _span, differing_fields,
-                                  lambda **f: _row("message_log_divergence", **f), "message_log_offset")
-    first_record = next((d["message_log_offset"] for d in divergences if d["reason"] == "different_record"), None)
-    divergences.sort(key=lambda r: (r["message_log_offset"], r["first_different_byte"]))
-    summary["message_log_offset"] = divergences[0]["message_log_offset"] if divergences else None
-    summary["written_end_a"], summary["written_end_b"] = a.end, b.end
+    found, divergences, first_record = log_parting(a, b, _messages, _item_at, _span, differing_fields,
+                                                   lambda **f: _row("message_log_divergence", **f),
+                                                   "message_log_offset", summary)
     yield from divergences
 
     left_a, left_b = found["a"], found["b"]
-    for offset in sorted(left_a.keys() & left_b.keys()):
-        ma, mb = left_a[offset], left_b[offset]
-        if (ma.subject, ma.sequence) != (mb.subject, mb.sequence):
-            continue
-        del left_a[offset], left_b[offset]
+    for offset, ma in match_by_offset(left_a, left_b, _same_message):
         if offset == first_record:  # the divergence row names its fields already
             continue
         names, va, vb = differing_fields(_item_at(a, offset), _item_at(b, offset))
@@ -206,8 +199,8 @@ def compare_action_logs(a: _Log, b: _Log) -> list[dict]:
     return sorted(rows, key=lambda r: r["action_log_offset"])
 
 
-def compare_subjects(a: pathlib.Path, b: pathlib.Path) -> list[dict]:
-    ends = {"a": subject_ends(a), "b": subject_ends(b)}
+def compare_subjects(ends: dict[str, dict]) -> list[dict]:
+    """Each subject's consumer log range (``ends``: each side's ``subject_ends``)."""
     rows = []
     for subject in sorted(ends["a"].keys() | ends["b"].keys()):
         x, y = ends["a"].get(subject), ends["b"].get(subject)
@@ -218,12 +211,12 @@ def compare_subjects(a: pathlib.Path, b: pathlib.Path) -> list[dict]:
     return rows
 
 
-def compare_progress(a: pathlib.Path, b: pathlib.Path) -> list[dict]:
-    """Each group's progress as each side's next start has it; where a side's start stops
-    before it loads any, one row says so (not one a group)."""
+def compare_progress(progresses: dict) -> list[dict]:
+    """Each group's progress as each side's next start has it (``progresses``: each side's
+    ``group_progress``); where a side's start stops before it loads any, one row says so (not
+    one a group)."""
     sides, refused = {}, []
-    for side, root in (("a", a), ("b", b)):
-        progress = group_progress(root)
+    for side, progress in progresses.items():
         sides[side] = {(g.subject, g.group): g for g in progress.rows}
         if progress.probe.refusal is not None:
             refused.append(_row("group_progress", side=side, reason=f"no progress loaded: QMQ's start stops "
@@ -242,11 +235,12 @@ def compare_progress(a: pathlib.Path, b: pathlib.Path) -> list[dict]:
     return rows
 
 
-def compare_checkpoints(a: pathlib.Path, b: pathlib.Path) -> list[dict]:
+def compare_checkpoints(probes: dict) -> list[dict]:
+    """The offsets of the snapshots each side's start loads (``probes``: each side's ``probe_start``)."""
     rows = []
-    for field, snapshots in (("message_checkpoint_offset", message_checkpoints),
-                             ("action_checkpoint_offset", action_checkpoints)):
-        va, vb = ((s.loaded.value.offset if s.loaded else None) for s in (snapshots(a), snapshots(b)))
+    for field, attr in (("message_checkpoint_offset", "message_checkpoint"),
+                        ("action_checkpoint_offset", "action_checkpoint")):
+        va, vb = (getattr(probes[side], attr) for side in SIDES)
         if va != vb:
             rows.append(_row("checkpoint_field", field=field, a=va, b=vb))
     return rows
@@ -284,9 +278,13 @@ class QmqDiff:
             for pair in logs.values():
                 for log in pair:
                     log.close()
-        yield from counted(compare_subjects(self.a, self.b))
-        yield from counted(compare_progress(self.a, self.b))
-        yield from counted(compare_checkpoints(self.a, self.b))
+        roots = {"a": self.a, "b": self.b}
+        probes = {side: probe_start(root) for side, root in roots.items()}  # each side's start, read once
+        ends = {side: subject_ends(root) for side, root in roots.items()}
+        yield from counted(compare_subjects(ends))
+        yield from counted(compare_progress({side: group_progress(root, probe=probes[side], ends=ends[side])
+                                             for side, root in roots.items()}))
+        yield from counted(compare_checkpoints(probes))
         differences = sum(counts.values())
         self.equal = differences == 0
         what = ", ".join(f"{n} {k}" for k, n in counts.items())

@@ -356,6 +356,8 @@ class StartProbe:
     refusal: Refusal | None  # what the constructor throws, or where the action replay hangs; None: neither
     consumer_progress: tuple[dict, ...]  # progress_rows after the action replay (empty when refused)
     action_replay: tuple[int, int] | None  # (from, to) of the action log replay (None when refused)
+    message_checkpoint: int | None = None  # the loaded snapshots' offsets (None: none loads)
+    action_checkpoint: int | None = None
 
 
 def _whole(segment) -> tuple[bool, int]:
@@ -371,13 +373,14 @@ def probe_start(store: str | os.PathLike, unit_bytes: int | None = None) -> Star
     msnaps, asnaps = message_checkpoints(store), action_checkpoints(store)
     loaded = msnaps.loaded.value if msnaps.loaded else MessageCheckpoint(-1, {})
     acp = asnaps.loaded.value if asnaps.loaded else ActionCheckpoint(-1, ())
+    offsets = tuple(s.loaded.value.offset if s.loaded else None for s in (msnaps, asnaps))
     try:
         built = _construct(store, dict(loaded.max_sequences), acp, unit_bytes or store_unit_bytes(store), _whole)
     except JavaException as exc:
-        return StartProbe(_refused(exc), (), None)
+        return StartProbe(_refused(exc), (), None, *offsets)
     progress, actions = _action_replay(acp, built.action_log, built.tablets.replay_state)
     hang = _hang(actions, built.action_log, "start(): action log replay") if actions.hangs_at is not None else None
-    return StartProbe(hang, tuple(progress_rows(progress)), (actions.start, built.action_log.max_offset()))
+    return StartProbe(hang, tuple(progress_rows(progress)), (actions.start, built.action_log.max_offset()), *offsets)
 
 
 def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,

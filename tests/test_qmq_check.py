@@ -111,6 +111,32 @@ def test_a_store_qmq_does_not_start_on_is_critical(variant, tmp_path):
         assert "tail_errors" in bad
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_messages_the_next_start_no_longer_serves_are_critical(variant, tmp_path):
+    """e (a consumer log file deleted) and h (a subject missing from the message checkpoint):
+    the load lacks or cuts units whose records lie before the replay start, and QMQ served those
+    sequences SUCCESS without a message. Where the start cuts the message log (d, i), the units it
+    serves empty name records it cut: that is the tail's damage, not this measure's."""
+    truth = load_truth(CRASH / variant / "truth.json")
+    store = expand_store(CRASH / variant / "input", tmp_path / "store")
+    (checked,) = run_check([store], now=NOW).stores
+    got = {m.subject: m for m in checked.measures if m.measure == "units_lost_at_start"}
+    cut = bool(truth["summary"].get("recordsLost"))
+    for subject, p in truth.get("perSubject", {}).items():
+        empty = sum(hi - lo + 1 for lo, hi in p.get("servedSuccessWithoutMessage", []))
+        assert got[subject].value == (0 if cut else empty), subject
+        assert (got[subject].state == State.CRITICAL) == (got[subject].value > 0), subject
+    if truth["started"] is not False and not cut:
+        assert any(m.value for m in got.values()) == (checked.state == State.CRITICAL), variant
+
+
+def test_a_clean_store_loses_nothing_at_start(clean):
+    store, rb = clean
+    (checked,) = run_check([store], now=NOW).stores
+    got = {m.subject: m.value for m in checked.measures if m.measure == "units_lost_at_start"}
+    assert set(got) == set(rb["consumerLogs"]) and not any(got.values())
+
+
 def test_a_refused_start_is_load_refused_and_its_groups_have_no_lag(tmp_path):
     """b: a stray name in messagelog/ stops the constructor: no progress is loaded to lag behind."""
     variant = "b-stray-file-in-messagelog"
@@ -227,6 +253,7 @@ def test_a_subject_name_that_is_not_utf8_keeps_the_prometheus_file_readable(clea
     os.rename(store / "consumerlog" / subject, os.fsencode(store / "consumerlog") + b"/odd\xff\xfename")
     prom = tmp_path / "check.prom"
     out = cli_runner().invoke(app, ["check", str(store), "--now", str(NOW), "--prometheus", str(prom)])
-    assert out.exit_code == 0, out.stderr
+    # the subject the checkpoint names has no consumer log now: its messages are lost to the next start
+    assert out.exit_code == 2 and f"CRITICAL units_lost_at_start[{subject}]=" in out.stdout, out.stdout
     text = prom.read_bytes().decode("utf-8")  # strict: the collector takes UTF-8 only
     assert 'subject="odd' in text and not _exposition_errors(text)

@@ -67,6 +67,9 @@ MEASURES = {
     "subject_dispatch_lag_bytes": ("bytes", "QMQ: message log bytes written after the record a subject's "
                                             "consumer log last names"),
     "subject_dispatch_lag_ms": ("ms", "QMQ: newest store time minus that of the record after it"),
+    "units_lost_at_start": ("messages", "QMQ: a subject's sequences the next start serves without their message, "
+                                        "or not at all: units its load lacks or cuts (a consumer log file gone, a "
+                                        "subject the message checkpoint lacks) naming records before its replay"),
     "index_lag_bytes": ("bytes", "commit log bytes written after the last indexed record"),
     "index_lag_ms": ("ms", "newest store time minus that of the first record after the last indexed one"),
     "unflushed_ms": ("ms", "newest store time minus the checkpoint's physicMsgTimestamp"),
@@ -97,6 +100,7 @@ DEFAULT_CRIT = {"dispatch_lag_ms": 60000, "index_lag_ms": 60000,
                 # queue units past the log: the broker's next start drops them, and their messages are gone
                 "dispatch_ahead_bytes": 1,
                 "load_refused": 1,  # the broker does not start on it
+                "units_lost_at_start": 1,  # QMQ: messages its next start no longer serves
                 "repair_unfinished": 1}  # half changed: neither what it was nor what the repair makes
 
 

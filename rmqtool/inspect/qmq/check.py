@@ -121,6 +121,8 @@ def check_qmq_store(view: QmqView, *, now: int, tail_bytes: int, recovery_rate: 
             values += [("subject_dispatch_lag_bytes", b, subject, None), ("subject_dispatch_lag_ms", ms, subject, None)]
     probe = probe_start(root)
     values += _recovery(log, tail, probe, recovery_rate)
+    if probe.message_log_first is not None:  # the load ran: what it drops is known
+        values += [("units_lost_at_start", n, subject, None) for subject, n in lost_at_start(probe, ends).items()]
     if tail.newest_timestamp is not None:
         values.append(("newest_age_ms", now - tail.newest_timestamp, None, None))
     for g in group_progress(root, probe=probe, ends=ends, heads=heads).rows:  # offsets' rows
@@ -140,6 +142,27 @@ def check_qmq_store(view: QmqView, *, now: int, tail_bytes: int, recovery_rate: 
     path = str(root)
     return StoreCheck(path, [Measure(path, m, v, subject=s, group=g, family="qmq") for m, v, s, g in values],
                       tail.findings, summary=SUMMARY)
+
+
+def lost_at_start(probe, ends: dict) -> dict[str, int]:
+    """Per subject, the sequences the next start serves without their message (or not at all)
+    because its load lacks their units and its replay, which begins after their records, does
+    not write them again: up to the loaded message checkpoint's max sequence, those its consumer
+    log does not reach (a file gone); and units on disk that the load cuts (a subject the
+    checkpoint lacks is cut to nothing) naming a record the message log still holds before the
+    replay start. QMQ never deletes a log's last segment, so neither happens on a healthy store."""
+    replay_from = max(probe.message_checkpoint if probe.message_checkpoint is not None else -1,
+                      probe.message_log_first)
+    lost = {}
+    for subject in sorted(set(probe.max_sequences) | set(ends)):
+        loaded = probe.loaded_next.get(subject, 0)
+        n = max(probe.max_sequences.get(subject, -1) + 1 - loaded, 0)
+        end = ends.get(subject)
+        if end is not None and end.next_sequence > loaded:
+            n += sum(int(((o >= probe.message_log_first) & (o < replay_from)).sum())
+                     for o in end.named_offsets(loaded, end.next_sequence))
+        lost[subject] = n
+    return lost
 
 
 def _recovery(log: LogDirectory, tail: _Tail, probe, rate: float) -> list[tuple]:

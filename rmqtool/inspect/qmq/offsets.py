@@ -53,6 +53,20 @@ class SubjectEnd:
         named = unit.kind == "message" and names_record(unit.wrote_offset, unit.wrote_bytes)
         return unit.wrote_offset if named else None
 
+    def named_offsets(self, first: int, stop: int) -> list:
+        """The message log offsets the units from sequence ``first`` up to ``stop`` name (those
+        naming a record), a segment's share at a time."""
+        out = []
+        for seg in self.directory.segments:
+            lo, hi = max(first * self.unit_bytes, seg.base_offset), min(stop * self.unit_bytes, seg.end_offset)
+            for at in range(lo, hi, _UNITS_BACK * 64 * self.unit_bytes):
+                n = min(_UNITS_BACK * 64 * self.unit_bytes, hi - at)
+                cols = consumerlog.unit_columns_of(read_zero_extended(seg, at - seg.base_offset, n), 0,
+                                                   n // self.unit_bytes, self.unit_bytes)
+                named = (cols.kind == consumerlog.MESSAGE) & names_record(cols.wrote_offset, cols.wrote_bytes)
+                out.append(cols.wrote_offset[named])
+        return out
+
 
 def names_record(wrote_offset, wrote_bytes):
     """Whether a message unit names a record: bytes at an offset in the log. A unit cut short

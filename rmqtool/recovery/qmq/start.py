@@ -358,6 +358,11 @@ class StartProbe:
     action_replay: tuple[int, int] | None  # (from, to) of the action log replay (None when refused)
     message_checkpoint: int | None = None  # the loaded snapshots' offsets (None: none loads)
     action_checkpoint: int | None = None
+    max_sequences: dict = dataclasses.field(default_factory=dict)  # the loaded message checkpoint's, by subject
+    # after the load: each consumer log's next sequence (MaxSequenceLogSegmentValidator's cut made), and
+    # where the message log begins (its first segment's base); empty and None when the load throws
+    loaded_next: dict = dataclasses.field(default_factory=dict)
+    message_log_first: int | None = None
 
 
 def _whole(segment) -> tuple[bool, int]:
@@ -377,10 +382,12 @@ def probe_start(store: str | os.PathLike, unit_bytes: int | None = None) -> Star
     try:
         built = _construct(store, dict(loaded.max_sequences), acp, unit_bytes or store_unit_bytes(store), _whole)
     except JavaException as exc:
-        return StartProbe(_refused(exc), (), None, *offsets)
+        return StartProbe(_refused(exc), (), None, *offsets, dict(loaded.max_sequences))
     progress, actions = _action_replay(acp, built.action_log, built.tablets.replay_state)
     hang = _hang(actions, built.action_log, "start(): action log replay") if actions.hangs_at is not None else None
-    return StartProbe(hang, tuple(progress_rows(progress)), (actions.start, built.action_log.max_offset()), *offsets)
+    return StartProbe(hang, tuple(progress_rows(progress)), (actions.start, built.action_log.max_offset()), *offsets,
+                      dict(loaded.max_sequences), {s: log.next_sequence() for s, log in built.logs.items()},
+                      built.message_log.min_offset())
 
 
 def simulate_start(store: str | os.PathLike, unit_bytes: int | None = None,

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from conftest import FIXTURES, load_truth
-from helpers import cli_runner, copy_tree, expand_store
+from helpers import cli_runner, copy_tree, expand_store, table_sections
 from rmqtool.cli.app import app
 
 QMQ = FIXTURES / "qmq"
@@ -121,6 +121,15 @@ def test_an_action_log_cut_short_shows_the_progress_each_start_has(tmp_path):
               or (before.get(k) or {}).get("consumers") != (after.get(k) or {}).get("consumers")}
     assert differ and {(r["subject"], r["group"]) for r in rows if r["record"] == "group_progress"} == differ
     assert not [r for r in rows if r["record"].startswith("message")]
+    # at 80 columns the table shows each group's field and both sides' values
+    text = cli_runner().invoke(app, ["diff", str(a), str(l_store)], env={"COLUMNS": "80"}).stdout
+    (names,) = [names for names, section in table_sections(text) if any(
+        c.get("record") == "group_progress" for c in section)]
+    assert {"subject", "group", "field", "a", "b"} <= set(names), names
+    lines = [line.split() for line in text.splitlines() if line.startswith("group_progress")]
+    assert [next(f for f in ("pull", "consumers") if f in words) for words in lines] == \
+        [r["field"] for r in rows if r["record"] == "group_progress"]
+    assert max(map(len, text.splitlines())) <= 80
 
 
 def test_stores_of_two_families_and_rocketmq_options(clean, tmp_path):
@@ -144,3 +153,56 @@ def test_a_side_whose_start_stops_is_one_row_not_every_group(tmp_path):
     assert out.exit_code == 3
     (progress,) = [r for r in rows if r["record"] == "group_progress"]
     assert progress["side"] == "b" and truth["exception"]["class"] in progress["reason"]
+
+
+def _unit_file(store, subject, unit_bytes, sequence):
+    """The consumer log segment holding ``sequence`` and the unit's position in it."""
+    from rmqtool.formats.qmq.consumerlog import SEGMENT_TOTAL_UNIT
+    base = sequence // SEGMENT_TOTAL_UNIT * SEGMENT_TOTAL_UNIT * unit_bytes
+    return store / "consumerlog" / subject / f"{base:020d}", sequence * unit_bytes - base
+
+
+def test_a_unit_naming_another_record_mid_log_differs_and_a_dispatch_time_does_not(clean, tmp_path):
+    """A slave builds its own consumer logs, at its own clock: a unit's timestamp is not a
+    difference; a unit in the middle of a log naming another record is, though both logs keep
+    their ranges."""
+    store, truth = clean
+    subject, log = max(truth["readBack"]["consumerLogs"].items(), key=lambda kv: len(kv[1]["units"]))
+    units, unit_bytes = log["units"], log["unitBytes"]
+    k = len(units) // 2
+    copy = _copy(store, tmp_path / "copy")
+    path, at = _unit_file(copy, subject, unit_bytes, units[k]["sequence"])
+    with open(path, "r+b") as f:
+        f.seek(at)
+        f.write(bytes.fromhex(units[k + 1]["rawHex"]))  # names the next unit's record
+    later = units[k + 2]
+    raw = bytearray.fromhex(later["rawHex"])
+    stamp = later["timestamp"].to_bytes(8, "big")
+    i = raw.index(stamp)
+    raw[i:i + 8] = (later["timestamp"] + 12345).to_bytes(8, "big")
+    path, at = _unit_file(copy, subject, unit_bytes, later["sequence"])
+    with open(path, "r+b") as f:
+        f.seek(at)
+        f.write(raw)
+    rows, out = _diff(store, copy)
+    assert out.exit_code == 3, out.stderr
+    (row,) = [r for r in rows if r["record"] != "summary"]
+    assert (row["record"], row["subject"], row["sequence"]) == ("consumer_log_units", subject, units[k]["sequence"])
+    assert row["units_differing"] == 1 and row["last_sequence"] == units[k]["sequence"]
+    for side, unit in (("a", units[k]), ("b", units[k + 1])):
+        assert (row[side]["wrote_offset"], row[side]["wrote_bytes"], row[side]["header_size"]) == \
+            (unit["wroteOffset"], unit["wroteBytes"], unit["headerSize"])
+
+
+def test_a_checkpoint_lacking_a_subject_is_its_max_sequence(tmp_path):
+    """h (a subject's line removed from the latest message checkpoint) against a: the max
+    sequence the line said, and none on h's side."""
+    mutation = load_truth(CRASH / "h-subject-missing-from-checkpoint" / "truth.json")["mutation"]
+    a = expand_store(CRASH / "a-as-is" / "input", tmp_path / "a")
+    h = expand_store(CRASH / "h-subject-missing-from-checkpoint" / "input", tmp_path / "h")
+    rows, out = _diff(a, h)
+    assert out.exit_code == 3
+    (line,) = mutation["removedLines"]
+    subject, sequence = line.rsplit("/", 1)
+    (row,) = [r for r in rows if r["record"] == "checkpoint_field"]
+    assert (row["subject"], row["field"], row["a"], row["b"]) == (subject, "max_sequence", int(sequence), None)

@@ -284,7 +284,15 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         num("messages_past", None), text("fields", None, 60, cut=ITEMS), fixed("equal", None),
         num("differences", None), text("counts", None, 80), text("store_a", None, 100, cut=PATH),
         text("store_b", None, 100, cut=PATH), num("written_end_a", None), num("written_end_b", None),
-        num("messages_only_in_a", None), num("messages_only_in_b", None), num("messages_matched_by_message_id", None)),
+        num("messages_only_in_a", None), num("messages_only_in_b", None), num("messages_matched_by_message_id", None),
+        num("units_differing", None), num("last_sequence", None)),
+    # its rows of one field of a subject or group on each side: a table of their own, so that at 80
+    # columns the field and both sides' values show beside the subject and group
+    "qmq_diff_field": (
+        fixed("record", 1, 18), text("subject", 2, 30, 10, cut=NAME), text("group", 3, 30, 10, cut=NAME),
+        text("field", 4, 40, 9, cut=ITEMS), text("a", 5, 30, 8, cut=VALUE), text("b", 6, 30, 8, cut=VALUE),
+        num("sequence", 7), num("units_differing", 8), num("last_sequence", 9), fixed("side", 10, 4),
+        text("reason", 11, 60, 12, cut=HEAD)),
     # QMQ offsets: a group's progress in a subject and its lag (inspect/qmq/offsets.py)
     "qmq_offset": (
         text("subject", 1, 40, 12, cut=NAME), text("group", 2, 30, 12, cut=NAME), num("lag_messages", 3, 12),
@@ -347,6 +355,10 @@ VIEWS: dict[str, tuple[Column, ...]] = {
 # dump commitlog --decode-system: what a system topic's record means, shown early (its text is long)
 VIEWS["message_system"] = tuple(
     c for col in VIEWS["message"] for c in ((col, text("system", 2, 80, 24)) if col.name == "queue_offset" else (col,)))
+
+# Rows of a kind that show as a table of another (a kind's own rows of another shape), by record
+SUB_KINDS = {"qmq_diff": dict.fromkeys(("subject_range", "consumer_log_units", "group_progress", "checkpoint_field"),
+                                       "qmq_diff_field")}
 
 # How each field's values may be cut, one way for a field in every kind (a table of no kind,
 # a document's section, takes it from here)

@@ -20,8 +20,8 @@ import dataclasses
 import os
 from typing import TextIO
 
-from rmqtool.report.columns import (DEFAULT_WIDTH, FIELD_CUTS, FILE_SIZE_FIELDS, GAP, NEVER, PATH, VIEWS, Column,
-                                    cell_text, cut, display_width, fit, human_size, terminal_safe)
+from rmqtool.report.columns import (DEFAULT_WIDTH, FIELD_CUTS, FILE_SIZE_FIELDS, GAP, NEVER, PATH, SUB_KINDS, VALUE,
+                                    VIEWS, Column, cell_text, cut, display_width, fit, human_size, terminal_safe)
 from rmqtool.report.progress import erase_bars
 from rmqtool.report.shorten import DISTINCT, distinct_width, least_width, shorten
 
@@ -128,7 +128,7 @@ class TextTable:
         record = row.get("record")
         if record in NOTES and self.kind == "message":
             return NOTE
-        return RECORD_KINDS.get(record, self.kind)
+        return RECORD_KINDS.get(record) or SUB_KINDS.get(self.kind, {}).get(record, self.kind)
 
     def row(self, row: dict) -> None:
         self.count += 1
@@ -136,7 +136,7 @@ class TextTable:
         if kind is not NOTE and not (self._sampling and kind == self._sample_kind) and (
                 self._layout is None or kind != self._layout.kind):
             if self._sampling:  # another kind: the table sampled so far is complete
-                self._flush_sample()
+                self._flush_sample(whole=True)
             self._layout = None
             self._sampling, self._sample_kind = True, kind
         if self._sampling:
@@ -176,10 +176,11 @@ class TextTable:
                     self.row(row)
                 k += declined
 
-    def _flush_sample(self) -> None:
+    def _flush_sample(self, whole: bool = False) -> None:
+        """The sampled rows as a table; ``whole``: they are all its rows (no row of its kind follows)."""
         rows, self._sample, self._sampling = self._sample, [], False
         kind = self._sample_kind
-        self._layout = self._make_layout(kind, [r for r in rows if self._kind_of(r) == kind])
+        self._layout = self._make_layout(kind, [r for r in rows if self._kind_of(r) == kind], whole)
         if self._tables:
             self._lines.append("")
         self._tables += 1
@@ -191,16 +192,21 @@ class TextTable:
 
     def _columns_for(self, kind: str | None, sample: list[dict]) -> tuple[tuple[Column, ...], bool]:
         if kind in VIEWS:
-            if self.select is not None and kind == self.kind:
+            if self.select is not None and (kind == self.kind or kind in SUB_KINDS.get(self.kind, {}).values()):
                 return self.select, True
             return VIEWS[kind], False
         names = self.names or tuple(dict.fromkeys(k for r in sample for k in r))
         return tuple(_kindless(n, i) for i, n in enumerate(names)), bool(self.names)
 
-    def _make_layout(self, kind: str | None, sample: list[dict]) -> _Layout:
+    def _make_layout(self, kind: str | None, sample: list[dict], whole: bool = False) -> _Layout:
         columns, given = self._columns_for(kind, sample)
-        if not given:  # a field no row has (a 5.x check on 4.x records, batch units' fields) is not a column
-            present = set().union(*sample) if sample else set()
+        if not given:  # a field no row has (a 5.x check on 4.x records, batch units' fields) is not a column;
+            # nor, when the sample is the whole table, one every row leaves empty (room for those that say something)
+            present = set().union(*(r if not whole else (k for k, v in r.items() if v is not None)
+                                    for r in sample)) if sample else set()
+            # a diff's empty value beside the other side's says that side lacks it: both sides' columns stay
+            if any(c.cut == VALUE and c.name in present for c in columns):
+                present |= {c.name for c in columns if c.cut == VALUE}
             columns = tuple(c for c in columns if c.name in present) or columns
         return self._fit(kind, [self._sized(c, sample) for c in columns], given)
 
@@ -302,7 +308,7 @@ class TextTable:
 
     def close(self) -> None:
         if self._sampling:
-            self._flush_sample()
+            self._flush_sample(whole=True)
         self._write()
 
 

@@ -3,14 +3,17 @@
 A QMQ slave copies the master's message log and action log byte for byte, at the same
 offsets, and builds its own consumer logs and progress from them: so the logs are compared
 as bytes (``inspect/diff.differing_ranges``, the one block compare), records decoded only
-around a difference; then each subject's consumer log range, each group's progress as each
-side's next start has it, and the loaded checkpoints. Read-only.
+around a difference; then each subject's consumer log range and units (all but their dispatch
+times), each group's progress as each side's next start has it, and the loaded checkpoints
+(their offsets and max sequences). Read-only.
 """
 from __future__ import annotations
 
 import dataclasses
 import pathlib
 from typing import Iterator
+
+import numpy as np
 
 from rmqtool.formats.qmq import actionlog as actionlog_format
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
@@ -21,7 +24,7 @@ from rmqtool.inspect.qmq.check import read_tail
 from rmqtool.inspect.qmq.offsets import group_progress, subject_ends
 from rmqtool.recovery.qmq.start import probe_start
 from rmqtool.report.qmq.records import message_log_row
-from rmqtool.store.qmq import messagelog, record_kernel
+from rmqtool.store.qmq import consumerlog, messagelog, record_kernel
 from rmqtool.store.qmq.segments import LogDirectory, ZeroExtended, list_log
 
 ROW_FIELDS = ("record", "side", "message_log_offset", "subject", "sequence", "group", "field", "a", "b", "reason")
@@ -211,6 +214,50 @@ def compare_subjects(ends: dict[str, dict]) -> list[dict]:
     return rows
 
 
+_WINDOW = 1 << 20  # consumer log units compared at once
+
+
+def _units_window(end, first: int, n: int) -> np.ndarray:
+    """Sequences ``first`` to ``first + n`` of a consumer log as (kind, offset, size, header)
+    rows; a sequence no segment holds is kind -1. A unit's timestamp is when its side dispatched
+    the record (a slave's own clock), so it is not compared."""
+    rows = np.zeros((n, 4), np.int64)
+    rows[:, 0] = -1
+    for cols in end.units(first, first + n):
+        at = cols.first_sequence - first
+        rows[at:at + len(cols)] = np.stack([cols.kind, cols.wrote_offset, cols.wrote_bytes, cols.header_size], 1)
+    return rows
+
+
+def _unit(row) -> dict:
+    kind = int(row[0])
+    return {"kind": consumerlog.KINDS[kind] if kind >= 0 else None, "wrote_offset": int(row[1]),
+            "wrote_bytes": int(row[2]), "header_size": int(row[3])}
+
+
+def compare_consumer_logs(ends: dict[str, dict]) -> list[dict]:
+    """Each subject's consumer log units over the sequences both sides hold: the first that
+    differs (the record it names, its size, or its kind), with how many do."""
+    rows = []
+    for subject in sorted(ends["a"].keys() & ends["b"].keys()):
+        x, y = ends["a"][subject], ends["b"][subject]
+        lo, hi = max(x.first_sequence, y.first_sequence), min(x.next_sequence, y.next_sequence)
+        first = last = None
+        count = 0
+        for w in range(lo, hi, _WINDOW):
+            n = min(_WINDOW, hi - w)
+            ua, ub = _units_window(x, w, n), _units_window(y, w, n)
+            bad = (ua != ub).any(1).nonzero()[0]
+            if len(bad):
+                if first is None:
+                    first = (w + int(bad[0]), _unit(ua[bad[0]]), _unit(ub[bad[0]]))
+                last, count = w + int(bad[-1]), count + len(bad)
+        if first is not None:
+            rows.append(_row("consumer_log_units", subject=subject, sequence=first[0], field="units", a=first[1],
+                             b=first[2], units_differing=count, last_sequence=last))
+    return rows
+
+
 def compare_progress(progresses: dict) -> list[dict]:
     """Each group's progress as each side's next start has it (``progresses``: each side's
     ``group_progress``); where a side's start stops before it loads any, one row says so (not
@@ -236,13 +283,19 @@ def compare_progress(progresses: dict) -> list[dict]:
 
 
 def compare_checkpoints(probes: dict) -> list[dict]:
-    """The offsets of the snapshots each side's start loads (``probes``: each side's ``probe_start``)."""
+    """The offsets of the snapshots each side's start loads, and the message checkpoint's max
+    sequence of each subject (``probes``: each side's ``probe_start``)."""
     rows = []
     for field, attr in (("message_checkpoint_offset", "message_checkpoint"),
                         ("action_checkpoint_offset", "action_checkpoint")):
         va, vb = (getattr(probes[side], attr) for side in SIDES)
         if va != vb:
             rows.append(_row("checkpoint_field", field=field, a=va, b=vb))
+    maxima = [probes[side].max_sequences for side in SIDES]
+    for subject in sorted(maxima[0].keys() | maxima[1].keys()):
+        va, vb = (m.get(subject) for m in maxima)
+        if va != vb:
+            rows.append(_row("checkpoint_field", subject=subject, field="max_sequence", a=va, b=vb))
     return rows
 
 
@@ -282,6 +335,7 @@ class QmqDiff:
         probes = {side: probe_start(root) for side, root in roots.items()}  # each side's start, read once
         ends = {side: subject_ends(root) for side, root in roots.items()}
         yield from counted(compare_subjects(ends))
+        yield from counted(compare_consumer_logs(ends))
         yield from counted(compare_progress({side: group_progress(root, probe=probes[side], ends=ends[side])
                                              for side, root in roots.items()}))
         yield from counted(compare_checkpoints(probes))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
+from typing import Iterator
 
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.recovery.qmq.next_start import refusal_finding
@@ -53,19 +54,23 @@ class SubjectEnd:
         named = unit.kind == "message" and names_record(unit.wrote_offset, unit.wrote_bytes)
         return unit.wrote_offset if named else None
 
-    def named_offsets(self, first: int, stop: int) -> list:
-        """The message log offsets the units from sequence ``first`` up to ``stop`` name (those
-        naming a record), a segment's share at a time."""
-        out = []
+    def units(self, first: int, stop: int) -> Iterator[consumerlog.UnitColumns]:
+        """The units from sequence ``first`` up to ``stop`` that its segments hold, as columns, a
+        part of a segment at a time (a sequence no segment holds is left out)."""
+        part = _UNITS_BACK * 64 * self.unit_bytes
         for seg in self.directory.segments:
             lo, hi = max(first * self.unit_bytes, seg.base_offset), min(stop * self.unit_bytes, seg.end_offset)
-            for at in range(lo, hi, _UNITS_BACK * 64 * self.unit_bytes):
-                n = min(_UNITS_BACK * 64 * self.unit_bytes, hi - at)
+            for at in range(lo, hi, part):
+                n = min(part, hi - at)
                 cols = consumerlog.unit_columns_of(read_zero_extended(seg, at - seg.base_offset, n), 0,
                                                    n // self.unit_bytes, self.unit_bytes)
-                named = (cols.kind == consumerlog.MESSAGE) & names_record(cols.wrote_offset, cols.wrote_bytes)
-                out.append(cols.wrote_offset[named])
-        return out
+                yield dataclasses.replace(cols, first_sequence=at // self.unit_bytes)
+
+    def named_offsets(self, first: int, stop: int) -> list:
+        """The message log offsets the units from sequence ``first`` up to ``stop`` name (those
+        naming a record)."""
+        return [cols.wrote_offset[(cols.kind == consumerlog.MESSAGE) & names_record(cols.wrote_offset, cols.wrote_bytes)]
+                for cols in self.units(first, stop)]
 
 
 def names_record(wrote_offset, wrote_bytes):

@@ -34,6 +34,18 @@ def test_info_names_the_family_and_the_ends(basic):
     assert doc["store"]["family"] == "qmq" and doc["message_log"]["written_end"] == truth["messageLogMaxOffset"]
 
 
+@pytest.mark.parametrize("command", ["info", "check", "verify", "recover"])
+@pytest.mark.parametrize("flag", ["--commitlog-path", "--readonly-commitlog-path"])
+def test_commit_log_paths_are_refused_on_a_qmq_store(basic, tmp_path, command, flag):
+    """A QMQ store has no commit log to look for elsewhere: every command refuses the option in
+    one line (info and check passed over it before), and reads nothing."""
+    before = tree_fingerprint(basic)
+    r = run(command, basic, flag, tmp_path)
+    assert r.exit_code == ExitCode.USAGE, (r.exit_code, r.stderr)
+    assert flag in r.stderr and "a QMQ store takes none" in r.stderr and r.stdout == ""
+    assert tree_fingerprint(basic) == before
+
+
 @pytest.mark.parametrize("kind, count", [
     ("messagelog", lambda t: len(t["readBack"]["messageLog"]["records"])),
     ("consumerlog", lambda t: sum(len(c["units"]) for c in t["readBack"]["consumerLogs"].values())),

@@ -67,6 +67,17 @@ def commit_log_path_words(root) -> list[str]:
     return words
 
 
+def _refuse_on_other_families(roots, cl, ro) -> None:
+    """A store of another family has no commit log to find elsewhere: the options are refused
+    there (every command alike), not passed over."""
+    from rmqtool.store.family import ROCKETMQ, detect_family
+    flags = [flag for flag, value in (("--commitlog-path", cl), ("--readonly-commitlog-path", ro)) if value]
+    for root in roots if flags else ():
+        family = detect_family(root) if root is not None and not str(root).count("://") else None
+        if family is not None and family is not ROCKETMQ:
+            raise UsageError(f"{', '.join(flags)}: RocketMQ options; a {family.title} store takes none of them", root)
+
+
 def commit_log_paths_option(store: str):
     """Decorate a command whose STORE parameter is ``store`` (a path or a list of them): it takes
     ``--commitlog-path``, ``--readonly-commitlog-path`` and (unless it has it already, as the
@@ -94,6 +105,7 @@ def commit_log_paths_option(store: str):
             roots = kwargs.get(store)
             roots = list(roots) if isinstance(roots, (list, tuple)) else [roots]
             with contextlib.ExitStack() as stack:
+                _refuse_on_other_families(roots, cl, ro)
                 if cl or ro or config is not None:
                     if len(roots) != 1:
                         raise UsageError("--commitlog-path and --broker-config name one store's commit log: "

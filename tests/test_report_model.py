@@ -280,3 +280,20 @@ def test_a_qmq_reports_consumer_logs_and_groups_are_qmqs_own(tmp_path):
     lagging = [p for p in plain if truth["consumerLogs"][p["subject"]]["maxSequence"] - 1 > p["pull"]]
     assert lagging and len(dom.having("rect", **{"class": "lag"})) == len(lagging)
     assert len(dom.having("line", **{"class": "consumed"})) == len(plain)
+
+
+def test_a_qmq_group_whose_subject_has_no_consumer_log_is_drawn_too(tmp_path):
+    """e (a subject's only consumer log file deleted): its groups' progress is kept; the page
+    names the subject with no consumer log and its groups, as the JSON has them."""
+    from test_report_html import Dom
+    variant = FIXTURES / "qmq" / "crash" / "e-deleted-consumerlog-file"
+    gone = load_truth(variant / "truth.json")["mutation"]["path"].split("/")[1]
+    store = expand_store(variant / "input", tmp_path / "store")
+    doc = json.loads(cli_runner().invoke(app, ["report", str(store), "--now", NOW, "-f", "json"]).stdout)
+    assert gone not in {c["subject"] for c in doc["consumer_logs"]}
+    mine = [g for g in doc["group_progress"] if g["subject"] == gone]
+    assert mine
+    dom = Dom(render_page(doc))
+    (row,) = [a for _t, a, _x in dom.having("tr", **{"class": "consumer-log"}) if a["data-subject"] == gone]
+    page = render_page(doc)
+    assert all(f'<span class="mono">{g["group"]}</span>' in page for g in mine)

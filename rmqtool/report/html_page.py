@@ -324,11 +324,11 @@ def _consumer_logs(doc: dict) -> str:
     if "consumer_logs" not in doc:  # a RocketMQ store: consume queues (_queues)
         return ""
     logs = doc["consumer_logs"]
-    if not logs:
-        return '<section id="consumer-logs"><h2>Consumer logs</h2><p>No consumer logs.</p></section>'
     groups: dict = {}
     for g in doc["group_progress"]:
         groups.setdefault(g["subject"], []).append(g)
+    if not logs and not groups:
+        return '<section id="consumer-logs"><h2>Consumer logs</h2><p>No consumer logs.</p></section>'
     rows = []
     for c in logs:
         mine = groups.get(c["subject"], [])
@@ -345,24 +345,32 @@ def _consumer_logs(doc: dict) -> str:
             if g["lag_messages"]:
                 bar.append(_rect("lag", (g["pull"] + 1) * s, high * s, f"{g['group']}: {g['lag_messages']} not pulled"))
             bar.append(_line("consumed", (g["pull"] + 1) * s, f"{g['group']} pulled up to {g['pull']}"))
-        text = "<br>".join(
-            f'<span class="mono">{esc(g["group"])}</span>: '
-            + (f'broadcast, pulled up to {esc(g["pull"])} <span class="muted">(each consumer its own)</span>'
-               if g["broadcast"] else f'pulled up to {esc(g["pull"])}, lag {esc(g["lag_messages"])}'
-               + (f' ({esc(g["lag_ms"])} ms)' if g["lag_ms"] else ""))
-            for g in mine) or '<span class="muted">no group</span>'
+        text = _groups_text(mine)
         rows.append(f'<tr class="consumer-log" data-subject="{esc(c["subject"])}">'
                     f'<td class="path">{esc(c["subject"])}</td>'
                     f'<td class="num">{esc(low)}</td><td class="num">{esc(high)}</td>'
                     f'<td class="bar"><svg viewBox="0 0 {STRIP} 20" preserveAspectRatio="none" role="img" '
                     f'aria-label="consumer log {esc(c["subject"])}">{"".join(bar)}</svg></td>'
                     f'<td>{text}</td></tr>')
+    for subject in sorted(groups.keys() - {c["subject"] for c in logs}):  # progress kept, its log gone
+        rows.append(f'<tr class="consumer-log" data-subject="{esc(subject)}"><td class="path">{esc(subject)}</td>'
+                    '<td class="num"></td><td class="num"></td><td class="bar muted">no consumer log</td>'
+                    f'<td>{_groups_text(groups[subject])}</td></tr>')
     return ('<section id="consumer-logs"><h2>Consumer logs and groups</h2>'
             f'<p class="muted">{len(logs)} subjects as their files end; each group\'s progress as the next start has '
             'it; sequences count messages, each bar scaled to its subject.</p>' + _legend(LEGEND_CONSUMER_LOGS)
             + '<div class="table-wrap"><table><thead><tr><th>subject</th><th class="num">first</th>'
               '<th class="num">next</th><th>sequences</th><th>groups: pulled, lag</th>'
               '</tr></thead><tbody>' + "".join(rows) + "</tbody></table></div></section>")
+
+
+def _groups_text(mine: list) -> str:
+    return "<br>".join(
+        f'<span class="mono">{esc(g["group"])}</span>: '
+        + (f'broadcast, pulled up to {esc(g["pull"])} <span class="muted">(each consumer its own)</span>'
+           if g["broadcast"] else f'pulled up to {esc(g["pull"])}, lag {esc(g["lag_messages"])}'
+           + (f' ({esc(g["lag_ms"])} ms)' if g["lag_ms"] else ""))
+        for g in mine) or '<span class="muted">no group</span>'
 
 
 # --- index files ---------------------------------------------------------------------------------

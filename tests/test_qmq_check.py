@@ -137,6 +137,39 @@ def test_a_clean_store_loses_nothing_at_start(clean):
     assert set(got) == set(rb["consumerLogs"]) and not any(got.values())
 
 
+@pytest.mark.parametrize("ended", [False, True])
+def test_a_segment_without_its_end_record_before_a_written_one_is_the_cut(clean, tmp_path, ended):
+    """A second message log segment after a first with no end-of-segment record (a crash before
+    QMQ wrote it): the start's validator stops at the first segment's zeros and deletes the
+    second; check names that cut where info's simulated start makes it. With the end record
+    written, nothing is cut."""
+    import struct
+    from helpers import copy_tree
+    from rmqtool.formats.qmq.messagelog import ATTR_EMPTY_RECORD, MESSAGE_LOG_MAGIC_V3, PER_SEGMENT_FILE_SIZE
+    store, rb = clean
+    store = copy_tree(store, tmp_path / "store")
+    end = rb["messageLog"]["maxOffset"]
+    first = store / "messagelog" / f"{0:020d}"
+    with open(first, "rb") as f:
+        written = f.read(end)
+    if ended:
+        with open(first, "r+b") as f:
+            f.seek(end)
+            f.write(struct.pack(">IbQ", MESSAGE_LOG_MAGIC_V3, ATTR_EMPTY_RECORD, 0))
+    with open(store / "messagelog" / f"{PER_SEGMENT_FILE_SIZE:020d}", "wb") as f:
+        f.write(written)  # the same records again: a segment holding data
+        f.truncate(PER_SEGMENT_FILE_SIZE)
+    info = json.loads(cli_runner().invoke(app, ["info", str(store), "-f", "json"]).stdout)["message_log"]
+    (checked,) = run_check([store], now=NOW).stores
+    cuts = [f for f in checked.findings if f.id == "recoveryCutsMessageLog"]
+    if ended:
+        assert not cuts and info["recovered_end"] > PER_SEGMENT_FILE_SIZE
+    else:
+        (cut,) = cuts
+        assert info["recovered_end"] == end and (cut.path, cut.offset) == (str(first), end)
+        assert checked.state == State.CRITICAL
+
+
 def test_a_refused_start_is_load_refused_and_its_groups_have_no_lag(tmp_path):
     """b: a stray name in messagelog/ stops the constructor: no progress is loaded to lag behind."""
     variant = "b-stray-file-in-messagelog"

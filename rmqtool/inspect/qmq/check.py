@@ -1,7 +1,8 @@
 """`rmqtool check` on a QMQ store: the probe's measures from tails and heads, as on RocketMQ's.
 
 It reads the last ``tail_bytes`` of the last message log segment holding data (the one
-scanner, from the first clean record in that window), each subject's consumer log from its
+scanner, from the first clean record in that window) and of the segment before the last (whose
+missing end record makes the start delete the segments after it), each subject's consumer log from its
 last written unit back to its last message unit, the checkpoints, and what the next start's
 constructor loads but the message log's records (``recovery/qmq/start.probe_start``: names,
 directories, consumer and pull logs against the checkpoints, the action log's last segments,
@@ -17,7 +18,8 @@ from __future__ import annotations
 import bisect
 import dataclasses
 
-from rmqtool.findings import Finding, Severity
+from rmqtool import findings as ids
+from rmqtool.findings import Finding, Severity, finding
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.inspect.check import Measure, StoreCheck, disk_use, dispatch_lag
 from rmqtool.inspect.qmq.offsets import RecordHeads, group_progress, subject_ends
@@ -93,6 +95,36 @@ def _segment_tail(data: ZeroExtended, start: int, live: bool) -> _Tail | None:
     return _Tail(end, records, found, records[0][0] if records else end)
 
 
+def segment_cut(log: LogDirectory, tail: _Tail, tail_bytes: int) -> Finding | None:
+    """The start validates the last two segments from their first record: where the one before
+    the last (by name) is not complete (no end-of-segment record, its records not reaching its
+    end: a crash before the end record was written, or damage in its tail), the start ends the
+    log there and deletes the segments after it. Read from that segment's last ``tail_bytes``;
+    a finding when a later segment holds data the cut drops (the written end is past it)."""
+    if len(log.segments) < 2:
+        return None
+    seg = log.segments[-2]
+    with ZeroExtended(seg) as data:
+        if not data.written:
+            return None  # nothing in it: QMQ's walk stops at its start, as it does at a new segment's
+        start = max(data.written - tail_bytes, 0)
+        cut = complete = None
+        for piece in messagelog.scan_pieces(data, record_kernel.SubjectTable(), True, None, start):
+            if isinstance(piece, messagelog.EmptyRecord):
+                complete = True
+                break
+            if isinstance(piece, messagelog.Damage):
+                cut = piece.offset
+                break
+            cut = messagelog.item_end(data, piece)
+        if complete or cut is None or cut >= seg.end_offset or tail.end <= seg.end_offset:
+            return None
+    return finding(ids.RECOVERY_CUTS_MESSAGE_LOG, seg.path, cut - seg.base_offset,
+                   f"the next start ends the message log at {cut}: {seg.path.name} holds no end-of-segment "
+                   f"record there, so the {tail.end - max(cut, seg.end_offset)} bytes written in the segments after "
+                   f"it are deleted with them", message_log_offset=cut)
+
+
 def _whole_log(log: LogDirectory) -> _Tail:
     """The written end as info reads it, from every segment: for a tail that shows none."""
     builder = record_kernel.LogColumnsBuilder(record_kernel.SubjectTable())
@@ -106,6 +138,9 @@ def check_qmq_store(view: QmqView, *, now: int, tail_bytes: int, recovery_rate: 
     root = view.root
     log = list_log(root / "messagelog", PER_SEGMENT_FILE_SIZE)
     tail = read_tail(log, tail_bytes, view.live is not None)
+    cut = segment_cut(log, tail, tail_bytes) if view.live is None else None
+    if cut is not None:
+        tail.findings.insert(0, cut)
     heads = RecordHeads(root)
     values: list[tuple] = [("written_end", tail.end, None, None)]  # (measure, value, subject, group)
     ends = subject_ends(root)

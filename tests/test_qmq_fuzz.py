@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES
-from helpers import cli_runner, examples, expand_store, tree_fingerprint
+from helpers import cli_runner, copy_tree, examples, expand_store, tree_fingerprint
 from rmqtool.cli.app import app
 from rmqtool.errors import ExitCode
 from rmqtool.store.extents import data_end
@@ -28,13 +28,20 @@ QMQ = FIXTURES / "qmq"
 SOURCES = {"basic": QMQ / "basic" / "store", "crash-a": QMQ / "crash" / "a-as-is" / "input"}
 COMMANDS = (["info"], ["verify"], ["dump", "messagelog", "--body", "none"], ["dump", "consumerlog"],
             ["dump", "actionlog"], ["dump", "pulllog"], ["dump", "checkpoint"], ["recover"], ["report"],
-            ["query", "--subject", "order.created", "--sequence", "3"], ["salvage"])
+            ["query", "--subject", "order.created", "--sequence", "3"], ["salvage"],
+            ["check", "--now", "1900000000000"], ["offsets"], ["diff"])
 EXIT_CODES = {int(code) for code in ExitCode}
 
 
 @pytest.fixture(scope="module", params=sorted(SOURCES))
 def store(request, tmp_path_factory):
     return expand_store(SOURCES[request.param], tmp_path_factory.mktemp(request.param) / "store")
+
+
+@pytest.fixture(scope="module")
+def undamaged(store, tmp_path_factory):
+    """The same store, left as it is: what diff compares the damaged one with."""
+    return copy_tree(store, tmp_path_factory.mktemp("undamaged") / "store")
 
 
 def _written_files(root: pathlib.Path) -> list[pathlib.Path]:
@@ -149,7 +156,7 @@ damages = st.lists(st.tuples(st.sampled_from(("flip", "write", "zero", "cut", "d
 
 @settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=damages)
-def test_no_command_crashes_or_writes(store, plan, tmp_path_factory):
+def test_no_command_crashes_or_writes(store, undamaged, plan, tmp_path_factory):
     before = tree_fingerprint(store)
     files = _written_files(store)
     d = Damage(store)
@@ -181,6 +188,8 @@ def test_no_command_crashes_or_writes(store, plan, tmp_path_factory):
             if command[0] == "salvage":  # its messages to a file of its own, outside the store
                 out = tmp_path_factory.mktemp("salvage") / "kept.jsonl"
                 args = ["salvage", str(store), "--out", str(out), "-f", "json"]
+            elif command[0] == "diff":
+                args = ["diff", str(undamaged), str(store), "-f", "jsonl"]
             with _address_space_cap():
                 r = cli_runner().invoke(app, args)
             assert r.exit_code in EXIT_CODES, (command, plan, r.exception, r.stderr[-500:])

@@ -137,12 +137,12 @@ def test_a_clean_store_loses_nothing_at_start(clean):
     assert set(got) == set(rb["consumerLogs"]) and not any(got.values())
 
 
-@pytest.mark.parametrize("ended", [False, True])
-def test_a_segment_without_its_end_record_before_a_written_one_is_the_cut(clean, tmp_path, ended):
+@pytest.mark.parametrize("shape", ["no end record", "end record", "damaged record before the end record"])
+def test_a_segment_the_start_finds_incomplete_before_a_written_one_is_the_cut(clean, tmp_path, shape):
     """A second message log segment after a first with no end-of-segment record (a crash before
-    QMQ wrote it): the start's validator stops at the first segment's zeros and deletes the
-    second; check names that cut where info's simulated start makes it. With the end record
-    written, nothing is cut."""
+    QMQ wrote it), or with a damaged record before it: the start's validator stops there and
+    deletes the second segment; check names the cut where info's simulated start makes it. With
+    the end record written and the records before it clean, nothing is cut."""
     import struct
     from helpers import copy_tree
     from rmqtool.formats.qmq.messagelog import ATTR_EMPTY_RECORD, MESSAGE_LOG_MAGIC_V3, PER_SEGMENT_FILE_SIZE
@@ -152,21 +152,29 @@ def test_a_segment_without_its_end_record_before_a_written_one_is_the_cut(clean,
     first = store / "messagelog" / f"{0:020d}"
     with open(first, "rb") as f:
         written = f.read(end)
-    if ended:
+    if shape != "no end record":
         with open(first, "r+b") as f:
             f.seek(end)
             f.write(struct.pack(">IbQ", MESSAGE_LOG_MAGIC_V3, ATTR_EMPTY_RECORD, 0))
+    damaged = rb["messageLog"]["records"][-3] if shape.startswith("damaged") else None
+    if damaged is not None:  # a payload byte: the record's CRC fails
+        with open(first, "r+b") as f:
+            f.seek(damaged["offset"] + damaged["size"] - 1)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte[0] ^ 0xFF]))
     with open(store / "messagelog" / f"{PER_SEGMENT_FILE_SIZE:020d}", "wb") as f:
         f.write(written)  # the same records again: a segment holding data
         f.truncate(PER_SEGMENT_FILE_SIZE)
     info = json.loads(cli_runner().invoke(app, ["info", str(store), "-f", "json"]).stdout)["message_log"]
     (checked,) = run_check([store], now=NOW).stores
     cuts = [f for f in checked.findings if f.id == "recoveryCutsMessageLog"]
-    if ended:
+    if shape == "end record":
         assert not cuts and info["recovered_end"] > PER_SEGMENT_FILE_SIZE
     else:
         (cut,) = cuts
-        assert info["recovered_end"] == end and (cut.path, cut.offset) == (str(first), end)
+        expected = damaged["offset"] if damaged is not None else end
+        assert info["recovered_end"] == expected and (cut.path, cut.offset) == (str(first), expected)
         assert checked.state == State.CRITICAL
 
 

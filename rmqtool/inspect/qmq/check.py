@@ -23,7 +23,9 @@ from rmqtool.findings import Finding, Severity, finding
 from rmqtool.formats.qmq.messagelog import PER_SEGMENT_FILE_SIZE
 from rmqtool.inspect.check import Measure, StoreCheck, disk_use, dispatch_lag
 from rmqtool.inspect.qmq.offsets import RecordHeads, group_progress, subject_ends
+from rmqtool.recovery.qmq.javabuf import JavaException
 from rmqtool.recovery.qmq.start import probe_start
+from rmqtool.recovery.qmq.validators import validate_message_segment_from
 from rmqtool.store.qmq import messagelog, record_kernel
 from rmqtool.store.qmq.segments import LogDirectory, ZeroExtended, list_log
 from rmqtool.store.qmq.view import QmqView
@@ -99,29 +101,30 @@ def segment_cut(log: LogDirectory, tail: _Tail, tail_bytes: int) -> Finding | No
     """The start validates the last two segments from their first record: where the one before
     the last (by name) is not complete (no end-of-segment record, its records not reaching its
     end: a crash before the end record was written, or damage in its tail), the start ends the
-    log there and deletes the segments after it. Read from that segment's last ``tail_bytes``;
-    a finding when a later segment holds data the cut drops (the written end is past it)."""
+    log there and deletes the segments after it. The start's validator walks that segment from
+    the first record in its last ``tail_bytes``; a finding when a later segment holds data the
+    cut drops (the written end is past it)."""
     if len(log.segments) < 2:
         return None
     seg = log.segments[-2]
     with ZeroExtended(seg) as data:
         if not data.written:
             return None  # nothing in it: QMQ's walk stops at its start, as it does at a new segment's
-        start = max(data.written - tail_bytes, 0)
-        cut = complete = None
-        for piece in messagelog.scan_pieces(data, record_kernel.SubjectTable(), True, None, start):
-            if isinstance(piece, messagelog.EmptyRecord):
-                complete = True
-                break
-            if isinstance(piece, messagelog.Damage):
-                cut = piece.offset
-                break
-            cut = messagelog.item_end(data, piece)
-        if complete or cut is None or cut >= seg.end_offset or tail.end <= seg.end_offset:
-            return None
-    return finding(ids.RECOVERY_CUTS_MESSAGE_LOG, seg.path, cut - seg.base_offset,
-                   f"the next start ends the message log at {cut}: {seg.path.name} holds no end-of-segment "
-                   f"record there, so the {tail.end - max(cut, seg.end_offset)} bytes written in the segments after "
+        first = next(messagelog.scan_pieces(data, record_kernel.SubjectTable(), True, None,
+                                            max(data.written - tail_bytes, 0)), None)
+    if first is None:
+        return None
+    start = int(first.position[0]) if isinstance(first, record_kernel.MessageRun) else first.position
+    try:
+        complete, validated = validate_message_segment_from(seg.path, seg.base_offset, seg.size, start)
+    except JavaException:  # the start is refused there: the damage is what the scan of the segment shows
+        return None
+    cut = seg.base_offset + validated
+    if complete or tail.end <= seg.end_offset:
+        return None
+    return finding(ids.RECOVERY_CUTS_MESSAGE_LOG, seg.path, validated,
+                   f"the next start ends the message log at {cut}: {seg.path.name} is not complete there (no "
+                   f"end-of-segment record), so the {tail.end - seg.end_offset} bytes written in the segments after "
                    f"it are deleted with them", message_log_offset=cut)
 
 

@@ -14,12 +14,13 @@
 """
 from __future__ import annotations
 
+import pathlib
 
 from rmqtool.formats.qmq.actionlog import ACTION_HEADER_BYTES, ACTION_LOG_MAGIC_V1, FOREVER_OFFLINE, PULL, RANGE_ACK
 from rmqtool.formats.qmq.messagelog import (ATTR_BLANK_RECORD, ATTR_EMPTY_RECORD, ATTR_MESSAGE_RECORD,
                                             MESSAGE_LOG_MAGICS)
 from rmqtool.recovery.qmq.javabuf import JavaBuffer, JavaException, int32, int64
-from rmqtool.recovery.qmq.logs import Segment, Validator
+from rmqtool.recovery.qmq.logs import Segment, Validator, file_bytes
 
 MESSAGE_MAGICS = frozenset(int32(m) for m in MESSAGE_LOG_MAGICS)
 ACTION_MAGIC = int32(ACTION_LOG_MAGIC_V1)
@@ -77,6 +78,13 @@ def _consume_message(buf: JavaBuffer) -> int:
 
 def validate_message_segment(segment: Segment) -> tuple[bool, int]:
     return _walk(segment, _consume_message)
+
+
+def validate_message_segment_from(path: pathlib.Path, base_offset: int, size: int, start: int) -> tuple[bool, int]:
+    """``validate_message_segment`` of a segment file from ``start``, a record's position taken
+    as the end of the records before it that pass (a probe of its tail: what they hold is not read)."""
+    data, end = file_bytes(path)
+    return _walk(Segment(path, base_offset, size, data, size, end), _consume_message, start)
 
 
 def message_segment_validator(validated: dict[str, int]) -> Validator:

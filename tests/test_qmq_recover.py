@@ -168,3 +168,20 @@ def test_consumer_logs_nothing_shows_the_unit_of_are_written_as_the_broker_confi
                                "--assume-defaults", "-f", "json"])
     assert assumed.exit_code == 0, assumed.output
     assert {consumerlog.open_consumer_log(store, s)[1] for s in subjects} == {consumerlog.CONSUMER_LOG_UNIT_BYTES}
+
+
+def test_a_checkpoint_name_that_is_a_file_is_refused_before_anything_changes(tmp_path):
+    """checkpoint/ made a file: QMQ's SnapshotStore lists nothing in it (the start replays from
+    0, as with g's checkpoints all lost), and the repair's message checkpoint could not be
+    written there: the apply refuses before it changes a byte, not half way."""
+    from helpers import cli_runner
+    from rmqtool.cli.app import app
+    store = expand_store(CRASH / "g-lost-message-checkpoints" / "input", tmp_path / "store")
+    (store / "checkpoint").rename(tmp_path / "checkpoints-aside")
+    (store / "checkpoint").write_bytes(b"not a directory\n")
+    plan = plan_recovery(store)
+    assert plan.broker.started and plan.refusal and "checkpoint is not a directory" in plan.refusal
+    before = tree(store)
+    r = cli_runner().invoke(app, ["recover", str(store), "--apply", "--assume-defaults"])
+    assert r.exit_code == 3 and "not recovered:" in r.stderr and "move it aside" in r.stderr, r.stderr
+    assert tree(store) == before and not list(tmp_path.glob("store.recovery-*"))

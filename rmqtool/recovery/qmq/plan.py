@@ -365,6 +365,9 @@ def plan_recovery(store: str | os.PathLike, given_unit: tuple[int, str] | None =
         refusal = (f"{misnamed[0].path} is named {misnamed[0].base_offset}, not a multiple of its log's segment size "
                    f"({misnamed[0].size}): QMQ never names a segment so; rename it to where its bytes belong first"
                    + (f" ({len(misnamed) - 1} more such)" if len(misnamed) > 1 else ""))
+    elif checkpoint is not None and _not_a_directory(root / "checkpoint"):
+        refusal = (f"{root / 'checkpoint'} is not a directory: QMQ's start loads no snapshot from it and cannot "
+                   f"write one, and the repair's message checkpoint has nowhere to go; move it aside first")
     return QmqPlan(str(root), broker, tuple(moves), tuple(zero), tuple(rewrites), checkpoint, dropped,
                    tuple((*t, why) for t, why in zip(_triples(records, rows), reasons)),
                    _lost_messages(records, np.flatnonzero(~keep), rows), refusal, unit, unit_from)
@@ -629,6 +632,12 @@ def hanging_run(sequences: np.ndarray, slack: int) -> tuple[int, int]:
     lengths = ends - np.arange(len(sequences))
     lo = int(np.argmax(2 * lengths + (sequences >= 0)))  # the longest, then not negative; the first: the lowest
     return lo, int(ends[lo])
+
+
+def _not_a_directory(path: pathlib.Path) -> bool:
+    """A name there that is no directory (a file, a dangling link): SnapshotStore's listFiles
+    gives nothing, and a snapshot written into it fails."""
+    return os.path.lexists(path) and not path.is_dir()
 
 
 def _checkpoint(root: pathlib.Path, kept_end: int, max_sequences: dict[str, int]):

@@ -198,18 +198,19 @@ def test_a_held_stores_moving_tail_is_not_damage_but_the_same_tail_at_rest_is(tm
 
 def test_scripts_get_each_stores_state_and_why_one_could_not_be_read(tmp_path):
     """jsonl ends with a check_state row a store (the exit code's parts); an unreadable store
-    has no measure, so its state row says why, and stderr says it too. A missing store and a
-    DLedger one (check reads plain commit logs) gave exit 3 and nothing at all."""
-    from helpers import expand_store
-    dledger = expand_store(FIXTURES / "rocketmq-5.3.3" / "dledger" / "store", tmp_path / "dledger")
-    r = invoke(BASIC / "store", tmp_path / "gone", dledger, "-f", "jsonl")
+    has no measure, so its state row says why, and stderr says it too. A missing store and one
+    whose lock is a directory gave exit 3 and nothing at all."""
+    odd = writable_copy(BASIC / "store", tmp_path / "odd")
+    (odd / "lock").unlink()
+    (odd / "lock").mkdir()
+    r = invoke(BASIC / "store", tmp_path / "gone", odd, "-f", "jsonl")
     assert r.exit_code == 3
     rows = [json.loads(line) for line in r.stdout.splitlines()]
     states = [row for row in rows if row["record"] == "check_state"]
     assert [(s["store_path"], s["state"]) for s in states] == [
-        (str(BASIC / "store"), "OK"), (str(tmp_path / "gone"), "UNKNOWN"), (str(dledger), "UNKNOWN")]
+        (str(BASIC / "store"), "OK"), (str(tmp_path / "gone"), "UNKNOWN"), (str(odd), "UNKNOWN")]
     assert states[0]["unknown"] is None and "no such file or directory" in states[1]["unknown"]
-    assert "DLedger commit log store" in states[2]["unknown"]
+    assert "a directory where the lock file should be" in states[2]["unknown"]
     assert {row["store_path"] for row in rows if row["record"] == "check_measure"} == {str(BASIC / "store")}
     assert r.stderr.splitlines() == [f"rmqtool: error: {states[1]['unknown']}", f"rmqtool: error: {states[2]['unknown']}"]
 

@@ -28,7 +28,7 @@ from rmqtool.errors import FormatError, RmqError, UsageError, error_line
 from rmqtool.findings import Finding, Severity
 from rmqtool.recovery.commitlog_walk import V4, V5, abnormal_start
 from rmqtool.recovery.semantics import detect_semantics
-from rmqtool.store.dledger import refuse_dledger
+from rmqtool.store.dledger import Entry, survey, walk_entries
 from rmqtool.store.checkpoint import loaded_checkpoint
 from rmqtool.store.commitlog import Blank, findings_of, scan_segment
 from rmqtool.store.commitlog_end import last_nonzero_from, last_written, segment_end
@@ -251,7 +251,13 @@ def _read_tail(view: StoreView, tail_bytes: int) -> _Tail:
     start = max(data_end - tail_bytes, 0)
     records, found = [], []
     end, full, clean_end, seen = start, False, start, False
-    for r in scan_segment(seg, is_last=True, start=start, check_crc=True):
+    if view.records_in_dledger:  # the data file's entries, each holding one record
+        items = walk_entries([seg], records=True, check_crc=True, start=start)
+    else:
+        items = scan_segment(seg, is_last=True, start=start, check_crc=True)
+    for r in items:
+        if isinstance(r, Entry):  # DLedger keeps an entry whatever its record holds (no CRC): the log reaches its end
+            end, seen, r = r.position + r.size, True, r.record
         bad = findings_of(r)
         found += bad
         if isinstance(r, Message):
@@ -263,7 +269,8 @@ def _read_tail(view: StoreView, tail_bytes: int) -> _Tail:
             end, full, seen = r.position + r.size, r.valid, True
     if not seen:  # no record in the tail read (a segment whose first bytes are garbage): the end is
         # where the records before it end, the one written end every command gives
-        return _Tail(view.written_end, records, found, seg.base_offset + start)
+        written = survey(view.dledger).walked_end or 0 if view.records_in_dledger else view.written_end
+        return _Tail(written, records, found, seg.base_offset + start)
     if view.lock_holder is not None:
         # a running broker may be writing the bytes after its last whole record right now: what
         # follows the last clean record is judged on a later run, once more records follow it
@@ -365,7 +372,6 @@ def disk_use(dirs: list, trees: list) -> tuple[float, int, int]:
 @one_listing()
 def check_store(path, *, now: int, tail_bytes: int, recovery_rate: float) -> StoreCheck:
     view = as_view(path)  # a store path, or the view a caller opened (report)
-    refuse_dledger(view.root, "check")
     if view.paths.lock.is_dir():  # as the checkpoint's: no broker runs on it, none starts (recover says why)
         raise FormatError("a directory where the lock file should be: the broker cannot start on this store",
                           view.paths.lock)
@@ -393,12 +399,16 @@ def check_store(path, *, now: int, tail_bytes: int, recovery_rate: float) -> Sto
         if index_end is not None:
             b, ms = dispatch_lag(tail, index_end, timestamp_at)
             values += [("index_lag_bytes", b, None, None, None), ("index_lag_ms", ms, None, None, None)]
-        found = detect_semantics(view.paths, view.segments).semantics  # the rules that wrote it; None: not shown
-        values += _flush_and_recovery(view, tail, reader, queues, recovery_rate, found or V5)
+        if view.records_in_dledger:
+            values += _dledger_recovery(view, tail, recovery_rate)
+        else:
+            found = detect_semantics(view.paths, view.segments).semantics  # the rules that wrote it; None: not shown
+            values += _flush_and_recovery(view, tail, reader, queues, recovery_rate, found or V5)
     if tail.newest_timestamp is not None:
         values.append(("newest_age_ms", now - tail.newest_timestamp, None, None, None))
     values += _consumers(view)
-    values.append(("load_refused", _load_refused(view, found), None, None, None))
+    refused = int(bool(view.dledger.refused_at_load)) if view.records_in_dledger else _load_refused(view, found)
+    values.append(("load_refused", refused, None, None, None))
     values.append(("repair_unfinished", int(view.unfinished is not None), None, None, None))
     ratio, free, allocated = _disk(view)
     values += [("disk_used_ratio", ratio, None, None, None), ("disk_free_bytes", free, None, None, None),
@@ -435,6 +445,16 @@ def _flush_and_recovery(view: StoreView, tail: _Tail, reader: CommitLogReader, q
     out += [("recovery_bytes", walked, None, None, None),
             ("recovery_seconds", round(walked / rate, 3), None, None, None)]
     return out
+
+
+def _dledger_recovery(view: StoreView, tail: _Tail, rate: float) -> list[tuple]:
+    """What a start reads of a DLedger store: DLedger's recover walks the entries from the
+    third-last data file to the end (DLedgerMmapFileStore.recover), whatever the abort file
+    says. DLedger keeps its own flush position, not the checkpoint's flush time: no unflushed_*."""
+    segments = view.segments
+    base = segments[max(len(segments) - 3, 0)].base_offset if segments else 0
+    walked = max(tail.end - base, 0)
+    return [("recovery_bytes", walked, None, None, None), ("recovery_seconds", round(walked / rate, 3), None, None, None)]
 
 
 def _load_refused(view: StoreView, found: str | None) -> int:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
-from rmqtool.findings import DLEDGER_INDEX_MISMATCH, SEGMENT_EMPTY, SEGMENT_SIZE_ODD
+from rmqtool.findings import DLEDGER_INDEX_MISMATCH
 from rmqtool.formats import dledger as fmt
 from rmqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V1
 from rmqtool.store.checkpoint import loaded_checkpoint
@@ -171,8 +171,7 @@ def plan_dledger_recovery(view: StoreView, *, check_crc: bool = True) -> DLedger
     committed = cp.committed_index if cp.committed_index is not None else -1
     plan = DLedgerPlan(view.root, view.has_abort, s, committed, deleted, rewrite,
                        (s.ledger_end_index + 1) * fmt.INDEX_UNIT_SIZE,
-                       refused=[f for f in (*log.data.findings, *log.index.findings, *log.load_refusals)
-                                if f.id in (SEGMENT_SIZE_ODD, SEGMENT_EMPTY)])
+                       refused=log.refused_at_load)
     queues = view.consume_queues()
     units = {(q.topic, q.queue_id): [u for u in q.iter_units() if not u.is_fill] for q in queues.queues}
     ends = [u.commit_log_offset + u.size for us in units.values() for u in us[-1:]]

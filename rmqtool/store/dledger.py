@@ -135,6 +135,14 @@ class DLedgerLog:
                                  _int(term.get(fmt.CURR_TERM_KEY)), term.get(fmt.VOTE_LEADER_KEY), cp is not None)
 
     @property
+    def refused_at_load(self) -> list[Finding]:
+        """The files MmapFileList.load refuses (the broker exits at load): empty files and files
+        of odd sizes in the data and index directories, and entry index files of a size the
+        broker's DLedger cannot have."""
+        return [f for f in (*self.data.findings, *self.index.findings, *self.load_refusals)
+                if f.id in (SEGMENT_SIZE_ODD, SEGMENT_EMPTY)]
+
+    @property
     def load_refusals(self) -> list[Finding]:
         """What MmapFileList.load refuses in the data and index directories beyond what their
         listings found (files of odd sizes among their neighbours): entry index files of a size
@@ -174,7 +182,7 @@ def _index_sizes_refused(index: SegmentQueue) -> list[Finding]:
             for seg in index.segments if seg.size != fmt.DEFAULT_INDEX_FILE_SIZE and str(seg.path) not in flagged]
 
 
-READ_BY = "info, verify, spark verify, query, dump commitlog, dump dledger and recover (its plan)"
+READ_BY = "info, verify, check, spark verify, query, dump commitlog, dump dledger and recover (its plan)"
 
 
 def refuse_dledger(root: str | os.PathLike, command: str) -> None:
@@ -268,14 +276,17 @@ def entry_record(buf, e: Entry, *, check_crc: bool = True) -> Message | Corrupt:
 
 
 def walk_entries(segments: list[Segment], *, records: bool = False, check_crc: bool = True,
-                 from_offset: int | None = None, to_offset: int | None = None) -> Iterator[Entry | Blank | Corrupt]:
+                 from_offset: int | None = None, to_offset: int | None = None,
+                 start: int = 0) -> Iterator[Entry | Blank | Corrupt]:
     """Every entry of the data files in order (with ``records``, each entry's record decoded),
     the blank fill that ends a file (a Blank), and a Corrupt (dledgerEntryInvalid) for bytes
     recover would stop at, the walk going on at the next header that names its own place.
     A file's written part ends at its blank fill or at a size field of 0 (recover's end).
-    ``from_offset``/``to_offset``: only entries whose record offset lies in that range."""
+    ``from_offset``/``to_offset``: only entries whose record offset lies in that range.
+    ``start``: a position in the first file, the walk beginning at the first header at or
+    after it that names its own place (a tail read: nothing before it is judged)."""
     last: tuple[int, int] | None = None
-    for seg in segments:
+    for k, seg in enumerate(segments):
         if to_offset is not None and seg.base_offset >= to_offset:
             break
         if from_offset is not None and seg.base_offset + seg.size <= from_offset:
@@ -284,6 +295,10 @@ def walk_entries(segments: list[Segment], *, records: bool = False, check_crc: b
         m = _Mapped(seg)
         try:
             buf, base, path, p = m.buf, seg.base_offset, str(seg.path), 0
+            if start and not k:
+                p = _resync(buf, start, seg.size, base)
+                if p is None:
+                    continue
             while p + fmt.MIN_BLANK_LEN <= seg.size:
                 magic, size = fmt.BLANK_FILL.unpack_from(buf, p)
                 if magic == fmt.BLANK_MAGIC_CODE:

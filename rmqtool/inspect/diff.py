@@ -3,7 +3,9 @@ store and its copy, as a failover runbook needs them before it promotes the slav
 
 The commit logs are compared in large blocks over the range both hold (up to each side's
 written end, so a sparse or zero-extended tail reads as the scanner reads it); only around a
-difference are records decoded, with the one scanner (``store/commitlog.scan_segment``).
+difference are records decoded, with the one scanner (``store/commitlog.scan_segment``; a
+DLedger store's data files, which a follower holds byte for byte as its leader does, with the
+entry walk, ``store/dledger.walk_entries``: a difference names its entry).
 Equal bytes mean equal records: a record holds its own commit log offset (physicalOffset),
 so the same bytes at the same offset are the same record on both sides. Messages in the
 differing ranges, and in what only one side holds (a head or a tail), are matched by commit
@@ -34,7 +36,7 @@ from rmqtool.errors import FormatError, RmqError, StoreNotFound
 from rmqtool.formats import config as config_format
 from rmqtool.recovery.loaded_end import loaded_queues, simulate_for_info
 from rmqtool.report.records import message_record
-from rmqtool.store.dledger import refuse_dledger
+from rmqtool.store.dledger import Entry, survey, walk_entries
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import Blank, Corrupt, scan_segment
 from rmqtool.store.commitlog_paths import CommitLogPaths
@@ -94,6 +96,13 @@ class _Log:
 
     @classmethod
     def of(cls, view: StoreView) -> "_Log":
+        if view.records_in_dledger:  # DLedger's data files: entries (header and record) at the same offsets
+            segments = view.dledger.data.segments
+            if not segments:
+                return cls(view, None, 0, 0)
+            end = survey(view.dledger).walked_end
+            return cls(view, CommitLogReader(view.commit_log), segments[0].base_offset,
+                       end if end is not None else segments[0].base_offset)
         if not view.has_commit_log or not view.segments:
             return cls(view, None, 0, 0)
         return cls(view, CommitLogReader(view.commit_log), view.segments[0].base_offset, view.written_end)
@@ -116,6 +125,8 @@ class _Log:
 def _span(r) -> tuple[int, int]:
     if isinstance(r, Message):
         return r.commit_log_offset, r.store_size
+    if isinstance(r, Entry):  # a DLedger entry: its header, then its record
+        return r.pos, r.size
     return r.offset, r.size
 
 
@@ -168,7 +179,11 @@ def records_over(log: _Log, begin: int, end: int, *, check_crc: bool = True) -> 
         back = BACK
         while True:
             start = max(0, s - back)
-            results = scan_segment(seg, is_last=is_last, start=start, end=e, check_crc=check_crc)
+            if log.view.records_in_dledger:  # entries, each its header and one record
+                results = (r for r in walk_entries([seg], records=True, check_crc=check_crc, start=start)
+                           if _span(r)[0] < seg.base_offset + e)
+            else:
+                results = scan_segment(seg, is_last=is_last, start=start, end=e, check_crc=check_crc)
             first = next(results, None)
             if first is None or start == 0 or _span(first)[0] <= seg.base_offset + s:
                 break
@@ -196,7 +211,7 @@ def item_holding(items, offset: int, span):
 
 
 def _kind(r) -> str | None:
-    return None if r is None else "message" if isinstance(r, Message) else "blank" if isinstance(r, Blank) \
+    return None if r is None else "entry" if isinstance(r, Entry) else "message" if isinstance(r, Message) else "blank" if isinstance(r, Blank) \
         else "corrupt" if isinstance(r, Corrupt) else type(r).__name__
 
 
@@ -207,8 +222,20 @@ def _fields(m: Message) -> dict:
     return row
 
 
+_ENTRY_FIELDS = ("magic", "size", "index", "term", "pos", "channel", "chain_crc", "body_crc", "body_length")
+
+
 def differing_fields(x, y) -> tuple[list[str], dict, dict]:
-    """Which fields of two records at one offset differ, and their values on each side."""
+    """Which fields of two records at one offset differ, and their values on each side (of two
+    DLedger entries, their header's as ``entry_<field>``, then their records')."""
+    if isinstance(x, Entry) and isinstance(y, Entry):
+        names = [f"entry_{f}" for f in _ENTRY_FIELDS if getattr(x, f) != getattr(y, f)]
+        va, vb = ({n: getattr(e, n[len("entry_"):]) for n in names} for e in (x, y))
+        more, ma, mb = differing_fields(x.record, y.record)
+        if more == ["store_size"] and ma == mb:  # two records alike in kind and size: nothing more to say
+            more = []
+        return names + more, {**va, **{k: ma[k] for k in more}}, {**vb, **{k: mb[k] for k in more}}
+    x, y = (r.record if isinstance(r, Entry) else r for r in (x, y))
     if isinstance(x, Message) and isinstance(y, Message):
         fx, fy = _fields(x), _fields(y)
         names = [k for k in dict.fromkeys([*fx, *fy]) if fx.get(k) != fy.get(k)]
@@ -237,6 +264,7 @@ def _messages(log: _Log, ranges: list[tuple[int, int]]) -> dict[int, _Msg]:
     out: dict[int, _Msg] = {}
     for begin, end in ranges:
         for r in records_over(log, begin, end, check_crc=False):  # CRCs only where fields are compared
+            r = r.record if isinstance(r, Entry) else r
             if isinstance(r, Message) and r.commit_log_offset not in out:
                 out[r.commit_log_offset] = _Msg(r.commit_log_offset, r.uniq_key, r.topic, r.queue_id,
                                                 r.queue_offset, r.store_size, r.store_timestamp)
@@ -547,8 +575,6 @@ def diff_stores(path_a: str | os.PathLike, path_b: str | os.PathLike, *,
     the first row). ``paths_a``/``paths_b``: where a side's commit log is when not its
     ROOT/commitlog (several disks); without them each side's view finds them as every command
     does (its config/broker.properties), so a multi-path store diffs as the one log it is."""
-    for path in (path_a, path_b):
-        refuse_dledger(path, "diff")
     a = open_store(path_a, commit_log_paths=paths_a, simulate=simulate_for_info)
     b = open_store(path_b, commit_log_paths=paths_b, simulate=simulate_for_info)
     a.require_commit_log_directory("-a")  # not there: every message would read as missing from that side

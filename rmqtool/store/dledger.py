@@ -182,7 +182,7 @@ def _index_sizes_refused(index: SegmentQueue) -> list[Finding]:
             for seg in index.segments if seg.size != fmt.DEFAULT_INDEX_FILE_SIZE and str(seg.path) not in flagged]
 
 
-READ_BY = "info, verify, check, spark verify, query, dump commitlog, dump dledger and recover (its plan)"
+READ_BY = "info, verify, check, diff, spark verify, query, dump commitlog, dump dledger and recover (its plan)"
 
 
 def refuse_dledger(root: str | os.PathLike, command: str) -> None:

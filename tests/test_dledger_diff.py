@@ -59,6 +59,23 @@ def test_a_follower_behind_lacks_the_entries_past_its_end(leader, tmp_path):
     assert [(r["side"], r["commit_log_offset"]) for r in only] == [("a", e["recordOffset"]) for e in past]
     summary = rows[-1]
     assert (summary["written_end_a"], summary["written_end_b"]) == (truth["dledger"]["writePos"], cut["pos"])
+    assert not [r for r in rows if r["record"] == "checkpoint_field"]  # the same checkpoint files
+
+
+def test_a_follower_that_committed_less_says_so(leader, tmp_path):
+    """DLedger's own checkpoint: the index each replica committed up to."""
+    store, truth = leader
+    committed = truth["dledger"]["committedIndex"]
+    follower = copy_tree(store, tmp_path / "follower")
+    checkpoint = follower / "dledger-n0" / "checkpoint"
+    text = checkpoint.read_text()
+    checkpoint.write_text(text.replace(f"committedIndex={committed}", f"committedIndex={committed - 5}"))
+    (follower / "dledger-n0" / "checkpoint.bak").unlink(missing_ok=True)
+    rows, out = _diff(store, follower)
+    assert out.exit_code == 3
+    (row,) = [r for r in rows if r["record"] != "summary"]
+    assert (row["record"], row["file"], row["field"], row["a"], row["b"]) == (
+        "checkpoint_field", "dledger-n0/checkpoint", "dledger_committed_index", committed, committed - 5)
 
 
 def test_an_entry_of_another_term_is_a_different_record(leader, tmp_path):

@@ -439,6 +439,14 @@ def compare_checkpoints(a: StoreView, b: StoreView) -> list[dict]:
         va, vb = getattr(ca, name, None), getattr(cb, name, None)
         if va != vb:
             rows.append(_row("checkpoint_field", file="checkpoint", field=name, a=va, b=vb, reason=why))
+    if a.records_in_dledger or b.records_in_dledger:  # DLedger's own: what each replica committed, its term, its vote
+        da, db = (v.dledger.checkpoint if v.records_in_dledger else None for v in (a, b))
+        home = (a if a.records_in_dledger else b).dledger.home.name
+        for name, file in (("committed_index", "checkpoint"), ("end_index", "checkpoint"), ("curr_term", "currterm"),
+                           ("vote_leader", "currterm")):
+            va, vb = getattr(da, name, None), getattr(db, name, None)
+            if va != vb:
+                rows.append(_row("checkpoint_field", file=f"{home}/{file}", field=f"dledger_{name}", a=va, b=vb))
     return rows
 
 

@@ -454,7 +454,8 @@ def _dledger_recovery(view: StoreView, tail: _Tail, rate: float) -> list[tuple]:
     segments = view.segments
     base = segments[max(len(segments) - 3, 0)].base_offset if segments else 0
     walked = max(tail.end - base, 0)
-    return [("recovery_bytes", walked, None, None, None), ("recovery_seconds", round(walked / rate, 3), None, None, None)]
+    return [("recovery_bytes", walked, None, None, None),
+            ("recovery_seconds", round(walked / rate, 3), None, None, None)]
 
 
 def _load_refused(view: StoreView, found: str | None) -> int:

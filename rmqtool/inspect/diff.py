@@ -211,8 +211,8 @@ def item_holding(items, offset: int, span):
 
 
 def _kind(r) -> str | None:
-    return None if r is None else "entry" if isinstance(r, Entry) else "message" if isinstance(r, Message) else "blank" if isinstance(r, Blank) \
-        else "corrupt" if isinstance(r, Corrupt) else type(r).__name__
+    kinds = ((Entry, "entry"), (Message, "message"), (Blank, "blank"), (Corrupt, "corrupt"))
+    return None if r is None else next((k for t, k in kinds if isinstance(r, t)), type(r).__name__)
 
 
 def _fields(m: Message) -> dict:

@@ -1,9 +1,9 @@
 """`rmqtool check` on a QMQ store: the probe's measures from tails and heads, as on RocketMQ's.
 
 It reads the last ``tail_bytes`` of the last message log segment holding data (the one
-scanner, from the first clean record in that window) and of the segment before the last (whose
-missing end record makes the start delete the segments after it), each subject's consumer log from its
-last written unit back to its last message unit, the checkpoints, and what the next start's
+scanner, from the first clean record in that window) and of the segment before the last
+(whose missing end record makes the start delete the segments after it), each subject's
+consumer log from its last written unit back to its last message unit, the checkpoints, and what the next start's
 constructor loads but the message log's records (``recovery/qmq/start.probe_start``: names,
 directories, consumer and pull logs against the checkpoints, the action log's last segments,
 the tablets, then the action replay that gives each group's progress). Where a record's store

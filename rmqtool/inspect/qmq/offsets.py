@@ -69,7 +69,8 @@ class SubjectEnd:
     def named_offsets(self, first: int, stop: int) -> list:
         """The message log offsets the units from sequence ``first`` up to ``stop`` name (those
         naming a record)."""
-        return [cols.wrote_offset[(cols.kind == consumerlog.MESSAGE) & names_record(cols.wrote_offset, cols.wrote_bytes)]
+        return [cols.wrote_offset[(cols.kind == consumerlog.MESSAGE)
+                                  & names_record(cols.wrote_offset, cols.wrote_bytes)]
                 for cols in self.units(first, stop)]
 
 

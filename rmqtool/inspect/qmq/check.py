@@ -3,10 +3,11 @@
 It reads the last ``tail_bytes`` of the last message log segment holding data (the one
 scanner, from the first clean record in that window) and of the segment before the last
 (whose missing end record makes the start delete the segments after it), each subject's
-consumer log from its last written unit back to its last message unit, the checkpoints, and what the next start's
-constructor loads but the message log's records (``recovery/qmq/start.probe_start``: names,
-directories, consumer and pull logs against the checkpoints, the action log's last segments,
-the tablets, then the action replay that gives each group's progress). Where a record's store
+consumer log from its last written unit back to its last message unit, the checkpoints,
+and what the next start's constructor loads but the message log's records
+(``recovery/qmq/start.probe_start``: names, directories, consumer and pull logs against the
+checkpoints, the action log's last segments, the tablets, then the action replay that gives
+each group's progress). Where a record's store
 time is needed (a lag in ms), its header is read at the offset a unit names.
 
 A QMQ store keeps no flush time, so it has no ``unflushed_*`` measure; its recovery is the

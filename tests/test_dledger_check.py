@@ -80,3 +80,18 @@ def test_the_command_reads_a_dledger_store(clean):
     out = cli_runner().invoke(app, ["check", str(store), "--now", str(NOW)])
     assert out.exit_code == 2 and "load_refused=1" in out.stdout, out.stdout
     assert f"written_end={truth['dledger']['writePos']}B" in out.stdout
+
+
+def test_a_held_dledger_store_leaves_its_last_entry_to_a_later_run(tmp_path):
+    """A running broker may be writing the last entry: its record is not judged yet, and the
+    OK line names no unflushed window (DLedger keeps its own flush position)."""
+    from helpers import lock_held_elsewhere
+    truth = load_truth(CRASH / "truth.json")
+    store = expand_store(CRASH / "input" / "store", tmp_path / "store")
+    with lock_held_elsewhere(store / "lock", 30):
+        result = run_check([store], now=NOW)
+    (checked,) = result.stores
+    assert not checked.findings and result.state == State.OK
+    assert _by(result)["written_end", None, None] == truth["crash"]["dledgerStateAtHalt"]["writePos"]
+    line = result.status_line()
+    assert "dispatch lag" in line.split("|")[0] and "unflushed" not in line

@@ -129,6 +129,8 @@ class Measure:
 # The status line's summary of a RocketMQ store that is OK: (words, measure, unit)
 SUMMARY = (("dispatch lag", "dispatch_lag_ms", " ms"), ("unflushed", "unflushed_ms", " ms"),
            ("recovery", "recovery_seconds", " s"), ("disk", "disk_used_ratio", ""))
+# a DLedger store's: DLedger keeps its own flush position (no unflushed_*)
+DLEDGER_SUMMARY = tuple(s for s in SUMMARY if s[1] != "unflushed_ms")
 
 
 @dataclasses.dataclass(slots=True)
@@ -415,7 +417,8 @@ def check_store(path, *, now: int, tail_bytes: int, recovery_rate: float) -> Sto
                ("store_allocated_bytes", allocated, None, None, None),
                ("tail_errors", sum(f.severity == Severity.ERROR for f in findings), None, None, None),
                ("tail_warnings", sum(f.severity == Severity.WARNING for f in findings), None, None, None)]
-    return StoreCheck(root, [Measure(root, *v) for v in values], findings)
+    return StoreCheck(root, [Measure(root, *v) for v in values], findings,
+                      summary=DLEDGER_SUMMARY if view.records_in_dledger else SUMMARY)
 
 
 def _flush_and_recovery(view: StoreView, tail: _Tail, reader: CommitLogReader, queues, rate: float,

@@ -182,6 +182,9 @@ REGISTRY: dict[str, tuple[Severity, str]] = {
                                 "unit for them and the next start does not dispatch them"),
     "checkpointUnreadable": (Severity.WARNING, "QMQ: a checkpoint snapshot the broker's serde refuses (skipped at "
                              "load: an older one is used)"),
+    "checkpointDirectoryInvalid": (Severity.WARNING, "QMQ: checkpoint is not a directory: SnapshotStore lists no "
+                                   "snapshot in it (the start replays both logs from their start) and cannot save "
+                                   "one there"),
     "checkpointSubjectMissing": (Severity.ERROR, "QMQ: a subject with a consumer log that the loaded message "
                                  "checkpoint does not list: its consumer log is truncated to nothing at load"),
     "actionRecordInvalid": (Severity.ERROR, "QMQ: bytes before the action log's written end that are not an action"),
@@ -302,7 +305,7 @@ CONSEQUENCES: dict[str, Consequence] = {
     "logSegmentNameInvalid": _W, "logSegmentNameMisaligned": _N, "logSegmentShort": _N, "messageRecordInvalid": _D, "payloadCrcMismatch": _D,
     "messageSequenceGap": _N, "consumerLogUnitPastEnd": Consequence.SERVED_EMPTY,
     "consumerLogUnitMismatch": Consequence.SERVED_EMPTY, "consumerLogUnitInvalid": Consequence.SERVED_EMPTY,
-    "messageNotInConsumerLog": _U, "checkpointUnreadable": _N,
+    "messageNotInConsumerLog": _U, "checkpointUnreadable": _N, "checkpointDirectoryInvalid": _N,
     "checkpointSubjectMissing": Consequence.SERVED_EMPTY, "actionRecordInvalid": Consequence.PROGRESS_LOST,
     "pullLogTabletInvalid": Consequence.PROGRESS_LOST, "actionReplaySkipsActions": Consequence.PROGRESS_LOST,
     "recoveryCutsMessageLog": _D, "messagesServedEmpty": Consequence.SERVED_EMPTY, "messagesNotServed": _U,
@@ -436,6 +439,7 @@ CONSUMER_LOG_UNIT_MISMATCH = "consumerLogUnitMismatch"
 CONSUMER_LOG_UNIT_INVALID = "consumerLogUnitInvalid"
 MESSAGE_NOT_IN_CONSUMER_LOG = "messageNotInConsumerLog"
 CHECKPOINT_UNREADABLE = "checkpointUnreadable"
+CHECKPOINT_DIRECTORY_INVALID = "checkpointDirectoryInvalid"
 CHECKPOINT_SUBJECT_MISSING = "checkpointSubjectMissing"
 ACTION_RECORD_INVALID = "actionRecordInvalid"
 PULL_LOG_TABLET_INVALID = "pullLogTabletInvalid"
@@ -631,6 +635,7 @@ OPERATOR_ACTIONS: dict[str, str] = {
     "consumerLogUnitInvalid": "Rebuild the subject's consumer log from the message log (rmqtool recover --apply).",
     "messageNotInConsumerLog": "Consumers cannot reach these messages: rebuild the consumer log (rmqtool recover --apply).",
     "checkpointUnreadable": "Nothing is lost (an older snapshot is used, the replay is longer); remove or restore the file.",
+    "checkpointDirectoryInvalid": "Move it aside before the broker starts (QMQ makes the directory then); rmqtool recover --apply refuses until then.",
     "checkpointSubjectMissing": "The subject's earlier messages will be served empty: rmqtool recover --apply rebuilds its consumer log.",
     "actionRecordInvalid": "Pulls and acks after the damage are lost at the next start: consumers re-receive messages.",
     "pullLogTabletInvalid": "Progress from the tablet on is replayed from the action log, or lost where that is gone.",

@@ -1062,6 +1062,15 @@ def checkpoint_subject_missing(d: Damage) -> At:
     return At(path, None)
 
 
+def checkpoint_directory_invalid(d: Damage) -> At:
+    """checkpoint/ replaced by a file (its snapshots gone with it)."""
+    import shutil
+    path = d.store / "checkpoint"
+    shutil.rmtree(path)
+    path.write_text("not a directory\n")
+    return At(path, None)
+
+
 def action_record_invalid(d: Damage) -> At:
     end = d.truth["readBack"]["actionLog"]["records"][-1]["endOffset"]
     d.patch(_qmq_log(d, "actionlog"), end, b"garbage!" * 4)
@@ -1548,6 +1557,7 @@ PRODUCERS: dict[str, Producer] = {
     f.LOG_SEGMENT_NAME_INVALID: Producer("qmq-refused", log_segment_name_invalid),
     f.PULL_LOG_TABLET_INVALID: Producer("qmq-refused", pull_log_tablet_invalid),
     f.CONSUMER_LOG_UNIT_INVALID: Producer("qmq-v2", consumer_log_unit_invalid),
+    f.CHECKPOINT_DIRECTORY_INVALID: Producer("qmq-v2", checkpoint_directory_invalid),
     # compaction store
     f.COMPACTION_CQ_FILE_MISSING: Producer("compaction", compaction_cq_file_missing),
     f.COMPACTION_CQ_UNIT_MISMATCH: Producer("compaction", compaction_cq_unit_mismatch),

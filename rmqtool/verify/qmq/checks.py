@@ -251,6 +251,11 @@ class QmqChecks:
 
     def checkpoints(self) -> tuple[list[Finding], int | None]:
         out = []
+        where = self.root / "checkpoint"
+        if os.path.lexists(where) and not where.is_dir():  # File.exists() holds: no mkdirs; listFiles gives null
+            out.append(finding(ids.CHECKPOINT_DIRECTORY_INVALID, where, None,
+                               "not a directory: QMQ's start loads no snapshot from it, so it replays the message "
+                               "and action logs from their start, and saving a snapshot there fails"))
         message_cps = checkpoints.message_checkpoints(self.root)
         for snaps in (message_cps, checkpoints.action_checkpoints(self.root)):
             for s in snaps.skipped:

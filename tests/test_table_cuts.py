@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from helpers import examples, table_sections
 from rmqtool.report import table
-from rmqtool.report.columns import HEAD, ITEMS, NAME, NEVER, PATH, TEXT, VALUE, VIEWS, cell_text
+from rmqtool.report.columns import HEAD, ITEMS, NAME, NEVER, PATH, SUB_KINDS, TEXT, VALUE, VIEWS, cell_text
 from rmqtool.report.shorten import distinct_width, least_width, shorten
 from rmqtool.report.table import TextTable
 
@@ -75,7 +75,8 @@ def _check_cell(name: str, shown: str, value) -> None:
        sample=st.integers(1, 5), select=st.booleans())
 def test_no_value_is_cut_but_as_its_column_allows(rows, width, sample, select):
     """Every cell whole or cut as its rule allows; a name (topic, group) or a file never shown as
-    another's text anywhere in the table; with more than one column, no line wider than the width."""
+    another's text anywhere in its table (a run of rows of one kind: the field rows are a table
+    of their own, SUB_KINDS); with more than one column, no line wider than the width."""
     table.SAMPLE_ROWS, before = sample, table.SAMPLE_ROWS
     try:
         out = io.StringIO()
@@ -90,11 +91,13 @@ def test_no_value_is_cut_but_as_its_column_allows(rows, width, sample, select):
     shown_rows = [(names, cells) for names, section in sections for cells in section]
     assert len(shown_rows) == len(rows)
     meant: dict = {}
-    for (names, cells), row in zip(shown_rows, rows):
+    kinds = [SUB_KINDS["diff"].get(row["record"], "diff") for row in rows]
+    tables = [sum(1 for j in range(1, i + 1) if kinds[j] != kinds[j - 1]) for i in range(len(rows))]
+    for (names, cells), row, k in zip(shown_rows, rows, tables):
         for name in names:
             _check_cell(name, cells[name], row[name])
             if DIFF[name].cut in (NAME, PATH) and row[name] is not None:
-                meant.setdefault((name, cells[name]), set()).add(row[name])
+                meant.setdefault((k, name, cells[name]), set()).add(row[name])
         if len(names) > 1 and not select:
             line = "  ".join(cells[n] for n in names)
             assert len(line) <= width

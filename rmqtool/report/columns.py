@@ -255,6 +255,15 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         num("written_end_b", None), num("messages_only_in_a", None), num("messages_only_in_b", None),
         num("messages_matched_by_uniq_key", None), fixed("store_time", None, TIME), num("epoch", None),
         fixed("sync", None, 19), num("consistent_point", None), num("max_offset_a", None), num("max_offset_b", None)),
+    # its rows of one queue's range on each side, and of one field (a checkpoint's or config file's,
+    # an epoch's): tables of their own, so that at 80 columns the field and both sides' values show
+    "diff_queue": (
+        fixed("record", 1, 11), text("topic", 2, 30, 10, cut=NAME), num("queue_id", 3),
+        text("field", 4, 40, 16, cut=ITEMS), text("a", 5, 30, 8, cut=VALUE), text("b", 6, 30, 8, cut=VALUE)),
+    "diff_field": (
+        fixed("record", 1, 16), text("field", 2, 40, 16, cut=ITEMS), text("a", 3, 30, 8, cut=VALUE),
+        text("b", 4, 30, 8, cut=VALUE), text("file", 5, 40, 12, cut=PATH), text("topic", 6, 30, 10, cut=NAME),
+        text("group", 7, 30, 10, cut=NAME), num("queue_id", 8), num("epoch", 9), text("reason", 10, 60, 12, cut=HEAD)),
     "offset": (
         # the lag first after where it is: what an operator opens offsets for, at 80 columns too
         text("group", 1, 30, 10, cut=NAME), text("topic", 2, 30, 10, cut=NAME), num("queue_id", 3),
@@ -357,7 +366,9 @@ VIEWS["message_system"] = tuple(
     c for col in VIEWS["message"] for c in ((col, text("system", 2, 80, 24)) if col.name == "queue_offset" else (col,)))
 
 # Rows of a kind that show as a table of another (a kind's own rows of another shape), by record
-SUB_KINDS = {"qmq_diff": dict.fromkeys(("subject_range", "consumer_log_units", "group_progress", "checkpoint_field"),
+SUB_KINDS = {"diff": {"queue_range": "diff_queue", **dict.fromkeys(("checkpoint_field", "config_entry", "epoch_entry"),
+                                                                    "diff_field")},
+             "qmq_diff": dict.fromkeys(("subject_range", "consumer_log_units", "group_progress", "checkpoint_field"),
                                        "qmq_diff_field")}
 
 # How each field's values may be cut, one way for a field in every kind (a table of no kind,

@@ -118,6 +118,7 @@ def test_a_killed_undo_is_finished_by_undoing_again(after, tmp_path):
     again = _run("recover", root, "--apply")  # not a repair over a half undone store
     assert again.exit_code == ExitCode.LOCKED and f"rmqtool undo {backup}" in again.stderr
     assert "Traceback" not in again.stderr
+    assert "rmqtool: error: " in again.stderr and "not recovered: " in again.stderr  # as RocketMQ's says it
     u = _run("undo", backup)
     assert u.exit_code == 0, u.stderr
     assert (tree(root), file_mtimes(root)) == before and read_unfinished(root) is None

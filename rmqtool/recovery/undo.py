@@ -310,6 +310,9 @@ def _repair_command(manifest, root: pathlib.Path) -> str:
     return f"rmqtool {verb} {shlex.quote(os.path.abspath(root))} --apply"
 
 
+_NOT_DONE = {"recover": "not recovered", "redispatch": "not redispatched", "offsets reset": "not reset"}
+
+
 def roll_back_unfinished(root: str | os.PathLike, operation: str) -> pathlib.Path | None:
     """Before a repair runs: if an earlier run of the same repair was cut short, give the store
     back as it was before that run (its backup holds every original byte), then drop that
@@ -321,8 +324,9 @@ def roll_back_unfinished(root: str | os.PathLike, operation: str) -> pathlib.Pat
     marker = read_unfinished(root)
     if marker is None:
         return None
-    if marker.operation != operation:
-        raise RepairUnfinished(f"{marker.says()}: {marker.ways_out()}", root)
+    if marker.operation != operation:  # said as the repair's every other refusal is: "not recovered: ..."
+        raise RepairUnfinished(f"{_NOT_DONE.get(operation, f'no {operation}')}: {marker.says()}: {marker.ways_out()}",
+                               root)
     if marker.unchanged_copy:  # a recover --to copy (intent.mark_copy): nothing to roll back. Its marker
         return None  # stays until the repair's own replaces it (intent.begin): a kill between leaves it marked
     backup = pathlib.Path(marker.backup_dir)

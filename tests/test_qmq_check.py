@@ -14,6 +14,7 @@ from helpers import cli_runner, expand_store
 from rmqtool.cli.app import app
 from rmqtool.families import tools_at
 from rmqtool.inspect.check import State, prometheus_text
+from rmqtool.inspect.check_defaults import TAIL_BYTES
 from rmqtool.inspect.check import run_check as run_check_of
 
 QMQ = FIXTURES / "qmq"
@@ -167,15 +168,18 @@ def test_a_segment_the_start_finds_incomplete_before_a_written_one_is_the_cut(cl
         f.write(written)  # the same records again: a segment holding data
         f.truncate(PER_SEGMENT_FILE_SIZE)
     info = json.loads(cli_runner().invoke(app, ["info", str(store), "-f", "json"]).stdout)["message_log"]
-    (checked,) = run_check([store], now=NOW).stores
-    cuts = [f for f in checked.findings if f.id == "recoveryCutsMessageLog"]
-    if shape == "end record":
-        assert not cuts and info["recovered_end"] > PER_SEGMENT_FILE_SIZE
-    else:
-        (cut,) = cuts
-        expected = damaged["offset"] if damaged is not None else end
-        assert info["recovered_end"] == expected and (cut.path, cut.offset) == (str(first), expected)
-        assert checked.state == State.CRITICAL
+    # the default window, and one shorter than the segment's last record (no record begins in it:
+    # the segment is walked whole, as the tail of the last one is; damage before the window is verify's)
+    for tail_bytes in (TAIL_BYTES, *([rb["messageLog"]["records"][-1]["size"] - 1] if damaged is None else [])):
+        (checked,) = run_check([store], now=NOW, tail_bytes=tail_bytes).stores
+        cuts = [f for f in checked.findings if f.id == "recoveryCutsMessageLog"]
+        if shape == "end record":
+            assert not cuts and info["recovered_end"] > PER_SEGMENT_FILE_SIZE
+        else:
+            (cut,) = cuts
+            expected = damaged["offset"] if damaged is not None else end
+            assert info["recovered_end"] == expected and (cut.path, cut.offset) == (str(first), expected), tail_bytes
+            assert checked.state == State.CRITICAL, tail_bytes
 
 
 def test_a_refused_start_is_load_refused_and_its_groups_have_no_lag(tmp_path):

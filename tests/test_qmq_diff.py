@@ -206,3 +206,33 @@ def test_a_checkpoint_lacking_a_subject_is_its_max_sequence(tmp_path):
     subject, sequence = line.rsplit("/", 1)
     (row,) = [r for r in rows if r["record"] == "checkpoint_field"]
     assert (row["subject"], row["field"], row["a"], row["b"]) == (subject, "max_sequence", int(sequence), None)
+
+
+def test_every_field_table_shows_both_sides_at_80_columns(tmp_path):
+    """a against k (another run of the same producers): subjects' ranges and units, groups'
+    progress and the checkpoints all differ. At 80 columns each field table shows the field
+    and both sides' values, beside the subject and group where its rows have them: a
+    checkpoint's long field name (message_checkpoint_offset) beside the group column left
+    the values out. A unit's row names the unit fields that differ."""
+    from helpers import table_sections
+    a = expand_store(CRASH / "a-as-is" / "input", tmp_path / "a")
+    k = expand_store(CRASH / "k-clean-restart-with-pulllog-tablet" / "input", tmp_path / "k")
+    rows, out = _diff(a, k)
+    assert out.exit_code == 3
+    fields = {"subject_range", "consumer_log_units", "group_progress", "checkpoint_field"}
+    assert fields <= {r["record"] for r in rows}
+    for r in rows:
+        if r["record"] == "consumer_log_units":
+            assert r["field"].split(", ") == [f for f in r["a"] if r["a"][f] != r["b"][f]], r
+    text = cli_runner().invoke(app, ["diff", str(a), str(k)], env={"COLUMNS": "80"}).stdout
+    assert max(map(len, text.splitlines())) <= 80
+    seen = set()
+    for names, section in table_sections(text):
+        records = {c.get("record") for c in section} & fields
+        if records:
+            seen |= records
+            assert {"subject", "field", "a", "b"} <= set(names), (records, names)
+            assert ("group" in names) == (records == {"group_progress"}), (records, names)
+    assert seen == fields
+    for record, want in (("checkpoint_field", "message_checkpoint_offset"), ("consumer_log_units", "wrote_")):
+        assert any(line.startswith(record) and want in line for line in text.splitlines()), record

@@ -297,3 +297,7 @@ def test_a_qmq_group_whose_subject_has_no_consumer_log_is_drawn_too(tmp_path):
     (row,) = [a for _t, a, _x in dom.having("tr", **{"class": "consumer-log"}) if a["data-subject"] == gone]
     page = render_page(doc)
     assert all(f'<span class="mono">{g["group"]}</span>' in page for g in mine)
+    # no consumer log, no lag to count: the group's line names none (it said "lag " and nothing)
+    for g in mine:
+        assert g["lag_messages"] is None and f'pulled up to {g["pull"]}</td>' in page, g
+    assert ", lag </td>" not in page and "lag None" not in page

@@ -295,13 +295,20 @@ VIEWS: dict[str, tuple[Column, ...]] = {
         text("store_b", None, 100, cut=PATH), num("written_end_a", None), num("written_end_b", None),
         num("messages_only_in_a", None), num("messages_only_in_b", None), num("messages_matched_by_message_id", None),
         num("units_differing", None), num("last_sequence", None)),
-    # its rows of one field of a subject or group on each side: a table of their own, so that at 80
-    # columns the field and both sides' values show beside the subject and group
-    "qmq_diff_field": (
-        fixed("record", 1, 18), text("subject", 2, 30, 10, cut=NAME), text("group", 3, 30, 10, cut=NAME),
-        text("field", 4, 40, 9, cut=ITEMS), text("a", 5, 30, 8, cut=VALUE), text("b", 6, 30, 8, cut=VALUE),
-        num("sequence", 7), num("units_differing", 8), num("last_sequence", 9), fixed("side", 10, 4),
-        text("reason", 11, 60, 12, cut=HEAD)),
+    # its rows of one field on each side, a subject's, a group's or a checkpoint's: tables of their
+    # own, each with the columns its rows have, so that at 80 columns the field and both sides' values
+    # show beside the subject and group (a checkpoint's long field names beside no group column)
+    "qmq_diff_subject": (
+        fixed("record", 1, 18), text("subject", 2, 30, 10, cut=NAME), text("field", 3, 40, 9, cut=ITEMS),
+        text("a", 4, 30, 8, cut=VALUE), text("b", 5, 30, 8, cut=VALUE), num("sequence", 6),
+        num("units_differing", 7), num("last_sequence", 8)),
+    "qmq_diff_group": (
+        fixed("record", 1, 14), text("subject", 2, 30, 10, cut=NAME), text("group", 3, 30, 10, cut=NAME),
+        text("field", 4, 40, 4, cut=ITEMS), text("a", 5, 30, 8, cut=VALUE), text("b", 6, 30, 8, cut=VALUE),
+        fixed("side", 7, 4), text("reason", 8, 60, 12, cut=HEAD)),
+    "qmq_diff_checkpoint": (
+        fixed("record", 1, 16), text("subject", 2, 30, 10, cut=NAME), text("field", 3, 40, 9, cut=ITEMS),
+        text("a", 4, 30, 8, cut=VALUE), text("b", 5, 30, 8, cut=VALUE)),
     # QMQ offsets: a group's progress in a subject and its lag (inspect/qmq/offsets.py)
     "qmq_offset": (
         text("subject", 1, 40, 12, cut=NAME), text("group", 2, 30, 12, cut=NAME), num("lag_messages", 3, 12),
@@ -368,8 +375,8 @@ VIEWS["message_system"] = tuple(
 # Rows of a kind that show as a table of another (a kind's own rows of another shape), by record
 SUB_KINDS = {"diff": {"queue_range": "diff_queue", **dict.fromkeys(("checkpoint_field", "config_entry", "epoch_entry"),
                                                                     "diff_field")},
-             "qmq_diff": dict.fromkeys(("subject_range", "consumer_log_units", "group_progress", "checkpoint_field"),
-                                       "qmq_diff_field")}
+             "qmq_diff": {"subject_range": "qmq_diff_subject", "consumer_log_units": "qmq_diff_subject",
+                          "group_progress": "qmq_diff_group", "checkpoint_field": "qmq_diff_checkpoint"}}
 
 # How each field's values may be cut, one way for a field in every kind (a table of no kind,
 # a document's section, takes it from here)

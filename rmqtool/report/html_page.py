@@ -368,7 +368,9 @@ def _groups_text(mine: list) -> str:
     return "<br>".join(
         f'<span class="mono">{esc(g["group"])}</span>: '
         + (f'broadcast, pulled up to {esc(g["pull"])} <span class="muted">(each consumer its own)</span>'
-           if g["broadcast"] else f'pulled up to {esc(g["pull"])}, lag {esc(g["lag_messages"])}'
+           if g["broadcast"] else f'pulled up to {esc(g["pull"])}'
+           # no lag without the subject's consumer log (nothing to count to): none shown, not "lag "
+           + (f', lag {esc(g["lag_messages"])}' if g["lag_messages"] is not None else "")
            + (f' ({esc(g["lag_ms"])} ms)' if g["lag_ms"] else ""))
         for g in mine) or '<span class="muted">no group</span>'
 

@@ -113,9 +113,10 @@ def segment_cut(log: LogDirectory, tail: _Tail, tail_bytes: int) -> Finding | No
             return None  # nothing in it: QMQ's walk stops at its start, as it does at a new segment's
         first = next(messagelog.scan_pieces(data, record_kernel.SubjectTable(), True, None,
                                             max(data.written - tail_bytes, 0)), None)
-    if first is None:
-        return None
-    start = int(first.position[0]) if isinstance(first, record_kernel.MessageRun) else first.position
+    # no record begins in the window (a record longer than it): the segment's whole, as read_tail reads
+    # the last one; the validator from 0 is the start's own walk
+    start = 0 if first is None else int(first.position[0]) if isinstance(first, record_kernel.MessageRun) \
+        else first.position
     try:
         complete, validated = validate_message_segment_from(seg.path, seg.base_offset, seg.size, start)
     except JavaException:  # the start is refused there: the damage is what the scan of the segment shows

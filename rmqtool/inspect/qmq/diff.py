@@ -252,8 +252,9 @@ def compare_consumer_logs(ends: dict[str, dict]) -> list[dict]:
                 if first is None:
                     first = (w + int(bad[0]), _unit(ua[bad[0]]), _unit(ub[bad[0]]))
                 last, count = w + int(bad[-1]), count + len(bad)
-        if first is not None:
-            rows.append(_row("consumer_log_units", subject=subject, sequence=first[0], field="units", a=first[1],
+        if first is not None:  # field: what differs in the first (the whole units in a and b)
+            fields = ", ".join(k for k in first[1] if first[1][k] != first[2][k])
+            rows.append(_row("consumer_log_units", subject=subject, sequence=first[0], field=fields, a=first[1],
                              b=first[2], units_differing=count, last_sequence=last))
     return rows
 

@@ -302,3 +302,18 @@ def test_a_subject_name_that_is_not_utf8_keeps_the_prometheus_file_readable(clea
     assert out.exit_code == 2 and f"CRITICAL units_lost_at_start[{subject}]=" in out.stdout, out.stdout
     text = prom.read_bytes().decode("utf-8")  # strict: the collector takes UTF-8 only
     assert 'subject="odd' in text and not _exposition_errors(text)
+
+
+def test_a_renamed_consumer_log_directory_counts_once(tmp_path):
+    """crash.order's consumer log renamed: the load finds no log of crash.order (its sequences up
+    to the checkpoint's max are lost to the next start) and cuts the renamed directory to nothing;
+    that directory's units name crash.order's records, so they are not counted a second time."""
+    store = expand_store(CRASH / "a-as-is" / "input", tmp_path / "store")
+    subject = "crash.order"
+    # the loaded checkpoint's text as QMQ wrote it (the same base store in every variant)
+    text = load_truth(CRASH / "h-subject-missing-from-checkpoint" / "truth.json")["mutation"]["textBefore"]
+    max_sequence = int(next(line for line in text.splitlines() if line.startswith(subject + "/")).split("/")[1])
+    (store / "consumerlog" / subject).rename(store / "consumerlog" / (subject + ".old"))
+    (checked,) = run_check([store], now=NOW).stores
+    got = {m.subject: m.value for m in checked.measures if m.measure == "units_lost_at_start"}
+    assert got[subject] == max_sequence + 1 and got[subject + ".old"] == 0

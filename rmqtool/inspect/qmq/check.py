@@ -162,7 +162,8 @@ def check_qmq_store(view: QmqView, *, now: int, tail_bytes: int, recovery_rate: 
     probe = probe_start(root)
     values += _recovery(log, tail, probe, recovery_rate)
     if probe.message_log_first is not None:  # the load ran: what it drops is known
-        values += [("units_lost_at_start", n, subject, None) for subject, n in lost_at_start(probe, ends).items()]
+        values += [("units_lost_at_start", n, subject, None)
+                   for subject, n in lost_at_start(probe, ends, heads.subject_at).items()]
     if tail.newest_timestamp is not None:
         values.append(("newest_age_ms", now - tail.newest_timestamp, None, None))
     for g in group_progress(root, probe=probe, ends=ends, heads=heads).rows:  # offsets' rows
@@ -184,13 +185,15 @@ def check_qmq_store(view: QmqView, *, now: int, tail_bytes: int, recovery_rate: 
                       tail.findings, summary=SUMMARY)
 
 
-def lost_at_start(probe, ends: dict) -> dict[str, int]:
+def lost_at_start(probe, ends: dict, subject_at) -> dict[str, int]:
     """Per subject, the sequences the next start serves without their message (or not at all)
     because its load lacks their units and its replay, which begins after their records, does
     not write them again: up to the loaded message checkpoint's max sequence, those its consumer
     log does not reach (a file gone); and units on disk that the load cuts (a subject the
-    checkpoint lacks is cut to nothing) naming a record the message log still holds before the
-    replay start. QMQ never deletes a log's last segment, so neither happens on a healthy store."""
+    checkpoint lacks is cut to nothing) naming a record of that subject (``subject_at(offset)``:
+    not a directory renamed, whose units name another subject's records, counted there) the
+    message log still holds before the replay start. QMQ never deletes a log's last segment,
+    so neither happens on a healthy store."""
     replay_from = max(probe.message_checkpoint if probe.message_checkpoint is not None else -1,
                       probe.message_log_first)
     lost = {}
@@ -199,8 +202,11 @@ def lost_at_start(probe, ends: dict) -> dict[str, int]:
         n = max(probe.max_sequences.get(subject, -1) + 1 - loaded, 0)
         end = ends.get(subject)
         if end is not None and end.next_sequence > loaded:
-            n += sum(int(((o >= probe.message_log_first) & (o < replay_from)).sum())
-                     for o in end.named_offsets(loaded, end.next_sequence))
+            cut = [o[(o >= probe.message_log_first) & (o < replay_from)]
+                   for o in end.named_offsets(loaded, end.next_sequence)]
+            first = next((int(o[0]) for o in cut if len(o)), None)
+            if first is not None and subject_at(first) == subject:
+                n += sum(len(o) for o in cut)
         lost[subject] = n
     return lost
 

@@ -113,7 +113,7 @@ def subject_ends(root: str | os.PathLike) -> dict[str, SubjectEnd]:
 
 
 class RecordHeads:
-    """Store times of message log records, read from their headers at the offsets units name."""
+    """Store times (and subjects) of message log records, read from their headers at the offsets units name."""
 
     def __init__(self, root: str | os.PathLike):
         self.log = list_log(pathlib.Path(root) / "messagelog", PER_SEGMENT_FILE_SIZE)
@@ -136,6 +136,15 @@ class RecordHeads:
             else:
                 return None
         return None
+
+    def subject_at(self, offset: int) -> str | None:
+        """The subject of the message record at ``offset`` (None: no message record starts there)."""
+        seg = self.log.locate(offset)
+        if seg is None:
+            return None
+        with ZeroExtended(seg) as data:
+            item = messagelog.parse_record(data, offset - seg.base_offset, check_crc=False)
+        return item.subject if isinstance(item, messagelog.MessageRecord) else None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -236,3 +236,17 @@ def test_every_field_table_shows_both_sides_at_80_columns(tmp_path):
     assert seen == fields
     for record, want in (("checkpoint_field", "message_checkpoint_offset"), ("consumer_log_units", "wrote_")):
         assert any(line.startswith(record) and want in line for line in text.splitlines()), record
+
+
+def test_both_sides_share_the_room_a_table_has(tmp_path):
+    """a and b grow together: at 120 columns the groups' consumers (long on both sides) get
+    cells of one width, not a whole one beside a cut one."""
+    import re
+    a = expand_store(CRASH / "a-as-is" / "input", tmp_path / "a")
+    k = expand_store(CRASH / "k-clean-restart-with-pulllog-tablet" / "input", tmp_path / "k")
+    text = cli_runner().invoke(app, ["diff", str(a), str(k)], env={"COLUMNS": "120"}).stdout
+    lines = text.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if line.startswith("record") and " group " in line]
+    names, rule = lines[at].split(), lines[at + 1]
+    widths = dict(zip(names, (len(m.group()) for m in re.finditer(r"-+", rule))))
+    assert abs(widths["a"] - widths["b"]) <= 1 and widths["a"] > 8, widths

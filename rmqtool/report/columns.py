@@ -436,14 +436,32 @@ def fit(sized, width: int, *, wide: bool = False, given: bool = False) -> list[t
         shown = [s for s in sized if s[0].name in chosen]
     widths = {c.name: least for c, least, _ in shown}
     room = width - (sum(widths.values()) + GAP * (len(shown) - 1))
+    shared = [(c, most) for c, _, most in shown if c.cut == VALUE]  # a diff's two sides grow together
     for c, _, most in sorted(shown, key=lambda s: (not s[0].flex, s[0].rank or 0)):
         if room <= 0:
             break
+        if c.cut == VALUE and len(shared) > 1:
+            room = _share(widths, shared, room)
+            shared = []
+            continue
         grow = min(room, most - widths[c.name])
         if grow > 0:
             widths[c.name] += grow
             room -= grow
     return [(c, widths[c.name]) for c, _, _ in shown]
+
+
+def _share(widths: dict, columns: list, room: int) -> int:
+    """``room`` handed out to ``columns`` (column, most) in turns, a cell each, as each still
+    wants it; the room left."""
+    wanting = [(c, most) for c, most in columns if widths[c.name] < most]
+    while room > 0 and wanting:
+        for c, most in wanting:
+            if room > 0 and widths[c.name] < most:
+                widths[c.name] += 1
+                room -= 1
+        wanting = [(c, most) for c, most in wanting if widths[c.name] < most]
+    return room
 
 
 # --- cells ---

@@ -113,20 +113,29 @@ def subject_ends(root: str | os.PathLike) -> dict[str, SubjectEnd]:
 
 
 class RecordHeads:
-    """Store times (and subjects) of message log records, read from their headers at the offsets units name."""
+    """Store times (and subjects) of message log records, read from their headers at the
+    offsets units name."""
 
     def __init__(self, root: str | os.PathLike):
         self.log = list_log(pathlib.Path(root) / "messagelog", PER_SEGMENT_FILE_SIZE)
+
+    def _item(self, offset: int | None):
+        """(segment, the scanner's item at ``offset``, a header read without its payload's CRC),
+        or None when no segment holds it."""
+        seg = self.log.locate(offset) if offset is not None else None
+        if seg is None:
+            return None
+        with ZeroExtended(seg) as data:
+            return seg, messagelog.parse_record(data, offset - seg.base_offset, check_crc=False)
 
     def timestamp_at(self, offset: int | None) -> int | None:
         """The store time of the message record at ``offset``, or of the first after an
         end-of-segment or blank record there; None when no record starts there."""
         for _hop in range(3):
-            seg = self.log.locate(offset) if offset is not None else None
-            if seg is None:
+            found = self._item(offset)
+            if found is None:
                 return None
-            with ZeroExtended(seg) as data:
-                item = messagelog.parse_record(data, offset - seg.base_offset, check_crc=False)
+            seg, item = found
             if isinstance(item, messagelog.MessageRecord):
                 return item.timestamp
             if isinstance(item, messagelog.EmptyRecord):
@@ -139,12 +148,8 @@ class RecordHeads:
 
     def subject_at(self, offset: int) -> str | None:
         """The subject of the message record at ``offset`` (None: no message record starts there)."""
-        seg = self.log.locate(offset)
-        if seg is None:
-            return None
-        with ZeroExtended(seg) as data:
-            item = messagelog.parse_record(data, offset - seg.base_offset, check_crc=False)
-        return item.subject if isinstance(item, messagelog.MessageRecord) else None
+        found = self._item(offset)
+        return found[1].subject if found is not None and isinstance(found[1], messagelog.MessageRecord) else None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from rmqtool.errors import FormatError, RmqError, UsageError, error_line
 from rmqtool.findings import Finding, Severity
 from rmqtool.recovery.commitlog_walk import V4, V5, abnormal_start
 from rmqtool.recovery.semantics import detect_semantics
-from rmqtool.store.dledger import Entry, survey, walk_entries
+from rmqtool.store.dledger import Entry, walk_entries
 from rmqtool.store.checkpoint import loaded_checkpoint
 from rmqtool.store.commitlog import Blank, findings_of, scan_segment
 from rmqtool.store.commitlog_end import last_nonzero_from, last_written, segment_end
@@ -271,8 +271,7 @@ def _read_tail(view: StoreView, tail_bytes: int) -> _Tail:
             end, full, seen = r.position + r.size, r.valid, True
     if not seen:  # no record in the tail read (a segment whose first bytes are garbage): the end is
         # where the records before it end, the one written end every command gives
-        written = survey(view.dledger).walked_end or 0 if view.records_in_dledger else view.written_end
-        return _Tail(written, records, found, seg.base_offset + start)
+        return _Tail(view.written_end, records, found, seg.base_offset + start)
     if view.lock_holder is not None:
         # a running broker may be writing the bytes after its last whole record right now: what
         # follows the last clean record is judged on a later run, once more records follow it

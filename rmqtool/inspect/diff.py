@@ -36,7 +36,7 @@ from rmqtool.errors import FormatError, RmqError, StoreNotFound
 from rmqtool.formats import config as config_format
 from rmqtool.recovery.loaded_end import loaded_queues, simulate_for_info
 from rmqtool.report.records import message_record
-from rmqtool.store.dledger import Entry, survey, walk_entries
+from rmqtool.store.dledger import Entry, walk_entries
 from rmqtool.store.checkpoint import read_checkpoint
 from rmqtool.store.commitlog import Blank, Corrupt, scan_segment
 from rmqtool.store.commitlog_paths import CommitLogPaths
@@ -96,14 +96,8 @@ class _Log:
 
     @classmethod
     def of(cls, view: StoreView) -> "_Log":
-        if view.records_in_dledger:  # DLedger's data files: entries (header and record) at the same offsets
-            segments = view.dledger.data.segments
-            if not segments:
-                return cls(view, None, 0, 0)
-            end = survey(view.dledger).walked_end
-            return cls(view, CommitLogReader(view.commit_log), segments[0].base_offset,
-                       end if end is not None else segments[0].base_offset)
-        if not view.has_commit_log or not view.segments:
+        # a DLedger store's commit log is its data files: entries (header and record) at the same offsets
+        if not (view.has_commit_log or view.records_in_dledger) or not view.segments:
             return cls(view, None, 0, 0)
         return cls(view, CommitLogReader(view.commit_log), view.segments[0].base_offset, view.written_end)
 

@@ -132,7 +132,12 @@ class StoreView:
     @functools.cached_property
     def written_end(self) -> int:
         """One past the last record written (store/commitlog_end.written_end); the last file's
-        records :attr:`commit_log_end` read already are not read again."""
+        records :attr:`commit_log_end` read already are not read again. A DLedger store's: one
+        past the last entry its data files hold (store/dledger.survey's walk)."""
+        if self.records_in_dledger:
+            from rmqtool.store.dledger import survey
+            walked = survey(self.dledger).walked_end
+            return walked if walked is not None else (self.segments[0].base_offset if self.segments else 0)
         end = self.commit_log_end
         tail = end.last_message
         resume = tail.position + tail.store_size if tail is not None and end.stopped_by is None else None
